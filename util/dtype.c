@@ -1,0 +1,314 @@
+/*
+ * dtype.c — the element-type table and exact conversions between every
+ * storage type and double.
+ *
+ * Reading is exact.  Writing a float type rounds to nearest even, first to
+ * f32 and then to the narrower format; f8 saturates (ONNX saturate=1).
+ * Writing an integer type truncates toward zero and saturates, as a C cast
+ * of an in-range value does.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "util.h"
+
+static const struct {
+	const char *name;
+	int bits, onnx, flags;
+} dtab[NDTYPE] = {
+#define DTYPE(e, s, bits, onnx, fl) [DT_##e] = {s, bits, onnx, fl},
+#include "dtype.def"
+#undef DTYPE
+};
+
+const char *
+dtype_name(DType t)
+{
+	return (unsigned)t < NDTYPE ? dtab[t].name : "?";
+}
+
+int
+dtype_parse(const char *s, size_t n, DType *t)
+{
+	for (int i = 0; i < NDTYPE; i++)
+		if (strlen(dtab[i].name) == n && memcmp(dtab[i].name, s, n) == 0) {
+			*t = (DType)i;
+			return 0;
+		}
+	return -1;
+}
+
+int dtype_bits(DType t) { return dtab[t].bits; }
+int dtype_flags(DType t) { return dtab[t].flags; }
+int dtype_onnx(DType t) { return dtab[t].onnx; }
+int dtype_is_float(DType t) { return dtab[t].flags & DTF_FLOAT; }
+int dtype_is_int(DType t) { return dtab[t].flags & DTF_INT; }
+
+int
+dtype_from_onnx(int code, DType *t)
+{
+	for (int i = 0; i < NDTYPE; i++)
+		if (dtab[i].onnx == code) {
+			*t = (DType)i;
+			return 0;
+		}
+	return -1;
+}
+
+size_t
+dtype_bytes(DType t, size_t n)
+{
+	return (n * (size_t)dtab[t].bits + 7) / 8;
+}
+
+static float
+f32_of_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint32_t
+bits_of_f32(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+float
+bf16_to_f32(uint16_t h)
+{
+	return f32_of_bits((uint32_t)h << 16);
+}
+
+uint16_t
+f32_to_bf16(float f)
+{
+	uint32_t u = bits_of_f32(f);
+
+	if (isnan(f))
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/*
+ * A small float format: 1 sign bit, ebits exponent bits with the given bias,
+ * mbits mantissa bits.  Decoding is generic; the special values differ.
+ */
+static double
+decode_small(unsigned v, int ebits, int mbits, int bias)
+{
+	int s = (v >> (ebits + mbits)) & 1;
+	int e = (v >> mbits) & ((1 << ebits) - 1);
+	int m = v & ((1 << mbits) - 1);
+	double x;
+
+	if (e == 0)
+		x = ldexp(m, 1 - bias - mbits);
+	else
+		x = ldexp(m + (1 << mbits), e - bias - mbits);
+	return s ? -x : x;
+}
+
+/* Round a finite nonzero |x| to mbits fraction bits, exponent >= emin. */
+static double
+round_fmt(double x, int mbits, int emin)
+{
+	int e;
+
+	frexp(x, &e);
+	e -= 1;
+	if (e < emin)
+		e = emin;
+	double q = ldexp(1.0, e - mbits);
+	return nearbyint(x / q) * q;
+}
+
+/* Encode a value already representable in the format (|x| <= max). */
+static unsigned
+encode_small(double x, int ebits, int mbits, int bias)
+{
+	unsigned s = signbit(x) ? 1u : 0u, e, m;
+	int ex;
+
+	x = fabs(x);
+	if (x == 0)
+		return s << (ebits + mbits);
+	frexp(x, &ex);
+	ex -= 1;
+	if (ex < 1 - bias) {	/* subnormal */
+		e = 0;
+		m = (unsigned)ldexp(x, bias - 1 + mbits);
+	} else {
+		e = (unsigned)(ex + bias);
+		m = (unsigned)(ldexp(x, mbits - ex) - (1 << mbits));
+	}
+	return s << (ebits + mbits) | e << mbits | m;
+}
+
+float
+f16_to_f32(uint16_t h)
+{
+	if (((h >> 10) & 0x1f) == 0x1f)
+		return (h & 0x3ff) ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
+	return (float)decode_small(h, 5, 10, 15);
+}
+
+uint16_t
+f32_to_f16(float f)
+{
+	double x;
+
+	if (isnan(f))
+		return 0x7e00;
+	if (isinf(f))
+		return signbit(f) ? 0xfc00 : 0x7c00;
+	if (f == 0)
+		return signbit(f) ? 0x8000 : 0;
+	x = round_fmt(fabs(f), 10, -14);
+	if (x > 65504)
+		return signbit(f) ? 0xfc00 : 0x7c00;
+	return (uint16_t)encode_small(signbit(f) ? -x : x, 5, 10, 15);
+}
+
+float
+f8e4m3_to_f32(uint8_t v)
+{
+	if ((v & 0x7f) == 0x7f)
+		return NAN;
+	return (float)decode_small(v, 4, 3, 7);
+}
+
+uint8_t
+f32_to_f8e4m3(float f)
+{
+	double x;
+
+	if (isnan(f))
+		return 0x7f;
+	if (f == 0)
+		return signbit(f) ? 0x80 : 0;
+	x = isinf(f) ? 448 : round_fmt(fabs(f), 3, -6);
+	if (x > 448)
+		x = 448;
+	return (uint8_t)encode_small(signbit(f) ? -x : x, 4, 3, 7);
+}
+
+float
+f8e5m2_to_f32(uint8_t v)
+{
+	if (((v >> 2) & 0x1f) == 0x1f)
+		return (v & 3) ? NAN : (v & 0x80 ? -INFINITY : INFINITY);
+	return (float)decode_small(v, 5, 2, 15);
+}
+
+uint8_t
+f32_to_f8e5m2(float f)
+{
+	double x;
+
+	if (isnan(f))
+		return 0x7f;
+	if (f == 0)
+		return signbit(f) ? 0x80 : 0;
+	x = isinf(f) ? 57344 : round_fmt(fabs(f), 2, -14);
+	if (x > 57344)
+		x = 57344;
+	return (uint8_t)encode_small(signbit(f) ? -x : x, 5, 2, 15);
+}
+
+static int
+nibble(const void *p, size_t i)
+{
+	const uint8_t *b = p;
+
+	return (b[i / 2] >> (4 * (i & 1))) & 0xf;
+}
+
+int64_t
+dtype_load_int(DType t, const void *p, size_t i)
+{
+	switch (t) {
+	case DT_I64: return ((const int64_t *)p)[i];
+	case DT_I32: return ((const int32_t *)p)[i];
+	case DT_I16: return ((const int16_t *)p)[i];
+	case DT_I8: return ((const int8_t *)p)[i];
+	case DT_U8: return ((const uint8_t *)p)[i];
+	case DT_BOOL: return ((const uint8_t *)p)[i] != 0;
+	case DT_I4: { int v = nibble(p, i); return v >= 8 ? v - 16 : v; }
+	case DT_U4: return nibble(p, i);
+	default: return (int64_t)dtype_load(t, p, i);
+	}
+}
+
+double
+dtype_load(DType t, const void *p, size_t i)
+{
+	switch (t) {
+	case DT_F32: return ((const float *)p)[i];
+	case DT_F64: return ((const double *)p)[i];
+	case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+	case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+	case DT_F8E4M3: return f8e4m3_to_f32(((const uint8_t *)p)[i]);
+	case DT_F8E5M2: return f8e5m2_to_f32(((const uint8_t *)p)[i]);
+	default: return (double)dtype_load_int(t, p, i);
+	}
+}
+
+static int64_t
+clampi(double v, double lo, double hi)
+{
+	if (isnan(v))
+		return 0;
+	if (v < lo)
+		return (int64_t)lo;
+	if (v > hi)
+		return (int64_t)hi;
+	return (int64_t)v;	/* truncates toward zero */
+}
+
+void
+dtype_store_int(DType t, void *p, size_t i, int64_t v)
+{
+	uint8_t *b = p;
+
+	switch (t) {
+	case DT_I64: ((int64_t *)p)[i] = v; break;
+	case DT_I32: ((int32_t *)p)[i] = (int32_t)MAX(MIN(v, INT32_MAX), INT32_MIN); break;
+	case DT_I16: ((int16_t *)p)[i] = (int16_t)MAX(MIN(v, INT16_MAX), INT16_MIN); break;
+	case DT_I8: ((int8_t *)p)[i] = (int8_t)MAX(MIN(v, 127), -128); break;
+	case DT_U8: ((uint8_t *)p)[i] = (uint8_t)MAX(MIN(v, 255), 0); break;
+	case DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+	case DT_I4:
+	case DT_U4: {
+		int64_t lo = t == DT_I4 ? -8 : 0, hi = t == DT_I4 ? 7 : 15;
+		unsigned n = (unsigned)MAX(MIN(v, hi), lo) & 0xf;
+		int sh = 4 * (int)(i & 1);
+		b[i / 2] = (uint8_t)((b[i / 2] & ~(0xf << sh)) | n << sh);
+		break;
+	}
+	default: dtype_store(t, p, i, (double)v); break;
+	}
+}
+
+void
+dtype_store(DType t, void *p, size_t i, double v)
+{
+	switch (t) {
+	case DT_F32: ((float *)p)[i] = (float)v; break;
+	case DT_F64: ((double *)p)[i] = v; break;
+	case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+	case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+	case DT_F8E4M3: ((uint8_t *)p)[i] = f32_to_f8e4m3((float)v); break;
+	case DT_F8E5M2: ((uint8_t *)p)[i] = f32_to_f8e5m2((float)v); break;
+	case DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+	case DT_I64: ((int64_t *)p)[i] = clampi(v, -9223372036854775808.0, 9223372036854774784.0); break;
+	case DT_I32: dtype_store_int(t, p, i, clampi(v, INT32_MIN, INT32_MAX)); break;
+	default: dtype_store_int(t, p, i, clampi(v, -32768.0, 65535.0)); break;
+	}
+}

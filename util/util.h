@@ -1,0 +1,226 @@
+/*
+ * util.h — the small pieces every other directory uses: arenas, diagnostics,
+ * string interning and hashing, element types and their exact conversions,
+ * host tensors and the two tensor file formats (.npy and ONNX TensorProto).
+ *
+ * Nothing here depends on anything but libc, so the runtime can link it.
+ */
+#ifndef MOEC_UTIL_H
+#define MOEC_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MOEC_VERSION "0.1.0"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Broken invariants, never bad input: print file:line and abort. */
+#define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
+_Noreturn void die_(const char *file, int line, const char *fmt, ...);
+
+/* arena.c */
+
+/*
+ * An arena hands out memory that is released all at once.  Every IR object
+ * of a module lives in the module's arena; nothing in it is freed singly.
+ */
+typedef struct Arena Arena;
+Arena *arena_new(size_t chunk);		/* chunk: 0 for the default */
+void *arena_alloc(Arena *a, size_t n);	/* zeroed, 16-byte aligned */
+void *arena_realloc(Arena *a, void *p, size_t old, size_t n);
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...);
+size_t arena_used(const Arena *a);
+void arena_free(Arena *a);
+#define arena_array(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
+
+/* Growable arrays for host-side scratch (not for IR objects). */
+#define VEC(T) struct { T *v; size_t n, cap; }
+#define vec_push(vec, x)                                                     \
+	do {                                                                 \
+		if ((vec)->n == (vec)->cap) {                                \
+			(vec)->cap = (vec)->cap ? 2 * (vec)->cap : 8;        \
+			(vec)->v = xrealloc((vec)->v,                        \
+					    (vec)->cap * sizeof(*(vec)->v)); \
+		}                                                            \
+		(vec)->v[(vec)->n++] = (x);                                  \
+	} while (0)
+#define vec_free(vec) (free((vec)->v), (vec)->v = NULL, (vec)->n = (vec)->cap = 0)
+
+void *xmalloc(size_t n);	/* dies on out-of-memory: that is not bad input */
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* diag.c */
+
+/*
+ * Where something came from.  Text IR uses file:line:col; an ONNX model uses
+ * the node (index, name, op type) or a field path instead of a line.
+ */
+typedef struct Loc Loc;
+struct Loc {
+	const char *file;	/* "model.onnx", "moe.ir"; NULL: none */
+	int line, col;		/* 1-based; 0 when unknown */
+	int node;		/* ONNX node index, -1 if none */
+	const char *name;	/* ONNX node name or a field path */
+	const char *optype;	/* ONNX op_type */
+};
+#define LOC_NONE ((Loc){NULL, 0, 0, -1, NULL, NULL})
+Loc loc_file(const char *file);
+Loc loc_line(const char *file, int line, int col);
+
+/*
+ * A diagnostic sink.  Library code reports bad input here and returns an
+ * error; only tools/ mains exit.  Messages are written as
+ *	file:line:col: error: message
+ *	model.onnx: node 37 'name' (MatMul): error: message
+ */
+typedef struct Diag Diag;
+struct Diag {
+	FILE *out;		/* NULL: count only, print nothing */
+	int nerror, nwarn;
+	char last[512];		/* text of the last error, for tests and the runtime */
+};
+void diag_init(Diag *d, FILE *out);
+int diag_error(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));	/* returns -1 */
+void diag_warn(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int diag_verror(Diag *d, Loc loc, const char *fmt, va_list ap);
+void diag_loc_string(char *buf, size_t n, Loc loc);
+
+/* str.c */
+
+uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);	/* FNV-1a, 64 bit */
+uint64_t hash_str(const char *s);
+uint32_t crc32c(uint32_t crc, const void *p, size_t n);	/* start with crc = 0 */
+uint64_t mix64(uint64_t x);	/* splitmix64 finaliser: a good integer hash */
+
+/*
+ * A string set that returns one canonical copy per distinct string, so
+ * interned strings compare with ==.  Copies live in the given arena.
+ */
+typedef struct StrSet StrSet;
+struct StrSet {
+	Arena *arena;
+	const char **slot;
+	size_t n, cap;
+};
+const char *str_intern(StrSet *s, const char *str);
+const char *str_find(const StrSet *s, const char *str);	/* NULL if absent */
+void str_free(StrSet *s);	/* frees the table, not the arena */
+
+/* file.c */
+
+/* Whole-file read; NULL with a diagnostic on failure.  *len gets the size. */
+char *file_read(const char *path, size_t *len, Diag *d);
+int file_write(const char *path, const void *p, size_t n, Diag *d);
+const char *file_basename(const char *path);
+char *file_dirname(const char *path);	/* malloc'd */
+char *file_join(const char *dir, const char *name);	/* malloc'd */
+int file_is_dir(const char *path);
+int file_exists(const char *path);
+
+/* dtype.c */
+
+typedef enum {
+#define DTYPE(e, s, bits, onnx, fl) DT_##e,
+#include "dtype.def"
+#undef DTYPE
+	NDTYPE
+} DType;
+
+enum { DTF_FLOAT = 1, DTF_INT = 2, DTF_SIGNED = 4, DTF_BOOL = 8 };
+
+const char *dtype_name(DType t);
+int dtype_parse(const char *s, size_t n, DType *t);	/* 0 ok, -1 unknown */
+int dtype_bits(DType t);
+int dtype_flags(DType t);
+int dtype_from_onnx(int code, DType *t);	/* -1 if we have no such type */
+int dtype_onnx(DType t);
+int dtype_is_float(DType t);
+int dtype_is_int(DType t);
+size_t dtype_bytes(DType t, size_t nelem);	/* packed i4/u4 round up */
+
+/*
+ * Exact conversions.  Reading a low-precision value into a double is exact;
+ * writing rounds to nearest even (f8e4m3 saturates to +-448, as ONNX's
+ * saturate=1 cast does; integers round half to even and saturate).
+ */
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float f8e4m3_to_f32(uint8_t v);
+uint8_t f32_to_f8e4m3(float f);
+float f8e5m2_to_f32(uint8_t v);
+uint8_t f32_to_f8e5m2(float f);
+
+/* Element i of a buffer of type t, as a double (exact for every type). */
+double dtype_load(DType t, const void *p, size_t i);
+/* Round v to type t and store it at element i.  Floats round through f32. */
+void dtype_store(DType t, void *p, size_t i, double v);
+/* Integer elements without the trip through double (i64 indices). */
+int64_t dtype_load_int(DType t, const void *p, size_t i);
+void dtype_store_int(DType t, void *p, size_t i, int64_t v);
+
+/* tensor.c */
+
+#define MAXRANK 8
+
+/* A host tensor: dense, row-major, owning its data (malloc'd). */
+typedef struct Tensor Tensor;
+struct Tensor {
+	DType dt;
+	int rank;
+	int64_t dim[MAXRANK];
+	void *data;
+	char *name;		/* malloc'd or NULL; from a .pb file, say */
+};
+int64_t tensor_numel(const Tensor *t);
+size_t tensor_nbytes(const Tensor *t);
+/* 0 ok; -1 if the element count or byte size overflows the limits. */
+int tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim);
+void tensor_free(Tensor *t);
+void tensor_shape_string(char *buf, size_t n, const Tensor *t);	/* "f32[2,3]" */
+
+/* Largest tensor we will allocate for reading or evaluating (bytes). */
+#define TENSOR_MAX_BYTES ((size_t)1 << 36)
+
+/* tensorfile.c: .npy and ONNX TensorProto (.pb), chosen by extension */
+
+int tensor_read(const char *path, Tensor *t, Diag *d);
+int tensor_write(const char *path, const Tensor *t, Diag *d);
+int npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d);
+int npy_write(FILE *f, const Tensor *t);
+/* A minimal TensorProto codec: dims, data_type, name, raw and typed data. */
+int pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
+		     Diag *d);
+int pb_tensor_write(FILE *f, const Tensor *t);
+
+/*
+ * Comparison used by every numeric test: relative L2 error plus a per
+ * element check |a-b| <= atol + rtol*|b|.  NaNs must match positions.
+ */
+typedef struct Compare Compare;
+struct Compare {
+	double rel_l2;		/* ||a-b|| / max(||b||, tiny) */
+	double max_abs;		/* largest |a-b| */
+	int64_t worst;		/* element index of max_abs, -1 if none */
+	int64_t nbad;		/* elements outside atol + rtol*|b| */
+};
+void tensor_compare(const Tensor *got, const Tensor *want, double atol,
+		    double rtol, Compare *c);
+/* The tolerances we state in docs/testing.md, by the dtype compared. */
+void tolerance_for(DType t, double *atol, double *rtol, double *rel_l2);
+
+#endif
