@@ -1,0 +1,165 @@
+/*
+ * check_util.c — arenas, interning, CRC, dtype conversions, tensor files.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+START_TEST(test_arena_alloc_is_aligned_and_zeroed)
+{
+	Arena *a = arena_new(64);
+	char *p = arena_alloc(a, 3);
+	char *q = arena_alloc(a, 1000);
+
+	ck_assert_ptr_ne(p, q);
+	ck_assert_uint_eq((uintptr_t)q % 16, 0);
+	for (int i = 0; i < 1000; i++)
+		ck_assert_int_eq(q[i], 0);
+	arena_free(a);
+}
+END_TEST
+
+START_TEST(test_str_intern_returns_one_copy)
+{
+	Arena *a = arena_new(0);
+	StrSet s = {a, NULL, 0, 0};
+	char buf[32];
+
+	const char *x = str_intern(&s, "router.weight");
+	for (int i = 0; i < 500; i++) {
+		snprintf(buf, sizeof buf, "v%d", i);
+		str_intern(&s, buf);
+	}
+	ck_assert_ptr_eq(x, str_intern(&s, "router.weight"));
+	ck_assert_ptr_eq(str_find(&s, "v499"), str_intern(&s, "v499"));
+	ck_assert_ptr_null(str_find(&s, "nope"));
+	str_free(&s);
+	arena_free(a);
+}
+END_TEST
+
+START_TEST(test_crc32c_known_value)
+{
+	/* the standard check value of CRC-32C */
+	ck_assert_uint_eq(crc32c(0, "123456789", 9), 0xe3069283u);
+	/* incremental equals one shot */
+	ck_assert_uint_eq(crc32c(crc32c(0, "12345", 5), "6789", 4), 0xe3069283u);
+}
+END_TEST
+
+START_TEST(test_bf16_rounds_to_nearest_even)
+{
+	ck_assert_uint_eq(f32_to_bf16(1.0f), 0x3f80);
+	/* 1 + 2^-8 is halfway between 1 and 1+2^-7: ties to even (1.0) */
+	ck_assert_uint_eq(f32_to_bf16(1.00390625f), 0x3f80);
+	/* 1 + 3*2^-8 ties up to 1 + 2^-6 */
+	ck_assert_uint_eq(f32_to_bf16(1.01171875f), 0x3f82);
+	ck_assert(isnan(bf16_to_f32(f32_to_bf16(NAN))));
+}
+END_TEST
+
+START_TEST(test_f16_exact_and_overflow)
+{
+	ck_assert_uint_eq(f32_to_f16(1.0f), 0x3c00);
+	ck_assert_uint_eq(f32_to_f16(65504.0f), 0x7bff);
+	ck_assert_uint_eq(f32_to_f16(70000.0f), 0x7c00);
+	ck_assert_uint_eq(f32_to_f16(-2.0f), 0xc000);
+	ck_assert_float_eq(f16_to_f32(0x0001), ldexpf(1, -24));	/* smallest subnormal */
+	for (unsigned h = 0; h < 0x7c00; h++)	/* every finite positive f16 round-trips */
+		ck_assert_uint_eq(f32_to_f16(f16_to_f32((uint16_t)h)), h);
+}
+END_TEST
+
+START_TEST(test_f8_roundtrip_and_saturation)
+{
+	for (unsigned v = 0; v < 256; v++) {
+		if ((v & 0x7f) != 0x7f)
+			ck_assert_uint_eq(f32_to_f8e4m3(f8e4m3_to_f32((uint8_t)v)), v);
+		if (((v >> 2) & 0x1f) != 0x1f)
+			ck_assert_uint_eq(f32_to_f8e5m2(f8e5m2_to_f32((uint8_t)v)), v);
+	}
+	ck_assert_float_eq(f8e4m3_to_f32(f32_to_f8e4m3(1000.0f)), 448.0f);
+	ck_assert_float_eq(f8e4m3_to_f32(f32_to_f8e4m3(-1000.0f)), -448.0f);
+	ck_assert_float_eq(f8e4m3_to_f32(0x01), ldexpf(1, -9));
+}
+END_TEST
+
+START_TEST(test_i4_packs_low_nibble_first)
+{
+	uint8_t b[2] = {0, 0};
+
+	dtype_store_int(DT_I4, b, 0, -1);
+	dtype_store_int(DT_I4, b, 1, 3);
+	dtype_store_int(DT_I4, b, 2, 9);	/* saturates to 7 */
+	ck_assert_uint_eq(b[0], 0x3f);
+	ck_assert_int_eq(dtype_load_int(DT_I4, b, 0), -1);
+	ck_assert_int_eq(dtype_load_int(DT_I4, b, 2), 7);
+}
+END_TEST
+
+static void
+roundtrip(const char *path, DType dt)
+{
+	Tensor t, u;
+	int64_t dim[3] = {2, 3, 4};
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(tensor_alloc(&t, dt, 3, dim), 0);
+	for (int i = 0; i < 24; i++)
+		dtype_store(dt, t.data, (size_t)i, i - 7);
+	ck_assert_int_eq(tensor_write(path, &t, &d), 0);
+	ck_assert_int_eq(tensor_read(path, &u, &d), 0);
+	ck_assert_int_eq(u.rank, 3);
+	ck_assert_int_eq(u.dim[2], 4);
+	for (int i = 0; i < 24; i++)
+		ck_assert_double_eq(dtype_load(u.dt, u.data, (size_t)i), i - 7);
+	tensor_free(&t);
+	tensor_free(&u);
+	remove(path);
+}
+
+START_TEST(test_tensor_files_roundtrip)
+{
+	roundtrip("/tmp/moec_check_t.npy", DT_F32);
+	roundtrip("/tmp/moec_check_t.npy", DT_I64);
+	roundtrip("/tmp/moec_check_t.pb", DT_BF16);
+	roundtrip("/tmp/moec_check_t.pb", DT_I32);
+}
+END_TEST
+
+START_TEST(test_pb_rejects_truncation)
+{
+	Tensor t;
+	Diag d;
+	/* dims {2}, data_type f32, raw_data length 8 but only 3 bytes present */
+	const unsigned char buf[] = {0x08, 0x02, 0x10, 0x01, 0x4a, 0x08, 1, 2, 3};
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(pb_tensor_decode("t.pb", buf, sizeof buf, &t, &d), -1);
+	ck_assert_int_eq(d.nerror, 1);
+	ck_assert(strstr(d.last, "t.pb") != NULL);
+}
+END_TEST
+
+Suite *
+util_suite(void)
+{
+	Suite *s = suite_create("util");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_arena_alloc_is_aligned_and_zeroed);
+	tcase_add_test(tc, test_str_intern_returns_one_copy);
+	tcase_add_test(tc, test_crc32c_known_value);
+	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
+	tcase_add_test(tc, test_f16_exact_and_overflow);
+	tcase_add_test(tc, test_f8_roundtrip_and_saturation);
+	tcase_add_test(tc, test_i4_packs_low_nibble_first);
+	tcase_add_test(tc, test_tensor_files_roundtrip);
+	tcase_add_test(tc, test_pb_rejects_truncation);
+	suite_add_tcase(s, tc);
+	return s;
+}
