@@ -1,0 +1,328 @@
+/*
+ * ir.h — the graph IR: types with symbolic dims, values, nodes, graphs and
+ * kernels in one module, its text form (printer and parser), the verifier,
+ * shape inference and the CPU reference interpreter.
+ *
+ * A Module owns one arena; every Graph, Node, Value, Attr and interned string
+ * lives there and is released by ir_free_module.  Program order inside a
+ * graph is an intrusive list that is always topological.  Use lists are
+ * filled on demand (ir_fill_uses), never maintained.  docs/ir.md is the spec.
+ */
+#ifndef MOEC_IR_H
+#define MOEC_IR_H
+
+#include "util.h"
+
+typedef struct Module Module;
+typedef struct Graph Graph;
+typedef struct Node Node;
+typedef struct Value Value;
+typedef struct Weight Weight;
+typedef struct Attr Attr;
+typedef struct Use Use;
+typedef struct DimExpr DimExpr;
+
+typedef enum {
+#define OP(e, s, inmin, inmax, outmin, outmax, fl) OP_##e,
+#include "ops.def"
+#undef OP
+	NOP
+} Op;
+
+enum {
+	OPF_EW = 1,		/* elementwise (broadcasting for several operands) */
+	OPF_COMMUTE = 2,	/* binary and commutative */
+	OPF_REDUCE = 4,		/* reduce over axes */
+	OPF_DYNSHAPE = 8,	/* result shape depends on operand data */
+};
+
+typedef struct {
+	const char *name;
+	int inmin, inmax, outmin, outmax;	/* -1: unbounded */
+	int flags;
+} OpInfo;
+
+extern const OpInfo ir_opinfo[NOP];
+const char *ir_opname(Op op);
+int ir_find_op(const char *name, size_t n, Op *op);	/* 0 ok, -1 unknown */
+
+/* type.c: dims and types */
+
+/*
+ * A dim is a static size (>= 0) or symbolic (< 0): an index into the
+ * module's table of products coef * atom * atom ..., where an atom is a
+ * named symbol (T, batch) or an unknown "?" produced by a data-dependent op.
+ * Expressions are interned, so equal dims compare with ==.
+ */
+typedef int64_t Dim;
+#define DIM_MAXATOM 4
+
+struct DimExpr {
+	int64_t coef;
+	int natom;
+	int atom[DIM_MAXATOM];	/* sorted atom ids */
+};
+
+typedef struct {
+	DType dt;
+	int rank;
+	Dim dim[MAXRANK];
+} Type;
+
+int ir_dim_is_static(Dim d);
+Dim ir_dim_sym(Module *m, const char *name);	/* the atom named name */
+Dim ir_dim_unknown(Module *m);	/* a fresh "?" */
+int ir_dim_has_unknown(const Module *m, Dim d);
+Dim ir_dim_mul(Module *m, Dim a, Dim b);
+Dim ir_dim_add(Module *m, Dim a, Dim b);	/* unknown unless static or alike */
+Dim ir_dim_div(Module *m, Dim a, int64_t c);	/* exact division or unknown */
+const DimExpr *ir_dim_expr(const Module *m, Dim d);
+int ir_dim_print(char *buf, size_t n, const Module *m, Dim d);
+int ir_type_print(char *buf, size_t n, const Module *m, const Type *t);
+int ir_type_static(const Type *t);
+int64_t ir_type_numel(const Type *t);	/* -1 if symbolic */
+Type ir_type(DType dt, int rank, const Dim *dim);
+Type ir_scalar(DType dt);
+/* Dims that may be equal at run time (unknowns match anything). */
+int ir_dim_compatible(const Module *m, Dim a, Dim b);
+
+/* Values bound to the atoms at run time (T = 7, batch = 2). */
+typedef struct {
+	int n;
+	int64_t *val;		/* by atom id; -1 when unbound */
+} DimEnv;
+int ir_dim_eval(const Module *m, Dim d, const DimEnv *env, int64_t *out);
+int ir_natom(const Module *m);
+const char *ir_atom_name(const Module *m, int atom);
+int ir_atom_is_unknown(const Module *m, int atom);
+
+/* ir.c: modules, graphs, values, nodes */
+
+typedef enum { G_GRAPH, G_KERNEL } GraphKind;
+
+struct Use {
+	Node *node;		/* NULL: a graph result */
+	int index;		/* operand (or result) position */
+};
+
+typedef enum { V_PARAM, V_RESULT, V_WEIGHT } ValueKind;
+
+struct Value {
+	uint32_t id;		/* dense in the module; index side tables with it */
+	ValueKind kind;
+	const char *name;	/* interned, without the sigil; unique per graph */
+	Type type;
+	Node *def;		/* V_RESULT: the defining node */
+	int resno;		/* V_RESULT: which result of def */
+	Weight *weight;		/* V_WEIGHT */
+	Graph *graph;		/* owning graph; NULL for weights */
+	Use *use;		/* filled by ir_fill_uses */
+	int nuse;
+};
+
+/*
+ * A weight: a named tensor of the module whose data is never printed.  With
+ * data == NULL it is synthetic: element i is mean + scale * u(seed, name, i),
+ * u uniform in [-1, 1) (ir_synth_value), reproducible on the device.
+ */
+struct Weight {
+	Value *value;
+	void *data;		/* NULL: synthetic; else owned (free_data) */
+	void (*free_data)(void *data, size_t size);
+	size_t size;
+	uint64_t seed;
+	double mean, scale;	/* scale < 0: default 1/sqrt(fan_in) */
+	const char *source;	/* where the data came from, for diagnostics */
+	void *cache;		/* synthetic data generated on the host (malloc'd) */
+};
+
+typedef enum { A_INT, A_FLOAT, A_STR, A_INTS, A_FLOATS, A_DIMS } AttrKind;
+
+struct Attr {
+	const char *key;	/* interned */
+	AttrKind kind;
+	int n;			/* list length */
+	union {
+		int64_t i;
+		double f;
+		const char *s;
+		int64_t *ints;
+		double *floats;
+		Dim *dims;
+	} u;
+};
+
+struct Node {
+	Node *prev, *next;	/* program order, always topological */
+	Op op;
+	Value **in;		/* NULL entries: absent optional operands */
+	Value **out;
+	int nin, nout, nattr;
+	Attr *attr;		/* sorted by key */
+	Graph *callee;		/* OP_CALL */
+	Loc loc;
+};
+
+struct Graph {
+	Module *m;
+	const char *name;	/* without '@' */
+	GraphKind kind;
+	Attr *attr;		/* kernels: template=..., sorted */
+	int nattr;
+	Value **param;
+	int nparam;
+	Value **ret;
+	const char **retname;	/* names of the results in the signature */
+	int nret;
+	Node *first, *last;
+	int nnode;
+	StrSet names;		/* value names in use in this graph */
+	int tmpcount;
+	Loc loc;
+};
+
+struct Module {
+	Arena *arena;
+	StrSet strs;		/* interned strings */
+	Graph **graph;		/* graphs and kernels, in print order */
+	int ngraph;
+	Weight **weight;	/* in declaration order */
+	int nweight;
+	StrSet wnames;
+	uint32_t nvalue;	/* next value id */
+	DimExpr *dimexpr;	/* symbolic dims */
+	int ndimexpr;
+	const char **atom;	/* atom names; "?" for unknowns */
+	int natom;
+	const char *file;	/* source file name, for diagnostics */
+};
+
+Module *ir_new_module(void);
+void ir_free_module(Module *m);
+const char *ir_intern(Module *m, const char *s);
+/* Room for element n of an arena array that grows one at a time. */
+void *ir_grow(Module *m, void *arr, int n, size_t elem);
+Graph *ir_new_graph(Module *m, const char *name, GraphKind kind);
+Graph *ir_find_graph(const Module *m, const char *name);
+Graph *ir_main_graph(const Module *m);	/* the first G_GRAPH */
+void ir_remove_graph(Module *m, Graph *g);
+Value *ir_add_param(Graph *g, const char *name, Type t);
+void ir_set_results(Graph *g, Value **v, const char **names, int n);
+Weight *ir_add_weight(Module *m, const char *name, Type t);	/* name made unique */
+Weight *ir_find_weight(const Module *m, const char *name);
+void ir_remove_weight(Module *m, Weight *w);	/* only when unused */
+
+/* A node with nin operands and nout untyped results, not yet in the list. */
+Node *ir_new_node(Graph *g, Op op, Value *const *in, int nin, int nout);
+void ir_insert(Graph *g, Node *before, Node *n);	/* before NULL: append */
+void ir_erase(Graph *g, Node *n);	/* unlink; its results must be unused */
+void ir_set_name(Graph *g, Value *v, const char *name);	/* made unique */
+void ir_replace_uses(Graph *g, Value *old, Value *new);	/* operands and results */
+void ir_fill_uses(Graph *g);
+int ir_is_graph_result(const Graph *g, const Value *v);
+
+/* Attributes: setters keep the array sorted; getters take a default. */
+void ir_set_int(Module *m, Node *n, const char *key, int64_t v);
+void ir_set_float(Module *m, Node *n, const char *key, double v);
+void ir_set_str(Module *m, Node *n, const char *key, const char *v);
+void ir_set_ints(Module *m, Node *n, const char *key, const int64_t *v, int k);
+void ir_set_floats(Module *m, Node *n, const char *key, const double *v, int k);
+void ir_set_dims(Module *m, Node *n, const char *key, const Dim *v, int k);
+const Attr *ir_attr(const Node *n, const char *key);
+int64_t ir_attr_int(const Node *n, const char *key, int64_t def);
+double ir_attr_float(const Node *n, const char *key, double def);
+const char *ir_attr_str(const Node *n, const char *key, const char *def);
+/* A list attribute: number of elements, or -1 if absent.  INTS read as
+ * DIMS when non-negative; A_INT reads as a list of one. */
+int ir_attr_ints(const Node *n, const char *key, int64_t *out, int max);
+int ir_attr_floats(const Node *n, const char *key, double *out, int max);
+int ir_attr_dims(const Node *n, const char *key, Dim *out, int max);
+int ir_attr_dtype(const Node *n, const char *key, DType *out);	/* 0 ok */
+void ir_attr_set(Module *m, Attr **arr, int *n, Attr a);	/* generic, sorted */
+void ir_copy_attrs(Module *m, Node *dst, const Node *src);
+void ir_graph_set_str(Graph *g, const char *key, const char *v);
+const char *ir_graph_str(const Graph *g, const char *key, const char *def);
+
+/* A builder: insertion point plus the location new nodes get. */
+typedef struct {
+	Graph *g;
+	Node *before;		/* NULL: append */
+	Loc loc;
+	Diag *d;
+	int err;		/* set when a build failed shape inference */
+	Attr pend[16];		/* attributes for the next ir_b_node */
+	int npend;
+} Builder;
+
+/* Build, infer and insert a node; returns its first result (NULL on error,
+ * with b->err set and a diagnostic).  Attributes go in with the builder's
+ * pending list: ir_b_int(b, "axis", 1) before the call. */
+Node *ir_b_node(Builder *b, Op op, Value *const *in, int nin, int nout);
+Value *ir_b1(Builder *b, Op op, Value *a);
+Value *ir_b2(Builder *b, Op op, Value *a, Value *c);
+Value *ir_b_const_f(Builder *b, DType dt, double v);	/* a scalar */
+Value *ir_b_const_i(Builder *b, DType dt, const int64_t *v, int n, int rank);
+void ir_b_int(Builder *b, const char *key, int64_t v);
+void ir_b_float(Builder *b, const char *key, double v);
+void ir_b_str(Builder *b, const char *key, const char *v);
+void ir_b_ints(Builder *b, const char *key, const int64_t *v, int k);
+void ir_b_dims(Builder *b, const char *key, const Dim *v, int k);
+
+/* infer.c: shape inference */
+
+/* Compute n's result types from its operands and attributes.  0 ok, or -1
+ * with a diagnostic at n->loc.  Results of data-dependent ops get "?". */
+int ir_infer(Graph *g, Node *n, Diag *d);
+/* Re-infer every node in order (after a rewrite); -1 on the first error. */
+int ir_infer_graph(Graph *g, Diag *d);
+/* Broadcast two shapes (numpy rules); -1 if incompatible. */
+int ir_broadcast(Module *m, const Type *a, const Type *b, Type *out);
+
+/* verify.c */
+
+/* Structural and type checks of the whole module; 0 ok, -1 with
+ * diagnostics (every problem found, not just the first). */
+int ir_verify(Module *m, Diag *d);
+
+/* print.c */
+
+enum { IR_PRINT_LOC = 1 };
+void ir_print(FILE *f, const Module *m, int flags);
+void ir_print_graph(FILE *f, const Graph *g, int flags);
+void ir_print_node(FILE *f, const Module *m, const Node *n, int flags);
+char *ir_print_string(const Module *m, int flags);	/* malloc'd */
+/* A float the parser reads back bit-exactly, always with '.', 'e' or inf/nan. */
+int ir_format_float(char *buf, size_t n, double v);
+
+/* parse.c */
+
+/* Parse a module; NULL with `file:line:col: error: message` diagnostics. */
+Module *ir_parse(const char *file, const char *text, size_t len, Diag *d);
+Module *ir_parse_file(const char *path, Diag *d);
+
+/* synth.c: synthetic weights, bit-identical on the host and the device */
+
+float ir_synth_value(uint64_t seed, uint64_t namehash, uint64_t i, float mean,
+		     float scale);
+double ir_weight_scale(const Weight *w);	/* resolves the default */
+/* Data of a weight, generating synthetic data on first use (cached in w).
+ * NULL with a diagnostic if it would be too large. */
+const void *ir_weight_data(Weight *w, Diag *d);
+
+/* eval.c: the CPU reference interpreter */
+
+typedef struct {
+	int64_t max_bytes;	/* per tensor; 0: TENSOR_MAX_BYTES */
+	int trace;		/* print each node as it runs */
+} EvalOpts;
+
+/*
+ * Run graph g on host tensors.  Inputs must match the parameters' dtypes and
+ * ranks; symbolic dims are bound from them.  outs[0..nret) are allocated
+ * here (caller frees with tensor_free).  Floats compute in f32, reductions
+ * and matmuls accumulate in f64; every result is rounded to its dtype.
+ */
+int ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out,
+	    const EvalOpts *o, Diag *d);
+
+#endif
