@@ -1,0 +1,51 @@
+/*
+ * frontend.h — model importers: ONNX (onnx.c, protobuf-c) and Hugging Face
+ * config.json + safetensors (config.c, safetensors.c).  Each turns a file
+ * into an ir Module whose main graph is the model, or returns NULL after
+ * reporting every problem it found (file, node or field named).
+ */
+#ifndef MOEC_FRONTEND_H
+#define MOEC_FRONTEND_H
+
+#include "ir.h"
+
+typedef struct {
+	int layer;		/* config: decoder layer N; -1: the default (first MoE layer) */
+	const char *weights;	/* config: safetensors file or index; NULL: next to config */
+	int synthetic;		/* config: build without reading weights */
+	uint64_t seed;		/* with synthetic */
+	int64_t max_bytes;	/* refuse tensors larger than this; 0: default */
+} FeOpts;
+
+void fe_default_opts(FeOpts *o);
+
+/* Any model: a .onnx file, a config.json, or a folder holding either. */
+Module *fe_load(const char *path, const FeOpts *o, Diag *d);
+
+/* onnx.c */
+Module *onnx_import(const char *path, const FeOpts *o, Diag *d);
+Module *onnx_import_buffer(const char *path, const void *buf, size_t len,
+			   const FeOpts *o, Diag *d);
+
+/* config.c */
+Module *cfg_import(const char *path, const FeOpts *o, Diag *d);
+
+/* safetensors.c */
+typedef struct StFile StFile;	/* an open safetensors file or sharded index */
+typedef struct {
+	const char *name;
+	DType dt;
+	int rank;
+	int64_t dim[MAXRANK];
+	uint64_t offset, size;	/* byte range in its shard */
+	int shard;
+} StTensor;
+StFile *st_open(const char *path, Diag *d);	/* .safetensors or .index.json */
+void st_close(StFile *f);
+const StTensor *st_find(const StFile *f, const char *name);
+int st_count(const StFile *f);
+const StTensor *st_get(const StFile *f, int i);
+/* Read a tensor's bytes into buf (size bytes); -1 with a diagnostic. */
+int st_read(StFile *f, const StTensor *t, void *buf, Diag *d);
+
+#endif
