@@ -1,0 +1,278 @@
+/*
+ * bundle.h — the .moeb bundle of docs/bundle.md: a writer that lays sections
+ * out deterministically, a reader that checks every rule of §1, and the
+ * manifest (§2) as data, with a printer and a parser that round-trip:
+ * print(parse(text)) == text for every manifest the printer writes.
+ *
+ * libc and util only, so the runtime links it.  Bad input never aborts: it
+ * is reported to a Diag and comes back as BUNDLE_EFORMAT or BUNDLE_EVERSION.
+ */
+#ifndef MOEC_BUNDLE_H
+#define MOEC_BUNDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util.h"
+
+#define BUNDLE_VERSION 1
+#define BUNDLE_ALIGN 256
+#define BUNDLE_MAXSEC 64
+#define BUNDLE_NAMELEN 32	/* bytes in a table entry, NUL included */
+#define BUNDLE_HDRSIZE 64
+#define BUNDLE_ENTSIZE 64
+#define BUNDLE_MAXARGS 256	/* kernel parameters per kernel */
+
+/* Results of the reader and the manifest parser (0 is success). */
+enum { BUNDLE_OK = 0, BUNDLE_EFORMAT = -1, BUNDLE_EVERSION = -2 };
+
+/* expr.c */
+
+/*
+ * A size expression of §2: a*T + b, ceiling-divided by div when div > 0.
+ * Printed canonically: "b", "T", "a*T", "T+b", "a*T+b", "cdiv(E,div)".
+ * Dims are the restricted form n, T or a*T (b == 0 or a == 0, div == 0).
+ */
+typedef struct MExpr MExpr;
+struct MExpr {
+	int64_t a, b;		/* >= 0 */
+	int64_t div;		/* > 0: cdiv(a*T+b, div); 0: no division */
+};
+#define MEXPR_INT(n) ((MExpr){0, (n), 0})
+#define MEXPR_T(a) ((MExpr){(a), 0, 0})
+
+/* 0 ok; -1 when the value overflows int64. */
+int bundle_expr_eval(const MExpr *e, int64_t T, int64_t *out);
+/* Canonical text into buf; returns its length like snprintf. */
+int bundle_expr_print(char *buf, size_t n, const MExpr *e);
+/* Parse s[0..n); NULL on success, else why it is malformed (static text). */
+const char *bundle_expr_parse(const char *s, size_t n, MExpr *e);
+int bundle_expr_has_t(const MExpr *e);
+/* A canonical decimal (no sign, no leading zero) up to max; NULL or why. */
+const char *bundle_parse_uint(const char *s, size_t n, uint64_t max,
+			      uint64_t *v);
+
+/* manifest.c: the manifest as data */
+
+/* Kernel parameter types.  ORDER MTYPE: mtype_names in manifest.c. */
+typedef enum { MT_PTR, MT_I32, MT_I64, MT_U64, MT_F32, NMTYPE } MType;
+const char *bundle_mtype_name(MType t);
+size_t bundle_mtype_size(MType t);	/* bytes in the kernel param buffer */
+
+typedef struct MTensor MTensor;
+struct MTensor {		/* an input or output */
+	const char *name;
+	DType dt;
+	int rank;		/* 1..MAXRANK */
+	MExpr dim[MAXRANK];	/* n, T or a*T */
+};
+
+typedef struct MWeight MWeight;
+struct MWeight {
+	const char *name;
+	DType dt;
+	int rank;		/* 1..MAXRANK */
+	int64_t dim[MAXRANK];
+	uint64_t bytes;
+	int synth;		/* 1: filled by init steps; at unused */
+	uint64_t at;		/* offset in the weights section, multiple of 256 */
+};
+
+typedef struct MBuffer MBuffer;
+struct MBuffer {		/* a region of the device arena */
+	const char *name;
+	uint64_t offset;
+	MExpr bytes;
+};
+
+typedef struct MKernel MKernel;
+struct MKernel {
+	const char *name;	/* PTX entry name */
+	const char **target;	/* "sm_90a", "sm_80": code sections holding it */
+	int ntarget;
+	MType *param;
+	int nparam;
+	int regs, smem, spills;	/* from ptxas, 0 when unknown */
+};
+
+typedef enum {
+	ARG_IN, ARG_OUT, ARG_W, ARG_BUF, ARG_T,	/* pointers, then T (i32) */
+	ARG_I32, ARG_I64, ARG_U64, ARG_F32,	/* literals */
+} MArgKind;
+
+typedef struct MArg MArg;
+struct MArg {
+	MArgKind kind;
+	const char *name;	/* ARG_W, ARG_BUF: printed; the parser fills index */
+	int index;		/* ARG_IN/OUT: tensor; ARG_W/BUF: weight/buffer */
+	uint64_t off;		/* ARG_BUF: buf:NAME+OFF */
+	union {
+		int64_t i;	/* ARG_I32, ARG_I64 */
+		uint64_t u;	/* ARG_U64 */
+		float f;	/* ARG_F32, printed with %.9g */
+	} v;
+};
+
+typedef enum { STEP_INIT, STEP_LAUNCH, STEP_MEMSET } MStepKind;
+
+typedef struct MStep MStep;
+struct MStep {
+	MStepKind kind;
+	const char *kernel;	/* INIT, LAUNCH; the parser fills kidx */
+	int kidx;
+	MExpr grid[3];
+	int block[3];
+	int smem;		/* dynamic shared memory bytes */
+	MArg *arg;		/* one per kernel parameter */
+	int narg;
+	MArg dst;		/* MEMSET: an ARG_BUF */
+	MExpr bytes;		/* MEMSET */
+	int line;		/* in the manifest text; 0 if built in code */
+};
+
+/*
+ * The parsed manifest.  Strings and arrays live in the arena given to the
+ * parser.  The compiler may fill one itself (arrays from its own arena) and
+ * print it; bundle_manifest_check then validates it by parsing the print.
+ * Steps: every init step comes before every launch or memset step.
+ */
+typedef struct Manifest Manifest;
+struct Manifest {
+	int version;		/* "moeb 1" */
+	const char *moec;	/* "0.1.0" */
+	const char *source;	/* "fnv1a64:..."; NULL: line absent */
+	const char *model;	/* NULL: line absent */
+	int synthetic;		/* 1: weights generated from seed */
+	uint64_t seed;
+	int64_t max_tokens;	/* 1..INT32_MAX */
+	uint64_t arena;		/* device arena bytes at max_tokens */
+	int has_cost;
+	MExpr flops, bytes;	/* cost per run, if has_cost */
+	MTensor *in, *out;
+	int nin, nout;
+	MWeight *w;
+	int nw;
+	MBuffer *buf;
+	int nbuf;
+	MKernel *k;
+	int nk;
+	MStep *step;
+	int nstep;
+};
+
+/*
+ * Parse manifest text (not NUL-terminated; len bytes).  `file` names it in
+ * diagnostics ("x.moeb[manifest]:12:5: error: ...").  Every malformed line
+ * gets its own diagnostic.  Returns BUNDLE_OK with *out set, BUNDLE_EFORMAT,
+ * or BUNDLE_EVERSION for "moeb N" with N != 1.
+ */
+int bundle_manifest_parse(Arena *a, const char *file, const char *text,
+			  size_t len, Manifest **out, Diag *d);
+/* Validate a manifest built in code: print it and parse the print. */
+int bundle_manifest_check(const Manifest *m, Diag *d);
+int bundle_find_weight(const Manifest *m, const char *name);	/* -1 if none */
+int bundle_find_buffer(const Manifest *m, const char *name);
+int bundle_find_kernel(const Manifest *m, const char *name);
+
+/* mprint.c */
+
+void bundle_manifest_fprint(FILE *f, const Manifest *m);
+/* The manifest as text, malloc'd and NUL-terminated; *len its length. */
+char *bundle_manifest_print(const Manifest *m, size_t *len);
+
+/* Little-endian fields of the header and the section table. */
+static inline void
+bundle_put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> 8 * i);
+}
+
+static inline void
+bundle_put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> 8 * i);
+}
+
+static inline uint32_t
+bundle_get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t
+bundle_get64(const unsigned char *p)
+{
+	return (uint64_t)bundle_get32(p) | (uint64_t)bundle_get32(p + 4) << 32;
+}
+
+/* write.c */
+
+typedef struct BundleWriter BundleWriter;
+struct BundleWriter {
+	char moec[16];		/* NUL-padded, as in the header */
+	int nsec;
+	struct {
+		char name[BUNDLE_NAMELEN];
+		const void *data;	/* borrowed: must outlive the write */
+		size_t size;
+	} sec[BUNDLE_MAXSEC];
+};
+
+void bundle_writer_init(BundleWriter *w, const char *moec_version);
+/* Sections are laid out in the order added; data is not copied. */
+int bundle_add(BundleWriter *w, const char *name, const void *data,
+	       size_t size, Diag *d);
+/* The whole bundle in a malloc'd buffer. */
+int bundle_write(const BundleWriter *w, unsigned char **out, size_t *len,
+		 Diag *d);
+/* Streamed to a file, so gigabytes of weights are not copied. */
+int bundle_write_file(const BundleWriter *w, const char *path, Diag *d);
+uint64_t bundle_size(const BundleWriter *w);
+
+/* read.c */
+
+typedef struct BundleSection BundleSection;
+struct BundleSection {
+	char name[BUNDLE_NAMELEN];
+	uint64_t off, size;
+	uint32_t crc;
+	const unsigned char *data;	/* into the bytes given to the reader */
+};
+
+typedef struct Bundle Bundle;
+struct Bundle {
+	uint32_t version;
+	char moec[17];
+	uint64_t size;
+	int nsec;
+	BundleSection sec[BUNDLE_MAXSEC];
+	Manifest *manifest;	/* bundle_read only */
+};
+
+/* §1 structure: header, table, every section's CRC.  `file` for messages. */
+int bundle_check(const char *file, const void *buf, size_t len, Bundle *b,
+		 Diag *d);
+/* bundle_check, then parse the manifest into `a` and cross-check it with
+ * the sections (code targets present, weights inside "weights"). */
+int bundle_read(Arena *a, const char *file, const void *buf, size_t len,
+		Bundle *b, Diag *d);
+const BundleSection *bundle_find(const Bundle *b, const char *name);
+/* 1 if a valid section name: manifest, report, weights, ptx:sm_XX[a],
+ * cubin:sm_XX[a]. */
+int bundle_name_valid(const char *name);
+/* 1 if "sm_XX" or "sm_XXa"; *sm gets XX, *arch_specific the 'a'. */
+int bundle_parse_sm(const char *s, int *sm, int *arch_specific);
+/*
+ * Read a bundle file, checking the header's magic, version and size field
+ * against the file's size before allocating.  malloc'd; NULL with a
+ * diagnostic.  *status gets BUNDLE_EFORMAT, BUNDLE_EVERSION, or 1 when the
+ * file could not be read at all.
+ */
+unsigned char *bundle_read_file(const char *path, size_t *len, int *status,
+				Diag *d);
+
+#endif

@@ -1,0 +1,1077 @@
+/*
+ * manifest.c — parse the manifest text of docs/bundle.md §2 into a Manifest.
+ *
+ * One statement per line, words separated by single spaces.  Every
+ * malformed line gets one diagnostic at line:col (the word or list item at
+ * fault) and parsing goes on with the next line, so one run shows them all.
+ * Names must be declared before use; args must match the kernel's params;
+ * buffers must lie inside the arena at max_tokens.  Spellings are
+ * canonical, so the printer gives back the text it was parsed from.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bundle.h"
+
+#define MAXWORDS 8
+#define MAXNAME 255
+
+typedef struct Word Word;
+struct Word {
+	const char *s;
+	size_t n;
+	int col;		/* 1-based */
+};
+
+typedef struct P P;
+struct P {
+	Arena *a;
+	Diag *d;
+	const char *file;
+	Manifest *m;
+	int line;
+	Word w[MAXWORDS];
+	int nw;
+	int rank;		/* order rank of the last statement, -1: none */
+	int last;		/* its keyword */
+	unsigned seen, reported;	/* header keywords, by bit */
+	int cin, cout, cw, cbuf, ck, cstep;	/* array capacities */
+	int version;		/* set when "moeb N" has N != 1 */
+};
+
+/*
+ * The statements: keyword, order rank, required (header lines only; every
+ * header line appears at most once), and the usage named in errors.
+ * ORDER STMT: the handler table below.
+ */
+#define STMTS(X)                                                               \
+	X(moeb, 0, 1, "moeb VERSION")                                          \
+	X(moec, 1, 1, "moec VERSION")                                          \
+	X(source, 2, 0, "source HASH")                                         \
+	X(model, 3, 0, "model NAME")                                           \
+	X(synthetic, 4, 1, "synthetic SEED|none")                              \
+	X(max_tokens, 5, 1, "max_tokens N")                                    \
+	X(sym, 6, 1, "sym T")                                                  \
+	X(arena, 7, 1, "arena BYTES")                                          \
+	X(cost, 8, 0, "cost flops=E bytes=E")                                  \
+	X(input, 9, 0, "input NAME DTYPE DIMS")                                \
+	X(output, 10, 0, "output NAME DTYPE DIMS")                             \
+	X(weight, 11, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
+	X(buffer, 12, 0, "buffer NAME offset=N bytes=E")                       \
+	X(kernel, 13, 0,                                                       \
+	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N")        \
+	X(init, 14, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
+	X(launch, 15, 0,                                                       \
+	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")             \
+	X(memset, 15, 0, "memset buf:NAME[+OFF] bytes=E")
+
+enum {
+#define X(kw, rank, req, use) KW_##kw,
+	STMTS(X)
+#undef X
+	NKW
+};
+
+#define X(kw, rank, req, use) static int st_##kw(P *p);
+STMTS(X)
+#undef X
+
+static const struct {
+	const char *kw;
+	int rank, required;
+	const char *usage;
+	int (*fn)(P *);
+} stmt[NKW] = {
+#define X(kw, rank, req, use) {#kw, rank, req, use, st_##kw},
+	STMTS(X)
+#undef X
+};
+#define HEADER_RANK 8	/* ranks up to this are header lines, once each */
+
+static const char *const mtype_names[NMTYPE] = {"ptr", "i32", "i64", "u64",
+						"f32"};
+
+const char *
+bundle_mtype_name(MType t)
+{
+	return (unsigned)t < NMTYPE ? mtype_names[t] : "?";
+}
+
+size_t
+bundle_mtype_size(MType t)
+{
+	return t == MT_I32 || t == MT_F32 ? 4 : 8;
+}
+
+/* --- errors and words --------------------------------------------------- */
+
+static int
+err(P *p, int col, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	diag_verror(p->d, loc_line(p->file, p->line, col), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Split a line into words, refusing anything but single spaces. */
+static int
+split(P *p, const char *s, size_t n)
+{
+	size_t i = 0, start;
+	unsigned char c;
+
+	for (p->nw = 0; i < n;) {
+		if (s[i] == ' ')
+			return err(p, (int)i + 1, i == 0	  ? "line starts with a space"
+					 : i + 1 == n ? "trailing space"
+						      : "two spaces: words are "
+							"separated by single spaces");
+		if (p->nw == MAXWORDS)
+			return err(p, (int)i + 1, "too many words on one line");
+		for (start = i; i < n && s[i] != ' '; i++) {
+			c = (unsigned char)s[i];
+			if (c == '\t')
+				return err(p, (int)i + 1, "tab: words are "
+					   "separated by single spaces");
+			if (c == '\r')
+				return err(p, (int)i + 1, "carriage return in line");
+			if (c < 0x20 || c == 0x7f)
+				return err(p, (int)i + 1, "control character 0x%02x", c);
+		}
+		p->w[p->nw++] = (Word){s + start, i - start, (int)start + 1};
+		if (i < n && ++i == n)
+			return err(p, (int)n, "trailing space");
+	}
+	return 0;
+}
+
+static int
+eq(const Word *w, const char *s)
+{
+	return strlen(s) == w->n && memcmp(w->s, s, w->n) == 0;
+}
+
+/* Exactly n words, with a message naming the statement's usage. */
+static int
+arity(P *p, int kw, int n)
+{
+	const Word *last = &p->w[p->nw - 1];
+
+	if (p->nw < n)
+		return err(p, last->col + (int)last->n,
+			   "missing operand: expected '%s'", stmt[kw].usage);
+	if (p->nw > n)
+		return err(p, p->w[n].col, "unexpected '%.*s': expected '%s'",
+			   (int)p->w[n].n, p->w[n].s, stmt[kw].usage);
+	return 0;
+}
+
+/* Word i is "key=VALUE": *v gets the value as a word. */
+static int
+kv(P *p, int i, const char *key, Word *v)
+{
+	const Word *w = &p->w[i];
+	size_t k = strlen(key);
+
+	if (w->n < k + 1 || memcmp(w->s, key, k) != 0 || w->s[k] != '=')
+		return err(p, w->col, "expected '%s=', got '%.*s'", key,
+			   (int)w->n, w->s);
+	*v = (Word){w->s + k + 1, w->n - k - 1, w->col + (int)k + 1};
+	return 0;
+}
+
+/* A word as a comma-separated list: "" is the empty list ("params="). */
+static Word
+list_of(Word w)
+{
+	if (w.n == 0)
+		w.s = NULL;
+	return w;
+}
+
+/* The next comma-separated item of list *rest; 0 when none is left. */
+static int
+item(Word *rest, Word *it)
+{
+	const char *c;
+
+	int depth = 0;
+
+	if (!rest->s)
+		return 0;
+	for (c = rest->s; c < rest->s + rest->n; c++) {
+		depth += (*c == '(') - (*c == ')');
+		if (*c == ',' && depth == 0)
+			break;	/* commas inside cdiv(E,c) do not split */
+	}
+	if (c == rest->s + rest->n)
+		c = NULL;
+	*it = (Word){rest->s, c ? (size_t)(c - rest->s) : rest->n, rest->col};
+	if (c) {
+		rest->n -= it->n + 1;
+		rest->col += (int)it->n + 1;
+		rest->s = c + 1;
+	} else {
+		rest->s = NULL;
+	}
+	return 1;
+}
+
+static int
+uint_at(P *p, const Word *w, uint64_t max, uint64_t *v)
+{
+	const char *why = bundle_parse_uint(w->s, w->n, max, v);
+
+	if (why)
+		return err(p, w->col, "%s: '%.*s'", why, (int)w->n, w->s);
+	return 0;
+}
+
+static int
+int_at(P *p, const Word *w, int64_t max, int64_t *v)
+{
+	uint64_t u;
+
+	if (uint_at(p, w, (uint64_t)max, &u))
+		return -1;
+	*v = (int64_t)u;
+	return 0;
+}
+
+static int
+expr_at(P *p, const Word *w, MExpr *e)
+{
+	const char *why = bundle_expr_parse(w->s, w->n, e);
+
+	if (why)
+		return err(p, w->col, "bad size expression '%.*s': %s",
+			   (int)w->n, w->s, why);
+	return 0;
+}
+
+static int
+name_at(P *p, const Word *w, const char **out)
+{
+	int ok = w->n > 0 && w->n <= MAXNAME;
+
+	for (size_t i = 0; ok && i < w->n; i++) {
+		char c = w->s[i];
+		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		     c == '_' || c == '$' ||
+		     (i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-'));
+	}
+	if (!ok)
+		return err(p, w->col, "bad name '%.*s' (letters, digits, _ . $ -; "
+			   "not starting with a digit)", (int)w->n, w->s);
+	*out = arena_strndup(p->a, w->s, w->n);
+	return 0;
+}
+
+/* Printable ASCII or UTF-8 bytes (control characters are already out). */
+static int
+text_at(P *p, const Word *w, size_t max, const char **out)
+{
+	if (w->n > max)
+		return err(p, w->col, "'%.*s' is longer than %zu bytes", (int)w->n,
+			   w->s, max);
+	*out = arena_strndup(p->a, w->s, w->n);
+	return 0;
+}
+
+#define GROW(p, arr, n, cap)                                                   \
+	((n) == (cap) ? ((arr) = arena_realloc((p)->a, (arr),                  \
+				 sizeof(*(arr)) * (size_t)(cap),               \
+				 sizeof(*(arr)) * (size_t)((cap) ? 2 * (cap) : 8)), \
+			 (cap) = (cap) ? 2 * (cap) : 8)                        \
+		      : 0)
+
+/* --- header statements -------------------------------------------------- */
+
+static int
+st_moeb(P *p)
+{
+	uint64_t v;
+
+	if (arity(p, KW_moeb, 2) || uint_at(p, &p->w[1], INT32_MAX, &v))
+		return -1;
+	p->m->version = (int)v;
+	if (v != BUNDLE_VERSION) {
+		p->version = 1;
+		return err(p, p->w[1].col, "manifest format version %d, this "
+			   "reader supports %d", (int)v, BUNDLE_VERSION);
+	}
+	return 0;
+}
+
+static int
+st_moec(P *p)
+{
+	if (arity(p, KW_moec, 2))
+		return -1;
+	return text_at(p, &p->w[1], 15, &p->m->moec);
+}
+
+static int
+st_source(P *p)
+{
+	if (arity(p, KW_source, 2))
+		return -1;
+	return text_at(p, &p->w[1], 255, &p->m->source);
+}
+
+static int
+st_model(P *p)
+{
+	if (arity(p, KW_model, 2))
+		return -1;
+	return text_at(p, &p->w[1], 255, &p->m->model);
+}
+
+static int
+st_synthetic(P *p)
+{
+	if (arity(p, KW_synthetic, 2))
+		return -1;
+	if (eq(&p->w[1], "none"))
+		return 0;
+	p->m->synthetic = 1;
+	return uint_at(p, &p->w[1], UINT64_MAX, &p->m->seed);
+}
+
+static int
+st_max_tokens(P *p)
+{
+	if (arity(p, KW_max_tokens, 2) ||
+	    int_at(p, &p->w[1], INT32_MAX, &p->m->max_tokens))
+		return -1;
+	if (p->m->max_tokens == 0)
+		return err(p, p->w[1].col, "max_tokens must be at least 1");
+	return 0;
+}
+
+static int
+st_sym(P *p)
+{
+	if (arity(p, KW_sym, 2))
+		return -1;
+	if (!eq(&p->w[1], "T"))
+		return err(p, p->w[1].col, "unknown symbol '%.*s': the only "
+			   "symbol is T", (int)p->w[1].n, p->w[1].s);
+	return 0;
+}
+
+static int
+st_arena(P *p)
+{
+	return arity(p, KW_arena, 2) ||
+			       uint_at(p, &p->w[1], INT64_MAX, &p->m->arena)
+		       ? -1
+		       : 0;
+}
+
+static int
+st_cost(P *p)
+{
+	Word v;
+
+	if (arity(p, KW_cost, 3) || kv(p, 1, "flops", &v) ||
+	    expr_at(p, &v, &p->m->flops) || kv(p, 2, "bytes", &v) ||
+	    expr_at(p, &v, &p->m->bytes))
+		return -1;
+	p->m->has_cost = 1;
+	return 0;
+}
+
+/* --- inputs, outputs, weights, buffers ---------------------------------- */
+
+static int
+find_tensor(const Manifest *m, const char *name)
+{
+	for (int i = 0; i < m->nin; i++)
+		if (strcmp(m->in[i].name, name) == 0)
+			return i;
+	for (int i = 0; i < m->nout; i++)
+		if (strcmp(m->out[i].name, name) == 0)
+			return m->nin + i;
+	return -1;
+}
+
+int
+bundle_find_weight(const Manifest *m, const char *name)
+{
+	for (int i = 0; i < m->nw; i++)
+		if (strcmp(m->w[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int
+bundle_find_buffer(const Manifest *m, const char *name)
+{
+	for (int i = 0; i < m->nbuf; i++)
+		if (strcmp(m->buf[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int
+bundle_find_kernel(const Manifest *m, const char *name)
+{
+	for (int i = 0; i < m->nk; i++)
+		if (strcmp(m->k[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static int
+dtype_at(P *p, const Word *w, DType *dt)
+{
+	if (dtype_parse(w->s, w->n, dt) != 0)
+		return err(p, w->col, "unknown dtype '%.*s'", (int)w->n, w->s);
+	return 0;
+}
+
+/* Dims of an input/output: n > 0, T or a*T. */
+static int
+tensor_dims(P *p, Word list, MTensor *t)
+{
+	Word it;
+	MExpr e;
+
+	for (t->rank = 0; item(&list, &it); t->rank++) {
+		if (t->rank == MAXRANK)
+			return err(p, it.col, "more than %d dims", MAXRANK);
+		if (expr_at(p, &it, &e))
+			return -1;
+		if (e.div || (e.a && e.b))
+			return err(p, it.col, "dim '%.*s' must be n, T or a*T",
+				   (int)it.n, it.s);
+		if (!e.a && !e.b)
+			return err(p, it.col, "dim 0: dims are positive");
+		t->dim[t->rank] = e;
+	}
+	return 0;
+}
+
+/* The tensor's byte size must be representable at max_tokens. */
+static int
+tensor_fits(P *p, const MTensor *t)
+{
+	int64_t v, n = 1;
+
+	for (int i = 0; i < t->rank; i++)
+		if (bundle_expr_eval(&t->dim[i], p->m->max_tokens, &v) ||
+		    __builtin_mul_overflow(n, v, &n) || n > (INT64_MAX >> 4))
+			return err(p, p->w[3].col, "tensor '%s' overflows 64 bits "
+				   "at max_tokens %lld", t->name,
+				   (long long)p->m->max_tokens);
+	return 0;
+}
+
+static int
+tensor(P *p, int kw, MTensor *t)
+{
+	if (arity(p, kw, 4) || name_at(p, &p->w[1], &t->name))
+		return -1;
+	if (find_tensor(p->m, t->name) >= 0)
+		return err(p, p->w[1].col, "duplicate input/output name '%s'",
+			   t->name);
+	if (dtype_at(p, &p->w[2], &t->dt) || tensor_dims(p, list_of(p->w[3]), t))
+		return -1;
+	return tensor_fits(p, t);
+}
+
+static int
+st_input(P *p)
+{
+	MTensor t = {0};
+	Manifest *m = p->m;
+
+	if (tensor(p, KW_input, &t))
+		return -1;
+	GROW(p, m->in, m->nin, p->cin);
+	m->in[m->nin++] = t;
+	return 0;
+}
+
+static int
+st_output(P *p)
+{
+	MTensor t = {0};
+	Manifest *m = p->m;
+
+	if (tensor(p, KW_output, &t))
+		return -1;
+	GROW(p, m->out, m->nout, p->cout);
+	m->out[m->nout++] = t;
+	return 0;
+}
+
+static int
+weight_dims(P *p, Word list, MWeight *w)
+{
+	Word it;
+
+	for (w->rank = 0; item(&list, &it); w->rank++) {
+		if (w->rank == MAXRANK)
+			return err(p, it.col, "more than %d dims", MAXRANK);
+		if (memchr(it.s, 'T', it.n))
+			return err(p, it.col, "weight dims cannot depend on T");
+		if (int_at(p, &it, INT64_MAX, &w->dim[w->rank]))
+			return -1;
+		if (w->dim[w->rank] == 0)
+			return err(p, it.col, "dim 0: dims are positive");
+	}
+	return 0;
+}
+
+static int
+st_weight(P *p)
+{
+	MWeight w = {0};
+	Manifest *m = p->m;
+	Word v;
+
+	if (arity(p, KW_weight, 6) || name_at(p, &p->w[1], &w.name))
+		return -1;
+	if (bundle_find_weight(m, w.name) >= 0)
+		return err(p, p->w[1].col, "duplicate weight '%s'", w.name);
+	if (dtype_at(p, &p->w[2], &w.dt) || weight_dims(p, list_of(p->w[3]), &w) ||
+	    kv(p, 4, "bytes", &v) || uint_at(p, &v, INT64_MAX, &w.bytes))
+		return -1;
+	if (eq(&p->w[5], "synth")) {
+		w.synth = 1;
+	} else {
+		if (kv(p, 5, "at", &v) || uint_at(p, &v, INT64_MAX, &w.at))
+			return -1;
+		if (w.at % BUNDLE_ALIGN)
+			return err(p, v.col, "weight '%s' at=%llu is not a "
+				   "multiple of %d", w.name,
+				   (unsigned long long)w.at, BUNDLE_ALIGN);
+	}
+	GROW(p, m->w, m->nw, p->cw);
+	m->w[m->nw++] = w;
+	return 0;
+}
+
+static int
+st_buffer(P *p)
+{
+	MBuffer b = {0};
+	Manifest *m = p->m;
+	Word v;
+	int64_t n;
+	uint64_t end;
+
+	if (arity(p, KW_buffer, 4) || name_at(p, &p->w[1], &b.name))
+		return -1;
+	if (bundle_find_buffer(m, b.name) >= 0)
+		return err(p, p->w[1].col, "duplicate buffer '%s'", b.name);
+	if (kv(p, 2, "offset", &v) || uint_at(p, &v, INT64_MAX, &b.offset) ||
+	    kv(p, 3, "bytes", &v) || expr_at(p, &v, &b.bytes))
+		return -1;
+	if (bundle_expr_eval(&b.bytes, m->max_tokens, &n) ||
+	    __builtin_add_overflow(b.offset, (uint64_t)n, &end) ||
+	    end > m->arena)
+		return err(p, p->w[2].col, "buffer '%s' lies outside the arena "
+			   "(%llu bytes) at max_tokens %lld", b.name,
+			   (unsigned long long)m->arena, (long long)m->max_tokens);
+	GROW(p, m->buf, m->nbuf, p->cbuf);
+	m->buf[m->nbuf++] = b;
+	return 0;
+}
+
+/* --- kernels ------------------------------------------------------------ */
+
+static int
+targets(P *p, Word list, MKernel *k)
+{
+	Word it;
+	char buf[16];
+	int sm, a, cap = 0;
+
+	for (k->ntarget = 0; item(&list, &it); k->ntarget++) {
+		if (it.n >= sizeof buf)
+			it.n = sizeof buf - 1;	/* too long to be valid anyway */
+		memcpy(buf, it.s, it.n);
+		buf[it.n] = 0;
+		if (!bundle_parse_sm(buf, &sm, &a))
+			return err(p, it.col, "bad target '%s' (expected sm_XX "
+				   "or sm_XXa)", buf);
+		for (int j = 0; j < k->ntarget; j++)
+			if (strcmp(k->target[j], buf) == 0)
+				return err(p, it.col, "duplicate target '%s'", buf);
+		GROW(p, k->target, k->ntarget, cap);
+		k->target[k->ntarget] = arena_strdup(p->a, buf);
+	}
+	if (k->ntarget == 0)
+		return err(p, list.col, "kernel '%s' has no target", k->name);
+	return 0;
+}
+
+static int
+params(P *p, Word list, MKernel *k)
+{
+	Word it;
+	int cap = 0, t;
+
+	for (k->nparam = 0; item(&list, &it); k->nparam++) {
+		if (k->nparam == BUNDLE_MAXARGS)
+			return err(p, it.col, "more than %d params", BUNDLE_MAXARGS);
+		for (t = 0; t < NMTYPE && !eq(&it, mtype_names[t]); t++)
+			;
+		if (t == NMTYPE)
+			return err(p, it.col, "unknown param type '%.*s' (ptr, "
+				   "i32, i64, u64 or f32)", (int)it.n, it.s);
+		GROW(p, k->param, k->nparam, cap);
+		k->param[k->nparam] = (MType)t;
+	}
+	return 0;
+}
+
+static int
+st_kernel(P *p)
+{
+	MKernel k = {0};
+	Manifest *m = p->m;
+	int64_t v[3];
+	Word w;
+
+	if (arity(p, KW_kernel, 7) || name_at(p, &p->w[1], &k.name))
+		return -1;
+	if (bundle_find_kernel(m, k.name) >= 0)
+		return err(p, p->w[1].col, "duplicate kernel '%s'", k.name);
+	if (kv(p, 2, "target", &w) || targets(p, list_of(w), &k) ||
+	    kv(p, 3, "params", &w) || params(p, list_of(w), &k) ||
+	    kv(p, 4, "regs", &w) || int_at(p, &w, INT32_MAX, &v[0]) ||
+	    kv(p, 5, "smem", &w) || int_at(p, &w, INT32_MAX, &v[1]) ||
+	    kv(p, 6, "spills", &w) || int_at(p, &w, INT32_MAX, &v[2]))
+		return -1;
+	k.regs = (int)v[0], k.smem = (int)v[1], k.spills = (int)v[2];
+	GROW(p, m->k, m->nk, p->ck);
+	m->k[m->nk++] = k;
+	return 0;
+}
+
+/* --- init, launch and memset steps -------------------------------------- */
+
+static int
+grid3(P *p, Word list, MStep *s)
+{
+	static const int64_t lim[3] = {INT32_MAX, 65535, 65535};
+	static const char xyz[] = "xyz";
+	int64_t lo, hi;
+	Word it;
+	int i;
+
+	for (i = 0; item(&list, &it); i++) {
+		if (i == 3)
+			return err(p, it.col, "grid has more than 3 dims");
+		if (expr_at(p, &it, &s->grid[i]))
+			return -1;
+		if (s->kind == STEP_INIT && bundle_expr_has_t(&s->grid[i]))
+			return err(p, it.col, "init steps run once, without T: "
+				   "grid '%.*s'", (int)it.n, it.s);
+		if (bundle_expr_eval(&s->grid[i], 1, &lo) ||
+		    bundle_expr_eval(&s->grid[i], p->m->max_tokens, &hi) ||
+		    hi > lim[i])
+			return err(p, it.col, "grid.%c '%.*s' exceeds %lld at "
+				   "max_tokens", xyz[i], (int)it.n, it.s,
+				   (long long)lim[i]);
+		if (lo < 1)
+			return err(p, it.col, "grid.%c '%.*s' is 0 at T=1",
+				   xyz[i], (int)it.n, it.s);
+	}
+	if (i != 3)
+		return err(p, list.col, "grid needs 3 dims (x,y,z)");
+	return 0;
+}
+
+static int
+block3(P *p, Word list, MStep *s)
+{
+	static const int64_t lim[3] = {1024, 1024, 64};
+	int64_t v;
+	Word it;
+	int i;
+
+	for (i = 0; item(&list, &it); i++) {
+		if (i == 3)
+			return err(p, it.col, "block has more than 3 dims");
+		if (int_at(p, &it, INT32_MAX, &v))
+			return -1;
+		if (v < 1 || v > lim[i])
+			return err(p, it.col, "block dim %lld outside 1..%lld",
+				   (long long)v, (long long)lim[i]);
+		s->block[i] = (int)v;
+	}
+	if (i != 3)
+		return err(p, list.col, "block needs 3 dims (x,y,z)");
+	if ((int64_t)s->block[0] * s->block[1] * s->block[2] > 1024)
+		return err(p, list.col, "block has more than 1024 threads");
+	return 0;
+}
+
+/* "-V" or "V", canonical, within [-max-1, max]. */
+static int
+signed_at(P *p, const Word *w, int64_t max, int64_t *v)
+{
+	Word u = *w;
+	uint64_t x;
+	int neg = u.n > 0 && u.s[0] == '-';
+
+	if (neg)
+		u.s++, u.n--, u.col++;
+	if (uint_at(p, &u, (uint64_t)max + neg, &x))
+		return -1;
+	if (neg && x == 0)
+		return err(p, w->col, "'-0' is not canonical: write 0");
+	*v = neg ? (int64_t)(0 - x) : (int64_t)x;
+	return 0;
+}
+
+static int
+f32_at(P *p, const Word *w, float *f)
+{
+	char buf[64], canon[64];
+	char *end;
+
+	if (w->n == 0 || w->n >= sizeof buf)
+		return err(p, w->col, "bad f32 literal '%.*s'", (int)w->n, w->s);
+	memcpy(buf, w->s, w->n);
+	buf[w->n] = 0;
+	*f = strtof(buf, &end);
+	if (*end || end == buf)
+		return err(p, w->col, "bad f32 literal '%s'", buf);
+	snprintf(canon, sizeof canon, "%.9g", *f);
+	if (strcmp(canon, buf) != 0)
+		return err(p, w->col, "f32 literal '%s' is not canonical "
+			   "(%%.9g): write '%s'", buf, canon);
+	return 0;
+}
+
+static int
+prefix(Word *w, const char *pre)
+{
+	size_t k = strlen(pre);
+
+	if (w->n < k || memcmp(w->s, pre, k) != 0)
+		return 0;
+	w->s += k, w->n -= k, w->col += (int)k;
+	return 1;
+}
+
+/* buf:NAME or buf:NAME+OFF, with OFF inside the buffer at max_tokens. */
+static int
+buf_arg(P *p, Word w, MArg *a)
+{
+	const char *plus = memchr(w.s, '+', w.n);
+	Word name = {w.s, plus ? (size_t)(plus - w.s) : w.n, w.col};
+	int64_t size;
+
+	a->kind = ARG_BUF;
+	if (name_at(p, &name, &a->name))
+		return -1;
+	if ((a->index = bundle_find_buffer(p->m, a->name)) < 0)
+		return err(p, w.col, "undeclared buffer '%s'", a->name);
+	if (!plus)
+		return 0;
+	w = (Word){plus + 1, w.n - name.n - 1, w.col + (int)name.n + 1};
+	if (uint_at(p, &w, INT64_MAX, &a->off))
+		return -1;
+	if (a->off == 0)
+		return err(p, w.col, "'+0' is not canonical: leave it out");
+	bundle_expr_eval(&p->m->buf[a->index].bytes, p->m->max_tokens, &size);
+	if (a->off >= (uint64_t)size)
+		return err(p, w.col, "offset %llu is past the end of buffer "
+			   "'%s' (%lld bytes at max_tokens)",
+			   (unsigned long long)a->off, a->name, (long long)size);
+	return 0;
+}
+
+static int
+io_arg(P *p, Word w, MArg *a, int init, int n, const char *what)
+{
+	const char *plural = strcmp(what, "in") == 0 ? "inputs" : "outputs";
+
+	uint64_t i;
+
+	if (init)
+		return err(p, w.col - (int)strlen(what) - 1, "init steps run "
+			   "once at load: they cannot use %s:", what);
+	if (uint_at(p, &w, INT32_MAX, &i))
+		return -1;
+	if ((int64_t)i >= n)
+		return err(p, w.col, "%s:%llu out of range (%d %s)", what,
+			   (unsigned long long)i, n, plural);
+	a->index = (int)i;
+	return 0;
+}
+
+/* One argument; *t gets its type. */
+static int
+arg(P *p, Word w, MArg *a, MType *t, int init)
+{
+	Word v = w;
+
+	*t = MT_PTR;
+	if (eq(&w, "T")) {
+		a->kind = ARG_T, *t = MT_I32;
+		return init ? err(p, w.col, "init steps run once at load, "
+				  "without T") : 0;
+	}
+	if (prefix(&v, "in:"))
+		return a->kind = ARG_IN, io_arg(p, v, a, init, p->m->nin, "in");
+	if (prefix(&v, "out:"))
+		return a->kind = ARG_OUT,
+		       io_arg(p, v, a, init, p->m->nout, "out");
+	if (prefix(&v, "w:")) {
+		a->kind = ARG_W;
+		if (name_at(p, &v, &a->name))
+			return -1;
+		if ((a->index = bundle_find_weight(p->m, a->name)) < 0)
+			return err(p, v.col, "undeclared weight '%s'", a->name);
+		return 0;
+	}
+	if (prefix(&v, "buf:"))
+		return buf_arg(p, v, a);
+	if (prefix(&v, "i32:")) {
+		a->kind = ARG_I32, *t = MT_I32;
+		return signed_at(p, &v, INT32_MAX, &a->v.i);
+	}
+	if (prefix(&v, "i64:")) {
+		a->kind = ARG_I64, *t = MT_I64;
+		return signed_at(p, &v, INT64_MAX, &a->v.i);
+	}
+	if (prefix(&v, "u64:"))
+		return a->kind = ARG_U64, *t = MT_U64,
+		       uint_at(p, &v, UINT64_MAX, &a->v.u);
+	if (prefix(&v, "f32:"))
+		return a->kind = ARG_F32, *t = MT_F32, f32_at(p, &v, &a->v.f);
+	return err(p, w.col, "unknown argument '%.*s' (in:N, out:N, w:NAME, "
+		   "buf:NAME[+OFF], T, i32:V, i64:V, u64:V or f32:V)",
+		   (int)w.n, w.s);
+}
+
+static int
+args(P *p, Word list, MStep *s)
+{
+	const MKernel *k = &p->m->k[s->kidx];
+	Word it, all = list;
+	MType t;
+	int n = 0;
+
+	for (Word l = list; item(&l, &it);)
+		n++;
+	if (n != k->nparam)
+		return err(p, all.col, "kernel '%s' takes %d params, got %d args",
+			   k->name, k->nparam, n);
+	s->arg = arena_array(p->a, MArg, n ? n : 1);
+	for (s->narg = 0; item(&list, &it); s->narg++) {
+		if (arg(p, it, &s->arg[s->narg], &t, s->kind == STEP_INIT))
+			return -1;
+		if (t != k->param[s->narg])
+			return err(p, it.col, "argument %d '%.*s' is %s, but "
+				   "param %d of kernel '%s' is %s", s->narg + 1,
+				   (int)it.n, it.s, mtype_names[t], s->narg + 1,
+				   k->name, mtype_names[k->param[s->narg]]);
+	}
+	return 0;
+}
+
+static int
+step(P *p, int kw, MStepKind kind)
+{
+	MStep s = {.kind = kind, .line = p->line};
+	Manifest *m = p->m;
+	int64_t smem;
+	Word w;
+
+	if (arity(p, kw, 6) || name_at(p, &p->w[1], &s.kernel))
+		return -1;
+	if ((s.kidx = bundle_find_kernel(m, s.kernel)) < 0)
+		return err(p, p->w[1].col, "undeclared kernel '%s'", s.kernel);
+	if (kv(p, 2, "grid", &w) || grid3(p, list_of(w), &s) ||
+	    kv(p, 3, "block", &w) || block3(p, list_of(w), &s) ||
+	    kv(p, 4, "smem", &w) || int_at(p, &w, INT32_MAX, &smem) ||
+	    kv(p, 5, "args", &w) || args(p, list_of(w), &s))
+		return -1;
+	s.smem = (int)smem;
+	GROW(p, m->step, m->nstep, p->cstep);
+	m->step[m->nstep++] = s;
+	return 0;
+}
+
+static int
+st_init(P *p)
+{
+	return step(p, KW_init, STEP_INIT);
+}
+
+static int
+st_launch(P *p)
+{
+	return step(p, KW_launch, STEP_LAUNCH);
+}
+
+/* The region must lie inside its buffer at T=1 and T=max_tokens. */
+static int
+memset_fits(P *p, const MStep *s, const Word *at)
+{
+	const MBuffer *b = &p->m->buf[s->dst.index];
+	int64_t ts[2] = {1, p->m->max_tokens}, n, size;
+	uint64_t end;
+
+	for (int i = 0; i < 2; i++) {
+		if (bundle_expr_eval(&s->bytes, ts[i], &n) ||
+		    bundle_expr_eval(&b->bytes, ts[i], &size) ||
+		    __builtin_add_overflow(s->dst.off, (uint64_t)n, &end) ||
+		    end > (uint64_t)size)
+			return err(p, at->col, "memset overruns buffer '%s' at "
+				   "T=%lld", b->name, (long long)ts[i]);
+	}
+	return 0;
+}
+
+static int
+st_memset(P *p)
+{
+	MStep s = {.kind = STEP_MEMSET, .kidx = -1, .line = p->line};
+	Word v = p->w[1], w;
+
+	if (arity(p, KW_memset, 3))
+		return -1;
+	if (!prefix(&v, "buf:"))
+		return err(p, v.col, "memset needs a buf:NAME operand, got '%.*s'",
+			   (int)v.n, v.s);
+	if (buf_arg(p, v, &s.dst) || kv(p, 2, "bytes", &w) ||
+	    expr_at(p, &w, &s.bytes) || memset_fits(p, &s, &w))
+		return -1;
+	GROW(p, p->m->step, p->m->nstep, p->cstep);
+	p->m->step[p->m->nstep++] = s;
+	return 0;
+}
+
+/* --- the driver --------------------------------------------------------- */
+
+static int
+keyword(const Word *w)
+{
+	for (int k = 0; k < NKW; k++)
+		if (eq(w, stmt[k].kw))
+			return k;
+	return -1;
+}
+
+/* Required header lines ranked before `rank` that have not appeared. */
+static void
+missing(P *p, int rank, const char *before)
+{
+	for (int k = 0; k < NKW; k++) {
+		unsigned bit = 1u << k;
+		if (!stmt[k].required || stmt[k].rank >= rank ||
+		    (p->seen | p->reported) & bit)
+			continue;
+		p->reported |= bit;
+		if (before)
+			err(p, 1, "missing '%s' line before '%s'", stmt[k].kw,
+			    before);
+		else
+			err(p, 1, "missing '%s' line", stmt[k].kw);
+	}
+}
+
+/* Statement order: header lines once each, in order; then the body. */
+static int
+order(P *p, int k)
+{
+	int r = stmt[k].rank;
+
+	if (p->rank < 0 && k != KW_moeb) {
+		p->seen |= 1u << KW_moeb;
+		p->reported |= 1u << KW_moeb;
+		err(p, 1, "the manifest must start with 'moeb %d'", BUNDLE_VERSION);
+	}
+	if (r < p->rank)
+		return err(p, 1, "'%s' must come before '%s'", stmt[k].kw,
+			   stmt[p->last].kw);
+	if (r == p->rank && r <= HEADER_RANK)
+		return err(p, 1, "duplicate '%s' line", stmt[k].kw);
+	missing(p, r, stmt[k].kw);
+	return 0;
+}
+
+static void
+statement(P *p, const char *s, size_t n)
+{
+	int k;
+
+	if (n == 0 || s[0] == '#')
+		return;		/* blank and comment lines carry nothing */
+	if (split(p, s, n))
+		return;
+	k = keyword(&p->w[0]);
+	if (k < 0) {
+		err(p, 1, "unknown statement '%.*s'", (int)p->w[0].n, p->w[0].s);
+		return;
+	}
+	if (order(p, k))
+		return;
+	stmt[k].fn(p);
+	p->seen |= 1u << k;
+	p->rank = stmt[k].rank;
+	p->last = k;
+}
+
+int
+bundle_manifest_parse(Arena *a, const char *file, const char *text,
+		      size_t len, Manifest **out, Diag *d)
+{
+	P p = {.a = a, .d = d, .file = file, .rank = -1};
+	const char *s = text, *end = text + len, *nl;
+	int nerr = d->nerror;
+
+	p.m = arena_alloc(a, sizeof *p.m);
+	if (memchr(text, 0, len))
+		return diag_error(d, loc_file(file), "NUL byte at offset %zu of "
+				  "the manifest", (size_t)((const char *)memchr(
+							 text, 0, len) - text));
+	for (p.line = 1; s < end; p.line++, s = nl + 1) {
+		nl = memchr(s, '\n', (size_t)(end - s));
+		if (!nl)
+			nl = end;
+		statement(&p, s, (size_t)(nl - s));
+		if (p.version)
+			return BUNDLE_EVERSION;	/* the rest is another grammar */
+	}
+	p.line = p.line > 1 ? p.line - 1 : 1;
+	if (p.rank < 0)
+		err(&p, 1, "empty manifest: it must start with 'moeb %d'",
+		    BUNDLE_VERSION);
+	else
+		missing(&p, 99, NULL);
+	if (p.version)
+		return BUNDLE_EVERSION;
+	if (d->nerror != nerr)
+		return BUNDLE_EFORMAT;
+	*out = p.m;
+	return BUNDLE_OK;
+}
+
+int
+bundle_manifest_check(const Manifest *m, Diag *d)
+{
+	size_t n;
+	char *text = bundle_manifest_print(m, &n);
+	Arena *a = arena_new(0);
+	Manifest *back;
+	int rc = bundle_manifest_parse(a, "manifest", text, n, &back, d);
+
+	arena_free(a);
+	free(text);
+	return rc;
+}
