@@ -1,0 +1,68 @@
+/*
+ * passes.h — the pass manager and every pass.
+ *
+ * A pass takes the module and a context; it returns < 0 on error (with a
+ * diagnostic), 0 if it changed nothing, 1 if it changed the module.  Fusion
+ * passes never fail on a pattern that does not match: they leave it alone
+ * and say why in the fusion report.
+ */
+#ifndef MOEC_PASSES_H
+#define MOEC_PASSES_H
+
+#include "ir.h"
+
+/* report.c: the fusion report, one entry per decision */
+typedef struct Report Report;
+Report *report_new(void);
+void report_free(Report *r);
+/* What a kernel fused ("kernel @moe.k2 grouped_gemm: gate|up matmul, swiglu"). */
+void report_fused(Report *r, const char *kernel, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A candidate left alone, and why ("bias add not fused into matmul %h: ..."). */
+void report_skip(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void report_print(FILE *f, const Report *r);
+int report_count(const Report *r);
+
+typedef struct {
+	Diag *d;
+	Report *report;		/* may be NULL: decisions are not recorded */
+} PassCtx;
+
+#define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
+#include "passes.def"
+#undef PASS
+
+typedef struct {
+	const char *pipeline;	/* "fold,cse,dce"; NULL: the default; "": none */
+	const char *print_before;	/* comma list of pass names, or "all" */
+	const char *print_after;
+	int print_after_change;	/* dump only after passes that changed the IR */
+	int verify_each;	/* ir_verify after every pass */
+	int time_passes;	/* a table of pass times on stderr */
+	int check_eval;		/* interpreter before/after every pass */
+	const char *check_dims;	/* "T=7,batch=2": symbol values for check_eval */
+	uint64_t check_seed;
+	int print_flags;	/* IR_PRINT_LOC */
+	FILE *dump;		/* where dumps go; NULL: stderr */
+} PassOpts;
+
+void pass_default_opts(PassOpts *o);
+const char *pass_default_pipeline(void);
+void pass_list(FILE *f);
+/* Run the pipeline.  0 ok; 1 a check failed (verifier or check-eval, named);
+ * -1 bad usage or input (unknown pass), with diagnostics. */
+int pass_run(Module *m, const PassOpts *o, PassCtx *c);
+
+/* checkeval.c: run the main graph on seeded random inputs */
+typedef struct CheckRun CheckRun;
+CheckRun *check_new(Module *m, const char *dims, uint64_t seed, Diag *d);
+/* Evaluate the main graph and remember (first call) or compare (later
+ * calls) its outputs.  0 same within tolerance, 1 differs (with a message
+ * in *why), -1 could not evaluate. */
+int check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d);
+void check_free(CheckRun *r);
+
+/* evalnode.c: evaluate one node on host tensors (constant folding) */
+int pass_eval_node(Module *m, Node *n, const Tensor *in, Tensor *out, Diag *d);
+
+#endif

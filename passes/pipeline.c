@@ -1,0 +1,188 @@
+/*
+ * pipeline.c — the pass registry and the pass manager.  The whole compiler
+ * middle is the one string below; `moec opt --passes=...` runs any list.
+ *
+ * For each pass: dump before (if asked), run, verify (if asked), compare the
+ * interpreter's outputs with the first run (--check-eval), dump after.  Dump
+ * banners are IR comments, so a dump can be cut out and fed back in.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes.h"
+
+static const char default_pipeline[] = "fold,cse,dce";
+
+typedef struct {
+	const char *name, *help;
+	int (*fn)(Module *, PassCtx *);
+	int testonly;
+} Pass;
+
+static const Pass passes[] = {
+#define PASS(fn, name, help) {name, help, fn, strncmp(name, "test-", 5) == 0},
+#include "passes.def"
+#undef PASS
+};
+
+void
+pass_default_opts(PassOpts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->check_seed = 1;
+}
+
+const char *
+pass_default_pipeline(void)
+{
+	return default_pipeline;
+}
+
+void
+pass_list(FILE *f)
+{
+	fprintf(f, "default pipeline: %s\n", default_pipeline);
+	for (size_t i = 0; i < NELEM(passes); i++)
+		fprintf(f, "  %-16s %s\n", passes[i].name, passes[i].help);
+}
+
+static const Pass *
+find(const char *name, size_t n)
+{
+	for (size_t i = 0; i < NELEM(passes); i++)
+		if (strlen(passes[i].name) == n && strncmp(passes[i].name, name, n) == 0)
+			return &passes[i];
+	return NULL;
+}
+
+/* Is `name` in the comma list `list` ("all" matches everything)? */
+static int
+listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!list)
+		return 0;
+	if (strcmp(list, "all") == 0)
+		return 1;
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == n && strncmp(p, name, n) == 0)
+			return 1;
+		p += k + (e ? 1 : 0);
+	}
+	return 0;
+}
+
+static void
+dump(const PassOpts *o, Module *m, const char *when, const char *name)
+{
+	FILE *f = o->dump ? o->dump : stderr;
+
+	fprintf(f, "# *** IR Dump %s %s ***\n", when, name);
+	ir_print(f, m, o->print_flags);
+	fflush(f);
+}
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Split the pipeline into passes, reporting every unknown name. */
+static int
+resolve(const char *pipeline, const Pass **list, int max, Diag *d)
+{
+	int n = 0, bad = 0;
+
+	for (const char *p = pipeline; *p;) {
+		const char *e = strchr(p, ',');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		const Pass *ps = find(p, k);
+
+		if (k && !ps)
+			bad = diag_error(d, LOC_NONE, "unknown pass '%.*s' (see --list-passes)",
+					 (int)k, p);
+		else if (k && n < max)
+			list[n++] = ps;
+		p += k + (e ? 1 : 0);
+	}
+	return bad ? -1 : n;
+}
+
+static int
+run_one(Module *m, const Pass *ps, const PassOpts *o, PassCtx *c, CheckRun *chk,
+	double *secs)
+{
+	char why[512];
+	double t0;
+	int rc;
+
+	if (listed(o->print_before, ps->name))
+		dump(o, m, "Before", ps->name);
+	t0 = now();
+	rc = ps->fn(m, c);
+	*secs += now() - t0;
+	if (rc < 0)
+		return -1;
+	if (o->verify_each && ir_verify(m, c->d) != 0) {
+		dump(o, m, "After", ps->name);
+		fprintf(o->dump ? o->dump : stderr, "# *** IR Dump After %s Failed ***\n", ps->name);
+		diag_error(c->d, LOC_NONE, "the IR is invalid after pass '%s'", ps->name);
+		return 1;
+	}
+	if (listed(o->print_after, ps->name) && (!o->print_after_change || rc == 1))
+		dump(o, m, "After", ps->name);
+	else if (o->print_after_change && !o->print_after && rc == 1)
+		dump(o, m, "After", ps->name);
+	if (chk) {
+		int k = check_eval(chk, m, why, sizeof why, c->d);
+		if (k != 0) {
+			diag_error(c->d, LOC_NONE, "--check-eval: pass '%s' changed the result: %s",
+				   ps->name, why);
+			return k < 0 ? -1 : 1;
+		}
+	}
+	return 0;
+}
+
+int
+pass_run(Module *m, const PassOpts *o, PassCtx *c)
+{
+	const Pass *list[256];
+	double secs[256] = {0}, total = 0;
+	const char *pipe = o->pipeline ? o->pipeline : default_pipeline;
+	CheckRun *chk = NULL;
+	char why[512];
+	int n = resolve(pipe, list, (int)NELEM(list), c->d), rc = 0;
+
+	if (n < 0)
+		return -1;
+	if (o->check_eval) {
+		chk = check_new(m, o->check_dims, o->check_seed, c->d);
+		if (!chk || check_eval(chk, m, why, sizeof why, c->d) != 0) {
+			check_free(chk);
+			return -1;
+		}
+	}
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = run_one(m, list[i], o, c, chk, &secs[i]);
+	check_free(chk);
+	if (o->time_passes) {
+		FILE *f = stderr;
+		for (int i = 0; i < n; i++)
+			total += secs[i];
+		fprintf(f, "# pass times\n");
+		for (int i = 0; i < n; i++)
+			fprintf(f, "#  %9.3f ms  %5.1f%%  %s\n", 1e3 * secs[i],
+				total > 0 ? 100 * secs[i] / total : 0, list[i]->name);
+		fprintf(f, "#  %9.3f ms  total\n", 1e3 * total);
+	}
+	return rc;
+}

@@ -1,0 +1,227 @@
+/*
+ * test.c — `moec test`: run folders in the ONNX backend-test layout
+ * (a model and test_data_set_N folders of input_N.pb, output_N.pb) through the
+ * interpreter, one line per case and `N passed, N failed` last.
+ *
+ * With --compiled the model goes through the default pipeline first, and
+ * compiled_data_set_* folders (valid only for the compiled block) run too.
+ */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moec.h"
+
+enum { OK = 0, FAIL = 1, BAD = 2 };
+
+typedef struct {
+	int passed, failed;
+} Tally;
+
+static int
+read_set(const char *dir, const char *prefix, Tensor *t, int max, Diag *d)
+{
+	int n = 0;
+
+	for (; n < max; n++) {
+		char name[64], *path;
+		snprintf(name, sizeof name, "%s_%d.pb", prefix, n);
+		path = file_join(dir, name);
+		if (!file_exists(path)) {
+			free(path);
+			break;
+		}
+		int rc = tensor_read(path, &t[n], d);
+		free(path);
+		if (rc)
+			return -1;
+	}
+	return n;
+}
+
+static void
+free_set(Tensor *t, int n)
+{
+	for (int i = 0; i < n; i++)
+		tensor_free(&t[i]);
+}
+
+static int
+same_shape(const Tensor *a, const Tensor *b)
+{
+	if (a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != b->dim[i])
+			return 0;
+	return 1;
+}
+
+/* Compare every output; print the case's line.  1 if it passed. */
+static int
+judge(const char *casedir, const Graph *g, Tensor *got, Tensor *want, int n)
+{
+	char line[1024] = "";
+	size_t k = 0;
+	int ok = 1;
+
+	for (int i = 0; i < n; i++) {
+		double atol, rtol, rel;
+		Compare c;
+
+		if (!same_shape(&got[i], &want[i])) {
+			char a[128], b[128];
+			tensor_shape_string(a, sizeof a, &got[i]);
+			tensor_shape_string(b, sizeof b, &want[i]);
+			k += (size_t)snprintf(line + k, sizeof line - MIN(k, sizeof line),
+					      " %s: shape %s, expected %s", g->retname[i], a, b);
+			ok = 0;
+			continue;
+		}
+		tolerance_for(g->ret[i]->type.dt, &atol, &rtol, &rel);
+		tensor_compare(&got[i], &want[i], atol, rtol, &c);
+		int good = c.nbad == 0 && c.rel_l2 <= rel;
+		ok &= good;
+		if (k < sizeof line)
+			k += (size_t)snprintf(line + k, sizeof line - k,
+					      " %s: rel_l2 %.2e max_abs %.2e%s", g->retname[i],
+					      c.rel_l2, c.max_abs, good ? "" : " (beyond tolerance)");
+	}
+	printf("%-4s %s%s\n", ok ? "ok" : "FAIL", casedir, line);
+	return ok;
+}
+
+static void
+run_case(const char *casedir, Graph *g, Tally *t)
+{
+	Tensor in[64], want[64], *got;
+	int nin, nout, ok = 0;
+	Diag d;
+
+	diag_init(&d, stdout);
+	memset(in, 0, sizeof in);
+	memset(want, 0, sizeof want);
+	nin = read_set(casedir, "input", in, 64, &d);
+	nout = read_set(casedir, "output", want, 64, &d);
+	if (nin < 0 || nout < 0) {
+		printf("FAIL %s: unreadable test data\n", casedir);
+	} else if (nin != g->nparam || nout != g->nret) {
+		printf("FAIL %s: %d inputs and %d outputs; the model has %d and %d\n", casedir,
+		       nin, nout, g->nparam, g->nret);
+	} else {
+		got = xcalloc((size_t)nout + 1, sizeof *got);
+		if (ir_eval(g, in, nin, got, NULL, &d) == 0) {
+			ok = judge(casedir, g, got, want, nout);
+			free_set(got, nout);
+		} else {
+			printf("FAIL %s: the interpreter failed\n", casedir);
+		}
+		free(got);
+	}
+	free_set(in, MAX(nin, 0));
+	free_set(want, MAX(nout, 0));
+	if (ok)
+		t->passed++;
+	else
+		t->failed++;
+}
+
+static int
+is_set(const struct dirent *e, int compiled)
+{
+	return strncmp(e->d_name, "test_data_set_", 14) == 0 ||
+	       (compiled && strncmp(e->d_name, "compiled_data_set_", 18) == 0);
+}
+
+static Module *
+load_dir(const char *dir, const MoecOpts *o, Diag *d)
+{
+	char *ir = file_join(dir, "model.ir");
+	Module *m = moec_load(file_exists(ir) ? ir : dir, o, d);
+
+	free(ir);
+	return m;
+}
+
+static void
+run_dir(const char *dir, const MoecOpts *o, int compiled, Tally *t)
+{
+	struct dirent **ents;
+	Diag d;
+	Module *m;
+	int n;
+
+	diag_init(&d, stdout);
+	if (!(m = load_dir(dir, o, &d))) {
+		printf("FAIL %s: cannot load the model\n", dir);
+		t->failed++;
+		return;
+	}
+	if (compiled && moec_passes(m, o, NULL, &d) != 0) {
+		printf("FAIL %s: the pipeline failed\n", dir);
+		t->failed++;
+		ir_free_module(m);
+		return;
+	}
+	n = scandir(dir, &ents, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		if (is_set(ents[i], compiled)) {
+			char *c = file_join(dir, ents[i]->d_name);
+			run_case(c, ir_main_graph(m), t);
+			free(c);
+		}
+		free(ents[i]);
+	}
+	if (n >= 0)
+		free(ents);
+	ir_free_module(m);
+}
+
+int
+moec_cmd_test(int argc, char **argv)
+{
+	static const char help[] = "[--compiled] [--layer N] [import and opt flags] DIR ...";
+	MoecOpts o;
+	Tally t = {0, 0};
+	int compiled = 0, ndir = 0;
+
+	moec_default_opts(&o);
+	o.pass.pipeline = "";
+	for (int i = 1; i < argc; i++) {
+		int k = moec_common_flag(argc, argv, &i, &o);
+		if (k < 0) {
+			fprintf(stderr, "usage: moec test %s\n", help);
+			return BAD;
+		}
+		if (k)
+			continue;
+		if (strcmp(argv[i], "--compiled") == 0) {
+			compiled = 1;
+		} else if (strcmp(argv[i], "--help") == 0) {
+			printf("usage: moec test %s\n", help);
+			return OK;
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "usage: moec test %s\n", help);
+			return BAD;
+		}
+	}
+	if (compiled && !o.pass.pipeline[0])
+		o.pass.pipeline = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '-') {
+			if (!strchr(argv[i], '=') && i + 1 < argc &&
+			    (!strcmp(argv[i], "--layer") || !strcmp(argv[i], "--weights") ||
+			     !strcmp(argv[i], "--passes")))
+				i++;
+			continue;
+		}
+		run_dir(argv[i], &o, compiled, &t);
+		ndir++;
+	}
+	if (!ndir) {
+		fprintf(stderr, "usage: moec test %s\n", help);
+		return BAD;
+	}
+	printf("%d passed, %d failed\n", t.passed, t.failed);
+	return t.failed ? FAIL : OK;
+}
