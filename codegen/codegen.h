@@ -1,0 +1,494 @@
+/*
+ * codegen.h — kernels as LLVM IR for NVPTX, PTX text, ptxas, and a CPU
+ * emulator for the emitted kernels.
+ *
+ * A CgModule collects the kernels of one target.  Kernel builders (k_*.c)
+ * are C functions parameterised by a spec struct; they emit LLVM IR through
+ * the helper layer of target.c and record, for every kernel, its parameter
+ * list (kind + role) and its launch geometry, which is what a bundle's
+ * `kernel` and `launch` lines need (docs/bundle.md).  cg_module_ptx() runs
+ * the verifier, the O3 pipeline and the NVPTX backend; cg_ptxas() assembles
+ * the PTX and reports registers, shared memory and spills.
+ *
+ * Only codegen/ includes LLVM headers.  Files of codegen/ define CG_INTERNAL
+ * before including this header to see the helper layer (LLVM types); other
+ * directories see only the plain-C part.
+ *
+ * The target "emu" builds the same kernels for the host CPU, with every
+ * GPU-specific operation (thread ids, barriers, cp.async, ldmatrix, mma)
+ * turned into a call to the emulator of emu.c, which runs one CTA at a time
+ * with one user-level thread per GPU thread.  Unit tests use it to check what
+ * the kernels compute on a machine without a GPU.
+ */
+#ifndef MOEC_CODEGEN_H
+#define MOEC_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* target.c: targets and their capabilities */
+
+typedef struct CgTarget CgTarget;
+struct CgTarget {
+	const char *sm;		/* "sm_80", "sm_90", "sm_90a"; "emu": the CPU emulator */
+	const char *features;	/* "+ptx80"; NULL: the default for sm (sm_80 +ptx70, sm_90[a] +ptx80) */
+	int opt;		/* 0..3: LLVM pipeline default<On> and codegen level; 3 by default */
+};
+
+/*
+ * Capabilities a builder asks for before it emits an instruction: LLVM
+ * aborts the process on an instruction the target lacks, so builders gate
+ * themselves with cg_target_has() / cg_require() and report a diagnostic.
+ */
+enum {
+	CG_MMA_F16 = 1 << 0,	/* mma.sync m16n8k16 f16 (sm_80) */
+	CG_MMA_BF16 = 1 << 1,	/* mma.sync m16n8k16 bf16 (sm_80) */
+	CG_MMA_TF32 = 1 << 2,	/* mma.sync m16n8k8 tf32 (sm_80) */
+	CG_LDMATRIX = 1 << 3,	/* ldmatrix (sm_75) */
+	CG_CP_ASYNC = 1 << 4,	/* cp.async (sm_80) */
+	CG_CVT_BF16 = 1 << 5,	/* cvt.rn.bf16.f32 (sm_80) */
+	CG_TMA = 1 << 6,	/* cp.async.bulk.tensor + mbarrier tx (sm_90, PTX 8.0) */
+	CG_CLUSTER = 1 << 7,	/* thread-block clusters (sm_90) */
+	CG_WGMMA = 1 << 8,	/* wgmma.mma_async (sm_90a) */
+	CG_SETMAXNREG = 1 << 9,	/* setmaxnreg (sm_90a) */
+};
+int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
+int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
+/* 0, or a diagnostic naming what needs the missing capabilities. */
+int cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d);
+const char *cg_cap_name(unsigned cap);		/* one bit: "wgmma" */
+int cg_target_is_emu(const CgTarget *t);
+
+/* target.c: kernel descriptions */
+
+/* Parameter kinds, as docs/bundle.md spells them.  ORDER CGP: param_kind_names. */
+typedef enum { CGP_PTR, CGP_I32, CGP_I64, CGP_U64, CGP_F32, NCGP } CgParamKind;
+const char *cg_param_kind_name(CgParamKind k);	/* "ptr", "i32", ... */
+
+typedef struct CgParam CgParam;
+struct CgParam {
+	CgParamKind kind;
+	const char *role;	/* "A", "B", "C", "bias", "gather_idx", "offsets", "T" */
+};
+
+/*
+ * A size expression in T, the run-time token count: cdiv(a*T + b, div)
+ * when div > 0, else a*T + b (a, b >= 0).  The same as bundle.h's MExpr,
+ * printed in docs/bundle.md's grammar: "b", "T", "a*T", "T+b", "a*T+b",
+ * "cdiv(E,div)".
+ */
+typedef struct CgExpr CgExpr;
+struct CgExpr {
+	int64_t a, b, div;
+};
+#define CG_EXPR_INT(n) ((CgExpr){0, (n), 0})
+int cg_expr_print(char *buf, size_t n, CgExpr e);
+int64_t cg_expr_eval(CgExpr e, int64_t T);
+
+/* One emitted kernel: what the bundle's `kernel` and `launch` lines need. */
+typedef struct CgKernel CgKernel;
+struct CgKernel {
+	const char *name;	/* the .entry name */
+	int nparam;
+	CgParam *param;		/* in order */
+	int block[3];		/* threads per CTA */
+	CgExpr grid[3];		/* CTAs, as functions of T */
+	int smem;		/* dynamic shared memory, bytes */
+	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
+	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
+	/* from ptxas, by cg_module_assemble(); -1 until then */
+	int regs, spill_stores, spill_loads, stack, static_smem;
+};
+
+/* target.c: modules */
+
+typedef struct CgModule CgModule;
+CgModule *cg_module_new(const CgTarget *t, const char *name, Diag *d);
+void cg_module_free(CgModule *m);
+const CgTarget *cg_module_target(const CgModule *m);
+int cg_module_nkernel(const CgModule *m);
+const CgKernel *cg_module_kernel(const CgModule *m, int i);
+const CgKernel *cg_module_find(const CgModule *m, const char *name);
+/*
+ * Verify, optimise (default<O3>) and emit PTX; the text is owned by the
+ * module and stays valid until cg_module_free.  A verifier failure is a
+ * diagnostic.  After this call the module takes no more kernels.
+ */
+const char *cg_module_ptx(CgModule *m, size_t *len, Diag *d);
+/* The module's LLVM IR as text (malloc'd), before or after optimisation. */
+char *cg_module_llvm_ir(CgModule *m);
+
+/* ptxas.c: assembling PTX */
+
+typedef struct CgPtxasInfo CgPtxasInfo;
+struct CgPtxasInfo {
+	char name[128];
+	int regs, barriers, smem, cmem, stack, spill_stores, spill_loads;
+};
+typedef struct CgPtxasResult CgPtxasResult;
+struct CgPtxasResult {
+	int n;
+	CgPtxasInfo *k;		/* one per entry, in ptxas's order (malloc'd) */
+	unsigned char *cubin;	/* when asked for (malloc'd) */
+	size_t cubin_len;
+	char *log;		/* everything ptxas printed (malloc'd) */
+};
+/* $PTXAS, else /usr/local/cuda/bin/ptxas, else ptxas on $PATH; NULL: none. */
+const char *cg_ptxas_path(void);
+/* ptxas -arch=SM -v on the text; 0 ok, -1 with a diagnostic (incl. ptxas's errors). */
+int cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin,
+	     CgPtxasResult *r, Diag *d);
+void cg_ptxas_free(CgPtxasResult *r);
+/* cg_module_ptx + cg_ptxas, and each CgKernel's regs/spills filled in. */
+int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
+
+/* emu.c: running "emu" kernels on the CPU */
+
+typedef struct CgEmuBuf CgEmuBuf;
+struct CgEmuBuf {
+	const void *p;
+	size_t bytes;
+};
+typedef struct CgEmuLaunch CgEmuLaunch;
+struct CgEmuLaunch {
+	int grid[3], block[3];
+	int smem;		/* dynamic shared memory bytes */
+	const uint64_t *args;	/* one slot per parameter: pointer, integer, or f32 bits */
+	int nargs;
+	/* when nbuf > 0, every global access must fall inside one of these */
+	const CgEmuBuf *buf;
+	int nbuf;
+};
+/*
+ * Run a kernel of an "emu" module: CTAs one after another, threads as
+ * user-level threads switched at barriers and warp-collective operations.
+ * Out-of-bounds accesses, deadlocks and divergent collectives are
+ * diagnostics.  Shared memory starts filled with 0xff bytes (NaN).
+ */
+int cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d);
+
+/* epilogue.c: the epilogue program of a GEMM */
+
+/*
+ * A small SSA program over one output element, applied to the f32
+ * accumulator in registers before the store.  Each instruction names its
+ * operands by index (earlier instructions only); the last instruction is
+ * the result.  ORDER CGE: ep_ops in epilogue.c.
+ */
+typedef enum {
+	/* leaves */
+	CGE_ACC,		/* the accumulator */
+	CGE_IMM,		/* imm */
+	CGE_COL,		/* vec[n] (+ expert * group_stride) */
+	CGE_ROW,		/* vec[row(m)]: 1/rms, a routing weight */
+	CGE_MAT,		/* mat[row(m) * ld + n]: a residual */
+	/* binary */
+	CGE_ADD, CGE_SUB, CGE_MUL, CGE_DIV, CGE_MIN, CGE_MAX,
+	/* unary */
+	CGE_NEG, CGE_RELU, CGE_SIGMOID, CGE_TANH, CGE_EXP, CGE_SILU,
+	CGE_GELU_ERF, CGE_GELU_TANH,
+	CGE_CLAMP,		/* clamp(a, lo, hi) */
+	/*
+	 * Paired over columns (2j, 2j+1) = (gate, up) of the operand; the result
+	 * is output column j, and instructions after it live in the output's
+	 * column space (width N/2).  lim > 0 is gpt-oss's variant:
+	 * gate = min(gate, lim), up = clamp(up, -lim, lim),
+	 * out = (up + 1) * gate * sigmoid(alpha * gate); else silu(gate) * up.
+	 */
+	CGE_SWIGLU,
+	NCGE
+} CgEpOp;
+
+/* How a row leaf finds its row from the GEMM row r.  ORDER CGR. */
+typedef enum {
+	CGR_DIRECT,		/* r */
+	CGR_GATHER,		/* gather_idx[r] / gather_div: A's source row */
+	CGR_GATHER_RAW,		/* gather_idx[r] */
+	CGR_SCATTER,		/* scatter_idx[r]: the output's row */
+	NCGR
+} CgRowIndex;
+
+#define CG_EP_MAX 32
+typedef struct CgEpInst CgEpInst;
+struct CgEpInst {
+	CgEpOp op;
+	int a, b;		/* operands */
+	float imm;		/* CGE_IMM */
+	float lo, hi;		/* CGE_CLAMP bounds */
+	float lim, alpha;	/* CGE_SWIGLU (gpt-oss when lim > 0) */
+	/* leaves that read memory: each is one kernel parameter */
+	DType dt;		/* f32, bf16 or f16 */
+	CgRowIndex rows;	/* CGE_ROW, CGE_MAT */
+	int64_t ld;		/* CGE_MAT: elements between rows */
+	int64_t group_stride;	/* CGE_COL: elements between experts (0: shared) */
+	const char *role;	/* parameter role: "bias", "scale", "residual" */
+};
+typedef struct CgEpilogue CgEpilogue;
+struct CgEpilogue {
+	int n;
+	CgEpInst in[CG_EP_MAX];
+};
+/* Builders; each returns the new instruction's index (or -1 when full). */
+int cg_ep_acc(CgEpilogue *e);
+int cg_ep_imm(CgEpilogue *e, float v);
+int cg_ep_col(CgEpilogue *e, DType dt, int64_t group_stride, const char *role);
+int cg_ep_row(CgEpilogue *e, DType dt, CgRowIndex rows, const char *role);
+int cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *role);
+int cg_ep_op(CgEpilogue *e, CgEpOp op, int a, int b);	/* b: -1 for unary */
+int cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi);
+int cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha);	/* lim 0: plain */
+const char *cg_ep_op_name(CgEpOp op);
+int cg_ep_is_leaf(CgEpOp op);
+int cg_ep_is_load(CgEpOp op);		/* reads memory: one kernel parameter */
+int cg_ep_arity(CgEpOp op);
+/* Checks operands, dtypes and the pairing rule; 0 or a diagnostic. */
+int cg_ep_check(const CgEpilogue *e, Diag *d);
+/* "relu(add(acc,col:bias))" — for notes, reports and tests. */
+int cg_ep_print(char *buf, size_t n, const CgEpilogue *e);
+/* Reference semantics in double of one operation (not leaves); swiglu: a = gate, b = up. */
+double cg_ep_eval1(const CgEpInst *in, double a, double b);
+
+/* k_gemm.c: the GEMM family */
+
+typedef enum { CG_B_NK, CG_B_KN } CgBLayout;	/* B as [N,K] (Linear weight) or [K,N] */
+typedef enum { CG_STORE_ROWS, CG_STORE_SCATTER } CgStore;
+typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT } CgSched;
+typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA } CgMainloop;
+
+/*
+ * One GEMM: C[m, :] = epilogue(A'[m, :] . B_e^T) for m < M, where
+ * A'[m] = A[gather ? gather_idx[m] / gather_div : m] and e is the expert
+ * that owns row m (grouped) or 0 (dense).  M = m_per_t * T with T the
+ * kernel's last (i32) parameter.
+ *
+ * Requirements (checked): N % bn == 0, K % bk == 0, K % 8 == 0; lda, ldb,
+ * ldc and the epilogue's ld are multiples of 8 elements; pointers are
+ * 16-byte aligned.  M may be anything, and grouped segments any length,
+ * 0 included.  The compiler pads weights to reach N % bn == 0.
+ *
+ * f32 inputs are converted to the mma type while they are loaded (A or B
+ * f32: the other operand's type, bf16 when both are f32), through registers
+ * instead of cp.async: correct, slower.  bf16 with f16 is refused.
+ */
+typedef struct GemmSpec GemmSpec;
+struct GemmSpec {
+	int64_t N, K;		/* compile-time sizes */
+	int m_per_t;		/* M = m_per_t * T (1 by default) */
+	int groups;		/* 0: dense; E > 0: grouped over offsets[E+1] */
+
+	DType a_dt;
+	int64_t lda;		/* 0: K */
+	int gather;		/* A rows through gather_idx (int32) */
+	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
+
+	DType b_dt;
+	CgBLayout b_layout;
+	int64_t ldb;		/* 0: K for [N,K], N for [K,N] */
+	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
+
+	DType c_dt;
+	int64_t ldc;		/* 0: the output width (N, or N/2 after SWIGLU) */
+	CgStore store;		/* CG_STORE_SCATTER: row r goes to scatter_idx[r] */
+
+	CgEpilogue ep;		/* empty: the accumulator */
+
+	/* tiling and schedule */
+	CgMainloop mainloop;
+	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64 */
+	int warps_m, warps_n;	/* warps = warps_m * warps_n */
+	int stages;		/* 2..5 */
+	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
+	CgSched sched;
+	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
+};
+/* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
+void cg_gemm_default(GemmSpec *s);
+/*
+ * Emit one GEMM kernel.  Parameters, in order (roles in quotes):
+ *   "A", ["gather_idx"], "B", "C", ["scatter_idx"], ["offsets"],
+ *   one pointer per epilogue load leaf (its role), "T" (i32).
+ * Grid: tiles: (cdiv(M + E*(bm-1), bm), N/bn, 1); persistent: (ctas, 1, 1).
+ * Returns 0, or -1 with a diagnostic (nothing is added to the module).
+ */
+int cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *s, Diag *d);
+/* The checks of cg_emit_gemm alone. */
+int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
+/* Bytes of dynamic shared memory the kernel uses. */
+int cg_gemm_smem(const GemmSpec *s);
+
+#ifdef CG_INTERNAL
+/* ---- The helper layer for kernel builders (codegen/ only) ---- */
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+struct CgModule {
+	CgTarget t;		/* strings in arena */
+	Arena *arena;
+	LLVMContextRef C;
+	LLVMModuleRef M;
+	LLVMTargetMachineRef TM;
+	CgKernel *kern;		/* malloc'd */
+	int nkern;
+	int finished;		/* 1 verified + optimised, -1 failed */
+	char *ptx;
+	size_t ptxlen;
+	int emu;
+	int module_owned_elsewhere;	/* emu: the JIT owns M */
+	char *host_triple;	/* emu */
+	void *jit;		/* emu: the execution engine */
+};
+const char *cg_target_features(const CgTarget *t);
+int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */
+int cg_emu_init(CgModule *m, Diag *d);		/* emu.c: host target setup */
+void cg_emu_free(CgModule *m);
+
+/* special-register codes of moec_emu_sreg (emu.c), + dim */
+enum { EMU_TID = 0, EMU_NTID = 3, EMU_CTAID = 6, EMU_NCTAID = 9 };
+
+/*
+ * A kernel under construction.  Builders use these helpers for everything
+ * target-specific, so that the "emu" target can swap in its calls.
+ * Helpers never abort: a missing intrinsic or capability records a
+ * diagnostic, sets err and returns an undef of the right type, so the
+ * builder runs to its end and cg_fn_end() reports failure.
+ */
+typedef struct CgFn CgFn;
+struct CgFn {
+	CgModule *m;
+	Diag *d;
+	LLVMContextRef C;
+	LLVMModuleRef M;
+	LLVMBuilderRef B;
+	LLVMValueRef fn;
+	LLVMBasicBlockRef entry;
+	int emu;		/* building for the CPU emulator */
+	int err;
+	int nthreads;
+	CgKernel *k;
+	/* types */
+	LLVMTypeRef tvoid, ti1, ti8, ti16, ti32, ti64, tf32, tf16, tbf16;
+	LLVMTypeRef tgptr;	/* global pointer: ptr addrspace(1) (emu: ptr) */
+	LLVMTypeRef tsptr;	/* shared pointer: ptr addrspace(3) (emu: ptr) */
+	LLVMTypeRef tptr;	/* generic */
+};
+
+/* Begin a kernel: params in order; threads per CTA; min CTAs per SM (0: none). */
+CgFn *cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np,
+		  int threads, int min_ctas, Diag *d);
+/* Finish it: geometry into the kernel table (block/grid/smem/note), or drop it on error. */
+int cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem,
+	      const char *note);
+LLVMValueRef cg_arg(CgFn *f, int i);
+void cg_arg_noalias(CgFn *f, int i);
+const CgTarget *cg_fn_target(const CgFn *f);
+int cg_fn_require(CgFn *f, unsigned caps, const char *what);
+
+/* constants and arithmetic shorthands (i32 unless named) */
+LLVMValueRef cg_i32(CgFn *f, int64_t v);
+LLVMValueRef cg_i64(CgFn *f, int64_t v);
+LLVMValueRef cg_f32(CgFn *f, double v);
+LLVMValueRef cg_add(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_sub(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_mul(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_addi(CgFn *f, LLVMValueRef a, int64_t b);
+LLVMValueRef cg_muli(CgFn *f, LLVMValueRef a, int64_t b);
+LLVMValueRef cg_udiv(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_urem(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_and(CgFn *f, LLVMValueRef a, int64_t b);
+LLVMValueRef cg_shr(CgFn *f, LLVMValueRef a, int b);
+LLVMValueRef cg_shl(CgFn *f, LLVMValueRef a, int b);
+LLVMValueRef cg_lt(CgFn *f, LLVMValueRef a, LLVMValueRef b);	/* signed < */
+LLVMValueRef cg_min(CgFn *f, LLVMValueRef a, LLVMValueRef b);	/* signed */
+LLVMValueRef cg_max(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_sext64(CgFn *f, LLVMValueRef a);
+LLVMValueRef cg_select(CgFn *f, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b);
+
+/* special registers */
+LLVMValueRef cg_tid(CgFn *f, int dim);
+LLVMValueRef cg_ntid(CgFn *f, int dim);
+LLVMValueRef cg_ctaid(CgFn *f, int dim);
+LLVMValueRef cg_nctaid(CgFn *f, int dim);
+
+/* control flow */
+typedef struct CgIf CgIf;
+struct CgIf {
+	LLVMBasicBlockRef then, els, end;
+};
+void cg_if(CgFn *f, CgIf *c, LLVMValueRef cond);	/* continue in "then" */
+void cg_else(CgFn *f, CgIf *c);
+void cg_endif(CgFn *f, CgIf *c);
+typedef struct CgLoop CgLoop;
+struct CgLoop {
+	LLVMValueRef i, step;
+	LLVMBasicBlockRef head, exit;
+};
+/* for (i = begin; i < end; i += step), i32 signed; returns i, continues in the body. */
+LLVMValueRef cg_loop(CgFn *f, CgLoop *l, LLVMValueRef begin, LLVMValueRef end,
+		     LLVMValueRef step);
+void cg_endloop(CgFn *f, CgLoop *l);
+void cg_return(CgFn *f);			/* ret void, continue in a dead block */
+/* A mutable local (an alloca in the entry block, promoted by mem2reg). */
+LLVMValueRef cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init);
+LLVMValueRef cg_get(CgFn *f, LLVMValueRef var);
+void cg_set(CgFn *f, LLVMValueRef var, LLVMValueRef v);
+
+/* memory: global pointers (addrspace 1) and shared (addrspace 3) */
+LLVMValueRef cg_gep(CgFn *f, LLVMValueRef p, LLVMValueRef idx, int elem_bytes);
+LLVMValueRef cg_gload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
+void cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
+LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
+LLVMValueRef cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
+void cg_sstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+void cg_barrier(CgFn *f);			/* bar.sync 0 */
+/* shfl.sync.up.b32 over the full warp: lane l gets lane l-delta's v (l < delta: its own) */
+LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
+
+/* tensor-core building blocks (sm_80) */
+void cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);
+void cg_cp_async_commit(CgFn *f);
+void cg_cp_async_wait(CgFn *f, int n);		/* cp.async.wait_group n */
+/* ldmatrix .x4 (.trans): four i32 per lane into out */
+void cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4]);
+/* d = a . b + c, m16n8k16, a/b in dt (bf16 or f16), f32 accumulators */
+void cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
+		  LLVMValueRef c[4], LLVMValueRef d[4]);
+/* Hopper-only, gated: a diagnostic on other targets */
+void cg_setmaxnreg(CgFn *f, int inc, int nreg);
+void cg_wgmma_fence(CgFn *f);
+
+/* conversions: "raw" values are i16 for bf16/f16 and float for f32 */
+LLVMTypeRef cg_raw_type(CgFn *f, DType dt);
+LLVMValueRef cg_to_f32(CgFn *f, LLVMValueRef raw, DType dt);
+LLVMValueRef cg_from_f32(CgFn *f, LLVMValueRef x, DType dt);
+LLVMValueRef cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi);	/* two i16 -> i32 */
+
+/* f32 math (accurate to a few ulp of f32 unless noted) */
+LLVMValueRef cg_exp2(CgFn *f, LLVMValueRef x);	/* ex2.approx.ftz */
+LLVMValueRef cg_exp(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_fmin(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
+
+/* raw access */
+LLVMValueRef cg_intrinsic(CgFn *f, const char *name, LLVMTypeRef ret,
+			  LLVMTypeRef *ovl, int novl, LLVMValueRef *args, int nargs);
+LLVMValueRef cg_asm(CgFn *f, LLVMTypeRef ret, const char *text, const char *cons,
+		    LLVMValueRef *args, int nargs, int side_effects);
+LLVMValueRef cg_call_emu(CgFn *f, const char *name, LLVMTypeRef ret,
+			 LLVMValueRef *args, int nargs);
+
+/* epilogue.c: code for an epilogue program */
+/*
+ * val[i] for the non-leaf, non-swiglu instructions in [from, to), from
+ * their operands' val; leaves (and swiglu) are the caller's to fill.
+ */
+void cg_ep_emit_range(CgFn *f, const CgEpilogue *e, int from, int to, LLVMValueRef *val);
+LLVMValueRef cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b);
+#endif /* CG_INTERNAL */
+
+#endif

@@ -1,0 +1,350 @@
+/*
+ * epilogue.c — the epilogue program of a GEMM: building it, checking it,
+ * printing it, its reference semantics in double, and its code.
+ *
+ *	e0 = acc                          one element of the f32 accumulator
+ *	e1 = col bias bf16                bias[n]
+ *	e2 = add e0, e1
+ *	e3 = gelu_erf e2                  the result: the last instruction
+ *
+ * Leaves that read memory (col, row, mat) become kernel parameters, in
+ * program order.  SWIGLU pairs columns (2j, 2j+1) of its operand, which the
+ * m16n8 accumulator fragment keeps in one thread; everything after it lives
+ * in the output's column space (half as wide).
+ */
+#define CG_INTERNAL
+#include <math.h>
+#include <string.h>
+
+#include "codegen.h"
+
+/* ORDER CGE */
+static const struct {
+	const char *name;
+	int arity;		/* operands; 0 for leaves */
+	int load;		/* reads memory */
+} ep_ops[NCGE] = {
+	[CGE_ACC] = {"acc", 0, 0},
+	[CGE_IMM] = {"imm", 0, 0},
+	[CGE_COL] = {"col", 0, 1},
+	[CGE_ROW] = {"row", 0, 1},
+	[CGE_MAT] = {"mat", 0, 1},
+	[CGE_ADD] = {"add", 2, 0},
+	[CGE_SUB] = {"sub", 2, 0},
+	[CGE_MUL] = {"mul", 2, 0},
+	[CGE_DIV] = {"div", 2, 0},
+	[CGE_MIN] = {"min", 2, 0},
+	[CGE_MAX] = {"max", 2, 0},
+	[CGE_NEG] = {"neg", 1, 0},
+	[CGE_RELU] = {"relu", 1, 0},
+	[CGE_SIGMOID] = {"sigmoid", 1, 0},
+	[CGE_TANH] = {"tanh", 1, 0},
+	[CGE_EXP] = {"exp", 1, 0},
+	[CGE_SILU] = {"silu", 1, 0},
+	[CGE_GELU_ERF] = {"gelu_erf", 1, 0},
+	[CGE_GELU_TANH] = {"gelu_tanh", 1, 0},
+	[CGE_CLAMP] = {"clamp", 1, 0},
+	[CGE_SWIGLU] = {"swiglu", 1, 0},
+};
+
+static const char *const row_names[NCGR] = {"r", "gather", "gather_raw", "scatter"};
+
+const char *cg_ep_op_name(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].name : "?"; }
+int cg_ep_is_leaf(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].arity == 0; }
+int cg_ep_is_load(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].load; }
+int cg_ep_arity(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].arity : -1; }
+
+static int
+push(CgEpilogue *e, CgEpInst in)
+{
+	if (e->n >= CG_EP_MAX)
+		return -1;
+	e->in[e->n] = in;
+	return e->n++;
+}
+
+static CgEpInst
+inst(CgEpOp op)
+{
+	CgEpInst in;
+
+	memset(&in, 0, sizeof in);
+	in.op = op;
+	in.a = in.b = -1;
+	in.dt = DT_F32;
+	return in;
+}
+
+int cg_ep_acc(CgEpilogue *e) { return push(e, inst(CGE_ACC)); }
+
+int
+cg_ep_imm(CgEpilogue *e, float v)
+{
+	CgEpInst in = inst(CGE_IMM);
+
+	in.imm = v;
+	return push(e, in);
+}
+
+int
+cg_ep_col(CgEpilogue *e, DType dt, int64_t group_stride, const char *role)
+{
+	CgEpInst in = inst(CGE_COL);
+
+	in.dt = dt;
+	in.group_stride = group_stride;
+	in.role = role;
+	return push(e, in);
+}
+
+int
+cg_ep_row(CgEpilogue *e, DType dt, CgRowIndex rows, const char *role)
+{
+	CgEpInst in = inst(CGE_ROW);
+
+	in.dt = dt;
+	in.rows = rows;
+	in.role = role;
+	return push(e, in);
+}
+
+int
+cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *role)
+{
+	CgEpInst in = inst(CGE_MAT);
+
+	in.dt = dt;
+	in.ld = ld;
+	in.rows = rows;
+	in.role = role;
+	return push(e, in);
+}
+
+int
+cg_ep_op(CgEpilogue *e, CgEpOp op, int a, int b)
+{
+	CgEpInst in = inst(op);
+
+	in.a = a;
+	in.b = b;
+	return push(e, in);
+}
+
+int
+cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi)
+{
+	CgEpInst in = inst(CGE_CLAMP);
+
+	in.a = a;
+	in.lo = lo;
+	in.hi = hi;
+	return push(e, in);
+}
+
+int
+cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha)
+{
+	CgEpInst in = inst(CGE_SWIGLU);
+
+	in.a = a;
+	in.lim = lim;
+	in.alpha = alpha;
+	return push(e, in);
+}
+
+int
+cg_ep_check(const CgEpilogue *e, Diag *d)
+{
+	int sw = -1;
+
+	if (e->n < 0 || e->n > CG_EP_MAX)
+		return diag_error(d, LOC_NONE, "epilogue: %d instructions (at most %d)", e->n, CG_EP_MAX);
+	for (int i = 0; i < e->n; i++) {
+		const CgEpInst *in = &e->in[i];
+		int ar = cg_ep_arity(in->op);
+		int ops[2] = {in->a, in->b};
+		if (ar < 0)
+			return diag_error(d, LOC_NONE, "epilogue e%d: unknown op %d", i, in->op);
+		for (int k = 0; k < ar; k++) {
+			if (ops[k] < 0 || ops[k] >= i)
+				return diag_error(d, LOC_NONE,
+						  "epilogue e%d (%s): operand %d is e%d, not an earlier instruction",
+						  i, cg_ep_op_name(in->op), k, ops[k]);
+			if (sw >= 0 && ops[k] < sw)
+				return diag_error(d, LOC_NONE,
+						  "epilogue e%d (%s): uses e%d from before swiglu e%d (another column space)",
+						  i, cg_ep_op_name(in->op), ops[k], sw);
+		}
+		if (cg_ep_is_load(in->op)) {
+			if (in->dt != DT_F32 && in->dt != DT_BF16 && in->dt != DT_F16)
+				return diag_error(d, LOC_NONE, "epilogue e%d (%s): dtype %s (need f32, bf16 or f16)",
+						  i, cg_ep_op_name(in->op), dtype_name(in->dt));
+			if (!in->role || !in->role[0])
+				return diag_error(d, LOC_NONE, "epilogue e%d (%s): no parameter role",
+						  i, cg_ep_op_name(in->op));
+			if ((unsigned)in->rows >= NCGR)
+				return diag_error(d, LOC_NONE, "epilogue e%d: bad row index %d", i, in->rows);
+			if (in->op == CGE_MAT && (in->ld < 0 || in->ld % 8))
+				return diag_error(d, LOC_NONE, "epilogue e%d (mat): ld %lld is not a multiple of 8",
+						  i, (long long)in->ld);
+			if (in->group_stride < 0)
+				return diag_error(d, LOC_NONE, "epilogue e%d: negative group stride", i);
+		}
+		if (in->op == CGE_ACC && sw >= 0)
+			return diag_error(d, LOC_NONE, "epilogue e%d: acc after swiglu e%d", i, sw);
+		if (in->op == CGE_CLAMP && !(in->lo <= in->hi))
+			return diag_error(d, LOC_NONE, "epilogue e%d: clamp(%g, %g) is empty", i,
+					  in->lo, in->hi);
+		if (in->op == CGE_SWIGLU) {
+			if (sw >= 0)
+				return diag_error(d, LOC_NONE, "epilogue e%d: a second swiglu (first e%d)", i, sw);
+			if (in->lim < 0)
+				return diag_error(d, LOC_NONE, "epilogue e%d: swiglu limit %g < 0", i, in->lim);
+			sw = i;
+		}
+	}
+	return 0;
+}
+
+int
+cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
+{
+	size_t k = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < e->n && k < n; i++) {
+		const CgEpInst *in = &e->in[i];
+		const char *sep = i ? " " : "";
+		switch (in->op) {
+		case CGE_ACC:
+			k += snprintf(buf + k, n - k, "%se%d=acc", sep, i);
+			break;
+		case CGE_IMM:
+			k += snprintf(buf + k, n - k, "%se%d=%g", sep, i, in->imm);
+			break;
+		case CGE_COL:
+			k += snprintf(buf + k, n - k, "%se%d=%s[n]:%s", sep, i, in->role, dtype_name(in->dt));
+			break;
+		case CGE_ROW:
+			k += snprintf(buf + k, n - k, "%se%d=%s[%s]:%s", sep, i, in->role,
+				      row_names[in->rows], dtype_name(in->dt));
+			break;
+		case CGE_MAT:
+			k += snprintf(buf + k, n - k, "%se%d=%s[%s,n]:%s", sep, i, in->role,
+				      row_names[in->rows], dtype_name(in->dt));
+			break;
+		case CGE_CLAMP:
+			k += snprintf(buf + k, n - k, "%se%d=clamp(e%d,%g,%g)", sep, i, in->a, in->lo, in->hi);
+			break;
+		case CGE_SWIGLU:
+			if (in->lim > 0)
+				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d,lim=%g,alpha=%g)", sep, i,
+					      in->a, in->lim, in->alpha);
+			else
+				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d)", sep, i, in->a);
+			break;
+		default:
+			if (cg_ep_arity(in->op) == 2)
+				k += snprintf(buf + k, n - k, "%se%d=%s(e%d,e%d)", sep, i,
+					      cg_ep_op_name(in->op), in->a, in->b);
+			else
+				k += snprintf(buf + k, n - k, "%se%d=%s(e%d)", sep, i,
+					      cg_ep_op_name(in->op), in->a);
+		}
+	}
+	return (int)k;
+}
+
+/* ---- reference semantics ---- */
+
+static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+double
+cg_ep_eval1(const CgEpInst *in, double a, double b)
+{
+	switch (in->op) {
+	case CGE_ADD: return a + b;
+	case CGE_SUB: return a - b;
+	case CGE_MUL: return a * b;
+	case CGE_DIV: return a / b;
+	case CGE_MIN: return a < b ? a : b;
+	case CGE_MAX: return a > b ? a : b;
+	case CGE_NEG: return -a;
+	case CGE_RELU: return a < 0 ? 0 : a;
+	case CGE_SIGMOID: return sigm(a);
+	case CGE_TANH: return tanh(a);
+	case CGE_EXP: return exp(a);
+	case CGE_SILU: return a * sigm(a);
+	case CGE_GELU_ERF: return 0.5 * a * (1 + erf(a * M_SQRT1_2));
+	case CGE_GELU_TANH:
+		return 0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
+	case CGE_CLAMP: return a < in->lo ? in->lo : a > in->hi ? in->hi : a;
+	case CGE_SWIGLU:	/* a = gate, b = up */
+		if (in->lim > 0) {
+			double g = a < in->lim ? a : in->lim;
+			double u = b < -in->lim ? -in->lim : b > in->lim ? in->lim : b;
+			return (u + 1) * g * sigm(in->alpha * g);
+		}
+		return a * sigm(a) * b;
+	default:
+		die("cg_ep_eval1: %s is not an operation", cg_ep_op_name(in->op));
+	}
+}
+
+/* ---- code ---- */
+
+LLVMValueRef
+cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef half = cg_f32(f, 0.5), one = cg_f32(f, 1.0), t;
+
+	switch (in->op) {
+	case CGE_ADD: return LLVMBuildFAdd(B, a, b, "");
+	case CGE_SUB: return LLVMBuildFSub(B, a, b, "");
+	case CGE_MUL: return LLVMBuildFMul(B, a, b, "");
+	case CGE_DIV: return LLVMBuildFDiv(B, a, b, "");
+	case CGE_MIN: return cg_fmin(f, a, b);
+	case CGE_MAX: return cg_fmax(f, a, b);
+	case CGE_NEG: return LLVMBuildFNeg(B, a, "");
+	case CGE_RELU:		/* NaN stays NaN */
+		return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cg_f32(f, 0), ""),
+				       cg_f32(f, 0), a, "");
+	case CGE_SIGMOID: return cg_sigmoid(f, a);
+	case CGE_TANH: return cg_tanh(f, a);
+	case CGE_EXP: return cg_exp(f, a);
+	case CGE_SILU: return LLVMBuildFMul(B, a, cg_sigmoid(f, a), "");
+	case CGE_GELU_ERF:
+		t = cg_erf(f, LLVMBuildFMul(B, a, cg_f32(f, M_SQRT1_2), ""));
+		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
+	case CGE_GELU_TANH:
+		t = LLVMBuildFMul(B, LLVMBuildFMul(B, a, a, ""), a, "");
+		t = LLVMBuildFAdd(B, a, LLVMBuildFMul(B, t, cg_f32(f, 0.044715), ""), "");
+		t = cg_tanh(f, LLVMBuildFMul(B, t, cg_f32(f, 0.7978845608028654), ""));
+		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
+	case CGE_CLAMP:
+		return cg_fmin(f, cg_fmax(f, a, cg_f32(f, in->lo)), cg_f32(f, in->hi));
+	case CGE_SWIGLU:
+		if (in->lim > 0) {
+			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));
+			LLVMValueRef u = cg_fmin(f, cg_fmax(f, b, cg_f32(f, -in->lim)), cg_f32(f, in->lim));
+			LLVMValueRef s = cg_sigmoid(f, LLVMBuildFMul(B, g, cg_f32(f, in->alpha), ""));
+			return LLVMBuildFMul(B, LLVMBuildFAdd(B, u, one, ""),
+					     LLVMBuildFMul(B, g, s, ""), "");
+		}
+		return LLVMBuildFMul(B, LLVMBuildFMul(B, a, cg_sigmoid(f, a), ""), b, "");
+	default:
+		die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
+	}
+}
+
+void
+cg_ep_emit_range(CgFn *f, const CgEpilogue *e, int from, int to, LLVMValueRef *val)
+{
+	for (int i = from; i < to; i++) {
+		const CgEpInst *in = &e->in[i];
+		if (cg_ep_is_leaf(in->op) || in->op == CGE_SWIGLU)
+			continue;	/* the caller's */
+		val[i] = cg_ep_emit_op(f, in, val[in->a], in->b >= 0 ? val[in->b] : NULL);
+	}
+}

@@ -1,0 +1,896 @@
+/*
+ * k_gemm.c — the GEMM family on tensor cores (sm_80+): dense and grouped
+ * (MoE) GEMM with a gathered A, a fused epilogue and scattered rows.
+ *
+ *	for each tile (expert e, rows row0.., columns n0..) of the schedule:
+ *	    prologue: cp.async k-tiles 0..S-2 into stages 0..S-2
+ *	    for kt:   wait k-tile kt; barrier; cp.async k-tile kt+S-1 into the
+ *	              stage read in kt-1; ldmatrix + mma.sync on stage kt % S
+ *	    epilogue: the program on the f32 accumulators, then the store
+ *
+ * Tiles: bm x bn x bk per CTA, warps_m x warps_n warps, each warp owning a
+ * (bm/warps_m) x (bn/warps_n) block of m16n8 accumulator fragments.  Shared
+ * memory rows are padded by 16 bytes (row pitch = 16 (mod 128) bytes), so the
+ * eight 16-byte rows one ldmatrix matrix reads, and the rows one warp's
+ * cp.async writes, fall in distinct bank groups.  A and B[N,K] tiles are
+ * stored k-contiguous and read with ldmatrix.x4; B[K,N] tiles are stored
+ * n-contiguous and read with ldmatrix.x4.trans.
+ *
+ * Schedule: a linear work index w over (expert, n-tile, m-tile), m-tiles
+ * fastest within an expert, so CTAs that run together share B tiles and one
+ * expert's A rows.  Grouped mode builds, at kernel start, the table of each
+ * expert's first tile from the device offsets (a shuffle scan; empty experts
+ * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
+ * launches one CTA per potential tile (those past the end exit);
+ * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.
+ */
+#define CG_INTERNAL
+#include <string.h>
+
+#include "codegen.h"
+
+#define SMEM_MAX 232448		/* sm_80/sm_90 opt-in limit per CTA */
+#define MAXI 16			/* load chunks per thread and operand */
+#define MAXF 16			/* fragments per warp in m or n */
+
+typedef struct G G;
+struct G {
+	CgFn *f;
+	GemmSpec s;		/* defaults resolved */
+	DType mt;		/* the mma input type */
+	int nthr, nwarp, wtm, wtn, mi, ni, kt;
+	int sw;			/* index of swiglu, -1 if none */
+	int64_t width;		/* output columns: N, or N/2 after swiglu */
+	int a_ld, b_ld;		/* shared row pitch, bytes */
+	int a_bytes, stage, tab, wsum, smem;
+	/* parameters */
+	LLVMValueRef A, B, C, gidx, sidx, offs, T, ep[CG_EP_MAX];
+	/* per thread */
+	LLVMValueRef tid, lane, warp, wm0, wn0;
+	LLVMValueRef a_soff[MAXI], b_soff[MAXI];	/* smem byte offsets of load chunks */
+	LLVMValueRef a_row[MAXI], a_kc[MAXI], b_row[MAXI], b_kc[MAXI];
+	int a_n, b_n, a_chunks, b_chunks;		/* chunks per thread, per tile */
+	LLVMValueRef a_lane, b_lane;			/* ldmatrix lane offsets */
+	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
+	/* per tile */
+	LLVMValueRef e, row0, rend, n0, bexp;
+	LLVMValueRef a_src[MAXI], b_src[MAXI];
+};
+
+static int esize(DType t) { return t == DT_F32 ? 4 : 2; }
+
+void
+cg_gemm_default(GemmSpec *s)
+{
+	memset(s, 0, sizeof *s);
+	s->m_per_t = 1;
+	s->a_dt = s->b_dt = s->c_dt = DT_BF16;
+	s->gather_div = 1;
+	s->b_layout = CG_B_NK;
+	s->store = CG_STORE_ROWS;
+	s->mainloop = CG_MAINLOOP_MMA;
+	s->bm = 128;
+	s->bn = 128;
+	s->bk = 32;
+	s->warps_m = 2;
+	s->warps_n = 4;
+	s->stages = 4;
+	s->sched = CG_SCHED_TILES;
+	s->ctas = 264;
+}
+
+static int
+swiglu_at(const CgEpilogue *e)
+{
+	for (int i = 0; i < e->n; i++)
+		if (e->in[i].op == CGE_SWIGLU)
+			return i;
+	return -1;
+}
+
+static DType
+mma_type(const GemmSpec *s)
+{
+	if (s->a_dt == DT_F16 || s->b_dt == DT_F16)
+		return DT_F16;
+	return DT_BF16;
+}
+
+static int
+pow2(int x)
+{
+	return x > 0 && (x & (x - 1)) == 0;
+}
+
+/* Fill in defaults and derived sizes; no checks. */
+static void
+layout(G *g, const GemmSpec *in)
+{
+	GemmSpec *s = &g->s;
+
+	*s = *in;
+	if (s->m_per_t <= 0)
+		s->m_per_t = 1;
+	if (s->gather_div <= 0)
+		s->gather_div = 1;
+	if (s->lda == 0)
+		s->lda = s->K;
+	if (s->ldb == 0)
+		s->ldb = s->b_layout == CG_B_NK ? s->K : s->N;
+	if (s->b_group_stride == 0)
+		s->b_group_stride = s->N * s->K;
+	g->sw = swiglu_at(&s->ep);
+	g->width = g->sw >= 0 ? s->N / 2 : s->N;
+	if (s->ldc == 0)
+		s->ldc = g->width;
+	g->mt = mma_type(s);
+	g->nwarp = s->warps_m * s->warps_n;
+	g->nthr = 32 * g->nwarp;
+	g->wtm = s->warps_m > 0 ? s->bm / s->warps_m : 0;
+	g->wtn = s->warps_n > 0 ? s->bn / s->warps_n : 0;
+	g->mi = g->wtm / 16;
+	g->ni = g->wtn / 8;
+	g->kt = s->bk > 0 ? (int)(s->K / s->bk) : 0;
+	g->a_ld = (s->bk + 8) * 2;
+	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
+	g->a_bytes = s->bm * g->a_ld;
+	g->stage = g->a_bytes + (s->b_layout == CG_B_NK ? s->bn : s->bk) * g->b_ld;
+	g->tab = s->stages * g->stage;
+	g->wsum = g->tab + ((4 * (s->groups + 1) + 15) & ~15);
+	g->smem = s->groups > 0 ? g->wsum + 128 : g->tab;
+	g->a_chunks = s->bm * s->bk / 8;
+	g->b_chunks = s->bn * s->bk / 8;
+	g->a_n = g->nthr ? (g->a_chunks + g->nthr - 1) / g->nthr : 0;
+	g->b_n = g->nthr ? (g->b_chunks + g->nthr - 1) / g->nthr : 0;
+}
+
+int
+cg_gemm_smem(const GemmSpec *s)
+{
+	G g;
+
+	layout(&g, s);
+	return g.smem;
+}
+
+static int
+check_ld(Diag *d, const char *what, int64_t ld, int64_t min)
+{
+	if (ld < min || ld % 8)
+		return diag_error(d, LOC_NONE, "gemm: %s = %lld (need a multiple of 8, >= %lld)", what,
+				  (long long)ld, (long long)min);
+	return 0;
+}
+
+static int
+is_io_type(DType t)
+{
+	return t == DT_BF16 || t == DT_F16 || t == DT_F32;
+}
+
+int
+cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
+{
+	G g;
+	const GemmSpec *s = &g.s;
+
+	layout(&g, in);
+	if (cg_target_check(t, d) < 0)
+		return -1;
+	if (s->mainloop == CG_MAINLOOP_WGMMA) {
+		if (cg_require(t, CG_WGMMA | CG_TMA, "a wgmma GEMM mainloop", d) < 0)
+			return -1;
+		return diag_error(d, LOC_NONE, "gemm: the wgmma mainloop is not implemented yet (use mma)");
+	}
+	if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
+		       "a tensor-core GEMM", d) < 0)
+		return -1;
+	if (!is_io_type(s->a_dt) || !is_io_type(s->b_dt) || !is_io_type(s->c_dt))
+		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16)",
+				  dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt));
+	if ((s->a_dt == DT_BF16 && s->b_dt == DT_F16) || (s->a_dt == DT_F16 && s->b_dt == DT_BF16))
+		return diag_error(d, LOC_NONE, "gemm: bf16 x f16 has no mma type");
+	if (s->N <= 0 || s->K <= 0)
+		return diag_error(d, LOC_NONE, "gemm: N = %lld, K = %lld", (long long)s->N, (long long)s->K);
+	if (s->bm < 16 || s->bm > 256 || !pow2(s->bm))
+		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128 or 256)", s->bm);
+	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
+		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
+	if (s->bk != 16 && s->bk != 32 && s->bk != 64)
+		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32 or 64)", s->bk);
+	if (s->warps_m < 1 || s->warps_n < 1 || g.nwarp > 16 || !pow2(g.nwarp))
+		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
+				  s->warps_m, s->warps_n);
+	if (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n))
+		return diag_error(d, LOC_NONE,
+				  "gemm: a %dx%d tile over %dx%d warps leaves warp tiles that are not multiples of 16",
+				  s->bm, s->bn, s->warps_m, s->warps_n);
+	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI)
+		return diag_error(d, LOC_NONE, "gemm: warp tile %dx%d or tile %dx%dx%d too large for %d threads",
+				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.nthr);
+	if (s->stages < 2 || s->stages > 5)
+		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..5)", s->stages);
+	if (s->N % s->bn)
+		return diag_error(d, LOC_NONE, "gemm: N = %lld is not a multiple of bn = %d (pad the weight)",
+				  (long long)s->N, s->bn);
+	if (s->K % s->bk)
+		return diag_error(d, LOC_NONE, "gemm: K = %lld is not a multiple of bk = %d (pad the weight)",
+				  (long long)s->K, s->bk);
+	if (check_ld(d, "lda", s->lda, s->K) < 0 ||
+	    check_ld(d, "ldb", s->ldb, s->b_layout == CG_B_NK ? s->K : s->N) < 0 ||
+	    check_ld(d, "ldc", s->ldc, g.width) < 0)
+		return -1;
+	if (s->groups < 0 || s->groups > 4096)
+		return diag_error(d, LOC_NONE, "gemm: %d groups (0..4096)", s->groups);
+	if (s->groups > 0 && (s->b_group_stride < (s->b_layout == CG_B_NK ? s->N * s->ldb : s->K * s->ldb) ||
+			      s->b_group_stride % 8))
+		return diag_error(d, LOC_NONE, "gemm: B's group stride %lld is below one expert's B or not a multiple of 8",
+				  (long long)s->b_group_stride);
+	if (s->m_per_t < 1 || s->m_per_t > 1024)
+		return diag_error(d, LOC_NONE, "gemm: m_per_t = %d", s->m_per_t);
+	if (s->sched == CG_SCHED_PERSISTENT && (s->ctas < 1 || s->ctas > 65535))
+		return diag_error(d, LOC_NONE, "gemm: %d persistent CTAs", s->ctas);
+	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT)
+		return diag_error(d, LOC_NONE, "gemm: unknown schedule %d", s->sched);
+	if (s->store != CG_STORE_ROWS && s->store != CG_STORE_SCATTER)
+		return diag_error(d, LOC_NONE, "gemm: unknown store mode %d", s->store);
+	if (s->min_ctas < 0 || s->min_ctas > 32)
+		return diag_error(d, LOC_NONE, "gemm: min_ctas = %d", s->min_ctas);
+	if (cg_ep_check(&s->ep, d) < 0)
+		return -1;
+	for (int i = 0; i < s->ep.n; i++) {
+		const CgEpInst *e = &s->ep.in[i];
+		if (e->op != CGE_ROW && e->op != CGE_MAT)
+			continue;
+		if ((e->rows == CGR_GATHER || e->rows == CGR_GATHER_RAW) && !s->gather)
+			return diag_error(d, LOC_NONE, "gemm: epilogue e%d reads rows through gather_idx, but A is not gathered", i);
+		if (e->rows == CGR_SCATTER && s->store != CG_STORE_SCATTER)
+			return diag_error(d, LOC_NONE, "gemm: epilogue e%d reads rows through scatter_idx, but the store is not scattered", i);
+	}
+	if (g.smem > SMEM_MAX)
+		return diag_error(d, LOC_NONE, "gemm: %d bytes of shared memory (%d stages of %d) exceed %d",
+				  g.smem, s->stages, g.stage, SMEM_MAX);
+	return 0;
+}
+
+/* ---- pieces of the kernel ---- */
+
+static LLVMValueRef
+gptr(G *g, LLVMValueRef base, LLVMValueRef elems64, int esz)
+{
+	return cg_gep(g->f, base, cg_muli(g->f, elems64, esz), 1);
+}
+
+/* Per-thread constants: lane layout, load chunk offsets, ldmatrix offsets. */
+static void
+thread_setup(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int cpr = s->bk / 8;	/* chunks per k-contiguous row */
+
+	g->tid = cg_tid(f, 0);
+	g->lane = cg_and(f, g->tid, 31);
+	g->warp = cg_shr(f, g->tid, 5);
+	g->wm0 = cg_muli(f, cg_udiv(f, g->warp, cg_i32(f, s->warps_n)), g->wtm);
+	g->wn0 = cg_muli(f, cg_urem(f, g->warp, cg_i32(f, s->warps_n)), g->wtn);
+	for (int i = 0; i < g->a_n; i++) {
+		LLVMValueRef c = cg_addi(f, g->tid, (int64_t)i * g->nthr);
+		g->a_row[i] = cg_udiv(f, c, cg_i32(f, cpr));
+		g->a_kc[i] = cg_urem(f, c, cg_i32(f, cpr));
+		g->a_soff[i] = cg_add(f, cg_muli(f, g->a_row[i], g->a_ld), cg_muli(f, g->a_kc[i], 16));
+	}
+	for (int i = 0; i < g->b_n; i++) {
+		LLVMValueRef c = cg_addi(f, g->tid, (int64_t)i * g->nthr);
+		int per = s->b_layout == CG_B_NK ? cpr : s->bn / 8;
+		g->b_row[i] = cg_udiv(f, c, cg_i32(f, per));
+		g->b_kc[i] = cg_urem(f, c, cg_i32(f, per));
+		g->b_soff[i] = cg_addi(f, cg_add(f, cg_muli(f, g->b_row[i], g->b_ld),
+						  cg_muli(f, g->b_kc[i], 16)), g->a_bytes);
+	}
+	/* ldmatrix: A rows wm0 + (lane & 15), k chunk lane >> 4 */
+	g->a_lane = cg_add(f, cg_muli(f, cg_add(f, g->wm0, cg_and(f, g->lane, 15)), g->a_ld),
+			   cg_muli(f, cg_shr(f, g->lane, 4), 16));
+	if (s->b_layout == CG_B_NK) {
+		/* rows n = wn0 + (lane & 7) + 8 (lane >> 4), k chunk (lane >> 3) & 1 */
+		LLVMValueRef n = cg_add(f, cg_add(f, g->wn0, cg_and(f, g->lane, 7)),
+					cg_shl(f, cg_shr(f, g->lane, 4), 3));
+		g->b_lane = cg_add(f, cg_muli(f, n, g->b_ld),
+				   cg_muli(f, cg_and(f, cg_shr(f, g->lane, 3), 1), 16));
+	} else {
+		/* rows k = (lane & 7) + 8 ((lane >> 3) & 1), columns wn0 + 8 (lane >> 4) */
+		LLVMValueRef k = cg_add(f, cg_and(f, g->lane, 7),
+					cg_shl(f, cg_and(f, cg_shr(f, g->lane, 3), 1), 3));
+		LLVMValueRef n = cg_add(f, g->wn0, cg_shl(f, cg_shr(f, g->lane, 4), 3));
+		g->b_lane = cg_add(f, cg_muli(f, k, g->b_ld), cg_muli(f, n, 2));
+	}
+	g->b_lane = cg_addi(f, g->b_lane, g->a_bytes);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				g->acc[i][j][q] = cg_var(f, f->tf32, NULL);
+}
+
+/*
+ * Grouped mode: tab[e] = first work index of expert e, for e = 0..E, from
+ * offsets: tab[e+1] - tab[e] = cdiv(offsets[e+1] - offsets[e], bm) * N/bn.
+ * A shuffle scan per warp, then over the warps' sums.
+ */
+static void
+expert_table(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int E = s->groups, nt = (int)(s->N / s->bn);
+	LLVMValueRef carry = cg_var(f, f->ti32, cg_i32(f, 0));
+	CgIf c;
+
+	for (int base = 0; base < E; base += g->nthr) {
+		LLVMValueRef e = cg_addi(f, g->tid, base), v, in, lo, hi, tot, pre;
+		LLVMValueRef ei = cg_min(f, e, cg_i32(f, E - 1));
+		in = cg_lt(f, e, cg_i32(f, E));
+		lo = cg_gload(f, f->ti32, cg_gep(f, g->offs, ei, 4), 4);
+		hi = cg_gload(f, f->ti32, cg_gep(f, g->offs, cg_addi(f, ei, 1), 4), 4);
+		v = cg_udiv(f, cg_addi(f, cg_max(f, cg_sub(f, hi, lo), cg_i32(f, 0)), s->bm - 1),
+			    cg_i32(f, s->bm));
+		v = cg_select(f, in, v, cg_i32(f, 0));
+		for (int dl = 1; dl < 32; dl *= 2) {
+			LLVMValueRef y = cg_shfl_up(f, v, dl);
+			v = cg_select(f, cg_lt(f, g->lane, cg_i32(f, dl)), v, cg_add(f, v, y));
+		}
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->lane, cg_i32(f, 31), ""));
+		cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, g->warp, 4), g->wsum)), 4);
+		cg_endif(f, &c);
+		cg_barrier(f);
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->warp, cg_i32(f, 0), ""));
+		{
+			LLVMValueRef ok = cg_lt(f, g->lane, cg_i32(f, g->nwarp));
+			LLVMValueRef at = cg_sptr(f, cg_addi(f, cg_muli(f, cg_min(f, g->lane, cg_i32(f, g->nwarp - 1)), 4), g->wsum));
+			LLVMValueRef w = cg_select(f, ok, cg_sload(f, f->ti32, at, 4), cg_i32(f, 0));
+			CgIf c2;
+			for (int dl = 1; dl < 32; dl *= 2) {
+				LLVMValueRef y = cg_shfl_up(f, w, dl);
+				w = cg_select(f, cg_lt(f, g->lane, cg_i32(f, dl)), w, cg_add(f, w, y));
+			}
+			cg_if(f, &c2, ok);
+			cg_sstore(f, w, at, 4);
+			cg_endif(f, &c2);
+		}
+		cg_endif(f, &c);
+		cg_barrier(f);
+		pre = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, cg_max(f, cg_addi(f, g->warp, -1), cg_i32(f, 0)), 4), g->wsum)), 4);
+		pre = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, g->warp, cg_i32(f, 0), ""), cg_i32(f, 0), pre);
+		v = cg_add(f, cg_add(f, v, pre), cg_get(f, carry));
+		cg_if(f, &c, in);
+		cg_sstore(f, cg_muli(f, v, nt), cg_sptr(f, cg_addi(f, cg_muli(f, e, 4), g->tab + 4)), 4);
+		cg_endif(f, &c);
+		tot = cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, g->wsum + 4 * (g->nwarp - 1))), 4);
+		cg_set(f, carry, cg_add(f, cg_get(f, carry), tot));
+		cg_barrier(f);	/* wsum is rewritten by the next round */
+	}
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->tid, cg_i32(f, 0), ""));
+	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_i32(f, g->tab)), 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+}
+
+/* The work total: tiles of all experts, or cdiv(M, bm) * N/bn. */
+static LLVMValueRef
+work_total(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int nt = (int)(s->N / s->bn);
+
+	if (s->groups > 0)
+		return cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, g->tab + 4 * s->groups)), 4);
+	{
+		LLVMValueRef M = cg_muli(f, g->T, s->m_per_t);
+		LLVMValueRef mt = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
+		return cg_muli(f, mt, nt);
+	}
+}
+
+/* Decode work index w: expert, first row, row end, first column, B base. */
+static void
+tile_coords(G *g, LLVMValueRef w)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int nt = (int)(s->N / s->bn);
+	LLVMValueRef mte, local, mt, ntile, t0;
+
+	if (s->groups > 0) {
+		int E = s->groups, step = 1;
+		LLVMValueRef lo = cg_i32(f, 0);
+		while (step * 2 < E)
+			step *= 2;
+		for (; step >= 1 && E > 1; step /= 2) {
+			LLVMValueRef cand = cg_addi(f, lo, step);
+			LLVMValueRef ok = cg_lt(f, cand, cg_i32(f, E));
+			LLVMValueRef at = cg_min(f, cand, cg_i32(f, E - 1));
+			LLVMValueRef v = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, at, 4), g->tab)), 4);
+			ok = LLVMBuildAnd(f->B, ok, LLVMBuildICmp(f->B, LLVMIntSLE, v, w, ""), "");
+			lo = cg_select(f, ok, cand, lo);
+		}
+		g->e = lo;
+		t0 = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, lo, 4), g->tab)), 4);
+		mte = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, lo, 4), g->tab + 4)), 4);
+		mte = cg_udiv(f, cg_sub(f, mte, t0), cg_i32(f, nt));
+		local = cg_sub(f, w, t0);
+		g->row0 = cg_gload(f, f->ti32, cg_gep(f, g->offs, lo, 4), 4);
+		g->rend = cg_gload(f, f->ti32, cg_gep(f, g->offs, cg_addi(f, lo, 1), 4), 4);
+	} else {
+		LLVMValueRef M = cg_muli(f, g->T, s->m_per_t);
+		mte = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
+		local = w;
+		g->e = cg_i32(f, 0);
+		g->row0 = cg_i32(f, 0);
+		g->rend = M;
+	}
+	mt = cg_urem(f, local, mte);
+	ntile = cg_udiv(f, local, mte);
+	g->row0 = cg_add(f, g->row0, cg_muli(f, mt, s->bm));
+	g->n0 = cg_muli(f, ntile, s->bn);
+	g->bexp = gptr(g, g->B, cg_muli(f, cg_sext64(f, g->e), s->b_group_stride), esize(s->b_dt));
+}
+
+/* Global addresses of this thread's load chunks at k = 0. */
+static void
+tile_sources(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int ea = esize(s->a_dt), eb = esize(s->b_dt);
+
+	for (int i = 0; i < g->a_n; i++) {
+		/* rows past the segment read its last row: valid memory, never stored */
+		LLVMValueRef r = cg_min(f, cg_add(f, g->row0, g->a_row[i]), cg_addi(f, g->rend, -1));
+		LLVMValueRef src;
+		if (s->gather) {
+			src = cg_gload(f, f->ti32, cg_gep(f, g->gidx, r, 4), 4);
+			if (s->gather_div > 1)
+				src = cg_udiv(f, src, cg_i32(f, s->gather_div));
+		} else {
+			src = r;
+		}
+		g->a_src[i] = gptr(g, g->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
+						   cg_sext64(f, cg_muli(f, g->a_kc[i], 8))), ea);
+	}
+	for (int i = 0; i < g->b_n; i++) {
+		LLVMValueRef off;
+		if (s->b_layout == CG_B_NK)
+			off = cg_add(f, cg_muli(f, cg_sext64(f, cg_add(f, g->n0, g->b_row[i])), s->ldb),
+				     cg_sext64(f, cg_muli(f, g->b_kc[i], 8)));
+		else
+			off = cg_add(f, cg_muli(f, cg_sext64(f, g->b_row[i]), s->ldb),
+				     cg_sext64(f, cg_add(f, g->n0, cg_muli(f, g->b_kc[i], 8))));
+		g->b_src[i] = gptr(g, g->bexp, off, eb);
+	}
+}
+
+/* One 16-byte shared chunk from 8 global elements of type dt. */
+static void
+load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
+{
+	CgFn *f = g->f;
+	LLVMValueRef h[8], w[4], v;
+
+	if (dt != DT_F32) {
+		cg_cp_async16(f, sdst, gsrc);
+		return;
+	}
+	/* f32: two 16-byte loads, converted to the mma type through registers */
+	for (int half = 0; half < 2; half++) {
+		LLVMValueRef p = cg_gep(f, gsrc, cg_i64(f, 16 * half), 1);
+		LLVMValueRef x = cg_gload(f, LLVMVectorType(f->tf32, 4), p, 16);
+		for (int j = 0; j < 4; j++)
+			h[4 * half + j] = cg_from_f32(f, LLVMBuildExtractElement(f->B, x, cg_i32(f, j), ""), g->mt);
+	}
+	v = LLVMGetUndef(LLVMVectorType(f->ti32, 4));
+	for (int j = 0; j < 4; j++) {
+		w[j] = cg_pack16x2(f, h[2 * j], h[2 * j + 1]);
+		v = LLVMBuildInsertElement(f->B, v, w[j], cg_i32(f, j), "");
+	}
+	cg_sstore(f, v, sdst, 16);
+}
+
+/* Issue the loads of k-tile kt (i32) into the stage at byte offset soff. */
+static void
+load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int ea = esize(s->a_dt), eb = esize(s->b_dt);
+	LLVMValueRef k64 = cg_sext64(f, kt);
+	LLVMValueRef adv_a = cg_muli(f, k64, (int64_t)s->bk * ea);
+	LLVMValueRef adv_b = cg_muli(f, k64, s->b_layout == CG_B_NK ? (int64_t)s->bk * eb
+								     : (int64_t)s->bk * s->ldb * eb);
+	CgIf c;
+
+	for (int i = 0; i < g->a_n; i++) {
+		int guard = (i + 1) * g->nthr > g->a_chunks;
+		if (guard)
+			cg_if(f, &c, cg_lt(f, cg_addi(f, g->tid, (int64_t)i * g->nthr), cg_i32(f, g->a_chunks)));
+		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->a_soff[i])), cg_gep(f, g->a_src[i], adv_a, 1),
+			   s->a_dt);
+		if (guard)
+			cg_endif(f, &c);
+	}
+	for (int i = 0; i < g->b_n; i++) {
+		int guard = (i + 1) * g->nthr > g->b_chunks;
+		if (guard)
+			cg_if(f, &c, cg_lt(f, cg_addi(f, g->tid, (int64_t)i * g->nthr), cg_i32(f, g->b_chunks)));
+		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->b_soff[i])), cg_gep(f, g->b_src[i], adv_b, 1),
+			   s->b_dt);
+		if (guard)
+			cg_endif(f, &c);
+	}
+}
+
+/* ldmatrix + mma.sync over the stage at byte offset soff. */
+static void
+compute_stage(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	LLVMValueRef abase = cg_add(f, soff, g->a_lane), bbase = cg_add(f, soff, g->b_lane);
+
+	for (int kk = 0; kk < s->bk / 16; kk++) {
+		LLVMValueRef a[MAXF][4], b[MAXF][2], r[4];
+		for (int i = 0; i < g->mi; i++)
+			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, abase, i * 16 * g->a_ld + kk * 32)), 0, a[i]);
+		for (int j = 0; j < g->ni / 2; j++) {
+			if (s->b_layout == CG_B_NK)
+				cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, j * 16 * g->b_ld + kk * 32)), 0, r);
+			else
+				cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, kk * 16 * g->b_ld + j * 32)), 1, r);
+			b[2 * j][0] = r[0];
+			b[2 * j][1] = r[1];
+			b[2 * j + 1][0] = r[2];
+			b[2 * j + 1][1] = r[3];
+		}
+		for (int i = 0; i < g->mi; i++)
+			for (int j = 0; j < g->ni; j++) {
+				LLVMValueRef c[4], d[4];
+				for (int q = 0; q < 4; q++)
+					c[q] = cg_get(f, g->acc[i][j][q]);
+				cg_mma_16816(f, g->mt, a[i], b[j], c, d);
+				for (int q = 0; q < 4; q++)
+					cg_set(f, g->acc[i][j][q], d[q]);
+			}
+	}
+}
+
+static LLVMValueRef
+stage_off(G *g, LLVMValueRef kt)
+{
+	CgFn *f = g->f;
+
+	return cg_muli(f, cg_urem(f, kt, cg_i32(f, g->s.stages)), g->stage);
+}
+
+static void
+mainloop(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int S = s->stages;
+	CgLoop l;
+	CgIf c;
+	LLVMValueRef kt, kn;
+
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->acc[i][j][q], cg_f32(f, 0));
+	for (int st = 0; st < S - 1; st++) {
+		if (st < g->kt)
+			load_stage(g, cg_i32(f, (int64_t)st * g->stage), cg_i32(f, st));
+		cg_cp_async_commit(f);
+	}
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	kn = cg_addi(f, kt, S - 1);
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	load_stage(g, stage_off(g, kn), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
+	compute_stage(g, stage_off(g, kt));
+	cg_endloop(f, &l);
+	cg_barrier(f);		/* every warp is done with the stages */
+}
+
+/* ---- epilogue ---- */
+
+static LLVMValueRef
+load_f32(G *g, LLVMValueRef base, LLVMValueRef idx64, DType dt)
+{
+	CgFn *f = g->f;
+	int sz = esize(dt);
+
+	return cg_to_f32(f, cg_gload(f, cg_raw_type(f, dt), gptr(g, base, idx64, sz), sz), dt);
+}
+
+/* Row index of a row leaf for GEMM row r. */
+static LLVMValueRef
+leaf_row(G *g, const CgEpInst *in, LLVMValueRef r)
+{
+	CgFn *f = g->f;
+	LLVMValueRef v;
+
+	switch (in->rows) {
+	case CGR_GATHER:
+	case CGR_GATHER_RAW:
+		v = cg_gload(f, f->ti32, cg_gep(f, g->gidx, r, 4), 4);
+		if (in->rows == CGR_GATHER && g->s.gather_div > 1)
+			v = cg_udiv(f, v, cg_i32(f, g->s.gather_div));
+		return v;
+	case CGR_SCATTER:
+		return cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4);
+	default:
+		return r;
+	}
+}
+
+/* A COL leaf at column col (i32) of its space. */
+static LLVMValueRef
+col_leaf(G *g, int i, LLVMValueRef col)
+{
+	const CgEpInst *in = &g->s.ep.in[i];
+	CgFn *f = g->f;
+	LLVMValueRef idx = cg_sext64(f, col);
+
+	if (in->group_stride)
+		idx = cg_add(f, idx, cg_muli(f, cg_sext64(f, g->e), in->group_stride));
+	return load_f32(g, g->ep[i], idx, in->dt);
+}
+
+static void
+store_out(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int sz = esize(s->c_dt);
+	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), s->ldc), cg_sext64(f, col));
+	LLVMValueRef p = gptr(g, g->C, off, sz);
+
+	if (n == 1) {
+		cg_gstore(f, cg_from_f32(f, v[0], s->c_dt), p, sz);
+	} else if (s->c_dt == DT_F32) {
+		LLVMValueRef x = LLVMGetUndef(LLVMVectorType(f->tf32, 2));
+		x = LLVMBuildInsertElement(f->B, x, v[0], cg_i32(f, 0), "");
+		x = LLVMBuildInsertElement(f->B, x, v[1], cg_i32(f, 1), "");
+		cg_gstore(f, x, p, 8);
+	} else {
+		cg_gstore(f, cg_pack16x2(f, cg_from_f32(f, v[0], s->c_dt), cg_from_f32(f, v[1], s->c_dt)), p, 4);
+	}
+}
+
+/*
+ * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
+ * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
+ * two adjacent columns per fragment, which is what swiglu pairs.
+ */
+static void
+epilogue(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	const CgEpilogue *ep = &s->ep;
+	int n = ep->n, sw = g->sw, nin = sw >= 0 ? sw : n;
+	LLVMValueRef gq = cg_shr(f, g->lane, 2), tq = cg_and(f, g->lane, 3);
+	LLVMValueRef colv[MAXF][CG_EP_MAX][2], cols[MAXF];
+
+	for (int j = 0; j < g->ni; j++) {
+		LLVMValueRef c = cg_add(f, g->n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
+		cols[j] = c;
+		for (int i = 0; i < n; i++) {
+			if (ep->in[i].op != CGE_COL)
+				continue;
+			if (i < nin) {
+				colv[j][i][0] = col_leaf(g, i, c);
+				colv[j][i][1] = col_leaf(g, i, cg_addi(f, c, 1));
+			} else {
+				colv[j][i][0] = col_leaf(g, i, cg_shr(f, c, 1));
+			}
+		}
+	}
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef r = cg_add(f, g->row0, cg_add(f, g->wm0, cg_addi(f, gq, 16 * mi + 8 * h)));
+			LLVMValueRef drow, rowv[CG_EP_MAX], matb[CG_EP_MAX];
+			CgIf c;
+			cg_if(f, &c, cg_lt(f, r, g->rend));
+			drow = s->store == CG_STORE_SCATTER ? cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4) : r;
+			for (int i = 0; i < n; i++) {
+				const CgEpInst *in = &ep->in[i];
+				if (in->op == CGE_ROW)
+					rowv[i] = load_f32(g, g->ep[i], cg_sext64(f, leaf_row(g, in, r)), in->dt);
+				if (in->op == CGE_MAT) {
+					int64_t ld = in->ld ? in->ld : (i < nin ? s->N : g->width);
+					matb[i] = gptr(g, g->ep[i], cg_muli(f, cg_sext64(f, leaf_row(g, in, r)), ld),
+						       esize(in->dt));
+				}
+			}
+			for (int j = 0; j < g->ni; j++) {
+				LLVMValueRef val[2][CG_EP_MAX], res[2];
+				for (int e = 0; e < 2; e++) {
+					LLVMValueRef acc = cg_get(f, g->acc[mi][j][2 * h + e]);
+					LLVMValueRef col = cg_addi(f, cols[j], e);
+					for (int i = 0; i < nin; i++) {
+						const CgEpInst *in = &ep->in[i];
+						switch (in->op) {
+						case CGE_ACC: val[e][i] = acc; break;
+						case CGE_IMM: val[e][i] = cg_f32(f, in->imm); break;
+						case CGE_COL: val[e][i] = colv[j][i][e]; break;
+						case CGE_ROW: val[e][i] = rowv[i]; break;
+						case CGE_MAT:
+							val[e][i] = load_f32(g, matb[i], cg_sext64(f, col), in->dt);
+							break;
+						default: break;
+						}
+					}
+					cg_ep_emit_range(f, ep, 0, nin, val[e]);
+					res[e] = n == 0 ? acc : sw < 0 ? val[e][n - 1] : NULL;
+				}
+				if (sw < 0) {
+					store_out(g, drow, cols[j], res, 2);
+					continue;
+				}
+				{
+					LLVMValueRef *v = val[0], oc = cg_shr(f, cols[j], 1);
+					const CgEpInst *w = &ep->in[sw];
+					v[sw] = cg_ep_emit_op(f, w, val[0][w->a], val[1][w->a]);
+					for (int i = sw + 1; i < n; i++) {
+						const CgEpInst *in = &ep->in[i];
+						switch (in->op) {
+						case CGE_IMM: v[i] = cg_f32(f, in->imm); break;
+						case CGE_COL: v[i] = colv[j][i][0]; break;
+						case CGE_ROW: v[i] = rowv[i]; break;
+						case CGE_MAT: v[i] = load_f32(g, matb[i], cg_sext64(f, oc), in->dt); break;
+						default: break;
+						}
+					}
+					cg_ep_emit_range(f, ep, sw + 1, n, v);
+					store_out(g, drow, oc, &v[n - 1], 1);
+				}
+			}
+			cg_endif(f, &c);
+		}
+}
+
+/* ---- the kernel ---- */
+
+static void
+tile(G *g, LLVMValueRef w)
+{
+	tile_coords(g, w);
+	tile_sources(g);
+	mainloop(g);
+	epilogue(g);
+}
+
+static int
+params(G *g, CgParam *p)
+{
+	const GemmSpec *s = &g->s;
+	int n = 0;
+
+	p[n++] = (CgParam){CGP_PTR, "A"};
+	if (s->gather)
+		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
+	p[n++] = (CgParam){CGP_PTR, "B"};
+	p[n++] = (CgParam){CGP_PTR, "C"};
+	if (s->store == CG_STORE_SCATTER)
+		p[n++] = (CgParam){CGP_PTR, "scatter_idx"};
+	if (s->groups > 0)
+		p[n++] = (CgParam){CGP_PTR, "offsets"};
+	for (int i = 0; i < s->ep.n; i++)
+		if (cg_ep_is_load(s->ep.in[i].op))
+			p[n++] = (CgParam){CGP_PTR, s->ep.in[i].role};
+	p[n++] = (CgParam){CGP_I32, "T"};
+	return n;
+}
+
+static void
+bind_params(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int n = 0;
+
+	cg_arg_noalias(f, n);
+	g->A = cg_arg(f, n++);
+	if (s->gather) {
+		cg_arg_noalias(f, n);
+		g->gidx = cg_arg(f, n++);
+	}
+	cg_arg_noalias(f, n);
+	g->B = cg_arg(f, n++);
+	g->C = cg_arg(f, n++);
+	if (s->store == CG_STORE_SCATTER) {
+		cg_arg_noalias(f, n);
+		g->sidx = cg_arg(f, n++);
+	}
+	if (s->groups > 0) {
+		cg_arg_noalias(f, n);
+		g->offs = cg_arg(f, n++);
+	}
+	for (int i = 0; i < s->ep.n; i++)
+		if (cg_ep_is_load(s->ep.in[i].op)) {
+			if (s->ep.in[i].op != CGE_MAT)	/* a residual may be the output itself */
+				cg_arg_noalias(f, n);
+			g->ep[i] = cg_arg(f, n++);
+		}
+	g->T = cg_arg(f, n++);
+}
+
+static void
+note(G *g, char *buf, size_t n)
+{
+	const GemmSpec *s = &g->s;
+	char ep[512];
+	int k;
+
+	cg_ep_print(ep, sizeof ep, &s->ep);
+	k = snprintf(buf, n, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d s%d %s%s%s%s",
+		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
+		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
+		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
+		     s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles",
+		     s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
+		     s->groups ? " grouped" : " dense");
+	if (s->groups && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, " E=%d", s->groups);
+	if (s->ep.n && (size_t)k < n)
+		snprintf(buf + k, n - (size_t)k, " ep: %s", ep);
+}
+
+int
+cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
+{
+	G g;
+	CgParam p[8 + CG_EP_MAX];
+	int np, block[3];
+	CgExpr grid[3];
+	char buf[800];
+	CgFn *f;
+
+	memset(&g, 0, sizeof g);
+	if (cg_gemm_check(cg_module_target(m), spec, d) < 0)
+		return -1;
+	layout(&g, spec);
+	np = params(&g, p);
+	f = cg_fn_begin(m, name, p, np, g.nthr, g.s.min_ctas, d);
+	if (!f)
+		return -1;
+	g.f = f;
+	bind_params(&g);
+	thread_setup(&g);
+	if (g.s.groups > 0)
+		expert_table(&g);
+	if (g.s.sched == CG_SCHED_PERSISTENT) {
+		CgLoop l;
+		LLVMValueRef total = work_total(&g);
+		LLVMValueRef w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
+		tile(&g, w);
+		cg_endloop(f, &l);
+		grid[0] = CG_EXPR_INT(g.s.ctas);
+		grid[1] = CG_EXPR_INT(1);
+	} else {
+		CgIf c;
+		LLVMValueRef w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
+		cg_if(f, &c, cg_lt(f, w, work_total(&g)));
+		tile(&g, w);
+		cg_endif(f, &c);
+		grid[0] = (CgExpr){g.s.m_per_t, (int64_t)g.s.groups * (g.s.bm - 1), g.s.bm};
+		grid[1] = CG_EXPR_INT(g.s.N / g.s.bn);
+	}
+	grid[2] = CG_EXPR_INT(1);
+	block[0] = g.nthr;
+	block[1] = block[2] = 1;
+	note(&g, buf, sizeof buf);
+	return cg_fn_end(f, block, grid, g.smem, buf);
+}

@@ -1,0 +1,1243 @@
+/*
+ * target.c — everything that knows how LLVM becomes PTX: NVPTX setup, the
+ * module and its kernel table, verify + O3 + emit, and the helper layer
+ * kernel builders use (thread ids, loops, shared memory, cp.async, ldmatrix,
+ * mma, conversions, math).
+ *
+ * Version traps handled here (see shared/research/feasibility.md):
+ * kernels use the ptx_kernel calling convention (nvvm.annotations "kernel"
+ * is ignored by LLVM 22); launch bounds are nvvm.annotations up to LLVM 20
+ * and function attributes ("nvvm.maxntid") from 21; llvm.nvvm.barrier0 is
+ * gone in 22 (barrier.cta.sync.aligned.all instead).  Intrinsics are looked
+ * up by name, and a name this LLVM lacks is a diagnostic, never an abort.
+ */
+#define CG_INTERNAL
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
+
+#include "codegen.h"
+
+#define TRIPLE "nvptx64-nvidia-cuda"
+
+/* ---- targets ---- */
+
+static const struct {
+	const char *sm;
+	int num;		/* 80, 90 */
+	int arch_a;		/* sm_90a */
+	const char *features;
+} sms[] = {
+	{"sm_80", 80, 0, "+ptx70"},
+	{"sm_86", 86, 0, "+ptx71"},
+	{"sm_89", 89, 0, "+ptx78"},
+	{"sm_90", 90, 0, "+ptx80"},
+	{"sm_90a", 90, 1, "+ptx80"},
+	{"emu", 80, 0, ""},
+};
+
+static int
+find_sm(const char *sm)
+{
+	for (size_t i = 0; sm && i < NELEM(sms); i++)
+		if (strcmp(sms[i].sm, sm) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* PTX ISA version of a feature string, "+ptx80" -> 80; 0 when absent. */
+static int
+ptx_version(const char *features)
+{
+	const char *p = features ? strstr(features, "+ptx") : NULL;
+
+	return p ? atoi(p + 4) : 0;
+}
+
+int
+cg_target_is_emu(const CgTarget *t)
+{
+	return t && t->sm && strcmp(t->sm, "emu") == 0;
+}
+
+int
+cg_target_check(const CgTarget *t, Diag *d)
+{
+	int i = find_sm(t ? t->sm : NULL);
+
+	if (i < 0)
+		return diag_error(d, LOC_NONE,
+				  "unknown target '%s' (have sm_80, sm_86, sm_89, sm_90, sm_90a, emu)",
+				  t && t->sm ? t->sm : "(null)");
+	if (t->opt < 0 || t->opt > 3)
+		return diag_error(d, LOC_NONE, "optimisation level %d is not 0..3", t->opt);
+	if (t->features && t->features[0] && !cg_target_is_emu(t) &&
+	    ptx_version(t->features) == 0)
+		return diag_error(d, LOC_NONE, "target features '%s' name no +ptxNN",
+				  t->features);
+	return 0;
+}
+
+const char *
+cg_target_features(const CgTarget *t)
+{
+	int i = find_sm(t->sm);
+
+	if (t->features && t->features[0])
+		return t->features;
+	return i >= 0 ? sms[i].features : "";
+}
+
+int
+cg_target_has(const CgTarget *t, unsigned caps)
+{
+	int i = find_sm(t ? t->sm : NULL);
+	unsigned have = 0;
+	int num, ptx;
+
+	if (i < 0)
+		return 0;
+	num = sms[i].num;
+	ptx = cg_target_is_emu(t) ? 80 : ptx_version(cg_target_features(t));
+	if (num >= 75)
+		have |= CG_LDMATRIX;
+	if (num >= 80)
+		have |= CG_MMA_F16 | CG_MMA_BF16 | CG_MMA_TF32 | CG_CP_ASYNC | CG_CVT_BF16;
+	if (num >= 90 && ptx >= 80 && !cg_target_is_emu(t))
+		have |= CG_TMA | CG_CLUSTER;
+	if (sms[i].arch_a && ptx >= 80)
+		have |= CG_WGMMA | CG_SETMAXNREG;
+	return (have & caps) == caps;
+}
+
+const char *
+cg_cap_name(unsigned cap)
+{
+	switch (cap) {
+	case CG_MMA_F16: return "mma.sync f16";
+	case CG_MMA_BF16: return "mma.sync bf16";
+	case CG_MMA_TF32: return "mma.sync tf32";
+	case CG_LDMATRIX: return "ldmatrix";
+	case CG_CP_ASYNC: return "cp.async";
+	case CG_CVT_BF16: return "cvt bf16";
+	case CG_TMA: return "TMA (cp.async.bulk.tensor)";
+	case CG_CLUSTER: return "thread-block clusters";
+	case CG_WGMMA: return "wgmma";
+	case CG_SETMAXNREG: return "setmaxnreg";
+	}
+	return "?";
+}
+
+static const char *
+cap_min_target(unsigned cap)
+{
+	switch (cap) {
+	case CG_LDMATRIX: return "sm_75";
+	case CG_TMA: case CG_CLUSTER: return "sm_90 with +ptx80";
+	case CG_WGMMA: case CG_SETMAXNREG: return "sm_90a";
+	}
+	return "sm_80";
+}
+
+int
+cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d)
+{
+	for (unsigned bit = 1; bit && bit <= caps; bit <<= 1) {
+		if (!(caps & bit) || cg_target_has(t, bit))
+			continue;
+		return diag_error(d, LOC_NONE, "%s needs %s, which %s lacks (needs %s)",
+				  what, cg_cap_name(bit), t && t->sm ? t->sm : "(null)",
+				  cap_min_target(bit));
+	}
+	return 0;
+}
+
+/* ---- size expressions ---- */
+
+int
+cg_expr_print(char *buf, size_t n, CgExpr e)
+{
+	char in[64];
+
+	if (e.a == 0)
+		snprintf(in, sizeof in, "%lld", (long long)e.b);
+	else if (e.b == 0)
+		snprintf(in, sizeof in, e.a == 1 ? "T" : "%lld*T", (long long)e.a);
+	else if (e.a == 1)
+		snprintf(in, sizeof in, "T+%lld", (long long)e.b);
+	else
+		snprintf(in, sizeof in, "%lld*T+%lld", (long long)e.a, (long long)e.b);
+	if (e.div > 0)
+		return snprintf(buf, n, "cdiv(%s,%lld)", in, (long long)e.div);
+	return snprintf(buf, n, "%s", in);
+}
+
+int64_t
+cg_expr_eval(CgExpr e, int64_t T)
+{
+	int64_t v = e.a * T + e.b;
+
+	return e.div > 0 ? (v + e.div - 1) / e.div : v;
+}
+
+static const char *const param_kind_names[NCGP] = {"ptr", "i32", "i64", "u64", "f32"};
+
+const char *
+cg_param_kind_name(CgParamKind k)
+{
+	return (unsigned)k < NCGP ? param_kind_names[k] : "?";
+}
+
+/* ---- modules ---- */
+
+static void
+init_llvm(void)
+{
+	static int done;
+
+	if (done)
+		return;
+	done = 1;
+	LLVMInitializeNVPTXTargetInfo();
+	LLVMInitializeNVPTXTarget();
+	LLVMInitializeNVPTXTargetMC();
+	LLVMInitializeNVPTXAsmPrinter();
+}
+
+CgModule *
+cg_module_new(const CgTarget *t, const char *name, Diag *d)
+{
+	CgModule *m;
+	LLVMTargetRef T;
+	char *err = NULL, *dl;
+	const char *triple = TRIPLE, *cpu, *feat;
+	LLVMTargetDataRef td;
+
+	if (cg_target_check(t, d) < 0)
+		return NULL;
+	m = xcalloc(1, sizeof *m);
+	m->arena = arena_new(0);
+	m->t.sm = arena_strdup(m->arena, t->sm);
+	m->t.features = arena_strdup(m->arena, cg_target_features(t));
+	m->t.opt = t->opt;
+	m->emu = cg_target_is_emu(t);
+	m->C = LLVMContextCreate();
+	m->M = LLVMModuleCreateWithNameInContext(name ? name : "moec", m->C);
+	if (m->emu) {
+		if (cg_emu_init(m, d) < 0) {
+			cg_module_free(m);
+			return NULL;
+		}
+		triple = m->host_triple;
+		cpu = "x86-64";
+		feat = "";
+	} else {
+		init_llvm();
+		cpu = m->t.sm;
+		feat = m->t.features;
+	}
+	if (LLVMGetTargetFromTriple(triple, &T, &err)) {
+		diag_error(d, LOC_NONE, "no LLVM target for %s: %s", triple, err);
+		LLVMDisposeMessage(err);
+		cg_module_free(m);
+		return NULL;
+	}
+	m->TM = LLVMCreateTargetMachine(T, triple, cpu, feat,
+					t->opt >= 3 ? LLVMCodeGenLevelAggressive :
+					t->opt == 2 ? LLVMCodeGenLevelDefault :
+					t->opt == 1 ? LLVMCodeGenLevelLess : LLVMCodeGenLevelNone,
+					LLVMRelocDefault, LLVMCodeModelDefault);
+	if (!m->TM) {
+		diag_error(d, LOC_NONE, "cannot create a target machine for %s", m->t.sm);
+		cg_module_free(m);
+		return NULL;
+	}
+	LLVMSetTarget(m->M, triple);
+	td = LLVMCreateTargetDataLayout(m->TM);
+	dl = LLVMCopyStringRepOfTargetData(td);
+	LLVMSetDataLayout(m->M, dl);
+	LLVMDisposeMessage(dl);
+	LLVMDisposeTargetData(td);
+	return m;
+}
+
+void
+cg_module_free(CgModule *m)
+{
+	if (!m)
+		return;
+	cg_emu_free(m);
+	if (m->M && !m->module_owned_elsewhere)
+		LLVMDisposeModule(m->M);
+	if (m->TM)
+		LLVMDisposeTargetMachine(m->TM);
+	if (m->C)
+		LLVMContextDispose(m->C);
+	free(m->kern);
+	free(m->ptx);
+	arena_free(m->arena);
+	free(m);
+}
+
+const CgTarget *
+cg_module_target(const CgModule *m)
+{
+	return &m->t;
+}
+
+int
+cg_module_nkernel(const CgModule *m)
+{
+	return m->nkern;
+}
+
+const CgKernel *
+cg_module_kernel(const CgModule *m, int i)
+{
+	return i >= 0 && i < m->nkern ? &m->kern[i] : NULL;
+}
+
+const CgKernel *
+cg_module_find(const CgModule *m, const char *name)
+{
+	for (int i = 0; i < m->nkern; i++)
+		if (strcmp(m->kern[i].name, name) == 0)
+			return &m->kern[i];
+	return NULL;
+}
+
+/* Verify and run default<On>; once per module. */
+int
+cg_module_finish(CgModule *m, Diag *d)
+{
+	char *err = NULL, pipe[32];
+	LLVMPassBuilderOptionsRef o;
+	LLVMErrorRef e;
+
+	if (m->finished)
+		return m->finished < 0 ? -1 : 0;
+	m->finished = -1;
+	if (LLVMVerifyModule(m->M, LLVMReturnStatusAction, &err)) {
+		diag_error(d, LOC_NONE, "LLVM verifier: %s", err ? err : "(no message)");
+		LLVMDisposeMessage(err);
+		return -1;
+	}
+	LLVMDisposeMessage(err);
+	snprintf(pipe, sizeof pipe, "default<O%d>", m->t.opt);
+	o = LLVMCreatePassBuilderOptions();
+	e = LLVMRunPasses(m->M, pipe, m->TM, o);
+	LLVMDisposePassBuilderOptions(o);
+	if (e) {
+		char *msg = LLVMGetErrorMessage(e);
+		diag_error(d, LOC_NONE, "LLVM %s: %s", pipe, msg);
+		LLVMDisposeErrorMessage(msg);
+		return -1;
+	}
+	m->finished = 1;
+	return 0;
+}
+
+const char *
+cg_module_ptx(CgModule *m, size_t *len, Diag *d)
+{
+	char *err = NULL;
+	LLVMMemoryBufferRef buf;
+	size_t n;
+
+	if (m->ptx) {
+		if (len)
+			*len = m->ptxlen;
+		return m->ptx;
+	}
+	if (m->emu) {
+		diag_error(d, LOC_NONE, "target emu has no PTX");
+		return NULL;
+	}
+	if (cg_module_finish(m, d) < 0)
+		return NULL;
+	if (LLVMTargetMachineEmitToMemoryBuffer(m->TM, m->M, LLVMAssemblyFile, &err, &buf)) {
+		diag_error(d, LOC_NONE, "NVPTX backend: %s", err ? err : "(no message)");
+		LLVMDisposeMessage(err);
+		return NULL;
+	}
+	n = LLVMGetBufferSize(buf);
+	m->ptx = xmalloc(n + 1);
+	memcpy(m->ptx, LLVMGetBufferStart(buf), n);
+	m->ptx[n] = 0;
+	/* the buffer may hold a trailing NUL; PTX text is NUL-free */
+	m->ptxlen = strlen(m->ptx);
+	LLVMDisposeMemoryBuffer(buf);
+	if (len)
+		*len = m->ptxlen;
+	return m->ptx;
+}
+
+char *
+cg_module_llvm_ir(CgModule *m)
+{
+	char *s = LLVMPrintModuleToString(m->M), *r = xstrdup(s);
+
+	LLVMDisposeMessage(s);
+	return r;
+}
+
+/* ---- kernels ---- */
+
+CgFn *
+cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads,
+	    int min_ctas, Diag *d)
+{
+	CgFn *f;
+	LLVMTypeRef *pt, fty;
+
+	if (m->finished || m->ptx) {
+		diag_error(d, LOC_NONE, "module already emitted; cannot add kernel '%s'", name);
+		return NULL;
+	}
+	if (cg_module_find(m, name) || LLVMGetNamedFunction(m->M, name)) {
+		diag_error(d, LOC_NONE, "kernel '%s' defined twice", name);
+		return NULL;
+	}
+	if (threads < 32 || threads > 1024 || threads % 32) {
+		diag_error(d, LOC_NONE, "kernel '%s': %d threads per CTA (need a multiple of 32, <= 1024)",
+			   name, threads);
+		return NULL;
+	}
+	f = xcalloc(1, sizeof *f);
+	f->m = m;
+	f->d = d;
+	f->C = m->C;
+	f->M = m->M;
+	f->emu = m->emu;
+	f->nthreads = threads;
+	f->tvoid = LLVMVoidTypeInContext(f->C);
+	f->ti1 = LLVMInt1TypeInContext(f->C);
+	f->ti8 = LLVMInt8TypeInContext(f->C);
+	f->ti16 = LLVMInt16TypeInContext(f->C);
+	f->ti32 = LLVMInt32TypeInContext(f->C);
+	f->ti64 = LLVMInt64TypeInContext(f->C);
+	f->tf32 = LLVMFloatTypeInContext(f->C);
+	f->tf16 = LLVMHalfTypeInContext(f->C);
+	f->tbf16 = LLVMBFloatTypeInContext(f->C);
+	f->tptr = LLVMPointerTypeInContext(f->C, 0);
+	f->tgptr = f->emu ? f->tptr : LLVMPointerTypeInContext(f->C, 1);
+	f->tsptr = f->emu ? f->tptr : LLVMPointerTypeInContext(f->C, 3);
+
+	f->k = arena_alloc(m->arena, sizeof *f->k);
+	f->k->name = arena_strdup(m->arena, name);
+	f->k->nparam = np;
+	f->k->min_ctas = min_ctas;
+	f->k->param = arena_array(m->arena, CgParam, np > 0 ? np : 1);
+	pt = xcalloc(np > 0 ? np : 1, sizeof *pt);
+	for (int i = 0; i < np; i++) {
+		f->k->param[i].kind = p[i].kind;
+		f->k->param[i].role = arena_strdup(m->arena, p[i].role ? p[i].role : "");
+		switch (p[i].kind) {
+		case CGP_PTR: pt[i] = f->tgptr; break;
+		case CGP_I32: pt[i] = f->ti32; break;
+		case CGP_I64: case CGP_U64: pt[i] = f->ti64; break;
+		case CGP_F32: pt[i] = f->tf32; break;
+		default: die("bad param kind %d", p[i].kind);
+		}
+	}
+	fty = LLVMFunctionType(f->tvoid, pt, (unsigned)np, 0);
+	free(pt);
+	f->fn = LLVMAddFunction(f->M, name, fty);
+	for (int i = 0; i < np; i++)
+		LLVMSetValueName2(LLVMGetParam(f->fn, (unsigned)i), f->k->param[i].role,
+				  strlen(f->k->param[i].role));
+	if (!f->emu) {
+		char buf[16];
+		LLVMSetFunctionCallConv(f->fn, LLVMPTXKernelCallConv);
+		(void)buf;
+#if LLVM_VERSION_MAJOR >= 21
+		snprintf(buf, sizeof buf, "%d", threads);
+		LLVMAddAttributeAtIndex(f->fn, LLVMAttributeFunctionIndex,
+					LLVMCreateStringAttribute(f->C, "nvvm.maxntid", 12, buf,
+								  (unsigned)strlen(buf)));
+		if (min_ctas > 0) {
+			snprintf(buf, sizeof buf, "%d", min_ctas);
+			LLVMAddAttributeAtIndex(f->fn, LLVMAttributeFunctionIndex,
+						LLVMCreateStringAttribute(f->C, "nvvm.minctasm", 13, buf,
+									  (unsigned)strlen(buf)));
+		}
+#endif
+	}
+	f->B = LLVMCreateBuilderInContext(f->C);
+	f->entry = LLVMAppendBasicBlockInContext(f->C, f->fn, "entry");
+	LLVMPositionBuilderAtEnd(f->B, f->entry);
+	return f;
+}
+
+const CgTarget *
+cg_fn_target(const CgFn *f)
+{
+	return &f->m->t;
+}
+
+int
+cg_fn_require(CgFn *f, unsigned caps, const char *what)
+{
+	if (cg_require(&f->m->t, caps, what, f->d) < 0) {
+		f->err = 1;
+		return -1;
+	}
+	return 0;
+}
+
+LLVMValueRef
+cg_arg(CgFn *f, int i)
+{
+	return LLVMGetParam(f->fn, (unsigned)i);
+}
+
+void
+cg_arg_noalias(CgFn *f, int i)
+{
+	unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
+
+	LLVMAddAttributeAtIndex(f->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(f->C, kind, 0));
+}
+
+/* LLVM <= 20 reads launch bounds from nvvm.annotations (21+: attributes, set at begin). */
+static void
+launch_bounds(CgFn *f)
+{
+#if LLVM_VERSION_MAJOR < 21
+	const char *key[2] = {"maxntidx", "minctasm"};
+	int val[2] = {f->nthreads, f->k->min_ctas};
+
+	for (int i = 0; i < 2; i++) {
+		LLVMMetadataRef ops[3];
+		if (val[i] <= 0)
+			continue;
+		ops[0] = LLVMValueAsMetadata(f->fn);
+		ops[1] = LLVMMDStringInContext2(f->C, key[i], strlen(key[i]));
+		ops[2] = LLVMValueAsMetadata(LLVMConstInt(f->ti32, (unsigned)val[i], 0));
+		LLVMAddNamedMetadataOperand(f->M, "nvvm.annotations",
+					    LLVMMetadataAsValue(f->C, LLVMMDNodeInContext2(f->C, ops, 3)));
+	}
+#else
+	(void)f;
+#endif
+}
+
+/* In emu mode each kernel also gets name.emu(ptr args): unpack i64 slots, call. */
+static void
+emu_wrapper(CgFn *f)
+{
+	char name[300];
+	LLVMTypeRef fty = LLVMFunctionType(f->tvoid, &f->tptr, 1, 0);
+	LLVMValueRef w, *args;
+	LLVMBuilderRef B = f->B;
+	int np = f->k->nparam;
+
+	snprintf(name, sizeof name, "%s.emu", f->k->name);
+	w = LLVMAddFunction(f->M, name, fty);
+	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(f->C, w, "entry"));
+	args = xcalloc(np > 0 ? np : 1, sizeof *args);
+	for (int i = 0; i < np; i++) {
+		LLVMValueRef idx = LLVMConstInt(f->ti64, (unsigned)i, 0);
+		LLVMValueRef slot = LLVMBuildGEP2(B, f->ti64, LLVMGetParam(w, 0), &idx, 1, "");
+		LLVMValueRef v = LLVMBuildLoad2(B, f->ti64, slot, "");
+		switch (f->k->param[i].kind) {
+		case CGP_PTR: v = LLVMBuildIntToPtr(B, v, f->tptr, ""); break;
+		case CGP_I32: v = LLVMBuildTrunc(B, v, f->ti32, ""); break;
+		case CGP_F32:
+			v = LLVMBuildBitCast(B, LLVMBuildTrunc(B, v, f->ti32, ""), f->tf32, "");
+			break;
+		default: break;
+		}
+		args[i] = v;
+	}
+	LLVMBuildCall2(B, LLVMGlobalGetValueType(f->fn), f->fn, args, (unsigned)np, "");
+	LLVMBuildRetVoid(B);
+	free(args);
+}
+
+int
+cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem, const char *note)
+{
+	CgModule *m = f->m;
+	int ok = !f->err;
+
+	if (ok && !LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(f->B)))
+		LLVMBuildRetVoid(f->B);
+	if (ok && LLVMVerifyFunction(f->fn, LLVMReturnStatusAction)) {
+		char *s = LLVMPrintValueToString(f->fn);
+		diag_error(f->d, LOC_NONE, "kernel '%s' fails the LLVM verifier", f->k->name);
+		if (getenv("MOEC_CG_DUMP"))
+			fprintf(stderr, "%s\n", s);
+		LLVMDisposeMessage(s);
+		ok = 0;
+	}
+	if (ok) {
+		CgKernel *k = f->k;
+		for (int i = 0; i < 3; i++) {
+			k->block[i] = block[i];
+			k->grid[i] = grid[i];
+		}
+		k->smem = smem;
+		k->note = note ? arena_strdup(m->arena, note) : "";
+		k->regs = k->spill_stores = k->spill_loads = k->stack = k->static_smem = -1;
+		if (f->emu)
+			emu_wrapper(f);
+		else
+			launch_bounds(f);
+		m->kern = xrealloc(m->kern, (size_t)(m->nkern + 1) * sizeof *m->kern);
+		m->kern[m->nkern++] = *k;
+	} else {
+		LLVMDeleteFunction(f->fn);	/* annotations are added on success only */
+	}
+	LLVMDisposeBuilder(f->B);
+	free(f);
+	return ok ? 0 : -1;
+}
+
+/* ---- constants and arithmetic ---- */
+
+LLVMValueRef cg_i32(CgFn *f, int64_t v) { return LLVMConstInt(f->ti32, (unsigned long long)v, 1); }
+LLVMValueRef cg_i64(CgFn *f, int64_t v) { return LLVMConstInt(f->ti64, (unsigned long long)v, 1); }
+LLVMValueRef cg_f32(CgFn *f, double v) { return LLVMConstReal(f->tf32, v); }
+LLVMValueRef cg_add(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(f->B, a, b, ""); }
+LLVMValueRef cg_sub(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSub(f->B, a, b, ""); }
+LLVMValueRef cg_mul(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(f->B, a, b, ""); }
+LLVMValueRef cg_udiv(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildUDiv(f->B, a, b, ""); }
+LLVMValueRef cg_urem(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildURem(f->B, a, b, ""); }
+LLVMValueRef cg_select(CgFn *f, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSelect(f->B, c, a, b, ""); }
+LLVMValueRef cg_sext64(CgFn *f, LLVMValueRef a) { return LLVMBuildSExt(f->B, a, f->ti64, ""); }
+
+static LLVMValueRef
+cint(LLVMValueRef like, int64_t v)
+{
+	return LLVMConstInt(LLVMTypeOf(like), (unsigned long long)v, 1);
+}
+
+LLVMValueRef cg_addi(CgFn *f, LLVMValueRef a, int64_t b) { return b ? LLVMBuildAdd(f->B, a, cint(a, b), "") : a; }
+LLVMValueRef cg_muli(CgFn *f, LLVMValueRef a, int64_t b) { return b == 1 ? a : LLVMBuildMul(f->B, a, cint(a, b), ""); }
+LLVMValueRef cg_and(CgFn *f, LLVMValueRef a, int64_t b) { return LLVMBuildAnd(f->B, a, cint(a, b), ""); }
+LLVMValueRef cg_shr(CgFn *f, LLVMValueRef a, int b) { return b ? LLVMBuildLShr(f->B, a, cint(a, b), "") : a; }
+LLVMValueRef cg_shl(CgFn *f, LLVMValueRef a, int b) { return b ? LLVMBuildShl(f->B, a, cint(a, b), "") : a; }
+LLVMValueRef cg_lt(CgFn *f, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildICmp(f->B, LLVMIntSLT, a, b, ""); }
+
+LLVMValueRef
+cg_min(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(f->B, LLVMBuildICmp(f->B, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+LLVMValueRef
+cg_max(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(f->B, LLVMBuildICmp(f->B, LLVMIntSGT, a, b, ""), a, b, "");
+}
+
+/* ---- calls ---- */
+
+LLVMValueRef
+cg_intrinsic(CgFn *f, const char *name, LLVMTypeRef ret, LLVMTypeRef *ovl, int novl,
+	     LLVMValueRef *args, int nargs)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	LLVMValueRef fn, *a;
+	LLVMTypeRef fty, *pt;
+	unsigned np;
+	LLVMValueRef r;
+
+	if (id == 0) {
+		diag_error(f->d, LOC_NONE, "LLVM %d has no intrinsic %s", LLVM_VERSION_MAJOR, name);
+		f->err = 1;
+		return ret && LLVMGetTypeKind(ret) != LLVMVoidTypeKind ? LLVMGetUndef(ret) : NULL;
+	}
+	fn = LLVMGetIntrinsicDeclaration(f->M, id, ovl, (size_t)novl);
+	fty = LLVMIntrinsicGetType(f->C, id, ovl, (size_t)novl);
+	np = LLVMCountParamTypes(fty);
+	if ((int)np != nargs) {
+		diag_error(f->d, LOC_NONE, "intrinsic %s takes %u operands in LLVM %d, not %d",
+			   name, np, LLVM_VERSION_MAJOR, nargs);
+		f->err = 1;
+		return ret && LLVMGetTypeKind(ret) != LLVMVoidTypeKind ? LLVMGetUndef(ret) : NULL;
+	}
+	pt = xcalloc(np ? np : 1, sizeof *pt);
+	a = xcalloc(np ? np : 1, sizeof *a);
+	LLVMGetParamTypes(fty, pt);
+	for (unsigned i = 0; i < np; i++) {
+		a[i] = args[i];
+		/* bit-compatible operand types (i32 vs <2 x half>) are bitcast */
+		if (LLVMTypeOf(a[i]) != pt[i])
+			a[i] = LLVMBuildBitCast(f->B, a[i], pt[i], "");
+	}
+	r = LLVMBuildCall2(f->B, fty, fn, a, np, "");
+	free(pt);
+	free(a);
+	return r;
+}
+
+LLVMValueRef
+cg_asm(CgFn *f, LLVMTypeRef ret, const char *text, const char *cons, LLVMValueRef *args,
+       int nargs, int side_effects)
+{
+	LLVMTypeRef *pt = xcalloc(nargs > 0 ? nargs : 1, sizeof *pt), fty;
+	LLVMValueRef ia, r;
+
+	for (int i = 0; i < nargs; i++)
+		pt[i] = LLVMTypeOf(args[i]);
+	fty = LLVMFunctionType(ret ? ret : f->tvoid, pt, (unsigned)nargs, 0);
+	ia = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons),
+			      side_effects, 0, LLVMInlineAsmDialectATT, 0);
+	r = LLVMBuildCall2(f->B, fty, ia, args, (unsigned)nargs, "");
+	free(pt);
+	return r;
+}
+
+LLVMValueRef
+cg_call_emu(CgFn *f, const char *name, LLVMTypeRef ret, LLVMValueRef *args, int nargs)
+{
+	LLVMTypeRef *pt = xcalloc(nargs > 0 ? nargs : 1, sizeof *pt), fty;
+	LLVMValueRef fn, r;
+
+	for (int i = 0; i < nargs; i++)
+		pt[i] = LLVMTypeOf(args[i]);
+	fty = LLVMFunctionType(ret ? ret : f->tvoid, pt, (unsigned)nargs, 0);
+	fn = LLVMGetNamedFunction(f->M, name);
+	if (!fn)
+		fn = LLVMAddFunction(f->M, name, fty);
+	r = LLVMBuildCall2(f->B, fty, fn, args, (unsigned)nargs, "");
+	free(pt);
+	return r;
+}
+
+/* ---- special registers ---- */
+
+static LLVMValueRef
+sreg(CgFn *f, const char *what, int dim, int code)
+{
+	char name[64];
+
+	if (f->emu) {
+		LLVMValueRef c = cg_i32(f, code + dim);
+		return cg_call_emu(f, "moec_emu_sreg", f->ti32, &c, 1);
+	}
+	snprintf(name, sizeof name, "llvm.nvvm.read.ptx.sreg.%s.%c", what, "xyz"[dim]);
+	return cg_intrinsic(f, name, f->ti32, NULL, 0, NULL, 0);
+}
+
+LLVMValueRef cg_tid(CgFn *f, int dim) { return sreg(f, "tid", dim, EMU_TID); }
+LLVMValueRef cg_ntid(CgFn *f, int dim) { return sreg(f, "ntid", dim, EMU_NTID); }
+LLVMValueRef cg_ctaid(CgFn *f, int dim) { return sreg(f, "ctaid", dim, EMU_CTAID); }
+LLVMValueRef cg_nctaid(CgFn *f, int dim) { return sreg(f, "nctaid", dim, EMU_NCTAID); }
+
+/* ---- control flow ---- */
+
+void
+cg_if(CgFn *f, CgIf *c, LLVMValueRef cond)
+{
+	c->then = LLVMAppendBasicBlockInContext(f->C, f->fn, "then");
+	c->els = LLVMAppendBasicBlockInContext(f->C, f->fn, "else");
+	c->end = NULL;
+	LLVMBuildCondBr(f->B, cond, c->then, c->els);
+	LLVMPositionBuilderAtEnd(f->B, c->then);
+}
+
+void
+cg_else(CgFn *f, CgIf *c)
+{
+	c->end = LLVMAppendBasicBlockInContext(f->C, f->fn, "endif");
+	LLVMBuildBr(f->B, c->end);
+	LLVMPositionBuilderAtEnd(f->B, c->els);
+}
+
+void
+cg_endif(CgFn *f, CgIf *c)
+{
+	if (!c->end) {		/* no else: the else block is the join */
+		LLVMBuildBr(f->B, c->els);
+		LLVMPositionBuilderAtEnd(f->B, c->els);
+		return;
+	}
+	LLVMBuildBr(f->B, c->end);
+	LLVMPositionBuilderAtEnd(f->B, c->end);
+}
+
+LLVMValueRef
+cg_loop(CgFn *f, CgLoop *l, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef step)
+{
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->B);
+	LLVMBasicBlockRef body;
+
+	l->head = LLVMAppendBasicBlockInContext(f->C, f->fn, "loop");
+	body = LLVMAppendBasicBlockInContext(f->C, f->fn, "body");
+	l->exit = LLVMAppendBasicBlockInContext(f->C, f->fn, "done");
+	l->step = step;
+	LLVMBuildBr(f->B, l->head);
+	LLVMPositionBuilderAtEnd(f->B, l->head);
+	l->i = LLVMBuildPhi(f->B, LLVMTypeOf(begin), "i");
+	LLVMAddIncoming(l->i, &begin, &pre, 1);
+	LLVMBuildCondBr(f->B, LLVMBuildICmp(f->B, LLVMIntSLT, l->i, end, ""), body, l->exit);
+	LLVMPositionBuilderAtEnd(f->B, body);
+	return l->i;
+}
+
+void
+cg_endloop(CgFn *f, CgLoop *l)
+{
+	LLVMValueRef next = LLVMBuildAdd(f->B, l->i, l->step, "");
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(f->B);
+
+	LLVMAddIncoming(l->i, &next, &from, 1);
+	LLVMBuildBr(f->B, l->head);
+	LLVMPositionBuilderAtEnd(f->B, l->exit);
+}
+
+void
+cg_return(CgFn *f)
+{
+	LLVMBuildRetVoid(f->B);
+	LLVMPositionBuilderAtEnd(f->B, LLVMAppendBasicBlockInContext(f->C, f->fn, "dead"));
+}
+
+LLVMValueRef
+cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init)
+{
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->C);
+	LLVMValueRef first = LLVMGetFirstInstruction(f->entry), v;
+
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, f->entry);
+	v = LLVMBuildAlloca(b, t, "v");
+	LLVMDisposeBuilder(b);
+	if (init)
+		LLVMBuildStore(f->B, init, v);
+	return v;
+}
+
+LLVMValueRef
+cg_get(CgFn *f, LLVMValueRef var)
+{
+	return LLVMBuildLoad2(f->B, LLVMGetAllocatedType(var), var, "");
+}
+
+void
+cg_set(CgFn *f, LLVMValueRef var, LLVMValueRef v)
+{
+	LLVMBuildStore(f->B, v, var);
+}
+
+/* ---- memory ---- */
+
+LLVMValueRef
+cg_gep(CgFn *f, LLVMValueRef p, LLVMValueRef idx, int elem_bytes)
+{
+	LLVMTypeRef t = LLVMIntTypeInContext(f->C, (unsigned)elem_bytes * 8);
+
+	return LLVMBuildGEP2(f->B, t, p, &idx, 1, "");
+}
+
+/* emu: every access is checked against the launch's buffers */
+static void
+emu_check(CgFn *f, LLVMValueRef p, LLVMTypeRef t, int space, int write)
+{
+	LLVMValueRef a[4];
+	LLVMTargetDataRef td = LLVMGetModuleDataLayout(f->M);
+
+	a[0] = p;
+	a[1] = cg_i32(f, (int64_t)LLVMStoreSizeOfType(td, t));
+	a[2] = cg_i32(f, space);
+	a[3] = cg_i32(f, write);
+	cg_call_emu(f, "moec_emu_check", NULL, a, 4);
+}
+
+LLVMValueRef
+cg_gload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align)
+{
+	LLVMValueRef v;
+
+	if (f->emu)
+		emu_check(f, p, t, 1, 0);
+	v = LLVMBuildLoad2(f->B, t, p, "");
+	LLVMSetAlignment(v, (unsigned)align);
+	return v;
+}
+
+void
+cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align)
+{
+	if (f->emu)
+		emu_check(f, p, LLVMTypeOf(v), 1, 1);
+	LLVMSetAlignment(LLVMBuildStore(f->B, v, p), (unsigned)align);
+}
+
+LLVMValueRef
+cg_smem(CgFn *f)
+{
+	LLVMValueRef g;
+
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_smem", f->tptr, NULL, 0);
+	g = LLVMGetNamedGlobal(f->M, "moec_smem");
+	if (!g) {
+		g = LLVMAddGlobalInAddressSpace(f->M, LLVMArrayType(f->ti8, 0), "moec_smem", 3);
+		LLVMSetLinkage(g, LLVMExternalLinkage);
+		LLVMSetAlignment(g, 128);
+	}
+	return g;
+}
+
+LLVMValueRef
+cg_sptr(CgFn *f, LLVMValueRef off)
+{
+	return LLVMBuildGEP2(f->B, f->ti8, cg_smem(f), &off, 1, "");
+}
+
+LLVMValueRef
+cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align)
+{
+	LLVMValueRef v;
+
+	if (f->emu)
+		emu_check(f, p, t, 3, 0);
+	v = LLVMBuildLoad2(f->B, t, p, "");
+	LLVMSetAlignment(v, (unsigned)align);
+	return v;
+}
+
+void
+cg_sstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align)
+{
+	if (f->emu)
+		emu_check(f, p, LLVMTypeOf(v), 3, 1);
+	LLVMSetAlignment(LLVMBuildStore(f->B, v, p), (unsigned)align);
+}
+
+void
+cg_barrier(CgFn *f)
+{
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_barrier", NULL, NULL, 0);
+		return;
+	}
+	if (LLVMLookupIntrinsicID("llvm.nvvm.barrier0", 18)) {
+		cg_intrinsic(f, "llvm.nvvm.barrier0", NULL, NULL, 0, NULL, 0);
+	} else {
+		LLVMValueRef z = cg_i32(f, 0);
+		cg_intrinsic(f, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, NULL, 0, &z, 1);
+	}
+}
+
+LLVMValueRef
+cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
+{
+	LLVMValueRef a[4];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, delta)};
+		cg_call_emu(f, "moec_emu_shfl_up", NULL, e, 2);
+		return cg_get(f, io);
+	}
+	a[0] = cg_i32(f, -1);
+	a[1] = v;
+	a[2] = cg_i32(f, delta);
+	a[3] = cg_i32(f, 0);
+	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.up.i32", f->ti32, NULL, 0, a, 4);
+}
+
+/* ---- tensor-core building blocks ---- */
+
+void
+cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
+{
+	LLVMValueRef a[3] = {sdst, gsrc, NULL};
+
+	if (cg_fn_require(f, CG_CP_ASYNC, "cp.async") < 0)
+		return;
+	if (f->emu) {
+		emu_check(f, gsrc, LLVMVectorType(f->ti32, 4), 1, 0);
+		emu_check(f, sdst, LLVMVectorType(f->ti32, 4), 3, 1);
+		a[2] = cg_i32(f, 16);
+		cg_call_emu(f, "moec_emu_cp_async", NULL, a, 3);
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, NULL, 0, a, 2);
+}
+
+void
+cg_cp_async_commit(CgFn *f)
+{
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_cp_commit", NULL, NULL, 0);
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.cp.async.commit.group", NULL, NULL, 0, NULL, 0);
+}
+
+void
+cg_cp_async_wait(CgFn *f, int n)
+{
+	LLVMValueRef c = cg_i32(f, n);
+
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_cp_wait", NULL, &c, 1);
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.cp.async.wait.group", NULL, NULL, 0, &c, 1);
+}
+
+void
+cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4])
+{
+	LLVMTypeRef ret;
+	LLVMValueRef r;
+
+	if (cg_fn_require(f, CG_LDMATRIX, "ldmatrix") < 0) {
+		for (int i = 0; i < 4; i++)
+			out[i] = LLVMGetUndef(f->ti32);
+		return;
+	}
+	if (f->emu) {
+		LLVMTypeRef at = LLVMArrayType(f->ti32, 4);
+		LLVMValueRef buf = cg_var(f, at, NULL), a[3];
+		a[0] = buf;
+		a[1] = saddr;
+		a[2] = cg_i32(f, trans);
+		emu_check(f, saddr, f->ti8, 3, 0);
+		cg_call_emu(f, "moec_emu_ldmatrix", NULL, a, 3);
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef idx = cg_i32(f, i);
+			out[i] = LLVMBuildLoad2(f->B, f->ti32,
+						LLVMBuildGEP2(f->B, f->ti32, buf, &idx, 1, ""), "");
+		}
+		return;
+	}
+	{
+		LLVMTypeRef i4[4] = {f->ti32, f->ti32, f->ti32, f->ti32};
+		ret = LLVMStructTypeInContext(f->C, i4, 4, 0);
+		r = cg_intrinsic(f, trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+					  : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16",
+				 ret, &f->tsptr, 1, &saddr, 1);
+		for (int i = 0; i < 4; i++)
+			out[i] = LLVMBuildExtractValue(f->B, r, (unsigned)i, "");
+	}
+}
+
+void
+cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4],
+	     LLVMValueRef d[4])
+{
+	LLVMValueRef args[10], r;
+	LLVMTypeRef f4[4] = {f->tf32, f->tf32, f->tf32, f->tf32};
+
+	if (cg_fn_require(f, dt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16, "mma.sync m16n8k16") < 0) {
+		for (int i = 0; i < 4; i++)
+			d[i] = LLVMGetUndef(f->tf32);
+		return;
+	}
+	if (f->emu) {
+		LLVMValueRef ab = cg_var(f, LLVMArrayType(f->ti32, 6), NULL);
+		LLVMValueRef cd = cg_var(f, LLVMArrayType(f->tf32, 8), NULL), ea[3];
+		for (int i = 0; i < 6; i++) {
+			LLVMValueRef idx = cg_i32(f, i);
+			LLVMBuildStore(f->B, i < 4 ? a[i] : b[i - 4],
+				       LLVMBuildGEP2(f->B, f->ti32, ab, &idx, 1, ""));
+		}
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef idx = cg_i32(f, i);
+			LLVMBuildStore(f->B, c[i], LLVMBuildGEP2(f->B, f->tf32, cd, &idx, 1, ""));
+		}
+		ea[0] = ab;
+		ea[1] = cd;
+		ea[2] = cg_i32(f, dt == DT_BF16 ? 0 : 1);
+		cg_call_emu(f, "moec_emu_mma", NULL, ea, 3);
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef idx = cg_i32(f, 4 + i);
+			d[i] = LLVMBuildLoad2(f->B, f->tf32,
+					      LLVMBuildGEP2(f->B, f->tf32, cd, &idx, 1, ""), "");
+		}
+		return;
+	}
+	for (int i = 0; i < 4; i++)
+		args[i] = a[i];
+	args[4] = b[0];
+	args[5] = b[1];
+	for (int i = 0; i < 4; i++)
+		args[6 + i] = c[i];
+	r = cg_intrinsic(f, dt == DT_BF16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+					  : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+			 LLVMStructTypeInContext(f->C, f4, 4, 0), NULL, 0, args, 10);
+	for (int i = 0; i < 4; i++)
+		d[i] = LLVMBuildExtractValue(f->B, r, (unsigned)i, "");
+}
+
+void
+cg_setmaxnreg(CgFn *f, int inc, int nreg)
+{
+	LLVMValueRef n = cg_i32(f, nreg);
+
+	if (cg_fn_require(f, CG_SETMAXNREG, "setmaxnreg") < 0)
+		return;
+	if (nreg < 24 || nreg > 256 || nreg % 8) {
+		diag_error(f->d, LOC_NONE, "setmaxnreg %d: need a multiple of 8 in 24..256", nreg);
+		f->err = 1;
+		return;
+	}
+	cg_intrinsic(f, inc ? "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32"
+			    : "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
+		     NULL, NULL, 0, &n, 1);
+}
+
+void
+cg_wgmma_fence(CgFn *f)
+{
+	if (cg_fn_require(f, CG_WGMMA, "wgmma.fence") < 0)
+		return;
+	cg_asm(f, NULL, "wgmma.fence.sync.aligned;", "~{memory}", NULL, 0, 1);
+}
+
+/* ---- conversions ---- */
+
+LLVMTypeRef
+cg_raw_type(CgFn *f, DType dt)
+{
+	return dt == DT_F32 ? f->tf32 : f->ti16;
+}
+
+LLVMValueRef
+cg_to_f32(CgFn *f, LLVMValueRef raw, DType dt)
+{
+	LLVMBuilderRef B = f->B;
+
+	switch (dt) {
+	case DT_F32:
+		return raw;
+	case DT_BF16:		/* exact: the high half of an f32 */
+		return LLVMBuildBitCast(B, LLVMBuildShl(B, LLVMBuildZExt(B, raw, f->ti32, ""),
+							cg_i32(f, 16), ""), f->tf32, "");
+	case DT_F16:
+		if (f->emu) {
+			LLVMValueRef a = LLVMBuildZExt(B, raw, f->ti32, "");
+			return cg_call_emu(f, "moec_emu_f16_to_f32", f->tf32, &a, 1);
+		}
+		return LLVMBuildFPExt(B, LLVMBuildBitCast(B, raw, f->tf16, ""), f->tf32, "");
+	default:
+		die("cg_to_f32: %s", dtype_name(dt));
+	}
+}
+
+LLVMValueRef
+cg_from_f32(CgFn *f, LLVMValueRef x, DType dt)
+{
+	LLVMBuilderRef B = f->B;
+
+	switch (dt) {
+	case DT_F32:
+		return x;
+	case DT_BF16:
+	case DT_F16:
+		if (f->emu) {
+			LLVMValueRef r = cg_call_emu(f, dt == DT_BF16 ? "moec_emu_f32_to_bf16"
+								      : "moec_emu_f32_to_f16",
+						     f->ti32, &x, 1);
+			return LLVMBuildTrunc(B, r, f->ti16, "");
+		}
+		if (dt == DT_BF16 && cg_fn_require(f, CG_CVT_BF16, "f32 to bf16") < 0)
+			return LLVMGetUndef(f->ti16);
+		return LLVMBuildBitCast(B, LLVMBuildFPTrunc(B, x, dt == DT_BF16 ? f->tbf16 : f->tf16, ""),
+					f->ti16, "");
+	default:
+		die("cg_from_f32: %s", dtype_name(dt));
+	}
+}
+
+LLVMValueRef
+cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMBuilderRef B = f->B;
+
+	return LLVMBuildOr(B, LLVMBuildZExt(B, lo, f->ti32, ""),
+			   LLVMBuildShl(B, LLVMBuildZExt(B, hi, f->ti32, ""), cg_i32(f, 16), ""), "");
+}
+
+/* ---- math ---- */
+
+LLVMValueRef
+cg_exp2(CgFn *f, LLVMValueRef x)
+{
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_exp2", f->tf32, &x, 1);
+	return cg_asm(f, f->tf32, "ex2.approx.ftz.f32 $0, $1;", "=f,f", &x, 1, 0);
+}
+
+LLVMValueRef
+cg_exp(CgFn *f, LLVMValueRef x)
+{
+	return cg_exp2(f, LLVMBuildFMul(f->B, x, cg_f32(f, 1.4426950408889634), ""));
+}
+
+LLVMValueRef
+cg_fmin(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOLT, a, b, ""), a, b, "");
+}
+
+LLVMValueRef
+cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, a, b, ""), a, b, "");
+}
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0 */
+LLVMValueRef
+cg_sigmoid(CgFn *f, LLVMValueRef x)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef e = cg_exp(f, LLVMBuildFNeg(B, x, ""));
+
+	return LLVMBuildFDiv(B, cg_f32(f, 1.0), LLVMBuildFAdd(B, cg_f32(f, 1.0), e, ""), "");
+}
+
+/* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1 */
+LLVMValueRef
+cg_tanh(CgFn *f, LLVMValueRef x)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
+	LLVMValueRef e = cg_exp(f, LLVMBuildFMul(B, ax, cg_f32(f, 2.0), ""));
+	LLVMValueRef t = LLVMBuildFSub(B, cg_f32(f, 1.0),
+				       LLVMBuildFDiv(B, cg_f32(f, 2.0),
+						     LLVMBuildFAdd(B, e, cg_f32(f, 1.0), ""), ""), "");
+	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_f32(f, 0.0), "");
+
+	return LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, t, ""), t, "");
+}
+
+/*
+ * erf by Abramowitz & Stegun 7.1.26 on |x| (|error| <= 1.5e-7), odd
+ * extension: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^-x^2.
+ */
+LLVMValueRef
+cg_erf(CgFn *f, LLVMValueRef x)
+{
+	static const double a[5] = {0.254829592, -0.284496736, 1.421413741,
+				    -1.453152027, 1.061405429};
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
+	LLVMValueRef t = LLVMBuildFDiv(B, cg_f32(f, 1.0),
+				       LLVMBuildFAdd(B, cg_f32(f, 1.0),
+						     LLVMBuildFMul(B, ax, cg_f32(f, 0.3275911), ""), ""), "");
+	LLVMValueRef p = cg_f32(f, a[4]), y, neg;
+
+	for (int i = 3; i >= 0; i--)
+		p = LLVMBuildFAdd(B, LLVMBuildFMul(B, p, t, ""), cg_f32(f, a[i]), "");
+	p = LLVMBuildFMul(B, p, t, "");
+	y = LLVMBuildFSub(B, cg_f32(f, 1.0),
+			  LLVMBuildFMul(B, p, cg_exp(f, LLVMBuildFNeg(B, LLVMBuildFMul(B, ax, ax, ""), "")), ""), "");
+	neg = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_f32(f, 0.0), "");
+	return LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, y, ""), y, "");
+}
