@@ -27,6 +27,13 @@ usage(const char *sub, const char *text)
 	return BAD;
 }
 
+static int
+help_for(const char *sub, const char *text)
+{
+	printf("usage: moec %s %s\n", sub, text);
+	return OK;
+}
+
 /* Match "--name=value" or "--name value"; advances *i past the value. */
 static const char *
 opt_value(int argc, char **argv, int *i, const char *name)
@@ -116,11 +123,27 @@ ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* A model from a .ir file or any frontend, verified. */
+static Module *
+parse_stdin(Diag *d)
+{
+	VEC(char) buf = {0};
+	int c;
+	Module *m;
+
+	while ((c = getchar()) != EOF)
+		vec_push(&buf, (char)c);
+	m = ir_parse("<stdin>", buf.v ? buf.v : "", buf.n, d);
+	vec_free(&buf);
+	return m;
+}
+
+/* A model from a .ir file (or - for stdin) or any frontend, verified. */
 Module *
 moec_load(const char *path, const MoecOpts *o, Diag *d)
 {
-	Module *m = ends_with(path, ".ir") ? ir_parse_file(path, d) : fe_load(path, &o->fe, d);
+	Module *m = strcmp(path, "-") == 0 ? parse_stdin(d)
+		    : ends_with(path, ".ir") ? ir_parse_file(path, d)
+					     : fe_load(path, &o->fe, d);
 
 	if (m && ir_verify(m, d) != 0) {
 		ir_free_module(m);
@@ -219,7 +242,7 @@ cmd_import(int argc, char **argv)
 		else if (strcmp(argv[i], "--summary") == 0)
 			sum = 1;
 		else if (strcmp(argv[i], "--help") == 0)
-			return usage("import", help), OK;
+			return help_for("import", help);
 		else if (argv[i][0] == '-' || model)
 			return usage("import", help);
 		else
@@ -242,6 +265,30 @@ cmd_import(int argc, char **argv)
 }
 
 /* --- moec opt ------------------------------------------------------------ */
+
+/*
+ * MOEC_CHECK_ROUNDTRIP=1: parse what we are about to print and print it
+ * again; the two texts must be equal byte for byte.  The lit suite sets it,
+ * so every test doubles as a round-trip test.
+ */
+static int
+roundtrip(const Module *m, int flags, Diag *d)
+{
+	char *a = ir_print_string(m, flags), *b = NULL;
+	Module *again = ir_parse("<roundtrip>", a, strlen(a), d);
+	int rc = BAD;
+
+	if (again && ir_verify(again, d) == 0) {
+		b = ir_print_string(again, flags);
+		rc = strcmp(a, b) == 0 ? OK : FAIL;
+		if (rc)
+			diag_error(d, LOC_NONE, "the printed IR does not round-trip byte for byte");
+	}
+	ir_free_module(again);
+	free(a);
+	free(b);
+	return rc;
+}
 
 static int
 cmd_opt(int argc, char **argv)
@@ -271,7 +318,7 @@ cmd_opt(int argc, char **argv)
 		else if (strcmp(argv[i], "--list-passes") == 0)
 			return pass_list(stdout), OK;
 		else if (strcmp(argv[i], "--help") == 0)
-			return usage("opt", help), OK;
+			return help_for("opt", help);
 		else if ((argv[i][0] == '-' && argv[i][1]) || in)
 			return usage("opt", help);
 		else
@@ -282,6 +329,8 @@ cmd_opt(int argc, char **argv)
 	if (!(m = moec_load(in, &o, &d)))
 		return BAD;
 	rc = moec_passes(m, &o, NULL, &d);
+	if (rc == OK && getenv("MOEC_CHECK_ROUNDTRIP"))
+		rc = roundtrip(m, o.pass.print_flags, &d);
 	if (rc == OK) {
 		if (!(f = open_out(out, &d)))
 			rc = BAD;
@@ -379,7 +428,7 @@ cmd_run(int argc, char **argv)
 		else if (strcmp(argv[i], "--pb") == 0)
 			pb = 1;
 		else if (strcmp(argv[i], "--help") == 0)
-			return usage("run", help), OK;
+			return help_for("run", help);
 		else if (argv[i][0] == '-' || model)
 			return usage("run", help);
 		else
