@@ -715,13 +715,15 @@ parse_sig(P *p, Sig *s)
 	return expect(p, TRPAREN, NULL);
 }
 
+/* Equal types, where a "?" matches any dim (each "?" is its own atom). */
 static int
-same_type(const Type *a, const Type *b)
+same_type(const Module *m, const Type *a, const Type *b)
 {
 	if (a->dt != b->dt || a->rank != b->rank)
 		return 0;
 	for (int i = 0; i < a->rank; i++)
-		if (a->dim[i] != b->dim[i])
+		if (a->dim[i] != b->dim[i] && !ir_dim_has_unknown(m, a->dim[i]) &&
+		    !ir_dim_has_unknown(m, b->dim[i]))
 			return 0;
 	return 1;
 }
@@ -790,7 +792,7 @@ parse_func(P *p)
 		goto out;
 	}
 	for (size_t i = 0; i < rets.n; i++)
-		if (!same_type(&rets.v[i]->type, &sig.type.v[i])) {
+		if (!same_type(p->m, &rets.v[i]->type, &sig.type.v[i])) {
 			err(p, &sig.tok.v[i], "result '%s' is declared with another type than %%%s has",
 			    sig.name.v[i], rets.v[i]->name);
 			goto out;

@@ -41,12 +41,8 @@ is_ident(const char *s)
 }
 
 static void
-print_string(FILE *f, const char *s)
+print_quoted(FILE *f, const char *s)
 {
-	if (is_ident(s) && strcmp(s, "inf") != 0 && strcmp(s, "nan") != 0) {
-		fputs(s, f);
-		return;
-	}
 	fputc('"', f);
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
@@ -59,6 +55,16 @@ print_string(FILE *f, const char *s)
 			fputc(*s, f);
 	}
 	fputc('"', f);
+}
+
+/* Identifiers print bare, anything else quoted. */
+static void
+print_string(FILE *f, const char *s)
+{
+	if (is_ident(s) && strcmp(s, "inf") != 0 && strcmp(s, "nan") != 0)
+		fputs(s, f);
+	else
+		print_quoted(f, s);
 }
 
 static void
@@ -128,14 +134,14 @@ static void
 print_loc(FILE *f, Loc l)
 {
 	fputs(" loc(", f);
-	print_string(f, l.file ? l.file : "");
+	print_quoted(f, l.file ? l.file : "");
 	if (l.line > 0)
 		fprintf(f, ":%d:%d", l.line, l.col);
 	else if (l.node >= 0) {
 		fprintf(f, " %d ", l.node);
-		print_string(f, l.name ? l.name : "");
+		print_quoted(f, l.name ? l.name : "");
 		fputc(' ', f);
-		print_string(f, l.optype ? l.optype : "");
+		print_quoted(f, l.optype ? l.optype : "");
 	}
 	fputc(')', f);
 }
