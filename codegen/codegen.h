@@ -120,6 +120,13 @@ const char *cg_module_ptx(CgModule *m, size_t *len, Diag *d);
 /* The module's LLVM IR as text (malloc'd), before or after optimisation. */
 char *cg_module_llvm_ir(CgModule *m);
 
+/*
+ * A tiny kernel "name(ptr x)" that uses one capability (CG_SETMAXNREG,
+ * CG_WGMMA, CG_CP_ASYNC, CG_MMA_BF16): for tests and for probing the
+ * toolchain.  Without it on the target: a diagnostic and no kernel.
+ */
+int cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d);
+
 /* ptxas.c: assembling PTX */
 
 typedef struct CgPtxasInfo CgPtxasInfo;

@@ -1241,3 +1241,51 @@ cg_erf(CgFn *f, LLVMValueRef x)
 	neg = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_f32(f, 0.0), "");
 	return LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, y, ""), y, "");
 }
+
+/* ---- probes ---- */
+
+int
+cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
+{
+	CgParam p[1] = {{CGP_PTR, "x"}};
+	int block[3] = {128, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	CgFn *f = cg_fn_begin(m, name, p, 1, 128, 1, d);
+	LLVMValueRef x;
+
+	if (!f)
+		return -1;
+	x = cg_arg(f, 0);
+	switch (cap) {
+	case CG_SETMAXNREG:
+		cg_setmaxnreg(f, 1, 240);
+		break;
+	case CG_WGMMA:
+		cg_wgmma_fence(f);
+		break;
+	case CG_CP_ASYNC:
+		cg_cp_async16(f, cg_sptr(f, cg_muli(f, cg_tid(f, 0), 16)),
+			      cg_gep(f, x, cg_tid(f, 0), 16));
+		cg_cp_async_commit(f);
+		cg_cp_async_wait(f, 0);
+		cg_barrier(f);
+		cg_gstore(f, cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, 0)), 4), x, 4);
+		break;
+	case CG_MMA_BF16: {
+		LLVMValueRef a[4], b[2], c[4], o[4];
+		for (int i = 0; i < 4; i++) {
+			a[i] = cg_gload(f, f->ti32, cg_gep(f, x, cg_i32(f, i), 4), 4);
+			c[i] = cg_f32(f, 0);
+		}
+		b[0] = a[0];
+		b[1] = a[1];
+		cg_mma_16816(f, DT_BF16, a, b, c, o);
+		cg_gstore(f, o[0], x, 4);
+		break;
+	}
+	default:
+		diag_error(d, LOC_NONE, "cg_emit_probe: no probe for %s", cg_cap_name(cap));
+		f->err = 1;
+	}
+	return cg_fn_end(f, block, grid, 128 * 16, cg_cap_name(cap));
+}
