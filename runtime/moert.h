@@ -59,6 +59,19 @@ moert_status moert_load_file(moert_device *dev, const char *path,
 			     moert_program **out);
 void moert_unload(moert_program *p);
 
+/*
+ * Loading in two stages, so that a bad bundle or bad inputs are reported
+ * before the driver is touched.  moert_load_host verifies the bundle and
+ * parses its manifest: the program answers every query below but cannot
+ * run.  The bytes stay borrowed until moert_load_device (which does the
+ * rest of moert_load) returns or the program is unloaded.
+ */
+moert_status moert_load_host(const void *bundle, size_t len,
+			     moert_program **out);
+moert_status moert_load_device(moert_device *dev, moert_program *p);
+/* The code section chosen at load ("ptx:sm_80"); "" before. */
+const char *moert_code_section(const moert_program *p);
+
 int moert_num_inputs(const moert_program *p);
 int moert_num_outputs(const moert_program *p);
 int64_t moert_max_tokens(const moert_program *p);
@@ -66,6 +79,21 @@ moert_status moert_input_info(const moert_program *p, int i, int64_t tokens,
 			      moert_tensor_info *info);
 moert_status moert_output_info(const moert_program *p, int i, int64_t tokens,
 			       moert_tensor_info *info);
+/*
+ * Check a host tensor (dtype name as in moert_tensor_info, dims) against
+ * input or output i.  *tokens is in/out: -1 on entry if not yet known;
+ * the dims declared T must agree with it and give T in 1..max_tokens.
+ * MOERT_ESHAPE or MOERT_ETOKENS with a message naming the tensor.
+ */
+moert_status moert_check_input(const moert_program *p, int i,
+			       const char *dtype, int rank,
+			       const int64_t *dim, int64_t *tokens);
+moert_status moert_check_output(const moert_program *p, int i,
+				const char *dtype, int rank,
+				const int64_t *dim, int64_t *tokens);
+/* Nominal work per run at T from the manifest's cost line (EINVAL: none). */
+moert_status moert_cost(const moert_program *p, int64_t tokens,
+			double *flops, double *bytes);
 
 /*
  * Run the launch plan for T tokens on `stream` (NULL: the default stream).

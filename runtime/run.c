@@ -1,0 +1,235 @@
+/*
+ * run.c — replay the launch plan for T tokens: each step's grid and args
+ * evaluated at T and marshalled into the param buffer, launched in order on
+ * the caller's stream.  With use_graph the plan for T is captured once on
+ * our own stream as a CUDA graph, cached by T (and the pointers it was
+ * captured with), and replayed on the caller's stream.  Timing with events.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+moert_status
+moert_launch_step(moert_program *p, const MStep *s, int64_t tokens,
+		  CUstream stream)
+{
+	const size_t *off;
+	unsigned g[3];
+	uint64_t at, n;
+	moert_status st;
+
+	if (s->kind == STEP_MEMSET) {
+		if ((st = moert_eval_memset(p->m, s, tokens, &at, &n)))
+			return st;
+		if (n && (st = CU(MOERT_ELAUNCH, cuMemsetD8Async,
+				  (p->bases.arena + at, 0, n, stream))))
+			return moert_context(st, "memset (manifest line %d)",
+					     s->line);
+		return MOERT_OK;
+	}
+	off = p->param_off[s->kidx];
+	if ((st = moert_eval_grid(s, tokens, g)) ||
+	    (st = moert_marshal(p->m, s, tokens, &p->bases, off, p->pbuf)))
+		return st;
+	for (int i = 0; i < s->narg; i++)
+		p->pptr[i] = p->pbuf + off[i];
+	st = CU(MOERT_ELAUNCH, cuLaunchKernel,
+		(p->fn[s->kidx], g[0], g[1], g[2], (unsigned)s->block[0],
+		 (unsigned)s->block[1], (unsigned)s->block[2], (unsigned)s->smem,
+		 stream, s->narg ? p->pptr : NULL, NULL));
+	if (st)
+		return moert_context(st, "kernel '%s' (manifest line %d)",
+				     s->kernel, s->line);
+	return MOERT_OK;
+}
+
+static moert_status
+enqueue(moert_program *p, int64_t tokens, CUstream stream)
+{
+	moert_status s;
+
+	for (int i = 0; i < p->m->nstep; i++)
+		if (p->m->step[i].kind != STEP_INIT &&
+		    (s = moert_launch_step(p, &p->m->step[i], tokens, stream)))
+			return s;
+	return MOERT_OK;
+}
+
+/* The checks every run makes before touching the device. */
+static moert_status
+check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
+	  const uint64_t *out)
+{
+	const Manifest *m = p->m;
+	moert_status s;
+
+	if ((s = moert_check_tokens(m, tokens)))
+		return s;
+	for (int i = 0; i < m->nin; i++)
+		if (!in || !in[i])
+			return moert_seterr(MOERT_EINVAL, "input %d '%s': no "
+					    "device pointer", i, m->in[i].name);
+	for (int i = 0; i < m->nout; i++)
+		if (!out || !out[i])
+			return moert_seterr(MOERT_EINVAL, "output %d '%s': no "
+					    "device pointer", i, m->out[i].name);
+	if (!p->dev)
+		return moert_seterr(MOERT_EINVAL, "the program is not loaded "
+				    "on a device (moert_load_host only)");
+	return MOERT_OK;
+}
+
+/* --- CUDA graphs ----------------------------------------------------------- */
+
+static uint64_t
+pointers_key(const moert_program *p, const uint64_t *in, const uint64_t *out)
+{
+	uint64_t h = hash_bytes(in, sizeof *in * (size_t)p->m->nin, 0);
+
+	return hash_bytes(out, sizeof *out * (size_t)p->m->nout, h);
+}
+
+static moert_status
+capture(moert_program *p, int64_t tokens, CUgraphExec *exec)
+{
+	CUgraph g = NULL;
+	moert_status s, e;
+
+	if ((s = CU(MOERT_ELAUNCH, cuStreamBeginCapture_v2,
+		    (p->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))))
+		return s;
+	s = enqueue(p, tokens, p->stream);
+	/* always end the capture, or the stream stays unusable */
+	e = CU(MOERT_ELAUNCH, cuStreamEndCapture, (p->stream, &g));
+	if (!s && !e)
+		e = CU(MOERT_ELAUNCH, cuGraphInstantiateWithFlags, (exec, g, 0));
+	if (g)
+		moert_cu.cuGraphDestroy(g);
+	if (s || e)
+		return moert_context(s ? s : e, "capturing the plan for T=%lld",
+				     (long long)tokens);
+	return MOERT_OK;
+}
+
+static void
+evict(moert_program *p, int i)
+{
+	moert_cu.cuGraphExecDestroy(p->graph[i].exec);
+	memmove(&p->graph[i], &p->graph[i + 1],
+		sizeof p->graph[0] * (size_t)(p->ngraph - i - 1));
+	p->ngraph--;
+}
+
+/* The cached graph for T and these pointers, captured on first use. */
+static moert_status
+graph_for(moert_program *p, int64_t tokens, uint64_t key, CUgraphExec *exec)
+{
+	moert_status s;
+	int i;
+
+	for (i = 0; i < p->ngraph; i++)
+		if (p->graph[i].tokens == tokens)
+			break;
+	if (i < p->ngraph && p->graph[i].key == key) {
+		*exec = p->graph[i].exec;
+		return MOERT_OK;
+	}
+	if (i < p->ngraph)
+		evict(p, i);	/* same T, other pointers: capture again */
+	if (p->ngraph == MOERT_MAXGRAPHS)
+		evict(p, 0);	/* the oldest */
+	if ((s = capture(p, tokens, exec)))
+		return s;
+	p->graph[p->ngraph++] = (GraphEnt){tokens, key, *exec};
+	return MOERT_OK;
+}
+
+moert_status
+moert_run(moert_program *p, int64_t tokens, const uint64_t *inputs,
+	  const uint64_t *outputs, void *stream, int use_graph)
+{
+	CUgraphExec exec;
+	moert_status s;
+
+	if (!p)
+		return moert_seterr(MOERT_EINVAL, "no program");
+	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
+		return s;
+	p->bases.in = inputs;
+	p->bases.out = outputs;
+	if (!use_graph)
+		return enqueue(p, tokens, (CUstream)stream);
+	if ((s = graph_for(p, tokens, pointers_key(p, inputs, outputs), &exec)))
+		return s;
+	return CU(MOERT_ELAUNCH, cuGraphLaunch, (exec, (CUstream)stream));
+}
+
+/* --- timing ------------------------------------------------------------------ */
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+static moert_status
+timed(moert_program *p, int64_t tokens, const uint64_t *in,
+      const uint64_t *out, int use_graph, int iters, CUevent *ev, float *ms)
+{
+	moert_status s;
+
+	for (int i = 0; i < iters; i++)
+		if ((s = CU(MOERT_ELAUNCH, cuEventRecord, (ev[2 * i], p->stream))) ||
+		    (s = moert_run(p, tokens, in, out, p->stream, use_graph)) ||
+		    (s = CU(MOERT_ELAUNCH, cuEventRecord, (ev[2 * i + 1], p->stream))))
+			return s;
+	if ((s = CU(MOERT_ELAUNCH, cuStreamSynchronize, (p->stream))))
+		return s;
+	for (int i = 0; i < iters; i++)
+		if ((s = CU(MOERT_ELAUNCH, cuEventElapsedTime,
+			    (&ms[i], ev[2 * i], ev[2 * i + 1]))))
+			return s;
+	return MOERT_OK;
+}
+
+moert_status
+moert_bench(moert_program *p, int64_t tokens, const uint64_t *inputs,
+	    const uint64_t *outputs, int use_graph, int warmup, int iters,
+	    double *median_us)
+{
+	CUevent *ev;
+	float *ms;
+	int n = 0;
+	moert_status s = MOERT_OK;
+
+	if (!p || iters < 1 || iters > 100000 || warmup < 0)
+		return moert_seterr(MOERT_EINVAL, "bench needs 1..100000 iters "
+				    "and warmup >= 0");
+	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
+	    (s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
+		return s;	/* the caller's uploads finish before our stream runs */
+	ev = calloc(2 * (size_t)iters, sizeof *ev);
+	ms = calloc((size_t)iters, sizeof *ms);
+	if (!ev || !ms)
+		s = moert_seterr(MOERT_ENOMEM, "out of host memory");
+	for (; !s && n < 2 * iters; n++)
+		s = CU(MOERT_ELAUNCH, cuEventCreate, (&ev[n], CU_EVENT_DEFAULT));
+	for (int i = 0; !s && i < warmup; i++)
+		s = moert_run(p, tokens, inputs, outputs, p->stream, use_graph);
+	if (!s)
+		s = timed(p, tokens, inputs, outputs, use_graph, iters, ev, ms);
+	if (!s) {
+		qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
+		*median_us = 1e3 * (iters % 2 ? ms[iters / 2]
+				    : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]));
+	}
+	for (int i = 0; i < n; i++)
+		if (ev[i])
+			moert_cu.cuEventDestroy_v2(ev[i]);
+	free(ev);
+	free(ms);
+	return s;
+}

@@ -1,0 +1,769 @@
+/*
+ * check_bundle.c — the bundle module: size expressions, the manifest's
+ * print/parse round trip and one distinct diagnostic per malformed line,
+ * the writer's determinism, and the reader refusing every single flipped
+ * byte, every truncation, other versions and each broken §1 rule.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bundle.h"
+
+/* A small manifest exercising every statement; lines are numbered below. */
+static const char base[] =
+	"moeb 1\n"						/* 1 */
+	"moec 0.1.0\n"						/* 2 */
+	"synthetic none\n"					/* 3 */
+	"max_tokens 64\n"					/* 4 */
+	"sym T\n"						/* 5 */
+	"arena 4096\n"						/* 6 */
+	"input x f32 T,8\n"					/* 7 */
+	"output y f32 T,8\n"					/* 8 */
+	"weight w f32 8 bytes=32 at=0\n"			/* 9 */
+	"weight s f32 8 bytes=32 synth\n"			/* 10 */
+	"buffer tmp offset=0 bytes=32*T\n"			/* 11 */
+	"kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0\n"
+	"init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:0.5\n"
+	"launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1\n"
+	"memset buf:tmp bytes=32*T\n"				/* 15 */
+	"launch k grid=T,1,1 block=32,1,1 smem=0 args=buf:tmp,buf:tmp+16,out:0,T,f32:-2.5\n";
+
+/* The spec's example, in canonical form. */
+static const char spec[] =
+	"moeb 1\nmoec 0.1.0\nsource fnv1a64:6c1f0a7e2d3b4c5a\nmodel mixtral.ir\n"
+	"synthetic 42\nmax_tokens 4096\nsym T\narena 300000000\n"
+	"cost flops=11274289152*T bytes=16384*T+2818572288\n"
+	"input x bf16 T,4096\noutput y bf16 T,4096\n"
+	"weight router bf16 8,4096 bytes=65536 at=0\n"
+	"weight w13 bf16 8,28672,4096 bytes=1879048192 at=65536\n"
+	"weight w2 bf16 8,4096,14336 bytes=939524096 synth\n"
+	"buffer logits offset=0 bytes=32*T\nbuffer h offset=8192 bytes=57344*T\n"
+	"buffer perm offset=240000000 bytes=cdiv(8192*T+100,256)\n"
+	"buffer counts offset=250001000 bytes=36\n"
+	"kernel moe_synth target=sm_90a,sm_80 params=ptr,u64,u64,f32,f32,i64 regs=32 smem=0 spills=0\n"
+	"kernel moe_route target=sm_90a,sm_80 params=ptr,ptr,ptr,i32 regs=32 smem=0 spills=0\n"
+	"kernel moe_gemm1 target=sm_90a,sm_80 params=ptr,ptr,ptr,ptr,i32 regs=168 smem=98304 spills=0\n"
+	"init moe_synth grid=65536,1,1 block=256,1,1 smem=0 args=w:w2,u64:42,u64:1234,f32:0,f32:0.0078125,i64:939524096\n"
+	"launch moe_route grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,w:router,buf:logits,T\n"
+	"memset buf:counts bytes=36\n"
+	"launch moe_gemm1 grid=132,1,1 block=256,1,1 smem=98304 args=buf:perm,w:w13,buf:h+64,out:0,T\n";
+
+/* Parse text; the first diagnostic line (if any) goes to first[]. */
+static int
+parse(const char *text, size_t len, char *first, size_t n, Manifest **m,
+      Arena *a)
+{
+	char *out = NULL, *nl;
+	size_t on = 0;
+	Diag d;
+	int rc;
+
+	diag_init(&d, open_memstream(&out, &on));
+	rc = bundle_manifest_parse(a, "m", text, len, m, &d);
+	fclose(d.out);
+	if ((nl = strchr(out, '\n')))
+		*nl = 0;
+	snprintf(first, n, "%s", out);
+	free(out);
+	return rc;
+}
+
+static void
+roundtrip(const char *text)
+{
+	Arena *a = arena_new(0);
+	Manifest *m;
+	char err[512];
+	size_t n;
+	char *back;
+
+	ck_assert_msg(parse(text, strlen(text), err, sizeof err, &m, a) == 0,
+		      "%s", err);
+	back = bundle_manifest_print(m, &n);
+	ck_assert_str_eq(back, text);
+	free(back);
+	arena_free(a);
+}
+
+/* --- size expressions ------------------------------------------------------ */
+
+START_TEST(test_expr_canonical_round_trip)
+{
+	static const struct { const char *s; int64_t at5; } t[] = {
+		{"0", 0}, {"17", 17}, {"T", 5}, {"3*T", 15}, {"T+2", 7},
+		{"3*T+2", 17}, {"cdiv(T,4)", 2}, {"cdiv(3*T+5,7)", 3},
+		{"cdiv(12,5)", 3}, {"cdiv(T+3,8)", 1},
+	};
+	char buf[64];
+	MExpr e;
+	int64_t v;
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		ck_assert_msg(!bundle_expr_parse(t[i].s, strlen(t[i].s), &e), "%s", t[i].s);
+		bundle_expr_print(buf, sizeof buf, &e);
+		ck_assert_str_eq(buf, t[i].s);
+		ck_assert_int_eq(bundle_expr_eval(&e, 5, &v), 0);
+		ck_assert_int_eq(v, t[i].at5);
+	}
+}
+END_TEST
+
+START_TEST(test_expr_refuses_noncanonical_and_malformed)
+{
+	static const char *bad[] = {"1*T", "0*T", "T+0", "007", "cdiv(T,0)",
+				    "cdiv(T,4", "T*3", "-1", "", "cdiv(T)",
+				    "2*T+", "+3", "cdiv(cdiv(T,2),2)", "x",
+				    "99999999999999999999"};
+	MExpr e;
+
+	for (size_t i = 0; i < NELEM(bad); i++)
+		ck_assert_msg(bundle_expr_parse(bad[i], strlen(bad[i]), &e) != NULL,
+			      "accepted '%s'", bad[i]);
+}
+END_TEST
+
+START_TEST(test_expr_eval_checks_overflow)
+{
+	MExpr e = {INT64_MAX / 2 + 1, 0, 0}, f = {INT64_MAX / 4, INT64_MAX / 2, 3};
+	int64_t v;
+
+	ck_assert_int_eq(bundle_expr_eval(&e, 2, &v), -1);
+	ck_assert_int_eq(bundle_expr_eval(&e, 1, &v), 0);
+	ck_assert_int_eq(bundle_expr_eval(&f, 4, &v), -1);
+	ck_assert_int_eq(bundle_expr_eval(&f, 1, &v), 0);
+}
+END_TEST
+
+/* --- the manifest ---------------------------------------------------------- */
+
+START_TEST(test_manifest_round_trips)
+{
+	roundtrip(base);
+	roundtrip(spec);
+}
+END_TEST
+
+START_TEST(test_manifest_fields)
+{
+	Arena *a = arena_new(0);
+	Manifest *m;
+	char err[512];
+
+	ck_assert_int_eq(parse(spec, strlen(spec), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->nin, 1);
+	ck_assert_int_eq(m->in[0].dt, DT_BF16);
+	ck_assert_int_eq(m->in[0].dim[0].a, 1);
+	ck_assert_int_eq(m->nw, 3);
+	ck_assert(m->w[2].synth);
+	ck_assert_int_eq(m->nk, 3);
+	ck_assert_int_eq(m->k[0].param[3], MT_F32);
+	ck_assert_int_eq(m->nstep, 4);
+	ck_assert_int_eq(m->step[0].kind, STEP_INIT);
+	ck_assert(m->step[0].arg[4].v.f == 0.0078125f);
+	ck_assert_int_eq(m->step[2].kind, STEP_MEMSET);
+	ck_assert_int_eq(m->step[3].arg[2].kind, ARG_BUF);
+	ck_assert_int_eq(m->step[3].arg[2].off, 64);
+	ck_assert_int_eq(m->step[3].arg[2].index, 1);
+	ck_assert_int_eq(m->step[3].line, 25);
+	ck_assert(m->synthetic && m->seed == 42 && m->has_cost);
+	arena_free(a);
+}
+END_TEST
+
+START_TEST(test_manifest_comments_and_blank_lines_are_dropped)
+{
+	Arena *a = arena_new(0);
+	char *t = xmalloc(strlen(base) + 64), err[512], *back;
+	Manifest *m;
+	size_t n;
+
+	strcpy(t, "# a comment\n\n");
+	strcat(t, base);
+	ck_assert_int_eq(parse(t, strlen(t), err, sizeof err, &m, a), 0);
+	back = bundle_manifest_print(m, &n);
+	ck_assert_str_eq(back, base);
+	free(back);
+	free(t);
+	arena_free(a);
+}
+END_TEST
+
+/* A manifest the way the compiler fills one: names only, no indices. */
+START_TEST(test_manifest_built_in_code_prints_and_checks)
+{
+	static MType params[] = {MT_PTR, MT_PTR, MT_I32};
+	static const char *tg[] = {"sm_90a", "sm_80"};
+	MTensor in = {"x", DT_BF16, 2, {MEXPR_T(1), MEXPR_INT(64)}};
+	MTensor out = {"y", DT_BF16, 2, {MEXPR_T(1), MEXPR_INT(64)}};
+	MWeight w = {"w1", DT_BF16, 2, {64, 64}, 8192, 0, 0};
+	MBuffer b = {"h", 0, {2, 0, 0}};
+	MKernel k = {"k0", tg, 2, params, 3, 40, 0, 0};
+	MArg args[3] = {{.kind = ARG_IN}, {.kind = ARG_W, .name = "w1"}, {.kind = ARG_T}};
+	MStep st = {.kind = STEP_LAUNCH, .kernel = "k0",
+		    .grid = {{1, 0, 2}, MEXPR_INT(1), MEXPR_INT(1)},
+		    .block = {128, 1, 1}, .arg = args, .narg = 3};
+	Manifest m = {.version = 1, .moec = "0.1.0", .max_tokens = 16,
+		      .arena = 64, .in = &in, .nin = 1, .out = &out, .nout = 1,
+		      .w = &w, .nw = 1, .buf = &b, .nbuf = 1, .k = &k, .nk = 1,
+		      .step = &st, .nstep = 1};
+	size_t n;
+	char *text = bundle_manifest_print(&m, &n);
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(bundle_manifest_check(&m, &d), 0);
+	ck_assert_ptr_nonnull(strstr(text, "launch k0 grid=cdiv(T,2),1,1 block=128,1,1 "
+				     "smem=0 args=in:0,w:w1,T\n"));
+	roundtrip(text);
+	free(text);
+	m.arena = 16;	/* buffer h needs 32 bytes at max_tokens */
+	ck_assert_int_eq(bundle_manifest_check(&m, &d), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(d.last, "buffer 'h' lies outside the arena"));
+}
+END_TEST
+
+/*
+ * Malformed lines: replace line `line` of `base` with `text`; the first
+ * diagnostic must be at that line, at the column of `at` (+ `off`), and
+ * contain `msg`.  Every message must differ from every other.
+ */
+static const struct {
+	int line;
+	const char *text, *at;
+	int off;
+	const char *msg;
+} bad[] = {
+	{14, "lanuch k grid=T,1,1 block=1,1,1 smem=0 args=", "lanuch", 0, "unknown statement 'lanuch'"},
+	{7, "input x  f32 T,8", "  ", 1, "two spaces"},
+	{7, "input x f32 T,8 ", "8 ", 1, "trailing space"},
+	{7, " input x f32 T,8", " ", 0, "line starts with a space"},
+	{7, "input\tx f32 T,8", "\t", 0, "tab: words"},
+	{5, "sym T\r", "\r", 0, "carriage return"},
+	{7, "input x f32", "f32", 3, "missing operand: expected 'input NAME DTYPE DIMS'"},
+	{7, "input x f32 T,8 extra", "extra", 0, "unexpected 'extra'"},
+	{7, "input 9x f32 T,8", "9x", 0, "bad name '9x'"},
+	{7, "input x f33 T,8", "f33", 0, "unknown dtype 'f33'"},
+	{7, "input x f32 T+1,8", "T+1", 0, "dim 'T+1' must be n, T or a*T"},
+	{7, "input x f32 T,0", "0", 0, "dim 0: dims are positive"},
+	{7, "input x f32 T,1*T", "1*T", 0, "'1*T' is not canonical"},
+	{7, "input x f32 1,2,3,4,5,6,7,8,9", "9", 0, "more than 8 dims"},
+	{8, "output x f32 T,8", "x", 0, "duplicate input/output name 'x'"},
+	{9, "weight w f32 T bytes=32 at=0", "T", 0, "weight dims cannot depend on T"},
+	{9, "weight w f32 8 bytes=32 at=100", "100", 0, "is not a multiple of 256"},
+	{9, "weight w f32 8 bytes=32 ta=0", "ta=", 0, "expected 'at=', got 'ta=0'"},
+	{9, "weight w f32 8 bytes=32", "bytes=32", 8, "missing operand: expected 'weight NAME"},
+	{10, "weight w f32 8 bytes=32 synth", " w", 1, "duplicate weight 'w'"},
+	{11, "buffer tmp offset=4000 bytes=32*T", "offset", 0, "buffer 'tmp' lies outside the arena"},
+	{11, "buffer tmp offset=0 bytes=32*", "32*", 0, "bad size expression '32*'"},
+	{11, "input z f32 T,8", "input", 0, "'input' must come before 'weight'"},
+	{12, "kernel k target=sm80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0", "sm80", 0, "bad target 'sm80'"},
+	{12, "kernel k target=sm_80,sm_80 params=ptr regs=0 smem=0 spills=0", ",sm_80", 1, "duplicate target 'sm_80'"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i33,f32 regs=0 smem=0 spills=0", "i33", 0, "unknown param type 'i33'"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,T,f32:0.5", ",T", 1, "init steps run once at load, without T"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=in:0,w:w,w:s,i32:8,f32:0.5", "in:0", 0, "init steps run once at load: they cannot use in:"},
+	{13, "init k grid=T,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:0.5", "T", 0, "init steps run once, without T: grid 'T'"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:0.50", "0.50", 0, "f32 literal '0.50' is not canonical"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:x", "x", 0, "bad f32 literal 'x'"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:2147483648,f32:0.5", "2147483648", 0, "number out of range: '2147483648'"},
+	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:-0,f32:0.5", "-0", 0, "'-0' is not canonical"},
+	{13, "init kk grid=1,1,1 block=32,1,1 smem=0 args=", "kk", 0, "undeclared kernel 'kk'"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,w:nope,out:0,T,f32:1", "nope", 0, "undeclared weight 'nope'"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,buf:nope,out:0,T,f32:1", "nope", 0, "undeclared buffer 'nope'"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,w:w,out:0,T", "in:0", 0, "kernel 'k' takes 5 params, got 4 args"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,w:w,T,T,f32:1", ",T", 1, "argument 3 'T' is i32, but param 3 of kernel 'k' is ptr"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:5,w:w,out:0,T,f32:1", "5", 0, "in:5 out of range (1 inputs)"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:01,w:w,out:0,T,f32:1", "01", 0, "number with a leading zero"},
+	{14, "launch k grid=cdiv(T,4),1,1 block=128,1,1 smem=0 args=in:0,x:3,out:0,T,f32:1", "x:3", 0, "unknown argument 'x:3'"},
+	{14, "launch k grid=cdiv(T,4),0,1 block=128,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1", "0,1 ", 0, "grid.y '0' is 0 at T=1"},
+	{14, "launch k grid=70000000*T,1,1 block=128,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1", "70000", 0, "grid.x '70000000*T' exceeds"},
+	{14, "launch k grid=T,1 block=128,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1", "T,1", 0, "grid needs 3 dims"},
+	{14, "launch k grid=T,1,1 block=2048,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1", "2048", 0, "block dim 2048 outside 1..1024"},
+	{14, "launch k grid=T,1,1 block=64,64,1 smem=0 args=in:0,w:w,out:0,T,f32:1", "64,64", 0, "block has more than 1024 threads"},
+	{15, "memset buf:tmp bytes=64*T", "64*T", 0, "memset overruns buffer 'tmp' at T=1"},
+	{15, "memset w:w bytes=4", "w:w", 0, "memset needs a buf:NAME operand"},
+	{16, "launch k grid=T,1,1 block=32,1,1 smem=0 args=buf:tmp,buf:tmp+5000,out:0,T,f32:1", "5000", 0, "offset 5000 is past the end of buffer 'tmp'"},
+	{16, "launch k grid=T,1,1 block=32,1,1 smem=0 args=buf:tmp,buf:tmp+0,out:0,T,f32:1", "0,out", 0, "'+0' is not canonical: leave it out"},
+	{5, "max_tokens 64", "max_tokens", 0, "duplicate 'max_tokens' line"},
+	{5, "sym U", "U", 0, "unknown symbol 'U'"},
+	{4, "max_tokens 0", "0", 0, "max_tokens must be at least 1"},
+	{6, "# no arena", "#", 0, "missing 'arena' line before 'input'"},
+	{1, "moec 0.1.0", "moec", 0, "the manifest must start with 'moeb 1'"},
+	{2, "moec 0.1.0.0.0.0.0.0.0", "0.1", 0, "is longer than 15 bytes"},
+	{3, "synthetic -1", "-1", 0, "expected a number: '-1'"},
+};
+
+/* base with line `line` replaced by `text`, malloc'd. */
+static char *
+mutate(int line, const char *text, int *col_of, const char *at, int off)
+{
+	size_t n = strlen(base) + strlen(text) + 2;
+	char *out = xmalloc(n), *o = out;
+	const char *s = base;
+
+	for (int l = 1; *s; l++) {
+		const char *nl = strchr(s, '\n');
+		if (l == line) {
+			const char *hit = strstr(text, at);
+			*col_of = hit ? (int)(hit - text) + 1 + off : -1;
+			o += sprintf(o, "%s\n", text);
+		} else {
+			memcpy(o, s, (size_t)(nl - s + 1));
+			o += nl - s + 1;
+		}
+		s = nl + 1;
+	}
+	*o = 0;
+	return out;
+}
+
+START_TEST(test_manifest_malformed_lines)
+{
+	char *msgs[NELEM(bad)], err[512], where[64];
+	Manifest *m;
+
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		Arena *a = arena_new(0);
+		int col = -1, line = bad[i].line;
+		char *t = mutate(line, bad[i].text, &col, bad[i].at, bad[i].off);
+		ck_assert_msg(col > 0, "case %zu: marker not found", i);
+		if (line == 6)
+			line = 7, col = 1;	/* reported at the next statement */
+		ck_assert_msg(parse(t, strlen(t), err, sizeof err, &m, a) ==
+				      BUNDLE_EFORMAT, "case %zu accepted", i);
+		snprintf(where, sizeof where, "m:%d:%d: error: ", line, col);
+		ck_assert_msg(strncmp(err, where, strlen(where)) == 0 &&
+				      strstr(err, bad[i].msg),
+			      "case %zu: want '%s%s', got '%s'", i, where,
+			      bad[i].msg, err);
+		msgs[i] = xstrdup(err + strlen(where));
+		for (size_t k = 0; k < i; k++)
+			ck_assert_msg(strcmp(msgs[k], msgs[i]) != 0,
+				      "cases %zu and %zu say the same", k, i);
+		free(t);
+		arena_free(a);
+	}
+	for (size_t i = 0; i < NELEM(bad); i++)
+		free(msgs[i]);
+}
+END_TEST
+
+START_TEST(test_manifest_every_bad_line_reported)
+{
+	static const char t[] = "moeb 1\nmoec 0.1.0\nbogus 1\nsynthetic none\n"
+				"max_tokens x\nsym T\narena 1\nfoo\n";
+	Arena *a = arena_new(0);
+	Manifest *m;
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(bundle_manifest_parse(a, "m", t, sizeof t - 1, &m, &d),
+			 BUNDLE_EFORMAT);
+	ck_assert_int_eq(d.nerror, 3);
+	arena_free(a);
+}
+END_TEST
+
+START_TEST(test_manifest_version_and_odd_bytes)
+{
+	Arena *a = arena_new(0);
+	char err[512];
+	Manifest *m;
+
+	ck_assert_int_eq(parse("moeb 2\nwhatever\n", 16, err, sizeof err, &m, a),
+			 BUNDLE_EVERSION);
+	ck_assert_ptr_nonnull(strstr(err, "manifest format version 2, this reader supports 1"));
+	ck_assert_int_eq(parse("", 0, err, sizeof err, &m, a), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(err, "empty manifest"));
+	ck_assert_int_eq(parse("moeb 1\n\0", 8, err, sizeof err, &m, a), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(err, "NUL byte at offset 7"));
+	arena_free(a);
+}
+END_TEST
+
+/* --- bundles ---------------------------------------------------------------- */
+
+static const char ptx[] = ".version 7.0\n.target sm_80\n.address_size 64\n";
+static const unsigned char wts[32] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+static unsigned char *
+small(size_t *len, const char *man)
+{
+	BundleWriter w;
+	unsigned char *b;
+	Diag d;
+
+	diag_init(&d, stderr);
+	bundle_writer_init(&w, NULL);
+	ck_assert_int_eq(bundle_add(&w, "manifest", man, strlen(man), &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "ptx:sm_80", ptx, strlen(ptx), &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "weights", wts, sizeof wts, &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "report", "fused: k\n", 9, &d), 0);
+	ck_assert_int_eq(bundle_write(&w, &b, len, &d), 0);
+	return b;
+}
+
+/* bundle_read's result and its first message. */
+static int
+rd(const unsigned char *b, size_t len, char *msg, size_t n)
+{
+	Arena *a = arena_new(0);
+	Bundle bb;
+	Diag d;
+	int rc;
+
+	diag_init(&d, NULL);
+	rc = bundle_read(a, "b.moeb", b, len, &bb, &d);
+	snprintf(msg, n, "%s", d.last);
+	arena_free(a);
+	return rc;
+}
+
+/* Recompute the table and header CRCs after patching them. */
+static void
+refix(unsigned char *b, size_t len)
+{
+	uint32_t n = bundle_get32(b + 12);
+
+	if (n <= BUNDLE_MAXSEC && 64 + 64 * (size_t)n <= len)
+		bundle_put32(b + 40, crc32c(0, b + 64, 64 * (size_t)n));
+	bundle_put32(b + 44, crc32c(0, b, 44));
+}
+
+START_TEST(test_bundle_layout_and_round_trip)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	Arena *a = arena_new(0);
+	Bundle bb;
+	Diag d;
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(bundle_read(a, "b", b, len, &bb, &d), 0);
+	ck_assert_int_eq(bb.nsec, 4);
+	ck_assert_mem_eq(b, "MOEBNDL\0", 8);
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(bb.sec[i].off % 256, 0);
+	ck_assert_uint_eq(bb.sec[0].off, 512);	/* 64 + 4*64 rounded up */
+	ck_assert_mem_eq(bundle_find(&bb, "weights")->data, wts, sizeof wts);
+	ck_assert_uint_eq(len, bb.sec[3].off + 9);
+	ck_assert_str_eq(bb.moec, "0.1.0");
+	ck_assert_int_eq(bb.manifest->nk, 1);
+	arena_free(a);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_bundle_is_deterministic_and_rewrites_identically)
+{
+	size_t n1, n2, n3, nf;
+	unsigned char *b1 = small(&n1, base), *b2 = small(&n2, base), *b3, *bf;
+	char path[] = "/tmp/check_bundle_XXXXXX";
+	Arena *a = arena_new(0);
+	BundleWriter w;
+	Bundle bb;
+	Diag d;
+	int fd = mkstemp(path), rc;
+
+	diag_init(&d, stderr);
+	ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+	/* read it, write its sections again: the same bytes */
+	ck_assert_int_eq(bundle_read(a, "b", b1, n1, &bb, &d), 0);
+	bundle_writer_init(&w, bb.moec);
+	for (int i = 0; i < bb.nsec; i++)
+		bundle_add(&w, bb.sec[i].name, bb.sec[i].data, bb.sec[i].size, &d);
+	ck_assert_int_eq(bundle_write(&w, &b3, &n3, &d), 0);
+	ck_assert(n3 == n1 && memcmp(b1, b3, n1) == 0);
+	ck_assert_uint_eq(bundle_size(&w), n1);
+	/* and to a file */
+	close(fd);
+	ck_assert_int_eq(bundle_write_file(&w, path, &d), 0);
+	bf = bundle_read_file(path, &nf, &rc, &d);
+	ck_assert_ptr_nonnull(bf);
+	ck_assert(nf == n1 && memcmp(b1, bf, n1) == 0);
+	unlink(path);
+	free(b1), free(b2), free(b3), free(bf);
+	arena_free(a);
+}
+END_TEST
+
+START_TEST(test_bundle_every_flipped_byte_is_refused)
+{
+	size_t len;
+	unsigned char *b = small(&len, base), *c = xmalloc(len);
+	char msg[512];
+
+	for (size_t i = 0; i < len; i++)
+		for (int k = 0; k < 2; k++) {
+			memcpy(c, b, len);
+			c[i] ^= k ? 0xff : 0x01;
+			ck_assert_msg(rd(c, len, msg, sizeof msg) != 0,
+				      "flipping byte %zu (^%#x) was accepted", i,
+				      k ? 0xff : 0x01);
+		}
+	free(c);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_bundle_every_truncation_is_refused)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	char msg[512];
+
+	for (size_t n = 0; n < len; n++) {
+		unsigned char *c = xmalloc(n + 1);
+		memcpy(c, b, n);
+		ck_assert_msg(rd(c, n, msg, sizeof msg) == BUNDLE_EFORMAT,
+			      "truncated to %zu accepted", n);
+		free(c);
+	}
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), 0);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_bundle_other_version_is_named)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	char msg[512];
+
+	bundle_put32(b + 8, 2);
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EVERSION);
+	ck_assert_ptr_nonnull(strstr(msg, "format version 2, this reader supports 1"));
+	refix(b, len);	/* a genuine version-2 header: still the version error */
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EVERSION);
+	free(b);
+}
+END_TEST
+
+/* Patch section entry i's field at `at` (8 bytes), fix CRCs, expect msg. */
+static void
+patched(size_t at, int width, uint64_t v, const char *msg)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	char got[512];
+
+	if (width == 8)
+		bundle_put64(b + at, v);
+	else
+		bundle_put32(b + at, (uint32_t)v);
+	refix(b, len);
+	ck_assert_int_eq(rd(b, len, got, sizeof got), BUNDLE_EFORMAT);
+	ck_assert_msg(strstr(got, msg), "want '%s', got '%s'", msg, got);
+	free(b);
+}
+
+/* Rename section i (up to 32 bytes, not NUL-terminated if 32), expect msg. */
+static void
+named(int i, const char *name, const char *msg)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	char got[512];
+
+	memset(b + 64 + 64 * i, 0, 32);
+	memcpy(b + 64 + 64 * i, name, MIN(strlen(name), 32));
+	refix(b, len);
+	ck_assert_int_eq(rd(b, len, got, sizeof got), BUNDLE_EFORMAT);
+	ck_assert_msg(strstr(got, msg), "want '%s', got '%s'", msg, got);
+	free(b);
+}
+
+START_TEST(test_bundle_table_rules)
+{
+	/* entry i is at 64 + 64*i: name 0, offset 32, size 40, crc 48, flags 52 */
+	patched(64 + 64 + 32, 8, 512, "overlap");
+	patched(64 + 64 + 32, 8, 520, "offset 520 is not a multiple of 256");
+	patched(64 + 64 + 32, 8, 256, "lies inside the header or section table");
+	patched(64 + 64 + 40, 8, 1u << 20, "runs past the end of the file");
+	patched(64 + 64 + 40, 8, UINT64_MAX, "runs past the end of the file");
+	patched(64 + 64 + 52, 4, 1, "flags are 1, not 0");
+	patched(64 + 64 + 56, 8, 1, "reserved bytes are not zero");
+	patched(64 + 64 + 48, 4, 0, "section 'ptx:sm_80': CRC mismatch");
+	named(0, "boom", "unknown section name");
+	named(1, "manifest", "duplicate name (also section 0)");
+	named(1, "ptx:sm_80\001", "name is not NUL-padded ASCII");
+	named(1, "ptx:sm_80ptx:sm_80ptx:sm_80ptx:sm_80", "name is not NUL-padded ASCII");
+	patched(12, 4, 0, "section count 0 outside 1..64");
+	patched(12, 4, 65, "section count 65 outside 1..64");
+	patched(12, 4, 60, "section table of 60 entries runs past the end");
+	patched(16, 8, 5, "file size field says 5 bytes");
+	patched(48, 4, 7, "reserved byte 48 is not zero");
+	patched(24, 8, 0, "moec version is not NUL-padded ASCII");
+}
+END_TEST
+
+START_TEST(test_bundle_checksums_and_padding)
+{
+	size_t len;
+	unsigned char *b = small(&len, base);
+	char msg[512];
+
+	b[44] ^= 1;
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "header CRC mismatch"));
+	b[44] ^= 1;
+	b[40] ^= 1;	/* the stored table CRC, under a correct header CRC */
+	bundle_put32(b + 44, crc32c(0, b, 44));
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "section table CRC mismatch"));
+	free(b);
+	b = small(&len, base);
+	b[400] = 1;	/* padding between the table and the first section */
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "byte 400 lies outside every section"));
+	ck_assert_int_eq(rd((const unsigned char *)"MOEBNDX", 7, msg, sizeof msg),
+			 BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "bad magic"));
+	free(b);
+}
+END_TEST
+
+/* Bundles whose structure is sound but whose manifest disagrees. */
+static void
+cross(const char *man, const char *msg)
+{
+	size_t len;
+	unsigned char *b = small(&len, man);
+	char got[512];
+
+	ck_assert_int_eq(rd(b, len, got, sizeof got), BUNDLE_EFORMAT);
+	ck_assert_msg(strstr(got, msg), "want '%s', got '%s'", msg, got);
+	free(b);
+}
+
+static char *
+replace(const char *s, const char *from, const char *to)
+{
+	const char *hit = strstr(s, from);
+	char *out = xmalloc(strlen(s) + strlen(to) + 1);
+
+	ck_assert_ptr_nonnull(hit);
+	sprintf(out, "%.*s%s%s", (int)(hit - s), s, to, hit + strlen(from));
+	return out;
+}
+
+START_TEST(test_bundle_manifest_cross_checks)
+{
+	char *m1 = replace(base, "target=sm_80", "target=sm_90a,sm_80");
+	char *m2 = replace(base, "bytes=32 at=0", "bytes=32 at=256");
+	char *m3 = replace(base, "moec 0.1.0", "moec 0.2.0");
+	char *m4 = replace(base, "arena 4096", "arena 4096\nbogus");
+
+	cross(m1, "kernel 'k' names target sm_90a, but there is no 'ptx:sm_90a' or 'cubin:sm_90a' section");
+	cross(m2, "weight 'w' (at=256, bytes=32) lies outside the 'weights' section (32 bytes)");
+	cross(m3, "manifest says moec 0.2.0, the header says 0.1.0");
+	cross(m4, "b.moeb[manifest]:7:1: unknown statement 'bogus'");
+	free(m1), free(m2), free(m3), free(m4);
+}
+END_TEST
+
+START_TEST(test_bundle_needs_a_manifest_and_nul_free_ptx)
+{
+	BundleWriter w;
+	unsigned char *b;
+	size_t len;
+	char msg[512];
+	Diag d;
+
+	diag_init(&d, NULL);
+	bundle_writer_init(&w, NULL);
+	bundle_add(&w, "weights", wts, sizeof wts, &d);
+	bundle_write(&w, &b, &len, &d);
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "no 'manifest' section"));
+	free(b);
+	bundle_writer_init(&w, NULL);
+	bundle_add(&w, "manifest", base, strlen(base), &d);
+	bundle_add(&w, "ptx:sm_80", "abc\0def", 7, &d);
+	bundle_write(&w, &b, &len, &d);
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "NUL byte at offset 3 of the PTX"));
+	free(b);
+}
+END_TEST
+
+START_TEST(test_bundle_writer_refuses_bad_sections)
+{
+	BundleWriter w;
+	unsigned char *b;
+	size_t len;
+	char name[32];
+	Diag d;
+
+	diag_init(&d, NULL);
+	bundle_writer_init(&w, NULL);
+	ck_assert_int_eq(bundle_write(&w, &b, &len, &d), -1);
+	ck_assert_int_eq(bundle_add(&w, "ptx:sm80", "", 0, &d), -1);
+	ck_assert_int_eq(bundle_add(&w, "ptx:sm_080", "", 0, &d), -1);
+	ck_assert_int_eq(bundle_add(&w, "data", "", 0, &d), -1);
+	ck_assert_int_eq(bundle_add(&w, "cubin:sm_90a", "", 0, &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "cubin:sm_90a", "", 0, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "duplicate section 'cubin:sm_90a'"));
+	for (int i = 0; i < 63; i++) {
+		snprintf(name, sizeof name, "ptx:sm_%d", 100 + i);
+		ck_assert_int_eq(bundle_add(&w, name, "", 0, &d), 0);
+	}
+	ck_assert_int_eq(bundle_add(&w, "manifest", "", 0, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "more than 64 sections"));
+}
+END_TEST
+
+START_TEST(test_bundle_read_file_checks_size_first)
+{
+	char path[] = "/tmp/check_bundle_XXXXXX";
+	size_t len, n;
+	unsigned char *b = small(&len, base), *r;
+	int fd = mkstemp(path), rc;
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(write(fd, b, len - 1), (ssize_t)len - 1);	/* truncated */
+	close(fd);
+	r = bundle_read_file(path, &n, &rc, &d);
+	ck_assert_ptr_null(r);
+	ck_assert_int_eq(rc, BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(d.last, "file size field says"));
+	unlink(path);
+	r = bundle_read_file("/nonexistent/x.moeb", &n, &rc, &d);
+	ck_assert_ptr_null(r);
+	ck_assert_int_eq(rc, 1);
+	free(b);
+}
+END_TEST
+
+Suite *
+bundle_suite(void)
+{
+	Suite *s = suite_create("bundle");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_expr_canonical_round_trip);
+	tcase_add_test(tc, test_expr_refuses_noncanonical_and_malformed);
+	tcase_add_test(tc, test_expr_eval_checks_overflow);
+	tcase_add_test(tc, test_manifest_round_trips);
+	tcase_add_test(tc, test_manifest_fields);
+	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
+	tcase_add_test(tc, test_manifest_built_in_code_prints_and_checks);
+	tcase_add_test(tc, test_manifest_malformed_lines);
+	tcase_add_test(tc, test_manifest_every_bad_line_reported);
+	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
+	tcase_add_test(tc, test_bundle_layout_and_round_trip);
+	tcase_add_test(tc, test_bundle_is_deterministic_and_rewrites_identically);
+	tcase_add_test(tc, test_bundle_every_flipped_byte_is_refused);
+	tcase_add_test(tc, test_bundle_every_truncation_is_refused);
+	tcase_add_test(tc, test_bundle_other_version_is_named);
+	tcase_add_test(tc, test_bundle_table_rules);
+	tcase_add_test(tc, test_bundle_checksums_and_padding);
+	tcase_add_test(tc, test_bundle_manifest_cross_checks);
+	tcase_add_test(tc, test_bundle_needs_a_manifest_and_nul_free_ptx);
+	tcase_add_test(tc, test_bundle_writer_refuses_bad_sections);
+	tcase_add_test(tc, test_bundle_read_file_checks_size_first);
+	suite_add_tcase(s, tc);
+	return s;
+}
