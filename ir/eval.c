@@ -1,8 +1,685 @@
-/* eval.c — placeholder until the interpreter lands. */
-#include "ir.h"
+/*
+ * eval.c — the CPU reference interpreter: the oracle of every test.  It
+ * binds symbolic dims from the inputs, runs the nodes in program order on
+ * host tensors, and checks every result against its declared type.
+ *
+ * Result shapes come from shape inference (ir_infer on a scratch copy of
+ * the node whose operands carry the tensors' concrete types), so infer.c
+ * stays the one source of truth; ops whose shapes depend on operand data
+ * compute them themselves.  Op semantics live in eval_*.c, one table here.
+ * Bad input is a diagnostic at the node and -1; nothing aborts or leaks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval_impl.h"
+
+static EvalFn ev_call;
+
+/* own: the op allocates its results (shape depends on data or a callee) */
+static const struct {
+	EvalFn *fn;
+	int own;
+} optab[NOP] = {
+	[OP_NEG] = {ev_unary}, [OP_ABS] = {ev_unary}, [OP_EXP] = {ev_unary},
+	[OP_LOG] = {ev_unary}, [OP_SQRT] = {ev_unary}, [OP_RSQRT] = {ev_unary},
+	[OP_RECIPROCAL] = {ev_unary}, [OP_ERF] = {ev_unary}, [OP_TANH] = {ev_unary},
+	[OP_SIGMOID] = {ev_unary}, [OP_RELU] = {ev_unary}, [OP_SILU] = {ev_unary},
+	[OP_GELU] = {ev_unary}, [OP_SOFTPLUS] = {ev_unary},
+	[OP_LEAKY_RELU] = {ev_unary}, [OP_HARD_SIGMOID] = {ev_unary},
+	[OP_HARD_SWISH] = {ev_unary}, [OP_CLIP] = {ev_unary}, [OP_NOT] = {ev_unary},
+	[OP_CAST] = {ev_cast}, [OP_IDENTITY] = {ev_identity},
+	[OP_ADD] = {ev_binary}, [OP_SUB] = {ev_binary}, [OP_MUL] = {ev_binary},
+	[OP_DIV] = {ev_binary}, [OP_POW] = {ev_binary}, [OP_MIN] = {ev_binary},
+	[OP_MAX] = {ev_binary}, [OP_EQUAL] = {ev_binary}, [OP_GREATER] = {ev_binary},
+	[OP_LESS] = {ev_binary}, [OP_GREATER_EQUAL] = {ev_binary},
+	[OP_LESS_EQUAL] = {ev_binary}, [OP_AND] = {ev_binary}, [OP_OR] = {ev_binary},
+	[OP_WHERE] = {ev_where}, [OP_SWIGLU] = {ev_swiglu},
+	[OP_MATMUL] = {ev_matmul}, [OP_GROUPED_MATMUL] = {ev_grouped_matmul},
+	[OP_REDUCE_SUM] = {ev_reduce}, [OP_REDUCE_MEAN] = {ev_reduce},
+	[OP_REDUCE_MAX] = {ev_reduce}, [OP_REDUCE_MIN] = {ev_reduce},
+	[OP_ARGMAX] = {ev_argmax}, [OP_SOFTMAX] = {ev_softmax},
+	[OP_LOG_SOFTMAX] = {ev_softmax}, [OP_RMS_NORM] = {ev_rms_norm},
+	[OP_LAYER_NORM] = {ev_layer_norm}, [OP_RSTD] = {ev_rstd}, [OP_TOPK] = {ev_topk},
+	[OP_GATHER] = {ev_gather}, [OP_GATHER_ELEMENTS] = {ev_gather_elements},
+	[OP_GATHER_ND] = {ev_gather_nd}, [OP_SCATTER_ELEMENTS] = {ev_scatter_elements},
+	[OP_SCATTER_ND] = {ev_scatter_nd}, [OP_SCATTER_ROWS] = {ev_scatter_rows},
+	[OP_ONEHOT] = {ev_onehot}, [OP_NONZERO] = {ev_nonzero, 1},
+	[OP_TRANSPOSE] = {ev_transpose}, [OP_RESHAPE] = {ev_reshape, 1},
+	[OP_EXPAND] = {ev_expand, 1}, [OP_CONCAT] = {ev_concat}, [OP_SPLIT] = {ev_split},
+	[OP_SLICE] = {ev_slice, 1}, [OP_TILE] = {ev_tile, 1}, [OP_SHAPE] = {ev_shape},
+	[OP_SIZE] = {ev_size}, [OP_RANGE] = {ev_range, 1},
+	[OP_CONSTANT_OF_SHAPE] = {ev_constant_of_shape, 1}, [OP_CONST] = {ev_const},
+	[OP_QUANTIZE] = {ev_quantize}, [OP_DEQUANTIZE] = {ev_dequantize},
+	[OP_QUANTIZE_DYNAMIC] = {ev_quantize_dynamic, 1}, [OP_MOE] = {ev_moe},
+	[OP_ROUTE] = {ev_route}, [OP_PERMUTE] = {ev_permute}, [OP_CALL] = {ev_call, 1},
+};
+
+/* For the unit test that checks the table is complete (like infer.c's). */
+int ir_eval_has_fn(Op op);
+int
+ir_eval_has_fn(Op op)
+{
+	return (unsigned)op < NOP && optab[op].fn != NULL;
+}
+
+/* Per graph run: one tensor per value id. */
+enum { UNSET, PRESENT, ABSENT };	/* ABSENT: a call passed `_` for a parameter */
+typedef struct {
+	Tensor *t;
+	unsigned char *own, *set;	/* set: UNSET, PRESENT or ABSENT */
+	int *last;		/* index of the last node that reads the value */
+} Vals;
+
+static int run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
+		     const EvalOpts *o, Diag *d, int depth);
+
+static Type
+type_of(const Tensor *t)
+{
+	Type ty;
+
+	memset(&ty, 0, sizeof ty);
+	ty.dt = t->dt;
+	ty.rank = t->rank;
+	for (int i = 0; i < t->rank; i++)
+		ty.dim[i] = t->dim[i];
+	return ty;
+}
+
+/* " (T=3, E=8)": the bindings of the atoms a type mentions, for messages. */
+static void
+env_string(const Ev *e, const Type *t, char *buf, size_t n)
+{
+	size_t k = 0;
+	int seen[64] = {0};
+
+	buf[0] = 0;
+	for (int i = 0; i < t->rank; i++) {
+		const DimExpr *x = ir_dim_expr(e->m, t->dim[i]);
+		for (int j = 0; x && j < x->natom; j++) {
+			int a = x->atom[j];
+			if (a >= e->env.n || e->env.val[a] < 0 || (a < 64 && seen[a]++))
+				continue;
+			k += (size_t)snprintf(buf + MIN(k, n), n - MIN(k, n), "%s%s=%lld",
+					      k ? ", " : " (", ir_atom_name(e->m, a),
+					      (long long)e->env.val[a]);
+		}
+	}
+	if (k)
+		snprintf(buf + MIN(k, n), n - MIN(k, n), ")");
+}
+
+/*
+ * Bind the unbound atoms of a declared type from actual dims: a dim whose
+ * expression has one unbound atom (T, 2*T, batch*seq with batch known)
+ * determines it.  Repeat until nothing changes, so any order of dims works.
+ */
+static void
+bind_dims(Ev *e, const Type *t, const int64_t *dim)
+{
+	for (int progress = 1; progress;) {
+		progress = 0;
+		for (int i = 0; i < t->rank; i++) {
+			const DimExpr *x = ir_dim_expr(e->m, t->dim[i]);
+			int64_t prod, v;
+			int free_atom = -1, nfree = 0;
+
+			if (!x || ir_dim_has_unknown(e->m, t->dim[i]))
+				continue;
+			prod = x->coef;
+			for (int j = 0; j < x->natom; j++) {
+				v = e->env.val[x->atom[j]];
+				if (v < 0)
+					free_atom = x->atom[j], nfree++;
+				else
+					prod *= v;
+			}
+			if (nfree != 1 || prod <= 0 || dim[i] % prod)
+				continue;
+			e->env.val[free_atom] = dim[i] / prod;
+			progress = 1;
+		}
+	}
+}
+
+/* First dim of t that disagrees with dim[] under the bindings, or -1. */
+static int
+mismatch(const Ev *e, const Type *t, const int64_t *dim)
+{
+	int64_t v;
+
+	for (int i = 0; i < t->rank; i++) {
+		if (ir_dim_has_unknown(e->m, t->dim[i]))
+			continue;
+		if (ir_dim_eval(e->m, t->dim[i], &e->env, &v) == 0 && v != dim[i])
+			return i;
+	}
+	return -1;
+}
+
+static int
+check_type(Ev *e, Loc loc, const char *what, const Type *want, const Tensor *got)
+{
+	char a[256], b[256], env[256];
+
+	if (want->dt == got->dt && want->rank == got->rank) {
+		bind_dims(e, want, got->dim);
+		if (mismatch(e, want, got->dim) < 0)
+			return 0;
+	}
+	ir_type_print(a, sizeof a, e->m, want);
+	tensor_shape_string(b, sizeof b, got);
+	env_string(e, want, env, sizeof env);
+	return diag_error(e->d, loc, "%s is %s but declared %s%s", what, b, a, env);
+}
+
+static int
+bind_inputs(Ev *e, const Tensor *const *in)
+{
+	Graph *g = e->g;
+	char what[256];
+
+	for (int i = 0; i < g->nparam; i++) {
+		if (!in[i])
+			continue;
+		snprintf(what, sizeof what, "@%s: input %%%s", g->name, g->param[i]->name);
+		if (check_type(e, g->loc, what, &g->param[i]->type, in[i]))
+			return -1;
+	}
+	return 0;
+}
+
+/* Evaluate symbolic dims an inference rule passed through (rows=[T*k]). */
+static int
+concrete_dims(Ev *e, const Node *n, const Type *t, int64_t *dim)
+{
+	char buf[128];
+
+	for (int i = 0; i < t->rank; i++)
+		if (ir_dim_eval(e->m, t->dim[i], &e->env, &dim[i]) != 0) {
+			ir_dim_print(buf, sizeof buf, e->m, t->dim[i]);
+			return ev_err(e, n, "%s: cannot evaluate dim %s of the result",
+				      ir_opname(n->op), buf);
+		}
+	return 0;
+}
+
+/*
+ * Result shapes by shape inference on a scratch copy of n whose operands
+ * have the tensors' concrete types; nothing in the graph is touched.
+ */
+static int
+infer_results(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	Node s = *n;
+	Value *v = xcalloc((size_t)(n->nin + n->nout) + 1, sizeof *v);
+	Value **p = xcalloc((size_t)(n->nin + n->nout) + 1, sizeof *p);
+	int64_t dim[MAXRANK];
+	int rc;
+
+	s.in = p;
+	s.out = p + n->nin;
+	s.prev = s.next = NULL;
+	for (int i = 0; i < n->nin; i++)
+		if (in[i]) {
+			v[i] = *n->in[i];
+			v[i].type = type_of(in[i]);
+			p[i] = &v[i];
+		}
+	for (int i = 0; i < n->nout; i++) {
+		v[n->nin + i] = *n->out[i];
+		p[n->nin + i] = &v[n->nin + i];
+	}
+	rc = ir_infer(e->g, &s, e->d);
+	for (int i = 0; rc == 0 && i < n->nout; i++) {
+		const Type *t = &s.out[i]->type;
+		rc = concrete_dims(e, n, t, dim);
+		if (rc == 0)
+			rc = ev_alloc(e, n, &out[i], t->dt, t->rank, dim);
+	}
+	free(v);
+	free(p);
+	return rc;
+}
+
+static const Tensor *
+weight_view(Ev *e, Vals *vs, Value *v)
+{
+	Tensor *t = &vs->t[v->id];
+	const void *data;
+
+	if (vs->set[v->id] == PRESENT)
+		return t;
+	data = ir_weight_data(v->weight, e->d);
+	if (!data)
+		return NULL;
+	memset(t, 0, sizeof *t);
+	t->dt = v->type.dt;
+	t->rank = v->type.rank;
+	for (int i = 0; i < t->rank; i++)
+		t->dim[i] = v->type.dim[i];
+	t->data = (void *)data;
+	vs->set[v->id] = PRESENT;
+	return t;
+}
+
+/* Every operand below the minimum count, and all of concat's, must be there. */
+static int
+required(const Node *n, int i)
+{
+	if (n->op == OP_CALL || (n->op == OP_MOE && i == 2))
+		return 0;
+	return i < ir_opinfo[n->op].inmin || n->op == OP_CONCAT;
+}
+
+static int
+gather_operands(Ev *e, Vals *vs, const Node *n, const Tensor **in)
+{
+	for (int i = 0; i < n->nin; i++) {
+		Value *v = n->in[i];
+		in[i] = NULL;
+		if (!v)
+			continue;
+		if (v->kind == V_WEIGHT) {
+			if (!(in[i] = weight_view(e, vs, v)))
+				return ev_err(e, n, "%s: weight $%s has no data", ir_opname(n->op),
+					      v->name);
+		} else if (v->id >= e->m->nvalue || !vs->set[v->id] || v->graph != e->g) {
+			return ev_err(e, n, "%s: operand %%%s is not defined before use",
+				      ir_opname(n->op), v->name);
+		} else if (vs->set[v->id] == PRESENT) {
+			in[i] = &vs->t[v->id];
+		}
+	}
+	for (int i = 0; i < n->nin; i++)
+		if (!in[i] && required(n, i))
+			return ev_err(e, n, "%s: operand %d is absent", ir_opname(n->op), i);
+	return 0;
+}
+
+static void
+trace(Ev *e, const Node *n, const Tensor *out)
+{
+	char buf[128];
+
+	ir_print_node(stderr, e->m, n, 0);
+	for (int i = 0; i < n->nout; i++) {
+		tensor_shape_string(buf, sizeof buf, &out[i]);
+		fprintf(stderr, "#\t-> %%%s = %s\n", n->out[i]->name, buf);
+	}
+}
+
+static void
+free_results(Tensor *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		tensor_free(&out[i]);
+}
+
+static int
+run_node(Ev *e, Vals *vs, const Node *n, int idx)
+{
+	const Tensor **in = xcalloc((size_t)n->nin + 1, sizeof *in);
+	Tensor *out = xcalloc((size_t)n->nout + 1, sizeof *out);
+	char what[256];
+	int rc = gather_operands(e, vs, n, in);
+
+	if (rc == 0 && !optab[n->op].own)
+		rc = infer_results(e, n, in, out);
+	if (rc == 0)
+		rc = optab[n->op].fn(e, n, in, out);
+	for (int i = 0; rc == 0 && i < n->nout; i++) {
+		snprintf(what, sizeof what, "%s: result %%%s", ir_opname(n->op),
+			 n->out[i]->name);
+		rc = check_type(e, n->loc, what, &n->out[i]->type, &out[i]);
+	}
+	if (rc == 0 && e->o->trace)
+		trace(e, n, out);
+	if (rc != 0) {
+		free_results(out, n->nout);
+	} else {
+		for (int i = 0; i < n->nout; i++) {
+			uint32_t id = n->out[i]->id;
+			vs->t[id] = out[i];
+			vs->own[id] = 1;
+			vs->set[id] = PRESENT;
+		}
+	}
+	/* free what no later node reads */
+	for (int i = 0; rc == 0 && i < n->nin + n->nout; i++) {
+		Value *v = i < n->nin ? n->in[i] : n->out[i - n->nin];
+		if (v && vs->own[v->id] && vs->last[v->id] <= idx) {
+			tensor_free(&vs->t[v->id]);
+			vs->own[v->id] = 0;
+		}
+	}
+	free(in);
+	free(out);
+	return rc;
+}
+
+static void
+fill_last(Graph *g, Vals *vs, uint32_t nvalue)
+{
+	int idx = 0;
+
+	for (uint32_t i = 0; i < nvalue; i++)
+		vs->last[i] = -1;
+	for (Node *n = g->first; n; n = n->next, idx++)
+		for (int i = 0; i < n->nin; i++)
+			if (n->in[i] && n->in[i]->id < nvalue)
+				vs->last[n->in[i]->id] = idx;
+	for (int i = 0; i < g->nret; i++)
+		vs->last[g->ret[i]->id] = INT32_MAX;
+}
+
+static int
+copy_tensor(Tensor *dst, const Tensor *src, Ev *e)
+{
+	if (tensor_alloc(dst, src->dt, src->rank, src->dim) != 0)
+		return diag_error(e->d, e->g->loc, "@%s: out of memory copying a result",
+				  e->g->name);
+	memcpy(dst->data, src->data, tensor_nbytes(src));
+	return 0;
+}
+
+/* Move the results out; copy those we do not own or that are returned twice. */
+static int
+take_results(Ev *e, Vals *vs, Tensor *out)
+{
+	Graph *g = e->g;
+
+	for (int i = 0; i < g->nret; i++) {
+		Value *v = g->ret[i];
+		const Tensor *t;
+
+		if (out[i].data)
+			continue;	/* a second return of a value, copied below */
+		t = v->kind == V_WEIGHT ? weight_view(e, vs, v) : &vs->t[v->id];
+		if (!t || vs->set[v->id] != PRESENT || !t->data)
+			return diag_error(e->d, g->loc, "@%s: result '%s' has no value", g->name,
+					  g->retname[i]);
+		if (vs->own[v->id]) {
+			out[i] = *t;
+			vs->own[v->id] = 0;
+			memset(&vs->t[v->id], 0, sizeof *t);
+		} else if (copy_tensor(&out[i], t, e)) {
+			return -1;
+		}
+		for (int j = i + 1; j < g->nret; j++)
+			if (g->ret[j] == v && copy_tensor(&out[j], &out[i], e))
+				return -1;
+	}
+	return 0;
+}
+
+static void
+free_vals(Vals *vs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (vs->own[i])
+			tensor_free(&vs->t[i]);
+	free(vs->t);
+	free(vs->own);
+	free(vs->set);
+	free(vs->last);
+}
+
+static int
+run_body(Ev *e, Vals *vs, const Tensor *const *in, Tensor *out)
+{
+	Graph *g = e->g;
+	int idx = 0;
+
+	for (int i = 0; i < g->nparam; i++) {
+		uint32_t id = g->param[i]->id;
+		if (in[i])
+			vs->t[id] = *in[i];
+		vs->set[id] = in[i] ? PRESENT : ABSENT;
+	}
+	for (Node *n = g->first; n; n = n->next, idx++)
+		if (run_node(e, vs, n, idx))
+			return -1;
+	return take_results(e, vs, out);
+}
+
+static int
+run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
+	  const EvalOpts *o, Diag *d, int depth)
+{
+	Module *m = g->m;
+	Ev e = {g, m, o, d, {ir_natom(m), NULL}, depth};
+	Vals vs;
+	uint32_t nv = m->nvalue;
+	int rc;
+
+	if (nin != g->nparam)
+		return diag_error(d, g->loc, "@%s takes %d inputs, not %d", g->name,
+				  g->nparam, nin);
+	e.env.val = xmalloc(sizeof(int64_t) * (size_t)(e.env.n + 1));
+	for (int i = 0; i < e.env.n; i++)
+		e.env.val[i] = -1;
+	vs.t = xcalloc(nv + 1, sizeof *vs.t);
+	vs.own = xcalloc(nv + 1, 1);
+	vs.set = xcalloc(nv + 1, 1);
+	vs.last = xcalloc(nv + 1, sizeof *vs.last);
+	fill_last(g, &vs, nv);
+	rc = bind_inputs(&e, in);
+	if (rc == 0)
+		rc = run_body(&e, &vs, in, out);
+	if (rc != 0)
+		free_results(out, g->nret);
+	free_vals(&vs, nv);
+	free(e.env.val);
+	return rc;
+}
+
+static int
+ev_call(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	Graph *k = n->callee;
+
+	if (!k)
+		return ev_err(e, n, "call: no kernel");
+	if (k->nret != n->nout)
+		return ev_err(e, n, "call: @%s returns %d results, not %d", k->name, k->nret,
+			      n->nout);
+	if (e->depth >= 64)
+		return ev_err(e, n, "call: @%s nests too deeply (recursion?)", k->name);
+	if (run_graph(k, in, n->nin, out, e->o, e->d, e->depth + 1) != 0) {
+		diag_note(e->d, n->loc, "in call of @%s", k->name);
+		return -1;
+	}
+	return 0;
+}
 
 int
-ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out, const EvalOpts *o, Diag *d)
+ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out, const EvalOpts *o,
+	Diag *d)
 {
-	return diag_error(d, g->loc, "interpreter not built yet");
+	static const EvalOpts defaults;
+	const Tensor **pin = xcalloc((size_t)nin + 1, sizeof *pin);
+	int rc;
+
+	memset(out, 0, sizeof *out * (size_t)g->nret);
+	for (int i = 0; i < nin; i++)
+		pin[i] = &in[i];
+	rc = run_graph(g, pin, nin, out, o ? o : &defaults, d, 0);
+	free(pin);
+	return rc;
+}
+
+/* --- helpers shared by eval_*.c ------------------------------------------ */
+
+int
+ev_err(Ev *e, const Node *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	diag_verror(e->d, n->loc, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int
+ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim)
+{
+	uint64_t max = e->o->max_bytes > 0 ? (uint64_t)e->o->max_bytes : TENSOR_MAX_BYTES;
+	uint64_t numel = 1;
+	char buf[160];
+	size_t k = 0;
+
+	memset(t, 0, sizeof *t);
+	for (int i = 0; i < rank; i++) {
+		if (dim[i] < 0)
+			return ev_err(e, n, "%s: negative dim %lld in a result", ir_opname(n->op),
+				      (long long)dim[i]);
+		if (dim[i] && numel > max * 8 / (uint64_t)dim[i])
+			numel = max * 8 + 1;
+		else
+			numel *= (uint64_t)dim[i];
+	}
+	if (rank > MAXRANK || dtype_bytes(dt, numel) > max) {
+		for (int i = 0; i < rank && i < MAXRANK; i++)
+			k += (size_t)snprintf(buf + MIN(k, sizeof buf), sizeof buf - MIN(k, sizeof buf),
+					      "%s%lld", i ? "," : "", (long long)dim[i]);
+		return ev_err(e, n, "%s: result %s[%s] exceeds the %llu-byte tensor limit",
+			      ir_opname(n->op), dtype_name(dt), buf, (unsigned long long)max);
+	}
+	if (tensor_alloc(t, dt, rank, dim) != 0)
+		return ev_err(e, n, "%s: cannot allocate the result", ir_opname(n->op));
+	return 0;
+}
+
+int
+ev_axis(int64_t a, int rank)
+{
+	if (a < 0)
+		a += rank;
+	return a >= 0 && a < rank ? (int)a : -1;
+}
+
+void
+ev_strides(const Tensor *t, int64_t *str)
+{
+	int64_t s = 1;
+
+	for (int i = t->rank - 1; i >= 0; i--) {
+		str[i] = s;
+		s *= t->dim[i];
+	}
+}
+
+void
+ev_bstrides(const Tensor *t, int r, int64_t *str)
+{
+	int64_t own[MAXRANK];
+
+	ev_strides(t, own);
+	for (int i = 0; i < r; i++) {
+		int j = i - (r - t->rank);
+		str[i] = j < 0 || t->dim[j] == 1 ? 0 : own[j];
+	}
+}
+
+int64_t
+ev_off(const int64_t *c, const int64_t *str, int r)
+{
+	int64_t o = 0;
+
+	for (int i = 0; i < r; i++)
+		o += c[i] * str[i];
+	return o;
+}
+
+int
+ev_next(int64_t *c, const int64_t *dim, int r)
+{
+	for (int i = r - 1; i >= 0; i--) {
+		if (++c[i] < dim[i])
+			return 1;
+		c[i] = 0;
+	}
+	return 0;
+}
+
+void
+ev_copy(DType dt, void *dst, int64_t di, const void *src, int64_t si, int64_t n)
+{
+	int bits = dtype_bits(dt);
+
+	if (bits % 8 == 0) {
+		memcpy((char *)dst + di * bits / 8, (const char *)src + si * bits / 8,
+		       (size_t)(n * bits / 8));
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		dtype_store_int(dt, dst, (size_t)(di + i), dtype_load_int(dt, src, (size_t)(si + i)));
+}
+
+double
+ev_round(DType dt, double v)
+{
+	unsigned char buf[16] = {0};
+
+	dtype_store(dt, buf, 0, v);
+	return dtype_load(dt, buf, 0);
+}
+
+double *
+ev_doubles(const Tensor *t)
+{
+	int64_t n = tensor_numel(t);
+	double *v = xmalloc(sizeof(double) * (size_t)(n + 1));
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = dtype_load(t->dt, t->data, (size_t)i);
+	return v;
+}
+
+int
+ev_isint(DType t)
+{
+	return !dtype_is_float(t);
+}
+
+static int
+before(double a, double b, int largest)
+{
+	if (isnan(a) || isnan(b))
+		return isnan(a) && !isnan(b) ? largest : !isnan(a) && isnan(b) ? !largest : 0;
+	return largest ? a > b : a < b;
+}
+
+/* A stable merge sort, so equal values keep their index order. */
+static void
+msort(const double *v, int64_t *idx, int64_t *tmp, int64_t n, int largest)
+{
+	int64_t h = n / 2, i = 0, j = h, k = 0;
+
+	if (n < 2)
+		return;
+	msort(v, idx, tmp, h, largest);
+	msort(v, idx + h, tmp, n - h, largest);
+	while (i < h || j < n) {
+		if (j == n || (i < h && !before(v[idx[j]], v[idx[i]], largest)))
+			tmp[k++] = idx[i++];
+		else
+			tmp[k++] = idx[j++];
+	}
+	memcpy(idx, tmp, sizeof *idx * (size_t)n);
+}
+
+void
+ev_order(const double *v, int64_t n, int largest, int64_t *idx)
+{
+	int64_t *tmp = xmalloc(sizeof *tmp * (size_t)(n + 1));
+
+	for (int64_t i = 0; i < n; i++)
+		idx[i] = i;
+	msort(v, idx, tmp, n, largest);
+	free(tmp);
 }

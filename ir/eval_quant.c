@@ -1,0 +1,192 @@
+/*
+ * eval_quant.c — quantize and dequantize (ONNX QuantizeLinear and
+ * DequantizeLinear: per-tensor, per-axis and blocked scales) and
+ * quantize_dynamic (scales from the data: per tensor, row or group).
+ *
+ * x / scale is rounded to f32 first, as ONNX's float computation does, so
+ * ties to even land where the reference implementation puts them.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "eval_impl.h"
+
+enum { Q_TENSOR, Q_AXIS, Q_BLOCK };
+
+typedef struct {
+	int kind, axis;
+	int64_t bs;
+	int64_t sstr[MAXRANK];	/* strides of the scale, for blocked */
+} QLayout;
+
+static int
+qlayout_block(Ev *e, const Node *n, const Tensor *x, const Tensor *s, QLayout *q)
+{
+	if (s->rank != x->rank || q->axis < 0)
+		return ev_err(e, n, "%s: a blocked scale must have x's rank", ir_opname(n->op));
+	for (int i = 0; i < x->rank; i++) {
+		int64_t want = i == q->axis ? (x->dim[i] + q->bs - 1) / q->bs : x->dim[i];
+		if (s->dim[i] != want)
+			return ev_err(e, n, "%s: scale dim %d is %lld, blocks need %lld",
+				      ir_opname(n->op), i, (long long)s->dim[i], (long long)want);
+	}
+	ev_strides(s, q->sstr);
+	q->kind = Q_BLOCK;
+	return 0;
+}
+
+/* Which of the three layouts scale (and zero, the same shape) has. */
+static int
+qlayout(Ev *e, const Node *n, const Tensor *const *in, QLayout *q)
+{
+	const Tensor *x = in[0], *s = in[1], *z = n->nin > 2 ? in[2] : NULL;
+
+	memset(q, 0, sizeof *q);
+	q->axis = ev_axis(ir_attr_int(n, "axis", 1), x->rank);
+	q->bs = ir_attr_int(n, "block_size", 0);
+	if (z && (z->rank != s->rank || tensor_numel(z) != tensor_numel(s)))
+		return ev_err(e, n, "%s: the zero point must have the scale's shape",
+			      ir_opname(n->op));
+	if (q->bs < 0)
+		return ev_err(e, n, "%s: negative block_size", ir_opname(n->op));
+	if (q->bs > 0)
+		return qlayout_block(e, n, x, s, q);
+	if (s->rank == 0 || (s->rank == 1 && s->dim[0] == 1))
+		return 0;
+	if (s->rank == 1 && q->axis >= 0 && s->dim[0] == x->dim[q->axis]) {
+		q->kind = Q_AXIS;
+		return 0;
+	}
+	return ev_err(e, n, "%s: the scale must be a scalar, 1-D along axis %d, or blocked",
+		      ir_opname(n->op), q->axis);
+}
+
+static int64_t
+qindex(const QLayout *q, const int64_t *c, int rank)
+{
+	int64_t o = 0;
+
+	if (q->kind == Q_TENSOR)
+		return 0;
+	if (q->kind == Q_AXIS)
+		return c[q->axis];
+	for (int i = 0; i < rank; i++)
+		o += (i == q->axis ? c[i] / q->bs : c[i]) * q->sstr[i];
+	return o;
+}
+
+static double
+load(const Tensor *t, int64_t i)
+{
+	return t ? dtype_load(t->dt, t->data, (size_t)i) : 0;
+}
+
+/* Round (ints: half to even) and store; f8 overflow saturates unless
+ * saturate=0, where it becomes NaN (e4m3fn) or inf (e5m2) as in ONNX. */
+static void
+qstore(Tensor *y, int64_t i, double v, int saturate)
+{
+	double max = y->dt == DT_F8E4M3 ? 448 : 57344;
+
+	if (ev_isint(y->dt))
+		v = nearbyint(v);
+	else if (!saturate && (y->dt == DT_F8E4M3 || y->dt == DT_F8E5M2) && fabs(v) > max)
+		v = y->dt == DT_F8E4M3 ? NAN : v * INFINITY;
+	dtype_store(y->dt, y->data, (size_t)i, v);
+}
+
+int
+ev_quantize(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	const Tensor *x = in[0], *z = n->nin > 2 ? in[2] : NULL;
+	int sat = (int)ir_attr_int(n, "saturate", 1);
+	int64_t c[MAXRANK] = {0}, len = tensor_numel(x);
+	QLayout q;
+
+	if (qlayout(e, n, in, &q))
+		return -1;
+	for (int64_t i = 0; i < len; i++, ev_next(c, x->dim, x->rank)) {
+		int64_t si = qindex(&q, c, x->rank);
+		double v = (float)(load(x, i) / load(in[1], si));
+		if (ev_isint(out[0].dt))
+			v = nearbyint(v);
+		qstore(&out[0], i, v + load(z, si), sat);
+	}
+	return 0;
+}
+
+int
+ev_dequantize(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	const Tensor *x = in[0], *z = n->nin > 2 ? in[2] : NULL;
+	int64_t c[MAXRANK] = {0}, len = tensor_numel(x);
+	QLayout q;
+
+	if (qlayout(e, n, in, &q))
+		return -1;
+	for (int64_t i = 0; i < len; i++, ev_next(c, x->dim, x->rank)) {
+		int64_t si = qindex(&q, c, x->rank);
+		dtype_store(out[0].dt, out[0].data, (size_t)i,
+			    (load(x, i) - load(z, si)) * load(in[1], si));
+	}
+	return 0;
+}
+
+/* Elements per group: the whole tensor, a row, or N columns of a row. */
+static int
+dyn_group(Ev *e, const Node *n, const Tensor *x, int64_t *glen, int64_t *sdim, int *srank)
+{
+	const Attr *g = ir_attr(n, "group");
+	int r = x->rank;
+	int64_t last = r ? x->dim[r - 1] : 1;
+
+	memcpy(sdim, x->dim, sizeof(int64_t) * (size_t)r);
+	*srank = r;
+	if (!g || (g->kind == A_STR && strcmp(g->u.s, "tensor") == 0)) {
+		*glen = tensor_numel(x);
+		*srank = 0;
+		return 0;
+	}
+	if (r == 0)
+		return ev_err(e, n, "quantize_dynamic: group=row or N needs rank >= 1");
+	if (g->kind == A_STR && strcmp(g->u.s, "row") == 0) {
+		*glen = last;
+		sdim[r - 1] = 1;
+		return 0;
+	}
+	if (g->kind != A_INT || g->u.i <= 0 || last % g->u.i)
+		return ev_err(e, n, "quantize_dynamic: group must be tensor, row or a size "
+			      "dividing the last dim %lld", (long long)last);
+	*glen = g->u.i;
+	sdim[r - 1] = last / g->u.i;
+	return 0;
+}
+
+int
+ev_quantize_dynamic(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	const Tensor *x = in[0];
+	int64_t glen, sdim[MAXRANK], len = tensor_numel(x);
+	DType dt = DT_F8E4M3;
+	int srank;
+
+	if (ir_attr(n, "to") && ir_attr_dtype(n, "to", &dt) != 0)
+		dt = DT_F32;	/* caught below */
+	if (dt != DT_F8E4M3 && dt != DT_I8)
+		return ev_err(e, n, "quantize_dynamic: to must be f8e4m3 or i8");
+	if (dyn_group(e, n, x, &glen, sdim, &srank) || ev_alloc(e, n, &out[0], dt, x->rank, x->dim) ||
+	    ev_alloc(e, n, &out[1], DT_F32, srank, sdim))
+		return -1;
+	for (int64_t i = 0; i < tensor_numel(&out[1]); i++)
+		dtype_store(DT_F32, out[1].data, (size_t)i, 1);	/* empty groups */
+	for (int64_t g = 0; glen && g < len / glen; g++) {
+		double amax = 0, s;
+		for (int64_t i = g * glen; i < (g + 1) * glen; i++)
+			amax = fmax(amax, fabs(load(x, i)));
+		s = amax == 0 ? 1 : (float)(amax / (dt == DT_I8 ? 127 : 448));
+		dtype_store(DT_F32, out[1].data, (size_t)g, s);
+		for (int64_t i = g * glen; i < (g + 1) * glen; i++)
+			qstore(&out[0], i, (float)(load(x, i) / s), 1);
+	}
+	return 0;
+}
