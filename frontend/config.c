@@ -1,9 +1,369 @@
-/* config.c — placeholder until the config importer lands. */
-#include "frontend.h"
+/*
+ * config.c — the Hugging Face config frontend: read config.json and build
+ * decoder layer N's FFN sub-block as one graph,
+ *
+ *	graph @<model_type>_layerN(%x: DT[T,H]) -> (y: DT[T,H])
+ *
+ * computing y = x + ffn(post_attention_norm(x)) (bert, post-norm: y =
+ * layer_norm(x + ffn(x))).  This file holds the frame: JSON and its keys,
+ * the model's dtype, the layer, quantization_config, opening the weights,
+ * the graph and its parameter.  cfg_family.c builds each model_type's block.
+ * Every bad key is reported as `config.json: key: error: ...`; nothing
+ * aborts on bad input.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg.h"
+
+static Loc
+key_loc(Cfg *c, const char *key)
+{
+	Loc l = loc_file(c->path);
+
+	l.name = key;
+	return l;
+}
+
+int
+cfg_error(Cfg *c, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	diag_verror(c->d, key_loc(c, key), fmt, ap);
+	va_end(ap);
+	c->err = 1;
+	return -1;
+}
+
+void
+cfg_note(Cfg *c, const char *key, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	diag_note(c->d, key_loc(c, key), "%s", buf);
+}
+
+const char *
+cfg_name(Cfg *c, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	int n = snprintf(buf, sizeof buf, "%s", c->pre);
+
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+	va_end(ap);
+	return ir_intern(c->m, buf);
+}
+
+static const cJSON *
+item(Cfg *c, const char *key)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->json, key);
+
+	return cJSON_IsNull(j) ? NULL : j;
+}
+
+int
+cfg_has(Cfg *c, const char *key)
+{
+	return item(c, key) != NULL;
+}
+
+const char *
+cfg_alias(Cfg *c, const char *const *keys)
+{
+	for (int i = 0; keys[i]; i++)
+		if (cfg_has(c, keys[i]))
+			return keys[i];
+	return keys[0];
+}
+
+/* An integer-valued JSON number (cJSON keeps numbers as doubles). */
+static int
+json_int(const cJSON *j, int64_t *v)
+{
+	double x;
+
+	if (!cJSON_IsNumber(j))
+		return -1;
+	x = j->valuedouble;
+	if (!(x > -9007199254740992.0 && x < 9007199254740992.0) || x != (double)(int64_t)x)
+		return -1;
+	*v = (int64_t)x;
+	return 0;
+}
+
+int64_t
+cfg_int(Cfg *c, const char *key)
+{
+	const cJSON *j = item(c, key);
+	int64_t v;
+
+	if (!j)
+		return cfg_error(c, key, "missing key"), 1;
+	if (json_int(j, &v))
+		return cfg_error(c, key, "must be an integer"), 1;
+	if (v <= 0)
+		return cfg_error(c, key, "must be positive, not %lld", (long long)v), 1;
+	return v;
+}
+
+int64_t
+cfg_int_or(Cfg *c, const char *key, int64_t def)
+{
+	const cJSON *j = item(c, key);
+	int64_t v;
+
+	if (!j)
+		return def;
+	if (json_int(j, &v) || v < 0)
+		return cfg_error(c, key, "must be a non-negative integer"), def;
+	return v;
+}
+
+double
+cfg_num(Cfg *c, const char *key)
+{
+	const cJSON *j = item(c, key);
+
+	if (!j)
+		return cfg_error(c, key, "missing key"), 1;
+	if (!cJSON_IsNumber(j) || !(j->valuedouble > 0))
+		return cfg_error(c, key, "must be a positive number"), 1;
+	return j->valuedouble;
+}
+
+double
+cfg_num_or(Cfg *c, const char *key, double def)
+{
+	const cJSON *j = item(c, key);
+
+	if (!j)
+		return def;
+	if (!cJSON_IsNumber(j))
+		return cfg_error(c, key, "must be a number"), def;
+	return j->valuedouble;
+}
+
+int
+cfg_bool_or(Cfg *c, const char *key, int def)
+{
+	const cJSON *j = item(c, key);
+
+	if (!j)
+		return def;
+	if (!cJSON_IsBool(j))
+		return cfg_error(c, key, "must be true or false"), def;
+	return cJSON_IsTrue(j);
+}
+
+const char *
+cfg_str_or(Cfg *c, const char *key, const char *def)
+{
+	const cJSON *j = item(c, key);
+
+	if (!j)
+		return def;
+	if (!cJSON_IsString(j))
+		return cfg_error(c, key, "must be a string"), def;
+	return ir_intern(c->m, j->valuestring);
+}
+
+int
+cfg_in_list(Cfg *c, const char *key, int64_t v)
+{
+	const cJSON *j = item(c, key), *e;
+	int64_t x;
+
+	if (!j)
+		return 0;
+	if (!cJSON_IsArray(j))
+		return cfg_error(c, key, "must be a list of layer numbers"), 0;
+	cJSON_ArrayForEach(e, j) {
+		if (json_int(e, &x))
+			return cfg_error(c, key, "must be a list of layer numbers"), 0;
+		if (x == v)
+			return 1;
+	}
+	return 0;
+}
+
+/* dtype (transformers 5) or torch_dtype (4.x); absent: float32, HF's default. */
+static DType
+model_dtype(Cfg *c)
+{
+	static const struct { const char *name; DType dt; } names[] = {
+		{"bfloat16", DT_BF16}, {"float16", DT_F16}, {"float32", DT_F32},
+		{"bf16", DT_BF16}, {"fp16", DT_F16}, {"fp32", DT_F32}, {"half", DT_F16},
+		{"float", DT_F32},
+	};
+	const char *key = cfg_alias(c, (const char *const[]){"dtype", "torch_dtype", NULL});
+	const char *s = cfg_str_or(c, key, "float32");
+
+	for (size_t i = 0; i < NELEM(names); i++)
+		if (strcmp(names[i].name, s) == 0)
+			return names[i].dt;
+	cfg_error(c, key, "'%s' is not a dtype moec builds (bfloat16, float16, float32)", s);
+	return DT_F32;
+}
+
+/*
+ * A quantization_config moec cannot honour: with real weights an error (the
+ * checkpoint's tensors are not what the block needs); with synthetic weights
+ * a note, and the block is built in the model's dtype.
+ */
+static void
+check_quant(Cfg *c)
+{
+	const cJSON *q = item(c, "quantization_config"), *m;
+	const char *method;
+
+	if (!q)
+		return;
+	m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
+	method = cJSON_IsString(m) ? m->valuestring : "unknown";
+	if (c->o->synthetic) {
+		cfg_note(c, "quantization_config", "%s quantization is ignored with synthetic "
+			 "weights: building the %s block", method, dtype_name(c->dt));
+		return;
+	}
+	cfg_error(c, "quantization_config", "%s-quantized checkpoints cannot be read yet "
+		  "(their tensors are not the %s weights of the block); use "
+		  "--synthetic-weights", method, dtype_name(c->dt));
+}
+
+/* The default weights: model.safetensors or the index next to config.json. */
+static int
+open_weights(Cfg *c)
+{
+	char *dir = file_dirname(c->path), *p = NULL;
+
+	if (c->o->weights) {
+		p = xstrdup(c->o->weights);
+	} else {
+		p = file_join(dir, "model.safetensors");
+		if (!file_exists(p)) {
+			free(p);
+			p = file_join(dir, "model.safetensors.index.json");
+		}
+		if (!file_exists(p)) {
+			free(p);
+			p = NULL;
+		}
+	}
+	free(dir);
+	if (!p)
+		return diag_error(c->d, loc_file(c->path), "no model.safetensors or "
+				  "model.safetensors.index.json next to the config: give "
+				  "--weights PATH or --synthetic-weights=SEED");
+	c->stpath = ir_intern(c->m, p);
+	c->st = st_open(p, c->d);
+	free(p);
+	return c->st ? 0 : -1;
+}
+
+static cJSON *
+parse_json(const char *path, Diag *d)
+{
+	const char *end = NULL;
+	size_t len;
+	char *text = file_read(path, &len, d);
+	cJSON *j;
+
+	if (!text)
+		return NULL;
+	j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!j) {
+		int line = 1, col = 1;
+		for (const char *p = text; end && p < end && p < text + len; p++)
+			*p == '\n' ? (line++, col = 1) : col++;
+		diag_error(d, loc_line(path, line, col), "not valid JSON");
+	} else if (!cJSON_IsObject(j)) {
+		diag_error(d, loc_file(path), "not a JSON object");
+		cJSON_Delete(j);
+		j = NULL;
+	}
+	free(text);
+	return j;
+}
+
+/* The layer: given, or the family's default (first MoE layer; 0 if dense). */
+static int
+pick_layer(Cfg *c)
+{
+	const char *key = cfg_alias(c, (const char *const[]){"num_hidden_layers", "n_layer", NULL});
+	int64_t n = cfg_int(c, key);
+
+	c->layer = c->o->layer >= 0 ? c->o->layer : cfg_family_default_layer(c, n);
+	if (c->layer >= n)
+		return cfg_error(c, key, "layer %d is out of range: the model has %lld layers",
+				 c->layer, (long long)n);
+	return 0;
+}
+
+static Value *
+frame(Cfg *c, FamilyFn *fn)
+{
+	char name[128];
+	Dim dim[2];
+	Value *x, *y;
+	const char *hkey = cfg_alias(c, (const char *const[]){"hidden_size", "n_embd", NULL});
+
+	c->hidden = cfg_int(c, hkey);
+	if (c->err)
+		return NULL;
+	snprintf(name, sizeof name, "%s_layer%d", c->type, c->layer);
+	c->g = ir_new_graph(c->m, name, G_GRAPH);
+	c->b = (Builder){.g = c->g, .d = c->d, .loc = loc_file(c->path)};
+	dim[0] = ir_dim_sym(c->m, "T");
+	dim[1] = c->hidden;
+	x = ir_add_param(c->g, "x", ir_type(c->dt, 2, dim));
+	y = fn(c, x);
+	if (!y || c->err || c->b.err)
+		return NULL;
+	ir_set_results(c->g, &y, (const char *[]){"y"}, 1);
+	return y;
+}
 
 Module *
 cfg_import(const char *path, const FeOpts *o, Diag *d)
 {
-	diag_error(d, loc_file(path), "config import is not built yet");
-	return NULL;
+	Cfg c = {.o = o, .d = d};
+	FamilyFn *fn = NULL;
+	int nerr = d->nerror;
+
+	if (!(c.json = parse_json(path, d)))
+		return NULL;
+	c.m = ir_new_module();
+	c.path = c.m->file = ir_intern(c.m, path);
+	c.type = cfg_str_or(&c, "model_type", NULL);
+	if (!c.type)
+		cfg_error(&c, "model_type", "missing key");
+	else if (!(fn = cfg_family(c.type)))
+		cfg_error(&c, "model_type", "unknown model_type '%s' (moec builds %s)", c.type,
+			  cfg_family_list());
+	if (fn) {
+		c.dt = model_dtype(&c);
+		pick_layer(&c);
+		check_quant(&c);
+	}
+	if (!c.err && !o->synthetic && open_weights(&c))
+		c.err = 1;
+	if (!c.err)
+		frame(&c, fn);
+	st_close(c.st);
+	cJSON_Delete(c.json);
+	if (c.err || c.b.err || d->nerror > nerr) {
+		ir_free_module(c.m);
+		return NULL;
+	}
+	return c.m;
 }

@@ -30,22 +30,29 @@ Module *onnx_import_buffer(const char *path, const void *buf, size_t len,
 /* config.c */
 Module *cfg_import(const char *path, const FeOpts *o, Diag *d);
 
-/* safetensors.c */
-typedef struct StFile StFile;	/* an open safetensors file or sharded index */
+/*
+ * safetensors.c: a model.safetensors file, or a sharded checkpoint through
+ * its model.safetensors.index.json (shards must lie in the index's folder).
+ * st_open checks every header up front; st_read reads one tensor's bytes.
+ */
+typedef struct StFile StFile;
 typedef struct {
 	const char *name;
-	DType dt;
+	DType dt;		/* NDTYPE: a dtype moec does not read (dtname says which) */
+	const char *dtname;	/* as written: "BF16", "F8_E4M3", ... */
 	int rank;
 	int64_t dim[MAXRANK];
-	uint64_t offset, size;	/* byte range in its shard */
+	uint64_t offset, size;	/* byte range in its shard's data */
 	int shard;
 } StTensor;
 StFile *st_open(const char *path, Diag *d);	/* .safetensors or .index.json */
 void st_close(StFile *f);
-const StTensor *st_find(const StFile *f, const char *name);
+const StTensor *st_find(const StFile *f, const char *name);	/* NULL if absent */
 int st_count(const StFile *f);
 const StTensor *st_get(const StFile *f, int i);
-/* Read a tensor's bytes into buf (size bytes); -1 with a diagnostic. */
+const char *st_shard_path(const StFile *f, const StTensor *t);
+const char *st_metadata(const StFile *f, const char *key);	/* __metadata__ */
+/* Read a tensor's bytes into buf (t->size bytes); -1 with a diagnostic. */
 int st_read(StFile *f, const StTensor *t, void *buf, Diag *d);
 
 #endif

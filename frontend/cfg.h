@@ -1,0 +1,149 @@
+/*
+ * cfg.h — internals of the Hugging Face config frontend, shared by
+ * config.c (reading config.json, the layer's frame), cfg_weights.c (weights
+ * from safetensors or synthetic), cfg_ffn.c (norms, MLPs, router, moe) and
+ * cfg_family.c (one builder per model_type).  Not part of frontend.h: only
+ * the config frontend uses it.
+ */
+#ifndef MOEC_CFG_H
+#define MOEC_CFG_H
+
+#include <cjson/cJSON.h>
+
+#include "frontend.h"
+
+/* Everything one import needs; lives on cfg_import's stack. */
+typedef struct Cfg Cfg;
+struct Cfg {
+	const char *path;	/* config.json, for diagnostics (interned in m) */
+	const char *type;	/* model_type */
+	cJSON *json;		/* the config object */
+	const FeOpts *o;
+	Diag *d;
+	Module *m;
+	Graph *g;
+	Builder b;
+	StFile *st;		/* NULL with synthetic weights */
+	const char *stpath;	/* the safetensors file or index, for diagnostics */
+	DType dt;		/* the model's dtype (dtype / torch_dtype) */
+	int layer;		/* the decoder layer built */
+	int64_t hidden;		/* hidden_size */
+	char pre[96];		/* checkpoint prefix of the layer: "model.layers.1." */
+	int err;		/* set once any diagnostic was an error */
+};
+
+/* config.c: keys of config.json.  Accessors of required keys report a
+ * missing or malformed key, set c->err and return a harmless default (1),
+ * so one run reports every bad key before giving up. */
+int cfg_has(Cfg *c, const char *key);	/* present and not null */
+const char *cfg_alias(Cfg *c, const char *const *keys);	/* first present, or keys[0] */
+int64_t cfg_int(Cfg *c, const char *key);	/* required, > 0 */
+int64_t cfg_int_or(Cfg *c, const char *key, int64_t def);	/* >= 0 */
+double cfg_num(Cfg *c, const char *key);	/* required, > 0 */
+double cfg_num_or(Cfg *c, const char *key, double def);
+int cfg_bool_or(Cfg *c, const char *key, int def);
+const char *cfg_str_or(Cfg *c, const char *key, const char *def);
+int cfg_in_list(Cfg *c, const char *key, int64_t v);	/* v in the int array key */
+int cfg_error(Cfg *c, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void cfg_note(Cfg *c, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The checkpoint name of a tensor of this layer: pre + suffix (arena). */
+const char *cfg_name(Cfg *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* cfg_weights.c */
+
+/*
+ * A part of an IR weight held by one checkpoint tensor: it fills numel
+ * elements from element `off` on.  With `trans` the checkpoint holds the
+ * last two dims swapped (gpt-oss's [E,H,2I] for our [E,2I,H]), and the part
+ * is the whole weight.
+ */
+typedef struct {
+	const char *name;	/* checkpoint tensor name */
+	int64_t off;
+	int rank;
+	int64_t dim[3];		/* shape in the checkpoint */
+	int trans;
+} Piece;
+
+/* How one IR weight is made: type, synthetic recipe, and its pieces. */
+typedef struct {
+	const char *name;	/* IR name */
+	Type t;
+	double mean, scale;	/* synthetic: mean + scale*u; scale < 0: 1/sqrt(fan_in) */
+	int f32ok;		/* F32_OK: the checkpoint may hold it in f32;
+				 * F32_KEEP: also synthetic in f32 (HF keeps it so) */
+	const char *why;	/* the config keys behind the shape, for errors */
+	Piece *piece;		/* xmalloc'd; NULL: one piece, the IR name itself */
+	int npiece;
+} WSpec;
+
+enum { RECIPE_MATRIX, RECIPE_NORM, RECIPE_BIAS };
+enum { F32_NO, F32_OK, F32_KEEP };
+WSpec cfg_wspec(Cfg *c, const char *name, int recipe, int rank, const int64_t *dim,
+		const char *why);
+void cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank,
+		   const int64_t *dim, int trans);
+/* Whether the checkpoint holds this tensor (synthetic: never). */
+int cfg_ckpt_has(Cfg *c, const char *name);
+/* The weight as an IR value: synthetic, or read and checked.  Frees
+ * w->piece.  NULL with a diagnostic. */
+Value *cfg_weight(Cfg *c, WSpec *w);
+/* A [rows, cols] weight held as one checkpoint tensor of the same name. */
+Value *cfg_weight2(Cfg *c, const char *name, int64_t rows, int64_t cols,
+		   const char *why);
+/* A [n] norm weight, norm bias or bias. */
+Value *cfg_vector(Cfg *c, const char *name, int recipe, int64_t n, const char *why);
+
+/* cfg_ffn.c: the pieces of a block */
+
+/* The routing and expert semantics of one moe node. */
+typedef struct {
+	int64_t E, k, I;	/* experts, top-k, expert intermediate size */
+	const char *router;	/* softmax | sigmoid | topk_softmax */
+	int renorm;
+	double scale;		/* routed_scaling_factor */
+	int64_t ngroup, topkgroup;	/* group-limited selection; 1, 1: none */
+	const char *gscore;	/* max | top2 */
+	const char *act;	/* silu | oai */
+	const char *layout;	/* gu_layout: concat | interleave */
+	double alpha, limit;	/* act=oai */
+	const char *ekey, *ikey;	/* the config keys of E and I, for errors */
+} MoeSpec;
+
+Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);
+Value *cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps);
+/* x @ W^T (+ b) for a [out, in] weight named w; bias NULL: none. */
+Value *cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out,
+		  int64_t in, const char *why);
+Value *cfg_act(Cfg *c, Value *x, const char *act);	/* silu gelu gelu_tanh relu */
+/* hidden_act / activation_function as one of cfg_act's names; NULL if unknown. */
+const char *cfg_hf_act(Cfg *c, const char *key, const char *def);
+/* down(act(gate(x)) * up(x)); mod is "mlp" or "mlp.shared_experts". */
+Value *cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act,
+		   int bias, const char *why);
+/* Router logits in f32: [T, E]; f32ok as in WSpec. */
+Value *cfg_router(Cfg *c, Value *x, const char *w, const char *bias, int64_t E, int f32ok);
+Value *cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
+	       const MoeSpec *s);
+/* The stacked expert weights [E,2I,H], [E,H,I] from per-expert checkpoint
+ * tensors (gate, up, down: formats with the expert number, e.g.
+ * "mlp.experts.%d.gate_proj.weight"; NULL: stacked only) or from stacked
+ * "<mod>.experts.gate_up_proj" / "down_proj" (strans: held [E,H,2I] and
+ * [E,I,H], as gpt-oss does). */
+Value *cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
+		      const MoeSpec *s, int strans);
+Value *cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s,
+			int strans);
+Value *cfg_named(Cfg *c, Value *v, const char *name);
+
+/* cfg_family.c */
+typedef Value *FamilyFn(Cfg *c, Value *x);
+FamilyFn *cfg_family(const char *model_type);
+const char *cfg_family_list(void);
+/* The layer built when none is asked for: the first MoE layer, else 0. */
+int cfg_family_default_layer(Cfg *c, int64_t nlayer);
+
+#endif

@@ -1,0 +1,256 @@
+/*
+ * cfg_ffn.c — the pieces a config-built block is made of: norms, linear
+ * layers on [out, in] weights, activations, the gated MLP, the router and
+ * the moe node with its stacked expert weights.  Each builder takes the
+ * checkpoint names (relative to the layer's prefix) and returns the IR
+ * value, or NULL after a diagnostic.  Nodes carry the module path as their
+ * location, so a shape error points at "model.layers.1.mlp".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg.h"
+
+Value *
+cfg_named(Cfg *c, Value *v, const char *name)
+{
+	if (v)
+		ir_set_name(c->g, v, name);
+	return v;
+}
+
+static const char *
+why(Cfg *c, const char *fmt, const char *a, const char *b)
+{
+	return arena_printf(c->m->arena, fmt, a, b);
+}
+
+Value *
+cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps)
+{
+	Value *wv = cfg_vector(c, cfg_name(c, "%s", w), RECIPE_NORM, c->hidden, "hidden_size");
+
+	if (!wv)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", w);
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", eps);
+	return ir_b2(&c->b, OP_RMS_NORM, x, wv);
+}
+
+Value *
+cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps)
+{
+	Value *in[3];
+	Node *n;
+
+	in[0] = x;
+	in[1] = cfg_vector(c, cfg_name(c, "%s", w), RECIPE_NORM, c->hidden, "hidden_size");
+	in[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, c->hidden, "hidden_size");
+	if (!in[1] || !in[2])
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", w);
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", eps);
+	n = ir_b_node(&c->b, OP_LAYER_NORM, in, 3, 1);
+	return n ? n->out[0] : NULL;
+}
+
+Value *
+cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out, int64_t in,
+	   const char *why)
+{
+	Value *op[3] = {x, NULL, NULL};
+	Node *n;
+
+	op[1] = cfg_weight2(c, cfg_name(c, "%s", w), out, in, why);
+	if (bias)
+		op[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, out, why);
+	if (!op[1] || (bias && !op[2]))
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", w);
+	ir_b_int(&c->b, "trans_b", 1);
+	n = ir_b_node(&c->b, OP_MATMUL, op, bias ? 3 : 2, 1);
+	return n ? n->out[0] : NULL;
+}
+
+Value *
+cfg_act(Cfg *c, Value *x, const char *act)
+{
+	if (!x)
+		return NULL;
+	if (strcmp(act, "silu") == 0)
+		return ir_b1(&c->b, OP_SILU, x);
+	if (strcmp(act, "relu") == 0)
+		return ir_b1(&c->b, OP_RELU, x);
+	if (strcmp(act, "gelu_tanh") == 0)
+		ir_b_str(&c->b, "approx", "tanh");
+	return ir_b1(&c->b, OP_GELU, x);
+}
+
+Value *
+cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, int bias,
+	    const char *ikey)
+{
+	const char *w1 = why(c, "%s x %s", ikey, "hidden_size");
+	const char *w2 = why(c, "%s x %s", "hidden_size", ikey);
+	char gw[96], gb[96], uw[96], ub[96], dw[96], db[96];
+	Value *g, *u;
+
+	snprintf(gw, sizeof gw, "%s.gate_proj.weight", mod);
+	snprintf(gb, sizeof gb, "%s.gate_proj.bias", mod);
+	snprintf(uw, sizeof uw, "%s.up_proj.weight", mod);
+	snprintf(ub, sizeof ub, "%s.up_proj.bias", mod);
+	snprintf(dw, sizeof dw, "%s.down_proj.weight", mod);
+	snprintf(db, sizeof db, "%s.down_proj.bias", mod);
+	g = cfg_linear(c, x, gw, bias ? gb : NULL, inter, c->hidden, w1);
+	u = cfg_linear(c, x, uw, bias ? ub : NULL, inter, c->hidden, w1);
+	if (!g || !u)
+		return NULL;
+	g = ir_b2(&c->b, OP_MUL, cfg_act(c, g, act), u);
+	if (!g)
+		return NULL;
+	return cfg_linear(c, g, dw, bias ? db : NULL, c->hidden, inter, w2);
+}
+
+/* Router logits in f32 ([T,E]), from a [E,H] weight (and [E] bias) in the
+ * model dtype or f32: the input is cast to the weight's dtype. */
+Value *
+cfg_router(Cfg *c, Value *x, const char *w, const char *bias, int64_t E, int f32ok)
+{
+	WSpec ws = cfg_wspec(c, cfg_name(c, "%s", w), RECIPE_MATRIX, 2,
+			     (int64_t[]){E, c->hidden}, "num_experts x hidden_size");
+	Value *wv, *l, *bv;
+
+	ws.f32ok = f32ok;
+	if (!(wv = cfg_weight(c, &ws)))
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", w);
+	if (wv->type.dt != x->type.dt) {
+		ir_b_str(&c->b, "to", dtype_name(wv->type.dt));
+		x = ir_b1(&c->b, OP_CAST, x);
+	}
+	ir_b_int(&c->b, "trans_b", 1);
+	ir_b_str(&c->b, "to", "f32");
+	l = ir_b2(&c->b, OP_MATMUL, x, wv);
+	if (!bias || !l)
+		return l;
+	ws = cfg_wspec(c, cfg_name(c, "%s", bias), RECIPE_BIAS, 1, &E, "num_experts");
+	ws.f32ok = f32ok;
+	if (!(bv = cfg_weight(c, &ws)))
+		return NULL;
+	if (bv->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		bv = ir_b1(&c->b, OP_CAST, bv);
+	}
+	return bv ? ir_b2(&c->b, OP_ADD, l, bv) : NULL;
+}
+
+static void
+moe_attrs(Cfg *c, const MoeSpec *s)
+{
+	ir_b_str(&c->b, "router", s->router);
+	ir_b_int(&c->b, "k", s->k);
+	ir_b_int(&c->b, "renorm", s->renorm);
+	if (s->scale != 1)
+		ir_b_float(&c->b, "scale", s->scale);
+	if (s->ngroup > 1) {
+		ir_b_int(&c->b, "n_group", s->ngroup);
+		ir_b_int(&c->b, "topk_group", s->topkgroup);
+		ir_b_str(&c->b, "group_score", s->gscore);
+	}
+	ir_b_str(&c->b, "act", s->act);
+	ir_b_str(&c->b, "gu_layout", s->layout);
+	if (strcmp(s->act, "oai") == 0) {
+		ir_b_float(&c->b, "alpha", s->alpha);
+		ir_b_float(&c->b, "limit", s->limit);
+	}
+}
+
+/* wt: w_gate_up, w_down, b_gate_up (or NULL), b_down (or NULL). */
+Value *
+cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
+	const MoeSpec *s)
+{
+	Value *in[7] = {x, logits, selbias, wt[0], wt[1], wt[2], wt[3]};
+	int nin = wt[2] || wt[3] ? 7 : 5;
+	Node *n;
+
+	if (!x || !logits || !wt[0] || !wt[1])
+		return NULL;
+	moe_attrs(c, s);
+	n = ir_b_node(&c->b, OP_MOE, in, nin, 1);
+	return n ? n->out[0] : NULL;
+}
+
+/*
+ * The expert weights are stacked [E,2I,H] (gate rows, then up rows) and
+ * [E,H,I].  Checkpoints hold them per expert (what save_pretrained writes:
+ * fmt is e.g. "mlp.experts.%d.gate_proj.weight") or stacked as
+ * "<mod>.experts.gate_up_proj" / "down_proj" in transformers 5's layout;
+ * strans: the stacked tensor has its last two dims swapped (gpt-oss).
+ */
+static int
+stacked(Cfg *c, const char *fmt)
+{
+	return !fmt || (c->st && !cfg_ckpt_has(c, cfg_name(c, fmt, 0)));
+}
+
+Value *
+cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
+	       const MoeSpec *s, int strans)
+{
+	int64_t E = s->E, I = s->I, H = c->hidden;
+	WSpec w = cfg_wspec(c, cfg_name(c, "%s.experts.gate_up_proj", mod), RECIPE_MATRIX, 3,
+			    (int64_t[]){E, 2 * I, H},
+			    why(c, "%s x 2*%s x hidden_size", s->ekey, s->ikey));
+
+	int st = stacked(c, gate);
+
+	if (c->st && st)
+		cfg_add_piece(&w, w.name, 0, 3,
+			      strans ? (int64_t[]){E, H, 2 * I} : (int64_t[]){E, 2 * I, H}, strans);
+	for (int64_t e = 0; c->st && !st && e < E; e++) {
+		cfg_add_piece(&w, cfg_name(c, gate, (int)e), e * 2 * I * H, 2,
+			      (int64_t[]){I, H}, 0);
+		cfg_add_piece(&w, cfg_name(c, up, (int)e), e * 2 * I * H + I * H, 2,
+			      (int64_t[]){I, H}, 0);
+	}
+	return cfg_weight(c, &w);
+}
+
+Value *
+cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s, int strans)
+{
+	int64_t E = s->E, I = s->I, H = c->hidden;
+	WSpec w = cfg_wspec(c, cfg_name(c, "%s.experts.down_proj", mod), RECIPE_MATRIX, 3,
+			    (int64_t[]){E, H, I},
+			    why(c, "%s x hidden_size x %s", s->ekey, s->ikey));
+
+	int st = stacked(c, down);
+
+	if (c->st && st)
+		cfg_add_piece(&w, w.name, 0, 3,
+			      strans ? (int64_t[]){E, I, H} : (int64_t[]){E, H, I}, strans);
+	for (int64_t e = 0; c->st && !st && e < E; e++)
+		cfg_add_piece(&w, cfg_name(c, down, (int)e), e * H * I, 2, (int64_t[]){H, I}, 0);
+	return cfg_weight(c, &w);
+}
+
+const char *
+cfg_hf_act(Cfg *c, const char *key, const char *def)
+{
+	static const char *const map[][2] = {
+		{"silu", "silu"}, {"swish", "silu"}, {"gelu", "gelu"},
+		{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"},
+		{"gelu_fast", "gelu_tanh"}, {"relu", "relu"},
+	};
+	const char *s = cfg_str_or(c, key, def);
+
+	for (size_t i = 0; i < NELEM(map); i++)
+		if (strcmp(map[i][0], s) == 0)
+			return map[i][1];
+	cfg_error(c, key, "activation '%s' is not one moec builds (silu, gelu, gelu_new, "
+		  "gelu_pytorch_tanh, relu)", s);
+	return def;
+}
