@@ -62,6 +62,10 @@ CheckRun *check_new(Module *m, const char *dims, uint64_t seed, Diag *d);
 int check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d);
 void check_free(CheckRun *r);
 
+/* outline.c: move nodes (in program order) into a new kernel and call it.
+ * The results keep their values; NULL if the region is not convex. */
+Node *pass_outline(Graph *g, Node **set, int n, const char *tmpl);
+
 /* evalnode.c: evaluate one node on host tensors (constant folding) */
 int pass_eval_node(Module *m, Node *n, const Tensor *in, Tensor *out, Diag *d);
 

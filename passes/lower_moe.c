@@ -1,0 +1,185 @@
+/*
+ * lower-moe: one `moe` op becomes the grouped pipeline that codegen runs:
+ * route, permute (per-expert offsets on the device), the gate|up grouped
+ * GEMM reading tokens through the permutation with SwiGLU after it, the
+ * down grouped GEMM scaled by the routing weight and scattered back to
+ * token order, and the sum over the k choices.
+ *
+ *	%y = moe %x, %l, ...       =>   %w, %ids = route %l, ...
+ *	                                %offs, %rows, %pos = permute %ids, experts=E
+ *	                                %src = div %rows, k ; %xs = gather %x, %src
+ *	                                %h = grouped_matmul %xs, $wgu', %offs ; %a = swiglu %h
+ *	                                %o = grouped_matmul %a, $wdown, %offs
+ *	                                %os = mul %o, (gather %w, %rows)
+ *	                                %ys = scatter_rows %os, %rows ; %y = reduce_sum [T,k,H] over k
+ *
+ * Gate and up weights are re-laid out (as weight-only ops, folded at compile
+ * time or run once at load) so columns 2j and 2j+1 hold gate j and up j: a
+ * GEMM tile then holds matching pairs and SwiGLU runs on its accumulators.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+static Value *
+reshape(Builder *b, Value *v, int rank, const Dim *dims)
+{
+	ir_b_dims(b, "shape", dims, rank);
+	return ir_b1(b, OP_RESHAPE, v);
+}
+
+/* [E, 2I, ...] with gate rows 0..I-1, up rows I..2I-1 -> interleaved rows. */
+static Value *
+interleave(Builder *b, Value *w)
+{
+	const Type *t = &w->type;
+	Dim d4[4] = {t->dim[0], 2, ir_dim_div(b->g->m, t->dim[1], 2), t->rank == 3 ? t->dim[2] : 1};
+	int64_t perm[4] = {0, 2, 1, 3};
+	Value *r = reshape(b, w, 4, d4);
+
+	ir_b_ints(b, "perm", perm, 4);
+	r = ir_b1(b, OP_TRANSPOSE, r);
+	return reshape(b, r, t->rank, t->dim);
+}
+
+static Value *
+const_i32(Builder *b, int64_t v)
+{
+	return ir_b_const_i(b, DT_I32, &v, 1, 0);
+}
+
+static void
+copy_router_attrs(Builder *b, const Node *moe)
+{
+	static const char *keys[] = {"router", "k", "renorm", "scale", "n_group",
+				     "topk_group", "group_score"};
+
+	for (size_t i = 0; i < NELEM(keys); i++) {
+		const Attr *a = ir_attr(moe, keys[i]);
+		if (a && b->npend < (int)NELEM(b->pend))
+			b->pend[b->npend++] = *a;
+	}
+}
+
+static Value *
+lower(Graph *g, Node *moe, PassCtx *c)
+{
+	Module *m = g->m;
+	Builder b = {.g = g, .before = moe, .loc = moe->loc, .d = c->d};
+	Value *x = moe->in[0], *wgu = moe->in[3], *wdn = moe->in[4];
+	Value *bgu = moe->nin > 5 ? moe->in[5] : NULL, *bdn = moe->nin > 6 ? moe->in[6] : NULL;
+	int64_t k = ir_attr_int(moe, "k", 1), E = wgu->type.dim[0];
+	Dim T = x->type.dim[0], H = x->type.dim[1], R = ir_dim_mul(m, T, k);
+	DType xdt = x->type.dt;
+	const char *act = ir_attr_str(moe, "act", "silu");
+	Value *in[4];
+	Node *n;
+
+	/* route and permute: all on the device, nothing read on the host */
+	copy_router_attrs(&b, moe);
+	in[0] = moe->in[1];
+	in[1] = moe->in[2];
+	n = ir_b_node(&b, OP_ROUTE, in, in[1] ? 2 : 1, 2);
+	if (!n)
+		return NULL;
+	Value *w = n->out[0], *ids = n->out[1];
+	ir_b_int(&b, "experts", E);
+	n = ir_b_node(&b, OP_PERMUTE, &ids, 1, 3);
+	if (!n)
+		return NULL;
+	Value *offs = n->out[0], *rows = n->out[1];
+
+	/* gate|up: tokens gathered through the permutation, SwiGLU after */
+	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") != 0) {
+		wgu = interleave(&b, wgu);
+		if (bgu)
+			bgu = interleave(&b, bgu);
+	}
+	Value *src = ir_b2(&b, OP_DIV, rows, const_i32(&b, k));
+	ir_b_int(&b, "axis", 0);
+	Value *xs = ir_b2(&b, OP_GATHER, x, src);
+	in[0] = xs, in[1] = wgu, in[2] = offs, in[3] = bgu;
+	ir_b_str(&b, "to", dtype_name(xdt));
+	n = ir_b_node(&b, OP_GROUPED_MATMUL, in, bgu ? 4 : 3, 1);
+	if (!n)
+		return NULL;
+	ir_b_str(&b, "layout", "interleave");
+	ir_b_str(&b, "act", act);
+	if (strcmp(act, "oai") == 0) {
+		ir_b_float(&b, "alpha", ir_attr_float(moe, "alpha", 1.702));
+		ir_b_float(&b, "limit", ir_attr_float(moe, "limit", 7.0));
+	}
+	Value *a = ir_b1(&b, OP_SWIGLU, n->out[0]);
+
+	/* down: scaled by the routing weight, scattered back to token order */
+	in[0] = a, in[1] = wdn, in[2] = offs, in[3] = bdn;
+	ir_b_str(&b, "to", "f32");
+	n = ir_b_node(&b, OP_GROUPED_MATMUL, in, bdn ? 4 : 3, 1);
+	if (!n)
+		return NULL;
+	Value *o = n->out[0];
+	Dim r1[1] = {R}, r2[2] = {R, 1};
+	Value *wflat = reshape(&b, w, 1, r1);
+	ir_b_int(&b, "axis", 0);
+	Value *ws = ir_b2(&b, OP_GATHER, wflat, rows);
+	Value *os = ir_b2(&b, OP_MUL, o, reshape(&b, ws, 2, r2));
+	ir_b_dims(&b, "rows", r1, 1);
+	Value *ys = ir_b2(&b, OP_SCATTER_ROWS, os, rows);
+
+	/* the sum over the k choices, in a fixed order: deterministic */
+	Dim tkh[3] = {T, k, H};
+	int64_t ax = 1;
+	Value *y3 = reshape(&b, ys, 3, tkh);
+	ir_b_ints(&b, "axes", &ax, 1);
+	ir_b_int(&b, "keepdims", 0);
+	Value *y = ir_b1(&b, OP_REDUCE_SUM, y3);
+	if (y && xdt != DT_F32) {
+		ir_b_str(&b, "to", dtype_name(xdt));
+		y = ir_b1(&b, OP_CAST, y);
+	}
+	if (y) {
+		const char *base = moe->out[0]->name;
+		Value *named[] = {w, ids, offs, rows, src, xs, a, o, ys};
+		const char *suffix[] = {"w", "ids", "offs", "rows", "src", "xs", "act", "down", "slots"};
+		for (size_t i = 0; i < NELEM(named); i++) {
+			char nm[256];
+			snprintf(nm, sizeof nm, "%s.%s", base, suffix[i]);
+			if (named[i])
+				ir_set_name(g, named[i], nm);
+		}
+	}
+	if (y && c->report)
+		report_skip(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
+			    "gate|up grouped GEMM + swiglu (%s), down grouped GEMM + routing weight "
+			    "+ scatter to token order, sum over k",
+			    moe->out[0]->name, ir_attr_str(moe, "router", "softmax"), (long long)k,
+			    (long long)E, act);
+	return b.err ? NULL : y;
+}
+
+int
+lower_moe(Module *m, PassCtx *c)
+{
+	int changed = 0;
+
+	for (int i = 0; i < m->ngraph; i++) {
+		Graph *g = m->graph[i];
+		for (Node *n = g->first, *next; n; n = next) {
+			next = n->next;
+			if (n->op != OP_MOE || n->in[0]->type.rank != 2 || n->in[3]->type.dim[0] < 0)
+				continue;
+			Value *y = lower(g, n, c);
+			if (!y)
+				return -1;
+			/* the last node takes over the moe's result value, name and all */
+			Value *old = n->out[0];
+			ir_erase(g, n);
+			y->def->out[y->resno] = old;
+			old->def = y->def;
+			old->resno = y->resno;
+			changed = 1;
+		}
+	}
+	return changed;
+}

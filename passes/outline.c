@@ -1,0 +1,191 @@
+/*
+ * outline.c — move a set of nodes into a new kernel and call it.  Fusion
+ * passes choose the nodes; this is the one place that builds kernels.
+ *
+ *	%a = matmul %x, $w            %a = call @g.k0(%x, $w, $b)
+ *	%b2 = add %a, $b      =>      kernel @g.k0(%x, %w, %b) template=gemm {
+ *	                                      %a = matmul %x, %w
+ *	                                      %b2 = add %a, %b ...
+ *
+ * The results keep their Value objects (names and ids), so nothing outside
+ * the region changes.  The region must be convex: a node outside it that
+ * uses a result and feeds the region makes outlining refuse (NULL).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+	Value **v;
+	int n, cap;
+} Vals;
+
+static void
+vals_add(Vals *s, Value *v)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i] == v)
+			return;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 16;
+		s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap);
+	}
+	s->v[s->n++] = v;
+}
+
+static int
+vals_find(const Vals *s, const Value *v)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i] == v)
+			return i;
+	return -1;
+}
+
+static int
+member(Node *const *set, int n, const Node *x)
+{
+	for (int i = 0; i < n; i++)
+		if (set[i] == x)
+			return 1;
+	return 0;
+}
+
+/* Is every node between first and last that depends on the region free of
+ * feeding it?  Moves such nodes after `last`; 0 ok, -1 not convex. */
+static int
+make_convex(Graph *g, Node **set, int n, unsigned char *in_set, unsigned char *tainted)
+{
+	Node *first = set[0], *last = set[n - 1];
+	Node *moved[4096];
+	int nmoved = 0;
+
+	for (Node *x = first->next; x && x != last; x = x->next) {
+		if (member(set, n, x))
+			continue;
+		int dep = 0;
+		for (int i = 0; i < x->nin && !dep; i++)
+			dep = x->in[i] && tainted[x->in[i]->id];
+		if (!dep)
+			continue;
+		if (nmoved == (int)NELEM(moved))
+			return -1;
+		moved[nmoved++] = x;
+		for (int i = 0; i < x->nout; i++)
+			tainted[x->out[i]->id] = 1;
+	}
+	/* a moved node must not feed the region */
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < set[k]->nin; i++) {
+			Value *v = set[k]->in[i];
+			if (v && v->kind == V_RESULT && !in_set[v->id] && tainted[v->id])
+				return -1;
+		}
+	for (int k = nmoved - 1; k >= 0; k--) {
+		ir_erase(g, moved[k]);
+		ir_insert(g, last->next, moved[k]);
+	}
+	return 0;
+}
+
+static const char *
+kernel_name(Module *m, const Graph *g)
+{
+	char buf[256];
+
+	for (int i = 0;; i++) {
+		snprintf(buf, sizeof buf, "%s.k%d", g->name, i);
+		if (!ir_find_graph(m, buf))
+			return ir_intern(m, buf);
+	}
+}
+
+Node *
+pass_outline(Graph *g, Node **set, int n, const char *tmpl)
+{
+	Module *m = g->m;
+	unsigned char *in_set = xcalloc(m->nvalue + 1, 1), *tainted = xcalloc(m->nvalue + 1, 1);
+	Vals ins = {0}, outs = {0}, kin = {0};
+	Node *call = NULL;
+	Graph *k;
+
+	if (n <= 0)
+		goto out;
+	ir_fill_uses(g);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < set[i]->nout; j++)
+			in_set[set[i]->out[j]->id] = tainted[set[i]->out[j]->id] = 1;
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < set[i]->nin; j++) {
+			Value *v = set[i]->in[j];
+			if (v && !(v->kind == V_RESULT && in_set[v->id]))
+				vals_add(&ins, v);
+		}
+		for (int j = 0; j < set[i]->nout; j++) {
+			Value *v = set[i]->out[j];
+			int outside = ir_is_graph_result(g, v);
+			for (int u = 0; u < v->nuse && !outside; u++)
+				outside = v->use[u].node && !member(set, n, v->use[u].node);
+			if (outside)
+				vals_add(&outs, v);
+		}
+	}
+	if (outs.n == 0 || make_convex(g, set, n, in_set, tainted) != 0)
+		goto out;
+
+	/* the kernel: parameters for the inputs, clones of the nodes */
+	k = ir_new_graph(m, kernel_name(m, g), G_KERNEL);
+	if (tmpl)
+		ir_graph_set_str(k, "template", tmpl);
+	for (int i = 0; i < ins.n; i++)
+		vals_add(&kin, ir_add_param(k, ins.v[i]->name, ins.v[i]->type));
+	Value **map = xcalloc(m->nvalue + 1, sizeof *map);
+	for (int i = 0; i < n; i++) {
+		Node *c = ir_new_node(k, set[i]->op, NULL, set[i]->nin, set[i]->nout);
+		c->loc = set[i]->loc;
+		c->callee = set[i]->callee;
+		ir_copy_attrs(m, c, set[i]);
+		for (int j = 0; j < set[i]->nin; j++) {
+			Value *v = set[i]->in[j];
+			int p = v ? vals_find(&ins, v) : -1;
+			c->in[j] = !v ? NULL : p >= 0 ? kin.v[p] : map[v->id];
+		}
+		for (int j = 0; j < set[i]->nout; j++) {
+			c->out[j]->type = set[i]->out[j]->type;
+			ir_set_name(k, c->out[j], set[i]->out[j]->name);
+			map[set[i]->out[j]->id] = c->out[j];
+		}
+		ir_insert(k, NULL, c);
+	}
+	Value **kret = xcalloc((size_t)outs.n + 1, sizeof *kret);
+	const char **rname = xcalloc((size_t)outs.n + 1, sizeof *rname);
+	for (int i = 0; i < outs.n; i++) {
+		kret[i] = map[outs.v[i]->id];
+		rname[i] = outs.v[i]->name;
+	}
+	ir_set_results(k, kret, rname, outs.n);
+
+	/* the call takes over the result values, so their users don't change */
+	call = ir_new_node(g, OP_CALL, ins.v, ins.n, outs.n);
+	call->callee = k;
+	call->loc = set[n - 1]->loc;
+	for (int i = 0; i < outs.n; i++) {
+		call->out[i] = outs.v[i];
+		outs.v[i]->def = call;
+		outs.v[i]->resno = i;
+	}
+	ir_insert(g, set[n - 1]->next, call);
+	for (int i = 0; i < n; i++)
+		ir_erase(g, set[i]);
+	free(map);
+	free(kret);
+	free(rname);
+out:
+	free(in_set);
+	free(tainted);
+	free(ins.v);
+	free(outs.v);
+	free(kin.v);
+	return call;
+}
