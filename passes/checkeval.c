@@ -53,10 +53,37 @@ fill_random(Tensor *t, uint64_t seed)
 	}
 }
 
+/* Copies of inputs the caller gave (a test case's), checked against g. */
+static CheckRun *
+given_inputs(Graph *g, const PassOpts *o, Diag *d)
+{
+	CheckRun *r;
+
+	if (o->ncheck_inputs != g->nparam) {
+		diag_error(d, g->loc, "--check-eval: %d inputs given, the graph takes %d",
+			   o->ncheck_inputs, g->nparam);
+		return NULL;
+	}
+	r = xcalloc(1, sizeof *r);
+	r->nin = g->nparam;
+	r->in = xcalloc((size_t)g->nparam + 1, sizeof *r->in);
+	for (int i = 0; i < g->nparam; i++) {
+		const Tensor *t = &o->check_inputs[i];
+		if (tensor_alloc(&r->in[i], t->dt, t->rank, t->dim) != 0) {
+			check_free(r);
+			return NULL;
+		}
+		memcpy(r->in[i].data, t->data, tensor_nbytes(t));
+	}
+	return r;
+}
+
 CheckRun *
-check_new(Module *m, const char *dims, uint64_t seed, Diag *d)
+check_new(Module *m, const PassOpts *o, Diag *d)
 {
 	Graph *g = ir_main_graph(m);
+	const char *dims = o->check_dims;
+	uint64_t seed = o->check_seed;
 	CheckRun *r;
 	DimEnv env;
 
@@ -64,6 +91,8 @@ check_new(Module *m, const char *dims, uint64_t seed, Diag *d)
 		diag_error(d, LOC_NONE, "--check-eval: the module has no graph");
 		return NULL;
 	}
+	if (o->check_inputs)
+		return given_inputs(g, o, d);
 	env.n = ir_natom(m);
 	env.val = xcalloc((size_t)env.n + 1, sizeof *env.val);
 	for (int a = 0; a < env.n; a++)

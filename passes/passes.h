@@ -42,6 +42,8 @@ typedef struct {
 	int check_eval;		/* interpreter before/after every pass */
 	const char *check_dims;	/* "T=7,batch=2": symbol values for check_eval */
 	uint64_t check_seed;
+	const Tensor *check_inputs;	/* given inputs instead of random ones */
+	int ncheck_inputs;
 	int print_flags;	/* IR_PRINT_LOC */
 	FILE *dump;		/* where dumps go; NULL: stderr */
 } PassOpts;
@@ -55,7 +57,7 @@ int pass_run(Module *m, const PassOpts *o, PassCtx *c);
 
 /* checkeval.c: run the main graph on seeded random inputs */
 typedef struct CheckRun CheckRun;
-CheckRun *check_new(Module *m, const char *dims, uint64_t seed, Diag *d);
+CheckRun *check_new(Module *m, const PassOpts *o, Diag *d);
 /* Evaluate the main graph and remember (first call) or compare (later
  * calls) its outputs.  0 same within tolerance, 1 differs (with a message
  * in *why), -1 could not evaluate. */

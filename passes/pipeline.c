@@ -165,7 +165,7 @@ pass_run(Module *m, const PassOpts *o, PassCtx *c)
 	if (n < 0)
 		return -1;
 	if (o->check_eval) {
-		chk = check_new(m, o->check_dims, o->check_seed, c->d);
+		chk = check_new(m, o, c->d);
 		if (!chk || check_eval(chk, m, why, sizeof why, c->d) != 0) {
 			check_free(chk);
 			return -1;
