@@ -1,9 +1,870 @@
-/* onnx.c — placeholder until the ONNX importer lands. */
-#include "frontend.h"
+/*
+ * onnx.c — ONNX ModelProto -> IR module.  Parses the model with the
+ * protobuf-c code generated from Debian's onnx.proto, checks the opsets,
+ * turns graph inputs into parameters (dim_param -> symbolic dims),
+ * initializers into consts or weights, and each node into IR through the op
+ * table (onnx_ops.c), then names the graph results and drops what only
+ * shape folding needed.
+ *
+ * Bad input never aborts: every problem is a diagnostic naming the file and
+ * the node (index, name, op type) or field.  One run lists every unsupported
+ * op; a node that fails marks its outputs bad and its dependants are
+ * skipped, so independent errors are all reported.  Returns NULL on error.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+/* --- diagnostics --------------------------------------------------------- */
+
+int
+ox_err(ONode *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	diag_verror(n->c->d, n->loc, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* A location naming a field: `model.onnx: initializer 'w': error: ...` */
+Loc
+ox_field(Ctx *c, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	Loc l = loc_file(c->file);
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	l.name = ir_intern(c->m, buf);
+	return l;
+}
+
+static int
+field_err(Ctx *c, Loc l, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	diag_verror(c->d, l, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* --- the value table: ONNX name -> OVal ---------------------------------- */
+
+static size_t
+slot(const Ctx *c, const char *name)
+{
+	size_t i = (size_t)hash_str(name) & (c->captab - 1);
+
+	while (c->tab[i] && strcmp(c->tab[i]->name, name) != 0)
+		i = (i + 1) & (c->captab - 1);
+	return i;
+}
+
+static void
+grow_tab(Ctx *c)
+{
+	OVal **old = c->tab;
+	size_t oldcap = c->captab;
+
+	c->captab = oldcap ? 2 * oldcap : 256;
+	c->tab = xcalloc(c->captab, sizeof *c->tab);
+	for (size_t i = 0; i < oldcap; i++)
+		if (old[i])
+			c->tab[slot(c, old[i]->name)] = old[i];
+	free(old);
+}
+
+static const char *
+scoped(Ctx *c, const char *name)
+{
+	return c->prefix ? arena_printf(c->tmp, "%s%s", c->prefix, name) : name;
+}
+
+OVal *
+ox_find(Ctx *c, const char *name)
+{
+	if (!c->captab)
+		return NULL;
+	return c->tab[slot(c, scoped(c, name))];
+}
+
+/* A new record for name; NULL (with no diagnostic) if it is already defined. */
+OVal *
+ox_define(Ctx *c, const char *name)
+{
+	OVal *o;
+	size_t i;
+
+	name = scoped(c, name);
+	if (2 * (c->ntab + 1) > c->captab)
+		grow_tab(c);
+	i = slot(c, name);
+	if (c->tab[i])
+		return NULL;
+	o = arena_alloc(c->tmp, sizeof *o);
+	o->name = arena_strdup(c->tmp, name);
+	c->tab[i] = o;
+	c->ntab++;
+	return o;
+}
+
+const Type *
+ox_type(const OVal *o)
+{
+	return o->v ? &o->v->type : &o->type;
+}
+
+/* --- value_info ---------------------------------------------------------- */
+
+static int
+cmp_vinfo(const void *a, const void *b)
+{
+	const Onnx__ValueInfoProto *x = *(Onnx__ValueInfoProto *const *)a;
+	const Onnx__ValueInfoProto *y = *(Onnx__ValueInfoProto *const *)b;
+
+	return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+static void
+index_vinfo(Ctx *c, const Onnx__GraphProto *gp)
+{
+	size_t n = gp->n_value_info + gp->n_output;
+
+	c->vinfo = arena_array(c->tmp, Onnx__ValueInfoProto *, n ? n : 1);
+	for (size_t i = 0; i < gp->n_value_info; i++)
+		c->vinfo[c->nvinfo++] = gp->value_info[i];
+	for (size_t i = 0; i < gp->n_output; i++)
+		c->vinfo[c->nvinfo++] = gp->output[i];
+	qsort(c->vinfo, c->nvinfo, sizeof *c->vinfo, cmp_vinfo);
+}
+
+static const Onnx__ValueInfoProto *
+find_vinfo(const Ctx *c, const char *name)
+{
+	Onnx__ValueInfoProto key = {.name = (char *)name}, *kp = &key, **r;
+
+	r = bsearch(&kp, c->vinfo, c->nvinfo, sizeof *c->vinfo, cmp_vinfo);
+	return r ? *r : NULL;
+}
+
+/* --- symbolic dims ------------------------------------------------------- */
+
+static int
+find_atom(const Module *m, const char *name, size_t n)
+{
+	for (int i = 0; i < ir_natom(m); i++)
+		if (strlen(ir_atom_name(m, i)) == n && memcmp(ir_atom_name(m, i), name, n) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * A dim_param as a product of integers and names ("batch", "2*batch*seq"),
+ * the form our dims have.  With existing_only, every name must already be
+ * a symbol of the module.  -1 if it has another form.
+ */
+static int
+parse_dim_param(Module *m, const char *s, int existing_only, Dim *out)
+{
+	Dim d = 1;
+
+	for (;;) {
+		while (*s == ' ')
+			s++;
+		const char *t = s;
+		if (isdigit((unsigned char)*s)) {
+			int64_t v = 0;
+			for (; isdigit((unsigned char)*s); s++) {
+				if (v > (INT64_MAX - 9) / 10)
+					return -1;
+				v = 10 * v + (*s - '0');
+			}
+			d = ir_dim_mul(m, d, v);
+		} else if (isalpha((unsigned char)*s) || *s == '_') {
+			while (isalnum((unsigned char)*s) || *s == '_')
+				s++;
+			if (existing_only && find_atom(m, t, (size_t)(s - t)) < 0)
+				return -1;
+			char name[128];
+			if (s - t >= (long)sizeof name)
+				return -1;
+			memcpy(name, t, (size_t)(s - t));
+			name[s - t] = 0;
+			d = ir_dim_mul(m, d, ir_dim_sym(m, name));
+		} else {
+			return -1;
+		}
+		while (*s == ' ')
+			s++;
+		if (!*s)
+			break;
+		if (*s++ != '*')
+			return -1;
+	}
+	if (ir_dim_has_unknown(m, d))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+/* A symbol name the text IR can print: [A-Za-z_][A-Za-z0-9_]*. */
+static Dim
+named_dim(Module *m, const char *s)
+{
+	char buf[128];
+	size_t k = 0;
+
+	if (!isalpha((unsigned char)*s) && *s != '_')
+		buf[k++] = 'd';
+	for (; *s && k + 1 < sizeof buf; s++)
+		buf[k++] = isalnum((unsigned char)*s) || *s == '_' ? *s : '_';
+	buf[k] = 0;
+	if (strcmp(buf, "inf") == 0 || strcmp(buf, "nan") == 0)
+		buf[0] = 'N';
+	return ir_dim_sym(m, buf);
+}
+
+/* --- types from TypeProto ------------------------------------------------ */
+
+static int
+tensor_typeproto(Ctx *c, const Onnx__TypeProto *tp, Loc l, const char *what,
+		 const Onnx__TypeProto__Tensor **out)
+{
+	if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+		return field_err(c, l, "%s is not a tensor (sequence, map, optional and sparse "
+				 "values are not supported)", what);
+	*out = tp->tensor_type;
+	return 0;
+}
+
+static int
+elem_dtype(Ctx *c, int code, Loc l, DType *dt)
+{
+	if (dtype_from_onnx(code, dt) != 0)
+		return field_err(c, l, "unsupported element type %d (%s)", code,
+				 code == 8 ? "string" : code == 0 ? "undefined" : "no IR dtype");
+	return 0;
+}
+
+/* A graph input's type: named dims from dim_param, fresh ones where missing. */
+static int
+input_type(Ctx *c, const Onnx__ValueInfoProto *vi, Loc l, Type *t)
+{
+	const Onnx__TypeProto__Tensor *tt;
+	const Onnx__TensorShapeProto *sp;
+
+	if (tensor_typeproto(c, vi->type, l, "graph input", &tt) ||
+	    elem_dtype(c, tt->elem_type, l, &t->dt))
+		return -1;
+	sp = tt->shape;
+	if (!sp)
+		return field_err(c, l, "graph input has no shape (unknown rank)");
+	if (sp->n_dim > MAXRANK)
+		return field_err(c, l, "rank %zu exceeds %d", sp->n_dim, MAXRANK);
+	t->rank = (int)sp->n_dim;
+	for (int i = 0; i < t->rank; i++) {
+		const Onnx__TensorShapeProto__Dimension *dp = sp->dim[i];
+		if (dp->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+			if (dp->dim_value < 0 || dp->dim_value > ((int64_t)1 << 40))
+				return field_err(c, l, "dim %d is %lld", i, (long long)dp->dim_value);
+			t->dim[i] = dp->dim_value;
+		} else if (dp->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+			   dp->dim_param && *dp->dim_param) {
+			if (parse_dim_param(c->m, dp->dim_param, 0, &t->dim[i]))
+				t->dim[i] = named_dim(c->m, dp->dim_param);
+		} else {
+			char buf[200];
+			snprintf(buf, sizeof buf, "%s_d%d", vi->name, i);
+			t->dim[i] = named_dim(c->m, buf);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Check a value against its value_info (or graph output) entry: element
+ * type, rank and static dims must agree.  Unknown dims ("?") of the IR
+ * type take the declared size when it is static or a product of symbols
+ * the module already has.
+ */
+static int
+check_declared(Ctx *c, OVal *o, Loc l)
+{
+	const Onnx__ValueInfoProto *vi = find_vinfo(c, o->name);
+	const Onnx__TypeProto__Tensor *tt;
+	Type *t = o->v ? &o->v->type : &o->type, want;
+	char a[256], b[256];
+
+	if (!vi || !vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+	    !(tt = vi->type->tensor_type))
+		return 0;
+	want = *t;
+	if (tt->elem_type && dtype_from_onnx(tt->elem_type, &want.dt) != 0)
+		want.dt = NDTYPE;
+	if (tt->shape) {
+		want.rank = (int)tt->shape->n_dim;
+		for (int i = 0; i < want.rank && i < MAXRANK; i++) {
+			const Onnx__TensorShapeProto__Dimension *dp = tt->shape->dim[i];
+			want.dim[i] = i < t->rank ? t->dim[i] : 0;
+			if (dp->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+				want.dim[i] = dp->dim_value;
+			else if (dp->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+				 dp->dim_param && i < t->rank && ir_dim_has_unknown(c->m, t->dim[i]))
+				parse_dim_param(c->m, dp->dim_param, 1, &want.dim[i]);
+		}
+	}
+	ir_type_print(a, sizeof a, c->m, t);
+	if (want.dt != t->dt || want.rank != t->rank || want.rank > MAXRANK) {
+		if (want.dt == NDTYPE || want.rank > MAXRANK)
+			return diag_error(c->d, l, "'%s' is declared with an unsupported type", o->name);
+		ir_type_print(b, sizeof b, c->m, &want);
+		return diag_error(c->d, l, "'%s' is declared %s but computes %s", o->name, b, a);
+	}
+	for (int i = 0; i < t->rank; i++) {
+		if (want.dim[i] < 0 || want.dim[i] == t->dim[i])
+			continue;
+		if (t->dim[i] >= 0) {
+			ir_type_print(b, sizeof b, c->m, &want);
+			return diag_error(c->d, l, "'%s' is declared %s but computes %s", o->name, b, a);
+		}
+	}
+	return ox_refine(c, o->v, &want);
+}
+
+/* --- materialising values ------------------------------------------------ */
+
+static void
+free_data(void *p, size_t n)
+{
+	(void)n;
+	free(p);
+}
+
+/* A known tensor too large for a const node becomes a weight with data. */
+static Value *
+known_weight(Ctx *c, OVal *o)
+{
+	const Known *k = o->k;
+	Type t = ir_type(k->dt, k->rank, k->dim);
+	size_t size = dtype_bytes(k->dt, (size_t)k->n);
+	void *data = xcalloc(1, size + 1);
+	Weight *w = ir_add_weight(c->m, o->name, t);
+
+	for (int64_t i = 0; i < k->n; i++) {
+		if (k->fv)
+			dtype_store(k->dt, data, (size_t)i, k->fv[i]);
+		else
+			dtype_store_int(k->dt, data, (size_t)i, k->iv[i].v);
+	}
+	w->data = data;
+	w->size = size;
+	w->free_data = free_data;
+	w->source = ir_intern(c->m, "folded at import");
+	return w->value;
+}
+
+Value *
+ox_value(Ctx *c, OVal *o)
+{
+	if (o->v || !o->k)
+		return o->v;
+	if (!ox_known_static(o->k))
+		die("value '%s' is partly known but has no IR value", o->name);
+	if (o->k->n > OX_CONST_MAX) {
+		o->v = known_weight(c, o);
+	} else {
+		o->v = ox_const(&c->b, o->k);
+		if (o->v)
+			ir_set_name(c->g, o->v, o->name);
+	}
+	return o->v;
+}
+
+/* --- nodes --------------------------------------------------------------- */
+
+static int
+is_default_domain(const char *d)
+{
+	return !d || !*d || strcmp(d, "ai.onnx") == 0;
+}
+
+static int
+domain_opset(const Ctx *c, const char *domain)
+{
+	if (is_default_domain(domain))
+		return c->opset;
+	if (strcmp(domain, "com.microsoft") == 0)
+		return c->msopset;
+	return 0;
+}
+
+static const Onnx__FunctionProto *
+find_function(const Ctx *c, const Onnx__NodeProto *np)
+{
+	for (size_t i = 0; i < c->model->n_functions; i++) {
+		const Onnx__FunctionProto *f = c->model->functions[i];
+		if (f->name && np->op_type && strcmp(f->name, np->op_type) == 0 &&
+		    strcmp(f->domain ? f->domain : "", np->domain ? np->domain : "") == 0)
+			return f;
+	}
+	return NULL;
+}
+
+static Loc
+node_loc(Ctx *c, const Onnx__NodeProto *np, int index)
+{
+	Loc l = loc_file(c->file);
+
+	l.node = index;
+	l.name = ir_intern(c->m, np->name ? np->name : "");
+	l.optype = ir_intern(c->m, np->op_type ? np->op_type : "");
+	return l;
+}
+
+static void
+mark_bad(ONode *n)
+{
+	for (int i = 0; i < n->nout; i++)
+		if (n->out[i]) {
+			n->out[i]->bad = 1;
+			n->out[i]->state = 1;
+		}
+}
+
+/* Inputs and outputs of a node; 1 if it must be skipped (a bad input). */
+static int
+bind_node(Ctx *c, ONode *n)
+{
+	const Onnx__NodeProto *np = n->np;
+	int skip = 0;
+
+	n->nin = (int)np->n_input;
+	n->nout = (int)np->n_output;
+	n->in = arena_array(c->tmp, OVal *, n->nin + 1);
+	n->out = arena_array(c->tmp, OVal *, n->nout + 1);
+	for (int i = 0; i < n->nout; i++) {
+		const char *s = np->output[i];
+		if (!s || !*s)
+			continue;
+		n->out[i] = ox_define(c, s);
+		if (!n->out[i]) {
+			ox_err(n, "output '%s' is defined twice", s);
+			skip = -1;
+		}
+	}
+	for (int i = 0; i < n->nin; i++) {
+		const char *s = np->input[i];
+		if (!s || !*s)
+			continue;
+		n->in[i] = ox_find(c, s);
+		if (!n->in[i] || !n->in[i]->state) {
+			ox_err(n, "input '%s' is not defined by any earlier node, input or "
+			       "initializer", s);
+			skip = -1;
+		} else if (n->in[i]->bad && !skip) {
+			skip = 1;
+		}
+	}
+	return skip;
+}
+
+static int expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f);
+
+static int
+run_importer(Ctx *c, ONode *n)
+{
+	const Onnx__NodeProto *np = n->np;
+	const Onnx__FunctionProto *f;
+	ImportFn *fn;
+	int minver, nerr = c->d->nerror, rc;
+
+	fn = ox_find_op(np->domain, np->op_type, n->opset, &minver);
+	if (!fn && (f = find_function(c, np)) != NULL)
+		return expand_function(c, n, f);
+	if (!fn)
+		return -1;	/* reported by check_ops */
+	rc = fn(n);
+	if (rc == 0 && c->b.err)
+		rc = -1;
+	if (rc != 0 && c->d->nerror == nerr)
+		ox_err(n, "import failed");
+	return rc;
+}
+
+int
+ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index)
+{
+	ONode node = {.c = c, .np = np, .index = index, .b = &c->b};
+	ONode *n = &node;
+	int skip;
+
+	n->loc = node_loc(c, np, index);
+	n->opset = domain_opset(c, np->domain);
+	skip = bind_node(c, n);
+	if (skip) {
+		mark_bad(n);
+		return skip < 0 ? -1 : 0;
+	}
+	c->b.loc = n->loc;
+	c->b.err = 0;
+	c->b.npend = 0;
+	if (run_importer(c, n) != 0) {
+		mark_bad(n);
+		return -1;
+	}
+	for (int i = 0; i < n->nout; i++) {
+		OVal *o = n->out[i];
+		if (!o)
+			continue;
+		if (!o->state) {
+			ox_err(n, "output %d ('%s') is not produced by this importer", i, o->name);
+			mark_bad(n);
+			return -1;
+		}
+		if (check_declared(c, o, n->loc)) {
+			o->bad = 1;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A model-local function: its body imported in a scope where the formal
+ * inputs alias the actual ones; attribute references are not supported.
+ */
+static int
+expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
+{
+	const char *saved = c->prefix;
+	int rc = 0;
+
+	if (c->depth > 16)
+		return ox_err(n, "functions nest too deeply");
+	if (f->n_input < (size_t)n->nin || f->n_output < (size_t)n->nout)
+		return ox_err(n, "function %s takes %zu inputs and %zu outputs", f->name,
+			      f->n_input, f->n_output);
+	c->prefix = arena_printf(c->tmp, "%s%s#%d/", saved ? saved : "", f->name, n->index);
+	for (int i = 0; i < n->nin; i++) {
+		OVal *o = ox_define(c, f->input[i]);
+		if (!o) {
+			rc = ox_err(n, "function %s names input '%s' twice", f->name, f->input[i]);
+			goto out;
+		}
+		if (n->in[i])
+			*o = (OVal){.name = o->name, .v = ox_value(c, n->in[i]), .k = n->in[i]->k,
+				    .type = *ox_type(n->in[i]), .state = 1};
+	}
+	c->depth++;
+	for (size_t i = 0; i < f->n_node && rc == 0; i++) {
+		const Onnx__NodeProto *np = f->node[i];
+		for (size_t j = 0; j < np->n_attribute; j++)
+			if (np->attribute[j]->ref_attr_name && *np->attribute[j]->ref_attr_name)
+				rc = ox_err(n, "function %s: attribute references are not supported",
+					    f->name);
+		if (rc == 0)
+			rc = ox_import_node(c, np, n->index);
+	}
+	c->depth--;
+	for (int i = 0; i < n->nout && rc == 0; i++) {
+		OVal *src = ox_find(c, f->output[i]);
+		if (!src || !src->state || src->bad)
+			rc = ox_err(n, "function %s does not compute its output '%s'", f->name,
+				    f->output[i]);
+		else if (n->out[i]) {
+			c->prefix = saved;
+			ox_alias(n, i, src);
+		}
+	}
+out:
+	c->prefix = saved;
+	return rc;
+}
+
+/* --- the graph ----------------------------------------------------------- */
+
+static int
+check_opsets(Ctx *c, const Onnx__ModelProto *mp)
+{
+	int rc = 0;
+
+	c->opset = -1;
+	for (size_t i = 0; i < mp->n_opset_import; i++) {
+		const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
+		Loc l = ox_field(c, "opset_import[%zu] '%s'", i, os->domain ? os->domain : "");
+		if (is_default_domain(os->domain)) {
+			c->opset = (int)MIN(MAX(os->version, -1), 1000);
+			if (os->version < 13 || os->version > 23)
+				rc = field_err(c, l, "opset %lld of the default domain is not "
+					       "supported (13 to 23 are)", (long long)os->version);
+		} else if (strcmp(os->domain, "com.microsoft") == 0) {
+			c->msopset = (int)MIN(MAX(os->version, 0), 1000);
+			if (os->version != 1)
+				rc = field_err(c, l, "com.microsoft opset %lld is not supported (1 is)",
+					       (long long)os->version);
+		}
+	}
+	if (c->opset < 0)
+		rc = field_err(c, loc_file(c->file), "the model imports no opset of the default "
+			       "domain");
+	return rc;
+}
+
+/* Every node's op must have an importer (or a local function): all are listed. */
+static int
+check_ops(Ctx *c, const Onnx__GraphProto *gp)
+{
+	int rc = 0, minver;
+
+	for (size_t i = 0; i < gp->n_node; i++) {
+		const Onnx__NodeProto *np = gp->node[i];
+		const char *dom = np->domain ? np->domain : "";
+		int v = domain_opset(c, dom), first = 1, count = 0;
+		if (!np->op_type || ox_find_op(dom, np->op_type, v, &minver) || find_function(c, np))
+			continue;
+		for (size_t j = 0; j < gp->n_node; j++) {
+			const Onnx__NodeProto *q = gp->node[j];
+			if (!q->op_type || strcmp(q->op_type, np->op_type) != 0 ||
+			    strcmp(q->domain ? q->domain : "", dom) != 0)
+				continue;
+			first &= j >= i;
+			count++;
+		}
+		if (!first)
+			continue;
+		Loc l = node_loc(c, np, (int)i);
+		if (ox_op_known(dom, np->op_type) && v > 0)
+			diag_error(c->d, l, "operator %s%s%s needs a newer opset than %d", dom,
+				   *dom ? "." : "", np->op_type, v);
+		else if (!is_default_domain(dom) && v == 0 && ox_op_known(dom, np->op_type))
+			diag_error(c->d, l, "domain '%s' is not imported by the model", dom);
+		else
+			diag_error(c->d, l, "unsupported operator %s%s%s", dom, *dom ? "." : "",
+				   np->op_type);
+		if (count > 1)
+			diag_note(c->d, l, "%d nodes use it", count);
+		rc = -1;
+	}
+	return rc;
+}
+
+static Value **
+graph_outputs(Ctx *c, const Onnx__GraphProto *gp, const char ***names)
+{
+	Value **v = arena_array(c->tmp, Value *, gp->n_output + 1);
+
+	*names = arena_array(c->tmp, const char *, gp->n_output + 1);
+	for (size_t i = 0; i < gp->n_output; i++) {
+		const char *name = gp->output[i]->name ? gp->output[i]->name : "";
+		OVal *o = ox_find(c, name);
+		Loc l = ox_field(c, "graph output '%s'", name);
+		if (!o || !o->state) {
+			field_err(c, l, "no node, input or initializer defines it");
+			return NULL;
+		}
+		if (o->bad)
+			return NULL;
+		c->b.loc = l;
+		if (!(v[i] = ox_value(c, o)) || check_declared(c, o, l))
+			return NULL;
+		(*names)[i] = name;
+	}
+	return v;
+}
+
+static int
+add_inputs(Ctx *c, const Onnx__GraphProto *gp)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < gp->n_input; i++) {
+		const Onnx__ValueInfoProto *vi = gp->input[i];
+		const char *name = vi->name ? vi->name : "";
+		Loc l = ox_field(c, "graph input '%s'", name);
+		Type t;
+		OVal *o;
+
+		if (ox_find(c, name))
+			continue;	/* an initializer listed as input (IR < 4) */
+		memset(&t, 0, sizeof t);
+		if (input_type(c, vi, l, &t)) {
+			rc = -1;
+			continue;
+		}
+		if (!(o = ox_define(c, name))) {
+			rc = field_err(c, l, "defined twice");
+			continue;
+		}
+		o->v = ir_add_param(c->g, name, t);
+		o->state = 1;
+	}
+	return rc;
+}
+
+static int
+add_initializers(Ctx *c, const Onnx__GraphProto *gp)
+{
+	int rc = 0;
+
+	if (gp->n_sparse_initializer)
+		rc = field_err(c, ox_field(c, "graph '%s'", gp->name ? gp->name : ""),
+			       "sparse initializers are not supported");
+	for (size_t i = 0; i < gp->n_initializer; i++) {
+		const Onnx__TensorProto *t = gp->initializer[i];
+		const char *name = t->name ? t->name : "";
+		Loc l = ox_field(c, "initializer '%s'", name);
+		OVal *o = ox_define(c, name);
+
+		if (!o) {
+			rc = field_err(c, l, "defined twice");
+			continue;
+		}
+		if (ox_bind_tensor(c, o, t, l, name))
+			rc = -1;
+		o->state = 1;
+	}
+	return rc;
+}
+
+/* Delete nodes whose results reach no graph result (shape arithmetic that
+ * folding replaced), then weights nothing uses. */
+static void
+dce(Graph *g)
+{
+	Module *m = g->m;
+	char *live = xcalloc(m->nvalue + 1, 1);
+
+	for (int i = 0; i < g->nret; i++)
+		live[g->ret[i]->id] = 1;
+	for (Node *n = g->last, *p; n; n = p) {
+		int used = 0;
+		p = n->prev;
+		for (int i = 0; i < n->nout; i++)
+			used |= live[n->out[i]->id];
+		if (!used) {
+			ir_erase(g, n);
+			continue;
+		}
+		for (int i = 0; i < n->nin; i++)
+			if (n->in[i])
+				live[n->in[i]->id] = 1;
+	}
+	for (int i = m->nweight - 1; i >= 0; i--)
+		if (!live[m->weight[i]->value->id])
+			ir_remove_weight(m, m->weight[i]);
+	free(live);
+}
+
+static const char *
+graph_name(Ctx *c, const char *s)
+{
+	char buf[128];
+	size_t k = 0;
+
+	if (!s || !*s)
+		s = "main";
+	if (!isalpha((unsigned char)*s) && *s != '_')
+		buf[k++] = 'g';
+	for (; *s && k + 1 < sizeof buf; s++)
+		buf[k++] = isalnum((unsigned char)*s) || *s == '_' || *s == '.' ? *s : '_';
+	buf[k] = 0;
+	return ir_intern(c->m, buf);
+}
+
+static int
+import_graph(Ctx *c, const Onnx__GraphProto *gp)
+{
+	const char **names;
+	Value **outs;
+	int rc = 0;
+
+	c->g = ir_new_graph(c->m, graph_name(c, gp->name), G_GRAPH);
+	c->g->loc = loc_file(c->file);
+	c->b = (Builder){.g = c->g, .d = c->d, .loc = loc_file(c->file)};
+	index_vinfo(c, gp);
+	if (add_initializers(c, gp) | add_inputs(c, gp) | check_ops(c, gp))
+		return -1;
+	for (size_t i = 0; i < gp->n_node; i++)
+		if (ox_import_node(c, gp->node[i], (int)i))
+			rc = -1;
+	if (rc || !(outs = graph_outputs(c, gp, &names)))
+		return -1;
+	if (gp->n_output == 0)
+		return field_err(c, loc_file(c->file), "the graph has no outputs");
+	ir_set_results(c->g, outs, names, (int)gp->n_output);
+	dce(c->g);
+	return 0;
+}
+
+static int
+check_model(Ctx *c, const Onnx__ModelProto *mp)
+{
+	if (!mp->graph)
+		return field_err(c, loc_file(c->file), "the model has no graph");
+	if (mp->n_training_info)
+		diag_warn(c->d, loc_file(c->file), "training_info is ignored");
+	return check_opsets(c, mp);
+}
+
+Module *
+onnx_import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
+		   Diag *d)
+{
+	Onnx__ModelProto *mp;
+	Ctx ctx = {0}, *c = &ctx;
+	int nerr = d->nerror;
+
+	c->m = ir_new_module();
+	c->d = d;
+	c->o = o;
+	c->file = ir_intern(c->m, path);
+	c->m->file = c->file;
+	c->dir = file_dirname(path);
+	c->buf = buf;
+	c->len = len;
+	c->tmp = arena_new(0);
+	c->max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)TENSOR_MAX_BYTES;
+	mp = onnx__model_proto__unpack(NULL, len, buf);
+	if (!mp)
+		diag_error(d, loc_file(c->file), "not an ONNX model: the protobuf is truncated "
+			   "or malformed (bad tag, length or wire type)");
+	else if (check_model(c, mp) == 0) {
+		c->model = mp;
+		import_graph(c, mp->graph);
+	}
+	if (d->nerror == nerr && ir_verify(c->m, d) != 0)
+		diag_note(d, loc_file(c->file), "the imported graph fails verification: an "
+			  "importer bug");
+	if (mp)
+		onnx__model_proto__free_unpacked(mp, NULL);
+	free(c->tab);
+	free(c->dir);
+	arena_free(c->tmp);
+	if (d->nerror != nerr) {
+		ir_free_module(c->m);
+		return NULL;
+	}
+	return c->m;
+}
 
 Module *
 onnx_import(const char *path, const FeOpts *o, Diag *d)
 {
-	diag_error(d, loc_file(path), "ONNX import is not built yet");
-	return NULL;
+	size_t len;
+	char *buf = file_read(path, &len, d);
+	Module *m;
+
+	if (!buf)
+		return NULL;
+	m = onnx_import_buffer(path, buf, len, o, d);
+	free(buf);
+	return m;
 }

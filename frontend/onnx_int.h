@@ -1,0 +1,154 @@
+/*
+ * onnx_int.h — what the files of the ONNX importer share: the import
+ * context, the per-value record (an IR value and/or a value known at import
+ * time), node views for the per-op importers, and helpers.  Only frontend's
+ * onnx*.c include it; it is the one place protobuf-c types meet the IR.
+ *
+ *	onnx.c		model, graph, inputs, outputs, value_info, diagnostics
+ *	onnx_tensor.c	TensorProto -> bytes (raw, typed, external data)
+ *	onnx_ops.c	the op table and elementwise/math/norm/matmul importers
+ *	onnx_shape.c	known values, folding, shape and indexing importers
+ *	onnx_quant.c	Quantize/DequantizeLinear, com.microsoft ops
+ *	onnx_einsum.c	Einsum as transpose/reshape/matmul
+ */
+#ifndef MOEC_ONNX_INT_H
+#define MOEC_ONNX_INT_H
+
+#include "frontend.h"
+#include "onnx.pb-c.h"
+
+#define OX_CONST_MAX 16		/* initializers up to this many elements become const nodes */
+#define OX_KNOWN_MAX 1024	/* integer tensors tracked elementwise at import */
+#define OX_KNOWN_FMAX 16	/* float tensors tracked elementwise at import */
+
+/*
+ * An integer element known at import time: a plain number, a symbolic dim
+ * (an IR Dim < 0 over named symbols, e.g. batch*seq), or unknown.
+ */
+enum { SI_NUM, SI_DIM, SI_UNK };
+typedef struct {
+	int64_t v;		/* SI_NUM: the number; SI_DIM: the Dim */
+	int kind;
+} SInt;
+
+/* A tensor (partly) known at import: static shape, small. */
+typedef struct {
+	DType dt;
+	int rank;
+	int64_t dim[MAXRANK];
+	int64_t n;		/* elements */
+	SInt *iv;		/* integer and bool types */
+	double *fv;		/* float types: always fully known */
+} Known;
+
+/* One ONNX value name. */
+typedef struct OVal OVal;
+struct OVal {
+	const char *name;	/* ONNX name (interned) */
+	Value *v;		/* IR value; NULL until materialised (small constants) */
+	Known *k;		/* what is known at import, or NULL */
+	Type type;		/* type when v is NULL */
+	int bad;		/* its producer failed: dependants are skipped */
+	int state;		/* 0 unset, 1 defined */
+};
+
+typedef struct Ctx Ctx;
+struct Ctx {
+	Module *m;
+	Graph *g;
+	Builder b;
+	Diag *d;
+	const FeOpts *o;
+	const char *file;	/* the model path, for diagnostics (interned) */
+	char *dir;		/* the model's folder, for external data (malloc'd) */
+	const void *buf;	/* the model bytes (external data bounds checks) */
+	size_t len;
+	Arena *tmp;		/* Known values and scratch; freed after import */
+	int opset;		/* default domain */
+	int msopset;		/* com.microsoft, 0 if not imported */
+	OVal **tab;		/* open-addressed map name -> OVal */
+	size_t ntab, captab;
+	Onnx__ValueInfoProto **vinfo;	/* value_info and outputs by name */
+	size_t nvinfo;
+	const Onnx__ModelProto *model;
+	int depth;		/* function expansion depth */
+	const char *prefix;	/* value name prefix inside an expanded function */
+	int64_t max_bytes;
+};
+
+/* A node as a per-op importer sees it. */
+typedef struct ONode ONode;
+struct ONode {
+	Ctx *c;
+	const Onnx__NodeProto *np;
+	int index;
+	int opset;		/* version of the node's domain */
+	OVal **in;		/* NULL: an absent optional input */
+	int nin;
+	OVal **out;		/* NULL: an output the model does not name */
+	int nout;
+	Builder *b;
+	Loc loc;
+};
+
+typedef int ImportFn(ONode *n);
+
+/* onnx.c */
+int ox_err(ONode *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+Loc ox_field(Ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+OVal *ox_find(Ctx *c, const char *name);
+OVal *ox_define(Ctx *c, const char *name);
+Value *ox_value(Ctx *c, OVal *o);	/* materialise (const or weight) */
+const Type *ox_type(const OVal *o);
+int ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index);
+
+/* onnx_ops.c */
+const Onnx__AttributeProto *ox_attr(const ONode *n, const char *name);
+int64_t ox_attr_i(const ONode *n, const char *name, int64_t def);
+double ox_attr_f(const ONode *n, const char *name, double def);
+const char *ox_attr_s(const ONode *n, const char *name, const char *def);
+int ox_attr_ints(const ONode *n, const char *name, int64_t *out, int max);
+Value *ox_in(ONode *n, int i);	/* materialised input i, NULL if absent */
+int ox_has(const ONode *n, int i);
+const Known *ox_kin(const ONode *n, int i);	/* what is known of input i */
+const Type *ox_tin(const ONode *n, int i);
+int ox_set(ONode *n, int i, Value *v);	/* result i of the node; -1 if v is NULL */
+void ox_set_known(ONode *n, int i, Known *k);	/* lazily materialised */
+void ox_alias(ONode *n, int i, OVal *src);
+ImportFn *ox_find_op(const char *domain, const char *op, int opset, int *minver);
+int ox_op_known(const char *domain, const char *op);
+Value *ox_const(Builder *b, const Known *k);	/* a const node (<= OX_CONST_MAX) */
+Value *ox_scalar(Builder *b, DType dt, double v);
+Value *ox_consti(Builder *b, const int64_t *v, int n);	/* i64[n] */
+int ox_axis(ONode *n, int64_t axis, int rank, int64_t *out);
+
+/* onnx_tensor.c */
+int ox_tensor_type(Ctx *c, const Onnx__TensorProto *t, Loc loc, Type *ty);
+/* The tensor's bytes in IR layout (malloc'd, *size bytes); -1 with a diagnostic. */
+int ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc loc, const Type *ty,
+		   void **data, size_t *size);
+Known *ox_known_from_data(Ctx *c, const Type *ty, const void *data);
+/* An initializer or Constant value: a lazily built const, or a weight. */
+int ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc loc, const char *wname);
+
+/* onnx_shape.c */
+Known *ox_known_new(Ctx *c, DType dt, int rank, const int64_t *dim);
+int ox_known_static(const Known *k);	/* every element a number */
+int ox_known_ints(const Known *k, int64_t *out, int max);	/* static ints; -1 if not */
+int ox_known_dims(Ctx *c, const Known *k, Dim *out, int max);	/* >= 0 dims; -1 if not */
+Known *ox_known_shape_of(Ctx *c, const Type *t);
+Known *ox_fold_binary(Ctx *c, const char *op, const Known *a, const Known *b);
+Known *ox_fold_unary(Ctx *c, const char *op, const Known *a, DType to);
+int ox_refine(Ctx *c, Value *v, const Type *want);
+ImportFn imp_shape, imp_size, imp_gather, imp_concat, imp_reshape, imp_flatten,
+	imp_squeeze, imp_unsqueeze, imp_slice, imp_expand, imp_tile, imp_range,
+	imp_constant_of_shape, imp_split, imp_transpose, imp_where;
+
+/* onnx_quant.c */
+ImportFn imp_quantize, imp_dequantize, imp_ms_simplified_ln, imp_ms_skip_simplified_ln,
+	imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+
+/* onnx_einsum.c */
+ImportFn imp_einsum;
+
+#endif

@@ -1,0 +1,821 @@
+/*
+ * onnx_ops.c — the op table (domain, op type, first opset, importer) and
+ * the importers of elementwise, activation, reduction, normalisation,
+ * matmul and indexing ops.  Shape ops live in onnx_shape.c, quantisation
+ * and com.microsoft ops in onnx_quant.c, Einsum in onnx_einsum.c.
+ *
+ * An importer reads its node through the ONode view, builds IR with the
+ * module's Builder (which runs shape inference and reports at the node's
+ * location) and binds each ONNX output with ox_set, ox_set_known or
+ * ox_alias.  It returns 0, or -1 after a diagnostic.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+Known *ox_fold_where(Ctx *c, const Known *cond, const Known *x, const Known *y);
+
+/* --- attributes ---------------------------------------------------------- */
+
+const Onnx__AttributeProto *
+ox_attr(const ONode *n, const char *name)
+{
+	for (size_t i = 0; i < n->np->n_attribute; i++)
+		if (n->np->attribute[i]->name && strcmp(n->np->attribute[i]->name, name) == 0)
+			return n->np->attribute[i];
+	return NULL;
+}
+
+int64_t
+ox_attr_i(const ONode *n, const char *name, int64_t def)
+{
+	const Onnx__AttributeProto *a = ox_attr(n, name);
+
+	return a && a->has_i ? a->i : def;
+}
+
+double
+ox_attr_f(const ONode *n, const char *name, double def)
+{
+	const Onnx__AttributeProto *a = ox_attr(n, name);
+
+	if (a && a->has_f)
+		return a->f;
+	return a && a->has_i ? (double)a->i : def;
+}
+
+const char *
+ox_attr_s(const ONode *n, const char *name, const char *def)
+{
+	const Onnx__AttributeProto *a = ox_attr(n, name);
+
+	if (!a || !a->has_s)
+		return def;
+	return arena_strndup(n->c->tmp, (const char *)a->s.data, a->s.len);
+}
+
+/* Number of ints, -1 if absent; up to max are stored. */
+int
+ox_attr_ints(const ONode *n, const char *name, int64_t *out, int max)
+{
+	const Onnx__AttributeProto *a = ox_attr(n, name);
+
+	if (!a || (!a->n_ints && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+		return -1;
+	for (size_t i = 0; i < a->n_ints && (int)i < max; i++)
+		out[i] = a->ints[i];
+	return a->n_ints > (size_t)INT32_MAX ? INT32_MAX : (int)a->n_ints;
+}
+
+/* --- inputs and outputs -------------------------------------------------- */
+
+int
+ox_has(const ONode *n, int i)
+{
+	return i < n->nin && n->in[i];
+}
+
+Value *
+ox_in(ONode *n, int i)
+{
+	return ox_has(n, i) ? ox_value(n->c, n->in[i]) : NULL;
+}
+
+const Known *
+ox_kin(const ONode *n, int i)
+{
+	return ox_has(n, i) ? n->in[i]->k : NULL;
+}
+
+const Type *
+ox_tin(const ONode *n, int i)
+{
+	return ox_type(n->in[i]);
+}
+
+void
+ox_alias(ONode *n, int i, OVal *src)
+{
+	OVal *o = i < n->nout ? n->out[i] : NULL;
+
+	if (!o)
+		return;
+	o->v = src->v;
+	o->k = src->k;
+	o->type = *ox_type(src);
+	o->state = 1;
+}
+
+int
+ox_set(ONode *n, int i, Value *v)
+{
+	OVal *o = i < n->nout ? n->out[i] : NULL;
+
+	if (!v)
+		return -1;
+	if (!o)
+		return 0;
+	for (int j = 0; j < n->nin; j++)
+		if (n->in[j] && n->in[j]->v == v) {
+			ox_alias(n, i, n->in[j]);
+			return 0;
+		}
+	if (v->kind == V_RESULT)
+		ir_set_name(n->c->g, v, o->name);
+	o->v = v;
+	o->state = 1;
+	return 0;
+}
+
+void
+ox_set_known(ONode *n, int i, Known *k)
+{
+	OVal *o = i < n->nout ? n->out[i] : NULL;
+
+	if (!o)
+		return;
+	o->k = k;
+	o->v = NULL;
+	o->type = ir_type(k->dt, k->rank, k->dim);
+	o->state = 1;
+}
+
+/* Bind a result that folding may have computed: fully known values stay
+ * lazy; otherwise the IR value carries what is known. */
+int ox_done(ONode *n, int i, Known *k, Value *v);
+int
+ox_done(ONode *n, int i, Known *k, Value *v)
+{
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, i, k);
+		return 0;
+	}
+	if (ox_set(n, i, v))
+		return -1;
+	if (k && i < n->nout && n->out[i] && n->out[i]->v == v)
+		n->out[i]->k = k;
+	return 0;
+}
+
+int
+ox_axis(ONode *n, int64_t axis, int rank, int64_t *out)
+{
+	if (axis < -rank || axis >= rank)
+		return ox_err(n, "axis %lld is out of range for rank %d", (long long)axis, rank);
+	*out = axis < 0 ? axis + rank : axis;
+	return 0;
+}
+
+/* --- constants ----------------------------------------------------------- */
+
+Value *
+ox_const(Builder *b, const Known *k)
+{
+	Module *m = b->g->m;
+	Node *n = ir_new_node(b->g, OP_CONST, NULL, 0, 1);
+	int64_t *iv;
+
+	n->loc = b->loc;
+	n->out[0]->type = ir_type(k->dt, k->rank, k->dim);
+	if (k->fv) {
+		ir_set_floats(m, n, "value", k->fv, (int)k->n);
+	} else {
+		iv = arena_array(m->arena, int64_t, k->n + 1);
+		for (int64_t i = 0; i < k->n; i++)
+			iv[i] = k->iv[i].v;
+		ir_set_ints(m, n, "value", iv, (int)k->n);
+	}
+	if (ir_infer(b->g, n, b->d) != 0) {
+		b->err = 1;
+		return NULL;
+	}
+	ir_insert(b->g, b->before, n);
+	return n->out[0];
+}
+
+/* A scalar of any type. */
+Value *
+ox_scalar(Builder *b, DType dt, double v)
+{
+	Known k = {.dt = dt, .n = 1};
+	SInt s = {(int64_t)v, SI_NUM};
+
+	if (dtype_is_float(dt))
+		k.fv = &v;
+	else
+		k.iv = &s;
+	return ox_const(b, &k);
+}
+
+Value *
+ox_consti(Builder *b, const int64_t *v, int n)
+{
+	return ir_b_const_i(b, DT_I64, v, n, 1);
+}
+
+/* --- elementwise --------------------------------------------------------- */
+
+static const struct {
+	const char *onnx;
+	Op op;
+} ewops[] = {
+	{"Abs", OP_ABS}, {"Neg", OP_NEG}, {"Exp", OP_EXP}, {"Log", OP_LOG},
+	{"Sqrt", OP_SQRT}, {"Reciprocal", OP_RECIPROCAL}, {"Erf", OP_ERF},
+	{"Tanh", OP_TANH}, {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU},
+	{"Softplus", OP_SOFTPLUS}, {"HardSwish", OP_HARD_SWISH}, {"Not", OP_NOT},
+	{"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV},
+	{"Pow", OP_POW}, {"Equal", OP_EQUAL}, {"Greater", OP_GREATER},
+	{"Less", OP_LESS}, {"GreaterOrEqual", OP_GREATER_EQUAL},
+	{"LessOrEqual", OP_LESS_EQUAL}, {"And", OP_AND}, {"Or", OP_OR},
+	{"Min", OP_MIN}, {"Max", OP_MAX}, {"Sum", OP_ADD},
+};
+
+static Op
+ew_op(const char *onnx)
+{
+	for (size_t i = 0; i < NELEM(ewops); i++)
+		if (strcmp(ewops[i].onnx, onnx) == 0)
+			return ewops[i].op;
+	die("no IR op for %s", onnx);
+}
+
+static int
+imp_unary(ONode *n)
+{
+	const char *op = n->np->op_type;
+	Known *k = ox_fold_unary(n->c, op, ox_kin(n, 0), DT_F32);
+
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	return ox_done(n, 0, k, ir_b1(n->b, ew_op(op), ox_in(n, 0)));
+}
+
+static int
+imp_binary(ONode *n)
+{
+	const char *op = n->np->op_type;
+	Known *k = ox_fold_binary(n->c, op, ox_kin(n, 0), ox_kin(n, 1));
+
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	return ox_done(n, 0, k, ir_b2(n->b, ew_op(op), ox_in(n, 0), ox_in(n, 1)));
+}
+
+/* Min, Max, Sum over any number of inputs: a chain of binary ops. */
+static int
+imp_variadic(ONode *n)
+{
+	const char *op = strcmp(n->np->op_type, "Sum") == 0 ? "Add" : n->np->op_type;
+	OVal *acc = n->in[0];
+	Known *k = acc ? acc->k : NULL;
+	Value *v;
+
+	if (n->nin < 1 || !acc)
+		return ox_err(n, "needs at least one input");
+	if (n->nin == 1) {
+		ox_alias(n, 0, acc);
+		return 0;
+	}
+	for (int i = 1; i < n->nin && k; i++)
+		k = ox_fold_binary(n->c, op, k, ox_kin(n, i));
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	v = ox_in(n, 0);
+	for (int i = 1; i < n->nin && v; i++)
+		v = ir_b2(n->b, ew_op(n->np->op_type), v, ox_in(n, i));
+	return ox_set(n, 0, v);
+}
+
+static int
+imp_leaky_relu(ONode *n)
+{
+	ir_b_float(n->b, "alpha", ox_attr_f(n, "alpha", 0.01));
+	return ox_set(n, 0, ir_b1(n->b, OP_LEAKY_RELU, ox_in(n, 0)));
+}
+
+static int
+imp_hard_sigmoid(ONode *n)
+{
+	ir_b_float(n->b, "alpha", ox_attr_f(n, "alpha", 0.2));
+	ir_b_float(n->b, "beta", ox_attr_f(n, "beta", 0.5));
+	return ox_set(n, 0, ir_b1(n->b, OP_HARD_SIGMOID, ox_in(n, 0)));
+}
+
+static int
+imp_gelu(ONode *n)
+{
+	const char *ap = ox_attr_s(n, "approximate", "none");
+
+	if (strcmp(ap, "none") != 0 && strcmp(ap, "tanh") != 0)
+		return ox_err(n, "unknown approximate='%s'", ap);
+	ir_b_str(n->b, "approx", ap);
+	return ox_set(n, 0, ir_b1(n->b, OP_GELU, ox_in(n, 0)));
+}
+
+static int
+static_scalar(const Known *k)
+{
+	return k && k->n == 1 && ox_known_static(k);
+}
+
+static void
+bound_attr(ONode *n, const char *key, const Known *k)
+{
+	if (k->fv)
+		ir_b_float(n->b, key, k->fv[0]);
+	else
+		ir_b_int(n->b, key, k->iv[0].v);
+}
+
+/* One bound: a constant becomes clip's attribute, else a max/min op. */
+static Value *
+clip_bound(ONode *n, Value *x, int i, const char *key, Op op)
+{
+	if (!x || !ox_has(n, i))
+		return x;
+	if (static_scalar(ox_kin(n, i))) {
+		bound_attr(n, key, ox_kin(n, i));
+		return ir_b1(n->b, OP_CLIP, x);
+	}
+	if (ox_tin(n, i)->rank != 0 && ir_type_numel(ox_tin(n, i)) != 1) {
+		ox_err(n, "%s must be a scalar", key);
+		return NULL;
+	}
+	return ir_b2(n->b, op, x, ox_in(n, i));
+}
+
+/* Clip(x, lo, hi) = min(max(x, lo), hi), in that order. */
+static int
+imp_clip(ONode *n)
+{
+	Value *x = ox_in(n, 0);
+
+	if (static_scalar(ox_kin(n, 1)) && static_scalar(ox_kin(n, 2))) {
+		bound_attr(n, "min", ox_kin(n, 1));
+		bound_attr(n, "max", ox_kin(n, 2));
+		return ox_set(n, 0, ir_b1(n->b, OP_CLIP, x));
+	}
+	if (!ox_has(n, 1) && !ox_has(n, 2)) {
+		ox_alias(n, 0, n->in[0]);
+		return 0;
+	}
+	x = clip_bound(n, x, 1, "min", OP_MAX);
+	return ox_set(n, 0, clip_bound(n, x, 2, "max", OP_MIN));
+}
+
+/* --- casts --------------------------------------------------------------- */
+
+static int
+cast_to(ONode *n, DType to)
+{
+	const Type *t = ox_tin(n, 0);
+	Known *k = ox_fold_unary(n->c, "Cast", ox_kin(n, 0), to);
+
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	if (t->dt == to) {
+		ox_alias(n, 0, n->in[0]);
+		return 0;
+	}
+	ir_b_str(n->b, "to", dtype_name(to));
+	return ox_done(n, 0, k, ir_b1(n->b, OP_CAST, ox_in(n, 0)));
+}
+
+static int
+imp_cast(ONode *n)
+{
+	int64_t code = ox_attr_i(n, "to", -1);
+	DType to;
+
+	if (dtype_from_onnx((int)code, &to) != 0)
+		return ox_err(n, "cast to unsupported type %lld%s", (long long)code,
+			      code == 8 ? " (string)" : "");
+	if (ox_attr_i(n, "saturate", 1) == 0 && (to == DT_F8E4M3 || to == DT_F8E5M2))
+		return ox_err(n, "saturate=0 casts to float8 are not supported");
+	return cast_to(n, to);
+}
+
+static int
+imp_castlike(ONode *n)
+{
+	if (!ox_has(n, 1))
+		return ox_err(n, "needs target_type");
+	return cast_to(n, ox_tin(n, 1)->dt);
+}
+
+/* --- reductions and normalisation ---------------------------------------- */
+
+static int
+imp_softmax(ONode *n)
+{
+	Op op = strcmp(n->np->op_type, "Softmax") == 0 ? OP_SOFTMAX : OP_LOG_SOFTMAX;
+
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+	return ox_set(n, 0, ir_b1(n->b, op, ox_in(n, 0)));
+}
+
+static Op
+reduce_op(const char *s)
+{
+	if (!strcmp(s, "ReduceSum")) return OP_REDUCE_SUM;
+	if (!strcmp(s, "ReduceMean")) return OP_REDUCE_MEAN;
+	if (!strcmp(s, "ReduceMax")) return OP_REDUCE_MAX;
+	return OP_REDUCE_MIN;
+}
+
+static int
+imp_reduce(ONode *n)
+{
+	int from_input = n->opset >= 18 || strcmp(n->np->op_type, "ReduceSum") == 0;
+	int64_t axes[MAXRANK];
+	int na = -1, rank = ox_tin(n, 0)->rank;
+
+	if (from_input && ox_has(n, 1)) {
+		na = ox_known_ints(ox_kin(n, 1), axes, MAXRANK);
+		if (na < 0)
+			return ox_err(n, "axes must be a constant of at most %d values", MAXRANK);
+	} else if (!from_input) {
+		na = ox_attr_ints(n, "axes", axes, MAXRANK);
+		if (na > MAXRANK)
+			return ox_err(n, "too many axes");
+	}
+	if (na <= 0 && ox_attr_i(n, "noop_with_empty_axes", 0)) {
+		ox_alias(n, 0, n->in[0]);
+		return 0;
+	}
+	for (int i = 0; i < na; i++)
+		if (ox_axis(n, axes[i], rank, &axes[i]))
+			return -1;
+	if (na > 0)
+		ir_b_ints(n->b, "axes", axes, na);
+	ir_b_int(n->b, "keepdims", ox_attr_i(n, "keepdims", 1) != 0);
+	return ox_set(n, 0, ir_b1(n->b, reduce_op(n->np->op_type), ox_in(n, 0)));
+}
+
+static int
+imp_argmax(ONode *n)
+{
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", 0));
+	ir_b_int(n->b, "keepdims", ox_attr_i(n, "keepdims", 1) != 0);
+	if (ox_attr_i(n, "select_last_index", 0))
+		ir_b_int(n->b, "select_last_index", 1);
+	return ox_set(n, 0, ir_b1(n->b, OP_ARGMAX, ox_in(n, 0)));
+}
+
+static int
+nout_used(const ONode *n)
+{
+	int k = 1;
+
+	for (int i = 0; i < n->nout; i++)
+		if (n->out[i])
+			k = i + 1;
+	return k;
+}
+
+static int
+imp_layer_norm(ONode *n)
+{
+	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), ox_in(n, 2)};
+	int nout = MIN(nout_used(n), 3);
+	Node *r;
+
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
+	r = ir_b_node(n->b, OP_LAYER_NORM, in, in[2] ? 3 : 2, nout);
+	if (!r)
+		return -1;
+	for (int i = 0; i < nout; i++)
+		ox_set(n, i, r->out[i]);
+	return 0;
+}
+
+static int
+imp_rms_norm(ONode *n)
+{
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
+	return ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, ox_in(n, 0), ox_in(n, 1)));
+}
+
+static int
+imp_topk(ONode *n)
+{
+	int64_t k;
+	Node *r;
+	Value *x = ox_in(n, 0);
+
+	if (ox_known_ints(ox_kin(n, 1), &k, 1) != 1)
+		return ox_err(n, "K must be a constant");
+	ir_b_int(n->b, "k", k);
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+	ir_b_int(n->b, "largest", ox_attr_i(n, "largest", 1) != 0);
+	ir_b_int(n->b, "sorted", ox_attr_i(n, "sorted", 1) != 0);
+	if (!(r = ir_b_node(n->b, OP_TOPK, &x, 1, 2)))
+		return -1;
+	ox_set(n, 0, r->out[0]);
+	return ox_set(n, 1, r->out[1]);
+}
+
+/* --- matmul -------------------------------------------------------------- */
+
+static int
+imp_matmul(ONode *n)
+{
+	return ox_set(n, 0, ir_b2(n->b, OP_MATMUL, ox_in(n, 0), ox_in(n, 1)));
+}
+
+/* Gemm: alpha*op(A)@op(B) + beta*C.  The bias operand carries C when
+ * alpha = beta = 1; otherwise scalar muls and an add. */
+static int
+imp_gemm(ONode *n)
+{
+	double alpha = ox_attr_f(n, "alpha", 1), beta = ox_attr_f(n, "beta", 1);
+	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), NULL}, *y, *cv;
+	int bias = ox_has(n, 2) && alpha == 1 && beta == 1;
+	DType dt = ox_tin(n, 0)->dt;
+	Node *r;
+
+	if (ox_tin(n, 0)->rank != 2 || ox_tin(n, 1)->rank != 2)
+		return ox_err(n, "A and B must be matrices");
+	if (ox_attr_i(n, "transA", 0))
+		ir_b_int(n->b, "trans_a", 1);
+	if (ox_attr_i(n, "transB", 0))
+		ir_b_int(n->b, "trans_b", 1);
+	if (bias)
+		in[2] = ox_in(n, 2);
+	if (!(r = ir_b_node(n->b, OP_MATMUL, in, bias ? 3 : 2, 1)))
+		return -1;
+	y = r->out[0];
+	if (alpha != 1)
+		y = ir_b2(n->b, OP_MUL, y, ox_scalar(n->b, dt, alpha));
+	if (y && ox_has(n, 2) && !bias && beta != 0) {
+		cv = ox_in(n, 2);
+		if (beta != 1)
+			cv = ir_b2(n->b, OP_MUL, cv, ox_scalar(n->b, dt, beta));
+		y = ir_b2(n->b, OP_ADD, y, cv);
+	}
+	return ox_set(n, 0, y);
+}
+
+/* --- aliases, constants -------------------------------------------------- */
+
+static int
+imp_identity(ONode *n)
+{
+	ox_alias(n, 0, n->in[0]);
+	return 0;
+}
+
+static int
+imp_dropout(ONode *n)
+{
+	const Known *tm = ox_kin(n, 2);
+	const Type *t = ox_tin(n, 0);
+	Dim dims[MAXRANK];
+	int dyn = 0;
+
+	if (ox_has(n, 2) && (!tm || !ox_known_static(tm) || tm->n != 1))
+		return ox_err(n, "training_mode must be a constant");
+	if (tm && tm->iv[0].v)
+		return ox_err(n, "training mode Dropout is not supported");
+	ox_alias(n, 0, n->in[0]);
+	if (n->nout < 2 || !n->out[1])
+		return 0;
+	for (int i = 0; i < t->rank; i++) {
+		dims[i] = t->dim[i];
+		dyn |= ir_dim_has_unknown(n->c->m, dims[i]);
+	}
+	ir_b_int(n->b, "value", 1);
+	ir_b_str(n->b, "to", "bool");
+	if (!dyn) {
+		ir_b_dims(n->b, "shape", dims, t->rank);
+		return ox_set(n, 1, ir_b_node(n->b, OP_CONSTANT_OF_SHAPE, NULL, 0, 1)->out[0]);
+	}
+	return ox_set(n, 1, ir_b1(n->b, OP_CONSTANT_OF_SHAPE,
+				  ir_b1(n->b, OP_SHAPE, ox_in(n, 0))));
+}
+
+static int
+const_list(ONode *n, const Onnx__AttributeProto *a, DType dt)
+{
+	int isf = dt == DT_F32;
+	int64_t cnt = isf ? (int64_t)a->n_floats : (int64_t)a->n_ints;
+	int scalar = a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT ||
+		     a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	Known *k;
+
+	if (scalar)
+		cnt = 1;
+	if (cnt > OX_KNOWN_MAX)
+		return ox_err(n, "constant list of %lld values is too long", (long long)cnt);
+	k = ox_known_new(n->c, dt, scalar ? 0 : 1, &cnt);
+	for (int64_t i = 0; i < cnt; i++) {
+		if (isf)
+			k->fv[i] = scalar ? a->f : a->floats[i];
+		else
+			k->iv[i] = (SInt){scalar ? a->i : a->ints[i], SI_NUM};
+	}
+	if (isf && cnt > OX_KNOWN_FMAX) {
+		ox_set_known(n, 0, k);
+		return ox_set(n, 0, ox_value(n->c, n->out[0]));
+	}
+	ox_set_known(n, 0, k);
+	return 0;
+}
+
+static int
+imp_constant(ONode *n)
+{
+	const Onnx__AttributeProto *a;
+	OVal *o = n->out[0];
+
+	if (n->np->n_attribute != 1)
+		return ox_err(n, "needs exactly one value attribute");
+	a = n->np->attribute[0];
+	if (!a->name)
+		return ox_err(n, "attribute without a name");
+	if (!strcmp(a->name, "value") && a->t) {
+		if (!o)
+			return 0;
+		if (ox_bind_tensor(n->c, o, a->t, n->loc, o->name))
+			return -1;
+		o->state = 1;
+		return 0;
+	}
+	if (!strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats"))
+		return const_list(n, a, DT_F32);
+	if (!strcmp(a->name, "value_int") || !strcmp(a->name, "value_ints"))
+		return const_list(n, a, DT_I64);
+	return ox_err(n, "constant attribute '%s' is not supported", a->name);
+}
+
+/* --- indexing ------------------------------------------------------------ */
+
+static int
+imp_gather_elements(ONode *n)
+{
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", 0));
+	return ox_set(n, 0, ir_b2(n->b, OP_GATHER_ELEMENTS, ox_in(n, 0), ox_in(n, 1)));
+}
+
+static int
+imp_gather_nd(ONode *n)
+{
+	int64_t b = ox_attr_i(n, "batch_dims", 0);
+
+	if (b)
+		ir_b_int(n->b, "batch_dims", b);
+	return ox_set(n, 0, ir_b2(n->b, OP_GATHER_ND, ox_in(n, 0), ox_in(n, 1)));
+}
+
+static int
+imp_scatter(ONode *n)
+{
+	int elems = strcmp(n->np->op_type, "ScatterElements") == 0;
+	const char *red = ox_attr_s(n, "reduction", "none");
+	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), ox_in(n, 2)};
+	Node *r;
+
+	if (elems)
+		ir_b_int(n->b, "axis", ox_attr_i(n, "axis", 0));
+	if (strcmp(red, "none") != 0)
+		ir_b_str(n->b, "reduction", red);
+	r = ir_b_node(n->b, elems ? OP_SCATTER_ELEMENTS : OP_SCATTER_ND, in, 3, 1);
+	return ox_set(n, 0, r ? r->out[0] : NULL);
+}
+
+static int
+imp_nonzero(ONode *n)
+{
+	return ox_set(n, 0, ir_b1(n->b, OP_NONZERO, ox_in(n, 0)));
+}
+
+static int
+imp_onehot(ONode *n)
+{
+	const Known *dk = ox_kin(n, 1), *vk = ox_kin(n, 2);
+	double depth;
+
+	if (!dk || dk->n != 1 || !ox_known_static(dk))
+		return ox_err(n, "depth must be a constant");
+	if (!vk || vk->n != 2 || !ox_known_static(vk))
+		return ox_err(n, "values must be a constant [off, on]");
+	depth = dk->fv ? dk->fv[0] : (double)dk->iv[0].v;
+	if (depth < 0 || depth > (double)INT32_MAX)
+		return ox_err(n, "depth %g is out of range", depth);
+	ir_b_int(n->b, "depth", (int64_t)depth);
+	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+	if (vk->fv) {
+		ir_b_float(n->b, "off", vk->fv[0]);
+		ir_b_float(n->b, "on", vk->fv[1]);
+	} else {
+		ir_b_int(n->b, "off", vk->iv[0].v);
+		ir_b_int(n->b, "on", vk->iv[1].v);
+	}
+	ir_b_str(n->b, "to", dtype_name(vk->dt));
+	return ox_set(n, 0, ir_b1(n->b, OP_ONEHOT, ox_in(n, 0)));
+}
+
+/* --- the table ----------------------------------------------------------- */
+
+static const struct {
+	const char *domain, *op;
+	int minver;
+	ImportFn *fn;
+} ops[] = {
+	/* elementwise */
+	{"", "Abs", 13, imp_unary}, {"", "Neg", 13, imp_unary}, {"", "Exp", 13, imp_unary},
+	{"", "Log", 13, imp_unary}, {"", "Sqrt", 13, imp_unary},
+	{"", "Reciprocal", 13, imp_unary}, {"", "Erf", 13, imp_unary},
+	{"", "Tanh", 13, imp_unary}, {"", "Sigmoid", 13, imp_unary},
+	{"", "Relu", 13, imp_unary}, {"", "Softplus", 13, imp_unary},
+	{"", "HardSwish", 14, imp_unary}, {"", "Not", 13, imp_unary},
+	{"", "LeakyRelu", 13, imp_leaky_relu}, {"", "HardSigmoid", 13, imp_hard_sigmoid},
+	{"", "Gelu", 20, imp_gelu}, {"", "Clip", 13, imp_clip},
+	{"", "Add", 13, imp_binary}, {"", "Sub", 13, imp_binary},
+	{"", "Mul", 13, imp_binary}, {"", "Div", 13, imp_binary},
+	{"", "Pow", 13, imp_binary}, {"", "Equal", 13, imp_binary},
+	{"", "Greater", 13, imp_binary}, {"", "Less", 13, imp_binary},
+	{"", "GreaterOrEqual", 13, imp_binary}, {"", "LessOrEqual", 13, imp_binary},
+	{"", "And", 13, imp_binary}, {"", "Or", 13, imp_binary},
+	{"", "Min", 13, imp_variadic}, {"", "Max", 13, imp_variadic},
+	{"", "Sum", 13, imp_variadic}, {"", "Where", 13, imp_where},
+	{"", "Cast", 13, imp_cast}, {"", "CastLike", 15, imp_castlike},
+	/* reductions, normalisation, matmul */
+	{"", "Softmax", 13, imp_softmax}, {"", "LogSoftmax", 13, imp_softmax},
+	{"", "ReduceSum", 13, imp_reduce}, {"", "ReduceMean", 13, imp_reduce},
+	{"", "ReduceMax", 13, imp_reduce}, {"", "ReduceMin", 13, imp_reduce},
+	{"", "ArgMax", 13, imp_argmax}, {"", "TopK", 13, imp_topk},
+	{"", "LayerNormalization", 17, imp_layer_norm},
+	{"", "RMSNormalization", 23, imp_rms_norm},
+	{"", "MatMul", 13, imp_matmul}, {"", "Gemm", 13, imp_gemm},
+	{"", "Einsum", 13, imp_einsum},
+	/* indexing */
+	{"", "Gather", 13, imp_gather}, {"", "GatherElements", 13, imp_gather_elements},
+	{"", "GatherND", 13, imp_gather_nd}, {"", "ScatterElements", 13, imp_scatter},
+	{"", "ScatterND", 13, imp_scatter}, {"", "OneHot", 13, imp_onehot},
+	{"", "NonZero", 13, imp_nonzero},
+	/* shapes */
+	{"", "Transpose", 13, imp_transpose}, {"", "Reshape", 13, imp_reshape},
+	{"", "Flatten", 13, imp_flatten}, {"", "Squeeze", 13, imp_squeeze},
+	{"", "Unsqueeze", 13, imp_unsqueeze}, {"", "Concat", 13, imp_concat},
+	{"", "Split", 13, imp_split}, {"", "Slice", 13, imp_slice},
+	{"", "Shape", 13, imp_shape}, {"", "Size", 13, imp_size},
+	{"", "Expand", 13, imp_expand}, {"", "Tile", 13, imp_tile},
+	{"", "Range", 13, imp_range}, {"", "Constant", 13, imp_constant},
+	{"", "ConstantOfShape", 13, imp_constant_of_shape},
+	{"", "Identity", 13, imp_identity}, {"", "Dropout", 13, imp_dropout},
+	/* quantisation */
+	{"", "QuantizeLinear", 13, imp_quantize},
+	{"", "DequantizeLinear", 13, imp_dequantize},
+	/* com.microsoft */
+	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln},
+	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln},
+	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits},
+	{"com.microsoft", "MoE", 1, imp_ms_moe},
+	{"com.microsoft", "QMoE", 1, imp_ms_qmoe},
+};
+
+static const char *
+norm_domain(const char *d)
+{
+	return !d || !strcmp(d, "ai.onnx") ? "" : d;
+}
+
+/* The importer for op at the domain's opset; NULL if we have none. */
+ImportFn *
+ox_find_op(const char *domain, const char *op, int opset, int *minver)
+{
+	ImportFn *fn = NULL;
+
+	domain = norm_domain(domain);
+	*minver = -1;
+	for (size_t i = 0; i < NELEM(ops); i++)
+		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain) &&
+		    ops[i].minver <= opset && ops[i].minver > *minver) {
+			fn = ops[i].fn;
+			*minver = ops[i].minver;
+		}
+	return fn;
+}
+
+int
+ox_op_known(const char *domain, const char *op)
+{
+	domain = norm_domain(domain);
+	for (size_t i = 0; i < NELEM(ops); i++)
+		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain))
+			return 1;
+	return 0;
+}
