@@ -1,0 +1,399 @@
+/*
+ * fakecuda.c — a stand-in libcuda.so.1 for hosts without a GPU, so the
+ * runtime's device paths (load, init, run, graphs, events, errors) run in
+ * CI: MOERT_LIBCUDA=./libfakecuda.so gpu_runtime_check.
+ *
+ * Device memory is host memory; "kernels" are the C twins of the PTX in
+ * gpu_runtime_check.c, found by entry name; launches run at once, or are
+ * recorded while a stream captures, and replayed by cuGraphLaunch.  It
+ * checks what the real driver checks that matters here: the >48 KiB shared
+ * memory opt-in, NUL-terminated PTX, frees of unknown pointers.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum { OK = 0, EINVALID = 1, EOOM = 2, ENOTFOUND = 500, EPTX = 218 };
+
+typedef void KernelFn(unsigned gx, unsigned bx, void **p);
+
+typedef struct Func Func;
+struct Func {
+	const char *name;
+	KernelFn *fn;
+	int nparam;
+	size_t size[8];
+	int smem_max;
+};
+
+typedef struct Node Node;
+struct Node {
+	Func *f;
+	unsigned gx, bx;
+	int memset;		/* else a launch */
+	CUdeviceptr dst;
+	size_t n;
+	unsigned char pbuf[64];
+	Node *next;
+};
+
+typedef struct Stream Stream;
+struct Stream {
+	int capturing;
+	Node *head, **tail;
+};
+
+static size_t allocated;
+static const size_t total = (size_t)16 << 30;
+
+/* --- the kernels of gpu_runtime_check.c, as C ------------------------------ */
+
+#define ARG(T, i) (*(T *)p[i])
+
+static void
+k_synth(unsigned gx, unsigned bx, void **p)
+{
+	float *w = (float *)ARG(uint64_t, 0);
+	uint32_t seed = (uint32_t)ARG(uint64_t, 1), n = ARG(uint32_t, 2);
+
+	for (uint32_t j = 0; j < gx * bx && j < n; j++) {
+		uint32_t x = j * 0x9E3779B1u + seed;
+		x ^= x >> 16, x *= 0x7FEB352Du, x ^= x >> 15;
+		x *= 0x846CA68Bu, x ^= x >> 16;
+		w[j] = (float)(x >> 8) * 0x1p-24f - 0.5f;
+	}
+}
+
+static void
+k_axpb(unsigned gx, unsigned bx, void **p)
+{
+	const float *x = (const float *)ARG(uint64_t, 0);
+	const float *w = (const float *)ARG(uint64_t, 1);
+	float *y = (float *)ARG(uint64_t, 2);
+	uint32_t n = ARG(uint32_t, 3) * ARG(uint32_t, 4), h = ARG(uint32_t, 4);
+
+	for (uint32_t i = 0; i < gx * bx && i < n; i++) {
+		volatile float t = x[i] * w[i % h];
+		y[i] = t + 1.0f;
+	}
+}
+
+static void
+k_rowcount(unsigned gx, unsigned bx, void **p)
+{
+	uint32_t *cnt = (uint32_t *)ARG(uint64_t, 0);
+	const uint32_t *inc = (const uint32_t *)ARG(uint64_t, 1);
+	uint32_t h = ARG(uint32_t, 3), n = ARG(uint32_t, 2) * h;
+
+	for (uint32_t i = 0; i < gx * bx && i < n; i++)
+		cnt[i / h] += inc[(i % h) & 3];
+}
+
+static void
+k_copy(unsigned gx, unsigned bx, void **p)
+{
+	const uint32_t *s = (const uint32_t *)ARG(uint64_t, 0);
+	uint32_t *d = (uint32_t *)ARG(uint64_t, 1), n = ARG(uint32_t, 2);
+
+	for (uint32_t i = 0; i < gx * bx && i < n; i++)
+		d[i] = s[i];
+}
+
+static Func funcs[] = {
+	{"synth_w", k_synth, 3, {8, 8, 4}, 0},
+	{"axpb", k_axpb, 5, {8, 8, 8, 4, 4}, 0},
+	{"rowcount", k_rowcount, 4, {8, 8, 4, 4}, 0},
+	{"copy_i32", k_copy, 3, {8, 8, 4}, 0},
+};
+
+/* --- the entry points -------------------------------------------------------- */
+
+CUresult cuInit(unsigned f) { (void)f; return OK; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+CUresult cuDeviceGet(int *d, int i) { *d = i; return i == 0 ? OK : EINVALID; }
+CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = total; return OK; }
+CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = (void *)1; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
+CUresult cuCtxSetCurrent(void *c) { (void)c; return OK; }
+CUresult cuCtxSynchronize(void) { return OK; }
+
+CUresult
+cuDeviceGetName(char *s, int n, int d)
+{
+	(void)d;
+	strncpy(s, "Fake GPU (fakecuda.c)", (size_t)n);
+	return OK;
+}
+
+CUresult
+cuDeviceGetAttribute(int *v, int attr, int d)
+{
+	(void)d;
+	*v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 132 : attr == 97 ? 232448 : 0;
+	return OK;
+}
+
+CUresult
+cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+	size_t *b = malloc(n + 16);
+
+	if (!b)
+		return EOOM;
+	b[0] = n;
+	allocated += n;
+	*p = (CUdeviceptr)(uintptr_t)(b + 2);
+	return OK;
+}
+
+CUresult
+cuMemFree_v2(CUdeviceptr p)
+{
+	size_t *b = (size_t *)(uintptr_t)p - 2;
+
+	allocated -= b[0];
+	free(b);
+	return OK;
+}
+
+CUresult
+cuMemGetInfo_v2(size_t *f, size_t *t)
+{
+	*f = total - allocated, *t = total;
+	return OK;
+}
+
+CUresult
+cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+{
+	memcpy((void *)(uintptr_t)d, s, n);
+	return OK;
+}
+
+CUresult
+cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
+{
+	memcpy(d, (void *)(uintptr_t)s, n);
+	return OK;
+}
+
+CUresult
+cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+	memset((void *)(uintptr_t)d, v, n);
+	return OK;
+}
+
+static void
+record(Stream *s, Node *n)
+{
+	Node *c = malloc(sizeof *c);
+
+	*c = *n;
+	c->next = NULL;
+	*s->tail = c;
+	s->tail = &c->next;
+}
+
+static void
+execute(const Node *n)
+{
+	void *p[8];
+	size_t off = 0;
+
+	if (n->memset) {
+		memset((void *)(uintptr_t)n->dst, 0, n->n);
+		return;
+	}
+	for (int i = 0; i < n->f->nparam; i++) {
+		off = (off + n->f->size[i] - 1) / n->f->size[i] * n->f->size[i];
+		p[i] = (void *)(n->pbuf + off);
+		off += n->f->size[i];
+	}
+	n->f->fn(n->gx, n->bx, p);
+}
+
+CUresult
+cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, Stream *s)
+{
+	Node x = {.memset = 1, .dst = d, .n = n};
+
+	if (v)
+		return EINVALID;	/* the runtime only ever zeroes */
+	if (s && s->capturing)
+		record(s, &x);
+	else
+		execute(&x);
+	return OK;
+}
+
+CUresult
+cuModuleLoadDataEx(void **m, const char *img, unsigned n, int *opt, void **val)
+{
+	if (strncmp(img, ".version", 8) != 0 || strstr(img, "this is not ptx")) {
+		for (unsigned i = 0; i < n; i++)
+			if (opt[i] == 5)
+				strcpy(val[i], "ptxas fatal: syntax error (fake)");
+		return EPTX;
+	}
+	*m = malloc(1);
+	return OK;
+}
+
+CUresult cuModuleUnload(void *m) { free(m); return OK; }
+
+CUresult
+cuModuleGetFunction(Func **f, void *m, const char *name)
+{
+	(void)m;
+	for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++)
+		if (!strcmp(funcs[i].name, name))
+			return *f = &funcs[i], OK;
+	return ENOTFOUND;
+}
+
+CUresult
+cuFuncSetAttribute(Func *f, int attr, int v)
+{
+	if (attr != 8 || v > 232448)
+		return EINVALID;
+	f->smem_max = v;
+	return OK;
+}
+
+CUresult
+cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+	       unsigned by, unsigned bz, unsigned smem, Stream *s, void **params,
+	       void **extra)
+{
+	Node x = {.f = f, .gx = gx, .bx = bx};
+	size_t off = 0;
+
+	if (extra || gy * gz * by * bz != 1 || (smem > 49152 && (int)smem > f->smem_max))
+		return EINVALID;
+	for (int i = 0; i < f->nparam; i++) {	/* copy, as the driver does */
+		off = (off + f->size[i] - 1) / f->size[i] * f->size[i];
+		memcpy(x.pbuf + off, params[i], f->size[i]);
+		off += f->size[i];
+	}
+	if (s && s->capturing)
+		record(s, &x);
+	else
+		execute(&x);
+	return OK;
+}
+
+CUresult
+cuStreamCreate(Stream **s, unsigned f)
+{
+	(void)f;
+	*s = calloc(1, sizeof **s);
+	return OK;
+}
+
+CUresult cuStreamDestroy_v2(Stream *s) { free(s); return OK; }
+CUresult cuStreamSynchronize(Stream *s) { (void)s; return OK; }
+
+CUresult
+cuStreamBeginCapture_v2(Stream *s, int mode)
+{
+	(void)mode;
+	if (!s || s->capturing)
+		return EINVALID;
+	s->capturing = 1, s->head = NULL, s->tail = &s->head;
+	return OK;
+}
+
+CUresult
+cuStreamEndCapture(Stream *s, Node **g)
+{
+	*g = s->head;
+	s->capturing = 0;
+	return OK;
+}
+
+CUresult
+cuGraphInstantiateWithFlags(Node ***e, Node *g, unsigned long long f)
+{
+	(void)f;
+	*e = malloc(sizeof **e);
+	**e = NULL;
+	for (Node **t = *e; g; g = g->next, t = &(*t)->next) {	/* a copy */
+		*t = malloc(sizeof **t);
+		**t = *g;
+		(*t)->next = NULL;
+	}
+	return OK;
+}
+
+static void
+free_nodes(Node *n)
+{
+	while (n) {
+		Node *x = n->next;
+		free(n);
+		n = x;
+	}
+}
+
+CUresult cuGraphDestroy(Node *g) { free_nodes(g); return OK; }
+CUresult cuGraphExecDestroy(Node **e) { free_nodes(*e); free(e); return OK; }
+
+CUresult
+cuGraphLaunch(Node **e, Stream *s)
+{
+	(void)s;
+	for (Node *n = *e; n; n = n->next)
+		execute(n);
+	return OK;
+}
+
+CUresult
+cuEventCreate(double **e, unsigned f)
+{
+	(void)f;
+	*e = calloc(1, sizeof **e);
+	return OK;
+}
+
+CUresult cuEventDestroy_v2(double *e) { free(e); return OK; }
+CUresult cuEventSynchronize(double *e) { (void)e; return OK; }
+
+CUresult
+cuEventRecord(double *e, Stream *s)
+{
+	struct timespec ts;
+
+	(void)s;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	*e = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+	return OK;
+}
+
+CUresult
+cuEventElapsedTime(float *ms, double *a, double *b)
+{
+	*ms = (float)(*b - *a);
+	return OK;
+}
+
+CUresult
+cuGetErrorName(CUresult r, const char **s)
+{
+	*s = r == EINVALID ? "CUDA_ERROR_INVALID_VALUE" : r == EOOM ? "CUDA_ERROR_OUT_OF_MEMORY"
+	     : r == EPTX ? "CUDA_ERROR_INVALID_PTX" : r == ENOTFOUND ? "CUDA_ERROR_NOT_FOUND"
+	     : "CUDA_ERROR_UNKNOWN";
+	return OK;
+}
+
+CUresult
+cuGetErrorString(CUresult r, const char **s)
+{
+	*s = r == EPTX ? "a PTX JIT compilation failed" : "fake driver error";
+	return OK;
+}

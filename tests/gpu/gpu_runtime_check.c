@@ -1,0 +1,582 @@
+/*
+ * gpu_runtime_check.c — the runtime on a real GPU, end to end, with no
+ * compiler involved: a bundle is built in memory with the bundle writer from
+ * a Manifest struct and hand-written sm_80 PTX (JIT-compiled by the driver on
+ * newer GPUs), then loaded, run for several T against a C reference, replayed
+ * as a CUDA graph, refused for bad T / arch / PTX, timed, and loaded and
+ * unloaded 1000 times while host RSS and device memory are watched.
+ *
+ *	gpu_runtime_check [--emit DIR]   DIR gets check.moeb and an ONNX-layout
+ *	                                 case for the moert CLI (no GPU needed)
+ * Exit 0 pass, 1 fail, 77 no driver or no device (CTest skip).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bundle.h"
+#include "moert.h"
+
+#define H 96		/* hidden size of the toy block */
+#define MAXT 1000	/* max_tokens */
+#define SEED 1234u
+#define CYCLES 1000
+
+static const char ptx_src[] =
+	".version 7.0\n"
+	".target sm_80\n"
+	".address_size 64\n"
+	"\n"
+	"// w[j] = hash(seed, j) in [-0.5, 0.5): fills the synthetic weight\n"
+	".visible .entry synth_w(.param .u64 p_w, .param .u64 p_seed, .param .u32 p_n)\n"
+	"{\n"
+	"	.reg .pred %p<2>;\n"
+	"	.reg .b32 %r<12>;\n"
+	"	.reg .b64 %rd<6>;\n"
+	"	.reg .f32 %f<4>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [p_w];\n"
+	"	cvta.to.global.u64 %rd1, %rd1;\n"
+	"	ld.param.u64 %rd2, [p_seed];\n"
+	"	ld.param.u32 %r1, [p_n];\n"
+	"	mov.u32 %r2, %ctaid.x;\n"
+	"	mov.u32 %r3, %ntid.x;\n"
+	"	mov.u32 %r4, %tid.x;\n"
+	"	mad.lo.u32 %r5, %r2, %r3, %r4;\n"
+	"	setp.ge.u32 %p1, %r5, %r1;\n"
+	"	@%p1 bra DONE;\n"
+	"	cvt.u32.u64 %r6, %rd2;\n"
+	"	mad.lo.u32 %r7, %r5, 0x9E3779B1, %r6;\n"
+	"	shr.u32 %r8, %r7, 16;\n"
+	"	xor.b32 %r7, %r7, %r8;\n"
+	"	mul.lo.u32 %r7, %r7, 0x7FEB352D;\n"
+	"	shr.u32 %r8, %r7, 15;\n"
+	"	xor.b32 %r7, %r7, %r8;\n"
+	"	mul.lo.u32 %r7, %r7, 0x846CA68B;\n"
+	"	shr.u32 %r8, %r7, 16;\n"
+	"	xor.b32 %r7, %r7, %r8;\n"
+	"	shr.u32 %r9, %r7, 8;\n"
+	"	cvt.rn.f32.u32 %f1, %r9;\n"
+	"	mul.rn.f32 %f2, %f1, 0f33800000;\n"
+	"	sub.rn.f32 %f3, %f2, 0f3F000000;\n"
+	"	mul.wide.u32 %rd3, %r5, 4;\n"
+	"	add.s64 %rd4, %rd1, %rd3;\n"
+	"	st.global.f32 [%rd4], %f3;\n"
+	"DONE:\n"
+	"	ret;\n"
+	"}\n"
+	"\n"
+	"// y[t,j] = x[t,j] * w[j] + 1 for t < T, j < H\n"
+	".visible .entry axpb(.param .u64 p_x, .param .u64 p_w, .param .u64 p_y,\n"
+	"		     .param .u32 p_T, .param .u32 p_H)\n"
+	"{\n"
+	"	.reg .pred %p<2>;\n"
+	"	.reg .b32 %r<10>;\n"
+	"	.reg .b64 %rd<10>;\n"
+	"	.reg .f32 %f<6>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [p_x];\n"
+	"	ld.param.u64 %rd2, [p_w];\n"
+	"	ld.param.u64 %rd3, [p_y];\n"
+	"	cvta.to.global.u64 %rd1, %rd1;\n"
+	"	cvta.to.global.u64 %rd2, %rd2;\n"
+	"	cvta.to.global.u64 %rd3, %rd3;\n"
+	"	ld.param.u32 %r1, [p_T];\n"
+	"	ld.param.u32 %r2, [p_H];\n"
+	"	mul.lo.u32 %r3, %r1, %r2;\n"
+	"	mov.u32 %r4, %ctaid.x;\n"
+	"	mov.u32 %r5, %ntid.x;\n"
+	"	mov.u32 %r6, %tid.x;\n"
+	"	mad.lo.u32 %r7, %r4, %r5, %r6;\n"
+	"	setp.ge.u32 %p1, %r7, %r3;\n"
+	"	@%p1 bra DONE;\n"
+	"	rem.u32 %r8, %r7, %r2;\n"
+	"	mul.wide.u32 %rd4, %r7, 4;\n"
+	"	add.s64 %rd5, %rd1, %rd4;\n"
+	"	ld.global.f32 %f1, [%rd5];\n"
+	"	mul.wide.u32 %rd6, %r8, 4;\n"
+	"	add.s64 %rd7, %rd2, %rd6;\n"
+	"	ld.global.f32 %f2, [%rd7];\n"
+	"	mul.rn.f32 %f3, %f1, %f2;\n"
+	"	add.rn.f32 %f4, %f3, 0f3F800000;\n"
+	"	add.s64 %rd8, %rd3, %rd4;\n"
+	"	st.global.f32 [%rd8], %f4;\n"
+	"DONE:\n"
+	"	ret;\n"
+	"}\n"
+	"\n"
+	"// cnt[t] += inc[j % 4] for every (t, j): needs cnt zeroed first\n"
+	".visible .entry rowcount(.param .u64 p_cnt, .param .u64 p_inc,\n"
+	"			 .param .u32 p_T, .param .u32 p_H)\n"
+	"{\n"
+	"	.reg .pred %p<2>;\n"
+	"	.reg .b32 %r<12>;\n"
+	"	.reg .b64 %rd<8>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [p_cnt];\n"
+	"	ld.param.u64 %rd2, [p_inc];\n"
+	"	cvta.to.global.u64 %rd1, %rd1;\n"
+	"	cvta.to.global.u64 %rd2, %rd2;\n"
+	"	ld.param.u32 %r1, [p_T];\n"
+	"	ld.param.u32 %r2, [p_H];\n"
+	"	mul.lo.u32 %r3, %r1, %r2;\n"
+	"	mov.u32 %r4, %ctaid.x;\n"
+	"	mov.u32 %r5, %ntid.x;\n"
+	"	mov.u32 %r6, %tid.x;\n"
+	"	mad.lo.u32 %r7, %r4, %r5, %r6;\n"
+	"	setp.ge.u32 %p1, %r7, %r3;\n"
+	"	@%p1 bra DONE;\n"
+	"	div.u32 %r8, %r7, %r2;\n"
+	"	rem.u32 %r9, %r7, %r2;\n"
+	"	and.b32 %r9, %r9, 3;\n"
+	"	mul.wide.u32 %rd3, %r9, 4;\n"
+	"	add.s64 %rd4, %rd2, %rd3;\n"
+	"	ld.global.u32 %r10, [%rd4];\n"
+	"	mul.wide.u32 %rd5, %r8, 4;\n"
+	"	add.s64 %rd6, %rd1, %rd5;\n"
+	"	red.global.add.u32 [%rd6], %r10;\n"
+	"DONE:\n"
+	"	ret;\n"
+	"}\n"
+	"\n"
+	"// dst[t] = src[t] for t < T\n"
+	".visible .entry copy_i32(.param .u64 p_src, .param .u64 p_dst, .param .u32 p_T)\n"
+	"{\n"
+	"	.reg .pred %p<2>;\n"
+	"	.reg .b32 %r<8>;\n"
+	"	.reg .b64 %rd<8>;\n"
+	"\n"
+	"	ld.param.u64 %rd1, [p_src];\n"
+	"	ld.param.u64 %rd2, [p_dst];\n"
+	"	cvta.to.global.u64 %rd1, %rd1;\n"
+	"	cvta.to.global.u64 %rd2, %rd2;\n"
+	"	ld.param.u32 %r1, [p_T];\n"
+	"	mov.u32 %r4, %ctaid.x;\n"
+	"	mov.u32 %r5, %ntid.x;\n"
+	"	mov.u32 %r6, %tid.x;\n"
+	"	mad.lo.u32 %r7, %r4, %r5, %r6;\n"
+	"	setp.ge.u32 %p1, %r7, %r1;\n"
+	"	@%p1 bra DONE;\n"
+	"	mul.wide.u32 %rd3, %r7, 4;\n"
+	"	add.s64 %rd4, %rd1, %rd3;\n"
+	"	ld.global.u32 %r2, [%rd4];\n"
+	"	add.s64 %rd5, %rd2, %rd3;\n"
+	"	st.global.u32 [%rd5], %r2;\n"
+	"DONE:\n"
+	"	ret;\n"
+	"}\n";
+
+static const int32_t inc_w[4] = {1, 2, 3, 4};	/* the real weight */
+static int nfail;
+
+static void
+check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s ", ok ? "ok  " : "FAIL");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	nfail += !ok;
+}
+
+/* --- the C reference ------------------------------------------------------ */
+
+static float
+synth(uint32_t seed, uint32_t j)
+{
+	uint32_t x = j * 0x9E3779B1u + seed;
+
+	x ^= x >> 16;
+	x *= 0x7FEB352Du;
+	x ^= x >> 15;
+	x *= 0x846CA68Bu;
+	x ^= x >> 16;
+	return (float)(x >> 8) * 0x1p-24f - 0.5f;
+}
+
+static void
+reference(const float *x, int64_t T, float *y, int32_t *n)
+{
+	for (int64_t t = 0; t < T; t++) {
+		n[t] = 0;
+		for (int j = 0; j < H; j++) {
+			volatile float p = x[t * H + j] * synth(SEED, (uint32_t)j);
+			y[t * H + j] = p + 1.0f;	/* two roundings, as in PTX */
+			n[t] += inc_w[j % 4];
+		}
+	}
+}
+
+/* --- the bundle ------------------------------------------------------------ */
+
+static MArg
+A(MArgKind k, int index, const char *name)
+{
+	MArg a = {0};
+
+	a.kind = k, a.index = index, a.name = name;
+	return a;
+}
+
+static MArg
+lit(MArgKind k, int64_t v)
+{
+	MArg a = {0};
+
+	a.kind = k, a.v.i = v;
+	return a;
+}
+
+/* A step with a 1-D grid and block. */
+static MStep
+step(MStepKind kind, const char *kernel, MExpr gx, int bx, int smem, MArg *a,
+     int n)
+{
+	MStep s = {0};
+
+	s.kind = kind, s.kernel = kernel, s.kidx = -1;
+	s.grid[0] = gx, s.grid[1] = s.grid[2] = MEXPR_INT(1);
+	s.block[0] = bx, s.block[1] = s.block[2] = 1;
+	s.smem = smem, s.arg = a, s.narg = n;
+	return s;
+}
+
+/* The manifest, filled the way the compiler fills one; code for `target`. */
+static char *
+manifest_text(const char *target, size_t *len)
+{
+	static MType p_synth[] = {MT_PTR, MT_U64, MT_I32};
+	static MType p_axpb[] = {MT_PTR, MT_PTR, MT_PTR, MT_I32, MT_I32};
+	static MType p_count[] = {MT_PTR, MT_PTR, MT_I32, MT_I32};
+	static MType p_copy[] = {MT_PTR, MT_PTR, MT_I32};
+	static const char *sm80[1];
+	static MTensor in[1], out[2];
+	static MWeight w[2];
+	static MBuffer buf[1];
+	static MKernel k[4];
+	static MArg a0[3], a1[5], a2[4], a3[3];
+	static MStep st[5];
+	Manifest m = {0};
+
+	sm80[0] = target;
+	in[0] = (MTensor){"x", DT_F32, 2, {MEXPR_T(1), MEXPR_INT(H)}};
+	out[0] = (MTensor){"y", DT_F32, 2, {MEXPR_T(1), MEXPR_INT(H)}};
+	out[1] = (MTensor){"n", DT_I32, 1, {MEXPR_T(1)}};
+	w[0] = (MWeight){"w", DT_F32, 1, {H}, 4 * H, 1, 0};
+	w[1] = (MWeight){"inc", DT_I32, 1, {4}, sizeof inc_w, 0, 0};
+	buf[0] = (MBuffer){"cnt", 0, MEXPR_T(4)};
+	k[0] = (MKernel){"synth_w", sm80, 1, p_synth, 3, 0, 0, 0};
+	k[1] = (MKernel){"axpb", sm80, 1, p_axpb, 5, 0, 0, 0};
+	k[2] = (MKernel){"rowcount", sm80, 1, p_count, 4, 0, 0, 0};
+	k[3] = (MKernel){"copy_i32", sm80, 1, p_copy, 3, 0, 0, 0};
+	a0[0] = A(ARG_W, 0, "w"), a0[1] = lit(ARG_U64, SEED), a0[2] = lit(ARG_I32, H);
+	a1[0] = A(ARG_IN, 0, NULL), a1[1] = A(ARG_W, 0, "w");
+	a1[2] = A(ARG_OUT, 0, NULL), a1[3] = A(ARG_T, 0, NULL), a1[4] = lit(ARG_I32, H);
+	a2[0] = A(ARG_BUF, 0, "cnt"), a2[1] = A(ARG_W, 1, "inc");
+	a2[2] = A(ARG_T, 0, NULL), a2[3] = lit(ARG_I32, H);
+	a3[0] = A(ARG_BUF, 0, "cnt"), a3[1] = A(ARG_OUT, 1, NULL), a3[2] = A(ARG_T, 0, NULL);
+	st[0] = step(STEP_INIT, "synth_w", MEXPR_INT(1), 128, 0, a0, 3);
+	st[1] = step(STEP_LAUNCH, "axpb", (MExpr){H, 0, 128}, 128, 0, a1, 5);
+	st[2] = step(STEP_MEMSET, NULL, MEXPR_INT(0), 0, 0, NULL, 0);
+	st[2].dst = A(ARG_BUF, 0, "cnt"), st[2].bytes = MEXPR_T(4);
+	st[3] = step(STEP_LAUNCH, "rowcount", (MExpr){H, 0, 128}, 128, 0, a2, 4);
+	/* 64 KiB of dynamic shared memory: exercises the >48 KiB attribute */
+	st[4] = step(STEP_LAUNCH, "copy_i32", (MExpr){1, 0, 64}, 64, 65536, a3, 3);
+	m.version = 1, m.moec = MOEC_VERSION, m.model = "gpu_runtime_check";
+	m.synthetic = 1, m.seed = SEED, m.max_tokens = MAXT, m.arena = 4 * MAXT;
+	m.has_cost = 1, m.flops = (MExpr){2 * H, 0, 0};
+	m.bytes = (MExpr){8 * H + 4, 4 * H, 0};
+	m.in = in, m.nin = 1, m.out = out, m.nout = 2, m.w = w, m.nw = 2;
+	m.buf = buf, m.nbuf = 1, m.k = k, m.nk = 4, m.step = st, m.nstep = 5;
+	return bundle_manifest_print(&m, len);
+}
+
+/* A bundle with PTX for `target` ("sm_80"); malloc'd. */
+static unsigned char *
+make_bundle(const char *target, const char *ptx, size_t *len)
+{
+	char code[32], *man;
+	unsigned char *b = NULL;
+	BundleWriter w;
+	Manifest *m;
+	size_t mlen;
+	Arena *a = arena_new(0);
+	Diag d;
+
+	diag_init(&d, stderr);
+	snprintf(code, sizeof code, "ptx:%s", target);
+	man = manifest_text(target, &mlen);
+	if (bundle_manifest_parse(a, "manifest", man, mlen, &m, &d) != 0)
+		check(0, "the printed manifest parses back");
+	bundle_writer_init(&w, NULL);
+	if (bundle_add(&w, "manifest", man, mlen, &d) ||
+	    bundle_add(&w, code, ptx, strlen(ptx), &d) ||
+	    bundle_add(&w, "weights", inc_w, sizeof inc_w, &d) ||
+	    bundle_write(&w, &b, len, &d))
+		check(0, "bundle_write");
+	arena_free(a);
+	free(man);
+	return b;
+}
+
+/* --- device buffers, sized for max_tokens so graphs see one set of pointers */
+
+typedef struct Io Io;
+struct Io {
+	moert_device *dev;
+	uint64_t x, y, n;		/* device */
+	float hx[MAXT * H], hy[MAXT * H], ry[MAXT * H];
+	int32_t hn[MAXT], rn[MAXT];
+};
+
+static void
+fill_x(Io *io, int64_t T, uint64_t seed)
+{
+	for (int64_t i = 0; i < T * H; i++)
+		io->hx[i] = (float)((double)(mix64(seed + (uint64_t)i) >> 11) *
+				    0x1p-53 * 4.0 - 2.0);
+}
+
+/* Run at T with the current hx; 0 when y and n match the reference. */
+static int
+run_t(Io *io, moert_program *p, int64_t T, int graph)
+{
+	uint64_t in[1] = {io->x}, out[2] = {io->y, io->n};
+	moert_status s;
+
+	memset(io->hy, 0, sizeof io->hy);
+	memset(io->hn, 0, sizeof io->hn);
+	if ((s = moert_memcpy_htod(io->dev, io->x, io->hx, (size_t)T * H * 4)) ||
+	    (s = moert_memset(io->dev, io->y, 0xff, (size_t)T * H * 4)) ||
+	    (s = moert_run(p, T, in, out, NULL, graph)) || (s = moert_sync(io->dev)) ||
+	    (s = moert_memcpy_dtoh(io->dev, io->hy, io->y, (size_t)T * H * 4)) ||
+	    (s = moert_memcpy_dtoh(io->dev, io->hn, io->n, (size_t)T * 4))) {
+		printf("     %s: %s\n", moert_status_name(s), moert_last_error());
+		return -1;
+	}
+	reference(io->hx, T, io->ry, io->rn);
+	return memcmp(io->hy, io->ry, (size_t)T * H * 4) ||
+	       memcmp(io->hn, io->rn, (size_t)T * 4);
+}
+
+static int
+io_alloc(Io *io)
+{
+	return moert_malloc(io->dev, sizeof io->hx, &io->x) ||
+	       moert_malloc(io->dev, sizeof io->hy, &io->y) ||
+	       moert_malloc(io->dev, sizeof io->hn, &io->n);
+}
+
+static void
+io_free(Io *io)
+{
+	moert_free(io->dev, io->x);
+	moert_free(io->dev, io->y);
+	moert_free(io->dev, io->n);
+}
+
+/* --- the checks ------------------------------------------------------------ */
+
+static void
+check_runs(Io *io, moert_program *p)
+{
+	static const int64_t ts[] = {1, 7, 128, 999, MAXT};
+
+	for (size_t i = 0; i < NELEM(ts); i++) {
+		fill_x(io, ts[i], 100 + i);
+		check(run_t(io, p, ts[i], 0) == 0, "run T=%lld matches the C "
+		      "reference bit for bit", (long long)ts[i]);
+	}
+}
+
+static void
+check_graphs(Io *io, moert_program *p)
+{
+	static float y1[MAXT * H];
+	int64_t T = 37;
+	int ok;
+
+	fill_x(io, T, 7);
+	ok = run_t(io, p, T, 0) == 0;
+	memcpy(y1, io->hy, sizeof y1);
+	ok &= run_t(io, p, T, 1) == 0;	/* captured */
+	ok &= memcmp(y1, io->hy, (size_t)T * H * 4) == 0;
+	ok &= run_t(io, p, T, 1) == 0;	/* replayed */
+	check(ok && memcmp(y1, io->hy, (size_t)T * H * 4) == 0,
+	      "graph capture and replay at T=37 give the same bytes as a plain run");
+	fill_x(io, T, 8);
+	ok = run_t(io, p, T, 1) == 0;
+	for (int i = 0; i < 5; i++)
+		ok &= run_t(io, p, T, 1) == 0;	/* memset is in the graph */
+	check(ok, "replay reads new input values; counters re-zeroed each replay");
+	fill_x(io, MAXT, 9);
+	check(run_t(io, p, MAXT, 1) == 0 && run_t(io, p, 3, 1) == 0 &&
+	      run_t(io, p, MAXT, 1) == 0, "graphs cached per T (T=1000, 3, 1000)");
+}
+
+static void
+check_refusals(Io *io, moert_program *p)
+{
+	uint64_t in[1] = {io->x}, out[2] = {io->y, io->n};
+	unsigned char *b;
+	moert_program *q = NULL;
+	moert_status s;
+	size_t len;
+
+	s = moert_run(p, MAXT + 1, in, out, NULL, 0);
+	check(s == MOERT_ETOKENS, "T=%d refused: %s: %s", MAXT + 1,
+	      moert_status_name(s), moert_last_error());
+	s = moert_run(p, 0, in, out, NULL, 1);
+	check(s == MOERT_ETOKENS, "T=0 refused: %s", moert_status_name(s));
+	b = make_bundle("sm_100a", ptx_src, &len);
+	s = moert_load(io->dev, b, len, &q);
+	check(s == MOERT_EARCH && !q, "bundle for sm_100a only refused: %s: %s",
+	      moert_status_name(s), moert_last_error());
+	free(b);
+	b = make_bundle("sm_80", ".version 7.0\n.target sm_80\n.address_size 64\n"
+			"this is not ptx;\n", &len);
+	s = moert_load(io->dev, b, len, &q);
+	check(s == MOERT_ELOAD && strstr(moert_last_error(), "JIT log"),
+	      "bad PTX refused with the JIT log: %s: %.300s", moert_status_name(s),
+	      moert_last_error());
+	free(b);
+}
+
+static void
+check_bench(Io *io, moert_program *p)
+{
+	uint64_t in[1] = {io->x}, out[2] = {io->y, io->n};
+	double us[2] = {0, 0};
+	moert_status s;
+
+	for (int g = 0; g < 2; g++) {
+		s = moert_bench(p, MAXT, in, out, g, 10, 200, &us[g]);
+		check(s == MOERT_OK && us[g] > 0, "bench T=%d%s: median %.2f us",
+		      MAXT, g ? " (graph)" : "", us[g]);
+	}
+}
+
+static size_t
+rss(void)
+{
+	long pages = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void
+check_cycles(Io *io, const unsigned char *b, size_t len)
+{
+	size_t rss0 = 0, free0 = 0, fr, tot;
+	moert_program *p;
+	int bad = 0;
+
+	for (int i = 0; i < CYCLES; i++) {
+		int64_t T = 1 + (i * 37) % MAXT;
+		if (moert_load(io->dev, b, len, &p)) {
+			check(0, "cycle %d: load: %s", i, moert_last_error());
+			return;
+		}
+		if (i % 100 == 0)
+			fill_x(io, T, (uint64_t)i);
+		bad += run_t(io, p, T, i % 2) != 0;
+		moert_unload(p);
+		if (i == 49) {
+			rss0 = rss();
+			moert_mem_info(io->dev, &free0, &tot);
+		}
+	}
+	moert_mem_info(io->dev, &fr, &tot);
+	check(bad == 0, "%d load/run/unload cycles (graphs on every other) all correct",
+	      CYCLES);
+	check(rss() <= rss0 + (4 << 20), "host RSS after cycle 50: %.1f MiB, after "
+	      "%d: %.1f MiB", rss0 / 1048576.0, CYCLES, rss() / 1048576.0);
+	check(fr + (2 << 20) >= free0, "device free after cycle 50: %.1f MiB, after "
+	      "%d: %.1f MiB", free0 / 1048576.0, CYCLES, fr / 1048576.0);
+}
+
+/* DIR/check.moeb and DIR/case/test_data_set_0 for the moert CLI. */
+static void
+emit(const char *dir, Io *io, const unsigned char *b, size_t len)
+{
+	char path[4096];
+	int64_t T = 7, dx[2] = {T, H}, dn[1] = {T};
+	Tensor x, y, n;
+	Diag d;
+
+	diag_init(&d, stderr);
+	mkdir(dir, 0777);
+	fill_x(io, T, 42);
+	reference(io->hx, T, io->ry, io->rn);
+	tensor_alloc(&x, DT_F32, 2, dx), tensor_alloc(&y, DT_F32, 2, dx);
+	tensor_alloc(&n, DT_I32, 1, dn);
+	memcpy(x.data, io->hx, (size_t)T * H * 4);
+	memcpy(y.data, io->ry, (size_t)T * H * 4);
+	memcpy(n.data, io->rn, (size_t)T * 4);
+	snprintf(path, sizeof path, "%s/check.moeb", dir);
+	file_write(path, b, len, &d);
+	snprintf(path, sizeof path, "%s/case", dir);
+	mkdir(path, 0777);
+	snprintf(path, sizeof path, "%s/case/test_data_set_0", dir);
+	mkdir(path, 0777);
+	snprintf(path, sizeof path, "%s/case/test_data_set_0/input_0.pb", dir);
+	tensor_write(path, &x, &d);
+	snprintf(path, sizeof path, "%s/case/test_data_set_0/output_0.pb", dir);
+	tensor_write(path, &y, &d);
+	snprintf(path, sizeof path, "%s/case/test_data_set_0/output_1.pb", dir);
+	tensor_write(path, &n, &d);
+	tensor_free(&x), tensor_free(&y), tensor_free(&n);
+	check(d.nerror == 0, "wrote %s/check.moeb and %s/case", dir, dir);
+}
+
+int
+main(int argc, char **argv)
+{
+	static Io io;
+	moert_program *p = NULL;
+	unsigned char *b;
+	moert_status s;
+	size_t len;
+
+	b = make_bundle("sm_80", ptx_src, &len);
+	if (argc == 3 && !strcmp(argv[1], "--emit"))
+		emit(argv[2], &io, b, len);	/* needs no GPU */
+	if ((s = moert_open(0, &io.dev))) {
+		printf("SKIP gpu_runtime_check: %s: %s\n", moert_status_name(s),
+		       moert_last_error());
+		free(b);
+		return s == MOERT_ENODRIVER || s == MOERT_ENODEV ? 77 : 1;
+	}
+	printf("device: %s\n", moert_device_name(io.dev));
+	check(moert_verify(b, len) == MOERT_OK, "bundle of %zu bytes verifies", len);
+	if (io_alloc(&io) || (s = moert_load(io.dev, b, len, &p))) {
+		check(0, "load: %s: %s", moert_status_name(s), moert_last_error());
+		return 1;
+	}
+	check(1, "loaded with %s (synthetic weight from init, real weight uploaded)",
+	      moert_code_section(p));
+	check_runs(&io, p);
+	check_graphs(&io, p);
+	check_refusals(&io, p);
+	check_bench(&io, p);
+	moert_unload(p);
+	check_cycles(&io, b, len);
+	io_free(&io);
+	free(b);
+	moert_close(io.dev);
+	printf("gpu_runtime_check: %d failed\n", nfail);
+	return nfail ? 1 : 0;
+}
