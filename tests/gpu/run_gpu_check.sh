@@ -9,6 +9,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${1:-/tmp/moert-gpu}
 CC=${CC:-gcc}
+command -v "$CC" >/dev/null 2>&1 || CC=cc
 CFLAGS="-std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iutil -Ibundle -Iruntime"
 SRC="util/*.c bundle/*.c runtime/*.c"
 mkdir -p "$B" || exit 1
@@ -46,5 +47,13 @@ step run 0 "$M" run "$E/check.moeb" --input "x=$E/case/test_data_set_0/input_0.p
 step bench 0 "$M" bench "$E/check.moeb" --tokens=1000 --iters=200
 step bench-graph 0 "$M" bench "$E/check.moeb" --tokens=1000 --iters=200 --graph
 step tokens-refused 2 "$M" bench "$E/check.moeb" --tokens=1001
+# memcheck where the sanitizer works (not under gVisor): reported, not fatal
+PATH=$PATH:/usr/local/cuda/bin
+if command -v compute-sanitizer >/dev/null 2>&1; then
+	compute-sanitizer --tool memcheck --error-exitcode 9 "$M" test \
+		"$E/check.moeb" "$E/case" --graph >"$B/sanitizer.log" 2>&1
+	echo "note compute-sanitizer memcheck: rc $?"
+	tail -n 5 "$B/sanitizer.log" | sed 's/^/     /'
+fi
 [ "$fail" = 0 ] && echo "run_gpu_check: all passed" || echo "run_gpu_check: FAILED"
 exit "$fail"
