@@ -125,7 +125,8 @@ const char *cfg_hf_act(Cfg *c, const char *key, const char *def);
 Value *cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act,
 		   int bias, const char *why);
 /* Router logits in f32: [T, E]; f32ok as in WSpec. */
-Value *cfg_router(Cfg *c, Value *x, const char *w, const char *bias, int64_t E, int f32ok);
+Value *cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s,
+		  int f32ok);
 Value *cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
 	       const MoeSpec *s);
 /* The stacked expert weights [E,2I,H], [E,H,I] from per-expert checkpoint

@@ -128,7 +128,7 @@ routed(Cfg *c, Value *h, const char *mod, const char *g, const char *u, const ch
 	snprintf(gf, sizeof gf, "%s.experts.%%d.%s.weight", mod, g);
 	snprintf(uf, sizeof uf, "%s.experts.%%d.%s.weight", mod, u);
 	snprintf(df, sizeof df, "%s.experts.%%d.%s.weight", mod, d);
-	l = cfg_named(c, cfg_router(c, h, gate, NULL, s->E, F32_OK), "router_logits");
+	l = cfg_named(c, cfg_router(c, h, gate, NULL, s, F32_OK), "router_logits");
 	wt[0] = cfg_experts_gu(c, mod, gf, uf, s, 0);
 	wt[1] = cfg_experts_down(c, mod, df, s, 0);
 	c->b.loc.name = cfg_name(c, "%s", mod);
@@ -180,7 +180,7 @@ qwen_shared(Cfg *c, Value *h)
 		       "1 x hidden_size");
 	if (!sh || !g)
 		return NULL;
-	g = ir_b1(&c->b, OP_SIGMOID, g);
+	g = cfg_named(c, ir_b1(&c->b, OP_SIGMOID, g), "mlp.shared_expert_gate.sigmoid");
 	return cfg_named(c, g ? ir_b2(&c->b, OP_MUL, g, sh) : NULL, "shared");
 }
 
@@ -283,7 +283,7 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l, *sb = NULL, *f, *sh;
 	WSpec w;
 
-	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, s->E, F32_KEEP),
+	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, s, F32_KEEP),
 		      "router_logits");
 	if (selbias) {
 		w = cfg_wspec(c, cfg_name(c, "mlp.gate.e_score_correction_bias"), RECIPE_BIAS, 1,
@@ -358,7 +358,7 @@ build_gpt_oss(Cfg *c, Value *x)
 		cfg_error(c, "swiglu_limit", "must be positive");
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
-	l = cfg_named(c, cfg_router(c, h, "mlp.router.weight", "mlp.router.bias", s.E, F32_OK),
+	l = cfg_named(c, cfg_router(c, h, "mlp.router.weight", "mlp.router.bias", &s, F32_OK),
 		      "router_logits");
 	wt[0] = cfg_experts_gu(c, "mlp", NULL, NULL, &s, 1);
 	wt[1] = cfg_experts_down(c, "mlp", NULL, &s, 1);
@@ -391,7 +391,7 @@ conv1d(Cfg *c, Value *x, const char *w, const char *b, int64_t in, int64_t out,
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", w);
 	Node *n = ir_b_node(&c->b, OP_MATMUL, op, 3, 1);
-	return n ? n->out[0] : NULL;
+	return n ? cfg_named(c, n->out[0], arena_strndup(c->m->arena, w, strlen(w) - 7)) : NULL;
 }
 
 static Value *
@@ -411,7 +411,7 @@ build_gpt2(Cfg *c, Value *x)
 	h = cfg_named(c, cfg_layer_norm(c, x, "ln_2.weight", "ln_2.bias", eps), "h");
 	a = conv1d(c, h, "mlp.c_fc.weight", "mlp.c_fc.bias", c->hidden, inner,
 		   "n_embd x n_inner");
-	a = cfg_act(c, a, act);
+	a = cfg_named(c, cfg_act(c, a, act), "mlp.act");
 	a = conv1d(c, a, "mlp.c_proj.weight", "mlp.c_proj.bias", inner, c->hidden,
 		   "n_inner x n_embd");
 	return residual(c, x, cfg_named(c, a, "mlp"));
@@ -431,7 +431,7 @@ build_bert(Cfg *c, Value *x)
 	set_prefix(c, pre, "output.LayerNorm.weight");
 	a = cfg_linear(c, x, "intermediate.dense.weight", "intermediate.dense.bias", I,
 		       c->hidden, "intermediate_size x hidden_size");
-	a = cfg_act(c, a, act);
+	a = cfg_named(c, cfg_act(c, a, act), "intermediate.act");
 	a = cfg_linear(c, a, "output.dense.weight", "output.dense.bias", c->hidden, I,
 		       "hidden_size x intermediate_size");
 	if (!a)

@@ -25,6 +25,17 @@ why(Cfg *c, const char *fmt, const char *a, const char *b)
 	return arena_printf(c->m->arena, fmt, a, b);
 }
 
+/* A value name from a checkpoint name: "mlp.gate_proj.weight" -> "mlp.gate_proj". */
+static const char *
+modname(Cfg *c, const char *w)
+{
+	size_t n = strlen(w);
+
+	if (n > 7 && strcmp(w + n - 7, ".weight") == 0)
+		n -= 7;
+	return arena_strndup(c->m->arena, w, n);
+}
+
 Value *
 cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps)
 {
@@ -71,7 +82,7 @@ cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out, int64
 	c->b.loc.name = cfg_name(c, "%s", w);
 	ir_b_int(&c->b, "trans_b", 1);
 	n = ir_b_node(&c->b, OP_MATMUL, op, bias ? 3 : 2, 1);
-	return n ? n->out[0] : NULL;
+	return n ? cfg_named(c, n->out[0], modname(c, w)) : NULL;
 }
 
 Value *
@@ -107,7 +118,8 @@ cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, i
 	u = cfg_linear(c, x, uw, bias ? ub : NULL, inter, c->hidden, w1);
 	if (!g || !u)
 		return NULL;
-	g = ir_b2(&c->b, OP_MUL, cfg_act(c, g, act), u);
+	g = cfg_named(c, cfg_act(c, g, act), why(c, "%s.act%s", mod, ""));
+	g = cfg_named(c, g ? ir_b2(&c->b, OP_MUL, g, u) : NULL, why(c, "%s.glu%s", mod, ""));
 	if (!g)
 		return NULL;
 	return cfg_linear(c, g, dw, bias ? db : NULL, c->hidden, inter, w2);
@@ -116,10 +128,11 @@ cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, i
 /* Router logits in f32 ([T,E]), from a [E,H] weight (and [E] bias) in the
  * model dtype or f32: the input is cast to the weight's dtype. */
 Value *
-cfg_router(Cfg *c, Value *x, const char *w, const char *bias, int64_t E, int f32ok)
+cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, int f32ok)
 {
+	int64_t E = s->E;
 	WSpec ws = cfg_wspec(c, cfg_name(c, "%s", w), RECIPE_MATRIX, 2,
-			     (int64_t[]){E, c->hidden}, "num_experts x hidden_size");
+			     (int64_t[]){E, c->hidden}, why(c, "%s x %s", s->ekey, "hidden_size"));
 	Value *wv, *l, *bv;
 
 	ws.f32ok = f32ok;
@@ -132,10 +145,10 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, int64_t E, int f32
 	}
 	ir_b_int(&c->b, "trans_b", 1);
 	ir_b_str(&c->b, "to", "f32");
-	l = ir_b2(&c->b, OP_MATMUL, x, wv);
+	l = cfg_named(c, ir_b2(&c->b, OP_MATMUL, x, wv), modname(c, w));
 	if (!bias || !l)
 		return l;
-	ws = cfg_wspec(c, cfg_name(c, "%s", bias), RECIPE_BIAS, 1, &E, "num_experts");
+	ws = cfg_wspec(c, cfg_name(c, "%s", bias), RECIPE_BIAS, 1, &E, s->ekey);
 	ws.f32ok = f32ok;
 	if (!(bv = cfg_weight(c, &ws)))
 		return NULL;

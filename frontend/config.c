@@ -196,9 +196,14 @@ cfg_in_list(Cfg *c, const char *key, int64_t v)
 	return 0;
 }
 
-/* dtype (transformers 5) or torch_dtype (4.x); absent: float32, HF's default. */
+/*
+ * dtype (transformers 5) or torch_dtype (4.x).  Absent (gpt2, bert and
+ * gpt-oss hub configs), it is "auto" as transformers 5 loads it: the
+ * checkpoint's dtype (see auto_dtype), or with synthetic weights bf16 for a
+ * quantized model (what transformers dequantizes to) and f32 otherwise.
+ */
 static DType
-model_dtype(Cfg *c)
+model_dtype(Cfg *c, int *autodt)
 {
 	static const struct { const char *name; DType dt; } names[] = {
 		{"bfloat16", DT_BF16}, {"float16", DT_F16}, {"float32", DT_F32},
@@ -206,13 +211,32 @@ model_dtype(Cfg *c)
 		{"float", DT_F32},
 	};
 	const char *key = cfg_alias(c, (const char *const[]){"dtype", "torch_dtype", NULL});
-	const char *s = cfg_str_or(c, key, "float32");
+	const char *s = cfg_str_or(c, key, "auto");
 
+	*autodt = strcmp(s, "auto") == 0;
+	if (*autodt)
+		return cfg_has(c, "quantization_config") ? DT_BF16 : DT_F32;
 	for (size_t i = 0; i < NELEM(names); i++)
 		if (strcmp(names[i].name, s) == 0)
 			return names[i].dt;
 	cfg_error(c, key, "'%s' is not a dtype moec builds (bfloat16, float16, float32)", s);
 	return DT_F32;
+}
+
+/* The float dtype most of the checkpoint's tensors have. */
+static DType
+auto_dtype(const StFile *st, DType def)
+{
+	static const DType cand[] = {DT_BF16, DT_F16, DT_F32};
+	int64_t count[NELEM(cand)] = {0}, best = 0;
+
+	for (int i = 0; i < st_count(st); i++)
+		for (size_t j = 0; j < NELEM(cand); j++)
+			count[j] += st_get(st, i)->dt == cand[j];
+	for (size_t j = 0; j < NELEM(cand); j++)
+		if (count[j] > best)
+			best = count[j], def = cand[j];
+	return def;
 }
 
 /*
@@ -317,9 +341,7 @@ frame(Cfg *c, FamilyFn *fn)
 	Value *x, *y;
 	const char *hkey = cfg_alias(c, (const char *const[]){"hidden_size", "n_embd", NULL});
 
-	c->hidden = cfg_int(c, hkey);
-	if (c->err)
-		return NULL;
+	c->hidden = cfg_int(c, hkey);	/* on error, go on: fn reports its keys too */
 	snprintf(name, sizeof name, "%s_layer%d", c->type, c->layer);
 	c->g = ir_new_graph(c->m, name, G_GRAPH);
 	c->b = (Builder){.g = c->g, .d = c->d, .loc = loc_file(c->path)};
@@ -333,12 +355,29 @@ frame(Cfg *c, FamilyFn *fn)
 	return y;
 }
 
+/*
+ * Before reading any weights, build the block once with synthetic weights
+ * in a scratch module: every bad key is then reported as a config error,
+ * not hidden behind a missing file or a tensor mismatch.
+ */
+static void
+validate(Cfg *c, FamilyFn *fn)
+{
+	Cfg v = *c;
+
+	v.m = ir_new_module();
+	v.m->file = c->path;
+	frame(&v, fn);
+	c->err |= v.err | v.b.err;
+	ir_free_module(v.m);
+}
+
 Module *
 cfg_import(const char *path, const FeOpts *o, Diag *d)
 {
 	Cfg c = {.o = o, .d = d};
 	FamilyFn *fn = NULL;
-	int nerr = d->nerror;
+	int nerr = d->nerror, autodt = 0;
 
 	if (!(c.json = parse_json(path, d)))
 		return NULL;
@@ -351,12 +390,16 @@ cfg_import(const char *path, const FeOpts *o, Diag *d)
 		cfg_error(&c, "model_type", "unknown model_type '%s' (moec builds %s)", c.type,
 			  cfg_family_list());
 	if (fn) {
-		c.dt = model_dtype(&c);
+		c.dt = model_dtype(&c, &autodt);
 		pick_layer(&c);
 		check_quant(&c);
 	}
+	if (!c.err && !o->synthetic)
+		validate(&c, fn);
 	if (!c.err && !o->synthetic && open_weights(&c))
 		c.err = 1;
+	if (!c.err && c.st && autodt)
+		c.dt = auto_dtype(c.st, c.dt);
 	if (!c.err)
 		frame(&c, fn);
 	st_close(c.st);

@@ -1,8 +1,671 @@
-/* check_config.c — placeholder suite, filled in below. */
+/*
+ * check_config.c — the Hugging Face config frontend.  Every family builds
+ * from its tiny fixture (tests/fixtures/hf/<family>/) with real and with
+ * synthetic weights and verifies; layer 1 evaluates to the fixture's
+ * reference; every real config in models/ imports every layer synthetically
+ * in well under a second without allocating weights; bad configs
+ * (tests/config/) and bad checkpoints each give the expected diagnostic.
+ */
 #include <check.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frontend.h"
+
+/* check_safetensors.c */
+typedef struct {
+	const char *name;
+	const char *dtype;
+	int rank;
+	int64_t dim[4];
+	const void *data;
+	size_t size;
+} SttTensor;
+const char *stt_path(const char *name);
+void stt_write_text(const char *name, const char *text);
+void stt_write(const char *path, const SttTensor *t, int n);
+void stt_cleanup(void);
+
+static const char *const families[] = {
+	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
+	"gpt_oss", "llama", "mistral", "gpt2", "bert",
+};
+
+static char *
+src(const char *fmt, const char *a)
+{
+	static char buf[4][512];
+	static int k;
+	char rel[256];
+
+	k = (k + 1) % 4;
+	snprintf(rel, sizeof rel, fmt, a);
+	snprintf(buf[k], sizeof buf[k], "%s/%s", MOEC_SOURCE_DIR, rel);
+	return buf[k];
+}
+
+/* Import with diagnostics captured in text (if given). */
+static Module *
+import(const char *path, int layer, int synthetic, const char *weights, char *text,
+       size_t n, Diag *d)
+{
+	FILE *f = text ? fmemopen(text, n, "w") : NULL;
+	FeOpts o;
+	Module *m;
+
+	if (text)
+		memset(text, 0, n);
+	fe_default_opts(&o);
+	o.layer = layer;
+	o.synthetic = synthetic;
+	o.seed = 7;
+	o.weights = weights;
+	diag_init(d, f ? f : stderr);
+	m = cfg_import(path, &o, d);
+	if (f)
+		fclose(f);
+	return m;
+}
+
+static int
+no_weight_data(const Module *m)
+{
+	for (int i = 0; i < m->nweight; i++)
+		if (m->weight[i]->data || m->weight[i]->cache)
+			return 0;
+	return 1;
+}
+
+START_TEST(test_cfg_fixtures_build_with_real_and_synthetic_weights)
+{
+	const char *fam = families[_i];
+	char name[64];
+	Diag d;
+	Module *m;
+
+	for (int syn = 0; syn < 2; syn++) {
+		m = import(src("tests/fixtures/hf/%s/config.json", fam), 1, syn, NULL, NULL, 0, &d);
+		ck_assert_msg(m != NULL, "%s (synthetic=%d) did not import", fam, syn);
+		ck_assert_int_eq(d.nerror, 0);
+		ck_assert_int_eq(ir_verify(m, &d), 0);
+		snprintf(name, sizeof name, "%s_layer1", fam);
+		ck_assert_str_eq(ir_main_graph(m)->name, name);
+		for (int i = 0; i < m->nweight; i++)
+			ck_assert_msg((m->weight[i]->data != NULL) == !syn, "%s: $%s", fam,
+				      m->weight[i]->value->name);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
+/* Every weight and the input in f32, types re-inferred: the same block
+ * without bf16 rounding, to check the semantics to f32 precision. */
+static void
+promote_f32(Module *m)
+{
+	Graph *g = ir_main_graph(m);
+	Diag d;
+
+	for (int i = 0; i < m->nweight; i++) {
+		Weight *w = m->weight[i];
+		Type *t = &w->value->type;
+		int64_t n = ir_type_numel(t);
+		float *f;
+		if (t->dt == DT_F32)
+			continue;
+		f = malloc((size_t)n * 4 + 4);
+		for (int64_t j = 0; j < n; j++)
+			f[j] = (float)dtype_load(t->dt, w->data, (size_t)j);
+		w->free_data(w->data, w->size);
+		w->data = f;
+		w->size = (size_t)n * 4;
+		t->dt = DT_F32;
+	}
+	g->param[0]->type.dt = DT_F32;
+	diag_init(&d, stderr);
+	ck_assert_int_eq(ir_infer_graph(g, &d), 0);
+}
+
+static void
+read_pb(const char *dir, int set, const char *file, Tensor *t)
+{
+	char path[600];
+	Diag d;
+
+	snprintf(path, sizeof path, "%s/test_data_set_%d/%s", dir, set, file);
+	diag_init(&d, stderr);
+	ck_assert_int_eq(tensor_read(path, t, &d), 0);
+}
+
+/* Run m's graph on x (cast to the parameter's dtype); the result in f32. */
+static void
+run(Module *m, const Tensor *x, Tensor *y)
+{
+	Graph *g = ir_main_graph(m);
+	DType dt = g->param[0]->type.dt;
+	Tensor in, out;
+	EvalOpts eo = {0};
+	Diag d;
+
+	ck_assert_int_eq(tensor_alloc(&in, dt, x->rank, x->dim), 0);
+	for (int64_t i = 0; i < tensor_numel(x); i++)
+		dtype_store(dt, in.data, (size_t)i, dtype_load(x->dt, x->data, (size_t)i));
+	diag_init(&d, stderr);
+	ck_assert_int_eq(ir_eval(g, &in, 1, &out, &eo, &d), 0);
+	ck_assert_int_eq(tensor_alloc(y, DT_F32, out.rank, out.dim), 0);
+	for (int64_t i = 0; i < tensor_numel(&out); i++)
+		dtype_store(DT_F32, y->data, (size_t)i, dtype_load(out.dt, out.data, (size_t)i));
+	tensor_free(&in);
+	tensor_free(&out);
+}
+
+/*
+ * Layer 1 against the fixture's f32 reference (computed from the stored
+ * bf16 weights), for T = 7 and T = 1.  The graph promoted to f32 must agree
+ * to f32 tolerances: that checks the semantics.  As imported it runs in the
+ * model dtype, rounding every intermediate: it must meet that dtype's
+ * relative L2 tolerance, with at most 1% of elements outside atol + rtol|y|
+ * (where x and ffn(x) nearly cancel, bf16 rounding of the terms dominates;
+ * DeepSeek-V3's set 0 has two such elements).
+ */
+START_TEST(test_cfg_fixtures_match_reference)
+{
+	const char *fam = families[_i];
+	char *dir = src("tests/fixtures/hf/%s", fam), cfg[600];
+	double atol, rtol, rel;
+	Compare c;
+	Diag d;
+
+	snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+	for (int set = 0; set < 2; set++) {
+		Tensor x, want, y;
+		read_pb(dir, set, "input_0.pb", &x);
+		read_pb(dir, set, "output_0.pb", &want);
+		for (int f32 = 0; f32 < 2; f32++) {
+			Module *m = import(cfg, 1, 0, NULL, NULL, 0, &d);
+			DType dt;
+			ck_assert_ptr_nonnull(m);
+			if (f32)
+				promote_f32(m);
+			dt = ir_main_graph(m)->param[0]->type.dt;
+			run(m, &x, &y);
+			tolerance_for(dt, &atol, &rtol, &rel);
+			tensor_compare(&y, &want, atol, rtol, &c);
+			ck_assert_msg(c.rel_l2 <= rel, "%s set %d %s: rel_l2 %g", fam, set,
+				      dtype_name(dt), c.rel_l2);
+			ck_assert_msg(c.nbad <= (dt == DT_F32 ? 0 : tensor_numel(&want) / 100),
+				      "%s set %d %s: %lld elements off (max abs %g)", fam, set,
+				      dtype_name(dt), (long long)c.nbad, c.max_abs);
+			tensor_free(&y);
+			ir_free_module(m);
+		}
+		tensor_free(&x);
+		tensor_free(&want);
+	}
+}
+END_TEST
+
+static double
+now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int
+layers_of(const char *path)
+{
+	size_t len;
+	Diag d;
+	char *text;
+	cJSON *j, *n;
+	int k;
+
+	diag_init(&d, stderr);
+	text = file_read(path, &len, &d);
+	ck_assert_ptr_nonnull(text);
+	j = cJSON_ParseWithLength(text, len);
+	n = cJSON_GetObjectItem(j, "num_hidden_layers");
+	if (!n)
+		n = cJSON_GetObjectItem(j, "n_layer");
+	ck_assert(cJSON_IsNumber(n));
+	k = (int)n->valuedouble;
+	cJSON_Delete(j);
+	free(text);
+	return k;
+}
+
+/* Every layer of every real config, synthetic: < 1 s each, no weight data. */
+START_TEST(test_cfg_real_configs_import_every_layer_fast)
+{
+	DIR *dir = opendir(src("models%s", ""));
+	struct dirent *e;
+	int nmodel = 0;
+
+	ck_assert_ptr_nonnull(dir);
+	while ((e = readdir(dir))) {
+		char path[600], text[4096];
+		double worst = 0;
+		int n;
+		snprintf(path, sizeof path, "%s/models/%s/config.json", MOEC_SOURCE_DIR, e->d_name);
+		if (e->d_name[0] == '.' || !file_exists(path))
+			continue;
+		n = layers_of(path);
+		for (int l = 0; l < n; l++) {
+			Diag d;
+			double t0 = now(), t;
+			Module *m = import(path, l, 1, NULL, text, sizeof text, &d);
+			t = now() - t0;
+			ck_assert_msg(m != NULL, "%s layer %d: %s", e->d_name, l, text);
+			ck_assert_msg(t < 1.0, "%s layer %d took %.3f s", e->d_name, l, t);
+			ck_assert_msg(no_weight_data(m), "%s layer %d allocated weight data",
+				      e->d_name, l);
+			ck_assert_uint_lt(arena_used(m->arena), 1u << 20);
+			ck_assert_int_eq(ir_verify(m, &d), 0);
+			worst = t > worst ? t : worst;
+			ir_free_module(m);
+		}
+		fprintf(stderr, "models/%s: %d layers, slowest import %.3f ms\n", e->d_name, n,
+			worst * 1e3);
+		nmodel++;
+	}
+	closedir(dir);
+	ck_assert_int_ge(nmodel, 5);
+}
+END_TEST
+
+/* The default layer is the first MoE layer. */
+START_TEST(test_cfg_default_layer_is_first_moe_layer)
+{
+	static const struct { const char *model, *graph; } cases[] = {
+		{"deepseek-v3", "deepseek_v3_layer3"},
+		{"deepseek-v2-lite", "deepseek_v2_layer1"},
+		{"qwen3-30b-a3b", "qwen3_moe_layer0"},
+		{"meta-llama-3-8b", "llama_layer0"},
+	};
+	char text[1024];
+	Diag d;
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Module *m = import(src("models/%s/config.json", cases[i].model), -1, 1, NULL,
+				   text, sizeof text, &d);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_str_eq(ir_main_graph(m)->name, cases[i].graph);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
+/* DeepSeek-V3's dense layers are SwiGLU MLPs of intermediate_size. */
+START_TEST(test_cfg_deepseek_dense_and_moe_layers)
+{
+	char *text = NULL, notes[1024];
+	Diag d;
+	Module *m = import(src("models/%s/config.json", "deepseek-v3"), 2, 1, NULL, notes,
+			   sizeof notes, &d);
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(ir_find_weight(m, "model.layers.2.mlp.gate_proj.weight"));
+	ck_assert_int_eq(ir_find_weight(m, "model.layers.2.mlp.gate_proj.weight")->value->type.dim[0],
+			 18432);
+	ir_free_module(m);
+	m = import(src("models/%s/config.json", "deepseek-v3"), 3, 1, NULL, notes, sizeof notes, &d);
+	ck_assert_ptr_nonnull(m);
+	text = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(text, "bf16[256,4096,7168]"));
+	ck_assert_ptr_nonnull(strstr(text, "group_score=top2"));
+	ck_assert_ptr_nonnull(strstr(text, "n_group=8"));
+	ck_assert_ptr_nonnull(strstr(text, "router=sigmoid"));
+	ck_assert_ptr_nonnull(strstr(text, "scale=2.5"));
+	ck_assert_ptr_nonnull(strstr(text, "e_score_correction_bias"));
+	free(text);
+	ir_free_module(m);
+}
+END_TEST
+
+static const struct {
+	const char *file;
+	const char *want;
+	int nerror;
+} bad[] = {
+	{"missing_hidden_size", "missing_hidden_size.json: hidden_size: error: missing key", 1},
+	{"missing_model_type", "model_type: error: missing key", 1},
+	{"unknown_model_type", "model_type: error: unknown model_type 'mamba'", 1},
+	{"missing_experts_per_tok", "num_experts_per_tok: error: missing key", 1},
+	{"topk_above_experts", "num_experts_per_tok: error: 10 is more than the 8 experts", 1},
+	{"negative_hidden_size", "hidden_size: error: must be positive", 1},
+	{"fractional_hidden_size", "hidden_size: error: must be an integer", 1},
+	{"string_topk", "num_experts_per_tok: error: must be an integer", 1},
+	{"bad_dtype", "dtype: error: 'int8' is not a dtype", 1},
+	{"bad_hidden_act", "hidden_act: error: activation 'tanh'", 1},
+	{"zero_eps", "rms_norm_eps: error: must be a positive number", 1},
+	{"two_bad_keys", "num_experts_per_tok: error: must be positive, not 0", 2},
+	{"n_group_not_dividing", "n_group: error: 3 does not divide the 8 experts", 1},
+	{"topk_group_above_n_group", "topk_group: error: 5 is not in 1..n_group", 1},
+	{"topk_above_group_experts", "num_experts_per_tok: error: 3 is more than the 2 experts", 1},
+	{"bad_topk_method", "topk_method: error: 'sinkhorn'", 1},
+	{"bad_scoring_func", "scoring_func: error: 'relu' is not softmax or sigmoid", 1},
+	{"bad_mlp_only_layers", "mlp_only_layers: error: must be a list", 1},
+	{"zero_sparse_step", "decoder_sparse_step: error: must be positive", 1},
+	{"syntax_error", "syntax_error.json:3:22: error: not valid JSON", 1},
+	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
+};
+
+/* Each bad config: its diagnostic, with or without weights (the config is
+ * checked before any weights are looked for). */
+START_TEST(test_cfg_bad_config_names_the_key)
+{
+	char path[600], text[4096];
+	Diag d;
+
+	snprintf(path, sizeof path, "%s/tests/config/bad/%s.json", MOEC_SOURCE_DIR, bad[_i].file);
+	for (int syn = 0; syn < 2; syn++) {
+		ck_assert_ptr_null(import(path, 1, syn, NULL, text, sizeof text, &d));
+		ck_assert_msg(strstr(text, bad[_i].want) != NULL, "%s: got:\n%s", bad[_i].file, text);
+		ck_assert_ptr_null(strstr(text, "model.safetensors"));
+		ck_assert_int_eq(d.nerror, bad[_i].nerror);
+	}
+}
+END_TEST
+
+START_TEST(test_cfg_layer_out_of_range)
+{
+	char text[1024];
+	Diag d;
+
+	ck_assert_ptr_null(import(src("models/%s/config.json", "mixtral-8x7b"), 32, 1, NULL, text,
+				  sizeof text, &d));
+	ck_assert_ptr_nonnull(strstr(text, "num_hidden_layers: error: layer 32 is out of range: "
+				     "the model has 32 layers"));
+}
+END_TEST
+
+/* Real weights of a quantized checkpoint: an error naming quantization_config;
+ * synthetic: a note, and the bf16 block. */
+START_TEST(test_cfg_quantization_config)
+{
+	char text[2048];
+	Diag d;
+	Module *m;
+
+	ck_assert_ptr_null(import(src("tests/config/%s/config.json", "quant_fp8"), 1, 0, NULL, text,
+				  sizeof text, &d));
+	ck_assert_ptr_nonnull(strstr(text, "config.json: quantization_config: error: "
+				     "fp8-quantized checkpoints cannot be read yet"));
+	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 1, NULL, text, sizeof text, &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(strstr(text, "quantization_config: note: mxfp4 quantization is "
+				     "ignored with synthetic weights: building the bf16 block"));
+	ck_assert_int_eq(ir_main_graph(m)->param[0]->type.dt, DT_BF16);
+	ir_free_module(m);
+	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 0, NULL, text, sizeof text, &d);
+	ck_assert_ptr_null(m);
+	ck_assert_ptr_nonnull(strstr(text, "quantization_config: error: mxfp4"));
+}
+END_TEST
+
+START_TEST(test_cfg_no_weights_found)
+{
+	char text[1024];
+	Diag d;
+
+	ck_assert_ptr_null(import(src("models/%s/config.json", "mixtral-8x7b"), 0, 0, NULL, text,
+				  sizeof text, &d));
+	ck_assert_ptr_nonnull(strstr(text, "no model.safetensors or model.safetensors.index.json "
+				     "next to the config"));
+}
+END_TEST
+
+/* --- a tiny Mixtral written here, to corrupt one tensor at a time -------- */
+
+#define TINY_CFG                                                                 \
+	"{\"model_type\": \"mixtral\", \"dtype\": \"bfloat16\", \"hidden_size\": 4, " \
+	"\"intermediate_size\": 2, \"num_hidden_layers\": 1, \"num_local_experts\": 2, " \
+	"\"num_experts_per_tok\": 1, \"rms_norm_eps\": 1e-5}"
+
+static uint16_t vals[64];
+
+/* The tiny model's tensors; element values are distinct per tensor. */
+static int
+tiny_tensors(SttTensor *t)
+{
+	static char names[8][96];
+	int n = 0;
+
+	for (int i = 0; i < 64; i++)
+		vals[i] = f32_to_bf16((float)i);
+	t[n++] = (SttTensor){"model.layers.0.post_attention_layernorm.weight", "BF16", 1, {4},
+			     vals, 8};
+	t[n++] = (SttTensor){"model.layers.0.block_sparse_moe.gate.weight", "BF16", 2, {2, 4},
+			     vals + 1, 16};
+	for (int e = 0; e < 2; e++) {
+		static const char *const w[] = {"w1", "w3", "w2"};
+		for (int j = 0; j < 3; j++) {
+			snprintf(names[e * 3 + j], sizeof names[0],
+				 "model.layers.0.block_sparse_moe.experts.%d.%s.weight", e, w[j]);
+			t[n++] = (SttTensor){names[e * 3 + j], "BF16", 2,
+					     {j == 2 ? 4 : 2, j == 2 ? 2 : 4}, vals + 10 * (e * 3 + j) + 2, 16};
+		}
+	}
+	return n;
+}
+
+static Module *
+tiny_import(SttTensor *t, int n, char *text, size_t len)
+{
+	Diag d;
+
+	stt_write_text("config.json", TINY_CFG);
+	stt_write(stt_path("model.safetensors"), t, n);
+	return import(stt_path("config.json"), 0, 0, NULL, text, len, &d);
+}
+
+START_TEST(test_cfg_experts_are_stacked_gate_then_up)
+{
+	SttTensor t[8];
+	int n = tiny_tensors(t);
+	char text[2048];
+	Module *m = tiny_import(t, n, text, sizeof text);
+	const uint16_t *gu, *dn;
+
+	ck_assert_msg(m != NULL, "%s", text);
+	gu = ir_find_weight(m, "model.layers.0.block_sparse_moe.experts.gate_up_proj")->data;
+	dn = ir_find_weight(m, "model.layers.0.block_sparse_moe.experts.down_proj")->data;
+	/* [E=2, 2I=4, H=4]: expert e rows 0..1 = w1_e, rows 2..3 = w3_e */
+	for (int e = 0; e < 2; e++)
+		for (int k = 0; k < 8; k++) {
+			ck_assert_uint_eq(gu[e * 16 + k], vals[10 * (e * 3) + 2 + k]);
+			ck_assert_uint_eq(gu[e * 16 + 8 + k], vals[10 * (e * 3 + 1) + 2 + k]);
+			ck_assert_uint_eq(dn[e * 8 + k], vals[10 * (e * 3 + 2) + 2 + k]);
+		}
+	ir_free_module(m);
+	stt_cleanup();
+}
+END_TEST
+
+/* transformers 5's in-memory names: stacked gate_up_proj [E,2I,H] and
+ * down_proj [E,H,I] under mlp. give the same weights. */
+START_TEST(test_cfg_stacked_checkpoint_reads_the_same)
+{
+	SttTensor t[8], s[4];
+	uint16_t gu[32], dn[16];
+	char text[2048];
+	Module *m;
+
+	tiny_tensors(t);
+	for (int e = 0; e < 2; e++) {
+		memcpy(gu + e * 16, t[2 + 3 * e].data, 16);
+		memcpy(gu + e * 16 + 8, t[3 + 3 * e].data, 16);
+		memcpy(dn + e * 8, t[4 + 3 * e].data, 16);
+	}
+	s[0] = t[0];
+	s[1] = t[1];
+	s[1].name = "model.layers.0.mlp.gate.weight";
+	s[2] = (SttTensor){"model.layers.0.mlp.experts.gate_up_proj", "BF16", 3, {2, 4, 4}, gu, 64};
+	s[3] = (SttTensor){"model.layers.0.mlp.experts.down_proj", "BF16", 3, {2, 4, 2}, dn, 32};
+	m = tiny_import(s, 4, text, sizeof text);
+	ck_assert_msg(m != NULL, "%s", text);
+	ck_assert(memcmp(ir_find_weight(m, "model.layers.0.mlp.experts.gate_up_proj")->data, gu,
+			 64) == 0);
+	ck_assert(memcmp(ir_find_weight(m, "model.layers.0.mlp.experts.down_proj")->data, dn,
+			 32) == 0);
+	ir_free_module(m);
+	stt_cleanup();
+}
+END_TEST
+
+/* One bad tensor at a time: the error names it and what the config implies. */
+START_TEST(test_cfg_bad_tensor_is_named)
+{
+	static const struct {
+		int which;
+		const char *dtype;
+		int rank;
+		int64_t d0, d1;
+		const char *want;
+	} cases[] = {
+		{1, "BF16", 2, 2, 3, "model.safetensors: model.layers.0.block_sparse_moe.gate.weight: "
+				    "error: shape [2,3] but the config implies [2,4] "
+				    "(num_local_experts x hidden_size)"},
+		{7, "F16", 2, 4, 2, "model.layers.0.block_sparse_moe.experts.1.w2.weight: error: "
+				   "dtype F16 but the config implies bf16"},
+		{5, "F8_E4M3", 2, 2, 4, "experts.1.w1.weight: error: dtype F8_E4M3 needs a scale "
+				       "scheme moec honours"},
+		{0, "F32", 1, 4, 0, "post_attention_layernorm.weight: error: dtype F32 but the "
+				   "config implies bf16"},
+		{6, NULL, 0, 0, 0, "model.layers.0.block_sparse_moe.experts.1.w3.weight: error: "
+				  "tensor not found; the config implies bf16[2,4] "
+				  "(num_local_experts x 2*intermediate_size x hidden_size)"},
+	};
+	char text[4096];
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		SttTensor t[8];
+		int n = tiny_tensors(t), k = cases[i].which;
+		if (!cases[i].dtype) {
+			t[k] = t[--n];
+		} else {
+			t[k].dtype = cases[i].dtype;
+			t[k].rank = cases[i].rank;
+			t[k].dim[0] = cases[i].d0;
+			t[k].dim[1] = cases[i].d1;
+			t[k].data = NULL;
+			t[k].size = (size_t)(cases[i].d0 * (cases[i].rank > 1 ? cases[i].d1 : 1)) *
+				    (strcmp(cases[i].dtype, "F32") == 0 ? 4 :
+				     strcmp(cases[i].dtype, "F8_E4M3") == 0 ? 1 : 2);
+		}
+		ck_assert_ptr_null(tiny_import(t, n, text, sizeof text));
+		ck_assert_msg(strstr(text, cases[i].want) != NULL, "case %zu: got:\n%s", i, text);
+	}
+	stt_cleanup();
+}
+END_TEST
+
+/* A fixture split into two shards behind an index imports the same weights. */
+START_TEST(test_cfg_sharded_index_matches_single_file)
+{
+	char *dir = src("tests/fixtures/hf/%s", "qwen2_moe"), path[600], text[1 << 16];
+	SttTensor *t[2];
+	int nt[2] = {0, 0};
+	size_t k = 0;
+	StFile *st;
+	Module *a, *b;
+	Diag d;
+
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	diag_init(&d, stderr);
+	st = st_open(path, &d);
+	ck_assert_ptr_nonnull(st);
+	t[0] = calloc((size_t)st_count(st), sizeof **t);
+	t[1] = calloc((size_t)st_count(st), sizeof **t);
+	k += (size_t)snprintf(text + k, sizeof text - k, "{\"weight_map\": {");
+	for (int i = 0; i < st_count(st); i++) {
+		const StTensor *x = st_get(st, i);
+		int s = i % 2;
+		void *buf = malloc(x->size + 1);
+		ck_assert_int_eq(st_read(st, x, buf, &d), 0);
+		t[s][nt[s]++] = (SttTensor){x->name, x->dtname, x->rank,
+					    {x->dim[0], x->dim[1], x->dim[2], x->dim[3]}, buf, x->size};
+		k += (size_t)snprintf(text + k, sizeof text - k, "%s\"%s\": \"shard-%d.safetensors\"",
+				      i ? ", " : "", x->name, s);
+	}
+	snprintf(text + k, sizeof text - k, "}}");
+	stt_write_text("model.safetensors.index.json", text);
+	stt_write(stt_path("shard-0.safetensors"), t[0], nt[0]);
+	stt_write(stt_path("shard-1.safetensors"), t[1], nt[1]);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	a = import(path, 1, 0, NULL, NULL, 0, &d);
+	b = import(path, 1, 0, stt_path("model.safetensors.index.json"), NULL, 0, &d);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(a->nweight, b->nweight);
+	for (int i = 0; i < a->nweight; i++) {
+		ck_assert_uint_eq(a->weight[i]->size, b->weight[i]->size);
+		ck_assert(memcmp(a->weight[i]->data, b->weight[i]->data, a->weight[i]->size) == 0);
+	}
+	ir_free_module(a);
+	ir_free_module(b);
+	for (int s = 0; s < 2; s++) {
+		for (int i = 0; i < nt[s]; i++)
+			free((void *)t[s][i].data);
+		free(t[s]);
+	}
+	st_close(st);
+	stt_cleanup();
+}
+END_TEST
+
+/* Synthetic weights record the recipe: norm weights 1 +- 0.1, biases small,
+ * matrices 1/sqrt(fan_in) (gpt2's [in,out] Conv1D weights say so). */
+START_TEST(test_cfg_synthetic_recipe)
+{
+	Diag d;
+	Module *m = import(src("tests/fixtures/hf/%s/config.json", "gpt2"), 1, 1, NULL, NULL, 0, &d);
+	Weight *w;
+
+	ck_assert_ptr_nonnull(m);
+	w = ir_find_weight(m, "transformer.h.1.ln_2.weight");
+	ck_assert(w->mean == 1 && w->scale == 0.1 && w->seed == 7);
+	w = ir_find_weight(m, "transformer.h.1.ln_2.bias");
+	ck_assert(w->mean == 0 && w->scale > 0 && w->scale <= 0.1);
+	w = ir_find_weight(m, "transformer.h.1.mlp.c_proj.weight");
+	ck_assert_double_eq_tol(ir_weight_scale(w), 1 / sqrt(128.0), 1e-12);
+	ir_free_module(m);
+	m = import(src("tests/fixtures/hf/%s/config.json", "mixtral"), 1, 1, NULL, NULL, 0, &d);
+	w = ir_find_weight(m, "model.layers.1.block_sparse_moe.experts.down_proj");
+	ck_assert_double_eq_tol(ir_weight_scale(w), 1 / sqrt(16.0), 1e-12);
+	ir_free_module(m);
+}
+END_TEST
 
 Suite *
 config_suite(void)
 {
-	return suite_create("config");
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_cfg_fixtures_build_with_real_and_synthetic_weights, 0,
+			    (int)NELEM(families));
+	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
+	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
+	tcase_add_test(tc, test_cfg_default_layer_is_first_moe_layer);
+	tcase_add_test(tc, test_cfg_deepseek_dense_and_moe_layers);
+	tcase_add_loop_test(tc, test_cfg_bad_config_names_the_key, 0, (int)NELEM(bad));
+	tcase_add_test(tc, test_cfg_layer_out_of_range);
+	tcase_add_test(tc, test_cfg_quantization_config);
+	tcase_add_test(tc, test_cfg_no_weights_found);
+	tcase_add_test(tc, test_cfg_experts_are_stacked_gate_then_up);
+	tcase_add_test(tc, test_cfg_stacked_checkpoint_reads_the_same);
+	tcase_add_test(tc, test_cfg_bad_tensor_is_named);
+	tcase_add_test(tc, test_cfg_sharded_index_matches_single_file);
+	tcase_add_test(tc, test_cfg_synthetic_recipe);
+	suite_add_tcase(s, tc);
+	return s;
 }
