@@ -303,7 +303,7 @@ struct GemmSpec {
 
 	/* tiling and schedule */
 	CgMainloop mainloop;
-	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64 */
+	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
@@ -322,6 +322,8 @@ void cg_gemm_default(GemmSpec *s);
 int cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *s, Diag *d);
 /* The checks of cg_emit_gemm alone. */
 int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
+/* Replace the 0 defaults (lda, ldb, ldc, group stride, gather_div, m_per_t) by their values. */
+void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
 

@@ -144,6 +144,15 @@ layout(G *g, const GemmSpec *in)
 	g->b_n = g->nthr ? (g->b_chunks + g->nthr - 1) / g->nthr : 0;
 }
 
+void
+cg_gemm_resolve(GemmSpec *s)
+{
+	G g;
+
+	layout(&g, s);
+	*s = g.s;
+}
+
 int
 cg_gemm_smem(const GemmSpec *s)
 {
@@ -196,8 +205,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128 or 256)", s->bm);
 	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
-	if (s->bk != 16 && s->bk != 32 && s->bk != 64)
-		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32 or 64)", s->bk);
+	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128)
+		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128)", s->bk);
 	if (s->warps_m < 1 || s->warps_n < 1 || g.nwarp > 16 || !pow2(g.nwarp))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);

@@ -1,1 +1,397 @@
-int main(void) { return 0; }
+/*
+ * gemm_emit — PTX (and, with ptxas, cubins) for the GEMM specs that
+ * bench/gemm/run_gemm.py checks against torch and times on the GPU.
+ *
+ *	gemm_emit [-t sm_90a] [-o DIR] [--list] [--only SUBSTR] [--ptx-only] [--scale S]
+ *
+ * Writes DIR/<case>.ptx, DIR/<case>.cubin and DIR/manifest.json: for each
+ * case its kernel (parameters with roles, block, grid expressions, shared
+ * memory, ptxas registers and spills) and the spec the script needs to
+ * build inputs and the reference (sizes, dtypes, layouts, epilogue).
+ * --scale S divides the problem sizes by S (to test run_gemm.py --fake on a
+ * CPU).  Exit 0, or 1 when a spec fails to emit or assemble.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen.h"
+
+typedef struct Case Case;
+struct Case {
+	const char *name;
+	const char *problem;	/* what run_gemm.py does with it: dense, moe_up, moe_down, check */
+	GemmSpec s;
+};
+
+#define MAXCASE 64
+static Case cases[MAXCASE];
+static int ncase;
+
+static GemmSpec *
+add(const char *name, const char *problem)
+{
+	Case *c = &cases[ncase++];
+
+	c->name = name;
+	c->problem = problem;
+	cg_gemm_default(&c->s);
+	return &c->s;
+}
+
+static void
+tile(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st, int minc)
+{
+	s->bm = bm;
+	s->bn = bn;
+	s->bk = bk;
+	s->warps_m = wm;
+	s->warps_n = wn;
+	s->stages = st;
+	s->min_ctas = minc;
+}
+
+/* Persistent grids: as many CTAs as fit on 132 SMs at this tile's shared memory. */
+static void
+persistent(GemmSpec *s)
+{
+	int smem = cg_gemm_smem(s), per = 228 * 1024 / (smem + 1024);
+
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132 * (per < 1 ? 1 : per > 4 ? 4 : per);
+}
+
+/* Dense: y = gelu(x W^T + b), Mixtral-size FFN up projection. */
+static GemmSpec *
+dense(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int minc)
+{
+	GemmSpec *s = add(name, "dense");
+	int a, b;
+
+	s->N = 14336;
+	s->K = 4096;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, CGE_GELU_ERF, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	tile(s, bm, bn, bk, wm, wn, st, minc);
+	return s;
+}
+
+/* MoE gate|up: h = swiglu(x[gidx / 2] W13_e^T), rows interleaved gate/up. */
+static GemmSpec *
+moe_up(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int minc)
+{
+	GemmSpec *s = add(name, "moe_up");
+
+	s->N = 2 * 14336;
+	s->K = 4096;
+	s->groups = 8;
+	s->m_per_t = 2;
+	s->gather = 1;
+	s->gather_div = 2;
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	tile(s, bm, bn, bk, wm, wn, st, minc);
+	return s;
+}
+
+/* MoE down: y_pairs[sidx[r]] = w[sidx[r]] * (h[r] W2_e^T). */
+static GemmSpec *
+moe_down(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int minc)
+{
+	GemmSpec *s = add(name, "moe_down");
+	int a, w;
+
+	s->N = 4096;
+	s->K = 14336;
+	s->groups = 8;
+	s->m_per_t = 2;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, CGE_MUL, a, w);
+	tile(s, bm, bn, bk, wm, wn, st, minc);
+	return s;
+}
+
+static void
+build(void)
+{
+	GemmSpec *s;
+	int a, b, r, x, y;
+
+	/* dense, prefill-sized tiles */
+	dense("d_128x256x32_s4", 128, 256, 32, 2, 4, 4, 1);
+	dense("d_128x256x64_s3", 128, 256, 64, 2, 4, 3, 1);
+	dense("d_256x128x32_s4", 256, 128, 32, 4, 2, 4, 1);
+	dense("d_128x128x32_s4", 128, 128, 32, 2, 4, 4, 2);
+	dense("d_128x128x64_s3", 128, 128, 64, 2, 4, 3, 2);
+	/* dense, decode-sized tiles */
+	dense("d_16x64x64_s4", 16, 64, 64, 1, 4, 4, 0);
+	dense("d_16x128x64_s4", 16, 128, 64, 1, 4, 4, 0);
+	dense("d_16x64x128_s4", 16, 64, 128, 1, 4, 4, 0);
+	dense("d_32x64x128_s3", 32, 64, 128, 1, 4, 3, 0);
+	dense("d_16x32x128_s4", 16, 32, 128, 1, 2, 4, 0);
+
+	/* MoE decode */
+	s = moe_up("up_16x128x64_s4_p", 16, 128, 64, 1, 4, 4, 0);
+	persistent(s);
+	moe_up("up_16x128x64_s4_t", 16, 128, 64, 1, 4, 4, 0);
+	s = moe_up("up_16x64x128_s4_p", 16, 64, 128, 1, 4, 4, 0);
+	persistent(s);
+	moe_up("up_16x128x128_s3_t", 16, 128, 128, 1, 4, 3, 0);
+	s = moe_down("dn_16x64x64_s4_p", 16, 64, 64, 1, 4, 4, 0);
+	persistent(s);
+	moe_down("dn_16x64x64_s4_t", 16, 64, 64, 1, 4, 4, 0);
+	s = moe_down("dn_16x64x128_s4_p", 16, 64, 128, 1, 4, 4, 0);
+	persistent(s);
+	moe_down("dn_16x128x128_s3_t", 16, 128, 128, 1, 4, 3, 0);
+	/* MoE prefill */
+	moe_up("up_128x256x32_s4_t", 128, 256, 32, 2, 4, 4, 1);
+	moe_up("up_128x128x32_s4_t", 128, 128, 32, 2, 4, 4, 2);
+	moe_down("dn_128x256x32_s4_t", 128, 256, 32, 2, 4, 4, 1);
+	moe_down("dn_128x128x32_s4_t", 128, 128, 32, 2, 4, 4, 2);
+
+	/* correctness only: the other paths, at small sizes */
+	s = add("c_f16_kn_residual", "check");
+	s->N = 512;
+	s->K = 256;
+	s->a_dt = s->b_dt = s->c_dt = DT_F16;
+	s->b_layout = CG_B_KN;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_mat(&s->ep, DT_F16, 0, CGR_DIRECT, "residual");
+	cg_ep_op(&s->ep, CGE_ADD, a, r);
+	tile(s, 64, 128, 64, 2, 2, 3, 0);
+
+	s = add("c_f32_inputs_f32_out", "check");
+	s->N = 256;
+	s->K = 192;
+	s->a_dt = s->b_dt = s->c_dt = DT_F32;
+	tile(s, 64, 64, 32, 2, 2, 3, 0);
+
+	s = add("c_kn_gelu_tanh_f32_out", "check");
+	s->N = 256;
+	s->K = 128;
+	s->b_layout = CG_B_KN;
+	s->c_dt = DT_F32;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_F32, 0, "bias");
+	cg_ep_op(&s->ep, CGE_GELU_TANH, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	tile(s, 64, 64, 64, 2, 2, 2, 0);
+
+	s = add("c_ops_chain", "check");	/* every unpaired op once */
+	s->N = 128;
+	s->K = 64;
+	s->c_dt = DT_F32;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_row(&s->ep, DT_BF16, CGR_DIRECT, "rscale");		/* 1/rms */
+	x = cg_ep_op(&s->ep, CGE_MUL, a, r);
+	y = cg_ep_op(&s->ep, CGE_SUB, cg_ep_op(&s->ep, CGE_TANH, x, -1),
+		     cg_ep_op(&s->ep, CGE_SIGMOID, x, -1));
+	y = cg_ep_op(&s->ep, CGE_ADD, y, cg_ep_op(&s->ep, CGE_RELU, cg_ep_op(&s->ep, CGE_NEG, x, -1), -1));
+	y = cg_ep_op(&s->ep, CGE_DIV, y, cg_ep_op(&s->ep, CGE_ADD, cg_ep_op(&s->ep, CGE_EXP,
+		cg_ep_clamp(&s->ep, x, -3, 3), -1), cg_ep_imm(&s->ep, 1.0f)));
+	y = cg_ep_op(&s->ep, CGE_MAX, cg_ep_op(&s->ep, CGE_MIN, y, cg_ep_imm(&s->ep, 0.75f)),
+		     cg_ep_op(&s->ep, CGE_SILU, x, -1));
+	cg_ep_op(&s->ep, CGE_ADD, y, cg_ep_op(&s->ep, CGE_GELU_TANH, x, -1));
+	tile(s, 32, 64, 32, 2, 2, 3, 0);
+
+	s = add("c_grouped_gptoss_bias", "check");
+	s->N = 256;
+	s->K = 128;
+	s->groups = 4;
+	s->m_per_t = 4;
+	s->gather = 1;
+	s->gather_div = 4;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 256, "bias");
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+	tile(s, 16, 64, 32, 1, 2, 2, 0);
+
+	s = add("c_grouped_many_experts", "check");
+	s->N = 128;
+	s->K = 64;
+	s->groups = 40;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, CGE_MUL, a, r);
+	tile(s, 32, 64, 32, 2, 2, 3, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 7;
+}
+
+/* ---- manifest ---- */
+
+static void
+jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++)
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else
+			fputc(*s, f);
+	fputc('"', f);
+}
+
+static void
+jexpr(FILE *f, CgExpr e)
+{
+	char b[64];
+
+	cg_expr_print(b, sizeof b, e);
+	fprintf(f, "{\"a\": %lld, \"b\": %lld, \"div\": %lld, \"text\": \"%s\"}", (long long)e.a,
+		(long long)e.b, (long long)e.div, b);
+}
+
+static void
+jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
+{
+	GemmSpec rs = c->s, *s = &rs;
+
+	cg_gemm_resolve(s);
+	fprintf(f, "  {\"name\": ");
+	jstr(f, c->name);
+	fprintf(f, ", \"problem\": ");
+	jstr(f, c->problem);
+	fprintf(f, ", \"file\": ");
+	jstr(f, file);
+	fprintf(f, ",\n   \"kernel\": {\"name\": ");
+	jstr(f, k->name);
+	fprintf(f, ", \"params\": [");
+	for (int i = 0; i < k->nparam; i++) {
+		fprintf(f, "%s[\"%s\", ", i ? ", " : "", cg_param_kind_name(k->param[i].kind));
+		jstr(f, k->param[i].role);
+		fprintf(f, "]");
+	}
+	fprintf(f, "], \"block\": [%d, %d, %d], \"grid\": [", k->block[0], k->block[1], k->block[2]);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			fprintf(f, ", ");
+		jexpr(f, k->grid[i]);
+	}
+	fprintf(f, "], \"smem\": %d, \"regs\": %d, \"spill_stores\": %d, \"spill_loads\": %d, \"note\": ",
+		k->smem, k->regs, k->spill_stores, k->spill_loads);
+	jstr(f, k->note);
+	fprintf(f, "},\n   \"spec\": {\"N\": %lld, \"K\": %lld, \"m_per_t\": %d, \"groups\": %d, "
+		   "\"a_dt\": \"%s\", \"lda\": %lld, \"gather\": %d, \"gather_div\": %d, "
+		   "\"b_dt\": \"%s\", \"b_layout\": \"%s\", \"ldb\": %lld, \"b_group_stride\": %lld, "
+		   "\"c_dt\": \"%s\", \"ldc\": %lld, \"store\": \"%s\", "
+		   "\"bm\": %d, \"bn\": %d, \"bk\": %d, \"warps_m\": %d, \"warps_n\": %d, \"stages\": %d, "
+		   "\"sched\": \"%s\", \"ctas\": %d,\n    \"ep\": [",
+		(long long)s->N, (long long)s->K, s->m_per_t, s->groups, dtype_name(s->a_dt),
+		(long long)s->lda, s->gather, s->gather_div, dtype_name(s->b_dt),
+		s->b_layout == CG_B_NK ? "NK" : "KN", (long long)s->ldb, (long long)s->b_group_stride,
+		dtype_name(s->c_dt), (long long)s->ldc, s->store == CG_STORE_SCATTER ? "scatter" : "rows",
+		s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
+		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas);
+	for (int i = 0; i < s->ep.n; i++) {
+		const CgEpInst *in = &s->ep.in[i];
+		static const char *const rows[] = {"direct", "gather", "gather_raw", "scatter"};
+		fprintf(f, "%s{\"op\": \"%s\", \"a\": %d, \"b\": %d, \"imm\": %.9g, \"lo\": %.9g, "
+			   "\"hi\": %.9g, \"lim\": %.9g, \"alpha\": %.9g, \"dt\": \"%s\", \"rows\": \"%s\", "
+			   "\"ld\": %lld, \"group_stride\": %lld, \"role\": ",
+			i ? ", " : "", cg_ep_op_name(in->op), in->a, in->b, in->imm, in->lo, in->hi,
+			in->lim, in->alpha, dtype_name(in->dt), rows[in->rows], (long long)in->ld,
+			(long long)in->group_stride);
+		jstr(f, in->role ? in->role : "");
+		fprintf(f, "}");
+	}
+	fprintf(f, "]}}");
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *sm = "sm_90a", *dir = "bench/gemm/out", *only = NULL;
+	int list = 0, ptx_only = 0, bad = 0, first = 1, scale = 1;
+	char path[4096];
+	FILE *man;
+	Diag d;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-t") && i + 1 < argc)
+			sm = argv[++i];
+		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			dir = argv[++i];
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
+		else if (!strcmp(argv[i], "--list"))
+			list = 1;
+		else if (!strcmp(argv[i], "--ptx-only"))
+			ptx_only = 1;
+		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
+			scale = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: gemm_emit [-t SM] [-o DIR] [--only SUBSTR] [--list] [--ptx-only] [--scale S]\n");
+			return 2;
+		}
+	}
+	build();
+	for (int i = 0; scale > 1 && i < ncase; i++)
+		if (strcmp(cases[i].problem, "check")) {
+			cases[i].s.N /= scale;
+			cases[i].s.K /= scale;
+		}
+	if (list) {
+		for (int i = 0; i < ncase; i++)
+			printf("%s\t%s\n", cases[i].name, cases[i].problem);
+		return 0;
+	}
+	if (!cg_ptxas_path())
+		ptx_only = 1;
+	mkdir(dir, 0777);
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (!(man = fopen(path, "w"))) {
+		perror(path);
+		return 2;
+	}
+	fprintf(man, "{\"target\": \"%s\", \"cases\": [\n", sm);
+	diag_init(&d, stderr);
+	for (int i = 0; i < ncase; i++) {
+		Case *c = &cases[i];
+		CgTarget t = {sm, NULL, 3};
+		CgModule *m;
+		CgPtxasResult r;
+		const CgKernel *k;
+		const char *ptx;
+		size_t len;
+		char file[256];
+
+		if (only && !strstr(c->name, only))
+			continue;
+		m = cg_module_new(&t, c->name, &d);
+		if (!m || cg_emit_gemm(m, c->name, &c->s, &d) < 0 || !(ptx = cg_module_ptx(m, &len, &d))) {
+			fprintf(stderr, "gemm_emit: %s: failed\n", c->name);
+			bad = 1;
+			cg_module_free(m);
+			continue;
+		}
+		snprintf(path, sizeof path, "%s/%s.ptx", dir, c->name);
+		file_write(path, ptx, len, &d);
+		snprintf(file, sizeof file, "%s.ptx", c->name);
+		if (!ptx_only) {
+			if (cg_module_assemble(m, 1, &r, &d) < 0) {
+				fprintf(stderr, "gemm_emit: %s: ptxas failed\n%s\n", c->name, r.log ? r.log : "");
+				bad = 1;
+			} else {
+				snprintf(path, sizeof path, "%s/%s.cubin", dir, c->name);
+				file_write(path, r.cubin, r.cubin_len, &d);
+				snprintf(file, sizeof file, "%s.cubin", c->name);
+			}
+			cg_ptxas_free(&r);
+		}
+		k = cg_module_kernel(m, 0);
+		fprintf(stderr, "%-24s %3d regs %3d/%d spill %6d smem  %s\n", c->name, k->regs,
+			k->spill_stores, k->spill_loads, k->smem, k->note);
+		if (!first)
+			fprintf(man, ",\n");
+		first = 0;
+		jcase(man, c, k, file);
+		cg_module_free(m);
+	}
+	fprintf(man, "\n]}\n");
+	fclose(man);
+	return bad;
+}

@@ -751,6 +751,19 @@ START_TEST(test_emu_grouped_decode_tile_persistent)
 }
 END_TEST
 
+START_TEST(test_emu_grouped_bk128_tiles)
+{
+	Case c = {0};
+	int counts[8] = {0, 9, 0, 0, 14, 0, 0, 1};	/* 24 = 2 * 12 */
+
+	spec_grouped_swiglu(&c.s, 8, 128, 256, 2);
+	tiles(&c.s, 16, 64, 128, 1, 4, 3);
+	c.T = 12;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+}
+END_TEST
+
 START_TEST(test_emu_grouped_gpt_oss_swiglu_bias)
 {
 	Case c = {0};
@@ -841,6 +854,7 @@ codegen_suite(void)
 	tcase_add_test(t, test_emu_f32_inputs_convert_in_the_load);
 	tcase_add_test(t, test_emu_grouped_swiglu_gather_skewed_and_empty);
 	tcase_add_test(t, test_emu_grouped_decode_tile_persistent);
+	tcase_add_test(t, test_emu_grouped_bk128_tiles);
 	tcase_add_test(t, test_emu_grouped_gpt_oss_swiglu_bias);
 	tcase_add_test(t, test_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_emu_grouped_many_experts_table);
