@@ -424,11 +424,16 @@ build_bert(Cfg *c, Value *x)
 	double eps = eps_of(c, "layer_norm_eps", 1e-12);
 	const char *act = cfg_hf_act(c, "hidden_act", "gelu");
 	int64_t I = cfg_int(c, "intermediate_size");
+	const char *lnw = "output.LayerNorm.weight", *lnb = "output.LayerNorm.bias";
 	Value *a, *s;
 
 	if (c->err)
 		return NULL;
-	set_prefix(c, pre, "output.LayerNorm.weight");
+	set_prefix(c, pre, "intermediate.dense.weight");
+	/* the hub checkpoint keeps TF's names, which transformers renames on load */
+	if (c->st && !cfg_ckpt_has(c, cfg_name(c, "%s", lnw)) &&
+	    cfg_ckpt_has(c, cfg_name(c, "output.LayerNorm.gamma")))
+		lnw = "output.LayerNorm.gamma", lnb = "output.LayerNorm.beta";
 	a = cfg_linear(c, x, "intermediate.dense.weight", "intermediate.dense.bias", I,
 		       c->hidden, "intermediate_size x hidden_size");
 	a = cfg_named(c, cfg_act(c, a, act), "intermediate.act");
@@ -440,8 +445,7 @@ build_bert(Cfg *c, Value *x)
 	s = cfg_named(c, ir_b2(&c->b, OP_ADD, cfg_named(c, a, "mlp"), x), "s");
 	if (!s)
 		return NULL;
-	return cfg_named(c, cfg_layer_norm(c, s, "output.LayerNorm.weight",
-					   "output.LayerNorm.bias", eps), "y");
+	return cfg_named(c, cfg_layer_norm(c, s, lnw, lnb, eps), "y");
 }
 
 /* --- the table ------------------------------------------------------------ */

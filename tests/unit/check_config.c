@@ -621,6 +621,81 @@ START_TEST(test_cfg_sharded_index_matches_single_file)
 }
 END_TEST
 
+/* Copy a fixture's checkpoint with every tensor renamed by ren (NULL: drop). */
+static void
+rewrite(const char *family, const char *(*ren)(const char *, char *), const char *out)
+{
+	char path[600], names[256][128];
+	SttTensor t[256];
+	StFile *st;
+	Diag d;
+	int n = 0;
+
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/model.safetensors", MOEC_SOURCE_DIR,
+		 family);
+	diag_init(&d, stderr);
+	st = st_open(path, &d);
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_le(st_count(st), 256);
+	for (int i = 0; i < st_count(st); i++) {
+		const StTensor *x = st_get(st, i);
+		void *buf;
+		if (!ren(x->name, names[n]))
+			continue;
+		buf = malloc(x->size + 1);
+		ck_assert_int_eq(st_read(st, x, buf, &d), 0);
+		t[n] = (SttTensor){names[n], x->dtname, x->rank,
+				   {x->dim[0], x->dim[1], x->dim[2], x->dim[3]}, buf, x->size};
+		n++;
+	}
+	stt_write(out, t, n);
+	for (int i = 0; i < n; i++)
+		free((void *)t[i].data);
+	st_close(st);
+}
+
+/* The hub's names: BERT's LayerNorm.gamma/.beta, GPT-2 without "transformer.". */
+static const char *
+hub_names(const char *name, char *buf)
+{
+	const char *p;
+
+	if (strncmp(name, "transformer.", 12) == 0)
+		name += 12;
+	p = strstr(name, "LayerNorm.");
+	snprintf(buf, 128, "%s", name);
+	if (p && strcmp(p, "LayerNorm.weight") == 0)
+		strcpy(buf + (p - name) + 10, "gamma");
+	if (p && strcmp(p, "LayerNorm.bias") == 0)
+		strcpy(buf + (p - name) + 10, "beta");
+	return buf;
+}
+
+START_TEST(test_cfg_hub_names_read_the_same)
+{
+	static const char *const fam[] = {"bert", "gpt2"};
+	Diag d;
+
+	for (int i = 0; i < 2; i++) {
+		char cfg[600], text[2048];
+		Module *a, *b;
+		snprintf(cfg, sizeof cfg, "%s/tests/fixtures/hf/%s/config.json", MOEC_SOURCE_DIR, fam[i]);
+		rewrite(fam[i], hub_names, stt_path("hub.safetensors"));
+		a = import(cfg, 1, 0, NULL, NULL, 0, &d);
+		b = import(cfg, 1, 0, stt_path("hub.safetensors"), text, sizeof text, &d);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_msg(b != NULL, "%s: %s", fam[i], text);
+		ck_assert_int_eq(a->nweight, b->nweight);
+		for (int j = 0; j < a->nweight; j++)
+			ck_assert(memcmp(a->weight[j]->data, b->weight[j]->data,
+					 a->weight[j]->size) == 0);
+		ir_free_module(a);
+		ir_free_module(b);
+	}
+	stt_cleanup();
+}
+END_TEST
+
 /* Synthetic weights record the recipe: norm weights 1 +- 0.1, biases small,
  * matrices 1/sqrt(fan_in) (gpt2's [in,out] Conv1D weights say so). */
 START_TEST(test_cfg_synthetic_recipe)
@@ -665,6 +740,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_stacked_checkpoint_reads_the_same);
 	tcase_add_test(tc, test_cfg_bad_tensor_is_named);
 	tcase_add_test(tc, test_cfg_sharded_index_matches_single_file);
+	tcase_add_test(tc, test_cfg_hub_names_read_the_same);
 	tcase_add_test(tc, test_cfg_synthetic_recipe);
 	suite_add_tcase(s, tc);
 	return s;
