@@ -16,6 +16,25 @@
 
 #include "passes.h"
 
+int
+pass_weight_only(const Value *v)
+{
+	if (!v || v->kind == V_WEIGHT)
+		return 1;
+	if (v->kind != V_RESULT || v->def->op == OP_CALL)
+		return 0;
+	for (int i = 0; i < v->def->nin; i++)
+		if (!pass_weight_only(v->def->in[i]))
+			return 0;
+	return 1;
+}
+
+int
+pass_is_view(const Node *n)
+{
+	return n->op == OP_RESHAPE && n->nin == 1;
+}
+
 typedef struct {
 	Value **v;
 	int n, cap;
@@ -61,6 +80,8 @@ make_convex(Graph *g, Node **set, int n, unsigned char *in_set, unsigned char *t
 	Node *moved[4096];
 	int nmoved = 0;
 
+	if (first == last)
+		return 0;
 	for (Node *x = first->next; x && x != last; x = x->next) {
 		if (member(set, n, x))
 			continue;
@@ -138,8 +159,21 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 	k = ir_new_graph(m, kernel_name(m, g), G_KERNEL);
 	if (tmpl)
 		ir_graph_set_str(k, "template", tmpl);
-	for (int i = 0; i < ins.n; i++)
-		vals_add(&kin, ir_add_param(k, ins.v[i]->name, ins.v[i]->type));
+	/* small constants are copied into the kernel, not passed */
+	for (int i = 0; i < ins.n; i++) {
+		Value *v = ins.v[i];
+		if (v->kind == V_RESULT && v->def->op == OP_CONST) {
+			Node *cc = ir_new_node(k, OP_CONST, NULL, 0, 1);
+			cc->loc = v->def->loc;
+			ir_copy_attrs(m, cc, v->def);
+			cc->out[0]->type = v->type;
+			ir_set_name(k, cc->out[0], v->name);
+			ir_insert(k, NULL, cc);
+			vals_add(&kin, cc->out[0]);
+		} else {
+			vals_add(&kin, ir_add_param(k, v->name, v->type));
+		}
+	}
 	Value **map = xcalloc(m->nvalue + 1, sizeof *map);
 	for (int i = 0; i < n; i++) {
 		Node *c = ir_new_node(k, set[i]->op, NULL, set[i]->nin, set[i]->nout);
@@ -167,7 +201,11 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 	ir_set_results(k, kret, rname, outs.n);
 
 	/* the call takes over the result values, so their users don't change */
-	call = ir_new_node(g, OP_CALL, ins.v, ins.n, outs.n);
+	int nargs = 0;
+	for (int i = 0; i < ins.n; i++)
+		if (!(ins.v[i]->kind == V_RESULT && ins.v[i]->def->op == OP_CONST))
+			ins.v[nargs++] = ins.v[i];
+	call = ir_new_node(g, OP_CALL, ins.v, nargs, outs.n);
 	call->callee = k;
 	call->loc = set[n - 1]->loc;
 	for (int i = 0; i < outs.n; i++) {

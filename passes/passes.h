@@ -64,6 +64,10 @@ CheckRun *check_new(Module *m, const PassOpts *o, Diag *d);
 int check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d);
 void check_free(CheckRun *r);
 
+/* outline.c: analyses every fusion pass shares */
+int pass_weight_only(const Value *v);	/* computed from weights and constants alone */
+int pass_is_view(const Node *n);	/* reshape/identity: no data moves */
+
 /* outline.c: move nodes (in program order) into a new kernel and call it.
  * The results keep their values; NULL if the region is not convex. */
 Node *pass_outline(Graph *g, Node **set, int n, const char *tmpl);

@@ -12,7 +12,9 @@
 
 #include "passes.h"
 
-static const char default_pipeline[] = "fold,cse,dce";
+static const char default_pipeline[] =
+	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,fold,canon,cse,dce,"
+	"fuse-gemm,fuse-ew,dce";
 
 typedef struct {
 	const char *name, *help;

@@ -1,0 +1,208 @@
+/*
+ * fuse-norm: fold RMSNorm and LayerNorm exactly into the GEMMs that read
+ * them ("FlashNorm").  The norm weight goes into W at compile time; 1/rms of
+ * each row is a cheap row statistic applied in the GEMM's epilogue.
+ *
+ *	%n = rms_norm %x, $g, eps=e          %r = rstd %x, eps=e : f32[T,1]
+ *	%h = matmul %n, $w, trans_b=1   =>   %h0 = matmul %x, ($w * $g), to=f32
+ *	                                     %h = cast (%h0 * %r) to h's dtype
+ *
+ * LayerNorm adds the mean correction: (x W' - mean(x) * colsum(W')) * rstd
+ * + (beta W + b), with W' = g * W.  Only matmuls whose B is a weight (or a
+ * weight-only value) are rewritten; other users keep the norm.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+/* A matmul n that reads norm result v as A with a fixed 2-D B. */
+static int
+foldable(const Node *n, const Value *v)
+{
+	return n && n->op == OP_MATMUL && n->in[0] == v && n->in[1] != v &&
+	       n->in[1]->type.rank == 2 && !ir_attr_int(n, "trans_a", 0) &&
+	       pass_weight_only(n->in[1]) && (n->nin < 3 || !n->in[2] || pass_weight_only(n->in[2]));
+}
+
+static Value *
+reshape2(Builder *b, Value *v, Dim a, Dim c)
+{
+	Dim d[2] = {a, c};
+
+	ir_b_dims(b, "shape", d, 2);
+	return ir_b1(b, OP_RESHAPE, v);
+}
+
+/* g broadcast along K of B: [K] for B[N,K]; [K,1] for B[K,N]. */
+static Value *
+scale_b(Builder *b, Value *w, Value *g, int trans_b)
+{
+	if (g->type.dt != w->type.dt) {
+		ir_b_str(b, "to", dtype_name(w->type.dt));
+		g = ir_b1(b, OP_CAST, g);
+	}
+	if (!trans_b)
+		g = reshape2(b, g, g->type.dim[0], 1);
+	return ir_b2(b, OP_MUL, w, g);
+}
+
+/* colsum of B over K as [N] (the LayerNorm mean correction), in f32. */
+static Value *
+colsum(Builder *b, Value *w, int trans_b)
+{
+	int64_t ax = trans_b ? 1 : 0;
+
+	if (w->type.dt != DT_F32) {
+		ir_b_str(b, "to", "f32");
+		w = ir_b1(b, OP_CAST, w);
+	}
+	ir_b_ints(b, "axes", &ax, 1);
+	ir_b_int(b, "keepdims", 0);
+	return ir_b1(b, OP_REDUCE_SUM, w);
+}
+
+/* beta W + b as [N] in f32. */
+static Value *
+folded_bias(Builder *b, Value *w, Value *beta, Value *bias, int trans_b)
+{
+	Value *bt = beta;
+	Value *r;
+
+	if (w->type.dt != DT_F32) {
+		ir_b_str(b, "to", "f32");
+		w = ir_b1(b, OP_CAST, w);
+	}
+	if (bt->type.dt != DT_F32) {
+		ir_b_str(b, "to", "f32");
+		bt = ir_b1(b, OP_CAST, bt);
+	}
+	ir_b_int(b, "trans_b", trans_b);
+	r = ir_b2(b, OP_MATMUL, bt, w);
+	if (bias) {
+		if (bias->type.dt != DT_F32) {
+			ir_b_str(b, "to", "f32");
+			bias = ir_b1(b, OP_CAST, bias);
+		}
+		r = ir_b2(b, OP_ADD, r, bias);
+	}
+	return r;
+}
+
+static Value *
+rewrite(Graph *g, Node *norm, Node *mm, Value *stat_r, Value *stat_m, PassCtx *c)
+{
+	Builder b = {.g = g, .before = mm, .loc = mm->loc, .d = c->d};
+	Value *x = norm->in[0], *gam = norm->in[1], *w = mm->in[1];
+	Value *bias = mm->nin > 2 ? mm->in[2] : NULL;
+	int tb = (int)ir_attr_int(mm, "trans_b", 0);
+	DType out = mm->out[0]->type.dt;
+	Value *h, *beta = norm->op == OP_LAYER_NORM && norm->nin > 2 ? norm->in[2] : NULL;
+
+	Value *wp = scale_b(&b, w, gam, tb);
+	ir_b_int(&b, "trans_b", tb);
+	ir_b_str(&b, "to", "f32");
+	h = ir_b2(&b, OP_MATMUL, x, wp);
+	if (stat_m) {
+		Value *u = colsum(&b, wp, tb);
+		h = ir_b2(&b, OP_SUB, h, ir_b2(&b, OP_MUL, stat_m, u));
+	}
+	h = ir_b2(&b, OP_MUL, h, stat_r);
+	if (beta)
+		h = ir_b2(&b, OP_ADD, h, folded_bias(&b, w, beta, bias, tb));
+	else if (bias) {
+		if (bias->type.dt != DT_F32) {
+			ir_b_str(&b, "to", "f32");
+			bias = ir_b1(&b, OP_CAST, bias);
+		}
+		h = ir_b2(&b, OP_ADD, h, bias);
+	}
+	if (h && out != DT_F32) {
+		ir_b_str(&b, "to", dtype_name(out));
+		h = ir_b1(&b, OP_CAST, h);
+	}
+	return b.err ? NULL : h;
+}
+
+/* The row statistics: rstd (and the mean for LayerNorm), as [.., 1] f32. */
+static int
+stats(Graph *g, Node *norm, Value **r, Value **mean, PassCtx *c)
+{
+	Builder b = {.g = g, .before = norm->next, .loc = norm->loc, .d = c->d};
+	Value *x = norm->in[0];
+	int ln = norm->op == OP_LAYER_NORM;
+
+	ir_b_float(&b, "eps", ir_attr_float(norm, "eps", 1e-5));
+	if (ln)
+		ir_b_int(&b, "center", 1);
+	*r = ir_b1(&b, OP_RSTD, x);
+	*mean = NULL;
+	if (ln) {
+		int64_t ax = -1;
+		if (x->type.dt != DT_F32) {
+			ir_b_str(&b, "to", "f32");
+			x = ir_b1(&b, OP_CAST, x);
+		}
+		ir_b_ints(&b, "axes", &ax, 1);
+		*mean = ir_b1(&b, OP_REDUCE_MEAN, x);
+	}
+	return b.err ? -1 : 0;
+}
+
+static int
+fold_norm(Graph *g, Node *norm, PassCtx *c)
+{
+	Value *v = norm->out[0], *r = NULL, *mean = NULL;
+	int changed = 0;
+
+	int64_t ax = ir_attr_int(norm, "axis", -1);
+
+	if ((norm->op == OP_LAYER_NORM && norm->nout > 1) || (ax != -1 && ax != v->type.rank - 1))
+		return 0;
+	for (int u = 0; u < v->nuse; u++) {
+		Node *mm = v->use[u].node;
+		if (!foldable(mm, v)) {
+			report_skip(c->report, "%s %%%s not folded into its user %s: not a matmul with a fixed weight",
+				    ir_opname(norm->op), v->name, mm ? ir_opname(mm->op) : "ret");
+			continue;
+		}
+		if (!r && stats(g, norm, &r, &mean, c))
+			return -1;
+		Value *h = rewrite(g, norm, mm, r, mean, c);
+		if (!h)
+			return -1;
+		/* the last new node takes over the matmul's result */
+		Value *old = mm->out[0];
+		ir_erase(g, mm);
+		h->def->out[h->resno] = old;
+		old->def = h->def;
+		old->resno = h->resno;
+		report_skip(c->report, "%s %%%s folded into matmul %%%s: weight scaled by the norm "
+			    "weight at compile time, 1/rms per row in the epilogue",
+			    ir_opname(norm->op), v->name, old->name);
+		changed = 1;
+	}
+	return changed;
+}
+
+int
+fuse_norm(Module *m, PassCtx *c)
+{
+	int changed = 0;
+
+	for (int i = 0; i < m->ngraph; i++) {
+		Graph *g = m->graph[i];
+		ir_fill_uses(g);
+		for (Node *n = g->first, *next; n; n = next) {
+			next = n->next;
+			if (n->op != OP_RMS_NORM && n->op != OP_LAYER_NORM)
+				continue;
+			int k = fold_norm(g, n, c);
+			if (k < 0)
+				return -1;
+			if (k)
+				ir_fill_uses(g);
+			changed |= k;
+		}
+	}
+	return changed;
+}
