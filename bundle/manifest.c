@@ -666,7 +666,7 @@ grid3(P *p, Word list, MStep *s)
 	static const char xyz[] = "xyz";
 	int64_t lo, hi;
 	Word it;
-	int i;
+	int i, col = list.col;
 
 	for (i = 0; item(&list, &it); i++) {
 		if (i == 3)
@@ -687,7 +687,7 @@ grid3(P *p, Word list, MStep *s)
 				   xyz[i], (int)it.n, it.s);
 	}
 	if (i != 3)
-		return err(p, list.col, "grid needs 3 dims (x,y,z)");
+		return err(p, col, "grid needs 3 dims (x,y,z)");
 	return 0;
 }
 
@@ -697,7 +697,7 @@ block3(P *p, Word list, MStep *s)
 	static const int64_t lim[3] = {1024, 1024, 64};
 	int64_t v;
 	Word it;
-	int i;
+	int i, col = list.col;
 
 	for (i = 0; item(&list, &it); i++) {
 		if (i == 3)
@@ -710,9 +710,9 @@ block3(P *p, Word list, MStep *s)
 		s->block[i] = (int)v;
 	}
 	if (i != 3)
-		return err(p, list.col, "block needs 3 dims (x,y,z)");
+		return err(p, col, "block needs 3 dims (x,y,z)");
 	if ((int64_t)s->block[0] * s->block[1] * s->block[2] > 1024)
-		return err(p, list.col, "block has more than 1024 threads");
+		return err(p, col, "block has more than 1024 threads");
 	return 0;
 }
 

@@ -44,11 +44,13 @@ moert_last_error(void)
 moert_status
 moert_seterr(moert_status s, const char *fmt, ...)
 {
+	char msg[sizeof lasterr];	/* an argument may be lasterr itself */
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(lasterr, sizeof lasterr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	memcpy(lasterr, msg, sizeof msg);
 	return s;
 }
 
