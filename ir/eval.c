@@ -144,7 +144,22 @@ bind_dims(Ev *e, const Type *t, const int64_t *dim)
 	}
 }
 
-/* First dim of t that disagrees with dim[] under the bindings, or -1. */
+static int
+unbound_atoms(const Ev *e, Dim d)
+{
+	const DimExpr *x = ir_dim_expr(e->m, d);
+	int k = 0;
+
+	for (int j = 0; x && j < x->natom; j++)
+		k += e->env.val[x->atom[j]] < 0;
+	return k;
+}
+
+/*
+ * First dim of t that disagrees with dim[] under the bindings, or -1.  A
+ * dim left with one unbound atom after bind_dims could not be solved (5 for
+ * 2*T); one with several (batch*seq, neither known) cannot be checked.
+ */
 static int
 mismatch(const Ev *e, const Type *t, const int64_t *dim)
 {
@@ -153,7 +168,8 @@ mismatch(const Ev *e, const Type *t, const int64_t *dim)
 	for (int i = 0; i < t->rank; i++) {
 		if (ir_dim_has_unknown(e->m, t->dim[i]))
 			continue;
-		if (ir_dim_eval(e->m, t->dim[i], &e->env, &v) == 0 && v != dim[i])
+		if (ir_dim_eval(e->m, t->dim[i], &e->env, &v) == 0 ? v != dim[i]
+		    : unbound_atoms(e, t->dim[i]) == 1)
 			return i;
 	}
 	return -1;

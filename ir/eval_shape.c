@@ -250,8 +250,11 @@ slice_args(Ev *e, const Node *n, const Tensor *const *in, SliceArgs *s)
 	return 0;
 }
 
-/* ONNX clamping: start into [0, dim] (step > 0) or [0, dim-1] (step < 0),
- * end into [0, dim] or [-1, dim-1]; *len elements from *start by step. */
+/*
+ * Clamping as numpy and ONNX's reference implementation do it: start into
+ * [0, dim] (step > 0) or [-1, dim-1] (step < 0), end likewise, the same
+ * rule as infer.c's; *len elements from *start by step.
+ */
 static void
 slice_range(int64_t dim, int64_t *start, int64_t end, int64_t step, int64_t *len)
 {
@@ -266,9 +269,9 @@ slice_range(int64_t dim, int64_t *start, int64_t end, int64_t step, int64_t *len
 		end = MAX(0, MIN(end, dim));
 		*len = end > st ? (end - st - 1) / step + 1 : 0;
 	} else {
-		st = MAX(0, MIN(st, dim - 1));
+		st = MAX(-1, MIN(st, dim - 1));
 		end = MAX(-1, MIN(end, dim - 1));
-		*len = dim > 0 && st > end ? (st - end - 1) / -step + 1 : 0;
+		*len = st > end ? (st - end - 1) / -step + 1 : 0;
 	}
 	*start = st;
 }
