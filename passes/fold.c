@@ -45,7 +45,9 @@ tensor_of(Value *v, Tensor *t, Diag *d)
 		return 0;
 	}
 	const Attr *a = ir_attr(v->def, "value");
-	if (tensor_alloc(t, t->dt, t->rank, t->dim) != 0)
+	int64_t dim[MAXRANK];
+	memcpy(dim, t->dim, sizeof dim);	/* tensor_alloc clears *t first */
+	if (tensor_alloc(t, t->dt, t->rank, dim) != 0)
 		return -1;
 	for (int i = 0; i < a->n; i++) {
 		if (a->kind == A_INTS)
@@ -135,7 +137,7 @@ fold_node(Graph *g, Node *n, Diag *d)
 			goto out;
 		nin = i + 1;
 	}
-	diag_init(&quiet, NULL);	/* a node that fails to evaluate stays */
+	diag_init(&quiet, getenv("MOEC_DEBUG_FOLD") ? stderr : NULL);	/* a node that fails to evaluate stays */
 	if (pass_eval_node(g->m, n, in, out, &quiet) == 0) {
 		for (int k = 0; k < n->nout; k++) {
 			changed |= replace(g, n, k, &out[k], from_weight);
