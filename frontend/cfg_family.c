@@ -291,7 +291,8 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 		w.f32ok = F32_KEEP;
 		if ((sb = cfg_weight(c, &w)) && sb->type.dt != DT_F32) {
 			ir_b_str(&c->b, "to", "f32");
-			sb = ir_b1(&c->b, OP_CAST, sb);
+			sb = cfg_named(c, ir_b1(&c->b, OP_CAST, sb),
+				       "mlp.gate.e_score_correction_bias.f32");
 		}
 	}
 	wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",

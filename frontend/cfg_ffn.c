@@ -141,7 +141,7 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, 
 	c->b.loc.name = cfg_name(c, "%s", w);
 	if (wv->type.dt != x->type.dt) {
 		ir_b_str(&c->b, "to", dtype_name(wv->type.dt));
-		x = ir_b1(&c->b, OP_CAST, x);
+		x = cfg_named(c, ir_b1(&c->b, OP_CAST, x), why(c, "%s.in%s", modname(c, w), ""));
 	}
 	ir_b_int(&c->b, "trans_b", 1);
 	ir_b_str(&c->b, "to", "f32");
@@ -154,7 +154,8 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, 
 		return NULL;
 	if (bv->type.dt != DT_F32) {
 		ir_b_str(&c->b, "to", "f32");
-		bv = ir_b1(&c->b, OP_CAST, bv);
+		bv = cfg_named(c, ir_b1(&c->b, OP_CAST, bv),
+			       why(c, "%s.f32%s", modname(c, bias), ""));
 	}
 	return bv ? ir_b2(&c->b, OP_ADD, l, bv) : NULL;
 }

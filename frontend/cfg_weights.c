@@ -170,8 +170,9 @@ load(Cfg *c, WSpec *w)
 	char *data = NULL;
 	int bad = 0;
 
-	for (int i = 0; i < w->npiece; i++)
-		bad |= !(t[i] = check_piece(c, w, &w->piece[i], i == 0, &dt));
+	/* the first bad piece is reported: one missing expert means all are */
+	for (int i = 0; i < w->npiece && !bad; i++)
+		bad = !(t[i] = check_piece(c, w, &w->piece[i], i == 0, &dt));
 	size = dtype_bytes(dt, (size_t)n);
 	es = (size_t)dtype_bits(dt) / 8;
 	if (!bad && size > max)

@@ -175,7 +175,8 @@ parse_tensor(Shard *s, Arena *a, StTensor *t, const cJSON *j, Diag *d)
 				  (unsigned long long)b, (unsigned long long)e);
 	if (e > s->size - s->base)
 		return diag_error(d, tloc(s->path, t->name),
-				  "data_offsets end %llu lies past the end of the data (%llu bytes)",
+				  "data_offsets end %llu lies past the end of the data "
+				  "(%llu bytes)",
 				  (unsigned long long)e, (unsigned long long)(s->size - s->base));
 	if (t->dt != NDTYPE && tensor_bytes(t, &want))
 		return diag_error(d, tloc(s->path, t->name), "shape is too large");
@@ -226,7 +227,8 @@ check_layout(Shard *s, Diag *d)
 	qsort(s->t, (size_t)s->nt, sizeof *s->t, cmp_tensor);
 	for (int i = 1; i < s->nt && !rc; i++)
 		if (strcmp(s->t[i - 1].name, s->t[i].name) == 0)
-			rc = diag_error(d, tloc(s->path, s->t[i].name), "tensor named twice in the header");
+			rc = diag_error(d, tloc(s->path, s->t[i].name),
+					"tensor named twice in the header");
 	for (int i = 0; i < s->nt; i++)
 		by[i] = &s->t[i];
 	qsort(by, (size_t)s->nt, sizeof *by, cmp_offset);
@@ -307,10 +309,12 @@ open_shard(StFile *f, Shard *s, int shardno, Diag *d)
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | len8[i];
 	if (n > ST_MAX_HEADER)
-		return diag_error(d, loc_file(s->path), "header length %llu is above the limit of %llu bytes",
+		return diag_error(d, loc_file(s->path),
+				  "header length %llu is above the limit of %llu bytes",
 				  (unsigned long long)n, (unsigned long long)ST_MAX_HEADER);
 	if (n > s->size - 8)
-		return diag_error(d, loc_file(s->path), "header length %llu runs past the end of the file (%llu bytes)",
+		return diag_error(d, loc_file(s->path),
+				  "header length %llu runs past the end of the file (%llu bytes)",
 				  (unsigned long long)n, (unsigned long long)s->size);
 	s->base = 8 + n;
 	hdr = xmalloc((size_t)n + 1);
@@ -376,7 +380,8 @@ shard_path(const char *index, const char *dir, const char *name, Diag *d)
 	free(rp);
 	return p;
 out:
-	diag_error(d, tloc(index, "weight_map"), "shard '%s' lies outside the index's folder", name);
+	diag_error(d, tloc(index, "weight_map"), "shard '%s' lies outside the index's folder",
+		   name);
 	return NULL;
 }
 
@@ -389,7 +394,8 @@ parse_index(StFile *f, const char *text, size_t len, Diag *d)
 
 	map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(map)) {
-		rc = diag_error(d, tloc(f->path, "weight_map"), root ? "missing or not an object" : "not JSON");
+		rc = diag_error(d, tloc(f->path, "weight_map"),
+				root ? "missing or not an object" : "not JSON");
 		map = NULL;
 	} else {
 		f->map = xcalloc((size_t)cJSON_GetArraySize(map) + 1, sizeof *f->map);
@@ -397,7 +403,8 @@ parse_index(StFile *f, const char *text, size_t len, Diag *d)
 	cJSON_ArrayForEach(e, map) {
 		char *p;
 		if (!cJSON_IsString(e)) {
-			rc = diag_error(d, tloc(f->path, e->string), "weight_map values must be file names");
+			rc = diag_error(d, tloc(f->path, e->string),
+					"weight_map values must be file names");
 			break;
 		}
 		if (!(p = shard_path(f->path, dir, e->valuestring, d))) {
@@ -422,11 +429,13 @@ resolve_map(StFile *f, Diag *d)
 		Shard *s = &f->shard[f->map[i].shard];
 		StTensor key = {.name = f->map[i].name};
 		if (i && strcmp(f->map[i - 1].name, f->map[i].name) == 0)
-			return diag_error(d, tloc(f->path, f->map[i].name), "named twice in weight_map");
+			return diag_error(d, tloc(f->path, f->map[i].name),
+					  "named twice in weight_map");
 		f->map[i].t = bsearch(&key, s->t, (size_t)s->nt, sizeof *s->t, cmp_tensor);
 		if (!f->map[i].t)
 			return diag_error(d, tloc(s->path, f->map[i].name),
-					  "weight_map puts the tensor here but the file does not hold it");
+					  "weight_map puts the tensor here but the file does not "
+					  "hold it");
 	}
 	return 0;
 }
@@ -544,7 +553,8 @@ st_read(StFile *f, const StTensor *t, void *buf, Diag *d)
 				  t->dtname);
 	errno = 0;
 	if (read_full(s->fd, buf, (size_t)t->size, s->base + t->offset))
-		return diag_error(d, tloc(s->path, t->name), "cannot read %llu bytes at offset %llu: %s",
+		return diag_error(d, tloc(s->path, t->name),
+				  "cannot read %llu bytes at offset %llu: %s",
 				  (unsigned long long)t->size,
 				  (unsigned long long)(s->base + t->offset),
 				  errno ? strerror(errno) : "file truncated");

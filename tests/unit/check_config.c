@@ -102,6 +102,30 @@ START_TEST(test_cfg_fixtures_build_with_real_and_synthetic_weights)
 }
 END_TEST
 
+/* The dump of every family's block parses back to the same text. */
+START_TEST(test_cfg_dump_round_trips)
+{
+	const char *fam = families[_i];
+	Diag d;
+
+	for (int syn = 0; syn < 2; syn++) {
+		Module *m = import(src("tests/fixtures/hf/%s/config.json", fam), 1, syn, NULL, NULL, 0,
+				   &d), *p;
+		char *a, *b;
+		ck_assert_ptr_nonnull(m);
+		a = ir_print_string(m, 0);
+		p = ir_parse("dump.ir", a, strlen(a), &d);
+		ck_assert_msg(p != NULL, "%s:\n%s", fam, a);
+		b = ir_print_string(p, 0);
+		ck_assert_str_eq(a, b);
+		free(a);
+		free(b);
+		ir_free_module(p);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
 /* Every weight and the input in f32, types re-inferred: the same block
  * without bf16 rounding, to check the semantics to f32 precision. */
 static void
@@ -728,6 +752,7 @@ config_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_cfg_fixtures_build_with_real_and_synthetic_weights, 0,
 			    (int)NELEM(families));
+	tcase_add_loop_test(tc, test_cfg_dump_round_trips, 0, (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
 	tcase_add_test(tc, test_cfg_default_layer_is_first_moe_layer);
