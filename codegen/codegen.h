@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "util.h"
+#include "ir.h"
 
 /* target.c: targets and their capabilities */
 
@@ -326,6 +327,35 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+
+/* program.c: a fused module into kernels, a launch plan and a bundle */
+
+/*
+ * The glue between the IR and the builders: every call of a fused kernel
+ * becomes one emitted kernel per target and one launch step; weights are
+ * packed (real) or generated on the device (synthetic); weight preparation
+ * left in the graph runs once at load (init steps); intermediate values get
+ * offsets in one device arena sized for max_tokens.  Symbolic dims must be
+ * products coef*T where T is the product of the model's symbols.
+ */
+typedef struct CgCompileOpts CgCompileOpts;
+struct CgCompileOpts {
+	const char *arch[8];	/* "sm_90a", "sm_80", ... in preference order */
+	int narch;
+	int64_t max_tokens;	/* largest T a run may use */
+	int cubin;		/* also embed ptxas's cubins */
+	int opt;		/* LLVM -O level */
+	const char *model;	/* the model's file, hashed into the bundle */
+};
+void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3 */
+
+typedef struct CgProgram CgProgram;
+CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);
+const char *cg_program_ptx(CgProgram *p, int arch, size_t *len);
+char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
+/* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
+int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
+void cg_program_free(CgProgram *p);
 
 #ifdef CG_INTERNAL
 /* ---- The helper layer for kernel builders (codegen/ only) ---- */
