@@ -1,15 +1,13 @@
 /*
- * eval.c — the CPU reference interpreter: the oracle of every test.  It
- * binds symbolic dims from the inputs, runs the nodes in program order on
- * host tensors, and checks every result against its declared type.
+ * eval.c — the CPU reference interpreter, the oracle of every test: binds
+ * symbolic dims from the inputs, runs the nodes in program order on host
+ * tensors, and checks every result against its declared type.
  *
- * Result shapes come from shape inference (ir_infer on a scratch copy of
- * the node whose operands carry the tensors' concrete types), so infer.c
- * stays the one source of truth; ops whose shapes depend on operand data
- * compute them themselves.  Op semantics live in eval_*.c, one table here.
- * Bad input is a diagnostic at the node and -1; nothing aborts or leaks.
+ * Result shapes come from ir_infer on a scratch copy of each node whose
+ * operands carry the tensors' concrete types, so infer.c stays the one
+ * source of truth; ops whose shapes depend on data compute their own.  Op
+ * semantics live in eval_*.c.  Bad input is a diagnostic, never an abort.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +86,13 @@ type_of(const Tensor *t)
 	return ty;
 }
 
+/* An atom's binding; -1 if unbound (or made after this run started). */
+static int64_t
+atom_val(const Ev *e, int a)
+{
+	return a < e->env.n ? e->env.val[a] : -1;
+}
+
 /* " (T=3, E=8)": the bindings of the atoms a type mentions, for messages. */
 static void
 env_string(const Ev *e, const Type *t, char *buf, size_t n)
@@ -100,7 +105,7 @@ env_string(const Ev *e, const Type *t, char *buf, size_t n)
 		const DimExpr *x = ir_dim_expr(e->m, t->dim[i]);
 		for (int j = 0; x && j < x->natom; j++) {
 			int a = x->atom[j];
-			if (a >= e->env.n || e->env.val[a] < 0 || (a < 64 && seen[a]++))
+			if (atom_val(e, a) < 0 || (a < 64 && seen[a]++))
 				continue;
 			k += (size_t)snprintf(buf + MIN(k, n), n - MIN(k, n), "%s%s=%lld",
 					      k ? ", " : " (", ir_atom_name(e->m, a),
@@ -130,13 +135,13 @@ bind_dims(Ev *e, const Type *t, const int64_t *dim)
 				continue;
 			prod = x->coef;
 			for (int j = 0; j < x->natom; j++) {
-				v = e->env.val[x->atom[j]];
+				v = atom_val(e, x->atom[j]);
 				if (v < 0)
 					free_atom = x->atom[j], nfree++;
 				else
 					prod *= v;
 			}
-			if (nfree != 1 || prod <= 0 || dim[i] % prod)
+			if (nfree != 1 || prod <= 0 || dim[i] % prod || free_atom >= e->env.n)
 				continue;
 			e->env.val[free_atom] = dim[i] / prod;
 			progress = 1;
@@ -151,7 +156,7 @@ unbound_atoms(const Ev *e, Dim d)
 	int k = 0;
 
 	for (int j = 0; x && j < x->natom; j++)
-		k += e->env.val[x->atom[j]] < 0;
+		k += atom_val(e, x->atom[j]) < 0;
 	return k;
 }
 
@@ -525,177 +530,4 @@ ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out, const EvalOpts *o,
 	rc = run_graph(g, pin, nin, out, o ? o : &defaults, d, 0);
 	free(pin);
 	return rc;
-}
-
-/* --- helpers shared by eval_*.c ------------------------------------------ */
-
-int
-ev_err(Ev *e, const Node *n, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	diag_verror(e->d, n->loc, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-int
-ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim)
-{
-	uint64_t max = e->o->max_bytes > 0 ? (uint64_t)e->o->max_bytes : TENSOR_MAX_BYTES;
-	uint64_t numel = 1;
-	char buf[160];
-	size_t k = 0;
-
-	memset(t, 0, sizeof *t);
-	for (int i = 0; i < rank; i++) {
-		if (dim[i] < 0)
-			return ev_err(e, n, "%s: negative dim %lld in a result", ir_opname(n->op),
-				      (long long)dim[i]);
-		if (dim[i] && numel > max * 8 / (uint64_t)dim[i])
-			numel = max * 8 + 1;
-		else
-			numel *= (uint64_t)dim[i];
-	}
-	if (rank > MAXRANK || dtype_bytes(dt, numel) > max) {
-		for (int i = 0; i < rank && i < MAXRANK; i++)
-			k += (size_t)snprintf(buf + MIN(k, sizeof buf), sizeof buf - MIN(k, sizeof buf),
-					      "%s%lld", i ? "," : "", (long long)dim[i]);
-		return ev_err(e, n, "%s: result %s[%s] exceeds the %llu-byte tensor limit",
-			      ir_opname(n->op), dtype_name(dt), buf, (unsigned long long)max);
-	}
-	if (tensor_alloc(t, dt, rank, dim) != 0)
-		return ev_err(e, n, "%s: cannot allocate the result", ir_opname(n->op));
-	return 0;
-}
-
-int
-ev_axis(int64_t a, int rank)
-{
-	if (a < 0)
-		a += rank;
-	return a >= 0 && a < rank ? (int)a : -1;
-}
-
-void
-ev_strides(const Tensor *t, int64_t *str)
-{
-	int64_t s = 1;
-
-	for (int i = t->rank - 1; i >= 0; i--) {
-		str[i] = s;
-		s *= t->dim[i];
-	}
-}
-
-void
-ev_bstrides(const Tensor *t, int r, int64_t *str)
-{
-	int64_t own[MAXRANK];
-
-	ev_strides(t, own);
-	for (int i = 0; i < r; i++) {
-		int j = i - (r - t->rank);
-		str[i] = j < 0 || t->dim[j] == 1 ? 0 : own[j];
-	}
-}
-
-int64_t
-ev_off(const int64_t *c, const int64_t *str, int r)
-{
-	int64_t o = 0;
-
-	for (int i = 0; i < r; i++)
-		o += c[i] * str[i];
-	return o;
-}
-
-int
-ev_next(int64_t *c, const int64_t *dim, int r)
-{
-	for (int i = r - 1; i >= 0; i--) {
-		if (++c[i] < dim[i])
-			return 1;
-		c[i] = 0;
-	}
-	return 0;
-}
-
-void
-ev_copy(DType dt, void *dst, int64_t di, const void *src, int64_t si, int64_t n)
-{
-	int bits = dtype_bits(dt);
-
-	if (bits % 8 == 0) {
-		memcpy((char *)dst + di * bits / 8, (const char *)src + si * bits / 8,
-		       (size_t)(n * bits / 8));
-		return;
-	}
-	for (int64_t i = 0; i < n; i++)
-		dtype_store_int(dt, dst, (size_t)(di + i), dtype_load_int(dt, src, (size_t)(si + i)));
-}
-
-double
-ev_round(DType dt, double v)
-{
-	unsigned char buf[16] = {0};
-
-	dtype_store(dt, buf, 0, v);
-	return dtype_load(dt, buf, 0);
-}
-
-double *
-ev_doubles(const Tensor *t)
-{
-	int64_t n = tensor_numel(t);
-	double *v = xmalloc(sizeof(double) * (size_t)(n + 1));
-
-	for (int64_t i = 0; i < n; i++)
-		v[i] = dtype_load(t->dt, t->data, (size_t)i);
-	return v;
-}
-
-int
-ev_isint(DType t)
-{
-	return !dtype_is_float(t);
-}
-
-static int
-before(double a, double b, int largest)
-{
-	if (isnan(a) || isnan(b))
-		return isnan(a) && !isnan(b) ? largest : !isnan(a) && isnan(b) ? !largest : 0;
-	return largest ? a > b : a < b;
-}
-
-/* A stable merge sort, so equal values keep their index order. */
-static void
-msort(const double *v, int64_t *idx, int64_t *tmp, int64_t n, int largest)
-{
-	int64_t h = n / 2, i = 0, j = h, k = 0;
-
-	if (n < 2)
-		return;
-	msort(v, idx, tmp, h, largest);
-	msort(v, idx + h, tmp, n - h, largest);
-	while (i < h || j < n) {
-		if (j == n || (i < h && !before(v[idx[j]], v[idx[i]], largest)))
-			tmp[k++] = idx[i++];
-		else
-			tmp[k++] = idx[j++];
-	}
-	memcpy(idx, tmp, sizeof *idx * (size_t)n);
-}
-
-void
-ev_order(const double *v, int64_t n, int largest, int64_t *idx)
-{
-	int64_t *tmp = xmalloc(sizeof *tmp * (size_t)(n + 1));
-
-	for (int64_t i = 0; i < n; i++)
-		idx[i] = i;
-	msort(v, idx, tmp, n, largest);
-	free(tmp);
 }
