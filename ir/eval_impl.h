@@ -25,6 +25,8 @@ struct Ev {
 
 typedef int EvalFn(Ev *e, const Node *n, const Tensor *const *in, Tensor *out);
 
+/* eval_util.c */
+
 /* Report bad input at the node: returns -1. */
 int ev_err(Ev *e, const Node *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

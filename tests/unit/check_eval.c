@@ -1507,6 +1507,39 @@ START_TEST(test_eval_weights_params_and_repeated_results)
 }
 END_TEST
 
+/* Every op of tests/ir/text/all-ops.ir evaluates on consistent inputs (T=8). */
+START_TEST(test_eval_runs_the_all_ops_text)
+{
+	char *path = file_join(MOEC_SOURCE_DIR, "tests/ir/text/all-ops.ir"), *text;
+	Tensor in[4] = {
+		rand_tensor(DT_F32, DIM(8, 8), -2, 2),
+		rand_tensor(DT_BF16, DIM(8, 8), -1, 1),
+		ten(DT_I64, DIM(8), VAL(3, 1, 4, 1, 5, 2, 6, 0)),
+		zeros(DT_BOOL, DIM(8, 8)),
+	};
+	size_t len;
+	Diag d;
+	Run r;
+
+	diag_init(&d, stderr);
+	text = file_read(path, &len, &d);
+	ck_assert_ptr_nonnull(text);
+	/* ONNX wants updates of shape indices[:-1] + data[q:] = [T] here: use
+	 * %gnd (f32[T]) for %tv (f32[T,2]); same length, so it fits in place */
+	char *bad = strstr(text, "%ti, %tv :");
+	if (bad)
+		memcpy(bad, "%ti,%gnd :", 10);
+	for (int i = 0; i < 64; i += 3)
+		dtype_store_int(DT_BOOL, in[3].data, (size_t)i, 1);
+	ok(&r, text, in, 4);
+	ck_assert_int_eq(r.nout, 2);
+	expect(&r.out[0], DT_F32, DIM(8, 8), (double[64]){0}, INFINITY);
+	done(&r, in, 4);
+	free(text);
+	free(path);
+}
+END_TEST
+
 Suite *
 eval_suite(void)
 {
@@ -1553,6 +1586,7 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_inputs_bind_and_check_symbolic_dims);
 	tcase_add_test(tc, test_eval_result_checked_against_declared_type);
 	tcase_add_test(tc, test_eval_weights_params_and_repeated_results);
+	tcase_add_test(tc, test_eval_runs_the_all_ops_text);
 	suite_add_tcase(s, tc);
 	return s;
 }
