@@ -163,6 +163,8 @@ ir_set_name(Graph *g, Value *v, const char *name)
 	sanitize(base, sizeof base, name ? name : "");
 	if (v->name && v->graph == g && strcmp(v->name, base) == 0)
 		return;
+	if (v->name && v->graph == g)
+		str_remove(&g->names, v->name);	/* the old name is free again */
 	if (!base[0])
 		snprintf(buf, sizeof buf, "t%d", g->tmpcount++);
 	else

@@ -64,7 +64,8 @@ moert_context(moert_status s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(pre, sizeof pre, fmt, ap);
 	va_end(ap);
-	snprintf(lasterr, sizeof lasterr, "%s: %s", pre, old);
+	/* the context goes first; what does not fit of the old message is cut */
+	snprintf(lasterr, sizeof lasterr, "%.511s: %.*s", pre, (int)(sizeof lasterr - 520), old);
 	return s;
 }
 

@@ -124,6 +124,27 @@ str_intern(StrSet *s, const char *str)
 	return s->slot[i];
 }
 
+/* Linear probing: delete by shifting the rest of the cluster back. */
+void
+str_remove(StrSet *s, const char *str)
+{
+	size_t i, j, k;
+
+	if (!s->cap || !s->slot[i = probe(s, str)])
+		return;
+	s->slot[i] = NULL;
+	s->n--;
+	for (j = (i + 1) & (s->cap - 1); s->slot[j]; j = (j + 1) & (s->cap - 1)) {
+		k = hash_str(s->slot[j]) & (s->cap - 1);
+		/* move slot j to i unless its home k lies cyclically in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+			s->slot[i] = s->slot[j];
+			s->slot[j] = NULL;
+			i = j;
+		}
+	}
+}
+
 void
 str_free(StrSet *s)
 {

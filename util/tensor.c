@@ -123,3 +123,17 @@ tolerance_for(DType t, double *atol, double *rtol, double *rel)
 	default: *atol = 0, *rtol = 0, *rel = 0; break;
 	}
 }
+
+int
+tensor_close(const Compare *c, DType t, int64_t numel)
+{
+	double atol, rtol, rel;
+	int64_t allowed = 0;
+
+	tolerance_for(t, &atol, &rtol, &rel);
+	if (c->max_abs == (double)INFINITY && c->nbad)
+		return 0;	/* NaN or inf where the other has a number */
+	if (t == DT_BF16 || t == DT_F16 || t == DT_F8E4M3 || t == DT_F8E5M2)
+		allowed = numel / 200;
+	return c->nbad <= allowed && c->rel_l2 <= rel;
+}

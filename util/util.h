@@ -117,6 +117,7 @@ struct StrSet {
 };
 const char *str_intern(StrSet *s, const char *str);
 const char *str_find(const StrSet *s, const char *str);	/* NULL if absent */
+void str_remove(StrSet *s, const char *str);	/* the copy stays in the arena */
 void str_free(StrSet *s);	/* frees the table, not the arena */
 
 /* file.c */
@@ -222,5 +223,10 @@ void tensor_compare(const Tensor *got, const Tensor *want, double atol,
 		    double rtol, Compare *c);
 /* The tolerances we state in docs/testing.md, by the dtype compared. */
 void tolerance_for(DType t, double *atol, double *rtol, double *rel_l2);
+/* Did a comparison pass for results of type t?  Every element within
+ * atol + rtol*|want| (low-precision floats: all but 0.5% of them, since a
+ * few outputs where large terms cancel carry the terms' rounding) and the
+ * relative L2 error within rel_l2.  Compare with tolerance_for(t). */
+int tensor_close(const Compare *c, DType t, int64_t numel);
 
 #endif

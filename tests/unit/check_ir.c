@@ -151,6 +151,15 @@ START_TEST(test_roundtrip_symbolic_and_unknown_dims)
 }
 END_TEST
 
+START_TEST(test_user_names_like_temporaries_parse)
+{
+	/* auto-named temporaries must not block a later %tN */
+	char *s = roundtrip("graph @g(%x: f32[4]) -> (y: f32[4]) {\n\t%h = neg %x : f32[4]\n"
+			    "\t%t1 = neg %h : f32[4]\n\t%t0 = neg %t1 : f32[4]\n\tret %t0\n}\n");
+	free(s);
+}
+END_TEST
+
 START_TEST(test_roundtrip_loc)
 {
 	Diag d;
@@ -366,6 +375,7 @@ ir_suite(void)
 	tcase_add_test(tc, test_roundtrip_attrs_and_floats);
 	tcase_add_test(tc, test_roundtrip_symbolic_and_unknown_dims);
 	tcase_add_test(tc, test_roundtrip_loc);
+	tcase_add_test(tc, test_user_names_like_temporaries_parse);
 	tcase_add_test(tc, test_parse_errors_have_locations);
 	tcase_add_test(tc, test_parse_rejects_nul_and_garbage);
 	tcase_add_test(tc, test_verifier_catches_use_before_def_and_broken_calls);

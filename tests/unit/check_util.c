@@ -145,6 +145,33 @@ START_TEST(test_pb_rejects_truncation)
 }
 END_TEST
 
+START_TEST(test_str_remove_keeps_the_rest_findable)
+{
+	Arena *a = arena_new(0);
+	StrSet s = {a, NULL, 0, 0};
+	char buf[32];
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(buf, sizeof buf, "t%d", i);
+		str_intern(&s, buf);
+	}
+	for (int i = 0; i < 300; i += 3) {
+		snprintf(buf, sizeof buf, "t%d", i);
+		str_remove(&s, buf);
+	}
+	for (int i = 0; i < 300; i++) {
+		snprintf(buf, sizeof buf, "t%d", i);
+		if (i % 3 == 0)
+			ck_assert_ptr_null(str_find(&s, buf));
+		else
+			ck_assert_ptr_nonnull(str_find(&s, buf));
+	}
+	ck_assert_uint_eq(s.n, 200);
+	str_free(&s);
+	arena_free(a);
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -160,6 +187,7 @@ util_suite(void)
 	tcase_add_test(tc, test_i4_packs_low_nibble_first);
 	tcase_add_test(tc, test_tensor_files_roundtrip);
 	tcase_add_test(tc, test_pb_rejects_truncation);
+	tcase_add_test(tc, test_str_remove_keeps_the_rest_findable);
 	suite_add_tcase(s, tc);
 	return s;
 }
