@@ -26,6 +26,13 @@ Module *fe_load(const char *path, const FeOpts *o, Diag *d);
 Module *onnx_import(const char *path, const FeOpts *o, Diag *d);
 Module *onnx_import_buffer(const char *path, const void *buf, size_t len,
 			   const FeOpts *o, Diag *d);
+/* With graph inputs bound to constants (by Tensor.name): shape tensors an
+ * ahead-of-time compile must know (axes, split sizes).  They stop being
+ * parameters. */
+Module *onnx_import_bound(const char *path, const FeOpts *o, const Tensor *bind,
+			  int nbind, Diag *d);
+/* Whether op (domain "" or "com.microsoft") imports at that opset. */
+int onnx_op_supported(const char *domain, const char *op, int opset);
 
 /* config.c */
 Module *cfg_import(const char *path, const FeOpts *o, Diag *d);

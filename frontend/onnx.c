@@ -499,9 +499,38 @@ run_importer(Ctx *c, ONode *n)
 	return rc;
 }
 
+static int
+is_temp_name(const char *s)
+{
+	if (*s++ != 't' || !*s)
+		return 0;
+	while (isdigit((unsigned char)*s))
+		s++;
+	return !*s;
+}
+
+/* Intermediates an importer made get names after the node's first output
+ * ("y.1"), so dumps read like the model. */
+static void
+name_intermediates(Ctx *c, ONode *n, Node *from)
+{
+	const char *base = NULL;
+
+	for (int i = 0; i < n->nout && !base; i++)
+		if (n->out[i])
+			base = n->out[i]->name;
+	if (!base)
+		base = n->np->op_type ? n->np->op_type : "t";
+	for (Node *x = from ? from->next : c->g->first; x; x = x->next)
+		for (int i = 0; i < x->nout; i++)
+			if (is_temp_name(x->out[i]->name))
+				ir_set_name(c->g, x->out[i], arena_printf(c->tmp, "%s.1", base));
+}
+
 int
 ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index)
 {
+	Node *last = c->g->last;
 	ONode node = {.c = c, .np = np, .index = index, .b = &c->b};
 	ONode *n = &node;
 	int skip;
@@ -520,6 +549,7 @@ ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index)
 		mark_bad(n);
 		return -1;
 	}
+	name_intermediates(c, n, last);
 	for (int i = 0; i < n->nout; i++) {
 		OVal *o = n->out[i];
 		if (!o)
@@ -680,6 +710,15 @@ graph_outputs(Ctx *c, const Onnx__GraphProto *gp, const char ***names)
 	return v;
 }
 
+static const Tensor *
+bound_input(const Ctx *c, const char *name)
+{
+	for (int i = 0; i < c->nbind; i++)
+		if (c->bind[i].name && !strcmp(c->bind[i].name, name))
+			return &c->bind[i];
+	return NULL;
+}
+
 static int
 add_inputs(Ctx *c, const Onnx__GraphProto *gp)
 {
@@ -694,6 +733,12 @@ add_inputs(Ctx *c, const Onnx__GraphProto *gp)
 
 		if (ox_find(c, name))
 			continue;	/* an initializer listed as input (IR < 4) */
+		if (bound_input(c, name)) {
+			OVal *b = ox_define(c, name);
+			if (b)
+				ox_bind_host(c, b, bound_input(c, name));
+			continue;
+		}
 		memset(&t, 0, sizeof t);
 		if (input_type(c, vi, l, &t)) {
 			rc = -1;
@@ -814,14 +859,16 @@ check_model(Ctx *c, const Onnx__ModelProto *mp)
 	return check_opsets(c, mp);
 }
 
-Module *
-onnx_import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
-		   Diag *d)
+static Module *
+import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
+	      const Tensor *bind, int nbind, Diag *d)
 {
 	Onnx__ModelProto *mp;
 	Ctx ctx = {0}, *c = &ctx;
 	int nerr = d->nerror;
 
+	c->bind = bind;
+	c->nbind = nbind;
 	c->m = ir_new_module();
 	c->d = d;
 	c->o = o;
@@ -856,7 +903,15 @@ onnx_import_buffer(const char *path, const void *buf, size_t len, const FeOpts *
 }
 
 Module *
-onnx_import(const char *path, const FeOpts *o, Diag *d)
+onnx_import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
+		   Diag *d)
+{
+	return import_buffer(path, buf, len, o, NULL, 0, d);
+}
+
+Module *
+onnx_import_bound(const char *path, const FeOpts *o, const Tensor *bind, int nbind,
+		  Diag *d)
 {
 	size_t len;
 	char *buf = file_read(path, &len, d);
@@ -864,7 +919,13 @@ onnx_import(const char *path, const FeOpts *o, Diag *d)
 
 	if (!buf)
 		return NULL;
-	m = onnx_import_buffer(path, buf, len, o, d);
+	m = import_buffer(path, buf, len, o, bind, nbind, d);
 	free(buf);
 	return m;
+}
+
+Module *
+onnx_import(const char *path, const FeOpts *o, Diag *d)
+{
+	return onnx_import_bound(path, o, NULL, 0, d);
 }

@@ -74,6 +74,8 @@ struct Ctx {
 	int depth;		/* function expansion depth */
 	const char *prefix;	/* value name prefix inside an expanded function */
 	int64_t max_bytes;
+	const Tensor *bind;	/* graph inputs bound to constants */
+	int nbind;
 };
 
 /* A node as a per-op importer sees it. */
@@ -130,6 +132,7 @@ int ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc loc, const Type *ty,
 Known *ox_known_from_data(Ctx *c, const Type *ty, const void *data);
 /* An initializer or Constant value: a lazily built const, or a weight. */
 int ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc loc, const char *wname);
+int ox_bind_host(Ctx *c, OVal *o, const Tensor *t);
 
 /* onnx_shape.c */
 Known *ox_known_new(Ctx *c, DType dt, int rank, const int64_t *dim);

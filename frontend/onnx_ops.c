@@ -780,6 +780,7 @@ static const struct {
 	{"", "QuantizeLinear", 13, imp_quantize},
 	{"", "DequantizeLinear", 13, imp_dequantize},
 	/* com.microsoft */
+	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln},
 	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln},
 	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits},
@@ -818,4 +819,14 @@ ox_op_known(const char *domain, const char *op)
 		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain))
 			return 1;
 	return 0;
+}
+
+int
+onnx_op_supported(const char *domain, const char *op, int opset)
+{
+	int minver;
+
+	if (!strcmp(norm_domain(domain), "") && (opset < 13 || opset > 23))
+		return 0;
+	return ox_find_op(domain, op, opset, &minver) != NULL;
 }

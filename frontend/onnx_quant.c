@@ -1,9 +1,495 @@
-/* onnx_quant.c — placeholder */
+/*
+ * onnx_quant.c — QuantizeLinear and DequantizeLinear (per tensor, per axis,
+ * blocked), and the com.microsoft ops: SimplifiedLayerNormalization,
+ * SkipSimplifiedLayerNormalization, MatMulNBits, MoE and QMoE.
+ *
+ * Packed weights (MatMulNBits' and QMoE's uint8 blobs) must be
+ * initializers: their bytes are re-declared as u4/u8 weights of the logical
+ * shape, since the IR has no bitcast.  Then
+ *
+ *	MatMulNBits(A, B, s, z)  =>  %w = dequantize $B.q, %s, %z, axis=1, block_size=bs
+ *				     %y = matmul %a, %w, trans_b=1
+ *	MoE(x, logits, fc1, fc2, fc3)  =>  %y = moe %x, %logits, _, %gu, %fc2, k=, renorm=, act=
+ *
+ * What the moe op cannot express (non-gated experts, sparse mixer, other
+ * SwiGLU constants) is a diagnostic naming the attribute.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "onnx_int.h"
-int imp_quantize(ONode *n) { return ox_err(n, "todo"); }
-int imp_dequantize(ONode *n) { return ox_err(n, "todo"); }
-int imp_ms_simplified_ln(ONode *n) { return ox_err(n, "todo"); }
-int imp_ms_skip_simplified_ln(ONode *n) { return ox_err(n, "todo"); }
-int imp_ms_matmul_nbits(ONode *n) { return ox_err(n, "todo"); }
-int imp_ms_moe(ONode *n) { return ox_err(n, "todo"); }
-int imp_ms_qmoe(ONode *n) { return ox_err(n, "todo"); }
+
+/* --- QuantizeLinear, DequantizeLinear ------------------------------------ */
+
+static int
+quant_axis(ONode *n)
+{
+	int64_t axis, bs = ox_attr_i(n, "block_size", 0);
+
+	if (ox_tin(n, 1)->rank == 0 && bs == 0)
+		return 0;
+	if (ox_axis(n, ox_attr_i(n, "axis", 1), ox_tin(n, 0)->rank, &axis))
+		return -1;
+	ir_b_int(n->b, "axis", axis);
+	if (bs < 0)
+		return ox_err(n, "negative block_size");
+	if (bs > 0)
+		ir_b_int(n->b, "block_size", bs);
+	return 0;
+}
+
+static int
+quant_node(ONode *n, Op op, DType to)
+{
+	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), ox_in(n, 2)};
+	Node *r;
+
+	if (quant_axis(n))
+		return -1;
+	ir_b_str(n->b, "to", dtype_name(to));
+	r = ir_b_node(n->b, op, in, in[2] ? 3 : 2, 1);
+	return ox_set(n, 0, r ? r->out[0] : NULL);
+}
+
+int
+imp_quantize(ONode *n)
+{
+	int64_t code = ox_attr_i(n, "output_dtype", 0);
+	DType to = DT_U8;
+
+	if (ox_has(n, 2))
+		to = ox_tin(n, 2)->dt;
+	else if (code && dtype_from_onnx((int)code, &to) != 0)
+		return ox_err(n, "output_dtype %lld is not supported", (long long)code);
+	if (code && ox_has(n, 2) && dtype_onnx(to) != code)
+		return ox_err(n, "output_dtype disagrees with the zero point's type");
+	if (ox_attr_i(n, "saturate", 1) == 0)
+		ir_b_int(n->b, "saturate", 0);
+	return quant_node(n, OP_QUANTIZE, to);
+}
+
+int
+imp_dequantize(ONode *n)
+{
+	int64_t code = ox_attr_i(n, "output_dtype", 0);
+	DType to = ox_tin(n, 1)->dt;
+
+	if (code && dtype_from_onnx((int)code, &to) != 0)
+		return ox_err(n, "output_dtype %lld is not supported", (long long)code);
+	return quant_node(n, OP_DEQUANTIZE, to);
+}
+
+/* --- normalisation ------------------------------------------------------- */
+
+static Value *
+rstd(ONode *n, Value *x, int64_t axis, double eps)
+{
+	ir_b_int(n->b, "axis", axis);
+	ir_b_float(n->b, "eps", eps);
+	return ir_b1(n->b, OP_RSTD, x);
+}
+
+int
+imp_ms_simplified_ln(ONode *n)
+{
+	int64_t axis = ox_attr_i(n, "axis", -1);
+	double eps = ox_attr_f(n, "epsilon", 1e-5);
+
+	ir_b_int(n->b, "axis", axis);
+	ir_b_float(n->b, "eps", eps);
+	if (ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, ox_in(n, 0), ox_in(n, 1))))
+		return -1;
+	if (n->nout > 1 && n->out[1])
+		return ox_set(n, 1, rstd(n, ox_in(n, 0), axis, eps));
+	return 0;
+}
+
+/* s = input + skip (+ bias); output = rms_norm(s); inv_std_var; s. */
+int
+imp_ms_skip_simplified_ln(ONode *n)
+{
+	double eps = ox_attr_f(n, "epsilon", 1e-5);
+	Value *s = ir_b2(n->b, OP_ADD, ox_in(n, 0), ox_in(n, 1));
+
+	if (s && ox_has(n, 3))
+		s = ir_b2(n->b, OP_ADD, s, ox_in(n, 3));
+	if (!s)
+		return -1;
+	if (n->nout > 1 && n->out[1])
+		return ox_err(n, "output 1 (mean) is not defined for the simplified norm");
+	ir_b_int(n->b, "axis", -1);
+	ir_b_float(n->b, "eps", eps);
+	if (ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, s, ox_in(n, 2))))
+		return -1;
+	if (n->nout > 2 && n->out[2] && ox_set(n, 2, rstd(n, s, -1, eps)))
+		return -1;
+	if (n->nout > 3 && n->out[3])
+		return ox_set(n, 3, s);
+	return 0;
+}
+
+/* --- packed weights ------------------------------------------------------ */
+
+/* The bytes of an initializer input; NULL with a diagnostic otherwise. */
+static const unsigned char *
+init_bytes(ONode *n, int i, size_t *size)
+{
+	OVal *o = n->in[i];
+	const Type *t = ox_type(o);
+	unsigned char *p;
+
+	*size = dtype_bytes(t->dt, (size_t)MAX(ir_type_numel(t), 0));
+	if (o->v && o->v->kind == V_WEIGHT)
+		return ir_weight_data(o->v->weight, n->c->d);
+	if (!o->v && o->k && ox_known_static(o->k) && o->k->iv) {
+		p = arena_alloc(n->c->tmp, *size + 1);
+		for (int64_t j = 0; j < o->k->n; j++)
+			dtype_store_int(t->dt, p, (size_t)j, o->k->iv[j].v);
+		return p;
+	}
+	ox_err(n, "input %d ('%s') must be an initializer", i, o->name);
+	return NULL;
+}
+
+static void
+free_data(void *p, size_t n)
+{
+	(void)n;
+	free(p);
+}
+
+/* A weight holding input i's bytes under another type (u8 -> u4 [N,K]). */
+static Value *
+retyped(ONode *n, int i, DType dt, int rank, const Dim *dims)
+{
+	Type t = ir_type(dt, rank, dims);
+	size_t have, want = dtype_bytes(dt, (size_t)ir_type_numel(&t));
+	const unsigned char *src = init_bytes(n, i, &have);
+	Weight *w;
+
+	if (!src)
+		return NULL;
+	if (ir_type_numel(ox_tin(n, i)) < 0 || have != want) {
+		ox_err(n, "input %d holds %zu bytes, %s[...] of %lld elements needs %zu", i, have,
+		       dtype_name(dt), (long long)ir_type_numel(&t), want);
+		return NULL;
+	}
+	w = ir_add_weight(n->c->m, n->in[i]->name, t);
+	w->data = xmalloc(want + 1);
+	memcpy(w->data, src, want);
+	w->size = want;
+	w->free_data = free_data;
+	w->source = ir_intern(n->c->m, n->in[i]->name);
+	return w->value;
+}
+
+static Value *
+reshape_attr(Builder *b, Value *x, int rank, const Dim *dims)
+{
+	ir_b_dims(b, "shape", dims, rank);
+	return x ? ir_b1(b, OP_RESHAPE, x) : NULL;
+}
+
+static Value *
+slice_last(Builder *b, Value *x, int64_t len)
+{
+	int64_t st = 0, ax = x ? x->type.rank - 1 : 0;
+
+	if (!x || x->type.dim[ax] == len)
+		return x;
+	ir_b_ints(b, "starts", &st, 1);
+	ir_b_ints(b, "ends", &len, 1);
+	ir_b_ints(b, "axes", &ax, 1);
+	return ir_b1(b, OP_SLICE, x);
+}
+
+/* The zero points when absent: 2^(bits-1) everywhere. */
+static Value *
+default_zero(Builder *b, DType dt, int bits, int rank, const Dim *dims)
+{
+	ir_b_dims(b, "shape", dims, rank);
+	ir_b_int(b, "value", (int64_t)1 << (bits - 1));
+	ir_b_str(b, "to", dtype_name(dt));
+	Node *r = ir_b_node(b, OP_CONSTANT_OF_SHAPE, NULL, 0, 1);
+	return r ? r->out[0] : NULL;
+}
+
+static Value *
+dequant(ONode *n, Value *q, Value *s, Value *z, int64_t axis, int64_t bs, DType to)
+{
+	Value *in[3] = {q, s, z};
+	Node *r;
+
+	if (!q || !s || !z)
+		return NULL;
+	ir_b_int(n->b, "axis", axis);
+	ir_b_int(n->b, "block_size", bs);
+	ir_b_str(n->b, "to", dtype_name(to));
+	r = ir_b_node(n->b, OP_DEQUANTIZE, in, 3, 1);
+	return r ? r->out[0] : NULL;
+}
+
+/* --- MatMulNBits ---------------------------------------------------------- */
+
+static int
+nbits_zero(ONode *n, DType qt, int bits, Dim nn, Dim nb, Value **z)
+{
+	Dim d2[2] = {nn, nb}, packed[2];
+
+	if (!ox_has(n, 3)) {
+		*z = default_zero(n->b, qt, bits, 2, d2);
+		return 0;
+	}
+	if (dtype_is_float(ox_tin(n, 3)->dt))
+		return ox_err(n, "float zero points are not supported");
+	packed[0] = nn;
+	packed[1] = bits == 4 ? (nb + 1) / 2 * 2 : nb;
+	*z = slice_last(n->b, retyped(n, 3, qt, 2, packed), nb);
+	return 0;
+}
+
+int
+imp_ms_matmul_nbits(ONode *n)
+{
+	int64_t k = ox_attr_i(n, "K", -1), nn = ox_attr_i(n, "N", -1);
+	int64_t bits = ox_attr_i(n, "bits", 4), bs = ox_attr_i(n, "block_size", -1), nb;
+	DType qt = bits == 4 ? DT_U4 : DT_U8, to = ox_tin(n, 0)->dt;
+	Value *w, *s, *z, *in[3];
+	Dim d2[2];
+	Node *r;
+
+	if (bits != 4 && bits != 8)
+		return ox_err(n, "bits=%lld: 4 and 8 are supported", (long long)bits);
+	if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k > ((int64_t)1 << 32) ||
+	    nn > ((int64_t)1 << 32))
+		return ox_err(n, "bad K=%lld, N=%lld or block_size=%lld", (long long)k,
+			      (long long)nn, (long long)bs);
+	if (ox_has(n, 4))
+		return ox_err(n, "g_idx is not supported");
+	nb = (k + bs - 1) / bs;
+	d2[0] = nn;
+	d2[1] = nb * bs;
+	w = retyped(n, 1, qt, 2, d2);
+	d2[1] = nb;
+	s = reshape_attr(n->b, ox_in(n, 2), 2, d2);
+	if (!w || nbits_zero(n, qt, (int)bits, nn, nb, &z))
+		return -1;
+	w = slice_last(n->b, dequant(n, w, s, z, 1, bs, to), k);
+	in[0] = ox_in(n, 0);
+	in[1] = w;
+	in[2] = ox_in(n, 5);
+	if (!w)
+		return -1;
+	ir_b_int(n->b, "trans_b", 1);
+	r = ir_b_node(n->b, OP_MATMUL, in, in[2] ? 3 : 2, 1);
+	return ox_set(n, 0, r ? r->out[0] : NULL);
+}
+
+/* --- MoE, QMoE ------------------------------------------------------------ */
+
+typedef struct {
+	Value *fc1, *fc2, *fc3;	/* float weights in the current layout */
+	Value *b1, *b2, *b3;
+	int fusion;		/* 0: fc1 and fc3, 1: interleaved, 2: concatenated */
+} Experts;
+
+/* Old exports store fc1 as [E,H,I] (x @ W); the schema now says [E,I,H]. */
+static Value *
+new_layout(ONode *n, Value *w, Dim h, int hpos)
+{
+	int64_t perm[3] = {0, 2, 1};
+
+	if (!w || w->type.rank != 3)
+		return w;
+	if (w->type.dim[hpos] != h && w->type.dim[3 - hpos] == h) {
+		ir_b_ints(n->b, "perm", perm, 3);
+		return ir_b1(n->b, OP_TRANSPOSE, w);
+	}
+	return w;
+}
+
+static int
+moe_act(ONode *n, const Experts *ex)
+{
+	const char *act = ox_attr_s(n, "activation_type", "relu");
+	double alpha = ox_attr_f(n, "activation_alpha", 1), beta = ox_attr_f(n, "activation_beta", 0);
+	const Onnx__AttributeProto *lim = ox_attr(n, "swiglu_limit");
+
+	if (ox_attr_i(n, "use_sparse_mixer", 0))
+		return ox_err(n, "use_sparse_mixer=1 (SparseMixer routing) cannot be expressed by moe");
+	if (!strcmp(act, "silu") && ex->fc3) {
+		ir_b_str(n->b, "act", "silu");
+		return 0;
+	}
+	if (strcmp(act, "swiglu") != 0)
+		return ox_err(n, "activation_type='%s'%s cannot be expressed by moe (its experts "
+			      "are gated)", act, ex->fc3 ? "" : " without fc3");
+	if (ex->fusion == 1)
+		ir_b_str(n->b, "gu_layout", "interleave");
+	if (beta == 1) {
+		ir_b_str(n->b, "act", "oai");
+		ir_b_float(n->b, "alpha", alpha);
+		ir_b_float(n->b, "limit", lim && lim->has_f ? lim->f : 1e300);
+		return 0;
+	}
+	if (beta == 0 && alpha == 1 && !lim) {
+		ir_b_str(n->b, "act", "silu");
+		return 0;
+	}
+	return ox_err(n, "swiglu with activation_alpha=%g, activation_beta=%g%s cannot be "
+		      "expressed by moe", alpha, beta, lim ? " and a limit" : "");
+}
+
+/* Gate and up in one [E,2I,H] tensor (and bias [E,2I]). */
+static int
+gate_up(ONode *n, Experts *ex, Value **gu, Value **bgu)
+{
+	Value *cat[2];
+	Node *r;
+
+	*gu = ex->fc1;
+	*bgu = ex->b1;
+	if (ex->fusion != 0 || !ex->fc3)
+		return 0;
+	cat[0] = ex->fc1;
+	cat[1] = ex->fc3;
+	ir_b_int(n->b, "axis", 1);
+	if (!(r = ir_b_node(n->b, OP_CONCAT, cat, 2, 1)))
+		return -1;
+	*gu = r->out[0];
+	if (!ex->b1 && !ex->b3)
+		return 0;
+	if (!ex->b1 || !ex->b3)
+		return ox_err(n, "fc1 and fc3 must both have biases or neither");
+	cat[0] = ex->b1;
+	cat[1] = ex->b3;
+	ir_b_int(n->b, "axis", 1);
+	if (!(r = ir_b_node(n->b, OP_CONCAT, cat, 2, 1)))
+		return -1;
+	*bgu = r->out[0];
+	return 0;
+}
+
+/* The moe op over x flattened to [T,H], reshaped back. */
+static int
+build_moe(ONode *n, Experts *ex)
+{
+	const Type *xt = ox_tin(n, 0);
+	Value *x = ox_in(n, 0), *in[7], *y;
+	Dim h = xt->dim[xt->rank - 1], t = 1, d2[2];
+	Node *r;
+
+	if (xt->rank != 2 && xt->rank != 3)
+		return ox_err(n, "input must be [T,H] or [B,S,H]");
+	for (int i = 0; i + 1 < xt->rank; i++)
+		t = ir_dim_mul(n->c->m, t, xt->dim[i]);
+	ex->fc1 = new_layout(n, ex->fc1, h, 2);
+	ex->fc2 = new_layout(n, ex->fc2, h, 1);
+	ex->fc3 = new_layout(n, ex->fc3, h, 2);
+	d2[0] = t;
+	d2[1] = h;
+	if (xt->rank == 3)
+		x = ir_dim_has_unknown(n->c->m, t) ? NULL : reshape_attr(n->b, x, 2, d2);
+	if (!x)
+		return ox_err(n, "cannot flatten the input to [T,H]");
+	in[0] = x;
+	in[1] = ox_in(n, 1);
+	in[2] = NULL;
+	in[4] = ex->fc2;
+	in[6] = ex->b2;
+	if (gate_up(n, ex, &in[3], &in[5]) || moe_act(n, ex))
+		return -1;
+	ir_b_str(n->b, "router", "softmax");
+	ir_b_int(n->b, "k", ox_attr_i(n, "k", 1));
+	if (ox_attr_i(n, "normalize_routing_weights", 0))
+		ir_b_int(n->b, "renorm", 1);
+	r = ir_b_node(n->b, OP_MOE, in, in[6] ? 7 : in[5] ? 6 : 5, 1);
+	y = r ? r->out[0] : NULL;
+	if (y && xt->rank == 3)
+		y = reshape_attr(n->b, y, 3, xt->dim);
+	return ox_set(n, 0, y);
+}
+
+int
+imp_ms_moe(ONode *n)
+{
+	Experts ex = {0};
+
+	ex.fusion = (int)ox_attr_i(n, "swiglu_fusion", 0);
+	ex.fc1 = ox_in(n, 2);
+	ex.b1 = ox_in(n, 3);
+	ex.fc2 = ox_in(n, 4);
+	ex.b2 = ox_in(n, 5);
+	ex.fc3 = ox_in(n, 6);
+	ex.b3 = ox_in(n, 7);
+	if (!ex.fc1 || !ex.fc2)
+		return ox_err(n, "needs fc1 and fc2 expert weights");
+	return build_moe(n, &ex);
+}
+
+/* One QMoE weight: u8 [E,N,K/pack] -> dequantized [E,N,K] in x's type. */
+static Value *
+qmoe_weight(ONode *n, int wi, int si, int zi, int bits, int64_t bs)
+{
+	const Type *wt = ox_tin(n, wi), *st;
+	DType qt = bits == 4 ? DT_U4 : DT_U8, to = ox_tin(n, 0)->dt;
+	Dim d3[3], nb;
+	Value *q, *s, *z, *y;
+
+	if (!ox_has(n, si))
+		return ox_err(n, "input %d (scales) is missing", si), NULL;
+	st = ox_tin(n, si);
+	if (wt->rank != 3 || !ir_type_static(wt))
+		return ox_err(n, "input %d must be a static [E,N,K/pack] tensor", wi), NULL;
+	d3[0] = wt->dim[0];
+	d3[1] = wt->dim[1];
+	d3[2] = wt->dim[2] * (8 / bits);
+	if (bs > 0 && d3[2] % bs)
+		return ox_err(n, "block_size %lld does not divide %lld", (long long)bs,
+			      (long long)d3[2]), NULL;
+	q = retyped(n, wi, qt, 3, d3);
+	nb = bs > 0 ? d3[2] / bs : 1;
+	if (st->rank != 2 && st->rank != 3)
+		return ox_err(n, "input %d (scales) must be [E,N] or [E,N,K/block]", si), NULL;
+	d3[2] = nb;
+	s = reshape_attr(n->b, ox_in(n, si), 3, d3);
+	if (!ox_has(n, zi)) {
+		z = default_zero(n->b, qt, bits, 3, d3);
+	} else {
+		Dim zd[3] = {d3[0], d3[1], nb};
+		if (ox_tin(n, zi)->rank == 2)	/* [E, N/pack]: packed along N */
+			z = reshape_attr(n->b, retyped(n, zi, qt, 2, zd), 3, zd);
+		else
+			z = retyped(n, zi, qt, 3, zd);
+	}
+	y = dequant(n, q, s, z, 2, bs > 0 ? bs : wt->dim[2] * (8 / bits), st->dt);
+	if (y && st->dt != to) {
+		ir_b_str(n->b, "to", dtype_name(to));
+		y = ir_b1(n->b, OP_CAST, y);
+	}
+	return y;
+}
+
+int
+imp_ms_qmoe(ONode *n)
+{
+	int bits = (int)ox_attr_i(n, "expert_weight_bits", 4);
+	int64_t bs = ox_attr_i(n, "block_size", 0);
+	Experts ex = {0};
+
+	if (bits != 4 && bits != 8)
+		return ox_err(n, "expert_weight_bits=%d: 4 and 8 are supported", bits);
+	if (!ox_has(n, 2) || !ox_has(n, 5))
+		return ox_err(n, "needs fc1 and fc2 expert weights");
+	ex.fusion = (int)ox_attr_i(n, "swiglu_fusion", 0);
+	if (!(ex.fc1 = qmoe_weight(n, 2, 3, 11, bits, bs)) ||
+	    !(ex.fc2 = qmoe_weight(n, 5, 6, 12, bits, bs)))
+		return -1;
+	if (ox_has(n, 8) && !(ex.fc3 = qmoe_weight(n, 8, 9, 13, bits, bs)))
+		return -1;
+	ex.b1 = ox_in(n, 4);
+	ex.b2 = ox_in(n, 7);
+	ex.b3 = ox_in(n, 10);
+	return build_moe(n, &ex);
+}

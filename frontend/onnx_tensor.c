@@ -291,3 +291,26 @@ ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc l, const char *w
 	o->v = w->value;
 	return 0;
 }
+
+/* A host tensor standing in for a graph input. */
+int
+ox_bind_host(Ctx *c, OVal *o, const Tensor *t)
+{
+	Type ty = ir_type(t->dt, t->rank, t->dim);
+	size_t size = tensor_nbytes(t);
+	Weight *w;
+
+	o->type = ty;
+	o->state = 1;
+	o->k = ox_known_from_data(c, &ty, t->data);
+	if (ir_type_numel(&ty) <= OX_CONST_MAX && o->k)
+		return 0;
+	w = ir_add_weight(c->m, o->name, ty);
+	w->data = xmalloc(size + 1);
+	memcpy(w->data, t->data, size);
+	w->size = size;
+	w->free_data = free_data;
+	w->source = ir_intern(c->m, "bound input");
+	o->v = w->value;
+	return 0;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Write the onnx wheel's backend node tests to a folder, in the backend-test
+layout (model.onnx, test_data_set_N/input_N.pb, output_N.pb).
+
+The wheel (onnx >= 1.16) no longer ships the generated node data, only the
+case definitions; this regenerates it.  Cases whose graph inputs or outputs
+are not tensors (sequences, optionals, maps) are left out; the runner
+decides which of the rest apply.  Exit 77 (skip) if the onnx package is
+missing.
+
+usage: gen_node_tests.py OUTDIR [NAME_SUBSTRING...]
+"""
+import os
+import sys
+import warnings
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.case import node as node_cases
+except ImportError:
+    print("onnx is not installed: pip install onnx", file=sys.stderr)
+    sys.exit(77)
+
+
+def tensor_of(value, name):
+    if isinstance(value, onnx.TensorProto):
+        return value
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def write_case(root, case):
+    d = os.path.join(root, case.name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(case.model.SerializeToString())
+    g = case.model.graph
+    for i, (inputs, outputs) in enumerate(case.data_sets):
+        s = os.path.join(d, "test_data_set_%d" % i)
+        os.makedirs(s, exist_ok=True)
+        for j, x in enumerate(inputs):
+            with open(os.path.join(s, "input_%d.pb" % j), "wb") as f:
+                f.write(tensor_of(x, g.input[j].name).SerializeToString())
+        for j, y in enumerate(outputs):
+            with open(os.path.join(s, "output_%d.pb" % j), "wb") as f:
+                f.write(tensor_of(y, g.output[j].name).SerializeToString())
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root, only = sys.argv[1], sys.argv[2:]
+    os.makedirs(root, exist_ok=True)
+    warnings.simplefilter("ignore")
+    n = 0
+    for case in node_cases.collect_testcases(None):
+        if only and not any(s in case.name for s in only):
+            continue
+        g = case.model.graph
+        if any(not vi.type.HasField("tensor_type") for vi in list(g.input) + list(g.output)):
+            continue
+        try:
+            write_case(root, case)
+            n += 1
+        except Exception as e:  # a case numpy cannot serialise (strings, ...)
+            print("skipped %s: %s" % (case.name, e), file=sys.stderr)
+    print("wrote %d node tests (onnx %s) to %s" % (n, onnx.__version__, root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
