@@ -537,38 +537,82 @@ load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	}
 }
 
-/* ldmatrix + mma.sync over the stage at byte offset soff. */
+/* Fragments of one k-step (16 deep) for the warp: A (mi x 4 regs), B (ni x 2). */
+typedef struct Frag Frag;
+struct Frag {
+	LLVMValueRef a[MAXF][4], b[MAXF][2];
+};
+
+/* ldmatrix the fragments of k-step kk from the stage at byte offset soff. */
 static void
-compute_stage(G *g, LLVMValueRef soff)
+load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 {
 	CgFn *f = g->f;
 	const GemmSpec *s = &g->s;
-	LLVMValueRef abase = cg_add(f, soff, g->a_lane), bbase = cg_add(f, soff, g->b_lane);
+	LLVMValueRef abase = cg_add(f, soff, g->a_lane), bbase = cg_add(f, soff, g->b_lane), r[4];
 
-	for (int kk = 0; kk < s->bk / 16; kk++) {
-		LLVMValueRef a[MAXF][4], b[MAXF][2], r[4];
-		for (int i = 0; i < g->mi; i++)
-			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, abase, i * 16 * g->a_ld + kk * 32)), 0, a[i]);
-		for (int j = 0; j < g->ni / 2; j++) {
-			if (s->b_layout == CG_B_NK)
-				cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, j * 16 * g->b_ld + kk * 32)), 0, r);
-			else
-				cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, kk * 16 * g->b_ld + j * 32)), 1, r);
-			b[2 * j][0] = r[0];
-			b[2 * j][1] = r[1];
-			b[2 * j + 1][0] = r[2];
-			b[2 * j + 1][1] = r[3];
-		}
-		for (int i = 0; i < g->mi; i++)
-			for (int j = 0; j < g->ni; j++) {
-				LLVMValueRef c[4], d[4];
-				for (int q = 0; q < 4; q++)
-					c[q] = cg_get(f, g->acc[i][j][q]);
-				cg_mma_16816(f, g->mt, a[i], b[j], c, d);
-				for (int q = 0; q < 4; q++)
-					cg_set(f, g->acc[i][j][q], d[q]);
-			}
+	for (int i = 0; i < g->mi; i++)
+		cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, abase, i * 16 * g->a_ld + kk * 32)), 0, fr->a[i]);
+	for (int j = 0; j < g->ni / 2; j++) {
+		if (s->b_layout == CG_B_NK)
+			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, j * 16 * g->b_ld + kk * 32)), 0, r);
+		else
+			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, kk * 16 * g->b_ld + j * 32)), 1, r);
+		fr->b[2 * j][0] = r[0];
+		fr->b[2 * j][1] = r[1];
+		fr->b[2 * j + 1][0] = r[2];
+		fr->b[2 * j + 1][1] = r[3];
 	}
+}
+
+static void
+mma_frags(G *g, Frag *fr)
+{
+	CgFn *f = g->f;
+
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++) {
+			LLVMValueRef c[4], d[4];
+			for (int q = 0; q < 4; q++)
+				c[q] = cg_get(f, g->acc[i][j][q]);
+			cg_mma_16816(f, g->mt, fr->a[i], fr->b[j], c, d);
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->acc[i][j][q], d[q]);
+		}
+}
+
+/* Fragments carried across loop iterations live in vars (promoted to phis). */
+static void
+frag_vars(G *g, Frag *v)
+{
+	CgFn *f = g->f;
+
+	for (int i = 0; i < g->mi; i++)
+		for (int q = 0; q < 4; q++)
+			v->a[i][q] = cg_var(f, f->ti32, NULL);
+	for (int j = 0; j < g->ni; j++)
+		for (int q = 0; q < 2; q++)
+			v->b[j][q] = cg_var(f, f->ti32, NULL);
+}
+
+/* set (to_vars) or get the carried fragments */
+static void
+frag_move(G *g, Frag *v, Frag *x, int to_vars)
+{
+	for (int i = 0; i < g->mi; i++)
+		for (int q = 0; q < 4; q++) {
+			if (to_vars)
+				cg_set(g->f, v->a[i][q], x->a[i][q]);
+			else
+				x->a[i][q] = cg_get(g->f, v->a[i][q]);
+		}
+	for (int j = 0; j < g->ni; j++)
+		for (int q = 0; q < 2; q++) {
+			if (to_vars)
+				cg_set(g->f, v->b[j][q], x->b[j][q]);
+			else
+				x->b[j][q] = cg_get(g->f, v->b[j][q]);
+		}
 }
 
 static LLVMValueRef
@@ -579,15 +623,24 @@ stage_off(G *g, LLVMValueRef kt)
 	return cg_muli(f, cg_urem(f, kt, cg_i32(f, g->s.stages)), g->stage);
 }
 
+/*
+ * The multistage mainloop.  Fragments are double-buffered across k-steps:
+ * step kk's mma runs while step kk+1's ldmatrix is in flight, and the
+ * barrier that hands over to the next k-tile sits before the last step's
+ * mma, so the next tile's first ldmatrix overlaps it.  A stage is refilled
+ * (k-tile kt+S-1 into the stage of k-tile kt-1) at the top of iteration
+ * kt, after the barrier that ended every read of it.
+ */
 static void
 mainloop(G *g)
 {
 	CgFn *f = g->f;
 	const GemmSpec *s = &g->s;
-	int S = s->stages;
+	int S = s->stages, KK = s->bk / 16;
 	CgLoop l;
 	CgIf c;
-	LLVMValueRef kt, kn;
+	LLVMValueRef kt, kn, rd, nx;
+	Frag cur, next, vars;
 
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
@@ -598,15 +651,34 @@ mainloop(G *g)
 			load_stage(g, cg_i32(f, (int64_t)st * g->stage), cg_i32(f, st));
 		cg_cp_async_commit(f);
 	}
-	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
+	frag_vars(g, &vars);
+	load_frags(g, cg_i32(f, 0), 0, &cur);
+	frag_move(g, &vars, &cur, 1);
+
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	rd = stage_off(g, kt);
+	nx = stage_off(g, cg_addi(f, kt, 1));
 	kn = cg_addi(f, kt, S - 1);
 	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
 	load_stage(g, stage_off(g, kn), kn);
 	cg_endif(f, &c);
 	cg_cp_async_commit(f);
-	compute_stage(g, stage_off(g, kt));
+	frag_move(g, &vars, &cur, 0);
+	for (int kk = 0; kk < KK; kk++) {
+		if (kk + 1 < KK) {
+			load_frags(g, rd, kk + 1, &next);
+		} else {
+			/* k-tile kt+1 has landed; every warp is past its reads of kt-1 */
+			cg_cp_async_wait(f, S - 2);
+			cg_barrier(f);
+			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
+		}
+		mma_frags(g, &cur);
+		cur = next;
+	}
+	frag_move(g, &vars, &cur, 1);
 	cg_endloop(f, &l);
 	cg_barrier(f);		/* every warp is done with the stages */
 }
