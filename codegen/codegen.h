@@ -307,6 +307,7 @@ struct GemmSpec {
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
+	int no_frag_pipe;	/* 1: no double-buffered fragments (smaller, slower) */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
@@ -356,6 +357,17 @@ char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
 /* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
 int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
 void cg_program_free(CgProgram *p);
+
+/* lower_gemm.c: a template=gemm|grouped_gemm kernel body as a GemmSpec */
+typedef struct GemmSpec GemmSpec;
+typedef struct CgGemmBind CgGemmBind;
+struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
+	int a, b, gather, scatter, offsets;
+};
+/* Epilogue leaves get roles "pN" (kernel parameter N); the result is C.
+ * -1 with the reason in why when the builder cannot express the body. */
+int cg_gemm_from_kernel(const Module *m, const Graph *k, GemmSpec *s, CgGemmBind *bind,
+			char *why, size_t whylen);
 
 #ifdef CG_INTERNAL
 /* ---- The helper layer for kernel builders (codegen/ only) ---- */

@@ -624,6 +624,38 @@ stage_off(G *g, LLVMValueRef kt)
 }
 
 /*
+ * The loop without fragment pipelining (GemmSpec.no_frag_pipe), after the
+ * prologue: wait, barrier, refill the stage of k-tile kt-1, then ldmatrix
+ * and mma over the stage of kt.  Kept to compare against.
+ */
+static void
+mainloop_plain(G *g)
+{
+	CgFn *f = g->f;
+	int S = g->s.stages;
+	CgLoop l;
+	CgIf c;
+	LLVMValueRef kt, kn;
+	Frag fr;
+
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	kn = cg_addi(f, kt, S - 1);
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	load_stage(g, stage_off(g, kn), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
+	for (int kk = 0; kk < g->s.bk / 16; kk++) {
+		load_frags(g, stage_off(g, kt), kk, &fr);
+		mma_frags(g, &fr);
+	}
+	/* k-tile kt+1 has landed; every warp is done with kt */
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	cg_endloop(f, &l);
+	cg_barrier(f);
+}
+
+/*
  * The multistage mainloop.  Fragments are double-buffered across k-steps:
  * step kk's mma runs while step kk+1's ldmatrix is in flight, and the
  * barrier that hands over to the next k-tile sits before the last step's
@@ -653,6 +685,10 @@ mainloop(G *g)
 	}
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
+	if (s->no_frag_pipe) {
+		mainloop_plain(g);
+		return;
+	}
 	frag_vars(g, &vars);
 	load_frags(g, cg_i32(f, 0), 0, &cur);
 	frag_move(g, &vars, &cur, 1);

@@ -120,37 +120,42 @@ build(void)
 	GemmSpec *s;
 	int a, b, r, x, y;
 
-	/* dense, prefill-sized tiles */
-	dense("d_128x256x32_s4", 128, 256, 32, 2, 4, 4, 1);
+	/* dense, prefill-sized tiles: 64x64 warp tiles (w2x4, w4x2; w2x2 at 2 CTAs/SM) */
 	dense("d_128x256x64_s3", 128, 256, 64, 2, 4, 3, 1);
-	dense("d_256x128x32_s4", 256, 128, 32, 4, 2, 4, 1);
-	dense("d_128x128x32_s4", 128, 128, 32, 2, 4, 4, 2);
+	dense("d_128x256x32_s4", 128, 256, 32, 2, 4, 4, 1);
+	dense("d_256x128x64_s3", 256, 128, 64, 4, 2, 3, 1);
+	dense("d_128x128x64_s3_w4", 128, 128, 64, 2, 2, 3, 2);
+	dense("d_128x128x32_s4_w4", 128, 128, 32, 2, 2, 4, 2);
 	dense("d_128x128x64_s3", 128, 128, 64, 2, 4, 3, 2);
-	/* dense, decode-sized tiles */
-	dense("d_16x64x64_s4", 16, 64, 64, 1, 4, 4, 0);
+	/* controls: run 1's loop (no fragment pipelining) */
+	s = dense("d_128x128x64_s3_plain", 128, 128, 64, 2, 4, 3, 2);
+	s->no_frag_pipe = 1;
+	s = dense("d_128x256x64_s3_plain", 128, 256, 64, 2, 4, 3, 1);
+	s->no_frag_pipe = 1;
+	/* dense, decode-sized tiles: deeper pipelines */
 	dense("d_16x128x64_s4", 16, 128, 64, 1, 4, 4, 0);
-	dense("d_16x64x128_s4", 16, 64, 128, 1, 4, 4, 0);
-	dense("d_32x64x128_s3", 32, 64, 128, 1, 4, 3, 0);
-	dense("d_16x32x128_s4", 16, 32, 128, 1, 2, 4, 0);
+	dense("d_16x128x128_s4", 16, 128, 128, 1, 4, 4, 0);
+	dense("d_16x128x128_s5", 16, 128, 128, 1, 4, 5, 0);
+	dense("d_16x64x128_s5", 16, 64, 128, 1, 4, 5, 0);
 
 	/* MoE decode */
-	s = moe_up("up_16x128x64_s4_p", 16, 128, 64, 1, 4, 4, 0);
-	persistent(s);
-	moe_up("up_16x128x64_s4_t", 16, 128, 64, 1, 4, 4, 0);
-	s = moe_up("up_16x64x128_s4_p", 16, 64, 128, 1, 4, 4, 0);
-	persistent(s);
 	moe_up("up_16x128x128_s3_t", 16, 128, 128, 1, 4, 3, 0);
-	s = moe_down("dn_16x64x64_s4_p", 16, 64, 64, 1, 4, 4, 0);
-	persistent(s);
-	moe_down("dn_16x64x64_s4_t", 16, 64, 64, 1, 4, 4, 0);
-	s = moe_down("dn_16x64x128_s4_p", 16, 64, 128, 1, 4, 4, 0);
+	moe_up("up_16x128x128_s4_t", 16, 128, 128, 1, 4, 4, 0);
+	moe_up("up_16x128x128_s5_t", 16, 128, 128, 1, 4, 5, 0);
+	moe_up("up_16x64x128_s5_t", 16, 64, 128, 1, 4, 5, 0);
+	s = moe_up("up_16x128x128_s4_p", 16, 128, 128, 1, 4, 4, 0);
 	persistent(s);
 	moe_down("dn_16x128x128_s3_t", 16, 128, 128, 1, 4, 3, 0);
+	moe_down("dn_16x128x128_s4_t", 16, 128, 128, 1, 4, 4, 0);
+	moe_down("dn_16x128x128_s5_t", 16, 128, 128, 1, 4, 5, 0);
+	moe_down("dn_16x64x128_s5_t", 16, 64, 128, 1, 4, 5, 0);
+	s = moe_down("dn_16x128x128_s4_p", 16, 128, 128, 1, 4, 4, 0);
+	persistent(s);
 	/* MoE prefill */
-	moe_up("up_128x256x32_s4_t", 128, 256, 32, 2, 4, 4, 1);
-	moe_up("up_128x128x32_s4_t", 128, 128, 32, 2, 4, 4, 2);
-	moe_down("dn_128x256x32_s4_t", 128, 256, 32, 2, 4, 4, 1);
-	moe_down("dn_128x128x32_s4_t", 128, 128, 32, 2, 4, 4, 2);
+	moe_up("up_128x256x64_s3_t", 128, 256, 64, 2, 4, 3, 1);
+	moe_up("up_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2);
+	moe_down("dn_128x256x64_s3_t", 128, 256, 64, 2, 4, 3, 1);
+	moe_down("dn_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2);
 
 	/* correctness only: the other paths, at small sizes */
 	s = add("c_f16_kn_residual", "check");

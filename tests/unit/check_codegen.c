@@ -669,6 +669,20 @@ START_TEST(test_emu_dense_prefill_tile)
 }
 END_TEST
 
+START_TEST(test_emu_dense_plain_mainloop)
+{
+	Case c = {0};
+
+	spec_dense_bias_gelu(&c.s, 128, 160);
+	tiles(&c.s, 64, 64, 32, 2, 2, 3);
+	c.s.no_frag_pipe = 1;
+	c.T = 70;
+	check_case(&c, 1e-2);
+	tiles(&c.s, 64, 64, 32, 2, 2, 2);
+	check_case(&c, 1e-2);
+}
+END_TEST
+
 START_TEST(test_emu_kn_layout_tanh_f32_out)
 {
 	Case c = {0};
@@ -849,6 +863,7 @@ codegen_suite(void)
 	tcase_add_test(t, test_ptxas_reports_errors);
 	tcase_add_test(t, test_emu_dense_bias_gelu_ragged_m);
 	tcase_add_test(t, test_emu_dense_prefill_tile);
+	tcase_add_test(t, test_emu_dense_plain_mainloop);
 	tcase_add_test(t, test_emu_kn_layout_tanh_f32_out);
 	tcase_add_test(t, test_emu_f16_residual_bk16_5_stages);
 	tcase_add_test(t, test_emu_f32_inputs_convert_in_the_load);
