@@ -30,6 +30,8 @@ ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim
 	size_t k = 0;
 
 	memset(t, 0, sizeof *t);
+	if (rank < 0 || rank > MAXRANK)
+		return ev_err(e, n, "%s: result rank %d exceeds %d", ir_opname(n->op), rank, MAXRANK);
 	for (int i = 0; i < rank; i++) {
 		if (dim[i] < 0)
 			return ev_err(e, n, "%s: negative dim %lld in a result", ir_opname(n->op),
@@ -39,8 +41,8 @@ ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim
 		else
 			numel *= (uint64_t)dim[i];
 	}
-	if (rank > MAXRANK || dtype_bytes(dt, numel) > max) {
-		for (int i = 0; i < rank && i < MAXRANK; i++)
+	if (dtype_bytes(dt, numel) > max) {
+		for (int i = 0; i < rank; i++)
 			k += (size_t)snprintf(buf + MIN(k, sizeof buf), sizeof buf - MIN(k, sizeof buf),
 					      "%s%lld", i ? "," : "", (long long)dim[i]);
 		return ev_err(e, n, "%s: result %s[%s] exceeds the %llu-byte tensor limit",
