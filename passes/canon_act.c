@@ -1,0 +1,226 @@
+/*
+ * canon_act.c — the canon rewrites of activations: SiLU and GELU as the
+ * exporters spell them, and the gated MLP (SwiGLU, GeGLU) as one GEMM with
+ * gate and up columns interleaved, then swiglu.
+ *
+ *	%s = sigmoid %x                      %y = silu %x
+ *	%y = mul %x, %s                =>
+ *
+ *	%d = div %x, 1.4142135               %y = gelu %x, approx=none
+ *	%y = mul (mul %x, (add (erf %d), 1)), 0.5   =>
+ *
+ *	%g = matmul %h, $wg                  %w = reshape (concat (reshape $wg),
+ *	%u = matmul %h, $wu                              (reshape $wu))
+ *	%y = mul (silu %g), %u         =>    %y = swiglu (matmul %h, %w),
+ *	                                              layout=interleave, act=silu
+ *
+ * x * sigmoid(alpha * x) is not SiLU (gpt-oss's clamped SwiGLU uses it) and
+ * is left alone.  GELU constants (1/sqrt(2), sqrt(2/pi), 0.044715) match
+ * to the precision of the dtype they are written in.
+ */
+#include "match.h"
+
+#define GELU_K (0.70710678118654752440)		/* 1/sqrt(2) */
+#define GELU_T (0.79788456080286535588)		/* sqrt(2/pi) */
+#define GELU_C (0.044715)
+
+/* mul(x, sigmoid(x)) -> silu(x) */
+int
+canon_silu(Canon *k, Node *n)
+{
+	for (int i = 0; i < 2; i++) {
+		Node *s = def_op(n->in[1 - i], OP_SIGMOID);
+		Builder b;
+
+		if (!s || !same_value(s->in[0], n->in[i]) ||
+		    !type_like(n->in[i], n->out[0]))
+			continue;
+		b = canon_builder(k, n);
+		return canon_adopt(k, n, ir_b1(&b, OP_SILU, n->in[i]));
+	}
+	return 0;
+}
+
+/* v = add(1, f(u)) with f = op: *u gets u */
+static int
+one_plus(Value *v, Op op, Value **u)
+{
+	Node *a = def_op(v, OP_ADD), *f;
+
+	for (int i = 0; a && i < 2; i++)
+		if (const_near(a->in[1 - i], 1) && (f = def_op(a->in[i], op))) {
+			*u = f->in[0];
+			return 1;
+		}
+	return 0;
+}
+
+/* v = c * x^pw with c near want */
+static int
+is_monomial(Value *v, Value *x, double want, double pw)
+{
+	Value *base;
+	double c, p;
+	DType dt;
+
+	return monomial(v, &base, &c, &p, &dt) && p == pw && same_value(base, x) &&
+	       near(c, want, dt);
+}
+
+/* The tanh argument: sqrt(2/pi) * (x + 0.044715 x^3), or the "fast"
+ * spelling sqrt(2/pi) * x * (1 + 0.044715 x^2). */
+static int
+gelu_tanh_arg(Value *u, Value *x)
+{
+	Prod p;
+	Node *a;
+
+	if (!prod_of(u, &p) || !near(p.coef, GELU_T, p.cdt))
+		return 0;
+	if (p.n == 1 && (a = def_op(p.f[0], OP_ADD))) {
+		for (int i = 0; i < 2; i++)
+			if (same_value(a->in[i], x) && is_monomial(a->in[1 - i], x, GELU_C, 3))
+				return 1;
+		return 0;
+	}
+	for (int i = 0; p.n == 2 && i < 2; i++)
+		if (same_value(p.f[i], x) && (a = def_op(p.f[1 - i], OP_ADD)))
+			for (int j = 0; j < 2; j++)
+				if (const_near(a->in[j], 1) &&
+				    is_monomial(a->in[1 - j], x, GELU_C, 2))
+					return 1;
+	return 0;
+}
+
+/*
+ * 0.5 * x * (1 + erf(x / sqrt(2))) -> gelu(x); 0.5 * x * (1 + tanh(...)) ->
+ * gelu(x, approx=tanh).  The product may be nested and ordered any way.
+ */
+int
+canon_gelu(Canon *k, Node *n)
+{
+	Prod p;
+	Value *u;
+	Builder b;
+
+	if (!prod_of(n->out[0], &p) || p.n != 2 || !near(p.coef, 0.5, p.cdt))
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		Value *x = p.f[i], *s = p.f[1 - i];
+		const char *approx;
+
+		if (!type_like(x, n->out[0]) || !dtype_is_float(x->type.dt))
+			continue;
+		if (one_plus(s, OP_ERF, &u) && is_monomial(u, x, GELU_K, 1))
+			approx = "none";
+		else if (one_plus(s, OP_TANH, &u) && gelu_tanh_arg(u, x))
+			approx = "tanh";
+		else
+			continue;
+		b = canon_builder(k, n);
+		ir_b_str(&b, "approx", approx);
+		return canon_adopt(k, n, ir_b1(&b, OP_GELU, x));
+	}
+	return 0;
+}
+
+/* The two matmuls of a gated MLP agree on everything but the weight. */
+static int
+glu_pair(const Node *g, const Node *u)
+{
+	const Value *gb = g->nin > 2 ? g->in[2] : NULL, *ub = u->nin > 2 ? u->in[2] : NULL;
+
+	if (!same_value(g->in[0], u->in[0]) || !type_like(g->in[1], u->in[1]) ||
+	    g->in[1]->type.rank != 2 || !ir_type_static(&g->in[1]->type) ||
+	    !type_like(g->out[0], u->out[0]) || !gb != !ub ||
+	    (gb && !type_like(gb, ub)) || g->nattr != u->nattr)
+		return 0;
+	for (int i = 0; i < g->nattr; i++)
+		if (!attr_same(&g->attr[i], &u->attr[i]))
+			return 0;
+	return weight_only(g->in[1]) && weight_only(u->in[1]) && weight_only(gb) &&
+	       weight_only(ub);
+}
+
+/* Gate and up stacked on a new axis after axis ax, then merged: gate j and
+ * up j end at 2j and 2j+1 of that axis. */
+static Value *
+interleave(Builder *b, Value *g, Value *u, int ax)
+{
+	const Type *t = &g->type;
+	Dim d1[MAXRANK], d2[MAXRANK];
+	Value *in[2];
+	Node *c;
+
+	for (int i = 0, j = 0; i < t->rank; i++) {
+		d1[j++] = t->dim[i];
+		if (i == ax)
+			d1[j++] = 1;
+		d2[i] = i == ax ? ir_dim_mul(b->g->m, t->dim[i], 2) : t->dim[i];
+	}
+	in[0] = canon_reshape(b, g, t->rank + 1, d1);
+	in[1] = canon_reshape(b, u, t->rank + 1, d1);
+	if (!in[0] || !in[1])
+		return NULL;
+	ir_b_int(b, "axis", ax + 1);
+	c = ir_b_node(b, OP_CONCAT, in, 2, 1);
+	return c ? canon_reshape(b, c->out[0], t->rank, d2) : NULL;
+}
+
+static void
+glu_skip(Canon *k, Node *n, const Node *g, const Node *u, const char *why)
+{
+	if (canon_report(k, n))
+		report_skip(k->c->report, "gate and up matmuls %%%s, %%%s not merged: %s",
+			    g->out[0]->name, u->out[0]->name, why);
+}
+
+/*
+ * mul(act(matmul(h, wg)), matmul(h, wu)), act silu or gelu -> swiglu of one
+ * matmul whose N columns alternate gate and up.  Both matmuls and the
+ * activation must have no other users.
+ */
+int
+canon_glu(Canon *k, Node *n)
+{
+	for (int i = 0; i < 2; i++) {
+		Node *act = n->in[i]->kind == V_RESULT ? n->in[i]->def : NULL;
+		Node *g, *u = def_op(n->in[1 - i], OP_MATMUL);
+		Value *w, *bias = NULL;
+		Builder b;
+		int tb;
+
+		if (!act || (act->op != OP_SILU && act->op != OP_GELU) || !u ||
+		    !(g = def_op(act->in[0], OP_MATMUL)) || !glu_pair(g, u) ||
+		    !type_like(n->in[i], n->out[0]))
+			continue;
+		if (sole_user(g->out[0]) != act || sole_user(act->out[0]) != n ||
+		    sole_user(u->out[0]) != n) {
+			glu_skip(k, n, g, u, "an intermediate has other users");
+			continue;
+		}
+		tb = (int)ir_attr_int(g, "trans_b", 0);
+		b = canon_builder(k, n);
+		w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1);
+		if (g->nin > 2 && g->in[2]) {
+			Value *gb = g->in[2], *ub = u->in[2];
+			Dim nn = g->out[0]->type.dim[g->out[0]->type.rank - 1];
+			if (gb->type.rank < 1 || gb->type.dim[gb->type.rank - 1] != nn)
+				continue;	/* a scalar bias: leave it */
+			if (gb->type.rank != 1) {
+				gb = canon_reshape(&b, gb, 1, &nn);
+				ub = canon_reshape(&b, ub, 1, &nn);
+			}
+			bias = gb && ub ? interleave(&b, gb, ub, 0) : NULL;
+			if (!bias)
+				continue;
+		}
+		Value *y = canon_matmul(&b, g, g->in[0], w, bias, (int)ir_attr_int(g, "trans_a", 0), tb);
+		ir_b_str(&b, "layout", "interleave");
+		ir_b_str(&b, "act", act->op == OP_SILU ? "silu" : "gelu");
+		if (act->op == OP_GELU && ir_attr(act, "approx"))
+			ir_b_str(&b, "approx", ir_attr_str(act, "approx", "none"));
+		return canon_adopt(k, n, y ? ir_b1(&b, OP_SWIGLU, y) : NULL);
+	}
+	return 0;
+}
