@@ -1,8 +1,275 @@
-/* fuse-moe: placeholder until MoE recognition lands. */
-#include "passes.h"
+/*
+ * fuse-moe: the MoE blocks torch.onnx.export writes for Hugging Face
+ * modules become one `moe` op carrying the router kind.  Anchor: each TopK
+ * over [T,E] scores.  From its indices, find the value where the routed
+ * experts' weighted sum is complete (fuse_moe_experts.c), read the router
+ * around the TopK (fuse_moe_router.c), and let one moe compute that value:
+ *
+ *	%l = matmul %x, $router               %l = matmul %x, $router
+ *	%p = softmax %l                       %y = moe %x, %l, _, $gate_up, $down,
+ *	%w, %ids = topk %p, k=2                       router=softmax, k=2, renorm=1,
+ *	%wn = div %w, (reduce_sum %w)     =>          act=silu, gu_layout=concat
+ *	... N slots: onehot, nonzero, gather
+ *	    $gate_up[e], matmul, silu, ...
+ *	    scatter_elements, add ...
+ *	%y = add %acc6, %scatter7
+ *
+ * E comes from the stacked weights, not from the number of slots: a
+ * TorchScript export only holds the experts its sample reached.  Weights
+ * held transposed get a weight-only transpose that `fold` evaluates.
+ * Shared experts, the router's matmul and everything else stay; the slot
+ * machinery dies in the next `dce`.  A block that does not fit is left as
+ * it is, with the reason in the fusion report.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_moe.h"
+
+/* Could v be where a routed sum completes?  A sum over the k choices of
+ * [T,k,H], or a slot's add of its scatter onto the running sum (only the
+ * last one of a chain). */
+static int
+candidate(Node *n)
+{
+	Node *u;
+
+	if (n->op == OP_REDUCE_SUM)
+		return n->in[0]->type.rank == 3 && mo_def(n->in[0], OP_RESHAPE) &&
+		       mo_axis(n, "axes", 3, -1) == 1 && ir_attr_int(n, "keepdims", 1) == 0;
+	if (n->op != OP_ADD ||
+	    !(mo_def(n->in[0], OP_SCATTER_ELEMENTS) || mo_def(n->in[1], OP_SCATTER_ELEMENTS)))
+		return 0;
+	for (int i = 0; i < n->out[0]->nuse; i++)
+		if ((u = n->out[0]->use[i].node) && u->op == OP_ADD &&
+		    mo_def(u->in[1 - n->out[0]->use[i].index], OP_SCATTER_ELEMENTS))
+			return 0;
+	return 1;
+}
+
+/* The nodes downstream of the TopK's indices that could end a routed sum,
+ * in program order. */
+static int
+candidates(Graph *g, Node *tk, Node **out, int max)
+{
+	uint32_t nv = g->m->nvalue;
+	char *seen = calloc(nv, 1);
+	Value **queue = malloc(sizeof *queue * nv);
+	int nq = 0, head = 0, n = 0;
+
+	queue[nq++] = tk->out[1];
+	seen[tk->out[1]->id] = 1;
+	while (head < nq) {
+		Value *v = queue[head++];
+		for (int i = 0; i < v->nuse; i++) {
+			Node *u = v->use[i].node;
+			if (!u || !u->nout || seen[u->out[0]->id])
+				continue;
+			if (candidate(u) && n < max)
+				out[n++] = u;
+			for (int j = 0; j < u->nout; j++)
+				if (!seen[u->out[j]->id] && u->out[j]->id < nv) {
+					seen[u->out[j]->id] = 1;
+					queue[nq++] = u->out[j];
+				}
+		}
+	}
+	free(seen);
+	free(queue);
+	return n;
+}
+
+static const char *
+match(Graph *g, Node *tk, Moe *mo)
+{
+	Node *cand[64];
+	int n = candidates(g, tk, cand, (int)NELEM(cand));
+	const char *why = "its indices reach no routed sum (scatter-add slots or a sum over k)";
+
+	for (int i = 0; i < n; i++) {
+		const char *w = mo_experts(g, cand[i]->out[0], mo);
+		if (!w && mo->ids != tk->out[1])
+			w = "the experts are routed by another TopK";
+		if (!w)
+			w = mo_router(g, tk, mo->x.rw, &mo->r);
+		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
+			w = "the experts and the TopK disagree on k";
+		if (!w && (mo->r.logits->type.dim[1] != mo->e ||
+			   (mo->r.selbias && mo->r.selbias->type.dim[0] != mo->e) ||
+			   mo->r.k > mo->e))
+			w = "the router's expert count is not the stacked weights'";
+		if (!w)
+			return NULL;
+		if (i == 0)
+			why = w;
+	}
+	return why;
+}
+
+static const char *
+describe(char *buf, size_t n, const Moe *mo)
+{
+	const Router *r = &mo->r;
+	const Expert *x = &mo->x;
+	size_t k = 0;
+
+	if (mo->nslot)
+		k += (size_t)snprintf(buf + k, n - k, "from %d unrolled slots", mo->nslot);
+	else
+		k += (size_t)snprintf(buf + k, n - k, "from the batched form");
+	k += (size_t)snprintf(buf + k, n - k, ", %lld experts, router %s top-%lld",
+			      (long long)mo->e, r->kind, (long long)r->k);
+	if (r->selbias)
+		k += (size_t)snprintf(buf + k, n - k, " with selection bias");
+	if (r->ngroup > 1)
+		k += (size_t)snprintf(buf + k, n - k, " in %lld of %lld groups (%s)",
+				      (long long)r->topk_group, (long long)r->ngroup,
+				      r->top2 ? "top2" : "max");
+	if (r->renorm)
+		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
+	if (r->scale != 1)
+		k += (size_t)snprintf(buf + k, n - k, ", scaled by %g", r->scale);
+	k += (size_t)snprintf(buf + k, n - k, ", act %s, gate|up %s%s%s", x->act, x->layout,
+			      x->bgu || x->bdn ? ", biases" : "",
+			      x->gu_t || x->dn_t ? ", weights transposed" : "");
+	return buf;
+}
+
+static Value *
+transpose(Builder *b, Value *w)
+{
+	int64_t perm[3] = {0, 2, 1};
+
+	ir_b_ints(b, "perm", perm, 3);
+	return ir_b1(b, OP_TRANSPOSE, w);
+}
+
+static void
+moe_attrs(Builder *b, const Moe *mo)
+{
+	const Router *r = &mo->r;
+	const Expert *x = &mo->x;
+
+	ir_b_str(b, "router", r->kind);
+	ir_b_int(b, "k", r->k);
+	if (r->renorm)
+		ir_b_int(b, "renorm", 1);
+	if (r->scale != 1)
+		ir_b_float(b, "scale", mo_nice_float(r->scale));
+	if (r->ngroup > 1) {
+		ir_b_int(b, "n_group", r->ngroup);
+		ir_b_int(b, "topk_group", r->topk_group);
+		ir_b_str(b, "group_score", r->top2 ? "top2" : "max");
+	}
+	ir_b_str(b, "act", x->act);
+	ir_b_str(b, "gu_layout", x->layout);
+	if (strcmp(x->act, "gelu") == 0 && strcmp(x->approx, "none") != 0)
+		ir_b_str(b, "approx", x->approx);
+	if (strcmp(x->act, "oai") == 0) {
+		ir_b_float(b, "alpha", x->alpha);
+		ir_b_float(b, "limit", x->limit);
+	}
+}
+
+static int
+same_dims(const Type *a, const Type *b)
+{
+	if (a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != b->dim[i])
+			return 0;
+	return 1;
+}
+
+/* Build the moe before the node that completed the sum; the last node
+ * built takes over the sum's value, name and users. */
+static int
+rewrite(Graph *g, Moe *mo, PassCtx *c)
+{
+	Node *end = mo->sum->def, *n;
+	Diag quiet;
+	Builder b = {.g = g, .before = end, .loc = end->loc, .d = &quiet};
+	Value *in[7] = {mo->x.x, mo->r.logits, mo->r.selbias, mo->x.wgu, mo->x.wdn,
+			mo->x.bgu, mo->x.bdn};
+	int nin = in[6] ? 7 : in[5] ? 6 : 5;
+	char buf[512];
+
+	diag_init(&quiet, NULL);
+	if (mo->x.gu_t)
+		in[3] = transpose(&b, in[3]);
+	if (mo->x.dn_t)
+		in[4] = transpose(&b, in[4]);
+	moe_attrs(&b, mo);
+	n = in[3] && in[4] ? ir_b_node(&b, OP_MOE, in, nin, 1) : NULL;
+	Value *y = n ? n->out[0] : NULL;
+	if (y && !same_dims(&y->type, &mo->sum->type)) {
+		ir_b_dims(&b, "shape", mo->sum->type.dim, mo->sum->type.rank);
+		y = ir_b1(&b, OP_RESHAPE, y);
+	}
+	if (!y || y->type.dt != mo->sum->type.dt) {
+		if (c->report)
+			report_skip(c->report, "moe not built at TopK %%%s: %s",
+				    mo->r.topk->out[0]->name, quiet.last[0] ? quiet.last : "type mismatch");
+		return 0;
+	}
+	Value *old = mo->sum;
+	Node *yd = y->def;
+	ir_erase(g, end);
+	yd->out[y->resno] = old;
+	old->def = yd;
+	old->resno = y->resno;
+	if (c->report)
+		report_skip(c->report, "moe %%%s recognised at TopK %%%s %s", old->name,
+			    mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));
+	return 1;
+}
+
+static int
+in_router(Node *tk, const Moe *found, const char *const *why, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!why[i] && (found[i].r.aux[0] == tk || found[i].r.aux[1] == tk))
+			return 1;
+	return 0;
+}
+
+static int
+fuse_graph(Graph *g, PassCtx *c)
+{
+	Node **tk = NULL;
+	int ntk = 0, changed = 0;
+
+	ir_fill_uses(g);
+	for (Node *n = g->first; n; n = n->next)
+		if (n->op == OP_TOPK && n->in[0]->type.rank == 2) {
+			tk = realloc(tk, sizeof *tk * (size_t)(ntk + 1));
+			tk[ntk++] = n;
+		}
+	Moe *found = calloc((size_t)ntk + 1, sizeof *found);
+	const char **why = calloc((size_t)ntk + 1, sizeof *why);
+	for (int i = 0; i < ntk; i++)
+		why[i] = match(g, tk[i], &found[i]);
+	for (int i = 0; i < ntk; i++)
+		if (why[i] && c->report && !in_router(tk[i], found, why, ntk))
+			report_skip(c->report, "moe not recognised at TopK %%%s: %s",
+				    tk[i]->out[0]->name, why[i]);
+	for (int i = 0; i < ntk; i++)
+		if (!why[i])
+			changed |= rewrite(g, &found[i], c);
+	free(tk);
+	free(found);
+	free(why);
+	return changed;
+}
 
 int
 fuse_moe(Module *m, PassCtx *c)
 {
-	return 0;
+	int changed = 0;
+
+	for (int i = 0; i < m->ngraph; i++)
+		if (m->graph[i]->kind == G_GRAPH)
+			changed |= fuse_graph(m->graph[i], c);
+	return changed;
 }

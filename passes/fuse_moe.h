@@ -1,0 +1,70 @@
+/*
+ * fuse_moe.h — what the files of the fuse-moe pass share: the facts one
+ * recognised MoE block is made of, and the small matching helpers.
+ *
+ * fuse_moe.c anchors on each router TopK and rewrites; fuse_moe_router.c
+ * classifies the chains around the TopK; fuse_moe_experts.c reads the
+ * routed experts (unrolled TorchScript slots or dynamo's batched form)
+ * backwards from the value where their sum is complete; fuse_moe_match.c
+ * holds the helpers.  A matcher returns NULL on success or the reason it
+ * failed, a constant string the report quotes.
+ */
+#ifndef MOEC_FUSE_MOE_H
+#define MOEC_FUSE_MOE_H
+
+#include "passes.h"
+
+typedef struct {
+	Node *topk;		/* the final selection: ids = topk->out[1] */
+	Node *aux[2];		/* the group selection's TopKs, or NULL */
+	Value *logits, *selbias;	/* moe operands 1 and 2 (selbias may be NULL) */
+	const char *kind;	/* softmax, sigmoid, topk_softmax */
+	int64_t k, ngroup, topk_group;
+	int renorm, top2;	/* top2: group score is the sum of the best two */
+	double scale;
+} Router;
+
+/* One expert computation, as read from a slot or the batched form. */
+typedef struct {
+	Value *x;		/* tokens entering the experts, [T,H] */
+	Value *wgu, *wdn;	/* stacked weights [E,..] as the graph holds them */
+	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
+	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
+	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
+	const char *act, *layout;	/* silu|gelu|oai, concat|interleave */
+	const char *approx;	/* gelu: none|tanh */
+	double alpha, limit;	/* oai */
+	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
+	int64_t kmul;		/* slot: k in tok*k + pos; batched: the repeat */
+	Value *tok, *pos;	/* slot: token and choice of each row */
+} Expert;
+
+typedef struct {
+	Router r;
+	Expert x;
+	Value *sum;		/* the routed sum the moe replaces */
+	Value *ids;		/* topk indices the experts were selected by */
+	int nslot;		/* unrolled slots; 0: batched */
+	int64_t e;		/* experts, from the stacked weights */
+} Moe;
+
+/* fuse_moe_match.c */
+Node *mo_def(const Value *v, Op op);	/* v's defining node if it is op */
+Value *mo_peel(Value *v);	/* through reshapes and no-op casts */
+Value *mo_peel_unit(Value *v);	/* through reshapes that only add or drop 1s */
+Value *mo_peel_cast(Value *v);	/* through float-to-float casts */
+Value *mo_peel_index(Value *v);	/* through reshapes, expands and any casts */
+int mo_const_f(const Value *v, double *out);	/* a scalar constant */
+int mo_const_ints(const Value *v, int64_t *out, int max);	/* -1: not const */
+int mo_is_fill(Value *v, double want);	/* every element is want */
+int mo_axis(const Node *n, const char *key, int rank, int def);
+int mo_last_axis(const Node *n, const char *key, int rank, int def);
+double mo_nice_float(double v);	/* the shortest decimal naming v's f32 */
+
+/* fuse_moe_router.c */
+const char *mo_router(Graph *g, Node *topk, Value *weights, Router *r);
+
+/* fuse_moe_experts.c */
+const char *mo_experts(Graph *g, Value *sum, Moe *mo);
+
+#endif

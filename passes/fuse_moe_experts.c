@@ -1,0 +1,603 @@
+/*
+ * fuse_moe_experts.c — the routed experts, read backwards from the value
+ * where their weighted sum is complete.  Two forms:
+ *
+ * batched (dynamo, batched_mm): every (token, choice) row r = t*k + j gets
+ * its expert's matrices by gather_nd(W[E,..], ids[T*k,1]):
+ *	xr = reshape(expand(x[T,1,H], [T,k,H]), [T*k,H])
+ *	o  = down(act(gate_up(xr)))          (batched matmuls, + gathered biases)
+ *	sum = reduce_sum(reshape(o * w[T*k,1], [T,k,H]), axes=[1])
+ *
+ * slots (TorchScript, eager loop unrolled into N slots): slot i handles
+ * expert e_i = hit[i] (hit = nonzero of the experts any token chose):
+ *	pos, tok = split(transpose(nonzero(mask[e_i])))   mask = onehot(ids)^T
+ *	o_i = down(act(gate_up(gather(x, tok))))        (W[e_i], gathered)
+ *	acc_i = acc_{i-1} + scatter_elements(zeros, tok, o_i * w_flat[tok*k+pos])
+ *	sum = acc_N
+ *
+ * The activation is SwiGLU (silu or gelu of the gate half times the up
+ * half; halves from a split, two slices, or even/odd slices) or gpt-oss's
+ * clamped form.  Expert matrices may be held as [E,N,K] (x @ W^T) or
+ * transposed [E,K,N] (x @ W); the caller re-lays the latter out.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_moe.h"
+
+/* Is v a weight, a constant, or computed from those alone? */
+static int
+weight_only(const Value *v, int depth)
+{
+	if (!v || v->kind == V_WEIGHT)
+		return 1;
+	if (v->kind == V_PARAM || depth > 16)
+		return 0;
+	for (int i = 0; i < v->def->nin; i++)
+		if (!weight_only(v->def->in[i], depth + 1))
+			return 0;
+	return 1;
+}
+
+/* One expert's part of a stacked [E,...] tensor of rank `rank`:
+ * gather(w, e, axis=0) with e a scalar, or gather_nd(w, ids[R,1]). */
+static Value *
+stacked(Value *v, int rank, Value **sel)
+{
+	Node *n;
+
+	if ((n = mo_def(v, OP_GATHER))) {
+		if (n->in[1]->type.rank != 0 || ir_attr_int(n, "axis", 0) != 0)
+			return NULL;
+	} else if ((n = mo_def(v, OP_GATHER_ND))) {
+		const Type *t = &n->in[1]->type;
+		if (ir_attr_int(n, "batch_dims", 0) != 0 || t->rank != 2 || t->dim[1] != 1)
+			return NULL;
+	} else {
+		return NULL;
+	}
+	if (n->in[0]->type.rank != rank || !weight_only(n->in[0], 0))
+		return NULL;
+	*sel = n->in[1];
+	return n->in[0];
+}
+
+/* Do two selectors pick the same expert(s)? */
+static int
+same_sel(Value *a, Value *b)
+{
+	return a == b || mo_peel_index(a) == mo_peel_index(b);
+}
+
+static int
+swaps_last_two(const Node *t)
+{
+	int64_t p[MAXRANK];
+	int r = ir_attr_ints(t, "perm", p, MAXRANK);
+
+	if (r < 2)
+		return 0;
+	for (int i = 0; i < r - 2; i++)
+		if (p[i] != i)
+			return 0;
+	return p[r - 2] == r - 1 && p[r - 1] == r - 2;
+}
+
+typedef struct {
+	Value *w, *sel;		/* stacked [E,..] matrix and its selector */
+	int t;			/* held [E,K,N] (x @ W), not [E,N,K] */
+	Value *b, *bsel;	/* stacked [E,N] bias, or NULL */
+	Value *in;		/* the rows multiplied, [R,K] */
+	Dim n, k;
+} Proj;
+
+static int
+bias(Value *v, Proj *p)
+{
+	Value *sel, *b = stacked(v, 2, &sel);
+
+	if (!b || p->b)
+		return 0;
+	p->b = b;
+	p->bsel = sel;
+	return 1;
+}
+
+/* A projection by one expert's matrix: matmul(in, W[e]) with the matrix on
+ * either side, transposed or not, plus an expert's bias after it. */
+static const char *
+proj(Value *v, Proj *p)
+{
+	Node *n;
+
+	memset(p, 0, sizeof *p);
+	v = mo_peel_unit(v);
+	if ((n = mo_def(v, OP_ADD)))
+		for (int i = 0; i < 2; i++)
+			if (bias(n->in[i], p)) {
+				v = mo_peel_unit(n->in[1 - i]);
+				break;
+			}
+	if (!(n = mo_def(v, OP_MATMUL)))
+		return "expert matmul not found";
+	if (n->nin > 2 && n->in[2] && !bias(n->in[2], p))
+		return "the expert matmul's bias is not an expert's";
+	for (int i = 1; i >= 0; i--) {
+		int flip = (int)ir_attr_int(n, i ? "trans_b" : "trans_a", 0);
+		Value *wv = n->in[i], *o = n->in[1 - i];
+		Node *t;
+
+		while ((t = mo_def(wv, OP_TRANSPOSE)) && swaps_last_two(t)) {
+			flip ^= 1;
+			wv = t->in[0];
+		}
+		if (!(p->w = stacked(wv, 3, &p->sel)))
+			continue;
+		if (ir_attr_int(n, i ? "trans_a" : "trans_b", 0))
+			return "the expert matmul's input is transposed";
+		p->t = i ? !flip : flip;
+		p->n = p->w->type.dim[p->t ? 2 : 1];
+		p->k = p->w->type.dim[p->t ? 1 : 2];
+		p->in = mo_peel_unit(o);
+		if (p->in->type.dim[p->in->type.rank - 1] != p->k)
+			return "the expert matmul's input does not fit its weights";
+		return NULL;
+	}
+	return "expert weights not found";
+}
+
+/* One axis slice of n: start, end, step (attributes or constant operands). */
+static int
+slice1(const Node *n, int rank, int64_t *st, int64_t *en, int64_t *sp)
+{
+	int64_t v[4][MAXRANK];
+	static const char *keys[] = {"starts", "ends", "axes", "steps"};
+	int k[4];
+
+	for (int i = 0; i < 4; i++) {
+		if (n->nin > 1)
+			k[i] = n->nin > i + 1 && n->in[i + 1] ? mo_const_ints(n->in[i + 1], v[i], MAXRANK) : -1;
+		else
+			k[i] = ir_attr_ints(n, keys[i], v[i], MAXRANK);
+	}
+	if (k[0] != 1 || k[1] != 1 || (k[2] >= 0 && k[2] != 1) || (k[3] >= 0 && k[3] != 1))
+		return 0;
+	if ((k[2] == 1 ? (v[2][0] < 0 ? v[2][0] + rank : v[2][0]) : 0) != rank - 1)
+		return 0;
+	*st = v[0][0];
+	*en = v[1][0];
+	*sp = k[3] == 1 ? v[3][0] : 1;
+	return 1;
+}
+
+/* gate and up halves of h: a split in two, or two slices ([0,I) and
+ * [I,2I): concat; even and odd columns: interleave).  Returns h. */
+static Value *
+halves(Value *g, Value *u, Expert *x)
+{
+	Node *a = g->kind == V_RESULT ? g->def : NULL, *b = u->kind == V_RESULT ? u->def : NULL;
+	int64_t s0, e0, p0, s1, e1, p1, sz[2], d;
+
+	if (!a || !b || a->in[0] != b->in[0])
+		return NULL;
+	Value *h = a->in[0];
+	int r = h->type.rank;
+	if (a->op == OP_SPLIT && a == b && a->nout == 2 && g == a->out[0] && u == a->out[1]) {
+		int k = ir_attr_ints(a, "sizes", sz, 2);
+		if (!mo_last_axis(a, "axis", r, 0) || (k >= 0 && (k != 2 || sz[0] != sz[1])) ||
+		    g->type.dim[r - 1] != u->type.dim[r - 1])
+			return NULL;
+		x->layout = "concat";
+		return h;
+	}
+	d = h->type.dim[r - 1];
+	if (a->op != OP_SLICE || b->op != OP_SLICE || d < 2 || d % 2 ||
+	    !slice1(a, r, &s0, &e0, &p0) || !slice1(b, r, &s1, &e1, &p1))
+		return NULL;
+	if (p0 == 1 && p1 == 1 && s0 == 0 && e0 == d / 2 && s1 == d / 2 && e1 >= d)
+		x->layout = "concat";
+	else if (p0 == 2 && p1 == 2 && s0 == 0 && s1 == 1 && e0 >= d - 1 && e1 >= d)
+		x->layout = "interleave";
+	else
+		return NULL;
+	return h;
+}
+
+/* silu(g) as the op or as g * sigmoid(g). */
+static int
+silu(Value *v, Value **g)
+{
+	Node *n, *s;
+
+	if ((n = mo_def(v, OP_SILU))) {
+		*g = n->in[0];
+		return 1;
+	}
+	if ((n = mo_def(v, OP_MUL)))
+		for (int i = 0; i < 2; i++)
+			if ((s = mo_def(n->in[1 - i], OP_SIGMOID)) && s->in[0] == n->in[i]) {
+				*g = n->in[i];
+				return 1;
+			}
+	return 0;
+}
+
+static int
+clip_bounds(const Node *c, double *lo, double *hi)
+{
+	if (!c || c->nin != 1)
+		return 0;
+	*lo = ir_attr_float(c, "min", -1.0 / 0.0);
+	*hi = ir_attr_float(c, "max", 1.0 / 0.0);
+	return 1;
+}
+
+/* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L). */
+static int
+oai(Node *mul, Value **g, Value **u, Expert *x)
+{
+	for (int i = 0; i < 2; i++) {
+		Node *up = mo_def(mul->in[i], OP_ADD), *glu = mo_def(mul->in[1 - i], OP_MUL);
+		Node *cu = NULL, *cg, *sg, *am;
+		double one, lo, hi, glo, ghi, alpha;
+
+		if (!up || !glu)
+			continue;
+		for (int j = 0; j < 2; j++)
+			if (mo_const_f(up->in[j], &one) && one == 1)
+				cu = mo_def(up->in[1 - j], OP_CLIP);
+		if (!clip_bounds(cu, &lo, &hi) || lo != -hi)
+			continue;
+		for (int j = 0; j < 2; j++) {
+			Value *c = glu->in[j];
+			if (!(cg = mo_def(c, OP_CLIP)) || !(sg = mo_def(glu->in[1 - j], OP_SIGMOID)) ||
+			    !(am = mo_def(sg->in[0], OP_MUL)))
+				continue;
+			for (int l = 0; l < 2; l++) {
+				if (am->in[l] != c || !mo_const_f(am->in[1 - l], &alpha) ||
+				    !clip_bounds(cg, &glo, &ghi) || ghi != hi || glo > -1e30)
+					continue;
+				x->alpha = mo_nice_float(alpha);
+				x->limit = mo_nice_float(hi);
+				*g = cg->in[0];
+				*u = cu->in[0];
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The activation between the two projections; returns the gate|up rows. */
+static const char *
+activation(Value *a, Expert *x, Value **h)
+{
+	Node *n = mo_def(a, OP_SWIGLU), *ge;
+	Value *g, *u;
+
+	x->approx = "none";
+	if (n) {
+		x->act = ir_attr_str(n, "act", "silu");
+		x->layout = ir_attr_str(n, "layout", "concat");
+		x->approx = ir_attr_str(n, "approx", "none");
+		x->alpha = ir_attr_float(n, "alpha", 1.702);
+		x->limit = ir_attr_float(n, "limit", 7.0);
+		*h = n->in[0];
+		return NULL;
+	}
+	if (!(n = mo_def(a, OP_MUL)))
+		return "expert activation not recognised";
+	if (oai(n, &g, &u, x) && (*h = halves(g, u, x))) {
+		x->act = "oai";
+		return NULL;
+	}
+	for (int i = 0; i < 2; i++) {
+		u = n->in[1 - i];
+		if (silu(n->in[i], &g) && (*h = halves(g, u, x))) {
+			x->act = "silu";
+			return NULL;
+		}
+		if ((ge = mo_def(n->in[i], OP_GELU)) && (*h = halves(ge->in[0], u, x))) {
+			x->act = "gelu";
+			x->approx = ir_attr_str(ge, "approx", "none");
+			return NULL;
+		}
+	}
+	return "expert activation not recognised (gate and up halves of one matmul, "
+	       "silu, gelu or gpt-oss's clamped form)";
+}
+
+/* The [T,k] routing weights a flattened view w[T*k(,1)] was made from:
+ * back through reshapes to the first [T,k] with k > 1, or the start. */
+static Value *
+weights_view(Value *w)
+{
+	Value *v = w;
+
+	while (v->kind == V_RESULT && (mo_def(v, OP_RESHAPE) || mo_def(v, OP_IDENTITY) ||
+				       (mo_def(v, OP_CAST) && v->def->in[0]->type.dt == v->type.dt))) {
+		if (v != w && v->type.rank == 2 && v->type.dim[1] != 1)
+			break;
+		v = v->def->in[0];
+	}
+	return v;
+}
+
+/* Batched: w[T*k] or w[T*k,1] is the flattened routing weights [T,k]. */
+static const char *
+batched_weight(Value *w, Expert *x)
+{
+	Value *rw = weights_view(w);
+	Module *m = w->graph->m;
+
+	if (rw->type.rank != 2 || w->type.dim[0] != ir_dim_mul(m, rw->type.dim[0], rw->type.dim[1]))
+		return "the routing weights are not the flattened [T,k] weights";
+	x->rw = rw;
+	return NULL;
+}
+
+/* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0). */
+static const char *
+slot_weight(Value *w, Expert *x)
+{
+	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul;
+	Value *f, *rw;
+
+	if (!gn || ir_attr_int(gn, "axis", 0) != 0)
+		return "the routing weight is not gathered per row";
+	f = gn->in[0];
+	rw = weights_view(f);
+	if (rw->type.rank != 2 ||
+	    f->type.dim[0] != ir_dim_mul(w->graph->m, rw->type.dim[0], rw->type.dim[1]) ||
+	    ir_type_numel(&f->type) != ir_type_numel(&rw->type) ||
+	    !(add = mo_def(mo_peel_index(gn->in[1]), OP_ADD)))
+		return "the routing weight is not gathered from the flattened [T,k] weights";
+	for (int i = 0; i < 2; i++) {
+		double kc;
+		if (!(mul = mo_def(add->in[i], OP_MUL)))
+			continue;
+		for (int j = 0; j < 2; j++)
+			if (mo_const_f(mul->in[j], &kc)) {
+				x->rw = rw;
+				x->kmul = (int64_t)kc;
+				x->tok = mo_peel_index(mul->in[1 - j]);
+				x->pos = mo_peel_index(add->in[1 - i]);
+				return NULL;
+			}
+	}
+	return "the routing weight index is not tok * k + pos";
+}
+
+/* Batched: the rows are x repeated k times, reshape(expand(x[T,1,H])). */
+static const char *
+batched_input(Value *in, Expert *x)
+{
+	Value *v = mo_peel(in);
+	Node *ex = mo_def(v, OP_EXPAND);
+	Module *m = in->graph->m;
+
+	if (!ex) {	/* k = 1: the tokens themselves */
+		v = mo_peel_unit(in);
+		if (v->type.rank != 2)
+			return "the expert input is not the tokens repeated k times";
+		x->x = v;
+		x->kmul = 1;
+		return NULL;
+	}
+	const Type *et = &v->type, *it = &ex->in[0]->type;
+	Value *xv = mo_peel_unit(ex->in[0]);
+	if (et->rank != 3 || it->rank != 3 || it->dim[1] != 1 || xv->type.rank != 2 ||
+	    xv->type.dim[0] != et->dim[0] || xv->type.dim[1] != et->dim[2] ||
+	    et->dim[1] < 1 || in->type.dim[0] != ir_dim_mul(m, et->dim[0], et->dim[1]))
+		return "the expert input is not the tokens repeated k times";
+	x->x = xv;
+	x->kmul = et->dim[1];
+	return NULL;
+}
+
+/* One routed contribution, o * w with o = down(act(gate_up(rows))). */
+static const char *
+contribution(Value *c, int batched, Expert *x)
+{
+	Node *n = mo_def(mo_peel_unit(c), OP_MUL);
+	Value *o = NULL, *w = NULL, *h;
+	const char *why;
+	Proj dn, gu;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight";
+	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)))
+		return why;
+	if ((why = proj(o, &dn)) || (why = activation(dn.in, x, &h)) || (why = proj(h, &gu)))
+		return why;
+	x->sel = dn.sel;
+	if (!same_sel(gu.sel, dn.sel) || (dn.b && !same_sel(dn.bsel, dn.sel)) ||
+	    (gu.b && !same_sel(gu.bsel, dn.sel)))
+		return "the expert matrices are not picked by one selector";
+	x->wgu = gu.w, x->gu_t = gu.t, x->bgu = gu.b;
+	x->wdn = dn.w, x->dn_t = dn.t, x->bdn = dn.b;
+	if (gu.n != 2 * dn.k || gu.k != dn.n || gu.n < 2 || gu.k < 1 ||
+	    gu.w->type.dim[0] != dn.w->type.dim[0] || gu.w->type.dim[0] < 1 ||
+	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
+	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
+		return "the expert weight shapes do not agree";
+	if (batched)
+		return batched_input(gu.in, x);
+	if (!(n = mo_def(gu.in, OP_GATHER)) || ir_attr_int(n, "axis", 0) != 0 ||
+	    n->in[0]->type.rank != 2 || mo_peel_index(n->in[1]) != x->tok)
+		return "the expert input is not the tokens routed to the slot";
+	x->x = n->in[0];
+	return NULL;
+}
+
+static const char *
+batched(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM), *rn;
+	Module *m = sum->graph->m;
+	const Type *t;
+	const char *why;
+
+	if (mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) != 0 ||
+	    !(rn = mo_def(rs->in[0], OP_RESHAPE)))
+		return "not a sum over the k choices";
+	t = &rs->in[0]->type;
+	if (t->rank != 3 || rn->in[0]->type.rank != 2 ||
+	    rn->in[0]->type.dim[0] != ir_dim_mul(m, t->dim[0], t->dim[1]))
+		return "not a sum over the k choices";
+	if ((why = contribution(rn->in[0], 1, &mo->x)))
+		return why;
+	mo->ids = mo_peel_index(mo->x.sel);
+	const Type *it = &mo->ids->type, *st = &mo->x.sel->type;
+	if (it->rank != 2 || it->dim[0] != t->dim[0] || it->dim[1] != t->dim[1] ||
+	    st->dim[0] != ir_dim_mul(m, it->dim[0], it->dim[1]) || mo->x.kmul != t->dim[1] ||
+	    mo->x.rw->type.dim[0] != t->dim[0] || mo->x.rw->type.dim[1] != t->dim[1])
+		return "the experts, routing weights and sum disagree on [T,k]";
+	return NULL;
+}
+
+/* --- slots ---------------------------------------------------------------- */
+
+typedef struct {
+	Node *hit;		/* split of the hit experts; slot takes output j */
+	int j;
+	Value *mask, *ids;	/* transpose(onehot(ids)) [E+1,k,T] */
+} Slot;
+
+/* tok and pos are the two columns of nonzero(mask[e]); e is hit[j]. */
+static const char *
+slot_mask(const Expert *x, Slot *s)
+{
+	Node *sp = x->tok->kind == V_RESULT ? x->tok->def : NULL, *tr, *nz, *gm, *oh, *g, *tm;
+	int64_t z, perm[3];
+
+	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || x->tok != sp->out[1] ||
+	    x->pos != sp->out[0] || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
+	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
+	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
+	    ir_attr_int(gm, "axis", 0) != 0 || mo_peel_index(gm->in[1]) != mo_peel_index(x->sel))
+		return "the slot's tokens are not the ones routed to its expert";
+	s->mask = gm->in[0];
+	if (!(tm = mo_def(s->mask, OP_TRANSPOSE)) || ir_attr_ints(tm, "perm", perm, 3) != 3 ||
+	    perm[0] != 2 || perm[1] != 1 || perm[2] != 0 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
+	    !mo_last_axis(oh, "axis", 3, 2))
+		return "the slot's mask is not a one-hot of the router's choices";
+	s->ids = mo_peel_index(oh->in[0]);
+	/* e = gather(hit_j, 0): hit_j one output of the split of nonzero(any) */
+	if (!(g = mo_def(x->sel, OP_GATHER)) || mo_const_ints(g->in[1], &z, 1) != 1 || z != 0)
+		return "the slot's expert id is not one of the hit experts";
+	Value *h = mo_peel(g->in[0]);
+	if (!(sp = h->kind == V_RESULT ? h->def : NULL) || sp->op != OP_SPLIT)
+		return "the slot's expert id is not one of the hit experts";
+	s->hit = sp;
+	for (s->j = 0; sp->out[s->j] != h; s->j++)
+		;
+	if (!(tr = mo_def(sp->in[0], OP_TRANSPOSE)) || !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
+	    !(g = mo_def(mo_peel_index(nz->in[0]), OP_GREATER)) || !mo_is_fill(g->in[1], 0) ||
+	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || g->in[0] != s->mask)
+		return "the hit experts are not the nonzero rows of the mask";
+	return NULL;
+}
+
+/* One slot: scatter_elements(zeros, tok, contribution, axis=0). */
+static const char *
+slot(Node *sc, Expert *x, Slot *s)
+{
+	Value *u = sc->in[2];
+	Node *ex;
+	const char *why;
+
+	if (ir_attr_int(sc, "axis", 0) != 0 || strcmp(ir_attr_str(sc, "reduction", "none"), "none") ||
+	    !mo_is_fill(sc->in[0], 0))
+		return "the slot's scatter is not into zeros along the tokens";
+	while ((ex = mo_def(u, OP_EXPAND)) && ex->in[0]->type.rank == u->type.rank &&
+	       ex->in[0]->type.dim[u->type.rank - 1] == u->type.dim[u->type.rank - 1])
+		u = ex->in[0];
+	if ((why = contribution(u, 0, x)) || (why = slot_mask(x, s)))
+		return why;
+	ex = mo_def(sc->in[1], OP_EXPAND);
+	if (!ex || ex->in[0]->type.rank != 2 || ex->in[0]->type.dim[1] != 1 ||
+	    mo_peel_index(ex->in[0]) != x->tok)
+		return "the slot scatters to other rows than its tokens";
+	return NULL;
+}
+
+static int
+same_expert(const Expert *a, const Expert *b)
+{
+	return a->x == b->x && a->wgu == b->wgu && a->wdn == b->wdn && a->bgu == b->bgu &&
+	       a->bdn == b->bdn && a->gu_t == b->gu_t && a->dn_t == b->dn_t &&
+	       strcmp(a->act, b->act) == 0 && strcmp(a->layout, b->layout) == 0 &&
+	       strcmp(a->approx, b->approx) == 0 && a->alpha == b->alpha &&
+	       a->limit == b->limit && a->rw == b->rw && a->kmul == b->kmul;
+}
+
+static const char *
+slots(Value *sum, Moe *mo)
+{
+	Value *v = sum, *acc = NULL, *mask = NULL;
+	Node *hit = NULL;
+	char *seen = NULL;
+	const char *why = NULL;
+
+	for (; !why; v = acc) {
+		Node *add = mo_def(v, OP_ADD), *sc = NULL;
+		Expert x;
+		Slot s;
+
+		for (int i = 0; add && i < 2 && !sc; i++)
+			if ((sc = mo_def(add->in[i], OP_SCATTER_ELEMENTS)))
+				acc = add->in[1 - i];
+		if (!sc) {
+			why = "not a sum of scattered expert slots";
+			break;
+		}
+		memset(&x, 0, sizeof x);
+		if ((why = slot(sc, &x, &s)))
+			break;
+		if (!hit) {
+			hit = s.hit, mask = s.mask, mo->ids = s.ids, mo->x = x;
+			seen = calloc((size_t)hit->nout, 1);
+		}
+		if (s.hit != hit || s.mask != mask || s.ids != mo->ids || seen[s.j] ||
+		    !same_expert(&mo->x, &x))
+			why = "the slots do not agree";
+		else
+			seen[s.j] = 1, mo->nslot++;
+		if (mo_is_fill(acc, 0))
+			break;
+	}
+	if (!why && mo->nslot != hit->nout)
+		why = "some hit experts have no slot";
+	free(seen);
+	if (!why && (mo->ids->type.rank != 2 || mo->x.kmul != mo->ids->type.dim[1] ||
+		     mo->x.rw->type.dim[0] != mo->ids->type.dim[0] ||
+		     mo->x.rw->type.dim[1] != mo->ids->type.dim[1]))
+		why = "the slots, routing weights and indices disagree on [T,k]";
+	return why;
+}
+
+const char *
+mo_experts(Graph *g, Value *sum, Moe *mo)
+{
+	const char *why;
+
+	(void)g;
+	memset(mo, 0, sizeof *mo);
+	mo->sum = sum;
+	if (mo_def(sum, OP_REDUCE_SUM))
+		why = batched(sum, mo);
+	else if (mo_def(sum, OP_ADD))
+		why = slots(sum, mo);
+	else
+		why = "not a routed sum";
+	if (!why && (mo->x.x->type.rank != 2 || mo->x.x->type.dim[1] != mo->x.wdn->type.dim[mo->x.dn_t ? 2 : 1]))
+		why = "the tokens' width is not the experts' hidden size";
+	mo->e = why ? 0 : mo->x.wgu->type.dim[0];
+	return why;
+}

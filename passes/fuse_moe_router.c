@@ -1,0 +1,247 @@
+/*
+ * fuse_moe_router.c — what kind of router feeds a TopK, read backwards
+ * from the TopK's operand (the selection) and from the routing weights the
+ * experts are scaled by:
+ *
+ *	softmax:       topk(softmax(l))            weights = values [/ sum] [* c]
+ *	sigmoid:       topk(where(group mask, -inf, sigmoid(l) + b))
+ *	                 weights = gather_elements(sigmoid(l), ids) [/ (sum + eps)] [* c]
+ *	topk_softmax:  topk(l)                     weights = softmax(values) [* c]
+ *
+ * The group mask (DeepSeek's group-limited selection) is
+ * scatter(zeros[T,G], topk(group score, topk_group).ids, 1) broadcast to
+ * [T,E], with group score = sum of the best two (top2) or the best (max) of
+ * each group of the selection scores reshaped [T,G,E/G].
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fuse_moe.h"
+
+/* Through casts of any kind (indices cast between integer types). */
+static Value *
+strip_casts(Value *v)
+{
+	while (v && (mo_def(v, OP_CAST) || mo_def(v, OP_IDENTITY)))
+		v = v->def->in[0];
+	return v;
+}
+
+/* Is d the sum of a over its last axis, kept as [T,1], plus a tiny eps? */
+static int
+sum_of(Value *d, Value *a)
+{
+	const Type *t = &d->type;
+	double eps;
+	Node *n;
+
+	if (t->rank != a->type.rank || t->dim[t->rank - 1] != 1)
+		return 0;
+	d = mo_peel_cast(d);
+	if ((n = mo_def(d, OP_ADD)))
+		for (int i = 0; i < 2; i++)
+			if (mo_const_f(n->in[i], &eps) && fabs(eps) <= 1e-6) {
+				d = n->in[1 - i];
+				break;
+			}
+	n = mo_def(mo_peel(d), OP_REDUCE_SUM);
+	return n && mo_peel_cast(n->in[0]) == mo_peel_cast(a) &&
+	       mo_last_axis(n, "axes", a->type.rank, -2);
+}
+
+/* Strip the weights' scale and renormalisation (either order) and a softmax
+ * over the k; returns what is left, the root. */
+static Value *
+weights_root(Value *w, Router *r, int *softk)
+{
+	Node *n;
+	double c;
+	int again = 1;
+
+	w = mo_peel_cast(w);
+	while (again) {
+		again = 0;
+		if ((n = mo_def(w, OP_MUL)) && r->scale == 1) {
+			for (int i = 0; i < 2 && !again; i++)
+				if (mo_const_f(n->in[i], &c) && ir_type_numel(&n->in[i]->type) == 1) {
+					r->scale = c;
+					w = mo_peel_cast(n->in[1 - i]);
+					again = 1;
+				}
+		} else if ((n = mo_def(w, OP_DIV)) && !r->renorm && sum_of(n->in[1], n->in[0])) {
+			r->renorm = 1;
+			w = mo_peel_cast(n->in[0]);
+			again = 1;
+		}
+	}
+	if ((n = mo_def(w, OP_SOFTMAX)) && mo_last_axis(n, "axis", w->type.rank, w->type.rank - 1)) {
+		*softk = 1;
+		w = mo_peel_cast(n->in[0]);
+	}
+	return w;
+}
+
+/* The group score of each group: sum of the best two, or the best. */
+static Value *
+group_score(Value *gs, Router *r)
+{
+	Node *n = mo_def(mo_peel_cast(gs), OP_REDUCE_SUM), *tk;
+
+	if (n && mo_last_axis(n, "axes", n->in[0]->type.rank, -2) &&
+	    (tk = mo_def(n->in[0], OP_TOPK)) && n->in[0] == tk->out[0] &&
+	    mo_last_axis(tk, "axis", tk->in[0]->type.rank, tk->in[0]->type.rank - 1) &&
+	    ir_attr_int(tk, "largest", 1) == 1) {
+		int64_t k = ir_attr_int(tk, "k", -1);
+		if (k != 1 && k != 2)
+			return NULL;
+		r->top2 = k == 2;
+		r->aux[1] = tk;
+		return tk->in[0];
+	}
+	n = mo_def(mo_peel_cast(gs), OP_REDUCE_MAX);
+	if (n && mo_last_axis(n, "axes", n->in[0]->type.rank, -2))
+		return n->in[0];
+	return NULL;
+}
+
+/* The group mask keep[T,E] (true: the expert's group is selected) over the
+ * selection scores x. */
+static const char *
+groups(Value *keep, Value *x, Router *r)
+{
+	const Type *xt = &x->type;
+	Node *ex, *sc, *tg, *rs;
+	Value *v;
+
+	v = mo_peel(strip_casts(keep));
+	if (!(ex = mo_def(v, OP_EXPAND)) || ex->out[0]->type.rank != 3)
+		return "group mask not recognised";
+	if (!(sc = mo_def(mo_peel(ex->in[0]), OP_SCATTER_ELEMENTS)) ||
+	    !mo_last_axis(sc, "axis", 2, 0) || !mo_is_fill(sc->in[0], 0) ||
+	    !mo_is_fill(sc->in[2], 1) || strcmp(ir_attr_str(sc, "reduction", "none"), "none"))
+		return "group mask not recognised";
+	v = strip_casts(sc->in[1]);
+	if (!(tg = mo_def(v, OP_TOPK)) || v != tg->out[1] ||
+	    !mo_last_axis(tg, "axis", 2, 1) || ir_attr_int(tg, "largest", 1) != 1)
+		return "group selection is not a TopK";
+	v = group_score(tg->in[0], r);
+	if (!v || !(rs = mo_def(v, OP_RESHAPE)) || mo_peel_cast(rs->in[0]) != x)
+		return "group score not recognised";
+	const Type *gt = &v->type, *et = &ex->out[0]->type;
+	if (gt->rank != 3 || xt->rank != 2 || gt->dim[1] < 1 || gt->dim[2] < 1 ||
+	    xt->dim[1] != gt->dim[1] * gt->dim[2] || et->dim[1] != gt->dim[1] ||
+	    et->dim[2] != gt->dim[2] || keep->type.rank != 2 || keep->type.dim[1] != xt->dim[1])
+		return "group shapes do not agree";
+	r->ngroup = gt->dim[1];
+	r->topk_group = ir_attr_int(tg, "k", -1);
+	r->aux[0] = tg;
+	if (r->topk_group < 1 || r->topk_group > r->ngroup)
+		return "group selection k out of range";
+	return NULL;
+}
+
+/* Through where(mask, -inf, x): the scores being masked, with the groups. */
+static const char *
+unmask(Value **sel, Router *r)
+{
+	Node *w = mo_def(*sel, OP_WHERE), *not;
+	Value *x, *keep;
+	const char *why;
+
+	if (!w)
+		return NULL;
+	if (mo_is_fill(w->in[1], -INFINITY)) {
+		if (!(not = mo_def(strip_casts(w->in[0]), OP_NOT)))
+			return "masked selection not recognised";
+		keep = not->in[0];
+		x = w->in[2];
+	} else if (mo_is_fill(w->in[2], -INFINITY)) {
+		keep = w->in[0];
+		x = w->in[1];
+	} else {
+		return "masked selection is not filled with -inf";
+	}
+	x = mo_peel_cast(x);
+	if ((why = groups(keep, x, r)))
+		return why;
+	*sel = x;
+	return NULL;
+}
+
+/* A selection bias: add(s, b) with b an [E] constant or weight. */
+static void
+unbias(Value **sel, Router *r)
+{
+	Node *n = mo_def(*sel, OP_ADD);
+
+	if (!n)
+		return;
+	for (int i = 0; i < 2; i++) {
+		Value *b = n->in[i];
+		const Type *t = &b->type;
+		if (t->rank == 1 && t->dim[0] == (*sel)->type.dim[1] &&
+		    (b->kind == V_WEIGHT || mo_def(b, OP_CONST))) {
+			r->selbias = b;
+			*sel = mo_peel_cast(n->in[1 - i]);
+			return;
+		}
+	}
+}
+
+const char *
+mo_router(Graph *g, Node *tk, Value *w, Router *r)
+{
+	Value *ids = tk->out[1], *sel, *root, *gscores = NULL;
+	int rank = tk->in[0]->type.rank, softk = 0;
+	const char *why;
+	Node *n;
+
+	(void)g;
+	memset(r, 0, sizeof *r);
+	r->topk = tk;
+	r->scale = 1;
+	r->ngroup = r->topk_group = 1;
+	r->k = ir_attr_int(tk, "k", -1);
+	if (rank != 2 || !mo_last_axis(tk, "axis", rank, rank - 1) ||
+	    ir_attr_int(tk, "largest", 1) != 1 || r->k < 1)
+		return "the TopK is not over the last axis of [T,E] scores";
+
+	/* the weights: scale, renormalisation, softmax over k; then the root */
+	root = weights_root(w, r, &softk);
+	if ((n = mo_def(root, OP_GATHER_ELEMENTS)) &&
+	    mo_last_axis(n, "axis", 2, 0) && strip_casts(n->in[1]) == ids)
+		gscores = mo_peel_cast(n->in[0]);
+	else if (root != tk->out[0])
+		return "the routing weights do not come from the router's TopK";
+
+	/* the selection: group mask, selection bias, scores */
+	sel = mo_peel_cast(tk->in[0]);
+	if ((why = unmask(&sel, r)))
+		return why;
+	unbias(&sel, r);
+	if ((n = mo_def(sel, OP_SOFTMAX)) && mo_last_axis(n, "axis", 2, 1)) {
+		r->kind = "softmax";
+		r->logits = n->in[0];
+	} else if ((n = mo_def(sel, OP_SIGMOID))) {
+		r->kind = "sigmoid";
+		r->logits = n->in[0];
+	} else {
+		r->kind = "topk_softmax";
+		r->logits = sel;
+	}
+
+	if (gscores && gscores != sel)
+		return "the routing weights gather other scores than the selection's";
+	if (!gscores && r->selbias)
+		return "the routing weights include the selection bias";
+	if (strcmp(r->kind, "topk_softmax") == 0) {
+		if (!softk)
+			return "the routing weights are raw logits (no softmax or sigmoid)";
+		r->renorm = 0;	/* a softmax over the k is normalised already */
+	} else if (softk) {
+		return "a softmax over the k of scores that are already normalised";
+	}
+	if (r->logits->type.rank != 2 || r->logits->type.dim[1] < 1)
+		return "the router logits are not [T,E] with E known";
+	return NULL;
+}
