@@ -302,8 +302,6 @@ infer_reduce(Graph *g, Node *n, Diag *d)
 		else if (keep)
 			out.dim[out.rank++] = 1;
 	}
-	if (n->op == OP_ARGMAX)
-		out.dt = DT_I64;
 	n->out[0]->type = out;
 	return 0;
 }
@@ -504,10 +502,25 @@ infer_scatter(Graph *g, Node *n, Diag *d)
 	if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul") && strcmp(r, "max") &&
 	    strcmp(r, "min"))
 		return ERR("%s: unknown reduction '%s'", ir_opname(n->op), r);
-	if (n->op == OP_SCATTER_ELEMENTS &&
-	    (ty(n, 1)->rank != ty(n, 0)->rank || ty(n, 2)->rank != ty(n, 0)->rank ||
-	     axis_of(ir_attr_int(n, "axis", 0), ty(n, 0)->rank) < 0))
-		return ERR("scatter_elements: ranks differ or axis out of range");
+	if (n->op == OP_SCATTER_ELEMENTS) {
+		const Type *ix = ty(n, 1), *up = ty(n, 2);
+		if (ix->rank != ty(n, 0)->rank || up->rank != ix->rank ||
+		    axis_of(ir_attr_int(n, "axis", 0), ty(n, 0)->rank) < 0)
+			return ERR("scatter_elements: ranks differ or axis out of range");
+		for (int i = 0; i < ix->rank; i++)
+			if (!ir_dim_compatible(g->m, ix->dim[i], up->dim[i]))
+				return ERR("scatter_elements: indices and updates differ in dim %d", i);
+	} else {	/* updates = indices.shape[:-1] + data.shape[q:] */
+		const Type *x = ty(n, 0), *ix = ty(n, 1), *up = ty(n, 2);
+		Dim q = ix->rank ? ix->dim[ix->rank - 1] : -1;
+		if (q < 0 || q > x->rank || up->rank != ix->rank - 1 + x->rank - (int)q)
+			return ERR("scatter_nd: updates must have rank %d", ix->rank - 1 + x->rank - (int)MAX(q, 0));
+		for (int i = 0; i < up->rank; i++) {
+			Dim want = i < ix->rank - 1 ? ix->dim[i] : x->dim[q + i - (ix->rank - 1)];
+			if (!ir_dim_compatible(g->m, want, up->dim[i]))
+				return ERR("scatter_nd: updates differ from the indexed slices in dim %d", i);
+		}
+	}
 	n->out[0]->type = *ty(n, 0);
 	return 0;
 }
@@ -651,6 +664,8 @@ infer_concat(Graph *g, Node *n, Diag *d)
 	if (ax < 0)
 		return ERR("concat: axis out of range");
 	for (int i = 1; i < n->nin; i++) {
+		if (!has(n, i))
+			return ERR("concat: operand %d is absent", i);
 		const Type *u = ty(n, i);
 		if (u->rank != t.rank || u->dt != t.dt)
 			return ERR("concat: operand %d has another rank or type", i);
@@ -853,6 +868,8 @@ infer_quantize_dynamic(Graph *g, Node *n, Diag *d)
 
 	if (out_dtype(n, d, "to", DT_F8E4M3, &q.dt))
 		return -1;
+	if (q.rank < 1 && grp && !(grp->kind == A_STR && strcmp(grp->u.s, "tensor") == 0))
+		return ERR("quantize_dynamic: a scalar has no rows or groups");
 	if (q.dt != DT_F8E4M3 && q.dt != DT_I8)
 		return ERR("quantize_dynamic: to must be f8e4m3 or i8");
 	s.dt = DT_F32;
