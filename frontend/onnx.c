@@ -515,16 +515,23 @@ static void
 name_intermediates(Ctx *c, ONode *n, Node *from)
 {
 	const char *base = NULL;
+	char buf[256];
+	int k = 1;
 
 	for (int i = 0; i < n->nout && !base; i++)
-		if (n->out[i])
-			base = n->out[i]->name;
+		if (n->out[i] && n->out[i]->v && n->out[i]->v->kind == V_RESULT)
+			base = n->out[i]->v->name;
 	if (!base)
 		base = n->np->op_type ? n->np->op_type : "t";
 	for (Node *x = from ? from->next : c->g->first; x; x = x->next)
-		for (int i = 0; i < x->nout; i++)
-			if (is_temp_name(x->out[i]->name))
-				ir_set_name(c->g, x->out[i], arena_printf(c->tmp, "%s.1", base));
+		for (int i = 0; i < x->nout; i++) {
+			if (!is_temp_name(x->out[i]->name))
+				continue;
+			do
+				snprintf(buf, sizeof buf, "%.200s.%d", base, k++);
+			while (str_find(&c->g->names, buf));
+			ir_set_name(c->g, x->out[i], buf);
+		}
 }
 
 int

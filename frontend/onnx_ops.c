@@ -706,6 +706,7 @@ imp_onehot(ONode *n)
 {
 	const Known *dk = ox_kin(n, 1), *vk = ox_kin(n, 2);
 	double depth;
+	Value *ix;
 
 	if (!dk || dk->n != 1 || !ox_known_static(dk))
 		return ox_err(n, "depth must be a constant");
@@ -724,7 +725,18 @@ imp_onehot(ONode *n)
 		ir_b_int(n->b, "on", vk->iv[1].v);
 	}
 	ir_b_str(n->b, "to", dtype_name(vk->dt));
-	return ox_set(n, 0, ir_b1(n->b, OP_ONEHOT, ox_in(n, 0)));
+	ix = ox_in(n, 0);
+	if (ix && dtype_is_float(ix->type.dt)) {	/* float indices are cast to int64 */
+		Attr keep[16];
+		int np = n->b->npend;
+		memcpy(keep, n->b->pend, sizeof keep);
+		n->b->npend = 0;
+		ir_b_str(n->b, "to", "i64");
+		ix = ir_b1(n->b, OP_CAST, ix);
+		memcpy(n->b->pend, keep, sizeof keep);
+		n->b->npend = np;
+	}
+	return ox_set(n, 0, ix ? ir_b1(n->b, OP_ONEHOT, ix) : NULL);
 }
 
 /* --- the table ----------------------------------------------------------- */

@@ -261,6 +261,33 @@ has_unknown(Module *m, int rank, const Dim *dims)
 }
 
 /*
+ * A constant shape operand when ONNX's Reshape rules can say it: static
+ * dims as numbers, a dim equal to x's at the same position as 0 (copy),
+ * and at most one other as -1.  NULL if the dims have another form.
+ */
+static Value *
+reshape_const(ONode *n, Value *x, int rank, const Dim *dims)
+{
+	int64_t s[MAXRANK];
+	int infer = 0;
+
+	for (int i = 0; i < rank; i++) {
+		if (i < x->type.rank && dims[i] == x->type.dim[i] && dims[i] != 0)
+			s[i] = 0;
+		else if (dims[i] > 0)
+			s[i] = dims[i];
+		else if (dims[i] < 0 && !infer++)
+			s[i] = -1;
+		else
+			return NULL;
+	}
+	Value *v = ir_b2(n->b, OP_RESHAPE, x, ox_consti(n->b, s, rank));
+	if (v)
+		v->type = result_type(x->type.dt, rank, dims);
+	return v;
+}
+
+/*
  * x reshaped to dims.  With no unknown dim it is `reshape shape=[...]`;
  * otherwise the shape is built at run time: element j is dim src[j] of x,
  * or a literal 1 where src[j] < 0 (Squeeze, Unsqueeze).
@@ -279,6 +306,8 @@ reshape_to(ONode *n, Value *x, int rank, const Dim *dims, const int64_t *src)
 		ir_b_dims(b, "shape", dims, rank);
 		return ir_b1(b, OP_RESHAPE, x);
 	}
+	if ((v = reshape_const(n, x, rank, dims)) != NULL || b->err)
+		return v;
 	for (int i = 0; i < rank; i++)
 		ix[i] = src[i] < 0 ? x->type.rank : src[i];
 	s = ir_b1(b, OP_SHAPE, x);
@@ -444,6 +473,10 @@ imp_flatten(ONode *n)
 		dims[1] = w.v;
 		return done_reshape(n, 2, dims, NULL);
 	}
+	dims[0] = h.kind == SI_UNK ? ir_dim_unknown(n->c->m) : h.v;
+	dims[1] = w.kind == SI_UNK ? ir_dim_unknown(n->c->m) : w.v;
+	if ((s = reshape_const(n, ox_in(n, 0), 2, dims)) != NULL || n->b->err)
+		return ox_set(n, 0, s);
 	parts[0] = rt_prod(n, ox_in(n, 0), 0, (int)axis);
 	parts[1] = rt_prod(n, ox_in(n, 0), (int)axis, t->rank);
 	ir_b_int(n->b, "axis", 0);
@@ -765,13 +798,12 @@ imp_range(ONode *n)
 
 	if (!(r = ir_b_node(n->b, OP_RANGE, in, 3, 1)))
 		return -1;
-	if (known && l.kind != SI_DIM && fd != 0) {
+	if (known && ox_known_static(ks) && ox_known_static(kl) && ox_known_static(kd) && fd != 0) {
 		double c = (fl - fs) / fd;
 		int64_t cnt = c > 0 ? (int64_t)(c == (int64_t)c ? c : c + 1) : 0;
 		Known *k;
 		r->out[0]->type.dim[0] = cnt;
-		if (cnt <= (dtype_is_float(dt) ? OX_KNOWN_FMAX : OX_KNOWN_MAX) &&
-		    ox_known_static(ks) && ox_known_static(kd) && ox_known_static(kl)) {
+		if (cnt <= (dtype_is_float(dt) ? OX_KNOWN_FMAX : OX_KNOWN_MAX)) {
 			k = ox_known_new(n->c, dt, 1, &cnt);
 			for (int64_t i = 0; i < cnt; i++) {
 				if (k->fv) {
@@ -860,7 +892,7 @@ imp_constant_of_shape(ONode *n)
 	out = ir_b1(n->b, OP_CONSTANT_OF_SHAPE, ox_in(n, 0));
 	if (out)
 		for (int i = 0; i < (int)sk->n; i++)
-			if (sk->iv[i].kind != SI_UNK && sk->iv[i].v >= 0)
+			if (sk->iv[i].kind == SI_DIM || (sk->iv[i].kind == SI_NUM && sk->iv[i].v >= 0))
 				out->type.dim[i] = sk->iv[i].v;
 	return ox_set(n, 0, out);
 }

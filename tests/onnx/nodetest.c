@@ -339,9 +339,9 @@ free_sets(char **sets, int n)
 }
 
 /*
- * The model needs some inputs at compile time (axes, split sizes given as
- * graph inputs): bind the small integer and bool inputs of each data set
- * and evaluate the rest.
+ * The model needs some inputs at compile time (axes, split sizes, OneHot's
+ * depth given as graph inputs): bind the small inputs after the first of
+ * each data set and evaluate the rest.
  */
 static int
 run_bound(const char *model, char **sets, int nsets, char **names, int nnames, char *why,
@@ -360,7 +360,7 @@ run_bound(const char *model, char **sets, int nsets, char **names, int nnames, c
 		diag_init(&d, NULL);
 		nin = read_all(sets[s], "input", in, &d);
 		for (int i = 0; i < nin; i++) {
-			int small = !dtype_is_float(in[i].dt) && tensor_numel(&in[i]) <= 64;
+			int small = i > 0 && tensor_numel(&in[i]) <= 64;
 			if (small && i < nnames) {
 				free(in[i].name);
 				in[i].name = xstrdup(names[i]);

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Generate moec's own ONNX test cases (committed under tests/onnx/cases/):
+what ONNX's node tests do not cover at opsets 13..23 -- Einsum, the
+com.microsoft ops (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization,
+MatMulNBits, MoE, QMoE), shape subgraphs whose dims are only known at run
+time, external data and model-local functions.
+
+Each case is a folder in the backend-test layout.  References come from
+numpy implementations written from the op schemas; where onnxruntime's CPU
+kernels implement the same configuration they are checked against it here
+(ORT's CPU QMoE always renormalises the top-k weights, so QMoE cases set
+normalize_routing_weights=1).  Seeded: the output is reproducible.
+
+usage: python3 tests/onnx/gen_cases.py [OUTDIR]   (default tests/onnx/cases)
+"""
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+try:
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "cases")
+RNG = np.random.default_rng(20261129)
+F = TP.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=18, ms=False, functions=(), vinfo=()):
+    g = h.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(vinfo))
+    ops = [h.make_opsetid("", opset)]
+    if ms:
+        ops.append(h.make_opsetid("com.microsoft", 1))
+    for f in functions:
+        ops.append(h.make_opsetid(f.domain, 1))
+    m = h.make_model(g, opset_imports=ops, functions=list(functions), producer_name="moec-gen")
+    m.ir_version = 9
+    return m
+
+
+def vi(name, shape, t=F):
+    return h.make_tensor_value_info(name, t, shape)
+
+
+def ort_run(m, feeds, path=None):
+    if ort is None:
+        return None
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    src = path if path else m.SerializeToString()
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def save(name, m, sets, external=None):
+    """sets: list of (inputs dict in graph order, outputs list)."""
+    d = os.path.join(OUT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    if external:
+        onnx.save_model(m, os.path.join(d, "model.onnx"), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=external, size_threshold=0)
+    else:
+        onnx.save_model(m, os.path.join(d, "model.onnx"))
+    for i, (ins, outs) in enumerate(sets):
+        s = os.path.join(d, "test_data_set_%d" % i)
+        os.makedirs(s)
+        for j, (k, v) in enumerate(ins.items()):
+            onnx.save_tensor(nh.from_array(np.asarray(v), k), os.path.join(s, "input_%d.pb" % j))
+        for j, v in enumerate(outs):
+            name_j = m.graph.output[j].name
+            onnx.save_tensor(nh.from_array(np.asarray(v), name_j), os.path.join(s, "output_%d.pb" % j))
+    print("wrote", name)
+
+
+def check(name, got, want, tol=1e-5):
+    if got is None:
+        return
+    for a, b in zip(got, want):
+        err = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max() if np.size(b) else 0
+        if not err <= tol * max(1.0, np.abs(b).max() if np.size(b) else 1):
+            raise SystemExit("%s: onnxruntime disagrees with the reference by %g" % (name, err))
+
+
+def randn(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+# --- Einsum ----------------------------------------------------------------
+
+EINSUM = [
+    ("einsum_matmul", "ij,jk->ik", [(3, 4), (4, 5)]),
+    ("einsum_batch_matmul", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("einsum_attention_scores", "bhid,bhjd->bhij", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("einsum_trans_b", "ij,kj->ik", [(3, 4), (5, 4)]),
+    ("einsum_inner", "i,i", [(5,), (5,)]),
+    ("einsum_row_sum", "ij->i", [(3, 4)]),
+    ("einsum_transpose", "ij->ji", [(3, 4)]),
+    ("einsum_ellipsis_broadcast", "...ij,...jk->...ik", [(1, 3, 4), (2, 4, 5)]),
+    ("einsum_implicit", "ik,jk", [(3, 4), (5, 4)]),
+    ("einsum_two_contracted", "abcd,cde->abe", [(2, 3, 4, 5), (4, 5, 6)]),
+    ("einsum_out_transposed", "bsh,he->ebs", [(2, 3, 4), (4, 5)]),
+    ("einsum_summed_private", "ij,jk->k", [(3, 4), (4, 5)]),
+]
+
+
+def gen_einsum():
+    for name, eq, shapes in EINSUM:
+        xs = [randn(*s) for s in shapes]
+        names = ["x%d" % i for i in range(len(xs))]
+        y = np.einsum(eq, *xs).astype(np.float32)
+        m = model([h.make_node("Einsum", names, ["y"], equation=eq)],
+                  [vi(n, list(x.shape)) for n, x in zip(names, xs)], [vi("y", list(y.shape))])
+        got = ort_run(m, dict(zip(names, xs)))
+        check(name, got, [y])
+        save(name, m, [(dict(zip(names, xs)), [y])])
+
+
+# --- com.microsoft norms ----------------------------------------------------
+
+def rms(x, g, eps):
+    inv = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps)
+    return (x * inv * g).astype(np.float32), inv.astype(np.float32)
+
+
+def gen_norms():
+    x, g = randn(2, 3, 8), randn(8, scale=0.5) + 1
+    y, inv = rms(x, g, 1e-6)
+    for dom in ("", "com.microsoft"):
+        n = h.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"], domain=dom,
+                        axis=-1, epsilon=1e-6)
+        m = model([n], [vi("x", [2, 3, 8])], [vi("y", [2, 3, 8]), vi("inv", [2, 3, 1])],
+                  [nh.from_array(g, "g")], ms=dom != "")
+        if dom == "":
+            check("ms_simplified_ln", ort_run(m, {"x": x}), [y, inv])
+        save("ms_simplified_ln" + ("_msdomain" if dom else ""), m, [({"x": x}, [y, inv])])
+    skip, bias = randn(2, 3, 8), randn(8, scale=0.1)
+    s = x + skip + bias
+    y, inv = rms(s, g, 1e-5)
+    n = h.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "g", "b"],
+                    ["y", "", "inv", "sum"], domain="com.microsoft", epsilon=1e-5)
+    m = model([n], [vi("x", [2, 3, 8]), vi("skip", [2, 3, 8])],
+              [vi("y", [2, 3, 8]), vi("inv", [2, 3, 1]), vi("sum", [2, 3, 8])],
+              [nh.from_array(g, "g"), nh.from_array(bias, "b")], ms=True)
+    check("ms_skip_simplified_ln", ort_run(m, {"x": x, "skip": skip}), [y, inv, s])
+    save("ms_skip_simplified_ln", m, [({"x": x, "skip": skip}, [y, inv, s])])
+
+
+# --- MatMulNBits -------------------------------------------------------------
+
+def pack4(v):
+    """uint values (last dim even) -> bytes, low nibble first."""
+    v = v.astype(np.uint8)
+    return (v[..., 0::2] | (v[..., 1::2] << 4)).astype(np.uint8)
+
+
+def gen_matmul_nbits():
+    for name, k, n, bs, bits, zp, bias in [
+        ("ms_matmul_nbits_4bit_zp", 64, 16, 32, 4, True, False),
+        ("ms_matmul_nbits_4bit_kpad_bias", 40, 8, 16, 4, False, True),
+        ("ms_matmul_nbits_4bit_odd_blocks_zp", 48, 8, 16, 4, True, False),
+        ("ms_matmul_nbits_8bit_zp", 32, 8, 16, 8, True, False),
+    ]:
+        nb = (k + bs - 1) // bs
+        q = RNG.integers(0, 1 << bits, (n, nb * bs))
+        s = (RNG.random((n, nb)) * 0.05 + 0.01).astype(np.float32)
+        z = RNG.integers(0, 1 << bits, (n, nb)) if zp else np.full((n, nb), 1 << (bits - 1))
+        w = ((q.reshape(n, nb, bs) - z[:, :, None]) * s[:, :, None]).reshape(n, nb * bs)[:, :k]
+        a = randn(3, k)
+        b = randn(n, scale=0.1)
+        y = (a.astype(np.float64) @ w.T.astype(np.float64) + (b if bias else 0)).astype(np.float32)
+        blob = pack4(q) if bits == 4 else q.astype(np.uint8)
+        inits = [nh.from_array(blob.reshape(n, nb, bs * bits // 8), "B"),
+                 nh.from_array(s.reshape(-1), "S")]
+        ins = ["A", "B", "S"]
+        if zp:
+            zb = pack4(np.pad(z, ((0, 0), (0, nb % 2)))) if bits == 4 else z.astype(np.uint8)
+            inits.append(nh.from_array(zb.reshape(-1), "Z"))
+            ins.append("Z")
+        if bias:
+            ins += ["", "", "bias"] if not zp else ["", "bias"]
+            inits.append(nh.from_array(b, "bias"))
+        node = h.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n,
+                           bits=bits, block_size=bs)
+        m = model([node], [vi("A", [3, k])], [vi("y", [3, n])], inits, ms=True)
+        check(name, ort_run(m, {"A": a}), [y], 1e-4)
+        save(name, m, [({"A": a}, [y])])
+
+
+# --- MoE, QMoE -------------------------------------------------------------
+
+def moe_ref(x, logits, w1, w2, k, renorm, act, fusion=1, alpha=1.0, beta=0.0, limit=None,
+            b1=None, b2=None, w3=None):
+    """ORT MoE: softmax over all experts, top-k, optional renormalisation."""
+    shape = x.shape
+    x = x.reshape(-1, shape[-1]).astype(np.float64)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = np.zeros_like(x)
+    for t in range(len(x)):
+        ids = np.argsort(-p[t], kind="stable")[:k]
+        w = p[t, ids] / (p[t, ids].sum() if renorm else 1)
+        for e, we in zip(ids, w):
+            hdn = w1[e] @ x[t] + (0 if b1 is None else b1[e])
+            if w3 is not None:
+                g, u = hdn, w3[e] @ x[t]
+            elif fusion == 1:
+                g, u = hdn[0::2], hdn[1::2]
+            else:
+                g, u = np.split(hdn, 2)
+            if act == "silu":
+                a = g / (1 + np.exp(-g)) * u
+            else:
+                if limit is not None:
+                    g, u = np.minimum(g, limit), np.clip(u, -limit, limit)
+                a = g / (1 + np.exp(-alpha * g)) * (u + beta)
+            y[t] += we * (w2[e] @ a + (0 if b2 is None else b2[e]))
+    return y.reshape(shape).astype(np.float32)
+
+
+def gen_moe():
+    E, H, I = 4, 8, 6
+    x3, x2 = randn(2, 3, H), randn(5, H)
+    l3, l2 = randn(6, E), randn(5, E)
+    w1, w2, w3 = randn(E, 2 * I, H, scale=0.3), randn(E, H, I, scale=0.3), randn(E, I, H, scale=0.3)
+    b1, b2 = randn(E, 2 * I, scale=0.1), randn(E, H, scale=0.1)
+    oai = dict(activation_type="swiglu", activation_alpha=1.702, activation_beta=1.0, swiglu_limit=1.0)
+    cases = [
+        ("ms_moe_swiglu_interleaved_bias", x2, l2, dict(swiglu_fusion=1, k=2, **oai),
+         ["w1", "b1", "w2", "b2"], dict(act="oai", fusion=1, alpha=1.702, beta=1.0, limit=1.0, b1=b1, b2=b2), True),
+        ("ms_moe_swiglu_concat_renorm_3d", x3, l3, dict(swiglu_fusion=2, k=2, normalize_routing_weights=1, **oai),
+         ["w1", "", "w2"], dict(act="oai", fusion=2, alpha=1.702, beta=1.0, limit=1.0), False),
+        ("ms_moe_silu_fc3_renorm", x3, l3, dict(activation_type="silu", k=2, normalize_routing_weights=1),
+         ["w1h", "", "w2", "", "w3"], dict(act="silu", w3=w3), False),
+        ("ms_moe_swiglu_plain_top1", x2, l2, dict(activation_type="swiglu", swiglu_fusion=1, k=1),
+         ["w1", "", "w2"], dict(act="oai", fusion=1, alpha=1.0, beta=0.0), True),
+    ]
+    for name, x, lg, attrs, wnames, ref, use_ort in cases:
+        weights = {"w1": w1, "w1h": w1[:, :I], "w2": w2, "w3": w3, "b1": b1, "b2": b2}
+        kw = dict(ref)
+        act = kw.pop("act")
+        w1_used = weights[wnames[0]]
+        y = moe_ref(x, lg, w1_used, w2, attrs["k"], attrs.get("normalize_routing_weights", 0), act, **kw)
+        inits = [nh.from_array(weights[w], w) for w in wnames if w]
+        node = h.make_node("MoE", ["x", "logits"] + wnames, ["y"], domain="com.microsoft", **attrs)
+        m = model([node], [vi("x", list(x.shape)), vi("logits", list(lg.shape))], [vi("y", list(x.shape))],
+                  inits, ms=True)
+        if use_ort:
+            check(name, ort_run(m, {"x": x, "logits": lg}), [y])
+        save(name, m, [({"x": x, "logits": lg}, [y])])
+
+
+def qmoe_weight(E, N, K, bits, bs):
+    q = RNG.integers(0, 1 << bits, (E, N, K))
+    nb = K // bs if bs else 1
+    s = (RNG.random((E, N, nb)) * 0.02 + 0.005).astype(np.float32)
+    w = ((q.reshape(E, N, nb, -1) - (1 << (bits - 1))) * s[..., None]).reshape(E, N, K)
+    blob = pack4(q) if bits == 4 else q.astype(np.uint8)
+    return blob, (s if bs else s[..., 0]), w.astype(np.float32)
+
+
+def gen_qmoe():
+    E, H, I = 4, 32, 32
+    x, lg = randn(5, H), randn(5, E)
+    for name, bits, bs in [("ms_qmoe_4bit", 4, 0), ("ms_qmoe_4bit_block16", 4, 16),
+                           ("ms_qmoe_8bit", 8, 0)]:
+        q1, s1, w1 = qmoe_weight(E, 2 * I, H, bits, bs)
+        q2, s2, w2 = qmoe_weight(E, H, I, bits, bs)
+        attrs = dict(activation_type="swiglu", swiglu_fusion=1, k=2, normalize_routing_weights=1,
+                     expert_weight_bits=bits, activation_alpha=1.702, activation_beta=1.0,
+                     swiglu_limit=7.0)
+        if bs:
+            attrs["block_size"] = bs
+        y = moe_ref(x, lg, w1, w2, 2, 1, "oai", fusion=1, alpha=1.702, beta=1.0, limit=7.0)
+        inits = [nh.from_array(a, n) for a, n in [(q1, "q1"), (s1, "s1"), (q2, "q2"), (s2, "s2")]]
+        node = h.make_node("QMoE", ["x", "logits", "q1", "s1", "", "q2", "s2"], ["y"],
+                           domain="com.microsoft", **attrs)
+        m = model([node], [vi("x", [5, H]), vi("logits", [5, E])], [vi("y", [5, H])], inits, ms=True)
+        check(name, ort_run(m, {"x": x, "logits": lg}), [y], 1e-4)
+        save(name, m, [({"x": x, "logits": lg}, [y])])
+
+
+# --- shapes known only at run time ------------------------------------------
+
+def i64(name, v):
+    return nh.from_array(np.asarray(v, np.int64), name)
+
+
+def gen_dynamic_shapes():
+    """NonZero makes a row count only known at run time: Squeeze, Unsqueeze,
+    Flatten, Reshape(-1), ConstantOfShape(Shape), Range over a dim, Expand."""
+    N = h.make_node
+    nodes = [
+        N("ReduceSum", ["x", "ax1"], ["rs"], keepdims=0),
+        N("Greater", ["rs", "zero"], ["keep"]),
+        N("NonZero", ["keep"], ["nz"]),
+        N("Squeeze", ["nz", "ax0"], ["idx"]),
+        N("Gather", ["x", "idx"], ["rows"], axis=0),
+        N("Unsqueeze", ["rows", "ax1"], ["u"]),
+        N("Flatten", ["u"], ["flat"], axis=2),
+        N("Shape", ["flat"], ["fs"]),
+        N("ConstantOfShape", ["fs"], ["ones"], value=nh.from_array(np.array([1.0], np.float32))),
+        N("Add", ["flat", "ones"], ["a"]),
+        N("Reshape", ["a", "shp"], ["r"]),
+        N("Shape", ["rows"], ["rsh"]),
+        N("Gather", ["rsh", "i0"], ["nrow"], axis=0),
+        N("Range", ["s0", "nrow", "s1"], ["rg"]),
+        N("Cast", ["rg"], ["rgf"], to=F),
+        N("Unsqueeze", ["rgf", "ax12"], ["rgu"]),
+        N("Add", ["r", "rgu"], ["r2"]),
+        N("Concat", ["nrow1", "two", "two"], ["eshape"], axis=0),
+        N("Unsqueeze", ["nrow", "ax0"], ["nrow1"]),
+        N("Expand", ["r2", "eshape"], ["y"]),
+    ]
+    nodes = nodes[:17] + [nodes[18], nodes[17], nodes[19]]
+    inits = [i64("ax0", [0]), i64("ax1", [1]), i64("ax12", [1, 2]), i64("shp", [-1, 2, 2]),
+             i64("i0", 0), i64("s0", 0), i64("s1", 1), i64("two", [2]),
+             nh.from_array(np.array(0, np.float32), "zero")]
+    m = model(nodes, [vi("x", ["n", 4])], [vi("y", [None, 2, 2])], inits)
+    sets = []
+    for n in (6, 9):
+        x = randn(n, 4)
+        sets.append(({"x": x}, ort_run(m, {"x": x})))
+    save("shape_dynamic_rows", m, sets)
+
+
+def gen_dynamic_mixed():
+    """A symbolic dim next to a run-time one: the shape is built from Shape
+    at run time (Unsqueeze, Squeeze, Flatten of [batch, ?])."""
+    N = h.make_node
+    nodes = [
+        N("ReduceSum", ["x", "ax0"], ["cs"], keepdims=0),
+        N("Greater", ["cs", "zero"], ["keep"]),
+        N("NonZero", ["keep"], ["nz"]),
+        N("Squeeze", ["nz", "ax0"], ["idx"]),
+        N("Gather", ["x", "idx"], ["cols"], axis=1),
+        N("Unsqueeze", ["cols", "ax2"], ["u"]),
+        N("Neg", ["u"], ["un"]),
+        N("Squeeze", ["un", "ax2"], ["sq"]),
+        N("Unsqueeze", ["sq", "ax1"], ["u2"]),
+        N("Flatten", ["u2"], ["y"], axis=1),
+    ]
+    inits = [i64("ax0", [0]), i64("ax1", [1]), i64("ax2", [2]),
+             nh.from_array(np.array(0, np.float32), "zero")]
+    m = model(nodes, [vi("x", ["batch", 5])], [vi("y", ["batch", None])], inits)
+    sets = []
+    for b in (3, 4):
+        x = randn(b, 5)
+        sets.append(({"x": x}, ort_run(m, {"x": x})))
+    save("shape_dynamic_mixed", m, sets)
+
+
+def gen_symbolic_shapes():
+    """Dims known up to symbols: everything folds to attributes."""
+    N = h.make_node
+    nodes = [
+        N("Shape", ["x"], ["s"]),
+        N("Slice", ["s", "st0", "en1"], ["b"]),
+        N("Slice", ["s", "st1", "en2"], ["q"]),
+        N("Mul", ["b", "q"], ["bq"]),
+        N("Concat", ["bq", "m1"], ["shp"], axis=0),
+        N("Reshape", ["x", "shp"], ["x2"]),
+        N("Div", ["q", "two"], ["half"]),
+        N("Slice", ["x", "st0", "half", "ax1"], ["xh"]),
+        N("Shape", ["xh"], ["sh"]),
+        N("ConstantOfShape", ["sh"], ["z"], value=nh.from_array(np.array([0.5], np.float32))),
+        N("Add", ["xh", "z"], ["xz"]),
+        N("Squeeze", ["q", "ax0"], ["qs"]),
+        N("Range", ["zero", "qs", "one"], ["r"]),
+        N("Cast", ["r"], ["rf"], to=F),
+        N("Concat", ["q", "one1"], ["rshape"], axis=0),
+        N("Reshape", ["rf", "rshape"], ["rcol"]),
+        N("Expand", ["rcol", "sxx"], ["rex"]),
+        N("Mul", ["x2", "scale"], ["y0"]),
+        N("ReduceSum", ["rex", "ax0"], ["y1"], keepdims=0),
+        N("Tile", ["xz", "reps"], ["y2"]),
+    ]
+    inits = [i64("st0", [0]), i64("en1", [1]), i64("st1", [1]), i64("en2", [2]), i64("m1", [-1]),
+             i64("two", [2]), i64("ax1", [1]), i64("ax0", [0]), i64("zero", 0), i64("one", 1),
+             i64("one1", [1]), i64("reps", [1, 1, 2]),
+             nh.from_array(np.array([2.0], np.float32), "scale")]
+    # sxx = Shape(x)[1:2] ++ [3]: an Expand target built from a dim
+    nodes.insert(16, N("Concat", ["q", "three"], ["sxx"], axis=0))
+    inits.append(i64("three", [3]))
+    m = model(nodes, [vi("x", ["batch", "seq", 4])],
+              [vi("y0", ["batch*seq", 4]), vi("y1", [3]), vi("y2", ["batch", None, 8])], inits)
+    sets = []
+    for b, s in ((2, 6), (3, 4)):
+        x = randn(b, s, 4)
+        sets.append(({"x": x}, ort_run(m, {"x": x})))
+    save("shape_symbolic_fold", m, sets)
+
+
+# --- external data, functions -------------------------------------------------
+
+def gen_external():
+    w, b = randn(8, 4), randn(4)
+    nodes = [h.make_node("MatMul", ["x", "w"], ["t"]), h.make_node("Add", ["t", "b"], ["y"])]
+    m = model(nodes, [vi("x", [3, 8])], [vi("y", [3, 4])], [nh.from_array(w, "w"), nh.from_array(b, "b")])
+    x = randn(3, 8)
+    y = (x @ w + b).astype(np.float32)
+    save("external_data", m, [({"x": x}, [y])], external="weights.bin")
+
+
+def gen_function():
+    fn = h.make_function(
+        "custom", "ScaledTanh", ["a"], ["o"],
+        [h.make_node("Constant", [], ["c"], value=nh.from_array(np.array(0.5, np.float32))),
+         h.make_node("Mul", ["a", "c"], ["m"]), h.make_node("Tanh", ["m"], ["o"])],
+        [h.make_opsetid("", 18)])
+    nodes = [h.make_node("ScaledTanh", ["x"], ["t"], domain="custom"),
+             h.make_node("ScaledTanh", ["t"], ["y"], domain="custom")]
+    m = model(nodes, [vi("x", [2, 5])], [vi("y", [2, 5])], functions=[fn])
+    x = randn(2, 5)
+    y = np.tanh(np.tanh(x * 0.5) * 0.5).astype(np.float32)
+    check("local_function", ort_run(m, {"x": x}), [y])
+    save("local_function", m, [({"x": x}, [y])])
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    gen_einsum()
+    gen_norms()
+    gen_matmul_nbits()
+    gen_moe()
+    gen_qmoe()
+    gen_dynamic_shapes()
+    gen_dynamic_mixed()
+    gen_symbolic_shapes()
+    gen_external()
+    gen_function()
+
+
+if __name__ == "__main__":
+    main()
