@@ -18,6 +18,8 @@
  * is left alone.  GELU constants (1/sqrt(2), sqrt(2/pi), 0.044715) match
  * to the precision of the dtype they are written in.
  */
+#include <stdio.h>
+
 #include "match.h"
 
 #define GELU_K (0.70710678118654752440)		/* 1/sqrt(2) */
@@ -168,6 +170,15 @@ interleave(Builder *b, Value *g, Value *u, int ax)
 }
 
 static void
+name2(Graph *g, Value *v, const char *base, const char *suffix)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof buf, "%s.%s", base, suffix);
+	ir_set_name(g, v, buf);
+}
+
+static void
 glu_skip(Canon *k, Node *n, const Node *g, const Node *u, const char *why)
 {
 	if (canon_report(k, n))
@@ -216,6 +227,10 @@ canon_glu(Canon *k, Node *n)
 				continue;
 		}
 		Value *y = canon_matmul(&b, g, g->in[0], w, bias, (int)ir_attr_int(g, "trans_a", 0), tb);
+		if (y) {
+			name2(k->g, w, n->out[0]->name, "w_gate_up");
+			name2(k->g, y, n->out[0]->name, "gate_up");
+		}
 		ir_b_str(&b, "layout", "interleave");
 		ir_b_str(&b, "act", act->op == OP_SILU ? "silu" : "gelu");
 		if (act->op == OP_GELU && ir_attr(act, "approx"))

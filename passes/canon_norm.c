@@ -116,8 +116,10 @@ canon_norm_core(Canon *k, Node *n)
 		if (!hit || !type_like(x, n->out[0]))
 			continue;
 		b = canon_builder(k, n);
-		return canon_adopt(k, n, build_norm(&b, NULL, OP_RMS_NORM, x,
-						    ir_b_const_f(&b, dt, 1), NULL, eps, dt));
+		Value *one = ir_b_const_f(&b, dt, 1);
+		if (one)
+			ir_set_name(k->g, one, "one");
+		return canon_adopt(k, n, build_norm(&b, NULL, OP_RMS_NORM, x, one, NULL, eps, dt));
 	}
 	return 0;
 }

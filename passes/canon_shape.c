@@ -84,8 +84,8 @@ canon_reshape2(Canon *k, Node *n)
 
 	if (!inner || r < 0 || n->nin > 1)
 		return 0;
-	if (reshape_noop(inner->in[0], n->out[0]))
-		return canon_forward(k, n, inner->in[0]);
+	if (reshape_noop(inner->in[0], n->out[0]) && canon_forward(k, n, inner->in[0]))
+		return 1;
 	b = canon_builder(k, n);
 	return canon_adopt(k, n, canon_reshape(&b, inner->in[0], r, dims));
 }
@@ -117,8 +117,8 @@ canon_transpose2(Canon *k, Node *n)
 		p[i] = p1[p2[i]];
 		ident &= p[i] == i;
 	}
-	if (ident)
-		return canon_forward(k, n, inner->in[0]);
+	if (ident && canon_forward(k, n, inner->in[0]))
+		return 1;
 	b = canon_builder(k, n);
 	ir_b_ints(&b, "perm", p, r);
 	return canon_adopt(k, n, ir_b1(&b, OP_TRANSPOSE, inner->in[0]));
@@ -137,9 +137,9 @@ canon_cast2(Canon *k, Node *n)
 	x = inner->in[0];
 	if (!exact_cast(x->type.dt, inner->out[0]->type.dt))
 		return 0;
-	if (x->type.dt == n->out[0]->type.dt)
-		return canon_forward(k, n, x);
-	b = canon_builder(k, n);
+	if (x->type.dt == n->out[0]->type.dt && canon_forward(k, n, x))
+		return 1;
+	b = canon_builder(k, n);	/* also when the cast ends a graph result */
 	ir_b_str(&b, "to", dtype_name(n->out[0]->type.dt));
 	return canon_adopt(k, n, ir_b1(&b, OP_CAST, x));
 }
