@@ -130,8 +130,21 @@ check_tensor(const char *what, const MTensor *t, int64_t max,
 {
 	char decl[160];
 	moert_status s;
+	int64_t flat[MAXRANK];
 
 	shape_string(decl, sizeof decl, t);
+	/* Leading dims (batch, seq) may come unflattened: tensors are row-major,
+	 * so [2,8,32] is the declared [T,32] with T = 16. */
+	if (rank > t->rank && t->rank >= 1 && t->dim[0].a && rank <= MAXRANK) {
+		int extra = rank - t->rank;
+		flat[0] = 1;
+		for (int i = 0; i <= extra; i++)
+			flat[0] *= dim[i];
+		for (int i = 1; i < t->rank; i++)
+			flat[i] = dim[extra + i];
+		dim = flat;
+		rank = t->rank;
+	}
 	if (strcmp(dtype, dtype_name(t->dt)) != 0)
 		return moert_seterr(MOERT_ESHAPE, "%s '%s' has dtype %s, the "
 				    "bundle declares %s", what, t->name, dtype,
