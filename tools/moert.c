@@ -55,6 +55,7 @@ struct Opts {
 	int pb, graph, device, iters, warmup, help;
 	int64_t tokens;
 	uint64_t seed;
+	int skew;		/* bench: percent of each token that is shared (0..100) */
 };
 
 static int
@@ -123,6 +124,7 @@ option(Opts *o, int argc, char **argv, int *i)
 	INTOPT("--warmup", 0, 100000, o->warmup)
 	INTOPT("--device", 0, 1024, o->device)
 	INTOPT("--seed", 0, INT64_MAX, o->seed)
+	INTOPT("--skew", 0, 100, o->skew)
 #undef INTOPT
 	if (argv[*i][0] == '-' && argv[*i][1])
 		return say(EXIT_USAGE, "unknown option '%s' (see moert %s --help)",
@@ -568,13 +570,22 @@ cmd_test(Ctx *c, const Opts *o)
 
 /* --- moert bench ------------------------------------------------------------- */
 
-/* Seeded uniform values in [-1, 1) (1..3 for integers), never zero. */
+/*
+ * Seeded uniform values in [-1, 1) (1..3 for integers), never zero.  With
+ * skew, each row is skew% a vector shared by all rows: tokens alike route
+ * alike, so a few experts get most of the work (skewed routing).
+ */
 static void
-fill_random(Tensor *t, uint64_t seed)
+fill_random(Tensor *t, uint64_t seed, int skew)
 {
+	int64_t cols = t->rank ? t->dim[t->rank - 1] : 1;
+
 	for (int64_t i = 0; i < tensor_numel(t); i++) {
 		uint64_t r = mix64(seed ^ mix64((uint64_t)i));
+		uint64_t c = mix64(~seed ^ mix64((uint64_t)(i % cols)));
 		double v = (double)(r >> 11) * 0x1p-52 - 1.0;
+		double shared = (double)(c >> 11) * 0x1p-52 - 1.0;
+		v = (skew * shared + (100 - skew) * v) / 100;
 		if (!dtype_is_float(t->dt))
 			v = (double)(1 + r % 3);
 		dtype_store(t->dt, t->data, (size_t)i, v);
@@ -594,7 +605,7 @@ bench_inputs(Ctx *c, const Opts *o, Tensor *in)
 			return rt_fail(s);
 		if (tensor_alloc(&in[i], dtype_of(ti.dtype), ti.rank, ti.dim))
 			return say(EXIT_USAGE, "input '%s' too large", ti.name);
-		fill_random(&in[i], o->seed + (uint64_t)i);
+		fill_random(&in[i], o->seed + (uint64_t)i, o->skew);
 	}
 	return EXIT_OK;
 }
@@ -787,7 +798,7 @@ static const struct {
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with\n"
 	 "output_N.pb at the tolerance of the output's dtype.  One line per case, then\n"
 	 "'N passed, N failed'; exit 1 if any failed."},
-	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S]",
+	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S] [--skew=PCT]",
 	 "Time the launch plan with device events on seeded random inputs (never zero).\n"
 	 "Outputs are poisoned first and must be fully written.  Prints the median in\n"
 	 "microseconds, TFLOP/s and GB/s from the manifest's cost line, and a one-line\n"
