@@ -155,7 +155,7 @@ out:
 static int
 fold_shape(Graph *g, Node *n)
 {
-	const Type *t = &n->in[0]->type;
+	const Type *t = n->nin ? &n->in[0]->type : NULL;
 	int64_t v[MAXRANK], k = 0;
 	Tensor r;
 
