@@ -202,6 +202,7 @@ canon(Module *m, PassCtx *c)
 	int changed = 0;
 
 	for (int i = 0; i < m->ngraph; i++)
-		changed |= canon_graph(m->graph[i], c);
+		if (m->graph[i]->kind == G_GRAPH)	/* kernel bodies are codegen's */
+			changed |= canon_graph(m->graph[i], c);
 	return changed;
 }
