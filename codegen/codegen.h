@@ -369,6 +369,89 @@ struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 int cg_gemm_from_kernel(const Module *m, const Graph *k, GemmSpec *s, CgGemmBind *bind,
 			char *why, size_t whylen);
 
+/* ---- k_route.c, k_permute.c, k_synth.c, k_body*.c: the kernels around the GEMMs ---- */
+
+/* k_route.c: the MoE router, one warp per token */
+typedef enum { CG_ROUTER_SOFTMAX, CG_ROUTER_SIGMOID, CG_ROUTER_TOPK_SOFTMAX } CgRouter;
+typedef enum { CG_GROUP_MAX, CG_GROUP_TOP2 } CgGroupScore;
+typedef struct CgRouteSpec CgRouteSpec;
+struct CgRouteSpec {
+	int E, k;		/* experts 1..512, choices per token 1..min(16, E) */
+	CgRouter router;
+	int renorm;		/* softmax, sigmoid: weights divided by their sum */
+	double scale;		/* weights multiplied by it (1) */
+	int n_group, topk_group;	/* groups of E/n_group experts; the best topk_group kept (1, 1) */
+	CgGroupScore group_score;	/* a group's score: its best score, or its best two summed */
+	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
+	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
+};
+void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
+/* The spec of an IR `route` node: its attributes and operand types. */
+int cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d);
+/*
+ * Exactly the `route` op (ir/eval_moe.c): ids best first, ties to the lower
+ * expert, the weights of the chosen experts in the same order.
+ * Parameters: "logits" [T,E], ["selbias" [E]], "weights" f32 [T,k] (out),
+ * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4).
+ */
+int cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *s, Diag *d);
+
+/* k_permute.c: token slots sorted by expert, one CTA */
+typedef struct CgPermuteSpec CgPermuteSpec;
+struct CgPermuteSpec {
+	int E, k;		/* experts 1..1024, choices per token */
+	DType ids_dt;		/* i32 or i64 */
+	int want_pos;		/* also write "pos", the inverse of rows */
+};
+void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos */
+int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
+/*
+ * Exactly the `permute` op: offsets[E+1] are the prefix sums of the
+ * per-expert counts; rows[T*k] the slots sorted by (expert, slot); pos the
+ * inverse.  Deterministic (no atomics), nothing read on the host, any T.
+ * Ids outside 0..E-1 are clamped (the interpreter reports them).
+ * Parameters: "ids" [T,k], "offsets" i32 [E+1] (out), "rows" i32 [T*k]
+ * (out), ["pos" i32 [T*k] (out)], "T" (i32).  Grid 1, block 1024.
+ */
+int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag *d);
+
+/* k_synth.c: synthetic weights generated on the device */
+/*
+ * out[i] = ir_synth_value(seed, namehash, i, mean, scale) rounded to dt as
+ * ir_weight_data does, bit for bit, for i < count; any grid (grid-stride
+ * loop; packed i4/u4: one byte, two elements, per step).
+ * Parameters: "out", "seed" u64, "namehash" u64, "mean" f32, "scale" f32,
+ * "count" i64.  Block 256; the recorded grid (1024) may be replaced.
+ */
+int cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d);
+
+/* k_body*.c: any elementwise or row_reduce kernel body, or one op */
+typedef struct CgBodySpec CgBodySpec;
+struct CgBodySpec {
+	int threads;		/* per CTA: 256 */
+	int row_min;		/* a reduction of at least this many elements gets a CTA per row (64) */
+};
+void cg_body_default(CgBodySpec *s);
+/*
+ * Compile a kernel body (template=elementwise or row_reduce, or any other
+ * body of supported ops): every result is an output.  Symbolic dims must
+ * be coef*T (T: the product of the body's symbols).  Parameters: one
+ * "in:NAME" pointer per kernel parameter in order, one "out:NAME" per
+ * result, then "T" (i32).  Elementwise: one thread per element, grid
+ * cdiv(numel, threads); with a large reduction: one CTA per row of it.
+ * An op without a lowering is a diagnostic at its node's loc.
+ */
+int cg_emit_body(CgModule *m, const char *name, const Graph *kernel, const CgBodySpec *s,
+		 Diag *d);
+/*
+ * One node of a graph as a kernel (weight preparation run at load):
+ * "in:NAME" per operand that is not a constant, in operand order, "out:NAME"
+ * per result, "T".
+ */
+int cg_emit_node(CgModule *m, const char *name, const Node *n, const CgBodySpec *s, Diag *d);
+/* cg_emit_body's checks alone: 0, or the diagnostic it would give. */
+int cg_body_check(const Graph *kernel, Diag *d);
+
 #ifdef CG_INTERNAL
 /* ---- The helper layer for kernel builders (codegen/ only) ---- */
 #include <llvm-c/Core.h>
@@ -540,6 +623,27 @@ LLVMValueRef cg_call_emu(CgFn *f, const char *name, LLVMTypeRef ret,
  */
 void cg_ep_emit_range(CgFn *f, const CgEpilogue *e, int from, int to, LLVMValueRef *val);
 LLVMValueRef cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b);
+
+/* ---- k_synth.c: elements of every dtype (for k_route, k_permute, k_synth, k_body) ---- */
+/*
+ * A "value" of a dtype is f32 for the float types (f64 narrowed) and i64
+ * for the integer types and bool, as the interpreter computes them.
+ * Conversions round exactly as dtype_store does: floats to nearest even
+ * (f8e4m3 and f8e5m2 saturate), integers truncate toward zero and saturate,
+ * NaN becomes 0 (bool: nonzero is 1).  Integer code only, so the device,
+ * the emulator and the host agree bit for bit.
+ */
+int cg_dt_isint(DType dt);
+LLVMTypeRef cg_dt_value_type(CgFn *f, DType dt);	/* f32 or i64 */
+/* Element idx (i64) of a global array of dt, as a value (i4/u4: packed). */
+LLVMValueRef cg_load_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx);
+/* Store a value of dt (made by cg_round_dt) as element idx; not i4/u4. */
+void cg_store_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef v);
+/* Any value (f32 or i64) as stored in dt and read back: a value of dt. */
+LLVMValueRef cg_round_dt(CgFn *f, LLVMValueRef v, DType dt);
+/* The storage bits of f32 x in a float dtype (i16 for bf16/f16, i8 for f8). */
+LLVMValueRef cg_f32_to_bits(CgFn *f, LLVMValueRef x, DType dt);
+LLVMValueRef cg_bits_to_f32(CgFn *f, LLVMValueRef bits, DType dt);
 #endif /* CG_INTERNAL */
 
 #endif

@@ -1,0 +1,418 @@
+/*
+ * check_kernels.c — the kernels around the GEMMs: route, permute, synth and
+ * the generic bodies.  Every builder is emitted for sm_80, sm_90 and sm_90a
+ * and assembled by ptxas (skipped with a message when there is no ptxas),
+ * and run on the CPU emulator against the IR interpreter (ir_eval of the
+ * same body, or of a graph holding the op) on fresh random inputs, with
+ * every output poisoned first.  Synthetic weights must equal the host's
+ * bytes exactly.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "ir.h"
+
+static const char *const targets[] = {"sm_80", "sm_90", "sm_90a"};
+
+/* ---- random data ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static double
+urand(void)		/* [-1, 1) */
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static int
+irand(int n)		/* 0..n-1 */
+{
+	return (int)((urand() + 1) / 2 * n) % n;
+}
+
+/* A tensor of fresh random values (never all zeros): floats in [-scale, scale). */
+static void
+rand_tensor(Tensor *t, DType dt, int rank, const int64_t *dim, double scale)
+{
+	int64_t n;
+
+	ck_assert_int_eq(tensor_alloc(t, dt, rank, dim), 0);
+	n = tensor_numel(t);
+	for (int64_t i = 0; i < n; i++) {
+		if (dtype_is_float(dt))
+			dtype_store(dt, t->data, (size_t)i, urand() * scale);
+		else
+			dtype_store_int(dt, t->data, (size_t)i, irand((int)scale));
+	}
+}
+
+/* ---- IR graphs and the interpreter ---- */
+
+static Module *
+parse(const char *text)
+{
+	Diag d;
+	Module *m;
+
+	diag_init(&d, stderr);
+	m = ir_parse("kernels.ir", text, strlen(text), &d);
+	ck_assert_msg(m != NULL, "parse: %s", d.last);
+	ck_assert_msg(ir_verify(m, &d) == 0, "verify: %s", d.last);
+	return m;
+}
+
+static Graph *
+graph_named(Module *m, const char *name)
+{
+	Graph *g = ir_find_graph(m, name);
+
+	ck_assert_msg(g != NULL, "no graph @%s", name);
+	return g;
+}
+
+static void
+eval(Graph *g, const Tensor *in, int nin, Tensor *out)
+{
+	Diag d;
+
+	diag_init(&d, stderr);
+	ck_assert_msg(ir_eval(g, in, nin, out, NULL, &d) == 0, "ir_eval @%s: %s", g->name, d.last);
+}
+
+/* An output buffer like want, poisoned (0xff bytes: NaN, -1). */
+static void
+poisoned_like(Tensor *t, const Tensor *want)
+{
+	ck_assert_int_eq(tensor_alloc(t, want->dt, want->rank, want->dim), 0);
+	memset(t->data, 0xff, tensor_nbytes(t));
+}
+
+/* got == want within the dtype's tolerance (integers exactly). */
+static void
+expect_close(const char *what, const Tensor *got, const Tensor *want, double atol, double rtol)
+{
+	int64_t n = tensor_numel(want);
+
+	ck_assert_int_eq(tensor_numel(got), n);
+	for (int64_t i = 0; i < n; i++) {
+		double g = dtype_load(got->dt, got->data, (size_t)i);
+		double w = dtype_load(want->dt, want->data, (size_t)i);
+		if (!dtype_is_float(want->dt)) {
+			ck_assert_msg(g == w, "%s: element %lld is %g, want %g", what, (long long)i, g, w);
+			continue;
+		}
+		if (isnan(w) && isnan(g))
+			continue;
+		ck_assert_msg(fabs(g - w) <= atol + rtol * fabs(w),
+			      "%s: element %lld of %lld is %.9g, want %.9g", what, (long long)i,
+			      (long long)n, g, w);
+	}
+}
+
+/* ---- running one kernel on the emulator ---- */
+
+typedef struct Run Run;
+struct Run {
+	uint64_t args[32];
+	CgEmuBuf buf[32];
+	int na, nb;
+};
+
+static void
+arg_ptr(Run *r, void *p, size_t bytes)
+{
+	r->buf[r->nb++] = (CgEmuBuf){p, bytes};
+	r->args[r->na++] = (uint64_t)(uintptr_t)p;
+}
+
+static void
+arg_int(Run *r, int64_t v)
+{
+	r->args[r->na++] = (uint64_t)v;
+}
+
+static void
+arg_f32(Run *r, float v)
+{
+	uint32_t u;
+
+	memcpy(&u, &v, 4);
+	r->args[r->na++] = u;
+}
+
+/* Launch kernel `name` of m with its recorded geometry at T (grid0 > 0 overrides x). */
+static int
+launch(CgModule *m, const char *name, Run *r, int T, int grid0, Diag *d)
+{
+	const CgKernel *k = cg_module_find(m, name);
+	CgEmuLaunch l;
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_int_eq(r->na, k->nparam);
+	memset(&l, 0, sizeof l);
+	for (int i = 0; i < 3; i++) {
+		l.grid[i] = (int)cg_expr_eval(k->grid[i], T);
+		l.block[i] = k->block[i];
+	}
+	if (grid0 > 0)
+		l.grid[0] = grid0;
+	l.smem = k->smem;
+	l.args = r->args;
+	l.nargs = r->na;
+	l.buf = r->buf;
+	l.nbuf = r->nb;
+	if (l.grid[0] * l.grid[1] * l.grid[2] == 0)
+		return 0;
+	return cg_emu_run(m, name, &l, d);
+}
+
+static CgModule *
+emu_module(Diag *d)
+{
+	CgTarget t = {"emu", NULL, 3};
+	CgModule *m;
+
+	diag_init(d, stderr);
+	m = cg_module_new(&t, "kernels", d);
+	ck_assert_msg(m != NULL, "%s", d->last);
+	return m;
+}
+
+/* ---- synth ---- */
+
+static void
+check_synth(DType dt, int64_t count, double mean, double scale, int grid)
+{
+	Module *im = ir_new_module();
+	int64_t dim[1] = {count};
+	Weight *w = ir_add_weight(im, "blk.3.ffn_up.weight", ir_type(dt, 1, dim));
+	size_t bytes = dtype_bytes(dt, (size_t)count);
+	unsigned char *out = malloc(bytes + 1);
+	const unsigned char *want;
+	CgModule *m;
+	Run r = {0};
+	Diag d;
+
+	w->seed = 1234567;
+	w->mean = mean;
+	w->scale = scale;
+	want = ir_weight_data(w, &d);
+	ck_assert_ptr_nonnull(want);
+	m = emu_module(&d);
+	ck_assert_msg(cg_emit_synth(m, "synth", dt, &d) == 0, "%s", d.last);
+	memset(out, 0xa5, bytes);
+	arg_ptr(&r, out, bytes);
+	arg_int(&r, (int64_t)w->seed);
+	arg_int(&r, (int64_t)hash_str(w->value->name));
+	arg_f32(&r, (float)w->mean);
+	arg_f32(&r, (float)ir_weight_scale(w));
+	arg_int(&r, count);
+	ck_assert_msg(launch(m, "synth", &r, 0, grid, &d) == 0, "%s", d.last);
+	for (size_t i = 0; i < bytes; i++)
+		ck_assert_msg(out[i] == want[i], "synth %s: byte %zu is %02x, host %02x",
+			      dtype_name(dt), i, out[i], want[i]);
+	free(out);
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+START_TEST(test_synth_matches_host_bytes)
+{
+	static const DType dts[] = {DT_F32, DT_BF16, DT_F16, DT_F8E4M3, DT_F8E5M2, DT_F64,
+				    DT_I8, DT_U8, DT_I32, DT_I64, DT_BOOL, DT_I4, DT_U4};
+
+	for (size_t i = 0; i < NELEM(dts); i++)
+		check_synth(dts[i], 3001, 0, -1, 3);	/* the default scale 1/sqrt(fan_in) */
+	/* wide ranges: f16 overflow to inf, f8 saturation, subnormals, integer saturation */
+	check_synth(DT_F16, 2000, 0, 70000, 2);
+	check_synth(DT_F16, 2000, 0, 1e-6, 2);
+	check_synth(DT_F8E4M3, 2000, 100, 500, 2);
+	check_synth(DT_F8E5M2, 2000, 0, 70000, 2);
+	check_synth(DT_F8E4M3, 2000, 0, 0.01, 2);
+	check_synth(DT_BF16, 2000, 3, 1e30, 2);
+	check_synth(DT_I8, 2000, 0.5, 300, 2);
+	check_synth(DT_U8, 2000, 0, 300, 2);
+	check_synth(DT_I4, 2001, 0, 12, 1);
+	check_synth(DT_U4, 7, 4, 12, 1);
+	check_synth(DT_BOOL, 1000, 0, 1, 1);
+}
+END_TEST
+
+/* ---- route ---- */
+
+typedef struct {
+	const char *attrs;	/* route attributes */
+	int E, k, bias, ties;
+	DType dt, bdt;
+} RouteCase;
+
+static void
+check_route(const RouteCase *c, int T)
+{
+	char text[1024];
+	const char *ldt = dtype_name(c->dt);
+	Module *im;
+	Graph *g;
+	Node *n;
+	CgRouteSpec s;
+	CgModule *m;
+	Tensor in[2], want[2], got[2];
+	int64_t ld[2] = {T, c->E}, bd[1] = {c->E};
+	Run r = {0};
+	Diag d;
+
+	char bparam[64] = "";
+
+	if (c->bias)
+		snprintf(bparam, sizeof bparam, ", %%b: %s[%d]", dtype_name(c->bdt), c->E);
+	snprintf(text, sizeof text,
+		 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
+		 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+		 "\tret %%w, %%ids\n}\n",
+		 ldt, c->E, bparam, c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
+	im = parse(text);
+	g = graph_named(im, "r");
+	n = g->first;
+	rand_tensor(&in[0], c->dt, 2, ld, 3.0);
+	if (c->ties)
+		for (int64_t i = 0; i < T * c->E; i++)
+			dtype_store(c->dt, in[0].data, (size_t)i, irand(3));
+	if (c->bias)
+		rand_tensor(&in[1], c->bdt, 1, bd, 0.5);
+	eval(g, in, c->bias ? 2 : 1, want);
+
+	m = emu_module(&d);
+	ck_assert_msg(cg_route_spec(n, &s, &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_route(m, "route", &s, &d) == 0, "%s", d.last);
+	poisoned_like(&got[0], &want[0]);
+	poisoned_like(&got[1], &want[1]);
+	arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
+	if (c->bias)
+		arg_ptr(&r, in[1].data, tensor_nbytes(&in[1]));
+	arg_ptr(&r, got[0].data, tensor_nbytes(&got[0]));
+	arg_ptr(&r, got[1].data, tensor_nbytes(&got[1]));
+	arg_int(&r, T);
+	ck_assert_msg(launch(m, "route", &r, T, 0, &d) == 0, "%s", d.last);
+	expect_close("route ids", &got[1], &want[1], 0, 0);
+	expect_close("route weights", &got[0], &want[0], 1e-6, 1e-5);
+	for (int i = 0; i < 2; i++) {
+		tensor_free(&got[i]);
+		tensor_free(&want[i]);
+	}
+	tensor_free(&in[0]);
+	if (c->bias)
+		tensor_free(&in[1]);
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+static const RouteCase route_cases[] = {
+	{"router=softmax, renorm=1", 8, 2, 0, 0, DT_F32, DT_F32},		/* Mixtral */
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=3, group_score=top2",
+	 64, 6, 1, 0, DT_BF16, DT_F32},					/* DeepSeek-V3 */
+	{"router=topk_softmax", 32, 4, 0, 0, DT_BF16, DT_F32},			/* gpt-oss */
+	{"router=softmax, scale=0.5", 128, 8, 0, 0, DT_F16, DT_F32},		/* Qwen3 */
+	{"router=sigmoid, n_group=4, topk_group=2", 512, 16, 1, 0, DT_F32, DT_BF16},
+	{"router=softmax", 5, 5, 0, 0, DT_F32, DT_F32},			/* every expert */
+	{"router=softmax, renorm=1", 40, 3, 0, 1, DT_F32, DT_F32},		/* ties */
+	{"router=sigmoid, n_group=4, topk_group=1, group_score=top2", 16, 3, 1, 1, DT_BF16, DT_F16},
+};
+
+START_TEST(test_route_matches_interpreter)
+{
+	static const int Ts[] = {1, 7, 33};
+
+	for (size_t i = 0; i < NELEM(Ts); i++)
+		check_route(&route_cases[_i], Ts[i]);
+}
+END_TEST
+
+/* ---- PTX for sm_80, sm_90, sm_90a, assembled by ptxas ---- */
+
+/* Every builder's typical kernels into m; returns how many. */
+static int
+emit_all(CgModule *m, Diag *d)
+{
+	static const DType sdt[] = {DT_BF16, DT_F16, DT_F32, DT_F8E4M3, DT_I8, DT_U4};
+	int n = 0;
+	char name[64];
+
+	for (size_t i = 0; i < NELEM(route_cases); i++) {
+		Module *im;
+		CgRouteSpec s;
+		char text[512];
+		const RouteCase *c = &route_cases[i];
+		snprintf(text, sizeof text,
+			 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
+			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E,
+			 c->bias ? (c->E == 512 ? ", %b: bf16[512]" : c->E == 16 ? ", %b: f16[16]"
+				    : ", %b: f32[64]") : "",
+			 c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
+		im = parse(text);
+		ck_assert_msg(cg_route_spec(graph_named(im, "r")->first, &s, d) == 0, "%s", d->last);
+		snprintf(name, sizeof name, "route%zu", i);
+		ck_assert_msg(cg_emit_route(m, name, &s, d) == 0, "%s: %s", name, d->last);
+		ir_free_module(im);
+		n++;
+	}
+	for (size_t i = 0; i < NELEM(sdt); i++) {
+		snprintf(name, sizeof name, "synth_%s", dtype_name(sdt[i]));
+		ck_assert_msg(cg_emit_synth(m, name, sdt[i], d) == 0, "%s: %s", name, d->last);
+		n++;
+	}
+	return n;
+}
+
+START_TEST(test_ptx_assembles_on_target)
+{
+	const char *sm = targets[_i];
+	CgTarget t = {sm, NULL, 3};
+	CgPtxasResult r;
+	CgModule *m;
+	Diag d;
+	int n;
+
+	diag_init(&d, stderr);
+	m = cg_module_new(&t, "kernels", &d);
+	ck_assert_ptr_nonnull(m);
+	n = emit_all(m, &d);
+	ck_assert_msg(cg_module_ptx(m, NULL, &d) != NULL, "%s", d.last);
+	if (!cg_ptxas_path()) {
+		fprintf(stderr, "check_kernels: no ptxas; PTX for %s not assembled (skipped)\n", sm);
+		cg_module_free(m);
+		return;
+	}
+	ck_assert_msg(cg_module_assemble(m, 0, &r, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(r.n, n);
+	for (int i = 0; i < n; i++) {
+		const CgKernel *k = cg_module_kernel(m, i);
+		ck_assert_msg(k->regs > 0 && k->regs <= 255, "%s: %d registers", k->name, k->regs);
+		ck_assert_msg(k->spill_stores == 0 && k->spill_loads == 0, "%s: spills %d/%d",
+			      k->name, k->spill_stores, k->spill_loads);
+		if (getenv("MOEC_CG_VERBOSE"))
+			fprintf(stderr, "%s %-16s %3d regs, spills %d/%d, smem %6d: %s\n", sm, k->name,
+				k->regs, k->spill_stores, k->spill_loads, k->smem, k->note);
+	}
+	cg_ptxas_free(&r);
+	cg_module_free(m);
+}
+END_TEST
+
+Suite *
+kernels_suite(void)
+{
+	Suite *s = suite_create("kernels");
+	TCase *t = tcase_create("core");
+
+	tcase_set_timeout(t, 300);
+	tcase_add_loop_test(t, test_ptx_assembles_on_target, 0, (int)NELEM(targets));
+	tcase_add_test(t, test_synth_matches_host_bytes);
+	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
+	suite_add_tcase(s, t);
+	return s;
+}
