@@ -26,12 +26,20 @@ bias_like(const Value *b, const Value *y)
 	return b->type.dt == t->dt && per_channel(b, t->dim[t->rank - 1], t->rank);
 }
 
+/* Say why root's add stays: b is no bias, or busy has other users. */
 static void
-skip(Canon *k, Node *root, const char *why, const Node *mm, const Value *b)
+skip(Canon *k, Node *root, const Node *mm, const Value *b, const Value *busy)
 {
-	if (canon_report(k, root))
-		report_skip(k->c->report, "bias add not fused into matmul %%%s: %s%s%s",
-			    mm->out[0]->name, why, b ? " %" : "", b ? b->name : "");
+	const char *h = mm->out[0]->name;
+
+	if (!canon_report(k, root))
+		return;
+	if (b)
+		report_skip(k->c->report, "bias add not fused into matmul %%%s: %s%s is not "
+			    "a per-column bias", h, b->kind == V_WEIGHT ? "$" : "%", b->name);
+	else
+		report_skip(k->c->report, "bias add not fused into matmul %%%s: %%%s has %d users",
+			    h, busy->name, busy->nuse);
 }
 
 /* h = matmul(...), or mul(matmul(...), alpha) for a constant alpha. */
@@ -76,11 +84,11 @@ canon_bias(Canon *k, Node *n)
 			continue;
 		if (!bias_like(b, mm->out[0])) {
 			if (weight_only(b))	/* a constant, but not per column */
-				skip(k, n, "the other operand is not a per-column bias:", mm, b);
+				skip(k, n, mm, b, NULL);
 			continue;
 		}
 		if (sole_user(mm->out[0]) != (sc ? sc : n) || (sc && sole_user(h) != n)) {
-			skip(k, n, "its result has other users", mm, NULL);
+			skip(k, n, mm, NULL, sole_user(mm->out[0]) ? h : mm->out[0]);
 			continue;
 		}
 		bd = canon_builder(k, n);
