@@ -286,6 +286,9 @@ input_type(Ctx *c, const Onnx__ValueInfoProto *vi, Loc l, Type *t)
 			t->dim[i] = named_dim(c->m, buf);
 		}
 	}
+	for (int i = 0, p = 0; i < t->rank; i++)	/* p: bits of the static product */
+		if (t->dim[i] > 0 && (p += 64 - __builtin_clzll((unsigned long long)t->dim[i])) > 48)
+			return field_err(c, l, "the static dims exceed 2^48 elements");
 	return 0;
 }
 
@@ -406,16 +409,31 @@ domain_opset(const Ctx *c, const char *domain)
 	return 0;
 }
 
-static const Onnx__FunctionProto *
-find_function(const Ctx *c, const Onnx__NodeProto *np)
+static int
+cmp_fn(const void *a, const void *b)
 {
-	for (size_t i = 0; i < c->model->n_functions; i++) {
-		const Onnx__FunctionProto *f = c->model->functions[i];
-		if (f->name && np->op_type && strcmp(f->name, np->op_type) == 0 &&
-		    strcmp(f->domain ? f->domain : "", np->domain ? np->domain : "") == 0)
-			return f;
+	const Onnx__FunctionProto *x = *(Onnx__FunctionProto *const *)a;
+	const Onnx__FunctionProto *y = *(Onnx__FunctionProto *const *)b;
+	int r = strcmp(x->domain ? x->domain : "", y->domain ? y->domain : "");
+
+	return r ? r : strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+/* A model-local function by (domain, name); the table is sorted once. */
+static const Onnx__FunctionProto *
+find_function(Ctx *c, const Onnx__NodeProto *np)
+{
+	Onnx__FunctionProto key = {.name = np->op_type, .domain = np->domain}, *kp = &key, **r;
+
+	if (!c->fns && c->model->n_functions) {
+		c->fns = arena_array(c->tmp, Onnx__FunctionProto *, c->model->n_functions);
+		memcpy(c->fns, c->model->functions, sizeof *c->fns * c->model->n_functions);
+		qsort(c->fns, c->model->n_functions, sizeof *c->fns, cmp_fn);
 	}
-	return NULL;
+	if (!np->op_type || !c->fns)
+		return NULL;
+	r = bsearch(&kp, c->fns, c->model->n_functions, sizeof *c->fns, cmp_fn);
+	return r ? *r : NULL;
 }
 
 static Loc
@@ -486,11 +504,15 @@ run_importer(Ctx *c, ONode *n)
 	ImportFn *fn;
 	int minver, nerr = c->d->nerror, rc;
 
-	fn = ox_find_op(np->domain, np->op_type, n->opset, &minver);
+	if (!np->op_type || !*np->op_type)
+		return ox_err(n, "node without an op_type");
+	fn = ox_find_op(np->domain ? np->domain : "", np->op_type, n->opset, &minver);
 	if (!fn && (f = find_function(c, np)) != NULL)
 		return expand_function(c, n, f);
-	if (!fn)
+	if (!fn && c->depth == 0)
 		return -1;	/* reported by check_ops */
+	if (!fn)
+		return ox_err(n, "unsupported operator %s in a function body", np->op_type);
 	rc = fn(n);
 	if (rc == 0 && c->b.err)
 		rc = -1;
@@ -655,42 +677,76 @@ check_opsets(Ctx *c, const Onnx__ModelProto *mp)
 	return rc;
 }
 
-/* Every node's op must have an importer (or a local function): all are listed. */
+typedef struct {
+	const char *domain, *op;
+	int first, count;
+} Missing;
+
+static int
+cmp_missing(const void *a, const void *b)
+{
+	const Missing *x = a, *y = b;
+	int c = strcmp(x->domain, y->domain);
+
+	if (!c)
+		c = strcmp(x->op, y->op);
+	return c ? c : x->first - y->first;
+}
+
+static int
+cmp_first(const void *a, const void *b)
+{
+	return ((const Missing *)a)->first - ((const Missing *)b)->first;
+}
+
+static void
+report_missing(Ctx *c, const Onnx__GraphProto *gp, const Missing *m)
+{
+	const Onnx__NodeProto *np = gp->node[m->first];
+	Loc l = node_loc(c, np, m->first);
+	int v = domain_opset(c, m->domain);
+	const char *dot = *m->domain ? "." : "";
+
+	if (!*m->op)
+		diag_error(c->d, l, "node without an op_type");
+	else if (!is_default_domain(m->domain) && v == 0 && ox_op_known(m->domain, m->op))
+		diag_error(c->d, l, "domain '%s' is not imported by the model", m->domain);
+	else if (ox_op_known(m->domain, m->op))
+		diag_error(c->d, l, "operator %s%s%s needs a newer opset than %d", m->domain, dot,
+			   m->op, v);
+	else
+		diag_error(c->d, l, "unsupported operator %s%s%s", m->domain, dot, m->op);
+	if (m->count > 1)
+		diag_note(c->d, l, "%d nodes use it", m->count);
+}
+
+/* Every node's op must have an importer (or a local function).  All that
+ * do not are listed, each once, in the order they first appear. */
 static int
 check_ops(Ctx *c, const Onnx__GraphProto *gp)
 {
-	int rc = 0, minver;
+	Missing *m = xcalloc(gp->n_node + 1, sizeof *m);
+	int n = 0, k = 0, minver;
 
 	for (size_t i = 0; i < gp->n_node; i++) {
 		const Onnx__NodeProto *np = gp->node[i];
-		const char *dom = np->domain ? np->domain : "";
-		int v = domain_opset(c, dom), first = 1, count = 0;
-		if (!np->op_type || ox_find_op(dom, np->op_type, v, &minver) || find_function(c, np))
+		const char *dom = np->domain ? np->domain : "", *op = np->op_type ? np->op_type : "";
+		if (*op && (ox_find_op(dom, op, domain_opset(c, dom), &minver) || find_function(c, np)))
 			continue;
-		for (size_t j = 0; j < gp->n_node; j++) {
-			const Onnx__NodeProto *q = gp->node[j];
-			if (!q->op_type || strcmp(q->op_type, np->op_type) != 0 ||
-			    strcmp(q->domain ? q->domain : "", dom) != 0)
-				continue;
-			first &= j >= i;
-			count++;
-		}
-		if (!first)
-			continue;
-		Loc l = node_loc(c, np, (int)i);
-		if (ox_op_known(dom, np->op_type) && v > 0)
-			diag_error(c->d, l, "operator %s%s%s needs a newer opset than %d", dom,
-				   *dom ? "." : "", np->op_type, v);
-		else if (!is_default_domain(dom) && v == 0 && ox_op_known(dom, np->op_type))
-			diag_error(c->d, l, "domain '%s' is not imported by the model", dom);
-		else
-			diag_error(c->d, l, "unsupported operator %s%s%s", dom, *dom ? "." : "",
-				   np->op_type);
-		if (count > 1)
-			diag_note(c->d, l, "%d nodes use it", count);
-		rc = -1;
+		m[n++] = (Missing){is_default_domain(dom) ? "" : dom, op, (int)i, 1};
 	}
-	return rc;
+	qsort(m, (size_t)n, sizeof *m, cmp_missing);
+	for (int i = 0; i < n; i++) {	/* one entry per op, with its count */
+		if (k && !strcmp(m[k - 1].domain, m[i].domain) && !strcmp(m[k - 1].op, m[i].op))
+			m[k - 1].count++;
+		else
+			m[k++] = m[i];
+	}
+	qsort(m, (size_t)k, sizeof *m, cmp_first);
+	for (int i = 0; i < k; i++)
+		report_missing(c, gp, &m[i]);
+	free(m);
+	return k ? -1 : 0;
 }
 
 static Value **

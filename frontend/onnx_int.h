@@ -71,6 +71,7 @@ struct Ctx {
 	Onnx__ValueInfoProto **vinfo;	/* value_info and outputs by name */
 	size_t nvinfo;
 	const Onnx__ModelProto *model;
+	Onnx__FunctionProto **fns;	/* model-local functions, sorted */
 	int depth;		/* function expansion depth */
 	const char *prefix;	/* value name prefix inside an expanded function */
 	int64_t max_bytes;

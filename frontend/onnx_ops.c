@@ -28,12 +28,28 @@ ox_attr(const ONode *n, const char *name)
 	return NULL;
 }
 
+/* An attribute of the wrong kind fails the node (b->err), with a diagnostic. */
+static int
+attr_kind(const ONode *n, const Onnx__AttributeProto *a, int type, int present,
+	  const char *what)
+{
+	if (present && (!a->has_type || a->type == (Onnx__AttributeProto__AttributeType)type ||
+			a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED))
+		return 1;
+	ox_err((ONode *)n, "attribute '%s' must be %s", a->name, what);
+	n->b->err = 1;
+	return 0;
+}
+
 int64_t
 ox_attr_i(const ONode *n, const char *name, int64_t def)
 {
 	const Onnx__AttributeProto *a = ox_attr(n, name);
 
-	return a && a->has_i ? a->i : def;
+	if (!a || !attr_kind(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, a->has_i,
+			     "an integer"))
+		return def;
+	return a->i;
 }
 
 double
@@ -41,9 +57,12 @@ ox_attr_f(const ONode *n, const char *name, double def)
 {
 	const Onnx__AttributeProto *a = ox_attr(n, name);
 
-	if (a && a->has_f)
-		return a->f;
-	return a && a->has_i ? (double)a->i : def;
+	if (a && a->has_i && !a->has_f)	/* an integer where a float is due: take it */
+		return (double)a->i;
+	if (!a || !attr_kind(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, a->has_f,
+			     "a float"))
+		return def;
+	return a->f;
 }
 
 const char *
@@ -51,8 +70,11 @@ ox_attr_s(const ONode *n, const char *name, const char *def)
 {
 	const Onnx__AttributeProto *a = ox_attr(n, name);
 
-	if (!a || !a->has_s)
+	if (!a || !attr_kind(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, a->has_s,
+			     "a string"))
 		return def;
+	if (!a->s.len)
+		return "";
 	return arena_strndup(n->c->tmp, (const char *)a->s.data, a->s.len);
 }
 
@@ -62,7 +84,8 @@ ox_attr_ints(const ONode *n, const char *name, int64_t *out, int max)
 {
 	const Onnx__AttributeProto *a = ox_attr(n, name);
 
-	if (!a || (!a->n_ints && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+	if (!a || !attr_kind(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS,
+			     a->n_ints || !a->has_i, "a list of integers"))
 		return -1;
 	for (size_t i = 0; i < a->n_ints && (int)i < max; i++)
 		out[i] = a->ints[i];
@@ -408,9 +431,14 @@ imp_cast(ONode *n)
 static int
 imp_castlike(ONode *n)
 {
+	DType to;
+
 	if (!ox_has(n, 1))
 		return ox_err(n, "needs target_type");
-	return cast_to(n, ox_tin(n, 1)->dt);
+	to = ox_tin(n, 1)->dt;
+	if (ox_attr_i(n, "saturate", 1) == 0 && (to == DT_F8E4M3 || to == DT_F8E5M2))
+		return ox_err(n, "saturate=0 casts to float8 are not supported");
+	return cast_to(n, to);
 }
 
 /* --- reductions and normalisation ---------------------------------------- */

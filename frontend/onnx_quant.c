@@ -45,6 +45,11 @@ quant_node(ONode *n, Op op, DType to)
 	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), ox_in(n, 2)};
 	Node *r;
 
+	if (in[1] && in[2] && in[2]->type.rank != in[1]->type.rank &&
+	    ir_type_numel(&in[2]->type) == 1 && ir_type_numel(&in[1]->type) == 1) {
+		ir_b_dims(n->b, "shape", in[1]->type.dim, in[1]->type.rank);
+		in[2] = ir_b1(n->b, OP_RESHAPE, in[2]);	/* zero point [1] with a scalar scale */
+	}
 	if (quant_axis(n))
 		return -1;
 	ir_b_str(n->b, "to", dtype_name(to));
@@ -261,8 +266,7 @@ imp_ms_matmul_nbits(ONode *n)
 
 	if (bits != 4 && bits != 8)
 		return ox_err(n, "bits=%lld: 4 and 8 are supported", (long long)bits);
-	if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k > ((int64_t)1 << 32) ||
-	    nn > ((int64_t)1 << 32))
+	if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k >> 24 || nn >> 24 || bs >> 24)
 		return ox_err(n, "bad K=%lld, N=%lld or block_size=%lld", (long long)k,
 			      (long long)nn, (long long)bs);
 	if (ox_has(n, 4))

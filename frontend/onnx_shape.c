@@ -13,6 +13,7 @@
  *	%s = Shape(x)  %d = Gather(%s, 0)  %c = Concat(%d, [-1])  Reshape(y, %c)
  *		=>	%r = reshape %y, shape=[batch,64]
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,18 @@ dim_prod(Module *m, const Type *t, int from, int to)
 		r = sdim(m, ir_dim_mul(m, r.v, s.v));
 	}
 	return r;
+}
+
+/* A shape's static part must stay below 2^48 elements. */
+static int
+dims_ok(ONode *n, int rank, const Dim *dims)
+{
+	int64_t p = 1;
+
+	for (int i = 0; i < rank; i++)
+		if (dims[i] > 0 && (__builtin_mul_overflow(p, dims[i], &p) || p >> 48))
+			return ox_err(n, "the result would have more than 2^48 elements");
+	return 0;
 }
 
 static Type
@@ -416,7 +429,7 @@ imp_reshape(ONode *n)
 
 	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
 		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
-	if (reshape_dims(n, xt, sk, allowzero, dims, &nunk))
+	if (reshape_dims(n, xt, sk, allowzero, dims, &nunk) || dims_ok(n, (int)sk->n, dims))
 		return -1;
 	if (nunk == 0)
 		return done_reshape(n, (int)sk->n, dims, NULL);
@@ -726,6 +739,8 @@ imp_expand(ONode *n)
 	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
 		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
 	r = ox_known_dims(n->c, sk, dims, MAXRANK);
+	if (r >= 0 && dims_ok(n, r, dims))
+		return -1;
 	if (r >= 0) {
 		Type s = ir_type(t->dt, r, dims), out;
 		int64_t sd[MAXRANK];
@@ -762,6 +777,15 @@ imp_tile(ONode *n)
 	int nr = ox_known_ints(ox_kin(n, 1), rep, MAXRANK);
 
 	if (nr >= 0) {
+		const Type *t = ox_tin(n, 0);
+		Dim d[MAXRANK];
+		for (int i = 0; i < nr && i < t->rank; i++) {
+			if (rep[i] < 0 || rep[i] >> 40)
+				return ox_err(n, "repeat %lld is out of range", (long long)rep[i]);
+			d[i] = t->dim[i] >= 0 ? t->dim[i] * rep[i] : rep[i];
+		}
+		if (dims_ok(n, MIN(nr, t->rank), d))
+			return -1;
 		ir_b_ints(n->b, "repeats", rep, nr);
 		return ox_set(n, 0, ir_b1(n->b, OP_TILE, ox_in(n, 0)));
 	}
@@ -799,9 +823,11 @@ imp_range(ONode *n)
 	if (!(r = ir_b_node(n->b, OP_RANGE, in, 3, 1)))
 		return -1;
 	if (known && ox_known_static(ks) && ox_known_static(kl) && ox_known_static(kd) && fd != 0) {
-		double c = (fl - fs) / fd;
-		int64_t cnt = c > 0 ? (int64_t)(c == (int64_t)c ? c : c + 1) : 0;
+		double c = ceil((fl - fs) / fd);
+		int64_t cnt = c > 0 ? (c < 1e18 ? (int64_t)c : INT64_MAX) : 0;
 		Known *k;
+		if (cnt >> 48)
+			return ox_err(n, "the range would have more than 2^48 elements");
 		r->out[0]->type.dim[0] = cnt;
 		if (cnt <= (dtype_is_float(dt) ? OX_KNOWN_FMAX : OX_KNOWN_MAX)) {
 			k = ox_known_new(n->c, dt, 1, &cnt);
@@ -821,6 +847,17 @@ imp_range(ONode *n)
 		r->out[0]->type.dim[0] = l.v;
 	}
 	return ox_set(n, 0, r->out[0]);
+}
+
+static int
+known_small(int rank, const Dim *dims, int isfloat)
+{
+	int64_t p = 1;
+
+	for (int i = 0; i < rank; i++)
+		if ((p *= dims[i]) > OX_KNOWN_MAX)
+			return 0;
+	return p <= (isfloat ? OX_KNOWN_FMAX : OX_KNOWN_MAX);
 }
 
 /* ConstantOfShape's value attribute: type and the one element. */
@@ -866,18 +903,18 @@ imp_constant_of_shape(ONode *n)
 	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
 		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
 	r = ox_known_dims(n->c, sk, dims, MAXRANK);
-	if (r >= 0 && ox_known_static(sk)) {
+	if (r >= 0 && dims_ok(n, r, dims))
+		return -1;
+	if (r >= 0 && ox_known_static(sk) && known_small(r, dims, dtype_is_float(dt))) {
 		Known *k = ox_known_new(n->c, dt, r, dims);
-		if (k->n <= (k->fv ? OX_KNOWN_FMAX : OX_KNOWN_MAX)) {
-			for (int64_t i = 0; i < k->n; i++) {
-				if (k->fv)
-					k->fv[i] = v;
-				else
-					k->iv[i] = (SInt){(int64_t)v, SI_NUM};
-			}
-			ox_set_known(n, 0, k);
-			return 0;
+		for (int64_t i = 0; i < k->n; i++) {
+			if (k->fv)
+				k->fv[i] = v;
+			else
+				k->iv[i] = (SInt){(int64_t)v, SI_NUM};
 		}
+		ox_set_known(n, 0, k);
+		return 0;
 	}
 	if (dtype_is_float(dt))
 		ir_b_float(n->b, "value", v);
@@ -919,6 +956,9 @@ imp_split(ONode *n)
 			return ox_err(n, "split sizes must be a constant");
 		if (ns != k)
 			return ox_err(n, "%d split sizes for %d outputs", ns, k);
+		for (int i = 0; i < ns; i++)
+			if (sizes[i] < 0)
+				return ox_err(n, "split size %lld is negative", (long long)sizes[i]);
 	} else if (n->opset >= 18 && ox_attr(n, "num_outputs")) {
 		if (ox_attr_i(n, "num_outputs", 0) != k)
 			return ox_err(n, "num_outputs=%lld but the node has %d outputs",

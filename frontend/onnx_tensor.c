@@ -123,9 +123,11 @@ external_spec(Ctx *c, const Onnx__TensorProto *t, Loc l, const char **loc,
 	return 0;
 }
 
+/* Reads into *data, grown to want bytes once the file is known to hold them. */
 static int
-read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void *data)
+read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pdata)
 {
+	void *data;
 	const char *loc;
 	uint64_t off, len;
 	int haslen, fd, rc = -1;
@@ -146,6 +148,7 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void *data
 		     (unsigned long long)off, want, loc, (long long)st.st_size);
 	} else {
 		size_t got = 0;
+		*pdata = data = xrealloc(*pdata, want + 8);
 		while (got < want) {
 			ssize_t r = pread(fd, (char *)data + got, want - got, (off_t)(off + got));
 			if (r <= 0)
@@ -207,22 +210,42 @@ typed_data(Ctx *c, const Onnx__TensorProto *t, Loc l, DType dt, size_t n, void *
 	return 0;
 }
 
+/* How many values the typed field for dt holds. */
+static size_t
+typed_count(const Onnx__TensorProto *t, DType dt)
+{
+	switch (dt) {
+	case DT_F32: return t->n_float_data;
+	case DT_F64: return t->n_double_data;
+	case DT_I64: return t->n_int64_data;
+	default: return t->n_int32_data;
+	}
+}
+
 int
 ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc l, const Type *ty, void **data,
 	       size_t *size)
 {
 	size_t n = (size_t)ir_type_numel(ty), bytes = dtype_bytes(ty->dt, n);
-	void *p = xcalloc(1, bytes + 8);
+	size_t want = (ty->dt == DT_I4 || ty->dt == DT_U4) ? (n + 1) / 2 : n;
+	int ext = t->has_data_location &&
+		  t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	void *p;
 	int rc;
 
-	if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-		rc = read_external(c, t, l, bytes, p);
+	/* sizes are checked before anything is allocated */
+	if (!ext && t->has_raw_data && t->raw_data.len != bytes)
+		return terr(c, l, "raw_data holds %zu bytes, its dims need %zu", t->raw_data.len,
+			    bytes);
+	if (!ext && !t->has_raw_data && typed_count(t, ty->dt) != want)
+		return count_err(c, l, typed_count(t, ty->dt), want);
+	p = xcalloc(1, ext ? 8 : bytes + 8);
+	if (ext)
+		rc = read_external(c, t, l, bytes, &p);
 	else if (t->has_raw_data) {
-		rc = t->raw_data.len == bytes ? 0
-			: terr(c, l, "raw_data holds %zu bytes, its dims need %zu",
-			       t->raw_data.len, bytes);
-		if (rc == 0 && bytes)
+		if (bytes)
 			memcpy(p, t->raw_data.data, bytes);
+		rc = 0;
 	} else
 		rc = typed_data(c, t, l, ty->dt, n, p);
 	if (rc) {

@@ -407,11 +407,13 @@ parse_list(P *p, Attr *a)
 		if (isfloat) {
 			a->kind = A_FLOATS;
 			a->u.floats = arena_array(p->m->arena, double, n);
-			memcpy(a->u.floats, f.v, sizeof(double) * d.n);
+			if (d.n)	/* an empty list has no buffer */
+				memcpy(a->u.floats, f.v, sizeof(double) * d.n);
 		} else {
 			a->kind = isdim ? A_DIMS : A_INTS;
 			a->u.ints = arena_array(p->m->arena, int64_t, n);
-			memcpy(a->u.ints, d.v, sizeof(int64_t) * d.n);
+			if (d.n)
+				memcpy(a->u.ints, d.v, sizeof(int64_t) * d.n);
 		}
 	}
 	vec_free(&f);

@@ -7,11 +7,12 @@ case definitions; this regenerates it.  Cases whose graph inputs or outputs
 are not tensors (sequences, optionals, maps) are left out; the runner
 decides which of the rest apply.
 
-Cases declared at opsets 24..28 (mostly version bumps that add dtypes such
-as int2 or float4) are also written re-targeted to opset 23, as NAME_opset23,
-when the ONNX checker accepts the model at 23 and onnx's reference
-implementation computes the same outputs there: then opset 23 means the
-same thing for that case.  Exit 77 (skip) if the onnx package is missing.
+Cases declared outside moec's opsets are also written re-targeted to the
+nearest one, as NAME_opset13 (from opsets below 13) or NAME_opset23 (from
+24..28, mostly version bumps that add dtypes such as int2 or float4), when
+the ONNX checker accepts the model there and onnx's reference implementation
+computes the same outputs: then that opset means the same thing for the
+case (Softmax before 13, say, does not).  Exit 77 (skip) if onnx is missing.
 
 usage: gen_node_tests.py OUTDIR [NAME_SUBSTRING...]
 """
@@ -37,11 +38,15 @@ def opset(model):
     return -1
 
 
+def to_np(x):
+    return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x
+
+
 def same_outputs(got, want):
     if len(got) != len(want):
         return False
     for a, b in zip(got, want):
-        a, b = np.asarray(a), np.asarray(b)
+        a, b = np.asarray(to_np(a)), np.asarray(to_np(b))
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         if a.dtype.kind == "f":
@@ -52,30 +57,29 @@ def same_outputs(got, want):
     return True
 
 
-def at_opset23(case):
-    """A copy of case declared at opset 23, or None if 23 means otherwise."""
+def retarget(case, version):
+    """A copy of case declared at opset version, or None if that means otherwise."""
     from onnx.reference import ReferenceEvaluator
 
     m = onnx.ModelProto()
     m.CopyFrom(case.model)
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):
-            o.version = 23
-    if m.ir_version > 11:
-        m.ir_version = 11
+            o.version = version
+    m.ir_version = min(max(m.ir_version, 7), 11)
     try:
         onnx.checker.check_model(m, full_check=True)
         ref = ReferenceEvaluator(m)
         names = [i.name for i in m.graph.input]
         for inputs, outputs in case.data_sets:
-            got = ref.run(None, dict(zip(names, inputs)))
+            got = ref.run(None, dict(zip(names, [to_np(x) for x in inputs])))
             if not same_outputs(got, outputs):
                 return None
     except Exception:
         return None
     c = copy.copy(case)
     c.model = m
-    c.name = case.name + "_opset23"
+    c.name = "%s_opset%d" % (case.name, version)
     return c
 
 
@@ -117,8 +121,9 @@ def main():
         if any(not vi.type.HasField("tensor_type") for vi in list(g.input) + list(g.output)):
             continue
         cases = [case]
-        if opset(case.model) > 23:
-            retargeted = at_opset23(case)
+        v = opset(case.model)
+        if v > 23 or 0 < v < 13:
+            retargeted = retarget(case, 23 if v > 23 else 13)
             if retargeted:
                 cases.append(retargeted)
         for c in cases:
