@@ -70,6 +70,8 @@ canon_matmul(Builder *b, const Node *tmpl, Value *a, Value *w, Value *bias, int 
 	Value *in[3] = {a, w, bias};
 	Node *n;
 
+	if (b->err || !a || !w)
+		return NULL;
 	for (int i = 0; i < tmpl->nattr; i++) {
 		const char *key = tmpl->attr[i].key;
 		if (strcmp(key, "trans_a") != 0 && strcmp(key, "trans_b") != 0 &&
@@ -87,7 +89,7 @@ canon_matmul(Builder *b, const Node *tmpl, Value *a, Value *w, Value *bias, int 
 Value *
 canon_reshape(Builder *b, Value *v, int rank, const Dim *dims)
 {
-	if (!v)
+	if (b->err || !v)
 		return NULL;
 	ir_b_dims(b, "shape", dims, rank);
 	return ir_b1(b, OP_RESHAPE, v);

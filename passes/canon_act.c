@@ -154,6 +154,8 @@ interleave(Builder *b, Value *g, Value *u, int ax)
 	Value *in[2];
 	Node *c;
 
+	if (b->err)
+		return NULL;
 	for (int i = 0, j = 0; i < t->rank; i++) {
 		d1[j++] = t->dim[i];
 		if (i == ax)
@@ -212,7 +214,8 @@ canon_glu(Canon *k, Node *n)
 		}
 		tb = (int)ir_attr_int(g, "trans_b", 0);
 		b = canon_builder(k, n);
-		w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1);
+		if (!(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1)))
+			continue;
 		if (g->nin > 2 && g->in[2]) {
 			Value *gb = g->in[2], *ub = u->in[2];
 			Dim nn = g->out[0]->type.dim[g->out[0]->type.rank - 1];

@@ -93,9 +93,11 @@ canon_bias(Canon *k, Node *n)
 		}
 		bd = canon_builder(k, n);
 		bias = b;
-		if (alpha && const_scalar(alpha, &c, &dt))
-			bias = ir_b2(&bd, OP_MUL, bias, ir_b_const_f(&bd, b->type.dt, 1 / c));
-		if (mm->nin > 2 && mm->in[2])
+		if (alpha && const_scalar(alpha, &c, &dt)) {
+			Value *inv = ir_b_const_f(&bd, b->type.dt, 1 / c);
+			bias = inv ? ir_b2(&bd, OP_MUL, bias, inv) : NULL;
+		}
+		if (mm->nin > 2 && mm->in[2] && bias)
 			bias = ir_b2(&bd, OP_ADD, mm->in[2], bias);
 		y = canon_matmul(&bd, mm, mm->in[0], mm->in[1], bias,
 				 (int)ir_attr_int(mm, "trans_a", 0), (int)ir_attr_int(mm, "trans_b", 0));

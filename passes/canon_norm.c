@@ -89,7 +89,7 @@ build_norm(Builder *b, const Node *tmpl, Op op, Value *x, Value *scale, Value *b
 	Value *in[3] = {x, scale, bias};
 	Node *n;
 
-	if (!x || !scale)
+	if (b->err || !x || !scale)
 		return NULL;
 	if (tmpl && ir_attr(tmpl, "axis"))
 		ir_b_int(b, "axis", ir_attr_int(tmpl, "axis", -1));
@@ -194,7 +194,8 @@ canon_norm_scale(Canon *k, Node *n)
 		if (!const_near(s, 1)) {
 			if (s->type.dt != w->type.dt)
 				continue;
-			w = ir_b2(&b, OP_MUL, s, w);
+			if (!(w = ir_b2(&b, OP_MUL, s, w)))
+				continue;
 		}
 		if (norm->nin > 2 && norm->in[2]) {
 			if (norm->in[2]->type.dt != w->type.dt)
