@@ -331,6 +331,93 @@ START_TEST(test_route_matches_interpreter)
 }
 END_TEST
 
+/* ---- permute ---- */
+
+enum { IDS_UNIFORM, IDS_SKEWED, IDS_FEW };
+
+static void
+check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
+{
+	char text[512];
+	Module *im;
+	CgPermuteSpec s;
+	CgModule *m;
+	Tensor ids, want[3], got[3], again[3];
+	int64_t dim[2] = {T, k};
+	Run r = {0};
+	Diag d;
+
+	snprintf(text, sizeof text,
+		 "graph @p(%%ids: %s[T,%d]) -> (o: i32[%d], r: i32[%d*T], q: i32[%d*T]) {\n"
+		 "\t%%o, %%r, %%q = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
+		 "\tret %%o, %%r, %%q\n}\n", dtype_name(idt), k, E + 1, k, k, E, E + 1, k, k);
+	if (k == 1)	/* 1*T prints as T */
+		snprintf(text, sizeof text,
+			 "graph @p(%%ids: %s[T,1]) -> (o: i32[%d], r: i32[T], q: i32[T]) {\n"
+			 "\t%%o, %%r, %%q = permute %%ids, experts=%d : i32[%d], i32[T], i32[T]\n"
+			 "\tret %%o, %%r, %%q\n}\n", dtype_name(idt), E + 1, E, E + 1);
+	im = parse(text);
+	ck_assert_int_eq(tensor_alloc(&ids, idt, 2, dim), 0);
+	for (int64_t i = 0; i < (int64_t)T * k; i++) {
+		int x = dist == IDS_UNIFORM ? irand(E)
+		      : dist == IDS_SKEWED ? (irand(4) ? 3 % E : irand(E))	/* 3/4 to expert 3 */
+		      : irand(MIN(E, 4)) * (E / 4 > 0 ? E / 4 : 1) % E;	/* 4 experts, the rest empty */
+		dtype_store_int(idt, ids.data, (size_t)i, x);
+	}
+	eval(graph_named(im, "p"), &ids, 1, want);
+
+	m = emu_module(&d);
+	ck_assert_msg(cg_permute_spec(graph_named(im, "p")->first, &s, &d) == 0, "%s", d.last);
+	s.want_pos = want_pos;
+	ck_assert_msg(cg_emit_permute(m, "permute", &s, &d) == 0, "%s", d.last);
+	for (int run = 0; run < 2; run++) {
+		Tensor *out = run ? again : got;
+		memset(&r, 0, sizeof r);
+		for (int i = 0; i < 3; i++)
+			poisoned_like(&out[i], &want[i]);
+		arg_ptr(&r, ids.data, tensor_nbytes(&ids));
+		for (int i = 0; i < (want_pos ? 3 : 2); i++)
+			arg_ptr(&r, out[i].data, tensor_nbytes(&out[i]));
+		arg_int(&r, T);
+		ck_assert_msg(launch(m, "permute", &r, T, 0, &d) == 0, "%s", d.last);
+	}
+	expect_close("permute offsets", &got[0], &want[0], 0, 0);
+	expect_close("permute rows", &got[1], &want[1], 0, 0);
+	if (want_pos)
+		expect_close("permute pos", &got[2], &want[2], 0, 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(memcmp(got[i].data, again[i].data, tensor_nbytes(&got[i])) == 0);
+		tensor_free(&got[i]);
+		tensor_free(&again[i]);
+		tensor_free(&want[i]);
+	}
+	tensor_free(&ids);
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+START_TEST(test_permute_matches_interpreter)
+{
+	static const int Ts[] = {1, 7, 33};
+
+	for (size_t i = 0; i < NELEM(Ts); i++) {
+		check_permute(8, 2, Ts[i], IDS_UNIFORM, DT_I32, 1);
+		check_permute(64, 6, Ts[i], IDS_SKEWED, DT_I32, 1);
+		check_permute(128, 8, Ts[i], IDS_FEW, DT_I32, 0);
+		check_permute(512, 8, Ts[i], IDS_UNIFORM, DT_I64, 1);
+		check_permute(1024, 1, Ts[i], IDS_SKEWED, DT_I32, 1);
+	}
+	check_permute(5, 3, 0, IDS_UNIFORM, DT_I32, 1);	/* no tokens: offsets all 0 */
+}
+END_TEST
+
+START_TEST(test_permute_many_slots)
+{
+	check_permute(256, 8, 8200, IDS_SKEWED, DT_I32, 1);	/* 65600 slots */
+	check_permute(16, 4, 16500, IDS_UNIFORM, DT_I32, 1);
+}
+END_TEST
+
 /* ---- PTX for sm_80, sm_90, sm_90a, assembled by ptxas ---- */
 
 /* Every builder's typical kernels into m; returns how many. */
@@ -363,6 +450,16 @@ emit_all(CgModule *m, Diag *d)
 	for (size_t i = 0; i < NELEM(sdt); i++) {
 		snprintf(name, sizeof name, "synth_%s", dtype_name(sdt[i]));
 		ck_assert_msg(cg_emit_synth(m, name, sdt[i], d) == 0, "%s: %s", name, d->last);
+		n++;
+	}
+	for (int i = 0; i < 3; i++) {
+		CgPermuteSpec s;
+		cg_permute_default(&s);
+		s.E = i == 0 ? 8 : i == 1 ? 256 : 1024;
+		s.k = i == 0 ? 2 : 8;
+		s.want_pos = i != 2;
+		snprintf(name, sizeof name, "permute%d", i);
+		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		n++;
 	}
 	return n;
@@ -413,6 +510,8 @@ kernels_suite(void)
 	tcase_add_loop_test(t, test_ptx_assembles_on_target, 0, (int)NELEM(targets));
 	tcase_add_test(t, test_synth_matches_host_bytes);
 	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
+	tcase_add_test(t, test_permute_matches_interpreter);
+	tcase_add_test(t, test_permute_many_slots);
 	suite_add_tcase(s, t);
 	return s;
 }
