@@ -196,21 +196,30 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	char buf[512];
 
 	diag_init(&quiet, NULL);
+	if (in[0]->type.rank != 2) {	/* [B,S,H] -> [B*S,H] */
+		Dim d[2] = {mo->sum->type.dim[0], in[0]->type.dim[in[0]->type.rank - 1]};
+		ir_b_dims(&b, "shape", d, 2);
+		in[0] = ir_b1(&b, OP_RESHAPE, in[0]);
+	}
 	if (mo->x.gu_t)
 		in[3] = transpose(&b, in[3]);
 	if (mo->x.dn_t)
 		in[4] = transpose(&b, in[4]);
 	moe_attrs(&b, mo);
-	n = in[3] && in[4] ? ir_b_node(&b, OP_MOE, in, nin, 1) : NULL;
+	n = in[0] && in[3] && in[4] ? ir_b_node(&b, OP_MOE, in, nin, 1) : NULL;
 	Value *y = n ? n->out[0] : NULL;
 	if (y && !same_dims(&y->type, &mo->sum->type)) {
 		ir_b_dims(&b, "shape", mo->sum->type.dim, mo->sum->type.rank);
 		y = ir_b1(&b, OP_RESHAPE, y);
 	}
-	if (!y || y->type.dt != mo->sum->type.dt) {
+	if (y && y->type.dt != mo->sum->type.dt) {
+		ir_b_str(&b, "to", dtype_name(mo->sum->type.dt));
+		y = ir_b1(&b, OP_CAST, y);
+	}
+	if (!y) {
 		if (c->report)
 			report_skip(c->report, "moe not built at TopK %%%s: %s",
-				    mo->r.topk->out[0]->name, quiet.last[0] ? quiet.last : "type mismatch");
+				    mo->r.topk->out[0]->name, quiet.last);
 		return 0;
 	}
 	Value *old = mo->sum;

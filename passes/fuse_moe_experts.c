@@ -104,18 +104,22 @@ bias(Value *v, Proj *p)
 }
 
 /* A projection by one expert's matrix: matmul(in, W[e]) with the matrix on
- * either side, transposed or not, plus an expert's bias after it. */
+ * either side, transposed or not, plus an expert's bias after it.  In the
+ * batched form the rows are vectors [R,K,1] or [R,1,K] of a batched matmul. */
 static const char *
-proj(Value *v, Proj *p)
+proj(Value *v0, Proj *p)
 {
+	Module *m = v0->graph->m;
+	Value *v = mo_peel_rows(v0);
 	Node *n;
 
 	memset(p, 0, sizeof *p);
-	v = mo_peel_unit(v);
 	if ((n = mo_def(v, OP_ADD)))
 		for (int i = 0; i < 2; i++)
 			if (bias(n->in[i], p)) {
-				v = mo_peel_unit(n->in[1 - i]);
+				v = mo_peel_rows(n->in[1 - i]);
+				if (!mo_same_rows(m, &v->type, &n->out[0]->type))
+					return "the expert bias broadcasts over the rows";
 				break;
 			}
 	if (!(n = mo_def(v, OP_MATMUL)))
@@ -125,6 +129,7 @@ proj(Value *v, Proj *p)
 	for (int i = 1; i >= 0; i--) {
 		int flip = (int)ir_attr_int(n, i ? "trans_b" : "trans_a", 0);
 		Value *wv = n->in[i], *o = n->in[1 - i];
+		const Type *ot = &o->type;
 		Node *t;
 
 		while ((t = mo_def(wv, OP_TRANSPOSE)) && swaps_last_two(t)) {
@@ -138,8 +143,9 @@ proj(Value *v, Proj *p)
 		p->t = i ? !flip : flip;
 		p->n = p->w->type.dim[p->t ? 2 : 1];
 		p->k = p->w->type.dim[p->t ? 1 : 2];
-		p->in = mo_peel_unit(o);
-		if (p->in->type.dim[p->in->type.rank - 1] != p->k)
+		p->in = o;
+		if (wv->type.rank != ot->rank || mo_width(ot) != p->k || mo_width(&v0->type) != p->n ||
+		    (ot->rank == 3 && (ot->dim[0] != wv->type.dim[0] || ot->dim[i ? 1 : 2] != 1)))
 			return "the expert matmul's input does not fit its weights";
 		return NULL;
 	}
@@ -178,7 +184,7 @@ halves(Value *g, Value *u, Expert *x)
 	Node *a = g->kind == V_RESULT ? g->def : NULL, *b = u->kind == V_RESULT ? u->def : NULL;
 	int64_t s0, e0, p0, s1, e1, p1, sz[2], d;
 
-	if (!a || !b || a->in[0] != b->in[0])
+	if (!a || !b || a->nin < 1 || b->nin < 1 || a->in[0] != b->in[0])
 		return NULL;
 	Value *h = a->in[0];
 	int r = h->type.rank;
@@ -272,8 +278,11 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 static const char *
 activation(Value *a, Expert *x, Value **h)
 {
-	Node *n = mo_def(a, OP_SWIGLU), *ge;
-	Value *g, *u;
+	Value *a0 = a, *g, *u;
+	Node *n, *ge;
+
+	a = mo_peel_rows(a0);
+	n = mo_def(a, OP_SWIGLU);
 
 	x->approx = "none";
 	if (n) {
@@ -368,38 +377,57 @@ slot_weight(Value *w, Expert *x)
 	return "the routing weight index is not tok * k + pos";
 }
 
-/* Batched: the rows are x repeated k times, reshape(expand(x[T,1,H])). */
+/* The tokens [T,H] a view v was made from: back through reshapes to the
+ * first [T,H], or the start of the chain if it is [...,H] with T rows. */
+static Value *
+tokens(Value *v, Dim t, Dim h)
+{
+	Module *m = v->graph ? v->graph->m : NULL;
+	const Type *ty;
+	Dim lead = 1;
+
+	for (;; v = v->def->in[0]) {
+		ty = &v->type;
+		if (ty->rank == 2 && ty->dim[0] == t && ty->dim[1] == h)
+			return v;
+		if (!mo_def(v, OP_RESHAPE))
+			break;
+	}
+	if (!m || ty->rank < 2 || ty->dim[ty->rank - 1] != h)
+		return NULL;
+	for (int i = 0; i < ty->rank - 1; i++)
+		lead = ir_dim_mul(m, lead, ty->dim[i]);
+	return lead == t ? v : NULL;
+}
+
+/* Batched: the rows are x repeated k times, expand(x[T,1,H], [T,k,H]). */
 static const char *
 batched_input(Value *in, Expert *x)
 {
 	Value *v = mo_peel(in);
 	Node *ex = mo_def(v, OP_EXPAND);
 	Module *m = in->graph->m;
+	int64_t w = mo_width(&in->type);
 
 	if (!ex) {	/* k = 1: the tokens themselves */
-		v = mo_peel_unit(in);
-		if (v->type.rank != 2)
-			return "the expert input is not the tokens repeated k times";
-		x->x = v;
 		x->kmul = 1;
-		return NULL;
+		x->x = tokens(in, in->type.dim[0], w);
+		return x->x ? NULL : "the expert input is not the tokens repeated k times";
 	}
 	const Type *et = &v->type, *it = &ex->in[0]->type;
-	Value *xv = mo_peel_unit(ex->in[0]);
-	if (et->rank != 3 || it->rank != 3 || it->dim[1] != 1 || xv->type.rank != 2 ||
-	    xv->type.dim[0] != et->dim[0] || xv->type.dim[1] != et->dim[2] ||
-	    et->dim[1] < 1 || in->type.dim[0] != ir_dim_mul(m, et->dim[0], et->dim[1]))
+	if (et->rank != 3 || it->rank != 3 || it->dim[1] != 1 || et->dim[2] != w || et->dim[1] < 1 ||
+	    in->type.dim[0] != ir_dim_mul(m, et->dim[0], et->dim[1]))
 		return "the expert input is not the tokens repeated k times";
-	x->x = xv;
 	x->kmul = et->dim[1];
-	return NULL;
+	x->x = tokens(ex->in[0], et->dim[0], et->dim[2]);
+	return x->x ? NULL : "the expert input is not the tokens repeated k times";
 }
 
 /* One routed contribution, o * w with o = down(act(gate_up(rows))). */
 static const char *
 contribution(Value *c, int batched, Expert *x)
 {
-	Node *n = mo_def(mo_peel_unit(c), OP_MUL);
+	Node *n = mo_def(mo_peel_rows(c), OP_MUL);
 	Value *o = NULL, *w = NULL, *h;
 	const char *why;
 	Proj dn, gu;
@@ -438,19 +466,16 @@ contribution(Value *c, int batched, Expert *x)
 static const char *
 batched(Value *sum, Moe *mo)
 {
-	Node *rs = mo_def(sum, OP_REDUCE_SUM), *rn;
+	Node *rs = mo_def(sum, OP_REDUCE_SUM);
 	Module *m = sum->graph->m;
-	const Type *t;
+	const Type *t = &rs->in[0]->type;
+	Value *c = mo_peel(rs->in[0]);
 	const char *why;
 
-	if (mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) != 0 ||
-	    !(rn = mo_def(rs->in[0], OP_RESHAPE)))
+	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) != 0 ||
+	    c->type.rank != 2 || c->type.dim[0] != ir_dim_mul(m, t->dim[0], t->dim[1]))
 		return "not a sum over the k choices";
-	t = &rs->in[0]->type;
-	if (t->rank != 3 || rn->in[0]->type.rank != 2 ||
-	    rn->in[0]->type.dim[0] != ir_dim_mul(m, t->dim[0], t->dim[1]))
-		return "not a sum over the k choices";
-	if ((why = contribution(rn->in[0], 1, &mo->x)))
+	if ((why = contribution(c, 1, &mo->x)))
 		return why;
 	mo->ids = mo_peel_index(mo->x.sel);
 	const Type *it = &mo->ids->type, *st = &mo->x.sel->type;
@@ -596,7 +621,7 @@ mo_experts(Graph *g, Value *sum, Moe *mo)
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
-	if (!why && (mo->x.x->type.rank != 2 || mo->x.x->type.dim[1] != mo->x.wdn->type.dim[mo->x.dn_t ? 2 : 1]))
+	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] != mo->x.wdn->type.dim[mo->x.dn_t ? 2 : 1])
 		why = "the tokens' width is not the experts' hidden size";
 	mo->e = why ? 0 : mo->x.wgu->type.dim[0];
 	return why;

@@ -168,7 +168,8 @@ unmask(Value **sel, Router *r)
 	return NULL;
 }
 
-/* A selection bias: add(s, b) with b an [E] constant or weight. */
+/* A selection bias: add(s, b) with s the scores (softmax or sigmoid) and b
+ * an [E] constant or weight.  A bias on raw logits is part of the logits. */
 static void
 unbias(Value **sel, Router *r)
 {
@@ -177,12 +178,13 @@ unbias(Value **sel, Router *r)
 	if (!n)
 		return;
 	for (int i = 0; i < 2; i++) {
-		Value *b = n->in[i];
+		Value *b = n->in[i], *s = mo_peel_cast(n->in[1 - i]);
 		const Type *t = &b->type;
 		if (t->rank == 1 && t->dim[0] == (*sel)->type.dim[1] &&
-		    (b->kind == V_WEIGHT || mo_def(b, OP_CONST))) {
+		    (b->kind == V_WEIGHT || mo_def(b, OP_CONST)) &&
+		    (mo_def(s, OP_SOFTMAX) || mo_def(s, OP_SIGMOID))) {
 			r->selbias = b;
-			*sel = mo_peel_cast(n->in[1 - i]);
+			*sel = s;
 			return;
 		}
 	}
