@@ -571,10 +571,11 @@ slots(Value *sum, Moe *mo)
 	const char *why = NULL;
 
 	for (; !why; v = acc) {
-		Node *add = mo_def(v, OP_ADD), *sc = NULL;
+		Node *add = mo_def(v, OP_ADD), *sc = mo_def(v, OP_SCATTER_ELEMENTS);
 		Expert x;
 		Slot s;
 
+		acc = NULL;	/* a bare scatter: the first slot, zeros + s folded */
 		for (int i = 0; add && i < 2 && !sc; i++)
 			if ((sc = mo_def(add->in[i], OP_SCATTER_ELEMENTS)))
 				acc = add->in[1 - i];
@@ -594,7 +595,7 @@ slots(Value *sum, Moe *mo)
 			why = "the slots do not agree";
 		else
 			seen[s.j] = 1, mo->nslot++;
-		if (mo_is_fill(acc, 0))
+		if (!acc || mo_is_fill(acc, 0))
 			break;
 	}
 	if (!why && mo->nslot != hit->nout)
