@@ -51,7 +51,9 @@ typedef struct {
 /* fuse_moe_match.c */
 Node *mo_def(const Value *v, Op op);	/* v's defining node if it is op */
 Value *mo_peel(Value *v);	/* through reshapes and no-op casts */
-Value *mo_peel_unit(Value *v);	/* through reshapes that only add or drop 1s */
+Value *mo_peel_rows(Value *v);	/* through reshapes that keep the rows */
+int64_t mo_width(const Type *t);	/* product of the dims after the first */
+int mo_same_rows(const Module *m, const Type *a, const Type *b);
 Value *mo_peel_cast(Value *v);	/* through float-to-float casts */
 Value *mo_peel_index(Value *v);	/* through reshapes, expands and any casts */
 int mo_const_f(const Value *v, double *out);	/* a scalar constant */

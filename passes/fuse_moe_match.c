@@ -35,53 +35,45 @@ mo_peel(Value *v)
 	return v;
 }
 
-/* The dims of t other than static 1s. */
-static int
-nonunit(const Type *t, Dim *out)
+/* The width of t's rows: the product of the dims after the first; -1 if
+ * symbolic. */
+int64_t
+mo_width(const Type *t)
 {
-	int n = 0;
+	int64_t w = 1;
 
-	for (int i = 0; i < t->rank; i++)
-		if (t->dim[i] != 1)
-			out[n++] = t->dim[i];
-	return n;
+	if (t->rank < 1)
+		return -1;
+	for (int i = 1; i < t->rank; i++) {
+		if (t->dim[i] < 0)
+			return -1;
+		w *= t->dim[i];
+	}
+	return w;
 }
 
-/* Do a and b differ only by dims of size 1?  Dims that are unknown ("?")
- * on either side may stand for each other, once: the element count then
- * forces the rest to agree. */
-static int
-unit_reshape(const Module *m, const Type *a, const Type *b)
+/* Do a and b hold the same rows: the same first dim (unknown dims may
+ * stand for each other: the element count makes them agree) and the same
+ * static width? */
+int
+mo_same_rows(const Module *m, const Type *a, const Type *b)
 {
-	Dim da[MAXRANK], db[MAXRANK];
-	int na = nonunit(a, da), nb = nonunit(b, db), loose = 0;
+	int64_t wa = mo_width(a), wb = mo_width(b);
 
-	if (na != nb)
+	if (wa < 0 || wa != wb)
 		return 0;
-	for (int i = 0; i < na; i++) {
-		if (da[i] == db[i])
-			continue;
-		if (!ir_dim_has_unknown(m, da[i]) && !ir_dim_has_unknown(m, db[i]))
-			return 0;
-		if (loose++)
-			return 0;
-	}
-	return 1;
+	return a->dim[0] == b->dim[0] || ir_dim_has_unknown(m, a->dim[0]) ||
+	       ir_dim_has_unknown(m, b->dim[0]);
 }
 
+/* Through reshapes to the op that made v's rows, if it made the same rows
+ * ([R,N,1] and [R,1,N] views of [R,N], say); else v itself. */
 Value *
-mo_peel_unit(Value *v)
+mo_peel_rows(Value *v)
 {
-	while (v && v->kind == V_RESULT) {
-		Node *n = v->def;
-		if (n->op == OP_RESHAPE && unit_reshape(v->graph->m, &n->in[0]->type, &v->type))
-			v = n->in[0];
-		else if (noop_cast(n))
-			v = n->in[0];
-		else
-			break;
-	}
-	return v;
+	Value *u = mo_peel(v);
+
+	return u != v && mo_same_rows(v->graph->m, &u->type, &v->type) ? u : v;
 }
 
 Value *
