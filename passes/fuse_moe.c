@@ -87,11 +87,11 @@ match(Graph *g, Node *tk, Moe *mo)
 	const char *why = "its indices reach no routed sum (scatter-add slots or a sum over k)";
 
 	for (int i = 0; i < n; i++) {
-		const char *w = mo_experts(g, cand[i]->out[0], mo);
+		const char *w = mo_experts(cand[i]->out[0], mo);
 		if (!w && mo->ids != tk->out[1])
 			w = "the experts are routed by another TopK";
 		if (!w)
-			w = mo_router(g, tk, mo->x.rw, &mo->r);
+			w = mo_router(tk, mo->x.rw, &mo->r);
 		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
 			w = "the experts and the TopK disagree on k";
 		if (!w && (mo->r.logits->type.dim[1] != mo->e ||

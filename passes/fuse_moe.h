@@ -64,9 +64,9 @@ int mo_last_axis(const Node *n, const char *key, int rank, int def);
 double mo_nice_float(double v);	/* the shortest decimal naming v's f32 */
 
 /* fuse_moe_router.c */
-const char *mo_router(Graph *g, Node *topk, Value *weights, Router *r);
+const char *mo_router(Node *topk, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
-const char *mo_experts(Graph *g, Value *sum, Moe *mo);
+const char *mo_experts(Value *sum, Moe *mo);
 
 #endif

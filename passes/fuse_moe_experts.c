@@ -609,11 +609,10 @@ slots(Value *sum, Moe *mo)
 }
 
 const char *
-mo_experts(Graph *g, Value *sum, Moe *mo)
+mo_experts(Value *sum, Moe *mo)
 {
 	const char *why;
 
-	(void)g;
 	memset(mo, 0, sizeof *mo);
 	mo->sum = sum;
 	if (mo_def(sum, OP_REDUCE_SUM))

@@ -191,14 +191,13 @@ unbias(Value **sel, Router *r)
 }
 
 const char *
-mo_router(Graph *g, Node *tk, Value *w, Router *r)
+mo_router(Node *tk, Value *w, Router *r)
 {
 	Value *ids = tk->out[1], *sel, *root, *gscores = NULL;
 	int rank = tk->in[0]->type.rank, softk = 0;
 	const char *why;
 	Node *n;
 
-	(void)g;
 	memset(r, 0, sizeof *r);
 	r->topk = tk;
 	r->scale = 1;
