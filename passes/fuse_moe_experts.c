@@ -494,6 +494,21 @@ typedef struct {
 	Value *mask, *ids;	/* transpose(onehot(ids)) [E+1,k,T] */
 } Slot;
 
+/* Does the reduce_sum count, per expert, over the k and T axes of the
+ * mask [E+1,k,T]? */
+static int
+over_tokens(const Node *n)
+{
+	int64_t ax[MAXRANK];
+	int na = ir_attr_ints(n, "axes", ax, MAXRANK), seen = 0;
+
+	if (na != 2 || ir_attr_int(n, "keepdims", 1) != 0)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		seen |= 1 << (ax[i] < 0 ? ax[i] + 3 : ax[i]);
+	return seen == 6;
+}
+
 /* tok and pos are the two columns of nonzero(mask[e]); e is hit[j]. */
 static const char *
 slot_mask(const Expert *x, Slot *s)
@@ -524,7 +539,8 @@ slot_mask(const Expert *x, Slot *s)
 		;
 	if (!(tr = mo_def(sp->in[0], OP_TRANSPOSE)) || !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(g = mo_def(mo_peel_index(nz->in[0]), OP_GREATER)) || !mo_is_fill(g->in[1], 0) ||
-	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || g->in[0] != s->mask)
+	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || g->in[0] != s->mask ||
+	    !over_tokens(g))
 		return "the hit experts are not the nonzero rows of the mask";
 	return NULL;
 }
