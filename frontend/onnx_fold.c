@@ -74,8 +74,8 @@ ox_known_dims(Ctx *c, const Known *k, Dim *out, int max)
 }
 
 /* An element from a dim: a number, a symbol product, or unknown ("?"). */
-static SInt
-si_dim(Module *m, Dim d)
+SInt
+ox_si_dim(Module *m, Dim d)
 {
 	if (d >= 0)
 		return (SInt){d, SI_NUM};
@@ -91,7 +91,7 @@ ox_known_shape_of(Ctx *c, const Type *t)
 	Known *k = ox_known_new(c, DT_I64, 1, &r);
 
 	for (int i = 0; i < t->rank; i++)
-		k->iv[i] = si_dim(c->m, t->dim[i]);
+		k->iv[i] = ox_si_dim(c->m, t->dim[i]);
 	return k;
 }
 
@@ -136,11 +136,10 @@ dim_div(Module *m, Dim a, Dim b)
 	for (int i = 0; i < x->natom; i++)
 		if (!used[i])
 			r = ir_dim_mul(m, r, ir_dim_sym(m, ir_atom_name(m, x->atom[i])));
-	return si_dim(m, r);
+	return ox_si_dim(m, r);
 }
 
 /* Divide a (a dim or number) by b; exact or unknown. */
-SInt ox_si_div(Module *m, SInt a, SInt b);
 SInt
 ox_si_div(Module *m, SInt a, SInt b)
 {
@@ -153,7 +152,7 @@ ox_si_div(Module *m, SInt a, SInt b)
 			return b.v == -1 && a.v == INT64_MIN ? UNK : num(a.v / b.v);
 		if (b.v < 0)
 			return UNK;
-		return si_dim(m, ir_dim_div(m, a.v, b.v));
+		return ox_si_dim(m, ir_dim_div(m, a.v, b.v));
 	}
 	if (a.kind == SI_NUM)
 		return a.v == 0 ? num(0) : UNK;
@@ -182,10 +181,10 @@ si_add(Module *m, SInt a, SInt b, int sign)
 		int64_t cr = sign > 0 ? ca + cb : ca - cb;
 		if (cr < 0)
 			return UNK;
-		return si_dim(m, ir_dim_mul(m, ir_dim_div(m, a.v, ca), cr));
+		return ox_si_dim(m, ir_dim_mul(m, ir_dim_div(m, a.v, ca), cr));
 	}
 	if (sign > 0 && a.kind == SI_DIM && b.kind == SI_DIM)
-		return si_dim(m, ir_dim_add(m, a.v, b.v));
+		return ox_si_dim(m, ir_dim_add(m, a.v, b.v));
 	return UNK;
 }
 
@@ -202,7 +201,7 @@ si_mul(Module *m, SInt a, SInt b)
 		return UNK;
 	if ((a.kind == SI_NUM && a.v < 0) || (b.kind == SI_NUM && b.v < 0))
 		return UNK;
-	return si_dim(m, ir_dim_mul(m, a.v, b.v));
+	return ox_si_dim(m, ir_dim_mul(m, a.v, b.v));
 }
 
 /* Comparisons: -1 unknown, else 0 or 1.  Dims are >= 0. */
@@ -373,7 +372,6 @@ ox_fold_binary(Ctx *c, const char *op, const Known *a, const Known *b)
 }
 
 /* Where(cond, x, y) over known tensors. */
-Known *ox_fold_where(Ctx *c, const Known *cond, const Known *x, const Known *y);
 Known *
 ox_fold_where(Ctx *c, const Known *cond, const Known *x, const Known *y)
 {
@@ -440,8 +438,7 @@ ox_fold_unary(Ctx *c, const char *op, const Known *a, DType to)
 		if (!strcmp(op, "Not"))
 			s = s.kind == SI_NUM ? num(!s.v) : UNK;
 		else if (!strcmp(op, "Neg"))
-			s = s.kind == SI_NUM && s.v != INT64_MIN ? num(-s.v) : s.kind == SI_NUM ? UNK
-				: UNK;
+			s = s.kind == SI_NUM && s.v != INT64_MIN ? num(-s.v) : UNK;
 		else if (!strcmp(op, "Abs"))
 			s = s.kind == SI_NUM ? (s.v == INT64_MIN ? UNK : num(s.v < 0 ? -s.v : s.v)) : s;
 		else if (cast && dt == DT_BOOL)
@@ -458,7 +455,6 @@ ox_fold_unary(Ctx *c, const char *op, const Known *a, DType to)
 }
 
 /* The same elements under another (static) shape. */
-Known *ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim);
 Known *
 ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim)
 {
@@ -477,7 +473,6 @@ ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim)
 }
 
 /* Broadcast a known tensor to a static shape (Expand). */
-Known *ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim);
 Known *
 ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim)
 {
@@ -506,7 +501,6 @@ ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim)
 }
 
 /* An all-unknown record for a small static integer value that has none. */
-Known *ox_known_or_unk(Ctx *c, const OVal *o);
 Known *
 ox_known_or_unk(Ctx *c, const OVal *o)
 {
@@ -537,5 +531,44 @@ ox_refine(Ctx *c, Value *v, const Type *want)
 	for (int i = 0; i < want->rank; i++)
 		if (ir_dim_has_unknown(c->m, v->type.dim[i]) && !ir_dim_has_unknown(c->m, want->dim[i]))
 			v->type.dim[i] = want->dim[i];
+	return 0;
+}
+
+/* What is known of input i, all-unknown if only its small type is. */
+Known *
+ox_kor(ONode *n, int i)
+{
+	return ox_has(n, i) ? ox_known_or_unk(n->c, n->in[i]) : NULL;
+}
+
+/* Product of dims [from, to) as an element. */
+SInt
+ox_dim_prod(Module *m, const Type *t, int from, int to)
+{
+	SInt r = {1, SI_NUM};
+
+	for (int i = from; i < to; i++) {
+		SInt s = ox_si_dim(m, t->dim[i]);
+		if (s.kind == SI_UNK || r.kind == SI_UNK)
+			return (SInt){0, SI_UNK};
+		if (s.kind == SI_NUM && r.kind == SI_NUM) {
+			if (__builtin_mul_overflow(r.v, s.v, &r.v))
+				return (SInt){0, SI_UNK};
+			continue;
+		}
+		r = ox_si_dim(m, ir_dim_mul(m, r.v, s.v));
+	}
+	return r;
+}
+
+/* A shape's static part must stay below 2^48 elements. */
+int
+ox_dims_ok(ONode *n, int rank, const Dim *dims)
+{
+	int64_t p = 1;
+
+	for (int i = 0; i < rank; i++)
+		if (dims[i] > 0 && (__builtin_mul_overflow(p, dims[i], &p) || p >> 48))
+			return ox_err(n, "the result would have more than 2^48 elements");
 	return 0;
 }

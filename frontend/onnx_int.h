@@ -4,10 +4,14 @@
  * time), node views for the per-op importers, and helpers.  Only frontend's
  * onnx*.c include it; it is the one place protobuf-c types meet the IR.
  *
- *	onnx.c		model, graph, inputs, outputs, value_info, diagnostics
+ *	onnx.c		model, opsets, graph, nodes, functions, diagnostics
+ *	onnx_value.c	value table, input types, value_info checks, consts/weights
  *	onnx_tensor.c	TensorProto -> bytes (raw, typed, external data)
+ *	onnx_node.c	the node view: attributes, inputs, outputs, constants
  *	onnx_ops.c	the op table and elementwise/math/norm/matmul importers
- *	onnx_shape.c	known values, folding, shape and indexing importers
+ *	onnx_fold.c	values known at import and the integer arithmetic over them
+ *	onnx_shape.c	Shape, Gather, Concat, Slice, Expand, Range, Split ... importers
+ *	onnx_reshape.c	Reshape, Flatten, Squeeze, Unsqueeze
  *	onnx_quant.c	Quantize/DequantizeLinear, com.microsoft ops
  *	onnx_einsum.c	Einsum as transpose/reshape/matmul
  */
@@ -61,8 +65,6 @@ struct Ctx {
 	const FeOpts *o;
 	const char *file;	/* the model path, for diagnostics (interned) */
 	char *dir;		/* the model's folder, for external data (malloc'd) */
-	const void *buf;	/* the model bytes (external data bounds checks) */
-	size_t len;
 	Arena *tmp;		/* Known values and scratch; freed after import */
 	int opset;		/* default domain */
 	int msopset;		/* com.microsoft, 0 if not imported */
@@ -98,14 +100,20 @@ typedef int ImportFn(ONode *n);
 
 /* onnx.c */
 int ox_err(ONode *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ox_field_err(Ctx *c, Loc l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 Loc ox_field(Ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-OVal *ox_find(Ctx *c, const char *name);
-OVal *ox_define(Ctx *c, const char *name);
-Value *ox_value(Ctx *c, OVal *o);	/* materialise (const or weight) */
-const Type *ox_type(const OVal *o);
 int ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index);
 
-/* onnx_ops.c */
+/* onnx_value.c */
+OVal *ox_find(Ctx *c, const char *name);
+OVal *ox_define(Ctx *c, const char *name);	/* NULL if already defined */
+Value *ox_value(Ctx *c, OVal *o);	/* materialise (const or weight) */
+const Type *ox_type(const OVal *o);
+void ox_index_vinfo(Ctx *c, const Onnx__GraphProto *gp);
+int ox_input_type(Ctx *c, const Onnx__ValueInfoProto *vi, Loc l, Type *t);
+int ox_check_declared(Ctx *c, OVal *o, Loc l);
+
+/* onnx_node.c */
 const Onnx__AttributeProto *ox_attr(const ONode *n, const char *name);
 int64_t ox_attr_i(const ONode *n, const char *name, int64_t def);
 double ox_attr_f(const ONode *n, const char *name, double def);
@@ -118,12 +126,15 @@ const Type *ox_tin(const ONode *n, int i);
 int ox_set(ONode *n, int i, Value *v);	/* result i of the node; -1 if v is NULL */
 void ox_set_known(ONode *n, int i, Known *k);	/* lazily materialised */
 void ox_alias(ONode *n, int i, OVal *src);
-ImportFn *ox_find_op(const char *domain, const char *op, int opset, int *minver);
-int ox_op_known(const char *domain, const char *op);
+int ox_done(ONode *n, int i, Known *k, Value *v);	/* known: lazy; else v plus k */
 Value *ox_const(Builder *b, const Known *k);	/* a const node (<= OX_CONST_MAX) */
 Value *ox_scalar(Builder *b, DType dt, double v);
 Value *ox_consti(Builder *b, const int64_t *v, int n);	/* i64[n] */
 int ox_axis(ONode *n, int64_t axis, int rank, int64_t *out);
+
+/* onnx_ops.c */
+ImportFn *ox_find_op(const char *domain, const char *op, int opset, int *minver);
+int ox_op_known(const char *domain, const char *op);
 
 /* onnx_tensor.c */
 int ox_tensor_type(Ctx *c, const Onnx__TensorProto *t, Loc loc, Type *ty);
@@ -135,18 +146,32 @@ Known *ox_known_from_data(Ctx *c, const Type *ty, const void *data);
 int ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc loc, const char *wname);
 int ox_bind_host(Ctx *c, OVal *o, const Tensor *t);
 
-/* onnx_shape.c */
+/* onnx_fold.c */
 Known *ox_known_new(Ctx *c, DType dt, int rank, const int64_t *dim);
 int ox_known_static(const Known *k);	/* every element a number */
 int ox_known_ints(const Known *k, int64_t *out, int max);	/* static ints; -1 if not */
 int ox_known_dims(Ctx *c, const Known *k, Dim *out, int max);	/* >= 0 dims; -1 if not */
 Known *ox_known_shape_of(Ctx *c, const Type *t);
+Known *ox_known_or_unk(Ctx *c, const OVal *o);	/* all-unknown if nothing is known */
+Known *ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim);
+Known *ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim);
 Known *ox_fold_binary(Ctx *c, const char *op, const Known *a, const Known *b);
 Known *ox_fold_unary(Ctx *c, const char *op, const Known *a, DType to);
-int ox_refine(Ctx *c, Value *v, const Type *want);
-ImportFn imp_shape, imp_size, imp_gather, imp_concat, imp_reshape, imp_flatten,
-	imp_squeeze, imp_unsqueeze, imp_slice, imp_expand, imp_tile, imp_range,
-	imp_constant_of_shape, imp_split, imp_transpose, imp_where;
+Known *ox_fold_where(Ctx *c, const Known *cond, const Known *x, const Known *y);
+SInt ox_si_div(Module *m, SInt a, SInt b);
+SInt ox_si_dim(Module *m, Dim d);	/* a number, a symbolic dim or unknown */
+SInt ox_dim_prod(Module *m, const Type *t, int from, int to);
+Known *ox_kor(ONode *n, int i);	/* ox_known_or_unk of input i */
+int ox_dims_ok(ONode *n, int rank, const Dim *dims);	/* < 2^48 elements */
+int ox_refine(Ctx *c, Value *v, const Type *want);	/* fill "?" dims of v */
+
+/* onnx_shape.c */
+ImportFn imp_shape, imp_size, imp_gather, imp_concat, imp_slice, imp_expand, imp_tile,
+	imp_range, imp_constant_of_shape, imp_split, imp_transpose, imp_where;
+
+/* onnx_reshape.c */
+int ox_same_dims(const Type *t, int rank, const Dim *dims);
+ImportFn imp_reshape, imp_flatten, imp_squeeze, imp_unsqueeze;
 
 /* onnx_quant.c */
 ImportFn imp_quantize, imp_dequantize, imp_ms_simplified_ln, imp_ms_skip_simplified_ln,

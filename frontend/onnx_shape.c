@@ -1,7 +1,7 @@
 /*
  * onnx_shape.c — importers of the shape ops: Shape, Size, Gather, Concat,
- * Reshape, Flatten, Squeeze, Unsqueeze, Slice, Expand, Tile, Range,
- * ConstantOfShape, Split, Transpose, Where.
+ * Slice, Expand, Tile, Range, ConstantOfShape, Split, Transpose, Where
+ * (the Reshape family is in onnx_reshape.c).
  *
  * Each first folds over what is known (onnx_fold.c).  A result known
  * entirely stays lazy (a const appears only if something needs the
@@ -18,65 +18,6 @@
 #include <string.h>
 
 #include "onnx_int.h"
-
-int ox_done(ONode *n, int i, Known *k, Value *v);
-Known *ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim);
-Known *ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim);
-Known *ox_known_or_unk(Ctx *c, const OVal *o);
-Known *ox_fold_where(Ctx *c, const Known *cond, const Known *x, const Known *y);
-SInt ox_si_div(Module *m, SInt a, SInt b);
-
-static Known *
-kor(ONode *n, int i)
-{
-	return ox_has(n, i) ? ox_known_or_unk(n->c, n->in[i]) : NULL;
-}
-
-static SInt
-sdim(Module *m, Dim d)
-{
-	if (d >= 0)
-		return (SInt){d, SI_NUM};
-	return ir_dim_has_unknown(m, d) ? (SInt){0, SI_UNK} : (SInt){d, SI_DIM};
-}
-
-/* Product of dims [from, to) as an element. */
-static SInt
-dim_prod(Module *m, const Type *t, int from, int to)
-{
-	SInt r = {1, SI_NUM};
-
-	for (int i = from; i < to; i++) {
-		SInt s = sdim(m, t->dim[i]);
-		if (s.kind == SI_UNK || r.kind == SI_UNK)
-			return (SInt){0, SI_UNK};
-		if (s.kind == SI_NUM && r.kind == SI_NUM) {
-			if (__builtin_mul_overflow(r.v, s.v, &r.v))
-				return (SInt){0, SI_UNK};
-			continue;
-		}
-		r = sdim(m, ir_dim_mul(m, r.v, s.v));
-	}
-	return r;
-}
-
-/* A shape's static part must stay below 2^48 elements. */
-static int
-dims_ok(ONode *n, int rank, const Dim *dims)
-{
-	int64_t p = 1;
-
-	for (int i = 0; i < rank; i++)
-		if (dims[i] > 0 && (__builtin_mul_overflow(p, dims[i], &p) || p >> 48))
-			return ox_err(n, "the result would have more than 2^48 elements");
-	return 0;
-}
-
-static Type
-result_type(DType dt, int rank, const Dim *dims)
-{
-	return ir_type(dt, rank, dims);
-}
 
 /* --- Shape, Size --------------------------------------------------------- */
 
@@ -108,7 +49,7 @@ int
 imp_size(ONode *n)
 {
 	const Type *t = ox_tin(n, 0);
-	SInt s = dim_prod(n->c->m, t, 0, t->rank);
+	SInt s = ox_dim_prod(n->c->m, t, 0, t->rank);
 	Known *k = ox_known_new(n->c, DT_I64, 0, NULL);
 
 	k->iv[0] = s;
@@ -171,7 +112,7 @@ imp_gather(ONode *n)
 
 	if (ox_axis(n, ox_attr_i(n, "axis", 0), ox_tin(n, 0)->rank, &axis))
 		return -1;
-	k = fold_gather(n, kor(n, 0), ox_kin(n, 1), (int)axis);
+	k = fold_gather(n, ox_kor(n, 0), ox_kin(n, 1), (int)axis);
 	if (n->c->d->nerror != nerr)
 		return -1;
 	if (k && ox_known_static(k)) {
@@ -193,7 +134,7 @@ fold_concat(ONode *n, int axis)
 	if (n->nin > 64)
 		return NULL;
 	for (int i = 0; i < n->nin; i++)
-		if (!(in[i] = kor(n, i)) || in[i]->rank != in[0]->rank || in[i]->dt != in[0]->dt)
+		if (!(in[i] = ox_kor(n, i)) || in[i]->rank != in[0]->rank || in[i]->dt != in[0]->dt)
 			return NULL;
 	memcpy(dims, in[0]->dim, sizeof dims);
 	dims[axis] = 0;
@@ -249,328 +190,6 @@ imp_concat(ONode *n)
 	ir_b_int(n->b, "axis", axis);
 	r = ir_b_node(n->b, OP_CONCAT, in, n->nin, 1);
 	return ox_done(n, 0, k, r ? r->out[0] : NULL);
-}
-
-/* --- reshapes ------------------------------------------------------------ */
-
-static int
-same_dims(const Type *t, int rank, const Dim *dims)
-{
-	if (t->rank != rank)
-		return 0;
-	for (int i = 0; i < rank; i++)
-		if (t->dim[i] != dims[i])
-			return 0;
-	return 1;
-}
-
-static int
-has_unknown(Module *m, int rank, const Dim *dims)
-{
-	for (int i = 0; i < rank; i++)
-		if (ir_dim_has_unknown(m, dims[i]))
-			return 1;
-	return 0;
-}
-
-/*
- * A constant shape operand when ONNX's Reshape rules can say it: static
- * dims as numbers, a dim equal to x's at the same position as 0 (copy),
- * and at most one other as -1.  NULL if the dims have another form.
- */
-static Value *
-reshape_const(ONode *n, Value *x, int rank, const Dim *dims)
-{
-	int64_t s[MAXRANK];
-	int infer = 0;
-
-	for (int i = 0; i < rank; i++) {
-		if (i < x->type.rank && dims[i] == x->type.dim[i] && dims[i] != 0)
-			s[i] = 0;
-		else if (dims[i] > 0)
-			s[i] = dims[i];
-		else if (dims[i] < 0 && !infer++)
-			s[i] = -1;
-		else
-			return NULL;
-	}
-	Value *v = ir_b2(n->b, OP_RESHAPE, x, ox_consti(n->b, s, rank));
-	if (v)
-		v->type = result_type(x->type.dt, rank, dims);
-	return v;
-}
-
-/*
- * x reshaped to dims.  With no unknown dim it is `reshape shape=[...]`;
- * otherwise the shape is built at run time: element j is dim src[j] of x,
- * or a literal 1 where src[j] < 0 (Squeeze, Unsqueeze).
- */
-static Value *
-reshape_to(ONode *n, Value *x, int rank, const Dim *dims, const int64_t *src)
-{
-	Builder *b = n->b;
-	Value *s, *one, *cat[2], *idx, *v;
-	int64_t ix[MAXRANK], lit = 1;
-	Node *r;
-
-	if (!x)
-		return NULL;
-	if (!has_unknown(n->c->m, rank, dims)) {
-		ir_b_dims(b, "shape", dims, rank);
-		return ir_b1(b, OP_RESHAPE, x);
-	}
-	if ((v = reshape_const(n, x, rank, dims)) != NULL || b->err)
-		return v;
-	for (int i = 0; i < rank; i++)
-		ix[i] = src[i] < 0 ? x->type.rank : src[i];
-	s = ir_b1(b, OP_SHAPE, x);
-	one = ox_consti(b, &lit, 1);
-	cat[0] = s;
-	cat[1] = one;
-	ir_b_int(b, "axis", 0);
-	r = s && one ? ir_b_node(b, OP_CONCAT, cat, 2, 1) : NULL;
-	idx = ox_consti(b, ix, rank);
-	ir_b_int(b, "axis", 0);
-	s = r && idx ? ir_b2(b, OP_GATHER, r->out[0], idx) : NULL;
-	v = s ? ir_b2(b, OP_RESHAPE, x, s) : NULL;
-	if (v)
-		v->type = result_type(x->type.dt, rank, dims);
-	return v;
-}
-
-/* Bind a reshaped result, carrying a known value along. */
-static int
-done_reshape(ONode *n, int rank, const Dim *dims, const int64_t *src)
-{
-	const Type *t = ox_tin(n, 0);
-	const Known *xk = ox_kin(n, 0);
-	Known *k = NULL;
-
-	if (xk) {
-		int64_t d[MAXRANK];
-		int ok = 1;
-		for (int i = 0; i < rank; i++)
-			ok &= (d[i] = dims[i]) >= 0;
-		if (ok)
-			k = ox_known_reshape(n->c, xk, rank, d);
-	}
-	if (k && ox_known_static(k)) {
-		ox_set_known(n, 0, k);
-		return 0;
-	}
-	if (same_dims(t, rank, dims)) {
-		ox_alias(n, 0, n->in[0]);
-		return 0;
-	}
-	return ox_done(n, 0, k, reshape_to(n, ox_in(n, 0), rank, dims, src));
-}
-
-/* Resolve Reshape's shape against x: 0 copies, -1 (or one unknown) infers. */
-static int
-reshape_dims(ONode *n, const Type *xt, const Known *sk, int allowzero, Dim *dims, int *nunk)
-{
-	Module *m = n->c->m;
-	int infer = -1, unk = -1;
-	SInt total = dim_prod(m, xt, 0, xt->rank), rest = {1, SI_NUM};
-
-	*nunk = 0;
-	for (int j = 0; j < sk->n; j++) {
-		SInt s = sk->iv[j];
-		if (s.kind == SI_NUM && s.v == 0 && !allowzero) {
-			if (j >= xt->rank)
-				return ox_err(n, "shape[%d] = 0 copies a dim the input lacks", j);
-			s = sdim(m, xt->dim[j]);
-		} else if (s.kind == SI_NUM && s.v == -1) {
-			if (infer >= 0)
-				return ox_err(n, "shape has more than one -1");
-			infer = j;
-			continue;
-		} else if (s.kind == SI_NUM && s.v < 0) {
-			return ox_err(n, "shape[%d] = %lld", j, (long long)s.v);
-		}
-		if (s.kind == SI_UNK) {
-			(*nunk)++;
-			unk = j;
-			dims[j] = ir_dim_unknown(m);
-			continue;
-		}
-		dims[j] = s.v;
-		if (rest.kind != SI_UNK)
-			rest = s.kind == SI_NUM && rest.kind == SI_NUM ? (SInt){rest.v * s.v, SI_NUM}
-				: sdim(m, ir_dim_mul(m, rest.v, s.v));
-	}
-	if (infer >= 0) {
-		dims[infer] = ir_dim_unknown(m);
-		(*nunk)++;
-		unk = infer;
-	}
-	if (*nunk == 1) {
-		SInt q = ox_si_div(m, total, rest);
-		if (total.kind == SI_NUM && rest.kind == SI_NUM && rest.v && total.v % rest.v)
-			return ox_err(n, "cannot reshape %lld elements into a multiple of %lld",
-				      (long long)total.v, (long long)rest.v);
-		if (q.kind != SI_UNK) {
-			dims[unk] = q.v;
-			*nunk = 0;
-		}
-	}
-	return 0;
-}
-
-int
-imp_reshape(ONode *n)
-{
-	const Type *xt = ox_tin(n, 0);
-	int allowzero = n->opset >= 14 && ox_attr_i(n, "allowzero", 0);
-	const Known *sk = kor(n, 1);
-	Dim dims[MAXRANK];
-	int nunk;
-	Value *v;
-
-	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
-		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
-	if (reshape_dims(n, xt, sk, allowzero, dims, &nunk) || dims_ok(n, (int)sk->n, dims))
-		return -1;
-	if (nunk == 0)
-		return done_reshape(n, (int)sk->n, dims, NULL);
-	if (allowzero)
-		ir_b_int(n->b, "allowzero", 1);
-	v = ir_b2(n->b, OP_RESHAPE, ox_in(n, 0), ox_in(n, 1));
-	for (int i = 0; v && i < v->type.rank && i < (int)sk->n; i++)
-		if (!ir_dim_has_unknown(n->c->m, dims[i]))
-			v->type.dim[i] = dims[i];
-	return ox_set(n, 0, v);
-}
-
-/* Product of x's dims [from, to) computed at run time: an i64[1]. */
-static Value *
-rt_prod(ONode *n, Value *x, int from, int to)
-{
-	Builder *b = n->b;
-	Value *s = ir_b1(b, OP_SHAPE, x), *p = NULL;
-	Dim one = 1;
-
-	for (int i = from; i < to && s; i++) {
-		int64_t ix = i;
-		Value *g;
-		ir_b_int(b, "axis", 0);
-		g = ir_b2(b, OP_GATHER, s, ox_consti(b, &ix, 1));
-		p = p ? ir_b2(b, OP_MUL, p, g) : g;
-	}
-	if (!p) {
-		int64_t v = 1;
-		return ox_consti(b, &v, 1);
-	}
-	ir_b_dims(b, "shape", &one, 1);
-	return ir_b1(b, OP_RESHAPE, p);
-}
-
-int
-imp_flatten(ONode *n)
-{
-	const Type *t = ox_tin(n, 0);
-	int64_t axis = ox_attr_i(n, "axis", 1);
-	SInt h, w;
-	Dim dims[2];
-	Value *parts[2], *s;
-	Node *r;
-
-	if (axis < -t->rank || axis > t->rank)
-		return ox_err(n, "axis %lld is out of range for rank %d", (long long)axis, t->rank);
-	if (axis < 0)
-		axis += t->rank;
-	h = dim_prod(n->c->m, t, 0, (int)axis);
-	w = dim_prod(n->c->m, t, (int)axis, t->rank);
-	if (h.kind != SI_UNK && w.kind != SI_UNK) {
-		dims[0] = h.v;
-		dims[1] = w.v;
-		return done_reshape(n, 2, dims, NULL);
-	}
-	dims[0] = h.kind == SI_UNK ? ir_dim_unknown(n->c->m) : h.v;
-	dims[1] = w.kind == SI_UNK ? ir_dim_unknown(n->c->m) : w.v;
-	if ((s = reshape_const(n, ox_in(n, 0), 2, dims)) != NULL || n->b->err)
-		return ox_set(n, 0, s);
-	parts[0] = rt_prod(n, ox_in(n, 0), 0, (int)axis);
-	parts[1] = rt_prod(n, ox_in(n, 0), (int)axis, t->rank);
-	ir_b_int(n->b, "axis", 0);
-	r = parts[0] && parts[1] ? ir_b_node(n->b, OP_CONCAT, parts, 2, 1) : NULL;
-	s = r ? ir_b2(n->b, OP_RESHAPE, ox_in(n, 0), r->out[0]) : NULL;
-	if (s) {
-		if (h.kind != SI_UNK)
-			s->type.dim[0] = h.v;
-		if (w.kind != SI_UNK)
-			s->type.dim[1] = w.v;
-	}
-	return ox_set(n, 0, s);
-}
-
-static int
-axes_of(ONode *n, int i, int rank, int64_t *axes, int *na)
-{
-	*na = ox_known_ints(ox_kin(n, i), axes, MAXRANK);
-	if (*na < 0)
-		return ox_err(n, "axes must be a constant of at most %d values", MAXRANK);
-	for (int j = 0; j < *na; j++)
-		if (ox_axis(n, axes[j], rank, &axes[j]))
-			return -1;
-	for (int j = 0; j < *na; j++)
-		for (int k = 0; k < j; k++)
-			if (axes[j] == axes[k])
-				return ox_err(n, "axis %lld repeats", (long long)axes[j]);
-	return 0;
-}
-
-int
-imp_squeeze(ONode *n)
-{
-	const Type *t = ox_tin(n, 0);
-	int64_t axes[MAXRANK], src[MAXRANK];
-	int na = 0, sq[MAXRANK] = {0}, r = 0;
-	Dim dims[MAXRANK];
-
-	if (ox_has(n, 1) && axes_of(n, 1, t->rank, axes, &na))
-		return -1;
-	if (!ox_has(n, 1))
-		for (int i = 0; i < t->rank; i++)
-			if (t->dim[i] == 1)
-				axes[na++] = i;
-	for (int j = 0; j < na; j++) {
-		if (t->dim[axes[j]] >= 0 && t->dim[axes[j]] != 1)
-			return ox_err(n, "cannot squeeze dim %lld of size %lld", (long long)axes[j],
-				      (long long)t->dim[axes[j]]);
-		sq[axes[j]] = 1;
-	}
-	for (int i = 0; i < t->rank; i++)
-		if (!sq[i]) {
-			src[r] = i;
-			dims[r++] = t->dim[i];
-		}
-	return done_reshape(n, r, dims, src);
-}
-
-int
-imp_unsqueeze(ONode *n)
-{
-	const Type *t = ox_tin(n, 0);
-	int64_t axes[MAXRANK], src[MAXRANK];
-	int na, r, nw[MAXRANK] = {0};
-	Dim dims[MAXRANK];
-
-	if (!ox_has(n, 1))
-		return ox_err(n, "needs axes");
-	na = ox_known_ints(ox_kin(n, 1), axes, MAXRANK);
-	if (na < 0 || t->rank + na > MAXRANK)
-		return ox_err(n, "axes must be a constant and the result rank at most %d", MAXRANK);
-	r = t->rank + na;
-	if (axes_of(n, 1, r, axes, &na))
-		return -1;
-	for (int j = 0; j < na; j++)
-		nw[axes[j]] = 1;
-	for (int i = 0, k = 0; i < r; i++) {
-		src[i] = nw[i] ? -1 : k;
-		dims[i] = nw[i] ? 1 : t->dim[k++];
-	}
-	return done_reshape(n, r, dims, src);
 }
 
 /* --- Slice --------------------------------------------------------------- */
@@ -730,7 +349,7 @@ int
 imp_expand(ONode *n)
 {
 	const Type *t = ox_tin(n, 0);
-	const Known *sk = kor(n, 1);
+	const Known *sk = ox_kor(n, 1);
 	Dim dims[MAXRANK];
 	int r;
 	Known *k = NULL;
@@ -739,7 +358,7 @@ imp_expand(ONode *n)
 	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
 		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
 	r = ox_known_dims(n->c, sk, dims, MAXRANK);
-	if (r >= 0 && dims_ok(n, r, dims))
+	if (r >= 0 && ox_dims_ok(n, r, dims))
 		return -1;
 	if (r >= 0) {
 		Type s = ir_type(t->dt, r, dims), out;
@@ -750,7 +369,7 @@ imp_expand(ONode *n)
 			ox_set_known(n, 0, k);
 			return 0;
 		}
-		if (ir_broadcast(n->c->m, t, &s, &out) == 0 && same_dims(t, out.rank, out.dim)) {
+		if (ir_broadcast(n->c->m, t, &s, &out) == 0 && ox_same_dims(t, out.rank, out.dim)) {
 			ox_alias(n, 0, n->in[0]);
 			return 0;
 		}
@@ -784,7 +403,7 @@ imp_tile(ONode *n)
 				return ox_err(n, "repeat %lld is out of range", (long long)rep[i]);
 			d[i] = t->dim[i] >= 0 ? t->dim[i] * rep[i] : rep[i];
 		}
-		if (dims_ok(n, MIN(nr, t->rank), d))
+		if (ox_dims_ok(n, MIN(nr, t->rank), d))
 			return -1;
 		ir_b_ints(n->b, "repeats", rep, nr);
 		return ox_set(n, 0, ir_b1(n->b, OP_TILE, ox_in(n, 0)));
@@ -891,7 +510,7 @@ cos_value(ONode *n, DType *dt, double *v)
 int
 imp_constant_of_shape(ONode *n)
 {
-	const Known *sk = kor(n, 0);
+	const Known *sk = ox_kor(n, 0);
 	Dim dims[MAXRANK];
 	DType dt;
 	double v;
@@ -903,7 +522,7 @@ imp_constant_of_shape(ONode *n)
 	if (!sk || sk->rank != 1 || sk->n > MAXRANK)
 		return ox_err(n, "the shape must be a 1-D tensor of static length <= %d", MAXRANK);
 	r = ox_known_dims(n->c, sk, dims, MAXRANK);
-	if (r >= 0 && dims_ok(n, r, dims))
+	if (r >= 0 && ox_dims_ok(n, r, dims))
 		return -1;
 	if (r >= 0 && ox_known_static(sk) && known_small(r, dims, dtype_is_float(dt))) {
 		Known *k = ox_known_new(n->c, dt, r, dims);
@@ -996,7 +615,7 @@ imp_transpose(ONode *n)
 int
 imp_where(ONode *n)
 {
-	Known *k = ox_fold_where(n->c, ox_kin(n, 0), kor(n, 1), kor(n, 2));
+	Known *k = ox_fold_where(n->c, ox_kin(n, 0), ox_kor(n, 1), ox_kor(n, 2));
 	Value *in[3];
 	Node *r;
 
