@@ -263,9 +263,46 @@ ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index)
 	return 0;
 }
 
+/* A body node with its attribute references (ref_attr_name) resolved from
+ * the calling node; a reference the caller does not set is left out, so
+ * the op's default applies. */
+static const Onnx__NodeProto *
+bind_attrs(Ctx *c, const Onnx__NodeProto *body, const Onnx__NodeProto *call)
+{
+	Onnx__NodeProto *np;
+	size_t k = 0;
+
+	for (size_t i = 0; i < body->n_attribute; i++)
+		k += body->attribute[i]->ref_attr_name && *body->attribute[i]->ref_attr_name;
+	if (!k)
+		return body;
+	np = arena_alloc(c->tmp, sizeof *np);
+	*np = *body;
+	np->attribute = arena_array(c->tmp, Onnx__AttributeProto *, body->n_attribute + 1);
+	np->n_attribute = 0;
+	for (size_t i = 0; i < body->n_attribute; i++) {
+		Onnx__AttributeProto *a = body->attribute[i], *b;
+		const char *ref = a->ref_attr_name;
+		if (!ref || !*ref) {
+			np->attribute[np->n_attribute++] = a;
+			continue;
+		}
+		for (size_t j = 0; j < call->n_attribute; j++) {
+			if (!call->attribute[j]->name || strcmp(call->attribute[j]->name, ref) != 0)
+				continue;
+			b = arena_alloc(c->tmp, sizeof *b);
+			*b = *call->attribute[j];
+			b->name = a->name;
+			np->attribute[np->n_attribute++] = b;
+		}
+	}
+	return np;
+}
+
 /*
  * A model-local function: its body imported in a scope where the formal
- * inputs alias the actual ones; attribute references are not supported.
+ * inputs alias the actual ones and attribute references take the calling
+ * node's attributes.
  */
 static int
 expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
@@ -290,15 +327,8 @@ expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
 				    .type = *ox_type(n->in[i]), .state = 1};
 	}
 	c->depth++;
-	for (size_t i = 0; i < f->n_node && rc == 0; i++) {
-		const Onnx__NodeProto *np = f->node[i];
-		for (size_t j = 0; j < np->n_attribute; j++)
-			if (np->attribute[j]->ref_attr_name && *np->attribute[j]->ref_attr_name)
-				rc = ox_err(n, "function %s: attribute references are not supported",
-					    f->name);
-		if (rc == 0)
-			rc = ox_import_node(c, np, n->index);
-	}
+	for (size_t i = 0; i < f->n_node && rc == 0; i++)
+		rc = ox_import_node(c, bind_attrs(c, f->node[i], n->np), n->index);
 	c->depth--;
 	for (int i = 0; i < n->nout && rc == 0; i++) {
 		OVal *src = ox_find(c, f->output[i]);

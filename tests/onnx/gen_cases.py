@@ -423,6 +423,22 @@ def gen_function():
     save("local_function", m, [({"x": x}, [y])])
 
 
+def gen_function_attrs():
+    """A function whose body reads the caller's attributes (ref_attr_name)."""
+    body = h.make_node("LeakyRelu", ["a"], ["o"])
+    body.attribute.append(h.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT))
+    perm = h.make_node("Transpose", ["o"], ["t"])
+    perm.attribute.append(h.make_attribute_ref("perm", onnx.AttributeProto.INTS))
+    fn = h.make_function("custom", "LeakyT", ["a"], ["t"], [body, perm], [h.make_opsetid("", 18)],
+                         attributes=["alpha", "perm"])
+    nodes = [h.make_node("LeakyT", ["x"], ["y"], domain="custom", alpha=0.25, perm=[1, 0])]
+    m = model(nodes, [vi("x", [3, 4])], [vi("y", [4, 3])], functions=[fn])
+    x = randn(3, 4)
+    y = np.where(x > 0, x, 0.25 * x).T.astype(np.float32)
+    check("local_function_attrs", ort_run(m, {"x": x}), [y])
+    save("local_function_attrs", m, [({"x": x}, [y])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -435,6 +451,7 @@ def main():
     gen_symbolic_shapes()
     gen_external()
     gen_function()
+    gen_function_attrs()
 
 
 if __name__ == "__main__":
