@@ -95,7 +95,7 @@ match(Graph *g, Node *tk, Moe *mo)
 		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
 			w = "the experts and the TopK disagree on k";
 		if (!w && (mo->r.logits->type.dim[1] != mo->e ||
-			   (mo->r.selbias && mo->r.selbias->type.dim[0] != mo->e) ||
+			   (mo->r.selbias && ir_type_numel(&mo->r.selbias->type) != mo->e) ||
 			   mo->r.k > mo->e))
 			w = "the router's expert count is not the stacked weights'";
 		if (!w)
@@ -201,12 +201,18 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 		ir_b_dims(&b, "shape", d, 2);
 		in[0] = ir_b1(&b, OP_RESHAPE, in[0]);
 	}
+	if (in[2] && in[2]->type.rank != 1) {	/* [1,E] -> [E] */
+		ir_b_dims(&b, "shape", &mo->e, 1);
+		in[2] = ir_b1(&b, OP_RESHAPE, in[2]);
+	}
 	if (mo->x.gu_t)
 		in[3] = transpose(&b, in[3]);
 	if (mo->x.dn_t)
 		in[4] = transpose(&b, in[4]);
 	moe_attrs(&b, mo);
-	n = in[0] && in[3] && in[4] ? ir_b_node(&b, OP_MOE, in, nin, 1) : NULL;
+	n = NULL;
+	if (in[0] && (in[2] || !mo->r.selbias) && in[3] && in[4])
+		n = ir_b_node(&b, OP_MOE, in, nin, 1);
 	Value *y = n ? n->out[0] : NULL;
 	if (y && !same_dims(&y->type, &mo->sum->type)) {
 		ir_b_dims(&b, "shape", mo->sum->type.dim, mo->sum->type.rank);

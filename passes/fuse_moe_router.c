@@ -27,7 +27,8 @@ strip_casts(Value *v)
 	return v;
 }
 
-/* Is d the sum of a over its last axis, kept as [T,1], plus a tiny eps? */
+/* Is d the sum of a over its last axis, kept as [T,1], plus a tiny eps or
+ * clamped below by one (Ernie 4.5)? */
 static int
 sum_of(Value *d, Value *a)
 {
@@ -38,12 +39,16 @@ sum_of(Value *d, Value *a)
 	if (t->rank != a->type.rank || t->dim[t->rank - 1] != 1)
 		return 0;
 	d = mo_peel_cast(d);
-	if ((n = mo_def(d, OP_ADD)))
+	if ((n = mo_def(d, OP_ADD))) {
 		for (int i = 0; i < 2; i++)
 			if (mo_const_f(n->in[i], &eps) && fabs(eps) <= 1e-6) {
 				d = n->in[1 - i];
 				break;
 			}
+	} else if ((n = mo_def(d, OP_CLIP)) && n->nin == 1 &&
+		   fabs(ir_attr_float(n, "min", 1)) <= 1e-6 && ir_attr_float(n, "max", INFINITY) == INFINITY) {
+		d = n->in[0];
+	}
 	n = mo_def(mo_peel(d), OP_REDUCE_SUM);
 	return n && mo_peel_cast(n->in[0]) == mo_peel_cast(a) &&
 	       mo_last_axis(n, "axes", a->type.rank, -2);
@@ -140,6 +145,15 @@ groups(Value *keep, Value *x, Router *r)
 	return NULL;
 }
 
+/* The fill of masked-out experts: -inf, or 0 (DeepSeek-V2), which selects
+ * the same as long as every score is positive. */
+static int
+masked_fill(Value *v, int *zero)
+{
+	*zero = mo_is_fill(v, 0);
+	return *zero || mo_is_fill(v, -INFINITY);
+}
+
 /* Through where(mask, -inf, x): the scores being masked, with the groups. */
 static const char *
 unmask(Value **sel, Router *r)
@@ -147,15 +161,16 @@ unmask(Value **sel, Router *r)
 	Node *w = mo_def(*sel, OP_WHERE), *not;
 	Value *x, *keep;
 	const char *why;
+	int zero;
 
 	if (!w)
 		return NULL;
-	if (mo_is_fill(w->in[1], -INFINITY)) {
+	if (masked_fill(w->in[1], &zero)) {
 		if (!(not = mo_def(strip_casts(w->in[0]), OP_NOT)))
 			return "masked selection not recognised";
 		keep = not->in[0];
 		x = w->in[2];
-	} else if (mo_is_fill(w->in[2], -INFINITY)) {
+	} else if (masked_fill(w->in[2], &zero)) {
 		keep = w->in[0];
 		x = w->in[1];
 	} else {
@@ -164,12 +179,16 @@ unmask(Value **sel, Router *r)
 	x = mo_peel_cast(x);
 	if ((why = groups(keep, x, r)))
 		return why;
+	if (zero && ((!mo_def(x, OP_SOFTMAX) && !mo_def(x, OP_SIGMOID)) ||
+		     r->k > r->topk_group * (x->type.dim[1] / r->ngroup)))
+		return "masked selection is filled with 0 over scores that may be negative";
 	*sel = x;
 	return NULL;
 }
 
 /* A selection bias: add(s, b) with s the scores (softmax or sigmoid) and b
- * an [E] constant or weight.  A bias on raw logits is part of the logits. */
+ * an [E] (or [1,E]) constant or weight.  A bias on raw logits is part of
+ * the logits. */
 static void
 unbias(Value **sel, Router *r)
 {
@@ -180,7 +199,8 @@ unbias(Value **sel, Router *r)
 	for (int i = 0; i < 2; i++) {
 		Value *b = n->in[i], *s = mo_peel_cast(n->in[1 - i]);
 		const Type *t = &b->type;
-		if (t->rank == 1 && t->dim[0] == (*sel)->type.dim[1] &&
+		if (((t->rank == 1 && t->dim[0] == (*sel)->type.dim[1]) ||
+		     (t->rank == 2 && t->dim[0] == 1 && t->dim[1] == (*sel)->type.dim[1])) &&
 		    (b->kind == V_WEIGHT || mo_def(b, OP_CONST)) &&
 		    (mo_def(s, OP_SOFTMAX) || mo_def(s, OP_SIGMOID))) {
 			r->selbias = b;
