@@ -48,7 +48,7 @@ candidate(Node *n)
 }
 
 /* The nodes downstream of the TopK's indices that could end a routed sum,
- * in program order. */
+ * nearest first. */
 static int
 candidates(Graph *g, Node *tk, Node **out, int max)
 {
@@ -193,7 +193,7 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	Value *in[7] = {mo->x.x, mo->r.logits, mo->r.selbias, mo->x.wgu, mo->x.wdn,
 			mo->x.bgu, mo->x.bdn};
 	int nin = in[6] ? 7 : in[5] ? 6 : 5;
-	char buf[512];
+	char buf[1024];
 
 	diag_init(&quiet, NULL);
 	if (in[0]->type.rank != 2) {	/* [B,S,H] -> [B*S,H] */
