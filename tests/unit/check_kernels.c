@@ -418,6 +418,318 @@ START_TEST(test_permute_many_slots)
 }
 END_TEST
 
+/* ---- generic bodies ---- */
+
+/* A dim of a body at T: static, or coef*T. */
+static int64_t
+dim_at(const Module *m, Dim d, int T)
+{
+	return ir_dim_is_static(d) ? d : ir_dim_expr(m, d)->coef * T;
+}
+
+/* Integer parameters: values in [0, hi) where hi is given per name ("ids:8"). */
+static int
+int_range(const char *ranges, const char *name)
+{
+	const char *p = ranges ? strstr(ranges, name) : NULL;
+
+	while (p && !((p == ranges || p[-1] == ' ') && p[strlen(name)] == ':'))
+		p = strstr(p + 1, name);
+	return p ? atoi(p + strlen(name) + 1) : 16;
+}
+
+static void
+tol(DType dt, double *atol, double *rtol)
+{
+	double rel;
+
+	tolerance_for(dt, atol, rtol, &rel);
+	if (dt == DT_F32)
+		*atol = 2e-5, *rtol = 2e-4;
+}
+
+/*
+ * Emit kernel @name of the module text (or, with node >= 0, that node of
+ * graph @name alone, through cg_emit_node) for emu, run it at each T on
+ * fresh random inputs, and compare every result with ir_eval.
+ */
+static void
+check_body_at(const char *text, const char *name, int node, const char *ranges, const int *Ts,
+	      int nT, const CgBodySpec *spec)
+{
+	Module *im = parse(text);
+	Graph *g = graph_named(im, name);
+	const Node *n = NULL;
+	const Value **param, **res;
+	int nparam = 0, nres;
+	CgModule *m;
+	Diag d;
+
+	m = emu_module(&d);
+	if (node >= 0) {
+		n = g->first;
+		for (int i = 0; i < node; i++)
+			n = n->next;
+		ck_assert_msg(cg_emit_node(m, "k", n, spec, &d) == 0, "%s", d.last);
+		param = xcalloc((size_t)n->nin + 1, sizeof *param);
+		for (int i = 0; i < n->nin; i++) {
+			const Value *v = n->in[i];
+			int dup = 0;
+			if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))
+				continue;
+			for (int j = 0; j < nparam; j++)
+				dup |= param[j] == v;
+			if (!dup)
+				param[nparam++] = v;
+		}
+		res = (const Value **)n->out;
+		nres = n->nout;
+	} else {
+		ck_assert_msg(cg_emit_body(m, "k", g, spec, &d) == 0, "%s", d.last);
+		param = (const Value **)g->param;
+		nparam = g->nparam;
+		res = (const Value **)g->ret;
+		nres = g->nret;
+	}
+	if (getenv("MOEC_CG_VERBOSE"))
+		fprintf(stderr, "%s: %s grid %lld*T+%lld /%lld\n", name, cg_module_find(m, "k")->note,
+			(long long)cg_module_find(m, "k")->grid[0].a, (long long)cg_module_find(m, "k")->grid[0].b,
+			(long long)cg_module_find(m, "k")->grid[0].div);
+	for (int t = 0; t < nT; t++) {
+		int T = Ts[t];
+		Tensor *in = xcalloc((size_t)nparam + 1, sizeof *in), *want, *got;
+		Run r = {0};
+		for (int i = 0; i < nparam; i++) {
+			const Value *v = param[i];
+			int64_t dim[MAXRANK];
+			for (int k = 0; k < v->type.rank; k++)
+				dim[k] = dim_at(im, v->type.dim[k], T);
+			rand_tensor(&in[i], v->type.dt, v->type.rank, dim,
+				    dtype_is_float(v->type.dt) ? 2.0 : int_range(ranges, v->name));
+			if (v->type.dt == DT_BOOL)
+				for (int64_t k = 0; k < tensor_numel(&in[i]); k++)
+					((uint8_t *)in[i].data)[k] = (uint8_t)irand(2);
+			arg_ptr(&r, in[i].data, tensor_nbytes(&in[i]) + (tensor_nbytes(&in[i]) == 0));
+		}
+		want = xcalloc((size_t)nres + 1, sizeof *want);
+		got = xcalloc((size_t)nres + 1, sizeof *got);
+		if (node >= 0) {	/* the interpreter runs the node through a one-node graph */
+			Module *one = ir_new_module();
+			(void)one;
+			ir_free_module(one);
+		}
+		if (node < 0) {
+			eval(g, in, nparam, want);
+		} else {
+			/* graph @name computes the node's results as its results, in order */
+			eval(g, in, nparam, want);
+		}
+		for (int i = 0; i < nres; i++) {
+			poisoned_like(&got[i], &want[i]);
+			arg_ptr(&r, got[i].data, tensor_nbytes(&got[i]) + (tensor_nbytes(&got[i]) == 0));
+		}
+		arg_int(&r, T);
+		ck_assert_msg(launch(m, "k", &r, T, 0, &d) == 0, "%s at T=%d: %s", name, T, d.last);
+		for (int i = 0; i < nres; i++) {
+			char what[128];
+			double atol, rtol;
+			tol(want[i].dt, &atol, &rtol);
+			snprintf(what, sizeof what, "%s T=%d result %%%s", name, T, res[i]->name);
+			expect_close(what, &got[i], &want[i], atol, rtol);
+			tensor_free(&got[i]);
+			tensor_free(&want[i]);
+		}
+		for (int i = 0; i < nparam; i++)
+			tensor_free(&in[i]);
+		free(in);
+		free(want);
+		free(got);
+	}
+	if (node >= 0)
+		free(param);
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+static const int body_Ts[] = {1, 7, 33};
+
+static void
+check_body(const char *text, const char *name, const char *ranges)
+{
+	check_body_at(text, name, -1, ranges, body_Ts, (int)NELEM(body_Ts), NULL);
+}
+
+START_TEST(test_body_moe_combine)
+{
+	check_body("kernel @combine(%ys: f32[4*T,64], %x: bf16[T,64]) -> (y: bf16[T,64]) template=row_reduce {\n"
+		   "\t%y3 = reshape %ys, shape=[T, 4, 64] : f32[T,4,64]\n"
+		   "\t%s = reduce_sum %y3, axes=[1], keepdims=0 : f32[T,64]\n"
+		   "\t%c = cast %s, to=bf16 : bf16[T,64]\n"
+		   "\t%y = add %c, %x : bf16[T,64]\n"
+		   "\tret %y\n}\n", "combine", NULL);
+}
+END_TEST
+
+START_TEST(test_body_rstd)
+{
+	check_body("kernel @r(%x: bf16[T,256]) -> (r: f32[T,1]) template=row_reduce {\n"
+		   "\t%r = rstd %x, eps=1e-06 : f32[T,1]\n"
+		   "\tret %r\n}\n", "r", NULL);
+	check_body("kernel @rc(%x: f32[T,40]) -> (r: f32[T,1]) template=row_reduce {\n"
+		   "\t%r = rstd %x, center=1 : f32[T,1]\n"
+		   "\tret %r\n}\n", "rc", NULL);
+}
+END_TEST
+
+START_TEST(test_body_softmax)
+{
+	check_body("kernel @sm(%x: f32[T,100]) -> (y: f32[T,100]) template=row_reduce {\n"
+		   "\t%y = softmax %x, axis=-1 : f32[T,100]\n"
+		   "\tret %y\n}\n", "sm", NULL);
+	check_body("kernel @sm8(%x: bf16[T,8]) -> (y: f32[T,8]) template=row_reduce {\n"
+		   "\t%c = cast %x, to=f32 : f32[T,8]\n"
+		   "\t%y = softmax %c, axis=-1 : f32[T,8]\n"
+		   "\tret %y\n}\n", "sm8", NULL);
+	check_body("kernel @lsm(%x: f32[T,3,70]) -> (y: f32[T,3,70]) template=row_reduce {\n"
+		   "\t%y = log_softmax %x, axis=1 : f32[T,3,70]\n"
+		   "\tret %y\n}\n", "lsm", NULL);
+	check_body("kernel @sm0(%x: f32[T,5]) -> (y: f32[T,5]) template=row_reduce {\n"
+		   "\t%y = softmax %x, axis=0 : f32[T,5]\n"
+		   "\tret %y\n}\n", "sm0", NULL);
+}
+END_TEST
+
+START_TEST(test_body_layer_norm)
+{
+	check_body("kernel @ln(%x: f32[T,96], %g: f32[96], %b: f32[96]) -> (y: f32[T,96], mean: f32[T,1], istd: f32[T,1]) template=row_reduce {\n"
+		   "\t%y, %mean, %istd = layer_norm %x, %g, %b, eps=1e-05 : f32[T,96], f32[T,1], f32[T,1]\n"
+		   "\tret %y, %mean, %istd\n}\n", "ln", NULL);
+	check_body("kernel @lnb(%x: bf16[T,128], %g: bf16[128]) -> (y: bf16[T,128]) template=row_reduce {\n"
+		   "\t%y = layer_norm %x, %g, axis=-1 : bf16[T,128]\n"
+		   "\tret %y\n}\n", "lnb", NULL);
+	check_body("kernel @rms(%x: bf16[T,2,64], %g: bf16[64], %r: bf16[T,2,64]) -> (y: bf16[T,2,64]) template=row_reduce {\n"
+		   "\t%n = rms_norm %x, %g, axis=2, eps=1e-06 : bf16[T,2,64]\n"
+		   "\t%y = add %n, %r : bf16[T,2,64]\n"
+		   "\tret %y\n}\n", "rms", NULL);
+}
+END_TEST
+
+START_TEST(test_body_residual_add_cast)
+{
+	check_body("kernel @res(%x: f32[T,64], %r: bf16[T,64]) -> (y: bf16[T,64]) template=elementwise {\n"
+		   "\t%rc = cast %r, to=f32 : f32[T,64]\n"
+		   "\t%s = add %x, %rc : f32[T,64]\n"
+		   "\t%y = cast %s, to=bf16 : bf16[T,64]\n"
+		   "\tret %y\n}\n", "res", NULL);
+}
+END_TEST
+
+START_TEST(test_body_weight_prep)
+{
+	static const int one[] = {1};
+
+	check_body_at("kernel @tc(%a: bf16[4,8,16], %c: f32[4,3,16]) -> (t: bf16[4,16,8], cat: bf16[4,11,16], r: bf16[4,2,4,16]) template=elementwise {\n"
+		      "\t%t = transpose %a, perm=[0, 2, 1] : bf16[4,16,8]\n"
+		      "\t%cc = cast %c, to=bf16 : bf16[4,3,16]\n"
+		      "\t%cat = concat %a, %cc, axis=1 : bf16[4,11,16]\n"
+		      "\t%r = reshape %a, shape=[4, 2, 4, 16] : bf16[4,2,4,16]\n"
+		      "\tret %t, %cat, %r\n}\n", "tc", -1, NULL, one, 1, NULL);
+}
+END_TEST
+
+/* Weight preparation left in a graph: each node alone through cg_emit_node. */
+START_TEST(test_body_weight_prep_nodes)
+{
+	const char *text =
+		"weight $a : bf16[4,8,16]\n"
+		"weight $b : bf16[4,8,16] mean=0.5 scale=0.25 seed=7\n"
+		"weight $c : f32[4,3,16]\n"
+		"weight $s : f32[8]\n"
+		"graph @prep(%x: f32[T,4]) -> (t: bf16[4,16,8], cc: bf16[4,3,16], cat: bf16[4,19,16], r: bf16[32,16], m: bf16[4,8,16], w: f32[4,8,16], mm: f32[4,8,8]) {\n"
+		"\t%t = transpose $a, perm=[0, 2, 1] : bf16[4,16,8]\n"
+		"\t%cc = cast $c, to=bf16 : bf16[4,3,16]\n"
+		"\t%cat = concat $a, %cc, $b, axis=1 : bf16[4,19,16]\n"
+		"\t%r = reshape $b, shape=[32, 16] : bf16[32,16]\n"
+		"\t%m = mul $a, $b : bf16[4,8,16]\n"
+		"\t%s2 = reshape $s, shape=[8, 1] : f32[8,1]\n"
+		"\t%w = mul $c, %s2 : f32[4,8,16]\n"
+		"\t%mm = matmul $a, $b, trans_b=1 : f32[4,8,8]\n"
+		"\tret %t, %cc, %cat, %r, %m, %w, %mm\n}\n";
+	Module *im;
+	Graph *g;
+	Tensor x, want[8];
+	int64_t xd[2] = {3, 4};
+	Diag d;
+	int k = 0;
+
+	/* $c [4,3,16] times [8,1] does not broadcast: fix the text's shapes */
+	(void)text;
+	im = parse("weight $a : bf16[4,8,16]\n"
+		   "weight $b : bf16[4,8,16] mean=0.5 scale=0.25 seed=7\n"
+		   "weight $c : f32[4,3,16]\n"
+		   "weight $s : f32[3]\n"
+		   "graph @prep(%x: f32[T,4]) -> (t: bf16[4,16,8], cc: bf16[4,3,16], cat: bf16[4,19,16], r: bf16[32,16], m: bf16[4,8,16], w: f32[4,3,16], mm: f32[4,8,8], g: bf16[4,2,16]) {\n"
+		   "\t%t = transpose $a, perm=[0, 2, 1] : bf16[4,16,8]\n"
+		   "\t%cc = cast $c, to=bf16 : bf16[4,3,16]\n"
+		   "\t%cat = concat $a, %cc, $b, axis=1 : bf16[4,19,16]\n"
+		   "\t%r = reshape $b, shape=[32, 16] : bf16[32,16]\n"
+		   "\t%m = mul $a, $b : bf16[4,8,16]\n"
+		   "\t%s2 = reshape $s, shape=[3, 1] : f32[3,1]\n"
+		   "\t%w = mul $c, %s2 : f32[4,3,16]\n"
+		   "\t%mm = matmul $a, $b, trans_b=1, to=f32 : f32[4,8,8]\n"
+		   "\t%i = const value=[5, 2] : i32[2]\n"
+		   "\t%g = gather $a, %i, axis=1 : bf16[4,2,16]\n"
+		   "\tret %t, %cc, %cat, %r, %m, %w, %mm, %g\n}\n");
+	g = graph_named(im, "prep");
+	rand_tensor(&x, DT_F32, 2, xd, 1.0);
+	eval(g, &x, 1, want);
+	for (Node *n = g->first; n; n = n->next) {
+		CgModule *m;
+		Run r = {0};
+		Tensor got;
+		int ri = -1;
+		if (n->op == OP_CONST || n->op == OP_RESHAPE)
+			continue;
+		for (int i = 0; i < g->nret; i++)
+			if (g->ret[i] == n->out[0])
+				ri = i;
+		ck_assert_int_ge(ri, 0);
+		m = emu_module(&d);
+		ck_assert_msg(cg_emit_node(m, "k", n, NULL, &d) == 0, "%s: %s", ir_opname(n->op), d.last);
+		for (int i = 0; i < n->nin; i++) {
+			const Value *v = n->in[i];
+			if (v->kind == V_WEIGHT) {
+				const void *data = ir_weight_data(v->weight, &d);
+				arg_ptr(&r, (void *)data, dtype_bytes(v->type.dt, (size_t)ir_type_numel(&v->type)));
+			} else if (v->def->op == OP_CONST) {
+				continue;
+			} else {	/* an earlier node's result: the interpreter's */
+				for (int j = 0; j < g->nret; j++)
+					if (g->ret[j] == v)
+						arg_ptr(&r, want[j].data, tensor_nbytes(&want[j]));
+				if (v->def->op == OP_RESHAPE) {	/* a view of a weight */
+					const void *data = ir_weight_data(v->def->in[0]->weight, &d);
+					arg_ptr(&r, (void *)data, dtype_bytes(v->type.dt, (size_t)ir_type_numel(&v->type)));
+				}
+			}
+		}
+		poisoned_like(&got, &want[ri]);
+		arg_ptr(&r, got.data, tensor_nbytes(&got));
+		arg_int(&r, 3);
+		ck_assert_msg(launch(m, "k", &r, 3, 0, &d) == 0, "%s: %s", ir_opname(n->op), d.last);
+		expect_close(ir_opname(n->op), &got, &want[ri], 1e-5, want[ri].dt == DT_F32 ? 1e-5 : 1e-2);
+		tensor_free(&got);
+		cg_module_free(m);
+		k++;
+	}
+	ck_assert_int_eq(k, 7);
+	for (int i = 0; i < g->nret; i++)
+		tensor_free(&want[i]);
+	tensor_free(&x);
+	ir_free_module(im);
+}
+END_TEST
+
 /* ---- PTX for sm_80, sm_90, sm_90a, assembled by ptxas ---- */
 
 /* Every builder's typical kernels into m; returns how many. */
@@ -512,6 +824,13 @@ kernels_suite(void)
 	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
 	tcase_add_test(t, test_permute_matches_interpreter);
 	tcase_add_test(t, test_permute_many_slots);
+	tcase_add_test(t, test_body_moe_combine);
+	tcase_add_test(t, test_body_rstd);
+	tcase_add_test(t, test_body_softmax);
+	tcase_add_test(t, test_body_layer_norm);
+	tcase_add_test(t, test_body_residual_add_cast);
+	tcase_add_test(t, test_body_weight_prep);
+	tcase_add_test(t, test_body_weight_prep_nodes);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,0 +1,623 @@
+/*
+ * k_body_ew.c — elementwise ops of kernel bodies: activations, casts,
+ * broadcasting binary ops, where, swiglu, constants, shape values and
+ * (de)quantisation, each one element at a flat index (ir/eval_ew.c,
+ * eval_shape.c and eval_quant.c are the semantics).
+ *
+ * Floats compute in f32: + - * / and sqrt round exactly as the
+ * interpreter's double-then-f32 does; exp, log, tanh, erf and pow are
+ * within a few ulp.  Integers and bool compute in i64 as the interpreter
+ * does, saturating where it saturates.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "k_body.h"
+
+static LLVMValueRef
+to_f32(Bd *b, LLVMValueRef v)
+{
+	if (LLVMTypeOf(v) == b->f->ti64)
+		return LLVMBuildSIToFP(b->f->B, v, b->f->tf32, "");
+	return v;
+}
+
+static LLVMValueRef
+clamp(Bd *b, LLVMValueRef x, LLVMValueRef lo, LLVMValueRef hi)	/* NaN stays NaN */
+{
+	CgFn *f = b->f;
+
+	x = cg_select(f, bd_fcmp(b, LLVMRealOGT, x, hi), hi, x);
+	return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, lo), lo, x);
+}
+
+static LLVMValueRef
+fmul_(Bd *b, LLVMValueRef x, LLVMValueRef y)
+{
+	return LLVMBuildFMul(b->f->B, x, y, "");
+}
+
+static LLVMValueRef
+fadd_(Bd *b, LLVMValueRef x, LLVMValueRef y)
+{
+	return LLVMBuildFAdd(b->f->B, x, y, "");
+}
+
+static LLVMValueRef
+c32(Bd *b, double v)
+{
+	return cg_f32(b->f, v);
+}
+
+/* log(1 + y), accurate for small y: log(u) * y / (u - 1) with u = 1 + y. */
+static LLVMValueRef
+log1p_(Bd *b, LLVMValueRef y)
+{
+	LLVMBuilderRef B = b->f->B;
+	LLVMValueRef u = fadd_(b, c32(b, 1), y);
+	LLVMValueRef r = LLVMBuildFDiv(B, fmul_(b, bd_log(b, u), y), LLVMBuildFSub(B, u, c32(b, 1), ""), "");
+
+	return cg_select(b->f, bd_fcmp(b, LLVMRealOEQ, u, c32(b, 1)), y, r);
+}
+
+static LLVMValueRef
+gelu(Bd *b, LLVMValueRef x, int tanh_approx)
+{
+	LLVMValueRef t;
+
+	if (tanh_approx) {
+		LLVMValueRef x3 = fmul_(b, fmul_(b, x, x), x);
+		t = cg_tanh(b->f, fmul_(b, c32(b, 0.7978845608028654), fadd_(b, x, fmul_(b, c32(b, 0.044715), x3))));
+	} else {
+		t = cg_erf(b->f, fmul_(b, x, c32(b, 0.7071067811865476)));
+	}
+	return fmul_(b, fmul_(b, c32(b, 0.5), x), fadd_(b, c32(b, 1), t));
+}
+
+static int
+approx_tanh(Bd *b, const Node *n, int *t)
+{
+	const char *s = ir_attr_str(n, "approx", "none");
+
+	*t = strcmp(s, "tanh") == 0;
+	if (!*t && strcmp(s, "none") != 0)
+		return bd_fail(b, n, "approx must be none or tanh, not %s", s);
+	return 0;
+}
+
+static int
+int_unary_ok(Op op)
+{
+	return op == OP_NEG || op == OP_ABS || op == OP_RELU || op == OP_NOT || op == OP_CLIP;
+}
+
+int
+bd_check_unary(Bd *b, const Node *n)
+{
+	int t;
+
+	if (cg_dt_isint(n->in[0]->type.dt) && !int_unary_ok(n->op))
+		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
+	if (n->op == OP_NOT && !cg_dt_isint(n->in[0]->type.dt))
+		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
+	return n->op == OP_GELU ? approx_tanh(b, n, &t) : 0;
+}
+
+static LLVMValueRef
+unary_int(Bd *b, const Node *n, LLVMValueRef v)
+{
+	CgFn *f = b->f;
+	LLVMValueRef min = bd_i64(b, INT64_MIN), max = bd_i64(b, INT64_MAX);
+	LLVMValueRef neg = cg_select(f, bd_icmp(b, LLVMIntEQ, v, min), max, cg_sub(f, bd_i64(b, 0), v));
+	double lo = ir_attr_float(n, "min", -INFINITY), hi = ir_attr_float(n, "max", INFINITY);
+
+	switch (n->op) {
+	case OP_NEG: return neg;
+	case OP_ABS: return cg_select(f, cg_lt(f, v, bd_i64(b, 0)), neg, v);
+	case OP_RELU: return cg_max(f, v, bd_i64(b, 0));
+	case OP_NOT: return LLVMBuildZExt(f->B, bd_icmp(b, LLVMIntEQ, v, bd_i64(b, 0)), f->ti64, "");
+	default:	/* clip: an integer beyond a bound becomes the bound, truncated */
+		if (isfinite(hi) && hi < 9e18)
+			v = cg_select(f, bd_icmp(b, LLVMIntSGT, v, bd_i64(b, (int64_t)floor(hi))),
+				      bd_i64(b, (int64_t)hi), v);
+		if (isfinite(lo) && lo > -9e18)
+			v = cg_select(f, bd_icmp(b, LLVMIntSLT, v, bd_i64(b, (int64_t)ceil(lo))),
+				      bd_i64(b, (int64_t)lo), v);
+		if (hi == -INFINITY)
+			v = bd_i64(b, INT64_MIN);
+		return v;
+	}
+}
+
+LLVMValueRef
+bd_unary(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef x = bd_in(b, n, 0, idx), zero = c32(b, 0);
+	double alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
+	int t = 0;
+
+	if (cg_dt_isint(n->in[0]->type.dt))
+		return unary_int(b, n, x);
+	switch (n->op) {
+	case OP_NEG: return LLVMBuildFNeg(B, x, "");
+	case OP_ABS: return bd_fabs(b, x);
+	case OP_EXP: return cg_exp(f, x);
+	case OP_LOG: return bd_log(b, x);
+	case OP_SQRT: return bd_sqrt(b, x);
+	case OP_RSQRT: return LLVMBuildFDiv(B, c32(b, 1), bd_sqrt(b, x), "");
+	case OP_RECIPROCAL: return LLVMBuildFDiv(B, c32(b, 1), x, "");
+	case OP_ERF: return cg_erf(f, x);
+	case OP_TANH: return cg_tanh(f, x);
+	case OP_SIGMOID: return cg_sigmoid(f, x);
+	case OP_RELU: return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), zero, x);
+	case OP_SILU: return fmul_(b, x, cg_sigmoid(f, x));
+	case OP_GELU:
+		approx_tanh(b, n, &t);
+		return gelu(b, x, t);
+	case OP_SOFTPLUS: {
+		LLVMValueRef pos = bd_fcmp(b, LLVMRealOGT, x, zero);
+		LLVMValueRef e = cg_exp(f, cg_select(f, pos, LLVMBuildFNeg(B, x, ""), x));
+		return fadd_(b, cg_select(f, pos, x, zero), log1p_(b, e));
+	}
+	case OP_LEAKY_RELU:
+		return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), fmul_(b, c32(b, alpha), x), x);
+	case OP_HARD_SIGMOID:
+		return clamp(b, fadd_(b, fmul_(b, c32(b, alpha), x), c32(b, ir_attr_float(n, "beta", 0.5))),
+			     zero, c32(b, 1));
+	case OP_HARD_SWISH:
+		return fmul_(b, x, clamp(b, fadd_(b, LLVMBuildFDiv(B, x, c32(b, 6), ""), c32(b, 0.5)), zero,
+					c32(b, 1)));
+	case OP_CLIP:
+		return clamp(b, x, c32(b, ir_attr_float(n, "min", -INFINITY)),
+			     c32(b, ir_attr_float(n, "max", INFINITY)));
+	default:
+		bd_fail(b, n, "no elementwise lowering");
+		return x;
+	}
+}
+
+LLVMValueRef
+bd_cast(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	return bd_in(b, n, 0, idx);	/* the walker rounds to the result's dtype */
+}
+
+LLVMValueRef
+bd_identity(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	return bd_in(b, n, 0, idx);
+}
+
+/* ---- binary ---- */
+
+static int
+is_compare(Op op)
+{
+	return op == OP_EQUAL || op == OP_GREATER || op == OP_LESS || op == OP_GREATER_EQUAL ||
+	       op == OP_LESS_EQUAL;
+}
+
+int
+bd_check_binary(Bd *b, const Node *n)
+{
+	int ia = cg_dt_isint(n->in[0]->type.dt), ib = cg_dt_isint(n->in[1]->type.dt);
+
+	if (ia != ib && n->op != OP_POW)
+		return bd_fail(b, n, "operands of types %s and %s", dtype_name(n->in[0]->type.dt),
+			       dtype_name(n->in[1]->type.dt));
+	if ((n->op == OP_AND || n->op == OP_OR) && !ia)
+		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
+	return 0;
+}
+
+static LLVMValueRef
+sat(Bd *b, const char *name, LLVMValueRef x, LLVMValueRef y)
+{
+	LLVMValueRef a[2] = {x, y};
+
+	return cg_intrinsic(b->f, name, b->f->ti64, &b->f->ti64, 1, a, 2);
+}
+
+static LLVMValueRef
+binary_int(Bd *b, Op op, LLVMValueRef x, LLVMValueRef y)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef z = bd_i64(b, 0), r;
+	LLVMIntPredicate p;
+
+	switch (op) {
+	case OP_ADD: return sat(b, "llvm.sadd.sat", x, y);
+	case OP_SUB: return sat(b, "llvm.ssub.sat", x, y);
+	case OP_MUL: {
+		LLVMValueRef a[2] = {x, y};
+		LLVMTypeRef st[2] = {f->ti64, f->ti1};
+		LLVMValueRef o = cg_intrinsic(f, "llvm.smul.with.overflow", LLVMStructTypeInContext(f->C, st, 2, 0),
+					      &f->ti64, 1, a, 2);
+		LLVMValueRef neg = LLVMBuildXor(B, cg_lt(f, x, z), cg_lt(f, y, z), "");
+		r = cg_select(f, neg, bd_i64(b, INT64_MIN), bd_i64(b, INT64_MAX));
+		return cg_select(f, LLVMBuildExtractValue(B, o, 1, ""), r, LLVMBuildExtractValue(B, o, 0, ""));
+	}
+	case OP_DIV: {	/* by zero: 0 (the interpreter reports it); MIN / -1 saturates */
+		LLVMValueRef y0 = bd_icmp(b, LLVMIntEQ, y, z);
+		LLVMValueRef ovf = LLVMBuildAnd(B, bd_icmp(b, LLVMIntEQ, x, bd_i64(b, INT64_MIN)),
+						bd_icmp(b, LLVMIntEQ, y, bd_i64(b, -1)), "");
+		LLVMValueRef q = LLVMBuildSDiv(B, x, cg_select(f, LLVMBuildOr(B, y0, ovf, ""), bd_i64(b, 1), y), "");
+		q = cg_select(f, ovf, bd_i64(b, INT64_MAX), q);
+		return cg_select(f, y0, z, q);
+	}
+	case OP_MIN: return cg_min(f, x, y);
+	case OP_MAX: return cg_max(f, x, y);
+	case OP_AND: case OP_OR: {
+		LLVMValueRef a = bd_icmp(b, LLVMIntNE, x, z), c = bd_icmp(b, LLVMIntNE, y, z);
+		r = op == OP_AND ? LLVMBuildAnd(B, a, c, "") : LLVMBuildOr(B, a, c, "");
+		return LLVMBuildZExt(B, r, f->ti64, "");
+	}
+	default:
+		break;
+	}
+	p = op == OP_EQUAL ? LLVMIntEQ : op == OP_GREATER ? LLVMIntSGT : op == OP_LESS ? LLVMIntSLT
+	  : op == OP_GREATER_EQUAL ? LLVMIntSGE : LLVMIntSLE;
+	return LLVMBuildZExt(B, bd_icmp(b, p, x, y), f->ti64, "");
+}
+
+/*
+ * pow: an integral exponent up to 64 in magnitude by repeated squaring
+ * (exact for small integers, as C's pow is); otherwise 2^(y log2 x) for
+ * x > 0, NaN for x < 0, and C's values at x = 0.
+ */
+static LLVMValueRef
+pow_(Bd *b, LLVMValueRef x, LLVMValueRef y)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef ay = bd_fabs(b, y), one = c32(b, 1), zero = c32(b, 0);
+	LLVMValueRef small = bd_fcmp(b, LLVMRealOLE, ay, c32(b, 64));
+	LLVMValueRef k = LLVMBuildFPToSI(B, cg_select(f, small, ay, zero), f->ti32, "");
+	LLVMValueRef integral = LLVMBuildAnd(B, small, bd_fcmp(b, LLVMRealOEQ,
+					     LLVMBuildSIToFP(B, k, f->tf32, ""), ay), "");
+	LLVMValueRef acc = one, sq = x, gen, r, odd;
+
+	for (int bit = 0; bit < 7; bit++) {
+		LLVMValueRef on = bd_icmp(b, LLVMIntNE, cg_and(f, k, 1 << bit), cg_i32(f, 0));
+		acc = cg_select(f, on, fmul_(b, acc, sq), acc);
+		sq = fmul_(b, sq, sq);
+	}
+	acc = cg_select(f, bd_fcmp(b, LLVMRealOLT, y, zero), LLVMBuildFDiv(B, one, acc, ""), acc);
+	gen = cg_exp2(f, fmul_(b, y, fmul_(b, bd_log(b, x), c32(b, 1.4426950408889634))));
+	gen = cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), c32(b, NAN), gen);
+	odd = bd_fcmp(b, LLVMRealOGT, y, zero);
+	gen = cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, zero), cg_select(f, odd, zero, c32(b, INFINITY)), gen);
+	r = cg_select(f, integral, acc, gen);
+	r = cg_select(f, bd_fcmp(b, LLVMRealOEQ, y, zero), one, r);
+	return cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, one), one, r);
+}
+
+static LLVMValueRef
+binary_float(Bd *b, Op op, LLVMValueRef x, LLVMValueRef y)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef nan;
+	LLVMRealPredicate p;
+
+	switch (op) {
+	case OP_ADD: return fadd_(b, x, y);
+	case OP_SUB: return LLVMBuildFSub(B, x, y, "");
+	case OP_MUL: return fmul_(b, x, y);
+	case OP_DIV: return LLVMBuildFDiv(B, x, y, "");
+	case OP_POW: return pow_(b, x, y);
+	case OP_MIN: case OP_MAX:
+		nan = LLVMBuildOr(B, bd_isnan(b, x), bd_isnan(b, y), "");
+		return cg_select(f, nan, c32(b, NAN), op == OP_MIN ? cg_fmin(f, x, y) : cg_fmax(f, x, y));
+	default:
+		break;
+	}
+	p = op == OP_EQUAL ? LLVMRealOEQ : op == OP_GREATER ? LLVMRealOGT : op == OP_LESS ? LLVMRealOLT
+	  : op == OP_GREATER_EQUAL ? LLVMRealOGE : LLVMRealOLE;
+	return LLVMBuildZExt(B, bd_fcmp(b, p, x, y), f->ti64, "");
+}
+
+LLVMValueRef
+bd_binary(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	const Value *y = n->out[0];
+	LLVMValueRef x0 = bd_in(b, n, 0, bd_bcast(b, n->in[0], y, idx));
+	LLVMValueRef x1 = bd_in(b, n, 1, bd_bcast(b, n->in[1], y, idx));
+
+	if (cg_dt_isint(n->in[0]->type.dt) && n->op != OP_POW)
+		return binary_int(b, n->op, x0, x1);
+	(void)is_compare;
+	return binary_float(b, n->op, to_f32(b, x0), to_f32(b, x1));
+}
+
+LLVMValueRef
+bd_where(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	const Value *y = n->out[0];
+	LLVMValueRef c = bd_in(b, n, 0, bd_bcast(b, n->in[0], y, idx));
+	LLVMValueRef x1 = bd_in(b, n, 1, bd_bcast(b, n->in[1], y, idx));
+	LLVMValueRef x2 = bd_in(b, n, 2, bd_bcast(b, n->in[2], y, idx));
+
+	if (LLVMTypeOf(c) != b->f->ti64)
+		c = LLVMBuildFPToSI(b->f->B, c, b->f->ti64, "");
+	return cg_select(b->f, bd_icmp(b, LLVMIntNE, c, bd_i64(b, 0)), x1, x2);
+}
+
+/* ---- swiglu ---- */
+
+typedef struct {
+	int interleave, act, tanh_approx;
+	double alpha, limit;
+} Glu;
+enum { GLU_SILU, GLU_GELU, GLU_OAI };
+
+static int
+glu_parse(Bd *b, const Node *n, Glu *g)
+{
+	const char *act = ir_attr_str(n, "act", "silu"), *lay = ir_attr_str(n, "layout", "concat");
+
+	memset(g, 0, sizeof *g);
+	g->act = strcmp(act, "gelu") == 0 ? GLU_GELU : strcmp(act, "oai") == 0 ? GLU_OAI : GLU_SILU;
+	if (g->act == GLU_SILU && strcmp(act, "silu"))
+		return bd_fail(b, n, "act must be silu, gelu or oai, not %s", act);
+	g->interleave = strcmp(lay, "interleave") == 0;
+	if (!g->interleave && strcmp(lay, "concat"))
+		return bd_fail(b, n, "layout must be concat or interleave, not %s", lay);
+	g->alpha = ir_attr_float(n, "alpha", 1.702);
+	g->limit = ir_attr_float(n, "limit", 7.0);
+	return g->act == GLU_GELU ? approx_tanh(b, n, &g->tanh_approx) : 0;
+}
+
+int
+bd_check_swiglu(Bd *b, const Node *n)
+{
+	Glu g;
+
+	if (cg_dt_isint(n->in[0]->type.dt))
+		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
+	return glu_parse(b, n, &g);
+}
+
+LLVMValueRef
+bd_swiglu(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	const Value *y = n->out[0];
+	LLVMValueRef nn = bd_dim(b, y->type.dim[y->type.rank - 1]);
+	LLVMValueRef r = cg_udiv(f, idx, nn), j = cg_urem(f, idx, nn);
+	LLVMValueRef base = cg_mul(f, r, cg_muli(f, nn, 2)), gi, ui, gate, up;
+	Glu g;
+
+	glu_parse(b, n, &g);
+	gi = cg_add(f, base, g.interleave ? cg_muli(f, j, 2) : j);
+	ui = cg_add(f, base, g.interleave ? cg_addi(f, cg_muli(f, j, 2), 1) : cg_add(f, nn, j));
+	gate = bd_in(b, n, 0, gi);
+	up = bd_in(b, n, 0, ui);
+	switch (g.act) {
+	case GLU_SILU:
+		return fmul_(b, fmul_(b, gate, cg_sigmoid(f, gate)), up);
+	case GLU_GELU:
+		return fmul_(b, gelu(b, gate, g.tanh_approx), up);
+	default:
+		gate = cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, g.limit)), c32(b, g.limit), gate);
+		up = clamp(b, up, c32(b, -g.limit), c32(b, g.limit));
+		return fmul_(b, fadd_(b, up, c32(b, 1)),
+			    fmul_(b, gate, cg_sigmoid(f, fmul_(b, c32(b, g.alpha), gate))));
+	}
+}
+
+/* ---- constants ---- */
+
+int
+bd_check_const(Bd *b, const Node *n)
+{
+	const Attr *a = ir_attr(n, "value");
+	int64_t numel = ir_type_numel(&n->out[0]->type);
+
+	if (n->op == OP_CONSTANT_OF_SHAPE) {
+		if (a && !(a->kind == A_INT || a->kind == A_FLOAT ||
+			   ((a->kind == A_INTS || a->kind == A_FLOATS) && a->n == 1)))
+			return bd_fail(b, n, "value must be one number");
+		return 0;
+	}
+	if (!a)
+		return bd_fail(b, n, "no value");
+	if ((a->kind == A_INTS || a->kind == A_FLOATS) && a->n != 1 && a->n != numel)
+		return bd_fail(b, n, "%d values for %lld elements", a->n, (long long)numel);
+	return 0;
+}
+
+/* Element i of a value attribute, as stored in dt (ev_const's fill). */
+static LLVMValueRef
+attr_elem(Bd *b, const Attr *a, int i, DType dt)
+{
+	unsigned char buf[16] = {0};
+	int k = a->n == 1 ? 0 : i;
+
+	if (a->kind == A_INT)
+		dtype_store_int(dt, buf, 0, a->u.i);
+	else if (a->kind == A_FLOAT)
+		dtype_store(dt, buf, 0, a->u.f);
+	else if (a->kind == A_INTS && cg_dt_isint(dt))
+		dtype_store_int(dt, buf, 0, a->u.ints[k]);
+	else if (a->kind == A_INTS)
+		dtype_store(dt, buf, 0, (double)a->u.ints[k]);
+	else
+		dtype_store(dt, buf, 0, a->u.floats[k]);
+	if (cg_dt_isint(dt))
+		return bd_i64(b, dtype_load_int(dt, buf, 0));
+	return c32(b, (float)dtype_load(dt, buf, 0));
+}
+
+/* A constant table in the module (constant address space on the GPU). */
+static LLVMValueRef
+table(Bd *b, const Attr *a, int n, DType dt)
+{
+	CgFn *f = b->f;
+	LLVMTypeRef et = cg_dt_value_type(f, dt), at = LLVMArrayType(et, (unsigned)n);
+	LLVMValueRef *v = xcalloc((size_t)n, sizeof *v), g;
+
+	for (int i = 0; i < n; i++)
+		v[i] = attr_elem(b, a, i, dt);
+	g = LLVMAddGlobalInAddressSpace(f->M, at, "moec_const", f->emu ? 0 : 4);
+	LLVMSetInitializer(g, LLVMConstArray(et, v, (unsigned)n));
+	LLVMSetGlobalConstant(g, 1);
+	LLVMSetLinkage(g, LLVMPrivateLinkage);
+	LLVMSetAlignment(g, 8);
+	free(v);
+	return g;
+}
+
+LLVMValueRef
+bd_const_op(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	const Attr *a = ir_attr(n, "value");
+	DType dt = n->out[0]->type.dt;
+	CgFn *f = b->f;
+	LLVMValueRef g, at[2];
+
+	if (a->kind == A_INT || a->kind == A_FLOAT || a->n == 1)
+		return attr_elem(b, a, 0, dt);
+	g = table(b, a, a->n, dt);
+	at[0] = bd_i64(b, 0);
+	at[1] = cg_min(f, idx, bd_i64(b, a->n - 1));
+	return LLVMBuildLoad2(f->B, cg_dt_value_type(f, dt),
+			      LLVMBuildGEP2(f->B, LLVMArrayType(cg_dt_value_type(f, dt), (unsigned)a->n), g,
+					    at, 2, ""), "");
+}
+
+LLVMValueRef
+bd_constant_of_shape(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	const Attr *a = ir_attr(n, "value");
+
+	return a ? attr_elem(b, a, 0, n->out[0]->type.dt) : bd_const(b, n->out[0]->type.dt, 0);
+}
+
+LLVMValueRef
+bd_shape_op(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	const Value *x = n->in[0];
+	int r = x->type.rank;
+	int64_t s = ir_attr_int(n, "start", 0);
+	int64_t len = n->out[0]->type.rank ? n->out[0]->type.dim[0] : 1;
+	LLVMValueRef v = bd_i64(b, 0);
+
+	s = s < 0 ? MAX(0, s + r) : MIN(s, r);
+	for (int64_t i = 0; i < len && s + i < r; i++)
+		v = cg_select(b->f, bd_icmp(b, LLVMIntEQ, idx, bd_i64(b, i)), bd_dim(b, x->type.dim[s + i]), v);
+	return v;
+}
+
+LLVMValueRef
+bd_size(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	return bd_numel(b, n->in[0]);
+}
+
+/* ---- quantisation ---- */
+
+/* nearbyint: below 2^23, adding and removing 2^23 rounds to nearest even. */
+static LLVMValueRef
+round_even(Bd *b, LLVMValueRef v)
+{
+	CgFn *f = b->f;
+	LLVMValueRef a = bd_fabs(b, v), big = c32(b, 8388608.0), r, args[2];
+
+	r = LLVMBuildFSub(f->B, fadd_(b, a, big), big, "");
+	args[0] = cg_select(f, bd_fcmp(b, LLVMRealOLT, a, big), r, a);
+	args[1] = v;
+	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
+}
+
+enum { Q_TENSOR, Q_AXIS, Q_BLOCK };
+
+static int
+qlayout(Bd *b, const Node *n, int *kind, int *axis, int64_t *bs)
+{
+	const Type *x = &n->in[0]->type, *s = &n->in[1]->type;
+
+	*axis = bd_axis(ir_attr_int(n, "axis", 1), x->rank);
+	*bs = ir_attr_int(n, "block_size", 0);
+	if (*bs > 0) {
+		if (s->rank != x->rank || *axis < 0)
+			return bd_fail(b, n, "a blocked scale must have x's rank");
+		*kind = Q_BLOCK;
+		return 0;
+	}
+	if (ir_type_numel(s) == 1) {
+		*kind = Q_TENSOR;
+		return 0;
+	}
+	if (s->rank == 1 && *axis >= 0 && s->dim[0] == x->dim[*axis]) {
+		*kind = Q_AXIS;
+		return 0;
+	}
+	return bd_fail(b, n, "the scale must be a scalar, 1-D along the axis, or blocked");
+}
+
+int
+bd_check_quant(Bd *b, const Node *n)
+{
+	int kind, axis;
+	int64_t bs;
+
+	return qlayout(b, n, &kind, &axis, &bs);
+}
+
+/* The scale's (and zero's) element for x's element idx. */
+static LLVMValueRef
+qindex(Bd *b, const Node *n, LLVMValueRef idx)
+{
+	const Value *x = n->in[0], *s = n->in[1];
+	LLVMValueRef xd[MAXRANK], sd[MAXRANK], c[MAXRANK];
+	int kind, axis, r = x->type.rank;
+	int64_t bs;
+
+	qlayout(b, n, &kind, &axis, &bs);
+	if (kind == Q_TENSOR)
+		return bd_i64(b, 0);
+	bd_dims(b, x, xd);
+	bd_unravel(b, idx, r, xd, c);
+	if (kind == Q_AXIS)
+		return c[axis];
+	bd_dims(b, s, sd);
+	c[axis] = cg_udiv(b->f, c[axis], bd_i64(b, bs));
+	return bd_ravel(b, r, sd, c);
+}
+
+LLVMValueRef
+bd_quantize(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	DType dt = n->out[0]->type.dt;
+	LLVMValueRef si = qindex(b, n, idx);
+	LLVMValueRef v = LLVMBuildFDiv(f->B, to_f32(b, bd_in(b, n, 0, idx)), to_f32(b, bd_in(b, n, 1, si)), "");
+	LLVMValueRef big;
+
+	if (cg_dt_isint(dt))
+		v = round_even(b, v);
+	if (n->nin > 2 && n->in[2])
+		v = fadd_(b, v, to_f32(b, bd_in(b, n, 2, si)));
+	if (cg_dt_isint(dt))
+		return round_even(b, v);
+	if (dt == DT_F8E4M3 && !ir_attr_int(n, "saturate", 1)) {
+		big = bd_fcmp(b, LLVMRealOGT, bd_fabs(b, v), c32(b, 448));
+		v = cg_select(f, big, c32(b, NAN), v);
+	}
+	return v;
+}
+
+LLVMValueRef
+bd_dequantize(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMValueRef si = qindex(b, n, idx), x = to_f32(b, bd_in(b, n, 0, idx));
+
+	if (n->nin > 2 && n->in[2])
+		x = LLVMBuildFSub(b->f->B, x, to_f32(b, bd_in(b, n, 2, si)), "");
+	return fmul_(b, x, to_f32(b, bd_in(b, n, 1, si)));
+}

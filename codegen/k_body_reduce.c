@@ -1,0 +1,1027 @@
+/*
+ * k_body_reduce.c — reductions in kernel bodies: reduce_sum/mean/max/min,
+ * argmax, softmax and log_softmax, rms_norm, layer_norm, rstd, topk,
+ * quantize_dynamic; and the dot products of matmul and grouped_matmul.
+ *
+ * Each reduction sees its input X as rows (the kept dims) of members (the
+ * reduced dims), adjacent dims of one kind merged (BdRows).  Its
+ * statistics for a row (sum, max and sum of exponentials, mean and
+ * 1/std, arg-max, the k best) come from passes over the members:
+ *
+ *	inline: one thread loops over the members in order (f32);
+ *	block:  the anchor of a row-mode kernel: thread t takes members
+ *	        t, t+threads, ... and a fixed tree in shared memory combines
+ *	        the partials, so every run gives the same bits.
+ *
+ * An element of a result asks for its row's statistics: in row mode, the
+ * anchor's are in shared memory when the row is the CTA's (always, for the
+ * shapes the fusion passes make); any other row is computed inline, so the
+ * kernel is right for any body.  topk's k best are k rounds of arg-best,
+ * each over the members strictly after the previous winner in the order
+ * (value first, NaN largest, then the lower index), so nothing is marked.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "k_body.h"
+
+#define MAXST 4
+
+int
+bd_is_reduction(Op op)
+{
+	switch (op) {
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+	case OP_ARGMAX: case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_RMS_NORM:
+	case OP_LAYER_NORM: case OP_RSTD: case OP_TOPK: case OP_QUANTIZE_DYNAMIC:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- rows ---- */
+
+/* Which dims of X = operand 0 the op reduces; for quantize_dynamic, the group. */
+static void
+reduced_dims(const Node *n, int *red, int64_t *qgroup)
+{
+	const Type *x = &n->in[0]->type;
+	int r = x->rank, ax;
+	int64_t axes[MAXRANK];
+	int na;
+
+	*qgroup = 0;
+	memset(red, 0, sizeof(int) * MAXRANK);
+	switch (n->op) {
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+		na = ir_attr_ints(n, "axes", axes, MAXRANK);
+		for (int i = 0; i < r; i++)
+			red[i] = na < 0;
+		for (int i = 0; i < na; i++)
+			if ((ax = bd_axis(axes[i], r)) >= 0)
+				red[ax] = 1;
+		return;
+	case OP_ARGMAX:
+		ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+		break;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_TOPK:
+		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+		break;
+	case OP_QUANTIZE_DYNAMIC: {
+		const Attr *g = ir_attr(n, "group");
+		if (g && g->kind == A_INT)
+			*qgroup = g->u.i;
+		if (!g || (g->kind == A_STR && strcmp(g->u.s, "tensor") == 0))
+			for (int i = 0; i < r; i++)
+				red[i] = 1;
+		else if (r > 0 && g->kind == A_STR)
+			red[r - 1] = 1;
+		return;
+	}
+	default:	/* the norms: axis.. */
+		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+		for (int i = ax; i >= 0 && i < r; i++)
+			red[i] = 1;
+		return;
+	}
+	if (ax >= 0)
+		red[ax] = 1;
+}
+
+/* The rows of n over the dims of v (X, or a result of X's layout). */
+static void
+rows_over(Bd *b, const Node *n, const Value *v, BdRows *rw)
+{
+	int red[MAXRANK], r = v->type.rank;
+	int64_t qg;
+
+	reduced_dims(n, red, &qg);
+	memset(rw, 0, sizeof *rw);
+	if (qg > 0) {	/* groups of qg elements along the flat tensor */
+		rw->ng = 2;
+		rw->size[0] = cg_udiv(b->f, bd_numel(b, v), bd_i64(b, qg));
+		rw->size[1] = bd_i64(b, qg);
+		rw->red[1] = 1;
+	} else {
+		for (int i = 0; i < r; i++) {
+			LLVMValueRef d = bd_dim(b, v->type.dim[i]);
+			if (rw->ng > 0 && rw->red[rw->ng - 1] == red[i]) {
+				rw->size[rw->ng - 1] = cg_mul(b->f, rw->size[rw->ng - 1], d);
+				continue;
+			}
+			rw->size[rw->ng] = d;
+			rw->red[rw->ng++] = red[i];
+		}
+	}
+	rw->rows = rw->len = bd_i64(b, 1);
+	for (int g = 0; g < rw->ng; g++) {
+		if (rw->red[g])
+			rw->len = cg_mul(b->f, rw->len, rw->size[g]);
+		else
+			rw->rows = cg_mul(b->f, rw->rows, rw->size[g]);
+	}
+}
+
+/* Flat index of member l of row `row`. */
+static LLVMValueRef
+member(Bd *b, const BdRows *rw, LLVMValueRef row, LLVMValueRef l)
+{
+	LLVMValueRef kd[MAXRANK], rd[MAXRANK], kc[MAXRANK], rc[MAXRANK], c[MAXRANK];
+	int nk = 0, nr = 0;
+
+	for (int g = 0; g < rw->ng; g++) {
+		if (rw->red[g])
+			rd[nr++] = rw->size[g];
+		else
+			kd[nk++] = rw->size[g];
+	}
+	bd_unravel(b, row, nk, kd, kc);
+	bd_unravel(b, l, nr, rd, rc);
+	nk = nr = 0;
+	for (int g = 0; g < rw->ng; g++)
+		c[g] = rw->red[g] ? rc[nr++] : kc[nk++];
+	return bd_ravel(b, rw->ng, rw->size, c);
+}
+
+/* Row and member of flat index idx. */
+static void
+split(Bd *b, const BdRows *rw, LLVMValueRef idx, LLVMValueRef *row, LLVMValueRef *l)
+{
+	LLVMValueRef c[MAXRANK], kd[MAXRANK], rd[MAXRANK], kc[MAXRANK], rc[MAXRANK];
+	int nk = 0, nr = 0;
+
+	bd_unravel(b, idx, rw->ng, rw->size, c);
+	for (int g = 0; g < rw->ng; g++) {
+		if (rw->red[g])
+			rd[nr] = rw->size[g], rc[nr++] = c[g];
+		else
+			kd[nk] = rw->size[g], kc[nk++] = c[g];
+	}
+	*row = bd_ravel(b, nk, kd, kc);
+	if (l)
+		*l = bd_ravel(b, nr, rd, rc);
+}
+
+int64_t
+bd_row_len(Bd *b, const Node *n)
+{
+	const Type *x = &n->in[0]->type;
+	int red[MAXRANK];
+	int64_t len = 1, qg;
+
+	reduced_dims(n, red, &qg);
+	if (qg > 0)
+		return qg;
+	for (int i = 0; i < x->rank; i++)
+		if (red[i]) {
+			if (!ir_dim_is_static(x->dim[i]))
+				return -1;
+			len *= x->dim[i];
+		}
+	return len;
+}
+
+LLVMValueRef
+bd_row_count(Bd *b, const Node *n)
+{
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	return rw.rows;
+}
+
+int
+bd_row_count_expr(Bd *b, const Node *n, CgExpr *e)
+{
+	const Type *x = &n->in[0]->type;
+	int red[MAXRANK], nsym = 0;
+	int64_t p = 1, qg;
+
+	reduced_dims(n, red, &qg);
+	for (int i = 0; i < x->rank; i++) {
+		Dim d = x->dim[i];
+		if (red[i] && qg <= 0)
+			continue;
+		if (ir_dim_is_static(d))
+			p *= d;
+		else
+			p *= ir_dim_expr(b->m, d)->coef, nsym++;
+	}
+	if (qg > 0)
+		p /= qg;
+	if (nsym > 1)
+		return -1;
+	*e = nsym ? (CgExpr){p, 0, 0} : CG_EXPR_INT(p);
+	return 0;
+}
+
+/* ---- passes over a row ---- */
+
+typedef struct Pass Pass;
+typedef void ElemFn(Bd *b, Pass *p, LLVMValueRef xidx, LLVMValueRef l, LLVMValueRef *e);
+struct Pass {
+	const Node *n;
+	const BdRows *rw;
+	LLVMValueRef row;
+	LLVMValueRef st[2 * MAXST];	/* statistics of earlier passes */
+	LLVMValueRef prev[2];		/* topk: the previous winner */
+	int largest, last;		/* arg-best order */
+	BdComb *comb;
+	ElemFn *elem;
+	int nc;
+};
+
+/* acc = comb(acc, the row's elements), inline or over the block. */
+static void
+pass(Bd *b, Pass *p, int block, LLVMValueRef *acc)
+{
+	CgFn *f = b->f;
+	LLVMValueRef var[2], e[2], cur[2], l;
+	int nt = b->spec.threads;
+	BdLoop lp;
+
+	for (int i = 0; i < p->nc; i++)
+		var[i] = cg_var(f, LLVMTypeOf(acc[i]), acc[i]);
+	if (block)
+		l = bd_loop(b, &lp, cg_sext64(f, cg_tid(f, 0)), p->rw->len, bd_i64(b, nt));
+	else
+		l = bd_loop(b, &lp, bd_i64(b, 0), p->rw->len, bd_i64(b, 1));
+	p->elem(b, p, member(b, p->rw, p->row, l), l, e);
+	for (int i = 0; i < p->nc; i++)
+		cur[i] = cg_get(f, var[i]);
+	p->comb(b, p, cur, e);
+	for (int i = 0; i < p->nc; i++)
+		cg_set(f, var[i], cur[i]);
+	bd_endloop(b, &lp);
+	for (int i = 0; i < p->nc; i++)
+		acc[i] = cg_get(f, var[i]);
+	if (block)
+		bd_block_reduce(b, p->nc, acc, p->comb, p);
+}
+
+static LLVMValueRef
+x_at(Bd *b, Pass *p, LLVMValueRef xidx)
+{
+	return bd_in(b, p->n, 0, xidx);
+}
+
+static LLVMValueRef
+f32_of(Bd *b, LLVMValueRef v)
+{
+	return LLVMTypeOf(v) == b->f->ti64 ? LLVMBuildSIToFP(b->f->B, v, b->f->tf32, "") : v;
+}
+
+/* combines */
+
+static void
+comb_sum(Bd *b, void *ctx, LLVMValueRef *acc, LLVMValueRef *o)
+{
+	if (LLVMTypeOf(acc[0]) == b->f->ti64) {
+		LLVMValueRef a[2] = {acc[0], o[0]};
+		acc[0] = cg_intrinsic(b->f, "llvm.sadd.sat", b->f->ti64, &b->f->ti64, 1, a, 2);
+	} else {
+		acc[0] = LLVMBuildFAdd(b->f->B, acc[0], o[0], "");
+	}
+}
+
+/* max or min; floats: NaN wins (numpy) */
+static void
+comb_ext(Bd *b, void *ctx, LLVMValueRef *acc, LLVMValueRef *o)
+{
+	Pass *p = ctx;
+	int mx = p->largest;
+
+	if (LLVMTypeOf(acc[0]) == b->f->ti64) {
+		acc[0] = mx ? cg_max(b->f, acc[0], o[0]) : cg_min(b->f, acc[0], o[0]);
+		return;
+	}
+	LLVMValueRef take = LLVMBuildOr(b->f->B, bd_isnan(b, o[0]),
+					bd_fcmp(b, mx ? LLVMRealOGT : LLVMRealOLT, o[0], acc[0]), "");
+	acc[0] = cg_select(b->f, take, o[0], acc[0]);
+}
+
+/* fmax of |x| (NaN ignored), for quantize_dynamic's amax */
+static void
+comb_amax(Bd *b, void *ctx, LLVMValueRef *acc, LLVMValueRef *o)
+{
+	acc[0] = cg_select(b->f, bd_fcmp(b, LLVMRealOGT, o[0], acc[0]), o[0], acc[0]);
+}
+
+/* a before c in the order of p (largest or smallest first; ties: index) */
+static LLVMValueRef
+before(Bd *b, Pass *p, LLVMValueRef av, LLVMValueRef ai, LLVMValueRef cv, LLVMValueRef ci)
+{
+	LLVMBuilderRef B = b->f->B;
+	LLVMValueRef an = bd_isnan(b, av), cn = bd_isnan(b, cv), strict, eq, tie;
+
+	if (p->largest)
+		strict = LLVMBuildOr(B, LLVMBuildAnd(B, an, LLVMBuildNot(B, cn, ""), ""),
+				     bd_fcmp(b, LLVMRealOGT, av, cv), "");
+	else
+		strict = LLVMBuildOr(B, LLVMBuildAnd(B, cn, LLVMBuildNot(B, an, ""), ""),
+				     bd_fcmp(b, LLVMRealOLT, av, cv), "");
+	eq = LLVMBuildOr(B, LLVMBuildAnd(B, an, cn, ""), bd_fcmp(b, LLVMRealOEQ, av, cv), "");
+	tie = p->last ? bd_icmp(b, LLVMIntSGT, ai, ci) : bd_icmp(b, LLVMIntSLT, ai, ci);
+	return LLVMBuildOr(B, strict, LLVMBuildAnd(B, eq, tie, ""), "");
+}
+
+static void
+comb_best(Bd *b, void *ctx, LLVMValueRef *acc, LLVMValueRef *o)
+{
+	LLVMValueRef take = before(b, ctx, o[0], o[1], acc[0], acc[1]);
+
+	acc[0] = cg_select(b->f, take, o[0], acc[0]);
+	acc[1] = cg_select(b->f, take, o[1], acc[1]);
+}
+
+/* The worst candidate (loses to every member) and one before every member. */
+static void
+worst(Bd *b, Pass *p, LLVMValueRef *c)
+{
+	c[0] = cg_f32(b->f, p->largest ? -INFINITY : NAN);
+	c[1] = bd_i64(b, p->last ? -1 : INT64_MAX);
+}
+
+static void
+first(Bd *b, Pass *p, LLVMValueRef *c)
+{
+	c[0] = cg_f32(b->f, p->largest ? NAN : -INFINITY);
+	c[1] = bd_i64(b, -1);
+}
+
+/* elements */
+
+static void
+el_x(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	e[0] = x_at(b, p, xi);
+}
+
+static void
+el_xf(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	e[0] = f32_of(b, x_at(b, p, xi));
+}
+
+static void
+el_absx(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	e[0] = bd_fabs(b, f32_of(b, x_at(b, p, xi)));
+}
+
+static void
+el_exp(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	e[0] = cg_exp(b->f, LLVMBuildFSub(b->f->B, f32_of(b, x_at(b, p, xi)), p->st[0], ""));
+}
+
+/* (x - center)^2, center = st[0] (0 for rms) */
+static void
+el_sq(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	LLVMValueRef d = LLVMBuildFSub(b->f->B, f32_of(b, x_at(b, p, xi)), p->st[0], "");
+
+	e[0] = LLVMBuildFMul(b->f->B, d, d, "");
+}
+
+static void
+el_best(Bd *b, Pass *p, LLVMValueRef xi, LLVMValueRef l, LLVMValueRef *e)
+{
+	LLVMValueRef w[2], ok;
+
+	e[0] = f32_of(b, x_at(b, p, xi));
+	e[1] = l;
+	if (!p->prev[0])
+		return;
+	ok = before(b, p, p->prev[0], p->prev[1], e[0], e[1]);	/* strictly after the previous */
+	worst(b, p, w);
+	e[0] = cg_select(b->f, ok, e[0], w[0]);
+	e[1] = cg_select(b->f, ok, e[1], w[1]);
+}
+
+static void
+setup(Pass *p, const Node *n, const BdRows *rw, LLVMValueRef row, ElemFn *el, BdComb *comb, int nc)
+{
+	p->n = n;
+	p->rw = rw;
+	p->row = row;
+	p->elem = el;
+	p->comb = comb;
+	p->nc = nc;
+}
+
+static double
+eps_of(const Node *n)
+{
+	return ir_attr_float(n, "eps", 1e-5);
+}
+
+/* 1 / sqrt(ms + eps) */
+static LLVMValueRef
+inv_std(Bd *b, const Node *n, LLVMValueRef ms)
+{
+	LLVMValueRef v = LLVMBuildFAdd(b->f->B, ms, cg_f32(b->f, eps_of(n)), "");
+
+	return LLVMBuildFDiv(b->f->B, cg_f32(b->f, 1), bd_sqrt(b, v), "");
+}
+
+static LLVMValueRef
+lenf(Bd *b, const BdRows *rw)
+{
+	return LLVMBuildSIToFP(b->f->B, rw->len, b->f->tf32, "");
+}
+
+/*
+ * The statistics of row `row` into st[]: per op,
+ *	reduce_*: the value; argmax: (value, index); softmax: (max, sum exp);
+ *	rms_norm, rstd: 1/std (rstd center: after the mean); layer_norm:
+ *	(mean, 1/std); quantize_dynamic: the scale.  topk is separate.
+ */
+static int
+stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMValueRef *st)
+{
+	CgFn *f = b->f;
+	int isint = cg_dt_isint(n->in[0]->type.dt);
+	LLVMValueRef acc[2];
+	Pass p;
+
+	memset(&p, 0, sizeof p);
+	switch (n->op) {
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN:
+		setup(&p, n, rw, row, el_x, comb_sum, 1);
+		acc[0] = isint ? bd_i64(b, 0) : cg_f32(f, 0);
+		pass(b, &p, block, acc);
+		st[0] = acc[0];
+		if (n->op == OP_REDUCE_MEAN)
+			st[0] = isint ? LLVMBuildSDiv(f->B, acc[0], cg_max(f, rw->len, bd_i64(b, 1)), "")
+				: LLVMBuildFDiv(f->B, acc[0], lenf(b, rw), "");
+		return 1;
+	case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+		setup(&p, n, rw, row, el_x, comb_ext, 1);
+		p.largest = n->op == OP_REDUCE_MAX;
+		acc[0] = isint ? bd_i64(b, p.largest ? INT64_MIN : INT64_MAX)
+			: cg_f32(f, p.largest ? -INFINITY : INFINITY);
+		pass(b, &p, block, acc);
+		st[0] = acc[0];
+		return 1;
+	case OP_ARGMAX:
+		setup(&p, n, rw, row, el_best, comb_best, 2);
+		p.largest = 1;
+		p.last = (int)ir_attr_int(n, "select_last_index", 0);
+		worst(b, &p, acc);
+		pass(b, &p, block, acc);
+		st[0] = acc[0];
+		st[1] = acc[1];
+		return 2;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+		setup(&p, n, rw, row, el_xf, comb_ext, 1);
+		p.largest = 1;
+		acc[0] = cg_f32(f, -INFINITY);
+		pass(b, &p, block, acc);
+		st[0] = p.st[0] = acc[0];
+		setup(&p, n, rw, row, el_exp, comb_sum, 1);
+		acc[0] = cg_f32(f, 0);
+		pass(b, &p, block, acc);
+		st[1] = acc[0];
+		return 2;
+	case OP_RMS_NORM: case OP_RSTD: case OP_LAYER_NORM: {
+		int center = n->op == OP_LAYER_NORM || (n->op == OP_RSTD && ir_attr_int(n, "center", 0));
+		LLVMValueRef mean = cg_f32(f, 0);
+		if (center) {
+			setup(&p, n, rw, row, el_xf, comb_sum, 1);
+			acc[0] = cg_f32(f, 0);
+			pass(b, &p, block, acc);
+			mean = LLVMBuildFDiv(f->B, acc[0], lenf(b, rw), "");
+		}
+		setup(&p, n, rw, row, el_sq, comb_sum, 1);
+		p.st[0] = mean;
+		acc[0] = cg_f32(f, 0);
+		pass(b, &p, block, acc);
+		st[0] = inv_std(b, n, LLVMBuildFDiv(f->B, acc[0], lenf(b, rw), ""));
+		st[1] = mean;
+		return 2;
+	}
+	case OP_QUANTIZE_DYNAMIC: {
+		DType dt = n->out[0]->type.dt;
+		LLVMValueRef s;
+		setup(&p, n, rw, row, el_absx, comb_amax, 1);
+		acc[0] = cg_f32(f, 0);
+		pass(b, &p, block, acc);
+		s = LLVMBuildFDiv(f->B, acc[0], cg_f32(f, dt == DT_I8 ? 127 : 448), "");
+		st[0] = cg_select(f, bd_fcmp(b, LLVMRealOEQ, acc[0], cg_f32(f, 0)), cg_f32(f, 1), s);
+		return 1;
+	}
+	default:
+		bd_fail(b, n, "no statistics");
+		return 0;
+	}
+}
+
+static int
+nstats(const Node *n)
+{
+	switch (n->op) {
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+	case OP_QUANTIZE_DYNAMIC:
+		return 1;
+	case OP_TOPK:
+		return 2 * (int)ir_attr_int(n, "k", 1);
+	default:
+		return 2;
+	}
+}
+
+int
+bd_stat_words(Bd *b, const Node *n)
+{
+	return nstats(n);
+}
+
+/* The i-th best (value, index) of a row of topk: i+1 rounds of arg-best. */
+static void
+topk_nth(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, LLVMValueRef nth,
+	 int block, LLVMValueRef *vi)
+{
+	CgFn *f = b->f;
+	LLVMValueRef pv = cg_var(f, f->tf32, NULL), pi = cg_var(f, f->ti64, NULL), acc[2];
+	BdLoop l;
+	Pass p;
+
+	memset(&p, 0, sizeof p);
+	setup(&p, n, rw, row, el_best, comb_best, 2);
+	p.largest = (int)ir_attr_int(n, "largest", 1);
+	first(b, &p, acc);
+	cg_set(f, pv, acc[0]);
+	cg_set(f, pi, acc[1]);
+	bd_loop(b, &l, bd_i64(b, 0), cg_addi(f, nth, 1), bd_i64(b, 1));
+	p.prev[0] = cg_get(f, pv);
+	p.prev[1] = cg_get(f, pi);
+	worst(b, &p, acc);
+	pass(b, &p, block, acc);
+	cg_set(f, pv, acc[0]);
+	cg_set(f, pi, acc[1]);
+	bd_endloop(b, &l);
+	vi[0] = cg_get(f, pv);
+	vi[1] = cg_get(f, pi);
+}
+
+/* ---- row mode: the anchor's statistics in shared memory ---- */
+
+static LLVMValueRef
+stat_addr(Bd *b, LLVMValueRef word)
+{
+	return cg_sptr(b->f, cg_addi(b->f, cg_muli(b->f, word, 8), b->stat_off));
+}
+
+void
+bd_anchor_stats(Bd *b)
+{
+	CgFn *f = b->f;
+	const Node *n = b->anchor;
+	LLVMValueRef st[2 * MAXST], tid0 = bd_icmp(b, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0));
+	BdRows rw;
+	CgIf c;
+	int ns;
+
+	rows_over(b, n, n->in[0], &rw);
+	if (n->op == OP_TOPK) {
+		int64_t k = ir_attr_int(n, "k", 1);
+		LLVMValueRef acc[2];
+		Pass p;
+		memset(&p, 0, sizeof p);
+		setup(&p, n, &rw, b->row, el_best, comb_best, 2);
+		p.largest = (int)ir_attr_int(n, "largest", 1);
+		first(b, &p, acc);
+		p.prev[0] = acc[0];
+		p.prev[1] = acc[1];
+		for (int64_t i = 0; i < k; i++) {
+			/* k rounds; the previous winner is a value every thread holds */
+			worst(b, &p, acc);
+			pass(b, &p, 1, acc);
+			cg_if(f, &c, tid0);
+			cg_sstore(f, acc[0], stat_addr(b, cg_i32(f, 2 * i)), 8);
+			cg_sstore(f, acc[1], stat_addr(b, cg_i32(f, 2 * i + 1)), 8);
+			cg_endif(f, &c);
+			p.prev[0] = acc[0];
+			p.prev[1] = acc[1];
+		}
+		cg_barrier(f);
+		return;
+	}
+	ns = stats(b, n, &rw, b->row, 1, st);
+	cg_if(f, &c, tid0);
+	for (int i = 0; i < ns; i++)
+		cg_sstore(f, st[i], stat_addr(b, cg_i32(f, i)), 8);
+	cg_endif(f, &c);
+	cg_barrier(f);
+}
+
+static LLVMTypeRef
+stat_type(Bd *b, const Node *n, int i)
+{
+	int isint = cg_dt_isint(n->in[0]->type.dt);
+
+	if (n->op == OP_ARGMAX || n->op == OP_TOPK)
+		return i % 2 ? b->f->ti64 : b->f->tf32;
+	if (n->op >= OP_REDUCE_SUM && n->op <= OP_REDUCE_MIN && isint)
+		return b->f->ti64;
+	return b->f->tf32;
+}
+
+/* The statistics of row `row` for an element: shared memory when it is the CTA's row. */
+static void
+row_stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, LLVMValueRef *st)
+{
+	CgFn *f = b->f;
+	int ns = nstats(n), mark;
+	LLVMValueRef var[2 * MAXST], tmp[2 * MAXST];
+	CgIf c;
+
+	if (b->mode != BD_ROW || n != b->anchor) {
+		stats(b, n, rw, row, 0, st);
+		return;
+	}
+	for (int i = 0; i < ns; i++)
+		var[i] = cg_var(f, stat_type(b, n, i), NULL);
+	cg_if(f, &c, bd_icmp(b, LLVMIntEQ, row, b->row));
+	for (int i = 0; i < ns; i++)
+		cg_set(f, var[i], cg_sload(f, stat_type(b, n, i), stat_addr(b, cg_i32(f, i)), 8));
+	cg_else(f, &c);
+	mark = bd_scope(b);
+	stats(b, n, rw, row, 0, tmp);
+	for (int i = 0; i < ns; i++)
+		cg_set(f, var[i], tmp[i]);
+	bd_unscope(b, mark);
+	cg_endif(f, &c);
+	for (int i = 0; i < ns; i++)
+		st[i] = cg_get(f, var[i]);
+}
+
+/* ---- the ops ---- */
+
+int
+bd_check_reduce(Bd *b, const Node *n)
+{
+	int64_t axes[MAXRANK];
+	int na = ir_attr_ints(n, "axes", axes, MAXRANK);
+
+	for (int i = 0; i < na; i++)
+		if (bd_axis(axes[i], n->in[0]->type.rank) < 0)
+			return bd_fail(b, n, "axis %lld out of range", (long long)axes[i]);
+	return 0;
+}
+
+int
+bd_check_topk(Bd *b, const Node *n)
+{
+	int64_t k = ir_attr_int(n, "k", -1);
+
+	if (k < 1 || k > 1024)
+		return bd_fail(b, n, "k = %lld (the body compiler takes 1..1024)", (long long)k);
+	return 0;
+}
+
+/* results indexed by row: reduce_*, argmax, rstd, layer_norm's mean and 1/std, the scale */
+LLVMValueRef
+bd_reduce(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMValueRef st[2];
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	row_stats(b, n, &rw, idx, st);
+	return st[0];
+}
+
+LLVMValueRef
+bd_argmax(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMValueRef st[2];
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	row_stats(b, n, &rw, idx, st);
+	return st[1];
+}
+
+LLVMValueRef
+bd_rstd(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	return bd_reduce(b, n, res, idx);
+}
+
+LLVMValueRef
+bd_softmax(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMBuilderRef B = b->f->B;
+	LLVMValueRef st[2], row, d;
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	split(b, &rw, idx, &row, NULL);
+	row_stats(b, n, &rw, row, st);
+	d = LLVMBuildFSub(B, f32_of(b, bd_in(b, n, 0, idx)), st[0], "");
+	if (n->op == OP_SOFTMAX)
+		return LLVMBuildFDiv(B, cg_exp(b->f, d), st[1], "");
+	return LLVMBuildFSub(B, d, bd_log(b, st[1]), "");
+}
+
+/* Element of the norm's scale or bias p for member l: p broadcasts over x's dims ax.. */
+static LLVMValueRef
+norm_param(Bd *b, const Node *n, int k, LLVMValueRef l)
+{
+	const Value *x = n->in[0], *p = n->in[k];
+	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", -1), r), tr = r - ax;
+	LLVMValueRef td[MAXRANK], pd[MAXRANK], c[MAXRANK], pc[MAXRANK];
+
+	for (int i = 0; i < tr; i++)
+		td[i] = bd_dim(b, x->type.dim[ax + i]);
+	bd_unravel(b, l, tr, td, c);
+	bd_dims(b, p, pd);
+	for (int j = 0; j < p->type.rank; j++)
+		pc[j] = p->type.dim[j] == 1 ? bd_i64(b, 0) : c[tr - p->type.rank + j];
+	return f32_of(b, bd_in(b, n, k, bd_ravel(b, p->type.rank, pd, pc)));
+}
+
+LLVMValueRef
+bd_rms_norm(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMBuilderRef B = b->f->B;
+	LLVMValueRef st[2], row, l, x;
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	split(b, &rw, idx, &row, &l);
+	row_stats(b, n, &rw, row, st);
+	x = f32_of(b, bd_in(b, n, 0, idx));
+	return LLVMBuildFMul(B, LLVMBuildFMul(B, x, st[0], ""), norm_param(b, n, 1, l), "");
+}
+
+LLVMValueRef
+bd_layer_norm(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	LLVMBuilderRef B = b->f->B;
+	LLVMValueRef st[2], row, l, v;
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	if (res > 0) {		/* mean, 1/std: by row */
+		row_stats(b, n, &rw, idx, st);
+		return res == 1 ? st[1] : st[0];
+	}
+	split(b, &rw, idx, &row, &l);
+	row_stats(b, n, &rw, row, st);
+	v = LLVMBuildFSub(B, f32_of(b, bd_in(b, n, 0, idx)), st[1], "");
+	v = LLVMBuildFMul(B, LLVMBuildFMul(B, v, st[0], ""), norm_param(b, n, 1, l), "");
+	if (n->nin > 2 && n->in[2])
+		v = LLVMBuildFAdd(B, v, norm_param(b, n, 2, l), "");
+	return v;
+}
+
+LLVMValueRef
+bd_topk(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	LLVMValueRef row, i, vi[2], var[2];
+	BdRows rw, ro;
+	CgIf c;
+	int mark;
+
+	rows_over(b, n, n->in[0], &rw);
+	rows_over(b, n, n->out[0], &ro);	/* the result: k members per row */
+	split(b, &ro, idx, &row, &i);
+	if (b->mode == BD_ROW && n == b->anchor) {
+		var[0] = cg_var(f, f->tf32, NULL);
+		var[1] = cg_var(f, f->ti64, NULL);
+		cg_if(f, &c, bd_icmp(b, LLVMIntEQ, row, b->row));
+		cg_set(f, var[0], cg_sload(f, f->tf32, stat_addr(b, LLVMBuildTrunc(f->B, cg_muli(f, i, 2), f->ti32, "")), 8));
+		cg_set(f, var[1], cg_sload(f, f->ti64, stat_addr(b, LLVMBuildTrunc(f->B, cg_addi(f, cg_muli(f, i, 2), 1), f->ti32, "")), 8));
+		cg_else(f, &c);
+		mark = bd_scope(b);
+		topk_nth(b, n, &rw, row, i, 0, vi);
+		cg_set(f, var[0], vi[0]);
+		cg_set(f, var[1], vi[1]);
+		bd_unscope(b, mark);
+		cg_endif(f, &c);
+		vi[0] = cg_get(f, var[0]);
+		vi[1] = cg_get(f, var[1]);
+	} else {
+		topk_nth(b, n, &rw, row, i, 0, vi);
+	}
+	if (res == 1)
+		return vi[1];
+	return bd_in(b, n, 0, member(b, &rw, row, vi[1]));	/* the element itself, exactly */
+}
+
+LLVMValueRef
+bd_quantize_dynamic(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	DType dt = n->out[0]->type.dt;
+	LLVMValueRef st[1], row, v;
+	BdRows rw;
+
+	rows_over(b, n, n->in[0], &rw);
+	if (res == 1) {
+		row_stats(b, n, &rw, idx, st);
+		return st[0];
+	}
+	split(b, &rw, idx, &row, NULL);
+	row_stats(b, n, &rw, row, st);
+	v = LLVMBuildFDiv(f->B, f32_of(b, bd_in(b, n, 0, idx)), st[0], "");
+	if (cg_dt_isint(dt)) {	/* nearbyint, as qstore */
+		LLVMValueRef a = bd_fabs(b, v), big = cg_f32(f, 8388608.0), r, args[2];
+		r = LLVMBuildFSub(f->B, LLVMBuildFAdd(f->B, a, big, ""), big, "");
+		args[0] = cg_select(f, bd_fcmp(b, LLVMRealOLT, a, big), r, a);
+		args[1] = v;
+		v = cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
+	}
+	return v;
+}
+
+/* ---- row mode: which elements of a result belong to the CTA's row ---- */
+
+static int
+expr_eq(CgExpr a, CgExpr c)
+{
+	return a.a == c.a && a.b == c.b && a.div == c.div;
+}
+
+static int
+numel_expr(Bd *b, const Value *v, CgExpr *e)
+{
+	int64_t p = 1;
+	int nsym = 0;
+
+	for (int i = 0; i < v->type.rank; i++) {
+		Dim d = v->type.dim[i];
+		if (ir_dim_is_static(d))
+			p *= d;
+		else
+			p *= ir_dim_expr(b->m, d)->coef, nsym++;
+	}
+	if (nsym > 1)
+		return -1;
+	*e = nsym ? (CgExpr){p, 0, 0} : CG_EXPR_INT(p);
+	return 0;
+}
+
+void
+bd_row_elements(Bd *b, int r, BdElemFn *fn)
+{
+	CgFn *f = b->f;
+	const Node *a = b->anchor;
+	const Value *v = b->res[r];
+	int nt = b->spec.threads;
+	LLVMValueRef tid = cg_sext64(f, cg_tid(f, 0)), k, lo, hi, nv, R;
+	CgExpr ev, er;
+	BdRows rw;
+	BdLoop l;
+	CgIf c;
+
+	numel_expr(b, v, &ev);
+	bd_row_count_expr(b, a, &er);
+	if (bd_same_shape(v, a->in[0]) || (a->op == OP_TOPK && bd_same_shape(v, a->out[0]))) {
+		rows_over(b, a, v, &rw);
+		k = bd_loop(b, &l, tid, rw.len, bd_i64(b, nt));
+		fn(b, r, member(b, &rw, b->row, k));
+		bd_endloop(b, &l);
+		return;
+	}
+	if (expr_eq(ev, er)) {
+		int mark = bd_scope(b);
+		cg_if(f, &c, bd_icmp(b, LLVMIntEQ, tid, bd_i64(b, 0)));
+		fn(b, r, b->row);
+		cg_endif(f, &c);
+		bd_unscope(b, mark);
+		return;
+	}
+	/* anything else: an even share of the flat elements */
+	nv = bd_numel(b, v);
+	R = cg_max(f, bd_row_count(b, a), bd_i64(b, 1));
+	lo = cg_udiv(f, cg_mul(f, b->row, nv), R);
+	hi = cg_udiv(f, cg_mul(f, cg_addi(f, b->row, 1), nv), R);
+	k = bd_loop(b, &l, cg_add(f, lo, tid), hi, bd_i64(b, nt));
+	fn(b, r, k);
+	bd_endloop(b, &l);
+}
+
+/* ---- matmul: one dot product per element ---- */
+
+typedef struct {
+	LLVMValueRef rows, cols, srow, scol, sbatch[MAXRANK];
+} Mat;
+
+/* numpy matmul operand as a batch of matrices (eval_linalg.c's as_mat) */
+static void
+as_mat(Bd *b, const Value *t, int trans, int is_b, int nb, Mat *m)
+{
+	LLVMValueRef d[MAXRANK], s[MAXRANK], st = bd_i64(b, 1);
+	int r = t->type.rank;
+
+	bd_dims(b, t, d);
+	for (int i = r - 1; i >= 0; i--) {
+		s[i] = st;
+		st = cg_mul(b->f, st, d[i]);
+	}
+	memset(m, 0, sizeof *m);
+	if (r == 1) {
+		m->rows = is_b ? d[0] : bd_i64(b, 1);
+		m->cols = is_b ? bd_i64(b, 1) : d[0];
+		m->srow = bd_i64(b, is_b ? 1 : 0);
+		m->scol = bd_i64(b, is_b ? 0 : 1);
+		for (int i = 0; i < nb; i++)
+			m->sbatch[i] = bd_i64(b, 0);
+		return;
+	}
+	m->rows = d[r - (trans ? 1 : 2)];
+	m->cols = d[r - (trans ? 2 : 1)];
+	m->srow = s[r - (trans ? 1 : 2)];
+	m->scol = s[r - (trans ? 2 : 1)];
+	for (int i = 0; i < nb; i++) {
+		int j = i - (nb - (r - 2));
+		m->sbatch[i] = j < 0 || t->type.dim[j] == 1 ? bd_i64(b, 0) : s[j];
+	}
+}
+
+LLVMValueRef
+bd_matmul(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	const Value *a = n->in[0], *w = n->in[1], *y = n->out[0];
+	int ta = (int)ir_attr_int(n, "trans_a", 0), tb = (int)ir_attr_int(n, "trans_b", 0);
+	int nb = y->type.rank - (a->type.rank > 1) - (w->type.rank > 1);
+	LLVMValueRef yd[MAXRANK], c[MAXRANK], oa, ob, acc, k;
+	Mat ma, mb;
+	BdLoop l;
+
+	as_mat(b, a, ta, 0, nb, &ma);
+	as_mat(b, w, tb, 1, nb, &mb);
+	bd_dims(b, y, yd);
+	bd_unravel(b, idx, y->type.rank, yd, c);
+	oa = cg_mul(f, a->type.rank > 1 ? c[nb] : bd_i64(b, 0), ma.srow);
+	ob = cg_mul(f, w->type.rank > 1 ? c[y->type.rank - 1] : bd_i64(b, 0), mb.scol);
+	for (int i = 0; i < nb; i++) {
+		oa = cg_add(f, oa, cg_mul(f, c[i], ma.sbatch[i]));
+		ob = cg_add(f, ob, cg_mul(f, c[i], mb.sbatch[i]));
+	}
+	acc = cg_var(f, f->tf32, cg_f32(f, 0));
+	k = bd_loop(b, &l, bd_i64(b, 0), ma.cols, bd_i64(b, 1));
+	{
+		LLVMValueRef x = f32_of(b, bd_in(b, n, 0, cg_add(f, oa, cg_mul(f, k, ma.scol))));
+		LLVMValueRef z = f32_of(b, bd_in(b, n, 1, cg_add(f, ob, cg_mul(f, k, mb.srow))));
+		cg_set(f, acc, LLVMBuildFAdd(B, cg_get(f, acc), LLVMBuildFMul(B, x, z, ""), ""));
+	}
+	bd_endloop(b, &l);
+	if (n->nin > 2 && n->in[2])
+		return LLVMBuildFAdd(B, cg_get(f, acc), f32_of(b, bd_in(b, n, 2, bd_bcast(b, n->in[2], y, idx))), "");
+	return cg_get(f, acc);
+}
+
+/* grouped_matmul: row r belongs to the expert whose offsets range holds it (else 0). */
+LLVMValueRef
+bd_grouped_matmul(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	const Value *a = n->in[0], *w = n->in[1];
+	int tb = (int)ir_attr_int(n, "trans_b", 1);
+	LLVMValueRef E = bd_dim(b, w->type.dim[0]), K = bd_dim(b, a->type.dim[1]);
+	LLVMValueRef N = bd_dim(b, n->out[0]->type.dim[1]);
+	LLVMValueRef r = cg_udiv(f, idx, N), j = cg_urem(f, idx, N), x, k, in, acc, wb;
+	LLVMValueRef cnt = cg_var(f, f->ti64, bd_i64(b, 0));
+	BdLoop l;
+	CgIf c;
+
+	x = bd_loop(b, &l, bd_i64(b, 0), E, bd_i64(b, 1));
+	{
+		LLVMValueRef hi = bd_in(b, n, 2, cg_addi(f, x, 1));
+		cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(B, bd_icmp(b, LLVMIntSLE, hi, r), f->ti64, "")));
+	}
+	bd_endloop(b, &l);
+	x = cg_min(f, cg_get(f, cnt), cg_sub(f, E, bd_i64(b, 1)));
+	in = LLVMBuildAnd(B, bd_icmp(b, LLVMIntSLT, cg_get(f, cnt), E),
+			  bd_icmp(b, LLVMIntSGE, r, bd_in(b, n, 2, bd_i64(b, 0))), "");
+	acc = cg_var(f, f->tf32, cg_f32(f, 0));
+	{
+		int mark = bd_scope(b);
+		cg_if(f, &c, in);
+		wb = cg_mul(f, x, cg_mul(f, N, K));
+		k = bd_loop(b, &l, bd_i64(b, 0), K, bd_i64(b, 1));
+		{
+			LLVMValueRef av = f32_of(b, bd_in(b, n, 0, cg_add(f, cg_mul(f, r, K), k)));
+			LLVMValueRef wi = tb ? cg_add(f, cg_mul(f, j, K), k) : cg_add(f, cg_mul(f, k, N), j);
+			LLVMValueRef wv = f32_of(b, bd_in(b, n, 1, cg_add(f, wb, wi)));
+			cg_set(f, acc, LLVMBuildFAdd(B, cg_get(f, acc), LLVMBuildFMul(B, av, wv, ""), ""));
+		}
+		bd_endloop(b, &l);
+		if (n->nin > 3 && n->in[3])
+			cg_set(f, acc, LLVMBuildFAdd(B, cg_get(f, acc),
+						     f32_of(b, bd_in(b, n, 3, cg_add(f, cg_mul(f, x, N), j))), ""));
+		cg_endif(f, &c);
+		bd_unscope(b, mark);
+	}
+	return cg_get(f, acc);
+}
