@@ -163,24 +163,45 @@ bind_node(Ctx *c, ONode *n)
 
 static int expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f);
 
+/* The inputs an importer relies on are there: it may read them freely. */
+static int
+check_arity(ONode *n, const OpEntry *e)
+{
+	if (n->nin < e->minin || (e->maxin >= 0 && n->nin > e->maxin)) {
+		if (e->maxin < 0)
+			return ox_err(n, "takes at least %d inputs, not %d", e->minin, n->nin);
+		return ox_err(n, "takes %d to %d inputs, not %d", e->minin, e->maxin, n->nin);
+	}
+	for (int i = 0; i < e->minin; i++)
+		if (!n->in[i])
+			return ox_err(n, "input %d is required", i);
+	if (e->maxin < 0)	/* variadic: every input is an operand */
+		for (int i = 0; i < n->nin; i++)
+			if (!n->in[i])
+				return ox_err(n, "input %d is empty", i);
+	return 0;
+}
+
 static int
 run_importer(Ctx *c, ONode *n)
 {
 	const Onnx__NodeProto *np = n->np;
 	const Onnx__FunctionProto *f;
-	ImportFn *fn;
-	int minver, nerr = c->d->nerror, rc;
+	const OpEntry *e;
+	int nerr = c->d->nerror, rc;
 
 	if (!np->op_type || !*np->op_type)
 		return ox_err(n, "node without an op_type");
-	fn = ox_find_op(np->domain ? np->domain : "", np->op_type, n->opset, &minver);
-	if (!fn && (f = find_function(c, np)) != NULL)
+	e = ox_find_op(np->domain ? np->domain : "", np->op_type, n->opset);
+	if (!e && (f = find_function(c, np)) != NULL)
 		return expand_function(c, n, f);
-	if (!fn && c->depth == 0)
+	if (!e && c->depth == 0)
 		return -1;	/* reported by check_ops */
-	if (!fn)
+	if (!e)
 		return ox_err(n, "unsupported operator %s in a function body", np->op_type);
-	rc = fn(n);
+	if (check_arity(n, e))
+		return -1;
+	rc = e->fn(n);
 	if (rc == 0 && c->b.err)
 		rc = -1;
 	if (rc != 0 && c->d->nerror == nerr)
@@ -423,12 +444,12 @@ static int
 check_ops(Ctx *c, const Onnx__GraphProto *gp)
 {
 	Missing *m = xcalloc(gp->n_node + 1, sizeof *m);
-	int n = 0, k = 0, minver;
+	int n = 0, k = 0;
 
 	for (size_t i = 0; i < gp->n_node; i++) {
 		const Onnx__NodeProto *np = gp->node[i];
 		const char *dom = np->domain ? np->domain : "", *op = np->op_type ? np->op_type : "";
-		if (*op && (ox_find_op(dom, op, domain_opset(c, dom), &minver) || find_function(c, np)))
+		if (*op && (ox_find_op(dom, op, domain_opset(c, dom)) || find_function(c, np)))
 			continue;
 		m[n++] = (Missing){is_default_domain(dom) ? "" : dom, op, (int)i, 1};
 	}

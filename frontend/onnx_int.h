@@ -98,6 +98,13 @@ struct ONode {
 
 typedef int ImportFn(ONode *n);
 
+typedef struct {
+	const char *domain, *op;
+	int minver;		/* first opset of this importer */
+	ImportFn *fn;
+	int minin, maxin;	/* inputs that must be present; accepted (-1: any) */
+} OpEntry;
+
 /* onnx.c */
 int ox_err(ONode *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ox_field_err(Ctx *c, Loc l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -133,7 +140,7 @@ Value *ox_consti(Builder *b, const int64_t *v, int n);	/* i64[n] */
 int ox_axis(ONode *n, int64_t axis, int rank, int64_t *out);
 
 /* onnx_ops.c */
-ImportFn *ox_find_op(const char *domain, const char *op, int opset, int *minver);
+const OpEntry *ox_find_op(const char *domain, const char *op, int opset);
 int ox_op_known(const char *domain, const char *op);
 
 /* onnx_tensor.c */

@@ -547,63 +547,61 @@ imp_onehot(ONode *n)
 
 /* --- the table ----------------------------------------------------------- */
 
-static const struct {
-	const char *domain, *op;
-	int minver;
-	ImportFn *fn;
-} ops[] = {
+/* ORDER: first opset, then the inputs the importer needs present (the
+ * first minin) and accepts (maxin, -1: any number). */
+static const OpEntry ops[] = {
 	/* elementwise */
-	{"", "Abs", 13, imp_unary}, {"", "Neg", 13, imp_unary}, {"", "Exp", 13, imp_unary},
-	{"", "Log", 13, imp_unary}, {"", "Sqrt", 13, imp_unary},
-	{"", "Reciprocal", 13, imp_unary}, {"", "Erf", 13, imp_unary},
-	{"", "Tanh", 13, imp_unary}, {"", "Sigmoid", 13, imp_unary},
-	{"", "Relu", 13, imp_unary}, {"", "Softplus", 13, imp_unary},
-	{"", "HardSwish", 14, imp_unary}, {"", "Not", 13, imp_unary},
-	{"", "LeakyRelu", 13, imp_leaky_relu}, {"", "HardSigmoid", 13, imp_hard_sigmoid},
-	{"", "Gelu", 20, imp_gelu}, {"", "Clip", 13, imp_clip},
-	{"", "Add", 13, imp_binary}, {"", "Sub", 13, imp_binary},
-	{"", "Mul", 13, imp_binary}, {"", "Div", 13, imp_binary},
-	{"", "Pow", 13, imp_binary}, {"", "Equal", 13, imp_binary},
-	{"", "Greater", 13, imp_binary}, {"", "Less", 13, imp_binary},
-	{"", "GreaterOrEqual", 13, imp_binary}, {"", "LessOrEqual", 13, imp_binary},
-	{"", "And", 13, imp_binary}, {"", "Or", 13, imp_binary},
-	{"", "Min", 13, imp_variadic}, {"", "Max", 13, imp_variadic},
-	{"", "Sum", 13, imp_variadic}, {"", "Where", 13, imp_where},
-	{"", "Cast", 13, imp_cast}, {"", "CastLike", 15, imp_castlike},
+	{"", "Abs", 13, imp_unary, 1, 1}, {"", "Neg", 13, imp_unary, 1, 1}, {"", "Exp", 13, imp_unary, 1, 1},
+	{"", "Log", 13, imp_unary, 1, 1}, {"", "Sqrt", 13, imp_unary, 1, 1},
+	{"", "Reciprocal", 13, imp_unary, 1, 1}, {"", "Erf", 13, imp_unary, 1, 1},
+	{"", "Tanh", 13, imp_unary, 1, 1}, {"", "Sigmoid", 13, imp_unary, 1, 1},
+	{"", "Relu", 13, imp_unary, 1, 1}, {"", "Softplus", 13, imp_unary, 1, 1},
+	{"", "HardSwish", 14, imp_unary, 1, 1}, {"", "Not", 13, imp_unary, 1, 1},
+	{"", "LeakyRelu", 13, imp_leaky_relu, 1, 1}, {"", "HardSigmoid", 13, imp_hard_sigmoid, 1, 1},
+	{"", "Gelu", 20, imp_gelu, 1, 1}, {"", "Clip", 13, imp_clip, 1, 3},
+	{"", "Add", 13, imp_binary, 2, 2}, {"", "Sub", 13, imp_binary, 2, 2},
+	{"", "Mul", 13, imp_binary, 2, 2}, {"", "Div", 13, imp_binary, 2, 2},
+	{"", "Pow", 13, imp_binary, 2, 2}, {"", "Equal", 13, imp_binary, 2, 2},
+	{"", "Greater", 13, imp_binary, 2, 2}, {"", "Less", 13, imp_binary, 2, 2},
+	{"", "GreaterOrEqual", 13, imp_binary, 2, 2}, {"", "LessOrEqual", 13, imp_binary, 2, 2},
+	{"", "And", 13, imp_binary, 2, 2}, {"", "Or", 13, imp_binary, 2, 2},
+	{"", "Min", 13, imp_variadic, 1, -1}, {"", "Max", 13, imp_variadic, 1, -1},
+	{"", "Sum", 13, imp_variadic, 1, -1}, {"", "Where", 13, imp_where, 3, 3},
+	{"", "Cast", 13, imp_cast, 1, 1}, {"", "CastLike", 15, imp_castlike, 2, 2},
 	/* reductions, normalisation, matmul */
-	{"", "Softmax", 13, imp_softmax}, {"", "LogSoftmax", 13, imp_softmax},
-	{"", "ReduceSum", 13, imp_reduce}, {"", "ReduceMean", 13, imp_reduce},
-	{"", "ReduceMax", 13, imp_reduce}, {"", "ReduceMin", 13, imp_reduce},
-	{"", "ArgMax", 13, imp_argmax}, {"", "TopK", 13, imp_topk},
-	{"", "LayerNormalization", 17, imp_layer_norm},
-	{"", "RMSNormalization", 23, imp_rms_norm},
-	{"", "MatMul", 13, imp_matmul}, {"", "Gemm", 13, imp_gemm},
-	{"", "Einsum", 13, imp_einsum},
+	{"", "Softmax", 13, imp_softmax, 1, 1}, {"", "LogSoftmax", 13, imp_softmax, 1, 1},
+	{"", "ReduceSum", 13, imp_reduce, 1, 2}, {"", "ReduceMean", 13, imp_reduce, 1, 2},
+	{"", "ReduceMax", 13, imp_reduce, 1, 2}, {"", "ReduceMin", 13, imp_reduce, 1, 2},
+	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
+	{"", "LayerNormalization", 17, imp_layer_norm, 2, 3},
+	{"", "RMSNormalization", 23, imp_rms_norm, 2, 2},
+	{"", "MatMul", 13, imp_matmul, 2, 2}, {"", "Gemm", 13, imp_gemm, 2, 3},
+	{"", "Einsum", 13, imp_einsum, 1, 2},
 	/* indexing */
-	{"", "Gather", 13, imp_gather}, {"", "GatherElements", 13, imp_gather_elements},
-	{"", "GatherND", 13, imp_gather_nd}, {"", "ScatterElements", 13, imp_scatter},
-	{"", "ScatterND", 13, imp_scatter}, {"", "OneHot", 13, imp_onehot},
-	{"", "NonZero", 13, imp_nonzero},
+	{"", "Gather", 13, imp_gather, 2, 2}, {"", "GatherElements", 13, imp_gather_elements, 2, 2},
+	{"", "GatherND", 13, imp_gather_nd, 2, 2}, {"", "ScatterElements", 13, imp_scatter, 3, 3},
+	{"", "ScatterND", 13, imp_scatter, 3, 3}, {"", "OneHot", 13, imp_onehot, 3, 3},
+	{"", "NonZero", 13, imp_nonzero, 1, 1},
 	/* shapes */
-	{"", "Transpose", 13, imp_transpose}, {"", "Reshape", 13, imp_reshape},
-	{"", "Flatten", 13, imp_flatten}, {"", "Squeeze", 13, imp_squeeze},
-	{"", "Unsqueeze", 13, imp_unsqueeze}, {"", "Concat", 13, imp_concat},
-	{"", "Split", 13, imp_split}, {"", "Slice", 13, imp_slice},
-	{"", "Shape", 13, imp_shape}, {"", "Size", 13, imp_size},
-	{"", "Expand", 13, imp_expand}, {"", "Tile", 13, imp_tile},
-	{"", "Range", 13, imp_range}, {"", "Constant", 13, imp_constant},
-	{"", "ConstantOfShape", 13, imp_constant_of_shape},
-	{"", "Identity", 13, imp_identity}, {"", "Dropout", 13, imp_dropout},
+	{"", "Transpose", 13, imp_transpose, 1, 1}, {"", "Reshape", 13, imp_reshape, 2, 2},
+	{"", "Flatten", 13, imp_flatten, 1, 1}, {"", "Squeeze", 13, imp_squeeze, 1, 2},
+	{"", "Unsqueeze", 13, imp_unsqueeze, 2, 2}, {"", "Concat", 13, imp_concat, 1, -1},
+	{"", "Split", 13, imp_split, 1, 2}, {"", "Slice", 13, imp_slice, 3, 5},
+	{"", "Shape", 13, imp_shape, 1, 1}, {"", "Size", 13, imp_size, 1, 1},
+	{"", "Expand", 13, imp_expand, 2, 2}, {"", "Tile", 13, imp_tile, 2, 2},
+	{"", "Range", 13, imp_range, 3, 3}, {"", "Constant", 13, imp_constant, 0, 0},
+	{"", "ConstantOfShape", 13, imp_constant_of_shape, 1, 1},
+	{"", "Identity", 13, imp_identity, 1, 1}, {"", "Dropout", 13, imp_dropout, 1, 3},
 	/* quantisation */
-	{"", "QuantizeLinear", 13, imp_quantize},
-	{"", "DequantizeLinear", 13, imp_dequantize},
+	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
+	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
 	/* com.microsoft */
-	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln},
-	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln},
-	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln},
-	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits},
-	{"com.microsoft", "MoE", 1, imp_ms_moe},
-	{"com.microsoft", "QMoE", 1, imp_ms_qmoe},
+	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
+	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
+	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln, 3, 4},
+	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits, 3, 6},
+	{"com.microsoft", "MoE", 1, imp_ms_moe, 5, 8},
+	{"com.microsoft", "QMoE", 1, imp_ms_qmoe, 7, 14},
 };
 
 static const char *
@@ -613,20 +611,17 @@ norm_domain(const char *d)
 }
 
 /* The importer for op at the domain's opset; NULL if we have none. */
-ImportFn *
-ox_find_op(const char *domain, const char *op, int opset, int *minver)
+const OpEntry *
+ox_find_op(const char *domain, const char *op, int opset)
 {
-	ImportFn *fn = NULL;
+	const OpEntry *e = NULL;
 
 	domain = norm_domain(domain);
-	*minver = -1;
 	for (size_t i = 0; i < NELEM(ops); i++)
 		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain) &&
-		    ops[i].minver <= opset && ops[i].minver > *minver) {
-			fn = ops[i].fn;
-			*minver = ops[i].minver;
-		}
-	return fn;
+		    ops[i].minver <= opset && (!e || ops[i].minver > e->minver))
+			e = &ops[i];
+	return e;
 }
 
 int
@@ -642,9 +637,7 @@ ox_op_known(const char *domain, const char *op)
 int
 onnx_op_supported(const char *domain, const char *op, int opset)
 {
-	int minver;
-
 	if (!strcmp(norm_domain(domain), "") && (opset < 13 || opset > 23))
 		return 0;
-	return ox_find_op(domain, op, opset, &minver) != NULL;
+	return ox_find_op(domain, op, opset) != NULL;
 }

@@ -176,6 +176,8 @@ typed_data(Ctx *c, const Onnx__TensorProto *t, Loc l, DType dt, size_t n, void *
 {
 	size_t want = (dt == DT_I4 || dt == DT_U4) ? (n + 1) / 2 : n;
 
+	if (!n)
+		return 0;	/* an empty tensor: the fields may hold no array at all */
 	switch (dt) {
 	case DT_F32:
 		if (t->n_float_data != want)
