@@ -600,8 +600,8 @@ static const OpEntry ops[] = {
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln, 3, 4},
 	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits, 3, 6},
-	{"com.microsoft", "MoE", 1, imp_ms_moe, 5, 8},
-	{"com.microsoft", "QMoE", 1, imp_ms_qmoe, 7, 14},
+	{"com.microsoft", "MoE", 1, imp_ms_moe, 3, 8},
+	{"com.microsoft", "QMoE", 1, imp_ms_qmoe, 4, 14},
 };
 
 static const char *
