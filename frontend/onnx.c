@@ -235,7 +235,10 @@ name_intermediates(Ctx *c, ONode *n, Node *from)
 		base = n->np->op_type ? n->np->op_type : "t";
 	for (Node *x = from ? from->next : c->g->first; x; x = x->next)
 		for (int i = 0; i < x->nout; i++) {
-			if (!is_temp_name(x->out[i]->name))
+			int named = 0;
+			for (int j = 0; j < n->nout; j++)
+				named |= n->out[j] && n->out[j]->v == x->out[i];
+			if (named || !is_temp_name(x->out[i]->name))
 				continue;
 			do
 				snprintf(buf, sizeof buf, "%.200s.%d", base, k++);
