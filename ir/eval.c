@@ -71,7 +71,7 @@ typedef struct {
 } Vals;
 
 static int run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
-		     const EvalOpts *o, Diag *d, int depth);
+		     const EvalOpts *o, Diag *d, int depth, const DimEnv *outer);
 
 static Type
 type_of(const Tensor *t)
@@ -466,9 +466,11 @@ run_body(Ev *e, Vals *vs, const Tensor *const *in, Tensor *out)
 	return take_results(e, vs, out);
 }
 
+/* outer: the caller's bindings, for a kernel whose parameters carry only
+ * products (batch*seq) of the symbols its body names one by one. */
 static int
 run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
-	  const EvalOpts *o, Diag *d, int depth)
+	  const EvalOpts *o, Diag *d, int depth, const DimEnv *outer)
 {
 	Module *m = g->m;
 	Ev e = {g, m, o, d, {ir_natom(m), NULL}, depth};
@@ -481,7 +483,7 @@ run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
 				  g->nparam, nin);
 	e.env.val = xmalloc(sizeof(int64_t) * (size_t)(e.env.n + 1));
 	for (int i = 0; i < e.env.n; i++)
-		e.env.val[i] = -1;
+		e.env.val[i] = outer && i < outer->n ? outer->val[i] : -1;
 	vs.t = xcalloc(nv + 1, sizeof *vs.t);
 	vs.own = xcalloc(nv + 1, 1);
 	vs.set = xcalloc(nv + 1, 1);
@@ -509,7 +511,7 @@ ev_call(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 			      n->nout);
 	if (e->depth >= 64)
 		return ev_err(e, n, "call: @%s nests too deeply (recursion?)", k->name);
-	if (run_graph(k, in, n->nin, out, e->o, e->d, e->depth + 1) != 0) {
+	if (run_graph(k, in, n->nin, out, e->o, e->d, e->depth + 1, &e->env) != 0) {
 		diag_note(e->d, n->loc, "in call of @%s", k->name);
 		return -1;
 	}
@@ -527,7 +529,7 @@ ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out, const EvalOpts *o,
 	memset(out, 0, sizeof *out * (size_t)g->nret);
 	for (int i = 0; i < nin; i++)
 		pin[i] = &in[i];
-	rc = run_graph(g, pin, nin, out, o ? o : &defaults, d, 0);
+	rc = run_graph(g, pin, nin, out, o ? o : &defaults, d, 0, NULL);
 	free(pin);
 	return rc;
 }

@@ -235,7 +235,7 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	old->def = yd;
 	old->resno = y->resno;
 	if (c->report)
-		report_skip(c->report, "moe %%%s recognised at TopK %%%s %s", old->name,
+		report_note(c->report, "moe %%%s recognised at TopK %%%s %s", old->name,
 			    mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));
 	return 1;
 }

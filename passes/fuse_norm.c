@@ -176,7 +176,7 @@ fold_norm(Graph *g, Node *norm, PassCtx *c)
 		h->def->out[h->resno] = old;
 		old->def = h->def;
 		old->resno = h->resno;
-		report_skip(c->report, "%s %%%s folded into matmul %%%s: weight scaled by the norm "
+		report_note(c->report, "%s %%%s folded into matmul %%%s: weight scaled by the norm "
 			    "weight at compile time, 1/rms per row in the epilogue",
 			    ir_opname(norm->op), v->name, old->name);
 		changed = 1;

@@ -150,7 +150,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 		}
 	}
 	if (y && c->report)
-		report_skip(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
+		report_note(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
 			    "gate|up grouped GEMM + swiglu (%s), down grouped GEMM + routing weight "
 			    "+ scatter to token order, sum over k",
 			    moe->out[0]->name, ir_attr_str(moe, "router", "softmax"), (long long)k,

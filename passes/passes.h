@@ -20,6 +20,8 @@ void report_fused(Report *r, const char *kernel, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A candidate left alone, and why ("bias add not fused into matmul %h: ..."). */
 void report_skip(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A rewrite that is not a kernel itself ("moe %y recognised at TopK ..."). */
+void report_note(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void report_print(FILE *f, const Report *r);
 int report_count(const Report *r);
 

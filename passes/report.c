@@ -8,8 +8,11 @@
 
 #include "passes.h"
 
+typedef enum { E_KERNEL, E_NOTE, E_SKIP } Kind;
+
 typedef struct {
-	char *kernel;		/* NULL: a skipped candidate */
+	Kind kind;
+	char *kernel;		/* E_KERNEL */
 	char *text;
 } Entry;
 
@@ -55,9 +58,18 @@ report_fused(Report *r, const char *kernel, const char *fmt, ...)
 	if (!r)
 		return;
 	va_start(ap, fmt);
+	e.kind = E_KERNEL;
 	e.kernel = xstrdup(kernel);
 	e.text = vfmt(fmt, ap);
 	va_end(ap);
+	vec_push(&r->e, e);
+}
+
+static void
+add_text(Report *r, Kind kind, const char *fmt, va_list ap)
+{
+	Entry e = {kind, NULL, vfmt(fmt, ap)};
+
 	vec_push(&r->e, e);
 }
 
@@ -65,15 +77,24 @@ void
 report_skip(Report *r, const char *fmt, ...)
 {
 	va_list ap;
-	Entry e;
 
 	if (!r)
 		return;
 	va_start(ap, fmt);
-	e.kernel = NULL;
-	e.text = vfmt(fmt, ap);
+	add_text(r, E_SKIP, fmt, ap);
 	va_end(ap);
-	vec_push(&r->e, e);
+}
+
+void
+report_note(Report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r)
+		return;
+	va_start(ap, fmt);
+	add_text(r, E_NOTE, fmt, ap);
+	va_end(ap);
 }
 
 int
@@ -82,23 +103,32 @@ report_count(const Report *r)
 	return r ? (int)r->e.n : 0;
 }
 
-/* Kernels first, in the order they were made; then what was not fused. */
+static void
+print_kind(FILE *f, const Report *r, Kind kind, const char *title)
+{
+	int first = 1;
+
+	for (size_t i = 0; i < r->e.n; i++) {
+		const Entry *e = &r->e.v[i];
+		if (e->kind != kind)
+			continue;
+		if (first && title)
+			fprintf(f, "%s\n", title);
+		first = 0;
+		if (kind == E_KERNEL)
+			fprintf(f, "kernel @%s: %s\n", e->kernel, e->text);
+		else
+			fprintf(f, "  %s\n", e->text);
+	}
+}
+
+/* What was recognised and rewritten, the kernels in the order they were
+ * made, then every candidate left alone with the reason. */
 void
 report_print(FILE *f, const Report *r)
 {
-	size_t nskip = 0;
-
 	fprintf(f, "# fusion report\n");
-	for (size_t i = 0; i < r->e.n; i++) {
-		if (!r->e.v[i].kernel) {
-			nskip++;
-			continue;
-		}
-		fprintf(f, "kernel @%s: %s\n", r->e.v[i].kernel, r->e.v[i].text);
-	}
-	if (nskip)
-		fprintf(f, "# not fused\n");
-	for (size_t i = 0; i < r->e.n; i++)
-		if (!r->e.v[i].kernel)
-			fprintf(f, "  %s\n", r->e.v[i].text);
+	print_kind(f, r, E_NOTE, "# rewrites");
+	print_kind(f, r, E_KERNEL, "# kernels");
+	print_kind(f, r, E_SKIP, "# not fused");
 }

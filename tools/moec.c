@@ -296,9 +296,11 @@ cmd_opt(int argc, char **argv)
 	static const char help[] =
 		"IN.ir [-o OUT.ir] [--passes=a,b] [--print-ir-before=P] [--print-ir-after=P]\n"
 		"       [--print-ir-after-all] [--print-ir-after-change] [--verify-each]\n"
-		"       [--check-eval] [--check-dims=T=7] [--time-passes] [--list-passes] [--print-loc]";
+		"       [--check-eval] [--check-dims=T=7] [--time-passes] [--list-passes] [--print-loc]\n"
+		"       [--fusion-report]";
 	MoecOpts o;
 	const char *in = NULL, *out = NULL;
+	Report *rep = NULL;
 	Diag d;
 	Module *m;
 	FILE *f;
@@ -317,6 +319,8 @@ cmd_opt(int argc, char **argv)
 			out = argv[++i];
 		else if (strcmp(argv[i], "--list-passes") == 0)
 			return pass_list(stdout), OK;
+		else if (strcmp(argv[i], "--fusion-report") == 0 && !rep)
+			rep = report_new();
 		else if (strcmp(argv[i], "--help") == 0)
 			return help_for("opt", help);
 		else if ((argv[i][0] == '-' && argv[i][1]) || in)
@@ -326,9 +330,14 @@ cmd_opt(int argc, char **argv)
 	}
 	if (!in)
 		return usage("opt", help);
-	if (!(m = moec_load(in, &o, &d)))
+	if (!(m = moec_load(in, &o, &d))) {
+		report_free(rep);
 		return BAD;
-	rc = moec_passes(m, &o, NULL, &d);
+	}
+	rc = moec_passes(m, &o, rep, &d);
+	if (rep)	/* on stderr: stdout is the IR */
+		report_print(stderr, rep);
+	report_free(rep);
 	if (rc == OK && getenv("MOEC_CHECK_ROUNDTRIP"))
 		rc = roundtrip(m, o.pass.print_flags, &d);
 	if (rc == OK) {
@@ -487,6 +496,8 @@ static const struct {
 	{"opt", cmd_opt, "run passes over IR text and print the result"},
 	{"run", cmd_run, "evaluate a model with the CPU reference interpreter"},
 	{"test", moec_cmd_test, "run ONNX backend-test folders through the interpreter"},
+	{"compile", moec_cmd_compile, "compile a model to a kernel bundle (.moeb)"},
+	{"inspect", moec_cmd_inspect, "show what a bundle holds"},
 };
 
 static int
