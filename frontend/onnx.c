@@ -556,8 +556,10 @@ add_initializers(Ctx *c, const Onnx__GraphProto *gp)
 			rc = ox_field_err(c, l, "defined twice");
 			continue;
 		}
+		c->initializers = 1;
 		if (ox_bind_tensor(c, o, t, l, name))
 			rc = -1;
+		c->initializers = 0;
 		o->state = 1;
 	}
 	return rc;

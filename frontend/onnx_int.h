@@ -75,6 +75,7 @@ struct Ctx {
 	const Onnx__ModelProto *model;
 	Onnx__FunctionProto **fns;	/* model-local functions, sorted */
 	int depth;		/* function expansion depth */
+	int initializers;	/* binding the graph's initializers (their raw_data may be taken) */
 	const char *prefix;	/* value name prefix inside an expanded function */
 	int64_t max_bytes;
 	const Tensor *bind;	/* graph inputs bound to constants */

@@ -290,6 +290,28 @@ free_data(void *p, size_t n)
 	free(p);
 }
 
+/*
+ * A large graph initializer's raw_data is taken from protobuf-c's buffer
+ * (malloc'd, freed with free) instead of copied: one copy of the weights
+ * fewer at the peak.  Only graph initializers, which are read once.
+ */
+static int
+steal_raw(Onnx__TensorProto *t, const Type *ty, void **data, size_t *size)
+{
+	size_t bytes = dtype_bytes(ty->dt, (size_t)ir_type_numel(ty));
+
+	if (!t->has_raw_data || t->raw_data.len != bytes || bytes < (1u << 20) ||
+	    (t->has_data_location &&
+	     t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
+		return -1;
+	*data = t->raw_data.data;
+	*size = bytes;
+	t->raw_data.data = NULL;
+	t->raw_data.len = 0;
+	t->has_raw_data = 0;
+	return 0;
+}
+
 int
 ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc l, const char *wname)
 {
@@ -298,7 +320,10 @@ ox_bind_tensor(Ctx *c, OVal *o, const Onnx__TensorProto *t, Loc l, const char *w
 	size_t size;
 	Weight *w;
 
-	if (ox_tensor_type(c, t, l, &ty) || ox_tensor_data(c, t, l, &ty, &data, &size)) {
+	if (ox_tensor_type(c, t, l, &ty) ||
+	    (!(c->depth == 0 && c->initializers && steal_raw((Onnx__TensorProto *)t, &ty, &data,
+							     &size) == 0) &&
+	     ox_tensor_data(c, t, l, &ty, &data, &size))) {
 		o->bad = 1;
 		return -1;
 	}

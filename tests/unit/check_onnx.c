@@ -352,6 +352,29 @@ START_TEST(test_onnx_every_dtype_from_raw_data)
 }
 END_TEST
 
+/* A large raw_data initializer: its buffer is taken, not copied. */
+START_TEST(test_onnx_large_raw_initializer)
+{
+	Model *m = model(18);
+	int64_t d[2] = {512, 1024};
+	size_t n = 512 * 1024;
+	float *w = xmalloc(n * 4);
+	char *err;
+	Module *mod;
+
+	for (size_t i = 0; i < n; i++)
+		w[i] = (float)i;
+	m->init[m->g.n_initializer++] = tensor("w", 1, 2, d, w, n * 4);
+	m->out[m->g.n_output++] = value("w", 1, 2, d);
+	mod = import(m, &err);
+	ck_assert_msg(mod != NULL, "%s", err);
+	ck_assert_uint_eq(mod->weight[0]->size, n * 4);
+	ck_assert(memcmp(mod->weight[0]->data, w, n * 4) == 0);
+	ir_free_module(mod);
+	free(w);
+}
+END_TEST
+
 START_TEST(test_onnx_typed_fields_decode)
 {
 	Model *m = model(18);
@@ -712,6 +735,7 @@ onnx_suite(void)
 	tcase_add_test(tc, test_onnx_large_initializer_is_a_weight_with_data);
 	tcase_add_test(tc, test_onnx_shape_chain_folds_to_symbolic_reshape);
 	tcase_add_test(tc, test_onnx_every_dtype_from_raw_data);
+	tcase_add_test(tc, test_onnx_large_raw_initializer);
 	tcase_add_test(tc, test_onnx_typed_fields_decode);
 	tcase_add_test(tc, test_onnx_missing_initializer_names_the_node);
 	tcase_add_test(tc, test_onnx_every_unsupported_op_is_listed);
