@@ -8,7 +8,8 @@
  * A test applies when the model's default opset is 13..23, every node's op
  * is one moec claims, and FILE does not list it ("name  reason" lines).
  * Each applicable test must import, verify, print/parse/print to the same
- * bytes, and evaluate to every output_N.pb within tolerance_for(dtype).
+ * bytes, and evaluate to every output_N.pb within tolerance (tensor_close,
+ * the rule `moec test` applies).
  * One line per test, then per-op counts (--table: as markdown rows) and
  * `N passed, N failed, N not applicable`.  With --all every test must
  * apply (fixtures).  Exit 1 if any applicable test failed.
@@ -286,7 +287,7 @@ eval_set(Graph *g, Tensor *in, int nin, const char *set, char *why, size_t n)
 		}
 		tolerance_for(want[i].dt, &atol, &rtol, &rel);
 		tensor_compare(&got[i], &want[i], atol, rtol, &c);
-		if (c.nbad || c.rel_l2 > rel) {
+		if (!tensor_close(&c, want[i].dt, tensor_numel(&want[i]))) {
 			snprintf(why, n, "output %d: %lld elements off, max_abs %.3g at %lld, "
 				 "rel_l2 %.3g", i, (long long)c.nbad, c.max_abs, (long long)c.worst,
 				 c.rel_l2);
