@@ -420,6 +420,74 @@ END_TEST
 
 /* ---- generic bodies ---- */
 
+/* Typical bodies, as the fusion passes leave them. */
+static const char ptx_bodies[] =
+	"kernel @combine(%ys: f32[8*T,4096], %x: bf16[T,4096]) -> (y: bf16[T,4096]) template=row_reduce {\n"
+	"\t%y3 = reshape %ys, shape=[T, 8, 4096] : f32[T,8,4096]\n"
+	"\t%s = reduce_sum %y3, axes=[1], keepdims=0 : f32[T,4096]\n"
+	"\t%c = cast %s, to=bf16 : bf16[T,4096]\n"
+	"\t%y = add %c, %x : bf16[T,4096]\n"
+	"\tret %y\n}\n"
+	"kernel @rstd(%x: bf16[T,4096]) -> (r: f32[T,1]) template=row_reduce {\n"
+	"\t%r = rstd %x, eps=1e-06 : f32[T,1]\n"
+	"\tret %r\n}\n"
+	"kernel @softmax(%x: f32[T,128]) -> (y: f32[T,128]) template=row_reduce {\n"
+	"\t%y = softmax %x : f32[T,128]\n"
+	"\tret %y\n}\n"
+	"kernel @ln(%x: bf16[T,768], %g: bf16[768], %b: bf16[768], %r: bf16[T,768]) -> (y: bf16[T,768]) template=row_reduce {\n"
+	"\t%n = layer_norm %x, %g, %b : bf16[T,768]\n"
+	"\t%y = add %n, %r : bf16[T,768]\n"
+	"\tret %y\n}\n"
+	"kernel @prep(%a: bf16[8,4096,2048], %c: bf16[8,4096,2048]) -> (t: bf16[8,2048,4096], cat: bf16[8,8192,2048]) template=elementwise {\n"
+	"\t%t = transpose %a, perm=[0, 2, 1] : bf16[8,2048,4096]\n"
+	"\t%cat = concat %a, %c, axis=1 : bf16[8,8192,2048]\n"
+	"\tret %t, %cat\n}\n"
+	"kernel @emb(%w: bf16[32000,4096], %ids: i64[T]) -> (y: bf16[T,4096]) template=elementwise {\n"
+	"\t%y = gather %w, %ids, axis=0 : bf16[T,4096]\n"
+	"\tret %y\n}\n"
+	"kernel @act(%h: bf16[T,28672], %g: bf16[1,14336]) -> (a: bf16[T,14336]) template=elementwise {\n"
+	"\t%a0 = swiglu %h : bf16[T,14336]\n"
+	"\t%e = expand %g, shape=[T, 14336] : bf16[T,14336]\n"
+	"\t%a1 = mul %a0, %e : bf16[T,14336]\n"
+	"\t%a = gelu %a1, approx=tanh : bf16[T,14336]\n"
+	"\tret %a\n}\n"
+	"kernel @topk(%x: f32[T,256]) -> (v: f32[T,8], i: i64[T,8]) template=row_reduce {\n"
+	"\t%v, %i = topk %x, k=8 : f32[T,8], i64[T,8]\n"
+	"\tret %v, %i\n}\n"
+	"kernel @scatter(%x: f32[2*T,64], %i: i32[2*T]) -> (y: f32[2*T,64]) template=elementwise {\n"
+	"\t%y = scatter_rows %x, %i, rows=[2*T] : f32[2*T,64]\n"
+	"\tret %y\n}\n"
+	"kernel @qdyn(%x: bf16[T,7168]) -> (q: f8e4m3[T,7168], s: f32[T,56]) template=elementwise {\n"
+	"\t%q, %s = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,7168], f32[T,56]\n"
+	"\tret %q, %s\n}\n"
+	"kernel @ops(%x: f32[T,16], %y: f32[16], %i: i32[T,16], %w: u4[16,16], %s: f32[16]) -> (a: f32[T,16], q: i32[T,16], k: i64[T,16], m: f32[T,16], d: bf16[16,16], o: f16[T,16,3], am: i64[T], ls: f32[T,16]) template=elementwise {\n"
+	"\t%ab = abs %x : f32[T,16]\n"
+	"\t%l = log %ab : f32[T,16]\n"
+	"\t%p = pow %ab, %x : f32[T,16]\n"
+	"\t%sp = softplus %l : f32[T,16]\n"
+	"\t%e = erf %sp : f32[T,16]\n"
+	"\t%hs = hard_sigmoid %e : f32[T,16]\n"
+	"\t%gt = greater %x, %y : bool[T,16]\n"
+	"\t%w1 = where %gt, %p, %hs : f32[T,16]\n"
+	"\t%tab = const value=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0] : f32[16]\n"
+	"\t%a = mul %w1, %tab : f32[T,16]\n"
+	"\t%three = const value=[3] : i32[]\n"
+	"\t%q0 = div %i, %three : i32[T,16]\n"
+	"\t%q1 = mul %q0, %i : i32[T,16]\n"
+	"\t%q = sub %q1, %i : i32[T,16]\n"
+	"\t%k0 = cast %x, to=i64 : i64[T,16]\n"
+	"\t%k1 = add %k0, %k0 : i64[T,16]\n"
+	"\t%k = neg %k1 : i64[T,16]\n"
+	"\t%xt = reshape %x, shape=[T, 16] : f32[T,16]\n"
+	"\t%d2 = dequantize %w, %s, axis=0 : f32[16,16]\n"
+	"\t%m = matmul %xt, %d2, trans_b=1 : f32[T,16]\n"
+	"\t%d = cast %d2, to=bf16 : bf16[16,16]\n"
+	"\t%o = onehot %i, depth=3, to=f16 : f16[T,16,3]\n"
+	"\t%am = argmax %x, axis=1, keepdims=0 : i64[T]\n"
+	"\t%ls = log_softmax %x : f32[T,16]\n"
+	"\tret %a, %q, %k, %m, %d, %o, %am, %ls\n}\n";
+
+
 /* A dim of a body at T: static, or coef*T. */
 static int64_t
 dim_at(const Module *m, Dim d, int T)
@@ -730,6 +798,202 @@ START_TEST(test_body_weight_prep_nodes)
 }
 END_TEST
 
+START_TEST(test_body_gather_expand)
+{
+	check_body("kernel @emb(%w: bf16[50,16], %ids: i32[T]) -> (y: bf16[T,16]) template=elementwise {\n"
+		   "\t%y = gather %w, %ids, axis=0 : bf16[T,16]\n"
+		   "\tret %y\n}\n", "emb", "ids:50");
+	check_body("kernel @g1(%x: f32[T,32], %i: i64[2,3]) -> (y: f32[T,2,3]) template=elementwise {\n"
+		   "\t%y = gather %x, %i, axis=1 : f32[T,2,3]\n"
+		   "\tret %y\n}\n", "g1", "i:32");
+	check_body("kernel @ge(%x: f32[T,8], %i: i64[T,3]) -> (y: f32[T,3]) template=elementwise {\n"
+		   "\t%y = gather_elements %x, %i, axis=1 : f32[T,3]\n"
+		   "\tret %y\n}\n", "ge", "i:8");
+	check_body("kernel @gnd(%x: f32[T,8,4], %i: i64[T,2,1]) -> (y: f32[T,2,4]) template=elementwise {\n"
+		   "\t%y = gather_nd %x, %i, batch_dims=1 : f32[T,2,4]\n"
+		   "\tret %y\n}\n", "gnd", "i:8");
+	check_body("kernel @ex(%g: f32[1,64], %x: f32[T,64]) -> (y: f32[T,64]) template=elementwise {\n"
+		   "\t%e = expand %g, shape=[T, 64] : f32[T,64]\n"
+		   "\t%y = mul %e, %x : f32[T,64]\n"
+		   "\tret %y\n}\n", "ex", NULL);
+	check_body("kernel @ex3(%g: bf16[64], %x: bf16[T,1,1]) -> (y: bf16[T,3,64]) template=elementwise {\n"
+		   "\t%e = expand %g, shape=[T, 3, 64] : bf16[T,3,64]\n"
+		   "\t%y = sub %e, %x : bf16[T,3,64]\n"
+		   "\tret %y\n}\n", "ex3", NULL);
+}
+END_TEST
+
+START_TEST(test_body_swiglu_gelu)
+{
+	check_body("kernel @sw(%h: bf16[T,128]) -> (a: bf16[T,64]) template=elementwise {\n"
+		   "\t%a = swiglu %h : bf16[T,64]\n"
+		   "\tret %a\n}\n", "sw", NULL);
+	check_body("kernel @swi(%h: f32[T,64]) -> (a: f32[T,32]) template=elementwise {\n"
+		   "\t%a = swiglu %h, layout=interleave, act=gelu, approx=tanh : f32[T,32]\n"
+		   "\tret %a\n}\n", "swi", NULL);
+	check_body("kernel @oai(%h: f32[T,64]) -> (a: f32[T,32]) template=elementwise {\n"
+		   "\t%a = swiglu %h, layout=interleave, act=oai, alpha=1.702, limit=1.5 : f32[T,32]\n"
+		   "\tret %a\n}\n", "oai", NULL);
+	check_body("kernel @gt(%x: bf16[T,96]) -> (y: bf16[T,96]) template=elementwise {\n"
+		   "\t%y = gelu %x, approx=tanh : bf16[T,96]\n"
+		   "\tret %y\n}\n", "gt", NULL);
+	check_body("kernel @ge(%x: f32[T,96]) -> (y: f32[T,96]) template=elementwise {\n"
+		   "\t%y = gelu %x : f32[T,96]\n"
+		   "\tret %y\n}\n", "ge", NULL);
+}
+END_TEST
+
+START_TEST(test_body_unary_binary)
+{
+	check_body("kernel @un(%x: f32[T,16]) -> (a: f32[T,16], b: f32[T,16], c: f32[T,16], d: f32[T,16], e: f32[T,16], f: f32[T,16], g: f32[T,16], h: f32[T,16]) template=elementwise {\n"
+		   "\t%ab = abs %x : f32[T,16]\n"
+		   "\t%a = log %ab : f32[T,16]\n"
+		   "\t%b = rsqrt %ab : f32[T,16]\n"
+		   "\t%e1 = exp %x : f32[T,16]\n"
+		   "\t%c = softplus %x : f32[T,16]\n"
+		   "\t%d = hard_swish %x : f32[T,16]\n"
+		   "\t%e = pow %ab, %x : f32[T,16]\n"
+		   "\t%f = tanh %e1 : f32[T,16]\n"
+		   "\t%g = clip %x, max=1.0, min=-0.5 : f32[T,16]\n"
+		   "\t%s = sigmoid %x : f32[T,16]\n"
+		   "\t%l = leaky_relu %s, alpha=0.1 : f32[T,16]\n"
+		   "\t%h = max %l, %g : f32[T,16]\n"
+		   "\tret %a, %b, %c, %d, %e, %f, %g, %h\n}\n", "un", NULL);
+	check_body("kernel @cmp(%x: f32[T,16], %y: f32[16], %i: i32[T,16]) -> (w: f32[T,16], q: i32[T,16], b: bool[T,16], k: i64[T,16]) template=elementwise {\n"
+		   "\t%gt = greater %x, %y : bool[T,16]\n"
+		   "\t%le = less_equal %x, %y : bool[T,16]\n"
+		   "\t%n = not %le : bool[T,16]\n"
+		   "\t%b = and %gt, %n : bool[T,16]\n"
+		   "\t%w = where %b, %x, %y : f32[T,16]\n"
+		   "\t%two = const value=[3] : i32[]\n"
+		   "\t%q0 = div %i, %two : i32[T,16]\n"
+		   "\t%q1 = mul %q0, %i : i32[T,16]\n"
+		   "\t%q = sub %q1, %i : i32[T,16]\n"
+		   "\t%k0 = cast %x, to=i64 : i64[T,16]\n"
+		   "\t%k = neg %k0 : i64[T,16]\n"
+		   "\tret %w, %q, %b, %k\n}\n", "cmp", "i:100");
+	check_body("kernel @pw(%x: f32[T,8], %i: i32[T,8]) -> (p: f32[T,8], q: i32[T,8]) template=elementwise {\n"
+		   "\t%three = const value=[3.0] : f32[]\n"
+		   "\t%p = pow %x, %three : f32[T,8]\n"
+		   "\t%two = const value=[2] : i32[]\n"
+		   "\t%q = pow %i, %two : i32[T,8]\n"
+		   "\tret %p, %q\n}\n", "pw", "i:30");
+}
+END_TEST
+
+START_TEST(test_body_shapes)
+{
+	check_body("kernel @sh(%x: f32[T,8], %y: f32[T,4]) -> (s: f32[T,4], t: f32[T,16], a: f32[T,3], b: f32[T,5], c: f32[2*T,8], o: f32[T,8], z: i64[2]) template=elementwise {\n"
+		   "\t%s = slice %x, axes=[1], ends=[8], starts=[1], steps=[2] : f32[T,4]\n"
+		   "\t%t = tile %y, repeats=[1, 4] : f32[T,16]\n"
+		   "\t%a, %b = split %x, axis=1, sizes=[3, 5] : f32[T,3], f32[T,5]\n"
+		   "\t%c = concat %x, %x, axis=0 : f32[2*T,8]\n"
+		   "\t%st = const value=[-1] : i64[1]\n"
+		   "\t%en = const value=[-9] : i64[1]\n"
+		   "\t%ax = const value=[1] : i64[1]\n"
+		   "\t%sp = const value=[-1] : i64[1]\n"
+		   "\t%o = slice %x, %st, %en, %ax, %sp : f32[T,8]\n"
+		   "\t%z = shape %x : i64[2]\n"
+		   "\tret %s, %t, %a, %b, %c, %o, %z\n}\n", "sh", NULL);
+	check_body("kernel @oh(%i: i64[T,2]) -> (y: f32[T,2,5]) template=elementwise {\n"
+		   "\t%y = onehot %i, depth=5, off=0.0, on=2.5, to=f32 : f32[T,2,5]\n"
+		   "\tret %y\n}\n", "oh", "i:5");
+}
+END_TEST
+
+START_TEST(test_body_topk_argmax)
+{
+	check_body("kernel @tk(%x: f32[T,100]) -> (v: f32[T,4], i: i64[T,4]) template=row_reduce {\n"
+		   "\t%v, %i = topk %x, k=4 : f32[T,4], i64[T,4]\n"
+		   "\tret %v, %i\n}\n", "tk", NULL);
+	check_body("kernel @tks(%x: bf16[T,6,3]) -> (v: bf16[T,2,3], i: i64[T,2,3]) template=row_reduce {\n"
+		   "\t%v, %i = topk %x, k=2, axis=1, largest=0 : bf16[T,2,3], i64[T,2,3]\n"
+		   "\tret %v, %i\n}\n", "tks", NULL);
+	check_body("kernel @am(%x: i32[T,70]) -> (i: i64[T]) template=row_reduce {\n"
+		   "\t%i = argmax %x, axis=1, keepdims=0 : i64[T]\n"
+		   "\tret %i\n}\n", "am", "x:9");
+	check_body("kernel @amf(%x: f32[T,20]) -> (i: i64[T,1]) template=row_reduce {\n"
+		   "\t%i = argmax %x, axis=1, select_last_index=1 : i64[T,1]\n"
+		   "\tret %i\n}\n", "amf", NULL);
+}
+END_TEST
+
+START_TEST(test_body_reductions)
+{
+	check_body("kernel @rd(%x: f32[T,4,80]) -> (s: f32[T,4], m: f32[T,1,1], x2: f32[1,4,80], n: f32[T,4]) template=row_reduce {\n"
+		   "\t%s = reduce_mean %x, axes=[2], keepdims=0 : f32[T,4]\n"
+		   "\t%m = reduce_max %x, axes=[1, 2] : f32[T,1,1]\n"
+		   "\t%x2 = reduce_sum %x, axes=[0] : f32[1,4,80]\n"
+		   "\t%n = reduce_min %x, axes=[-1], keepdims=0 : f32[T,4]\n"
+		   "\tret %s, %m, %x2, %n\n}\n", "rd", NULL);
+	check_body("kernel @rsum(%x: i32[T,6,5]) -> (s: i32[T,5]) template=row_reduce {\n"
+		   "\t%s = reduce_sum %x, axes=[1], keepdims=0 : i32[T,5]\n"
+		   "\tret %s\n}\n", "rsum", "x:1000");
+	check_body("kernel @rsx(%x: f32[T,4,80]) -> (y: f32[T,4,80]) template=row_reduce {\n"
+		   "\t%m = reduce_mean %x, axes=[0, 2] : f32[1,4,1]\n"
+		   "\t%y = sub %x, %m : f32[T,4,80]\n"
+		   "\tret %y\n}\n", "rsx", NULL);
+	check_body("kernel @qd(%x: f32[T,128]) -> (q: f8e4m3[T,128], s: f32[T,1]) template=elementwise {\n"
+		   "\t%q, %s = quantize_dynamic %x, group=row, to=f8e4m3 : f8e4m3[T,128], f32[T,1]\n"
+		   "\tret %q, %s\n}\n", "qd", NULL);
+	check_body("kernel @qg(%x: f32[T,64]) -> (q: i8[T,64], s: f32[T,2]) template=elementwise {\n"
+		   "\t%q, %s = quantize_dynamic %x, group=32, to=i8 : i8[T,64], f32[T,2]\n"
+		   "\tret %q, %s\n}\n", "qg", NULL);
+}
+END_TEST
+
+START_TEST(test_body_quant_matmul_scatter)
+{
+	check_body("kernel @dq(%w: u4[T,64], %s: f32[T,2]) -> (y: bf16[T,64]) template=elementwise {\n"
+		   "\t%y = dequantize %w, %s, axis=1, block_size=32, to=bf16 : bf16[T,64]\n"
+		   "\tret %y\n}\n", "dq", "w:16");
+	check_body("kernel @q(%x: f32[T,8], %s: f32[8]) -> (y: i8[T,8]) template=elementwise {\n"
+		   "\t%y = quantize %x, %s, axis=1, to=i8 : i8[T,8]\n"
+		   "\tret %y\n}\n", "q", NULL);
+	check_body("kernel @mm(%x: f32[T,24], %w: f32[10,24], %b: f32[10]) -> (y: f32[T,10]) template=elementwise {\n"
+		   "\t%y = matmul %x, %w, %b, trans_b=1 : f32[T,10]\n"
+		   "\tret %y\n}\n", "mm", NULL);
+	check_body("kernel @sr(%x: f32[T,8], %i: i32[T]) -> (y: f32[2*T,8]) template=elementwise {\n"
+		   "\t%y = scatter_rows %x, %i, rows=[2*T] : f32[2*T,8]\n"
+		   "\tret %y\n}\n", "sr", "i:2");
+	check_body("kernel @se(%x: f32[T,8], %i: i64[T,3], %u: f32[T,3]) -> (y: f32[T,8]) template=elementwise {\n"
+		   "\t%y = scatter_elements %x, %i, %u, axis=1, reduction=add : f32[T,8]\n"
+		   "\tret %y\n}\n", "se", "i:8");
+	check_body("kernel @snd(%x: f32[6,8], %i: i64[T,1], %u: f32[T,8]) -> (y: f32[6,8]) template=elementwise {\n"
+		   "\t%y = scatter_nd %x, %i, %u : f32[6,8]\n"
+		   "\tret %y\n}\n", "snd", "i:6");
+}
+END_TEST
+
+START_TEST(test_body_many_ops)
+{
+	check_body(ptx_bodies, "ops", "i:100 w:16");
+}
+END_TEST
+
+START_TEST(test_body_refuses_with_a_diagnostic)
+{
+	Module *im = parse("kernel @nz(%b: bool[T,8]) -> (y: i64[2,?]) template=elementwise {\n"
+			   "\t%y = nonzero %b : i64[2,?]\n"
+			   "\tret %y\n}\n"
+			   "kernel @rt(%l: f32[T,8]) -> (w: f32[T,2], i: i32[T,2]) template=route {\n"
+			   "\t%w, %i = route %l, k=2 : f32[T,2], i32[T,2]\n"
+			   "\tret %w, %i\n}\n");
+	CgModule *m;
+	Diag d;
+
+	m = emu_module(&d);
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_emit_body(m, "nz", graph_named(im, "nz"), NULL, &d), -1);
+	ck_assert_msg(strstr(d.last, "nonzero") && strstr(d.last, "kernels.ir:2:"), "%s", d.last);
+	ck_assert_int_eq(cg_body_check(graph_named(im, "rt"), &d), -1);
+	ck_assert_msg(strstr(d.last, "route") && strstr(d.last, "kernels.ir:6:"), "%s", d.last);
+	ck_assert_int_eq(cg_module_nkernel(m), 0);
+	cg_module_free(m);
+	ir_free_module(im);
+}
+END_TEST
+
 /* ---- PTX for sm_80, sm_90, sm_90a, assembled by ptxas ---- */
 
 /* Every builder's typical kernels into m; returns how many. */
@@ -763,6 +1027,16 @@ emit_all(CgModule *m, Diag *d)
 		snprintf(name, sizeof name, "synth_%s", dtype_name(sdt[i]));
 		ck_assert_msg(cg_emit_synth(m, name, sdt[i], d) == 0, "%s: %s", name, d->last);
 		n++;
+	}
+	{
+		Module *im = parse(ptx_bodies);
+		for (int i = 0; i < im->ngraph; i++) {
+			Graph *g = im->graph[i];
+			snprintf(name, sizeof name, "body_%s", g->name);
+			ck_assert_msg(cg_emit_body(m, name, g, NULL, d) == 0, "%s: %s", name, d->last);
+			n++;
+		}
+		ir_free_module(im);
 	}
 	for (int i = 0; i < 3; i++) {
 		CgPermuteSpec s;
@@ -831,6 +1105,15 @@ kernels_suite(void)
 	tcase_add_test(t, test_body_residual_add_cast);
 	tcase_add_test(t, test_body_weight_prep);
 	tcase_add_test(t, test_body_weight_prep_nodes);
+	tcase_add_test(t, test_body_gather_expand);
+	tcase_add_test(t, test_body_swiglu_gelu);
+	tcase_add_test(t, test_body_unary_binary);
+	tcase_add_test(t, test_body_shapes);
+	tcase_add_test(t, test_body_topk_argmax);
+	tcase_add_test(t, test_body_reductions);
+	tcase_add_test(t, test_body_quant_matmul_scatter);
+	tcase_add_test(t, test_body_many_ops);
+	tcase_add_test(t, test_body_refuses_with_a_diagnostic);
 	suite_add_tcase(s, t);
 	return s;
 }
