@@ -774,14 +774,9 @@ cg_emit_node(CgModule *m, const char *name, const Node *n, const CgBodySpec *s, 
 		cg_body_default(&b.spec);
 	b.d = d;
 	b.m = n->out[0]->graph ? n->out[0]->graph->m : NULL;
-	for (int i = 0; i < n->nin; i++) {
+	for (int i = 0; i < n->nin; i++) {	/* a repeated operand is passed again */
 		const Value *v = n->in[i];
-		int dup = 0;
-		if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))
-			continue;
-		for (int j = 0; j < b.nparam; j++)
-			dup |= param[j] == v;
-		if (!dup)
+		if (v && !(v->kind == V_RESULT && v->def->op == OP_CONST))
 			param[b.nparam++] = v;
 	}
 	for (int i = 0; i < n->nout; i++)
