@@ -357,6 +357,15 @@ char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
 /* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
 int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
 void cg_program_free(CgProgram *p);
+typedef struct Manifest Manifest;
+const Manifest *cg_program_manifest(const CgProgram *p);
+const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */
+CgModule *cg_program_module(const CgProgram *p, const char *arch);	/* NULL if not compiled for it */
+
+/* emulate.c: the launch plan on the CPU emulator (arch "emu") */
+/* in: the manifest's inputs at T (row-major, any leading dims); out: allocated
+ * by the caller to the manifest's outputs at T.  0, or -1 with a diagnostic. */
+int cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d);
 
 /* lower_gemm.c: a template=gemm|grouped_gemm kernel body as a GemmSpec */
 typedef struct GemmSpec GemmSpec;

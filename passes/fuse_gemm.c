@@ -99,7 +99,7 @@ operand_prep(const Graph *g, Value *v, Set *s)
 static void
 epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 {
-	int first = 1;
+	int paired = 0;		/* one swiglu per epilogue: it halves the columns */
 
 	for (;;) {
 		if (!single_use(g, v)) {
@@ -109,8 +109,10 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 			return;
 		}
 		Node *u = v->use[0].node;
-		if (u->op == OP_SWIGLU && first && strcmp(ir_attr_str(u, "layout", "concat"), "interleave") == 0) {
+		if (u->op == OP_SWIGLU && !paired &&
+		    strcmp(ir_attr_str(u, "layout", "concat"), "interleave") == 0) {
 			add(s, u);
+			paired = 1;
 		} else if (u->op == OP_SCATTER_ROWS && grouped && u->in[0] == v) {
 			add(s, u);
 			return;		/* the store */
@@ -132,7 +134,6 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 		} else {
 			return;
 		}
-		first = 0;
 		v = u->out[0];
 	}
 }

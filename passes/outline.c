@@ -110,6 +110,12 @@ make_convex(Graph *g, Node **set, int n, unsigned char *in_set, unsigned char *t
 	return 0;
 }
 
+static int
+is_scalar_const(const Value *v)
+{
+	return v->kind == V_RESULT && v->def->op == OP_CONST && ir_type_numel(&v->type) == 1;
+}
+
 static const char *
 kernel_name(Module *m, const Graph *g)
 {
@@ -159,10 +165,10 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 	k = ir_new_graph(m, kernel_name(m, g), G_KERNEL);
 	if (tmpl)
 		ir_graph_set_str(k, "template", tmpl);
-	/* small constants are copied into the kernel, not passed */
+	/* scalar constants are copied into the kernel; the rest are passed */
 	for (int i = 0; i < ins.n; i++) {
 		Value *v = ins.v[i];
-		if (v->kind == V_RESULT && v->def->op == OP_CONST) {
+		if (is_scalar_const(v)) {
 			Node *cc = ir_new_node(k, OP_CONST, NULL, 0, 1);
 			cc->loc = v->def->loc;
 			ir_copy_attrs(m, cc, v->def);
@@ -203,7 +209,7 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 	/* the call takes over the result values, so their users don't change */
 	int nargs = 0;
 	for (int i = 0; i < ins.n; i++)
-		if (!(ins.v[i]->kind == V_RESULT && ins.v[i]->def->op == OP_CONST))
+		if (!is_scalar_const(ins.v[i]))
 			ins.v[nargs++] = ins.v[i];
 	call = ir_new_node(g, OP_CALL, ins.v, nargs, outs.n);
 	call->callee = k;

@@ -21,4 +21,9 @@ int moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d);
 /* test.c */
 int moec_cmd_test(int argc, char **argv);
 
+/* compile.c, inspect.c, dot.c */
+int moec_cmd_compile(int argc, char **argv);
+int moec_cmd_inspect(int argc, char **argv);
+int moec_write_dot(FILE *f, const Module *m);
+
 #endif

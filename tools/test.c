@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle.h"
+#include "codegen.h"
 #include "moec.h"
 
 enum { OK = 0, FAIL = 1, BAD = 2 };
@@ -91,8 +93,51 @@ judge(const char *casedir, const Graph *g, Tensor *got, Tensor *want, int n)
 	return ok;
 }
 
+/* T from input 0's element count and the manifest's first input. */
+static int64_t
+tokens_of(const Manifest *man, const Tensor *in)
+{
+	const MTensor *t = &man->in[0];
+	int64_t rest = 1;
+
+	for (int i = 1; i < t->rank; i++)
+		rest *= t->dim[i].b;
+	return t->dim[0].a && rest ? tensor_numel(in) / rest / t->dim[0].a : -1;
+}
+
+/* The generated kernels on the CPU emulator: outputs as the interpreter's. */
+static int
+emulate(CgProgram *p, const Graph *g, const Tensor *in, Tensor *got, Diag *d)
+{
+	const Manifest *man = cg_program_manifest(p);
+	int64_t T = tokens_of(man, &in[0]);
+
+	if (T < 1)
+		return diag_error(d, LOC_NONE, "cannot tell T from input 0");
+	for (int i = 0; i < man->nout; i++) {
+		int64_t dim[MAXRANK];
+		for (int k = 0; k < man->out[i].rank; k++)
+			bundle_expr_eval(&man->out[i].dim[k], T, &dim[k]);
+		if (tensor_alloc(&got[i], man->out[i].dt, man->out[i].rank, dim))
+			return diag_error(d, LOC_NONE, "output %d too large", i);
+		memset(got[i].data, 0xff, tensor_nbytes(&got[i]));	/* poison */
+	}
+	(void)g;
+	return cg_program_emulate(p, in, got, T, d);
+}
+
+/* A result of the emulator has the flattened shape; give it the reference's. */
 static void
-run_case(const char *casedir, Graph *g, Tally *t)
+reshape_like(Tensor *got, const Tensor *want)
+{
+	if (tensor_numel(got) == tensor_numel(want)) {
+		got->rank = want->rank;
+		memcpy(got->dim, want->dim, sizeof got->dim);
+	}
+}
+
+static void
+run_case(const char *casedir, Graph *g, CgProgram *prog, Tally *t)
 {
 	Tensor in[64], want[64], *got;
 	int nin, nout, ok = 0;
@@ -110,12 +155,14 @@ run_case(const char *casedir, Graph *g, Tally *t)
 		       nin, nout, g->nparam, g->nret);
 	} else {
 		got = xcalloc((size_t)nout + 1, sizeof *got);
-		if (ir_eval(g, in, nin, got, NULL, &d) == 0) {
+		if (prog ? emulate(prog, g, in, got, &d) == 0 : ir_eval(g, in, nin, got, NULL, &d) == 0) {
+			for (int i = 0; prog && i < nout; i++)
+				reshape_like(&got[i], &want[i]);
 			ok = judge(casedir, g, got, want, nout);
-			free_set(got, nout);
 		} else {
-			printf("FAIL %s: the interpreter failed\n", casedir);
+			printf("FAIL %s: the %s failed\n", casedir, prog ? "emulator" : "interpreter");
 		}
+		free_set(got, nout);
 		free(got);
 	}
 	free_set(in, MAX(nin, 0));
@@ -168,9 +215,10 @@ load_dir(const char *dir, const MoecOpts *o, Diag *d)
 }
 
 static void
-run_dir(const char *dir, const MoecOpts *o, int compiled, Tally *t)
+run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, Tally *t)
 {
 	struct dirent **ents;
+	CgProgram *prog = NULL;
 	Diag d;
 	Module *m;
 	int n;
@@ -187,27 +235,40 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, Tally *t)
 		ir_free_module(m);
 		return;
 	}
+	if (emu) {
+		CgCompileOpts co;
+		cg_compile_default(&co);
+		co.arch[0] = "emu";
+		co.narch = 1;
+		if (!(prog = cg_compile(m, &co, &d))) {
+			printf("FAIL %s: does not compile\n", dir);
+			t->failed++;
+			ir_free_module(m);
+			return;
+		}
+	}
 	n = scandir(dir, &ents, NULL, alphasort);
 	for (int i = 0; i < n; i++) {
 		if (is_set(ents[i], compiled)) {
 			char *c = file_join(dir, ents[i]->d_name);
-			run_case(c, ir_main_graph(m), t);
+			run_case(c, ir_main_graph(m), prog, t);
 			free(c);
 		}
 		free(ents[i]);
 	}
 	if (n >= 0)
 		free(ents);
+	cg_program_free(prog);
 	ir_free_module(m);
 }
 
 int
 moec_cmd_test(int argc, char **argv)
 {
-	static const char help[] = "[--compiled] [--layer N] [import and opt flags] DIR ...";
+	static const char help[] = "[--compiled | --emulate] [--layer N] [import and opt flags] DIR ...";
 	MoecOpts o;
 	Tally t = {0, 0};
-	int compiled = 0, ndir = 0;
+	int compiled = 0, emu = 0, ndir = 0;
 
 	moec_default_opts(&o);
 	o.pass.pipeline = "";
@@ -221,6 +282,8 @@ moec_cmd_test(int argc, char **argv)
 			continue;
 		if (strcmp(argv[i], "--compiled") == 0) {
 			compiled = 1;
+		} else if (strcmp(argv[i], "--emulate") == 0) {
+			compiled = emu = 1;	/* the generated kernels on the CPU emulator */
 		} else if (strcmp(argv[i], "--help") == 0) {
 			printf("usage: moec test %s\n", help);
 			return OK;
@@ -239,7 +302,7 @@ moec_cmd_test(int argc, char **argv)
 				i++;
 			continue;
 		}
-		run_dir(argv[i], &o, compiled, &t);
+		run_dir(argv[i], &o, compiled, emu, &t);
 		ndir++;
 	}
 	if (!ndir) {

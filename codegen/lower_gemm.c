@@ -1,0 +1,409 @@
+/*
+ * lower_gemm.c — a fused `template=gemm|grouped_gemm` kernel body becomes a
+ * GemmSpec for k_gemm.c: the prologue (the MoE token gather) becomes A's
+ * row gather, the ops after the (grouped) matmul become the epilogue
+ * program, scatter_rows becomes the scattered store.
+ *
+ *	%src = div %rows, 2 ; %xs = gather %x, %src      A = x, gather = rows / 2
+ *	%h = grouped_matmul %xs, %w, %offs, to=bf16      B = w [E,N,K], offsets
+ *	%a = swiglu %h, layout=interleave                 epilogue: swiglu(acc)
+ *
+ * Anything the GEMM builder cannot express makes this return -1 with the
+ * reason; the caller then compiles the body as a generic kernel.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+static int
+param_index(const Graph *k, const Value *v)
+{
+	for (int i = 0; i < k->nparam; i++)
+		if (k->param[i] == v)
+			return i;
+	return -1;
+}
+
+static const Value *
+strip_views(const Value *v)
+{
+	while (v->kind == V_RESULT && v->def->op == OP_RESHAPE && v->def->nin == 1)
+		v = v->def->in[0];
+	return v;
+}
+
+typedef struct {
+	const Graph *k;
+	GemmSpec *s;
+	CgGemmBind *bind;
+	const Node *anchor;
+	int acc_rank;
+	Dim acc[MAXRANK];	/* the accumulator's shape (before swiglu halves N) */
+	int64_t width;		/* current column count (N, or N/2 after swiglu) */
+	int *map;		/* epilogue index by value id; -1 none */
+	uint32_t nmap;
+	char why[256];
+} L;
+
+static int
+fail(L *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(l->why, sizeof l->why, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int
+slot(L *l, const Value *v)
+{
+	return v->id < l->nmap ? (int)v->id : -1;
+}
+
+static int
+get(L *l, const Value *v)
+{
+	int i = slot(l, v);
+
+	return i >= 0 ? l->map[i] : -1;
+}
+
+static void
+put(L *l, const Value *v, int ep)
+{
+	int i = slot(l, v);
+
+	if (i >= 0)
+		l->map[i] = ep;
+}
+
+/* Epilogue leaves name the kernel parameter they read: "p3". */
+static const char *
+role(L *l, int param)
+{
+	static const char *names[] = {
+		"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11",
+		"p12", "p13", "p14", "p15", "p16", "p17", "p18", "p19", "p20", "p21", "p22",
+		"p23", "p24", "p25", "p26", "p27", "p28", "p29", "p30", "p31",
+	};
+
+	(void)l;
+	return param < (int)NELEM(names) ? names[param] : "p?";
+}
+
+/* A routing weight read through the permutation: reshape(gather(reshape(w), idx)). */
+static int
+row_leaf_indirect(L *l, const Value *v)
+{
+	const Value *g = strip_views(v);
+	int w, idx;
+
+	if (g->kind != V_RESULT || g->def->op != OP_GATHER || ir_attr_int(g->def, "axis", 0) != 0)
+		return -2;
+	w = param_index(l->k, strip_views(g->def->in[0]));
+	idx = param_index(l->k, g->def->in[1]);
+	if (w < 0 || idx < 0)
+		return fail(l, "a gathered epilogue operand is not read from a parameter");
+	CgRowIndex how = idx == l->bind->scatter ? CGR_SCATTER
+			 : idx == l->bind->gather ? CGR_GATHER_RAW : NCGR;
+	if (how == NCGR)
+		return fail(l, "an epilogue operand is gathered by an index the GEMM does not know");
+	if (strip_views(g->def->in[0])->type.rank < 1)
+		return fail(l, "a gathered scalar");
+	return cg_ep_row(&l->s->ep, strip_views(g->def->in[0])->type.dt, how, role(l, w));
+}
+
+/* Classify operand v of an epilogue op: immediate, column, row or matrix. */
+static int
+leaf(L *l, const Value *v)
+{
+	const Type *t = &v->type;
+	int p, r = l->acc_rank, ones = 1;
+
+	if (v->kind == V_RESULT && v->def->op == OP_CONST) {
+		double f[1];
+		if (ir_attr_floats(v->def, "value", f, 1) != 1)
+			return fail(l, "a constant epilogue operand with more than one element");
+		return cg_ep_imm(&l->s->ep, (float)f[0]);
+	}
+	if (v->kind == V_RESULT) {
+		int k = row_leaf_indirect(l, v);
+		if (k != -2)
+			return k;
+		v = strip_views(v);
+	}
+	if ((p = param_index(l->k, v)) < 0)
+		return fail(l, "epilogue operand %%%s is computed in the kernel", v->name);
+	t = &v->type;
+	for (int i = 0; i + 1 < t->rank; i++)
+		ones &= t->dim[i] == 1;
+	if (t->dim[t->rank - 1] == l->width && ones)		/* [N] or [1,N] */
+		return cg_ep_col(&l->s->ep, t->dt, 0, role(l, p));
+	if (l->s->groups && t->rank == 2 && t->dim[0] == l->s->groups && t->dim[1] == l->width)
+		return cg_ep_col(&l->s->ep, t->dt, l->width, role(l, p));	/* per expert */
+	if (t->rank == r && t->dim[r - 1] == 1) {			/* [M,1] */
+		for (int i = 0; i + 1 < r; i++)
+			if (t->dim[i] != l->acc[i])
+				return fail(l, "a row operand of another shape");
+		return cg_ep_row(&l->s->ep, t->dt, CGR_DIRECT, role(l, p));
+	}
+	if (t->rank == r && t->dim[r - 1] == l->width) {		/* [M,N] */
+		for (int i = 0; i + 1 < r; i++)
+			if (t->dim[i] != l->acc[i])
+				return fail(l, "a matrix operand of another shape");
+		return cg_ep_mat(&l->s->ep, t->dt, l->width, CGR_DIRECT, role(l, p));
+	}
+	return fail(l, "epilogue operand %%%s is not a scalar, row, column or matrix", v->name);
+}
+
+static int
+operand(L *l, const Value *v)
+{
+	int e = get(l, v);
+
+	return e >= 0 ? e : leaf(l, v);
+}
+
+static int
+unary(L *l, const Node *n, int a)
+{
+	CgEpilogue *e = &l->s->ep;
+	double alpha, beta;
+
+	switch (n->op) {
+	case OP_RELU: return cg_ep_op(e, CGE_RELU, a, -1);
+	case OP_SIGMOID: return cg_ep_op(e, CGE_SIGMOID, a, -1);
+	case OP_TANH: return cg_ep_op(e, CGE_TANH, a, -1);
+	case OP_EXP: return cg_ep_op(e, CGE_EXP, a, -1);
+	case OP_SILU: return cg_ep_op(e, CGE_SILU, a, -1);
+	case OP_NEG: return cg_ep_op(e, CGE_NEG, a, -1);
+	case OP_GELU:
+		return cg_ep_op(e, strcmp(ir_attr_str(n, "approx", "none"), "tanh") == 0
+				   ? CGE_GELU_TANH : CGE_GELU_ERF, a, -1);
+	case OP_CLIP:
+		return cg_ep_clamp(e, a, (float)fmax(ir_attr_float(n, "min", -INFINITY), -3.4e38),
+				   (float)fmin(ir_attr_float(n, "max", INFINITY), 3.4e38));
+	case OP_LEAKY_RELU:
+		alpha = ir_attr_float(n, "alpha", 0.01);
+		if (alpha > 1)
+			return fail(l, "leaky_relu with alpha > 1");
+		return cg_ep_op(e, CGE_MAX, a, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, (float)alpha)));
+	case OP_HARD_SIGMOID:
+		alpha = ir_attr_float(n, "alpha", 0.2), beta = ir_attr_float(n, "beta", 0.5);
+		return cg_ep_clamp(e, cg_ep_op(e, CGE_ADD, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, (float)alpha)),
+					       cg_ep_imm(e, (float)beta)), 0, 1);
+	case OP_HARD_SWISH: {
+		int h = cg_ep_op(e, CGE_ADD, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, 1.0f / 6)),
+				 cg_ep_imm(e, 0.5f));
+		return cg_ep_op(e, CGE_MUL, a, cg_ep_clamp(e, h, 0, 1));
+	}
+	case OP_IDENTITY:
+	case OP_CAST:
+		return a;
+	default:
+		return fail(l, "%s has no epilogue form", ir_opname(n->op));
+	}
+}
+
+static int
+binary(L *l, const Node *n)
+{
+	static const struct {
+		Op op;
+		CgEpOp ep;
+	} tab[] = {
+		{OP_ADD, CGE_ADD}, {OP_SUB, CGE_SUB}, {OP_MUL, CGE_MUL},
+		{OP_DIV, CGE_DIV}, {OP_MIN, CGE_MIN}, {OP_MAX, CGE_MAX},
+	};
+	int a, b;
+
+	for (size_t i = 0; i < NELEM(tab); i++)
+		if (tab[i].op == n->op) {
+			if ((a = operand(l, n->in[0])) < 0 || (b = operand(l, n->in[1])) < 0)
+				return -1;
+			return cg_ep_op(&l->s->ep, tab[i].ep, a, b);
+		}
+	return -2;
+}
+
+static int
+epilogue_node(L *l, const Node *n)
+{
+	int e;
+
+	if (n->op == OP_CONST)
+		return 0;
+	if ((n->op == OP_RESHAPE && n->nin == 1) || n->op == OP_GATHER)
+		return 0;	/* operand preparation, read by the leaf that needs it */
+	if (n->op == OP_SCATTER_ROWS) {
+		int p = param_index(l->k, n->in[1]);
+		if (get(l, n->in[0]) < 0 || p < 0)
+			return fail(l, "scatter_rows of something the epilogue does not compute");
+		l->s->store = CG_STORE_SCATTER;
+		l->bind->scatter = p;
+		put(l, n->out[0], get(l, n->in[0]));
+		return 0;
+	}
+	if (n->op == OP_SWIGLU) {
+		const char *act = ir_attr_str(n, "act", "silu");
+		if (strcmp(ir_attr_str(n, "layout", "concat"), "interleave") != 0)
+			return fail(l, "swiglu with concatenated gate|up (needs interleaved columns)");
+		if (strcmp(act, "silu") && strcmp(act, "oai"))
+			return fail(l, "swiglu act=%s", act);
+		if ((e = get(l, n->in[0])) < 0)
+			return fail(l, "swiglu of a value the epilogue does not compute");
+		int lim = strcmp(act, "oai") == 0;
+		e = cg_ep_swiglu(&l->s->ep, e, lim ? (float)ir_attr_float(n, "limit", 7.0) : 0,
+				 lim ? (float)ir_attr_float(n, "alpha", 1.702) : 0);
+		l->width /= 2;
+	} else if ((e = binary(l, n)) == -2) {
+		int a = get(l, n->in[0]);
+		if (a < 0)
+			return fail(l, "%s of a value the epilogue does not compute", ir_opname(n->op));
+		e = unary(l, n, a);
+	}
+	if (e < 0)
+		return l->why[0] ? -1 : fail(l, "the epilogue program is full");
+	put(l, n->out[0], e);
+	return 0;
+}
+
+/* A: the matmul's first operand, or the source of the token gather. */
+static int
+bind_a(L *l, const Node *mm)
+{
+	const Value *a = mm->in[0];
+
+	if (a->kind == V_RESULT && a->def->op == OP_GATHER && ir_attr_int(a->def, "axis", 0) == 0) {
+		const Value *src = a->def->in[1];
+		int div = 1;
+		if (src->kind == V_RESULT && src->def->op == OP_DIV) {
+			double f[1];
+			const Value *c = src->def->in[1];
+			if (c->kind != V_RESULT || c->def->op != OP_CONST ||
+			    ir_attr_floats(c->def, "value", f, 1) != 1 || f[0] < 1)
+				return fail(l, "a gather index divided by something other than a constant");
+			div = (int)f[0];
+			src = src->def->in[0];
+		}
+		l->bind->gather = param_index(l->k, src);
+		l->s->gather = 1;
+		l->s->gather_div = div;
+		a = a->def->in[0];
+		if (l->bind->gather < 0)
+			return fail(l, "the gather index is computed in the kernel");
+	}
+	l->bind->a = param_index(l->k, a);
+	if (l->bind->a < 0)
+		return fail(l, "A is computed in the kernel");
+	return 0;
+}
+
+/* The accumulator's row count as m_per_t * T. */
+static int
+rows_per_t(L *l, const Module *m, const Value *a, int64_t K)
+{
+	Dim rows = 1;
+	const Type *t = &a->type;
+
+	if (l->s->gather)
+		rows = l->k->param[l->bind->gather]->type.dim[0];
+	else
+		for (int i = 0; i + 1 < t->rank; i++)
+			rows = ir_dim_mul((Module *)m, rows, t->dim[i]);
+	const DimExpr *e = ir_dim_expr(m, rows);
+	if (!e || e->coef < 1 || e->coef > 1024)
+		return fail(l, "A's rows are not a multiple of the token count");
+	l->s->m_per_t = (int)e->coef;
+	(void)K;
+	return 0;
+}
+
+static int lower(const Module *m, const Graph *k, L *l, char *why, size_t whylen);
+
+int
+cg_gemm_from_kernel(const Module *m, const Graph *k, GemmSpec *s, CgGemmBind *bind,
+		    char *why, size_t whylen)
+{
+	L l;
+	int rc;
+
+	memset(&l, 0, sizeof l);
+	l.nmap = m->nvalue;
+	l.map = xmalloc(sizeof *l.map * (l.nmap + 1));
+	memset(l.map, -1, sizeof *l.map * (l.nmap + 1));
+	l.k = k;
+	l.s = s;
+	l.bind = bind;
+	if (k->nparam > 32) {
+		free(l.map);
+		return snprintf(why, whylen, "more than 32 parameters"), -1;
+	}
+	rc = lower(m, k, &l, why, whylen);
+	free(l.map);
+	return rc;
+}
+
+static int
+lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
+{
+	L l = *lp;
+	GemmSpec *s = l.s;
+	CgGemmBind *bind = l.bind;
+	const Node *mm = NULL;
+
+	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = -1;
+	cg_gemm_default(s);
+	for (const Node *n = k->first; n; n = n->next)
+		if (n->op == OP_MATMUL || n->op == OP_GROUPED_MATMUL) {
+			if (mm)
+				return snprintf(why, whylen, "two matmuls in one kernel"), -1;
+			mm = n;
+		}
+	if (!mm || k->nret != 1)
+		return snprintf(why, whylen, "not one matmul with one result"), -1;
+	l.anchor = mm;
+	const Value *w = mm->in[1];
+	int grouped = mm->op == OP_GROUPED_MATMUL;
+	int tb = (int)ir_attr_int(mm, "trans_b", grouped ? 1 : 0);
+	if (ir_attr_int(mm, "trans_a", 0) || w->type.rank != 2 + grouped)
+		return snprintf(why, whylen, "A transposed or B not a matrix per expert"), -1;
+	if (bind_a(&l, mm) < 0 || (bind->b = param_index(k, w)) < 0) {
+		snprintf(why, whylen, "%s", l.why[0] ? l.why : "B is computed in the kernel");
+		return -1;
+	}
+	s->b_layout = tb ? CG_B_NK : CG_B_KN;
+	s->N = tb ? w->type.dim[grouped + 0] : w->type.dim[grouped + 1];
+	s->K = tb ? w->type.dim[grouped + 1] : w->type.dim[grouped + 0];
+	s->a_dt = mm->in[0]->type.dt;
+	s->b_dt = w->type.dt;
+	if (grouped) {
+		s->groups = (int)w->type.dim[0];
+		if ((bind->offsets = param_index(k, mm->in[2])) < 0)
+			return snprintf(why, whylen, "the expert offsets are computed in the kernel"), -1;
+	}
+	l.acc_rank = mm->out[0]->type.rank;
+	memcpy(l.acc, mm->out[0]->type.dim, sizeof l.acc);
+	l.width = s->N;
+	if (rows_per_t(&l, m, l.s->gather ? mm->in[0] : k->param[bind->a], s->K) < 0)
+		return snprintf(why, whylen, "%s", l.why), -1;
+	put(&l, mm->out[0], cg_ep_acc(&s->ep));
+	if (mm->nin > 2 + grouped && mm->in[2 + grouped]) {	/* the bias operand */
+		int b = leaf(&l, mm->in[2 + grouped]);
+		if (b < 0)
+			return snprintf(why, whylen, "%s", l.why), -1;
+		put(&l, mm->out[0], cg_ep_op(&s->ep, CGE_ADD, get(&l, mm->out[0]), b));
+	}
+	for (const Node *n = mm->next; n; n = n->next)
+		if (epilogue_node(&l, n) < 0)
+			return snprintf(why, whylen, "%s", l.why), -1;
+	if (get(&l, k->ret[0]) != s->ep.n - 1 && s->ep.n > 1)
+		return snprintf(why, whylen, "the result is not the last epilogue value"), -1;
+	s->c_dt = k->ret[0]->type.dt;
+	return 0;
+}

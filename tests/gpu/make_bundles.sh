@@ -1,0 +1,37 @@
+#!/bin/sh
+# make_bundles.sh MOEC OUTDIR — compile every fixture (ONNX exports and
+# config families, layer 1) into OUTDIR/<name>.moeb, twice, and check the
+# two are byte-identical (bundles are reproducible).  Writes OUTDIR/list.txt:
+# "<name>.moeb <fixture folder>" per line, for gpu_fixtures.sh.
+# Exit 0 all compiled, 1 a compile failed or a bundle differs.
+set -u
+moec=$1 out=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out" || exit 1
+: > "$out/list.txt"
+fail=0
+one() {	# one NAME DIR [flags...]
+	name=$1 dir=$2
+	shift 2
+	if ! "$moec" compile "$dir" "$@" --max-tokens=64 -o "$out/$name.moeb" 2>"$out/$name.log"; then
+		echo "FAIL $name: does not compile"; sed 's/^/     /' "$out/$name.log" | tail -5
+		fail=1
+		return
+	fi
+	"$moec" compile "$dir" "$@" --max-tokens=64 -o "$out/$name.again.moeb" 2>/dev/null
+	if ! cmp -s "$out/$name.moeb" "$out/$name.again.moeb"; then
+		echo "FAIL $name: two compiles differ"
+		fail=1
+	else
+		echo "ok   $name ($(wc -c < "$out/$name.moeb") bytes)"
+	fi
+	rm -f "$out/$name.again.moeb"
+	echo "$name.moeb $dir" >> "$out/list.txt"
+}
+for d in "$src"/tests/fixtures/onnx/*/; do
+	one "onnx_$(basename "$d")" "${d%/}"
+done
+for d in "$src"/tests/fixtures/hf/*/; do
+	one "hf_$(basename "$d")" "${d%/}" --layer 1
+done
+exit $fail

@@ -1,0 +1,112 @@
+/*
+ * inspect.c — `moec inspect X.moeb`: what a bundle holds — sections with
+ * sizes and checksums, inputs and outputs, weights, the memory plan, every
+ * kernel with its registers, shared memory and spills, the launch plan, and
+ * the fusion report.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bundle.h"
+#include "moec.h"
+
+enum { OK = 0, FAIL = 1, BAD = 2 };
+
+static void
+tensor_line(FILE *f, const char *what, const MTensor *t)
+{
+	char e[64];
+
+	fprintf(f, "  %s %s %s[", what, t->name, dtype_name(t->dt));
+	for (int i = 0; i < t->rank; i++) {
+		bundle_expr_print(e, sizeof e, &t->dim[i]);
+		fprintf(f, "%s%s", i ? "," : "", e);
+	}
+	fprintf(f, "]\n");
+}
+
+static void
+print_manifest(FILE *f, const Manifest *m)
+{
+	uint64_t real = 0, synth = 0;
+	char e[64], g[3][64];
+
+	fprintf(f, "manifest: moeb %d, moec %s, max_tokens %lld, arena %.2f MiB%s\n", m->version,
+		m->moec, (long long)m->max_tokens, (double)m->arena / (1 << 20),
+		m->synthetic ? ", synthetic weights" : "");
+	if (m->source)
+		fprintf(f, "  source %s (%s)\n", m->source, m->model ? m->model : "?");
+	for (int i = 0; i < m->nin; i++)
+		tensor_line(f, "input ", &m->in[i]);
+	for (int i = 0; i < m->nout; i++)
+		tensor_line(f, "output", &m->out[i]);
+	for (int i = 0; i < m->nw; i++)
+		*(m->w[i].synth ? &synth : &real) += m->w[i].bytes;
+	fprintf(f, "weights: %d (%.2f MiB packed, %.2f MiB generated on the device)\n", m->nw,
+		(double)real / (1 << 20), (double)synth / (1 << 20));
+	fprintf(f, "buffers: %d in the arena\n", m->nbuf);
+	for (int i = 0; i < m->nbuf; i++) {
+		bundle_expr_print(e, sizeof e, &m->buf[i].bytes);
+		fprintf(f, "  %-24s offset %-10llu bytes %s\n", m->buf[i].name,
+			(unsigned long long)m->buf[i].offset, e);
+	}
+	fprintf(f, "kernels: %d\n", m->nk);
+	for (int i = 0; i < m->nk; i++)
+		fprintf(f, "  %-32s regs %3d  smem %6d  spills %d\n", m->k[i].name, m->k[i].regs,
+			m->k[i].smem, m->k[i].spills);
+	fprintf(f, "plan: %d steps\n", m->nstep);
+	for (int i = 0; i < m->nstep; i++) {
+		const MStep *s = &m->step[i];
+		if (s->kind == STEP_MEMSET) {
+			bundle_expr_print(e, sizeof e, &s->bytes);
+			fprintf(f, "  memset %s bytes=%s\n", s->dst.name, e);
+			continue;
+		}
+		for (int k = 0; k < 3; k++)
+			bundle_expr_print(g[k], sizeof g[k], &s->grid[k]);
+		fprintf(f, "  %-6s %-32s grid=%s,%s,%s block=%d\n",
+			s->kind == STEP_INIT ? "init" : "launch", s->kernel, g[0], g[1], g[2],
+			s->block[0] * s->block[1] * s->block[2]);
+	}
+	if (m->has_cost) {
+		bundle_expr_print(g[0], sizeof g[0], &m->flops);
+		bundle_expr_print(g[1], sizeof g[1], &m->bytes);
+		fprintf(f, "cost: flops=%s bytes=%s\n", g[0], g[1]);
+	}
+}
+
+int
+moec_cmd_inspect(int argc, char **argv)
+{
+	Diag d;
+	Arena *a;
+	Bundle b;
+	size_t len;
+	int status, rc = BAD;
+	unsigned char *buf;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr,
+			"usage: moec inspect X.moeb\n");
+		return argc == 2 && !strcmp(argv[1], "--help") ? OK : BAD;
+	}
+	diag_init(&d, stderr);
+	if (!(buf = bundle_read_file(argv[1], &len, &status, &d)))
+		return BAD;
+	a = arena_new(0);
+	if (bundle_read(a, argv[1], buf, len, &b, &d) == BUNDLE_OK) {
+		printf("%s: moeb version %u, written by moec %s, %llu bytes\n", argv[1], b.version,
+		       b.moec, (unsigned long long)b.size);
+		for (int i = 0; i < b.nsec; i++)
+			printf("  section %-16s %12llu bytes  crc32c %08x\n", b.sec[i].name,
+			       (unsigned long long)b.sec[i].size, b.sec[i].crc);
+		print_manifest(stdout, b.manifest);
+		const BundleSection *r = bundle_find(&b, "report");
+		if (r)
+			printf("%.*s", (int)r->size, (const char *)r->data);
+		rc = OK;
+	}
+	arena_free(a);
+	free(buf);
+	return rc;
+}
