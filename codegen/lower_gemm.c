@@ -382,6 +382,10 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	s->K = tb ? w->type.dim[grouped + 1] : w->type.dim[grouped + 0];
 	s->a_dt = mm->in[0]->type.dt;
 	s->b_dt = w->type.dt;
+	/* the scattered store's index first: epilogue leaves may read through it */
+	for (const Node *n = mm->next; n; n = n->next)
+		if (n->op == OP_SCATTER_ROWS)
+			bind->scatter = param_index(k, n->in[1]);
 	if (grouped) {
 		s->groups = (int)w->type.dim[0];
 		if ((bind->offsets = param_index(k, mm->in[2])) < 0)

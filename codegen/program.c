@@ -682,6 +682,9 @@ init_prep(CgProgram *p, const Node *n)
 	MArg *a = arena_array(p->a, MArg, k->nparam + 1);
 	if (bind_args(p, k, &call, NULL, a))
 		return -1;
+	for (int i = 0; i < k->nparam; i++)	/* weights have no tokens: T is unused */
+		if (a[i].kind == ARG_T)
+			a[i] = (MArg){.kind = ARG_I32, .v.i = 1};
 	add_step(p, STEP_INIT, k, a);
 	return 0;
 }
@@ -860,6 +863,8 @@ fill_manifest(CgProgram *p)
 	fill_plan(p);
 	if (cg_program_module(p, "emu") && p->o.narch == 1)
 		return 0;	/* emulator only: no bundle targets to check */
+	if (getenv("MOEC_DEBUG_MANIFEST"))
+		bundle_manifest_fprint(stderr, m);
 	return bundle_manifest_check(m, p->d) == BUNDLE_OK ? 0 : -1;
 }
 
