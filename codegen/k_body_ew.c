@@ -193,13 +193,6 @@ bd_identity(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 /* ---- binary ---- */
 
-static int
-is_compare(Op op)
-{
-	return op == OP_EQUAL || op == OP_GREATER || op == OP_LESS || op == OP_GREATER_EQUAL ||
-	       op == OP_LESS_EQUAL;
-}
-
 int
 bd_check_binary(Bd *b, const Node *n)
 {
@@ -330,7 +323,6 @@ bd_binary(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 	if (cg_dt_isint(n->in[0]->type.dt) && n->op != OP_POW)
 		return binary_int(b, n->op, x0, x1);
-	(void)is_compare;
 	return binary_float(b, n->op, to_f32(b, x0), to_f32(b, x1));
 }
 

@@ -145,9 +145,9 @@ is_lane(R *r, int n)
 	return LLVMBuildICmp(r->f->B, LLVMIntEQ, r->lane, cg_i32(r->f, n), "");
 }
 
-/* Lane 31 publishes v (i32 or f32); after the barrier every lane reads it. */
+/* Lane 31 publishes v (i32 or f32) in a new slot; after the barrier every lane reads it. */
 static LLVMValueRef
-broadcast31(R *r, LLVMValueRef v)
+broadcast31(R *r, LLVMValueRef v, int *slotp)
 {
 	CgFn *f = r->f;
 	int slot = new_slot(r);
@@ -158,6 +158,8 @@ broadcast31(R *r, LLVMValueRef v)
 	cg_sstore(f, v, slot_addr(r, slot), 4);
 	cg_endif(f, &c);
 	cg_barrier(f);
+	if (slotp)
+		*slotp = slot;
 	return cg_sload(f, t, slot_addr(r, slot), 4);
 }
 
@@ -203,7 +205,7 @@ warp_max(R *r, LLVMValueRef v)
 		take = LLVMBuildAnd(f->B, take, LLVMBuildICmp(f->B, LLVMIntUGE, r->lane, cg_i32(f, d), ""), "");
 		v = cg_select(f, take, o, v);
 	}
-	return broadcast31(r, v);
+	return broadcast31(r, v, NULL);
 }
 
 /* The warp's sum, in a fixed order, in every lane. */
@@ -217,12 +219,12 @@ warp_sum(R *r, LLVMValueRef v)
 		o = cg_select(f, cg_lt(f, r->lane, cg_i32(f, d)), cg_f32(f, 0), o);
 		v = LLVMBuildFAdd(f->B, o, v, "");
 	}
-	return broadcast31(r, v);
+	return broadcast31(r, v, NULL);
 }
 
-/* The warp's best candidate's index (value first, then the lower index). */
+/* The warp's best candidate's index (value first, then the lower index), and its slot. */
 static LLVMValueRef
-warp_argbest(R *r, LLVMValueRef v, LLVMValueRef i)
+warp_argbest(R *r, LLVMValueRef v, LLVMValueRef i, int *slot)
 {
 	CgFn *f = r->f;
 
@@ -233,7 +235,7 @@ warp_argbest(R *r, LLVMValueRef v, LLVMValueRef i)
 		v = cg_select(f, take, ov, v);
 		i = cg_select(f, take, oi, i);
 	}
-	return broadcast31(r, i);
+	return broadcast31(r, i, slot);
 }
 
 /* ---- the steps ---- */
@@ -408,8 +410,7 @@ select_topk(R *r, int *id, int *lg, int *sc)
 			bv = cg_select(f, take, r->sel[q], bv);
 			bi = cg_select(f, take, x, bi);
 		}
-		id[n] = r->slots + 4 * WARPS * r->nslot;	/* broadcast31's slot */
-		w = warp_argbest(r, bv, bi);
+		w = warp_argbest(r, bv, bi, &id[n]);
 		own = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, w, 31), r->lane, "");
 		j = cg_shr(f, w, 5);
 		taken = LLVMBuildOr(B, taken, cg_select(f, own, LLVMBuildShl(B, cg_i32(f, 1), j, ""),
