@@ -117,9 +117,9 @@ int bd_is_scatter(Op op);
 int bd_emit_scatter(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid);
 int bd_check_scatter(Bd *b, const Node *n);
 
-/* k_body_reduce.c: reductions, norms, softmax, argmax, topk, matmul */
+/* k_body_reduce.c: reductions, norms, softmax, argmax, topk */
 EmitFn bd_reduce, bd_argmax, bd_softmax, bd_rms_norm, bd_layer_norm, bd_rstd, bd_topk;
-EmitFn bd_quantize_dynamic, bd_matmul, bd_grouped_matmul;
+EmitFn bd_quantize_dynamic;
 CheckFn bd_check_reduce, bd_check_topk;
 int bd_is_reduction(Op op);
 /* Elements reduced per row (static), or -1 when it depends on T. */
@@ -132,5 +132,8 @@ void bd_anchor_stats(Bd *b);
 typedef void BdElemFn(Bd *b, int r, LLVMValueRef idx);
 void bd_row_elements(Bd *b, int r, BdElemFn *fn);
 int bd_stat_words(Bd *b, const Node *n);	/* 8-byte slots of the anchor's statistics */
+
+/* k_body_linalg.c: dot products */
+EmitFn bd_matmul, bd_grouped_matmul;
 
 #endif
