@@ -454,30 +454,51 @@ entry_name(CgProgram *p, const char *name)
 	return s;
 }
 
-/* Tiles by problem: small row counts per expert stream weights with short
- * tiles; big ones want 128-row tiles.  N and K must divide by the tile. */
-static void
+/*
+ * Tiles by problem, from the measurements in bench/gemm/NOTES.md: decode
+ * (a few rows per expert) streams weights with 16-row tiles, deep k-tiles
+ * and 5 stages; prefill uses 64x64 warp tiles (256x128 dense, 128x256
+ * grouped).  The first candidate the builder accepts for N, K and shared
+ * memory wins.
+ */
+typedef struct {
+	int rows, bm, bn, bk, wm, wn, stages;	/* for row counts up to rows */
+} Tile;
+
+static const Tile tiles[] = {
+	{16, 16, 128, 128, 1, 4, 5}, {16, 16, 64, 128, 1, 4, 5}, {16, 16, 64, 64, 1, 4, 4},
+	{32, 32, 128, 128, 1, 4, 4}, {32, 32, 64, 64, 1, 4, 4},
+	{64, 64, 128, 64, 2, 2, 4}, {64, 64, 64, 64, 2, 2, 4},
+	{1024, 128, 256, 64, 2, 4, 3}, {1024, 128, 128, 64, 2, 2, 4},
+	{INT32_MAX, 256, 128, 64, 4, 2, 3}, {INT32_MAX, 128, 256, 64, 2, 4, 3},
+	{INT32_MAX, 128, 128, 64, 2, 2, 4},
+};
+
+static int
 choose_tiles(const CgProgram *p, GemmSpec *s)
 {
 	int64_t rows = (int64_t)s->m_per_t * p->o.max_tokens;
-	static const int bns[] = {128, 64, 32, 16}, bks[] = {64, 32, 16};
+	Diag quiet;
 
 	if (s->groups)
 		rows = (rows + s->groups - 1) / s->groups;
-	s->bm = rows <= 16 ? 16 : rows <= 32 ? 32 : rows <= 64 ? 64 : 128;
-	s->bn = 0;
-	for (size_t i = 0; i < NELEM(bns) && !s->bn; i++)
-		if (s->N % bns[i] == 0)
-			s->bn = bns[i];
-	s->bk = 0;
-	for (size_t i = 0; i < NELEM(bks) && !s->bk; i++)
-		if (s->K % bks[i] == 0)
-			s->bk = bks[i];
-	s->warps_m = s->bm >= 64 ? 2 : 1;
-	s->warps_n = MAX(1, MIN(4, s->bn / 16 / (s->bm >= 128 ? 1 : 1)));
-	while (s->warps_n > 1 && s->bn % (16 * s->warps_n))
-		s->warps_n /= 2;
-	s->stages = s->bm <= 32 ? 5 : 4;
+	diag_init(&quiet, NULL);
+	for (int pass = 0; pass < 2; pass++)	/* the row class first, then anything */
+		for (size_t i = 0; i < NELEM(tiles); i++) {
+			const Tile *t = &tiles[i];
+			int fits = rows <= t->rows && (i == 0 || rows > tiles[i - 1].rows ||
+							  tiles[i - 1].rows == t->rows);
+			if (pass == 0 && !fits)
+				continue;
+			s->bm = t->bm, s->bn = t->bn, s->bk = t->bk;
+			s->warps_m = t->wm, s->warps_n = t->wn, s->stages = t->stages;
+			for (int st = s->stages; st >= 2; st--) {
+				s->stages = st;
+				if (cg_gemm_check(cg_module_target(p->mod[0]), s, &quiet) == 0)
+					return 0;
+			}
+		}
+	return -1;
 }
 
 static int
@@ -500,8 +521,13 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	choose_tiles(p, &s);
 	diag_init(&quiet, NULL);
+	if (choose_tiles(p, &s)) {
+		cg_gemm_check(cg_module_target(p->mod[0]), &s, &quiet);
+		diag_note(p->d, call->loc, "@%s runs as a generic kernel: no tile fits (%s)",
+			  call->callee->name, quiet.last);
+		return 0;
+	}
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_gemm_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
 			diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s",

@@ -1,11 +1,12 @@
 #!/bin/sh
-# make_bundles.sh MOEC OUTDIR — compile every fixture (ONNX exports and
+# make_bundles.sh MOEC OUTDIR [MOERT] — compile every fixture (ONNX exports and
 # config families, layer 1) into OUTDIR/<name>.moeb, twice, and check the
 # two are byte-identical (bundles are reproducible).  Writes OUTDIR/list.txt:
-# "<name>.moeb <fixture folder>" per line, for gpu_fixtures.sh.
+# "<name>.moeb <fixture folder>" per line, for gpu_fixtures.sh.  With MOERT,
+# each bundle must also pass `moert verify` (structure and checksums).
 # Exit 0 all compiled, 1 a compile failed or a bundle differs.
 set -u
-moec=$1 out=$2
+moec=$1 out=$2 moert=${3:-}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out" || exit 1
 : > "$out/list.txt"
@@ -22,11 +23,14 @@ one() {	# one NAME DIR [flags...]
 	if ! cmp -s "$out/$name.moeb" "$out/$name.again.moeb"; then
 		echo "FAIL $name: two compiles differ"
 		fail=1
+	elif [ -n "$moert" ] && ! "$moert" verify "$out/$name.moeb" >/dev/null 2>&1; then
+		echo "FAIL $name: moert verify refuses it"
+		fail=1
 	else
 		echo "ok   $name ($(wc -c < "$out/$name.moeb") bytes)"
 	fi
 	rm -f "$out/$name.again.moeb"
-	echo "$name.moeb $dir" >> "$out/list.txt"
+	echo "$name.moeb ${dir#"$src"/}" >> "$out/list.txt"
 }
 for d in "$src"/tests/fixtures/onnx/*/; do
 	one "onnx_$(basename "$d")" "${d%/}"
