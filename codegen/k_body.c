@@ -573,8 +573,8 @@ elementwise(Bd *b, CgExpr *total)
 {
 	CgFn *f = b->f;
 	int nt = b->spec.threads;
-	LLVMValueRef gid = cg_sext64(f, cg_add(f, cg_muli(f, cg_ctaid(f, 0), nt), cg_tid(f, 0)));
-	LLVMValueRef stride = cg_sext64(f, cg_muli(f, cg_nctaid(f, 0), nt));
+	LLVMValueRef gid = cg_add(f, cg_muli(f, cg_sext64(f, cg_ctaid(f, 0)), nt), cg_sext64(f, cg_tid(f, 0)));
+	LLVMValueRef stride = cg_muli(f, cg_sext64(f, cg_nctaid(f, 0)), nt);
 	LLVMValueRef n, i;
 	BdLoop l;
 	CgExpr e;

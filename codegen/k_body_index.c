@@ -404,7 +404,7 @@ gid(Bd *b)
 {
 	CgFn *f = b->f;
 
-	return cg_sext64(f, cg_add(f, cg_muli(f, cg_ctaid(f, 0), b->spec.threads), cg_tid(f, 0)));
+	return cg_add(f, cg_muli(f, cg_sext64(f, cg_ctaid(f, 0)), b->spec.threads), cg_sext64(f, cg_tid(f, 0)));
 }
 
 static int

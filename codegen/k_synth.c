@@ -358,8 +358,8 @@ cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
 	cg_arg_noalias(f, 0);
 	for (int k = 0; k < 6; k++)
 		a[k] = cg_arg(f, k);
-	gid = cg_sext64(f, cg_add(f, cg_muli(f, cg_ctaid(f, 0), 256), cg_tid(f, 0)));
-	stride = cg_sext64(f, cg_muli(f, cg_nctaid(f, 0), 256));
+	gid = cg_add(f, cg_muli(f, cg_sext64(f, cg_ctaid(f, 0)), 256), cg_sext64(f, cg_tid(f, 0)));
+	stride = cg_muli(f, cg_sext64(f, cg_nctaid(f, 0)), 256);
 	units = packed ? cg_shr(f, cg_addi(f, a[5], 1), 1) : a[5];
 	i = cg_loop(f, &l, gid, units, stride);
 	if (packed) {
