@@ -628,6 +628,9 @@ START_TEST(test_body_rstd)
 	check_body("kernel @r(%x: bf16[T,256]) -> (r: f32[T,1]) template=row_reduce {\n"
 		   "\t%r = rstd %x, eps=1e-06 : f32[T,1]\n"
 		   "\tret %r\n}\n", "r", NULL);
+	check_body("kernel @r64(%x: bf16[T,64]) -> (r: f32[T,1]) template=row_reduce {\n"
+		   "\t%r = rstd %x, eps=1e-05 : f32[T,1]\n"
+		   "\tret %r\n}\n", "r64", NULL);
 	check_body("kernel @rc(%x: f32[T,40]) -> (r: f32[T,1]) template=row_reduce {\n"
 		   "\t%r = rstd %x, center=1 : f32[T,1]\n"
 		   "\tret %r\n}\n", "rc", NULL);
