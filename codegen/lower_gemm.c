@@ -35,6 +35,20 @@ strip_views(const Value *v)
 	return v;
 }
 
+/* Views and float casts: the epilogue loads the source in its own type and
+ * computes in f32 (a cast between float types only rounds). */
+static const Value *
+strip_loads(const Value *v)
+{
+	for (;;) {
+		v = strip_views(v);
+		if (v->kind != V_RESULT || v->def->op != OP_CAST ||
+		    !dtype_is_float(v->type.dt) || !dtype_is_float(v->def->in[0]->type.dt))
+			return v;
+		v = v->def->in[0];
+	}
+}
+
 typedef struct {
 	const Graph *k;
 	GemmSpec *s;
@@ -135,7 +149,7 @@ leaf(L *l, const Value *v)
 		int k = row_leaf_indirect(l, v);
 		if (k != -2)
 			return k;
-		v = strip_views(v);
+		v = strip_loads(v);
 	}
 	if ((p = param_index(l->k, v)) < 0)
 		return fail(l, "epilogue operand %%%s is computed in the kernel", v->name);
