@@ -121,6 +121,13 @@ moert_status moert_bench(moert_program *p, int64_t tokens, const uint64_t *input
 			 const uint64_t *outputs, int use_graph, int warmup,
 			 int iters, double *median_us);
 
+/* Each launch step timed alone (median of iters, microseconds): us[i] for
+ * manifest step i, 0 for init steps.  moert_num_steps() entries. */
+moert_status moert_profile(moert_program *p, int64_t tokens, const uint64_t *inputs,
+			   const uint64_t *outputs, int iters, double *us);
+int moert_num_steps(const moert_program *p);
+const char *moert_step_name(const moert_program *p, int i);	/* kernel name or "memset" */
+
 /* Verify a bundle's structure and checksums without a GPU.  MOERT_OK or the
  * error, with the message in moert_last_error(). */
 moert_status moert_verify(const void *bundle, size_t len);

@@ -307,6 +307,20 @@ moert_num_inputs(const moert_program *p)
 }
 
 int
+moert_num_steps(const moert_program *p)
+{
+	return p ? p->m->nstep : 0;
+}
+
+const char *
+moert_step_name(const moert_program *p, int i)
+{
+	if (!p || i < 0 || i >= p->m->nstep)
+		return "";
+	return p->m->step[i].kind == STEP_MEMSET ? "memset" : p->m->step[i].kernel;
+}
+
+int
 moert_num_outputs(const moert_program *p)
 {
 	return p ? p->m->nout : 0;

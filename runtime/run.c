@@ -233,3 +233,60 @@ moert_bench(moert_program *p, int64_t tokens, const uint64_t *inputs,
 	free(ms);
 	return s;
 }
+
+/*
+ * Where the time goes: each launch step timed alone with events around it,
+ * medians over iters runs.  us[i] is for step i of the manifest (init steps
+ * and memsets get 0).  Steps run back to back as in moert_run, so each one
+ * sees the caches its predecessors left.
+ */
+moert_status
+moert_profile(moert_program *p, int64_t tokens, const uint64_t *inputs,
+	      const uint64_t *outputs, int iters, double *us)
+{
+	int ns, nev = 0;
+	CUevent *ev;
+	float *ms;
+	moert_status s;
+
+	if (!p || iters < 1 || iters > 10000)
+		return moert_seterr(MOERT_EINVAL, "profile needs a program and 1..10000 iters");
+	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
+	    (s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
+		return s;
+	p->bases.in = inputs;
+	p->bases.out = outputs;
+	ns = p->m->nstep;
+	ev = calloc(2 * (size_t)ns + 2, sizeof *ev);
+	ms = calloc((size_t)ns * (size_t)iters + 1, sizeof *ms);
+	if (!ev || !ms)
+		s = moert_seterr(MOERT_ENOMEM, "out of host memory");
+	for (; !s && nev < 2 * ns; nev++)
+		s = CU(MOERT_ELAUNCH, cuEventCreate, (&ev[nev], CU_EVENT_DEFAULT));
+	for (int it = 0; !s && it < iters; it++) {
+		for (int i = 0; !s && i < ns; i++) {
+			const MStep *st = &p->m->step[i];
+			if (st->kind == STEP_INIT)
+				continue;
+			if (!(s = CU(MOERT_ELAUNCH, cuEventRecord, (ev[2 * i], p->stream))) &&
+			    !(s = moert_launch_step(p, st, tokens, p->stream)))
+				s = CU(MOERT_ELAUNCH, cuEventRecord, (ev[2 * i + 1], p->stream));
+		}
+		if (!s)
+			s = CU(MOERT_ELAUNCH, cuStreamSynchronize, (p->stream));
+		for (int i = 0; !s && i < ns; i++)
+			if (p->m->step[i].kind != STEP_INIT)
+				s = CU(MOERT_ELAUNCH, cuEventElapsedTime,
+				       (&ms[(size_t)i * iters + it], ev[2 * i], ev[2 * i + 1]));
+	}
+	for (int i = 0; !s && i < ns; i++) {
+		float *row = &ms[(size_t)i * iters];
+		qsort(row, (size_t)iters, sizeof *row, cmp_float);
+		us[i] = p->m->step[i].kind == STEP_INIT ? 0 : 1e3 * row[iters / 2];
+	}
+	for (int i = 0; i < nev; i++)
+		moert_cu.cuEventDestroy_v2(ev[i]);
+	free(ev);
+	free(ms);
+	return s;
+}

@@ -52,7 +52,7 @@ struct Opts {
 	const char *inname[64], *infile[64];	/* --input NAME=FILE */
 	int nin;
 	const char *outdir;
-	int pb, graph, device, iters, warmup, help;
+	int pb, graph, device, iters, warmup, help, profile;
 	int64_t tokens;
 	uint64_t seed;
 	int skew;		/* bench: percent of each token that is shared (0..100) */
@@ -102,6 +102,8 @@ option(Opts *o, int argc, char **argv, int *i)
 
 	if (!strcmp(argv[*i], "--help") || !strcmp(argv[*i], "-h"))
 		return o->help = 1, 0;
+	if (!strcmp(argv[*i], "--profile"))
+		return o->profile = 1, 0;
 	if (!strcmp(argv[*i], "--graph"))
 		return o->graph = 1, 0;
 	if (!strcmp(argv[*i], "--pb"))
@@ -686,6 +688,30 @@ report(Ctx *c, const Opts *o, double us)
 	       o->iters, o->warmup, us, flops, bytes, tf, gb);
 }
 
+/* --profile: each step timed alone, after the bench's runs. */
+static int
+profile(Ctx *c, const Opts *o)
+{
+	int n = moert_num_steps(c->p);
+	double *us = calloc((size_t)n + 1, sizeof *us), sum = 0;
+	moert_status s = moert_profile(c->p, o->tokens, c->in, c->out, o->iters, us);
+
+	if (s) {
+		free(us);
+		return rt_fail(s);
+	}
+	for (int i = 0; i < n; i++)
+		sum += us[i];
+	printf("profile (T=%lld, each step alone, median us):\n", (long long)o->tokens);
+	for (int i = 0; i < n; i++)
+		if (us[i] > 0)
+			printf("  %-40s %10.2f  %5.1f%%\n", moert_step_name(c->p, i), us[i],
+			       sum > 0 ? 100 * us[i] / sum : 0);
+	printf("  %-40s %10.2f\n", "sum", sum);
+	free(us);
+	return EXIT_OK;
+}
+
 static int
 cmd_bench(Ctx *c, const Opts *o)
 {
@@ -707,6 +733,8 @@ cmd_bench(Ctx *c, const Opts *o)
 				rc = rt_fail(s);
 			else
 				report(c, o, us);
+			if (!rc && o->profile)
+				rc = profile(c, o);
 		}
 	}
 	free_tensors(in, 64);
@@ -798,7 +826,7 @@ static const struct {
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with\n"
 	 "output_N.pb at the tolerance of the output's dtype.  One line per case, then\n"
 	 "'N passed, N failed'; exit 1 if any failed."},
-	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S] [--skew=PCT]",
+	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S] [--skew=PCT] [--profile]",
 	 "Time the launch plan with device events on seeded random inputs (never zero).\n"
 	 "Outputs are poisoned first and must be fully written.  Prints the median in\n"
 	 "microseconds, TFLOP/s and GB/s from the manifest's cost line, and a one-line\n"
