@@ -172,16 +172,123 @@ sort(Graph *g, Set *s)
 			}
 }
 
+/* A value computed inside the set (the running epilogue value). */
+static int
+member_out(const Set *s, const Value *v)
+{
+	for (int i = 0; i < s->count; i++)
+		for (int j = 0; j < s->n[i]->nout; j++)
+			if (s->n[i]->out[j] == v)
+				return 1;
+	return 0;
+}
+
+static const char *
+strip_name(const Value *v)
+{
+	while (v->kind == V_RESULT && pass_is_view(v->def))
+		v = v->def->in[0];
+	return v->name;
+}
+
+/* What an epilogue operand is, in words: "bias $b", "per-row %r", ... */
+static void
+operand_words(char *buf, size_t n, const Value *acc, const Value *v)
+{
+	const Value *src = v;
+	int64_t numel = ir_type_numel(&v->type);
+	const Type *t = &v->type;
+
+	while (src->kind == V_RESULT && (pass_is_view(src->def) || src->def->op == OP_CAST))
+		src = src->def->in[0];
+	if (src->kind == V_RESULT && src->def->op == OP_GATHER) {
+		snprintf(n ? buf : buf, n, "per-row %c%s gathered by %%%s",
+			 src->def->in[0]->kind == V_WEIGHT ? '$' : '%', strip_name(src->def->in[0]),
+			 src->def->in[1]->name);
+		return;
+	}
+	if (numel == 1)
+		snprintf(buf, n, "scalar");
+	else if (t->dim[t->rank - 1] == 1)
+		snprintf(buf, n, "per-row %c%s", src->kind == V_WEIGHT ? '$' : '%', src->name);
+	else if (t->rank == acc->type.rank && ir_type_numel(t) != t->dim[t->rank - 1])
+		snprintf(buf, n, "%c%s", src->kind == V_WEIGHT ? '$' : '%', src->name);
+	else
+		snprintf(buf, n, "column vector %c%s", src->kind == V_WEIGHT ? '$' : '%', src->name);
+}
+
+/*
+ * The kernel in an engineer's words: what the GEMM reads, then its
+ * epilogue, e.g. "grouped GEMM over 8 experts, A rows gathered by
+ * %moe.rows / 2; epilogue: swiglu (silu)".
+ */
 static void
 describe(char *buf, size_t len, const Set *s, const Node *anchor)
 {
 	size_t k = 0;
+	const Value *acc = anchor->out[0];
+	char w[256];
 
 	buf[0] = 0;
+	if (anchor->op == OP_GROUPED_MATMUL)
+		k += (size_t)snprintf(buf + k, len - k, "grouped GEMM over %lld experts (%c%s)",
+				      (long long)anchor->in[1]->type.dim[0],
+				      anchor->in[1]->kind == V_WEIGHT ? '$' : '%', anchor->in[1]->name);
+	else if (anchor->op == OP_MATMUL)
+		k += (size_t)snprintf(buf + k, len - k, "GEMM with %c%s",
+				      anchor->in[1]->kind == V_WEIGHT ? '$' : '%', anchor->in[1]->name);
+	else if (anchor->op == OP_ROUTE)
+		k += (size_t)snprintf(buf + k, len - k, "%s router, top-%lld of %lld experts%s%s%s",
+				      ir_attr_str(anchor, "router", "softmax"),
+				      (long long)ir_attr_int(anchor, "k", 1),
+				      (long long)anchor->in[0]->type.dim[1],
+				      ir_attr_int(anchor, "renorm", 0) ? ", renormalised" : "",
+				      anchor->nin > 1 && anchor->in[1] ? ", selection bias" : "",
+				      ir_attr_int(anchor, "n_group", 1) > 1 ? ", group-limited" : "");
+	else
+		k += (size_t)snprintf(buf + k, len - k, "token slots sorted by expert (%lld), "
+				      "per-expert offsets on the device",
+				      (long long)ir_attr_int(anchor, "experts", 0));
 	for (int i = 0; i < s->count && k < len; i++) {
-		if (s->n[i] == anchor || s->n[i]->op == OP_CONST || s->n[i]->op == OP_RESHAPE)
+		const Node *x = s->n[i];
+		if (x->op == OP_GATHER && x->out[0] == anchor->in[0]) {
+			const Value *idx = x->in[1];
+			if (idx->kind == V_RESULT && idx->def->op == OP_DIV)
+				idx = idx->def->in[0];
+			k += (size_t)snprintf(buf + k, len - k, ", A rows gathered by %%%s", idx->name);
+		}
+	}
+	int first = 1;
+	if (anchor->nin > 2 + (anchor->op == OP_GROUPED_MATMUL) && anchor->in[2 + (anchor->op == OP_GROUPED_MATMUL)]) {
+		k += (size_t)snprintf(buf + k, len - MIN(k, len), "; epilogue: + bias");
+		first = 0;
+	}
+	for (int i = 0; i < s->count && k < len; i++) {
+		const Node *x = s->n[i];
+		const char *sep = first ? "; epilogue: " : ", ";
+		if (x == anchor || x->op == OP_CONST || pass_is_view(x) ||
+		    (x->op == OP_GATHER) || (x->op == OP_DIV && x->out[0]->type.dt != acc->type.dt))
 			continue;
-		k += (size_t)snprintf(buf + k, len - k, "%s%s", k ? ", " : "", ir_opname(s->n[i]->op));
+		first = 0;
+		if (x->op == OP_CAST) {
+			k += (size_t)snprintf(buf + k, len - k, "%sto %s", sep, dtype_name(x->out[0]->type.dt));
+		} else if (x->op == OP_SWIGLU) {
+			k += (size_t)snprintf(buf + k, len - k, "%sswiglu (%s)", sep, ir_attr_str(x, "act", "silu"));
+		} else if (x->op == OP_SCATTER_ROWS) {
+			k += (size_t)snprintf(buf + k, len - k, "%sscatter rows to token order by %%%s",
+					      sep, x->in[1]->name);
+		} else if (x->nin == 2 && (x->op == OP_ADD || x->op == OP_MUL || x->op == OP_SUB ||
+					   x->op == OP_DIV)) {
+			const Value *o = x->in[0]->def == anchor || member_out(s, x->in[0]) ? x->in[1] : x->in[0];
+			operand_words(w, sizeof w, acc, o);
+			k += (size_t)snprintf(buf + k, len - k, "%s%s %s", sep,
+					      x->op == OP_ADD ? "+" : x->op == OP_MUL ? "×" :
+					      x->op == OP_SUB ? "-" : "/", w);
+		} else if (x->op == OP_GELU) {
+			k += (size_t)snprintf(buf + k, len - k, "%sgelu (%s)", sep, ir_attr_str(x, "approx", "none"));
+		} else {
+			k += (size_t)snprintf(buf + k, len - k, "%s%s", sep, ir_opname(x->op));
+		}
 	}
 }
 
@@ -210,8 +317,7 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 			    ir_opname(n->op), n->out[0]->name);
 		return 0;
 	}
-	report_fused(c->report, call->callee->name, "%s: %s%s%s", tmpl, ir_opname(n->op),
-		     what[0] ? " + " : "", what);
+	report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
 	return 1;
 }
 
