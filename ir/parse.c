@@ -115,38 +115,47 @@ lex_string(P *p, Tok *t)
 	t->s = buf;
 }
 
+/* Numbers are converted from a NUL-terminated copy of their characters:
+ * the text need not end in a NUL, and strtod must not read past it. */
 static void
 lex_number(P *p, Tok *t)
 {
-	const char *s = p->p;
-	char *end;
+	size_t n = 0;
+	char *buf, *s, *end;
 	int isfloat = 0;
 
-	if (*s == '-')
-		s++;
+	while (p->p + n < p->end && (namechar((unsigned char)p->p[n]) || p->p[n] == '-' ||
+				     p->p[n] == '+'))
+		n++;
+	buf = xmalloc(n + 1);
+	memcpy(buf, p->p, n);
+	buf[n] = 0;
+	s = buf + (*buf == '-');
 	if (strncmp(s, "inf", 3) == 0 && !namechar((unsigned char)s[3])) {
 		t->kind = TFLOAT;
-		t->f = *p->p == '-' ? -INFINITY : INFINITY;
-		p->p = s + 3;
+		t->f = *buf == '-' ? -INFINITY : INFINITY;
+		p->p += s + 3 - buf;
+		free(buf);
 		return;
 	}
-	while (s < p->end && isdigit((unsigned char)*s))
+	while (isdigit((unsigned char)*s))
 		s++;
-	if (s < p->end && (*s == '.' || *s == 'e' || *s == 'E'))
+	if (*s == '.' || *s == 'e' || *s == 'E')
 		isfloat = 1;
 	errno = 0;
 	if (isfloat) {
 		t->kind = TFLOAT;
-		t->f = strtod(p->p, &end);
+		t->f = strtod(buf, &end);
 	} else {
 		t->kind = TINT;
-		t->i = strtoll(p->p, &end, 10);
+		t->i = strtoll(buf, &end, 10);
 	}
 	if (errno == ERANGE && !isfloat)
 		err(p, t, "integer out of range");
-	if (end == p->p)
+	if (end == buf)
 		err(p, t, "malformed number");
-	p->p = end;
+	p->p += end - buf;
+	free(buf);
 }
 
 static void

@@ -24,11 +24,10 @@ tensor_nbytes(const Tensor *t)
 }
 
 int
-tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim)
+tensor_size(DType dt, int rank, const int64_t *dim, size_t *bytes)
 {
 	uint64_t n = 1;
 
-	memset(t, 0, sizeof *t);
 	if (rank < 0 || rank > MAXRANK)
 		return -1;
 	for (int i = 0; i < rank; i++) {
@@ -37,13 +36,25 @@ tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim)
 		if (dim[i] && n > (uint64_t)TENSOR_MAX_BYTES / (uint64_t)dim[i])
 			return -1;
 		n *= (uint64_t)dim[i];
-		t->dim[i] = dim[i];
 	}
-	t->dt = dt;
-	t->rank = rank;
 	if (dtype_bytes(dt, n) > TENSOR_MAX_BYTES)
 		return -1;
-	t->data = calloc(dtype_bytes(dt, n) + 8, 1);	/* +8: never zero-sized */
+	*bytes = dtype_bytes(dt, n);
+	return 0;
+}
+
+int
+tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim)
+{
+	size_t bytes;
+
+	memset(t, 0, sizeof *t);
+	if (tensor_size(dt, rank, dim, &bytes) != 0)
+		return -1;
+	t->dt = dt;
+	t->rank = rank;
+	memcpy(t->dim, dim, sizeof *dim * (size_t)rank);
+	t->data = calloc(bytes + 8, 1);	/* +8: never zero-sized */
 	return t->data ? 0 : -1;
 }
 

@@ -50,7 +50,7 @@ int
 npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d)
 {
 	const unsigned char *b = buf;
-	size_t hl, off;
+	size_t hl, off, size;
 	char *h;
 	const char *p;
 	int64_t dim[MAXRANK];
@@ -109,14 +109,15 @@ npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d)
 		p = end;
 	}
 	free(h);
+	memset(t, 0, sizeof *t);
+	if (tensor_size(dt, rank, dim, &size) != 0)
+		return diag_error(d, loc_file(path), "tensor too large");
+	if (len - off < size)	/* checked before anything is allocated */
+		return diag_error(d, loc_file(path), "truncated .npy data: %zu of %zu bytes",
+				  len - off, size);
 	if (tensor_alloc(t, dt, rank, dim) != 0)
 		return diag_error(d, loc_file(path), "tensor too large");
-	if (len - off < tensor_nbytes(t)) {
-		tensor_free(t);
-		return diag_error(d, loc_file(path), "truncated .npy data: %zu of %zu bytes",
-				  len - off, tensor_nbytes(t));
-	}
-	memcpy(t->data, b + off, tensor_nbytes(t));
+	memcpy(t->data, b + off, size);
 	return 0;
 bad:
 	free(h);
@@ -261,10 +262,11 @@ repeated(Rd *r, int wire, int elemwire, int isdouble, Nums *out)
 	if (wire == 2) {	/* packed */
 		size_t n;
 		const unsigned char *s = bytes(r, &n);
-		Rd sub = {s, s + n, 0};
+		Rd sub;
 
 		if (!s)
 			return;
+		sub = (Rd){s, s + n, 0};
 		while (sub.p < sub.end && !sub.bad)
 			number(&sub, elemwire, isdouble, out);
 		r->bad |= sub.bad;
@@ -284,6 +286,7 @@ pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
 	const unsigned char *name = NULL;
 	int64_t code = 1;
 	int have_data = 0, rc = -1, external = 0;
+	size_t size, n, got, want;
 	DType dt;
 
 	memset(t, 0, sizeof *t);
@@ -322,28 +325,33 @@ pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
 		diag_error(d, loc_file(path), "tensor rank %zu exceeds %d", dims.i.n, MAXRANK);
 		goto out;
 	}
+	if (tensor_size(dt, (int)dims.i.n, dims.i.v, &size) != 0) {
+		diag_error(d, loc_file(path), "tensor dims are negative or too large");
+		goto out;
+	}
+	/* the data must be there before anything is allocated */
+	n = 1;
+	for (size_t i = 0; i < dims.i.n; i++)
+		n *= (size_t)dims.i.v[i];	/* cannot overflow: tensor_size passed */
+	got = dt == DT_F32 || dt == DT_F64 ? vals.f.n : vals.i.n;
+	want = (dt == DT_I4 || dt == DT_U4) ? (n + 1) / 2 : n;
+	if (raw && rawn != size) {
+		diag_error(d, loc_file(path), "raw_data holds %zu bytes, dims need %zu", rawn, size);
+		goto out;
+	}
+	if (!raw && (have_data || n) && got != want) {
+		diag_error(d, loc_file(path), "tensor holds %zu values, dims need %zu", got, want);
+		goto out;
+	}
 	if (tensor_alloc(t, dt, (int)dims.i.n, dims.i.v) != 0) {
 		diag_error(d, loc_file(path), "tensor dims are negative or too large");
 		goto out;
 	}
 	if (name)
 		t->name = strndup((const char *)name, namen);
-	size_t n = (size_t)tensor_numel(t);
 	if (raw) {
-		if (rawn != tensor_nbytes(t)) {
-			diag_error(d, loc_file(path), "raw_data holds %zu bytes, dims need %zu",
-				   rawn, tensor_nbytes(t));
-			goto fail;
-		}
 		memcpy(t->data, raw, rawn);
 	} else if (have_data || n) {
-		size_t got = dtype_is_float(dt) && (dt == DT_F32 || dt == DT_F64) ? vals.f.n : vals.i.n;
-		size_t want = (dt == DT_I4 || dt == DT_U4) ? (n + 1) / 2 : n;
-
-		if (got != want) {
-			diag_error(d, loc_file(path), "tensor holds %zu values, dims need %zu", got, want);
-			goto fail;
-		}
 		for (size_t i = 0; i < got; i++) {
 			if (dt == DT_F32 || dt == DT_F64)
 				dtype_store(dt, t->data, i, vals.f.v[i]);
@@ -358,9 +366,6 @@ pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
 		}
 	}
 	rc = 0;
-	goto out;
-fail:
-	tensor_free(t);
 out:
 	vec_free(&dims.i);
 	vec_free(&dims.f);

@@ -191,6 +191,8 @@ int64_t tensor_numel(const Tensor *t);
 size_t tensor_nbytes(const Tensor *t);
 /* 0 ok; -1 if the element count or byte size overflows the limits. */
 int tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim);
+/* The byte size tensor_alloc would allocate, without allocating; -1 as it. */
+int tensor_size(DType dt, int rank, const int64_t *dim, size_t *bytes);
 void tensor_free(Tensor *t);
 void tensor_shape_string(char *buf, size_t n, const Tensor *t);	/* "f32[2,3]" */
 
