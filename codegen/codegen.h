@@ -329,6 +329,29 @@ void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
 
+/* k_gemm_simt.c: the same GEMMs on CUDA cores (FFMA) */
+
+/*
+ * The GEMM of cg_emit_gemm, same parameters, roles and semantics, computed
+ * with f32 FMAs: operands f32, bf16 or f16 in any mix (converted to f32 in
+ * registers; f32 x f32 is exact f32 arithmetic, no tf32/bf16 rounding);
+ * any N and K (masked tails), any lda/ldb/ldc (vector loads where they and
+ * the tails allow; pointers 16-byte aligned).  swiglu needs N even.
+ * The tile is bm x bn (rows x columns per CTA), 256 threads:
+ *   bm, bn in 32/64/128, bk 8/16/32: a (bm/16) x (bn/16) register tile
+ *     per thread, double-buffered shared k-tiles;
+ *   bm * bn <= 32, bn even: split-K inside the CTA (8 warps over K, a fixed
+ *     tree in shared memory adds the partials): routers, few rows.
+ * warps_m/warps_n/stages are ignored.  Grid: tiles: (cdiv(M + E*(bm-1), bm),
+ * cdiv(N, bn), 1); persistent: (ctas, 1, 1).
+ */
+int cg_emit_gemm_simt(CgModule *m, const char *name, const GemmSpec *s, Diag *d);
+/* The checks of cg_emit_gemm_simt alone. */
+int cg_gemm_simt_check(const CgTarget *t, const GemmSpec *s, Diag *d);
+/* Choose bm, bn, bk for about `rows` rows per expert (split-K for N <= 32 or rows <= 16). */
+void cg_gemm_simt_tiles(GemmSpec *s, int64_t rows);
+int cg_gemm_simt_smem(const GemmSpec *s);
+
 /* program.c: a fused module into kernels, a launch plan and a bundle */
 
 /*

@@ -506,8 +506,9 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 {
 	GemmSpec s;
 	CgGemmBind gb;
-	char why[256];
+	char why[640];
 	Diag quiet;
+	int simt = 0;
 
 	*done = 0;
 	if (cg_gemm_from_kernel(p->m, call->callee, &s, &gb, why, sizeof why) != 0) {
@@ -515,27 +516,38 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		return 0;
 	}
 	/* Tensor cores take bf16/f16; an f32 model keeps f32 accuracy on the
-	 * CUDA cores (its results are checked to f32 tolerance). */
+	 * CUDA cores (its results are checked to f32 tolerance), and so does a
+	 * GEMM no tensor-core tile fits (N = 8 routers).  The generic kernel is
+	 * left for what neither builder takes. */
+	diag_init(&quiet, NULL);
 	if (s.a_dt == DT_F32 || s.b_dt == DT_F32) {
 		snprintf(why, sizeof why, "f32 operands (tensor cores would round them to bf16)");
-		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
-		return 0;
-	}
-	diag_init(&quiet, NULL);
-	if (choose_tiles(p, &s)) {
+		simt = 1;
+	} else if (choose_tiles(p, &s)) {
 		cg_gemm_check(cg_module_target(p->mod[0]), &s, &quiet);
-		diag_note(p->d, call->loc, "@%s runs as a generic kernel: no tile fits (%s)",
-			  call->callee->name, quiet.last);
-		return 0;
+		snprintf(why, sizeof why, "no tensor-core tile fits (%s)", quiet.last);
+		simt = 1;
+	}
+	for (int i = 0; i < p->o.narch && !simt; i++)
+		if (cg_gemm_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
+			snprintf(why, sizeof why, "%s", quiet.last);
+			simt = 1;
+		}
+	if (simt) {
+		int64_t rows = (int64_t)s.m_per_t * p->o.max_tokens;
+		if (s.groups)
+			rows = (rows + s.groups - 1) / s.groups;
+		cg_gemm_simt_tiles(&s, rows);
+		for (int i = 0; i < p->o.narch; i++)
+			if (cg_gemm_simt_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
+				diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s; CUDA cores: %s",
+					  call->callee->name, why, quiet.last);
+				return 0;
+			}
+		diag_note(p->d, call->loc, "@%s runs on CUDA cores: %s", call->callee->name, why);
 	}
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_gemm_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
-			diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s",
-				  call->callee->name, quiet.last);
-			return 0;
-		}
-	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_gemm(p->mod[i], name, &s, p->d) != 0)
+		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &s, p->d) != 0)
 			return -1;
 	const CgKernel *k = cg_module_find(p->mod[0], name);
 	MArg *args = arena_array(p->a, MArg, k->nparam + 1);
