@@ -645,6 +645,68 @@ check_model(Ctx *c, const Onnx__ModelProto *mp)
 	return check_opsets(c, mp);
 }
 
+/*
+ * protobuf-c unpacks nested messages recursively with no depth limit, so a
+ * model of a few megabytes nesting graphs in attributes in nodes in graphs
+ * overflows the stack.  Walk the wire format first, descending into message
+ * fields only (by protobuf-c's descriptors), and refuse deeper nesting.
+ * Malformed input is left for protobuf-c to report.  Linear in len.
+ */
+#define OX_MAX_NESTING 64
+
+static int
+read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int s = 0; s < 64 && *p < end; s += 7) {
+		uint8_t c = *(*p)++;
+		*v |= (uint64_t)(c & 0x7f) << s;
+		if (!(c & 0x80))
+			return 0;
+	}
+	return -1;
+}
+
+static int
+too_deep(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *desc, int depth)
+{
+	const uint8_t *end = p + len;
+	const ProtobufCFieldDescriptor *f;
+	uint64_t key, n;
+
+	if (depth > OX_MAX_NESTING)
+		return 1;
+	while (p < end) {
+		if (read_varint(&p, end, &key))
+			return 0;
+		switch (key & 7) {
+		case 0:
+			if (read_varint(&p, end, &n))
+				return 0;
+			break;
+		case 1:
+		case 5:
+			if ((size_t)(end - p) < ((key & 7) == 1 ? 8u : 4u))
+				return 0;
+			p += (key & 7) == 1 ? 8 : 4;
+			break;
+		case 2:
+			if (read_varint(&p, end, &n) || n > (uint64_t)(end - p))
+				return 0;
+			f = key >> 3 <= UINT32_MAX ?
+				protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+			    too_deep(p, (size_t)n, f->descriptor, depth + 1))
+				return 1;
+			p += n;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return 0;
+}
+
 static Module *
 import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 	      const Tensor *bind, int nbind, Diag *d)
@@ -663,8 +725,11 @@ import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 	c->dir = file_dirname(path);
 	c->tmp = arena_new(0);
 	c->max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)TENSOR_MAX_BYTES;
-	mp = onnx__model_proto__unpack(NULL, len, buf);
-	if (!mp)
+	mp = NULL;
+	if (too_deep(buf, len, &onnx__model_proto__descriptor, 1))
+		diag_error(d, loc_file(c->file), "messages nest more than %d deep (graphs in "
+			   "attributes in nodes ...): refused before parsing", OX_MAX_NESTING);
+	else if (!(mp = onnx__model_proto__unpack(NULL, len, buf)))
 		diag_error(d, loc_file(c->file), "not an ONNX model: the protobuf is truncated "
 			   "or malformed (bad tag, length or wire type)");
 	else if (check_model(c, mp) == 0) {

@@ -178,8 +178,9 @@ si_add(Module *m, SInt a, SInt b, int sign)
 		return b;
 	if (a.kind == SI_DIM && b.kind == SI_DIM && same_atoms(m, a.v, b.v)) {
 		int64_t ca = ir_dim_expr(m, a.v)->coef, cb = ir_dim_expr(m, b.v)->coef;
-		int64_t cr = sign > 0 ? ca + cb : ca - cb;
-		if (cr < 0)
+		int64_t cr;
+		if ((sign > 0 ? __builtin_add_overflow(ca, cb, &cr) : __builtin_sub_overflow(ca, cb, &cr)) ||
+		    cr < 0)
 			return UNK;
 		return ox_si_dim(m, ir_dim_mul(m, ir_dim_div(m, a.v, ca), cr));
 	}

@@ -157,9 +157,12 @@ reshape_dims(ONode *n, const Type *xt, const Known *sk, int allowzero, Dim *dims
 			continue;
 		}
 		dims[j] = s.v;
-		if (rest.kind != SI_UNK)
-			rest = s.kind == SI_NUM && rest.kind == SI_NUM ? (SInt){rest.v * s.v, SI_NUM}
-				: ox_si_dim(m, ir_dim_mul(m, rest.v, s.v));
+		if (s.kind == SI_NUM && rest.kind == SI_NUM) {
+			if (__builtin_mul_overflow(rest.v, s.v, &rest.v) || rest.v > IR_MAX_NUMEL)
+				return ox_err(n, "the result would have more than 2^48 elements");
+		} else if (rest.kind != SI_UNK) {
+			rest = ox_si_dim(m, ir_dim_mul(m, rest.v, s.v));
+		}
 	}
 	if (infer >= 0) {
 		dims[infer] = ir_dim_unknown(m);

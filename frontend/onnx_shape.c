@@ -456,7 +456,9 @@ imp_range(ONode *n)
 					dtype_store(dt, b, 0, fs + (double)i * fd);
 					k->fv[i] = dtype_load(dt, b, 0);
 				} else
-					k->iv[i] = (SInt){s.v + i * d.v, SI_NUM};
+					k->iv[i] = (SInt){(int64_t)((uint64_t)s.v +	/* wraps, as int64 math */
+								  (uint64_t)i * (uint64_t)d.v),
+							  SI_NUM};
 			}
 			ox_set_known(n, 0, k);
 			return 0;

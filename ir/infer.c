@@ -1026,7 +1026,12 @@ ir_infer(Graph *g, Node *n, Diag *d)
 			return ERR("%s: operand %d is required", oi->name, i);
 	if (!rule[n->op])
 		return ERR("%s: no shape rule", oi->name);
-	return rule[n->op](g, n, d);
+	if (rule[n->op](g, n, d))
+		return -1;
+	for (int i = 0; i < n->nout; i++)
+		if (!ir_type_ok(g->m, &n->out[i]->type))
+			return ERR("%s: result %d would have more than 2^48 elements", oi->name, i);
+	return 0;
 }
 
 int

@@ -80,7 +80,15 @@ const DimExpr *ir_dim_expr(const Module *m, Dim d);
 int ir_dim_print(char *buf, size_t n, const Module *m, Dim d);
 int ir_type_print(char *buf, size_t n, const Module *m, const Type *t);
 int ir_type_static(const Type *t);
-int64_t ir_type_numel(const Type *t);	/* -1 if symbolic */
+int64_t ir_type_numel(const Type *t);	/* -1 if symbolic (or beyond int64) */
+/*
+ * The most elements a type may have, counting the coefficient of each
+ * symbolic dim (f32[2*T,3] counts 6).  The parser, shape inference and the
+ * verifier refuse bigger types, so element counts and byte sizes of every
+ * verified type fit in int64 with room to spare (docs/limits.md).
+ */
+#define IR_MAX_NUMEL ((int64_t)1 << 48)
+int ir_type_ok(const Module *m, const Type *t);	/* 1 if within IR_MAX_NUMEL */
 Type ir_type(DType dt, int rank, const Dim *dim);
 Type ir_scalar(DType dt);
 /* Dims that may be equal at run time (unknowns match anything). */

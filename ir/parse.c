@@ -367,6 +367,8 @@ parse_type(P *p, Type *ty)
 		if (expect(p, TRBRACK, NULL))
 			return -1;
 	}
+	if (!ir_type_ok(p->m, ty))
+		return err(p, &t, "type has more than 2^48 elements");
 	return 0;
 }
 

@@ -102,15 +102,16 @@ ir_dim_mul(Module *m, Dim a, Dim b)
 	DimExpr x = expr_of(m, a), y = expr_of(m, b), r;
 	int i = 0, j = 0;
 
-	if (a >= 0 && b >= 0)
-		return a * b;
+	if (a >= 0 && b >= 0)	/* saturated: ir_type_ok refuses it */
+		return __builtin_mul_overflow(a, b, &r.coef) ? INT64_MAX : r.coef;
 	if (ir_dim_has_unknown(m, a) || ir_dim_has_unknown(m, b) ||
 	    x.natom + y.natom > DIM_MAXATOM)
 		return ir_dim_unknown(m);
 	if (x.coef == 0 || y.coef == 0)
 		return 0;
 	memset(&r, 0, sizeof r);
-	r.coef = x.coef * y.coef;
+	if (__builtin_mul_overflow(x.coef, y.coef, &r.coef))
+		r.coef = INT64_MAX;
 	while (i < x.natom || j < y.natom) {	/* merge sorted atoms */
 		if (j == y.natom || (i < x.natom && x.atom[i] <= y.atom[j]))
 			r.atom[r.natom++] = x.atom[i++];
@@ -126,14 +127,15 @@ ir_dim_add(Module *m, Dim a, Dim b)
 	DimExpr x = expr_of(m, a), y = expr_of(m, b);
 
 	if (a >= 0 && b >= 0)
-		return a + b;
+		return a > INT64_MAX - b ? INT64_MAX : a + b;
 	if (a == 0)
 		return b;
 	if (b == 0)
 		return a;
 	if (a < 0 && b < 0 && !ir_dim_has_unknown(m, a) && x.natom == y.natom &&
 	    memcmp(x.atom, y.atom, sizeof x.atom) == 0) {
-		x.coef += y.coef;
+		if (__builtin_add_overflow(x.coef, y.coef, &x.coef))
+			x.coef = INT64_MAX;
 		return intern_expr(m, &x);
 	}
 	return ir_dim_unknown(m);
@@ -238,8 +240,24 @@ ir_type_numel(const Type *t)
 	if (!ir_type_static(t))
 		return -1;
 	for (int i = 0; i < t->rank; i++)
-		n *= t->dim[i];
+		if (__builtin_mul_overflow(n, t->dim[i], &n))
+			return -1;
 	return n;
+}
+
+int
+ir_type_ok(const Module *m, const Type *t)
+{
+	int64_t n = 1;
+
+	if (t->rank < 0 || t->rank > MAXRANK)
+		return 0;
+	for (int i = 0; i < t->rank; i++) {
+		int64_t c = t->dim[i] >= 0 ? t->dim[i] : m->dimexpr[-1 - t->dim[i]].coef;
+		if (c < 0 || c > IR_MAX_NUMEL || __builtin_mul_overflow(n, c, &n))
+			return 0;
+	}
+	return n <= IR_MAX_NUMEL;
 }
 
 Type

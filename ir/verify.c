@@ -147,8 +147,12 @@ check_graph(V *v, Graph *g)
 	int count = 0;
 
 	memset(v->defined, 0, v->m->nvalue);
-	for (int i = 0; i < g->nparam; i++)
+	for (int i = 0; i < g->nparam; i++) {
 		v->defined[g->param[i]->id] = 1;
+		if (!ir_type_ok(v->m, &g->param[i]->type))
+			bad(v, g->loc, "@%s: parameter %%%s has more than 2^48 elements", g->name,
+			    g->param[i]->name);
+	}
 	for (Node *n = g->first; n; n = n->next, count++) {
 		if (n->next && n->next->prev != n)
 			bad(v, n->loc, "broken node list");
@@ -171,6 +175,10 @@ ir_verify(Module *m, Diag *d)
 {
 	V v = {m, d, xcalloc(m->nvalue + 1, 1), 0};
 
+	for (int i = 0; i < m->nweight; i++)
+		if (!ir_type_ok(m, &m->weight[i]->value->type))
+			bad(&v, loc_file(m->file), "weight $%s has more than 2^48 elements",
+			    m->weight[i]->value->name);
 	for (int i = 0; i < m->ngraph; i++)
 		check_graph(&v, m->graph[i]);
 	free(v.defined);

@@ -9,7 +9,7 @@ config.suffixes = [".ir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moec_obj_root, "tests")
 # fixtures, unit tests and data folders hold .ir inputs, not tests
-config.excludes = ["fixtures", "unit", "Inputs", "onnx", "config", "gpu", "codegen-data"]
+config.excludes = ["fixtures", "fuzz", "unit", "Inputs", "onnx", "config", "gpu", "codegen-data"]
 config.environment["PATH"] = os.pathsep.join(
     [config.moec_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.environment["MOEC_CHECK_ROUNDTRIP"] = "1"

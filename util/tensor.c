@@ -53,7 +53,8 @@ tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *dim)
 		return -1;
 	t->dt = dt;
 	t->rank = rank;
-	memcpy(t->dim, dim, sizeof *dim * (size_t)rank);
+	for (int i = 0; i < rank; i++)
+		t->dim[i] = dim[i];
 	t->data = calloc(bytes + 8, 1);	/* +8: never zero-sized */
 	return t->data ? 0 : -1;
 }

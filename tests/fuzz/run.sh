@@ -92,8 +92,12 @@ one() {
 	mkdir -p "$d/corpus" "$d/crashes" "$d/old"
 	# findings of earlier runs are kept aside: crashes/ holds this run's
 	for f in "$d"/crashes/*; do [ -e "$f" ] && mv "$f" "$d/old/"; done
+	# FUZZ_KEEP_GOING=1: fork mode, going on after a finding (exploring)
+	keep=""
+	[ -n "${FUZZ_KEEP_GOING:-}" ] &&
+		keep="-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
 	"$bz/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 \
-		-print_final_stats=1 -artifact_prefix="$d/crashes/" \
+		-print_final_stats=1 -artifact_prefix="$d/crashes/" $keep \
 		"$d/corpus" "$d/seeds" >"$d/log" 2>&1
 }
 echo "run.sh: $secs s per target, $jobs at a time: $targets"
