@@ -128,8 +128,12 @@ struct MStep {
 	int narg;
 	MArg dst;		/* MEMSET: an ARG_BUF */
 	MExpr bytes;		/* MEMSET */
+	int64_t tlo, thi;	/* LAUNCH: runs only for tlo <= T <= thi; 0, 0: always */
 	int line;		/* in the manifest text; 0 if built in code */
 };
+/* Does step s run for T tokens?  (A launch may be one of several variants
+ * of a kernel, each for a range of T.) */
+int bundle_step_runs(const MStep *s, int64_t T);
 
 /*
  * The parsed manifest.  Strings and arrays live in the arena given to the

@@ -63,7 +63,7 @@ struct P {
 	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N")        \
 	X(init, 14, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
 	X(launch, 15, 0,                                                       \
-	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")             \
+	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI]") \
 	X(memset, 15, 0, "memset buf:NAME[+OFF] bytes=E")
 
 enum {
@@ -883,6 +883,37 @@ args(P *p, Word list, MStep *s)
 	return 0;
 }
 
+/* tokens=LO..HI: the range of T a launch variant runs for. */
+static int
+tokens_range(P *p, MStep *s)
+{
+	Word w;
+	const char *dots, *why;
+	uint64_t lo, hi;
+
+	if (kv(p, 6, "tokens", &w))
+		return -1;
+	dots = memchr(w.s, '.', w.n);
+	if (!dots || (size_t)(dots - w.s) + 2 > w.n || dots[1] != '.')
+		return err(p, w.col, "tokens wants LO..HI, got '%.*s'", (int)w.n, w.s);
+	if ((why = bundle_parse_uint(w.s, (size_t)(dots - w.s), INT32_MAX, &lo)) ||
+	    (why = bundle_parse_uint(dots + 2, w.n - (size_t)(dots - w.s) - 2, INT32_MAX, &hi)))
+		return err(p, w.col, "tokens: %s", why);
+	if (lo < 1 || lo > hi || (int64_t)hi > p->m->max_tokens)
+		return err(p, w.col, "tokens=%llu..%llu is not a range inside 1..%lld",
+			   (unsigned long long)lo, (unsigned long long)hi,
+			   (long long)p->m->max_tokens);
+	s->tlo = (int64_t)lo;
+	s->thi = (int64_t)hi;
+	return 0;
+}
+
+int
+bundle_step_runs(const MStep *s, int64_t T)
+{
+	return !s->thi || (T >= s->tlo && T <= s->thi);
+}
+
 static int
 step(P *p, int kw, MStepKind kind)
 {
@@ -891,7 +922,10 @@ step(P *p, int kw, MStepKind kind)
 	int64_t smem;
 	Word w;
 
-	if (arity(p, kw, 6) || name_at(p, &p->w[1], &s.kernel))
+	if (arity(p, kw, kind == STEP_LAUNCH && p->nw == 7 ? 7 : 6) ||
+	    name_at(p, &p->w[1], &s.kernel))
+		return -1;
+	if (p->nw == 7 && tokens_range(p, &s))
 		return -1;
 	if ((s.kidx = bundle_find_kernel(m, s.kernel)) < 0)
 		return err(p, p->w[1].col, "undeclared kernel '%s'", s.kernel);

@@ -158,6 +158,8 @@ step(FILE *f, const Manifest *m, const MStep *s)
 			fputc(',', f);
 		arg(f, m, &s->arg[i]);
 	}
+	if (s->kind == STEP_LAUNCH && s->thi)
+		fprintf(f, " tokens=%lld..%lld", (long long)s->tlo, (long long)s->thi);
 	fputc('\n', f);
 }
 

@@ -114,6 +114,8 @@ cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag 
 		add_buf(&mm, out[i].data, tensor_nbytes(&out[i]));
 	for (int i = 0; i < m->nstep; i++) {
 		const MStep *s = &m->step[i];
+		if (!bundle_step_runs(s, T))
+			continue;
 		if (s->kind == STEP_MEMSET ? memset_step(m, &mm, s, T, d)
 					   : run_step(mod, m, &mm, s, T, d))
 			goto out;

@@ -376,6 +376,8 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 		return call->in[gb->offsets];
 	if (!strcmp(r, "C"))
 		return call->out[0];
+	if (!strcmp(r, "C_scale"))	/* quantize_dynamic's scales */
+		return gb->c_scale >= 0 ? call->out[gb->c_scale] : NULL;
 	if (r[0] == 'p' && r[1] >= '0' && r[1] <= '9' && atoi(r + 1) < call->nin)
 		return call->in[atoi(r + 1)];
 	return NULL;
@@ -474,24 +476,40 @@ static const Tile tiles[] = {
 	{INT32_MAX, 128, 128, 64, 2, 2, 4},
 };
 
-static int
-choose_tiles(const CgProgram *p, GemmSpec *s)
+/* Shrink a candidate's bk and bn until they divide K and N (small models). */
+static void
+fit(GemmSpec *s)
 {
-	int64_t rows = (int64_t)s->m_per_t * p->o.max_tokens;
+	while (s->bk > 16 && s->K % s->bk)
+		s->bk /= 2;
+	while (s->bn > 16 && s->N % s->bn)
+		s->bn /= 2;
+	while (s->warps_n > 1 && s->bn % (16 * s->warps_n))
+		s->warps_n /= 2;
+}
+
+static int
+choose_tiles(const CgProgram *p, GemmSpec *s, int64_t tokens)
+{
+	int64_t rows = (int64_t)s->m_per_t * tokens;
 	Diag quiet;
 
 	if (s->groups)
 		rows = (rows + s->groups - 1) / s->groups;
 	diag_init(&quiet, NULL);
-	for (int pass = 0; pass < 2; pass++)	/* the row class first, then anything */
+	/* the row class as measured, then the row class fitted to N and K,
+	 * then any tile */
+	for (int pass = 0; pass < 3; pass++)
 		for (size_t i = 0; i < NELEM(tiles); i++) {
 			const Tile *t = &tiles[i];
 			int fits = rows <= t->rows && (i == 0 || rows > tiles[i - 1].rows ||
 							  tiles[i - 1].rows == t->rows);
-			if (pass == 0 && !fits)
+			if (pass < 2 && !fits)
 				continue;
 			s->bm = t->bm, s->bn = t->bn, s->bk = t->bk;
 			s->warps_m = t->wm, s->warps_n = t->wn, s->stages = t->stages;
+			if (pass > 0)
+				fit(s);
 			for (int st = s->stages; st >= 2; st--) {
 				s->stages = st;
 				if (cg_gemm_check(cg_module_target(p->mod[0]), s, &quiet) == 0)
@@ -501,59 +519,117 @@ choose_tiles(const CgProgram *p, GemmSpec *s)
 	return -1;
 }
 
+/*
+ * A GEMM spec tiled for up to `tokens` tokens: the tensor-core builder when
+ * it takes the spec on every target, else the CUDA-core one (f32 operands,
+ * N = 8 routers).  -1 when neither does (the caller keeps a generic kernel).
+ */
+static int
+plan_gemm(CgProgram *p, GemmSpec *s, int64_t tokens, int *simt, char *why, size_t n)
+{
+	Diag quiet;
+
+	diag_init(&quiet, NULL);
+	*simt = 0;
+	if (s->a_dt == DT_F32 || s->b_dt == DT_F32) {
+		snprintf(why, n, "f32 operands (tensor cores would round them to bf16)");
+		*simt = 1;
+	} else if (choose_tiles(p, s, tokens)) {
+		cg_gemm_check(cg_module_target(p->mod[0]), s, &quiet);
+		snprintf(why, n, "no tensor-core tile fits (%s)", quiet.last);
+		*simt = 1;
+	}
+	for (int i = 0; i < p->o.narch && !*simt; i++)
+		if (cg_gemm_check(cg_module_target(p->mod[i]), s, &quiet) != 0) {
+			snprintf(why, n, "%s", quiet.last);
+			*simt = 1;
+		}
+	if (!*simt)
+		return 0;
+	int64_t rows = (int64_t)s->m_per_t * tokens;
+	if (s->groups)
+		rows = (rows + s->groups - 1) / s->groups;
+	cg_gemm_simt_tiles(s, rows);
+	for (int i = 0; i < p->o.narch; i++)
+		if (cg_gemm_simt_check(cg_module_target(p->mod[i]), s, &quiet) != 0) {
+			size_t k = strlen(why);
+			snprintf(why + k, n - k, "; CUDA cores: %s", quiet.last);
+			return -1;
+		}
+	return 0;
+}
+
+/* One variant on every target and its launch step for tlo <= T <= thi. */
+static int
+emit_variant(CgProgram *p, const Node *call, const char *name, const GemmSpec *s, int simt,
+	     const CgGemmBind *gb, int64_t tlo, int64_t thi)
+{
+	/* sm_90a targets get the wgmma mainloop where the tile suits it (not the
+	 * 16- and 32-row decode tiles): its kernel has the mma.sync kernel's
+	 * parameters, block, grid and shared memory, so the one launch step
+	 * serves every target (k_gemm_wgmma.c). */
+	for (int i = 0; i < p->o.narch; i++) {
+		GemmSpec si = *s;
+		if (!simt)
+			si.mainloop = cg_gemm_mainloop_for(cg_module_target(p->mod[i]), s);
+		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
+			return -1;
+	}
+	const CgKernel *k = cg_module_find(p->mod[0], name);
+	MArg *args = arena_array(p->a, MArg, k->nparam + 1);
+	if (bind_args(p, k, call, gb, args))
+		return -1;
+	add_step(p, STEP_LAUNCH, k, args);
+	p->run.v[p->run.n - 1].tlo = tlo;
+	p->run.v[p->run.n - 1].thi = thi;
+	return 0;
+}
+
+static int
+same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
+{
+	return sa == sb && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
+	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n;
+}
+
+/*
+ * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
+ * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
+ * max_tokens does, both variants are emitted and each launch step names its
+ * range of T (docs/bundle.md, tokens=LO..HI).
+ */
+enum { DECODE_T = 64 };
+
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 {
-	GemmSpec s;
+	GemmSpec s, small;
 	CgGemmBind gb;
-	char why[640];
-	Diag quiet;
-	int simt = 0;
+	char why[640], why2[640];
+	int simt, simt2;
 
 	*done = 0;
 	if (cg_gemm_from_kernel(p->m, call->callee, &s, &gb, why, sizeof why) != 0) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	/* Tensor cores take bf16/f16; an f32 model keeps f32 accuracy on the
-	 * CUDA cores (its results are checked to f32 tolerance), and so does a
-	 * GEMM no tensor-core tile fits (N = 8 routers).  The generic kernel is
-	 * left for what neither builder takes. */
-	diag_init(&quiet, NULL);
-	if (s.a_dt == DT_F32 || s.b_dt == DT_F32) {
-		snprintf(why, sizeof why, "f32 operands (tensor cores would round them to bf16)");
-		simt = 1;
-	} else if (choose_tiles(p, &s)) {
-		cg_gemm_check(cg_module_target(p->mod[0]), &s, &quiet);
-		snprintf(why, sizeof why, "no tensor-core tile fits (%s)", quiet.last);
-		simt = 1;
+	small = s;
+	if (plan_gemm(p, &s, p->o.max_tokens, &simt, why, sizeof why)) {
+		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
+		return 0;
 	}
-	for (int i = 0; i < p->o.narch && !simt; i++)
-		if (cg_gemm_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
-			snprintf(why, sizeof why, "%s", quiet.last);
-			simt = 1;
-		}
-	if (simt) {
-		int64_t rows = (int64_t)s.m_per_t * p->o.max_tokens;
-		if (s.groups)
-			rows = (rows + s.groups - 1) / s.groups;
-		cg_gemm_simt_tiles(&s, rows);
-		for (int i = 0; i < p->o.narch; i++)
-			if (cg_gemm_simt_check(cg_module_target(p->mod[i]), &s, &quiet) != 0) {
-				diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s; CUDA cores: %s",
-					  call->callee->name, why, quiet.last);
-				return 0;
-			}
+	if (simt)
 		diag_note(p->d, call->loc, "@%s runs on CUDA cores: %s", call->callee->name, why);
-	}
-	for (int i = 0; i < p->o.narch; i++)
-		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &s, p->d) != 0)
+	if (p->o.max_tokens > DECODE_T &&
+	    plan_gemm(p, &small, DECODE_T, &simt2, why2, sizeof why2) == 0 &&
+	    !same_tiles(&s, simt, &small, simt2)) {
+		const char *sname = arena_printf(p->a, "%s_decode", name);
+		if (emit_variant(p, call, sname, &small, simt2, &gb, 1, DECODE_T) ||
+		    emit_variant(p, call, name, &s, simt, &gb, DECODE_T + 1, p->o.max_tokens))
 			return -1;
-	const CgKernel *k = cg_module_find(p->mod[0], name);
-	MArg *args = arena_array(p->a, MArg, k->nparam + 1);
-	if (bind_args(p, k, call, &gb, args))
+	} else if (emit_variant(p, call, name, &s, simt, &gb, 0, 0)) {
 		return -1;
-	add_step(p, STEP_LAUNCH, k, args);
+	}
 	p->flops_per_t += 2 * (int64_t)s.m_per_t * s.N * s.K;
 	*done = 1;
 	return 0;

@@ -50,7 +50,7 @@ enqueue(moert_program *p, int64_t tokens, CUstream stream)
 	moert_status s;
 
 	for (int i = 0; i < p->m->nstep; i++)
-		if (p->m->step[i].kind != STEP_INIT &&
+		if (p->m->step[i].kind != STEP_INIT && bundle_step_runs(&p->m->step[i], tokens) &&
 		    (s = moert_launch_step(p, &p->m->step[i], tokens, stream)))
 			return s;
 	return MOERT_OK;
@@ -266,7 +266,7 @@ moert_profile(moert_program *p, int64_t tokens, const uint64_t *inputs,
 	for (int it = 0; !s && it < iters; it++) {
 		for (int i = 0; !s && i < ns; i++) {
 			const MStep *st = &p->m->step[i];
-			if (st->kind == STEP_INIT)
+			if (st->kind == STEP_INIT || !bundle_step_runs(st, tokens))
 				continue;
 			if (!(s = CU(MOERT_ELAUNCH, cuEventRecord, (ev[2 * i], p->stream))) &&
 			    !(s = moert_launch_step(p, st, tokens, p->stream)))
@@ -275,14 +275,15 @@ moert_profile(moert_program *p, int64_t tokens, const uint64_t *inputs,
 		if (!s)
 			s = CU(MOERT_ELAUNCH, cuStreamSynchronize, (p->stream));
 		for (int i = 0; !s && i < ns; i++)
-			if (p->m->step[i].kind != STEP_INIT)
+			if (p->m->step[i].kind != STEP_INIT && bundle_step_runs(&p->m->step[i], tokens))
 				s = CU(MOERT_ELAUNCH, cuEventElapsedTime,
 				       (&ms[(size_t)i * iters + it], ev[2 * i], ev[2 * i + 1]));
 	}
 	for (int i = 0; !s && i < ns; i++) {
 		float *row = &ms[(size_t)i * iters];
 		qsort(row, (size_t)iters, sizeof *row, cmp_float);
-		us[i] = p->m->step[i].kind == STEP_INIT ? 0 : 1e3 * row[iters / 2];
+		us[i] = p->m->step[i].kind == STEP_INIT || !bundle_step_runs(&p->m->step[i], tokens)
+			? 0 : 1e3 * row[iters / 2];
 	}
 	for (int i = 0; i < nev; i++)
 		moert_cu.cuEventDestroy_v2(ev[i]);

@@ -64,9 +64,11 @@ print_manifest(FILE *f, const Manifest *m)
 		}
 		for (int k = 0; k < 3; k++)
 			bundle_expr_print(g[k], sizeof g[k], &s->grid[k]);
-		fprintf(f, "  %-6s %-32s grid=%s,%s,%s block=%d\n",
-			s->kind == STEP_INIT ? "init" : "launch", s->kernel, g[0], g[1], g[2],
-			s->block[0] * s->block[1] * s->block[2]);
+		fprintf(f, "  %-6s %-32s grid=%s,%s,%s block=%d", s->kind == STEP_INIT ? "init" : "launch",
+			s->kernel, g[0], g[1], g[2], s->block[0] * s->block[1] * s->block[2]);
+		if (s->thi)
+			fprintf(f, "  for T in %lld..%lld", (long long)s->tlo, (long long)s->thi);
+		fputc('\n', f);
 	}
 	if (m->has_cost) {
 		bundle_expr_print(g[0], sizeof g[0], &m->flops);

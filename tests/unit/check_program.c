@@ -1,0 +1,129 @@
+/*
+ * check_program.c — whole compilation on the CPU emulator: a fused module
+ * compiled for arch "emu" runs its launch plan (init steps, decode and
+ * prefill GEMM variants chosen by T) and must match the interpreter on the
+ * unfused module, for T on both sides of the decode threshold.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bundle.h"
+#include "codegen.h"
+#include "passes.h"
+
+static const char moe_block[] =
+	"weight $g : bf16[64] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[8,64] seed=2\n"
+	"weight $wgu : bf16[8,64,64] seed=3\n"
+	"weight $wdown : bf16[8,64,32] seed=4\n"
+	"\n"
+	"graph @block(%x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,64]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=2, renorm=1, router=softmax : bf16[T,64]\n"
+	"\t%y = add %x, %m : bf16[T,64]\n"
+	"\tret %y\n}\n";
+
+static void
+fill(Tensor *t, uint64_t seed)
+{
+	for (int64_t i = 0; i < tensor_numel(t); i++) {
+		uint64_t h = mix64(seed ^ mix64((uint64_t)i));
+		dtype_store(t->dt, t->data, (size_t)i, (double)(h >> 11) * 0x1p-52 - 1.0);
+	}
+}
+
+static void
+check_at(CgProgram *p, Module *ref, int64_t T)
+{
+	const Manifest *man = cg_program_manifest(p);
+	Tensor in, want, got;
+	int64_t dim[2] = {T, 64};
+	Diag d;
+	Compare c;
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(tensor_alloc(&in, DT_BF16, 2, dim), 0);
+	fill(&in, (uint64_t)T);
+	ck_assert_int_eq(ir_eval(ir_main_graph(ref), &in, 1, &want, NULL, &d), 0);
+	ck_assert_int_eq(tensor_alloc(&got, man->out[0].dt, 2, dim), 0);
+	memset(got.data, 0xff, tensor_nbytes(&got));	/* NaN: every element must be written */
+	ck_assert_int_eq(cg_program_emulate(p, &in, &got, T, &d), 0);
+	tensor_compare(&got, &want, 1e-2, 4e-2, &c);
+	ck_assert_msg(tensor_close(&c, DT_BF16, tensor_numel(&want)),
+		      "T=%lld: rel_l2 %g, max_abs %g", (long long)T, c.rel_l2, c.max_abs);
+	tensor_free(&in);
+	tensor_free(&want);
+	tensor_free(&got);
+}
+
+START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
+{
+	Diag d;
+	Module *m, *ref;
+	PassOpts o;
+	PassCtx c;
+	CgCompileOpts co;
+	CgProgram *p;
+	int variants = 0;
+
+	diag_init(&d, stderr);
+	m = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
+	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
+	ck_assert_ptr_nonnull(m);
+	pass_default_opts(&o);
+	c = (PassCtx){&d, NULL};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);	/* the default pipeline */
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++)
+		variants += man->step[i].thi != 0;
+	ck_assert_int_ge(variants, 2);	/* decode and prefill GEMMs */
+	check_at(p, ref, 3);		/* decode variants */
+	check_at(p, ref, 100);		/* prefill variants */
+	cg_program_free(p);
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
+START_TEST(test_compile_refuses_data_dependent_shapes)
+{
+	const char *text = "graph @g(%x: f32[T,4]) -> (y: i64[2,?]) {\n"
+			   "\t%b = greater %x, %x : bool[T,4]\n"
+			   "\t%y = nonzero %b : i64[2,?]\n\tret %y\n}\n";
+	Diag d;
+	Module *m;
+	CgCompileOpts co;
+
+	diag_init(&d, NULL);
+	m = ir_parse("dyn.ir", text, strlen(text), &d);
+	ck_assert_ptr_nonnull(m);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	ck_assert_ptr_null(cg_compile(m, &co, &d));
+	ck_assert_msg(strstr(d.last, "dyn.ir:3:7") && strstr(d.last, "nonzero"), "%s", d.last);
+	ir_free_module(m);
+}
+END_TEST
+
+Suite *
+program_suite(void)
+{
+	Suite *s = suite_create("program");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_program_matches_interpreter_for_decode_and_prefill);
+	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
+	suite_add_tcase(s, tc);
+	return s;
+}
