@@ -318,6 +318,42 @@ mutate(int line, const char *text, int *col_of, const char *at, int off)
 	return out;
 }
 
+/* Launch variants for ranges of T: parsed, printed back, checked. */
+START_TEST(test_manifest_token_ranges)
+{
+	static const char *good = "launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1 tokens=1..16\n";
+	static const struct {
+		const char *range, *msg;
+	} bad[] = {
+		{"tokens=0..16", "not a range inside 1..64"}, {"tokens=9..8", "not a range inside"},
+		{"tokens=1..65", "not a range inside 1..64"}, {"tokens=1-16", "tokens wants LO..HI"},
+		{"tokens=1..", "tokens:"},
+	};
+	char text[2048], err[512], *out;
+	size_t n;
+	Manifest *m;
+	Arena *a = arena_new(0);
+
+	snprintf(text, sizeof text, "%s%s", base, good);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_OK);
+	const MStep *s = &m->step[m->nstep - 1];
+	ck_assert_int_eq(s->tlo, 1);
+	ck_assert_int_eq(s->thi, 16);
+	ck_assert(bundle_step_runs(s, 16) && !bundle_step_runs(s, 17));
+	ck_assert(bundle_step_runs(&m->step[m->nstep - 2], 64));	/* no range: always */
+	out = bundle_manifest_print(m, &n);
+	ck_assert_str_eq(out, text);
+	free(out);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%slaunch k grid=T,1,1 block=32,1,1 smem=0 "
+			 "args=in:0,w:w,out:0,T,f32:1 %s\n", base, bad[i].range);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].msg), "%s: got '%s'", bad[i].range, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
 START_TEST(test_manifest_malformed_lines)
 {
 	char *msgs[NELEM(bad)], err[512], where[64];
@@ -747,6 +783,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_expr_refuses_noncanonical_and_malformed);
 	tcase_add_test(tc, test_expr_eval_checks_overflow);
 	tcase_add_test(tc, test_manifest_round_trips);
+	tcase_add_test(tc, test_manifest_token_ranges);
 	tcase_add_test(tc, test_manifest_fields);
 	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
 	tcase_add_test(tc, test_manifest_built_in_code_prints_and_checks);
