@@ -6,7 +6,8 @@
  * Every size is checked before anything is allocated: dims against
  * overflow and the byte limit, raw_data and typed counts against the dims,
  * external ranges against the file's size.  External paths must stay
- * inside the model's folder (no absolute paths, no ".." that leaves it).
+ * inside the model's folder (no absolute paths, no ".." that leaves it, no
+ * symbolic link out of it).
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -83,6 +84,19 @@ path_inside(const char *p)
 	return depth > 0;
 }
 
+/* After symbolic links, path still lies below dir. */
+static int
+real_inside(const char *dir, const char *path)
+{
+	char *rd = realpath(dir, NULL), *rp = realpath(path, NULL);
+	size_t n = rd ? strlen(rd) : 0;
+	int ok = rd && rp && strncmp(rp, rd, n) == 0 && (rp[n] == '/' || !strcmp(rd, "/"));
+
+	free(rd);
+	free(rp);
+	return ok;
+}
+
 static int
 parse_u64(const char *s, uint64_t *out)
 {
@@ -143,6 +157,9 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 	fd = open(path, O_RDONLY);
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		terr(c, l, "cannot read external data file '%s'", path);
+	} else if (!real_inside(c->dir, path)) {
+		terr(c, l, "external data location '%s' leaves the model's folder through a "
+		     "symbolic link", loc);
 	} else if (off > (uint64_t)st.st_size || want > (uint64_t)st.st_size - off) {
 		terr(c, l, "external data range [%llu, +%zu) exceeds '%s' (%lld bytes)",
 		     (unsigned long long)off, want, loc, (long long)st.st_size);

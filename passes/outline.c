@@ -16,17 +16,33 @@
 
 #include "passes.h"
 
-int
-pass_weight_only(const Value *v)
+/*
+ * Bounded, since graphs come from strangers: a chain of a million nodes
+ * would overflow the stack, and a ladder of diamonds has 2^n paths.  Past
+ * WEIGHT_ONLY_VISITS values the answer is "no", which at worst keeps weight
+ * preparation in the kernels that run every time (docs/limits.md).
+ */
+#define WEIGHT_ONLY_VISITS 4096
+
+static int
+weight_only(const Value *v, int *budget)
 {
 	if (!v || v->kind == V_WEIGHT)
 		return 1;
-	if (v->kind != V_RESULT || v->def->op == OP_CALL)
+	if (v->kind != V_RESULT || v->def->op == OP_CALL || --*budget < 0)
 		return 0;
 	for (int i = 0; i < v->def->nin; i++)
-		if (!pass_weight_only(v->def->in[i]))
+		if (!weight_only(v->def->in[i], budget))
 			return 0;
 	return 1;
+}
+
+int
+pass_weight_only(const Value *v)
+{
+	int budget = WEIGHT_ONLY_VISITS;
+
+	return weight_only(v, &budget);
 }
 
 int
