@@ -266,6 +266,30 @@ typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT } CgSched;
 typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA } CgMainloop;
 
 /*
+ * Output quantisation, a stage after the epilogue program: its result x
+ * (rounded to in_dt first, as the IR value quantize reads) becomes c_dt =
+ * f8e4m3 or i8.  Static: q = sat(rn(x / scale) + zero), scale and zero
+ * immediates or one element behind a parameter.  Group: per `group`
+ * consecutive output columns of a row, scale = amax / qmax (448 for f8e4m3,
+ * 127 for i8; 1 where amax is 0), q = sat(rn(x / scale)), and with
+ * want_scales the scales go to "C_scale", f32 [M, width / group] (rows as C's:
+ * scattered too).  rn: f32 division, then nearest even (i8) or the f8 cast,
+ * exactly as the quantize and quantize_dynamic ops compute.
+ */
+typedef enum { CG_QUANT_NONE, CG_QUANT_STATIC, CG_QUANT_GROUP } CgQuantKind;
+typedef struct CgQuant CgQuant;
+struct CgQuant {
+	CgQuantKind kind;
+	DType in_dt;		/* f32, bf16 or f16 (f32 by default: no rounding) */
+	float scale, zero;	/* static: immediates, used where the role is NULL */
+	const char *scale_role;	/* static: a pointer to the scale (scale_dt), or NULL */
+	const char *zero_role;	/* static: a pointer to the zero point (zero_dt), or NULL */
+	DType scale_dt, zero_dt;	/* any dtype but packed i4/u4 */
+	int group;		/* group: columns per scale; a multiple of 8 dividing the tile */
+	int want_scales;	/* group: write "C_scale" */
+};
+
+/*
  * One GEMM: C[m, :] = epilogue(A'[m, :] . B_e^T) for m < M, where
  * A'[m] = A[gather ? gather_idx[m] / gather_div : m] and e is the expert
  * that owns row m (grouped) or 0 (dense).  M = m_per_t * T with T the
@@ -301,6 +325,7 @@ struct GemmSpec {
 	CgStore store;		/* CG_STORE_SCATTER: row r goes to scatter_idx[r] */
 
 	CgEpilogue ep;		/* empty: the accumulator */
+	CgQuant quant;		/* kind NONE: C in f32, bf16 or f16 */
 
 	/* tiling and schedule */
 	CgMainloop mainloop;
@@ -316,8 +341,9 @@ struct GemmSpec {
 void cg_gemm_default(GemmSpec *s);
 /*
  * Emit one GEMM kernel.  Parameters, in order (roles in quotes):
- *   "A", ["gather_idx"], "B", "C", ["scatter_idx"], ["offsets"],
- *   one pointer per epilogue load leaf (its role), "T" (i32).
+ *   "A", ["gather_idx"], "B", "C", ["C_scale"], ["scatter_idx"], ["offsets"],
+ *   one pointer per epilogue load leaf (its role), [quant.scale_role],
+ *   [quant.zero_role], "T" (i32).
  * Grid: tiles: (cdiv(M + E*(bm-1), bm), N/bn, 1); persistent: (ctas, 1, 1).
  * Returns 0, or -1 with a diagnostic (nothing is added to the module).
  */
@@ -328,6 +354,13 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+
+/* epilogue.c: the output quantisation stage */
+double cg_quant_qmax(DType c_dt);	/* 448 (f8e4m3), 127 (i8); 0: not a quantised type */
+/* The spec's own rules (types, roles); tiling rules are cg_gemm_check's. */
+int cg_quant_check(const CgQuant *q, DType c_dt, Diag *d);
+/* "f8e4m3 group=128 scales", "i8 static scale=p3 zero=2" */
+int cg_quant_print(char *buf, size_t n, const CgQuant *q, DType c_dt);
 
 /* k_gemm_simt.c: the same GEMMs on CUDA cores (FFMA) */
 
@@ -395,6 +428,7 @@ typedef struct GemmSpec GemmSpec;
 typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
+	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 };
 /* Epilogue leaves get roles "pN" (kernel parameter N); the result is C.
  * -1 with the reason in why when the builder cannot express the body. */
@@ -655,6 +689,11 @@ LLVMValueRef cg_call_emu(CgFn *f, const char *name, LLVMTypeRef ret,
  */
 void cg_ep_emit_range(CgFn *f, const CgEpilogue *e, int from, int to, LLVMValueRef *val);
 LLVMValueRef cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b);
+/* The stored bits (i8) of f32 x under q: scale and zero are f32 values (zero may be NULL). */
+LLVMValueRef cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x,
+			   LLVMValueRef scale, LLVMValueRef zero);
+/* A group's scale from its amax (f32): amax / qmax, 1 where amax is 0. */
+LLVMValueRef cg_quant_emit_scale(CgFn *f, DType c_dt, LLVMValueRef amax);
 
 /* ---- k_synth.c: elements of every dtype (for k_route, k_permute, k_synth, k_body) ---- */
 /*

@@ -11,6 +11,10 @@
  * program order.  SWIGLU pairs columns (2j, 2j+1) of its operand, which the
  * m16n8 accumulator fragment keeps in one thread; everything after it lives
  * in the output's column space (half as wide).
+ *
+ * The output quantisation stage (CgQuant) follows the program: its checks,
+ * its printing, and the code of one element and of a group's scale, with
+ * ir/eval_quant.c's arithmetic.  k_gemm.c gathers the groups' amax.
  */
 #define CG_INTERNAL
 #include <math.h>
@@ -347,4 +351,116 @@ cg_ep_emit_range(CgFn *f, const CgEpilogue *e, int from, int to, LLVMValueRef *v
 			continue;	/* the caller's */
 		val[i] = cg_ep_emit_op(f, in, val[in->a], in->b >= 0 ? val[in->b] : NULL);
 	}
+}
+
+/* ---- the output quantisation stage ---- */
+
+double
+cg_quant_qmax(DType c_dt)
+{
+	return c_dt == DT_F8E4M3 ? 448 : c_dt == DT_I8 ? 127 : 0;
+}
+
+static int
+scalar_type(DType t)
+{
+	return t != DT_I4 && t != DT_U4;
+}
+
+int
+cg_quant_check(const CgQuant *q, DType c_dt, Diag *d)
+{
+	if (q->kind == CG_QUANT_NONE)
+		return cg_quant_qmax(c_dt) > 0
+			? diag_error(d, LOC_NONE, "gemm: C is %s, but no quantisation is given", dtype_name(c_dt))
+			: 0;
+	if (q->kind != CG_QUANT_STATIC && q->kind != CG_QUANT_GROUP)
+		return diag_error(d, LOC_NONE, "gemm: unknown quantisation %d", q->kind);
+	if (cg_quant_qmax(c_dt) == 0)
+		return diag_error(d, LOC_NONE, "gemm: quantised C is %s (need f8e4m3 or i8)", dtype_name(c_dt));
+	if (q->in_dt != DT_F32 && q->in_dt != DT_BF16 && q->in_dt != DT_F16)
+		return diag_error(d, LOC_NONE, "gemm: quantisation of a %s value (need f32, bf16 or f16)",
+				  dtype_name(q->in_dt));
+	if (q->kind == CG_QUANT_STATIC) {
+		if ((q->scale_role && (!q->scale_role[0] || !scalar_type(q->scale_dt))) ||
+		    (q->zero_role && (!q->zero_role[0] || !scalar_type(q->zero_dt))))
+			return diag_error(d, LOC_NONE, "gemm: a static scale or zero point without a role, or packed");
+		return 0;
+	}
+	if (q->group < 8 || q->group % 8)
+		return diag_error(d, LOC_NONE, "gemm: quantisation groups of %d columns (need a multiple of 8)",
+				  q->group);
+	return 0;
+}
+
+int
+cg_quant_print(char *buf, size_t n, const CgQuant *q, DType c_dt)
+{
+	char sc[64], z[64] = "";
+	int k;
+
+	if (q->kind == CG_QUANT_NONE)
+		return snprintf(buf, n, "none");
+	if (q->kind == CG_QUANT_GROUP) {
+		k = snprintf(buf, n, "%s group=%d%s", dtype_name(c_dt), q->group,
+			     q->want_scales ? " scales" : "");
+	} else {
+		if (q->scale_role)
+			snprintf(sc, sizeof sc, "%s:%s", q->scale_role, dtype_name(q->scale_dt));
+		else
+			snprintf(sc, sizeof sc, "%g", q->scale);
+		if (q->zero_role)
+			snprintf(z, sizeof z, " zero=%s:%s", q->zero_role, dtype_name(q->zero_dt));
+		else if (q->zero != 0)
+			snprintf(z, sizeof z, " zero=%g", q->zero);
+		k = snprintf(buf, n, "%s static scale=%s%s", dtype_name(c_dt), sc, z);
+	}
+	if (q->in_dt != DT_F32 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, " of %s", dtype_name(q->in_dt));
+	return k;
+}
+
+/* nearbyintf: below 2^23, adding and removing 2^23 rounds to nearest even. */
+static LLVMValueRef
+round_even(CgFn *f, LLVMValueRef v)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef a = cg_intrinsic(f, "llvm.fabs", f->tf32, &f->tf32, 1, &v, 1);
+	LLVMValueRef big = cg_f32(f, 8388608.0), r, args[2];
+
+	r = LLVMBuildFSub(B, LLVMBuildFAdd(B, a, big, ""), big, "");
+	args[0] = cg_select(f, LLVMBuildFCmp(B, LLVMRealOLT, a, big, ""), r, a);
+	args[1] = v;
+	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
+}
+
+/*
+ * ir/eval_quant.c's arithmetic: x / scale rounded to f32; for i8 rounded
+ * half to even, the zero point added (rounded again), saturated, NaN 0;
+ * for f8 the sum cast with saturation (the rounding of dtype_store).
+ */
+LLVMValueRef
+cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x, LLVMValueRef scale,
+	      LLVMValueRef zero)
+{
+	LLVMValueRef v;
+
+	if (q->in_dt != DT_F32)
+		x = cg_round_dt(f, x, q->in_dt);
+	v = LLVMBuildFDiv(f->B, x, scale, "");
+	if (c_dt == DT_I8)
+		v = round_even(f, v);
+	if (zero)
+		v = LLVMBuildFAdd(f->B, v, zero, "");
+	if (c_dt == DT_I8)
+		return LLVMBuildTrunc(f->B, cg_round_dt(f, zero ? round_even(f, v) : v, DT_I8), f->ti8, "");
+	return cg_f32_to_bits(f, v, c_dt);
+}
+
+LLVMValueRef
+cg_quant_emit_scale(CgFn *f, DType c_dt, LLVMValueRef amax)
+{
+	LLVMValueRef s = LLVMBuildFDiv(f->B, amax, cg_f32(f, cg_quant_qmax(c_dt)), "");
+
+	return cg_select(f, LLVMBuildFCmp(f->B, LLVMRealOEQ, amax, cg_f32(f, 0), ""), cg_f32(f, 1), s);
 }

@@ -7,6 +7,8 @@
  *	    for kt:   wait k-tile kt; barrier; cp.async k-tile kt+S-1 into the
  *	              stage read in kt-1; ldmatrix + mma.sync on stage kt % S
  *	    epilogue: the program on the f32 accumulators, then the store
+ *	              (or the output quantisation: a static scale, or per-group
+ *	              scales from an amax over the quad and the warps)
  *
  * Tiles: bm x bn x bk per CTA, warps_m x warps_n warps, each warp owning a
  * (bm/warps_m) x (bn/warps_n) block of m16n8 accumulator fragments.  Shared
@@ -43,8 +45,11 @@ struct G {
 	int64_t width;		/* output columns: N, or N/2 after swiglu */
 	int a_ld, b_ld;		/* shared row pitch, bytes */
 	int a_bytes, stage, tab, wsum, smem;
+	/* group quantisation: output columns per fragment, per warp; segment width; smem */
+	int q_fw, q_wow, q_sg, q_off, q_bytes;
 	/* parameters */
-	LLVMValueRef A, B, C, gidx, sidx, offs, T, ep[CG_EP_MAX];
+	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
+	LLVMValueRef q_scale_p, q_zero_p, q_scale, q_zero;	/* static quantisation */
 	/* per thread */
 	LLVMValueRef tid, lane, warp, wm0, wn0;
 	LLVMValueRef a_soff[MAXI], b_soff[MAXI];	/* smem byte offsets of load chunks */
@@ -102,6 +107,32 @@ pow2(int x)
 	return x > 0 && (x & (x - 1)) == 0;
 }
 
+/*
+ * Group quantisation: a warp's output columns (wow: ni fragments of q_fw)
+ * split into segments of q_sg = min(group, wow); the amax of each row and
+ * segment goes to shared memory [bm][segments of the tile], over the stages
+ * (free after the mainloop) when they are large enough.
+ */
+static void
+quant_layout(G *g)
+{
+	const GemmSpec *s = &g->s;
+	int group = s->quant.group;
+
+	g->q_fw = g->sw >= 0 ? 4 : 8;
+	g->q_wow = g->ni * g->q_fw;
+	g->q_sg = group > 0 && group < g->q_wow ? group : g->q_wow;
+	if (g->q_sg <= 0)
+		return;
+	g->q_bytes = s->bm * (s->bn * g->q_fw / 8 / g->q_sg) * 4;
+	if (g->q_bytes <= g->tab) {
+		g->q_off = 0;
+	} else {
+		g->q_off = (g->smem + 15) & ~15;
+		g->smem = g->q_off + g->q_bytes;
+	}
+}
+
 /* Fill in defaults and derived sizes; no checks. */
 static void
 layout(G *g, const GemmSpec *in)
@@ -138,6 +169,8 @@ layout(G *g, const GemmSpec *in)
 	g->tab = s->stages * g->stage;
 	g->wsum = g->tab + ((4 * (s->groups + 1) + 15) & ~15);
 	g->smem = s->groups > 0 ? g->wsum + 128 : g->tab;
+	if (s->quant.kind == CG_QUANT_GROUP)
+		quant_layout(g);
 	g->a_chunks = s->bm * s->bk / 8;
 	g->b_chunks = s->bn * s->bk / 8;
 	g->a_n = g->nthr ? (g->a_chunks + g->nthr - 1) / g->nthr : 0;
@@ -194,9 +227,13 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
 		       "a tensor-core GEMM", d) < 0)
 		return -1;
-	if (!is_io_type(s->a_dt) || !is_io_type(s->b_dt) || !is_io_type(s->c_dt))
-		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16)",
+	if (!is_io_type(s->a_dt) || !is_io_type(s->b_dt) ||
+	    !(is_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
+		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16; "
+				  "C f8e4m3 or i8 when quantised)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt));
+	if (cg_quant_check(&s->quant, s->c_dt, d) < 0)
+		return -1;
 	if ((s->a_dt == DT_BF16 && s->b_dt == DT_F16) || (s->a_dt == DT_F16 && s->b_dt == DT_BF16))
 		return diag_error(d, LOC_NONE, "gemm: bf16 x f16 has no mma type");
 	if (s->N <= 0 || s->K <= 0)
@@ -247,6 +284,12 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: min_ctas = %d", s->min_ctas);
 	if (cg_ep_check(&s->ep, d) < 0)
 		return -1;
+	if (s->quant.kind == CG_QUANT_GROUP) {
+		int G = s->quant.group, bow = s->bn * g.q_fw / 8;
+		if (bow % G || (g.q_wow % G && G % g.q_wow))
+			return diag_error(d, LOC_NONE, "gemm: quantisation groups of %d columns do not tile "
+					  "a CTA's %d output columns (%d per warp)", G, bow, g.q_wow);
+	}
 	for (int i = 0; i < s->ep.n; i++) {
 		const CgEpInst *e = &s->ep.in[i];
 		if (e->op != CGE_ROW && e->op != CGE_MAT)
@@ -785,6 +828,232 @@ store_out(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
 	}
 }
 
+/* ---- output quantisation ---- */
+
+/* Static quantisation: the scale and zero point, once per thread, as f32. */
+static void
+quant_setup(G *g)
+{
+	CgFn *f = g->f;
+	const CgQuant *q = &g->s.quant;
+	LLVMValueRef v;
+
+	if (q->kind != CG_QUANT_STATIC)
+		return;
+	g->q_scale = cg_f32(f, q->scale);
+	g->q_zero = q->zero != 0 ? cg_f32(f, q->zero) : NULL;
+	if (q->scale_role) {
+		v = cg_load_dt(f, q->scale_dt, g->q_scale_p, cg_i64(f, 0));
+		g->q_scale = cg_round_dt(f, v, DT_F32);
+	}
+	if (q->zero_role) {
+		v = cg_load_dt(f, q->zero_dt, g->q_zero_p, cg_i64(f, 0));
+		g->q_zero = cg_round_dt(f, v, DT_F32);
+	}
+}
+
+/* n quantised bytes (i8) at C[drow, col..]: one 16-bit store for a pair. */
+static void
+store_q(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *bits, int n)
+{
+	CgFn *f = g->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), g->s.ldc), cg_sext64(f, col));
+	LLVMValueRef p = gptr(g, g->C, off, 1), lo, hi;
+
+	if (n == 1) {
+		cg_gstore(f, bits[0], p, 1);
+		return;
+	}
+	lo = LLVMBuildZExt(B, bits[0], f->ti16, "");
+	hi = LLVMBuildShl(B, LLVMBuildZExt(B, bits[1], f->ti16, ""), LLVMConstInt(f->ti16, 8, 0), "");
+	cg_gstore(f, LLVMBuildOr(B, lo, hi, ""), p, 2);
+}
+
+/*
+ * The epilogue's n results for row slot (mi, h) and fragment j, at columns
+ * col, col+1 (n = 2) or output column col (n = 1, after swiglu): stored,
+ * quantised with the static scale, or (group) kept in the accumulator
+ * registers until the group scales are known.
+ */
+static void
+result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
+{
+	const GemmSpec *s = &g->s;
+	LLVMValueRef bits[2];
+
+	switch (s->quant.kind) {
+	case CG_QUANT_NONE:
+		store_out(g, drow, col, v, n);
+		break;
+	case CG_QUANT_STATIC:
+		for (int e = 0; e < n; e++)
+			bits[e] = cg_quant_emit(g->f, &s->quant, s->c_dt, v[e], g->q_scale, g->q_zero);
+		store_q(g, drow, col, bits, n);
+		break;
+	case CG_QUANT_GROUP:	/* the value quantize_dynamic reads: amax and q agree */
+		for (int e = 0; e < n; e++)
+			cg_set(g->f, g->acc[mi][j][2 * h + e], cg_round_dt(g->f, v[e], s->quant.in_dt));
+		break;
+	}
+}
+
+/* max(a, |x|), NaN ignored (as fmax in the interpreter) */
+static LLVMValueRef
+amax(CgFn *f, LLVMValueRef a, LLVMValueRef x)
+{
+	LLVMValueRef ax = cg_intrinsic(f, "llvm.fabs", f->tf32, &f->tf32, 1, &x, 1);
+
+	return cg_select(f, LLVMBuildFCmp(f->B, LLVMRealOGT, ax, a, ""), ax, a);
+}
+
+/* The max over the quad's four lanes, in lane 3 (two shfl.up steps). */
+static LLVMValueRef
+quad_max(G *g, LLVMValueRef v, LLVMValueRef tq)
+{
+	CgFn *f = g->f;
+	LLVMBuilderRef B = f->B;
+
+	for (int d = 1; d < 4; d *= 2) {
+		LLVMValueRef o = LLVMBuildBitCast(B, cg_shfl_up(f, LLVMBuildBitCast(B, v, f->ti32, ""), d),
+						  f->tf32, "");
+		LLVMValueRef take = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, tq, cg_i32(f, d), ""),
+						 LLVMBuildFCmp(B, LLVMRealOGT, o, v, ""), "");
+		v = cg_select(f, take, o, v);
+	}
+	return v;
+}
+
+/*
+ * Group quantisation, after the epilogue program left its results in the
+ * accumulator registers.  Row slot (mi, h) of a quad is one row; its
+ * fragments j hold output columns q_fw*j + (2t, 2t+1) (or + t after
+ * swiglu).  Per segment of q_sg columns: each thread's amax, the quad's in
+ * lane 3 (shuffles), written to shared memory [row][segment]; a barrier;
+ * each thread reads the group's segments (one, or those of several warps
+ * when a group is wider than a warp), and the scale follows.  A second
+ * barrier frees the shared memory for the next tile's stages.  Rows past
+ * the end take part in the reductions (their values are finite garbage,
+ * never stored); only the stores are guarded.
+ */
+typedef struct {
+	int nv, fps, nsw, nst, gs;	/* values per fragment, fragments per segment, segments per
+					 * warp and per tile, segments per group */
+	LLVMValueRef tq, wo0, seg0, n0;	/* quad lane; the warp's first output column and segment;
+					 * the tile's first output column */
+	LLVMValueRef rl[MAXF][2];	/* row slot (mi, h): row in the tile */
+	LLVMValueRef scale[MAXF][2][MAXF];	/* per row slot and warp segment */
+} GQ;
+
+static LLVMValueRef
+ieq(CgFn *f, LLVMValueRef a, int64_t b)
+{
+	return LLVMBuildICmp(f->B, LLVMIntEQ, a, cg_i32(f, b), "");
+}
+
+/* The shared slot of (row in the tile, segment of the tile). */
+static LLVMValueRef
+qslot(G *g, const GQ *q, LLVMValueRef row, LLVMValueRef seg)
+{
+	CgFn *f = g->f;
+
+	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, row, q->nst), seg), 4), g->q_off));
+}
+
+static void
+group_amax(G *g, GQ *q)
+{
+	CgFn *f = g->f;
+	CgIf c;
+
+	cg_barrier(f);		/* every warp is past the mainloop's reads of the stages */
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			for (int k = 0; k < q->nsw; k++) {
+				LLVMValueRef a = cg_f32(f, 0);
+				for (int j = k * q->fps; j < (k + 1) * q->fps; j++)
+					for (int e = 0; e < q->nv; e++)
+						a = amax(f, a, cg_get(f, g->acc[mi][j][2 * h + e]));
+				a = quad_max(g, a, q->tq);
+				cg_if(f, &c, ieq(f, q->tq, 3));
+				cg_sstore(f, a, qslot(g, q, q->rl[mi][h], cg_addi(f, q->seg0, k)), 4);
+				cg_endif(f, &c);
+			}
+	cg_barrier(f);
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			for (int k = 0; k < q->nsw; k++) {
+				LLVMValueRef seg = cg_addi(f, q->seg0, k), a = cg_f32(f, 0);
+				LLVMValueRef first = cg_muli(f, cg_udiv(f, seg, cg_i32(f, q->gs)), q->gs);
+				for (int i = 0; i < q->gs; i++)
+					a = cg_fmax(f, a, cg_sload(f, f->tf32, qslot(g, q, q->rl[mi][h], cg_addi(f, first, i)), 4));
+				q->scale[mi][h][k] = cg_quant_emit_scale(f, g->s.c_dt, a);
+			}
+	cg_barrier(f);		/* the slots are stage memory again */
+}
+
+/* Row slot (mi, h), stored at row drow: its q, and the scales its warp writes. */
+static void
+group_store(G *g, const GQ *q, int mi, int h, LLVMValueRef drow)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int64_t ldcs = (g->sw >= 0 ? s->N / 2 : s->N) / s->quant.group;
+	CgIf c;
+
+	for (int k = 0; k < q->nsw; k++) {
+		LLVMValueRef seg = cg_addi(f, q->seg0, k), gcol, off;
+		for (int j = k * q->fps; j < (k + 1) * q->fps; j++) {
+			LLVMValueRef bits[2], col;
+			col = cg_add(f, q->n0, cg_add(f, q->wo0, cg_addi(f, cg_muli(f, q->tq, q->nv), g->q_fw * j)));
+			for (int e = 0; e < q->nv; e++)
+				bits[e] = cg_quant_emit(f, &s->quant, s->c_dt, cg_get(f, g->acc[mi][j][2 * h + e]),
+							q->scale[mi][h][k], NULL);
+			store_q(g, drow, col, bits, q->nv);
+		}
+		if (!s->quant.want_scales)
+			continue;
+		/* lane t = 0 of the warp holding the group's first segment */
+		cg_if(f, &c, LLVMBuildAnd(f->B, ieq(f, cg_urem(f, seg, cg_i32(f, q->gs)), 0), ieq(f, q->tq, 0), ""));
+		gcol = cg_add(f, cg_udiv(f, q->n0, cg_i32(f, s->quant.group)), cg_udiv(f, seg, cg_i32(f, q->gs)));
+		off = cg_add(f, cg_muli(f, cg_sext64(f, drow), ldcs), cg_sext64(f, gcol));
+		cg_gstore(f, q->scale[mi][h][k], gptr(g, g->Cs, off, 4), 4);
+		cg_endif(f, &c);
+	}
+}
+
+static void
+group_quant(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	LLVMValueRef gq = cg_shr(f, g->lane, 2);
+	GQ q;
+	CgIf c;
+
+	q.nv = g->sw >= 0 ? 1 : 2;
+	q.fps = g->q_sg / g->q_fw;
+	q.nsw = g->q_wow / g->q_sg;
+	q.nst = s->bn * g->q_fw / 8 / g->q_sg;
+	q.gs = s->quant.group / g->q_sg;
+	q.tq = cg_and(f, g->lane, 3);
+	q.wo0 = g->sw >= 0 ? cg_shr(f, g->wn0, 1) : g->wn0;
+	q.seg0 = cg_udiv(f, q.wo0, cg_i32(f, g->q_sg));
+	q.n0 = g->sw >= 0 ? cg_shr(f, g->n0, 1) : g->n0;
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			q.rl[mi][h] = cg_add(f, g->wm0, cg_addi(f, gq, 16 * mi + 8 * h));
+	group_amax(g, &q);
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef r = cg_add(f, g->row0, q.rl[mi][h]), drow;
+			cg_if(f, &c, cg_lt(f, r, g->rend));
+			drow = s->store == CG_STORE_SCATTER ? cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4) : r;
+			group_store(g, &q, mi, h, drow);
+			cg_endif(f, &c);
+		}
+}
+
 /*
  * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
  * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
@@ -853,7 +1122,7 @@ epilogue(G *g)
 					res[e] = n == 0 ? acc : sw < 0 ? val[e][n - 1] : NULL;
 				}
 				if (sw < 0) {
-					store_out(g, drow, cols[j], res, 2);
+					result(g, mi, h, j, drow, cols[j], res, 2);
 					continue;
 				}
 				{
@@ -871,11 +1140,13 @@ epilogue(G *g)
 						}
 					}
 					cg_ep_emit_range(f, ep, sw + 1, n, v);
-					store_out(g, drow, oc, &v[n - 1], 1);
+					result(g, mi, h, j, drow, oc, &v[n - 1], 1);
 				}
 			}
 			cg_endif(f, &c);
 		}
+	if (s->quant.kind == CG_QUANT_GROUP)
+		group_quant(g);
 }
 
 /* ---- the kernel ---- */
@@ -900,6 +1171,8 @@ params(G *g, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
 	p[n++] = (CgParam){CGP_PTR, "B"};
 	p[n++] = (CgParam){CGP_PTR, "C"};
+	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
+		p[n++] = (CgParam){CGP_PTR, "C_scale"};
 	if (s->store == CG_STORE_SCATTER)
 		p[n++] = (CgParam){CGP_PTR, "scatter_idx"};
 	if (s->groups > 0)
@@ -907,6 +1180,10 @@ params(G *g, CgParam *p)
 	for (int i = 0; i < s->ep.n; i++)
 		if (cg_ep_is_load(s->ep.in[i].op))
 			p[n++] = (CgParam){CGP_PTR, s->ep.in[i].role};
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
+		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
+		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
 }
@@ -927,6 +1204,10 @@ bind_params(G *g)
 	cg_arg_noalias(f, n);
 	g->B = cg_arg(f, n++);
 	g->C = cg_arg(f, n++);
+	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales) {
+		cg_arg_noalias(f, n);
+		g->Cs = cg_arg(f, n++);
+	}
 	if (s->store == CG_STORE_SCATTER) {
 		cg_arg_noalias(f, n);
 		g->sidx = cg_arg(f, n++);
@@ -941,6 +1222,10 @@ bind_params(G *g)
 				cg_arg_noalias(f, n);
 			g->ep[i] = cg_arg(f, n++);
 		}
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
+		g->q_scale_p = cg_arg(f, n++);
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
+		g->q_zero_p = cg_arg(f, n++);
 	g->T = cg_arg(f, n++);
 }
 
@@ -962,14 +1247,18 @@ note(G *g, char *buf, size_t n)
 	if (s->groups && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, " E=%d", s->groups);
 	if (s->ep.n && (size_t)k < n)
-		snprintf(buf + k, n - (size_t)k, " ep: %s", ep);
+		k += snprintf(buf + k, n - (size_t)k, " ep: %s", ep);
+	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
+		cg_quant_print(ep, sizeof ep, &s->quant, s->c_dt);
+		snprintf(buf + k, n - (size_t)k, " quant: %s", ep);
+	}
 }
 
 int
 cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 {
 	G g;
-	CgParam p[8 + CG_EP_MAX];
+	CgParam p[10 + CG_EP_MAX];
 	int np, block[3];
 	CgExpr grid[3];
 	char buf[800];
@@ -986,6 +1275,7 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	g.f = f;
 	bind_params(&g);
 	thread_setup(&g);
+	quant_setup(&g);
 	if (g.s.groups > 0)
 		expert_table(&g);
 	if (g.s.sched == CG_SCHED_PERSISTENT) {

@@ -2,7 +2,8 @@
  * lower_gemm.c — a fused `template=gemm|grouped_gemm` kernel body becomes a
  * GemmSpec for k_gemm.c: the prologue (the MoE token gather) becomes A's
  * row gather, the ops after the (grouped) matmul become the epilogue
- * program, scatter_rows becomes the scattered store.
+ * program, scatter_rows becomes the scattered store, and a final quantize
+ * (scalar scale) or quantize_dynamic (group=N) the output quantisation.
  *
  *	%src = div %rows, 2 ; %xs = gather %x, %src      A = x, gather = rows / 2
  *	%h = grouped_matmul %xs, %w, %offs, to=bf16      B = w [E,N,K], offsets
@@ -245,6 +246,74 @@ binary(L *l, const Node *n)
 	return -2;
 }
 
+/* A scalar operand of quantize: an immediate, or a parameter read as one element. */
+static int
+quant_scalar(L *l, const Value *v, float *imm, const char **r, DType *dt)
+{
+	double f[1];
+	int p;
+
+	v = strip_views(v);
+	if (ir_type_numel(&v->type) != 1)
+		return fail(l, "quantize with a scale or zero point that is not a scalar");
+	if (v->kind == V_RESULT && v->def->op == OP_CONST) {
+		if (ir_attr_floats(v->def, "value", f, 1) != 1)
+			return fail(l, "a quantize constant without a value");
+		*imm = (float)f[0];
+		return 0;
+	}
+	if ((p = param_index(l->k, v)) < 0)
+		return fail(l, "the scale or zero point of quantize is computed in the kernel");
+	*r = role(l, p);
+	*dt = v->type.dt;
+	return 0;
+}
+
+/*
+ * The output quantisation: the last node, reading the last epilogue value;
+ * its q is C and quantize_dynamic's scales (when the kernel returns them)
+ * are C_scale.
+ */
+static int
+quant_node(L *l, const Node *n)
+{
+	CgQuant *q = &l->s->quant;
+	int e = get(l, n->in[0]);
+
+	if (e < 0 || e != l->s->ep.n - 1)
+		return fail(l, "%s of a value that is not the epilogue's result", ir_opname(n->op));
+	if (n->next)
+		return fail(l, "%s is not the last op of the kernel", ir_opname(n->op));
+	q->in_dt = n->in[0]->type.dt;
+	if (n->op == OP_QUANTIZE) {
+		q->kind = CG_QUANT_STATIC;
+		if (ir_attr_int(n, "block_size", 0) != 0)
+			return fail(l, "a blocked quantize");
+		if (quant_scalar(l, n->in[1], &q->scale, &q->scale_role, &q->scale_dt) < 0 ||
+		    (n->nin > 2 && n->in[2] &&
+		     quant_scalar(l, n->in[2], &q->zero, &q->zero_role, &q->zero_dt) < 0))
+			return -1;
+		if (n->out[0]->type.dt == DT_F8E4M3 && !ir_attr_int(n, "saturate", 1))
+			return fail(l, "quantize to f8e4m3 with saturate=0");
+	} else {
+		const Attr *g = ir_attr(n, "group");
+		if (!g || g->kind != A_INT)
+			return fail(l, "quantize_dynamic per %s: its scale needs the whole %s",
+				    g && g->kind == A_STR ? g->u.s : "tensor",
+				    g && g->kind == A_STR ? g->u.s : "tensor");
+		q->kind = CG_QUANT_GROUP;
+		q->group = (int)g->u.i;
+		if (l->k->nret == 2 && l->k->ret[1] == n->out[1]) {
+			q->want_scales = 1;
+			l->bind->c_scale = 1;
+		}
+	}
+	if (l->k->ret[0] != n->out[0] || l->k->nret != 1 + q->want_scales)
+		return fail(l, "the kernel returns something besides the quantised output and its scales");
+	put(l, n->out[0], e);
+	return 0;
+}
+
 static int
 epilogue_node(L *l, const Node *n)
 {
@@ -254,6 +323,8 @@ epilogue_node(L *l, const Node *n)
 		return 0;
 	if ((n->op == OP_RESHAPE && n->nin == 1) || n->op == OP_GATHER)
 		return 0;	/* operand preparation, read by the leaf that needs it */
+	if (n->op == OP_QUANTIZE || n->op == OP_QUANTIZE_DYNAMIC)
+		return quant_node(l, n);
 	if (n->op == OP_SCATTER_ROWS) {
 		int p = param_index(l->k, n->in[1]);
 		if (get(l, n->in[0]) < 0 || p < 0)
@@ -371,7 +442,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	CgGemmBind *bind = l.bind;
 	const Node *mm = NULL;
 
-	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = -1;
+	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = bind->c_scale = -1;
 	cg_gemm_default(s);
 	for (const Node *n = k->first; n; n = n->next)
 		if (n->op == OP_MATMUL || n->op == OP_GROUPED_MATMUL) {
@@ -379,7 +450,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 				return snprintf(why, whylen, "two matmuls in one kernel"), -1;
 			mm = n;
 		}
-	if (!mm || k->nret != 1)
+	if (!mm || (k->nret != 1 && !(k->nret == 2 && k->last->op == OP_QUANTIZE_DYNAMIC)))
 		return snprintf(why, whylen, "not one matmul with one result"), -1;
 	l.anchor = mm;
 	const Value *w = mm->in[1];

@@ -13,7 +13,12 @@
  * An op joins the epilogue when it is elementwise on the accumulator, its
  * other operand is a scalar, a per-row or per-column vector, or a matrix
  * of the result's shape, and the value it extends has no other user.
- * Everything it refuses is reported with the reason.
+ * It may end with the output quantisation: quantize to f8e4m3 or i8 with a
+ * scalar scale (and zero point), or quantize_dynamic in groups of N columns
+ * a GEMM tile holds whole (the kernel then also returns the scales).
+ * Per-token and per-tensor scales need the whole row or tensor, across
+ * every column tile: those stay kernels of their own.  Everything it
+ * refuses is reported with the reason.
  */
 #include <string.h>
 
@@ -81,6 +86,50 @@ epilogue_op(Op op)
 	}
 }
 
+/*
+ * Why the quantisation u cannot end the epilogue (NULL: it can).  Group
+ * sizes must fill whole mma fragments (8 columns) and fit a tile: at most
+ * 256 output columns, 128 after swiglu (the tile's columns are halved).
+ */
+static const char *
+quant_refusal(const Node *u, int paired, char *buf, size_t n)
+{
+	DType to = u->out[0]->type.dt;
+	int64_t widest = paired ? 128 : 256;
+	const Attr *g;
+
+	if (to != DT_F8E4M3 && to != DT_I8) {
+		snprintf(buf, n, "it quantises to %s (an epilogue writes f8e4m3 or i8)", dtype_name(to));
+		return buf;
+	}
+	if (u->op == OP_QUANTIZE) {
+		if (ir_type_numel(&u->in[1]->type) != 1 || ir_attr_int(u, "block_size", 0) ||
+		    (u->nin > 2 && u->in[2] && ir_type_numel(&u->in[2]->type) != 1))
+			return "its scale is per axis or blocked (a scalar scale and zero point fuse)";
+		if (to == DT_F8E4M3 && !ir_attr_int(u, "saturate", 1))
+			return "saturate=0 (overflow to NaN) has no epilogue form";
+		return NULL;
+	}
+	g = ir_attr(u, "group");
+	if (!g || (g->kind == A_STR && strcmp(g->u.s, "tensor") == 0))
+		return "per-tensor quantisation needs the whole tensor";
+	if (g->kind == A_STR && strcmp(g->u.s, "row") == 0)
+		return "per-token quantisation needs the whole row";
+	if (g->kind != A_INT)
+		return "an unknown group";
+	if (g->u.i % 8) {
+		snprintf(buf, n, "groups of %lld columns do not fill whole mma fragments (8 columns)",
+			 (long long)g->u.i);
+		return buf;
+	}
+	if (g->u.i > widest) {
+		snprintf(buf, n, "groups of %lld columns are wider than a GEMM tile (%lld%s)",
+			 (long long)g->u.i, (long long)widest, paired ? " after swiglu" : "");
+		return buf;
+	}
+	return NULL;
+}
+
 /* The nodes that only shape an epilogue operand (the routing weight
  * gathered through the permutation), when nothing else uses them. */
 static void
@@ -116,6 +165,16 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 		} else if (u->op == OP_SCATTER_ROWS && grouped && u->in[0] == v) {
 			add(s, u);
 			return;		/* the store */
+		} else if ((u->op == OP_QUANTIZE || u->op == OP_QUANTIZE_DYNAMIC) && u->in[0] == v) {
+			char buf[160];
+			const char *why = quant_refusal(u, paired, buf, sizeof buf);
+			if (why) {
+				report_skip(c->report, "%s %%%s: %s: not fused into the epilogue of %%%s",
+					    ir_opname(u->op), u->out[0]->name, why, v->name);
+				return;
+			}
+			add(s, u);
+			return;		/* the quantised store ends the epilogue */
 		} else if (epilogue_op(u->op)) {
 			int ok = 1;
 			for (int i = 0; i < u->nin && ok; i++)
@@ -284,6 +343,15 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 			k += (size_t)snprintf(buf + k, len - k, "%s%s %s", sep,
 					      x->op == OP_ADD ? "+" : x->op == OP_MUL ? "×" :
 					      x->op == OP_SUB ? "-" : "/", w);
+		} else if (x->op == OP_QUANTIZE) {
+			operand_words(w, sizeof w, acc, x->in[1]);
+			k += (size_t)snprintf(buf + k, len - k, "%squantize to %s, %s scale%s", sep,
+					      dtype_name(x->out[0]->type.dt), w,
+					      x->nin > 2 && x->in[2] ? " and zero point" : "");
+		} else if (x->op == OP_QUANTIZE_DYNAMIC) {
+			k += (size_t)snprintf(buf + k, len - k, "%squantize to %s, a scale per %lld columns of a row",
+					      sep, dtype_name(x->out[0]->type.dt),
+					      (long long)ir_attr_int(x, "group", 0));
 		} else if (x->op == OP_GELU) {
 			k += (size_t)snprintf(buf + k, len - k, "%sgelu (%s)", sep, ir_attr_str(x, "approx", "none"));
 		} else {
