@@ -26,6 +26,14 @@ def build_moert():
     return exe
 
 
+def moert_profile(exe, bundle, tokens):
+    # where the time goes: each launch step timed alone (printed to the log)
+    p = subprocess.run([exe, "bench", bundle, f"--tokens={tokens}", "--iters=20", "--warmup=3",
+                        "--profile"], capture_output=True, text=True)
+    out = p.stdout[p.stdout.find("profile"):] if "profile" in p.stdout else p.stderr[-1000:]
+    print(f"--- {os.path.basename(bundle)} T={tokens}\n{out}", flush=True)
+
+
 def moert_bench(exe, bundle, tokens, skew, iters, graph):
     args = [exe, "bench", bundle, f"--tokens={tokens}", f"--iters={iters}", "--warmup=10",
             f"--skew={skew}"] + (["--graph"] if graph else [])
@@ -159,6 +167,7 @@ def main():
     rows = []
     for name, bundle, tokens, kind, model in cases:
         T = int(tokens)
+        moert_profile(exe, f"{BUNDLES}/{bundle}", T)
         for skew in ((0,) if kind == "dense" else (0, 80)):
             iters = 100 if T <= 1024 else 30
             us = moert_bench(exe, f"{BUNDLES}/{bundle}", T, skew, iters, True)
