@@ -168,6 +168,34 @@ START_TEST(test_verify_refuses_corruption_truncation_version)
 }
 END_TEST
 
+/* Every byte, one bit each: moert_verify and moert_load_host both refuse,
+ * with the same status, a message, and nothing left allocated. */
+START_TEST(test_every_flipped_byte_refused_by_verify_and_load)
+{
+	size_t len;
+	unsigned char *b = bundle(&len);
+	moert_program *p;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char bit = (unsigned char)(1u << i % 8);
+		moert_status v, l;
+
+		b[i] ^= bit;
+		v = moert_verify(b, len);
+		p = (moert_program *)1;
+		l = moert_load_host(b, len, &p);
+		ck_assert_msg(v == MOERT_EFORMAT || (i >= 8 && i < 12 && v == MOERT_EVERSION),
+			      "byte %zu: moert_verify says %s", i, moert_status_name(v));
+		ck_assert_msg(l == v && !p, "byte %zu: moert_load_host says %s", i,
+			      moert_status_name(l));
+		ck_assert(moert_last_error()[0]);
+		b[i] ^= bit;
+	}
+	ck_assert_int_eq(moert_verify(b, len), MOERT_OK);
+	free(b);
+}
+END_TEST
+
 START_TEST(test_load_host_refuses_bad_bundles)
 {
 	size_t len;
@@ -399,6 +427,7 @@ runtime_suite(void)
 	tcase_add_test(tc, test_open_default_library);
 	tcase_add_test(tc, test_pick_code_by_compute_capability);
 	tcase_add_test(tc, test_verify_refuses_corruption_truncation_version);
+	tcase_add_test(tc, test_every_flipped_byte_refused_by_verify_and_load);
 	tcase_add_test(tc, test_load_host_refuses_bad_bundles);
 	tcase_add_test(tc, test_load_file_checks_bundle_before_driver);
 	tcase_add_test(tc, test_program_queries);
