@@ -355,6 +355,31 @@ void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
 
+/* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */
+/*
+ * wgmma.mma_async by warpgroups (4 warps each) from 128-byte-swizzled
+ * shared tiles that cp.async fills; everything else as with mma.sync.
+ * Tiles: bm 64/128/256, bk 64/128, 4/8/16 warps; each warpgroup takes 64k
+ * rows and at most 128 columns (64 or 128 with B [K,N]), 128 accumulators
+ * per thread at most.  With 4-5 stages one wgmma group stays in flight
+ * across k-tiles (no_frag_pipe: none); with 2-3, none.  The kernel has the
+ * parameters, block, grid and shared memory
+ * of the mma.sync kernel of the same spec.  Targets: sm_90a, and the emulator.
+ */
+/* WGMMA where t has it and s's tile suits it, else MMA. */
+CgMainloop cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s);
+/*
+ * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
+ * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
+ * swizzle.  The flags break it on purpose (for the emulator's checks).
+ */
+enum {
+	CG_WGPROBE_NO_FENCE = 1 << 0,		/* no fence.proxy.async after the shared stores */
+	CG_WGPROBE_WRITE_IN_FLIGHT = 1 << 1,	/* a shared store before wgmma.wait_group */
+	CG_WGPROBE_NO_WAIT = 1 << 2,		/* no wgmma.wait_group at all */
+};
+int cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d);
+
 /* epilogue.c: the output quantisation stage */
 double cg_quant_qmax(DType c_dt);	/* 448 (f8e4m3), 127 (i8); 0: not a quantised type */
 /* The spec's own rules (types, roles); tiling rules are cg_gemm_check's. */

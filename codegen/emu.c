@@ -18,6 +18,18 @@
  * checked against the launch's buffers, shared ones against the dynamic
  * shared size.  Errors stop the launch with a diagnostic.
  *
+ * wgmma (sm_90a) is a warpgroup collective: its operands are read from
+ * shared memory through the matrix descriptors as the PTX ISA defines them
+ * (canonical K- and MN-major layouts, 128/64/32-byte swizzles on address
+ * bits), and its result reaches the accumulators only at the
+ * wgmma.wait_group that retires its group.  Shared addresses are the low
+ * bits of the host addresses, and the dynamic shared memory deliberately
+ * starts 384 bytes past a 1 KiB boundary, so a builder must align its
+ * swizzled tiles itself.  Hazards are errors: an operand byte written by
+ * the generic proxy (st.shared, cp.async) without a later
+ * fence.proxy.async by the writing thread; a write to bytes an in-flight
+ * wgmma reads; wgmma operations still pending when the kernel ends.
+ *
  * Single-threaded and not reentrant: one launch at a time per process.
  */
 #define CG_INTERNAL
@@ -35,8 +47,11 @@
 #include "codegen.h"
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE };
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP };
+/* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT };
 #define STACK (256 * 1024)
+#define SMEM_SKEW 384		/* the shared base, past a 1 KiB boundary */
+#define WG_MAXOPS 256		/* wgmma operations in flight per warpgroup */
 
 typedef struct Copy Copy;
 struct Copy {
@@ -52,8 +67,31 @@ struct Thr {
 	int tid[3], lin;
 	int state, coll, ci;
 	void *cp[2];
+	uint64_t u[3];		/* wgmma: descriptors, scale-d */
 	Copy *q;
 	int nq, capq, open;
+	uint32_t nfence;	/* fence.proxy.async executed so far */
+};
+
+/*
+ * One wgmma.mma_async of a warpgroup, issued but not retired: its results
+ * per thread, where they go, and the shared bytes it reads (marked in
+ * E.rd until it retires).
+ */
+typedef struct WgOp WgOp;
+struct WgOp {
+	int grp;		/* commit group, -1 while uncommitted */
+	int n;			/* accumulators per thread */
+	float *dst[128];
+	float *val;		/* [128][n] */
+	uint32_t *rd;		/* shared offsets of the operand bytes (2 per element) */
+	int nrd;
+};
+
+typedef struct Wg Wg;
+struct Wg {
+	WgOp op[WG_MAXOPS];
+	int nop, ncommit;
 };
 
 static struct {
@@ -64,8 +102,12 @@ static struct {
 	void (*fn)(uint64_t *);
 	uint64_t *args;
 	int grid[3], block[3], cta[3];
-	unsigned char *smem;
+	unsigned char *smem, *smem_raw;
 	size_t smem_bytes;
+	/* per shared byte: last generic writer + 1 and its fence count then; wgmma readers */
+	uint16_t *owner, *rd;
+	uint32_t *epoch;
+	Wg *wg;			/* per warpgroup */
 	const CgEmuBuf *buf;
 	int nbuf;
 	int failed;
@@ -138,6 +180,29 @@ in_smem(const void *p, size_t n)
 	return c >= E.smem && c + n <= E.smem + E.smem_bytes && c + n >= c;
 }
 
+/*
+ * A generic-proxy write of shared bytes by the current thread: an error
+ * where an in-flight wgmma reads them; else they are marked unfenced until
+ * the thread's next fence.proxy.async.
+ */
+static void
+generic_write(const void *p, size_t n, const char *what)
+{
+	size_t o = (size_t)((const unsigned char *)p - E.smem);
+
+	for (size_t i = o; i < o + n; i++)
+		if (E.rd[i]) {
+			fail("thread %d of CTA (%d,%d,%d): %s writes shared offset %zu, which an in-flight "
+			     "wgmma reads (no wgmma.wait_group before it)", E.cur->lin, E.cta[0],
+			     E.cta[1], E.cta[2], what, i);
+			abandon();
+		}
+	for (size_t i = o; i < o + n; i++) {
+		E.owner[i] = (uint16_t)(E.cur->lin + 1);
+		E.epoch[i] = E.cur->nfence;
+	}
+}
+
 void
 moec_emu_check(const void *p, int32_t bytes, int32_t space, int32_t write)
 {
@@ -156,6 +221,8 @@ moec_emu_check(const void *p, int32_t bytes, int32_t space, int32_t write)
 			     bytes, (const unsigned char *)p - E.smem, E.smem_bytes);
 			abandon();
 		}
+		if (write)
+			generic_write(p, (size_t)bytes, "st.shared");
 		return;
 	}
 	if (E.nbuf == 0)
@@ -186,6 +253,13 @@ moec_emu_cp_async(void *dst, const void *src, int32_t n)
 		t->capq = t->capq ? 2 * t->capq : 16;
 		t->q = xrealloc(t->q, (size_t)t->capq * sizeof *t->q);
 	}
+	for (int i = 0; i < n; i++)
+		if (E.rd[(unsigned char *)dst - E.smem + i]) {
+			fail("thread %d of CTA (%d,%d,%d): cp.async into shared offset %td, which an "
+			     "in-flight wgmma reads", t->lin, E.cta[0], E.cta[1], E.cta[2],
+			     (unsigned char *)dst - E.smem + i);
+			abandon();
+		}
 	c = &t->q[t->nq++];
 	c->dst = dst;
 	c->n = n;
@@ -207,9 +281,10 @@ moec_emu_cp_wait(int32_t n)
 
 	for (int i = 0; i < t->nq; i++) {
 		Copy *c = &t->q[i];
-		if (c->grp < t->open - n)
+		if (c->grp < t->open - n) {
+			generic_write(c->dst, (size_t)c->n, "cp.async");
 			memcpy(c->dst, c->data, (size_t)c->n);
-		else
+		} else
 			t->q[k++] = *c;
 	}
 	t->nq = k;
@@ -248,6 +323,44 @@ moec_emu_shfl_up(int32_t *io, int32_t delta)
 	t->cp[0] = io;
 	t->ci = delta;
 	yield(T_COLL);
+}
+
+/* wgmma.mma_async m64nNk16: kind = N | f16 << 9 | trans-a << 10 | trans-b << 11
+ * | neg-a << 12 | neg-b << 13; acc: the thread's N/2 accumulators */
+void
+moec_emu_wgmma(float *acc, int64_t da, int64_t db, int32_t scale_d, int32_t kind)
+{
+	Thr *t = E.cur;
+
+	t->coll = C_WGMMA;
+	t->cp[0] = acc;
+	t->u[0] = (uint64_t)da;
+	t->u[1] = (uint64_t)db;
+	t->u[2] = scale_d != 0;
+	t->ci = kind;
+	yield(T_COLL);
+}
+
+static void
+wg_coll(int coll, int n)
+{
+	Thr *t = E.cur;
+
+	t->coll = coll;
+	t->ci = n;
+	t->u[0] = t->u[1] = t->u[2] = 0;
+	yield(T_COLL);
+}
+
+void moec_emu_wg_fence(void) { wg_coll(C_WG_FENCE, 0); }
+void moec_emu_wg_commit(void) { wg_coll(C_WG_COMMIT, 0); }
+void moec_emu_wg_wait(int32_t n) { wg_coll(C_WG_WAIT, n); }
+
+/* fence.proxy.async: the thread's earlier generic writes become visible to wgmma */
+void
+moec_emu_fence_proxy_async(void)
+{
+	E.cur->nfence++;
 }
 
 float moec_emu_exp2(float x) { return exp2f(x); }
@@ -358,6 +471,225 @@ do_shfl_up(Thr *w)
 		*(int32_t *)w[l].cp[0] = l >= w[0].ci ? v[l - w[0].ci] : v[l];
 }
 
+/* ---- wgmma, from the PTX ISA's shared-memory matrix layouts ---- */
+
+/*
+ * A matrix descriptor: start address, leading and stride byte offsets
+ * (bits 0-13, 16-29, 32-45, each the byte value >> 4), base offset (49-51),
+ * swizzle (62-63: 0 none, 1 128-byte, 2 64-byte, 3 32-byte).
+ */
+typedef struct {
+	uint32_t start, lbo, sbo;
+	int swz, bytes;		/* swizzle mode; its row width in bytes (16: none) */
+} Desc;
+
+static int
+desc_decode(uint64_t d, Desc *o, const char *which)
+{
+	static const int width[4] = {16, 128, 64, 32};
+
+	o->start = (uint32_t)(d & 0x3fff) << 4;
+	o->lbo = (uint32_t)(d >> 16 & 0x3fff) << 4;
+	o->sbo = (uint32_t)(d >> 32 & 0x3fff) << 4;
+	o->swz = (int)(d >> 62 & 3);
+	o->bytes = width[o->swz];
+	if (d >> 49 & 7) {
+		fail("wgmma: descriptor %s has base offset %d (only 0 is emulated)", which, (int)(d >> 49 & 7));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The 18-bit shared address of element (r, k) of a 16-bit operand, r along
+ * M (or N), k along K (0..15), with T = 8 elements per 16 bytes.  CuTe
+ * notation, from the PTX ISA's canonical layouts (x = swizzle bytes / 16):
+ *	K-major, none:       ((8,m),(T,2k)) : ((1T,SBO),(1,LBO))
+ *	K-major, swizzled:   ((8,m),(T,2k)) : ((xT,SBO),(1,T))
+ *	MN-major, none:      ((T,1,m),(8,k)) : ((1,T,SBO),(1T,LBO))
+ *	MN-major, swizzled:  ((T,x,m),(8,k)) : ((1,T,LBO),(xT,SBO))
+ * then Swizzle<log2 x, 4, 3> on the byte address: bits 7.. xor into bits 4..
+ */
+static uint32_t
+elem_addr(const Desc *d, int mn_major, int r, int k)
+{
+	uint32_t off, a;
+	int bits = d->swz == 1 ? 3 : d->swz == 2 ? 2 : d->swz == 3 ? 1 : 0;
+
+	if (!mn_major) {
+		if (!d->swz)
+			off = (uint32_t)(r % 8 * 16 + r / 8 * (int)d->sbo + k % 8 * 2 + k / 8 * (int)d->lbo);
+		else
+			off = (uint32_t)(r % 8 * d->bytes + r / 8 * (int)d->sbo + k * 2);
+	} else {
+		if (!d->swz) {
+			off = (uint32_t)(r % 8 * 2 + r / 8 * (int)d->sbo + k % 8 * 16 + k / 8 * (int)d->lbo);
+		} else {
+			int w = d->bytes / 2;	/* elements per swizzle row */
+			off = (uint32_t)(r % w * 2 + r / w * (int)d->lbo + k % 8 * d->bytes + k / 8 * (int)d->sbo);
+		}
+	}
+	a = (d->start + off) & 0x3ffff;
+	return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
+}
+
+/* The host offset of an 18-bit shared address, or -1 outside the CTA's shared memory. */
+static long
+shared_off(uint32_t a, int bytes)
+{
+	uint32_t base = (uint32_t)((uintptr_t)E.smem & 0x3ffff);
+	long o = (long)((a - base) & 0x3ffff);
+
+	return (size_t)o + (size_t)bytes <= E.smem_bytes ? o : -1;
+}
+
+/* Read one operand element, checking bounds, alignment and the proxy fence. */
+static int
+operand(WgOp *op, uint32_t a, int f16, double sc, double *v, const char *which)
+{
+	long o = shared_off(a, 2);
+
+	if (o < 0 || a % 2) {
+		fail("wgmma: operand %s reads shared address 0x%x, outside the CTA's %zu bytes or misaligned",
+		     which, a, E.smem_bytes);
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		int w = E.owner[o + i];
+		if (w && E.thr[w - 1].nfence == E.epoch[o + i]) {
+			fail("wgmma: operand %s reads shared offset %ld, written by thread %d through the "
+			     "generic proxy with no fence.proxy.async after it", which, o + i, w - 1);
+			return -1;
+		}
+		op->rd[op->nrd++] = (uint32_t)(o + i);
+		E.rd[o + i]++;
+	}
+	*v = sc * (f16 ? f16_to_f32(ld16(E.smem + o)) : bf16_to_f32(ld16(E.smem + o)));
+	return 0;
+}
+
+/* Resolve wgmma.mma_async for the 128 threads of a warpgroup. */
+__attribute__((noinline)) static void
+do_wgmma(Thr *w, Wg *g)
+{
+	int kind = w[0].ci, N = kind & 511, f16 = kind >> 9 & 1, ta = kind >> 10 & 1, tb = kind >> 11 & 1;
+	double sa = kind >> 12 & 1 ? -1 : 1, sb = kind >> 13 & 1 ? -1 : 1;
+	int scale_d = (int)w[0].u[2], n = N / 2;
+	static double A[64][16], Bm[16][256];
+	Desc da, db;
+	WgOp *op;
+
+	if (N < 8 || N > 256 || N % 8) {
+		fail("wgmma: n = %d", N);
+		return;
+	}
+	for (int t = 1; t < 128; t++)
+		if (w[t].u[0] != w[0].u[0] || w[t].u[1] != w[0].u[1] || w[t].u[2] != w[0].u[2]) {
+			fail("wgmma: thread %d of the warpgroup gives other descriptors or scale-d than thread 0",
+			     w[t].lin);
+			return;
+		}
+	if (g->nop == WG_MAXOPS) {
+		fail("wgmma: more than %d operations in flight", WG_MAXOPS);
+		return;
+	}
+	if (desc_decode(w[0].u[0], &da, "A") < 0 || desc_decode(w[0].u[1], &db, "B") < 0)
+		return;
+	op = &g->op[g->nop];
+	op->grp = -1;
+	op->n = n;
+	op->val = xmalloc(sizeof(float) * 128 * (size_t)n);
+	op->rd = xmalloc(sizeof(uint32_t) * 2 * (64 * 16 + 16 * (size_t)N));
+	op->nrd = 0;
+	for (int r = 0; r < 64; r++)
+		for (int k = 0; k < 16; k++)
+			if (operand(op, elem_addr(&da, ta, r, k), f16, sa, &A[r][k], "A") < 0)
+				goto bad;
+	for (int c = 0; c < N; c++)
+		for (int k = 0; k < 16; k++)
+			if (operand(op, elem_addr(&db, tb, c, k), f16, sb, &Bm[k][c], "B") < 0)
+				goto bad;
+	for (int t = 0; t < 128; t++) {
+		float *acc = w[t].cp[0];
+		const float *in = acc;
+		/* an accumulator still in flight passes through (same shape only) */
+		for (int j = g->nop - 1; j >= 0; j--) {
+			const WgOp *p = &g->op[j];
+			if (p->dst[t] == acc && p->n == n) {
+				in = p->val + (size_t)t * (size_t)n;
+				break;
+			}
+			if (p->dst[t] < acc + n && acc < p->dst[t] + p->n) {
+				fail("wgmma: thread %d: accumulators overlap those of an in-flight wgmma of "
+				     "another shape", w[t].lin);
+				goto bad;
+			}
+		}
+		op->dst[t] = acc;
+		for (int i = 0; i < n; i++) {
+			/* row = 16 warp + lane/4 (+8), col = 8 (i/4) + 2 (lane%4) + i%2 */
+			int l = t % 32, row = 16 * (t / 32) + l / 4 + 8 * (i % 4 / 2);
+			int col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+			double s = scale_d ? in[i] : 0;
+			for (int k = 0; k < 16; k++)
+				s += A[row][k] * Bm[k][col];
+			op->val[(size_t)t * (size_t)n + (size_t)i] = (float)s;
+		}
+	}
+	g->nop++;
+	return;
+bad:
+	for (int i = 0; i < op->nrd; i++)
+		E.rd[op->rd[i]]--;
+	free(op->val);
+	free(op->rd);
+}
+
+/* Retire the operations of committed groups older than the newest n. */
+static void
+wg_retire(Wg *g, int n)
+{
+	int k = 0;
+
+	for (int j = 0; j < g->nop; j++) {
+		WgOp *op = &g->op[j];
+		if (op->grp < 0 || op->grp >= g->ncommit - n) {
+			g->op[k++] = *op;
+			continue;
+		}
+		for (int t = 0; t < 128; t++)
+			memcpy(op->dst[t], op->val + (size_t)t * (size_t)op->n, sizeof(float) * (size_t)op->n);
+		for (int i = 0; i < op->nrd; i++)
+			E.rd[op->rd[i]]--;
+		free(op->val);
+		free(op->rd);
+	}
+	g->nop = k;
+}
+
+static void
+do_wg(Thr *w, int wg)
+{
+	Wg *g = &E.wg[wg];
+
+	switch (w[0].coll) {
+	case C_WGMMA:
+		do_wgmma(w, g);
+		break;
+	case C_WG_FENCE:
+		break;
+	case C_WG_COMMIT:
+		for (int j = 0; j < g->nop; j++)
+			if (g->op[j].grp < 0)
+				g->op[j].grp = g->ncommit;
+		g->ncommit++;
+		break;
+	case C_WG_WAIT:
+		wg_retire(g, w[0].ci);
+		break;
+	}
+}
+
 /* ---- the scheduler ---- */
 
 static void
@@ -365,6 +697,33 @@ thr_main(void)
 {
 	E.fn(E.args);
 	E.cur->state = T_DONE;
+}
+
+/* Resolve the collective of warpgroup g (threads 128g..) once all its threads are at it. */
+static int
+wg_step(int g)
+{
+	Thr *t = &E.thr[g * 128];
+
+	if (t[0].state != T_COLL || t[0].coll < C_WGMMA)
+		return 0;
+	for (int i = 1; i < 128; i++) {
+		if (t[i].state == T_DONE) {
+			fail("warpgroup %d: wgmma collective with exited threads", g);
+			return 0;
+		}
+		if (t[i].state != T_COLL)
+			return 0;
+		if (t[i].coll != t[0].coll || t[i].ci != t[0].ci) {
+			fail("warpgroup %d: divergent warpgroup collective (thread %d at %d/%d, thread %d at %d/%d)",
+			     g, t[0].lin, t[0].coll, t[0].ci, t[i].lin, t[i].coll, t[i].ci);
+			return 0;
+		}
+	}
+	do_wg(t, g);
+	for (int i = 0; i < 128; i++)
+		t[i].state = T_RUN;
+	return 1;
 }
 
 /* Resolve the collectives of warp w (lanes w*32..); 1 if it progressed. */
@@ -388,6 +747,8 @@ warp_step(int w)
 		fail("warp %d: collective operation with %d exited lanes", w, ndone);
 		return 0;
 	}
+	if (lane[0].coll >= C_WGMMA)
+		return 0;	/* a warpgroup's: wg_step */
 	for (int l = 1; l < 32; l++)
 		if (lane[l].coll != lane[0].coll || lane[l].ci != lane[0].ci) {
 			fail("warp %d: divergent collective (lane 0 at %d, lane %d at %d)", w,
@@ -411,6 +772,10 @@ run_cta(void)
 	int n = E.nthr;
 
 	memset(E.smem, 0xff, E.smem_bytes);
+	memset(E.owner, 0, E.smem_bytes * sizeof *E.owner);
+	memset(E.rd, 0, E.smem_bytes * sizeof *E.rd);
+	for (int i = 0; i < n / 128; i++)
+		E.wg[i].nop = E.wg[i].ncommit = 0;
 	for (int i = 0; i < n; i++) {
 		Thr *t = &E.thr[i];
 		t->lin = i;
@@ -419,6 +784,7 @@ run_cta(void)
 		t->tid[2] = i / (E.block[0] * E.block[1]);
 		t->state = T_RUN;
 		t->nq = t->open = 0;
+		t->nfence = 0;
 		getcontext(&t->ctx);
 		t->ctx.uc_stack.ss_sp = t->stack;
 		t->ctx.uc_stack.ss_size = STACK;
@@ -436,14 +802,23 @@ run_cta(void)
 			return -1;
 		for (int w = 0; w < n / 32; w++)
 			progress |= warp_step(w);
+		for (int g = 0; g < n / 128 && !E.failed; g++)
+			progress |= wg_step(g);
 		if (E.failed)
 			return -1;
 		for (int i = 0; i < n; i++) {
 			nbar += E.thr[i].state == T_BAR;
 			ndone += E.thr[i].state == T_DONE;
 		}
-		if (ndone == n)
+		if (ndone == n) {
+			for (int g = 0; g < n / 128; g++)
+				if (E.wg[g].nop) {
+					fail("warpgroup %d ends with %d wgmma operations not retired by "
+					     "wgmma.wait_group", g, E.wg[g].nop);
+					return -1;
+				}
 			return 0;
+		}
 		if (!progress && nbar && nbar + ndone == n) {
 			if (ndone) {
 				fail("barrier reached by %d threads while %d have exited", nbar, ndone);
@@ -477,6 +852,11 @@ static const struct {
 	{"moec_emu_ldmatrix", (void *)moec_emu_ldmatrix},
 	{"moec_emu_mma", (void *)moec_emu_mma},
 	{"moec_emu_shfl_up", (void *)moec_emu_shfl_up},
+	{"moec_emu_wgmma", (void *)moec_emu_wgmma},
+	{"moec_emu_wg_fence", (void *)moec_emu_wg_fence},
+	{"moec_emu_wg_commit", (void *)moec_emu_wg_commit},
+	{"moec_emu_wg_wait", (void *)moec_emu_wg_wait},
+	{"moec_emu_fence_proxy_async", (void *)moec_emu_fence_proxy_async},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
 	{"moec_emu_f32_to_f16", (void *)moec_emu_f32_to_f16},
@@ -579,7 +959,12 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 		E.block[i] = l->block[i];
 	}
 	E.smem_bytes = (size_t)l->smem;
-	E.smem = xmalloc(E.smem_bytes + 16);
+	E.smem_raw = xmalloc(E.smem_bytes + 2048);
+	E.smem = E.smem_raw + ((1024 - (uintptr_t)E.smem_raw % 1024) % 1024) + SMEM_SKEW;
+	E.owner = xmalloc((E.smem_bytes + 1) * sizeof *E.owner);
+	E.rd = xmalloc((E.smem_bytes + 1) * sizeof *E.rd);
+	E.epoch = xmalloc((E.smem_bytes + 1) * sizeof *E.epoch);
+	E.wg = xcalloc((size_t)(n / 128 + 1), sizeof *E.wg);
 	E.buf = l->buf;
 	E.nbuf = l->nbuf;
 	E.failed = 0;
@@ -591,9 +976,18 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 				E.cta[2] = z;
 				run_cta();
 			}
-	free(E.smem);
+	for (int g = 0; g < n / 128; g++)	/* a failed launch can leave operations */
+		for (int j = 0; j < E.wg[g].nop; j++) {
+			free(E.wg[g].op[j].val);
+			free(E.wg[g].op[j].rd);
+		}
+	free(E.smem_raw);
+	free(E.owner);
+	free(E.rd);
+	free(E.epoch);
+	free(E.wg);
 	free(E.args);
-	E.smem = NULL;
+	E.smem = E.smem_raw = NULL;
 	E.args = NULL;
 	if (E.failed)
 		return diag_error(d, LOC_NONE, "emu: %s: CTA (%d,%d,%d): %s", kernel, E.cta[0],

@@ -29,40 +29,9 @@
 #define CG_INTERNAL
 #include <string.h>
 
-#include "codegen.h"
+#include "k_gemm.h"
 
 #define SMEM_MAX 232448		/* sm_80/sm_90 opt-in limit per CTA */
-#define MAXI 16			/* load chunks per thread and operand */
-#define MAXF 16			/* fragments per warp in m or n */
-
-typedef struct G G;
-struct G {
-	CgFn *f;
-	GemmSpec s;		/* defaults resolved */
-	DType mt;		/* the mma input type */
-	int nthr, nwarp, wtm, wtn, mi, ni, kt;
-	int sw;			/* index of swiglu, -1 if none */
-	int64_t width;		/* output columns: N, or N/2 after swiglu */
-	int a_ld, b_ld;		/* shared row pitch, bytes */
-	int a_bytes, stage, tab, wsum, smem;
-	/* group quantisation: output columns per fragment, per warp; segment width; smem */
-	int q_fw, q_wow, q_sg, q_off, q_bytes;
-	/* parameters */
-	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
-	LLVMValueRef q_scale_p, q_zero_p, q_scale, q_zero;	/* static quantisation */
-	/* per thread */
-	LLVMValueRef tid, lane, warp, wm0, wn0;
-	LLVMValueRef a_soff[MAXI], b_soff[MAXI];	/* smem byte offsets of load chunks */
-	LLVMValueRef a_row[MAXI], a_kc[MAXI], b_row[MAXI], b_kc[MAXI];
-	int a_n, b_n, a_chunks, b_chunks;		/* chunks per thread, per tile */
-	LLVMValueRef a_lane, b_lane;			/* ldmatrix lane offsets */
-	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
-	/* per tile */
-	LLVMValueRef e, row0, rend, n0, bexp;
-	LLVMValueRef a_src[MAXI], b_src[MAXI];
-};
-
-static int esize(DType t) { return t == DT_F32 ? 4 : 2; }
 
 void
 cg_gemm_default(GemmSpec *s)
@@ -161,6 +130,9 @@ layout(G *g, const GemmSpec *in)
 	g->wtn = s->warps_n > 0 ? s->bn / s->warps_n : 0;
 	g->mi = g->wtm / 16;
 	g->ni = g->wtn / 8;
+	g->mstride = 16;
+	if (s->mainloop == CG_MAINLOOP_WGMMA)
+		gemm_wgmma_layout(g);	/* warpgroup tiles instead of warp tiles */
 	g->kt = s->bk > 0 ? (int)(s->K / s->bk) : 0;
 	g->a_ld = (s->bk + 8) * 2;
 	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
@@ -220,13 +192,12 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (cg_target_check(t, d) < 0)
 		return -1;
 	if (s->mainloop == CG_MAINLOOP_WGMMA) {
-		if (cg_require(t, CG_WGMMA | CG_TMA, "a wgmma GEMM mainloop", d) < 0)
+		if (gemm_wgmma_check(t, &g, d) < 0)
 			return -1;
-		return diag_error(d, LOC_NONE, "gemm: the wgmma mainloop is not implemented yet (use mma)");
-	}
-	if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
-		       "a tensor-core GEMM", d) < 0)
+	} else if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
+			      "a tensor-core GEMM", d) < 0) {
 		return -1;
+	}
 	if (!is_io_type(s->a_dt) || !is_io_type(s->b_dt) ||
 	    !(is_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
 		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16; "
@@ -247,7 +218,7 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->warps_m < 1 || s->warps_n < 1 || g.nwarp > 16 || !pow2(g.nwarp))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);
-	if (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n))
+	if (s->mainloop == CG_MAINLOOP_MMA && (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n)))
 		return diag_error(d, LOC_NONE,
 				  "gemm: a %dx%d tile over %dx%d warps leaves warp tiles that are not multiples of 16",
 				  s->bm, s->bn, s->warps_m, s->warps_n);
@@ -361,6 +332,8 @@ thread_setup(G *g)
 		for (int j = 0; j < g->ni; j++)
 			for (int q = 0; q < 4; q++)
 				g->acc[i][j][q] = cg_var(f, f->tf32, NULL);
+	if (s->mainloop == CG_MAINLOOP_WGMMA)
+		gemm_wgmma_setup(g);
 }
 
 /*
@@ -547,9 +520,8 @@ load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
 	cg_sstore(f, v, sdst, 16);
 }
 
-/* Issue the loads of k-tile kt (i32) into the stage at byte offset soff. */
-static void
-load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
+void
+gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
 	CgFn *f = g->f;
 	const GemmSpec *s = &g->s;
@@ -684,7 +656,7 @@ mainloop_plain(G *g)
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	kn = cg_addi(f, kt, S - 1);
 	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	load_stage(g, stage_off(g, kn), kn);
+	gemm_load_stage(g, stage_off(g, kn), kn);
 	cg_endif(f, &c);
 	cg_cp_async_commit(f);
 	for (int kk = 0; kk < g->s.bk / 16; kk++) {
@@ -723,7 +695,7 @@ mainloop(G *g)
 				cg_set(f, g->acc[i][j][q], cg_f32(f, 0));
 	for (int st = 0; st < S - 1; st++) {
 		if (st < g->kt)
-			load_stage(g, cg_i32(f, (int64_t)st * g->stage), cg_i32(f, st));
+			gemm_load_stage(g, cg_i32(f, (int64_t)st * g->stage), cg_i32(f, st));
 		cg_cp_async_commit(f);
 	}
 	cg_cp_async_wait(f, S - 2);
@@ -741,7 +713,7 @@ mainloop(G *g)
 	nx = stage_off(g, cg_addi(f, kt, 1));
 	kn = cg_addi(f, kt, S - 1);
 	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	load_stage(g, stage_off(g, kn), kn);
+	gemm_load_stage(g, stage_off(g, kn), kn);
 	cg_endif(f, &c);
 	cg_cp_async_commit(f);
 	frag_move(g, &vars, &cur, 0);
@@ -1042,7 +1014,7 @@ group_quant(G *g)
 	q.n0 = g->sw >= 0 ? cg_shr(f, g->n0, 1) : g->n0;
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++)
-			q.rl[mi][h] = cg_add(f, g->wm0, cg_addi(f, gq, 16 * mi + 8 * h));
+			q.rl[mi][h] = cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h));
 	group_amax(g, &q);
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++) {
@@ -1085,7 +1057,7 @@ epilogue(G *g)
 	}
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++) {
-			LLVMValueRef r = cg_add(f, g->row0, cg_add(f, g->wm0, cg_addi(f, gq, 16 * mi + 8 * h)));
+			LLVMValueRef r = cg_add(f, g->row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
 			LLVMValueRef drow, rowv[CG_EP_MAX], matb[CG_EP_MAX];
 			CgIf c;
 			cg_if(f, &c, cg_lt(f, r, g->rend));
@@ -1156,7 +1128,10 @@ tile(G *g, LLVMValueRef w)
 {
 	tile_coords(g, w);
 	tile_sources(g);
-	mainloop(g);
+	if (g->s.mainloop == CG_MAINLOOP_WGMMA)
+		gemm_wgmma_mainloop(g);
+	else
+		mainloop(g);
 	epilogue(g);
 }
 
@@ -1237,10 +1212,12 @@ note(G *g, char *buf, size_t n)
 	int k;
 
 	cg_ep_print(ep, sizeof ep, &s->ep);
-	k = snprintf(buf, n, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d s%d %s%s%s%s",
+	k = snprintf(buf, n, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d s%d%s%s %s%s%s%s",
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
+		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
+		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "",
 		     s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles",
 		     s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
 		     s->groups ? " grouped" : " dense");

@@ -2,7 +2,7 @@
  * gemm_emit — PTX (and, with ptxas, cubins) for the GEMM specs that
  * bench/gemm/run_gemm.py checks against torch and times on the GPU.
  *
- *	gemm_emit [-t sm_90a] [-o DIR] [--list] [--only SUBSTR] [--ptx-only] [--scale S]
+ *	gemm_emit [-t sm_90a] [-o DIR] [--list] [--only SUBSTR[,SUBSTR...]] [--ptx-only] [--scale S]
  *
  * Writes DIR/<case>.ptx, DIR/<case>.cubin and DIR/manifest.json: for each
  * case its kernel (parameters with roles, block, grid expressions, shared
@@ -25,7 +25,7 @@ struct Case {
 	GemmSpec s;
 };
 
-#define MAXCASE 64
+#define MAXCASE 96
 static Case cases[MAXCASE];
 static int ncase;
 
@@ -114,6 +114,16 @@ moe_down(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int m
 	return s;
 }
 
+/* The wgmma mainloop (sm_90a); wait0: each k-tile's wgmma group retires before the next
+ * (what 2-3 stages do anyway). */
+static GemmSpec *
+wgmma(GemmSpec *s, int wait0)
+{
+	s->mainloop = CG_MAINLOOP_WGMMA;
+	s->no_frag_pipe = wait0;
+	return s;
+}
+
 static void
 build(void)
 {
@@ -156,6 +166,28 @@ build(void)
 	moe_up("up_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2);
 	moe_down("dn_128x256x64_s3_t", 128, 256, 64, 2, 4, 3, 1);
 	moe_down("dn_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2);
+
+	/* sm_90a: the wgmma mainloop on the prefill tiles (same geometry as mma.sync's);
+	 * 3 stages retire each k-tile's wgmma group (wait_group 0), 4 keep one in flight */
+	wgmma(dense("wd_256x128x64_s3", 256, 128, 64, 4, 2, 3, 1), 0);
+	wgmma(dense("wd_128x256x64_s3", 128, 256, 64, 2, 4, 3, 1), 0);
+	wgmma(dense("wd_128x128x64_s4_w4", 128, 128, 64, 2, 2, 4, 1), 0);
+	wgmma(dense("wd_128x128x64_s3_w4", 128, 128, 64, 2, 2, 3, 2), 0);	/* 2 CTAs per SM */
+	wgmma(dense("wd_128x128x64_s4", 128, 128, 64, 2, 4, 4, 1), 0);
+	/* 4 stages: fits sm_90a (221 KB) but not sm_80's 163 KB, so programs keep 3 */
+	wgmma(dense("wd_256x128x64_s4", 256, 128, 64, 4, 2, 4, 1), 0);
+	wgmma(dense("wd_128x256x64_s4", 128, 256, 64, 2, 4, 4, 1), 0);
+	wgmma(dense("wd_128x256x64_s4_wait0", 128, 256, 64, 2, 4, 4, 1), 1);
+	wgmma(moe_up("wup_128x256x64_s3_t", 128, 256, 64, 2, 4, 3, 1), 0);
+	wgmma(moe_up("wup_256x128x64_s3_t", 256, 128, 64, 4, 2, 3, 1), 0);
+	wgmma(moe_up("wup_128x128x64_s4_w4_t", 128, 128, 64, 2, 2, 4, 1), 0);
+	wgmma(moe_up("wup_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2), 0);
+	wgmma(moe_up("wup_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1), 0);
+	wgmma(moe_down("wdn_128x256x64_s3_t", 128, 256, 64, 2, 4, 3, 1), 0);
+	wgmma(moe_down("wdn_256x128x64_s3_t", 256, 128, 64, 4, 2, 3, 1), 0);
+	wgmma(moe_down("wdn_128x128x64_s4_w4_t", 128, 128, 64, 2, 2, 4, 1), 0);
+	wgmma(moe_down("wdn_128x128x64_s3_w4_t", 128, 128, 64, 2, 2, 3, 2), 0);
+	wgmma(moe_down("wdn_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1), 0);
 
 	/* correctness only: the other paths, at small sizes */
 	s = add("c_f16_kn_residual", "check");
@@ -224,6 +256,81 @@ build(void)
 	tile(s, 32, 64, 32, 2, 2, 3, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 7;
+
+	/* the wgmma mainloop's other paths: B [K,N] (N-major descriptors), f16, bk 128, f32 inputs */
+	s = add("cw_f16_kn_residual", "check");
+	s->N = 512;
+	s->K = 256;
+	s->a_dt = s->b_dt = s->c_dt = DT_F16;
+	s->b_layout = CG_B_KN;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_mat(&s->ep, DT_F16, 0, CGR_DIRECT, "residual");
+	cg_ep_op(&s->ep, CGE_ADD, a, r);
+	wgmma(s, 0);
+	tile(s, 64, 128, 64, 2, 2, 3, 0);
+
+	s = add("cw_kn_bk128_gelu_tanh", "check");
+	s->N = 512;
+	s->K = 384;
+	s->b_layout = CG_B_KN;
+	s->c_dt = DT_F32;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_F32, 0, "bias");
+	cg_ep_op(&s->ep, CGE_GELU_TANH, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	wgmma(s, 0);
+	tile(s, 128, 256, 128, 2, 4, 2, 0);
+
+	s = add("cw_f32_inputs_16warps", "check");
+	s->N = 256;
+	s->K = 256;
+	s->a_dt = s->b_dt = s->c_dt = DT_F32;
+	wgmma(s, 0);
+	tile(s, 256, 128, 64, 4, 4, 2, 0);
+
+	s = add("cw_grouped_gptoss_bias", "check");
+	s->N = 256;
+	s->K = 128;
+	s->groups = 4;
+	s->m_per_t = 4;
+	s->gather = 1;
+	s->gather_div = 4;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 256, "bias");
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+	wgmma(s, 0);
+	tile(s, 64, 128, 64, 2, 2, 4, 0);
+
+	s = add("cw_grouped_scatter_persistent", "check");
+	s->N = 256;
+	s->K = 192;
+	s->groups = 40;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, CGE_MUL, a, r);
+	wgmma(s, 0);
+	tile(s, 128, 128, 64, 2, 4, 3, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 7;
+}
+
+/* Does name contain one of the comma-separated substrings of list? */
+static int
+matches(const char *name, const char *list)
+{
+	char buf[256];
+
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n > 0 && n < sizeof buf) {
+			memcpy(buf, p, n);
+			buf[n] = 0;
+			if (strstr(name, buf))
+				return 1;
+		}
+		p += n + (p[n] == ',');
+	}
+	return 0;
 }
 
 /* ---- manifest ---- */
@@ -364,7 +471,7 @@ main(int argc, char **argv)
 		size_t len;
 		char file[256];
 
-		if (only && !strstr(c->name, only))
+		if (only && !matches(c->name, only))
 			continue;
 		m = cg_module_new(&t, c->name, &d);
 		if (!m || cg_emit_gemm(m, c->name, &c->s, &d) < 0 || !(ptx = cg_module_ptx(m, &len, &d))) {

@@ -1,0 +1,495 @@
+/*
+ * k_gemm_wgmma.c — the sm_90a mainloop of the GEMM builder: wgmma.mma_async
+ * on 128-byte-swizzled shared tiles that cp.async fills.
+ *
+ *	prologue: cp.async k-tiles 0..L-1 into stages 0..L-1
+ *	for kt:   wait for k-tile kt; fence.proxy.async; barrier;
+ *	          wgmma.fence; bk/16 k-steps x mi row blocks of wgmma over
+ *	          stage kt % S; commit; cp.async k-tile kt+L into stage
+ *	          (kt+L) % S; wgmma.wait_group 1 (or 0)
+ *	then:     wgmma.wait_group 0; barrier
+ *
+ * With 4 or 5 stages, L = S-2 and one wgmma group stays in flight across
+ * k-tiles: the stage it reads is refilled only after the next barrier,
+ * which every warpgroup passes after retiring it.  With 2 or 3 stages (and
+ * with GemmSpec.no_frag_pipe) each k-tile's group retires before the next
+ * (wait_group 0) and L = S-1: on the H200, 3 stages with L = 1 left the
+ * load latency exposed (418 against 584 TFLOP/s, bench/gemm/NOTES.md run 3).
+ * cp.async (not TMA) fills the tiles because the row gather needs per-row
+ * addresses and the launch plan cannot pass tensor maps; the writes go
+ * through the generic proxy, hence the fence before the barrier.
+ *
+ * Everything else is k_gemm.c's: parameters, the schedule (grouped tiles
+ * from device offsets), which thread loads which 16-byte chunk from where
+ * (gathered rows, f32 converted in registers), and the epilogue, which
+ * reads the accumulators in the layout wgmma m64nN gives each warp (that of
+ * mma.sync's m16n8 fragments, row blocks 64 apart).  Block, grid and shared
+ * memory equal the mma.sync kernel's for the same spec (the stages fit in
+ * its padded ones), so one launch plan serves sm_90a and sm_80.
+ *
+ * Tiles: the warps form warpgroups of 4, wg_n over the columns (at most 128
+ * per warpgroup) and wg_m over the rows (multiples of 64); warp w % 4 of a
+ * warpgroup holds rows 16 (w % 4) .. of each 64-row block.  A stage holds
+ * A as bk/64 blocks [bm][128 B], B[N,K] as bk/64 blocks [bn][128 B] (both
+ * K-major), B[K,N] as bn/64 blocks [bk][128 B] (N-major: wgmma's
+ * transposed B).  Chunk c of a 128-byte row r sits at c ^ (r % 8), the
+ * 128-byte swizzle of 8-row atoms that start on 1 KiB boundaries: the
+ * stages start at the first 1 KiB boundary of the dynamic shared memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "k_gemm.h"
+
+#define SWIZZLE_128B (1ull << 62)
+#define SWIZZLE_32B (3ull << 62)
+
+/* The first warpgroup split, columns first, that gives 64k-row and <= 128-column tiles. */
+void
+gemm_wgmma_layout(G *g)
+{
+	const GemmSpec *s = &g->s;
+	int nwg = g->nwarp / 4, wn = 1;
+
+	for (int c = 1; c <= nwg; c *= 2)
+		if (nwg % c == 0 && s->bn % c == 0 && s->bn / c <= 128 && s->bm % (64 * (nwg / c)) == 0) {
+			wn = c;
+			break;
+		}
+	g->wg.wg_n = wn;
+	g->wg.wg_m = nwg >= wn ? nwg / wn : 0;
+	g->wtm = g->wg.wg_m ? s->bm / g->wg.wg_m : 0;
+	g->wtn = s->bn / wn;
+	g->mi = g->wtm / 64;
+	g->ni = g->wtn / 8;
+	g->mstride = 64;
+	g->wg.a_bytes = s->bm * s->bk * 2;
+	g->wg.stage = (s->bm + s->bn) * s->bk * 2;
+}
+
+int
+gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
+{
+	const GemmSpec *s = &g->s;
+
+	/* the emulator implements wgmma whatever target it stands for */
+	if (!cg_target_is_emu(t) && cg_require(t, CG_WGMMA | CG_CP_ASYNC, "a wgmma GEMM mainloop", d) < 0)
+		return -1;
+	if (s->bk != 64 && s->bk != 128)
+		return diag_error(d, LOC_NONE, "gemm: wgmma: bk = %d (need 64 or 128: 128-byte swizzled rows)",
+				  s->bk);
+	if (g->nwarp % 4)
+		return diag_error(d, LOC_NONE, "gemm: wgmma: %d warps (need whole warpgroups: 4, 8 or 16)",
+				  g->nwarp);
+	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
+		return diag_error(d, LOC_NONE,
+				  "gemm: wgmma: a %dx%d tile does not split over %d warpgroups into tiles of "
+				  "64k rows and 16..128 columns", s->bm, s->bn, g->nwarp / 4);
+	if (s->b_layout == CG_B_KN && g->wtn % 64)
+		return diag_error(d, LOC_NONE,
+				  "gemm: wgmma: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d", g->wtn);
+	if (g->mi * g->ni * 4 > 128)
+		return diag_error(d, LOC_NONE, "gemm: wgmma: %dx%d per warpgroup is %d accumulators per thread (128 at most)",
+				  g->wtm, g->wtn, g->mi * g->ni * 4);
+	if (g->a_n > MAXI || g->b_n > MAXI)
+		return diag_error(d, LOC_NONE, "gemm: wgmma: tile %dx%dx%d needs too many loads per thread",
+				  s->bm, s->bn, s->bk);
+	if (s->stages * g->wg.stage + 1008 > g->tab)	/* never, with 16-byte padding of >= 128 rows */
+		return diag_error(d, LOC_NONE, "gemm: wgmma: %d stages of %d bytes exceed %d",
+				  s->stages, g->wg.stage, g->tab - 1008);
+	return 0;
+}
+
+/* ---- instructions (GPU: inline PTX; emu: calls into emu.c) ---- */
+
+static void
+asm0(CgFn *f, const char *text)
+{
+	cg_asm(f, NULL, text, "~{memory}", NULL, 0, 1);
+}
+
+static void
+fence_proxy_async(CgFn *f)
+{
+	if (f->emu)
+		cg_call_emu(f, "moec_emu_fence_proxy_async", NULL, NULL, 0);
+	else
+		asm0(f, "fence.proxy.async.shared::cta;");
+}
+
+static void
+wg_fence(CgFn *f)
+{
+	if (f->emu)
+		cg_call_emu(f, "moec_emu_wg_fence", NULL, NULL, 0);
+	else
+		asm0(f, "wgmma.fence.sync.aligned;");
+}
+
+static void
+wg_commit(CgFn *f)
+{
+	if (f->emu)
+		cg_call_emu(f, "moec_emu_wg_commit", NULL, NULL, 0);
+	else
+		asm0(f, "wgmma.commit_group.sync.aligned;");
+}
+
+static void
+wg_wait(CgFn *f, int n)
+{
+	char text[64];
+	LLVMValueRef c = cg_i32(f, n);
+
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_wg_wait", NULL, &c, 1);
+		return;
+	}
+	snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", n);
+	asm0(f, text);
+}
+
+/*
+ * acc (N/2 vars, wgmma's register order) (+)= A . B, m64 nN k16, mt bf16 or
+ * f16, B N-major when tb: descriptors da, db; scale (i32) 0 ignores the old
+ * accumulators.  GPU: the accumulators are tied operands ("=f" outputs,
+ * the same values in).  emu: they live in the array at emu_acc until
+ * wgmma.wait_group retires the operation.
+ */
+static void
+wgmma_emit(CgFn *f, LLVMValueRef *acc, int N, DType mt, int tb, LLVMValueRef da, LLVMValueRef db,
+	   LLVMValueRef scale, LLVMValueRef emu_acc)
+{
+	int n = N / 2, len = 0;
+	const char *ty = mt == DT_F16 ? "f16" : "bf16";
+	LLVMValueRef args[3 + 128], r;
+	LLVMTypeRef ft[128];
+	char text[2048], cons[1024];
+
+	if (f->emu) {
+		LLVMValueRef a[5] = {emu_acc, da, db, scale, cg_i32(f, N | (mt == DT_F16) << 9 | tb << 11)};
+		cg_call_emu(f, "moec_emu_wgmma", NULL, a, 5);
+		return;
+	}
+	len += snprintf(text + len, sizeof text - (size_t)len,
+			"{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
+			"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n + 2, N, ty, ty);
+	for (int k = 0; k < n; k++)
+		len += snprintf(text + len, sizeof text - (size_t)len, "%s$%d", k ? ", " : "", k);
+	snprintf(text + len, sizeof text - (size_t)len, "}, $%d, $%d, p, 1, 1, 0, %d;\n}", n, n + 1, tb);
+	len = 0;
+	for (int k = 0; k < n; k++)
+		len += snprintf(cons + len, sizeof cons - (size_t)len, "=f,");
+	len += snprintf(cons + len, sizeof cons - (size_t)len, "l,l,r");
+	for (int k = 0; k < n; k++)
+		len += snprintf(cons + len, sizeof cons - (size_t)len, ",%d", k);
+	args[0] = da;
+	args[1] = db;
+	args[2] = scale;
+	for (int k = 0; k < n; k++) {
+		args[3 + k] = cg_get(f, acc[k]);
+		ft[k] = f->tf32;
+	}
+	r = cg_asm(f, LLVMStructTypeInContext(f->C, ft, (unsigned)n, 0), text, cons, args, 3 + n, 1);
+	for (int k = 0; k < n; k++)
+		cg_set(f, acc[k], LLVMBuildExtractValue(f->B, r, (unsigned)k, ""));
+}
+
+/* The vars of row block i of the tile's accumulators, in wgmma's register order d[4j + q]. */
+static void
+acc_vars(G *g, int i, LLVMValueRef *acc)
+{
+	for (int j = 0; j < g->ni; j++)
+		for (int q = 0; q < 4; q++)
+			acc[4 * j + q] = g->acc[i][j][q];
+}
+
+/* emu: element k of the accumulator array buf (an alloca) */
+static LLVMValueRef
+emu_elem(CgFn *f, LLVMValueRef buf, int k)
+{
+	LLVMValueRef idx[2] = {cg_i32(f, 0), cg_i32(f, k)};
+
+	return LLVMBuildGEP2(f->B, LLVMGetAllocatedType(buf), buf, idx, 2, "");
+}
+
+/* Row block i of the tile's accumulators (m64 n(wtn)). */
+static void
+wgmma(G *g, int i, LLVMValueRef da, LLVMValueRef db, LLVMValueRef scale)
+{
+	CgFn *f = g->f;
+	LLVMValueRef acc[128];
+
+	acc_vars(g, i, acc);
+	wgmma_emit(f, acc, g->wtn, g->mt, g->s.b_layout == CG_B_KN, da, db, scale,
+		   f->emu ? emu_elem(f, g->wg.buf, i * g->ni * 4) : NULL);
+}
+
+/*
+ * After wgmma.wait_group 0: the n accumulator vars through an empty asm, so
+ * nothing that reads them can be scheduled above the wait (CUTLASS's
+ * warpgroup_fence_operand).  emu: their values from the emulator's array.
+ */
+static void
+fence_operands(CgFn *f, LLVMValueRef *var, int n, LLVMValueRef emu_buf, int at)
+{
+	LLVMTypeRef ft[128];
+	LLVMValueRef v[128], r;
+	char cons[1024];
+
+	if (f->emu) {
+		for (int k = 0; k < n; k++)
+			cg_set(f, var[k], LLVMBuildLoad2(f->B, f->tf32, emu_elem(f, emu_buf, at + k), ""));
+		return;
+	}
+	for (int k = 0, len = 0; k < 2 * n; k++)
+		len += snprintf(cons + len, sizeof cons - (size_t)len, k < n ? "=f," : k + 1 < 2 * n ? "%d," : "%d",
+				k - n);
+	for (int k = 0; k < n; k++) {
+		v[k] = cg_get(f, var[k]);
+		ft[k] = f->tf32;
+	}
+	r = cg_asm(f, LLVMStructTypeInContext(f->C, ft, (unsigned)n, 0), "", cons, v, n, 1);
+	for (int k = 0; k < n; k++)
+		cg_set(f, var[k], LLVMBuildExtractValue(f->B, r, (unsigned)k, ""));
+}
+
+static void
+acc_fence(G *g)
+{
+	LLVMValueRef acc[128];
+
+	for (int i = 0; i < g->mi; i++) {
+		acc_vars(g, i, acc);
+		fence_operands(g->f, acc, g->ni * 4, g->wg.buf, i * g->ni * 4);
+	}
+}
+
+/* ---- per thread ---- */
+
+/* The swizzled offset of 16-byte chunk c (i32) of 128-byte row r in a block of 1 KiB atoms. */
+static LLVMValueRef
+swz(CgFn *f, LLVMValueRef r, LLVMValueRef c)
+{
+	LLVMValueRef x = LLVMBuildXor(f->B, c, cg_and(f, r, 7), "");
+
+	return cg_add(f, cg_shl(f, r, 7), cg_shl(f, x, 4));
+}
+
+/* K-major chunk (row, kc): block kc/8 of `rows` rows, chunk kc%8. */
+static LLVMValueRef
+kmajor_off(CgFn *f, LLVMValueRef row, LLVMValueRef kc, int rows)
+{
+	LLVMValueRef blk = cg_muli(f, cg_shr(f, kc, 3), (int64_t)rows * 128);
+
+	return cg_add(f, blk, swz(f, row, cg_and(f, kc, 7)));
+}
+
+/* A descriptor of the shared address addr (i32): byte strides lbo, sbo; swizzle mode (bits 62-63). */
+static LLVMValueRef
+desc_swz(CgFn *f, LLVMValueRef addr, int lbo, int sbo, uint64_t swizzle)
+{
+	LLVMValueRef a = LLVMBuildZExt(f->B, cg_shr(f, cg_and(f, addr, 0x3ffff), 4), f->ti64, "");
+	uint64_t hi = (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | swizzle;
+
+	return LLVMBuildOr(f->B, a, LLVMConstInt(f->ti64, hi, 0), "");
+}
+
+static LLVMValueRef
+desc(CgFn *f, LLVMValueRef addr, int lbo, int sbo)
+{
+	return desc_swz(f, addr, lbo, sbo, SWIZZLE_128B);
+}
+
+/* The 1 KiB-aligned start of the dynamic shared memory: offset (*base), address (*addr). */
+static void
+aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr)
+{
+	LLVMValueRef sb = LLVMBuildPtrToInt(f->B, cg_smem(f), f->ti32, "");
+
+	*addr = cg_and(f, cg_addi(f, sb, 1023), ~1023);
+	*base = cg_sub(f, *addr, sb);
+}
+
+void
+gemm_wgmma_setup(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	LLVMValueRef wg = cg_shr(f, g->warp, 2);
+
+	g->wm0 = cg_add(f, cg_muli(f, cg_udiv(f, wg, cg_i32(f, g->wg.wg_n)), g->wtm),
+			cg_shl(f, cg_and(f, g->warp, 3), 4));
+	g->wn0 = cg_muli(f, cg_urem(f, wg, cg_i32(f, g->wg.wg_n)), g->wtn);
+	aligned_smem(f, &g->wg.base, &g->wg.addr);	/* the stages start on 1 KiB */
+	for (int i = 0; i < g->a_n; i++)
+		g->a_soff[i] = kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
+	for (int i = 0; i < g->b_n; i++) {
+		LLVMValueRef o;
+		if (s->b_layout == CG_B_NK) {
+			o = kmajor_off(f, g->b_row[i], g->b_kc[i], s->bn);
+		} else {	/* row k, n chunk: block nc/8 of bk rows */
+			LLVMValueRef blk = cg_muli(f, cg_shr(f, g->b_kc[i], 3), (int64_t)s->bk * 128);
+			o = cg_add(f, blk, swz(f, g->b_row[i], cg_and(f, g->b_kc[i], 7)));
+		}
+		g->b_soff[i] = cg_addi(f, o, g->wg.a_bytes);
+	}
+	if (f->emu)
+		g->wg.buf = cg_var(f, LLVMArrayType(f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+}
+
+/* ---- the k-loop ---- */
+
+void
+gemm_wgmma_mainloop(G *g)
+{
+	CgFn *f = g->f;
+	const GemmSpec *s = &g->s;
+	int S = s->stages, KK = s->bk / 16, kn_b = s->b_layout == CG_B_KN;
+	int pipe = !s->no_frag_pipe && S >= 4, L = pipe ? S - 2 : S - 1;
+	LLVMValueRef wgm0, wgn0, da0, db0, kt, kn, st, adv, scale;
+	CgLoop l;
+	CgIf c;
+
+	/* descriptors of stage 0 at this warpgroup's rows and columns */
+	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->warp, 3), 4));
+	wgn0 = g->wn0;
+	da0 = desc(f, cg_add(f, g->wg.addr, cg_shl(f, wgm0, 7)), 16, 1024);
+	if (!kn_b)
+		db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_shl(f, wgn0, 7)), g->wg.a_bytes), 16, 1024);
+	else	/* N-major: LBO = 64-column blocks, SBO = 8-row groups */
+		db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_muli(f, cg_shr(f, wgn0, 6), (int64_t)s->bk * 128)),
+				      g->wg.a_bytes), s->bk * 128, 1024);
+
+	for (int i = 0; i < L; i++) {
+		if (i < g->kt)
+			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
+		cg_cp_async_commit(f);
+	}
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	cg_cp_async_wait(f, L - 1);	/* k-tile kt has landed (this thread's part) */
+	fence_proxy_async(f);
+	cg_barrier(f);			/* ... everybody's; stage (kt+L) % S is retired */
+	adv = LLVMBuildZExt(f->B, cg_muli(f, cg_urem(f, kt, cg_i32(f, S)), g->wg.stage / 16), f->ti64, "");
+	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
+	wg_fence(f);
+	for (int kk = 0; kk < KK; kk++) {
+		/* A: k-block kk/4, 32 bytes per k-step inside the 128-byte row */
+		int64_t ka = ((int64_t)(kk / 4) * s->bm * 128 + (kk % 4) * 32) / 16;
+		int64_t kb = kn_b ? (int64_t)kk * 16 * 128 / 16 : ((int64_t)(kk / 4) * s->bn * 128 + (kk % 4) * 32) / 16;
+		LLVMValueRef db = LLVMBuildAdd(f->B, db0, LLVMBuildAdd(f->B, adv, cg_i64(f, kb), ""), "");
+		for (int i = 0; i < g->mi; i++) {
+			LLVMValueRef da = LLVMBuildAdd(f->B, da0, LLVMBuildAdd(f->B, adv, cg_i64(f, ka + i * 64 * 128 / 16), ""), "");
+			wgmma(g, i, da, db, kk ? cg_i32(f, 1) : scale);
+		}
+	}
+	wg_commit(f);
+	/* the next loads go out while the tensor cores work */
+	kn = cg_addi(f, kt, L);
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	st = cg_urem(f, kn, cg_i32(f, S));
+	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage)), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
+	wg_wait(f, pipe ? 1 : 0);
+	cg_endloop(f, &l);
+	wg_wait(f, 0);
+	acc_fence(g);
+	cg_barrier(f);		/* every warpgroup is done with the stages */
+}
+
+/* ---- a one-instruction probe (tests of the emulator and the toolchain) ---- */
+
+/*
+ * D[64][n] (f32) = A[64][16] . B[n][16]^T (bf16, row-major): one warpgroup
+ * stages A and B in shared memory with plain stores, 32-byte swizzled
+ * K-major (chunk c of row r at c ^ (r/4 % 2)), fence.proxy.async,
+ * barrier, one wgmma m64nNk16, commit, wait, and each thread stores its
+ * fragment.  The flags break it on purpose, for the emulator to notice.
+ */
+int
+cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d)
+{
+	CgParam p[3] = {{CGP_PTR, "A"}, {CGP_PTR, "B"}, {CGP_PTR, "D"}};
+	int block[3] = {128, 1, 1}, nch = 128 + 2 * n;
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, warp, lane, base, addr, acc[128], da, db;
+	CgFn *f;
+
+	if (n < 8 || n > 256 || n % 8)
+		return diag_error(d, LOC_NONE, "wgmma probe: n = %d (need a multiple of 8 in 8..256)", n);
+	if (!cg_target_is_emu(cg_module_target(m)) &&
+	    cg_require(cg_module_target(m), CG_WGMMA, "the wgmma probe", d) < 0)
+		return -1;
+	if (!(f = cg_fn_begin(m, name, p, 3, 128, 1, d)))
+		return -1;
+	tid = cg_tid(f, 0);
+	warp = cg_shr(f, tid, 5);
+	lane = cg_and(f, tid, 31);
+	aligned_smem(f, &base, &addr);
+	for (int i = 0; i * 128 < nch; i++) {
+		/* chunk c: row c/2 (A's 64 rows, then B's n), half c%2; 32 bytes a row */
+		LLVMValueRef c = cg_addi(f, tid, i * 128), r, src, dst, v;
+		CgIf in, ab;
+		cg_if(f, &in, cg_lt(f, c, cg_i32(f, nch)));
+		r = cg_shr(f, c, 1);
+		dst = cg_add(f, cg_shl(f, r, 5),
+			     cg_shl(f, LLVMBuildXor(f->B, cg_and(f, c, 1), cg_and(f, cg_shr(f, r, 2), 1), ""), 4));
+		cg_if(f, &ab, cg_lt(f, c, cg_i32(f, 128)));
+		src = cg_gep(f, cg_arg(f, 0), c, 16);
+		v = cg_gload(f, LLVMVectorType(f->ti32, 4), src, 16);
+		cg_sstore(f, v, cg_sptr(f, cg_add(f, base, dst)), 16);
+		cg_else(f, &ab);
+		src = cg_gep(f, cg_arg(f, 1), cg_addi(f, c, -128), 16);
+		v = cg_gload(f, LLVMVectorType(f->ti32, 4), src, 16);
+		cg_sstore(f, v, cg_sptr(f, cg_add(f, base, dst)), 16);	/* rows 64.. */
+		cg_endif(f, &ab);
+		cg_endif(f, &in);
+	}
+	if (!(flags & CG_WGPROBE_NO_FENCE))
+		fence_proxy_async(f);
+	cg_barrier(f);
+	for (int k = 0; k < n / 2; k++)
+		acc[k] = cg_var(f, f->tf32, cg_f32(f, 0));
+	{
+		LLVMValueRef buf = f->emu ? cg_var(f, LLVMArrayType(f->tf32, (unsigned)(n / 2)), NULL) : NULL;
+		da = desc_swz(f, addr, 16, 256, SWIZZLE_32B);
+		db = desc_swz(f, cg_addi(f, addr, 64 * 32), 16, 256, SWIZZLE_32B);
+		wg_fence(f);
+		wgmma_emit(f, acc, n, DT_BF16, 0, da, db, cg_i32(f, 0), buf ? emu_elem(f, buf, 0) : NULL);
+		wg_commit(f);
+		if (flags & CG_WGPROBE_WRITE_IN_FLIGHT) {
+			CgIf t0;
+			cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+			cg_sstore(f, cg_i32(f, 0), cg_sptr(f, base), 4);
+			cg_endif(f, &t0);
+		}
+		if (!(flags & CG_WGPROBE_NO_WAIT))
+			wg_wait(f, 0);
+		fence_operands(f, acc, n / 2, buf, 0);
+	}
+	for (int k = 0; k < n / 2; k++) {
+		/* d[k]: row 16 warp + lane/4 (+8 for k%4 >= 2), column 8 (k/4) + 2 (lane%4) + k%2 */
+		LLVMValueRef row = cg_add(f, cg_shl(f, warp, 4), cg_addi(f, cg_shr(f, lane, 2), k % 4 / 2 * 8));
+		LLVMValueRef col = cg_addi(f, cg_shl(f, cg_and(f, lane, 3), 1), k / 4 * 8 + k % 2);
+		LLVMValueRef at = cg_add(f, cg_muli(f, row, n), col);
+		cg_gstore(f, cg_get(f, acc[k]), cg_gep(f, cg_arg(f, 2), at, 4), 4);
+	}
+	return cg_fn_end(f, block, grid, 2048 + (64 + n) * 32, "wgmma probe");
+}
+
+CgMainloop
+cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s)
+{
+	GemmSpec w = *s;
+	Diag quiet;
+
+	/* MOEC_EMU_WGMMA=1: the emulator stands for sm_90a here, so that
+	 * `moec test --emulate` runs a model's GEMMs through this mainloop */
+	if (!cg_target_has(t, CG_WGMMA) && !(cg_target_is_emu(t) && getenv("MOEC_EMU_WGMMA") &&
+					     atoi(getenv("MOEC_EMU_WGMMA")) > 0))
+		return CG_MAINLOOP_MMA;
+	diag_init(&quiet, NULL);
+	w.mainloop = CG_MAINLOOP_WGMMA;
+	return cg_gemm_check(t, &w, &quiet) == 0 ? CG_MAINLOOP_WGMMA : CG_MAINLOOP_MMA;
+}
