@@ -15,40 +15,8 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "gemm_harness.h"
 #include "passes.h"
-
-static const char *const targets[] = {"sm_80", "sm_90", "sm_90a"};
-
-/* ---- random data ---- */
-
-static uint64_t rng_state;
-
-static double
-urand(void)		/* [-1, 1) */
-{
-	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-	return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static void *
-rand_buf(DType dt, size_t n, double scale)
-{
-	void *p = calloc(n ? n : 1, dtype_bytes(dt, 1));
-
-	for (size_t i = 0; i < n; i++)
-		dtype_store(dt, p, i, urand() * scale);
-	return p;
-}
-
-static void
-shuffle(int *v, int n)
-{
-	for (int i = n - 1; i > 0; i--) {
-		int j = (int)((urand() + 1) / 2 * (i + 1)) % (i + 1), t = v[i];
-		v[i] = v[j];
-		v[j] = t;
-	}
-}
 
 /* ---- the quantisation reference (ir/eval_quant.c's arithmetic) ---- */
 
@@ -108,72 +76,18 @@ check_q(DType c, DType in_dt, int got, double v, double s, double zero, Stats *s
 
 /* ---- a GEMM case on the emulator ---- */
 
-typedef struct {
-	GemmSpec s;
-	int T;
-	int counts[16];		/* grouped: rows per expert (sum = M) */
-	double scale_v, zero_v;	/* static: the values behind the scale/zero parameters */
-} QCase;
-
-typedef struct {
-	void *p;
-	size_t bytes;
-} Buf;
-
-static Buf
-buf_new(void *p, size_t bytes)
-{
-	return (Buf){p, bytes};
-}
-
-/* The epilogue program in double for row r (srow, drow its source and
- * destination rows), expert e: out[co] for co < width. */
-static void
-ref_row(const GemmSpec *s, const double *acc, void *const *leaf, int sw, int64_t width, int e,
-	int r, int srow, int drow, double *out)
-{
-	for (int64_t co = 0; co < width; co++) {
-		double pair[2][CG_EP_MAX], v[CG_EP_MAX];
-		int np = sw >= 0 ? 2 : 1;
-		for (int p = 0; p < np; p++) {
-			int64_t n = sw >= 0 ? 2 * co + p : co;
-			for (int i = 0; i < (sw >= 0 ? sw : s->ep.n); i++) {
-				const CgEpInst *in = &s->ep.in[i];
-				int row = in->rows == CGR_SCATTER ? drow : in->rows == CGR_GATHER ? srow : r;
-				switch (in->op) {
-				case CGE_ACC: pair[p][i] = acc[n]; break;
-				case CGE_IMM: pair[p][i] = in->imm; break;
-				case CGE_COL: pair[p][i] = dtype_load(in->dt, leaf[i], (size_t)(e * in->group_stride + n)); break;
-				case CGE_ROW: pair[p][i] = dtype_load(in->dt, leaf[i], (size_t)row); break;
-				default: pair[p][i] = cg_ep_eval1(in, pair[p][in->a], in->b >= 0 ? pair[p][in->b] : 0);
-				}
-			}
-		}
-		if (sw < 0) {
-			out[co] = s->ep.n ? pair[0][s->ep.n - 1] : acc[co];
-			continue;
-		}
-		v[sw] = cg_ep_eval1(&s->ep.in[sw], pair[0][s->ep.in[sw].a], pair[1][s->ep.in[sw].a]);
-		for (int i = sw + 1; i < s->ep.n; i++) {
-			const CgEpInst *in = &s->ep.in[i];
-			switch (in->op) {
-			case CGE_IMM: v[i] = in->imm; break;
-			case CGE_COL: v[i] = dtype_load(in->dt, leaf[i], (size_t)(e * in->group_stride + co)); break;
-			case CGE_ROW: v[i] = dtype_load(in->dt, leaf[i], (size_t)(in->rows == CGR_SCATTER ? drow : r)); break;
-			default: v[i] = cg_ep_eval1(in, v[in->a], in->b >= 0 ? v[in->b] : 0);
-			}
-		}
-		out[co] = v[s->ep.n - 1];
-	}
-}
+/* Quantised cases: their own seed, B twice the usual scale (|x| up to ~2). */
+#define QUANT_CASE {.seed = 4242, .b_scale = 2}
 
 /* Compare one row of q (and its scales) with the reference; 0 or -1 with msg. */
 static int
-check_row(const QCase *c, const unsigned char *q, const float *qs, const double *v, int64_t width,
-	  int drow, Stats *st, char *msg, size_t nmsg)
+check_row(const GemmRun *r, const GemmCase *c, const double *v, int drow, Stats *st, char *msg,
+	  size_t nmsg)
 {
-	const CgQuant *qu = &c->s.quant;
-	DType cd = c->s.c_dt;
+	const CgQuant *qu = &r->s.quant;
+	const unsigned char *q = r->C;
+	DType cd = r->s.c_dt;
+	int64_t width = r->width;
 	int G = qu->kind == CG_QUANT_GROUP ? qu->group : (int)width;
 
 	for (int64_t g0 = 0; g0 < width; g0 += G) {
@@ -183,8 +97,8 @@ check_row(const QCase *c, const unsigned char *q, const float *qs, const double 
 		if (qu->kind == CG_QUANT_GROUP) {
 			s = amax == 0 ? 1 : (float)(amax / cg_quant_qmax(cd));
 			zero = 0;
-			if (qs) {
-				double got = qs[(int64_t)drow * (width / G) + g0 / G];
+			if (r->C_scale) {
+				double got = r->C_scale[(int64_t)drow * (width / G) + g0 / G];
 				double tol = 1e-5 + (qu->in_dt != DT_F32 ? 8e-3 : 0);
 				if (!(fabs(got - s) <= tol * s)) {
 					snprintf(msg, nmsg, "scale[%d,%lld] is %.9g, want %.9g", drow,
@@ -195,7 +109,7 @@ check_row(const QCase *c, const unsigned char *q, const float *qs, const double 
 			}
 		}
 		for (int64_t i = g0; i < g0 + G; i++) {
-			int got = q[(int64_t)drow * c->s.ldc + i];
+			int got = q[(int64_t)drow * r->s.ldc + i];
 			if (!check_q(cd, qu->in_dt, got, v[i], s, zero, st)) {
 				snprintf(msg, nmsg, "q[%d,%lld] is 0x%02x, want 0x%02x (x = %.9g, scale %.9g)",
 					 drow, (long long)i, got, qbyte(cd, round_to(qu->in_dt, v[i]) / s, zero),
@@ -207,171 +121,40 @@ check_row(const QCase *c, const unsigned char *q, const float *qs, const double 
 	return 0;
 }
 
-/* Run c on the emulator and compare; 0, or -1 with the reason in msg. */
+/* Run c on the emulator and compare, row by row; 0, or -1 with the reason in msg. */
 static int
-run_qcase(QCase *c, Stats *st, char *msg, size_t nmsg)
+run_qcase(const GemmCase *c, Stats *st, char *msg, size_t nmsg)
 {
-	GemmSpec *s = &c->s;
-	CgTarget t = {"emu", NULL, 3};
-	Diag d;
-	CgModule *m;
-	const CgKernel *k;
-	int E = s->groups > 0 ? s->groups : 1, M = s->m_per_t * c->T, sw = -1, rc = -1;
-	int div = s->gather ? s->gather_div : 1, msrc = s->gather ? (M + div - 1) / div : M;
-	int64_t width, rows_b, G;
-	int *gidx = NULL, *sidx = NULL, *offs = NULL;
-	void *leaf[CG_EP_MAX] = {0};
-	Buf A, B, C, Cs = {0}, qsc = {0}, qz = {0};
-	uint64_t args[16 + CG_EP_MAX];
-	CgEmuBuf eb[16 + CG_EP_MAX];
-	int na = 0, nb = 0;
-	double *acc, *v;
+	GemmRun r;
+	double *v;
+	int rc = 0;
 
-	diag_init(&d, NULL);
-	msg[0] = 0;
-	cg_gemm_resolve(s);
-	for (int i = 0; i < s->ep.n; i++)
-		if (s->ep.in[i].op == CGE_SWIGLU)
-			sw = i;
-	width = sw >= 0 ? s->N / 2 : s->N;
-	G = s->quant.kind == CG_QUANT_GROUP ? s->quant.group : width;
-	rows_b = s->b_layout == CG_B_NK ? s->N : s->K;
-	m = cg_module_new(&t, "q", &d);
-	if (!m || cg_emit_gemm(m, "g", s, &d) < 0) {
-		snprintf(msg, nmsg, "emit: %s", d.last);
-		cg_module_free(m);
+	if (gh_run(&r, c) < 0) {
+		snprintf(msg, nmsg, "%s", r.msg);
+		gh_free(&r);
 		return -1;
 	}
-	k = cg_module_find(m, "g");
-
-	A = buf_new(rand_buf(s->a_dt, (size_t)msrc * s->lda, 1.0), (size_t)msrc * s->lda * 2);
-	B = buf_new(rand_buf(s->b_dt, (size_t)((E - 1) * s->b_group_stride + rows_b * s->ldb),
-			     2.0 / sqrt((double)s->K)),
-		    (size_t)((E - 1) * s->b_group_stride + rows_b * s->ldb) * 2);
-	C = buf_new(malloc((size_t)M * s->ldc + 1), (size_t)M * s->ldc);
-	memset(C.p, 0xff, C.bytes + 1);
-	if (s->quant.want_scales) {
-		Cs = buf_new(malloc((size_t)M * (width / G) * 4 + 4), (size_t)M * (width / G) * 4);
-		memset(Cs.p, 0xff, Cs.bytes + 4);	/* NaN */
-	}
-	if (s->gather) {
-		gidx = malloc(sizeof(int) * (size_t)(M + 1));
-		for (int i = 0; i < M; i++)
-			gidx[i] = i;
-		shuffle(gidx, M);
-	}
-	if (s->store == CG_STORE_SCATTER) {
-		sidx = malloc(sizeof(int) * (size_t)(M + 1));
-		for (int i = 0; i < M; i++)
-			sidx[i] = i;
-		shuffle(sidx, M);
-	}
-	if (s->groups > 0) {
-		offs = calloc((size_t)E + 1, sizeof(int));
-		for (int e = 0; e < E; e++)
-			offs[e + 1] = offs[e] + c->counts[e];
-		ck_assert_int_eq(offs[E], M);
-	}
-#define ARG(bf) (eb[nb++] = (CgEmuBuf){(bf).p, (bf).bytes}, args[na++] = (uint64_t)(uintptr_t)(bf).p)
-	ARG(A);
-	if (gidx)
-		ARG(buf_new(gidx, sizeof(int) * (size_t)M));
-	ARG(B);
-	ARG(C);
-	if (Cs.p)
-		ARG(Cs);
-	if (sidx)
-		ARG(buf_new(sidx, sizeof(int) * (size_t)M));
-	if (offs)
-		ARG(buf_new(offs, sizeof(int) * (size_t)(E + 1)));
-	for (int i = 0; i < s->ep.n; i++) {
-		const CgEpInst *in = &s->ep.in[i];
-		size_t n = 0;
-		int64_t space = sw >= 0 && i > sw ? width : s->N;
-		if (in->op == CGE_COL)
-			n = (size_t)(in->group_stride ? (E - 1) * in->group_stride + space : space);
-		else if (in->op == CGE_ROW)
-			n = (size_t)(in->rows == CGR_GATHER ? msrc : M);
-		else
-			ck_assert_msg(!cg_ep_is_load(in->op), "the harness has no %s leaves", cg_ep_op_name(in->op));
-		if (n) {
-			leaf[i] = rand_buf(in->dt, n, 1.0);
-			ARG(buf_new(leaf[i], n * dtype_bytes(in->dt, 1)));
+	v = malloc(sizeof *v * (size_t)(r.width ? r.width : 1));
+	for (int row = 0; row < r.M && rc == 0; row++) {
+		GhRow w = gh_row(&r, row);
+		gh_ref_row(&r, &w, v);
+		if (check_row(&r, c, v, w.drow, st, msg, nmsg) < 0) {
+			size_t k = strlen(msg);
+			snprintf(msg + k, nmsg - k, " (row %d, expert %d)", row, w.e);
+			rc = -1;
 		}
 	}
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role) {
-		qsc = buf_new(calloc(1, 8), dtype_bytes(s->quant.scale_dt, 1));
-		dtype_store(s->quant.scale_dt, qsc.p, 0, c->scale_v);
-		ARG(qsc);
-	}
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role) {
-		qz = buf_new(calloc(1, 8), dtype_bytes(s->quant.zero_dt, 1));
-		dtype_store(s->quant.zero_dt, qz.p, 0, c->zero_v);
-		ARG(qz);
-	}
-	args[na++] = (uint64_t)c->T;
-#undef ARG
-	ck_assert_int_eq(na, k->nparam);
-	{
-		CgEmuLaunch l = {{0, 0, 1}, {k->block[0], 1, 1}, k->smem, args, na, eb, nb};
-		l.grid[0] = (int)cg_expr_eval(k->grid[0], c->T);
-		l.grid[1] = (int)cg_expr_eval(k->grid[1], c->T);
-		if (l.grid[0] > 0 && cg_emu_run(m, "g", &l, &d) < 0) {
-			snprintf(msg, nmsg, "%s", d.last);
-			goto out;
-		}
-	}
-
-	/* the reference, row by row */
-	acc = malloc(sizeof *acc * (size_t)s->N);
-	v = malloc(sizeof *v * (size_t)width);
-	for (int r = 0; r < M; r++) {
-		int e = 0, srow = s->gather ? gidx[r] / div : r, drow = sidx ? sidx[r] : r;
-		if (offs)
-			while (e < E - 1 && r >= offs[e + 1])
-				e++;
-		for (int64_t n = 0; n < s->N; n++) {
-			double a = 0;
-			for (int64_t q = 0; q < s->K; q++) {
-				size_t bi = (size_t)(e * s->b_group_stride +
-						     (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n));
-				a += dtype_load(s->a_dt, A.p, (size_t)(srow * s->lda + q)) * dtype_load(s->b_dt, B.p, bi);
-			}
-			acc[n] = a;
-		}
-		ref_row(s, acc, leaf, sw, width, e, r, srow, drow, v);
-		if (check_row(c, C.p, Cs.p, v, width, drow, st, msg, nmsg) < 0) {
-			size_t k2 = strlen(msg);
-			snprintf(msg + k2, nmsg - k2, " (row %d, expert %d)", r, e);
-			break;
-		}
-	}
-	rc = msg[0] ? -1 : 0;
-	free(acc);
 	free(v);
-out:
-	cg_module_free(m);
-	free(A.p);
-	free(B.p);
-	free(C.p);
-	free(Cs.p);
-	free(qsc.p);
-	free(qz.p);
-	free(gidx);
-	free(sidx);
-	free(offs);
-	for (int i = 0; i < s->ep.n; i++)
-		free(leaf[i]);
+	gh_free(&r);
 	return rc;
 }
 
 static void
-check_qcase(QCase *c)
+check_qcase(const GemmCase *c)
 {
 	char msg[600];
 	Stats st = {0, 0};
 
-	rng_state = 4242;
 	ck_assert_msg(run_qcase(c, &st, msg, sizeof msg) == 0, "%s", msg);
 	if (getenv("MOEC_CG_VERBOSE"))
 		fprintf(stderr, "%d exact, %d at a boundary\n", st.exact, st.loose);
@@ -382,30 +165,12 @@ check_qcase(QCase *c)
 
 /* ---- specs ---- */
 
-static void
-tiles(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st)
-{
-	s->bm = bm;
-	s->bn = bn;
-	s->bk = bk;
-	s->warps_m = wm;
-	s->warps_n = wn;
-	s->stages = st;
-}
-
 /* dense, bias + gelu, quantised per group of G columns */
 static void
 spec_dense_group(GemmSpec *s, int64_t N, int64_t K, DType c_dt, int G)
 {
-	int a, b;
-
-	cg_gemm_default(s);
-	s->N = N;
-	s->K = K;
+	gh_spec_dense_bias_gelu(s, N, K);
 	s->c_dt = c_dt;
-	a = cg_ep_acc(&s->ep);
-	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
-	cg_ep_op(&s->ep, CGE_GELU_ERF, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
 	s->quant.kind = CG_QUANT_GROUP;
 	s->quant.group = G;
 	s->quant.want_scales = 1;
@@ -415,15 +180,8 @@ spec_dense_group(GemmSpec *s, int64_t N, int64_t K, DType c_dt, int G)
 static void
 spec_grouped_swiglu_f8(GemmSpec *s, int E, int64_t N, int64_t K)
 {
-	cg_gemm_default(s);
-	s->N = N;
-	s->K = K;
-	s->groups = E;
-	s->m_per_t = 2;
-	s->gather = 1;
-	s->gather_div = 2;
+	gh_spec_grouped_swiglu(s, E, N, K, 2);
 	s->c_dt = DT_F8E4M3;
-	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
 	s->quant.kind = CG_QUANT_GROUP;
 	s->quant.group = 128;
 	s->quant.want_scales = 1;
@@ -453,13 +211,13 @@ START_TEST(test_quant_checks)
 
 	diag_init(&d, NULL);
 	spec_dense_group(&s, 256, 64, DT_F8E4M3, 128);
-	tiles(&s, 64, 128, 32, 2, 2, 3);
+	gh_tiles(&s, 64, 128, 32, 2, 2, 3);
 	ck_assert_msg(cg_gemm_check(&t, &s, &d) == 0, "%s", d.last);
-	tiles(&s, 64, 64, 32, 2, 2, 3);			/* a tile of 64 columns, groups of 128 */
+	gh_tiles(&s, 64, 64, 32, 2, 2, 3);			/* a tile of 64 columns, groups of 128 */
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "do not tile"));
 	spec_dense_group(&s, 384, 64, DT_F8E4M3, 64);	/* 64 vs 96 columns per warp */
-	tiles(&s, 64, 192, 32, 2, 2, 3);
+	gh_tiles(&s, 64, 192, 32, 2, 2, 3);
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "96 per warp"));
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
@@ -490,7 +248,7 @@ START_TEST(test_quant_params_and_note)
 	diag_init(&d, NULL);
 	m = cg_module_new(&t, "p", &d);
 	spec_grouped_swiglu_f8(&s, 8, 512, 128);
-	tiles(&s, 16, 256, 64, 1, 4, 3);
+	gh_tiles(&s, 16, 256, 64, 1, 4, 3);
 	ck_assert_msg(cg_emit_gemm(m, "up", &s, &d) == 0, "%s", d.last);
 	k = cg_module_find(m, "up");
 	ck_assert_int_eq(k->nparam, 7);
@@ -521,10 +279,10 @@ END_TEST
 
 START_TEST(test_emu_dense_f8_group128_across_warps)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	spec_dense_group(&c.s, 256, 96, DT_F8E4M3, 128);
-	tiles(&c.s, 64, 128, 32, 2, 2, 3);		/* 64 columns per warp: a group spans two */
+	gh_tiles(&c.s, 64, 128, 32, 2, 2, 3);		/* 64 columns per warp: a group spans two */
 	c.T = 77;
 	check_qcase(&c);
 }
@@ -534,14 +292,14 @@ END_TEST
  * warp): the quantisation stage follows it. */
 START_TEST(test_emu_wgmma_f8_group128)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	CgTarget emu = {"emu", NULL, 3};
 	Diag d;
 
 	spec_dense_group(&c.s, 256, 128, DT_F8E4M3, 128);
 	c.s.mainloop = CG_MAINLOOP_WGMMA;
-	tiles(&c.s, 128, 128, 64, 2, 2, 3);		/* one warpgroup: 128 rows, 128 columns */
+	gh_tiles(&c.s, 128, 128, 64, 2, 2, 3);		/* one warpgroup: 128 rows, 128 columns */
 	c.T = 150;
 	diag_init(&d, NULL);
 	if (cg_gemm_check(&emu, &c.s, &d) != 0) {	/* a builder without the wgmma mainloop */
@@ -554,10 +312,10 @@ END_TEST
 
 START_TEST(test_emu_dense_i8_group128_wide_tile)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	spec_dense_group(&c.s, 512, 64, DT_I8, 128);
-	tiles(&c.s, 128, 256, 32, 2, 4, 3);		/* two groups per tile, four warps across */
+	gh_tiles(&c.s, 128, 256, 32, 2, 4, 3);		/* two groups per tile, four warps across */
 	c.T = 130;
 	check_qcase(&c);
 }
@@ -565,11 +323,11 @@ END_TEST
 
 START_TEST(test_emu_dense_i8_group32_within_a_warp_no_scales)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	spec_dense_group(&c.s, 128, 64, DT_I8, 32);
 	c.s.quant.want_scales = 0;
-	tiles(&c.s, 32, 128, 32, 1, 2, 2);		/* 64 columns per warp: two groups each */
+	gh_tiles(&c.s, 32, 128, 32, 1, 2, 2);		/* 64 columns per warp: two groups each */
 	c.T = 40;
 	check_qcase(&c);
 }
@@ -577,11 +335,11 @@ END_TEST
 
 START_TEST(test_emu_dense_f8_group_of_bf16_values)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	spec_dense_group(&c.s, 128, 64, DT_F8E4M3, 64);	/* the IR value is bf16 */
 	c.s.quant.in_dt = DT_BF16;
-	tiles(&c.s, 32, 64, 32, 1, 2, 2);
+	gh_tiles(&c.s, 32, 64, 32, 1, 2, 2);
 	c.T = 33;
 	check_qcase(&c);
 }
@@ -589,11 +347,11 @@ END_TEST
 
 START_TEST(test_emu_grouped_swiglu_f8_group128)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 	int counts[8] = {0, 37, 1, 0, 0, 70, 12, 0};	/* 120 = 2 * 60 */
 
 	spec_grouped_swiglu_f8(&c.s, 8, 512, 64);
-	tiles(&c.s, 32, 256, 32, 2, 2, 3);		/* 128 output columns per tile */
+	gh_tiles(&c.s, 32, 256, 32, 2, 2, 3);		/* 128 output columns per tile */
 	c.T = 60;
 	memcpy(c.counts, counts, sizeof counts);
 	check_qcase(&c);
@@ -602,11 +360,11 @@ END_TEST
 
 START_TEST(test_emu_grouped_swiglu_f8_decode_persistent)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 	int counts[8] = {5, 0, 3, 2, 11, 0, 7, 4};	/* 32 = 2 * 16 */
 
 	spec_grouped_swiglu_f8(&c.s, 8, 512, 128);
-	tiles(&c.s, 16, 256, 64, 1, 4, 3);		/* 32 output columns per warp */
+	gh_tiles(&c.s, 16, 256, 64, 1, 4, 3);		/* 32 output columns per warp */
 	c.s.sched = CG_SCHED_PERSISTENT;
 	c.s.ctas = 5;
 	c.T = 16;
@@ -617,22 +375,15 @@ END_TEST
 
 START_TEST(test_emu_grouped_scatter_i8_group64)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 	int counts[4] = {9, 0, 30, 1};
-	int a;
 
-	cg_gemm_default(&c.s);
-	c.s.N = 128;
-	c.s.K = 64;
-	c.s.groups = 4;
-	c.s.store = CG_STORE_SCATTER;
+	gh_spec_grouped_scale_scatter(&c.s, 4, 128, 64);
 	c.s.c_dt = DT_I8;
-	a = cg_ep_acc(&c.s.ep);
-	cg_ep_op(&c.s.ep, CGE_MUL, a, cg_ep_row(&c.s.ep, DT_F32, CGR_SCATTER, "route_w"));
 	c.s.quant.kind = CG_QUANT_GROUP;
 	c.s.quant.group = 64;
 	c.s.quant.want_scales = 1;
-	tiles(&c.s, 16, 128, 32, 1, 4, 2);
+	gh_tiles(&c.s, 16, 128, 32, 1, 4, 2);
 	c.T = 40;
 	memcpy(c.counts, counts, sizeof counts);
 	check_qcase(&c);
@@ -641,10 +392,10 @@ END_TEST
 
 START_TEST(test_emu_static_i8_immediates)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 
 	spec_dense_static(&c.s, 128, 64);
-	tiles(&c.s, 64, 64, 32, 2, 2, 3);
+	gh_tiles(&c.s, 64, 64, 32, 2, 2, 3);
 	c.scale_v = 0.004f;
 	c.zero_v = -3;
 	c.T = 70;
@@ -654,7 +405,7 @@ END_TEST
 
 START_TEST(test_emu_static_f8_parameters_swiglu)
 {
-	QCase c = {0};
+	GemmCase c = QUANT_CASE;
 	int counts[4] = {3, 20, 0, 9};
 
 	cg_gemm_default(&c.s);
@@ -669,7 +420,7 @@ START_TEST(test_emu_static_f8_parameters_swiglu)
 	c.s.quant.zero_role = "qzero";
 	c.s.quant.zero_dt = DT_F8E4M3;
 	c.s.quant.in_dt = DT_BF16;
-	tiles(&c.s, 16, 128, 32, 1, 4, 2);
+	gh_tiles(&c.s, 16, 128, 32, 1, 4, 2);
 	c.scale_v = 0.0078125;
 	c.zero_v = 0;
 	c.T = 32;
@@ -689,58 +440,30 @@ quant_specs(GemmSpec *s)
 	int n = 0;
 
 	spec_dense_group(&s[n], 1024, 256, DT_F8E4M3, 128);
-	tiles(&s[n++], 128, 256, 64, 2, 4, 3);		/* the prefill tile */
+	gh_tiles(&s[n++], 128, 256, 64, 2, 4, 3);		/* the prefill tile */
 	spec_dense_group(&s[n], 1024, 256, DT_I8, 128);
-	tiles(&s[n++], 16, 128, 128, 1, 4, 4);		/* the decode tile */
+	gh_tiles(&s[n++], 16, 128, 128, 1, 4, 4);		/* the decode tile */
 	spec_grouped_swiglu_f8(&s[n], 8, 1024, 512);
-	tiles(&s[n], 16, 256, 64, 1, 4, 3);
+	gh_tiles(&s[n], 16, 256, 64, 1, 4, 3);
 	s[n++].sched = CG_SCHED_PERSISTENT;
 	spec_dense_static(&s[n], 512, 256);
 	s[n].quant.zero_role = "z";
 	s[n].quant.zero_dt = DT_I8;
-	tiles(&s[n++], 64, 128, 64, 2, 2, 3);
+	gh_tiles(&s[n++], 64, 128, 64, 2, 2, 3);
 	return n;
 }
 
 START_TEST(test_quant_ptx_assembles_on_target)
 {
-	const char *sm = targets[_i];
-	CgTarget t = {sm, NULL, 3};
 	GemmSpec s[8];
 	int ns = quant_specs(s);
-	Diag d;
-	CgModule *m;
-	CgPtxasResult r;
-	const char *ptx;
-	size_t len;
-	char name[32];
+	CgModule *m = gh_emit_specs(gh_targets[_i], GH_MMA, s, ns, "q");
+	const char *ptx = gh_ptx(m);
 
-	diag_init(&d, stderr);
-	m = cg_module_new(&t, "quant", &d);
-	for (int i = 0; i < ns; i++) {
-		snprintf(name, sizeof name, "q%d", i);
-		ck_assert_msg(cg_emit_gemm(m, name, &s[i], &d) == 0, "%s: %s", name, d.last);
-	}
-	ptx = cg_module_ptx(m, &len, &d);
-	ck_assert_msg(ptx != NULL, "%s", d.last);
 	ck_assert(strstr(ptx, "shfl.sync.up.b32") != NULL);	/* the quad's amax */
 	ck_assert(strstr(ptx, "st.global.b16") != NULL || strstr(ptx, "st.global.u16") != NULL);
 	ck_assert(strstr(ptx, "div.rn.f32") != NULL);		/* x / scale, IEEE */
-	if (!cg_ptxas_path()) {
-		fprintf(stderr, "check_gemm_quant: no ptxas; PTX for %s not assembled (skipped)\n", sm);
-		cg_module_free(m);
-		return;
-	}
-	ck_assert_msg(cg_module_assemble(m, 0, &r, &d) == 0, "%s", d.last);
-	ck_assert_int_eq(r.n, ns);
-	for (int i = 0; i < ns; i++) {
-		const CgKernel *k = cg_module_kernel(m, i);
-		ck_assert_msg(k->regs > 0 && k->regs <= 255, "%s: %d registers", k->name, k->regs);
-		if (getenv("MOEC_CG_VERBOSE"))
-			fprintf(stderr, "%s %s: %d regs, %d/%d spill, smem %d: %s\n", sm, k->name,
-				k->regs, k->spill_stores, k->spill_loads, k->smem, k->note);
-	}
-	cg_ptxas_free(&r);
+	gh_assemble(m, ns, "check_gemm_quant", 0);
 	cg_module_free(m);
 }
 END_TEST
@@ -820,7 +543,7 @@ check_program(const char *text, int T, const char *kernel, const char *note)
 	ck_assert_msg(k != NULL, "no kernel %s", kernel);
 	ck_assert_msg(strstr(k->note, note) != NULL, "%s: '%s' lacks '%s'", kernel, k->note, note);
 
-	rng_state = 777;
+	gh_seed(777);
 	memset(in, 0, sizeof in);
 	for (int i = 0; i < g->nparam; i++) {
 		const Type *t = &g->param[i]->type;
@@ -829,7 +552,7 @@ check_program(const char *text, int T, const char *kernel, const char *note)
 			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
 		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
 		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
-			dtype_store(t->dt, in[i].data, (size_t)e, urand() * 2);
+			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
 	}
 	memset(want, 0, sizeof want);
 	ck_assert_msg(ir_eval(g, in, g->nparam, want, NULL, &d) == 0, "ir_eval: %s", d.last);
@@ -851,7 +574,7 @@ check_program(const char *text, int T, const char *kernel, const char *note)
 }
 
 /* GEMM + SiLU + per-128 f8 quantisation: one tensor-core kernel, two outputs */
-static const char gemm_group128[] =
+static const char prog_group128[] =
 	"weight $w : bf16[256,64]\n"
 	"weight $b : f32[256] scale=0.1\n"
 	"graph @g(%x: bf16[T,64]) -> (q: f8e4m3[T,256], s: f32[T,2]) {\n"
@@ -861,95 +584,84 @@ static const char gemm_group128[] =
 	"	ret %q, %s\n"
 	"}\n";
 
-START_TEST(test_program_gemm_quant_group128)
-{
-	check_program(gemm_group128, 37, "g_k0", "quant: f8e4m3 group=128 scales");
-	check_program(gemm_group128, 200, "g_k0", "quant: f8e4m3 group=128 scales");
-}
-END_TEST
-
 /* static i8 with a constant scale and a weight zero point, from a bf16 GEMM result */
-START_TEST(test_program_gemm_quant_static_i8)
-{
-	static const char text[] =
-		"weight $w : bf16[128,64]\n"
-		"weight $z : i8[] mean=3 scale=0\n"
-		"graph @g(%x: bf16[T,64]) -> (q: i8[T,128]) {\n"
-		"	%h = matmul %x, $w, trans_b=1 : bf16[T,128]\n"
-		"	%c = const value=[0.02] : f32[]\n"
-		"	%q = quantize %h, %c, $z, to=i8 : i8[T,128]\n"
-		"	ret %q\n"
-		"}\n";
-
-	check_program(text, 45, "g_k0", "quant: i8 static scale=0.02 zero=p2:i8 of bf16");
-}
-END_TEST
+static const char prog_static_i8[] =
+	"weight $w : bf16[128,64]\n"
+	"weight $z : i8[] mean=3 scale=0\n"
+	"graph @g(%x: bf16[T,64]) -> (q: i8[T,128]) {\n"
+	"	%h = matmul %x, $w, trans_b=1 : bf16[T,128]\n"
+	"	%c = const value=[0.02] : f32[]\n"
+	"	%q = quantize %h, %c, $z, to=i8 : i8[T,128]\n"
+	"	ret %q\n"
+	"}\n";
 
 /* f32 operands: the tensor-core builder declines; the generic body quantises */
-START_TEST(test_program_f32_gemm_quant_falls_back)
-{
-	static const char text[] =
-		"weight $w : f32[128,32]\n"
-		"graph @g(%x: f32[T,32]) -> (q: i8[T,128], s: f32[T,2]) {\n"
-		"	%h = matmul %x, $w, trans_b=1 : f32[T,128]\n"
-		"	%q, %s = quantize_dynamic %h, group=64, to=i8 : i8[T,128], f32[T,2]\n"
-		"	ret %q, %s\n"
-		"}\n";
+static const char prog_f32_falls_back[] =
+	"weight $w : f32[128,32]\n"
+	"graph @g(%x: f32[T,32]) -> (q: i8[T,128], s: f32[T,2]) {\n"
+	"	%h = matmul %x, $w, trans_b=1 : f32[T,128]\n"
+	"	%q, %s = quantize_dynamic %h, group=64, to=i8 : i8[T,128], f32[T,2]\n"
+	"	ret %q, %s\n"
+	"}\n";
 
-	check_program(text, 19, "g_k0", "");
-}
-END_TEST
+/* per-token scales stay a row kernel of their own after the GEMM */
+static const char prog_per_token[] =
+	"weight $w : bf16[128,64]\n"
+	"graph @g(%x: bf16[T,64]) -> (q: f8e4m3[T,128], s: f32[T,1]) {\n"
+	"	%h = matmul %x, $w, to=f32, trans_b=1 : f32[T,128]\n"
+	"	%q, %s = quantize_dynamic %h, group=row, to=f8e4m3 : f8e4m3[T,128], f32[T,1]\n"
+	"	ret %q, %s\n"
+	"}\n";
 
 /*
  * DeepSeek-V3's FP8 experts: the gate|up grouped GEMM (gathered token rows,
  * SwiGLU) quantises its activations per 128 columns in the epilogue; the
  * down GEMM reads them dequantised.  The whole block on the emulator.
  */
-START_TEST(test_program_moe_act_quant)
+static const char prog_moe_act_quant[] =
+	"weight $router : bf16[8,64]\n"
+	"weight $wgu : bf16[8,256,64]\n"
+	"weight $wdown : bf16[8,64,128]\n"
+	"graph @moe(%x: bf16[T,64]) -> (y: bf16[T,64], qs: f32[2*T,1]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%w, %ids = route %logits, k=2, renorm=1, router=softmax : f32[T,2], i32[T,2]\n"
+	"	%offs, %rows, %pos = permute %ids, experts=8 : i32[9], i32[2*T], i32[2*T]\n"
+	"	%two = const value=[2] : i32[]\n"
+	"	%src = div %rows, %two : i32[2*T]\n"
+	"	%xs = gather %x, %src, axis=0 : bf16[2*T,64]\n"
+	"	%h = grouped_matmul %xs, $wgu, %offs, to=f32 : f32[2*T,256]\n"
+	"	%act = swiglu %h, act=silu, layout=interleave : f32[2*T,128]\n"
+	"	%q, %qs = quantize_dynamic %act, group=128, to=f8e4m3 : f8e4m3[2*T,128], f32[2*T,1]\n"
+	"	%a8 = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[2*T,128]\n"
+	"	%down = grouped_matmul %a8, $wdown, %offs, to=f32 : f32[2*T,64]\n"
+	"	%wf = reshape %w, shape=[2*T] : f32[2*T]\n"
+	"	%wr = gather %wf, %rows, axis=0 : f32[2*T]\n"
+	"	%wc = reshape %wr, shape=[2*T, 1] : f32[2*T,1]\n"
+	"	%scaled = mul %down, %wc : f32[2*T,64]\n"
+	"	%slots = scatter_rows %scaled, %rows, rows=[2*T] : f32[2*T,64]\n"
+	"	%s3 = reshape %slots, shape=[T, 2, 64] : f32[T,2,64]\n"
+	"	%sum = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,64]\n"
+	"	%y = cast %sum, to=bf16 : bf16[T,64]\n"
+	"	ret %y, %qs\n"
+	"}\n";
+
+static const struct {
+	const char *text;
+	int T[2];		/* token counts to run at (0: none) */
+	const char *kernel;	/* the kernel whose note must hold note */
+	const char *note;
+} programs[] = {
+	{prog_group128, {37, 200}, "g_k0", "quant: f8e4m3 group=128 scales"},
+	{prog_static_i8, {45, 0}, "g_k0", "quant: i8 static scale=0.02 zero=p2:i8 of bf16"},
+	{prog_f32_falls_back, {19, 0}, "g_k0", ""},
+	{prog_per_token, {23, 0}, "g_k0", "gemm"},
+	{prog_moe_act_quant, {29, 0}, "moe_k3", "quant: f8e4m3 group=128 scales"},
+};
+
+START_TEST(test_program_against_interpreter)
 {
-	static const char text[] =
-		"weight $router : bf16[8,64]\n"
-		"weight $wgu : bf16[8,256,64]\n"
-		"weight $wdown : bf16[8,64,128]\n"
-		"graph @moe(%x: bf16[T,64]) -> (y: bf16[T,64], qs: f32[2*T,1]) {\n"
-		"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
-		"	%w, %ids = route %logits, k=2, renorm=1, router=softmax : f32[T,2], i32[T,2]\n"
-		"	%offs, %rows, %pos = permute %ids, experts=8 : i32[9], i32[2*T], i32[2*T]\n"
-		"	%two = const value=[2] : i32[]\n"
-		"	%src = div %rows, %two : i32[2*T]\n"
-		"	%xs = gather %x, %src, axis=0 : bf16[2*T,64]\n"
-		"	%h = grouped_matmul %xs, $wgu, %offs, to=f32 : f32[2*T,256]\n"
-		"	%act = swiglu %h, act=silu, layout=interleave : f32[2*T,128]\n"
-		"	%q, %qs = quantize_dynamic %act, group=128, to=f8e4m3 : f8e4m3[2*T,128], f32[2*T,1]\n"
-		"	%a8 = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[2*T,128]\n"
-		"	%down = grouped_matmul %a8, $wdown, %offs, to=f32 : f32[2*T,64]\n"
-		"	%wf = reshape %w, shape=[2*T] : f32[2*T]\n"
-		"	%wr = gather %wf, %rows, axis=0 : f32[2*T]\n"
-		"	%wc = reshape %wr, shape=[2*T, 1] : f32[2*T,1]\n"
-		"	%scaled = mul %down, %wc : f32[2*T,64]\n"
-		"	%slots = scatter_rows %scaled, %rows, rows=[2*T] : f32[2*T,64]\n"
-		"	%s3 = reshape %slots, shape=[T, 2, 64] : f32[T,2,64]\n"
-		"	%sum = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,64]\n"
-		"	%y = cast %sum, to=bf16 : bf16[T,64]\n"
-		"	ret %y, %qs\n"
-		"}\n";
-
-	check_program(text, 29, "moe_k3", "quant: f8e4m3 group=128 scales");
-}
-END_TEST
-
-/* per-token scales stay a row kernel of their own after the GEMM */
-START_TEST(test_program_per_token_quant_unfused)
-{
-	static const char text[] =
-		"weight $w : bf16[128,64]\n"
-		"graph @g(%x: bf16[T,64]) -> (q: f8e4m3[T,128], s: f32[T,1]) {\n"
-		"	%h = matmul %x, $w, to=f32, trans_b=1 : f32[T,128]\n"
-		"	%q, %s = quantize_dynamic %h, group=row, to=f8e4m3 : f8e4m3[T,128], f32[T,1]\n"
-		"	ret %q, %s\n"
-		"}\n";
-
-	check_program(text, 23, "g_k0", "gemm");
+	for (int i = 0; i < 2 && programs[_i].T[i] > 0; i++)
+		check_program(programs[_i].text, programs[_i].T[i], programs[_i].kernel, programs[_i].note);
 }
 END_TEST
 
@@ -972,12 +684,8 @@ gemm_quant_suite(void)
 	tcase_add_test(t, test_emu_grouped_scatter_i8_group64);
 	tcase_add_test(t, test_emu_static_i8_immediates);
 	tcase_add_test(t, test_emu_static_f8_parameters_swiglu);
-	tcase_add_loop_test(t, test_quant_ptx_assembles_on_target, 0, (int)NELEM(targets));
-	tcase_add_test(t, test_program_gemm_quant_group128);
-	tcase_add_test(t, test_program_gemm_quant_static_i8);
-	tcase_add_test(t, test_program_f32_gemm_quant_falls_back);
-	tcase_add_test(t, test_program_per_token_quant_unfused);
-	tcase_add_test(t, test_program_moe_act_quant);
+	tcase_add_loop_test(t, test_quant_ptx_assembles_on_target, 0, (int)NELEM(gh_targets));
+	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,0 +1,569 @@
+/*
+ * gemm_harness.c — the GEMM tests' shared harness (see gemm_harness.h).
+ * A case is emitted for the "emu" target, its inputs drawn in a fixed
+ * order (A, B, gather and scatter permutations, epilogue leaves) from its
+ * seed, its outputs poisoned with NaN, and the kernel run with every
+ * buffer's bounds known to the emulator.  The reference reads the same
+ * inputs in double, so only the kernel's arithmetic separates the two.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_harness.h"
+
+const char *const gh_targets[3] = {"sm_80", "sm_90", "sm_90a"};
+
+/* ---- random data ---- */
+
+static uint64_t rng_state;
+
+void
+gh_seed(uint64_t seed)
+{
+	rng_state = seed;
+}
+
+double
+gh_urand(void)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+double
+gh_nzrand(double scale)
+{
+	double u = gh_urand();
+
+	return (u < 0 ? -1 : 1) * scale * (0.125 + 0.875 * fabs(u));
+}
+
+static void *
+fill(DType dt, size_t n, double scale, GhFill how)
+{
+	void *p = calloc(n ? n : 1, dtype_bytes(dt, 1));
+
+	for (size_t i = 0; i < n; i++)
+		dtype_store(dt, p, i, how == GH_UNIFORM ? gh_urand() * scale : gh_nzrand(scale));
+	return p;
+}
+
+void *
+gh_rand(DType dt, size_t n, double scale)
+{
+	return fill(dt, n, scale, GH_UNIFORM);
+}
+
+void
+gh_shuffle(int *v, int n)
+{
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)((gh_urand() + 1) / 2 * (i + 1)) % (i + 1), t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
+
+/* ---- specs ---- */
+
+void
+gh_tiles(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st)
+{
+	s->bm = bm;
+	s->bn = bn;
+	s->bk = bk;
+	s->warps_m = wm;
+	s->warps_n = wn;
+	s->stages = st;
+}
+
+void
+gh_bias_gelu(GemmSpec *s, DType bias_dt)
+{
+	CgEpilogue *e = &s->ep;
+	int a = cg_ep_acc(e), b = cg_ep_col(e, bias_dt, 0, "bias");
+
+	cg_ep_op(e, CGE_GELU_ERF, cg_ep_op(e, CGE_ADD, a, b), -1);
+}
+
+static void
+sizes(GemmSpec *s, int64_t N, int64_t K, int E)
+{
+	cg_gemm_default(s);
+	s->N = N;
+	s->K = K;
+	s->groups = E;
+}
+
+void
+gh_spec_dense_bias_gelu(GemmSpec *s, int64_t N, int64_t K)
+{
+	sizes(s, N, K, 0);
+	gh_bias_gelu(s, DT_BF16);
+}
+
+void
+gh_spec_grouped_swiglu(GemmSpec *s, int E, int64_t N, int64_t K, int topk)
+{
+	sizes(s, N, K, E);
+	s->m_per_t = topk;
+	s->gather = 1;
+	s->gather_div = topk;
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+}
+
+void
+gh_spec_grouped_scale_scatter(GemmSpec *s, int E, int64_t N, int64_t K)
+{
+	int a, w;
+
+	sizes(s, N, K, E);
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, CGE_MUL, a, w);
+}
+
+void
+gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K)
+{
+	int a, b;
+
+	sizes(s, N, K, E);
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, N, "bias");	/* per-expert bias */
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+}
+
+void
+gh_spec_kn_residual(GemmSpec *s, int64_t N, int64_t K, DType dt)
+{
+	int a, r;
+
+	sizes(s, N, K, 0);
+	s->a_dt = s->b_dt = s->c_dt = dt;
+	s->b_layout = CG_B_KN;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_mat(&s->ep, dt, 0, CGR_DIRECT, "residual");
+	cg_ep_op(&s->ep, CGE_ADD, a, r);
+}
+
+/* ---- one case: inputs, the emulator run ---- */
+
+static int *
+permutation(int M)
+{
+	int *v = malloc(sizeof(int) * (size_t)(M ? M : 1));
+
+	for (int i = 0; i < M; i++)
+		v[i] = i;
+	gh_shuffle(v, M);
+	return v;
+}
+
+/* Elements of B the kernel may read: up to the last row's end, no padding after it. */
+static size_t
+b_elems(const GemmSpec *s, int E)
+{
+	int64_t rows = s->b_layout == CG_B_NK ? s->N : s->K;
+
+	return (size_t)((int64_t)(E - 1) * s->b_group_stride + (rows - 1) * s->ldb +
+			(s->b_layout == CG_B_NK ? s->K : s->N));
+}
+
+/* Elements of epilogue leaf i (0 for instructions that load nothing). */
+static size_t
+leaf_elems(const GemmRun *r, int i)
+{
+	const CgEpInst *in = &r->s.ep.in[i];
+	int64_t space = r->sw >= 0 && i > r->sw ? r->width : r->s.N;	/* its column space */
+	size_t rows = (size_t)(in->rows == CGR_GATHER ? r->msrc : r->M);
+
+	switch (in->op) {
+	case CGE_COL: return (size_t)(in->group_stride ? (r->E - 1) * in->group_stride + space : space);
+	case CGE_ROW: return rows;
+	case CGE_MAT: return rows * (size_t)(in->ld ? in->ld : space);
+	default: return 0;
+	}
+}
+
+static void
+inputs(GemmRun *r, const GemmCase *c)
+{
+	const GemmSpec *s = &r->s;
+	size_t na = (size_t)r->msrc * (size_t)s->lda, nb = b_elems(s, r->E);
+	double bs = (c->b_scale > 0 ? c->b_scale : 1) / sqrt((double)s->K);
+	GhFill leaves = c->fill == GH_EXACT ? GH_NONZERO : c->fill;
+
+	gh_seed(c->seed ? c->seed : 12345);
+	if (c->fill != GH_EXACT) {
+		r->A = fill(s->a_dt, na, 1.0, c->fill);
+		r->B = fill(s->b_dt, nb, bs, c->fill);
+	} else {	/* every product and every sum exact in f32 */
+		r->A = calloc(na ? na : 1, dtype_bytes(s->a_dt, 1));
+		r->B = calloc(nb ? nb : 1, dtype_bytes(s->b_dt, 1));
+		for (size_t i = 0; i < na; i++)
+			dtype_store(s->a_dt, r->A, i, 1 + floor((gh_urand() + 1) * 2048) / 4096);
+		for (size_t i = 0; i < nb; i++) {
+			double sign = gh_urand() < 0 ? -1 : 1;
+			dtype_store(s->b_dt, r->B, i, sign * (1 + floor((gh_urand() + 1) * 1.5)));
+		}
+	}
+	r->cbytes = (size_t)r->M * (size_t)s->ldc * dtype_bytes(s->c_dt, 1);
+	r->C = malloc(r->cbytes ? r->cbytes : 1);
+	memset(r->C, 0xff, r->cbytes);	/* NaN */
+	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales) {
+		size_t n = (size_t)r->M * (size_t)(r->width / s->quant.group);
+		r->C_scale = malloc(sizeof(float) * (n ? n : 1));
+		memset(r->C_scale, 0xff, sizeof(float) * n);
+	}
+	if (s->gather)
+		r->gidx = permutation(r->M);
+	if (s->store == CG_STORE_SCATTER)
+		r->sidx = permutation(r->M);
+	for (int i = 0; i < s->ep.n; i++)
+		if (cg_ep_is_load(s->ep.in[i].op))	/* may be empty (no rows) */
+			r->leaf[i] = fill(s->ep.in[i].dt, leaf_elems(r, i), 1.0, leaves);
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role) {
+		r->qscale = calloc(1, 8);
+		dtype_store(s->quant.scale_dt, r->qscale, 0, c->scale_v);
+	}
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role) {
+		r->qzero = calloc(1, 8);
+		dtype_store(s->quant.zero_dt, r->qzero, 0, c->zero_v);
+	}
+}
+
+/* The kernel's arguments, in the order cg_emit_gemm documents. */
+static int
+arguments(const GemmRun *r, uint64_t *args, CgEmuBuf *buf, int *nbuf)
+{
+	const GemmSpec *s = &r->s;
+	size_t M = (size_t)r->M;
+	int na = 0, nb = 0;
+
+#define ARG(p, bytes) (buf[nb++] = (CgEmuBuf){(p), (bytes)}, args[na++] = (uint64_t)(uintptr_t)(p))
+	ARG(r->A, (size_t)r->msrc * (size_t)s->lda * dtype_bytes(s->a_dt, 1));
+	if (r->gidx)
+		ARG(r->gidx, sizeof(int) * M);
+	ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	ARG(r->C, r->cbytes);
+	if (r->C_scale)
+		ARG(r->C_scale, sizeof(float) * M * (size_t)(r->width / s->quant.group));
+	if (r->sidx)
+		ARG(r->sidx, sizeof(int) * M);
+	if (r->offs)
+		ARG(r->offs, sizeof(int) * (size_t)(r->E + 1));
+	for (int i = 0; i < s->ep.n; i++)
+		if (r->leaf[i])
+			ARG(r->leaf[i], leaf_elems(r, i) * dtype_bytes(s->ep.in[i].dt, 1));
+	if (r->qscale)
+		ARG(r->qscale, dtype_bytes(s->quant.scale_dt, 1));
+	if (r->qzero)
+		ARG(r->qzero, dtype_bytes(s->quant.zero_dt, 1));
+	args[na++] = (uint64_t)r->T;
+#undef ARG
+	*nbuf = nb;
+	return na;
+}
+
+int
+gh_run(GemmRun *r, const GemmCase *c)
+{
+	CgTarget t = {"emu", NULL, 3};
+	Diag d;
+	CgModule *m;
+	const CgKernel *k;
+	uint64_t args[16 + CG_EP_MAX];
+	CgEmuBuf buf[16 + CG_EP_MAX];
+	int na, nb, rc = -1;
+
+	memset(r, 0, sizeof *r);
+	diag_init(&d, NULL);
+	r->s = c->s;
+	cg_gemm_resolve(&r->s);
+	r->T = c->T;
+	r->E = r->s.groups > 0 ? r->s.groups : 1;
+	r->M = r->s.m_per_t * c->T;
+	r->msrc = r->s.gather ? (r->M + r->s.gather_div - 1) / r->s.gather_div : r->M;
+	r->sw = -1;
+	for (int i = 0; i < r->s.ep.n; i++)
+		if (r->s.ep.in[i].op == CGE_SWIGLU)
+			r->sw = i;
+	r->width = r->sw >= 0 ? r->s.N / 2 : r->s.N;
+
+	m = cg_module_new(&t, "case", &d);
+	if (!m || (c->builder == GH_SIMT ? cg_emit_gemm_simt : cg_emit_gemm)(m, "g", &c->s, &d) < 0) {
+		snprintf(r->msg, sizeof r->msg, "emit: %s", d.last);
+		goto out;
+	}
+	k = cg_module_find(m, "g");
+	inputs(r, c);
+	if (r->s.groups > 0) {
+		r->offs = calloc((size_t)r->E + 1, sizeof(int));
+		for (int e = 0; e < r->E; e++)
+			r->offs[e + 1] = r->offs[e] + c->counts[e];
+		if (r->offs[r->E] != r->M) {
+			snprintf(r->msg, sizeof r->msg, "counts sum to %d, not M = %d", r->offs[r->E], r->M);
+			goto out;
+		}
+	}
+	na = arguments(r, args, buf, &nb);
+	if (na != k->nparam) {
+		snprintf(r->msg, sizeof r->msg, "%d arguments for %d parameters", na, k->nparam);
+		goto out;
+	}
+	{
+		CgEmuLaunch l = {{0, 0, 1}, {k->block[0], 1, 1}, k->smem, args, na, buf, nb};
+		l.grid[0] = (int)cg_expr_eval(k->grid[0], c->T);
+		l.grid[1] = (int)cg_expr_eval(k->grid[1], c->T);
+		if (l.grid[0] > 0 && cg_emu_run(m, "g", &l, &d) < 0) {
+			snprintf(r->msg, sizeof r->msg, "%s", d.last);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	cg_module_free(m);
+	return rc;
+}
+
+void
+gh_free(GemmRun *r)
+{
+	free(r->A);
+	free(r->B);
+	free(r->C);
+	free(r->C_scale);
+	free(r->qscale);
+	free(r->qzero);
+	free(r->gidx);
+	free(r->sidx);
+	free(r->offs);
+	for (int i = 0; i < CG_EP_MAX; i++)
+		free(r->leaf[i]);
+	memset(r, 0, sizeof *r);
+}
+
+/* ---- the reference ---- */
+
+GhRow
+gh_row(const GemmRun *r, int row)
+{
+	GhRow w = {row, 0, row, row, row};
+
+	if (r->offs)
+		while (w.e < r->E - 1 && row >= r->offs[w.e + 1])
+			w.e++;
+	if (r->gidx) {
+		w.graw = r->gidx[row];
+		w.srow = w.graw / r->s.gather_div;
+	}
+	if (r->sidx)
+		w.drow = r->sidx[row];
+	return w;
+}
+
+static int
+leaf_row(const CgEpInst *in, const GhRow *w)
+{
+	switch (in->rows) {
+	case CGR_GATHER: return w->srow;
+	case CGR_GATHER_RAW: return w->graw;
+	case CGR_SCATTER: return w->drow;
+	default: return w->r;
+	}
+}
+
+/* Instruction i of the epilogue at column n of a space `space` wide; v holds the earlier ones. */
+static double
+ep_value(const GemmRun *r, const GhRow *w, int i, const double *acc, int64_t n, int64_t space,
+	 const double *v)
+{
+	const CgEpInst *in = &r->s.ep.in[i];
+	const void *p = r->leaf[i];
+
+	switch (in->op) {
+	case CGE_ACC: return acc[n];
+	case CGE_IMM: return in->imm;
+	case CGE_COL: return dtype_load(in->dt, p, (size_t)(w->e * in->group_stride + n));
+	case CGE_ROW: return dtype_load(in->dt, p, (size_t)leaf_row(in, w));
+	case CGE_MAT: return dtype_load(in->dt, p, (size_t)(leaf_row(in, w) * (in->ld ? in->ld : space) + n));
+	default: return cg_ep_eval1(in, v[in->a], in->b >= 0 ? v[in->b] : 0);
+	}
+}
+
+void
+gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
+{
+	const GemmSpec *s = &r->s;
+	double *acc = malloc(sizeof(double) * (size_t)(s->N ? s->N : 1));
+	int sw = r->sw;
+
+	for (int64_t n = 0; n < s->N; n++) {
+		double a = 0;
+		for (int64_t q = 0; q < s->K; q++) {
+			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
+			a += dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q)) *
+			     dtype_load(s->b_dt, r->B, (size_t)bi);
+		}
+		acc[n] = a;
+	}
+	for (int64_t co = 0; co < r->width; co++) {
+		double pair[2][CG_EP_MAX], v[CG_EP_MAX];
+		/* up to SWIGLU on the N columns (both of its pair), after it on the width */
+		for (int p = 0; p < (sw >= 0 ? 2 : 1); p++)
+			for (int i = 0; i < (sw >= 0 ? sw : s->ep.n); i++)
+				pair[p][i] = ep_value(r, w, i, acc, sw >= 0 ? 2 * co + p : co, s->N, pair[p]);
+		if (sw < 0) {
+			out[co] = s->ep.n ? pair[0][s->ep.n - 1] : acc[co];
+			continue;
+		}
+		v[sw] = cg_ep_eval1(&s->ep.in[sw], pair[0][s->ep.in[sw].a], pair[1][s->ep.in[sw].a]);
+		for (int i = sw + 1; i < s->ep.n; i++)
+			v[i] = ep_value(r, w, i, acc, co, r->width, v);
+		out[co] = v[s->ep.n - 1];
+	}
+	free(acc);
+}
+
+/* ---- the comparison ---- */
+
+int
+gh_compare(GemmRun *r, GemmErr *e)
+{
+	const GemmSpec *s = &r->s;
+	double *want = malloc(sizeof(double) * (size_t)(r->width ? r->width : 1));
+	double err2 = 0, ref2 = 0;
+	int rc = -1;
+
+	memset(e, 0, sizeof *e);
+	for (int row = 0; row < r->M; row++) {
+		GhRow w = gh_row(r, row);
+		gh_ref_row(r, &w, want);
+		for (int64_t co = 0; co < r->width; co++) {
+			double got = dtype_load(s->c_dt, r->C, (size_t)w.drow * (size_t)s->ldc + (size_t)co);
+			unsigned char wb[8] = {0}, gb[8] = {0};
+			if (isnan(got) && !isnan(want[co])) {
+				snprintf(r->msg, sizeof r->msg, "C[%d,%lld] not written (row %d, expert %d)",
+					 w.drow, (long long)co, row, w.e);
+				goto out;
+			}
+			dtype_store(s->c_dt, wb, 0, want[co]);
+			dtype_store(s->c_dt, gb, 0, got);
+			e->mismatches += memcmp(wb, gb, sizeof wb) != 0;
+			e->elems++;
+			err2 += (got - want[co]) * (got - want[co]);
+			ref2 += want[co] * want[co];
+		}
+	}
+	/* the padding between rows (ldc > width) is untouched */
+	for (int64_t row = 0; row < r->M; row++)
+		for (int64_t co = r->width; co < s->ldc; co++)
+			if (!isnan(dtype_load(s->c_dt, r->C, (size_t)(row * s->ldc + co)))) {
+				snprintf(r->msg, sizeof r->msg, "C[%lld,%lld] past the width %lld written",
+					 (long long)row, (long long)co, (long long)r->width);
+				goto out;
+			}
+	e->err = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+	rc = 0;
+out:
+	free(want);
+	return rc;
+}
+
+void
+gh_check(const GemmCase *c, double tol)
+{
+	GemmRun r;
+	GemmErr e;
+
+	const char *w = c->what ? c->what : "", *sep = c->what ? ": " : "";
+
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s%s%s", w, sep, r.msg);
+	ck_assert_msg(e.err < tol, "%s%srelative L2 error %g >= %g", w, sep, e.err, tol);
+	if (c->fill == GH_EXACT)
+		ck_assert_msg(e.mismatches == 0, "%s%s%lld of %lld elements differ from the exact result",
+			      w, sep, (long long)e.mismatches, (long long)e.elems);
+	gh_free(&r);
+}
+
+/* ---- PTX and ptxas ---- */
+
+int
+gh_count(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (const char *p = s; (p = strstr(p, what)) != NULL; p++)
+		n++;
+	return n;
+}
+
+CgModule *
+gh_emit_specs(const char *sm, GhBuilder b, const GemmSpec *s, int n, const char *prefix)
+{
+	CgTarget t = {sm, NULL, 3};
+	Diag d;
+	CgModule *m;
+	char name[32];
+
+	diag_init(&d, stderr);
+	m = cg_module_new(&t, prefix, &d);
+	ck_assert_ptr_nonnull(m);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "%s%d", prefix, i);
+		ck_assert_msg((b == GH_SIMT ? cg_emit_gemm_simt : cg_emit_gemm)(m, name, &s[i], &d) == 0,
+			      "%s: %s", name, d.last);
+	}
+	return m;
+}
+
+const char *
+gh_ptx(CgModule *m)
+{
+	Diag d;
+	size_t len;
+	const char *ptx;
+
+	diag_init(&d, stderr);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_msg(ptx != NULL, "%s", d.last);
+	return ptx;
+}
+
+int
+gh_assemble(CgModule *m, int n, const char *who, int flags)
+{
+	const char *sm = cg_module_target(m)->sm;
+	Diag d;
+	CgPtxasResult r;
+
+	if (!cg_ptxas_path()) {
+		fprintf(stderr, "%s: no ptxas; PTX for %s not assembled (skipped)\n", who, sm);
+		return 0;
+	}
+	diag_init(&d, stderr);
+	ck_assert_msg(cg_module_assemble(m, (flags & GH_CUBIN) != 0, &r, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(r.n, n);
+	if (flags & GH_CUBIN)
+		ck_assert(r.cubin_len > 0);
+	/* ptxas says so when it has to serialise wgmma (accumulators touched in flight) */
+	if (flags & GH_NO_SERIAL)
+		ck_assert_msg(!r.log || !strstr(r.log, "serializ"), "%s", r.log);
+	for (int i = 0; i < n; i++) {
+		const CgKernel *k = cg_module_kernel(m, i);
+		if (getenv("MOEC_CG_VERBOSE"))
+			fprintf(stderr, "%s %s: %d regs, %d/%d spill, smem %d: %s\n", sm, k->name,
+				k->regs, k->spill_stores, k->spill_loads, k->smem, k->note);
+		ck_assert_msg(k->regs > 0 && k->regs <= 255, "%s: %d registers", k->name, k->regs);
+		ck_assert_msg(k->spill_stores >= 0 && k->spill_loads >= 0, "%s: no spill counts", k->name);
+		if (flags & GH_NO_SPILLS)
+			ck_assert_msg(k->spill_stores == 0 && k->spill_loads == 0,
+				      "%s: %d/%d bytes spilled (%s)", k->name, k->spill_stores,
+				      k->spill_loads, k->note);
+	}
+	cg_ptxas_free(&r);
+	return 1;
+}

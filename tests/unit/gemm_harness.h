@@ -1,0 +1,122 @@
+/*
+ * gemm_harness.h — what the GEMM unit tests share (check_codegen.c,
+ * check_wgmma.c, check_gemm_simt.c, check_gemm_quant.c): seeded random
+ * data, the specs several of them build, one GEMM case run on the CPU
+ * emulator (random inputs, outputs poisoned with NaN first) against a
+ * reference in double (the accumulator, then the epilogue program), and the
+ * emit + ptxas checks of a list of specs.  Functions that assert say so;
+ * the others report failures as -1 with a message.
+ */
+#ifndef GEMM_HARNESS_H
+#define GEMM_HARNESS_H
+
+#include <check.h>
+
+#include "codegen.h"
+
+extern const char *const gh_targets[3];	/* sm_80, sm_90, sm_90a */
+
+/* ---- random data: one generator, reseeded by each case ---- */
+
+void gh_seed(uint64_t seed);
+double gh_urand(void);			/* uniform in [-1, 1) */
+double gh_nzrand(double scale);		/* magnitude in [scale/8, scale), random sign */
+void *gh_rand(DType dt, size_t n, double scale);	/* uniform; calloc'd, n may be 0 */
+void gh_shuffle(int *v, int n);
+
+/* ---- specs ---- */
+
+void gh_tiles(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st);
+/* epilogue gelu_erf(acc + bias[n]) */
+void gh_bias_gelu(GemmSpec *s, DType bias_dt);
+/* bf16 [T,K] x [N,K]^T with bias + gelu */
+void gh_spec_dense_bias_gelu(GemmSpec *s, int64_t N, int64_t K);
+/* grouped over E experts, rows gathered (topk per token), interleaved SwiGLU */
+void gh_spec_grouped_swiglu(GemmSpec *s, int E, int64_t N, int64_t K, int topk);
+/* grouped, scattered store, times a routing weight per scattered row */
+void gh_spec_grouped_scale_scatter(GemmSpec *s, int E, int64_t N, int64_t K);
+/* gpt-oss: grouped, a per-expert bias, clamped SwiGLU (limit 7, alpha 1.702) */
+void gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K);
+/* dt everywhere, B [K,N], plus a residual [M,N] of dt */
+void gh_spec_kn_residual(GemmSpec *s, int64_t N, int64_t K, DType dt);
+
+/* ---- one case on the emulator ---- */
+
+typedef enum { GH_MMA, GH_SIMT } GhBuilder;	/* cg_emit_gemm, cg_emit_gemm_simt */
+typedef enum {
+	GH_UNIFORM,	/* uniform in [-1, 1) */
+	GH_NONZERO,	/* gh_nzrand: no zero products */
+	GH_EXACT,	/* A = 1 + j/4096, B small integers: the f32 sums are exact */
+} GhFill;
+
+typedef struct GemmCase GemmCase;
+struct GemmCase {
+	const char *what;	/* what failure messages start with, or NULL */
+	GemmSpec s;
+	int T;
+	int counts[64];		/* grouped: rows per expert (sum = M) */
+	GhBuilder builder;
+	GhFill fill;
+	double b_scale;		/* B values times b_scale / sqrt(K) (0: 1) */
+	uint64_t seed;		/* 0: 12345 */
+	double scale_v, zero_v;	/* static quantisation: the values behind its roles */
+};
+
+/* Row r of the output: its expert, its A row, its C row, its raw gather index. */
+typedef struct GhRow GhRow;
+struct GhRow {
+	int r, e, srow, drow, graw;
+};
+
+typedef struct GemmRun GemmRun;
+struct GemmRun {
+	GemmSpec s;		/* resolved (cg_gemm_resolve) */
+	int T, E, M, msrc, sw;	/* sw: the SWIGLU instruction, or -1 */
+	int64_t width;		/* output columns: N, or N/2 after SWIGLU */
+	int *gidx, *sidx, *offs;	/* NULL when the spec has none */
+	void *A, *B, *C, *leaf[CG_EP_MAX];
+	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
+	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
+	size_t cbytes;
+	char msg[600];		/* why gh_run or gh_compare failed */
+};
+
+/* Emit c, fill its inputs (from its seed) and run it; 0, or -1 with r->msg.
+ * Call gh_free either way. */
+int gh_run(GemmRun *r, const GemmCase *c);
+void gh_free(GemmRun *r);
+GhRow gh_row(const GemmRun *r, int row);
+/* The reference of one row in double: out[co] for co < r->width. */
+void gh_ref_row(const GemmRun *r, const GhRow *w, double *out);
+
+typedef struct GemmErr GemmErr;
+struct GemmErr {
+	double err;		/* relative L2 against the reference */
+	int64_t mismatches;	/* elements not bit-equal to the reference rounded to c_dt */
+	int64_t elems;
+};
+/* C against the reference; -1 with r->msg where an element was not written
+ * or the padding past the width was. */
+int gh_compare(GemmRun *r, GemmErr *e);
+/* Asserts: the case runs, its relative L2 error is below tol, and with
+ * GH_EXACT every element equals the exact result. */
+void gh_check(const GemmCase *c, double tol);
+
+/* ---- PTX and ptxas ---- */
+
+int gh_count(const char *s, const char *what);
+/* A module of target sm holding s[0..n) as <prefix>0, <prefix>1, ...; asserts each emits. */
+CgModule *gh_emit_specs(const char *sm, GhBuilder b, const GemmSpec *s, int n, const char *prefix);
+/* The module's PTX; asserts there is one. */
+const char *gh_ptx(CgModule *m);
+
+enum {
+	GH_CUBIN = 1,		/* want a cubin, and assert it is there */
+	GH_NO_SPILLS = 2,	/* no kernel spills */
+	GH_NO_SERIAL = 4,	/* ptxas did not serialise wgmma */
+};
+/* ptxas over the n kernels of m, asserting registers in 1..255 and the
+ * flags; 0 after saying on stderr that who skipped it (no ptxas), else 1. */
+int gh_assemble(CgModule *m, int n, const char *who, int flags);
+
+#endif
