@@ -260,7 +260,7 @@ imp_ms_matmul_nbits(ONode *n)
 	int64_t k = ox_attr_i(n, "K", -1), nn = ox_attr_i(n, "N", -1);
 	int64_t bits = ox_attr_i(n, "bits", 4), bs = ox_attr_i(n, "block_size", -1), nb;
 	DType qt = bits == 4 ? DT_U4 : DT_U8, to = ox_tin(n, 0)->dt;
-	Value *w, *s, *z, *in[3];
+	Value *w, *s, *z = NULL, *in[3];
 	Dim d2[2];
 	Node *r;
 

@@ -131,7 +131,7 @@ fold_concat(ONode *n, int axis)
 	Known *in[64], *k;
 	int64_t dims[MAXRANK], outer = 1, inner = 1, at = 0;
 
-	if (n->nin > 64)
+	if (n->nin < 1 || n->nin > 64)
 		return NULL;
 	for (int i = 0; i < n->nin; i++)
 		if (!(in[i] = ox_kor(n, i)) || in[i]->rank != in[0]->rank || in[i]->dt != in[0]->dt)

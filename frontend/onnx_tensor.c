@@ -143,7 +143,7 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 {
 	void *data;
 	const char *loc;
-	uint64_t off, len;
+	uint64_t off, len = 0;
 	int haslen, fd, rc = -1;
 	struct stat st;
 	char *path;

@@ -213,7 +213,7 @@ elem_dtype(Ctx *c, int code, Loc l, DType *dt)
 int
 ox_input_type(Ctx *c, const Onnx__ValueInfoProto *vi, Loc l, Type *t)
 {
-	const Onnx__TypeProto__Tensor *tt;
+	const Onnx__TypeProto__Tensor *tt = NULL;
 	const Onnx__TensorShapeProto *sp;
 
 	if (tensor_typeproto(c, vi->type, l, "graph input", &tt) ||

@@ -169,7 +169,7 @@ combine(int red, Tensor *y, int64_t yi, const Tensor *u, int64_t ui)
 		ev_copy(u->dt, y->data, yi, u->data, ui, 1);
 	} else if (ev_isint(y->dt)) {
 		int64_t a = dtype_load_int(y->dt, y->data, (size_t)yi);
-		int64_t b = dtype_load_int(u->dt, u->data, (size_t)ui), r;
+		int64_t b = dtype_load_int(u->dt, u->data, (size_t)ui), r = 0;
 		if (red == RED_ADD ? __builtin_add_overflow(a, b, &r) :
 		    red == RED_MUL ? __builtin_mul_overflow(a, b, &r) : 0)
 			r = red == RED_ADD ? (b < 0 ? INT64_MIN : INT64_MAX)

@@ -166,7 +166,7 @@ int
 ev_quantize_dynamic(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int64_t glen, sdim[MAXRANK], len = tensor_numel(x);
+	int64_t glen = 0, sdim[MAXRANK], len = tensor_numel(x);
 	DType dt = DT_F8E4M3;
 	int srank;
 
