@@ -18,20 +18,13 @@
  * stored k-contiguous and read with ldmatrix.x4; B[K,N] tiles are stored
  * n-contiguous and read with ldmatrix.x4.trans.
  *
- * Schedule: a linear work index w over (expert, n-tile, m-tile), m-tiles
- * fastest within an expert, so CTAs that run together share B tiles and one
- * expert's A rows.  Grouped mode builds, at kernel start, the table of each
- * expert's first tile from the device offsets (a shuffle scan; empty experts
- * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
- * launches one CTA per potential tile (those past the end exit);
- * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.
+ * The schedule, the parameters, the epilogue program and the store are
+ * k_gemm_common.c's, shared with the CUDA-core kernel.
  */
-#define CG_INTERNAL
+#include <stdio.h>
 #include <string.h>
 
 #include "k_gemm.h"
-
-#define SMEM_MAX 232448		/* sm_80/sm_90 opt-in limit per CTA */
 
 void
 cg_gemm_default(GemmSpec *s)
@@ -51,15 +44,6 @@ cg_gemm_default(GemmSpec *s)
 	s->stages = 4;
 	s->sched = CG_SCHED_TILES;
 	s->ctas = 264;
-}
-
-static int
-swiglu_at(const CgEpilogue *e)
-{
-	for (int i = 0; i < e->n; i++)
-		if (e->in[i].op == CGE_SWIGLU)
-			return i;
-	return -1;
 }
 
 static DType
@@ -85,20 +69,20 @@ pow2(int x)
 static void
 quant_layout(G *g)
 {
-	const GemmSpec *s = &g->s;
+	const GemmSpec *s = &g->k.s;
 	int group = s->quant.group;
 
-	g->q_fw = g->sw >= 0 ? 4 : 8;
+	g->q_fw = g->k.sw >= 0 ? 4 : 8;
 	g->q_wow = g->ni * g->q_fw;
 	g->q_sg = group > 0 && group < g->q_wow ? group : g->q_wow;
 	if (g->q_sg <= 0)
 		return;
 	g->q_bytes = s->bm * (s->bn * g->q_fw / 8 / g->q_sg) * 4;
-	if (g->q_bytes <= g->tab) {
+	if (g->q_bytes <= g->k.tab) {
 		g->q_off = 0;
 	} else {
-		g->q_off = (g->smem + 15) & ~15;
-		g->smem = g->q_off + g->q_bytes;
+		g->q_off = (g->k.smem + 15) & ~15;
+		g->k.smem = g->q_off + g->q_bytes;
 	}
 }
 
@@ -106,26 +90,13 @@ quant_layout(G *g)
 static void
 layout(G *g, const GemmSpec *in)
 {
-	GemmSpec *s = &g->s;
+	const GemmSpec *s = &g->k.s;
 
-	*s = *in;
-	if (s->m_per_t <= 0)
-		s->m_per_t = 1;
-	if (s->gather_div <= 0)
-		s->gather_div = 1;
-	if (s->lda == 0)
-		s->lda = s->K;
-	if (s->ldb == 0)
-		s->ldb = s->b_layout == CG_B_NK ? s->K : s->N;
-	if (s->b_group_stride == 0)
-		s->b_group_stride = s->N * s->K;
-	g->sw = swiglu_at(&s->ep);
-	g->width = g->sw >= 0 ? s->N / 2 : s->N;
-	if (s->ldc == 0)
-		s->ldc = g->width;
+	memset(g, 0, sizeof *g);
+	gemm_resolve(&g->k, in);
 	g->mt = mma_type(s);
-	g->nwarp = s->warps_m * s->warps_n;
-	g->nthr = 32 * g->nwarp;
+	g->k.nwarp = s->warps_m * s->warps_n;
+	g->k.nthr = 32 * g->k.nwarp;
 	g->wtm = s->warps_m > 0 ? s->bm / s->warps_m : 0;
 	g->wtn = s->warps_n > 0 ? s->bn / s->warps_n : 0;
 	g->mi = g->wtm / 16;
@@ -138,24 +109,24 @@ layout(G *g, const GemmSpec *in)
 	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
 	g->a_bytes = s->bm * g->a_ld;
 	g->stage = g->a_bytes + (s->b_layout == CG_B_NK ? s->bn : s->bk) * g->b_ld;
-	g->tab = s->stages * g->stage;
-	g->wsum = g->tab + ((4 * (s->groups + 1) + 15) & ~15);
-	g->smem = s->groups > 0 ? g->wsum + 128 : g->tab;
+	g->k.tab = s->stages * g->stage;
+	g->k.wsum = g->k.tab + ((4 * (s->groups + 1) + 15) & ~15);
+	g->k.smem = s->groups > 0 ? g->k.wsum + 128 : g->k.tab;
 	if (s->quant.kind == CG_QUANT_GROUP)
 		quant_layout(g);
 	g->a_chunks = s->bm * s->bk / 8;
 	g->b_chunks = s->bn * s->bk / 8;
-	g->a_n = g->nthr ? (g->a_chunks + g->nthr - 1) / g->nthr : 0;
-	g->b_n = g->nthr ? (g->b_chunks + g->nthr - 1) / g->nthr : 0;
+	g->a_n = g->k.nthr ? (g->a_chunks + g->k.nthr - 1) / g->k.nthr : 0;
+	g->b_n = g->k.nthr ? (g->b_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 }
 
 void
 cg_gemm_resolve(GemmSpec *s)
 {
-	G g;
+	GemmCore k;
 
-	layout(&g, s);
-	*s = g.s;
+	gemm_resolve(&k, s);
+	*s = k.s;
 }
 
 int
@@ -164,7 +135,7 @@ cg_gemm_smem(const GemmSpec *s)
 	G g;
 
 	layout(&g, s);
-	return g.smem;
+	return g.k.smem;
 }
 
 static int
@@ -176,17 +147,11 @@ check_ld(Diag *d, const char *what, int64_t ld, int64_t min)
 	return 0;
 }
 
-static int
-is_io_type(DType t)
-{
-	return t == DT_BF16 || t == DT_F16 || t == DT_F32;
-}
-
 int
 cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 {
 	G g;
-	const GemmSpec *s = &g.s;
+	const GemmSpec *s = &g.k.s;
 
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
@@ -198,8 +163,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 			      "a tensor-core GEMM", d) < 0) {
 		return -1;
 	}
-	if (!is_io_type(s->a_dt) || !is_io_type(s->b_dt) ||
-	    !(is_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
+	if (!gemm_io_type(s->a_dt) || !gemm_io_type(s->b_dt) ||
+	    !(gemm_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
 		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16; "
 				  "C f8e4m3 or i8 when quantised)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt));
@@ -215,7 +180,7 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
 	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128)", s->bk);
-	if (s->warps_m < 1 || s->warps_n < 1 || g.nwarp > 16 || !pow2(g.nwarp))
+	if (s->warps_m < 1 || s->warps_n < 1 || g.k.nwarp > 16 || !pow2(g.k.nwarp))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);
 	if (s->mainloop == CG_MAINLOOP_MMA && (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n)))
@@ -224,7 +189,7 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 				  s->bm, s->bn, s->warps_m, s->warps_n);
 	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: warp tile %dx%d or tile %dx%dx%d too large for %d threads",
-				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.nthr);
+				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.k.nthr);
 	if (s->stages < 2 || s->stages > 5)
 		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..5)", s->stages);
 	if (s->N % s->bn)
@@ -235,76 +200,46 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 				  (long long)s->K, s->bk);
 	if (check_ld(d, "lda", s->lda, s->K) < 0 ||
 	    check_ld(d, "ldb", s->ldb, s->b_layout == CG_B_NK ? s->K : s->N) < 0 ||
-	    check_ld(d, "ldc", s->ldc, g.width) < 0)
+	    check_ld(d, "ldc", s->ldc, g.k.width) < 0)
 		return -1;
-	if (s->groups < 0 || s->groups > 4096)
-		return diag_error(d, LOC_NONE, "gemm: %d groups (0..4096)", s->groups);
+	if (gemm_check_common(&g.k, "gemm", d) < 0)
+		return -1;
 	if (s->groups > 0 && (s->b_group_stride < (s->b_layout == CG_B_NK ? s->N * s->ldb : s->K * s->ldb) ||
 			      s->b_group_stride % 8))
 		return diag_error(d, LOC_NONE, "gemm: B's group stride %lld is below one expert's B or not a multiple of 8",
 				  (long long)s->b_group_stride);
-	if (s->m_per_t < 1 || s->m_per_t > 1024)
-		return diag_error(d, LOC_NONE, "gemm: m_per_t = %d", s->m_per_t);
-	if (s->sched == CG_SCHED_PERSISTENT && (s->ctas < 1 || s->ctas > 65535))
-		return diag_error(d, LOC_NONE, "gemm: %d persistent CTAs", s->ctas);
-	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT)
-		return diag_error(d, LOC_NONE, "gemm: unknown schedule %d", s->sched);
-	if (s->store != CG_STORE_ROWS && s->store != CG_STORE_SCATTER)
-		return diag_error(d, LOC_NONE, "gemm: unknown store mode %d", s->store);
-	if (s->min_ctas < 0 || s->min_ctas > 32)
-		return diag_error(d, LOC_NONE, "gemm: min_ctas = %d", s->min_ctas);
-	if (cg_ep_check(&s->ep, d) < 0)
-		return -1;
 	if (s->quant.kind == CG_QUANT_GROUP) {
 		int G = s->quant.group, bow = s->bn * g.q_fw / 8;
 		if (bow % G || (g.q_wow % G && G % g.q_wow))
 			return diag_error(d, LOC_NONE, "gemm: quantisation groups of %d columns do not tile "
 					  "a CTA's %d output columns (%d per warp)", G, bow, g.q_wow);
 	}
-	for (int i = 0; i < s->ep.n; i++) {
-		const CgEpInst *e = &s->ep.in[i];
-		if (e->op != CGE_ROW && e->op != CGE_MAT)
-			continue;
-		if ((e->rows == CGR_GATHER || e->rows == CGR_GATHER_RAW) && !s->gather)
-			return diag_error(d, LOC_NONE, "gemm: epilogue e%d reads rows through gather_idx, but A is not gathered", i);
-		if (e->rows == CGR_SCATTER && s->store != CG_STORE_SCATTER)
-			return diag_error(d, LOC_NONE, "gemm: epilogue e%d reads rows through scatter_idx, but the store is not scattered", i);
-	}
-	if (g.smem > SMEM_MAX)
+	if (g.k.smem > GEMM_SMEM_MAX)
 		return diag_error(d, LOC_NONE, "gemm: %d bytes of shared memory (%d stages of %d) exceed %d",
-				  g.smem, s->stages, g.stage, SMEM_MAX);
+				  g.k.smem, s->stages, g.stage, GEMM_SMEM_MAX);
 	return 0;
 }
 
 /* ---- pieces of the kernel ---- */
 
-static LLVMValueRef
-gptr(G *g, LLVMValueRef base, LLVMValueRef elems64, int esz)
-{
-	return cg_gep(g->f, base, cg_muli(g->f, elems64, esz), 1);
-}
-
 /* Per-thread constants: lane layout, load chunk offsets, ldmatrix offsets. */
 static void
 thread_setup(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	int cpr = s->bk / 8;	/* chunks per k-contiguous row */
 
-	g->tid = cg_tid(f, 0);
-	g->lane = cg_and(f, g->tid, 31);
-	g->warp = cg_shr(f, g->tid, 5);
-	g->wm0 = cg_muli(f, cg_udiv(f, g->warp, cg_i32(f, s->warps_n)), g->wtm);
-	g->wn0 = cg_muli(f, cg_urem(f, g->warp, cg_i32(f, s->warps_n)), g->wtn);
+	g->wm0 = cg_muli(f, cg_udiv(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtm);
+	g->wn0 = cg_muli(f, cg_urem(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtn);
 	for (int i = 0; i < g->a_n; i++) {
-		LLVMValueRef c = cg_addi(f, g->tid, (int64_t)i * g->nthr);
+		LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr);
 		g->a_row[i] = cg_udiv(f, c, cg_i32(f, cpr));
 		g->a_kc[i] = cg_urem(f, c, cg_i32(f, cpr));
 		g->a_soff[i] = cg_add(f, cg_muli(f, g->a_row[i], g->a_ld), cg_muli(f, g->a_kc[i], 16));
 	}
 	for (int i = 0; i < g->b_n; i++) {
-		LLVMValueRef c = cg_addi(f, g->tid, (int64_t)i * g->nthr);
+		LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr);
 		int per = s->b_layout == CG_B_NK ? cpr : s->bn / 8;
 		g->b_row[i] = cg_udiv(f, c, cg_i32(f, per));
 		g->b_kc[i] = cg_urem(f, c, cg_i32(f, per));
@@ -312,19 +247,19 @@ thread_setup(G *g)
 						  cg_muli(f, g->b_kc[i], 16)), g->a_bytes);
 	}
 	/* ldmatrix: A rows wm0 + (lane & 15), k chunk lane >> 4 */
-	g->a_lane = cg_add(f, cg_muli(f, cg_add(f, g->wm0, cg_and(f, g->lane, 15)), g->a_ld),
-			   cg_muli(f, cg_shr(f, g->lane, 4), 16));
+	g->a_lane = cg_add(f, cg_muli(f, cg_add(f, g->wm0, cg_and(f, g->k.lane, 15)), g->a_ld),
+			   cg_muli(f, cg_shr(f, g->k.lane, 4), 16));
 	if (s->b_layout == CG_B_NK) {
 		/* rows n = wn0 + (lane & 7) + 8 (lane >> 4), k chunk (lane >> 3) & 1 */
-		LLVMValueRef n = cg_add(f, cg_add(f, g->wn0, cg_and(f, g->lane, 7)),
-					cg_shl(f, cg_shr(f, g->lane, 4), 3));
+		LLVMValueRef n = cg_add(f, cg_add(f, g->wn0, cg_and(f, g->k.lane, 7)),
+					cg_shl(f, cg_shr(f, g->k.lane, 4), 3));
 		g->b_lane = cg_add(f, cg_muli(f, n, g->b_ld),
-				   cg_muli(f, cg_and(f, cg_shr(f, g->lane, 3), 1), 16));
+				   cg_muli(f, cg_and(f, cg_shr(f, g->k.lane, 3), 1), 16));
 	} else {
 		/* rows k = (lane & 7) + 8 ((lane >> 3) & 1), columns wn0 + 8 (lane >> 4) */
-		LLVMValueRef k = cg_add(f, cg_and(f, g->lane, 7),
-					cg_shl(f, cg_and(f, cg_shr(f, g->lane, 3), 1), 3));
-		LLVMValueRef n = cg_add(f, g->wn0, cg_shl(f, cg_shr(f, g->lane, 4), 3));
+		LLVMValueRef k = cg_add(f, cg_and(f, g->k.lane, 7),
+					cg_shl(f, cg_and(f, cg_shr(f, g->k.lane, 3), 1), 3));
+		LLVMValueRef n = cg_add(f, g->wn0, cg_shl(f, cg_shr(f, g->k.lane, 4), 3));
 		g->b_lane = cg_add(f, cg_muli(f, k, g->b_ld), cg_muli(f, n, 2));
 	}
 	g->b_lane = cg_addi(f, g->b_lane, g->a_bytes);
@@ -336,161 +271,28 @@ thread_setup(G *g)
 		gemm_wgmma_setup(g);
 }
 
-/*
- * Grouped mode: tab[e] = first work index of expert e, for e = 0..E, from
- * offsets: tab[e+1] - tab[e] = cdiv(offsets[e+1] - offsets[e], bm) * N/bn.
- * A shuffle scan per warp, then over the warps' sums.
- */
-static void
-expert_table(G *g)
-{
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int E = s->groups, nt = (int)(s->N / s->bn);
-	LLVMValueRef carry = cg_var(f, f->ti32, cg_i32(f, 0));
-	CgIf c;
-
-	for (int base = 0; base < E; base += g->nthr) {
-		LLVMValueRef e = cg_addi(f, g->tid, base), v, in, lo, hi, tot, pre;
-		LLVMValueRef ei = cg_min(f, e, cg_i32(f, E - 1));
-		in = cg_lt(f, e, cg_i32(f, E));
-		lo = cg_gload(f, f->ti32, cg_gep(f, g->offs, ei, 4), 4);
-		hi = cg_gload(f, f->ti32, cg_gep(f, g->offs, cg_addi(f, ei, 1), 4), 4);
-		v = cg_udiv(f, cg_addi(f, cg_max(f, cg_sub(f, hi, lo), cg_i32(f, 0)), s->bm - 1),
-			    cg_i32(f, s->bm));
-		v = cg_select(f, in, v, cg_i32(f, 0));
-		for (int dl = 1; dl < 32; dl *= 2) {
-			LLVMValueRef y = cg_shfl_up(f, v, dl);
-			v = cg_select(f, cg_lt(f, g->lane, cg_i32(f, dl)), v, cg_add(f, v, y));
-		}
-		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->lane, cg_i32(f, 31), ""));
-		cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, g->warp, 4), g->wsum)), 4);
-		cg_endif(f, &c);
-		cg_barrier(f);
-		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->warp, cg_i32(f, 0), ""));
-		{
-			LLVMValueRef ok = cg_lt(f, g->lane, cg_i32(f, g->nwarp));
-			LLVMValueRef at = cg_sptr(f, cg_addi(f, cg_muli(f, cg_min(f, g->lane, cg_i32(f, g->nwarp - 1)), 4), g->wsum));
-			LLVMValueRef w = cg_select(f, ok, cg_sload(f, f->ti32, at, 4), cg_i32(f, 0));
-			CgIf c2;
-			for (int dl = 1; dl < 32; dl *= 2) {
-				LLVMValueRef y = cg_shfl_up(f, w, dl);
-				w = cg_select(f, cg_lt(f, g->lane, cg_i32(f, dl)), w, cg_add(f, w, y));
-			}
-			cg_if(f, &c2, ok);
-			cg_sstore(f, w, at, 4);
-			cg_endif(f, &c2);
-		}
-		cg_endif(f, &c);
-		cg_barrier(f);
-		pre = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, cg_max(f, cg_addi(f, g->warp, -1), cg_i32(f, 0)), 4), g->wsum)), 4);
-		pre = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, g->warp, cg_i32(f, 0), ""), cg_i32(f, 0), pre);
-		v = cg_add(f, cg_add(f, v, pre), cg_get(f, carry));
-		cg_if(f, &c, in);
-		cg_sstore(f, cg_muli(f, v, nt), cg_sptr(f, cg_addi(f, cg_muli(f, e, 4), g->tab + 4)), 4);
-		cg_endif(f, &c);
-		tot = cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, g->wsum + 4 * (g->nwarp - 1))), 4);
-		cg_set(f, carry, cg_add(f, cg_get(f, carry), tot));
-		cg_barrier(f);	/* wsum is rewritten by the next round */
-	}
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->tid, cg_i32(f, 0), ""));
-	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_i32(f, g->tab)), 4);
-	cg_endif(f, &c);
-	cg_barrier(f);
-}
-
-/* The work total: tiles of all experts, or cdiv(M, bm) * N/bn. */
-static LLVMValueRef
-work_total(G *g)
-{
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int nt = (int)(s->N / s->bn);
-
-	if (s->groups > 0)
-		return cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, g->tab + 4 * s->groups)), 4);
-	{
-		LLVMValueRef M = cg_muli(f, g->T, s->m_per_t);
-		LLVMValueRef mt = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
-		return cg_muli(f, mt, nt);
-	}
-}
-
-/* Decode work index w: expert, first row, row end, first column, B base. */
-static void
-tile_coords(G *g, LLVMValueRef w)
-{
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int nt = (int)(s->N / s->bn);
-	LLVMValueRef mte, local, mt, ntile, t0;
-
-	if (s->groups > 0) {
-		int E = s->groups, step = 1;
-		LLVMValueRef lo = cg_i32(f, 0);
-		while (step * 2 < E)
-			step *= 2;
-		for (; step >= 1 && E > 1; step /= 2) {
-			LLVMValueRef cand = cg_addi(f, lo, step);
-			LLVMValueRef ok = cg_lt(f, cand, cg_i32(f, E));
-			LLVMValueRef at = cg_min(f, cand, cg_i32(f, E - 1));
-			LLVMValueRef v = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, at, 4), g->tab)), 4);
-			ok = LLVMBuildAnd(f->B, ok, LLVMBuildICmp(f->B, LLVMIntSLE, v, w, ""), "");
-			lo = cg_select(f, ok, cand, lo);
-		}
-		g->e = lo;
-		t0 = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, lo, 4), g->tab)), 4);
-		mte = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, lo, 4), g->tab + 4)), 4);
-		mte = cg_udiv(f, cg_sub(f, mte, t0), cg_i32(f, nt));
-		local = cg_sub(f, w, t0);
-		g->row0 = cg_gload(f, f->ti32, cg_gep(f, g->offs, lo, 4), 4);
-		g->rend = cg_gload(f, f->ti32, cg_gep(f, g->offs, cg_addi(f, lo, 1), 4), 4);
-	} else {
-		LLVMValueRef M = cg_muli(f, g->T, s->m_per_t);
-		mte = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
-		local = w;
-		g->e = cg_i32(f, 0);
-		g->row0 = cg_i32(f, 0);
-		g->rend = M;
-	}
-	mt = cg_urem(f, local, mte);
-	ntile = cg_udiv(f, local, mte);
-	g->row0 = cg_add(f, g->row0, cg_muli(f, mt, s->bm));
-	g->n0 = cg_muli(f, ntile, s->bn);
-	g->bexp = gptr(g, g->B, cg_muli(f, cg_sext64(f, g->e), s->b_group_stride), esize(s->b_dt));
-}
-
 /* Global addresses of this thread's load chunks at k = 0. */
 static void
 tile_sources(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	int ea = esize(s->a_dt), eb = esize(s->b_dt);
 
 	for (int i = 0; i < g->a_n; i++) {
-		/* rows past the segment read its last row: valid memory, never stored */
-		LLVMValueRef r = cg_min(f, cg_add(f, g->row0, g->a_row[i]), cg_addi(f, g->rend, -1));
-		LLVMValueRef src;
-		if (s->gather) {
-			src = cg_gload(f, f->ti32, cg_gep(f, g->gidx, r, 4), 4);
-			if (s->gather_div > 1)
-				src = cg_udiv(f, src, cg_i32(f, s->gather_div));
-		} else {
-			src = r;
-		}
-		g->a_src[i] = gptr(g, g->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
+		LLVMValueRef src = gemm_a_row(&g->k, cg_add(f, g->k.row0, g->a_row[i]));
+		g->a_src[i] = gptr(f, g->k.A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
 						   cg_sext64(f, cg_muli(f, g->a_kc[i], 8))), ea);
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		LLVMValueRef off;
 		if (s->b_layout == CG_B_NK)
-			off = cg_add(f, cg_muli(f, cg_sext64(f, cg_add(f, g->n0, g->b_row[i])), s->ldb),
+			off = cg_add(f, cg_muli(f, cg_sext64(f, cg_add(f, g->k.n0, g->b_row[i])), s->ldb),
 				     cg_sext64(f, cg_muli(f, g->b_kc[i], 8)));
 		else
 			off = cg_add(f, cg_muli(f, cg_sext64(f, g->b_row[i]), s->ldb),
-				     cg_sext64(f, cg_add(f, g->n0, cg_muli(f, g->b_kc[i], 8))));
-		g->b_src[i] = gptr(g, g->bexp, off, eb);
+				     cg_sext64(f, cg_add(f, g->k.n0, cg_muli(f, g->b_kc[i], 8))));
+		g->b_src[i] = gptr(f, g->k.bexp, off, eb);
 	}
 }
 
@@ -498,7 +300,7 @@ tile_sources(G *g)
 static void
 load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 	LLVMValueRef h[8], w[4], v;
 
 	if (dt != DT_F32) {
@@ -523,8 +325,8 @@ load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
 void
 gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	int ea = esize(s->a_dt), eb = esize(s->b_dt);
 	LLVMValueRef k64 = cg_sext64(f, kt);
 	LLVMValueRef adv_a = cg_muli(f, k64, (int64_t)s->bk * ea);
@@ -533,18 +335,18 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	CgIf c;
 
 	for (int i = 0; i < g->a_n; i++) {
-		int guard = (i + 1) * g->nthr > g->a_chunks;
+		int guard = (i + 1) * g->k.nthr > g->a_chunks;
 		if (guard)
-			cg_if(f, &c, cg_lt(f, cg_addi(f, g->tid, (int64_t)i * g->nthr), cg_i32(f, g->a_chunks)));
+			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr), cg_i32(f, g->a_chunks)));
 		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->a_soff[i])), cg_gep(f, g->a_src[i], adv_a, 1),
 			   s->a_dt);
 		if (guard)
 			cg_endif(f, &c);
 	}
 	for (int i = 0; i < g->b_n; i++) {
-		int guard = (i + 1) * g->nthr > g->b_chunks;
+		int guard = (i + 1) * g->k.nthr > g->b_chunks;
 		if (guard)
-			cg_if(f, &c, cg_lt(f, cg_addi(f, g->tid, (int64_t)i * g->nthr), cg_i32(f, g->b_chunks)));
+			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr), cg_i32(f, g->b_chunks)));
 		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->b_soff[i])), cg_gep(f, g->b_src[i], adv_b, 1),
 			   s->b_dt);
 		if (guard)
@@ -562,8 +364,8 @@ struct Frag {
 static void
 load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	LLVMValueRef abase = cg_add(f, soff, g->a_lane), bbase = cg_add(f, soff, g->b_lane), r[4];
 
 	for (int i = 0; i < g->mi; i++)
@@ -583,7 +385,7 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 static void
 mma_frags(G *g, Frag *fr)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++) {
@@ -600,7 +402,7 @@ mma_frags(G *g, Frag *fr)
 static void
 frag_vars(G *g, Frag *v)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 
 	for (int i = 0; i < g->mi; i++)
 		for (int q = 0; q < 4; q++)
@@ -617,25 +419,39 @@ frag_move(G *g, Frag *v, Frag *x, int to_vars)
 	for (int i = 0; i < g->mi; i++)
 		for (int q = 0; q < 4; q++) {
 			if (to_vars)
-				cg_set(g->f, v->a[i][q], x->a[i][q]);
+				cg_set(g->k.f, v->a[i][q], x->a[i][q]);
 			else
-				x->a[i][q] = cg_get(g->f, v->a[i][q]);
+				x->a[i][q] = cg_get(g->k.f, v->a[i][q]);
 		}
 	for (int j = 0; j < g->ni; j++)
 		for (int q = 0; q < 2; q++) {
 			if (to_vars)
-				cg_set(g->f, v->b[j][q], x->b[j][q]);
+				cg_set(g->k.f, v->b[j][q], x->b[j][q]);
 			else
-				x->b[j][q] = cg_get(g->f, v->b[j][q]);
+				x->b[j][q] = cg_get(g->k.f, v->b[j][q]);
 		}
 }
 
 static LLVMValueRef
 stage_off(G *g, LLVMValueRef kt)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 
-	return cg_muli(f, cg_urem(f, kt, cg_i32(f, g->s.stages)), g->stage);
+	return cg_muli(f, cg_urem(f, kt, cg_i32(f, g->k.s.stages)), g->stage);
+}
+
+/* Refill: cp.async k-tile kt+S-1, if there is one, into its stage; commit. */
+static void
+refill(G *g, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef kn = cg_addi(f, kt, g->k.s.stages - 1);
+	CgIf c;
+
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	gemm_load_stage(g, stage_off(g, kn), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
 }
 
 /*
@@ -646,20 +462,15 @@ stage_off(G *g, LLVMValueRef kt)
 static void
 mainloop_plain(G *g)
 {
-	CgFn *f = g->f;
-	int S = g->s.stages;
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages;
 	CgLoop l;
-	CgIf c;
-	LLVMValueRef kt, kn;
+	LLVMValueRef kt;
 	Frag fr;
 
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
-	kn = cg_addi(f, kt, S - 1);
-	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	gemm_load_stage(g, stage_off(g, kn), kn);
-	cg_endif(f, &c);
-	cg_cp_async_commit(f);
-	for (int kk = 0; kk < g->s.bk / 16; kk++) {
+	refill(g, kt);
+	for (int kk = 0; kk < g->k.s.bk / 16; kk++) {
 		load_frags(g, stage_off(g, kt), kk, &fr);
 		mma_frags(g, &fr);
 	}
@@ -681,12 +492,11 @@ mainloop_plain(G *g)
 static void
 mainloop(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	int S = s->stages, KK = s->bk / 16;
 	CgLoop l;
-	CgIf c;
-	LLVMValueRef kt, kn, rd, nx;
+	LLVMValueRef kt, rd, nx;
 	Frag cur, next, vars;
 
 	for (int i = 0; i < g->mi; i++)
@@ -711,11 +521,7 @@ mainloop(G *g)
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	rd = stage_off(g, kt);
 	nx = stage_off(g, cg_addi(f, kt, 1));
-	kn = cg_addi(f, kt, S - 1);
-	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	gemm_load_stage(g, stage_off(g, kn), kn);
-	cg_endif(f, &c);
-	cg_cp_async_commit(f);
+	refill(g, kt);
 	frag_move(g, &vars, &cur, 0);
 	for (int kk = 0; kk < KK; kk++) {
 		if (kk + 1 < KK) {
@@ -734,80 +540,14 @@ mainloop(G *g)
 	cg_barrier(f);		/* every warp is done with the stages */
 }
 
-/* ---- epilogue ---- */
-
-static LLVMValueRef
-load_f32(G *g, LLVMValueRef base, LLVMValueRef idx64, DType dt)
-{
-	CgFn *f = g->f;
-	int sz = esize(dt);
-
-	return cg_to_f32(f, cg_gload(f, cg_raw_type(f, dt), gptr(g, base, idx64, sz), sz), dt);
-}
-
-/* Row index of a row leaf for GEMM row r. */
-static LLVMValueRef
-leaf_row(G *g, const CgEpInst *in, LLVMValueRef r)
-{
-	CgFn *f = g->f;
-	LLVMValueRef v;
-
-	switch (in->rows) {
-	case CGR_GATHER:
-	case CGR_GATHER_RAW:
-		v = cg_gload(f, f->ti32, cg_gep(f, g->gidx, r, 4), 4);
-		if (in->rows == CGR_GATHER && g->s.gather_div > 1)
-			v = cg_udiv(f, v, cg_i32(f, g->s.gather_div));
-		return v;
-	case CGR_SCATTER:
-		return cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4);
-	default:
-		return r;
-	}
-}
-
-/* A COL leaf at column col (i32) of its space. */
-static LLVMValueRef
-col_leaf(G *g, int i, LLVMValueRef col)
-{
-	const CgEpInst *in = &g->s.ep.in[i];
-	CgFn *f = g->f;
-	LLVMValueRef idx = cg_sext64(f, col);
-
-	if (in->group_stride)
-		idx = cg_add(f, idx, cg_muli(f, cg_sext64(f, g->e), in->group_stride));
-	return load_f32(g, g->ep[i], idx, in->dt);
-}
-
-static void
-store_out(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
-{
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int sz = esize(s->c_dt);
-	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), s->ldc), cg_sext64(f, col));
-	LLVMValueRef p = gptr(g, g->C, off, sz);
-
-	if (n == 1) {
-		cg_gstore(f, cg_from_f32(f, v[0], s->c_dt), p, sz);
-	} else if (s->c_dt == DT_F32) {
-		LLVMValueRef x = LLVMGetUndef(LLVMVectorType(f->tf32, 2));
-		x = LLVMBuildInsertElement(f->B, x, v[0], cg_i32(f, 0), "");
-		x = LLVMBuildInsertElement(f->B, x, v[1], cg_i32(f, 1), "");
-		cg_gstore(f, x, p, 8);
-	} else {
-		cg_gstore(f, cg_pack16x2(f, cg_from_f32(f, v[0], s->c_dt), cg_from_f32(f, v[1], s->c_dt)), p, 4);
-	}
-}
-
 /* ---- output quantisation ---- */
 
 /* Static quantisation: the scale and zero point, once per thread, as f32. */
 static void
 quant_setup(G *g)
 {
-	CgFn *f = g->f;
-	const CgQuant *q = &g->s.quant;
+	CgFn *f = g->k.f;
+	const CgQuant *q = &g->k.s.quant;
 	LLVMValueRef v;
 
 	if (q->kind != CG_QUANT_STATIC)
@@ -815,11 +555,11 @@ quant_setup(G *g)
 	g->q_scale = cg_f32(f, q->scale);
 	g->q_zero = q->zero != 0 ? cg_f32(f, q->zero) : NULL;
 	if (q->scale_role) {
-		v = cg_load_dt(f, q->scale_dt, g->q_scale_p, cg_i64(f, 0));
+		v = cg_load_dt(f, q->scale_dt, g->k.q_scale_p, cg_i64(f, 0));
 		g->q_scale = cg_round_dt(f, v, DT_F32);
 	}
 	if (q->zero_role) {
-		v = cg_load_dt(f, q->zero_dt, g->q_zero_p, cg_i64(f, 0));
+		v = cg_load_dt(f, q->zero_dt, g->k.q_zero_p, cg_i64(f, 0));
 		g->q_zero = cg_round_dt(f, v, DT_F32);
 	}
 }
@@ -828,10 +568,10 @@ quant_setup(G *g)
 static void
 store_q(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *bits, int n)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), g->s.ldc), cg_sext64(f, col));
-	LLVMValueRef p = gptr(g, g->C, off, 1), lo, hi;
+	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), g->k.s.ldc), cg_sext64(f, col));
+	LLVMValueRef p = gptr(f, g->k.C, off, 1), lo, hi;
 
 	if (n == 1) {
 		cg_gstore(f, bits[0], p, 1);
@@ -851,21 +591,21 @@ store_q(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *bits, int n)
 static void
 result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
 {
-	const GemmSpec *s = &g->s;
+	const GemmSpec *s = &g->k.s;
 	LLVMValueRef bits[2];
 
 	switch (s->quant.kind) {
 	case CG_QUANT_NONE:
-		store_out(g, drow, col, v, n);
+		gemm_store(&g->k, drow, col, v, n);
 		break;
 	case CG_QUANT_STATIC:
 		for (int e = 0; e < n; e++)
-			bits[e] = cg_quant_emit(g->f, &s->quant, s->c_dt, v[e], g->q_scale, g->q_zero);
+			bits[e] = cg_quant_emit(g->k.f, &s->quant, s->c_dt, v[e], g->q_scale, g->q_zero);
 		store_q(g, drow, col, bits, n);
 		break;
 	case CG_QUANT_GROUP:	/* the value quantize_dynamic reads: amax and q agree */
 		for (int e = 0; e < n; e++)
-			cg_set(g->f, g->acc[mi][j][2 * h + e], cg_round_dt(g->f, v[e], s->quant.in_dt));
+			cg_set(g->k.f, g->acc[mi][j][2 * h + e], cg_round_dt(g->k.f, v[e], s->quant.in_dt));
 		break;
 	}
 }
@@ -883,7 +623,7 @@ amax(CgFn *f, LLVMValueRef a, LLVMValueRef x)
 static LLVMValueRef
 quad_max(G *g, LLVMValueRef v, LLVMValueRef tq)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 	LLVMBuilderRef B = f->B;
 
 	for (int d = 1; d < 4; d *= 2) {
@@ -927,7 +667,7 @@ ieq(CgFn *f, LLVMValueRef a, int64_t b)
 static LLVMValueRef
 qslot(G *g, const GQ *q, LLVMValueRef row, LLVMValueRef seg)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 
 	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, row, q->nst), seg), 4), g->q_off));
 }
@@ -935,7 +675,7 @@ qslot(G *g, const GQ *q, LLVMValueRef row, LLVMValueRef seg)
 static void
 group_amax(G *g, GQ *q)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 	CgIf c;
 
 	cg_barrier(f);		/* every warp is past the mainloop's reads of the stages */
@@ -959,7 +699,7 @@ group_amax(G *g, GQ *q)
 				LLVMValueRef first = cg_muli(f, cg_udiv(f, seg, cg_i32(f, q->gs)), q->gs);
 				for (int i = 0; i < q->gs; i++)
 					a = cg_fmax(f, a, cg_sload(f, f->tf32, qslot(g, q, q->rl[mi][h], cg_addi(f, first, i)), 4));
-				q->scale[mi][h][k] = cg_quant_emit_scale(f, g->s.c_dt, a);
+				q->scale[mi][h][k] = cg_quant_emit_scale(f, g->k.s.c_dt, a);
 			}
 	cg_barrier(f);		/* the slots are stage memory again */
 }
@@ -968,9 +708,9 @@ group_amax(G *g, GQ *q)
 static void
 group_store(G *g, const GQ *q, int mi, int h, LLVMValueRef drow)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int64_t ldcs = (g->sw >= 0 ? s->N / 2 : s->N) / s->quant.group;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int64_t ldcs = (g->k.sw >= 0 ? s->N / 2 : s->N) / s->quant.group;
 	CgIf c;
 
 	for (int k = 0; k < q->nsw; k++) {
@@ -989,7 +729,7 @@ group_store(G *g, const GQ *q, int mi, int h, LLVMValueRef drow)
 		cg_if(f, &c, LLVMBuildAnd(f->B, ieq(f, cg_urem(f, seg, cg_i32(f, q->gs)), 0), ieq(f, q->tq, 0), ""));
 		gcol = cg_add(f, cg_udiv(f, q->n0, cg_i32(f, s->quant.group)), cg_udiv(f, seg, cg_i32(f, q->gs)));
 		off = cg_add(f, cg_muli(f, cg_sext64(f, drow), ldcs), cg_sext64(f, gcol));
-		cg_gstore(f, q->scale[mi][h][k], gptr(g, g->Cs, off, 4), 4);
+		cg_gstore(f, q->scale[mi][h][k], gptr(f, g->k.Cs, off, 4), 4);
 		cg_endif(f, &c);
 	}
 }
@@ -997,31 +737,30 @@ group_store(G *g, const GQ *q, int mi, int h, LLVMValueRef drow)
 static void
 group_quant(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	LLVMValueRef gq = cg_shr(f, g->lane, 2);
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef gq = cg_shr(f, g->k.lane, 2);
 	GQ q;
 	CgIf c;
 
-	q.nv = g->sw >= 0 ? 1 : 2;
+	q.nv = g->k.sw >= 0 ? 1 : 2;
 	q.fps = g->q_sg / g->q_fw;
 	q.nsw = g->q_wow / g->q_sg;
 	q.nst = s->bn * g->q_fw / 8 / g->q_sg;
 	q.gs = s->quant.group / g->q_sg;
-	q.tq = cg_and(f, g->lane, 3);
-	q.wo0 = g->sw >= 0 ? cg_shr(f, g->wn0, 1) : g->wn0;
+	q.tq = cg_and(f, g->k.lane, 3);
+	q.wo0 = g->k.sw >= 0 ? cg_shr(f, g->wn0, 1) : g->wn0;
 	q.seg0 = cg_udiv(f, q.wo0, cg_i32(f, g->q_sg));
-	q.n0 = g->sw >= 0 ? cg_shr(f, g->n0, 1) : g->n0;
+	q.n0 = g->k.sw >= 0 ? cg_shr(f, g->k.n0, 1) : g->k.n0;
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			q.rl[mi][h] = cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h));
 	group_amax(g, &q);
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++) {
-			LLVMValueRef r = cg_add(f, g->row0, q.rl[mi][h]), drow;
-			cg_if(f, &c, cg_lt(f, r, g->rend));
-			drow = s->store == CG_STORE_SCATTER ? cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4) : r;
-			group_store(g, &q, mi, h, drow);
+			LLVMValueRef r = cg_add(f, g->k.row0, q.rl[mi][h]);
+			cg_if(f, &c, cg_lt(f, r, g->k.rend));
+			group_store(g, &q, mi, h, gemm_dest_row(&g->k, r));
 			cg_endif(f, &c);
 		}
 }
@@ -1029,205 +768,85 @@ group_quant(G *g)
 /*
  * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
  * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
- * two adjacent columns per fragment, which is what swiglu pairs.
+ * two adjacent columns per fragment, which is what swiglu pairs.  The COL
+ * leaves depend on the column only: loaded once, before the rows.
  */
 static void
 epilogue(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	const CgEpilogue *ep = &s->ep;
-	int n = ep->n, sw = g->sw, nin = sw >= 0 ? sw : n;
-	LLVMValueRef gq = cg_shr(f, g->lane, 2), tq = cg_and(f, g->lane, 3);
-	LLVMValueRef colv[MAXF][CG_EP_MAX][2], cols[MAXF];
+	CgFn *f = g->k.f;
+	const CgEpilogue *ep = &g->k.s.ep;
+	int sw = g->k.sw, nin = sw >= 0 ? sw : ep->n;
+	LLVMValueRef gq = cg_shr(f, g->k.lane, 2), tq = cg_and(f, g->k.lane, 3);
+	LLVMValueRef colv[MAXF][2][CG_EP_MAX], cols[MAXF];
 
 	for (int j = 0; j < g->ni; j++) {
-		LLVMValueRef c = cg_add(f, g->n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
+		LLVMValueRef c = cg_add(f, g->k.n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
 		cols[j] = c;
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < ep->n; i++) {
 			if (ep->in[i].op != CGE_COL)
 				continue;
 			if (i < nin) {
-				colv[j][i][0] = col_leaf(g, i, c);
-				colv[j][i][1] = col_leaf(g, i, cg_addi(f, c, 1));
+				colv[j][0][i] = gemm_col_leaf(&g->k, i, c);
+				colv[j][1][i] = gemm_col_leaf(&g->k, i, cg_addi(f, c, 1));
 			} else {
-				colv[j][i][0] = col_leaf(g, i, cg_shr(f, c, 1));
+				colv[j][0][i] = gemm_col_leaf(&g->k, i, cg_shr(f, c, 1));
 			}
 		}
 	}
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++) {
-			LLVMValueRef r = cg_add(f, g->row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
-			LLVMValueRef drow, rowv[CG_EP_MAX], matb[CG_EP_MAX];
+			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
+			GemmRow row;
 			CgIf c;
-			cg_if(f, &c, cg_lt(f, r, g->rend));
-			drow = s->store == CG_STORE_SCATTER ? cg_gload(f, f->ti32, cg_gep(f, g->sidx, r, 4), 4) : r;
-			for (int i = 0; i < n; i++) {
-				const CgEpInst *in = &ep->in[i];
-				if (in->op == CGE_ROW)
-					rowv[i] = load_f32(g, g->ep[i], cg_sext64(f, leaf_row(g, in, r)), in->dt);
-				if (in->op == CGE_MAT) {
-					int64_t ld = in->ld ? in->ld : (i < nin ? s->N : g->width);
-					matb[i] = gptr(g, g->ep[i], cg_muli(f, cg_sext64(f, leaf_row(g, in, r)), ld),
-						       esize(in->dt));
-				}
-			}
+			cg_if(f, &c, cg_lt(f, r, g->k.rend));
+			gemm_row(&g->k, r, &row);
 			for (int j = 0; j < g->ni; j++) {
-				LLVMValueRef val[2][CG_EP_MAX], res[2];
-				for (int e = 0; e < 2; e++) {
-					LLVMValueRef acc = cg_get(f, g->acc[mi][j][2 * h + e]);
-					LLVMValueRef col = cg_addi(f, cols[j], e);
-					for (int i = 0; i < nin; i++) {
-						const CgEpInst *in = &ep->in[i];
-						switch (in->op) {
-						case CGE_ACC: val[e][i] = acc; break;
-						case CGE_IMM: val[e][i] = cg_f32(f, in->imm); break;
-						case CGE_COL: val[e][i] = colv[j][i][e]; break;
-						case CGE_ROW: val[e][i] = rowv[i]; break;
-						case CGE_MAT:
-							val[e][i] = load_f32(g, matb[i], cg_sext64(f, col), in->dt);
-							break;
-						default: break;
-						}
-					}
-					cg_ep_emit_range(f, ep, 0, nin, val[e]);
-					res[e] = n == 0 ? acc : sw < 0 ? val[e][n - 1] : NULL;
-				}
-				if (sw < 0) {
-					result(g, mi, h, j, drow, cols[j], res, 2);
-					continue;
-				}
-				{
-					LLVMValueRef *v = val[0], oc = cg_shr(f, cols[j], 1);
-					const CgEpInst *w = &ep->in[sw];
-					v[sw] = cg_ep_emit_op(f, w, val[0][w->a], val[1][w->a]);
-					for (int i = sw + 1; i < n; i++) {
-						const CgEpInst *in = &ep->in[i];
-						switch (in->op) {
-						case CGE_IMM: v[i] = cg_f32(f, in->imm); break;
-						case CGE_COL: v[i] = colv[j][i][0]; break;
-						case CGE_ROW: v[i] = rowv[i]; break;
-						case CGE_MAT: v[i] = load_f32(g, matb[i], cg_sext64(f, oc), in->dt); break;
-						default: break;
-						}
-					}
-					cg_ep_emit_range(f, ep, sw + 1, n, v);
-					result(g, mi, h, j, drow, oc, &v[n - 1], 1);
-				}
+				GemmPair p = {.col = cols[j], .colv = colv[j]};
+				p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
+				p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
+				int n = gemm_ep_pair(&g->k, &row, &p);
+				result(g, mi, h, j, row.drow, p.out, p.res, n);
 			}
 			cg_endif(f, &c);
 		}
-	if (s->quant.kind == CG_QUANT_GROUP)
+	if (g->k.s.quant.kind == CG_QUANT_GROUP)
 		group_quant(g);
 }
 
 /* ---- the kernel ---- */
 
+/* One tile, its coordinates set (gemm_end's callback: k is g's first member). */
 static void
-tile(G *g, LLVMValueRef w)
+tile(GemmCore *k)
 {
-	tile_coords(g, w);
+	G *g = (G *)k;
+
 	tile_sources(g);
-	if (g->s.mainloop == CG_MAINLOOP_WGMMA)
+	if (k->s.mainloop == CG_MAINLOOP_WGMMA)
 		gemm_wgmma_mainloop(g);
 	else
 		mainloop(g);
 	epilogue(g);
 }
 
-static int
-params(G *g, CgParam *p)
-{
-	const GemmSpec *s = &g->s;
-	int n = 0;
-
-	p[n++] = (CgParam){CGP_PTR, "A"};
-	if (s->gather)
-		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
-	p[n++] = (CgParam){CGP_PTR, "B"};
-	p[n++] = (CgParam){CGP_PTR, "C"};
-	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
-		p[n++] = (CgParam){CGP_PTR, "C_scale"};
-	if (s->store == CG_STORE_SCATTER)
-		p[n++] = (CgParam){CGP_PTR, "scatter_idx"};
-	if (s->groups > 0)
-		p[n++] = (CgParam){CGP_PTR, "offsets"};
-	for (int i = 0; i < s->ep.n; i++)
-		if (cg_ep_is_load(s->ep.in[i].op))
-			p[n++] = (CgParam){CGP_PTR, s->ep.in[i].role};
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
-		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
-		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
-	p[n++] = (CgParam){CGP_I32, "T"};
-	return n;
-}
-
-static void
-bind_params(G *g)
-{
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	int n = 0;
-
-	cg_arg_noalias(f, n);
-	g->A = cg_arg(f, n++);
-	if (s->gather) {
-		cg_arg_noalias(f, n);
-		g->gidx = cg_arg(f, n++);
-	}
-	cg_arg_noalias(f, n);
-	g->B = cg_arg(f, n++);
-	g->C = cg_arg(f, n++);
-	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales) {
-		cg_arg_noalias(f, n);
-		g->Cs = cg_arg(f, n++);
-	}
-	if (s->store == CG_STORE_SCATTER) {
-		cg_arg_noalias(f, n);
-		g->sidx = cg_arg(f, n++);
-	}
-	if (s->groups > 0) {
-		cg_arg_noalias(f, n);
-		g->offs = cg_arg(f, n++);
-	}
-	for (int i = 0; i < s->ep.n; i++)
-		if (cg_ep_is_load(s->ep.in[i].op)) {
-			if (s->ep.in[i].op != CGE_MAT)	/* a residual may be the output itself */
-				cg_arg_noalias(f, n);
-			g->ep[i] = cg_arg(f, n++);
-		}
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
-		g->q_scale_p = cg_arg(f, n++);
-	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
-		g->q_zero_p = cg_arg(f, n++);
-	g->T = cg_arg(f, n++);
-}
-
 static void
 note(G *g, char *buf, size_t n)
 {
-	const GemmSpec *s = &g->s;
-	char ep[512];
+	const GemmSpec *s = &g->k.s;
+	char q[512];
 	int k;
 
-	cg_ep_print(ep, sizeof ep, &s->ep);
-	k = snprintf(buf, n, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d s%d%s%s %s%s%s%s",
+	k = snprintf(buf, n, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d s%d%s%s",
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
-		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "",
-		     s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles",
-		     s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
-		     s->groups ? " grouped" : " dense");
-	if (s->groups && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " E=%d", s->groups);
-	if (s->ep.n && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " ep: %s", ep);
+		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
+	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
-		cg_quant_print(ep, sizeof ep, &s->quant, s->c_dt);
-		snprintf(buf + k, n - (size_t)k, " quant: %s", ep);
+		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);
+		snprintf(buf + k, n - (size_t)k, " quant: %s", q);
 	}
 }
 
@@ -1235,46 +854,15 @@ int
 cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 {
 	G g;
-	CgParam p[10 + CG_EP_MAX];
-	int np, block[3];
-	CgExpr grid[3];
 	char buf[800];
-	CgFn *f;
 
-	memset(&g, 0, sizeof g);
 	if (cg_gemm_check(cg_module_target(m), spec, d) < 0)
 		return -1;
 	layout(&g, spec);
-	np = params(&g, p);
-	f = cg_fn_begin(m, name, p, np, g.nthr, g.s.min_ctas, d);
-	if (!f)
+	if (!gemm_begin(&g.k, m, name, d))
 		return -1;
-	g.f = f;
-	bind_params(&g);
 	thread_setup(&g);
 	quant_setup(&g);
-	if (g.s.groups > 0)
-		expert_table(&g);
-	if (g.s.sched == CG_SCHED_PERSISTENT) {
-		CgLoop l;
-		LLVMValueRef total = work_total(&g);
-		LLVMValueRef w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
-		tile(&g, w);
-		cg_endloop(f, &l);
-		grid[0] = CG_EXPR_INT(g.s.ctas);
-		grid[1] = CG_EXPR_INT(1);
-	} else {
-		CgIf c;
-		LLVMValueRef w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
-		cg_if(f, &c, cg_lt(f, w, work_total(&g)));
-		tile(&g, w);
-		cg_endif(f, &c);
-		grid[0] = (CgExpr){g.s.m_per_t, (int64_t)g.s.groups * (g.s.bm - 1), g.s.bm};
-		grid[1] = CG_EXPR_INT(g.s.N / g.s.bn);
-	}
-	grid[2] = CG_EXPR_INT(1);
-	block[0] = g.nthr;
-	block[1] = block[2] = 1;
 	note(&g, buf, sizeof buf);
-	return cg_fn_end(f, block, grid, g.smem, buf);
+	return gemm_end(&g.k, tile, buf);
 }

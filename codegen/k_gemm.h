@@ -1,13 +1,20 @@
 /*
- * k_gemm.h — private to the GEMM builder: the state of one GEMM kernel
- * under construction, shared by the builder proper (k_gemm.c: layout,
- * checks, scheduler, loads, epilogue, the mma.sync mainloop) and the
- * sm_90a mainloop (k_gemm_wgmma.c).
+ * k_gemm.h — private to the GEMM builders: what the tensor-core kernel
+ * (k_gemm.c, with the sm_90a mainloop in k_gemm_wgmma.c) and the CUDA-core
+ * kernel (k_gemm_simt.c) share, and the state of the tensor-core one.
  *
- * Both mainloops leave the accumulators in acc[mi][j][q]: fragment row
- * block mi (rows wm0 + mstride*mi + lane/4, +8 for q >= 2), column block j
- * (columns wn0 + 8j + 2(lane%4) + q%2), which is the m16n8 accumulator
- * layout of mma.sync and, per warp, the wgmma m64nN one (mstride 64).
+ * GemmCore is the part both kernels have in common: the spec, the
+ * parameters, the thread ids and the current tile.  Each builder's state
+ * embeds it as its first member, so k_gemm_common.c can run the parts that
+ * are the same (parameters, expert table and schedule, A's row gather,
+ * epilogue leaves and program, the store) and call back into the builder
+ * for the tile's body.
+ *
+ * Both tensor-core mainloops leave the accumulators in acc[mi][j][q]:
+ * fragment row block mi (rows wm0 + mstride*mi + lane/4, +8 for q >= 2),
+ * column block j (columns wn0 + 8j + 2(lane%4) + q%2), which is the m16n8
+ * accumulator layout of mma.sync and, per warp, the wgmma m64nN one
+ * (mstride 64).
  */
 #ifndef MOEC_K_GEMM_H
 #define MOEC_K_GEMM_H
@@ -15,34 +22,109 @@
 #define CG_INTERNAL
 #include "codegen.h"
 
+#define GEMM_SMEM_MAX 232448	/* sm_80/sm_90 opt-in limit per CTA */
+
+typedef struct GemmCore GemmCore;
+struct GemmCore {
+	CgFn *f;
+	GemmSpec s;		/* defaults resolved */
+	int sw;			/* index of swiglu, -1 if none */
+	int64_t width;		/* output columns: N, or N/2 after swiglu */
+	int nt;			/* column tiles: cdiv(N, bn) */
+	int nthr, nwarp;	/* per CTA */
+	int clamp;		/* columns may pass N: leaves are read at clamped columns */
+	int tab, wsum, smem;	/* shared bytes: expert table, warp sums, total */
+	/* parameters */
+	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
+	LLVMValueRef q_scale_p, q_zero_p;	/* static quantisation */
+	/* per thread */
+	LLVMValueRef tid, lane, warp;
+	/* per tile */
+	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
+};
+
+/* One row of the epilogue: where it goes, and its row leaves. */
+typedef struct GemmRow GemmRow;
+struct GemmRow {
+	LLVMValueRef drow;		/* i32: the destination row of C */
+	LLVMValueRef rowv[CG_EP_MAX];	/* ROW leaves: the value */
+	LLVMValueRef matb[CG_EP_MAX];	/* MAT leaves: the row's address */
+};
+
+/* Two adjacent columns col, col+1 of one row, which is what swiglu pairs. */
+typedef struct GemmPair GemmPair;
+struct GemmPair {
+	LLVMValueRef col;			/* i32, even */
+	LLVMValueRef acc[2];			/* f32 accumulators of col, col+1 */
+	LLVMValueRef (*colv)[CG_EP_MAX];	/* COL leaves loaded ahead, [e][i]; NULL: load here */
+	LLVMValueRef res[2], out;		/* results, and the (output) column of res[0] */
+};
+
+static inline int esize(DType t) { return t == DT_F32 ? 4 : 2; }
+
+static inline int
+gemm_io_type(DType t)
+{
+	return t == DT_BF16 || t == DT_F16 || t == DT_F32;
+}
+
+/* The address of element elems64 (i64) of esz bytes from base. */
+static inline LLVMValueRef
+gptr(CgFn *f, LLVMValueRef base, LLVMValueRef elems64, int esz)
+{
+	return cg_gep(f, base, cg_muli(f, elems64, esz), 1);
+}
+
+/* k_gemm_common.c */
+/* Copy in, fill in defaults (lda, ldb, ldc, ...), sw, width and nt. */
+void gemm_resolve(GemmCore *k, const GemmSpec *in);
+/* The rules of groups, schedule, store and epilogue; who prefixes the message. */
+int gemm_check_common(const GemmCore *k, const char *who, Diag *d);
+/* Declare the kernel, bind its parameters, compute tid/lane/warp; NULL on error. */
+CgFn *gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d);
+/* The schedule around body (one tile, coordinates set), then the kernel's end. */
+int gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note);
+/* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */
+int gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at);
+/* The dt element at base[idx64] (i64) from global memory, as f32. */
+LLVMValueRef gemm_load_f32(CgFn *f, LLVMValueRef base, LLVMValueRef idx64, DType dt);
+/* The row of A that GEMM row r (i32; clamped below rend) reads. */
+LLVMValueRef gemm_a_row(GemmCore *k, LLVMValueRef r);
+/* The row of C that GEMM row r (i32) is stored to. */
+LLVMValueRef gemm_dest_row(GemmCore *k, LLVMValueRef r);
+/* The COL leaf i at column col (i32) of its space. */
+LLVMValueRef gemm_col_leaf(GemmCore *k, int i, LLVMValueRef col);
+/* The destination row and the row leaves of GEMM row r (inside r < rend). */
+void gemm_row(GemmCore *k, LLVMValueRef r, GemmRow *row);
+/* The epilogue program on one pair; returns the results: 2, or 1 after swiglu. */
+int gemm_ep_pair(GemmCore *k, const GemmRow *row, GemmPair *p);
+/* n (1 or 2) values to C[drow, col..]. */
+void gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n);
+
+/* ---- the tensor-core kernel ---- */
+
 #define MAXI 16			/* load chunks per thread and operand */
 #define MAXF 16			/* fragments per warp in m or n */
 
 typedef struct G G;
 struct G {
-	CgFn *f;
-	GemmSpec s;		/* defaults resolved */
+	GemmCore k;		/* first: the common callbacks cast back */
 	DType mt;		/* the mma input type */
-	int nthr, nwarp, wtm, wtn, mi, ni, kt;
+	int wtm, wtn, mi, ni, kt;
 	int mstride;		/* rows between fragment row blocks: 16 (mma), 64 (wgmma) */
-	int sw;			/* index of swiglu, -1 if none */
-	int64_t width;		/* output columns: N, or N/2 after swiglu */
 	int a_ld, b_ld;		/* shared row pitch, bytes */
-	int a_bytes, stage, tab, wsum, smem;
+	int a_bytes, stage;
 	/* group quantisation: output columns per fragment, per warp; segment width; smem */
 	int q_fw, q_wow, q_sg, q_off, q_bytes;
-	/* parameters */
-	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
-	LLVMValueRef q_scale_p, q_zero_p, q_scale, q_zero;	/* static quantisation */
+	LLVMValueRef q_scale, q_zero;	/* static quantisation, f32 */
 	/* per thread */
-	LLVMValueRef tid, lane, warp, wm0, wn0;
+	LLVMValueRef wm0, wn0;
 	LLVMValueRef a_soff[MAXI], b_soff[MAXI];	/* smem byte offsets of load chunks */
 	LLVMValueRef a_row[MAXI], a_kc[MAXI], b_row[MAXI], b_kc[MAXI];
 	int a_n, b_n, a_chunks, b_chunks;		/* chunks per thread, per tile */
 	LLVMValueRef a_lane, b_lane;			/* ldmatrix lane offsets */
 	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
 	/* per tile */
-	LLVMValueRef e, row0, rend, n0, bexp;
 	LLVMValueRef a_src[MAXI], b_src[MAXI];
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
 	struct {
@@ -53,8 +135,6 @@ struct G {
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
 	} wg;
 };
-
-static inline int esize(DType t) { return t == DT_F32 ? 4 : 2; }
 
 /* k_gemm.c */
 /* Issue the loads of k-tile kt (i32) into the stage at byte offset soff. */

@@ -48,8 +48,8 @@
 void
 gemm_wgmma_layout(G *g)
 {
-	const GemmSpec *s = &g->s;
-	int nwg = g->nwarp / 4, wn = 1;
+	const GemmSpec *s = &g->k.s;
+	int nwg = g->k.nwarp / 4, wn = 1;
 
 	for (int c = 1; c <= nwg; c *= 2)
 		if (nwg % c == 0 && s->bn % c == 0 && s->bn / c <= 128 && s->bm % (64 * (nwg / c)) == 0) {
@@ -70,7 +70,7 @@ gemm_wgmma_layout(G *g)
 int
 gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
 {
-	const GemmSpec *s = &g->s;
+	const GemmSpec *s = &g->k.s;
 
 	/* the emulator implements wgmma whatever target it stands for */
 	if (!cg_target_is_emu(t) && cg_require(t, CG_WGMMA | CG_CP_ASYNC, "a wgmma GEMM mainloop", d) < 0)
@@ -78,13 +78,13 @@ gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
 	if (s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: wgmma: bk = %d (need 64 or 128: 128-byte swizzled rows)",
 				  s->bk);
-	if (g->nwarp % 4)
+	if (g->k.nwarp % 4)
 		return diag_error(d, LOC_NONE, "gemm: wgmma: %d warps (need whole warpgroups: 4, 8 or 16)",
-				  g->nwarp);
+				  g->k.nwarp);
 	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
 		return diag_error(d, LOC_NONE,
 				  "gemm: wgmma: a %dx%d tile does not split over %d warpgroups into tiles of "
-				  "64k rows and 16..128 columns", s->bm, s->bn, g->nwarp / 4);
+				  "64k rows and 16..128 columns", s->bm, s->bn, g->k.nwarp / 4);
 	if (s->b_layout == CG_B_KN && g->wtn % 64)
 		return diag_error(d, LOC_NONE,
 				  "gemm: wgmma: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d", g->wtn);
@@ -94,9 +94,9 @@ gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
 	if (g->a_n > MAXI || g->b_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: wgmma: tile %dx%dx%d needs too many loads per thread",
 				  s->bm, s->bn, s->bk);
-	if (s->stages * g->wg.stage + 1008 > g->tab)	/* never, with 16-byte padding of >= 128 rows */
+	if (s->stages * g->wg.stage + 1008 > g->k.tab)	/* never, with 16-byte padding of >= 128 rows */
 		return diag_error(d, LOC_NONE, "gemm: wgmma: %d stages of %d bytes exceed %d",
-				  s->stages, g->wg.stage, g->tab - 1008);
+				  s->stages, g->wg.stage, g->k.tab - 1008);
 	return 0;
 }
 
@@ -217,11 +217,11 @@ emu_elem(CgFn *f, LLVMValueRef buf, int k)
 static void
 wgmma(G *g, int i, LLVMValueRef da, LLVMValueRef db, LLVMValueRef scale)
 {
-	CgFn *f = g->f;
+	CgFn *f = g->k.f;
 	LLVMValueRef acc[128];
 
 	acc_vars(g, i, acc);
-	wgmma_emit(f, acc, g->wtn, g->mt, g->s.b_layout == CG_B_KN, da, db, scale,
+	wgmma_emit(f, acc, g->wtn, g->mt, g->k.s.b_layout == CG_B_KN, da, db, scale,
 		   f->emu ? emu_elem(f, g->wg.buf, i * g->ni * 4) : NULL);
 }
 
@@ -261,7 +261,7 @@ acc_fence(G *g)
 
 	for (int i = 0; i < g->mi; i++) {
 		acc_vars(g, i, acc);
-		fence_operands(g->f, acc, g->ni * 4, g->wg.buf, i * g->ni * 4);
+		fence_operands(g->k.f, acc, g->ni * 4, g->wg.buf, i * g->ni * 4);
 	}
 }
 
@@ -314,12 +314,12 @@ aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr)
 void
 gemm_wgmma_setup(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
-	LLVMValueRef wg = cg_shr(f, g->warp, 2);
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef wg = cg_shr(f, g->k.warp, 2);
 
 	g->wm0 = cg_add(f, cg_muli(f, cg_udiv(f, wg, cg_i32(f, g->wg.wg_n)), g->wtm),
-			cg_shl(f, cg_and(f, g->warp, 3), 4));
+			cg_shl(f, cg_and(f, g->k.warp, 3), 4));
 	g->wn0 = cg_muli(f, cg_urem(f, wg, cg_i32(f, g->wg.wg_n)), g->wtn);
 	aligned_smem(f, &g->wg.base, &g->wg.addr);	/* the stages start on 1 KiB */
 	for (int i = 0; i < g->a_n; i++)
@@ -343,8 +343,8 @@ gemm_wgmma_setup(G *g)
 void
 gemm_wgmma_mainloop(G *g)
 {
-	CgFn *f = g->f;
-	const GemmSpec *s = &g->s;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	int S = s->stages, KK = s->bk / 16, kn_b = s->b_layout == CG_B_KN;
 	int pipe = !s->no_frag_pipe && S >= 4, L = pipe ? S - 2 : S - 1;
 	LLVMValueRef wgm0, wgn0, da0, db0, kt, kn, st, adv, scale;
@@ -352,7 +352,7 @@ gemm_wgmma_mainloop(G *g)
 	CgIf c;
 
 	/* descriptors of stage 0 at this warpgroup's rows and columns */
-	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->warp, 3), 4));
+	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->k.warp, 3), 4));
 	wgn0 = g->wn0;
 	da0 = desc(f, cg_add(f, g->wg.addr, cg_shl(f, wgm0, 7)), 16, 1024);
 	if (!kn_b)

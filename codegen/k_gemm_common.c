@@ -1,0 +1,561 @@
+/*
+ * k_gemm_common.c — what the tensor-core (k_gemm.c) and the CUDA-core
+ * (k_gemm_simt.c) GEMM kernels share: the same spec, parameters, schedule
+ * and epilogue, so program.c binds either kernel the same way.
+ *
+ *	gemm_begin:  parameters in order, bound; tid, lane, warp
+ *	gemm_end:    [expert table from the device offsets]
+ *	             for each tile w of the schedule: coordinates, body(k)
+ *	the body:    its own mainloop, then per row gemm_row (destination,
+ *	             row leaves) and per column pair gemm_ep_pair, gemm_store
+ *
+ * Schedule: a linear work index w over (expert, n-tile, m-tile), m-tiles
+ * fastest within an expert, so CTAs that run together share B tiles and one
+ * expert's A rows.  Grouped mode builds, at kernel start, the table of each
+ * expert's first tile from the device offsets (a shuffle scan; empty experts
+ * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
+ * launches one CTA per potential tile (those past the end exit);
+ * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "k_gemm.h"
+
+static int
+swiglu_at(const CgEpilogue *e)
+{
+	for (int i = 0; i < e->n; i++)
+		if (e->in[i].op == CGE_SWIGLU)
+			return i;
+	return -1;
+}
+
+void
+gemm_resolve(GemmCore *k, const GemmSpec *in)
+{
+	GemmSpec *s = &k->s;
+
+	*s = *in;
+	if (s->m_per_t <= 0)
+		s->m_per_t = 1;
+	if (s->gather_div <= 0)
+		s->gather_div = 1;
+	if (s->lda == 0)
+		s->lda = s->K;
+	if (s->ldb == 0)
+		s->ldb = s->b_layout == CG_B_NK ? s->K : s->N;
+	if (s->b_group_stride == 0)
+		s->b_group_stride = s->N * s->K;
+	k->sw = swiglu_at(&s->ep);
+	k->width = k->sw >= 0 ? s->N / 2 : s->N;
+	if (s->ldc == 0)
+		s->ldc = k->width;
+	k->nt = s->bn > 0 ? (int)((s->N + s->bn - 1) / s->bn) : 0;
+}
+
+int
+gemm_check_common(const GemmCore *k, const char *who, Diag *d)
+{
+	const GemmSpec *s = &k->s;
+
+	if (s->groups < 0 || s->groups > 4096)
+		return diag_error(d, LOC_NONE, "%s: %d groups (0..4096)", who, s->groups);
+	if (s->m_per_t < 1 || s->m_per_t > 1024)
+		return diag_error(d, LOC_NONE, "%s: m_per_t = %d", who, s->m_per_t);
+	if (s->sched == CG_SCHED_PERSISTENT && (s->ctas < 1 || s->ctas > 65535))
+		return diag_error(d, LOC_NONE, "%s: %d persistent CTAs", who, s->ctas);
+	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT)
+		return diag_error(d, LOC_NONE, "%s: unknown schedule %d", who, s->sched);
+	if (s->store != CG_STORE_ROWS && s->store != CG_STORE_SCATTER)
+		return diag_error(d, LOC_NONE, "%s: unknown store mode %d", who, s->store);
+	if (s->min_ctas < 0 || s->min_ctas > 32)
+		return diag_error(d, LOC_NONE, "%s: min_ctas = %d", who, s->min_ctas);
+	if (cg_ep_check(&s->ep, d) < 0)
+		return -1;
+	for (int i = 0; i < s->ep.n; i++) {
+		const CgEpInst *e = &s->ep.in[i];
+		if (e->op != CGE_ROW && e->op != CGE_MAT)
+			continue;
+		if ((e->rows == CGR_GATHER || e->rows == CGR_GATHER_RAW) && !s->gather)
+			return diag_error(d, LOC_NONE, "%s: epilogue e%d reads rows through gather_idx, but A is not gathered", who, i);
+		if (e->rows == CGR_SCATTER && s->store != CG_STORE_SCATTER)
+			return diag_error(d, LOC_NONE, "%s: epilogue e%d reads rows through scatter_idx, but the store is not scattered", who, i);
+	}
+	return 0;
+}
+
+/* ---- parameters ---- */
+
+static int
+params(const GemmCore *k, CgParam *p)
+{
+	const GemmSpec *s = &k->s;
+	int n = 0;
+
+	p[n++] = (CgParam){CGP_PTR, "A"};
+	if (s->gather)
+		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
+	p[n++] = (CgParam){CGP_PTR, "B"};
+	p[n++] = (CgParam){CGP_PTR, "C"};
+	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
+		p[n++] = (CgParam){CGP_PTR, "C_scale"};
+	if (s->store == CG_STORE_SCATTER)
+		p[n++] = (CgParam){CGP_PTR, "scatter_idx"};
+	if (s->groups > 0)
+		p[n++] = (CgParam){CGP_PTR, "offsets"};
+	for (int i = 0; i < s->ep.n; i++)
+		if (cg_ep_is_load(s->ep.in[i].op))
+			p[n++] = (CgParam){CGP_PTR, s->ep.in[i].role};
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
+		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
+		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
+	p[n++] = (CgParam){CGP_I32, "T"};
+	return n;
+}
+
+/* Parameter n, declared noalias: no other parameter points into it. */
+static LLVMValueRef
+arg_noalias(CgFn *f, int n)
+{
+	cg_arg_noalias(f, n);
+	return cg_arg(f, n);
+}
+
+static void
+bind_params(GemmCore *k)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int n = 0;
+
+	k->A = arg_noalias(f, n++);
+	if (s->gather)
+		k->gidx = arg_noalias(f, n++);
+	k->B = arg_noalias(f, n++);
+	k->C = cg_arg(f, n++);
+	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
+		k->Cs = arg_noalias(f, n++);
+	if (s->store == CG_STORE_SCATTER)
+		k->sidx = arg_noalias(f, n++);
+	if (s->groups > 0)
+		k->offs = arg_noalias(f, n++);
+	for (int i = 0; i < s->ep.n; i++) {
+		if (!cg_ep_is_load(s->ep.in[i].op))
+			continue;
+		/* a residual (a MAT leaf) may be the output itself */
+		k->ep[i] = s->ep.in[i].op != CGE_MAT ? arg_noalias(f, n++) : cg_arg(f, n++);
+	}
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role)
+		k->q_scale_p = cg_arg(f, n++);
+	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
+		k->q_zero_p = cg_arg(f, n++);
+	k->T = cg_arg(f, n++);
+}
+
+CgFn *
+gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
+{
+	CgParam p[10 + CG_EP_MAX];
+	int np = params(k, p);
+	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
+
+	if (!f)
+		return NULL;
+	k->f = f;
+	bind_params(k);
+	k->tid = cg_tid(f, 0);
+	k->lane = cg_and(f, k->tid, 31);
+	k->warp = cg_shr(f, k->tid, 5);
+	return f;
+}
+
+/* ---- schedule ---- */
+
+static LLVMValueRef
+ieq(CgFn *f, LLVMValueRef a, int64_t b)
+{
+	return LLVMBuildICmp(f->B, LLVMIntEQ, a, cg_i32(f, b), "");
+}
+
+/* The inclusive sum of v over lanes 0..lane of the warp (shfl.up steps). */
+static LLVMValueRef
+warp_scan(GemmCore *k, LLVMValueRef v)
+{
+	CgFn *f = k->f;
+
+	for (int dl = 1; dl < 32; dl *= 2) {
+		LLVMValueRef y = cg_shfl_up(f, v, dl);
+		v = cg_select(f, cg_lt(f, k->lane, cg_i32(f, dl)), v, cg_add(f, v, y));
+	}
+	return v;
+}
+
+/* The i32 at shared byte offset off (i32). */
+static LLVMValueRef
+sload32(CgFn *f, LLVMValueRef off)
+{
+	return cg_sload(f, f->ti32, cg_sptr(f, off), 4);
+}
+
+/* Tiles of expert e (i32, < E): cdiv(offsets[e+1] - offsets[e], bm), 0 unless in. */
+static LLVMValueRef
+expert_tiles(GemmCore *k, LLVMValueRef e, LLVMValueRef in)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	LLVMValueRef lo, hi, v;
+
+	lo = cg_gload(f, f->ti32, cg_gep(f, k->offs, e, 4), 4);
+	hi = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, e, 1), 4), 4);
+	v = cg_udiv(f, cg_addi(f, cg_max(f, cg_sub(f, hi, lo), cg_i32(f, 0)), s->bm - 1),
+		    cg_i32(f, s->bm));
+	return cg_select(f, in, v, cg_i32(f, 0));
+}
+
+/* Warp 0 turns the warps' sums in wsum into their inclusive scan. */
+static void
+scan_warp_sums(GemmCore *k)
+{
+	CgFn *f = k->f;
+	LLVMValueRef ok = cg_lt(f, k->lane, cg_i32(f, k->nwarp));
+	LLVMValueRef at = cg_sptr(f, cg_addi(f, cg_muli(f, cg_min(f, k->lane, cg_i32(f, k->nwarp - 1)), 4), k->wsum));
+	LLVMValueRef w = cg_select(f, ok, cg_sload(f, f->ti32, at, 4), cg_i32(f, 0));
+	CgIf c;
+
+	w = warp_scan(k, w);
+	cg_if(f, &c, ok);
+	cg_sstore(f, w, at, 4);
+	cg_endif(f, &c);
+}
+
+/*
+ * Grouped mode: tab[e] = first work index of expert e, for e = 0..E, from
+ * offsets: tab[e+1] - tab[e] = cdiv(offsets[e+1] - offsets[e], bm) * nt.
+ * A shuffle scan per warp, then over the warps' sums; nthr experts a round.
+ */
+static void
+expert_table(GemmCore *k)
+{
+	CgFn *f = k->f;
+	int E = k->s.groups;
+	LLVMValueRef carry = cg_var(f, f->ti32, cg_i32(f, 0));
+	CgIf c;
+
+	for (int base = 0; base < E; base += k->nthr) {
+		LLVMValueRef e = cg_addi(f, k->tid, base), v, in, tot, pre;
+		LLVMValueRef ei = cg_min(f, e, cg_i32(f, E - 1));
+		in = cg_lt(f, e, cg_i32(f, E));
+		v = warp_scan(k, expert_tiles(k, ei, in));
+		cg_if(f, &c, ieq(f, k->lane, 31));
+		cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, k->warp, 4), k->wsum)), 4);
+		cg_endif(f, &c);
+		cg_barrier(f);
+		cg_if(f, &c, ieq(f, k->warp, 0));
+		scan_warp_sums(k);
+		cg_endif(f, &c);
+		cg_barrier(f);
+		pre = sload32(f, cg_addi(f, cg_muli(f, cg_max(f, cg_addi(f, k->warp, -1), cg_i32(f, 0)), 4), k->wsum));
+		pre = cg_select(f, ieq(f, k->warp, 0), cg_i32(f, 0), pre);
+		v = cg_add(f, cg_add(f, v, pre), cg_get(f, carry));
+		cg_if(f, &c, in);
+		cg_sstore(f, cg_muli(f, v, k->nt), cg_sptr(f, cg_addi(f, cg_muli(f, e, 4), k->tab + 4)), 4);
+		cg_endif(f, &c);
+		tot = sload32(f, cg_i32(f, k->wsum + 4 * (k->nwarp - 1)));
+		cg_set(f, carry, cg_add(f, cg_get(f, carry), tot));
+		cg_barrier(f);	/* wsum is rewritten by the next round */
+	}
+	cg_if(f, &c, ieq(f, k->tid, 0));
+	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_i32(f, k->tab)), 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+}
+
+/* The work total: tiles of all experts, or cdiv(M, bm) * nt. */
+static LLVMValueRef
+work_total(GemmCore *k)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	LLVMValueRef M, mt;
+
+	if (s->groups > 0)
+		return sload32(f, cg_i32(f, k->tab + 4 * s->groups));
+	M = cg_muli(f, k->T, s->m_per_t);
+	mt = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
+	return cg_muli(f, mt, k->nt);
+}
+
+/* The last expert whose first work index is <= w: a binary search of tab. */
+static LLVMValueRef
+find_expert(GemmCore *k, LLVMValueRef w)
+{
+	CgFn *f = k->f;
+	int E = k->s.groups, step = 1;
+	LLVMValueRef lo = cg_i32(f, 0);
+
+	while (step * 2 < E)
+		step *= 2;
+	for (; step >= 1 && E > 1; step /= 2) {
+		LLVMValueRef cand = cg_addi(f, lo, step);
+		LLVMValueRef ok = cg_lt(f, cand, cg_i32(f, E));
+		LLVMValueRef at = cg_min(f, cand, cg_i32(f, E - 1));
+		LLVMValueRef v = sload32(f, cg_addi(f, cg_muli(f, at, 4), k->tab));
+		ok = LLVMBuildAnd(f->B, ok, LLVMBuildICmp(f->B, LLVMIntSLE, v, w, ""), "");
+		lo = cg_select(f, ok, cand, lo);
+	}
+	return lo;
+}
+
+/* Decode work index w: expert, first row, row end, first column, B base. */
+static void
+tile_coords(GemmCore *k, LLVMValueRef w)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	LLVMValueRef mte, local, mt, ntile, t0;
+
+	if (s->groups > 0) {
+		LLVMValueRef lo = find_expert(k, w);
+		k->e = lo;
+		t0 = sload32(f, cg_addi(f, cg_muli(f, lo, 4), k->tab));
+		mte = sload32(f, cg_addi(f, cg_muli(f, lo, 4), k->tab + 4));
+		mte = cg_udiv(f, cg_sub(f, mte, t0), cg_i32(f, k->nt));
+		local = cg_sub(f, w, t0);
+		k->row0 = cg_gload(f, f->ti32, cg_gep(f, k->offs, lo, 4), 4);
+		k->rend = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, lo, 1), 4), 4);
+	} else {
+		LLVMValueRef M = cg_muli(f, k->T, s->m_per_t);
+		mte = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
+		local = w;
+		k->e = cg_i32(f, 0);
+		k->row0 = cg_i32(f, 0);
+		k->rend = M;
+	}
+	mt = cg_urem(f, local, mte);
+	ntile = cg_udiv(f, local, mte);
+	k->row0 = cg_add(f, k->row0, cg_muli(f, mt, s->bm));
+	k->n0 = cg_muli(f, ntile, s->bn);
+	k->bexp = gptr(f, k->B, cg_muli(f, cg_sext64(f, k->e), s->b_group_stride), esize(s->b_dt));
+}
+
+int
+gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int block[3] = {k->nthr, 1, 1};
+	CgExpr grid[3];
+	LLVMValueRef w;
+
+	if (s->groups > 0)
+		expert_table(k);
+	if (s->sched == CG_SCHED_PERSISTENT) {
+		CgLoop l;
+		LLVMValueRef total = work_total(k);
+		w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
+		tile_coords(k, w);
+		body(k);
+		cg_endloop(f, &l);
+		grid[0] = CG_EXPR_INT(s->ctas);
+		grid[1] = CG_EXPR_INT(1);
+	} else {
+		CgIf c;
+		w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
+		cg_if(f, &c, cg_lt(f, w, work_total(k)));
+		tile_coords(k, w);
+		body(k);
+		cg_endif(f, &c);
+		grid[0] = (CgExpr){s->m_per_t, (int64_t)s->groups * (s->bm - 1), s->bm};
+		grid[1] = CG_EXPR_INT(k->nt);
+	}
+	grid[2] = CG_EXPR_INT(1);
+	return cg_fn_end(f, block, grid, k->smem, note);
+}
+
+int
+gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
+{
+	const GemmSpec *s = &k->s;
+	char ep[512];
+
+	if ((size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s",
+			       s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles",
+			       s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
+			       s->groups ? " grouped" : " dense");
+	if (s->groups && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
+	if (s->ep.n && (size_t)at < n) {
+		cg_ep_print(ep, sizeof ep, &s->ep);
+		at += snprintf(buf + at, n - (size_t)at, " ep: %s", ep);
+	}
+	return at;
+}
+
+/* ---- rows, leaves, the epilogue program, the store ---- */
+
+LLVMValueRef
+gemm_load_f32(CgFn *f, LLVMValueRef base, LLVMValueRef idx64, DType dt)
+{
+	int sz = esize(dt);
+
+	return cg_to_f32(f, cg_gload(f, cg_raw_type(f, dt), gptr(f, base, idx64, sz), sz), dt);
+}
+
+/* gather_idx[r], divided by gather_div unless raw. */
+static LLVMValueRef
+gathered(GemmCore *k, LLVMValueRef r, int raw)
+{
+	CgFn *f = k->f;
+	LLVMValueRef v = cg_gload(f, f->ti32, cg_gep(f, k->gidx, r, 4), 4);
+
+	if (!raw && k->s.gather_div > 1)
+		v = cg_udiv(f, v, cg_i32(f, k->s.gather_div));
+	return v;
+}
+
+LLVMValueRef
+gemm_a_row(GemmCore *k, LLVMValueRef r)
+{
+	/* rows past the segment read its last row: valid memory, never stored */
+	r = cg_min(k->f, r, cg_addi(k->f, k->rend, -1));
+	return k->s.gather ? gathered(k, r, 0) : r;
+}
+
+/* Row index of a row leaf for GEMM row r. */
+static LLVMValueRef
+leaf_row(GemmCore *k, const CgEpInst *in, LLVMValueRef r)
+{
+	CgFn *f = k->f;
+
+	switch (in->rows) {
+	case CGR_GATHER:
+	case CGR_GATHER_RAW:
+		return gathered(k, r, in->rows == CGR_GATHER_RAW);
+	case CGR_SCATTER:
+		return cg_gload(f, f->ti32, cg_gep(f, k->sidx, r, 4), 4);
+	default:
+		return r;
+	}
+}
+
+LLVMValueRef
+gemm_dest_row(GemmCore *k, LLVMValueRef r)
+{
+	CgFn *f = k->f;
+
+	return k->s.store == CG_STORE_SCATTER ? cg_gload(f, f->ti32, cg_gep(f, k->sidx, r, 4), 4) : r;
+}
+
+LLVMValueRef
+gemm_col_leaf(GemmCore *k, int i, LLVMValueRef col)
+{
+	const CgEpInst *in = &k->s.ep.in[i];
+	CgFn *f = k->f;
+	LLVMValueRef idx = cg_sext64(f, col);
+
+	if (in->group_stride)
+		idx = cg_add(f, idx, cg_muli(f, cg_sext64(f, k->e), in->group_stride));
+	return gemm_load_f32(f, k->ep[i], idx, in->dt);
+}
+
+void
+gemm_row(GemmCore *k, LLVMValueRef r, GemmRow *row)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	const CgEpilogue *ep = &s->ep;
+	int nin = k->sw >= 0 ? k->sw : ep->n;
+
+	row->drow = gemm_dest_row(k, r);
+	for (int i = 0; i < ep->n; i++) {
+		const CgEpInst *in = &ep->in[i];
+		if (in->op == CGE_ROW)
+			row->rowv[i] = gemm_load_f32(f, k->ep[i], cg_sext64(f, leaf_row(k, in, r)), in->dt);
+		if (in->op == CGE_MAT) {
+			int64_t ld = in->ld ? in->ld : (i < nin ? s->N : k->width);
+			row->matb[i] = gptr(f, k->ep[i], cg_muli(f, cg_sext64(f, leaf_row(k, in, r)), ld),
+					    esize(in->dt));
+		}
+	}
+}
+
+/*
+ * The leaves of pair p for its column col+e (e = 0, 1: the program before
+ * swiglu), or for its output column (e < 0: the program after swiglu).
+ * With clamp, the column is clamped into the row (columns past N compute
+ * on valid operands and are not stored).
+ */
+static void
+leaves(GemmCore *k, const GemmRow *row, const GemmPair *p, int e, LLVMValueRef *val)
+{
+	CgFn *f = k->f;
+	int after = e < 0, n = k->s.ep.n;
+	int i0 = after ? k->sw + 1 : 0, i1 = after || k->sw < 0 ? n : k->sw;
+	const LLVMValueRef *colv = p->colv ? p->colv[after ? 0 : e] : NULL;
+	LLVMValueRef col = after ? p->out : cg_addi(f, p->col, e);
+
+	if (k->clamp)
+		col = cg_min(f, col, cg_i32(f, (after ? k->width : k->s.N) - 1));
+	for (int i = i0; i < i1; i++) {
+		const CgEpInst *in = &k->s.ep.in[i];
+		switch (in->op) {
+		case CGE_ACC: val[i] = after ? NULL : p->acc[e]; break;
+		case CGE_IMM: val[i] = cg_f32(f, in->imm); break;
+		case CGE_COL: val[i] = colv ? colv[i] : gemm_col_leaf(k, i, col); break;
+		case CGE_ROW: val[i] = row->rowv[i]; break;
+		case CGE_MAT: val[i] = gemm_load_f32(f, row->matb[i], cg_sext64(f, col), in->dt); break;
+		default: break;
+		}
+	}
+}
+
+int
+gemm_ep_pair(GemmCore *k, const GemmRow *row, GemmPair *p)
+{
+	CgFn *f = k->f;
+	const CgEpilogue *ep = &k->s.ep;
+	int n = ep->n, sw = k->sw, nin = sw >= 0 ? sw : n;
+	LLVMValueRef val[2][CG_EP_MAX], *v = val[0];
+	const CgEpInst *w;
+
+	for (int e = 0; e < 2; e++) {
+		leaves(k, row, p, e, val[e]);
+		cg_ep_emit_range(f, ep, 0, nin, val[e]);
+		p->res[e] = n == 0 ? p->acc[e] : sw < 0 ? val[e][n - 1] : NULL;
+	}
+	p->out = p->col;
+	if (sw < 0)
+		return 2;
+	/* swiglu: one value at output column col/2, then the rest of the program */
+	w = &ep->in[sw];
+	p->out = cg_shr(f, p->col, 1);
+	v[sw] = cg_ep_emit_op(f, w, val[0][w->a], val[1][w->a]);
+	leaves(k, row, p, -1, v);
+	cg_ep_emit_range(f, ep, sw + 1, n, v);
+	p->res[0] = v[n - 1];
+	return 1;
+}
+
+void
+gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
+{
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int sz = esize(s->c_dt);
+	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), s->ldc), cg_sext64(f, col));
+	LLVMValueRef p = gptr(f, k->C, off, sz);
+
+	if (n == 1) {
+		cg_gstore(f, cg_from_f32(f, v[0], s->c_dt), p, sz);
+	} else if (s->c_dt == DT_F32) {
+		LLVMValueRef x = LLVMGetUndef(LLVMVectorType(f->tf32, 2));
+		x = LLVMBuildInsertElement(f->B, x, v[0], cg_i32(f, 0), "");
+		x = LLVMBuildInsertElement(f->B, x, v[1], cg_i32(f, 1), "");
+		cg_gstore(f, x, p, 8);
+	} else {
+		cg_gstore(f, cg_pack16x2(f, cg_from_f32(f, v[0], s->c_dt), cg_from_f32(f, v[1], s->c_dt)), p, 4);
+	}
+}
