@@ -460,12 +460,16 @@ Known *
 ox_known_reshape(Ctx *c, const Known *a, int rank, const int64_t *dim)
 {
 	Known *k;
+	int64_t n = 1;
 
 	if (!a)
 		return NULL;
-	k = ox_known_new(c, a->dt, rank, dim);
-	if (k->n != a->n)
+	for (int i = 0; i < rank; i++)	/* the count first: dims can be huge */
+		if (dim[i] < 0 || __builtin_mul_overflow(n, dim[i], &n))
+			return NULL;
+	if (n != a->n)
 		return NULL;
+	k = ox_known_new(c, a->dt, rank, dim);
 	if (a->fv)
 		memcpy(k->fv, a->fv, sizeof(double) * (size_t)a->n);
 	else
@@ -486,8 +490,9 @@ ox_known_expand(Ctx *c, const Known *a, int rank, const int64_t *dim)
 	memcpy(t.dim, dim, sizeof(int64_t) * (size_t)rank);
 	if (!a || bshape(a, &t, &orank, od))
 		return NULL;
-	for (int i = 0; i < orank; i++)
-		n *= od[i];
+	for (int i = 0; i < orank; i++)	/* the target shape may be huge */
+		if (od[i] < 0 || __builtin_mul_overflow(n, od[i], &n))
+			return NULL;
 	if (n > (a->fv ? OX_KNOWN_FMAX : OX_KNOWN_MAX))
 		return NULL;
 	k = ox_known_new(c, a->dt, orank, od);
