@@ -855,7 +855,7 @@ pack_weights(CgProgram *p)
 	p->wbytes = at;
 	p->weights = xcalloc(at + 1, 1);
 	for (size_t i = 0; i < p->w.n; i++)
-		if (!p->w.v[i].synth)
+		if (!p->w.v[i].synth && p->w.v[i].bytes)
 			memcpy(p->weights + p->w.v[i].at, p->w.v[i].w->data, p->w.v[i].bytes);
 }
 
@@ -940,8 +940,10 @@ fill_plan(CgProgram *p)
 	}
 	m->nstep = (int)(p->init.n + p->run.n);
 	m->step = arena_array(p->a, MStep, m->nstep + 1);
-	memcpy(m->step, p->init.v, sizeof(MStep) * p->init.n);
-	memcpy(m->step + p->init.n, p->run.v, sizeof(MStep) * p->run.n);
+	for (size_t i = 0; i < p->init.n; i++)	/* a loop: either vector may be empty (NULL) */
+		m->step[i] = p->init.v[i];
+	for (size_t i = 0; i < p->run.n; i++)
+		m->step[p->init.n + i] = p->run.v[i];
 	/* nominal cost: GEMM flops, and weights plus activations moved */
 	for (size_t i = 0; i < p->w.n; i++)
 		wb += (int64_t)p->w.v[i].bytes;
