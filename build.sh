@@ -66,8 +66,12 @@ ASAN_SKIP='^bundles$'
 
 case "$mode" in
 main)
-	build/tools/moec import models/mixtral-8x7b/config.json --layer 0 \
-		--synthetic-weights=1 --summary
+	# The default model: Mixtral-8x7B's layer-0 MoE block from its config
+	# (weights generated on the device), compiled for sm_90a and sm_80 with
+	# the fusion report, then the bundle's table of contents and launch plan.
+	build/tools/moec compile models/mixtral-8x7b/config.json --layer 0 \
+		--synthetic-weights=1 --fusion-report -o build/mixtral-8x7b.moeb
+	build/tools/moec inspect build/mixtral-8x7b.moeb
 	;;
 test)
 	ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -143,8 +143,8 @@ check_dims(Bd *b, const Node *n, const Value *v)
 }
 
 /* numel as coef*T + static: -1 when two symbolic dims multiply. */
-static int
-numel_expr(Bd *b, const Value *v, CgExpr *e)
+int
+bd_numel_expr(Bd *b, const Value *v, CgExpr *e)
 {
 	int64_t p = 1;
 	int nsym = 0;
@@ -524,7 +524,7 @@ check_region(Bd *b)
 			bad = 1;
 			continue;
 		}
-		if (numel_expr(b, v, &e) < 0)
+		if (bd_numel_expr(b, v, &e) < 0)
 			bad |= bd_fail(b, v->kind == V_RESULT ? v->def : NULL,
 				       "result %%%s has two symbolic dims (T*T elements)", v->name) < 0;
 		if (v->type.dt == DT_I4 || v->type.dt == DT_U4)
@@ -581,7 +581,7 @@ elementwise(Bd *b, CgExpr *total)
 
 	*total = CG_EXPR_INT(0);
 	for (int r = 0; r < b->nres; r++) {
-		numel_expr(b, b->res[r], &e);
+		bd_numel_expr(b, b->res[r], &e);
 		total->a = MAX(total->a, e.a);
 		total->b = MAX(total->b, e.b);
 	}
@@ -589,7 +589,7 @@ elementwise(Bd *b, CgExpr *total)
 	i = bd_loop(b, &l, gid, n, stride);
 	for (int r = 0; r < b->nres; r++) {
 		CgIf c;
-		numel_expr(b, b->res[r], &e);
+		bd_numel_expr(b, b->res[r], &e);
 		if (e.a == total->a && e.b == total->b) {
 			store_result(b, r, i);
 			continue;

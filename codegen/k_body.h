@@ -126,6 +126,8 @@ int bd_is_reduction(Op op);
 int64_t bd_row_len(Bd *b, const Node *n);
 LLVMValueRef bd_row_count(Bd *b, const Node *n);
 int bd_row_count_expr(Bd *b, const Node *n, CgExpr *e);
+/* numel of v as coef*T + static; -1 when two symbolic dims multiply. */
+int bd_numel_expr(Bd *b, const Value *v, CgExpr *e);
 /* BD_ROW: the anchor's statistics for b->row into shared memory (all threads). */
 void bd_anchor_stats(Bd *b);
 /* BD_ROW: iterate result r's elements that belong to b->row: calls fn per element. */

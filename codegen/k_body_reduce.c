@@ -849,25 +849,6 @@ expr_eq(CgExpr a, CgExpr c)
 	return a.a == c.a && a.b == c.b && a.div == c.div;
 }
 
-static int
-numel_expr(Bd *b, const Value *v, CgExpr *e)
-{
-	int64_t p = 1;
-	int nsym = 0;
-
-	for (int i = 0; i < v->type.rank; i++) {
-		Dim d = v->type.dim[i];
-		if (ir_dim_is_static(d))
-			p *= d;
-		else
-			p *= ir_dim_expr(b->m, d)->coef, nsym++;
-	}
-	if (nsym > 1)
-		return -1;
-	*e = nsym ? (CgExpr){p, 0, 0} : CG_EXPR_INT(p);
-	return 0;
-}
-
 void
 bd_row_elements(Bd *b, int r, BdElemFn *fn)
 {
@@ -881,8 +862,6 @@ bd_row_elements(Bd *b, int r, BdElemFn *fn)
 	BdLoop l;
 	CgIf c;
 
-	numel_expr(b, v, &ev);
-	bd_row_count_expr(b, a, &er);
 	if (bd_same_shape(v, a->in[0]) || (a->op == OP_TOPK && bd_same_shape(v, a->out[0]))) {
 		rows_over(b, a, v, &rw);
 		k = bd_loop(b, &l, tid, rw.len, bd_i64(b, nt));
@@ -890,7 +869,8 @@ bd_row_elements(Bd *b, int r, BdElemFn *fn)
 		bd_endloop(b, &l);
 		return;
 	}
-	if (expr_eq(ev, er)) {
+	/* one element per row: thread 0 (either count may be beyond coef*T+k) */
+	if (bd_numel_expr(b, v, &ev) == 0 && bd_row_count_expr(b, a, &er) == 0 && expr_eq(ev, er)) {
 		int mark = bd_scope(b);
 		cg_if(f, &c, bd_icmp(b, LLVMIntEQ, tid, bd_i64(b, 0)));
 		fn(b, r, b->row);

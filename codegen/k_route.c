@@ -432,7 +432,7 @@ store(R *r, const int *id, const int *lg, const int *sc)
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	int k = r->s.k;
-	LLVMValueRef w[MAXK], sum = cg_f32(f, 0), m = neg_inf(f), mine_w, mine_i;
+	LLVMValueRef w[MAXK] = {0}, sum = cg_f32(f, 0), m = neg_inf(f), mine_w, mine_i;
 	LLVMValueRef at = cg_add(f, cg_muli(f, cg_sext64(f, r->tokc), k),
 				 cg_sext64(f, cg_min(f, r->lane, cg_i32(f, k - 1))));
 	CgIf c;
