@@ -485,10 +485,17 @@ typedef struct {
 } Args;
 
 /* operand-or-attr {',' operand-or-attr}; attributes follow operands */
+/* The location clause `loc(...)`, not an attribute named loc. */
+static int
+at_loc(const P *p)
+{
+	return p->t.kind == TIDENT && strcmp(p->t.s, "loc") == 0 && p->p < p->end && *p->p == '(';
+}
+
 static int
 parse_args(P *p, Args *a, int call)
 {
-	if (p->t.kind == TNL || p->t.kind == TCOLON || p->t.kind == TEOF)
+	if (p->t.kind == TNL || p->t.kind == TCOLON || p->t.kind == TEOF || at_loc(p))
 		return 0;
 	if (call && !accept(p, TCOMMA))
 		return 0;
@@ -641,7 +648,7 @@ parse_stmt(P *p)
 				goto out;
 		}
 	}
-	if (p->t.kind == TIDENT && strcmp(p->t.s, "loc") == 0 && parse_loc(p, &n->loc))
+	if (at_loc(p) && parse_loc(p, &n->loc))
 		goto out;
 	if (p->t.kind != TNL && p->t.kind != TEOF) {
 		err(p, &p->t, "unexpected %s at the end of the statement", tokname[p->t.kind]);
