@@ -141,7 +141,7 @@ cuDeviceGetAttribute(int *v, int attr, int d)
 CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
-	size_t *b = malloc(n + 16);
+	size_t *b = n <= total - allocated ? malloc(n + 16) : NULL;	/* a 16 GiB device */
 
 	if (!b)
 		return EOOM;

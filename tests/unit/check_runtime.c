@@ -242,6 +242,39 @@ START_TEST(test_load_file_checks_bundle_before_driver)
 }
 END_TEST
 
+/* Out of device memory (the stand-in driver, tests/gpu/fakecuda.c, has 16
+ * GiB): MOERT_ENOMEM naming the allocation, and nothing left on the device. */
+START_TEST(test_out_of_device_memory_is_enomem)
+{
+	static const char big[] =
+		"moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\n"
+		"arena 1099511627776\ninput x f32 T,8\noutput y f32 T,8\n";
+	moert_device *dev;
+	moert_program *p = (moert_program *)1;
+	size_t len, before, after, total;
+	unsigned char *b;
+	BundleWriter w;
+	Diag d;
+
+	diag_init(&d, stderr);
+	bundle_writer_init(&w, NULL);
+	bundle_add(&w, "manifest", big, strlen(big), &d);
+	bundle_add(&w, "ptx:sm_80", ptx, strlen(ptx), &d);
+	ck_assert_int_eq(bundle_write(&w, &b, &len, &d), 0);
+	setenv("MOERT_LIBCUDA", MOEC_BINARY_DIR "/tests/gpu/libfakecuda.so", 1);
+	ck_assert_msg(moert_open(0, &dev) == MOERT_OK, "%s", moert_last_error());
+	ck_assert_int_eq(moert_mem_info(dev, &before, &total), MOERT_OK);
+	ck_assert_int_eq(moert_load(dev, b, len, &p), MOERT_ENOMEM);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(moert_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"), "%s",
+		      moert_last_error());
+	ck_assert_int_eq(moert_mem_info(dev, &after, &total), MOERT_OK);
+	ck_assert_uint_eq(after, before);
+	moert_close(dev);
+	free(b);
+}
+END_TEST
+
 /* --- shapes and tokens ------------------------------------------------------ */
 
 START_TEST(test_program_queries)
@@ -430,6 +463,7 @@ runtime_suite(void)
 	tcase_add_test(tc, test_every_flipped_byte_refused_by_verify_and_load);
 	tcase_add_test(tc, test_load_host_refuses_bad_bundles);
 	tcase_add_test(tc, test_load_file_checks_bundle_before_driver);
+	tcase_add_test(tc, test_out_of_device_memory_is_enomem);
 	tcase_add_test(tc, test_program_queries);
 	tcase_add_test(tc, test_check_input_shapes_dtypes_tokens);
 	tcase_add_test(tc, test_run_checks_tokens_and_pointers_first);
