@@ -32,6 +32,9 @@ struct Cfg {
 	int err;		/* set once any diagnostic was an error */
 };
 
+/* More decoder layers than any model has (docs/limits.md). */
+#define CFG_MAX_LAYERS 65536
+
 /* config.c: keys of config.json.  Accessors of required keys report a
  * missing or malformed key, set c->err and return a harmless default (1),
  * so one run reports every bad key before giving up. */

@@ -326,6 +326,9 @@ pick_layer(Cfg *c)
 	const char *key = cfg_alias(c, (const char *const[]){"num_hidden_layers", "n_layer", NULL});
 	int64_t n = cfg_int(c, key);
 
+	if (n > CFG_MAX_LAYERS)	/* the default layer is searched for layer by layer */
+		return cfg_error(c, key, "%lld layers: moec reads models of at most %d",
+				 (long long)n, CFG_MAX_LAYERS);
 	c->layer = c->o->layer >= 0 ? c->o->layer : cfg_family_default_layer(c, n);
 	if (c->layer >= n)
 		return cfg_error(c, key, "layer %d is out of range: the model has %lld layers",
