@@ -8,6 +8,8 @@
  * Exit codes: 0 ok, 1 a check or test failed, 2 bad usage or bad input.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -382,13 +384,51 @@ describe(FILE *f, const char *name, const Tensor *t)
 		n ? sum / (double)n : 0);
 }
 
+/* One tensor into dir: NAME.npy, NAME.pb, or (test layout) PREFIX_N.pb. */
 static int
-write_outputs(const Graph *g, Tensor *out, const char *dir, int pb, Diag *d)
+write_one(const char *dir, const char *file, Tensor *t, const char *tname, Diag *d)
 {
+	char *path = file_join(dir, file);
+	int rc;
+
+	free(t->name);
+	t->name = xstrdup(tname);
+	rc = tensor_write(path, t, d);
+	free(path);
+	return rc ? BAD : OK;
+}
+
+/*
+ * Outputs by name into dir, or, with layout (an ONNX test_data_set folder),
+ * the inputs as input_N.pb and the outputs as output_N.pb: a test set whose
+ * expected outputs are the interpreter's.
+ */
+static int
+write_outputs(const Graph *g, Tensor *in, Tensor *out, const char *dir, int pb, int layout, Diag *d)
+{
+	char file[64];
+
+	if (layout) {
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+			diag_error(d, loc_file(dir), "cannot create the folder: %s", strerror(errno));
+			return BAD;
+		}
+		for (int i = 0; i < g->nparam; i++) {
+			snprintf(file, sizeof file, "input_%d.pb", i);
+			if (write_one(dir, file, &in[i], g->param[i]->name, d))
+				return BAD;
+		}
+	}
 	for (int i = 0; i < g->nret; i++) {
 		describe(stdout, g->retname[i], &out[i]);
 		if (!dir)
 			continue;
+		if (layout) {
+			snprintf(file, sizeof file, "output_%d.pb", i);
+			if (write_one(dir, file, &out[i], g->retname[i], d))
+				return BAD;
+			continue;
+		}
 		char *name = NULL, *path;
 		if (asprintf(&name, "%s.%s", g->retname[i], pb ? "pb" : "npy") < 0)
 			return BAD;
@@ -408,9 +448,11 @@ static int
 cmd_run(int argc, char **argv)
 {
 	static const char help[] = "MODEL --input NAME=FILE ... [-o DIR] [--pb] [--compiled] "
-				   "[--layer N] [import and opt flags]";
+				   "[--layer N] [import and opt flags]\n"
+				   "       moec run MODEL --test-data=SET -o OUTSET: inputs from SET/input_N.pb, "
+				   "a test set\n       (input_N.pb, output_N.pb) with the interpreter's outputs in OUTSET";
 	MoecOpts o;
-	const char *model = NULL, *dir = NULL, *v;
+	const char *model = NULL, *dir = NULL, *set = NULL, *v;
 	const char *inputs[64];
 	int nin = 0, compiled = 0, pb = 0, rc = BAD;
 	Tensor in[64], *out = NULL;
@@ -430,6 +472,8 @@ cmd_run(int argc, char **argv)
 			continue;
 		if ((v = opt_value(argc, argv, &i, "--input")) && nin < 64)
 			inputs[nin++] = v;
+		else if ((v = opt_value(argc, argv, &i, "--test-data")))
+			set = v;
 		else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
 			dir = argv[++i];
 		else if (strcmp(argv[i], "--compiled") == 0)
@@ -443,7 +487,7 @@ cmd_run(int argc, char **argv)
 		else
 			model = argv[i];
 	}
-	if (!model)
+	if (!model || (set && (nin || !dir)))
 		return usage("run", help);
 	if (compiled && !o.pass.pipeline[0])
 		o.pass.pipeline = NULL;
@@ -467,6 +511,19 @@ cmd_run(int argc, char **argv)
 		if (tensor_read(eq + 1, &in[p], &d) != 0)
 			goto done;
 	}
+	if (g->nparam > 64) {
+		diag_error(&d, loc_file(model), "%d inputs: moec run takes at most 64", g->nparam);
+		goto done;
+	}
+	for (int i = 0; set && i < g->nparam; i++) {
+		char file[32], *path;
+		snprintf(file, sizeof file, "input_%d.pb", i);
+		path = file_join(set, file);
+		int bad = tensor_read(path, &in[i], &d);
+		free(path);
+		if (bad)
+			goto done;
+	}
 	for (int i = 0; i < g->nparam; i++)
 		if (!in[i].data) {
 			diag_error(&d, loc_file(model), "missing --input %s=FILE", g->param[i]->name);
@@ -474,7 +531,7 @@ cmd_run(int argc, char **argv)
 		}
 	out = xcalloc((size_t)g->nret + 1, sizeof *out);
 	if (ir_eval(g, in, g->nparam, out, NULL, &d) == 0)
-		rc = write_outputs(g, out, dir, pb, &d);
+		rc = write_outputs(g, in, out, dir, pb, set != NULL, &d);
 	for (int i = 0; out && i < g->nret; i++)
 		tensor_free(&out[i]);
 done:

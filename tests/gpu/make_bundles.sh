@@ -1,8 +1,10 @@
 #!/bin/sh
 # make_bundles.sh MOEC OUTDIR [MOERT] — compile every fixture (ONNX exports and
 # config families, layer 1) into OUTDIR/<name>.moeb, twice, and check the
-# two are byte-identical (bundles are reproducible).  Writes OUTDIR/list.txt:
-# "<name>.moeb <fixture folder>" per line, for gpu_fixtures.sh.  With MOERT,
+# two are byte-identical (bundles are reproducible), and write the
+# interpreter's outputs for each fixture's inputs as OUTDIR/<name>.ref (test
+# sets made by `moec run --test-data`).  Writes OUTDIR/list.txt:
+# "<name>.moeb <fixture folder> <name>.ref" per line, for gpu_fixtures.sh.  With MOERT,
 # each bundle must also pass `moert verify` (structure and checksums).
 # Exit 0 all compiled, 1 a compile failed or a bundle differs.
 set -u
@@ -30,7 +32,17 @@ one() {	# one NAME DIR [flags...]
 		echo "ok   $name ($(wc -c < "$out/$name.moeb") bytes)"
 	fi
 	rm -f "$out/$name.again.moeb"
-	echo "$name.moeb ${dir#"$src"/}" >> "$out/list.txt"
+	rm -rf "$out/$name.ref"
+	mkdir -p "$out/$name.ref"
+	for set in "$dir"/test_data_set_*/; do
+		set=${set%/}
+		if ! "$moec" run "$dir" "$@" --test-data="$set" -o "$out/$name.ref/${set##*/}" \
+			>/dev/null 2>>"$out/$name.log"; then
+			echo "FAIL $name: the interpreter does not run ${set##*/}"
+			fail=1
+		fi
+	done
+	echo "$name.moeb ${dir#"$src"/} $name.ref" >> "$out/list.txt"
 }
 for d in "$src"/tests/fixtures/onnx/*/; do
 	one "onnx_$(basename "$d")" "${d%/}"
