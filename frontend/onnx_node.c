@@ -214,12 +214,14 @@ Value *
 ox_scalar(Builder *b, DType dt, double v)
 {
 	Known k = {.dt = dt, .n = 1};
-	SInt s = {(int64_t)v, SI_NUM};
+	SInt s = {0, SI_NUM};
 
-	if (dtype_is_float(dt))
+	if (dtype_is_float(dt)) {
 		k.fv = &v;
-	else
+	} else {	/* out of range saturates, as dtype_store does */
+		s.v = v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
 		k.iv = &s;
+	}
 	return ox_const(b, &k);
 }
 

@@ -79,10 +79,16 @@ print_float(FILE *f, double v)
 static void
 print_dim(FILE *f, const Module *m, Dim d)
 {
-	char buf[128];
+	char buf[128], *p = buf;
+	int n = ir_dim_print(buf, sizeof buf, m, d);
 
-	ir_dim_print(buf, sizeof buf, m, d);
-	fputs(buf, f);
+	if (n >= (int)sizeof buf) {	/* long symbol names: never truncated */
+		p = xmalloc((size_t)n + 1);
+		ir_dim_print(p, (size_t)n + 1, m, d);
+	}
+	fputs(p, f);
+	if (p != buf)
+		free(p);
 }
 
 static void
