@@ -75,9 +75,12 @@ struct MWeight {
 	int rank;		/* 1..MAXRANK */
 	int64_t dim[MAXRANK];
 	uint64_t bytes;
-	int synth;		/* 1: filled by init steps; at unused */
-	uint64_t at;		/* offset in the weights section, multiple of 256 */
+	int synth;		/* 1: filled by init steps */
+	uint64_t at;		/* offset, a multiple of 256: in the weights section, or
+				 * (synth) in the generated region; MW_NEXT: after the
+				 * generated weights placed so far */
 };
+#define MW_NEXT UINT64_MAX
 
 typedef struct MBuffer MBuffer;
 struct MBuffer {		/* a region of the device arena */
@@ -175,6 +178,11 @@ int bundle_manifest_parse(Arena *a, const char *file, const char *text,
 			  size_t len, Manifest **out, Diag *d);
 /* Validate a manifest built in code: print it and parse the print. */
 int bundle_manifest_check(const Manifest *m, Diag *d);
+/* Offsets of the generated (synth) weights in their region, which follows
+ * the packed weights on the device: woff[i] for each synth weight i; returns
+ * the region's size, or UINT64_MAX when it overflows.  Generated weights
+ * whose lifetimes do not overlap may share bytes (the compiler planned it). */
+uint64_t bundle_generated_layout(const Manifest *m, uint64_t *woff);
 int bundle_find_weight(const Manifest *m, const char *name);	/* -1 if none */
 int bundle_find_buffer(const Manifest *m, const char *name);
 int bundle_find_kernel(const Manifest *m, const char *name);

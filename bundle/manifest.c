@@ -545,6 +545,15 @@ st_weight(P *p)
 		return -1;
 	if (eq(&p->w[5], "synth")) {
 		w.synth = 1;
+		w.at = MW_NEXT;
+	} else if (p->w[5].n > 6 && !memcmp(p->w[5].s, "synth=", 6)) {
+		if (kv(p, 5, "synth", &v) || uint_at(p, &v, INT64_MAX, &w.at))
+			return -1;
+		w.synth = 1;
+		if (w.at % BUNDLE_ALIGN)
+			return err(p, v.col, "weight '%s' synth=%llu is not a "
+				   "multiple of %d", w.name,
+				   (unsigned long long)w.at, BUNDLE_ALIGN);
 	} else {
 		if (kv(p, 5, "at", &v) || uint_at(p, &v, INT64_MAX, &w.at))
 			return -1;
@@ -1108,4 +1117,36 @@ bundle_manifest_check(const Manifest *m, Diag *d)
 	arena_free(a);
 	free(text);
 	return rc;
+}
+
+static uint64_t
+align_up(uint64_t n)
+{
+	return (n + BUNDLE_ALIGN - 1) / BUNDLE_ALIGN * BUNDLE_ALIGN;
+}
+
+uint64_t
+bundle_generated_layout(const Manifest *m, uint64_t *woff)
+{
+	uint64_t end = 0;
+
+	for (int i = 0; i < m->nw; i++) {	/* placed by the compiler */
+		const MWeight *w = &m->w[i];
+		if (!w->synth || w->at == MW_NEXT)
+			continue;
+		if (w->at > UINT64_MAX / 4 || w->bytes > UINT64_MAX / 4)
+			return UINT64_MAX;
+		woff[i] = w->at;
+		end = MAX(end, align_up(w->at + w->bytes));
+	}
+	for (int i = 0; i < m->nw; i++) {	/* one after another */
+		const MWeight *w = &m->w[i];
+		if (!w->synth || w->at != MW_NEXT)
+			continue;
+		if (w->bytes > UINT64_MAX / 4 - end)
+			return UINT64_MAX;
+		woff[i] = end;
+		end = align_up(end + w->bytes);
+	}
+	return end;
 }

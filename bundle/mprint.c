@@ -77,8 +77,10 @@ weight(FILE *f, const MWeight *w)
 	for (int i = 0; i < w->rank; i++)
 		fprintf(f, "%s%lld", i ? "," : "", (long long)w->dim[i]);
 	fprintf(f, " bytes=%llu ", (unsigned long long)w->bytes);
-	if (w->synth)
+	if (w->synth && w->at == MW_NEXT)
 		fputs("synth\n", f);
+	else if (w->synth)
+		fprintf(f, "synth=%llu\n", (unsigned long long)w->at);
 	else
 		fprintf(f, "at=%llu\n", (unsigned long long)w->at);
 }

@@ -88,6 +88,7 @@ cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag 
 	CgModule *mod = cg_program_module(p, "emu");
 	const unsigned char *weights = cg_program_weights(p);
 	int rc = -1;
+	unsigned char *gen = NULL;
 	Mem mm;
 
 	if (!mod)
@@ -102,12 +103,21 @@ cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag 
 	mm.buf = xcalloc((size_t)(m->nw + m->nin + m->nout + 2), sizeof *mm.buf);
 	mm.arena = xcalloc(m->arena + 16, 1);
 	add_buf(&mm, mm.arena, m->arena);
+	/* generated weights share one region as on the device, so a wrong
+	 * lifetime plan shows here too; real weights are read in place */
+	uint64_t *goff = xcalloc((size_t)m->nw + 1, sizeof *goff);
+	uint64_t gsize = bundle_generated_layout(m, goff);
+	if (gsize == UINT64_MAX || (uint64_t)(size_t)gsize != gsize) {
+		free(goff);
+		free(mm.w), free(mm.buf), free(mm.arena);
+		return diag_error(d, LOC_NONE, "generated weights overflow the address space");
+	}
+	gen = xcalloc((size_t)gsize + 16, 1);
 	for (int i = 0; i < m->nw; i++) {
-		mm.w[i] = m->w[i].synth ? xcalloc(m->w[i].bytes + 16, 1) : NULL;
-		if (!m->w[i].synth)	/* real weights are read in place */
-			mm.w[i] = (unsigned char *)weights + m->w[i].at;
+		mm.w[i] = m->w[i].synth ? gen + goff[i] : (unsigned char *)weights + m->w[i].at;
 		add_buf(&mm, mm.w[i], m->w[i].bytes);
 	}
+	free(goff);
 	for (int i = 0; i < m->nin; i++)
 		add_buf(&mm, in[i].data, tensor_nbytes(&in[i]));
 	for (int i = 0; i < m->nout; i++)
@@ -122,9 +132,7 @@ cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag 
 	}
 	rc = 0;
 out:
-	for (int i = 0; i < m->nw; i++)
-		if (m->w[i].synth)
-			free(mm.w[i]);
+	free(gen);
 	free(mm.w);
 	free(mm.buf);
 	free(mm.arena);

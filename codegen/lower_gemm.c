@@ -58,6 +58,7 @@ typedef struct {
 	int acc_rank;
 	Dim acc[MAXRANK];	/* the accumulator's shape (before swiglu halves N) */
 	int64_t width;		/* current column count (N, or N/2 after swiglu) */
+	const Value *a_idx;	/* the A rows' gather index (perhaps rows/k), or NULL */
 	int *map;		/* epilogue index by value id; -1 none */
 	uint32_t nmap;
 	char why[256];
@@ -121,6 +122,8 @@ row_leaf_indirect(L *l, const Value *v)
 	if (g->kind != V_RESULT || g->def->op != OP_GATHER || ir_attr_int(g->def, "axis", 0) != 0)
 		return -2;
 	w = param_index(l->k, strip_views(g->def->in[0]));
+	if (w >= 0 && l->a_idx && g->def->in[1] == l->a_idx)	/* the A rows' own index */
+		return cg_ep_row(&l->s->ep, strip_views(g->def->in[0])->type.dt, CGR_GATHER, role(l, w));
 	idx = param_index(l->k, g->def->in[1]);
 	if (w < 0 || idx < 0)
 		return fail(l, "a gathered epilogue operand is not read from a parameter");
@@ -367,6 +370,7 @@ bind_a(L *l, const Node *mm)
 	if (a->kind == V_RESULT && a->def->op == OP_GATHER && ir_attr_int(a->def, "axis", 0) == 0) {
 		const Value *src = a->def->in[1];
 		int div = 1;
+		l->a_idx = src;
 		if (src->kind == V_RESULT && src->def->op == OP_DIV) {
 			double f[1];
 			const Value *c = src->def->in[1];

@@ -840,6 +840,61 @@ source_hash(const char *model)
 	return h;
 }
 
+/*
+ * Generated weights (synthetic ones, and weights prepared at load) share one
+ * region.  A slot no launch reads is dead after its last init step, and a
+ * slot made later may take its bytes: first fit by size, as in the arena.
+ * (A prepared chain such as transpose-then-scale would otherwise keep every
+ * intermediate copy of the weight for the life of the program.)
+ */
+static void
+plan_generated(CgProgram *p)
+{
+	size_t n = p->w.n, ninit = p->init.n;
+	int *first = xcalloc(n + 1, sizeof *first), *last = xcalloc(n + 1, sizeof *last);
+	size_t *ord = xcalloc(n + 1, sizeof *ord), no = 0;
+
+	for (size_t i = 0; i < n; i++)
+		first[i] = last[i] = -1;
+	for (size_t i = 0; i < ninit + p->run.n; i++) {	/* a launch: alive to the end */
+		const MStep *st = i < ninit ? &p->init.v[i] : &p->run.v[i - ninit];
+		int when = i < ninit ? (int)i : (int)ninit;
+		for (int k = 0; k < st->narg; k++) {
+			int w = st->arg[k].index;
+			if (st->arg[k].kind != ARG_W || !p->w.v[w].synth)
+				continue;
+			if (first[w] < 0)
+				first[w] = when;
+			last[w] = when;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (p->w.v[i].synth) {
+			if (first[i] < 0)	/* never used: keep it whole */
+				first[i] = 0, last[i] = (int)ninit;
+			ord[no++] = i;
+		}
+	for (size_t i = 1; i < no; i++)	/* largest first; stable */
+		for (size_t j = i; j > 0 && p->w.v[ord[j]].bytes > p->w.v[ord[j - 1]].bytes; j--) {
+			size_t t = ord[j];
+			ord[j] = ord[j - 1], ord[j - 1] = t;
+		}
+	for (size_t i = 0; i < no; i++) {
+		WeightSlot *w = &p->w.v[ord[i]];
+		uint64_t at = 0;
+		for (size_t j = 0; j < i; j++) {	/* restart after each move */
+			const WeightSlot *o = &p->w.v[ord[j]];
+			int live = first[ord[i]] <= last[ord[j]] && first[ord[j]] <= last[ord[i]];
+			if (live && at < o->at + o->bytes && o->at < at + w->bytes) {
+				at = (o->at + o->bytes + 255) & ~(uint64_t)255;
+				j = (size_t)-1;
+			}
+		}
+		w->at = at;
+	}
+	free(first), free(last), free(ord);
+}
+
 static void
 pack_weights(CgProgram *p)
 {
@@ -1045,6 +1100,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 			goto fail;
 	if (assemble(p))
 		goto fail;
+	plan_generated(p);
 	pack_weights(p);
 	if (fill_manifest(p))
 		goto fail;

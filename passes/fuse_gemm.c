@@ -215,6 +215,38 @@ prologue(const Graph *g, Node *mm, Set *s)
 	}
 }
 
+static int
+in_set(const Set *s, const Node *n)
+{
+	for (int i = 0; i < s->count; i++)
+		if (s->n[i] == n)
+			return 1;
+	return 0;
+}
+
+/* The A gather's index rows/k, when every reader of it is in the set (the
+ * epilogue gathers a per-row operand the same way, e.g. a folded norm's
+ * 1/rms): the kernel computes it rather than a kernel of its own. */
+static void
+shared_index(const Graph *g, Node *mm, Set *s)
+{
+	Value *a = mm->in[0], *src, *k;
+
+	if (a->kind != V_RESULT || a->def->op != OP_GATHER || !in_set(s, a->def))
+		return;
+	src = a->def->in[1];
+	if (src->kind != V_RESULT || src->def->op != OP_DIV || in_set(s, src->def) ||
+	    ir_is_graph_result(g, src))
+		return;
+	for (int u = 0; u < src->nuse; u++)
+		if (!in_set(s, src->use[u].node))
+			return;
+	add(s, src->def);
+	k = src->def->in[1];
+	if (k->kind == V_RESULT && k->def->op == OP_CONST && single_use(g, k))
+		add(s, k->def);
+}
+
 /* Program order of the set, as outline wants it. */
 static void
 sort(Graph *g, Set *s)
@@ -376,6 +408,8 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 		if (grouped)
 			prologue(g, n, &s);
 		epilogue(g, n->out[0], grouped, &s, c);
+		if (grouped)
+			shared_index(g, n, &s);
 	}
 	sort(g, &s);
 	describe(what, sizeof what, &s, n);

@@ -10,6 +10,15 @@
  * LayerNorm adds the mean correction: (x W' - mean(x) * colsum(W')) * rstd
  * + (beta W + b), with W' = g * W.  Only matmuls whose B is a weight (or a
  * weight-only value) are rewritten; other users keep the norm.
+ *
+ * The experts of a MoE block read the norm through the permutation's row
+ * gather.  Row scaling commutes with a row gather, so RMSNorm folds there
+ * too, with 1/rms gathered by the same index:
+ *
+ *	%xs = gather %n, %i                  %xs = gather %x, %i
+ *	%h = grouped_matmul %xs, $w, %o  =>  %rs = gather %r, %i
+ *	                                     %h0 = grouped_matmul %xs, ($w * $g), %o, to=f32
+ *	                                     %h = cast (%h0 * %rs) to h's dtype
  */
 #include <string.h>
 
@@ -123,6 +132,97 @@ rewrite(Graph *g, Node *norm, Node *mm, Value *stat_r, Value *stat_m, PassCtx *c
 	return b.err ? NULL : h;
 }
 
+/* A row gather of v (RMSNorm, [T,H]) read only by grouped matmuls with a
+ * fixed, bias-free weight (a bias row would have to be picked per expert). */
+static int
+foldable_gather(const Graph *g, const Node *ga, const Node *norm)
+{
+	const Value *v = norm->out[0], *o;
+
+	if (!ga || ga->op != OP_GATHER || ga->in[0] != v || ir_attr_int(ga, "axis", 0) != 0 ||
+	    norm->op != OP_RMS_NORM || v->type.rank != 2 || ga->in[1]->type.rank != 1)
+		return 0;
+	o = ga->out[0];
+	if (o->nuse == 0 || ir_is_graph_result(g, o))
+		return 0;
+	for (int u = 0; u < o->nuse; u++) {
+		const Node *mm = o->use[u].node;
+		if (!mm || mm->op != OP_GROUPED_MATMUL || mm->in[0] != o || mm->in[1] == o ||
+		    !pass_weight_only(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
+			return 0;
+	}
+	return 1;
+}
+
+/* One grouped matmul mm of the gathered norm, rewritten over xs and rs. */
+static Value *
+rewrite_grouped(Graph *g, Node *norm, Node *mm, Value *xs, Value *rs, PassCtx *c)
+{
+	Builder b = {.g = g, .before = mm, .loc = mm->loc, .d = c->d};
+	int tb = (int)ir_attr_int(mm, "trans_b", 1);
+	DType out = mm->out[0]->type.dt;
+	Value *in[3] = {xs, scale_b(&b, mm->in[1], norm->in[1], tb), mm->in[2]};
+	Node *n;
+	Value *h;
+
+	if (!in[1])
+		return NULL;
+	ir_b_int(&b, "trans_b", tb);
+	ir_b_str(&b, "to", "f32");
+	if (!(n = ir_b_node(&b, OP_GROUPED_MATMUL, in, 3, 1)))
+		return NULL;
+	h = ir_b2(&b, OP_MUL, n->out[0], rs);
+	if (h && out != DT_F32) {
+		ir_b_str(&b, "to", dtype_name(out));
+		h = ir_b1(&b, OP_CAST, h);
+	}
+	return b.err ? NULL : h;
+}
+
+/* n's result becomes old: the last new node takes over the old value. */
+static void
+take_over(Graph *g, Node *mm, Value *h)
+{
+	Value *old = mm->out[0];
+
+	ir_erase(g, mm);
+	h->def->out[h->resno] = old;
+	old->def = h->def;
+	old->resno = h->resno;
+}
+
+/* Fold the norm through row gather ga into every grouped matmul reading it. */
+static int
+fold_gather(Graph *g, Node *norm, Node *ga, Value *r, PassCtx *c)
+{
+	Builder b = {.g = g, .before = ga, .loc = ga->loc, .d = c->d};
+	Value *o = ga->out[0], *xs, *rs;
+	Node *users[64];
+	int nu = 0;
+
+	for (int u = 0; u < o->nuse && nu < (int)NELEM(users); u++)
+		users[nu++] = o->use[u].node;
+	if (nu < o->nuse)
+		return 0;
+	ir_b_int(&b, "axis", 0);
+	xs = ir_b2(&b, OP_GATHER, norm->in[0], ga->in[1]);
+	ir_b_int(&b, "axis", 0);
+	rs = ir_b2(&b, OP_GATHER, r, ga->in[1]);
+	if (b.err)
+		return -1;
+	for (int i = 0; i < nu; i++) {
+		Value *h = rewrite_grouped(g, norm, users[i], xs, rs, c);
+		if (!h)
+			return -1;
+		report_note(c->report, "%s %%%s folded into grouped_matmul %%%s through the row gather %%%s: "
+			    "x gathered instead, weight scaled by the norm weight at compile time, "
+			    "1/rms gathered per row in the epilogue",
+			    ir_opname(norm->op), norm->out[0]->name, users[i]->out[0]->name, o->name);
+		take_over(g, users[i], h);
+	}
+	return 1;
+}
+
 /* The row statistics: rstd (and the mean for LayerNorm), as [.., 1] f32. */
 static int
 stats(Graph *g, Node *norm, Value **r, Value **mean, PassCtx *c)
@@ -160,6 +260,15 @@ fold_norm(Graph *g, Node *norm, PassCtx *c)
 		return 0;
 	for (int u = 0; u < v->nuse; u++) {
 		Node *mm = v->use[u].node;
+		if (foldable_gather(g, mm, norm)) {
+			if (!r && stats(g, norm, &r, &mean, c))
+				return -1;
+			int k = fold_gather(g, norm, mm, r, c);
+			if (k < 0)
+				return -1;
+			changed |= k;
+			continue;
+		}
 		if (!foldable(mm, v)) {
 			report_skip(c->report, "%s %%%s not folded into its user %s: not a matmul with a fixed weight",
 				    ir_opname(norm->op), v->name, mm ? ir_opname(mm->op) : "ret");
@@ -170,15 +279,10 @@ fold_norm(Graph *g, Node *norm, PassCtx *c)
 		Value *h = rewrite(g, norm, mm, r, mean, c);
 		if (!h)
 			return -1;
-		/* the last new node takes over the matmul's result */
-		Value *old = mm->out[0];
-		ir_erase(g, mm);
-		h->def->out[h->resno] = old;
-		old->def = h->def;
-		old->resno = h->resno;
 		report_note(c->report, "%s %%%s folded into matmul %%%s: weight scaled by the norm "
 			    "weight at compile time, 1/rms per row in the epilogue",
-			    ir_opname(norm->op), v->name, old->name);
+			    ir_opname(norm->op), v->name, mm->out[0]->name);
+		take_over(g, mm, h);
 		changed = 1;
 	}
 	return changed;

@@ -279,18 +279,13 @@ moert_status
 moert_mem_plan(const Manifest *m, uint64_t weights_size, uint64_t *woff,
 	       uint64_t *wsize, uint64_t *total)
 {
-	uint64_t pos = align256(weights_size);
+	uint64_t base = align256(weights_size), gen = bundle_generated_layout(m, woff);
 
-	for (int i = 0; i < m->nw; i++) {
-		if (!m->w[i].synth) {
-			woff[i] = m->w[i].at;
-			continue;
-		}
-		woff[i] = pos;
-		if (m->w[i].bytes > UINT64_MAX / 2 - pos)
-			return moert_seterr(MOERT_ENOMEM, "weights overflow 64 bits");
-		pos = align256(pos + m->w[i].bytes);
-	}
+	if (gen > UINT64_MAX / 2 - base)
+		return moert_seterr(MOERT_ENOMEM, "weights overflow 64 bits");
+	for (int i = 0; i < m->nw; i++)	/* packed ones, then the generated region */
+		woff[i] = m->w[i].synth ? base + woff[i] : m->w[i].at;
+	uint64_t pos = base + gen;
 	*wsize = pos;
 	if (m->arena > UINT64_MAX / 2 - pos)
 		return moert_seterr(MOERT_ENOMEM, "arena overflows 64 bits");

@@ -40,10 +40,16 @@ print_manifest(FILE *f, const Manifest *m)
 		tensor_line(f, "input ", &m->in[i]);
 	for (int i = 0; i < m->nout; i++)
 		tensor_line(f, "output", &m->out[i]);
+	uint64_t *off = xcalloc((size_t)m->nw + 1, sizeof *off), region = bundle_generated_layout(m, off);
+
+	free(off);
 	for (int i = 0; i < m->nw; i++)
 		*(m->w[i].synth ? &synth : &real) += m->w[i].bytes;
-	fprintf(f, "weights: %d (%.2f MiB packed, %.2f MiB generated on the device)\n", m->nw,
+	fprintf(f, "weights: %d (%.2f MiB packed, %.2f MiB generated on the device", m->nw,
 		(double)real / (1 << 20), (double)synth / (1 << 20));
+	if (region != UINT64_MAX && region < synth)	/* lifetimes planned: dead ones reused */
+		fprintf(f, " in %.2f MiB", (double)region / (1 << 20));
+	fputs(")\n", f);
 	fprintf(f, "buffers: %d in the arena\n", m->nbuf);
 	for (int i = 0; i < m->nbuf; i++) {
 		bundle_expr_print(e, sizeof e, &m->buf[i].bytes);

@@ -255,6 +255,8 @@ static const struct {
 	{9, "weight w f32 8 bytes=32 ta=0", "ta=", 0, "expected 'at=', got 'ta=0'"},
 	{9, "weight w f32 8 bytes=32", "bytes=32", 8, "missing operand: expected 'weight NAME"},
 	{10, "weight w f32 8 bytes=32 synth", " w", 1, "duplicate weight 'w'"},
+	{10, "weight s f32 8 bytes=32 synth=100", "100", 0, "synth=100 is not a multiple of 256"},
+	{10, "weight s f32 8 bytes=32 synth=x", "x", 0, "expected a number: 'x'"},
 	{11, "buffer tmp offset=4000 bytes=32*T", "offset", 0, "buffer 'tmp' lies outside the arena"},
 	{11, "buffer tmp offset=0 bytes=32*", "32*", 0, "bad size expression '32*'"},
 	{11, "input z f32 T,8", "input", 0, "'input' must come before 'weight'"},
@@ -350,6 +352,41 @@ START_TEST(test_manifest_token_ranges)
 		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
 		ck_assert_msg(strstr(err, bad[i].msg), "%s: got '%s'", bad[i].range, err);
 	}
+	arena_free(a);
+}
+END_TEST
+
+/* Generated weights: synth=AT places one in the generated region (weights
+ * with disjoint lifetimes may share bytes); plain synth ones follow. */
+START_TEST(test_manifest_generated_layout)
+{
+	static const char *w =
+		"weight a f32 8 bytes=1000 synth=0\n"
+		"weight b f32 8 bytes=32 synth=0\n"
+		"weight c f32 8 bytes=32 synth\n"
+		"weight d f32 8 bytes=32 synth=1024\n"
+		"weight e f32 8 bytes=32 synth\n";
+	char text[4096], err[512], *out;
+	const char *cut = strstr(base, "weight s "), *rest = strchr(cut, '\n') + 1;
+	uint64_t off[8];
+	size_t n;
+	Manifest *m;
+	Arena *a = arena_new(0);
+
+	snprintf(text, sizeof text, "%.*s%s%s", (int)(cut - base), base, w, rest);
+	/* the steps name s: point them at b */
+	for (char *q; (q = strstr(text, "w:s,")) || (q = strstr(text, "w:s\n"));)
+		q[2] = 'b';
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_OK);
+	out = bundle_manifest_print(m, &n);
+	ck_assert_str_eq(out, text);
+	free(out);
+	ck_assert_uint_eq(bundle_generated_layout(m, off), 1536 + 256);
+	ck_assert_uint_eq(off[1], 0);		/* a */
+	ck_assert_uint_eq(off[2], 0);		/* b shares a's bytes */
+	ck_assert_uint_eq(off[3], 1280);	/* c after the placed ones */
+	ck_assert_uint_eq(off[4], 1024);	/* d */
+	ck_assert_uint_eq(off[5], 1536);	/* e */
 	arena_free(a);
 }
 END_TEST
@@ -784,6 +821,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_expr_eval_checks_overflow);
 	tcase_add_test(tc, test_manifest_round_trips);
 	tcase_add_test(tc, test_manifest_token_ranges);
+	tcase_add_test(tc, test_manifest_generated_layout);
 	tcase_add_test(tc, test_manifest_fields);
 	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
 	tcase_add_test(tc, test_manifest_built_in_code_prints_and_checks);

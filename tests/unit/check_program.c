@@ -94,6 +94,52 @@ START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 }
 END_TEST
 
+/* The block's expert weights are synthetic and then prepared at load (the
+ * folded norm scales them): the raw ones are dead once scaled, so the
+ * prepared copies take their bytes, and the emulator (which lays generated
+ * weights out as the device does) still matches the interpreter. */
+START_TEST(test_generated_weights_reuse_dead_ones)
+{
+	Diag d;
+	Module *m, *ref;
+	PassOpts o;
+	PassCtx c;
+	CgCompileOpts co;
+	CgProgram *p;
+	uint64_t sum = 0, region, off[64];
+	int shared = 0;
+
+	diag_init(&d, stderr);
+	m = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
+	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
+	pass_default_opts(&o);
+	c = (PassCtx){&d, NULL};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	ck_assert_int_le(man->nw, 64);
+	region = bundle_generated_layout(man, off);
+	for (int i = 0; i < man->nw; i++) {
+		ck_assert(man->w[i].synth && man->w[i].at != MW_NEXT);
+		sum += man->w[i].bytes;
+		for (int j = 0; j < i; j++)
+			shared += off[i] < off[j] + man->w[j].bytes && off[j] < off[i] + man->w[i].bytes;
+	}
+	ck_assert_msg(shared > 0 && region < sum, "region %llu of %llu bytes, %d overlaps",
+		      (unsigned long long)region, (unsigned long long)sum, shared);
+	check_at(p, ref, 3);
+	check_at(p, ref, 100);
+	cg_program_free(p);
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 START_TEST(test_compile_refuses_data_dependent_shapes)
 {
 	const char *text = "graph @g(%x: f32[T,4]) -> (y: i64[2,?]) {\n"
@@ -123,6 +169,7 @@ program_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_program_matches_interpreter_for_decode_and_prefill);
+	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	suite_add_tcase(s, tc);
 	return s;
