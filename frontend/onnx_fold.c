@@ -532,11 +532,16 @@ ox_known_or_unk(Ctx *c, const OVal *o)
 int
 ox_refine(Ctx *c, Value *v, const Type *want)
 {
+	Type t;
+
 	if (!v || v->type.rank != want->rank || v->type.dt != want->dt)
 		return 0;
+	t = v->type;
 	for (int i = 0; i < want->rank; i++)
-		if (ir_dim_has_unknown(c->m, v->type.dim[i]) && !ir_dim_has_unknown(c->m, want->dim[i]))
-			v->type.dim[i] = want->dim[i];
+		if (ir_dim_has_unknown(c->m, t.dim[i]) && !ir_dim_has_unknown(c->m, want->dim[i]))
+			t.dim[i] = want->dim[i];
+	if (ir_type_ok(c->m, &t))	/* else the declaration is not believed */
+		v->type = t;
 	return 0;
 }
 

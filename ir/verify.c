@@ -80,8 +80,11 @@ check_types(V *v, Graph *g, Node *n)
 
 	if (n->nout > (int)NELEM(declared) || n->op == OP_CALL)
 		return;
-	for (int i = 0; i < n->nout; i++)
+	for (int i = 0; i < n->nout; i++) {
 		declared[i] = n->out[i]->type;
+		if (!ir_type_ok(v->m, &declared[i]))
+			bad(v, n->loc, "%%%s has more than 2^48 elements", n->out[i]->name);
+	}
 	if (ir_infer(g, n, v->d) != 0) {
 		v->nerr++;
 	} else {
