@@ -130,6 +130,8 @@ ox_set(ONode *n, int i, Value *v)
 
 	if (!v)
 		return -1;
+	if (!ir_type_ok(n->c->m, &v->type))	/* dims an importer set from data */
+		return ox_err(n, "the result would have more than 2^48 elements");
 	if (!o)
 		return 0;
 	for (int j = 0; j < n->nin; j++)
