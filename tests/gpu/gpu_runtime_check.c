@@ -4,7 +4,8 @@
  * a Manifest struct and hand-written sm_80 PTX (JIT-compiled by the driver on
  * newer GPUs), then loaded, run for several T against a C reference, replayed
  * as a CUDA graph, refused for bad T / arch / PTX, timed, and loaded and
- * unloaded 1000 times while host RSS and device memory are watched.
+ * unloaded 1000 times while host RSS and device memory are watched; out of
+ * device memory is refused cleanly.
  *
  *	gpu_runtime_check [--emit DIR]   DIR gets check.moeb and an ONNX-layout
  *	                                 case for the moert CLI (no GPU needed)
@@ -260,9 +261,10 @@ step(MStepKind kind, const char *kernel, MExpr gx, int bx, int smem, MArg *a,
 	return s;
 }
 
-/* The manifest, filled the way the compiler fills one; code for `target`. */
+/* The manifest, filled the way the compiler fills one; code for `target`,
+ * with `extra` bytes of arena beyond what the plan needs (the OOM check). */
 static char *
-manifest_text(const char *target, size_t *len)
+manifest_text(const char *target, uint64_t extra, size_t *len)
 {
 	static MType p_synth[] = {MT_PTR, MT_U64, MT_I32};
 	static MType p_axpb[] = {MT_PTR, MT_PTR, MT_PTR, MT_I32, MT_I32};
@@ -302,7 +304,7 @@ manifest_text(const char *target, size_t *len)
 	/* 64 KiB of dynamic shared memory: exercises the >48 KiB attribute */
 	st[4] = step(STEP_LAUNCH, "copy_i32", (MExpr){1, 0, 64}, 64, 65536, a3, 3);
 	m.version = 1, m.moec = MOEC_VERSION, m.model = "gpu_runtime_check";
-	m.synthetic = 1, m.seed = SEED, m.max_tokens = MAXT, m.arena = 4 * MAXT;
+	m.synthetic = 1, m.seed = SEED, m.max_tokens = MAXT, m.arena = 4 * MAXT + extra;
 	m.has_cost = 1, m.flops = (MExpr){2 * H, 0, 0};
 	m.bytes = (MExpr){8 * H + 4, 4 * H, 0};
 	m.in = in, m.nin = 1, m.out = out, m.nout = 2, m.w = w, m.nw = 2;
@@ -310,9 +312,9 @@ manifest_text(const char *target, size_t *len)
 	return bundle_manifest_print(&m, len);
 }
 
-/* A bundle with PTX for `target` ("sm_80"); malloc'd. */
+/* A bundle with PTX for `target` ("sm_80") and `extra` arena bytes; malloc'd. */
 static unsigned char *
-make_bundle(const char *target, const char *ptx, size_t *len)
+make_bundle(const char *target, const char *ptx, uint64_t extra, size_t *len)
 {
 	char code[32], *man;
 	unsigned char *b = NULL;
@@ -324,7 +326,7 @@ make_bundle(const char *target, const char *ptx, size_t *len)
 
 	diag_init(&d, stderr);
 	snprintf(code, sizeof code, "ptx:%s", target);
-	man = manifest_text(target, &mlen);
+	man = manifest_text(target, extra, &mlen);
 	if (bundle_manifest_parse(a, "manifest", man, mlen, &m, &d) != 0)
 		check(0, "the printed manifest parses back");
 	bundle_writer_init(&w, NULL);
@@ -447,13 +449,13 @@ check_refusals(Io *io, moert_program *p)
 	      moert_status_name(s), moert_last_error());
 	s = moert_run(p, 0, in, out, NULL, 1);
 	check(s == MOERT_ETOKENS, "T=0 refused: %s", moert_status_name(s));
-	b = make_bundle("sm_100a", ptx_src, &len);
+	b = make_bundle("sm_100a", ptx_src, 0, &len);
 	s = moert_load(io->dev, b, len, &q);
 	check(s == MOERT_EARCH && !q, "bundle for sm_100a only refused: %s: %s",
 	      moert_status_name(s), moert_last_error());
 	free(b);
 	b = make_bundle("sm_80", ".version 7.0\n.target sm_80\n.address_size 64\n"
-			"this is not ptx;\n", &len);
+			"this is not ptx;\n", 0, &len);
 	s = moert_load(io->dev, b, len, &q);
 	check(s == MOERT_ELOAD && strstr(moert_last_error(), "JIT log"),
 	      "bad PTX refused with the JIT log: %s: %.300s", moert_status_name(s),
@@ -473,6 +475,57 @@ check_bench(Io *io, moert_program *p)
 		check(s == MOERT_OK && us[g] > 0, "bench T=%d%s: median %.2f us",
 		      MAXT, g ? " (graph)" : "", us[g]);
 	}
+}
+
+/* Out of device memory, on a real device: a bundle that asks for more than
+ * the device has, and one that fits while a first program holds all but 2
+ * GiB of it, are both refused with MOERT_ENOMEM, leave device memory as it
+ * was, and leave the running program and the context usable. */
+static void
+check_oom(Io *io, moert_program *p)
+{
+	size_t fr0, tot, fr1, fr2, len;
+	moert_program *q = NULL, *hog = NULL;
+	unsigned char *b;
+	moert_status s;
+
+	moert_mem_info(io->dev, &fr0, &tot);
+	b = make_bundle("sm_80", ptx_src, (uint64_t)tot + (1ull << 30), &len);
+	s = moert_load(io->dev, b, len, &q);
+	moert_mem_info(io->dev, &fr1, &tot);
+	check(s == MOERT_ENOMEM && !q && fr1 + (2 << 20) >= fr0,
+	      "a bundle needing %.1f GiB on a %.1f GiB device: %s: %.160s; free %.1f -> "
+	      "%.1f MiB", (tot + (1ull << 30)) / 1073741824.0, tot / 1073741824.0,
+	      moert_status_name(s), moert_last_error(), fr0 / 1048576.0, fr1 / 1048576.0);
+	free(b);
+	if (strstr(moert_device_name(io->dev), "fakecuda")) {
+		/* the stand-in's memory is the host's: filling it is no test */
+		printf("     (a device nearly full: real GPUs only)\n");
+		return;
+	}
+	b = make_bundle("sm_80", ptx_src, fr1 - (2ull << 30), &len);
+	s = moert_load(io->dev, b, len, &hog);
+	free(b);
+	if (s) {
+		check(0, "a program holding all but 2 GiB loads: %s: %s",
+		      moert_status_name(s), moert_last_error());
+		return;
+	}
+	moert_mem_info(io->dev, &fr1, &tot);
+	b = make_bundle("sm_80", ptx_src, 4ull << 30, &len);
+	s = moert_load(io->dev, b, len, &q);
+	moert_mem_info(io->dev, &fr2, &tot);
+	check(s == MOERT_ENOMEM && !q && fr2 + (2 << 20) >= fr1,
+	      "with %.0f MiB free, a bundle needing 4 GiB: %s; free %.1f -> %.1f MiB",
+	      fr1 / 1048576.0, moert_status_name(s), fr1 / 1048576.0, fr2 / 1048576.0);
+	free(b);
+	fill_x(io, MAXT, 11);
+	check(run_t(io, hog, MAXT, 0) == 0 && run_t(io, p, MAXT, 1) == 0,
+	      "after the refusal both loaded programs still run correctly");
+	moert_unload(hog);
+	moert_mem_info(io->dev, &fr2, &tot);
+	check(fr2 + (2 << 20) >= fr0, "unloading gives the memory back: free %.1f MiB "
+	      "(%.1f before)", fr2 / 1048576.0, fr0 / 1048576.0);
 }
 
 static size_t
@@ -564,7 +617,7 @@ main(int argc, char **argv)
 	moert_status s;
 	size_t len;
 
-	b = make_bundle("sm_80", ptx_src, &len);
+	b = make_bundle("sm_80", ptx_src, 0, &len);
 	if (argc == 3 && !strcmp(argv[1], "--emit"))
 		emit(argv[2], &io, b, len);	/* needs no GPU */
 	if ((s = moert_open(0, &io.dev))) {
@@ -585,6 +638,7 @@ main(int argc, char **argv)
 	check_graphs(&io, p);
 	check_refusals(&io, p);
 	check_bench(&io, p);
+	check_oom(&io, p);
 	moert_unload(p);
 	check_cycles(&io, b, len);
 	io_free(&io);
