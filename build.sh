@@ -76,6 +76,11 @@ main)
 test)
 	ctest --test-dir build --output-on-failure -j"$(nproc)"
 	sanitized
+	# The code is warning-free under clang too (-Wall -Wextra -Werror):
+	# compiled, not tested again.
+	CC=clang cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+		-DMOEC_WERROR=ON >/dev/null
+	ninja -C build-clang
 	;;
 *)
 	echo "usage: ./build.sh [main|test]" >&2
