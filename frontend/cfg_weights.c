@@ -201,16 +201,22 @@ Value *
 cfg_weight(Cfg *c, WSpec *w)
 {
 	Value *v;
-	int64_t dim[3];
+	int64_t dim[MAXRANK];
+	char shape[96];
 
-	if (!c->st) {
+	for (int i = 0; i < w->t.rank; i++)
+		dim[i] = w->t.dim[i];
+	if (!ir_type_ok(c->m, &w->t)) {
+		/* refused here, not by the verifier later: the keys are the cause */
+		shape_str(shape, sizeof shape, w->t.rank, dim);
+		cfg_error(c, w->why, "weight '%s' would be %s, more than 2^48 elements",
+			  w->name, shape);
+		v = NULL;
+	} else if (!c->st) {
 		v = synth(c, w);
 	} else {
-		if (!w->npiece) {
-			for (int i = 0; i < w->t.rank; i++)
-				dim[i] = w->t.dim[i];
+		if (!w->npiece)
 			cfg_add_piece(w, w->name, 0, w->t.rank, dim, 0);
-		}
 		v = load(c, w);
 	}
 	free(w->piece);

@@ -398,6 +398,26 @@ START_TEST(test_cfg_bad_config_names_the_key)
 }
 END_TEST
 
+/* Keys whose product makes a weight beyond 2^48 elements: refused by the
+ * importer, naming the keys and the weight (found by fuzz_config: the module
+ * was built, and only the verifier refused it). */
+START_TEST(test_cfg_weight_beyond_limit)
+{
+	char path[600], text[4096];
+	Diag d;
+
+	snprintf(path, sizeof path, "%s/tests/config/bad/huge_intermediate_size.json",
+		 MOEC_SOURCE_DIR);
+	ck_assert_ptr_null(import(path, 1, 1, NULL, text, sizeof text, &d));
+	ck_assert_msg(strstr(text, "huge_intermediate_size.json: num_local_experts x "
+			     "2*intermediate_size x hidden_size: error: weight "
+			     "'model.layers.1.block_sparse_moe.experts.gate_up_proj' would be "
+			     "[8,2199023255552,64], more than 2^48 elements") != NULL,
+		      "got:\n%s", text);
+	ck_assert_ptr_null(strstr(text, "verif"));
+}
+END_TEST
+
 START_TEST(test_cfg_layer_out_of_range)
 {
 	char text[1024];
@@ -758,6 +778,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_default_layer_is_first_moe_layer);
 	tcase_add_test(tc, test_cfg_deepseek_dense_and_moe_layers);
 	tcase_add_loop_test(tc, test_cfg_bad_config_names_the_key, 0, (int)NELEM(bad));
+	tcase_add_test(tc, test_cfg_weight_beyond_limit);
 	tcase_add_test(tc, test_cfg_layer_out_of_range);
 	tcase_add_test(tc, test_cfg_quantization_config);
 	tcase_add_test(tc, test_cfg_no_weights_found);
