@@ -85,8 +85,11 @@ npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d)
 			found = 1;
 		}
 	if (!found) {
+		char descr[9];	/* p points into h: copied out before h goes */
+
+		snprintf(descr, sizeof descr, "%s", p);
 		free(h);
-		return diag_error(d, loc_file(path), "unsupported .npy dtype %.8s", p);
+		return diag_error(d, loc_file(path), "unsupported .npy dtype %s", descr);
 	}
 	if (!(p = npy_field(h, "'fortran_order'")) || strncmp(p, "False", 5) != 0) {
 		free(h);
