@@ -32,8 +32,10 @@ struct Cfg {
 	int err;		/* set once any diagnostic was an error */
 };
 
-/* More decoder layers than any model has (docs/limits.md). */
+/* More decoder layers, and experts per layer, than any model has
+ * (docs/limits.md). */
 #define CFG_MAX_LAYERS 65536
+#define CFG_MAX_EXPERTS 65536
 
 /* config.c: keys of config.json.  Accessors of required keys report a
  * missing or malformed key, set c->err and return a harmless default (1),
@@ -80,7 +82,7 @@ typedef struct {
 				 * F32_KEEP: also synthetic in f32 (HF keeps it so) */
 	const char *why;	/* the config keys behind the shape, for errors */
 	Piece *piece;		/* xmalloc'd; NULL: one piece, the IR name itself */
-	int npiece;
+	int npiece, cap;
 } WSpec;
 
 enum { RECIPE_MATRIX, RECIPE_NORM, RECIPE_BIAS };

@@ -109,9 +109,14 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 	s->gscore = "max";
 	s->act = "silu";
 	s->layout = "concat";
-	if (s->k > s->E)
+	if (s->E > CFG_MAX_EXPERTS) {	/* a checkpoint tensor per expert is looked for */
+		cfg_error(c, s->ekey, "%lld experts: moec reads models of at most %d",
+			  (long long)s->E, CFG_MAX_EXPERTS);
+		s->E = s->k = 1;
+	} else if (s->k > s->E) {
 		cfg_error(c, "num_experts_per_tok", "%lld is more than the %lld experts (%s)",
 			  (long long)s->k, (long long)s->E, s->ekey);
+	}
 	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 }

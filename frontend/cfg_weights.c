@@ -36,7 +36,10 @@ cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank, const int64_t *
 {
 	Piece *p;
 
-	w->piece = xrealloc(w->piece, sizeof *w->piece * (size_t)(w->npiece + 1));
+	if (w->npiece == w->cap) {	/* doubling: a piece per expert, thousands */
+		w->cap = w->cap ? 2 * w->cap : 8;
+		w->piece = xrealloc(w->piece, sizeof *w->piece * (size_t)w->cap);
+	}
 	p = &w->piece[w->npiece++];
 	memset(p, 0, sizeof *p);
 	p->name = name;
@@ -221,7 +224,7 @@ cfg_weight(Cfg *c, WSpec *w)
 	}
 	free(w->piece);
 	w->piece = NULL;
-	w->npiece = 0;
+	w->npiece = w->cap = 0;
 	return v;
 }
 

@@ -3,18 +3,36 @@
  * file named, and every file in every folder named, to
  * LLVMFuzzerTestOneInput.  This is how the saved crashes under
  * tests/fuzz/regress/<target>/ run in CI (built with gcc like everything
- * else); a case that still fails aborts the driver.
+ * else); a case that still fails aborts the driver, and one that runs
+ * longer than 30 s (libFuzzer's -timeout is 10 s, uninstrumented; this runs
+ * under ASan too) fails it, so a hang found once cannot come back unseen.
  *
  *	fuzz_regress_<target> FILE|DIR ...
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 
+enum { TIMEOUT_S = 30 };
+
 static int nrun;
+static const char *current;
+
+static void
+timeout(int sig)
+{
+	static const char msg[] = ": took longer than 30 s: a hang\n";
+
+	(void)sig;
+	if (write(2, current, strlen(current)) < 0 || write(2, msg, sizeof msg - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
 
 static void
 run_file(const char *path)
@@ -28,7 +46,10 @@ run_file(const char *path)
 		exit(2);
 	if (getenv("FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz: %s (%zu bytes)\n", path, len);
+	current = path;
+	alarm(TIMEOUT_S);
 	LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
+	alarm(0);
 	free(buf);
 	nrun++;
 }
@@ -76,6 +97,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: %s FILE|DIR ...\n", argv[0]);
 		return 2;
 	}
+	signal(SIGALRM, timeout);
 	for (int i = 1; i < argc; i++) {
 		if (file_is_dir(argv[i]))
 			run_dir(argv[i]);

@@ -363,6 +363,8 @@ static const struct {
 	{"unknown_model_type", "model_type: error: unknown model_type 'mamba'", 1},
 	{"missing_experts_per_tok", "num_experts_per_tok: error: missing key", 1},
 	{"topk_above_experts", "num_experts_per_tok: error: 10 is more than the 8 experts", 1},
+	{"too_many_experts", "num_local_experts: error: 100000 experts: moec reads models of "
+	 "at most 65536", 1},
 	{"negative_hidden_size", "hidden_size: error: must be positive", 1},
 	{"fractional_hidden_size", "hidden_size: error: must be an integer", 1},
 	{"string_topk", "num_experts_per_tok: error: must be an integer", 1},
