@@ -737,6 +737,8 @@ LLVMValueRef cg_load_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx);
 void cg_store_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef v);
 /* Any value (f32 or i64) as stored in dt and read back: a value of dt. */
 LLVMValueRef cg_round_dt(CgFn *f, LLVMValueRef v, DType dt);
+/* f32 v rounded half to even (nearbyintf), as the interpreter rounds. */
+LLVMValueRef cg_round_even(CgFn *f, LLVMValueRef v);
 /* The storage bits of f32 x in a float dtype (i16 for bf16/f16, i8 for f8). */
 LLVMValueRef cg_f32_to_bits(CgFn *f, LLVMValueRef x, DType dt);
 LLVMValueRef cg_bits_to_f32(CgFn *f, LLVMValueRef bits, DType dt);

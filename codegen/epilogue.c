@@ -420,20 +420,6 @@ cg_quant_print(char *buf, size_t n, const CgQuant *q, DType c_dt)
 	return k;
 }
 
-/* nearbyintf: below 2^23, adding and removing 2^23 rounds to nearest even. */
-static LLVMValueRef
-round_even(CgFn *f, LLVMValueRef v)
-{
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef a = cg_intrinsic(f, "llvm.fabs", f->tf32, &f->tf32, 1, &v, 1);
-	LLVMValueRef big = cg_f32(f, 8388608.0), r, args[2];
-
-	r = LLVMBuildFSub(B, LLVMBuildFAdd(B, a, big, ""), big, "");
-	args[0] = cg_select(f, LLVMBuildFCmp(B, LLVMRealOLT, a, big, ""), r, a);
-	args[1] = v;
-	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
-}
-
 /*
  * ir/eval_quant.c's arithmetic: x / scale rounded to f32; for i8 rounded
  * half to even, the zero point added (rounded again), saturated, NaN 0;
@@ -449,11 +435,11 @@ cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x, LLVMValueRe
 		x = cg_round_dt(f, x, q->in_dt);
 	v = LLVMBuildFDiv(f->B, x, scale, "");
 	if (c_dt == DT_I8)
-		v = round_even(f, v);
+		v = cg_round_even(f, v);
 	if (zero)
 		v = LLVMBuildFAdd(f->B, v, zero, "");
 	if (c_dt == DT_I8)
-		return LLVMBuildTrunc(f->B, cg_round_dt(f, zero ? round_even(f, v) : v, DT_I8), f->ti8, "");
+		return LLVMBuildTrunc(f->B, cg_round_dt(f, zero ? cg_round_even(f, v) : v, DT_I8), f->ti8, "");
 	return cg_f32_to_bits(f, v, c_dt);
 }
 

@@ -32,7 +32,7 @@ static EmitFn *const emit[NOP] = {
 	[OP_RELU] = bd_unary, [OP_SILU] = bd_unary, [OP_GELU] = bd_unary,
 	[OP_SOFTPLUS] = bd_unary, [OP_LEAKY_RELU] = bd_unary, [OP_HARD_SIGMOID] = bd_unary,
 	[OP_HARD_SWISH] = bd_unary, [OP_CLIP] = bd_unary, [OP_NOT] = bd_unary,
-	[OP_CAST] = bd_cast, [OP_IDENTITY] = bd_identity,
+	[OP_CAST] = bd_identity, [OP_IDENTITY] = bd_identity,
 	[OP_ADD] = bd_binary, [OP_SUB] = bd_binary, [OP_MUL] = bd_binary, [OP_DIV] = bd_binary,
 	[OP_POW] = bd_binary, [OP_MIN] = bd_binary, [OP_MAX] = bd_binary,
 	[OP_EQUAL] = bd_binary, [OP_GREATER] = bd_binary, [OP_LESS] = bd_binary,
@@ -40,12 +40,12 @@ static EmitFn *const emit[NOP] = {
 	[OP_OR] = bd_binary, [OP_WHERE] = bd_where, [OP_SWIGLU] = bd_swiglu,
 	[OP_MATMUL] = bd_matmul, [OP_GROUPED_MATMUL] = bd_grouped_matmul,
 	[OP_REDUCE_SUM] = bd_reduce, [OP_REDUCE_MEAN] = bd_reduce, [OP_REDUCE_MAX] = bd_reduce,
-	[OP_REDUCE_MIN] = bd_reduce, [OP_ARGMAX] = bd_argmax, [OP_SOFTMAX] = bd_softmax,
+	[OP_REDUCE_MIN] = bd_reduce, [OP_ARGMAX] = bd_reduce, [OP_SOFTMAX] = bd_softmax,
 	[OP_LOG_SOFTMAX] = bd_softmax, [OP_RMS_NORM] = bd_rms_norm,
-	[OP_LAYER_NORM] = bd_layer_norm, [OP_RSTD] = bd_rstd, [OP_TOPK] = bd_topk,
+	[OP_LAYER_NORM] = bd_layer_norm, [OP_RSTD] = bd_reduce, [OP_TOPK] = bd_topk,
 	[OP_GATHER] = bd_gather, [OP_GATHER_ELEMENTS] = bd_gather_elements,
 	[OP_GATHER_ND] = bd_gather_nd, [OP_ONEHOT] = bd_onehot,
-	[OP_TRANSPOSE] = bd_transpose, [OP_RESHAPE] = bd_reshape, [OP_EXPAND] = bd_expand,
+	[OP_TRANSPOSE] = bd_transpose, [OP_RESHAPE] = bd_identity, [OP_EXPAND] = bd_expand,
 	[OP_CONCAT] = bd_concat, [OP_SPLIT] = bd_split, [OP_SLICE] = bd_slice,
 	[OP_TILE] = bd_tile, [OP_SHAPE] = bd_shape_op, [OP_SIZE] = bd_size,
 	[OP_CONSTANT_OF_SHAPE] = bd_constant_of_shape, [OP_CONST] = bd_const_op,
@@ -76,7 +76,7 @@ static CheckFn *const check[NOP] = {
 	[OP_REDUCE_MEAN] = bd_check_reduce, [OP_REDUCE_MAX] = bd_check_reduce,
 	[OP_REDUCE_MIN] = bd_check_reduce, [OP_TOPK] = bd_check_topk,
 	[OP_SCATTER_ELEMENTS] = bd_check_scatter, [OP_SCATTER_ND] = bd_check_scatter,
-	[OP_SCATTER_ROWS] = bd_check_scatter,
+	[OP_SCATTER_ROWS] = bd_check_scatter, [OP_CONCAT] = bd_check_concat,
 };
 
 /* Ops that only move elements: their results need no rounding. */

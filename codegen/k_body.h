@@ -104,21 +104,21 @@ typedef void BdComb(Bd *b, void *ctx, LLVMValueRef *acc, LLVMValueRef *other);
 void bd_block_reduce(Bd *b, int nc, LLVMValueRef *v, BdComb *comb, void *ctx);
 
 /* k_body_ew.c: elementwise ops */
-EmitFn bd_unary, bd_cast, bd_identity, bd_binary, bd_where, bd_swiglu, bd_const_op;
+EmitFn bd_unary, bd_identity, bd_binary, bd_where, bd_swiglu, bd_const_op;
 EmitFn bd_shape_op, bd_size, bd_constant_of_shape, bd_quantize, bd_dequantize;
 CheckFn bd_check_unary, bd_check_binary, bd_check_swiglu, bd_check_const, bd_check_quant;
 
 /* k_body_index.c: views, shapes and indexing */
-EmitFn bd_reshape, bd_transpose, bd_expand, bd_concat, bd_split, bd_slice, bd_tile;
+EmitFn bd_transpose, bd_expand, bd_concat, bd_split, bd_slice, bd_tile;
 EmitFn bd_gather, bd_gather_elements, bd_gather_nd, bd_onehot;
-CheckFn bd_check_slice, bd_check_gather_nd;
+CheckFn bd_check_slice, bd_check_gather_nd, bd_check_concat;
 int bd_is_scatter(Op op);
 /* BD_SCATTER: the whole kernel (one thread per element of an update row); its grid. */
 int bd_emit_scatter(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid);
 int bd_check_scatter(Bd *b, const Node *n);
 
 /* k_body_reduce.c: reductions, norms, softmax, argmax, topk */
-EmitFn bd_reduce, bd_argmax, bd_softmax, bd_rms_norm, bd_layer_norm, bd_rstd, bd_topk;
+EmitFn bd_reduce, bd_softmax, bd_rms_norm, bd_layer_norm, bd_topk;
 EmitFn bd_quantize_dynamic;
 CheckFn bd_check_reduce, bd_check_topk;
 int bd_is_reduction(Op op);

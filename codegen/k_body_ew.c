@@ -179,12 +179,8 @@ bd_unary(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	}
 }
 
-LLVMValueRef
-bd_cast(Bd *b, const Node *n, int res, LLVMValueRef idx)
-{
-	return bd_in(b, n, 0, idx);	/* the walker rounds to the result's dtype */
-}
-
+/* identity, reshape (same element order) and cast: the walker rounds to
+ * the result's dtype */
 LLVMValueRef
 bd_identity(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
@@ -513,19 +509,6 @@ bd_size(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 /* ---- quantisation ---- */
 
-/* nearbyint: below 2^23, adding and removing 2^23 rounds to nearest even. */
-static LLVMValueRef
-round_even(Bd *b, LLVMValueRef v)
-{
-	CgFn *f = b->f;
-	LLVMValueRef a = bd_fabs(b, v), big = c32(b, 8388608.0), r, args[2];
-
-	r = LLVMBuildFSub(f->B, fadd_(b, a, big), big, "");
-	args[0] = cg_select(f, bd_fcmp(b, LLVMRealOLT, a, big), r, a);
-	args[1] = v;
-	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
-}
-
 enum { Q_TENSOR, Q_AXIS, Q_BLOCK };
 
 static int
@@ -592,11 +575,11 @@ bd_quantize(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	LLVMValueRef big;
 
 	if (cg_dt_isint(dt))
-		v = round_even(b, v);
+		v = cg_round_even(b->f, v);
 	if (n->nin > 2 && n->in[2])
 		v = fadd_(b, v, to_f32(b, bd_in(b, n, 2, si)));
 	if (cg_dt_isint(dt))
-		return round_even(b, v);
+		return cg_round_even(b->f, v);
 	if (dt == DT_F8E4M3 && !ir_attr_int(n, "saturate", 1)) {
 		big = bd_fcmp(b, LLVMRealOGT, bd_fabs(b, v), c32(b, 448));
 		v = cg_select(f, big, c32(b, NAN), v);

@@ -48,12 +48,6 @@ strides(Bd *b, int rank, LLVMValueRef const *dim, LLVMValueRef *s)
 }
 
 LLVMValueRef
-bd_reshape(Bd *b, const Node *n, int res, LLVMValueRef idx)
-{
-	return bd_in(b, n, 0, idx);
-}
-
-LLVMValueRef
 bd_transpose(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	const Value *x = n->in[0], *y = n->out[0];
@@ -95,6 +89,17 @@ bd_tile(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	return bd_in(b, n, 0, bd_ravel(b, r, xd, c));
 }
 
+enum { MAXCONCAT = 64 };	/* nested branches, one per operand */
+
+int
+bd_check_concat(Bd *b, const Node *n)
+{
+	if (n->nin > MAXCONCAT)
+		return bd_fail(b, n, "%d operands (the body compiler takes up to %d)", n->nin,
+			       MAXCONCAT);
+	return 0;
+}
+
 /* One branch per operand: the first whose range along the axis holds c[ax]. */
 LLVMValueRef
 bd_concat(Bd *b, const Node *n, int res, LLVMValueRef idx)
@@ -104,12 +109,12 @@ bd_concat(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	int r = y->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r), open = 0;
 	LLVMValueRef yd[MAXRANK], c[MAXRANK], a, off = bd_i64(b, 0);
 	LLVMValueRef out = cg_var(f, cg_dt_value_type(f, y->type.dt), NULL);
-	CgIf ifs[64];
+	CgIf ifs[MAXCONCAT];
 
 	bd_dims(b, y, yd);
 	bd_unravel(b, idx, r, yd, c);
 	a = c[ax];
-	for (int k = 0; k < n->nin && k < 64; k++) {
+	for (int k = 0; k < n->nin; k++) {	/* bd_check_concat bounds nin */
 		const Value *x = n->in[k];
 		LLVMValueRef xd[MAXRANK], xc[MAXRANK], end;
 		int mark = bd_scope(b);

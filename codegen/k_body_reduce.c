@@ -503,16 +503,12 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 		st[1] = mean;
 		return 2;
 	}
-	case OP_QUANTIZE_DYNAMIC: {
-		DType dt = n->out[0]->type.dt;
-		LLVMValueRef s;
+	case OP_QUANTIZE_DYNAMIC:
 		setup(&p, n, rw, row, el_absx, comb_amax, 1);
 		acc[0] = cg_f32(f, 0);
 		pass(b, &p, block, acc);
-		s = LLVMBuildFDiv(f->B, acc[0], cg_f32(f, dt == DT_I8 ? 127 : 448), "");
-		st[0] = cg_select(f, bd_fcmp(b, LLVMRealOEQ, acc[0], cg_f32(f, 0)), cg_f32(f, 1), s);
+		st[0] = cg_quant_emit_scale(f, n->out[0]->type.dt, acc[0]);
 		return 1;
-	}
 	default:
 		bd_fail(b, n, "no statistics");
 		return 0;
@@ -683,7 +679,8 @@ bd_check_topk(Bd *b, const Node *n)
 	return 0;
 }
 
-/* results indexed by row: reduce_*, argmax, rstd, layer_norm's mean and 1/std, the scale */
+/* results indexed by row: reduce_*, argmax (the index, second of its
+ * statistics), rstd */
 LLVMValueRef
 bd_reduce(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
@@ -692,24 +689,7 @@ bd_reduce(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 	rows_over(b, n, n->in[0], &rw);
 	row_stats(b, n, &rw, idx, st);
-	return st[0];
-}
-
-LLVMValueRef
-bd_argmax(Bd *b, const Node *n, int res, LLVMValueRef idx)
-{
-	LLVMValueRef st[2];
-	BdRows rw;
-
-	rows_over(b, n, n->in[0], &rw);
-	row_stats(b, n, &rw, idx, st);
-	return st[1];
-}
-
-LLVMValueRef
-bd_rstd(Bd *b, const Node *n, int res, LLVMValueRef idx)
-{
-	return bd_reduce(b, n, res, idx);
+	return st[n->op == OP_ARGMAX];
 }
 
 LLVMValueRef
@@ -831,14 +811,7 @@ bd_quantize_dynamic(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	split(b, &rw, idx, &row, NULL);
 	row_stats(b, n, &rw, row, st);
 	v = LLVMBuildFDiv(f->B, f32_of(b, bd_in(b, n, 0, idx)), st[0], "");
-	if (cg_dt_isint(dt)) {	/* nearbyint, as qstore */
-		LLVMValueRef a = bd_fabs(b, v), big = cg_f32(f, 8388608.0), r, args[2];
-		r = LLVMBuildFSub(f->B, LLVMBuildFAdd(f->B, a, big, ""), big, "");
-		args[0] = cg_select(f, bd_fcmp(b, LLVMRealOLT, a, big), r, a);
-		args[1] = v;
-		v = cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, args, 2);
-	}
-	return v;
+	return cg_dt_isint(dt) ? cg_round_even(f, v) : v;	/* as qstore */
 }
 
 /* ---- row mode: which elements of a result belong to the CTA's row ---- */

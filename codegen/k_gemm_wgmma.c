@@ -325,13 +325,9 @@ gemm_wgmma_setup(G *g)
 	for (int i = 0; i < g->a_n; i++)
 		g->a_soff[i] = kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
 	for (int i = 0; i < g->b_n; i++) {
-		LLVMValueRef o;
-		if (s->b_layout == CG_B_NK) {
-			o = kmajor_off(f, g->b_row[i], g->b_kc[i], s->bn);
-		} else {	/* row k, n chunk: block nc/8 of bk rows */
-			LLVMValueRef blk = cg_muli(f, cg_shr(f, g->b_kc[i], 3), (int64_t)s->bk * 128);
-			o = cg_add(f, blk, swz(f, g->b_row[i], cg_and(f, g->b_kc[i], 7)));
-		}
+		/* B[N,K]: row n, k chunk; B[K,N]: row k, n chunk, blocks of bk rows */
+		LLVMValueRef o = kmajor_off(f, g->b_row[i], g->b_kc[i],
+					    s->b_layout == CG_B_NK ? s->bn : s->bk);
 		g->b_soff[i] = cg_addi(f, o, g->wg.a_bytes);
 	}
 	if (f->emu)

@@ -311,8 +311,8 @@ synth_value(CgFn *f, LLVMValueRef seed, LLVMValueRef nh, LLVMValueRef i, LLVMVal
 }
 
 /* nearbyintf: below 2^23, adding and removing 2^23 rounds to nearest even. */
-static LLVMValueRef
-round_even(CgFn *f, LLVMValueRef v)
+LLVMValueRef
+cg_round_even(CgFn *f, LLVMValueRef v)
 {
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef a = cg_intrinsic(f, "llvm.fabs", f->tf32, &f->tf32, 1, &v, 1);
@@ -333,7 +333,7 @@ element(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
 
 	if (!dtype_is_int(dt))		/* floats, and bool: v != 0 */
 		return cg_round_dt(f, v, dt);
-	return cg_round_dt(f, cg_round_dt(f, round_even(f, v), DT_I64), dt);
+	return cg_round_dt(f, cg_round_dt(f, cg_round_even(f, v), DT_I64), dt);
 }
 
 int

@@ -19,6 +19,7 @@
 
 #include "bundle.h"
 #include "codegen.h"
+#include "passes.h"
 
 typedef enum { S_NONE, S_IN, S_OUT, S_W, S_BUF } SKind;
 
@@ -169,31 +170,12 @@ iface(const CgProgram *p, const char *name, const Type *t, MTensor *mt)
 /* --- what every value of the main graph is ---------------------------------- */
 
 static int
-weight_only(const Value *v)
-{
-	if (!v || v->kind == V_WEIGHT)
-		return 1;
-	if (v->kind != V_RESULT || v->def->op == OP_CALL)
-		return 0;
-	for (int i = 0; i < v->def->nin; i++)
-		if (!weight_only(v->def->in[i]))
-			return 0;
-	return 1;
-}
-
-static int
-is_view(const Node *n)
-{
-	return n->op == OP_RESHAPE && n->nin == 1;
-}
-
-static int
 check_graph(CgProgram *p)
 {
 	int bad = 0;
 
 	for (Node *n = p->g->first; n; n = n->next) {
-		if (n->op == OP_CALL || is_view(n) || weight_only(n->out[0]))
+		if (n->op == OP_CALL || pass_is_view(n) || pass_weight_only(n->out[0]))
 			continue;
 		if (ir_opinfo[n->op].flags & OPF_DYNSHAPE)
 			bad = diag_error(p->d, n->loc, "%s: its result's shape depends on data; "
@@ -237,7 +219,7 @@ add_weight(CgProgram *p, const Weight *w, const Value *v, int synth)
 static const Value *
 owner(const Value *v)
 {
-	while (v->kind == V_RESULT && is_view(v->def))
+	while (v->kind == V_RESULT && pass_is_view(v->def))
 		v = v->def->in[0];
 	return v;
 }
@@ -261,11 +243,9 @@ assign(CgProgram *p)
 		*st(p, o) = (Storage){S_OUT, i};
 	}
 	for (Node *n = g->first; n; n = n->next) {
-		if (is_view(n)) {
-			*st(p, n->out[0]) = *st(p, owner(n->out[0]));
-			continue;
-		}
-		if (n->op != OP_CALL && weight_only(n->out[0])) {
+		if (pass_is_view(n))
+			continue;	/* below, once every owner has storage */
+		if (n->op != OP_CALL && pass_weight_only(n->out[0])) {
 			if (add_weight(p, NULL, n->out[0], 1))
 				return -1;
 			continue;
@@ -281,9 +261,9 @@ assign(CgProgram *p)
 			*st(p, n->out[k]) = (Storage){S_BUF, (int)p->buf.n - 1};
 		}
 	}
-	/* views created before their owner got storage */
+	/* views share their owner's storage */
 	for (Node *n = g->first; n; n = n->next)
-		if (is_view(n))
+		if (pass_is_view(n))
 			*st(p, n->out[0]) = *st(p, owner(n->out[0]));
 	return 0;
 }
@@ -810,7 +790,7 @@ emit_init(CgProgram *p)
 		if (p->w.v[i].w && p->w.v[i].synth && init_synth(p, (int)i))
 			return -1;
 	for (Node *n = p->g->first; n; n = n->next)
-		if (n->op != OP_CALL && !is_view(n) && weight_only(n->out[0]) && init_prep(p, n))
+		if (n->op != OP_CALL && !pass_is_view(n) && pass_weight_only(n->out[0]) && init_prep(p, n))
 			return -1;
 	return 0;
 }

@@ -966,6 +966,28 @@ START_TEST(test_body_refuses_with_a_diagnostic)
 }
 END_TEST
 
+/* A concat is one branch per operand, at most 64: more is refused, not
+ * compiled with the operands past 64 left out. */
+START_TEST(test_body_refuses_concat_of_65)
+{
+	char text[4096], *p = text;
+	Module *im;
+	Diag d;
+
+	p += sprintf(p, "kernel @c(%%x: f32[T,1]) -> (y: f32[T,65]) template=elementwise {\n"
+		     "\t%%y = concat");
+	for (int i = 0; i < 65; i++)
+		p += sprintf(p, "%s %%x", i ? "," : "");
+	sprintf(p, ", axis=1 : f32[T,65]\n\tret %%y\n}\n");
+	im = parse(text);
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_body_check(graph_named(im, "c"), &d), -1);
+	ck_assert_msg(strstr(d.last, "65 operands (the body compiler takes up to 64)"), "%s",
+		      d.last);
+	ir_free_module(im);
+}
+END_TEST
+
 /* ---- PTX for sm_80, sm_90, sm_90a, assembled by ptxas ---- */
 
 /* Every builder's typical kernels into m; returns how many. */
@@ -1086,6 +1108,7 @@ kernels_suite(void)
 	tcase_add_test(t, test_body_quant_matmul_scatter);
 	tcase_add_test(t, test_body_many_ops);
 	tcase_add_test(t, test_body_refuses_with_a_diagnostic);
+	tcase_add_test(t, test_body_refuses_concat_of_65);
 	suite_add_tcase(s, t);
 	return s;
 }
