@@ -18,6 +18,8 @@
 
 #define BUNDLE_VERSION 1
 #define BUNDLE_ALIGN 256
+/* n rounded up to a multiple of BUNDLE_ALIGN */
+#define BUNDLE_ALIGN_UP(n) (((uint64_t)(n) + BUNDLE_ALIGN - 1) & ~(uint64_t)(BUNDLE_ALIGN - 1))
 #define BUNDLE_MAXSEC 64
 #define BUNDLE_NAMELEN 32	/* bytes in a table entry, NUL included */
 #define BUNDLE_HDRSIZE 64

@@ -1119,12 +1119,6 @@ bundle_manifest_check(const Manifest *m, Diag *d)
 	return rc;
 }
 
-static uint64_t
-align_up(uint64_t n)
-{
-	return (n + BUNDLE_ALIGN - 1) / BUNDLE_ALIGN * BUNDLE_ALIGN;
-}
-
 uint64_t
 bundle_generated_layout(const Manifest *m, uint64_t *woff)
 {
@@ -1137,7 +1131,7 @@ bundle_generated_layout(const Manifest *m, uint64_t *woff)
 		if (w->at > UINT64_MAX / 4 || w->bytes > UINT64_MAX / 4)
 			return UINT64_MAX;
 		woff[i] = w->at;
-		end = MAX(end, align_up(w->at + w->bytes));
+		end = MAX(end, BUNDLE_ALIGN_UP(w->at + w->bytes));
 	}
 	for (int i = 0; i < m->nw; i++) {	/* one after another */
 		const MWeight *w = &m->w[i];
@@ -1146,7 +1140,7 @@ bundle_generated_layout(const Manifest *m, uint64_t *woff)
 		if (w->bytes > UINT64_MAX / 4 - end)
 			return UINT64_MAX;
 		woff[i] = end;
-		end = align_up(end + w->bytes);
+		end = BUNDLE_ALIGN_UP(end + w->bytes);
 	}
 	return end;
 }

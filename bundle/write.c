@@ -12,12 +12,6 @@
 
 #include "bundle.h"
 
-static uint64_t
-align(uint64_t n)
-{
-	return (n + BUNDLE_ALIGN - 1) & ~(uint64_t)(BUNDLE_ALIGN - 1);
-}
-
 void
 bundle_writer_init(BundleWriter *w, const char *moec)
 {
@@ -53,8 +47,8 @@ offset_of(const BundleWriter *w, int i)
 	uint64_t off = BUNDLE_HDRSIZE + (uint64_t)BUNDLE_ENTSIZE * w->nsec;
 
 	for (int k = 0; k < i; k++)
-		off = align(off) + w->sec[k].size;
-	return align(off);
+		off = BUNDLE_ALIGN_UP(off) + w->sec[k].size;
+	return BUNDLE_ALIGN_UP(off);
 }
 
 uint64_t

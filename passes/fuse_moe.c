@@ -228,14 +228,9 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 				    mo->r.topk->out[0]->name, quiet.last);
 		return 0;
 	}
-	Value *old = mo->sum;
-	Node *yd = y->def;
-	ir_erase(g, end);
-	yd->out[y->resno] = old;
-	old->def = yd;
-	old->resno = y->resno;
+	pass_take_over(g, end, mo->sum, y);
 	if (c->report)
-		report_note(c->report, "moe %%%s recognised at TopK %%%s %s", old->name,
+		report_note(c->report, "moe %%%s recognised at TopK %%%s %s", mo->sum->name,
 			    mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));
 	return 1;
 }

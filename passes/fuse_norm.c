@@ -179,18 +179,6 @@ rewrite_grouped(Graph *g, Node *norm, Node *mm, Value *xs, Value *rs, PassCtx *c
 	return b.err ? NULL : h;
 }
 
-/* n's result becomes old: the last new node takes over the old value. */
-static void
-take_over(Graph *g, Node *mm, Value *h)
-{
-	Value *old = mm->out[0];
-
-	ir_erase(g, mm);
-	h->def->out[h->resno] = old;
-	old->def = h->def;
-	old->resno = h->resno;
-}
-
 /* Fold the norm through row gather ga into every grouped matmul reading it. */
 static int
 fold_gather(Graph *g, Node *norm, Node *ga, Value *r, PassCtx *c)
@@ -218,7 +206,7 @@ fold_gather(Graph *g, Node *norm, Node *ga, Value *r, PassCtx *c)
 			    "x gathered instead, weight scaled by the norm weight at compile time, "
 			    "1/rms gathered per row in the epilogue",
 			    ir_opname(norm->op), norm->out[0]->name, users[i]->out[0]->name, o->name);
-		take_over(g, users[i], h);
+		pass_take_over(g, users[i], users[i]->out[0], h);
 	}
 	return 1;
 }
@@ -282,7 +270,7 @@ fold_norm(Graph *g, Node *norm, PassCtx *c)
 		report_note(c->report, "%s %%%s folded into matmul %%%s: weight scaled by the norm "
 			    "weight at compile time, 1/rms per row in the epilogue",
 			    ir_opname(norm->op), v->name, mm->out[0]->name);
-		take_over(g, mm, h);
+		pass_take_over(g, mm, mm->out[0], h);
 		changed = 1;
 	}
 	return changed;

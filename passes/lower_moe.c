@@ -172,12 +172,7 @@ lower_moe(Module *m, PassCtx *c)
 			Value *y = lower(g, n, c);
 			if (!y)
 				return -1;
-			/* the last node takes over the moe's result value, name and all */
-			Value *old = n->out[0];
-			ir_erase(g, n);
-			y->def->out[y->resno] = old;
-			old->def = y->def;
-			old->resno = y->resno;
+			pass_take_over(g, n, n->out[0], y);
 			changed = 1;
 		}
 	}

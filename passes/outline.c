@@ -51,6 +51,15 @@ pass_is_view(const Node *n)
 	return n->op == OP_RESHAPE && n->nin == 1;
 }
 
+void
+pass_take_over(Graph *g, Node *dead, Value *old, Value *y)
+{
+	ir_erase(g, dead);
+	y->def->out[y->resno] = old;
+	old->def = y->def;
+	old->resno = y->resno;
+}
+
 typedef struct {
 	Value **v;
 	int n, cap;

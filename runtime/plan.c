@@ -269,17 +269,11 @@ moert_marshal(const Manifest *m, const MStep *s, int64_t tokens,
 
 /* --- the device memory plan ---------------------------------------------- */
 
-static uint64_t
-align256(uint64_t n)
-{
-	return (n + 255) & ~(uint64_t)255;
-}
-
 moert_status
 moert_mem_plan(const Manifest *m, uint64_t weights_size, uint64_t *woff,
 	       uint64_t *wsize, uint64_t *total)
 {
-	uint64_t base = align256(weights_size), gen = bundle_generated_layout(m, woff);
+	uint64_t base = BUNDLE_ALIGN_UP(weights_size), gen = bundle_generated_layout(m, woff);
 
 	if (gen > UINT64_MAX / 2 - base)
 		return moert_seterr(MOERT_ENOMEM, "weights overflow 64 bits");
