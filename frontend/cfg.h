@@ -81,8 +81,7 @@ typedef struct {
 	int f32ok;		/* F32_OK: the checkpoint may hold it in f32;
 				 * F32_KEEP: also synthetic in f32 (HF keeps it so) */
 	const char *why;	/* the config keys behind the shape, for errors */
-	Piece *piece;		/* xmalloc'd; NULL: one piece, the IR name itself */
-	int npiece, cap;
+	VEC(Piece) piece;	/* none: one piece, the IR name itself */
 } WSpec;
 
 enum { RECIPE_MATRIX, RECIPE_NORM, RECIPE_BIAS };

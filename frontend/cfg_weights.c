@@ -34,19 +34,10 @@ void
 cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank, const int64_t *dim,
 	      int trans)
 {
-	Piece *p;
+	Piece p = {.name = name, .off = off, .rank = rank, .trans = trans};
 
-	if (w->npiece == w->cap) {	/* doubling: a piece per expert, thousands */
-		w->cap = w->cap ? 2 * w->cap : 8;
-		w->piece = xrealloc(w->piece, sizeof *w->piece * (size_t)w->cap);
-	}
-	p = &w->piece[w->npiece++];
-	memset(p, 0, sizeof *p);
-	p->name = name;
-	p->off = off;
-	p->rank = rank;
-	memcpy(p->dim, dim, sizeof *dim * (size_t)rank);
-	p->trans = trans;
+	memcpy(p.dim, dim, sizeof *dim * (size_t)rank);
+	vec_push(&w->piece, p);	/* doubling: a piece per expert, thousands */
 }
 
 int
@@ -165,7 +156,7 @@ free_data(void *p, size_t n)
 static Value *
 load(Cfg *c, WSpec *w)
 {
-	const StTensor **t = xcalloc((size_t)w->npiece, sizeof *t);
+	const StTensor **t = xcalloc(w->piece.n, sizeof *t);
 	int64_t n = ir_type_numel(&w->t);
 	size_t max = c->o->max_bytes > 0 ? (size_t)c->o->max_bytes : TENSOR_MAX_BYTES, size, es;
 	DType dt = w->t.dt;
@@ -174,8 +165,8 @@ load(Cfg *c, WSpec *w)
 	int bad = 0;
 
 	/* the first bad piece is reported: one missing expert means all are */
-	for (int i = 0; i < w->npiece && !bad; i++)
-		bad = !(t[i] = check_piece(c, w, &w->piece[i], i == 0, &dt));
+	for (size_t i = 0; i < w->piece.n && !bad; i++)
+		bad = !(t[i] = check_piece(c, w, &w->piece.v[i], i == 0, &dt));
 	size = dtype_bytes(dt, (size_t)n);
 	es = (size_t)dtype_bits(dt) / 8;
 	if (!bad && size > max)
@@ -183,8 +174,8 @@ load(Cfg *c, WSpec *w)
 				 "limit of %zu", size, max);
 	if (!bad && !(data = malloc(size ? size : 1)))
 		bad = diag_error(c->d, tensor_loc(c, t[0], w->name), "out of memory");
-	for (int i = 0; i < w->npiece && !bad; i++)
-		bad = read_piece(c, &w->piece[i], t[i], data, es) != 0;
+	for (size_t i = 0; i < w->piece.n && !bad; i++)
+		bad = read_piece(c, &w->piece.v[i], t[i], data, es) != 0;
 	if (!bad) {
 		w->t.dt = dt;
 		wt = ir_add_weight(c->m, w->name, w->t);
@@ -218,13 +209,11 @@ cfg_weight(Cfg *c, WSpec *w)
 	} else if (!c->st) {
 		v = synth(c, w);
 	} else {
-		if (!w->npiece)
+		if (!w->piece.n)
 			cfg_add_piece(w, w->name, 0, w->t.rank, dim, 0);
 		v = load(c, w);
 	}
-	free(w->piece);
-	w->piece = NULL;
-	w->npiece = w->cap = 0;
+	vec_free(&w->piece);
 	return v;
 }
 

@@ -291,7 +291,7 @@ ox_import_node(Ctx *c, const Onnx__NodeProto *np, int index)
  * the calling node; a reference the caller does not set is left out, so
  * the op's default applies. */
 static const Onnx__NodeProto *
-bind_attrs(Ctx *c, const Onnx__NodeProto *body, const Onnx__NodeProto *call)
+bind_attrs(Ctx *c, const Onnx__NodeProto *body, const ONode *call)
 {
 	Onnx__NodeProto *np;
 	size_t k = 0;
@@ -306,19 +306,17 @@ bind_attrs(Ctx *c, const Onnx__NodeProto *body, const Onnx__NodeProto *call)
 	np->n_attribute = 0;
 	for (size_t i = 0; i < body->n_attribute; i++) {
 		Onnx__AttributeProto *a = body->attribute[i], *b;
-		const char *ref = a->ref_attr_name;
-		if (!ref || !*ref) {
+		const Onnx__AttributeProto *src;
+		if (!a->ref_attr_name || !*a->ref_attr_name) {
 			np->attribute[np->n_attribute++] = a;
 			continue;
 		}
-		for (size_t j = 0; j < call->n_attribute; j++) {
-			if (!call->attribute[j]->name || strcmp(call->attribute[j]->name, ref) != 0)
-				continue;
-			b = arena_alloc(c->tmp, sizeof *b);
-			*b = *call->attribute[j];
-			b->name = a->name;
-			np->attribute[np->n_attribute++] = b;
-		}
+		if (!(src = ox_attr(call, a->ref_attr_name)))
+			continue;
+		b = arena_alloc(c->tmp, sizeof *b);
+		*b = *src;
+		b->name = a->name;
+		np->attribute[np->n_attribute++] = b;
 	}
 	return np;
 }
@@ -352,7 +350,7 @@ expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
 	}
 	c->depth++;
 	for (size_t i = 0; i < f->n_node && rc == 0; i++)
-		rc = ox_import_node(c, bind_attrs(c, f->node[i], n->np), n->index);
+		rc = ox_import_node(c, bind_attrs(c, f->node[i], n), n->index);
 	c->depth--;
 	for (int i = 0; i < n->nout && rc == 0; i++) {
 		OVal *src = ox_find(c, f->output[i]);

@@ -386,9 +386,7 @@ imp_expand(ONode *n)
 			else if (s.kind == SI_NUM && s.v == 1 && xi >= 0)
 				v->type.dim[v->type.rank - (int)sk->n + j] = t->dim[xi];
 		}
-	if (v && !ir_type_ok(n->c->m, &v->type))
-		return ox_err(n, "the result would have more than 2^48 elements");
-	return ox_set(n, 0, v);
+	return ox_set(n, 0, v);	/* which refuses more than 2^48 elements */
 }
 
 int
