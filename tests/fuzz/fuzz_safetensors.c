@@ -70,8 +70,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const StTensor *t = st_get(f, i);
 		void *buf;
 		FUZZ_CHECK(t && st_find(f, t->name) == t, "tensor %d is not found by name", i);
-		FUZZ_CHECK(strstr(st_shard_path(f, t), "outside") == NULL,
+		/* the path as the reader names it, through any link */
+		char *real = realpath(st_shard_path(f, t), NULL);
+		FUZZ_CHECK(!real || !strstr(real, "outside"),
 			   "a shard outside the folder was opened: %s", st_shard_path(f, t));
+		free(real);
 		if (t->size > ((uint64_t)1 << 28))
 			continue;
 		buf = xmalloc((size_t)t->size + 1);

@@ -122,6 +122,8 @@ for t in $targets; do
 	corp=$(ls "$d/corpus" | wc -l)
 	n=$(ls "$d/crashes" | wc -l)
 	[ "$n" -eq 0 ] || found=1
+	# no final stats (and not fork mode): the fuzzer did not run; see its log
+	[ -n "$execs" ] || [ -n "${FUZZ_KEEP_GOING:-}" ] || { found=1; n="? (no stats: $d/log)"; }
 	printf '%-12s %12s execs  %-10s %-10s corpus %-6s findings %s\n' "$t" "${execs:-?}" \
 		"${cov:-cov: ?}" "${ft:-ft: ?}" "$corp" "$n"
 done

@@ -30,7 +30,7 @@ while read -r bundle fixture ref; do
 	printf '%-28s %-6s %-6s %-6s %-16s %s\n' "$name" "$ra" "$rg" "$rr" \
 		"$(worst "$B/$name.log")" "$(worst "$B/$name.interp.log")"
 	if [ $a = 0 ] && [ $g = 0 ] && [ $r = 0 ]; then pass=$((pass + 1)); else
-		fail=$((fail + 1)); cat "$B/$name.log" "$B/$name.interp.log" | grep -v '^ok' | sed 's/^/     /' | head -8; fi
+		fail=$((fail + 1)); cat "$B/$name.log" "$B/$name.graph.log" "$B/$name.interp.log" | grep -v '^ok' | sed 's/^/     /' | head -8; fi
 done < "$dir/list.txt"
 echo "gpu fixtures: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -35,6 +35,7 @@ one() {	# one NAME DIR [flags...]
 	rm -rf "$out/$name.ref"
 	mkdir -p "$out/$name.ref"
 	for set in "$dir"/test_data_set_*/; do
+		[ -d "$set" ] || continue	# no test sets: the pattern itself
 		set=${set%/}
 		if ! "$moec" run "$dir" "$@" --test-data="$set" -o "$out/$name.ref/${set##*/}" \
 			>/dev/null 2>>"$out/$name.log"; then

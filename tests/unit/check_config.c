@@ -127,8 +127,11 @@ START_TEST(test_cfg_dump_round_trips)
 END_TEST
 
 /* Every weight and the input in f32, types re-inferred: the same block
- * without bf16 rounding, to check the semantics to f32 precision. */
-static void
+ * without bf16 rounding, to check the semantics to f32 precision (also
+ * used by check_cross.c). */
+void promote_f32(Module *m);
+
+void
 promote_f32(Module *m)
 {
 	Graph *g = ir_main_graph(m);
@@ -142,6 +145,7 @@ promote_f32(Module *m)
 		if (t->dt == DT_F32)
 			continue;
 		f = malloc((size_t)n * 4 + 4);
+		ck_assert_ptr_nonnull(f);
 		for (int64_t j = 0; j < n; j++)
 			f[j] = (float)dtype_load(t->dt, w->data, (size_t)j);
 		w->free_data(w->data, w->size);

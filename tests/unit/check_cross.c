@@ -85,33 +85,8 @@ to_f32(const Tensor *x, Tensor *y)
 		dtype_store(DT_F32, y->data, (size_t)i, dtype_load(x->dt, x->data, (size_t)i));
 }
 
-/* Every weight and the input in f32, types re-inferred (as check_config.c). */
-static void
-promote_f32(Module *m)
-{
-	Graph *g = ir_main_graph(m);
-	Diag d;
-
-	for (int i = 0; i < m->nweight; i++) {
-		Weight *w = m->weight[i];
-		Type *t = &w->value->type;
-		int64_t n = ir_type_numel(t);
-		float *f;
-		if (t->dt == DT_F32)
-			continue;
-		f = malloc((size_t)n * 4 + 4);
-		ck_assert_ptr_nonnull(f);
-		for (int64_t j = 0; j < n; j++)
-			f[j] = (float)dtype_load(t->dt, w->data, (size_t)j);
-		w->free_data(w->data, w->size);
-		w->data = f;
-		w->size = (size_t)n * 4;
-		t->dt = DT_F32;
-	}
-	g->param[0]->type.dt = DT_F32;
-	diag_init(&d, stderr);
-	ck_assert_int_eq(ir_infer_graph(g, &d), 0);
-}
+/* Every weight and the input in f32, types re-inferred (check_config.c). */
+void promote_f32(Module *m);
 
 /* m's graph on x, which must already have the parameter's dtype (no
  * conversion here: the point is that both blocks see the same values);

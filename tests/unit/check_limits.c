@@ -131,34 +131,9 @@ START_TEST(test_limits_onnx_nesting_refused_before_parsing)
 }
 END_TEST
 
-static char tmp[256];
-
-static const char *
-tmp_path(const char *name)
-{
-	static char buf[4][512];
-	static int k;
-
-	if (!tmp[0]) {
-		snprintf(tmp, sizeof tmp, "/tmp/check_limits_XXXXXX");
-		ck_assert_ptr_nonnull(mkdtemp(tmp));
-	}
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-	return buf[k];
-}
-
-static void
-tmp_cleanup(void)
-{
-	char cmd[300];
-
-	if (tmp[0]) {
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-		ck_assert_int_eq(system(cmd), 0);
-		tmp[0] = 0;
-	}
-}
+/* The temporary folder of check_safetensors.c. */
+const char *stt_path(const char *name);
+void stt_cleanup(void);
 
 static void
 copy(const char *from, const char *to)
@@ -180,28 +155,28 @@ START_TEST(test_limits_onnx_external_data_symlink_out_refused)
 	Module *m;
 	Diag d;
 
-	ck_assert_int_eq(mkdir(tmp_path("m"), 0700), 0);
-	copy(MOEC_SOURCE_DIR "/tests/onnx/cases/external_data/model.onnx", tmp_path("m/model.onnx"));
+	ck_assert_int_eq(mkdir(stt_path("m"), 0700), 0);
+	copy(MOEC_SOURCE_DIR "/tests/onnx/cases/external_data/model.onnx", stt_path("m/model.onnx"));
 	fe_default_opts(&o);
 	diag_init(&d, NULL);
 	/* the weights file as a link to the same file outside the folder */
 	{
 		char target[512];
 		snprintf(target, sizeof target, "%s/weights.bin", src);
-		ck_assert_int_eq(symlink(target, tmp_path("m/weights.bin")), 0);
+		ck_assert_int_eq(symlink(target, stt_path("m/weights.bin")), 0);
 	}
-	m = onnx_import(tmp_path("m/model.onnx"), &o, &d);
+	m = onnx_import(stt_path("m/model.onnx"), &o, &d);
 	ck_assert_ptr_null(m);
 	ck_assert_msg(strstr(d.last, "external data location 'weights.bin' leaves the model's "
 			     "folder through a symbolic link"), "%s", d.last);
 	/* a link that stays inside is fine */
-	ck_assert_int_eq(unlink(tmp_path("m/weights.bin")), 0);
-	copy(MOEC_SOURCE_DIR "/tests/onnx/cases/external_data/weights.bin", tmp_path("m/real.bin"));
-	ck_assert_int_eq(symlink("real.bin", tmp_path("m/weights.bin")), 0);
+	ck_assert_int_eq(unlink(stt_path("m/weights.bin")), 0);
+	copy(MOEC_SOURCE_DIR "/tests/onnx/cases/external_data/weights.bin", stt_path("m/real.bin"));
+	ck_assert_int_eq(symlink("real.bin", stt_path("m/weights.bin")), 0);
 	diag_init(&d, stderr);
-	ck_assert_ptr_nonnull(m = onnx_import(tmp_path("m/model.onnx"), &o, &d));
+	ck_assert_ptr_nonnull(m = onnx_import(stt_path("m/model.onnx"), &o, &d));
 	ir_free_module(m);
-	tmp_cleanup();
+	stt_cleanup();
 }
 END_TEST
 
@@ -220,14 +195,14 @@ START_TEST(test_limits_config_nesting_refused)
 	memset(text + k + n, ']', n);
 	strcpy(text + k + 2 * n, "}");
 	diag_init(&d, stderr);
-	ck_assert_int_eq(file_write(tmp_path("config.json"), text, strlen(text), &d), 0);
+	ck_assert_int_eq(file_write(stt_path("config.json"), text, strlen(text), &d), 0);
 	fe_default_opts(&o);
 	o.synthetic = 1;
 	diag_init(&d, NULL);
-	ck_assert_ptr_null(cfg_import(tmp_path("config.json"), &o, &d));
+	ck_assert_ptr_null(cfg_import(stt_path("config.json"), &o, &d));
 	ck_assert_msg(strstr(d.last, "not valid JSON"), "%s", d.last);
 	free(text);
-	tmp_cleanup();
+	stt_cleanup();
 }
 END_TEST
 

@@ -31,7 +31,8 @@ gh_urand(void)
 	return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
 }
 
-double
+/* magnitude in [scale/8, scale), random sign */
+static double
 gh_nzrand(double scale)
 {
 	double u = gh_urand();
@@ -55,7 +56,7 @@ gh_rand(DType dt, size_t n, double scale)
 	return fill(dt, n, scale, GH_UNIFORM);
 }
 
-void
+static void
 gh_shuffle(int *v, int n)
 {
 	for (int i = n - 1; i > 0; i--) {

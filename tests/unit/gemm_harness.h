@@ -20,9 +20,7 @@ extern const char *const gh_targets[3];	/* sm_80, sm_90, sm_90a */
 
 void gh_seed(uint64_t seed);
 double gh_urand(void);			/* uniform in [-1, 1) */
-double gh_nzrand(double scale);		/* magnitude in [scale/8, scale), random sign */
 void *gh_rand(DType dt, size_t n, double scale);	/* uniform; calloc'd, n may be 0 */
-void gh_shuffle(int *v, int n);
 
 /* ---- specs ---- */
 
