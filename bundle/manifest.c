@@ -7,6 +7,10 @@
  * Names must be declared before use; args must match the kernel's params;
  * buffers must lie inside the arena at max_tokens.  Spellings are
  * canonical, so the printer gives back the text it was parsed from.
+ *
+ * What can be derived is checked, not trusted: a weight's bytes= against
+ * dtype x dims, and the tokens= ranges of launch variants tiling 1..max_tokens.
+ * Names are found through hash tables, so parsing is linear in the text.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -16,6 +20,57 @@
 
 #define MAXWORDS 8
 #define MAXNAME 255
+#define MAXNUMEL ((int64_t)1 << 48)	/* as an IR type (docs/limits.md) */
+
+/* Name -> index, open addressing; one table per kind of name. */
+typedef struct {
+	const char **key;
+	int *val;
+	size_t n, cap;		/* cap: 0 or a power of two */
+} Names;
+
+static int
+names_get(const Names *t, const char *key)
+{
+	if (!t->cap)
+		return -1;
+	for (size_t i = hash_str(key) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+		if (!t->key[i])
+			return -1;
+		if (strcmp(t->key[i], key) == 0)
+			return t->val[i];
+	}
+}
+
+/* key must outlive the table (it lives in the manifest's arena). */
+static void
+names_put(Names *t, const char *key, int val)
+{
+	if (2 * (t->n + 1) > t->cap) {
+		Names g = {xcalloc(t->cap ? 2 * t->cap : 64, sizeof *g.key),
+			   xcalloc(t->cap ? 2 * t->cap : 64, sizeof *g.val), 0,
+			   t->cap ? 2 * t->cap : 64};
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->key[i])
+				names_put(&g, t->key[i], t->val[i]);
+		free(t->key);
+		free(t->val);
+		*t = g;
+	}
+	size_t i = hash_str(key) & (t->cap - 1);
+	while (t->key[i])
+		i = (i + 1) & (t->cap - 1);
+	t->key[i] = key;
+	t->val[i] = val;
+	t->n++;
+}
+
+static void
+names_free(Names *t)
+{
+	free(t->key);
+	free(t->val);
+}
 
 typedef struct Word Word;
 struct Word {
@@ -38,6 +93,9 @@ struct P {
 	unsigned seen, reported;	/* header keywords, by bit */
 	int cin, cout, cw, cbuf, ck, cstep;	/* array capacities */
 	int version;		/* set when "moeb N" has N != 1 */
+	Names tensors, weights, buffers, kernels;	/* tensors: in i, out nin + i */
+	int64_t tnext;		/* tokens= variants: the next T to cover; 0: none open */
+	int tline;		/* the line of the last variant */
 };
 
 /*
@@ -388,18 +446,6 @@ st_cost(P *p)
 
 /* --- inputs, outputs, weights, buffers ---------------------------------- */
 
-static int
-find_tensor(const Manifest *m, const char *name)
-{
-	for (int i = 0; i < m->nin; i++)
-		if (strcmp(m->in[i].name, name) == 0)
-			return i;
-	for (int i = 0; i < m->nout; i++)
-		if (strcmp(m->out[i].name, name) == 0)
-			return m->nin + i;
-	return -1;
-}
-
 int
 bundle_find_weight(const Manifest *m, const char *name)
 {
@@ -477,7 +523,7 @@ tensor(P *p, int kw, MTensor *t)
 {
 	if (arity(p, kw, 4) || name_at(p, &p->w[1], &t->name))
 		return -1;
-	if (find_tensor(p->m, t->name) >= 0)
+	if (names_get(&p->tensors, t->name) >= 0)
 		return err(p, p->w[1].col, "duplicate input/output name '%s'",
 			   t->name);
 	if (dtype_at(p, &p->w[2], &t->dt) || tensor_dims(p, list_of(p->w[3]), t))
@@ -493,6 +539,7 @@ st_input(P *p)
 
 	if (tensor(p, KW_input, &t))
 		return -1;
+	names_put(&p->tensors, t.name, m->nin);
 	GROW(p, m->in, m->nin, p->cin);
 	m->in[m->nin++] = t;
 	return 0;
@@ -506,6 +553,7 @@ st_output(P *p)
 
 	if (tensor(p, KW_output, &t))
 		return -1;
+	names_put(&p->tensors, t.name, m->nin + m->nout);
 	GROW(p, m->out, m->nout, p->cout);
 	m->out[m->nout++] = t;
 	return 0;
@@ -529,6 +577,26 @@ weight_dims(P *p, Word list, MWeight *w)
 	return 0;
 }
 
+/* bytes= is what dtype x dims take: derived, so checked. */
+static int
+weight_size(P *p, const MWeight *w, const Word *bytes)
+{
+	int64_t n = 1;
+	uint64_t want;
+
+	for (int i = 0; i < w->rank; i++)
+		if (__builtin_mul_overflow(n, w->dim[i], &n) || n > MAXNUMEL)
+			return err(p, p->w[3].col, "weight '%s' has more than 2^48 "
+				   "elements", w->name);
+	want = dtype_bytes(w->dt, (size_t)n);
+	if (w->bytes != want)
+		return err(p, bytes->col, "weight '%s' is bytes=%llu, but %s[%lld "
+			   "elements] takes %llu", w->name,
+			   (unsigned long long)w->bytes, dtype_name(w->dt),
+			   (long long)n, (unsigned long long)want);
+	return 0;
+}
+
 static int
 st_weight(P *p)
 {
@@ -538,10 +606,11 @@ st_weight(P *p)
 
 	if (arity(p, KW_weight, 6) || name_at(p, &p->w[1], &w.name))
 		return -1;
-	if (bundle_find_weight(m, w.name) >= 0)
+	if (names_get(&p->weights, w.name) >= 0)
 		return err(p, p->w[1].col, "duplicate weight '%s'", w.name);
 	if (dtype_at(p, &p->w[2], &w.dt) || weight_dims(p, list_of(p->w[3]), &w) ||
-	    kv(p, 4, "bytes", &v) || uint_at(p, &v, INT64_MAX, &w.bytes))
+	    kv(p, 4, "bytes", &v) || uint_at(p, &v, INT64_MAX, &w.bytes) ||
+	    weight_size(p, &w, &v))
 		return -1;
 	if (eq(&p->w[5], "synth")) {
 		w.synth = 1;
@@ -562,6 +631,7 @@ st_weight(P *p)
 				   "multiple of %d", w.name,
 				   (unsigned long long)w.at, BUNDLE_ALIGN);
 	}
+	names_put(&p->weights, w.name, m->nw);
 	GROW(p, m->w, m->nw, p->cw);
 	m->w[m->nw++] = w;
 	return 0;
@@ -578,7 +648,7 @@ st_buffer(P *p)
 
 	if (arity(p, KW_buffer, 4) || name_at(p, &p->w[1], &b.name))
 		return -1;
-	if (bundle_find_buffer(m, b.name) >= 0)
+	if (names_get(&p->buffers, b.name) >= 0)
 		return err(p, p->w[1].col, "duplicate buffer '%s'", b.name);
 	if (kv(p, 2, "offset", &v) || uint_at(p, &v, INT64_MAX, &b.offset) ||
 	    kv(p, 3, "bytes", &v) || expr_at(p, &v, &b.bytes))
@@ -589,6 +659,7 @@ st_buffer(P *p)
 		return err(p, p->w[2].col, "buffer '%s' lies outside the arena "
 			   "(%llu bytes) at max_tokens %lld", b.name,
 			   (unsigned long long)m->arena, (long long)m->max_tokens);
+	names_put(&p->buffers, b.name, m->nbuf);
 	GROW(p, m->buf, m->nbuf, p->cbuf);
 	m->buf[m->nbuf++] = b;
 	return 0;
@@ -652,7 +723,7 @@ st_kernel(P *p)
 
 	if (arity(p, KW_kernel, 7) || name_at(p, &p->w[1], &k.name))
 		return -1;
-	if (bundle_find_kernel(m, k.name) >= 0)
+	if (names_get(&p->kernels, k.name) >= 0)
 		return err(p, p->w[1].col, "duplicate kernel '%s'", k.name);
 	if (kv(p, 2, "target", &w) || targets(p, list_of(w), &k) ||
 	    kv(p, 3, "params", &w) || params(p, list_of(w), &k) ||
@@ -661,6 +732,7 @@ st_kernel(P *p)
 	    kv(p, 6, "spills", &w) || int_at(p, &w, INT32_MAX, &v[2]))
 		return -1;
 	k.regs = (int)v[0], k.smem = (int)v[1], k.spills = (int)v[2];
+	names_put(&p->kernels, k.name, m->nk);
 	GROW(p, m->k, m->nk, p->ck);
 	m->k[m->nk++] = k;
 	return 0;
@@ -785,7 +857,7 @@ buf_arg(P *p, Word w, MArg *a)
 	a->kind = ARG_BUF;
 	if (name_at(p, &name, &a->name))
 		return -1;
-	if ((a->index = bundle_find_buffer(p->m, a->name)) < 0)
+	if ((a->index = names_get(&p->buffers, a->name)) < 0)
 		return err(p, w.col, "undeclared buffer '%s'", a->name);
 	if (!plus)
 		return 0;
@@ -842,7 +914,7 @@ arg(P *p, Word w, MArg *a, MType *t, int init)
 		a->kind = ARG_W;
 		if (name_at(p, &v, &a->name))
 			return -1;
-		if ((a->index = bundle_find_weight(p->m, a->name)) < 0)
+		if ((a->index = names_get(&p->weights, a->name)) < 0)
 			return err(p, v.col, "undeclared weight '%s'", a->name);
 		return 0;
 	}
@@ -917,6 +989,46 @@ tokens_range(P *p, MStep *s)
 	return 0;
 }
 
+/*
+ * Consecutive launch variants must tile 1..max_tokens: each range starts
+ * where the last one ended, and the last ends at max_tokens; otherwise some
+ * T would launch no variant (a gap) or two (an overlap).
+ */
+static int
+tokens_tile(P *p, const MStep *s)
+{
+	int64_t want = p->tnext ? p->tnext : 1;
+	int col = p->w[6].col;
+
+	p->tnext = s->thi == p->m->max_tokens ? 0 : s->thi + 1;	/* also after an error */
+	p->tline = p->line;
+	if (s->tlo > want)
+		return err(p, col, "tokens=%lld..%lld leaves T=%lld..%lld to no launch "
+			   "variant (the ranges must tile 1..%lld)", (long long)s->tlo,
+			   (long long)s->thi, (long long)want, (long long)s->tlo - 1,
+			   (long long)p->m->max_tokens);
+	if (s->tlo < want)
+		return err(p, col, "tokens=%lld..%lld overlaps the variant before it "
+			   "(T=%lld..%lld run twice)", (long long)s->tlo, (long long)s->thi,
+			   (long long)s->tlo, (long long)MIN(want - 1, s->thi));
+	return 0;
+}
+
+/* A statement that is not the next variant: the ranges must be complete. */
+static int
+tokens_done(P *p)
+{
+	int64_t from = p->tnext;
+
+	if (!from)
+		return 0;
+	p->tnext = 0;
+	return diag_error(p->d, loc_line(p->file, p->tline, 1), "the tokens= ranges of "
+			  "these launch variants end at T=%lld: T=%lld..%lld launches no "
+			  "variant", (long long)from - 1, (long long)from,
+			  (long long)p->m->max_tokens);
+}
+
 int
 bundle_step_runs(const MStep *s, int64_t T)
 {
@@ -934,9 +1046,9 @@ step(P *p, int kw, MStepKind kind)
 	if (arity(p, kw, kind == STEP_LAUNCH && p->nw == 7 ? 7 : 6) ||
 	    name_at(p, &p->w[1], &s.kernel))
 		return -1;
-	if (p->nw == 7 && tokens_range(p, &s))
+	if (p->nw == 7 ? tokens_range(p, &s) || tokens_tile(p, &s) : tokens_done(p))
 		return -1;
-	if ((s.kidx = bundle_find_kernel(m, s.kernel)) < 0)
+	if ((s.kidx = names_get(&p->kernels, s.kernel)) < 0)
 		return err(p, p->w[1].col, "undeclared kernel '%s'", s.kernel);
 	if (kv(p, 2, "grid", &w) || grid3(p, list_of(w), &s) ||
 	    kv(p, 3, "block", &w) || block3(p, list_of(w), &s) ||
@@ -986,7 +1098,7 @@ st_memset(P *p)
 	MStep s = {.kind = STEP_MEMSET, .kidx = -1, .line = p->line};
 	Word v = p->w[1], w;
 
-	if (arity(p, KW_memset, 3))
+	if (arity(p, KW_memset, 3) || tokens_done(p))
 		return -1;
 	if (!prefix(&v, "buf:"))
 		return err(p, v.col, "memset needs a buf:NAME operand, got '%.*s'",
@@ -1089,9 +1201,16 @@ bundle_manifest_parse(Arena *a, const char *file, const char *text,
 			nl = end;
 		statement(&p, s, (size_t)(nl - s));
 		if (p.version)
-			return BUNDLE_EVERSION;	/* the rest is another grammar */
+			break;	/* the rest is another grammar */
 	}
 	p.line = p.line > 1 ? p.line - 1 : 1;
+	names_free(&p.tensors);
+	names_free(&p.weights);
+	names_free(&p.buffers);
+	names_free(&p.kernels);
+	if (p.version)
+		return BUNDLE_EVERSION;
+	tokens_done(&p);
 	if (p.rank < 0)
 		err(&p, 1, "empty manifest: it must start with 'moeb %d'",
 		    BUNDLE_VERSION);

@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bundle.h"
 
@@ -341,51 +341,48 @@ bundle_read(Arena *a, const char *file, const void *buf, size_t len,
 /* --- files -------------------------------------------------------------- */
 
 static unsigned char *
-fail(FILE *f, int *status, int rc)
+fail(int fd, int *status, int rc)
 {
-	if (f)
-		fclose(f);
+	if (fd >= 0)
+		close(fd);
 	*status = rc;
 	return NULL;
 }
 
+/* Opened with file_open: a FIFO or a link to one is refused, never waited on. */
 unsigned char *
 bundle_read_file(const char *path, size_t *len, int *status, Diag *d)
 {
 	unsigned char head[BUNDLE_HDRSIZE], *buf;
-	FILE *f = fopen(path, "rb");
-	struct stat st;
+	uint64_t size;
+	int fd = file_open(path, NULL, 0, &size, d);
 	size_t have;
 	int rc;
 
-	if (!f)
-		return diag_error(d, loc_file(path), "cannot open: %s",
-				  strerror(errno)), fail(f, status, 1);
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
-		return diag_error(d, loc_file(path), "not a regular file"),
-		       fail(f, status, 1);
-	if ((uint64_t)st.st_size > MAXFILE)
-		return diag_error(d, loc_file(path), "file too large (%lld "
-				  "bytes)", (long long)st.st_size),
-		       fail(f, status, BUNDLE_EFORMAT);
-	have = fread(head, 1, sizeof head, f);
-	if ((uint64_t)st.st_size >= BUNDLE_HDRSIZE &&
-	    (rc = check_head(path, head, have, (uint64_t)st.st_size, d)))
-		return fail(f, status, rc);
-	if (!(buf = malloc((size_t)st.st_size + 1)))
-		return diag_error(d, loc_file(path), "cannot allocate %lld "
-				  "bytes", (long long)st.st_size),
-		       fail(f, status, 1);
+	if (fd < 0)
+		return fail(-1, status, 1);
+	if (size > MAXFILE)
+		return diag_error(d, loc_file(path), "file too large (%llu "
+				  "bytes)", (unsigned long long)size),
+		       fail(fd, status, BUNDLE_EFORMAT);
+	have = size < sizeof head ? (size_t)size : sizeof head;
+	if (file_pread(fd, head, have, 0))
+		return diag_error(d, loc_file(path), "read error"),
+		       fail(fd, status, 1);
+	if (size >= BUNDLE_HDRSIZE && (rc = check_head(path, head, have, size, d)))
+		return fail(fd, status, rc);
+	if (!(buf = malloc((size_t)size + 1)))
+		return diag_error(d, loc_file(path), "cannot allocate %llu "
+				  "bytes", (unsigned long long)size),
+		       fail(fd, status, 1);
 	memcpy(buf, head, have);
-	if ((size_t)st.st_size > have &&
-	    fread(buf + have, 1, (size_t)st.st_size - have, f) !=
-		    (size_t)st.st_size - have) {
+	if (file_pread(fd, buf + have, (size_t)size - have, have)) {
 		free(buf);
 		return diag_error(d, loc_file(path), "read error"),
-		       fail(f, status, 1);
+		       fail(fd, status, 1);
 	}
-	fclose(f);
-	*len = (size_t)st.st_size;
+	close(fd);
+	*len = (size_t)size;
 	*status = 0;
 	return buf;
 }

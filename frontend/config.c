@@ -17,6 +17,8 @@
 
 #include "cfg.h"
 
+#define CFG_MAX_FILE ((uint64_t)16 << 20)	/* hub configs are a few KB */
+
 static Loc
 key_loc(Cfg *c, const char *key)
 {
@@ -299,7 +301,7 @@ parse_json(const char *path, Diag *d)
 {
 	const char *end = NULL;
 	size_t len;
-	char *text = file_read(path, &len, d);
+	char *text = file_read_max(path, CFG_MAX_FILE, &len, d);
 	cJSON *j;
 
 	if (!text)

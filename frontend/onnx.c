@@ -651,6 +651,7 @@ check_model(Ctx *c, const Onnx__ModelProto *mp)
  * Malformed input is left for protobuf-c to report.  Linear in len.
  */
 #define OX_MAX_NESTING 64
+#define OX_MAX_FILE ((uint64_t)1 << 31)	/* protobuf's own limit on a message */
 
 static int
 read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -761,7 +762,7 @@ onnx_import_bound(const char *path, const FeOpts *o, const Tensor *bind, int nbi
 		  Diag *d)
 {
 	size_t len;
-	char *buf = file_read(path, &len, d);
+	char *buf = file_read_max(path, OX_MAX_FILE, &len, d);
 	Module *m;
 
 	if (!buf)

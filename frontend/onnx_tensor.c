@@ -84,19 +84,6 @@ path_inside(const char *p)
 	return depth > 0;
 }
 
-/* After symbolic links, path still lies below dir. */
-static int
-real_inside(const char *dir, const char *path)
-{
-	char *rd = realpath(dir, NULL), *rp = realpath(path, NULL);
-	size_t n = rd ? strlen(rd) : 0;
-	int ok = rd && rp && strncmp(rp, rd, n) == 0 && (rp[n] == '/' || !strcmp(rd, "/"));
-
-	free(rd);
-	free(rp);
-	return ok;
-}
-
 static int
 parse_u64(const char *s, uint64_t *out)
 {
@@ -145,7 +132,7 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 	const char *loc;
 	uint64_t off, len = 0;
 	int haslen, fd, rc = -1;
-	struct stat st;
+	uint64_t size;
 	char *path;
 
 	if (external_spec(c, t, l, &loc, &off, &len, &haslen))
@@ -154,25 +141,18 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 		return terr(c, l, "external data length %llu, dims need %zu bytes",
 			    (unsigned long long)len, want);
 	path = file_join(c->dir, loc);
-	fd = open(path, O_RDONLY);
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		terr(c, l, "cannot read external data file '%s'", path);
-	} else if (!real_inside(c->dir, path)) {
+	fd = file_open(path, c->dir, 0, &size, c->d);	/* containment: on the opened file */
+	if (fd == FILE_OUTSIDE) {
 		terr(c, l, "external data location '%s' leaves the model's folder through a "
 		     "symbolic link", loc);
-	} else if (off > (uint64_t)st.st_size || want > (uint64_t)st.st_size - off) {
-		terr(c, l, "external data range [%llu, +%zu) exceeds '%s' (%lld bytes)",
-		     (unsigned long long)off, want, loc, (long long)st.st_size);
+	} else if (fd < 0) {
+		terr(c, l, "cannot read external data file '%s'", path);
+	} else if (off > size || want > size - off) {
+		terr(c, l, "external data range [%llu, +%zu) exceeds '%s' (%llu bytes)",
+		     (unsigned long long)off, want, loc, (unsigned long long)size);
 	} else {
-		size_t got = 0;
 		*pdata = data = xrealloc(*pdata, want + 8);
-		while (got < want) {
-			ssize_t r = pread(fd, (char *)data + got, want - got, (off_t)(off + got));
-			if (r <= 0)
-				break;
-			got += (size_t)r;
-		}
-		rc = got == want ? 0 : terr(c, l, "short read from '%s'", path);
+		rc = file_pread(fd, data, want, off) ? terr(c, l, "short read from '%s'", path) : 0;
 	}
 	if (fd >= 0)
 		close(fd);

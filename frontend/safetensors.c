@@ -24,7 +24,7 @@
 
 /* The safetensors library refuses headers above 100 MB; so do we. */
 #define ST_MAX_HEADER ((uint64_t)100000000)
-#define ST_MAX_INDEX ((size_t)1 << 30)
+#define ST_MAX_INDEX ((uint64_t)100000000)	/* real ones are a few MB */
 #define ST_MAX_EXACT 9007199254740992.0	/* 2^53: doubles are exact below */
 
 typedef struct {
@@ -44,6 +44,7 @@ typedef struct {
 
 struct StFile {
 	char *path;		/* what was opened (file or index), malloc'd */
+	char *dir;		/* an index's folder, which its shards must stay in */
 	Arena *arena;
 	Shard *shard;
 	int nshard;
@@ -270,41 +271,22 @@ parse_header(StFile *f, Shard *s, int shardno, const char *text, size_t n, Diag 
 	return rc ? rc : check_layout(s, d);
 }
 
-static int
-read_full(int fd, void *buf, size_t n, uint64_t off)
-{
-	char *p = buf;
-
-	while (n > 0) {
-		ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 /* Open one .safetensors file and check its header. */
 static int
 open_shard(StFile *f, Shard *s, int shardno, Diag *d)
 {
 	unsigned char len8[8];
 	uint64_t n = 0;
-	struct stat st;
 	char *hdr;
 	int rc;
 
-	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	s->fd = file_open(s->path, f->dir, 0, &s->size, d);
+	if (s->fd == FILE_OUTSIDE)
+		return diag_error(d, tloc(f->path, "weight_map"), "shard '%s' lies outside the "
+				  "index's folder (through a symbolic link)", s->path);
 	if (s->fd < 0)
-		return diag_error(d, loc_file(s->path), "cannot open: %s", strerror(errno));
-	if (fstat(s->fd, &st) || !S_ISREG(st.st_mode))
-		return diag_error(d, loc_file(s->path), "not a regular file");
-	s->size = (uint64_t)st.st_size;
-	if (s->size < 8 || read_full(s->fd, len8, 8, 0))
+		return -1;
+	if (s->size < 8 || file_pread(s->fd, len8, 8, 0))
 		return diag_error(d, loc_file(s->path), "truncated: no 8-byte header length");
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | len8[i];
@@ -319,7 +301,7 @@ open_shard(StFile *f, Shard *s, int shardno, Diag *d)
 	s->base = 8 + n;
 	hdr = xmalloc((size_t)n + 1);
 	errno = 0;
-	if (read_full(s->fd, hdr, (size_t)n, 8)) {
+	if (file_pread(s->fd, hdr, (size_t)n, 8)) {
 		free(hdr);
 		return diag_error(d, loc_file(s->path), "cannot read the header: %s",
 				  errno ? strerror(errno) : "file truncated");
@@ -355,30 +337,18 @@ add_shard(StFile *f, const char *path)
 
 /*
  * A shard named in an index must stay inside the index's folder: no absolute
- * path, no ".." component, and (after symlinks) still below the folder.
+ * path, no ".." component here; symbolic links are checked on the opened
+ * file (open_shard).
  */
 static char *
 shard_path(const char *index, const char *dir, const char *name, Diag *d)
 {
-	char *p, *rdir, *rp;
-	size_t n;
-
 	for (const char *c = name; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
 		if (strncmp(c, "..", 2) == 0 && (c[2] == '/' || c[2] == 0))
 			goto out;
 	if (name[0] == '/' || name[0] == 0)
 		goto out;
-	p = file_join(dir, name);
-	rdir = realpath(dir, NULL);
-	rp = realpath(p, NULL);
-	n = rdir ? strlen(rdir) : 0;
-	if (rdir && rp && (strncmp(rp, rdir, n) != 0 || rp[n] != '/')) {
-		free(rdir), free(rp), free(p);
-		goto out;
-	}
-	free(rdir);
-	free(rp);
-	return p;
+	return file_join(dir, name);
 out:
 	diag_error(d, tloc(index, "weight_map"), "shard '%s' lies outside the index's folder",
 		   name);
@@ -389,7 +359,7 @@ static int
 parse_index(StFile *f, const char *text, size_t len, Diag *d)
 {
 	cJSON *root = cJSON_ParseWithLength(text, len), *map, *e;
-	char *dir = file_dirname(f->path);
+	const char *dir = f->dir;
 	int rc = 0;
 
 	map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
@@ -415,7 +385,6 @@ parse_index(StFile *f, const char *text, size_t len, Diag *d)
 		f->map[f->nmap++].shard = add_shard(f, p);
 		free(p);
 	}
-	free(dir);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -444,13 +413,13 @@ static int
 open_index(StFile *f, Diag *d)
 {
 	size_t len;
-	char *text = file_read(f->path, &len, d);
+	char *text;
 	int rc;
 
-	if (!text)
+	f->dir = file_dirname(f->path);
+	if (!(text = file_read_max(f->path, ST_MAX_INDEX, &len, d)))
 		return -1;
-	rc = len > ST_MAX_INDEX ? diag_error(d, loc_file(f->path), "index is too large") :
-				  parse_index(f, text, len, d);
+	rc = parse_index(f, text, len, d);
 	free(text);
 	for (int i = 0; i < f->nshard && !rc; i++)
 		rc = open_shard(f, &f->shard[i], i, d);
@@ -498,6 +467,7 @@ st_close(StFile *f)
 	free(f->shard);
 	free(f->map);
 	free(f->path);
+	free(f->dir);
 	arena_free(f->arena);
 	free(f);
 }
@@ -552,7 +522,7 @@ st_read(StFile *f, const StTensor *t, void *buf, Diag *d)
 		return diag_error(d, tloc(s->path, t->name), "dtype %s is not one moec reads",
 				  t->dtname);
 	errno = 0;
-	if (read_full(s->fd, buf, (size_t)t->size, s->base + t->offset))
+	if (file_pread(s->fd, buf, (size_t)t->size, s->base + t->offset))
 		return diag_error(d, tloc(s->path, t->name),
 				  "cannot read %llu bytes at offset %llu: %s",
 				  (unsigned long long)t->size,

@@ -14,6 +14,8 @@
 
 #include "ir.h"
 
+#define IR_MAX_FILE ((uint64_t)1 << 30)	/* refused by size before it is read */
+
 enum {
 	TEOF, TNL, TLOCAL, TWEIGHT, TGLOBAL, TIDENT, TINT, TFLOAT, TSTRING,
 	TLPAREN, TRPAREN, TLBRACK, TRBRACK, TLBRACE, TRBRACE, TCOMMA,
@@ -935,7 +937,7 @@ Module *
 ir_parse_file(const char *path, Diag *d)
 {
 	size_t len;
-	char *text = file_read(path, &len, d);
+	char *text = file_read_max(path, IR_MAX_FILE, &len, d);
 	Module *m;
 
 	if (!text)

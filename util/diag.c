@@ -74,6 +74,32 @@ diag_loc_string(char *buf, size_t n, Loc l)
 	}
 }
 
+/*
+ * Control characters escaped in place (\n, \t, \r, \xHH), so that a name
+ * read from a file (a node named "x\nmodel.onnx: error: forged") cannot
+ * start a line of its own or drive the terminal.  Truncates to fit n.
+ */
+static void
+escape(char *s, size_t n)
+{
+	char tmp[1024];
+	size_t k = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < sizeof tmp; p++) {
+		if (*p >= 0x20 && *p != 0x7f) {
+			tmp[k++] = (char)*p;
+			continue;
+		}
+		tmp[k++] = '\\';
+		if (*p == '\n' || *p == '\t' || *p == '\r')
+			tmp[k++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+		else
+			k += (size_t)snprintf(tmp + k, sizeof tmp - k, "x%02x", *p);
+	}
+	tmp[k] = 0;
+	snprintf(s, n, "%s", tmp);
+}
+
 static void
 emit(Diag *d, Loc l, const char *kind, const char *fmt, va_list ap)
 {
@@ -81,6 +107,8 @@ emit(Diag *d, Loc l, const char *kind, const char *fmt, va_list ap)
 
 	diag_loc_string(where, sizeof where, l);
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	escape(where, sizeof where);
+	escape(msg, sizeof msg);
 	if (strcmp(kind, "error") == 0)
 		snprintf(d->last, sizeof d->last, "%.200s%s%.300s", where,
 			 where[0] ? ": " : "", msg);

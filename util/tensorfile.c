@@ -413,7 +413,7 @@ int
 tensor_read(const char *path, Tensor *t, Diag *d)
 {
 	size_t len;
-	char *buf = file_read(path, &len, d);
+	char *buf = file_read_max(path, TENSOR_MAX_BYTES + TENSOR_MAX_HEADER, &len, d);
 	int rc;
 
 	if (!buf)

@@ -122,8 +122,20 @@ void str_free(StrSet *s);	/* frees the table, not the arena */
 
 /* file.c */
 
-/* Whole-file read; NULL with a diagnostic on failure.  *len gets the size. */
-char *file_read(const char *path, size_t *len, Diag *d);
+/*
+ * Open a file to read, never blocking: anything but a regular file (a FIFO,
+ * a directory, a device) is refused, as is one above max bytes (0: no
+ * limit).  within (NULL: anywhere): the opened file, after symbolic links,
+ * must lie below that folder, else FILE_OUTSIDE and no diagnostic (the
+ * caller names the rule).  Returns the fd (*size gets the file's size) or
+ * -1 with a diagnostic naming the path.  docs/limits.md lists the limits.
+ */
+#define FILE_OUTSIDE (-2)
+int file_open(const char *path, const char *within, uint64_t max, uint64_t *size, Diag *d);
+int file_pread(int fd, void *buf, size_t n, uint64_t off);	/* all n bytes, or -1 */
+/* Whole-file read through file_open; NULL with a diagnostic.  *len gets the size. */
+char *file_read_max(const char *path, uint64_t max, size_t *len, Diag *d);
+char *file_read(const char *path, size_t *len, Diag *d);	/* no size limit */
 int file_write(const char *path, const void *p, size_t n, Diag *d);
 const char *file_basename(const char *path);
 char *file_dirname(const char *path);	/* malloc'd */
@@ -198,6 +210,7 @@ void tensor_shape_string(char *buf, size_t n, const Tensor *t);	/* "f32[2,3]" */
 
 /* Largest tensor we will allocate for reading or evaluating (bytes). */
 #define TENSOR_MAX_BYTES ((size_t)1 << 36)
+#define TENSOR_MAX_HEADER ((size_t)1 << 20)	/* a tensor file's bytes besides the data */
 
 /* tensorfile.c: .npy and ONNX TensorProto (.pb), chosen by extension */
 

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bundle.h"
@@ -321,9 +322,10 @@ mutate(int line, const char *text, int *col_of, const char *at, int off)
 }
 
 /* Launch variants for ranges of T: parsed, printed back, checked. */
+#define VARIANT "launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1 tokens="
 START_TEST(test_manifest_token_ranges)
 {
-	static const char *good = "launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1 tokens=1..16\n";
+	static const char *good = VARIANT "1..16\n" VARIANT "17..64\n";
 	static const struct {
 		const char *range, *msg;
 	} bad[] = {
@@ -338,11 +340,12 @@ START_TEST(test_manifest_token_ranges)
 
 	snprintf(text, sizeof text, "%s%s", base, good);
 	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_OK);
-	const MStep *s = &m->step[m->nstep - 1];
+	const MStep *s = &m->step[m->nstep - 2];
 	ck_assert_int_eq(s->tlo, 1);
 	ck_assert_int_eq(s->thi, 16);
 	ck_assert(bundle_step_runs(s, 16) && !bundle_step_runs(s, 17));
-	ck_assert(bundle_step_runs(&m->step[m->nstep - 2], 64));	/* no range: always */
+	ck_assert(bundle_step_runs(s + 1, 17) && !bundle_step_runs(s + 1, 16));
+	ck_assert(bundle_step_runs(&m->step[m->nstep - 3], 64));	/* no range: always */
 	out = bundle_manifest_print(m, &n);
 	ck_assert_str_eq(out, text);
 	free(out);
@@ -356,12 +359,82 @@ START_TEST(test_manifest_token_ranges)
 }
 END_TEST
 
+/*
+ * The variants of one launch must tile 1..max_tokens: a gap leaves some T
+ * with no launch, an overlap launches two, an unfinished run of ranges
+ * leaves the large T out (before another statement and at the end).
+ */
+START_TEST(test_manifest_token_ranges_tile)
+{
+	static const struct {
+		const char *lines, *msg;
+		int line;
+	} bad[] = {
+		{VARIANT "1..16\n" VARIANT "18..64\n", "tokens=18..64 leaves T=17..17 to no launch variant", 18},
+		{VARIANT "2..64\n", "tokens=2..64 leaves T=1..1 to no launch variant", 17},
+		{VARIANT "1..16\n" VARIANT "16..64\n", "tokens=16..64 overlaps the variant before it (T=16..16 run twice)", 18},
+		{VARIANT "1..16\n", "end at T=16: T=17..64 launches no variant", 17},
+		{VARIANT "1..16\nmemset buf:tmp bytes=4\n", "end at T=16: T=17..64 launches no variant", 17},
+		{VARIANT "1..16\n" VARIANT "17..63\n" VARIANT "1..64\n", "tokens=1..64 overlaps the variant before it (T=1..63 run twice)", 19},
+		{VARIANT "1..64\n" VARIANT "1..64\n" VARIANT "1..64\n", NULL, 0},	/* three launches */
+		{VARIANT "1..16\n" VARIANT "17..64\n" VARIANT "1..8\n" VARIANT "9..64\n", NULL, 0},
+	};
+	char text[4096], err[512], want[32];
+	Manifest *m;
+	Arena *a = arena_new(0);
+
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%s%s", base, bad[i].lines);
+		int rc = parse(text, strlen(text), err, sizeof err, &m, a);
+		if (!bad[i].msg) {
+			ck_assert_msg(rc == BUNDLE_OK, "case %zu: %s", i, err);
+			continue;
+		}
+		ck_assert_int_eq(rc, BUNDLE_EFORMAT);
+		snprintf(want, sizeof want, "m:%d:", bad[i].line);
+		ck_assert_msg(strstr(err, bad[i].msg) && strstr(err, want), "case %zu: got '%s'",
+			      i, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
+/* bytes= of a weight is dtype x dims, checked; dims whose product overflows too. */
+START_TEST(test_manifest_weight_bytes_derived)
+{
+	static const struct {
+		const char *w, *msg;
+	} bad[] = {
+		{"weight w f32 8 bytes=33 at=0", "weight 'w' is bytes=33, but f32[8 elements] takes 32"},
+		{"weight w f32 8 bytes=16 at=0", "is bytes=16, but f32[8 elements] takes 32"},
+		{"weight w i4 3 bytes=1 at=0", "is bytes=1, but i4[3 elements] takes 2"},
+		{"weight w f32 4294967296,4294967296 bytes=0 at=0", "weight 'w' has more than 2^48 elements"},
+		{"weight w f32 9223372036854775807,2 bytes=0 at=0", "has more than 2^48 elements"},
+		{"weight w bf16 65536,65536,65536,65536,65536 bytes=0 at=0", "has more than 2^48 elements"},
+	};
+	char text[4096], err[512];
+	const char *cut = strstr(base, "weight w "), *rest = strchr(cut, '\n');
+	Manifest *m;
+	Arena *a = arena_new(0);
+
+	snprintf(text, sizeof text, "%.*sweight w i4 3 bytes=2 at=0%s", (int)(cut - base), base, rest);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_OK);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%.*s%s%s", (int)(cut - base), base, bad[i].w, rest);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].msg) && strstr(err, "m:9:"), "case %zu: got '%s'",
+			      i, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
 /* Generated weights: synth=AT places one in the generated region (weights
  * with disjoint lifetimes may share bytes); plain synth ones follow. */
 START_TEST(test_manifest_generated_layout)
 {
 	static const char *w =
-		"weight a f32 8 bytes=1000 synth=0\n"
+		"weight a f32 250 bytes=1000 synth=0\n"
 		"weight b f32 8 bytes=32 synth=0\n"
 		"weight c f32 8 bytes=32 synth\n"
 		"weight d f32 8 bytes=32 synth=1024\n"
@@ -736,6 +809,89 @@ START_TEST(test_bundle_manifest_cross_checks)
 }
 END_TEST
 
+/*
+ * Bundles with valid checksums (small() writes them afresh) whose manifest
+ * contradicts itself: bytes= against dtype x dims, dims that overflow, token
+ * ranges with a gap or an overlap.  moert verify (bundle_read) refuses each.
+ */
+START_TEST(test_bundle_inconsistent_manifest_with_valid_checksums)
+{
+	static const char *launch = "launch k grid=T,1,1 block=32,1,1 smem=0 "
+				    "args=buf:tmp,buf:tmp+16,out:0,T,f32:-2.5";
+	static const struct {
+		const char *from, *to, *msg;
+	} bad[] = {
+		{"f32 8 bytes=32 at=0", "f32 8 bytes=16 at=0", "weight 'w' is bytes=16, but f32[8 elements] takes 32"},
+		{"f32 8 bytes=32 synth", "f32 8 bytes=64 synth", "weight 's' is bytes=64, but f32[8 elements] takes 32"},
+		{"f32 8 bytes=32 synth", "f32 4294967296,4294967296,16 bytes=32 synth", "weight 's' has more than 2^48 elements"},
+		{"f32:-2.5\n", "f32:-2.5 tokens=1..2\n", "end at T=2: T=3..64 launches no variant"},
+		{"f32:-2.5\n", "f32:-2.5 tokens=1..2\n%s tokens=4..64\n", "tokens=4..64 leaves T=3..3 to no launch variant"},
+		{"f32:-2.5\n", "f32:-2.5 tokens=1..2\n%s tokens=2..64\n", "tokens=2..64 overlaps the variant before it"},
+	};
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		char to[512], *out = NULL;
+		size_t len, on = 0;
+		Arena *a = arena_new(0);
+		Bundle bb;
+		Diag d;
+		snprintf(to, sizeof to, bad[i].to, launch);
+		char *m = replace(base, bad[i].from, to);
+		unsigned char *b = small(&len, m);
+		diag_init(&d, open_memstream(&out, &on));
+		ck_assert_int_eq(bundle_read(a, "b.moeb", b, len, &bb, &d), BUNDLE_EFORMAT);
+		fclose(d.out);
+		ck_assert_msg(strstr(out, bad[i].msg), "case %zu: got '%s'", i, out);
+		free(out), free(b), free(m);
+		arena_free(a);
+	}
+}
+END_TEST
+
+static double
+seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/*
+ * Reading a manifest is linear: 200,000 buffers and 100,000 weights, each
+ * name looked up by a later line, took minutes when names were found by
+ * scanning (issue 18); now well under a second.
+ */
+START_TEST(test_bundle_huge_manifest_reads_in_linear_time)
+{
+	enum { NBUF = 200000, NW = 100000 };
+	size_t cap = 64 * (size_t)(NBUF + NW) + 4096, k = 0, len;
+	char *man = xmalloc(cap), *m1, *m2, msg[512];
+	const char *arena = strstr(base, "arena 4096\n"), *tmp = strstr(base, "buffer tmp");
+	unsigned char *b;
+	double t0;
+
+	k += (size_t)sprintf(man, "%.*sarena %d\n", (int)(arena - base), base, 16 * NBUF + 64);
+	k += (size_t)sprintf(man + k, "%.*s", (int)(tmp - strstr(base, "input x")),
+			     strstr(base, "input x"));
+	for (int i = 0; i < NW; i++)
+		k += (size_t)sprintf(man + k, "weight w%d f32 4 bytes=16 synth\n", i);
+	for (int i = 0; i < NBUF; i++)
+		k += (size_t)sprintf(man + k, "buffer b%d offset=%d bytes=16\n", i, 16 * i);
+	sprintf(man + k, "%s", tmp);
+	m1 = replace(man, "buffer tmp offset=0 bytes=32*T", "buffer tmp offset=3200000 bytes=32");
+	m2 = replace(m1, "memset buf:tmp bytes=32*T", "memset buf:b199999 bytes=16");
+	free(man), free(m1);
+	man = replace(m2, "args=w:s,w:w,w:s", "args=w:w99999,w:w,w:w0");
+	free(m2);
+	b = small(&len, man);
+	t0 = seconds();
+	ck_assert_msg(rd(b, len, msg, sizeof msg) == 0, "%s", msg);
+	ck_assert_msg(seconds() - t0 < 2.0, "took %.2f s", seconds() - t0);
+	free(b);
+	free(man);
+}
+END_TEST
+
 START_TEST(test_bundle_needs_a_manifest_and_nul_free_ptx)
 {
 	BundleWriter w;
@@ -821,6 +977,10 @@ bundle_suite(void)
 	tcase_add_test(tc, test_expr_eval_checks_overflow);
 	tcase_add_test(tc, test_manifest_round_trips);
 	tcase_add_test(tc, test_manifest_token_ranges);
+	tcase_add_test(tc, test_manifest_token_ranges_tile);
+	tcase_add_test(tc, test_bundle_inconsistent_manifest_with_valid_checksums);
+	tcase_add_test(tc, test_bundle_huge_manifest_reads_in_linear_time);
+	tcase_add_test(tc, test_manifest_weight_bytes_derived);
 	tcase_add_test(tc, test_manifest_generated_layout);
 	tcase_add_test(tc, test_manifest_fields);
 	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
