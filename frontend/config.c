@@ -11,6 +11,7 @@
  * Every bad key is reported as `config.json: key: error: ...`; nothing
  * aborts on bad input.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,8 @@ cfg_num(Cfg *c, const char *key)
 		return cfg_error(c, key, "missing key"), 1;
 	if (!cJSON_IsNumber(j) || !(j->valuedouble > 0))
 		return cfg_error(c, key, "must be a positive number"), 1;
+	if (!isfinite(j->valuedouble))	/* 1e999: Python reads inf */
+		return cfg_error(c, key, "must be a finite number, not inf"), 1;
 	return j->valuedouble;
 }
 
@@ -152,6 +155,9 @@ cfg_num_or(Cfg *c, const char *key, double def)
 		return def;
 	if (!cJSON_IsNumber(j))
 		return cfg_error(c, key, "must be a number"), def;
+	if (!isfinite(j->valuedouble))	/* 1e999 or -1e999: Python reads +-inf */
+		return cfg_error(c, key, "must be a finite number, not %sinf",
+				 j->valuedouble < 0 ? "-" : ""), def;
 	return j->valuedouble;
 }
 
@@ -296,23 +302,18 @@ open_weights(Cfg *c)
 	return c->st ? 0 : -1;
 }
 
+/* As transformers reads it: Python's json, so a repeated key's last value. */
 static cJSON *
 parse_json(const char *path, Diag *d)
 {
-	const char *end = NULL;
 	size_t len;
 	char *text = file_read_max(path, CFG_MAX_FILE, &len, d);
 	cJSON *j;
 
 	if (!text)
 		return NULL;
-	j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-	if (!j) {
-		int line = 1, col = 1;
-		for (const char *p = text; end && p < end && p < text + len; p++)
-			*p == '\n' ? (line++, col = 1) : col++;
-		diag_error(d, loc_line(path, line, col), "not valid JSON");
-	} else if (!cJSON_IsObject(j)) {
+	j = fe_json_parse(path, text, len, FE_JSON_LAST_WINS, d);
+	if (j && !cJSON_IsObject(j)) {
 		diag_error(d, loc_file(path), "not a JSON object");
 		cJSON_Delete(j);
 		j = NULL;

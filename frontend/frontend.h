@@ -62,4 +62,13 @@ const char *st_metadata(const StFile *f, const char *key);	/* __metadata__ */
 /* Read a tensor's bytes into buf (t->size bytes); -1 with a diagnostic. */
 int st_read(StFile *f, const StTensor *t, void *buf, Diag *d);
 
+/*
+ * json.c: JSON checked as strictly as Python's json reads it (one value,
+ * valid UTF-8, no NaN, no \u0000, ...; docs/limits.md), then parsed by
+ * cJSON.  Duplicate keys: the last wins (Python) or they are refused.
+ * NULL with a diagnostic at path:line:col.
+ */
+enum { FE_JSON_LAST_WINS, FE_JSON_NO_DUPS };
+struct cJSON *fe_json_parse(const char *path, const char *text, size_t len, int mode, Diag *d);
+
 #endif

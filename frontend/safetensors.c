@@ -4,11 +4,14 @@
  *
  * A file is an 8-byte little-endian header length N, N bytes of JSON
  * ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
- * {...}}), then the data.  st_open reads and checks every header up front:
- * the length against the file size and ST_MAX_HEADER before allocating, each
- * tensor's byte range against its dtype x shape and the file size, no two
- * ranges overlapping.  Tensor bytes are read on demand with pread.  Every
- * diagnostic names the file and, where there is one, the tensor.
+ * {...}}), then the data.  st_open reads and checks every header up front,
+ * by the safetensors library's rules: the length against the file size and
+ * ST_MAX_HEADER before allocating; the header starts with '{' and is strict
+ * JSON (json.c: valid UTF-8, nothing after it but spaces, no name twice, no
+ * NUL in a name); each tensor's byte range matches its dtype x shape; the
+ * ranges tile the data exactly (no hole, no overlap, nothing after the last).
+ * Tensor bytes are read on demand with pread.  Every diagnostic names the
+ * file and, where there is one, the tensor.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -198,8 +201,9 @@ parse_meta(StFile *f, const char *path, const cJSON *j, Diag *d)
 	if (!cJSON_IsObject(j))
 		return diag_error(d, tloc(path, "__metadata__"), "must be an object");
 	cJSON_ArrayForEach(e, j) {
-		if (!cJSON_IsString(e))
-			continue;	/* the index's metadata holds total_size, a number */
+		if (!cJSON_IsString(e))	/* the library: a map of strings to strings */
+			return diag_error(d, tloc(path, "__metadata__"), "value of '%s' is not "
+					  "a string", e->string);
 		f->meta = arena_realloc(f->arena, f->meta, sizeof *f->meta * (size_t)f->nmeta,
 					sizeof *f->meta * (size_t)(f->nmeta + 2));
 		f->meta[f->nmeta++] = arena_strdup(f->arena, e->string);
@@ -218,10 +222,15 @@ cmp_offset(const void *a, const void *b)
 	return x->size < y->size ? -1 : x->size > y->size;
 }
 
-/* Sorted by name, no name twice; sorted by offset, no range overlapping. */
+/*
+ * Sorted by name, no name twice; sorted by offset, the ranges tile the data
+ * section: each starts where the one before ended (no hole, no overlap), and
+ * the last ends at the end of the file.
+ */
 static int
 check_layout(Shard *s, Diag *d)
 {
+	uint64_t end = 0;
 	StTensor **by = xmalloc(sizeof *by * (size_t)(s->nt ? s->nt : 1));
 	int rc = 0;
 
@@ -233,14 +242,26 @@ check_layout(Shard *s, Diag *d)
 	for (int i = 0; i < s->nt; i++)
 		by[i] = &s->t[i];
 	qsort(by, (size_t)s->nt, sizeof *by, cmp_offset);
-	for (int i = 1; i < s->nt && !rc; i++) {
-		const StTensor *p = by[i - 1], *t = by[i];
-		if (t->offset < p->offset + p->size)
+	for (int i = 0; i < s->nt && !rc; i++) {
+		const StTensor *t = by[i];
+		if (t->offset < end)
 			rc = diag_error(d, tloc(s->path, t->name),
 					"data_offsets [%llu, %llu] overlap those of '%s'",
 					(unsigned long long)t->offset,
-					(unsigned long long)(t->offset + t->size), p->name);
+					(unsigned long long)(t->offset + t->size), by[i - 1]->name);
+		else if (t->offset > end)
+			rc = diag_error(d, tloc(s->path, t->name),
+					"data_offsets [%llu, %llu] leave a hole: bytes [%llu, %llu) "
+					"of the data belong to no tensor",
+					(unsigned long long)t->offset,
+					(unsigned long long)(t->offset + t->size),
+					(unsigned long long)end, (unsigned long long)t->offset);
+		end = t->offset + t->size;
 	}
+	if (!rc && end != s->size - s->base)
+		rc = diag_error(d, loc_file(s->path), "%llu bytes after the last tensor's data "
+				"(the tensors must cover the data section exactly)",
+				(unsigned long long)(s->size - s->base - end));
 	free(by);
 	return rc;
 }
@@ -248,13 +269,14 @@ check_layout(Shard *s, Diag *d)
 static int
 parse_header(StFile *f, Shard *s, int shardno, const char *text, size_t n, Diag *d)
 {
-	cJSON *root = cJSON_ParseWithLength(text, n), *e;
+	cJSON *root, *e;
 	int rc = 0, k = 0;
 
-	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
+	if (n == 0 || text[0] != '{')	/* the library's InvalidHeaderStart */
+		return diag_error(d, loc_file(s->path), "header is not a JSON object: it does "
+				  "not start with '{'");
+	if (!(root = fe_json_parse(s->path, text, n, FE_JSON_NO_DUPS, d)))
 		return diag_error(d, loc_file(s->path), "header is not a JSON object");
-	}
 	s->t = xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *s->t);
 	cJSON_ArrayForEach(e, root) {
 		if (strcmp(e->string, "__metadata__") == 0) {
@@ -358,7 +380,7 @@ out:
 static int
 parse_index(StFile *f, const char *text, size_t len, Diag *d)
 {
-	cJSON *root = cJSON_ParseWithLength(text, len), *map, *e;
+	cJSON *root = fe_json_parse(f->path, text, len, FE_JSON_NO_DUPS, d), *map, *e;
 	const char *dir = f->dir;
 	int rc = 0;
 

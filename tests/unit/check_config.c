@@ -383,7 +383,7 @@ static const struct {
 	{"bad_scoring_func", "scoring_func: error: 'relu' is not softmax or sigmoid", 1},
 	{"bad_mlp_only_layers", "mlp_only_layers: error: must be a list", 1},
 	{"zero_sparse_step", "decoder_sparse_step: error: must be positive", 1},
-	{"syntax_error", "syntax_error.json:3:22: error: not valid JSON", 1},
+	{"syntax_error", "syntax_error.json:3:21: error: not valid JSON: expected a key", 1},
 	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
 };
 
