@@ -29,21 +29,152 @@ ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* Parse "'key': value" out of a numpy header dict. */
-static const char *
-npy_field(const char *h, const char *key)
-{
-	const char *p = strstr(h, key);
+/*
+ * The .npy header: a Python dict literal, as numpy reads it with
+ * ast.literal_eval and then checks it: exactly the keys 'descr' (a string),
+ * 'fortran_order' (True or False) and 'shape' (a tuple of non-negative
+ * integers: "()", "(3,)", "(2, 3)"), each once, in any order, with an
+ * optional trailing comma; whitespace between tokens, nothing after the
+ * '}'.  Stricter than Python only where numpy never writes anything else:
+ * strings without escapes, decimal integers.  docs/limits.md.
+ */
+typedef struct {
+	const char *s;
+	char descr[16];
+	int fortran;
+	int rank;
+	int64_t dim[MAXRANK];
+} NpyHeader;
 
-	if (!p)
+static void
+npy_ws(NpyHeader *h)
+{
+	while (*h->s == ' ' || *h->s == '\t' || *h->s == '\n' || *h->s == '\r')
+		h->s++;
+}
+
+/* A quoted string without escapes; NULL if malformed. */
+static const char *
+npy_str(NpyHeader *h, size_t *n)
+{
+	char q = *h->s;
+	const char *start = h->s + 1, *e;
+
+	if (q != '\'' && q != '"')
 		return NULL;
-	p = strchr(p + strlen(key), ':');
-	if (!p)
+	for (e = start; *e && *e != q && *e != '\\' && *e != '\n'; e++)
+		;
+	if (*e != q)
 		return NULL;
-	p++;
-	while (*p == ' ')
-		p++;
-	return p;
+	*n = (size_t)(e - start);
+	h->s = e + 1;
+	return start;
+}
+
+static int
+npy_int(NpyHeader *h, int64_t *v)
+{
+	const char *p = h->s;
+
+	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+		return -1;
+	for (*v = 0; *p >= '0' && *p <= '9'; p++)
+		if (*v > (INT64_MAX - 9) / 10)
+			return -1;
+		else
+			*v = *v * 10 + (*p - '0');
+	h->s = p;
+	return 0;
+}
+
+/* "()", "(n,)", "(n, m)", "(n, m,)" */
+static const char *
+npy_shape(NpyHeader *h)
+{
+	if (*h->s++ != '(')
+		return "'shape' is not a tuple";
+	for (h->rank = 0;;) {
+		npy_ws(h);
+		if (*h->s == ')')
+			break;
+		if (h->rank == MAXRANK)
+			return "more than 8 dims";
+		if (npy_int(h, &h->dim[h->rank++]))
+			return "'shape' holds something other than a non-negative integer";
+		npy_ws(h);
+		if (*h->s == ',')
+			h->s++;
+		else if (*h->s != ')' || h->rank == 1)
+			return "'shape' is not a tuple";	/* "(3)" is an int */
+	}
+	h->s++;
+	return NULL;
+}
+
+static const char *
+npy_entry(NpyHeader *h, unsigned *seen)
+{
+	static const char *const keys[] = {"descr", "fortran_order", "shape"};
+	size_t n;
+	const char *k = npy_str(h, &n), *v;
+	int i;
+
+	if (!k)
+		return "a key is not a string";
+	for (i = 0; i < 3 && !(strlen(keys[i]) == n && !memcmp(keys[i], k, n)); i++)
+		;
+	if (i == 3)
+		return "a key other than 'descr', 'fortran_order' and 'shape'";
+	if (*seen & 1u << i)
+		return "a key given twice";
+	*seen |= 1u << i;
+	npy_ws(h);
+	if (*h->s++ != ':')
+		return "no ':' after a key";
+	npy_ws(h);
+	if (i == 0) {
+		if (!(v = npy_str(h, &n)) || n >= sizeof h->descr)
+			return "'descr' is not a short string";
+		memcpy(h->descr, v, n);
+		h->descr[n] = 0;
+		return NULL;
+	}
+	if (i == 2)
+		return npy_shape(h);
+	if (!strncmp(h->s, "True", 4) || !strncmp(h->s, "False", 5)) {
+		h->fortran = *h->s == 'T';
+		h->s += h->fortran ? 4 : 5;
+		return NULL;
+	}
+	return "'fortran_order' is not True or False";
+}
+
+static const char *
+npy_header(NpyHeader *h)
+{
+	unsigned seen = 0;
+	const char *why;
+
+	npy_ws(h);
+	if (*h->s++ != '{')
+		return "not a dict";
+	for (;;) {
+		npy_ws(h);
+		if (*h->s == '}')
+			break;
+		if ((why = npy_entry(h, &seen)))
+			return why;
+		npy_ws(h);
+		if (*h->s == ',')
+			h->s++;
+		else if (*h->s != '}')
+			return "no ',' between entries";
+	}
+	h->s++;
+	npy_ws(h);
+	if (*h->s)
+		return "text after the dict";
+	return seen == 7 ? NULL : "a key is missing ('descr', 'fortran_order', 'shape')";
 }
 
 int
@@ -51,10 +182,10 @@ npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d)
 {
 	const unsigned char *b = buf;
 	size_t hl, off, size;
-	char *h;
-	const char *p;
-	int64_t dim[MAXRANK];
-	int rank = 0, found = 0;
+	char *text;
+	const char *why;
+	NpyHeader h = {0};
+	int found = 0;
 	DType dt = DT_F32;
 
 	if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
@@ -73,58 +204,36 @@ npy_read(const char *path, const void *buf, size_t len, Tensor *t, Diag *d)
 	}
 	if (hl > len - off)
 		return diag_error(d, loc_file(path), "truncated .npy header");
-	h = xmalloc(hl + 1);
-	memcpy(h, b + off, hl);
-	h[hl] = 0;
+	if (memchr(b + off, 0, hl))
+		return diag_error(d, loc_file(path), "malformed .npy header: a NUL byte");
+	text = xmalloc(hl + 1);
+	memcpy(text, b + off, hl);
+	text[hl] = 0;
 	off += hl;
-	if (!(p = npy_field(h, "'descr'")) || *p != '\'')
-		goto bad;
+	h.s = text;
+	why = npy_header(&h);
+	free(text);
+	if (why)
+		return diag_error(d, loc_file(path), "malformed .npy header: %s", why);
 	for (size_t i = 0; i < NELEM(npytab); i++)
-		if (strncmp(p + 1, npytab[i].descr, 3) == 0 && p[4] == '\'') {
+		if (strcmp(h.descr, npytab[i].descr) == 0) {
 			dt = npytab[i].dt;
 			found = 1;
 		}
-	if (!found) {
-		char descr[9];	/* p points into h: copied out before h goes */
-
-		snprintf(descr, sizeof descr, "%s", p);
-		free(h);
-		return diag_error(d, loc_file(path), "unsupported .npy dtype %s", descr);
-	}
-	if (!(p = npy_field(h, "'fortran_order'")) || strncmp(p, "False", 5) != 0) {
-		free(h);
+	if (!found)
+		return diag_error(d, loc_file(path), "unsupported .npy dtype '%s'", h.descr);
+	if (h.fortran)
 		return diag_error(d, loc_file(path), "fortran-order .npy is not supported");
-	}
-	if (!(p = npy_field(h, "'shape'")) || *p != '(')
-		goto bad;
-	for (p++; *p && *p != ')';) {
-		char *end;
-		long long v;
-
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (*p == ')')
-			break;
-		v = strtoll(p, &end, 10);
-		if (end == p || v < 0 || rank == MAXRANK)
-			goto bad;
-		dim[rank++] = v;
-		p = end;
-	}
-	free(h);
 	memset(t, 0, sizeof *t);
-	if (tensor_size(dt, rank, dim, &size) != 0)
+	if (tensor_size(dt, h.rank, h.dim, &size) != 0)
 		return diag_error(d, loc_file(path), "tensor too large");
 	if (len - off < size)	/* checked before anything is allocated */
 		return diag_error(d, loc_file(path), "truncated .npy data: %zu of %zu bytes",
 				  len - off, size);
-	if (tensor_alloc(t, dt, rank, dim) != 0)
+	if (tensor_alloc(t, dt, h.rank, h.dim) != 0)
 		return diag_error(d, loc_file(path), "tensor too large");
 	memcpy(t->data, b + off, size);
 	return 0;
-bad:
-	free(h);
-	return diag_error(d, loc_file(path), "malformed .npy header");
 }
 
 /* Types numpy cannot hold are written as exact f32 (bf16, f8) or i8 (i4). */
