@@ -502,9 +502,36 @@ bound_input(const Ctx *c, const char *name)
 }
 
 static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Graph input names are unique (ONNX's SSA rule; onnx.checker refuses a
+ * repeat).  An initializer may also be listed as an input (IR < 4): that is
+ * not a repeat.
+ */
+static int
+unique_inputs(Ctx *c, const Onnx__GraphProto *gp)
+{
+	const char **v = arena_array(c->tmp, const char *, gp->n_input + 1);
+	int rc = 0;
+
+	for (size_t i = 0; i < gp->n_input; i++)
+		v[i] = gp->input[i]->name ? gp->input[i]->name : "";
+	qsort(v, gp->n_input, sizeof *v, cmp_name);
+	for (size_t i = 1; i < gp->n_input && !rc; i++)
+		if (strcmp(v[i - 1], v[i]) == 0)
+			rc = ox_field_err(c, ox_field(c, "graph input '%s'", v[i]), "listed twice "
+					  "among the graph inputs");
+	return rc;
+}
+
+static int
 add_inputs(Ctx *c, const Onnx__GraphProto *gp)
 {
-	int rc = 0;
+	int rc = unique_inputs(c, gp);
 
 	for (size_t i = 0; i < gp->n_input; i++) {
 		const Onnx__ValueInfoProto *vi = gp->input[i];
@@ -648,7 +675,10 @@ check_model(Ctx *c, const Onnx__ModelProto *mp)
  * model of a few megabytes nesting graphs in attributes in nodes in graphs
  * overflows the stack.  Walk the wire format first, descending into message
  * fields only (by protobuf-c's descriptors), and refuse deeper nesting.
- * Malformed input is left for protobuf-c to report.  Linear in len.
+ * The same walk refuses a NUL byte in a string field (a name, an op_type):
+ * protobuf-c hands strings over NUL-terminated, so "Relu\0evil" would be
+ * read as "Relu".  Malformed input is left for protobuf-c to report.
+ * Linear in len.
  */
 #define OX_MAX_NESTING 64
 #define OX_MAX_FILE ((uint64_t)1 << 31)	/* protobuf's own limit on a message */
@@ -666,15 +696,20 @@ read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return -1;
 }
 
+enum { WIRE_OK, WIRE_DEEP, WIRE_NUL };
+
+/* *field gets the string field holding a NUL ("NodeProto.op_type"). */
 static int
-too_deep(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *desc, int depth)
+wire_check(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *desc, int depth,
+	   char *field, size_t nfield)
 {
 	const uint8_t *end = p + len;
 	const ProtobufCFieldDescriptor *f;
 	uint64_t key, n;
+	int rc;
 
 	if (depth > OX_MAX_NESTING)
-		return 1;
+		return WIRE_DEEP;
 	while (p < end) {
 		if (read_varint(&p, end, &key))
 			return 0;
@@ -695,8 +730,12 @@ too_deep(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *desc, i
 			f = key >> 3 <= UINT32_MAX ?
 				protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
 			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-			    too_deep(p, (size_t)n, f->descriptor, depth + 1))
-				return 1;
+			    (rc = wire_check(p, (size_t)n, f->descriptor, depth + 1, field, nfield)))
+				return rc;
+			if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)n)) {
+				snprintf(field, nfield, "%s.%s", desc->short_name, f->name);
+				return WIRE_NUL;
+			}
 			p += n;
 			break;
 		default:
@@ -712,7 +751,8 @@ import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 {
 	Onnx__ModelProto *mp;
 	Ctx ctx = {0}, *c = &ctx;
-	int nerr = d->nerror;
+	int nerr = d->nerror, wire;
+	char field[128];
 
 	c->bind = bind;
 	c->nbind = nbind;
@@ -725,9 +765,13 @@ import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 	c->tmp = arena_new(0);
 	c->max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)TENSOR_MAX_BYTES;
 	mp = NULL;
-	if (too_deep(buf, len, &onnx__model_proto__descriptor, 1))
+	wire = wire_check(buf, len, &onnx__model_proto__descriptor, 1, field, sizeof field);
+	if (wire == WIRE_DEEP)
 		diag_error(d, loc_file(c->file), "messages nest more than %d deep (graphs in "
 			   "attributes in nodes ...): refused before parsing", OX_MAX_NESTING);
+	else if (wire == WIRE_NUL)
+		diag_error(d, loc_file(c->file), "a string field (%s) holds a NUL byte: refused "
+			   "before parsing", field);
 	else if (!(mp = onnx__model_proto__unpack(NULL, len, buf)))
 		diag_error(d, loc_file(c->file), "not an ONNX model: the protobuf is truncated "
 			   "or malformed (bad tag, length or wire type)");

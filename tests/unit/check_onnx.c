@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "frontend.h"
@@ -565,6 +566,88 @@ START_TEST(test_onnx_external_range_beyond_the_file)
 }
 END_TEST
 
+/* External data through a link to a FIFO: refused at once, not waited on. */
+START_TEST(test_onnx_external_data_fifo_is_refused)
+{
+	char dir[] = "/tmp/check_onnx_XXXXXX", fifo[64], link[64], model[64];
+	Model *m = matmul_model(1);
+	size_t len;
+	uint8_t *buf;
+	FeOpts o;
+	Diag d;
+
+	alarm(20);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	snprintf(link, sizeof link, "%s/w.bin", dir);
+	snprintf(model, sizeof model, "%s/model.onnx", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	ck_assert_int_eq(symlink("fifo", link), 0);
+	make_external(m->init[0], "w.bin", "0");
+	buf = pack(m, &len);
+	fe_default_opts(&o);
+	diag_init(&d, NULL);
+	ck_assert_ptr_null(onnx_import_buffer(model, buf, len, &o, &d));
+	ck_assert_int_eq(d.nerror, 2);	/* why, then which initializer */
+	ck_assert_msg(strstr(d.last, "initializer 'w': cannot read external data file"),
+		      "%s", d.last);
+	unlink(link);
+	unlink(fifo);
+	rmdir(dir);
+}
+END_TEST
+
+/* ONNX's SSA rule: a name is listed once among the graph inputs. */
+START_TEST(test_onnx_duplicate_graph_input)
+{
+	Model *m = matmul_model(1);
+	static const int64_t xd[2] = {4, 8};
+	char *err;
+
+	m->in[m->g.n_input++] = value("x", 1, 2, xd);
+	ck_assert_ptr_null(import(m, &err));
+	ck_assert_msg(strstr(err, "model.onnx: graph input 'x': error: listed twice among the "
+			     "graph inputs"), "%s", err);
+}
+END_TEST
+
+/* "Relu\0evil" would be read as "Relu": a NUL in any string field is refused. */
+START_TEST(test_onnx_nul_in_a_string_field)
+{
+	Model *m = matmul_model(1);
+	size_t len;
+	uint8_t *buf, *hit;
+	FeOpts o;
+	Diag d;
+
+	m->node[0]->op_type = arena_strdup(A, "MatMulXevil");
+	buf = pack(m, &len);
+	hit = memmem(buf, len, "MatMulXevil", 11);
+	ck_assert_ptr_nonnull(hit);
+	hit[6] = 0;
+	fe_default_opts(&o);
+	diag_init(&d, NULL);
+	ck_assert_ptr_null(onnx_import_buffer("model.onnx", buf, len, &o, &d));
+	ck_assert_msg(strstr(d.last, "model.onnx: a string field (NodeProto.op_type) "
+			     "holds a NUL byte"), "%s", d.last);
+}
+END_TEST
+
+/* A node name with a newline cannot forge a diagnostic line of its own. */
+START_TEST(test_onnx_newline_in_a_name_is_escaped)
+{
+	Model *m = matmul_model(1);
+	char *err;
+
+	m->node[m->g.n_node++] = node("Foo", "f\nmodel.onnx: error: forged", 1, STRS("y"), 1,
+				      STRS("a"));
+	ck_assert_ptr_null(import(m, &err));
+	ck_assert_msg(strstr(err, "node 1 'f\\nmodel.onnx: error: forged' (Foo): error: "
+			     "unsupported operator Foo"), "%s", err);
+	ck_assert_msg(!strstr(err, "\nmodel.onnx: error: forged"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_onnx_value_info_contradiction)
 {
 	Model *m = matmul_model(1);
@@ -746,6 +829,10 @@ onnx_suite(void)
 	tcase_add_test(tc, test_onnx_typed_count_mismatch_allocates_nothing);
 	tcase_add_test(tc, test_onnx_external_paths_must_stay_in_the_folder);
 	tcase_add_test(tc, test_onnx_external_range_beyond_the_file);
+	tcase_add_test(tc, test_onnx_external_data_fifo_is_refused);
+	tcase_add_test(tc, test_onnx_duplicate_graph_input);
+	tcase_add_test(tc, test_onnx_nul_in_a_string_field);
+	tcase_add_test(tc, test_onnx_newline_in_a_name_is_escaped);
 	tcase_add_test(tc, test_onnx_value_info_contradiction);
 	tcase_add_test(tc, test_onnx_dangling_output_and_double_definition);
 	tcase_add_test(tc, test_onnx_independent_errors_are_all_reported);
