@@ -84,15 +84,19 @@ path_inside(const char *p)
 	return depth > 0;
 }
 
+/* Decimal digits only, within 64 bits: strtoull took " 5", "+5" and wrapped
+ * nothing but saturated "18446744073709551616" silently. */
 static int
 parse_u64(const char *s, uint64_t *out)
 {
-	char *end;
-
-	if (!s || !*s || *s == '-')
+	if (!s || !*s)
 		return -1;
-	*out = strtoull(s, &end, 10);
-	return *end ? -1 : 0;
+	for (*out = 0; *s; s++)
+		if (*s < '0' || *s > '9' || *out > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		else
+			*out = *out * 10 + (uint64_t)(*s - '0');
+	return 0;
 }
 
 static int

@@ -597,6 +597,23 @@ START_TEST(test_onnx_external_data_fifo_is_refused)
 }
 END_TEST
 
+/* External data offsets: decimal digits within 64 bits, never saturated or wrapped. */
+START_TEST(test_onnx_external_offset_out_of_range)
+{
+	static const char *bad[] = {"18446744073709551616", "99999999999999999999999", "+5", " 5",
+				    "-1", "0x10", ""};
+
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		Model *m = matmul_model(1);
+		char *err;
+		make_external(m->init[0], "w.bin", bad[i]);
+		ck_assert_ptr_null(import(m, &err));
+		ck_assert_msg(strstr(err, "initializer 'w': error: external data offset") &&
+			      strstr(err, "is not a number"), "'%s': %s", bad[i], err);
+	}
+}
+END_TEST
+
 /* ONNX's SSA rule: a name is listed once among the graph inputs. */
 START_TEST(test_onnx_duplicate_graph_input)
 {
@@ -830,6 +847,7 @@ onnx_suite(void)
 	tcase_add_test(tc, test_onnx_external_paths_must_stay_in_the_folder);
 	tcase_add_test(tc, test_onnx_external_range_beyond_the_file);
 	tcase_add_test(tc, test_onnx_external_data_fifo_is_refused);
+	tcase_add_test(tc, test_onnx_external_offset_out_of_range);
 	tcase_add_test(tc, test_onnx_duplicate_graph_input);
 	tcase_add_test(tc, test_onnx_nul_in_a_string_field);
 	tcase_add_test(tc, test_onnx_newline_in_a_name_is_escaped);
