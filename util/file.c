@@ -40,7 +40,7 @@ fd_realpath(int fd, const char *path, const struct stat *st)
 	ssize_t n;
 
 	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	if ((n = readlink(link, r, PATH_MAX)) > 0 && r[0] == '/') {
+	if ((n = readlink(link, r, PATH_MAX)) > 0 && n < PATH_MAX && r[0] == '/') {
 		r[n] = 0;
 		return r;
 	}
