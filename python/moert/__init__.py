@@ -23,7 +23,7 @@ from collections import namedtuple
 
 from ._lib import TensorInfo, lib
 
-__all__ = ["load", "Program", "Spec", "Error", "DeviceArray", "empty", "device", "verify"]
+__all__ = ["load", "Program", "Spec", "WeightSpec", "Error", "DeviceArray", "empty", "device", "verify"]
 
 STATUS = ["MOERT_OK", "MOERT_ENODRIVER", "MOERT_ENODEV", "MOERT_EARCH", "MOERT_EFORMAT",
           "MOERT_EVERSION", "MOERT_ESHAPE", "MOERT_ETOKENS", "MOERT_ENOMEM", "MOERT_ELOAD",
@@ -56,6 +56,10 @@ def _check(status):
 
 Spec = namedtuple("Spec", "name dtype shape")
 Spec.__doc__ = "An input or output: moert dtype name, shape with 'T' or 'a*T' symbols."
+WeightSpec = namedtuple("WeightSpec", "name dtype shape nbytes run generated bound")
+WeightSpec.__doc__ = ("A weight of the bundle: run — the run plan reads it (worth binding); "
+                      "generated — made at load; bound — the caller's memory.")
+WEIGHT_RUN, WEIGHT_GENERATED, WEIGHT_BOUND = 1, 2, 4
 
 
 # --- devices ------------------------------------------------------------------
@@ -196,6 +200,15 @@ def _view(t, what):
     return cai["data"][0], dtype, shape, None
 
 
+def _extent(t, what):
+    """(pointer, bytes) of a contiguous device tensor."""
+    ptr, dtype, shape, _ = _view(t, what)
+    n = DTYPE_SIZE[dtype]
+    for d in shape:
+        n *= d
+    return ptr, n
+
+
 def _symbolic(d1, d2):
     """A dim seen at T=1 and T=2: n, 'T' or 'a*T' (the forms bundles declare)."""
     a = d2 - d1
@@ -215,6 +228,7 @@ class Program:
         self._h = h
         self.device = None
         self.device_error = None    # why the program is host-only
+        self._keep = []             # bound weights and workspaces, kept alive
         self.max_tokens = lib.moert_max_tokens(h)
         self.inputs = [self._spec(lib.moert_input_info, i)
                        for i in range(lib.moert_num_inputs(h))]
@@ -232,6 +246,47 @@ class Program:
         _check(lib.moert_load_device(dev.handle, self._h))
         self.device = dev
         self._data = None           # the runtime no longer reads the bytes
+
+    @property
+    def weights(self):
+        """The bundle's weights (WeightSpec), in manifest order."""
+        res = []
+        for i in range(lib.moert_num_weights(self._h)):
+            info = TensorInfo()
+            _check(lib.moert_weight_info(self._h, i, ctypes.byref(info)))
+            f = lib.moert_weight_flags(self._h, i)
+            res.append(WeightSpec(info.name.decode(), info.dtype.decode(),
+                                  tuple(info.dim[k] for k in range(info.rank)), info.bytes,
+                                  bool(f & WEIGHT_RUN), bool(f & WEIGHT_GENERATED),
+                                  bool(f & WEIGHT_BOUND)))
+        return res
+
+    def bind_weight(self, name, tensor):
+        """Read weight `name` from the caller's device tensor instead of a copy
+        of the program's own (before it is on a device: see load(weights=)).
+        dtype and dims must be the manifest's, the pointer 256-byte aligned.
+        The tensor must outlive the program: it is kept referenced here."""
+        ptr, dtype, shape, _ = _view(tensor, "weight '%s'" % name)
+        dims = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+        _check(lib.moert_bind_weight(self._h, name.encode(), ptr, dtype.encode(),
+                                     len(shape), dims))
+        self._keep.append(tensor)
+
+    @property
+    def workspace_size(self):
+        """Bytes of workspace a run needs (the bundle's arena)."""
+        return lib.moert_workspace_size(self._h)
+
+    def set_workspace(self, tensor):
+        """Run in the caller's workspace (any contiguous device tensor of at
+        least workspace_size bytes, 256-byte aligned); None: the program's own.
+        Given before the program is on a device, it allocates no arena."""
+        if tensor is None:
+            _check(lib.moert_set_workspace(self._h, 0, 0))
+        else:
+            ptr, nbytes = _extent(tensor, "workspace")
+            _check(lib.moert_set_workspace(self._h, ptr, nbytes))
+            self._keep.append(tensor)
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -273,14 +328,17 @@ class Program:
             _check(fn(self._h, i, dtype.encode(), len(shape), dims, ctypes.byref(t)))
         return t.value
 
-    def run(self, *inputs, out=None, stream=None, graph=False):
+    def run(self, *inputs, out=None, stream=None, graph=False, workspace=None):
         """Run on the inputs (in declaration order) and return the outputs
         (one tensor, or a tuple when the bundle has several).  out: tensors to
         write into instead of new ones.  stream: a torch.cuda.Stream, an
         object with .cuda_stream, or a raw CUstream int; default torch's
         current stream (the legacy default stream without torch).  graph:
         let the runtime capture and replay its own CUDA graph per T (not
-        inside torch.cuda.graph capture, which records the plain run)."""
+        inside torch.cuda.graph capture, which records the plain run).
+        workspace: a device tensor of workspace_size bytes for this run
+        (moert_run_ws): runs of one program from several threads are safe
+        when each passes its own."""
         if self.device is None:
             raise Error(11, "%s is not loaded on a device%s" % (
                 self.path, ": " + self.device_error if self.device_error else ""))
@@ -306,8 +364,17 @@ class Program:
         self._tokens(outs, lib.moert_check_output, "output", self.outputs, tokens)
         in_p = (ctypes.c_uint64 * max(1, len(ins)))(*[v[0] for v in ins])
         out_p = (ctypes.c_uint64 * max(1, len(outs)))(*[v[0] for v in outs])
-        _check(lib.moert_run(self._h, tokens, in_p, out_p,
-                             self._stream(stream, use_torch), 1 if graph else 0))
+        st = self._stream(stream, use_torch)
+        if workspace is not None:
+            if graph:
+                raise ValueError("graph=True runs in the program's workspace, not one per run")
+            ptr, nbytes = _extent(workspace, "workspace")
+            if nbytes < self.workspace_size:
+                raise ValueError("workspace of %d bytes, the program needs %d"
+                                 % (nbytes, self.workspace_size))
+            _check(lib.moert_run_ws(self._h, tokens, in_p, out_p, ptr, st))
+        else:
+            _check(lib.moert_run(self._h, tokens, in_p, out_p, st, 1 if graph else 0))
         return out[0] if len(out) == 1 else tuple(out)
 
     def _same_device(self, views):
@@ -341,11 +408,14 @@ def _read(path):
         return f.read()
 
 
-def load(path, device=0):
+def load(path, device=0, weights=None, workspace=None):
     """Open a bundle and load it onto GPU `device` (None: host only).  With
     no driver or no such device the program stays host-only (a warning says
     why): it still reports .inputs, .outputs and max_tokens; run raises.
-    A bad bundle raises moert.Error (MOERT_EFORMAT, MOERT_EVERSION) either way."""
+    A bad bundle raises moert.Error (MOERT_EFORMAT, MOERT_EVERSION) either way.
+    weights: {name: device tensor} bound instead of the bundle's own copies
+    (Program.bind_weight); workspace: a device tensor shared with other
+    programs run on the same stream (Program.set_workspace)."""
     try:
         data = _read(path)
     except OSError as e:
@@ -361,6 +431,10 @@ def load(path, device=0):
         prog.device_error = str(e)
         warnings.warn("moert: %s stays on the host: %s" % (path, e), RuntimeWarning, stacklevel=2)
         return prog
+    for name, t in (weights or {}).items():
+        prog.bind_weight(name, t)
+    if workspace is not None:
+        prog.set_workspace(workspace)
     prog._to_device(dev)
     return prog
 

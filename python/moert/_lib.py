@@ -50,7 +50,16 @@ _SIGNATURES = {
 }
 
 # Functions a newer library has; an older one still loads without them.
-_OPTIONAL = {}
+_OPTIONAL = {
+    "moert_num_weights": (ctypes.c_int, [_P]),
+    "moert_weight_info": (_S, [_P, ctypes.c_int, ctypes.POINTER(TensorInfo)]),
+    "moert_weight_flags": (ctypes.c_int, [_P, ctypes.c_int]),
+    "moert_bind_weight": (_S, [_P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                               ctypes.c_int, c_int64_p]),
+    "moert_workspace_size": (ctypes.c_uint64, [_P]),
+    "moert_set_workspace": (_S, [_P, ctypes.c_uint64, ctypes.c_uint64]),
+    "moert_run_ws": (_S, [_P, ctypes.c_int64, c_uint64_p, c_uint64_p, ctypes.c_uint64, _P]),
+}
 
 
 def _candidates():

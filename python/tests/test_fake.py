@@ -71,6 +71,37 @@ class FakeDriver(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.p.run(Cai(x, "<c8", (T, 96)))
 
+    def test_weights_and_workspace(self):
+        p = moert.load(check_bundle(), device=None)
+        self.assertEqual(p.weights, [moert.WeightSpec("w", "f32", (96,), 384, True, True, False),
+                                     moert.WeightSpec("inc", "i32", (4,), 16, True, False, False)])
+        self.assertEqual(p.workspace_size, 4000)
+        mine = [(j % 13) * 0.5 - 3.0 for j in range(96)]
+        w = moert.empty((96,), "f32").copy_from(pack_f32(mine))
+        inc = moert.empty((4,), "i32").copy_from(bytes([5, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0,
+                                                        8, 0, 0, 0]))
+        ws = moert.empty((4096,), "u8")
+        q = moert.load(check_bundle(), weights={"w": w, "inc": inc}, workspace=ws)
+        self.assertTrue(all(x.bound for x in q.weights))
+        T = 9
+        y, n = q.run(self.x(T))
+        self.assertEqual(unpack("f", y.tobytes()), axpb(xvalues(T), mine))
+        self.assertEqual(unpack("i", n.tobytes()), [24 * 26] * T)
+        self.assertEqual(unpack("f", w.tobytes()), mine)   # init did not overwrite it
+        ws2 = moert.empty((4000,), "u8")
+        y, n = self.p.run(self.x(T), workspace=ws2)       # moert_run_ws
+        self.check(T, y, n)
+        with self.assertRaises(ValueError):
+            self.p.run(self.x(T), workspace=moert.empty((3999,), "u8"))
+        with self.assertRaises(moert.Error) as e:
+            q.set_workspace(None)
+        self.assertIn("without a workspace of its own", str(e.exception))
+        r = moert.load(check_bundle(), device=None)
+        with self.assertRaises(moert.Error) as e:
+            r.bind_weight("w", moert.empty((95,), "f32"))
+        self.assertEqual(e.exception.status, "MOERT_ESHAPE")
+        self.assertIn("weight 'w' is f32[95], the bundle declares f32[96]", str(e.exception))
+
     def test_refusals(self):
         with self.assertRaises(moert.Error) as e:
             self.p.run(moert.empty((2, 96), "bf16"))
