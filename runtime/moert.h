@@ -189,4 +189,19 @@ moert_status moert_run_ws(moert_program *p, int64_t tokens,
 			  const uint64_t *inputs, const uint64_t *outputs,
 			  uint64_t workspace, void *stream);
 
+/*
+ * Streams and graphs of the caller's, for programs that embed the runtime
+ * without CUDA headers (examples/embed.c).  A stream is a CUstream, a graph
+ * a CUgraphExec, both as void*.  moert_capture_begin/_end record what is
+ * enqueued on the stream in between (moert_run_ws, or moert_run without
+ * use_graph) as a graph the caller replays with moert_graph_launch.
+ */
+moert_status moert_stream_create(moert_device *dev, void **stream);
+moert_status moert_stream_destroy(moert_device *dev, void *stream);
+moert_status moert_stream_sync(moert_device *dev, void *stream);
+moert_status moert_capture_begin(moert_device *dev, void *stream);
+moert_status moert_capture_end(moert_device *dev, void *stream, void **graph);
+moert_status moert_graph_launch(moert_device *dev, void *graph, void *stream);
+moert_status moert_graph_destroy(moert_device *dev, void *graph);
+
 #endif

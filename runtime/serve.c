@@ -234,3 +234,106 @@ moert_run_ws(moert_program *p, int64_t tokens, const uint64_t *inputs,
 	}
 	return MOERT_OK;
 }
+
+/* --- the caller's streams and graphs, without CUDA headers ---------------------- */
+
+moert_status
+moert_stream_create(moert_device *dev, void **stream)
+{
+	CUstream s = NULL;
+	moert_status st;
+
+	*stream = NULL;
+	if (!dev)
+		return moert_seterr(MOERT_EINVAL, "no device");
+	if ((st = moert_bind(dev)) ||
+	    (st = CU(MOERT_ENOMEM, cuStreamCreate, (&s, CU_STREAM_NON_BLOCKING))))
+		return st;
+	*stream = s;
+	return MOERT_OK;
+}
+
+moert_status
+moert_stream_destroy(moert_device *dev, void *stream)
+{
+	moert_status st;
+
+	if (!dev || !stream)
+		return MOERT_OK;
+	if ((st = moert_bind(dev)))
+		return st;
+	return CU(MOERT_EINVAL, cuStreamDestroy_v2, ((CUstream)stream));
+}
+
+moert_status
+moert_stream_sync(moert_device *dev, void *stream)
+{
+	moert_status st;
+
+	if (!dev)
+		return moert_seterr(MOERT_EINVAL, "no device");
+	if ((st = moert_bind(dev)))
+		return st;
+	return CU(MOERT_ELAUNCH, cuStreamSynchronize, ((CUstream)stream));
+}
+
+moert_status
+moert_capture_begin(moert_device *dev, void *stream)
+{
+	moert_status st;
+
+	if (!dev || !stream)
+		return moert_seterr(MOERT_EINVAL, "capture needs a device and a stream of "
+				    "its own (not the legacy default stream)");
+	if ((st = moert_bind(dev)))
+		return st;
+	return CU(MOERT_ELAUNCH, cuStreamBeginCapture_v2,
+		  ((CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+}
+
+moert_status
+moert_capture_end(moert_device *dev, void *stream, void **graph)
+{
+	CUgraph g = NULL;
+	CUgraphExec e = NULL;
+	moert_status st;
+
+	*graph = NULL;
+	if (!dev || !stream)
+		return moert_seterr(MOERT_EINVAL, "no device or stream");
+	if ((st = moert_bind(dev)))
+		return st;
+	st = CU(MOERT_ELAUNCH, cuStreamEndCapture, ((CUstream)stream, &g));
+	if (!st)
+		st = CU(MOERT_ELAUNCH, cuGraphInstantiateWithFlags, (&e, g, 0));
+	if (g)
+		moert_cu.cuGraphDestroy(g);
+	if (st)
+		return moert_context(st, "ending the capture");
+	*graph = e;
+	return MOERT_OK;
+}
+
+moert_status
+moert_graph_launch(moert_device *dev, void *graph, void *stream)
+{
+	moert_status st;
+
+	if (!dev || !graph)
+		return moert_seterr(MOERT_EINVAL, "no device or graph");
+	if ((st = moert_bind(dev)))
+		return st;
+	return CU(MOERT_ELAUNCH, cuGraphLaunch, ((CUgraphExec)graph, (CUstream)stream));
+}
+
+moert_status
+moert_graph_destroy(moert_device *dev, void *graph)
+{
+	moert_status st;
+
+	if (!dev || !graph)
+		return MOERT_OK;
+	if ((st = moert_bind(dev)))
+		return st;
+	return CU(MOERT_EINVAL, cuGraphExecDestroy, ((CUgraphExec)graph));
+}
