@@ -149,8 +149,20 @@ const char *cg_ptxas_path(void);
 int cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin,
 	     CgPtxasResult *r, Diag *d);
 void cg_ptxas_free(CgPtxasResult *r);
+/* n runs of cg_ptxas, as many at once as there are cores: r[i] for job i,
+ * diagnostics in job order; 0 when every one succeeded. */
+typedef struct CgPtxasJob CgPtxasJob;
+struct CgPtxasJob {
+	const char *ptx;
+	size_t len;
+	const char *sm;
+	int want_cubin;
+};
+int cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d);
 /* cg_module_ptx + cg_ptxas, and each CgKernel's regs/spills filled in. */
 int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
+/* The same for n modules, their ptxas runs in parallel (cg_ptxas_many). */
+int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d);
 
 /* emu.c: running "emu" kernels on the CPU */
 

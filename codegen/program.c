@@ -1047,14 +1047,19 @@ assemble(CgProgram *p)
 		}
 		return 0;
 	}
-	for (int i = p->o.narch - 1; i >= 0; i--) {	/* arch 0 last: its stats stay */
-		if (!strcmp(p->o.arch[i], "emu"))
-			continue;
-		if (cg_module_assemble(p->mod[i], p->o.cubin, &p->pr[i], p->d) != 0)
-			return -1;
-		p->assembled[i] = 1;
+	/* every target's ptxas at once (one per core) */
+	CgModule *mods[NELEM(p->mod)];
+	CgPtxasResult res[NELEM(p->mod)];
+	int idx[NELEM(p->mod)], n = 0;
+	for (int i = p->o.narch - 1; i >= 0; i--)	/* arch 0 last: its stats stay */
+		if (strcmp(p->o.arch[i], "emu"))
+			idx[n] = i, mods[n++] = p->mod[i];
+	int rc = cg_modules_assemble(mods, n, p->o.cubin, res, p->d);
+	for (int k = 0; k < n; k++) {
+		p->pr[idx[k]] = res[k];
+		p->assembled[idx[k]] = rc == 0;
 	}
-	return 0;
+	return rc;
 }
 
 CgProgram *

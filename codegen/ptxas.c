@@ -7,7 +7,9 @@
  *	    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
  *	ptxas info    : Used 168 registers, used 1 barriers, 98304 bytes smem, 400 bytes cmem[0]
  *
- * ptxas runs through posix_spawn (no shell) on temporary files.
+ * ptxas runs through posix_spawn (no shell) on temporary files.  Several
+ * PTX texts (one per target) are assembled at once, one ptxas per core;
+ * results and diagnostics come in the order the jobs were given.
  */
 #define CG_INTERNAL
 #include <errno.h>
@@ -148,65 +150,83 @@ read_fd(int fd)
 	return s;
 }
 
-int
-cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasResult *r,
-	 Diag *d)
-{
-	const char *exe = cg_ptxas_path(), *tmp = getenv("TMPDIR");
+/* One ptxas run: started by job_start, reaped by job_finish. */
+typedef struct {
 	char in[4096], out[4096], arch[64];
+	pid_t pid;		/* 0: not running */
+	int fd;			/* its stdout and stderr */
+} Job;
+
+/* Write the PTX to a temporary file and start ptxas on it; -1 with a diagnostic. */
+static int
+job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, Diag *d)
+{
+	const char *tmp = getenv("TMPDIR");
 	char *argv[8];
-	int fd, pfd[2], st = 0, rc = -1;
-	pid_t pid;
+	int fd, pfd[2];
 	posix_spawn_file_actions_t fa;
 
-	memset(r, 0, sizeof *r);
-	if (!exe)
-		return diag_error(d, LOC_NONE, "no ptxas (set PTXAS, or install CUDA in /usr/local/cuda)");
+	memset(j, 0, sizeof *j);
+	j->fd = -1;
 	if (!tmp || !tmp[0])
 		tmp = "/tmp";
-	snprintf(in, sizeof in, "%s/moec-XXXXXX.ptx", tmp);
-	snprintf(out, sizeof out, "%s/moec-XXXXXX.cubin", tmp);
-	if ((fd = mkstemps(in, 4)) < 0)
-		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", in, strerror(errno));
+	snprintf(j->in, sizeof j->in, "%s/moec-XXXXXX.ptx", tmp);
+	snprintf(j->out, sizeof j->out, "%s/moec-XXXXXX.cubin", tmp);
+	if ((fd = mkstemps(j->in, 4)) < 0) {
+		j->in[0] = j->out[0] = 0;
+		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", j->in, strerror(errno));
+	}
 	if (write(fd, ptx, len) != (ssize_t)len) {
 		close(fd);
-		unlink(in);
-		return diag_error(d, LOC_NONE, "ptxas: cannot write %s", in);
+		j->out[0] = 0;
+		return diag_error(d, LOC_NONE, "ptxas: cannot write %s", j->in);
 	}
 	close(fd);
-	if ((fd = mkstemps(out, 6)) < 0) {
-		unlink(in);
-		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", out, strerror(errno));
+	if ((fd = mkstemps(j->out, 6)) < 0) {
+		j->out[0] = 0;
+		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", j->out, strerror(errno));
 	}
 	close(fd);
-	snprintf(arch, sizeof arch, "-arch=%s", sm);
+	snprintf(j->arch, sizeof j->arch, "-arch=%s", sm);
 	argv[0] = (char *)"ptxas";
-	argv[1] = arch;
+	argv[1] = j->arch;
 	argv[2] = (char *)"-v";
 	argv[3] = (char *)"-o";
-	argv[4] = out;
-	argv[5] = in;
+	argv[4] = j->out;
+	argv[5] = j->in;
 	argv[6] = NULL;
-	if (pipe(pfd) < 0) {
-		diag_error(d, LOC_NONE, "ptxas: pipe: %s", strerror(errno));
-		goto done;
-	}
+	if (pipe(pfd) < 0)
+		return diag_error(d, LOC_NONE, "ptxas: pipe: %s", strerror(errno));
+	fcntl(pfd[0], F_SETFD, FD_CLOEXEC);	/* later jobs must not hold this one open */
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
 	posix_spawn_file_actions_addclose(&fa, pfd[0]);
-	if ((errno = posix_spawn(&pid, exe, &fa, NULL, argv, environ)) != 0) {
-		diag_error(d, LOC_NONE, "ptxas: cannot run %s: %s", exe, strerror(errno));
-		posix_spawn_file_actions_destroy(&fa);
-		close(pfd[0]);
-		close(pfd[1]);
-		goto done;
-	}
+	errno = posix_spawn(&j->pid, exe, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
-	r->log = read_fd(pfd[0]);
-	close(pfd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	if (errno != 0) {
+		int e = errno;
+		close(pfd[0]);
+		j->pid = 0;
+		return diag_error(d, LOC_NONE, "ptxas: cannot run %s: %s", exe, strerror(e));
+	}
+	j->fd = pfd[0];
+	return 0;
+}
+
+/* Read the job's output, wait for it, parse the report, read the cubin;
+ * remove its files.  -1 with a diagnostic (ptxas's first error line). */
+static int
+job_finish(Job *j, int started, int want_cubin, CgPtxasResult *r, Diag *d)
+{
+	int st = 0, rc = -1;
+
+	if (!started)
+		goto done;
+	r->log = read_fd(j->fd);
+	close(j->fd);
+	while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		char first[400];
@@ -221,7 +241,7 @@ cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasRes
 		} else {
 			snprintf(first, sizeof first, "%.*s", (int)(n < 399 ? n : 399), r->log);
 		}
-		diag_error(d, LOC_NONE, "ptxas %s failed (status %d): %s", arch,
+		diag_error(d, LOC_NONE, "ptxas %s failed (status %d): %s", j->arch,
 			   WIFEXITED(st) ? WEXITSTATUS(st) : -1, first);
 		goto done;
 	}
@@ -230,17 +250,19 @@ cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasRes
 		size_t n = 0;
 		Diag quiet;
 		diag_init(&quiet, NULL);
-		r->cubin = (unsigned char *)file_read(out, &n, &quiet);
+		r->cubin = (unsigned char *)file_read(j->out, &n, &quiet);
 		r->cubin_len = n;
 		if (!r->cubin) {
-			diag_error(d, LOC_NONE, "ptxas: cannot read %s", out);
+			diag_error(d, LOC_NONE, "ptxas: cannot read %s", j->out);
 			goto done;
 		}
 	}
 	rc = 0;
 done:
-	unlink(in);
-	unlink(out);
+	if (j->in[0])
+		unlink(j->in);
+	if (j->out[0])
+		unlink(j->out);
 	if (rc < 0) {
 		char *log = r->log;
 		r->log = NULL;
@@ -250,16 +272,63 @@ done:
 	return rc;
 }
 
-int
-cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d)
+/* Jobs running at once: $MOEC_PTXAS_JOBS, else one per online core; at most n. */
+static int
+job_slots(int n)
 {
-	size_t len;
-	const char *ptx = cg_module_ptx(m, &len, d);
+	const char *env = getenv("MOEC_PTXAS_JOBS");
+	long cores = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (!ptx)
-		return -1;
-	if (cg_ptxas(ptx, len, m->t.sm, want_cubin, r, d) < 0)
-		return -1;
+	return cores < 1 ? 1 : cores < n ? (int)cores : n;
+}
+
+int
+cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d)
+{
+	const char *exe = cg_ptxas_path();
+	Job *run;
+	int *started, slots, next = 0, rc = 0;
+
+	for (int i = 0; i < n; i++)
+		memset(&r[i], 0, sizeof r[i]);
+	if (!exe)
+		return diag_error(d, LOC_NONE, "no ptxas (set PTXAS, or install CUDA in /usr/local/cuda)");
+	if (n < 1)
+		return 0;
+	run = xcalloc((size_t)n, sizeof *run);
+	started = xcalloc((size_t)n, sizeof *started);
+	slots = job_slots(n);
+	/* start `slots` jobs; each one reaped (in order) starts the next */
+	for (; next < slots; next++)
+		started[next] = job_start(&run[next], exe, job[next].ptx, job[next].len,
+					  job[next].sm, d) == 0;
+	for (int i = 0; i < n; i++) {
+		if (job_finish(&run[i], started[i], job[i].want_cubin, &r[i], d) != 0)
+			rc = -1;
+		if (next < n) {
+			started[next] = job_start(&run[next], exe, job[next].ptx, job[next].len,
+						  job[next].sm, d) == 0;
+			next++;
+		}
+	}
+	free(run);
+	free(started);
+	return rc;
+}
+
+int
+cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasResult *r,
+	 Diag *d)
+{
+	CgPtxasJob j = {ptx, len, sm, want_cubin};
+
+	return cg_ptxas_many(&j, 1, r, d);
+}
+
+/* Each CgKernel's registers, spills, stack and static shared memory from r. */
+static void
+take_stats(CgModule *m, const CgPtxasResult *r)
+{
 	for (int i = 0; i < r->n; i++)
 		for (int k = 0; k < m->nkern; k++)
 			if (strcmp(m->kern[k].name, r->k[i].name) == 0) {
@@ -269,5 +338,33 @@ cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d)
 				m->kern[k].stack = r->k[i].stack;
 				m->kern[k].static_smem = r->k[i].smem;
 			}
-	return 0;
+}
+
+int
+cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d)
+{
+	CgPtxasJob *job = xcalloc((size_t)n + 1, sizeof *job);
+	int rc = -1;
+
+	memset(r, 0, sizeof *r * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		if (!(job[i].ptx = cg_module_ptx(m[i], &job[i].len, d)))
+			goto out;
+		job[i].sm = m[i]->t.sm;
+		job[i].want_cubin = want_cubin;
+	}
+	if (cg_ptxas_many(job, n, r, d) < 0)
+		goto out;
+	for (int i = 0; i < n; i++)
+		take_stats(m[i], &r[i]);
+	rc = 0;
+out:
+	free(job);
+	return rc;
+}
+
+int
+cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d)
+{
+	return cg_modules_assemble(&m, 1, want_cubin, r, d);
 }

@@ -159,6 +159,10 @@ struct moert_program {
 	CUstream stream;	/* ours: init, graph capture, bench */
 	GraphEnt graph[MOERT_MAXGRAPHS];
 	int ngraph;
+	/* serving (serve.c) */
+	uint64_t *bound;	/* per weight: the caller's pointer, 0 if none */
+	uint64_t ws;		/* the caller's workspace, 0 if none */
+	uint64_t own_arena;	/* our arena in `mem`, 0 if none */
 };
 #define MOERT_MAXPARAM 4096	/* the driver's kernel parameter limit */
 
@@ -181,6 +185,23 @@ void moert_release_device(moert_program *p) MOERT_INTERNAL;
 /* Enqueue step s (launch or memset) at `tokens` on `stream`. */
 moert_status moert_launch_step(moert_program *p, const MStep *s,
 			       int64_t tokens, CUstream stream) MOERT_INTERNAL;
+/* The same with the pointers b and a param buffer of the caller's
+ * (MOERT_MAXPARAM bytes, BUNDLE_MAXARGS pointers): reentrant. */
+moert_status moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
+			       CUstream stream, const MoertBases *b,
+			       unsigned char *pbuf, void **pptr) MOERT_INTERNAL;
+/* Drop every cached graph (the pointers they were captured with changed). */
+void moert_drop_graphs(moert_program *p) MOERT_INTERNAL;
+
+/* serve.c */
+/* Does init step s write a weight the caller bound?  (The last w: arg of
+ * an init step is the weight it writes: bundle.md.) */
+int moert_init_skipped(const moert_program *p, const MStep *s) MOERT_INTERNAL;
+/* Shrink the memory plan by what bindings and a workspace make unneeded:
+ * *upload the bytes of the weights section still to copy. */
+void moert_trim_plan(const moert_program *p, uint64_t wbytes, uint64_t *woff,
+		     uint64_t *wsize, uint64_t *total, uint64_t *upload)
+	MOERT_INTERNAL;
 
 /* plan.c: pure functions, no GPU */
 moert_status moert_pick_code(const char *const *names, int n, int major,

@@ -201,29 +201,33 @@ memory(moert_program *p)
 {
 	const BundleSection *ws = bundle_find(&p->b, "weights");
 	uint64_t *woff = arena_array(p->arena, uint64_t, p->m->nw + 1);
-	uint64_t wsize, total, wbytes = ws ? ws->size : 0;
+	uint64_t wsize, total, wbytes = ws ? ws->size : 0, upload;
 	moert_status s;
 
 	if ((s = moert_mem_plan(p->m, wbytes, woff, &wsize, &total)))
 		return s;
+	moert_trim_plan(p, wbytes, woff, &wsize, &total, &upload);
 	if ((uint64_t)(size_t)total != total)
 		return moert_seterr(MOERT_ENOMEM, "memory plan of %llu bytes",
 				    (unsigned long long)total);
 	p->memsize = (size_t)total;
-	if ((s = CU(MOERT_ENOMEM, cuMemAlloc_v2, (&p->mem, p->memsize ? p->memsize : 256))))
+	/* nothing of our own when the caller gave weights and a workspace */
+	if ((p->memsize || (!p->ws && !p->bound)) &&
+	    (s = CU(MOERT_ENOMEM, cuMemAlloc_v2, (&p->mem, p->memsize ? p->memsize : 256))))
 		return moert_context(s, "allocating %zu bytes for weights and "
 				     "arena", p->memsize);
 	p->wptr = arena_array(p->arena, uint64_t, p->m->nw + 1);
 	for (int i = 0; i < p->m->nw; i++)
-		p->wptr[i] = p->mem + woff[i];
+		p->wptr[i] = p->bound && p->bound[i] ? p->bound[i] : p->mem + woff[i];
 	p->bases.w = p->wptr;
-	p->bases.arena = p->mem + wsize;
+	p->own_arena = p->ws ? 0 : p->mem + wsize;
+	p->bases.arena = p->ws ? p->ws : p->own_arena;
 	/* real weights in one copy; synthetic ones and the arena start zeroed */
-	if (wbytes && (s = CU(MOERT_ELOAD, cuMemcpyHtoD_v2, (p->mem, ws->data, wbytes))))
+	if (upload && (s = CU(MOERT_ELOAD, cuMemcpyHtoD_v2, (p->mem, ws->data, upload))))
 		return moert_context(s, "uploading %llu bytes of weights",
-				     (unsigned long long)wbytes);
-	if (total > wbytes &&
-	    (s = CU(MOERT_ELOAD, cuMemsetD8_v2, (p->mem + wbytes, 0, total - wbytes))))
+				     (unsigned long long)upload);
+	if (total > upload &&
+	    (s = CU(MOERT_ELOAD, cuMemsetD8_v2, (p->mem + upload, 0, total - upload))))
 		return s;
 	/* a pageable upload may still be in flight: init runs on our stream */
 	return CU(MOERT_ELOAD, cuCtxSynchronize, ());
@@ -236,7 +240,7 @@ init(moert_program *p)
 
 	for (int i = 0; i < p->m->nstep; i++) {
 		const MStep *st = &p->m->step[i];
-		if (st->kind != STEP_INIT)
+		if (st->kind != STEP_INIT || moert_init_skipped(p, st))
 			continue;
 		if ((s = moert_launch_step(p, st, 1, p->stream)))
 			return moert_context(s, "init step %d (kernel '%s', "
@@ -266,7 +270,7 @@ moert_release_device(moert_program *p)
 		moert_cu.cuModuleUnload(p->mod);
 	if (p->mem)
 		moert_cu.cuMemFree_v2(p->mem);
-	p->stream = NULL, p->mod = NULL, p->mem = 0;
+	p->stream = NULL, p->mod = NULL, p->mem = 0, p->own_arena = 0;
 	p->dev = NULL;
 }
 

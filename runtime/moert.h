@@ -132,4 +132,76 @@ const char *moert_step_name(const moert_program *p, int i);	/* kernel name or "m
  * error, with the message in moert_last_error(). */
 moert_status moert_verify(const void *bundle, size_t len);
 
+/*
+ * Serving: weights the caller already holds, workspaces the caller owns,
+ * runs from many threads (docs/runtime.md, "Serving").
+ *
+ * Weights.  moert_weight_info describes weight i (dims exact, bytes);
+ * moert_weight_flags says how the plan uses it.  moert_bind_weight, on a
+ * host-only program (after moert_load_host, before moert_load_device),
+ * makes the program read weight `name` at the caller's device pointer
+ * instead of a copy of its own: dtype, rank and dims must be the
+ * manifest's, the pointer a multiple of MOERT_WEIGHT_ALIGN (ESHAPE or
+ * EINVAL naming the weight).  The init step that would write a bound
+ * weight is skipped; init steps that read it run on the caller's bytes.
+ * When every real weight is bound the bundle's weights are not uploaded;
+ * when every generated one is, no generated region is allocated.  The
+ * memory must outlive the program and hold the weight's bytes in the
+ * manifest's layout.
+ */
+#define MOERT_WEIGHT_ALIGN 256
+enum {
+	MOERT_WEIGHT_RUN = 1,		/* a launch step reads it */
+	MOERT_WEIGHT_GENERATED = 2,	/* made at load (synth), not in the bundle */
+	MOERT_WEIGHT_BOUND = 4,		/* the caller's memory (moert_bind_weight) */
+};
+int moert_num_weights(const moert_program *p);
+moert_status moert_weight_info(const moert_program *p, int i,
+			       moert_tensor_info *info);
+int moert_weight_flags(const moert_program *p, int i);
+moert_status moert_bind_weight(moert_program *p, const char *name,
+			       uint64_t ptr, const char *dtype, int rank,
+			       const int64_t *dim);
+
+/*
+ * Workspaces.  A run's temporaries live in one workspace (the arena) of
+ * moert_workspace_size bytes, aligned to MOERT_WEIGHT_ALIGN.  Programs that
+ * run one after another on one stream can share one workspace: give it with
+ * moert_set_workspace before moert_load_device and the program allocates
+ * none of its own (60 layers, one arena).  Set on a loaded program, it
+ * replaces the current one for later runs (its cached graphs are dropped);
+ * ptr 0 returns to the program's own, if it has one.  Its contents are not
+ * kept between runs: the plan zeroes what it needs.
+ */
+uint64_t moert_workspace_size(const moert_program *p);
+moert_status moert_set_workspace(moert_program *p, uint64_t ptr,
+				 uint64_t bytes);
+
+/*
+ * moert_run without the program's mutable state: the plan is enqueued on
+ * `stream` with `workspace` (moert_workspace_size bytes; 0: the program's
+ * own or the one set), no graph.  Safe to call from several threads on one
+ * program at once, provided concurrent runs use different workspaces, or
+ * the same one on the same stream.  Never synchronises or allocates, so a
+ * caller may capture it in a CUDA graph of its own.
+ */
+moert_status moert_run_ws(moert_program *p, int64_t tokens,
+			  const uint64_t *inputs, const uint64_t *outputs,
+			  uint64_t workspace, void *stream);
+
+/*
+ * Streams and graphs of the caller's, for programs that embed the runtime
+ * without CUDA headers (examples/embed.c).  A stream is a CUstream, a graph
+ * a CUgraphExec, both as void*.  moert_capture_begin/_end record what is
+ * enqueued on the stream in between (moert_run_ws, or moert_run without
+ * use_graph) as a graph the caller replays with moert_graph_launch.
+ */
+moert_status moert_stream_create(moert_device *dev, void **stream);
+moert_status moert_stream_destroy(moert_device *dev, void *stream);
+moert_status moert_stream_sync(moert_device *dev, void *stream);
+moert_status moert_capture_begin(moert_device *dev, void *stream);
+moert_status moert_capture_end(moert_device *dev, void *stream, void **graph);
+moert_status moert_graph_launch(moert_device *dev, void *graph, void *stream);
+moert_status moert_graph_destroy(moert_device *dev, void *graph);
+
 #endif

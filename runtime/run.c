@@ -14,6 +14,14 @@ moert_status
 moert_launch_step(moert_program *p, const MStep *s, int64_t tokens,
 		  CUstream stream)
 {
+	return moert_launch_with(p, s, tokens, stream, &p->bases, p->pbuf, p->pptr);
+}
+
+moert_status
+moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
+		  CUstream stream, const MoertBases *b, unsigned char *pbuf,
+		  void **pptr)
+{
 	const size_t *off;
 	unsigned g[3];
 	uint64_t at, n;
@@ -23,21 +31,21 @@ moert_launch_step(moert_program *p, const MStep *s, int64_t tokens,
 		if ((st = moert_eval_memset(p->m, s, tokens, &at, &n)))
 			return st;
 		if (n && (st = CU(MOERT_ELAUNCH, cuMemsetD8Async,
-				  (p->bases.arena + at, 0, n, stream))))
+				  (b->arena + at, 0, n, stream))))
 			return moert_context(st, "memset (manifest line %d)",
 					     s->line);
 		return MOERT_OK;
 	}
 	off = p->param_off[s->kidx];
 	if ((st = moert_eval_grid(s, tokens, g)) ||
-	    (st = moert_marshal(p->m, s, tokens, &p->bases, off, p->pbuf)))
+	    (st = moert_marshal(p->m, s, tokens, b, off, pbuf)))
 		return st;
 	for (int i = 0; i < s->narg; i++)
-		p->pptr[i] = p->pbuf + off[i];
+		pptr[i] = pbuf + off[i];
 	st = CU(MOERT_ELAUNCH, cuLaunchKernel,
 		(p->fn[s->kidx], g[0], g[1], g[2], (unsigned)s->block[0],
 		 (unsigned)s->block[1], (unsigned)s->block[2], (unsigned)s->smem,
-		 stream, s->narg ? p->pptr : NULL, NULL));
+		 stream, s->narg ? pptr : NULL, NULL));
 	if (st)
 		return moert_context(st, "kernel '%s' (manifest line %d)",
 				     s->kernel, s->line);
@@ -119,6 +127,13 @@ evict(moert_program *p, int i)
 	memmove(&p->graph[i], &p->graph[i + 1],
 		sizeof p->graph[0] * (size_t)(p->ngraph - i - 1));
 	p->ngraph--;
+}
+
+void
+moert_drop_graphs(moert_program *p)
+{
+	while (p->ngraph)
+		evict(p, p->ngraph - 1);
 }
 
 /* The cached graph for T and these pointers, captured on first use. */

@@ -47,7 +47,7 @@ struct Stream {
 	Node *head, **tail;
 };
 
-static size_t allocated;
+static size_t allocated;	/* atomic: serve_check allocates from 8 threads */
 static const size_t total = (size_t)16 << 30;
 
 /* --- the kernels of gpu_runtime_check.c, as C ------------------------------ */
@@ -141,22 +141,24 @@ cuDeviceGetAttribute(int *v, int attr, int d)
 CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
-	size_t *b = n <= total - allocated ? malloc(n + 16) : NULL;	/* a 16 GiB device */
+	size_t used = __atomic_load_n(&allocated, __ATOMIC_RELAXED);
+	/* a 16 GiB device; 256-byte aligned like the real one (the size in front) */
+	size_t *b = n <= total - used ? aligned_alloc(256, (n + 511) & ~(size_t)255) : NULL;
 
 	if (!b)
 		return EOOM;
 	b[0] = n;
-	allocated += n;
-	*p = (CUdeviceptr)(uintptr_t)(b + 2);
+	__atomic_add_fetch(&allocated, n, __ATOMIC_RELAXED);
+	*p = (CUdeviceptr)(uintptr_t)b + 256;
 	return OK;
 }
 
 CUresult
 cuMemFree_v2(CUdeviceptr p)
 {
-	size_t *b = (size_t *)(uintptr_t)p - 2;
+	size_t *b = (size_t *)(uintptr_t)(p - 256);
 
-	allocated -= b[0];
+	__atomic_sub_fetch(&allocated, b[0], __ATOMIC_RELAXED);
 	free(b);
 	return OK;
 }
@@ -164,7 +166,7 @@ cuMemFree_v2(CUdeviceptr p)
 CUresult
 cuMemGetInfo_v2(size_t *f, size_t *t)
 {
-	*f = total - allocated, *t = total;
+	*f = total - __atomic_load_n(&allocated, __ATOMIC_RELAXED), *t = total;
 	return OK;
 }
 

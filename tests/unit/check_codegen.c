@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -288,6 +289,51 @@ START_TEST(test_ptxas_reports_errors)
 }
 END_TEST
 
+/*
+ * Five ptxas runs at once (two at a time with MOEC_PTXAS_JOBS=2, and one per
+ * core): results in job order, each the same as a run alone; the bad one
+ * and only it fails, its diagnostic between the good ones' (none).
+ */
+START_TEST(test_ptxas_many_in_order)
+{
+	static const char *const ptx[2] = {
+		".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry a%d() { ret; }\n",
+		".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry b%d() { bogus; }\n",
+	};
+	char text[5][200];
+	CgPtxasJob job[5];
+	CgPtxasResult r[5];
+	Diag d;
+
+	if (!cg_ptxas_path())
+		return;
+	for (int jobs = 1; jobs <= 2; jobs++) {
+		setenv("MOEC_PTXAS_JOBS", jobs == 1 ? "2" : "0", 1);
+		for (int i = 0; i < 5; i++) {
+			snprintf(text[i], sizeof text[i], ptx[i == 3], i);
+			job[i] = (CgPtxasJob){text[i], strlen(text[i]), i % 2 ? "sm_90" : "sm_80", i == 0};
+		}
+		diag_init(&d, NULL);
+		ck_assert_int_eq(cg_ptxas_many(job, 5, r, &d), -1);
+		ck_assert_int_eq(d.nerror, 1);
+		ck_assert_ptr_nonnull(strstr(d.last, "ptxas -arch=sm_90 failed"));
+		for (int i = 0; i < 5; i++) {
+			char name[16];
+			snprintf(name, sizeof name, "a%d", i);
+			if (i == 3) {
+				ck_assert_int_eq(r[i].n, 0);
+			} else {
+				ck_assert_int_eq(r[i].n, 1);
+				ck_assert_str_eq(r[i].k[0].name, name);
+			}
+			ck_assert(i == 0 ? r[i].cubin && r[i].cubin_len > 0 : !r[i].cubin);
+			cg_ptxas_free(&r[i]);
+		}
+	}
+	unsetenv("MOEC_PTXAS_JOBS");
+}
+END_TEST
+
 /* ---- the GEMM on the CPU emulator ---- */
 
 /*
@@ -472,6 +518,7 @@ codegen_suite(void)
 	tcase_add_test(t, test_hopper_feature_on_sm80_is_a_diagnostic);
 	tcase_add_loop_test(t, test_ptx_assembles_on_target, 0, (int)NELEM(gh_targets));
 	tcase_add_test(t, test_ptxas_reports_errors);
+	tcase_add_test(t, test_ptxas_many_in_order);
 	tcase_add_loop_test(t, test_emu_dense_and_grouped_tiles, 0, (int)NELEM(emu_cases));
 	tcase_add_test(t, test_emu_dense_plain_mainloop);
 	tcase_add_test(t, test_emu_kn_layout_tanh_f32_out);
