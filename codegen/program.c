@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bundle.h"
 #include "codegen.h"
@@ -55,6 +56,7 @@ struct CgProgram {
 	CgModule *mod[8];
 	CgPtxasResult pr[8];
 	int assembled[8];
+	double ptxas_secs;	/* time spent in ptxas (--time-passes) */
 	Manifest man;
 	VEC(MStep) init, run;
 	unsigned char *weights;	/* the packed real weights */
@@ -598,8 +600,9 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	if (simt)
-		diag_note(p->d, call->loc, "@%s runs on CUDA cores: %s", call->callee->name, why);
+	if (simt)	/* f32 operands are the user's choice; a small GEMM's shape is not */
+		(s.a_dt == DT_F32 || s.b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
+							     call->callee->name, why);
 	if (p->o.max_tokens > DECODE_T &&
 	    plan_gemm(p, &small, DECODE_T, &simt2, why2, sizeof why2) == 0 &&
 	    !same_tiles(&s, simt, &small, simt2)) {
@@ -1032,6 +1035,15 @@ make_modules(CgProgram *p)
 	return 0;
 }
 
+static double
+seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ptxas fills registers, shared memory and spills; without ptxas the
  * bundle still loads (the driver JITs the PTX), with zeros in the manifest. */
 static int
@@ -1050,7 +1062,13 @@ assemble(CgProgram *p)
 	for (int i = p->o.narch - 1; i >= 0; i--) {	/* arch 0 last: its stats stay */
 		if (!strcmp(p->o.arch[i], "emu"))
 			continue;
-		if (cg_module_assemble(p->mod[i], p->o.cubin, &p->pr[i], p->d) != 0)
+		size_t n;
+		if (!cg_module_ptx(p->mod[i], &n, p->d))	/* the NVPTX backend: codegen's time */
+			return -1;
+		double t0 = seconds();
+		int rc = cg_module_assemble(p->mod[i], p->o.cubin, &p->pr[i], p->d);
+		p->ptxas_secs += seconds() - t0;
+		if (rc != 0)
 			return -1;
 		p->assembled[i] = 1;
 	}
@@ -1088,6 +1106,12 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 fail:
 	cg_program_free(p);
 	return NULL;
+}
+
+double
+cg_program_ptxas_secs(const CgProgram *p)
+{
+	return p->ptxas_secs;
 }
 
 const char *

@@ -57,14 +57,14 @@ v = bytearray(b); v[8:12] = struct.pack("<I", 2)
 open(d + "/v2.moeb", "wb").write(v)
 PY
 g=$tmp/g.moeb
-# moert verify exits 1 when the check fails (docs/runtime.md §6); run exits 2
+# moert verify exits 2 on a refused bundle, as moec inspect and moert run do
 # for a bad bundle or bad inputs, 1 for what the machine refused
 expect 0 "verify" "" "$moert" verify "$g"
-expect 1 "verify: truncated" "header.size: error: file size field says" \
+expect 2 "verify: truncated" "header.size: error: file size field says" \
 	"$moert" verify "$tmp/trunc.moeb"
-expect 1 "verify: a flipped byte" "section 'ptx:sm_80': error: CRC mismatch" \
+expect 2 "verify: a flipped byte" "section 'ptx:sm_80': error: CRC mismatch" \
 	"$moert" verify "$tmp/flip.moeb"
-expect 1 "verify: format version 2" "header.version: error: format version 2, this reader supports 1" \
+expect 2 "verify: format version 2" "header.version: error: format version 2, this reader supports 1" \
 	"$moert" verify "$tmp/v2.moeb"
 expect 2 "run: truncated" "header.size: file size field says" "$moert" run "$tmp/trunc.moeb" --input "x=$tmp/x.npy"
 expect 2 "run: a flipped byte" "MOERT_EFORMAT: section 'ptx:sm_80': error: CRC mismatch" \
