@@ -84,5 +84,17 @@ expect 2 "run: truncated input" "short.npy: truncated .npy data: 124 of 128 byte
 expect 2 "run: unknown input" "has no input named 'z'" "$moert" run "$g" --input "z=$tmp/x.npy"
 expect 1 "run: no libcuda" "MOERT_ENODRIVER: cannot load the CUDA driver: /nonexistent/libcuda.so.1" \
 	"$moert" run "$g" --input "x=$tmp/x.npy"
+# -o DIR (docs/cli.md): created, and checked against the inputs, before the device
+touch "$tmp/file"
+expect 2 "run: -o under a file" "file/out: cannot create the folder: Not a directory" \
+	"$moert" run "$g" --input "x=$tmp/x.npy" -o "$tmp/file/out"
+expect 1 "run: -o DIR made first" "MOERT_ENODRIVER" "$moert" run "$g" --input "x=$tmp/x.npy" -o "$tmp/made"
+n=$((n + 1))
+[ -d "$tmp/made" ] && echo "ok   run: -o DIR exists" || { echo "FAIL run: -o DIR not made"; fail=1; }
+mkdir -p "$tmp/o" && cp "$tmp/x.npy" "$tmp/o/y.npy"
+expect 2 "run: an output over an input" "o/y.npy: output 0 would overwrite an input file" \
+	"$moert" run "$g" --input "x=$tmp/o/y.npy" -o "$tmp/o"
+expect 2 "run: a bad option value" "moert run: error: --tokens: 'x' is not an integer" \
+	"$moert" run "$g" --input "x=$tmp/x.npy" --tokens x
 echo "runtime faults: $n checks, $([ $fail -eq 0 ] && echo "all as expected" || echo FAILURES)"
 exit $fail
