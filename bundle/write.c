@@ -134,14 +134,14 @@ bundle_write_file(const BundleWriter *w, const char *path, Diag *d)
 {
 	unsigned char h[BUNDLE_HDRSIZE + BUNDLE_ENTSIZE * BUNDLE_MAXSEC];
 	uint64_t pos = BUNDLE_HDRSIZE + (uint64_t)BUNDLE_ENTSIZE * w->nsec;
+	FileOut o;
 	FILE *f;
 	int bad;
 
 	if (writable(w, d))
 		return -1;
-	if (!(f = fopen(path, "wb")))
-		return diag_error(d, loc_file(path), "cannot create: %s",
-				  strerror(errno));
+	if (!(f = file_create(&o, path, d)))
+		return -1;
 	head(w, h);
 	bad = fwrite(h, 1, (size_t)pos, f) != pos;
 	for (int i = 0; i < w->nsec && !bad; i++) {
@@ -150,7 +150,6 @@ bundle_write_file(const BundleWriter *w, const char *path, Diag *d)
 		      fwrite(w->sec[i].data, 1, w->sec[i].size, f) != w->sec[i].size;
 		pos = off + w->sec[i].size;
 	}
-	if (fclose(f) != 0 || bad)
-		return diag_error(d, loc_file(path), "write error");
-	return 0;
+	/* a write error stays set on f: file_commit reports it with its reason */
+	return file_commit(&o, d);
 }

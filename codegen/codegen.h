@@ -450,6 +450,7 @@ char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
 /* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
 int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
 void cg_program_free(CgProgram *p);
+double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas's */
 typedef struct Manifest Manifest;
 const Manifest *cg_program_manifest(const CgProgram *p);
 const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */

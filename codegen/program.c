@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bundle.h"
 #include "codegen.h"
@@ -55,6 +56,7 @@ struct CgProgram {
 	CgModule *mod[8];
 	CgPtxasResult pr[8];
 	int assembled[8];
+	double ptxas_secs;	/* time spent in ptxas (--time-passes) */
 	Manifest man;
 	VEC(MStep) init, run;
 	unsigned char *weights;	/* the packed real weights */
@@ -598,8 +600,9 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	if (simt)
-		diag_note(p->d, call->loc, "@%s runs on CUDA cores: %s", call->callee->name, why);
+	if (simt)	/* f32 operands are the user's choice; a small GEMM's shape is not */
+		(s.a_dt == DT_F32 || s.b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
+							     call->callee->name, why);
 	if (p->o.max_tokens > DECODE_T &&
 	    plan_gemm(p, &small, DECODE_T, &simt2, why2, sizeof why2) == 0 &&
 	    !same_tiles(&s, simt, &small, simt2)) {
@@ -1032,6 +1035,15 @@ make_modules(CgProgram *p)
 	return 0;
 }
 
+static double
+seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ptxas fills registers, shared memory and spills; without ptxas the
  * bundle still loads (the driver JITs the PTX), with zeros in the manifest. */
 static int
@@ -1047,14 +1059,22 @@ assemble(CgProgram *p)
 		}
 		return 0;
 	}
-	/* every target's ptxas at once (one per core) */
+	/* every target's PTX first (the NVPTX backend: codegen's time), then
+	 * every target's ptxas at once (one per core: ptxas's time) */
 	CgModule *mods[NELEM(p->mod)];
 	CgPtxasResult res[NELEM(p->mod)];
 	int idx[NELEM(p->mod)], n = 0;
-	for (int i = p->o.narch - 1; i >= 0; i--)	/* arch 0 last: its stats stay */
-		if (strcmp(p->o.arch[i], "emu"))
-			idx[n] = i, mods[n++] = p->mod[i];
+	for (int i = p->o.narch - 1; i >= 0; i--) {	/* arch 0 last: its stats stay */
+		size_t len;
+		if (!strcmp(p->o.arch[i], "emu"))
+			continue;
+		if (!cg_module_ptx(p->mod[i], &len, p->d))
+			return -1;
+		idx[n] = i, mods[n++] = p->mod[i];
+	}
+	double t0 = seconds();
 	int rc = cg_modules_assemble(mods, n, p->o.cubin, res, p->d);
+	p->ptxas_secs += seconds() - t0;
 	for (int k = 0; k < n; k++) {
 		p->pr[idx[k]] = res[k];
 		p->assembled[idx[k]] = rc == 0;
@@ -1093,6 +1113,12 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 fail:
 	cg_program_free(p);
 	return NULL;
+}
+
+double
+cg_program_ptxas_secs(const CgProgram *p)
+{
+	return p->ptxas_secs;
 }
 
 const char *

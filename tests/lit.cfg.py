@@ -13,5 +13,6 @@ config.excludes = ["fixtures", "fuzz", "unit", "Inputs", "onnx", "config", "gpu"
 config.environment["PATH"] = os.pathsep.join(
     [config.moec_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.environment["MOEC_CHECK_ROUNDTRIP"] = "1"
+config.substitutions.append(("%moert", os.path.join(config.moec_tools_dir, "moert")))
 config.substitutions.append(("%moec", os.path.join(config.moec_tools_dir, "moec")))
 config.substitutions.append(("%srcroot", config.moec_src_root))

@@ -57,14 +57,14 @@ v = bytearray(b); v[8:12] = struct.pack("<I", 2)
 open(d + "/v2.moeb", "wb").write(v)
 PY
 g=$tmp/g.moeb
-# moert verify exits 1 when the check fails (docs/runtime.md §6); run exits 2
+# moert verify exits 2 on a refused bundle, as moec inspect and moert run do
 # for a bad bundle or bad inputs, 1 for what the machine refused
 expect 0 "verify" "" "$moert" verify "$g"
-expect 1 "verify: truncated" "header.size: error: file size field says" \
+expect 2 "verify: truncated" "header.size: error: file size field says" \
 	"$moert" verify "$tmp/trunc.moeb"
-expect 1 "verify: a flipped byte" "section 'ptx:sm_80': error: CRC mismatch" \
+expect 2 "verify: a flipped byte" "section 'ptx:sm_80': error: CRC mismatch" \
 	"$moert" verify "$tmp/flip.moeb"
-expect 1 "verify: format version 2" "header.version: error: format version 2, this reader supports 1" \
+expect 2 "verify: format version 2" "header.version: error: format version 2, this reader supports 1" \
 	"$moert" verify "$tmp/v2.moeb"
 expect 2 "run: truncated" "header.size: file size field says" "$moert" run "$tmp/trunc.moeb" --input "x=$tmp/x.npy"
 expect 2 "run: a flipped byte" "MOERT_EFORMAT: section 'ptx:sm_80': error: CRC mismatch" \
@@ -84,5 +84,17 @@ expect 2 "run: truncated input" "short.npy: truncated .npy data: 124 of 128 byte
 expect 2 "run: unknown input" "has no input named 'z'" "$moert" run "$g" --input "z=$tmp/x.npy"
 expect 1 "run: no libcuda" "MOERT_ENODRIVER: cannot load the CUDA driver: /nonexistent/libcuda.so.1" \
 	"$moert" run "$g" --input "x=$tmp/x.npy"
+# -o DIR (docs/cli.md): created, and checked against the inputs, before the device
+touch "$tmp/file"
+expect 2 "run: -o under a file" "file/out: cannot create the folder: Not a directory" \
+	"$moert" run "$g" --input "x=$tmp/x.npy" -o "$tmp/file/out"
+expect 1 "run: -o DIR made first" "MOERT_ENODRIVER" "$moert" run "$g" --input "x=$tmp/x.npy" -o "$tmp/made"
+n=$((n + 1))
+[ -d "$tmp/made" ] && echo "ok   run: -o DIR exists" || { echo "FAIL run: -o DIR not made"; fail=1; }
+mkdir -p "$tmp/o" && cp "$tmp/x.npy" "$tmp/o/y.npy"
+expect 2 "run: an output over an input" "o/y.npy: output 0 would overwrite an input file" \
+	"$moert" run "$g" --input "x=$tmp/o/y.npy" -o "$tmp/o"
+expect 2 "run: a bad option value" "moert run: error: --tokens: 'x' is not an integer" \
+	"$moert" run "$g" --input "x=$tmp/x.npy" --tokens x
 echo "runtime faults: $n checks, $([ $fail -eq 0 ] && echo "all as expected" || echo FAILURES)"
 exit $fail

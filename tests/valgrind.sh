@@ -45,7 +45,7 @@ vg 0 test-compiled "$moec" test --compiled "$case"
 vg 0 compile "$moec" compile "$case" --arch=sm_80 --max-tokens=16 -o "$tmp/e.moeb"
 vg 0 verify "$moert" verify "$tmp/e.moeb"
 printf 'garbage' > "$tmp/bad.moeb"
-vg 1 verify-bad "$moert" verify "$tmp/bad.moeb"
+vg 2 verify-bad "$moert" verify "$tmp/bad.moeb"
 MOERT_LIBCUDA=/nonexistent/libcuda.so.1 vg 1 moert-run "$moert" run "$tmp/e.moeb" --tokens=1 \
 	--input "x0=$case/test_data_set_0/input_0.pb" --input "x1=$case/test_data_set_0/input_1.pb" \
 	-o "$tmp/rt"

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bundle.h"
 #include "codegen.h"
@@ -15,141 +16,170 @@
 
 enum { OK = 0, FAIL = 1, BAD = 2 };
 
-static const char help[] =
-	"MODEL -o OUT.moeb [--arch=sm_90a,sm_80] [--max-tokens=N] [--emit=ir|llvm|ptx|dot]\n"
-	"       [--fusion-report] [--cubin] [-O0..3] [import and opt flags]";
-
 typedef struct {
 	MoecOpts o;
+	OptArgs a;
 	CgCompileOpts cg;
 	const char *model, *out, *emit;
-	int report;
-	const char *arch;
+	char arch[256];	/* --arch, split in place */
+	char *path[8];	/* where --emit=llvm|ptx writes each target (malloc'd) */
+	double secs[5];	/* --time-passes: by stage */
 } Args;
 
+enum { T_IMPORT, T_PASSES, T_CODEGEN, T_PTXAS, T_WRITE };
+static const char *const stage[] = {"import", "passes", "codegen", "ptxas", "write"};
+
 static int
-split_arch(const char *s, CgCompileOpts *cg)
+split_arch(Args *c)
 {
-	static char buf[256];
 	char *p, *save;
 
-	snprintf(buf, sizeof buf, "%s", s);
-	cg->narch = 0;
-	for (p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-		if (cg->narch == (int)NELEM(cg->arch))
-			return -1;
-		cg->arch[cg->narch++] = p;
+	snprintf(c->arch, sizeof c->arch, "%s", opt_str(&c->a, "arch"));
+	c->cg.narch = 0;
+	for (p = strtok_r(c->arch, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (c->cg.narch == (int)NELEM(c->cg.arch))
+			return opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "names more than 8 targets");
+		c->cg.arch[c->cg.narch++] = p;
 	}
-	return cg->narch ? 0 : -1;
+	return c->cg.narch ? 0 : opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "names no target");
+}
+
+/* --emit=llvm|ptx with several targets: OUT.ll -> OUT.sm_90a.ll, OUT.sm_80.ll. */
+static char *
+target_path(const char *out, const char *arch)
+{
+	const char *base = file_basename(out), *dot = strrchr(base, '.');
+	size_t k = dot && dot != base ? (size_t)(dot - out) : strlen(out);
+	char *p = NULL;
+
+	if (asprintf(&p, "%.*s.%s%s", (int)k, out, arch, out + k) < 0)
+		die("out of memory");
+	return p;
+}
+
+/* Every file the command will write, decided and checked before any work. */
+static int
+plan_outputs(Args *c, Diag *d)
+{
+	int per_target = c->emit && (!strcmp(c->emit, "llvm") || !strcmp(c->emit, "ptx"));
+
+	if (!c->out && !c->emit) {
+		opt_error(&c->a, "where to? give -o OUT.moeb (or --emit=KIND for an intermediate form)");
+		return BAD;
+	}
+	if (per_target && c->cg.narch > 1) {
+		const char *ext = !strcmp(c->emit, "ptx") ? "ptx" : "ll";
+		struct stat st;
+		if (!c->out || !strcmp(c->out, "-") ||
+		    (stat(c->out, &st) == 0 && !S_ISREG(st.st_mode))) {
+			opt_error(&c->a, "--emit=%s with %d targets writes one file per target, which "
+				  "cannot all go to %s: give -o OUT.%s (written as OUT.%s.%s, ...) or "
+				  "one --arch", c->emit, c->cg.narch, c->out ? c->out : "stdout", ext,
+				  c->cg.arch[0], ext);
+			return BAD;
+		}
+		for (int i = 0; i < c->cg.narch; i++) {
+			c->path[i] = target_path(c->out, c->cg.arch[i]);
+			for (int k = 0; k < i; k++)
+				if (!strcmp(c->path[k], c->path[i])) {
+					opt_error(&c->a, "--arch names %s twice", c->cg.arch[i]);
+					return BAD;
+				}
+		}
+	} else {
+		c->path[0] = xstrdup(c->out ? c->out : "-");
+	}
+	for (int i = 0; i < 8 && c->path[i]; i++)
+		if (moec_check_output(&c->a, c->path[i], c->model, d) ||
+		    (c->o.fe.weights && file_same(c->path[i], c->o.fe.weights)))
+			return BAD;
+	return OK;
 }
 
 static int
-parse_args(int argc, char **argv, Args *a)
+parse_args(int argc, char **argv, Args *c, Diag *d)
 {
-	moec_default_opts(&a->o);
-	cg_compile_default(&a->cg);
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i];
-		int k = moec_common_flag(argc, argv, &i, &a->o);
-		if (k < 0)
-			return -1;
-		if (k)
-			continue;
-		if (strcmp(s, "-o") == 0 && i + 1 < argc)
-			a->out = argv[++i];
-		else if (strncmp(s, "--arch=", 7) == 0) {
-			if (split_arch(s + 7, &a->cg))
-				return -1;
-		} else if (strncmp(s, "--max-tokens=", 13) == 0) {
-			char *end;
-			a->cg.max_tokens = strtoll(s + 13, &end, 10);
-			if (*end || a->cg.max_tokens < 1 || a->cg.max_tokens > INT32_MAX)
-				return -1;
-		} else if (strncmp(s, "--emit=", 7) == 0) {
-			a->emit = s + 7;
-			if (strcmp(a->emit, "ir") && strcmp(a->emit, "llvm") &&
-			    strcmp(a->emit, "ptx") && strcmp(a->emit, "dot"))
-				return -1;
-		} else if (strcmp(s, "--fusion-report") == 0)
-			a->report = 1;
-		else if (strcmp(s, "--cubin") == 0)
-			a->cg.cubin = 1;
-		else if (strncmp(s, "-O", 2) == 0 && s[2] >= '0' && s[2] <= '3' && !s[3])
-			a->cg.opt = s[2] - '0';
-		else if (s[0] == '-' || a->model)
-			return -1;
-		else
-			a->model = s;
-	}
-	return a->model ? 0 : -1;
+	int64_t n;
+	int rc;
+
+	if ((rc = moec_args("compile", argc, argv, &c->a, &c->o, d)) >= 0)
+		return rc;
+	cg_compile_default(&c->cg);
+	c->model = c->a.pos[0];
+	c->out = opt_str(&c->a, "output");
+	c->emit = opt_str(&c->a, "emit");
+	c->cg.cubin = opt_has(&c->a, "cubin");
+	if (opt_int(&c->a, "max-tokens", &n))
+		c->cg.max_tokens = n;
+	if (opt_int(&c->a, "opt-level", &n))
+		c->cg.opt = (int)n;
+	if (split_arch(c))
+		return BAD;
+	return plan_outputs(c, d) == OK ? -1 : BAD;
 }
 
-static FILE *
-output(const char *path, Diag *d)
+/* One text to one file, atomically. */
+static int
+write_text(const char *path, const char *text, size_t n, Diag *d)
 {
-	FILE *f = path && strcmp(path, "-") ? fopen(path, "w") : stdout;
+	FileOut o;
+	FILE *f = file_create(&o, path, d);
 
 	if (!f)
-		diag_error(d, loc_file(path), "cannot create file");
-	return f;
-}
-
-static int
-finish(FILE *f)
-{
-	if (f == stdout)
-		return fflush(f) ? BAD : OK;
-	return fclose(f) ? BAD : OK;
+		return BAD;
+	fwrite(text, 1, n, f);
+	return file_commit(&o, d) ? BAD : OK;
 }
 
 /* --emit=ir|dot: the fused IR in one of its two pictures. */
 static int
-emit_ir(const Args *a, Module *m, Diag *d)
+emit_ir(const Args *c, Module *m, Diag *d)
 {
-	FILE *f = output(a->out, d);
+	FileOut o;
+	FILE *f = file_create(&o, c->path[0], d);
 
 	if (!f)
 		return BAD;
-	if (strcmp(a->emit, "dot") == 0)
+	if (strcmp(c->emit, "dot") == 0)
 		moec_write_dot(f, m);
 	else
-		ir_print(f, m, a->o.pass.print_flags);
-	return finish(f);
+		ir_print(f, m, c->o.pass.print_flags);
+	return file_commit(&o, d) ? BAD : OK;
 }
 
-/* --emit=llvm|ptx and the bundle need codegen. */
+/* --emit=llvm|ptx (one file per target) and the bundle need codegen. */
 static int
-emit_code(const Args *a, Module *m, const char *report, Diag *d)
+emit_code(Args *c, Module *m, const char *report, Diag *d)
 {
-	CgProgram *p = cg_compile(m, &a->cg, d);
-	int rc = BAD;
+	double t0 = moec_now(), t1;
+	CgProgram *p = cg_compile(m, &c->cg, d);
+	int rc = OK;
 
+	t1 = moec_now();
 	if (!p)
 		return BAD;
-	if (a->emit) {
-		FILE *f = output(a->out, d);
-		if (f) {
-			for (int i = 0; i < a->cg.narch; i++) {
-				if (strcmp(a->emit, "ptx") == 0) {
-					size_t n;
-					const char *ptx = cg_program_ptx(p, i, &n);
-					if (ptx)
-						fwrite(ptx, 1, n, f);
-				} else {
-					char *ll = cg_program_llvm(p, i);
-					if (ll)
-						fputs(ll, f);
-					free(ll);
-				}
-			}
-			rc = finish(f);
+	c->secs[T_PTXAS] = cg_program_ptxas_secs(p);
+	c->secs[T_CODEGEN] = t1 - t0 - c->secs[T_PTXAS];
+	diag_remark(d, LOC_NONE, "codegen: %d targets (%.1f ms, ptxas %.1f ms)", c->cg.narch,
+		    1e3 * c->secs[T_CODEGEN], 1e3 * c->secs[T_PTXAS]);
+	for (int i = 0; c->emit && i < c->cg.narch && rc == OK; i++) {
+		const char *path = c->path[c->path[1] ? i : 0];
+		if (strcmp(c->emit, "ptx") == 0) {
+			size_t n;
+			const char *ptx = cg_program_ptx(p, i, &n);
+			rc = ptx ? write_text(path, ptx, n, d) : BAD;
+		} else {
+			char *ll = cg_program_llvm(p, i);
+			rc = ll ? write_text(path, ll, strlen(ll), d) : BAD;
+			free(ll);
 		}
-	} else if (!a->out) {
-		diag_error(d, loc_file(a->model), "moec compile needs -o OUT.moeb (or --emit=...)");
-	} else {
-		rc = cg_program_bundle(p, report, a->out, d) == 0 ? OK : BAD;
+		if (!c->path[1])	/* one target */
+			break;
 	}
+	if (!c->emit)
+		rc = cg_program_bundle(p, report, c->out, d) == 0 ? OK : BAD;
 	cg_program_free(p);
+	c->secs[T_WRITE] = moec_now() - t1;
 	return rc;
 }
 
@@ -165,38 +195,64 @@ report_text(const Report *r)
 	return buf;
 }
 
+/* --time-passes: after the table of passes, every stage of the compile. */
+static void
+print_times(const Args *c)
+{
+	double total = 0;
+
+	for (size_t i = 0; i < NELEM(stage); i++)
+		total += c->secs[i];
+	fprintf(stderr, "# compile times\n");
+	for (size_t i = 0; i < NELEM(stage); i++)
+		fprintf(stderr, "#  %9.3f ms  %5.1f%%  %s\n", 1e3 * c->secs[i],
+			total > 0 ? 100 * c->secs[i] / total : 0, stage[i]);
+	fprintf(stderr, "#  %9.3f ms  total\n", 1e3 * total);
+}
+
 int
 moec_cmd_compile(int argc, char **argv)
 {
-	Args a;
+	Args c;
 	Diag d;
-	Module *m;
-	Report *rep;
+	Module *m = NULL;
+	Report *rep = NULL;
 	char *text = NULL;
+	double t0;
 	int rc;
 
-	memset(&a, 0, sizeof a);
-	diag_init(&d, stderr);
-	if (argc > 1 && strcmp(argv[1], "--help") == 0)
-		return printf("usage: moec compile %s\n", help), OK;
-	if (parse_args(argc, argv, &a) != 0) {
-		fprintf(stderr, "usage: moec compile %s\n", help);
-		return BAD;
+	memset(&c, 0, sizeof c);
+	if ((rc = parse_args(argc, argv, &c, &d)) >= 0)
+		goto out;
+	t0 = moec_now();
+	m = moec_load(c.model, &c.o, &d);
+	c.secs[T_IMPORT] = moec_now() - t0;
+	if (!m) {
+		rc = BAD;
+		goto out;
 	}
-	if (!(m = moec_load(a.model, &a.o, &d)))
-		return BAD;
-	a.cg.model = a.model;
+	c.cg.model = c.model;
 	rep = report_new();
-	rc = moec_passes(m, &a.o, rep, &d);
+	t0 = moec_now();
+	rc = moec_passes(m, &c.o, rep, &d);
+	c.secs[T_PASSES] = moec_now() - t0;
 	if (rc == OK) {
 		text = report_text(rep);
-		if (a.report)	/* stdout, unless the IR or code goes there */
-			fputs(text, a.emit && !a.out ? stderr : stdout);
-		if (a.emit && (!strcmp(a.emit, "ir") || !strcmp(a.emit, "dot")))
-			rc = emit_ir(&a, m, &d);
-		else if (a.emit || a.out)
-			rc = emit_code(&a, m, text, &d);
+		if (opt_has(&c.a, "fusion-report"))	/* stdout, unless the IR or code goes there */
+			fputs(text, c.emit && !strcmp(c.path[0], "-") ? stderr : stdout);
+		if (c.emit && (!strcmp(c.emit, "ir") || !strcmp(c.emit, "dot"))) {
+			t0 = moec_now();
+			rc = emit_ir(&c, m, &d);
+			c.secs[T_WRITE] = moec_now() - t0;
+		} else {
+			rc = emit_code(&c, m, text, &d);
+		}
 	}
+	if (c.o.pass.time_passes)
+		print_times(&c);
+out:
+	for (int i = 0; i < 8; i++)
+		free(c.path[i]);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);

@@ -1,18 +1,44 @@
 /*
  * dot.c — the main graph as Graphviz: graph-level nodes as boxes, each
  * fused kernel as a cluster holding its body, inputs and outputs as
- * ellipses, weights as notes.  `moec compile --emit=dot`.
+ * ellipses, weights as notes, and every edge labelled with its value's name,
+ * dtype and shape.  `moec compile --emit=dot`.
+ *
+ * Node ids are positions (n0, n1, ... in the order written), never
+ * addresses, so the same model gives the same file byte for byte.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "moec.h"
 
-/* A stable node id for a graph node or a kernel body node. */
+/* Node positions, by the id of the node's first result (dense in the module). */
+typedef struct {
+	const Module *m;
+	int *pos;
+} Ids;
+
+/* A stable node id: the node's position in the file. */
 static void
-node_id(char *buf, size_t n, const Node *x)
+node_id(char *buf, size_t n, const Ids *ids, const Node *x)
 {
-	snprintf(buf, n, "n%p", (const void *)x);
+	snprintf(buf, n, "n%d", x->nout ? ids->pos[x->out[0]->id] : -1);
+}
+
+/* Number the main graph's nodes and every kernel body's, in writing order. */
+static void
+number(Ids *ids, const Graph *g)
+{
+	int k = 0;
+
+	for (const Node *n = g->first; n; n = n->next) {
+		if (n->op == OP_CALL && n->callee)
+			for (const Node *b = n->callee->first; b; b = b->next)
+				if (b->nout)
+					ids->pos[b->out[0]->id] = k++;
+		if (n->nout)
+			ids->pos[n->out[0]->id] = k++;
+	}
 }
 
 static void
@@ -27,36 +53,37 @@ quote(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* Where value v comes from, as a dot node name ("" for constants). */
+/* Where value v comes from, as a dot node name. */
 static void
-source(char *buf, size_t n, const Value *v, const Node *call)
+source(char *buf, size_t n, const Ids *ids, const Value *v)
 {
 	if (v->kind == V_WEIGHT)
 		snprintf(buf, n, "w_%s", v->name);
 	else if (v->kind == V_PARAM)
 		snprintf(buf, n, "in_%s", v->name);
-	else if (v->def->op == OP_CALL && v->def->callee) {
+	else if (v->def->op == OP_CALL && v->def->callee &&
+		 v->def->callee->ret[v->resno]->kind == V_RESULT)
 		/* the body node that produces the kernel's result */
-		const Value *r = v->def->callee->ret[v->resno];
-		if (r->kind == V_RESULT)
-			node_id(buf, n, r->def);
-		else
-			snprintf(buf, n, "k%p", (const void *)v->def);
-	} else
-		node_id(buf, n, v->def);
-	(void)call;
+		node_id(buf, n, ids, v->def->callee->ret[v->resno]->def);
+	else
+		node_id(buf, n, ids, v->def);
 }
 
+/* An edge labelled "%x: bf16[T,4096]". */
 static void
-edge(FILE *f, const char *from, const char *to, const Value *v)
+edge(FILE *f, const Ids *ids, const char *from, const char *to, const Value *v)
 {
+	char type[160], label[400];
+
+	ir_type_print(type, sizeof type, ids->m, &v->type);
+	snprintf(label, sizeof label, "%%%s: %s", v->name, type);
 	fprintf(f, "  \"%s\" -> \"%s\" [label=", from, to);
-	quote(f, v->name);
+	quote(f, label);
 	fprintf(f, "];\n");
 }
 
 static void
-kernel_cluster(FILE *f, const Node *call)
+kernel_cluster(FILE *f, const Ids *ids, const Node *call)
 {
 	const Graph *k = call->callee;
 	char id[64], from[160];
@@ -67,14 +94,14 @@ kernel_cluster(FILE *f, const Node *call)
 	quote(f, label);
 	fprintf(f, ";\n    style=rounded; color=blue;\n");
 	for (const Node *b = k->first; b; b = b->next) {
-		node_id(id, sizeof id, b);
+		node_id(id, sizeof id, ids, b);
 		fprintf(f, "    \"%s\" [label=", id);
 		quote(f, ir_opname(b->op));
 		fprintf(f, "];\n");
 	}
 	fprintf(f, "  }\n");
 	for (const Node *b = k->first; b; b = b->next) {
-		node_id(id, sizeof id, b);
+		node_id(id, sizeof id, ids, b);
 		for (int i = 0; i < b->nin; i++) {
 			const Value *v = b->in[i];
 			if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))
@@ -86,8 +113,8 @@ kernel_cluster(FILE *f, const Node *call)
 				if (v->kind == V_RESULT && v->def->op == OP_CONST)
 					continue;
 			}
-			source(from, sizeof from, v, call);
-			edge(f, from, id, v);
+			source(from, sizeof from, ids, v);
+			edge(f, ids, from, id, v);
 		}
 	}
 }
@@ -97,7 +124,9 @@ moec_write_dot(FILE *f, const Module *m)
 {
 	const Graph *g = ir_main_graph(m);
 	char id[64], from[160];
+	Ids ids[1] = {{m, xcalloc((size_t)m->nvalue + 1, sizeof(int))}};
 
+	number(ids, g);
 	fprintf(f, "digraph ");
 	quote(f, g->name);
 	fprintf(f, " {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
@@ -111,10 +140,10 @@ moec_write_dot(FILE *f, const Module *m)
 		if (n->op == OP_CONST)
 			continue;
 		if (n->op == OP_CALL && n->callee) {
-			kernel_cluster(f, n);
+			kernel_cluster(f, ids, n);
 			continue;
 		}
-		node_id(id, sizeof id, n);
+		node_id(id, sizeof id, ids, n);
 		fprintf(f, "  \"%s\" [label=", id);
 		quote(f, ir_opname(n->op));
 		fprintf(f, "%s];\n", pass_is_view(n) ? ", style=dashed" : "");
@@ -122,19 +151,20 @@ moec_write_dot(FILE *f, const Module *m)
 			const Value *v = n->in[i];
 			if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))
 				continue;
-			source(from, sizeof from, v, n);
-			edge(f, from, id, v);
+			source(from, sizeof from, ids, v);
+			edge(f, ids, from, id, v);
 		}
 	}
 	for (int i = 0; i < g->nret; i++) {
 		fprintf(f, "  \"out_%d\" [shape=ellipse, label=", i);
 		quote(f, g->retname[i]);
 		fprintf(f, "];\n");
-		source(from, sizeof from, g->ret[i], NULL);
+		source(from, sizeof from, ids, g->ret[i]);
 		char to[32];
 		snprintf(to, sizeof to, "out_%d", i);
-		edge(f, from, to, g->ret[i]);
+		edge(f, ids, from, to, g->ret[i]);
 	}
 	fprintf(f, "}\n");
+	free(ids->pos);
 	return ferror(f) ? -1 : 0;
 }

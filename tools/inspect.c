@@ -90,20 +90,21 @@ moec_cmd_inspect(int argc, char **argv)
 	Arena *a;
 	Bundle b;
 	size_t len;
-	int status, rc = BAD;
+	int status, rc;
 	unsigned char *buf;
+	OptArgs o;
+	MoecOpts mo;
+	const char *path;
 
-	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr,
-			"usage: moec inspect X.moeb\n");
-		return argc == 2 && !strcmp(argv[1], "--help") ? OK : BAD;
-	}
-	diag_init(&d, stderr);
-	if (!(buf = bundle_read_file(argv[1], &len, &status, &d)))
+	if ((rc = moec_args("inspect", argc, argv, &o, &mo, &d)) >= 0)
+		return rc;
+	rc = BAD;
+	path = o.pos[0];
+	if (!(buf = bundle_read_file(path, &len, &status, &d)))
 		return BAD;
 	a = arena_new(0);
-	if (bundle_read(a, argv[1], buf, len, &b, &d) == BUNDLE_OK) {
-		printf("%s: moeb version %u, written by moec %s, %llu bytes\n", argv[1], b.version,
+	if (bundle_read(a, path, buf, len, &b, &d) == BUNDLE_OK) {
+		printf("%s: moeb version %u, written by moec %s, %llu bytes\n", path, b.version,
 		       b.moec, (unsigned long long)b.size);
 		for (int i = 0; i < b.nsec; i++)
 			printf("  section %-16s %12llu bytes  crc32c %08x\n", b.sec[i].name,

@@ -12,109 +12,172 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
 #include "moec.h"
+#include "opt.h"
 
 enum { OK = 0, FAIL = 1, BAD = 2 };
 
-/* --- options shared by the subcommands ----------------------------------- */
+/* --- the options of every subcommand: one table (opt.h), docs/cli.md from it --- */
 
-static int
-usage(const char *sub, const char *text)
+enum { IMPORT = 1, OPT = 2, RUN = 4, TEST = 8, COMPILE = 16, INSPECT = 32 };
+enum { LOADS = IMPORT | OPT | RUN | TEST | COMPILE, PASSES = OPT | RUN | TEST | COMPILE };
+
+static const OptCmd moec_cmds[] = {	/* ORDER: the bits above */
+	{"import", "MODEL", 1, 1, "import a model (.onnx, config.json, folder) and print its IR",
+	 "Import a model (an .onnx file, a config.json with safetensors, or a folder holding either)\n"
+	 "and print its IR."},
+	{"opt", "IN.ir", 0, 1, "run passes over IR text and print the result",
+	 "Run passes over IR text (a file, or - for stdin) and print the result; no passes run unless\n"
+	 "--passes names them."},
+	{"run", "MODEL", 1, 1, "evaluate a model with the CPU reference interpreter",
+	 "Evaluate a model with the CPU reference interpreter: inputs from --input NAME=FILE (.npy or\n"
+	 ".pb), each output summarised and, with -o DIR, written as DIR/NAME.npy (NAME made a safe\n"
+	 "file name: see docs/cli.md).  With --test-data=SET the inputs are SET/input_N.pb and -o DIR\n"
+	 "becomes a test set (input_N.pb, output_N.pb) holding the interpreter's outputs."},
+	{"test", "DIR...", 1, 64, "run ONNX backend-test folders through the interpreter",
+	 "Run folders in the ONNX backend-test layout (a model and test_data_set_N/input_N.pb,\n"
+	 "output_N.pb) through the interpreter; one line per case, then 'N passed, N failed'."},
+	{"compile", "MODEL", 1, 1, "compile a model to a kernel bundle (.moeb)",
+	 "Compile a model through the default pipeline and codegen to a kernel bundle (-o OUT.moeb),\n"
+	 "or to one intermediate form (--emit).  -o or --emit is required."},
+	{"inspect", "X.moeb", 1, 1, "show what a bundle holds",
+	 "Show what a bundle holds: sections, inputs and outputs, weights, buffers, kernels with\n"
+	 "registers and spills, the launch plan and the fusion report."},
+};
+
+/* the range and the choices are left out where they do not apply */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const Opt moec_opts[] = {
+	/* where results go */
+	{"output", 'o', OPT_STR, "FILE", "-", "write the IR to FILE ('-': stdout)", IMPORT | OPT},
+	{"output", 'o', OPT_STR, "FILE", NULL, "write the bundle (or the --emit output) to FILE", COMPILE},
+	{"output", 'o', OPT_STR, "DIR", NULL, "write the outputs into DIR (created if missing)", RUN},
+	/* the model */
+	{"layer", 0, OPT_INT, "N", NULL, "config.json: the decoder layer (default: the first MoE layer)",
+	 LOADS, 0, INT32_MAX},
+	{"weights", 0, OPT_STR, "PATH", NULL, "config.json: safetensors file or index (default: next to it)",
+	 LOADS},
+	{"synthetic-weights", 0, OPT_INT, "SEED", NULL, "config.json: seeded weights, no checkpoint read",
+	 LOADS, 0, INT64_MAX},
+	{"print-loc", 0, OPT_FLAG, NULL, NULL, "print each node's source location in the IR", LOADS},
+	{"summary", 0, OPT_FLAG, NULL, NULL, "append a summary (nodes, weights, ops) to the IR", IMPORT},
+	/* the passes */
+	{"passes", 0, OPT_STR, "LIST", "", "the passes to run, comma-separated", OPT | RUN},
+	{"passes", 0, OPT_STR, "LIST", NULL, "the passes to run (default: the default pipeline)", TEST | COMPILE},
+	{"list-passes", 0, OPT_FLAG, NULL, NULL, "list the passes and the default pipeline, and exit", OPT},
+	{"print-ir-before", 0, OPT_STR, "P", NULL, "print the IR before pass P (a list, or all)", PASSES},
+	{"print-ir-after", 0, OPT_STR, "P", NULL, "print the IR after pass P (a list, or all)", PASSES},
+	{"print-ir-after-all", 0, OPT_FLAG, NULL, NULL, "print the IR after every pass", PASSES},
+	{"print-ir-after-change", 0, OPT_FLAG, NULL, NULL, "print the IR only after passes that changed it",
+	 PASSES},
+	{"verify-each", 0, OPT_FLAG, NULL, NULL, "verify the IR after every pass", PASSES},
+	{"check-eval", 0, OPT_FLAG, NULL, NULL, "interpret the graph before and after every pass", PASSES},
+	{"check-dims", 0, OPT_STR, "T=7,...", NULL, "symbol values for --check-eval", PASSES},
+	{"time-passes", 0, OPT_FLAG, NULL, NULL, "print the time of every pass (compile: every stage)",
+	 PASSES},
+	{"fusion-report", 0, OPT_FLAG, NULL, NULL, "say what each kernel fused, and why not more",
+	 OPT | COMPILE},
+	/* run and test */
+	{"input", 0, OPT_STR, "NAME=FILE", NULL, "an input (.npy or .pb); once per input", RUN},
+	{"test-data", 0, OPT_STR, "SET", NULL, "inputs from SET/input_N.pb; -o DIR becomes a test set", RUN},
+	{"pb", 0, OPT_FLAG, NULL, NULL, "write outputs as .pb (TensorProto), not .npy", RUN},
+	{"compiled", 0, OPT_FLAG, NULL, NULL, "run the default pipeline (the fused graph) first", RUN | TEST},
+	{"emulate", 0, OPT_FLAG, NULL, NULL, "run the generated kernels on the CPU emulator", TEST},
+	/* compile */
+	{"arch", 0, OPT_STR, "LIST", "sm_90a,sm_80", "targets, comma-separated, in preference order",
+	 COMPILE},
+	{"max-tokens", 0, OPT_INT, "N", "4096", "the largest token count T a run may use", COMPILE, 1,
+	 INT32_MAX},
+	{"emit", 0, OPT_STR, NULL, NULL, "write one intermediate form instead of the bundle "
+	 "(llvm, ptx: one file per target)", COMPILE, 0, 0, "ir|llvm|ptx|dot"},
+	{"cubin", 0, OPT_FLAG, NULL, NULL, "embed ptxas's cubins next to the PTX", COMPILE},
+	{"opt-level", 'O', OPT_INT, "N", "3", "LLVM optimisation level (-O0..-O3)", COMPILE, 0, 3},
+	/* everywhere */
+	{"quiet", 'q', OPT_FLAG, NULL, NULL, "no notes, only warnings and errors", LOADS | INSPECT},
+	{"verbose", 'v', OPT_FLAG, NULL, NULL, "progress, and the notes -q and the default leave out",
+	 LOADS | INSPECT},
+};
+#pragma GCC diagnostic pop
+
+static const OptTool moec_tool = {
+	"moec", "an ahead-of-time compiler for MoE and transformer FFN blocks",
+	moec_cmds, (int)NELEM(moec_cmds), moec_opts, (int)NELEM(moec_opts),
+};
+
+/* The import and pass options, as the frontend and the pass manager take them. */
+void
+moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 {
-	fprintf(stderr, "usage: moec %s %s\n", sub, text);
-	return BAD;
-}
-
-static int
-help_for(const char *sub, const char *text)
-{
-	printf("usage: moec %s %s\n", sub, text);
-	return OK;
-}
-
-/* Match "--name=value" or "--name value"; advances *i past the value. */
-static const char *
-opt_value(int argc, char **argv, int *i, const char *name)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] == 0 && *i + 1 < argc)
-		return argv[++*i];
-	return NULL;
-}
-
-static int
-parse_int(const char *s, int64_t *v)
-{
-	char *end;
-
-	*v = strtoll(s, &end, 10);
-	return *s && !*end ? 0 : -1;
-}
-
-/*
- * The flags of `import` and `opt`, accepted by every subcommand that loads
- * and transforms a model.  Returns 1 if argv[*i] was one of them, 0 if not,
- * -1 on a malformed value.
- */
-int
-moec_common_flag(int argc, char **argv, int *i, MoecOpts *o)
-{
-	const char *v;
 	int64_t n;
 
-	if ((v = opt_value(argc, argv, i, "--layer"))) {
-		if (parse_int(v, &n) || n < 0)
-			return -1;
-		o->fe.layer = (int)n;
-	} else if ((v = opt_value(argc, argv, i, "--weights"))) {
-		o->fe.weights = v;
-	} else if ((v = opt_value(argc, argv, i, "--synthetic-weights"))) {
-		if (parse_int(v, &n) || n < 0)
-			return -1;
-		o->fe.synthetic = 1;
-		o->fe.seed = (uint64_t)n;
-	} else if ((v = opt_value(argc, argv, i, "--passes"))) {
-		o->pass.pipeline = v;
-	} else if ((v = opt_value(argc, argv, i, "--print-ir-before"))) {
-		o->pass.print_before = v;
-	} else if ((v = opt_value(argc, argv, i, "--print-ir-after"))) {
-		o->pass.print_after = v;
-	} else if (strcmp(argv[*i], "--print-ir-after-all") == 0) {
-		o->pass.print_after = "all";
-	} else if (strcmp(argv[*i], "--print-ir-after-change") == 0) {
-		o->pass.print_after_change = 1;
-	} else if (strcmp(argv[*i], "--verify-each") == 0) {
-		o->pass.verify_each = 1;
-	} else if (strcmp(argv[*i], "--time-passes") == 0) {
-		o->pass.time_passes = 1;
-	} else if (strcmp(argv[*i], "--check-eval") == 0) {
-		o->pass.check_eval = 1;
-	} else if ((v = opt_value(argc, argv, i, "--check-dims"))) {
-		o->pass.check_dims = v;
-	} else if (strcmp(argv[*i], "--print-loc") == 0) {
-		o->pass.print_flags |= IR_PRINT_LOC;
-	} else {
-		return 0;
-	}
-	return 1;
-}
-
-void
-moec_default_opts(MoecOpts *o)
-{
 	memset(o, 0, sizeof *o);
 	fe_default_opts(&o->fe);
 	pass_default_opts(&o->pass);
+	if (opt_int(a, "layer", &n))
+		o->fe.layer = (int)n;
+	o->fe.weights = opt_str(a, "weights");
+	if ((o->fe.synthetic = opt_int(a, "synthetic-weights", &n)))
+		o->fe.seed = (uint64_t)n;
+	if (opt_has(a, "print-loc"))
+		o->pass.print_flags |= IR_PRINT_LOC;
+	if (opt_has(a, "verbose"))
+		d->level = 1;
+	if (opt_has(a, "quiet"))
+		d->level = -1;
+	if (!opt_takes(a, "passes"))
+		return;
+	o->pass.pipeline = opt_str(a, "passes");
+	o->pass.print_before = opt_str(a, "print-ir-before");
+	o->pass.print_after = opt_has(a, "print-ir-after-all") ? "all" : opt_str(a, "print-ir-after");
+	o->pass.print_after_change = opt_has(a, "print-ir-after-change");
+	o->pass.verify_each = opt_has(a, "verify-each");
+	o->pass.time_passes = opt_has(a, "time-passes");
+	o->pass.check_eval = opt_has(a, "check-eval");
+	o->pass.check_dims = opt_str(a, "check-dims");
+}
+
+/* Parse a subcommand's arguments: OPT_OK, or the exit code (0 after --help). */
+int
+moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag *d)
+{
+	int rc = opt_parse(&moec_tool, opt_find_cmd(&moec_tool, cmd), argc, argv, a);
+
+	if (rc == OPT_HELP)
+		return OK;
+	if (rc)
+		return BAD;
+	diag_init(d, stderr);
+	moec_apply(a, o, d);
+	return -1;
+}
+
+/*
+ * -o must not name an input: the model (or the files of a model folder)
+ * or --weights.  Checked, with the output's folder, before any work.
+ */
+int
+moec_check_output(const OptArgs *a, const char *out, const char *model, Diag *d)
+{
+	static const char *inside[] = {"model.onnx", "config.json"};
+
+	if (!out || strcmp(out, "-") == 0)
+		return 0;
+	if (file_same(out, model) || file_same(out, opt_str(a, "weights")))
+		return diag_error(d, loc_file(out), "-o names an input file: refusing to overwrite it");
+	for (size_t i = 0; model && file_is_dir(model) && i < NELEM(inside); i++) {
+		char *p = file_join(model, inside[i]);
+		int same = file_same(out, p);
+		free(p);
+		if (same)
+			return diag_error(d, loc_file(out), "-o names an input file: refusing to overwrite it");
+	}
+	return file_check_output(out, d);
 }
 
 static int
@@ -139,10 +202,20 @@ parse_stdin(Diag *d)
 	return m;
 }
 
+double
+moec_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* A model from a .ir file (or - for stdin) or any frontend, verified. */
 Module *
 moec_load(const char *path, const MoecOpts *o, Diag *d)
 {
+	double t0 = moec_now();
 	Module *m = strcmp(path, "-") == 0 ? parse_stdin(d)
 		    : ends_with(path, ".ir") ? ir_parse_file(path, d)
 					     : fe_load(path, &o->fe, d);
@@ -156,6 +229,9 @@ moec_load(const char *path, const MoecOpts *o, Diag *d)
 		ir_free_module(m);
 		return NULL;
 	}
+	if (m)
+		diag_remark(d, loc_file(path), "imported: %d nodes, %d weights (%.1f ms)",
+			    ir_main_graph(m)->nnode, m->nweight, 1e3 * (moec_now() - t0));
 	return m;
 }
 
@@ -164,30 +240,13 @@ int
 moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d)
 {
 	PassCtx c = {d, rep};
+	double t0 = moec_now();
 	int rc = pass_run(m, &o->pass, &c);
 
+	if (rc == 0)
+		diag_remark(d, LOC_NONE, "passes: %d nodes left (%.1f ms)", ir_main_graph(m)->nnode,
+			    1e3 * (moec_now() - t0));
 	return rc == 0 ? OK : rc < 0 ? BAD : FAIL;
-}
-
-static FILE *
-open_out(const char *path, Diag *d)
-{
-	FILE *f;
-
-	if (!path || strcmp(path, "-") == 0)
-		return stdout;
-	f = fopen(path, "w");
-	if (!f)
-		diag_error(d, loc_file(path), "cannot create file");
-	return f;
-}
-
-static int
-close_out(FILE *f)
-{
-	if (f == stdout)
-		return fflush(f) == 0 ? 0 : -1;
-	return fclose(f) == 0 ? 0 : -1;
 }
 
 /* --- moec import ------------------------------------------------------------ */
@@ -219,49 +278,37 @@ summary(FILE *f, const Module *m)
 	fprintf(f, "\n");
 }
 
+/* The IR (and the summary) to path, atomically ("-": stdout). */
+static int
+write_ir(const char *path, const Module *m, int flags, int sum, Diag *d)
+{
+	FileOut o;
+	FILE *f = file_create(&o, path, d);
+
+	if (!f)
+		return BAD;
+	ir_print(f, m, flags);
+	if (sum)
+		summary(f, m);
+	return file_commit(&o, d) == 0 ? OK : BAD;
+}
+
 static int
 cmd_import(int argc, char **argv)
 {
-	static const char help[] = "MODEL [-o OUT.ir] [--layer N] [--weights PATH] "
-				   "[--synthetic-weights=SEED] [--print-loc] [--summary]";
 	MoecOpts o;
-	const char *model = NULL, *out = NULL;
-	int sum = 0, rc;
+	OptArgs a;
 	Diag d;
 	Module *m;
-	FILE *f;
+	int rc;
 
-	moec_default_opts(&o);
-	diag_init(&d, stderr);
-	for (int i = 1; i < argc; i++) {
-		int k = moec_common_flag(argc, argv, &i, &o);
-		if (k < 0)
-			return usage("import", help);
-		if (k)
-			continue;
-		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-			out = argv[++i];
-		else if (strcmp(argv[i], "--summary") == 0)
-			sum = 1;
-		else if (strcmp(argv[i], "--help") == 0)
-			return help_for("import", help);
-		else if (argv[i][0] == '-' || model)
-			return usage("import", help);
-		else
-			model = argv[i];
-	}
-	if (!model)
-		return usage("import", help);
-	if (!(m = moec_load(model, &o, &d)))
+	if ((rc = moec_args("import", argc, argv, &a, &o, &d)) >= 0)
+		return rc;
+	if (moec_check_output(&a, opt_str(&a, "output"), a.pos[0], &d))
 		return BAD;
-	if (!(f = open_out(out, &d))) {
-		ir_free_module(m);
+	if (!(m = moec_load(a.pos[0], &o, &d)))
 		return BAD;
-	}
-	ir_print(f, m, o.pass.print_flags);
-	if (sum)
-		summary(f, m);
-	rc = close_out(f) == 0 ? OK : BAD;
+	rc = write_ir(opt_str(&a, "output"), m, o.pass.print_flags, opt_has(&a, "summary"), &d);
 	ir_free_module(m);
 	return rc;
 }
@@ -295,62 +342,33 @@ roundtrip(const Module *m, int flags, Diag *d)
 static int
 cmd_opt(int argc, char **argv)
 {
-	static const char help[] =
-		"IN.ir [-o OUT.ir] [--passes=a,b] [--print-ir-before=P] [--print-ir-after=P]\n"
-		"       [--print-ir-after-all] [--print-ir-after-change] [--verify-each]\n"
-		"       [--check-eval] [--check-dims=T=7] [--time-passes] [--list-passes] [--print-loc]\n"
-		"       [--fusion-report]";
 	MoecOpts o;
-	const char *in = NULL, *out = NULL;
+	OptArgs a;
 	Report *rep = NULL;
 	Diag d;
 	Module *m;
-	FILE *f;
 	int rc;
 
-	moec_default_opts(&o);
-	o.pass.pipeline = "";	/* none unless --passes */
-	diag_init(&d, stderr);
-	for (int i = 1; i < argc; i++) {
-		int k = moec_common_flag(argc, argv, &i, &o);
-		if (k < 0)
-			return usage("opt", help);
-		if (k)
-			continue;
-		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-			out = argv[++i];
-		else if (strcmp(argv[i], "--list-passes") == 0)
-			return pass_list(stdout), OK;
-		else if (strcmp(argv[i], "--fusion-report") == 0 && !rep)
-			rep = report_new();
-		else if (strcmp(argv[i], "--help") == 0)
-			return help_for("opt", help);
-		else if ((argv[i][0] == '-' && argv[i][1]) || in)
-			return usage("opt", help);
-		else
-			in = argv[i];
-	}
-	if (!in)
-		return usage("opt", help);
-	if (!(m = moec_load(in, &o, &d))) {
-		report_free(rep);
+	if ((rc = moec_args("opt", argc, argv, &a, &o, &d)) >= 0)
+		return rc;
+	if (opt_has(&a, "list-passes"))
+		return pass_list(stdout), OK;
+	if (a.npos == 0)
+		return opt_error(&a, "missing IN.ir (usage: moec opt IN.ir)");
+	if (moec_check_output(&a, opt_str(&a, "output"), a.pos[0], &d))
 		return BAD;
-	}
+	if (!(m = moec_load(a.pos[0], &o, &d)))
+		return BAD;
+	if (opt_has(&a, "fusion-report"))
+		rep = report_new();
 	rc = moec_passes(m, &o, rep, &d);
 	if (rep)	/* on stderr: stdout is the IR */
 		report_print(stderr, rep);
 	report_free(rep);
 	if (rc == OK && getenv("MOEC_CHECK_ROUNDTRIP"))
 		rc = roundtrip(m, o.pass.print_flags, &d);
-	if (rc == OK) {
-		if (!(f = open_out(out, &d)))
-			rc = BAD;
-		else {
-			ir_print(f, m, o.pass.print_flags);
-			if (close_out(f) != 0)
-				rc = BAD;
-		}
-	}
+	if (rc == OK)
+		rc = write_ir(opt_str(&a, "output"), m, o.pass.print_flags, 0, &d);
 	ir_free_module(m);
 	return rc;
 }
@@ -384,124 +402,138 @@ describe(FILE *f, const char *name, const Tensor *t)
 		n ? sum / (double)n : 0);
 }
 
-/* One tensor into dir: NAME.npy, NAME.pb, or (test layout) PREFIX_N.pb. */
+/* One tensor into dir/file, named tname inside (.pb keeps the name). */
 static int
-write_one(const char *dir, const char *file, Tensor *t, const char *tname, Diag *d)
+write_one(const char *path, Tensor *t, const char *tname, Diag *d)
 {
-	char *path = file_join(dir, file);
-	int rc;
-
 	free(t->name);
 	t->name = xstrdup(tname);
-	rc = tensor_write(path, t, d);
-	free(path);
-	return rc ? BAD : OK;
+	return tensor_write(path, t, d) ? BAD : OK;
 }
 
 /*
- * Outputs by name into dir, or, with layout (an ONNX test_data_set folder),
- * the inputs as input_N.pb and the outputs as output_N.pb: a test set whose
- * expected outputs are the interpreter's.
+ * Where each output goes: DIR/NAME.npy (.pb) with NAME made one safe file
+ * name (file_safe_name), or output_N.pb in a test set.  Two outputs on one
+ * file, or an output on an input file, are refused before anything runs.
+ */
+static char **
+output_paths(const OptArgs *a, const Graph *g, const char *dir, Diag *d)
+{
+	char **path = xcalloc((size_t)g->nret + 1, sizeof *path), file[256];
+	const char *in;
+	int ok = 1;
+
+	for (int i = 0; i < g->nret && ok; i++) {
+		char safe[210];
+		file_safe_name(safe, sizeof safe, g->retname[i]);
+		if (opt_has(a, "test-data"))
+			snprintf(file, sizeof file, "output_%d.pb", i);
+		else
+			snprintf(file, sizeof file, "%s.%s", safe, opt_has(a, "pb") ? "pb" : "npy");
+		path[i] = file_join(dir, file);
+		for (int k = 0; k < i && ok; k++)
+			if (strcmp(path[k], path[i]) == 0)
+				ok = diag_error(d, loc_file(path[i]), "outputs '%s' and '%s' would both be "
+						"written here", g->retname[k], g->retname[i]) == 0;
+		for (int k = 0; ok && (in = opt_next(a, "input", &k));)
+			if (file_same(path[i], strchr(in, '=') ? strchr(in, '=') + 1 : in))
+				ok = diag_error(d, loc_file(path[i]), "output '%s' would overwrite the "
+						"input file", g->retname[i]) == 0;
+	}
+	if (!ok) {
+		for (int i = 0; i < g->nret; i++)
+			free(path[i]);
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+/*
+ * Outputs into dir, or, with --test-data, the inputs as input_N.pb and the
+ * outputs as output_N.pb: a test set whose expected outputs are the
+ * interpreter's.
  */
 static int
-write_outputs(const Graph *g, Tensor *in, Tensor *out, const char *dir, int pb, int layout, Diag *d)
+write_outputs(const OptArgs *a, const Graph *g, Tensor *in, Tensor *out, const char *dir,
+	      char **path, Diag *d)
 {
 	char file[64];
 
-	if (layout) {
-		if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-			diag_error(d, loc_file(dir), "cannot create the folder: %s", strerror(errno));
+	for (int i = 0; dir && opt_has(a, "test-data") && i < g->nparam; i++) {
+		snprintf(file, sizeof file, "input_%d.pb", i);
+		char *p = file_join(dir, file);
+		int rc = write_one(p, &in[i], g->param[i]->name, d);
+		free(p);
+		if (rc)
 			return BAD;
-		}
-		for (int i = 0; i < g->nparam; i++) {
-			snprintf(file, sizeof file, "input_%d.pb", i);
-			if (write_one(dir, file, &in[i], g->param[i]->name, d))
-				return BAD;
-		}
 	}
 	for (int i = 0; i < g->nret; i++) {
 		describe(stdout, g->retname[i], &out[i]);
-		if (!dir)
-			continue;
-		if (layout) {
-			snprintf(file, sizeof file, "output_%d.pb", i);
-			if (write_one(dir, file, &out[i], g->retname[i], d))
-				return BAD;
-			continue;
-		}
-		char *name = NULL, *path;
-		if (asprintf(&name, "%s.%s", g->retname[i], pb ? "pb" : "npy") < 0)
-			return BAD;
-		path = file_join(dir, name);
-		free(out[i].name);
-		out[i].name = xstrdup(g->retname[i]);
-		int rc = tensor_write(path, &out[i], d);
-		free(path);
-		free(name);
-		if (rc)
+		if (dir && write_one(path[i], &out[i], g->retname[i], d))
 			return BAD;
 	}
 	return OK;
 }
 
+/* -o DIR: not the test set read, created if missing, before any work. */
+static int
+check_run_dir(const OptArgs *a, const char *dir, Diag *d)
+{
+	const char *set = opt_str(a, "test-data");
+
+	if (set && !dir)
+		return diag_error(d, loc_file(set), "--test-data needs -o DIR for the new test set");
+	if (set && opt_has(a, "input"))
+		return diag_error(d, loc_file(set), "--test-data and --input: give one or the other");
+	if (!dir)
+		return 0;
+	if (set && file_same(set, dir))
+		return diag_error(d, loc_file(dir), "-o is the --test-data folder: refusing to "
+				  "overwrite its reference outputs");
+	return file_make_dir(dir, d);
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
-	static const char help[] = "MODEL --input NAME=FILE ... [-o DIR] [--pb] [--compiled] "
-				   "[--layer N] [import and opt flags]\n"
-				   "       moec run MODEL --test-data=SET -o OUTSET: inputs from SET/input_N.pb, "
-				   "a test set\n       (input_N.pb, output_N.pb) with the interpreter's outputs in OUTSET";
 	MoecOpts o;
-	const char *model = NULL, *dir = NULL, *set = NULL, *v;
-	const char *inputs[64];
-	int nin = 0, compiled = 0, pb = 0, rc = BAD;
+	OptArgs a;
+	const char *model, *dir, *set, *v;
+	int rc;
 	Tensor in[64], *out = NULL;
+	char **path = NULL;
 	Diag d;
-	Module *m;
+	Module *m = NULL;
 	Graph *g;
 
-	moec_default_opts(&o);
-	o.pass.pipeline = "";
-	diag_init(&d, stderr);
+	if ((rc = moec_args("run", argc, argv, &a, &o, &d)) >= 0)
+		return rc;
+	model = a.pos[0], dir = opt_str(&a, "output"), set = opt_str(&a, "test-data");
 	memset(in, 0, sizeof in);
-	for (int i = 1; i < argc; i++) {
-		int k = moec_common_flag(argc, argv, &i, &o);
-		if (k < 0)
-			return usage("run", help);
-		if (k)
-			continue;
-		if ((v = opt_value(argc, argv, &i, "--input")) && nin < 64)
-			inputs[nin++] = v;
-		else if ((v = opt_value(argc, argv, &i, "--test-data")))
-			set = v;
-		else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-			dir = argv[++i];
-		else if (strcmp(argv[i], "--compiled") == 0)
-			compiled = 1;
-		else if (strcmp(argv[i], "--pb") == 0)
-			pb = 1;
-		else if (strcmp(argv[i], "--help") == 0)
-			return help_for("run", help);
-		else if (argv[i][0] == '-' || model)
-			return usage("run", help);
-		else
-			model = argv[i];
+	if (opt_has(&a, "compiled") && !opt_has(&a, "passes"))
+		o.pass.pipeline = NULL;	/* the default pipeline */
+	if (check_run_dir(&a, dir, &d) || !(m = moec_load(model, &o, &d))) {
+		rc = BAD;
+		goto done;
 	}
-	if (!model || (set && (nin || !dir)))
-		return usage("run", help);
-	if (compiled && !o.pass.pipeline[0])
-		o.pass.pipeline = NULL;
-	if (!(m = moec_load(model, &o, &d)))
-		return BAD;
 	if ((rc = moec_passes(m, &o, NULL, &d)) != OK)
 		goto done;
 	rc = BAD;
 	g = ir_main_graph(m);
-	for (int i = 0; i < nin; i++) {
-		const char *eq = strchr(inputs[i], '=');
-		int p = eq ? find_param(g, inputs[i], (size_t)(eq - inputs[i])) : -1;
+	if (g->nparam > 64) {
+		diag_error(&d, loc_file(model), "%d inputs: moec run takes at most 64", g->nparam);
+		goto done;
+	}
+	for (int k = 0; (v = opt_next(&a, "input", &k));) {
+		const char *eq = strchr(v, '=');
+		int p = eq ? find_param(g, v, (size_t)(eq - v)) : -1;
+		if (!eq || !eq[1]) {
+			opt_bad(&a, "input", v, "is not NAME=FILE");
+			goto done;
+		}
 		if (p < 0) {
-			diag_error(&d, loc_file(model), "--input %s: no input of that name", inputs[i]);
+			diag_error(&d, loc_file(model), "--input %s: no input of that name", v);
 			goto done;
 		}
 		if (in[p].data) {
@@ -511,16 +543,12 @@ cmd_run(int argc, char **argv)
 		if (tensor_read(eq + 1, &in[p], &d) != 0)
 			goto done;
 	}
-	if (g->nparam > 64) {
-		diag_error(&d, loc_file(model), "%d inputs: moec run takes at most 64", g->nparam);
-		goto done;
-	}
 	for (int i = 0; set && i < g->nparam; i++) {
-		char file[32], *path;
+		char file[32], *p;
 		snprintf(file, sizeof file, "input_%d.pb", i);
-		path = file_join(set, file);
-		int bad = tensor_read(path, &in[i], &d);
-		free(path);
+		p = file_join(set, file);
+		int bad = tensor_read(p, &in[i], &d);
+		free(p);
 		if (bad)
 			goto done;
 	}
@@ -529,11 +557,16 @@ cmd_run(int argc, char **argv)
 			diag_error(&d, loc_file(model), "missing --input %s=FILE", g->param[i]->name);
 			goto done;
 		}
+	if (dir && !(path = output_paths(&a, g, dir, &d)))
+		goto done;
 	out = xcalloc((size_t)g->nret + 1, sizeof *out);
 	if (ir_eval(g, in, g->nparam, out, NULL, &d) == 0)
-		rc = write_outputs(g, in, out, dir, pb, set != NULL, &d);
-	for (int i = 0; out && i < g->nret; i++)
+		rc = write_outputs(&a, g, in, out, dir, path, &d);
+	for (int i = 0; i < g->nret; i++)
 		tensor_free(&out[i]);
+	for (int i = 0; path && i < g->nret; i++)
+		free(path[i]);
+	free(path);
 done:
 	for (int i = 0; i < 64; i++)
 		tensor_free(&in[i]);
@@ -542,46 +575,16 @@ done:
 	return rc;
 }
 
-/* --- the table of subcommands ---------------------------------------------- */
+/* --- main ----------------------------------------------------------------------- */
 
-static const struct {
-	const char *name;
-	int (*fn)(int, char **);
-	const char *help;
-} cmds[] = {
-	{"import", cmd_import, "import a model (.onnx, config.json, folder) and print its IR"},
-	{"opt", cmd_opt, "run passes over IR text and print the result"},
-	{"run", cmd_run, "evaluate a model with the CPU reference interpreter"},
-	{"test", moec_cmd_test, "run ONNX backend-test folders through the interpreter"},
-	{"compile", moec_cmd_compile, "compile a model to a kernel bundle (.moeb)"},
-	{"inspect", moec_cmd_inspect, "show what a bundle holds"},
+static int (*const run_cmd[])(int, char **) = {	/* ORDER: moec_cmds */
+	cmd_import, cmd_opt, cmd_run, moec_cmd_test, moec_cmd_compile, moec_cmd_inspect,
 };
-
-static int
-help(FILE *f)
-{
-	fprintf(f, "moec %s — an ahead-of-time compiler for MoE and transformer FFN blocks\n\n"
-		   "usage: moec COMMAND [ARGS]   (moec COMMAND --help for its flags)\n\n",
-		MOEC_VERSION);
-	for (size_t i = 0; i < NELEM(cmds); i++)
-		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "\nexit codes: 0 ok, 1 a check or test failed, 2 bad usage or input\n");
-	return f == stdout ? OK : BAD;
-}
 
 int
 main(int argc, char **argv)
 {
-	if (argc < 2)
-		return help(stderr);
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-	    strcmp(argv[1], "help") == 0)
-		return help(stdout);
-	if (strcmp(argv[1], "--version") == 0)
-		return printf("moec %s\n", MOEC_VERSION), OK;
-	for (size_t i = 0; i < NELEM(cmds); i++)
-		if (strcmp(argv[1], cmds[i].name) == 0)
-			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "moec: unknown command '%s'\n", argv[1]);
-	return help(stderr);
+	int cmd, rc = opt_main(&moec_tool, argc, argv, &cmd);
+
+	return rc >= 0 ? rc : run_cmd[cmd](argc - 1, argv + 1);
 }

@@ -7,14 +7,19 @@
 
 #include "frontend.h"
 #include "passes.h"
+#include "opt.h"
 
 typedef struct {
 	FeOpts fe;
 	PassOpts pass;
 } MoecOpts;
 
-void moec_default_opts(MoecOpts *o);
-int moec_common_flag(int argc, char **argv, int *i, MoecOpts *o);
+/* Parse subcommand cmd's arguments (opt.h) into a and o, and set up d
+ * (-q, -v): -1 to go on, else the exit code (0 after --help). */
+int moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag *d);
+/* -o checked before any work: its folder writable, not an input file. */
+int moec_check_output(const OptArgs *a, const char *out, const char *model, Diag *d);
+double moec_now(void);	/* seconds, monotonic */
 Module *moec_load(const char *path, const MoecOpts *o, Diag *d);
 int moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d);
 

@@ -4,7 +4,7 @@
  * GPU, and describe the device.
  *
  * Exit codes: 0 success, 1 a check or test failed (or no usable GPU),
- * 2 bad usage or bad input.  The bundle and the inputs are checked before
+ * 2 bad usage or bad input (a bundle refused by verify too).  The bundle and the inputs are checked before
  * the driver is touched, so a bad file is reported as such on any host.
  */
 #include <dirent.h>
@@ -14,6 +14,7 @@
 
 #include "bundle.h"
 #include "moert.h"
+#include "opt.h"
 #include "util.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -43,110 +44,100 @@ rt_fail(moert_status s)
 		   moert_last_error());
 }
 
-/* --- options --------------------------------------------------------------- */
+/* --- options: one table (opt.h), docs/cli.md from it --------------------------- */
+
+enum { RUN = 1, TEST = 2, BENCH = 4, VERIFY = 8, INFO = 16 };
+
+static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
+	{"run", "X.moeb", 1, 1, "run a bundle on the GPU",
+	 "Run the bundle on the GPU.  Inputs are .npy or .pb files (f32 files are rounded for bf16/f8\n"
+	 "inputs); T is read off the dims declared T.  Each output is written as DIR/NAME.npy (.pb with\n"
+	 "--pb), NAME made one safe file name (docs/cli.md)."},
+	{"test", "X.moeb DIR...", 2, 64, "compare a bundle's results with ONNX test sets",
+	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with output_N.pb at\n"
+	 "the tolerance of the output's dtype.  One line per case, then 'N passed, N failed'; exit 1\n"
+	 "if any failed."},
+	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
+	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
+	 "poisoned first and must be fully written.  Prints the median in microseconds, TFLOP/s and\n"
+	 "GB/s from the manifest's cost line, and a one-line 'bench key=value ...' summary."},
+	{"verify", "X.moeb", 1, 1, "check a bundle without a GPU",
+	 "Check the bundle's structure, checksums and manifest without a GPU and print a summary.\n"
+	 "Exit 2 if the bundle is refused (a bad file, as everywhere)."},
+	{"info", "", 0, 0, "describe the GPU", "Name and compute capability of the GPU."},
+};
+
+/* the range and the choices are left out where they do not apply */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const Opt moert_opts[] = {
+	{"input", 0, OPT_STR, "NAME=FILE", NULL, "an input (.npy or .pb); once per input", RUN},
+	{"output", 'o', OPT_STR, "DIR", ".", "write the outputs into DIR (created if missing)", RUN},
+	{"pb", 0, OPT_FLAG, NULL, NULL, "write outputs as .pb (TensorProto), not .npy", RUN},
+	{"tokens", 0, OPT_INT, "T", NULL, "the token count (run, test: default from the inputs' T dims)",
+	 RUN | TEST | BENCH, 1, INT32_MAX},
+	{"graph", 0, OPT_FLAG, NULL, NULL, "replay the launch plan as a CUDA graph", RUN | TEST | BENCH},
+	{"iters", 0, OPT_INT, "N", "100", "timed runs", BENCH, 1, 100000},
+	{"warmup", 0, OPT_INT, "N", "10", "untimed runs first", BENCH, 0, 100000},
+	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH, 0, INT64_MAX},
+	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH, 0,
+	 100},
+	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
+	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
+};
+#pragma GCC diagnostic pop
+
+static const OptTool moert_tool = {
+	"moert", "the runtime of moec's kernel bundles (env MOERT_LIBCUDA overrides libcuda.so.1)",
+	moert_cmds, (int)NELEM(moert_cmds), moert_opts, (int)NELEM(moert_opts),
+};
 
 typedef struct Opts Opts;
 struct Opts {
-	const char *pos[64];	/* positional arguments */
+	OptArgs a;
+	const char *const *pos;	/* positional arguments */
 	int npos;
-	const char *inname[64], *infile[64];	/* --input NAME=FILE */
-	int nin;
 	const char *outdir;
-	int pb, graph, device, iters, warmup, help, profile;
+	int pb, graph, device, iters, warmup, profile;
 	int64_t tokens;
 	uint64_t seed;
 	int skew;		/* bench: percent of each token that is shared (0..100) */
 };
 
-static int
-num(const char *s, long long lo, long long hi, long long *v)
+static int64_t
+int_opt(const OptArgs *a, const char *name, int64_t none)
 {
-	char *end;
+	int64_t v;
 
-	*v = strtoll(s, &end, 10);
-	return *s && !*end && *v >= lo && *v <= hi ? 0 : -1;
+	return opt_int(a, name, &v) ? v : none;
 }
 
-/* "--key=V" or "--key V": the value, advancing *i for the second form. */
-static const char *
-value(int argc, char **argv, int *i, const char *key)
-{
-	size_t k = strlen(key);
-
-	if (strncmp(argv[*i], key, k) != 0)
-		return NULL;
-	if (argv[*i][k] == '=')
-		return argv[*i] + k + 1;
-	if (argv[*i][k] == 0 && *i + 1 < argc)
-		return argv[++*i];
-	return NULL;
-}
-
+/* OPT_OK, or the exit code (0 after --help). */
 static int
-input_opt(Opts *o, const char *v)
+parse_opts(Opts *o, int cmd, int argc, char **argv)
 {
-	const char *eq = strchr(v, '=');
-
-	if (!eq || eq == v || !eq[1] || o->nin == 64)
-		return say(EXIT_USAGE, "--input wants NAME=FILE, got '%s'", v);
-	o->inname[o->nin] = v;	/* NUL-terminated below, by length */
-	o->infile[o->nin++] = eq + 1;
-	return 0;
-}
-
-static int
-option(Opts *o, int argc, char **argv, int *i)
-{
+	int rc = opt_parse(&moert_tool, cmd, argc, argv, &o->a);
 	const char *v;
-	long long n;
 
-	if (!strcmp(argv[*i], "--help") || !strcmp(argv[*i], "-h"))
-		return o->help = 1, 0;
-	if (!strcmp(argv[*i], "--profile"))
-		return o->profile = 1, 0;
-	if (!strcmp(argv[*i], "--graph"))
-		return o->graph = 1, 0;
-	if (!strcmp(argv[*i], "--pb"))
-		return o->pb = 1, 0;
-	if ((v = value(argc, argv, i, "--input")))
-		return input_opt(o, v);
-	if ((v = value(argc, argv, i, "-o")) || (v = value(argc, argv, i, "--output")))
-		return o->outdir = v, 0;
-#define INTOPT(flag, lo, hi, dst)                                              \
-	if ((v = value(argc, argv, i, flag))) {                                \
-		if (num(v, lo, hi, &n))                                        \
-			return say(EXIT_USAGE, "%s wants an integer in "      \
-				   "%lld..%lld, got '%s'", flag, (long long)lo, \
-				   (long long)hi, v);                          \
-		dst = n;                                                       \
-		return 0;                                                      \
+	if (rc)
+		return rc == OPT_HELP ? EXIT_OK : EXIT_USAGE;
+	o->pos = o->a.pos, o->npos = o->a.npos;
+	o->outdir = opt_str(&o->a, "output");
+	o->pb = opt_has(&o->a, "pb");
+	o->graph = opt_has(&o->a, "graph");
+	o->profile = opt_has(&o->a, "profile");
+	o->tokens = int_opt(&o->a, "tokens", -1);
+	o->iters = (int)int_opt(&o->a, "iters", 0);
+	o->warmup = (int)int_opt(&o->a, "warmup", 0);
+	o->seed = (uint64_t)int_opt(&o->a, "seed", 0);
+	o->skew = (int)int_opt(&o->a, "skew", 0);
+	o->device = (int)int_opt(&o->a, "device", 0);
+	for (int k = 0; (v = opt_next(&o->a, "input", &k));) {
+		const char *eq = strchr(v, '=');
+		if (!eq || eq == v || !eq[1])
+			return opt_bad(&o->a, "input", v, "is not NAME=FILE");
 	}
-	INTOPT("--tokens", 1, INT32_MAX, o->tokens)
-	INTOPT("--iters", 1, 100000, o->iters)
-	INTOPT("--warmup", 0, 100000, o->warmup)
-	INTOPT("--device", 0, 1024, o->device)
-	INTOPT("--seed", 0, INT64_MAX, o->seed)
-	INTOPT("--skew", 0, 100, o->skew)
-#undef INTOPT
-	if (argv[*i][0] == '-' && argv[*i][1])
-		return say(EXIT_USAGE, "unknown option '%s' (see moert %s --help)",
-			   argv[*i], argv[1]);
-	if (o->npos == 64)
-		return say(EXIT_USAGE, "too many arguments");
-	o->pos[o->npos++] = argv[*i];
-	return 0;
-}
-
-static int
-parse_opts(Opts *o, int argc, char **argv)
-{
-	memset(o, 0, sizeof *o);
-	o->iters = 100, o->warmup = 10, o->tokens = -1, o->seed = 1;
-	o->outdir = ".";
-	for (int i = 2; i < argc; i++)
-		if (option(o, argc, argv, &i))
-			return -1;
-	return 0;
+	return -1;
 }
 
 /* --- bundle, device and tensors ------------------------------------------- */
@@ -346,15 +337,16 @@ run_inputs(Ctx *c, const Opts *o, Tensor *in, int64_t *tokens)
 	int set[64] = {0}, i;
 	moert_tensor_info ti;
 	char why[1024];
+	const char *v;
 
-	for (int k = 0; k < o->nin; k++) {
-		if ((i = find_input(c, o->inname[k])) < 0)
-			return say(EXIT_USAGE, "%s has no input named '%.*s'",
-				   c->path, (int)(o->infile[k] - o->inname[k] - 1),
-				   o->inname[k]);
+	for (int k = 0; (v = opt_next(&o->a, "input", &k));) {
+		const char *file = strchr(v, '=') + 1;
+		if ((i = find_input(c, v)) < 0)
+			return say(EXIT_USAGE, "%s has no input named '%.*s'", c->path,
+				   (int)(file - v - 1), v);
 		if (set[i]++)
 			return say(EXIT_USAGE, "input %d given twice", i);
-		if (read_input(c, i, o->infile[k], &in[i], tokens, why, sizeof why))
+		if (read_input(c, i, file, &in[i], tokens, why, sizeof why))
 			return say(EXIT_USAGE, "%s", why);
 	}
 	for (i = 0; i < moert_num_inputs(c->p); i++)
@@ -367,10 +359,55 @@ run_inputs(Ctx *c, const Opts *o, Tensor *in, int64_t *tokens)
 	return EXIT_OK;
 }
 
+/*
+ * Where output i goes: DIR/NAME.npy (.pb), NAME the output's name made one
+ * safe file name (file_safe_name: a bundle's names never leave DIR).
+ */
+static char *
+output_path(Ctx *c, const Opts *o, int i)
+{
+	moert_tensor_info ti;
+	char safe[210], file[256];
+
+	moert_output_info(c->p, i, 1, &ti);
+	file_safe_name(safe, sizeof safe, ti.name);
+	snprintf(file, sizeof file, "%s.%s", safe, o->pb ? "pb" : "npy");
+	return file_join(o->outdir, file);
+}
+
+/* Before the GPU is touched: DIR made, no two outputs on one file, no
+ * output on an input file. */
+static int
+check_outputs(Ctx *c, const Opts *o)
+{
+	int n = moert_num_outputs(c->p), rc = EXIT_OK;
+	char *path[64] = {0};
+	const char *v;
+	Diag d;
+
+	diag_init(&d, NULL);
+	if (file_make_dir(o->outdir, &d))
+		return say(EXIT_USAGE, "%s", d.last);
+	for (int i = 0; i < n && !rc; i++) {
+		path[i] = output_path(c, o, i);
+		for (int k = 0; k < i && !rc; k++)
+			if (!strcmp(path[k], path[i]))
+				rc = say(EXIT_USAGE, "%s: outputs %d and %d would both be written here",
+					 path[i], k, i);
+		for (int k = 0; !rc && (v = opt_next(&o->a, "input", &k));)
+			if (file_same(path[i], strchr(v, '=') + 1))
+				rc = say(EXIT_USAGE, "%s: output %d would overwrite an input file",
+					 path[i], i);
+	}
+	for (int i = 0; i < n; i++)
+		free(path[i]);
+	return rc;
+}
+
 static int
 write_outputs(Ctx *c, const Opts *o, int64_t tokens)
 {
-	char name[300], shape[160], *path;
+	char shape[160], *path;
 	moert_status s;
 	Tensor t;
 	Diag d;
@@ -382,8 +419,7 @@ write_outputs(Ctx *c, const Opts *o, int64_t tokens)
 			tensor_free(&t);
 			return rt_fail(s);
 		}
-		snprintf(name, sizeof name, "%s.%s", t.name, o->pb ? "pb" : "npy");
-		path = file_join(o->outdir, name);
+		path = output_path(c, o, i);
 		rc = tensor_write(path, &t, &d);
 		tensor_shape_string(shape, sizeof shape, &t);
 		if (!rc)
@@ -404,11 +440,8 @@ cmd_run(Ctx *c, const Opts *o)
 	moert_status s;
 	int rc;
 
-	if (o->npos != 1)
-		return say(EXIT_USAGE, "run wants one bundle (moert run --help)");
-	if (!(rc = open_bundle(c, o->pos[0])) &&
-	    !(rc = run_inputs(c, o, in, &tokens)) &&
-	    !(rc = open_device(c, o->device))) {
+	if (!(rc = open_bundle(c, o->pos[0])) && !(rc = run_inputs(c, o, in, &tokens)) &&
+	    !(rc = check_outputs(c, o)) && !(rc = open_device(c, o->device))) {
 		if ((s = upload(c, in, tokens)) || (s = run_once(c, tokens, o->graph)))
 			rc = rt_fail(s);
 		else
@@ -546,9 +579,6 @@ cmd_test(Ctx *c, const Opts *o)
 {
 	int pass = 0, fail = 0, rc;
 
-	if (o->npos < 2)
-		return say(EXIT_USAGE, "test wants a bundle and test folders "
-			   "(moert test --help)");
 	if ((rc = open_bundle(c, o->pos[0])) || (rc = open_device(c, o->device)))
 		return rc;
 	for (int d = 1; d < o->npos; d++) {
@@ -720,9 +750,8 @@ cmd_bench(Ctx *c, const Opts *o)
 	double us = 0;
 	int rc;
 
-	if (o->npos != 1 || o->tokens < 1)
-		return say(EXIT_USAGE, "bench wants one bundle and --tokens=T "
-			   "(moert bench --help)");
+	if (o->tokens < 1)
+		return opt_error(&o->a, "needs --tokens=T");
 	if (!(rc = open_bundle(c, o->pos[0])) && !(rc = bench_inputs(c, o, in)) &&
 	    !(rc = open_device(c, o->device))) {
 		if ((s = upload(c, in, o->tokens)))
@@ -784,17 +813,15 @@ cmd_verify(Ctx *c, const Opts *o)
 	Diag d;
 	int rc;
 
-	if (o->npos != 1)
-		return say(EXIT_USAGE, "verify wants one bundle (moert verify --help)");
 	diag_init(&d, stderr);
 	if (!(c->buf = bundle_read_file(o->pos[0], &c->len, &rc, &d)))
-		return rc == 1 ? EXIT_USAGE : EXIT_FAIL;
+		return EXIT_USAGE;
 	a = arena_new(0);
 	rc = bundle_read(a, o->pos[0], c->buf, c->len, &b, &d);
 	if (!rc)
 		summary(o->pos[0], &b);
 	arena_free(a);
-	return rc ? EXIT_FAIL : EXIT_OK;
+	return rc ? EXIT_USAGE : EXIT_OK;	/* a refused bundle is bad input, as in moec inspect */
 }
 
 static int
@@ -802,8 +829,6 @@ cmd_info(Ctx *c, const Opts *o)
 {
 	moert_status s;
 
-	if (o->npos)
-		return say(EXIT_USAGE, "info takes no arguments");
 	if ((s = moert_open(o->device, &c->dev)))
 		return say(EXIT_FAIL, "%s: %s", moert_status_name(s),
 			   moert_last_error());
@@ -813,71 +838,22 @@ cmd_info(Ctx *c, const Opts *o)
 
 /* --- main ------------------------------------------------------------------- */
 
-static const struct {
-	const char *name;
-	int (*fn)(Ctx *, const Opts *);
-	const char *usage, *help;
-} cmds[] = {
-	{"run", cmd_run, "run X.moeb --input NAME=FILE ... [-o DIR] [--pb] [--graph] [--tokens=T]",
-	 "Run the bundle on the GPU.  Inputs are .npy or .pb files (f32 files are\n"
-	 "rounded for bf16/f8 inputs); T is read off the dims declared T.  Each output\n"
-	 "is written as DIR/NAME.npy (or .pb with --pb); DIR defaults to '.'."},
-	{"test", cmd_test, "test X.moeb DIR... [--graph]",
-	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with\n"
-	 "output_N.pb at the tolerance of the output's dtype.  One line per case, then\n"
-	 "'N passed, N failed'; exit 1 if any failed."},
-	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S] [--skew=PCT] [--profile]",
-	 "Time the launch plan with device events on seeded random inputs (never zero).\n"
-	 "Outputs are poisoned first and must be fully written.  Prints the median in\n"
-	 "microseconds, TFLOP/s and GB/s from the manifest's cost line, and a one-line\n"
-	 "'bench key=value ...' summary.  Defaults: 100 iters, 10 warmup."},
-	{"verify", cmd_verify, "verify X.moeb",
-	 "Check the bundle's structure, checksums and manifest without a GPU and print\n"
-	 "a summary.  Exit 1 if the bundle is refused."},
-	{"info", cmd_info, "info [--device=N]", "Name and compute capability of the GPU."},
+static int (*const run_cmd[])(Ctx *, const Opts *) = {	/* ORDER: moert_cmds */
+	cmd_run, cmd_test, cmd_bench, cmd_verify, cmd_info,
 };
-
-static int
-usage(FILE *f, int code)
-{
-	fputs("usage: moert COMMAND [ARGS]   (moert COMMAND --help for more)\n", f);
-	for (size_t i = 0; i < NELEM(cmds); i++)
-		fprintf(f, "  moert %s\n", cmds[i].usage);
-	fputs("options everywhere: --device=N (default 0); env MOERT_LIBCUDA "
-	      "overrides libcuda.so.1\nexit: 0 ok, 1 check failed, 2 bad usage "
-	      "or input\n", f);
-	return code;
-}
 
 int
 main(int argc, char **argv)
 {
-	Opts o;
+	static Opts o;
 	Ctx c = {0};
-	int rc;
+	int cmd, rc = opt_main(&moert_tool, argc, argv, &cmd);
 
-	if (argc < 2)
-		return usage(stderr, EXIT_USAGE);
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
-		for (size_t i = 0; argc > 2 && i < NELEM(cmds); i++)
-			if (!strcmp(argv[2], cmds[i].name))
-				return printf("usage: moert %s\n\n%s\n", cmds[i].usage,
-					      cmds[i].help), EXIT_OK;
-		return usage(stdout, EXIT_OK);
-	}
-	for (size_t i = 0; i < NELEM(cmds); i++) {
-		if (strcmp(argv[1], cmds[i].name))
-			continue;
-		if (parse_opts(&o, argc, argv))
-			return EXIT_USAGE;
-		if (o.help)
-			return printf("usage: moert %s\n\n%s\n", cmds[i].usage,
-				      cmds[i].help), EXIT_OK;
-		rc = cmds[i].fn(&c, &o);
-		close_ctx(&c);
+	if (rc >= 0)
 		return rc;
-	}
-	say(EXIT_USAGE, "unknown command '%s'", argv[1]);
-	return usage(stderr, EXIT_USAGE);
+	if ((rc = parse_opts(&o, cmd, argc - 1, argv + 1)) >= 0)
+		return rc;
+	rc = run_cmd[cmd](&c, &o);
+	close_ctx(&c);
+	return rc;
 }

@@ -265,50 +265,18 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, Tally *t)
 int
 moec_cmd_test(int argc, char **argv)
 {
-	static const char help[] = "[--compiled | --emulate] [--layer N] [import and opt flags] DIR ...";
 	MoecOpts o;
+	OptArgs a;
 	Tally t = {0, 0};
-	int compiled = 0, emu = 0, ndir = 0;
+	Diag d;
+	int rc, emu, compiled;
 
-	moec_default_opts(&o);
-	o.pass.pipeline = "";
-	for (int i = 1; i < argc; i++) {
-		int k = moec_common_flag(argc, argv, &i, &o);
-		if (k < 0) {
-			fprintf(stderr, "usage: moec test %s\n", help);
-			return BAD;
-		}
-		if (k)
-			continue;
-		if (strcmp(argv[i], "--compiled") == 0) {
-			compiled = 1;
-		} else if (strcmp(argv[i], "--emulate") == 0) {
-			compiled = emu = 1;	/* the generated kernels on the CPU emulator */
-		} else if (strcmp(argv[i], "--help") == 0) {
-			printf("usage: moec test %s\n", help);
-			return OK;
-		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "usage: moec test %s\n", help);
-			return BAD;
-		}
-	}
-	if (compiled && !o.pass.pipeline[0])
-		o.pass.pipeline = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (argv[i][0] == '-') {
-			if (!strchr(argv[i], '=') && i + 1 < argc &&
-			    (!strcmp(argv[i], "--layer") || !strcmp(argv[i], "--weights") ||
-			     !strcmp(argv[i], "--passes")))
-				i++;
-			continue;
-		}
-		run_dir(argv[i], &o, compiled, emu, &t);
-		ndir++;
-	}
-	if (!ndir) {
-		fprintf(stderr, "usage: moec test %s\n", help);
-		return BAD;
-	}
+	if ((rc = moec_args("test", argc, argv, &a, &o, &d)) >= 0)
+		return rc;
+	emu = opt_has(&a, "emulate");	/* the generated kernels on the CPU emulator */
+	compiled = emu || opt_has(&a, "compiled");
+	for (int i = 0; i < a.npos; i++)
+		run_dir(a.pos[i], &o, compiled, emu, &t);
 	printf("%d passed, %d failed\n", t.passed, t.failed);
 	return t.failed ? FAIL : OK;
 }

@@ -151,6 +151,20 @@ diag_note(Diag *d, Loc l, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (d->level < 0)	/* -q */
+		return;
+	va_start(ap, fmt);
+	emit(d, l, "note", fmt, ap);
+	va_end(ap);
+}
+
+void
+diag_remark(Diag *d, Loc l, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (d->level < 1)	/* only with -v */
+		return;
 	va_start(ap, fmt);
 	emit(d, l, "note", fmt, ap);
 	va_end(ap);

@@ -151,18 +151,6 @@ file_read(const char *path, size_t *len, Diag *d)
 	return file_read_max(path, 0, len, d);
 }
 
-int
-file_write(const char *path, const void *p, size_t n, Diag *d)
-{
-	FILE *f = fopen(path, "wb");
-
-	if (!f)
-		return diag_error(d, loc_file(path), "cannot create: %s", strerror(errno));
-	if (fwrite(p, 1, n, f) != n || fclose(f) != 0)
-		return diag_error(d, loc_file(path), "write error");
-	return 0;
-}
-
 const char *
 file_basename(const char *path)
 {

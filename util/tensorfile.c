@@ -538,13 +538,12 @@ tensor_read(const char *path, Tensor *t, Diag *d)
 int
 tensor_write(const char *path, const Tensor *t, Diag *d)
 {
-	FILE *f = fopen(path, "wb");
-	int rc;
+	FileOut o;
+	FILE *f = file_create(&o, path, d);
 
 	if (!f)
-		return diag_error(d, loc_file(path), "cannot create file");
-	rc = ends_with(path, ".npy") ? npy_write(f, t) : pb_tensor_write(f, t);
-	if (fclose(f) != 0 || rc != 0)
-		return diag_error(d, loc_file(path), "write error");
-	return 0;
+		return -1;
+	/* a write error stays set on f: file_commit reports it with its reason */
+	(void)(ends_with(path, ".npy") ? npy_write(f, t) : pb_tensor_write(f, t));
+	return file_commit(&o, d);
 }

@@ -87,6 +87,7 @@ struct Diag {
 	FILE *out;		/* NULL: count only, print nothing */
 	int nerror, nwarn;
 	char last[512];		/* text of the last error, for tests and the runtime */
+	int level;		/* -1: no notes (-q); 0: notes; 1: remarks too (-v) */
 };
 void diag_init(Diag *d, FILE *out);
 int diag_error(Diag *d, Loc loc, const char *fmt, ...)
@@ -94,6 +95,9 @@ int diag_error(Diag *d, Loc loc, const char *fmt, ...)
 void diag_warn(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A note only -v shows: detail the user cannot act on, progress. */
+void diag_remark(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int diag_verror(Diag *d, Loc loc, const char *fmt, va_list ap);
 void diag_loc_string(char *buf, size_t n, Loc loc);
@@ -136,12 +140,33 @@ int file_pread(int fd, void *buf, size_t n, uint64_t off);	/* all n bytes, or -1
 /* Whole-file read through file_open; NULL with a diagnostic.  *len gets the size. */
 char *file_read_max(const char *path, uint64_t max, size_t *len, Diag *d);
 char *file_read(const char *path, size_t *len, Diag *d);	/* no size limit */
-int file_write(const char *path, const void *p, size_t n, Diag *d);
 const char *file_basename(const char *path);
 char *file_dirname(const char *path);	/* malloc'd */
 char *file_join(const char *dir, const char *name);	/* malloc'd */
 int file_is_dir(const char *path);
 int file_exists(const char *path);
+
+/* outfile.c: every output written atomically (a temporary, then rename) */
+
+typedef struct FileOut FileOut;
+struct FileOut {
+	FILE *f;
+	const char *path;
+	char *tmp;		/* the temporary; NULL: stdout or a device, written in place */
+};
+/* Open the temporary for `path` ("-": stdout); NULL with a diagnostic. */
+FILE *file_create(FileOut *o, const char *path, Diag *d);
+/* Flush, fsync, close and rename over the target: 0, or -1 with a
+ * diagnostic naming the path (and the temporary removed). */
+int file_commit(FileOut *o, Diag *d);
+void file_discard(FileOut *o);	/* on an error elsewhere: remove the temporary */
+int file_write(const char *path, const void *p, size_t n, Diag *d);	/* the three in one */
+/* Checks made before work starts, so a bad -o fails in a second. */
+int file_check_output(const char *path, Diag *d);	/* its folder exists and is writable */
+int file_make_dir(const char *path, Diag *d);	/* an output folder, created if missing */
+int file_same(const char *a, const char *b);	/* both exist and are one file */
+/* A model-chosen name as one file name inside a folder (docs/cli.md). */
+void file_safe_name(char *buf, size_t n, const char *name);
 
 /* dtype.c */
 
