@@ -17,7 +17,7 @@ enum { OK = 0, FAIL = 1, BAD = 2 };
 
 static const char help[] =
 	"MODEL -o OUT.moeb [--arch=sm_90a,sm_80] [--max-tokens=N] [--emit=ir|llvm|ptx|dot]\n"
-	"       [--fusion-report] [--cubin] [-O0..3] [import and opt flags]";
+	"       [--fusion-report] [--cubin] [-O0..3] [--precision=f32|bf16|f16] [import and opt flags]";
 
 typedef struct {
 	MoecOpts o;
@@ -74,6 +74,12 @@ parse_args(int argc, char **argv, Args *a)
 			a->report = 1;
 		else if (strcmp(s, "--cubin") == 0)
 			a->cg.cubin = 1;
+		else if (strncmp(s, "--precision=", 12) == 0) {
+			Diag d;
+			diag_init(&d, stderr);
+			if (cg_precision_parse(s + 12, &a->cg.precision, &d))
+				return -1;
+		}
 		else if (strncmp(s, "-O", 2) == 0 && s[2] >= '0' && s[2] <= '3' && !s[3])
 			a->cg.opt = s[2] - '0';
 		else if (s[0] == '-' || a->model)
