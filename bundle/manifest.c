@@ -113,16 +113,17 @@ struct P {
 	X(sym, 6, 1, "sym T")                                                  \
 	X(arena, 7, 1, "arena BYTES")                                          \
 	X(cost, 8, 0, "cost flops=E bytes=E")                                  \
-	X(input, 9, 0, "input NAME DTYPE DIMS")                                \
-	X(output, 10, 0, "output NAME DTYPE DIMS")                             \
-	X(weight, 11, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
-	X(buffer, 12, 0, "buffer NAME offset=N bytes=E")                       \
-	X(kernel, 13, 0,                                                       \
+	X(precision, 9, 0, "precision bf16|f16")                               \
+	X(input, 10, 0, "input NAME DTYPE DIMS")                               \
+	X(output, 11, 0, "output NAME DTYPE DIMS")                             \
+	X(weight, 12, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
+	X(buffer, 13, 0, "buffer NAME offset=N bytes=E")                       \
+	X(kernel, 14, 0,                                                       \
 	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N")        \
-	X(init, 14, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
-	X(launch, 15, 0,                                                       \
+	X(init, 15, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
+	X(launch, 16, 0,                                                       \
 	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI]") \
-	X(memset, 15, 0, "memset buf:NAME[+OFF] bytes=E")
+	X(memset, 16, 0, "memset buf:NAME[+OFF] bytes=E")
 
 enum {
 #define X(kw, rank, req, use) KW_##kw,
@@ -145,7 +146,7 @@ static const struct {
 	STMTS(X)
 #undef X
 };
-#define HEADER_RANK 8	/* ranks up to this are header lines, once each */
+#define HEADER_RANK 9	/* ranks up to this are header lines, once each */
 
 static const char *const mtype_names[NMTYPE] = {"ptr", "i32", "i64", "u64",
 						"f32"};
@@ -429,6 +430,19 @@ st_arena(P *p)
 			       uint_at(p, &p->w[1], INT64_MAX, &p->m->arena)
 		       ? -1
 		       : 0;
+}
+
+/* How f32 GEMM operands were computed (absent: exactly, in f32). */
+static int
+st_precision(P *p)
+{
+	if (arity(p, KW_precision, 2))
+		return -1;
+	if (dtype_parse(p->w[1].s, p->w[1].n, &p->m->precision) ||
+	    (p->m->precision != DT_BF16 && p->m->precision != DT_F16))
+		return err(p, p->w[1].col, "precision '%.*s': bf16 or f16", (int)p->w[1].n,
+			   p->w[1].s);
+	return 0;
 }
 
 static int

@@ -56,6 +56,8 @@ header(FILE *f, const Manifest *m)
 		expr(f, &m->bytes);
 		fputc('\n', f);
 	}
+	if (m->precision != DT_F32)
+		fprintf(f, "precision %s\n", dtype_name(m->precision));
 }
 
 static void

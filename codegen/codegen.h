@@ -328,6 +328,7 @@ struct GemmSpec {
 	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
 
 	DType b_dt;
+	DType mma_dt;		/* f32 x f32 on tensor cores: f16, else bf16 */
 	CgBLayout b_layout;
 	int64_t ldb;		/* 0: K for [N,K], N for [K,N] */
 	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
@@ -440,8 +441,12 @@ struct CgCompileOpts {
 	int cubin;		/* also embed ptxas's cubins */
 	int opt;		/* LLVM -O level */
 	const char *model;	/* the model's file, hashed into the bundle */
+	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
+				 * (tensor cores, f32 accumulation) */
 };
-void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3 */
+void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
+/* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
+int cg_precision_parse(const char *s, DType *precision, Diag *d);
 
 typedef struct CgProgram CgProgram;
 CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);
@@ -467,6 +472,7 @@ typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
+	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */
 };
 /* Epilogue leaves get roles "pN" (kernel parameter N); the result is C.
  * -1 with the reason in why when the builder cannot express the body. */

@@ -51,6 +51,8 @@ mma_type(const GemmSpec *s)
 {
 	if (s->a_dt == DT_F16 || s->b_dt == DT_F16)
 		return DT_F16;
+	if (s->a_dt == DT_F32 && s->b_dt == DT_F32 && s->mma_dt == DT_F16)
+		return DT_F16;	/* --precision=f16 */
 	return DT_BF16;
 }
 

@@ -393,7 +393,8 @@ bind_a(L *l, const Node *mm)
 	return 0;
 }
 
-/* The accumulator's row count as m_per_t * T. */
+/* The accumulator's row count as m_per_t * T, or static (a model without
+ * symbols: m_per_t 1, and the kernel's T is the row count). */
 static int
 rows_per_t(L *l, const Module *m, const Value *a, int64_t K)
 {
@@ -406,7 +407,12 @@ rows_per_t(L *l, const Module *m, const Value *a, int64_t K)
 		for (int i = 0; i + 1 < t->rank; i++)
 			rows = ir_dim_mul((Module *)m, rows, t->dim[i]);
 	const DimExpr *e = ir_dim_expr(m, rows);
-	if (!e || e->coef < 1 || e->coef > 1024)
+	if (ir_dim_is_static(rows) && rows >= 0 && rows <= INT32_MAX) {
+		l->s->m_per_t = 1;
+		l->bind->rows = rows;
+		return 0;
+	}
+	if (!e || e->coef < 1 || e->coef > 1024 || ir_dim_has_unknown(m, rows))
 		return fail(l, "A's rows are not a multiple of the token count");
 	l->s->m_per_t = (int)e->coef;
 	(void)K;
@@ -447,6 +453,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	const Node *mm = NULL;
 
 	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = bind->c_scale = -1;
+	bind->rows = 0;
 	cg_gemm_default(s);
 	for (const Node *n = k->first; n; n = n->next)
 		if (n->op == OP_MATMUL || n->op == OP_GROUPED_MATMUL) {

@@ -321,6 +321,31 @@ moert_max_tokens(const moert_program *p)
 	return p ? p->m->max_tokens : 0;
 }
 
+/* How the compiler ran GEMMs with f32 operands: "f32" (exactly), "bf16" or
+ * "f16" (tensor cores, rounded operands): outputs are checked to that
+ * precision's tolerance (docs/testing.md). */
+const char *
+moert_precision(const moert_program *p)
+{
+	return p ? dtype_name(p->m->precision) : "f32";
+}
+
+/* No input or output dim is T: the compiler fixed every launch (a model
+ * without symbols), so any T in 1..max_tokens runs the same plan. */
+int
+moert_is_static(const moert_program *p)
+{
+	if (!p)
+		return 0;
+	for (int i = 0; i < p->m->nin + p->m->nout; i++) {
+		const MTensor *t = i < p->m->nin ? &p->m->in[i] : &p->m->out[i - p->m->nin];
+		for (int k = 0; k < t->rank; k++)
+			if (t->dim[k].a)
+				return 0;
+	}
+	return 1;
+}
+
 static moert_status
 info(const moert_program *p, int out, int i, int64_t tokens,
      moert_tensor_info *ti)

@@ -115,6 +115,8 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 		c->cg.opt = (int)n;
 	if (split_arch(c))
 		return BAD;
+	if (cg_precision_parse(opt_str(&c->a, "precision"), &c->cg.precision, d))
+		return BAD;
 	return plan_outputs(c, d) == OK ? -1 : BAD;
 }
 

@@ -36,6 +36,9 @@ print_manifest(FILE *f, const Manifest *m)
 		m->synthetic ? ", synthetic weights" : "");
 	if (m->source)
 		fprintf(f, "  source %s (%s)\n", m->source, m->model ? m->model : "?");
+	if (m->precision != DT_F32)
+		fprintf(f, "  precision %s (f32 GEMM operands rounded, f32 accumulation)\n",
+			dtype_name(m->precision));
 	for (int i = 0; i < m->nin; i++)
 		tensor_line(f, "input ", &m->in[i]);
 	for (int i = 0; i < m->nout; i++)

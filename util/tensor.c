@@ -136,6 +136,18 @@ tolerance_for(DType t, double *atol, double *rtol, double *rel)
 	}
 }
 
+DType
+tolerance_dtype(DType t, DType precision)
+{
+	double a, r, rel_t, rel_p;
+
+	if (!(dtype_flags(t) & DTF_FLOAT) || !(dtype_flags(precision) & DTF_FLOAT))
+		return t;
+	tolerance_for(t, &a, &r, &rel_t);
+	tolerance_for(precision, &a, &r, &rel_p);
+	return rel_p > rel_t ? precision : t;
+}
+
 int
 tensor_close(const Compare *c, DType t, int64_t numel)
 {

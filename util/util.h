@@ -263,6 +263,9 @@ void tensor_compare(const Tensor *got, const Tensor *want, double atol,
 		    double rtol, Compare *c);
 /* The tolerances we state in docs/testing.md, by the dtype compared. */
 void tolerance_for(DType t, double *atol, double *rtol, double *rel_l2);
+/* The dtype whose tolerance checks an output of type t computed with GEMM
+ * operands rounded to `precision` (f32: exact): the looser of the two. */
+DType tolerance_dtype(DType t, DType precision);
 /* Did a comparison pass for results of type t?  Every element within
  * atol + rtol*|want| (low-precision floats: all but 0.5% of them, since a
  * few outputs where large terms cancel carry the terms' rounding) and the
