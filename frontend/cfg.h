@@ -17,7 +17,8 @@ typedef struct Cfg Cfg;
 struct Cfg {
 	const char *path;	/* config.json, for diagnostics (interned in m) */
 	const char *type;	/* model_type */
-	cJSON *json;		/* the config object */
+	cJSON *json;		/* the config object (of the text model) */
+	cJSON *outer;		/* a multimodal wrapper holding json as text_config */
 	const FeOpts *o;
 	Diag *d;
 	Module *m;
@@ -49,6 +50,10 @@ double cfg_num_or(Cfg *c, const char *key, double def);
 int cfg_bool_or(Cfg *c, const char *key, int def);
 const char *cfg_str_or(Cfg *c, const char *key, const char *def);
 int cfg_in_list(Cfg *c, const char *key, int64_t v);	/* v in the int array key */
+int cfg_is_list(Cfg *c, const char *key);
+/* Entry i of a per-layer list: of strings yes / no (1 / 0), of integers >= 0. */
+int cfg_list_str(Cfg *c, const char *key, int64_t i, const char *yes, const char *no);
+int64_t cfg_list_int(Cfg *c, const char *key, int64_t i);
 int cfg_error(Cfg *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void cfg_note(Cfg *c, const char *key, const char *fmt, ...)
@@ -148,6 +153,9 @@ Value *cfg_named(Cfg *c, Value *v, const char *name);
 typedef Value *FamilyFn(Cfg *c, Value *x);
 FamilyFn *cfg_family(const char *model_type);
 const char *cfg_family_list(void);
+/* For an unknown model_type: the nearest family the architectures class or
+ * the keys point to (why: which), or NULL. */
+const char *cfg_family_hint(Cfg *c, const char **why);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
 

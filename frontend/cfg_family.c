@@ -87,6 +87,8 @@ build_llama(Cfg *c, Value *x)
 	return residual(c, x, dense_mlp(c, h, "intermediate_size", act, bias));
 }
 
+static Value *selection_bias(Cfg *c, const char *name, const MoeSpec *s);
+
 /* --- MoE decoders --------------------------------------------------------- */
 
 static const char *const expert_keys[] = {
@@ -158,12 +160,46 @@ build_mixtral(Cfg *c, Value *x)
 	return residual(c, x, routed(c, h, mod, "w1", "w3", "w2", &s));
 }
 
-/* Qwen2-MoE, Qwen3-MoE: MoE unless in mlp_only_layers or off decoder_sparse_step. */
+/*
+ * Qwen-style MoE families: softmax over all experts, top-k, renormalised
+ * as norm_topk_prob says (default: the family's; `fixed`: transformers
+ * always renormalises and reads no key); qwen2_moe-style families add a
+ * shared expert with a sigmoid gate.
+ */
+typedef struct {
+	const char *type;
+	int shared;		/* qwen2_moe-style shared expert */
+	int norm, fixed;	/* norm_topk_prob default; fixed: always */
+	double eps;		/* rms_norm_eps */
+	const char *ikey;	/* the experts' intermediate size */
+	int all_moe;		/* every layer MoE (no decoder_sparse_step) */
+} QwenFamily;
+
+static const QwenFamily qwen_families[] = {
+	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0},
+	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0},
+	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1},
+	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0},
+	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1},
+};
+
+static const QwenFamily *
+qwen_family(Cfg *c)
+{
+	for (size_t i = 0; i < NELEM(qwen_families); i++)
+		if (strcmp(qwen_families[i].type, c->type) == 0)
+			return &qwen_families[i];
+	return &qwen_families[0];
+}
+
+/* MoE unless in mlp_only_layers or off decoder_sparse_step. */
 static int
 qwen_is_moe(Cfg *c, int layer)
 {
 	int64_t step = cfg_int_or(c, "decoder_sparse_step", 1);
 
+	if (qwen_family(c)->all_moe)
+		return 1;
 	if (step < 1)
 		return cfg_error(c, "decoder_sparse_step", "must be positive"), 0;
 	return cfg_int_or(c, cfg_alias(c, expert_keys), 0) > 0 &&
@@ -189,13 +225,12 @@ qwen_shared(Cfg *c, Value *h)
 	return cfg_named(c, g ? ir_b2(&c->b, OP_MUL, g, sh) : NULL, "shared");
 }
 
-/* qwen2_moe, qwen3_moe, olmoe: softmax, top-k, norm_topk_prob as configured. */
 static Value *
 build_qwen_moe(Cfg *c, Value *x)
 {
-	int shared = strcmp(c->type, "qwen2_moe") == 0;
-	int moe = strcmp(c->type, "olmoe") == 0 || qwen_is_moe(c, c->layer);
-	double eps = eps_of(c, "rms_norm_eps", strcmp(c->type, "olmoe") ? 1e-6 : 1e-5);
+	const QwenFamily *fam = qwen_family(c);
+	int moe = qwen_is_moe(c, c->layer);
+	double eps = eps_of(c, "rms_norm_eps", fam->eps);
 	MoeSpec s;
 	Value *h, *f, *sh;
 
@@ -205,13 +240,12 @@ build_qwen_moe(Cfg *c, Value *x)
 		return residual(c, x, dense_mlp(c, h, "intermediate_size",
 						cfg_hf_act(c, "hidden_act", "silu"), 0));
 	}
-	/* OLMoE's experts are intermediate_size wide; Qwen's moe_intermediate_size */
-	read_moe(c, &s, strcmp(c->type, "olmoe") ? "moe_intermediate_size" : "intermediate_size");
-	s.renorm = cfg_bool_or(c, "norm_topk_prob", 0);
+	read_moe(c, &s, fam->ikey);
+	s.renorm = fam->fixed ? fam->norm : cfg_bool_or(c, "norm_topk_prob", fam->norm);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
 	f = routed(c, h, "mlp", "gate_proj", "up_proj", "down_proj", &s);
-	if (f && shared) {
+	if (f && fam->shared) {
 		sh = qwen_shared(c, h);
 		c->b.loc.name = NULL;
 		f = cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
@@ -219,38 +253,146 @@ build_qwen_moe(Cfg *c, Value *x)
 	return residual(c, x, f);
 }
 
-/* --- DeepSeek-V2 / V3 ----------------------------------------------------- */
-
-static int
-v3(Cfg *c)
+/*
+ * MiniMax-M2: sigmoid scores, top-k on scores + e_score_correction_bias
+ * (held by the block, not the router), the unbiased scores renormalised;
+ * Mixtral's w1/w3/w2 expert names under block_sparse_moe (transformers 5:
+ * mlp).  Every layer is MoE.
+ */
+static Value *
+build_minimax_m2(Cfg *c, Value *x)
 {
-	return strcmp(c->type, "deepseek_v3") == 0;
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *mod = "block_sparse_moe";
+	char name[96], gate[96], up[96], down[96];
+	MoeSpec s;
+	Value *h, *l, *sb, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	read_moe(c, &s, "intermediate_size");
+	s.router = "sigmoid";
+	s.renorm = 1;
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	if (c->st && !cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.gate.weight")))
+		mod = "mlp";	/* transformers 5 names */
+	snprintf(name, sizeof name, "%s.gate.weight", mod);
+	l = cfg_named(c, cfg_router(c, h, name, NULL, &s, F32_OK), "router_logits");
+	snprintf(name, sizeof name, "%s.e_score_correction_bias", mod);
+	sb = selection_bias(c, name, &s);
+	snprintf(gate, sizeof gate, "%s.experts.%%d.w1.weight", mod);
+	snprintf(up, sizeof up, "%s.experts.%%d.w3.weight", mod);
+	snprintf(down, sizeof down, "%s.experts.%%d.w2.weight", mod);
+	wt[0] = cfg_experts_gu(c, mod, gate, up, &s, 0);
+	wt[1] = cfg_experts_down(c, mod, down, &s, 0);
+	if (!sb)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe"));
 }
 
+/* --- DeepSeek-V2 / V3 and the families built like them ------------------- */
+
+/*
+ * Families whose MoE is DeepSeek's: softmax or sigmoid scores, optional
+ * selection bias and expert groups, routed_scaling_factor, shared experts
+ * as one SwiGLU MLP.  Each row holds the defaults of the family's
+ * transformers configuration class (remote-code families: their own code's);
+ * `fixed`: transformers ignores scoring_func / topk_method for the family
+ * (its router is always sigmoid + correction bias + top-2 group scores).
+ */
+typedef struct {
+	const char *type;
+	int64_t first_dense;	/* first_k_dense_replace */
+	const char *score, *method;	/* scoring_func, topk_method */
+	int fixed;
+	int64_t ngroup, topkgroup;	/* n_group, topk_group (-1: n_group) */
+	int norm;		/* norm_topk_prob */
+	double scale;		/* routed_scaling_factor */
+	int64_t nshared;	/* n_shared_experts (-1: required) */
+	double eps;		/* rms_norm_eps */
+	const char *shared_key;	/* the config key of the shared experts */
+	const char *bias;	/* the selection bias tensor */
+} DsFamily;
+
+static const DsFamily ds_families[] = {
+	{"deepseek_v2", 0, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"deepseek_v3", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"deepseek_v32", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"kimi_k2", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"glm4_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"glm4_moe_lite", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.8, 1, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"glm_moe_dsa", 3, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"dots1", 0, "sigmoid", "noaux_tc", 1, 1, 1, 0, 1.0, -1, 1e-6,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"mimo_v2_flash", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 0, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
+	 "num_shared_experts", "mlp.gate.expert_bias"},
+};
+
+static const DsFamily *
+ds_family(Cfg *c)
+{
+	for (size_t i = 0; i < NELEM(ds_families); i++)
+		if (strcmp(ds_families[i].type, c->type) == 0)
+			return &ds_families[i];
+	return &ds_families[0];
+}
+
+/*
+ * Which layers are MoE: a per-layer list when the config has one
+ * (mlp_layer_types "dense" / "sparse"; MiMo-V2-Flash's hub file:
+ * moe_layer_freq as a list of 0 / 1), else layer >= first_k_dense_replace
+ * and layer % moe_layer_freq == 0.
+ */
 static int
 deepseek_is_moe(Cfg *c, int layer)
 {
-	int64_t first = cfg_int_or(c, "first_k_dense_replace", v3(c) ? 3 : 0);
-	int64_t freq = cfg_int_or(c, "moe_layer_freq", 1);
+	const DsFamily *f = ds_family(c);
+	int64_t first, freq;
+	int v;
 
+	if (!cfg_has(c, cfg_alias(c, expert_keys)))
+		return 0;
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	if (cfg_is_list(c, "moe_layer_freq"))
+		return (v = cfg_list_int(c, "moe_layer_freq", layer)) < 0 ? 0 : v != 0;
+	first = cfg_int_or(c, "first_k_dense_replace", f->first_dense);
+	freq = cfg_int_or(c, "moe_layer_freq", 1);
 	if (freq < 1)
 		return cfg_error(c, "moe_layer_freq", "must be positive"), 0;
-	return cfg_has(c, cfg_alias(c, expert_keys)) && layer >= first && layer % freq == 0;
+	return layer >= first && layer % freq == 0;
 }
 
 /* scoring_func, topk_method and the groups into s. */
 static void
 deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 {
-	const char *score = cfg_str_or(c, "scoring_func", v3(c) ? "sigmoid" : "softmax");
-	const char *method = cfg_str_or(c, "topk_method", v3(c) ? "noaux_tc" : "greedy");
+	const DsFamily *f = ds_family(c);
+	const char *skey = cfg_alias(c, (const char *const[]){"scoring_func", "score_function",
+							       NULL});
+	const char *score = f->fixed ? f->score : cfg_str_or(c, skey, f->score);
+	const char *method = f->fixed ? f->method : cfg_str_or(c, "topk_method", f->method);
 
 	if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
-		cfg_error(c, "scoring_func", "'%s' is not softmax or sigmoid", score);
+		cfg_error(c, skey, "'%s' is not softmax or sigmoid", score);
 	s->router = strcmp(score, "sigmoid") ? "softmax" : "sigmoid";
-	s->renorm = cfg_bool_or(c, "norm_topk_prob", v3(c));
-	s->scale = cfg_num_or(c, "routed_scaling_factor", v3(c) ? 2.5 : 1.0);
+	s->renorm = cfg_bool_or(c, "norm_topk_prob", f->norm);
+	s->scale = cfg_num_or(c, "routed_scaling_factor", f->scale);
 	*selbias = strcmp(method, "noaux_tc") == 0;
+	/* Ling: the bias is moe_router_enable_expert_bias, groups scored by their top 2 */
+	if (!strcmp(f->type, "bailing_moe")) {
+		*selbias = cfg_bool_or(c, "moe_router_enable_expert_bias", 0);
+		method = cfg_has(c, "n_group") ? "noaux_tc" : "greedy";
+	}
 	if (strcmp(method, "greedy") == 0)
 		return;
 	if (strcmp(method, "group_limited_greedy") && !*selbias) {
@@ -258,9 +400,9 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 			  method);
 		return;
 	}
-	s->gscore = *selbias ? "top2" : "max";
-	s->ngroup = cfg_int_or(c, "n_group", v3(c) ? 8 : 1);
-	s->topkgroup = cfg_int_or(c, "topk_group", v3(c) ? 4 : s->ngroup);
+	s->gscore = strcmp(method, "noaux_tc") ? "max" : "top2";
+	s->ngroup = cfg_int_or(c, "n_group", f->ngroup);
+	s->topkgroup = cfg_int_or(c, "topk_group", f->topkgroup < 0 ? s->ngroup : f->topkgroup);
 }
 
 static void
@@ -281,25 +423,32 @@ check_groups(Cfg *c, const MoeSpec *s)
 			  "groups hold %lld", (long long)(s->E / s->ngroup));
 }
 
+/* The selection bias [E] as f32 (held f32 by transformers; bf16 on some hubs). */
+static Value *
+selection_bias(Cfg *c, const char *name, const MoeSpec *s)
+{
+	WSpec w = cfg_wspec(c, cfg_name(c, "%s", name), RECIPE_BIAS, 1, &s->E, s->ekey);
+	Value *sb;
+
+	w.f32ok = F32_KEEP;
+	if ((sb = cfg_weight(c, &w)) && sb->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		sb = cfg_named(c, ir_b1(&c->b, OP_CAST, sb), arena_printf(c->m->arena, "%s.f32",
+									   name));
+	}
+	return sb;
+}
+
 /* The routed experts of DeepSeek, plus the shared experts as one MLP. */
 static Value *
 deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, int bias)
 {
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l, *sb = NULL, *f, *sh;
-	WSpec w;
 
 	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, s, F32_KEEP),
 		      "router_logits");
-	if (selbias) {
-		w = cfg_wspec(c, cfg_name(c, "mlp.gate.e_score_correction_bias"), RECIPE_BIAS, 1,
-			      &s->E, s->ekey);
-		w.f32ok = F32_KEEP;
-		if ((sb = cfg_weight(c, &w)) && sb->type.dt != DT_F32) {
-			ir_b_str(&c->b, "to", "f32");
-			sb = cfg_named(c, ir_b1(&c->b, OP_CAST, sb),
-				       "mlp.gate.e_score_correction_bias.f32");
-		}
-	}
+	if (selbias)
+		sb = selection_bias(c, ds_family(c)->bias, s);
 	wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
 			       "mlp.experts.%d.up_proj.weight", s, 0);
 	wt[1] = cfg_experts_down(c, "mlp", "mlp.experts.%d.down_proj.weight", s, 0);
@@ -310,7 +459,8 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	if (!f || nshared == 0)
 		return f;
 	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * s->I, "silu", bias,
-				      "n_shared_experts*moe_intermediate_size"), "shared");
+				      arena_printf(c->m->arena, "%s*moe_intermediate_size",
+						   ds_family(c)->shared_key)), "shared");
 	c->b.loc.name = NULL;
 	return cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 }
@@ -318,7 +468,8 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 static Value *
 build_deepseek(Cfg *c, Value *x)
 {
-	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const DsFamily *fam = ds_family(c);
+	double eps = eps_of(c, "rms_norm_eps", fam->eps);
 	int bias = cfg_bool_or(c, "mlp_bias", 0), selbias = 0;
 	int64_t nshared;
 	MoeSpec s;
@@ -333,7 +484,8 @@ build_deepseek(Cfg *c, Value *x)
 	read_moe(c, &s, "moe_intermediate_size");
 	deepseek_routing(c, &s, &selbias);
 	check_groups(c, &s);
-	nshared = cfg_int_or(c, "n_shared_experts", v3(c) ? 1 : 2);
+	nshared = fam->nshared < 0 ? cfg_int(c, fam->shared_key)
+				   : cfg_int_or(c, fam->shared_key, fam->nshared);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
 	return residual(c, x, deepseek_moe(c, h, &s, selbias, nshared, bias));
@@ -471,8 +623,19 @@ static const struct {
 	{"qwen2_moe", build_qwen_moe, qwen_is_moe},
 	{"qwen3_moe", build_qwen_moe, qwen_is_moe},
 	{"olmoe", build_qwen_moe, always_moe},
+	{"qwen3_next", build_qwen_moe, qwen_is_moe},
+	{"qwen3_5_moe_text", build_qwen_moe, qwen_is_moe},
+	{"minimax_m2", build_minimax_m2, always_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
+	{"deepseek_v32", build_deepseek, deepseek_is_moe},
+	{"kimi_k2", build_deepseek, deepseek_is_moe},
+	{"glm4_moe", build_deepseek, deepseek_is_moe},
+	{"glm4_moe_lite", build_deepseek, deepseek_is_moe},
+	{"glm_moe_dsa", build_deepseek, deepseek_is_moe},
+	{"dots1", build_deepseek, deepseek_is_moe},
+	{"mimo_v2_flash", build_deepseek, deepseek_is_moe},
+	{"bailing_moe", build_deepseek, deepseek_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
 	{"mistral", build_llama, NULL},
@@ -502,7 +665,7 @@ cfg_family(const char *type)
 const char *
 cfg_family_list(void)
 {
-	static char buf[256];
+	static char buf[1024];
 
 	if (!buf[0])
 		for (size_t i = 0; i < NELEM(families); i++)
@@ -520,4 +683,55 @@ cfg_family_default_layer(Cfg *c, int64_t nlayer)
 		if (families[i].is_moe(c, l))
 			return l;
 	return 0;
+}
+
+/* name without '_' and lower case, for comparing with architecture classes */
+static void
+squash(char *out, size_t n, const char *s, size_t len)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < len && s[i] && k + 1 < n; i++)
+		if (s[i] != '_' && s[i] != '-')
+			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+	out[k] = 0;
+}
+
+/* The family an architectures class names ("DeepseekV3ForCausalLM"): the
+ * longest family whose squashed name starts the class's. */
+static const char *
+arch_family(const char *arch)
+{
+	char a[128], f[64];
+	const char *best = NULL;
+	size_t bestlen = 0;
+
+	squash(a, sizeof a, arch, strlen(arch));
+	for (size_t i = 0; i < NELEM(families); i++) {
+		squash(f, sizeof f, families[i].type, strlen(families[i].type));
+		if (strlen(f) > bestlen && strncmp(a, f, strlen(f)) == 0)
+			best = families[i].type, bestlen = strlen(f);
+	}
+	return best;
+}
+
+const char *
+cfg_family_hint(Cfg *c, const char **why)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->json, "architectures"), *e;
+	const char *f;
+
+	for (e = cJSON_IsArray(a) ? a->child : NULL; e; e = e->next)
+		if (cJSON_IsString(e) && (f = arch_family(e->valuestring)))
+			return *why = arena_printf(c->m->arena, "architectures: %s", e->valuestring), f;
+	*why = "keys";
+	if (cfg_has(c, "n_routed_experts"))
+		return cfg_has(c, "n_group") ? "deepseek_v3" : "deepseek_v2";
+	if (cfg_has(c, "shared_expert_intermediate_size"))
+		return "qwen2_moe";
+	if (cfg_has(c, "num_experts") && cfg_has(c, "moe_intermediate_size"))
+		return "qwen3_moe";
+	if (cfg_has(c, "num_local_experts"))
+		return "mixtral";
+	return NULL;
 }

@@ -25,7 +25,7 @@ key_loc(Cfg *c, const char *key)
 {
 	Loc l = loc_file(c->path);
 
-	l.name = key;
+	l.name = c->outer ? arena_printf(c->m->arena, "text_config.%s", key) : key;
 	return l;
 }
 
@@ -204,6 +204,53 @@ cfg_in_list(Cfg *c, const char *key, int64_t v)
 	return 0;
 }
 
+int
+cfg_is_list(Cfg *c, const char *key)
+{
+	return cJSON_IsArray(item(c, key));
+}
+
+/* Element i of a per-layer list, or NULL after an error. */
+static const cJSON *
+list_at(Cfg *c, const char *key, int64_t i)
+{
+	const cJSON *j = item(c, key);
+
+	if (!cJSON_IsArray(j))
+		return cfg_error(c, key, "must be a list with one entry per layer"), NULL;
+	if (i >= cJSON_GetArraySize(j))
+		return cfg_error(c, key, "has %d entries: none for layer %lld",
+				 cJSON_GetArraySize(j), (long long)i), NULL;
+	return cJSON_GetArrayItem(j, (int)i);
+}
+
+int
+cfg_list_str(Cfg *c, const char *key, int64_t i, const char *yes, const char *no)
+{
+	const cJSON *e = list_at(c, key, i);
+
+	if (!e)
+		return 0;
+	if (cJSON_IsString(e) && strcmp(e->valuestring, yes) == 0)
+		return 1;
+	if (cJSON_IsString(e) && strcmp(e->valuestring, no) == 0)
+		return 0;
+	return cfg_error(c, key, "entry %lld must be \"%s\" or \"%s\"", (long long)i, yes, no), 0;
+}
+
+int64_t
+cfg_list_int(Cfg *c, const char *key, int64_t i)
+{
+	const cJSON *e = list_at(c, key, i);
+	int64_t v;
+
+	if (!e)
+		return -1;
+	if (json_int(e, &v) || v < 0)
+		return cfg_error(c, key, "entry %lld must be a non-negative integer", (long long)i), -1;
+	return v;
+}
+
 /*
  * dtype (transformers 5) or torch_dtype (4.x).  Absent (gpt2, bert and
  * gpt-oss hub configs), it is "auto" as transformers 5 loads it: the
@@ -378,6 +425,56 @@ validate(Cfg *c, FamilyFn *fn)
 	ir_free_module(v.m);
 }
 
+static void
+unknown_type(Cfg *c)
+{
+	const char *why, *near = cfg_family_hint(c, &why);
+
+	if (near)
+		cfg_error(c, "model_type", "unknown model_type '%s'; the nearest family moec "
+			  "builds is %s (from %s); moec builds %s", c->type, near, why,
+			  cfg_family_list());
+	else
+		cfg_error(c, "model_type", "unknown model_type '%s' (moec builds %s)", c->type,
+			  cfg_family_list());
+}
+
+/*
+ * Multimodal wrappers hold the text model in text_config: its keys are read
+ * there and its model_type (else the wrapper's default text type) names the
+ * family.  The wrapper's dtype and quantization_config apply where
+ * text_config has none.
+ */
+static void
+unwrap(Cfg *c)
+{
+	static const char *const wrappers[][2] = {
+		{"llama4", "llama4_text"}, {"qwen3_5_moe", "qwen3_5_moe_text"},
+		{"gemma4", "gemma4_text"}, {"mistral3", "mistral"}, {"kimi_k25", "deepseek_v3"},
+	};
+	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(c->json, "text_config");
+	size_t i;
+
+	for (i = 0; i < NELEM(wrappers) && strcmp(wrappers[i][0], c->type); i++)
+		;
+	if (i == NELEM(wrappers))
+		return;
+	if (!cJSON_IsObject(t)) {
+		cfg_error(c, "text_config", "%s holds its text model in text_config, and it is %s",
+			  c->type, t ? "not an object" : "missing");
+		return;
+	}
+	for (size_t k = 0; k < NELEM(inherited); k++)
+		if (!cJSON_GetObjectItemCaseSensitive(t, inherited[k]) &&
+		    cJSON_GetObjectItemCaseSensitive(c->json, inherited[k]))
+			cJSON_AddItemReferenceToObject(t, inherited[k], cJSON_GetObjectItemCaseSensitive(
+							       c->json, inherited[k]));
+	c->outer = c->json;
+	c->json = t;
+	c->type = cfg_str_or(c, "model_type", wrappers[i][1]);
+}
+
 Module *
 cfg_import(const char *path, const FeOpts *o, Diag *d)
 {
@@ -390,11 +487,12 @@ cfg_import(const char *path, const FeOpts *o, Diag *d)
 	c.m = ir_new_module();
 	c.path = c.m->file = ir_intern(c.m, path);
 	c.type = cfg_str_or(&c, "model_type", NULL);
+	if (c.type)
+		unwrap(&c);
 	if (!c.type)
 		cfg_error(&c, "model_type", "missing key");
-	else if (!(fn = cfg_family(c.type)))
-		cfg_error(&c, "model_type", "unknown model_type '%s' (moec builds %s)", c.type,
-			  cfg_family_list());
+	else if (!c.err && !(fn = cfg_family(c.type)))
+		unknown_type(&c);
 	if (fn) {
 		c.dt = model_dtype(&c, &autodt);
 		pick_layer(&c);
@@ -409,7 +507,7 @@ cfg_import(const char *path, const FeOpts *o, Diag *d)
 	if (!c.err)
 		frame(&c, fn);
 	st_close(c.st);
-	cJSON_Delete(c.json);
+	cJSON_Delete(c.outer ? c.outer : c.json);
 	if (c.err || c.b.err || d->nerror > nerr) {
 		ir_free_module(c.m);
 		return NULL;

@@ -252,14 +252,15 @@ layers_of(const char *path)
 	size_t len;
 	Diag d;
 	char *text;
-	cJSON *j, *n;
+	cJSON *j, *n, *t;
 	int k;
 
 	diag_init(&d, stderr);
 	text = file_read(path, &len, &d);
 	ck_assert_ptr_nonnull(text);
 	j = cJSON_ParseWithLength(text, len);
-	n = cJSON_GetObjectItem(j, "num_hidden_layers");
+	t = cJSON_GetObjectItem(j, "text_config");	/* multimodal wrappers */
+	n = cJSON_GetObjectItem(t ? t : j, "num_hidden_layers");
 	if (!n)
 		n = cJSON_GetObjectItem(j, "n_layer");
 	ck_assert(cJSON_IsNumber(n));
