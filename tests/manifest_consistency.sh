@@ -57,19 +57,19 @@ def bundle(text):
 
 cases = [
     ("unedited", None, None, 0, "ok: format 1"),
-    ("bytes= not dtype x dims", "bf16 64,64 bytes=8192", "bf16 64,64 bytes=8190", 1,
+    ("bytes= not dtype x dims", "bf16 64,64 bytes=8192", "bf16 64,64 bytes=8190", 2,
      "weight 'w' is bytes=8190, but bf16[4096 elements] takes 8192"),
-    ("dims changed, bytes= kept", "bf16 64,64 bytes=8192", "bf16 64,96 bytes=8192", 1,
+    ("dims changed, bytes= kept", "bf16 64,64 bytes=8192", "bf16 64,96 bytes=8192", 2,
      "weight 'w' is bytes=8192, but bf16[6144 elements] takes 12288"),
-    ("dims product overflows", "bf16 64,64 bytes", "bf16 4294967296,4294967296,64 bytes", 1,
+    ("dims product overflows", "bf16 64,64 bytes", "bf16 4294967296,4294967296,64 bytes", 2,
      "weight 'w' has more than 2^48 elements"),
-    ("tokens: a gap", "tokens=65..4096", "tokens=66..4096", 1,
+    ("tokens: a gap", "tokens=65..4096", "tokens=66..4096", 2,
      "tokens=66..4096 leaves T=65..65 to no launch variant"),
-    ("tokens: an overlap", "tokens=65..4096", "tokens=60..4096", 1,
+    ("tokens: an overlap", "tokens=65..4096", "tokens=60..4096", 2,
      "tokens=60..4096 overlaps the variant before it (T=60..64 run twice)"),
-    ("tokens: not up to max_tokens", "tokens=65..4096", "tokens=65..4000", 1,
+    ("tokens: not up to max_tokens", "tokens=65..4096", "tokens=65..4000", 2,
      "end at T=4000: T=4001..4096 launches no variant"),
-    ("tokens: not from 1", "tokens=1..64", "tokens=2..64", 1,
+    ("tokens: not from 1", "tokens=1..64", "tokens=2..64", 2,
      "tokens=2..64 leaves T=1..1 to no launch variant"),
 ]
 fail = 0

@@ -30,10 +30,10 @@ for f in mixtral_moe llama_mlp qwen2_moe_dynamo; do
 	"$moec" inspect "$t/$f.bf16.moeb" | grep -q "precision bf16" || fail "$f: manifest lacks precision"
 done
 # the manifest of a static bundle: literal T arguments, no T in any launch
-"$moec" compile "$src/static/mixtral_moe" --emit=ptx -o "$t/mx.ptx" --precision=f16 2>/dev/null
+"$moec" compile "$src/static/mixtral_moe" --arch=sm_80 --emit=ptx -o "$t/mx.ptx" --precision=f16 2>/dev/null
 grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "$t/mx.ptx" ||
 	fail "--precision=f16: no f16 mma in the PTX"
-"$moec" compile "$src/static/mixtral_moe" --emit=ptx -o "$t/mx32.ptx" 2>/dev/null
+"$moec" compile "$src/static/mixtral_moe" --arch=sm_80 --emit=ptx -o "$t/mx32.ptx" 2>/dev/null
 grep -q "mma.sync" "$t/mx32.ptx" && fail "--precision=f32 (default): an mma in the PTX"
 # dynamic models record the precision too; f32 leaves the manifest as it was
 "$moec" compile "$src/../fixtures/onnx/mixtral_moe" --precision=f16 -o "$t/dyn.moeb" 2>/dev/null
