@@ -44,5 +44,5 @@ grep -q "mma.sync" "$t/mx32.ptx" && fail "--precision=f32 (default): an mma in t
 rc=0; "$moec" compile "$src/static/llama_mlp" --precision=tf32 -o "$t/x.moeb" 2>"$t/e" || rc=$?
 [ $rc = 2 ] && grep -q "no TF32 mma" "$t/e" && [ ! -e "$t/x.moeb" ] || fail "tf32: exit $rc"
 rc=0; "$moec" test --emulate --precision=f8 "$src/static/llama_mlp" >/dev/null 2>"$t/e" || rc=$?
-[ $rc = 2 ] && grep -q "f32, tf32, bf16 or f16" "$t/e" || fail "f8: exit $rc"
+[ $rc = 2 ] && grep -q "precision: .f8. is not one of f32|tf32|bf16|f16" "$t/e" || fail "f8: exit $rc"
 echo ok
