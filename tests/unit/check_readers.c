@@ -102,6 +102,7 @@ START_TEST(test_readers_refuse_fifos_without_blocking)
 		}
 	}
 	stt_cleanup();
+	alarm(0);
 }
 END_TEST
 
@@ -117,6 +118,7 @@ START_TEST(test_readers_refuse_fifo_shards_and_external_data)
 	ck_assert_ptr_null(st_open(stt_path("m.safetensors.index.json"), &d));
 	HAS("s1.safetensors: error: not a regular file (a FIFO)");
 	stt_cleanup();
+	alarm(0);
 }
 END_TEST
 
