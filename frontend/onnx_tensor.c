@@ -154,8 +154,10 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 	} else if (off > size || want > size - off) {
 		terr(c, l, "external data range [%llu, +%zu) exceeds '%s' (%llu bytes)",
 		     (unsigned long long)off, want, loc, (unsigned long long)size);
+	} else if (!(data = realloc(*pdata, want + 8))) {	/* a diagnostic, not an abort */
+		terr(c, l, "cannot allocate %zu bytes for the external data", want);
 	} else {
-		*pdata = data = xrealloc(*pdata, want + 8);
+		*pdata = data;
 		rc = file_pread(fd, data, want, off) ? terr(c, l, "short read from '%s'", path) : 0;
 	}
 	if (fd >= 0)

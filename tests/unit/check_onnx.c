@@ -594,6 +594,7 @@ START_TEST(test_onnx_external_data_fifo_is_refused)
 	unlink(link);
 	unlink(fifo);
 	rmdir(dir);
+	alarm(0);
 }
 END_TEST
 
