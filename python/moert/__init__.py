@@ -60,6 +60,7 @@ WeightSpec = namedtuple("WeightSpec", "name dtype shape nbytes run generated bou
 WeightSpec.__doc__ = ("A weight of the bundle: run — the run plan reads it (worth binding); "
                       "generated — made at load; bound — the caller's memory.")
 WEIGHT_RUN, WEIGHT_GENERATED, WEIGHT_BOUND = 1, 2, 4
+MOERT_WEIGHT_ALIGN = 256    # a bound weight's and a workspace's pointer alignment
 
 
 # --- devices ------------------------------------------------------------------
@@ -152,7 +153,14 @@ def empty(shape, dtype, device=0):
 
 # --- tensors as the runtime sees them ---------------------------------------------
 
+_TORCH_NAMES = None
+
+
 def _torch_dtype_names():
+    """torch dtype -> moert name (made once)."""
+    global _TORCH_NAMES
+    if _TORCH_NAMES is not None:
+        return _TORCH_NAMES
     import torch
     names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
              torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
@@ -160,6 +168,7 @@ def _torch_dtype_names():
     for attr, name in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
         if hasattr(torch, attr):
             names[getattr(torch, attr)] = name
+    _TORCH_NAMES = names
     return names
 
 
