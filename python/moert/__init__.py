@@ -18,6 +18,7 @@ Without a GPU (no libcuda.so.1, or no device), load still opens the bundle:
 the program reports its inputs, outputs and code, and run raises.
 """
 import ctypes
+import threading
 import warnings
 from collections import namedtuple
 
@@ -238,6 +239,7 @@ class Program:
         self.device = None
         self.device_error = None    # why the program is host-only
         self._keep = []             # bound weights and workspaces, kept alive
+        self._lock = threading.Lock()   # moert_run: one thread at a time (runtime.md §3)
         self.max_tokens = lib.moert_max_tokens(h)
         self.inputs = [self._spec(lib.moert_input_info, i)
                        for i in range(lib.moert_num_inputs(h))]
@@ -346,8 +348,9 @@ class Program:
         let the runtime capture and replay its own CUDA graph per T (not
         inside torch.cuda.graph capture, which records the plain run).
         workspace: a device tensor of workspace_size bytes for this run
-        (moert_run_ws): runs of one program from several threads are safe
-        when each passes its own."""
+        (moert_run_ws): runs of one program from several threads then go
+        ahead at once when each passes its own; without it, runs of one
+        program from several threads take turns (a lock)."""
         if self.device is None:
             raise Error(11, "%s is not loaded on a device%s" % (
                 self.path, ": " + self.device_error if self.device_error else ""))
@@ -383,7 +386,8 @@ class Program:
                                  % (nbytes, self.workspace_size))
             _check(lib.moert_run_ws(self._h, tokens, in_p, out_p, ptr, st))
         else:
-            _check(lib.moert_run(self._h, tokens, in_p, out_p, st, 1 if graph else 0))
+            with self._lock:        # ctypes drops the GIL: threads would meet in C
+                _check(lib.moert_run(self._h, tokens, in_p, out_p, st, 1 if graph else 0))
         return out[0] if len(out) == 1 else tuple(out)
 
     def _same_device(self, views):
