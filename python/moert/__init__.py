@@ -116,7 +116,7 @@ class DeviceArray:
         self.ptr = ptr.value
 
     def __del__(self):
-        if getattr(self, "ptr", 0):
+        if getattr(self, "ptr", 0) and lib is not None:    # None at interpreter exit
             lib.moert_free(self.device.handle, self.ptr)
             self.ptr = 0
 
@@ -301,7 +301,7 @@ class Program:
 
     def __del__(self):
         h = getattr(self, "_h", None)
-        if h:
+        if h and lib is not None:      # None at interpreter exit
             lib.moert_unload(h)
             self._h = None
 
