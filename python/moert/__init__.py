@@ -332,14 +332,15 @@ class Program:
             res.append((info.dtype.decode(), tuple(info.dim[k] for k in range(info.rank))))
         return res
 
-    def _tokens(self, views, fn, what, specs, tokens):
+    def _tokens(self, views, fn, tokens):
+        """T read off (and checked against) the tensors' dims; -1 if none has T."""
         t = ctypes.c_int64(tokens)
         for i, (ptr, dtype, shape, _) in enumerate(views):
             dims = (ctypes.c_int64 * max(1, len(shape)))(*shape)
             _check(fn(self._h, i, dtype.encode(), len(shape), dims, ctypes.byref(t)))
         return t.value
 
-    def run(self, *inputs, out=None, stream=None, graph=False, workspace=None):
+    def run(self, *inputs, out=None, stream=None, graph=False, workspace=None, tokens=None):
         """Run on the inputs (in declaration order) and return the outputs
         (one tensor, or a tuple when the bundle has several).  out: tensors to
         write into instead of new ones.  stream: a torch.cuda.Stream, an
@@ -350,7 +351,8 @@ class Program:
         workspace: a device tensor of workspace_size bytes for this run
         (moert_run_ws): runs of one program from several threads then go
         ahead at once when each passes its own; without it, runs of one
-        program from several threads take turns (a lock)."""
+        program from several threads take turns (a lock).  tokens: T,
+        checked against the tensors' T dims; needed only when none has one."""
         if self.device is None:
             raise Error(11, "%s is not loaded on a device%s" % (
                 self.path, ": " + self.device_error if self.device_error else ""))
@@ -361,10 +363,10 @@ class Program:
         ins = [_view(t, "input %d '%s'" % (i, s.name))
                for i, (t, s) in enumerate(zip(inputs, self.inputs))]
         self._same_device(ins)
-        tokens = self._tokens(ins, lib.moert_check_input, "input", self.inputs, -1)
+        tokens = self._tokens(ins, lib.moert_check_input, -1 if tokens is None else tokens)
         use_torch = any(_is_torch(t) for t in inputs)
         if out is None:
-            out = self._allocate(tokens, inputs, use_torch)
+            out = self._allocate(max(tokens, 1), inputs, use_torch)
         elif not isinstance(out, (list, tuple)):
             out = [out]
         if len(out) != len(self.outputs):
@@ -373,7 +375,9 @@ class Program:
         outs = [_view(t, "output %d '%s'" % (i, s.name))
                 for i, (t, s) in enumerate(zip(out, self.outputs))]
         self._same_device(outs)
-        self._tokens(outs, lib.moert_check_output, "output", self.outputs, tokens)
+        tokens = self._tokens(outs, lib.moert_check_output, tokens)
+        if tokens < 0:
+            tokens = 1      # no T anywhere: a static plan, which T does not change
         in_p = (ctypes.c_uint64 * max(1, len(ins)))(*[v[0] for v in ins])
         out_p = (ctypes.c_uint64 * max(1, len(outs)))(*[v[0] for v in outs])
         st = self._stream(stream, use_torch)

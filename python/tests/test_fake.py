@@ -136,6 +136,11 @@ class FakeDriver(unittest.TestCase):
             self.p.run(self.x(2), out=[moert.empty((3, 96), "f32"), moert.empty((2,), "i32")])
         self.assertEqual(e.exception.status, "MOERT_ESHAPE")
         self.assertIn("output 'y'", str(e.exception))
+        with self.assertRaises(moert.Error) as e:
+            self.p.run(self.x(3), tokens=4)
+        self.assertIn("implies T=3, but T=4 already", str(e.exception))
+        y, n = self.p.run(self.x(3), tokens=3)
+        self.check(3, y, n)
         with self.assertRaises(TypeError):
             self.p.run()
         with self.assertRaises(TypeError):
