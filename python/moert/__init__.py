@@ -18,6 +18,7 @@ Without a GPU (no libcuda.so.1, or no device), load still opens the bundle:
 the program reports its inputs, outputs and code, and run raises.
 """
 import ctypes
+import threading
 import warnings
 from collections import namedtuple
 
@@ -60,6 +61,7 @@ WeightSpec = namedtuple("WeightSpec", "name dtype shape nbytes run generated bou
 WeightSpec.__doc__ = ("A weight of the bundle: run — the run plan reads it (worth binding); "
                       "generated — made at load; bound — the caller's memory.")
 WEIGHT_RUN, WEIGHT_GENERATED, WEIGHT_BOUND = 1, 2, 4
+MOERT_WEIGHT_ALIGN = 256    # a bound weight's and a workspace's pointer alignment
 
 
 # --- devices ------------------------------------------------------------------
@@ -114,7 +116,7 @@ class DeviceArray:
         self.ptr = ptr.value
 
     def __del__(self):
-        if getattr(self, "ptr", 0):
+        if getattr(self, "ptr", 0) and lib is not None:    # None at interpreter exit
             lib.moert_free(self.device.handle, self.ptr)
             self.ptr = 0
 
@@ -152,7 +154,14 @@ def empty(shape, dtype, device=0):
 
 # --- tensors as the runtime sees them ---------------------------------------------
 
+_TORCH_NAMES = None
+
+
 def _torch_dtype_names():
+    """torch dtype -> moert name (made once)."""
+    global _TORCH_NAMES
+    if _TORCH_NAMES is not None:
+        return _TORCH_NAMES
     import torch
     names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
              torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
@@ -160,6 +169,7 @@ def _torch_dtype_names():
     for attr, name in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
         if hasattr(torch, attr):
             names[getattr(torch, attr)] = name
+    _TORCH_NAMES = names
     return names
 
 
@@ -229,6 +239,7 @@ class Program:
         self.device = None
         self.device_error = None    # why the program is host-only
         self._keep = []             # bound weights and workspaces, kept alive
+        self._lock = threading.Lock()   # moert_run: one thread at a time (runtime.md §3)
         self.max_tokens = lib.moert_max_tokens(h)
         self.inputs = [self._spec(lib.moert_input_info, i)
                        for i in range(lib.moert_num_inputs(h))]
@@ -290,7 +301,7 @@ class Program:
 
     def __del__(self):
         h = getattr(self, "_h", None)
-        if h:
+        if h and lib is not None:      # None at interpreter exit
             lib.moert_unload(h)
             self._h = None
 
@@ -321,14 +332,15 @@ class Program:
             res.append((info.dtype.decode(), tuple(info.dim[k] for k in range(info.rank))))
         return res
 
-    def _tokens(self, views, fn, what, specs, tokens):
+    def _tokens(self, views, fn, tokens):
+        """T read off (and checked against) the tensors' dims; -1 if none has T."""
         t = ctypes.c_int64(tokens)
         for i, (ptr, dtype, shape, _) in enumerate(views):
             dims = (ctypes.c_int64 * max(1, len(shape)))(*shape)
             _check(fn(self._h, i, dtype.encode(), len(shape), dims, ctypes.byref(t)))
         return t.value
 
-    def run(self, *inputs, out=None, stream=None, graph=False, workspace=None):
+    def run(self, *inputs, out=None, stream=None, graph=False, workspace=None, tokens=None):
         """Run on the inputs (in declaration order) and return the outputs
         (one tensor, or a tuple when the bundle has several).  out: tensors to
         write into instead of new ones.  stream: a torch.cuda.Stream, an
@@ -337,8 +349,10 @@ class Program:
         let the runtime capture and replay its own CUDA graph per T (not
         inside torch.cuda.graph capture, which records the plain run).
         workspace: a device tensor of workspace_size bytes for this run
-        (moert_run_ws): runs of one program from several threads are safe
-        when each passes its own."""
+        (moert_run_ws): runs of one program from several threads then go
+        ahead at once when each passes its own; without it, runs of one
+        program from several threads take turns (a lock).  tokens: T,
+        checked against the tensors' T dims; needed only when none has one."""
         if self.device is None:
             raise Error(11, "%s is not loaded on a device%s" % (
                 self.path, ": " + self.device_error if self.device_error else ""))
@@ -349,10 +363,10 @@ class Program:
         ins = [_view(t, "input %d '%s'" % (i, s.name))
                for i, (t, s) in enumerate(zip(inputs, self.inputs))]
         self._same_device(ins)
-        tokens = self._tokens(ins, lib.moert_check_input, "input", self.inputs, -1)
+        tokens = self._tokens(ins, lib.moert_check_input, -1 if tokens is None else tokens)
         use_torch = any(_is_torch(t) for t in inputs)
         if out is None:
-            out = self._allocate(tokens, inputs, use_torch)
+            out = self._allocate(max(tokens, 1), inputs, use_torch)
         elif not isinstance(out, (list, tuple)):
             out = [out]
         if len(out) != len(self.outputs):
@@ -361,7 +375,9 @@ class Program:
         outs = [_view(t, "output %d '%s'" % (i, s.name))
                 for i, (t, s) in enumerate(zip(out, self.outputs))]
         self._same_device(outs)
-        self._tokens(outs, lib.moert_check_output, "output", self.outputs, tokens)
+        tokens = self._tokens(outs, lib.moert_check_output, tokens)
+        if tokens < 0:
+            tokens = 1      # no T anywhere: a static plan, which T does not change
         in_p = (ctypes.c_uint64 * max(1, len(ins)))(*[v[0] for v in ins])
         out_p = (ctypes.c_uint64 * max(1, len(outs)))(*[v[0] for v in outs])
         st = self._stream(stream, use_torch)
@@ -374,7 +390,8 @@ class Program:
                                  % (nbytes, self.workspace_size))
             _check(lib.moert_run_ws(self._h, tokens, in_p, out_p, ptr, st))
         else:
-            _check(lib.moert_run(self._h, tokens, in_p, out_p, st, 1 if graph else 0))
+            with self._lock:        # ctypes drops the GIL: threads would meet in C
+                _check(lib.moert_run(self._h, tokens, in_p, out_p, st, 1 if graph else 0))
         return out[0] if len(out) == 1 else tuple(out)
 
     def _same_device(self, views):

@@ -102,6 +102,28 @@ class FakeDriver(unittest.TestCase):
         self.assertEqual(e.exception.status, "MOERT_ESHAPE")
         self.assertIn("weight 'w' is f32[95], the bundle declares f32[96]", str(e.exception))
 
+    def test_threads(self):
+        """8 threads run one program at once, each with its own workspace
+        (moert_run_ws), and 8 more without one (moert_run, taking turns)."""
+        import threading
+        bad = []
+
+        def work(i, ws):
+            for it in range(20):
+                T = 1 + (i * 7 + it) % 50
+                x = moert.empty((T, 96), "f32").copy_from(pack_f32(xvalues(T)))
+                y, n = self.p.run(x, workspace=ws)
+                if unpack("f", y.tobytes()) != axpb(xvalues(T), self.w) or \
+                        unpack("i", n.tobytes()) != [240] * T:
+                    bad.append((i, it))
+        threads = [threading.Thread(target=work, args=(i, moert.empty((4000,), "u8") if i < 8 else None))
+                   for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(bad, [])
+
     def test_refusals(self):
         with self.assertRaises(moert.Error) as e:
             self.p.run(moert.empty((2, 96), "bf16"))
@@ -114,6 +136,11 @@ class FakeDriver(unittest.TestCase):
             self.p.run(self.x(2), out=[moert.empty((3, 96), "f32"), moert.empty((2,), "i32")])
         self.assertEqual(e.exception.status, "MOERT_ESHAPE")
         self.assertIn("output 'y'", str(e.exception))
+        with self.assertRaises(moert.Error) as e:
+            self.p.run(self.x(3), tokens=4)
+        self.assertIn("implies T=3, but T=4 already", str(e.exception))
+        y, n = self.p.run(self.x(3), tokens=3)
+        self.check(3, y, n)
         with self.assertRaises(TypeError):
             self.p.run()
         with self.assertRaises(TypeError):

@@ -17,9 +17,11 @@ mkdir -p "$B" || exit 1
 # shellcheck disable=SC2086
 $CC $CFLAGS -o "$B/gpu_runtime_check" tests/gpu/gpu_runtime_check.c $SRC -ldl -lpthread -lm &&
 $CC $CFLAGS -o "$B/moert" tools/moert.c $SRC -ldl -lpthread -lm &&
+$CC $CFLAGS -o "$B/serve_check" tests/gpu/serve_check.c $SRC -ldl -lpthread -lm &&
+$CC $CFLAGS -Iruntime -o "$B/embed" examples/embed.c $SRC -ldl -lpthread -lm &&
 $CC $CFLAGS -shared -fPIC -fvisibility=default -Wl,--version-script=runtime/moert.map \
 	-o "$B/libmoert.so" $SRC -ldl -lpthread -lm || { echo "FAIL build"; exit 1; }
-echo "ok   build ($CC): $B/gpu_runtime_check, $B/moert, $B/libmoert.so"
+echo "ok   build ($CC): $B/gpu_runtime_check, $B/moert, $B/serve_check, $B/embed, $B/libmoert.so"
 
 fail=0
 step() {	# step NAME EXPECTED-RC COMMAND...
@@ -47,6 +49,10 @@ step run 0 "$M" run "$E/check.moeb" --input "x=$E/case/test_data_set_0/input_0.p
 step bench 0 "$M" bench "$E/check.moeb" --tokens=1000 --iters=200
 step bench-graph 0 "$M" bench "$E/check.moeb" --tokens=1000 --iters=200 --graph
 step tokens-refused 2 "$M" bench "$E/check.moeb" --tokens=1001
+# the serving API: bound weights, shared workspaces, 8 threads (runtime.md §3a)
+step serve_check 0 "$B/serve_check" "$E/check.moeb"
+printf '\005\000\000\000\006\000\000\000\007\000\000\000\010\000\000\000' >"$B/inc.bin"
+step embed 0 "$B/embed" "$E/check.moeb" --tokens=5 --bind "inc=$B/inc.bin"
 # memcheck where the sanitizer works (not under gVisor): reported, not fatal
 PATH=$PATH:/usr/local/cuda/bin
 if command -v compute-sanitizer >/dev/null 2>&1; then

@@ -123,7 +123,7 @@ check_queries_and_refusals(void)
 {
 	moert_program *p = host();
 	moert_tensor_info ti;
-	int64_t d96[1] = {H}, d4[1] = {4}, d95[1] = {95};
+	int64_t d96[1] = {H}, d4[1] = {4}, d95[1] = {95}, d96x1[2] = {H, 1};
 	uint64_t buf;
 
 	CHECK(moert_num_weights(p) == 2, "2 weights");
@@ -141,7 +141,8 @@ check_queries_and_refusals(void)
 	      "wrong dtype refused");
 	CHECK(moert_bind_weight(p, "w", buf, "f32", 1, d95) == MOERT_ESHAPE &&
 	      strstr(moert_last_error(), "f32[95]"), "wrong dims refused");
-	CHECK(moert_bind_weight(p, "w", buf, "f32", 2, d96) == MOERT_ESHAPE, "wrong rank refused");
+	CHECK(moert_bind_weight(p, "w", buf, "f32", 2, d96x1) == MOERT_ESHAPE &&
+	      strstr(moert_last_error(), "f32[96,1]"), "wrong rank refused");
 	CHECK(moert_bind_weight(p, "w", buf + 4, "f32", 1, d96) == MOERT_EINVAL &&
 	      strstr(moert_last_error(), "not a multiple of 256"), "misaligned refused");
 	CHECK(moert_bind_weight(p, "w", 0, "f32", 1, d96) == MOERT_EINVAL, "null refused");
