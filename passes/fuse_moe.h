@@ -27,7 +27,9 @@ typedef struct {
 /* One expert computation, as read from a slot or the batched form. */
 typedef struct {
 	Value *x;		/* tokens entering the experts, [T,H] */
-	Value *wgu, *wdn;	/* stacked weights [E,..] as the graph holds them */
+	Value *wgu, *wdn;	/* stacked weights [E,..] as the graph holds them,
+				 * or (flat) one expert's own [N,K] weights */
+	int flat;		/* transformers 4.x ModuleList: one Linear per expert */
 	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
 	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
 	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
@@ -45,6 +47,7 @@ typedef struct {
 	Value *sum;		/* the routed sum the moe replaces */
 	Value *ids;		/* topk indices the experts were selected by */
 	int nslot;		/* unrolled slots; 0: batched */
+	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
 } Moe;
 
@@ -68,5 +71,9 @@ const char *mo_router(Node *topk, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);
+
+/* fuse_moe_confirm.c: NULL when the interpreter agrees that cand computes
+ * mo->sum on probes reaching every expert; else which check failed. */
+const char *mo_confirm(Graph *g, const Moe *mo, Value *cand, char *why, size_t n);
 
 #endif
