@@ -16,7 +16,10 @@
  *
  * E comes from the stacked weights, not from the number of slots: a
  * TorchScript export only holds the experts its sample reached.  Weights
- * held transposed get a weight-only transpose that `fold` evaluates.
+ * held transposed get a weight-only transpose that `fold` evaluates, and
+ * one Linear per expert (transformers 4.x) a weight-only stack.  The moe is
+ * built, then kept only if the interpreter agrees with the subgraph it
+ * replaces on probes reaching every expert (fuse_moe_confirm.c).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.

@@ -6,7 +6,8 @@
  * classifies the chains around the TopK; fuse_moe_experts.c reads the
  * routed experts (unrolled TorchScript slots or dynamo's batched form)
  * backwards from the value where their sum is complete; fuse_moe_match.c
- * holds the helpers.  A matcher returns NULL on success or the reason it
+ * holds the helpers; fuse_moe_confirm.c runs the interpreter on the
+ * candidate before the rewrite is accepted.  A matcher returns NULL on success or the reason it
  * failed, a constant string the report quotes.
  */
 #ifndef MOEC_FUSE_MOE_H
@@ -38,7 +39,9 @@ typedef struct {
 	double alpha, limit;	/* oai */
 	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
 	int64_t kmul;		/* slot: k in tok*k + pos; batched: the repeat */
-	Value *tok, *pos;	/* slot: token and choice of each row */
+	Value *tok, *pos;	/* slot: token and choice of each row (pos NULL:
+				 * the weight is read from dense [T,E] scores) */
+	Value *wsel, *wids;	/* dense: the score column read, the ids scattered */
 } Expert;
 
 typedef struct {

@@ -15,6 +15,12 @@
  *	acc_i = acc_{i-1} + scatter_elements(zeros, tok, o_i * w_flat[tok*k+pos])
  *	sum = acc_N
  *
+ * The slot's weights are W[e_i] of stacked [E,..] parameters (5.x), or
+ * one expert's own 2-D matrices (4.x ModuleList of Linears: e_i is then a
+ * constant mask row, or the j-th hit expert); its routing weight is the
+ * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
+ * the dense [T,E] scores scattered from them.
+ *
  * The activation is SwiGLU (silu or gelu of the gate half times the up
  * half; halves from a split, two slices, or even/odd slices) or gpt-oss's
  * clamped form.  Expert matrices may be held as [E,N,K] (x @ W^T) or
@@ -349,15 +355,41 @@ batched_weight(Value *w, Expert *x)
 	return NULL;
 }
 
-/* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0). */
+/* Slot, dense scores (gpt-oss in 4.x): w[n,1] = gather(scores[T,E][:, e],
+ * tok), scores = scatter_elements(zeros, ids, weights[T,k], axis=1). */
+static const char *
+dense_weight(Node *gn, Node *col, Expert *x)
+{
+	Node *sc = mo_def(col->in[0], OP_SCATTER_ELEMENTS);
+	const Type *t;
+
+	if (!sc || ir_attr_int(sc, "axis", 0) != 1 || !mo_is_fill(sc->in[0], 0) ||
+	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") != 0 ||
+	    (t = &sc->in[2]->type)->rank != 2 || sc->in[1]->type.rank != 2 ||
+	    sc->in[1]->type.dim[1] != t->dim[1] || !ir_dim_is_static(t->dim[1]))
+		return "the routing weight is not gathered from the router's scattered scores";
+	x->rw = sc->in[2];
+	x->kmul = t->dim[1];
+	x->tok = mo_peel_index(gn->in[1]);
+	x->pos = NULL;
+	x->wsel = mo_peel_index(col->in[1]);
+	x->wids = mo_peel_index(sc->in[1]);
+	return NULL;
+}
+
+/* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0), or
+ * the dense form above. */
 static const char *
 slot_weight(Value *w, Expert *x)
 {
-	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul;
+	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul, *col;
 	Value *f, *rw;
 
 	if (!gn || ir_attr_int(gn, "axis", 0) != 0)
 		return "the routing weight is not gathered per row";
+	if ((col = mo_def(mo_peel(gn->in[0]), OP_GATHER)) && ir_attr_int(col, "axis", 0) == 1 &&
+	    col->in[0]->type.rank == 2 && col->in[1]->type.rank == 0)
+		return dense_weight(gn, col, x);
 	f = gn->in[0];
 	rw = weights_view(f);
 	if (rw->type.rank != 2 ||
@@ -542,18 +574,22 @@ slot_mask(const Expert *x, Slot *s)
 	int64_t z, perm[3];
 	Value *e;
 
-	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || x->tok != sp->out[1] ||
-	    x->pos != sp->out[0] || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
+	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
 	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
 	    ir_attr_int(gm, "axis", 0) != 0 || (e = mo_peel_index(gm->in[1]),
 					       !x->flat && e != mo_peel_index(x->sel)))
 		return "the slot's tokens are not the ones routed to its expert";
 	s->mask = gm->in[0];
+	/* mask [E,k,T] (permute(2,1,0): nonzero's columns are pos, tok) or
+	 * [E,T,k] (permute(2,0,1), DeepSeek in 4.x: tok, pos) */
 	if (!(tm = mo_def(s->mask, OP_TRANSPOSE)) || ir_attr_ints(tm, "perm", perm, 3) != 3 ||
-	    perm[0] != 2 || perm[1] != 1 || perm[2] != 0 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
+	    perm[0] != 2 || perm[1] + perm[2] != 1 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
 	    !mo_last_axis(oh, "axis", 3, 2))
 		return "the slot's mask is not a one-hot of the router's choices";
+	if (x->tok != sp->out[perm[1]] || (x->pos && x->pos != sp->out[perm[2]]) ||
+	    (!x->pos && (x->wsel != e || x->wids != mo_peel_index(oh->in[0]))))
+		return "the slot's tokens are not the ones routed to its expert";
 	s->ids = mo_peel_index(oh->in[0]);
 	s->hit = NULL;
 	if (x->flat && mo_const_ints(e, &s->e, 1) == 1 && e->type.rank == 0)
