@@ -16,7 +16,10 @@
  *
  * E comes from the stacked weights, not from the number of slots: a
  * TorchScript export only holds the experts its sample reached.  Weights
- * held transposed get a weight-only transpose that `fold` evaluates.
+ * held transposed get a weight-only transpose that `fold` evaluates, and
+ * one Linear per expert (transformers 4.x) a weight-only stack.  The moe is
+ * built, then kept only if the interpreter agrees with the subgraph it
+ * replaces on probes reaching every expert (fuse_moe_confirm.c).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.
@@ -129,9 +132,10 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
 	if (r->scale != 1)
 		k += (size_t)snprintf(buf + k, n - k, ", scaled by %g", r->scale);
-	k += (size_t)snprintf(buf + k, n - k, ", act %s, gate|up %s%s%s", x->act, x->layout,
+	k += (size_t)snprintf(buf + k, n - k, ", act %s, gate|up %s%s%s%s", x->act, x->layout,
 			      x->bgu || x->bdn ? ", biases" : "",
-			      x->gu_t || x->dn_t ? ", weights transposed" : "");
+			      x->gu_t || x->dn_t ? ", weights transposed" : "",
+			      x->flat ? ", one weight set per expert (stacked)" : "");
 	return buf;
 }
 
@@ -142,6 +146,40 @@ transpose(Builder *b, Value *w)
 
 	ir_b_ints(b, "perm", perm, 3);
 	return ir_b1(b, OP_TRANSPOSE, w);
+}
+
+/* Each expert's own [N,K] matrix (a ModuleList's Linear) stacked into
+ * [E,N,K]: concats of at most STACK operands (the interpreter's limit on
+ * one node), each of rows [1,N,K].  Weight-only: `fold` computes it. */
+enum { STACK = 32 };
+
+static Value *
+stack(Builder *b, Value **w, int64_t e)
+{
+	Value *part[STACK], *top[STACK];
+	int64_t ntop = 0;
+	const Type *t = &w[0]->type;
+	Dim d[3] = {1, t->dim[0], t->dim[1]};
+
+	if (e > (int64_t)STACK * STACK)
+		return NULL;
+	for (int64_t i = 0; i < e; i += STACK) {
+		int n = 0;
+		for (int64_t j = i; j < e && j < i + STACK; j++) {
+			ir_b_dims(b, "shape", d, 3);
+			part[n++] = ir_b1(b, OP_RESHAPE, w[j]);
+		}
+		ir_b_int(b, "axis", 0);
+		Node *c = ir_b_node(b, OP_CONCAT, part, n, 1);
+		if (!c)
+			return NULL;
+		top[ntop++] = c->out[0];
+	}
+	if (ntop == 1)
+		return top[0];
+	ir_b_int(b, "axis", 0);
+	Node *c = ir_b_node(b, OP_CONCAT, top, (int)ntop, 1);
+	return c ? c->out[0] : NULL;
 }
 
 static void
@@ -182,12 +220,22 @@ same_dims(const Type *a, const Type *b)
 	return 1;
 }
 
-/* Build the moe before the node that completed the sum; the last node
- * built takes over the sum's value, name and users. */
+/* Unlink what rewrite built between after and end, last first. */
+static void
+unbuild(Graph *g, Node *after, Node *end)
+{
+	while (end->prev && end->prev != after)
+		ir_erase(g, end->prev);
+}
+
+/* Build the moe before the node that completed the sum; once the
+ * interpreter confirms it, the last node built takes over the sum's value,
+ * name and users. */
 static int
 rewrite(Graph *g, Moe *mo, PassCtx *c)
 {
-	Node *end = mo->sum->def, *n;
+	Node *end = mo->sum->def, *after = end->prev, *n;
+	const char *bad;
 	Diag quiet;
 	Builder b = {.g = g, .before = end, .loc = end->loc, .d = &quiet};
 	Value *in[7] = {mo->x.x, mo->r.logits, mo->r.selbias, mo->x.wgu, mo->x.wdn,
@@ -205,9 +253,13 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 		ir_b_dims(&b, "shape", &mo->e, 1);
 		in[2] = ir_b1(&b, OP_RESHAPE, in[2]);
 	}
-	if (mo->x.gu_t)
+	if (mo->x.flat) {
+		in[3] = stack(&b, mo->gu_e, mo->e);
+		in[4] = in[3] ? stack(&b, mo->dn_e, mo->e) : NULL;
+	}
+	if (mo->x.gu_t && in[3])
 		in[3] = transpose(&b, in[3]);
-	if (mo->x.dn_t)
+	if (mo->x.dn_t && in[4])
 		in[4] = transpose(&b, in[4]);
 	moe_attrs(&b, mo);
 	n = NULL;
@@ -226,6 +278,13 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 		if (c->report)
 			report_skip(c->report, "moe not built at TopK %%%s: %s",
 				    mo->r.topk->out[0]->name, quiet.last);
+		return 0;
+	}
+	if ((bad = mo_confirm(g, mo, y, buf, sizeof buf))) {
+		if (c->report)
+			report_skip(c->report, "moe not accepted at TopK %%%s: %s",
+				    mo->r.topk->out[0]->name, bad);
+		unbuild(g, after, end);
 		return 0;
 	}
 	pass_take_over(g, end, mo->sum, y);

@@ -6,7 +6,8 @@
  * classifies the chains around the TopK; fuse_moe_experts.c reads the
  * routed experts (unrolled TorchScript slots or dynamo's batched form)
  * backwards from the value where their sum is complete; fuse_moe_match.c
- * holds the helpers.  A matcher returns NULL on success or the reason it
+ * holds the helpers; fuse_moe_confirm.c runs the interpreter on the
+ * candidate before the rewrite is accepted.  A matcher returns NULL on success or the reason it
  * failed, a constant string the report quotes.
  */
 #ifndef MOEC_FUSE_MOE_H
@@ -27,7 +28,9 @@ typedef struct {
 /* One expert computation, as read from a slot or the batched form. */
 typedef struct {
 	Value *x;		/* tokens entering the experts, [T,H] */
-	Value *wgu, *wdn;	/* stacked weights [E,..] as the graph holds them */
+	Value *wgu, *wdn;	/* stacked weights [E,..] as the graph holds them,
+				 * or (flat) one expert's own [N,K] weights */
+	int flat;		/* transformers 4.x ModuleList: one Linear per expert */
 	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
 	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
 	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
@@ -36,7 +39,9 @@ typedef struct {
 	double alpha, limit;	/* oai */
 	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
 	int64_t kmul;		/* slot: k in tok*k + pos; batched: the repeat */
-	Value *tok, *pos;	/* slot: token and choice of each row */
+	Value *tok, *pos;	/* slot: token and choice of each row (pos NULL:
+				 * the weight is read from dense [T,E] scores) */
+	Value *wsel, *wids;	/* dense: the score column read, the ids scattered */
 } Expert;
 
 typedef struct {
@@ -45,6 +50,7 @@ typedef struct {
 	Value *sum;		/* the routed sum the moe replaces */
 	Value *ids;		/* topk indices the experts were selected by */
 	int nslot;		/* unrolled slots; 0: batched */
+	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
 } Moe;
 
@@ -68,5 +74,9 @@ const char *mo_router(Node *topk, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);
+
+/* fuse_moe_confirm.c: NULL when the interpreter agrees that cand computes
+ * mo->sum on probes reaching every expert; else which check failed. */
+const char *mo_confirm(Graph *g, const Moe *mo, Value *cand, char *why, size_t n);
 
 #endif

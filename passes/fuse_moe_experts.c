@@ -15,6 +15,12 @@
  *	acc_i = acc_{i-1} + scatter_elements(zeros, tok, o_i * w_flat[tok*k+pos])
  *	sum = acc_N
  *
+ * The slot's weights are W[e_i] of stacked [E,..] parameters (5.x), or
+ * one expert's own 2-D matrices (4.x ModuleList of Linears: e_i is then a
+ * constant mask row, or the j-th hit expert); its routing weight is the
+ * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
+ * the dense [T,E] scores scattered from them.
+ *
  * The activation is SwiGLU (silu or gelu of the gate half times the up
  * half; halves from a split, two slices, or even/odd slices) or gpt-oss's
  * clamped form.  Expert matrices may be held as [E,N,K] (x @ W^T) or
@@ -85,6 +91,7 @@ swaps_last_two(const Node *t)
 
 typedef struct {
 	Value *w, *sel;		/* stacked [E,..] matrix and its selector */
+	int flat;		/* w is one expert's own [N,K] matrix, no selector */
 	int t;			/* held [E,K,N] (x @ W), not [E,N,K] */
 	Value *b, *bsel;	/* stacked [E,N] bias, or NULL */
 	Value *in;		/* the rows multiplied, [R,K] */
@@ -136,13 +143,16 @@ proj(Value *v0, Proj *p)
 			flip ^= 1;
 			wv = t->in[0];
 		}
-		if (!(p->w = stacked(wv, 3, &p->sel)))
-			continue;
+		if (!(p->w = stacked(wv, 3, &p->sel))) {
+			if (wv->type.rank != 2 || !weight_only(wv, 0))
+				continue;
+			p->w = wv, p->flat = 1;	/* a ModuleList expert's Linear */
+		}
 		if (ir_attr_int(n, i ? "trans_a" : "trans_b", 0))
 			return "the expert matmul's input is transposed";
 		p->t = i ? !flip : flip;
-		p->n = p->w->type.dim[p->t ? 2 : 1];
-		p->k = p->w->type.dim[p->t ? 1 : 2];
+		p->n = p->w->type.dim[(p->t ? 2 : 1) - p->flat];
+		p->k = p->w->type.dim[(p->t ? 1 : 2) - p->flat];
 		p->in = o;
 		if (wv->type.rank != ot->rank || mo_width(ot) != p->k || mo_width(&v0->type) != p->n ||
 		    (ot->rank == 3 && (ot->dim[0] != wv->type.dim[0] || ot->dim[i ? 1 : 2] != 1)))
@@ -345,15 +355,41 @@ batched_weight(Value *w, Expert *x)
 	return NULL;
 }
 
-/* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0). */
+/* Slot, dense scores (gpt-oss in 4.x): w[n,1] = gather(scores[T,E][:, e],
+ * tok), scores = scatter_elements(zeros, ids, weights[T,k], axis=1). */
+static const char *
+dense_weight(Node *gn, Node *col, Expert *x)
+{
+	Node *sc = mo_def(col->in[0], OP_SCATTER_ELEMENTS);
+	const Type *t;
+
+	if (!sc || ir_attr_int(sc, "axis", 0) != 1 || !mo_is_fill(sc->in[0], 0) ||
+	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") != 0 ||
+	    (t = &sc->in[2]->type)->rank != 2 || sc->in[1]->type.rank != 2 ||
+	    sc->in[1]->type.dim[1] != t->dim[1] || !ir_dim_is_static(t->dim[1]))
+		return "the routing weight is not gathered from the router's scattered scores";
+	x->rw = sc->in[2];
+	x->kmul = t->dim[1];
+	x->tok = mo_peel_index(gn->in[1]);
+	x->pos = NULL;
+	x->wsel = mo_peel_index(col->in[1]);
+	x->wids = mo_peel_index(sc->in[1]);
+	return NULL;
+}
+
+/* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0), or
+ * the dense form above. */
 static const char *
 slot_weight(Value *w, Expert *x)
 {
-	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul;
+	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul, *col;
 	Value *f, *rw;
 
 	if (!gn || ir_attr_int(gn, "axis", 0) != 0)
 		return "the routing weight is not gathered per row";
+	if ((col = mo_def(mo_peel(gn->in[0]), OP_GATHER)) && ir_attr_int(col, "axis", 0) == 1 &&
+	    col->in[0]->type.rank == 2 && col->in[1]->type.rank == 0)
+		return dense_weight(gn, col, x);
 	f = gn->in[0];
 	rw = weights_view(f);
 	if (rw->type.rank != 2 ||
@@ -423,11 +459,27 @@ batched_input(Value *in, Expert *x)
 	return x->x ? NULL : "the expert input is not the tokens repeated k times";
 }
 
+/* Slot: the rows gather(x[T,H], tok, axis=0), or gather(x[1,T,H], tok,
+ * axis=1) reshaped to [n,H] (transformers 4.x: hidden_states[None, tok]);
+ * returns x. */
+static Value *
+slot_tokens(Value *in, Value *tok)
+{
+	Node *n = mo_def(mo_peel(in), OP_GATHER);
+	const Type *t = n ? &n->in[0]->type : NULL;
+	int64_t axis = n ? ir_attr_int(n, "axis", 0) : -1;
+
+	if (!n || mo_peel_index(n->in[1]) != tok ||
+	    !((axis == 0 && t->rank == 2) || (axis == 1 && t->rank == 3 && t->dim[0] == 1)))
+		return NULL;
+	return n->in[0];
+}
+
 /* One routed contribution, o * w with o = down(act(gate_up(rows))). */
 static const char *
 contribution(Value *c, int batched, Expert *x)
 {
-	Node *n = mo_def(mo_peel_rows(c), OP_MUL);
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
 	Value *o = NULL, *w = NULL, *h;
 	const char *why;
 	Proj dn, gu;
@@ -441,26 +493,27 @@ contribution(Value *c, int batched, Expert *x)
 		return "the expert output is not scaled by a routing weight";
 	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)))
 		return why;
-	if ((why = proj(o, &dn)) || (why = activation(dn.in, x, &h)) || (why = proj(h, &gu)))
+	if ((why = proj(mo_peel_cast(o), &dn)) || (why = activation(dn.in, x, &h)) ||
+	    (why = proj(h, &gu)))
 		return why;
 	x->sel = dn.sel;
+	x->flat = dn.flat;
+	if (gu.flat != dn.flat || (dn.flat && (gu.b || dn.b)))
+		return "the expert matrices are neither all stacked nor all one expert's";
 	if (!same_sel(gu.sel, dn.sel) || (dn.b && !same_sel(dn.bsel, dn.sel)) ||
 	    (gu.b && !same_sel(gu.bsel, dn.sel)))
 		return "the expert matrices are not picked by one selector";
 	x->wgu = gu.w, x->gu_t = gu.t, x->bgu = gu.b;
 	x->wdn = dn.w, x->dn_t = dn.t, x->bdn = dn.b;
 	if (gu.n != 2 * dn.k || gu.k != dn.n || gu.n < 2 || gu.k < 1 ||
-	    gu.w->type.dim[0] != dn.w->type.dim[0] || gu.w->type.dim[0] < 1 ||
+	    (!dn.flat && (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.w->type.dim[0] < 1)) ||
 	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
 	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
 		return "the expert weight shapes do not agree";
 	if (batched)
 		return batched_input(gu.in, x);
-	if (!(n = mo_def(gu.in, OP_GATHER)) || ir_attr_int(n, "axis", 0) != 0 ||
-	    n->in[0]->type.rank != 2 || mo_peel_index(n->in[1]) != x->tok)
-		return "the expert input is not the tokens routed to the slot";
-	x->x = n->in[0];
-	return NULL;
+	return (x->x = slot_tokens(gu.in, x->tok)) ? NULL
+		: "the expert input is not the tokens routed to the slot";
 }
 
 static const char *
@@ -491,7 +544,8 @@ batched(Value *sum, Moe *mo)
 typedef struct {
 	Node *hit;		/* split of the hit experts; slot takes output j */
 	int j;
-	Value *mask, *ids;	/* transpose(onehot(ids)) [E+1,k,T] */
+	int64_t e;		/* the slot's key: j, or its constant expert */
+	Value *mask, *ids;	/* transpose(onehot(ids)) [E(+1),k,T] */
 } Slot;
 
 /* Does the reduce_sum count, per expert, over the k and T axes of the
@@ -509,34 +563,52 @@ over_tokens(const Node *n)
 	return seen == 6;
 }
 
-/* tok and pos are the two columns of nonzero(mask[e]); e is hit[j]. */
+/* tok and pos are the two columns of nonzero(mask[e]); e is hit[j], or a
+ * constant (transformers 4.46 loops over every expert).  Stacked weights
+ * must be picked by the same e; one expert's own weights belong to expert
+ * j or the constant. */
 static const char *
 slot_mask(const Expert *x, Slot *s)
 {
 	Node *sp = x->tok->kind == V_RESULT ? x->tok->def : NULL, *tr, *nz, *gm, *oh, *g, *tm;
 	int64_t z, perm[3];
+	Value *e;
 
-	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || x->tok != sp->out[1] ||
-	    x->pos != sp->out[0] || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
+	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
 	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
-	    ir_attr_int(gm, "axis", 0) != 0 || mo_peel_index(gm->in[1]) != mo_peel_index(x->sel))
+	    ir_attr_int(gm, "axis", 0) != 0 || (e = mo_peel_index(gm->in[1]),
+					       !x->flat && e != mo_peel_index(x->sel)))
 		return "the slot's tokens are not the ones routed to its expert";
 	s->mask = gm->in[0];
+	/* mask [E,k,T] (permute(2,1,0): nonzero's columns are pos, tok) or
+	 * [E,T,k] (permute(2,0,1), DeepSeek in 4.x: tok, pos) */
 	if (!(tm = mo_def(s->mask, OP_TRANSPOSE)) || ir_attr_ints(tm, "perm", perm, 3) != 3 ||
-	    perm[0] != 2 || perm[1] != 1 || perm[2] != 0 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
+	    perm[0] != 2 || perm[1] + perm[2] != 1 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
 	    !mo_last_axis(oh, "axis", 3, 2))
 		return "the slot's mask is not a one-hot of the router's choices";
+	if (x->tok != sp->out[perm[1]] || (x->pos && x->pos != sp->out[perm[2]]) ||
+	    (!x->pos && (x->wsel != e || x->wids != mo_peel_index(oh->in[0]))))
+		return "the slot's tokens are not the ones routed to its expert";
 	s->ids = mo_peel_index(oh->in[0]);
-	/* e = gather(hit_j, 0): hit_j one output of the split of nonzero(any) */
-	if (!(g = mo_def(x->sel, OP_GATHER)) || mo_const_ints(g->in[1], &z, 1) != 1 || z != 0)
+	s->hit = NULL;
+	if (x->flat && mo_const_ints(e, &s->e, 1) == 1 && e->type.rank == 0)
+		return s->e >= 0 && ir_dim_is_static(s->mask->type.dim[0]) &&
+		       s->e < s->mask->type.dim[0] ? NULL : "the slot's expert is out of range";
+	/* e = gather(hit_j, 0) or hit_j itself: hit_j one output of the split
+	 * of nonzero(any) */
+	Value *h = e;
+	if ((g = mo_def(e, OP_GATHER)) && mo_const_ints(g->in[1], &z, 1) == 1 && z == 0)
+		h = g->in[0];
+	else if (!x->flat)
 		return "the slot's expert id is not one of the hit experts";
-	Value *h = mo_peel(g->in[0]);
+	h = mo_peel(h);
 	if (!(sp = h->kind == V_RESULT ? h->def : NULL) || sp->op != OP_SPLIT)
 		return "the slot's expert id is not one of the hit experts";
 	s->hit = sp;
 	for (s->j = 0; sp->out[s->j] != h; s->j++)
 		;
+	s->e = s->j;
 	if (!(tr = mo_def(sp->in[0], OP_TRANSPOSE)) || !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(g = mo_def(mo_peel_index(nz->in[0]), OP_GREATER)) || !mo_is_fill(g->in[1], 0) ||
 	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || g->in[0] != s->mask ||
@@ -569,22 +641,49 @@ slot(Node *sc, Expert *x, Slot *s)
 }
 
 static int
+same_type(const Type *a, const Type *b)
+{
+	if (a->dt != b->dt || a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != b->dim[i])
+			return 0;
+	return 1;
+}
+
+static int
 same_expert(const Expert *a, const Expert *b)
 {
-	return a->x == b->x && a->wgu == b->wgu && a->wdn == b->wdn && a->bgu == b->bgu &&
+	int w = a->flat ? same_type(&a->wgu->type, &b->wgu->type) &&
+			      same_type(&a->wdn->type, &b->wdn->type)
+			: a->wgu == b->wgu && a->wdn == b->wdn;
+
+	return w && a->flat == b->flat && a->x == b->x && a->bgu == b->bgu &&
 	       a->bdn == b->bdn && a->gu_t == b->gu_t && a->dn_t == b->dn_t &&
 	       strcmp(a->act, b->act) == 0 && strcmp(a->layout, b->layout) == 0 &&
 	       strcmp(a->approx, b->approx) == 0 && a->alpha == b->alpha &&
 	       a->limit == b->limit && a->rw == b->rw && a->kmul == b->kmul;
 }
 
+/* The number of slot keys: the hit experts, or (experts looped over by a
+ * constant) the mask's rows. */
+static int64_t
+slot_keys(const Slot *s)
+{
+	if (s->hit)
+		return s->hit->nout;
+	return ir_dim_is_static(s->mask->type.dim[0]) ? s->mask->type.dim[0] : -1;
+}
+
 static const char *
 slots(Value *sum, Moe *mo)
 {
+	Module *m = sum->graph->m;
 	Value *v = sum, *acc = NULL, *mask = NULL;
 	Node *hit = NULL;
 	char *seen = NULL;
 	const char *why = NULL;
+	int64_t nkey = 0;
 
 	for (; !why; v = acc) {
 		Node *add = mo_def(v, OP_ADD), *sc = mo_def(v, OP_SCATTER_ELEMENTS);
@@ -602,21 +701,32 @@ slots(Value *sum, Moe *mo)
 		memset(&x, 0, sizeof x);
 		if ((why = slot(sc, &x, &s)))
 			break;
-		if (!hit) {
+		if (!seen) {
 			hit = s.hit, mask = s.mask, mo->ids = s.ids, mo->x = x;
-			seen = calloc((size_t)hit->nout, 1);
+			if ((nkey = slot_keys(&s)) < 1) {
+				why = "the slots' experts cannot be counted";
+				break;
+			}
+			seen = calloc((size_t)nkey, 1);
+			mo->gu_e = arena_array(m->arena, Value *, nkey);
+			mo->dn_e = arena_array(m->arena, Value *, nkey);
 		}
-		if (s.hit != hit || s.mask != mask || s.ids != mo->ids || seen[s.j] ||
-		    !same_expert(&mo->x, &x))
+		if (s.hit != hit || s.mask != mask || s.ids != mo->ids || s.e >= nkey ||
+		    seen[s.e] || !same_expert(&mo->x, &x)) {
 			why = "the slots do not agree";
-		else
-			seen[s.j] = 1, mo->nslot++;
+		} else {
+			seen[s.e] = 1, mo->nslot++;
+			mo->gu_e[s.e] = x.wgu, mo->dn_e[s.e] = x.wdn;
+		}
 		if (!acc || mo_is_fill(acc, 0))
 			break;
 	}
-	if (!why && mo->nslot != hit->nout)
-		why = "some hit experts have no slot";
 	free(seen);
+	if (!why && mo->nslot != nkey)
+		why = hit ? "some hit experts have no slot" : "some experts have no slot";
+	if (!why && mo->x.flat && mo->nslot != mask->type.dim[0])
+		why = "one expert's own weights per slot, but not every expert has a slot "
+		      "(the export sample did not reach them all)";
 	if (!why && (mo->ids->type.rank != 2 || mo->x.kmul != mo->ids->type.dim[1] ||
 		     mo->x.rw->type.dim[0] != mo->ids->type.dim[0] ||
 		     mo->x.rw->type.dim[1] != mo->ids->type.dim[1]))
@@ -637,8 +747,9 @@ mo_experts(Value *sum, Moe *mo)
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
-	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] != mo->x.wdn->type.dim[mo->x.dn_t ? 2 : 1])
+	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] !=
+			    mo->x.wdn->type.dim[(mo->x.dn_t ? 2 : 1) - mo->x.flat])
 		why = "the tokens' width is not the experts' hidden size";
-	mo->e = why ? 0 : mo->x.wgu->type.dim[0];
+	mo->e = why ? 0 : mo->x.flat ? mo->nslot : mo->x.wgu->type.dim[0];
 	return why;
 }

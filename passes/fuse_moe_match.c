@@ -133,8 +133,24 @@ mo_const_ints(const Value *v, int64_t *out, int max)
 	return a->n;
 }
 
+/* Is every element of a real (not synthetic) weight equal to want?  A
+ * static-shape export holds its zeros as an initializer. */
+static int
+weight_fill(Value *v, double want)
+{
+	Weight *w = v->weight;
+	int64_t n = ir_type_numel(&v->type);
+
+	if (!w || !w->data || n < 0 || n > ((int64_t)1 << 24))
+		return 0;
+	for (int64_t i = 0; i < n; i++)
+		if (dtype_load(v->type.dt, w->data, (size_t)i) != want)
+			return 0;
+	return 1;
+}
+
 /* Is every element of v equal to want (a splat constant, constant_of_shape,
- * or either broadcast or cast)? */
+ * a weight holding it, or either broadcast or cast)? */
 int
 mo_is_fill(Value *v, double want)
 {
@@ -142,6 +158,8 @@ mo_is_fill(Value *v, double want)
 	       (v->def->op == OP_RESHAPE || v->def->op == OP_EXPAND || v->def->op == OP_CAST ||
 		v->def->op == OP_IDENTITY))
 		v = v->def->in[0];
+	if (v && v->kind == V_WEIGHT)
+		return weight_fill(v, want);
 	if (!v || v->kind != V_RESULT)
 		return 0;
 	if (v->def->op == OP_CONSTANT_OF_SHAPE)
