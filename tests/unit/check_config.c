@@ -33,6 +33,10 @@ void stt_cleanup(void);
 static const char *const families[] = {
 	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
 	"gpt_oss", "llama", "mistral", "gpt2", "bert",
+	/* issue 14 */
+	"glm4_moe", "glm4_moe_lite", "dots1", "deepseek_v32", "mimo_v2_flash", "qwen3_next",
+	"qwen3_5_moe_text", "minimax_m2", "granitemoe", "granitemoeshared", "jamba",
+	"ernie4_5_moe", "hunyuan_v1_moe",
 };
 
 static char *
@@ -154,6 +158,9 @@ promote_f32(Module *m)
 		t->dt = DT_F32;
 	}
 	g->param[0]->type.dt = DT_F32;
+	for (Node *n = g->first; n; n = n->next)	/* scalars (granitemoe's multiplier) */
+		if (n->op == OP_CONST && dtype_is_float(n->out[0]->type.dt))
+			n->out[0]->type.dt = DT_F32;
 	diag_init(&d, stderr);
 	ck_assert_int_eq(ir_infer_graph(g, &d), 0);
 }
@@ -213,7 +220,7 @@ START_TEST(test_cfg_fixtures_match_reference)
 		Tensor x, want, y;
 		read_pb(dir, set, "input_0.pb", &x);
 		read_pb(dir, set, "output_0.pb", &want);
-		for (int f32 = 0; f32 < 2; f32++) {
+		for (int f32 = 1; f32 >= 0; f32--) {
 			Module *m = import(cfg, 1, 0, NULL, NULL, 0, &d);
 			DType dt;
 			ck_assert_ptr_nonnull(m);
