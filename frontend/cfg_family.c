@@ -16,7 +16,8 @@
 typedef int MoeLayerFn(Cfg *c, int layer);
 
 static const char *const decoder_prefixes[] = {
-	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.", NULL,
+	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.",
+	"language_model.model.layers.%d.", NULL,	/* the llama4 / kimi_k25 hub files */
 };
 
 /* The layer's checkpoint prefix: the first candidate that holds probe. */
@@ -819,6 +820,89 @@ build_hunyuan_moe(Cfg *c, Value *x)
 	return residual(c, x, f);
 }
 
+/* --- llama4 ---------------------------------------------------------------- */
+
+/*
+ * Llama 4 (text model; the llama4 wrapper is read through text_config).
+ * MoE layers: moe_layers, else every interleave_moe_layer_step-th
+ * (step-1, 2*step-1, ...); others a dense SwiGLU of intermediate_size_mlp.
+ * The MoE block is not weighted experts: the chosen expert's *input* is
+ * scaled by the sigmoid of its logit, and an always-on shared expert adds:
+ *
+ *	s   = sigmoid(max(logits))              top-1: the chosen logit
+ *	ffn = expert_argmax(h * s) + shared_expert(h)
+ *
+ * built as generic ops before a moe node whose router is top-1 over the
+ * logits with weight 1 (topk_softmax, k=1).  top-k > 1 (each chosen expert
+ * fed its own scaled input) is refused.  Experts are fused [E,H,2I] (gate
+ * columns first) and [E,I,H], transposed at import.
+ */
+static int
+llama4_is_moe(Cfg *c, int layer)
+{
+	int64_t step = cfg_int_or(c, "interleave_moe_layer_step", 1);
+
+	if (cfg_has(c, "moe_layers"))
+		return cfg_in_list(c, "moe_layers", layer);
+	if (step < 1)
+		return cfg_error(c, "interleave_moe_layer_step", "must be positive"), 0;
+	return (layer + 1) % step == 0;
+}
+
+static Value *
+llama4_scaled_input(Cfg *c, Value *h, Value *logits)
+{
+	Value *m, *sg;
+
+	c->b.loc.name = cfg_name(c, "feed_forward.router");
+	ir_b_ints(&c->b, "axes", (const int64_t[]){-1}, 1);
+	ir_b_int(&c->b, "keepdims", 1);
+	m = cfg_named(c, ir_b1(&c->b, OP_REDUCE_MAX, logits), "router_top1");
+	sg = cfg_named(c, m ? ir_b1(&c->b, OP_SIGMOID, m) : NULL, "router_scores");
+	if (sg && sg->type.dt != h->type.dt) {
+		ir_b_str(&c->b, "to", dtype_name(h->type.dt));
+		sg = cfg_named(c, ir_b1(&c->b, OP_CAST, sg), "router_scores.cast");
+	}
+	return cfg_named(c, sg ? ir_b2(&c->b, OP_MUL, h, sg) : NULL, "routed_in");
+}
+
+static Value *
+build_llama4(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	MoeSpec s;
+	Value *h, *l, *in, *f, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	if (!llama4_is_moe(c, c->layer)) {
+		int64_t I = cfg_int_or(c, "intermediate_size_mlp", 16384);
+		if (I < 1)
+			cfg_error(c, "intermediate_size_mlp", "must be positive");
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "feed_forward", I, act, 0,
+							       "intermediate_size_mlp"), "mlp"));
+	}
+	read_moe(c, &s, "intermediate_size");
+	s.router = "topk_softmax";	/* top-1 over the logits, weight 1 */
+	if (s.k != 1)
+		cfg_error(c, "num_experts_per_tok", "llama4 feeds each chosen expert its own "
+			  "sigmoid-scaled input; moec builds top-1 only, not %lld", (long long)s.k);
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "feed_forward.router.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	in = l ? llama4_scaled_input(c, h, l) : NULL;
+	wt[0] = cfg_experts_gu(c, "feed_forward", NULL, NULL, &s, 1);
+	wt[1] = cfg_experts_down(c, "feed_forward", NULL, &s, 1);
+	c->b.loc.name = cfg_name(c, "feed_forward");
+	f = cfg_named(c, in ? cfg_moe(c, in, l, NULL, wt, &s) : NULL, "moe");
+	if (f)
+		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "feed_forward.shared_expert", s.I, act,
+						       0, "intermediate_size"), "shared"), "ffn");
+	return residual(c, x, f);
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -918,6 +1002,7 @@ static const struct {
 	{"jamba", build_jamba, jamba_is_moe},
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
+	{"llama4_text", build_llama4, llama4_is_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},
