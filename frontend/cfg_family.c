@@ -903,6 +903,132 @@ build_llama4(Cfg *c, Value *x)
 	return residual(c, x, f);
 }
 
+/* --- gemma4 ---------------------------------------------------------------- */
+
+/*
+ * Gemma 4 (text model gemma4_text).  The FFN sub-block has four norms, and
+ * with enable_moe_block a MoE runs in parallel with the dense MLP, both on
+ * the block input x:
+ *
+ *	m  = mlp(pre_feedforward_layernorm(x))                   GELU-tanh GLU
+ *	m1 = post_feedforward_layernorm_1(m)
+ *	l  = router.proj(rms(x) * router.scale * hidden_size^-0.5)   its own norm
+ *	e  = moe(pre_feedforward_layernorm_2(x), l)   softmax, top-k, renormalised,
+ *	     weights times router.per_expert_scale[expert]
+ *	y  = layer_scalar * (x + post_feedforward_layernorm(m1 + post_feedforward_layernorm_2(e)))
+ *
+ * The router norm's scale is one f32 vector (router.scale * hidden_size^-0.5);
+ * per_expert_scale is folded into the experts' down projection (the weight
+ * of expert e times its scale: the same sum).  Models with per-layer inputs
+ * (hidden_size_per_layer_input > 0: another residual branch after this one)
+ * and double-wide MLPs are refused.
+ */
+static Value *
+scaled_vector(Cfg *c, const char *name, int64_t n, double k, const char *why)
+{
+	Value *v = cfg_vector(c, cfg_name(c, "%s", name), RECIPE_NORM, n, why), *kv;
+
+	if (!v)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", name);
+	if (v->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		v = ir_b1(&c->b, OP_CAST, v);
+	}
+	kv = ir_b_const_f(&c->b, DT_F32, k);
+	return v && kv ? ir_b2(&c->b, OP_MUL, v, kv) : NULL;
+}
+
+static Value *
+gemma4_moe(Cfg *c, Value *x, double eps, const MoeSpec *s)
+{
+	Value *rs, *l, *h2, *pes, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	rs = cfg_named(c, scaled_vector(c, "router.scale", c->hidden,
+					1 / sqrt((double)c->hidden), "hidden_size"),
+		       "router.scale.scaled");
+	c->b.loc.name = cfg_name(c, "router.norm");
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", eps);
+	l = cfg_named(c, rs ? ir_b2(&c->b, OP_RMS_NORM, x, rs) : NULL, "router.in");
+	l = l ? cfg_named(c, cfg_router(c, l, "router.proj.weight", NULL, s, F32_OK),
+			  "router_logits") : NULL;
+	h2 = cfg_named(c, cfg_rms_norm(c, x, "pre_feedforward_layernorm_2.weight", eps), "h2");
+	wt[0] = cfg_experts_gu(c, "", "experts.gate_up_proj", NULL, s, 0);
+	wt[1] = cfg_experts_down(c, "", "experts.down_proj", s, 0);
+	pes = cfg_vector(c, cfg_name(c, "router.per_expert_scale"), RECIPE_NORM, s->E,
+			 s->ekey);
+	if (!l || !h2 || !wt[1] || !pes)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "router.per_expert_scale");
+	ir_b_ints(&c->b, "shape", (const int64_t[]){s->E, 1, 1}, 3);
+	pes = ir_b1(&c->b, OP_RESHAPE, pes);
+	if (pes && pes->type.dt != wt[1]->type.dt) {
+		ir_b_str(&c->b, "to", dtype_name(wt[1]->type.dt));
+		pes = ir_b1(&c->b, OP_CAST, pes);
+	}
+	wt[1] = cfg_named(c, pes ? ir_b2(&c->b, OP_MUL, wt[1], pes) : NULL,
+			  "experts.down_proj.scaled");
+	c->b.loc.name = cfg_name(c, "experts");
+	return cfg_named(c, cfg_moe(c, h2, l, NULL, wt, s), "moe");
+}
+
+static Value *
+build_gemma4(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
+	int moe = cfg_bool_or(c, "enable_moe_block", 0);
+	int64_t I = cfg_int(c, "intermediate_size");
+	MoeSpec s;
+	Value *h, *m, *f, *ls;
+
+	if (cfg_int_or(c, "hidden_size_per_layer_input", 256) != 0)
+		cfg_error(c, "hidden_size_per_layer_input", "per-layer inputs add a residual "
+			  "branch after the FFN; moec builds gemma4 blocks without them (0)");
+	if (cfg_bool_or(c, "use_double_wide_mlp", 0))
+		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
+	memset(&s, 0, sizeof s);
+	if (moe) {
+		s.ekey = "num_experts";
+		s.E = cfg_int(c, s.ekey);
+		s.k = cfg_int(c, "top_k_experts");
+		s.ikey = "moe_intermediate_size";
+		s.I = cfg_int(c, s.ikey);
+		s.router = "softmax";
+		s.renorm = 1;
+		s.scale = 1;
+		s.ngroup = s.topkgroup = 1;
+		s.gscore = "max";
+		s.act = act;
+		s.layout = "concat";
+		if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
+			cfg_error(c, "top_k_experts", "%lld of %lld experts", (long long)s.k,
+				  (long long)s.E);
+		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
+			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
+	}
+	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+		return NULL;
+	m = cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, "intermediate_size"), "mlp");
+	if (m && moe) {
+		Value *m1 = cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm_1.weight",
+						      eps), "mlp.post_norm");
+		Value *e = gemma4_moe(c, x, eps, &s);
+		e = e ? cfg_named(c, cfg_rms_norm(c, e, "post_feedforward_layernorm_2.weight", eps),
+				  "moe.post_norm") : NULL;
+		m = add(c, m1, e, "ffn");
+	}
+	f = m ? cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm.weight", eps),
+			  "ffn.post_norm") : NULL;
+	f = add(c, x, f, "s");
+	ls = cfg_vector(c, cfg_name(c, "layer_scalar"), RECIPE_NORM, 1, "1");
+	if (!f || !ls)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "layer_scalar");
+	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -1003,6 +1129,7 @@ static const struct {
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
 	{"llama4_text", build_llama4, llama4_is_moe},
+	{"gemma4_text", build_gemma4, always_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},

@@ -201,7 +201,10 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_int(&c->b, "topk_group", s->topkgroup);
 		ir_b_str(&c->b, "group_score", s->gscore);
 	}
-	ir_b_str(&c->b, "act", s->act);
+	/* gelu_tanh is the moe op's act=gelu with approx=tanh */
+	ir_b_str(&c->b, "act", strcmp(s->act, "gelu_tanh") ? s->act : "gelu");
+	if (strcmp(s->act, "gelu_tanh") == 0)
+		ir_b_str(&c->b, "approx", "tanh");
 	ir_b_str(&c->b, "gu_layout", s->layout);
 	if (strcmp(s->act, "oai") == 0) {
 		ir_b_float(&c->b, "alpha", s->alpha);

@@ -36,7 +36,7 @@ static const char *const families[] = {
 	/* issue 14 */
 	"glm4_moe", "glm4_moe_lite", "dots1", "deepseek_v32", "mimo_v2_flash", "qwen3_next",
 	"qwen3_5_moe_text", "minimax_m2", "granitemoe", "granitemoeshared", "jamba",
-	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text",
+	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text",
 };
 
 static char *
