@@ -16,7 +16,8 @@
 typedef int MoeLayerFn(Cfg *c, int layer);
 
 static const char *const decoder_prefixes[] = {
-	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.", NULL,
+	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.",
+	"language_model.model.layers.%d.", NULL,	/* the llama4 / kimi_k25 hub files */
 };
 
 /* The layer's checkpoint prefix: the first candidate that holds probe. */
@@ -53,12 +54,27 @@ eps_of(Cfg *c, const char *key, double def)
 	return eps;
 }
 
+/* The pre-FFN RMSNorm (w) of a pre-norm decoder; sets the prefix. */
+static Value *
+decoder_norm_named(Cfg *c, Value *x, const char *w, double eps)
+{
+	set_prefix(c, decoder_prefixes, w);
+	return cfg_named(c, cfg_rms_norm(c, x, w, eps), "h");
+}
+
 /* The post-attention RMSNorm of a pre-norm decoder; sets the prefix. */
 static Value *
 decoder_norm(Cfg *c, Value *x, double eps)
 {
-	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
-	return cfg_named(c, cfg_rms_norm(c, x, "post_attention_layernorm.weight", eps), "h");
+	return decoder_norm_named(c, x, "post_attention_layernorm.weight", eps);
+}
+
+/* add with the adds' location cleared: the block's own sums */
+static Value *
+add(Cfg *c, Value *a, Value *b, const char *name)
+{
+	c->b.loc.name = NULL;
+	return cfg_named(c, a && b ? ir_b2(&c->b, OP_ADD, a, b) : NULL, name);
 }
 
 /* --- dense decoders: llama, mistral, qwen2, qwen3 ------------------------ */
@@ -123,15 +139,16 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 }
 
-/* Router, stacked experts and the moe node for per-expert checkpoints. */
+/* Router (<mod>.<router>.weight), stacked experts and the moe node for
+ * per-expert checkpoints. */
 static Value *
-routed(Cfg *c, Value *h, const char *mod, const char *g, const char *u, const char *d,
-       const MoeSpec *s)
+routed_by(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
+	  const char *u, const char *d, const MoeSpec *s)
 {
 	char gate[96], gf[96], uf[96], df[96];
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l;
 
-	snprintf(gate, sizeof gate, "%s.gate.weight", mod);
+	snprintf(gate, sizeof gate, "%s.%s.weight", mod, router);
 	snprintf(gf, sizeof gf, "%s.experts.%%d.%s.weight", mod, g);
 	snprintf(uf, sizeof uf, "%s.experts.%%d.%s.weight", mod, u);
 	snprintf(df, sizeof df, "%s.experts.%%d.%s.weight", mod, d);
@@ -140,6 +157,13 @@ routed(Cfg *c, Value *h, const char *mod, const char *g, const char *u, const ch
 	wt[1] = cfg_experts_down(c, mod, df, s, 0);
 	c->b.loc.name = cfg_name(c, "%s", mod);
 	return cfg_named(c, cfg_moe(c, h, l, NULL, wt, s), "moe");
+}
+
+static Value *
+routed(Cfg *c, Value *h, const char *mod, const char *g, const char *u, const char *d,
+       const MoeSpec *s)
+{
+	return routed_by(c, h, mod, "gate", g, u, d, s);
 }
 
 /* Mixtral: softmax over all experts, top-k, renormalised; every layer MoE. */
@@ -173,14 +197,15 @@ typedef struct {
 	double eps;		/* rms_norm_eps */
 	const char *ikey;	/* the experts' intermediate size */
 	int all_moe;		/* every layer MoE (no decoder_sparse_step) */
+	int norm1p;		/* zero-centred RMSNorm weight: scale 1 + w */
 } QwenFamily;
 
 static const QwenFamily qwen_families[] = {
-	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0},
-	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0},
-	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1},
-	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0},
-	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1},
+	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0, 0},
+	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0, 0},
+	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1, 0},
+	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0, 1},
+	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1},
 };
 
 static const QwenFamily *
@@ -226,6 +251,17 @@ qwen_shared(Cfg *c, Value *h)
 }
 
 static Value *
+qwen_norm(Cfg *c, Value *x, double eps)
+{
+	const char *w = "post_attention_layernorm.weight";
+
+	if (!qwen_family(c)->norm1p)
+		return decoder_norm(c, x, eps);
+	set_prefix(c, decoder_prefixes, w);
+	return cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
+}
+
+static Value *
 build_qwen_moe(Cfg *c, Value *x)
 {
 	const QwenFamily *fam = qwen_family(c);
@@ -235,14 +271,14 @@ build_qwen_moe(Cfg *c, Value *x)
 	Value *h, *f, *sh;
 
 	if (!moe) {
-		if (c->err || !(h = decoder_norm(c, x, eps)))
+		if (c->err || !(h = qwen_norm(c, x, eps)))
 			return NULL;
 		return residual(c, x, dense_mlp(c, h, "intermediate_size",
 						cfg_hf_act(c, "hidden_act", "silu"), 0));
 	}
 	read_moe(c, &s, fam->ikey);
 	s.renorm = fam->fixed ? fam->norm : cfg_bool_or(c, "norm_topk_prob", fam->norm);
-	if (c->err || !(h = decoder_norm(c, x, eps)))
+	if (c->err || !(h = qwen_norm(c, x, eps)))
 		return NULL;
 	f = routed(c, h, "mlp", "gate_proj", "up_proj", "down_proj", &s);
 	if (f && fam->shared) {
@@ -532,6 +568,467 @@ build_gpt_oss(Cfg *c, Value *x)
 	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
 }
 
+/* --- granitemoe, jamba, ernie4_5_moe, hunyuan_v1_moe ---------------------- */
+
+/*
+ * GraniteMoE: top-k over the logits, softmax over the k (router=topk_softmax);
+ * experts stacked in the checkpoint as input_linear [E,2I,H] (gate rows
+ * first) and output_linear [E,H,I]; the block's output is scaled by
+ * residual_multiplier: y = x + m * ffn(norm(x)).  granitemoeshared adds a
+ * dense shared_mlp (input_linear [2S,H], output_linear [H,S]).
+ */
+static Value *
+granite_shared(Cfg *c, Value *h)
+{
+	int64_t S = cfg_int(c, "shared_intermediate_size");
+	Value *gu, *g, *u, *a;
+
+	if (c->err)
+		return NULL;
+	gu = cfg_linear(c, h, "shared_mlp.input_linear.weight", NULL, 2 * S, c->hidden,
+			"2*shared_intermediate_size x hidden_size");
+	if (!gu)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "shared_mlp");
+	ir_b_int(&c->b, "axis", -1);
+	{
+		Node *n = ir_b_node(&c->b, OP_SPLIT, &gu, 1, 2);
+		if (!n)
+			return NULL;
+		g = n->out[0];
+		u = n->out[1];
+	}
+	a = cfg_named(c, cfg_act(c, g, "silu"), "shared_mlp.act");
+	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, u) : NULL, "shared_mlp.glu");
+	return cfg_linear(c, a, "shared_mlp.output_linear.weight", NULL, c->hidden, S,
+			  "hidden_size x shared_intermediate_size");
+}
+
+static Value *
+build_granitemoe(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	double mult = cfg_num_or(c, "residual_multiplier", 1.0);
+	int shared = strcmp(c->type, "granitemoeshared") == 0 &&
+		     cfg_int_or(c, "shared_intermediate_size", 0) > 0;
+	MoeSpec s;
+	Value *h, *l, *f, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	read_moe(c, &s, "intermediate_size");
+	s.router = "topk_softmax";
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "block_sparse_moe.router.layer.weight", NULL, &s,
+				    F32_OK), "router_logits");
+	wt[0] = cfg_experts_gu(c, "block_sparse_moe", "block_sparse_moe.input_linear.weight",
+			       NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, "block_sparse_moe", "block_sparse_moe.output_linear.weight",
+				 &s, 0);
+	c->b.loc.name = cfg_name(c, "block_sparse_moe");
+	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
+	if (f && shared)
+		f = add(c, f, granite_shared(c, h), "ffn");
+	if (f && mult != 1) {
+		Value *m = ir_b_const_f(&c->b, f->type.dt, mult);
+		f = cfg_named(c, m ? ir_b2(&c->b, OP_MUL, f, m) : NULL, "ffn.scaled");
+	}
+	return residual(c, x, f);
+}
+
+/*
+ * Jamba: layer L is MoE when L % expert_layer_period == expert_layer_offset
+ * (and num_experts > 1); softmax, top-k, not renormalised; the FFN is the
+ * layer's feed_forward after pre_ff_layernorm; router feed_forward.router.
+ */
+static int
+jamba_is_moe(Cfg *c, int layer)
+{
+	int64_t period = cfg_int_or(c, "expert_layer_period", 2);
+	int64_t offset = cfg_int_or(c, "expert_layer_offset", 1);
+
+	if (period < 1 || offset >= period)
+		return cfg_error(c, "expert_layer_offset", "must be below expert_layer_period "
+				 "(%lld)", (long long)period), 0;
+	return cfg_int_or(c, cfg_alias(c, expert_keys), 16) > 1 && layer % period == offset;
+}
+
+static Value *
+build_jamba(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	MoeSpec s;
+	Value *h;
+
+	if (!jamba_is_moe(c, c->layer)) {
+		int64_t I = cfg_int(c, "intermediate_size");
+		if (c->err || !(h = decoder_norm_named(c, x, "pre_ff_layernorm.weight", eps)))
+			return NULL;
+		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "feed_forward", I,
+							       cfg_hf_act(c, "hidden_act", "silu"),
+							       0, "intermediate_size"), "mlp"));
+	}
+	read_moe(c, &s, "intermediate_size");
+	if (c->err || !(h = decoder_norm_named(c, x, "pre_ff_layernorm.weight", eps)))
+		return NULL;
+	return residual(c, x, routed_by(c, h, "feed_forward", "router", "gate_proj", "up_proj",
+					"down_proj", &s));
+}
+
+/*
+ * ERNIE 4.5 MoE: softmax scores (f32), selection on scores +
+ * e_score_correction_bias (held [1,E] as mlp.moe_statics.*), weights the
+ * unbiased scores renormalised (by max(sum, moe_norm_min): the sum of k
+ * softmax scores is at least k/E, far above any moe_norm_min a config
+ * has, so it is renorm=1); shared experts of moe_num_shared_experts x
+ * moe_intermediate_size; MoE layers: (L+1) % moe_layer_interval == 0 and
+ * moe_layer_start_index <= L <= moe_layer_end_index (-1: the last).
+ */
+static int
+ernie_is_moe(Cfg *c, int layer)
+{
+	int64_t every = cfg_int_or(c, "moe_layer_interval", 1);
+	int64_t first = cfg_int_or(c, "moe_layer_start_index", 1);
+	double last = cfg_num_or(c, "moe_layer_end_index", -1);
+
+	if (every < 1)
+		return cfg_error(c, "moe_layer_interval", "must be positive"), 0;
+	return (layer + 1) % every == 0 && layer >= first && (last < 0 || layer <= last);
+}
+
+static Value *
+build_ernie_moe(Cfg *c, Value *x)
+{
+	static const char *const ek[] = {"moe_num_experts", "num_experts", NULL};
+	static const char *const kk[] = {"moe_k", "num_experts_per_tok", NULL};
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int bias = cfg_bool_or(c, "use_bias", 0);
+	double normmin = cfg_num_or(c, "moe_norm_min", 1e-12);
+	int64_t nshared;
+	MoeSpec s;
+	Value *h, *l, *sb, *f, *wt[4] = {NULL, NULL, NULL, NULL};
+	WSpec w;
+
+	if (!ernie_is_moe(c, c->layer)) {
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		return residual(c, x, dense_mlp(c, h, "intermediate_size",
+						cfg_hf_act(c, "hidden_act", "silu"), bias));
+	}
+	memset(&s, 0, sizeof s);
+	s.ekey = cfg_alias(c, ek);
+	s.E = cfg_int(c, s.ekey);
+	s.k = cfg_int(c, cfg_alias(c, kk));
+	s.ikey = "moe_intermediate_size";
+	s.I = cfg_int(c, s.ikey);
+	s.router = "softmax";
+	s.renorm = 1;
+	s.scale = 1;
+	s.ngroup = s.topkgroup = 1;
+	s.gscore = "max";
+	s.act = "silu";
+	s.layout = "concat";
+	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
+		cfg_error(c, cfg_alias(c, kk), "%lld of %lld experts", (long long)s.k, (long long)s.E);
+	if (!(normmin >= 0 && normmin < 1.0 / (double)s.E))
+		cfg_error(c, "moe_norm_min", "%g would clamp the renormalisation; moec builds "
+			  "moe_norm_min below 1/%s", normmin, s.ekey);
+	nshared = cfg_int_or(c, "moe_num_shared_experts", 2);
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, &s, F32_KEEP),
+		      "router_logits");
+	w = cfg_wspec(c, cfg_name(c, "mlp.moe_statics.e_score_correction_bias"), RECIPE_BIAS, 1,
+		      &s.E, s.ekey);
+	w.f32ok = F32_KEEP;
+	if (c->st)
+		cfg_add_piece(&w, w.name, 0, 2, (int64_t[]){1, s.E}, 0);
+	sb = cfg_weight(c, &w);
+	if (sb && sb->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		sb = cfg_named(c, ir_b1(&c->b, OP_CAST, sb), "mlp.moe_statics.f32");
+	}
+	wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
+			       "mlp.experts.%d.up_proj.weight", &s, 0);
+	wt[1] = cfg_experts_down(c, "mlp", "mlp.experts.%d.down_proj.weight", &s, 0);
+	if (!sb)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "mlp");
+	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
+	if (f && nshared > 0)
+		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * s.I,
+						       "silu", bias, "moe_num_shared_experts*"
+						       "moe_intermediate_size"), "shared"), "ffn");
+	return residual(c, x, f);
+}
+
+/*
+ * Hunyuan (HunYuan-MoE-V1, Hunyuan-A13B): every layer MoE; num_experts and
+ * moe_topk are an int or a per-layer list; softmax (f32 router mlp.gate.wg),
+ * top-k, renormalised; experts and the always-on shared_mlp are
+ * intermediate_size wide (transformers' reading; the hub's
+ * moe_intermediate_size lists are not read).
+ */
+static int64_t
+per_layer(Cfg *c, const char *key)
+{
+	int64_t v = cfg_is_list(c, key) ? cfg_list_int(c, key, c->layer) : cfg_int(c, key);
+
+	if (v < 1 && !c->err)
+		cfg_error(c, key, "must be positive for layer %d", c->layer);
+	return v < 1 ? 1 : v;
+}
+
+static Value *
+build_hunyuan_moe(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	MoeSpec s;
+	Value *h, *f;
+
+	memset(&s, 0, sizeof s);
+	s.ekey = "num_experts";
+	s.E = per_layer(c, "num_experts");
+	s.k = per_layer(c, "moe_topk");
+	s.ikey = "intermediate_size";
+	s.I = cfg_int(c, s.ikey);
+	s.router = "softmax";
+	s.renorm = 1;
+	s.scale = 1;
+	s.ngroup = s.topkgroup = 1;
+	s.gscore = "max";
+	s.act = "silu";
+	s.layout = "concat";
+	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
+		cfg_error(c, "moe_topk", "%lld of %lld experts", (long long)s.k, (long long)s.E);
+	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
+		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	{
+		Value *l = cfg_named(c, cfg_router(c, h, "mlp.gate.wg.weight", NULL, &s, F32_KEEP),
+				     "router_logits");
+		Value *wt[4] = {NULL, NULL, NULL, NULL};
+		wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
+				       "mlp.experts.%d.up_proj.weight", &s, 0);
+		wt[1] = cfg_experts_down(c, "mlp", "mlp.experts.%d.down_proj.weight", &s, 0);
+		c->b.loc.name = cfg_name(c, "mlp");
+		f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
+	}
+	if (f)
+		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_mlp", s.I, "silu", 0,
+						       "intermediate_size"), "shared"), "ffn");
+	return residual(c, x, f);
+}
+
+/* --- llama4 ---------------------------------------------------------------- */
+
+/*
+ * Llama 4 (text model; the llama4 wrapper is read through text_config).
+ * MoE layers: moe_layers, else every interleave_moe_layer_step-th
+ * (step-1, 2*step-1, ...); others a dense SwiGLU of intermediate_size_mlp.
+ * The MoE block is not weighted experts: the chosen expert's *input* is
+ * scaled by the sigmoid of its logit, and an always-on shared expert adds:
+ *
+ *	s   = sigmoid(max(logits))              top-1: the chosen logit
+ *	ffn = expert_argmax(h * s) + shared_expert(h)
+ *
+ * built as generic ops before a moe node whose router is top-1 over the
+ * logits with weight 1 (topk_softmax, k=1).  top-k > 1 (each chosen expert
+ * fed its own scaled input) is refused.  Experts are fused [E,H,2I] (gate
+ * columns first) and [E,I,H], transposed at import.
+ */
+static int
+llama4_is_moe(Cfg *c, int layer)
+{
+	int64_t step = cfg_int_or(c, "interleave_moe_layer_step", 1);
+
+	if (cfg_has(c, "moe_layers"))
+		return cfg_in_list(c, "moe_layers", layer);
+	if (step < 1)
+		return cfg_error(c, "interleave_moe_layer_step", "must be positive"), 0;
+	return (layer + 1) % step == 0;
+}
+
+static Value *
+llama4_scaled_input(Cfg *c, Value *h, Value *logits)
+{
+	Value *m, *sg;
+
+	c->b.loc.name = cfg_name(c, "feed_forward.router");
+	ir_b_ints(&c->b, "axes", (const int64_t[]){-1}, 1);
+	ir_b_int(&c->b, "keepdims", 1);
+	m = cfg_named(c, ir_b1(&c->b, OP_REDUCE_MAX, logits), "router_top1");
+	sg = cfg_named(c, m ? ir_b1(&c->b, OP_SIGMOID, m) : NULL, "router_scores");
+	if (sg && sg->type.dt != h->type.dt) {
+		ir_b_str(&c->b, "to", dtype_name(h->type.dt));
+		sg = cfg_named(c, ir_b1(&c->b, OP_CAST, sg), "router_scores.cast");
+	}
+	return cfg_named(c, sg ? ir_b2(&c->b, OP_MUL, h, sg) : NULL, "routed_in");
+}
+
+static Value *
+build_llama4(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	MoeSpec s;
+	Value *h, *l, *in, *f, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	if (!llama4_is_moe(c, c->layer)) {
+		int64_t I = cfg_int_or(c, "intermediate_size_mlp", 16384);
+		if (I < 1)
+			cfg_error(c, "intermediate_size_mlp", "must be positive");
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "feed_forward", I, act, 0,
+							       "intermediate_size_mlp"), "mlp"));
+	}
+	read_moe(c, &s, "intermediate_size");
+	s.router = "topk_softmax";	/* top-1 over the logits, weight 1 */
+	if (s.k != 1)
+		cfg_error(c, "num_experts_per_tok", "llama4 feeds each chosen expert its own "
+			  "sigmoid-scaled input; moec builds top-1 only, not %lld", (long long)s.k);
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "feed_forward.router.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	in = l ? llama4_scaled_input(c, h, l) : NULL;
+	wt[0] = cfg_experts_gu(c, "feed_forward", NULL, NULL, &s, 1);
+	wt[1] = cfg_experts_down(c, "feed_forward", NULL, &s, 1);
+	c->b.loc.name = cfg_name(c, "feed_forward");
+	f = cfg_named(c, in ? cfg_moe(c, in, l, NULL, wt, &s) : NULL, "moe");
+	if (f)
+		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "feed_forward.shared_expert", s.I, act,
+						       0, "intermediate_size"), "shared"), "ffn");
+	return residual(c, x, f);
+}
+
+/* --- gemma4 ---------------------------------------------------------------- */
+
+/*
+ * Gemma 4 (text model gemma4_text).  The FFN sub-block has four norms, and
+ * with enable_moe_block a MoE runs in parallel with the dense MLP, both on
+ * the block input x:
+ *
+ *	m  = mlp(pre_feedforward_layernorm(x))                   GELU-tanh GLU
+ *	m1 = post_feedforward_layernorm_1(m)
+ *	l  = router.proj(rms(x) * router.scale * hidden_size^-0.5)   its own norm
+ *	e  = moe(pre_feedforward_layernorm_2(x), l)   softmax, top-k, renormalised,
+ *	     weights times router.per_expert_scale[expert]
+ *	y  = layer_scalar * (x + post_feedforward_layernorm(m1 + post_feedforward_layernorm_2(e)))
+ *
+ * The router norm's scale is one f32 vector (router.scale * hidden_size^-0.5);
+ * per_expert_scale is folded into the experts' down projection (the weight
+ * of expert e times its scale: the same sum).  Models with per-layer inputs
+ * (hidden_size_per_layer_input > 0: another residual branch after this one)
+ * and double-wide MLPs are refused.
+ */
+static Value *
+scaled_vector(Cfg *c, const char *name, int64_t n, double k, const char *why)
+{
+	Value *v = cfg_vector(c, cfg_name(c, "%s", name), RECIPE_NORM, n, why), *kv;
+
+	if (!v)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", name);
+	if (v->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		v = ir_b1(&c->b, OP_CAST, v);
+	}
+	kv = ir_b_const_f(&c->b, DT_F32, k);
+	return v && kv ? ir_b2(&c->b, OP_MUL, v, kv) : NULL;
+}
+
+static Value *
+gemma4_moe(Cfg *c, Value *x, double eps, const MoeSpec *s)
+{
+	Value *rs, *l, *h2, *pes, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	rs = cfg_named(c, scaled_vector(c, "router.scale", c->hidden,
+					1 / sqrt((double)c->hidden), "hidden_size"),
+		       "router.scale.scaled");
+	c->b.loc.name = cfg_name(c, "router.norm");
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", eps);
+	l = cfg_named(c, rs ? ir_b2(&c->b, OP_RMS_NORM, x, rs) : NULL, "router.in");
+	l = l ? cfg_named(c, cfg_router(c, l, "router.proj.weight", NULL, s, F32_OK),
+			  "router_logits") : NULL;
+	h2 = cfg_named(c, cfg_rms_norm(c, x, "pre_feedforward_layernorm_2.weight", eps), "h2");
+	wt[0] = cfg_experts_gu(c, "", "experts.gate_up_proj", NULL, s, 0);
+	wt[1] = cfg_experts_down(c, "", "experts.down_proj", s, 0);
+	pes = cfg_vector(c, cfg_name(c, "router.per_expert_scale"), RECIPE_NORM, s->E,
+			 s->ekey);
+	if (!l || !h2 || !wt[1] || !pes)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "router.per_expert_scale");
+	ir_b_ints(&c->b, "shape", (const int64_t[]){s->E, 1, 1}, 3);
+	pes = ir_b1(&c->b, OP_RESHAPE, pes);
+	if (pes && pes->type.dt != wt[1]->type.dt) {
+		ir_b_str(&c->b, "to", dtype_name(wt[1]->type.dt));
+		pes = ir_b1(&c->b, OP_CAST, pes);
+	}
+	wt[1] = cfg_named(c, pes ? ir_b2(&c->b, OP_MUL, wt[1], pes) : NULL,
+			  "experts.down_proj.scaled");
+	c->b.loc.name = cfg_name(c, "experts");
+	return cfg_named(c, cfg_moe(c, h2, l, NULL, wt, s), "moe");
+}
+
+static Value *
+build_gemma4(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
+	int moe = cfg_bool_or(c, "enable_moe_block", 0);
+	int64_t I = cfg_int(c, "intermediate_size");
+	MoeSpec s;
+	Value *h, *m, *f, *ls;
+
+	if (cfg_int_or(c, "hidden_size_per_layer_input", 256) != 0)
+		cfg_error(c, "hidden_size_per_layer_input", "per-layer inputs add a residual "
+			  "branch after the FFN; moec builds gemma4 blocks without them (0)");
+	if (cfg_bool_or(c, "use_double_wide_mlp", 0))
+		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
+	memset(&s, 0, sizeof s);
+	if (moe) {
+		s.ekey = "num_experts";
+		s.E = cfg_int(c, s.ekey);
+		s.k = cfg_int(c, "top_k_experts");
+		s.ikey = "moe_intermediate_size";
+		s.I = cfg_int(c, s.ikey);
+		s.router = "softmax";
+		s.renorm = 1;
+		s.scale = 1;
+		s.ngroup = s.topkgroup = 1;
+		s.gscore = "max";
+		s.act = act;
+		s.layout = "concat";
+		if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
+			cfg_error(c, "top_k_experts", "%lld of %lld experts", (long long)s.k,
+				  (long long)s.E);
+		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
+			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
+	}
+	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+		return NULL;
+	m = cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, "intermediate_size"), "mlp");
+	if (m && moe) {
+		Value *m1 = cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm_1.weight",
+						      eps), "mlp.post_norm");
+		Value *e = gemma4_moe(c, x, eps, &s);
+		e = e ? cfg_named(c, cfg_rms_norm(c, e, "post_feedforward_layernorm_2.weight", eps),
+				  "moe.post_norm") : NULL;
+		m = add(c, m1, e, "ffn");
+	}
+	f = m ? cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm.weight", eps),
+			  "ffn.post_norm") : NULL;
+	f = add(c, x, f, "s");
+	ls = cfg_vector(c, cfg_name(c, "layer_scalar"), RECIPE_NORM, 1, "1");
+	if (!f || !ls)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "layer_scalar");
+	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -626,6 +1123,13 @@ static const struct {
 	{"qwen3_next", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_moe_text", build_qwen_moe, qwen_is_moe},
 	{"minimax_m2", build_minimax_m2, always_moe},
+	{"granitemoe", build_granitemoe, always_moe},
+	{"granitemoeshared", build_granitemoe, always_moe},
+	{"jamba", build_jamba, jamba_is_moe},
+	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
+	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
+	{"llama4_text", build_llama4, llama4_is_moe},
+	{"gemma4_text", build_gemma4, always_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},

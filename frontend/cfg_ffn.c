@@ -49,6 +49,34 @@ cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps)
 	return ir_b2(&c->b, OP_RMS_NORM, x, wv);
 }
 
+/*
+ * RMSNorm with a zero-centred weight (Qwen3-Next, Qwen3.5, Gemma): the scale
+ * is 1 + w, formed in f32 as transformers does (1 + w.float()), so no bf16
+ * rounding of 1 + w.
+ */
+Value *
+cfg_rms_norm_1p(Cfg *c, Value *x, const char *w, double eps)
+{
+	Value *wv = cfg_vector(c, cfg_name(c, "%s", w), RECIPE_BIAS, c->hidden, "hidden_size");
+	Value *one;
+
+	if (!wv)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", w);
+	if (wv->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		wv = cfg_named(c, ir_b1(&c->b, OP_CAST, wv), why(c, "%s.f32%s", modname(c, w), ""));
+	}
+	one = ir_b_const_f(&c->b, DT_F32, 1.0);
+	wv = cfg_named(c, wv && one ? ir_b2(&c->b, OP_ADD, wv, one) : NULL,
+		       why(c, "%s.1p%s", modname(c, w), ""));
+	if (!wv)
+		return NULL;
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", eps);
+	return ir_b2(&c->b, OP_RMS_NORM, x, wv);
+}
+
 Value *
 cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps)
 {
@@ -173,7 +201,10 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_int(&c->b, "topk_group", s->topkgroup);
 		ir_b_str(&c->b, "group_score", s->gscore);
 	}
-	ir_b_str(&c->b, "act", s->act);
+	/* gelu_tanh is the moe op's act=gelu with approx=tanh */
+	ir_b_str(&c->b, "act", strcmp(s->act, "gelu_tanh") ? s->act : "gelu");
+	if (strcmp(s->act, "gelu_tanh") == 0)
+		ir_b_str(&c->b, "approx", "tanh");
 	ir_b_str(&c->b, "gu_layout", s->layout);
 	if (strcmp(s->act, "oai") == 0) {
 		ir_b_float(&c->b, "alpha", s->alpha);
@@ -207,7 +238,17 @@ cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
 static int
 stacked(Cfg *c, const char *fmt)
 {
-	return !fmt || (c->st && !cfg_ckpt_has(c, cfg_name(c, fmt, 0)));
+	return !fmt || !strstr(fmt, "%d") || (c->st && !cfg_ckpt_has(c, cfg_name(c, fmt, 0)));
+}
+
+/* The stacked tensor's name: <mod>.experts.<def>, or fmt when it names one
+ * stacked tensor (no %d: granitemoe's input_linear / output_linear). */
+static const char *
+stacked_name(Cfg *c, const char *mod, const char *fmt, const char *def)
+{
+	if (fmt && !strstr(fmt, "%d"))
+		return cfg_name(c, "%s", fmt);
+	return cfg_name(c, "%s.experts.%s", mod, def);
 }
 
 Value *
@@ -215,7 +256,7 @@ cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 	       const MoeSpec *s, int strans)
 {
 	int64_t E = s->E, I = s->I, H = c->hidden;
-	WSpec w = cfg_wspec(c, cfg_name(c, "%s.experts.gate_up_proj", mod), RECIPE_MATRIX, 3,
+	WSpec w = cfg_wspec(c, stacked_name(c, mod, gate, "gate_up_proj"), RECIPE_MATRIX, 3,
 			    (int64_t[]){E, 2 * I, H},
 			    why(c, "%s x 2*%s x hidden_size", s->ekey, s->ikey));
 
@@ -237,7 +278,7 @@ Value *
 cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s, int strans)
 {
 	int64_t E = s->E, I = s->I, H = c->hidden;
-	WSpec w = cfg_wspec(c, cfg_name(c, "%s.experts.down_proj", mod), RECIPE_MATRIX, 3,
+	WSpec w = cfg_wspec(c, stacked_name(c, mod, down, "down_proj"), RECIPE_MATRIX, 3,
 			    (int64_t[]){E, H, I},
 			    why(c, "%s x hidden_size x %s", s->ekey, s->ikey));
 

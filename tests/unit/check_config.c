@@ -33,6 +33,10 @@ void stt_cleanup(void);
 static const char *const families[] = {
 	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
 	"gpt_oss", "llama", "mistral", "gpt2", "bert",
+	/* issue 14 */
+	"glm4_moe", "glm4_moe_lite", "dots1", "deepseek_v32", "mimo_v2_flash", "qwen3_next",
+	"qwen3_5_moe_text", "minimax_m2", "granitemoe", "granitemoeshared", "jamba",
+	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text",
 };
 
 static char *
@@ -154,6 +158,16 @@ promote_f32(Module *m)
 		t->dt = DT_F32;
 	}
 	g->param[0]->type.dt = DT_F32;
+	/* scalars (granitemoe's multiplier) and casts back to the model dtype
+	 * (llama4's expert-input scale) follow it to f32 */
+	for (Node *n = g->first; n; n = n->next) {
+		if (n->op == OP_CONST && dtype_is_float(n->out[0]->type.dt))
+			n->out[0]->type.dt = DT_F32;
+		for (int i = 0; n->op == OP_CAST && i < n->nattr; i++)
+			if (!strcmp(n->attr[i].key, "to") && (!strcmp(n->attr[i].u.s, "bf16") ||
+							       !strcmp(n->attr[i].u.s, "f16")))
+				n->attr[i].u.s = "f32";
+	}
 	diag_init(&d, stderr);
 	ck_assert_int_eq(ir_infer_graph(g, &d), 0);
 }
@@ -213,7 +227,7 @@ START_TEST(test_cfg_fixtures_match_reference)
 		Tensor x, want, y;
 		read_pb(dir, set, "input_0.pb", &x);
 		read_pb(dir, set, "output_0.pb", &want);
-		for (int f32 = 0; f32 < 2; f32++) {
+		for (int f32 = 1; f32 >= 0; f32--) {
 			Module *m = import(cfg, 1, 0, NULL, NULL, 0, &d);
 			DType dt;
 			ck_assert_ptr_nonnull(m);
@@ -317,6 +331,13 @@ START_TEST(test_cfg_default_layer_is_first_moe_layer)
 		{"deepseek-v2-lite", "deepseek_v2_layer1"},
 		{"qwen3-30b-a3b", "qwen3_moe_layer0"},
 		{"meta-llama-3-8b", "llama_layer0"},
+		{"glm-4.5", "glm4_moe_layer3"},
+		{"glm-4.7-flash", "glm4_moe_lite_layer1"},
+		{"mimo-v2-flash", "mimo_v2_flash_layer1"},
+		{"kimi-k2.5", "kimi_k2_layer1"},
+		{"qwen3.5-397b-a17b", "qwen3_5_moe_text_layer0"},
+		{"llama-4-maverick-17b-128e-instruct", "llama4_text_layer1"},
+		{"mistral-small-3.1-24b", "mistral_layer0"},
 	};
 	char text[1024];
 	Diag d;
@@ -386,6 +407,16 @@ static const struct {
 	{"zero_sparse_step", "decoder_sparse_step: error: must be positive", 1},
 	{"syntax_error", "syntax_error.json:3:21: error: not valid JSON: expected a key", 1},
 	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
+	{"unknown_type_arch", "model_type: error: unknown model_type 'deepseek_v3_custom'; the "
+	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
+	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
+	 "text_config, and it is missing", 1},
+	{"wrapper_missing_hidden_size", "text_config.hidden_size: error: missing key", 1},
+	{"short_mlp_layer_types", "mlp_layer_types: error: has 1 entries: none for layer 1", 1},
+	{"bad_mlp_layer_type", "mlp_layer_types: error: entry 1 must be \"sparse\" or \"dense\"", 1},
+	{"llama4_top2", "num_experts_per_tok: error: llama4 feeds each chosen expert its own "
+	 "sigmoid-scaled input; moec builds top-1 only, not 2", 1},
+	{"ernie_norm_min", "moe_norm_min: error: 0.5 would clamp the renormalisation", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
