@@ -165,7 +165,12 @@ read_external(Ctx *c, const Onnx__TensorProto *t, Loc l, size_t want, void **pda
 		     (unsigned long long)off, want, loc, (long long)st.st_size);
 	} else {
 		size_t got = 0;
-		*pdata = data = xrealloc(*pdata, want + 8);
+		if (!(data = realloc(*pdata, want + 8))) {
+			close(fd);
+			free(path);
+			return terr(c, l, "cannot allocate %zu bytes for external data", want);
+		}
+		*pdata = data;
 		while (got < want) {
 			ssize_t r = pread(fd, (char *)data + got, want - got, (off_t)(off + got));
 			if (r <= 0)
@@ -258,6 +263,14 @@ ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc l, const Type *ty, void *
 			    bytes);
 	if (!ext && !t->has_raw_data && typed_count(t, ty->dt) != want)
 		return count_err(c, l, typed_count(t, ty->dt), want);
+	/* every weight is held at once: a 16 GiB external file (sparse, so
+	 * cheap to make) must be refused here, not by malloc failing */
+	if (bytes > c->max_host || c->host_bytes > c->max_host - bytes)
+		return terr(c, l, "tensor data of %zu bytes would bring the weights held in memory "
+			    "to %llu bytes, above the %llu bytes moec may use (memory and ulimit)",
+			    bytes, (unsigned long long)(c->host_bytes + bytes),
+			    (unsigned long long)c->max_host);
+	c->host_bytes += bytes;
 	p = xcalloc(1, ext ? 8 : bytes + 8);
 	if (ext)
 		rc = read_external(c, t, l, bytes, &p);

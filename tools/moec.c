@@ -569,9 +569,24 @@ help(FILE *f)
 	return f == stdout ? OK : BAD;
 }
 
+/* A graph past its memory budget (docs/limits.md) or malloc failing: bad
+ * input, exit 2, not an abort. */
+static void
+out_of_memory(const char *owner, size_t bytes, size_t limit)
+{
+	if (limit)
+		fprintf(stderr, "%s: error: the graph needs more than %zu bytes of memory (the "
+			"limit per graph, docs/limits.md)\n", owner ? owner : "moec", limit);
+	else
+		fprintf(stderr, "moec: error: out of memory: %zu bytes could not be allocated\n",
+			bytes);
+	exit(BAD);
+}
+
 int
 main(int argc, char **argv)
 {
+	mem_set_oom_handler(out_of_memory);
 	if (argc < 2)
 		return help(stderr);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
