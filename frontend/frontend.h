@@ -15,6 +15,7 @@ typedef struct {
 	int synthetic;		/* config: build without reading weights */
 	uint64_t seed;		/* with synthetic */
 	int64_t max_bytes;	/* refuse tensors larger than this; 0: default */
+	int64_t max_host_bytes;	/* tensor data held in memory at once; 0: mem_host_limit() */
 } FeOpts;
 
 void fe_default_opts(FeOpts *o);

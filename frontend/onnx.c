@@ -163,6 +163,62 @@ bind_node(Ctx *c, ONode *n)
 
 static int expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f);
 
+/* The local function a node calls; NULL if an importer takes its op (as
+ * run_importer decides). */
+static const Onnx__FunctionProto *
+call_target(Ctx *c, const Onnx__NodeProto *np)
+{
+	const char *dom = np->domain ? np->domain : "";
+
+	if (!np->op_type || ox_find_op(dom, np->op_type, domain_opset(c, dom)))
+		return NULL;
+	return find_function(c, np);
+}
+
+/*
+ * Nodes that np expands to, added to *count.  Function calls expand in
+ * place, so 16 levels of functions that each call the next three times
+ * make 3^16 nodes from a model of a few kilobytes: the graph is counted
+ * before anything is expanded, walking the calls as expand_function will
+ * (a call too deep counts 1: expand_function refuses it) and stopping as
+ * soon as the count passes the limit, so the walk is bounded too.
+ */
+static void
+count_nodes(Ctx *c, const Onnx__NodeProto *np, int depth, int64_t *count)
+{
+	const Onnx__FunctionProto *f = call_target(c, np);
+
+	if (!f || depth > OX_MAX_FN_DEPTH) {
+		++*count;
+		return;
+	}
+	for (size_t i = 0; i < f->n_node && *count <= ONNX_MAX_NODES; i++)
+		count_nodes(c, f->node[i], depth + 1, count);
+}
+
+static int
+check_node_budget(Ctx *c, const Onnx__GraphProto *gp)
+{
+	int64_t count = 0;
+
+	for (size_t i = 0; i < gp->n_node; i++) {
+		const Onnx__FunctionProto *f = call_target(c, gp->node[i]);
+		count_nodes(c, gp->node[i], 0, &count);
+		if (count <= ONNX_MAX_NODES)
+			continue;
+		if (f)
+			diag_error(c->d, node_loc(c, gp->node[i], (int)i), "function %s expands the "
+				   "graph past %d nodes (the limit on nodes after function "
+				   "expansion)", f->name, ONNX_MAX_NODES);
+		else
+			diag_error(c->d, node_loc(c, gp->node[i], (int)i), "the graph has more than "
+				   "%d nodes (the limit on nodes after function expansion)",
+				   ONNX_MAX_NODES);
+		return -1;
+	}
+	return 0;
+}
+
 /* The inputs an importer relies on are there: it may read them freely. */
 static int
 check_arity(ONode *n, const OpEntry *e)
@@ -332,12 +388,15 @@ expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
 	const char *saved = c->prefix;
 	int rc = 0;
 
-	if (c->depth > 16)
+	if (c->depth > OX_MAX_FN_DEPTH)
 		return ox_err(n, "functions nest too deeply");
 	if (f->n_input < (size_t)n->nin || f->n_output < (size_t)n->nout)
 		return ox_err(n, "function %s takes %zu inputs and %zu outputs", f->name,
 			      f->n_input, f->n_output);
-	c->prefix = arena_printf(c->tmp, "%s%s#%d/", saved ? saved : "", f->name, n->index);
+	/* the call site: the graph's node index, then the body node's index at
+	 * each level, so two calls in one body get names of their own */
+	c->prefix = arena_printf(c->tmp, "%s%s#%d/", saved ? saved : "", f->name,
+				 c->depth ? c->site : n->index);
 	for (int i = 0; i < n->nin; i++) {
 		OVal *o = ox_define(c, f->input[i]);
 		if (!o) {
@@ -349,8 +408,10 @@ expand_function(Ctx *c, ONode *n, const Onnx__FunctionProto *f)
 				    .type = *ox_type(n->in[i]), .state = 1};
 	}
 	c->depth++;
-	for (size_t i = 0; i < f->n_node && rc == 0; i++)
+	for (size_t i = 0; i < f->n_node && rc == 0; i++) {
+		c->site = (int)i;
 		rc = ox_import_node(c, bind_attrs(c, f->node[i], n), n->index);
+	}
 	c->depth--;
 	for (int i = 0; i < n->nout && rc == 0; i++) {
 		OVal *src = ox_find(c, f->output[i]);
@@ -646,7 +707,8 @@ import_graph(Ctx *c, const Onnx__GraphProto *gp)
 	c->g->loc = loc_file(c->file);
 	c->b = (Builder){.g = c->g, .d = c->d, .loc = loc_file(c->file)};
 	ox_index_vinfo(c, gp);
-	if (add_initializers(c, gp) | add_inputs(c, gp) | check_ops(c, gp))
+	if (add_initializers(c, gp) | add_inputs(c, gp) | check_ops(c, gp) ||
+	    check_node_budget(c, gp))
 		return -1;
 	for (size_t i = 0; i < gp->n_node; i++)
 		if (ox_import_node(c, gp->node[i], (int)i))
@@ -761,9 +823,11 @@ import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 	c->o = o;
 	c->file = ir_intern(c->m, path);
 	c->m->file = c->file;
+	arena_set_limit(c->m->arena, IR_MAX_ARENA_BYTES, c->file);
 	c->dir = file_dirname(path);
 	c->tmp = arena_new(0);
 	c->max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)TENSOR_MAX_BYTES;
+	c->max_host = o && o->max_host_bytes > 0 ? (uint64_t)o->max_host_bytes : mem_host_limit();
 	mp = NULL;
 	wire = wire_check(buf, len, &onnx__model_proto__descriptor, 1, field, sizeof field);
 	if (wire == WIRE_DEEP)

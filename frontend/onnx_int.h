@@ -21,6 +21,8 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
+#define ONNX_MAX_NODES IR_MAX_NODES	/* nodes in a graph after function expansion */
+#define OX_MAX_FN_DEPTH 16	/* local functions calling functions */
 #define OX_CONST_MAX 16		/* initializers up to this many elements become const nodes */
 #define OX_KNOWN_MAX 1024	/* integer tensors tracked elementwise at import */
 #define OX_KNOWN_FMAX 16	/* float tensors tracked elementwise at import */
@@ -75,9 +77,11 @@ struct Ctx {
 	const Onnx__ModelProto *model;
 	Onnx__FunctionProto **fns;	/* model-local functions, sorted */
 	int depth;		/* function expansion depth */
+	int site;		/* index of the body node being expanded (depth > 0) */
 	int initializers;	/* binding the graph's initializers (their raw_data may be taken) */
 	const char *prefix;	/* value name prefix inside an expanded function */
 	int64_t max_bytes;
+	uint64_t host_bytes, max_host;	/* tensor data read so far; its budget */
 	const Tensor *bind;	/* graph inputs bound to constants */
 	int nbind;
 };

@@ -194,24 +194,6 @@ imp_concat(ONode *n)
 
 /* --- Slice --------------------------------------------------------------- */
 
-/* ONNX Slice on one static dim: first element and count. */
-static void
-slice_range(int64_t d, int64_t s, int64_t e, int64_t step, int64_t *first, int64_t *cnt)
-{
-	s = s < 0 ? (s < -d ? -1 : s + d) : s;
-	e = e < 0 ? (e < -d ? -1 : e + d) : e;
-	if (step > 0) {
-		s = MAX(0, MIN(s, d));
-		e = MAX(0, MIN(e, d));
-		*cnt = e > s ? (e - s - 1) / step + 1 : 0;
-	} else {
-		s = MAX(-1, MIN(s, d - 1));
-		e = MAX(-1, MIN(e, d - 1));
-		*cnt = s > e ? (s - e - 1) / -step + 1 : 0;
-	}
-	*first = s;
-}
-
 static Known *
 fold_slice(ONode *n, const Known *x, const int64_t *first, const int64_t *cnt,
 	   const int64_t *step)
@@ -258,7 +240,7 @@ slice_static(ONode *n, const int64_t *st, const int64_t *en, const int64_t *ax,
 			return ox_err(n, "step is 0");
 		step[a] = sp[i];
 		if (d >= 0)
-			slice_range(d, st[i], en[i], sp[i], &first[a], &cnt[a]);
+			ir_slice_range(d, st[i], en[i], sp[i], &first[a], &cnt[a]);
 		noop &= d >= 0 ? (cnt[a] == d && sp[i] == 1)
 			       : (st[i] == 0 && en[i] >= INT32_MAX && sp[i] == 1);
 	}
@@ -401,7 +383,7 @@ imp_tile(ONode *n)
 		for (int i = 0; i < nr && i < t->rank; i++) {
 			if (rep[i] < 0 || rep[i] >> 40)
 				return ox_err(n, "repeat %lld is out of range", (long long)rep[i]);
-			d[i] = t->dim[i] >= 0 ? t->dim[i] * rep[i] : rep[i];
+			d[i] = t->dim[i] >= 0 ? ir_dim_mul(n->c->m, t->dim[i], rep[i]) : rep[i];
 		}
 		if (ox_dims_ok(n, MIN(nr, t->rank), d))
 			return -1;
@@ -443,7 +425,8 @@ imp_range(ONode *n)
 		return -1;
 	if (known && ox_known_static(ks) && ox_known_static(kl) && ox_known_static(kd) && fd != 0) {
 		double c = ceil((fl - fs) / fd);
-		int64_t cnt = c > 0 ? (c < 1e18 ? (int64_t)c : INT64_MAX) : 0;
+		int64_t cnt = !dtype_is_float(dt) ? ir_range_len(s.v, l.v, d.v)
+			      : c > 0 ? (c < 1e18 ? (int64_t)c : INT64_MAX) : 0;
 		Known *k;
 		if (cnt >> 48)
 			return ox_err(n, "the range would have more than 2^48 elements");

@@ -244,6 +244,14 @@ ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc l, const Type *ty, void *
 			    bytes);
 	if (!ext && !t->has_raw_data && typed_count(t, ty->dt) != want)
 		return count_err(c, l, typed_count(t, ty->dt), want);
+	/* every weight is held at once: a 16 GiB external file (sparse, so
+	 * cheap to make) must be refused here, not by malloc failing */
+	if (bytes > c->max_host || c->host_bytes > c->max_host - bytes)
+		return terr(c, l, "tensor data of %zu bytes would bring the weights held in memory "
+			    "to %llu bytes, above the %llu bytes moec may use (memory and ulimit)",
+			    bytes, (unsigned long long)(c->host_bytes + bytes),
+			    (unsigned long long)c->max_host);
+	c->host_bytes += bytes;
 	p = xcalloc(1, ext ? 8 : bytes + 8);
 	if (ext)
 		rc = read_external(c, t, l, bytes, &p);

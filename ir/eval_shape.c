@@ -93,8 +93,8 @@ onnx_shape(Ev *e, const Node *n, const Tensor *x, int64_t *dim, int r)
 			neg = i;
 		else if (dim[i] < 0)
 			return ev_err(e, n, "reshape: bad dim %lld in the shape", (long long)dim[i]);
-		else
-			known *= dim[i];
+		else if (__builtin_mul_overflow(known, dim[i], &known))
+			return ev_err(e, n, "reshape: the shape's product overflows 64 bits");
 	}
 	if (neg >= 0) {
 		if (known == 0 || tensor_numel(x) % known)
@@ -122,7 +122,8 @@ ev_reshape(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 			return -1;
 	}
 	for (int i = 0; i < r; i++)
-		numel *= dim[i];
+		if (dim[i] < 0 || __builtin_mul_overflow(numel, dim[i], &numel))
+			return ev_err(e, n, "reshape: the shape's product overflows 64 bits");
 	if (numel != tensor_numel(x))
 		return ev_err(e, n, "reshape: %lld elements cannot become %lld",
 			      (long long)tensor_numel(x), (long long)numel);
@@ -250,32 +251,6 @@ slice_args(Ev *e, const Node *n, const Tensor *const *in, SliceArgs *s)
 	return 0;
 }
 
-/*
- * Clamping as numpy and ONNX's reference implementation do it: start into
- * [0, dim] (step > 0) or [-1, dim-1] (step < 0), end likewise, the same
- * rule as infer.c's; *len elements from *start by step.
- */
-static void
-slice_range(int64_t dim, int64_t *start, int64_t end, int64_t step, int64_t *len)
-{
-	int64_t st = *start;
-
-	if (st < 0)
-		st += dim;
-	if (end < 0)
-		end += dim;
-	if (step > 0) {
-		st = MAX(0, MIN(st, dim));
-		end = MAX(0, MIN(end, dim));
-		*len = end > st ? (end - st - 1) / step + 1 : 0;
-	} else {
-		st = MAX(-1, MIN(st, dim - 1));
-		end = MAX(-1, MIN(end, dim - 1));
-		*len = st > end ? (st - end - 1) / -step + 1 : 0;
-	}
-	*start = st;
-}
-
 int
 ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
@@ -294,9 +269,8 @@ ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		if (a < 0 || seen[a]++ || s.step[i] == 0)
 			return ev_err(e, n, "slice: axis %lld out of range, repeated, or a zero step",
 				      (long long)s.axis[i]);
-		first[a] = s.start[i];
-		step[a] = s.step[i];
-		slice_range(x->dim[a], &first[a], s.end[i], s.step[i], &dim[a]);
+		ir_slice_range(x->dim[a], s.start[i], s.end[i], s.step[i], &first[a], &dim[a]);
+		step[a] = dim[a] > 1 ? s.step[i] : 1;	/* |step| < dim: no overflow below */
 	}
 	if (ev_alloc(e, n, &out[0], x->dt, x->rank, dim))
 		return -1;
@@ -326,7 +300,9 @@ ev_tile(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	for (int i = 0; i < x->rank; i++) {
 		if (rep[i] < 0)
 			return ev_err(e, n, "tile: negative repeat %lld", (long long)rep[i]);
-		dim[i] = x->dim[i] * rep[i];
+		if (__builtin_mul_overflow(x->dim[i], rep[i], &dim[i]))
+			return ev_err(e, n, "tile: dim %d times %lld overflows 64 bits", i,
+				      (long long)rep[i]);
 	}
 	if (ev_alloc(e, n, &out[0], x->dt, x->rank, dim))
 		return -1;
@@ -374,14 +350,15 @@ ev_range(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	}
 	if (v[2] == 0 || isnan(v[2]))
 		return ev_err(e, n, "range: delta is zero");
-	cnt = ev_isint(dt) ? ceil(((double)iv[1] - (double)iv[0]) / (double)iv[2])
-			   : ceil((v[1] - v[0]) / v[2]);
-	len = isnan(cnt) || cnt < 0 ? 0 : cnt > 9e18 ? INT64_MAX : (int64_t)cnt;
+	cnt = ceil((v[1] - v[0]) / v[2]);
+	len = ev_isint(dt) ? ir_range_len(iv[0], iv[1], iv[2])
+			   : isnan(cnt) || cnt < 0 ? 0 : cnt > 9e18 ? INT64_MAX : (int64_t)cnt;
 	if (ev_alloc(e, n, &out[0], dt, 1, &len))
 		return -1;
 	for (int64_t i = 0; i < len; i++) {
-		if (ev_isint(dt))
-			dtype_store_int(dt, out[0].data, (size_t)i, iv[0] + i * iv[2]);
+		if (ev_isint(dt))	/* lies between start and limit: the wrap is exact */
+			dtype_store_int(dt, out[0].data, (size_t)i,
+					(int64_t)((uint64_t)iv[0] + (uint64_t)i * (uint64_t)iv[2]));
 		else
 			dtype_store(dt, out[0].data, (size_t)i, v[0] + (double)i * v[2]);
 	}

@@ -705,24 +705,6 @@ infer_split(Graph *g, Node *n, Diag *d)
 	return 0;
 }
 
-/* ONNX Slice semantics on one static dim. */
-static int64_t
-slice_len(int64_t dim, int64_t start, int64_t end, int64_t step)
-{
-	if (start < 0)
-		start += dim;
-	if (end < 0)
-		end += dim;
-	if (step > 0) {
-		start = MAX(0, MIN(start, dim));
-		end = MAX(0, MIN(end, dim));
-		return end > start ? (end - start + step - 1) / step : 0;
-	}
-	start = MAX(-1, MIN(start, dim - 1));
-	end = MAX(-1, MIN(end, dim - 1));
-	return start > end ? (start - end - step - 1) / -step : 0;
-}
-
 static int
 infer_slice(Graph *g, Node *n, Diag *d)
 {
@@ -748,8 +730,9 @@ infer_slice(Graph *g, Node *n, Diag *d)
 		int64_t step = nsp >= 0 ? sp[i] : 1;
 		if (a < 0 || step == 0)
 			return ERR("slice: axis out of range or zero step");
+		int64_t first;
 		if (x->dim[a] >= 0)
-			t.dim[a] = slice_len(x->dim[a], st[i], en[i], step);
+			ir_slice_range(x->dim[a], st[i], en[i], step, &first, &t.dim[a]);
 		else if (!(st[i] == 0 && en[i] >= INT32_MAX && step == 1))
 			t.dim[a] = ir_dim_unknown(g->m);
 	}

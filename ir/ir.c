@@ -44,6 +44,7 @@ ir_new_module(void)
 	Arena *a = arena_new(256 << 10);
 	Module *m = arena_alloc(a, sizeof *m);
 
+	arena_set_limit(a, IR_MAX_ARENA_BYTES, NULL);
 	m->arena = a;
 	m->strs.arena = a;
 	m->wnames.arena = a;
@@ -351,7 +352,21 @@ add_use(Value *v, Node *n, int i)
 		v->use[v->nuse++] = (Use){n, i};
 }
 
-/* Two sweeps: count, then fill arrays sized exactly. */
+/* Room for v->nuse uses.  Passes refill uses after every change, so the
+ * arrays are reused (and grow by doubling): allocating fresh ones each time
+ * made memory grow with nodes times changes (a 100,000-node chain took 4 GiB
+ * in fuse-ew). */
+static void
+use_room(Module *m, Value *v)
+{
+	if (v->nuse > v->usecap) {
+		v->usecap = MAX(v->nuse, 2 * v->usecap);
+		v->use = arena_array(m->arena, Use, v->usecap);
+	}
+	v->nuse = 0;
+}
+
+/* Two sweeps: count, then fill the arrays. */
 void
 ir_fill_uses(Graph *g)
 {
@@ -369,15 +384,13 @@ ir_fill_uses(Graph *g)
 			count_use(n->in[i]);
 	for (int i = 0; i < g->nret; i++)
 		count_use(g->ret[i]);
-#define ALLOC(v) ((v)->use = arena_array(m->arena, Use, (v)->nuse), (v)->nuse = 0)
 	for (int i = 0; i < m->nweight; i++)
-		ALLOC(m->weight[i]->value);
+		use_room(m, m->weight[i]->value);
 	for (int i = 0; i < g->nparam; i++)
-		ALLOC(g->param[i]);
+		use_room(m, g->param[i]);
 	for (Node *n = g->first; n; n = n->next)
 		for (int i = 0; i < n->nout; i++)
-			ALLOC(n->out[i]);
-#undef ALLOC
+			use_room(m, n->out[i]);
 	for (Node *n = g->first; n; n = n->next)
 		for (int i = 0; i < n->nin; i++)
 			add_use(n->in[i], n, i);

@@ -75,6 +75,14 @@ Dim ir_dim_unknown(Module *m);	/* a fresh "?" */
 int ir_dim_has_unknown(const Module *m, Dim d);
 Dim ir_dim_mul(Module *m, Dim a, Dim b);
 Dim ir_dim_add(Module *m, Dim a, Dim b);	/* unknown unless static or alike */
+/* ONNX Slice on a dim of size dim (numpy's clamping), for inference, the
+ * interpreter and the importer alike: *len elements from *first by step
+ * (step != 0).  No overflow for any int64 inputs. */
+void ir_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
+		    int64_t *len);
+/* ONNX Range on integers: ceil((limit - start) / delta) elements, exact
+ * (computed in 128 bits), saturated at INT64_MAX; delta != 0. */
+int64_t ir_range_len(int64_t start, int64_t limit, int64_t delta);
 Dim ir_dim_div(Module *m, Dim a, int64_t c);	/* exact division or unknown */
 const DimExpr *ir_dim_expr(const Module *m, Dim d);
 int ir_dim_print(char *buf, size_t n, const Module *m, Dim d);
@@ -88,6 +96,14 @@ int64_t ir_type_numel(const Type *t);	/* -1 if symbolic (or beyond int64) */
  * verified type fit in int64 with room to spare (docs/limits.md).
  */
 #define IR_MAX_NUMEL ((int64_t)1 << 48)
+/*
+ * Budgets that keep memory bounded by the input (docs/limits.md): nodes in
+ * one graph (the parser, and the ONNX importer after function expansion),
+ * and bytes of a module's arena (every IR object; weight data lives
+ * outside it).  Passes allocate O(1) arena bytes per node they change.
+ */
+#define IR_MAX_NODES (1 << 20)
+#define IR_MAX_ARENA_BYTES ((size_t)2 << 30)
 int ir_type_ok(const Module *m, const Type *t);	/* 1 if within IR_MAX_NUMEL */
 Type ir_type(DType dt, int rank, const Dim *dim);
 Type ir_scalar(DType dt);
@@ -126,6 +142,7 @@ struct Value {
 	Graph *graph;		/* owning graph; NULL for weights */
 	Use *use;		/* filled by ir_fill_uses */
 	int nuse;
+	int usecap;		/* entries use can hold: ir_fill_uses reuses it */
 };
 
 /*
@@ -186,6 +203,7 @@ struct Graph {
 	int nnode;
 	StrSet names;		/* value names in use in this graph */
 	int tmpcount;
+	int nextkernel;		/* passes name kernels @<name>.k<i> from here on */
 	Loc loc;
 };
 

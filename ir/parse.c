@@ -636,6 +636,10 @@ parse_stmt(P *p)
 		goto out;
 	if (parse_args(p, &a, op == OP_CALL))
 		goto out;
+	if (p->g->nnode >= IR_MAX_NODES) {
+		err(p, &optok, "more than %d statements in one graph", IR_MAX_NODES);
+		goto out;
+	}
 	n = ir_new_node(p->g, op, a.in.v, (int)a.in.n, (int)res.n);
 	n->loc = loc_line(p->file, optok.line, optok.col);
 	for (size_t i = 0; i < a.attr.n; i++)
@@ -896,6 +900,7 @@ ir_parse(const char *file, const char *text, size_t len, Diag *d)
 	p.m = ir_new_module();
 	p.m->file = ir_intern(p.m, file);
 	p.file = p.m->file;
+	arena_set_limit(p.m->arena, IR_MAX_ARENA_BYTES, p.file);
 	if (memchr(text, 0, len)) {
 		const char *z = memchr(text, 0, len);
 		int line = 1;

@@ -121,6 +121,45 @@ ir_dim_mul(Module *m, Dim a, Dim b)
 	return intern_expr(m, &r);
 }
 
+/*
+ * Clamping as numpy and ONNX's reference implementation do it: start into
+ * [0, dim] (step > 0) or [-1, dim-1] (step < 0), end likewise.  The
+ * distance is below dim, and |step| is taken in unsigned arithmetic, so
+ * INT64_MIN as a step or a bound overflows nothing.
+ */
+void
+ir_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
+	       int64_t *len)
+{
+	uint64_t mag = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+
+	if (start < 0)
+		start = start < -dim ? -1 : start + dim;
+	if (end < 0)
+		end = end < -dim ? -1 : end + dim;
+	if (step > 0) {
+		start = MAX(0, MIN(start, dim));
+		end = MAX(0, MIN(end, dim));
+		*len = end > start ? (int64_t)((uint64_t)(end - start - 1) / mag) + 1 : 0;
+	} else {
+		start = MAX(-1, MIN(start, dim - 1));
+		end = MAX(-1, MIN(end, dim - 1));
+		*len = start > end ? (int64_t)((uint64_t)(start - end - 1) / mag) + 1 : 0;
+	}
+	*first = start;
+}
+
+int64_t
+ir_range_len(int64_t start, int64_t limit, int64_t delta)
+{
+	__int128 span = (__int128)limit - start, n;
+
+	if ((span > 0) != (delta > 0) || span == 0)
+		return 0;
+	n = (span + delta + (delta > 0 ? -1 : 1)) / delta;	/* ceil, both signs positive */
+	return n > INT64_MAX ? INT64_MAX : (int64_t)n;
+}
+
 Dim
 ir_dim_add(Module *m, Dim a, Dim b)
 {

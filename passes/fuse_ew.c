@@ -48,7 +48,6 @@ fuse_from(Graph *g, Node *start, PassCtx *c)
 	char what[256];
 	size_t k = 0;
 
-	ir_fill_uses(g);
 	for (;;) {
 		set[n++] = cur;
 		reduce |= is_reduce(cur->op);
@@ -91,13 +90,15 @@ fuse_ew(Module *m, PassCtx *c)
 
 	if (!g)
 		return 0;
+	ir_fill_uses(g);	/* pass_outline keeps them current */
 	for (Node *n = g->first, *next; n; n = next) {
+		Node *prev = n->prev;	/* outside the chain fuse_from takes */
 		next = n->next;
 		if (!fusible(n))
 			continue;
-		if (fuse_from(g, n, c)) {
+		if (fuse_from(g, n, c)) {	/* nodes from n on may have moved */
 			changed = 1;
-			next = g->first;
+			next = prev ? prev->next : g->first;
 		}
 	}
 	return changed;

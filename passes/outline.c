@@ -141,16 +141,43 @@ is_scalar_const(const Value *v)
 	return v->kind == V_RESULT && v->def->op == OP_CONST && ir_type_numel(&v->type) == 1;
 }
 
+/* The next free @g.k<i>; counting on from the last one keeps outlining K
+ * kernels linear in K (probing from 0 each time was cubic). */
 static const char *
-kernel_name(Module *m, const Graph *g)
+kernel_name(Module *m, Graph *g)
 {
 	char buf[256];
 
-	for (int i = 0;; i++) {
+	for (int i = g->nextkernel;; i++) {
 		snprintf(buf, sizeof buf, "%s.k%d", g->name, i);
-		if (!ir_find_graph(m, buf))
+		if (!ir_find_graph(m, buf)) {
+			g->nextkernel = i + 1;
 			return ir_intern(m, buf);
+		}
 	}
+}
+
+/* v's uses by nodes of the set are gone; the call's use of it, if any, is
+ * added.  Keeps g's uses current without a sweep of the graph per kernel
+ * (a sweep each made fusing a 100,000-node chain take minutes). */
+static void
+retarget_uses(Module *m, Value *v, Node *const *set, int n, Node *call, int arg)
+{
+	int k = 0;
+
+	for (int i = 0; i < v->nuse; i++)
+		if (!v->use[i].node || !member(set, n, v->use[i].node))
+			v->use[k++] = v->use[i];
+	v->nuse = k;
+	if (arg < 0)
+		return;
+	if (v->nuse == v->usecap) {
+		Use *u = arena_array(m->arena, Use, 2 * v->usecap + 1);
+		memcpy(u, v->use, sizeof *u * (size_t)v->nuse);
+		v->use = u;
+		v->usecap = 2 * v->usecap + 1;
+	}
+	v->use[v->nuse++] = (Use){call, arg};
 }
 
 Node *
@@ -164,7 +191,6 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 
 	if (n <= 0)
 		goto out;
-	ir_fill_uses(g);
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < set[i]->nout; j++)
 			in_set[set[i]->out[j]->id] = tainted[set[i]->out[j]->id] = 1;
@@ -233,17 +259,24 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 
 	/* the call takes over the result values, so their users don't change */
 	int nargs = 0;
+	Value **args = xcalloc((size_t)ins.n + 1, sizeof *args);
 	for (int i = 0; i < ins.n; i++)
 		if (!is_scalar_const(ins.v[i]))
-			ins.v[nargs++] = ins.v[i];
-	call = ir_new_node(g, OP_CALL, ins.v, nargs, outs.n);
+			args[nargs++] = ins.v[i];
+	call = ir_new_node(g, OP_CALL, args, nargs, outs.n);
 	call->callee = k;
 	call->loc = set[n - 1]->loc;
+	for (int i = 0; i < ins.n; i++)
+		retarget_uses(m, ins.v[i], set, n, call, -1);
+	for (int i = 0; i < nargs; i++)
+		retarget_uses(m, args[i], set, n, call, i);
 	for (int i = 0; i < outs.n; i++) {
 		call->out[i] = outs.v[i];
 		outs.v[i]->def = call;
 		outs.v[i]->resno = i;
+		retarget_uses(m, outs.v[i], set, n, NULL, -1);
 	}
+	free(args);
 	ir_insert(g, set[n - 1]->next, call);
 	for (int i = 0; i < n; i++)
 		ir_erase(g, set[i]);

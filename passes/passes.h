@@ -74,7 +74,8 @@ int pass_is_view(const Node *n);	/* reshape/identity: no data moves */
 void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);
 
 /* outline.c: move nodes (in program order) into a new kernel and call it.
- * The results keep their values; NULL if the region is not convex. */
+ * The results keep their values; NULL if the region is not convex.  Needs
+ * g's uses (ir_fill_uses) current, and keeps them so. */
 Node *pass_outline(Graph *g, Node **set, int n, const char *tmpl);
 
 /* evalnode.c: evaluate one node on host tensors (constant folding) */

@@ -583,10 +583,26 @@ static int (*const run_cmd[])(int, char **) = {	/* ORDER: moec_cmds */
 	cmd_import, cmd_opt, cmd_run, moec_cmd_test, moec_cmd_compile, moec_cmd_inspect,
 };
 
+/* A graph past its memory budget (docs/limits.md) or malloc failing: bad
+ * input, exit 2, not an abort. */
+static void
+out_of_memory(const char *owner, size_t bytes, size_t limit)
+{
+	if (limit)
+		fprintf(stderr, "%s: error: the graph needs more than %zu bytes of memory (the "
+			"limit per graph, docs/limits.md)\n", owner ? owner : "moec", limit);
+	else
+		fprintf(stderr, "moec: error: out of memory: %zu bytes could not be allocated\n",
+			bytes);
+	exit(BAD);
+}
+
 int
 main(int argc, char **argv)
 {
-	int cmd, rc = opt_main(&moec_tool, argc, argv, &cmd);
+	int cmd, rc;
 
+	mem_set_oom_handler(out_of_memory);
+	rc = opt_main(&moec_tool, argc, argv, &cmd);
 	return rc >= 0 ? rc : run_cmd[cmd](argc - 1, argv + 1);
 }

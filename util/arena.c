@@ -6,6 +6,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -20,7 +22,36 @@ struct Arena {
 	Chunk *head;
 	size_t chunk;
 	size_t total;
+	size_t held;		/* bytes of the chunks */
+	size_t limit;		/* 0: none */
+	const char *owner;
 };
+
+static OomHandler *oom_handler;
+
+void
+mem_set_oom_handler(OomHandler *h)
+{
+	oom_handler = h;
+}
+
+_Noreturn static void
+oom(const char *owner, size_t bytes, size_t limit)
+{
+	if (oom_handler)
+		oom_handler(owner, bytes, limit);
+	if (limit)
+		die("%s: more than the %zu-byte memory limit of one graph", owner ? owner : "arena",
+		    limit);
+	die("out of memory (%zu bytes)", bytes);
+}
+
+void
+arena_set_limit(Arena *a, size_t bytes, const char *owner)
+{
+	a->limit = bytes;
+	a->owner = owner;
+}
 
 Arena *
 arena_new(size_t chunk)
@@ -35,7 +66,13 @@ static Chunk *
 grow(Arena *a, size_t n)
 {
 	size_t size = n > a->chunk / 4 ? n : a->chunk;
-	Chunk *c = xmalloc(sizeof *c + size);
+	Chunk *c;
+
+	/* checked before allocating: n may be a size read from a file */
+	if (size > SIZE_MAX / 2 || (a->limit && (size > a->limit || a->held > a->limit - size)))
+		oom(a->owner, size, a->limit);
+	c = xmalloc(sizeof *c + size);
+	a->held += size;
 
 	c->size = size;
 	c->used = 0;
@@ -56,6 +93,8 @@ arena_alloc(Arena *a, size_t n)
 	Chunk *c = a->head;
 	void *p;
 
+	if (n > SIZE_MAX / 2)
+		oom(a->owner, n, a->limit);
 	n = (n + 15) & ~(size_t)15;
 	if (n == 0)
 		n = 16;
@@ -140,7 +179,7 @@ xmalloc(size_t n)
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		die("out of memory (%zu bytes)", n);
+		oom(NULL, n, 0);
 	return p;
 }
 
@@ -150,7 +189,7 @@ xcalloc(size_t n, size_t m)
 	void *p = calloc(n ? n : 1, m ? m : 1);
 
 	if (!p)
-		die("out of memory (%zu x %zu bytes)", n, m);
+		oom(NULL, n * m, 0);
 	return p;
 }
 
@@ -159,7 +198,7 @@ xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p)
-		die("out of memory (%zu bytes)", n);
+		oom(NULL, n, 0);
 	return p;
 }
 
@@ -169,4 +208,18 @@ xstrdup(const char *s)
 	size_t n = strlen(s) + 1;
 
 	return memcpy(xmalloc(n), s, n);
+}
+
+uint64_t
+mem_host_limit(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	uint64_t lim = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+		lim = MIN(lim, (uint64_t)r.rlim_cur);
+	if (getrlimit(RLIMIT_DATA, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+		lim = MIN(lim, (uint64_t)r.rlim_cur);
+	return lim;
 }

@@ -37,6 +37,19 @@ char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...);
 size_t arena_used(const Arena *a);
+/*
+ * Memory exhaustion is bad input, not a crash: an arena past its limit
+ * (arena_set_limit; owner names the input in the message) or malloc
+ * failing calls the handler, which must not return.  moec's reports the
+ * diagnostic and exits 2; without one it is an internal error (abort).
+ */
+void arena_set_limit(Arena *a, size_t bytes, const char *owner);
+typedef void OomHandler(const char *owner, size_t bytes, size_t limit);
+void mem_set_oom_handler(OomHandler *h);
+/* Bytes this process may hold: physical memory, lowered by RLIMIT_AS and
+ * RLIMIT_DATA.  Readers check what a file declares against it before
+ * allocating. */
+uint64_t mem_host_limit(void);
 void arena_free(Arena *a);
 #define arena_array(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
 
