@@ -169,9 +169,10 @@ cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasRes
 	if ((fd = mkstemps(in, 4)) < 0)
 		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", in, strerror(errno));
 	if (write(fd, ptx, len) != (ssize_t)len) {
+		int e = errno;
 		close(fd);
 		unlink(in);
-		return diag_error(d, LOC_NONE, "ptxas: cannot write %s", in);
+		return diag_error(d, LOC_NONE, "ptxas: cannot write %s: %s", in, strerror(e));
 	}
 	close(fd);
 	if ((fd = mkstemps(out, 6)) < 0) {

@@ -126,10 +126,8 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 		o->fe.seed = (uint64_t)n;
 	if (opt_has(a, "print-loc"))
 		o->pass.print_flags |= IR_PRINT_LOC;
-	if (opt_has(a, "verbose"))
-		d->level = 1;
-	if (opt_has(a, "quiet"))
-		d->level = -1;
+	o->level = opt_has(a, "quiet") ? -1 : opt_has(a, "verbose") ? 1 : 0;
+	d->level = o->level;
 	if (!opt_takes(a, "passes"))
 		return;
 	o->pass.pipeline = opt_str(a, "passes");

@@ -16,7 +16,7 @@ mkdir -p "$B" || exit 1
 
 # shellcheck disable=SC2086
 $CC $CFLAGS -o "$B/gpu_runtime_check" tests/gpu/gpu_runtime_check.c $SRC -ldl -lpthread -lm &&
-$CC $CFLAGS -o "$B/moert" tools/moert.c $SRC -ldl -lpthread -lm &&
+$CC $CFLAGS -Itools -o "$B/moert" tools/moert.c tools/opt.c $SRC -ldl -lpthread -lm &&
 $CC $CFLAGS -shared -fPIC -fvisibility=default -Wl,--version-script=runtime/moert.map \
 	-o "$B/libmoert.so" $SRC -ldl -lpthread -lm || { echo "FAIL build"; exit 1; }
 echo "ok   build ($CC): $B/gpu_runtime_check, $B/moert, $B/libmoert.so"
