@@ -5,11 +5,12 @@
  *
  *	model.onnx | config.json | x.ir  -> frontend -> ir -> passes -> ...
  *
+ * The options of every subcommand are one table below (name, value kind,
+ * default, help line, the subcommands that take it); tools/opt.c parses
+ * command lines and prints help and docs/cli.md from it.
+ *
  * Exit codes: 0 ok, 1 a check or test failed, 2 bad usage or bad input.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,7 +112,7 @@ static const OptTool moec_tool = {
 };
 
 /* The import and pass options, as the frontend and the pass manager take them. */
-void
+static void
 moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 {
 	int64_t n;
@@ -140,7 +141,7 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 	o->pass.check_dims = opt_str(a, "check-dims");
 }
 
-/* Parse a subcommand's arguments: OPT_OK, or the exit code (0 after --help). */
+/* Parse a subcommand's arguments: -1 to go on, or the exit code (0 after --help). */
 int
 moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag *d)
 {
