@@ -20,8 +20,8 @@ def build_moert():
     exe = "/tmp/moert-bench/moert"
     os.makedirs(os.path.dirname(exe), exist_ok=True)
     srcs = " ".join(f"{d}/*.c" for d in ("util", "bundle", "runtime"))
-    cmd = (f"cd {ROOT} && gcc -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime "
-           f"-o {exe} tools/moert.c {srcs} -ldl -lpthread -lm")
+    cmd = (f"cd {ROOT} && gcc -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime -Itools "
+           f"-o {exe} tools/moert.c tools/opt.c {srcs} -ldl -lpthread -lm")
     subprocess.run(cmd, shell=True, check=True)
     return exe
 

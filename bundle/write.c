@@ -6,7 +6,6 @@
  * moec version, so the same inputs give a byte-identical bundle.  Nothing
  * is taken from the time, the host or the path written to.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 

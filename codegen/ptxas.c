@@ -177,9 +177,10 @@ job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, 
 		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", j->in, strerror(errno));
 	}
 	if (write(fd, ptx, len) != (ssize_t)len) {
+		int e = errno;
 		close(fd);
 		j->out[0] = 0;
-		return diag_error(d, LOC_NONE, "ptxas: cannot write %s", j->in);
+		return diag_error(d, LOC_NONE, "ptxas: cannot write %s: %s", j->in, strerror(e));
 	}
 	close(fd);
 	if ((fd = mkstemps(j->out, 6)) < 0) {

@@ -34,11 +34,19 @@ split_arch(Args *c)
 {
 	char *p, *save;
 
+	if (strlen(opt_str(&c->a, "arch")) >= sizeof c->arch)
+		return opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "is too long");
 	snprintf(c->arch, sizeof c->arch, "%s", opt_str(&c->a, "arch"));
 	c->cg.narch = 0;
 	for (p = strtok_r(c->arch, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (c->cg.narch == (int)NELEM(c->cg.arch))
 			return opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "names more than 8 targets");
+		CgTarget t = {.sm = p, .opt = 3};
+		Diag quiet;
+		diag_init(&quiet, NULL);
+		if (cg_target_check(&t, &quiet))	/* now, not after the import and the passes */
+			return opt_bad(&c->a, "arch", p, "is not a target (have sm_80, sm_86, sm_89, "
+				       "sm_90, sm_90a, emu)");
 		c->cg.arch[c->cg.narch++] = p;
 	}
 	return c->cg.narch ? 0 : opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "names no target");
@@ -90,8 +98,7 @@ plan_outputs(Args *c, Diag *d)
 		c->path[0] = xstrdup(c->out ? c->out : "-");
 	}
 	for (int i = 0; i < 8 && c->path[i]; i++)
-		if (moec_check_output(&c->a, c->path[i], c->model, d) ||
-		    (c->o.fe.weights && file_same(c->path[i], c->o.fe.weights)))
+		if (moec_check_output(&c->a, c->path[i], c->model, d))
 			return BAD;
 	return OK;
 }

@@ -5,11 +5,12 @@
  *
  *	model.onnx | config.json | x.ir  -> frontend -> ir -> passes -> ...
  *
+ * The options of every subcommand are one table below (name, value kind,
+ * default, help line, the subcommands that take it); tools/opt.c parses
+ * command lines and prints help and docs/cli.md from it.
+ *
  * Exit codes: 0 ok, 1 a check or test failed, 2 bad usage or bad input.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -113,7 +114,7 @@ static const OptTool moec_tool = {
 };
 
 /* The import and pass options, as the frontend and the pass manager take them. */
-void
+static void
 moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 {
 	int64_t n;
@@ -128,10 +129,8 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 		o->fe.seed = (uint64_t)n;
 	if (opt_has(a, "print-loc"))
 		o->pass.print_flags |= IR_PRINT_LOC;
-	if (opt_has(a, "verbose"))
-		d->level = 1;
-	if (opt_has(a, "quiet"))
-		d->level = -1;
+	o->level = opt_has(a, "quiet") ? -1 : opt_has(a, "verbose") ? 1 : 0;
+	d->level = o->level;
 	if (!opt_takes(a, "passes"))
 		return;
 	o->pass.pipeline = opt_str(a, "passes");
@@ -144,7 +143,7 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 	o->pass.check_dims = opt_str(a, "check-dims");
 }
 
-/* Parse a subcommand's arguments: OPT_OK, or the exit code (0 after --help). */
+/* Parse a subcommand's arguments: -1 to go on, or the exit code (0 after --help). */
 int
 moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag *d)
 {

@@ -12,6 +12,7 @@
 typedef struct {
 	FeOpts fe;
 	PassOpts pass;
+	int level;		/* the Diag's level: -1 with -q, 1 with -v */
 } MoecOpts;
 
 /* Parse subcommand cmd's arguments (opt.h) into a and o, and set up d

@@ -210,8 +210,8 @@ opt_parse(const OptTool *t, int cmd, int argc, char **argv, OptArgs *a)
 			if ((rc = option(t, cmd, argc, argv, &i, a)))
 				return rc;
 		} else if (a->npos == c->maxpos || a->npos == OPT_MAXPOS) {
-			return fail(t, cmd, "unexpected argument '%s' (usage: %s %s %s)", s, t->name,
-				    c->name, c->args);
+			return fail(t, cmd, "unexpected argument '%s' (usage: %s %s%s%s)", s, t->name,
+				    c->name, *c->args ? " " : "", c->args);
 		} else {
 			a->pos[a->npos++] = s;
 		}

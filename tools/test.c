@@ -231,6 +231,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	int n;
 
 	diag_init(&d, stdout);
+	d.level = o->level;
 	if (!(m = load_dir(dir, o, &d))) {
 		printf("FAIL %s: cannot load the model\n", dir);
 		t->failed++;
