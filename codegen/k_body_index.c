@@ -347,7 +347,8 @@ bd_onehot(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 /*
  * nonzero with bound=[N] (passes/bound_dyn.c): element (d, j) is coordinate
- * d of the j-th non-zero element of x in row-major order, 0 past the count.
+ * d of the j-th non-zero element of x in row-major order, dim d - 1 past the
+ * count.
  * Each element scans x: O(numel) per element, so O(rank * numel^2) for the
  * kernel, which is what an unrecognised MoE's [T,k] masks cost (the
  * fusion report says so); no atomics, the same bits every run.
@@ -358,7 +359,7 @@ bd_nonzero(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	CgFn *f = b->f;
 	const Value *x = n->in[0];
 	LLVMValueRef xd[MAXRANK], N = bd_dim(b, n->out[0]->type.dim[1]);
-	LLVMValueRef d = cg_udiv(f, idx, N), j = cg_urem(f, idx, N), rem, out, v, nz, cnt;
+	LLVMValueRef d = cg_udiv(f, idx, N), j = cg_urem(f, idx, N), rem, out, pad, v, nz, cnt;
 	LLVMValueRef cntv = cg_var(f, f->ti64, bd_i64(b, 0)), atv = cg_var(f, f->ti64, bd_i64(b, -1));
 	int r = bd_dims(b, x, xd);
 	BdLoop l;
@@ -377,12 +378,14 @@ bd_nonzero(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	bd_endloop(b, &l);
 	LLVMValueRef at = cg_get(f, atv);
 	rem = cg_max(f, at, bd_i64(b, 0));
-	out = bd_i64(b, 0);
+	out = pad = bd_i64(b, 0);
 	for (int k = r - 1; k >= 0; k--) {
-		out = cg_select(f, bd_icmp(b, LLVMIntEQ, d, bd_i64(b, k)), cg_urem(f, rem, xd[k]), out);
+		LLVMValueRef here = bd_icmp(b, LLVMIntEQ, d, bd_i64(b, k));
+		out = cg_select(f, here, cg_urem(f, rem, xd[k]), out);
+		pad = cg_select(f, here, cg_sub(f, xd[k], bd_i64(b, 1)), pad);
 		rem = cg_udiv(f, rem, xd[k]);
 	}
-	return cg_select(f, cg_lt(f, at, bd_i64(b, 0)), bd_i64(b, 0), out);
+	return cg_select(f, cg_lt(f, at, bd_i64(b, 0)), pad, out);
 }
 
 /* ---- scatters: whole kernels ---- */

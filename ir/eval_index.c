@@ -324,11 +324,14 @@ ev_nonzero(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		count += nonzero_at(x, i);
 	dims[0] = x->rank;
 	dims[1] = count;
-	if (ir_attr(n, "bound")) {	/* allocated at [rank, bound]: the rest stays 0 */
+	if (ir_attr(n, "bound")) {	/* allocated at [rank, bound]: padded with dim - 1 */
 		if (count > out[0].dim[1])
 			return ev_err(e, n, "nonzero: %lld elements, more than its bound %lld",
 				      (long long)count, (long long)out[0].dim[1]);
-		memset(out[0].data, 0, tensor_nbytes(&out[0]));
+		for (int d = 0; d < x->rank; d++)
+			for (int64_t k = count; k < out[0].dim[1]; k++)
+				dtype_store_int(DT_I64, out[0].data, (size_t)(d * out[0].dim[1] + k),
+						x->dim[d] - 1);
 	} else if (ev_alloc(e, n, &out[0], DT_I64, 2, dims)) {
 		return -1;
 	}

@@ -12,8 +12,8 @@
  *	%y = scatter_elements %z, %ix, %h           %y = scatter_elements %z, %ix, %h, %nz.count
  *
  * A bounded value is laid out padded: its one bounded axis has the bound's
- * length, the real entries first (nonzero writes 0 past its count, a valid
- * index).  Ops that only move or map elements along other axes carry the
+ * length, the real entries first (nonzero writes each dim's last index
+ * past its count: a valid index).  Ops that only move or map elements along other axes carry the
  * padding through harmlessly (a padded row computes garbage nobody reads);
  * the ones where padding would leak into real values are made count-aware
  * (a scatter skips the update rows past the count) or refused: a reduction,
