@@ -310,15 +310,8 @@ rule(B *b, Node *n)
 			return 0;
 		}
 	}
-	if (infer_padded(b, n, res)) {
-		if (getenv("BD_DEBUG"))
-			for (int i = 0; i < n->nin; i++) {
-				char t[128];
-				ir_type_print(t, sizeof t, b->m, &info(b, n->in[i])->t);
-				fprintf(stderr, "  operand %d %s: %s ax %d\n", i, n->in[i]->name, t, info(b, n->in[i])->ax);
-			}
+	if (infer_padded(b, n, res))
 		return fail(b, n, "shape inference fails on the padded operands");
-	}
 	/* where the bounded axis goes */
 	int ax = -1;
 	int rx = bi->t.rank, ry = res[0].rank;
@@ -397,10 +390,8 @@ rule(B *b, Node *n)
 	for (int i = 0; i < n->nout; i++) {
 		Info *oi = info(b, n->out[i]);
 		oi->t = res[i];
-		if (ax >= 0) {
+		if (ax >= 0)
 			oi->ax = ax, oi->src = bi->src, oi->mult = bi->mult;
-			oi->t.dim[ax] = op == OP_SPLIT || op == OP_SLICE ? res[i].dim[ax] : res[i].dim[ax];
-		}
 		if (has_unknown(b->m, &oi->t))
 			return fail(b, n, "a data-dependent dim left after bounding");
 	}
@@ -552,14 +543,8 @@ bound_dyn(Module *m, PassCtx *c)
 	for (Node *n = b.g->first; n; n = n->next)
 		for (int i = 0; i < n->nout; i++)
 			b.inf[n->out[i]->id].t = n->out[i]->type;
-	for (Node *n = b.g->first; n && rc == 0; n = n->next) {
+	for (Node *n = b.g->first; n && rc == 0; n = n->next)
 		rc = rule(&b, n);
-		if (getenv("BD_DEBUG") && n->nout) {
-			char t[128];
-			ir_type_print(t, sizeof t, m, &info(&b, n->out[0])->t);
-			fprintf(stderr, "%s %s: %s ax %d\n", ir_opname(n->op), n->out[0]->name, t, info(&b, n->out[0])->ax);
-		}
-	}
 	for (int i = 0; rc == 0 && i < b.g->nret; i++)
 		if (info(&b, b.g->ret[i])->ax >= 0 || info(&b, b.g->ret[i])->taint)
 			rc = fail(&b, b.g->ret[i]->def, "an output with a data-dependent shape");
