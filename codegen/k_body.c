@@ -44,7 +44,7 @@ static EmitFn *const emit[NOP] = {
 	[OP_LOG_SOFTMAX] = bd_softmax, [OP_RMS_NORM] = bd_rms_norm,
 	[OP_LAYER_NORM] = bd_layer_norm, [OP_RSTD] = bd_reduce, [OP_TOPK] = bd_topk,
 	[OP_GATHER] = bd_gather, [OP_GATHER_ELEMENTS] = bd_gather_elements,
-	[OP_GATHER_ND] = bd_gather_nd, [OP_ONEHOT] = bd_onehot,
+	[OP_GATHER_ND] = bd_gather_nd, [OP_ONEHOT] = bd_onehot, [OP_NONZERO] = bd_nonzero,
 	[OP_TRANSPOSE] = bd_transpose, [OP_RESHAPE] = bd_identity, [OP_EXPAND] = bd_expand,
 	[OP_CONCAT] = bd_concat, [OP_SPLIT] = bd_split, [OP_SLICE] = bd_slice,
 	[OP_TILE] = bd_tile, [OP_SHAPE] = bd_shape_op, [OP_SIZE] = bd_size,
@@ -490,7 +490,7 @@ bd_block_reduce(Bd *b, int nc, LLVMValueRef *v, BdComb *comb, void *ctx)
 static int
 check_node(Bd *b, const Node *n)
 {
-	if (!emit[n->op] && !bd_is_scatter(n->op)) {
+	if ((!emit[n->op] && !bd_is_scatter(n->op)) || (n->op == OP_NONZERO && !ir_attr(n, "bound"))) {
 		const char *why = ir_opinfo[n->op].flags & OPF_DYNSHAPE
 			? " (its shape depends on data: it must be gone before codegen)"
 			: n->op == OP_ROUTE || n->op == OP_PERMUTE ? " (use cg_emit_route/cg_emit_permute)"

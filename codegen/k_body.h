@@ -110,7 +110,7 @@ CheckFn bd_check_unary, bd_check_binary, bd_check_swiglu, bd_check_const, bd_che
 
 /* k_body_index.c: views, shapes and indexing */
 EmitFn bd_transpose, bd_expand, bd_concat, bd_split, bd_slice, bd_tile;
-EmitFn bd_gather, bd_gather_elements, bd_gather_nd, bd_onehot;
+EmitFn bd_gather, bd_gather_elements, bd_gather_nd, bd_onehot, bd_nonzero;
 CheckFn bd_check_slice, bd_check_gather_nd, bd_check_concat;
 int bd_is_scatter(Op op);
 /* BD_SCATTER: the whole kernel (one thread per element of an update row); its grid. */

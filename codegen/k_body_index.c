@@ -345,6 +345,49 @@ bd_onehot(Bd *b, const Node *n, int res, LLVMValueRef idx)
 			 bd_const(b, DT_F32, ir_attr_float(n, "off", 0)));
 }
 
+/*
+ * nonzero with bound=[N] (passes/bound_dyn.c): element (d, j) is coordinate
+ * d of the j-th non-zero element of x in row-major order, dim d - 1 past the
+ * count.
+ * Each element scans x: O(numel) per element, so O(rank * numel^2) for the
+ * kernel, which is what an unrecognised MoE's [T,k] masks cost (the
+ * fusion report says so); no atomics, the same bits every run.
+ */
+LLVMValueRef
+bd_nonzero(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	const Value *x = n->in[0];
+	LLVMValueRef xd[MAXRANK], N = bd_dim(b, n->out[0]->type.dim[1]);
+	LLVMValueRef d = cg_udiv(f, idx, N), j = cg_urem(f, idx, N), rem, out, pad, v, nz, cnt;
+	LLVMValueRef cntv = cg_var(f, f->ti64, bd_i64(b, 0)), atv = cg_var(f, f->ti64, bd_i64(b, -1));
+	int r = bd_dims(b, x, xd);
+	BdLoop l;
+	CgIf c;
+
+	(void)res;
+	LLVMValueRef i = bd_loop(b, &l, bd_i64(b, 0), bd_numel(b, x), bd_i64(b, 1));
+	v = bd_in(b, n, 0, i);
+	nz = dtype_flags(x->type.dt) & DTF_FLOAT ? bd_fcmp(b, LLVMRealUNE, v, bd_const(b, x->type.dt, 0))
+						  : bd_icmp(b, LLVMIntNE, v, bd_i64(b, 0));
+	cnt = cg_get(f, cntv);
+	cg_if(f, &c, LLVMBuildAnd(f->B, nz, bd_icmp(b, LLVMIntEQ, cnt, j), ""));
+	cg_set(f, atv, i);
+	cg_endif(f, &c);
+	cg_set(f, cntv, cg_add(f, cnt, LLVMBuildZExt(f->B, nz, f->ti64, "")));
+	bd_endloop(b, &l);
+	LLVMValueRef at = cg_get(f, atv);
+	rem = cg_max(f, at, bd_i64(b, 0));
+	out = pad = bd_i64(b, 0);
+	for (int k = r - 1; k >= 0; k--) {
+		LLVMValueRef here = bd_icmp(b, LLVMIntEQ, d, bd_i64(b, k));
+		out = cg_select(f, here, cg_urem(f, rem, xd[k]), out);
+		pad = cg_select(f, here, cg_sub(f, xd[k], bd_i64(b, 1)), pad);
+		rem = cg_udiv(f, rem, xd[k]);
+	}
+	return cg_select(f, cg_lt(f, at, bd_i64(b, 0)), pad, out);
+}
+
 /* ---- scatters: whole kernels ---- */
 
 int
@@ -401,6 +444,16 @@ combine(Bd *b, int red, const Value *y, LLVMValueRef out, LLVMValueRef oi, LLVMV
 		  : cg_select(f, bd_fcmp(b, LLVMRealOLT, u, a), u, a);
 	}
 	cg_store_dt(f, dt, out, oi, cg_round_dt(f, r, dt));
+}
+
+/* A scatter's optional count operand (docs/ir.md): update entries whose
+ * first index coordinate is at or past it are padding. */
+static LLVMValueRef
+count(Bd *b, const Node *n)
+{
+	if (n->nin < 4 || !n->in[3])
+		return bd_i64(b, INT64_MAX);
+	return as_index(b, bd_in(b, n, 3, bd_i64(b, 0)));
 }
 
 /* The global thread id (i64) and whether it is below n. */
@@ -490,7 +543,7 @@ scatter_elements(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid)
 	LLVMValueRef xd[MAXRANK], id[MAXRANK], fd[MAXRANK], c[MAXRANK], p = gid(b), nf, a, inside;
 	BdLoop l;
 	CgExpr e, e2;
-	CgIf cf, ci;
+	CgIf cf, ci, cc;
 
 	bd_dims(b, x, xd);
 	bd_dims(b, ix, id);
@@ -523,9 +576,11 @@ scatter_elements(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid)
 		memcpy(uc, c, sizeof uc);
 		uc[ax] = a;
 		ui = bd_ravel(b, r, id, uc);
+		cg_if(f, &cc, cg_lt(f, uc[0], count(b, n)));	/* past the count: padding */
 		t = wrap(b, as_index(b, bd_in(b, n, 1, ui)), xd[ax]);
 		uc[ax] = t;
 		combine(b, red, y, out, bd_ravel(b, r, xd, uc), bd_in(b, n, 2, ui));
+		cg_endif(f, &cc);
 	}
 	bd_endloop(b, &l);
 	cg_endif(f, &ci);
@@ -544,7 +599,7 @@ scatter_nd(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid)
 	LLVMValueRef slice = dims_prod(b, x, (int)q, x->type.rank), k = gid(b), np, nx, p;
 	BdLoop l;
 	CgExpr e;
-	CgIf c;
+	CgIf c, cc;
 
 	if (q > x->type.rank || dims_expr(b, x, (int)q, x->type.rank, &e) < 0)
 		return bd_fail(b, n, "indices must be [..., q] with q <= the rank of the data");
@@ -558,8 +613,11 @@ scatter_nd(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid)
 	}
 	bd_endloop(b, &l);
 	p = bd_loop(b, &l, bd_i64(b, 0), np, bd_i64(b, 1));
+	cg_if(f, &cc, ri < 2 ? LLVMConstInt(f->ti1, 1, 0)
+			     : cg_lt(f, cg_udiv(f, p, dims_prod(b, ix, 1, ri - 1)), count(b, n)));
 	combine(b, red, y, out, cg_add(f, nd_offset(b, n, 1, 0, p), k),
 		bd_in(b, n, 2, cg_add(f, cg_mul(f, p, slice), k)));
+	cg_endif(f, &cc);
 	bd_endloop(b, &l);
 	cg_endif(f, &c);
 	return grid_for(b, n, e, grid);

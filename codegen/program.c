@@ -250,6 +250,15 @@ owner(const Value *v)
 }
 
 static int
+unknown_dims(const CgProgram *p, const Type *t)
+{
+	for (int i = 0; i < t->rank; i++)
+		if (ir_dim_has_unknown(p->m, t->dim[i]))
+			return 1;
+	return 0;
+}
+
+static int
 assign(CgProgram *p)
 {
 	Graph *g = p->g;
@@ -280,8 +289,11 @@ assign(CgProgram *p)
 			if (st(p, n->out[k])->kind != S_NONE)
 				continue;
 			if (type_bytes(p, &n->out[k]->type, &b.bytes))
-				return diag_error(p->d, n->loc, "%%%s: a dim is not a multiple of the "
-						  "token count", n->out[k]->name);
+				return diag_error(p->d, n->loc, unknown_dims(p, &n->out[k]->type)
+						  ? "%%%s: its shape depends on data and bound-dyn did not "
+						    "bound it (the fusion report says why)"
+						  : "%%%s: a dim is not a multiple of the token count",
+						  n->out[k]->name);
 			vec_push(&p->buf, b);
 			*st(p, n->out[k]) = (Storage){S_BUF, (int)p->buf.n - 1};
 		}

@@ -347,7 +347,8 @@ run_node(Ev *e, Vals *vs, const Node *n, int idx)
 	char what[256];
 	int rc = gather_operands(e, vs, n, in);
 
-	if (rc == 0 && !optab[n->op].own)
+	/* a bounded nonzero has a declared shape: allocated like any other op's */
+	if (rc == 0 && (!optab[n->op].own || (n->op == OP_NONZERO && ir_attr(n, "bound"))))
 		rc = infer_results(e, n, in, out);
 	if (rc == 0)
 		rc = optab[n->op].fn(e, n, in, out);

@@ -196,6 +196,16 @@ same_shape(Ev *e, const Node *n, const Tensor *a, const Tensor *b, const char *w
 	return ok ? 0 : ev_err(e, n, "%s: %s", ir_opname(n->op), what);
 }
 
+/* The optional count operand of a scatter: update entries whose first
+ * index coordinate is at or past it are padding (docs/ir.md). */
+static int64_t
+scatter_count(const Tensor *const *in, const Node *n)
+{
+	if (n->nin < 4 || !in[3])
+		return INT64_MAX;
+	return dtype_load_int(in[3]->dt, in[3]->data, 0);
+}
+
 int
 ev_scatter_elements(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
@@ -209,6 +219,8 @@ ev_scatter_elements(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	memcpy(out[0].data, x->data, tensor_nbytes(x));
 	ev_strides(x, xs);
 	for (int64_t i = 0; i < len; i++, ev_next(c, ix->dim, ix->rank)) {
+		if (ix->rank && c[0] >= scatter_count(in, n))
+			continue;	/* past the count: padding */
 		int64_t v = index_at(ix, i, x->dim[ax], &raw);
 		if (v < 0)
 			return range_err(e, n, raw, x->dim[ax]);
@@ -239,6 +251,8 @@ ev_scatter_nd(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	np = prod(ix->dim, 0, ix->rank - 1);
 	slice = prod(x->dim, (int)q, x->rank);
 	for (int64_t p = 0; p < np; p++) {
+		if (ix->rank > 1 && p / MAX(prod(ix->dim, 1, ix->rank - 1), 1) >= scatter_count(in, n))
+			continue;	/* past the count: padding */
 		if (nd_offset(e, n, x, ix, 0, p, &off))
 			return -1;
 		for (int64_t k = 0; k < slice; k++)
@@ -310,13 +324,23 @@ ev_nonzero(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		count += nonzero_at(x, i);
 	dims[0] = x->rank;
 	dims[1] = count;
-	if (ev_alloc(e, n, &out[0], DT_I64, 2, dims))
+	if (ir_attr(n, "bound")) {	/* allocated at [rank, bound]: padded with dim - 1 */
+		if (count > out[0].dim[1])
+			return ev_err(e, n, "nonzero: %lld elements, more than its bound %lld",
+				      (long long)count, (long long)out[0].dim[1]);
+		for (int d = 0; d < x->rank; d++)
+			for (int64_t k = count; k < out[0].dim[1]; k++)
+				dtype_store_int(DT_I64, out[0].data, (size_t)(d * out[0].dim[1] + k),
+						x->dim[d] - 1);
+	} else if (ev_alloc(e, n, &out[0], DT_I64, 2, dims)) {
 		return -1;
+	}
+	int64_t stride = out[0].dim[1];
 	for (int64_t i = 0; i < len; i++, ev_next(c, x->dim, x->rank)) {
 		if (!nonzero_at(x, i))
 			continue;
 		for (int d = 0; d < x->rank; d++)
-			dtype_store_int(DT_I64, out[0].data, (size_t)(d * count + j), c[d]);
+			dtype_store_int(DT_I64, out[0].data, (size_t)(d * stride + j), c[d]);
 		j++;
 	}
 	return 0;

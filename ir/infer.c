@@ -499,6 +499,8 @@ infer_scatter(Graph *g, Node *n, Diag *d)
 
 	if (need_int(n, d, 1, "indices") || same_dtype(n, d, 0, 2))
 		return -1;
+	if (n->nin > 3 && n->in[3] && (need_int(n, d, 3, "count") || ir_type_numel(ty(n, 3)) != 1))
+		return ERR("%s: count must be one integer", ir_opname(n->op));
 	if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul") && strcmp(r, "max") &&
 	    strcmp(r, "min"))
 		return ERR("%s: unknown reduction '%s'", ir_opname(n->op), r);
@@ -572,6 +574,8 @@ infer_nonzero(Graph *g, Node *n, Diag *d)
 {
 	Dim dims[2] = {ty(n, 0)->rank, ir_dim_unknown(g->m)};
 
+	if (ir_attr(n, "bound") && ir_attr_dims(n, "bound", &dims[1], 1) != 1)
+		return ERR("nonzero: bound=[N] wants one dim");
 	n->out[0]->type = ir_type(DT_I64, 2, dims);
 	return 0;
 }

@@ -31,6 +31,8 @@ weight_only(const Value *v, int *budget)
 		return 1;
 	if (v->kind != V_RESULT || v->def->op == OP_CALL || --*budget < 0)
 		return 0;
+	if (!ir_type_static(&v->type))
+		return 0;	/* sized by T (constant_of_shape [T,H]): made every run */
 	for (int i = 0; i < v->def->nin; i++)
 		if (!weight_only(v->def->in[i], budget))
 			return 0;

@@ -13,7 +13,7 @@
 #include "passes.h"
 
 static const char default_pipeline[] =
-	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,flatten-tokens,fold,canon,cse,dce,"
+	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
 	"fuse-gemm,fuse-ew,dce";
 
 typedef struct {

@@ -1,0 +1,561 @@
+/*
+ * bound-dyn: data-dependent shapes (`?` dims) become static upper bounds,
+ * the real count staying in device memory, so that a graph fuse-moe did
+ * not recognise still compiles: no host round trip, every launch fixed,
+ * CUDA-graph capturable.
+ *
+ *	%nz = nonzero %m : i64[2,?]                 %nz = nonzero %m, bound=[2*T] : i64[2,2*T]
+ *	                                      =>    %nz.count = reduce_sum (cast (cast %m, bool), i64) : i64[]
+ *	%t = transpose %nz : i64[?,2]               %t = transpose %nz : i64[2*T,2]
+ *	%s0, %s1 = split %t, axis=0, sizes=[1,1]    %s0 = slice %t, starts=[0], ends=[1]  (rows 0, 1)
+ *	%h = matmul (gather %x, %i), $w : [?,64]    %h : [2*T,64]       (every row of the bound computed)
+ *	%y = scatter_elements %z, %ix, %h           %y = scatter_elements %z, %ix, %h, %nz.count
+ *
+ * A bounded value is laid out padded: its one bounded axis has the bound's
+ * length, the real entries first (nonzero writes each dim's last index
+ * past its count: a valid index).  Ops that only move or map elements along other axes carry the
+ * padding through harmlessly (a padded row computes garbage nobody reads);
+ * the ones where padding would leak into real values are made count-aware
+ * (a scatter skips the update rows past the count) or refused: a reduction,
+ * a contraction, a concat along the bounded axis, a shape of a padded value
+ * used as data.  A split along it becomes slices (the export's trace fixed
+ * how many entries there are; the interpreter checks that on the original).
+ * All or nothing: if one node is refused, the graph stays as it was and the
+ * fusion report says which node and why (codegen then refuses it too).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+	int ax;			/* the bounded axis, -1: none */
+	const Node *src;	/* the nonzero whose count it is */
+	int64_t mult;		/* real extent = mult * count */
+	int taint;		/* a shape read off a padded value (shape positions only) */
+	int split;		/* a split along the bounded axis: becomes slices */
+	Type t;			/* the padded type */
+} Info;
+
+typedef struct {
+	Module *m;
+	Graph *g;
+	PassCtx *c;
+	Info *inf;		/* by value id, for the values that existed at the start */
+	uint32_t nval;
+	Info none;
+	char why[256];
+	const Node *bad;
+} B;
+
+/* A value's bounds; parameters, weights and new values have none. */
+static Info *
+info(B *b, const Value *v)
+{
+	if (!v || v->kind != V_RESULT || v->graph != b->g || v->id >= b->nval) {
+		b->none = (Info){-1, NULL, 1, 0, 0, v ? v->type : b->none.t};
+		return &b->none;
+	}
+	return &b->inf[v->id];
+}
+
+static int
+fail(B *b, const Node *n, const char *what)
+{
+	snprintf(b->why, sizeof b->why, "%s", what);
+	b->bad = n;
+	return -1;
+}
+
+static int
+has_unknown(const Module *m, const Type *t)
+{
+	for (int i = 0; i < t->rank; i++)
+		if (ir_dim_has_unknown(m, t->dim[i]))
+			return 1;
+	return 0;
+}
+
+/* Result types of n with its operands at their padded types (a scratch
+ * inference, as the interpreter does with actual types). */
+static int
+infer_padded(B *b, Node *n, Type *res)
+{
+	Type save_in[64], save_out[8];
+	Diag quiet;
+	int rc;
+
+	if (n->nin > 64 || n->nout > 8)
+		return -1;
+	diag_init(&quiet, NULL);
+	for (int i = 0; i < n->nin; i++)
+		if (n->in[i]) {
+			save_in[i] = n->in[i]->type;
+			n->in[i]->type = info(b, n->in[i])->t;
+		}
+	for (int i = 0; i < n->nout; i++)
+		save_out[i] = n->out[i]->type;
+	rc = ir_infer(b->g, n, &quiet);
+	for (int i = 0; i < n->nout; i++) {
+		res[i] = n->out[i]->type;
+		n->out[i]->type = save_out[i];
+	}
+	for (int i = n->nin - 1; i >= 0; i--)	/* reverse: an operand repeated keeps its own */
+		if (n->in[i])
+			n->in[i]->type = save_in[i];
+	return rc;
+}
+
+/* The one bounded operand among n's (all bounded ones must agree on the
+ * count); NULL when none.  *k: its operand index. */
+static const Info *
+bounded_operand(B *b, const Node *n, int *k, int *clash)
+{
+	const Info *found = NULL;
+
+	*clash = 0;
+	for (int i = 0; i < n->nin; i++) {
+		const Info *in = info(b, n->in[i]);
+		if (in->ax < 0)
+			continue;
+		if (found && (found->src != in->src || found->mult != in->mult))
+			*clash = 1;
+		if (!found)
+			found = in, *k = i;
+	}
+	return found;
+}
+
+/* Positions that take a shape (taint is allowed there). */
+static int
+shape_operand(const Node *n, int i)
+{
+	switch (n->op) {
+	case OP_RESHAPE: case OP_EXPAND: case OP_TILE: return i == 1;
+	case OP_SLICE: return i >= 1;
+	case OP_CONSTANT_OF_SHAPE: return i == 0;
+	default: return 0;
+	}
+}
+
+static int64_t
+static_prod(const Type *t, int from, int to, int *ok)
+{
+	int64_t p = 1;
+
+	for (int i = from; i < to; i++) {
+		if (!ir_dim_is_static(t->dim[i]))
+			*ok = 0;
+		else
+			p *= t->dim[i];
+	}
+	return p;
+}
+
+/* A slice of a token dim with constant bounds inside the first `coef`
+ * rows: its size does not depend on T (T >= 1). */
+static int
+slice_static(B *b, const Node *n, Type *r)
+{
+	int64_t st[MAXRANK], en[MAXRANK], ax[MAXRANK], sp[MAXRANK];
+	int ns = ir_attr_ints(n, "starts", st, MAXRANK), ne = ir_attr_ints(n, "ends", en, MAXRANK);
+	int na = ir_attr_ints(n, "axes", ax, MAXRANK), np = ir_attr_ints(n, "steps", sp, MAXRANK);
+	const Type *x = &info(b, n->in[0])->t;
+
+	if (n->nin > 1 || ns < 1 || ns != ne || (na >= 0 && na != ns) || (np >= 0 && np != ns))
+		return -1;
+	for (int i = 0; i < ns; i++) {
+		int a = (int)(na >= 0 ? ax[i] : i);
+		a = a < 0 ? a + x->rank : a;
+		if (a < 0 || a >= x->rank || !ir_dim_has_unknown(b->m, r->dim[a]))
+			continue;
+		const DimExpr *e = ir_dim_expr(b->m, x->dim[a]);
+		if ((np >= 0 && sp[i] != 1) || !e || st[i] < 0 || en[i] < st[i])
+			return -1;
+		if (en[i] <= e->coef)
+			r->dim[a] = en[i] - st[i];
+		else if (st[i] == 0 && en[i] >= INT32_MAX)
+			r->dim[a] = x->dim[a];
+		else
+			return -1;
+	}
+	return has_unknown(b->m, r) ? -1 : 0;
+}
+
+/*
+ * reshape: the bounded axis keeps the dims before it and those after it
+ * (or merges with static dims after it: the count scales).  The target's
+ * data-dependent dim (one at most) is where the bounded dim lands: copied
+ * by a constant shape's 0, or inferred (-1, or a padded shape operand).
+ */
+static int
+reshape_rule(B *b, Node *n, const Info *in, Info *out)
+{
+	const Type *x = &in->t;
+	Type yt = n->out[0]->type;
+	int ok = 1, unk = -1, nv = -1;
+	int64_t rest = 1, pre, suf, val[MAXRANK];
+	const Node *sh = n->nin > 1 && n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
+
+	if (sh && sh->op == OP_CONST)
+		nv = ir_attr_ints(sh, "value", val, MAXRANK);
+	for (int i = 0; i < yt.rank; i++) {
+		if (ir_dim_has_unknown(b->m, yt.dim[i]) && nv == yt.rank && val[i] > 0 &&
+		    !ir_attr_int(n, "allowzero", 0))
+			yt.dim[i] = val[i];
+		if (ir_dim_has_unknown(b->m, yt.dim[i]) && nv == yt.rank && val[i] == 0 && i < x->rank &&
+		    i != in->ax && ir_dim_is_static(x->dim[i]))
+			yt.dim[i] = x->dim[i];
+		if (ir_dim_has_unknown(b->m, yt.dim[i])) {
+			if (unk >= 0)
+				return fail(b, n, "a reshape with two data-dependent dims");
+			unk = i;
+		} else if (!ir_dim_is_static(yt.dim[i])) {
+			return fail(b, n, "a reshape of a padded value to a symbolic shape");
+		} else {
+			rest *= yt.dim[i];
+		}
+	}
+	pre = static_prod(x, 0, in->ax, &ok);
+	suf = static_prod(x, in->ax + 1, x->rank, &ok);
+	if (!ok || unk < 0 || rest == 0)
+		return fail(b, n, "a reshape of a padded value that does not keep its bounded dim");
+	int64_t ypre = static_prod(&yt, 0, unk, &ok), ysuf = static_prod(&yt, unk + 1, yt.rank, &ok);
+	if (ypre != pre || suf % ysuf)
+		return fail(b, n, "a reshape of a padded value that moves its bounded dim");
+	yt.dim[unk] = ir_dim_mul(b->m, x->dim[in->ax], suf / ysuf);
+	*out = *in;
+	out->t = yt;
+	out->ax = unk;
+	out->mult = in->mult * (suf / ysuf);
+	return 0;
+}
+
+/* The rule for one node: its results' padded types and bounds. */
+static int
+rule(B *b, Node *n)
+{
+	int k = 0, clash, taint = 0, unknown = 0;
+	const Info *bi = bounded_operand(b, n, &k, &clash);
+	Type res[8];
+
+	for (int i = 0; i < n->nin; i++)
+		if (info(b, n->in[i])->taint) {
+			if (!shape_operand(n, i) && n->op != OP_SHAPE && n->op != OP_SIZE)
+				taint = 1;
+		}
+	for (int i = 0; i < n->nout; i++)
+		unknown |= has_unknown(b->m, &n->out[i]->type);
+	if (!bi && !taint && !unknown && n->op != OP_NONZERO)
+		return 0;
+	if (clash)
+		return fail(b, n, "operands bounded by different counts");
+	if (n->nout > 8)
+		return fail(b, n, "more than 8 results");
+	for (int i = 0; i < n->nout; i++) {
+		Info *o = info(b, n->out[i]);
+		*o = (Info){-1, NULL, 1, 0, 0, n->out[i]->type};
+	}
+	Info *o = info(b, n->out[0]);
+	if (n->op == OP_NONZERO) {
+		const Type *x = &info(b, n->in[0])->t;
+		Dim N = 1;
+		if (bi || has_unknown(b->m, x))
+			return fail(b, n, "a nonzero of a data-dependent shape");
+		for (int i = 0; i < x->rank; i++)
+			N = ir_dim_mul(b->m, N, x->dim[i]);
+		o->t.dim[1] = N;
+		o->ax = 1, o->src = n, o->mult = 1;
+		return 0;
+	}
+	if (taint) {	/* shape arithmetic on padded shapes: stays shape arithmetic */
+		if (bi)
+			return fail(b, n, "a padded shape used as data");
+		if (infer_padded(b, n, res) || has_unknown(b->m, &res[0]))
+			return fail(b, n, "shape arithmetic on padded shapes");
+		for (int i = 0; i < n->nout; i++)
+			info(b, n->out[i])->t = res[i], info(b, n->out[i])->taint = 1;
+		return 0;
+	}
+	if (!bi) {	/* a `?` that is no count: a slice of the first rows of T */
+		if (n->op != OP_SLICE || infer_padded(b, n, res) || slice_static(b, n, &res[0]))
+			return fail(b, n, "a data-dependent shape this pass cannot bound");
+		o->t = res[0];
+		return 0;
+	}
+	if (n->op == OP_SHAPE || n->op == OP_SIZE) {
+		o->taint = 1;
+		return 0;
+	}
+	if (n->op == OP_RESHAPE)
+		return reshape_rule(b, n, bi, o);
+	if (n->op == OP_SCATTER_ELEMENTS || n->op == OP_SCATTER_ND) {
+		const Info *ix = info(b, n->in[1]), *up = info(b, n->in[2]);
+		if (info(b, n->in[0])->ax >= 0 || ix->ax != 0 || up->ax != 0 || n->nin > 3)
+			return fail(b, n, "a scatter whose indices and updates are not bounded by their rows");
+		if (infer_padded(b, n, res))
+			return fail(b, n, "a scatter of padded values");
+		o->t = res[0];
+		o->split = 1;	/* marks: gets the count operand */
+		return 0;
+	}
+	if (n->op == OP_SPLIT) {
+		int64_t ax = ir_attr_int(n, "axis", 0);
+		ax = ax < 0 ? ax + bi->t.rank : ax;
+		if (ax == bi->ax) {	/* into static pieces: slices of the real entries */
+			for (int i = 0; i < n->nout; i++)
+				if (!ir_type_static(&n->out[i]->type) && has_unknown(b->m, &n->out[i]->type))
+					return fail(b, n, "a split of a data-dependent dim into data-dependent parts");
+			o->split = 2;
+			return 0;
+		}
+	}
+	if (infer_padded(b, n, res))
+		return fail(b, n, "shape inference fails on the padded operands");
+	/* where the bounded axis goes */
+	int ax = -1;
+	int rx = bi->t.rank, ry = res[0].rank;
+	Op op = n->op;
+	if ((ir_opinfo[op].flags & OPF_EW) || op == OP_IDENTITY || op == OP_SPLIT)
+		ax = ry - rx + bi->ax;
+	else if (op == OP_TRANSPOSE) {
+		int64_t perm[MAXRANK];
+		int np = ir_attr_ints(n, "perm", perm, MAXRANK);
+		for (int i = 0; i < ry; i++)
+			if ((np == ry ? perm[i] : ry - 1 - i) == bi->ax)
+				ax = i;
+	} else if (op == OP_GATHER) {
+		int64_t g = ir_attr_int(n, "axis", 0);
+		g = g < 0 ? g + info(b, n->in[0])->t.rank : g;
+		if (k == 1)
+			ax = (int)g + bi->ax;
+		else if (info(b, n->in[1])->ax >= 0)
+			return fail(b, n, "a gather from a padded value by padded indices");
+		else if (bi->ax == g)
+			ax = -1;	/* reads real entries: valid indices are below the count */
+		else
+			ax = bi->ax < g ? bi->ax : bi->ax - 1 + info(b, n->in[1])->t.rank;
+	} else if (op == OP_MATMUL && k == 0 && bi->ax < rx - 1)
+		ax = ry - rx + bi->ax;
+	else if (op == OP_EXPAND && k == 0) {
+		/* the shape operand may be a padded shape: shape %w gives w's padded dims */
+		const Node *sh = n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
+		const Type *w = sh && sh->op == OP_SHAPE && sh->nin == 1 && !ir_attr(sh, "start") &&
+				!ir_attr(sh, "end") ? &info(b, sh->in[0])->t : NULL;
+		Type wt = w ? *w : bi->t;
+		ax = ry - rx + bi->ax;
+		for (int i = 0; i < ry; i++)
+			if (ir_dim_has_unknown(b->m, res[0].dim[i])) {
+				int j = i - (ry - wt.rank);
+				if (!w || wt.rank != ry || j < 0)
+					return fail(b, n, "an expand to a data-dependent shape");
+				res[0].dim[i] = wt.dim[j];
+			}
+	} else if (op == OP_SLICE && k == 0) {
+		int64_t axes[MAXRANK], st[MAXRANK], en[MAXRANK];
+		int na = ir_attr_ints(n, "axes", axes, MAXRANK), ns = ir_attr_ints(n, "starts", st, MAXRANK);
+		ir_attr_ints(n, "ends", en, MAXRANK);
+		if (n->nin > 1 || ns < 0)
+			return fail(b, n, "a slice of a padded value with data-dependent bounds");
+		for (int i = 0; i < ns; i++) {
+			int a = (int)(na >= 0 ? axes[i] : i);
+			a = a < 0 ? a + rx : a;
+			if (a == bi->ax && !(st[i] == 0 && en[i] >= INT32_MAX))
+				return fail(b, n, "a slice along a data-dependent dim");
+			if (a == bi->ax)
+				res[0].dim[a] = bi->t.dim[a];
+		}
+		ax = bi->ax;
+	} else if (op == OP_CONCAT && k >= 0) {
+		int64_t c = ir_attr_int(n, "axis", 0);
+		c = c < 0 ? c + rx : c;
+		for (int i = 0; i < n->nin; i++)
+			if (info(b, n->in[i])->ax != bi->ax)
+				return fail(b, n, "a concat of padded and unpadded values");
+		if (c == bi->ax)
+			return fail(b, n, "a concat along a data-dependent dim");
+		ax = bi->ax;
+	} else if (op == OP_CAST || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) {
+		int64_t a = ir_attr_int(n, "axis", -1);
+		if (op != OP_CAST && (a < 0 ? a + rx : a) == bi->ax)
+			return fail(b, n, "a softmax along a data-dependent dim");
+		ax = bi->ax;
+	} else {
+		char w[128];
+		snprintf(w, sizeof w, "%s of a padded value (operand %d)", ir_opname(op), k);
+		return fail(b, n, w);
+	}
+	if (ax >= 0 && ax >= ry)
+		return fail(b, n, "lost the bounded dim");
+	for (int i = 0; i < n->nout; i++) {
+		Info *oi = info(b, n->out[i]);
+		oi->t = res[i];
+		if (ax >= 0)
+			oi->ax = ax, oi->src = bi->src, oi->mult = bi->mult;
+		if (has_unknown(b->m, &oi->t))
+			return fail(b, n, "a data-dependent dim left after bounding");
+	}
+	return 0;
+}
+
+/* --- the rewrite --------------------------------------------------------- */
+
+static Builder
+builder(B *b, Node *before, const Node *n)
+{
+	Builder bb;
+
+	memset(&bb, 0, sizeof bb);
+	bb.g = b->g;
+	bb.before = before;
+	bb.loc = n->loc;
+	bb.d = b->c->d;
+	return bb;
+}
+
+/* %nz.count = reduce_sum(cast(cast(x, bool), i64)) : i64[] right after the nonzero */
+static Value *
+count_of(B *b, Node *nz)
+{
+	Builder bb = builder(b, nz->next, nz);
+	Value *x = nz->in[0], *c;
+	int64_t axes[MAXRANK];
+
+	if (x->type.dt != DT_BOOL) {
+		ir_b_str(&bb, "to", "bool");
+		x = ir_b1(&bb, OP_CAST, x);
+	}
+	ir_b_str(&bb, "to", "i64");
+	x = ir_b1(&bb, OP_CAST, x);
+	for (int i = 0; i < x->type.rank; i++)
+		axes[i] = i;
+	ir_b_ints(&bb, "axes", axes, x->type.rank);
+	ir_b_int(&bb, "keepdims", 0);
+	c = ir_b1(&bb, OP_REDUCE_SUM, x);
+	if (c)
+		ir_set_name(b->g, c, arena_printf(b->m->arena, "%s.count", nz->out[0]->name));
+	return bb.err ? NULL : c;
+}
+
+/* split along the bounded axis -> one slice per piece */
+static int
+split_to_slices(B *b, Node *n)
+{
+	int64_t ax = ir_attr_int(n, "axis", 0), off = 0;
+	Value *x = n->in[0];
+
+	ax = ax < 0 ? ax + x->type.rank : ax;
+	for (int i = 0; i < n->nout; i++) {
+		Builder bb = builder(b, n, n);
+		int64_t len = n->out[i]->type.dim[ax], end = off + len;
+		ir_b_ints(&bb, "starts", &off, 1);
+		ir_b_ints(&bb, "ends", &end, 1);
+		ir_b_ints(&bb, "axes", &ax, 1);
+		Node *s = ir_b_node(&bb, OP_SLICE, &x, 1, 1);
+		if (!s)
+			return -1;
+		s->out[0]->type = n->out[i]->type;
+		ir_replace_uses(b->g, n->out[i], s->out[0]);
+		ir_set_name(b->g, s->out[0], n->out[i]->name);
+		off = end;
+	}
+	ir_erase(b->g, n);
+	return 0;
+}
+
+static int
+add_count(B *b, Node *n, Value **count)
+{
+	const Info *ix = info(b, n->in[1]);
+	Value *c = count[ix->src->out[0]->id], *in[4] = {n->in[0], n->in[1], n->in[2], NULL};
+	Builder bb = builder(b, n, n);
+
+	if (ix->mult != 1) {
+		int64_t m = ix->mult;
+		c = ir_b2(&bb, OP_MUL, c, ir_b_const_i(&bb, DT_I64, &m, 1, 0));
+	}
+	in[3] = c;
+	Node *s = ir_new_node(b->g, n->op, in, 4, 1);
+	ir_copy_attrs(b->m, s, n);
+	s->loc = n->loc;
+	s->out[0]->type = n->out[0]->type;
+	ir_insert(b->g, n, s);
+	pass_take_over(b->g, n, n->out[0], s->out[0]);
+	return bb.err ? -1 : 0;
+}
+
+static int
+apply(B *b)
+{
+	Value **count = xcalloc(b->nval + 1, sizeof *count);
+	int nnz = 0, rc = 0;
+	Node *next;
+
+	for (Node *n = b->g->first; n && rc == 0; n = next) {
+		next = n->next;
+		if (n->nout == 0 || n->out[0]->id >= b->nval)
+			continue;	/* made here */
+		for (int i = 0; i < n->nout; i++)	/* the padded types */
+			n->out[i]->type = info(b, n->out[i])->t;
+		if (n->op == OP_NONZERO) {
+			Dim bound = n->out[0]->type.dim[1];
+			char s[64];
+			ir_set_dims(b->m, n, "bound", &bound, 1);
+			if (!(count[n->out[0]->id] = count_of(b, n)))
+				rc = -1;
+			next = n->next;
+			ir_dim_print(s, sizeof s, b->m, bound);
+			report_note(b->c->report, "nonzero %%%s not fused: bounded by %s entries, the count "
+				    "stays on the device (%%%s); every row up to the bound is computed",
+				    n->out[0]->name, s, count[n->out[0]->id] ? count[n->out[0]->id]->name : "?");
+			nnz++;
+		} else if (info(b, n->out[0])->split == 2) {
+			rc = split_to_slices(b, n);
+		} else if (info(b, n->out[0])->split == 1) {
+			rc = add_count(b, n, count);
+		}
+	}
+	free(count);
+	return rc ? -1 : nnz;
+}
+
+int
+bound_dyn(Module *m, PassCtx *c)
+{
+	B b;
+	int any = 0, rc = 0;
+
+	memset(&b, 0, sizeof b);
+	b.m = m;
+	b.c = c;
+	b.g = ir_main_graph(m);
+	if (!b.g)
+		return 0;
+	for (Node *n = b.g->first; n; n = n->next)
+		for (int i = 0; i < n->nout; i++)
+			any |= has_unknown(m, &n->out[i]->type);
+	if (!any)
+		return 0;
+	b.nval = m->nvalue;
+	b.inf = xcalloc(m->nvalue + 1, sizeof *b.inf);
+	for (uint32_t i = 0; i < m->nvalue; i++)
+		b.inf[i] = (Info){-1, NULL, 1, 0, 0, {0}};
+	for (Node *n = b.g->first; n; n = n->next)
+		for (int i = 0; i < n->nout; i++)
+			b.inf[n->out[i]->id].t = n->out[i]->type;
+	for (Node *n = b.g->first; n && rc == 0; n = n->next)
+		rc = rule(&b, n);
+	for (int i = 0; rc == 0 && i < b.g->nret; i++)
+		if (info(&b, b.g->ret[i])->ax >= 0 || info(&b, b.g->ret[i])->taint)
+			rc = fail(&b, b.g->ret[i]->def, "an output with a data-dependent shape");
+	if (rc) {
+		report_skip(c->report, "data-dependent shapes not bounded at %s %%%s: %s; the graph "
+			    "cannot be compiled", ir_opname(b.bad->op),
+			    b.bad->nout ? b.bad->out[0]->name : "", b.why);
+		free(b.inf);
+		return 0;
+	}
+	rc = apply(&b);
+	free(b.inf);
+	return rc < 0 ? -1 : 1;
+}
