@@ -358,6 +358,8 @@ run_node(Ev *e, Vals *vs, const Node *n, int idx)
 	}
 	if (rc == 0 && e->o->trace)
 		trace(e, n, out);
+	if (rc == 0 && e->o->hook)
+		e->o->hook(e->o->hook_ctx, n, in, out);
 	if (rc != 0) {
 		free_results(out, n->nout);
 	} else {

@@ -69,7 +69,9 @@ ir_weight_data(Weight *w, Diag *d)
 	scale = (float)ir_weight_scale(w);
 	for (int64_t i = 0; i < n; i++) {
 		float v = ir_synth_value(w->seed, nh, (uint64_t)i, mean, scale);
-		if (dtype_is_int(t->dt))
+		if (t->dt == DT_BF16)	/* the common case, without the switch */
+			((uint16_t *)w->cache)[i] = f32_to_bf16(v);
+		else if (dtype_is_int(t->dt))
 			dtype_store_int(t->dt, w->cache, (size_t)i, (int64_t)nearbyintf(v));
 		else
 			dtype_store(t->dt, w->cache, (size_t)i, v);

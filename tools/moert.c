@@ -56,6 +56,8 @@ struct Opts {
 	int64_t tokens;
 	uint64_t seed;
 	int skew;		/* bench: percent of each token that is shared (0..100) */
+	int64_t tile[16];	/* test: token counts each set's rows are repeated to */
+	int ntile;
 };
 
 static int
@@ -94,6 +96,24 @@ input_opt(Opts *o, const char *v)
 	return 0;
 }
 
+/* --tile=T,T,...: up to 16 token counts. */
+static int
+tile_opt(Opts *o, const char *v)
+{
+	char buf[256], *save = NULL;
+	long long n;
+
+	snprintf(buf, sizeof buf, "%s", v);
+	o->ntile = 0;
+	for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+		if (o->ntile == 16 || num(p, 1, INT32_MAX, &n))
+			return say(EXIT_USAGE, "--tile wants up to 16 token counts "
+				   "in 1..%d, got '%s'", INT32_MAX, v);
+		else
+			o->tile[o->ntile++] = n;
+	return o->ntile ? 0 : say(EXIT_USAGE, "--tile wants token counts, got '%s'", v);
+}
+
 static int
 option(Opts *o, int argc, char **argv, int *i)
 {
@@ -110,6 +130,8 @@ option(Opts *o, int argc, char **argv, int *i)
 		return o->pb = 1, 0;
 	if ((v = value(argc, argv, i, "--input")))
 		return input_opt(o, v);
+	if ((v = value(argc, argv, i, "--tile")))
+		return tile_opt(o, v);
 	if ((v = value(argc, argv, i, "-o")) || (v = value(argc, argv, i, "--output")))
 		return o->outdir = v, 0;
 #define INTOPT(flag, lo, hi, dst)                                              \
@@ -250,9 +272,37 @@ dtype_of(const char *name)
  * Read input i from `file` and check it against the bundle; *tokens in/out
  * as in moert_check_input.  On failure `why` says what (file first).
  */
+/*
+ * --tile: the rows of t (its first dim) repeated to T rows, row r being row
+ * r mod R.  A block that acts on each token alone (an FFN or MoE block) maps
+ * a tiled input to the tiled output, so a few reference rows check any T.
+ */
+static int
+tile_rows(Tensor *t, int64_t T)
+{
+	Tensor u;
+	int64_t dim[MAXRANK], R = t->rank ? t->dim[0] : 0;
+	size_t row;
+
+	if (t->rank < 1 || R < 1 || dtype_bits(t->dt) % 8)
+		return -1;
+	memcpy(dim, t->dim, sizeof dim);
+	dim[0] = T;
+	if (tensor_alloc(&u, t->dt, t->rank, dim))
+		return -1;
+	row = tensor_nbytes(t) / (size_t)R;
+	for (int64_t r = 0; r < T; r++)
+		memcpy((char *)u.data + (size_t)r * row, (char *)t->data + (size_t)(r % R) * row, row);
+	u.name = t->name;
+	t->name = NULL;
+	tensor_free(t);
+	*t = u;
+	return 0;
+}
+
 static int
 read_input(Ctx *c, int i, const char *file, Tensor *t, int64_t *tokens,
-	   char *why, size_t n)
+	   int64_t tile, char *why, size_t n)
 {
 	moert_tensor_info ti;
 	Diag d;
@@ -264,6 +314,9 @@ read_input(Ctx *c, int i, const char *file, Tensor *t, int64_t *tokens,
 	if (conform(t, dtype_of(ti.dtype)))
 		return snprintf(why, n, "%s: cannot convert to %s", file,
 				ti.dtype), -1;
+	if (tile && tile_rows(t, tile))
+		return snprintf(why, n, "%s: cannot repeat its rows to %lld", file,
+				(long long)tile), -1;
 	if (moert_check_input(c->p, i, dtype_name(t->dt), t->rank, t->dim,
 			      tokens))
 		return snprintf(why, n, "%s: %s", file, moert_last_error()), -1;
@@ -354,7 +407,7 @@ run_inputs(Ctx *c, const Opts *o, Tensor *in, int64_t *tokens)
 				   o->inname[k]);
 		if (set[i]++)
 			return say(EXIT_USAGE, "input %d given twice", i);
-		if (read_input(c, i, o->infile[k], &in[i], tokens, why, sizeof why))
+		if (read_input(c, i, o->infile[k], &in[i], tokens, 0, why, sizeof why))
 			return say(EXIT_USAGE, "%s", why);
 	}
 	for (i = 0; i < moert_num_inputs(c->p); i++)
@@ -461,7 +514,7 @@ unflatten(Tensor *got, const Tensor *want)
 
 /* Output i against set/output_i.pb; appends "  y: rel_l2 .. max_abs ..". */
 static int
-compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
+compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile, char *line,
 	       size_t n)
 {
 	char name[32], a[160], b[160], *file;
@@ -478,6 +531,8 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
 	diag_init(&d, NULL);
 	if (tensor_read(file, &want, &d))
 		snprintf(line + k, n - k, "  %s", d.last);
+	else if (tile && tile_rows(&want, tile))
+		snprintf(line + k, n - k, "  %s: cannot repeat its rows", file);
 	else if ((s = download(c, i, tokens, &got)))
 		snprintf(line + k, n - k, "  %s", moert_last_error());
 	else if (unflatten(&got, &want), got.rank != want.rank ||
@@ -504,20 +559,21 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
 	return ok;
 }
 
-/* One test_data_set_N folder: 1 passed, 0 failed; prints its line. */
+/* One test_data_set_N folder (its rows repeated to `tile` tokens, if not
+ * 0): 1 passed, 0 failed; prints its line. */
 static int
-test_case(Ctx *c, const Opts *o, const char *set)
+test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 {
 	Tensor in[64] = {0};
 	char line[4096] = "", name[32], *file;
-	int64_t tokens = o->tokens;
+	int64_t tokens = tile ? tile : o->tokens;
 	int ok = 1, rc = 0;
 	moert_status s;
 
 	for (int i = 0; i < moert_num_inputs(c->p) && !rc; i++) {
 		snprintf(name, sizeof name, "input_%d.pb", i);
 		file = file_join(set, name);
-		rc = read_input(c, i, file, &in[i], &tokens, line + 2,
+		rc = read_input(c, i, file, &in[i], &tokens, tile, line + 2,
 				sizeof line - 2);
 		free(file);
 	}
@@ -532,9 +588,12 @@ test_case(Ctx *c, const Opts *o, const char *set)
 		ok = 0;
 	} else {
 		for (int i = 0; i < moert_num_outputs(c->p); i++)
-			ok &= compare_output(c, set, i, tokens, line, sizeof line);
+			ok &= compare_output(c, set, i, tokens, tile, line, sizeof line);
 	}
-	printf("%s %s%s\n", ok ? "ok  " : "FAIL", set, line);
+	if (tile)
+		printf("%s %s T=%lld%s\n", ok ? "ok  " : "FAIL", set, (long long)tile, line);
+	else
+		printf("%s %s%s\n", ok ? "ok  " : "FAIL", set, line);
 	fflush(stdout);
 	free_tensors(in, 64);
 	free_io(c);
@@ -558,10 +617,11 @@ cmd_test(Ctx *c, const Opts *o)
 			fail++;
 		}
 		for (int i = 0; sets[i]; i++) {
-			if (test_case(c, o, sets[i]))
-				pass++;
-			else
-				fail++;
+			for (int k = 0; k < MAX(o->ntile, 1); k++)
+				if (test_case(c, o, sets[i], o->ntile ? o->tile[k] : 0))
+					pass++;
+				else
+					fail++;
 			free(sets[i]);
 		}
 		free(sets);
@@ -822,10 +882,12 @@ static const struct {
 	 "Run the bundle on the GPU.  Inputs are .npy or .pb files (f32 files are\n"
 	 "rounded for bf16/f8 inputs); T is read off the dims declared T.  Each output\n"
 	 "is written as DIR/NAME.npy (or .pb with --pb); DIR defaults to '.'."},
-	{"test", cmd_test, "test X.moeb DIR... [--graph]",
+	{"test", cmd_test, "test X.moeb DIR... [--graph] [--tile=T,...]",
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with\n"
 	 "output_N.pb at the tolerance of the output's dtype.  One line per case, then\n"
-	 "'N passed, N failed'; exit 1 if any failed."},
+	 "'N passed, N failed'; exit 1 if any failed.  With --tile, each set runs once\n"
+	 "per T listed, its R rows repeated to T (row r is row r mod R) in the inputs\n"
+	 "and the expected outputs: for blocks that act on each token alone."},
 	{"bench", cmd_bench, "bench X.moeb --tokens=T [--graph] [--iters=N] [--warmup=N] [--seed=S] [--skew=PCT] [--profile]",
 	 "Time the launch plan with device events on seeded random inputs (never zero).\n"
 	 "Outputs are poisoned first and must be fully written.  Prints the median in\n"
