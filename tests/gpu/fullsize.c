@@ -1,20 +1,25 @@
 /*
- * fullsize_ref.c — reference rows for the full-size GPU check
- * (tests/gpu/make_fullsize.sh): a config-built block at full size with
- * synthetic weights, run by the interpreter on a few rows of tokens, written
- * as test sets that `moert test --tile=...` repeats to any T.
+ * fullsize.c — a config-built block at full size with synthetic weights
+ * (seed 1), run by the interpreter on a few rows of tokens:
  *
- *	fullsize_ref MODEL LAYER OUTDIR [ROWS]
+ *	fullsize ref MODEL LAYER OUTDIR [ROWS]
+ *	fullsize check MODEL LAYER [ROWS]
  *
- * writes OUTDIR/uniform/test_data_set_0/{input_0,output_0}.pb and, for a
- * routed block, OUTDIR/skewed/... .  Uniform rows are N(0,1) per element.
- * Skewed rows lean on two "hot" experts: 90% of them are a hot expert's
- * router row (divided by the norm weight, so the normalised row points along
- * it) plus noise, so most tokens pick the hot experts; the router weight is
- * read off the graph (the moe node's logits matmul).  Rows whose routing is
- * within the f32 tolerance of a tie are left out, so a flip on the device is
- * a wrong kernel, never rounding.  Exit 0 written, 1 failed, 2 bad usage,
- * 77 the weights do not fit this host's memory.
+ * `ref` writes reference rows for the full-size GPU check
+ * (tests/gpu/make_fullsize.sh): OUTDIR/uniform/test_data_set_0/{input_0,
+ * output_0}.pb and, for a routed block, OUTDIR/skewed/..., which
+ * `moert test --tile=...` repeats to any T.  `check` (CI, ctest fullsize_*)
+ * runs the default pipeline and the fused IR on the same rows: routing
+ * decisions identical to the graph's, outputs within the dtype's tolerance.
+ *
+ * Uniform rows are N(0,1) per element.  Skewed rows lean on two "hot"
+ * experts: 90% of them are a hot expert's router row (divided by the norm
+ * weight, so the normalised row points along it) plus noise, so most tokens
+ * pick a hot expert; the router weight is read off the graph (the moe node's
+ * logits matmul).  `ref` leaves out rows whose routing is within the f32
+ * tolerance of a tie, so a flip on the device is a wrong kernel, never
+ * rounding.  Exit 0 ok, 1 failed, 2 bad usage, 77 the weights do not fit
+ * this host's memory.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "frontend.h"
+#include "passes.h"
 
 enum { HOT = 2 };
 
@@ -204,97 +210,177 @@ hot_share(const Routing *r, const int64_t *keep, int64_t n)
 	return n ? 100.0 * (double)hot / (double)n : 0;
 }
 
+/* The block, its router, and rows of both kinds run through the graph. */
+typedef struct {
+	Module *m;
+	Graph *g;
+	Router r;
+	int routed, nmode;
+	int64_t cand;		/* rows per kind */
+	Tensor in, out[8];
+	RouteLog log;
+} Run;
+
+static void
+run_free(Run *u)
+{
+	for (int i = 0; i < 8; i++)
+		tensor_free(&u->out[i]);
+	tensor_free(&u->in);
+	tensor_free(&u->r.w);
+	tensor_free(&u->r.g);
+	route_log_free(&u->log);
+	ir_free_module(u->m);
+}
+
+/* 0 ok; else the exit code, after a message. */
 static int
-run(const char *model, int layer, const char *dir, int64_t rows, Diag *d)
+run_graph(Run *u, const char *model, int layer, int64_t cand, Diag *d)
 {
 	FeOpts fo;
-	Router r = {0};
-	RouteLog log = {0};
-	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &log};
-	Tensor in = {0}, out[8] = {{0}};
-	int64_t cand = rows + rows / 2 + 8, H, dim[2];
-	int rc = 1, routed, nmode;
+	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &u->log};
+	int64_t H, dim[2];
+	double *x;
 
+	memset(u, 0, sizeof *u);
 	fe_default_opts(&fo);
 	fo.layer = layer, fo.synthetic = 1, fo.seed = 1;
-	Module *m = fe_load(model, &fo, d);
-	Graph *g = m ? ir_main_graph(m) : NULL;
-	if (!g || g->nparam != 1 || g->nret > 8 || g->param[0]->type.rank != 2) {
+	u->m = fe_load(model, &fo, d);
+	u->g = u->m ? ir_main_graph(u->m) : NULL;
+	if (!u->g || u->g->nparam != 1 || u->g->nret > 8 || u->g->param[0]->type.rank != 2) {
 		fprintf(stderr, "%s: not a config-built block\n", model);
-		ir_free_module(m);
 		return 2;
 	}
-	if (weight_bytes(m) > mem_available() / 10 * 9) {
+	if (weight_bytes(u->m) > mem_available() / 10 * 9) {
 		printf("SKIP %s layer %d: its weights (%.1f GB) do not fit this host's memory\n",
-		       model, layer, weight_bytes(m) / 1e9);
-		ir_free_module(m);
+		       model, layer, weight_bytes(u->m) / 1e9);
 		return 77;
 	}
-	H = g->param[0]->type.dim[1];
-	routed = find_router(g, &r, d) == 0;
-	nmode = routed ? 2 : 1;
-	dim[0] = nmode * cand, dim[1] = H;
-	if (tensor_alloc(&in, g->param[0]->type.dt, 2, dim))
-		goto out;
-	double *x = xmalloc(sizeof *x * (size_t)(2 * H));
+	H = u->g->param[0]->type.dim[1];
+	u->routed = find_router(u->g, &u->r, d) == 0;
+	u->nmode = u->routed ? 2 : 1;
+	u->cand = cand;
+	dim[0] = u->nmode * cand, dim[1] = H;
+	if (tensor_alloc(&u->in, u->g->param[0]->type.dt, 2, dim))
+		return 1;
+	x = xmalloc(sizeof *x * (size_t)(2 * H));
 	for (int64_t t = 0; t < dim[0]; t++) {
-		make_row(&r, t >= cand, t % cand, H, x);
+		make_row(&u->r, t >= cand, t % cand, H, x);
 		for (int64_t c = 0; c < H; c++)
-			dtype_store(in.dt, in.data, (size_t)(t * H + c), x[c]);
+			dtype_store(u->in.dt, u->in.data, (size_t)(t * H + c), x[c]);
 	}
 	free(x);
-	if (ir_eval(g, &in, 1, out, &eo, d) != 0)
-		goto out;
-	for (int mode = 0; mode < nmode; mode++) {
+	return ir_eval(u->g, &u->in, 1, u->out, &eo, d) ? 1 : 0;
+}
+
+static int
+cmd_ref(const char *model, int layer, const char *dir, int64_t rows, Diag *d)
+{
+	Run u;
+	int rc = run_graph(&u, model, layer, rows + rows / 2 + 8, d);
+
+	for (int mode = 0; !rc && mode < u.nmode; mode++) {
 		const char *name = mode ? "skewed" : "uniform";
-		int64_t *keep = xmalloc(sizeof *keep * (size_t)cand), n = 0, ties = 0;
-		const Routing *rt = log.n ? &log.r[0] : NULL;
-		for (int64_t t = mode * cand; t < (mode + 1) * cand && n < rows; t++)
+		int64_t *keep = xmalloc(sizeof *keep * (size_t)u.cand), n = 0, ties = 0;
+		const Routing *rt = u.log.n ? &u.log.r[0] : NULL;
+		Tensor sel = {0};
+		for (int64_t t = mode * u.cand; t < (mode + 1) * u.cand && n < rows; t++)
 			if (!rt || clear_of_ties(rt, t))
 				keep[n++] = t;
 			else
 				ties++;
-		Tensor sel = {0};
-		int bad = pick_rows(&in, keep, n, &sel) || write_set(dir, name, &sel, "input_0", d);
+		int bad = pick_rows(&u.in, keep, n, &sel) || write_set(dir, name, &sel, "input_0", d);
 		tensor_free(&sel);
-		for (int i = 0; !bad && i < g->nret; i++) {
+		for (int i = 0; !bad && i < u.g->nret; i++) {
 			char what[32];
 			snprintf(what, sizeof what, "output_%d", i);
-			bad = pick_rows(&out[i], keep, n, &sel) || write_set(dir, name, &sel, what, d);
+			bad = pick_rows(&u.out[i], keep, n, &sel) ||
+			      write_set(dir, name, &sel, what, d);
 			tensor_free(&sel);
 		}
 		printf("%s: %lld rows", name, (long long)n);
 		if (rt)
 			printf(" (%lld near ties left out), %.0f%% of them pick expert 0 or %lld",
-			       (long long)ties, hot_share(rt, keep, n), (long long)(r.E / HOT));
+			       (long long)ties, hot_share(rt, keep, n), (long long)(u.r.E / HOT));
 		printf("\n");
 		free(keep);
-		if (bad)
-			goto out;
+		rc = bad;
 	}
-	rc = 0;
-out:
+	run_free(&u);
+	return rc;
+}
+
+/* The default pipeline, then the fused IR on the same rows. */
+static int
+cmd_check(const char *model, int layer, int64_t rows, Diag *d)
+{
+	Run u;
+	PassOpts po;
+	PassCtx pc = {d, NULL};
+	RouteLog log = {0};
+	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &log};
+	Tensor out[8] = {{0}};
+	RouteDiff rd = {0};
+	int rc = run_graph(&u, model, layer, rows, d), ok = 1;
+
+	pass_default_opts(&po);
+	if (!rc && (pass_run(u.m, &po, &pc) != 0 || ir_eval(u.g, &u.in, 1, out, &eo, d) != 0))
+		rc = 1;
+	if (!rc) {
+		int n = route_log_compare(&u.log, &log, 0, 0, &rd);	/* identical */
+		printf("%s layer %d, %lld rows: routing: %d decisions compared, %lld tokens flipped%s%s\n",
+		       model, layer, (long long)u.in.dim[0], n, (long long)rd.nflip,
+		       rd.nflip ? ": " : "", rd.msg);
+		ok = n == u.log.n && u.log.n == log.n && !rd.nflip;
+		for (int i = 0; ok && i < log.n; i++) {	/* the router's values, bit for bit */
+			const Routing *a = &u.log.r[i], *b = &log.r[i];
+			if (!routing_same_shape(a, b) ||
+			    memcmp(a->val, b->val, sizeof *a->val * (size_t)(a->T * a->E))) {
+				printf("  routing decision %d: the router's %ss differ from the graph's\n",
+				       i, a->what);
+				ok = 0;
+			}
+		}
+	}
+	for (int i = 0; !rc && i < u.g->nret; i++) {
+		double atol, rtol, rel;
+		Compare c;
+		DType dt = u.g->ret[i]->type.dt;
+		tolerance_for(dt, &atol, &rtol, &rel);
+		tensor_compare(&out[i], &u.out[i], atol, rtol, &c);
+		int good = tensor_close(&c, dt, tensor_numel(&u.out[i]));
+		printf("  %s: rel_l2 %.2e max_abs %.2e, %lld elements outside tolerance%s\n",
+		       u.g->retname[i], c.rel_l2, c.max_abs, (long long)c.nbad,
+		       good ? "" : " (beyond tolerance)");
+		ok &= good;
+	}
 	for (int i = 0; i < 8; i++)
 		tensor_free(&out[i]);
-	tensor_free(&in);
-	tensor_free(&r.w);
-	tensor_free(&r.g);
+	route_diff_free(&rd);
 	route_log_free(&log);
-	ir_free_module(m);
-	return rc;
+	run_free(&u);
+	if (!rc)
+		printf("%s\n", ok ? "ok" : "FAIL");
+	return rc ? rc : !ok;
 }
 
 int
 main(int argc, char **argv)
 {
 	Diag d;
-	long rows = argc > 4 ? strtol(argv[4], NULL, 10) : 48;
+	int check = argc > 1 && strcmp(argv[1], "check") == 0;
+	int ref = argc > 1 && strcmp(argv[1], "ref") == 0;
+	int want = check ? 4 : 5;
+	long rows = argc > want ? strtol(argv[want], NULL, 10) : check ? 8 : 48;
 
-	if (argc < 4 || argc > 5 || rows < 1 || rows > 4096) {
-		fprintf(stderr, "usage: fullsize_ref MODEL LAYER OUTDIR [ROWS]\n");
+	if ((!check && !ref) || argc < want || argc > want + 1 || rows < 1 || rows > 4096) {
+		fprintf(stderr, "usage: fullsize ref MODEL LAYER OUTDIR [ROWS]\n"
+				"       fullsize check MODEL LAYER [ROWS]\n");
 		return 2;
 	}
 	diag_init(&d, stderr);
-	mkdir(argv[3], 0777);
-	return run(argv[1], atoi(argv[2]), argv[3], rows, &d);
+	if (check)
+		return cmd_check(argv[2], atoi(argv[3]), rows, &d);
+	mkdir(argv[4], 0777);
+	return cmd_ref(argv[2], atoi(argv[3]), argv[4], rows, &d);
 }
