@@ -84,5 +84,9 @@ expect 2 "run: truncated input" "short.npy: truncated .npy data: 124 of 128 byte
 expect 2 "run: unknown input" "has no input named 'z'" "$moert" run "$g" --input "z=$tmp/x.npy"
 expect 1 "run: no libcuda" "MOERT_ENODRIVER: cannot load the CUDA driver: /nonexistent/libcuda.so.1" \
 	"$moert" run "$g" --input "x=$tmp/x.npy"
+expect 2 "test: --tile with a zero" "--tile wants up to 16 token counts in 1..2147483647, got '7,0'" \
+	"$moert" test "$g" "$tmp" --tile=7,0
+expect 2 "test: --tile with no counts" "--tile wants token counts, got ','" \
+	"$moert" test "$g" "$tmp" --tile=,
 echo "runtime faults: $n checks, $([ $fail -eq 0 ] && echo "all as expected" || echo FAILURES)"
 exit $fail

@@ -2,18 +2,18 @@
 # make_fullsize.sh BUILD OUTDIR — prepare the full-size GPU check, here (no
 # GPU): every config in models/ at full size with synthetic weights (seed 1),
 # one layer of each kind, compiled to OUTDIR/<case>.moeb (--max-tokens=4096),
-# and reference rows computed by the interpreter with tests/gpu/fullsize_ref
+# and reference rows computed by the interpreter with tests/gpu/fullsize ref
 # (OUTDIR/<case>/uniform and, for routed blocks, OUTDIR/<case>/skewed: a few
 # dozen rows each, repeated to every T on the device by `moert test --tile`).
-# BUILD is the build folder (tools/moec, tests/gpu/fullsize_ref).  Writes
+# BUILD is the build folder (tools/moec, tests/gpu/fullsize).  Writes
 # OUTDIR/list.txt ("<case> <model> <layer>" per line) for gpu_fullsize.sh.
 # A block whose weights do not fit this host's memory gets a bundle but no
-# reference (fullsize_ref says SKIP; the device run lists it as such).
+# reference (fullsize says SKIP; the device run lists it as such).
 # Exit 0 all prepared, 1 a compile or a reference failed.
 set -u
 build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-moec=$build/tools/moec ref=$build/tests/gpu/fullsize_ref
+moec=$build/tools/moec ref=$build/tests/gpu/fullsize
 mkdir -p "$out" || exit 1
 : > "$out/list.txt"
 fail=0
@@ -42,7 +42,7 @@ echo "$cases" | while read -r name model layer; do
 		continue
 	fi
 	rm -rf "$out/$name"
-	"$ref" "$src/models/$model" "$layer" "$out/$name" 48 > "$out/$name.ref.log" 2>&1
+	"$ref" ref "$src/models/$model" "$layer" "$out/$name" 48 > "$out/$name.ref.log" 2>&1
 	rc=$?
 	if [ $rc = 77 ]; then
 		echo "skip $name: $(cat "$out/$name.ref.log")"
