@@ -208,6 +208,7 @@ typedef struct {
 	int64_t ne, h, i;		/* experts, hidden, intermediate */
 	double *x, *l, *sb, *bgu, *bdn;
 	const Tensor *gu, *dn;		/* read a row at a time, never copied whole */
+	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
 	DType dt;			/* x's: h and a are rounded to it */
 	Glu glu;
 } Moe;
@@ -232,6 +233,16 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 	return ev_glu_parse(e, n, "act", "gu_layout", &m->glu);
 }
 
+/* Elements [first, first+n) of an expert stack. */
+static void
+stack_row(const Tensor *t, Weight *w, int64_t first, int64_t n, double *out)
+{
+	if (t->data)
+		dtype_load_n(t->dt, t->data, (size_t)first, (size_t)n, out);
+	else
+		ir_weight_elems(w, first, n, out);
+}
+
 /*
  * Expert x on the ns token slots in slot[]: out[s*H..] = its output for the
  * token row of slot s, with h and a rounded to x's dtype.  Expert-major, so
@@ -246,7 +257,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 	double *a = xmalloc(sizeof *a * (size_t)(ns * ni + 1));
 
 	for (int64_t c = 0; c < 2 * ni; c++) {
-		dtype_load_n(m->gu->dt, m->gu->data, (size_t)((x * 2 * ni + c) * nh), (size_t)nh, wr);
+		stack_row(m->gu, m->wgu, (x * 2 * ni + c) * nh, nh, wr);
 		for (int64_t s = 0; s < ns; s++) {
 			const double *row = &m->x[slot[s] / k * nh];
 			double acc = 0;
@@ -263,7 +274,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 			a[s * ni + j] = ev_round(m->dt, ev_glu(&m->glu, g, u));
 		}
 	for (int64_t c = 0; c < nh; c++) {
-		dtype_load_n(m->dn->dt, m->dn->data, (size_t)((x * nh + c) * ni), (size_t)ni, wr);
+		stack_row(m->dn, m->wdn, (x * nh + c) * ni, ni, wr);
 		for (int64_t s = 0; s < ns; s++) {
 			double acc = 0;
 			for (int64_t q = 0; q < ni; q++)
@@ -305,6 +316,8 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	optional_doubles(in[2], &m.sb);
 	m.gu = in[3];
 	m.dn = in[4];
+	m.wgu = n->in[3]->kind == V_WEIGHT ? n->in[3]->weight : NULL;
+	m.wdn = n->in[4]->kind == V_WEIGHT ? n->in[4]->weight : NULL;
 	optional_doubles(n->nin > 5 ? in[5] : NULL, &m.bgu);
 	optional_doubles(n->nin > 6 ? in[6] : NULL, &m.bdn);
 	ids = xmalloc(sizeof *ids * (size_t)(nt * k + 1));

@@ -316,6 +316,10 @@ double ir_weight_scale(const Weight *w);	/* resolves the default */
 /* Data of a weight, generating synthetic data on first use (cached in w).
  * NULL with a diagnostic if it would be too large. */
 const void *ir_weight_data(Weight *w, Diag *d);
+/* Elements [first, first+n) of w as doubles, generated on the fly for a
+ * synthetic weight not generated yet (a full-size expert stack need never
+ * be held whole: the interpreter's moe reads its rows this way). */
+void ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out);
 
 /* eval.c: the CPU reference interpreter */
 

@@ -78,3 +78,26 @@ ir_weight_data(Weight *w, Diag *d)
 	}
 	return w->cache;
 }
+
+void
+ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out)
+{
+	const Type *t = &w->value->type;
+	const void *data = w->data ? w->data : w->cache;
+
+	if (data) {
+		dtype_load_n(t->dt, data, (size_t)first, (size_t)n, out);
+		return;
+	}
+	uint64_t nh = hash_str(w->value->name);
+	float mean = (float)w->mean, scale = (float)ir_weight_scale(w);
+	unsigned char buf[16];
+	for (int64_t i = 0; i < n; i++) {	/* as ir_weight_data stores it */
+		float v = ir_synth_value(w->seed, nh, (uint64_t)(first + i), mean, scale);
+		if (dtype_is_int(t->dt))
+			dtype_store_int(t->dt, buf, 0, (int64_t)nearbyintf(v));
+		else
+			dtype_store(t->dt, buf, 0, v);
+		out[i] = dtype_load(t->dt, buf, 0);
+	}
+}
