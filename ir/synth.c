@@ -94,6 +94,10 @@ ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out)
 	unsigned char buf[16];
 	for (int64_t i = 0; i < n; i++) {	/* as ir_weight_data stores it */
 		float v = ir_synth_value(w->seed, nh, (uint64_t)(first + i), mean, scale);
+		if (t->dt == DT_BF16) {
+			out[i] = bf16_to_f32(f32_to_bf16(v));
+			continue;
+		}
 		if (dtype_is_int(t->dt))
 			dtype_store_int(t->dt, buf, 0, (int64_t)nearbyintf(v));
 		else
