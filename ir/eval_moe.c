@@ -390,6 +390,7 @@ router_routing(const Node *n, const Tensor *lt, const Tensor *sb, const Tensor *
 		return 0;
 	}
 	out->ngroup = r.ngroup;
+	out->topk_group = r.topk_group;
 	out->top2 = r.top2;
 	out->what = r.kind == R_SIGMOID ? "score" : "logit";
 	l = ev_doubles(lt);

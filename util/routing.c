@@ -64,6 +64,56 @@ gap(const Routing *ref, int64_t t, int32_t a, int32_t b)
 	return g;
 }
 
+static int
+apart(double hi, double lo, double atol, double rtol)
+{
+	return hi - lo > atol + rtol * fmax(fabs(hi), fabs(lo));
+}
+
+int
+routing_clear(const Routing *r, int64_t t, double atol, double rtol)
+{
+	const float *v = &r->val[t * r->E];
+	const int32_t *ids = &r->ids[t * r->k];
+	int64_t gs = r->ngroup > 1 && r->E % r->ngroup == 0 ? r->E / r->ngroup : r->E;
+	int64_t ng = r->E / gs, keep = ng > 1 ? MIN(MAX(r->topk_group, 1), ng) : 1;
+	double worst = INFINITY, best = -INFINITY;
+	unsigned char *kept = xcalloc((size_t)ng + 1, 1);
+	int clear = 1;
+
+	if (ng > 1) {	/* the kept groups, best first, ahead of the others */
+		double *sc = xmalloc(sizeof *sc * (size_t)ng);
+		for (int64_t g = 0; g < ng; g++)
+			sc[g] = group_score(r, v, g);
+		for (int64_t j = 0; j < keep; j++) {
+			int64_t b = -1;
+			for (int64_t g = 0; g < ng; g++)
+				if (!kept[g] && (b < 0 || sc[g] > sc[b]))
+					b = g;
+			kept[b] = 1;
+			worst = fmin(worst, sc[b]);
+		}
+		for (int64_t g = 0; g < ng; g++)
+			if (!kept[g])
+				best = fmax(best, sc[g]);
+		clear = keep == ng || apart(worst, best, atol, rtol);
+		free(sc);
+	} else {
+		kept[0] = 1;
+	}
+	worst = INFINITY, best = -INFINITY;
+	for (int64_t x = 0; x < r->E; x++) {
+		if (!kept[x / gs])
+			continue;
+		if (has(ids, r->k, (int32_t)x))
+			worst = fmin(worst, v[x]);
+		else
+			best = fmax(best, v[x]);
+	}
+	free(kept);
+	return clear && (best == -INFINITY || apart(worst, best, atol, rtol));
+}
+
 int
 routing_same_shape(const Routing *a, const Routing *b)
 {

@@ -252,6 +252,7 @@ typedef struct Routing Routing;
 struct Routing {
 	int64_t T, E, k;
 	int64_t ngroup;		/* > 1: experts picked within the best groups */
+	int64_t topk_group;	/* how many groups are kept */
 	int top2;		/* a group scores as its best two, else its best */
 	int32_t *ids;		/* [T,k] the experts chosen (malloc'd) */
 	float *val;		/* [T,E] the values the choice ranks (malloc'd) */
@@ -267,6 +268,9 @@ int routing_same_shape(const Routing *a, const Routing *b);
 /* The tokens whose expert sets differ (the first max in flips); the count. */
 int64_t routing_compare(const Routing *ref, const Routing *got, double atol, double rtol,
 			RouteFlip *flips, int64_t max);
+/* Is token t's choice clear of ties: its groups and then its experts ahead
+ * of the rest by more than atol + rtol*|value|? */
+int routing_clear(const Routing *r, int64_t t, double atol, double rtol);
 /* "token 6: experts {2,5} vs {2,7}, logit gap 3.1e-04 (a near tie)" */
 void routing_describe(char *buf, size_t n, const Routing *ref, const Routing *got,
 		      const RouteFlip *f);

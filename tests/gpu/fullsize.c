@@ -116,26 +116,14 @@ make_row(const Router *r, int skew, int64_t row, int64_t H, double *x)
 		x[c] = 2.0 * x[H + c] / rms + 0.5 * x[c];
 }
 
-/* The routing margin of token t: the worst chosen value over the best
- * other (and, with groups, the same between groups), against the tolerance. */
+/* Token t's routing is clear of the f32 tolerance of a tie. */
 static int
 clear_of_ties(const Routing *r, int64_t t)
 {
-	const float *v = &r->val[t * r->E];
-	const int32_t *ids = &r->ids[t * r->k];
-	double worst = INFINITY, best = -INFINITY, atol, rtol, rel;
+	double atol, rtol, rel;
 
 	tolerance_for(DT_F32, &atol, &rtol, &rel);
-	for (int64_t x = 0; x < r->E; x++) {
-		int chosen = 0;
-		for (int64_t j = 0; j < r->k; j++)
-			chosen |= ids[j] == x;
-		if (chosen)
-			worst = fmin(worst, v[x]);
-		else
-			best = fmax(best, v[x]);
-	}
-	return worst - best > atol + rtol * fmax(fabs(worst), fabs(best));
+	return routing_clear(r, t, atol, rtol);
 }
 
 static int

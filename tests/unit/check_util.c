@@ -234,6 +234,27 @@ START_TEST(test_routing_gap_between_groups)
 }
 END_TEST
 
+START_TEST(test_routing_clear_of_ties_by_groups)
+{
+	/* 2 groups of 2, one kept, top-1: token 0's best unchosen expert (0.5)
+	 * is in the group left out, so only 0.1 competes; token 1's groups tie */
+	static const float val[8] = {0.9f, 0.1f, 0.5f, 0.45f, 0.9f, 0.1f, 0.8999f, 0.0f};
+	static const int32_t ids[2] = {0, 0};
+	Routing r = {.T = 2, .E = 4, .k = 1, .ngroup = 2, .topk_group = 1, .what = "score"};
+
+	r.val = xmalloc(sizeof val);
+	r.ids = xmalloc(sizeof ids);
+	memcpy(r.val, val, sizeof val);
+	memcpy(r.ids, ids, sizeof ids);
+	ck_assert(routing_clear(&r, 0, 1e-4, 1e-3));
+	ck_assert(!routing_clear(&r, 1, 1e-4, 1e-3));
+	r.ngroup = 1;	/* without groups, 0.8999 competes with 0.9 */
+	ck_assert(!routing_clear(&r, 1, 1e-4, 1e-3));
+	ck_assert(routing_clear(&r, 0, 1e-4, 1e-3));
+	routing_free(&r);
+}
+END_TEST
+
 START_TEST(test_route_log_compare_drops_flipped_rows)
 {
 	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
@@ -290,6 +311,7 @@ util_suite(void)
 	tcase_add_test(tc, test_str_remove_keeps_the_rest_findable);
 	tcase_add_test(tc, test_routing_flip_near_tie_or_not);
 	tcase_add_test(tc, test_routing_gap_between_groups);
+	tcase_add_test(tc, test_routing_clear_of_ties_by_groups);
 	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
 	suite_add_tcase(s, tc);
 	return s;
