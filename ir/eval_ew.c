@@ -254,12 +254,20 @@ ev_binary(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	int64_t sa[MAXRANK], sb[MAXRANK], c[MAXRANK] = {0};
 	int64_t len = tensor_numel(y);
 
-	ev_bstrides(in[0], y->rank, sa);
-	ev_bstrides(in[1], y->rank, sb);
-	for (int64_t i = 0; i < len; i++, ev_next(c, y->dim, y->rank))
-		if (binary_at(e, n, in[0], ev_off(c, sa, y->rank), in[1],
-			      ev_off(c, sb, y->rank), y, i))
-			return -1;
+	int r = y->rank;
+	int64_t inner = r ? y->dim[r - 1] : 1;
+
+	ev_bstrides(in[0], r, sa);
+	ev_bstrides(in[1], r, sb);
+	/* a row of the last dim at a time: offsets once per row (full-size
+	 * weight transforms run billions of elements through here) */
+	for (int64_t i = 0; i < len && inner > 0; i += inner, ev_next(c, y->dim, r - 1)) {
+		int64_t oa = ev_off(c, sa, r), ob = ev_off(c, sb, r);
+		int64_t da = r ? sa[r - 1] : 0, db = r ? sb[r - 1] : 0;
+		for (int64_t j = 0; j < inner; j++)
+			if (binary_at(e, n, in[0], oa + j * da, in[1], ob + j * db, y, i + j))
+				return -1;
+	}
 	return 0;
 }
 

@@ -129,20 +129,27 @@ ev_grouped_matmul(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		       (long long)nn);
 		goto out;
 	}
+	/* weights are read a column of the result at a time, only for experts
+	 * that have rows: a full-size expert stack is never copied as doubles */
 	av = ev_doubles(a);
-	wv = ev_doubles(w);
+	wv = xmalloc(sizeof *wv * (size_t)(kk + 1));
 	bv = bias ? ev_doubles(bias) : NULL;
 	for (int64_t x = 0; x < ne; x++)
-		for (int64_t r = off[x]; r < off[x + 1]; r++)
-			for (int64_t j = 0; j < nn; j++) {
+		for (int64_t j = 0; off[x] < off[x + 1] && j < nn; j++) {
+			if (tb)
+				dtype_load_n(w->dt, w->data, (size_t)((x * nn + j) * kk), (size_t)kk, wv);
+			else
+				for (int64_t k = 0; k < kk; k++)
+					wv[k] = dtype_load(w->dt, w->data, (size_t)(x * nn * kk + k * nn + j));
+			for (int64_t r = off[x]; r < off[x + 1]; r++) {
 				double acc = 0;
 				for (int64_t k = 0; k < kk; k++)
-					acc += av[r * kk + k] *
-					       wv[x * nn * kk + (tb ? j * kk + k : k * nn + j)];
+					acc += av[r * kk + k] * wv[k];
 				if (bv)
 					acc += bv[x * nn + j];
 				dtype_store(y->dt, y->data, (size_t)(r * nn + j), acc);
 			}
+		}
 	rc = 0;
 out:
 	free(off);

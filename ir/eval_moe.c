@@ -25,8 +25,9 @@ typedef struct {
 	int64_t *order, *gorder;
 } Router;
 
+/* -1 if group_score is neither max nor top2. */
 static int
-router_new(Ev *e, const Node *n, int64_t ne, Router *r)
+router_init(const Node *n, int64_t ne, Router *r)
 {
 	const char *kind = ir_attr_str(n, "router", "softmax");
 	const char *gs = ir_attr_str(n, "group_score", "max");
@@ -42,13 +43,21 @@ router_new(Ev *e, const Node *n, int64_t ne, Router *r)
 	r->top2 = strcmp(gs, "top2") == 0;
 	r->ne = ne;
 	if (!r->top2 && strcmp(gs, "max") != 0)
-		return ev_err(e, n, "%s: group_score must be max or top2, not %s",
-			      ir_opname(n->op), gs);
+		return -1;
 	r->s = xmalloc(sizeof(double) * (size_t)(3 * ne + 1));
 	r->sel = r->s + ne;
 	r->gscore = r->sel + ne;
 	r->order = xmalloc(sizeof(int64_t) * (size_t)(2 * ne + 1));
 	r->gorder = r->order + ne;
+	return 0;
+}
+
+static int
+router_new(Ev *e, const Node *n, int64_t ne, Router *r)
+{
+	if (router_init(n, ne, r))
+		return ev_err(e, n, "%s: group_score must be max or top2, not %s",
+			      ir_opname(n->op), ir_attr_str(n, "group_score", "max"));
 	return 0;
 }
 
@@ -197,7 +206,9 @@ ev_permute(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 
 typedef struct {
 	int64_t ne, h, i;		/* experts, hidden, intermediate */
-	double *x, *l, *sb, *gu, *dn, *bgu, *bdn;
+	double *x, *l, *sb, *bgu, *bdn;
+	const Tensor *gu, *dn;		/* read a row at a time, never copied whole */
+	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
 	DType dt;			/* x's: h and a are rounded to it */
 	Glu glu;
 } Moe;
@@ -222,32 +233,58 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 	return ev_glu_parse(e, n, "act", "gu_layout", &m->glu);
 }
 
-/* acc[H] += w * expert x(row)'s output, with h and a rounded to x's dtype. */
+/* Elements [first, first+n) of an expert stack. */
 static void
-expert(const Moe *m, int64_t x, const double *row, double w, double *hbuf, double *acc)
+stack_row(const Tensor *t, Weight *w, int64_t first, int64_t n, double *out)
+{
+	if (t->data)
+		dtype_load_n(t->dt, t->data, (size_t)first, (size_t)n, out);
+	else
+		ir_weight_elems(w, first, n, out);
+}
+
+/*
+ * Expert x on the ns token slots in slot[]: out[s*H..] = its output for the
+ * token row of slot s, with h and a rounded to x's dtype.  Expert-major, so
+ * each weight row is converted once for all the tokens that chose x.
+ */
+static void
+expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, double *out)
 {
 	int64_t ni = m->i, nh = m->h;
-	double *a = hbuf + 2 * ni;
+	double *wr = xmalloc(sizeof *wr * (size_t)(MAX(nh, ni) + 1));
+	double *hb = xmalloc(sizeof *hb * (size_t)(ns * 2 * ni + 1));
+	double *a = xmalloc(sizeof *a * (size_t)(ns * ni + 1));
 
 	for (int64_t c = 0; c < 2 * ni; c++) {
-		const double *wr = &m->gu[(x * 2 * ni + c) * nh];
-		double s = 0;
-		for (int64_t k = 0; k < nh; k++)
-			s += row[k] * wr[k];
-		hbuf[c] = ev_round(m->dt, s + (m->bgu ? m->bgu[x * 2 * ni + c] : 0));
+		stack_row(m->gu, m->wgu, (x * 2 * ni + c) * nh, nh, wr);
+		for (int64_t s = 0; s < ns; s++) {
+			const double *row = &m->x[slot[s] / k * nh];
+			double acc = 0;
+			for (int64_t q = 0; q < nh; q++)
+				acc += row[q] * wr[q];
+			hb[s * 2 * ni + c] = ev_round(m->dt, acc + (m->bgu ? m->bgu[x * 2 * ni + c] : 0));
+		}
 	}
-	for (int64_t j = 0; j < ni; j++) {
-		double g = hbuf[m->glu.interleave ? 2 * j : j];
-		double u = hbuf[m->glu.interleave ? 2 * j + 1 : ni + j];
-		a[j] = ev_round(m->dt, ev_glu(&m->glu, g, u));
-	}
+	for (int64_t s = 0; s < ns; s++)
+		for (int64_t j = 0; j < ni; j++) {
+			const double *h = &hb[s * 2 * ni];
+			double g = h[m->glu.interleave ? 2 * j : j];
+			double u = h[m->glu.interleave ? 2 * j + 1 : ni + j];
+			a[s * ni + j] = ev_round(m->dt, ev_glu(&m->glu, g, u));
+		}
 	for (int64_t c = 0; c < nh; c++) {
-		const double *wr = &m->dn[(x * nh + c) * ni];
-		double s = 0;
-		for (int64_t k = 0; k < ni; k++)
-			s += a[k] * wr[k];
-		acc[c] += w * (s + (m->bdn ? m->bdn[x * nh + c] : 0));
+		stack_row(m->dn, m->wdn, (x * nh + c) * ni, ni, wr);
+		for (int64_t s = 0; s < ns; s++) {
+			double acc = 0;
+			for (int64_t q = 0; q < ni; q++)
+				acc += a[s * ni + q] * wr[q];
+			out[s * nh + c] = acc + (m->bdn ? m->bdn[x * nh + c] : 0);
+		}
 	}
+	free(wr);
+	free(hb);
+	free(a);
 }
 
 static void
@@ -256,47 +293,165 @@ moe_free(Moe *m)
 	free(m->x);
 	free(m->l);
 	free(m->sb);
-	free(m->gu);
-	free(m->dn);
 	free(m->bgu);
 	free(m->bdn);
 }
 
+/* Every token's experts and weights, then each expert over its tokens; the
+ * weighted sum over a token's k experts in choice order, in double. */
 int
 ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
-	int64_t nt = in[0]->dim[0], *ids;
-	double *w, *hbuf, *acc;
+	int64_t nt = in[0]->dim[0], *ids, *slot, k;
+	double *w, *part, *acc;
 	Router r;
 	Moe m;
 
 	memset(&m, 0, sizeof m);
 	if (moe_check(e, n, in, &m) || router_new(e, n, m.ne, &r))
 		return -1;
+	k = r.k;
 	m.x = ev_doubles(in[0]);
 	m.l = ev_doubles(in[1]);
 	optional_doubles(in[2], &m.sb);
-	m.gu = ev_doubles(in[3]);
-	m.dn = ev_doubles(in[4]);
+	m.gu = in[3];
+	m.dn = in[4];
+	m.wgu = n->in[3]->kind == V_WEIGHT ? n->in[3]->weight : NULL;
+	m.wdn = n->in[4]->kind == V_WEIGHT ? n->in[4]->weight : NULL;
 	optional_doubles(n->nin > 5 ? in[5] : NULL, &m.bgu);
 	optional_doubles(n->nin > 6 ? in[6] : NULL, &m.bdn);
-	ids = xmalloc(sizeof *ids * (size_t)(r.k + 1));
-	w = xmalloc(sizeof *w * (size_t)(r.k + 1));
-	hbuf = xmalloc(sizeof *hbuf * (size_t)(3 * m.i + 1));
+	ids = xmalloc(sizeof *ids * (size_t)(nt * k + 1));
+	slot = xmalloc(sizeof *slot * (size_t)(nt * k + 1));
+	w = xmalloc(sizeof *w * (size_t)(nt * k + 1));
+	part = xmalloc(sizeof *part * (size_t)(nt * k * m.h + 1));
 	acc = xmalloc(sizeof *acc * (size_t)(m.h + 1));
+	for (int64_t t = 0; t < nt; t++)
+		route_token(&r, &m.l[t * m.ne], m.sb, &ids[t * k], &w[t * k]);
+	for (int64_t x = 0; x < m.ne; x++) {
+		int64_t ns = 0;
+		for (int64_t s = 0; s < nt * k; s++)
+			if (ids[s] == x)
+				slot[ns++] = s;
+		if (!ns)
+			continue;
+		double *o = xmalloc(sizeof *o * (size_t)(ns * m.h + 1));
+		expert(&m, x, slot, ns, k, o);
+		for (int64_t s = 0; s < ns; s++)
+			memcpy(&part[slot[s] * m.h], &o[s * m.h], sizeof *o * (size_t)m.h);
+		free(o);
+	}
 	for (int64_t t = 0; t < nt; t++) {
-		route_token(&r, &m.l[t * m.ne], m.sb, ids, w);
 		memset(acc, 0, sizeof *acc * (size_t)m.h);
-		for (int64_t j = 0; j < r.k; j++)
-			expert(&m, ids[j], &m.x[t * m.h], w[j], hbuf, acc);
+		for (int64_t j = 0; j < k; j++)
+			for (int64_t c = 0; c < m.h; c++)
+				acc[c] += w[t * k + j] * part[(t * k + j) * m.h + c];
 		for (int64_t c = 0; c < m.h; c++)
 			dtype_store(out[0].dt, out[0].data, (size_t)(t * m.h + c), acc[c]);
 	}
 	free(ids);
+	free(slot);
 	free(w);
-	free(hbuf);
+	free(part);
 	free(acc);
 	router_free(&r);
 	moe_free(&m);
 	return 0;
+}
+
+/* --- routing decisions, for tests ---------------------------------------- */
+
+static int
+routing_alloc(Routing *r, int64_t T, int64_t E, int64_t k)
+{
+	memset(r, 0, sizeof *r);
+	if (T < 0 || E < 1 || k < 1 || k > E)
+		return -1;
+	r->T = T, r->E = E, r->k = k, r->ngroup = 1;
+	r->ids = xmalloc(sizeof *r->ids * (size_t)(T * k + 1));
+	r->val = xmalloc(sizeof *r->val * (size_t)(T * E + 1));
+	r->what = "logit";
+	return 0;
+}
+
+/* route or moe: the router's choice from its logits and selection bias. */
+static int
+router_routing(const Node *n, const Tensor *lt, const Tensor *sb, const Tensor *ids,
+	       Routing *out)
+{
+	int64_t T = lt->dim[0], E = lt->dim[1];
+	double *l, *bias = NULL, *w;
+	int64_t *id;
+	Router r;
+
+	if (lt->rank != 2 || (sb && tensor_numel(sb) != E) || router_init(n, E, &r))
+		return 0;
+	if (routing_alloc(out, T, E, r.k)) {
+		router_free(&r);
+		return 0;
+	}
+	out->ngroup = r.ngroup;
+	out->topk_group = r.topk_group;
+	out->top2 = r.top2;
+	out->what = r.kind == R_SIGMOID ? "score" : "logit";
+	l = ev_doubles(lt);
+	optional_doubles(sb, &bias);
+	id = xmalloc(sizeof *id * (size_t)(r.k + 1));
+	w = xmalloc(sizeof *w * (size_t)(r.k + 1));
+	for (int64_t t = 0; t < T; t++) {
+		route_token(&r, &l[t * E], bias, id, w);
+		for (int64_t x = 0; x < E; x++)	/* what route_token ranks, before groups */
+			out->val[t * E + x] = r.kind != R_SIGMOID ? (float)l[t * E + x]
+					    : bias ? (float)(r.s[x] + bias[x]) : (float)r.s[x];
+		for (int64_t j = 0; j < r.k; j++)	/* route's own result where it ran */
+			out->ids[t * r.k + j] = (int32_t)(ids ? dtype_load_int(ids->dt, ids->data,
+							     (size_t)(t * r.k + j)) : id[j]);
+	}
+	free(l);
+	free(bias);
+	free(id);
+	free(w);
+	router_free(&r);
+	return 1;
+}
+
+/* A top-k of the largest along the last axis of [T,E]. */
+static int
+topk_routing(const Node *n, const Tensor *v, const Tensor *ids, Routing *out)
+{
+	int64_t ax = ir_attr_int(n, "axis", -1), k = ids->rank == 2 ? ids->dim[1] : 0;
+
+	if (v->rank != 2 || (ax != -1 && ax != 1) || !ir_attr_int(n, "largest", 1) ||
+	    !dtype_is_float(v->dt) || routing_alloc(out, v->dim[0], v->dim[1], k))
+		return 0;
+	out->what = "score";
+	for (int64_t i = 0; i < v->dim[0] * v->dim[1]; i++)
+		out->val[i] = (float)dtype_load(v->dt, v->data, (size_t)i);
+	for (int64_t i = 0; i < v->dim[0] * k; i++)
+		out->ids[i] = (int32_t)dtype_load_int(ids->dt, ids->data, (size_t)i);
+	return 1;
+}
+
+int
+ir_routing_of(const Node *n, const Tensor *const *in, const Tensor *out, Routing *r)
+{
+	memset(r, 0, sizeof *r);
+	switch (n->op) {
+	case OP_ROUTE:
+		return router_routing(n, in[0], n->nin > 1 ? in[1] : NULL, &out[1], r);
+	case OP_MOE:
+		return router_routing(n, in[1], in[2], NULL, r);
+	case OP_TOPK:
+		return topk_routing(n, in[0], &out[1], r);
+	default:
+		return 0;
+	}
+}
+
+void
+ir_route_log_hook(void *log, const Node *n, const Tensor *const *in, const Tensor *out)
+{
+	Routing r;
+
+	if (ir_routing_of(n, in, out, &r))
+		route_log_push(log, &r);
 }

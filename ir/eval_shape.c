@@ -68,11 +68,17 @@ ev_transpose(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	if (ir_attr_ints(n, "perm", perm, MAXRANK) < 0)
 		for (int i = 0; i < x->rank; i++)
 			perm[i] = x->rank - 1 - i;
+	int r = x->rank;
+	/* a kept last axis moves whole rows (the gate|up interleave of a
+	 * full-size expert stack is billions of elements) */
+	int64_t inner = r && perm[r - 1] == r - 1 ? y->dim[r - 1] : 1;
+	int outer = inner > 1 ? r - 1 : r;
+
 	ev_strides(x, xs);
-	for (int i = 0; i < x->rank; i++)
+	for (int i = 0; i < r; i++)
 		ps[i] = xs[perm[i]];
-	for (int64_t i = 0; i < len; i++, ev_next(c, y->dim, y->rank))
-		ev_copy(x->dt, y->data, i, x->data, ev_off(c, ps, y->rank), 1);
+	for (int64_t i = 0; i < len && inner > 0; i += inner, ev_next(c, y->dim, outer))
+		ev_copy(x->dt, y->data, i, x->data, ev_off(c, ps, r), inner);
 	return 0;
 }
 

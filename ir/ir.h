@@ -334,12 +334,22 @@ double ir_weight_scale(const Weight *w);	/* resolves the default */
 /* Data of a weight, generating synthetic data on first use (cached in w).
  * NULL with a diagnostic if it would be too large. */
 const void *ir_weight_data(Weight *w, Diag *d);
+/* Elements [first, first+n) of w as doubles, generated on the fly for a
+ * synthetic weight not generated yet (a full-size expert stack need never
+ * be held whole: the interpreter's moe reads its rows this way). */
+void ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out);
 
 /* eval.c: the CPU reference interpreter */
+
+/* Called after every node that ran (kernel bodies' too) with its operands
+ * and results, e.g. to record routing decisions (ir_routing_of). */
+typedef void EvalHook(void *ctx, const Node *n, const Tensor *const *in, const Tensor *out);
 
 typedef struct {
 	int64_t max_bytes;	/* per tensor; 0: TENSOR_MAX_BYTES */
 	int trace;		/* print each node as it runs */
+	EvalHook *hook;		/* NULL: none */
+	void *hook_ctx;
 } EvalOpts;
 
 /*
@@ -350,5 +360,14 @@ typedef struct {
  */
 int ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out,
 	    const EvalOpts *o, Diag *d);
+
+/* eval_moe.c: the routing decision of a node that ran: route and moe (the
+ * router's logits, or scores for a sigmoid router, and the experts chosen)
+ * and a top-k over the last axis of a [T,E] value (an exported router).
+ * 1 recorded in *r (free with routing_free), 0 not a routing node. */
+int ir_routing_of(const Node *n, const Tensor *const *in, const Tensor *out, Routing *r);
+
+/* An EvalHook that appends the routing decisions to a RouteLog (util.h). */
+void ir_route_log_hook(void *log, const Node *n, const Tensor *const *in, const Tensor *out);
 
 #endif

@@ -69,10 +69,39 @@ ir_weight_data(Weight *w, Diag *d)
 	scale = (float)ir_weight_scale(w);
 	for (int64_t i = 0; i < n; i++) {
 		float v = ir_synth_value(w->seed, nh, (uint64_t)i, mean, scale);
-		if (dtype_is_int(t->dt))
+		if (t->dt == DT_BF16)	/* the common case, without the switch */
+			((uint16_t *)w->cache)[i] = f32_to_bf16(v);
+		else if (dtype_is_int(t->dt))
 			dtype_store_int(t->dt, w->cache, (size_t)i, (int64_t)nearbyintf(v));
 		else
 			dtype_store(t->dt, w->cache, (size_t)i, v);
 	}
 	return w->cache;
+}
+
+void
+ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out)
+{
+	const Type *t = &w->value->type;
+	const void *data = w->data ? w->data : w->cache;
+
+	if (data) {
+		dtype_load_n(t->dt, data, (size_t)first, (size_t)n, out);
+		return;
+	}
+	uint64_t nh = hash_str(w->value->name);
+	float mean = (float)w->mean, scale = (float)ir_weight_scale(w);
+	unsigned char buf[16];
+	for (int64_t i = 0; i < n; i++) {	/* as ir_weight_data stores it */
+		float v = ir_synth_value(w->seed, nh, (uint64_t)(first + i), mean, scale);
+		if (t->dt == DT_BF16) {
+			out[i] = bf16_to_f32(f32_to_bf16(v));
+			continue;
+		}
+		if (dtype_is_int(t->dt))
+			dtype_store_int(t->dt, buf, 0, (int64_t)nearbyintf(v));
+		else
+			dtype_store(t->dt, buf, 0, v);
+		out[i] = dtype_load(t->dt, buf, 0);
+	}
 }

@@ -5,6 +5,11 @@
  *
  * Symbols get small values (T=7 and 3 for any other, unless --check-dims
  * names them); floats are uniform in [-1, 1), integers in [0, 4).
+ *
+ * Routing decisions (route, moe, and top-k over [T,E]) are compared first:
+ * a token whose experts changed is a failure unless the reference's values
+ * put the competing experts within f64 rounding of each other (a near tie,
+ * noted); the rows of such tokens are left out of the output comparison.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@ struct CheckRun {
 	int nin;
 	Tensor *ref;		/* outputs of the first run */
 	int nref;
+	RouteLog route;		/* its routing decisions */
 };
 
 static int64_t
@@ -127,50 +133,91 @@ free_outs(Tensor *t, int n)
 	free(t);
 }
 
+/* Output i of out against the reference, without the rows in drop. */
+static int
+compare_one(CheckRun *r, Graph *g, int i, Tensor *out, const RouteDiff *rd, char *why, size_t n)
+{
+	Tensor a = out[i], b = r->ref[i], da = {0}, db = {0};
+	double atol, rtol, rel;
+	Compare c;
+	int bad;
+
+	if (rd->nflip && !tensor_drop_rows(&out[i], rd->T, rd->drop, &da) &&
+	    !tensor_drop_rows(&r->ref[i], rd->T, rd->drop, &db))
+		a = da, b = db;
+	tolerance_for(g->ret[i]->type.dt, &atol, &rtol, &rel);
+	tensor_compare(&a, &b, atol, rtol, &c);
+	bad = c.rel_l2 > MAX(rel, 1e-6) || c.max_abs == (double)INFINITY;
+	if (bad)
+		snprintf(why, n, "result '%s' differs: rel_l2 %.3g, max_abs %.3g at element %lld%s",
+			 g->retname[i], c.rel_l2, c.max_abs, (long long)c.worst,
+			 rd->nflip ? " (rows of flipped tokens left out)" : "");
+	tensor_free(&da);
+	tensor_free(&db);
+	return bad;
+}
+
+/* Routing against the first run's: 1 with *why if a flip is no near tie. */
+static int
+compare_routing(CheckRun *r, RouteLog *got, RouteDiff *rd, char *why, size_t n, Diag *d)
+{
+	double atol, rtol, rel;
+
+	tolerance_for(DT_F64, &atol, &rtol, &rel);
+	route_log_compare(&r->route, got, atol, rtol, rd);
+	if (rd->nbad) {
+		snprintf(why, n, "routing changed: %s", rd->msg);
+		return 1;
+	}
+	if (rd->nflip)
+		diag_note(d, LOC_NONE, "--check-eval: routing flipped at a near tie, rows left out: %s",
+			  rd->msg);
+	return 0;
+}
+
 int
 check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d)
 {
 	Graph *g = ir_main_graph(m);
 	Tensor *out = xcalloc((size_t)g->nret + 1, sizeof *out);
+	RouteLog route = {0};
+	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &route};
+	RouteDiff rd = {0};
+	int bad = 0;
 
-	if (ir_eval(g, r->in, r->nin, out, NULL, d) != 0) {
+	if (ir_eval(g, r->in, r->nin, out, &eo, d) != 0) {
 		free(out);
+		route_log_free(&route);
 		snprintf(why, n, "the interpreter failed");
 		return -1;
 	}
 	if (!r->ref) {
 		r->ref = out;
 		r->nref = g->nret;
+		r->route = route;
 		return 0;
 	}
 	if (g->nret != r->nref) {
 		snprintf(why, n, "%d results instead of %d", g->nret, r->nref);
-		free_outs(out, g->nret);
-		return 1;
+		bad = 1;
+	} else {
+		bad = compare_routing(r, &route, &rd, why, n, d);
 	}
-	for (int i = 0; i < g->nret; i++) {
-		double atol, rtol, rel;
-		Compare c;
+	for (int i = 0; !bad && i < g->nret; i++) {
 		int same = out[i].rank == r->ref[i].rank;
-
 		for (int k = 0; same && k < out[i].rank; k++)
 			same = out[i].dim[k] == r->ref[i].dim[k];
 		if (!same) {
 			snprintf(why, n, "result '%s' changed shape", g->retname[i]);
-			free_outs(out, g->nret);
-			return 1;
-		}
-		tolerance_for(g->ret[i]->type.dt, &atol, &rtol, &rel);
-		tensor_compare(&out[i], &r->ref[i], atol, rtol, &c);
-		if (c.rel_l2 > MAX(rel, 1e-6) || c.max_abs == (double)INFINITY) {
-			snprintf(why, n, "result '%s' differs: rel_l2 %.3g, max_abs %.3g at element %lld",
-				 g->retname[i], c.rel_l2, c.max_abs, (long long)c.worst);
-			free_outs(out, g->nret);
-			return 1;
+			bad = 1;
+		} else {
+			bad = compare_one(r, g, i, out, &rd, why, n);
 		}
 	}
+	route_diff_free(&rd);
+	route_log_free(&route);
 	free_outs(out, g->nret);
-	return 0;
+	return bad;
 }
 
 void
@@ -183,5 +230,6 @@ check_free(CheckRun *r)
 	free(r->in);
 	if (r->ref)
 		free_outs(r->ref, r->nref);
+	route_log_free(&r->route);
 	free(r);
 }

@@ -11,6 +11,12 @@
  * + (beta W + b), with W' = g * W.  Only matmuls whose B is a weight (or a
  * weight-only value) are rewritten; other users keep the norm.
  *
+ * A matmul whose result decides routing (a router's logits) keeps reading
+ * the norm: folding would round differently from the graph's norm(x) @ W
+ * (g * W rounded to the weight's dtype, the normalised rows not rounded),
+ * and a near tie between two experts would flip.  The router is a small
+ * GEMM; the norm stays a row kernel producing the rows the graph computes.
+ *
  * The experts of a MoE block read the norm through the permutation's row
  * gather.  Row scaling commutes with a row gather, so RMSNorm folds there
  * too, with 1/rms gathered by the same index:
@@ -20,6 +26,7 @@
  *	                                     %h0 = grouped_matmul %xs, ($w * $g), %o, to=f32
  *	                                     %h = cast (%h0 * %rs) to h's dtype
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -237,7 +244,7 @@ stats(Graph *g, Node *norm, Value **r, Value **mean, PassCtx *c)
 }
 
 static int
-fold_norm(Graph *g, Node *norm, PassCtx *c)
+fold_norm(Graph *g, Node *norm, const unsigned char *routing, PassCtx *c)
 {
 	Value *v = norm->out[0], *r = NULL, *mean = NULL;
 	int changed = 0;
@@ -255,6 +262,12 @@ fold_norm(Graph *g, Node *norm, PassCtx *c)
 			if (k < 0)
 				return -1;
 			changed |= k;
+			continue;
+		}
+		if (foldable(mm, v) && routing[mm->out[0]->id]) {
+			report_skip(c->report, "%s %%%s not folded into matmul %%%s: it computes "
+				    "router logits, which must round as the graph's do",
+				    ir_opname(norm->op), v->name, mm->out[0]->name);
 			continue;
 		}
 		if (!foldable(mm, v)) {
@@ -283,18 +296,22 @@ fuse_norm(Module *m, PassCtx *c)
 
 	for (int i = 0; i < m->ngraph; i++) {
 		Graph *g = m->graph[i];
+		unsigned char *routing = pass_feeds_routing(g);	/* ids of values as they are now */
 		ir_fill_uses(g);
 		for (Node *n = g->first, *next; n; n = next) {
 			next = n->next;
 			if (n->op != OP_RMS_NORM && n->op != OP_LAYER_NORM)
 				continue;
-			int k = fold_norm(g, n, c);
-			if (k < 0)
+			int k = fold_norm(g, n, routing, c);
+			if (k < 0) {
+				free(routing);
 				return -1;
+			}
 			if (k)
 				ir_fill_uses(g);
 			changed |= k;
 		}
+		free(routing);
 	}
 	return changed;
 }

@@ -53,6 +53,31 @@ pass_is_view(const Node *n)
 	return n->op == OP_RESHAPE && n->nin == 1;
 }
 
+/* The operands a routing decision ranks: route's logits, moe's logits and
+ * selection bias, a top-k's values (an exported router's). */
+static int
+routing_operand(const Node *n, int i)
+{
+	return (n->op == OP_ROUTE && i < 2) || (n->op == OP_MOE && (i == 1 || i == 2)) ||
+	       (n->op == OP_TOPK && i == 0);
+}
+
+unsigned char *
+pass_feeds_routing(const Graph *g)
+{
+	unsigned char *mark = xcalloc((size_t)g->m->nvalue + 1, 1);
+
+	for (const Node *n = g->last; n; n = n->prev) {
+		int live = 0;
+		for (int i = 0; i < n->nout; i++)
+			live |= n->out[i] && mark[n->out[i]->id];
+		for (int i = 0; i < n->nin; i++)
+			if (n->in[i] && (live || routing_operand(n, i)))
+				mark[n->in[i]->id] = 1;
+	}
+	return mark;
+}
+
 void
 pass_take_over(Graph *g, Node *dead, Value *old, Value *y)
 {

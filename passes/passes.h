@@ -69,6 +69,9 @@ void check_free(CheckRun *r);
 /* outline.c: analyses every fusion pass shares */
 int pass_weight_only(const Value *v);	/* computed from weights and constants alone */
 int pass_is_view(const Node *n);	/* reshape/identity: no data moves */
+/* Marks by value id (malloc'd): the values a routing decision is computed
+ * from (route's and moe's logits, a top-k's values, and all they read). */
+unsigned char *pass_feeds_routing(const Graph *g);
 /* Erase `dead` and let y's node produce `old` in y's place: the rewrite's
  * last node takes over the old value, with its name and its users. */
 void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);

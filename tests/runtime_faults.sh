@@ -96,5 +96,9 @@ expect 2 "run: an output over an input" "o/y.npy: output 0 would overwrite an in
 	"$moert" run "$g" --input "x=$tmp/o/y.npy" -o "$tmp/o"
 expect 2 "run: a bad option value" "moert run: error: --tokens: 'x' is not an integer" \
 	"$moert" run "$g" --input "x=$tmp/x.npy" --tokens x
+expect 2 "test: --tile with a zero" "--tile: '7,0' wants up to 16 token counts in 1..2147483647" \
+	"$moert" test "$g" "$tmp" --tile=7,0
+expect 2 "test: --tile with no counts" "--tile: ',' wants token counts" \
+	"$moert" test "$g" "$tmp" --tile=,
 echo "runtime faults: $n checks, $([ $fail -eq 0 ] && echo "all as expected" || echo FAILURES)"
 exit $fail

@@ -56,7 +56,8 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	{"test", "X.moeb DIR...", 2, 64, "compare a bundle's results with ONNX test sets",
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with output_N.pb at\n"
 	 "the tolerance of the output's dtype.  One line per case, then 'N passed, N failed'; exit 1\n"
-	 "if any failed."},
+	 "if any failed.  With --tile, each set runs once per T listed, its R rows repeated to T (row r\n"
+	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
 	 "poisoned first and must be fully written.  Prints the median in microseconds, TFLOP/s and\n"
@@ -82,6 +83,7 @@ static const Opt moert_opts[] = {
 	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH, 0, INT64_MAX},
 	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH, 0,
 	 100},
+	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
 	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
 };
@@ -102,6 +104,8 @@ struct Opts {
 	int64_t tokens;
 	uint64_t seed;
 	int skew;		/* bench: percent of each token that is shared (0..100) */
+	int64_t tile[16];	/* test: token counts each set's rows are repeated to */
+	int ntile;
 };
 
 static int64_t
@@ -110,6 +114,23 @@ int_opt(const OptArgs *a, const char *name, int64_t none)
 	int64_t v;
 
 	return opt_int(a, name, &v) ? v : none;
+}
+
+/* OPT_OK, or the exit code (0 after --help). */
+static int
+tile_opt(Opts *o, const char *v)
+{
+	char buf[256], *save = NULL, *end;
+
+	snprintf(buf, sizeof buf, "%s", v);
+	o->ntile = 0;
+	for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		long long n = strtoll(p, &end, 10);
+		if (o->ntile == 16 || *end || n < 1 || n > INT32_MAX)
+			return opt_bad(&o->a, "tile", v, "wants up to 16 token counts in 1..2147483647");
+		o->tile[o->ntile++] = n;
+	}
+	return o->ntile ? 0 : opt_bad(&o->a, "tile", v, "wants token counts");
 }
 
 /* OPT_OK, or the exit code (0 after --help). */
@@ -132,6 +153,8 @@ parse_opts(Opts *o, int cmd, int argc, char **argv)
 	o->seed = (uint64_t)int_opt(&o->a, "seed", 0);
 	o->skew = (int)int_opt(&o->a, "skew", 0);
 	o->device = (int)int_opt(&o->a, "device", 0);
+	if ((v = opt_str(&o->a, "tile")) && tile_opt(o, v))
+		return EXIT_USAGE;
 	for (int k = 0; (v = opt_next(&o->a, "input", &k));) {
 		const char *eq = strchr(v, '=');
 		if (!eq || eq == v || !eq[1])
@@ -241,9 +264,37 @@ dtype_of(const char *name)
  * Read input i from `file` and check it against the bundle; *tokens in/out
  * as in moert_check_input.  On failure `why` says what (file first).
  */
+/*
+ * --tile: the rows of t (its first dim) repeated to T rows, row r being row
+ * r mod R.  A block that acts on each token alone (an FFN or MoE block) maps
+ * a tiled input to the tiled output, so a few reference rows check any T.
+ */
+static int
+tile_rows(Tensor *t, int64_t T)
+{
+	Tensor u;
+	int64_t dim[MAXRANK], R = t->rank ? t->dim[0] : 0;
+	size_t row;
+
+	if (t->rank < 1 || R < 1 || dtype_bits(t->dt) % 8)
+		return -1;
+	memcpy(dim, t->dim, sizeof dim);
+	dim[0] = T;
+	if (tensor_alloc(&u, t->dt, t->rank, dim))
+		return -1;
+	row = tensor_nbytes(t) / (size_t)R;
+	for (int64_t r = 0; r < T; r++)
+		memcpy((char *)u.data + (size_t)r * row, (char *)t->data + (size_t)(r % R) * row, row);
+	u.name = t->name;
+	t->name = NULL;
+	tensor_free(t);
+	*t = u;
+	return 0;
+}
+
 static int
 read_input(Ctx *c, int i, const char *file, Tensor *t, int64_t *tokens,
-	   char *why, size_t n)
+	   int64_t tile, char *why, size_t n)
 {
 	moert_tensor_info ti;
 	Diag d;
@@ -255,6 +306,9 @@ read_input(Ctx *c, int i, const char *file, Tensor *t, int64_t *tokens,
 	if (conform(t, dtype_of(ti.dtype)))
 		return snprintf(why, n, "%s: cannot convert to %s", file,
 				ti.dtype), -1;
+	if (tile && tile_rows(t, tile))
+		return snprintf(why, n, "%s: cannot repeat its rows to %lld", file,
+				(long long)tile), -1;
 	if (moert_check_input(c->p, i, dtype_name(t->dt), t->rank, t->dim,
 			      tokens))
 		return snprintf(why, n, "%s: %s", file, moert_last_error()), -1;
@@ -346,7 +400,7 @@ run_inputs(Ctx *c, const Opts *o, Tensor *in, int64_t *tokens)
 				   (int)(file - v - 1), v);
 		if (set[i]++)
 			return say(EXIT_USAGE, "input %d given twice", i);
-		if (read_input(c, i, file, &in[i], tokens, why, sizeof why))
+		if (read_input(c, i, file, &in[i], tokens, 0, why, sizeof why))
 			return say(EXIT_USAGE, "%s", why);
 	}
 	for (i = 0; i < moert_num_inputs(c->p); i++)
@@ -496,7 +550,7 @@ unflatten(Tensor *got, const Tensor *want)
 
 /* Output i against set/output_i.pb; appends "  y: rel_l2 .. max_abs ..". */
 static int
-compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
+compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile, char *line,
 	       size_t n)
 {
 	char name[32], a[160], b[160], *file;
@@ -513,6 +567,8 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
 	diag_init(&d, NULL);
 	if (tensor_read(file, &want, &d))
 		snprintf(line + k, n - k, "  %s", d.last);
+	else if (tile && tile_rows(&want, tile))
+		snprintf(line + k, n - k, "  %s: cannot repeat its rows", file);
 	else if ((s = download(c, i, tokens, &got)))
 		snprintf(line + k, n - k, "  %s", moert_last_error());
 	else if (unflatten(&got, &want), got.rank != want.rank ||
@@ -542,20 +598,21 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, char *line,
 	return ok;
 }
 
-/* One test_data_set_N folder: 1 passed, 0 failed; prints its line. */
+/* One test_data_set_N folder (its rows repeated to `tile` tokens, if not
+ * 0): 1 passed, 0 failed; prints its line. */
 static int
-test_case(Ctx *c, const Opts *o, const char *set)
+test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 {
 	Tensor in[64] = {0};
 	char line[4096] = "", name[32], *file;
-	int64_t tokens = o->tokens;
+	int64_t tokens = tile ? tile : o->tokens;
 	int ok = 1, rc = 0;
 	moert_status s;
 
 	for (int i = 0; i < moert_num_inputs(c->p) && !rc; i++) {
 		snprintf(name, sizeof name, "input_%d.pb", i);
 		file = file_join(set, name);
-		rc = read_input(c, i, file, &in[i], &tokens, line + 2,
+		rc = read_input(c, i, file, &in[i], &tokens, tile, line + 2,
 				sizeof line - 2);
 		free(file);
 	}
@@ -572,9 +629,12 @@ test_case(Ctx *c, const Opts *o, const char *set)
 		ok = 0;
 	} else {
 		for (int i = 0; i < moert_num_outputs(c->p); i++)
-			ok &= compare_output(c, set, i, tokens, line, sizeof line);
+			ok &= compare_output(c, set, i, tokens, tile, line, sizeof line);
 	}
-	printf("%s %s%s\n", ok ? "ok  " : "FAIL", set, line);
+	if (tile)
+		printf("%s %s T=%lld%s\n", ok ? "ok  " : "FAIL", set, (long long)tile, line);
+	else
+		printf("%s %s%s\n", ok ? "ok  " : "FAIL", set, line);
 	fflush(stdout);
 	free_tensors(in, 64);
 	free_io(c);
@@ -595,10 +655,11 @@ cmd_test(Ctx *c, const Opts *o)
 			fail++;
 		}
 		for (int i = 0; sets[i]; i++) {
-			if (test_case(c, o, sets[i]))
-				pass++;
-			else
-				fail++;
+			for (int k = 0; k < MAX(o->ntile, 1); k++)
+				if (test_case(c, o, sets[i], o->ntile ? o->tile[k] : 0))
+					pass++;
+				else
+					fail++;
 			free(sets[i]);
 		}
 		free(sets);

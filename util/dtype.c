@@ -312,3 +312,25 @@ dtype_store(DType t, void *p, size_t i, double v)
 	default: dtype_store_int(t, p, i, clampi(v, -32768.0, 65535.0)); break;
 	}
 }
+
+void
+dtype_load_n(DType t, const void *p, size_t i, size_t n, double *out)
+{
+	const uint16_t *h = (const uint16_t *)p + i;
+	const float *f = (const float *)p + i;
+
+	switch (t) {
+	case DT_BF16:
+		for (size_t k = 0; k < n; k++)
+			out[k] = bf16_to_f32(h[k]);
+		break;
+	case DT_F32:
+		for (size_t k = 0; k < n; k++)
+			out[k] = f[k];
+		break;
+	default:
+		for (size_t k = 0; k < n; k++)
+			out[k] = dtype_load(t, p, i + k);
+		break;
+	}
+}

@@ -28,15 +28,6 @@ hash_str(const char *s)
 	return hash_bytes(s, strlen(s), 0);
 }
 
-uint64_t
-mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static uint32_t crctab[8][256];
 
 static void

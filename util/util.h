@@ -120,7 +120,16 @@ void diag_loc_string(char *buf, size_t n, Loc loc);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);	/* FNV-1a, 64 bit */
 uint64_t hash_str(const char *s);
 uint32_t crc32c(uint32_t crc, const void *p, size_t n);	/* start with crc = 0 */
-uint64_t mix64(uint64_t x);	/* splitmix64 finaliser: a good integer hash */
+/* splitmix64 finaliser: a good integer hash (inline: synthetic weights
+ * call it three times per element, billions of times at full size) */
+static inline uint64_t
+mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
 
 /*
  * A string set that returns one canonical copy per distinct string, so
@@ -218,6 +227,8 @@ uint8_t f32_to_f8e5m2(float f);
 
 /* Element i of a buffer of type t, as a double (exact for every type). */
 double dtype_load(DType t, const void *p, size_t i);
+/* Elements i..i+n-1 as doubles, the loop specialised for the common types. */
+void dtype_load_n(DType t, const void *p, size_t i, size_t n, double *out);
 /* Round v to type t and store it at element i.  Floats round through f32. */
 void dtype_store(DType t, void *p, size_t i, double v);
 /* Integer elements without the trip through double (i64 indices). */
@@ -284,5 +295,62 @@ DType tolerance_dtype(DType t, DType precision);
  * few outputs where large terms cancel carry the terms' rounding) and the
  * relative L2 error within rel_l2.  Compare with tolerance_for(t). */
 int tensor_close(const Compare *c, DType t, int64_t numel);
+
+/*
+ * routing.c: routing decisions (the experts each token picks) and how two
+ * compare.  A flip is a token whose experts differ; it is a near tie when
+ * the reference's values put the competing experts (or their groups)
+ * within atol + rtol*|value| of each other.
+ */
+typedef struct Routing Routing;
+struct Routing {
+	int64_t T, E, k;
+	int64_t ngroup;		/* > 1: experts picked within the best groups */
+	int64_t topk_group;	/* how many groups are kept */
+	int top2;		/* a group scores as its best two, else its best */
+	int32_t *ids;		/* [T,k] the experts chosen (malloc'd) */
+	float *val;		/* [T,E] the values the choice ranks (malloc'd) */
+	const char *what;	/* what val holds: "logit" or "score" */
+};
+typedef struct {
+	int64_t token;
+	double gap;		/* the reference's margin between the choices */
+	int near_tie;		/* gap within the tolerance */
+} RouteFlip;
+void routing_free(Routing *r);
+int routing_same_shape(const Routing *a, const Routing *b);
+/* The tokens whose expert sets differ (the first max in flips); the count. */
+int64_t routing_compare(const Routing *ref, const Routing *got, double atol, double rtol,
+			RouteFlip *flips, int64_t max);
+/* Is token t's choice clear of ties: its groups and then its experts ahead
+ * of the rest by more than atol + rtol*|value|? */
+int routing_clear(const Routing *r, int64_t t, double atol, double rtol);
+/* "token 6: experts {2,5} vs {2,7}, logit gap 3.1e-04 (a near tie)" */
+void routing_describe(char *buf, size_t n, const Routing *ref, const Routing *got,
+		      const RouteFlip *f);
+
+/* Routing decisions in the order a run made them. */
+typedef struct {
+	Routing *r;
+	int n, cap;
+} RouteLog;
+void route_log_push(RouteLog *l, Routing *r);	/* takes r over */
+void route_log_free(RouteLog *l);
+
+/* How one run's routing compares with a reference run's. */
+typedef struct {
+	int64_t T;		/* tokens (of the first decision compared), 0: none */
+	int64_t nflip, nbad;	/* tokens flipped, and flips beyond a near tie */
+	unsigned char *drop;	/* [T] tokens flipped in any decision (malloc'd) */
+	char msg[1024];		/* the first flips described, "; " between */
+} RouteDiff;
+/* Each decision of got against the first unused one of ref with the same
+ * T, E and k (a pass may add or drop other top-ks); the number compared. */
+int route_log_compare(const RouteLog *ref, const RouteLog *got, double atol, double rtol,
+		      RouteDiff *d);
+void route_diff_free(RouteDiff *d);
+
+/* t as [T, rest] without the rows drop marks; 0 ok, -1 not T rows. */
+int tensor_drop_rows(const Tensor *t, int64_t T, const unsigned char *drop, Tensor *out);
 
 #endif

@@ -172,6 +172,127 @@ START_TEST(test_str_remove_keeps_the_rest_findable)
 }
 END_TEST
 
+/* A routing of T=3 tokens over E=4 experts, top-2, from given values. */
+static void
+make_routing(Routing *r, const float *val, const int32_t *ids, int64_t ngroup)
+{
+	memset(r, 0, sizeof *r);
+	r->T = 3, r->E = 4, r->k = 2, r->ngroup = ngroup, r->what = "logit";
+	r->val = xmalloc(sizeof *r->val * 12);
+	r->ids = xmalloc(sizeof *r->ids * 6);
+	memcpy(r->val, val, sizeof *r->val * 12);
+	memcpy(r->ids, ids, sizeof *r->ids * 6);
+}
+
+START_TEST(test_routing_flip_near_tie_or_not)
+{
+	/* token 0: experts 2 and 3 tie within 1e-6; token 2: a clear choice */
+	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
+				      0.3f, 0.0f, 0.9f, 0.8f};
+	static const int32_t ref_ids[6] = {0, 3, 1, 2, 2, 3};
+	static const int32_t got_ids[6] = {0, 2, 2, 1, 2, 0};	/* token 1 reordered only */
+	Routing a, b;
+	RouteFlip f[4];
+	char msg[256];
+
+	make_routing(&a, val, ref_ids, 1);
+	make_routing(&b, val, got_ids, 1);
+	ck_assert_int_eq(routing_compare(&a, &b, 1e-4, 1e-3, f, 4), 2);
+	ck_assert_int_eq(f[0].token, 0);
+	ck_assert(f[0].near_tie);
+	ck_assert_int_eq(f[1].token, 2);
+	ck_assert(!f[1].near_tie);
+	ck_assert_double_eq_tol(f[1].gap, 0.8 - 0.3, 1e-6);
+	routing_describe(msg, sizeof msg, &a, &b, &f[1]);
+	ck_assert_str_eq(msg, "token 2: experts {2,3} vs {2,0}, logit gap 0.5 (beyond a near tie)");
+	/* with no tolerance, the tie is a flip like any other */
+	ck_assert_int_eq(routing_compare(&a, &b, 0, 0, f, 4), 2);
+	ck_assert(!f[0].near_tie);
+	routing_free(&a);
+	routing_free(&b);
+}
+END_TEST
+
+START_TEST(test_routing_gap_between_groups)
+{
+	/* 2 groups of 2: token 0 picks group 0 (0.9+0.1 vs 0.6+0.4 with top2
+	 * scoring: a tie of group scores), its experts far apart */
+	static const float val[12] = {0.9f, 0.1f, 0.6f, 0.4f, 0, 0, 0, 0, 0, 0, 0, 0};
+	static const int32_t ref_ids[6] = {0, 1, 0, 1, 0, 1};
+	static const int32_t got_ids[6] = {2, 3, 0, 1, 0, 1};
+	Routing a, b;
+	RouteFlip f[2];
+
+	make_routing(&a, val, ref_ids, 2);
+	make_routing(&b, val, got_ids, 2);
+	a.top2 = b.top2 = 1;
+	ck_assert_int_eq(routing_compare(&a, &b, 1e-4, 1e-3, f, 2), 1);
+	ck_assert(f[0].near_tie);
+	ck_assert_double_lt(f[0].gap, 1e-6);
+	routing_free(&a);
+	routing_free(&b);
+}
+END_TEST
+
+START_TEST(test_routing_clear_of_ties_by_groups)
+{
+	/* 2 groups of 2, one kept, top-1: token 0's best unchosen expert (0.5)
+	 * is in the group left out, so only 0.1 competes; token 1's groups tie */
+	static const float val[8] = {0.9f, 0.1f, 0.5f, 0.45f, 0.9f, 0.1f, 0.8999f, 0.0f};
+	static const int32_t ids[2] = {0, 0};
+	Routing r = {.T = 2, .E = 4, .k = 1, .ngroup = 2, .topk_group = 1, .what = "score"};
+
+	r.val = xmalloc(sizeof val);
+	r.ids = xmalloc(sizeof ids);
+	memcpy(r.val, val, sizeof val);
+	memcpy(r.ids, ids, sizeof ids);
+	ck_assert(routing_clear(&r, 0, 1e-4, 1e-3));
+	ck_assert(!routing_clear(&r, 1, 1e-4, 1e-3));
+	r.ngroup = 1;	/* without groups, 0.8999 competes with 0.9 */
+	ck_assert(!routing_clear(&r, 1, 1e-4, 1e-3));
+	ck_assert(routing_clear(&r, 0, 1e-4, 1e-3));
+	routing_free(&r);
+}
+END_TEST
+
+START_TEST(test_route_log_compare_drops_flipped_rows)
+{
+	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
+				      0.3f, 0.0f, 0.9f, 0.8f};
+	static const int32_t ref_ids[6] = {0, 3, 1, 2, 2, 3};
+	static const int32_t got_ids[6] = {0, 2, 1, 2, 2, 3};
+	RouteLog ref = {0}, got = {0};
+	RouteDiff d;
+	Routing r;
+	Tensor t, kept;
+	int64_t dim[2] = {3, 2};
+
+	make_routing(&r, val, ref_ids, 1);
+	route_log_push(&ref, &r);
+	make_routing(&r, val, got_ids, 1);
+	route_log_push(&got, &r);
+	ck_assert_int_eq(route_log_compare(&ref, &got, 1e-4, 1e-3, &d), 1);
+	ck_assert_int_eq(d.nflip, 1);
+	ck_assert_int_eq(d.nbad, 0);
+	ck_assert_int_eq(d.T, 3);
+	ck_assert(d.drop[0] && !d.drop[1] && !d.drop[2]);
+	ck_assert_ptr_nonnull(strstr(d.msg, "token 0: experts {0,3} vs {0,2}"));
+	ck_assert_int_eq(tensor_alloc(&t, DT_F32, 2, dim), 0);
+	for (int i = 0; i < 6; i++)
+		((float *)t.data)[i] = (float)i;
+	ck_assert_int_eq(tensor_drop_rows(&t, d.T, d.drop, &kept), 0);
+	ck_assert_int_eq(kept.dim[0], 2);
+	ck_assert_int_eq(kept.dim[1], 2);
+	ck_assert_float_eq(((float *)kept.data)[0], 2.0f);
+	tensor_free(&kept);
+	ck_assert_int_eq(tensor_drop_rows(&t, 4, d.drop, &kept), -1);	/* 6 elements, not 4 rows */
+	tensor_free(&t);
+	route_diff_free(&d);
+	route_log_free(&ref);
+	route_log_free(&got);
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -188,6 +309,10 @@ util_suite(void)
 	tcase_add_test(tc, test_tensor_files_roundtrip);
 	tcase_add_test(tc, test_pb_rejects_truncation);
 	tcase_add_test(tc, test_str_remove_keeps_the_rest_findable);
+	tcase_add_test(tc, test_routing_flip_near_tie_or_not);
+	tcase_add_test(tc, test_routing_gap_between_groups);
+	tcase_add_test(tc, test_routing_clear_of_ties_by_groups);
+	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }

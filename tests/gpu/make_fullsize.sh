@@ -1,0 +1,61 @@
+#!/bin/sh
+# make_fullsize.sh BUILD OUTDIR — prepare the full-size GPU check, here (no
+# GPU): every config in models/ at full size with synthetic weights (seed 1),
+# one layer of each kind, compiled to OUTDIR/<case>.moeb (--max-tokens=4096),
+# and reference rows computed by the interpreter with tests/gpu/fullsize ref
+# (OUTDIR/<case>/uniform and, for routed blocks, OUTDIR/<case>/skewed: a few
+# dozen rows each, repeated to every T on the device by `moert test --tile`).
+# BUILD is the build folder (tools/moec, tests/gpu/fullsize).  Writes
+# OUTDIR/list.txt ("<case> <model> <layer>" per line) for gpu_fullsize.sh.
+# A block whose weights do not fit this host's memory gets a bundle but no
+# reference (fullsize says SKIP; the device run lists it as such).
+# Exit 0 all prepared, 1 a compile or a reference failed.
+set -u
+build=$1 out=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+moec=$build/tools/moec ref=$build/tests/gpu/fullsize
+mkdir -p "$out" || exit 1
+: > "$out/list.txt"
+fail=0
+# case model layer: MoE and dense layers of each family; gpt-oss's sliding
+# and full-attention layers build the same FFN block (only weight names
+# differ), so one of them is enough.
+cases="mixtral mixtral-8x7b 0
+qwen3_moe qwen3-30b-a3b 0
+qwen2_moe qwen1.5-moe-a2.7b 0
+olmoe olmoe-1b-7b-0924 0
+dsv2lite_dense deepseek-v2-lite 0
+dsv2lite_moe deepseek-v2-lite 1
+dsv3_dense deepseek-v3 0
+dsv3_moe deepseek-v3 3
+gpt_oss gpt-oss-20b 0
+llama3 meta-llama-3-8b 0
+mistral mistral-7b-v0.1 0
+gpt2 gpt2 0
+bert bert-base-uncased 0"
+echo "$cases" | while read -r name model layer; do
+	t0=$(date +%s)
+	if ! "$moec" compile "$src/models/$model" --layer "$layer" --synthetic-weights=1 \
+		--max-tokens=4096 -o "$out/$name.moeb" 2>"$out/$name.log"; then
+		echo "FAIL $name: does not compile"; tail -5 "$out/$name.log"
+		echo fail >> "$out/failed"
+		continue
+	fi
+	rm -rf "$out/$name"
+	"$ref" ref "$src/models/$model" "$layer" "$out/$name" 48 > "$out/$name.ref.log" 2>&1
+	rc=$?
+	if [ $rc = 77 ]; then
+		echo "skip $name: $(cat "$out/$name.ref.log")"
+	elif [ $rc != 0 ]; then
+		echo "FAIL $name: no reference"; tail -5 "$out/$name.ref.log"
+		echo fail >> "$out/failed"
+		continue
+	else
+		echo "ok   $name ($(wc -c < "$out/$name.moeb") bytes, $(($(date +%s) - t0)) s): $(tr '\n' ' ' < "$out/$name.ref.log")"
+	fi
+	echo "$name $model $layer" >> "$out/list.txt"
+done
+[ -f "$out/failed" ] && { rm -f "$out/failed"; fail=1; }
+rm -f "$out"/*.log
+echo "carried folder: $(du -sh "$out" | cut -f1)"
+exit $fail
