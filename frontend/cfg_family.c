@@ -1029,6 +1029,92 @@ build_gemma4(Cfg *c, Value *x)
 	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
 }
 
+/* --- dbrx ------------------------------------------------------------------ */
+
+/*
+ * DBRX: keys d_model, n_layers and ffn_config {moe_num_experts, moe_top_k,
+ * ffn_hidden_size, moe_normalize_expert_weights, ffn_act_fn}; every layer MoE;
+ * softmax, top-k, weights divided by their L1 norm (= renormalised; null:
+ * not; another p is refused); LayerNorm without bias (norm_attn_norm.norm_2, eps 1e-5).
+ * Experts fused per kind: w1 (gate), v1 (up) and w2 (down, held
+ * transposed) are [E*I, H], one row block per expert, scattered into the
+ * stacked [E,2I,H] and [E,H,I] weights at import.
+ */
+static Value *
+build_dbrx(Cfg *c, Value *x)
+{
+	static const char *const pre[] = {"transformer.blocks.%d.", "blocks.%d.", NULL};
+	const char *act = "silu";
+	double p = cfg_num_or(c, "moe_normalize_expert_weights", 1.0);
+	MoeSpec s;
+	Value *h, *l, *in[2], *wt[4] = {NULL, NULL, NULL, NULL};
+	WSpec w;
+	Node *n;
+
+	memset(&s, 0, sizeof s);
+	s.ekey = "moe_num_experts";
+	s.E = cfg_int_or(c, s.ekey, 4);
+	s.k = cfg_int_or(c, "moe_top_k", 1);
+	s.ikey = "ffn_hidden_size";
+	s.I = cfg_int_or(c, s.ikey, 3584);
+	s.router = "softmax";
+	s.scale = 1;
+	s.ngroup = s.topkgroup = 1;
+	s.gscore = "max";
+	s.act = "silu";
+	s.layout = "concat";
+	{
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->json, "ffn_act_fn");
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
+		if (cJSON_IsString(nm))
+			act = nm->valuestring;
+	}
+	if (strcmp(act, "silu"))
+		cfg_error(c, "ffn_act_fn", "the experts of dbrx must use silu, not %s", act);
+	if (cfg_has(c, "moe_normalize_expert_weights") && p != 1)
+		cfg_error(c, "moe_normalize_expert_weights", "moec builds the L1 norm (1), not %g", p);
+	/* absent: transformers' default 1.0; null: no normalisation */
+	s.renorm = !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c->json,
+								   "moe_normalize_expert_weights"));
+	if (!(s.E >= 1 && s.E <= CFG_MAX_EXPERTS) || s.k < 1 || s.k > s.E || s.I < 1)
+		cfg_error(c, "moe_top_k", "%lld of %lld experts of size %lld", (long long)s.k,
+			  (long long)s.E, (long long)s.I);
+	if (c->err)
+		return NULL;
+	set_prefix(c, pre, "norm_attn_norm.norm_2.weight");
+	in[0] = x;
+	in[1] = cfg_vector(c, cfg_name(c, "norm_attn_norm.norm_2.weight"), RECIPE_NORM, c->hidden,
+			   "d_model");
+	if (!in[1])
+		return NULL;
+	c->b.loc.name = cfg_name(c, "norm_attn_norm.norm_2");
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", 1e-5);
+	n = ir_b_node(&c->b, OP_LAYER_NORM, in, 2, 1);
+	h = cfg_named(c, n ? n->out[0] : NULL, "h");
+	if (!h)
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "ffn.router.layer.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	{
+		int64_t E = s.E, I = s.I, H = c->hidden, fused[2] = {E * I, H};
+		w = cfg_wspec(c, cfg_name(c, "ffn.experts.gate_up_proj"), RECIPE_MATRIX, 3,
+			      (int64_t[]){E, 2 * I, H}, "moe_num_experts x 2*ffn_hidden_size x d_model");
+		if (c->st) {
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w1"), 0, fused, E, 2 * I * H, 0);
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.v1"), I * H, fused, E, 2 * I * H, 0);
+		}
+		wt[0] = cfg_weight(c, &w);
+		w = cfg_wspec(c, cfg_name(c, "ffn.experts.down_proj"), RECIPE_MATRIX, 3,
+			      (int64_t[]){E, H, I}, "moe_num_experts x d_model x ffn_hidden_size");
+		if (c->st)
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w2"), 0, fused, E, H * I, 1);
+		wt[1] = cfg_weight(c, &w);
+	}
+	c->b.loc.name = cfg_name(c, "ffn");
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -1130,6 +1216,7 @@ static const struct {
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
+	{"dbrx", build_dbrx, always_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},
