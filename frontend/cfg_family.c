@@ -111,16 +111,18 @@ static const char *const expert_keys[] = {
 	"num_experts", "num_local_experts", "n_routed_experts", NULL,
 };
 
-/* E, k and I with the checks every router needs. */
+/* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
+ * checks every router needs. */
 static void
-read_moe(Cfg *c, MoeSpec *s, const char *ikey)
+moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int64_t k,
+	 const char *ikey, int64_t I)
 {
 	memset(s, 0, sizeof *s);
-	s->ekey = cfg_alias(c, expert_keys);
-	s->E = cfg_int(c, s->ekey);
-	s->k = cfg_int(c, "num_experts_per_tok");
+	s->ekey = ekey;
+	s->E = E;
+	s->k = k;
 	s->ikey = ikey;
-	s->I = cfg_int(c, ikey);
+	s->I = I;
 	s->router = "softmax";
 	s->scale = 1;
 	s->ngroup = s->topkgroup = 1;
@@ -132,9 +134,19 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 			  (long long)s->E, CFG_MAX_EXPERTS);
 		s->E = s->k = 1;
 	} else if (s->k > s->E) {
-		cfg_error(c, "num_experts_per_tok", "%lld is more than the %lld experts (%s)",
+		cfg_error(c, kkey, "%lld is more than the %lld experts (%s)",
 			  (long long)s->k, (long long)s->E, s->ekey);
 	}
+}
+
+/* E, k and I from the common keys; silu experts. */
+static void
+read_moe(Cfg *c, MoeSpec *s, const char *ikey)
+{
+	const char *ekey = cfg_alias(c, expert_keys);
+	int64_t E = cfg_int(c, ekey), k = cfg_int(c, "num_experts_per_tok"), I = cfg_int(c, ikey);
+
+	moe_spec(c, s, ekey, E, "num_experts_per_tok", k, ikey, I);
 	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 }
@@ -714,21 +726,15 @@ build_ernie_moe(Cfg *c, Value *x)
 		return residual(c, x, dense_mlp(c, h, "intermediate_size",
 						cfg_hf_act(c, "hidden_act", "silu"), bias));
 	}
-	memset(&s, 0, sizeof s);
-	s.ekey = cfg_alias(c, ek);
-	s.E = cfg_int(c, s.ekey);
-	s.k = cfg_int(c, cfg_alias(c, kk));
-	s.ikey = "moe_intermediate_size";
-	s.I = cfg_int(c, s.ikey);
-	s.router = "softmax";
+	{
+		const char *ekey = cfg_alias(c, ek), *kkey = cfg_alias(c, kk);
+		int64_t E = cfg_int(c, ekey), k = cfg_int(c, kkey);
+		moe_spec(c, &s, ekey, E, kkey, k, "moe_intermediate_size",
+			 cfg_int(c, "moe_intermediate_size"));
+	}
 	s.renorm = 1;
-	s.scale = 1;
-	s.ngroup = s.topkgroup = 1;
-	s.gscore = "max";
-	s.act = "silu";
-	s.layout = "concat";
-	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-		cfg_error(c, cfg_alias(c, kk), "%lld of %lld experts", (long long)s.k, (long long)s.E);
+	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
+		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 	if (!(normmin >= 0 && normmin < 1.0 / (double)s.E))
 		cfg_error(c, "moe_norm_min", "%g would clamp the renormalisation; moec builds "
 			  "moe_norm_min below 1/%s", normmin, s.ekey);
@@ -785,21 +791,12 @@ build_hunyuan_moe(Cfg *c, Value *x)
 	MoeSpec s;
 	Value *h, *f;
 
-	memset(&s, 0, sizeof s);
-	s.ekey = "num_experts";
-	s.E = per_layer(c, "num_experts");
-	s.k = per_layer(c, "moe_topk");
-	s.ikey = "intermediate_size";
-	s.I = cfg_int(c, s.ikey);
-	s.router = "softmax";
+	{
+		int64_t E = per_layer(c, "num_experts"), k = per_layer(c, "moe_topk");
+		moe_spec(c, &s, "num_experts", E, "moe_topk", k, "intermediate_size",
+			 cfg_int(c, "intermediate_size"));
+	}
 	s.renorm = 1;
-	s.scale = 1;
-	s.ngroup = s.topkgroup = 1;
-	s.gscore = "max";
-	s.act = "silu";
-	s.layout = "concat";
-	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-		cfg_error(c, "moe_topk", "%lld of %lld experts", (long long)s.k, (long long)s.E);
 	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
@@ -990,21 +987,11 @@ build_gemma4(Cfg *c, Value *x)
 		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
 	memset(&s, 0, sizeof s);
 	if (moe) {
-		s.ekey = "num_experts";
-		s.E = cfg_int(c, s.ekey);
-		s.k = cfg_int(c, "top_k_experts");
-		s.ikey = "moe_intermediate_size";
-		s.I = cfg_int(c, s.ikey);
-		s.router = "softmax";
+		int64_t E = cfg_int(c, "num_experts"), k = cfg_int(c, "top_k_experts");
+		moe_spec(c, &s, "num_experts", E, "top_k_experts", k, "moe_intermediate_size",
+			 cfg_int(c, "moe_intermediate_size"));
 		s.renorm = 1;
-		s.scale = 1;
-		s.ngroup = s.topkgroup = 1;
-		s.gscore = "max";
 		s.act = act;
-		s.layout = "concat";
-		if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-			cfg_error(c, "top_k_experts", "%lld of %lld experts", (long long)s.k,
-				  (long long)s.E);
 		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
 			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
 	}
@@ -1051,18 +1038,11 @@ build_dbrx(Cfg *c, Value *x)
 	WSpec w;
 	Node *n;
 
-	memset(&s, 0, sizeof s);
-	s.ekey = "moe_num_experts";
-	s.E = cfg_int_or(c, s.ekey, 4);
-	s.k = cfg_int_or(c, "moe_top_k", 1);
-	s.ikey = "ffn_hidden_size";
-	s.I = cfg_int_or(c, s.ikey, 3584);
-	s.router = "softmax";
-	s.scale = 1;
-	s.ngroup = s.topkgroup = 1;
-	s.gscore = "max";
-	s.act = "silu";
-	s.layout = "concat";
+	{
+		int64_t E = cfg_int_or(c, "moe_num_experts", 4), k = cfg_int_or(c, "moe_top_k", 1);
+		moe_spec(c, &s, "moe_num_experts", E, "moe_top_k", k, "ffn_hidden_size",
+			 cfg_int_or(c, "ffn_hidden_size", 3584));
+	}
 	{
 		const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->json, "ffn_act_fn");
 		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
@@ -1076,9 +1056,9 @@ build_dbrx(Cfg *c, Value *x)
 	/* absent: transformers' default 1.0; null: no normalisation */
 	s.renorm = !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c->json,
 								   "moe_normalize_expert_weights"));
-	if (!(s.E >= 1 && s.E <= CFG_MAX_EXPERTS) || s.k < 1 || s.k > s.E || s.I < 1)
-		cfg_error(c, "moe_top_k", "%lld of %lld experts of size %lld", (long long)s.k,
-			  (long long)s.E, (long long)s.I);
+	if (s.E < 1 || s.k < 1 || s.I < 1)
+		cfg_error(c, "ffn_config", "moe_num_experts, moe_top_k and ffn_hidden_size must be "
+			  "positive");
 	if (c->err)
 		return NULL;
 	set_prefix(c, pre, "norm_attn_norm.norm_2.weight");
