@@ -76,6 +76,10 @@ typedef struct {
 	int rank;
 	int64_t dim[3];		/* shape in the checkpoint */
 	int trans;
+	/* nblk > 1: the tensor is nblk row blocks, block j filling from
+	 * element off + j*bstride (dbrx's fused [E*I, H] experts: one block per
+	 * expert; with trans each block's two dims are swapped) */
+	int64_t nblk, bstride;
 } Piece;
 
 /* How one IR weight is made: type, synthetic recipe, and its pieces. */
@@ -95,6 +99,9 @@ WSpec cfg_wspec(Cfg *c, const char *name, int recipe, int rank, const int64_t *d
 		const char *why);
 void cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank,
 		   const int64_t *dim, int trans);
+/* A rank-2 checkpoint tensor of nblk row blocks scattered bstride apart. */
+void cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim,
+		    int64_t nblk, int64_t bstride, int trans);
 /* Whether the checkpoint holds this tensor (synthetic: never). */
 int cfg_ckpt_has(Cfg *c, const char *name);
 /* The weight as an IR value: synthetic, or read and checked.  Frees

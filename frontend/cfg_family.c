@@ -111,16 +111,18 @@ static const char *const expert_keys[] = {
 	"num_experts", "num_local_experts", "n_routed_experts", NULL,
 };
 
-/* E, k and I with the checks every router needs. */
+/* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
+ * checks every router needs. */
 static void
-read_moe(Cfg *c, MoeSpec *s, const char *ikey)
+moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int64_t k,
+	 const char *ikey, int64_t I)
 {
 	memset(s, 0, sizeof *s);
-	s->ekey = cfg_alias(c, expert_keys);
-	s->E = cfg_int(c, s->ekey);
-	s->k = cfg_int(c, "num_experts_per_tok");
+	s->ekey = ekey;
+	s->E = E;
+	s->k = k;
 	s->ikey = ikey;
-	s->I = cfg_int(c, ikey);
+	s->I = I;
 	s->router = "softmax";
 	s->scale = 1;
 	s->ngroup = s->topkgroup = 1;
@@ -132,9 +134,19 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 			  (long long)s->E, CFG_MAX_EXPERTS);
 		s->E = s->k = 1;
 	} else if (s->k > s->E) {
-		cfg_error(c, "num_experts_per_tok", "%lld is more than the %lld experts (%s)",
+		cfg_error(c, kkey, "%lld is more than the %lld experts (%s)",
 			  (long long)s->k, (long long)s->E, s->ekey);
 	}
+}
+
+/* E, k and I from the common keys; silu experts. */
+static void
+read_moe(Cfg *c, MoeSpec *s, const char *ikey)
+{
+	const char *ekey = cfg_alias(c, expert_keys);
+	int64_t E = cfg_int(c, ekey), k = cfg_int(c, "num_experts_per_tok"), I = cfg_int(c, ikey);
+
+	moe_spec(c, s, ekey, E, "num_experts_per_tok", k, ikey, I);
 	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 }
@@ -714,21 +726,15 @@ build_ernie_moe(Cfg *c, Value *x)
 		return residual(c, x, dense_mlp(c, h, "intermediate_size",
 						cfg_hf_act(c, "hidden_act", "silu"), bias));
 	}
-	memset(&s, 0, sizeof s);
-	s.ekey = cfg_alias(c, ek);
-	s.E = cfg_int(c, s.ekey);
-	s.k = cfg_int(c, cfg_alias(c, kk));
-	s.ikey = "moe_intermediate_size";
-	s.I = cfg_int(c, s.ikey);
-	s.router = "softmax";
+	{
+		const char *ekey = cfg_alias(c, ek), *kkey = cfg_alias(c, kk);
+		int64_t E = cfg_int(c, ekey), k = cfg_int(c, kkey);
+		moe_spec(c, &s, ekey, E, kkey, k, "moe_intermediate_size",
+			 cfg_int(c, "moe_intermediate_size"));
+	}
 	s.renorm = 1;
-	s.scale = 1;
-	s.ngroup = s.topkgroup = 1;
-	s.gscore = "max";
-	s.act = "silu";
-	s.layout = "concat";
-	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-		cfg_error(c, cfg_alias(c, kk), "%lld of %lld experts", (long long)s.k, (long long)s.E);
+	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
+		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 	if (!(normmin >= 0 && normmin < 1.0 / (double)s.E))
 		cfg_error(c, "moe_norm_min", "%g would clamp the renormalisation; moec builds "
 			  "moe_norm_min below 1/%s", normmin, s.ekey);
@@ -785,21 +791,12 @@ build_hunyuan_moe(Cfg *c, Value *x)
 	MoeSpec s;
 	Value *h, *f;
 
-	memset(&s, 0, sizeof s);
-	s.ekey = "num_experts";
-	s.E = per_layer(c, "num_experts");
-	s.k = per_layer(c, "moe_topk");
-	s.ikey = "intermediate_size";
-	s.I = cfg_int(c, s.ikey);
-	s.router = "softmax";
+	{
+		int64_t E = per_layer(c, "num_experts"), k = per_layer(c, "moe_topk");
+		moe_spec(c, &s, "num_experts", E, "moe_topk", k, "intermediate_size",
+			 cfg_int(c, "intermediate_size"));
+	}
 	s.renorm = 1;
-	s.scale = 1;
-	s.ngroup = s.topkgroup = 1;
-	s.gscore = "max";
-	s.act = "silu";
-	s.layout = "concat";
-	if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-		cfg_error(c, "moe_topk", "%lld of %lld experts", (long long)s.k, (long long)s.E);
 	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
 		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
@@ -990,21 +987,11 @@ build_gemma4(Cfg *c, Value *x)
 		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
 	memset(&s, 0, sizeof s);
 	if (moe) {
-		s.ekey = "num_experts";
-		s.E = cfg_int(c, s.ekey);
-		s.k = cfg_int(c, "top_k_experts");
-		s.ikey = "moe_intermediate_size";
-		s.I = cfg_int(c, s.ikey);
-		s.router = "softmax";
+		int64_t E = cfg_int(c, "num_experts"), k = cfg_int(c, "top_k_experts");
+		moe_spec(c, &s, "num_experts", E, "top_k_experts", k, "moe_intermediate_size",
+			 cfg_int(c, "moe_intermediate_size"));
 		s.renorm = 1;
-		s.scale = 1;
-		s.ngroup = s.topkgroup = 1;
-		s.gscore = "max";
 		s.act = act;
-		s.layout = "concat";
-		if (s.k > s.E || s.E > CFG_MAX_EXPERTS)
-			cfg_error(c, "top_k_experts", "%lld of %lld experts", (long long)s.k,
-				  (long long)s.E);
 		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
 			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
 	}
@@ -1027,6 +1014,85 @@ build_gemma4(Cfg *c, Value *x)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "layer_scalar");
 	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
+}
+
+/* --- dbrx ------------------------------------------------------------------ */
+
+/*
+ * DBRX: keys d_model, n_layers and ffn_config {moe_num_experts, moe_top_k,
+ * ffn_hidden_size, moe_normalize_expert_weights, ffn_act_fn}; every layer MoE;
+ * softmax, top-k, weights divided by their L1 norm (= renormalised; null:
+ * not; another p is refused); LayerNorm without bias (norm_attn_norm.norm_2, eps 1e-5).
+ * Experts fused per kind: w1 (gate), v1 (up) and w2 (down, held
+ * transposed) are [E*I, H], one row block per expert, scattered into the
+ * stacked [E,2I,H] and [E,H,I] weights at import.
+ */
+static Value *
+build_dbrx(Cfg *c, Value *x)
+{
+	static const char *const pre[] = {"transformer.blocks.%d.", "blocks.%d.", NULL};
+	const char *act = "silu";
+	double p = cfg_num_or(c, "moe_normalize_expert_weights", 1.0);
+	MoeSpec s;
+	Value *h, *l, *in[2], *wt[4] = {NULL, NULL, NULL, NULL};
+	WSpec w;
+	Node *n;
+
+	{
+		int64_t E = cfg_int_or(c, "moe_num_experts", 4), k = cfg_int_or(c, "moe_top_k", 1);
+		moe_spec(c, &s, "moe_num_experts", E, "moe_top_k", k, "ffn_hidden_size",
+			 cfg_int_or(c, "ffn_hidden_size", 3584));
+	}
+	{
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->json, "ffn_act_fn");
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(a, "name");
+		if (cJSON_IsString(nm))
+			act = nm->valuestring;
+	}
+	if (strcmp(act, "silu"))
+		cfg_error(c, "ffn_act_fn", "the experts of dbrx must use silu, not %s", act);
+	if (cfg_has(c, "moe_normalize_expert_weights") && p != 1)
+		cfg_error(c, "moe_normalize_expert_weights", "moec builds the L1 norm (1), not %g", p);
+	/* absent: transformers' default 1.0; null: no normalisation */
+	s.renorm = !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c->json,
+								   "moe_normalize_expert_weights"));
+	if (s.E < 1 || s.k < 1 || s.I < 1)
+		cfg_error(c, "ffn_config", "moe_num_experts, moe_top_k and ffn_hidden_size must be "
+			  "positive");
+	if (c->err)
+		return NULL;
+	set_prefix(c, pre, "norm_attn_norm.norm_2.weight");
+	in[0] = x;
+	in[1] = cfg_vector(c, cfg_name(c, "norm_attn_norm.norm_2.weight"), RECIPE_NORM, c->hidden,
+			   "d_model");
+	if (!in[1])
+		return NULL;
+	c->b.loc.name = cfg_name(c, "norm_attn_norm.norm_2");
+	ir_b_int(&c->b, "axis", -1);
+	ir_b_float(&c->b, "eps", 1e-5);
+	n = ir_b_node(&c->b, OP_LAYER_NORM, in, 2, 1);
+	h = cfg_named(c, n ? n->out[0] : NULL, "h");
+	if (!h)
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "ffn.router.layer.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	{
+		int64_t E = s.E, I = s.I, H = c->hidden, fused[2] = {E * I, H};
+		w = cfg_wspec(c, cfg_name(c, "ffn.experts.gate_up_proj"), RECIPE_MATRIX, 3,
+			      (int64_t[]){E, 2 * I, H}, "moe_num_experts x 2*ffn_hidden_size x d_model");
+		if (c->st) {
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w1"), 0, fused, E, 2 * I * H, 0);
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.v1"), I * H, fused, E, 2 * I * H, 0);
+		}
+		wt[0] = cfg_weight(c, &w);
+		w = cfg_wspec(c, cfg_name(c, "ffn.experts.down_proj"), RECIPE_MATRIX, 3,
+			      (int64_t[]){E, H, I}, "moe_num_experts x d_model x ffn_hidden_size");
+		if (c->st)
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w2"), 0, fused, E, H * I, 1);
+		wt[1] = cfg_weight(c, &w);
+	}
+	c->b.loc.name = cfg_name(c, "ffn");
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
 }
 
 /* --- gpt2, bert ----------------------------------------------------------- */
@@ -1130,6 +1196,7 @@ static const struct {
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
+	{"dbrx", build_dbrx, always_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},

@@ -40,6 +40,17 @@ cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank, const int64_t *
 	vec_push(&w->piece, p);	/* doubling: a piece per expert, thousands */
 }
 
+void
+cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim, int64_t nblk,
+	       int64_t bstride, int trans)
+{
+	Piece p = {.name = name, .off = off, .rank = 2, .trans = trans, .nblk = nblk,
+		   .bstride = bstride};
+
+	memcpy(p.dim, dim, sizeof *dim * 2);
+	vec_push(&w->piece, p);
+}
+
 int
 cfg_ckpt_has(Cfg *c, const char *name)
 {
@@ -136,12 +147,24 @@ read_piece(Cfg *c, const Piece *p, const StTensor *t, char *data, size_t es)
 	char *tmp;
 	int rc;
 
-	if (!p->trans)
+	int64_t nblk = p->nblk > 1 ? p->nblk : 1;
+	/* one block: the whole tensor; [rows/nblk, cols] each */
+	int64_t bdim[2] = {p->dim[p->rank - 2] / nblk, p->dim[p->rank - 1]};
+	size_t bsize = (size_t)(bdim[0] * bdim[1]) * es;
+
+	if (!p->trans && nblk == 1)
 		return st_read(c->st, t, data + (size_t)p->off * es, c->d);
 	if (!(tmp = malloc((size_t)t->size)))
 		return diag_error(c->d, tensor_loc(c, t, p->name), "out of memory");
 	rc = st_read(c->st, t, tmp, c->d);
-	if (!rc)
+	for (int64_t j = 0; !rc && nblk > 1 && j < nblk; j++) {
+		char *dst = data + (size_t)(p->off + j * p->bstride) * es;
+		if (p->trans)
+			transpose_last2(dst, tmp + (size_t)j * bsize, 2, bdim, es);
+		else
+			memcpy(dst, tmp + (size_t)j * bsize, bsize);
+	}
+	if (!rc && nblk == 1)
 		transpose_last2(data + (size_t)p->off * es, tmp, p->rank, p->dim, es);
 	free(tmp);
 	return rc;

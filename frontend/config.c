@@ -373,7 +373,8 @@ parse_json(const char *path, Diag *d)
 static int
 pick_layer(Cfg *c)
 {
-	const char *key = cfg_alias(c, (const char *const[]){"num_hidden_layers", "n_layer", NULL});
+	const char *key = cfg_alias(c, (const char *const[]){"num_hidden_layers", "n_layer",
+							     "n_layers", NULL});
 	int64_t n = cfg_int(c, key);
 
 	if (n > CFG_MAX_LAYERS)	/* the default layer is searched for layer by layer */
@@ -392,7 +393,8 @@ frame(Cfg *c, FamilyFn *fn)
 	char name[128];
 	Dim dim[2];
 	Value *x, *y;
-	const char *hkey = cfg_alias(c, (const char *const[]){"hidden_size", "n_embd", NULL});
+	const char *hkey = cfg_alias(c, (const char *const[]){"hidden_size", "n_embd", "d_model",
+							      NULL});
 
 	c->hidden = cfg_int(c, hkey);	/* on error, go on: fn reports its keys too */
 	snprintf(name, sizeof name, "%s_layer%d", c->type, c->layer);
@@ -475,6 +477,23 @@ unwrap(Cfg *c)
 	c->type = cfg_str_or(c, "model_type", wrappers[i][1]);
 }
 
+/* dbrx keeps its FFN keys in ffn_config: they are read as top-level keys. */
+static void
+flatten(Cfg *c, const char *key)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(c->json, key), *e;
+
+	if (!o)
+		return;
+	if (!cJSON_IsObject(o)) {
+		cfg_error(c, key, "must be an object");
+		return;
+	}
+	for (e = o->child; e; e = e->next)
+		if (e->string && !cJSON_GetObjectItemCaseSensitive(c->json, e->string))
+			cJSON_AddItemReferenceToObject(c->json, e->string, e);
+}
+
 Module *
 cfg_import(const char *path, const FeOpts *o, Diag *d)
 {
@@ -489,6 +508,8 @@ cfg_import(const char *path, const FeOpts *o, Diag *d)
 	c.type = cfg_str_or(&c, "model_type", NULL);
 	if (c.type)
 		unwrap(&c);
+	if (c.type && strcmp(c.type, "dbrx") == 0)
+		flatten(&c, "ffn_config");
 	if (!c.type)
 		cfg_error(&c, "model_type", "missing key");
 	else if (!c.err && !(fn = cfg_family(c.type)))

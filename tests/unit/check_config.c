@@ -36,7 +36,7 @@ static const char *const families[] = {
 	/* issue 14 */
 	"glm4_moe", "glm4_moe_lite", "dots1", "deepseek_v32", "mimo_v2_flash", "qwen3_next",
 	"qwen3_5_moe_text", "minimax_m2", "granitemoe", "granitemoeshared", "jamba",
-	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text",
+	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text", "dbrx",
 };
 
 static char *
@@ -275,6 +275,8 @@ layers_of(const char *path)
 	j = cJSON_ParseWithLength(text, len);
 	t = cJSON_GetObjectItem(j, "text_config");	/* multimodal wrappers */
 	n = cJSON_GetObjectItem(t ? t : j, "num_hidden_layers");
+	if (!n)
+		n = cJSON_GetObjectItem(j, "n_layers");	/* dbrx */
 	if (!n)
 		n = cJSON_GetObjectItem(j, "n_layer");
 	ck_assert(cJSON_IsNumber(n));
