@@ -17,6 +17,10 @@
 #include "util.h"
 
 #define BUNDLE_VERSION 1
+/* Manifest grammar 2 is 1 plus quoted input/output names (docs/bundle.md
+ * §2); moec writes 2 only when a name needs quoting. */
+#define BUNDLE_MANIFEST_QUOTED 2
+#define BUNDLE_MAXNAME 255	/* bytes in a manifest name */
 #define BUNDLE_ALIGN 256
 /* n rounded up to a multiple of BUNDLE_ALIGN */
 #define BUNDLE_ALIGN_UP(n) (((uint64_t)(n) + BUNDLE_ALIGN - 1) & ~(uint64_t)(BUNDLE_ALIGN - 1))
@@ -139,6 +143,11 @@ struct MStep {
 /* Does step s run for T tokens?  (A launch may be one of several variants
  * of a kernel, each for a range of T.) */
 int bundle_step_runs(const MStep *s, int64_t T);
+
+/* An input or output name as the manifest spells it: plain, or quoted with
+ * \xHH escapes (docs/bundle.md §2).  1 if it needs quoting; buf gets the
+ * spelling (4 * 255 + 3 bytes suffice for any name the parser accepts). */
+int bundle_name_quoted(char *buf, size_t n, const char *name);
 
 /*
  * The parsed manifest.  Strings and arrays live in the arena given to the

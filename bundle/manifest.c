@@ -19,7 +19,7 @@
 #include "bundle.h"
 
 #define MAXWORDS 8
-#define MAXNAME 255
+#define MAXNAME BUNDLE_MAXNAME
 #define MAXNUMEL ((int64_t)1 << 48)	/* as an IR type (docs/limits.md) */
 
 /* Name -> index, open addressing; one table per kind of name. */
@@ -313,16 +313,90 @@ expr_at(P *p, const Word *w, MExpr *e)
 }
 
 static int
-name_at(P *p, const Word *w, const char **out)
+plain_name(const char *s, size_t n)
 {
-	int ok = w->n > 0 && w->n <= MAXNAME;
+	int ok = n > 0 && n <= MAXNAME;
 
-	for (size_t i = 0; ok && i < w->n; i++) {
-		char c = w->s[i];
+	for (size_t i = 0; ok && i < n; i++) {
+		char c = s[i];
 		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 		     c == '_' || c == '$' ||
 		     (i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-'));
 	}
+	return ok;
+}
+
+int
+bundle_name_quoted(char *buf, size_t n, const char *name)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0;
+
+	if (plain_name(name, strlen(name))) {
+		snprintf(buf, n, "%s", name);
+		return 0;
+	}
+	buf[k++] = '"';
+	for (const unsigned char *c = (const unsigned char *)name; *c && k + 6 < n; c++) {
+		if (*c > ' ' && *c < 0x7f && *c != '"' && *c != '\\') {
+			buf[k++] = (char)*c;
+		} else {
+			buf[k++] = '\\';
+			buf[k++] = 'x';
+			buf[k++] = hex[*c >> 4];
+			buf[k++] = hex[*c & 15];
+		}
+	}
+	buf[k++] = '"';
+	buf[k] = 0;
+	return 1;
+}
+
+static int
+hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A quoted input/output name (manifest version 2): printable ASCII but
+ * space, '"' and '\\', and \xHH (lower-case hex) for any other byte but
+ * NUL.  The canonical spelling is bundle_name_quoted's, so a name has one. */
+static int
+quoted_at(P *p, const Word *w, const char **out)
+{
+	char buf[MAXNAME + 1], canon[4 * MAXNAME + 4];
+	size_t k = 0, i = 1;
+
+	if (p->m->version < BUNDLE_MANIFEST_QUOTED)
+		return err(p, w->col, "quoted name %.*s needs manifest version %d", (int)w->n,
+			   w->s, BUNDLE_MANIFEST_QUOTED);
+	for (; i + 1 < w->n && k < MAXNAME; k++) {
+		int hi, lo;
+		if (w->s[i] != '\\') {
+			buf[k] = w->s[i++];
+			continue;
+		}
+		if (i + 4 > w->n - 1 || w->s[i + 1] != 'x' || (hi = hexval(w->s[i + 2])) < 0 ||
+		    (lo = hexval(w->s[i + 3])) < 0 || (hi | lo) == 0)
+			break;
+		buf[k] = (char)(hi << 4 | lo);
+		i += 4;
+	}
+	buf[k] = 0;
+	if (w->n < 2 || w->s[w->n - 1] != '"' || i + 1 != w->n || k == 0 ||
+	    !bundle_name_quoted(canon, sizeof canon, buf) || strlen(canon) != w->n ||
+	    memcmp(canon, w->s, w->n) != 0)
+		return err(p, w->col, "bad quoted name %.*s (\"...\" with \\xHH escapes, "
+			   "1 to %d bytes, as docs/bundle.md spells it)", (int)w->n, w->s, MAXNAME);
+	*out = arena_strndup(p->a, buf, k);
+	return 0;
+}
+
+static int
+name_at(P *p, const Word *w, const char **out)
+{
+	int ok = plain_name(w->s, w->n);
+
 	if (!ok)
 		return err(p, w->col, "bad name '%.*s' (letters, digits, _ . $ -; "
 			   "not starting with a digit)", (int)w->n, w->s);
@@ -358,10 +432,11 @@ st_moeb(P *p)
 	if (arity(p, KW_moeb, 2) || uint_at(p, &p->w[1], INT32_MAX, &v))
 		return -1;
 	p->m->version = (int)v;
-	if (v != BUNDLE_VERSION) {
+	if (v != BUNDLE_VERSION && v != BUNDLE_MANIFEST_QUOTED) {
 		p->version = 1;
 		return err(p, p->w[1].col, "manifest format version %d, this "
-			   "reader supports %d", (int)v, BUNDLE_VERSION);
+			   "reader supports %d and %d", (int)v, BUNDLE_VERSION,
+			   BUNDLE_MANIFEST_QUOTED);
 	}
 	return 0;
 }
@@ -535,7 +610,9 @@ tensor_fits(P *p, const MTensor *t)
 static int
 tensor(P *p, int kw, MTensor *t)
 {
-	if (arity(p, kw, 4) || name_at(p, &p->w[1], &t->name))
+	if (arity(p, kw, 4) ||
+	    (p->w[1].n && p->w[1].s[0] == '"' ? quoted_at(p, &p->w[1], &t->name)
+					       : name_at(p, &p->w[1], &t->name)))
 		return -1;
 	if (names_get(&p->tensors, t->name) >= 0)
 		return err(p, p->w[1].col, "duplicate input/output name '%s'",

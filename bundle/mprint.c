@@ -35,10 +35,27 @@ dims(FILE *f, const MTensor *t)
 	}
 }
 
+/* Version 2 when an input or output name must be quoted, so that bundles
+ * without such names read as before, and old readers refuse the others by
+ * their version. */
+static int
+version(const Manifest *m)
+{
+	char buf[4 * 256 + 4];
+	int v = m->version;
+
+	for (int i = 0; i < m->nin + m->nout; i++) {
+		const char *s = i < m->nin ? m->in[i].name : m->out[i - m->nin].name;
+		if (s && bundle_name_quoted(buf, sizeof buf, s))
+			v = MAX(v, BUNDLE_MANIFEST_QUOTED);
+	}
+	return v;
+}
+
 static void
 header(FILE *f, const Manifest *m)
 {
-	fprintf(f, "moeb %d\nmoec %s\n", m->version, nm(m->moec));
+	fprintf(f, "moeb %d\nmoec %s\n", version(m), nm(m->moec));
 	if (m->source)
 		fprintf(f, "source %s\n", m->source);
 	if (m->model)
@@ -63,8 +80,12 @@ header(FILE *f, const Manifest *m)
 static void
 tensors(FILE *f, const char *kw, const MTensor *t, int n)
 {
+	char buf[4 * 256 + 4];
+
 	for (int i = 0; i < n; i++) {
-		fprintf(f, "%s %s %s ", kw, nm(t[i].name),
+		if (t[i].name)
+			bundle_name_quoted(buf, sizeof buf, t[i].name);
+		fprintf(f, "%s %s %s ", kw, t[i].name ? buf : nm(NULL),
 			(unsigned)t[i].dt < NDTYPE ? dtype_name(t[i].dt) : "?");
 		dims(f, &t[i]);
 		fputc('\n', f);

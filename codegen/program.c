@@ -990,6 +990,13 @@ fill_tensors(CgProgram *p)
 		if (iface(p, p->g->param[i]->name, &p->g->param[i]->type, &m->in[i]))
 			return diag_error(p->d, p->g->loc, "input %%%s has a shape the runtime cannot "
 					  "describe (symbolic dims must lead)", p->g->param[i]->name);
+	for (int i = 0; i < m->nin + m->nout; i++) {	/* any other name is quoted */
+		const char *s = i < m->nin ? p->g->param[i]->name : p->g->retname[i - m->nin];
+		if (strlen(s) > BUNDLE_MAXNAME)
+			return diag_error(p->d, p->g->loc, "%s '%.40s...': a name of %zu bytes; a "
+					  "bundle holds names of at most %d", i < m->nin ? "input" :
+					  "output", s, strlen(s), BUNDLE_MAXNAME);
+	}
 	for (int i = 0; i < m->nout; i++)
 		if (iface(p, p->g->retname[i], &p->g->ret[i]->type, &m->out[i]))
 			return diag_error(p->d, p->g->loc, "output '%s' has a shape the runtime cannot "

@@ -16,6 +16,7 @@ typedef struct {
 	uint64_t seed;		/* with synthetic */
 	int64_t max_bytes;	/* refuse tensors larger than this; 0: default */
 	int64_t max_host_bytes;	/* tensor data held in memory at once; 0: mem_host_limit() */
+	int64_t max_nodes;	/* ONNX: nodes after function expansion; 0: IR_MAX_NODES */
 } FeOpts;
 
 void fe_default_opts(FeOpts *o);

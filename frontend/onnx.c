@@ -192,7 +192,7 @@ count_nodes(Ctx *c, const Onnx__NodeProto *np, int depth, int64_t *count)
 		++*count;
 		return;
 	}
-	for (size_t i = 0; i < f->n_node && *count <= ONNX_MAX_NODES; i++)
+	for (size_t i = 0; i < f->n_node && *count <= c->max_nodes; i++)
 		count_nodes(c, f->node[i], depth + 1, count);
 }
 
@@ -204,16 +204,16 @@ check_node_budget(Ctx *c, const Onnx__GraphProto *gp)
 	for (size_t i = 0; i < gp->n_node; i++) {
 		const Onnx__FunctionProto *f = call_target(c, gp->node[i]);
 		count_nodes(c, gp->node[i], 0, &count);
-		if (count <= ONNX_MAX_NODES)
+		if (count <= c->max_nodes)
 			continue;
 		if (f)
 			diag_error(c->d, node_loc(c, gp->node[i], (int)i), "function %s expands the "
-				   "graph past %d nodes (the limit on nodes after function "
-				   "expansion)", f->name, ONNX_MAX_NODES);
+				   "graph past %lld nodes (the limit on nodes after function "
+				   "expansion)", f->name, (long long)c->max_nodes);
 		else
 			diag_error(c->d, node_loc(c, gp->node[i], (int)i), "the graph has more than "
-				   "%d nodes (the limit on nodes after function expansion)",
-				   ONNX_MAX_NODES);
+				   "%lld nodes (the limit on nodes after function expansion)",
+				   (long long)c->max_nodes);
 		return -1;
 	}
 	return 0;
@@ -828,6 +828,7 @@ import_buffer(const char *path, const void *buf, size_t len, const FeOpts *o,
 	c->tmp = arena_new(0);
 	c->max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)TENSOR_MAX_BYTES;
 	c->max_host = o && o->max_host_bytes > 0 ? (uint64_t)o->max_host_bytes : mem_host_limit();
+	c->max_nodes = o && o->max_nodes > 0 ? MIN(o->max_nodes, IR_MAX_NODES) : IR_MAX_NODES;
 	mp = NULL;
 	wire = wire_check(buf, len, &onnx__model_proto__descriptor, 1, field, sizeof field);
 	if (wire == WIRE_DEEP)

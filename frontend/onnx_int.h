@@ -21,7 +21,6 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
-#define ONNX_MAX_NODES IR_MAX_NODES	/* nodes in a graph after function expansion */
 #define OX_MAX_FN_DEPTH 16	/* local functions calling functions */
 #define OX_CONST_MAX 16		/* initializers up to this many elements become const nodes */
 #define OX_KNOWN_MAX 1024	/* integer tensors tracked elementwise at import */
@@ -82,6 +81,7 @@ struct Ctx {
 	const char *prefix;	/* value name prefix inside an expanded function */
 	int64_t max_bytes;
 	uint64_t host_bytes, max_host;	/* tensor data read so far; its budget */
+	int64_t max_nodes;	/* nodes after function expansion */
 	const Tensor *bind;	/* graph inputs bound to constants */
 	int nbind;
 };

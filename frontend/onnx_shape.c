@@ -103,6 +103,36 @@ fold_gather(ONode *n, const Known *x, const Known *ix, int axis)
 	return k;
 }
 
+/*
+ * Indices known at import (a constant or an initializer) must lie in
+ * [-d, d-1] for a static dim d, as ONNX requires: the kernels clamp, the
+ * interpreter refuses, so an out-of-range one is refused here, once.
+ */
+static int
+check_indices(ONode *n, int axis)
+{
+	Dim d = ox_tin(n, 0)->dim[axis];
+	const Known *k = ox_kin(n, 1);
+	const Value *v = n->in[1]->v;
+	const Weight *w = v && v->kind == V_WEIGHT ? v->weight : NULL;
+	int64_t len = k ? k->n : w && w->data ? ir_type_numel(&v->type) : 0;
+	DType dt = k ? k->dt : w ? v->type.dt : DT_I64;
+
+	if (d < 0 || (k && !k->iv) || !dtype_is_int(dt))
+		return 0;
+	for (int64_t j = 0; j < len; j++) {
+		int64_t id;
+		if (k && k->iv[j].kind != SI_NUM)
+			continue;
+		id = k ? k->iv[j].v : dtype_load_int(dt, w->data, (size_t)j);
+		if (id < -d || id >= d)
+			return ox_err(n, "index %lld (element %lld of '%s') is out of range for "
+				      "dim %d of size %lld", (long long)id, (long long)j,
+				      n->np->input[1], axis, (long long)d);
+	}
+	return 0;
+}
+
 int
 imp_gather(ONode *n)
 {
@@ -110,7 +140,8 @@ imp_gather(ONode *n)
 	int nerr = n->c->d->nerror;
 	Known *k;
 
-	if (ox_axis(n, ox_attr_i(n, "axis", 0), ox_tin(n, 0)->rank, &axis))
+	if (ox_axis(n, ox_attr_i(n, "axis", 0), ox_tin(n, 0)->rank, &axis) ||
+	    check_indices(n, (int)axis))
 		return -1;
 	k = fold_gather(n, ox_kor(n, 0), ox_kin(n, 1), (int)axis);
 	if (n->c->d->nerror != nerr)

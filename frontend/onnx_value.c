@@ -16,7 +16,9 @@
 static size_t
 slot(const Ctx *c, const char *name)
 {
-	size_t i = (size_t)hash_str(name) & (c->captab - 1);
+	/* mixed: FNV's low bits alone made long probe chains for the names of
+	 * nested function calls, which differ only in their middles */
+	size_t i = (size_t)mix64(hash_str(name)) & (c->captab - 1);
 
 	while (c->tab[i] && strcmp(c->tab[i]->name, name) != 0)
 		i = (i + 1) & (c->captab - 1);

@@ -64,11 +64,29 @@ ir_eval_has_fn(Op op)
 
 /* Per graph run: one tensor per value id. */
 enum { UNSET, PRESENT, ABSENT };	/* ABSENT: a call passed `_` for a parameter */
+/* Per value of one graph, indexed by id - lo: the ids [lo, lo + n) the
+ * graph refers to.  A kernel's values are a short run of the module's ids,
+ * so a call does not cost the size of the whole module (with a table per
+ * call as large as the module, evaluating 3,125 fused kernels of a
+ * 100,000-node graph cleared 30 GB). */
 typedef struct {
 	Tensor *t;
 	unsigned char *own, *set;	/* set: UNSET, PRESENT or ABSENT */
 	int *last;		/* index of the last node that reads the value */
+	uint32_t lo, n;
 } Vals;
+
+static uint32_t
+ix(const Vals *vs, const Value *v)
+{
+	return v->id - vs->lo;
+}
+
+static int
+in_window(const Vals *vs, const Value *v)
+{
+	return v->id >= vs->lo && v->id - vs->lo < vs->n;
+}
 
 static int run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
 		     const EvalOpts *o, Diag *d, int depth, const DimEnv *outer);
@@ -268,10 +286,10 @@ infer_results(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 static const Tensor *
 weight_view(Ev *e, Vals *vs, Value *v)
 {
-	Tensor *t = &vs->t[v->id];
+	Tensor *t = &vs->t[ix(vs, v)];
 	const void *data;
 
-	if (vs->set[v->id] == PRESENT)
+	if (vs->set[ix(vs, v)] == PRESENT)
 		return t;
 	data = ir_weight_data(v->weight, e->d);
 	if (!data)
@@ -282,7 +300,7 @@ weight_view(Ev *e, Vals *vs, Value *v)
 	for (int i = 0; i < t->rank; i++)
 		t->dim[i] = v->type.dim[i];
 	t->data = (void *)data;
-	vs->set[v->id] = PRESENT;
+	vs->set[ix(vs, v)] = PRESENT;
 	return t;
 }
 
@@ -325,11 +343,11 @@ gather_operands(Ev *e, Vals *vs, const Node *n, const Tensor **in, Tensor *lazy)
 			if (!(in[i] = weight_view(e, vs, v)))
 				return ev_err(e, n, "%s: weight $%s has no data", ir_opname(n->op),
 					      v->name);
-		} else if (v->id >= e->m->nvalue || !vs->set[v->id] || v->graph != e->g) {
+		} else if (!in_window(vs, v) || !vs->set[ix(vs, v)] || v->graph != e->g) {
 			return ev_err(e, n, "%s: operand %%%s is not defined before use",
 				      ir_opname(n->op), v->name);
-		} else if (vs->set[v->id] == PRESENT) {
-			in[i] = &vs->t[v->id];
+		} else if (vs->set[ix(vs, v)] == PRESENT) {
+			in[i] = &vs->t[ix(vs, v)];
 		}
 	}
 	for (int i = 0; i < n->nin; i++)
@@ -384,7 +402,7 @@ run_node(Ev *e, Vals *vs, const Node *n, int idx)
 		free_results(out, n->nout);
 	} else {
 		for (int i = 0; i < n->nout; i++) {
-			uint32_t id = n->out[i]->id;
+			uint32_t id = ix(vs, n->out[i]);
 			vs->t[id] = out[i];
 			vs->own[id] = 1;
 			vs->set[id] = PRESENT;
@@ -393,9 +411,9 @@ run_node(Ev *e, Vals *vs, const Node *n, int idx)
 	/* free what no later node reads */
 	for (int i = 0; rc == 0 && i < n->nin + n->nout; i++) {
 		Value *v = i < n->nin ? n->in[i] : n->out[i - n->nin];
-		if (v && vs->own[v->id] && vs->last[v->id] <= idx) {
-			tensor_free(&vs->t[v->id]);
-			vs->own[v->id] = 0;
+		if (v && vs->own[ix(vs, v)] && vs->last[ix(vs, v)] <= idx) {
+			tensor_free(&vs->t[ix(vs, v)]);
+			vs->own[ix(vs, v)] = 0;
 		}
 	}
 	free(in);
@@ -405,18 +423,44 @@ run_node(Ev *e, Vals *vs, const Node *n, int idx)
 }
 
 static void
-fill_last(Graph *g, Vals *vs, uint32_t nvalue)
+widen(Vals *vs, const Value *v, uint32_t *hi)
 {
+	if (v) {
+		vs->lo = MIN(vs->lo, v->id);
+		*hi = MAX(*hi, v->id);
+	}
+}
+
+/* The window of ids g refers to, its tables, and each value's last reader. */
+static void
+alloc_vals(Graph *g, Vals *vs)
+{
+	uint32_t hi = 0;
 	int idx = 0;
 
-	for (uint32_t i = 0; i < nvalue; i++)
+	vs->lo = UINT32_MAX;
+	for (int i = 0; i < g->nparam; i++)
+		widen(vs, g->param[i], &hi);
+	for (Node *n = g->first; n; n = n->next)
+		for (int i = 0; i < n->nin + n->nout; i++)
+			widen(vs, i < n->nin ? n->in[i] : n->out[i - n->nin], &hi);
+	for (int i = 0; i < g->nret; i++)
+		widen(vs, g->ret[i], &hi);
+	if (vs->lo > hi)
+		vs->lo = hi;
+	vs->n = hi - vs->lo + 1;
+	vs->t = xcalloc(vs->n, sizeof *vs->t);
+	vs->own = xcalloc(vs->n, 1);
+	vs->set = xcalloc(vs->n, 1);
+	vs->last = xcalloc(vs->n, sizeof *vs->last);
+	for (uint32_t i = 0; i < vs->n; i++)
 		vs->last[i] = -1;
 	for (Node *n = g->first; n; n = n->next, idx++)
 		for (int i = 0; i < n->nin; i++)
-			if (n->in[i] && n->in[i]->id < nvalue)
-				vs->last[n->in[i]->id] = idx;
+			if (n->in[i])
+				vs->last[ix(vs, n->in[i])] = idx;
 	for (int i = 0; i < g->nret; i++)
-		vs->last[g->ret[i]->id] = INT32_MAX;
+		vs->last[ix(vs, g->ret[i])] = INT32_MAX;
 }
 
 static int
@@ -441,14 +485,14 @@ take_results(Ev *e, Vals *vs, Tensor *out)
 
 		if (out[i].data)
 			continue;	/* a second return of a value, copied below */
-		t = v->kind == V_WEIGHT ? weight_view(e, vs, v) : &vs->t[v->id];
-		if (!t || vs->set[v->id] != PRESENT || !t->data)
+		t = v->kind == V_WEIGHT ? weight_view(e, vs, v) : &vs->t[ix(vs, v)];
+		if (!t || vs->set[ix(vs, v)] != PRESENT || !t->data)
 			return diag_error(e->d, g->loc, "@%s: result '%s' has no value", g->name,
 					  g->retname[i]);
-		if (vs->own[v->id]) {
+		if (vs->own[ix(vs, v)]) {
 			out[i] = *t;
-			vs->own[v->id] = 0;
-			memset(&vs->t[v->id], 0, sizeof *t);
+			vs->own[ix(vs, v)] = 0;
+			memset(&vs->t[ix(vs, v)], 0, sizeof *t);
 		} else if (copy_tensor(&out[i], t, e)) {
 			return -1;
 		}
@@ -460,9 +504,9 @@ take_results(Ev *e, Vals *vs, Tensor *out)
 }
 
 static void
-free_vals(Vals *vs, uint32_t n)
+free_vals(Vals *vs)
 {
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < vs->n; i++)
 		if (vs->own[i])
 			tensor_free(&vs->t[i]);
 	free(vs->t);
@@ -478,7 +522,7 @@ run_body(Ev *e, Vals *vs, const Tensor *const *in, Tensor *out)
 	int idx = 0;
 
 	for (int i = 0; i < g->nparam; i++) {
-		uint32_t id = g->param[i]->id;
+		uint32_t id = ix(vs, g->param[i]);
 		if (in[i])
 			vs->t[id] = *in[i];
 		vs->set[id] = in[i] ? PRESENT : ABSENT;
@@ -498,7 +542,6 @@ run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
 	Module *m = g->m;
 	Ev e = {g, m, o, d, {ir_natom(m), NULL}, depth};
 	Vals vs;
-	uint32_t nv = m->nvalue;
 	int rc;
 
 	if (nin != g->nparam)
@@ -507,17 +550,13 @@ run_graph(Graph *g, const Tensor *const *in, int nin, Tensor *out,
 	e.env.val = xmalloc(sizeof(int64_t) * (size_t)(e.env.n + 1));
 	for (int i = 0; i < e.env.n; i++)
 		e.env.val[i] = outer && i < outer->n ? outer->val[i] : -1;
-	vs.t = xcalloc(nv + 1, sizeof *vs.t);
-	vs.own = xcalloc(nv + 1, 1);
-	vs.set = xcalloc(nv + 1, 1);
-	vs.last = xcalloc(nv + 1, sizeof *vs.last);
-	fill_last(g, &vs, nv);
+	alloc_vals(g, &vs);
 	rc = bind_inputs(&e, in);
 	if (rc == 0)
 		rc = run_body(&e, &vs, in, out);
 	if (rc != 0)
 		free_results(out, g->nret);
-	free_vals(&vs, nv);
+	free_vals(&vs);
 	free(e.env.val);
 	return rc;
 }

@@ -102,7 +102,7 @@ int64_t ir_type_numel(const Type *t);	/* -1 if symbolic (or beyond int64) */
  * and bytes of a module's arena (every IR object; weight data lives
  * outside it).  Passes allocate O(1) arena bytes per node they change.
  */
-#define IR_MAX_NODES (1 << 20)
+#define IR_MAX_NODES (1 << 18)
 #define IR_MAX_ARENA_BYTES ((size_t)2 << 30)
 int ir_type_ok(const Module *m, const Type *t);	/* 1 if within IR_MAX_NUMEL */
 Type ir_type(DType dt, int rank, const Dim *dim);

@@ -38,6 +38,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_diag(&d);
 	fe_default_opts(&o);
 	o.max_bytes = (int64_t)1 << 26;	/* bounded memory per input */
+	o.max_host_bytes = (int64_t)1 << 28;
+	o.max_nodes = 1 << 14;	/* a function bomb under the real budget takes seconds */
 	if (!(m = onnx_import_buffer(model, data, size, &o, &d)))
 		return 0;
 	fuzz_check_module(m, "the import");

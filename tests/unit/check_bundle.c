@@ -517,14 +517,68 @@ START_TEST(test_manifest_version_and_odd_bytes)
 	char err[512];
 	Manifest *m;
 
-	ck_assert_int_eq(parse("moeb 2\nwhatever\n", 16, err, sizeof err, &m, a),
+	ck_assert_int_eq(parse("moeb 3\nwhatever\n", 16, err, sizeof err, &m, a),
 			 BUNDLE_EVERSION);
-	ck_assert_ptr_nonnull(strstr(err, "manifest format version 2, this reader supports 1"));
+	ck_assert_ptr_nonnull(strstr(err, "manifest format version 3, this reader supports 1 and 2"));
 	ck_assert_int_eq(parse("", 0, err, sizeof err, &m, a), BUNDLE_EFORMAT);
 	ck_assert_ptr_nonnull(strstr(err, "empty manifest"));
 	ck_assert_int_eq(parse("moeb 1\n\0", 8, err, sizeof err, &m, a), BUNDLE_EFORMAT);
 	ck_assert_ptr_nonnull(strstr(err, "NUL byte at offset 7"));
 	arena_free(a);
+}
+END_TEST
+
+/* Input and output names are any ONNX name: "Identity:0", "out/0", "0out",
+ * spaces, quotes, UTF-8.  Such names are quoted with \xHH escapes, which
+ * needs manifest version 2; plain names keep version 1 (docs/bundle.md §2). */
+START_TEST(test_manifest_quoted_names)
+{
+	static const struct {
+		const char *name, *spelled;
+	} names[] = {
+		{"Identity:0", "\"Identity:0\""}, {"out/0", "\"out/0\""}, {"0out", "\"0out\""},
+		{"a b", "\"a\\x20b\""}, {"q\"\\", "\"q\\x22\\x5c\""}, {"\xc3\xa9", "\"\\xc3\\xa9\""},
+		{"y", "y"},
+	};
+	static const char *bad[] = {
+		"\"y\"",		/* a plain name quoted: one spelling per name */
+		"\"a\\x2\"", "\"a\\X20b\"", "\"a\\x20", "\"\"", "\"a\\x00\"", "\"a\\x41\"",
+		"\"a\"b\"",
+	};
+	char buf[4 * BUNDLE_MAXNAME + 4], text[2048], err[512];
+	Manifest *m;
+
+	for (size_t i = 0; i < NELEM(names); i++) {
+		Arena *a = arena_new(0);
+		ck_assert_int_eq(bundle_name_quoted(buf, sizeof buf, names[i].name),
+				 names[i].spelled[0] == '"');
+		ck_assert_str_eq(buf, names[i].spelled);
+		snprintf(text, sizeof text, "moeb %d\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\n"
+			 "sym T\narena 4096\ninput x f32 T,8\noutput %s f32 T,8\n",
+			 names[i].spelled[0] == '"' ? 2 : 1, names[i].spelled);
+		roundtrip(text);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), 0);
+		ck_assert_str_eq(m->out[0].name, names[i].name);
+		arena_free(a);
+	}
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		Arena *a = arena_new(0);
+		snprintf(text, sizeof text, "moeb 2\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\n"
+			 "sym T\narena 4096\ninput x f32 T,8\noutput %s f32 T,8\n", bad[i]);
+		ck_assert_msg(parse(text, strlen(text), err, sizeof err, &m, a) == BUNDLE_EFORMAT,
+			      "%s accepted", bad[i]);
+		ck_assert_msg(strstr(err, "m:8:8: error: bad quoted name"), "%s: %s", bad[i], err);
+		arena_free(a);
+	}
+	/* version 1 has no quoted names */
+	{
+		Arena *a = arena_new(0);
+		const char *t = "moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\n"
+				"arena 4096\ninput x f32 T,8\noutput \"0out\" f32 T,8\n";
+		ck_assert_int_eq(parse(t, strlen(t), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, "quoted name \"0out\" needs manifest version 2"), "%s", err);
+		arena_free(a);
+	}
 }
 END_TEST
 
@@ -988,6 +1042,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_malformed_lines);
 	tcase_add_test(tc, test_manifest_every_bad_line_reported);
 	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
+	tcase_add_test(tc, test_manifest_quoted_names);
 	tcase_add_test(tc, test_bundle_layout_and_round_trip);
 	tcase_add_test(tc, test_bundle_is_deterministic_and_rewrites_identically);
 	tcase_add_test(tc, test_bundle_every_flipped_byte_is_refused);

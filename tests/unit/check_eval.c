@@ -909,6 +909,92 @@ START_TEST(test_eval_concat_split_slice_tile)
 }
 END_TEST
 
+/* An i64 tensor of exact values (doubles cannot hold INT64_MAX). */
+static Tensor
+i64s(int n, const int64_t *v)
+{
+	Tensor t = zeros(DT_I64, 1, (int64_t[]){n});
+
+	for (int i = 0; i < n; i++)
+		dtype_store_int(DT_I64, t.data, (size_t)i, v[i]);
+	return t;
+}
+
+/* Sizes and steps at the ends of int64 (UBSan found each overflowing):
+ * results exact or a diagnostic, never a wrapped product. */
+START_TEST(test_eval_int64_edges_do_not_overflow)
+{
+	Run r;
+	Tensor in[4];
+
+	/* range: i * delta passes INT64_MAX on the way to an in-range value */
+	in[0] = ten(DT_I64, SCALAR, VAL(0));
+	in[1] = ten(DT_I64, SCALAR, VAL(0));
+	in[2] = ten(DT_I64, SCALAR, VAL(0));
+	dtype_store_int(DT_I64, in[0].data, 0, INT64_MIN);
+	dtype_store_int(DT_I64, in[1].data, 0, INT64_MAX);
+	dtype_store_int(DT_I64, in[2].data, 0, (int64_t)1 << 62);
+	ok(&r, "graph @r(%a: i64[], %b: i64[], %c: i64[]) -> (i: i64[?]) {\n"
+	       "\t%i = range %a, %b, %c : i64[?]\n\tret %i\n}\n", in, 3);
+	ck_assert_int_eq(r.out[0].dim[0], 4);
+	ck_assert(dtype_load_int(DT_I64, r.out[0].data, 0) == INT64_MIN);
+	ck_assert(dtype_load_int(DT_I64, r.out[0].data, 1) == -((int64_t)1 << 62));
+	ck_assert(dtype_load_int(DT_I64, r.out[0].data, 2) == 0);
+	ck_assert(dtype_load_int(DT_I64, r.out[0].data, 3) == (int64_t)1 << 62);
+	done(&r, in, 3);
+	/* the exact count: (2^64 - 1) / (2^63 - 1) is a little over 2, so 3
+	 * elements (doubles said 2) */
+	in[0] = ten(DT_I64, SCALAR, VAL(0));
+	in[1] = ten(DT_I64, SCALAR, VAL(0));
+	in[2] = ten(DT_I64, SCALAR, VAL(0));
+	dtype_store_int(DT_I64, in[0].data, 0, INT64_MIN);
+	dtype_store_int(DT_I64, in[1].data, 0, INT64_MAX);
+	dtype_store_int(DT_I64, in[2].data, 0, INT64_MAX);
+	ok(&r, "graph @r(%a: i64[], %b: i64[], %c: i64[]) -> (i: i64[?]) {\n"
+	       "\t%i = range %a, %b, %c : i64[?]\n\tret %i\n}\n", in, 3);
+	ck_assert_int_eq(r.out[0].dim[0], 3);
+	ck_assert(dtype_load_int(DT_I64, r.out[0].data, 2) == INT64_MAX - 1);
+	done(&r, in, 3);
+
+	/* reshape: (2^62 + 1) * 4 wraps to 4, the input's count */
+	in[0] = ten(DT_F32, DIM(4), VAL(1, 2, 3, 4));
+	in[1] = i64s(2, (int64_t[]){((int64_t)1 << 62) + 1, 4});
+	fails("graph @t(%x: f32[4], %s: i64[2]) -> (a: f32[?,?]) {\n"
+	      "\t%a = reshape %x, %s : f32[?,?]\n\tret %a\n}\n", in, 2, NULL,
+	      "reshape: the shape's product overflows 64 bits");
+	/* with a -1 to infer, the known dims' product */
+	tensor_free(&in[1]);
+	in[1] = i64s(3, (int64_t[]){((int64_t)1 << 62) + 1, 4, -1});
+	fails("graph @t(%x: f32[4], %s: i64[3]) -> (a: f32[?,?,?]) {\n"
+	      "\t%a = reshape %x, %s : f32[?,?,?]\n\tret %a\n}\n", in, 2, NULL,
+	      "reshape: the shape's product overflows 64 bits");
+	/* tile: 4 * 2^62 */
+	tensor_free(&in[1]);
+	in[1] = i64s(1, (int64_t[]){(int64_t)1 << 62});
+	fails("graph @t(%x: f32[4], %s: i64[1]) -> (a: f32[?]) {\n"
+	      "\t%a = tile %x, %s : f32[?]\n\tret %a\n}\n", in, 2, NULL,
+	      "tile: dim 0 times 4611686018427387904 overflows 64 bits");
+	/* slice: a step of INT64_MIN (negating it overflowed), as operands and
+	 * as attributes (shape inference) */
+	tensor_free(&in[1]);
+	in[1] = i64s(1, (int64_t[]){3});
+	in[2] = i64s(1, (int64_t[]){INT64_MIN});
+	in[3] = i64s(1, (int64_t[]){0});
+	{
+		Tensor st = i64s(1, (int64_t[]){INT64_MIN});
+		Tensor all[5] = {in[0], in[1], in[2], in[3], st};
+		ok(&r, "graph @t(%x: f32[4], %s: i64[1], %e: i64[1], %a: i64[1], %p: i64[1]) -> "
+		       "(y: f32[?], z: f32[?]) {\n"
+		       "\t%y = slice %x, %s, %e, %a, %p : f32[?]\n"
+		       "\t%z = slice %x, starts=[3], ends=[-9223372036854775808], "
+		       "steps=[-9223372036854775808] : f32[1]\n\tret %y, %z\n}\n", all, 5);
+		expect(&r.out[0], DT_F32, DIM(1), VAL(4), 0);
+		expect(&r.out[1], DT_F32, DIM(1), VAL(4), 0);
+		done(&r, all, 5);
+	}
+}
+END_TEST
+
 START_TEST(test_eval_shape_size_range_constants)
 {
 	Tensor in[7] = {
@@ -1573,6 +1659,7 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_transpose_reshape_expand);
 	tcase_add_test(tc, test_eval_concat_split_slice_tile);
 	tcase_add_test(tc, test_eval_shape_size_range_constants);
+	tcase_add_test(tc, test_eval_int64_edges_do_not_overflow);
 	tcase_add_test(tc, test_eval_quantize_layouts);
 	tcase_add_test(tc, test_eval_dequantize_layouts);
 	tcase_add_test(tc, test_eval_quantize_dynamic_groups);

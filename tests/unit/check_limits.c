@@ -5,9 +5,13 @@
  * data and safetensors shards that leave the model's folder through a
  * symbolic link; config.json nesting; tensor files that declare more data
  * than they hold (refused before allocating); bounded walks over deep and
- * diamond-shaped graphs in the passes.
+ * diamond-shaped graphs in the passes; memory budgets (arena limit, weights
+ * held on the host) and fusion of a 100,000-node chain in bounded time and
+ * arena bytes.
  */
 #include <check.h>
+#include <fcntl.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -265,13 +269,144 @@ START_TEST(test_limits_weight_only_is_bounded)
 }
 END_TEST
 
+/* --- memory budgets -------------------------------------------------------- */
+
+static jmp_buf oom_jmp;
+static char oom_owner[64];
+static size_t oom_limit;
+
+static void
+catch_oom(const char *owner, size_t bytes, size_t limit)
+{
+	(void)bytes;
+	snprintf(oom_owner, sizeof oom_owner, "%s", owner ? owner : "");
+	oom_limit = limit;
+	longjmp(oom_jmp, 1);
+}
+
+START_TEST(test_limits_arena_budget_calls_the_handler)
+{
+	Arena *a = arena_new(0);
+	volatile int n = 0;
+
+	arena_set_limit(a, (size_t)1 << 20, "m.ir");
+	mem_set_oom_handler(catch_oom);
+	if (setjmp(oom_jmp) == 0) {
+		for (;; n++)	/* 64 KiB chunks of 4 KiB pieces: 16 chunks fit */
+			arena_alloc(a, 4096);
+	}
+	ck_assert_str_eq(oom_owner, "m.ir");
+	ck_assert_uint_eq(oom_limit, (size_t)1 << 20);
+	ck_assert_int_eq(n, 256);
+	ck_assert_uint_le(arena_used(a), (size_t)1 << 20);
+	/* a size read from a file: refused before any malloc, no wrap-around */
+	oom_limit = 0;
+	if (setjmp(oom_jmp) == 0)
+		arena_alloc(a, SIZE_MAX - 3);
+	ck_assert_uint_eq(oom_limit, (size_t)1 << 20);
+	mem_set_oom_handler(NULL);
+	arena_free(a);
+}
+END_TEST
+
+/* An initializer of f32[2^32] in a 16 GiB sparse weights.bin (a few bytes
+ * on disk) is refused against the host budget before anything is read:
+ * it aborted in malloc under a 4 GiB ulimit.  The model, protoc-encoded:
+ *	graph { node { op_type: "Add" input: "x" input: "w" output: "y" }
+ *	  initializer { name: "w" data_type: 1 dims: 4294967296
+ *	    data_location: EXTERNAL external_data { key: "location" value: "weights.bin" } }
+ *	  input x and output y: f32[4294967296] }  (ir_version 8, opset 18) */
+START_TEST(test_limits_external_data_past_the_host_budget)
+{
+	static const unsigned char model[] = {
+		0x08, 0x08, 0x3a, 0x65, 0x0a, 0x0e, 0x0a, 0x01, 0x78, 0x0a, 0x01, 0x77, 0x12, 0x01,
+		0x79, 0x22, 0x03, 0x41, 0x64, 0x64, 0x12, 0x01, 0x67, 0x2a, 0x26, 0x08, 0x80, 0x80,
+		0x80, 0x80, 0x10, 0x10, 0x01, 0x42, 0x01, 0x77, 0x6a, 0x17, 0x0a, 0x08, 0x6c, 0x6f,
+		0x63, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x12, 0x0b, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74,
+		0x73, 0x2e, 0x62, 0x69, 0x6e, 0x70, 0x01, 0x5a, 0x13, 0x0a, 0x01, 0x78, 0x12, 0x0e,
+		0x0a, 0x0c, 0x08, 0x01, 0x12, 0x08, 0x0a, 0x06, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10,
+		0x62, 0x13, 0x0a, 0x01, 0x79, 0x12, 0x0e, 0x0a, 0x0c, 0x08, 0x01, 0x12, 0x08, 0x0a,
+		0x06, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10, 0x42, 0x04, 0x0a, 0x00, 0x10, 0x12,
+	};
+	FeOpts o;
+	Diag d;
+	int fd;
+
+	ck_assert_int_eq(mkdir(stt_path("ext"), 0700), 0);
+	diag_init(&d, stderr);
+	ck_assert_int_eq(file_write(stt_path("ext/model.onnx"), model, sizeof model, &d), 0);
+	ck_assert_int_ge(fd = open(stt_path("ext/weights.bin"), O_WRONLY | O_CREAT, 0600), 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)1 << 34), 0);
+	close(fd);
+	fe_default_opts(&o);
+	o.max_host_bytes = (int64_t)4 << 30;
+	diag_init(&d, NULL);
+	ck_assert_ptr_null(onnx_import(stt_path("ext/model.onnx"), &o, &d));
+	ck_assert_msg(strstr(d.last, "initializer 'w': tensor data of 17179869184 bytes "
+			     "would bring the weights held in memory to 17179869184 bytes, above "
+			     "the 4294967296 bytes moec may use"), "%s", d.last);
+	ck_assert_uint_gt(mem_host_limit(), 0);
+	stt_cleanup();
+}
+END_TEST
+
+/* fuse-ew on a chain of 100,000 relus (and a Sum of 100,000 operands): it
+ * refilled uses after every kernel, allocating them anew in the module's
+ * arena each time (4 GiB and an abort) and probing kernel names from k0
+ * (cubic).  Now each kernel costs O(its nodes): a few seconds, and arena
+ * bytes linear in the nodes. */
+START_TEST(test_limits_fuse_ew_on_100000_nodes)
+{
+	for (int sum = 0; sum < 2; sum++) {
+		enum { N = 100000 };
+		size_t cap = (size_t)N * 48 + 256, k;
+		char *text = malloc(cap);
+		PassOpts po;
+		PassCtx pc;
+		Module *m;
+		Diag d;
+		int calls = 0;
+		clock_t t0;
+
+		k = (size_t)snprintf(text, cap, "graph @g(%%x: f32[4,8]) -> (y: f32[4,8]) {\n");
+		for (int i = 0; i < N; i++) {
+			char prev[16] = "x";
+			if (i)
+				snprintf(prev, sizeof prev, "t%d", i - 1);
+			k += (size_t)snprintf(text + k, cap - k,
+					      sum ? "\t%%t%d = add %%%s, %%x : f32[4,8]\n"
+						  : "\t%%t%d = relu %%%s : f32[4,8]\n", i, prev);
+		}
+		k += (size_t)snprintf(text + k, cap - k, "\tret %%t%d\n}\n", N - 1);
+		diag_init(&d, stderr);
+		ck_assert_ptr_nonnull(m = ir_parse("chain.ir", text, k, &d));
+		size_t before = arena_used(m->arena);
+		pass_default_opts(&po);
+		po.pipeline = "fuse-ew";
+		pc = (PassCtx){.d = &d};
+		t0 = clock();
+		ck_assert_int_eq(pass_run(m, &po, &pc), 0);
+		ck_assert_msg(clock() - t0 < 60 * CLOCKS_PER_SEC, "fuse-ew took %.1f s",
+			      (double)(clock() - t0) / CLOCKS_PER_SEC);
+		for (Node *n = ir_main_graph(m)->first; n; n = n->next)
+			calls += n->op == OP_CALL;
+		ck_assert_int_eq(calls, (N + 31) / 32);
+		ck_assert_msg(arena_used(m->arena) - before < (size_t)N * 2048,
+			      "%zu arena bytes for %d nodes", arena_used(m->arena) - before, N);
+		ck_assert_int_eq(ir_verify(m, &d), 0);
+		ir_free_module(m);
+		free(text);
+	}
+}
+END_TEST
+
 Suite *
 limits_suite(void)
 {
 	Suite *s = suite_create("limits");
 	TCase *tc = tcase_create("limits");
 
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_limits_ir_types_up_to_2_48_elements);
 	tcase_add_test(tc, test_limits_inference_refuses_huge_results);
 	tcase_add_test(tc, test_limits_onnx_nesting_refused_before_parsing);
@@ -279,6 +414,9 @@ limits_suite(void)
 	tcase_add_test(tc, test_limits_config_nesting_refused);
 	tcase_add_test(tc, test_limits_tensor_files_declare_more_than_they_hold);
 	tcase_add_test(tc, test_limits_weight_only_is_bounded);
+	tcase_add_test(tc, test_limits_arena_budget_calls_the_handler);
+	tcase_add_test(tc, test_limits_external_data_past_the_host_budget);
+	tcase_add_test(tc, test_limits_fuse_ew_on_100000_nodes);
 	suite_add_tcase(s, tc);
 	return s;
 }
