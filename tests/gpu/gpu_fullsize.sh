@@ -13,7 +13,7 @@ B=${BUILD:-/tmp/moert-fullsize}
 CC=${CC:-gcc}
 TILES=${TILES:-1,7,16,64,65,256,1000,4096}
 mkdir -p "$B"
-$CC -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime -o "$B/moert" tools/moert.c \
+$CC -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime -Itools -o "$B/moert" tools/moert.c tools/opt.c \
 	util/*.c bundle/*.c runtime/*.c -ldl -lpthread -lm || { echo "FAIL build"; exit 1; }
 "$B/moert" info >/dev/null 2>&1 || { echo "SKIP no GPU"; exit 77; }
 "$B/moert" info
