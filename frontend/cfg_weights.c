@@ -147,11 +147,14 @@ read_piece(Cfg *c, const Piece *p, const StTensor *t, char *data, size_t es)
 	char *tmp;
 	int rc;
 
-	int64_t nblk = p->nblk > 1 ? p->nblk : 1;
-	/* one block: the whole tensor; [rows/nblk, cols] each */
-	int64_t bdim[2] = {p->dim[p->rank - 2] / nblk, p->dim[p->rank - 1]};
-	size_t bsize = (size_t)(bdim[0] * bdim[1]) * es;
+	int64_t nblk = p->nblk > 1 ? p->nblk : 1, bdim[2] = {0, 0};
+	size_t bsize = 0;
 
+	if (nblk > 1) {	/* rank 2: nblk blocks of [rows/nblk, cols] */
+		bdim[0] = p->dim[0] / nblk;
+		bdim[1] = p->dim[1];
+		bsize = (size_t)(bdim[0] * bdim[1]) * es;
+	}
 	if (!p->trans && nblk == 1)
 		return st_read(c->st, t, data + (size_t)p->off * es, c->d);
 	if (!(tmp = malloc((size_t)t->size)))
