@@ -258,7 +258,7 @@ has_routing(const Graph *g)
 	return 0;
 }
 
-/* The graph's routing on a case's inputs, before the pipeline; NULL if the
+/* The graph's routing on a case's inputs, before the pipeline; empty if the
  * case does not run (its own line says why later). */
 static RouteLog *
 graph_routing(const char *casedir, Graph *g)

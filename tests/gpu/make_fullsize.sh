@@ -9,7 +9,8 @@
 # OUTDIR/list.txt ("<case> <model> <layer>" per line) for gpu_fullsize.sh.
 # A block whose weights do not fit this host's memory gets a bundle but no
 # reference (fullsize says SKIP; the device run lists it as such).
-# Exit 0 all prepared, 1 a compile or a reference failed.
+# ONLY="olmoe gpt2" prepares those cases alone.  Exit 0 all prepared, 1 a
+# compile or a reference failed.
 set -u
 build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +35,7 @@ mistral mistral-7b-v0.1 0
 gpt2 gpt2 0
 bert bert-base-uncased 0"
 echo "$cases" | while read -r name model layer; do
+	case " ${ONLY:-$name} " in *" $name "*) ;; *) continue ;; esac	# ONLY="a b": those cases
 	t0=$(date +%s)
 	if ! "$moec" compile "$src/models/$model" --layer "$layer" --synthetic-weights=1 \
 		--max-tokens=4096 -o "$out/$name.moeb" 2>"$out/$name.log"; then
