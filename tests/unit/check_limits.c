@@ -271,6 +271,25 @@ END_TEST
 
 /* --- memory budgets -------------------------------------------------------- */
 
+START_TEST(test_limits_ir_statements_per_graph)
+{
+	size_t cap = (size_t)IR_MAX_NODES * 32 + 256, k;
+	char *text = malloc(cap);
+
+	for (int extra = 0; extra < 2; extra++) {
+		k = (size_t)snprintf(text, cap, "graph @g(%%x: f32[1]) -> (y: f32[1]) {\n");
+		for (int i = 0; i < IR_MAX_NODES + extra; i++)
+			k += (size_t)snprintf(text + k, cap - k, "\t%%t%d = neg %%x : f32[1]\n", i);
+		snprintf(text + k, cap - k, "\tret %%x\n}\n");
+		if (!extra)
+			ck_assert_int_eq(parse_verify(text), 0);
+		else
+			expect_refused(text, "t.ir:262146:13: more than 262144 statements in one graph");
+	}
+	free(text);
+}
+END_TEST
+
 static jmp_buf oom_jmp;
 static char oom_owner[64];
 static size_t oom_limit;
@@ -414,6 +433,7 @@ limits_suite(void)
 	tcase_add_test(tc, test_limits_config_nesting_refused);
 	tcase_add_test(tc, test_limits_tensor_files_declare_more_than_they_hold);
 	tcase_add_test(tc, test_limits_weight_only_is_bounded);
+	tcase_add_test(tc, test_limits_ir_statements_per_graph);
 	tcase_add_test(tc, test_limits_arena_budget_calls_the_handler);
 	tcase_add_test(tc, test_limits_external_data_past_the_host_budget);
 	tcase_add_test(tc, test_limits_fuse_ew_on_100000_nodes);
