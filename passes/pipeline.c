@@ -97,9 +97,10 @@ now(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Split the pipeline into passes, reporting every unknown name. */
+/* Split a comma list into passes, reporting every unknown name (what: the
+ * flag it came from, for the dump lists; NULL for the pipeline). */
 static int
-resolve(const char *pipeline, const Pass **list, int max, Diag *d)
+resolve(const char *what, const char *pipeline, const Pass **list, int max, Diag *d)
 {
 	int n = 0, bad = 0;
 
@@ -109,8 +110,8 @@ resolve(const char *pipeline, const Pass **list, int max, Diag *d)
 		const Pass *ps = find(p, k);
 
 		if (k && !ps)
-			bad = diag_error(d, LOC_NONE, "unknown pass '%.*s' (see --list-passes)",
-					 (int)k, p);
+			bad = diag_error(d, LOC_NONE, "%s%sunknown pass '%.*s' (see --list-passes)",
+					 what ? what : "", what ? ": " : "", (int)k, p);
 		else if (k && n < max)
 			list[n++] = ps;
 		p += k + (e ? 1 : 0);
@@ -162,8 +163,15 @@ pass_run(Module *m, const PassOpts *o, PassCtx *c)
 	const char *pipe = o->pipeline ? o->pipeline : default_pipeline;
 	CheckRun *chk = NULL;
 	char why[512];
-	int n = resolve(pipe, list, (int)NELEM(list), c->d), rc = 0;
+	const Pass *named[256];
+	int n = resolve(NULL, pipe, list, (int)NELEM(list), c->d), rc = 0;
 
+	/* a dump list naming no pass would silently print nothing */
+	if ((o->print_before && strcmp(o->print_before, "all") &&
+	     resolve("--print-ir-before", o->print_before, named, (int)NELEM(named), c->d) < 0) ||
+	    (o->print_after && strcmp(o->print_after, "all") &&
+	     resolve("--print-ir-after", o->print_after, named, (int)NELEM(named), c->d) < 0))
+		n = -1;
 	if (n < 0)
 		return -1;
 	if (o->check_eval) {
