@@ -153,15 +153,39 @@ cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, i
 	return cfg_linear(c, g, dw, bias ? db : NULL, c->hidden, inter, w2);
 }
 
+/* The router's [E] bias added to f32 logits. */
+static Value *
+router_bias(Cfg *c, Value *l, const char *bias, const MoeSpec *s, int f32ok)
+{
+	int64_t E = s->E;
+	WSpec ws;
+	Value *bv;
+
+	ws = cfg_wspec(c, cfg_name(c, "%s", bias), RECIPE_BIAS, 1, &E, s->ekey);
+	ws.f32ok = f32ok;
+	if (!(bv = cfg_weight(c, &ws)))
+		return NULL;
+	if (bv->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", "f32");
+		bv = cfg_named(c, ir_b1(&c->b, OP_CAST, bv),
+			       why(c, "%s.f32%s", modname(c, bias), ""));
+	}
+	return bv ? ir_b2(&c->b, OP_ADD, l, bv) : NULL;
+}
+
 /* Router logits in f32 ([T,E]), from a [E,H] weight (and [E] bias) in the
- * model dtype or f32: the input is cast to the weight's dtype. */
+ * model dtype or f32: the input is cast to the weight's dtype.  The logits
+ * are rounded as the model's own nn.Linear rounds them: to the weight's
+ * dtype, once, after the bias (HF computes Mixtral's router in bf16 and
+ * DeepSeek's in f32, whose weight is then kept f32).  A near tie decides
+ * which experts a token gets, so this rounding is part of the model. */
 Value *
 cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, int f32ok)
 {
 	int64_t E = s->E;
 	WSpec ws = cfg_wspec(c, cfg_name(c, "%s", w), RECIPE_MATRIX, 2,
 			     (int64_t[]){E, c->hidden}, why(c, "%s x %s", s->ekey, "hidden_size"));
-	Value *wv, *l, *bv;
+	Value *wv, *l;
 
 	ws.f32ok = f32ok;
 	if (!(wv = cfg_weight(c, &ws)))
@@ -174,18 +198,15 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, 
 	ir_b_int(&c->b, "trans_b", 1);
 	ir_b_str(&c->b, "to", "f32");
 	l = cfg_named(c, ir_b2(&c->b, OP_MATMUL, x, wv), modname(c, w));
-	if (!bias || !l)
-		return l;
-	ws = cfg_wspec(c, cfg_name(c, "%s", bias), RECIPE_BIAS, 1, &E, s->ekey);
-	ws.f32ok = f32ok;
-	if (!(bv = cfg_weight(c, &ws)))
-		return NULL;
-	if (bv->type.dt != DT_F32) {
+	if (l && bias)
+		l = router_bias(c, l, bias, s, f32ok);
+	if (l && wv->type.dt != DT_F32) {
+		ir_b_str(&c->b, "to", dtype_name(wv->type.dt));
+		l = cfg_named(c, ir_b1(&c->b, OP_CAST, l), why(c, "%s.round%s", modname(c, w), ""));
 		ir_b_str(&c->b, "to", "f32");
-		bv = cfg_named(c, ir_b1(&c->b, OP_CAST, bv),
-			       why(c, "%s.f32%s", modname(c, bias), ""));
+		l = l ? ir_b1(&c->b, OP_CAST, l) : NULL;
 	}
-	return bv ? ir_b2(&c->b, OP_ADD, l, bv) : NULL;
+	return l;
 }
 
 static void
