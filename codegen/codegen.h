@@ -210,6 +210,7 @@ typedef enum {
 	CGE_NEG, CGE_RELU, CGE_SIGMOID, CGE_TANH, CGE_EXP, CGE_SILU,
 	CGE_GELU_ERF, CGE_GELU_TANH,
 	CGE_CLAMP,		/* clamp(a, lo, hi) */
+	CGE_EW,			/* any scalar IR op (ew.c): iop with its attributes ew, on a (and b) */
 	/*
 	 * Paired over columns (2j, 2j+1) = (gate, up) of the operand; the result
 	 * is output column j, and instructions after it live in the output's
@@ -230,6 +231,21 @@ typedef enum {
 	NCGR
 } CgRowIndex;
 
+/*
+ * ew.c: the attributes of a scalar elementwise op (OPF_SCALAR in ops.def),
+ * decoded once from its node; the emitter reads only these.
+ */
+typedef struct CgEwAttr CgEwAttr;
+struct CgEwAttr {
+	int tanh_approx;	/* gelu */
+	float alpha, beta;	/* leaky_relu, hard_sigmoid */
+	float lo, hi;		/* clip */
+};
+/* 1 when ew.c emits op on f32 values (exactly the OPF_SCALAR ops). */
+int cg_ew_has(Op op);
+/* Decode n's attributes; 0, or -1 with the reason in why. */
+int cg_ew_attr(const Node *n, CgEwAttr *a, char *why, size_t whylen);
+
 #define CG_EP_MAX 32
 typedef struct CgEpInst CgEpInst;
 struct CgEpInst {
@@ -238,6 +254,8 @@ struct CgEpInst {
 	float imm;		/* CGE_IMM */
 	float lo, hi;		/* CGE_CLAMP bounds */
 	float lim, alpha;	/* CGE_SWIGLU (gpt-oss when lim > 0) */
+	Op iop;			/* CGE_EW: the IR op */
+	CgEwAttr ew;		/* CGE_EW: its attributes */
 	/* leaves that read memory: each is one kernel parameter */
 	DType dt;		/* f32, bf16 or f16 */
 	CgRowIndex rows;	/* CGE_ROW, CGE_MAT */
@@ -259,6 +277,8 @@ int cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *
 int cg_ep_op(CgEpilogue *e, CgEpOp op, int a, int b);	/* b: -1 for unary */
 int cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi);
 int cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha);	/* lim 0: plain */
+/* Any scalar IR op (cg_ew_has) of a (and b for binary ops; else -1). */
+int cg_ep_ew(CgEpilogue *e, Op op, const CgEwAttr *at, int a, int b);
 const char *cg_ep_op_name(CgEpOp op);
 int cg_ep_is_leaf(CgEpOp op);
 int cg_ep_is_load(CgEpOp op);		/* reads memory: one kernel parameter */
@@ -717,6 +737,14 @@ LLVMValueRef cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
+
+/* ew.c: the scalar emitter, one entry per OPF_SCALAR op; x, y f32 (y NULL for unary) */
+LLVMValueRef cg_ew_emit(CgFn *f, Op op, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_log(CgFn *f, LLVMValueRef x);	/* ~1 ulp, no special instructions */
+LLVMValueRef cg_sqrt(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_fabs(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_clamp(CgFn *f, LLVMValueRef x, LLVMValueRef lo, LLVMValueRef hi);	/* NaN stays NaN */
+LLVMValueRef cg_gelu(CgFn *f, LLVMValueRef x, int tanh_approx);
 
 /* raw access */
 LLVMValueRef cg_intrinsic(CgFn *f, const char *name, LLVMTypeRef ret,

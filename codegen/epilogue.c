@@ -48,6 +48,7 @@ static const struct {
 	[CGE_GELU_ERF] = {"gelu_erf", 1, 0},
 	[CGE_GELU_TANH] = {"gelu_tanh", 1, 0},
 	[CGE_CLAMP] = {"clamp", 1, 0},
+	[CGE_EW] = {"ew", 1, 0},	/* its IR op's arity: inst_arity */
 	[CGE_SWIGLU] = {"swiglu", 1, 0},
 };
 
@@ -57,6 +58,23 @@ const char *cg_ep_op_name(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].n
 int cg_ep_is_leaf(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].arity == 0; }
 int cg_ep_is_load(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].load; }
 int cg_ep_arity(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].arity : -1; }
+
+/* Operands of one instruction: CGE_EW has its IR op's. */
+static int
+inst_arity(const CgEpInst *in)
+{
+	if (in->op == CGE_EW)
+		return cg_ew_has(in->iop) ? ir_opinfo[in->iop].inmax : -1;
+	return cg_ep_arity(in->op);
+}
+
+static const char *
+inst_name(const CgEpInst *in)
+{
+	if (in->op == CGE_EW && in->iop == OP_GELU)	/* as the builders' codes print */
+		return in->ew.tanh_approx ? "gelu_tanh" : "gelu_erf";
+	return in->op == CGE_EW && cg_ew_has(in->iop) ? ir_opname(in->iop) : cg_ep_op_name(in->op);
+}
 
 static int
 push(CgEpilogue *e, CgEpInst in)
@@ -157,6 +175,18 @@ cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha)
 }
 
 int
+cg_ep_ew(CgEpilogue *e, Op op, const CgEwAttr *at, int a, int b)
+{
+	CgEpInst in = inst(CGE_EW);
+
+	in.iop = op;
+	in.ew = *at;
+	in.a = a;
+	in.b = b;
+	return push(e, in);
+}
+
+int
 cg_ep_check(const CgEpilogue *e, Diag *d)
 {
 	int sw = -1;
@@ -165,19 +195,19 @@ cg_ep_check(const CgEpilogue *e, Diag *d)
 		return diag_error(d, LOC_NONE, "epilogue: %d instructions (at most %d)", e->n, CG_EP_MAX);
 	for (int i = 0; i < e->n; i++) {
 		const CgEpInst *in = &e->in[i];
-		int ar = cg_ep_arity(in->op);
+		int ar = inst_arity(in);
 		int ops[2] = {in->a, in->b};
-		if (ar < 0)
+		if (ar < 0 || ar > 2)
 			return diag_error(d, LOC_NONE, "epilogue e%d: unknown op %d", i, in->op);
 		for (int k = 0; k < ar; k++) {
 			if (ops[k] < 0 || ops[k] >= i)
 				return diag_error(d, LOC_NONE,
 						  "epilogue e%d (%s): operand %d is e%d, not an earlier instruction",
-						  i, cg_ep_op_name(in->op), k, ops[k]);
+						  i, inst_name(in), k, ops[k]);
 			if (sw >= 0 && ops[k] < sw)
 				return diag_error(d, LOC_NONE,
 						  "epilogue e%d (%s): uses e%d from before swiglu e%d (another column space)",
-						  i, cg_ep_op_name(in->op), ops[k], sw);
+						  i, inst_name(in), ops[k], sw);
 		}
 		if (cg_ep_is_load(in->op)) {
 			if (in->dt != DT_F32 && in->dt != DT_BF16 && in->dt != DT_F16)
@@ -248,12 +278,12 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d)", sep, i, in->a);
 			break;
 		default:
-			if (cg_ep_arity(in->op) == 2)
+			if (inst_arity(in) == 2)
 				k += snprintf(buf + k, n - k, "%se%d=%s(e%d,e%d)", sep, i,
-					      cg_ep_op_name(in->op), in->a, in->b);
+					      inst_name(in), in->a, in->b);
 			else
 				k += snprintf(buf + k, n - k, "%se%d=%s(e%d)", sep, i,
-					      cg_ep_op_name(in->op), in->a);
+					      inst_name(in), in->a);
 		}
 	}
 	return (int)k;
@@ -297,38 +327,24 @@ cg_ep_eval1(const CgEpInst *in, double a, double b)
 
 /* ---- code ---- */
 
+/* The builders' arithmetic codes as IR ops: ew.c emits them all. */
+static const Op ep_ir[NCGE] = {
+	[CGE_ADD] = OP_ADD, [CGE_SUB] = OP_SUB, [CGE_MUL] = OP_MUL, [CGE_DIV] = OP_DIV,
+	[CGE_MIN] = OP_MIN, [CGE_MAX] = OP_MAX, [CGE_NEG] = OP_NEG, [CGE_RELU] = OP_RELU,
+	[CGE_SIGMOID] = OP_SIGMOID, [CGE_TANH] = OP_TANH, [CGE_EXP] = OP_EXP, [CGE_SILU] = OP_SILU,
+	[CGE_GELU_ERF] = OP_GELU, [CGE_GELU_TANH] = OP_GELU, [CGE_CLAMP] = OP_CLIP,
+};
+
 LLVMValueRef
 cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 {
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef half = cg_f32(f, 0.5), one = cg_f32(f, 1.0), t;
+	LLVMValueRef one = cg_f32(f, 1.0);
+	CgEwAttr at;
 
-	switch (in->op) {
-	case CGE_ADD: return LLVMBuildFAdd(B, a, b, "");
-	case CGE_SUB: return LLVMBuildFSub(B, a, b, "");
-	case CGE_MUL: return LLVMBuildFMul(B, a, b, "");
-	case CGE_DIV: return LLVMBuildFDiv(B, a, b, "");
-	case CGE_MIN: return cg_fmin(f, a, b);
-	case CGE_MAX: return cg_fmax(f, a, b);
-	case CGE_NEG: return LLVMBuildFNeg(B, a, "");
-	case CGE_RELU:		/* NaN stays NaN */
-		return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cg_f32(f, 0), ""),
-				       cg_f32(f, 0), a, "");
-	case CGE_SIGMOID: return cg_sigmoid(f, a);
-	case CGE_TANH: return cg_tanh(f, a);
-	case CGE_EXP: return cg_exp(f, a);
-	case CGE_SILU: return LLVMBuildFMul(B, a, cg_sigmoid(f, a), "");
-	case CGE_GELU_ERF:
-		t = cg_erf(f, LLVMBuildFMul(B, a, cg_f32(f, M_SQRT1_2), ""));
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
-	case CGE_GELU_TANH:
-		t = LLVMBuildFMul(B, LLVMBuildFMul(B, a, a, ""), a, "");
-		t = LLVMBuildFAdd(B, a, LLVMBuildFMul(B, t, cg_f32(f, 0.044715), ""), "");
-		t = cg_tanh(f, LLVMBuildFMul(B, t, cg_f32(f, 0.7978845608028654), ""));
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
-	case CGE_CLAMP:
-		return cg_fmin(f, cg_fmax(f, a, cg_f32(f, in->lo)), cg_f32(f, in->hi));
-	case CGE_SWIGLU:
+	if (in->op == CGE_EW)
+		return cg_ew_emit(f, in->iop, &in->ew, a, b);
+	if (in->op == CGE_SWIGLU) {
 		if (in->lim > 0) {
 			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));
 			LLVMValueRef u = cg_fmin(f, cg_fmax(f, b, cg_f32(f, -in->lim)), cg_f32(f, in->lim));
@@ -337,9 +353,14 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 					     LLVMBuildFMul(B, g, s, ""), "");
 		}
 		return LLVMBuildFMul(B, LLVMBuildFMul(B, a, cg_sigmoid(f, a), ""), b, "");
-	default:
-		die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
 	}
+	if (in->op < CGE_ADD || in->op > CGE_CLAMP)	/* leaves: the caller's */
+		die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
+	memset(&at, 0, sizeof at);
+	at.tanh_approx = in->op == CGE_GELU_TANH;
+	at.lo = in->lo;
+	at.hi = in->hi;
+	return cg_ew_emit(f, ep_ir[in->op], &at, a, b);
 }
 
 void

@@ -34,6 +34,9 @@ enum {
 	OPF_COMMUTE = 2,	/* binary and commutative */
 	OPF_REDUCE = 4,		/* reduce over axes */
 	OPF_DYNSHAPE = 8,	/* result shape depends on operand data */
+	OPF_SCALAR = 16,	/* on floats, an f32 function of one or two operands:
+				 * codegen/ew.c emits it for kernel bodies and GEMM
+				 * epilogues alike, so fuse-gemm admits exactly these */
 };
 
 typedef struct {

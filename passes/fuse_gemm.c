@@ -72,18 +72,16 @@ epilogue_operand(const Module *m, const Type *acc, const Type *o)
 	return o->rank == 1 && o->dim[0] == acc->dim[r - 1];
 }
 
+/* The epilogue computes in f32 with codegen/ew.c's table: OPF_SCALAR ops on floats. */
 static int
-epilogue_op(Op op)
+epilogue_op(const Node *u)
 {
-	switch (op) {
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX:
-	case OP_RELU: case OP_GELU: case OP_SILU: case OP_SIGMOID: case OP_TANH:
-	case OP_EXP: case OP_NEG: case OP_CLIP: case OP_CAST: case OP_LEAKY_RELU:
-	case OP_SOFTPLUS: case OP_HARD_SWISH: case OP_HARD_SIGMOID: case OP_IDENTITY:
-		return 1;
-	default:
+	if (!(ir_opinfo[u->op].flags & OPF_SCALAR) || !dtype_is_float(u->out[0]->type.dt))
 		return 0;
-	}
+	for (int i = 0; i < u->nin; i++)
+		if (u->in[i] && !dtype_is_float(u->in[i]->type.dt))
+			return 0;
+	return 1;
 }
 
 /*
@@ -175,7 +173,7 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 			}
 			add(s, u);
 			return;		/* the quantised store ends the epilogue */
-		} else if (epilogue_op(u->op)) {
+		} else if (epilogue_op(u)) {
 			int ok = 1;
 			for (int i = 0; i < u->nin && ok; i++)
 				if (u->in[i] && u->in[i] != v)
