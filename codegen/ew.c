@@ -150,37 +150,37 @@ pow_(CgFn *f, LLVMValueRef x, LLVMValueRef y)
 
 /* ---- the table ---- */
 
-typedef LLVMValueRef EwFn(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y);
+typedef LLVMValueRef EwFn(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y);
 
 #define ZERO cg_f32(f, 0)
 #define ONE cg_f32(f, 1)
-static LLVMValueRef e_neg(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFNeg(f->B, x, ""); }
-static LLVMValueRef e_abs(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_fabs(f, x); }
-static LLVMValueRef e_exp(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_exp(f, x); }
-static LLVMValueRef e_log(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_log(f, x); }
-static LLVMValueRef e_sqrt(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_sqrt(f, x); }
-static LLVMValueRef e_rsqrt(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, cg_sqrt(f, x), ""); }
-static LLVMValueRef e_recip(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, x, ""); }
-static LLVMValueRef e_erf(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_erf(f, x); }
-static LLVMValueRef e_tanh(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_tanh(f, x); }
-static LLVMValueRef e_sigmoid(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_sigmoid(f, x); }
-static LLVMValueRef e_silu(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return fmul_(f, x, cg_sigmoid(f, x)); }
-static LLVMValueRef e_gelu(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return cg_gelu(f, x, a->tanh_approx); }
-static LLVMValueRef e_ident(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return x; }
-static LLVMValueRef e_add(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return fadd_(f, x, y); }
-static LLVMValueRef e_sub(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFSub(f->B, x, y, ""); }
-static LLVMValueRef e_mul(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return fmul_(f, x, y); }
-static LLVMValueRef e_div(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, x, y, ""); }
-static LLVMValueRef e_pow(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return pow_(f, x, y); }
+static LLVMValueRef e_neg(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFNeg(f->B, x, ""); }
+static LLVMValueRef e_abs(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_fabs(f, x); }
+static LLVMValueRef e_exp(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_exp(f, x); }
+static LLVMValueRef e_log(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_log(f, x); }
+static LLVMValueRef e_sqrt(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_sqrt(f, x); }
+static LLVMValueRef e_rsqrt(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, cg_sqrt(f, x), ""); }
+static LLVMValueRef e_recip(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, x, ""); }
+static LLVMValueRef e_erf(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_erf(f, x); }
+static LLVMValueRef e_tanh(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_tanh(f, x); }
+static LLVMValueRef e_sigmoid(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_sigmoid(f, x); }
+static LLVMValueRef e_silu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return fmul_(f, x, cg_sigmoid(f, x)); }
+static LLVMValueRef e_gelu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_gelu(f, x, a->tanh_approx); }
+static LLVMValueRef e_ident(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return x; }
+static LLVMValueRef e_add(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return fadd_(f, x, y); }
+static LLVMValueRef e_sub(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFSub(f->B, x, y, ""); }
+static LLVMValueRef e_mul(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return fmul_(f, x, y); }
+static LLVMValueRef e_div(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, x, y, ""); }
+static LLVMValueRef e_pow(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return pow_(f, x, y); }
 
 static LLVMValueRef
-e_relu(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)	/* NaN stays NaN */
+e_relu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)	/* NaN stays NaN */
 {
 	return cg_select(f, fcmp(f, LLVMRealOLT, x, ZERO), ZERO, x);
 }
 
 static LLVMValueRef
-e_softplus(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)	/* max(x,0) + log1p(e^-|x|) */
+e_softplus(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)	/* max(x,0) + log1p(e^-|x|) */
 {
 	LLVMValueRef pos = fcmp(f, LLVMRealOGT, x, ZERO);
 	LLVMValueRef e = cg_exp(f, cg_select(f, pos, LLVMBuildFNeg(f->B, x, ""), x));
@@ -189,26 +189,26 @@ e_softplus(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)	/* max(x,
 }
 
 static LLVMValueRef
-e_leaky_relu(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)
+e_leaky_relu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)
 {
 	return cg_select(f, fcmp(f, LLVMRealOLT, x, ZERO), fmul_(f, cg_f32(f, a->alpha), x), x);
 }
 
 static LLVMValueRef
-e_hard_sigmoid(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)
+e_hard_sigmoid(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)
 {
 	return cg_clamp(f, fadd_(f, fmul_(f, cg_f32(f, a->alpha), x), cg_f32(f, a->beta)), ZERO, ONE);
 }
 
 static LLVMValueRef
-e_hard_swish(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)	/* x clamp(x/6 + 1/2, 0, 1) */
+e_hard_swish(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)	/* x clamp(x/6 + 1/2, 0, 1) */
 {
 	return fmul_(f, x, cg_clamp(f, fadd_(f, LLVMBuildFDiv(f->B, x, cg_f32(f, 6), ""), cg_f32(f, 0.5)),
 				    ZERO, ONE));
 }
 
 static LLVMValueRef
-e_clip(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)
+e_clip(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)
 {
 	return cg_clamp(f, x, cg_f32(f, a->lo), cg_f32(f, a->hi));
 }
@@ -221,8 +221,8 @@ e_minmax(CgFn *f, int max, LLVMValueRef x, LLVMValueRef y)	/* NaN if either is *
 	return cg_select(f, nan, cg_f32(f, NAN), max ? cg_fmax(f, x, y) : cg_fmin(f, x, y));
 }
 
-static LLVMValueRef e_min(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return e_minmax(f, 0, x, y); }
-static LLVMValueRef e_max(CgFn *f, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y) { return e_minmax(f, 1, x, y); }
+static LLVMValueRef e_min(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return e_minmax(f, 0, x, y); }
+static LLVMValueRef e_max(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return e_minmax(f, 1, x, y); }
 #undef ZERO
 #undef ONE
 
@@ -245,24 +245,8 @@ cg_ew_has(Op op)
 	return (unsigned)op < NOP && ew[op] != NULL;
 }
 
-int
-cg_ew_attr(const Node *n, CgEwAttr *a, char *why, size_t whylen)
-{
-	const char *approx = ir_attr_str(n, "approx", "none");
-
-	memset(a, 0, sizeof *a);
-	a->tanh_approx = n->op == OP_GELU && strcmp(approx, "tanh") == 0;
-	if (n->op == OP_GELU && !a->tanh_approx && strcmp(approx, "none") != 0)
-		return snprintf(why, whylen, "approx must be none or tanh, not %s", approx), -1;
-	a->alpha = (float)ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
-	a->beta = (float)ir_attr_float(n, "beta", 0.5);
-	a->lo = (float)ir_attr_float(n, "min", -INFINITY);
-	a->hi = (float)ir_attr_float(n, "max", INFINITY);
-	return 0;
-}
-
 LLVMValueRef
-cg_ew_emit(CgFn *f, Op op, const CgEwAttr *a, LLVMValueRef x, LLVMValueRef y)
+cg_ew_emit(CgFn *f, Op op, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)
 {
 	if (!cg_ew_has(op))
 		die("cg_ew_emit: %s is not a scalar op", ir_opname(op));

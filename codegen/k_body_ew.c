@@ -61,14 +61,14 @@ int_unary_ok(Op op)
 int
 bd_check_unary(Bd *b, const Node *n)
 {
-	CgEwAttr at;
+	IrEwAttrs at;
 	char why[128];
 
 	if (cg_dt_isint(n->in[0]->type.dt) && !int_unary_ok(n->op))
 		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
 	if (n->op == OP_NOT && !cg_dt_isint(n->in[0]->type.dt))
 		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
-	return cg_ew_attr(n, &at, why, sizeof why) < 0 ? bd_fail(b, n, "%s", why) : 0;
+	return ir_ew_attrs(n, &at, why, sizeof why) < 0 ? bd_fail(b, n, "%s", why) : 0;
 }
 
 static LLVMValueRef
@@ -101,12 +101,12 @@ LLVMValueRef
 bd_unary(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	LLVMValueRef x = bd_in(b, n, 0, idx);
-	CgEwAttr at;
+	IrEwAttrs at;
 	char why[128];
 
 	if (cg_dt_isint(n->in[0]->type.dt))
 		return unary_int(b, n, x);
-	if (cg_ew_attr(n, &at, why, sizeof why) < 0 || !cg_ew_has(n->op)) {
+	if (ir_ew_attrs(n, &at, why, sizeof why) < 0 || !cg_ew_has(n->op)) {
 		bd_fail(b, n, "no elementwise lowering");
 		return x;
 	}
@@ -193,7 +193,7 @@ binary_float(Bd *b, Op op, LLVMValueRef x, LLVMValueRef y)
 	CgFn *f = b->f;
 	LLVMBuilderRef B = f->B;
 	LLVMRealPredicate p;
-	CgEwAttr at;
+	IrEwAttrs at;
 
 	if (cg_ew_has(op)) {
 		memset(&at, 0, sizeof at);	/* binary ops have no attributes */

@@ -191,10 +191,10 @@ operand(L *l, const Value *v)
 static int
 scalar(L *l, const Node *n)
 {
-	CgEwAttr at;
+	IrEwAttrs at;
 	int a, b = -1;
 
-	if (cg_ew_attr(n, &at, l->why, sizeof l->why) < 0)
+	if (ir_ew_attrs(n, &at, l->why, sizeof l->why) < 0)
 		return -1;
 	if (ir_opinfo[n->op].inmax == 1 && get(l, n->in[0]) < 0)
 		return fail(l, "%s of a value the epilogue does not compute", ir_opname(n->op));
@@ -453,7 +453,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 		int b = leaf(&l, mm->in[2 + grouped]);
 		if (b < 0)
 			return snprintf(why, whylen, "%s", l.why), -1;
-		put(&l, mm->out[0], cg_ep_op(&s->ep, CGE_ADD, get(&l, mm->out[0]), b));
+		put(&l, mm->out[0], cg_ep_op(&s->ep, OP_ADD, get(&l, mm->out[0]), b));
 	}
 	for (const Node *n = mm->next; n; n = n->next)
 		if (epilogue_node(&l, n) < 0)

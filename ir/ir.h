@@ -338,6 +338,22 @@ double ir_weight_scale(const Weight *w);	/* resolves the default */
  * NULL with a diagnostic if it would be too large. */
 const void *ir_weight_data(Weight *w, Diag *d);
 
+/*
+ * eval_ew.c: the scalar ops (OPF_SCALAR) — their attributes, declared and
+ * decoded once (defaults: alpha 0.01, hard_sigmoid's 0.2; beta 0.5; clip
+ * min -inf, max inf; gelu approx none), and their reference semantics in
+ * double.  The interpreter and codegen/ew.c both read IrEwAttrs.
+ */
+typedef struct {
+	int tanh_approx;	/* gelu approx=tanh */
+	double alpha, beta;	/* leaky_relu, hard_sigmoid */
+	double lo, hi;		/* clip min, max */
+} IrEwAttrs;
+/* 0, or -1 with the reason in why (a bad approx). */
+int ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen);
+/* x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
+double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);
+
 /* eval.c: the CPU reference interpreter */
 
 typedef struct {
