@@ -280,6 +280,20 @@ strip_name(const Value *v)
 	return v->name;
 }
 
+/* "softmax router, top-2 of 8 experts, renormalised" */
+static size_t
+route_summary(char *buf, size_t len, const Node *route)
+{
+	IrRouteAttrs ra;
+
+	ir_route_attrs(route, &ra);
+	return (size_t)snprintf(buf, len, "%s router, top-%lld of %lld experts%s%s%s",
+				ra.router_name, (long long)ra.k, (long long)route->in[0]->type.dim[1],
+				ra.renorm ? ", renormalised" : "",
+				route->nin > 1 && route->in[1] ? ", selection bias" : "",
+				ra.n_group > 1 ? ", group-limited" : "");
+}
+
 /* What an epilogue operand is, in words: "bias $b", "per-row %r", ... */
 static void
 operand_words(char *buf, size_t n, const Value *acc, const Value *v)
@@ -327,13 +341,7 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 		k += (size_t)snprintf(buf + k, len - k, "GEMM with %c%s",
 				      anchor->in[1]->kind == V_WEIGHT ? '$' : '%', anchor->in[1]->name);
 	else if (anchor->op == OP_ROUTE)
-		k += (size_t)snprintf(buf + k, len - k, "%s router, top-%lld of %lld experts%s%s%s",
-				      ir_attr_str(anchor, "router", "softmax"),
-				      (long long)ir_attr_int(anchor, "k", 1),
-				      (long long)anchor->in[0]->type.dim[1],
-				      ir_attr_int(anchor, "renorm", 0) ? ", renormalised" : "",
-				      anchor->nin > 1 && anchor->in[1] ? ", selection bias" : "",
-				      ir_attr_int(anchor, "n_group", 1) > 1 ? ", group-limited" : "");
+		k += route_summary(buf + k, len - k, anchor);
 	else
 		k += (size_t)snprintf(buf + k, len - k, "token slots sorted by expert (%lld), "
 				      "per-expert offsets on the device",
