@@ -204,12 +204,8 @@ typedef enum {
 	CGE_COL,		/* vec[n] (+ expert * group_stride) */
 	CGE_ROW,		/* vec[row(m)]: 1/rms, a routing weight */
 	CGE_MAT,		/* mat[row(m) * ld + n]: a residual */
-	/* binary */
-	CGE_ADD, CGE_SUB, CGE_MUL, CGE_DIV, CGE_MIN, CGE_MAX,
-	/* unary */
-	CGE_NEG, CGE_RELU, CGE_SIGMOID, CGE_TANH, CGE_EXP, CGE_SILU,
-	CGE_GELU_ERF, CGE_GELU_TANH,
-	CGE_CLAMP,		/* clamp(a, lo, hi) */
+	/* every scalar IR op (OPF_SCALAR): iop, with its attributes, of a (and b); ew.c emits it */
+	CGE_OP,
 	/*
 	 * Paired over columns (2j, 2j+1) = (gate, up) of the operand; the result
 	 * is output column j, and instructions after it live in the output's
@@ -230,14 +226,18 @@ typedef enum {
 	NCGR
 } CgRowIndex;
 
+/* ew.c emits op on f32 values: exactly the OPF_SCALAR ops (IrEwAttrs: its attributes). */
+int cg_ew_has(Op op);
+
 #define CG_EP_MAX 32
 typedef struct CgEpInst CgEpInst;
 struct CgEpInst {
 	CgEpOp op;
 	int a, b;		/* operands */
 	float imm;		/* CGE_IMM */
-	float lo, hi;		/* CGE_CLAMP bounds */
 	float lim, alpha;	/* CGE_SWIGLU (gpt-oss when lim > 0) */
+	Op iop;			/* CGE_OP: the IR op */
+	IrEwAttrs ew;		/* CGE_OP: its attributes */
 	/* leaves that read memory: each is one kernel parameter */
 	DType dt;		/* f32, bf16 or f16 */
 	CgRowIndex rows;	/* CGE_ROW, CGE_MAT */
@@ -256,10 +256,16 @@ int cg_ep_imm(CgEpilogue *e, float v);
 int cg_ep_col(CgEpilogue *e, DType dt, int64_t group_stride, const char *role);
 int cg_ep_row(CgEpilogue *e, DType dt, CgRowIndex rows, const char *role);
 int cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *role);
-int cg_ep_op(CgEpilogue *e, CgEpOp op, int a, int b);	/* b: -1 for unary */
-int cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi);
+/* An IR op with its attributes' defaults; b: -1 for unary. */
+int cg_ep_op(CgEpilogue *e, Op op, int a, int b);
+int cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi);	/* clip */
+int cg_ep_gelu(CgEpilogue *e, int a, int tanh_approx);
 int cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha);	/* lim 0: plain */
+/* Any scalar IR op (cg_ew_has) with its attributes, of a (and b for binary ops; else -1). */
+int cg_ep_ew(CgEpilogue *e, Op op, const IrEwAttrs *at, int a, int b);
 const char *cg_ep_op_name(CgEpOp op);
+/* The instruction's name: its IR op's ("gelu_erf", "gelu_tanh" for gelu), or the leaf's. */
+const char *cg_ep_inst_name(const CgEpInst *in);
 int cg_ep_is_leaf(CgEpOp op);
 int cg_ep_is_load(CgEpOp op);		/* reads memory: one kernel parameter */
 int cg_ep_arity(CgEpOp op);
@@ -267,8 +273,6 @@ int cg_ep_arity(CgEpOp op);
 int cg_ep_check(const CgEpilogue *e, Diag *d);
 /* "relu(add(acc,col:bias))" — for notes, reports and tests. */
 int cg_ep_print(char *buf, size_t n, const CgEpilogue *e);
-/* Reference semantics in double of one operation (not leaves); swiglu: a = gate, b = up. */
-double cg_ep_eval1(const CgEpInst *in, double a, double b);
 
 /* k_gemm.c: the GEMM family */
 
@@ -717,6 +721,14 @@ LLVMValueRef cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
+
+/* ew.c: the scalar emitter, one entry per OPF_SCALAR op; x, y f32 (y NULL for unary) */
+LLVMValueRef cg_ew_emit(CgFn *f, Op op, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_log(CgFn *f, LLVMValueRef x);	/* ~1 ulp, no special instructions */
+LLVMValueRef cg_sqrt(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_fabs(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_clamp(CgFn *f, LLVMValueRef x, LLVMValueRef lo, LLVMValueRef hi);	/* NaN stays NaN */
+LLVMValueRef cg_gelu(CgFn *f, LLVMValueRef x, int tanh_approx);
 
 /* raw access */
 LLVMValueRef cg_intrinsic(CgFn *f, const char *name, LLVMTypeRef ret,

@@ -1,11 +1,12 @@
 /*
  * epilogue.c — the epilogue program of a GEMM: building it, checking it,
- * printing it, its reference semantics in double, and its code.
+ * printing it, and its code.  Its operations are IR ops (CGE_OP): ew.c
+ * emits them as kernel bodies do, ir/eval_ew.c is their semantics.
  *
  *	e0 = acc                          one element of the f32 accumulator
  *	e1 = col bias bf16                bias[n]
  *	e2 = add e0, e1
- *	e3 = gelu_erf e2                  the result: the last instruction
+ *	e3 = gelu e2                      the result: the last instruction
  *
  * Leaves that read memory (col, row, mat) become kernel parameters, in
  * program order.  SWIGLU pairs columns (2j, 2j+1) of its operand, which the
@@ -33,21 +34,7 @@ static const struct {
 	[CGE_COL] = {"col", 0, 1},
 	[CGE_ROW] = {"row", 0, 1},
 	[CGE_MAT] = {"mat", 0, 1},
-	[CGE_ADD] = {"add", 2, 0},
-	[CGE_SUB] = {"sub", 2, 0},
-	[CGE_MUL] = {"mul", 2, 0},
-	[CGE_DIV] = {"div", 2, 0},
-	[CGE_MIN] = {"min", 2, 0},
-	[CGE_MAX] = {"max", 2, 0},
-	[CGE_NEG] = {"neg", 1, 0},
-	[CGE_RELU] = {"relu", 1, 0},
-	[CGE_SIGMOID] = {"sigmoid", 1, 0},
-	[CGE_TANH] = {"tanh", 1, 0},
-	[CGE_EXP] = {"exp", 1, 0},
-	[CGE_SILU] = {"silu", 1, 0},
-	[CGE_GELU_ERF] = {"gelu_erf", 1, 0},
-	[CGE_GELU_TANH] = {"gelu_tanh", 1, 0},
-	[CGE_CLAMP] = {"clamp", 1, 0},
+	[CGE_OP] = {"op", 1, 0},	/* its IR op's arity: inst_arity */
 	[CGE_SWIGLU] = {"swiglu", 1, 0},
 };
 
@@ -57,6 +44,23 @@ const char *cg_ep_op_name(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].n
 int cg_ep_is_leaf(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].arity == 0; }
 int cg_ep_is_load(CgEpOp op) { return (unsigned)op < NCGE && ep_ops[op].load; }
 int cg_ep_arity(CgEpOp op) { return (unsigned)op < NCGE ? ep_ops[op].arity : -1; }
+
+/* Operands of one instruction: CGE_OP has its IR op's. */
+static int
+inst_arity(const CgEpInst *in)
+{
+	if (in->op == CGE_OP)
+		return cg_ew_has(in->iop) ? ir_opinfo[in->iop].inmax : -1;
+	return cg_ep_arity(in->op);
+}
+
+const char *
+cg_ep_inst_name(const CgEpInst *in)
+{
+	if (in->op == CGE_OP && in->iop == OP_GELU)	/* the approximation, in reports */
+		return in->ew.tanh_approx ? "gelu_tanh" : "gelu_erf";
+	return in->op == CGE_OP && cg_ew_has(in->iop) ? ir_opname(in->iop) : cg_ep_op_name(in->op);
+}
 
 static int
 push(CgEpilogue *e, CgEpInst in)
@@ -125,24 +129,56 @@ cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *role
 }
 
 int
-cg_ep_op(CgEpilogue *e, CgEpOp op, int a, int b)
+cg_ep_ew(CgEpilogue *e, Op op, const IrEwAttrs *at, int a, int b)
 {
-	CgEpInst in = inst(op);
+	CgEpInst in = inst(CGE_OP);
 
+	in.iop = op;
+	in.ew = *at;
 	in.a = a;
 	in.b = b;
 	return push(e, in);
 }
 
+/* The attributes' defaults: those of a node without attributes. */
+static IrEwAttrs
+defaults(Op op)
+{
+	IrEwAttrs at;
+	Node n;
+	char why[8];
+
+	memset(&n, 0, sizeof n);
+	n.op = op;
+	ir_ew_attrs(&n, &at, why, sizeof why);
+	return at;
+}
+
+int
+cg_ep_op(CgEpilogue *e, Op op, int a, int b)
+{
+	IrEwAttrs at = defaults(op);
+
+	return cg_ep_ew(e, op, &at, a, b);
+}
+
+int
+cg_ep_gelu(CgEpilogue *e, int a, int tanh_approx)
+{
+	IrEwAttrs at = defaults(OP_GELU);
+
+	at.tanh_approx = tanh_approx;
+	return cg_ep_ew(e, OP_GELU, &at, a, -1);
+}
+
 int
 cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi)
 {
-	CgEpInst in = inst(CGE_CLAMP);
+	IrEwAttrs at = defaults(OP_CLIP);
 
-	in.a = a;
-	in.lo = lo;
-	in.hi = hi;
-	return push(e, in);
+	at.lo = lo;
+	at.hi = hi;
+	return cg_ep_ew(e, OP_CLIP, &at, a, -1);
 }
 
 int
@@ -165,19 +201,19 @@ cg_ep_check(const CgEpilogue *e, Diag *d)
 		return diag_error(d, LOC_NONE, "epilogue: %d instructions (at most %d)", e->n, CG_EP_MAX);
 	for (int i = 0; i < e->n; i++) {
 		const CgEpInst *in = &e->in[i];
-		int ar = cg_ep_arity(in->op);
+		int ar = inst_arity(in);
 		int ops[2] = {in->a, in->b};
-		if (ar < 0)
+		if (ar < 0 || ar > 2)
 			return diag_error(d, LOC_NONE, "epilogue e%d: unknown op %d", i, in->op);
 		for (int k = 0; k < ar; k++) {
 			if (ops[k] < 0 || ops[k] >= i)
 				return diag_error(d, LOC_NONE,
 						  "epilogue e%d (%s): operand %d is e%d, not an earlier instruction",
-						  i, cg_ep_op_name(in->op), k, ops[k]);
+						  i, cg_ep_inst_name(in), k, ops[k]);
 			if (sw >= 0 && ops[k] < sw)
 				return diag_error(d, LOC_NONE,
 						  "epilogue e%d (%s): uses e%d from before swiglu e%d (another column space)",
-						  i, cg_ep_op_name(in->op), ops[k], sw);
+						  i, cg_ep_inst_name(in), ops[k], sw);
 		}
 		if (cg_ep_is_load(in->op)) {
 			if (in->dt != DT_F32 && in->dt != DT_BF16 && in->dt != DT_F16)
@@ -196,9 +232,9 @@ cg_ep_check(const CgEpilogue *e, Diag *d)
 		}
 		if (in->op == CGE_ACC && sw >= 0)
 			return diag_error(d, LOC_NONE, "epilogue e%d: acc after swiglu e%d", i, sw);
-		if (in->op == CGE_CLAMP && !(in->lo <= in->hi))
-			return diag_error(d, LOC_NONE, "epilogue e%d: clamp(%g, %g) is empty", i,
-					  in->lo, in->hi);
+		if (in->op == CGE_OP && in->iop == OP_CLIP && !(in->ew.lo <= in->ew.hi))
+			return diag_error(d, LOC_NONE, "epilogue e%d: clip(%g, %g) is empty", i,
+					  in->ew.lo, in->ew.hi);
 		if (in->op == CGE_SWIGLU) {
 			if (sw >= 0)
 				return diag_error(d, LOC_NONE, "epilogue e%d: a second swiglu (first e%d)", i, sw);
@@ -237,9 +273,6 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 			k += snprintf(buf + k, n - k, "%se%d=%s[%s,n]:%s", sep, i, in->role,
 				      row_names[in->rows], dtype_name(in->dt));
 			break;
-		case CGE_CLAMP:
-			k += snprintf(buf + k, n - k, "%se%d=clamp(e%d,%g,%g)", sep, i, in->a, in->lo, in->hi);
-			break;
 		case CGE_SWIGLU:
 			if (in->lim > 0)
 				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d,lim=%g,alpha=%g)", sep, i,
@@ -248,51 +281,18 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d)", sep, i, in->a);
 			break;
 		default:
-			if (cg_ep_arity(in->op) == 2)
+			if (in->iop == OP_CLIP)
+				k += snprintf(buf + k, n - k, "%se%d=clip(e%d,%g,%g)", sep, i, in->a,
+					      in->ew.lo, in->ew.hi);
+			else if (inst_arity(in) == 2)
 				k += snprintf(buf + k, n - k, "%se%d=%s(e%d,e%d)", sep, i,
-					      cg_ep_op_name(in->op), in->a, in->b);
+					      cg_ep_inst_name(in), in->a, in->b);
 			else
 				k += snprintf(buf + k, n - k, "%se%d=%s(e%d)", sep, i,
-					      cg_ep_op_name(in->op), in->a);
+					      cg_ep_inst_name(in), in->a);
 		}
 	}
 	return (int)k;
-}
-
-/* ---- reference semantics ---- */
-
-static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
-
-double
-cg_ep_eval1(const CgEpInst *in, double a, double b)
-{
-	switch (in->op) {
-	case CGE_ADD: return a + b;
-	case CGE_SUB: return a - b;
-	case CGE_MUL: return a * b;
-	case CGE_DIV: return a / b;
-	case CGE_MIN: return a < b ? a : b;
-	case CGE_MAX: return a > b ? a : b;
-	case CGE_NEG: return -a;
-	case CGE_RELU: return a < 0 ? 0 : a;
-	case CGE_SIGMOID: return sigm(a);
-	case CGE_TANH: return tanh(a);
-	case CGE_EXP: return exp(a);
-	case CGE_SILU: return a * sigm(a);
-	case CGE_GELU_ERF: return 0.5 * a * (1 + erf(a * M_SQRT1_2));
-	case CGE_GELU_TANH:
-		return 0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
-	case CGE_CLAMP: return a < in->lo ? in->lo : a > in->hi ? in->hi : a;
-	case CGE_SWIGLU:	/* a = gate, b = up */
-		if (in->lim > 0) {
-			double g = a < in->lim ? a : in->lim;
-			double u = b < -in->lim ? -in->lim : b > in->lim ? in->lim : b;
-			return (u + 1) * g * sigm(in->alpha * g);
-		}
-		return a * sigm(a) * b;
-	default:
-		die("cg_ep_eval1: %s is not an operation", cg_ep_op_name(in->op));
-	}
 }
 
 /* ---- code ---- */
@@ -301,34 +301,11 @@ LLVMValueRef
 cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 {
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef half = cg_f32(f, 0.5), one = cg_f32(f, 1.0), t;
+	LLVMValueRef one = cg_f32(f, 1.0);
 
-	switch (in->op) {
-	case CGE_ADD: return LLVMBuildFAdd(B, a, b, "");
-	case CGE_SUB: return LLVMBuildFSub(B, a, b, "");
-	case CGE_MUL: return LLVMBuildFMul(B, a, b, "");
-	case CGE_DIV: return LLVMBuildFDiv(B, a, b, "");
-	case CGE_MIN: return cg_fmin(f, a, b);
-	case CGE_MAX: return cg_fmax(f, a, b);
-	case CGE_NEG: return LLVMBuildFNeg(B, a, "");
-	case CGE_RELU:		/* NaN stays NaN */
-		return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cg_f32(f, 0), ""),
-				       cg_f32(f, 0), a, "");
-	case CGE_SIGMOID: return cg_sigmoid(f, a);
-	case CGE_TANH: return cg_tanh(f, a);
-	case CGE_EXP: return cg_exp(f, a);
-	case CGE_SILU: return LLVMBuildFMul(B, a, cg_sigmoid(f, a), "");
-	case CGE_GELU_ERF:
-		t = cg_erf(f, LLVMBuildFMul(B, a, cg_f32(f, M_SQRT1_2), ""));
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
-	case CGE_GELU_TANH:
-		t = LLVMBuildFMul(B, LLVMBuildFMul(B, a, a, ""), a, "");
-		t = LLVMBuildFAdd(B, a, LLVMBuildFMul(B, t, cg_f32(f, 0.044715), ""), "");
-		t = cg_tanh(f, LLVMBuildFMul(B, t, cg_f32(f, 0.7978845608028654), ""));
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, half, a, ""), LLVMBuildFAdd(B, one, t, ""), "");
-	case CGE_CLAMP:
-		return cg_fmin(f, cg_fmax(f, a, cg_f32(f, in->lo)), cg_f32(f, in->hi));
-	case CGE_SWIGLU:
+	if (in->op == CGE_OP)
+		return cg_ew_emit(f, in->iop, &in->ew, a, b);
+	if (in->op == CGE_SWIGLU) {
 		if (in->lim > 0) {
 			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));
 			LLVMValueRef u = cg_fmin(f, cg_fmax(f, b, cg_f32(f, -in->lim)), cg_f32(f, in->lim));
@@ -337,9 +314,8 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 					     LLVMBuildFMul(B, g, s, ""), "");
 		}
 		return LLVMBuildFMul(B, LLVMBuildFMul(B, a, cg_sigmoid(f, a), ""), b, "");
-	default:
-		die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
 	}
+	die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
 }
 
 void

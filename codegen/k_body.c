@@ -301,60 +301,10 @@ bd_isnan(Bd *b, LLVMValueRef x)
 	return bd_fcmp(b, LLVMRealUNO, x, x);
 }
 
-LLVMValueRef
-bd_fabs(Bd *b, LLVMValueRef x)
-{
-	return cg_intrinsic(b->f, "llvm.fabs", b->f->tf32, &b->f->tf32, 1, &x, 1);
-}
-
-LLVMValueRef
-bd_sqrt(Bd *b, LLVMValueRef x)
-{
-	return cg_intrinsic(b->f, "llvm.sqrt", b->f->tf32, &b->f->tf32, 1, &x, 1);
-}
-
-/*
- * Natural log in f32 from the bits (cephes logf): x = m 2^e with m in
- * [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1.  Pure arithmetic,
- * so the GPU and the emulator agree; NaN, negative: NaN; 0: -inf; inf: inf.
- */
-LLVMValueRef
-bd_log(Bd *b, LLVMValueRef x)
-{
-	static const double p[9] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
-				    -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
-				    2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
-	CgFn *f = b->f;
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef sub = bd_fcmp(b, LLVMRealOLT, x, cg_f32(f, 1.17549435e-38f));
-	LLVMValueRef xs = cg_select(f, sub, LLVMBuildFMul(B, x, cg_f32(f, 16777216.0), ""), x);
-	LLVMValueRef u = LLVMBuildBitCast(B, xs, f->ti32, "");
-	LLVMValueRef e = cg_addi(f, cg_and(f, cg_shr(f, u, 23), 0xff), -126);
-	LLVMValueRef m, big, z, y, r, ef;
-
-	e = cg_select(f, sub, cg_addi(f, e, -24), e);
-	/* m in [0.5, 1) */
-	m = LLVMBuildBitCast(B, LLVMBuildOr(B, cg_and(f, u, 0x807fffff), cg_i32(f, 0x3f000000), ""), f->tf32, "");
-	big = bd_fcmp(b, LLVMRealOGE, m, cg_f32(f, 0.707106781186547524));
-	e = cg_select(f, big, e, cg_addi(f, e, -1));
-	m = cg_select(f, big, LLVMBuildFSub(B, m, cg_f32(f, 1.0), ""),
-		      LLVMBuildFSub(B, LLVMBuildFAdd(B, m, m, ""), cg_f32(f, 1.0), ""));
-	z = LLVMBuildFMul(B, m, m, "");
-	y = cg_f32(f, p[0]);
-	for (int i = 1; i < 9; i++)
-		y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, m, ""), cg_f32(f, p[i]), "");
-	y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, m, ""), z, "");
-	ef = LLVMBuildSIToFP(B, e, f->tf32, "");
-	y = LLVMBuildFAdd(B, y, LLVMBuildFMul(B, ef, cg_f32(f, -2.12194440e-4), ""), "");
-	y = LLVMBuildFAdd(B, y, LLVMBuildFMul(B, z, cg_f32(f, -0.5), ""), "");
-	r = LLVMBuildFAdd(B, m, y, "");
-	r = LLVMBuildFAdd(B, r, LLVMBuildFMul(B, ef, cg_f32(f, 0.693359375), ""), "");
-	/* specials */
-	r = cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, cg_f32(f, INFINITY)), x, r);
-	r = cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, cg_f32(f, 0)), cg_f32(f, -INFINITY), r);
-	r = cg_select(f, bd_fcmp(b, LLVMRealULT, x, cg_f32(f, 0)), cg_f32(f, NAN), r);
-	return r;
-}
+/* ew.c's, for the families that compute their own maths */
+LLVMValueRef bd_fabs(Bd *b, LLVMValueRef x) { return cg_fabs(b->f, x); }
+LLVMValueRef bd_sqrt(Bd *b, LLVMValueRef x) { return cg_sqrt(b->f, x); }
+LLVMValueRef bd_log(Bd *b, LLVMValueRef x) { return cg_log(b->f, x); }
 
 /* ---- the walker ---- */
 

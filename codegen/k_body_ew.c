@@ -24,15 +24,6 @@ to_f32(Bd *b, LLVMValueRef v)
 }
 
 static LLVMValueRef
-clamp(Bd *b, LLVMValueRef x, LLVMValueRef lo, LLVMValueRef hi)	/* NaN stays NaN */
-{
-	CgFn *f = b->f;
-
-	x = cg_select(f, bd_fcmp(b, LLVMRealOGT, x, hi), hi, x);
-	return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, lo), lo, x);
-}
-
-static LLVMValueRef
 fmul_(Bd *b, LLVMValueRef x, LLVMValueRef y)
 {
 	return LLVMBuildFMul(b->f->B, x, y, "");
@@ -48,31 +39,6 @@ static LLVMValueRef
 c32(Bd *b, double v)
 {
 	return cg_f32(b->f, v);
-}
-
-/* log(1 + y), accurate for small y: log(u) * y / (u - 1) with u = 1 + y. */
-static LLVMValueRef
-log1p_(Bd *b, LLVMValueRef y)
-{
-	LLVMBuilderRef B = b->f->B;
-	LLVMValueRef u = fadd_(b, c32(b, 1), y);
-	LLVMValueRef r = LLVMBuildFDiv(B, fmul_(b, bd_log(b, u), y), LLVMBuildFSub(B, u, c32(b, 1), ""), "");
-
-	return cg_select(b->f, bd_fcmp(b, LLVMRealOEQ, u, c32(b, 1)), y, r);
-}
-
-static LLVMValueRef
-gelu(Bd *b, LLVMValueRef x, int tanh_approx)
-{
-	LLVMValueRef t;
-
-	if (tanh_approx) {
-		LLVMValueRef x3 = fmul_(b, fmul_(b, x, x), x);
-		t = cg_tanh(b->f, fmul_(b, c32(b, 0.7978845608028654), fadd_(b, x, fmul_(b, c32(b, 0.044715), x3))));
-	} else {
-		t = cg_erf(b->f, fmul_(b, x, c32(b, 0.7071067811865476)));
-	}
-	return fmul_(b, fmul_(b, c32(b, 0.5), x), fadd_(b, c32(b, 1), t));
 }
 
 static int
@@ -95,13 +61,14 @@ int_unary_ok(Op op)
 int
 bd_check_unary(Bd *b, const Node *n)
 {
-	int t;
+	IrEwAttrs at;
+	char why[128];
 
 	if (cg_dt_isint(n->in[0]->type.dt) && !int_unary_ok(n->op))
 		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
 	if (n->op == OP_NOT && !cg_dt_isint(n->in[0]->type.dt))
 		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
-	return n->op == OP_GELU ? approx_tanh(b, n, &t) : 0;
+	return ir_ew_attrs(n, &at, why, sizeof why) < 0 ? bd_fail(b, n, "%s", why) : 0;
 }
 
 static LLVMValueRef
@@ -133,50 +100,17 @@ unary_int(Bd *b, const Node *n, LLVMValueRef v)
 LLVMValueRef
 bd_unary(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
-	CgFn *f = b->f;
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef x = bd_in(b, n, 0, idx), zero = c32(b, 0);
-	double alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
-	int t = 0;
+	LLVMValueRef x = bd_in(b, n, 0, idx);
+	IrEwAttrs at;
+	char why[128];
 
 	if (cg_dt_isint(n->in[0]->type.dt))
 		return unary_int(b, n, x);
-	switch (n->op) {
-	case OP_NEG: return LLVMBuildFNeg(B, x, "");
-	case OP_ABS: return bd_fabs(b, x);
-	case OP_EXP: return cg_exp(f, x);
-	case OP_LOG: return bd_log(b, x);
-	case OP_SQRT: return bd_sqrt(b, x);
-	case OP_RSQRT: return LLVMBuildFDiv(B, c32(b, 1), bd_sqrt(b, x), "");
-	case OP_RECIPROCAL: return LLVMBuildFDiv(B, c32(b, 1), x, "");
-	case OP_ERF: return cg_erf(f, x);
-	case OP_TANH: return cg_tanh(f, x);
-	case OP_SIGMOID: return cg_sigmoid(f, x);
-	case OP_RELU: return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), zero, x);
-	case OP_SILU: return fmul_(b, x, cg_sigmoid(f, x));
-	case OP_GELU:
-		approx_tanh(b, n, &t);
-		return gelu(b, x, t);
-	case OP_SOFTPLUS: {
-		LLVMValueRef pos = bd_fcmp(b, LLVMRealOGT, x, zero);
-		LLVMValueRef e = cg_exp(f, cg_select(f, pos, LLVMBuildFNeg(B, x, ""), x));
-		return fadd_(b, cg_select(f, pos, x, zero), log1p_(b, e));
-	}
-	case OP_LEAKY_RELU:
-		return cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), fmul_(b, c32(b, alpha), x), x);
-	case OP_HARD_SIGMOID:
-		return clamp(b, fadd_(b, fmul_(b, c32(b, alpha), x), c32(b, ir_attr_float(n, "beta", 0.5))),
-			     zero, c32(b, 1));
-	case OP_HARD_SWISH:
-		return fmul_(b, x, clamp(b, fadd_(b, LLVMBuildFDiv(B, x, c32(b, 6), ""), c32(b, 0.5)), zero,
-					c32(b, 1)));
-	case OP_CLIP:
-		return clamp(b, x, c32(b, ir_attr_float(n, "min", -INFINITY)),
-			     c32(b, ir_attr_float(n, "max", INFINITY)));
-	default:
+	if (ir_ew_attrs(n, &at, why, sizeof why) < 0 || !cg_ew_has(n->op)) {
 		bd_fail(b, n, "no elementwise lowering");
 		return x;
 	}
+	return cg_ew_emit(b->f, n->op, &at, x, NULL);
 }
 
 /* identity, reshape (same element order) and cast: the walker rounds to
@@ -253,57 +187,17 @@ binary_int(Bd *b, Op op, LLVMValueRef x, LLVMValueRef y)
 	return LLVMBuildZExt(B, bd_icmp(b, p, x, y), f->ti64, "");
 }
 
-/*
- * pow: an integral exponent up to 64 in magnitude by repeated squaring
- * (exact for small integers, as C's pow is); otherwise 2^(y log2 x) for
- * x > 0, NaN for x < 0, and C's values at x = 0.
- */
-static LLVMValueRef
-pow_(Bd *b, LLVMValueRef x, LLVMValueRef y)
-{
-	CgFn *f = b->f;
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef ay = bd_fabs(b, y), one = c32(b, 1), zero = c32(b, 0);
-	LLVMValueRef small = bd_fcmp(b, LLVMRealOLE, ay, c32(b, 64));
-	LLVMValueRef k = LLVMBuildFPToSI(B, cg_select(f, small, ay, zero), f->ti32, "");
-	LLVMValueRef integral = LLVMBuildAnd(B, small, bd_fcmp(b, LLVMRealOEQ,
-					     LLVMBuildSIToFP(B, k, f->tf32, ""), ay), "");
-	LLVMValueRef acc = one, sq = x, gen, r, odd;
-
-	for (int bit = 0; bit < 7; bit++) {
-		LLVMValueRef on = bd_icmp(b, LLVMIntNE, cg_and(f, k, 1 << bit), cg_i32(f, 0));
-		acc = cg_select(f, on, fmul_(b, acc, sq), acc);
-		sq = fmul_(b, sq, sq);
-	}
-	acc = cg_select(f, bd_fcmp(b, LLVMRealOLT, y, zero), LLVMBuildFDiv(B, one, acc, ""), acc);
-	gen = cg_exp2(f, fmul_(b, y, fmul_(b, bd_log(b, x), c32(b, 1.4426950408889634))));
-	gen = cg_select(f, bd_fcmp(b, LLVMRealOLT, x, zero), c32(b, NAN), gen);
-	odd = bd_fcmp(b, LLVMRealOGT, y, zero);
-	gen = cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, zero), cg_select(f, odd, zero, c32(b, INFINITY)), gen);
-	r = cg_select(f, integral, acc, gen);
-	r = cg_select(f, bd_fcmp(b, LLVMRealOEQ, y, zero), one, r);
-	return cg_select(f, bd_fcmp(b, LLVMRealOEQ, x, one), one, r);
-}
-
 static LLVMValueRef
 binary_float(Bd *b, Op op, LLVMValueRef x, LLVMValueRef y)
 {
 	CgFn *f = b->f;
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef nan;
 	LLVMRealPredicate p;
+	IrEwAttrs at;
 
-	switch (op) {
-	case OP_ADD: return fadd_(b, x, y);
-	case OP_SUB: return LLVMBuildFSub(B, x, y, "");
-	case OP_MUL: return fmul_(b, x, y);
-	case OP_DIV: return LLVMBuildFDiv(B, x, y, "");
-	case OP_POW: return pow_(b, x, y);
-	case OP_MIN: case OP_MAX:
-		nan = LLVMBuildOr(B, bd_isnan(b, x), bd_isnan(b, y), "");
-		return cg_select(f, nan, c32(b, NAN), op == OP_MIN ? cg_fmin(f, x, y) : cg_fmax(f, x, y));
-	default:
-		break;
+	if (cg_ew_has(op)) {
+		memset(&at, 0, sizeof at);	/* binary ops have no attributes */
+		return cg_ew_emit(f, op, &at, x, y);
 	}
 	p = op == OP_EQUAL ? LLVMRealOEQ : op == OP_GREATER ? LLVMRealOGT : op == OP_LESS ? LLVMRealOLT
 	  : op == OP_GREATER_EQUAL ? LLVMRealOGE : LLVMRealOLE;
@@ -389,10 +283,10 @@ bd_swiglu(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	case GLU_SILU:
 		return fmul_(b, fmul_(b, gate, cg_sigmoid(f, gate)), up);
 	case GLU_GELU:
-		return fmul_(b, gelu(b, gate, g.tanh_approx), up);
+		return fmul_(b, cg_gelu(f, gate, g.tanh_approx), up);
 	default:
 		gate = cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, g.limit)), c32(b, g.limit), gate);
-		up = clamp(b, up, c32(b, -g.limit), c32(b, g.limit));
+		up = cg_clamp(f, up, c32(b, -g.limit), c32(b, g.limit));
 		return fmul_(b, fadd_(b, up, c32(b, 1)),
 			    fmul_(b, gate, cg_sigmoid(f, fmul_(b, c32(b, g.alpha), gate))));
 	}

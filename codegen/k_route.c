@@ -84,26 +84,27 @@ check(const CgRouteSpec *s, Diag *d)
 int
 cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d)
 {
-	const char *r = ir_attr_str(n, "router", "softmax");
-	const char *gs = ir_attr_str(n, "group_score", "max");
 	const Type *l = &n->in[0]->type;
+	IrRouteAttrs ra;
 
 	cg_route_default(s);
 	if (n->op != OP_ROUTE || l->rank != 2 || !ir_dim_is_static(l->dim[1]))
 		return diag_error(d, n->loc, "route: wants a route node with logits [T,E], E static");
 	s->E = (int)l->dim[1];
-	s->k = (int)ir_attr_int(n, "k", -1);
-	s->router = strcmp(r, "sigmoid") == 0 ? CG_ROUTER_SIGMOID
-		  : strcmp(r, "topk_softmax") == 0 ? CG_ROUTER_TOPK_SOFTMAX : CG_ROUTER_SOFTMAX;
-	if (strcmp(r, "softmax") && s->router == CG_ROUTER_SOFTMAX)
-		return diag_error(d, n->loc, "route: unknown router '%s'", r);
-	s->renorm = (int)ir_attr_int(n, "renorm", 0);
-	s->scale = ir_attr_float(n, "scale", 1.0);
-	s->n_group = (int)ir_attr_int(n, "n_group", 1);
-	s->topk_group = (int)ir_attr_int(n, "topk_group", s->n_group);
-	if (strcmp(gs, "max") && strcmp(gs, "top2"))
-		return diag_error(d, n->loc, "route: group_score must be max or top2, not %s", gs);
-	s->group_score = strcmp(gs, "top2") == 0 ? CG_GROUP_TOP2 : CG_GROUP_MAX;
+	ir_route_attrs(n, &ra);
+	s->k = (int)ra.k;
+	s->router = ra.router == IR_ROUTER_SIGMOID ? CG_ROUTER_SIGMOID
+		  : ra.router == IR_ROUTER_TOPK_SOFTMAX ? CG_ROUTER_TOPK_SOFTMAX : CG_ROUTER_SOFTMAX;
+	if (ra.router == IR_ROUTER_UNKNOWN)
+		return diag_error(d, n->loc, "route: unknown router '%s'", ra.router_name);
+	s->renorm = ra.renorm;
+	s->scale = ra.scale;
+	s->n_group = (int)ra.n_group;
+	s->topk_group = (int)ra.topk_group;
+	if (ra.group_score == IR_GROUP_UNKNOWN)
+		return diag_error(d, n->loc, "route: group_score must be max or top2, not %s",
+				  ra.group_score_name);
+	s->group_score = ra.group_score == IR_GROUP_TOP2 ? CG_GROUP_TOP2 : CG_GROUP_MAX;
 	s->logits_dt = l->dt;
 	s->has_selbias = n->nin > 1 && n->in[1];
 	if (s->has_selbias)

@@ -187,66 +187,20 @@ operand(L *l, const Value *v)
 	return e >= 0 ? e : leaf(l, v);
 }
 
+/* An elementwise op: one instruction of ew.c's, with its IR op. */
 static int
-unary(L *l, const Node *n, int a)
+scalar(L *l, const Node *n)
 {
-	CgEpilogue *e = &l->s->ep;
-	double alpha, beta;
+	IrEwAttrs at;
+	int a, b = -1;
 
-	switch (n->op) {
-	case OP_RELU: return cg_ep_op(e, CGE_RELU, a, -1);
-	case OP_SIGMOID: return cg_ep_op(e, CGE_SIGMOID, a, -1);
-	case OP_TANH: return cg_ep_op(e, CGE_TANH, a, -1);
-	case OP_EXP: return cg_ep_op(e, CGE_EXP, a, -1);
-	case OP_SILU: return cg_ep_op(e, CGE_SILU, a, -1);
-	case OP_NEG: return cg_ep_op(e, CGE_NEG, a, -1);
-	case OP_GELU:
-		return cg_ep_op(e, strcmp(ir_attr_str(n, "approx", "none"), "tanh") == 0
-				   ? CGE_GELU_TANH : CGE_GELU_ERF, a, -1);
-	case OP_CLIP:
-		return cg_ep_clamp(e, a, (float)fmax(ir_attr_float(n, "min", -INFINITY), -3.4e38),
-				   (float)fmin(ir_attr_float(n, "max", INFINITY), 3.4e38));
-	case OP_LEAKY_RELU:
-		alpha = ir_attr_float(n, "alpha", 0.01);
-		if (alpha > 1)
-			return fail(l, "leaky_relu with alpha > 1");
-		return cg_ep_op(e, CGE_MAX, a, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, (float)alpha)));
-	case OP_HARD_SIGMOID:
-		alpha = ir_attr_float(n, "alpha", 0.2), beta = ir_attr_float(n, "beta", 0.5);
-		return cg_ep_clamp(e, cg_ep_op(e, CGE_ADD, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, (float)alpha)),
-					       cg_ep_imm(e, (float)beta)), 0, 1);
-	case OP_HARD_SWISH: {
-		int h = cg_ep_op(e, CGE_ADD, cg_ep_op(e, CGE_MUL, a, cg_ep_imm(e, 1.0f / 6)),
-				 cg_ep_imm(e, 0.5f));
-		return cg_ep_op(e, CGE_MUL, a, cg_ep_clamp(e, h, 0, 1));
-	}
-	case OP_IDENTITY:
-	case OP_CAST:
-		return a;
-	default:
-		return fail(l, "%s has no epilogue form", ir_opname(n->op));
-	}
-}
-
-static int
-binary(L *l, const Node *n)
-{
-	static const struct {
-		Op op;
-		CgEpOp ep;
-	} tab[] = {
-		{OP_ADD, CGE_ADD}, {OP_SUB, CGE_SUB}, {OP_MUL, CGE_MUL},
-		{OP_DIV, CGE_DIV}, {OP_MIN, CGE_MIN}, {OP_MAX, CGE_MAX},
-	};
-	int a, b;
-
-	for (size_t i = 0; i < NELEM(tab); i++)
-		if (tab[i].op == n->op) {
-			if ((a = operand(l, n->in[0])) < 0 || (b = operand(l, n->in[1])) < 0)
-				return -1;
-			return cg_ep_op(&l->s->ep, tab[i].ep, a, b);
-		}
-	return -2;
+	if (ir_ew_attrs(n, &at, l->why, sizeof l->why) < 0)
+		return -1;
+	if (ir_opinfo[n->op].inmax == 1 && get(l, n->in[0]) < 0)
+		return fail(l, "%s of a value the epilogue does not compute", ir_opname(n->op));
+	if ((a = operand(l, n->in[0])) < 0 || (n->nin > 1 && (b = operand(l, n->in[1])) < 0))
+		return -1;
+	return cg_ep_ew(&l->s->ep, n->op, &at, a, b);
 }
 
 /* A scalar operand of quantize: an immediate, or a parameter read as one element. */
@@ -349,11 +303,13 @@ epilogue_node(L *l, const Node *n)
 		e = cg_ep_swiglu(&l->s->ep, e, lim ? (float)ir_attr_float(n, "limit", 7.0) : 0,
 				 lim ? (float)ir_attr_float(n, "alpha", 1.702) : 0);
 		l->width /= 2;
-	} else if ((e = binary(l, n)) == -2) {
-		int a = get(l, n->in[0]);
-		if (a < 0)
+	} else if (n->op == OP_CAST || n->op == OP_IDENTITY) {
+		if ((e = get(l, n->in[0])) < 0)	/* computed in f32: no instruction */
 			return fail(l, "%s of a value the epilogue does not compute", ir_opname(n->op));
-		e = unary(l, n, a);
+	} else if (cg_ew_has(n->op)) {
+		e = scalar(l, n);
+	} else {
+		return fail(l, "%s has no epilogue form", ir_opname(n->op));
 	}
 	if (e < 0)
 		return l->why[0] ? -1 : fail(l, "the epilogue program is full");
@@ -497,7 +453,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 		int b = leaf(&l, mm->in[2 + grouped]);
 		if (b < 0)
 			return snprintf(why, whylen, "%s", l.why), -1;
-		put(&l, mm->out[0], cg_ep_op(&s->ep, CGE_ADD, get(&l, mm->out[0]), b));
+		put(&l, mm->out[0], cg_ep_op(&s->ep, OP_ADD, get(&l, mm->out[0]), b));
 	}
 	for (const Node *n = mm->next; n; n = n->next)
 		if (epilogue_node(&l, n) < 0)

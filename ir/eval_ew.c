@@ -28,12 +28,6 @@ ev_gelu(double x, int tanh_approx)
 	return 0.5 * x * (1 + erf(x / M_SQRT2));
 }
 
-/* Attributes of the unary ops, read once per node. */
-typedef struct {
-	int tanh_approx;
-	double alpha, beta, lo, hi;
-} UParams;
-
 static int
 gelu_approx(Ev *e, const Node *n, int *tanh_approx)
 {
@@ -45,19 +39,6 @@ gelu_approx(Ev *e, const Node *n, int *tanh_approx)
 	return 0;
 }
 
-static int
-unary_params(Ev *e, const Node *n, UParams *p)
-{
-	memset(p, 0, sizeof *p);
-	if (n->op == OP_GELU && gelu_approx(e, n, &p->tanh_approx))
-		return -1;
-	p->alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
-	p->beta = ir_attr_float(n, "beta", 0.5);
-	p->lo = ir_attr_float(n, "min", -INFINITY);
-	p->hi = ir_attr_float(n, "max", INFINITY);
-	return 0;
-}
-
 /* Clamp to [lo, hi]; NaN stays NaN. */
 static double
 clamp(double x, double lo, double hi)
@@ -65,8 +46,10 @@ clamp(double x, double lo, double hi)
 	return x < lo ? lo : x > hi ? hi : x;
 }
 
-static double
-unary_f(Op op, double x, const UParams *p)
+static double binary_f(Op op, double a, double b);
+
+double
+ir_ew_scalar(Op op, const IrEwAttrs *p, double x, double y)
 {
 	switch (op) {
 	case OP_NEG: return -x;
@@ -87,13 +70,14 @@ unary_f(Op op, double x, const UParams *p)
 	case OP_HARD_SIGMOID: return clamp(p->alpha * x + p->beta, 0, 1);
 	case OP_HARD_SWISH: return x * clamp(x / 6 + 0.5, 0, 1);
 	case OP_CLIP: return clamp(x, p->lo, p->hi);
-	default: die("unary_f: %s", ir_opname(op));
+	case OP_CAST: case OP_IDENTITY: return x;
+	default: return binary_f(op, x, y);
 	}
 }
 
 /* neg, abs, relu, clip and not on integers and bools. */
 static void
-unary_i(Op op, const Tensor *x, Tensor *y, int64_t i, const UParams *p)
+unary_i(Op op, const Tensor *x, Tensor *y, int64_t i, const IrEwAttrs *p)
 {
 	int64_t v = dtype_load_int(x->dt, x->data, (size_t)i);
 
@@ -118,16 +102,17 @@ ev_unary(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
 	int64_t len = tensor_numel(x);
-	UParams p;
+	IrEwAttrs p;
+	char why[128];
 
-	if (unary_params(e, n, &p))
-		return -1;
+	if (ir_ew_attrs(n, &p, why, sizeof why))
+		return ev_err(e, n, "%s: %s", ir_opname(n->op), why);
 	for (int64_t i = 0; i < len; i++) {
 		if (ev_isint(x->dt))
 			unary_i(n->op, x, &out[0], i, &p);
 		else
 			dtype_store(out[0].dt, out[0].data, (size_t)i,
-				    unary_f(n->op, dtype_load(x->dt, x->data, (size_t)i), &p));
+				    ir_ew_scalar(n->op, &p, dtype_load(x->dt, x->data, (size_t)i), 0));
 	}
 	return 0;
 }

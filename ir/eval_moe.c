@@ -29,20 +29,20 @@ typedef struct {
 static int
 router_init(const Node *n, int64_t ne, Router *r)
 {
-	const char *kind = ir_attr_str(n, "router", "softmax");
-	const char *gs = ir_attr_str(n, "group_score", "max");
+	IrRouteAttrs ra;
 
+	ir_route_attrs(n, &ra);
 	memset(r, 0, sizeof *r);
-	r->kind = strcmp(kind, "sigmoid") == 0 ? R_SIGMOID
-		: strcmp(kind, "topk_softmax") == 0 ? R_TOPK_SOFTMAX : R_SOFTMAX;
-	r->k = ir_attr_int(n, "k", -1);
-	r->ngroup = ir_attr_int(n, "n_group", 1);
-	r->topk_group = ir_attr_int(n, "topk_group", r->ngroup);
-	r->renorm = (int)ir_attr_int(n, "renorm", 0);
-	r->scale = ir_attr_float(n, "scale", 1.0);
-	r->top2 = strcmp(gs, "top2") == 0;
+	r->kind = ra.router == IR_ROUTER_SIGMOID ? R_SIGMOID
+		: ra.router == IR_ROUTER_TOPK_SOFTMAX ? R_TOPK_SOFTMAX : R_SOFTMAX;
+	r->k = ra.k;
+	r->ngroup = ra.n_group;
+	r->topk_group = ra.topk_group;
+	r->renorm = ra.renorm;
+	r->scale = ra.scale;
+	r->top2 = ra.group_score == IR_GROUP_TOP2;
 	r->ne = ne;
-	if (!r->top2 && strcmp(gs, "max") != 0)
+	if (ra.group_score == IR_GROUP_UNKNOWN)
 		return -1;
 	r->s = xmalloc(sizeof(double) * (size_t)(3 * ne + 1));
 	r->sel = r->s + ne;

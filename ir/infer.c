@@ -878,17 +878,18 @@ infer_quantize_dynamic(Graph *g, Node *n, Diag *d)
 static int
 check_router(Graph *g, Node *n, Diag *d, const Type *logits, int64_t *k)
 {
-	const char *r = ir_attr_str(n, "router", "softmax");
+	IrRouteAttrs ra;
 
-	if (strcmp(r, "softmax") && strcmp(r, "sigmoid") && strcmp(r, "topk_softmax"))
+	ir_route_attrs(n, &ra);
+	if (ra.router == IR_ROUTER_UNKNOWN)
 		return ERR("%s: router must be softmax, sigmoid or topk_softmax, not %s",
-			   ir_opname(n->op), r);
-	*k = ir_attr_int(n, "k", -1);
+			   ir_opname(n->op), ra.router_name);
+	*k = ra.k;
 	if (logits->rank != 2)
 		return ERR("%s: router logits must be [T,E]", ir_opname(n->op));
 	if (*k < 1 || (logits->dim[1] >= 0 && *k > logits->dim[1]))
 		return ERR("%s: k must be in 1..E", ir_opname(n->op));
-	int64_t ng = ir_attr_int(n, "n_group", 1), tg = ir_attr_int(n, "topk_group", ng);
+	int64_t ng = ra.n_group, tg = ra.topk_group;
 	if (ng < 1 || tg < 1 || tg > ng || (logits->dim[1] >= 0 && logits->dim[1] % ng))
 		return ERR("%s: n_group must divide E and topk_group be in 1..n_group",
 			   ir_opname(n->op));

@@ -34,6 +34,9 @@ enum {
 	OPF_COMMUTE = 2,	/* binary and commutative */
 	OPF_REDUCE = 4,		/* reduce over axes */
 	OPF_DYNSHAPE = 8,	/* result shape depends on operand data */
+	OPF_SCALAR = 16,	/* on floats, an f32 function of one or two operands:
+				 * codegen/ew.c emits it for kernel bodies and GEMM
+				 * epilogues alike, so fuse-gemm admits exactly these */
 };
 
 typedef struct {
@@ -338,6 +341,39 @@ const void *ir_weight_data(Weight *w, Diag *d);
  * synthetic weight not generated yet (a full-size expert stack need never
  * be held whole: the interpreter's moe reads its rows this way). */
 void ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out);
+
+/*
+ * attrs.c: typed attribute getters, each family's names, types and defaults
+ * written once (the schema is in attrs.c).  The scalar ops (OPF_SCALAR):
+ * the interpreter and codegen/ew.c both read IrEwAttrs.
+ */
+typedef struct {
+	int tanh_approx;	/* gelu approx=tanh */
+	double alpha, beta;	/* leaky_relu, hard_sigmoid */
+	double lo, hi;		/* clip min, max */
+} IrEwAttrs;
+/* 0, or -1 with the reason in why (a bad approx). */
+int ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen);
+/* Router attributes of moe and route; unknown names decode to *_UNKNOWN
+ * (each caller reports them in its own words). */
+typedef enum { IR_ROUTER_UNKNOWN = -1, IR_ROUTER_SOFTMAX, IR_ROUTER_SIGMOID, IR_ROUTER_TOPK_SOFTMAX } IrRouter;
+typedef enum { IR_GROUP_UNKNOWN = -1, IR_GROUP_MAX, IR_GROUP_TOP2 } IrGroupScore;
+typedef struct {
+	IrRouter router;
+	const char *router_name;
+	int64_t k;		/* required: -1 when absent */
+	int renorm;
+	double scale;
+	int64_t n_group, topk_group;
+	IrGroupScore group_score;
+	const char *group_score_name;
+} IrRouteAttrs;
+void ir_route_attrs(const Node *n, IrRouteAttrs *r);
+#define IR_NROUTE_ATTRS 7
+extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe copies to route */
+
+/* eval_ew.c: x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
+double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);
 
 /* eval.c: the CPU reference interpreter */
 

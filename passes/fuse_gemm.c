@@ -72,18 +72,16 @@ epilogue_operand(const Module *m, const Type *acc, const Type *o)
 	return o->rank == 1 && o->dim[0] == acc->dim[r - 1];
 }
 
+/* The epilogue computes in f32 with codegen/ew.c's table: OPF_SCALAR ops on floats. */
 static int
-epilogue_op(Op op)
+epilogue_op(const Node *u)
 {
-	switch (op) {
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX:
-	case OP_RELU: case OP_GELU: case OP_SILU: case OP_SIGMOID: case OP_TANH:
-	case OP_EXP: case OP_NEG: case OP_CLIP: case OP_CAST: case OP_LEAKY_RELU:
-	case OP_SOFTPLUS: case OP_HARD_SWISH: case OP_HARD_SIGMOID: case OP_IDENTITY:
-		return 1;
-	default:
+	if (!(ir_opinfo[u->op].flags & OPF_SCALAR) || !dtype_is_float(u->out[0]->type.dt))
 		return 0;
-	}
+	for (int i = 0; i < u->nin; i++)
+		if (u->in[i] && !dtype_is_float(u->in[i]->type.dt))
+			return 0;
+	return 1;
 }
 
 /*
@@ -175,7 +173,7 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 			}
 			add(s, u);
 			return;		/* the quantised store ends the epilogue */
-		} else if (epilogue_op(u->op)) {
+		} else if (epilogue_op(u)) {
 			int ok = 1;
 			for (int i = 0; i < u->nin && ok; i++)
 				if (u->in[i] && u->in[i] != v)
@@ -282,6 +280,20 @@ strip_name(const Value *v)
 	return v->name;
 }
 
+/* "softmax router, top-2 of 8 experts, renormalised" */
+static size_t
+route_summary(char *buf, size_t len, const Node *route)
+{
+	IrRouteAttrs ra;
+
+	ir_route_attrs(route, &ra);
+	return (size_t)snprintf(buf, len, "%s router, top-%lld of %lld experts%s%s%s",
+				ra.router_name, (long long)ra.k, (long long)route->in[0]->type.dim[1],
+				ra.renorm ? ", renormalised" : "",
+				route->nin > 1 && route->in[1] ? ", selection bias" : "",
+				ra.n_group > 1 ? ", group-limited" : "");
+}
+
 /* What an epilogue operand is, in words: "bias $b", "per-row %r", ... */
 static void
 operand_words(char *buf, size_t n, const Value *acc, const Value *v)
@@ -329,13 +341,7 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 		k += (size_t)snprintf(buf + k, len - k, "GEMM with %c%s",
 				      anchor->in[1]->kind == V_WEIGHT ? '$' : '%', anchor->in[1]->name);
 	else if (anchor->op == OP_ROUTE)
-		k += (size_t)snprintf(buf + k, len - k, "%s router, top-%lld of %lld experts%s%s%s",
-				      ir_attr_str(anchor, "router", "softmax"),
-				      (long long)ir_attr_int(anchor, "k", 1),
-				      (long long)anchor->in[0]->type.dim[1],
-				      ir_attr_int(anchor, "renorm", 0) ? ", renormalised" : "",
-				      anchor->nin > 1 && anchor->in[1] ? ", selection bias" : "",
-				      ir_attr_int(anchor, "n_group", 1) > 1 ? ", group-limited" : "");
+		k += route_summary(buf + k, len - k, anchor);
 	else
 		k += (size_t)snprintf(buf + k, len - k, "token slots sorted by expert (%lld), "
 				      "per-expert offsets on the device",

@@ -52,14 +52,29 @@ const_i32(Builder *b, int64_t v)
 static void
 copy_router_attrs(Builder *b, const Node *moe)
 {
-	static const char *keys[] = {"router", "k", "renorm", "scale", "n_group",
-				     "topk_group", "group_score"};
-
-	for (size_t i = 0; i < NELEM(keys); i++) {
-		const Attr *a = ir_attr(moe, keys[i]);
+	for (size_t i = 0; i < IR_NROUTE_ATTRS; i++) {
+		const Attr *a = ir_attr(moe, ir_route_attr_names[i]);
 		if (a && b->npend < (int)NELEM(b->pend))
 			b->pend[b->npend++] = *a;
 	}
+}
+
+static int64_t
+route_k(const Node *moe)
+{
+	IrRouteAttrs ra;
+
+	ir_route_attrs(moe, &ra);
+	return ra.k;
+}
+
+static const char *
+route_name(const Node *moe)
+{
+	IrRouteAttrs ra;
+
+	ir_route_attrs(moe, &ra);
+	return ra.router_name;
 }
 
 static Value *
@@ -69,7 +84,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 	Builder b = {.g = g, .before = moe, .loc = moe->loc, .d = c->d};
 	Value *x = moe->in[0], *wgu = moe->in[3], *wdn = moe->in[4];
 	Value *bgu = moe->nin > 5 ? moe->in[5] : NULL, *bdn = moe->nin > 6 ? moe->in[6] : NULL;
-	int64_t k = ir_attr_int(moe, "k", 1), E = wgu->type.dim[0];
+	int64_t k = route_k(moe), E = wgu->type.dim[0];
 	Dim T = x->type.dim[0], H = x->type.dim[1], R = ir_dim_mul(m, T, k);
 	DType xdt = x->type.dt;
 	const char *act = ir_attr_str(moe, "act", "silu");
@@ -153,7 +168,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 		report_note(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
 			    "gate|up grouped GEMM + swiglu (%s), down grouped GEMM + routing weight "
 			    "+ scatter to token order, sum over k",
-			    moe->out[0]->name, ir_attr_str(moe, "router", "softmax"), (long long)k,
+			    moe->out[0]->name, route_name(moe), (long long)k,
 			    (long long)E, act);
 	return b.err ? NULL : y;
 }

@@ -73,7 +73,7 @@ dense(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int minc
 	s->K = 4096;
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
-	cg_ep_op(&s->ep, CGE_GELU_ERF, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
 	tile(s, bm, bn, bk, wm, wn, st, minc);
 	return s;
 }
@@ -109,7 +109,7 @@ moe_down(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int m
 	s->store = CG_STORE_SCATTER;
 	a = cg_ep_acc(&s->ep);
 	w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, CGE_MUL, a, w);
+	cg_ep_op(&s->ep, OP_MUL, a, w);
 	tile(s, bm, bn, bk, wm, wn, st, minc);
 	return s;
 }
@@ -197,7 +197,7 @@ build(void)
 	s->b_layout = CG_B_KN;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_mat(&s->ep, DT_F16, 0, CGR_DIRECT, "residual");
-	cg_ep_op(&s->ep, CGE_ADD, a, r);
+	cg_ep_op(&s->ep, OP_ADD, a, r);
 	tile(s, 64, 128, 64, 2, 2, 3, 0);
 
 	s = add("c_f32_inputs_f32_out", "check");
@@ -213,7 +213,7 @@ build(void)
 	s->c_dt = DT_F32;
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_F32, 0, "bias");
-	cg_ep_op(&s->ep, CGE_GELU_TANH, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	cg_ep_gelu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 1);
 	tile(s, 64, 64, 64, 2, 2, 2, 0);
 
 	s = add("c_ops_chain", "check");	/* every unpaired op once */
@@ -222,15 +222,15 @@ build(void)
 	s->c_dt = DT_F32;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_row(&s->ep, DT_BF16, CGR_DIRECT, "rscale");		/* 1/rms */
-	x = cg_ep_op(&s->ep, CGE_MUL, a, r);
-	y = cg_ep_op(&s->ep, CGE_SUB, cg_ep_op(&s->ep, CGE_TANH, x, -1),
-		     cg_ep_op(&s->ep, CGE_SIGMOID, x, -1));
-	y = cg_ep_op(&s->ep, CGE_ADD, y, cg_ep_op(&s->ep, CGE_RELU, cg_ep_op(&s->ep, CGE_NEG, x, -1), -1));
-	y = cg_ep_op(&s->ep, CGE_DIV, y, cg_ep_op(&s->ep, CGE_ADD, cg_ep_op(&s->ep, CGE_EXP,
+	x = cg_ep_op(&s->ep, OP_MUL, a, r);
+	y = cg_ep_op(&s->ep, OP_SUB, cg_ep_op(&s->ep, OP_TANH, x, -1),
+		     cg_ep_op(&s->ep, OP_SIGMOID, x, -1));
+	y = cg_ep_op(&s->ep, OP_ADD, y, cg_ep_op(&s->ep, OP_RELU, cg_ep_op(&s->ep, OP_NEG, x, -1), -1));
+	y = cg_ep_op(&s->ep, OP_DIV, y, cg_ep_op(&s->ep, OP_ADD, cg_ep_op(&s->ep, OP_EXP,
 		cg_ep_clamp(&s->ep, x, -3, 3), -1), cg_ep_imm(&s->ep, 1.0f)));
-	y = cg_ep_op(&s->ep, CGE_MAX, cg_ep_op(&s->ep, CGE_MIN, y, cg_ep_imm(&s->ep, 0.75f)),
-		     cg_ep_op(&s->ep, CGE_SILU, x, -1));
-	cg_ep_op(&s->ep, CGE_ADD, y, cg_ep_op(&s->ep, CGE_GELU_TANH, x, -1));
+	y = cg_ep_op(&s->ep, OP_MAX, cg_ep_op(&s->ep, OP_MIN, y, cg_ep_imm(&s->ep, 0.75f)),
+		     cg_ep_op(&s->ep, OP_SILU, x, -1));
+	cg_ep_op(&s->ep, OP_ADD, y, cg_ep_gelu(&s->ep, x, 1));
 	tile(s, 32, 64, 32, 2, 2, 3, 0);
 
 	s = add("c_grouped_gptoss_bias", "check");
@@ -242,7 +242,7 @@ build(void)
 	s->gather_div = 4;
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_BF16, 256, "bias");
-	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 7.0f, 1.702f);
 	tile(s, 16, 64, 32, 1, 2, 2, 0);
 
 	s = add("c_grouped_many_experts", "check");
@@ -252,7 +252,7 @@ build(void)
 	s->store = CG_STORE_SCATTER;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, CGE_MUL, a, r);
+	cg_ep_op(&s->ep, OP_MUL, a, r);
 	tile(s, 32, 64, 32, 2, 2, 3, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 7;
@@ -265,7 +265,7 @@ build(void)
 	s->b_layout = CG_B_KN;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_mat(&s->ep, DT_F16, 0, CGR_DIRECT, "residual");
-	cg_ep_op(&s->ep, CGE_ADD, a, r);
+	cg_ep_op(&s->ep, OP_ADD, a, r);
 	wgmma(s, 0);
 	tile(s, 64, 128, 64, 2, 2, 3, 0);
 
@@ -276,7 +276,7 @@ build(void)
 	s->c_dt = DT_F32;
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_F32, 0, "bias");
-	cg_ep_op(&s->ep, CGE_GELU_TANH, cg_ep_op(&s->ep, CGE_ADD, a, b), -1);
+	cg_ep_gelu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 1);
 	wgmma(s, 0);
 	tile(s, 128, 256, 128, 2, 4, 2, 0);
 
@@ -296,7 +296,7 @@ build(void)
 	s->gather_div = 4;
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_BF16, 256, "bias");
-	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 7.0f, 1.702f);
 	wgmma(s, 0);
 	tile(s, 64, 128, 64, 2, 2, 4, 0);
 
@@ -307,7 +307,7 @@ build(void)
 	s->store = CG_STORE_SCATTER;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, CGE_MUL, a, r);
+	cg_ep_op(&s->ep, OP_MUL, a, r);
 	wgmma(s, 0);
 	tile(s, 128, 128, 64, 2, 4, 3, 0);
 	s->sched = CG_SCHED_PERSISTENT;
@@ -404,7 +404,7 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 		fprintf(f, "%s{\"op\": \"%s\", \"a\": %d, \"b\": %d, \"imm\": %.9g, \"lo\": %.9g, "
 			   "\"hi\": %.9g, \"lim\": %.9g, \"alpha\": %.9g, \"dt\": \"%s\", \"rows\": \"%s\", "
 			   "\"ld\": %lld, \"group_stride\": %lld, \"role\": ",
-			i ? ", " : "", cg_ep_op_name(in->op), in->a, in->b, in->imm, in->lo, in->hi,
+			i ? ", " : "", cg_ep_inst_name(in), in->a, in->b, in->imm, in->ew.lo, in->ew.hi,
 			in->lim, in->alpha, dtype_name(in->dt), rows[in->rows], (long long)in->ld,
 			(long long)in->group_stride);
 		jstr(f, in->role ? in->role : "");

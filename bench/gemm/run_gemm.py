@@ -311,7 +311,7 @@ def epilogue_ref(torch, s, P, acc, dt):
             v[i] = F.gelu(a)
         elif op == "gelu_tanh":
             v[i] = F.gelu(a, approximate="tanh")
-        elif op == "clamp":
+        elif op in ("clamp", "clip"):
             v[i] = torch.clamp(a, e["lo"], e["hi"])
         elif op == "swiglu":
             g, u = a[:, 0::2], a[:, 1::2]

@@ -66,20 +66,20 @@ START_TEST(test_epilogue_check_rejects_bad_programs)
 	diag_init(&d, NULL);
 	memset(&e, 0, sizeof e);
 	a = cg_ep_acc(&e);
-	cg_ep_op(&e, CGE_ADD, a, 5);
+	cg_ep_op(&e, OP_ADD, a, 5);
 	ck_assert_int_eq(cg_ep_check(&e, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "not an earlier"));
 
 	memset(&e, 0, sizeof e);
 	a = cg_ep_acc(&e);
 	cg_ep_swiglu(&e, a, 0, 0);
-	cg_ep_op(&e, CGE_ADD, a, 1);	/* uses acc from the input column space */
+	cg_ep_op(&e, OP_ADD, a, 1);	/* uses acc from the input column space */
 	ck_assert_int_eq(cg_ep_check(&e, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "column space"));
 
 	memset(&e, 0, sizeof e);
 	a = cg_ep_acc(&e);
-	cg_ep_op(&e, CGE_ADD, a, cg_ep_col(&e, DT_I32, 0, "bias"));
+	cg_ep_op(&e, OP_ADD, a, cg_ep_col(&e, DT_I32, 0, "bias"));
 	ck_assert_int_eq(cg_ep_check(&e, &d), -1);
 
 	memset(&e, 0, sizeof e);
@@ -101,19 +101,22 @@ END_TEST
 
 START_TEST(test_epilogue_reference_values)
 {
+	CgEpilogue e;
 	CgEpInst in;
 
+	/* the epilogue's operations are IR ops: the interpreter's semantics */
+	memset(&e, 0, sizeof e);
+	cg_ep_op(&e, OP_GELU, cg_ep_acc(&e), -1);
+	cg_ep_gelu(&e, 0, 1);
+	ck_assert(fabs(ir_ew_scalar(e.in[1].iop, &e.in[1].ew, 1.0, 0) - 0.8413447460685429) < 1e-12);
+	ck_assert(fabs(ir_ew_scalar(e.in[2].iop, &e.in[2].ew, 1.0, 0) - 0.8411919906082768) < 1e-12);
 	memset(&in, 0, sizeof in);
-	in.op = CGE_GELU_ERF;
-	ck_assert(fabs(cg_ep_eval1(&in, 1.0, 0) - 0.8413447460685429) < 1e-12);
-	in.op = CGE_GELU_TANH;
-	ck_assert(fabs(cg_ep_eval1(&in, 1.0, 0) - 0.8411919906082768) < 1e-12);
 	in.op = CGE_SWIGLU;
-	ck_assert(fabs(cg_ep_eval1(&in, 2.0, 3.0) - 2.0 / (1 + exp(-2.0)) * 3.0) < 1e-12);
+	ck_assert(fabs(gh_swiglu(&in, 2.0, 3.0) - 2.0 / (1 + exp(-2.0)) * 3.0) < 1e-12);
 	in.lim = 7;
 	in.alpha = 1.702f;
 	/* gate clipped to 7, up clipped to 7: (7 + 1) * 7 * sigmoid(1.702 * 7) */
-	ck_assert(fabs(cg_ep_eval1(&in, 9.0, 9.0) - 8 * 7 / (1 + exp(-1.702 * 7))) < 1e-5);
+	ck_assert(fabs(gh_swiglu(&in, 9.0, 9.0) - 8 * 7 / (1 + exp(-1.702 * 7))) < 1e-5);
 }
 END_TEST
 
@@ -132,7 +135,7 @@ START_TEST(test_gemm_params_and_geometry)
 	m = cg_module_new(&t, "p", &d);
 	gh_spec_grouped_swiglu(&s, 8, 256, 128, 2);
 	s.store = CG_STORE_SCATTER;
-	cg_ep_op(&s.ep, CGE_MUL, 1, cg_ep_row(&s.ep, DT_F32, CGR_GATHER_RAW, "route_w"));
+	cg_ep_op(&s.ep, OP_MUL, 1, cg_ep_row(&s.ep, DT_F32, CGR_GATHER_RAW, "route_w"));
 	ck_assert_int_eq(cg_emit_gemm(m, "moe_up", &s, &d), 0);
 	k = cg_module_find(m, "moe_up");
 	ck_assert_ptr_nonnull(k);
@@ -176,7 +179,7 @@ START_TEST(test_gemm_rejects_bad_specs)
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "shared memory"));
 	gh_spec_dense_bias_gelu(&s, 128, 64);
-	cg_ep_op(&s.ep, CGE_MUL, 3, cg_ep_row(&s.ep, DT_F32, CGR_SCATTER, "w"));
+	cg_ep_op(&s.ep, OP_MUL, 3, cg_ep_row(&s.ep, DT_F32, CGR_SCATTER, "w"));
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "not scattered"));
 	gh_spec_dense_bias_gelu(&s, 128, 64);
@@ -402,7 +405,7 @@ START_TEST(test_emu_kn_layout_tanh_f32_out)
 	c.s.c_dt = DT_F32;
 	a = cg_ep_acc(&c.s.ep);
 	b = cg_ep_col(&c.s.ep, DT_F32, 0, "bias");
-	cg_ep_op(&c.s.ep, CGE_GELU_TANH, cg_ep_op(&c.s.ep, CGE_ADD, a, b), -1);
+	cg_ep_gelu(&c.s.ep, cg_ep_op(&c.s.ep, OP_ADD, a, b), 1);
 	gh_tiles(&c.s, 64, 64, 64, 2, 2, 2);
 	c.T = 70;
 	gh_check(&c, 1e-4);
@@ -420,8 +423,8 @@ START_TEST(test_emu_f16_residual_bk16_5_stages)
 	c.s.a_dt = c.s.b_dt = c.s.c_dt = DT_F16;
 	a = cg_ep_acc(&c.s.ep);
 	r = cg_ep_mat(&c.s.ep, DT_F16, 0, CGR_DIRECT, "residual");
-	s = cg_ep_op(&c.s.ep, CGE_ADD, a, r);
-	cg_ep_clamp(&c.s.ep, cg_ep_op(&c.s.ep, CGE_SILU, s, -1), -0.5f, 2.0f);
+	s = cg_ep_op(&c.s.ep, OP_ADD, a, r);
+	cg_ep_clamp(&c.s.ep, cg_ep_op(&c.s.ep, OP_SILU, s, -1), -0.5f, 2.0f);
 	gh_tiles(&c.s, 32, 64, 16, 1, 2, 5);
 	c.T = 40;
 	gh_check(&c, 1e-2);

@@ -195,7 +195,7 @@ spec_dense_static(GemmSpec *s, int64_t N, int64_t K)
 	s->N = N;
 	s->K = K;
 	s->c_dt = DT_I8;
-	cg_ep_op(&s->ep, CGE_MUL, cg_ep_acc(&s->ep), cg_ep_row(&s->ep, DT_F32, CGR_DIRECT, "rs"));
+	cg_ep_op(&s->ep, OP_MUL, cg_ep_acc(&s->ep), cg_ep_row(&s->ep, DT_F32, CGR_DIRECT, "rs"));
 	s->quant.kind = CG_QUANT_STATIC;
 	s->quant.scale = 0.004f;
 	s->quant.zero = -3;

@@ -109,7 +109,7 @@ START_TEST(test_simt_rejects_bad_specs)
 	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), -1);
 	spec_f32(&s, 64, 64);
 	tiles(&s, 64, 64, 16);
-	cg_ep_op(&s.ep, CGE_MUL, cg_ep_acc(&s.ep), cg_ep_row(&s.ep, DT_F32, CGR_SCATTER, "w"));
+	cg_ep_op(&s.ep, OP_MUL, cg_ep_acc(&s.ep), cg_ep_row(&s.ep, DT_F32, CGR_SCATTER, "w"));
 	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "not scattered"));
 	/* bf16 x f16 has no mma type, but is fine in f32 */
@@ -172,7 +172,7 @@ START_TEST(test_simt_params_match_tensor_core_builder)
 	m = cg_module_new(&t, "p", &d);
 	spec_grouped_swiglu(&s, 8, 256, 128, 2, DT_BF16);
 	s.store = CG_STORE_SCATTER;
-	cg_ep_op(&s.ep, CGE_MUL, 1, cg_ep_row(&s.ep, DT_F32, CGR_GATHER_RAW, "route_w"));
+	cg_ep_op(&s.ep, OP_MUL, 1, cg_ep_row(&s.ep, DT_F32, CGR_GATHER_RAW, "route_w"));
 	ck_assert_int_eq(cg_emit_gemm(m, "tc", &s, &d), 0);
 	tiles(&s, 64, 64, 16);
 	ck_assert_msg(cg_emit_gemm_simt(m, "simt", &s, &d) == 0, "%s", d.last);
@@ -432,8 +432,8 @@ START_TEST(test_simt_mixed_bf16_inputs)
 	c.s.ep.n = 0;
 	a = cg_ep_acc(&c.s.ep);
 	r = cg_ep_mat(&c.s.ep, DT_F16, 0, CGR_DIRECT, "residual");
-	s = cg_ep_op(&c.s.ep, CGE_ADD, a, r);
-	cg_ep_clamp(&c.s.ep, cg_ep_op(&c.s.ep, CGE_SILU, s, -1), -0.5f, 2.0f);
+	s = cg_ep_op(&c.s.ep, OP_ADD, a, r);
+	cg_ep_clamp(&c.s.ep, cg_ep_op(&c.s.ep, OP_SILU, s, -1), -0.5f, 2.0f);
 	tiles(&c.s, 64, 64, 32);
 	gh_check(&c, 1e-5);
 }

@@ -362,6 +362,50 @@ START_TEST(test_synthetic_weights_are_reproducible)
 }
 END_TEST
 
+/* Attributes are decoded by one getter per family, with one default each. */
+START_TEST(test_attribute_getters_have_one_default)
+{
+	Diag d;
+	Module *m;
+	IrRouteAttrs r;
+	IrEwAttrs a;
+	char why[64];
+	Node n;
+
+	diag_init(&d, stderr);
+	m = parse("graph @g(%l: f32[T,8]) -> (w: f32[T,2], i: i32[T,2]) {\n"
+		  "\t%w, %i = route %l, k=2, n_group=4 : f32[T,2], i32[T,2]\n"
+		  "\tret %w, %i\n}\n", &d);
+	ck_assert_ptr_nonnull(m);
+	ir_route_attrs(ir_main_graph(m)->first, &r);
+	ck_assert_int_eq(r.router, IR_ROUTER_SOFTMAX);
+	ck_assert_int_eq(r.k, 2);
+	ck_assert_int_eq(r.renorm, 0);
+	ck_assert(r.scale == 1.0);
+	ck_assert_int_eq(r.n_group, 4);
+	ck_assert_int_eq(r.topk_group, 4);	/* n_group by default */
+	ck_assert_int_eq(r.group_score, IR_GROUP_MAX);
+	ir_free_module(m);
+
+	/* k is required: absent, it is -1, and the shape rule refuses the node */
+	m = parse("graph @g(%l: f32[T,8]) -> (w: f32[T,2], i: i32[T,2]) {\n"
+		  "\t%w, %i = route %l, router=sigmoid : f32[T,2], i32[T,2]\n"
+		  "\tret %w, %i\n}\n", &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_ne(ir_infer(ir_main_graph(m), ir_main_graph(m)->first, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "k must be in 1..E"));
+	ir_free_module(m);
+
+	memset(&n, 0, sizeof n);
+	n.op = OP_HARD_SIGMOID;
+	ck_assert_int_eq(ir_ew_attrs(&n, &a, why, sizeof why), 0);
+	ck_assert(a.alpha == 0.2 && a.beta == 0.5 && a.lo == -INFINITY && a.hi == INFINITY);
+	n.op = OP_LEAKY_RELU;
+	ck_assert_int_eq(ir_ew_attrs(&n, &a, why, sizeof why), 0);
+	ck_assert(a.alpha == 0.01);
+}
+END_TEST
+
 Suite *
 ir_suite(void)
 {
@@ -380,6 +424,7 @@ ir_suite(void)
 	tcase_add_test(tc, test_parse_rejects_nul_and_garbage);
 	tcase_add_test(tc, test_verifier_catches_use_before_def_and_broken_calls);
 	tcase_add_test(tc, test_every_op_has_a_shape_rule);
+	tcase_add_test(tc, test_attribute_getters_have_one_default);
 	tcase_add_test(tc, test_shape_rules);
 	tcase_add_test(tc, test_synthetic_weights_are_reproducible);
 	suite_add_tcase(s, tc);

@@ -13,6 +13,8 @@
 #include "codegen.h"
 #include "passes.h"
 
+int ir_eval_has_fn(Op op);	/* eval.c, for tests */
+
 static const char moe_block[] =
 	"weight $g : bf16[64] mean=1.0 scale=0.2 seed=1\n"
 	"weight $router : bf16[8,64] seed=2\n"
@@ -161,6 +163,130 @@ START_TEST(test_compile_refuses_data_dependent_shapes)
 }
 END_TEST
 
+/*
+ * Every elementwise op, walked from ops.def: the interpreter has a function
+ * for it, and the scalar ops (OPF_SCALAR) are exactly those codegen/ew.c
+ * emits.  Each scalar op after a matmul is fused into the GEMM's epilogue
+ * (lower_gemm accepts what fuse-gemm admitted: no generic fallback), and
+ * the fused result is bit-identical on the emulator to the unfused one (the
+ * GEMM's f32 result read by an elementwise kernel: the matmul's value is
+ * also returned, so fuse-gemm stops before the op).
+ */
+static const struct {
+	const char *op, *attrs;
+} ew_variants[] = {
+	{"gelu", ", approx=tanh"}, {"clip", ", min=-0.5, max=0.75"},
+	{"leaky_relu", ", alpha=0.2"}, {"hard_sigmoid", ", alpha=0.3, beta=0.4"},
+	{"cast", ", to=bf16"},
+};
+
+static void
+run_ew(const char *op, const char *attrs, int binary, int fused, Tensor *y)
+{
+	char text[1024];
+	const char *ydt = strcmp(op, "cast") == 0 ? "bf16" : "f32";
+	Diag d;
+	Module *m;
+	PassOpts o;
+	PassCtx c;
+	CgCompileOpts co;
+	CgProgram *p;
+	Tensor in, out[2];
+	int64_t xd[2] = {5, 64}, yd[2] = {5, 32};
+	int gemms = 0;
+	int pass_through = strcmp(op, "cast") == 0 || strcmp(op, "identity") == 0;	/* no instruction */
+
+	snprintf(text, sizeof text,
+		 "weight $w : bf16[32,64] seed=2\n"
+		 "weight $c : f32[32] scale=2 seed=3\n"
+		 "graph @g(%%x: bf16[T,64]) -> (y: %s[T,32]%s) {\n"
+		 "\t%%h = matmul %%x, $w, to=f32, trans_b=1 : f32[T,32]\n"
+		 "\t%%y = %s %%h%s%s : %s[T,32]\n"
+		 "\tret %%y%s\n}\n",
+		 ydt, fused ? "" : ", h: f32[T,32]", op, binary ? ", $c" : "", attrs, ydt,
+		 fused ? "" : ", %h");
+	diag_init(&d, stderr);
+	m = ir_parse("ew.ir", text, strlen(text), &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	pass_default_opts(&o);
+	c = (PassCtx){&d, NULL};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	for (int i = 0; i < m->ngraph; i++) {
+		Graph *k = m->graph[i];
+		GemmSpec s;
+		CgGemmBind gb;
+		char why[640];
+		if (k->kind != G_KERNEL || strcmp(ir_graph_str(k, "template", ""), "gemm"))
+			continue;
+		ck_assert_msg(cg_gemm_from_kernel(m, k, &s, &gb, why, sizeof why) == 0,
+			      "%s%s: %s", op, attrs, why);
+		ck_assert_msg(s.ep.n == (fused && !pass_through ? 2 + binary : 1),
+			      "%s%s (fused %d): %d epilogue instructions", op, attrs, fused, s.ep.n);
+		gemms++;
+	}
+	ck_assert_int_eq(gemms, 1);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 16;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(tensor_alloc(&in, DT_BF16, 2, xd), 0);
+	fill(&in, 7);
+	ck_assert_int_eq(tensor_alloc(&out[0], ydt[0] == 'b' ? DT_BF16 : DT_F32, 2, yd), 0);
+	ck_assert_int_eq(tensor_alloc(&out[1], DT_F32, 2, yd), 0);
+	ck_assert_int_eq(cg_program_emulate(p, &in, out, 5, &d), 0);
+	*y = out[0];
+	tensor_free(&out[1]);
+	tensor_free(&in);
+	cg_program_free(p);
+	ir_free_module(m);
+}
+
+static void
+check_ew(const char *op, const char *attrs, int binary)
+{
+	Tensor a, b;
+
+	run_ew(op, attrs, binary, 1, &a);
+	if (strcmp(op, "identity") == 0) {	/* a view: nothing to compare unfused */
+		tensor_free(&a);
+		return;
+	}
+	run_ew(op, attrs, binary, 0, &b);
+	for (int64_t i = 0; i < tensor_numel(&a); i++) {
+		double x = dtype_load(a.dt, a.data, (size_t)i), y = dtype_load(b.dt, b.data, (size_t)i);
+		ck_assert_msg(memcmp(&x, &y, sizeof x) == 0 || (isnan(x) && isnan(y)),
+			      "%s%s: element %lld fused %.9g, unfused %.9g", op, attrs, (long long)i, x, y);
+	}
+	tensor_free(&a);
+	tensor_free(&b);
+}
+
+START_TEST(test_every_scalar_op_fuses_into_the_epilogue_bit_identically)
+{
+	int n = 0;
+
+	for (int op = 0; op < NOP; op++) {
+		int fl = ir_opinfo[op].flags;
+		if (!(fl & OPF_EW))
+			continue;
+		ck_assert_msg(ir_eval_has_fn((Op)op), "%s: no interpreter function", ir_opname((Op)op));
+		ck_assert_msg(!(fl & OPF_SCALAR) == !cg_ew_has((Op)op),
+			      "%s: OPF_SCALAR and ew.c's table disagree", ir_opname((Op)op));
+		if (!(fl & OPF_SCALAR))
+			continue;
+		if (op != OP_CAST)
+			check_ew(ir_opname((Op)op), "", ir_opinfo[op].inmax == 2);
+		for (size_t i = 0; i < NELEM(ew_variants); i++)
+			if (strcmp(ew_variants[i].op, ir_opname((Op)op)) == 0)
+				check_ew(ew_variants[i].op, ew_variants[i].attrs, 0);
+		n++;
+	}
+	ck_assert_int_ge(n, 27);
+}
+END_TEST
+
 Suite *
 program_suite(void)
 {
@@ -171,6 +297,7 @@ program_suite(void)
 	tcase_add_test(tc, test_program_matches_interpreter_for_decode_and_prefill);
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
+	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);
 	suite_add_tcase(s, tc);
 	return s;
 }

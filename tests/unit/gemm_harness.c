@@ -85,7 +85,7 @@ gh_bias_gelu(GemmSpec *s, DType bias_dt)
 	CgEpilogue *e = &s->ep;
 	int a = cg_ep_acc(e), b = cg_ep_col(e, bias_dt, 0, "bias");
 
-	cg_ep_op(e, CGE_GELU_ERF, cg_ep_op(e, CGE_ADD, a, b), -1);
+	cg_ep_op(e, OP_GELU, cg_ep_op(e, OP_ADD, a, b), -1);
 }
 
 static void
@@ -123,7 +123,7 @@ gh_spec_grouped_scale_scatter(GemmSpec *s, int E, int64_t N, int64_t K)
 	s->store = CG_STORE_SCATTER;
 	a = cg_ep_acc(&s->ep);
 	w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, CGE_MUL, a, w);
+	cg_ep_op(&s->ep, OP_MUL, a, w);
 }
 
 void
@@ -134,7 +134,7 @@ gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K)
 	sizes(s, N, K, E);
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_BF16, N, "bias");	/* per-expert bias */
-	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, CGE_ADD, a, b), 7.0f, 1.702f);
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 7.0f, 1.702f);
 }
 
 void
@@ -147,7 +147,7 @@ gh_spec_kn_residual(GemmSpec *s, int64_t N, int64_t K, DType dt)
 	s->b_layout = CG_B_KN;
 	a = cg_ep_acc(&s->ep);
 	r = cg_ep_mat(&s->ep, dt, 0, CGR_DIRECT, "residual");
-	cg_ep_op(&s->ep, CGE_ADD, a, r);
+	cg_ep_op(&s->ep, OP_ADD, a, r);
 }
 
 /* ---- one case: inputs, the emulator run ---- */
@@ -377,6 +377,21 @@ leaf_row(const CgEpInst *in, const GhRow *w)
 	}
 }
 
+/* The reference of swiglu (the one epilogue operation that is not an IR op of one element). */
+double
+gh_swiglu(const CgEpInst *in, double gate, double up)
+{
+	double sg;
+
+	if (in->lim > 0) {
+		gate = gate < in->lim ? gate : in->lim;
+		up = up < -in->lim ? -in->lim : up > in->lim ? in->lim : up;
+		sg = 1 / (1 + exp(-in->alpha * gate));
+		return (up + 1) * gate * sg;
+	}
+	return gate / (1 + exp(-gate)) * up;
+}
+
 /* Instruction i of the epilogue at column n of a space `space` wide; v holds the earlier ones. */
 static double
 ep_value(const GemmRun *r, const GhRow *w, int i, const double *acc, int64_t n, int64_t space,
@@ -391,7 +406,7 @@ ep_value(const GemmRun *r, const GhRow *w, int i, const double *acc, int64_t n, 
 	case CGE_COL: return dtype_load(in->dt, p, (size_t)(w->e * in->group_stride + n));
 	case CGE_ROW: return dtype_load(in->dt, p, (size_t)leaf_row(in, w));
 	case CGE_MAT: return dtype_load(in->dt, p, (size_t)(leaf_row(in, w) * (in->ld ? in->ld : space) + n));
-	default: return cg_ep_eval1(in, v[in->a], in->b >= 0 ? v[in->b] : 0);
+	default: return ir_ew_scalar(in->iop, &in->ew, v[in->a], in->b >= 0 ? v[in->b] : 0);
 	}
 }
 
@@ -421,7 +436,7 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 			out[co] = s->ep.n ? pair[0][s->ep.n - 1] : acc[co];
 			continue;
 		}
-		v[sw] = cg_ep_eval1(&s->ep.in[sw], pair[0][s->ep.in[sw].a], pair[1][s->ep.in[sw].a]);
+		v[sw] = gh_swiglu(&s->ep.in[sw], pair[0][s->ep.in[sw].a], pair[1][s->ep.in[sw].a]);
 		for (int i = sw + 1; i < s->ep.n; i++)
 			v[i] = ep_value(r, w, i, acc, co, r->width, v);
 		out[co] = v[s->ep.n - 1];

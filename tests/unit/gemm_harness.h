@@ -117,4 +117,7 @@ enum {
  * flags; 0 after saying on stderr that who skipped it (no ptxas), else 1. */
 int gh_assemble(CgModule *m, int n, const char *who, int flags);
 
+/* swiglu's reference in double (the other epilogue operations: ir_ew_scalar) */
+double gh_swiglu(const CgEpInst *in, double gate, double up);
+
 #endif

@@ -1,0 +1,67 @@
+/*
+ * attrs.c — typed attribute getters: for each op family, the attributes'
+ * names, types and defaults written once, decoded in one place for the
+ * shape rules (infer.c), the interpreter (eval_*.c), the passes and codegen.
+ *
+ *	%w, %ids = route %logits, k=2, renorm=1      ir_route_attrs(n, &r)
+ *	   => r.router = IR_ROUTER_SOFTMAX, r.k = 2, r.renorm = 1, r.scale = 1, ...
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ir.h"
+
+/*
+ * Router attributes of moe and route.  name: type = default.
+ *	router: str = softmax (softmax | sigmoid | topk_softmax)
+ *	k: int, required (-1 when absent: infer.c refuses it)
+ *	renorm: int = 0; scale: float = 1
+ *	n_group: int = 1; topk_group: int = n_group
+ *	group_score: str = max (max | top2)
+ */
+const char *const ir_route_attr_names[IR_NROUTE_ATTRS] = {
+	"router", "k", "renorm", "scale", "n_group", "topk_group", "group_score",
+};
+
+void
+ir_route_attrs(const Node *n, IrRouteAttrs *r)
+{
+	const char *gs = ir_attr_str(n, "group_score", "max");
+
+	memset(r, 0, sizeof *r);
+	r->router_name = ir_attr_str(n, "router", "softmax");
+	r->router = strcmp(r->router_name, "softmax") == 0 ? IR_ROUTER_SOFTMAX
+		  : strcmp(r->router_name, "sigmoid") == 0 ? IR_ROUTER_SIGMOID
+		  : strcmp(r->router_name, "topk_softmax") == 0 ? IR_ROUTER_TOPK_SOFTMAX
+		  : IR_ROUTER_UNKNOWN;
+	r->k = ir_attr_int(n, "k", -1);
+	r->renorm = (int)ir_attr_int(n, "renorm", 0);
+	r->scale = ir_attr_float(n, "scale", 1.0);
+	r->n_group = ir_attr_int(n, "n_group", 1);
+	r->topk_group = ir_attr_int(n, "topk_group", r->n_group);
+	r->group_score_name = gs;
+	r->group_score = strcmp(gs, "max") == 0 ? IR_GROUP_MAX
+		       : strcmp(gs, "top2") == 0 ? IR_GROUP_TOP2 : IR_GROUP_UNKNOWN;
+}
+
+/*
+ * Attributes of the scalar elementwise ops (OPF_SCALAR):
+ *	gelu approx: str = none (none | tanh)
+ *	leaky_relu alpha: float = 0.01; hard_sigmoid alpha: float = 0.2, beta: float = 0.5
+ *	clip min: float = -inf, max: float = inf
+ */
+int
+ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
+{
+	const char *s = ir_attr_str(n, "approx", "none");
+
+	memset(a, 0, sizeof *a);
+	a->tanh_approx = n->op == OP_GELU && strcmp(s, "tanh") == 0;
+	if (n->op == OP_GELU && !a->tanh_approx && strcmp(s, "none") != 0)
+		return snprintf(why, whylen, "approx must be none or tanh, not %s", s), -1;
+	a->alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
+	a->beta = ir_attr_float(n, "beta", 0.5);
+	a->lo = ir_attr_float(n, "min", -INFINITY);
+	a->hi = ir_attr_float(n, "max", INFINITY);
+	return 0;
+}
