@@ -84,6 +84,33 @@ given_inputs(Graph *g, const PassOpts *o, Diag *d)
 	return r;
 }
 
+/* --check-dims=T=7,batch=2: every entry NAME=N with N in 1..2^31-1 (a
+ * symbol's value is a size); a name the graph lacks is only warned about. */
+static int
+check_dims_valid(const Module *m, const char *dims, Diag *d)
+{
+	for (const char *p = dims; p && *p;) {
+		const char *eq = strchr(p, '='), *end = strchr(p, ',');
+		size_t k = end ? (size_t)(end - p) : strlen(p);
+		char *e;
+		long long v = eq && eq < p + k ? strtoll(eq + 1, &e, 10) : 0;
+
+		if (!eq || eq >= p + k || eq == p || e == eq + 1 || e != p + k || v < 1 ||
+		    v > INT32_MAX)
+			return diag_error(d, LOC_NONE, "--check-dims: '%.*s' is not NAME=N with N in "
+					  "1..2147483647", (int)k, p);
+		int found = 0;
+		for (int a = 0; a < ir_natom(m); a++)
+			found |= strlen(ir_atom_name(m, a)) == (size_t)(eq - p) &&
+				 !strncmp(ir_atom_name(m, a), p, (size_t)(eq - p));
+		if (!found)
+			diag_warn(d, LOC_NONE, "--check-dims: the graph has no symbol '%.*s'",
+				  (int)(eq - p), p);
+		p += k + (end ? 1 : 0);
+	}
+	return 0;
+}
+
 CheckRun *
 check_new(Module *m, const PassOpts *o, Diag *d)
 {
@@ -99,6 +126,8 @@ check_new(Module *m, const PassOpts *o, Diag *d)
 	}
 	if (o->check_inputs)
 		return given_inputs(g, o, d);
+	if (check_dims_valid(m, dims, d))
+		return NULL;
 	env.n = ir_natom(m);
 	env.val = xcalloc((size_t)env.n + 1, sizeof *env.val);
 	for (int a = 0; a < env.n; a++)
