@@ -1231,17 +1231,16 @@ route_int(P *p, Word *v, int64_t max, int *out)
 	return 0;
 }
 
-/* Buffer b holds at least `row` bytes a token for every T. */
+/* Buffer b holds whole rows of `row` bytes, at least one (a static
+ * model's buffer holds its fixed rows, whatever T). */
 static int
 route_fits(P *p, int b, int64_t row, int col)
 {
 	const MBuffer *buf = &p->m->buf[b];
-	int64_t n1, nmax;
 
-	if (bundle_expr_eval(&buf->bytes, 1, &n1) ||
-	    bundle_expr_eval(&buf->bytes, p->m->max_tokens, &nmax) || n1 < row ||
-	    nmax / row < p->m->max_tokens)
-		return err(p, col, "buffer '%s' is smaller than %lld bytes a token", buf->name,
+	if (buf->bytes.div || buf->bytes.a % row || buf->bytes.b % row ||
+	    buf->bytes.a + buf->bytes.b < row)
+		return err(p, col, "buffer '%s' does not hold rows of %lld bytes", buf->name,
 			   (long long)row);
 	return 0;
 }
