@@ -57,7 +57,10 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with output_N.pb at\n"
 	 "the tolerance of the output's dtype.  One line per case, then 'N passed, N failed'; exit 1\n"
 	 "if any failed.  With --tile, each set runs once per T listed, its R rows repeated to T (row r\n"
-	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone."},
+	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone.\n"
+	 "A bundle with route lines has its rows that fail checked against the device's own router\n"
+	 "logits: a near tie (within the output's tolerance) is reported as a routing flip and its row\n"
+	 "left out of the comparison; every other mismatch fails as before."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
 	 "poisoned first and must be fully written.  Prints the median in microseconds, TFLOP/s and\n"
