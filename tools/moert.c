@@ -58,8 +58,9 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "the tolerance of the output's dtype.  One line per case, then 'N passed, N failed'; exit 1\n"
 	 "if any failed.  With --tile, each set runs once per T listed, its R rows repeated to T (row r\n"
 	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone.\n"
-	 "A bundle with route lines has its rows that fail checked against the device's own router\n"
-	 "logits: a near tie (within the output's tolerance) is reported as a routing flip and its row\n"
+	 "A bundle with route lines has its routing checked first: against the set's routing_N.pb\n"
+	 "(moec run --test-data writes them) exactly, else the rows that fail against the device's own\n"
+	 "router logits.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
 	 "left out of the comparison; every other mismatch fails as before."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
@@ -670,60 +671,126 @@ device_routing(Ctx *c, int i, int64_t tokens, Routing *r)
 	return s;
 }
 
-/*
- * The rows of a case that fail, put down to a routing flip where the
- * device's own logits are a near tie within the outputs' tolerance (the
- * precision's rounding): marked in rd and described in line, so that the
- * outputs are compared without them.  Any other mismatch stays a failure.
- */
+/* Rows of output o that are outside atol + rtol*|ref|, marked in bad[T];
+ * *atol, *rtol the output's tolerance. */
 static void
-near_ties(Ctx *c, const char *set, int64_t tokens, int64_t tile, RouteDiff *rd, char *line,
-	  size_t n)
+bad_rows(Ctx *c, const char *set, int o, int64_t tokens, int64_t tile, int64_t T,
+	 unsigned char *bad, double *atol, double *rtol)
 {
+	Tensor got, want;
+	char skip[512] = "";
+	double rel;
+
+	if (output_pair(c, set, o, tokens, tile, &got, &want, skip, sizeof skip))
+		return;
+	tolerance_for(tolerance_of(c, &got), atol, rtol, &rel);
+	int64_t rest = tensor_numel(&want) / T;
+	size_t rb = (size_t)rest * (size_t)dtype_bits(want.dt) / 8;
+	for (int64_t t = 0; rest * T == tensor_numel(&want) && t < T; t++) {
+		Tensor ga = got, wa = want;
+		Compare cmp;
+		ga.rank = wa.rank = 1;
+		ga.dim[0] = wa.dim[0] = rest;
+		ga.data = (char *)got.data + (size_t)t * rb;
+		wa.data = (char *)want.data + (size_t)t * rb;
+		tensor_compare(&ga, &wa, *atol, *rtol, &cmp);
+		bad[t] |= cmp.nbad > 0;
+	}
+	tensor_free(&got);
+	tensor_free(&want);
+}
+
+/* The reference's routing decisions (moec run --test-data writes them):
+ * set/routing_N.pb and routing_N_logits.pb, each group attribute taken from
+ * the bundle's route of the same experts and k.  0 none or unreadable. */
+static int
+reference_routing(const char *set, int64_t tile, const RouteLog *dev, RouteLog *ref)
+{
+	for (int i = 0; i < 64; i++) {
+		char name[48], *f;
+		Tensor ids = {0}, val = {0};
+		Routing r = {0};
+		Diag d;
+		int bad;
+		diag_init(&d, NULL);
+		snprintf(name, sizeof name, "routing_%d.pb", i);
+		f = file_join(set, name);
+		bad = !file_exists(f) || tensor_read(f, &ids, &d);
+		free(f);
+		snprintf(name, sizeof name, "routing_%d_logits.pb", i);
+		f = file_join(set, name);
+		bad = bad || tensor_read(f, &val, &d) || ids.dt != DT_I32 || val.dt != DT_F32 ||
+		      ids.rank != 2 || val.rank != 2 || ids.dim[0] != val.dim[0] ||
+		      (tile && (tile_rows(&ids, tile) || tile_rows(&val, tile)));
+		free(f);
+		if (!bad) {
+			r = (Routing){.T = ids.dim[0], .E = val.dim[1], .k = ids.dim[1], .ngroup = 1,
+				      .topk_group = 1, .ids = ids.data, .val = val.data, .what = "logit"};
+			ids.data = val.data = NULL;
+			for (int k = 0; k < dev->n; k++)
+				if (dev->r[k].E == r.E && dev->r[k].k == r.k)
+					r.ngroup = dev->r[k].ngroup, r.topk_group = dev->r[k].topk_group,
+					r.top2 = dev->r[k].top2;
+			route_log_push(ref, &r);
+		}
+		tensor_free(&ids);
+		tensor_free(&val);
+		if (bad)
+			break;
+	}
+	return ref->n;
+}
+
+/*
+ * Routing first, so that a flip is told from a wrong kernel.  With the
+ * reference's decisions in the set, the device's are compared with them
+ * (routing_compare): a flip at a near tie of the reference's values is
+ * reported and its rows left out, any other flip fails the case.  Without
+ * them, the rows that fail are looked at with the device's own logits: a
+ * near tie there (within the output's tolerance: the precision's rounding)
+ * is reported and left out.  Any other mismatch fails as before.  0 if the
+ * routing itself fails the case.
+ */
+static int
+check_routing(Ctx *c, const char *set, int64_t tokens, int64_t tile, RouteDiff *rd, char *line,
+	      size_t n)
+{
+	RouteLog dev = {0}, ref = {0};
 	unsigned char *bad = NULL;
-	double atol = 0, rtol = 0, rel;
-	int64_t T = -1;
+	double atol = 0, rtol = 0;
 	moert_status s = MOERT_OK;
-	size_t k;
+	size_t k = strlen(line);
+	int ok = 1;
 
 	for (int i = 0; i < moert_num_routes(c->p) && !s; i++) {
 		Routing r;
-		if (!(s = device_routing(c, i, tokens, &r)) && !bad) {
-			T = r.T;
-			bad = xcalloc((size_t)T + 1, 1);
-			for (int o = 0; o < moert_num_outputs(c->p); o++) {
-				Tensor got, want;
-				char skip[512] = "";
-				if (output_pair(c, set, o, tokens, tile, &got, &want, skip, sizeof skip))
-					continue;
-				DType dt = tolerance_of(c, &got);
-				tolerance_for(dt, &atol, &rtol, &rel);
-				int64_t rest = tensor_numel(&want) / T;
-				size_t rb = (size_t)rest * (size_t)dtype_bits(want.dt) / 8;
-				for (int64_t t = 0; rest * T == tensor_numel(&want) && t < T; t++) {
-					Tensor ga = got, wa = want;
-					Compare cmp;
-					ga.rank = wa.rank = 1;
-					ga.dim[0] = wa.dim[0] = rest;
-					ga.data = (char *)got.data + (size_t)t * rb;
-					wa.data = (char *)want.data + (size_t)t * rb;
-					tensor_compare(&ga, &wa, atol, rtol, &cmp);
-					bad[t] |= cmp.nbad > 0;
-				}
-				tensor_free(&got);
-				tensor_free(&want);
-			}
-		}
-		if (!s && r.T == T)
-			routing_near_ties(&r, bad, atol, rtol, rd);
+		if (!(s = device_routing(c, i, tokens, &r)))
+			route_log_push(&dev, &r);
 		routing_free(&r);
 	}
-	k = strlen(line);
-	if (s)
+	if (s) {
 		snprintf(line + k, n - k, "  routing not read back: %s", moert_last_error());
-	else if (rd->nflip)
-		snprintf(line + k, n - k, "  routing: %s; rows left out;", rd->msg);
+	} else if (dev.n) {
+		int64_t T = dev.r[0].T;
+		bad = xcalloc((size_t)T + 1, 1);
+		for (int o = 0; o < moert_num_outputs(c->p); o++)
+			bad_rows(c, set, o, tokens, tile, T, bad, &atol, &rtol);
+		if (reference_routing(set, tile, &dev, &ref)) {
+			route_log_compare(&ref, &dev, atol, rtol, rd);
+			ok = !rd->nbad;
+		} else {
+			for (int i = 0; i < dev.n; i++)
+				if (dev.r[i].T == T)
+					routing_near_ties(&dev.r[i], bad, atol, rtol, rd);
+		}
+		if (rd->nflip)
+			snprintf(line + k, n - k, "  routing: %s;%s", rd->msg,
+				 rd->nbad ? " (routing differs)" : " rows left out;");
+	}
 	free(bad);
+	route_log_free(&dev);
+	route_log_free(&ref);
+	return ok;
 }
 
 /* One test_data_set_N folder (its rows repeated to `tile` tokens, if not
@@ -758,7 +825,7 @@ test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 		ok = 0;
 	} else {
 		if (moert_num_routes(c->p))
-			near_ties(c, set, tokens, tile, &rd, line, sizeof line);
+			ok = check_routing(c, set, tokens, tile, &rd, line, sizeof line);
 		for (int i = 0; i < moert_num_outputs(c->p); i++)
 			ok &= compare_output(c, set, i, tokens, tile, &rd, line, sizeof line);
 	}
