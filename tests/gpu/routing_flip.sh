@@ -36,5 +36,11 @@ PY
 	"$moec" run "$src/tests/fixtures/hf/mixtral" --layer 1 --test-data="$out/in" \
 		-o "$out/ref/test_data_set_0" >/dev/null || exit 2
 	"$moec" compile "$src/tests/fixtures/hf/mixtral" --layer 1 -o "$out/mixtral.moeb" || exit 2
+	mkdir -p "$out/bare/test_data_set_0" &&
+		cp "$out/ref/test_data_set_0/input_0.pb" "$out/ref/test_data_set_0/output_0.pb" \
+			"$out/bare/test_data_set_0/" || exit 2
 fi
-"$moert" test "$out/mixtral.moeb" "$out/ref" --tile=1,7,16,4096
+rc=0
+"$moert" test "$out/mixtral.moeb" "$out/ref" --tile=1,7,16,4096 || rc=1
+"$moert" test "$out/mixtral.moeb" "$out/bare" --tile=1,7,16,4096 || rc=1
+exit $rc
