@@ -95,6 +95,20 @@ struct MBuffer {		/* a region of the device arena */
 	MExpr bytes;
 };
 
+/* A routing decision the plan makes (the optional "route" line, docs/bundle.md
+ * §2): the router's logits and the experts it picked are arena buffers, and
+ * the choice ranks the logits themselves (no selection bias), so a test can
+ * tell a near tie from a wrong kernel. */
+typedef struct MRoute MRoute;
+struct MRoute {
+	const char *logits, *ids;	/* buffers: DTYPE [T,experts], i32 [T,k] */
+	int logits_buf, ids_buf;	/* their indices; the parser fills them */
+	DType dt;			/* the logits': f32, bf16 or f16 */
+	int experts, k;
+	int groups, topk_group;		/* experts in groups, the best topk_group kept */
+	int top2;			/* a group scores as its best two, else its best */
+};
+
 typedef struct MKernel MKernel;
 struct MKernel {
 	const char *name;	/* PTX entry name */
@@ -178,6 +192,8 @@ struct Manifest {
 	int nk;
 	MStep *step;
 	int nstep;
+	MRoute *route;		/* optional "route" lines */
+	int nroute;
 };
 
 /*

@@ -91,7 +91,7 @@ struct P {
 	int rank;		/* order rank of the last statement, -1: none */
 	int last;		/* its keyword */
 	unsigned seen, reported;	/* header keywords, by bit */
-	int cin, cout, cw, cbuf, ck, cstep;	/* array capacities */
+	int cin, cout, cw, cbuf, ck, cstep, croute;	/* array capacities */
 	int version;		/* set when "moeb N" has N != 1 */
 	Names tensors, weights, buffers, kernels;	/* tensors: in i, out nin + i */
 	int64_t tnext;		/* tokens= variants: the next T to cover; 0: none open */
@@ -123,7 +123,9 @@ struct P {
 	X(init, 15, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
 	X(launch, 16, 0,                                                       \
 	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI]") \
-	X(memset, 16, 0, "memset buf:NAME[+OFF] bytes=E")
+	X(memset, 16, 0, "memset buf:NAME[+OFF] bytes=E")                    \
+	X(route, 17, 0,                                                        \
+	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2")
 
 enum {
 #define X(kw, rank, req, use) KW_##kw,
@@ -1199,6 +1201,87 @@ st_memset(P *p)
 		return -1;
 	GROW(p, p->m->step, p->m->nstep, p->cstep);
 	p->m->step[p->m->nstep++] = s;
+	return 0;
+}
+
+/* --- routing ----------------------------------------------------------- */
+
+static int
+route_buf(P *p, int i, const char *key, const char **name, int *idx)
+{
+	Word v;
+
+	if (kv(p, i, key, &v) || name_at(p, &v, name))
+		return -1;
+	if ((*idx = names_get(&p->buffers, *name)) < 0)
+		return err(p, v.col, "unknown buffer '%s'", *name);
+	return 0;
+}
+
+static int
+route_int(P *p, Word *v, int64_t max, int *out)
+{
+	int64_t n;
+
+	if (int_at(p, v, max, &n))
+		return -1;
+	if (n < 1)
+		return err(p, v->col, "must be at least 1");
+	*out = (int)n;
+	return 0;
+}
+
+/* Buffer b holds whole rows of `row` bytes, at least one (a static
+ * model's buffer holds its fixed rows, whatever T). */
+static int
+route_fits(P *p, int b, int64_t row, int col)
+{
+	const MBuffer *buf = &p->m->buf[b];
+
+	if (buf->bytes.div || buf->bytes.a % row || buf->bytes.b % row ||
+	    buf->bytes.a + buf->bytes.b < row)
+		return err(p, col, "buffer '%s' does not hold rows of %lld bytes", buf->name,
+			   (long long)row);
+	return 0;
+}
+
+static int
+st_route(P *p)
+{
+	MRoute r = {0};
+	Word v, g;
+
+	if (arity(p, KW_route, 8) || route_buf(p, 1, "logits", &r.logits, &r.logits_buf) ||
+	    kv(p, 2, "dtype", &v))
+		return -1;
+	if (dtype_parse(v.s, v.n, &r.dt) ||
+	    (r.dt != DT_F32 && r.dt != DT_BF16 && r.dt != DT_F16))
+		return err(p, v.col, "dtype '%.*s': f32, bf16 or f16", (int)v.n, v.s);
+	if (route_buf(p, 3, "ids", &r.ids, &r.ids_buf) || kv(p, 4, "experts", &v) ||
+	    route_int(p, &v, 1024, &r.experts) || kv(p, 5, "k", &v) ||
+	    route_int(p, &v, r.experts, &r.k) || kv(p, 6, "groups", &g))
+		return -1;
+	const char *comma = memchr(g.s, ',', g.n);
+	if (!comma)
+		return err(p, g.col, "groups=N,KEEP");
+	v = (Word){g.s, (size_t)(comma - g.s), g.col};
+	if (route_int(p, &v, r.experts, &r.groups))
+		return -1;
+	v = (Word){comma + 1, g.n - v.n - 1, g.col + (int)v.n + 1};
+	if (route_int(p, &v, r.groups, &r.topk_group))
+		return -1;
+	if (r.experts % r.groups)
+		return err(p, g.col, "%d groups do not divide %d experts", r.groups, r.experts);
+	if (kv(p, 7, "score", &v))
+		return -1;
+	if (!eq(&v, "max") && !eq(&v, "top2"))
+		return err(p, v.col, "score '%.*s': max or top2", (int)v.n, v.s);
+	r.top2 = eq(&v, "top2");
+	if (route_fits(p, r.logits_buf, (int64_t)r.experts * dtype_bits(r.dt) / 8, p->w[1].col) ||
+	    route_fits(p, r.ids_buf, 4 * (int64_t)r.k, p->w[3].col))
+		return -1;
+	GROW(p, p->m->route, p->m->nroute, p->croute);
+	p->m->route[p->m->nroute++] = r;
 	return 0;
 }
 

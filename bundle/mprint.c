@@ -206,6 +206,13 @@ bundle_manifest_fprint(FILE *f, const Manifest *m)
 		kernel(f, &m->k[i]);
 	for (int i = 0; i < m->nstep; i++)
 		step(f, m, &m->step[i]);
+	for (int i = 0; i < m->nroute; i++) {
+		const MRoute *r = &m->route[i];
+		fprintf(f, "route logits=%s dtype=%s ids=%s experts=%d k=%d groups=%d,%d score=%s\n",
+			nm(r->logits), (unsigned)r->dt < NDTYPE ? dtype_name(r->dt) : "?",
+			nm(r->ids), r->experts, r->k, r->groups, r->topk_group,
+			r->top2 ? "top2" : "max");
+	}
 }
 
 char *

@@ -61,6 +61,7 @@ struct CgProgram {
 	double ptxas_secs;	/* time spent in ptxas (--time-passes) */
 	Manifest man;
 	VEC(MStep) init, run;
+	VEC(MRoute) route;	/* the manifest's "route" lines */
 	unsigned char *weights;	/* the packed real weights */
 	uint64_t wbytes;
 	int64_t flops_per_t;
@@ -695,16 +696,34 @@ only_node(const Graph *k, Op op)
 }
 
 static int
-emit_route(CgProgram *p, const Node *r, const char *name)
+emit_route(CgProgram *p, const Node *r, const char *name, CgRouteSpec *s)
 {
-	CgRouteSpec s;
-
-	if (cg_route_spec(r, &s, p->d))
+	if (cg_route_spec(r, s, p->d))
 		return -1;
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_route(p->mod[i], name, &s, p->d) != 0)
+		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
 	return 0;
+}
+
+/*
+ * The manifest's "route" line for a route kernel bound to args (logits,
+ * weights, ids, T): when its logits and ids are arena buffers and its
+ * choice ranks the logits themselves (no selection bias; a sigmoid's group
+ * scores are sums of sigmoids, so only ungrouped), so that moert test can
+ * tell a near tie on the device's own logits from a wrong kernel.
+ */
+static void
+note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
+{
+	const MArg *lg = &args[0], *ids = &args[narg - 2];
+
+	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) ||
+	    lg->kind != ARG_BUF || ids->kind != ARG_BUF || lg->off || ids->off)
+		return;
+	vec_push(&p->route, ((MRoute){lg->name, ids->name, lg->index, ids->index, s->logits_dt,
+				     s->E, s->k, s->n_group, s->topk_group,
+				     s->group_score == CG_GROUP_TOP2}));
 }
 
 static int
@@ -760,7 +779,8 @@ emit_call(CgProgram *p, const Node *call)
 	const Graph *k = call->callee;
 	const char *tmpl = ir_graph_str(k, "template", ""), *name = entry_name(p, k->name);
 	const Node *n;
-	int done = 0;
+	CgRouteSpec rs;
+	int done = 0, route = 0;
 
 	if (!strcmp(tmpl, "gemm") || !strcmp(tmpl, "grouped_gemm")) {
 		if (emit_gemm(p, call, name, &done))
@@ -769,8 +789,9 @@ emit_call(CgProgram *p, const Node *call)
 			return 0;
 	}
 	if (!strcmp(tmpl, "route") && (n = only_node(k, OP_ROUTE))) {
-		if (emit_route(p, n, name))
+		if (emit_route(p, n, name, &rs))
 			return -1;
+		route = 1;
 	} else if (!strcmp(tmpl, "permute") && (n = only_node(k, OP_PERMUTE))) {
 		if (emit_permute(p, call, n, name))
 			return -1;
@@ -782,6 +803,8 @@ emit_call(CgProgram *p, const Node *call)
 	if (bind_args(p, ck, call, NULL, args) ||
 	    add_step(p, STEP_LAUNCH, ck, args, static_t(call)))
 		return -1;
+	if (route && ck->nparam >= 4)
+		note_route(p, &rs, args, ck->nparam);
 	return 0;
 }
 
@@ -1069,6 +1092,10 @@ fill_plan(CgProgram *p)
 		m->step[i] = p->init.v[i];
 	for (size_t i = 0; i < p->run.n; i++)
 		m->step[p->init.n + i] = p->run.v[i];
+	m->nroute = (int)p->route.n;
+	m->route = arena_array(p->a, MRoute, m->nroute + 1);
+	for (int i = 0; i < m->nroute; i++)
+		m->route[i] = p->route.v[i];
 	/* nominal cost: GEMM flops, and weights plus activations moved */
 	for (size_t i = 0; i < p->w.n; i++)
 		wb += (int64_t)p->w.v[i].bytes;
@@ -1299,6 +1326,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->w);
 	vec_free(&p->init);
 	vec_free(&p->run);
+	vec_free(&p->route);
 	free(p->weights);
 	free(p->st);
 	arena_free(p->a);

@@ -222,6 +222,11 @@ moert_status moert_param_layout(const MKernel *k, size_t *off, size_t *size)
 moert_status moert_marshal(const Manifest *m, const MStep *s, int64_t tokens,
 			   const MoertBases *b, const size_t *off,
 			   unsigned char *buf) MOERT_INTERNAL;
+/* Arena buffer `name`: *b its index, *bytes its size at T. */
+moert_status moert_find_buffer(const Manifest *m, const char *name, int64_t tokens,
+			       int *b, size_t *bytes) MOERT_INTERNAL;
+/* The last step running at T that names buffer b (arg or memset); -1: none. */
+int moert_last_use(const Manifest *m, int b, int64_t tokens) MOERT_INTERNAL;
 /* Device bytes for the weights (real at their at=, synth after) and the
  * arena; *wsize the weights part, woff[i] each weight's offset. */
 moert_status moert_mem_plan(const Manifest *m, uint64_t weights_size,

@@ -132,6 +132,36 @@ moert_status moert_profile(moert_program *p, int64_t tokens, const uint64_t *inp
 int moert_num_steps(const moert_program *p);
 const char *moert_step_name(const moert_program *p, int i);	/* kernel name or "memset" */
 
+/*
+ * Routing decisions, for tests that tell a routing flip from a wrong
+ * kernel (docs/runtime.md, "Routing").  Route i names the arena buffers
+ * holding the router's logits (dtype [T,experts]) and the experts it
+ * picked (i32 [T,k], best first), and how it chooses: the best topk_group
+ * of `groups` groups (a group scoring as its best logit, or its best two
+ * summed with top2), then the best k of the kept groups' experts, ranked
+ * by the logits themselves.  A bundle without "route" lines has none.
+ */
+typedef struct {
+	const char *logits, *ids;	/* arena buffer names */
+	const char *dtype;		/* the logits': "f32", "bf16", "f16" */
+	int experts, k, groups, topk_group, top2;
+} moert_route_info;
+int moert_num_routes(const moert_program *p);
+moert_status moert_route_info_get(const moert_program *p, int i, moert_route_info *info);
+/* Bytes of arena buffer `name` at T (EINVAL: no such buffer). */
+moert_status moert_buffer_size(const moert_program *p, const char *name,
+			       int64_t tokens, size_t *bytes);
+/*
+ * Run the plan for T as moert_run does (default stream, no graph) but only
+ * through the last step that names buffer `name`, so that no later step has
+ * reused its bytes; synchronise and copy the buffer into host (`bytes`
+ * must be moert_buffer_size's).  Uses the program's workspace (its own or
+ * the one set).  Slow and for tests: it runs part of the plan again.
+ */
+moert_status moert_read_buffer(moert_program *p, const char *name, int64_t tokens,
+			       const uint64_t *inputs, const uint64_t *outputs,
+			       void *host, size_t bytes);
+
 /* Verify a bundle's structure and checksums without a GPU.  MOERT_OK or the
  * error, with the message in moert_last_error(). */
 moert_status moert_verify(const void *bundle, size_t len);

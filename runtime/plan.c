@@ -416,3 +416,75 @@ moert_cost(const moert_program *p, int64_t tokens, double *flops,
 	*bytes = (double)b;
 	return MOERT_OK;
 }
+
+/* --- routing and arena buffers --------------------------------------------- */
+
+int
+moert_num_routes(const moert_program *p)
+{
+	return p ? p->m->nroute : 0;
+}
+
+moert_status
+moert_route_info_get(const moert_program *p, int i, moert_route_info *info)
+{
+	const MRoute *r;
+
+	if (!p || !info || i < 0 || i >= p->m->nroute)
+		return moert_seterr(MOERT_EINVAL, "no route %d (the bundle has %d)", i,
+				    p ? p->m->nroute : 0);
+	r = &p->m->route[i];
+	*info = (moert_route_info){r->logits, r->ids, dtype_name(r->dt), r->experts, r->k,
+				   r->groups, r->topk_group, r->top2};
+	return MOERT_OK;
+}
+
+/* Buffer `name`'s index and its bytes at T. */
+moert_status
+moert_find_buffer(const Manifest *m, const char *name, int64_t tokens, int *b, size_t *bytes)
+{
+	int64_t n;
+	moert_status s;
+
+	if ((*b = name ? bundle_find_buffer(m, name) : -1) < 0)
+		return moert_seterr(MOERT_EINVAL, "no buffer '%s' in the bundle",
+				    name ? name : "(null)");
+	if ((s = moert_check_tokens(m, tokens)))
+		return s;
+	if (bundle_expr_eval(&m->buf[*b].bytes, tokens, &n) || (uint64_t)n > SIZE_MAX)
+		return moert_seterr(MOERT_EINVAL, "buffer '%s' overflows at T=%lld", name,
+				    (long long)tokens);
+	*bytes = (size_t)n;
+	return MOERT_OK;
+}
+
+/* The last step that runs at T and names buffer b (an arg or a memset's
+ * destination); -1 if none.  Buffers the planner laid over b's bytes are
+ * used only after it, so b holds what the plan left there up to then. */
+int
+moert_last_use(const Manifest *m, int b, int64_t tokens)
+{
+	int last = -1;
+
+	for (int i = 0; i < m->nstep; i++) {
+		const MStep *s = &m->step[i];
+		if (s->kind == STEP_INIT || !bundle_step_runs(s, tokens))
+			continue;
+		if (s->kind == STEP_MEMSET && s->dst.index == b)
+			last = i;
+		for (int k = 0; s->kind == STEP_LAUNCH && k < s->narg; k++)
+			if (s->arg[k].kind == ARG_BUF && s->arg[k].index == b)
+				last = i;
+	}
+	return last;
+}
+
+moert_status
+moert_buffer_size(const moert_program *p, const char *name, int64_t tokens, size_t *bytes)
+{
+	int b;
+
+	if (!p || !bytes)
+		return moert_seterr(MOERT_EINVAL, "no program");
+	return moert_find_buffer(p->m, name, tokens, &b, bytes);
+}

@@ -88,6 +88,40 @@ check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
 	return MOERT_OK;
 }
 
+/* --- reading an arena buffer back (tests) ------------------------------------ */
+
+moert_status
+moert_read_buffer(moert_program *p, const char *name, int64_t tokens, const uint64_t *inputs,
+		  const uint64_t *outputs, void *host, size_t bytes)
+{
+	size_t want;
+	int b, last;
+	moert_status s;
+
+	if (!p || !host)
+		return moert_seterr(MOERT_EINVAL, "no program or no host memory");
+	if ((s = moert_find_buffer(p->m, name, tokens, &b, &want)))
+		return s;
+	if (bytes != want)
+		return moert_seterr(MOERT_EINVAL, "buffer '%s' holds %zu bytes at T=%lld, not %zu",
+				    name, want, (long long)tokens, bytes);
+	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
+		return s;
+	p->bases.in = inputs;
+	p->bases.out = outputs;
+	last = moert_last_use(p->m, b, tokens);
+	for (int i = 0; i <= last; i++)
+		if (p->m->step[i].kind != STEP_INIT && bundle_step_runs(&p->m->step[i], tokens) &&
+		    (s = moert_launch_step(p, &p->m->step[i], tokens, NULL)))
+			return s;
+	if ((s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
+		return s;
+	if (!bytes)
+		return MOERT_OK;
+	return CU(MOERT_ELAUNCH, cuMemcpyDtoH_v2,
+		  (host, p->bases.arena + p->m->buf[b].offset, bytes));
+}
+
 /* --- CUDA graphs ----------------------------------------------------------- */
 
 static uint64_t

@@ -39,7 +39,8 @@ static const OptCmd moec_cmds[] = {	/* ORDER: the bits above */
 	 "Evaluate a model with the CPU reference interpreter: inputs from --input NAME=FILE (.npy or\n"
 	 ".pb), each output summarised and, with -o DIR, written as DIR/NAME.npy (NAME made a safe\n"
 	 "file name: see docs/cli.md).  With --test-data=SET the inputs are SET/input_N.pb and -o DIR\n"
-	 "becomes a test set (input_N.pb, output_N.pb) holding the interpreter's outputs."},
+	 "becomes a test set (input_N.pb, output_N.pb) holding the interpreter's outputs, and its routing\n"
+	 "decisions as routing_N.pb (the experts, i32 [T,k]) and routing_N_logits.pb (f32 [T,E])."},
 	{"test", "DIR...", 1, 64, "run ONNX backend-test folders through the interpreter",
 	 "Run folders in the ONNX backend-test layout (a model and test_data_set_N/input_N.pb,\n"
 	 "output_N.pb) through the interpreter; one line per case, then 'N passed, N failed'."},
@@ -477,6 +478,34 @@ write_outputs(const OptArgs *a, const Graph *g, Tensor *in, Tensor *out, const c
 	return OK;
 }
 
+/*
+ * With --test-data, the graph's routing decisions too: routing_N.pb the
+ * experts each token picked (i32 [T,k], best first) and routing_N_logits.pb
+ * the values the choice ranked (f32 [T,E]), so that moert test compares a
+ * device's decisions with these exactly (docs/runtime.md §6).
+ */
+static int
+write_routing(const RouteLog *log, const char *dir, Diag *d)
+{
+	char file[64];
+	int rc = OK;
+
+	for (int i = 0; i < log->n && rc == OK; i++) {
+		const Routing *r = &log->r[i];
+		Tensor ids = {DT_I32, 2, {r->T, r->k}, r->ids, NULL};
+		Tensor val = {DT_F32, 2, {r->T, r->E}, r->val, NULL};
+		for (int k = 0; k < 2 && rc == OK; k++) {
+			snprintf(file, sizeof file, k ? "routing_%d_logits.pb" : "routing_%d.pb", i);
+			char *p = file_join(dir, file);
+			rc = write_one(p, k ? &val : &ids, k ? "logits" : "ids", d);
+			free(p);
+		}
+		free(ids.name);
+		free(val.name);
+	}
+	return rc;
+}
+
 /* -o DIR: not the test set read, created if missing, before any work. */
 static int
 check_run_dir(const OptArgs *a, const char *dir, Diag *d)
@@ -507,6 +536,8 @@ cmd_run(int argc, char **argv)
 	Diag d;
 	Module *m = NULL;
 	Graph *g;
+	RouteLog route = {0};
+	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &route};
 
 	if ((rc = moec_args("run", argc, argv, &a, &o, &d)) >= 0)
 		return rc;
@@ -561,8 +592,11 @@ cmd_run(int argc, char **argv)
 	if (dir && !(path = output_paths(&a, g, dir, &d)))
 		goto done;
 	out = xcalloc((size_t)g->nret + 1, sizeof *out);
-	if (ir_eval(g, in, g->nparam, out, NULL, &d) == 0)
+	if (ir_eval(g, in, g->nparam, out, &eo, &d) == 0) {
 		rc = write_outputs(&a, g, in, out, dir, path, &d);
+		if (rc == OK && set && dir)
+			rc = write_routing(&route, dir, &d);
+	}
 	for (int i = 0; i < g->nret; i++)
 		tensor_free(&out[i]);
 	for (int i = 0; path && i < g->nret; i++)
@@ -572,6 +606,7 @@ done:
 	for (int i = 0; i < 64; i++)
 		tensor_free(&in[i]);
 	free(out);
+	route_log_free(&route);
 	ir_free_module(m);
 	return rc;
 }

@@ -57,7 +57,11 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "Run every DIR/test_data_set_*/input_N.pb (inputs in order) and compare with output_N.pb at\n"
 	 "the tolerance of the output's dtype.  One line per case, then 'N passed, N failed'; exit 1\n"
 	 "if any failed.  With --tile, each set runs once per T listed, its R rows repeated to T (row r\n"
-	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone."},
+	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone.\n"
+	 "A bundle with route lines has its routing checked first: against the set's routing_N.pb\n"
+	 "(moec run --test-data writes them) exactly, else the rows that fail against the device's own\n"
+	 "router logits.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
+	 "left out of the comparison; every other mismatch fails as before."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
 	 "poisoned first and must be fully written.  Prints the median in microseconds, TFLOP/s and\n"
@@ -548,53 +552,244 @@ unflatten(Tensor *got, const Tensor *want)
 	}
 }
 
-/* Output i against set/output_i.pb; appends "  y: rel_l2 .. max_abs ..". */
+/* Output i at T and set/output_i.pb (its rows repeated to tile), shaped
+ * alike; 0, or -1 with the reason appended to line. */
 static int
-compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile, char *line,
-	       size_t n)
+output_pair(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile, Tensor *got,
+	    Tensor *want, char *line, size_t n)
 {
 	char name[32], a[160], b[160], *file;
 	size_t k = strlen(line);
-	double atol, rtol, rel;
-	Tensor got = {0}, want = {0};
-	moert_status s;
-	Compare cmp;
 	Diag d;
-	int ok = 0;
+	int rc = -1;
 
+	memset(got, 0, sizeof *got);
+	memset(want, 0, sizeof *want);
 	snprintf(name, sizeof name, "output_%d.pb", i);
 	file = file_join(set, name);
 	diag_init(&d, NULL);
-	if (tensor_read(file, &want, &d))
+	if (tensor_read(file, want, &d))
 		snprintf(line + k, n - k, "  %s", d.last);
-	else if (tile && tile_rows(&want, tile))
+	else if (tile && tile_rows(want, tile))
 		snprintf(line + k, n - k, "  %s: cannot repeat its rows", file);
-	else if ((s = download(c, i, tokens, &got)))
+	else if (download(c, i, tokens, got))
 		snprintf(line + k, n - k, "  %s", moert_last_error());
-	else if (unflatten(&got, &want), got.rank != want.rank ||
-		 tensor_numel(&got) != tensor_numel(&want) ||
-		 memcmp(got.dim, want.dim, sizeof got.dim[0] * (size_t)got.rank)) {
-		tensor_shape_string(a, sizeof a, &got);
-		tensor_shape_string(b, sizeof b, &want);
-		snprintf(line + k, n - k, "  %s: shape %s, reference %s",
-			 got.name, a, b);
+	else if (unflatten(got, want), got->rank != want->rank ||
+		 tensor_numel(got) != tensor_numel(want) ||
+		 memcmp(got->dim, want->dim, sizeof got->dim[0] * (size_t)got->rank)) {
+		tensor_shape_string(a, sizeof a, got);
+		tensor_shape_string(b, sizeof b, want);
+		snprintf(line + k, n - k, "  %s: shape %s, reference %s", got->name, a, b);
 	} else {
-		DType prec, dt = got.dt;
-		if (dtype_parse(moert_precision(c->p), strlen(moert_precision(c->p)), &prec) == 0)
-			dt = tolerance_dtype(got.dt, prec);
-		tolerance_for(dt, &atol, &rtol, &rel);
-		tensor_compare(&got, &want, atol, rtol, &cmp);
-		ok = tensor_close(&cmp, dt, tensor_numel(&want));
-		k += (size_t)snprintf(line + k, n - k, "  %s: rel_l2 %.1e "
-				      "max_abs %.1e", got.name, cmp.rel_l2,
-				      cmp.max_abs);
-		if (!ok && k < n)
-			snprintf(line + k, n - k, " (%lld outside tolerance)",
-				 (long long)cmp.nbad);
+		rc = 0;
 	}
 	free(file);
+	if (rc) {
+		tensor_free(want);
+		tensor_free(got);
+	}
+	return rc;
+}
+
+/* The dtype whose tolerance checks output t (the bundle's precision). */
+static DType
+tolerance_of(Ctx *c, const Tensor *t)
+{
+	DType prec;
+
+	if (dtype_parse(moert_precision(c->p), strlen(moert_precision(c->p)), &prec) == 0)
+		return tolerance_dtype(t->dt, prec);
+	return t->dt;
+}
+
+/* Output i against set/output_i.pb, without the rows rd leaves out;
+ * appends "  y: rel_l2 .. max_abs ..". */
+static int
+compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile,
+	       const RouteDiff *rd, char *line, size_t n)
+{
+	size_t k;
+	double atol, rtol, rel;
+	Tensor got, want, dg = {0}, dw = {0};
+	Compare cmp;
+	int ok;
+
+	if (output_pair(c, set, i, tokens, tile, &got, &want, line, n))
+		return 0;
+	Tensor *a = &got, *b = &want;
+	if (rd->nflip && !tensor_drop_rows(&got, rd->T, rd->drop, &dg) &&
+	    !tensor_drop_rows(&want, rd->T, rd->drop, &dw))
+		a = &dg, b = &dw;
+	DType dt = tolerance_of(c, &got);
+	tolerance_for(dt, &atol, &rtol, &rel);
+	tensor_compare(a, b, atol, rtol, &cmp);
+	ok = tensor_close(&cmp, dt, tensor_numel(b));
+	k = strlen(line);
+	k += (size_t)snprintf(line + k, n - k, "  %s: rel_l2 %.1e max_abs %.1e", got.name,
+			      cmp.rel_l2, cmp.max_abs);
+	if (!ok && k < n)
+		snprintf(line + k, n - k, " (%lld outside tolerance)", (long long)cmp.nbad);
+	tensor_free(&dg);
+	tensor_free(&dw);
 	tensor_free(&want);
 	tensor_free(&got);
+	return ok;
+}
+
+/* --- routing: a flip at a near tie is not a wrong kernel ----------------------- */
+
+/* Route i as the device decided it at T: the experts it picked and its own
+ * logits (read back by running the plan up to their last use). */
+static moert_status
+device_routing(Ctx *c, int i, int64_t tokens, Routing *r)
+{
+	moert_route_info ri;
+	size_t lb, ib, row;
+	moert_status s;
+	DType dt;
+	void *raw;
+
+	memset(r, 0, sizeof *r);
+	if ((s = moert_route_info_get(c->p, i, &ri)) ||
+	    (s = moert_buffer_size(c->p, ri.logits, tokens, &lb)) ||
+	    (s = moert_buffer_size(c->p, ri.ids, tokens, &ib)))
+		return s;
+	dt = dtype_of(ri.dtype);
+	row = (size_t)ri.experts * (size_t)dtype_bits(dt) / 8;
+	*r = (Routing){.T = (int64_t)(lb / row), .E = ri.experts, .k = ri.k, .ngroup = ri.groups,
+		       .topk_group = ri.topk_group, .top2 = ri.top2, .what = "logit"};
+	if (ib < (size_t)r->T * (size_t)r->k * 4)
+		return MOERT_EFORMAT;
+	raw = xmalloc(lb + 1);
+	r->val = xmalloc(sizeof *r->val * (size_t)(r->T * r->E) + 1);
+	r->ids = xmalloc(ib + 1);
+	if (!(s = moert_read_buffer(c->p, ri.logits, tokens, c->in, c->out, raw, lb)) &&
+	    !(s = moert_read_buffer(c->p, ri.ids, tokens, c->in, c->out, r->ids, ib)))
+		for (int64_t x = 0; x < r->T * r->E; x++)
+			r->val[x] = (float)dtype_load(dt, raw, (size_t)x);
+	free(raw);
+	return s;
+}
+
+/* Rows of output o that are outside atol + rtol*|ref|, marked in bad[T];
+ * *atol, *rtol the output's tolerance. */
+static void
+bad_rows(Ctx *c, const char *set, int o, int64_t tokens, int64_t tile, int64_t T,
+	 unsigned char *bad, double *atol, double *rtol)
+{
+	Tensor got, want;
+	char skip[512] = "";
+	double rel;
+
+	if (output_pair(c, set, o, tokens, tile, &got, &want, skip, sizeof skip))
+		return;
+	tolerance_for(tolerance_of(c, &got), atol, rtol, &rel);
+	int64_t rest = tensor_numel(&want) / T;
+	size_t rb = (size_t)rest * (size_t)dtype_bits(want.dt) / 8;
+	for (int64_t t = 0; rest * T == tensor_numel(&want) && t < T; t++) {
+		Tensor ga = got, wa = want;
+		Compare cmp;
+		ga.rank = wa.rank = 1;
+		ga.dim[0] = wa.dim[0] = rest;
+		ga.data = (char *)got.data + (size_t)t * rb;
+		wa.data = (char *)want.data + (size_t)t * rb;
+		tensor_compare(&ga, &wa, *atol, *rtol, &cmp);
+		bad[t] |= cmp.nbad > 0;
+	}
+	tensor_free(&got);
+	tensor_free(&want);
+}
+
+/* The reference's routing decisions (moec run --test-data writes them):
+ * set/routing_N.pb and routing_N_logits.pb, each group attribute taken from
+ * the bundle's route of the same experts and k.  0 none or unreadable. */
+static int
+reference_routing(const char *set, int64_t tile, const RouteLog *dev, RouteLog *ref)
+{
+	for (int i = 0; i < 64; i++) {
+		char name[48], *f;
+		Tensor ids = {0}, val = {0};
+		Routing r = {0};
+		Diag d;
+		int bad;
+		diag_init(&d, NULL);
+		snprintf(name, sizeof name, "routing_%d.pb", i);
+		f = file_join(set, name);
+		bad = !file_exists(f) || tensor_read(f, &ids, &d);
+		free(f);
+		snprintf(name, sizeof name, "routing_%d_logits.pb", i);
+		f = file_join(set, name);
+		bad = bad || tensor_read(f, &val, &d) || ids.dt != DT_I32 || val.dt != DT_F32 ||
+		      ids.rank != 2 || val.rank != 2 || ids.dim[0] != val.dim[0] ||
+		      (tile && (tile_rows(&ids, tile) || tile_rows(&val, tile)));
+		free(f);
+		if (!bad) {
+			r = (Routing){.T = ids.dim[0], .E = val.dim[1], .k = ids.dim[1], .ngroup = 1,
+				      .topk_group = 1, .ids = ids.data, .val = val.data, .what = "logit"};
+			ids.data = val.data = NULL;
+			for (int k = 0; k < dev->n; k++)
+				if (dev->r[k].E == r.E && dev->r[k].k == r.k)
+					r.ngroup = dev->r[k].ngroup, r.topk_group = dev->r[k].topk_group,
+					r.top2 = dev->r[k].top2;
+			route_log_push(ref, &r);
+		}
+		tensor_free(&ids);
+		tensor_free(&val);
+		if (bad)
+			break;
+	}
+	return ref->n;
+}
+
+/*
+ * Routing first, so that a flip is told from a wrong kernel.  With the
+ * reference's decisions in the set, the device's are compared with them
+ * (routing_compare): a flip at a near tie of the reference's values is
+ * reported and its rows left out, any other flip fails the case.  Without
+ * them, the rows that fail are looked at with the device's own logits: a
+ * near tie there (within the output's tolerance: the precision's rounding)
+ * is reported and left out.  Any other mismatch fails as before.  0 if the
+ * routing itself fails the case.
+ */
+static int
+check_routing(Ctx *c, const char *set, int64_t tokens, int64_t tile, RouteDiff *rd, char *line,
+	      size_t n)
+{
+	RouteLog dev = {0}, ref = {0};
+	unsigned char *bad = NULL;
+	double atol = 0, rtol = 0;
+	moert_status s = MOERT_OK;
+	size_t k = strlen(line);
+	int ok = 1;
+
+	for (int i = 0; i < moert_num_routes(c->p) && !s; i++) {
+		Routing r;
+		if (!(s = device_routing(c, i, tokens, &r)))
+			route_log_push(&dev, &r);
+		routing_free(&r);
+	}
+	if (s) {
+		snprintf(line + k, n - k, "  routing not read back: %s", moert_last_error());
+	} else if (dev.n) {
+		int64_t T = dev.r[0].T;
+		bad = xcalloc((size_t)T + 1, 1);
+		for (int o = 0; o < moert_num_outputs(c->p); o++)
+			bad_rows(c, set, o, tokens, tile, T, bad, &atol, &rtol);
+		if (reference_routing(set, tile, &dev, &ref)) {
+			route_log_compare(&ref, &dev, atol, rtol, rd);
+			ok = !rd->nbad;
+		} else {
+			for (int i = 0; i < dev.n; i++)
+				if (dev.r[i].T == T)
+					routing_near_ties(&dev.r[i], bad, atol, rtol, rd);
+		}
+		if (rd->nflip)
+			snprintf(line + k, n - k, "  routing: %s;%s", rd->msg,
+				 rd->nbad ? " (routing differs)" : " rows left out;");
+	}
+	free(bad);
+	route_log_free(&dev);
+	route_log_free(&ref);
 	return ok;
 }
 
@@ -607,6 +802,7 @@ test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 	char line[4096] = "", name[32], *file;
 	int64_t tokens = tile ? tile : o->tokens;
 	int ok = 1, rc = 0;
+	RouteDiff rd = {0};
 	moert_status s;
 
 	for (int i = 0; i < moert_num_inputs(c->p) && !rc; i++) {
@@ -628,8 +824,10 @@ test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 			 moert_last_error());
 		ok = 0;
 	} else {
+		if (moert_num_routes(c->p))
+			ok = check_routing(c, set, tokens, tile, &rd, line, sizeof line);
 		for (int i = 0; i < moert_num_outputs(c->p); i++)
-			ok &= compare_output(c, set, i, tokens, tile, line, sizeof line);
+			ok &= compare_output(c, set, i, tokens, tile, &rd, line, sizeof line);
 	}
 	if (tile)
 		printf("%s %s T=%lld%s\n", ok ? "ok  " : "FAIL", set, (long long)tile, line);
@@ -638,6 +836,7 @@ test_case(Ctx *c, const Opts *o, const char *set, int64_t tile)
 	fflush(stdout);
 	free_tensors(in, 64);
 	free_io(c);
+	route_diff_free(&rd);
 	return ok;
 }
 

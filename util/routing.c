@@ -284,6 +284,58 @@ route_log_compare(const RouteLog *ref, const RouteLog *got, double atol, double 
 	return matched;
 }
 
+/* Token t's last chosen expert (*a) and best unchosen one (*b). */
+static void
+margin(const Routing *r, int64_t t, int32_t *a, int32_t *b)
+{
+	const float *v = &r->val[t * r->E];
+	const int32_t *ids = &r->ids[t * r->k];
+
+	*a = ids[0], *b = -1;
+	for (int64_t j = 0; j < r->k; j++)
+		if (ids[j] >= 0 && ids[j] < r->E && v[ids[j]] < v[*a])
+			*a = ids[j];
+	for (int32_t x = 0; x < r->E; x++)
+		if (!has(ids, r->k, x) && (*b < 0 || v[x] > v[*b]))
+			*b = x;
+}
+
+int64_t
+routing_near_ties(const Routing *r, const unsigned char *bad, double atol, double rtol,
+		  RouteDiff *d)
+{
+	char line[512], ids[256];
+	int64_t n = 0;
+	int32_t a, b;
+
+	if (!d->drop) {
+		d->T = r->T;
+		d->drop = xcalloc((size_t)r->T + 1, 1);
+	}
+	if (d->T != r->T)
+		return 0;
+	for (int64_t t = 0; t < r->T; t++) {
+		if (!bad[t] || routing_clear(r, t, atol, rtol))
+			continue;
+		margin(r, t, &a, &b);
+		ids_string(ids, sizeof ids, &r->ids[t * r->k], r->k);
+		if (b >= 0 && a >= 0 && a < r->E)
+			snprintf(line, sizeof line, "token %lld: experts %s, expert %d within %.2g of %d: "
+				 "a near tie", (long long)t, ids, b,
+				 fabs((double)r->val[t * r->E + a] - r->val[t * r->E + b]), a);
+		else
+			snprintf(line, sizeof line, "token %lld: experts %s: a near tie", (long long)t, ids);
+		if (d->nflip < 4)
+			append(d, line);
+		else if (d->nflip == 4)
+			append(d, "more");
+		d->drop[t] = 1;
+		d->nflip++;
+		n++;
+	}
+	return n;
+}
+
 void
 route_diff_free(RouteDiff *d)
 {

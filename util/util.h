@@ -349,6 +349,15 @@ typedef struct {
 int route_log_compare(const RouteLog *ref, const RouteLog *got, double atol, double rtol,
 		      RouteDiff *d);
 void route_diff_free(RouteDiff *d);
+/*
+ * Without a reference's routing: the rows that failed (bad[t]) whose own
+ * routing r is a near tie (not routing_clear at atol, rtol) are put down to
+ * a flip: marked in d (drop, nflip; nbad stays 0) and described ("token 6:
+ * experts {2,5}, expert 7 within 3.1e-04 of 5: a near tie").  d accumulates
+ * over calls (several routers); T must agree.  The count marked.
+ */
+int64_t routing_near_ties(const Routing *r, const unsigned char *bad, double atol, double rtol,
+			  RouteDiff *d);
 
 /* t as [T, rest] without the rows drop marks; 0 ok, -1 not T rows. */
 int tensor_drop_rows(const Tensor *t, int64_t T, const unsigned char *drop, Tensor *out);

@@ -435,6 +435,36 @@ check_graphs(Io *io, moert_program *p)
 	      run_t(io, p, MAXT, 1) == 0, "graphs cached per T (T=1000, 3, 1000)");
 }
 
+/* moert_read_buffer: buffer cnt as the plan leaves it (copy_i32 copies it
+ * to output n, so it must equal the n of a full run on the same input);
+ * refusals of an unknown name, T out of range, a wrong size. */
+static void
+check_read_buffer(Io *io, moert_program *p)
+{
+	uint64_t in[1] = {io->x}, out[2] = {io->y, io->n};
+	int32_t cnt[MAXT];
+	size_t bytes = 0;
+	moert_status s;
+
+	fill_x(io, 7, 7);
+	check(run_t(io, p, 7, 0) == 0, "run T=7 before reading a buffer");
+	memset(cnt, 0x55, sizeof cnt);
+	s = moert_buffer_size(p, "cnt", 7, &bytes);
+	check(s == MOERT_OK && bytes == 28, "buffer cnt: %zu bytes at T=7", bytes);
+	s = moert_read_buffer(p, "cnt", 7, in, out, cnt, bytes);
+	check(s == MOERT_OK && !memcmp(cnt, io->hn, bytes), "buffer cnt read back at T=7: %s: %s",
+	      moert_status_name(s), moert_last_error());
+	s = moert_read_buffer(p, "nope", 7, in, out, cnt, bytes);
+	check(s == MOERT_EINVAL && strstr(moert_last_error(), "no buffer 'nope'"),
+	      "unknown buffer refused: %s", moert_last_error());
+	s = moert_read_buffer(p, "cnt", MAXT + 1, in, out, cnt, bytes);
+	check(s == MOERT_ETOKENS, "buffer at T=%d refused: %s", MAXT + 1, moert_last_error());
+	s = moert_read_buffer(p, "cnt", 7, in, out, cnt, bytes - 4);
+	check(s == MOERT_EINVAL && strstr(moert_last_error(), "holds 28 bytes"),
+	      "wrong size refused: %s", moert_last_error());
+	check(moert_num_routes(p) == 0, "no route lines: no routes");
+}
+
 static void
 check_refusals(Io *io, moert_program *p)
 {
@@ -637,6 +667,7 @@ main(int argc, char **argv)
 	check_runs(&io, p);
 	check_graphs(&io, p);
 	check_refusals(&io, p);
+	check_read_buffer(&io, p);
 	check_bench(&io, p);
 	check_oom(&io, p);
 	moert_unload(p);

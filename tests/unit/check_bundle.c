@@ -528,6 +528,47 @@ START_TEST(test_manifest_version_and_odd_bytes)
 }
 END_TEST
 
+/* The optional route line: parsed, printed back, and checked against the
+ * buffers it names (docs/bundle.md §2). */
+START_TEST(test_manifest_route_line)
+{
+	static const char head[] = "moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\n"
+				   "arena 8192\ninput x f32 T,8\noutput y f32 T,8\n"
+				   "buffer lg offset=0 bytes=32*T\nbuffer ids offset=4096 bytes=8*T\n"
+				   "buffer odd offset=6000 bytes=30*T\n";
+	static const struct { const char *line, *err; } bad[] = {
+		{"route logits=nope dtype=f32 ids=ids experts=8 k=2 groups=1,1 score=max", "unknown buffer 'nope'"},
+		{"route logits=lg dtype=i32 ids=ids experts=8 k=2 groups=1,1 score=max", "f32, bf16 or f16"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=9 groups=1,1 score=max", "9"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=2 groups=3,1 score=max", "3 groups do not divide 8"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=2 groups=4,5 score=max", "5"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=2 groups=4 score=max", "groups=N,KEEP"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=2 groups=1,1 score=sum", "max or top2"},
+		{"route logits=odd dtype=f32 ids=ids experts=8 k=2 groups=1,1 score=max", "does not hold rows of 32 bytes"},
+		{"route logits=lg dtype=f32 ids=ids experts=8 k=2", "missing operand"},
+	};
+	char text[2048], err[512];
+	Arena *a = arena_new(0);
+	Manifest *m;
+
+	snprintf(text, sizeof text, "%sroute logits=lg dtype=f32 ids=ids experts=8 k=2 groups=4,2 "
+		 "score=top2\n", head);
+	roundtrip(text);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->nroute, 1);
+	ck_assert_int_eq(m->route[0].logits_buf, 0);
+	ck_assert_int_eq(m->route[0].ids_buf, 1);
+	ck_assert(m->route[0].experts == 8 && m->route[0].k == 2 && m->route[0].groups == 4 &&
+		  m->route[0].topk_group == 2 && m->route[0].top2 && m->route[0].dt == DT_F32);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%s%s\n", head, bad[i].line);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].err), "%s: %s", bad[i].line, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
 /* Input and output names are any ONNX name: "Identity:0", "out/0", "0out",
  * spaces, quotes, UTF-8.  Such names are quoted with \xHH escapes, which
  * needs manifest version 2; plain names keep version 1 (docs/bundle.md §2). */
@@ -1043,6 +1084,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_every_bad_line_reported);
 	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
 	tcase_add_test(tc, test_manifest_quoted_names);
+	tcase_add_test(tc, test_manifest_route_line);
 	tcase_add_test(tc, test_bundle_layout_and_round_trip);
 	tcase_add_test(tc, test_bundle_is_deterministic_and_rewrites_identically);
 	tcase_add_test(tc, test_bundle_every_flipped_byte_is_refused);

@@ -361,6 +361,31 @@ START_TEST(test_run_checks_tokens_and_pointers_first)
 }
 END_TEST
 
+START_TEST(test_read_buffer_refusals_host_only)
+{
+	moert_program *p = host();
+	uint64_t in[2] = {0x1000, 0x2000}, out[1] = {0x3000};
+	unsigned char h[256];
+	size_t n = 0;
+
+	ck_assert_int_eq(moert_buffer_size(p, "tmp", 4, &n), MOERT_OK);
+	ck_assert_uint_eq(n, 128);
+	ck_assert_int_eq(moert_buffer_size(p, "acc", 9, &n), MOERT_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(moert_read_buffer(p, "none", 4, in, out, h, 128), MOERT_EINVAL);
+	ck_assert_str_eq(moert_last_error(), "no buffer 'none' in the bundle");
+	ck_assert_int_eq(moert_read_buffer(p, NULL, 4, in, out, h, 128), MOERT_EINVAL);
+	ck_assert_int_eq(moert_read_buffer(p, "tmp", 65, in, out, h, 128), MOERT_ETOKENS);
+	ck_assert_int_eq(moert_read_buffer(p, "tmp", 0, in, out, h, 128), MOERT_ETOKENS);
+	ck_assert_int_eq(moert_read_buffer(p, "tmp", 4, in, out, h, 127), MOERT_EINVAL);
+	ck_assert_int_eq(moert_read_buffer(p, "tmp", 4, in, out, NULL, 128), MOERT_EINVAL);
+	ck_assert_int_eq(moert_read_buffer(p, "tmp", 4, in, out, h, 128), MOERT_EINVAL);
+	ck_assert_ptr_nonnull(strstr(moert_last_error(), "not loaded on a device"));
+	ck_assert_int_eq(moert_num_routes(p), 0);
+	moert_unload(p);
+}
+END_TEST
+
 /* --- the plan at T ---------------------------------------------------------- */
 
 START_TEST(test_grid_and_memset_at_t)
@@ -467,6 +492,7 @@ runtime_suite(void)
 	tcase_add_test(tc, test_program_queries);
 	tcase_add_test(tc, test_check_input_shapes_dtypes_tokens);
 	tcase_add_test(tc, test_run_checks_tokens_and_pointers_first);
+	tcase_add_test(tc, test_read_buffer_refusals_host_only);
 	tcase_add_test(tc, test_grid_and_memset_at_t);
 	tcase_add_test(tc, test_param_layout_and_marshal);
 	tcase_add_test(tc, test_memory_plan);

@@ -255,6 +255,35 @@ START_TEST(test_routing_clear_of_ties_by_groups)
 }
 END_TEST
 
+START_TEST(test_routing_near_ties_only_failed_rows)
+{
+	/* the device's own routing: token 0 a near tie (3 at 0.5000005 vs 2 at
+	 * 0.5), token 1 a clear choice, token 2 a near tie whose row passed */
+	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
+				      0.3f, 0.0f, 0.8f, 0.8000001f};
+	static const int32_t ids[6] = {0, 3, 1, 2, 3, 2};
+	static const unsigned char bad[3] = {1, 1, 0};
+	Routing r;
+	RouteDiff d = {0};
+
+	make_routing(&r, val, ids, 1);
+	ck_assert_int_eq(routing_near_ties(&r, bad, 1e-4, 1e-3, &d), 1);
+	ck_assert_int_eq(d.T, 3);
+	ck_assert_int_eq(d.nflip, 1);
+	ck_assert_int_eq(d.nbad, 0);
+	ck_assert(d.drop[0] && !d.drop[1] && !d.drop[2]);
+	ck_assert_str_eq(d.msg, "token 0: experts {0,3}, expert 2 within 4.8e-07 of 3: a near tie");
+	/* token 1 fails for a reason the routing does not explain: kept */
+	ck_assert(routing_clear(&r, 1, 1e-4, 1e-3));
+	/* with no tolerance nothing is a near tie */
+	route_diff_free(&d);
+	ck_assert_int_eq(routing_near_ties(&r, bad, 0, 0, &d), 0);
+	ck_assert(!d.drop[0]);
+	route_diff_free(&d);
+	routing_free(&r);
+}
+END_TEST
+
 START_TEST(test_route_log_compare_drops_flipped_rows)
 {
 	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
@@ -312,6 +341,7 @@ util_suite(void)
 	tcase_add_test(tc, test_routing_flip_near_tie_or_not);
 	tcase_add_test(tc, test_routing_gap_between_groups);
 	tcase_add_test(tc, test_routing_clear_of_ties_by_groups);
+	tcase_add_test(tc, test_routing_near_ties_only_failed_rows);
 	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
 	suite_add_tcase(s, tc);
 	return s;
