@@ -209,13 +209,15 @@ retarget_uses(Module *m, Value *v, Node *const *set, int n, const unsigned char 
 		else
 			v->use[kept++] = v->use[i];
 	}
-	memmove(v->use + kept, v->use + i, sizeof *v->use * (size_t)(v->nuse - i));
+	if (i < v->nuse)	/* v->use may be NULL when v has no uses */
+		memmove(v->use + kept, v->use + i, sizeof *v->use * (size_t)(v->nuse - i));
 	v->nuse = kept + v->nuse - i;
 	if (arg < 0)
 		return;
 	if (v->nuse == v->usecap) {
 		Use *u = arena_array(m->arena, Use, 2 * v->usecap + 1);
-		memcpy(u, v->use, sizeof *u * (size_t)v->nuse);
+		if (v->nuse)
+			memcpy(u, v->use, sizeof *u * (size_t)v->nuse);
 		v->use = u;
 		v->usecap = 2 * v->usecap + 1;
 	}

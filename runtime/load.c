@@ -229,8 +229,10 @@ memory(moert_program *p)
 	if (total > upload &&
 	    (s = CU(MOERT_ELOAD, cuMemsetD8_v2, (p->mem + upload, 0, total - upload))))
 		return s;
-	/* a pageable upload may still be in flight: init runs on our stream */
-	return CU(MOERT_ELOAD, cuCtxSynchronize, ());
+	/* a pageable upload may still be in flight on the legacy stream, and
+	 * init runs on our own non-blocking stream: wait for the legacy stream
+	 * (not the device: that is refused while another thread captures) */
+	return CU(MOERT_ELOAD, cuStreamSynchronize, (NULL));
 }
 
 static moert_status

@@ -114,7 +114,9 @@ moert_read_buffer(moert_program *p, const char *name, int64_t tokens, const uint
 		if (p->m->step[i].kind != STEP_INIT && bundle_step_runs(&p->m->step[i], tokens) &&
 		    (s = moert_launch_step(p, &p->m->step[i], tokens, NULL)))
 			return s;
-	if ((s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
+	/* the steps ran on the legacy stream: wait for it alone (a device-wide
+	 * sync is refused while another thread captures a graph) */
+	if ((s = CU(MOERT_ELAUNCH, cuStreamSynchronize, (NULL))))
 		return s;
 	if (!bytes)
 		return MOERT_OK;

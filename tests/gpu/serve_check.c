@@ -55,23 +55,39 @@ synth(uint32_t j)
 	return (float)(x >> 8) * 0x1p-24f - 0.5f;
 }
 
-/* Device buffers of one run: x, y, n at T, and expectations. */
+/* Device buffers of one run: x, y, n at T, and expectations.  stream: where
+ * the run went (NULL: the legacy stream, synchronised device-wide). */
 typedef struct {
 	int64_t T;
 	uint64_t x, y, n;
+	void *stream;
 	float hx[MAXT * H];
 } Io;
+
+/* New inputs at T into buffers that hold MAXT rows (io_alloc). */
+static void
+io_fill(Io *io, int64_t T, unsigned salt)
+{
+	io->T = T;
+	for (int64_t i = 0; i < T * H; i++)
+		io->hx[i] = (float)((int)((i * 7 + salt) % 17) - 8) * 0.25f;
+	moert_memcpy_htod(dev, io->x, io->hx, (size_t)T * H * 4);
+}
+
+static void
+io_alloc(Io *io)
+{
+	io->stream = NULL;
+	moert_malloc(dev, (size_t)MAXT * H * 4, &io->x);
+	moert_malloc(dev, (size_t)MAXT * H * 4, &io->y);
+	moert_malloc(dev, (size_t)MAXT * 4, &io->n);
+}
 
 static void
 io_init(Io *io, int64_t T, unsigned salt)
 {
-	io->T = T;
-	moert_malloc(dev, (size_t)T * H * 4, &io->x);
-	moert_malloc(dev, (size_t)T * H * 4, &io->y);
-	moert_malloc(dev, (size_t)T * 4, &io->n);
-	for (int64_t i = 0; i < T * H; i++)
-		io->hx[i] = (float)((int)((i * 7 + salt) % 17) - 8) * 0.25f;
-	moert_memcpy_htod(dev, io->x, io->hx, (size_t)T * H * 4);
+	io_alloc(io);
+	io_fill(io, T, salt);
 }
 
 static void
@@ -92,7 +108,10 @@ io_ok(const Io *io, const float *w, const int32_t *inc)
 
 	for (int j = 0; j < H; j++)
 		sum += inc[j % 4];
-	moert_sync(dev);
+	if (io->stream)
+		moert_stream_sync(dev, io->stream);
+	else
+		moert_sync(dev);
 	moert_memcpy_dtoh(dev, y, io->y, (size_t)io->T * H * 4);
 	moert_memcpy_dtoh(dev, n, io->n, (size_t)io->T * 4);
 	for (int64_t i = 0; i < io->T * H; i++) {
@@ -252,29 +271,44 @@ typedef struct {
 	int bad;
 } Job;
 
+/*
+ * One server thread: its own stream, its buffers allocated once.  While any
+ * thread captures a graph the driver refuses a device-wide synchronisation
+ * (moert_sync) and can refuse a free, so a thread syncs its own stream, and
+ * the buffers are freed only after every thread has finished (docs/runtime.md).
+ */
+static pthread_barrier_t done;
+
 static void *
 worker(void *arg)
 {
 	Job *j = arg;
 	uint64_t ws = 0;
 	Io *io = malloc(sizeof *io);
+	void *stream = NULL;
 
+	if (moert_stream_create(dev, &stream) != MOERT_OK)
+		j->bad = 1;
 	if (!j->own)
 		moert_malloc(dev, moert_workspace_size(j->p), &ws);
+	io_alloc(io);
+	io->stream = stream;
 	for (int it = 0; it < ITERS && !j->bad; it++) {
 		int64_t T = 1 + (int64_t)((j->id * 131 + (unsigned)it * 17) % 200);
-		io_init(io, T, j->id * 1000 + (unsigned)it);
+		io_fill(io, T, j->id * 1000 + (unsigned)it);
 		moert_status s = j->own
-			? moert_run(j->p, T, (uint64_t[]){io->x}, (uint64_t[]){io->y, io->n}, NULL, it & 1)
-			: moert_run_ws(j->p, T, (uint64_t[]){io->x}, (uint64_t[]){io->y, io->n}, ws, NULL);
+			? moert_run(j->p, T, (uint64_t[]){io->x}, (uint64_t[]){io->y, io->n}, stream, it & 1)
+			: moert_run_ws(j->p, T, (uint64_t[]){io->x}, (uint64_t[]){io->y, io->n}, ws, stream);
 		if (s != MOERT_OK || !io_ok(io, wsyn, inc_bundle)) {
 			printf("FAIL thread %u iteration %d T=%lld: %s %s\n", j->id, it, (long long)T,
 			       moert_status_name(s), moert_last_error());
 			j->bad = 1;
 		}
-		io_free(io);
 	}
+	pthread_barrier_wait(&done);
+	io_free(io);
 	moert_free(dev, ws);
+	moert_stream_destroy(dev, stream);
 	free(io);
 	return NULL;
 }
@@ -286,6 +320,7 @@ check_threads(int own)
 	Job job[NTHREAD];
 	moert_program *shared = NULL;
 
+	pthread_barrier_init(&done, NULL, NTHREAD);
 	if (!own)
 		CHECK(moert_load(dev, bundle, bundle_len, &shared) == MOERT_OK, "load shared");
 	for (int i = 0; i < NTHREAD; i++) {
@@ -301,6 +336,7 @@ check_threads(int own)
 			moert_unload(job[i].p);
 	}
 	moert_unload(shared);
+	pthread_barrier_destroy(&done);
 }
 
 int
