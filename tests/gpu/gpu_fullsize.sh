@@ -10,11 +10,8 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 dir=$1
 B=${BUILD:-/tmp/moert-fullsize}
-CC=${CC:-gcc}
 TILES=${TILES:-1,7,16,64,65,256,1000,4096}
-mkdir -p "$B"
-$CC -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime -Itools -o "$B/moert" tools/moert.c tools/opt.c \
-	util/*.c bundle/*.c runtime/*.c -ldl -lpthread -lm || { echo "FAIL build"; exit 1; }
+tests/gpu/build_moert.sh "$B/moert" || { echo "FAIL build"; exit 1; }
 "$B/moert" info >/dev/null 2>&1 || { echo "SKIP no GPU"; exit 77; }
 "$B/moert" info
 pass=0 fail=0

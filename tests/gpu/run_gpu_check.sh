@@ -16,7 +16,7 @@ mkdir -p "$B" || exit 1
 
 # shellcheck disable=SC2086
 $CC $CFLAGS -o "$B/gpu_runtime_check" tests/gpu/gpu_runtime_check.c $SRC -ldl -lpthread -lm &&
-$CC $CFLAGS -Itools -o "$B/moert" tools/moert.c tools/opt.c $SRC -ldl -lpthread -lm &&
+tests/gpu/build_moert.sh "$B/moert" &&
 $CC $CFLAGS -o "$B/serve_check" tests/gpu/serve_check.c $SRC -ldl -lpthread -lm &&
 $CC $CFLAGS -Iruntime -o "$B/embed" examples/embed.c $SRC -ldl -lpthread -lm &&
 $CC $CFLAGS -shared -fPIC -fvisibility=default -Wl,--version-script=runtime/moert.map \
