@@ -206,6 +206,24 @@ tensor_drop_rows(const Tensor *t, int64_t T, const unsigned char *drop, Tensor *
 	return 0;
 }
 
+int64_t
+routing_compare_kept(const Tensor *got, const Tensor *want, const RouteDiff *rd,
+		     double atol, double rtol, Compare *c)
+{
+	Tensor dg = {0}, dw = {0};
+	const Tensor *a = got, *b = want;
+	int64_t n;
+
+	if (rd && rd->nflip && !tensor_drop_rows(got, rd->T, rd->drop, &dg) &&
+	    !tensor_drop_rows(want, rd->T, rd->drop, &dw))
+		a = &dg, b = &dw;
+	tensor_compare(a, b, atol, rtol, c);
+	n = tensor_numel(b);
+	tensor_free(&dg);
+	tensor_free(&dw);
+	return n;
+}
+
 void
 route_log_push(RouteLog *l, Routing *r)
 {

@@ -360,6 +360,11 @@ int64_t routing_near_ties(const Routing *r, const unsigned char *bad, double ato
 			  RouteDiff *d);
 
 /* t as [T, rest] without the rows drop marks; 0 ok, -1 not T rows. */
+/* got against want at atol, rtol without the rows of the tokens rd marks as
+ * flipped (every row when none flipped or rd is NULL); the number of
+ * elements compared (for tensor_close). */
+int64_t routing_compare_kept(const Tensor *got, const Tensor *want, const RouteDiff *rd,
+			     double atol, double rtol, Compare *c);
 int tensor_drop_rows(const Tensor *t, int64_t T, const unsigned char *drop, Tensor *out);
 
 #endif
