@@ -11,15 +11,67 @@
  * and is not a regular file (/dev/null, /dev/full, a FIFO) is written in
  * place, since renaming over it would replace the device.  Every error names
  * the path and the system's reason.
+ *
+ * A temporary is also removed when the process is stopped by SIGINT, SIGTERM,
+ * SIGHUP or SIGPIPE while it is open: the live temporaries sit in a small
+ * table that the handler walks with unlink (async-signal-safe), before it
+ * re-raises the signal with the default action.  (SIGKILL cannot be caught;
+ * a `*.tmp-XXXXXX` left by one is safe to delete.)
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
+
+#define NLIVE 64		/* open temporaries at once; more are not covered */
+static char *volatile live[NLIVE];
+static const int live_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+static void
+on_signal(int sig)
+{
+	for (int i = 0; i < NLIVE; i++)
+		if (live[i])
+			unlink(live[i]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Track tmp for the signal handler; installed on the first temporary. */
+static void
+live_add(char *tmp)
+{
+	static int installed;
+
+	if (!installed) {
+		installed = 1;
+		for (size_t i = 0; i < sizeof live_sigs / sizeof *live_sigs; i++) {
+			struct sigaction old, sa = {.sa_handler = on_signal};
+
+			/* a signal the caller ignores or handles stays theirs */
+			if (sigaction(live_sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+				sigaction(live_sigs[i], &sa, NULL);
+		}
+	}
+	for (int i = 0; i < NLIVE; i++)
+		if (!live[i]) {
+			live[i] = tmp;
+			return;
+		}
+}
+
+static void
+live_drop(const char *tmp)
+{
+	for (int i = 0; i < NLIVE; i++)
+		if (live[i] == tmp)
+			live[i] = NULL;
+}
 
 /* Does the path name something that is not a regular file (a device)? */
 static int
@@ -65,6 +117,7 @@ file_create(FileOut *o, const char *path, Diag *d)
 		o->tmp = NULL;
 		return NULL;
 	}
+	live_add(o->tmp);
 	if (fchmod(fd, create_mode()) != 0 || !(o->f = fdopen(fd, "wb"))) {
 		diag_error(d, loc_file(path), "cannot create: %s", strerror(errno));
 		close(fd);
@@ -81,6 +134,7 @@ file_discard(FileOut *o)
 		fclose(o->f);
 	if (o->tmp) {
 		unlink(o->tmp);
+		live_drop(o->tmp);
 		free(o->tmp);
 	}
 	o->f = NULL;
@@ -121,6 +175,7 @@ file_commit(FileOut *o, Diag *d)
 		file_discard(o);
 		return diag_error(d, loc_file(o->path), "write error: %s", strerror(err));
 	}
+	live_drop(o->tmp);
 	free(o->tmp);
 	o->tmp = NULL;
 	return 0;

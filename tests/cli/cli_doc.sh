@@ -35,7 +35,8 @@ Both tools parse their arguments with one parser (tools/opt.c), so every subcomm
 - Every file is written atomically: to a temporary `NAME.tmp-XXXXXX` in the same folder, flushed, `fsync`ed
   and renamed over NAME. A write error (a full disk, a file size limit) is reported with the path and the
   system's reason, exit 2, and the temporary is removed: a reader sees the old file or the whole new one,
-  never a part. `-` is stdout; an existing device or FIFO (`/dev/null`, `/dev/full`) is written in place,
+  never a part. SIGINT, SIGTERM, SIGHUP and SIGPIPE remove open temporaries before the process dies of the
+  signal (only SIGKILL can leave a `*.tmp-XXXXXX`, safe to delete). `-` is stdout; an existing device or FIFO (`/dev/null`, `/dev/full`) is written in place,
   and a failed write to it is an error too.
 - `moec compile` needs `-o OUT.moeb` or `--emit=KIND`. `--emit=llvm|ptx` writes one file per target: with
   `--arch=sm_90a,sm_80 -o out.ptx` the files are `out.sm_90a.ptx` and `out.sm_80.ptx` (the target goes before

@@ -7,7 +7,9 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -160,6 +162,47 @@ START_TEST(test_outfile_safe_names)
 }
 END_TEST
 
+/* A process stopped by a signal while writing leaves no temporary behind,
+ * and still dies of that signal (the handler re-raises it). */
+START_TEST(test_outfile_signal_removes_temporary)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+		char *path;
+		int status;
+		pid_t pid;
+
+		make_dir();
+		path = file_join(dir, "x.moeb");
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			FileOut o, o2;
+			Diag d;
+			char *p2 = file_join(dir, "y.moeb");
+
+			/* as in moec: the default action (check's runner handles
+			 * SIGTERM and SIGINT itself, for the whole group) */
+			signal(sigs[i], SIG_DFL);
+			diag_init(&d, NULL);
+			if (!file_create(&o, path, &d) || !file_create(&o2, p2, &d))
+				_exit(3);
+			fputs("half", o.f);
+			fflush(o.f);
+			raise(sigs[i]);
+			_exit(4);	/* not reached */
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFSIGNALED(status));
+		ck_assert_int_eq(WTERMSIG(status), sigs[i]);
+		ck_assert_int_eq(entries(), 0);
+		free(path);
+		remove_dir();
+	}
+}
+END_TEST
+
 Suite *
 outfile_suite(void)
 {
@@ -169,6 +212,7 @@ outfile_suite(void)
 	tcase_add_test(tc, test_outfile_old_file_stays_until_commit);
 	tcase_add_test(tc, test_outfile_errors_name_the_path);
 	tcase_add_test(tc, test_outfile_safe_names);
+	tcase_add_test(tc, test_outfile_signal_removes_temporary);
 	suite_add_tcase(s, tc);
 	return s;
 }
