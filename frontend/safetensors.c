@@ -266,6 +266,37 @@ check_layout(Shard *s, Diag *d)
 	return rc;
 }
 
+/*
+ * Every number in a header is a shape entry or an offset, an integer: the
+ * library (serde, usize) refuses "4.0" and "4e0", which cJSON would read as
+ * 4.  So a number token with a fraction or an exponent is an error; the
+ * scan skips strings, where '.' and 'e' are ordinary.
+ */
+static int
+integers_only(const Shard *s, const char *text, size_t n, Diag *d)
+{
+	int in_str = 0, in_num = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = text[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+			continue;
+		}
+		if (c == '"')
+			in_str = 1;
+		if (in_num && (c == '.' || c == 'e' || c == 'E'))
+			return diag_error(d, loc_file(s->path), "header byte %zu: a number with a fraction "
+					  "or an exponent (shapes and offsets are integers)", i);
+		in_num = (c >= '0' && c <= '9') || (!in_num && c == '-');
+	}
+	return 0;
+}
+
 static int
 parse_header(StFile *f, Shard *s, int shardno, const char *text, size_t n, Diag *d)
 {
@@ -290,6 +321,8 @@ parse_header(StFile *f, Shard *s, int shardno, const char *text, size_t n, Diag 
 	}
 	s->nt = k;
 	cJSON_Delete(root);
+	if (!rc && integers_only(s, text, n, d))
+		return -1;
 	return rc ? rc : check_layout(s, d);
 }
 

@@ -315,6 +315,14 @@ START_TEST(test_st_refuses_duplicate_and_malformed_entries)
 		      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4]}}", -1, 8);
 	ck_assert_ptr_nonnull(strstr(open_fails(stt_path("m.safetensors")),
 				     "'data_offsets' must be two non-negative integers"));
+	/* integral values written as floats: cJSON reads 4, the library refuses */
+	stt_write_raw("m.safetensors",
+		      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", -1, 8);
+	ck_assert_ptr_nonnull(strstr(open_fails(stt_path("m.safetensors")), "a fraction or an exponent"));
+	stt_write_raw("m.safetensors",
+		      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4e0]},"
+		      "\"__metadata__\":{\"v\":\"1.5e3\"}}", -1, 8);
+	ck_assert_ptr_nonnull(strstr(open_fails(stt_path("m.safetensors")), "a fraction or an exponent"));
 	stt_write_raw("m.safetensors", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", -1, 8);
 	ck_assert_ptr_nonnull(strstr(open_fails(stt_path("m.safetensors")), "missing 'dtype'"));
 	stt_write_raw("m.safetensors",
