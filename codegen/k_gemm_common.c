@@ -111,6 +111,10 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
+	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A and B (k_gemm_ws.c) */
+		p[n++] = (CgParam){CGP_TMAP, "A_map"};
+		p[n++] = (CgParam){CGP_TMAP, "B_map"};
+	}
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
 }
@@ -151,13 +155,17 @@ bind_params(GemmCore *k)
 		k->q_scale_p = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
+	if (s->mainloop == CG_MAINLOOP_WS) {
+		k->amap = n++;
+		k->bmap = n++;
+	}
 	k->T = cg_arg(f, n++);
 }
 
 CgFn *
 gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 {
-	CgParam p[10 + CG_EP_MAX];
+	CgParam p[12 + CG_EP_MAX];
 	int np = params(k, p);
 	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
 
@@ -340,26 +348,26 @@ tile_coords(GemmCore *k, LLVMValueRef w)
 	k->bexp = gptr(f, k->B, cg_muli(f, cg_sext64(f, k->e), s->b_group_stride), esize(s->b_dt));
 }
 
-int
-gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
+void
+gemm_prologue(GemmCore *k)
+{
+	if (k->s.groups > 0)
+		expert_table(k);
+}
+
+void
+gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 {
 	CgFn *f = k->f;
-	const GemmSpec *s = &k->s;
-	int block[3] = {k->nthr, 1, 1};
-	CgExpr grid[3];
 	LLVMValueRef w;
 
-	if (s->groups > 0)
-		expert_table(k);
-	if (s->sched == CG_SCHED_PERSISTENT) {
+	if (k->s.sched == CG_SCHED_PERSISTENT) {
 		CgLoop l;
 		LLVMValueRef total = work_total(k);
 		w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
 		tile_coords(k, w);
 		body(k);
 		cg_endloop(f, &l);
-		grid[0] = CG_EXPR_INT(s->ctas);
-		grid[1] = CG_EXPR_INT(1);
 	} else {
 		CgIf c;
 		w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
@@ -367,11 +375,33 @@ gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
 		tile_coords(k, w);
 		body(k);
 		cg_endif(f, &c);
+	}
+}
+
+int
+gemm_finish(GemmCore *k, const char *note)
+{
+	const GemmSpec *s = &k->s;
+	int block[3] = {k->nthr, 1, 1};
+	CgExpr grid[3];
+
+	if (s->sched == CG_SCHED_PERSISTENT) {
+		grid[0] = CG_EXPR_INT(s->ctas);
+		grid[1] = CG_EXPR_INT(1);
+	} else {
 		grid[0] = (CgExpr){s->m_per_t, (int64_t)s->groups * (s->bm - 1), s->bm};
 		grid[1] = CG_EXPR_INT(k->nt);
 	}
 	grid[2] = CG_EXPR_INT(1);
-	return cg_fn_end(f, block, grid, k->smem, note);
+	return cg_fn_end(k->f, block, grid, k->smem, note);
+}
+
+int
+gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
+{
+	gemm_prologue(k);
+	gemm_schedule(k, body);
+	return gemm_finish(k, note);
 }
 
 int
