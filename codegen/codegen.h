@@ -426,6 +426,23 @@ enum {
 };
 int cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d);
 
+/*
+ * A kernel "name(A, D, A_map)" of one warpgroup: thread 0 loads the 16x64
+ * bf16 box of A at (0, row0) (A [rows][64], 128-byte swizzle) with
+ * cp.async.bulk.tensor, the warpgroup waits on its mbarrier and copies the
+ * box, unswizzled, to D [16][64] with ld.shared.  The flags break it on
+ * purpose, for the emulator to notice.
+ */
+enum {
+	CG_TMAPROBE_NO_WAIT = 1 << 0,		/* read the box without waiting on the barrier */
+	CG_TMAPROBE_EXTRA_ARRIVE = 1 << 1,	/* arrive twice on a barrier of count 1 */
+	CG_TMAPROBE_SHORT_TX = 1 << 2,		/* expect_tx 16 bytes short: the phase never completes */
+	CG_TMAPROBE_OVERWRITE = 1 << 3,		/* st.shared into the box while the copy is in flight */
+};
+int cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d);
+/* The probe's tensor map over A [rows][64] bf16. */
+CgTmap cg_tma_probe_map(int rows);
+
 /* epilogue.c: the output quantisation stage */
 double cg_quant_qmax(DType c_dt);	/* 448 (f8e4m3), 127 (i8); 0: not a quantised type */
 /* The spec's own rules (types, roles); tiling rules are cg_gemm_check's. */

@@ -343,3 +343,58 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	free(w);
 	return rc;
 }
+
+/* ---- a probe of the TMA and mbarrier helpers (tests of the emulator and the toolchain) ---- */
+
+CgTmap
+cg_tma_probe_map(int rows)
+{
+	return (CgTmap){"A", DT_BF16, 2, {CG_EXPR_INT(64), CG_EXPR_INT(rows)}, {128, 0}, {64, 16, 1}, 128};
+}
+
+int
+cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d)
+{
+	CgParam p[4] = {{CGP_PTR, "A"}, {CGP_PTR, "D"}, {CGP_TMAP, "A_map"}, {CGP_I32, "row0"}};
+	CgTmap map = cg_tma_probe_map(16);
+	int block[3] = {128, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, base, addr, bar, row, ch, v, c[2];
+	CgFn *f;
+	CgIf t0;
+
+	if (!cg_target_is_emu(cg_module_target(m)) &&
+	    cg_require(cg_module_target(m), CG_TMA, "the TMA probe", d) < 0)
+		return -1;
+	if (!(f = cg_fn_begin(m, name, p, 4, 128, 1, d)))
+		return -1;
+	cg_fn_tmaps(f, &map, 1);
+	tid = cg_tid(f, 0);
+	gemm_aligned_smem(f, &base, &addr);
+	bar = cg_addi(f, base, 2048);
+	cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_mbar_init(f, bar, 1);
+	cg_mbar_init_fence(f);
+	cg_endif(f, &t0);
+	cg_barrier(f);
+	cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_mbar_arrive_tx(f, bar, cg_i32(f, flags & CG_TMAPROBE_SHORT_TX ? 2048 - 16 : 2048));
+	c[0] = cg_i32(f, 0);
+	c[1] = cg_arg(f, 3);
+	cg_tma_load(f, 2, base, bar, 2, c);
+	if (flags & CG_TMAPROBE_EXTRA_ARRIVE)
+		cg_mbar_arrive(f, bar);
+	if (flags & CG_TMAPROBE_OVERWRITE)
+		cg_sstore(f, cg_i32(f, 0), cg_sptr(f, base), 4);
+	cg_endif(f, &t0);
+	if (!(flags & CG_TMAPROBE_NO_WAIT))
+		cg_mbar_wait(f, bar, cg_i32(f, 0));
+	/* thread t: row t/8, 16-byte chunk t%8, stored at chunk ^ (row % 8) */
+	row = cg_shr(f, tid, 3);
+	ch = cg_and(f, tid, 7);
+	v = cg_sload(f, LLVMVectorType(f->ti32, 4),
+		     cg_sptr(f, cg_add(f, base, cg_add(f, cg_shl(f, row, 7),
+						       cg_shl(f, LLVMBuildXor(f->B, ch, cg_and(f, row, 7), ""), 4)))), 16);
+	cg_gstore(f, v, cg_gep(f, cg_arg(f, 1), tid, 16), 16);
+	return cg_fn_end(f, block, grid, 4096, "tma probe");
+}

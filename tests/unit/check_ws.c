@@ -13,6 +13,7 @@
  * accumulate k16 step by k16 step).
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,6 +272,107 @@ START_TEST(test_ws_emu_grouped_no_rows)
 }
 END_TEST
 
+/* ---- the emulator's TMA and mbarriers, through cg_emit_tma_probe ---- */
+
+/* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
+static int
+run_probe(unsigned flags, uint16_t *A, uint16_t *D, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	CgTmap map = cg_tma_probe_map(20);
+	_Alignas(64) unsigned char enc[128];
+	uint64_t args[4];
+	CgEmuBuf buf[2] = {{A, 20 * 64 * 2}, {D, 16 * 64 * 2}};
+	Diag d;
+	CgModule *m;
+	int rc = -1;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "probe", &d);
+	ck_assert_msg(cg_emit_tma_probe(m, "p", flags, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(cg_emu_tmap_encode(&map, A, 0, enc, &d), 0);
+	args[0] = (uint64_t)(uintptr_t)A;
+	args[1] = (uint64_t)(uintptr_t)D;
+	args[2] = (uint64_t)(uintptr_t)enc;
+	args[3] = 8;
+	{
+		CgEmuLaunch l = {{1, 1, 1}, {128, 1, 1}, 4096, args, 4, buf, 2};
+		rc = cg_emu_run(m, "p", &l, &d);
+	}
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+START_TEST(test_ws_tma_probe_box_swizzle_and_zero_fill)
+{
+	uint16_t *A = aligned_alloc(64, 20 * 64 * 2), *D = aligned_alloc(64, 16 * 64 * 2);
+	char msg[600];
+
+	for (int i = 0; i < 20 * 64; i++)
+		A[i] = (uint16_t)(0x3f80 + i);		/* distinct bf16 values */
+	memset(D, 0xff, 16 * 64 * 2);
+	ck_assert_msg(run_probe(0, A, D, msg, sizeof msg) == 0, "%s", msg);
+	for (int r = 0; r < 16; r++)
+		for (int c = 0; c < 64; c++)
+			ck_assert_msg(D[r * 64 + c] == (r + 8 < 20 ? A[(r + 8) * 64 + c] : 0),
+				      "row %d col %d: %04x", r, c, D[r * 64 + c]);
+	free(A);
+	free(D);
+}
+END_TEST
+
+START_TEST(test_ws_tma_probe_hazards_are_diagnostics)
+{
+	static const struct {
+		unsigned flags;
+		const char *says;
+	} bad[] = {
+		{CG_TMAPROBE_NO_WAIT, "before waiting for phase 0"},
+		{CG_TMAPROBE_EXTRA_ARRIVE, "more arrivals"},
+		{CG_TMAPROBE_SHORT_TX, "waiting on mbarriers"},
+		{CG_TMAPROBE_OVERWRITE, "has not yet written"},
+	};
+	uint16_t *A = aligned_alloc(64, 20 * 64 * 2), *D = aligned_alloc(64, 16 * 64 * 2);
+	char msg[600];
+
+	memset(A, 0, 20 * 64 * 2);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		ck_assert_int_eq(run_probe(bad[i].flags, A, D, msg, sizeof msg), -1);
+		ck_assert_msg(strstr(msg, bad[i].says), "flags %u: %s", bad[i].flags, msg);
+	}
+	free(A);
+	free(D);
+}
+END_TEST
+
+START_TEST(test_ws_tma_probe_ptx)
+{
+	CgTarget t = {"sm_90a", NULL, 3}, t80 = {"sm_80", NULL, 3};
+	Diag d;
+	CgModule *m;
+	size_t len;
+	const char *ptx;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t80, "p", &d);
+	ck_assert_int_eq(cg_emit_tma_probe(m, "p", 0, &d), -1);	/* no TMA on sm_80 */
+	ck_assert_ptr_nonnull(strstr(d.last, "TMA"));
+	cg_module_free(m);
+	m = cg_module_new(&t, "p", &d);
+	ck_assert_msg(cg_emit_tma_probe(m, "p", 0, &d) == 0, "%s", d.last);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_ptr_nonnull(ptx);
+	ck_assert_ptr_nonnull(strstr(ptx, ".param .align 64 .b8 p_param_2[128]"));
+	ck_assert_ptr_nonnull(strstr(ptx, "mov.b64 m, p_param_2;"));
+	ck_assert_ptr_nonnull(strstr(ptx, "cvta.param.u64"));
+	ck_assert_ptr_nonnull(strstr(ptx, "mbarrier.init.shared::cta.b64"));
+	ck_assert_ptr_nonnull(strstr(ptx, "fence.mbarrier_init.release.cluster"));
+	gh_assemble(m, 1, "check_ws", GH_NO_SPILLS);
+	cg_module_free(m);
+}
+END_TEST
+
 Suite *
 ws_suite(void)
 {
@@ -287,6 +389,9 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_no_rows);
+	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
+	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
+	tcase_add_test(t, test_ws_tma_probe_ptx);
 	suite_add_tcase(s, t);
 	return s;
 }
