@@ -18,7 +18,10 @@
  *
  * The producer runs up to S k-tiles ahead, across tile boundaries, so the
  * loads of tile i+1 overlap the epilogue of tile i; with the persistent
- * schedule a CTA strides over the (expert, n-tile, m-tile) work items.
+ * schedule a CTA strides over the (expert, n-tile, m-tile) work items, the
+ * experts ranked by their tiles from the device offsets (heavy first, up to
+ * 512 experts), so that the longest experts start first and short ones
+ * fill the tail.
  * Everything but the k-loop is k_gemm.c's and k_gemm_common.c's (schedule,
  * expert table from device offsets, epilogue, store); the wgmma issue and
  * the shared layout are k_gemm_wgmma.c's: per stage A as bk/64 blocks of
@@ -42,6 +45,7 @@
 
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
+#define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
 void
@@ -57,6 +61,11 @@ gemm_ws_layout(G *g)
 	k->tab = 1024 + S * g->wg.stage + 16 * S;
 	k->wsum = k->tab + ((4 * (s->groups + 1) + 15) & ~15);
 	k->smem = s->groups > 0 ? k->wsum + 128 : k->tab;
+	if (s->groups > 0 && s->groups <= HEAVY_FIRST_MAX) {	/* + cnt[E], ord[E] */
+		k->cnt = k->smem;
+		k->ord = k->cnt + 4 * s->groups;
+		k->smem = k->ord + 4 * s->groups;
+	}
 }
 
 int
