@@ -415,6 +415,13 @@ int cg_gemm_smem(const GemmSpec *s);
 /* WGMMA where t has it and s's tile suits it, else MMA. */
 CgMainloop cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s);
 /*
+ * The warp-specialised mainloop (k_gemm_ws.c) for s on t: 1 with *s
+ * rewritten (mainloop, the most stages up to 6 that fit, at least s's), or
+ * 0 with *s unchanged where t lacks wgmma + TMA + setmaxnreg (the emulator
+ * stands for sm_90a with MOEC_EMU_WS=1) or the spec does not suit it.
+ */
+int cg_gemm_ws_for(const CgTarget *t, GemmSpec *s);
+/*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
  * swizzle.  The flags break it on purpose (for the emulator's checks).

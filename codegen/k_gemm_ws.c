@@ -45,6 +45,7 @@
 
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
+#define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
@@ -100,6 +101,26 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 				  dtype_name(s->a_dt), dtype_name(s->b_dt));
 	if (s->quant.kind == CG_QUANT_GROUP)
 		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation (its barriers would hold the producer)");
+	return 0;
+}
+
+int
+cg_gemm_ws_for(const CgTarget *t, GemmSpec *s)
+{
+	const char *env = getenv("MOEC_EMU_WS");
+	GemmSpec w = *s;
+	Diag quiet;
+
+	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
+	    !(cg_target_is_emu(t) && env && atoi(env) > 0))
+		return 0;
+	diag_init(&quiet, NULL);
+	w.mainloop = CG_MAINLOOP_WS;
+	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)
+		if (cg_gemm_check(t, &w, &quiet) == 0) {
+			*s = w;
+			return 1;
+		}
 	return 0;
 }
 
