@@ -62,7 +62,7 @@ const char *bundle_parse_uint(const char *s, size_t n, uint64_t max,
 /* manifest.c: the manifest as data */
 
 /* Kernel parameter types.  ORDER MTYPE: mtype_names in manifest.c. */
-typedef enum { MT_PTR, MT_I32, MT_I64, MT_U64, MT_F32, NMTYPE } MType;
+typedef enum { MT_PTR, MT_I32, MT_I64, MT_U64, MT_F32, MT_TMAP, NMTYPE } MType;
 const char *bundle_mtype_name(MType t);
 size_t bundle_mtype_size(MType t);	/* bytes in the kernel param buffer */
 
@@ -122,19 +122,39 @@ struct MKernel {
 typedef enum {
 	ARG_IN, ARG_OUT, ARG_W, ARG_BUF, ARG_T,	/* pointers, then T (i32) */
 	ARG_I32, ARG_I64, ARG_U64, ARG_F32,	/* literals */
+	ARG_TMAP,				/* a tensormap line's map, by value */
 } MArgKind;
 
 typedef struct MArg MArg;
 struct MArg {
 	MArgKind kind;
-	const char *name;	/* ARG_W, ARG_BUF: printed; the parser fills index */
-	int index;		/* ARG_IN/OUT: tensor; ARG_W/BUF: weight/buffer */
+	const char *name;	/* ARG_W, ARG_BUF, ARG_TMAP: printed; the parser fills index */
+	int index;		/* ARG_IN/OUT: tensor; ARG_W/BUF/TMAP: weight/buffer/map */
 	uint64_t off;		/* ARG_BUF: buf:NAME+OFF */
 	union {
 		int64_t i;	/* ARG_I32, ARG_I64 */
 		uint64_t u;	/* ARG_U64 */
 		float f;	/* ARG_F32, printed with %.9g */
 	} v;
+};
+
+/*
+ * A TMA tensor map (the optional "tensormap" line, docs/bundle.md §2): the
+ * array behind a pointer argument as the TMA reads it, encoded by the
+ * runtime with cuTensorMapEncodeTiled at each launch (the pointers of the
+ * run, and T for the dims), passed by value to a `tmap` parameter.
+ */
+#define MTMAP_MAXRANK 3
+typedef struct MTmap MTmap;
+struct MTmap {
+	const char *name;
+	MArg of;		/* ARG_IN, ARG_OUT, ARG_W or ARG_BUF */
+	DType dt;		/* bf16, f16 or f32 */
+	int rank;		/* 2..MTMAP_MAXRANK */
+	MExpr dim[MTMAP_MAXRANK];	/* elements, innermost first */
+	int64_t stride[MTMAP_MAXRANK - 1];	/* bytes, dims 1.. */
+	int box[MTMAP_MAXRANK];
+	int swizzle;		/* bytes: 0, 32, 64 or 128 */
 };
 
 typedef enum { STEP_INIT, STEP_LAUNCH, STEP_MEMSET } MStepKind;
@@ -190,6 +210,8 @@ struct Manifest {
 	int nbuf;
 	MKernel *k;
 	int nk;
+	MTmap *tmap;		/* optional "tensormap" lines */
+	int ntmap;
 	MStep *step;
 	int nstep;
 	MRoute *route;		/* optional "route" lines */

@@ -91,9 +91,9 @@ struct P {
 	int rank;		/* order rank of the last statement, -1: none */
 	int last;		/* its keyword */
 	unsigned seen, reported;	/* header keywords, by bit */
-	int cin, cout, cw, cbuf, ck, cstep, croute;	/* array capacities */
+	int cin, cout, cw, cbuf, ck, cstep, croute, ctmap;	/* array capacities */
 	int version;		/* set when "moeb N" has N != 1 */
-	Names tensors, weights, buffers, kernels;	/* tensors: in i, out nin + i */
+	Names tensors, weights, buffers, kernels, tmaps;	/* tensors: in i, out nin + i */
 	int64_t tnext;		/* tokens= variants: the next T to cover; 0: none open */
 	int tline;		/* the line of the last variant */
 };
@@ -120,11 +120,13 @@ struct P {
 	X(buffer, 13, 0, "buffer NAME offset=N bytes=E")                       \
 	X(kernel, 14, 0,                                                       \
 	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N")        \
-	X(init, 15, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
-	X(launch, 16, 0,                                                       \
+	X(tensormap, 15, 0, "tensormap NAME of=REF dtype=DT dims=LIST "         \
+	  "strides=LIST box=LIST swizzle=N")                                   \
+	X(init, 16, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
+	X(launch, 17, 0,                                                       \
 	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI]") \
-	X(memset, 16, 0, "memset buf:NAME[+OFF] bytes=E")                    \
-	X(route, 17, 0,                                                        \
+	X(memset, 17, 0, "memset buf:NAME[+OFF] bytes=E")                    \
+	X(route, 18, 0,                                                        \
 	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2")
 
 enum {
@@ -151,7 +153,7 @@ static const struct {
 #define HEADER_RANK 9	/* ranks up to this are header lines, once each */
 
 static const char *const mtype_names[NMTYPE] = {"ptr", "i32", "i64", "u64",
-						"f32"};
+						"f32", "tmap"};
 
 const char *
 bundle_mtype_name(MType t)
@@ -162,7 +164,7 @@ bundle_mtype_name(MType t)
 size_t
 bundle_mtype_size(MType t)
 {
-	return t == MT_I32 || t == MT_F32 ? 4 : 8;
+	return t == MT_TMAP ? 128 : t == MT_I32 || t == MT_F32 ? 4 : 8;
 }
 
 /* --- errors and words --------------------------------------------------- */
@@ -799,7 +801,7 @@ params(P *p, Word list, MKernel *k)
 			;
 		if (t == NMTYPE)
 			return err(p, it.col, "unknown param type '%.*s' (ptr, "
-				   "i32, i64, u64 or f32)", (int)it.n, it.s);
+				   "i32, i64, u64, f32 or tmap)", (int)it.n, it.s);
 		GROW(p, k->param, k->nparam, cap);
 		k->param[k->nparam] = (MType)t;
 	}
@@ -1026,8 +1028,18 @@ arg(P *p, Word w, MArg *a, MType *t, int init)
 		       uint_at(p, &v, UINT64_MAX, &a->v.u);
 	if (prefix(&v, "f32:"))
 		return a->kind = ARG_F32, *t = MT_F32, f32_at(p, &v, &a->v.f);
+	if (prefix(&v, "tmap:")) {
+		a->kind = ARG_TMAP, *t = MT_TMAP;
+		if (name_at(p, &v, &a->name))
+			return -1;
+		if ((a->index = names_get(&p->tmaps, a->name)) < 0)
+			return err(p, v.col, "undeclared tensormap '%s'", a->name);
+		if (init && bundle_expr_has_t(&p->m->tmap[a->index].dim[0]))
+			return err(p, v.col, "init steps run once, without T: tensormap '%s'", a->name);
+		return 0;
+	}
 	return err(p, w.col, "unknown argument '%.*s' (in:N, out:N, w:NAME, "
-		   "buf:NAME[+OFF], T, i32:V, i64:V, u64:V or f32:V)",
+		   "buf:NAME[+OFF], T, i32:V, i64:V, u64:V, f32:V or tmap:NAME)",
 		   (int)w.n, w.s);
 }
 
@@ -1054,6 +1066,86 @@ args(P *p, Word list, MStep *s)
 				   (int)it.n, it.s, mtype_names[t], s->narg + 1,
 				   k->name, mtype_names[k->param[s->narg]]);
 	}
+	return 0;
+}
+
+/* --- tensor maps --------------------------------------------------------- */
+
+/* A list of at most max integers in lo..hi into v; *n gets the count. */
+static int
+ints_at(P *p, Word list, int max, int64_t lo, int64_t hi, int64_t *v, int *n)
+{
+	Word it;
+
+	for (*n = 0; item(&list, &it); (*n)++) {
+		if (*n == max)
+			return err(p, it.col, "more than %d items", max);
+		if (int_at(p, &it, hi, &v[*n]))
+			return -1;
+		if (v[*n] < lo)
+			return err(p, it.col, "%lld is below %lld", (long long)v[*n], (long long)lo);
+	}
+	return 0;
+}
+
+static int
+st_tensormap(P *p)
+{
+	MTmap t = {0};
+	Word w, it, list;
+	MType ty;
+	int64_t v[MTMAP_MAXRANK];
+	int n;
+
+	if (arity(p, KW_tensormap, 8) || name_at(p, &p->w[1], &t.name))
+		return -1;
+	if (names_get(&p->tmaps, t.name) >= 0)
+		return err(p, p->w[1].col, "duplicate tensormap '%s'", t.name);
+	if (kv(p, 2, "of", &w) || arg(p, w, &t.of, &ty, 0))
+		return -1;
+	if (ty != MT_PTR || t.of.kind == ARG_T)
+		return err(p, w.col, "tensormap '%s' maps a pointer (in:N, out:N, w:NAME, buf:NAME)", t.name);
+	if (kv(p, 3, "dtype", &w))
+		return -1;
+	if (dtype_parse(w.s, w.n, &t.dt) || (t.dt != DT_BF16 && t.dt != DT_F16 && t.dt != DT_F32))
+		return err(p, w.col, "dtype '%.*s': bf16, f16 or f32", (int)w.n, w.s);
+	if (kv(p, 4, "dims", &w))
+		return -1;
+	list = list_of(w);
+	for (t.rank = 0; item(&list, &it); t.rank++) {
+		if (t.rank == MTMAP_MAXRANK)
+			return err(p, it.col, "more than %d dims", MTMAP_MAXRANK);
+		if (expr_at(p, &it, &t.dim[t.rank]))
+			return -1;
+	}
+	if (t.rank < 2)
+		return err(p, w.col, "tensormap '%s' needs 2 or 3 dims", t.name);
+	if (kv(p, 5, "strides", &w) || ints_at(p, list_of(w), MTMAP_MAXRANK - 1, 16, ((int64_t)1 << 40) - 1, v, &n))
+		return -1;
+	if (n != t.rank - 1)
+		return err(p, w.col, "%d dims need %d strides, got %d", t.rank, t.rank - 1, n);
+	for (int i = 0; i < n; i++) {
+		if (v[i] % 16)
+			return err(p, w.col, "stride %lld is not a multiple of 16 bytes", (long long)v[i]);
+		t.stride[i] = v[i];
+	}
+	if (kv(p, 6, "box", &w) || ints_at(p, list_of(w), MTMAP_MAXRANK, 1, 256, v, &n))
+		return -1;
+	if (n != t.rank)
+		return err(p, w.col, "%d dims need %d box sizes, got %d", t.rank, t.rank, n);
+	for (int i = 0; i < n; i++)
+		t.box[i] = (int)v[i];
+	if (kv(p, 7, "swizzle", &w) || ints_at(p, w, 1, 0, 128, v, &n))
+		return -1;
+	t.swizzle = (int)v[0];
+	if (t.swizzle != 0 && t.swizzle != 32 && t.swizzle != 64 && t.swizzle != 128)
+		return err(p, w.col, "swizzle %d: 0, 32, 64 or 128", t.swizzle);
+	if (t.box[0] * dtype_bits(t.dt) / 8 % 16 || (t.swizzle && t.box[0] * dtype_bits(t.dt) / 8 > t.swizzle))
+		return err(p, p->w[6].col, "an inner box of %d bytes (a multiple of 16, at most the swizzle's %d)",
+			   t.box[0] * dtype_bits(t.dt) / 8, t.swizzle);
+	names_put(&p->tmaps, t.name, p->m->ntmap);
+	GROW(p, p->m->tmap, p->m->ntmap, p->ctmap);
+	p->m->tmap[p->m->ntmap++] = t;
 	return 0;
 }
 
@@ -1382,6 +1474,7 @@ bundle_manifest_parse(Arena *a, const char *file, const char *text,
 	names_free(&p.weights);
 	names_free(&p.buffers);
 	names_free(&p.kernels);
+	names_free(&p.tmaps);
 	if (p.version)
 		return BUNDLE_EVERSION;
 	tokens_done(&p);

@@ -153,8 +153,32 @@ arg(FILE *f, const Manifest *m, const MArg *a)
 		break;
 	case ARG_U64: fprintf(f, "u64:%llu", (unsigned long long)a->v.u); break;
 	case ARG_F32: fprintf(f, "f32:%.9g", (double)a->v.f); break;
+	case ARG_TMAP:
+		fprintf(f, "tmap:%s", a->name ? a->name
+				      : a->index >= 0 && a->index < m->ntmap ? nm(m->tmap[a->index].name) : "?");
+		break;
 	default: fputc('?', f); break;
 	}
+}
+
+static void
+tensormap(FILE *f, const Manifest *m, const MTmap *t)
+{
+	fprintf(f, "tensormap %s of=", nm(t->name));
+	arg(f, m, &t->of);
+	fprintf(f, " dtype=%s dims=", (unsigned)t->dt < NDTYPE ? dtype_name(t->dt) : "?");
+	for (int i = 0; i < t->rank; i++) {
+		if (i)
+			fputc(',', f);
+		expr(f, &t->dim[i]);
+	}
+	fputs(" strides=", f);
+	for (int i = 0; i + 1 < t->rank; i++)
+		fprintf(f, "%s%lld", i ? "," : "", (long long)t->stride[i]);
+	fputs(" box=", f);
+	for (int i = 0; i < t->rank; i++)
+		fprintf(f, "%s%d", i ? "," : "", t->box[i]);
+	fprintf(f, " swizzle=%d\n", t->swizzle);
 }
 
 static void
@@ -204,6 +228,8 @@ bundle_manifest_fprint(FILE *f, const Manifest *m)
 	}
 	for (int i = 0; i < m->nk; i++)
 		kernel(f, &m->k[i]);
+	for (int i = 0; i < m->ntmap; i++)
+		tensormap(f, m, &m->tmap[i]);
 	for (int i = 0; i < m->nstep; i++)
 		step(f, m, &m->step[i]);
 	for (int i = 0; i < m->nroute; i++) {

@@ -65,7 +65,7 @@ int cg_target_is_emu(const CgTarget *t);
 /* target.c: kernel descriptions */
 
 /* Parameter kinds, as docs/bundle.md spells them.  ORDER CGP: param_kind_names. */
-typedef enum { CGP_PTR, CGP_I32, CGP_I64, CGP_U64, CGP_F32, NCGP } CgParamKind;
+typedef enum { CGP_PTR, CGP_I32, CGP_I64, CGP_U64, CGP_F32, CGP_TMAP, NCGP } CgParamKind;
 const char *cg_param_kind_name(CgParamKind k);	/* "ptr", "i32", ... */
 
 typedef struct CgParam CgParam;
@@ -88,6 +88,25 @@ struct CgExpr {
 int cg_expr_print(char *buf, size_t n, CgExpr e);
 int64_t cg_expr_eval(CgExpr e, int64_t T);
 
+/*
+ * A tensor map (CGP_TMAP parameter, 128 bytes by value, .align 64): the
+ * TMA's view of the array behind the pointer parameter `of`, in tiles of
+ * `box` elements (innermost first), swizzled in shared memory (bytes: 0,
+ * 32, 64, 128), elements outside dims read as zeros.  On a GPU the runtime
+ * encodes it with cuTensorMapEncodeTiled at each launch (dims depend on
+ * T); the emulator has an encoding of its own (cg_emu_tmap_encode).
+ */
+typedef struct CgTmap CgTmap;
+struct CgTmap {
+	const char *of;		/* role of the pointer parameter it maps: "A", "B" */
+	DType dt;		/* bf16 or f16 */
+	int rank;		/* 2 or 3 */
+	CgExpr dims[3];		/* elements per dim, innermost first */
+	int64_t strides[2];	/* bytes between indices of dims 1 and 2 */
+	int box[3];		/* elements per dim of one copy */
+	int swizzle;		/* bytes: 0, 32, 64 or 128 */
+};
+
 /* One emitted kernel: what the bundle's `kernel` and `launch` lines need. */
 typedef struct CgKernel CgKernel;
 struct CgKernel {
@@ -99,6 +118,8 @@ struct CgKernel {
 	int smem;		/* dynamic shared memory, bytes */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
+	const CgTmap *tmap;	/* per CGP_TMAP parameter, in parameter order (NULL: none) */
+	int ntmap;
 	/* from ptxas, by cg_module_assemble(); -1 until then */
 	int regs, spill_stores, spill_loads, stack, static_smem;
 };
@@ -188,6 +209,14 @@ struct CgEmuLaunch {
  * diagnostics.  Shared memory starts filled with 0xff bytes (NaN).
  */
 int cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d);
+/*
+ * The emulator's encoding of tensor map t over base at T (a CGP_TMAP
+ * argument's 128 bytes: its slot in CgEmuLaunch.args points at them).
+ * 0, or -1 with a diagnostic (a field the TMA would refuse).
+ */
+int cg_emu_tmap_encode(const CgTmap *t, const void *base, int64_t T, void *out128, Diag *d);
+/* The same checks as a driver's encoder makes; 0 or a diagnostic. */
+int cg_tmap_check(const CgTmap *t, int64_t T, Diag *d);
 
 /* epilogue.c: the epilogue program of a GEMM */
 
@@ -279,7 +308,7 @@ int cg_ep_print(char *buf, size_t n, const CgEpilogue *e);
 typedef enum { CG_B_NK, CG_B_KN } CgBLayout;	/* B as [N,K] (Linear weight) or [K,N] */
 typedef enum { CG_STORE_ROWS, CG_STORE_SCATTER } CgStore;
 typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT } CgSched;
-typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA } CgMainloop;
+typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA, CG_MAINLOOP_WS } CgMainloop;
 
 /*
  * Output quantisation, a stage after the epilogue program: its result x
@@ -386,6 +415,13 @@ int cg_gemm_smem(const GemmSpec *s);
 /* WGMMA where t has it and s's tile suits it, else MMA. */
 CgMainloop cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s);
 /*
+ * The warp-specialised mainloop (k_gemm_ws.c) for s on t: 1 with *s
+ * rewritten (mainloop, the most stages up to 6 that fit, at least s's), or
+ * 0 with *s unchanged where t lacks wgmma + TMA + setmaxnreg (the emulator
+ * stands for sm_90a with MOEC_EMU_WS=1) or the spec does not suit it.
+ */
+int cg_gemm_ws_for(const CgTarget *t, GemmSpec *s);
+/*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
  * swizzle.  The flags break it on purpose (for the emulator's checks).
@@ -396,6 +432,23 @@ enum {
 	CG_WGPROBE_NO_WAIT = 1 << 2,		/* no wgmma.wait_group at all */
 };
 int cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d);
+
+/*
+ * A kernel "name(A, D, A_map)" of one warpgroup: thread 0 loads the 16x64
+ * bf16 box of A at (0, row0) (A [rows][64], 128-byte swizzle) with
+ * cp.async.bulk.tensor, the warpgroup waits on its mbarrier and copies the
+ * box, unswizzled, to D [16][64] with ld.shared.  The flags break it on
+ * purpose, for the emulator to notice.
+ */
+enum {
+	CG_TMAPROBE_NO_WAIT = 1 << 0,		/* read the box without waiting on the barrier */
+	CG_TMAPROBE_EXTRA_ARRIVE = 1 << 1,	/* arrive twice on a barrier of count 1 */
+	CG_TMAPROBE_SHORT_TX = 1 << 2,		/* expect_tx 16 bytes short: the phase never completes */
+	CG_TMAPROBE_OVERWRITE = 1 << 3,		/* st.shared into the box while the copy is in flight */
+};
+int cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d);
+/* The probe's tensor map over A [rows][64] bf16. */
+CgTmap cg_tma_probe_map(int rows);
 
 /* epilogue.c: the output quantisation stage */
 double cg_quant_qmax(DType c_dt);	/* 448 (f8e4m3), 127 (i8); 0: not a quantised type */
@@ -630,6 +683,8 @@ int cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem,
 	      const char *note);
 LLVMValueRef cg_arg(CgFn *f, int i);
 void cg_arg_noalias(CgFn *f, int i);
+/* The maps behind the kernel's CGP_TMAP parameters, in order (copied). */
+void cg_fn_tmaps(CgFn *f, const CgTmap *t, int n);
 const CgTarget *cg_fn_target(const CgFn *f);
 int cg_fn_require(CgFn *f, unsigned caps, const char *what);
 
@@ -704,7 +759,22 @@ void cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4])
 void cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
 		  LLVMValueRef c[4], LLVMValueRef d[4]);
 /* Hopper-only, gated: a diagnostic on other targets */
-void cg_setmaxnreg(CgFn *f, int inc, int nreg);
+void cg_setmaxnreg(CgFn *f, int inc, int nreg);	/* warpgroup-wide */
+/*
+ * sm_90 asynchronous copies and mbarriers (emu: emu.c's models).  Shared
+ * locations are i32 byte offsets into the dynamic shared memory; an
+ * mbarrier takes 8 bytes at an 8-byte-aligned offset.
+ */
+void cg_mbar_init(CgFn *f, LLVMValueRef off, int count);	/* one thread */
+void cg_mbar_init_fence(CgFn *f);	/* fence.mbarrier_init.release.cluster */
+void cg_mbar_arrive(CgFn *f, LLVMValueRef off);
+void cg_mbar_arrive_tx(CgFn *f, LLVMValueRef off, LLVMValueRef bytes);	/* expect_tx, then arrive */
+void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.parity until done */
+/* cp.async.bulk.tensor.{rank}d tile load through tensor-map parameter
+ * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */
+void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
+		 LLVMValueRef *coords);
+LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
 void cg_wgmma_fence(CgFn *f);
 
 /* conversions: "raw" values are i16 for bf16/f16 and float for f32 */

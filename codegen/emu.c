@@ -30,6 +30,33 @@
  * fence.proxy.async by the writing thread; a write to bytes an in-flight
  * wgmma reads; wgmma operations still pending when the kernel ends.
  *
+ * sm_90 asynchronous copies (the warp-specialised GEMM mainloop).  An
+ * mbarrier is 8 bytes of shared memory that mbarrier.init registers with
+ * the emulator: an arrival count, pending arrivals, a transaction count
+ * (expect_tx adds, complete_tx subtracts) and its completed phases; a phase
+ * completes when pending arrivals and the transaction count both reach 0,
+ * and the pending count starts over.  try_wait.parity P succeeds once the
+ * number of completed phases has the other parity than P (a thread blocks
+ * there, yielding, until it does) and records, per thread, how many phases
+ * of that barrier it has seen.  cp.async.bulk.tensor (2d/3d tile mode) reads
+ * a 128-byte tensor map in this emulator's own encoding
+ * (cg_emu_tmap_encode: base, dims, byte strides, box, swizzle), copies the
+ * box at the coordinates (elements outside dims read as zeros) in row-major
+ * order to the 128-byte-aligned destination, swizzled on the shared address
+ * bits as wgmma reads them, and subtracts the box's bytes from the
+ * barrier's transaction count.  Copies are queued and land at the end of the
+ * scheduler's round, through the async proxy (no fence needed before wgmma).
+ * Each byte they write remembers its barrier and the phase that completes
+ * it; hazards are errors: a thread (ld.shared, or a wgmma of its warpgroup)
+ * reading such bytes before it has waited for that phase, a copy landing on
+ * bytes an in-flight wgmma reads or a copy still pending, a generic write to
+ * bytes a copy will write or to an mbarrier, more arrivals than the count,
+ * a copy landing after its phase completed (expect_tx too small), and copies
+ * or arrivals on an address that is not an initialised barrier.
+ * setmaxnreg is a warpgroup collective (a no-op, the count and direction
+ * uniform over the warpgroup) and elect.sync a warp collective that picks
+ * lane 0.
+ *
  * Single-threaded and not reentrant: one launch at a time per process.
  */
 #define CG_INTERNAL
@@ -46,9 +73,12 @@
 
 #include "codegen.h"
 
-enum { T_RUN, T_BAR, T_COLL, T_DONE };
+enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT };
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
+       C_SETMAXNREG };
+#define MAXBAR 64		/* mbarriers per CTA */
+#define TMAP_MAGIC 0x70616d74u	/* "tmap" */
 #define STACK (256 * 1024)
 #define SMEM_SKEW 384		/* the shared base, past a 1 KiB boundary */
 #define WG_MAXOPS 256		/* wgmma operations in flight per warpgroup */
@@ -71,7 +101,39 @@ struct Thr {
 	Copy *q;
 	int nq, capq, open;
 	uint32_t nfence;	/* fence.proxy.async executed so far */
+	uint32_t seen[MAXBAR];	/* per mbarrier: completed phases this thread waited for */
 };
+
+/* An mbarrier: where, its arrival count, pending arrivals, tx count, completed phases. */
+typedef struct Mbar Mbar;
+struct Mbar {
+	long off;
+	int count, pending;
+	int64_t tx;
+	uint32_t done;
+};
+
+/* A tensor copy issued, not landed: the bytes for shared offsets at[]. */
+typedef struct Bulk Bulk;
+struct Bulk {
+	int bar;
+	uint32_t phase;		/* the barrier's phase it completes in */
+	int n;
+	uint32_t *at;
+	unsigned char *data;
+};
+
+/* The emulator's tensor map (cg_emu_tmap_encode), in the first bytes of the 128. */
+typedef struct EmuTmap EmuTmap;
+struct EmuTmap {
+	uint32_t magic;
+	int32_t rank, esz, swizzle;
+	int32_t box[3], pad;
+	uint64_t base;
+	int64_t dims[3];
+	int64_t strides[2];
+};
+_Static_assert(sizeof(EmuTmap) <= 128, "a tensor map is 128 bytes");
 
 /*
  * One wgmma.mma_async of a warpgroup, issued but not retired: its results
@@ -108,11 +170,24 @@ static struct {
 	uint16_t *owner, *rd;
 	uint32_t *epoch;
 	Wg *wg;			/* per warpgroup */
+	/* mbarriers and tensor copies; per shared byte: the copy's barrier + 1 and phase, kind */
+	Mbar mb[MAXBAR];
+	int nmb;
+	Bulk *bulk;
+	int nbulk, capbulk;
+	int16_t *abar;
+	uint32_t *aphase;
+	unsigned char *isbar;	/* 1: an mbarrier's byte */
+	Thr *wgthr;		/* wgmma: the issuing warpgroup's threads */
+	int chk_b;		/* wgmma: the last (barrier + 1, phase) checked for all threads */
+	uint32_t chk_p;
 	const CgEmuBuf *buf;
 	int nbuf;
 	int failed;
 	char msg[512];
 } E;
+
+static long shared_off(uint32_t a, int bytes);
 
 static void
 fail(const char *fmt, ...)
@@ -198,9 +273,56 @@ generic_write(const void *p, size_t n, const char *what)
 			abandon();
 		}
 	for (size_t i = o; i < o + n; i++) {
+		if (E.isbar[i]) {
+			fail("thread %d of CTA (%d,%d,%d): %s writes shared offset %zu, which holds an mbarrier",
+			     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], what, i);
+			abandon();
+		}
+		if (E.abar[i] && E.aphase[i] > E.mb[E.abar[i] - 1].done) {
+			fail("thread %d of CTA (%d,%d,%d): %s writes shared offset %zu, which a tensor copy "
+			     "has not yet written (its barrier's phase is not complete)", E.cur->lin, E.cta[0],
+			     E.cta[1], E.cta[2], what, i);
+			abandon();
+		}
 		E.owner[i] = (uint16_t)(E.cur->lin + 1);
 		E.epoch[i] = E.cur->nfence;
+		E.abar[i] = 0;
 	}
+}
+
+/*
+ * Bytes [o, o+n) of shared memory read by thread t: an error where a tensor
+ * copy wrote (or will write) them in a phase of its barrier that t has not
+ * waited for.
+ */
+static int
+async_read_ok(const Thr *t, size_t o, size_t n, const char *what)
+{
+	for (size_t i = o; i < o + n; i++) {
+		int b = E.abar[i] - 1;
+		if (b >= 0 && t->seen[b] < E.aphase[i]) {
+			fail("thread %d of CTA (%d,%d,%d): %s reads shared offset %zu before waiting for phase %u "
+			     "of the mbarrier at offset %ld, which completes the tensor copy that writes it "
+			     "(the thread has seen %u phases)", t->lin, E.cta[0], E.cta[1], E.cta[2], what, i,
+			     E.aphase[i] - 1, E.mb[b].off, t->seen[b]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Global bytes [c, c+n) lie inside one of the launch's buffers (or none are given). */
+static int
+global_in(const char *c, size_t n)
+{
+	if (E.nbuf == 0)
+		return 1;
+	for (int i = 0; i < E.nbuf; i++) {
+		const char *b = E.buf[i].p;
+		if (c >= b && c + n <= b + E.buf[i].bytes)
+			return 1;
+	}
+	return 0;
 }
 
 void
@@ -223,15 +345,13 @@ moec_emu_check(const void *p, int32_t bytes, int32_t space, int32_t write)
 		}
 		if (write)
 			generic_write(p, (size_t)bytes, "st.shared");
+		else if (async_read_ok(E.cur, (size_t)((const unsigned char *)p - E.smem), (size_t)bytes,
+				       "ld.shared") < 0)
+			abandon();
 		return;
 	}
-	if (E.nbuf == 0)
+	if (global_in(c, (size_t)bytes))
 		return;
-	for (int i = 0; i < E.nbuf; i++) {
-		const char *b = E.buf[i].p;
-		if (c >= b && c + bytes <= b + E.buf[i].bytes)
-			return;
-	}
 	fail("thread %d of CTA (%d,%d,%d): global %s of %d bytes at %p is in no buffer",
 	     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], write ? "store" : "load", bytes, p);
 	abandon();
@@ -361,6 +481,247 @@ void
 moec_emu_fence_proxy_async(void)
 {
 	E.cur->nfence++;
+}
+
+/* ---- mbarriers, tensor copies, setmaxnreg, elect.sync ---- */
+
+/* The barrier at shared address p, or -1 (a diagnostic) when none was initialised there. */
+static int
+mbar_find(const void *p, const char *what)
+{
+	long o = (long)((const unsigned char *)p - E.smem);
+
+	for (int i = 0; i < E.nmb; i++)
+		if (E.mb[i].off == o)
+			return i;
+	fail("thread %d of CTA (%d,%d,%d): %s on shared offset %ld, where no mbarrier was initialised",
+	     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], what, o);
+	return -1;
+}
+
+/* Complete the phase when nothing is pending. */
+static void
+mbar_settle(Mbar *b)
+{
+	if (b->pending == 0 && b->tx == 0) {
+		b->done++;
+		b->pending = b->count;
+	}
+}
+
+void
+moec_emu_mbar_init(void *p, int32_t count)
+{
+	long o = (long)((unsigned char *)p - E.smem);
+	int i;
+
+	if (!in_smem(p, 8) || o % 8 || count < 1 || count > (1 << 20) - 1) {
+		fail("thread %d of CTA (%d,%d,%d): mbarrier.init at shared offset %ld with count %d "
+		     "(need 8 aligned bytes inside shared memory, count 1..2^20-1)", E.cur->lin, E.cta[0],
+		     E.cta[1], E.cta[2], o, count);
+		abandon();
+	}
+	for (i = 0; i < E.nmb && E.mb[i].off != o; i++)
+		;
+	if (i == E.nmb) {
+		if (E.nmb == MAXBAR) {
+			fail("more than %d mbarriers in a CTA", MAXBAR);
+			abandon();
+		}
+		generic_write(p, 8, "mbarrier.init");
+		E.nmb++;
+	}
+	E.mb[i] = (Mbar){o, count, count, 0, 0};
+	for (int t = 0; t < E.nthr; t++)
+		E.thr[t].seen[i] = 0;
+	memset(E.isbar + o, 1, 8);
+}
+
+/* mbarrier.arrive, after expect_tx of tx bytes when tx >= 0 */
+void
+moec_emu_mbar_arrive(void *p, int32_t tx)
+{
+	int i = mbar_find(p, "mbarrier.arrive");
+	Mbar *b;
+
+	if (i < 0)
+		abandon();
+	b = &E.mb[i];
+	if (tx > 0)
+		b->tx += tx;
+	if (b->pending == 0) {
+		fail("thread %d of CTA (%d,%d,%d): more arrivals on the mbarrier at offset %ld than its count "
+		     "%d in phase %u", E.cur->lin, E.cta[0], E.cta[1], E.cta[2], b->off, b->count, b->done);
+		abandon();
+	}
+	b->pending--;
+	mbar_settle(b);
+}
+
+void
+moec_emu_mbar_wait(void *p, int32_t parity)
+{
+	int i = mbar_find(p, "mbarrier.try_wait");
+
+	if (i < 0)
+		abandon();
+	while ((E.mb[i].done & 1) == (uint32_t)(parity & 1))
+		yield(T_SPIN);
+	if (E.cur->seen[i] < E.mb[i].done)
+		E.cur->seen[i] = E.mb[i].done;
+}
+
+/* The swizzled shared address of byte offset a (an 18-bit address) under swizzle bytes. */
+static uint32_t
+swizzle_addr(uint32_t a, int swizzle)
+{
+	int bits = swizzle == 128 ? 3 : swizzle == 64 ? 2 : swizzle == 32 ? 1 : 0;
+
+	return a ^ ((a >> 7 & ((1u << bits) - 1)) << 4);
+}
+
+static int
+tma_map_ok(const EmuTmap *m)
+{
+	if (m->magic != TMAP_MAGIC || m->rank < 2 || m->rank > 3 || (m->esz != 2 && m->esz != 4))
+		return 0;
+	for (int d = 0; d < m->rank; d++)
+		if (m->box[d] < 1 || m->box[d] > 256 || m->dims[d] < 1)
+			return 0;
+	return 1;
+}
+
+/*
+ * cp.async.bulk.tensor.{2,3}d.shared::cluster.global.tile
+ * .mbarrier::complete_tx::bytes [dst], [map, {c0, c1, c2}], [mbar]:
+ * read now (inputs do not change during a kernel), land at the round's end.
+ */
+void
+moec_emu_tma_load(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1, int32_t c2)
+{
+	const EmuTmap *m = map;
+	int32_t c[3] = {c0, c1, c2};
+	long o = (long)((unsigned char *)dst - E.smem);
+	int bi = mbar_find(mbar, "cp.async.bulk.tensor");
+	Bulk *k;
+	size_t bytes, row;
+	uint32_t sbase;
+
+	if (bi < 0)
+		abandon();
+	if (!tma_map_ok(m)) {
+		fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor through a tensor map that is not one "
+		     "(bad magic, rank, element size, box or dims)", E.cur->lin, E.cta[0], E.cta[1], E.cta[2]);
+		abandon();
+	}
+	row = (size_t)m->box[0] * (size_t)m->esz;
+	bytes = row * (size_t)m->box[1] * (size_t)(m->rank == 3 ? m->box[2] : 1);
+	if (o % 128 || !in_smem(dst, bytes)) {
+		fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor to shared offset %ld, %zu bytes: "
+		     "not 128-byte aligned or outside %zu bytes", E.cur->lin, E.cta[0], E.cta[1], E.cta[2],
+		     o, bytes, E.smem_bytes);
+		abandon();
+	}
+	if (E.nbulk == E.capbulk) {
+		E.capbulk = E.capbulk ? 2 * E.capbulk : 64;
+		E.bulk = xrealloc(E.bulk, (size_t)E.capbulk * sizeof *E.bulk);
+	}
+	k = &E.bulk[E.nbulk++];
+	k->bar = bi;
+	k->phase = E.mb[bi].done + 1;
+	k->n = (int)bytes;
+	k->at = xmalloc(bytes * sizeof *k->at);
+	k->data = xmalloc(bytes);
+	sbase = (uint32_t)((uintptr_t)dst & 0x3ffff);
+	for (int z = 0; z < (m->rank == 3 ? m->box[2] : 1); z++)
+		for (int y = 0; y < m->box[1]; y++) {
+			int64_t gy = (int64_t)c[1] + y, gz = m->rank == 3 ? (int64_t)c[2] + z : 0;
+			size_t at = ((size_t)z * (size_t)m->box[1] + (size_t)y) * row;
+			for (int x = 0; x < m->box[0]; x++) {
+				int64_t gx = (int64_t)c[0] + x;
+				int in = gx >= 0 && gx < m->dims[0] && gy >= 0 && gy < m->dims[1] &&
+					 (m->rank < 3 || (gz >= 0 && gz < m->dims[2]));
+				size_t e = at + (size_t)x * (size_t)m->esz;
+				const char *src = in ? (const char *)(uintptr_t)(m->base + (uint64_t)(gx * m->esz) +
+							(uint64_t)(gy * m->strides[0]) + (uint64_t)(gz * m->strides[1]))
+						     : NULL;
+				if (src && !global_in(src, (size_t)m->esz)) {
+					fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor reads global %p "
+					     "(element %lld,%lld,%lld), in no buffer", E.cur->lin, E.cta[0], E.cta[1],
+					     E.cta[2], (const void *)src, (long long)gx, (long long)gy, (long long)gz);
+					abandon();
+				}
+				for (int b = 0; b < m->esz; b++) {
+					uint32_t a = swizzle_addr((sbase + (uint32_t)(e + (size_t)b)) & 0x3ffff, m->swizzle);
+					long so = shared_off(a, 1);
+					if (so < 0) {
+						fail("cp.async.bulk.tensor: swizzled shared address 0x%x outside the CTA's "
+						     "%zu bytes", a, E.smem_bytes);
+						abandon();
+					}
+					if (E.abar[so] && E.aphase[so] > E.mb[E.abar[so] - 1].done) {
+						fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor into shared offset %ld, "
+						     "which an earlier tensor copy has not yet written", E.cur->lin, E.cta[0],
+						     E.cta[1], E.cta[2], so);
+						abandon();
+					}
+					k->at[e + (size_t)b] = (uint32_t)so;
+					k->data[e + (size_t)b] = src ? (unsigned char)src[b] : 0;
+					E.abar[so] = (int16_t)(bi + 1);
+					E.aphase[so] = k->phase;
+				}
+			}
+		}
+}
+
+/* Land the queued tensor copies: write, complete_tx. */
+static int
+land_bulk(void)
+{
+	int n = E.nbulk;
+
+	for (int j = 0; j < n && !E.failed; j++) {
+		Bulk *k = &E.bulk[j];
+		Mbar *b = &E.mb[k->bar];
+		if (b->done + 1 != k->phase)
+			fail("a tensor copy lands after phase %u of the mbarrier at offset %ld completed without it "
+			     "(expect_tx counted too few bytes)", k->phase - 1, b->off);
+		for (int i = 0; i < k->n && !E.failed; i++) {
+			if (E.rd[k->at[i]])
+				fail("a tensor copy lands on shared offset %u, which an in-flight wgmma reads "
+				     "(the stage was refilled before its consumers released it)", k->at[i]);
+			E.smem[k->at[i]] = k->data[i];
+			E.owner[k->at[i]] = 0;	/* the async proxy's write */
+		}
+		b->tx -= k->n;
+		mbar_settle(b);
+		free(k->at);
+		free(k->data);
+	}
+	E.nbulk = 0;
+	return n;
+}
+
+void
+moec_emu_elect(int32_t *io)
+{
+	Thr *t = E.cur;
+
+	t->coll = C_ELECT;
+	t->cp[0] = io;
+	t->ci = 0;
+	yield(T_COLL);
+}
+
+void
+moec_emu_setmaxnreg(int32_t code)
+{
+	Thr *t = E.cur;
+
+	t->coll = C_SETMAXNREG;
+	t->ci = code;
+	t->u[0] = t->u[1] = t->u[2] = 0;
+	yield(T_COLL);
 }
 
 float moec_emu_exp2(float x) { return exp2f(x); }
@@ -555,7 +916,14 @@ operand(WgOp *op, uint32_t a, int f16, double sc, double *v, const char *which)
 		return -1;
 	}
 	for (int i = 0; i < 2; i++) {
-		int w = E.owner[o + i];
+		int w = E.owner[o + i], b = E.abar[o + i];
+		if (b && (b != E.chk_b || E.aphase[o + i] != E.chk_p)) {
+			for (int t = 0; t < 128; t++)
+				if (async_read_ok(&E.wgthr[t], (size_t)o + (size_t)i, 1, "wgmma") < 0)
+					return -1;
+			E.chk_b = b;
+			E.chk_p = E.aphase[o + i];
+		}
 		if (w && E.thr[w - 1].nfence == E.epoch[o + i]) {
 			fail("wgmma: operand %s reads shared offset %ld, written by thread %d through the "
 			     "generic proxy with no fence.proxy.async after it", which, o + i, w - 1);
@@ -595,6 +963,8 @@ do_wgmma(Thr *w, Wg *g)
 	}
 	if (desc_decode(w[0].u[0], &da, "A") < 0 || desc_decode(w[0].u[1], &db, "B") < 0)
 		return;
+	E.wgthr = w;
+	E.chk_b = 0;
 	op = &g->op[g->nop];
 	op->grp = -1;
 	op->n = n;
@@ -687,6 +1057,8 @@ do_wg(Thr *w, int wg)
 	case C_WG_WAIT:
 		wg_retire(g, w[0].ci);
 		break;
+	case C_SETMAXNREG:	/* no registers here; wg_step checked it is uniform */
+		break;
 	}
 }
 
@@ -759,6 +1131,9 @@ warp_step(int w)
 		do_ldmatrix(lane);
 	else if (lane[0].coll == C_MMA)
 		do_mma(lane);
+	else if (lane[0].coll == C_ELECT)
+		for (int l = 0; l < 32; l++)
+			*(int32_t *)lane[l].cp[0] = l == 0;
 	else
 		do_shfl_up(lane);
 	for (int l = 0; l < 32; l++)
@@ -774,6 +1149,10 @@ run_cta(void)
 	memset(E.smem, 0xff, E.smem_bytes);
 	memset(E.owner, 0, E.smem_bytes * sizeof *E.owner);
 	memset(E.rd, 0, E.smem_bytes * sizeof *E.rd);
+	memset(E.abar, 0, E.smem_bytes * sizeof *E.abar);
+	memset(E.isbar, 0, E.smem_bytes);
+	E.nmb = 0;
+	E.nbulk = 0;
 	for (int i = 0; i < n / 128; i++)
 		E.wg[i].nop = E.wg[i].ncommit = 0;
 	for (int i = 0; i < n; i++) {
@@ -785,6 +1164,7 @@ run_cta(void)
 		t->state = T_RUN;
 		t->nq = t->open = 0;
 		t->nfence = 0;
+		memset(t->seen, 0, sizeof t->seen);
 		getcontext(&t->ctx);
 		t->ctx.uc_stack.ss_sp = t->stack;
 		t->ctx.uc_stack.ss_size = STACK;
@@ -792,12 +1172,19 @@ run_cta(void)
 		makecontext(&t->ctx, thr_main, 0);
 	}
 	for (;;) {
-		int nbar = 0, ndone = 0, progress = 0;
-		for (int i = 0; i < n && !E.failed; i++)
-			if (E.thr[i].state == T_RUN) {
+		int nbar = 0, ndone = 0, nspin = 0, progress = 0;
+		for (int i = 0; i < n && !E.failed; i++) {
+			int was = E.thr[i].state;
+			if (was == T_RUN || was == T_SPIN) {
 				E.cur = &E.thr[i];
 				swapcontext(&E.sched, &E.thr[i].ctx);
+				/* a spinning thread that still spins did nothing */
+				progress |= was == T_RUN || E.thr[i].state != T_SPIN;
 			}
+		}
+		if (E.failed)
+			return -1;
+		progress |= land_bulk() > 0;
 		if (E.failed)
 			return -1;
 		for (int w = 0; w < n / 32; w++)
@@ -809,6 +1196,7 @@ run_cta(void)
 		for (int i = 0; i < n; i++) {
 			nbar += E.thr[i].state == T_BAR;
 			ndone += E.thr[i].state == T_DONE;
+			nspin += E.thr[i].state == T_SPIN;
 		}
 		if (ndone == n) {
 			for (int g = 0; g < n / 128; g++)
@@ -829,8 +1217,8 @@ run_cta(void)
 			progress = 1;
 		}
 		if (!progress) {
-			fail("deadlock: %d threads at a barrier, %d exited, the rest at collectives",
-			     nbar, ndone);
+			fail("deadlock: %d threads at a barrier, %d waiting on mbarriers, %d exited, the rest "
+			     "at collectives", nbar, nspin, ndone);
 			return -1;
 		}
 	}
@@ -857,6 +1245,12 @@ static const struct {
 	{"moec_emu_wg_commit", (void *)moec_emu_wg_commit},
 	{"moec_emu_wg_wait", (void *)moec_emu_wg_wait},
 	{"moec_emu_fence_proxy_async", (void *)moec_emu_fence_proxy_async},
+	{"moec_emu_mbar_init", (void *)moec_emu_mbar_init},
+	{"moec_emu_mbar_arrive", (void *)moec_emu_mbar_arrive},
+	{"moec_emu_mbar_wait", (void *)moec_emu_mbar_wait},
+	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
+	{"moec_emu_elect", (void *)moec_emu_elect},
+	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
 	{"moec_emu_f32_to_f16", (void *)moec_emu_f32_to_f16},
@@ -964,6 +1358,9 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	E.owner = xmalloc((E.smem_bytes + 1) * sizeof *E.owner);
 	E.rd = xmalloc((E.smem_bytes + 1) * sizeof *E.rd);
 	E.epoch = xmalloc((E.smem_bytes + 1) * sizeof *E.epoch);
+	E.abar = xmalloc((E.smem_bytes + 1) * sizeof *E.abar);
+	E.aphase = xmalloc((E.smem_bytes + 1) * sizeof *E.aphase);
+	E.isbar = xmalloc(E.smem_bytes + 1);
 	E.wg = xcalloc((size_t)(n / 128 + 1), sizeof *E.wg);
 	E.buf = l->buf;
 	E.nbuf = l->nbuf;
@@ -985,6 +1382,16 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	free(E.owner);
 	free(E.rd);
 	free(E.epoch);
+	for (int j = 0; j < E.nbulk; j++) {	/* a failed launch can leave copies */
+		free(E.bulk[j].at);
+		free(E.bulk[j].data);
+	}
+	free(E.bulk);
+	E.bulk = NULL;
+	E.nbulk = E.capbulk = 0;
+	free(E.abar);
+	free(E.aphase);
+	free(E.isbar);
 	free(E.wg);
 	free(E.args);
 	E.smem = E.smem_raw = NULL;
@@ -992,5 +1399,64 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	if (E.failed)
 		return diag_error(d, LOC_NONE, "emu: %s: CTA (%d,%d,%d): %s", kernel, E.cta[0],
 				  E.cta[1], E.cta[2], E.msg);
+	return 0;
+}
+
+/* ---- tensor maps ---- */
+
+int
+cg_tmap_check(const CgTmap *t, int64_t T, Diag *d)
+{
+	int esz = t->dt == DT_F32 ? 4 : 2;
+
+	if (t->dt != DT_BF16 && t->dt != DT_F16 && t->dt != DT_F32)
+		return diag_error(d, LOC_NONE, "tensor map of %s: element type %s (need bf16, f16 or f32)",
+				  t->of, dtype_name(t->dt));
+	if (t->rank < 2 || t->rank > 3)
+		return diag_error(d, LOC_NONE, "tensor map of %s: rank %d (need 2 or 3)", t->of, t->rank);
+	if (t->swizzle != 0 && t->swizzle != 32 && t->swizzle != 64 && t->swizzle != 128)
+		return diag_error(d, LOC_NONE, "tensor map of %s: swizzle %d bytes", t->of, t->swizzle);
+	for (int i = 0; i < t->rank; i++) {
+		int64_t v = cg_expr_eval(t->dims[i], T);
+		if (v < 0 || v > ((int64_t)1 << 32))
+			return diag_error(d, LOC_NONE, "tensor map of %s: dim %d is %lld at T=%lld", t->of, i,
+					  (long long)v, (long long)T);
+		if (t->box[i] < 1 || t->box[i] > 256)
+			return diag_error(d, LOC_NONE, "tensor map of %s: box dim %d is %d (1..256)", t->of, i,
+					  t->box[i]);
+		if (i && (t->strides[i - 1] % 16 || t->strides[i - 1] <= 0 || t->strides[i - 1] >= ((int64_t)1 << 40)))
+			return diag_error(d, LOC_NONE, "tensor map of %s: stride %d is %lld bytes (a positive "
+					  "multiple of 16 below 2^40)", t->of, i, (long long)t->strides[i - 1]);
+	}
+	if (t->box[0] * esz % 16 || (t->swizzle && t->box[0] * esz > t->swizzle))
+		return diag_error(d, LOC_NONE, "tensor map of %s: an inner box of %d bytes (a multiple of 16, "
+				  "at most the swizzle's %d)", t->of, t->box[0] * esz, t->swizzle);
+	return 0;
+}
+
+/* Dims evaluated at T, and at least 1 (rows past a kernel's M are never stored). */
+int
+cg_emu_tmap_encode(const CgTmap *t, const void *base, int64_t T, void *out128, Diag *d)
+{
+	EmuTmap m;
+
+	if (cg_tmap_check(t, T, d) < 0)
+		return -1;
+	if ((uintptr_t)base % 16)
+		return diag_error(d, LOC_NONE, "tensor map of %s: base %p is not 16-byte aligned", t->of, base);
+	memset(out128, 0, 128);
+	memset(&m, 0, sizeof m);
+	m.magic = TMAP_MAGIC;
+	m.rank = t->rank;
+	m.esz = t->dt == DT_F32 ? 4 : 2;
+	m.swizzle = t->swizzle;
+	m.base = (uint64_t)(uintptr_t)base;
+	for (int i = 0; i < 3; i++) {
+		m.box[i] = i < t->rank ? t->box[i] : 1;
+		m.dims[i] = i < t->rank ? MAX(cg_expr_eval(t->dims[i], T), 1) : 1;
+	}
+	m.strides[0] = t->strides[0];
+	m.strides[1] = t->rank == 3 ? t->strides[1] : 0;
+	memcpy(out128, &m, sizeof m);
 	return 0;
 }

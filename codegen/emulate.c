@@ -31,10 +31,26 @@ pointer(const Manifest *m, Mem *mm, const MArg *a)
 	}
 }
 
+/* Tensormap line t over this run's memory at T, in the emulator's encoding. */
+static int
+encode_tmap(const Manifest *m, Mem *mm, const MTmap *t, int64_t T, void *out, Diag *d)
+{
+	CgTmap c = {t->name, t->dt, t->rank, {{0}}, {0}, {1, 1, 1}, t->swizzle};
+
+	for (int i = 0; i < t->rank; i++) {
+		c.dims[i] = (CgExpr){t->dim[i].a, t->dim[i].b, t->dim[i].div};
+		c.box[i] = t->box[i];
+		if (i + 1 < t->rank)
+			c.strides[i] = t->stride[i];
+	}
+	return cg_emu_tmap_encode(&c, pointer(m, mm, &t->of), T, out, d);
+}
+
 static int
 run_step(CgModule *mod, const Manifest *m, Mem *mm, const MStep *s, int64_t T, Diag *d)
 {
 	uint64_t args[BUNDLE_MAXARGS];
+	static _Alignas(64) unsigned char maps[BUNDLE_MAXARGS][128];
 	CgEmuLaunch l;
 
 	memset(&l, 0, sizeof l);
@@ -53,6 +69,12 @@ run_step(CgModule *mod, const Manifest *m, Mem *mm, const MStep *s, int64_t T, D
 		case ARG_I32: case ARG_I64: args[i] = (uint64_t)a->v.i; break;
 		case ARG_U64: args[i] = a->v.u; break;
 		case ARG_F32: { uint32_t b; memcpy(&b, &a->v.f, 4); args[i] = b; break; }
+		case ARG_TMAP:
+			if (encode_tmap(m, mm, &m->tmap[a->index], T, maps[i], d) < 0)
+				return diag_error(d, LOC_NONE, "kernel %s: tensormap %s", s->kernel,
+						  m->tmap[a->index].name);
+			args[i] = (uint64_t)(uintptr_t)maps[i];
+			break;
 		default: args[i] = (uint64_t)(uintptr_t)pointer(m, mm, a); break;
 		}
 	}

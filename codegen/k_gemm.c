@@ -104,7 +104,7 @@ layout(G *g, const GemmSpec *in)
 	g->mi = g->wtm / 16;
 	g->ni = g->wtn / 8;
 	g->mstride = 16;
-	if (s->mainloop == CG_MAINLOOP_WGMMA)
+	if (s->mainloop == CG_MAINLOOP_WGMMA || s->mainloop == CG_MAINLOOP_WS)
 		gemm_wgmma_layout(g);	/* warpgroup tiles instead of warp tiles */
 	g->kt = s->bk > 0 ? (int)(s->K / s->bk) : 0;
 	g->a_ld = (s->bk + 8) * 2;
@@ -120,6 +120,8 @@ layout(G *g, const GemmSpec *in)
 	g->b_chunks = s->bn * s->bk / 8;
 	g->a_n = g->k.nthr ? (g->a_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	g->b_n = g->k.nthr ? (g->b_chunks + g->k.nthr - 1) / g->k.nthr : 0;
+	if (s->mainloop == CG_MAINLOOP_WS)
+		gemm_ws_layout(g);	/* + a producer warpgroup, TMA stages, mbarriers */
 }
 
 void
@@ -161,6 +163,9 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->mainloop == CG_MAINLOOP_WGMMA) {
 		if (gemm_wgmma_check(t, &g, d) < 0)
 			return -1;
+	} else if (s->mainloop == CG_MAINLOOP_WS) {
+		if (gemm_ws_check(t, &g, d) < 0)
+			return -1;
 	} else if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
 			      "a tensor-core GEMM", d) < 0) {
 		return -1;
@@ -182,7 +187,7 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
 	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128)", s->bk);
-	if (s->warps_m < 1 || s->warps_n < 1 || g.k.nwarp > 16 || !pow2(g.k.nwarp))
+	if (s->warps_m < 1 || s->warps_n < 1 || s->warps_m * s->warps_n > 16 || !pow2(s->warps_m * s->warps_n))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);
 	if (s->mainloop == CG_MAINLOOP_MMA && (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n)))
@@ -192,8 +197,9 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: warp tile %dx%d or tile %dx%dx%d too large for %d threads",
 				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.k.nthr);
-	if (s->stages < 2 || s->stages > 5)
-		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..5)", s->stages);
+	if (s->stages < 2 || s->stages > (s->mainloop == CG_MAINLOOP_WS ? 8 : 5))
+		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..%d)", s->stages,
+				  s->mainloop == CG_MAINLOOP_WS ? 8 : 5);
 	if (s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: N = %lld is not a multiple of bn = %d (pad the weight)",
 				  (long long)s->N, s->bn);
@@ -545,8 +551,8 @@ mainloop(G *g)
 /* ---- output quantisation ---- */
 
 /* Static quantisation: the scale and zero point, once per thread, as f32. */
-static void
-quant_setup(G *g)
+void
+gemm_quant_setup(G *g)
 {
 	CgFn *f = g->k.f;
 	const CgQuant *q = &g->k.s.quant;
@@ -773,8 +779,8 @@ group_quant(G *g)
  * two adjacent columns per fragment, which is what swiglu pairs.  The COL
  * leaves depend on the column only: loaded once, before the rows.
  */
-static void
-epilogue(G *g)
+void
+gemm_epilogue(G *g)
 {
 	CgFn *f = g->k.f;
 	const CgEpilogue *ep = &g->k.s.ep;
@@ -829,7 +835,7 @@ tile(GemmCore *k)
 		gemm_wgmma_mainloop(g);
 	else
 		mainloop(g);
-	epilogue(g);
+	gemm_epilogue(g);
 }
 
 static void
@@ -861,10 +867,12 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	if (cg_gemm_check(cg_module_target(m), spec, d) < 0)
 		return -1;
 	layout(&g, spec);
+	if (spec->mainloop == CG_MAINLOOP_WS)
+		return gemm_ws_emit(&g, m, name, d);
 	if (!gemm_begin(&g.k, m, name, d))
 		return -1;
 	thread_setup(&g);
-	quant_setup(&g);
+	gemm_quant_setup(&g);
 	note(&g, buf, sizeof buf);
 	return gemm_end(&g.k, tile, buf);
 }

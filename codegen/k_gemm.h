@@ -41,6 +41,8 @@ struct GemmCore {
 	LLVMValueRef tid, lane, warp;
 	/* per tile */
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
+	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
+	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
 };
 
 /* One row of the epilogue: where it goes, and its row leaves. */
@@ -82,8 +84,12 @@ void gemm_resolve(GemmCore *k, const GemmSpec *in);
 int gemm_check_common(const GemmCore *k, const char *who, Diag *d);
 /* Declare the kernel, bind its parameters, compute tid/lane/warp; NULL on error. */
 CgFn *gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d);
-/* The schedule around body (one tile, coordinates set), then the kernel's end. */
+/* The schedule around body (one tile, coordinates set), then the kernel's end:
+ * gemm_prologue (the expert table), gemm_schedule (the loop), gemm_finish. */
 int gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note);
+void gemm_prologue(GemmCore *k);
+void gemm_schedule(GemmCore *k, void (*body)(GemmCore *));
+int gemm_finish(GemmCore *k, const char *note);
 /* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */
 int gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at);
 /* The dt element at base[idx64] (i64) from global memory, as f32. */
@@ -149,5 +155,23 @@ int gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d);
 void gemm_wgmma_setup(G *g);
 /* One tile's k-loop; the accumulators end in g->acc. */
 void gemm_wgmma_mainloop(G *g);
+/* The pieces of it the warp-specialised mainloop (k_gemm_ws.c) shares: */
+/* descriptors of stage 0 at this warpgroup's rows (wm0, warp) and columns (wn0) */
+void gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0);
+/* wgmma.fence, the k-steps of stage st (i32) (scale i32: 0 starts the sums), commit */
+void gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale);
+void gemm_wgmma_wait(G *g, int n);	/* wgmma.wait_group n */
+void gemm_wgmma_acc_fence(G *g);	/* after wait_group 0: the accumulators usable */
+/* The 1 KiB-aligned start of the dynamic shared memory: offset, address (i32). */
+void gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr);
+
+/* k_gemm.c, for k_gemm_ws.c */
+void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
+void gemm_epilogue(G *g);	/* the program on g->acc, then the store */
+
+/* k_gemm_ws.c: the warp-specialised sm_90a mainloop (CG_MAINLOOP_WS) */
+void gemm_ws_layout(G *g);
+int gemm_ws_check(const CgTarget *t, const G *g, Diag *d);
+int gemm_ws_emit(G *g, CgModule *m, const char *name, Diag *d);
 
 #endif

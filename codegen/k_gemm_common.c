@@ -15,7 +15,9 @@
  * expert's first tile from the device offsets (a shuffle scan; empty experts
  * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
  * launches one CTA per potential tile (those past the end exit);
- * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.
+ * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.  With
+ * GemmCore.ord set (the warp-specialised mainloop), the experts are ranked
+ * by their tiles first and w runs over them heaviest first.
  */
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +113,10 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
+	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A and B (k_gemm_ws.c) */
+		p[n++] = (CgParam){CGP_TMAP, "A_map"};
+		p[n++] = (CgParam){CGP_TMAP, "B_map"};
+	}
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
 }
@@ -151,13 +157,17 @@ bind_params(GemmCore *k)
 		k->q_scale_p = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
+	if (s->mainloop == CG_MAINLOOP_WS) {
+		k->amap = n++;
+		k->bmap = n++;
+	}
 	k->T = cg_arg(f, n++);
 }
 
 CgFn *
 gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 {
-	CgParam p[10 + CG_EP_MAX];
+	CgParam p[12 + CG_EP_MAX];
 	int np = params(k, p);
 	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
 
@@ -231,6 +241,46 @@ scan_warp_sums(GemmCore *k)
 }
 
 /*
+ * Heavy experts first (GemmCore.ord): cnt[e] = tiles of expert e, and
+ * ord[r] = the expert of rank r, ranked by tiles, most first (ties by
+ * index), so the schedule hands out the longest experts' tiles first and
+ * the short ones fill in at the end.  O(E^2 / threads): for E <= 512.
+ */
+static void
+rank_experts(GemmCore *k)
+{
+	CgFn *f = k->f;
+	int E = k->s.groups;
+	CgIf c;
+	CgLoop l;
+
+	for (int base = 0; base < E; base += k->nthr) {
+		LLVMValueRef e = cg_addi(f, k->tid, base), in = cg_lt(f, e, cg_i32(f, E));
+		LLVMValueRef t = expert_tiles(k, cg_min(f, e, cg_i32(f, E - 1)), in);
+		cg_if(f, &c, in);
+		cg_sstore(f, t, cg_sptr(f, cg_addi(f, cg_shl(f, e, 2), k->cnt)), 4);
+		cg_endif(f, &c);
+	}
+	cg_barrier(f);
+	for (int base = 0; base < E; base += k->nthr) {
+		LLVMValueRef e = cg_addi(f, k->tid, base), te, j, tj, before, r;
+		LLVMValueRef rank = cg_var(f, f->ti32, cg_i32(f, 0));
+		cg_if(f, &c, cg_lt(f, e, cg_i32(f, E)));
+		te = sload32(f, cg_addi(f, cg_shl(f, e, 2), k->cnt));
+		j = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, E), cg_i32(f, 1));
+		tj = sload32(f, cg_addi(f, cg_shl(f, j, 2), k->cnt));
+		before = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntSGT, tj, te, ""),
+				     LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, tj, te, ""), cg_lt(f, j, e), ""), "");
+		cg_set(f, rank, cg_add(f, cg_get(f, rank), LLVMBuildZExt(f->B, before, f->ti32, "")));
+		cg_endloop(f, &l);
+		r = cg_get(f, rank);
+		cg_sstore(f, e, cg_sptr(f, cg_addi(f, cg_shl(f, r, 2), k->ord)), 4);
+		cg_endif(f, &c);
+	}
+	cg_barrier(f);
+}
+
+/*
  * Grouped mode: tab[e] = first work index of expert e, for e = 0..E, from
  * offsets: tab[e+1] - tab[e] = cdiv(offsets[e+1] - offsets[e], bm) * nt.
  * A shuffle scan per warp, then over the warps' sums; nthr experts a round.
@@ -243,11 +293,18 @@ expert_table(GemmCore *k)
 	LLVMValueRef carry = cg_var(f, f->ti32, cg_i32(f, 0));
 	CgIf c;
 
+	if (k->ord)
+		rank_experts(k);
 	for (int base = 0; base < E; base += k->nthr) {
 		LLVMValueRef e = cg_addi(f, k->tid, base), v, in, tot, pre;
 		LLVMValueRef ei = cg_min(f, e, cg_i32(f, E - 1));
 		in = cg_lt(f, e, cg_i32(f, E));
-		v = warp_scan(k, expert_tiles(k, ei, in));
+		if (k->ord)	/* slot e holds the expert of rank e */
+			v = cg_select(f, in, sload32(f, cg_addi(f, cg_shl(f, sload32(f, cg_addi(f, cg_shl(f, ei, 2), k->ord)), 2),
+								 k->cnt)), cg_i32(f, 0));
+		else
+			v = expert_tiles(k, ei, in);
+		v = warp_scan(k, v);
 		cg_if(f, &c, ieq(f, k->lane, 31));
 		cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, k->warp, 4), k->wsum)), 4);
 		cg_endif(f, &c);
@@ -317,14 +374,14 @@ tile_coords(GemmCore *k, LLVMValueRef w)
 	LLVMValueRef mte, local, mt, ntile, t0;
 
 	if (s->groups > 0) {
-		LLVMValueRef lo = find_expert(k, w);
-		k->e = lo;
+		LLVMValueRef lo = find_expert(k, w);	/* the slot: the expert, or its rank */
+		k->e = k->ord ? sload32(f, cg_addi(f, cg_shl(f, lo, 2), k->ord)) : lo;
 		t0 = sload32(f, cg_addi(f, cg_muli(f, lo, 4), k->tab));
 		mte = sload32(f, cg_addi(f, cg_muli(f, lo, 4), k->tab + 4));
 		mte = cg_udiv(f, cg_sub(f, mte, t0), cg_i32(f, k->nt));
 		local = cg_sub(f, w, t0);
-		k->row0 = cg_gload(f, f->ti32, cg_gep(f, k->offs, lo, 4), 4);
-		k->rend = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, lo, 1), 4), 4);
+		k->row0 = cg_gload(f, f->ti32, cg_gep(f, k->offs, k->e, 4), 4);
+		k->rend = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, k->e, 1), 4), 4);
 	} else {
 		LLVMValueRef M = cg_muli(f, k->T, s->m_per_t);
 		mte = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
@@ -340,26 +397,26 @@ tile_coords(GemmCore *k, LLVMValueRef w)
 	k->bexp = gptr(f, k->B, cg_muli(f, cg_sext64(f, k->e), s->b_group_stride), esize(s->b_dt));
 }
 
-int
-gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
+void
+gemm_prologue(GemmCore *k)
+{
+	if (k->s.groups > 0)
+		expert_table(k);
+}
+
+void
+gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 {
 	CgFn *f = k->f;
-	const GemmSpec *s = &k->s;
-	int block[3] = {k->nthr, 1, 1};
-	CgExpr grid[3];
 	LLVMValueRef w;
 
-	if (s->groups > 0)
-		expert_table(k);
-	if (s->sched == CG_SCHED_PERSISTENT) {
+	if (k->s.sched == CG_SCHED_PERSISTENT) {
 		CgLoop l;
 		LLVMValueRef total = work_total(k);
 		w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
 		tile_coords(k, w);
 		body(k);
 		cg_endloop(f, &l);
-		grid[0] = CG_EXPR_INT(s->ctas);
-		grid[1] = CG_EXPR_INT(1);
 	} else {
 		CgIf c;
 		w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
@@ -367,11 +424,33 @@ gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
 		tile_coords(k, w);
 		body(k);
 		cg_endif(f, &c);
+	}
+}
+
+int
+gemm_finish(GemmCore *k, const char *note)
+{
+	const GemmSpec *s = &k->s;
+	int block[3] = {k->nthr, 1, 1};
+	CgExpr grid[3];
+
+	if (s->sched == CG_SCHED_PERSISTENT) {
+		grid[0] = CG_EXPR_INT(s->ctas);
+		grid[1] = CG_EXPR_INT(1);
+	} else {
 		grid[0] = (CgExpr){s->m_per_t, (int64_t)s->groups * (s->bm - 1), s->bm};
 		grid[1] = CG_EXPR_INT(k->nt);
 	}
 	grid[2] = CG_EXPR_INT(1);
-	return cg_fn_end(f, block, grid, k->smem, note);
+	return cg_fn_end(k->f, block, grid, k->smem, note);
+}
+
+int
+gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note)
+{
+	gemm_prologue(k);
+	gemm_schedule(k, body);
+	return gemm_finish(k, note);
 }
 
 int

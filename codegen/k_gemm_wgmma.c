@@ -302,8 +302,8 @@ desc(CgFn *f, LLVMValueRef addr, int lbo, int sbo)
 }
 
 /* The 1 KiB-aligned start of the dynamic shared memory: offset (*base), address (*addr). */
-static void
-aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr)
+void
+gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr)
 {
 	LLVMValueRef sb = LLVMBuildPtrToInt(f->B, cg_smem(f), f->ti32, "");
 
@@ -321,7 +321,7 @@ gemm_wgmma_setup(G *g)
 	g->wm0 = cg_add(f, cg_muli(f, cg_udiv(f, wg, cg_i32(f, g->wg.wg_n)), g->wtm),
 			cg_shl(f, cg_and(f, g->k.warp, 3), 4));
 	g->wn0 = cg_muli(f, cg_urem(f, wg, cg_i32(f, g->wg.wg_n)), g->wtn);
-	aligned_smem(f, &g->wg.base, &g->wg.addr);	/* the stages start on 1 KiB */
+	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);	/* the stages start on 1 KiB */
 	for (int i = 0; i < g->a_n; i++)
 		g->a_soff[i] = kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
 	for (int i = 0; i < g->b_n; i++) {
@@ -337,37 +337,28 @@ gemm_wgmma_setup(G *g)
 /* ---- the k-loop ---- */
 
 void
-gemm_wgmma_mainloop(G *g)
+gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int S = s->stages, KK = s->bk / 16, kn_b = s->b_layout == CG_B_KN;
-	int pipe = !s->no_frag_pipe && S >= 4, L = pipe ? S - 2 : S - 1;
-	LLVMValueRef wgm0, wgn0, da0, db0, kt, kn, st, adv, scale;
-	CgLoop l;
-	CgIf c;
+	LLVMValueRef wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->k.warp, 3), 4)), wgn0 = g->wn0;
 
-	/* descriptors of stage 0 at this warpgroup's rows and columns */
-	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->k.warp, 3), 4));
-	wgn0 = g->wn0;
-	da0 = desc(f, cg_add(f, g->wg.addr, cg_shl(f, wgm0, 7)), 16, 1024);
-	if (!kn_b)
-		db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_shl(f, wgn0, 7)), g->wg.a_bytes), 16, 1024);
+	*da0 = desc(f, cg_add(f, g->wg.addr, cg_shl(f, wgm0, 7)), 16, 1024);
+	if (s->b_layout != CG_B_KN)
+		*db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_shl(f, wgn0, 7)), g->wg.a_bytes), 16, 1024);
 	else	/* N-major: LBO = 64-column blocks, SBO = 8-row groups */
-		db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_muli(f, cg_shr(f, wgn0, 6), (int64_t)s->bk * 128)),
-				      g->wg.a_bytes), s->bk * 128, 1024);
+		*db0 = desc(f, cg_addi(f, cg_add(f, g->wg.addr, cg_muli(f, cg_shr(f, wgn0, 6), (int64_t)s->bk * 128)),
+				       g->wg.a_bytes), s->bk * 128, 1024);
+}
 
-	for (int i = 0; i < L; i++) {
-		if (i < g->kt)
-			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
-		cg_cp_async_commit(f);
-	}
-	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
-	cg_cp_async_wait(f, L - 1);	/* k-tile kt has landed (this thread's part) */
-	fence_proxy_async(f);
-	cg_barrier(f);			/* ... everybody's; stage (kt+L) % S is retired */
-	adv = LLVMBuildZExt(f->B, cg_muli(f, cg_urem(f, kt, cg_i32(f, S)), g->wg.stage / 16), f->ti64, "");
-	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
+void
+gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int KK = s->bk / 16, kn_b = s->b_layout == CG_B_KN;
+	LLVMValueRef adv = LLVMBuildZExt(f->B, cg_muli(f, st, g->wg.stage / 16), f->ti64, "");
+
 	wg_fence(f);
 	for (int kk = 0; kk < KK; kk++) {
 		/* A: k-block kk/4, 32 bytes per k-step inside the 128-byte row */
@@ -380,6 +371,43 @@ gemm_wgmma_mainloop(G *g)
 		}
 	}
 	wg_commit(f);
+}
+
+void
+gemm_wgmma_wait(G *g, int n)
+{
+	wg_wait(g->k.f, n);
+}
+
+void
+gemm_wgmma_acc_fence(G *g)
+{
+	acc_fence(g);
+}
+
+void
+gemm_wgmma_mainloop(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int S = s->stages;
+	int pipe = !s->no_frag_pipe && S >= 4, L = pipe ? S - 2 : S - 1;
+	LLVMValueRef da0, db0, kt, kn, st, scale;
+	CgLoop l;
+	CgIf c;
+
+	gemm_wgmma_descs(g, &da0, &db0);	/* stage 0 at this warpgroup's rows and columns */
+	for (int i = 0; i < L; i++) {
+		if (i < g->kt)
+			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
+		cg_cp_async_commit(f);
+	}
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	cg_cp_async_wait(f, L - 1);	/* k-tile kt has landed (this thread's part) */
+	fence_proxy_async(f);
+	cg_barrier(f);			/* ... everybody's; stage (kt+L) % S is retired */
+	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
+	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), scale);
 	/* the next loads go out while the tensor cores work */
 	kn = cg_addi(f, kt, L);
 	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
@@ -422,7 +450,7 @@ cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *
 	tid = cg_tid(f, 0);
 	warp = cg_shr(f, tid, 5);
 	lane = cg_and(f, tid, 31);
-	aligned_smem(f, &base, &addr);
+	gemm_aligned_smem(f, &base, &addr);
 	for (int i = 0; i * 128 < nch; i++) {
 		/* chunk c: row c/2 (A's 64 rows, then B's n), half c%2; 32 bytes a row */
 		LLVMValueRef c = cg_addi(f, tid, i * 128), r, src, dst, v;

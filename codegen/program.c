@@ -62,6 +62,7 @@ struct CgProgram {
 	Manifest man;
 	VEC(MStep) init, run;
 	VEC(MRoute) route;	/* the manifest's "route" lines */
+	VEC(MTmap) tmap;	/* the manifest's "tensormap" lines */
 	unsigned char *weights;	/* the packed real weights */
 	uint64_t wbytes;
 	int64_t flops_per_t;
@@ -407,16 +408,51 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
  * in order, then its results (route: logits, selbias, weights, ids;
  * bodies: in:..., out:...), then T.
  */
+/* Tensor map j of GEMM kernel k: a "tensormap" line over its operand (dims
+ * at the static row count when there is one), and the argument naming it. */
+static int
+tmap_arg(CgProgram *p, const CgKernel *k, int j, const Node *call, const CgGemmBind *gb, MArg *a)
+{
+	const CgTmap *t = &k->tmap[j];
+	const Value *v = gb && j < k->ntmap ? gemm_value(call, gb, t->of) : NULL;
+	MTmap m = {0};
+
+	if (!v)
+		return diag_error(p->d, call->loc, "kernel %s: no value for tensor map %d", k->name, j);
+	m.name = arena_printf(p->a, "tmap%zu", p->tmap.n);
+	m.of = arg_of(p, v);
+	m.dt = t->dt;
+	m.rank = t->rank;
+	m.swizzle = t->swizzle;
+	for (int i = 0; i < t->rank; i++) {
+		CgExpr e = t->dims[i];
+		if (gb->rows)
+			e = CG_EXPR_INT(cg_expr_eval(e, gb->rows));
+		m.dim[i] = (MExpr){e.a, e.b, e.div};
+		m.box[i] = t->box[i];
+		if (i + 1 < t->rank)
+			m.stride[i] = t->strides[i];
+	}
+	*a = (MArg){.kind = ARG_TMAP, .index = (int)p->tmap.n, .name = m.name};
+	vec_push(&p->tmap, m);
+	return 0;
+}
+
 static int
 bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *gb, MArg *args)
 {
-	int next = 0;
+	int next = 0, ntmap = 0;
 
 	for (int i = 0; i < k->nparam; i++) {
 		const char *r = k->param[i].role;
 		const Value *v = NULL;
 		if (strcmp(r, "T") == 0) {
 			args[i] = (MArg){.kind = ARG_T};
+			continue;
+		}
+		if (k->param[i].kind == CGP_TMAP) {
+			if (tmap_arg(p, k, ntmap++, call, gb, &args[i]))
+				return -1;
 			continue;
 		}
 		if (gb)
@@ -600,9 +636,15 @@ emit_variant(CgProgram *p, const Node *call, const char *name, const GemmSpec *s
 	 * 16- and 32-row decode tiles): its kernel has the mma.sync kernel's
 	 * parameters, block, grid and shared memory, so the one launch step
 	 * serves every target (k_gemm_wgmma.c). */
+	/* the warp-specialised mainloop only where every target takes it: its
+	 * block, grid, shared memory and parameters are its own (k_gemm_ws.c) */
+	GemmSpec ws = *s;
+	int all_ws = !simt;
+	for (int i = 0; i < p->o.narch && all_ws; i++)
+		all_ws = cg_gemm_ws_for(cg_module_target(p->mod[i]), &ws);
 	for (int i = 0; i < p->o.narch; i++) {
-		GemmSpec si = *s;
-		if (!simt)
+		GemmSpec si = all_ws ? ws : *s;
+		if (!simt && !all_ws)
 			si.mainloop = cg_gemm_mainloop_for(cg_module_target(p->mod[i]), s);
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
 			return -1;
@@ -1092,6 +1134,10 @@ fill_plan(CgProgram *p)
 		m->step[i] = p->init.v[i];
 	for (size_t i = 0; i < p->run.n; i++)
 		m->step[p->init.n + i] = p->run.v[i];
+	m->ntmap = (int)p->tmap.n;
+	m->tmap = arena_array(p->a, MTmap, m->ntmap + 1);
+	for (int i = 0; i < m->ntmap; i++)
+		m->tmap[i] = p->tmap.v[i];
 	m->nroute = (int)p->route.n;
 	m->route = arena_array(p->a, MRoute, m->nroute + 1);
 	for (int i = 0; i < m->nroute; i++)
@@ -1130,10 +1176,10 @@ fill_manifest(CgProgram *p)
 		return -1;
 	fill_weights(p);
 	fill_plan(p);
-	if (cg_program_module(p, "emu") && p->o.narch == 1)
-		return 0;	/* emulator only: no bundle targets to check */
 	if (getenv("MOEC_DEBUG_MANIFEST"))
 		bundle_manifest_fprint(stderr, m);
+	if (cg_program_module(p, "emu") && p->o.narch == 1)
+		return 0;	/* emulator only: no bundle targets to check */
 	return bundle_manifest_check(m, p->d) == BUNDLE_OK ? 0 : -1;
 }
 
@@ -1327,6 +1373,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->init);
 	vec_free(&p->run);
 	vec_free(&p->route);
+	vec_free(&p->tmap);
 	free(p->weights);
 	free(p->st);
 	arena_free(p->a);

@@ -186,7 +186,7 @@ cg_expr_eval(CgExpr e, int64_t T)
 	return e.div > 0 ? (v + e.div - 1) / e.div : v;
 }
 
-static const char *const param_kind_names[NCGP] = {"ptr", "i32", "i64", "u64", "f32"};
+static const char *const param_kind_names[NCGP] = {"ptr", "i32", "i64", "u64", "f32", "tmap"};
 
 const char *
 cg_param_kind_name(CgParamKind k)
@@ -389,6 +389,22 @@ cg_module_llvm_ir(CgModule *m)
 
 /* ---- kernels ---- */
 
+/*
+ * A tensor map by value: `.param .align 64 .b8 name[128]`.  The IR never
+ * reads it (LLVM would copy a byval parameter whose address escapes into
+ * local memory); cg_tma_load names the parameter in its inline PTX.
+ */
+static void
+tmap_param(CgFn *f, int i)
+{
+	unsigned byval = LLVMGetEnumAttributeKindForName("byval", 5);
+	unsigned align = LLVMGetEnumAttributeKindForName("align", 5);
+	LLVMTypeRef t = LLVMArrayType(f->ti8, 128);
+
+	LLVMAddAttributeAtIndex(f->fn, (unsigned)i + 1, LLVMCreateTypeAttribute(f->C, byval, t));
+	LLVMAddAttributeAtIndex(f->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(f->C, align, 64));
+}
+
 CgFn *
 cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads,
 	    int min_ctas, Diag *d)
@@ -443,12 +459,16 @@ cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads
 		case CGP_I32: pt[i] = f->ti32; break;
 		case CGP_I64: case CGP_U64: pt[i] = f->ti64; break;
 		case CGP_F32: pt[i] = f->tf32; break;
+		case CGP_TMAP: pt[i] = f->tptr; break;	/* GPU: byval [128 x i8], below */
 		default: die("bad param kind %d", p[i].kind);
 		}
 	}
 	fty = LLVMFunctionType(f->tvoid, pt, (unsigned)np, 0);
 	free(pt);
 	f->fn = LLVMAddFunction(f->M, name, fty);
+	for (int i = 0; i < np && !f->emu; i++)
+		if (p[i].kind == CGP_TMAP)
+			tmap_param(f, i);
 	for (int i = 0; i < np; i++)
 		LLVMSetValueName2(LLVMGetParam(f->fn, (unsigned)i), f->k->param[i].role,
 				  strlen(f->k->param[i].role));
@@ -495,6 +515,19 @@ LLVMValueRef
 cg_arg(CgFn *f, int i)
 {
 	return LLVMGetParam(f->fn, (unsigned)i);
+}
+
+void
+cg_fn_tmaps(CgFn *f, const CgTmap *t, int n)
+{
+	CgTmap *c = arena_array(f->m->arena, CgTmap, n > 0 ? n : 1);
+
+	for (int i = 0; i < n; i++) {
+		c[i] = t[i];
+		c[i].of = arena_strdup(f->m->arena, t[i].of);
+	}
+	f->k->tmap = c;
+	f->k->ntmap = n;
 }
 
 void
@@ -547,7 +580,7 @@ emu_wrapper(CgFn *f)
 		LLVMValueRef slot = LLVMBuildGEP2(B, f->ti64, LLVMGetParam(w, 0), &idx, 1, "");
 		LLVMValueRef v = LLVMBuildLoad2(B, f->ti64, slot, "");
 		switch (f->k->param[i].kind) {
-		case CGP_PTR: v = LLVMBuildIntToPtr(B, v, f->tptr, ""); break;
+		case CGP_PTR: case CGP_TMAP: v = LLVMBuildIntToPtr(B, v, f->tptr, ""); break;
 		case CGP_I32: v = LLVMBuildTrunc(B, v, f->ti32, ""); break;
 		case CGP_F32:
 			v = LLVMBuildBitCast(B, LLVMBuildTrunc(B, v, f->ti32, ""), f->tf32, "");
@@ -1080,16 +1113,189 @@ cg_setmaxnreg(CgFn *f, int inc, int nreg)
 {
 	LLVMValueRef n = cg_i32(f, nreg);
 
-	if (cg_fn_require(f, CG_SETMAXNREG, "setmaxnreg") < 0)
+	if (!f->emu && cg_fn_require(f, CG_SETMAXNREG, "setmaxnreg") < 0)
 		return;
 	if (nreg < 24 || nreg > 256 || nreg % 8) {
 		diag_error(f->d, LOC_NONE, "setmaxnreg %d: need a multiple of 8 in 24..256", nreg);
 		f->err = 1;
 		return;
 	}
+	if (f->emu) {	/* a warpgroup collective there: uniformity is checked */
+		LLVMValueRef c = cg_i32(f, inc << 16 | nreg);
+		cg_call_emu(f, "moec_emu_setmaxnreg", NULL, &c, 1);
+		return;
+	}
 	cg_intrinsic(f, inc ? "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32"
 			    : "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
 		     NULL, NULL, 0, &n, 1);
+}
+
+/* ---- mbarriers and TMA (sm_90; the emulator models them) ---- */
+
+/* The shared-window address (i32) of dynamic shared byte off. */
+static LLVMValueRef
+saddr(CgFn *f, LLVMValueRef off)
+{
+	return LLVMBuildPtrToInt(f->B, cg_sptr(f, off), f->ti32, "");
+}
+
+static int
+need_tma(CgFn *f, const char *what)
+{
+	return f->emu ? 0 : cg_fn_require(f, CG_TMA, what);
+}
+
+void
+cg_mbar_init(CgFn *f, LLVMValueRef off, int count)
+{
+	LLVMValueRef a[2] = {NULL, cg_i32(f, count)};
+
+	if (need_tma(f, "mbarrier") < 0)
+		return;
+	if (f->emu) {
+		a[0] = cg_sptr(f, off);
+		cg_call_emu(f, "moec_emu_mbar_init", NULL, a, 2);
+		return;
+	}
+	a[0] = saddr(f, off);
+	cg_asm(f, NULL, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", a, 2, 1);
+}
+
+void
+cg_mbar_init_fence(CgFn *f)
+{
+	if (f->emu || need_tma(f, "mbarrier") < 0)
+		return;
+	cg_asm(f, NULL, "fence.mbarrier_init.release.cluster;", "~{memory}", NULL, 0, 1);
+}
+
+void
+cg_mbar_arrive(CgFn *f, LLVMValueRef off)
+{
+	LLVMValueRef a[2] = {NULL, cg_i32(f, -1)};
+
+	if (need_tma(f, "mbarrier") < 0)
+		return;
+	if (f->emu) {
+		a[0] = cg_sptr(f, off);
+		cg_call_emu(f, "moec_emu_mbar_arrive", NULL, a, 2);
+		return;
+	}
+	a[0] = saddr(f, off);
+	cg_asm(f, NULL, "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}",
+	       a, 1, 1);
+}
+
+void
+cg_mbar_arrive_tx(CgFn *f, LLVMValueRef off, LLVMValueRef bytes)
+{
+	LLVMValueRef a[2] = {NULL, bytes};
+
+	if (need_tma(f, "mbarrier") < 0)
+		return;
+	if (f->emu) {
+		a[0] = cg_sptr(f, off);
+		cg_call_emu(f, "moec_emu_mbar_arrive", NULL, a, 2);
+		return;
+	}
+	a[0] = saddr(f, off);
+	cg_asm(f, NULL, "{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [$0], $1;\n}",
+	       "r,r,~{memory}", a, 2, 1);
+}
+
+void
+cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity)
+{
+	LLVMValueRef a[2] = {NULL, parity}, done;
+	LLVMBasicBlockRef loop, out;
+
+	if (need_tma(f, "mbarrier") < 0)
+		return;
+	if (f->emu) {	/* blocks there, yielding to the other threads */
+		a[0] = cg_sptr(f, off);
+		cg_call_emu(f, "moec_emu_mbar_wait", NULL, a, 2);
+		return;
+	}
+	a[0] = saddr(f, off);
+	loop = LLVMAppendBasicBlockInContext(f->C, f->fn, "mbar.wait");
+	out = LLVMAppendBasicBlockInContext(f->C, f->fn, "mbar.done");
+	LLVMBuildBr(f->B, loop);
+	LLVMPositionBuilderAtEnd(f->B, loop);
+	done = cg_asm(f, f->ti32,
+		      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\n"
+		      "selp.b32 $0, 1, 0, p;\n}", "=r,r,r,~{memory}", a, 2, 1);
+	LLVMBuildCondBr(f->B, LLVMBuildICmp(f->B, LLVMIntNE, done, cg_i32(f, 0), ""), out, loop);
+	LLVMPositionBuilderAtEnd(f->B, out);
+}
+
+/* The PTX name of parameter i: LLVM writes "<kernel>_param_<i>", '.' as "_$_". */
+static void
+param_name(CgFn *f, int i, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	for (const char *c = f->k->name; *c && k + 4 < n; c++) {
+		if (*c == '.') {
+			memcpy(buf + k, "_$_", 3);
+			k += 3;
+		} else {
+			buf[k++] = *c;
+		}
+	}
+	snprintf(buf + k, n - k, "_param_%d", i);
+}
+
+void
+cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords)
+{
+	LLVMValueRef a[6];
+	char pname[400], text[1024], cons[64];
+
+	if (need_tma(f, "cp.async.bulk.tensor") < 0)
+		return;
+	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
+		diag_error(f->d, LOC_NONE, "cg_tma_load: parameter %d is no tensor map, or rank %d", param, rank);
+		f->err = 1;
+		return;
+	}
+	if (f->emu) {
+		a[0] = cg_sptr(f, dst);
+		a[1] = cg_arg(f, param);
+		a[2] = cg_sptr(f, mbar);
+		for (int i = 0; i < 3; i++)
+			a[3 + i] = i < rank ? coords[i] : cg_i32(f, 0);
+		cg_call_emu(f, "moec_emu_tma_load", NULL, a, 6);
+		return;
+	}
+	param_name(f, param, pname, sizeof pname);
+	snprintf(text, sizeof text,
+		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
+		 "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes "
+		 "[$0], [m, {$2, $3%s}], [$1];\n}", pname, rank, rank == 3 ? ", $4" : "");
+	snprintf(cons, sizeof cons, "r,r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
+	a[0] = saddr(f, dst);
+	a[1] = saddr(f, mbar);
+	for (int i = 0; i < rank; i++)
+		a[2 + i] = coords[i];
+	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
+}
+
+LLVMValueRef
+cg_elect(CgFn *f)
+{
+	LLVMValueRef r;
+
+	if (!f->emu && cg_fn_require(f, CG_TMA, "elect.sync") < 0)
+		return LLVMGetUndef(f->ti1);
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, cg_i32(f, 0));
+		cg_call_emu(f, "moec_emu_elect", NULL, &io, 1);
+		r = cg_get(f, io);
+	} else {
+		r = cg_asm(f, f->ti32, "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.b32 $0, 1, 0, p;\n}",
+			   "=r", NULL, 0, 1);
+	}
+	return LLVMBuildICmp(f->B, LLVMIntNE, r, cg_i32(f, 0), "");
 }
 
 void

@@ -98,6 +98,7 @@ resolve(void *h, const char *path, MoertDriver *d)
 				    path, #name);
 	CU_FUNCS(X)
 #undef X
+	*(void **)&d->cuTensorMapEncodeTiled = dlsym(h, "cuTensorMapEncodeTiled");
 	return MOERT_OK;
 }
 

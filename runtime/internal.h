@@ -93,11 +93,20 @@ enum {
 	X(cuGetErrorName, (CUresult r, const char **s))                         \
 	X(cuGetErrorString, (CUresult r, const char **s))
 
+/* cuTensorMapEncodeTiled (CUDA 12+): optional, needed only by bundles with
+ * tensormap lines; NULL when the driver lacks it. */
+typedef CUresult MoertTmapEncode(void *map, int dtype, unsigned rank, void *base,
+				 const unsigned long long *dims,
+				 const unsigned long long *strides,
+				 const unsigned *box, const unsigned *estrides,
+				 int interleave, int swizzle, int l2promo, int oobfill);
+
 typedef struct MoertDriver MoertDriver;
 struct MoertDriver {
 #define X(name, params) CUresult (*name) params;
 	CU_FUNCS(X)
 #undef X
+	MoertTmapEncode *cuTensorMapEncodeTiled;
 };
 extern MoertDriver moert_cu MOERT_INTERNAL;
 

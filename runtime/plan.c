@@ -215,8 +215,10 @@ moert_param_layout(const MKernel *k, size_t *off, size_t *size)
 	size_t pos = 0, n;
 
 	for (int i = 0; i < k->nparam; i++) {
+		size_t al;
 		n = bundle_mtype_size(k->param[i]);
-		pos = (pos + n - 1) / n * n;	/* natural alignment */
+		al = n > 64 ? 64 : n;	/* natural alignment; a tensor map's is 64 */
+		pos = (pos + al - 1) / al * al;
 		off[i] = pos;
 		pos += n;
 	}
@@ -232,6 +234,62 @@ static void
 put(unsigned char *p, const void *v, size_t n)
 {
 	memcpy(p, v, n);	/* the param buffer is host-endian, like the GPU */
+}
+
+/* The device pointer of a pointer argument. */
+static uint64_t
+pointer(const Manifest *m, const MoertBases *b, const MArg *a)
+{
+	switch (a->kind) {
+	case ARG_IN: return b->in[a->index];
+	case ARG_OUT: return b->out[a->index];
+	case ARG_W: return b->w[a->index];
+	default: return b->arena + m->buf[a->index].offset + a->off;
+	}
+}
+
+/*
+ * Tensor map t at T = tokens over this run's pointers, into the 128 bytes at
+ * p: cuTensorMapEncodeTiled, dims at least 1 (rows past a kernel's M are
+ * never stored), element strides 1, no interleave, L2 promotion 128 B,
+ * zeros out of bounds.
+ */
+static moert_status
+encode_tmap(const Manifest *m, const MStep *s, const MTmap *t, int64_t tokens,
+	    const MoertBases *b, unsigned char *p)
+{
+	static const int swz[129] = {[32] = 1, [64] = 2, [128] = 3};
+	_Alignas(64) unsigned char map[128];
+	unsigned long long dims[MTMAP_MAXRANK], strides[MTMAP_MAXRANK];
+	unsigned box[MTMAP_MAXRANK], es[MTMAP_MAXRANK];
+	int dt = t->dt == DT_BF16 ? 9 : t->dt == DT_F16 ? 6 : 7;	/* CUtensorMapDataType */
+	int64_t v;
+	CUresult r;
+
+	if (!moert_cu.cuTensorMapEncodeTiled)
+		return moert_seterr(MOERT_ELAUNCH, "kernel '%s': tensormap '%s' needs "
+				    "cuTensorMapEncodeTiled, which this driver lacks (CUDA 12+)",
+				    step_name(m, s), t->name);
+	for (int i = 0; i < t->rank; i++) {
+		if (bundle_expr_eval(&t->dim[i], tokens, &v) || v < 0)
+			return moert_seterr(MOERT_ELAUNCH, "tensormap '%s': dim %d out of range at "
+					    "T=%lld", t->name, i, (long long)tokens);
+		dims[i] = v > 0 ? (unsigned long long)v : 1;
+		box[i] = (unsigned)t->box[i];
+		es[i] = 1;
+		if (i + 1 < t->rank)
+			strides[i] = (unsigned long long)t->stride[i];
+	}
+	r = moert_cu.cuTensorMapEncodeTiled(map, dt, (unsigned)t->rank,
+					    (void *)(uintptr_t)pointer(m, b, &t->of), dims, strides,
+					    box, es, 0, swz[t->swizzle], 2, 0);
+	if (r != CUDA_SUCCESS) {
+		moert_cu_check(r, MOERT_ELAUNCH, "cuTensorMapEncodeTiled", __FILE__, __LINE__);
+		return moert_context(MOERT_ELAUNCH, "kernel '%s': tensormap '%s' at T=%lld",
+				     step_name(m, s), t->name, (long long)tokens);
+	}
+	memcpy(p, map, sizeof map);
+	return MOERT_OK;
 }
 
 moert_status
@@ -258,6 +316,12 @@ moert_marshal(const Manifest *m, const MStep *s, int64_t tokens,
 		case ARG_I64: v64 = a->v.i; put(p, &v64, 8); break;
 		case ARG_U64: put(p, &a->v.u, 8); break;
 		case ARG_F32: put(p, &a->v.f, 4); break;
+		case ARG_TMAP: {
+			moert_status st = encode_tmap(m, s, &m->tmap[a->index], tokens, b, p);
+			if (st)
+				return st;
+			break;
+		}
 		default:
 			return moert_seterr(MOERT_EINVAL, "kernel '%s': bad "
 					    "argument kind %d", step_name(m, s),

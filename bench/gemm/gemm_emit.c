@@ -11,6 +11,7 @@
  * --scale S divides the problem sizes by S (to test run_gemm.py --fake on a
  * CPU).  Exit 0, or 1 when a spec fails to emit or assemble.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,14 @@ wgmma(GemmSpec *s, int wait0)
 {
 	s->mainloop = CG_MAINLOOP_WGMMA;
 	s->no_frag_pipe = wait0;
+	return s;
+}
+
+/* The warp-specialised mainloop (sm_90a: TMA, mbarriers, producer/consumer warpgroups). */
+static GemmSpec *
+ws(GemmSpec *s)
+{
+	s->mainloop = CG_MAINLOOP_WS;
 	return s;
 }
 
@@ -300,6 +309,44 @@ build(void)
 	wgmma(s, 0);
 	tile(s, 64, 128, 64, 2, 2, 4, 0);
 
+	/* the warp-specialised mainloop: dense and the (ungathered) MoE down projection,
+	 * tiles and persistent (132 CTAs), 4-6 stages; its check cases */
+	ws(dense("wsd_128x256x64_s4", 128, 256, 64, 2, 4, 4, 1));
+	ws(dense("wsd_256x128x64_s4", 256, 128, 64, 4, 2, 4, 1));
+	ws(dense("wsd_128x128x64_s6_w4", 128, 128, 64, 2, 2, 6, 1));
+	s = ws(dense("wsd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1));
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	ws(moe_down("wsdn_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1));
+	s = ws(moe_down("wsdn_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1));
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	s = ws(moe_down("wsdn_128x128x64_s6_w4_p", 128, 128, 64, 2, 2, 6, 1));
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	s = add("cws_f16_kn_residual", "check");
+	s->N = 256;
+	s->K = 192;
+	s->a_dt = s->b_dt = s->c_dt = DT_F16;
+	s->b_layout = CG_B_KN;
+	a = cg_ep_acc(&s->ep);
+	x = cg_ep_mat(&s->ep, DT_F16, 0, CGR_DIRECT, "residual");
+	cg_ep_op(&s->ep, OP_ADD, a, x);
+	ws(s);
+	tile(s, 128, 128, 64, 2, 2, 5, 0);
+	s = add("cws_grouped_scatter_persistent", "check");
+	s->N = 256;
+	s->K = 640;
+	s->groups = 40;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, OP_MUL, a, r);
+	ws(s);
+	tile(s, 128, 128, 64, 2, 4, 6, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 7;
+
 	s = add("cw_grouped_scatter_persistent", "check");
 	s->N = 256;
 	s->K = 192;
@@ -347,6 +394,18 @@ jstr(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* A number as Python's json reads it (it takes Infinity and NaN, not inf). */
+static void
+jnum(char *buf, size_t n, double v)
+{
+	if (isnan(v))
+		snprintf(buf, n, "NaN");
+	else if (isinf(v))
+		snprintf(buf, n, "%sInfinity", v < 0 ? "-" : "");
+	else
+		snprintf(buf, n, "%.9g", v);
+}
+
 static void
 jexpr(FILE *f, CgExpr e)
 {
@@ -386,6 +445,21 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 	fprintf(f, "], \"smem\": %d, \"regs\": %d, \"spill_stores\": %d, \"spill_loads\": %d, \"note\": ",
 		k->smem, k->regs, k->spill_stores, k->spill_loads);
 	jstr(f, k->note);
+	fprintf(f, ", \"tmaps\": [");	/* per tmap parameter: what the launcher encodes */
+	for (int i = 0; i < k->ntmap; i++) {
+		const CgTmap *t = &k->tmap[i];
+		fprintf(f, "%s{\"of\": ", i ? ", " : "");
+		jstr(f, t->of);
+		fprintf(f, ", \"dt\": \"%s\", \"rank\": %d, \"dims\": [", dtype_name(t->dt), t->rank);
+		for (int j = 0; j < t->rank; j++) {
+			fprintf(f, "%s", j ? ", " : "");
+			jexpr(f, t->dims[j]);
+		}
+		fprintf(f, "], \"strides\": [%lld, %lld], \"box\": [%d, %d, %d], \"swizzle\": %d}",
+			(long long)t->strides[0], (long long)t->strides[1], t->box[0], t->box[1], t->box[2],
+			t->swizzle);
+	}
+	fprintf(f, "]");
 	fprintf(f, "},\n   \"spec\": {\"N\": %lld, \"K\": %lld, \"m_per_t\": %d, \"groups\": %d, "
 		   "\"a_dt\": \"%s\", \"lda\": %lld, \"gather\": %d, \"gather_div\": %d, "
 		   "\"b_dt\": \"%s\", \"b_layout\": \"%s\", \"ldb\": %lld, \"b_group_stride\": %lld, "
@@ -401,10 +475,13 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 	for (int i = 0; i < s->ep.n; i++) {
 		const CgEpInst *in = &s->ep.in[i];
 		static const char *const rows[] = {"direct", "gather", "gather_raw", "scatter"};
-		fprintf(f, "%s{\"op\": \"%s\", \"a\": %d, \"b\": %d, \"imm\": %.9g, \"lo\": %.9g, "
-			   "\"hi\": %.9g, \"lim\": %.9g, \"alpha\": %.9g, \"dt\": \"%s\", \"rows\": \"%s\", "
+		char lo[32], hi[32];
+		jnum(lo, sizeof lo, in->ew.lo);
+		jnum(hi, sizeof hi, in->ew.hi);
+		fprintf(f, "%s{\"op\": \"%s\", \"a\": %d, \"b\": %d, \"imm\": %.9g, \"lo\": %s, "
+			   "\"hi\": %s, \"lim\": %.9g, \"alpha\": %.9g, \"dt\": \"%s\", \"rows\": \"%s\", "
 			   "\"ld\": %lld, \"group_stride\": %lld, \"role\": ",
-			i ? ", " : "", cg_ep_inst_name(in), in->a, in->b, in->imm, in->ew.lo, in->ew.hi,
+			i ? ", " : "", cg_ep_inst_name(in), in->a, in->b, in->imm, lo, hi,
 			in->lim, in->alpha, dtype_name(in->dt), rows[in->rows], (long long)in->ld,
 			(long long)in->group_stride);
 		jstr(f, in->role ? in->role : "");

@@ -200,14 +200,52 @@ def make_problem(torch, dev, case, T, dist, seed):
     return P
 
 
-def kernel_args(case, P):
+class TmapArg:
+    """A CUtensorMap (128 bytes, 64-aligned) for a `tmap` parameter: encoded by
+    the driver's cuTensorMapEncodeTiled on the GPU; left zero by --fake."""
+
+    DTYPE = {"bf16": 9, "f16": 6, "f32": 7}     # CUtensorMapDataType
+    SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}      # CUtensorMapSwizzle
+    lib = None
+
+    def __init__(self, t, ptr, T, fake):
+        import ctypes as C
+        self.raw = C.create_string_buffer(128 + 64)
+        self.addr = (C.addressof(self.raw) + 63) & ~63
+        if fake:
+            return
+        if TmapArg.lib is None:
+            TmapArg.lib = C.CDLL("libcuda.so.1")
+        r = t["rank"]
+        ev = [e["a"] * T + e["b"] for e in t["dims"]]
+        ev = [(v + e["div"] - 1) // e["div"] if e["div"] > 0 else v for v, e in zip(ev, t["dims"])]
+        dims = (C.c_uint64 * r)(*[max(v, 1) for v in ev])  # rows past M are never stored
+        strides = (C.c_uint64 * max(r - 1, 1))(*t["strides"][:r - 1])
+        box = (C.c_uint32 * r)(*t["box"][:r])
+        estr = (C.c_uint32 * r)(*([1] * r))
+        rc = TmapArg.lib.cuTensorMapEncodeTiled(
+            C.c_void_p(self.addr), C.c_int(self.DTYPE[t["dt"]]), C.c_uint32(r), C.c_void_p(ptr),
+            dims, strides, box, estr, C.c_int(0), C.c_int(self.SWIZZLE[t["swizzle"]]),
+            C.c_int(2), C.c_int(0))  # L2 promotion 128B, out of bounds: zeros
+        if rc != 0:
+            raise RuntimeError("cuTensorMapEncodeTiled(%s) failed: CUresult %d" % (t, rc))
+
+
+def kernel_args(case, P, fake=False):
     import numpy as np
     roles = {"A": P.A, "B": P.B, "C": P.C, "gather_idx": P.gidx, "scatter_idx": P.sidx,
              "offsets": P.offs}
     s = case["spec"]
     li = [i for i, e in enumerate(s["ep"]) if e["op"] in ("col", "row", "mat")]
+    maps = list(case["kernel"].get("tmaps", []))
     args, tensors = [], []
     for kind, role in case["kernel"]["params"]:
+        if kind == "tmap":
+            t = maps.pop(0)
+            m = TmapArg(t, roles[t["of"]].data_ptr(), P.T, fake or roles[t["of"]].device.type == "cpu")
+            args.append(m)
+            tensors.append(m)
+            continue
         if kind == "i32":
             assert role == "T"
             args.append(np.int32(P.T))
@@ -579,7 +617,35 @@ class CupyRuntime:
 
     def launch(self, case, grid, args, keep):
         b = case["kernel"]["block"]
-        self.fn(case)(grid, tuple(b), tuple(args), shared_mem=case["kernel"]["smem"])
+        f = self.fn(case)
+        if any(isinstance(a, TmapArg) for a in args):
+            return self.launch_ctypes(f, case, grid, b, args)
+        f(grid, tuple(b), tuple(args), shared_mem=case["kernel"]["smem"])
+
+    def launch_ctypes(self, f, case, grid, b, args):
+        """cuLaunchKernel itself: tensor maps are 128-byte parameters by value."""
+        import ctypes as C
+        import numpy as np
+        if TmapArg.lib is None:
+            TmapArg.lib = C.CDLL("libcuda.so.1")
+        vals = []
+        for a in args:
+            if isinstance(a, TmapArg):
+                vals.append(C.c_void_p(a.addr))
+                continue
+            v = C.c_int32(int(a)) if isinstance(a, np.int32) else C.c_uint64(int(a))
+            vals.append(v)
+        keep = [v for v in vals]
+        ptrs = (C.c_void_p * len(vals))(*[v.value if isinstance(v, C.c_void_p) else C.addressof(v)
+                                          for v in vals])
+        g = list(grid) + [1] * (3 - len(grid))
+        rc = TmapArg.lib.cuLaunchKernel(C.c_void_p(f.ptr), C.c_uint(g[0]), C.c_uint(g[1]), C.c_uint(g[2]),
+                                        C.c_uint(b[0]), C.c_uint(b[1]), C.c_uint(b[2]),
+                                        C.c_uint(case["kernel"]["smem"]),
+                                        C.c_void_p(self.cupy.cuda.get_current_stream().ptr), ptrs, None)
+        del keep
+        if rc != 0:
+            raise RuntimeError("cuLaunchKernel: CUresult %d" % rc)
 
     def sync(self):
         self.cupy.cuda.runtime.deviceSynchronize()
@@ -599,6 +665,8 @@ class FakeRuntime:
         li = [i for i, e in enumerate(s["ep"]) if e["op"] in ("col", "row", "mat")]
         P.leaf = {}
         for (kind, role), t in zip(case["kernel"]["params"], keep):
+            if kind == "tmap":
+                continue
             if kind == "i32":
                 P.T = t
             elif role in ("A", "B", "C", "gather_idx", "scatter_idx", "offsets"):

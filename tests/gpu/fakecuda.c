@@ -399,3 +399,36 @@ cuGetErrorString(CUresult r, const char **s)
 	*s = r == EPTX ? "a PTX JIT compilation failed" : "fake driver error";
 	return OK;
 }
+
+/*
+ * cuTensorMapEncodeTiled: the checks the driver documents for tile mode
+ * (rank 1..5, a 16-byte-aligned base and strides, boxes of 1..256 whose
+ * inner extent is a multiple of 16 bytes and fits the swizzle span, element
+ * strides 1..8), then an opaque map: no fake kernel reads one.
+ */
+CUresult
+cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *base,
+		       const unsigned long long *dims, const unsigned long long *strides,
+		       const unsigned *box, const unsigned *es, int interleave, int swizzle,
+		       int l2, int oob)
+{
+	static const int esz[13] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+	static const unsigned span[4] = {0, 32, 64, 128};
+
+	if (!map || (uintptr_t)map % 64 || dtype < 0 || dtype > 12 || rank < 1 || rank > 5 ||
+	    (uintptr_t)base % 16 || interleave != 0 || swizzle < 0 || swizzle > 3 || l2 < 0 ||
+	    l2 > 3 || oob < 0 || oob > 1)
+		return EINVALID;
+	for (unsigned i = 0; i < rank; i++) {
+		if (dims[i] < 1 || dims[i] > (1ull << 32) || box[i] < 1 || box[i] > 256 || es[i] < 1 ||
+		    es[i] > 8)
+			return EINVALID;
+		if (i + 1 < rank && (strides[i] % 16 || strides[i] >= (1ull << 40)))
+			return EINVALID;
+	}
+	if (box[0] * (unsigned)esz[dtype] % 16 || (swizzle && box[0] * (unsigned)esz[dtype] > span[swizzle]))
+		return EINVALID;
+	memset(map, 0, 128);
+	memcpy(map, &base, sizeof base);
+	return OK;
+}

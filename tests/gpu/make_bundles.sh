@@ -6,6 +6,8 @@
 # sets made by `moec run --test-data`).  Writes OUTDIR/list.txt:
 # "<name>.moeb <fixture folder> <name>.ref" per line, for gpu_fixtures.sh.  With MOERT,
 # each bundle must also pass `moert verify` (structure and checksums).
+# The ws_* bundles are compiled for sm_90a alone (the warp-specialised GEMM
+# mainloop); they load only on compute capability 9.0.
 # Exit 0 all compiled, 1 a compile failed or a bundle differs.
 set -u
 moec=$1 out=$2 moert=${3:-}
@@ -50,5 +52,10 @@ for d in "$src"/tests/fixtures/onnx/*/; do
 done
 for d in "$src"/tests/fixtures/hf/*/; do
 	one "hf_$(basename "$d")" "${d%/}" --layer 1
+done
+# sm_90a alone: GEMMs whose tiles suit it take the warp-specialised mainloop
+# (TMA, mbarriers, tensormap lines encoded by the runtime; docs/codegen.md)
+for n in llama mistral deepseek_v2 qwen2_moe; do
+	one "ws_hf_$n" "$src/tests/fixtures/hf/$n" --layer 1 --arch=sm_90a
 done
 exit $fail

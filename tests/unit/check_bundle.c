@@ -569,6 +569,55 @@ START_TEST(test_manifest_route_line)
 }
 END_TEST
 
+/* Tensormap lines and tmap arguments: parsed, printed back, refused when
+ * malformed (docs/bundle.md §2). */
+START_TEST(test_manifest_tensormap_line)
+{
+	static const char head[] = "moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\n"
+				   "arena 65536\ninput x bf16 T,128\noutput y bf16 T,64\n"
+				   "weight w bf16 4,64,128 bytes=65536 at=0\n"
+				   "buffer h offset=0 bytes=256*T\n"
+				   "kernel g target=sm_90a params=ptr,ptr,ptr,tmap,tmap,i32 regs=168 smem=197696 spills=0\n";
+	static const char good[] =
+		"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256 box=64,128 swizzle=128\n"
+		"tensormap b of=w:w dtype=bf16 dims=128,64,4 strides=256,16384 box=64,64,1 swizzle=128\n"
+		"launch g grid=132,1,1 block=384,1,1 smem=197696 args=in:0,w:w,out:0,tmap:a,tmap:b,T\n";
+	static const struct { const char *line, *err; } bad[] = {
+		{"tensormap a of=T dtype=bf16 dims=128,T strides=256 box=64,128 swizzle=128", "maps a pointer"},
+		{"tensormap a of=in:0 dtype=i8 dims=128,T strides=256 box=64,128 swizzle=128", "bf16, f16 or f32"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128 strides= box=64 swizzle=128", "2 or 3 dims"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=250 box=64,128 swizzle=128", "multiple of 16"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256,256 box=64,128 swizzle=128", "need 1 strides"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256 box=64,300 swizzle=128", "300"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256 box=128,128 swizzle=128", "inner box of 256"},
+		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256 box=64,128 swizzle=16", "swizzle 16"},
+		{"tensormap a of=buf:nope dtype=bf16 dims=128,T strides=256 box=64,128 swizzle=128", "nope"},
+		{"launch g grid=1,1,1 block=384,1,1 smem=0 args=in:0,w:w,out:0,tmap:zz,tmap:zz,T", "undeclared tensormap 'zz'"},
+		{"launch g grid=1,1,1 block=384,1,1 smem=0 args=in:0,w:w,out:0,in:0,in:0,T", "is ptr, but param 4"},
+	};
+	char text[4096], err[512];
+	Arena *a = arena_new(0);
+	Manifest *m;
+
+	snprintf(text, sizeof text, "%s%s", head, good);
+	roundtrip(text);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->ntmap, 2);
+	ck_assert_int_eq(m->k[0].param[3], MT_TMAP);
+	ck_assert_int_eq(bundle_mtype_size(MT_TMAP), 128);
+	ck_assert(m->tmap[0].of.kind == ARG_IN && m->tmap[0].rank == 2 && m->tmap[0].dim[1].a == 1 &&
+		  m->tmap[0].stride[0] == 256 && m->tmap[0].box[1] == 128 && m->tmap[0].swizzle == 128);
+	ck_assert(m->tmap[1].of.kind == ARG_W && m->tmap[1].rank == 3 && m->tmap[1].stride[1] == 16384);
+	ck_assert(m->step[0].arg[3].kind == ARG_TMAP && m->step[0].arg[4].index == 1);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%s%s\n", head, bad[i].line);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].err), "%s: %s", bad[i].line, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
 /* Input and output names are any ONNX name: "Identity:0", "out/0", "0out",
  * spaces, quotes, UTF-8.  Such names are quoted with \xHH escapes, which
  * needs manifest version 2; plain names keep version 1 (docs/bundle.md §2). */
@@ -1085,6 +1134,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
 	tcase_add_test(tc, test_manifest_quoted_names);
 	tcase_add_test(tc, test_manifest_route_line);
+	tcase_add_test(tc, test_manifest_tensormap_line);
 	tcase_add_test(tc, test_bundle_layout_and_round_trip);
 	tcase_add_test(tc, test_bundle_is_deterministic_and_rewrites_identically);
 	tcase_add_test(tc, test_bundle_every_flipped_byte_is_refused);

@@ -458,6 +458,79 @@ START_TEST(test_param_layout_and_marshal)
 }
 END_TEST
 
+/* A stand-in cuTensorMapEncodeTiled: records its arguments, fills the map. */
+static struct {
+	int calls, dtype, swizzle, l2, oob;
+	unsigned rank, box[3];
+	void *base;
+	unsigned long long dims[3], strides[2];
+	CUresult ret;
+} enc;
+
+static CUresult
+fake_encode(void *map, int dtype, unsigned rank, void *base, const unsigned long long *dims,
+	    const unsigned long long *strides, const unsigned *box, const unsigned *es,
+	    int interleave, int swizzle, int l2, int oob)
+{
+	enc.calls++;
+	enc.dtype = dtype, enc.rank = rank, enc.base = base, enc.swizzle = swizzle;
+	enc.l2 = l2, enc.oob = oob;
+	for (unsigned i = 0; i < rank && i < 3; i++) {
+		enc.dims[i] = dims[i], enc.box[i] = box[i];
+		ck_assert_uint_eq(es[i], 1);
+		if (i + 1 < rank)
+			enc.strides[i] = strides[i];
+	}
+	ck_assert_int_eq(interleave, 0);
+	memset(map, 0xa5, 128);
+	return enc.ret;
+}
+
+/* tmap arguments: 128 bytes at 64-byte alignment, encoded at each marshal
+ * from the run's pointers and T; the driver's errors and its absence are
+ * statuses with messages. */
+START_TEST(test_marshal_tensor_maps)
+{
+	static const char text[] =
+		"moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\narena 65536\n"
+		"input x bf16 T,128\noutput y bf16 T,64\n"
+		"kernel g target=sm_90a params=ptr,i32,tmap,i32 regs=1 smem=0 spills=0\n"
+		"tensormap a of=in:0 dtype=bf16 dims=128,2*T strides=256 box=64,128 swizzle=128\n"
+		"launch g grid=1,1,1 block=384,1,1 smem=0 args=in:0,T,tmap:a,T\n";
+	MoertTmapEncode *saved = moert_cu.cuTensorMapEncodeTiled;
+	uint64_t in[1] = {0x7f0000001000}, out[1] = {0};
+	MoertBases b = {in, out, NULL, 0};
+	unsigned char buf[MOERT_MAXPARAM];
+	size_t off[4], size;
+	Arena *a = arena_new(0);
+	Manifest *m;
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(bundle_manifest_parse(a, "m", text, strlen(text), &m, &d), BUNDLE_OK);
+	ck_assert_int_eq(moert_param_layout(&m->k[0], off, &size), MOERT_OK);
+	ck_assert(off[0] == 0 && off[1] == 8 && off[2] == 64 && off[3] == 192 && size == 196);
+	memset(&enc, 0, sizeof enc);
+	moert_cu.cuTensorMapEncodeTiled = fake_encode;
+	memset(buf, 0, sizeof buf);
+	ck_assert_int_eq(moert_marshal(m, &m->step[0], 7, &b, off, buf), MOERT_OK);
+	ck_assert_int_eq(enc.calls, 1);
+	ck_assert(enc.dtype == 9 && enc.rank == 2 && enc.base == (void *)(uintptr_t)0x7f0000001000);
+	ck_assert(enc.dims[0] == 128 && enc.dims[1] == 14 && enc.strides[0] == 256);
+	ck_assert(enc.box[0] == 64 && enc.box[1] == 128 && enc.swizzle == 3 && enc.l2 == 2 && enc.oob == 0);
+	ck_assert(buf[64] == 0xa5 && buf[191] == 0xa5 && buf[63] == 0 && get4(buf + 192) == 7);
+	enc.ret = 1;	/* CUDA_ERROR_INVALID_VALUE */
+	ck_assert_int_eq(moert_marshal(m, &m->step[0], 7, &b, off, buf), MOERT_ELAUNCH);
+	ck_assert_ptr_nonnull(strstr(moert_last_error(), "tensormap 'a'"));
+	ck_assert_ptr_nonnull(strstr(moert_last_error(), "cuTensorMapEncodeTiled"));
+	moert_cu.cuTensorMapEncodeTiled = NULL;
+	ck_assert_int_eq(moert_marshal(m, &m->step[0], 7, &b, off, buf), MOERT_ELAUNCH);
+	ck_assert_ptr_nonnull(strstr(moert_last_error(), "lacks"));
+	moert_cu.cuTensorMapEncodeTiled = saved;
+	arena_free(a);
+}
+END_TEST
+
 START_TEST(test_memory_plan)
 {
 	moert_program *p = host();
@@ -495,6 +568,7 @@ runtime_suite(void)
 	tcase_add_test(tc, test_read_buffer_refusals_host_only);
 	tcase_add_test(tc, test_grid_and_memset_at_t);
 	tcase_add_test(tc, test_param_layout_and_marshal);
+	tcase_add_test(tc, test_marshal_tensor_maps);
 	tcase_add_test(tc, test_memory_plan);
 	suite_add_tcase(s, tc);
 	return s;

@@ -236,9 +236,29 @@ inputs(GemmRun *r, const GemmCase *c)
 	}
 }
 
+/* The tensor maps of k's CGP_TMAP parameters [na - ntmap, na), over the
+ * pointers of the parameters they name, encoded for the emulator. */
+static int
+encode_maps(const GemmRun *r, const CgKernel *k, uint64_t *args, int na, Diag *d)
+{
+	static _Alignas(64) unsigned char maps[4][128];
+	int at = na - k->ntmap;
+
+	for (int j = 0; j < k->ntmap && j < 4; j++) {
+		const void *base = NULL;
+		for (int i = 0; i < at; i++)
+			if (!strcmp(k->param[i].role, k->tmap[j].of))
+				base = (const void *)(uintptr_t)args[i];
+		if (!base || cg_emu_tmap_encode(&k->tmap[j], base, r->T, maps[j], d) < 0)
+			return -1;
+		args[at + j] = (uint64_t)(uintptr_t)maps[j];
+	}
+	return 0;
+}
+
 /* The kernel's arguments, in the order cg_emit_gemm documents. */
 static int
-arguments(const GemmRun *r, uint64_t *args, CgEmuBuf *buf, int *nbuf)
+arguments(const GemmRun *r, const CgKernel *k, uint64_t *args, CgEmuBuf *buf, int *nbuf)
 {
 	const GemmSpec *s = &r->s;
 	size_t M = (size_t)r->M;
@@ -263,6 +283,7 @@ arguments(const GemmRun *r, uint64_t *args, CgEmuBuf *buf, int *nbuf)
 		ARG(r->qscale, dtype_bytes(s->quant.scale_dt, 1));
 	if (r->qzero)
 		ARG(r->qzero, dtype_bytes(s->quant.zero_dt, 1));
+	na += k->ntmap;		/* filled by encode_maps */
 	args[na++] = (uint64_t)r->T;
 #undef ARG
 	*nbuf = nb;
@@ -310,9 +331,13 @@ gh_run(GemmRun *r, const GemmCase *c)
 			goto out;
 		}
 	}
-	na = arguments(r, args, buf, &nb);
+	na = arguments(r, k, args, buf, &nb);
 	if (na != k->nparam) {
 		snprintf(r->msg, sizeof r->msg, "%d arguments for %d parameters", na, k->nparam);
+		goto out;
+	}
+	if (encode_maps(r, k, args, na - 1, &d) < 0) {
+		snprintf(r->msg, sizeof r->msg, "tensor maps: %s", d.last);
 		goto out;
 	}
 	{

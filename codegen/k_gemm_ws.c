@@ -1,0 +1,430 @@
+/*
+ * k_gemm_ws.c — the warp-specialised sm_90a mainloop of the GEMM builder
+ * (GemmSpec.mainloop = CG_MAINLOOP_WS): TMA loads into a ring of stages
+ * guarded by mbarriers, a producer warpgroup and consumer warpgroups.
+ *
+ *	all:       mbarrier.init full[S] (count 1), empty[S] (count: consumer
+ *	           warps); [the expert table]; producer: setmaxnreg.dec 40,
+ *	           consumers: setmaxnreg.inc 232 (with two consumer warpgroups)
+ *	producer   (one elected thread of warp 0), per tile of the schedule,
+ *	           per k-tile, it = k-tiles so far, s = it % S:
+ *	               wait empty[s] (parity of it/S, flipped); arrive.expect_tx
+ *	               full[s] with the stage's bytes; TMA A's and B's blocks
+ *	consumers, per tile, per k-tile: wait full[s]; wgmma over stage s;
+ *	           commit; wait_group 1; lane 0 of each warp arrives on the
+ *	           empty barrier of the k-tile before (its wgmmas retired);
+ *	           after the last: wait_group 0, release it, then the epilogue
+ *	           from registers (k_gemm.c's, unchanged) and the next tile
+ *
+ * The producer runs up to S k-tiles ahead, across tile boundaries, so the
+ * loads of tile i+1 overlap the epilogue of tile i; with the persistent
+ * schedule a CTA strides over the (expert, n-tile, m-tile) work items, the
+ * experts ranked by their tiles from the device offsets (heavy first, up to
+ * 512 experts), so that the longest experts start first and short ones
+ * fill the tail.
+ * Everything but the k-loop is k_gemm.c's and k_gemm_common.c's (schedule,
+ * expert table from device offsets, epilogue, store); the wgmma issue and
+ * the shared layout are k_gemm_wgmma.c's: per stage A as bk/64 blocks of
+ * [bm][128 B] and B [N,K] as bk/64 blocks [bn][128 B] (K-major), B [K,N] as
+ * bn/64 blocks [bk][128 B] (N-major), all 128-byte swizzled, which is what a
+ * TMA box with an inner extent of 64 elements and the 128-byte swizzle
+ * writes.  The tensor maps (CgKernel.tmap): A [M, K] (rank 2, box 64 x bm);
+ * B [N, K] or [K, N], rank 3 over the experts when grouped (box 64 x bn or
+ * 64 x bk, x 1).  A's rows past M read as zeros; a grouped tile's rows past
+ * its expert belong to the next one and are never stored.
+ *
+ * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
+ * cp.async wgmma mainloop instead): gathered A rows (a TMA box reads
+ * consecutive rows), f32 operands (TMA copies, it does not convert), group
+ * quantisation (its block barriers would include the producer).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "k_gemm.h"
+
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+#define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
+#define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
+
+/* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
+void
+gemm_ws_layout(G *g)
+{
+	GemmCore *k = &g->k;
+	const GemmSpec *s = &k->s;
+	int S = s->stages;
+
+	k->nwarp = s->warps_m * s->warps_n + 4;
+	k->nthr = 32 * k->nwarp;
+	/* [1 KiB slack][S stages][full[S], empty[S]][expert table][warp sums][128] */
+	k->tab = 1024 + S * g->wg.stage + 16 * S;
+	k->wsum = k->tab + ((4 * (s->groups + 1) + 15) & ~15);
+	k->smem = s->groups > 0 ? k->wsum + 128 : k->tab;
+	if (s->groups > 0 && s->groups <= HEAVY_FIRST_MAX) {	/* + cnt[E], ord[E] */
+		k->cnt = k->smem;
+		k->ord = k->cnt + 4 * s->groups;
+		k->smem = k->ord + 4 * s->groups;
+	}
+}
+
+int
+gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
+{
+	const GemmSpec *s = &g->k.s;
+	int cw = s->warps_m * s->warps_n;
+
+	if (!cg_target_is_emu(t) &&
+	    cg_require(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG, "the warp-specialised GEMM mainloop", d) < 0)
+		return -1;
+	if (cw != 4 && cw != 8)
+		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4 or 8: one or two warpgroups)", cw);
+	if (s->bk != 64 && s->bk != 128)
+		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
+	if (s->bm > 256 || s->bn > 256)
+		return diag_error(d, LOC_NONE, "gemm: ws: a %dx%d tile (a TMA box has at most 256 rows)", s->bm, s->bn);
+	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
+		return diag_error(d, LOC_NONE,
+				  "gemm: ws: a %dx%d tile does not split over %d warpgroups into tiles of "
+				  "64k rows and 16..128 columns", s->bm, s->bn, cw / 4);
+	if (s->b_layout == CG_B_KN && (g->wtn % 64 || s->bn % 64))
+		return diag_error(d, LOC_NONE, "gemm: ws: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d",
+				  g->wtn);
+	if (g->mi * g->ni * 4 > 128)
+		return diag_error(d, LOC_NONE, "gemm: ws: %dx%d per warpgroup is %d accumulators per thread (128 at most)",
+				  g->wtm, g->wtn, g->mi * g->ni * 4);
+	if (s->gather)
+		return diag_error(d, LOC_NONE, "gemm: ws: gathered A rows (a TMA box reads consecutive rows)");
+	if ((s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt)
+		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16 or both f16)",
+				  dtype_name(s->a_dt), dtype_name(s->b_dt));
+	if (s->quant.kind == CG_QUANT_GROUP)
+		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation (its barriers would hold the producer)");
+	return 0;
+}
+
+int
+cg_gemm_ws_for(const CgTarget *t, GemmSpec *s)
+{
+	const char *env = getenv("MOEC_EMU_WS");
+	GemmSpec w = *s;
+	Diag quiet;
+
+	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
+	    !(cg_target_is_emu(t) && env && atoi(env) > 0))
+		return 0;
+	diag_init(&quiet, NULL);
+	w.mainloop = CG_MAINLOOP_WS;
+	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)
+		if (cg_gemm_check(t, &w, &quiet) == 0) {
+			*s = w;
+			return 1;
+		}
+	return 0;
+}
+
+/* ---- the tensor maps ---- */
+
+static void
+tmaps(const G *g, CgTmap *m)
+{
+	const GemmSpec *s = &g->k.s;
+	int esz = 2, grouped = s->groups > 0;
+
+	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, s->K, 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
+			{64, s->bm, 1}, 128};
+	if (s->b_layout == CG_B_NK)
+		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
+				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bn, 1}, 128};
+	else
+		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
+				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
+}
+
+/* ---- per thread ---- */
+
+/* The builder's state on top of G's. */
+typedef struct W W;
+struct W {
+	G g;			/* first: callbacks cast back */
+	LLVMValueRef bar;	/* i32: shared offset of full[0]; empty[s] is 8 S bytes on */
+	LLVMValueRef it;	/* var i32: k-tiles so far (the ring's position) */
+	LLVMValueRef da0, db0;	/* consumers: descriptors of stage 0 */
+};
+
+static LLVMValueRef
+full_bar(W *w, LLVMValueRef st)
+{
+	return cg_add(w->g.k.f, w->bar, cg_shl(w->g.k.f, st, 3));
+}
+
+static LLVMValueRef
+empty_bar(W *w, LLVMValueRef st)
+{
+	return cg_addi(w->g.k.f, full_bar(w, st), 8 * w->g.k.s.stages);
+}
+
+/* After the expert table: barriers and roles; the consumers' descriptors. */
+static void
+setup(W *w)
+{
+	G *g = &w->g;
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int S = s->stages, cw = s->warps_m * s->warps_n;
+	LLVMValueRef cwarp, cwg;
+	CgIf c;
+
+	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);
+	w->bar = cg_i32(f, 1024 + S * g->wg.stage);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
+	for (int i = 0; i < S; i++) {
+		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), 1);
+		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw);
+	}
+	cg_mbar_init_fence(f);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	/* consumers: warpgroup tiles as the wgmma mainloop's, counted from warp 4 */
+	cwarp = cg_addi(f, k->warp, -4);
+	cwg = cg_shr(f, cwarp, 2);
+	g->wm0 = cg_add(f, cg_muli(f, cg_udiv(f, cwg, cg_i32(f, g->wg.wg_n)), g->wtm),
+			cg_shl(f, cg_and(f, cwarp, 3), 4));
+	g->wn0 = cg_muli(f, cg_urem(f, cwg, cg_i32(f, g->wg.wg_n)), g->wtn);
+	w->it = cg_var(f, f->ti32, cg_i32(f, 0));
+}
+
+/* Ring position it (i32): stage it % S and the parity of it / S. */
+static void
+ring(W *w, LLVMValueRef it, LLVMValueRef *st, LLVMValueRef *par)
+{
+	CgFn *f = w->g.k.f;
+	int S = w->g.k.s.stages;
+
+	*st = cg_urem(f, it, cg_i32(f, S));
+	*par = cg_and(f, cg_udiv(f, it, cg_i32(f, S)), 1);
+}
+
+/* The producer's k-tiles of one tile. */
+static void
+produce(W *w)
+{
+	G *g = &w->g;
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int kb = s->bk / 64, grouped = s->groups > 0;
+	LLVMValueRef kt, it, st, par, sbase, c[3];
+	CgLoop l;
+
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	it = cg_get(f, w->it);
+	ring(w, it, &st, &par);
+	cg_mbar_wait(f, empty_bar(w, st), LLVMBuildXor(f->B, par, cg_i32(f, 1), ""));
+	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage));
+	sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
+	for (int j = 0; j < kb; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
+		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), 64 * j);
+		c[1] = k->row0;
+		cg_tma_load(f, k->amap, cg_addi(f, sbase, (int64_t)j * s->bm * 128), full_bar(w, st), 2, c);
+	}
+	sbase = cg_addi(f, sbase, g->wg.a_bytes);
+	if (s->b_layout == CG_B_NK) {
+		for (int j = 0; j < kb; j++) {
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), 64 * j);
+			c[1] = k->n0;
+			c[2] = k->e;
+			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st),
+				    2 + grouped, c);
+		}
+	} else {
+		for (int j = 0; j < s->bn / 64; j++) {
+			c[0] = cg_addi(f, k->n0, 64 * j);
+			c[1] = cg_muli(f, kt, s->bk);
+			c[2] = k->e;
+			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bk * 128), full_bar(w, st),
+				    2 + grouped, c);
+		}
+	}
+	cg_set(f, w->it, cg_addi(f, it, 1));
+	cg_endloop(f, &l);
+}
+
+/* Lane 0 of each consumer warp releases stage st. */
+static void
+release(W *w, LLVMValueRef st)
+{
+	CgFn *f = w->g.k.f;
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, w->g.k.lane, cg_i32(f, 0), ""));
+	cg_mbar_arrive(f, empty_bar(w, st));
+	cg_endif(f, &c);
+}
+
+/* The consumers' k-tiles of one tile, then its epilogue. */
+static void
+consume(W *w)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	LLVMValueRef kt, it, st, par, scale, pst, ppar;
+	CgLoop l;
+	CgIf c;
+
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	it = cg_get(f, w->it);
+	ring(w, it, &st, &par);
+	cg_mbar_wait(f, full_bar(w, st), par);
+	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
+	gemm_wgmma_ktile(g, w->da0, w->db0, st, scale);
+	gemm_wgmma_wait(g, 1);	/* the k-tile before has retired: its stage is free */
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""));
+	ring(w, cg_addi(f, it, -1), &pst, &ppar);
+	release(w, pst);
+	cg_endif(f, &c);
+	cg_set(f, w->it, cg_addi(f, it, 1));
+	cg_endloop(f, &l);
+	gemm_wgmma_wait(g, 0);
+	if (g->kt > 0) {
+		ring(w, cg_addi(f, cg_get(f, w->it), -1), &pst, &ppar);
+		release(w, pst);
+	}
+	gemm_wgmma_acc_fence(g);
+	gemm_epilogue(g);
+}
+
+static void
+produce_tile(GemmCore *k)
+{
+	produce((W *)k);
+}
+
+static void
+consume_tile(GemmCore *k)
+{
+	consume((W *)k);
+}
+
+/*
+ * The roles, each with its own copy of the schedule, so that all of a
+ * role's code follows its setmaxnreg (ptxas budgets registers per region:
+ * code shared after the branches would get the launch's 168).
+ */
+static void
+roles(W *w)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	int two = k->s.warps_m * k->s.warps_n == 8;
+	LLVMValueRef leader;
+	CgIf p, e;
+
+	cg_if(f, &p, LLVMBuildICmp(f->B, LLVMIntEQ, cg_shr(f, k->warp, 2), cg_i32(f, 0), ""));
+	if (two)	/* 384 threads start at 168 registers: 128*40 + 256*232 <= 64K */
+		cg_setmaxnreg(f, 0, PRODUCER_REGS);
+	leader = cg_elect(f);
+	cg_if(f, &e, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, k->warp, cg_i32(f, 0), ""), leader, ""));
+	gemm_schedule(k, produce_tile);
+	cg_endif(f, &e);
+	cg_else(f, &p);
+	if (two)
+		cg_setmaxnreg(f, 1, CONSUMER_REGS);
+	gemm_wgmma_descs(&w->g, &w->da0, &w->db0);
+	gemm_schedule(k, consume_tile);
+	cg_endif(f, &p);
+}
+
+int
+gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
+{
+	W *w = xcalloc(1, sizeof *w);	/* large: G holds the accumulator vars */
+	G *g = &w->g;
+	const GemmSpec *s = &in->k.s;
+	CgTmap maps[2];
+	char buf[800];
+	int n, rc;
+
+	*g = *in;
+	if (!gemm_begin(&g->k, m, name, d)) {
+		free(w);
+		return -1;
+	}
+	tmaps(g, maps);
+	cg_fn_tmaps(g->k.f, maps, 2);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				g->acc[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
+	if (g->k.f->emu)
+		g->wg.buf = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+	gemm_quant_setup(g);
+	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d+4 s%d ws tma",
+		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
+		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
+		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages);
+	gemm_note_tail(&g->k, buf, sizeof buf, n);
+	gemm_prologue(&g->k);
+	setup(w);
+	roles(w);
+	rc = gemm_finish(&g->k, buf);
+	free(w);
+	return rc;
+}
+
+/* ---- a probe of the TMA and mbarrier helpers (tests of the emulator and the toolchain) ---- */
+
+CgTmap
+cg_tma_probe_map(int rows)
+{
+	return (CgTmap){"A", DT_BF16, 2, {CG_EXPR_INT(64), CG_EXPR_INT(rows)}, {128, 0}, {64, 16, 1}, 128};
+}
+
+int
+cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d)
+{
+	CgParam p[4] = {{CGP_PTR, "A"}, {CGP_PTR, "D"}, {CGP_TMAP, "A_map"}, {CGP_I32, "row0"}};
+	CgTmap map = cg_tma_probe_map(16);
+	int block[3] = {128, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, base, addr, bar, row, ch, v, c[2];
+	CgFn *f;
+	CgIf t0;
+
+	if (!cg_target_is_emu(cg_module_target(m)) &&
+	    cg_require(cg_module_target(m), CG_TMA, "the TMA probe", d) < 0)
+		return -1;
+	if (!(f = cg_fn_begin(m, name, p, 4, 128, 1, d)))
+		return -1;
+	cg_fn_tmaps(f, &map, 1);
+	tid = cg_tid(f, 0);
+	gemm_aligned_smem(f, &base, &addr);
+	bar = cg_addi(f, base, 2048);
+	cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_mbar_init(f, bar, 1);
+	cg_mbar_init_fence(f);
+	cg_endif(f, &t0);
+	cg_barrier(f);
+	cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_mbar_arrive_tx(f, bar, cg_i32(f, flags & CG_TMAPROBE_SHORT_TX ? 2048 - 16 : 2048));
+	c[0] = cg_i32(f, 0);
+	c[1] = cg_arg(f, 3);
+	cg_tma_load(f, 2, base, bar, 2, c);
+	if (flags & CG_TMAPROBE_EXTRA_ARRIVE)
+		cg_mbar_arrive(f, bar);
+	if (flags & CG_TMAPROBE_OVERWRITE)
+		cg_sstore(f, cg_i32(f, 0), cg_sptr(f, base), 4);
+	cg_endif(f, &t0);
+	if (!(flags & CG_TMAPROBE_NO_WAIT))
+		cg_mbar_wait(f, bar, cg_i32(f, 0));
+	/* thread t: row t/8, 16-byte chunk t%8, stored at chunk ^ (row % 8) */
+	row = cg_shr(f, tid, 3);
+	ch = cg_and(f, tid, 7);
+	v = cg_sload(f, LLVMVectorType(f->ti32, 4),
+		     cg_sptr(f, cg_add(f, base, cg_add(f, cg_shl(f, row, 7),
+						       cg_shl(f, LLVMBuildXor(f->B, ch, cg_and(f, row, 7), ""), 4)))), 16);
+	cg_gstore(f, v, cg_gep(f, cg_arg(f, 1), tid, 16), 16);
+	return cg_fn_end(f, block, grid, 4096, "tma probe");
+}

@@ -1,0 +1,397 @@
+/*
+ * check_ws.c — the warp-specialised sm_90a GEMM mainloop (GemmSpec.mainloop
+ * = CG_MAINLOOP_WS: TMA into a ring of mbarrier-guarded stages, a producer
+ * warpgroup, consumer warpgroups): its checks (targets without TMA/wgmma,
+ * gathered A, f32 operands, group quantisation: diagnostics, no abort),
+ * parameters and tensor maps, PTX for sm_90a assembled by ptxas (TMA,
+ * mbarrier, setmaxnreg, elect.sync present; no spills), and kernels on the
+ * CPU emulator, whose mbarriers and tensor copies follow the PTX ISA, against
+ * a host reference in double with NaN-poisoned outputs: dense and grouped,
+ * ragged M, one and two consumer warpgroups, 2 to 8 stages, bk 64 and 128,
+ * B [K,N], empty experts, persistent over more tiles than CTAs, T = 0.  The
+ * outputs must equal the cp.async wgmma mainloop's bit for bit (both
+ * accumulate k16 step by k16 step).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "gemm_harness.h"
+
+static void
+tiles(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st)
+{
+	gh_tiles(s, bm, bn, bk, wm, wn, st);
+	s->mainloop = CG_MAINLOOP_WS;
+}
+
+/* The case on the ws mainloop against the reference and, when the tile
+ * suits it, the wgmma mainloop's output (must be identical). */
+static void
+check_case(const GemmCase *c, double tol)
+{
+	const char *what = c->what ? c->what : "case";
+	CgTarget t = {"emu", NULL, 3};
+	GemmCase w = *c;
+	GemmRun r, q;
+	GemmErr e, f;
+	Diag d;
+
+	diag_init(&d, NULL);
+	w.s.mainloop = CG_MAINLOOP_WS;
+	ck_assert_msg(gh_run(&r, &w) == 0 && gh_compare(&r, &e) == 0, "%s: ws: %s", what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: ws: relative L2 error %g >= %g", what, e.err, tol);
+	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	if (w.s.stages > 5)
+		w.s.stages = 3;
+	if (cg_gemm_check(&t, &w.s, &d) == 0) {
+		ck_assert_msg(gh_run(&q, &w) == 0 && gh_compare(&q, &f) == 0, "%s: wgmma: %s", what, q.msg);
+		ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+			      "%s: ws and wgmma outputs differ (errors %g, %g)", what, e.err, f.err);
+		gh_free(&q);
+	}
+	gh_free(&r);
+}
+
+/* ---- checks, parameters, PTX ---- */
+
+START_TEST(test_ws_needs_sm90a_and_refuses_what_tma_cannot)
+{
+	const char *sms[] = {"sm_80", "sm_90"};
+	CgTarget a = {"sm_90a", NULL, 3};
+	Diag d;
+	GemmSpec s;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&s, 256, 128);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	for (size_t i = 0; i < NELEM(sms); i++) {
+		CgTarget t = {sms[i], NULL, 3};
+		CgModule *m = cg_module_new(&t, "w", &d);
+		ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
+		ck_assert_ptr_nonnull(strstr(d.last, "warp-specialised"));
+		ck_assert_int_eq(cg_emit_gemm(m, "g", &s, &d), -1);
+		ck_assert_int_eq(cg_module_nkernel(m), 0);
+		cg_module_free(m);
+	}
+	ck_assert_msg(cg_gemm_check(&a, &s, &d) == 0, "%s", d.last);
+	gh_spec_grouped_swiglu(&s, 8, 256, 128, 2);		/* gathered rows */
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "gathered"));
+	gh_spec_dense_bias_gelu(&s, 256, 128);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.a_dt = DT_F32;
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "TMA copies"));
+	s.a_dt = DT_BF16;
+	s.stages = 9;
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "2..8"));
+	tiles(&s, 128, 128, 64, 2, 1, 4);			/* 2 consumer warps */
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "consumer warps"));
+	tiles(&s, 128, 256, 64, 2, 2, 4);			/* 128x256 on one warpgroup */
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+}
+END_TEST
+
+START_TEST(test_ws_params_and_tensor_maps)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	Diag d;
+	GemmSpec s;
+	CgModule *m;
+	const CgKernel *k;
+
+	diag_init(&d, NULL);
+	gh_spec_grouped_scale_scatter(&s, 8, 512, 256);
+	tiles(&s, 128, 256, 64, 2, 4, 4);
+	s.sched = CG_SCHED_PERSISTENT;
+	s.ctas = 132;
+	m = cg_module_new(&t, "p", &d);
+	ck_assert_msg(cg_emit_gemm(m, "g", &s, &d) == 0, "%s", d.last);
+	k = cg_module_find(m, "g");
+	ck_assert_int_eq(k->block[0], 384);
+	ck_assert_int_eq(k->grid[0].b, 132);
+	ck_assert_int_eq(k->ntmap, 2);
+	ck_assert_int_eq(k->param[k->nparam - 3].kind, CGP_TMAP);
+	ck_assert_str_eq(k->param[k->nparam - 3].role, "A_map");
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "B_map");
+	ck_assert_str_eq(k->param[k->nparam - 1].role, "T");
+	ck_assert_str_eq(k->tmap[0].of, "A");
+	ck_assert_int_eq(k->tmap[0].rank, 2);
+	ck_assert_int_eq(k->tmap[0].dims[1].a, 1);		/* M = T rows */
+	ck_assert_int_eq(k->tmap[0].box[0], 64);
+	ck_assert_int_eq(k->tmap[0].box[1], 128);
+	ck_assert_int_eq(k->tmap[1].rank, 3);			/* grouped B: [E][N][K] */
+	ck_assert_int_eq(k->tmap[1].dims[2].b, 8);
+	ck_assert_int_eq(k->tmap[1].strides[1], 512 * 256 * 2);
+	ck_assert_int_eq(k->tmap[1].box[1], 256);
+	ck_assert_int_eq(k->tmap[1].swizzle, 128);
+	ck_assert_int_eq(cg_tmap_check(&k->tmap[1], 4, &d), 0);
+	ck_assert_ptr_nonnull(strstr(k->note, "ws tma"));
+	cg_module_free(m);
+}
+END_TEST
+
+START_TEST(test_ws_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[4];
+	int ns = 0;
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_dense_bias_gelu(&s[ns], 14336, 4096);		/* dense prefill, 2 consumers */
+	tiles(&s[ns++], 128, 256, 64, 2, 4, 4);
+	gh_spec_grouped_scale_scatter(&s[ns], 8, 4096, 14336);	/* Mixtral down, persistent */
+	tiles(&s[ns++], 128, 256, 64, 2, 4, 4);
+	s[ns - 1].sched = CG_SCHED_PERSISTENT;
+	s[ns - 1].ctas = 132;
+	gh_spec_kn_residual(&s[ns], 512, 256, DT_F16);		/* f16, B [K,N], one consumer */
+	tiles(&s[ns++], 128, 128, 64, 2, 2, 6);
+	m = gh_emit_specs("sm_90a", GH_MMA, s, ns, "w");
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, ".entry"), ns);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") > 0);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.3d") > 0);
+	ck_assert(gh_count(ptx, ".param .align 64 .b8") >= 2 * ns);
+	ck_assert(gh_count(ptx, "mbarrier.try_wait.parity") >= 2 * ns);
+	ck_assert(gh_count(ptx, "mbarrier.arrive.expect_tx") >= ns);
+	ck_assert(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232") >= 2);
+	ck_assert(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 40") >= 2);
+	ck_assert(gh_count(ptx, "elect.sync") >= ns);
+	ck_assert(gh_count(ptx, "wgmma.mma_async") > 0);
+	ck_assert_int_eq(gh_count(ptx, "cp.async.cg"), 0);
+	gh_assemble(m, ns, "check_ws", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/* ---- the kernels on the emulator ---- */
+
+static const struct {
+	const char *what;
+	int N, K, tile[6], T;
+} dense_cases[] = {
+	{"one consumer warpgroup, 3 k-tiles, 4 stages, ragged M", 256, 192, {128, 128, 64, 2, 2, 4}, 77},
+	{"two consumers over 256 rows, 4 stages, 10 k-tiles", 256, 640, {256, 128, 64, 4, 2, 4}, 300},
+	{"8 stages, 10 k-tiles", 128, 640, {128, 64, 64, 2, 2, 8}, 150},
+	{"two consumers over 256 columns, 2 stages", 512, 256, {128, 256, 64, 2, 4, 2}, 130},
+	{"bk 128: two A and B boxes a stage, 3 stages", 256, 384, {128, 128, 128, 2, 4, 3}, 200},
+	{"fewer k-tiles than stages, M < one tile", 128, 64, {128, 128, 64, 2, 2, 6}, 5},
+};
+
+START_TEST(test_ws_emu_dense)
+{
+	GemmCase c = {.what = dense_cases[_i].what};
+	const int *tl = dense_cases[_i].tile;
+
+	gh_spec_dense_bias_gelu(&c.s, dense_cases[_i].N, dense_cases[_i].K);
+	tiles(&c.s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
+	c.T = dense_cases[_i].T;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_dense_persistent_more_tiles_than_ctas)
+{
+	GemmCase c = {.what = "persistent dense: 3 CTAs over 4x2 tiles"};
+
+	gh_spec_dense_bias_gelu(&c.s, 256, 320);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	c.T = 450;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_kn_f16_residual)
+{
+	GemmCase c = {.what = "f16, B [K,N] (N-major boxes), residual"};
+
+	gh_spec_kn_residual(&c.s, 256, 192, DT_F16);
+	tiles(&c.s, 128, 128, 64, 2, 2, 5);
+	c.T = 90;
+	check_case(&c, 1e-2);
+	c.what = "f16, B [K,N], two consumers, bk 128, a padded ldb";
+	tiles(&c.s, 128, 256, 128, 2, 4, 2);
+	c.s.ldb = 264;
+	c.s.K = 256;
+	c.T = 140;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_scale_scatter)
+{
+	GemmCase c = {.what = "grouped: routing weights, scattered rows, empty experts"};
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+
+	gh_spec_grouped_scale_scatter(&c.s, 8, 256, 192);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 240;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+	c.what = "grouped, persistent: 4 CTAs over 12 (expert, tile) items, two consumers";
+	tiles(&c.s, 128, 128, 64, 2, 4, 6);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_expert_bias_swiglu)
+{
+	GemmCase c = {.what = "gpt-oss: per-expert bias, clamped SwiGLU, persistent"};
+	int counts[4] = {9, 0, 80, 131};
+
+	gh_spec_expert_bias_swiglu(&c.s, 4, 256, 128);
+	tiles(&c.s, 128, 128, 64, 2, 2, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.T = 220;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_no_rows)
+{
+	GemmCase c = {.what = "grouped, T = 0"};
+
+	gh_spec_grouped_scale_scatter(&c.s, 4, 128, 128);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.T = 0;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+/* ---- the emulator's TMA and mbarriers, through cg_emit_tma_probe ---- */
+
+/* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
+static int
+run_probe(unsigned flags, uint16_t *A, uint16_t *D, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	CgTmap map = cg_tma_probe_map(20);
+	_Alignas(64) unsigned char enc[128];
+	uint64_t args[4];
+	CgEmuBuf buf[2] = {{A, 20 * 64 * 2}, {D, 16 * 64 * 2}};
+	Diag d;
+	CgModule *m;
+	int rc = -1;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "probe", &d);
+	ck_assert_msg(cg_emit_tma_probe(m, "p", flags, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(cg_emu_tmap_encode(&map, A, 0, enc, &d), 0);
+	args[0] = (uint64_t)(uintptr_t)A;
+	args[1] = (uint64_t)(uintptr_t)D;
+	args[2] = (uint64_t)(uintptr_t)enc;
+	args[3] = 8;
+	{
+		CgEmuLaunch l = {{1, 1, 1}, {128, 1, 1}, 4096, args, 4, buf, 2};
+		rc = cg_emu_run(m, "p", &l, &d);
+	}
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+START_TEST(test_ws_tma_probe_box_swizzle_and_zero_fill)
+{
+	uint16_t *A = aligned_alloc(64, 20 * 64 * 2), *D = aligned_alloc(64, 16 * 64 * 2);
+	char msg[600];
+
+	for (int i = 0; i < 20 * 64; i++)
+		A[i] = (uint16_t)(0x3f80 + i);		/* distinct bf16 values */
+	memset(D, 0xff, 16 * 64 * 2);
+	ck_assert_msg(run_probe(0, A, D, msg, sizeof msg) == 0, "%s", msg);
+	for (int r = 0; r < 16; r++)
+		for (int c = 0; c < 64; c++)
+			ck_assert_msg(D[r * 64 + c] == (r + 8 < 20 ? A[(r + 8) * 64 + c] : 0),
+				      "row %d col %d: %04x", r, c, D[r * 64 + c]);
+	free(A);
+	free(D);
+}
+END_TEST
+
+START_TEST(test_ws_tma_probe_hazards_are_diagnostics)
+{
+	static const struct {
+		unsigned flags;
+		const char *says;
+	} bad[] = {
+		{CG_TMAPROBE_NO_WAIT, "before waiting for phase 0"},
+		{CG_TMAPROBE_EXTRA_ARRIVE, "more arrivals"},
+		{CG_TMAPROBE_SHORT_TX, "waiting on mbarriers"},
+		{CG_TMAPROBE_OVERWRITE, "has not yet written"},
+	};
+	uint16_t *A = aligned_alloc(64, 20 * 64 * 2), *D = aligned_alloc(64, 16 * 64 * 2);
+	char msg[600];
+
+	memset(A, 0, 20 * 64 * 2);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		ck_assert_int_eq(run_probe(bad[i].flags, A, D, msg, sizeof msg), -1);
+		ck_assert_msg(strstr(msg, bad[i].says), "flags %u: %s", bad[i].flags, msg);
+	}
+	free(A);
+	free(D);
+}
+END_TEST
+
+START_TEST(test_ws_tma_probe_ptx)
+{
+	CgTarget t = {"sm_90a", NULL, 3}, t80 = {"sm_80", NULL, 3};
+	Diag d;
+	CgModule *m;
+	size_t len;
+	const char *ptx;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t80, "p", &d);
+	ck_assert_int_eq(cg_emit_tma_probe(m, "p", 0, &d), -1);	/* no TMA on sm_80 */
+	ck_assert_ptr_nonnull(strstr(d.last, "TMA"));
+	cg_module_free(m);
+	m = cg_module_new(&t, "p", &d);
+	ck_assert_msg(cg_emit_tma_probe(m, "p", 0, &d) == 0, "%s", d.last);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_ptr_nonnull(ptx);
+	ck_assert_ptr_nonnull(strstr(ptx, ".param .align 64 .b8 p_param_2[128]"));
+	ck_assert_ptr_nonnull(strstr(ptx, "mov.b64 m, p_param_2;"));
+	ck_assert_ptr_nonnull(strstr(ptx, "cvta.param.u64"));
+	ck_assert_ptr_nonnull(strstr(ptx, "mbarrier.init.shared::cta.b64"));
+	ck_assert_ptr_nonnull(strstr(ptx, "fence.mbarrier_init.release.cluster"));
+	gh_assemble(m, 1, "check_ws", GH_NO_SPILLS);
+	cg_module_free(m);
+}
+END_TEST
+
+Suite *
+ws_suite(void)
+{
+	Suite *s = suite_create("ws");
+	TCase *t = tcase_create("ws");
+
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_needs_sm90a_and_refuses_what_tma_cannot);
+	tcase_add_test(t, test_ws_params_and_tensor_maps);
+	tcase_add_test(t, test_ws_ptx_assembles_for_sm90a);
+	tcase_add_loop_test(t, test_ws_emu_dense, 0, (int)NELEM(dense_cases));
+	tcase_add_test(t, test_ws_emu_dense_persistent_more_tiles_than_ctas);
+	tcase_add_test(t, test_ws_emu_kn_f16_residual);
+	tcase_add_test(t, test_ws_emu_grouped_scale_scatter);
+	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
+	tcase_add_test(t, test_ws_emu_grouped_no_rows);
+	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
+	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
+	tcase_add_test(t, test_ws_tma_probe_ptx);
+	suite_add_tcase(s, t);
+	return s;
+}
