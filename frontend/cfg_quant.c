@@ -585,7 +585,7 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	double smean;
 	Canon k = {0};
 	Value *in[3] = {NULL, NULL, NULL};
-	const char *first = w->piece.n ? w->piece.v[0].name : w->name;
+	const char *first = w->piece.n ? w->piece.v[0].name : w->name, *mod;
 	Node *n;
 
 	for (int i = 0; i < r; i++)
@@ -631,7 +631,10 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	ir_b_int(&c->b, "block_size", k.bs);
 	ir_b_str(&c->b, "to", dtype_name(c->dt));
 	n = ir_b_node(&c->b, OP_DEQUANTIZE, in, in[2] ? 3 : 2, 1);
-	return n ? cfg_named(c, n->out[0], tname(c, module_of(c, w->name), ".dq")) : NULL;
+	mod = module_of(c, w->name);
+	if (!strncmp(mod, c->pre, strlen(c->pre)))	/* value names are the layer's, as cfg_ffn's */
+		mod += strlen(c->pre);
+	return n ? cfg_named(c, n->out[0], tname(c, mod, ".dq")) : NULL;
 }
 
 /* fp8 with dynamic activations: x -> quantize_dynamic -> dequantize, per
