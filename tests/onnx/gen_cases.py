@@ -193,6 +193,36 @@ def gen_matmul_nbits():
         save(name, m, [({"A": a}, [y])])
 
 
+def gen_matmul_nbits_gidx():
+    """g_idx (act-order GPTQ): column k uses the scale and zero point of block g_idx[k].
+    onnxruntime's CPU kernel agrees without zero points; with packed uint8 zero points and g_idx it
+    uses 8 for every zero point (measured with onnxruntime 1.32), so that case is checked against
+    the schema's reference only."""
+    rng = np.random.default_rng(13)
+    for name, k, n, bs, zp in [("ms_matmul_nbits_4bit_gidx_zp", 64, 16, 16, True),
+                               ("ms_matmul_nbits_4bit_gidx", 48, 8, 16, False)]:
+        nb = (k + bs - 1) // bs
+        g = rng.permutation(np.arange(k) // bs).astype(np.int32)
+        q = rng.integers(0, 16, (n, nb * bs))
+        s = (rng.random((n, nb)) * 0.05 + 0.01).astype(np.float32)
+        z = rng.integers(0, 16, (n, nb)) if zp else np.full((n, nb), 8)
+        w = (q[:, :k] - z[:, g]) * s[:, g]
+        a = rng.standard_normal((3, k)).astype(np.float32)
+        y = (a.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32)
+        inits = [nh.from_array(pack4(q).reshape(n, nb, bs // 2), "B"), nh.from_array(s.reshape(-1), "S")]
+        ins = ["A", "B", "S", "", "g_idx"]
+        if zp:
+            inits.append(nh.from_array(pack4(np.pad(z, ((0, 0), (0, nb % 2)))).reshape(-1), "Z"))
+            ins[3] = "Z"
+        inits.append(nh.from_array(g, "g_idx"))
+        node = h.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                           block_size=bs)
+        m = model([node], [vi("A", [3, k])], [vi("y", [3, n])], inits, ms=True)
+        if not zp:
+            check(name, ort_run(m, {"A": a}), [y], 1e-4)
+        save(name, m, [({"A": a}, [y])])
+
+
 # --- MoE, QMoE -------------------------------------------------------------
 
 def moe_ref(x, logits, w1, w2, k, renorm, act, fusion=1, alpha=1.0, beta=0.0, limit=None,
@@ -452,6 +482,7 @@ def main():
     gen_external()
     gen_function()
     gen_function_attrs()
+    gen_matmul_nbits_gidx()
 
 
 if __name__ == "__main__":
