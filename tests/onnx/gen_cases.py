@@ -223,6 +223,40 @@ def gen_matmul_nbits_gidx():
         save(name, m, [({"A": a}, [y])])
 
 
+def gen_dq_matmul():
+    """DequantizeLinear (blocked along K, opset 21) of an int4 / float4e2m1 / e4m3 initializer feeding MatMul."""
+    import ml_dtypes
+    rng = np.random.default_rng(21)
+    k, n, bs = 64, 16, 32
+    for name, qt, q in [
+        ("dq_matmul_int4_blocked", TP.INT4, rng.integers(-8, 8, (k, n))),
+        ("dq_matmul_e2m1_blocked", TP.FLOAT4E2M1,
+         rng.choice([0, 0.5, 1, 1.5, 2, 3, 4, 6], (k, n)) * rng.choice([-1, 1], (k, n))),
+        ("dq_matmul_e4m3_blocked", TP.FLOAT8E4M3FN,
+         rng.standard_normal((k, n)).astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * 32),
+    ]:
+        s = (rng.random((k // bs, n)) * 0.05 + 0.01).astype(np.float32)
+        w = q * np.repeat(s, bs, 0)
+        a = randn(3, k)
+        y = (a.astype(np.float64) @ w).astype(np.float32)
+        wq = h.make_tensor("W", qt, [k, n], q.reshape(-1).tolist())
+        nodes = [h.make_node("DequantizeLinear", ["W", "S"], ["Wf"], axis=0, block_size=bs),
+                 h.make_node("MatMul", ["A", "Wf"], ["y"])]
+        m = model(nodes, [vi("A", [3, k])], [vi("y", [3, n])], [wq, nh.from_array(s, "S")], opset=23)
+        got = None
+        if ort is not None:  # unoptimised: onnxruntime rewrites DQ -> MatMul into MatMulNBits, whose
+            so = ort.SessionOptions()  # CPU kernel quantises A to int8 (an error of ~1e-2 here)
+            so.log_severity_level = 3
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:  # onnxruntime 1.32 has no CPU DequantizeLinear for FLOAT4E2M1: numpy reference only
+                got = ort.InferenceSession(m.SerializeToString(), so,
+                                           providers=["CPUExecutionProvider"]).run(None, {"A": a})
+            except Exception as e:  # noqa: BLE001
+                print("%s: not checked against onnxruntime (%s)" % (name, str(e).splitlines()[0][:80]))
+        check(name, got, [y], 1e-4)
+        save(name, m, [({"A": a}, [y])])
+
+
 # --- MoE, QMoE -------------------------------------------------------------
 
 def moe_ref(x, logits, w1, w2, k, renorm, act, fusion=1, alpha=1.0, beta=0.0, limit=None,
@@ -483,6 +517,7 @@ def main():
     gen_function()
     gen_function_attrs()
     gen_matmul_nbits_gidx()
+    gen_dq_matmul()
 
 
 if __name__ == "__main__":
