@@ -340,7 +340,7 @@ cg_quant_qmax(DType c_dt)
 static int
 scalar_type(DType t)
 {
-	return t != DT_I4 && t != DT_U4;
+	return !dtype_is_packed(t);
 }
 
 int

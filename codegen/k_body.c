@@ -454,7 +454,7 @@ check_node(Bd *b, const Node *n)
 		DType dt = n->out[i]->type.dt;
 		if (check_dims(b, n, n->out[i]))
 			return -1;
-		if (dt == DT_I4 || dt == DT_U4)
+		if (dtype_is_packed(dt))
 			return bd_fail(b, n, "results of type %s (packed) are not supported", dtype_name(dt));
 	}
 	return check[n->op] ? check[n->op](b, n) : 0;
@@ -477,7 +477,7 @@ check_region(Bd *b)
 		if (bd_numel_expr(b, v, &e) < 0)
 			bad |= bd_fail(b, v->kind == V_RESULT ? v->def : NULL,
 				       "result %%%s has two symbolic dims (T*T elements)", v->name) < 0;
-		if (v->type.dt == DT_I4 || v->type.dt == DT_U4)
+		if (dtype_is_packed(v->type.dt))
 			bad |= bd_fail(b, NULL, "result %%%s of type %s (packed) is not supported",
 				       v->name, dtype_name(v->type.dt)) < 0;
 	}

@@ -38,19 +38,24 @@ typedef struct {
 	unsigned maxbits;	/* largest finite magnitude, as bits */
 	unsigned ovf;		/* what a larger magnitude becomes (inf or the max) */
 	unsigned nan;		/* the NaN the host writes (no sign) */
+	int special;		/* what reads as NaN/inf: SP_NONE, SP_E4M3 (all ones), SP_IEEE */
 } Small;
+
+enum { SP_NONE, SP_E4M3, SP_IEEE };
 
 static const Small *
 small_of(DType dt)
 {
-	static const Small f16 = {5, 10, 15, 0x7bff, 0x7c00, 0x7e00};
-	static const Small e4m3 = {4, 3, 7, 0x7e, 0x7e, 0x7f};	/* saturates */
-	static const Small e5m2 = {5, 2, 15, 0x7b, 0x7b, 0x7f};	/* saturates */
+	static const Small f16 = {5, 10, 15, 0x7bff, 0x7c00, 0x7e00, SP_IEEE};
+	static const Small e4m3 = {4, 3, 7, 0x7e, 0x7e, 0x7f, SP_E4M3};	/* saturates */
+	static const Small e5m2 = {5, 2, 15, 0x7b, 0x7b, 0x7f, SP_IEEE};	/* saturates */
+	static const Small e2m1 = {2, 1, 1, 0x7, 0x7, 0x8, SP_NONE};	/* saturates; NaN -> -0 */
 
 	switch (dt) {
 	case DT_F16: return &f16;
 	case DT_F8E4M3: return &e4m3;
 	case DT_F8E5M2: return &e5m2;
+	case DT_F4E2M1: return &e2m1;
 	default: return NULL;
 	}
 }
@@ -136,8 +141,9 @@ from_small(CgFn *f, LLVMValueRef raw, const Small *s, DType dt)
 
 	sub = bitcast(f, sub, f->ti32);
 	v = cg_select(f, icmp(f, LLVMIntEQ, e, cg_i32(f, 0)), sub, nrm);
-	if (dt == DT_F8E4M3) {
-		nan = icmp(f, LLVMIntEQ, cg_and(f, b, 0x7f), cg_i32(f, 0x7f));
+	if (s->special != SP_IEEE) {
+		nan = s->special == SP_NONE ? LLVMConstInt(f->ti1, 0, 0)
+			: icmp(f, LLVMIntEQ, cg_and(f, b, 0x7f), cg_i32(f, 0x7f));
 		inf = LLVMConstInt(f->ti1, 0, 0);
 	} else {
 		LLVMValueRef top = icmp(f, LLVMIntEQ, e, cg_i32(f, (1 << s->ebits) - 1));
@@ -151,11 +157,43 @@ from_small(CgFn *f, LLVMValueRef raw, const Small *s, DType dt)
 	return bitcast(f, v, f->tf32);
 }
 
+/* f32_to_f8e8m0: the f32 exponent field, plus one if a fraction bit is set. */
+static LLVMValueRef
+to_e8m0(CgFn *f, LLVMValueRef x)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef u = bitcast(f, x, f->ti32);
+	LLVMValueRef e = cg_and(f, cg_shr(f, u, 23), 0xff);
+	LLVMValueRef up = LLVMBuildAnd(B, icmp(f, LLVMIntNE, cg_and(f, u, 0x7fffff), cg_i32(f, 0)),
+				       icmp(f, LLVMIntULT, e, cg_i32(f, 0xfe)), "");
+
+	LLVMValueRef sub = icmp(f, LLVMIntUGT, cg_and(f, u, 0x7fffff), cg_i32(f, 0x400000));
+
+	e = cg_add(f, e, LLVMBuildZExt(B, up, f->ti32, ""));
+	e = cg_select(f, icmp(f, LLVMIntEQ, cg_and(f, cg_shr(f, u, 23), 0xff), cg_i32(f, 0)),
+		      LLVMBuildZExt(B, sub, f->ti32, ""), e);	/* f32 subnormals, as dtype.c */
+	return LLVMBuildTrunc(B, e, f->ti8, "");
+}
+
+/* 2^(e-127): e << 23, but e = 0 is the f32 subnormal 2^-127 and 0xff NaN. */
+static LLVMValueRef
+from_e8m0(CgFn *f, LLVMValueRef raw)
+{
+	LLVMValueRef e = LLVMBuildZExt(f->B, raw, f->ti32, "");
+	LLVMValueRef v = cg_shl(f, e, 23);
+
+	v = cg_select(f, icmp(f, LLVMIntEQ, e, cg_i32(f, 0)), cg_i32(f, 0x400000), v);
+	v = cg_select(f, icmp(f, LLVMIntEQ, e, cg_i32(f, 0xff)), cg_i32(f, 0x7fc00000), v);
+	return bitcast(f, v, f->tf32);
+}
+
 LLVMValueRef
 cg_f32_to_bits(CgFn *f, LLVMValueRef x, DType dt)
 {
 	if (dt == DT_BF16)
 		return to_bf16(f, x);
+	if (dt == DT_F8E8M0)
+		return to_e8m0(f, x);
 	return to_small(f, x, small_of(dt));
 }
 
@@ -164,6 +202,8 @@ cg_bits_to_f32(CgFn *f, LLVMValueRef bits, DType dt)
 {
 	if (dt == DT_BF16)
 		return bitcast(f, cg_shl(f, LLVMBuildZExt(f->B, bits, f->ti32, ""), 16), f->tf32);
+	if (dt == DT_F8E8M0)
+		return from_e8m0(f, bits);
 	return from_small(f, bits, small_of(dt), dt);
 }
 
@@ -180,10 +220,12 @@ cg_load_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx)
 	int nb = store_bytes(dt);
 	LLVMValueRef v;
 
-	if (dt == DT_I4 || dt == DT_U4) {
+	if (dtype_is_packed(dt)) {
 		LLVMValueRef byte = cg_gload(f, f->ti8, cg_gep(f, base, cg_shr(f, idx, 1), 1), 1);
 		LLVMValueRef sh = LLVMBuildTrunc(B, cg_shl(f, cg_and(f, idx, 1), 2), f->ti8, "");
 		v = LLVMBuildAnd(B, LLVMBuildLShr(B, byte, sh, ""), LLVMConstInt(f->ti8, 15, 0), "");
+		if (dt == DT_F4E2M1)
+			return cg_bits_to_f32(f, v, dt);
 		v = LLVMBuildZExt(B, v, f->ti64, "");
 		if (dt == DT_I4)	/* (v ^ 8) - 8 */
 			v = cg_addi(f, LLVMBuildXor(B, v, cg_i64(f, 8), ""), -8);
@@ -197,7 +239,7 @@ cg_load_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx)
 		return LLVMBuildFPTrunc(B, v, f->tf32, "");
 	case DT_BF16: case DT_F16:
 		return cg_bits_to_f32(f, cg_gload(f, f->ti16, cg_gep(f, base, idx, 2), 2), dt);
-	case DT_F8E4M3: case DT_F8E5M2:
+	case DT_F8E4M3: case DT_F8E5M2: case DT_F8E8M0:
 		return cg_bits_to_f32(f, cg_gload(f, f->ti8, cg_gep(f, base, idx, 1), 1), dt);
 	default:
 		break;
@@ -224,10 +266,10 @@ cg_store_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef
 		cg_gstore(f, LLVMBuildFPExt(B, v, LLVMDoubleTypeInContext(f->C), ""),
 			  cg_gep(f, base, idx, 8), 8);
 		return;
-	case DT_BF16: case DT_F16: case DT_F8E4M3: case DT_F8E5M2:
+	case DT_BF16: case DT_F16: case DT_F8E4M3: case DT_F8E5M2: case DT_F8E8M0:
 		cg_gstore(f, cg_f32_to_bits(f, v, dt), cg_gep(f, base, idx, nb), nb);
 		return;
-	case DT_I4: case DT_U4:
+	case DT_I4: case DT_U4: case DT_F4E2M1:
 		die("cg_store_dt: packed %s", dtype_name(dt));
 	default:
 		break;
@@ -336,6 +378,15 @@ element(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
 	return cg_round_dt(f, cg_round_dt(f, cg_round_even(f, v), DT_I64), dt);
 }
 
+/* A packed element's 4 bits, as an i64: integers as they are, f4e2m1 encoded. */
+static LLVMValueRef
+nibble_of(CgFn *f, DType dt, LLVMValueRef v)
+{
+	if (dt == DT_F4E2M1)
+		return LLVMBuildZExt(f->B, cg_f32_to_bits(f, v, dt), f->ti64, "");
+	return v;
+}
+
 int
 cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
 {
@@ -343,7 +394,7 @@ cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
 		{CGP_PTR, "out"}, {CGP_U64, "seed"}, {CGP_U64, "namehash"},
 		{CGP_F32, "mean"}, {CGP_F32, "scale"}, {CGP_I64, "count"},
 	};
-	int block[3] = {256, 1, 1}, packed = dt == DT_I4 || dt == DT_U4;
+	int block[3] = {256, 1, 1}, packed = dtype_is_packed(dt);
 	CgExpr grid[3] = {CG_EXPR_INT(1024), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	LLVMValueRef a[6], gid, stride, units, i;
 	char note[64];
@@ -364,9 +415,9 @@ cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
 	i = cg_loop(f, &l, gid, units, stride);
 	if (packed) {
 		/* one byte: elements 2i (low nibble) and 2i+1 (high, 0 past the end) */
-		LLVMValueRef lo = element(f, dt, a, cg_shl(f, i, 1));
+		LLVMValueRef lo = nibble_of(f, dt, element(f, dt, a, cg_shl(f, i, 1)));
 		LLVMValueRef j = cg_addi(f, cg_shl(f, i, 1), 1);
-		LLVMValueRef hi = element(f, dt, a, j);
+		LLVMValueRef hi = nibble_of(f, dt, element(f, dt, a, j));
 		hi = cg_select(f, cg_lt(f, j, a[5]), hi, cg_i64(f, 0));
 		LLVMValueRef b = LLVMBuildOr(f->B, cg_and(f, lo, 15), cg_shl(f, cg_and(f, hi, 15), 4), "");
 		cg_gstore(f, LLVMBuildTrunc(f->B, b, f->ti8, ""), cg_gep(f, a[0], i, 1), 1);

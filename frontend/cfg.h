@@ -12,6 +12,22 @@
 
 #include "frontend.h"
 
+/* quantization_config as read (cfg_quant.c); kind Q_NONE: none. */
+enum { Q_NONE, Q_FP8, Q_CT_FP8, Q_MXFP4, Q_CT_INT4, Q_GPTQ, Q_AWQ, NQKIND };
+enum { ACT_NONE, ACT_GROUP, ACT_ROW };	/* activations quantised per token: groups of bk, a row */
+typedef struct {
+	int kind;
+	const char *method;	/* quant_method, for messages */
+	int64_t bn, bk;		/* block rows (fp8's 2-D blocks) and columns; bk -1: the row */
+	int act;		/* ACT_*: dynamic activation quantisation */
+	int sym;		/* compressed-tensors int4 without zero points */
+	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
+	int desc_act;		/* gptq: g_idx present (read when it is the identity grouping) */
+	int per_tensor;		/* compressed-tensors fp8 strategy tensor */
+	const cJSON *skip;	/* modules_to_not_convert, or compressed-tensors' ignore */
+	int skip_re;		/* "re:" entries of skip are regexes */
+} QCfg;
+
 /* Everything one import needs; lives on cfg_import's stack. */
 typedef struct Cfg Cfg;
 struct Cfg {
@@ -31,6 +47,7 @@ struct Cfg {
 	int64_t hidden;		/* hidden_size */
 	char pre[96];		/* checkpoint prefix of the layer: "model.layers.1." */
 	int err;		/* set once any diagnostic was an error */
+	QCfg q;
 };
 
 /* More decoder layers, and experts per layer, than any model has
@@ -91,7 +108,10 @@ typedef struct {
 				 * F32_KEEP: also synthetic in f32 (HF keeps it so) */
 	const char *why;	/* the config keys behind the shape, for errors */
 	VEC(Piece) piece;	/* none: one piece, the IR name itself */
+	int quant;		/* QW_*: a weight quantization_config may quantise */
 } WSpec;
+
+enum { QW_NO, QW_LINEAR, QW_EXPERTS };
 
 enum { RECIPE_MATRIX, RECIPE_NORM, RECIPE_BIAS };
 enum { F32_NO, F32_OK, F32_KEEP };
@@ -102,8 +122,11 @@ void cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank,
 /* A rank-2 checkpoint tensor of nblk row blocks scattered bstride apart. */
 void cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim,
 		    int64_t nblk, int64_t bstride, int trans);
-/* Whether the checkpoint holds this tensor (synthetic: never). */
+/* Whether the checkpoint holds this tensor (synthetic: never); a ".weight"
+ * also when held quantised (".weight_packed", ".qweight"). */
 int cfg_ckpt_has(Cfg *c, const char *name);
+void cfg_shape_str(char *buf, size_t n, int rank, const int64_t *dim);
+Loc cfg_tensor_loc(Cfg *c, const StTensor *t, const char *name);
 /* The weight as an IR value: synthetic, or read and checked.  Frees
  * w->piece.  NULL with a diagnostic. */
 Value *cfg_weight(Cfg *c, WSpec *w);
@@ -112,6 +135,14 @@ Value *cfg_weight2(Cfg *c, const char *name, int64_t rows, int64_t cols,
 		   const char *why);
 /* A [n] norm weight, norm bias or bias. */
 Value *cfg_vector(Cfg *c, const char *name, int recipe, int64_t n, const char *why);
+
+/* cfg_quant.c: quantised checkpoints (docs/config.md) */
+int cfg_quant_config(Cfg *c);	/* read quantization_config into c->q; -1: refused */
+int cfg_quant_wanted(Cfg *c, const WSpec *w);
+/* The quantised weight, its scale (and zero point) and their dequantize. */
+Value *cfg_quant_weight(Cfg *c, WSpec *w);
+/* x quantised as the scheme quantises a quantised weight w's input; else x. */
+Value *cfg_quant_act(Cfg *c, Value *x, const Value *w);
 
 /* cfg_ffn.c: the pieces of a block */
 

@@ -108,6 +108,8 @@ cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out, int64
 	if (!op[1] || (bias && !op[2]))
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", w);
+	if (!(op[0] = cfg_quant_act(c, x, op[1])))
+		return NULL;
 	ir_b_int(&c->b, "trans_b", 1);
 	n = ir_b_node(&c->b, OP_MATMUL, op, bias ? 3 : 2, 1);
 	return n ? cfg_named(c, n->out[0], modname(c, w)) : NULL;
@@ -244,6 +246,8 @@ cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
 
 	if (!x || !logits || !wt[0] || !wt[1])
 		return NULL;
+	if (!(in[0] = cfg_quant_act(c, x, wt[0])))	/* the gate/up input; see docs/config.md */
+		return NULL;
 	moe_attrs(c, s);
 	n = ir_b_node(&c->b, OP_MOE, in, nin, 1);
 	return n ? n->out[0] : NULL;
@@ -283,6 +287,8 @@ cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 
 	int st = stacked(c, gate);
 
+	w.quant = QW_EXPERTS;
+
 	if (c->st && st)
 		cfg_add_piece(&w, w.name, 0, 3,
 			      strans ? (int64_t[]){E, H, 2 * I} : (int64_t[]){E, 2 * I, H}, strans);
@@ -304,6 +310,8 @@ cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s, in
 			    why(c, "%s x hidden_size x %s", s->ekey, s->ikey));
 
 	int st = stacked(c, down);
+
+	w.quant = QW_EXPERTS;
 
 	if (c->st && st)
 		cfg_add_piece(&w, w.name, 0, 3,

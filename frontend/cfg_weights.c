@@ -54,7 +54,20 @@ cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim, int6
 int
 cfg_ckpt_has(Cfg *c, const char *name)
 {
-	return c->st && st_find(c->st, name);
+	size_t n = strlen(name);
+	char buf[512];
+
+	if (!c->st)
+		return 0;
+	if (st_find(c->st, name))
+		return 1;
+	if (n < 7 || n - 7 > 400 || strcmp(name + n - 7, ".weight"))
+		return 0;
+	snprintf(buf, sizeof buf, "%.*s.weight_packed", (int)(n - 7), name);
+	if (st_find(c->st, buf))
+		return 1;
+	snprintf(buf, sizeof buf, "%.*s.qweight", (int)(n - 7), name);
+	return st_find(c->st, buf) != NULL;
 }
 
 static Value *
@@ -73,8 +86,8 @@ synth(Cfg *c, const WSpec *w)
 	return wt->value;
 }
 
-static void
-shape_str(char *buf, size_t n, int rank, const int64_t *dim)
+void
+cfg_shape_str(char *buf, size_t n, int rank, const int64_t *dim)
 {
 	size_t k = (size_t)snprintf(buf, n, "[");
 
@@ -84,8 +97,8 @@ shape_str(char *buf, size_t n, int rank, const int64_t *dim)
 		snprintf(buf + k, n - k, "]");
 }
 
-static Loc
-tensor_loc(Cfg *c, const StTensor *t, const char *name)
+Loc
+cfg_tensor_loc(Cfg *c, const StTensor *t, const char *name)
 {
 	Loc l = loc_file(t ? st_shard_path(c->st, t) : c->stpath);
 
@@ -100,28 +113,28 @@ check_piece(Cfg *c, const WSpec *w, const Piece *p, int first, DType *dt)
 	const StTensor *t = st_find(c->st, p->name);
 	char want[96], got[96];
 
-	shape_str(want, sizeof want, p->rank, p->dim);
+	cfg_shape_str(want, sizeof want, p->rank, p->dim);
 	if (!t) {
-		diag_error(c->d, tensor_loc(c, NULL, p->name), "tensor not found; the config "
+		diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "tensor not found; the config "
 			   "implies %s%s (%s)", dtype_name(*dt), want, w->why);
 		return NULL;
 	}
 	if (first && w->f32ok && t->dt == DT_F32)
 		*dt = DT_F32;
 	if (t->dt != *dt && (t->dt == DT_F8E4M3 || t->dt == DT_F8E5M2)) {
-		diag_error(c->d, tensor_loc(c, t, p->name), "dtype %s needs a scale scheme "
+		diag_error(c->d, cfg_tensor_loc(c, t, p->name), "dtype %s needs a scale scheme "
 			   "moec honours, and config.json has none (quantization_config)",
 			   t->dtname);
 		return NULL;
 	}
 	if (t->dt != *dt) {
-		diag_error(c->d, tensor_loc(c, t, p->name), "dtype %s but the config implies "
+		diag_error(c->d, cfg_tensor_loc(c, t, p->name), "dtype %s but the config implies "
 			   "%s (dtype)", t->dtname, dtype_name(*dt));
 		return NULL;
 	}
-	shape_str(got, sizeof got, t->rank, t->dim);
+	cfg_shape_str(got, sizeof got, t->rank, t->dim);
 	if (strcmp(got, want) != 0) {
-		diag_error(c->d, tensor_loc(c, t, p->name), "shape %s but the config implies "
+		diag_error(c->d, cfg_tensor_loc(c, t, p->name), "shape %s but the config implies "
 			   "%s (%s)", got, want, w->why);
 		return NULL;
 	}
@@ -158,7 +171,7 @@ read_piece(Cfg *c, const Piece *p, const StTensor *t, char *data, size_t es)
 	if (!p->trans && nblk == 1)
 		return st_read(c->st, t, data + (size_t)p->off * es, c->d);
 	if (!(tmp = malloc((size_t)t->size)))
-		return diag_error(c->d, tensor_loc(c, t, p->name), "out of memory");
+		return diag_error(c->d, cfg_tensor_loc(c, t, p->name), "out of memory");
 	rc = st_read(c->st, t, tmp, c->d);
 	for (int64_t j = 0; !rc && nblk > 1 && j < nblk; j++) {
 		char *dst = data + (size_t)(p->off + j * p->bstride) * es;
@@ -196,10 +209,10 @@ load(Cfg *c, WSpec *w)
 	size = dtype_bytes(dt, (size_t)n);
 	es = (size_t)dtype_bits(dt) / 8;
 	if (!bad && size > max)
-		bad = diag_error(c->d, tensor_loc(c, t[0], w->name), "%zu bytes is above the "
+		bad = diag_error(c->d, cfg_tensor_loc(c, t[0], w->name), "%zu bytes is above the "
 				 "limit of %zu", size, max);
 	if (!bad && !(data = malloc(size ? size : 1)))
-		bad = diag_error(c->d, tensor_loc(c, t[0], w->name), "out of memory");
+		bad = diag_error(c->d, cfg_tensor_loc(c, t[0], w->name), "out of memory");
 	for (size_t i = 0; i < w->piece.n && !bad; i++)
 		bad = read_piece(c, &w->piece.v[i], t[i], data, es) != 0;
 	if (!bad) {
@@ -228,10 +241,12 @@ cfg_weight(Cfg *c, WSpec *w)
 		dim[i] = w->t.dim[i];
 	if (!ir_type_ok(c->m, &w->t)) {
 		/* refused here, not by the verifier later: the keys are the cause */
-		shape_str(shape, sizeof shape, w->t.rank, dim);
+		cfg_shape_str(shape, sizeof shape, w->t.rank, dim);
 		cfg_error(c, w->why, "weight '%s' would be %s, more than 2^48 elements",
 			  w->name, shape);
 		v = NULL;
+	} else if (cfg_quant_wanted(c, w)) {
+		v = cfg_quant_weight(c, w);
 	} else if (!c->st) {
 		v = synth(c, w);
 	} else {
@@ -248,6 +263,7 @@ cfg_weight2(Cfg *c, const char *name, int64_t rows, int64_t cols, const char *wh
 {
 	WSpec w = cfg_wspec(c, name, RECIPE_MATRIX, 2, (int64_t[]){rows, cols}, why);
 
+	w.quant = QW_LINEAR;	/* only cfg_linear reads [out, in] weights this way */
 	return cfg_weight(c, &w);
 }
 

@@ -294,31 +294,6 @@ auto_dtype(const StFile *st, DType def)
 	return def;
 }
 
-/*
- * A quantization_config moec cannot honour: with real weights an error (the
- * checkpoint's tensors are not what the block needs); with synthetic weights
- * a note, and the block is built in the model's dtype.
- */
-static void
-check_quant(Cfg *c)
-{
-	const cJSON *q = item(c, "quantization_config"), *m;
-	const char *method;
-
-	if (!q)
-		return;
-	m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
-	method = cJSON_IsString(m) ? m->valuestring : "unknown";
-	if (c->o->synthetic) {
-		cfg_note(c, "quantization_config", "%s quantization is ignored with synthetic "
-			 "weights: building the %s block", method, dtype_name(c->dt));
-		return;
-	}
-	cfg_error(c, "quantization_config", "%s-quantized checkpoints cannot be read yet "
-		  "(their tensors are not the %s weights of the block); use "
-		  "--synthetic-weights", method, dtype_name(c->dt));
-}
-
 /* The default weights: model.safetensors or the index next to config.json. */
 static int
 open_weights(Cfg *c)
@@ -517,7 +492,7 @@ cfg_import(const char *path, const FeOpts *o, Diag *d)
 	if (fn) {
 		c.dt = model_dtype(&c, &autodt);
 		pick_layer(&c);
-		check_quant(&c);
+		cfg_quant_config(&c);
 	}
 	if (!c.err && !o->synthetic)
 		validate(&c, fn);

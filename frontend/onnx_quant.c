@@ -164,7 +164,9 @@ free_data(void *p, size_t n)
 	free(p);
 }
 
-/* A weight holding input i's bytes under another type (u8 -> u4 [N,K]). */
+/* A weight holding input i's bytes under another type (u8 -> u4 [N,K]);
+ * to i4/i8 the values are shifted by the default zero point, so that they
+ * need none (the IR's symmetric form). */
 static Value *
 retyped(ONode *n, int i, DType dt, int rank, const Dim *dims)
 {
@@ -183,6 +185,9 @@ retyped(ONode *n, int i, DType dt, int rank, const Dim *dims)
 	w = ir_add_weight(n->c->m, n->in[i]->name, t);
 	w->data = xmalloc(want + 1);
 	memcpy(w->data, src, want);
+	if (dt == DT_I4 || dt == DT_I8)	/* unsigned q with the default zero 2^(bits-1): q - zero */
+		for (size_t j = 0; j < want; j++)
+			((uint8_t *)w->data)[j] ^= dt == DT_I4 ? 0x88 : 0x80;
 	w->size = want;
 	w->free_data = free_data;
 	w->source = ir_intern(n->c->m, n->in[i]->name);
@@ -209,29 +214,18 @@ slice_last(Builder *b, Value *x, int64_t len)
 	return ir_b1(b, OP_SLICE, x);
 }
 
-/* The zero points when absent: 2^(bits-1) everywhere. */
-static Value *
-default_zero(Builder *b, DType dt, int bits, int rank, const Dim *dims)
-{
-	ir_b_dims(b, "shape", dims, rank);
-	ir_b_int(b, "value", (int64_t)1 << (bits - 1));
-	ir_b_str(b, "to", dtype_name(dt));
-	Node *r = ir_b_node(b, OP_CONSTANT_OF_SHAPE, NULL, 0, 1);
-	return r ? r->out[0] : NULL;
-}
-
 static Value *
 dequant(ONode *n, Value *q, Value *s, Value *z, int64_t axis, int64_t bs, DType to)
 {
 	Value *in[3] = {q, s, z};
 	Node *r;
 
-	if (!q || !s || !z)
+	if (!q || !s)
 		return NULL;
 	ir_b_int(n->b, "axis", axis);
 	ir_b_int(n->b, "block_size", bs);
 	ir_b_str(n->b, "to", dtype_name(to));
-	r = ir_b_node(n->b, OP_DEQUANTIZE, in, 3, 1);
+	r = ir_b_node(n->b, OP_DEQUANTIZE, in, z ? 3 : 2, 1);
 	return r ? r->out[0] : NULL;
 }
 
@@ -240,10 +234,10 @@ dequant(ONode *n, Value *q, Value *s, Value *z, int64_t axis, int64_t bs, DType 
 static int
 nbits_zero(ONode *n, DType qt, int bits, Dim nn, Dim nb, Value **z)
 {
-	Dim d2[2] = {nn, nb}, packed[2];
+	Dim packed[2];
 
 	if (!ox_has(n, 3)) {
-		*z = default_zero(n->b, qt, bits, 2, d2);
+		*z = NULL;	/* the values were made signed: see retyped */
 		return 0;
 	}
 	if (dtype_is_float(ox_tin(n, 3)->dt))
@@ -254,12 +248,29 @@ nbits_zero(ONode *n, DType qt, int bits, Dim nn, Dim nb, Value **z)
 	return 0;
 }
 
+/* g_idx (act-order GPTQ): the scale or zero point of each column, [N, K]. */
+static Value *
+by_gidx(ONode *n, Value *v, int64_t k)
+{
+	Value *in[2] = {v, ox_in(n, 4)};
+	Node *r;
+
+	if (!v || !in[1])
+		return NULL;
+	if (in[1]->type.rank != 1 || !dtype_is_int(in[1]->type.dt) || in[1]->type.dim[0] != k)
+		return ox_err(n, "g_idx must be an integer tensor [K=%lld]", (long long)k), NULL;
+	ir_b_int(n->b, "axis", 1);
+	r = ir_b_node(n->b, OP_GATHER, in, 2, 1);
+	return r ? r->out[0] : NULL;
+}
+
 int
 imp_ms_matmul_nbits(ONode *n)
 {
 	int64_t k = ox_attr_i(n, "K", -1), nn = ox_attr_i(n, "N", -1);
 	int64_t bits = ox_attr_i(n, "bits", 4), bs = ox_attr_i(n, "block_size", -1), nb;
-	DType qt = bits == 4 ? DT_U4 : DT_U8, to = ox_tin(n, 0)->dt;
+	DType qt = ox_has(n, 3) ? (bits == 4 ? DT_U4 : DT_U8) : (bits == 4 ? DT_I4 : DT_I8);
+	DType to = ox_tin(n, 0)->dt;
 	Value *w, *s, *z = NULL, *in[3];
 	Dim d2[2];
 	Node *r;
@@ -269,8 +280,6 @@ imp_ms_matmul_nbits(ONode *n)
 	if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k >> 24 || nn >> 24 || bs >> 24)
 		return ox_err(n, "bad K=%lld, N=%lld or block_size=%lld", (long long)k,
 			      (long long)nn, (long long)bs);
-	if (ox_has(n, 4))
-		return ox_err(n, "g_idx is not supported");
 	nb = (k + bs - 1) / bs;
 	d2[0] = nn;
 	d2[1] = nb * bs;
@@ -279,7 +288,13 @@ imp_ms_matmul_nbits(ONode *n)
 	s = reshape_attr(n->b, ox_in(n, 2), 2, d2);
 	if (!w || nbits_zero(n, qt, (int)bits, nn, nb, &z))
 		return -1;
-	w = slice_last(n->b, dequant(n, w, s, z, 1, bs, to), k);
+	if (ox_has(n, 4)) {	/* column k's block is g_idx[k]: per-column scales, block 1 */
+		if (z && !(z = by_gidx(n, z, k)))
+			return -1;
+		w = dequant(n, slice_last(n->b, w, k), by_gidx(n, s, k), z, 1, 1, to);
+	} else {
+		w = slice_last(n->b, dequant(n, w, s, z, 1, bs, to), k);
+	}
 	in[0] = ox_in(n, 0);
 	in[1] = w;
 	in[2] = ox_in(n, 5);
@@ -437,7 +452,8 @@ static Value *
 qmoe_weight(ONode *n, int wi, int si, int zi, int bits, int64_t bs)
 {
 	const Type *wt = ox_tin(n, wi), *st;
-	DType qt = bits == 4 ? DT_U4 : DT_U8, to = ox_tin(n, 0)->dt;
+	DType qt = ox_has(n, zi) ? (bits == 4 ? DT_U4 : DT_U8) : (bits == 4 ? DT_I4 : DT_I8);
+	DType to = ox_tin(n, 0)->dt;
 	Dim d3[3], nb;
 	Value *q, *s, *z, *y;
 
@@ -459,7 +475,7 @@ qmoe_weight(ONode *n, int wi, int si, int zi, int bits, int64_t bs)
 	d3[2] = nb;
 	s = reshape_attr(n->b, ox_in(n, si), 3, d3);
 	if (!ox_has(n, zi)) {
-		z = default_zero(n->b, qt, bits, 3, d3);
+		z = NULL;	/* the values were made signed: see retyped */
 	} else {
 		Dim zd[3] = {d3[0], d3[1], nb};
 		if (ox_tin(n, zi)->rank == 2)	/* [E, N/pack]: packed along N */

@@ -177,7 +177,7 @@ count_err(Ctx *c, Loc l, size_t got, size_t want)
 static int
 typed_data(Ctx *c, const Onnx__TensorProto *t, Loc l, DType dt, size_t n, void *p)
 {
-	size_t want = (dt == DT_I4 || dt == DT_U4) ? (n + 1) / 2 : n;
+	size_t want = dtype_is_packed(dt) ? (n + 1) / 2 : n;
 
 	if (!n)
 		return 0;	/* an empty tensor: the fields may hold no array at all */
@@ -206,7 +206,7 @@ typed_data(Ctx *c, const Onnx__TensorProto *t, Loc l, DType dt, size_t n, void *
 		int32_t v = t->int32_data[i];
 		switch (dt) {
 		case DT_F16: case DT_BF16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-		case DT_F8E4M3: case DT_F8E5M2: case DT_I4: case DT_U4:
+		case DT_F8E4M3: case DT_F8E5M2: case DT_F8E8M0: case DT_I4: case DT_U4: case DT_F4E2M1:
 			((uint8_t *)p)[i] = (uint8_t)v; break;
 		case DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
 		default: dtype_store_int(dt, p, i, v); break;
@@ -232,7 +232,7 @@ ox_tensor_data(Ctx *c, const Onnx__TensorProto *t, Loc l, const Type *ty, void *
 	       size_t *size)
 {
 	size_t n = (size_t)ir_type_numel(ty), bytes = dtype_bytes(ty->dt, n);
-	size_t want = (ty->dt == DT_I4 || ty->dt == DT_U4) ? (n + 1) / 2 : n;
+	size_t want = dtype_is_packed(ty->dt) ? (n + 1) / 2 : n;
 	int ext = t->has_data_location &&
 		  t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	void *p;

@@ -64,10 +64,10 @@ static const struct {
 	{"BF16", DT_BF16}, {"F16", DT_F16}, {"F32", DT_F32}, {"F64", DT_F64},
 	{"F8_E4M3", DT_F8E4M3}, {"F8_E5M2", DT_F8E5M2}, {"I64", DT_I64},
 	{"I32", DT_I32}, {"I16", DT_I16}, {"I8", DT_I8}, {"U8", DT_U8},
-	{"BOOL", DT_BOOL},
+	{"BOOL", DT_BOOL}, {"F8_E8M0", DT_F8E8M0}, {"F4", DT_F4E2M1},
 };
 
-/* The dtype named s, or NDTYPE for one we do not read (U16, F8_E8M0, ...). */
+/* The dtype named s, or NDTYPE for one we do not read (U16, U32, ...). */
 static DType
 st_dtype(const char *s)
 {

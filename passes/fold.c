@@ -189,7 +189,15 @@ fold(Module *m, PassCtx *c)
 		for (Node *n = g->first; n; n = n->next) {
 			if (ir_opinfo[n->op].flags & OPF_DYNSHAPE && n->op != OP_RANGE)
 				continue;
-			changed |= fold_shape(g, n) || fold_node(g, n, c->d);
+			int q = n->op == OP_DEQUANTIZE && n->in[0]->kind == V_WEIGHT;
+			const char *qw = q ? n->in[0]->name : NULL;
+			if (fold_shape(g, n) || fold_node(g, n, c->d)) {
+				changed = 1;
+				if (q)
+					report_skip(c->report, "dequantize %%%s of $%s not fused into a "
+						    "GEMM: folded at compile time into a %s weight",
+						    n->out[0]->name, qw, dtype_name(n->out[0]->type.dt));
+			}
 		}
 	}
 	return changed;

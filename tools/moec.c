@@ -245,6 +245,13 @@ moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d)
 	double t0 = moec_now();
 	int rc = pass_run(m, &o->pass, &c);
 
+	for (int i = 0; rc == 0 && i < m->ngraph; i++)	/* the quantised-weight form left as it came */
+		for (Node *n = m->graph[i]->first; n; n = n->next)
+			if (n->op == OP_DEQUANTIZE && n->in[0]->kind == V_WEIGHT)
+				report_skip(rep, "dequantize %%%s of $%s (%s) not fused into a GEMM: it runs "
+					    "once at load and its users read the %s result", n->out[0]->name,
+					    n->in[0]->name, dtype_name(n->in[0]->type.dt),
+					    dtype_name(n->out[0]->type.dt));
 	if (rc == 0)
 		diag_remark(d, LOC_NONE, "passes: %d nodes left (%.1f ms)", ir_main_graph(m)->nnode,
 			    1e3 * (moec_now() - t0));

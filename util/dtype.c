@@ -5,7 +5,12 @@
  * Reading is exact.  Writing a float type rounds to nearest even, first to
  * f32 and then to the narrower format; f8 saturates (ONNX saturate=1).
  * Writing an integer type truncates toward zero and saturates, as a C cast
- * of an in-range value does.
+ * of an in-range value does.  f4e2m1 (OCP MX FP4) rounds to nearest even and
+ * saturates to +-6 like f8e4m3 (it has no inf or NaN: NaN becomes -0, as
+ * ml_dtypes and ONNX's Cast tests have it);
+ * f8e8m0 (the MX scale: 2^(e-127), no sign, no zero, 0xff NaN) rounds up to
+ * the next power of two, as ONNX Cast's default round_mode=up, and saturates
+ * (at both ends: ONNX's reference rounds an f32 subnormal 2^-127 up to 2^-126).
  */
 #include <math.h>
 #include <string.h>
@@ -54,6 +59,8 @@ dtype_from_onnx(int code, DType *t)
 		}
 	return -1;
 }
+
+int dtype_is_packed(DType t) { return dtab[t].bits == 4; }
 
 size_t
 dtype_bytes(DType t, size_t n)
@@ -222,12 +229,60 @@ f32_to_f8e5m2(float f)
 	return (uint8_t)encode_small(signbit(f) ? -x : x, 5, 2, 15);
 }
 
+float
+f4e2m1_to_f32(unsigned v)
+{
+	return (float)decode_small(v & 0xf, 2, 1, 1);
+}
+
+unsigned
+f32_to_f4e2m1(float f)
+{
+	double x;
+
+	if (isnan(f))
+		return 0x8;	/* -0, as ml_dtypes and ONNX's Cast tests */
+	if (f == 0)
+		return signbit(f) ? 0x8 : 0;
+	x = isinf(f) ? 6 : round_fmt(fabs(f), 1, 0);
+	if (x > 6)
+		x = 6;
+	return encode_small(signbit(f) ? -x : x, 2, 1, 1);
+}
+
+float
+f8e8m0_to_f32(uint8_t v)
+{
+	return v == 0xff ? NAN : ldexpf(1.0f, v - 127);
+}
+
+/* The exponent field of f's f32 bits, plus one if any fraction bit is set. */
+uint8_t
+f32_to_f8e8m0(float f)
+{
+	uint32_t u = bits_of_f32(f), e = (u >> 23) & 0xff;
+
+	if (e == 0xff)
+		return 0xff;
+	if (e == 0)	/* f32 subnormals: 2^-127 is 0x400000; nothing is below it */
+		return (u & 0x7fffff) > 0x400000;
+	return (uint8_t)(e + ((u & 0x7fffff) && e < 0xfe));
+}
+
 static int
 nibble(const void *p, size_t i)
 {
 	const uint8_t *b = p;
 
 	return (b[i / 2] >> (4 * (i & 1))) & 0xf;
+}
+
+static void
+set_nibble(uint8_t *b, size_t i, unsigned n)
+{
+	int sh = 4 * (int)(i & 1);
+
+	b[i / 2] = (uint8_t)((b[i / 2] & ~(0xf << sh)) | n << sh);
 }
 
 int64_t
@@ -256,6 +311,8 @@ dtype_load(DType t, const void *p, size_t i)
 	case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
 	case DT_F8E4M3: return f8e4m3_to_f32(((const uint8_t *)p)[i]);
 	case DT_F8E5M2: return f8e5m2_to_f32(((const uint8_t *)p)[i]);
+	case DT_F4E2M1: return f4e2m1_to_f32((unsigned)nibble(p, i));
+	case DT_F8E8M0: return f8e8m0_to_f32(((const uint8_t *)p)[i]);
 	default: return (double)dtype_load_int(t, p, i);
 	}
 }
@@ -287,9 +344,7 @@ dtype_store_int(DType t, void *p, size_t i, int64_t v)
 	case DT_I4:
 	case DT_U4: {
 		int64_t lo = t == DT_I4 ? -8 : 0, hi = t == DT_I4 ? 7 : 15;
-		unsigned n = (unsigned)MAX(MIN(v, hi), lo) & 0xf;
-		int sh = 4 * (int)(i & 1);
-		b[i / 2] = (uint8_t)((b[i / 2] & ~(0xf << sh)) | n << sh);
+		set_nibble(b, i, (unsigned)MAX(MIN(v, hi), lo) & 0xf);
 		break;
 	}
 	default: dtype_store(t, p, i, (double)v); break;
@@ -306,6 +361,8 @@ dtype_store(DType t, void *p, size_t i, double v)
 	case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
 	case DT_F8E4M3: ((uint8_t *)p)[i] = f32_to_f8e4m3((float)v); break;
 	case DT_F8E5M2: ((uint8_t *)p)[i] = f32_to_f8e5m2((float)v); break;
+	case DT_F4E2M1: set_nibble(p, i, f32_to_f4e2m1((float)v)); break;
+	case DT_F8E8M0: ((uint8_t *)p)[i] = f32_to_f8e8m0((float)v); break;
 	case DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
 	case DT_I64: ((int64_t *)p)[i] = clampi(v, -9223372036854775808.0, 9223372036854774784.0); break;
 	case DT_I32: dtype_store_int(t, p, i, clampi(v, INT32_MIN, INT32_MAX)); break;

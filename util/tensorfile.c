@@ -446,7 +446,7 @@ pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
 	for (size_t i = 0; i < dims.i.n; i++)
 		n *= (size_t)dims.i.v[i];	/* cannot overflow: tensor_size passed */
 	got = dt == DT_F32 || dt == DT_F64 ? vals.f.n : vals.i.n;
-	want = (dt == DT_I4 || dt == DT_U4) ? (n + 1) / 2 : n;
+	want = dtype_is_packed(dt) ? (n + 1) / 2 : n;
 	if (raw && rawn != size) {
 		diag_error(d, loc_file(path), "raw_data holds %zu bytes, dims need %zu", rawn, size);
 		goto out;
@@ -469,10 +469,8 @@ pb_tensor_decode(const char *path, const void *buf, size_t len, Tensor *t,
 				dtype_store(dt, t->data, i, vals.f.v[i]);
 			else if (dt == DT_F16 || dt == DT_BF16)
 				((uint16_t *)t->data)[i] = (uint16_t)vals.i.v[i];
-			else if (dt == DT_F8E4M3 || dt == DT_F8E5M2)
-				((uint8_t *)t->data)[i] = (uint8_t)vals.i.v[i];
-			else if (dt == DT_I4 || dt == DT_U4)
-				((uint8_t *)t->data)[i] = (uint8_t)vals.i.v[i];
+			else if ((dtype_is_float(dt) && dtype_bits(dt) == 8) || dtype_is_packed(dt))
+				((uint8_t *)t->data)[i] = (uint8_t)vals.i.v[i];	/* the bits, as ONNX */
 			else
 				dtype_store_int(dt, t->data, i, vals.i.v[i]);
 		}

@@ -210,6 +210,7 @@ int dtype_onnx(DType t);
 int dtype_is_float(DType t);
 int dtype_is_int(DType t);
 size_t dtype_bytes(DType t, size_t nelem);	/* packed i4/u4 round up */
+int dtype_is_packed(DType t);	/* 2 per byte, low nibble first: i4, u4, f4e2m1 */
 
 /*
  * Exact conversions.  Reading a low-precision value into a double is exact;
@@ -224,6 +225,10 @@ float f8e4m3_to_f32(uint8_t v);
 uint8_t f32_to_f8e4m3(float f);
 float f8e5m2_to_f32(uint8_t v);
 uint8_t f32_to_f8e5m2(float f);
+float f4e2m1_to_f32(unsigned v);	/* the low 4 bits */
+unsigned f32_to_f4e2m1(float f);	/* nearest even, saturating to 6; NaN -> -0 */
+float f8e8m0_to_f32(uint8_t v);
+uint8_t f32_to_f8e8m0(float f);	/* 2^ceil(log2 |f|), as ONNX's round_mode=up */
 
 /* Element i of a buffer of type t, as a double (exact for every type). */
 double dtype_load(DType t, const void *p, size_t i);

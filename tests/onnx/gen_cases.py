@@ -193,6 +193,70 @@ def gen_matmul_nbits():
         save(name, m, [({"A": a}, [y])])
 
 
+def gen_matmul_nbits_gidx():
+    """g_idx (act-order GPTQ): column k uses the scale and zero point of block g_idx[k].
+    onnxruntime's CPU kernel agrees without zero points; with packed uint8 zero points and g_idx it
+    uses 8 for every zero point (measured with onnxruntime 1.32), so that case is checked against
+    the schema's reference only."""
+    rng = np.random.default_rng(13)
+    for name, k, n, bs, zp in [("ms_matmul_nbits_4bit_gidx_zp", 64, 16, 16, True),
+                               ("ms_matmul_nbits_4bit_gidx", 48, 8, 16, False)]:
+        nb = (k + bs - 1) // bs
+        g = rng.permutation(np.arange(k) // bs).astype(np.int32)
+        q = rng.integers(0, 16, (n, nb * bs))
+        s = (rng.random((n, nb)) * 0.05 + 0.01).astype(np.float32)
+        z = rng.integers(0, 16, (n, nb)) if zp else np.full((n, nb), 8)
+        w = (q[:, :k] - z[:, g]) * s[:, g]
+        a = rng.standard_normal((3, k)).astype(np.float32)
+        y = (a.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32)
+        inits = [nh.from_array(pack4(q).reshape(n, nb, bs // 2), "B"), nh.from_array(s.reshape(-1), "S")]
+        ins = ["A", "B", "S", "", "g_idx"]
+        if zp:
+            inits.append(nh.from_array(pack4(np.pad(z, ((0, 0), (0, nb % 2)))).reshape(-1), "Z"))
+            ins[3] = "Z"
+        inits.append(nh.from_array(g, "g_idx"))
+        node = h.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                           block_size=bs)
+        m = model([node], [vi("A", [3, k])], [vi("y", [3, n])], inits, ms=True)
+        if not zp:
+            check(name, ort_run(m, {"A": a}), [y], 1e-4)
+        save(name, m, [({"A": a}, [y])])
+
+
+def gen_dq_matmul():
+    """DequantizeLinear (blocked along K, opset 21) of an int4 / float4e2m1 / e4m3 initializer feeding MatMul."""
+    import ml_dtypes
+    rng = np.random.default_rng(21)
+    k, n, bs = 64, 16, 32
+    for name, qt, q in [
+        ("dq_matmul_int4_blocked", TP.INT4, rng.integers(-8, 8, (k, n))),
+        ("dq_matmul_e2m1_blocked", TP.FLOAT4E2M1,
+         rng.choice([0, 0.5, 1, 1.5, 2, 3, 4, 6], (k, n)) * rng.choice([-1, 1], (k, n))),
+        ("dq_matmul_e4m3_blocked", TP.FLOAT8E4M3FN,
+         rng.standard_normal((k, n)).astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * 32),
+    ]:
+        s = (rng.random((k // bs, n)) * 0.05 + 0.01).astype(np.float32)
+        w = q * np.repeat(s, bs, 0)
+        a = randn(3, k)
+        y = (a.astype(np.float64) @ w).astype(np.float32)
+        wq = h.make_tensor("W", qt, [k, n], q.reshape(-1).tolist())
+        nodes = [h.make_node("DequantizeLinear", ["W", "S"], ["Wf"], axis=0, block_size=bs),
+                 h.make_node("MatMul", ["A", "Wf"], ["y"])]
+        m = model(nodes, [vi("A", [3, k])], [vi("y", [3, n])], [wq, nh.from_array(s, "S")], opset=23)
+        got = None
+        if ort is not None:  # unoptimised: onnxruntime rewrites DQ -> MatMul into MatMulNBits, whose
+            so = ort.SessionOptions()  # CPU kernel quantises A to int8 (an error of ~1e-2 here)
+            so.log_severity_level = 3
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:  # onnxruntime 1.32 has no CPU DequantizeLinear for FLOAT4E2M1: numpy reference only
+                got = ort.InferenceSession(m.SerializeToString(), so,
+                                           providers=["CPUExecutionProvider"]).run(None, {"A": a})
+            except Exception as e:  # noqa: BLE001
+                print("%s: not checked against onnxruntime (%s)" % (name, str(e).splitlines()[0][:80]))
+        check(name, got, [y], 1e-4)
+        save(name, m, [({"A": a}, [y])])
+
+
 # --- MoE, QMoE -------------------------------------------------------------
 
 def moe_ref(x, logits, w1, w2, k, renorm, act, fusion=1, alpha=1.0, beta=0.0, limit=None,
@@ -452,6 +516,8 @@ def main():
     gen_external()
     gen_function()
     gen_function_attrs()
+    gen_matmul_nbits_gidx()
+    gen_dq_matmul()
 
 
 if __name__ == "__main__":

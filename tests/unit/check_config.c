@@ -419,6 +419,13 @@ static const struct {
 	{"llama4_top2", "num_experts_per_tok: error: llama4 feeds each chosen expert its own "
 	 "sigmoid-scaled input; moec builds top-1 only, not 2", 1},
 	{"ernie_norm_min", "moe_norm_min: error: 0.5 would clamp the renormalisation", 1},
+	{"quant_unknown_method", "quantization_config: error: quant_method 'bitsandbytes' is not "
+	 "one moec reads", 1},
+	{"quant_gptq_3bit", "quantization_config: error: gptq: only bits 4 is read", 1},
+	{"quant_fp8_static", "quantization_config: error: fp8 activation_scheme 'static' is not "
+	 "read", 1},
+	{"quant_ct_actorder", "quantization_config: error: compressed-tensors actorder 'group' "
+	 "(g_idx) is not read", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -470,27 +477,69 @@ START_TEST(test_cfg_layer_out_of_range)
 }
 END_TEST
 
-/* Real weights of a quantized checkpoint: an error naming quantization_config;
- * synthetic: a note, and the bf16 block. */
+/* The published quantization_configs with synthetic weights in their own
+ * format: DeepSeek-V3 fp8 (128x128 blocks, dynamic activations), gpt-oss
+ * mxfp4 (experts only), Kimi-K2.5 compressed-tensors int4 (group 32). */
+static const Weight *
+find_weight(Module *m, const char *name)
+{
+	for (int i = 0; i < m->nweight; i++)
+		if (strcmp(m->weight[i]->value->name, name) == 0)
+			return m->weight[i];
+	return NULL;
+}
+
+static int
+dequantized(Module *m, const Value *v)
+{
+	Graph *g = ir_main_graph(m);
+
+	for (Node *n = g->first; n; n = n->next)
+		if (n->op == OP_DEQUANTIZE && n->in[0] == v)
+			return 1;
+	return 0;
+}
+
+static void
+check_qweight(Module *m, const char *name, DType q, DType s, int64_t nb)
+{
+	char buf[256];
+	const Weight *w = find_weight(m, name), *sw;
+
+	snprintf(buf, sizeof buf, "%s.scale", name);
+	sw = find_weight(m, buf);
+	ck_assert_msg(w && sw, "%s", name);
+	ck_assert_int_eq(w->value->type.dt, q);
+	ck_assert_int_eq(sw->value->type.dt, s);
+	ck_assert_int_eq(sw->value->type.dim[sw->value->type.rank - 1], nb);
+	ck_assert_msg(dequantized(m, w->value), "%s", name);
+}
+
 START_TEST(test_cfg_quantization_config)
 {
 	char text[2048];
 	Diag d;
 	Module *m;
 
-	ck_assert_ptr_null(import(src("tests/config/%s/config.json", "quant_fp8"), 1, 0, NULL, text,
-				  sizeof text, &d));
-	ck_assert_ptr_nonnull(strstr(text, "config.json: quantization_config: error: "
-				     "fp8-quantized checkpoints cannot be read yet"));
 	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 1, NULL, text, sizeof text, &d);
 	ck_assert_ptr_nonnull(m);
-	ck_assert_ptr_nonnull(strstr(text, "quantization_config: note: mxfp4 quantization is "
-				     "ignored with synthetic weights: building the bf16 block"));
-	ck_assert_int_eq(ir_main_graph(m)->param[0]->type.dt, DT_BF16);
+	check_qweight(m, "model.layers.0.mlp.experts.gate_up_proj", DT_F4E2M1, DT_F8E8M0, 90);
+	check_qweight(m, "model.layers.0.mlp.experts.down_proj", DT_F4E2M1, DT_F8E8M0, 90);
+	ck_assert_int_eq(find_weight(m, "model.layers.0.mlp.router.weight")->value->type.dt, DT_BF16);
+	ir_free_module(m);
+	m = import(src("models/%s/config.json", "deepseek-v3"), 3, 1, NULL, text, sizeof text, &d);
+	ck_assert_ptr_nonnull(m);
+	check_qweight(m, "model.layers.3.mlp.experts.gate_up_proj", DT_F8E4M3, DT_F32, 56);
+	check_qweight(m, "model.layers.3.mlp.shared_experts.down_proj.weight", DT_F8E4M3, DT_F32, 16);
+	ck_assert_int_eq(find_weight(m, "model.layers.3.mlp.gate.weight")->value->type.dt, DT_F32);
+	ir_free_module(m);
+	m = import(src("models/%s/config.json", "kimi-k2.5"), 3, 1, NULL, text, sizeof text, &d);
+	ck_assert_ptr_nonnull(m);
+	check_qweight(m, "model.layers.3.mlp.experts.gate_up_proj", DT_I4, DT_BF16, 7168 / 32);
 	ir_free_module(m);
 	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 0, NULL, text, sizeof text, &d);
 	ck_assert_ptr_null(m);
-	ck_assert_ptr_nonnull(strstr(text, "quantization_config: error: mxfp4"));
+	ck_assert_ptr_nonnull(strstr(text, "no model.safetensors"));
 }
 END_TEST
 

@@ -1113,6 +1113,31 @@ START_TEST(test_eval_dequantize_layouts)
 }
 END_TEST
 
+/* MXFP4: e2m1 values, one e8m0 scale per 32 along the last axis (exact) */
+START_TEST(test_eval_dequantize_mxfp4)
+{
+	double x[64], sc[4] = {0.25, 8, 1.0 / 1024, 1};
+	Tensor in[3];
+	Run r;
+
+	for (int i = 0; i < 64; i++)
+		x[i] = (i & 1 ? -1 : 1) * (double[]){0, 0.5, 1, 1.5, 2, 3, 4, 6}[i % 8];
+	in[0] = ten(DT_F4E2M1, DIM(2, 32), x);
+	in[1] = ten(DT_F8E8M0, DIM(2, 1), sc);
+	in[2] = ten(DT_F8E8M0, DIM(2, 2), sc);
+	ok(&r, "graph @m(%x: f4e2m1[2,32], %s: f8e8m0[2,1], %s2: f8e8m0[2,2]) -> "
+	       "(a: f32[2,32], b: bf16[2,32]) {\n"
+	       "\t%a = dequantize %x, %s, axis=1, block_size=32 : f32[2,32]\n"
+	       "\t%b = dequantize %x, %s2, axis=1, block_size=16, to=bf16 : bf16[2,32]\n"
+	       "\tret %a, %b\n}\n", in, 3);
+	for (int i = 0; i < 64; i++)
+		ck_assert_double_eq(dtype_load(DT_F32, r.out[0].data, (size_t)i), x[i] * sc[i / 32]);
+	for (int i = 0; i < 64; i++)
+		ck_assert_double_eq(dtype_load(DT_BF16, r.out[1].data, (size_t)i), x[i] * sc[i / 16]);
+	done(&r, in, 3);
+}
+END_TEST
+
 START_TEST(test_eval_quantize_dynamic_groups)
 {
 	Tensor in[1] = {ten(DT_F32, DIM(2, 4), VAL(1, -2, 0.5, 4, 0, 0, 0, 0))};
@@ -1662,6 +1687,7 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_int64_edges_do_not_overflow);
 	tcase_add_test(tc, test_eval_quantize_layouts);
 	tcase_add_test(tc, test_eval_dequantize_layouts);
+	tcase_add_test(tc, test_eval_dequantize_mxfp4);
 	tcase_add_test(tc, test_eval_quantize_dynamic_groups);
 	tcase_add_test(tc, test_eval_route_hand_computed);
 	tcase_add_test(tc, test_eval_permute_hand_computed);

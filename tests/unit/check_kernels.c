@@ -223,7 +223,8 @@ check_synth(DType dt, int64_t count, double mean, double scale, int grid)
 START_TEST(test_synth_matches_host_bytes)
 {
 	static const DType dts[] = {DT_F32, DT_BF16, DT_F16, DT_F8E4M3, DT_F8E5M2, DT_F64,
-				    DT_I8, DT_U8, DT_I32, DT_I64, DT_BOOL, DT_I4, DT_U4};
+				    DT_I8, DT_U8, DT_I32, DT_I64, DT_BOOL, DT_I4, DT_U4,
+				    DT_F4E2M1, DT_F8E8M0};
 
 	for (size_t i = 0; i < NELEM(dts); i++)
 		check_synth(dts[i], 3001, 0, -1, 3);	/* the default scale 1/sqrt(fan_in) */
@@ -239,6 +240,11 @@ START_TEST(test_synth_matches_host_bytes)
 	check_synth(DT_I4, 2001, 0, 12, 1);
 	check_synth(DT_U4, 7, 4, 12, 1);
 	check_synth(DT_BOOL, 1000, 0, 1, 1);
+	check_synth(DT_F4E2M1, 2001, 0, 8, 2);	/* ties, saturation at 6, -0 */
+	check_synth(DT_F4E2M1, 999, 0, 0.3, 1);	/* subnormal 0.5 and zero */
+	check_synth(DT_F8E8M0, 2000, 0, 1e-38, 2);	/* 2^-127 and subnormal inputs */
+	check_synth(DT_F8E8M0, 2000, 0, 3e38, 2);	/* saturation at 2^127, +-inf */
+	check_synth(DT_F8E8M0, 2000, 0.01f, 0.005f, 2);
 }
 END_TEST
 

@@ -87,6 +87,49 @@ START_TEST(test_f8_roundtrip_and_saturation)
 }
 END_TEST
 
+/* OCP MX: e2m1 is {0, .5, 1, 1.5, 2, 3, 4, 6}; e8m0 is 2^(e-127). */
+START_TEST(test_f4e2m1_and_f8e8m0)
+{
+	static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+	uint8_t b[2] = {0, 0};
+
+	for (unsigned v = 0; v < 16; v++) {
+		ck_assert_float_eq(f4e2m1_to_f32(v), (v & 8 ? -1 : 1) * e2m1[v & 7]);
+		ck_assert_uint_eq(f32_to_f4e2m1(f4e2m1_to_f32(v)), v);
+	}
+	ck_assert_uint_eq(f32_to_f4e2m1(0.25f), 0);	/* ties to even */
+	ck_assert_uint_eq(f32_to_f4e2m1(0.75f), 2);
+	ck_assert_uint_eq(f32_to_f4e2m1(2.5f), 4);
+	ck_assert_uint_eq(f32_to_f4e2m1(3.5f), 6);
+	ck_assert_uint_eq(f32_to_f4e2m1(5.0f), 6);
+	ck_assert_uint_eq(f32_to_f4e2m1(5.1f), 7);
+	ck_assert_uint_eq(f32_to_f4e2m1(-100.0f), 15);	/* saturates */
+	ck_assert_uint_eq(f32_to_f4e2m1(INFINITY), 7);
+	ck_assert_uint_eq(f32_to_f4e2m1(NAN), 8);	/* -0, as ml_dtypes */
+	dtype_store(DT_F4E2M1, b, 0, -1.5);
+	dtype_store(DT_F4E2M1, b, 1, 4);
+	dtype_store(DT_F4E2M1, b, 2, 0.5);
+	ck_assert_uint_eq(b[0], 0x6b);	/* low nibble first */
+	ck_assert_double_eq(dtype_load(DT_F4E2M1, b, 2), 0.5);
+	ck_assert_uint_eq(dtype_bytes(DT_F4E2M1, 3), 2);
+	ck_assert(dtype_is_packed(DT_F4E2M1) && !dtype_is_packed(DT_F8E8M0));
+	for (unsigned v = 0; v < 255; v++) {
+		ck_assert_float_eq(f8e8m0_to_f32((uint8_t)v), ldexpf(1, (int)v - 127));
+		ck_assert_uint_eq(f32_to_f8e8m0(f8e8m0_to_f32((uint8_t)v)), v);
+	}
+	ck_assert(isnan(f8e8m0_to_f32(0xff)));
+	ck_assert_uint_eq(f32_to_f8e8m0(3.0f), 129);	/* rounds up: 4 */
+	ck_assert_uint_eq(f32_to_f8e8m0(0.75f), 127);
+	ck_assert_uint_eq(f32_to_f8e8m0(-2.0f), 128);	/* no sign */
+	ck_assert_uint_eq(f32_to_f8e8m0(0.0f), 0);
+	ck_assert_uint_eq(f32_to_f8e8m0(3e38f), 254);	/* saturates */
+	ck_assert_uint_eq(f32_to_f8e8m0(NAN), 255);
+	ck_assert_uint_eq(f32_to_f8e8m0(INFINITY), 255);
+	ck_assert_int_eq(dtype_onnx(DT_F4E2M1), 23);
+	ck_assert_int_eq(dtype_onnx(DT_F8E8M0), 24);
+}
+END_TEST
+
 START_TEST(test_i4_packs_low_nibble_first)
 {
 	uint8_t b[2] = {0, 0};
@@ -335,6 +378,7 @@ util_suite(void)
 	tcase_add_test(tc, test_f16_exact_and_overflow);
 	tcase_add_test(tc, test_f8_roundtrip_and_saturation);
 	tcase_add_test(tc, test_i4_packs_low_nibble_first);
+	tcase_add_test(tc, test_f4e2m1_and_f8e8m0);
 	tcase_add_test(tc, test_tensor_files_roundtrip);
 	tcase_add_test(tc, test_pb_rejects_truncation);
 	tcase_add_test(tc, test_str_remove_keeps_the_rest_findable);

@@ -1,0 +1,667 @@
+/*
+ * cfg_quant.c — quantised checkpoints (quantization_config) as the IR's
+ * one quantised-weight form (docs/config.md, "Quantised checkpoints"):
+ *
+ *	before (checkpoint)                      after (IR)
+ *	gate_proj.weight        f8e4m3[N,K]      $w   f8e4m3[N,K]     (the values, K last)
+ *	gate_proj.weight_scale_inv f32[N/128,K/128]  $w.scale f32[N,K/128]  (per row, blocked along K)
+ *	                                          %w.dq = dequantize $w, $w.scale, axis=-1,
+ *	                                                  block_size=128, to=bf16 : bf16[N,K]
+ *	                                          ... matmul %x, %w.dq, trans_b=1
+ *
+ * Every format is repacked at import into that form: the quantised values
+ * [.., N, K] (i4/u4 packed two to a byte along K, low nibble first), a
+ * scale [.., N, ceil(K/bs)] and, for asymmetric int4, a u4 zero point of the
+ * scale's shape; 2-D weight blocks (fp8 128x128) are repeated over their
+ * rows.  fp8 with dynamic activations also quantises each quantised linear's
+ * input (quantize_dynamic then dequantize, per token and 128 columns).
+ * With synthetic weights the same values, scales and zero points are
+ * generated in the same dtypes.
+ */
+#include <fnmatch.h>
+#include <math.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg.h"
+
+/* What each scheme stores; one row per kind (the table of docs/config.md). */
+static const struct {
+	DType q;		/* the IR values */
+	DType s;		/* the IR scale (NDTYPE: the checkpoint's, the model dtype) */
+	int zero;		/* has zero points (u4) */
+	double qmean, qscale;	/* synthetic values: mean + qscale*U(-1,1) */
+} qfmt[] = {
+	[Q_FP8] = {DT_F8E4M3, DT_F32, 0, 0, 448},
+	[Q_CT_FP8] = {DT_F8E4M3, DT_F32, 0, 0, 448},
+	[Q_MXFP4] = {DT_F4E2M1, DT_F8E8M0, 0, 0, 6},
+	[Q_CT_INT4] = {DT_I4, NDTYPE, 0, 0, 8},
+	[Q_GPTQ] = {DT_U4, NDTYPE, 1, 8, 8},
+	[Q_AWQ] = {DT_U4, NDTYPE, 1, 8, 8},
+};
+
+/* ---- quantization_config ---- */
+
+static const cJSON *
+qkey(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static int64_t
+qint(const cJSON *o, const char *k, int64_t def)
+{
+	const cJSON *v = qkey(o, k);
+
+	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : def;
+}
+
+static int
+qbool(const cJSON *o, const char *k, int def)
+{
+	const cJSON *v = qkey(o, k);
+
+	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static const char *
+qstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = qkey(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int
+qerr(Cfg *c, const char *fmt, const char *a)
+{
+	return cfg_error(c, "quantization_config", fmt, a);
+}
+
+static int
+parse_fp8(Cfg *c, const cJSON *q)
+{
+	const cJSON *b = qkey(q, "weight_block_size");
+	const char *act = qstr(q, "activation_scheme"), *fmt = qstr(q, "fmt");
+
+	if (fmt && strcmp(fmt, "e4m3") && strcmp(fmt, "float8_e4m3fn"))
+		return qerr(c, "fp8 fmt '%s' is not one moec reads (e4m3)", fmt);
+	if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2 ||
+	    !cJSON_IsNumber(cJSON_GetArrayItem(b, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(b, 1)))
+		return qerr(c, "fp8 needs weight_block_size [rows, cols]%s (per-tensor fp8 is "
+			    "not read)", "");
+	c->q.bn = (int64_t)cJSON_GetArrayItem(b, 0)->valuedouble;
+	c->q.bk = (int64_t)cJSON_GetArrayItem(b, 1)->valuedouble;
+	if (c->q.bn <= 0 || c->q.bk <= 0 || c->q.bn > 65536 || c->q.bk > 65536)
+		return qerr(c, "fp8 weight_block_size must be positive%s", "");
+	if (act && strcmp(act, "dynamic"))
+		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic)", act);
+	c->q.act = ACT_GROUP;
+	c->q.kind = Q_FP8;
+	return 0;
+}
+
+static int
+parse_gptq_awq(Cfg *c, const cJSON *q, int kind)
+{
+	const char *fmt = qstr(q, kind == Q_GPTQ ? "checkpoint_format" : "version");
+	int64_t bits = qint(q, kind == Q_GPTQ ? "bits" : "w_bit", qint(q, "bits", 0));
+
+	if (bits != 4)
+		return qerr(c, "%s: only bits 4 is read", c->q.method);
+	c->q.bk = qint(q, kind == Q_GPTQ ? "group_size" : "q_group_size", qint(q, "group_size", -1));
+	if (c->q.bk == 0 || c->q.bk < -1 || c->q.bk > (1 << 20))
+		return qerr(c, "%s: group_size must be -1 (a row) or positive", c->q.method);
+	if (kind == Q_GPTQ) {
+		if (fmt && strcmp(fmt, "gptq") && strcmp(fmt, "gptq_v2"))
+			return qerr(c, "gptq checkpoint_format '%s' is not read (gptq, gptq_v2)", fmt);
+		c->q.v1 = !fmt || strcmp(fmt, "gptq") == 0;
+		c->q.desc_act = qbool(q, "desc_act", 0);
+	} else if (fmt && strcmp(fmt, "gemm")) {
+		return qerr(c, "awq version '%s' is not read (gemm)", fmt);
+	}
+	if (kind == Q_AWQ && !qbool(q, "zero_point", 1))
+		return qerr(c, "awq without zero points is not read%s", "");
+	c->q.skip = qkey(q, "modules_to_not_convert");
+	c->q.kind = kind;
+	return 0;
+}
+
+/* compressed-tensors: one config group targeting Linear. */
+static int
+parse_ct(Cfg *c, const cJSON *q)
+{
+	const cJSON *groups = qkey(q, "config_groups"), *g, *w, *a, *t;
+	const char *fmt = qstr(q, "format"), *type, *strat, *order;
+	int64_t bits;
+
+	if (!cJSON_IsObject(groups) || cJSON_GetArraySize(groups) != 1)
+		return qerr(c, "compressed-tensors: moec reads one config group%s", "");
+	g = groups->child;
+	t = qkey(g, "targets");
+	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) != 1 || !cJSON_IsString(t->child) ||
+	    strcmp(t->child->valuestring, "Linear"))
+		return qerr(c, "compressed-tensors: the group must target [\"Linear\"]%s", "");
+	w = qkey(g, "weights");
+	a = qkey(g, "input_activations");
+	type = qstr(w, "type");
+	strat = qstr(w, "strategy");
+	order = qstr(w, "actorder");
+	bits = qint(w, "num_bits", 0);
+	if (!type || !strat)
+		return qerr(c, "compressed-tensors: weights needs type and strategy%s", "");
+	c->q.skip = qkey(q, "ignore");
+	c->q.skip_re = 1;
+	if (strcmp(type, "int") == 0 && bits == 4 && fmt && strcmp(fmt, "pack-quantized") == 0) {
+		c->q.kind = Q_CT_INT4;
+		c->q.sym = qbool(w, "symmetric", 1);
+		if (strcmp(strat, "group") == 0)
+			c->q.bk = qint(w, "group_size", 0);
+		else if (strcmp(strat, "channel") == 0)
+			c->q.bk = -1;
+		else
+			return qerr(c, "compressed-tensors int4 strategy '%s' is not read (group, "
+				    "channel)", strat);
+		if (c->q.bk == 0 || c->q.bk > (1 << 20))
+			return qerr(c, "compressed-tensors: group_size must be positive%s", "");
+		if (order && strcmp(order, "weight"))
+			return qerr(c, "compressed-tensors actorder '%s' (g_idx) is not read", order);
+		if (a && !cJSON_IsNull(a))
+			return qerr(c, "compressed-tensors int4 with input_activations is not read%s", "");
+		return 0;
+	}
+	if (strcmp(type, "float") == 0 && bits == 8 && fmt && strcmp(fmt, "float-quantized") == 0) {
+		c->q.kind = Q_CT_FP8;
+		if (strcmp(strat, "channel") && strcmp(strat, "tensor"))
+			return qerr(c, "compressed-tensors fp8 strategy '%s' is not read (channel, "
+				    "tensor)", strat);
+		c->q.bk = -1;
+		c->q.per_tensor = strcmp(strat, "tensor") == 0;
+		if (a && !cJSON_IsNull(a)) {
+			if (!qbool(a, "dynamic", 0) || !qstr(a, "strategy") ||
+			    strcmp(qstr(a, "strategy"), "token"))
+				return qerr(c, "compressed-tensors fp8: only dynamic per-token input "
+					    "activations are read%s", "");
+			c->q.act = ACT_ROW;
+		}
+		return 0;
+	}
+	return qerr(c, "compressed-tensors format '%s' with these weights is not read "
+		    "(pack-quantized int4, float-quantized fp8)", fmt ? fmt : "?");
+}
+
+int
+cfg_quant_config(Cfg *c)
+{
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(c->json, "quantization_config");
+	const char *m;
+
+	memset(&c->q, 0, sizeof c->q);
+	if (!q || cJSON_IsNull(q))
+		return 0;
+	if (!cJSON_IsObject(q))
+		return qerr(c, "must be an object%s", "");
+	m = qstr(q, "quant_method");
+	c->q.method = m ? m : "unknown";
+	c->q.skip = qkey(q, "modules_to_not_convert");
+	if (m && strcmp(m, "fp8") == 0)
+		return parse_fp8(c, q);
+	if (m && strcmp(m, "mxfp4") == 0) {
+		c->q.kind = Q_MXFP4;
+		c->q.bk = 32;
+		return 0;
+	}
+	if (m && strcmp(m, "gptq") == 0)
+		return parse_gptq_awq(c, q, Q_GPTQ);
+	if (m && strcmp(m, "awq") == 0)
+		return parse_gptq_awq(c, q, Q_AWQ);
+	if (m && strcmp(m, "compressed-tensors") == 0)
+		return parse_ct(c, q);
+	return qerr(c, "quant_method '%s' is not one moec reads (fp8, mxfp4, gptq, awq, "
+		    "compressed-tensors)", c->q.method);
+}
+
+/* ---- which weights ---- */
+
+/* modules_to_not_convert (a module or a dotted part of its name, '*' any) or
+ * compressed-tensors' ignore ("re:" a regex matched from the start). */
+static int
+skipped(Cfg *c, const char *mod)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, c->q.skip) {
+		const char *p = cJSON_IsString(e) ? e->valuestring : NULL;
+		char buf[512];
+		regex_t re;
+		int hit;
+		if (!p)
+			continue;
+		if (c->q.skip_re && strncmp(p, "re:", 3) == 0) {
+			snprintf(buf, sizeof buf, "^(%s)", p + 3);
+			if (regcomp(&re, buf, REG_EXTENDED | REG_NOSUB))
+				continue;
+			hit = regexec(&re, mod, 0, NULL, 0) == 0;
+			regfree(&re);
+		} else {
+			snprintf(buf, sizeof buf, "*.%s", p);
+			hit = fnmatch(p, mod, 0) == 0 || fnmatch(buf, mod, 0) == 0;
+			snprintf(buf, sizeof buf, "%s.*", p);
+			hit |= fnmatch(buf, mod, 0) == 0;
+			snprintf(buf, sizeof buf, "*.%s.*", p);
+			hit |= fnmatch(buf, mod, 0) == 0;
+		}
+		if (hit)
+			return 1;
+	}
+	return 0;
+}
+
+static const char *
+module_of(Cfg *c, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n > 7 && strcmp(name + n - 7, ".weight") == 0)
+		n -= 7;
+	return arena_strndup(c->m->arena, name, n);
+}
+
+int
+cfg_quant_wanted(Cfg *c, const WSpec *w)
+{
+	if (!c->q.kind || !w->quant || w->t.rank < 2)
+		return 0;
+	if (c->q.kind == Q_MXFP4 && w->quant != QW_EXPERTS)
+		return 0;	/* transformers' Mxfp4 converts the experts only */
+	return !skipped(c, module_of(c, w->name));
+}
+
+/* ---- reading one piece ---- */
+
+typedef struct {
+	int64_t N, K, nb, bs;	/* rows per matrix, columns, blocks per row, block */
+	DType qdt, sdt;
+	uint8_t *q, *s, *z;	/* canonical buffers */
+} Canon;
+
+static void *
+read_checked(Cfg *c, const char *name, DType dt, int rank, const int64_t *dim, const char *why)
+{
+	const StTensor *t = st_find(c->st, name);
+	char want[96], got[96];
+	void *buf;
+
+	cfg_shape_str(want, sizeof want, rank, dim);
+	if (!t) {
+		diag_error(c->d, cfg_tensor_loc(c, NULL, name), "tensor not found; %s implies %s%s",
+			   c->q.method, dtype_name(dt), want);
+		return NULL;
+	}
+	cfg_shape_str(got, sizeof got, t->rank, t->dim);
+	if (t->dt != dt || strcmp(got, want)) {
+		diag_error(c->d, cfg_tensor_loc(c, t, name), "%s%s but %s implies %s%s (%s)",
+			   t->dtname, got, c->q.method, dtype_name(dt), want, why);
+		return NULL;
+	}
+	if (!(buf = malloc(t->size ? t->size : 1))) {
+		diag_error(c->d, cfg_tensor_loc(c, t, name), "out of memory");
+		return NULL;
+	}
+	if (st_read(c->st, t, buf, c->d)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static const char *
+tname(Cfg *c, const char *base, const char *suffix)
+{
+	return arena_printf(c->m->arena, "%s%s", base, suffix);
+}
+
+/* A checkpoint scale of any float dtype, as a double. */
+static double
+sload(DType dt, const void *p, int64_t i)
+{
+	return dtype_load(dt, p, (size_t)i);
+}
+
+static DType
+scale_dtype(Cfg *c, const char *name, DType def)
+{
+	const StTensor *t = c->st ? st_find(c->st, name) : NULL;
+
+	return t && dtype_is_float(t->dt) ? t->dt : def;
+}
+
+/* fp8 blocks: values as they are; scale [ceil(R/bn), nb] repeated over rows. */
+static int
+piece_fp8(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
+{
+	int64_t d[3], E = p->rank == 3 ? p->dim[0] : 1;
+	int64_t Rm = R / E, srm = (Rm + c->q.bn - 1) / c->q.bn;
+	void *q, *s;
+
+	memcpy(d, p->dim, sizeof d);
+	q = read_checked(c, p->name, DT_F8E4M3, p->rank, d, "the weight's shape");
+	if (!q)
+		return -1;
+	memcpy(k->q + r0 * k->K, q, (size_t)(R * k->K));
+	free(q);
+	d[p->rank - 2] = srm, d[p->rank - 1] = k->nb;
+	s = read_checked(c, tname(c, p->name, "_scale_inv"), DT_F32, p->rank, d,
+			 "weight_block_size blocks of the weight");
+	if (!s)
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t j = 0; j < k->nb; j++)
+			dtype_store(DT_F32, k->s, (size_t)((r0 + r) * k->nb + j),
+				    sload(DT_F32, s, ((r / Rm) * srm + (r % Rm) / c->q.bn) * k->nb + j));
+	free(s);
+	return 0;
+}
+
+/* gpt-oss: <w>_blocks u8 [E,N,K/32,16] are the e2m1 values, <w>_scales u8
+ * [E,N,K/32] the e8m0 scales, both already in the IR's order. */
+static int
+piece_mxfp4(Cfg *c, const Piece *p, const WSpec *w, Canon *k)
+{
+	int64_t E = w->t.rank == 3 ? w->t.dim[0] : 1, M = E * k->N;
+	int64_t db[4] = {E, k->N, k->nb, 16};
+	void *q, *s;
+
+	if (k->K % 32)
+		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "mxfp4 needs K = %lld "
+				  "a multiple of 32", (long long)k->K);
+	q = read_checked(c, tname(c, w->name, "_blocks"), DT_U8, 4, db, "experts x N x K/32 x 16");
+	if (!q)
+		return -1;
+	memcpy(k->q, q, (size_t)(M * k->K / 2));
+	free(q);
+	s = read_checked(c, tname(c, w->name, "_scales"), DT_U8, 3, db, "experts x N x K/32");
+	if (!s)
+		return -1;
+	memcpy(k->s, s, (size_t)(M * k->nb));
+	free(s);
+	return 0;
+}
+
+/* compressed-tensors: weight_packed i32 [R, K/8] holds q+8 as u4 low nibble
+ * first; weight_scale [R, nb]; weight_zero_point i32 [ceil(R/8), nb] holds
+ * z+8 packed along the rows. */
+static int
+piece_ct(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
+{
+	const char *base = module_of(c, p->name);
+	int64_t dq[2] = {R, (k->K + 7) / 8}, ds[2] = {R, k->nb}, dz[2] = {(R + 7) / 8, k->nb};
+	uint8_t *q, *s, *z = NULL;
+
+	if (c->q.kind == Q_CT_FP8) {
+		int64_t d1[2] = {R, 1}, d0[1] = {1};
+		q = read_checked(c, p->name, DT_F8E4M3, 2, (int64_t[]){R, k->K}, "the weight's shape");
+		if (!q)
+			return -1;
+		memcpy(k->q + r0 * k->K, q, (size_t)(R * k->K));
+		free(q);
+		s = read_checked(c, tname(c, base, ".weight_scale"), k->sdt, c->q.per_tensor ? 1 : 2,
+				 c->q.per_tensor ? d0 : d1, "one scale per output row (or tensor)");
+		if (!s)
+			return -1;
+		for (int64_t r = 0; r < R; r++)
+			dtype_store(k->sdt, k->s, (size_t)(r0 + r), sload(k->sdt, s, c->q.per_tensor ? 0 : r));
+		free(s);
+		return 0;
+	}
+	if (k->K % 8)
+		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "pack-quantized int4 "
+				  "needs K = %lld a multiple of 8", (long long)k->K);
+	if (!(q = read_checked(c, tname(c, base, ".weight_packed"), DT_I32, 2, dq,
+			       "out x in/8 (8 values per int32)")))
+		return -1;
+	for (int64_t i = 0; i < R * k->K / 2; i++)	/* q + 8 -> q: flip each nibble's top bit */
+		k->q[r0 * k->K / 2 + i] = q[i] ^ (c->q.sym ? 0x88 : 0);
+	free(q);
+	if (!(s = read_checked(c, tname(c, base, ".weight_scale"), k->sdt, 2, ds,
+			       "out x in/group_size")))
+		return -1;
+	memcpy(k->s + (size_t)(r0 * k->nb) * (size_t)dtype_bits(k->sdt) / 8, s,
+	       (size_t)(R * k->nb) * (size_t)dtype_bits(k->sdt) / 8);
+	free(s);
+	if (c->q.sym)
+		return 0;
+	if (!(z = read_checked(c, tname(c, base, ".weight_zero_point"), DT_I32, 2, dz,
+			       "out/8 x in/group_size (8 zero points per int32 along out)")))
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t j = 0; j < k->nb; j++) {
+			uint32_t word = ((uint32_t *)(void *)z)[(r / 8) * k->nb + j];
+			dtype_store_int(DT_U4, k->z, (size_t)((r0 + r) * k->nb + j),
+					(word >> (4 * (r % 8))) & 0xf);
+		}
+	free(z);
+	return 0;
+}
+
+/* gptq / awq: qweight i32 (gptq [K/8, R] packed along K; awq [K, R/8]
+ * packed along R in the order 0 2 4 6 1 3 5 7), qzeros i32 [K/g, R/8]
+ * (gptq v1 stores z - 1), scales [K/g, R]: all transposed to rows. */
+static int
+piece_gptq_awq(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
+{
+	/* AWQ packs column 8j + {0,2,4,6,1,3,5,7}[i] into nibble i: column 8j + c is nibble awq_order[c] */
+	static const int awq_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+	const char *base = module_of(c, p->name);
+	int awq = c->q.kind == Q_AWQ;
+	int64_t K = k->K, dq[2] = {awq ? K : K / 8, awq ? R / 8 : R}, dz[2] = {k->nb, R / 8};
+	int64_t ds[2] = {k->nb, R}, dg[1] = {K};
+	uint32_t *q, *z;
+	uint8_t *s;
+	int32_t *g;
+
+	if (K % 8 || R % 8)
+		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s needs in = %lld and "
+				  "out = %lld multiples of 8", c->q.method, (long long)K, (long long)R);
+	if (c->q.desc_act && (g = read_checked(c, tname(c, base, ".g_idx"), DT_I32, 1, dg,
+						"one group per input column"))) {
+		for (int64_t i = 0; i < K; i++)
+			if (g[i] != i / k->bs) {
+				free(g);
+				return diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".g_idx")),
+						  "desc_act: g_idx[%lld] is %d, not column / group_size: "
+						  "permuted groups are not read", (long long)i, g[i]);
+			}
+		free(g);
+	} else if (c->q.desc_act) {
+		return -1;
+	}
+	if (!(q = read_checked(c, tname(c, base, ".qweight"), DT_I32, 2, dq, "the packed int32 layout")))
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t i = 0; i < K; i++) {
+			uint32_t v = awq ? q[i * (R / 8) + r / 8] >> (4 * awq_order[r % 8])
+				: q[(i / 8) * R + r] >> (4 * (i % 8));
+			dtype_store_int(DT_U4, k->q, (size_t)((r0 + r) * K + i), v & 0xf);
+		}
+	free(q);
+	if (!(z = read_checked(c, tname(c, base, ".qzeros"), DT_I32, 2, dz, "in/group_size x out/8")))
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t j = 0; j < k->nb; j++) {
+			uint32_t v = z[j * (R / 8) + r / 8] >> (4 * (awq ? awq_order[r % 8] : r % 8));
+			int64_t zz = (int64_t)(v & 0xf) + (c->q.v1 && !awq);
+			if (zz > 15) {
+				free(z);
+				return diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".qzeros")),
+						  "gptq zero point 16 (stored 15) of row %lld is not a "
+						  "u4 zero point", (long long)r);
+			}
+			dtype_store_int(DT_U4, k->z, (size_t)((r0 + r) * k->nb + j), zz);
+		}
+	free(z);
+	if (!(s = read_checked(c, tname(c, base, ".scales"), k->sdt, 2, ds, "in/group_size x out")))
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t j = 0; j < k->nb; j++)
+			dtype_store(k->sdt, k->s, (size_t)((r0 + r) * k->nb + j), sload(k->sdt, s, j * R + r));
+	free(s);
+	return 0;
+}
+
+/* ---- the weight ---- */
+
+static void
+free_data(void *p, size_t n)
+{
+	(void)n;
+	free(p);
+}
+
+static Value *
+make(Cfg *c, const char *name, DType dt, int rank, const int64_t *dim, uint8_t *data,
+     double mean, double scale)
+{
+	Dim dd[MAXRANK];
+	Weight *wt;
+
+	for (int i = 0; i < rank; i++)
+		dd[i] = dim[i];
+	wt = ir_add_weight(c->m, name, ir_type(dt, rank, dd));
+	if (data) {
+		wt->data = data;
+		wt->size = dtype_bytes(dt, (size_t)ir_type_numel(&wt->value->type));
+		wt->free_data = free_data;
+		wt->source = ir_intern(c->m, c->stpath);
+	} else {
+		wt->seed = c->o->seed;
+		wt->mean = mean;
+		wt->scale = scale;
+		wt->source = "synthetic";
+	}
+	return wt->value;
+}
+
+static int
+read_pieces(Cfg *c, WSpec *w, Canon *k)
+{
+	int64_t dim[MAXRANK];
+
+	for (int i = 0; i < w->t.rank; i++)
+		dim[i] = w->t.dim[i];
+	if (!w->piece.n)
+		cfg_add_piece(w, w->name, 0, w->t.rank, dim, 0);
+	if (c->q.kind == Q_MXFP4)
+		return w->piece.n == 1 ? piece_mxfp4(c, &w->piece.v[0], w, k)
+			: diag_error(c->d, cfg_tensor_loc(c, NULL, w->piece.v[0].name),
+				     "mxfp4 experts must be stacked (<name>_blocks, <name>_scales)");
+	for (size_t i = 0; i < w->piece.n; i++) {
+		const Piece *p = &w->piece.v[i];
+		int64_t R = 1;
+		int rc;
+		for (int d = 0; d < p->rank - 1; d++)
+			R *= p->dim[d];
+		if (p->trans || p->nblk > 1 || p->dim[p->rank - 1] != k->K || p->off % k->K)
+			return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s weights are read "
+					  "as [out, in] rows; this layout is not", c->q.method);
+		if (c->q.kind == Q_FP8)
+			rc = piece_fp8(c, p, p->off / k->K, R, k);
+		else if (c->q.kind == Q_CT_INT4 || c->q.kind == Q_CT_FP8)
+			rc = piece_ct(c, p, p->off / k->K, R, k);
+		else
+			rc = piece_gptq_awq(c, p, p->off / k->K, R, k);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+Value *
+cfg_quant_weight(Cfg *c, WSpec *w)
+{
+	int r = w->t.rank, kind = c->q.kind;
+	int64_t dim[MAXRANK], sdim[MAXRANK], M, nq, ns;
+	double smean;
+	Canon k = {0};
+	Value *in[3] = {NULL, NULL, NULL};
+	const char *first = w->piece.n ? w->piece.v[0].name : w->name, *mod;
+	Node *n;
+
+	for (int i = 0; i < r; i++)
+		dim[i] = sdim[i] = w->t.dim[i];
+	k.N = dim[r - 2];
+	k.K = dim[r - 1];
+	k.bs = c->q.bk > 0 && c->q.bk < k.K ? c->q.bk : k.K;
+	k.nb = (k.K + k.bs - 1) / k.bs;
+	k.qdt = qfmt[kind].q;
+	k.sdt = qfmt[kind].s;
+	if (k.qdt == DT_I4 && !c->q.sym)
+		k.qdt = DT_U4;
+	if (k.sdt == NDTYPE)	/* int4 scales: the checkpoint's float type, else the model's */
+		k.sdt = scale_dtype(c, tname(c, module_of(c, first), kind == Q_CT_INT4 ? ".weight_scale"
+					     : ".scales"), c->dt);
+	if (kind == Q_CT_FP8)
+		k.sdt = scale_dtype(c, tname(c, module_of(c, first), ".weight_scale"), DT_F32);
+	if (dtype_is_packed(k.qdt) && k.K % 2)
+		return cfg_error(c, w->why, "%s: weight '%s' has an odd in-dimension %lld",
+				 c->q.method, w->name, (long long)k.K), NULL;
+	sdim[r - 1] = k.nb;
+	M = ir_type_numel(&w->t) / k.K;
+	nq = M * k.K;
+	ns = M * k.nb;
+	smean = 1.0 / (fabs(qfmt[kind].qscale) * sqrt((double)k.K));
+	if (c->st) {
+		int zero = qfmt[kind].zero || (kind == Q_CT_INT4 && !c->q.sym);
+		k.q = calloc(dtype_bytes(k.qdt, (size_t)nq) + 1, 1);
+		k.s = calloc(dtype_bytes(k.sdt, (size_t)ns) + 1, 1);
+		k.z = zero ? calloc(dtype_bytes(DT_U4, (size_t)ns) + 1, 1) : NULL;
+		if (!k.q || !k.s || (zero && !k.z) || read_pieces(c, w, &k)) {
+			free(k.q), free(k.s), free(k.z);
+			c->err = 1;
+			return NULL;
+		}
+	}
+	in[0] = make(c, w->name, k.qdt, r, dim, k.q, qfmt[kind].qmean, qfmt[kind].qscale);
+	in[1] = make(c, tname(c, w->name, ".scale"), k.sdt, r, sdim, k.s, smean, 0.25 * smean);
+	if (k.z || (!c->st && k.qdt == DT_U4))
+		in[2] = make(c, tname(c, w->name, ".zero"), DT_U4, r, sdim, k.z, 8, 2);
+	c->b.loc.name = w->name;
+	ir_b_int(&c->b, "axis", r - 1);
+	ir_b_int(&c->b, "block_size", k.bs);
+	ir_b_str(&c->b, "to", dtype_name(c->dt));
+	n = ir_b_node(&c->b, OP_DEQUANTIZE, in, in[2] ? 3 : 2, 1);
+	mod = module_of(c, w->name);
+	if (!strncmp(mod, c->pre, strlen(c->pre)))	/* value names are the layer's, as cfg_ffn's */
+		mod += strlen(c->pre);
+	return n ? cfg_named(c, n->out[0], tname(c, mod, ".dq")) : NULL;
+}
+
+/* fp8 with dynamic activations: x -> quantize_dynamic -> dequantize, per
+ * token and block-size columns (fp8) or per token (compressed-tensors). */
+Value *
+cfg_quant_act(Cfg *c, Value *x, const Value *w)
+{
+	int64_t K = x && x->type.rank ? x->type.dim[x->type.rank - 1] : 0;
+	int64_t g = c->q.act == ACT_GROUP ? c->q.bk : K;
+	Node *q, *n;
+
+	if (!x || !w || !c->q.act || w->kind != V_RESULT || w->def->op != OP_DEQUANTIZE)
+		return x;
+	if (K <= 0 || K % g)
+		return cfg_error(c, "quantization_config", "activation_scheme dynamic quantises "
+				 "activations in groups of %lld columns; the input has %lld",
+				 (long long)g, (long long)K), NULL;
+	ir_b_str(&c->b, "to", "f8e4m3");
+	if (c->q.act == ACT_GROUP)
+		ir_b_int(&c->b, "group", g);
+	else
+		ir_b_str(&c->b, "group", "row");
+	if (!(q = ir_b_node(&c->b, OP_QUANTIZE_DYNAMIC, &x, 1, 2)))
+		return NULL;
+	ir_b_int(&c->b, "axis", x->type.rank - 1);
+	ir_b_int(&c->b, "block_size", g);
+	ir_b_str(&c->b, "to", dtype_name(x->type.dt));
+	n = ir_b_node(&c->b, OP_DEQUANTIZE, q->out, 2, 1);
+	return n ? n->out[0] : NULL;
+}
