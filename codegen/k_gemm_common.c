@@ -97,6 +97,10 @@ params(const GemmCore *k, CgParam *p)
 	if (s->gather)
 		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
 	p[n++] = (CgParam){CGP_PTR, "B"};
+	if (s->bq.group > 0)
+		p[n++] = (CgParam){CGP_PTR, "B_scale"};
+	if (s->bq.group > 0 && s->bq.zero)
+		p[n++] = (CgParam){CGP_PTR, "B_zero"};
 	p[n++] = (CgParam){CGP_PTR, "C"};
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		p[n++] = (CgParam){CGP_PTR, "C_scale"};
@@ -134,6 +138,10 @@ bind_params(GemmCore *k)
 	if (s->gather)
 		k->gidx = arg_noalias(f, n++);
 	k->B = arg_noalias(f, n++);
+	if (s->bq.group > 0)
+		k->Bs = arg_noalias(f, n++);
+	if (s->bq.group > 0 && s->bq.zero)
+		k->Bz = arg_noalias(f, n++);
 	k->C = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		k->Cs = arg_noalias(f, n++);
@@ -157,7 +165,7 @@ bind_params(GemmCore *k)
 CgFn *
 gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 {
-	CgParam p[10 + CG_EP_MAX];
+	CgParam p[12 + CG_EP_MAX];
 	int np = params(k, p);
 	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
 

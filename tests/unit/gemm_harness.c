@@ -189,6 +189,63 @@ leaf_elems(const GemmRun *r, int i)
 	}
 }
 
+/*
+ * Quantised B: q, scales and zero points in the IR's layout ([E][N][K],
+ * [E][N][K/group] twice) from the seed, dequantised as the dequantize op
+ * does (then rounded to A's type, which the mma reads) for the reference,
+ * and packed by cg_bq_pack for the kernel.
+ */
+static int
+inputs_bq(GemmRun *r, const GemmCase *c, double bs)
+{
+	const GemmSpec *s = &r->s;
+	size_t nq = (size_t)r->E * (size_t)s->N * (size_t)s->K, ns = nq / (size_t)s->bq.group;
+	DType zdt = c->bq_zero_dt ? c->bq_zero_dt : s->b_dt;
+	int isf = dtype_is_float(s->b_dt);
+	double qmax = isf ? 2 : s->b_dt == DT_I4 ? 8 : s->b_dt == DT_U4 ? 15 : s->b_dt == DT_I8 ? 128 : 255;
+	void *q = calloc(dtype_bytes(s->b_dt, nq) + 1, 1), *sc = calloc(ns ? ns : 1, 8);
+	void *z = s->bq.zero ? calloc(dtype_bytes(zdt, ns) + 1, 1) : NULL;
+	Diag d;
+	int rc;
+
+	for (size_t i = 0; i < nq; i++) {
+		double u = (gh_urand() + 1) / 2;
+		if (isf)
+			dtype_store(s->b_dt, q, i, (2 * u - 1) * qmax);
+		else if (dtype_flags(s->b_dt) & DTF_SIGNED)
+			dtype_store(s->b_dt, q, i, floor(u * 2 * qmax) - qmax);
+		else
+			dtype_store(s->b_dt, q, i, floor(u * (qmax + 1)));
+	}
+	for (size_t i = 0; i < ns; i++) {
+		dtype_store(s->bq.scale_dt, sc, i, bs / qmax * (0.5 + (gh_urand() + 1) / 2));
+		if (z && isf)
+			dtype_store(zdt, z, i, gh_urand() * 0.25);
+		else if (z)
+			dtype_store(zdt, z, i, floor((gh_urand() + 1) / 2 * qmax) + (dtype_flags(zdt) & DTF_SIGNED ? -floor(qmax / 2) : 0));
+	}
+	r->Bdq = malloc(sizeof(double) * (nq ? nq : 1));
+	for (size_t i = 0; i < nq; i++) {
+		size_t g = i / (size_t)s->bq.group;
+		double v = (dtype_load(s->b_dt, q, i) - (z ? dtype_load(zdt, z, g) : 0)) *
+			   dtype_load(s->bq.scale_dt, sc, g);
+		unsigned char t[8];
+		dtype_store(s->a_dt, t, 0, v);
+		r->Bdq[i] = dtype_load(s->a_dt, t, 0);
+	}
+	r->B = calloc(cg_bq_bytes(s, r->E, 0) + 1, 1);
+	r->Bs = calloc(cg_bq_bytes(s, r->E, 1) + 1, 1);
+	r->Bz = s->bq.zero ? calloc(cg_bq_bytes(s, r->E, 2) + 1, 1) : NULL;
+	diag_init(&d, NULL);
+	rc = cg_bq_pack(s, r->E, q, sc, z, zdt, r->B, r->Bs, r->Bz, &d);
+	if (rc < 0)
+		snprintf(r->msg, sizeof r->msg, "%s", d.last);
+	free(q);
+	free(sc);
+	free(z);
+	return rc;
+}
+
 static void
 inputs(GemmRun *r, const GemmCase *c)
 {
@@ -198,7 +255,10 @@ inputs(GemmRun *r, const GemmCase *c)
 	GhFill leaves = c->fill == GH_EXACT ? GH_NONZERO : c->fill;
 
 	gh_seed(c->seed ? c->seed : 12345);
-	if (c->fill != GH_EXACT) {
+	if (s->bq.group > 0) {
+		r->A = fill(s->a_dt, na, 1.0, c->fill);
+		inputs_bq(r, c, bs);
+	} else if (c->fill != GH_EXACT) {
 		r->A = fill(s->a_dt, na, 1.0, c->fill);
 		r->B = fill(s->b_dt, nb, bs, c->fill);
 	} else {	/* every product and every sum exact in f32 */
@@ -248,7 +308,14 @@ arguments(const GemmRun *r, uint64_t *args, CgEmuBuf *buf, int *nbuf)
 	ARG(r->A, (size_t)r->msrc * (size_t)s->lda * dtype_bytes(s->a_dt, 1));
 	if (r->gidx)
 		ARG(r->gidx, sizeof(int) * M);
-	ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	if (s->bq.group > 0) {
+		ARG(r->B, cg_bq_bytes(s, r->E, 0));
+		ARG(r->Bs, cg_bq_bytes(s, r->E, 1));
+		if (r->Bz)
+			ARG(r->Bz, cg_bq_bytes(s, r->E, 2));
+	} else {
+		ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	}
 	ARG(r->C, r->cbytes);
 	if (r->C_scale)
 		ARG(r->C_scale, sizeof(float) * M * (size_t)(r->width / s->quant.group));
@@ -301,6 +368,8 @@ gh_run(GemmRun *r, const GemmCase *c)
 	}
 	k = cg_module_find(m, "g");
 	inputs(r, c);
+	if (r->msg[0])
+		goto out;
 	if (r->s.groups > 0) {
 		r->offs = calloc((size_t)r->E + 1, sizeof(int));
 		for (int e = 0; e < r->E; e++)
@@ -339,6 +408,9 @@ gh_free(GemmRun *r)
 	free(r->C_scale);
 	free(r->qscale);
 	free(r->qzero);
+	free(r->Bs);
+	free(r->Bz);
+	free(r->Bdq);
 	free(r->gidx);
 	free(r->sidx);
 	free(r->offs);
@@ -422,7 +494,7 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 		for (int64_t q = 0; q < s->K; q++) {
 			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
 			a += dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q)) *
-			     dtype_load(s->b_dt, r->B, (size_t)bi);
+			     (r->Bdq ? r->Bdq[bi] : dtype_load(s->b_dt, r->B, (size_t)bi));
 		}
 		acc[n] = a;
 	}

@@ -58,6 +58,7 @@ struct GemmCase {
 	double b_scale;		/* B values times b_scale / sqrt(K) (0: 1) */
 	uint64_t seed;		/* 0: 12345 */
 	double scale_v, zero_v;	/* static quantisation: the values behind its roles */
+	DType bq_zero_dt;	/* quantised B with zero points: their IR type (0: b_dt) */
 };
 
 /* Row r of the output: its expert, its A row, its C row, its raw gather index. */
@@ -75,6 +76,8 @@ struct GemmRun {
 	void *A, *B, *C, *leaf[CG_EP_MAX];
 	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
+	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack) */
+	double *Bdq;		/* quantised B dequantised (rounded to A's type): the reference's B */
 	size_t cbytes;
 	char msg[600];		/* why gh_run or gh_compare failed */
 };
