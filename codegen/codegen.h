@@ -509,6 +509,7 @@ typedef struct GemmSpec GemmSpec;
 typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
+	int bscale, bzero;	/* quantised B (dequantize folded into the kernel): its scales, zero points */
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */
 };

@@ -316,6 +316,64 @@ START_TEST(test_grouped)
 }
 END_TEST
 
+/* ---- whole programs: fuse-dequant, lower_gemm, the repack, the emulator ---- */
+
+/* W4A16: i4 with a scale per 128 along K, then u4 with f16 scales and u4 zero points per 64 */
+static const char prog_w4[] =
+	"weight $wq : i4[256,128]\n"
+	"weight $s : bf16[256,1] mean=0.02 scale=0.005\n"
+	"weight $wu : u4[128,256]\n"
+	"weight $su : f16[128,4] mean=0.01 scale=0.002\n"
+	"weight $zu : u4[128,4] mean=8 scale=7\n"
+	"graph @g(%x: bf16[T,128]) -> (y: bf16[T,128]) {\n"
+	"	%w = dequantize $wq, $s, axis=1, block_size=128, to=bf16 : bf16[256,128]\n"
+	"	%h = matmul %x, %w, to=f32, trans_b=1 : f32[T,256]\n"
+	"	%a = silu %h : f32[T,256]\n"
+	"	%ab = cast %a, to=bf16 : bf16[T,256]\n"
+	"	%w2 = dequantize $wu, $su, $zu, axis=1, block_size=64, to=bf16 : bf16[128,256]\n"
+	"	%y = matmul %ab, %w2, to=f32, trans_b=1 : f32[T,128]\n"
+	"	%yb = cast %y, to=bf16 : bf16[T,128]\n"
+	"	ret %yb\n"
+	"}\n";
+
+/* W8A16: f8e4m3 with a per-channel f32 scale (compressed-tensors, FBGEMM) */
+static const char prog_f8_channel[] =
+	"weight $wq : f8e4m3[256,128] scale=2.0\n"
+	"weight $s : f32[256] mean=0.02 scale=0.005\n"
+	"graph @g(%x: bf16[T,128]) -> (y: bf16[T,256]) {\n"
+	"	%w = dequantize $wq, $s, axis=0, to=bf16 : bf16[256,128]\n"
+	"	%y = matmul %x, %w, trans_b=1 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* B [K,N]: not folded; dequantised at load and read as bf16 by the GEMM */
+static const char prog_kn_unfused[] =
+	"weight $wq : i4[128,256]\n"
+	"weight $s : bf16[1,256] mean=0.02 scale=0.005\n"
+	"graph @g(%x: bf16[T,128]) -> (y: f32[T,256]) {\n"
+	"	%w = dequantize $wq, $s, axis=0, block_size=128, to=bf16 : bf16[128,256]\n"
+	"	%y = matmul %x, %w, to=f32 : f32[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+static const struct {
+	const char *text;
+	int T[2];
+	const char *kernel, *note;
+} programs[] = {
+	{prog_w4, {19, 200}, "g_k0", "bq: group=128 scale=bf16"},
+	{prog_w4, {3, 0}, "g_k1_decode", "bq: group=64 scale=f16 zero"},
+	{prog_f8_channel, {21, 0}, "g_k0", "bf16.f8e4m3->bf16"},
+	{prog_kn_unfused, {17, 0}, "g_k0", "bf16.bf16->f32 B[K,N]"},
+};
+
+START_TEST(test_program_against_interpreter)
+{
+	for (int i = 0; i < 2 && programs[_i].T[i] > 0; i++)
+		gh_check_program(programs[_i].text, programs[_i].T[i], programs[_i].kernel, programs[_i].note);
+}
+END_TEST
+
 Suite *
 gemm_mixed_suite(void)
 {
@@ -333,6 +391,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_group_spans_tiles);
 	tcase_add_test(t, test_f8);
 	tcase_add_test(t, test_grouped);
+	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
 }

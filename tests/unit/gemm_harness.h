@@ -123,4 +123,13 @@ int gh_assemble(CgModule *m, int n, const char *who, int flags);
 /* swiglu's reference in double (the other epilogue operations: ir_ew_scalar) */
 double gh_swiglu(const CgEpInst *in, double gate, double up);
 
+/*
+ * Whole programs: the IR text through the default pipeline, cg_compile for
+ * "emu" and the plan on the emulator at T tokens, against ir_eval of the
+ * unfused graph (quantised outputs within a step of their grid, f32 within
+ * 1e-5, bf16 within 1e-2).  note: a substring the note of kernel `kernel`
+ * must hold (the builder that took it).  Asserts.
+ */
+void gh_check_program(const char *text, int T, const char *kernel, const char *note);
+
 #endif
