@@ -401,10 +401,12 @@ size_t cg_bq_bytes(const GemmSpec *s, int E, int which);	/* 0: B, 1: scale, 2: z
  * nibble first, as dtype_store writes them), scale [E][N][K/group] of
  * s->bq.scale_dt, zero [E][N][K/group] of zero_dt (or NULL: 0) into the
  * kernel's layout (cg_bq_bytes each).  -1 with a diagnostic when the spec
- * is not a quantised one.
+ * is not a quantised one.  interleave: the rows of each expert's q, scale
+ * and zero are taken interleaved (row 2j+h from source row h*N/2 + j, the
+ * gate|up layout lower-moe gives the SwiGLU GEMM).
  */
 int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const void *zero,
-	       DType zero_dt, void *b, void *bscale, void *bzero, Diag *d);
+	       DType zero_dt, int interleave, void *b, void *bscale, void *bzero, Diag *d);
 
 /* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */
 /*
@@ -510,6 +512,7 @@ typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
 	int bscale, bzero;	/* quantised B (dequantize folded into the kernel): its scales, zero points */
+	int b_interleave;	/* ... read through lower-moe's gate|up interleave (cg_bq_pack's) */
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */
 };

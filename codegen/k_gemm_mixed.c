@@ -286,13 +286,14 @@ raw_bits(const BqFormat *fm, const unsigned char *q, size_t i)
 
 int
 cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const void *zero,
-	   DType zero_dt, void *b, void *bscale, void *bzero, Diag *d)
+	   DType zero_dt, int interleave, void *b, void *bscale, void *bzero, Diag *d)
 {
 	const BqFormat *fm = format_of(s->b_dt);
 	int64_t N = s->N, K = s->K, G = s->bq.group, ka, ng;
 	int ssz;
 
-	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits))
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	    (interleave && N % 2))
 		return diag_error(d, LOC_NONE, "bq-pack: not a quantised B spec (%s, group %lld, N = %lld, K = %lld)",
 				  dtype_name(s->b_dt), (long long)G, (long long)N, (long long)K);
 	ka = 128 / fm->bits;
@@ -305,10 +306,11 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 					int64_t n = 8 * nb + lane / 4, t = lane % 4;
 					uint32_t w = 0;
 					unsigned char *o = (unsigned char *)b + (((e * N / 8 + nb) * (K / ka) + kb) * 128 + lane * 4);
+					int64_t src = interleave ? n % 2 * (N / 2) + n / 2 : n;
 					for (int sub = 0; sub < 8 / fm->bits; sub++)
 						for (int el = 0; el < 4; el++) {
 							int64_t k = ka * kb + 16 * sub + 2 * t + (el & 1) + 8 * (el >> 1);
-							w |= (uint32_t)raw_bits(fm, q, (size_t)((e * N + n) * K + k))
+							w |= (uint32_t)raw_bits(fm, q, (size_t)((e * N + src) * K + k))
 							     << ((4 * sub + el) * fm->bits);
 						}
 					for (int i = 0; i < 4; i++)
@@ -317,7 +319,8 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 	for (int64_t e = 0; e < E; e++)
 		for (int64_t n = 0; n < N; n++)
 			for (int64_t kg = 0; kg < ng; kg++) {
-				size_t from = (size_t)((e * N + n) * ng + kg), to = (size_t)((e * ng + kg) * N + n);
+				int64_t src = interleave ? n % 2 * (N / 2) + n / 2 : n;
+				size_t from = (size_t)((e * N + src) * ng + kg), to = (size_t)((e * ng + kg) * N + n);
 				memcpy((char *)bscale + to * (size_t)ssz, (const char *)scale + from * (size_t)ssz, (size_t)ssz);
 				if (!s->bq.zero)
 					continue;

@@ -939,7 +939,7 @@ repack_one(CgProgram *p, const Node *call, const GemmSpec *s, const CgGemmBind *
 	bs = xcalloc(cg_bq_bytes(s, E, 1) + 1, 1);
 	if (z)
 		bz = xcalloc(cg_bq_bytes(s, E, 2) + 1, 1);
-	if (cg_bq_pack(s, E, qd, sd, zd, z ? z->v->type.dt : DT_F32, b, bs, bz, p->d)) {
+	if (cg_bq_pack(s, E, qd, sd, zd, z ? z->v->type.dt : DT_F32, gb->b_interleave, b, bs, bz, p->d)) {
 		free(b), free(bs), free(bz);
 		return -1;
 	}

@@ -38,10 +38,21 @@ kernel_matmul(const Graph *k)
 	return NULL;
 }
 
-static int
-is_weight(const Value *v)
+/* A weight, or a short chain of reshapes and transposes of one (lower-moe's
+ * gate|up interleave of a synthetic weight, which fold leaves alone), each
+ * link used once: the root weight, else NULL. */
+static Value *
+chain_root(Value *v)
 {
-	return v && v->kind == V_WEIGHT;
+	for (int depth = 0; v && depth < 4; depth++) {
+		if (v->kind == V_WEIGHT)
+			return v;
+		if (v->kind != V_RESULT || v->nuse != 1 ||
+		    !((v->def->op == OP_RESHAPE && v->def->nin == 1) || v->def->op == OP_TRANSPOSE))
+			return NULL;
+		v = v->def->in[0];
+	}
+	return NULL;
 }
 
 /*
@@ -59,12 +70,13 @@ refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *bu
 
 	if (axis < 0)
 		axis += r;
-	if (!is_weight(dq->in[0]) || !is_weight(dq->in[1]) || (dq->nin > 2 && dq->in[2] && !is_weight(dq->in[2])))
-		return "its operands are not all weights";
+	for (int i = 0; i < dq->nin; i++)
+		if (dq->in[i] && !chain_root(dq->in[i]))
+			return "its operands are not weights (nor reshapes and transposes of weights used once)";
 	if (b->nuse != 1 || ir_is_graph_result(g, b))
 		return "the dequantised weight has other users";
 	for (int i = 0; i < dq->nin; i++)
-		if (dq->in[i] && dq->in[i]->nuse != 1)
+		if (dq->in[i] && chain_root(dq->in[i])->nuse != 1)
 			return "a weight it reads has other users";
 	if (!quantised_type(q->dt)) {
 		snprintf(buf, n, "the weight is %s, not a quantised type", dtype_name(q->dt));
@@ -84,24 +96,59 @@ refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *bu
 	return "its scales are not blocks along K nor per output channel";
 }
 
-/* Replace operand i of call by dq's operands, and dq into the kernel before its first node. */
+/* A copy of node d (one result, typed as v) in kernel k before `before`, reading x. */
+static Value *
+copy_node(Graph *k, Node *before, const Node *d, Value *const *x, int nin, const Value *v)
+{
+	Node *n = ir_new_node(k, d->op, x, nin, 1);
+
+	ir_copy_attrs(k->m, n, d);
+	n->out[0]->type = v->type;
+	ir_set_name(k, n->out[0], v->name);
+	ir_insert(k, before, n);
+	return n->out[0];
+}
+
+/* v's chain (chain_root) copied into k, reading param p for its root. */
+static Value *
+copy_chain(Graph *k, Node *before, Value *v, Value *p)
+{
+	Value *x;
+
+	if (v->kind == V_WEIGHT)
+		return p;
+	x = copy_chain(k, before, v->def->in[0], p);
+	return copy_node(k, before, v->def, &x, 1, v);
+}
+
+/* Erase v's chain from g (after its last user went). */
+static void
+erase_chain(Graph *g, Value *v)
+{
+	while (v->kind == V_RESULT) {
+		Node *d = v->def;
+		v = d->in[0];
+		ir_erase(g, d);
+	}
+}
+
+/* Replace operand i of call by the root weights of dq's operands, and dq
+ * (with the chains) into the kernel before its first node. */
 static void
 move_in(Graph *g, Node *call, int i, Node *dq)
 {
 	Graph *k = call->callee;
 	Module *m = g->m;
-	Value *old = k->param[i], *ops[3] = {NULL, NULL, NULL}, **in;
+	Node *first = k->first;
+	Value *old = k->param[i], *ops[3] = {NULL, NULL, NULL}, *roots[3], **in, *nv;
 	int nq = dq->nin > 2 && dq->in[2] ? 3 : 2, nin = call->nin - 1 + nq, at = 0;
-	Node *n;
 
-	for (int j = 0; j < nq; j++)
-		ops[j] = ir_add_param(k, dq->in[j]->name, dq->in[j]->type);
-	n = ir_new_node(k, OP_DEQUANTIZE, ops, dq->nin, 1);
-	ir_copy_attrs(m, n, dq);
-	n->out[0]->type = old->type;
-	ir_set_name(k, n->out[0], old->name);
-	ir_insert(k, k->first, n);
-	ir_replace_uses(k, old, n->out[0]);
+	for (int j = 0; j < nq; j++) {
+		roots[j] = chain_root(dq->in[j]);
+		ops[j] = copy_chain(k, first, dq->in[j], ir_add_param(k, roots[j]->name, roots[j]->type));
+	}
+	nv = copy_node(k, first, dq, ops, dq->nin, old);
+	ir_replace_uses(k, old, nv);
 	memmove(&k->param[i], &k->param[i + 1], sizeof *k->param * (size_t)(k->nparam - i - 1));
 	k->nparam--;
 
@@ -110,7 +157,7 @@ move_in(Graph *g, Node *call, int i, Node *dq)
 		if (j != i)
 			in[at++] = call->in[j];
 	for (int j = 0; j < nq; j++)
-		in[at++] = dq->in[j];
+		in[at++] = roots[j];
 	call->in = in;
 	call->nin = nin;
 }
@@ -129,8 +176,8 @@ describe(char *buf, size_t n, const Node *dq)
 		snprintf(lay, sizeof lay, "per output channel");
 	snprintf(buf, n, "B = dequantize($%s %s, $%s %s%s%s) in %s; the packed weights are read in the "
 		 "mainloop (%.3g MB instead of %.3g MB of %s)",
-		 dq->in[0]->name, dtype_name(q->dt), dq->in[1]->name, dtype_name(dq->in[1]->type.dt),
-		 zero ? ", zero $" : "", zero ? dq->in[2]->name : "", lay,
+		 chain_root(dq->in[0])->name, dtype_name(q->dt), chain_root(dq->in[1])->name,
+		 dtype_name(dq->in[1]->type.dt), zero ? ", zero $" : "", zero ? chain_root(dq->in[2])->name : "", lay,
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(q->dt, (size_t)numel) : 0,
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(dq->out[0]->type.dt, (size_t)numel) : 0,
 		 dtype_name(dq->out[0]->type.dt));
@@ -176,7 +223,11 @@ fuse_dequant(Module *m, PassCtx *c)
 		}
 		describe(what, sizeof what, dq);
 		move_in(g, call, i, dq);
+		Value *chains[3] = {dq->in[0], dq->in[1], dq->nin > 2 ? dq->in[2] : NULL};
 		ir_erase(g, dq);
+		for (int j = 0; j < 3; j++)
+			if (chains[j])
+				erase_chain(g, chains[j]);
 		report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
 		ir_fill_uses(g);
 		changed = 1;

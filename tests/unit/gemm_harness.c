@@ -238,7 +238,7 @@ inputs_bq(GemmRun *r, const GemmCase *c, double bs)
 	r->Bs = calloc(cg_bq_bytes(s, r->E, 1) + 1, 1);
 	r->Bz = s->bq.zero ? calloc(cg_bq_bytes(s, r->E, 2) + 1, 1) : NULL;
 	diag_init(&d, NULL);
-	rc = cg_bq_pack(s, r->E, q, sc, z, zdt, r->B, r->Bs, r->Bz, &d);
+	rc = cg_bq_pack(s, r->E, q, sc, z, zdt, 0, r->B, r->Bs, r->Bz, &d);
 	if (rc < 0)
 		snprintf(r->msg, sizeof r->msg, "%s", d.last);
 	free(q);
@@ -704,8 +704,28 @@ expect_quant_close(const char *what, const Tensor *got, const Tensor *want)
  * T tokens, against ir_eval of the unfused graph.  note: a substring the
  * note of kernel `kernel` must hold (the builder that took it).
  */
+/* Relative L2 error of got against want, over every element. */
+static double
+rel_l2(const Tensor *got, const Tensor *want)
+{
+	double e2 = 0, r2 = 0;
+
+	for (int64_t i = 0; i < tensor_numel(want); i++) {
+		double g = dtype_load(got->dt, got->data, (size_t)i), w = dtype_load(want->dt, want->data, (size_t)i);
+		e2 += (g - w) * (g - w);
+		r2 += w * w;
+	}
+	return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
 void
 gh_check_program(const char *text, int T, const char *kernel, const char *note)
+{
+	gh_check_program_l2(text, T, kernel, note, 0);
+}
+
+void
+gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2)
 {
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
@@ -751,7 +771,12 @@ gh_check_program(const char *text, int T, const char *kernel, const char *note)
 	}
 	ck_assert_msg(cg_program_emulate(p, in, got, T, &d) == 0, "emulate: %s", d.last);
 	for (int i = 0; i < g->nret; i++) {
-		expect_quant_close(g->retname[i], &got[i], &want[i]);
+		if (l2 > 0) {
+			double e = rel_l2(&got[i], &want[i]);
+			ck_assert_msg(e < l2, "%s: relative L2 error %g >= %g", g->retname[i], e, l2);
+		} else {
+			expect_quant_close(g->retname[i], &got[i], &want[i]);
+		}
 		tensor_free(&got[i]);
 		tensor_free(&want[i]);
 	}

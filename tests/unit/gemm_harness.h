@@ -131,5 +131,8 @@ double gh_swiglu(const CgEpInst *in, double gate, double up);
  * must hold (the builder that took it).  Asserts.
  */
 void gh_check_program(const char *text, int T, const char *kernel, const char *note);
+/* The same, each output within a relative L2 error l2 of the interpreter's
+ * (blocks whose bf16 intermediates the kernels keep in f32). */
+void gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2);
 
 #endif
