@@ -349,6 +349,23 @@ struct CgQuant {
  * f32: the other operand's type, bf16 when both are f32), through registers
  * instead of cp.async: correct, slower.  bf16 with f16 is refused.
  */
+/*
+ * Quantised B (a mixed-input GEMM, k_gemm_mixed.c): B's elements are b_dt,
+ * one row of the format table (i4, u4, i8, u8, f8e4m3, f8e5m2), and B[n][k]
+ * is (q - zero) * scale rounded to the mma type, with one scale (and zero
+ * point) per `group` consecutive k of a column: the dequantize op's
+ * semantics, computed in registers from the packed bytes.  B, "B_scale"
+ * and "B_zero" hold the layout cg_gemm_bq_pack writes (docs/codegen.md):
+ * 128-byte fragment atoms, scales and zero points [E][K/group][N] in
+ * scale_dt.  group = 0: B is not quantised.
+ */
+typedef struct CgBQuant CgBQuant;
+struct CgBQuant {
+	int group;		/* k per scale: a multiple of 16 dividing K, and bk or a multiple of it */
+	DType scale_dt;		/* f32, bf16 or f16 (zero points are stored in it too) */
+	int zero;		/* a "B_zero" parameter */
+};
+
 typedef struct GemmSpec GemmSpec;
 struct GemmSpec {
 	int64_t N, K;		/* compile-time sizes */
@@ -365,6 +382,8 @@ struct GemmSpec {
 	CgBLayout b_layout;
 	int64_t ldb;		/* 0: K for [N,K], N for [K,N] */
 	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
+
+	CgBQuant bq;		/* group 0: B is b_dt itself */
 
 	DType c_dt;
 	int64_t ldc;		/* 0: the output width (N, or N/2 after SWIGLU) */
@@ -387,7 +406,7 @@ struct GemmSpec {
 void cg_gemm_default(GemmSpec *s);
 /*
  * Emit one GEMM kernel.  Parameters, in order (roles in quotes):
- *   "A", ["gather_idx"], "B", "C", ["C_scale"], ["scatter_idx"], ["offsets"],
+ *   "A", ["gather_idx"], "B", ["B_scale"], ["B_zero"], "C", ["C_scale"], ["scatter_idx"], ["offsets"],
  *   one pointer per epilogue load leaf (its role), [quant.scale_role],
  *   [quant.zero_role], "T" (i32).
  * Grid: tiles: (cdiv(M + E*(bm-1), bm), N/bn, 1); persistent: (ctas, 1, 1).
@@ -400,6 +419,23 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+
+/* k_gemm_mixed.c: quantised B (GemmSpec.bq) */
+/* Whether dt has a row in the format table (a B the kernel dequantises). */
+int cg_bq_format(DType dt);
+/* Bytes of the packed B ("B"), of "B_scale" and of "B_zero" for E experts. */
+size_t cg_bq_bytes(const GemmSpec *s, int E, int which);	/* 0: B, 1: scale, 2: zero */
+/*
+ * The compile-time repack: q [E][N][K] of s->b_dt (i4/u4: two per byte, low
+ * nibble first, as dtype_store writes them), scale [E][N][K/group] of
+ * s->bq.scale_dt, zero [E][N][K/group] of zero_dt (or NULL: 0) into the
+ * kernel's layout (cg_bq_bytes each).  -1 with a diagnostic when the spec
+ * is not a quantised one.  interleave: the rows of each expert's q, scale
+ * and zero are taken interleaved (row 2j+h from source row h*N/2 + j, the
+ * gate|up layout lower-moe gives the SwiGLU GEMM).
+ */
+int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const void *zero,
+	       DType zero_dt, int interleave, void *b, void *bscale, void *bzero, Diag *d);
 
 /* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */
 /*
@@ -528,6 +564,8 @@ typedef struct GemmSpec GemmSpec;
 typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
+	int bscale, bzero;	/* quantised B (dequantize folded into the kernel): its scales, zero points */
+	int b_interleave;	/* ... read through lower-moe's gate|up interleave (cg_bq_pack's) */
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */
 };

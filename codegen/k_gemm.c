@@ -111,13 +111,15 @@ layout(G *g, const GemmSpec *in)
 	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
 	g->a_bytes = s->bm * g->a_ld;
 	g->stage = g->a_bytes + (s->b_layout == CG_B_NK ? s->bn : s->bk) * g->b_ld;
+	if (s->bq.group > 0)
+		gemm_bq_layout(g);	/* packed B, its scales and zero points */
 	g->k.tab = s->stages * g->stage;
 	g->k.wsum = g->k.tab + ((4 * (s->groups + 1) + 15) & ~15);
 	g->k.smem = s->groups > 0 ? g->k.wsum + 128 : g->k.tab;
 	if (s->quant.kind == CG_QUANT_GROUP)
 		quant_layout(g);
 	g->a_chunks = s->bm * s->bk / 8;
-	g->b_chunks = s->bn * s->bk / 8;
+	g->b_chunks = s->bq.group > 0 ? 0 : s->bn * s->bk / 8;
 	g->a_n = g->k.nthr ? (g->a_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	g->b_n = g->k.nthr ? (g->b_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	if (s->mainloop == CG_MAINLOOP_WS)
@@ -160,6 +162,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
 		return -1;
+	if (s->bq.group > 0 && gemm_bq_check(&g, d) < 0)
+		return -1;
 	if (s->mainloop == CG_MAINLOOP_WGMMA) {
 		if (gemm_wgmma_check(t, &g, d) < 0)
 			return -1;
@@ -170,7 +174,7 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 			      "a tensor-core GEMM", d) < 0) {
 		return -1;
 	}
-	if (!gemm_io_type(s->a_dt) || !gemm_io_type(s->b_dt) ||
+	if (!gemm_io_type(s->a_dt) || !(gemm_io_type(s->b_dt) || s->bq.group > 0) ||
 	    !(gemm_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
 		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16; "
 				  "C f8e4m3 or i8 when quantised)",
@@ -277,6 +281,8 @@ thread_setup(G *g)
 				g->acc[i][j][q] = cg_var(f, f->tf32, NULL);
 	if (s->mainloop == CG_MAINLOOP_WGMMA)
 		gemm_wgmma_setup(g);
+	if (s->bq.group > 0)
+		gemm_bq_setup(g);
 }
 
 /* Global addresses of this thread's load chunks at k = 0. */
@@ -302,6 +308,8 @@ tile_sources(G *g)
 				     cg_sext64(f, cg_add(f, g->k.n0, cg_muli(f, g->b_kc[i], 8))));
 		g->b_src[i] = gptr(f, g->k.bexp, off, eb);
 	}
+	if (s->bq.group > 0)
+		gemm_bq_sources(g);
 }
 
 /* One 16-byte shared chunk from 8 global elements of type dt. */
@@ -360,6 +368,8 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 		if (guard)
 			cg_endif(f, &c);
 	}
+	if (s->bq.group > 0)
+		gemm_bq_load(g, soff, kt);
 }
 
 /* Fragments of one k-step (16 deep) for the warp: A (mi x 4 regs), B (ni x 2). */
@@ -378,6 +388,10 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 
 	for (int i = 0; i < g->mi; i++)
 		cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, abase, i * 16 * g->a_ld + kk * 32)), 0, fr->a[i]);
+	if (s->bq.group > 0) {
+		gemm_bq_frags(g, soff, kk, fr->b);
+		return;
+	}
 	for (int j = 0; j < g->ni / 2; j++) {
 		if (s->b_layout == CG_B_NK)
 			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, j * 16 * g->b_ld + kk * 32)), 0, r);
@@ -851,6 +865,9 @@ note(G *g, char *buf, size_t n)
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
 		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
+	if (s->bq.group > 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s", s->bq.group,
+			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
 		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);

@@ -36,6 +36,7 @@ struct GemmCore {
 	int tab, wsum, smem;	/* shared bytes: expert table, warp sums, total */
 	/* parameters */
 	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
+	LLVMValueRef Bs, Bz;	/* quantised B: scales, zero points */
 	LLVMValueRef q_scale_p, q_zero_p;	/* static quantisation */
 	/* per thread */
 	LLVMValueRef tid, lane, warp;
@@ -132,6 +133,17 @@ struct G {
 	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
 	/* per tile */
 	LLVMValueRef a_src[MAXI], b_src[MAXI];
+	/* quantised B (k_gemm_mixed.c) */
+	struct {
+		int bits, ka;		/* bits per element; k per 128-byte fragment atom */
+		int ssz, ns;		/* scale bytes; scale rows per stage */
+		int b_bytes, s_bytes;	/* per stage: packed B, one of scales/zeros */
+		int nchunk[3], nper[3];	/* 16-byte chunks per stage: B, scales, zeros; per thread */
+		LLVMValueRef soff[3][MAXI];	/* per thread: the chunks' smem offsets in a stage */
+		LLVMValueRef goff[3][MAXI];	/* ... and global byte offsets at k-tile 0 (i64) */
+		LLVMValueRef src[3][MAXI];	/* per tile: global addresses at k-tile 0 */
+		LLVMValueRef w_lane, s_lane;	/* smem offsets of the lane's word and scale */
+	} bq;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
 	struct {
 		int wg_m, wg_n;		/* warpgroups over the tile's rows and columns */
@@ -145,6 +157,20 @@ struct G {
 /* k_gemm.c */
 /* Issue the loads of k-tile kt (i32) into the stage at byte offset soff. */
 void gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt);
+
+/* k_gemm_mixed.c: quantised B (GemmSpec.bq) */
+/* Sizes of the B part of a stage (after layout's defaults). */
+void gemm_bq_layout(G *g);
+/* The format and tile rules; 0 or a diagnostic. */
+int gemm_bq_check(const G *g, Diag *d);
+/* Per thread: the chunk offsets and the lane's fragment offsets. */
+void gemm_bq_setup(G *g);
+/* Per tile: the chunks' global addresses. */
+void gemm_bq_sources(G *g);
+/* cp.async k-tile kt's packed B, scales and zero points into the stage at soff. */
+void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
+/* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */
+void gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2]);
 
 /* k_gemm_wgmma.c */
 /* Warpgroup tiles, fragment counts (mi, ni, mstride) and stage sizes. */

@@ -99,6 +99,10 @@ params(const GemmCore *k, CgParam *p)
 	if (s->gather)
 		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
 	p[n++] = (CgParam){CGP_PTR, "B"};
+	if (s->bq.group > 0)
+		p[n++] = (CgParam){CGP_PTR, "B_scale"};
+	if (s->bq.group > 0 && s->bq.zero)
+		p[n++] = (CgParam){CGP_PTR, "B_zero"};
 	p[n++] = (CgParam){CGP_PTR, "C"};
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		p[n++] = (CgParam){CGP_PTR, "C_scale"};
@@ -140,6 +144,10 @@ bind_params(GemmCore *k)
 	if (s->gather)
 		k->gidx = arg_noalias(f, n++);
 	k->B = arg_noalias(f, n++);
+	if (s->bq.group > 0)
+		k->Bs = arg_noalias(f, n++);
+	if (s->bq.group > 0 && s->bq.zero)
+		k->Bz = arg_noalias(f, n++);
 	k->C = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		k->Cs = arg_noalias(f, n++);

@@ -375,6 +375,80 @@ rows_per_t(L *l, const Module *m, const Value *a, int64_t K)
 	return 0;
 }
 
+/*
+ * B as dequantize(q, scale[, zero]) of parameters (fold-dequant's form): the
+ * kernel reads q packed and dequantises in registers (GemmSpec.bq).  The
+ * blocks run along K of B [N,K] (or [E,N,K]): block_size = group with scale
+ * [.., N, K/group], or per channel (block_size 0, a 1-D scale along N: one
+ * group of K).  The result type is the mma's: A's.
+ */
+/*
+ * An operand of B's dequantize: a kernel parameter, or lower-moe's gate|up
+ * interleave of one (reshape [E,2,N/2,X], transpose [0,2,1,3], reshape back),
+ * which the compile-time repack applies (*il = 1).  -1: neither.
+ */
+static int
+quant_operand(L *l, const Value *v, int *il)
+{
+	const Value *t, *r, *w;
+	int64_t perm[4], want[4] = {0, 2, 1, 3};
+
+	*il = 0;
+	if (param_index(l->k, v) >= 0)
+		return param_index(l->k, v);
+	if (v->kind != V_RESULT || v->def->op != OP_RESHAPE || v->type.rank != 3)
+		return -1;
+	t = v->def->in[0];
+	if (t->kind != V_RESULT || t->def->op != OP_TRANSPOSE || ir_attr_ints(t->def, "perm", perm, 4) != 4 ||
+	    memcmp(perm, want, sizeof perm))
+		return -1;
+	r = t->def->in[0];
+	if (r->kind != V_RESULT || r->def->op != OP_RESHAPE || r->type.rank != 4)
+		return -1;
+	w = r->def->in[0];
+	if (w->type.rank != 3 || r->type.dim[0] != w->type.dim[0] || r->type.dim[1] != 2 ||
+	    !ir_dim_is_static(w->type.dim[1]) || r->type.dim[2] * 2 != w->type.dim[1] ||
+	    r->type.dim[3] != w->type.dim[2] || memcmp(v->type.dim, w->type.dim, sizeof(Dim) * 3))
+		return -1;
+	*il = 1;
+	return param_index(l->k, w);
+}
+
+static int
+bind_b_quant(L *l, const Node *dq, int tb)
+{
+	const Type *q = &dq->in[0]->type, *sc = &dq->in[1]->type;
+	int r = q->rank, axis = (int)ir_attr_int(dq, "axis", 1);
+	int64_t bs = ir_attr_int(dq, "block_size", 0), K = q->dim[r - 1];
+
+	if (axis < 0)
+		axis += r;
+	if (!tb)
+		return fail(l, "a dequantized B [K,N] (only [N,K] weights are packed)");
+	int il[3] = {0, 0, 0}, zero = dq->nin > 2 && dq->in[2];
+	l->bind->b = quant_operand(l, dq->in[0], &il[0]);
+	l->bind->bscale = quant_operand(l, dq->in[1], &il[1]);
+	l->bind->bzero = zero ? quant_operand(l, dq->in[2], &il[2]) : -1;
+	if (l->bind->b < 0 || l->bind->bscale < 0 || (zero && l->bind->bzero < 0))
+		return fail(l, "the dequantized B's operands are computed in the kernel");
+	if (il[1] != il[0] || (zero && il[2] != il[0]))
+		return fail(l, "the dequantized B's operands are not laid out alike");
+	l->bind->b_interleave = il[0];
+	if (dq->out[0]->type.dt != l->s->a_dt)
+		return fail(l, "B dequantized to %s for an A of %s", dtype_name(dq->out[0]->type.dt),
+			    dtype_name(l->s->a_dt));
+	if (bs > 0 && axis == r - 1 && sc->rank == r && sc->dim[r - 1] == K / bs && K % bs == 0)
+		l->s->bq.group = (int)bs;
+	else if (bs == 0 && r == 2 && axis == 0 && sc->rank == 1)
+		l->s->bq.group = (int)K;	/* per output channel */
+	else
+		return fail(l, "a dequantized B whose scales are not blocks along K");
+	l->s->b_dt = q->dt;
+	l->s->bq.scale_dt = sc->dt;
+	l->s->bq.zero = l->bind->bzero >= 0;
+	return 0;
+}
+
 static int lower(const Module *m, const Graph *k, L *l, char *why, size_t whylen);
 
 int
@@ -409,6 +483,8 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	const Node *mm = NULL;
 
 	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = bind->c_scale = -1;
+	bind->bscale = bind->bzero = -1;
+	bind->b_interleave = 0;
 	bind->rows = 0;
 	cg_gemm_default(s);
 	for (const Node *n = k->first; n; n = n->next)
@@ -425,15 +501,16 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	int tb = (int)ir_attr_int(mm, "trans_b", grouped ? 1 : 0);
 	if (ir_attr_int(mm, "trans_a", 0) || w->type.rank != 2 + grouped)
 		return snprintf(why, whylen, "A transposed or B not a matrix per expert"), -1;
-	if (bind_a(&l, mm) < 0 || (bind->b = param_index(k, w)) < 0) {
+	const Node *dq = w->kind == V_RESULT && w->def->op == OP_DEQUANTIZE ? w->def : NULL;
+	s->a_dt = mm->in[0]->type.dt;
+	s->b_dt = w->type.dt;
+	if (bind_a(&l, mm) < 0 || (dq ? bind_b_quant(&l, dq, tb) : (bind->b = param_index(k, w))) < 0) {
 		snprintf(why, whylen, "%s", l.why[0] ? l.why : "B is computed in the kernel");
 		return -1;
 	}
 	s->b_layout = tb ? CG_B_NK : CG_B_KN;
 	s->N = tb ? w->type.dim[grouped + 0] : w->type.dim[grouped + 1];
 	s->K = tb ? w->type.dim[grouped + 1] : w->type.dim[grouped + 0];
-	s->a_dt = mm->in[0]->type.dt;
-	s->b_dt = w->type.dt;
 	/* the scattered store's index first: epilogue leaves may read through it */
 	for (const Node *n = mm->next; n; n = n->next)
 		if (n->op == OP_SCATTER_ROWS)

@@ -45,6 +45,8 @@ typedef struct {
 	uint64_t bytes;
 	int synth;		/* filled on the device */
 	uint64_t at;
+	DType dt;		/* the bundle's type (a repacked zero point: the scale's) */
+	unsigned char *packed;	/* repacked for a quantised GEMM (malloc'd), else NULL */
 } WeightSlot;
 
 struct CgProgram {
@@ -230,7 +232,7 @@ st(CgProgram *p, const Value *v)
 static int
 add_weight(CgProgram *p, const Weight *w, const Value *v, int synth)
 {
-	WeightSlot s = {w, v, 0, synth, 0};
+	WeightSlot s = {w, v, 0, synth, 0, v->type.dt, NULL};
 	int64_t n = ir_type_numel(&v->type);
 
 	if (n < 0)
@@ -362,6 +364,15 @@ slot_name(const CgProgram *p, int i)
 	return p->w.v[i].v->name;
 }
 
+/* The module weight's slot behind v (through views), or NULL. */
+static WeightSlot *
+module_slot(CgProgram *p, const Value *v)
+{
+	const Storage *s = st(p, owner(v));
+
+	return s->kind == S_W && p->w.v[s->index].w ? &p->w.v[s->index] : NULL;
+}
+
 static MArg
 arg_of(CgProgram *p, const Value *v)
 {
@@ -387,6 +398,10 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 		return call->in[gb->a];
 	if (!strcmp(r, "B"))
 		return call->in[gb->b];
+	if (!strcmp(r, "B_scale"))
+		return call->in[gb->bscale];
+	if (!strcmp(r, "B_zero"))
+		return call->in[gb->bzero];
 	if (!strcmp(r, "gather_idx"))
 		return call->in[gb->gather];
 	if (!strcmp(r, "scatter_idx"))
@@ -687,6 +702,11 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
+	if (s.bq.group > 0 && !(module_slot(p, call->in[gb.b]) && module_slot(p, call->in[gb.b])->packed)) {
+		diag_note(p->d, call->loc, "@%s runs as a generic kernel: its quantised weights were not "
+			  "repacked (not module weights, or no tensor-core tile)", call->callee->name);
+		return 0;
+	}
 	small = s;
 	if (plan_gemm(p, &s, gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
@@ -931,6 +951,68 @@ init_prep(CgProgram *p, const Node *n)
 	return add_step(p, STEP_INIT, k, a, -1);
 }
 
+/*
+ * Quantised GEMMs (a dequantize folded into the kernel, GemmSpec.bq) read
+ * their weights in the layout cg_bq_pack writes: before the init steps are
+ * planned, each such GEMM that the tensor-core builder takes has its q,
+ * scale and zero-point weights repacked on the host (synthetic ones are
+ * generated here first, so the bundle holds them).  A GEMM the builder does
+ * not take stays a generic kernel, which reads the IR's layout: its weights
+ * are left alone.  The layout does not depend on the tile, so the decode and
+ * prefill variants share it.
+ */
+static int
+repack_one(CgProgram *p, const Node *call, const GemmSpec *s, const CgGemmBind *gb)
+{
+	WeightSlot *q = module_slot(p, call->in[gb->b]), *sc = module_slot(p, call->in[gb->bscale]);
+	WeightSlot *z = gb->bzero >= 0 ? module_slot(p, call->in[gb->bzero]) : NULL;
+	int E = s->groups > 0 ? s->groups : 1;
+	const void *qd, *sd, *zd = NULL;
+	unsigned char *b, *bs, *bz = NULL;
+
+	if (!q || !sc || (gb->bzero >= 0 && !z))
+		return 1;	/* not module weights: stays generic */
+	if (q->packed)
+		return 0;	/* another variant did it */
+	if (!(qd = ir_weight_data(q->v->weight, p->d)) || !(sd = ir_weight_data(sc->v->weight, p->d)) ||
+	    (z && !(zd = ir_weight_data(z->v->weight, p->d))))
+		return -1;
+	b = xcalloc(cg_bq_bytes(s, E, 0) + 1, 1);
+	bs = xcalloc(cg_bq_bytes(s, E, 1) + 1, 1);
+	if (z)
+		bz = xcalloc(cg_bq_bytes(s, E, 2) + 1, 1);
+	if (cg_bq_pack(s, E, qd, sd, zd, z ? z->v->type.dt : DT_F32, gb->b_interleave, b, bs, bz, p->d)) {
+		free(b), free(bs), free(bz);
+		return -1;
+	}
+	q->packed = b, q->synth = 0, q->bytes = cg_bq_bytes(s, E, 0);
+	sc->packed = bs, sc->synth = 0, sc->bytes = cg_bq_bytes(s, E, 1);
+	if (z)
+		z->packed = bz, z->synth = 0, z->bytes = cg_bq_bytes(s, E, 2), z->dt = s->bq.scale_dt;
+	return 0;
+}
+
+static int
+plan_gemm(CgProgram *p, GemmSpec *s, int64_t tokens, int *simt, char *why, size_t n);
+
+static int
+repack_quantised(CgProgram *p)
+{
+	for (Node *n = p->g->first; n; n = n->next) {
+		GemmSpec s;
+		CgGemmBind gb;
+		char why[640];
+		int simt;
+		if (n->op != OP_CALL || cg_gemm_from_kernel(p->m, n->callee, &s, &gb, why, sizeof why) ||
+		    s.bq.group <= 0 || plan_gemm(p, &s, gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why) ||
+		    simt)
+			continue;
+		if (repack_one(p, n, &s, &gb) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int
 emit_init(CgProgram *p)
 {
@@ -1039,7 +1121,8 @@ pack_weights(CgProgram *p)
 	p->weights = xcalloc(at + 1, 1);
 	for (size_t i = 0; i < p->w.n; i++)
 		if (!p->w.v[i].synth && p->w.v[i].bytes)
-			memcpy(p->weights + p->w.v[i].at, p->w.v[i].w->data, p->w.v[i].bytes);
+			memcpy(p->weights + p->w.v[i].at,
+			       p->w.v[i].packed ? p->w.v[i].packed : p->w.v[i].w->data, p->w.v[i].bytes);
 }
 
 static int
@@ -1080,7 +1163,7 @@ fill_weights(CgProgram *p)
 		const WeightSlot *w = &p->w.v[i];
 		MWeight *mw = &m->w[i];
 		mw->name = slot_name(p, i);
-		mw->dt = w->v->type.dt;
+		mw->dt = w->dt;
 		mw->rank = w->v->type.rank ? w->v->type.rank : 1;
 		for (int k = 0; k < w->v->type.rank; k++)
 			mw->dim[k] = w->v->type.dim[k];
@@ -1259,7 +1342,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		goto fail;
 	}
 	if (!p->g || check_graph(p) || assign(p) || plan_memory(p) || make_modules(p) ||
-	    emit_init(p))
+	    repack_quantised(p) || emit_init(p))
 		goto fail;
 	for (Node *n = p->g->first; n; n = n->next)
 		if (n->op == OP_CALL && emit_call(p, n))
@@ -1369,6 +1452,8 @@ cg_program_free(CgProgram *p)
 		cg_ptxas_free(&p->pr[i]);
 	}
 	vec_free(&p->buf);
+	for (size_t i = 0; i < p->w.n; i++)
+		free(p->w.v[i].packed);
 	vec_free(&p->w);
 	vec_free(&p->init);
 	vec_free(&p->run);

@@ -111,6 +111,30 @@ replace(Graph *g, Node *n, int k, Tensor *t, int from_weight)
 	return 1;
 }
 
+/*
+ * A quantised weight dequantised for GEMMs only stays quantised: fuse-dequant
+ * moves the dequantize into the GEMM kernel (the packed weights are read in
+ * its mainloop), and what it leaves is dequantised once at load.
+ */
+static int
+gemm_dequant(const Graph *g, const Node *n)
+{
+	int users = 0;
+
+	if (n->op != OP_DEQUANTIZE || dtype_bits(n->in[0]->type.dt) > 8 || n->in[0]->kind != V_WEIGHT)
+		return 0;
+	for (const Node *u = g->first; u; u = u->next)
+		for (int i = 0; i < u->nin; i++) {
+			if (u->in[i] != n->out[0])
+				continue;
+			if (!(i == 1 && (u->op == OP_MATMUL || u->op == OP_GROUPED_MATMUL)) &&
+			    !(i >= 2 && u->op == OP_MOE))
+				return 0;
+			users++;
+		}
+	return users > 0 && !ir_is_graph_result(g, n->out[0]);
+}
+
 static int
 fold_node(Graph *g, Node *n, Diag *d)
 {
@@ -119,7 +143,7 @@ fold_node(Graph *g, Node *n, Diag *d)
 	Diag quiet;
 
 	if (n->op == OP_CONST || n->op == OP_CALL || n->nin > 64 || n->nout > 16 ||
-	    (n->nin == 0 && n->op != OP_CONSTANT_OF_SHAPE))
+	    (n->nin == 0 && n->op != OP_CONSTANT_OF_SHAPE) || gemm_dequant(g, n))
 		return 0;
 	for (int i = 0; i < n->nout; i++) {
 		int64_t e = ir_type_numel(&n->out[i]->type);

@@ -43,6 +43,34 @@ interleave(Builder *b, Value *w)
 	return reshape(b, r, t->rank, t->dim);
 }
 
+/*
+ * A dequantized gate|up weight (blocks along K) interleaves its operands
+ * instead: the scales and zero points have the weight's rows, so the
+ * dequantize stays next to the GEMM that reads it (fuse-dequant moves it
+ * into the kernel, which then reads the packed weights).
+ */
+static Value *
+interleave_w(Builder *b, Value *w, DType xdt)
+{
+	Node *dq = w->kind == V_RESULT ? w->def : NULL;
+	Value *in[3] = {NULL, NULL, NULL};
+	Node *n;
+
+	/* as fuse-dequant will take it: blocks along K, dequantised to the tokens' bf16/f16
+	 * (a refused one keeps the plain interleave, which runs at load) */
+	if (!dq || dq->op != OP_DEQUANTIZE || w->type.rank != 3 || ir_attr_int(dq, "block_size", 0) <= 0 ||
+	    w->type.dt != xdt || (xdt != DT_BF16 && xdt != DT_F16) ||
+	    (ir_attr_int(dq, "axis", 1) != 2 && ir_attr_int(dq, "axis", 1) != -1) || dq->in[1]->type.rank != 3)
+		return interleave(b, w);
+	for (int i = 0; i < dq->nin; i++)
+		if (dq->in[i])
+			in[i] = interleave(b, dq->in[i]);
+	for (int i = 0; i < dq->nattr && b->npend < (int)NELEM(b->pend); i++)
+		b->pend[b->npend++] = dq->attr[i];
+	n = ir_b_node(b, OP_DEQUANTIZE, in, dq->nin, 1);
+	return n ? n->out[0] : NULL;
+}
+
 static Value *
 const_i32(Builder *b, int64_t v)
 {
@@ -107,7 +135,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 
 	/* gate|up: tokens gathered through the permutation, SwiGLU after */
 	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") != 0) {
-		wgu = interleave(&b, wgu);
+		wgu = interleave_w(&b, wgu, xdt);
 		if (bgu)
 			bgu = interleave(&b, bgu);
 	}

@@ -470,109 +470,6 @@ END_TEST
 
 /* ---- tests: whole programs on the emulator against the interpreter ---- */
 
-static Module *
-parse(const char *text)
-{
-	Diag d;
-	Module *m;
-
-	diag_init(&d, stderr);
-	m = ir_parse("quant.ir", text, strlen(text), &d);
-	ck_assert_msg(m != NULL, "parse: %s", d.last);
-	return m;
-}
-
-/* Outputs of the compiled program within the quantised types' rounding: a
- * q byte may differ from the interpreter's only by one step of its grid,
- * and only where the two f32 computations round apart (rarely). */
-static void
-expect_quant_close(const char *what, const Tensor *got, const Tensor *want)
-{
-	int64_t n = tensor_numel(want), off = 0;
-
-	ck_assert_int_eq(tensor_numel(got), n);
-	for (int64_t i = 0; i < n; i++) {
-		double g = dtype_load(got->dt, got->data, (size_t)i);
-		double w = dtype_load(want->dt, want->data, (size_t)i);
-		if (g == w || (isnan(g) && isnan(w)))
-			continue;
-		if (want->dt == DT_F32 || want->dt == DT_BF16) {	/* scales; a bf16 result */
-			double tol = want->dt == DT_F32 ? 1e-5 * fabs(w) : 1e-2 * fabs(w) + 1e-3;
-			ck_assert_msg(fabs(g - w) <= tol, "%s[%lld] = %.9g, want %.9g", what,
-				      (long long)i, g, w);
-			continue;
-		}
-		off++;
-		ck_assert_msg(fabs(g - w) <= (want->dt == DT_I8 ? 1 : fabs(w) / 8 + 1.0 / 512),
-			      "%s[%lld] = %g, want %g", what, (long long)i, g, w);
-	}
-	ck_assert_msg(off * 200 <= n, "%s: %lld of %lld elements one step off", what, (long long)off,
-		      (long long)n);
-}
-
-/*
- * The default pipeline, cg_compile for "emu", the plan on the emulator at
- * T tokens, against ir_eval of the unfused graph.  note: a substring the
- * note of kernel `kernel` must hold (the builder that took it).
- */
-static void
-check_program(const char *text, int T, const char *kernel, const char *note)
-{
-	Module *m = parse(text), *ref = parse(text);
-	Graph *g = ir_main_graph(ref);
-	PassOpts po;
-	PassCtx pc;
-	CgCompileOpts co;
-	CgProgram *p;
-	Diag d;
-	Tensor in[8], want[8], got[8];
-	const CgKernel *k;
-
-	diag_init(&d, stderr);
-	pass_default_opts(&po);
-	pc.d = &d;
-	pc.report = NULL;
-	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
-	cg_compile_default(&co);
-	co.arch[0] = "emu";
-	co.narch = 1;
-	co.max_tokens = 256;
-	p = cg_compile(m, &co, &d);
-	ck_assert_msg(p != NULL, "compile: %s", d.last);
-	k = cg_module_find(cg_program_module(p, "emu"), kernel);
-	ck_assert_msg(k != NULL, "no kernel %s", kernel);
-	ck_assert_msg(strstr(k->note, note) != NULL, "%s: '%s' lacks '%s'", kernel, k->note, note);
-
-	gh_seed(777);
-	memset(in, 0, sizeof in);
-	for (int i = 0; i < g->nparam; i++) {
-		const Type *t = &g->param[i]->type;
-		int64_t dim[MAXRANK];
-		for (int r = 0; r < t->rank; r++)
-			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
-		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
-		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
-			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
-	}
-	memset(want, 0, sizeof want);
-	ck_assert_msg(ir_eval(g, in, g->nparam, want, NULL, &d) == 0, "ir_eval: %s", d.last);
-	for (int i = 0; i < g->nret; i++) {
-		ck_assert_int_eq(tensor_alloc(&got[i], want[i].dt, want[i].rank, want[i].dim), 0);
-		memset(got[i].data, 0xff, tensor_nbytes(&got[i]));
-	}
-	ck_assert_msg(cg_program_emulate(p, in, got, T, &d) == 0, "emulate: %s", d.last);
-	for (int i = 0; i < g->nret; i++) {
-		expect_quant_close(g->retname[i], &got[i], &want[i]);
-		tensor_free(&got[i]);
-		tensor_free(&want[i]);
-	}
-	for (int i = 0; i < g->nparam; i++)
-		tensor_free(&in[i]);
-	cg_program_free(p);
-	ir_free_module(m);
-	ir_free_module(ref);
-}
-
 /* GEMM + SiLU + per-128 f8 quantisation: one tensor-core kernel, two outputs */
 static const char prog_group128[] =
 	"weight $w : bf16[256,64]\n"
@@ -661,7 +558,7 @@ static const struct {
 START_TEST(test_program_against_interpreter)
 {
 	for (int i = 0; i < 2 && programs[_i].T[i] > 0; i++)
-		check_program(programs[_i].text, programs[_i].T[i], programs[_i].kernel, programs[_i].note);
+		gh_check_program(programs[_i].text, programs[_i].T[i], programs[_i].kernel, programs[_i].note);
 }
 END_TEST
 

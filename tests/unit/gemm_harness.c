@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gemm_harness.h"
+#include "passes.h"
 
 const char *const gh_targets[3] = {"sm_80", "sm_90", "sm_90a"};
 
@@ -189,6 +190,63 @@ leaf_elems(const GemmRun *r, int i)
 	}
 }
 
+/*
+ * Quantised B: q, scales and zero points in the IR's layout ([E][N][K],
+ * [E][N][K/group] twice) from the seed, dequantised as the dequantize op
+ * does (then rounded to A's type, which the mma reads) for the reference,
+ * and packed by cg_bq_pack for the kernel.
+ */
+static int
+inputs_bq(GemmRun *r, const GemmCase *c, double bs)
+{
+	const GemmSpec *s = &r->s;
+	size_t nq = (size_t)r->E * (size_t)s->N * (size_t)s->K, ns = nq / (size_t)s->bq.group;
+	DType zdt = c->bq_zero_dt ? c->bq_zero_dt : s->b_dt;
+	int isf = dtype_is_float(s->b_dt);
+	double qmax = isf ? 2 : s->b_dt == DT_I4 ? 8 : s->b_dt == DT_U4 ? 15 : s->b_dt == DT_I8 ? 128 : 255;
+	void *q = calloc(dtype_bytes(s->b_dt, nq) + 1, 1), *sc = calloc(ns ? ns : 1, 8);
+	void *z = s->bq.zero ? calloc(dtype_bytes(zdt, ns) + 1, 1) : NULL;
+	Diag d;
+	int rc;
+
+	for (size_t i = 0; i < nq; i++) {
+		double u = (gh_urand() + 1) / 2;
+		if (isf)
+			dtype_store(s->b_dt, q, i, (2 * u - 1) * qmax);
+		else if (dtype_flags(s->b_dt) & DTF_SIGNED)
+			dtype_store(s->b_dt, q, i, floor(u * 2 * qmax) - qmax);
+		else
+			dtype_store(s->b_dt, q, i, floor(u * (qmax + 1)));
+	}
+	for (size_t i = 0; i < ns; i++) {
+		dtype_store(s->bq.scale_dt, sc, i, bs / qmax * (0.5 + (gh_urand() + 1) / 2));
+		if (z && isf)
+			dtype_store(zdt, z, i, gh_urand() * 0.25);
+		else if (z)
+			dtype_store(zdt, z, i, floor((gh_urand() + 1) / 2 * qmax) + (dtype_flags(zdt) & DTF_SIGNED ? -floor(qmax / 2) : 0));
+	}
+	r->Bdq = malloc(sizeof(double) * (nq ? nq : 1));
+	for (size_t i = 0; i < nq; i++) {
+		size_t g = i / (size_t)s->bq.group;
+		double v = (dtype_load(s->b_dt, q, i) - (z ? dtype_load(zdt, z, g) : 0)) *
+			   dtype_load(s->bq.scale_dt, sc, g);
+		unsigned char t[8];
+		dtype_store(s->a_dt, t, 0, v);
+		r->Bdq[i] = dtype_load(s->a_dt, t, 0);
+	}
+	r->B = calloc(cg_bq_bytes(s, r->E, 0) + 1, 1);
+	r->Bs = calloc(cg_bq_bytes(s, r->E, 1) + 1, 1);
+	r->Bz = s->bq.zero ? calloc(cg_bq_bytes(s, r->E, 2) + 1, 1) : NULL;
+	diag_init(&d, NULL);
+	rc = cg_bq_pack(s, r->E, q, sc, z, zdt, 0, r->B, r->Bs, r->Bz, &d);
+	if (rc < 0)
+		snprintf(r->msg, sizeof r->msg, "%s", d.last);
+	free(q);
+	free(sc);
+	free(z);
+	return rc;
+}
+
 static void
 inputs(GemmRun *r, const GemmCase *c)
 {
@@ -198,7 +256,10 @@ inputs(GemmRun *r, const GemmCase *c)
 	GhFill leaves = c->fill == GH_EXACT ? GH_NONZERO : c->fill;
 
 	gh_seed(c->seed ? c->seed : 12345);
-	if (c->fill != GH_EXACT) {
+	if (s->bq.group > 0) {
+		r->A = fill(s->a_dt, na, 1.0, c->fill);
+		inputs_bq(r, c, bs);
+	} else if (c->fill != GH_EXACT) {
 		r->A = fill(s->a_dt, na, 1.0, c->fill);
 		r->B = fill(s->b_dt, nb, bs, c->fill);
 	} else {	/* every product and every sum exact in f32 */
@@ -268,7 +329,14 @@ arguments(const GemmRun *r, const CgKernel *k, uint64_t *args, CgEmuBuf *buf, in
 	ARG(r->A, (size_t)r->msrc * (size_t)s->lda * dtype_bytes(s->a_dt, 1));
 	if (r->gidx)
 		ARG(r->gidx, sizeof(int) * M);
-	ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	if (s->bq.group > 0) {
+		ARG(r->B, cg_bq_bytes(s, r->E, 0));
+		ARG(r->Bs, cg_bq_bytes(s, r->E, 1));
+		if (r->Bz)
+			ARG(r->Bz, cg_bq_bytes(s, r->E, 2));
+	} else {
+		ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	}
 	ARG(r->C, r->cbytes);
 	if (r->C_scale)
 		ARG(r->C_scale, sizeof(float) * M * (size_t)(r->width / s->quant.group));
@@ -322,6 +390,8 @@ gh_run(GemmRun *r, const GemmCase *c)
 	}
 	k = cg_module_find(m, "g");
 	inputs(r, c);
+	if (r->msg[0])
+		goto out;
 	if (r->s.groups > 0) {
 		r->offs = calloc((size_t)r->E + 1, sizeof(int));
 		for (int e = 0; e < r->E; e++)
@@ -364,6 +434,9 @@ gh_free(GemmRun *r)
 	free(r->C_scale);
 	free(r->qscale);
 	free(r->qzero);
+	free(r->Bs);
+	free(r->Bz);
+	free(r->Bdq);
 	free(r->gidx);
 	free(r->sidx);
 	free(r->offs);
@@ -447,7 +520,7 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 		for (int64_t q = 0; q < s->K; q++) {
 			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
 			a += dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q)) *
-			     dtype_load(s->b_dt, r->B, (size_t)bi);
+			     (r->Bdq ? r->Bdq[bi] : dtype_load(s->b_dt, r->B, (size_t)bi));
 		}
 		acc[n] = a;
 	}
@@ -607,4 +680,134 @@ gh_assemble(CgModule *m, int n, const char *who, int flags)
 	}
 	cg_ptxas_free(&r);
 	return 1;
+}
+
+/* ---- whole programs against the interpreter ---- */
+
+static Module *
+parse(const char *text)
+{
+	Diag d;
+	Module *m;
+
+	diag_init(&d, stderr);
+	m = ir_parse("program.ir", text, strlen(text), &d);
+	ck_assert_msg(m != NULL, "parse: %s", d.last);
+	return m;
+}
+
+/* Outputs of the compiled program within the quantised types' rounding: a
+ * q byte may differ from the interpreter's only by one step of its grid,
+ * and only where the two f32 computations round apart (rarely). */
+static void
+expect_quant_close(const char *what, const Tensor *got, const Tensor *want)
+{
+	int64_t n = tensor_numel(want), off = 0;
+
+	ck_assert_int_eq(tensor_numel(got), n);
+	for (int64_t i = 0; i < n; i++) {
+		double g = dtype_load(got->dt, got->data, (size_t)i);
+		double w = dtype_load(want->dt, want->data, (size_t)i);
+		if (g == w || (isnan(g) && isnan(w)))
+			continue;
+		if (want->dt == DT_F32 || want->dt == DT_BF16) {	/* scales; a bf16 result */
+			double tol = want->dt == DT_F32 ? 1e-5 * fabs(w) : 1e-2 * fabs(w) + 1e-3;
+			ck_assert_msg(fabs(g - w) <= tol, "%s[%lld] = %.9g, want %.9g", what,
+				      (long long)i, g, w);
+			continue;
+		}
+		off++;
+		ck_assert_msg(fabs(g - w) <= (want->dt == DT_I8 ? 1 : fabs(w) / 8 + 1.0 / 512),
+			      "%s[%lld] = %g, want %g", what, (long long)i, g, w);
+	}
+	ck_assert_msg(off * 200 <= n, "%s: %lld of %lld elements one step off", what, (long long)off,
+		      (long long)n);
+}
+
+/*
+ * The default pipeline, cg_compile for "emu", the plan on the emulator at
+ * T tokens, against ir_eval of the unfused graph.  note: a substring the
+ * note of kernel `kernel` must hold (the builder that took it).
+ */
+/* Relative L2 error of got against want, over every element. */
+static double
+rel_l2(const Tensor *got, const Tensor *want)
+{
+	double e2 = 0, r2 = 0;
+
+	for (int64_t i = 0; i < tensor_numel(want); i++) {
+		double g = dtype_load(got->dt, got->data, (size_t)i), w = dtype_load(want->dt, want->data, (size_t)i);
+		e2 += (g - w) * (g - w);
+		r2 += w * w;
+	}
+	return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
+void
+gh_check_program(const char *text, int T, const char *kernel, const char *note)
+{
+	gh_check_program_l2(text, T, kernel, note, 0);
+}
+
+void
+gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2)
+{
+	Module *m = parse(text), *ref = parse(text);
+	Graph *g = ir_main_graph(ref);
+	PassOpts po;
+	PassCtx pc;
+	CgCompileOpts co;
+	CgProgram *p;
+	Diag d;
+	Tensor in[8], want[8], got[8];
+	const CgKernel *k;
+
+	diag_init(&d, stderr);
+	pass_default_opts(&po);
+	pc.d = &d;
+	pc.report = NULL;
+	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	p = cg_compile(m, &co, &d);
+	ck_assert_msg(p != NULL, "compile: %s", d.last);
+	k = cg_module_find(cg_program_module(p, "emu"), kernel);
+	ck_assert_msg(k != NULL, "no kernel %s", kernel);
+	ck_assert_msg(strstr(k->note, note) != NULL, "%s: '%s' lacks '%s'", kernel, k->note, note);
+
+	gh_seed(777);
+	memset(in, 0, sizeof in);
+	for (int i = 0; i < g->nparam; i++) {
+		const Type *t = &g->param[i]->type;
+		int64_t dim[MAXRANK];
+		for (int r = 0; r < t->rank; r++)
+			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
+		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
+		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
+			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
+	}
+	memset(want, 0, sizeof want);
+	ck_assert_msg(ir_eval(g, in, g->nparam, want, NULL, &d) == 0, "ir_eval: %s", d.last);
+	for (int i = 0; i < g->nret; i++) {
+		ck_assert_int_eq(tensor_alloc(&got[i], want[i].dt, want[i].rank, want[i].dim), 0);
+		memset(got[i].data, 0xff, tensor_nbytes(&got[i]));
+	}
+	ck_assert_msg(cg_program_emulate(p, in, got, T, &d) == 0, "emulate: %s", d.last);
+	for (int i = 0; i < g->nret; i++) {
+		if (l2 > 0) {
+			double e = rel_l2(&got[i], &want[i]);
+			ck_assert_msg(e < l2, "%s: relative L2 error %g >= %g", g->retname[i], e, l2);
+		} else {
+			expect_quant_close(g->retname[i], &got[i], &want[i]);
+		}
+		tensor_free(&got[i]);
+		tensor_free(&want[i]);
+	}
+	for (int i = 0; i < g->nparam; i++)
+		tensor_free(&in[i]);
+	cg_program_free(p);
+	ir_free_module(m);
+	ir_free_module(ref);
 }

@@ -58,6 +58,7 @@ struct GemmCase {
 	double b_scale;		/* B values times b_scale / sqrt(K) (0: 1) */
 	uint64_t seed;		/* 0: 12345 */
 	double scale_v, zero_v;	/* static quantisation: the values behind its roles */
+	DType bq_zero_dt;	/* quantised B with zero points: their IR type (0: b_dt) */
 };
 
 /* Row r of the output: its expert, its A row, its C row, its raw gather index. */
@@ -75,6 +76,8 @@ struct GemmRun {
 	void *A, *B, *C, *leaf[CG_EP_MAX];
 	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
+	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack) */
+	double *Bdq;		/* quantised B dequantised (rounded to A's type): the reference's B */
 	size_t cbytes;
 	char msg[600];		/* why gh_run or gh_compare failed */
 };
@@ -119,5 +122,17 @@ int gh_assemble(CgModule *m, int n, const char *who, int flags);
 
 /* swiglu's reference in double (the other epilogue operations: ir_ew_scalar) */
 double gh_swiglu(const CgEpInst *in, double gate, double up);
+
+/*
+ * Whole programs: the IR text through the default pipeline, cg_compile for
+ * "emu" and the plan on the emulator at T tokens, against ir_eval of the
+ * unfused graph (quantised outputs within a step of their grid, f32 within
+ * 1e-5, bf16 within 1e-2).  note: a substring the note of kernel `kernel`
+ * must hold (the builder that took it).  Asserts.
+ */
+void gh_check_program(const char *text, int T, const char *kernel, const char *note);
+/* The same, each output within a relative L2 error l2 of the interpreter's
+ * (blocks whose bf16 intermediates the kernels keep in f32). */
+void gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2);
 
 #endif

@@ -1,0 +1,334 @@
+/*
+ * k_gemm_mixed.c — quantised B for the mma.sync GEMM (GemmSpec.bq): the
+ * packed weights are copied as they are (cp.async, no dequantisation pass
+ * over memory) and dequantised in registers into the mma's B fragments.
+ *
+ *	stage:  A (as before) | packed B | scales | zero points
+ *	k-step: one 32-bit ld.shared per n8 block gives the lane its elements
+ *	        (2t, 2t+1, 2t+8, 2t+9 of its column g, for 8/bits k-steps);
+ *	        each (q - zero) * scale in f32, rounded to the mma type
+ *
+ * The layout, written once at compile time by cg_bq_pack (the bundle holds
+ * it): B of each expert as [N/8][K/ka] atoms of 128 bytes, ka = 128 / bits
+ * k per atom (32 for 4-bit, 16 for 8-bit types); word `lane` (g, t) =
+ * (lane / 4, lane % 4) of atom (nb, kb) holds, at bits (4s + e) * bits,
+ * element e of k-step s of column n = 8nb + g:
+ *
+ *	k = ka*kb + 16s + 2t + (e & 1) + 8(e >> 1)      e = 0..3, s < 8 / bits
+ *
+ * which is the m16n8k16 B fragment (registers b0 = e 0,1 and b1 = e 2,3),
+ * so a warp reads an atom as 32 consecutive words: no bank conflicts, no
+ * shuffles.  Scales and zero points as [E][K/group][N] in the scale's type:
+ * a k-tile's are bn contiguous values per group, copied with the tile.
+ * A format is one row of the table below: bits, and how a field becomes
+ * an f32 (an integer, signed or not, or a small float's bits).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "k_gemm.h"
+
+typedef enum { BQ_INT, BQ_UINT, BQ_FLOAT } BqKind;
+
+typedef struct {
+	DType dt;
+	int bits;
+	BqKind kind;		/* the field as a signed or unsigned integer, or a float's bits */
+} BqFormat;
+
+/* MXFP4 (f4e2m1 with f8e8m0 scales) is one row here (4, BQ_FLOAT) and one
+ * scale type once util/dtype.def has them. */
+static const BqFormat formats[] = {
+	{DT_I4, 4, BQ_INT},		/* GPTQ/AWQ/MatMulNBits (symmetric) */
+	{DT_U4, 4, BQ_UINT},		/* with a zero point */
+	{DT_I8, 8, BQ_INT},
+	{DT_U8, 8, BQ_UINT},
+	{DT_F8E4M3, 8, BQ_FLOAT},	/* DeepSeek-V3, FP8 per-channel */
+	{DT_F8E5M2, 8, BQ_FLOAT},
+};
+
+static const BqFormat *
+format_of(DType dt)
+{
+	for (size_t i = 0; i < NELEM(formats); i++)
+		if (formats[i].dt == dt)
+			return &formats[i];
+	return NULL;
+}
+
+int
+cg_bq_format(DType dt)
+{
+	return format_of(dt) != NULL;
+}
+
+static int
+scale_type(DType dt)
+{
+	return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16;
+}
+
+static int
+scale_bytes(DType dt)
+{
+	return dtype_bits(dt) / 8;
+}
+
+/* ---- sizes and checks ---- */
+
+void
+gemm_bq_layout(G *g)
+{
+	const GemmSpec *s = &g->k.s;
+	const BqFormat *fm = format_of(s->b_dt);
+	int G = s->bq.group;
+
+	if (!fm || G <= 0 || s->bk <= 0 || !scale_type(s->bq.scale_dt))
+		return;		/* gemm_bq_check says why */
+	g->bq.bits = fm->bits;
+	g->bq.ka = 128 / fm->bits;
+	g->bq.ssz = scale_bytes(s->bq.scale_dt);
+	g->bq.ns = G >= s->bk ? 1 : s->bk / G;
+	g->b_ld = s->bk * fm->bits;	/* bytes per n8 block per k-tile */
+	g->bq.b_bytes = s->bn / 8 * g->b_ld;
+	g->bq.s_bytes = g->bq.ns * s->bn * g->bq.ssz;
+	g->stage = g->a_bytes + g->bq.b_bytes + g->bq.s_bytes * (s->bq.zero ? 2 : 1);
+	g->bq.nchunk[0] = g->bq.b_bytes / 16;
+	g->bq.nchunk[1] = g->bq.s_bytes / 16;
+	g->bq.nchunk[2] = s->bq.zero ? g->bq.s_bytes / 16 : 0;
+	for (int i = 0; i < 3; i++)
+		g->bq.nper[i] = g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
+}
+
+int
+gemm_bq_check(const G *g, Diag *d)
+{
+	const GemmSpec *s = &g->k.s;
+	const BqFormat *fm = format_of(s->b_dt);
+	int G = s->bq.group;
+
+	if (!fm)
+		return diag_error(d, LOC_NONE, "gemm: quantised B of %s (the formats: i4, u4, i8, u8, f8e4m3, f8e5m2)",
+				  dtype_name(s->b_dt));
+	if (!scale_type(s->bq.scale_dt))
+		return diag_error(d, LOC_NONE, "gemm: quantised B's scales are %s (need f32, bf16 or f16)",
+				  dtype_name(s->bq.scale_dt));
+	if (s->mainloop != CG_MAINLOOP_MMA)
+		return diag_error(d, LOC_NONE, "gemm: quantised B runs on the mma.sync mainloop only");
+	if (s->a_dt != DT_BF16 && s->a_dt != DT_F16)
+		return diag_error(d, LOC_NONE, "gemm: quantised B needs A in bf16 or f16 (A is %s)",
+				  dtype_name(s->a_dt));
+	if (s->b_layout != CG_B_NK || s->ldb != s->K || s->b_group_stride != s->N * s->K)
+		return diag_error(d, LOC_NONE, "gemm: quantised B is packed [N,K] (no ldb or group stride of its own)");
+	if (G % 16 || s->K % G || (G % s->bk && s->bk % G))
+		return diag_error(d, LOC_NONE, "gemm: quantisation groups of %d along K (need a multiple of 16 "
+				  "dividing K = %lld, and bk = %d or a multiple of it)", G, (long long)s->K, s->bk);
+	if (s->bk % g->bq.ka || s->N % 8)
+		return diag_error(d, LOC_NONE, "gemm: %d-bit B needs bk a multiple of %d (bk = %d)",
+				  fm->bits, g->bq.ka, s->bk);
+	for (int i = 0; i < 3; i++)
+		if (g->bq.nper[i] > MAXI)
+			return diag_error(d, LOC_NONE, "gemm: tile %dx%dx%d too large for %d threads",
+					  s->bm, s->bn, s->bk, g->k.nthr);
+	return 0;
+}
+
+size_t
+cg_bq_bytes(const GemmSpec *s, int E, int which)
+{
+	const BqFormat *fm = format_of(s->b_dt);
+	size_t groups = s->bq.group > 0 ? (size_t)(s->K / s->bq.group) : 0;
+
+	if (!fm || s->bq.group <= 0)
+		return 0;
+	switch (which) {
+	case 0: return (size_t)E * (size_t)s->N * (size_t)s->K * (size_t)fm->bits / 8;
+	case 1: return (size_t)E * groups * (size_t)s->N * (size_t)scale_bytes(s->bq.scale_dt);
+	default: return s->bq.zero ? cg_bq_bytes(s, E, 1) : 0;
+	}
+}
+
+/* ---- the kernel's part ---- */
+
+void
+gemm_bq_setup(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int64_t rowb = s->K * g->bq.bits;	/* global bytes per n8 block */
+	int cpr[3] = {g->b_ld / 16, s->bn * g->bq.ssz / 16, s->bn * g->bq.ssz / 16};
+	int64_t pitch[3] = {rowb, s->N * g->bq.ssz, s->N * g->bq.ssz};
+	int base[3] = {g->a_bytes, g->a_bytes + g->bq.b_bytes, g->a_bytes + g->bq.b_bytes + g->bq.s_bytes};
+
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++) {
+			LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)j * g->k.nthr);
+			LLVMValueRef row = cg_sext64(f, cg_udiv(f, c, cg_i32(f, cpr[i])));
+			LLVMValueRef cc = cg_sext64(f, cg_urem(f, c, cg_i32(f, cpr[i])));
+			g->bq.soff[i][j] = cg_addi(f, cg_muli(f, c, 16), base[i]);
+			g->bq.goff[i][j] = cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
+		}
+	g->bq.w_lane = cg_addi(f, cg_add(f, cg_muli(f, cg_shr(f, g->wn0, 3), g->b_ld),
+					 cg_muli(f, g->k.lane, 4)), g->a_bytes);
+	g->bq.s_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), g->bq.ssz),
+			       g->a_bytes + g->bq.b_bytes);
+}
+
+void
+gemm_bq_sources(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef e = cg_sext64(f, g->k.e), n0 = cg_sext64(f, g->k.n0), base[3];
+	int64_t sstride = s->K / s->bq.group * s->N * g->bq.ssz;
+
+	base[0] = cg_gep(f, g->k.B, cg_add(f, cg_muli(f, e, s->N * s->K * g->bq.bits / 8),
+					   cg_muli(f, n0, s->K * g->bq.bits / 8)), 1);
+	base[1] = cg_gep(f, g->k.Bs, cg_add(f, cg_muli(f, e, sstride), cg_muli(f, n0, g->bq.ssz)), 1);
+	base[2] = s->bq.zero ? cg_gep(f, g->k.Bz, cg_add(f, cg_muli(f, e, sstride), cg_muli(f, n0, g->bq.ssz)), 1)
+			     : NULL;
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++)
+			g->bq.src[i][j] = cg_gep(f, base[i], g->bq.goff[i][j], 1);
+}
+
+void
+gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef k64 = cg_sext64(f, kt), adv[3];
+	/* the k-tile's first group row: kt * bk / group */
+	LLVMValueRef grp = s->bq.group >= s->bk ? LLVMBuildSDiv(f->B, k64, cg_i64(f, s->bq.group / s->bk), "")
+						: cg_muli(f, k64, s->bk / s->bq.group);
+	CgIf c;
+
+	adv[0] = cg_muli(f, k64, (int64_t)s->bk * g->bq.bits);
+	adv[1] = adv[2] = cg_muli(f, grp, s->N * g->bq.ssz);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++) {
+			int guard = (j + 1) * g->k.nthr > g->bq.nchunk[i];
+			if (guard)
+				cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)j * g->k.nthr),
+						   cg_i32(f, g->bq.nchunk[i])));
+			cg_cp_async16(f, cg_sptr(f, cg_add(f, soff, g->bq.soff[i][j])),
+				      cg_gep(f, g->bq.src[i][j], adv[i], 1));
+			if (guard)
+				cg_endif(f, &c);
+		}
+}
+
+/* A scale or zero point from shared memory, as f32. */
+static LLVMValueRef
+load_scale(G *g, LLVMValueRef off)
+{
+	CgFn *f = g->k.f;
+	DType dt = g->k.s.bq.scale_dt;
+
+	if (dt == DT_F32)
+		return cg_sload(f, f->tf32, cg_sptr(f, off), 4);
+	return cg_to_f32(f, cg_sload(f, f->ti16, cg_sptr(f, off), 2), dt);
+}
+
+/* Field `idx` (of `bits`) of word w as an f32. */
+static LLVMValueRef
+decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int idx)
+{
+	LLVMBuilderRef B = f->B;
+	int half = 1 << (fm->bits - 1);
+	LLVMValueRef v = cg_and(f, cg_shr(f, w, idx * fm->bits), (1 << fm->bits) - 1);
+
+	switch (fm->kind) {
+	case BQ_INT:	/* (v ^ half) - half */
+		v = cg_addi(f, LLVMBuildXor(B, v, cg_i32(f, half), ""), -half);
+		return LLVMBuildSIToFP(B, v, f->tf32, "");
+	case BQ_UINT:
+		return LLVMBuildUIToFP(B, v, f->tf32, "");
+	default:
+		return cg_bits_to_f32(f, LLVMBuildTrunc(B, v, f->ti8, ""), fm->dt);
+	}
+}
+
+void
+gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	const BqFormat *fm = format_of(s->b_dt);
+	int atom = kk * 16 / g->bq.ka, sub = kk * 16 % g->bq.ka / 16;
+	int srow = s->bq.group >= s->bk ? 0 : kk * 16 / s->bq.group;
+	LLVMValueRef wbase = cg_add(f, soff, g->bq.w_lane), sbase = cg_add(f, soff, g->bq.s_lane);
+
+	for (int j = 0; j < g->ni; j++) {
+		LLVMValueRef w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
+		int so = (srow * s->bn + 8 * j) * g->bq.ssz;
+		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
+		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
+		for (int e = 0; e < 4; e++) {
+			LLVMValueRef x = decode(f, fm, w, 4 * sub + e);
+			if (z)
+				x = LLVMBuildFSub(f->B, x, z, "");
+			h[e] = cg_from_f32(f, LLVMBuildFMul(f->B, x, sc, ""), g->mt);
+		}
+		b[j][0] = cg_pack16x2(f, h[0], h[1]);
+		b[j][1] = cg_pack16x2(f, h[2], h[3]);
+	}
+}
+
+/* ---- the compile-time repack ---- */
+
+/* The raw bits of element i of a packed q (i4/u4: nibbles, low first). */
+static unsigned
+raw_bits(const BqFormat *fm, const unsigned char *q, size_t i)
+{
+	return fm->bits == 4 ? (q[i / 2] >> (4 * (i & 1))) & 15u : q[i];
+}
+
+int
+cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const void *zero,
+	   DType zero_dt, int interleave, void *b, void *bscale, void *bzero, Diag *d)
+{
+	const BqFormat *fm = format_of(s->b_dt);
+	int64_t N = s->N, K = s->K, G = s->bq.group, ka, ng;
+	int ssz;
+
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	    (interleave && N % 2))
+		return diag_error(d, LOC_NONE, "bq-pack: not a quantised B spec (%s, group %lld, N = %lld, K = %lld)",
+				  dtype_name(s->b_dt), (long long)G, (long long)N, (long long)K);
+	ka = 128 / fm->bits;
+	ng = K / G;
+	ssz = scale_bytes(s->bq.scale_dt);
+	for (int64_t e = 0; e < E; e++)
+		for (int64_t nb = 0; nb < N / 8; nb++)
+			for (int64_t kb = 0; kb < K / ka; kb++)
+				for (int lane = 0; lane < 32; lane++) {
+					int64_t n = 8 * nb + lane / 4, t = lane % 4;
+					uint32_t w = 0;
+					unsigned char *o = (unsigned char *)b + (((e * N / 8 + nb) * (K / ka) + kb) * 128 + lane * 4);
+					int64_t src = interleave ? n % 2 * (N / 2) + n / 2 : n;
+					for (int sub = 0; sub < 8 / fm->bits; sub++)
+						for (int el = 0; el < 4; el++) {
+							int64_t k = ka * kb + 16 * sub + 2 * t + (el & 1) + 8 * (el >> 1);
+							w |= (uint32_t)raw_bits(fm, q, (size_t)((e * N + src) * K + k))
+							     << ((4 * sub + el) * fm->bits);
+						}
+					for (int i = 0; i < 4; i++)
+						o[i] = (unsigned char)(w >> (8 * i));
+				}
+	for (int64_t e = 0; e < E; e++)
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t kg = 0; kg < ng; kg++) {
+				int64_t src = interleave ? n % 2 * (N / 2) + n / 2 : n;
+				size_t from = (size_t)((e * N + src) * ng + kg), to = (size_t)((e * ng + kg) * N + n);
+				memcpy((char *)bscale + to * (size_t)ssz, (const char *)scale + from * (size_t)ssz, (size_t)ssz);
+				if (!s->bq.zero)
+					continue;
+				double z = zero ? dtype_load(zero_dt, zero, from) : 0;
+				dtype_store(s->bq.scale_dt, bzero, to, z);
+				if (dtype_load(s->bq.scale_dt, bzero, to) != z)
+					return diag_error(d, LOC_NONE, "bq-pack: zero point %g is not exact in %s",
+							  z, dtype_name(s->bq.scale_dt));
+			}
+	return 0;
+}
