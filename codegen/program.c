@@ -22,7 +22,6 @@
 
 #include "bundle.h"
 #include "codegen.h"
-#include "passes.h"
 
 typedef enum { S_NONE, S_IN, S_OUT, S_W, S_BUF } SKind;
 
@@ -201,7 +200,7 @@ check_graph(CgProgram *p)
 	int bad = 0;
 
 	for (Node *n = p->g->first; n; n = n->next) {
-		if (n->op == OP_CALL || pass_is_view(n) || pass_weight_only(n->out[0]))
+		if (n->op == OP_CALL || ir_is_view(n) || ir_weight_only(n->out[0]))
 			continue;
 		if (ir_opinfo[n->op].flags & OPF_DYNSHAPE)
 			bad = diag_error(p->d, n->loc, "%s: its result's shape depends on data; "
@@ -245,7 +244,7 @@ add_weight(CgProgram *p, const Weight *w, const Value *v, int synth)
 static const Value *
 owner(const Value *v)
 {
-	while (v->kind == V_RESULT && pass_is_view(v->def))
+	while (v->kind == V_RESULT && ir_is_view(v->def))
 		v = v->def->in[0];
 	return v;
 }
@@ -278,9 +277,9 @@ assign(CgProgram *p)
 		*st(p, o) = (Storage){S_OUT, i};
 	}
 	for (Node *n = g->first; n; n = n->next) {
-		if (pass_is_view(n))
+		if (ir_is_view(n))
 			continue;	/* below, once every owner has storage */
-		if (n->op != OP_CALL && pass_weight_only(n->out[0])) {
+		if (n->op != OP_CALL && ir_weight_only(n->out[0])) {
 			if (add_weight(p, NULL, n->out[0], 1))
 				return -1;
 			continue;
@@ -301,7 +300,7 @@ assign(CgProgram *p)
 	}
 	/* views share their owner's storage */
 	for (Node *n = g->first; n; n = n->next)
-		if (pass_is_view(n))
+		if (ir_is_view(n))
 			*st(p, n->out[0]) = *st(p, owner(n->out[0]));
 	return 0;
 }
@@ -896,7 +895,7 @@ emit_init(CgProgram *p)
 		if (p->w.v[i].w && p->w.v[i].synth && init_synth(p, (int)i))
 			return -1;
 	for (Node *n = p->g->first; n; n = n->next)
-		if (n->op != OP_CALL && !pass_is_view(n) && pass_weight_only(n->out[0]) && init_prep(p, n))
+		if (n->op != OP_CALL && !ir_is_view(n) && ir_weight_only(n->out[0]) && init_prep(p, n))
 			return -1;
 	return 0;
 }

@@ -372,6 +372,17 @@ void ir_route_attrs(const Node *n, IrRouteAttrs *r);
 #define IR_NROUTE_ATTRS 7
 extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe copies to route */
 
+/*
+ * pred.c: facts about values and nodes, one meaning each.
+ * ir_weight_only: v is computed from weights and constants alone (no call, no
+ * data-dependent shape, a static type), so fold can evaluate it once at
+ * compile time; past IR_WEIGHT_ONLY_VISITS values visited the answer is 0.
+ * ir_is_view: n moves no data (a reshape).
+ */
+#define IR_WEIGHT_ONLY_VISITS 4096
+int ir_weight_only(const Value *v);
+int ir_is_view(const Node *n);
+
 /* eval_ew.c: x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
 double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);
 

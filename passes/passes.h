@@ -67,8 +67,6 @@ int check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d);
 void check_free(CheckRun *r);
 
 /* outline.c: analyses every fusion pass shares */
-int pass_weight_only(const Value *v);	/* computed from weights and constants alone */
-int pass_is_view(const Node *n);	/* reshape/identity: no data moves */
 /* Marks by value id (malloc'd): the values a routing decision is computed
  * from (route's and moe's logits, a top-k's values, and all they read). */
 unsigned char *pass_feeds_routing(const Graph *g);

@@ -146,7 +146,7 @@ moec_write_dot(FILE *f, const Module *m)
 		node_id(id, sizeof id, ids, n);
 		fprintf(f, "  \"%s\" [label=", id);
 		quote(f, ir_opname(n->op));
-		fprintf(f, "%s];\n", pass_is_view(n) ? ", style=dashed" : "");
+		fprintf(f, "%s];\n", ir_is_view(n) ? ", style=dashed" : "");
 		for (int i = 0; i < n->nin; i++) {
 			const Value *v = n->in[i];
 			if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))
