@@ -765,8 +765,8 @@ static_t(const Node *call)
 			if (!ir_dim_is_static(v->type.dim[k]))
 				return -1;
 	}
-	const char *tmpl = ir_graph_str(call->callee, "template", "");
-	if ((!strcmp(tmpl, "route") || !strcmp(tmpl, "permute")) && call->nin > 0 &&
+	IrTemplate tmpl = ir_kernel_template(call->callee);
+	if ((tmpl == IR_TMPL_ROUTE || tmpl == IR_TMPL_PERMUTE) && call->nin > 0 &&
 	    call->in[0]->type.rank > 0)
 		return call->in[0]->type.dim[0];
 	return 1;
@@ -776,22 +776,23 @@ static int
 emit_call(CgProgram *p, const Node *call)
 {
 	const Graph *k = call->callee;
-	const char *tmpl = ir_graph_str(k, "template", ""), *name = entry_name(p, k->name);
+	IrTemplate tmpl = ir_kernel_template(k);
+	const char *name = entry_name(p, k->name);
 	const Node *n;
 	CgRouteSpec rs;
 	int done = 0, route = 0;
 
-	if (!strcmp(tmpl, "gemm") || !strcmp(tmpl, "grouped_gemm")) {
+	if (tmpl == IR_TMPL_GEMM || tmpl == IR_TMPL_GROUPED_GEMM) {
 		if (emit_gemm(p, call, name, &done))
 			return -1;
 		if (done)
 			return 0;
 	}
-	if (!strcmp(tmpl, "route") && (n = only_node(k, OP_ROUTE))) {
+	if (tmpl == IR_TMPL_ROUTE && (n = only_node(k, OP_ROUTE))) {
 		if (emit_route(p, n, name, &rs))
 			return -1;
 		route = 1;
-	} else if (!strcmp(tmpl, "permute") && (n = only_node(k, OP_PERMUTE))) {
+	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {
 		if (emit_permute(p, call, n, name))
 			return -1;
 	} else if (emit_body(p, k, name)) {

@@ -74,7 +74,7 @@ fuse_from(Graph *g, Node *start, PassCtx *c)
 		if (!ir_is_view(set[i]))
 			k += (size_t)snprintf(what + k, sizeof what - k, "%s%s", k ? ", " : "",
 					      ir_opname(set[i]->op));
-	Node *call = pass_outline(g, set, n, reduce ? "row_reduce" : "elementwise");
+	Node *call = pass_outline(g, set, n, reduce ? IR_TMPL_ROW_REDUCE : IR_TMPL_ELEMENTWISE);
 	if (!call)
 		return 0;
 	report_fused(c->report, call->callee->name, "%s: %s", reduce ? "row_reduce" : "elementwise",

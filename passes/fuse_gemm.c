@@ -402,8 +402,8 @@ static int
 fuse_anchor(Graph *g, Node *n, PassCtx *c)
 {
 	int grouped = n->op == OP_GROUPED_MATMUL;
-	const char *tmpl = grouped ? "grouped_gemm" : n->op == OP_MATMUL ? "gemm"
-			   : n->op == OP_ROUTE ? "route" : "permute";
+	IrTemplate tmpl = grouped ? IR_TMPL_GROUPED_GEMM : n->op == OP_MATMUL ? IR_TMPL_GEMM
+			  : n->op == OP_ROUTE ? IR_TMPL_ROUTE : IR_TMPL_PERMUTE;
 	Set s = {.count = 0};
 	char what[512];
 	Node *call;
@@ -425,7 +425,7 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 			    ir_opname(n->op), n->out[0]->name);
 		return 0;
 	}
-	report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
+	report_fused(c->report, call->callee->name, "%s: %s", ir_template_names[tmpl], what);
 	return 1;
 }
 

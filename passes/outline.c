@@ -188,7 +188,7 @@ retarget_uses(Module *m, Value *v, Node *const *set, int n, const unsigned char 
 }
 
 Node *
-pass_outline(Graph *g, Node **set, int n, const char *tmpl)
+pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl)
 {
 	Module *m = g->m;
 	unsigned char *in_set = xcalloc(m->nvalue + 1, 1), *tainted = xcalloc(m->nvalue + 1, 1);
@@ -221,8 +221,7 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 
 	/* the kernel: parameters for the inputs, clones of the nodes */
 	k = ir_new_graph(m, kernel_name(m, g), G_KERNEL);
-	if (tmpl)
-		ir_graph_set_str(k, "template", tmpl);
+	ir_set_kernel_template(k, tmpl);
 	/* scalar constants are copied into the kernel; the rest are passed */
 	for (int i = 0; i < ins.n; i++) {
 		Value *v = ins.v[i];

@@ -77,7 +77,7 @@ void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);
 /* outline.c: move nodes (in program order) into a new kernel and call it.
  * The results keep their values; NULL if the region is not convex.  Needs
  * g's uses (ir_fill_uses) current, and keeps them so. */
-Node *pass_outline(Graph *g, Node **set, int n, const char *tmpl);
+Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
 
 /* evalnode.c: evaluate one node on host tensors (constant folding) */
 int pass_eval_node(Module *m, Node *n, const Tensor *in, Tensor *out, Diag *d);

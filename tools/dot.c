@@ -90,7 +90,7 @@ kernel_cluster(FILE *f, const Ids *ids, const Node *call)
 
 	fprintf(f, "  subgraph \"cluster_%s\" {\n    label=", k->name);
 	char label[256];
-	snprintf(label, sizeof label, "@%s (%s)", k->name, ir_graph_str(k, "template", "kernel"));
+	snprintf(label, sizeof label, "@%s (%s)", k->name, ir_kernel_template(k) > IR_TMPL_NONE ? ir_template_names[ir_kernel_template(k)] : "kernel");
 	quote(f, label);
 	fprintf(f, ";\n    style=rounded; color=blue;\n");
 	for (const Node *b = k->first; b; b = b->next) {
