@@ -10,9 +10,11 @@
  * the verifier, the O3 pipeline and the NVPTX backend; cg_ptxas() assembles
  * the PTX and reports registers, shared memory and spills.
  *
- * Only codegen/ includes LLVM headers.  Files of codegen/ define CG_INTERNAL
- * before including this header to see the helper layer (LLVM types); other
- * directories see only the plain-C part.
+ * This is codegen's internal header: codegen/, its unit tests and
+ * bench/gemm include it; the driver (tools/) includes program.h only
+ * (tests/layers.sh checks both).  Only codegen/ includes LLVM headers: its
+ * files define CG_INTERNAL before including this header to see the helper
+ * layer (LLVM types); tests see only the plain-C part.
  *
  * The target "emu" builds the same kernels for the host CPU, with every
  * GPU-specific operation (thread ids, barriers, cp.async, ldmatrix, mma)
@@ -28,15 +30,9 @@
 
 #include "util.h"
 #include "ir.h"
+#include "program.h"
 
-/* target.c: targets and their capabilities */
-
-typedef struct CgTarget CgTarget;
-struct CgTarget {
-	const char *sm;		/* "sm_80", "sm_90", "sm_90a"; "emu": the CPU emulator */
-	const char *features;	/* "+ptx80"; NULL: the default for sm (sm_80 +ptx70, sm_90[a] +ptx80) */
-	int opt;		/* 0..3: LLVM pipeline default<On> and codegen level; 3 by default */
-};
+/* target.c: targets (CgTarget: program.h) and their capabilities */
 
 /*
  * Capabilities a builder asks for before it emits an instruction: LLVM
@@ -55,7 +51,6 @@ enum {
 	CG_WGMMA = 1 << 8,	/* wgmma.mma_async (sm_90a) */
 	CG_SETMAXNREG = 1 << 9,	/* setmaxnreg (sm_90a) */
 };
-int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
 int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 /* 0, or a diagnostic naming what needs the missing capabilities. */
 int cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d);
@@ -516,48 +511,9 @@ int cg_gemm_simt_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_simt_tiles(GemmSpec *s, int64_t rows);
 int cg_gemm_simt_smem(const GemmSpec *s);
 
-/* program.c: a fused module into kernels, a launch plan and a bundle */
-
-/*
- * The glue between the IR and the builders: every call of a fused kernel
- * becomes one emitted kernel per target and one launch step; weights are
- * packed (real) or generated on the device (synthetic); weight preparation
- * left in the graph runs once at load (init steps); intermediate values get
- * offsets in one device arena sized for max_tokens.  Symbolic dims must be
- * products coef*T where T is the product of the model's symbols.
- */
-typedef struct CgCompileOpts CgCompileOpts;
-struct CgCompileOpts {
-	const char *arch[8];	/* "sm_90a", "sm_80", ... in preference order */
-	int narch;
-	int64_t max_tokens;	/* largest T a run may use */
-	int cubin;		/* also embed ptxas's cubins */
-	int opt;		/* LLVM -O level */
-	const char *model;	/* the model's file, hashed into the bundle */
-	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
-				 * (tensor cores, f32 accumulation) */
-};
-void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
-/* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
-int cg_precision_parse(const char *s, DType *precision, Diag *d);
-
-typedef struct CgProgram CgProgram;
-CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);
-const char *cg_program_ptx(CgProgram *p, int arch, size_t *len);
-char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
-/* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
-int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
-void cg_program_free(CgProgram *p);
-double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas's */
-typedef struct Manifest Manifest;
-const Manifest *cg_program_manifest(const CgProgram *p);
+/* program.c: what unit tests see of a program beyond program.h */
 const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */
 CgModule *cg_program_module(const CgProgram *p, const char *arch);	/* NULL if not compiled for it */
-
-/* emulate.c: the launch plan on the CPU emulator (arch "emu") */
-/* in: the manifest's inputs at T (row-major, any leading dims); out: allocated
- * by the caller to the manifest's outputs at T.  0, or -1 with a diagnostic. */
-int cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d);
 
 /* lower_gemm.c: a template=gemm|grouped_gemm kernel body as a GemmSpec */
 typedef struct GemmSpec GemmSpec;

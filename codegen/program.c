@@ -22,7 +22,6 @@
 
 #include "bundle.h"
 #include "codegen.h"
-#include "passes.h"
 
 typedef enum { S_NONE, S_IN, S_OUT, S_W, S_BUF } SKind;
 
@@ -204,7 +203,7 @@ check_graph(CgProgram *p)
 	int bad = 0;
 
 	for (Node *n = p->g->first; n; n = n->next) {
-		if (n->op == OP_CALL || pass_is_view(n) || pass_weight_only(n->out[0]))
+		if (n->op == OP_CALL || ir_is_view(n) || ir_weight_only(n->out[0]))
 			continue;
 		if (ir_opinfo[n->op].flags & OPF_DYNSHAPE)
 			bad = diag_error(p->d, n->loc, "%s: its result's shape depends on data; "
@@ -248,7 +247,7 @@ add_weight(CgProgram *p, const Weight *w, const Value *v, int synth)
 static const Value *
 owner(const Value *v)
 {
-	while (v->kind == V_RESULT && pass_is_view(v->def))
+	while (v->kind == V_RESULT && ir_is_view(v->def))
 		v = v->def->in[0];
 	return v;
 }
@@ -281,9 +280,9 @@ assign(CgProgram *p)
 		*st(p, o) = (Storage){S_OUT, i};
 	}
 	for (Node *n = g->first; n; n = n->next) {
-		if (pass_is_view(n))
+		if (ir_is_view(n))
 			continue;	/* below, once every owner has storage */
-		if (n->op != OP_CALL && pass_weight_only(n->out[0])) {
+		if (n->op != OP_CALL && ir_weight_only(n->out[0])) {
 			if (add_weight(p, NULL, n->out[0], 1))
 				return -1;
 			continue;
@@ -304,7 +303,7 @@ assign(CgProgram *p)
 	}
 	/* views share their owner's storage */
 	for (Node *n = g->first; n; n = n->next)
-		if (pass_is_view(n))
+		if (ir_is_view(n))
 			*st(p, n->out[0]) = *st(p, owner(n->out[0]));
 	return 0;
 }
@@ -828,8 +827,8 @@ static_t(const Node *call)
 			if (!ir_dim_is_static(v->type.dim[k]))
 				return -1;
 	}
-	const char *tmpl = ir_graph_str(call->callee, "template", "");
-	if ((!strcmp(tmpl, "route") || !strcmp(tmpl, "permute")) && call->nin > 0 &&
+	IrTemplate tmpl = ir_kernel_template(call->callee);
+	if ((tmpl == IR_TMPL_ROUTE || tmpl == IR_TMPL_PERMUTE) && call->nin > 0 &&
 	    call->in[0]->type.rank > 0)
 		return call->in[0]->type.dim[0];
 	return 1;
@@ -839,22 +838,23 @@ static int
 emit_call(CgProgram *p, const Node *call)
 {
 	const Graph *k = call->callee;
-	const char *tmpl = ir_graph_str(k, "template", ""), *name = entry_name(p, k->name);
+	IrTemplate tmpl = ir_kernel_template(k);
+	const char *name = entry_name(p, k->name);
 	const Node *n;
 	CgRouteSpec rs;
 	int done = 0, route = 0;
 
-	if (!strcmp(tmpl, "gemm") || !strcmp(tmpl, "grouped_gemm")) {
+	if (tmpl == IR_TMPL_GEMM || tmpl == IR_TMPL_GROUPED_GEMM) {
 		if (emit_gemm(p, call, name, &done))
 			return -1;
 		if (done)
 			return 0;
 	}
-	if (!strcmp(tmpl, "route") && (n = only_node(k, OP_ROUTE))) {
+	if (tmpl == IR_TMPL_ROUTE && (n = only_node(k, OP_ROUTE))) {
 		if (emit_route(p, n, name, &rs))
 			return -1;
 		route = 1;
-	} else if (!strcmp(tmpl, "permute") && (n = only_node(k, OP_PERMUTE))) {
+	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {
 		if (emit_permute(p, call, n, name))
 			return -1;
 	} else if (emit_body(p, k, name)) {
@@ -1020,7 +1020,7 @@ emit_init(CgProgram *p)
 		if (p->w.v[i].w && p->w.v[i].synth && init_synth(p, (int)i))
 			return -1;
 	for (Node *n = p->g->first; n; n = n->next)
-		if (n->op != OP_CALL && !pass_is_view(n) && pass_weight_only(n->out[0]) && init_prep(p, n))
+		if (n->op != OP_CALL && !ir_is_view(n) && ir_weight_only(n->out[0]) && init_prep(p, n))
 			return -1;
 	return 0;
 }

@@ -65,3 +65,34 @@ ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
 	a->hi = ir_attr_float(n, "max", INFINITY);
 	return 0;
 }
+
+/*
+ * A kernel's template: str, absent for none.
+ *	gemm | grouped_gemm (fuse-gemm: a matmul with prologue and epilogue),
+ *	elementwise | row_reduce (fuse-ew), route | permute (fuse-gemm)
+ */
+const char *const ir_template_names[IR_NTMPL] = {
+	[IR_TMPL_NONE] = "", [IR_TMPL_GEMM] = "gemm", [IR_TMPL_GROUPED_GEMM] = "grouped_gemm",
+	[IR_TMPL_ELEMENTWISE] = "elementwise", [IR_TMPL_ROW_REDUCE] = "row_reduce",
+	[IR_TMPL_ROUTE] = "route", [IR_TMPL_PERMUTE] = "permute",
+};
+
+IrTemplate
+ir_kernel_template(const Graph *k)
+{
+	const char *s = ir_graph_str(k, "template", NULL);
+
+	if (!s)
+		return IR_TMPL_NONE;
+	for (int t = IR_TMPL_NONE + 1; t < IR_NTMPL; t++)
+		if (strcmp(s, ir_template_names[t]) == 0)
+			return (IrTemplate)t;
+	return IR_TMPL_UNKNOWN;
+}
+
+void
+ir_set_kernel_template(Graph *k, IrTemplate t)
+{
+	if (t > IR_TMPL_NONE && t < IR_NTMPL)
+		ir_graph_set_str(k, "template", ir_template_names[t]);
+}

@@ -369,8 +369,29 @@ typedef struct {
 	const char *group_score_name;
 } IrRouteAttrs;
 void ir_route_attrs(const Node *n, IrRouteAttrs *r);
+/* A kernel's template (its "template" attribute, set by the fusion pass
+ * that made it): what codegen compiles it with.  IR_TMPL_NONE when absent,
+ * IR_TMPL_UNKNOWN for a name not in ir_template_names (the verifier refuses it). */
+typedef enum {
+	IR_TMPL_UNKNOWN = -1, IR_TMPL_NONE, IR_TMPL_GEMM, IR_TMPL_GROUPED_GEMM,
+	IR_TMPL_ELEMENTWISE, IR_TMPL_ROW_REDUCE, IR_TMPL_ROUTE, IR_TMPL_PERMUTE, IR_NTMPL
+} IrTemplate;
+extern const char *const ir_template_names[IR_NTMPL];	/* "", "gemm", ... */
+IrTemplate ir_kernel_template(const Graph *k);
+void ir_set_kernel_template(Graph *k, IrTemplate t);
 #define IR_NROUTE_ATTRS 7
 extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe copies to route */
+
+/*
+ * pred.c: facts about values and nodes, one meaning each.
+ * ir_weight_only: v is computed from weights and constants alone (no call, no
+ * data-dependent shape, a static type), so fold can evaluate it once at
+ * compile time; past IR_WEIGHT_ONLY_VISITS values visited the answer is 0.
+ * ir_is_view: n moves no data (a reshape).
+ */
+#define IR_WEIGHT_ONLY_VISITS 4096
+int ir_weight_only(const Value *v);
+int ir_is_view(const Node *n);
 
 /* eval_ew.c: x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
 double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);

@@ -161,6 +161,15 @@ check_graph(V *v, Graph *g)
 			bad(v, n->loc, "broken node list");
 		check_node(v, g, n);
 	}
+	if (ir_kernel_template(g) == IR_TMPL_UNKNOWN) {
+		char known[128];
+		size_t k = 0;
+		for (int t = IR_TMPL_NONE + 1; t < IR_NTMPL; t++)
+			k += (size_t)snprintf(known + k, sizeof known - k, "%s%s",
+					      t > IR_TMPL_NONE + 1 ? ", " : "", ir_template_names[t]);
+		bad(v, g->loc, "@%s: template=%s is not a template (%s)", g->name,
+		    ir_graph_str(g, "template", ""), known);
+	}
 	if (count != g->nnode)
 		bad(v, g->loc, "@%s counts %d nodes but holds %d", g->name, g->nnode, count);
 	for (int i = 0; i < g->nret; i++) {

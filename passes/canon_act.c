@@ -140,8 +140,8 @@ glu_pair(const Node *g, const Node *u)
 	for (int i = 0; i < g->nattr; i++)
 		if (!attr_same(&g->attr[i], &u->attr[i]))
 			return 0;
-	return weight_only(g->in[1]) && weight_only(u->in[1]) && weight_only(gb) &&
-	       weight_only(ub);
+	return ir_weight_only(g->in[1]) && ir_weight_only(u->in[1]) && ir_weight_only(gb) &&
+	       ir_weight_only(ub);
 }
 
 /* Gate and up stacked on a new axis after axis ax, then merged: gate j and

@@ -83,7 +83,7 @@ canon_bias(Canon *k, Node *n)
 		if (!mm || mm->out[0]->type.rank < 1 || !type_like(h, n->out[0]))
 			continue;
 		if (!bias_like(b, mm->out[0])) {
-			if (weight_only(b))	/* a constant, but not per column */
+			if (ir_weight_only(b))	/* a constant, but not per column */
 				skip(k, n, mm, b, NULL);
 			continue;
 		}

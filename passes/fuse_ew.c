@@ -27,8 +27,8 @@ is_reduce(Op op)
 static int
 fusible(const Node *n)
 {
-	return n->op != OP_CALL && n->op != OP_CONST && !pass_is_view(n) &&
-	       !pass_weight_only(n->out[0]);
+	return n->op != OP_CALL && n->op != OP_CONST && !ir_is_view(n) &&
+	       !ir_weight_only(n->out[0]);
 }
 
 /* Ops that chain: elementwise on one main operand, or a reduction that
@@ -58,7 +58,7 @@ fuse_from(Graph *g, Node *start, PassCtx *c)
 			break;
 		Node *u = v->use[0].node;
 		/* skip over views between ops of the chain */
-		while (pass_is_view(u) && u->out[0]->nuse == 1 && u->out[0]->use[0].node &&
+		while (ir_is_view(u) && u->out[0]->nuse == 1 && u->out[0]->use[0].node &&
 		       !ir_is_graph_result(g, u->out[0]) && n < MAXSET - 1) {
 			set[n++] = u;
 			u = u->out[0]->use[0].node;
@@ -67,14 +67,14 @@ fuse_from(Graph *g, Node *start, PassCtx *c)
 			break;
 		cur = u;
 	}
-	while (n > 1 && pass_is_view(set[n - 1]))
+	while (n > 1 && ir_is_view(set[n - 1]))
 		n--;	/* a trailing view stays a view */
 	what[0] = 0;
 	for (int i = 0; i < n && k < sizeof what; i++)
-		if (!pass_is_view(set[i]))
+		if (!ir_is_view(set[i]))
 			k += (size_t)snprintf(what + k, sizeof what - k, "%s%s", k ? ", " : "",
 					      ir_opname(set[i]->op));
-	Node *call = pass_outline(g, set, n, reduce ? "row_reduce" : "elementwise");
+	Node *call = pass_outline(g, set, n, reduce ? IR_TMPL_ROW_REDUCE : IR_TMPL_ELEMENTWISE);
 	if (!call)
 		return 0;
 	report_fused(c->report, call->callee->name, "%s: %s", reduce ? "row_reduce" : "elementwise",

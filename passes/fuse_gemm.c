@@ -275,7 +275,7 @@ member_out(const Set *s, const Value *v)
 static const char *
 strip_name(const Value *v)
 {
-	while (v->kind == V_RESULT && pass_is_view(v->def))
+	while (v->kind == V_RESULT && ir_is_view(v->def))
 		v = v->def->in[0];
 	return v->name;
 }
@@ -302,7 +302,7 @@ operand_words(char *buf, size_t n, const Value *acc, const Value *v)
 	int64_t numel = ir_type_numel(&v->type);
 	const Type *t = &v->type;
 
-	while (src->kind == V_RESULT && (pass_is_view(src->def) || src->def->op == OP_CAST))
+	while (src->kind == V_RESULT && (ir_is_view(src->def) || src->def->op == OP_CAST))
 		src = src->def->in[0];
 	if (src->kind == V_RESULT && src->def->op == OP_GATHER) {
 		snprintf(n ? buf : buf, n, "per-row %c%s gathered by %%%s",
@@ -363,7 +363,7 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 	for (int i = 0; i < s->count && k < len; i++) {
 		const Node *x = s->n[i];
 		const char *sep = first ? "; epilogue: " : ", ";
-		if (x == anchor || x->op == OP_CONST || pass_is_view(x) ||
+		if (x == anchor || x->op == OP_CONST || ir_is_view(x) ||
 		    (x->op == OP_GATHER) || (x->op == OP_DIV && x->out[0]->type.dt != acc->type.dt))
 			continue;
 		first = 0;
@@ -402,8 +402,8 @@ static int
 fuse_anchor(Graph *g, Node *n, PassCtx *c)
 {
 	int grouped = n->op == OP_GROUPED_MATMUL;
-	const char *tmpl = grouped ? "grouped_gemm" : n->op == OP_MATMUL ? "gemm"
-			   : n->op == OP_ROUTE ? "route" : "permute";
+	IrTemplate tmpl = grouped ? IR_TMPL_GROUPED_GEMM : n->op == OP_MATMUL ? IR_TMPL_GEMM
+			  : n->op == OP_ROUTE ? IR_TMPL_ROUTE : IR_TMPL_PERMUTE;
 	Set s = {.count = 0};
 	char what[512];
 	Node *call;
@@ -425,7 +425,7 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 			    ir_opname(n->op), n->out[0]->name);
 		return 0;
 	}
-	report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
+	report_fused(c->report, call->callee->name, "%s: %s", ir_template_names[tmpl], what);
 	return 1;
 }
 
@@ -442,7 +442,7 @@ fuse_gemm(Module *m, PassCtx *c)
 		if (n->op != OP_MATMUL && n->op != OP_GROUPED_MATMUL && n->op != OP_ROUTE &&
 		    n->op != OP_PERMUTE)
 			continue;
-		if (pass_weight_only(n->out[0]))
+		if (ir_weight_only(n->out[0]))
 			continue;	/* weight preparation: folded or run once at load */
 		if (n->op == OP_MATMUL && n->in[1]->type.rank != 2) {
 			report_skip(c->report, "matmul %%%s not a GEMM kernel: B is not a 2-D matrix",

@@ -31,20 +31,6 @@
 
 #include "fuse_moe.h"
 
-/* Is v a weight, a constant, or computed from those alone? */
-static int
-weight_only(const Value *v, int depth)
-{
-	if (!v || v->kind == V_WEIGHT)
-		return 1;
-	if (v->kind == V_PARAM || depth > 16)
-		return 0;
-	for (int i = 0; i < v->def->nin; i++)
-		if (!weight_only(v->def->in[i], depth + 1))
-			return 0;
-	return 1;
-}
-
 /* One expert's part of a stacked [E,...] tensor of rank `rank`:
  * gather(w, e, axis=0) with e a scalar, or gather_nd(w, ids[R,1]). */
 static Value *
@@ -62,7 +48,7 @@ stacked(Value *v, int rank, Value **sel)
 	} else {
 		return NULL;
 	}
-	if (n->in[0]->type.rank != rank || !weight_only(n->in[0], 0))
+	if (n->in[0]->type.rank != rank || !ir_weight_only(n->in[0]))
 		return NULL;
 	*sel = n->in[1];
 	return n->in[0];
@@ -144,7 +130,7 @@ proj(Value *v0, Proj *p)
 			wv = t->in[0];
 		}
 		if (!(p->w = stacked(wv, 3, &p->sel))) {
-			if (wv->type.rank != 2 || !weight_only(wv, 0))
+			if (wv->type.rank != 2 || !ir_weight_only(wv))
 				continue;
 			p->w = wv, p->flat = 1;	/* a ModuleList expert's Linear */
 		}

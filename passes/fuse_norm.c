@@ -37,7 +37,7 @@ foldable(const Node *n, const Value *v)
 {
 	return n && n->op == OP_MATMUL && n->in[0] == v && n->in[1] != v &&
 	       n->in[1]->type.rank == 2 && !ir_attr_int(n, "trans_a", 0) &&
-	       pass_weight_only(n->in[1]) && (n->nin < 3 || !n->in[2] || pass_weight_only(n->in[2]));
+	       ir_weight_only(n->in[1]) && (n->nin < 3 || !n->in[2] || ir_weight_only(n->in[2]));
 }
 
 static Value *
@@ -155,7 +155,7 @@ foldable_gather(const Graph *g, const Node *ga, const Node *norm)
 	for (int u = 0; u < o->nuse; u++) {
 		const Node *mm = o->use[u].node;
 		if (!mm || mm->op != OP_GROUPED_MATMUL || mm->in[0] != o || mm->in[1] == o ||
-		    !pass_weight_only(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
+		    !ir_weight_only(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
 			return 0;
 	}
 	return 1;

@@ -198,31 +198,6 @@ per_channel(const Value *v, Dim n, int rank)
 	return t->rank == 0 || t->dim[t->rank - 1] == n || t->dim[t->rank - 1] == 1;
 }
 
-/* v is computed from weights and constants only, so fold can evaluate it. */
-static inline int
-weight_only_depth(const Value *v, int depth)
-{
-	const Node *n;
-
-	if (!v || v->kind == V_WEIGHT)
-		return 1;
-	if (v->kind != V_RESULT || depth <= 0)
-		return 0;
-	n = v->def;
-	if (n->op == OP_CALL || ir_opinfo[n->op].flags & OPF_DYNSHAPE)
-		return 0;
-	for (int i = 0; i < n->nin; i++)
-		if (!weight_only_depth(n->in[i], depth - 1))
-			return 0;
-	return 1;
-}
-
-static inline int
-weight_only(const Value *v)
-{
-	return weight_only_depth(v, 8);
-}
-
 /* Significand bits of a float type, or magnitude bits of an integer type. */
 static inline int
 dtype_precision(DType t)

@@ -16,43 +16,6 @@
 
 #include "passes.h"
 
-/*
- * Bounded, since graphs come from strangers: a chain of a million nodes
- * would overflow the stack, and a ladder of diamonds has 2^n paths.  Past
- * WEIGHT_ONLY_VISITS values the answer is "no", which at worst keeps weight
- * preparation in the kernels that run every time (docs/limits.md).
- */
-#define WEIGHT_ONLY_VISITS 4096
-
-static int
-weight_only(const Value *v, int *budget)
-{
-	if (!v || v->kind == V_WEIGHT)
-		return 1;
-	if (v->kind != V_RESULT || v->def->op == OP_CALL || --*budget < 0)
-		return 0;
-	if (!ir_type_static(&v->type))
-		return 0;	/* sized by T (constant_of_shape [T,H]): made every run */
-	for (int i = 0; i < v->def->nin; i++)
-		if (!weight_only(v->def->in[i], budget))
-			return 0;
-	return 1;
-}
-
-int
-pass_weight_only(const Value *v)
-{
-	int budget = WEIGHT_ONLY_VISITS;
-
-	return weight_only(v, &budget);
-}
-
-int
-pass_is_view(const Node *n)
-{
-	return n->op == OP_RESHAPE && n->nin == 1;
-}
-
 /* The operands a routing decision ranks: route's logits, moe's logits and
  * selection bias, a top-k's values (an exported router's). */
 static int
@@ -225,7 +188,7 @@ retarget_uses(Module *m, Value *v, Node *const *set, int n, const unsigned char 
 }
 
 Node *
-pass_outline(Graph *g, Node **set, int n, const char *tmpl)
+pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl)
 {
 	Module *m = g->m;
 	unsigned char *in_set = xcalloc(m->nvalue + 1, 1), *tainted = xcalloc(m->nvalue + 1, 1);
@@ -258,8 +221,7 @@ pass_outline(Graph *g, Node **set, int n, const char *tmpl)
 
 	/* the kernel: parameters for the inputs, clones of the nodes */
 	k = ir_new_graph(m, kernel_name(m, g), G_KERNEL);
-	if (tmpl)
-		ir_graph_set_str(k, "template", tmpl);
+	ir_set_kernel_template(k, tmpl);
 	/* scalar constants are copied into the kernel; the rest are passed */
 	for (int i = 0; i < ins.n; i++) {
 		Value *v = ins.v[i];

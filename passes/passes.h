@@ -67,8 +67,6 @@ int check_eval(CheckRun *r, Module *m, char *why, size_t n, Diag *d);
 void check_free(CheckRun *r);
 
 /* outline.c: analyses every fusion pass shares */
-int pass_weight_only(const Value *v);	/* computed from weights and constants alone */
-int pass_is_view(const Node *n);	/* reshape/identity: no data moves */
 /* Marks by value id (malloc'd): the values a routing decision is computed
  * from (route's and moe's logits, a top-k's values, and all they read). */
 unsigned char *pass_feeds_routing(const Graph *g);
@@ -79,7 +77,7 @@ void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);
 /* outline.c: move nodes (in program order) into a new kernel and call it.
  * The results keep their values; NULL if the region is not convex.  Needs
  * g's uses (ir_fill_uses) current, and keeps them so. */
-Node *pass_outline(Graph *g, Node **set, int n, const char *tmpl);
+Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
 
 /* evalnode.c: evaluate one node on host tensors (constant folding) */
 int pass_eval_node(Module *m, Node *n, const Tensor *in, Tensor *out, Diag *d);

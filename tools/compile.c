@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "bundle.h"
-#include "codegen.h"
+#include "program.h"
 #include "moec.h"
 
 enum { OK = 0, FAIL = 1, BAD = 2 };

@@ -90,7 +90,7 @@ kernel_cluster(FILE *f, const Ids *ids, const Node *call)
 
 	fprintf(f, "  subgraph \"cluster_%s\" {\n    label=", k->name);
 	char label[256];
-	snprintf(label, sizeof label, "@%s (%s)", k->name, ir_graph_str(k, "template", "kernel"));
+	snprintf(label, sizeof label, "@%s (%s)", k->name, ir_kernel_template(k) > IR_TMPL_NONE ? ir_template_names[ir_kernel_template(k)] : "kernel");
 	quote(f, label);
 	fprintf(f, ";\n    style=rounded; color=blue;\n");
 	for (const Node *b = k->first; b; b = b->next) {
@@ -146,7 +146,7 @@ moec_write_dot(FILE *f, const Module *m)
 		node_id(id, sizeof id, ids, n);
 		fprintf(f, "  \"%s\" [label=", id);
 		quote(f, ir_opname(n->op));
-		fprintf(f, "%s];\n", pass_is_view(n) ? ", style=dashed" : "");
+		fprintf(f, "%s];\n", ir_is_view(n) ? ", style=dashed" : "");
 		for (int i = 0; i < n->nin; i++) {
 			const Value *v = n->in[i];
 			if (!v || (v->kind == V_RESULT && v->def->op == OP_CONST))

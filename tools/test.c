@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "bundle.h"
-#include "codegen.h"
+#include "program.h"
 #include "moec.h"
 
 enum { OK = 0, FAIL = 1, BAD = 2 };

@@ -104,7 +104,7 @@ START_TEST(test_outline_keeps_values_and_names)
 
 	set[0] = g->first->next;	/* %b */
 	set[1] = g->last;		/* %z = mul %a, %b */
-	Node *call = pass_outline(g, set, 2, "elementwise");
+	Node *call = pass_outline(g, set, 2, IR_TMPL_ELEMENTWISE);
 	ck_assert_ptr_nonnull(call);
 	ck_assert_ptr_eq(call->out[0], z);	/* the result keeps its Value */
 	ck_assert_str_eq(z->name, "z");
@@ -126,7 +126,7 @@ START_TEST(test_outline_refuses_a_region_that_is_not_convex)
 	Graph *g = ir_main_graph(m);
 	Node *set[2] = {g->first, g->last};	/* %a and %z, not %b between them */
 
-	ck_assert_ptr_null(pass_outline(g, set, 2, NULL));
+	ck_assert_ptr_null(pass_outline(g, set, 2, IR_TMPL_NONE));
 	ck_assert_int_eq(g->nnode, 3);
 	ir_free_module(m);
 }

@@ -1,0 +1,68 @@
+/*
+ * program.h — what the driver (tools/) sees of codegen: a fused module
+ * compiled for some targets into kernels, a launch plan and a bundle, and
+ * that plan run on the CPU emulator.  The builders, the kernel specs and the
+ * LLVM helper layer are codegen's own (codegen.h: codegen/, its unit tests
+ * and bench/gemm only; tests/layers.sh checks that nothing else includes it).
+ */
+#ifndef MOEC_PROGRAM_H
+#define MOEC_PROGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+#include "ir.h"
+
+/* target.c: a target */
+typedef struct CgTarget CgTarget;
+struct CgTarget {
+	const char *sm;		/* "sm_80", "sm_90", "sm_90a"; "emu": the CPU emulator */
+	const char *features;	/* "+ptx80"; NULL: the default for sm (sm_80 +ptx70, sm_90[a] +ptx80) */
+	int opt;		/* 0..3: LLVM pipeline default<On> and codegen level; 3 by default */
+};
+int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
+
+/* program.c: a fused module into kernels, a launch plan and a bundle */
+
+typedef struct Manifest Manifest;	/* bundle.h */
+
+/*
+ * The glue between the IR and the builders: every call of a fused kernel
+ * becomes one emitted kernel per target and one launch step; weights are
+ * packed (real) or generated on the device (synthetic); weight preparation
+ * left in the graph runs once at load (init steps); intermediate values get
+ * offsets in one device arena sized for max_tokens.  Symbolic dims must be
+ * products coef*T where T is the product of the model's symbols.
+ */
+typedef struct CgCompileOpts CgCompileOpts;
+struct CgCompileOpts {
+	const char *arch[8];	/* "sm_90a", "sm_80", ... in preference order */
+	int narch;
+	int64_t max_tokens;	/* largest T a run may use */
+	int cubin;		/* also embed ptxas's cubins */
+	int opt;		/* LLVM -O level */
+	const char *model;	/* the model's file, hashed into the bundle */
+	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
+				 * (tensor cores, f32 accumulation) */
+};
+void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
+/* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
+int cg_precision_parse(const char *s, DType *precision, Diag *d);
+
+typedef struct CgProgram CgProgram;
+CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);
+const char *cg_program_ptx(CgProgram *p, int arch, size_t *len);
+char *cg_program_llvm(CgProgram *p, int arch);	/* malloc'd */
+/* Write the bundle (manifest, report, PTX per arch, cubins, weights). */
+int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d);
+void cg_program_free(CgProgram *p);
+double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas's */
+const Manifest *cg_program_manifest(const CgProgram *p);
+
+/* emulate.c: the launch plan on the CPU emulator (arch "emu") */
+/* in: the manifest's inputs at T (row-major, any leading dims); out: allocated
+ * by the caller to the manifest's outputs at T.  0, or -1 with a diagnostic. */
+int cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d);
+
+#endif
