@@ -6,6 +6,7 @@
  * The interpreter reuses these rules on concrete types, so a rule must give
  * exact static dims whenever its operands are static.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -882,8 +883,14 @@ check_router(Graph *g, Node *n, Diag *d, const Type *logits, int64_t *k)
 
 	ir_route_attrs(n, &ra);
 	if (ra.router == IR_ROUTER_UNKNOWN)
-		return ERR("%s: router must be softmax, sigmoid or topk_softmax, not %s",
+		return ERR("%s: router must be softmax, sigmoid, topk_softmax or sparsemixer, not %s",
 			   ir_opname(n->op), ra.router_name);
+	if (ra.router == IR_ROUTER_SPARSEMIXER && (ra.n_group != 1 || !(ra.jitter_eps >= 0) ||
+						   (n->op == OP_MOE ? n->in[2] != NULL : n->nin > 1 && n->in[1])))
+		return ERR("%s: router=sparsemixer takes no groups or selection bias, and jitter_eps >= 0",
+			   ir_opname(n->op));
+	if (isnan(ra.group_fill))
+		return ERR("%s: group_fill must not be NaN", ir_opname(n->op));
 	*k = ra.k;
 	if (logits->rank != 2)
 		return ERR("%s: router logits must be [T,E]", ir_opname(n->op));
