@@ -134,6 +134,8 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, " in %lld of %lld groups (%s)",
 				      (long long)r->topk_group, (long long)r->ngroup,
 				      r->top2 ? "top2" : "max");
+	if (r->zero_fill)
+		k += (size_t)snprintf(buf + k, n - k, ", dropped groups selecting with 0");
 	if (r->renorm)
 		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
 	if (r->scale != 1)

@@ -149,8 +149,8 @@ groups(Value *keep, Value *x, Router *r)
 	return NULL;
 }
 
-/* The fill of masked-out experts: -inf, or 0 (DeepSeek-V2), which selects
- * the same as long as every score is positive. */
+/* The fill of masked-out experts: -inf, or 0 (DeepSeek-V2; transformers
+ * 4.57's DeepSeek-V3, whose scores + bias may be negative). */
 static int
 masked_fill(Value *v, int *zero)
 {
@@ -183,9 +183,11 @@ unmask(Value **sel, Router *r)
 	x = mo_peel_cast(x);
 	if ((why = groups(keep, x, r)))
 		return why;
+	/* 0 selects as -inf does over positive scores when the kept groups hold k
+	 * experts; otherwise a dropped expert can win: router group_fill=0 */
 	if (zero && ((!mo_def(x, OP_SOFTMAX) && !mo_def(x, OP_SIGMOID)) ||
 		     r->k > r->topk_group * (x->type.dim[1] / r->ngroup)))
-		return "masked selection is filled with 0 over scores that may be negative";
+		r->zero_fill = 1;
 	*sel = x;
 	return NULL;
 }
