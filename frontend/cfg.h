@@ -118,7 +118,8 @@ Value *cfg_vector(Cfg *c, const char *name, int recipe, int64_t n, const char *w
 /* The routing and expert semantics of one moe node. */
 typedef struct {
 	int64_t E, k, I;	/* experts, top-k, expert intermediate size */
-	const char *router;	/* softmax | sigmoid | topk_softmax */
+	const char *router;	/* softmax | sigmoid | topk_softmax | sparsemixer */
+	double jitter_eps;	/* sparsemixer's threshold is 2 jitter_eps */
 	int renorm;
 	double scale;		/* routed_scaling_factor */
 	int64_t ngroup, topkgroup;	/* group-limited selection; 1, 1: none */

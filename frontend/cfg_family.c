@@ -648,6 +648,57 @@ build_granitemoe(Cfg *c, Value *x)
 }
 
 /*
+ * PhiMoE: LayerNorm with bias before the FFN; sparsemixer top-2 (eval mode:
+ * router_jitter_noise only sets the threshold, docs/ir.md).  The logits
+ * stay in the model's dtype (the round trip to f32 cfg_router ends with is
+ * dropped): the model computes sparsemixer's threshold in bf16.  Hub and
+ * save_pretrained names are Mixtral's (block_sparse_moe.gate, experts.E.w1/
+ * w3/w2); transformers 5 in memory: mlp.router, mlp.experts.gate_up_proj.
+ */
+static Value *
+build_phimoe(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int hub;
+	const char *mod, *router;
+	char gf[96], uf[96], df[96], gate[96];
+	MoeSpec s;
+	Value *h, *l, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	read_moe(c, &s, "intermediate_size");
+	s.router = "sparsemixer";
+	s.jitter_eps = cfg_num_or(c, "router_jitter_noise", 0.01);
+	if (!(s.jitter_eps >= 0))
+		cfg_error(c, "router_jitter_noise", "must be a number >= 0");
+	if (s.k != 2)
+		cfg_error(c, "num_experts_per_tok", "PhiMoE's sparsemixer chooses exactly 2 experts, not %lld",
+			  (long long)s.k);
+	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
+	h = cfg_named(c, cfg_layer_norm(c, x, "post_attention_layernorm.weight",
+					"post_attention_layernorm.bias", eps), "h");
+	if (c->err || !h)
+		return NULL;
+	hub = !c->st || cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.gate.weight"));
+	mod = hub ? "block_sparse_moe" : "mlp";
+	router = hub ? "gate" : "router";
+	snprintf(gate, sizeof gate, "%s.%s.weight", mod, router);
+	snprintf(gf, sizeof gf, "%s.experts.%%d.w1.weight", mod);
+	snprintf(uf, sizeof uf, "%s.experts.%%d.w3.weight", mod);
+	snprintf(df, sizeof df, "%s.experts.%%d.w2.weight", mod);
+	l = cfg_router(c, h, gate, NULL, &s, F32_OK);
+	if (l && l->def && l->def->op == OP_CAST && l->def->in[0]->type.dt == h->type.dt) {
+		Node *back = l->def;
+		l = back->in[0];
+		ir_erase(c->b.g, back);
+	}
+	l = cfg_named(c, l, "router_logits");
+	wt[0] = cfg_experts_gu(c, mod, gf, uf, &s, 0);
+	wt[1] = cfg_experts_down(c, mod, df, &s, 0);
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
+}
+
+/*
  * Jamba: layer L is MoE when L % expert_layer_period == expert_layer_offset
  * (and num_experts > 1); softmax, top-k, not renormalised; the FFN is the
  * layer's feed_forward after pre_ff_layernorm; router feed_forward.router.
@@ -1190,6 +1241,7 @@ static const struct {
 	{"qwen3_5_moe_text", build_qwen_moe, qwen_is_moe},
 	{"minimax_m2", build_minimax_m2, always_moe},
 	{"granitemoe", build_granitemoe, always_moe},
+	{"phimoe", build_phimoe, always_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"jamba", build_jamba, jamba_is_moe},
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
