@@ -168,5 +168,8 @@ const char *cfg_family_list(void);
 const char *cfg_family_hint(Cfg *c, const char **why);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
+/* The layer count a family reads from elsewhere than num_hidden_layers
+ * (Nemotron-H's layer types), when that key is absent; -1: none. */
+int64_t cfg_family_num_layers(Cfg *c);
 
 #endif

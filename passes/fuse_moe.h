@@ -37,7 +37,7 @@ typedef struct {
 	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
 	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
 	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
-	const char *act, *layout;	/* silu|gelu|oai, concat|interleave */
+	const char *act, *layout;	/* silu|gelu|oai|relu, concat|interleave */
 	const char *approx;	/* gelu: none|tanh */
 	double alpha, limit;	/* oai */
 	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
