@@ -533,7 +533,7 @@ int cg_gemm_from_kernel(const Module *m, const Graph *k, GemmSpec *s, CgGemmBind
 /* ---- k_route.c, k_permute.c, k_synth.c, k_body*.c: the kernels around the GEMMs ---- */
 
 /* k_route.c: the MoE router, one warp per token */
-typedef enum { CG_ROUTER_SOFTMAX, CG_ROUTER_SIGMOID, CG_ROUTER_TOPK_SOFTMAX } CgRouter;
+typedef enum { CG_ROUTER_SOFTMAX, CG_ROUTER_SIGMOID, CG_ROUTER_TOPK_SOFTMAX, CG_ROUTER_SPARSEMIXER } CgRouter;
 typedef enum { CG_GROUP_MAX, CG_GROUP_TOP2 } CgGroupScore;
 typedef struct CgRouteSpec CgRouteSpec;
 struct CgRouteSpec {
@@ -543,6 +543,8 @@ struct CgRouteSpec {
 	double scale;		/* weights multiplied by it (1) */
 	int n_group, topk_group;	/* groups of E/n_group experts; the best topk_group kept (1, 1) */
 	CgGroupScore group_score;	/* a group's score: its best score, or its best two summed */
+	double group_fill;	/* what the dropped groups' experts select with (-inf) */
+	double jitter_eps;	/* sparsemixer's threshold is 2 jitter_eps (0.01) */
 	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
 	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
 };

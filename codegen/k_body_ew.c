@@ -235,7 +235,7 @@ typedef struct {
 	int interleave, act, tanh_approx;
 	double alpha, limit;
 } Glu;
-enum { GLU_SILU, GLU_GELU, GLU_OAI };
+enum { GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU };
 
 static int
 glu_parse(Bd *b, const Node *n, Glu *g)
@@ -243,9 +243,10 @@ glu_parse(Bd *b, const Node *n, Glu *g)
 	const char *act = ir_attr_str(n, "act", "silu"), *lay = ir_attr_str(n, "layout", "concat");
 
 	memset(g, 0, sizeof *g);
-	g->act = strcmp(act, "gelu") == 0 ? GLU_GELU : strcmp(act, "oai") == 0 ? GLU_OAI : GLU_SILU;
+	g->act = strcmp(act, "gelu") == 0 ? GLU_GELU : strcmp(act, "oai") == 0 ? GLU_OAI
+	       : strcmp(act, "relu") == 0 ? GLU_RELU : GLU_SILU;
 	if (g->act == GLU_SILU && strcmp(act, "silu"))
-		return bd_fail(b, n, "act must be silu, gelu or oai, not %s", act);
+		return bd_fail(b, n, "act must be silu, gelu, oai or relu, not %s", act);
 	g->interleave = strcmp(lay, "interleave") == 0;
 	if (!g->interleave && strcmp(lay, "concat"))
 		return bd_fail(b, n, "layout must be concat or interleave, not %s", lay);
@@ -284,6 +285,8 @@ bd_swiglu(Bd *b, const Node *n, int res, LLVMValueRef idx)
 		return fmul_(b, fmul_(b, gate, cg_sigmoid(f, gate)), up);
 	case GLU_GELU:
 		return fmul_(b, cg_gelu(f, gate, g.tanh_approx), up);
+	case GLU_RELU:
+		return fmul_(b, cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, 0)), gate, c32(b, 0)), up);
 	default:
 		gate = cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, g.limit)), c32(b, g.limit), gate);
 		up = cg_clamp(f, up, c32(b, -g.limit), c32(b, g.limit));

@@ -5,10 +5,11 @@
  *	lane L holds experts x = L + 32j (j < cdiv(E,32)) in registers
  *	scores:  softmax (warp max, warp sum), sigmoid, or the logits
  *	groups:  each group's best (or best two) selection score, the best
- *	         topk_group groups kept, the others' experts set to -inf
+ *	         topk_group groups kept, the others' experts set to group_fill
  *	top-k:   k rounds of a warp arg-max (value first, NaN largest, then
  *	         the lower expert), the winner marked taken by its lane
- *	weights: lane j < k writes choice j
+ *	weights: lane j < k writes choice j (sparsemixer: one warp sum per
+ *	         choice over the experts within its threshold)
  *
  * Cross-lane steps are shfl.sync.up scans (lane 31 ends with the whole
  * warp's result) broadcast through shared memory and a CTA barrier; every
@@ -50,6 +51,8 @@ cg_route_default(CgRouteSpec *s)
 	s->scale = 1.0;
 	s->n_group = s->topk_group = 1;
 	s->group_score = CG_GROUP_MAX;
+	s->group_fill = -INFINITY;
+	s->jitter_eps = 0.01;
 	s->logits_dt = s->selbias_dt = DT_F32;
 }
 
@@ -68,7 +71,7 @@ check(const CgRouteSpec *s, Diag *d)
 	if (s->k < 1 || s->k > MAXK || s->k > s->E)
 		return diag_error(d, LOC_NONE, "route: k = %d (needs 1..min(%d, E = %d))", s->k, MAXK,
 				  s->E);
-	if ((unsigned)s->router > CG_ROUTER_TOPK_SOFTMAX || (unsigned)s->group_score > CG_GROUP_TOP2)
+	if ((unsigned)s->router > CG_ROUTER_SPARSEMIXER || (unsigned)s->group_score > CG_GROUP_TOP2)
 		return diag_error(d, LOC_NONE, "route: unknown router or group score");
 	if (s->n_group < 1 || s->E % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group)
 		return diag_error(d, LOC_NONE, "route: n_group = %d must divide E = %d and topk_group = %d "
@@ -78,6 +81,10 @@ check(const CgRouteSpec *s, Diag *d)
 				  dtype_name(s->logits_dt), dtype_name(s->selbias_dt));
 	if (!isfinite(s->scale))
 		return diag_error(d, LOC_NONE, "route: the scale is not finite");
+	if (isnan(s->group_fill) || !(s->jitter_eps >= 0) ||
+	    (s->router == CG_ROUTER_SPARSEMIXER && (s->n_group > 1 || s->has_selbias)))
+		return diag_error(d, LOC_NONE, "route: group_fill NaN, jitter_eps < 0, or a sparsemixer "
+				  "with groups or a selection bias");
 	return 0;
 }
 
@@ -94,7 +101,10 @@ cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d)
 	ir_route_attrs(n, &ra);
 	s->k = (int)ra.k;
 	s->router = ra.router == IR_ROUTER_SIGMOID ? CG_ROUTER_SIGMOID
-		  : ra.router == IR_ROUTER_TOPK_SOFTMAX ? CG_ROUTER_TOPK_SOFTMAX : CG_ROUTER_SOFTMAX;
+		  : ra.router == IR_ROUTER_TOPK_SOFTMAX ? CG_ROUTER_TOPK_SOFTMAX
+		  : ra.router == IR_ROUTER_SPARSEMIXER ? CG_ROUTER_SPARSEMIXER : CG_ROUTER_SOFTMAX;
+	s->group_fill = ra.group_fill;
+	s->jitter_eps = ra.jitter_eps;
 	if (ra.router == IR_ROUTER_UNKNOWN)
 		return diag_error(d, n->loc, "route: unknown router '%s'", ra.router_name);
 	s->renorm = ra.renorm;
@@ -373,7 +383,7 @@ groups(R *r)
 		LLVMValueRef x = cg_min(f, expert(r, j), cg_i32(f, E - 1));
 		LLVMValueRef keep = cg_sload(f, f->ti32, warp_addr(r, r->gkeep, cg_udiv(f, x, cg_i32(f, gsize)), 4), 4);
 		keep = LLVMBuildICmp(B, LLVMIntNE, keep, cg_i32(f, 0), "");
-		r->sel[j] = cg_select(f, keep, r->sel[j], neg_inf(f));
+		r->sel[j] = cg_select(f, keep, r->sel[j], cg_f32(f, (float)r->s.group_fill));
 	}
 }
 
@@ -426,6 +436,37 @@ select_topk(R *r, int *id, int *lg, int *sc)
 	cg_barrier(f);
 }
 
+/*
+ * Sparsemixer's weight of choice n (ir/eval_moe.c's sparsemixer_weight):
+ * 1 / the warp's sum of exp(l - m) over the experts not chosen before n
+ * whose (m - l) / max(|l|, m), rounded to the logits' dtype, is at most
+ * 2 eps; m is choice n's logit.
+ */
+static LLVMValueRef
+sparsemixer_weight(R *r, int n, const int *id, const int *lg)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	DType dt = r->s.logits_dt;
+	LLVMValueRef m = cg_sload(f, f->tf32, slot_addr(r, lg[n]), 4), prev[MAXK], sum = cg_f32(f, 0);
+	LLVMValueRef thr = cg_round_dt(f, cg_f32(f, (float)(2 * r->s.jitter_eps)), dt);
+
+	for (int q = 0; q < n; q++)
+		prev[q] = cg_sload(f, f->ti32, slot_addr(r, id[q]), 4);
+	for (int j = 0; j < r->J; j++) {
+		LLVMValueRef use = r->ok[j], l = r->l[j], a = cg_fabs(f, l);
+		for (int q = 0; q < n; q++)
+			use = LLVMBuildAnd(B, use, LLVMBuildICmp(B, LLVMIntNE, expert(r, j), prev[q], ""), "");
+		LLVMValueRef fac = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, a, m, ""), a, m);
+		LLVMValueRef d = cg_round_dt(f, LLVMBuildFSub(B, m, l, ""), dt);
+		LLVMValueRef ratio = cg_round_dt(f, LLVMBuildFDiv(B, d, fac, ""), dt);
+		use = LLVMBuildAnd(B, use, LLVMBuildFCmp(B, LLVMRealULE, ratio, thr, ""), "");
+		sum = LLVMBuildFAdd(B, sum, cg_select(f, use, cg_exp(f, LLVMBuildFSub(B, l, m, "")),
+						      cg_f32(f, 0)), "");
+	}
+	return LLVMBuildFDiv(B, cg_f32(f, 1), warp_sum(r, sum), "");
+}
+
 /* Weights of the k choices; lane n < k stores choice n. */
 static void
 store(R *r, const int *id, const int *lg, const int *sc)
@@ -445,6 +486,8 @@ store(R *r, const int *id, const int *lg, const int *sc)
 			w[n] = l;	/* the max of the chosen logits first; fmax skips NaN */
 			m = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, l, m, ""), l, m);
 		}
+		if (r->s.router == CG_ROUTER_SPARSEMIXER)
+			w[n] = sparsemixer_weight(r, n, id, lg);
 	}
 	for (int n = 0; n < k; n++) {
 		if (r->s.router == CG_ROUTER_TOPK_SOFTMAX)
@@ -472,7 +515,7 @@ static void
 layout(R *r)
 {
 	int G = r->s.n_group > 1 ? r->s.n_group : 0;
-	int nslot = 2 + 3 * r->s.k + 1;
+	int nslot = 2 + 4 * r->s.k + 1;	/* sparsemixer: a warp sum per choice */
 
 	r->J = (r->s.E + 31) / 32;
 	r->gsel = 0;
@@ -526,10 +569,12 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 		groups(&r);
 	select_topk(&r, id, lg, sc);
 	store(&r, id, lg, sc);
-	snprintf(note, sizeof note, "route %s E=%d k=%d%s%s groups=%d/%d%s %s",
+	snprintf(note, sizeof note, "route %s E=%d k=%d%s%s groups=%d/%d%s%s %s",
 		 r.s.router == CG_ROUTER_SOFTMAX ? "softmax" : r.s.router == CG_ROUTER_SIGMOID
-		 ? "sigmoid" : "topk_softmax", r.s.E, r.s.k, r.s.renorm ? " renorm" : "",
+		 ? "sigmoid" : r.s.router == CG_ROUTER_SPARSEMIXER ? "sparsemixer" : "topk_softmax",
+		 r.s.E, r.s.k, r.s.renorm ? " renorm" : "",
 		 r.s.has_selbias ? " selbias" : "", r.s.topk_group, r.s.n_group,
-		 r.s.group_score == CG_GROUP_TOP2 ? " top2" : "", dtype_name(r.s.logits_dt));
+		 r.s.group_score == CG_GROUP_TOP2 ? " top2" : "",
+		 r.s.group_fill == -INFINITY ? "" : " fill", dtype_name(r.s.logits_dt));
 	return cg_fn_end(r.f, block, grid, r.smem, note);
 }

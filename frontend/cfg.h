@@ -149,7 +149,8 @@ Value *cfg_quant_act(Cfg *c, Value *x, const Value *w);
 /* The routing and expert semantics of one moe node. */
 typedef struct {
 	int64_t E, k, I;	/* experts, top-k, expert intermediate size */
-	const char *router;	/* softmax | sigmoid | topk_softmax */
+	const char *router;	/* softmax | sigmoid | topk_softmax | sparsemixer */
+	double jitter_eps;	/* sparsemixer's threshold is 2 jitter_eps */
 	int renorm;
 	double scale;		/* routed_scaling_factor */
 	int64_t ngroup, topkgroup;	/* group-limited selection; 1, 1: none */
@@ -198,5 +199,8 @@ const char *cfg_family_list(void);
 const char *cfg_family_hint(Cfg *c, const char **why);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
+/* The layer count a family reads from elsewhere than num_hidden_layers
+ * (Nemotron-H's layer types), when that key is absent; -1: none. */
+int64_t cfg_family_num_layers(Cfg *c);
 
 #endif

@@ -648,6 +648,183 @@ build_granitemoe(Cfg *c, Value *x)
 }
 
 /*
+ * PhiMoE: LayerNorm with bias before the FFN; sparsemixer top-2 (eval mode:
+ * router_jitter_noise only sets the threshold, docs/ir.md).  The logits
+ * stay in the model's dtype (the round trip to f32 cfg_router ends with is
+ * dropped): the model computes sparsemixer's threshold in bf16.  Hub and
+ * save_pretrained names are Mixtral's (block_sparse_moe.gate, experts.E.w1/
+ * w3/w2); transformers 5 in memory: mlp.router, mlp.experts.gate_up_proj.
+ */
+static Value *
+build_phimoe(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int hub;
+	const char *mod, *router;
+	char gf[96], uf[96], df[96], gate[96];
+	MoeSpec s;
+	Value *h, *l, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	read_moe(c, &s, "intermediate_size");
+	s.router = "sparsemixer";
+	s.jitter_eps = cfg_num_or(c, "router_jitter_noise", 0.01);
+	if (!(s.jitter_eps >= 0))
+		cfg_error(c, "router_jitter_noise", "must be a number >= 0");
+	if (s.k != 2)
+		cfg_error(c, "num_experts_per_tok", "PhiMoE's sparsemixer chooses exactly 2 experts, not %lld",
+			  (long long)s.k);
+	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
+	h = cfg_named(c, cfg_layer_norm(c, x, "post_attention_layernorm.weight",
+					"post_attention_layernorm.bias", eps), "h");
+	if (c->err || !h)
+		return NULL;
+	hub = !c->st || cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.gate.weight"));
+	mod = hub ? "block_sparse_moe" : "mlp";
+	router = hub ? "gate" : "router";
+	snprintf(gate, sizeof gate, "%s.%s.weight", mod, router);
+	snprintf(gf, sizeof gf, "%s.experts.%%d.w1.weight", mod);
+	snprintf(uf, sizeof uf, "%s.experts.%%d.w3.weight", mod);
+	snprintf(df, sizeof df, "%s.experts.%%d.w2.weight", mod);
+	l = cfg_router(c, h, gate, NULL, &s, F32_OK);
+	if (l && l->def && l->def->op == OP_CAST && l->def->in[0]->type.dt == h->type.dt) {
+		Node *back = l->def;
+		l = back->in[0];
+		ir_erase(c->b.g, back);
+	}
+	l = cfg_named(c, l, "router_logits");
+	wt[0] = cfg_experts_gu(c, mod, gf, uf, &s, 0);
+	wt[1] = cfg_experts_down(c, mod, df, &s, 0);
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
+}
+
+/*
+ * Nemotron-H (hybrid Mamba/attention/MLP/MoE): each layer is one mixer,
+ * y = x + mixer(norm(x)); only "moe" and "mlp" layers have an FFN.  Layer
+ * types from layers_block_type (what transformers 5 writes), else the hub's
+ * hybrid_override_pattern (E moe, - mlp, M mamba, * attention); the layer
+ * count is theirs when num_hidden_layers is absent.  Experts and the shared
+ * MLP are non-gated relu²: down(relu(up(h))²).  The moe op is gated, so
+ * each expert's up projection is both its gate and up half with act=relu
+ * (relu(u)·u = relu(u)²): exact, at the cost of running the up GEMM twice.
+ * Routing is DeepSeek-V3's (sigmoid, selection bias, groups by top 2).
+ */
+static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.", NULL};
+
+static const char *
+nemotron_layer_type(Cfg *c, int layer)
+{
+	static const struct { char ch; const char *type; } pat[] = {
+		{'E', "moe"}, {'-', "mlp"}, {'M', "mamba"}, {'*', "attention"},
+	};
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, "layers_block_type");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->json, "hybrid_override_pattern");
+
+	if (cJSON_IsArray(l)) {
+		const cJSON *e = cJSON_GetArrayItem(l, layer);
+		if (!e || !cJSON_IsString(e))
+			return cfg_error(c, "layers_block_type", "no layer type (a string) for layer %d",
+					 layer), NULL;
+		return e->valuestring;
+	}
+	if (cJSON_IsString(p)) {
+		if (layer < 0 || (size_t)layer >= strlen(p->valuestring))
+			return cfg_error(c, "hybrid_override_pattern", "has no character for layer %d",
+					 layer), NULL;
+		for (size_t i = 0; i < NELEM(pat); i++)
+			if (p->valuestring[layer] == pat[i].ch)
+				return pat[i].type;
+		return cfg_error(c, "hybrid_override_pattern", "'%c' (layer %d) is not one of E - M *",
+				 p->valuestring[layer], layer), NULL;
+	}
+	return cfg_error(c, "layers_block_type", "missing key (nor hybrid_override_pattern)"), NULL;
+}
+
+static int
+nemotron_is_moe(Cfg *c, int layer)
+{
+	const char *t = nemotron_layer_type(c, layer);
+
+	return t && strcmp(t, "moe") == 0;
+}
+
+/* down(relu(up(h))²), non-gated (the dense layers and the shared experts). */
+static Value *
+relu2_mlp(Cfg *c, Value *h, const char *mod, int64_t I, const char *ikey, int bias)
+{
+	char up[96], upb[96], dn[96], dnb[96];
+	Value *u, *r;
+
+	snprintf(up, sizeof up, "%s.up_proj.weight", mod);
+	snprintf(upb, sizeof upb, "%s.up_proj.bias", mod);
+	snprintf(dn, sizeof dn, "%s.down_proj.weight", mod);
+	snprintf(dnb, sizeof dnb, "%s.down_proj.bias", mod);
+	u = cfg_linear(c, h, up, bias ? upb : NULL, I, c->hidden,
+		       arena_printf(c->m->arena, "%s x hidden_size", ikey));
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	r = cfg_named(c, cfg_act(c, u, "relu"), arena_printf(c->m->arena, "%s.relu", mod));
+	r = cfg_named(c, r ? ir_b2(&c->b, OP_MUL, r, r) : NULL, arena_printf(c->m->arena, "%s.act", mod));
+	return cfg_linear(c, r, dn, bias ? dnb : NULL, c->hidden, I,
+			  arena_printf(c->m->arena, "hidden_size x %s", ikey));
+}
+
+static Value *
+build_nemotron_h(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "layer_norm_epsilon", 1e-5);
+	const char *type = nemotron_layer_type(c, c->layer);
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
+	int64_t E = cfg_int(c, "n_routed_experts"), k = cfg_int(c, "num_experts_per_tok");
+	MoeSpec s;
+	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	if (strcmp(cfg_str_or(c, "mlp_hidden_act", "relu2"), "relu2"))
+		cfg_error(c, "mlp_hidden_act", "moec builds Nemotron-H's relu2 MLPs only, not %s",
+			  cfg_str_or(c, "mlp_hidden_act", "relu2"));
+	if (type && strcmp(type, "moe") && strcmp(type, "mlp"))
+		return cfg_error(c, cfg_has(c, "layers_block_type") ? "layers_block_type" :
+				 "hybrid_override_pattern", "layer %d is a %s layer: it has no FFN",
+				 c->layer, type), NULL;
+	if (c->err || !type)
+		return NULL;
+	set_prefix(c, nemotron_prefixes, "norm.weight");
+	h = cfg_named(c, cfg_rms_norm(c, x, "norm.weight", eps), "h");
+	if (!h)
+		return NULL;
+	if (strcmp(type, "mlp") == 0)
+		return residual(c, x, cfg_named(c, relu2_mlp(c, h, "mixer", cfg_int(c, "intermediate_size"),
+							   "intermediate_size", bias), "mlp"));
+	if (cfg_has(c, "moe_latent_size"))
+		return cfg_error(c, "moe_latent_size", "latent expert projections are not built yet"), NULL;
+	moe_spec(c, &s, "n_routed_experts", E, "num_experts_per_tok", k, "moe_intermediate_size",
+		 cfg_int(c, "moe_intermediate_size"));
+	s.router = "sigmoid";
+	s.act = "relu";
+	s.renorm = cfg_bool_or(c, "norm_topk_prob", 1);
+	s.scale = cfg_num_or(c, "routed_scaling_factor", 1.0);
+	s.ngroup = cfg_int_or(c, "n_group", 1);
+	s.topkgroup = cfg_int_or(c, "topk_group", 1);
+	s.gscore = "top2";
+	check_groups(c, &s);
+	if (c->err)
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "mixer.gate.weight", NULL, &s, F32_KEEP), "router_logits");
+	sb = selection_bias(c, "mixer.gate.e_score_correction_bias", &s);
+	wt[0] = cfg_experts_gu(c, "mixer", "mixer.experts.%d.up_proj.weight",
+			       "mixer.experts.%d.up_proj.weight", &s, 0);
+	wt[1] = cfg_experts_down(c, "mixer", "mixer.experts.%d.down_proj.weight", &s, 0);
+	if (!sb)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "mixer");
+	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
+	sh = f ? cfg_named(c, relu2_mlp(c, h, "mixer.shared_experts",
+					 cfg_int(c, "moe_shared_expert_intermediate_size"),
+					 "moe_shared_expert_intermediate_size", bias), "shared") : NULL;
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn"));
+}
+
+/*
  * Jamba: layer L is MoE when L % expert_layer_period == expert_layer_offset
  * (and num_experts > 1); softmax, top-k, not renormalised; the FFN is the
  * layer's feed_forward after pre_ff_layernorm; router feed_forward.router.
@@ -1190,6 +1367,8 @@ static const struct {
 	{"qwen3_5_moe_text", build_qwen_moe, qwen_is_moe},
 	{"minimax_m2", build_minimax_m2, always_moe},
 	{"granitemoe", build_granitemoe, always_moe},
+	{"phimoe", build_phimoe, always_moe},
+	{"nemotron_h", build_nemotron_h, nemotron_is_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"jamba", build_jamba, jamba_is_moe},
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
@@ -1243,6 +1422,19 @@ cfg_family_list(void)
 			snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s",
 				 i ? ", " : "", families[i].type);
 	return buf;
+}
+
+/* Nemotron-H's configs saved by transformers 5 have no num_hidden_layers:
+ * the layer types say how many there are.  -1: no such list. */
+int64_t
+cfg_family_num_layers(Cfg *c)
+{
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, "layers_block_type");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->json, "hybrid_override_pattern");
+
+	if (strcmp(c->type, "nemotron_h"))
+		return -1;
+	return cJSON_IsArray(l) ? cJSON_GetArraySize(l) : cJSON_IsString(p) ? (int64_t)strlen(p->valuestring) : -1;
 }
 
 int

@@ -219,6 +219,8 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 	ir_b_int(&c->b, "renorm", s->renorm);
 	if (s->scale != 1)
 		ir_b_float(&c->b, "scale", s->scale);
+	if (strcmp(s->router, "sparsemixer") == 0)
+		ir_b_float(&c->b, "jitter_eps", s->jitter_eps);
 	if (s->ngroup > 1) {
 		ir_b_int(&c->b, "n_group", s->ngroup);
 		ir_b_int(&c->b, "topk_group", s->topkgroup);

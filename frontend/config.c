@@ -350,7 +350,8 @@ pick_layer(Cfg *c)
 {
 	const char *key = cfg_alias(c, (const char *const[]){"num_hidden_layers", "n_layer",
 							     "n_layers", NULL});
-	int64_t n = cfg_int(c, key);
+	int64_t n = !cfg_has(c, key) && cfg_family_num_layers(c) >= 0 ? cfg_family_num_layers(c)
+								      : cfg_int(c, key);
 
 	if (n > CFG_MAX_LAYERS)	/* the default layer is searched for layer by layer */
 		return cfg_error(c, key, "%lld layers: moec reads models of at most %d",

@@ -13,14 +13,17 @@
 
 /*
  * Router attributes of moe and route.  name: type = default.
- *	router: str = softmax (softmax | sigmoid | topk_softmax)
+ *	router: str = softmax (softmax | sigmoid | topk_softmax | sparsemixer)
  *	k: int, required (-1 when absent: infer.c refuses it)
  *	renorm: int = 0; scale: float = 1
  *	n_group: int = 1; topk_group: int = n_group
  *	group_score: str = max (max | top2)
+ *	group_fill: float = -inf (what the experts of dropped groups select with)
+ *	jitter_eps: float = 0.01 (sparsemixer's threshold is 2 jitter_eps)
  */
 const char *const ir_route_attr_names[IR_NROUTE_ATTRS] = {
-	"router", "k", "renorm", "scale", "n_group", "topk_group", "group_score",
+	"router", "k", "renorm", "scale", "n_group", "topk_group", "group_score", "group_fill",
+	"jitter_eps",
 };
 
 void
@@ -33,6 +36,7 @@ ir_route_attrs(const Node *n, IrRouteAttrs *r)
 	r->router = strcmp(r->router_name, "softmax") == 0 ? IR_ROUTER_SOFTMAX
 		  : strcmp(r->router_name, "sigmoid") == 0 ? IR_ROUTER_SIGMOID
 		  : strcmp(r->router_name, "topk_softmax") == 0 ? IR_ROUTER_TOPK_SOFTMAX
+		  : strcmp(r->router_name, "sparsemixer") == 0 ? IR_ROUTER_SPARSEMIXER
 		  : IR_ROUTER_UNKNOWN;
 	r->k = ir_attr_int(n, "k", -1);
 	r->renorm = (int)ir_attr_int(n, "renorm", 0);
@@ -42,6 +46,8 @@ ir_route_attrs(const Node *n, IrRouteAttrs *r)
 	r->group_score_name = gs;
 	r->group_score = strcmp(gs, "max") == 0 ? IR_GROUP_MAX
 		       : strcmp(gs, "top2") == 0 ? IR_GROUP_TOP2 : IR_GROUP_UNKNOWN;
+	r->group_fill = ir_attr_float(n, "group_fill", -INFINITY);
+	r->jitter_eps = ir_attr_float(n, "jitter_eps", 0.01);
 }
 
 /*

@@ -295,8 +295,10 @@ ev_glu_parse(Ev *e, const Node *n, const char *actkey, const char *laykey, Glu *
 		p->act = GLU_GELU;
 	else if (strcmp(act, "oai") == 0)
 		p->act = GLU_OAI;
+	else if (strcmp(act, "relu") == 0)
+		p->act = GLU_RELU;
 	else
-		return ev_err(e, n, "%s: %s must be silu, gelu or oai, not %s", ir_opname(n->op),
+		return ev_err(e, n, "%s: %s must be silu, gelu, oai or relu, not %s", ir_opname(n->op),
 			      actkey, act);
 	if (strcmp(lay, "interleave") == 0)
 		p->interleave = 1;
@@ -314,6 +316,7 @@ ev_glu(const Glu *p, double gate, double up)
 	switch (p->act) {
 	case GLU_SILU: return gate * ev_sigmoid(gate) * up;
 	case GLU_GELU: return ev_gelu(gate, p->tanh_approx) * up;
+	case GLU_RELU: return (gate > 0 ? gate : 0) * up;	/* gate = up: relu² */
 	default:	/* gpt-oss: clamped, with a +1 on up */
 		gate = gate > p->limit ? p->limit : gate;
 		up = clamp(up, -p->limit, p->limit);

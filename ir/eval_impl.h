@@ -52,11 +52,11 @@ double ev_sigmoid(double x);
 double ev_gelu(double x, int tanh_approx);
 typedef struct {
 	int interleave;		/* layout: gate and up interleaved by column */
-	int act;		/* GLU_SILU, GLU_GELU, GLU_OAI */
+	int act;		/* GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU */
 	int tanh_approx;	/* gelu */
 	double alpha, limit;	/* oai */
 } Glu;
-enum { GLU_SILU, GLU_GELU, GLU_OAI };
+enum { GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU };
 int ev_glu_parse(Ev *e, const Node *n, const char *actkey, const char *laykey, Glu *p);
 double ev_glu(const Glu *p, double gate, double up);
 

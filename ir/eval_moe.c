@@ -15,12 +15,13 @@
 
 #include "eval_impl.h"
 
-enum { R_SOFTMAX, R_SIGMOID, R_TOPK_SOFTMAX };
+enum { R_SOFTMAX, R_SIGMOID, R_TOPK_SOFTMAX, R_SPARSEMIXER };
 
 typedef struct {
 	int kind, renorm, top2;
 	int64_t k, ngroup, topk_group, ne;
-	double scale;
+	double scale, fill, eps;
+	DType ldt;			/* the logits' dtype: sparsemixer's threshold arithmetic */
 	double *s, *sel, *gscore;	/* scratch: scores, selection, groups */
 	int64_t *order, *gorder;
 } Router;
@@ -29,12 +30,17 @@ typedef struct {
 static int
 router_init(const Node *n, int64_t ne, Router *r)
 {
+	const Value *l = n->in[n->op == OP_MOE ? 1 : 0];
 	IrRouteAttrs ra;
 
 	ir_route_attrs(n, &ra);
 	memset(r, 0, sizeof *r);
 	r->kind = ra.router == IR_ROUTER_SIGMOID ? R_SIGMOID
-		: ra.router == IR_ROUTER_TOPK_SOFTMAX ? R_TOPK_SOFTMAX : R_SOFTMAX;
+		: ra.router == IR_ROUTER_TOPK_SOFTMAX ? R_TOPK_SOFTMAX
+		: ra.router == IR_ROUTER_SPARSEMIXER ? R_SPARSEMIXER : R_SOFTMAX;
+	r->fill = ra.group_fill;
+	r->eps = ra.jitter_eps;
+	r->ldt = l->type.dt == DT_BF16 || l->type.dt == DT_F16 ? l->type.dt : DT_F32;
 	r->k = ra.k;
 	r->ngroup = ra.n_group;
 	r->topk_group = ra.topk_group;
@@ -80,12 +86,13 @@ scores(Router *r, const double *l)
 		sum += exp(l[x] - m);
 	for (int64_t x = 0; x < r->ne; x++) {
 		double v = r->kind == R_SOFTMAX ? exp(l[x] - m) / sum
-			 : r->kind == R_SIGMOID ? ev_sigmoid(l[x]) : l[x];
+			 : r->kind == R_SIGMOID ? ev_sigmoid(l[x]) : l[x];	/* topk_softmax, sparsemixer */
 		r->s[x] = (float)v;
 	}
 }
 
-/* Keep the topk_group best groups of experts; mask the rest to -inf. */
+/* Keep the topk_group best groups of experts; the rest select with group_fill
+ * (-inf; transformers 4.57's DeepSeek-V3: 0). */
 static void
 limit_groups(Router *r)
 {
@@ -101,7 +108,34 @@ limit_groups(Router *r)
 	ev_order(r->gscore, r->ngroup, 1, r->gorder);
 	for (int64_t j = r->topk_group; j < r->ngroup; j++)
 		for (int64_t x = 0; x < gsize; x++)
-			r->sel[r->gorder[j] * gsize + x] = -INFINITY;
+			r->sel[r->gorder[j] * gsize + x] = r->fill;
+}
+
+/*
+ * Sparsemixer (PhiMoE, eval mode) picks the top k of the logits; choice j's
+ * weight is its softmax among the experts not chosen before it whose logit
+ * lies within 2 eps of the choice's, relatively: kept when
+ * (m - l) / max(|l|, m) <= 2 eps with m = l[ids[j]].  Since exp(m - m) = 1,
+ * the weight is 1 / sum.  The threshold arithmetic is rounded to the
+ * logits' dtype, as the model computes it.
+ */
+static double
+sparsemixer_weight(const Router *r, const double *l, const int64_t *ids, int64_t j)
+{
+	double m = l[ids[j]], sum = 0, thr = ev_round(r->ldt, 2 * r->eps);
+
+	for (int64_t x = 0; x < r->ne; x++) {
+		int64_t q = 0;
+		while (q < j && ids[q] != x)
+			q++;
+		if (q < j)
+			continue;
+		double d = ev_round(r->ldt, m - l[x]);
+		double ratio = ev_round(r->ldt, d / fmax(fabs(l[x]), m));
+		if (!(ratio > thr))
+			sum += exp(l[x] - m);
+	}
+	return 1 / sum;
 }
 
 /* One token: expert ids (best first, ties to the lower id) and weights. */
@@ -121,7 +155,8 @@ route_token(Router *r, const double *l, const double *bias, int64_t *ids, double
 		m = fmax(m, l[ids[j]]);
 	}
 	for (int64_t j = 0; j < r->k; j++) {
-		w[j] = r->kind == R_TOPK_SOFTMAX ? exp(l[ids[j]] - m) : r->s[ids[j]];
+		w[j] = r->kind == R_TOPK_SOFTMAX ? exp(l[ids[j]] - m)
+		     : r->kind == R_SPARSEMIXER ? sparsemixer_weight(r, l, ids, j) : r->s[ids[j]];
 		sum += w[j];
 	}
 	for (int64_t j = 0; j < r->k; j++) {

@@ -6,6 +6,7 @@
  * The interpreter reuses these rules on concrete types, so a rule must give
  * exact static dims whenever its operands are static.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -630,6 +631,25 @@ shape_arg(Graph *g, Node *n, Diag *d, int opnd, Type *t)
 	return 0;
 }
 
+/* A reshape's shape operand that is a const (ONNX's 0 and -1 kept, so the
+ * operand stays): its positive entries are static dims, a 0 copies the
+ * input's dim (without allowzero), a -1 stays unknown. */
+static void
+const_shape(Graph *g, Node *n, const Type *in, Type *t)
+{
+	int64_t v[MAXRANK];
+	Node *c = has(n, 1) && n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
+
+	(void)g;
+	if (!c || c->op != OP_CONST || ir_attr_ints(c, "value", v, MAXRANK) != t->rank)
+		return;
+	for (int i = 0; i < t->rank; i++)
+		if (v[i] > 0)
+			t->dim[i] = v[i];
+		else if (v[i] == 0 && !ir_attr_int(n, "allowzero", 0) && i < in->rank)
+			t->dim[i] = in->dim[i];
+}
+
 static int
 infer_reshape(Graph *g, Node *n, Diag *d)
 {
@@ -638,6 +658,7 @@ infer_reshape(Graph *g, Node *n, Diag *d)
 
 	if (shape_arg(g, n, d, 1, &t))
 		return -1;
+	const_shape(g, n, ty(n, 0), &t);
 	a = ir_type_numel(ty(n, 0));
 	b = ir_type_numel(&t);
 	if (a >= 0 && b >= 0 && a != b)
@@ -882,8 +903,14 @@ check_router(Graph *g, Node *n, Diag *d, const Type *logits, int64_t *k)
 
 	ir_route_attrs(n, &ra);
 	if (ra.router == IR_ROUTER_UNKNOWN)
-		return ERR("%s: router must be softmax, sigmoid or topk_softmax, not %s",
+		return ERR("%s: router must be softmax, sigmoid, topk_softmax or sparsemixer, not %s",
 			   ir_opname(n->op), ra.router_name);
+	if (ra.router == IR_ROUTER_SPARSEMIXER && (ra.n_group != 1 || !(ra.jitter_eps >= 0) ||
+						   (n->op == OP_MOE ? n->in[2] != NULL : n->nin > 1 && n->in[1])))
+		return ERR("%s: router=sparsemixer takes no groups or selection bias, and jitter_eps >= 0",
+			   ir_opname(n->op));
+	if (isnan(ra.group_fill))
+		return ERR("%s: group_fill must not be NaN", ir_opname(n->op));
 	*k = ra.k;
 	if (logits->rank != 2)
 		return ERR("%s: router logits must be [T,E]", ir_opname(n->op));

@@ -356,7 +356,10 @@ typedef struct {
 int ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen);
 /* Router attributes of moe and route; unknown names decode to *_UNKNOWN
  * (each caller reports them in its own words). */
-typedef enum { IR_ROUTER_UNKNOWN = -1, IR_ROUTER_SOFTMAX, IR_ROUTER_SIGMOID, IR_ROUTER_TOPK_SOFTMAX } IrRouter;
+typedef enum {
+	IR_ROUTER_UNKNOWN = -1, IR_ROUTER_SOFTMAX, IR_ROUTER_SIGMOID, IR_ROUTER_TOPK_SOFTMAX,
+	IR_ROUTER_SPARSEMIXER
+} IrRouter;
 typedef enum { IR_GROUP_UNKNOWN = -1, IR_GROUP_MAX, IR_GROUP_TOP2 } IrGroupScore;
 typedef struct {
 	IrRouter router;
@@ -367,6 +370,8 @@ typedef struct {
 	int64_t n_group, topk_group;
 	IrGroupScore group_score;
 	const char *group_score_name;
+	double group_fill;	/* sel of the experts of groups not kept */
+	double jitter_eps;	/* sparsemixer: kept when (m - l) / max(|l|, m) <= 2 eps */
 } IrRouteAttrs;
 void ir_route_attrs(const Node *n, IrRouteAttrs *r);
 /* A kernel's template (its "template" attribute, set by the fusion pass
@@ -379,7 +384,7 @@ typedef enum {
 extern const char *const ir_template_names[IR_NTMPL];	/* "", "gemm", ... */
 IrTemplate ir_kernel_template(const Graph *k);
 void ir_set_kernel_template(Graph *k, IrTemplate t);
-#define IR_NROUTE_ATTRS 7
+#define IR_NROUTE_ATTRS 9
 extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe copies to route */
 
 /*

@@ -335,6 +335,11 @@ rule(B *b, Node *n)
 			ax = -1;	/* reads real entries: valid indices are below the count */
 		else
 			ax = bi->ax < g ? bi->ax : bi->ax - 1 + info(b, n->in[1])->t.rank;
+	} else if (op == OP_SWIGLU && bi->ax < rx - 1) {
+		ax = bi->ax;	/* pairs along the last axis: rows map to rows */
+	} else if (op == OP_GATHER_ND && k == 1 && info(b, n->in[0])->ax < 0 &&
+		   ir_attr_int(n, "batch_dims", 0) == 0 && bi->ax < rx - 1) {
+		ax = bi->ax;	/* rows of padded (valid) indices: padded result rows */
 	} else if (op == OP_MATMUL && k == 0 && bi->ax < rx - 1)
 		ax = ry - rx + bi->ax;
 	else if (op == OP_EXPAND && k == 0) {

@@ -1,7 +1,8 @@
 /*
  * fuse-moe: the MoE blocks torch.onnx.export writes for Hugging Face
  * modules become one `moe` op carrying the router kind.  Anchor: each TopK
- * over [T,E] scores.  From its indices, find the value where the routed
+ * over [T,E] scores, and each sparsemixer (PhiMoE's k rounds of argmax over
+ * masked logits, concatenated: fuse_moe_router.c).  From its indices, find the value where the routed
  * experts' weighted sum is complete (fuse_moe_experts.c), read the router
  * around the TopK (fuse_moe_router.c), and let one moe compute that value:
  *
@@ -50,18 +51,18 @@ candidate(Node *n)
 	return 1;
 }
 
-/* The nodes downstream of the TopK's indices that could end a routed sum,
+/* The nodes downstream of the router's indices that could end a routed sum,
  * nearest first. */
 static int
-candidates(Graph *g, Node *tk, Node **out, int max)
+candidates(Graph *g, Value *ids, Node **out, int max)
 {
 	uint32_t nv = g->m->nvalue;
 	char *seen = calloc(nv, 1);
 	Value **queue = malloc(sizeof *queue * nv);
 	int nq = 0, head = 0, n = 0;
 
-	queue[nq++] = tk->out[1];
-	seen[tk->out[1]->id] = 1;
+	queue[nq++] = ids;
+	seen[ids->id] = 1;
 	while (head < nq) {
 		Value *v = queue[head++];
 		for (int i = 0; i < v->nuse; i++) {
@@ -82,19 +83,24 @@ candidates(Graph *g, Node *tk, Node **out, int max)
 	return n;
 }
 
+/* tk: a TopK, or a sparsemixer's concat of argmaxes. */
 static const char *
 match(Graph *g, Node *tk, Moe *mo)
 {
 	Node *cand[64];
-	int n = candidates(g, tk, cand, (int)NELEM(cand));
+	Router sm;
+	int mixer = mo_is_sparsemixer(tk, &sm);
+	Value *ids = mixer ? sm.ids : tk->out[1];
+	int n = candidates(g, ids, cand, (int)NELEM(cand));
 	const char *why = "its indices reach no routed sum (scatter-add slots or a sum over k)";
 
 	for (int i = 0; i < n; i++) {
 		const char *w = mo_experts(cand[i]->out[0], mo);
-		if (!w && mo->ids != tk->out[1])
+		if (!w && mo->ids != ids)
 			w = "the experts are routed by another TopK";
 		if (!w)
-			w = mo_router(tk, mo->x.rw, &mo->r);
+			w = mixer ? mo_router_sparsemixer(tk, mo->x.rw, &mo->r)
+				  : mo_router(tk, mo->x.rw, &mo->r);
 		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
 			w = "the experts and the TopK disagree on k";
 		if (!w && (mo->r.logits->type.dim[1] != mo->e ||
@@ -128,6 +134,8 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, " in %lld of %lld groups (%s)",
 				      (long long)r->topk_group, (long long)r->ngroup,
 				      r->top2 ? "top2" : "max");
+	if (r->zero_fill)
+		k += (size_t)snprintf(buf + k, n - k, ", dropped groups selecting with 0");
 	if (r->renorm)
 		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
 	if (r->scale != 1)
@@ -198,7 +206,11 @@ moe_attrs(Builder *b, const Moe *mo)
 		ir_b_int(b, "n_group", r->ngroup);
 		ir_b_int(b, "topk_group", r->topk_group);
 		ir_b_str(b, "group_score", r->top2 ? "top2" : "max");
+		if (r->zero_fill)
+			ir_b_float(b, "group_fill", 0);
 	}
+	if (strcmp(r->kind, "sparsemixer") == 0)
+		ir_b_float(b, "jitter_eps", r->jitter_eps);
 	ir_b_str(b, "act", x->act);
 	ir_b_str(b, "gu_layout", x->layout);
 	if (strcmp(x->act, "gelu") == 0 && strcmp(x->approx, "none") != 0)
@@ -276,21 +288,21 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	}
 	if (!y) {
 		if (c->report)
-			report_skip(c->report, "moe not built at TopK %%%s: %s",
+			report_skip(c->report, "moe not built at %s %%%s: %s", mo->r.anchor,
 				    mo->r.topk->out[0]->name, quiet.last);
 		return 0;
 	}
 	if ((bad = mo_confirm(g, mo, y, buf, sizeof buf))) {
 		if (c->report)
-			report_skip(c->report, "moe not accepted at TopK %%%s: %s",
+			report_skip(c->report, "moe not accepted at %s %%%s: %s", mo->r.anchor,
 				    mo->r.topk->out[0]->name, bad);
 		unbuild(g, after, end);
 		return 0;
 	}
 	pass_take_over(g, end, mo->sum, y);
 	if (c->report)
-		report_note(c->report, "moe %%%s recognised at TopK %%%s %s", mo->sum->name,
-			    mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));
+		report_note(c->report, "moe %%%s recognised at %s %%%s %s", mo->sum->name,
+			    mo->r.anchor, mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));
 	return 1;
 }
 
@@ -311,7 +323,7 @@ fuse_graph(Graph *g, PassCtx *c)
 
 	ir_fill_uses(g);
 	for (Node *n = g->first; n; n = n->next)
-		if (n->op == OP_TOPK && n->in[0]->type.rank == 2) {
+		if ((n->op == OP_TOPK && n->in[0]->type.rank == 2) || mo_is_sparsemixer(n, &(Router){0})) {
 			tk = realloc(tk, sizeof *tk * (size_t)(ntk + 1));
 			tk[ntk++] = n;
 		}
@@ -321,8 +333,8 @@ fuse_graph(Graph *g, PassCtx *c)
 		why[i] = match(g, tk[i], &found[i]);
 	for (int i = 0; i < ntk; i++)
 		if (why[i] && c->report && !in_router(tk[i], found, why, ntk))
-			report_skip(c->report, "moe not recognised at TopK %%%s: %s",
-				    tk[i]->out[0]->name, why[i]);
+			report_skip(c->report, "moe not recognised at %s %%%s: %s",
+				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i]);
 	for (int i = 0; i < ntk; i++)
 		if (!why[i])
 			changed |= rewrite(g, &found[i], c);

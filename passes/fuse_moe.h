@@ -16,13 +16,16 @@
 #include "passes.h"
 
 typedef struct {
-	Node *topk;		/* the final selection: ids = topk->out[1] */
+	Node *topk;		/* the final selection: a TopK, or sparsemixer's concat of argmaxes */
+	Value *ids;		/* its indices [T,k] */
+	const char *anchor;	/* "TopK" or "sparsemixer", for the report */
 	Node *aux[2];		/* the group selection's TopKs, or NULL */
 	Value *logits, *selbias;	/* moe operands 1 and 2 (selbias may be NULL) */
-	const char *kind;	/* softmax, sigmoid, topk_softmax */
+	const char *kind;	/* softmax, sigmoid, topk_softmax, sparsemixer */
 	int64_t k, ngroup, topk_group;
 	int renorm, top2;	/* top2: group score is the sum of the best two */
-	double scale;
+	double scale, jitter_eps;
+	int zero_fill;		/* dropped groups select with 0 (transformers 4.57's DeepSeek-V3) */
 } Router;
 
 /* One expert computation, as read from a slot or the batched form. */
@@ -34,7 +37,7 @@ typedef struct {
 	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
 	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
 	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
-	const char *act, *layout;	/* silu|gelu|oai, concat|interleave */
+	const char *act, *layout;	/* silu|gelu|oai|relu, concat|interleave */
 	const char *approx;	/* gelu: none|tanh */
 	double alpha, limit;	/* oai */
 	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
@@ -71,6 +74,8 @@ double mo_nice_float(double v);	/* the shortest decimal naming v's f32 */
 
 /* fuse_moe_router.c */
 const char *mo_router(Node *topk, Value *weights, Router *r);
+int mo_is_sparsemixer(Node *concat, Router *r);	/* the anchor, its logits and k */
+const char *mo_router_sparsemixer(Node *concat, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);

@@ -7,6 +7,10 @@
  *	sigmoid:       topk(where(group mask, -inf, sigmoid(l) + b))
  *	                 weights = gather_elements(sigmoid(l), ids) [/ (sum + eps)] [* c]
  *	topk_softmax:  topk(l)                     weights = softmax(values) [* c]
+ *	sparsemixer:   ids = concat(argmax(s_0), .., argmax(s_k-1)), s_0 = l,
+ *	               s_j = scatter_elements(s_j-1, ids_j-1, -inf)
+ *	               weights = concat(gather_elements(softmax(where(
+ *	                   (max s_j - l) / max(|l|, max s_j) > 2 eps, -inf, s_j)), ids_j))
  *
  * The group mask (DeepSeek's group-limited selection) is
  * scatter(zeros[T,G], topk(group score, topk_group).ids, 1) broadcast to
@@ -145,8 +149,8 @@ groups(Value *keep, Value *x, Router *r)
 	return NULL;
 }
 
-/* The fill of masked-out experts: -inf, or 0 (DeepSeek-V2), which selects
- * the same as long as every score is positive. */
+/* The fill of masked-out experts: -inf, or 0 (DeepSeek-V2; transformers
+ * 4.57's DeepSeek-V3, whose scores + bias may be negative). */
 static int
 masked_fill(Value *v, int *zero)
 {
@@ -179,9 +183,11 @@ unmask(Value **sel, Router *r)
 	x = mo_peel_cast(x);
 	if ((why = groups(keep, x, r)))
 		return why;
+	/* 0 selects as -inf does over positive scores when the kept groups hold k
+	 * experts; otherwise a dropped expert can win: router group_fill=0 */
 	if (zero && ((!mo_def(x, OP_SOFTMAX) && !mo_def(x, OP_SIGMOID)) ||
 		     r->k > r->topk_group * (x->type.dim[1] / r->ngroup)))
-		return "masked selection is filled with 0 over scores that may be negative";
+		r->zero_fill = 1;
 	*sel = x;
 	return NULL;
 }
@@ -220,6 +226,8 @@ mo_router(Node *tk, Value *w, Router *r)
 
 	memset(r, 0, sizeof *r);
 	r->topk = tk;
+	r->ids = tk->out[1];
+	r->anchor = "TopK";
 	r->scale = 1;
 	r->ngroup = r->topk_group = 1;
 	r->k = ir_attr_int(tk, "k", -1);
@@ -262,6 +270,104 @@ mo_router(Node *tk, Value *w, Router *r)
 	} else if (softk) {
 		return "a softmax over the k of scores that are already normalised";
 	}
+	if (r->logits->type.rank != 2 || r->logits->type.dim[1] < 1)
+		return "the router logits are not [T,E] with E known";
+	return NULL;
+}
+
+/* ---- sparsemixer (PhiMoE): no TopK; k rounds of arg-max ---- */
+
+/* An argmax over the last axis of [T,E], its index kept as [T,1]. */
+static Node *
+argmax_of(Value *v)
+{
+	Node *n = mo_def(strip_casts(v), OP_ARGMAX);
+
+	if (!n || n->in[0]->type.rank != 2 || !mo_last_axis(n, "axis", 2, 0) ||
+	    !ir_attr_int(n, "keepdims", 1) || ir_attr_int(n, "select_last_index", 0))
+		return NULL;
+	return n;
+}
+
+/* Is c = concat(argmax(s_0), ..) over successively masked logits?  The
+ * logits and k in r. */
+int
+mo_is_sparsemixer(Node *c, Router *r)
+{
+	Value *s = NULL;
+	Node *a, *sc;
+
+	memset(r, 0, sizeof *r);
+	if (c->op != OP_CONCAT || c->out[0]->type.rank != 2 || !mo_last_axis(c, "axis", 2, 0) ||
+	    !dtype_is_int(c->out[0]->type.dt))
+		return 0;
+	for (int j = 0; j < c->nin; j++) {
+		if (!(a = argmax_of(c->in[j])))
+			return 0;
+		if (j == 0) {
+			s = r->logits = mo_peel_cast(a->in[0]);
+			continue;
+		}
+		sc = mo_def(a->in[0], OP_SCATTER_ELEMENTS);
+		if (!sc || mo_peel_cast(sc->in[0]) != s || !argmax_of(sc->in[1]) ||
+		    argmax_of(sc->in[1]) != argmax_of(c->in[j - 1]) || !mo_is_fill(sc->in[2], -INFINITY) ||
+		    !mo_last_axis(sc, "axis", 2, 0) || strcmp(ir_attr_str(sc, "reduction", "none"), "none"))
+			return 0;
+		s = sc->out[0];
+	}
+	r->topk = c;
+	r->ids = c->out[0];
+	r->anchor = "sparsemixer";
+	r->kind = "sparsemixer";
+	r->k = c->nin;
+	r->scale = 1;
+	r->ngroup = r->topk_group = 1;
+	return 1;
+}
+
+/* Choice j's weight: gather_elements(softmax(where(gt(ratio, 2 eps), -inf,
+ * s_j)), ids_j); 2 eps into *thr. */
+static const char *
+sparsemixer_weight(Value *w, Node *c, int j, double *thr)
+{
+	Node *g = mo_def(mo_peel_cast(w), OP_GATHER_ELEMENTS), *sm, *wh, *gt;
+	Value *sj = argmax_of(c->in[j])->in[0];
+
+	if (!g || argmax_of(g->in[1]) != argmax_of(c->in[j]) || !mo_last_axis(g, "axis", 2, 0))
+		return "a sparsemixer weight is not the softmax at its choice";
+	if (!(sm = mo_def(mo_peel_cast(g->in[0]), OP_SOFTMAX)) || !mo_last_axis(sm, "axis", 2, 1) ||
+	    !(wh = mo_def(mo_peel_cast(sm->in[0]), OP_WHERE)) || !mo_is_fill(wh->in[1], -INFINITY) ||
+	    mo_peel_cast(wh->in[2]) != mo_peel_cast(sj))
+		return "a sparsemixer weight is not a softmax of the masked logits";
+	if (!(gt = mo_def(strip_casts(wh->in[0]), OP_GREATER)) || !mo_def(mo_peel_cast(gt->in[0]), OP_DIV) ||
+	    !mo_const_f(gt->in[1], thr) || !(*thr >= 0))
+		return "sparsemixer's threshold is not (max - l) / max(|l|, max) > 2 eps";
+	return NULL;
+}
+
+/* The routing weights w of the experts: concat of the k choices' weights. */
+const char *
+mo_router_sparsemixer(Node *c, Value *w, Router *r)
+{
+	Node *cw;
+	const char *why;
+	double thr = -1, t;
+
+	if (!mo_is_sparsemixer(c, r))
+		return "not a sparsemixer";
+	w = weights_root(w, r, &(int){0});
+	if (r->renorm)
+		return "sparsemixer weights renormalised";
+	if (!(cw = mo_def(mo_peel(w), OP_CONCAT)) || cw->nin != c->nin || !mo_last_axis(cw, "axis", 2, 0))
+		return "the routing weights are not the sparsemixer's k weights";
+	for (int j = 0; j < c->nin; j++) {
+		if ((why = sparsemixer_weight(cw->in[j], c, j, &t)))
+			return why;
+		if (j && t != thr)
+			return "sparsemixer's rounds have different thresholds";
+		thr = t;
+	}
+	r->jitter_eps = mo_nice_float(thr) / 2;
 	if (r->logits->type.rank != 2 || r->logits->type.dim[1] < 1)
 		return "the router logits are not [T,E] with E known";
 	return NULL;

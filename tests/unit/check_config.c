@@ -37,6 +37,8 @@ static const char *const families[] = {
 	"glm4_moe", "glm4_moe_lite", "dots1", "deepseek_v32", "mimo_v2_flash", "qwen3_next",
 	"qwen3_5_moe_text", "minimax_m2", "granitemoe", "granitemoeshared", "jamba",
 	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text", "dbrx",
+	/* issue 14, second part */
+	"phimoe", "nemotron_h",
 };
 
 static char *
@@ -416,6 +418,10 @@ static const struct {
 	{"wrapper_missing_hidden_size", "text_config.hidden_size: error: missing key", 1},
 	{"short_mlp_layer_types", "mlp_layer_types: error: has 1 entries: none for layer 1", 1},
 	{"bad_mlp_layer_type", "mlp_layer_types: error: entry 1 must be \"sparse\" or \"dense\"", 1},
+	{"phimoe_top4", "num_experts_per_tok: error: PhiMoE's sparsemixer chooses exactly 2 experts, "
+	 "not 4", 2},
+	{"nemotron_mamba_layer", "hybrid_override_pattern: error: layer 1 is a mamba layer: it has no "
+	 "FFN", 1},
 	{"llama4_top2", "num_experts_per_tok: error: llama4 feeds each chosen expert its own "
 	 "sigmoid-scaled input; moec builds top-1 only, not 2", 1},
 	{"ernie_norm_min", "moe_norm_min: error: 0.5 would clamp the renormalisation", 1},

@@ -326,6 +326,11 @@ static const RouteCase route_cases[] = {
 	{"router=softmax", 5, 5, 0, 0, DT_F32, DT_F32},			/* every expert */
 	{"router=softmax, renorm=1", 40, 3, 0, 1, DT_F32, DT_F32},		/* ties */
 	{"router=sigmoid, n_group=4, topk_group=1, group_score=top2", 16, 3, 1, 1, DT_BF16, DT_F16},
+	{"router=sparsemixer, jitter_eps=0.2", 8, 2, 0, 0, DT_F32, DT_F32},	/* PhiMoE */
+	{"router=sparsemixer", 64, 3, 0, 0, DT_BF16, DT_F32},		/* threshold in bf16 */
+	{"router=sparsemixer, jitter_eps=0.1, scale=2", 40, 4, 0, 1, DT_F16, DT_F32},	/* ties */
+	{"router=sigmoid, renorm=1, n_group=4, topk_group=2, group_score=top2, group_fill=0",
+	 16, 3, 1, 0, DT_F32, DT_F32},					/* DeepSeek-V3, 4.57 */
 };
 
 START_TEST(test_route_matches_interpreter)
