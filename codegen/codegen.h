@@ -120,6 +120,12 @@ const CgKernel *cg_module_find(const CgModule *m, const char *name);
 const char *cg_module_ptx(CgModule *m, size_t *len, Diag *d);
 /* The module's LLVM IR as text (malloc'd), before or after optimisation. */
 char *cg_module_llvm_ir(CgModule *m);
+/* Take PTX computed elsewhere (a cache hit) instead of running LLVM: the
+ * module then counts as emitted and takes no more kernels. */
+void cg_module_set_ptx(CgModule *m, const char *ptx, size_t len);
+/* Free the LLVM module of a module whose PTX is made: its PTX and kernel
+ * table stay (a whole-model compile holds many programs at once). */
+void cg_module_release_llvm(CgModule *m);
 
 /*
  * A tiny kernel "name(ptr x)" that uses one capability (CG_SETMAXNREG,
@@ -163,6 +169,21 @@ int cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d);
 int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
 /* The same for n modules, their ptxas runs in parallel (cg_ptxas_many). */
 int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d);
+/* Each CgKernel's regs/spills from a ptxas result. */
+void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
+
+/* cache.c: codegen results reused within one compile (moec compile --layers) */
+typedef struct CgCache CgCache;
+CgCache *cg_cache_new(void);
+void cg_cache_free(CgCache *c);
+void cg_cache_stats(const CgCache *c, int *hits, int *misses);
+/* The key of an emitted, not yet optimised module (malloc'd). */
+char *cg_cache_key(CgModule *m, int want_cubin);
+/* A hit: m gets the PTX, r a copy of ptxas's result, the kernels their
+ * stats; returns 1.  0: not cached. */
+int cg_cache_get(CgCache *c, const char *key, CgModule *m, CgPtxasResult *r);
+/* Store m's PTX and r under key (taken over). */
+void cg_cache_put(CgCache *c, char *key, CgModule *m, const CgPtxasResult *r);
 
 /* emu.c: running "emu" kernels on the CPU */
 
@@ -447,6 +468,7 @@ struct CgCompileOpts {
 	const char *model;	/* the model's file, hashed into the bundle */
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
+	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
@@ -463,6 +485,17 @@ double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas
 typedef struct Manifest Manifest;
 const Manifest *cg_program_manifest(const CgProgram *p);
 const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */
+uint64_t cg_program_weight_bytes(const CgProgram *p);		/* ... and their size */
+const CgCompileOpts *cg_program_opts(const CgProgram *p);
+void cg_program_release_llvm(CgProgram *p);	/* cg_module_release_llvm of each */
+/*
+ * whole.c: n programs compiled with the same options (moec compile
+ * --layers) into one bundle of format 2 (docs/bundle.md §5), program i
+ * named name[i]: kernels the same in text are kept once, the others renamed
+ * apart.  *nkernels gets the number of distinct kernels.
+ */
+int cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *report,
+		       const char *path, int *nkernels, Diag *d);
 CgModule *cg_program_module(const CgProgram *p, const char *arch);	/* NULL if not compiled for it */
 
 /* emulate.c: the launch plan on the CPU emulator (arch "emu") */

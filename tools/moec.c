@@ -63,6 +63,8 @@ static const Opt moec_opts[] = {
 	/* the model */
 	{"layer", 0, OPT_INT, "N", NULL, "config.json: the decoder layer (default: the first MoE layer)",
 	 LOADS, 0, INT32_MAX},
+	{"layers", 0, OPT_STR, "all|A-B|A,B,...", NULL, "config.json: these decoder layers into one "
+	 "bundle, a program per layer (layer.N)", COMPILE},
 	{"weights", 0, OPT_STR, "PATH", NULL, "config.json: safetensors file or index (default: next to it)",
 	 LOADS},
 	{"synthetic-weights", 0, OPT_INT, "SEED", NULL, "config.json: seeded weights, no checkpoint read",
