@@ -11,7 +11,10 @@
  *
  * The key is the whole text, compared byte for byte (its hash only finds
  * the candidates), so a hit is exactly the result the compile would have
- * computed: bundles stay byte-identical with or without the cache.
+ * computed: bundles stay byte-identical with or without the cache.  Quoted
+ * value names (%"in:model.layers.3.mlp.gate.weight": the kernel's parameter
+ * names, which carry the layer) are numbered in order of first use first:
+ * names reach neither the PTX nor ptxas, but would keep every layer apart.
  */
 #define CG_INTERNAL
 #include <stdlib.h>
@@ -59,14 +62,48 @@ cg_cache_stats(const CgCache *c, int *hits, int *misses)
 	*misses = c ? c->misses : 0;
 }
 
+/* ir with each distinct %"NAME" as %"N", N its order of first use. */
+static char *
+number_names(const char *ir)
+{
+	VEC(char) o = {0};
+	VEC(const char *) seen = {0};
+	VEC(size_t) len = {0};
+
+	for (const char *p = ir; *p;) {
+		const char *q;
+		if (p[0] != '%' || p[1] != '"' || !(q = strchr(p + 2, '"'))) {
+			vec_push(&o, *p++);
+			continue;
+		}
+		size_t n = (size_t)(q - p - 2), k = 0;
+		while (k < seen.n && (len.v[k] != n || memcmp(seen.v[k], p + 2, n)))
+			k++;
+		if (k == seen.n) {
+			vec_push(&seen, p + 2);
+			vec_push(&len, n);
+		}
+		char num[32];
+		snprintf(num, sizeof num, "%%\"%zu\"", k);
+		for (const char *c = num; *c; c++)
+			vec_push(&o, *c);
+		p = q + 1;
+	}
+	vec_push(&o, '\0');
+	vec_free(&seen);
+	vec_free(&len);
+	return o.v;
+}
+
 char *
 cg_cache_key(CgModule *m, int want_cubin)
 {
-	char *ir = cg_module_llvm_ir(m), *key = NULL;
+	char *ir = cg_module_llvm_ir(m), *names = number_names(ir), *key = NULL;
 
-	if (asprintf(&key, "%s O%d%s\n%s", m->t.sm, m->t.opt, want_cubin ? " cubin" : "", ir) < 0)
+	if (asprintf(&key, "%s O%d%s\n%s", m->t.sm, m->t.opt, want_cubin ? " cubin" : "", names) < 0)
 		die("out of memory");
 	free(ir);
+	free(names);
 	return key;
 }
 
