@@ -9,22 +9,25 @@
  *	layer 3: emit -> IR text --miss--> O3, PTX, ptxas --> stored
  *	layer 4: emit -> IR text --hit---> PTX and ptxas's stats copied
  *
- * The key is the whole text, compared byte for byte (its hash only finds
- * the candidates), so a hit is exactly the result the compile would have
- * computed: bundles stay byte-identical with or without the cache.  Quoted
- * value names (%"in:model.layers.3.mlp.gate.weight": the kernel's parameter
- * names, which carry the layer) are numbered in order of first use first:
- * names reach neither the PTX nor ptxas, but would keep every layer apart.
+ * The key is the module's bitcode (faster to write than its text), compared
+ * byte for byte (its hash only finds the candidates), so a hit is exactly
+ * the result the compile would have computed.  Modules built for the cache
+ * keep no local value names (cg_module_discard_names): the names of kernel
+ * parameters carry the layer (%"in:model.layers.3.mlp.gate.weight") and
+ * would keep every layer apart, yet reach neither the PTX nor ptxas.
  */
 #define CG_INTERNAL
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/BitWriter.h>
+
 #include "codegen.h"
 
 typedef struct {
 	uint64_t hash;
-	char *key;		/* "sm_90a O3 cubin\n" + the IR */
+	char *key;		/* "sm_90a O3 cubin\n" + the bitcode */
+	size_t keylen;
 	char *ptx;
 	size_t ptxlen;
 	CgPtxasResult r;	/* n == 0 when ptxas did not run */
@@ -62,56 +65,28 @@ cg_cache_stats(const CgCache *c, int *hits, int *misses)
 	*misses = c ? c->misses : 0;
 }
 
-/* ir with each distinct %"NAME" as %"N", N its order of first use. */
-static char *
-number_names(const char *ir)
-{
-	VEC(char) o = {0};
-	VEC(const char *) seen = {0};
-	VEC(size_t) len = {0};
-
-	for (const char *p = ir; *p;) {
-		const char *q;
-		if (p[0] != '%' || p[1] != '"' || !(q = strchr(p + 2, '"'))) {
-			vec_push(&o, *p++);
-			continue;
-		}
-		size_t n = (size_t)(q - p - 2), k = 0;
-		while (k < seen.n && (len.v[k] != n || memcmp(seen.v[k], p + 2, n)))
-			k++;
-		if (k == seen.n) {
-			vec_push(&seen, p + 2);
-			vec_push(&len, n);
-		}
-		char num[32];
-		snprintf(num, sizeof num, "%%\"%zu\"", k);
-		for (const char *c = num; *c; c++)
-			vec_push(&o, *c);
-		p = q + 1;
-	}
-	vec_push(&o, '\0');
-	vec_free(&seen);
-	vec_free(&len);
-	return o.v;
-}
-
 char *
-cg_cache_key(CgModule *m, int want_cubin)
+cg_cache_key(CgModule *m, int want_cubin, size_t *len)
 {
-	char *ir = cg_module_llvm_ir(m), *names = number_names(ir), *key = NULL;
+	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m->M);
+	size_t n = LLVMGetBufferSize(bc);
+	char head[64];
+	int h = snprintf(head, sizeof head, "%s O%d%s\n", m->t.sm, m->t.opt, want_cubin ? " cubin" : "");
+	char *key = xmalloc((size_t)h + n + 1);
 
-	if (asprintf(&key, "%s O%d%s\n%s", m->t.sm, m->t.opt, want_cubin ? " cubin" : "", names) < 0)
-		die("out of memory");
-	free(ir);
-	free(names);
+	memcpy(key, head, (size_t)h);
+	memcpy(key + h, LLVMGetBufferStart(bc), n);
+	key[h + n] = 0;
+	*len = (size_t)h + n;
+	LLVMDisposeMemoryBuffer(bc);
 	return key;
 }
 
 static Entry *
-find(CgCache *c, const char *key, uint64_t h)
+find(CgCache *c, const char *key, size_t n, uint64_t h)
 {
 	for (size_t i = 0; i < c->e.n; i++)
-		if (c->e.v[i].hash == h && !strcmp(c->e.v[i].key, key))
+		if (c->e.v[i].hash == h && c->e.v[i].keylen == n && !memcmp(c->e.v[i].key, key, n))
 			return &c->e.v[i];
 	return NULL;
 }
@@ -134,9 +109,9 @@ copy_result(CgPtxasResult *dst, const CgPtxasResult *src)
 }
 
 int
-cg_cache_get(CgCache *c, const char *key, CgModule *m, CgPtxasResult *r)
+cg_cache_get(CgCache *c, const char *key, size_t n, CgModule *m, CgPtxasResult *r)
 {
-	Entry *e = find(c, key, hash_bytes(key, strlen(key), 0));
+	Entry *e = find(c, key, n, hash_bytes(key, n, 0));
 
 	if (!e)
 		return 0;
@@ -148,14 +123,14 @@ cg_cache_get(CgCache *c, const char *key, CgModule *m, CgPtxasResult *r)
 }
 
 void
-cg_cache_put(CgCache *c, char *key, CgModule *m, const CgPtxasResult *r)
+cg_cache_put(CgCache *c, char *key, size_t keylen, CgModule *m, const CgPtxasResult *r)
 {
-	Entry e = {hash_bytes(key, strlen(key), 0), key, NULL, 0, {0}};
+	Entry e = {hash_bytes(key, keylen, 0), key, keylen, NULL, 0, {0}};
 	size_t n;
 	const char *ptx = cg_module_ptx(m, &n, NULL);
 
 	c->misses++;
-	if (!ptx || find(c, key, e.hash)) {
+	if (!ptx || find(c, key, keylen, e.hash)) {
 		free(key);
 		return;
 	}

@@ -123,6 +123,9 @@ char *cg_module_llvm_ir(CgModule *m);
 /* Take PTX computed elsewhere (a cache hit) instead of running LLVM: the
  * module then counts as emitted and takes no more kernels. */
 void cg_module_set_ptx(CgModule *m, const char *ptx, size_t len);
+/* Keep no names of local values (parameters, instructions): for modules
+ * that the codegen cache compares (cache.c); the PTX is the same. */
+void cg_module_discard_names(CgModule *m);
 /* Free the LLVM module of a module whose PTX is made: its PTX and kernel
  * table stay (a whole-model compile holds many programs at once). */
 void cg_module_release_llvm(CgModule *m);
@@ -177,13 +180,13 @@ typedef struct CgCache CgCache;
 CgCache *cg_cache_new(void);
 void cg_cache_free(CgCache *c);
 void cg_cache_stats(const CgCache *c, int *hits, int *misses);
-/* The key of an emitted, not yet optimised module (malloc'd). */
-char *cg_cache_key(CgModule *m, int want_cubin);
+/* The key of an emitted, not yet optimised module (malloc'd, *len bytes). */
+char *cg_cache_key(CgModule *m, int want_cubin, size_t *len);
 /* A hit: m gets the PTX, r a copy of ptxas's result, the kernels their
  * stats; returns 1.  0: not cached. */
-int cg_cache_get(CgCache *c, const char *key, CgModule *m, CgPtxasResult *r);
+int cg_cache_get(CgCache *c, const char *key, size_t len, CgModule *m, CgPtxasResult *r);
 /* Store m's PTX and r under key (taken over). */
-void cg_cache_put(CgCache *c, char *key, CgModule *m, const CgPtxasResult *r);
+void cg_cache_put(CgCache *c, char *key, size_t len, CgModule *m, const CgPtxasResult *r);
 
 /* emu.c: running "emu" kernels on the CPU */
 

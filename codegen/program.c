@@ -1146,6 +1146,8 @@ make_modules(CgProgram *p)
 		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
 		if (!(p->mod[i] = cg_module_new(&t, p->g->name, p->d)))
 			return -1;
+		if (p->o.cache && strcmp(p->o.arch[i], "emu"))
+			cg_module_discard_names(p->mod[i]);
 	}
 	return 0;
 }
@@ -1169,6 +1171,7 @@ assemble(CgProgram *p)
 	CgModule *mods[NELEM(p->mod)];
 	CgPtxasResult res[NELEM(p->mod)];
 	char *key[NELEM(p->mod)] = {0};
+	size_t klen[NELEM(p->mod)] = {0};
 	int idx[NELEM(p->mod)], n = 0, rc = 0, ptxas = cg_ptxas_path() != NULL;
 
 	if (!ptxas)
@@ -1181,8 +1184,8 @@ assemble(CgProgram *p)
 		if (!strcmp(p->o.arch[i], "emu"))
 			continue;
 		if (p->o.cache) {
-			key[i] = cg_cache_key(p->mod[i], p->o.cubin);
-			if (cg_cache_get(p->o.cache, key[i], p->mod[i], &p->pr[i])) {
+			key[i] = cg_cache_key(p->mod[i], p->o.cubin, &klen[i]);
+			if (cg_cache_get(p->o.cache, key[i], klen[i], p->mod[i], &p->pr[i])) {
 				p->assembled[i] = ptxas;
 				free(key[i]), key[i] = NULL;
 				continue;
@@ -1204,7 +1207,7 @@ assemble(CgProgram *p)
 		}
 	}
 	for (int k = 0; k < n && rc == 0 && p->o.cache; k++)
-		cg_cache_put(p->o.cache, key[idx[k]], p->mod[idx[k]], &p->pr[idx[k]]),
+		cg_cache_put(p->o.cache, key[idx[k]], klen[idx[k]], p->mod[idx[k]], &p->pr[idx[k]]),
 			key[idx[k]] = NULL;
 out:
 	for (int i = 0; i < (int)NELEM(key); i++)

@@ -286,6 +286,12 @@ cg_module_free(CgModule *m)
 }
 
 void
+cg_module_discard_names(CgModule *m)
+{
+	LLVMContextSetDiscardValueNames(m->C, 1);
+}
+
+void
 cg_module_release_llvm(CgModule *m)
 {
 	if (!m || m->emu || !m->ptx || m->module_owned_elsewhere)
