@@ -408,6 +408,30 @@ manifest_text(const Merge *g, CgProgram *p, int i, size_t *len)
 	return text;
 }
 
+/* An earlier program with the same PTX on every target and the same kernel
+ * names in its manifest, or -1. */
+static int
+same_code(CgProgram **p, const int *arch, int na, int i)
+{
+	const Manifest *mi = cg_program_manifest(p[i]);
+
+	for (int j = 0; j < i; j++) {
+		const Manifest *mj = cg_program_manifest(p[j]);
+		int same = mi->nk == mj->nk;
+		for (int k = 0; same && k < mi->nk; k++)
+			same = !strcmp(mi->k[k].name, mj->k[k].name);
+		for (int a = 0; same && a < na; a++) {
+			size_t li, lj;
+			const char *ti = cg_program_ptx(p[i], arch[a], &li);
+			const char *tj = cg_program_ptx(p[j], arch[a], &lj);
+			same = ti && tj && li == lj && !memcmp(ti, tj, li);
+		}
+		if (same)
+			return j;
+	}
+	return -1;
+}
+
 int
 cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *report,
 		   const char *path, int *nkernels, Diag *d)
@@ -438,19 +462,25 @@ cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *re
 	for (int i = 0; i < n; i++)
 		g.kbase[i] = total, total += cg_program_manifest(p[i])->nk;
 	g.kname = xcalloc((size_t)total + 1, sizeof *g.kname);
-	/* parse, then merge program by program in order */
-	for (int i = 0; i < n; i++)
+	/* parse, then merge program by program in order; a program whose code
+	 * is an earlier one's (the codegen cache made it) takes its names */
+	for (int i = 0; i < n; i++) {
+		int same = same_code(p, arch, na, i);
+		if (same >= 0) {
+			const Manifest *m = cg_program_manifest(p[i]);
+			for (int k = 0; k < m->nk; k++)
+				g.kname[g.kbase[i] + k] = g.kname[g.kbase[same] + k];
+			continue;
+		}
 		for (int a = 0; a < na; a++) {
 			size_t len;
 			const char *t = cg_program_ptx(p[i], arch[a], &len);
 			if (!t || ptx_parse(t, len, &g.ptx[i * na + a], d))
 				goto out;
-		}
-	for (int a = 0; a < na; a++)
-		append(&g.out[a], g.ptx[a].head);
-	for (int i = 0; i < n; i++) {
-		for (int a = 0; a < na; a++)
+			if (!g.out[a].n)
+				append(&g.out[a], g.ptx[i * na + a].head);
 			merge_decls(&g, i, a);
+		}
 		if (merge_kernels(&g, i, cg_program_manifest(p[i]), d))
 			goto out;
 	}
