@@ -17,6 +17,11 @@
 #include "util.h"
 
 #define BUNDLE_VERSION 1
+/* File format 2 is 1 plus the "programs" section: several programs (one
+ * per decoder layer) in one bundle sharing their code sections (docs/
+ * bundle.md §5).  moec writes 2 only for such bundles; a reader takes both. */
+#define BUNDLE_VERSION_PROGRAMS 2
+#define BUNDLE_MAXPROG 4096	/* programs in one bundle */
 /* Manifest grammar 2 is 1 plus quoted input/output names (docs/bundle.md
  * §2); moec writes 2 only when a name needs quoting. */
 #define BUNDLE_MANIFEST_QUOTED 2
@@ -182,6 +187,9 @@ int bundle_step_runs(const MStep *s, int64_t T);
  * \xHH escapes (docs/bundle.md §2).  1 if it needs quoting; buf gets the
  * spelling (4 * 255 + 3 bytes suffice for any name the parser accepts). */
 int bundle_name_quoted(char *buf, size_t n, const char *name);
+/* 1 if s[0..n) is a plain name (letters, digits, _ . $ -; not starting with
+ * a digit, '.' or '-'; 1..255 bytes). */
+int bundle_name_plain(const char *s, size_t n);
 
 /*
  * The parsed manifest.  Strings and arrays live in the arena given to the
@@ -276,6 +284,7 @@ bundle_get64(const unsigned char *p)
 typedef struct BundleWriter BundleWriter;
 struct BundleWriter {
 	char moec[16];		/* NUL-padded, as in the header */
+	uint32_t version;	/* the header's: BUNDLE_VERSION unless set */
 	int nsec;
 	struct {
 		char name[BUNDLE_NAMELEN];
@@ -305,14 +314,27 @@ struct BundleSection {
 	const unsigned char *data;	/* into the bytes given to the reader */
 };
 
+/* One program of a bundle (§5): its manifest is bytes [moff, moff+mlen) of
+ * the "manifest" section, its weights bytes [woff, woff+wlen) of "weights"
+ * (its at= offsets count from woff).  A format-1 bundle has one program,
+ * "main", spanning both sections. */
+typedef struct BundleProgram BundleProgram;
+struct BundleProgram {
+	const char *name;
+	Manifest *manifest;
+	uint64_t moff, mlen, woff, wlen;
+};
+
 typedef struct Bundle Bundle;
 struct Bundle {
-	uint32_t version;
+	uint32_t version;	/* 1, or BUNDLE_VERSION_PROGRAMS */
 	char moec[17];
 	uint64_t size;
 	int nsec;
 	BundleSection sec[BUNDLE_MAXSEC];
-	Manifest *manifest;	/* bundle_read only */
+	Manifest *manifest;	/* bundle_read only: program 0's */
+	BundleProgram *prog;	/* bundle_read only: nprog >= 1 */
+	int nprog;
 };
 
 /* §1 structure: header, table, every section's CRC.  `file` for messages. */
@@ -323,8 +345,16 @@ int bundle_check(const char *file, const void *buf, size_t len, Bundle *b,
 int bundle_read(Arena *a, const char *file, const void *buf, size_t len,
 		Bundle *b, Diag *d);
 const BundleSection *bundle_find(const Bundle *b, const char *name);
-/* 1 if a valid section name: manifest, report, weights, ptx:sm_XX[a],
- * cubin:sm_XX[a]. */
+/* Program i seen as a bundle of its own: the same sections, but "manifest"
+ * and "weights" narrowed to its bytes, manifest and prog its own (nprog 1). */
+void bundle_program_view(const Bundle *b, int i, Bundle *view);
+int bundle_find_program(const Bundle *b, const char *name);	/* -1 if none */
+/* The "programs" section of a format-2 bundle into b->prog (bundle_read). */
+int bundle_programs_parse(Arena *a, const char *file, Bundle *b, Diag *d);
+/* The "programs" section's text for n programs (malloc'd, *len). */
+char *bundle_programs_print(const BundleProgram *p, int n, size_t *len);
+/* 1 if a valid section name: manifest, report, weights, programs,
+ * ptx:sm_XX[a], cubin:sm_XX[a]. */
 int bundle_name_valid(const char *name);
 /* 1 if "sm_XX" or "sm_XXa"; *sm gets XX, *arch_specific the 'a'. */
 int bundle_parse_sm(const char *s, int *sm, int *arch_specific);

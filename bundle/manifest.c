@@ -331,6 +331,12 @@ plain_name(const char *s, size_t n)
 }
 
 int
+bundle_name_plain(const char *s, size_t n)
+{
+	return plain_name(s, n);
+}
+
+int
 bundle_name_quoted(char *buf, size_t n, const char *name)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -56,7 +56,7 @@ bundle_name_valid(const char *name)
 	if (strlen(name) >= BUNDLE_NAMELEN)
 		return 0;
 	if (!strcmp(name, "manifest") || !strcmp(name, "report") ||
-	    !strcmp(name, "weights"))
+	    !strcmp(name, "weights") || !strcmp(name, "programs"))
 		return 1;
 	if (!strncmp(name, "ptx:", 4))
 		return bundle_parse_sm(name + 4, &sm, &a);
@@ -85,9 +85,9 @@ check_head(const char *file, const unsigned char *b, size_t have,
 	if (have < 12)
 		return bad(d, file, "header", "truncated: %zu bytes, the "
 			   "header alone is 64", have);
-	if ((v = bundle_get32(b + 8)) != BUNDLE_VERSION) {
+	if ((v = bundle_get32(b + 8)) != BUNDLE_VERSION && v != BUNDLE_VERSION_PROGRAMS) {
 		bad(d, file, "header.version", "format version %u, this reader "
-		    "supports %d", v, BUNDLE_VERSION);
+		    "supports %d and %d", v, BUNDLE_VERSION, BUNDLE_VERSION_PROGRAMS);
 		return BUNDLE_EVERSION;
 	}
 	if (have < BUNDLE_HDRSIZE)
@@ -210,7 +210,7 @@ bundle_check(const char *file, const void *buf, size_t len, Bundle *b,
 	memset(b, 0, sizeof *b);
 	if ((rc = check_head(file, p, len, len, d)))
 		return rc;
-	b->version = BUNDLE_VERSION;
+	b->version = bundle_get32(p + 8);
 	b->size = len;
 	b->nsec = (int)bundle_get32(p + 12);
 	if (bundle_get32(p + 12) < 1 || bundle_get32(p + 12) > BUNDLE_MAXSEC)
@@ -258,9 +258,8 @@ bundle_find(const Bundle *b, const char *name)
 /* --- the manifest against the sections ---------------------------------- */
 
 static int
-code(const char *file, const Bundle *b, Diag *d)
+code(const char *file, const Bundle *b, const Manifest *m, Diag *d)
 {
-	const Manifest *m = b->manifest;
 	char ptx[48], cubin[48];
 	const BundleSection *s;
 
@@ -286,12 +285,19 @@ code(const char *file, const Bundle *b, Diag *d)
 	return 0;
 }
 
+/* Program p's weights inside its part of the "weights" section. */
 static int
-weights(const char *file, const Bundle *b, Diag *d)
+weights(const char *file, const Bundle *b, const BundleProgram *p, Diag *d)
 {
-	const Manifest *m = b->manifest;
-	const BundleSection *s = bundle_find(b, "weights");
+	const Manifest *m = p->manifest;
+	const BundleSection *sec = bundle_find(b, "weights");
+	BundleSection part, *s = NULL;
 
+	if (sec) {
+		part = *sec;
+		part.size = p->wlen;
+		s = &part;
+	}
 	for (int i = 0; i < m->nw; i++) {
 		const MWeight *w = &m->w[i];
 		if (w->synth)
@@ -311,30 +317,59 @@ weights(const char *file, const Bundle *b, Diag *d)
 	return 0;
 }
 
+/* Parse program p's manifest (its bytes of the "manifest" section) and
+ * check it against the sections. */
+static int
+program(Arena *a, const char *file, const Bundle *b, BundleProgram *p, Diag *d)
+{
+	const BundleSection *s = bundle_find(b, "manifest");
+	char mfile[300];
+	int rc;
+
+	if (b->version == BUNDLE_VERSION)
+		snprintf(mfile, sizeof mfile, "%s[manifest]", file ? file : "");
+	else
+		snprintf(mfile, sizeof mfile, "%s[manifest:%s]", file ? file : "", p->name);
+	if (!file)	/* "manifest", "manifest:layer.3" */
+		memmove(mfile, mfile + 1, strlen(mfile + 1) - 1), mfile[strlen(mfile) - 2] = 0;
+	if ((rc = bundle_manifest_parse(a, mfile, (const char *)s->data + p->moff,
+					(size_t)p->mlen, &p->manifest, d)))
+		return rc;
+	if (strcmp(p->manifest->moec, b->moec) != 0)
+		return bad(d, file, "manifest", "manifest says moec %s, the "
+			   "header says %s", p->manifest->moec, b->moec);
+	if ((rc = code(file, b, p->manifest, d)) || (rc = weights(file, b, p, d)))
+		return rc;
+	return 0;
+}
+
 int
 bundle_read(Arena *a, const char *file, const void *buf, size_t len,
 	    Bundle *b, Diag *d)
 {
-	const BundleSection *s;
-	char mfile[300];
+	const BundleSection *s, *w;
 	int rc;
 
 	if ((rc = bundle_check(file, buf, len, b, d)))
 		return rc;
 	if (!(s = bundle_find(b, "manifest")))
 		return bad(d, file, "sections", "no 'manifest' section");
-	if (file)
-		snprintf(mfile, sizeof mfile, "%s[manifest]", file);
-	else
-		strcpy(mfile, "manifest");
-	if ((rc = bundle_manifest_parse(a, mfile, (const char *)s->data,
-					(size_t)s->size, &b->manifest, d)))
+	w = bundle_find(b, "weights");
+	if (b->version == BUNDLE_VERSION) {
+		if (bundle_find(b, "programs"))
+			return bad(d, file, "sections", "a 'programs' section in a "
+				   "format %d bundle (it belongs to format %d)",
+				   BUNDLE_VERSION, BUNDLE_VERSION_PROGRAMS);
+		b->nprog = 1;
+		b->prog = arena_array(a, BundleProgram, 1);
+		b->prog[0] = (BundleProgram){"main", NULL, 0, s->size, 0, w ? w->size : 0};
+	} else if ((rc = bundle_programs_parse(a, file, b, d))) {
 		return rc;
-	if (strcmp(b->manifest->moec, b->moec) != 0)
-		return bad(d, file, "manifest", "manifest says moec %s, the "
-			   "header says %s", b->manifest->moec, b->moec);
-	if ((rc = code(file, b, d)) || (rc = weights(file, b, d)))
-		return rc;
+	}
+	for (int i = 0; i < b->nprog; i++)
+		if ((rc = program(a, file, b, &b->prog[i], d)))
+			return rc;
+	b->manifest = b->prog[0].manifest;
 	return 0;
 }
 

@@ -15,6 +15,7 @@ void
 bundle_writer_init(BundleWriter *w, const char *moec)
 {
 	memset(w, 0, sizeof *w);
+	w->version = BUNDLE_VERSION;
 	strncpy(w->moec, moec ? moec : MOEC_VERSION, sizeof w->moec - 1);
 }
 
@@ -74,7 +75,7 @@ head(const BundleWriter *w, unsigned char *h)
 		bundle_put32(e + 48, crc32c(0, w->sec[i].data, w->sec[i].size));
 	}
 	memcpy(h, "MOEBNDL", 8);
-	bundle_put32(h + 8, BUNDLE_VERSION);
+	bundle_put32(h + 8, w->version);
 	bundle_put32(h + 12, (uint32_t)w->nsec);
 	bundle_put64(h + 16, bundle_size(w));
 	memcpy(h + 24, w->moec, strlen(w->moec));

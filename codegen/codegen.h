@@ -136,6 +136,15 @@ const CgKernel *cg_module_find(const CgModule *m, const char *name);
 const char *cg_module_ptx(CgModule *m, size_t *len, Diag *d);
 /* The module's LLVM IR as text (malloc'd), before or after optimisation. */
 char *cg_module_llvm_ir(CgModule *m);
+/* Take PTX computed elsewhere (a cache hit) instead of running LLVM: the
+ * module then counts as emitted and takes no more kernels. */
+void cg_module_set_ptx(CgModule *m, const char *ptx, size_t len);
+/* Keep no names of local values (parameters, instructions): for modules
+ * that the codegen cache compares (cache.c); the PTX is the same. */
+void cg_module_discard_names(CgModule *m);
+/* Free the LLVM module of a module whose PTX is made: its PTX and kernel
+ * table stay (a whole-model compile holds many programs at once). */
+void cg_module_release_llvm(CgModule *m);
 
 /*
  * A tiny kernel "name(ptr x)" that uses one capability (CG_SETMAXNREG,
@@ -179,6 +188,17 @@ int cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d);
 int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
 /* The same for n modules, their ptxas runs in parallel (cg_ptxas_many). */
 int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d);
+/* Each CgKernel's regs/spills from a ptxas result. */
+void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
+
+/* cache.c: codegen results reused within one compile (program.h: the driver's part) */
+/* The key of an emitted, not yet optimised module (malloc'd, *len bytes). */
+char *cg_cache_key(CgModule *m, int want_cubin, size_t *len);
+/* A hit: m gets the PTX, r a copy of ptxas's result, the kernels their
+ * stats; returns 1.  0: not cached. */
+int cg_cache_get(CgCache *c, const char *key, size_t len, CgModule *m, CgPtxasResult *r);
+/* Store m's PTX and r under key (taken over). */
+void cg_cache_put(CgCache *c, char *key, size_t len, CgModule *m, const CgPtxasResult *r);
 
 /* emu.c: running "emu" kernels on the CPU */
 
@@ -513,6 +533,8 @@ int cg_gemm_simt_smem(const GemmSpec *s);
 
 /* program.c: what unit tests see of a program beyond program.h */
 const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */
+uint64_t cg_program_weight_bytes(const CgProgram *p);		/* ... and their size */
+const CgCompileOpts *cg_program_opts(const CgProgram *p);
 CgModule *cg_program_module(const CgProgram *p, const char *arch);	/* NULL if not compiled for it */
 
 /* lower_gemm.c: a template=gemm|grouped_gemm kernel body as a GemmSpec */

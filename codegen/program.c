@@ -1275,6 +1275,8 @@ make_modules(CgProgram *p)
 		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
 		if (!(p->mod[i] = cg_module_new(&t, p->g->name, p->d)))
 			return -1;
+		if (p->o.cache && strcmp(p->o.arch[i], "emu"))
+			cg_module_discard_names(p->mod[i]);
 	}
 	return 0;
 }
@@ -1289,40 +1291,56 @@ seconds(void)
 }
 
 /* ptxas fills registers, shared memory and spills; without ptxas the
- * bundle still loads (the driver JITs the PTX), with zeros in the manifest. */
+ * bundle still loads (the driver JITs the PTX), with zeros in the manifest.
+ * A module already compiled in this run (o.cache: the same emitted IR)
+ * takes the stored PTX and stats instead. */
 static int
 assemble(CgProgram *p)
 {
-	if (!cg_ptxas_path()) {
-		diag_warn(p->d, LOC_NONE, "ptxas not found: kernels are not assembled "
-			  "(registers and spills unknown%s)", p->o.cubin ? ", no cubins" : "");
-		for (int i = 0; i < p->o.narch; i++) {
-			size_t n;
-			if (strcmp(p->o.arch[i], "emu") && !cg_module_ptx(p->mod[i], &n, p->d))
-				return -1;
-		}
-		return 0;
-	}
-	/* every target's PTX first (the NVPTX backend: codegen's time), then
-	 * every target's ptxas at once (one per core: ptxas's time) */
 	CgModule *mods[NELEM(p->mod)];
 	CgPtxasResult res[NELEM(p->mod)];
-	int idx[NELEM(p->mod)], n = 0;
+	char *key[NELEM(p->mod)] = {0};
+	size_t klen[NELEM(p->mod)] = {0};
+	int idx[NELEM(p->mod)], n = 0, rc = 0, ptxas = cg_ptxas_path() != NULL;
+
+	if (!ptxas)
+		diag_warn(p->d, LOC_NONE, "ptxas not found: kernels are not assembled "
+			  "(registers and spills unknown%s)", p->o.cubin ? ", no cubins" : "");
+	/* every target's PTX first (the NVPTX backend: codegen's time), then
+	 * every target's ptxas at once (one per core: ptxas's time) */
 	for (int i = p->o.narch - 1; i >= 0; i--) {	/* arch 0 last: its stats stay */
 		size_t len;
 		if (!strcmp(p->o.arch[i], "emu"))
 			continue;
-		if (!cg_module_ptx(p->mod[i], &len, p->d))
-			return -1;
+		if (p->o.cache) {
+			key[i] = cg_cache_key(p->mod[i], p->o.cubin, &klen[i]);
+			if (cg_cache_get(p->o.cache, key[i], klen[i], p->mod[i], &p->pr[i])) {
+				p->assembled[i] = ptxas;
+				free(key[i]), key[i] = NULL;
+				continue;
+			}
+		}
+		if (!cg_module_ptx(p->mod[i], &len, p->d)) {
+			rc = -1;
+			goto out;
+		}
 		idx[n] = i, mods[n++] = p->mod[i];
 	}
-	double t0 = seconds();
-	int rc = cg_modules_assemble(mods, n, p->o.cubin, res, p->d);
-	p->ptxas_secs += seconds() - t0;
-	for (int k = 0; k < n; k++) {
-		p->pr[idx[k]] = res[k];
-		p->assembled[idx[k]] = rc == 0;
+	if (ptxas && n) {
+		double t0 = seconds();
+		rc = cg_modules_assemble(mods, n, p->o.cubin, res, p->d);
+		p->ptxas_secs += seconds() - t0;
+		for (int k = 0; k < n; k++) {
+			p->pr[idx[k]] = res[k];
+			p->assembled[idx[k]] = rc == 0;
+		}
 	}
+	for (int k = 0; k < n && rc == 0 && p->o.cache; k++)
+		cg_cache_put(p->o.cache, key[idx[k]], klen[idx[k]], p->mod[idx[k]], &p->pr[idx[k]]),
+			key[idx[k]] = NULL;
+out:
+	for (int i = 0; i < (int)NELEM(key); i++)
+		free(key[i]);
 	return rc;
 }
 
@@ -1430,6 +1448,25 @@ const unsigned char *
 cg_program_weights(const CgProgram *p)
 {
 	return p->weights;
+}
+
+uint64_t
+cg_program_weight_bytes(const CgProgram *p)
+{
+	return p->wbytes;
+}
+
+void
+cg_program_release_llvm(CgProgram *p)
+{
+	for (int i = 0; i < p->o.narch; i++)
+		cg_module_release_llvm(p->mod[i]);
+}
+
+const CgCompileOpts *
+cg_program_opts(const CgProgram *p)
+{
+	return &p->o;
 }
 
 CgModule *

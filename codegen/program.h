@@ -26,6 +26,11 @@ int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
 /* program.c: a fused module into kernels, a launch plan and a bundle */
 
 typedef struct Manifest Manifest;	/* bundle.h */
+/* cache.c: codegen results reused within one compile (moec compile --layers) */
+typedef struct CgCache CgCache;
+CgCache *cg_cache_new(void);
+void cg_cache_free(CgCache *c);
+void cg_cache_stats(const CgCache *c, int *hits, int *misses);
 
 /*
  * The glue between the IR and the builders: every call of a fused kernel
@@ -45,6 +50,7 @@ struct CgCompileOpts {
 	const char *model;	/* the model's file, hashed into the bundle */
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
+	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
@@ -59,6 +65,15 @@ int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *
 void cg_program_free(CgProgram *p);
 double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas's */
 const Manifest *cg_program_manifest(const CgProgram *p);
+void cg_program_release_llvm(CgProgram *p);	/* cg_module_release_llvm of each */
+/*
+ * whole.c: n programs compiled with the same options (moec compile
+ * --layers) into one bundle of format 2 (docs/bundle.md §5), program i
+ * named name[i]: kernels the same in text are kept once, the others renamed
+ * apart.  *nkernels gets the number of distinct kernels.
+ */
+int cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *report,
+		       const char *path, int *nkernels, Diag *d);
 
 /* emulate.c: the launch plan on the CPU emulator (arch "emu") */
 /* in: the manifest's inputs at T (row-major, any leading dims); out: allocated

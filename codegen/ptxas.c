@@ -327,8 +327,8 @@ cg_ptxas(const char *ptx, size_t len, const char *sm, int want_cubin, CgPtxasRes
 }
 
 /* Each CgKernel's registers, spills, stack and static shared memory from r. */
-static void
-take_stats(CgModule *m, const CgPtxasResult *r)
+void
+cg_module_take_stats(CgModule *m, const CgPtxasResult *r)
 {
 	for (int i = 0; i < r->n; i++)
 		for (int k = 0; k < m->nkern; k++)
@@ -357,7 +357,7 @@ cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag 
 	if (cg_ptxas_many(job, n, r, d) < 0)
 		goto out;
 	for (int i = 0; i < n; i++)
-		take_stats(m[i], &r[i]);
+		cg_module_take_stats(m[i], &r[i]);
 	rc = 0;
 out:
 	free(job);

@@ -285,6 +285,26 @@ cg_module_free(CgModule *m)
 	free(m);
 }
 
+void
+cg_module_discard_names(CgModule *m)
+{
+	LLVMContextSetDiscardValueNames(m->C, 1);
+}
+
+void
+cg_module_release_llvm(CgModule *m)
+{
+	if (!m || m->emu || !m->ptx || m->module_owned_elsewhere)
+		return;
+	if (m->M)
+		LLVMDisposeModule(m->M);
+	if (m->TM)
+		LLVMDisposeTargetMachine(m->TM);
+	if (m->C)
+		LLVMContextDispose(m->C);
+	m->M = NULL, m->TM = NULL, m->C = NULL;
+}
+
 const CgTarget *
 cg_module_target(const CgModule *m)
 {
@@ -376,6 +396,17 @@ cg_module_ptx(CgModule *m, size_t *len, Diag *d)
 	if (len)
 		*len = m->ptxlen;
 	return m->ptx;
+}
+
+void
+cg_module_set_ptx(CgModule *m, const char *ptx, size_t len)
+{
+	free(m->ptx);
+	m->ptx = xmalloc(len + 1);
+	memcpy(m->ptx, ptx, len);
+	m->ptx[len] = 0;
+	m->ptxlen = len;
+	m->finished = 1;
 }
 
 char *

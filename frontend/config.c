@@ -470,6 +470,36 @@ flatten(Cfg *c, const char *key)
 			cJSON_AddItemReferenceToObject(c->json, e->string, e);
 }
 
+int64_t
+cfg_num_layers(const char *path, Diag *d)
+{
+	FeOpts o;
+	Cfg c = {.o = &o, .d = d};
+	int64_t n = -1;
+
+	fe_default_opts(&o);
+	if (!(c.json = parse_json(path, d)))
+		return -1;
+	c.m = ir_new_module();
+	c.path = c.m->file = ir_intern(c.m, path);
+	c.type = cfg_str_or(&c, "model_type", NULL);
+	if (c.type)
+		unwrap(&c);
+	if (c.type && strcmp(c.type, "dbrx") == 0)
+		flatten(&c, "ffn_config");
+	if (!c.err) {
+		const char *key = cfg_alias(&c, (const char *const[]){"num_hidden_layers", "n_layer",
+								      "n_layers", NULL});
+		n = cfg_int(&c, key);
+		if (!c.err && n > CFG_MAX_LAYERS)
+			cfg_error(&c, key, "%lld layers: moec reads models of at most %d",
+				  (long long)n, CFG_MAX_LAYERS);
+	}
+	cJSON_Delete(c.outer ? c.outer : c.json);
+	ir_free_module(c.m);
+	return c.err ? -1 : n;
+}
+
 Module *
 cfg_import(const char *path, const FeOpts *o, Diag *d)
 {

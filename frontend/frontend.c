@@ -22,6 +22,21 @@ ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+int64_t
+fe_num_layers(const char *path, Diag *d)
+{
+	int dir = file_is_dir(path);
+	char *cfg = dir ? file_join(path, "config.json") : xstrdup(path);
+	char *onnx = dir ? file_join(path, "model.onnx") : NULL;
+	int64_t n = 0;
+
+	if (ends_with(cfg, ".json") && (!dir || (file_exists(cfg) && !file_exists(onnx))))
+		n = cfg_num_layers(cfg, d);
+	free(cfg);
+	free(onnx);
+	return n;
+}
+
 Module *
 fe_load(const char *path, const FeOpts *o, Diag *d)
 {

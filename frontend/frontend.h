@@ -24,6 +24,11 @@ void fe_default_opts(FeOpts *o);
 /* Any model: a .onnx file, a config.json, or a folder holding either. */
 Module *fe_load(const char *path, const FeOpts *o, Diag *d);
 
+/* The decoder layers of a config.json model (a file, or a folder holding
+ * one and no model.onnx): n > 0; 0: not a config.json model; -1 with a
+ * diagnostic. */
+int64_t fe_num_layers(const char *path, Diag *d);
+
 /* onnx.c */
 Module *onnx_import(const char *path, const FeOpts *o, Diag *d);
 Module *onnx_import_buffer(const char *path, const void *buf, size_t len,
@@ -38,6 +43,7 @@ int onnx_op_supported(const char *domain, const char *op, int opset);
 
 /* config.c */
 Module *cfg_import(const char *path, const FeOpts *o, Diag *d);
+int64_t cfg_num_layers(const char *path, Diag *d);	/* -1 with a diagnostic */
 
 /*
  * safetensors.c: a model.safetensors file, or a sharded checkpoint through

@@ -172,6 +172,12 @@ struct moert_program {
 	uint64_t *bound;	/* per weight: the caller's pointer, 0 if none */
 	uint64_t ws;		/* the caller's workspace, 0 if none */
 	uint64_t own_arena;	/* our arena in `mem`, 0 if none */
+	/* several programs in one bundle (docs/bundle.md §5) */
+	const char *name;	/* "layer.3"; "main" in a format-1 bundle */
+	moert_program *owner;	/* NULL: this is the handle moert_load_host gave */
+	moert_program **prog;	/* the owner's: every program, prog[0] itself */
+	int nprog;
+	int mod_borrowed;	/* mod is the owner's (same code section) */
 };
 #define MOERT_MAXPARAM 4096	/* the driver's kernel parameter limit */
 

@@ -52,6 +52,36 @@ moert_verify(const void *bundle, size_t len)
 	return s;
 }
 
+/*
+ * Every program of the bundle, each a moert_program that sees the bundle as
+ * a format-1 bundle of its own (bundle_program_view): its manifest, its
+ * weights, the shared code.  The first is the handle returned; it owns the
+ * others, whose tables live in its arena.
+ */
+static moert_status
+programs(moert_program *p, const void *bundle)
+{
+	Bundle whole = p->b;
+
+	p->nprog = whole.nprog;
+	p->prog = arena_array(p->arena, moert_program *, p->nprog);
+	for (int i = 0; i < p->nprog; i++) {
+		moert_program *q = i ? calloc(1, sizeof *q) : p;
+		if (!q)
+			return moert_seterr(MOERT_ENOMEM, "out of host memory");
+		p->prog[i] = q;
+		if (i) {
+			q->arena = arena_new(0);
+			q->owner = p;
+		}
+		bundle_program_view(&whole, i, &q->b);
+		q->m = q->b.manifest;
+		q->name = whole.prog[i].name;
+		q->bytes = bundle;
+	}
+	return MOERT_OK;
+}
+
 static moert_status
 load_host(const char *file, const void *bundle, size_t len,
 	  moert_program **out)
@@ -70,10 +100,51 @@ load_host(const char *file, const void *bundle, size_t len,
 		free(p);
 		return s;
 	}
-	p->m = p->b.manifest;
-	p->bytes = bundle;
+	if ((s = programs(p, bundle))) {
+		moert_unload(p);
+		return s;
+	}
 	*out = p;
 	return MOERT_OK;
+}
+
+int
+moert_num_programs(const moert_program *p)
+{
+	return !p ? 0 : p->owner ? p->owner->nprog : p->nprog;
+}
+
+moert_program *
+moert_program_at(moert_program *p, int i)
+{
+	if (p && p->owner)
+		p = p->owner;
+	if (!p || i < 0 || i >= p->nprog) {
+		moert_seterr(MOERT_EINVAL, "program %d: the bundle holds %d", i,
+			     moert_num_programs(p));
+		return NULL;
+	}
+	return p->prog[i];
+}
+
+moert_program *
+moert_find_program(moert_program *p, const char *name)
+{
+	if (p && p->owner)
+		p = p->owner;
+	for (int i = 0; p && name && i < p->nprog; i++)
+		if (!strcmp(p->prog[i]->name, name))
+			return p->prog[i];
+	moert_seterr(MOERT_EINVAL, "no program '%s' in the bundle (it holds %d: %s%s)",
+		     name ? name : "(null)", moert_num_programs(p),
+		     p && p->nprog ? p->prog[0]->name : "", p && p->nprog > 1 ? ", ..." : "");
+	return NULL;
+}
+
+const char *
+moert_program_name(const moert_program *p)
+{
+	return p ? p->name : "";
 }
 
 moert_status
@@ -123,11 +194,18 @@ static moert_status
 module(moert_program *p)
 {
 	const BundleSection *sec = bundle_find(&p->b, p->code);
+	const moert_program *o = p->owner;
 	char *log = calloc(1, JITLOG), *img = malloc(sec->size + 1);
 	int opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
 	void *val[2] = {log, (void *)(uintptr_t)JITLOG};
 	moert_status s;
 
+	if (o && o->mod && o->dev == p->dev && !strcmp(o->code, p->code)) {
+		free(log), free(img);	/* the code is shared: one module for all */
+		p->mod = o->mod;
+		p->mod_borrowed = 1;
+		return MOERT_OK;
+	}
 	if (!log || !img) {
 		free(log), free(img);
 		return moert_seterr(MOERT_ENOMEM, "out of host memory");
@@ -268,8 +346,9 @@ moert_release_device(moert_program *p)
 	p->ngraph = 0;
 	if (p->stream)
 		moert_cu.cuStreamDestroy_v2(p->stream);
-	if (p->mod)
+	if (p->mod && !p->mod_borrowed)
 		moert_cu.cuModuleUnload(p->mod);
+	p->mod_borrowed = 0;
 	if (p->mem)
 		moert_cu.cuMemFree_v2(p->mem);
 	p->stream = NULL, p->mod = NULL, p->mem = 0, p->own_arena = 0;
@@ -299,6 +378,22 @@ moert_load_device(moert_device *dev, moert_program *p)
 	return MOERT_OK;
 }
 
+/* Every program of the bundle onto the device, the owner first (its
+ * module is then shared); programs already loaded are left as they are. */
+static moert_status
+load_all(moert_device *dev, moert_program *p)
+{
+	moert_status s;
+
+	for (int i = 0; i < p->nprog; i++) {
+		if (p->prog[i]->dev)
+			continue;
+		if ((s = moert_load_device(dev, p->prog[i])))
+			return p->nprog > 1 ? moert_context(s, "program '%s'", p->prog[i]->name) : s;
+	}
+	return MOERT_OK;
+}
+
 moert_status
 moert_load(moert_device *dev, const void *bundle, size_t len,
 	   moert_program **out)
@@ -307,7 +402,7 @@ moert_load(moert_device *dev, const void *bundle, size_t len,
 
 	if ((s = moert_load_host(bundle, len, out)))
 		return s;
-	if ((s = moert_load_device(dev, *out))) {
+	if ((s = load_all(dev, *out))) {
 		moert_unload(*out);
 		*out = NULL;
 	}
@@ -334,7 +429,7 @@ moert_load_file(moert_device *dev, const char *path, moert_program **out)
 		return s;
 	}
 	(*out)->owned = buf;
-	if ((s = moert_load_device(dev, *out))) {
+	if ((s = load_all(dev, *out))) {
 		moert_unload(*out);
 		*out = NULL;
 		return s;
@@ -347,8 +442,15 @@ moert_load_file(moert_device *dev, const char *path, moert_program **out)
 void
 moert_unload(moert_program *p)
 {
-	if (!p)
+	if (!p || p->owner)	/* a program of a bundle goes with its owner */
 		return;
+	for (int i = p->nprog - 1; i > 0; i--) {	/* before the module they borrow */
+		if (!p->prog[i])
+			continue;
+		moert_release_device(p->prog[i]);
+		arena_free(p->prog[i]->arena);
+		free(p->prog[i]);
+	}
 	moert_release_device(p);
 	arena_free(p->arena);
 	free(p->owned);

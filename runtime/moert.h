@@ -72,6 +72,24 @@ moert_status moert_load_device(moert_device *dev, moert_program *p);
 /* The code section chosen at load ("ptx:sm_80"); "" before. */
 const char *moert_code_section(const moert_program *p);
 
+/*
+ * Programs.  A bundle of a whole model (moec compile --layers) holds one
+ * program per decoder layer, named "layer.N", sharing their code
+ * (docs/bundle.md §5); any other bundle holds one, named "main".  The
+ * handle moert_load / moert_load_host return is program 0 and owns the
+ * others: every function of this header works on any of them, and
+ * moert_unload of the owner frees them all (of another program it does
+ * nothing).  moert_load and moert_load_file put every program on the
+ * device, loading the code once; moert_load_device loads the one program
+ * it is given, so a tool may load a single layer of a large model.
+ * moert_program_at and moert_find_program take any program of the bundle;
+ * NULL (EINVAL in moert_last_error) when there is none.
+ */
+int moert_num_programs(const moert_program *p);
+moert_program *moert_program_at(moert_program *p, int i);
+moert_program *moert_find_program(moert_program *p, const char *name);
+const char *moert_program_name(const moert_program *p);
+
 int moert_num_inputs(const moert_program *p);
 int moert_num_outputs(const moert_program *p);
 int64_t moert_max_tokens(const moert_program *p);

@@ -53,8 +53,8 @@ b = bytearray(open(d + "/g.moeb", "rb").read())
 open(d + "/trunc.moeb", "wb").write(b[:-1])
 f = bytearray(b); f[len(b) // 2] ^= 0x20
 open(d + "/flip.moeb", "wb").write(f)
-v = bytearray(b); v[8:12] = struct.pack("<I", 2)
-open(d + "/v2.moeb", "wb").write(v)
+v = bytearray(b); v[8:12] = struct.pack("<I", 3)
+open(d + "/v3.moeb", "wb").write(v)
 PY
 g=$tmp/g.moeb
 # moert verify exits 2 on a refused bundle, as moec inspect and moert run do
@@ -64,13 +64,13 @@ expect 2 "verify: truncated" "header.size: error: file size field says" \
 	"$moert" verify "$tmp/trunc.moeb"
 expect 2 "verify: a flipped byte" "section 'ptx:sm_80': error: CRC mismatch" \
 	"$moert" verify "$tmp/flip.moeb"
-expect 2 "verify: format version 2" "header.version: error: format version 2, this reader supports 1" \
-	"$moert" verify "$tmp/v2.moeb"
+expect 2 "verify: format version 3" "header.version: error: format version 3, this reader supports 1 and 2" \
+	"$moert" verify "$tmp/v3.moeb"
 expect 2 "run: truncated" "header.size: file size field says" "$moert" run "$tmp/trunc.moeb" --input "x=$tmp/x.npy"
 expect 2 "run: a flipped byte" "MOERT_EFORMAT: section 'ptx:sm_80': error: CRC mismatch" \
 	"$moert" run "$tmp/flip.moeb" --input "x=$tmp/x.npy"
-expect 2 "run: format version 2" "header.version: format version 2, this reader supports 1" \
-	"$moert" run "$tmp/v2.moeb" --input "x=$tmp/x.npy"
+expect 2 "run: format version 3" "header.version: format version 3, this reader supports 1 and 2" \
+	"$moert" run "$tmp/v3.moeb" --input "x=$tmp/x.npy"
 expect 2 "run: no bundle" "none.moeb: cannot open: No such file or directory" \
 	"$moert" run "$tmp/none.moeb" --input "x=$tmp/x.npy"
 expect 2 "run: wrong dtype" "input 'x' has dtype f64, the bundle declares f32[T,8]" \

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bundle.h"
 #include "program.h"
@@ -24,6 +25,8 @@ typedef struct {
 	char arch[256];	/* --arch, split in place */
 	char *path[8];	/* where --emit=llvm|ptx writes each target (malloc'd) */
 	double secs[5];	/* --time-passes: by stage */
+	const char *layers;	/* --layers */
+	int *layer, nlayer;	/* its layers, ascending (malloc'd) */
 } Args;
 
 enum { T_IMPORT, T_PASSES, T_CODEGEN, T_PTXAS, T_WRITE };
@@ -103,6 +106,79 @@ plan_outputs(Args *c, Diag *d)
 	return OK;
 }
 
+/*
+ * --layers=all|A-B|A,B,...: items N or A-B separated by commas, or all.
+ * The syntax is checked before any work (n < 0), the range once the
+ * model's layer count n is known; the list comes out ascending.
+ */
+static int
+parse_layers(Args *c, int64_t n)
+{
+	const char *s = c->layers, *p = s;
+	int max = n > 0 ? (int)n : INT32_MAX;
+	char *seen = n > 0 ? xcalloc((size_t)n, 1) : NULL;
+
+	free(c->layer);
+	c->layer = NULL, c->nlayer = 0;
+	if (!strcmp(s, "all")) {
+		if (n > 0) {
+			c->layer = xcalloc((size_t)n, sizeof *c->layer);
+			for (int i = 0; i < n; i++)
+				c->layer[c->nlayer++] = i;
+		}
+		free(seen);
+		return OK;
+	}
+	for (;;) {
+		char *e;
+		long a, b;
+		if (*p < '0' || *p > '9' || (a = strtol(p, &e, 10)) > INT32_MAX)
+			goto syntax;
+		b = a;
+		if (*e == '-' && (e[1] < '0' || e[1] > '9' || (b = strtol(e + 1, &e, 10)) > INT32_MAX))
+			goto syntax;
+		if (b < a) {
+			free(seen);
+			return opt_bad(&c->a, "layers", s, "has a range that ends before it starts");
+		}
+		if (n > 0) {
+			if (b >= max) {
+				char why[128];
+				free(seen);
+				snprintf(why, sizeof why, "names layer %ld, but the model has %d layers "
+					 "(0-%d)", b, max, max - 1);
+				return opt_bad(&c->a, "layers", s, why);
+			}
+			for (long l = a; l <= b; l++) {
+				if (seen[l]) {
+					char why[64];
+					free(seen);
+					snprintf(why, sizeof why, "names layer %ld twice", l);
+					return opt_bad(&c->a, "layers", s, why);
+				}
+				seen[l] = 1;
+			}
+		}
+		if (!*e)
+			break;
+		if (*e != ',')
+			goto syntax;
+		p = e + 1;
+	}
+	if (n > 0) {
+		c->layer = xcalloc((size_t)n, sizeof *c->layer);
+		for (int i = 0; i < n; i++)
+			if (seen[i])
+				c->layer[c->nlayer++] = i;
+	}
+	free(seen);
+	return OK;
+syntax:
+	free(seen);
+	return opt_bad(&c->a, "layers", s, "is not all, A-B or a list of layers and ranges "
+		       "(0,2,5-7)");
+}
+
 static int
 parse_args(int argc, char **argv, Args *c, Diag *d)
 {
@@ -124,6 +200,16 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 		return BAD;
 	if (cg_precision_parse(opt_str(&c->a, "precision"), &c->cg.precision, d))
 		return BAD;
+	if ((c->layers = opt_str(&c->a, "layers"))) {
+		if (parse_layers(c, -1))
+			return BAD;
+		if (opt_has(&c->a, "layer"))
+			return opt_error(&c->a, "--layers and --layer: give one (--layers=N compiles "
+					 "layer N alone, as a program of a whole-model bundle)");
+		if (c->emit)
+			return opt_error(&c->a, "--layers writes one bundle: --emit takes one layer "
+					 "(--layer=N)");
+	}
 	return plan_outputs(c, d) == OK ? -1 : BAD;
 }
 
@@ -192,6 +278,139 @@ emit_code(Args *c, Module *m, const char *report, Diag *d)
 	return rc;
 }
 
+static char *report_text(const Report *r);
+
+/* "mixtral_layer3" -> "mixtral": layers with the same kernels then emit the
+ * same IR, which the codegen cache finds (cache.c). */
+static void
+neutral_name(Module *m)
+{
+	Graph *g = ir_main_graph(m);
+	const char *u = g ? strstr(g->name, "_layer") : NULL;
+	char buf[128];
+
+	if (!u || strspn(u + 6, "0123456789") != strlen(u + 6) || !u[6] ||
+	    (size_t)(u - g->name) >= sizeof buf)
+		return;
+	snprintf(buf, sizeof buf, "%.*s", (int)(u - g->name), g->name);
+	g->name = ir_intern(m, buf);
+}
+
+/* On a terminal, one line that says how far the compile is. */
+static void
+progress(const Args *c, int i, int layer, int reused)
+{
+	if (c->o.level < 0 || !isatty(2))
+		return;
+	if (i < 0) {
+		fputs("\r\033[K", stderr);
+		return;
+	}
+	fprintf(stderr, "\r\033[Kmoec compile: layer %d (%d of %d), %d reused", layer, i + 1,
+		c->nlayer, reused);
+	fflush(stderr);
+}
+
+/* One layer through import, passes and codegen into *p (its module in *m). */
+static int
+compile_layer(Args *c, int layer, Module **m, CgProgram **p, FILE *report, Diag *d)
+{
+	double t0 = moec_now(), t1;
+	Report *rep;
+	char *text;
+	int rc;
+
+	c->o.fe.layer = layer;
+	*m = moec_load(c->model, &c->o, d);
+	c->secs[T_IMPORT] += moec_now() - t0;
+	if (!*m)
+		return BAD;
+	neutral_name(*m);
+	rep = report_new();
+	t0 = moec_now();
+	rc = moec_passes(*m, &c->o, rep, d);
+	c->secs[T_PASSES] += moec_now() - t0;
+	if (rc == OK) {
+		text = report_text(rep);
+		fprintf(report, "# program layer.%d\n%s", layer, text);
+		if (opt_has(&c->a, "fusion-report"))
+			printf("# program layer.%d\n%s", layer, text);
+		free(text);
+		t0 = moec_now();
+		*p = cg_compile(*m, &c->cg, d);
+		t1 = moec_now();
+		if (*p) {
+			c->secs[T_PTXAS] += cg_program_ptxas_secs(*p);
+			c->secs[T_CODEGEN] += t1 - t0 - cg_program_ptxas_secs(*p);
+			cg_program_release_llvm(*p);
+		}
+		rc = *p ? OK : BAD;
+	}
+	report_free(rep);
+	return rc;
+}
+
+/* --layers: every selected layer a program of one bundle (codegen/whole.c). */
+static int
+compile_layers(Args *c, Diag *d)
+{
+	int64_t n = fe_num_layers(c->model, d);
+	CgProgram **p;
+	Module **m;
+	const char **name;
+	char *report = NULL;
+	size_t rlen = 0;
+	FILE *rf;
+	int rc = OK, nk = 0, hits, misses;
+	double t0;
+
+	if (n < 0)
+		return BAD;
+	if (n == 0)
+		return opt_bad(&c->a, "layers", c->layers, "needs a config.json model (an ONNX "
+			       "model is one graph: compile it without --layers)");
+	if (parse_layers(c, n))
+		return BAD;
+	p = xcalloc((size_t)c->nlayer, sizeof *p);
+	m = xcalloc((size_t)c->nlayer, sizeof *m);
+	name = xcalloc((size_t)c->nlayer, sizeof *name);
+	c->cg.cache = cg_cache_new();
+	c->cg.model = c->model;
+	rf = open_memstream(&report, &rlen);
+	for (int i = 0; i < c->nlayer && rc == OK; i++) {
+		cg_cache_stats(c->cg.cache, &hits, &misses);
+		progress(c, i, c->layer[i], hits / MAX(c->cg.narch, 1));
+		if (asprintf((char **)&name[i], "layer.%d", c->layer[i]) < 0)
+			die("out of memory");
+		if ((rc = compile_layer(c, c->layer[i], &m[i], &p[i], rf, d)))
+			diag_error(d, loc_file(c->model), "layer %d: not compiled (see above)",
+				   c->layer[i]);
+	}
+	progress(c, -1, 0, 0);
+	fclose(rf);
+	if (rc == OK) {
+		t0 = moec_now();
+		rc = cg_programs_bundle(p, name, c->nlayer, report, c->out, &nk, d) ? BAD : OK;
+		c->secs[T_WRITE] += moec_now() - t0;
+	}
+	cg_cache_stats(c->cg.cache, &hits, &misses);
+	if (rc == OK) {
+		int total = 0;
+		for (int i = 0; i < c->nlayer; i++)
+			total += cg_program_manifest(p[i])->nk;
+		diag_remark(d, LOC_NONE, "%d programs, %d distinct kernels of %d; codegen ran for "
+			    "%d modules and reused %d", c->nlayer, nk, total, misses, hits);
+	}
+	for (int i = 0; i < c->nlayer; i++) {
+		cg_program_free(p[i]);
+		ir_free_module(m[i]);
+		free((char *)name[i]);
+	}
+	cg_cache_free(c->cg.cache);
+	free(p), free(m), free(name), free(report);
+	return rc;
+}
+
 static char *
 report_text(const Report *r)
 {
@@ -233,6 +452,12 @@ moec_cmd_compile(int argc, char **argv)
 	memset(&c, 0, sizeof c);
 	if ((rc = parse_args(argc, argv, &c, &d)) >= 0)
 		goto out;
+	if (c.layers) {
+		rc = compile_layers(&c, &d);
+		if (c.o.pass.time_passes)
+			print_times(&c);
+		goto out;
+	}
 	t0 = moec_now();
 	m = moec_load(c.model, &c.o, &d);
 	c.secs[T_IMPORT] = moec_now() - t0;
@@ -262,6 +487,7 @@ moec_cmd_compile(int argc, char **argv)
 out:
 	for (int i = 0; i < 8; i++)
 		free(c.path[i]);
+	free(c.layer);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);

@@ -86,6 +86,56 @@ print_manifest(FILE *f, const Manifest *m)
 	}
 }
 
+/* Program `name`'s part of a whole-model report ("# program NAME" to the next). */
+static void
+print_report_of(FILE *f, const Bundle *b, const char *name)
+{
+	const BundleSection *r = bundle_find(b, "report");
+	char head[300];
+	const char *t, *end, *s, *e;
+
+	if (!r)
+		return;
+	t = (const char *)r->data, end = t + r->size;
+	snprintf(head, sizeof head, "# program %s\n", name);
+	for (s = t; s < end; s++)
+		if ((s == t || s[-1] == '\n') && (size_t)(end - s) >= strlen(head) &&
+		    !memcmp(s, head, strlen(head)))
+			break;
+	if (s >= end)
+		return;
+	s += strlen(head);
+	for (e = s; e < end; e++)
+		if (e[-1] == '\n' && (size_t)(end - e) >= 10 && !memcmp(e, "# program ", 10))
+			break;
+	fprintf(f, "%.*s", (int)(e - s), s);
+}
+
+/* A bundle of several programs: each one's kernels and weights, and how
+ * many distinct kernels they share (codegen/whole.c keeps each once). */
+static void
+print_programs(FILE *f, const Bundle *b)
+{
+	int total = 0, distinct = 0;
+
+	fprintf(f, "programs: %d\n", b->nprog);
+	for (int i = 0; i < b->nprog; i++) {
+		const Manifest *m = b->prog[i].manifest;
+		int own = 0;
+		for (int k = 0; k < m->nk; k++) {
+			int seen = 0;
+			for (int j = 0; j < i && !seen; j++)
+				seen = bundle_find_kernel(b->prog[j].manifest, m->k[k].name) >= 0;
+			own += !seen;
+		}
+		fprintf(f, "  %-12s kernels %3d (%d new)  steps %3d  weights %2d  %.2f MiB packed\n",
+			b->prog[i].name, m->nk, own, m->nstep, m->nw,
+			(double)b->prog[i].wlen / (1 << 20));
+		total += m->nk, distinct += own;
+	}
+	fprintf(f, "kernels: %d distinct of %d in %d programs\n", distinct, total, b->nprog);
+}
+
 int
 moec_cmd_inspect(int argc, char **argv)
 {
@@ -112,11 +162,26 @@ moec_cmd_inspect(int argc, char **argv)
 		for (int i = 0; i < b.nsec; i++)
 			printf("  section %-16s %12llu bytes  crc32c %08x\n", b.sec[i].name,
 			       (unsigned long long)b.sec[i].size, b.sec[i].crc);
-		print_manifest(stdout, b.manifest);
-		const BundleSection *r = bundle_find(&b, "report");
-		if (r)
-			printf("%.*s", (int)r->size, (const char *)r->data);
-		rc = OK;
+		const char *want = opt_str(&o, "program");
+		int prog = want ? bundle_find_program(&b, want) : 0;
+		if (b.version == BUNDLE_VERSION_PROGRAMS)
+			print_programs(stdout, &b);
+		if (prog < 0) {
+			opt_bad(&o, "program", want, "names no program of the bundle");
+		} else if (b.version == BUNDLE_VERSION && !want) {
+			print_manifest(stdout, b.manifest);
+			const BundleSection *r = bundle_find(&b, "report");
+			if (r)
+				printf("%.*s", (int)r->size, (const char *)r->data);
+			rc = OK;
+		} else {
+			if (want) {	/* one program: its manifest and its part of the report */
+				printf("program %s:\n", b.prog[prog].name);
+				print_manifest(stdout, b.prog[prog].manifest);
+				print_report_of(stdout, &b, want);
+			}
+			rc = OK;
+		}
 	}
 	arena_free(a);
 	free(buf);

@@ -63,6 +63,8 @@ static const Opt moec_opts[] = {
 	/* the model */
 	{"layer", 0, OPT_INT, "N", NULL, "config.json: the decoder layer (default: the first MoE layer)",
 	 LOADS, 0, INT32_MAX},
+	{"layers", 0, OPT_STR, "all|A-B|A,B,...", NULL, "config.json: these decoder layers into one "
+	 "bundle, a program per layer (layer.N)", COMPILE},
 	{"weights", 0, OPT_STR, "PATH", NULL, "config.json: safetensors file or index (default: next to it)",
 	 LOADS},
 	{"synthetic-weights", 0, OPT_INT, "SEED", NULL, "config.json: seeded weights, no checkpoint read",
@@ -102,6 +104,9 @@ static const Opt moec_opts[] = {
 	{"precision", 0, OPT_STR, NULL, "f32", "f32 GEMMs: exact on CUDA cores (f32), or operands rounded "
 	 "to bf16|f16 on tensor cores with f32 accumulation", COMPILE | TEST, 0, 0, "f32|tf32|bf16|f16"},
 	{"opt-level", 'O', OPT_INT, "N", "3", "LLVM optimisation level (-O0..-O3)", COMPILE, 0, 3},
+	/* inspect */
+	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle to show (layer.N)",
+	 INSPECT},
 	/* everywhere */
 	{"quiet", 'q', OPT_FLAG, NULL, NULL, "no notes, only warnings and errors", LOADS | INSPECT},
 	{"verbose", 'v', OPT_FLAG, NULL, NULL, "progress, and the notes -q and the default leave out",

@@ -90,6 +90,8 @@ static const Opt moert_opts[] = {
 	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
 	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
+	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle (layer.N); verify: "
+	 "its summary", RUN | TEST | BENCH | VERIFY},
 };
 #pragma GCC diagnostic pop
 
@@ -104,6 +106,7 @@ struct Opts {
 	const char *const *pos;	/* positional arguments */
 	int npos;
 	const char *outdir;
+	const char *program;	/* --program */
 	int pb, graph, device, iters, warmup, profile;
 	int64_t tokens;
 	uint64_t seed;
@@ -148,6 +151,7 @@ parse_opts(Opts *o, int cmd, int argc, char **argv)
 		return rc == OPT_HELP ? EXIT_OK : EXIT_USAGE;
 	o->pos = o->a.pos, o->npos = o->a.npos;
 	o->outdir = opt_str(&o->a, "output");
+	o->program = opt_str(&o->a, "program");
 	o->pb = opt_has(&o->a, "pb");
 	o->graph = opt_has(&o->a, "graph");
 	o->profile = opt_has(&o->a, "profile");
@@ -174,14 +178,16 @@ struct Ctx {
 	const char *path;
 	unsigned char *buf;	/* the bundle, until it is on the device */
 	size_t len;
-	moert_program *p;
+	moert_program *p;	/* the program run */
+	moert_program *owner;	/* the bundle's first program, which owns p */
 	moert_device *dev;
 	uint64_t in[64], out[64];	/* device buffers */
 };
 
-/* Read and verify the bundle; no driver is involved yet. */
+/* Read and verify the bundle, and pick the program (--program; a bundle of
+ * several must be told which); no driver is involved yet. */
 static int
-open_bundle(Ctx *c, const char *path)
+open_bundle(Ctx *c, const char *path, const char *program)
 {
 	moert_status s;
 	Diag d;
@@ -192,9 +198,17 @@ open_bundle(Ctx *c, const char *path)
 	diag_init(&d, NULL);
 	if (!(c->buf = bundle_read_file(path, &c->len, &rc, &d)))
 		return say(EXIT_USAGE, "%s", d.last);
-	if ((s = moert_load_host(c->buf, c->len, &c->p)))
+	if ((s = moert_load_host(c->buf, c->len, &c->owner)))
 		return say(EXIT_USAGE, "%s: %s: %s", path, moert_status_name(s),
 			   moert_last_error());
+	c->p = c->owner;
+	if (program && !(c->p = moert_find_program(c->owner, program)))
+		return say(EXIT_USAGE, "%s: --program: %s", path, moert_last_error());
+	if (!program && moert_num_programs(c->owner) > 1)
+		return say(EXIT_USAGE, "%s holds %d programs (%s ... %s): name one with --program",
+			   path, moert_num_programs(c->owner), moert_program_name(c->owner),
+			   moert_program_name(moert_program_at(c->owner,
+							       moert_num_programs(c->owner) - 1)));
 	if (moert_num_inputs(c->p) > 64 || moert_num_outputs(c->p) > 64)
 		return say(EXIT_USAGE, "%s: more than 64 inputs or outputs", path);
 	return EXIT_OK;
@@ -228,7 +242,7 @@ static void
 close_ctx(Ctx *c)
 {
 	free_io(c);
-	moert_unload(c->p);
+	moert_unload(c->owner);
 	moert_close(c->dev);
 	free(c->buf);
 	memset(c, 0, sizeof *c);
@@ -500,7 +514,7 @@ cmd_run(Ctx *c, const Opts *o)
 	moert_status s;
 	int rc;
 
-	if (!(rc = open_bundle(c, o->pos[0])) && !(rc = run_inputs(c, o, in, &tokens)) &&
+	if (!(rc = open_bundle(c, o->pos[0], o->program)) && !(rc = run_inputs(c, o, in, &tokens)) &&
 	    !(rc = check_outputs(c, o)) && !(rc = open_device(c, o->device))) {
 		if ((s = upload(c, in, tokens)) || (s = run_once(c, tokens, o->graph)))
 			rc = rt_fail(s);
@@ -839,7 +853,7 @@ cmd_test(Ctx *c, const Opts *o)
 {
 	int pass = 0, fail = 0, rc;
 
-	if ((rc = open_bundle(c, o->pos[0])) || (rc = open_device(c, o->device)))
+	if ((rc = open_bundle(c, o->pos[0], o->program)) || (rc = open_device(c, o->device)))
 		return rc;
 	for (int d = 1; d < o->npos; d++) {
 		char **sets = test_sets(o->pos[d]);
@@ -1012,7 +1026,7 @@ cmd_bench(Ctx *c, const Opts *opts)
 	double us = 0;
 	int rc;
 
-	if ((rc = open_bundle(c, o->pos[0])))
+	if ((rc = open_bundle(c, o->pos[0], o->program)))
 		return rc;
 	if (o->tokens < 1 && moert_is_static(c->p))
 		o->tokens = 1;	/* a static model: T plays no part */
@@ -1037,10 +1051,32 @@ cmd_bench(Ctx *c, const Opts *opts)
 
 /* --- moert verify, moert info -------------------------------------------------- */
 
+/* A bundle of several programs: each one's size, and the kernels they share. */
 static void
-summary(const char *path, const Bundle *b)
+programs(const Bundle *b)
 {
-	const Manifest *m = b->manifest;
+	int total = 0, distinct = 0;
+
+	for (int i = 0; i < b->nprog; i++) {
+		const Manifest *m = b->prog[i].manifest;
+		for (int k = 0; k < m->nk; k++) {
+			int seen = 0;
+			for (int j = 0; j < i && !seen; j++)
+				seen = bundle_find_kernel(b->prog[j].manifest, m->k[k].name) >= 0;
+			distinct += !seen;
+		}
+		total += m->nk;
+		printf("  program %-12s %3d kernels, %3d steps, %2d weights (%llu bytes packed)\n",
+		       b->prog[i].name, m->nk, m->nstep, m->nw,
+		       (unsigned long long)b->prog[i].wlen);
+	}
+	printf("  %d programs, %d distinct kernels (%d kernel lines)\n", b->nprog, distinct, total);
+}
+
+static void
+summary(const char *path, const Bundle *b, int prog)
+{
+	const Manifest *m = b->prog[prog].manifest;
 	uint64_t real = 0, synth = 0;
 	int nreal = 0, nlaunch = 0, ninit = 0;
 
@@ -1050,6 +1086,10 @@ summary(const char *path, const Bundle *b)
 		printf("  %-16s %12llu bytes at %-10llu crc32c %08x\n",
 		       b->sec[i].name, (unsigned long long)b->sec[i].size,
 		       (unsigned long long)b->sec[i].off, b->sec[i].crc);
+	if (b->version == BUNDLE_VERSION_PROGRAMS)
+		programs(b);
+	if (b->nprog > 1)
+		printf("program %s:\n", b->prog[prog].name);
 	for (int i = 0; i < m->nw; i++) {
 		if (m->w[i].synth)
 			synth += m->w[i].bytes;
@@ -1083,8 +1123,15 @@ cmd_verify(Ctx *c, const Opts *o)
 		return EXIT_USAGE;
 	a = arena_new(0);
 	rc = bundle_read(a, o->pos[0], c->buf, c->len, &b, &d);
-	if (!rc)
-		summary(o->pos[0], &b);
+	if (!rc) {
+		int prog = o->program ? bundle_find_program(&b, o->program) : 0;
+		if (prog < 0) {
+			arena_free(a);
+			return say(EXIT_USAGE, "%s: --program: no program '%s' in the bundle",
+				   o->pos[0], o->program);
+		}
+		summary(o->pos[0], &b, prog);
+	}
 	arena_free(a);
 	return rc ? EXIT_USAGE : EXIT_OK;	/* a refused bundle is bad input, as in moec inspect */
 }

@@ -228,14 +228,32 @@ def _symbolic(d1, d2):
 # --- programs -----------------------------------------------------------------
 
 class Program:
-    """A loaded bundle.  Use moert.load()."""
+    """A loaded bundle.  Use moert.load().  A whole-model bundle (moec compile
+    --layers) holds a program per layer: .programs maps their names
+    ("layer.17") to Programs, and prog["layer.17"] is one of them; the
+    Program load() returns is the first and owns the others (close() frees
+    them all).  Any other bundle has one program, "main"."""
 
     def __init__(self, data, name="<bytes>"):
         self._data = ctypes.create_string_buffer(bytes(data), len(data))
-        self.path = name
         h = ctypes.c_void_p()
         _check(lib.moert_load_host(self._data, len(data), ctypes.byref(h)))
+        self._init(h, name, None)
+        self._programs = {}
+        for i in range(lib.moert_num_programs(h)):
+            ph = lib.moert_program_at(h, i)
+            if i == 0:
+                self._programs[self.name] = self
+                continue
+            p = Program.__new__(Program)
+            p._init(ctypes.c_void_p(ph), name, self)
+            self._programs[p.name] = p
+
+    def _init(self, h, path, owner):
         self._h = h
+        self._owner = owner         # None: this one owns the bundle's programs
+        self.path = path
+        self.name = lib.moert_program_name(h).decode()
         self.device = None
         self.device_error = None    # why the program is host-only
         self._keep = []             # bound weights and workspaces, kept alive
@@ -253,10 +271,28 @@ class Program:
         shape = tuple(_symbolic(a.dim[k], b.dim[k]) for k in range(a.rank))
         return Spec(a.name.decode(), a.dtype.decode(), shape)
 
+    @property
+    def programs(self):
+        """{name: Program} of every program in the bundle, in bundle order."""
+        return dict((self._owner or self)._programs)
+
+    def __getitem__(self, name):
+        progs = (self._owner or self)._programs
+        if name not in progs:
+            raise KeyError("%s: no program %r (it holds %s)" % (self.path, name,
+                                                                 ", ".join(progs)))
+        return progs[name]
+
+    def __len__(self):
+        return len((self._owner or self)._programs)
+
     def _to_device(self, dev):
+        """This program onto dev (the owner first shares its code module)."""
         _check(lib.moert_load_device(dev.handle, self._h))
         self.device = dev
-        self._data = None           # the runtime no longer reads the bytes
+        owner = self._owner or self
+        if all(p.device for p in owner._programs.values()):
+            owner._data = None      # the runtime no longer reads the bytes
 
     @property
     def weights(self):
@@ -301,9 +337,13 @@ class Program:
 
     def __del__(self):
         h = getattr(self, "_h", None)
+        if getattr(self, "_owner", None) is not None:
+            return                      # freed with its owner, which it keeps alive
         if h and lib is not None:      # None at interpreter exit
             lib.moert_unload(h)
             self._h = None
+            for p in getattr(self, "_programs", {}).values():
+                p._h = None
 
     def close(self):
         """Free the program's device memory now (also done when it is collected)."""
@@ -451,8 +491,10 @@ def load(path, device=0, weights=None, workspace=None):
     for name, t in (weights or {}).items():
         prog.bind_weight(name, t)
     if workspace is not None:
-        prog.set_workspace(workspace)
-    prog._to_device(dev)
+        for p in prog.programs.values():
+            p.set_workspace(workspace)
+    for p in prog.programs.values():       # the first (the owner) first
+        p._to_device(dev)
     return prog
 
 

@@ -5,6 +5,9 @@
     model.generate(...)                              # layers 0..N-1 run their FFN on moert
     handle.unpatch()
 
+    handle = moert.hf.patch(model, "model.moeb")     # moec compile d --layers=all:
+                                                     # program layer.N for layer N
+
 A bundle compiled by `moec compile DIR --layer N` computes decoder layer N's
 whole FFN sub-block, residual included (docs/config.md):
 
@@ -47,6 +50,25 @@ def decoder_layers(model):
         if isinstance(mod, torch.nn.ModuleList):
             return mod
     raise ValueError("%s: no decoder layers found (model.model.layers)" % type(model).__name__)
+
+
+def _whole(bundles):
+    """A whole-model bundle (a .moeb file holding programs layer.N, or a
+    host-only moert.Program of one): {layer: Program}; None if not one."""
+    if isinstance(bundles, moert.Program):
+        whole = bundles
+    elif isinstance(bundles, (str, os.PathLike)) and os.path.isfile(bundles):
+        whole = moert.load(bundles, device=None)
+    else:
+        return None
+    progs = {}
+    for name, prog in whole.programs.items():
+        if name.startswith("layer.") and name[6:].isdigit():
+            progs[int(name[6:])] = prog
+    if not progs:
+        raise ValueError("%s: no program named layer.N (it holds %s): compile the model "
+                         "with moec compile --layers" % (whole.path, ", ".join(whole.programs)))
+    return progs
 
 
 def _bundle_paths(bundles, n):
@@ -145,7 +167,8 @@ def patch(model, bundles, bind=True, share_workspace=True):
     dev = next(model.parameters()).device
     if dev.type != "cuda":
         raise ValueError("the model is on %s: move it to a CUDA device first" % dev)
-    paths = _bundle_paths(bundles, len(layers))
+    whole = _whole(bundles)
+    paths = whole or _bundle_paths(bundles, len(layers))
     if not paths:
         raise ValueError("no bundle for any of the %d layers in %r" % (len(layers), bundles))
     params = dict(model.named_parameters()) if bind else {}
@@ -158,12 +181,12 @@ def patch(model, bundles, bind=True, share_workspace=True):
         for name in ("post_attention_layernorm", "mlp"):
             if not hasattr(layer, name):
                 raise ValueError("layer %d (%s) has no %s" % (i, type(layer).__name__, name))
-        prog = moert.load(path, device=None)
+        prog = path if whole else moert.load(path, device=None)
         hidden = hidden or layer.post_attention_layernorm.weight.shape[-1]
         want = [("x", ("T", hidden))]
         if [(s.name, s.shape) for s in prog.inputs] != want or len(prog.outputs) != 1 or \
                 prog.outputs[0].shape != ("T", hidden):
-            raise ValueError("%s: not an FFN block of hidden size %d: %r" % (path, hidden, prog))
+            raise ValueError("%s: not an FFN block of hidden size %d: %r" % (prog.path, hidden, prog))
         h.bound[i] = _bind(prog, params)
         h.programs[i] = prog
     if share_workspace:
@@ -173,6 +196,8 @@ def patch(model, bundles, bind=True, share_workspace=True):
     for i, prog in sorted(h.programs.items()):
         if h.workspace is not None:
             prog.set_workspace(h.workspace)
+    # a whole-model bundle's first program (which owns the code) goes first
+    for prog in sorted(h.programs.values(), key=lambda p: p._owner is not None):
         prog._to_device(mdev)
     for i, prog in sorted(h.programs.items()):
         layer = layers[i]

@@ -31,6 +31,19 @@ def mixtral_bundle():
     return _made["mixtral"]
 
 
+def whole_bundle():
+    """The small DeepSeek-V3 fixture compiled whole: layer 0 dense, layer 1
+    MoE, programs layer.0 and layer.1, synthetic weights, sm_80."""
+    if "whole" not in _made:
+        out = os.path.join(TMP, "whole.moeb")
+        subprocess.run([os.path.join(BUILD, "tools", "moec"), "compile",
+                        os.path.join(ROOT, "tests", "fixtures", "hf", "deepseek_v3"),
+                        "--layers=all", "--synthetic-weights=1", "--arch=sm_80", "-o", out],
+                       check=True, capture_output=True)
+        _made["whole"] = out
+    return _made["whole"]
+
+
 def check_bundle():
     """gpu_runtime_check's bundle, whose kernels fakecuda.c runs as C:
     x f32[T,96] -> y = x*w + 1 (w synthetic, f32[96]), n i32[T] = sum of the

@@ -8,7 +8,7 @@ os.environ.setdefault("MOERT_LIBCUDA", "/nonexistent/libcuda.so.1")
 
 import moert  # noqa: E402
 
-from common import TMP, check_bundle, mixtral_bundle  # noqa: E402
+from common import TMP, check_bundle, mixtral_bundle, whole_bundle  # noqa: E402
 
 
 class HostOnly(unittest.TestCase):
@@ -21,6 +21,26 @@ class HostOnly(unittest.TestCase):
         self.assertEqual(p.code, "")
         self.assertEqual(p.shapes(5), [("bf16", (5, 64))])
         self.assertIn("(x: bf16[T,64]) -> (y: bf16[T,64]), max_tokens 4096, host only", repr(p))
+
+    def test_programs(self):
+        p = moert.load(mixtral_bundle(), device=None)
+        self.assertEqual(list(p.programs), ["main"])
+        self.assertIs(p["main"], p)
+        w = moert.load(whole_bundle(), device=None)
+        self.assertEqual(list(w.programs), ["layer.0", "layer.1"])
+        self.assertEqual(len(w), 2)
+        self.assertIs(w.programs["layer.0"], w)
+        l1 = w["layer.1"]
+        self.assertEqual(l1.name, "layer.1")
+        self.assertIs(l1["layer.0"], w)
+        self.assertEqual(l1.inputs, [moert.Spec("x", "bf16", ("T", 64))])
+        # the dense layer and the MoE layer: different weights
+        self.assertNotEqual([x.name for x in w.weights], [x.name for x in l1.weights])
+        with self.assertRaises(KeyError) as e:
+            w["layer.2"]
+        self.assertIn("layer.0, layer.1", str(e.exception))
+        w.close()
+        self.assertIsNone(l1._h)       # freed with its owner
 
     def test_several_outputs(self):
         p = moert.load(check_bundle(), device=None)

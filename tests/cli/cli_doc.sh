@@ -52,6 +52,40 @@ Both tools parse their arguments with one parser (tools/opt.c), so every subcomm
 - `--time-passes` on `moec compile` prints the pass table and then the stages: import, passes, codegen (LLVM
   and the NVPTX backend), ptxas and write (the bundle or the `--emit` output).
 
+
+## Whole models
+
+`moec compile MODEL --layers=all|A-B|A,B,...` (config.json models) compiles every selected decoder layer's FFN
+block, MoE or dense as each layer is, into one bundle with a program per layer named `layer.N` (format 2:
+docs/bundle.md §5). Items are layers `N` or ranges `A-B`, comma-separated (`0,2,5-7`), or `all`; a malformed
+list, a backward range, a layer twice or past the model's last is refused with exit 2 naming `--layers`, and so
+are `--layers` with `--layer` or `--emit`, and `--layers` on an ONNX model (one graph, no layers). Weights come
+from the checkpoint, or are seeded with `--synthetic-weights=SEED` (each layer's from its own names).
+
+- **Kernels are kept once.** Layers whose kernels are the same share them: the bundle holds one PTX module
+  per target with every distinct kernel once (`moec inspect` prints `kernels: 26 distinct of 1184 in 61
+  programs` for DeepSeek-V3: its 3 dense layers share 8 kernels, its 58 MoE layers 18 more).
+- **Codegen runs once per distinct layer.** Each layer is imported, fused and emitted as LLVM IR; a module
+  whose IR (its bitcode, target and -O level) was compiled before in the same run takes the stored PTX and
+  ptxas's stats instead of running LLVM's O3 pipeline, the NVPTX backend and ptxas again
+  (codegen/cache.c). The bundle is byte-identical either way, and two compiles give the same bytes.
+- **ptxas runs in parallel**, one job per core (`cg_ptxas_many`), over the targets of each distinct layer.
+- **Progress**: on a terminal, one line `moec compile: layer 12 (13 of 61), 10 reused` that is cleared at
+  the end; nothing when stderr is not a terminal or with `-q`. `-v` ends with `61 programs, 26 distinct
+  kernels of 1184; codegen ran for 4 modules and reused 118`; `--time-passes` sums each stage over the layers.
+
+Compile times measured on the 2-core development machine on 2026-12-01 while it was shared (load average
+8-10): best of 3 `time` runs; real (wall) time is mostly waiting for a core, the CPU time (user) is what the
+compile costs.
+
+| compile (default targets sm_90a,sm_80, synthetic weights) | real | user | of which ptxas (wall) |
+|---|---|---|---|
+| Mixtral-8x7B, one layer (`--layer=0`) | 7.1 s | 2.2 s | 4.7 s |
+| DeepSeek-V3, all 61 layers (`--layers=all`), 2 distinct layers | 32.1 s | 10.0 s | 16.2 s |
+
+The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61; the
+single Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.5 s of it, the two targets
+in parallel; LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s.
 MD
 	"$build/tools/moec" help --markdown
 	echo

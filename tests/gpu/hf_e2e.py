@@ -8,12 +8,13 @@ Here (no GPU; torch + transformers, e.g. /work/venvs/tf5, and a built moec):
     /work/venvs/tf5/bin/python tests/gpu/hf_e2e.py prepare .carry/hf_e2e
 
   writes .carry/hf_e2e/<family>/{config.json, model.safetensors, layerN.moeb}
-  for every decoder layer (sm_90a, for the H200), and prompt.json: 3 layers
-  each, hidden 256, 8 experts; about 35 MiB.
+  for every decoder layer (sm_90a, for the H200), model.moeb (every layer in
+  one bundle: moec compile --layers=all), and prompt.json: 3 layers each,
+  hidden 256, 8 experts; about 45 MiB.
 
 There (the GPU machine: torch, transformers, no network):
 
-    python3 tests/gpu/hf_e2e.py run .carry/hf_e2e --out $OUT
+    python3 tests/gpu/hf_e2e.py run .carry/hf_e2e --out $OUT [--whole]
 
   per family: greedy generation of 32 tokens eager and patched must agree,
   or the first divergence must be a near-tie: on the common prefix, eager's
@@ -23,7 +24,9 @@ There (the GPU machine: torch, transformers, no network):
   compared with the eager module's (rel L2, max abs); one program captured
   by torch.cuda.graph must replay what direct runs give; per-token decode time
   eager / patched / torch.compile (median of 3, ms).  Writes hf_e2e.json and
-  hf_e2e.md to --out; exit 0 when every family passes, 1 otherwise.
+  hf_e2e.md to --out; exit 0 when every family passes, 1 otherwise.  With
+  --whole the model is patched with model.moeb (one bundle, program layer.N
+  for layer N) instead of the layerN.moeb files.
 
 moert is imported from python/ of this checkout with the libmoert.so that
 `run` compiles there (cc, util/ bundle/ runtime/) unless MOERT_LIBRARY is set
@@ -84,6 +87,11 @@ def prepare(args):
             subprocess.run([moec, "compile", os.path.join(d, "config.json"), "--layer", str(n),
                             "--arch=sm_90a", "-o", out], check=True)
             print("%s layer %d: %.1f s, %d bytes" % (name, n, time.time() - t0, os.path.getsize(out)))
+        out = os.path.join(d, "model.moeb")
+        t0 = time.time()
+        subprocess.run([moec, "compile", os.path.join(d, "config.json"), "--layers=all",
+                        "--arch=sm_90a", "-o", out], check=True)
+        print("%s whole: %.1f s, %d bytes" % (name, time.time() - t0, os.path.getsize(out)))
     g = torch.Generator().manual_seed(7)
     prompt = torch.randint(3, families()["mixtral"][2]["vocab_size"], (1, PROMPT), generator=g)
     with open(os.path.join(args.dir, "prompt.json"), "w") as f:
@@ -200,7 +208,7 @@ def ffn_errors(model, handle, ids):
     return res
 
 
-def run_family(moert, name, d, ids, steps, bind):
+def run_family(moert, name, d, ids, steps, bind, whole=False):
     import torch
     from moert import hf
     from transformers import AutoModelForCausalLM
@@ -210,7 +218,7 @@ def run_family(moert, name, d, ids, steps, bind):
     ids = ids.cuda()
     eager, _ = greedy(model, ids, steps)
     r["eager_ms"] = decode_ms(model, ids, steps)
-    h = hf.patch(model, d, bind=bind)
+    h = hf.patch(model, os.path.join(d, "model.moeb") if whole else d, bind=bind)
     r["layers"] = sorted(h.programs)
     r["bound"] = {i: v for i, v in h.bound.items()}
     r["code"] = h.programs[r["layers"][0]].code
@@ -257,7 +265,7 @@ def run(args):
     for name in families():
         d = os.path.join(args.dir, name)
         try:
-            r = run_family(moert, name, d, ids, steps, not args.no_bind)
+            r = run_family(moert, name, d, ids, steps, not args.no_bind, args.whole)
         except Exception as e:  # noqa: BLE001
             import traceback
             traceback.print_exc()
@@ -278,8 +286,8 @@ def run(args):
             r["family"], len(r["layers"]), tok, max(e["rel_l2"] for e in r["ffn"].values()),
             "replays match" if r["torch_graph_ok"] else "DIFFERS", fmt(r["eager_ms"]), fmt(r["patched_ms"]), fmt(r["compiled_ms"])))
     dev = torch.cuda.get_device_name(0)
-    md = "hf_e2e on %s, torch %s, transformers %s\n\n%s\n" % (
-        dev, torch.__version__, __import__("transformers").__version__, "\n".join(lines))
+    md = "hf_e2e on %s%s, torch %s, transformers %s\n\n%s\n" % (
+        dev, " (whole-model bundles)" if args.whole else "", torch.__version__, __import__("transformers").__version__, "\n".join(lines))
     print(md)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -302,6 +310,8 @@ def main():
     b.add_argument("--out")
     b.add_argument("--no-bind", action="store_true",
                    help="use the bundles' own weight copies, bind none of the model's tensors")
+    b.add_argument("--whole", action="store_true",
+                   help="patch with <family>/model.moeb, every layer in one bundle")
     args = ap.parse_args()
     return prepare(args) if args.cmd == "prepare" else run(args)
 

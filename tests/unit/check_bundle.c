@@ -821,11 +821,107 @@ START_TEST(test_bundle_other_version_is_named)
 	unsigned char *b = small(&len, base);
 	char msg[512];
 
-	bundle_put32(b + 8, 2);
+	bundle_put32(b + 8, 3);	/* 2 is the format of several programs (§5) */
 	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EVERSION);
-	ck_assert_ptr_nonnull(strstr(msg, "format version 2, this reader supports 1"));
-	refix(b, len);	/* a genuine version-2 header: still the version error */
+	ck_assert_ptr_nonnull(strstr(msg, "format version 3, this reader supports 1 and 2"));
+	refix(b, len);	/* a genuine version-3 header: still the version error */
 	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EVERSION);
+	free(b);
+}
+END_TEST
+
+/* A format-2 bundle of two programs, base twice: "programs" given as text
+ * (NULL: none), weights 256 bytes each. */
+static unsigned char *
+two(size_t *len, const char *programs, uint32_t version)
+{
+	static char man[2 * sizeof base];
+	static unsigned char w2[512];
+	BundleWriter w;
+	unsigned char *b;
+	Diag d;
+
+	snprintf(man, sizeof man, "%s%s", base, base);
+	memcpy(w2, wts, sizeof wts);
+	memcpy(w2 + 256, wts, sizeof wts);
+	w2[256] = 9;
+	diag_init(&d, stderr);
+	bundle_writer_init(&w, NULL);
+	w.version = version;
+	ck_assert_int_eq(bundle_add(&w, "manifest", man, strlen(man), &d), 0);
+	if (programs)
+		ck_assert_int_eq(bundle_add(&w, "programs", programs, strlen(programs), &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "ptx:sm_80", ptx, strlen(ptx), &d), 0);
+	ck_assert_int_eq(bundle_add(&w, "weights", w2, sizeof w2, &d), 0);
+	ck_assert_int_eq(bundle_write(&w, &b, len, &d), 0);
+	return b;
+}
+
+START_TEST(test_bundle_programs)
+{
+	char good[256], msg[512];
+	size_t len, n = strlen(base);
+	unsigned char *b;
+	Arena *a = arena_new(0);
+	Bundle bb, v;
+	Diag d;
+
+	snprintf(good, sizeof good, "programs 1\nprogram layer.0 manifest=0,%zu weights=0,256\n"
+		 "program layer.1 manifest=%zu,%zu weights=256,256\n", n, n, n);
+	b = two(&len, good, BUNDLE_VERSION_PROGRAMS);
+	diag_init(&d, stderr);
+	ck_assert_int_eq(bundle_read(a, "b.moeb", b, len, &bb, &d), 0);
+	ck_assert_int_eq(bb.version, 2);
+	ck_assert_int_eq(bb.nprog, 2);
+	ck_assert_str_eq(bb.prog[1].name, "layer.1");
+	ck_assert_int_eq(bundle_find_program(&bb, "layer.1"), 1);
+	ck_assert_int_eq(bundle_find_program(&bb, "main"), -1);
+	ck_assert_ptr_eq(bb.manifest, bb.prog[0].manifest);
+	bundle_program_view(&bb, 1, &v);	/* program 1 alone: its bytes of both sections */
+	ck_assert_uint_eq(bundle_find(&v, "manifest")->size, n);
+	ck_assert_uint_eq(bundle_find(&v, "weights")->size, 256);
+	ck_assert_int_eq(bundle_find(&v, "weights")->data[0], 9);
+	ck_assert_ptr_eq(bundle_find(&v, "ptx:sm_80")->data, bundle_find(&bb, "ptx:sm_80")->data);
+	free(b);
+	/* a format-1 bundle: one program "main" over both sections */
+	b = small(&len, base);
+	ck_assert_int_eq(bundle_read(a, "b.moeb", b, len, &bb, &d), 0);
+	ck_assert_int_eq(bb.nprog, 1);
+	ck_assert_str_eq(bb.prog[0].name, "main");
+	free(b);
+	arena_free(a);
+	/* refused: each with its reason */
+	static const struct {
+		const char *programs;	/* NULL: none */
+		uint32_t version;
+		const char *msg;
+	} bad[] = {
+		{NULL, 2, "a format 2 bundle needs a 'programs' section"},
+		{"programs 1\nprogram a manifest=0,10 weights=0,0\n", 1, "a 'programs' section in a format 1 bundle"},
+		{"programs 2\nprogram a manifest=0,10 weights=0,0\n", 2, "must start with 'programs 1'"},
+		{"programs 1\n", 2, "between 1 and 4096 programs"},
+		{"programs 1\nprogram a manifest=0,10 weights=0,0", 2, "each line ending in a newline"},
+		{"programs 1\nprogram 0a manifest=0,10 weights=0,0\n", 2, "bad program name '0a'"},
+		{"programs 1\nprogram a manifest=0,99999 weights=0,0\n", 2, "runs past the end"},
+		{"programs 1\nprogram a manifest=0,10 weights=16,0\n", 2, "not a multiple of 256"},
+		{"programs 1\nprogram a manifest=0,10\n", 2, "expected 'program NAME"},
+		{"programs 1\nprogram a manifest=0,01 weights=0,0\n", 2, "program 'a'"},
+		{"programs 1\nprogram a manifest=0,0 weights=0,0\nprogram a manifest=0,0 weights=0,0\n", 2,
+		 "program 'a' named twice"},
+		{"programs 1\nprogram a manifest=1,10 weights=0,0\n", 2, "b.moeb[manifest:a]"},
+		{"programs 1\nprogram a manifest=0,30 weights=0,0\n", 2, "b.moeb[manifest:a]"},
+	};
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		b = two(&len, bad[i].programs, bad[i].version);
+		ck_assert_msg(rd(b, len, msg, sizeof msg) == BUNDLE_EFORMAT, "case %zu accepted", i);
+		ck_assert_msg(strstr(msg, bad[i].msg), "case %zu: '%s'", i, msg);
+		free(b);
+	}
+	/* weights outside the program's own range */
+	snprintf(good, sizeof good, "programs 1\nprogram a manifest=0,%zu weights=0,16\n", n);
+	b = two(&len, good, 2);
+	ck_assert_int_eq(rd(b, len, msg, sizeof msg), BUNDLE_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(msg, "lies outside the 'weights' section (16 bytes)"));
 	free(b);
 }
 END_TEST
@@ -1117,6 +1213,7 @@ bundle_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, test_expr_canonical_round_trip);
+	tcase_add_test(tc, test_bundle_programs);
 	tcase_add_test(tc, test_expr_refuses_noncanonical_and_malformed);
 	tcase_add_test(tc, test_expr_eval_checks_overflow);
 	tcase_add_test(tc, test_manifest_round_trips);

@@ -230,7 +230,7 @@ START_TEST(test_load_file_checks_bundle_before_driver)
 	ck_assert_int_eq(moert_load_file(NULL, path, &p), MOERT_EFORMAT);
 	ck_assert_ptr_nonnull(strstr(moert_last_error(), path));
 	b[100] ^= 1;
-	bundle_put32(b + 8, 2);
+	bundle_put32(b + 8, 3);	/* 2 is the format of several programs */
 	fd = open(path, O_WRONLY | O_TRUNC);
 	ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
 	close(fd);
