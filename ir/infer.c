@@ -964,8 +964,21 @@ check_ep_attrs(Node *n, Diag *d, int64_t *nr)
 	*nr = ir_attr_int(n, "ranks", -1);
 	if (*nr < 1 || *nr > IR_EP_MAX_RANKS)
 		return ERR("%s: ranks must be in 1..%d", ir_opname(n->op), IR_EP_MAX_RANKS);
-	if (n->op == OP_EP_PACK && (ne < 1 || nl != ne))
+	if (n->op != OP_EP_PACK)
+		return 0;
+	if (ne < 1 || nl != ne)
 		return ERR("ep_pack: owner and local must list every expert, as many of each");
+	int64_t *v = xmalloc(sizeof *v * (size_t)(2 * ne));
+	int bad = -1;
+	ir_attr_ints(n, "owner", v, (int)ne);
+	ir_attr_ints(n, "local", v + ne, (int)ne);
+	for (int64_t x = 0; x < ne && bad < 0; x++)
+		if (v[x] < 0 || v[x] >= *nr || v[ne + x] < 0 || v[ne + x] >= ne)
+			bad = (int)x;
+	free(v);
+	if (bad >= 0)
+		return ERR("ep_pack: expert %d's owner is not a rank in 0..%lld or its local index "
+			   "not in 0..E-1", bad, (long long)*nr - 1);
 	return 0;
 }
 

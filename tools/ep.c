@@ -29,6 +29,9 @@ moec_ep_apply(const OptArgs *a, MoecOpts *o)
 		return OK;
 	}
 	o->ep.ranks = (int)n;
+	if (n > 1 && opt_has(a, "check-eval"))	/* checkeval.c runs one graph alone */
+		return opt_error(a, "--check-eval with --ep=%d: a rank's graph runs only together with its "
+				 "peers (moec run --ep compares the ranks' joint result instead)", (int)n), BAD;
 	return OK;
 }
 

@@ -115,6 +115,12 @@ pl '0: 0-3 5-4\n1: 4-7\n'; refuse "bad range" "'5-4' is not an expert" --ep=2 --
 pl '0: 0-9\n1: 4-7\n'; refuse "expert out of range" "expert 9 is not in 0..7" --ep=2 --ep-placement="$tmp/pl"
 refuse "missing file" "nosuch" --ep=2 --ep-placement="$tmp/nosuch"
 refuse "placement without --ep" "needs --ep=N" --ep-placement="$tmp/pl"
+refuse "check-eval with N > 1" "check-eval with --ep=2" --ep=2 --check-eval
+# with one rank the exchanges are the identity: --check-eval compares the
+# partitioned lowering with the moe op itself, through every pass
+n=$((n + 1))
+"$moec" compile "$m" --ep=1 --check-eval --emit=ir -o "$tmp/one.ir" -q || fail "--ep=1 --check-eval"
+[ -f "$tmp/one.ep0.ir" ] || fail "--ep=1 writes OUT.ep0.ir"
 rm -f "$tmp"/bad*
 "$moec" compile "$m" --ep=2 -o "$tmp/bad.moeb" -q 2>"$tmp/err"
 [ $? = 2 ] && grep -q "codegen does not build yet" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
