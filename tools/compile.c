@@ -240,6 +240,8 @@ compile_ep(Args *c, Report *rep, Diag *d)
 			   "build yet; --emit=ir or --emit=dot write each rank's IR", nr);
 		return BAD;
 	}
+	if (!c->path[0] || !strcmp(c->path[0], "-"))
+		return opt_error(&c->a, "--ep=%d writes one file per rank: give -o OUT", nr), BAD;
 	if ((rc = moec_ep_modules(c->model, &c->o, m, rep, d)) != OK)
 		goto out;
 	text = report_text(rep);

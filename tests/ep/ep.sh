@@ -13,7 +13,8 @@
 #     and the partitioned one cannot (its rows arrive through all_to_all);
 # and every bad --ep input is refused with exit 2 and a diagnostic naming
 # the file and line; nothing is written.
-src=$1 moec=$2
+src=$(cd "$1" && pwd) || exit 2
+moec=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") || exit 2
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
 lowered=fold,canon,cse,dce,fuse-moe,dce,lower-moe
@@ -121,6 +122,9 @@ refuse "check-eval with N > 1" "check-eval with --ep=2" --ep=2 --check-eval
 n=$((n + 1))
 "$moec" compile "$m" --ep=1 --check-eval --emit=ir -o "$tmp/one.ir" -q || fail "--ep=1 --check-eval"
 [ -f "$tmp/one.ep0.ir" ] || fail "--ep=1 writes OUT.ep0.ir"
+n=$((n + 1))
+(cd "$tmp" && "$moec" compile "$m" --ep=2 --emit=ir -q >/dev/null 2>"$tmp/err")
+[ $? = 2 ] && grep -q "give -o OUT" "$tmp/err" && ! ls "$tmp"/-* >/dev/null 2>&1 || fail "--ep to stdout"
 rm -f "$tmp"/bad*
 "$moec" compile "$m" --ep=2 -o "$tmp/bad.moeb" -q 2>"$tmp/err"
 [ $? = 2 ] && grep -q "codegen does not build yet" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
