@@ -16,6 +16,9 @@
  * Gate and up weights are re-laid out (as weight-only ops, folded at compile
  * time or run once at load) so columns 2j and 2j+1 hold gate j and up j: a
  * GEMM tile then holds matching pairs and SwiGLU runs on its accumulators.
+ *
+ * With --ep=N (PassCtx.ep) a moe becomes one rank's part instead
+ * (partition_ep.c), whose experts run through the same lower_moe_slots.
  */
 #include <stdio.h>
 #include <string.h>
