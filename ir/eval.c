@@ -52,6 +52,7 @@ static const struct {
 	[OP_QUANTIZE] = {.fn = ev_quantize}, [OP_DEQUANTIZE] = {.fn = ev_dequantize},
 	[OP_QUANTIZE_DYNAMIC] = {.fn = ev_quantize_dynamic, .own = 1}, [OP_MOE] = {.fn = ev_moe},
 	[OP_ROUTE] = {.fn = ev_route}, [OP_PERMUTE] = {.fn = ev_permute}, [OP_CALL] = {.fn = ev_call, .own = 1},
+	[OP_EP_PACK] = {.fn = ev_ep_pack}, [OP_ALL_TO_ALL] = {.fn = ev_all_to_all},
 };
 
 /* For the unit test that checks the table is complete (like infer.c's). */

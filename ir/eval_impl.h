@@ -70,5 +70,6 @@ EvalFn ev_transpose, ev_reshape, ev_expand, ev_concat, ev_split, ev_slice;
 EvalFn ev_tile, ev_shape, ev_size, ev_range, ev_constant_of_shape, ev_const;
 EvalFn ev_quantize, ev_dequantize, ev_quantize_dynamic;
 EvalFn ev_moe, ev_route, ev_permute;
+EvalFn ev_ep_pack, ev_all_to_all;
 
 #endif

@@ -207,7 +207,9 @@ ev_route(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 }
 
 /* Sort the T*k slots by expert, stably: offsets, rows (slot of each sorted
- * position) and pos (sorted position of each slot). */
+ * position) and pos (sorted position of each slot).  A negative id drops
+ * its slot (expert parallelism: a slot another rank holds, or padding):
+ * dropped slots sort last, after offsets[E], which counts the kept ones. */
 int
 ev_permute(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
@@ -217,19 +219,19 @@ ev_permute(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 
 	for (int64_t s = 0; s < ns; s++) {
 		int64_t x = dtype_load_int(ids->dt, ids->data, (size_t)s);
-		if (x < 0 || x >= ne) {
+		if (x >= ne) {
 			free(cur);
 			return ev_err(e, n, "permute: expert id %lld out of range for %lld experts",
 				      (long long)x, (long long)ne);
 		}
-		cur[x + 1]++;
+		cur[x < 0 ? ne + 1 : x + 1]++;
 	}
-	for (int64_t x = 0; x < ne; x++)
+	for (int64_t x = 0; x <= ne; x++)
 		cur[x + 1] += cur[x];
 	for (int64_t x = 0; x <= ne; x++)
 		dtype_store_int(out[0].dt, out[0].data, (size_t)x, cur[x]);
 	for (int64_t s = 0; s < ns; s++) {
-		int64_t x = dtype_load_int(ids->dt, ids->data, (size_t)s), p = cur[x]++;
+		int64_t x = dtype_load_int(ids->dt, ids->data, (size_t)s), p = cur[x < 0 ? ne : x]++;
 		dtype_store_int(out[1].dt, out[1].data, (size_t)p, s);
 		dtype_store_int(out[2].dt, out[2].data, (size_t)s, p);
 	}

@@ -980,6 +980,76 @@ infer_permute(Graph *g, Node *n, Diag *d)
 	return 0;
 }
 
+/* --- expert parallelism --------------------------------------------------- */
+
+/* ranks=N, owner=[E] (each expert's rank), local=[E] (its index there). */
+static int
+check_ep_attrs(Node *n, Diag *d, int64_t *nr)
+{
+	int64_t ne = ir_attr_ints(n, "owner", NULL, 0), nl = ir_attr_ints(n, "local", NULL, 0);
+
+	*nr = ir_attr_int(n, "ranks", -1);
+	if (*nr < 1 || *nr > IR_EP_MAX_RANKS)
+		return ERR("%s: ranks must be in 1..%d", ir_opname(n->op), IR_EP_MAX_RANKS);
+	if (n->op != OP_EP_PACK)
+		return 0;
+	if (ne < 1 || nl != ne)
+		return ERR("ep_pack: owner and local must list every expert, as many of each");
+	int64_t *v = xmalloc(sizeof *v * (size_t)(2 * ne));
+	int bad = -1;
+	ir_attr_ints(n, "owner", v, (int)ne);
+	ir_attr_ints(n, "local", v + ne, (int)ne);
+	for (int64_t x = 0; x < ne && bad < 0; x++)
+		if (v[x] < 0 || v[x] >= *nr || v[ne + x] < 0 || v[ne + x] >= ne)
+			bad = (int)x;
+	free(v);
+	if (bad >= 0)
+		return ERR("ep_pack: expert %d's owner is not a rank in 0..%lld or its local index "
+			   "not in 0..E-1", bad, (long long)*nr - 1);
+	return 0;
+}
+
+/* x[T,H], w[T,k], ids[T,k] -> xs[N,T,H], ws[N,T,k] f32, is[N,T,k] i32, back[T*k] i32 */
+static int
+infer_ep_pack(Graph *g, Node *n, Diag *d)
+{
+	const Type *x = ty(n, 0), *w = ty(n, 1), *ids = ty(n, 2);
+	int64_t nr;
+	Dim d3[3], r;
+
+	if (check_ep_attrs(n, d, &nr))
+		return -1;
+	if (x->rank != 2 || w->rank != 2 || ids->rank != 2 ||
+	    !ir_dim_compatible(g->m, w->dim[0], x->dim[0]) ||
+	    !ir_dim_compatible(g->m, ids->dim[0], x->dim[0]) ||
+	    !ir_dim_compatible(g->m, ids->dim[1], w->dim[1]))
+		return ERR("ep_pack: wants x[T,H], weights[T,k], ids[T,k]");
+	if (need_int(n, d, 2, "expert ids"))
+		return -1;
+	d3[0] = nr, d3[1] = x->dim[0], d3[2] = x->dim[1];
+	n->out[0]->type = ir_type(x->dt, 3, d3);
+	d3[2] = ids->dim[1];
+	n->out[1]->type = ir_type(DT_F32, 3, d3);
+	n->out[2]->type = ir_type(DT_I32, 3, d3);
+	r = ir_dim_mul(g->m, ids->dim[0], ids->dim[1]);
+	n->out[3]->type = ir_type(DT_I32, 1, &r);
+	return 0;
+}
+
+static int
+infer_all_to_all(Graph *g, Node *n, Diag *d)
+{
+	const Type *x = ty(n, 0);
+	int64_t nr;
+
+	if (check_ep_attrs(n, d, &nr))
+		return -1;
+	if (x->rank < 1 || !ir_dim_compatible(g->m, x->dim[0], nr))
+		return ERR("all_to_all: wants [ranks, ...] with ranks = %lld", (long long)nr);
+	n->out[0]->type = *x;
+	return 0;
+}
+
 static int
 infer_call(Graph *g, Node *n, Diag *d)
 {
@@ -1023,6 +1093,7 @@ static InferFn *const rule[NOP] = {
 	[OP_QUANTIZE] = infer_quantize, [OP_DEQUANTIZE] = infer_quantize,
 	[OP_QUANTIZE_DYNAMIC] = infer_quantize_dynamic, [OP_MOE] = infer_moe,
 	[OP_ROUTE] = infer_route, [OP_PERMUTE] = infer_permute, [OP_CALL] = infer_call,
+	[OP_EP_PACK] = infer_ep_pack, [OP_ALL_TO_ALL] = infer_all_to_all,
 };
 
 int

@@ -407,11 +407,22 @@ double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);
  * and results, e.g. to record routing decisions (ir_routing_of). */
 typedef void EvalHook(void *ctx, const Node *n, const Tensor *const *in, const Tensor *out);
 
+/* The other ranks of an expert-parallel run (eval_ep.c): all_to_all asks
+ * exchange() for out[s] = rank s's in[rank].  NULL: one rank alone. */
+#define IR_EP_MAX_RANKS 64
+typedef struct IrComm IrComm;
+struct IrComm {
+	int rank, size;
+	int (*exchange)(const IrComm *c, const Tensor *in, Tensor *out, char *why, size_t n);
+	void *ctx;
+};
+
 typedef struct {
 	int64_t max_bytes;	/* per tensor; 0: TENSOR_MAX_BYTES */
 	int trace;		/* print each node as it runs */
 	EvalHook *hook;		/* NULL: none */
 	void *hook_ctx;
+	const IrComm *comm;	/* all_to_all's peers; NULL: ranks=1 only */
 } EvalOpts;
 
 /*
@@ -422,6 +433,15 @@ typedef struct {
  */
 int ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out,
 	    const EvalOpts *o, Diag *d);
+
+/*
+ * eval_ep.c: N ranks' graphs run together, one thread per rank, as N
+ * processes on N GPUs would: each all_to_all meets the others' (emulated
+ * NCCL).  in[r] holds rank r's nin inputs, out[r] gets its results.  0 ok;
+ * -1 with a diagnostic naming the rank that failed first.
+ */
+int ir_eval_ranks(Graph *const *g, int nrank, Tensor *const *in, int nin, Tensor *const *out,
+		  const EvalOpts *o, Diag *d);
 
 /* eval_moe.c: the routing decision of a node that ran: route and moe (the
  * router's logits, or scores for a sigmoid router, and the experts chosen)

@@ -23,11 +23,12 @@ is_reduce(Op op)
 	       op == OP_ARGMAX || op == OP_TOPK;
 }
 
-/* May n start or extend a fused chain?  Views and constants stay outside. */
+/* May n start or extend a fused chain?  Views and constants stay outside,
+ * and so does all_to_all: communication, a step of the plan, not a kernel. */
 static int
 fusible(const Node *n)
 {
-	return n->op != OP_CALL && n->op != OP_CONST && !ir_is_view(n) &&
+	return n->op != OP_CALL && n->op != OP_CONST && n->op != OP_ALL_TO_ALL && !ir_is_view(n) &&
 	       !ir_weight_only(n->out[0]);
 }
 

@@ -16,6 +16,9 @@
  * Gate and up weights are re-laid out (as weight-only ops, folded at compile
  * time or run once at load) so columns 2j and 2j+1 hold gate j and up j: a
  * GEMM tile then holds matching pairs and SwiGLU runs on its accumulators.
+ *
+ * With --ep=N (PassCtx.ep) a moe becomes one rank's part instead
+ * (partition_ep.c), whose experts run through the same lower_moe_slots.
  */
 #include <stdio.h>
 #include <string.h>
@@ -105,99 +108,140 @@ route_name(const Node *moe)
 	return ra.router_name;
 }
 
-static Value *
-lower(Graph *g, Node *moe, PassCtx *c)
+/* gate|up weights (and bias) as the grouped GEMM's tile wants them */
+static void
+gate_up_layout(Builder *b, const Node *moe, Value **wgu, Value **bgu, DType xdt)
 {
-	Module *m = g->m;
-	Builder b = {.g = g, .before = moe, .loc = moe->loc, .d = c->d};
-	Value *x = moe->in[0], *wgu = moe->in[3], *wdn = moe->in[4];
-	Value *bgu = moe->nin > 5 ? moe->in[5] : NULL, *bdn = moe->nin > 6 ? moe->in[6] : NULL;
-	int64_t k = route_k(moe), E = wgu->type.dim[0];
-	Dim T = x->type.dim[0], H = x->type.dim[1], R = ir_dim_mul(m, T, k);
-	DType xdt = x->type.dt;
+	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") == 0)
+		return;
+	*wgu = interleave_w(b, *wgu, xdt);
+	if (*bgu)
+		*bgu = interleave(b, *bgu);
+}
+
+Value *
+lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
+{
+	Module *m = b->g->m;
+	Value *wgu = s->wgu, *bgu = s->bgu, *in[4];
+	int64_t k = s->ids->type.dim[1];
+	Dim R = ir_dim_mul(m, s->ids->type.dim[0], k);
+	DType xdt = s->x->type.dt;
 	const char *act = ir_attr_str(moe, "act", "silu");
-	Value *in[4];
 	Node *n;
 
-	/* route and permute: all on the device, nothing read on the host */
-	copy_router_attrs(&b, moe);
-	in[0] = moe->in[1];
-	in[1] = moe->in[2];
-	n = ir_b_node(&b, OP_ROUTE, in, in[1] ? 2 : 1, 2);
-	if (!n)
-		return NULL;
-	Value *w = n->out[0], *ids = n->out[1];
-	ir_b_int(&b, "experts", E);
-	n = ir_b_node(&b, OP_PERMUTE, &ids, 1, 3);
+	ir_b_int(b, "experts", s->experts);
+	n = ir_b_node(b, OP_PERMUTE, &s->ids, 1, 3);
 	if (!n)
 		return NULL;
 	Value *offs = n->out[0], *rows = n->out[1];
 
 	/* gate|up: tokens gathered through the permutation, SwiGLU after */
-	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") != 0) {
-		wgu = interleave_w(&b, wgu, xdt);
-		if (bgu)
-			bgu = interleave(&b, bgu);
-	}
-	Value *src = ir_b2(&b, OP_DIV, rows, const_i32(&b, k));
-	ir_b_int(&b, "axis", 0);
-	Value *xs = ir_b2(&b, OP_GATHER, x, src);
+	gate_up_layout(b, moe, &wgu, &bgu, xdt);
+	Value *src = ir_b2(b, OP_DIV, rows, const_i32(b, k));
+	ir_b_int(b, "axis", 0);
+	Value *xs = ir_b2(b, OP_GATHER, s->x, src);
 	in[0] = xs, in[1] = wgu, in[2] = offs, in[3] = bgu;
-	ir_b_str(&b, "to", dtype_name(xdt));
-	n = ir_b_node(&b, OP_GROUPED_MATMUL, in, bgu ? 4 : 3, 1);
+	ir_b_str(b, "to", dtype_name(xdt));
+	n = ir_b_node(b, OP_GROUPED_MATMUL, in, bgu ? 4 : 3, 1);
 	if (!n)
 		return NULL;
-	ir_b_str(&b, "layout", "interleave");
-	ir_b_str(&b, "act", act);
+	ir_b_str(b, "layout", "interleave");
+	ir_b_str(b, "act", act);
 	if (strcmp(act, "oai") == 0) {
-		ir_b_float(&b, "alpha", ir_attr_float(moe, "alpha", 1.702));
-		ir_b_float(&b, "limit", ir_attr_float(moe, "limit", 7.0));
+		ir_b_float(b, "alpha", ir_attr_float(moe, "alpha", 1.702));
+		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 7.0));
 	}
-	Value *a = ir_b1(&b, OP_SWIGLU, n->out[0]);
+	Value *a = ir_b1(b, OP_SWIGLU, n->out[0]);
 
-	/* down: scaled by the routing weight, scattered back to token order */
-	in[0] = a, in[1] = wdn, in[2] = offs, in[3] = bdn;
-	ir_b_str(&b, "to", "f32");
-	n = ir_b_node(&b, OP_GROUPED_MATMUL, in, bdn ? 4 : 3, 1);
+	/* down: scaled by the routing weight, scattered back to slot order */
+	in[0] = a, in[1] = s->wdn, in[2] = offs, in[3] = s->bdn;
+	ir_b_str(b, "to", "f32");
+	n = ir_b_node(b, OP_GROUPED_MATMUL, in, s->bdn ? 4 : 3, 1);
 	if (!n)
 		return NULL;
 	Value *o = n->out[0];
 	Dim r1[1] = {R}, r2[2] = {R, 1};
-	Value *wflat = reshape(&b, w, 1, r1);
-	ir_b_int(&b, "axis", 0);
-	Value *ws = ir_b2(&b, OP_GATHER, wflat, rows);
-	Value *os = ir_b2(&b, OP_MUL, o, reshape(&b, ws, 2, r2));
-	ir_b_dims(&b, "rows", r1, 1);
-	Value *ys = ir_b2(&b, OP_SCATTER_ROWS, os, rows);
-
-	/* the sum over the k choices, in a fixed order: deterministic */
-	Dim tkh[3] = {T, k, H};
-	int64_t ax = 1;
-	Value *y3 = reshape(&b, ys, 3, tkh);
-	ir_b_ints(&b, "axes", &ax, 1);
-	ir_b_int(&b, "keepdims", 0);
-	Value *y = ir_b1(&b, OP_REDUCE_SUM, y3);
-	if (y && xdt != DT_F32) {
-		ir_b_str(&b, "to", dtype_name(xdt));
-		y = ir_b1(&b, OP_CAST, y);
+	Value *wflat = reshape(b, s->w, 1, r1);
+	ir_b_int(b, "axis", 0);
+	Value *ws = ir_b2(b, OP_GATHER, wflat, rows);
+	Value *os = ir_b2(b, OP_MUL, o, reshape(b, ws, 2, r2));
+	ir_b_dims(b, "rows", r1, 1);
+	Value *ys = ir_b2(b, OP_SCATTER_ROWS, os, rows);
+	if (named) {
+		Value *v[] = {offs, rows, src, xs, a, o, ys};
+		memcpy(named, v, sizeof v);
 	}
+	return ys;
+}
+
+Value *
+lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt)
+{
+	Dim tkh[3] = {T, k, ys->type.dim[1]};
+	int64_t ax = 1;
+	Value *y3 = reshape(b, ys, 3, tkh);
+
+	ir_b_ints(b, "axes", &ax, 1);
+	ir_b_int(b, "keepdims", 0);
+	Value *y = ir_b1(b, OP_REDUCE_SUM, y3);
+	if (y && dt != DT_F32) {
+		ir_b_str(b, "to", dtype_name(dt));
+		y = ir_b1(b, OP_CAST, y);
+	}
+	return y;
+}
+
+Node *
+lower_moe_route(Builder *b, const Node *moe)
+{
+	Value *in[2] = {moe->in[1], moe->in[2]};
+
+	copy_router_attrs(b, moe);
+	return ir_b_node(b, OP_ROUTE, in, in[1] ? 2 : 1, 2);
+}
+
+void
+lower_moe_names(Graph *g, const Node *moe, Value *const *v, const char *const *suffix, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char nm[256];
+		snprintf(nm, sizeof nm, "%s.%s", moe->out[0]->name, suffix[i]);
+		if (v[i])
+			ir_set_name(g, v[i], nm);
+	}
+}
+
+static Value *
+lower(Graph *g, Node *moe, PassCtx *c)
+{
+	Builder b = {.g = g, .before = moe, .loc = moe->loc, .d = c->d};
+	Value *x = moe->in[0];
+	int64_t k = route_k(moe), E = moe->in[3]->type.dim[0];
+	Value *v[9];
+	Node *n;
+
+	/* route and permute: all on the device, nothing read on the host */
+	if (!(n = lower_moe_route(&b, moe)))
+		return NULL;
+	MoeSlots s = {.x = x, .w = n->out[0], .ids = n->out[1], .wgu = moe->in[3],
+		      .wdn = moe->in[4], .bgu = moe->nin > 5 ? moe->in[5] : NULL,
+		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E};
+	v[0] = s.w, v[1] = s.ids;
+	Value *ys = lower_moe_slots(&b, moe, &s, &v[2]);
+	/* the sum over the k choices, in a fixed order: deterministic */
+	Value *y = ys ? lower_moe_sum(&b, ys, x->type.dim[0], k, x->type.dt) : NULL;
 	if (y) {
-		const char *base = moe->out[0]->name;
-		Value *named[] = {w, ids, offs, rows, src, xs, a, o, ys};
-		const char *suffix[] = {"w", "ids", "offs", "rows", "src", "xs", "act", "down", "slots"};
-		for (size_t i = 0; i < NELEM(named); i++) {
-			char nm[256];
-			snprintf(nm, sizeof nm, "%s.%s", base, suffix[i]);
-			if (named[i])
-				ir_set_name(g, named[i], nm);
-		}
+		static const char *const suffix[] = {"w", "ids", "offs", "rows", "src", "xs", "act",
+						     "down", "slots"};
+		lower_moe_names(g, moe, v, suffix, (int)NELEM(suffix));
 	}
 	if (y && c->report)
 		report_note(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
 			    "gate|up grouped GEMM + swiglu (%s), down grouped GEMM + routing weight "
 			    "+ scatter to token order, sum over k",
 			    moe->out[0]->name, route_name(moe), (long long)k,
-			    (long long)E, act);
+			    (long long)E, ir_attr_str(moe, "act", "silu"));
 	return b.err ? NULL : y;
 }
 
@@ -212,7 +256,7 @@ lower_moe(Module *m, PassCtx *c)
 			next = n->next;
 			if (n->op != OP_MOE || n->in[0]->type.rank != 2 || n->in[3]->type.dim[0] < 0)
 				continue;
-			Value *y = lower(g, n, c);
+			Value *y = c->ep ? partition_ep(g, n, c) : lower(g, n, c);
 			if (!y)
 				return -1;
 			pass_take_over(g, n, n->out[0], y);

@@ -25,9 +25,17 @@ void report_note(Report *r, const char *fmt, ...) __attribute__((format(printf, 
 void report_print(FILE *f, const Report *r);
 int report_count(const Report *r);
 
+/* Expert parallelism (partition_ep.c): lower-moe splits each moe's experts
+ * over `ranks` and writes rank `rank`'s part. */
+typedef struct {
+	int ranks, rank;
+	const char *placement;	/* a placement file; NULL: contiguous slices */
+} EpOpts;
+
 typedef struct {
 	Diag *d;
 	Report *report;		/* may be NULL: decisions are not recorded */
+	const EpOpts *ep;	/* NULL: no expert parallelism */
 } PassCtx;
 
 #define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
@@ -78,6 +86,29 @@ void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);
  * The results keep their values; NULL if the region is not convex.  Needs
  * g's uses (ir_fill_uses) current, and keeps them so. */
 Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
+
+/* lower_moe.c: the pieces of a lowered moe, shared with partition_ep.c.
+ * The experts over token rows x[T',H] routed by w[T',k] (f32) and ids[T',k]
+ * (negative: the slot is dropped), weight stacks of `experts` experts. */
+typedef struct {
+	Value *x, *w, *ids, *wgu, *wdn, *bgu, *bdn;
+	int64_t experts;
+} MoeSlots;
+Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
+/* Each slot's weighted expert output, [T'*k, H] f32 in slot order (named:
+ * offs, rows, src, xs, act, down, slots, if not NULL). */
+Value *lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named);
+/* slots [T*k,H] summed over k in choice order, cast to dt. */
+Value *lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt);
+/* v[i] named "<moe's result>.suffix[i]" (NULL entries skipped). */
+void lower_moe_names(Graph *g, const Node *moe, Value *const *v, const char *const *suffix, int n);
+
+/* partition_ep.c: rank c->ep->rank's part of an expert-parallel moe (the
+ * moe's replacement value), NULL on error. */
+Value *partition_ep(Graph *g, Node *moe, PassCtx *c);
+/* The experts of each rank: owner[E] and local[E] filled; 0 ok, -1 with a
+ * diagnostic naming the file and line (placement) or the sizes. */
+int ep_placement(const EpOpts *o, int64_t experts, int64_t *owner, int64_t *local, Diag *d);
 
 /* evalnode.c: evaluate one node on host tensors (constant folding) */
 int pass_eval_node(Module *m, Node *n, const Tensor *in, Tensor *out, Diag *d);

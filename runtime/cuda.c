@@ -25,9 +25,9 @@ static const char *const status_names[] = {
 	"MOERT_OK",	 "MOERT_ENODRIVER", "MOERT_ENODEV",  "MOERT_EARCH",
 	"MOERT_EFORMAT", "MOERT_EVERSION",  "MOERT_ESHAPE",  "MOERT_ETOKENS",
 	"MOERT_ENOMEM",	 "MOERT_ELOAD",	    "MOERT_ELAUNCH", "MOERT_EINVAL",
-	"MOERT_EIO",
+	"MOERT_EIO",	 "MOERT_ECOMM",
 };
-_Static_assert(NELEM(status_names) == MOERT_EIO + 1, "ORDER STATUS: moert.h");
+_Static_assert(NELEM(status_names) == MOERT_ECOMM + 1, "ORDER STATUS: moert.h");
 
 const char *
 moert_status_name(moert_status s)

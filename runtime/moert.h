@@ -28,6 +28,7 @@ typedef enum {
 	MOERT_ELAUNCH,		/* a launch or a driver call during run failed */
 	MOERT_EINVAL,		/* bad argument */
 	MOERT_EIO,		/* file could not be read */
+	MOERT_ECOMM,		/* an NCCL call failed (expert parallelism) */
 } moert_status;
 
 typedef struct moert_device moert_device;
@@ -179,6 +180,37 @@ moert_status moert_buffer_size(const moert_program *p, const char *name,
 moert_status moert_read_buffer(moert_program *p, const char *name, int64_t tokens,
 			       const uint64_t *inputs, const uint64_t *outputs,
 			       void *host, size_t bytes);
+
+/*
+ * Expert parallelism over NCCL (docs/runtime.md, "Expert parallelism").
+ * libnccl.so.2 (or $MOERT_LIBNCCL) is loaded with dlopen on the first call;
+ * NCCL_NVLS_ENABLE=0 is set then unless the caller set it.  A communicator
+ * is made here from a unique id (rank 0 calls moert_nccl_unique_id and
+ * sends the 128 bytes to every rank, which calls moert_comm_init with its
+ * device open on that thread), or wraps the caller's ncclComm_t
+ * (moert_comm_wrap; not destroyed by moert_comm_free).  The collectives
+ * are enqueued on `stream` with sizes fixed by the host (CUDA-graph
+ * capturable).  Any NCCL failure is MOERT_ECOMM with NCCL's message.
+ */
+#define MOERT_NCCL_ID_BYTES 128
+typedef struct moert_comm moert_comm;
+moert_status moert_nccl_version(int *version);	/* 22703 for 2.27.3 */
+moert_status moert_nccl_unique_id(void *id);	/* MOERT_NCCL_ID_BYTES bytes */
+moert_status moert_comm_init(moert_device *dev, int nranks, int rank, const void *id,
+			     moert_comm **out);
+moert_status moert_comm_wrap(void *nccl_comm, int nranks, int rank, moert_comm **out);
+void moert_comm_free(moert_comm *c);
+int moert_comm_rank(const moert_comm *c);
+int moert_comm_size(const moert_comm *c);
+/* An asynchronous error of the communicator (a peer gone, say), if any. */
+moert_status moert_comm_check(moert_comm *c);
+/* recv + s*chunk = rank s's send + me*chunk, for every rank s: grouped
+ * ncclSend/ncclRecv with every peer, itself included. */
+moert_status moert_all_to_all(moert_comm *c, uint64_t send, uint64_t recv, size_t chunk,
+			      void *stream);
+/* recv + s*bytes = rank s's `bytes` at send (ncclAllGather). */
+moert_status moert_all_gather(moert_comm *c, uint64_t send, uint64_t recv, size_t bytes,
+			      void *stream);
 
 /* Verify a bundle's structure and checksums without a GPU.  MOERT_OK or the
  * error, with the message in moert_last_error(). */

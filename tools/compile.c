@@ -438,6 +438,70 @@ print_times(const Args *c)
 	fprintf(stderr, "#  %9.3f ms  total\n", 1e3 * total);
 }
 
+/*
+ * --ep=N: one module per rank, written OUT.ep0.x ... OUT.ep{N-1}.x, all or
+ * none: every rank is compiled before the first file is written, and the
+ * files already written are removed if a later one fails.
+ */
+static int
+compile_ep(Args *c, Report *rep, Diag *d)
+{
+	int nr = c->o.ep.ranks, rc, ir = c->emit && (!strcmp(c->emit, "ir") || !strcmp(c->emit, "dot"));
+	Module *m[IR_EP_MAX_RANKS] = {0};
+	CgProgram *p[IR_EP_MAX_RANKS] = {0};
+	char *path[IR_EP_MAX_RANKS] = {0}, *text = NULL;
+	FileOut fo[IR_EP_MAX_RANKS];
+	int nopen = 0, nwritten = 0;
+
+	if (!ir) {	/* the one part of issue 20 not built yet: say so, write nothing */
+		diag_error(d, loc_file(c->out ? c->out : c->model), "--ep=%d: bundles need the "
+			   "ep_pack kernel and the NCCL all_to_all plan step, which codegen does not "
+			   "build yet; --emit=ir or --emit=dot write each rank's IR", nr);
+		return BAD;
+	}
+	if (!c->path[0] || !strcmp(c->path[0], "-"))
+		return opt_error(&c->a, "--ep=%d writes one file per rank: give -o OUT", nr), BAD;
+	if ((rc = moec_ep_modules(c->model, &c->o, m, rep, d)) != OK)
+		goto out;
+	text = report_text(rep);
+	if (opt_has(&c->a, "fusion-report"))
+		fputs(text, ir && !strcmp(c->path[0], "-") ? stderr : stdout);
+	for (int r = 0; r < nr; r++)
+		path[r] = moec_ep_path(c->path[0] ? c->path[0] : c->out, r);
+	for (int r = 0; r < nr && rc == OK && !ir; r++)
+		if (!(p[r] = cg_compile(m[r], &c->cg, d)))
+			rc = BAD;
+	for (int r = 0; r < nr && rc == OK && ir; r++, nopen++) {
+		FILE *f = file_create(&fo[r], path[r], d);
+		if (!f) {
+			rc = BAD;
+			break;
+		}
+		if (strcmp(c->emit, "dot") == 0)
+			moec_write_dot(f, m[r]);
+		else
+			ir_print(f, m[r], c->o.pass.print_flags);
+	}
+	for (int r = 0; r < nopen; r++)
+		if (rc != OK)
+			file_discard(&fo[r]);
+		else if (file_commit(&fo[r], d))
+			rc = BAD;
+	for (int r = 0; r < nr && rc == OK && !ir; r++, nwritten++)
+		if (cg_program_bundle(p[r], text, path[r], d))
+			rc = BAD;
+	for (int r = 0; rc != OK && r < nwritten; r++)	/* all or none */
+		remove(path[r]);
+out:
+	for (int r = 0; r < nr; r++) {
+		cg_program_free(p[r]);
+		ir_free_module(m[r]);
+		free(path[r]);
+	}
+	free(text);
+	return rc;
+}
+
 int
 moec_cmd_compile(int argc, char **argv)
 {
@@ -452,10 +516,21 @@ moec_cmd_compile(int argc, char **argv)
 	memset(&c, 0, sizeof c);
 	if ((rc = parse_args(argc, argv, &c, &d)) >= 0)
 		goto out;
+	if (c.layers && c.o.ep.ranks) {
+		opt_error(&c.a, "--layers and --ep=%d: one at a time (an EP compile is of one layer)", c.o.ep.ranks);
+		rc = BAD;
+		goto out;
+	}
 	if (c.layers) {
 		rc = compile_layers(&c, &d);
 		if (c.o.pass.time_passes)
 			print_times(&c);
+		goto out;
+	}
+	if (c.o.ep.ranks) {
+		c.cg.model = c.model;
+		rep = report_new();
+		rc = compile_ep(&c, rep, &d);
 		goto out;
 	}
 	t0 = moec_now();

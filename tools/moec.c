@@ -93,6 +93,11 @@ static const Opt moec_opts[] = {
 	{"pb", 0, OPT_FLAG, NULL, NULL, "write outputs as .pb (TensorProto), not .npy", RUN},
 	{"compiled", 0, OPT_FLAG, NULL, NULL, "run the default pipeline (the fused graph) first", RUN | TEST},
 	{"emulate", 0, OPT_FLAG, NULL, NULL, "run the generated kernels on the CPU emulator", TEST},
+	/* expert parallelism */
+	{"ep", 0, OPT_INT, "N", NULL, "split each MoE layer's experts over N ranks (run: emulated "
+	 "together; compile: one output per rank, OUT.epR.x)", RUN | COMPILE, 1, IR_EP_MAX_RANKS},
+	{"ep-placement", 0, OPT_STR, "FILE", NULL, "with --ep: the experts of each rank, one line "
+	 "'RANK: E E-E ...' each (default: contiguous slices)", RUN | COMPILE},
 	/* compile */
 	{"arch", 0, OPT_STR, "LIST", "sm_90a,sm_80", "targets, comma-separated, in preference order",
 	 COMPILE},
@@ -161,7 +166,7 @@ moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag 
 		return BAD;
 	diag_init(d, stderr);
 	moec_apply(a, o, d);
-	return -1;
+	return moec_ep_apply(a, o) == OK ? -1 : BAD;
 }
 
 /*
@@ -246,7 +251,7 @@ moec_load(const char *path, const MoecOpts *o, Diag *d)
 int
 moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d)
 {
-	PassCtx c = {d, rep};
+	PassCtx c = {.d = d, .report = rep, .ep = o->ep.ranks ? &o->ep : NULL};
 	double t0 = moec_now();
 	int rc = pass_run(m, &o->pass, &c);
 
@@ -546,23 +551,33 @@ cmd_run(int argc, char **argv)
 	Tensor in[64], *out = NULL;
 	char **path = NULL;
 	Diag d;
-	Module *m = NULL;
+	Module *m = NULL, *em[IR_EP_MAX_RANKS] = {0};
 	Graph *g;
 	RouteLog route = {0};
 	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &route};
+	int ep;
 
 	if ((rc = moec_args("run", argc, argv, &a, &o, &d)) >= 0)
 		return rc;
 	model = a.pos[0], dir = opt_str(&a, "output"), set = opt_str(&a, "test-data");
 	memset(in, 0, sizeof in);
-	if (opt_has(&a, "compiled") && !opt_has(&a, "passes"))
+	ep = o.ep.ranks;
+	if ((opt_has(&a, "compiled") || ep) && !opt_has(&a, "passes"))
 		o.pass.pipeline = NULL;	/* the default pipeline */
-	if (check_run_dir(&a, dir, &d) || !(m = moec_load(model, &o, &d))) {
+	if (check_run_dir(&a, dir, &d)) {
 		rc = BAD;
 		goto done;
 	}
-	if ((rc = moec_passes(m, &o, NULL, &d)) != OK)
+	if (ep) {	/* the ranks' modules; the first one's inputs and outputs */
+		if ((rc = moec_ep_modules(model, &o, em, NULL, &d)) != OK)
+			goto done;
+		m = em[0];
+	} else if (!(m = moec_load(model, &o, &d))) {
+		rc = BAD;
 		goto done;
+	} else if ((rc = moec_passes(m, &o, NULL, &d)) != OK) {
+		goto done;
+	}
 	rc = BAD;
 	g = ir_main_graph(m);
 	if (g->nparam > 64) {
@@ -604,7 +619,8 @@ cmd_run(int argc, char **argv)
 	if (dir && !(path = output_paths(&a, g, dir, &d)))
 		goto done;
 	out = xcalloc((size_t)g->nret + 1, sizeof *out);
-	if (ir_eval(g, in, g->nparam, out, &eo, &d) == 0) {
+	if (ep ? moec_ep_eval(em, ep, in, g->nparam, out, NULL, &d) == 0
+	       : ir_eval(g, in, g->nparam, out, &eo, &d) == 0) {
 		rc = write_outputs(&a, g, in, out, dir, path, &d);
 		if (rc == OK && set && dir)
 			rc = write_routing(&route, dir, &d);
@@ -619,7 +635,10 @@ done:
 		tensor_free(&in[i]);
 	free(out);
 	route_log_free(&route);
-	ir_free_module(m);
+	if (!em[0])
+		ir_free_module(m);
+	for (int r = 0; r < IR_EP_MAX_RANKS; r++)
+		ir_free_module(em[r]);
 	return rc;
 }
 

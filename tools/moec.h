@@ -13,6 +13,7 @@ typedef struct {
 	FeOpts fe;
 	PassOpts pass;
 	int level;		/* the Diag's level: -1 with -q, 1 with -v */
+	EpOpts ep;		/* --ep=N (ranks 0: none); ep.rank set per module */
 } MoecOpts;
 
 /* Parse subcommand cmd's arguments (opt.h) into a and o, and set up d
@@ -23,6 +24,13 @@ int moec_check_output(const OptArgs *a, const char *out, const char *model, Diag
 double moec_now(void);	/* seconds, monotonic */
 Module *moec_load(const char *path, const MoecOpts *o, Diag *d);
 int moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d);
+
+/* ep.c: --ep=N, one module per rank (docs/passes.md, partition-ep) */
+int moec_ep_apply(const OptArgs *a, MoecOpts *o);	/* OK or BAD */
+char *moec_ep_path(const char *out, int rank);	/* OUT.x -> OUT.epR.x, malloc'd */
+int moec_ep_modules(const char *model, MoecOpts *o, Module **m, Report *rep, Diag *d);
+int moec_ep_eval(Module *const *m, int nrank, const Tensor *in, int nin, Tensor *out,
+		 const EvalOpts *eo, Diag *d);
 
 /* test.c */
 int moec_cmd_test(int argc, char **argv);

@@ -28,7 +28,7 @@ __all__ = ["load", "Program", "Spec", "WeightSpec", "Error", "DeviceArray", "emp
 
 STATUS = ["MOERT_OK", "MOERT_ENODRIVER", "MOERT_ENODEV", "MOERT_EARCH", "MOERT_EFORMAT",
           "MOERT_EVERSION", "MOERT_ESHAPE", "MOERT_ETOKENS", "MOERT_ENOMEM", "MOERT_ELOAD",
-          "MOERT_ELAUNCH", "MOERT_EINVAL", "MOERT_EIO"]
+          "MOERT_ELAUNCH", "MOERT_EINVAL", "MOERT_EIO", "MOERT_ECOMM"]
 ENODRIVER, ENODEV = 1, 2
 
 # moert dtype name -> bytes per element (util/dtype.def; i4/u4 are never a

@@ -1227,6 +1227,95 @@ START_TEST(test_eval_permute_hand_computed)
 }
 END_TEST
 
+/* A negative id drops its slot: after offsets[E], in slot order. */
+START_TEST(test_eval_permute_drops_negative_ids)
+{
+	Tensor in[1] = {ten(DT_I32, DIM(3, 2), VAL(1, -1, -1, 0, 1, -1))};
+	Run r;
+
+	ok(&r, "graph @p(%i: i32[T,2]) -> (o: i32[3], r: i32[2*T], s: i32[2*T]) {\n"
+	       "\t%o, %r, %s = permute %i, experts=2 : i32[3], i32[2*T], i32[2*T]\n"
+	       "\tret %o, %r, %s\n}\n", in, 1);
+	expect(&r.out[0], DT_I32, DIM(3), VAL(0, 1, 3), 0);
+	expect(&r.out[1], DT_I32, DIM(6), VAL(3, 0, 4, 1, 2, 5), 0);
+	expect(&r.out[2], DT_I32, DIM(6), VAL(1, 3, 4, 0, 2, 5), 0);
+	done(&r, in, 1);
+}
+END_TEST
+
+/* ep_pack by hand: 3 tokens, top-2 of 4 experts, experts 0,1 on rank 0
+ * and 2,3 on rank 1 (local ids 0,1 on each). */
+START_TEST(test_eval_ep_pack_hand_computed)
+{
+	Tensor in[3] = {ten(DT_F32, DIM(3, 2), VAL(1, 2, 3, 4, 5, 6)),
+			ten(DT_F32, DIM(3, 2), VAL(.5, .25, .75, .125, .625, .375)),
+			ten(DT_I32, DIM(3, 2), VAL(2, 0, 3, 2, 1, 0))};
+	Run r;
+
+	ok(&r, "graph @p(%x: f32[T,2], %w: f32[T,2], %i: i32[T,2]) -> (xs: f32[2,T,2], ws: f32[2,T,2], "
+	       "is: i32[2,T,2], back: i32[2*T]) {\n"
+	       "\t%xs, %ws, %is, %back = ep_pack %x, %w, %i, local=[0, 1, 0, 1], owner=[0, 0, 1, 1], "
+	       "ranks=2 : f32[2,T,2], f32[2,T,2], i32[2,T,2], i32[2*T]\n"
+	       "\tret %xs, %ws, %is, %back\n}\n", in, 3);
+	/* rank 0 gets tokens 0 (slot 1) and 2 (both slots); rank 1 tokens 0 (slot 0) and 1 */
+	expect(&r.out[0], DT_F32, DIM(2, 3, 2), VAL(1, 2, 5, 6, 0, 0, 1, 2, 3, 4, 0, 0), 0);
+	expect(&r.out[1], DT_F32, DIM(2, 3, 2), VAL(0, .25, .625, .375, 0, 0, .5, 0, .75, .125, 0, 0), 0);
+	expect(&r.out[2], DT_I32, DIM(2, 3, 2), VAL(-1, 0, 1, 0, -1, -1, 0, -1, 1, 0, -1, -1), 0);
+	/* back: (d*T + j)*k + i */
+	expect(&r.out[3], DT_I32, DIM(6), VAL(6, 1, 8, 9, 2, 3), 0);
+	done(&r, in, 3);
+	Tensor bad[3] = {ten(DT_F32, DIM(1, 2), VAL(1, 2)), ten(DT_F32, DIM(1, 1), VAL(1)),
+			 ten(DT_I32, DIM(1, 1), VAL(4))};
+	fails("graph @p(%x: f32[1,2], %w: f32[1,1], %i: i32[1,1]) -> (b: i32[1]) {\n"
+	      "\t%xs, %ws, %is, %b = ep_pack %x, %w, %i, local=[0, 0, 0, 0], owner=[0, 0, 0, 0], "
+	      "ranks=1 : f32[1,1,2], f32[1,1,1], i32[1,1,1], i32[1]\n\tret %b\n}\n", bad, 3, NULL,
+	      "ep_pack: expert id 4 out of range for 4 experts");
+	for (int i = 0; i < 3; i++)
+		tensor_free(&bad[i]);
+}
+END_TEST
+
+static const char a2a_text[] =
+	"graph @a(%x: f32[2,T]) -> (y: f32[2,T]) {\n"
+	"\t%y = all_to_all %x, ranks=2 : f32[2,T]\n\tret %y\n}\n";
+
+/* Two ranks in one process; shapes that differ between ranks, or one rank
+ * alone, are errors (and nobody waits forever). */
+START_TEST(test_eval_all_to_all_between_ranks)
+{
+	Diag d;
+	Module *m[2];
+	Graph *g[2];
+	Tensor in0[1] = {ten(DT_F32, DIM(2, 2), VAL(1, 2, 3, 4))};
+	Tensor in1[1] = {ten(DT_F32, DIM(2, 2), VAL(5, 6, 7, 8))};
+	Tensor in1b[1] = {ten(DT_F32, DIM(2, 3), VAL(5, 6, 7, 8, 9, 10))};
+	Tensor out0[1], out1[1], *in[2] = {in0, in1}, *out[2] = {out0, out1};
+
+	diag_init(&d, NULL);
+	for (int i = 0; i < 2; i++) {
+		m[i] = ir_parse("a.ir", a2a_text, strlen(a2a_text), &d);
+		ck_assert_ptr_nonnull(m[i]);
+		g[i] = ir_main_graph(m[i]);
+	}
+	ck_assert_int_eq(ir_eval_ranks(g, 2, in, 1, out, NULL, &d), 0);
+	expect(&out0[0], DT_F32, DIM(2, 2), VAL(1, 2, 5, 6), 0);
+	expect(&out1[0], DT_F32, DIM(2, 2), VAL(3, 4, 7, 8), 0);
+	tensor_free(&out0[0]);
+	tensor_free(&out1[0]);
+	in[1] = in1b;
+	ck_assert_int_eq(ir_eval_ranks(g, 2, in, 1, out, NULL, &d), -1);
+	ck_assert_msg(strstr(d.last, "sends a different shape"), "%s", d.last);
+	ck_assert_ptr_null(out0[0].data);
+	ck_assert_ptr_null(out1[0].data);
+	fails(a2a_text, in0, 1, NULL, "all_to_all over 2 ranks needs its peers");
+	for (int i = 0; i < 2; i++)
+		ir_free_module(m[i]);
+	tensor_free(&in0[0]);
+	tensor_free(&in1[0]);
+	tensor_free(&in1b[0]);
+}
+END_TEST
+
 /* The moe op written out as plain loops, independently of eval_moe.c:
  * selection by repeated arg-max instead of a sort. */
 typedef struct {
@@ -1695,6 +1784,9 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_moe_sigmoid_bias_groups_matches_loops);
 	tcase_add_test(tc, test_eval_moe_topk_softmax_oai_bf16_matches_loops);
 	tcase_add_test(tc, test_eval_moe_equals_its_decomposition);
+	tcase_add_test(tc, test_eval_permute_drops_negative_ids);
+	tcase_add_test(tc, test_eval_ep_pack_hand_computed);
+	tcase_add_test(tc, test_eval_all_to_all_between_ranks);
 	tcase_add_test(tc, test_eval_call_binds_the_kernel_dims);
 	tcase_add_test(tc, test_eval_inputs_bind_and_check_symbolic_dims);
 	tcase_add_test(tc, test_eval_result_checked_against_declared_type);

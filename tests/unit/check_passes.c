@@ -35,7 +35,7 @@ static int
 run(Module *m, const char *pipeline, int check, Diag *d)
 {
 	PassOpts o;
-	PassCtx c = {d, NULL};
+	PassCtx c = {.d = d};
 
 	pass_default_opts(&o);
 	o.pipeline = pipeline;

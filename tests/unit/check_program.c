@@ -76,7 +76,7 @@ START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
 	ck_assert_ptr_nonnull(m);
 	pass_default_opts(&o);
-	c = (PassCtx){&d, NULL};
+	c = (PassCtx){.d = &d};
 	ck_assert_int_eq(pass_run(m, &o, &c), 0);	/* the default pipeline */
 	cg_compile_default(&co);
 	co.arch[0] = "emu";
@@ -115,7 +115,7 @@ START_TEST(test_generated_weights_reuse_dead_ones)
 	m = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
 	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
 	pass_default_opts(&o);
-	c = (PassCtx){&d, NULL};
+	c = (PassCtx){.d = &d};
 	ck_assert_int_eq(pass_run(m, &o, &c), 0);
 	cg_compile_default(&co);
 	co.arch[0] = "emu";
@@ -209,7 +209,7 @@ run_ew(const char *op, const char *attrs, int binary, int fused, Tensor *y)
 	m = ir_parse("ew.ir", text, strlen(text), &d);
 	ck_assert_msg(m != NULL, "%s", text);
 	pass_default_opts(&o);
-	c = (PassCtx){&d, NULL};
+	c = (PassCtx){.d = &d};
 	ck_assert_int_eq(pass_run(m, &o, &c), 0);
 	for (int i = 0; i < m->ngraph; i++) {
 		Graph *k = m->graph[i];

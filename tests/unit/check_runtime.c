@@ -6,7 +6,9 @@
  * grids, memsets, the memory plan and kernel params computed at T.
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -547,6 +549,241 @@ START_TEST(test_memory_plan)
 }
 END_TEST
 
+/* --- NCCL (runtime/nccl.c) on the stand-in libnccl, tests/gpu/fakenccl.c ---- */
+
+#define FAKENCCL MOEC_BINARY_DIR "/tests/gpu/libfakenccl.so"
+#define FAKECUDA MOEC_BINARY_DIR "/tests/gpu/libfakecuda.so"
+
+static char *
+slurp_log(const char *path)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	return buf;
+}
+
+START_TEST(test_nccl_missing_library_is_enodriver)
+{
+	int v;
+
+	setenv("MOERT_LIBNCCL", "/nonexistent/libnccl.so.2", 1);
+	ck_assert_int_eq(moert_nccl_version(&v), MOERT_ENODRIVER);
+	ck_assert_msg(strstr(moert_last_error(), "cannot load NCCL") &&
+		      strstr(moert_last_error(), "MOERT_LIBNCCL"), "%s", moert_last_error());
+	/* libcuda is not NCCL: refused by its missing symbol */
+	setenv("MOERT_LIBNCCL", FAKECUDA, 1);
+	ck_assert_int_eq(moert_nccl_version(&v), MOERT_ENODRIVER);
+	ck_assert_msg(strstr(moert_last_error(), "no symbol ncclGetVersion"), "%s", moert_last_error());
+	setenv("MOERT_LIBNCCL", FAKENCCL, 1);
+	ck_assert_int_eq(moert_nccl_version(&v), MOERT_OK);
+	ck_assert_int_eq(v, 22703);
+	ck_assert_str_eq(moert_status_name(MOERT_ECOMM), "MOERT_ECOMM");
+}
+END_TEST
+
+typedef struct {
+	int rank, n;
+	const char *id;
+	size_t chunk;
+	moert_status s;
+	unsigned char got[8 * 64], gathered[8 * 4];
+	char err[512];		/* moert_last_error() is per thread */
+} RankRun;
+
+/* One rank: open the device, join, all_to_all [n][chunk] bytes (byte =
+ * 16*sender + destination), all_gather a count, leave. */
+static void *
+rank_main(void *arg)
+{
+	RankRun *r = arg;
+	moert_device *dev = NULL;
+	moert_comm *c = NULL;
+	unsigned char send[8 * 64];
+	uint64_t dsend = 0, drecv = 0, dcount = 0, dall = 0;
+	uint32_t count = 100u + (uint32_t)r->rank;
+
+	for (int p = 0; p < r->n; p++)
+		memset(send + (size_t)p * r->chunk, 16 * r->rank + p, r->chunk);
+	if ((r->s = moert_open(0, &dev)) || (r->s = moert_comm_init(dev, r->n, r->rank, r->id, &c)))
+		goto out;
+	ck_assert_int_eq(moert_comm_rank(c), r->rank);
+	ck_assert_int_eq(moert_comm_size(c), r->n);
+	size_t bytes = (size_t)r->n * r->chunk;
+	if ((r->s = moert_malloc(dev, bytes, &dsend)) || (r->s = moert_malloc(dev, bytes, &drecv)) ||
+	    (r->s = moert_malloc(dev, 4, &dcount)) || (r->s = moert_malloc(dev, 4 * (size_t)r->n, &dall)) ||
+	    (r->s = moert_memcpy_htod(dev, dsend, send, bytes)) ||
+	    (r->s = moert_memcpy_htod(dev, dcount, &count, 4)) ||
+	    (r->s = moert_all_to_all(c, dsend, drecv, r->chunk, NULL)) ||
+	    (r->s = moert_all_gather(c, dcount, dall, 4, NULL)) ||
+	    (r->s = moert_comm_check(c)) ||
+	    (r->s = moert_memcpy_dtoh(dev, r->got, drecv, bytes)) ||
+	    (r->s = moert_memcpy_dtoh(dev, r->gathered, dall, 4 * (size_t)r->n)))
+		goto out;
+out:
+	snprintf(r->err, sizeof r->err, "%s", r->s ? moert_last_error() : "");
+	if (dsend)
+		moert_free(dev, dsend);
+	if (drecv)
+		moert_free(dev, drecv);
+	if (dcount)
+		moert_free(dev, dcount);
+	if (dall)
+		moert_free(dev, dall);
+	moert_comm_free(c);
+	if (dev)
+		moert_close(dev);
+	return NULL;
+}
+
+static void
+run_ranks(int n, RankRun *r)
+{
+	char id[MOERT_NCCL_ID_BYTES];
+	pthread_t th[8];
+
+	ck_assert_msg(moert_nccl_unique_id(id) == MOERT_OK, "%s", moert_last_error());
+	for (int i = 0; i < n; i++) {
+		r[i] = (RankRun){.rank = i, .n = n, .id = id, .chunk = 48};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, rank_main, &r[i]), 0);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+}
+
+START_TEST(test_nccl_all_to_all_over_ranks)
+{
+	char logp[] = "/tmp/fakenccl.XXXXXX";
+	int fd = mkstemp(logp);
+	RankRun r[4];
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	setenv("MOERT_LIBCUDA", FAKECUDA, 1);
+	setenv("MOERT_LIBNCCL", FAKENCCL, 1);
+	setenv("FAKENCCL_LOG", logp, 1);
+	unsetenv("NCCL_NVLS_ENABLE");
+	for (int n = 1; n <= 4; n *= 2) {
+		run_ranks(n, r);
+		for (int i = 0; i < n; i++) {
+			ck_assert_msg(r[i].s == MOERT_OK, "rank %d of %d: %s", i, n, r[i].err);
+			for (int s = 0; s < n; s++) {	/* chunk s came from rank s, meant for i */
+				ck_assert_int_eq(r[i].got[(size_t)s * r[i].chunk], 16 * s + i);
+				ck_assert_int_eq(r[i].got[(size_t)s * r[i].chunk + r[i].chunk - 1], 16 * s + i);
+				ck_assert_int_eq(r[i].gathered[4 * s], 100 + s);
+			}
+		}
+	}
+	/* NVLink multicast off, as the runtime sets it when the caller has not */
+	ck_assert_str_eq(getenv("NCCL_NVLS_ENABLE"), "0");
+	/* one group per all_to_all: a send and a receive for every peer */
+	const char *log = slurp_log(logp);
+	ck_assert_msg(strstr(log, "0 ncclSend peer=0 count=48 dtype=1\n0 ncclRecv peer=0 count=48 dtype=1\n"
+			      "0 ncclSend peer=1 count=48 dtype=1\n0 ncclRecv peer=1 count=48 dtype=1\n"), "%s", log);
+	ck_assert_msg(strstr(log, "3 ncclRecv peer=3 count=48"), "%s", log);
+	ck_assert_msg(strstr(log, "2 ncclAllGather count=4 dtype=1"), "%s", log);
+	ck_assert_msg(strstr(log, "ncclCommInitRank n=4 rank=3"), "%s", log);
+	unlink(logp);
+	unsetenv("FAKENCCL_LOG");
+	typedef int LiveFn(void);
+	void *h = dlopen(FAKENCCL, RTLD_NOW);
+	LiveFn *live = h ? (LiveFn *)dlsym(h, "fakenccl_live") : NULL;
+	ck_assert_ptr_nonnull(live);
+	ck_assert_int_eq(live(), 0);	/* every communicator made was destroyed */
+}
+END_TEST
+
+/* Every NCCL failure is MOERT_ECOMM with NCCL's message. */
+START_TEST(test_nccl_errors_are_statuses)
+{
+	static const char *const fail[] = {"ncclCommInitRank", "ncclGroupStart", "ncclSend", "ncclRecv",
+					    "ncclGroupEnd", "ncclAllGather", "ncclCommGetAsyncError",
+					    "ncclGetUniqueId"};
+	RankRun r[2];
+	char id[MOERT_NCCL_ID_BYTES];
+
+	setenv("MOERT_LIBCUDA", FAKECUDA, 1);
+	setenv("MOERT_LIBNCCL", FAKENCCL, 1);
+	setenv("NCCL_NVLS_ENABLE", "1", 1);	/* the caller's choice stays */
+	for (size_t i = 0; i < NELEM(fail); i++) {
+		setenv("FAKENCCL_FAIL", fail[i], 1);
+		const char *e = r[0].err;
+		if (strcmp(fail[i], "ncclGetUniqueId") == 0) {
+			ck_assert_int_eq(moert_nccl_unique_id(id), MOERT_ECOMM);
+			e = moert_last_error();
+		} else {
+			run_ranks(1, r);
+			ck_assert_msg(r[0].s == MOERT_ECOMM, "%s: %s", fail[i], moert_status_name(r[0].s));
+		}
+		ck_assert_msg(strstr(e, fail[i]) && strstr(e, "unhandled system error") &&
+			      strstr(e, "told to fail"), "%s: %s", fail[i], e);
+	}
+	unsetenv("FAKENCCL_FAIL");
+	setenv("FAKENCCL_ASYNC", "6", 1);	/* a peer went away */
+	run_ranks(1, r);
+	ck_assert_int_eq(r[0].s, MOERT_ECOMM);
+	ck_assert_msg(strstr(r[0].err, "remote process exited"), "%s", r[0].err);
+	unsetenv("FAKENCCL_ASYNC");
+	ck_assert_str_eq(getenv("NCCL_NVLS_ENABLE"), "1");
+	unsetenv("NCCL_NVLS_ENABLE");
+	/* bad arguments, before NCCL is asked */
+	moert_comm *c = (moert_comm *)1;
+	ck_assert_int_eq(moert_comm_init(NULL, 2, 0, id, &c), MOERT_EINVAL);
+	ck_assert_ptr_eq(c, (moert_comm *)1);
+	ck_assert_int_eq(moert_comm_wrap((void *)8, 2, 2, &c), MOERT_EINVAL);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(moert_all_to_all(NULL, 0, 0, 16, NULL), MOERT_EINVAL);
+}
+END_TEST
+
+/* The caller's communicator: used, and left for the caller to destroy. */
+START_TEST(test_nccl_callers_communicator)
+{
+	typedef struct {
+		char b[MOERT_NCCL_ID_BYTES];
+	} Uid;
+	typedef int InitFn(void **, int, Uid, int);
+	typedef int IdFn(void *);
+	typedef int LiveFn(void);
+	typedef int DestroyFn(void *);
+	Uid uid;
+	void *h = dlopen(FAKENCCL, RTLD_NOW), *comm = NULL;
+	moert_comm *c = NULL;
+	moert_device *dev = NULL;
+	uint64_t a = 0, b = 0;
+	unsigned char in[16] = "caller's bytes!", out[16] = {0};
+
+	setenv("MOERT_LIBCUDA", FAKECUDA, 1);
+	setenv("MOERT_LIBNCCL", FAKENCCL, 1);
+	ck_assert_ptr_nonnull(h);
+	IdFn *getid = (IdFn *)dlsym(h, "ncclGetUniqueId");
+	InitFn *init = (InitFn *)dlsym(h, "ncclCommInitRank");
+	LiveFn *live = (LiveFn *)dlsym(h, "fakenccl_live");
+	DestroyFn *destroy = (DestroyFn *)dlsym(h, "ncclCommDestroy");
+	ck_assert_int_eq(getid(&uid), 0);
+	ck_assert_int_eq(init(&comm, 1, uid, 0), 0);
+	ck_assert_int_eq(moert_comm_wrap(comm, 1, 0, &c), MOERT_OK);
+	ck_assert_int_eq(moert_open(0, &dev), MOERT_OK);
+	ck_assert_int_eq(moert_malloc(dev, 16, &a), MOERT_OK);
+	ck_assert_int_eq(moert_malloc(dev, 16, &b), MOERT_OK);
+	ck_assert_int_eq(moert_memcpy_htod(dev, a, in, 16), MOERT_OK);
+	ck_assert_int_eq(moert_all_to_all(c, a, b, 16, NULL), MOERT_OK);
+	ck_assert_int_eq(moert_memcpy_dtoh(dev, out, b, 16), MOERT_OK);
+	ck_assert_mem_eq(in, out, 16);
+	int before = live();
+	moert_comm_free(c);
+	ck_assert_int_eq(live(), before);	/* not ours to destroy */
+	destroy(comm);
+	moert_free(dev, a);
+	moert_free(dev, b);
+	moert_close(dev);
+}
+END_TEST
+
 Suite *
 runtime_suite(void)
 {
@@ -570,6 +807,10 @@ runtime_suite(void)
 	tcase_add_test(tc, test_param_layout_and_marshal);
 	tcase_add_test(tc, test_marshal_tensor_maps);
 	tcase_add_test(tc, test_memory_plan);
+	tcase_add_test(tc, test_nccl_missing_library_is_enodriver);
+	tcase_add_test(tc, test_nccl_all_to_all_over_ranks);
+	tcase_add_test(tc, test_nccl_errors_are_statuses);
+	tcase_add_test(tc, test_nccl_callers_communicator);
 	suite_add_tcase(s, tc);
 	return s;
 }
