@@ -639,7 +639,9 @@ class CupyRuntime:
         ptrs = (C.c_void_p * len(vals))(*[v.value if isinstance(v, C.c_void_p) else C.addressof(v)
                                           for v in vals])
         g = list(grid) + [1] * (3 - len(grid))
-        rc = TmapArg.lib.cuLaunchKernel(C.c_void_p(f.ptr), C.c_uint(g[0]), C.c_uint(g[1]), C.c_uint(g[2]),
+        # a RawKernel holds its CUfunction in .kernel (a cupy.cuda.function.Function)
+        fptr = f.kernel.ptr if hasattr(f, "kernel") else f.ptr
+        rc = TmapArg.lib.cuLaunchKernel(C.c_void_p(fptr), C.c_uint(g[0]), C.c_uint(g[1]), C.c_uint(g[2]),
                                         C.c_uint(b[0]), C.c_uint(b[1]), C.c_uint(b[2]),
                                         C.c_uint(case["kernel"]["smem"]),
                                         C.c_void_p(self.cupy.cuda.get_current_stream().ptr), ptrs, None)
