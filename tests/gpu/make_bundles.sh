@@ -15,16 +15,18 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out" || exit 1
 : > "$out/list.txt"
 fail=0
-cflags=	# flags for compile only (unquoted: one word or none)
+arch=	# compile flags only (moec run takes no --arch)
 one() {	# one NAME DIR [flags...]
 	name=$1 dir=$2
 	shift 2
-	if ! "$moec" compile "$dir" "$@" $cflags --max-tokens=64 -o "$out/$name.moeb" 2>"$out/$name.log"; then
+	# shellcheck disable=SC2086
+	if ! "$moec" compile "$dir" "$@" $arch --max-tokens=64 -o "$out/$name.moeb" 2>"$out/$name.log"; then
 		echo "FAIL $name: does not compile"; sed 's/^/     /' "$out/$name.log" | tail -5
 		fail=1
 		return
 	fi
-	"$moec" compile "$dir" "$@" $cflags --max-tokens=64 -o "$out/$name.again.moeb" 2>/dev/null
+	# shellcheck disable=SC2086
+	"$moec" compile "$dir" "$@" $arch --max-tokens=64 -o "$out/$name.again.moeb" 2>/dev/null
 	if ! cmp -s "$out/$name.moeb" "$out/$name.again.moeb"; then
 		echo "FAIL $name: two compiles differ"
 		fail=1
@@ -56,7 +58,7 @@ for d in "$src"/tests/fixtures/hf/*/; do
 done
 # sm_90a alone: GEMMs whose tiles suit it take the warp-specialised mainloop
 # (TMA, mbarriers, tensormap lines encoded by the runtime; docs/codegen.md)
-cflags=--arch=sm_90a	# compile's alone: `moec run` takes no --arch
+arch=--arch=sm_90a
 for n in llama mistral deepseek_v2 qwen2_moe; do
 	one "ws_hf_$n" "$src/tests/fixtures/hf/$n" --layer 1
 done
