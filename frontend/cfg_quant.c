@@ -97,6 +97,10 @@ parse_fp8(Cfg *c, const cJSON *q)
 		return qerr(c, "fp8 weight_block_size must be positive%s", "");
 	if (act && strcmp(act, "dynamic"))
 		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic)", act);
+	if (qstr(q, "scale_fmt") && strcmp(qstr(q, "scale_fmt"), "ue8m0") == 0)
+		cfg_note(c, "quantization_config", "scale_fmt ue8m0: the activation scales are "
+			 "amax/448 in f32, not rounded up to powers of two (quantize_dynamic has no such "
+			 "mode)");
 	c->q.act = ACT_GROUP;
 	c->q.kind = Q_FP8;
 	return 0;
