@@ -22,7 +22,7 @@ typedef struct {
 	int act;		/* ACT_*: dynamic activation quantisation */
 	int sym;		/* compressed-tensors int4 without zero points */
 	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
-	int desc_act;		/* gptq: g_idx present (read when it is the identity grouping) */
+	int desc_act;		/* gptq: g_idx present: the IR's scales are per column */
 	int per_tensor;		/* compressed-tensors fp8 strategy tensor */
 	const cJSON *skip;	/* modules_to_not_convert, or compressed-tensors' ignore */
 	int skip_re;		/* "re:" entries of skip are regexes */

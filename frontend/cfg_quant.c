@@ -97,6 +97,10 @@ parse_fp8(Cfg *c, const cJSON *q)
 		return qerr(c, "fp8 weight_block_size must be positive%s", "");
 	if (act && strcmp(act, "dynamic"))
 		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic)", act);
+	if (qstr(q, "scale_fmt") && strcmp(qstr(q, "scale_fmt"), "ue8m0") == 0)
+		cfg_note(c, "quantization_config", "scale_fmt ue8m0: the activation scales are "
+			 "amax/448 in f32, not rounded up to powers of two (quantize_dynamic has no such "
+			 "mode)");
 	c->q.act = ACT_GROUP;
 	c->q.kind = Q_FP8;
 	return 0;
@@ -447,7 +451,9 @@ piece_ct(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 
 /* gptq / awq: qweight i32 (gptq [K/8, R] packed along K; awq [K, R/8]
  * packed along R in the order 0 2 4 6 1 3 5 7), qzeros i32 [K/g, R/8]
- * (gptq v1 stores z - 1), scales [K/g, R]: all transposed to rows. */
+ * (gptq v1 stores z - 1), scales [K/g, R]: all transposed to rows.  gptq
+ * desc_act: column i is in group g_idx[i], so the IR's scales and zero
+ * points are per column (k->bs = 1) and gathered by g_idx. */
 static int
 piece_gptq_awq(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 {
@@ -455,59 +461,55 @@ piece_gptq_awq(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	static const int awq_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 	const char *base = module_of(c, p->name);
 	int awq = c->q.kind == Q_AWQ;
-	int64_t K = k->K, dq[2] = {awq ? K : K / 8, awq ? R / 8 : R}, dz[2] = {k->nb, R / 8};
-	int64_t ds[2] = {k->nb, R}, dg[1] = {K};
-	uint32_t *q, *z;
-	uint8_t *s;
-	int32_t *g;
+	int64_t K = k->K, gs = c->q.bk > 0 && c->q.bk < K ? c->q.bk : K, ng = (K + gs - 1) / gs;
+	int64_t dq[2] = {awq ? K : K / 8, awq ? R / 8 : R}, dz[2] = {ng, R / 8}, ds[2] = {ng, R};
+	int64_t dg[1] = {K};
+	int32_t *grp = NULL;
+	uint32_t *q = NULL, *z = NULL;
+	uint8_t *s = NULL;
+	int rc = -1;
 
 	if (K % 8 || R % 8)
 		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s needs in = %lld and "
 				  "out = %lld multiples of 8", c->q.method, (long long)K, (long long)R);
-	if (c->q.desc_act && (g = read_checked(c, tname(c, base, ".g_idx"), DT_I32, 1, dg,
-						"one group per input column"))) {
-		for (int64_t i = 0; i < K; i++)
-			if (g[i] != i / k->bs) {
-				free(g);
-				return diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".g_idx")),
-						  "desc_act: g_idx[%lld] is %d, not column / group_size: "
-						  "permuted groups are not read", (long long)i, g[i]);
-			}
-		free(g);
-	} else if (c->q.desc_act) {
+	if (k->nb != ng && !(grp = read_checked(c, tname(c, base, ".g_idx"), DT_I32, 1, dg,
+						  "one group per input column")))
 		return -1;
-	}
+	for (int64_t i = 0; grp && i < K; i++)
+		if (grp[i] < 0 || grp[i] >= ng) {
+			diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".g_idx")), "g_idx[%lld] "
+				   "is %d, not a group of %lld", (long long)i, grp[i], (long long)ng);
+			goto out;
+		}
 	if (!(q = read_checked(c, tname(c, base, ".qweight"), DT_I32, 2, dq, "the packed int32 layout")))
-		return -1;
+		goto out;
 	for (int64_t r = 0; r < R; r++)
 		for (int64_t i = 0; i < K; i++) {
 			uint32_t v = awq ? q[i * (R / 8) + r / 8] >> (4 * awq_order[r % 8])
 				: q[(i / 8) * R + r] >> (4 * (i % 8));
 			dtype_store_int(DT_U4, k->q, (size_t)((r0 + r) * K + i), v & 0xf);
 		}
-	free(q);
 	if (!(z = read_checked(c, tname(c, base, ".qzeros"), DT_I32, 2, dz, "in/group_size x out/8")))
-		return -1;
+		goto out;
+	if (!(s = read_checked(c, tname(c, base, ".scales"), k->sdt, 2, ds, "in/group_size x out")))
+		goto out;
 	for (int64_t r = 0; r < R; r++)
 		for (int64_t j = 0; j < k->nb; j++) {
-			uint32_t v = z[j * (R / 8) + r / 8] >> (4 * (awq ? awq_order[r % 8] : r % 8));
+			int64_t gj = grp ? grp[j] : j;
+			uint32_t v = z[gj * (R / 8) + r / 8] >> (4 * (awq ? awq_order[r % 8] : r % 8));
 			int64_t zz = (int64_t)(v & 0xf) + (c->q.v1 && !awq);
 			if (zz > 15) {
-				free(z);
-				return diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".qzeros")),
-						  "gptq zero point 16 (stored 15) of row %lld is not a "
-						  "u4 zero point", (long long)r);
+				diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".qzeros")), "gptq zero "
+					   "point 16 (stored 15) of row %lld is not a u4 zero point", (long long)r);
+				goto out;
 			}
 			dtype_store_int(DT_U4, k->z, (size_t)((r0 + r) * k->nb + j), zz);
+			dtype_store(k->sdt, k->s, (size_t)((r0 + r) * k->nb + j), sload(k->sdt, s, gj * R + r));
 		}
-	free(z);
-	if (!(s = read_checked(c, tname(c, base, ".scales"), k->sdt, 2, ds, "in/group_size x out")))
-		return -1;
-	for (int64_t r = 0; r < R; r++)
-		for (int64_t j = 0; j < k->nb; j++)
-			dtype_store(k->sdt, k->s, (size_t)((r0 + r) * k->nb + j), sload(k->sdt, s, j * R + r));
-	free(s);
-	return 0;
+	rc = 0;
+out:
+	free(grp), free(q), free(z), free(s);
+	return rc;
 }
 
 /* ---- the weight ---- */
@@ -593,6 +595,8 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	k.N = dim[r - 2];
 	k.K = dim[r - 1];
 	k.bs = c->q.bk > 0 && c->q.bk < k.K ? c->q.bk : k.K;
+	if (kind == Q_GPTQ && c->q.desc_act)
+		k.bs = 1;	/* act-order: a scale per column, gathered by g_idx */
 	k.nb = (k.K + k.bs - 1) / k.bs;
 	k.qdt = qfmt[kind].q;
 	k.sdt = qfmt[kind].s;

@@ -1,6 +1,6 @@
 #!/bin/sh
-# make_bundles.sh MOEC OUTDIR [MOERT] — compile every fixture (ONNX exports and
-# config families, layer 1) into OUTDIR/<name>.moeb, twice, and check the
+# make_bundles.sh MOEC OUTDIR [MOERT] — compile every fixture (ONNX exports,
+# config families and quantised checkpoints, layer 1) into OUTDIR/<name>.moeb, twice, and check the
 # two are byte-identical (bundles are reproducible), and write the
 # interpreter's outputs for each fixture's inputs as OUTDIR/<name>.ref (test
 # sets made by `moec run --test-data`).  Writes OUTDIR/list.txt:
@@ -53,8 +53,9 @@ one() {	# one NAME DIR [flags...]
 for d in "$src"/tests/fixtures/onnx/*/; do
 	one "onnx_$(basename "$d")" "${d%/}"
 done
-for d in "$src"/tests/fixtures/hf/*/; do
-	one "hf_$(basename "$d")" "${d%/}" --layer 1
+for d in "$src"/tests/fixtures/hf/*/ "$src"/tests/fixtures/quant/*/; do
+	case $d in */quant/*) pre=quant ;; *) pre=hf ;; esac
+	one "${pre}_$(basename "$d")" "${d%/}" --layer 1
 done
 # sm_90a alone: GEMMs whose tiles suit it take the warp-specialised mainloop
 # (TMA, mbarriers, tensormap lines encoded by the runtime; docs/codegen.md)

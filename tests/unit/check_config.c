@@ -549,6 +549,32 @@ START_TEST(test_cfg_quantization_config)
 }
 END_TEST
 
+/* A quantised checkpoint whose tensors are not the scheme's: the file, the
+ * tensor, what it holds and what the scheme implies (fixtures crossed). */
+START_TEST(test_cfg_quant_tensor_checked)
+{
+	static const char *const cases[][3] = {
+		{"quant/deepseek_v3_fp8", "hf/deepseek_v3", "model.layers.1.mlp.experts.0.gate_proj.weight: "
+		 "error: BF16[16,64] but fp8 implies f8e4m3[16,64]"},
+		{"quant/qwen3_moe_awq", "quant/qwen3_moe_gptq", "model.layers.1.mlp.experts.0.gate_proj.qweight: "
+		 "error: I32[8,16] but awq implies i32[64,2] (the packed int32 layout)"},
+		{"quant/qwen3_moe_ct_int4", "quant/qwen3_moe_ct_fp8", "model.layers.1.mlp.experts.0.gate_proj."
+		 "weight_packed: error: tensor not found; compressed-tensors implies i32[16,8]"},
+		{"quant/gpt_oss_mxfp4", "hf/gpt_oss", "model.layers.1.mlp.experts.gate_up_proj_blocks: error: "
+		 "tensor not found; mxfp4 implies u8[8,64,2,16]"},
+	};
+	char cfg[600], w[600], text[4096];
+	Diag d;
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		snprintf(cfg, sizeof cfg, "%s/tests/fixtures/%s/config.json", MOEC_SOURCE_DIR, cases[i][0]);
+		snprintf(w, sizeof w, "%s/tests/fixtures/%s/model.safetensors", MOEC_SOURCE_DIR, cases[i][1]);
+		ck_assert_ptr_null(import(cfg, 1, 0, w, text, sizeof text, &d));
+		ck_assert_msg(strstr(text, cases[i][2]) != NULL, "%s: got:\n%s", cases[i][0], text);
+	}
+}
+END_TEST
+
 START_TEST(test_cfg_no_weights_found)
 {
 	char text[1024];
@@ -876,6 +902,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_weight_beyond_limit);
 	tcase_add_test(tc, test_cfg_layer_out_of_range);
 	tcase_add_test(tc, test_cfg_quantization_config);
+	tcase_add_test(tc, test_cfg_quant_tensor_checked);
 	tcase_add_test(tc, test_cfg_no_weights_found);
 	tcase_add_test(tc, test_cfg_experts_are_stacked_gate_then_up);
 	tcase_add_test(tc, test_cfg_stacked_checkpoint_reads_the_same);
