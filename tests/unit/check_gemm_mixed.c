@@ -41,7 +41,7 @@ packed_at(const unsigned char *b, int bits, int64_t N, int64_t K, int64_t e, int
 	const unsigned char *w = b + ((e * N / 8 + n / 8) * (K / ka) + kb) * 128 + lane * 4;
 	uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
 
-	return (word >> ((4 * s + el) * bits)) & ((1u << bits) - 1);
+	return (word >> (16 * (el & 1) + bits * (2 * s + (el >> 1)))) & ((1u << bits) - 1);
 }
 
 static void
@@ -113,8 +113,12 @@ START_TEST(test_pack_refusals)
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, NULL, DT_U8, 0, o, os, oz, &d), -1);
 	spec_q(&s, DT_I4, 16, 48, 32, DT_BF16, 0);		/* K not a multiple of the group */
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, NULL, DT_U8, 0, o, os, oz, &d), -1);
-	spec_q(&s, DT_U8, 16, 64, 32, DT_F16, 1);		/* zero point 4096 + 1: not exact in f16 */
-	dtype_store(DT_F32, buf + 1024, 0, 4097);
+	spec_q(&s, DT_U8, 16, 64, 32, DT_F16, 1);		/* an integer format's zero point 2.5 */
+	dtype_store(DT_F32, buf + 1024, 0, 2.5);
+	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, buf + 1024, DT_F32, 0, o, os, oz, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "not an integer"));
+	spec_q(&s, DT_F8E4M3, 16, 64, 32, DT_BF16, 1);	/* 1.001: not exact in bf16 */
+	dtype_store(DT_F32, buf + 1024, 0, 1.001);
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, buf + 1024, DT_F32, 0, o, os, oz, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "not exact"));
 }
@@ -218,6 +222,9 @@ START_TEST(test_ptxas)
 		const char *ptx = gh_ptx(m);
 		ck_assert_int_gt(gh_count(ptx, "mma.sync.aligned.m16n8k16"), 0);
 		ck_assert_int_gt(gh_count(ptx, "cp.async.cg.shared.global"), 0);
+		/* the fast path (i4 with bf16 scales, u4 with f16) and the f32 one (f8) */
+		ck_assert_int_gt(gh_count(ptx, "fma.rn.bf16x2"), 0);
+		ck_assert_int_gt(gh_count(ptx, "fma.rn.f16x2"), 0);
 		gh_assemble(m, 4, "gemm_mixed", GH_NO_SPILLS);
 		cg_module_free(m);
 	}
@@ -270,6 +277,15 @@ START_TEST(test_group_spans_tiles)
 	c.what = "i8 per channel (group = K)";
 	c.s.b_dt = DT_I8;
 	c.s.bq.group = 512;
+	c.s.bq.zero = 0;
+	gh_check(&c, 1e-5);
+	c.what = "u8 with f16 A, scales and zero points: the 8-bit fast path";
+	c.s.a_dt = DT_F16;
+	c.s.b_dt = DT_U8;
+	c.s.bq = (CgBQuant){64, DT_F16, 1};
+	gh_check(&c, 1e-5);
+	c.what = "i8 f16, no zero point: the fast path, signed";
+	c.s.b_dt = DT_I8;
 	c.s.bq.zero = 0;
 	gh_check(&c, 1e-5);
 }
