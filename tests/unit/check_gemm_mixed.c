@@ -394,6 +394,44 @@ static const char prog_moe[] =
 	"	ret %y\n"
 	"}\n";
 
+/*
+ * DeepSeek-V3's FP8 block in the contract form: f8e4m3 experts with f32
+ * scales per 128 along K, the SwiGLU activations quantised per 128 columns
+ * in the gate|up epilogue (quantize_dynamic) and dequantised for the down
+ * GEMM.  Today the GEMMs run W8A16 (the activations dequantised by a kernel
+ * of their own); FP8 x FP8 wgmma is not done.
+ */
+static const char prog_moe_fp8[] =
+	"weight $router : bf16[8,64]\n"
+	"weight $wguq : f8e4m3[8,256,64] scale=2\n"
+	"weight $wgus : f32[8,256,1] mean=0.02 scale=0.005\n"
+	"weight $wdq : f8e4m3[8,64,128] scale=2\n"
+	"weight $wds : f32[8,64,1] mean=0.03 scale=0.01\n"
+	"graph @moe(%x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%w, %ids = route %logits, k=2, renorm=1, router=softmax : f32[T,2], i32[T,2]\n"
+	"	%offs, %rows, %pos = permute %ids, experts=8 : i32[9], i32[2*T], i32[2*T]\n"
+	"	%two = const value=[2] : i32[]\n"
+	"	%src = div %rows, %two : i32[2*T]\n"
+	"	%xs = gather %x, %src, axis=0 : bf16[2*T,64]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=64, to=bf16 : bf16[8,256,64]\n"
+	"	%h = grouped_matmul %xs, %wgu, %offs, to=f32 : f32[2*T,256]\n"
+	"	%act = swiglu %h, act=silu, layout=interleave : f32[2*T,128]\n"
+	"	%q, %qs = quantize_dynamic %act, group=128, to=f8e4m3 : f8e4m3[2*T,128], f32[2*T,1]\n"
+	"	%a8 = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[2*T,128]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,64,128]\n"
+	"	%down = grouped_matmul %a8, %wd, %offs, to=f32 : f32[2*T,64]\n"
+	"	%wf = reshape %w, shape=[2*T] : f32[2*T]\n"
+	"	%wr = gather %wf, %rows, axis=0 : f32[2*T]\n"
+	"	%wc = reshape %wr, shape=[2*T, 1] : f32[2*T,1]\n"
+	"	%scaled = mul %down, %wc : f32[2*T,64]\n"
+	"	%slots = scatter_rows %scaled, %rows, rows=[2*T] : f32[2*T,64]\n"
+	"	%s3 = reshape %slots, shape=[T, 2, 64] : f32[T,2,64]\n"
+	"	%sum = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,64]\n"
+	"	%y = cast %sum, to=bf16 : bf16[T,64]\n"
+	"	ret %y\n"
+	"}\n";
+
 static const struct {
 	const char *text;
 	int T[2];
@@ -405,6 +443,7 @@ static const struct {
 	{prog_f8_channel, {21, 0}, "g_k0", "bf16.f8e4m3->bf16", 0},
 	{prog_kn_unfused, {17, 0}, "g_k0", "bf16.bf16->f32 B[K,N]", 0},
 	{prog_moe, {29, 90}, "moe_k3", "bf16.i4->bf16 B[N,K] N=256 K=64", 1e-2},
+	{prog_moe_fp8, {31, 0}, "moe_k3", "bf16.f8e4m3->f8e4m3 B[N,K] N=256 K=64", 2e-2},
 	{prog_moe, {5, 0}, "moe_k4_decode", "bf16.f8e4m3->f32 B[N,K] N=64 K=128", 1e-2},
 };
 
