@@ -800,6 +800,9 @@ LLVMTypeRef cg_raw_type(CgFn *f, DType dt);
 LLVMValueRef cg_to_f32(CgFn *f, LLVMValueRef raw, DType dt);
 LLVMValueRef cg_from_f32(CgFn *f, LLVMValueRef x, DType dt);
 LLVMValueRef cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi);	/* two i16 -> i32 */
+/* a * b + c on pairs (i32 holding two bf16 or two f16), rounded once to nearest even:
+ * fma.rn.bf16x2 / fma.rn.f16x2 (sm_80); the emulator computes each in double */
+LLVMValueRef cg_fma16x2(CgFn *f, DType dt, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 
 /* f32 math (accurate to a few ulp of f32 unless noted) */
 LLVMValueRef cg_exp2(CgFn *f, LLVMValueRef x);	/* ex2.approx.ftz */

@@ -729,6 +729,23 @@ int32_t moec_emu_f32_to_bf16(float x) { return f32_to_bf16(x); }
 int32_t moec_emu_f32_to_f16(float x) { return f32_to_f16(x); }
 float moec_emu_f16_to_f32(int32_t h) { return f16_to_f32((uint16_t)h); }
 
+/* fma.rn.bf16x2 / f16x2: each half in double, then rounded (through f32: exact
+ * where the result is exact in f32, as for the dequantisation's products) */
+int32_t
+moec_emu_fma16x2(int32_t bf, int32_t a, int32_t b, int32_t c)
+{
+	uint32_t r = 0;
+
+	for (int h = 0; h < 2; h++) {
+		uint16_t x = (uint16_t)((uint32_t)a >> 16 * h), y = (uint16_t)((uint32_t)b >> 16 * h);
+		uint16_t z = (uint16_t)((uint32_t)c >> 16 * h);
+		double v = bf ? (double)bf16_to_f32(x) * bf16_to_f32(y) + bf16_to_f32(z)
+			      : (double)f16_to_f32(x) * f16_to_f32(y) + f16_to_f32(z);
+		r |= (uint32_t)(bf ? f32_to_bf16((float)v) : f32_to_f16((float)v)) << 16 * h;
+	}
+	return (int32_t)r;
+}
+
 /* ---- collectives, from the PTX ISA's fragment layouts ---- */
 
 static uint16_t
@@ -1255,6 +1272,7 @@ static const struct {
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
 	{"moec_emu_f32_to_f16", (void *)moec_emu_f32_to_f16},
 	{"moec_emu_f16_to_f32", (void *)moec_emu_f16_to_f32},
+	{"moec_emu_fma16x2", (void *)moec_emu_fma16x2},
 };
 
 int

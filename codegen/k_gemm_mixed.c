@@ -11,18 +11,21 @@
  * The layout, written once at compile time by cg_bq_pack (the bundle holds
  * it): B of each expert as [N/8][K/ka] atoms of 128 bytes, ka = 128 / bits
  * k per atom (32 for 4-bit, 16 for 8-bit types); word `lane` (g, t) =
- * (lane / 4, lane % 4) of atom (nb, kb) holds, at bits (4s + e) * bits,
- * element e of k-step s of column n = 8nb + g:
+ * (lane / 4, lane % 4) of atom (nb, kb) holds element e of k-step s of
+ * column n = 8nb + g at bit 16(e & 1) + bits (2s + (e >> 1)):
  *
  *	k = ka*kb + 16s + 2t + (e & 1) + 8(e >> 1)      e = 0..3, s < 8 / bits
  *
  * which is the m16n8k16 B fragment (registers b0 = e 0,1 and b1 = e 2,3),
  * so a warp reads an atom as 32 consecutive words: no bank conflicts, no
- * shuffles.  Scales and zero points as [E][K/group][N] in the scale's type:
+ * shuffles; and the two halves of each register sit 16 bits apart, so one
+ * shift and one mask put a pair of integers into the mantissas of a pair of
+ * bf16/f16 (the fast path below).  Scales and zero points as [E][K/group][N] in the scale's type:
  * a k-tile's are bn contiguous values per group, copied with the tile.
  * A format is one row of the table below: bits, and how a field becomes
  * an f32 (an integer, signed or not, or a small float's bits).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +49,13 @@ static const BqFormat formats[] = {
 	{DT_F8E4M3, 8, BQ_FLOAT},	/* DeepSeek-V3, FP8 per-channel */
 	{DT_F8E5M2, 8, BQ_FLOAT},
 };
+
+/* Where element e of k-step s sits in its lane's word (the layout above). */
+static int
+field_bit(int bits, int s, int e)
+{
+	return 16 * (e & 1) + bits * (2 * s + (e >> 1));
+}
 
 static const BqFormat *
 format_of(DType dt)
@@ -230,13 +240,13 @@ load_scale(G *g, LLVMValueRef off)
 	return cg_to_f32(f, cg_sload(f, f->ti16, cg_sptr(f, off), 2), dt);
 }
 
-/* Field `idx` (of `bits`) of word w as an f32. */
+/* The field of `bits` at bit `at` of word w as an f32. */
 static LLVMValueRef
-decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int idx)
+decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int at)
 {
 	LLVMBuilderRef B = f->B;
 	int half = 1 << (fm->bits - 1);
-	LLVMValueRef v = cg_and(f, cg_shr(f, w, idx * fm->bits), (1 << fm->bits) - 1);
+	LLVMValueRef v = cg_and(f, cg_shr(f, w, at), (1 << fm->bits) - 1);
 
 	switch (fm->kind) {
 	case BQ_INT:	/* (v ^ half) - half */
@@ -246,6 +256,52 @@ decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int idx)
 		return LLVMBuildUIToFP(B, v, f->tf32, "");
 	default:
 		return cg_bits_to_f32(f, LLVMBuildTrunc(B, v, f->ti8, ""), fm->dt);
+	}
+}
+
+/*
+ * The fast path, for integers whose offset values fit the mma type's
+ * mantissa (4-bit into bf16 or f16, 8-bit into f16) with scales of the mma
+ * type: a pair of fields shifted and masked into the mantissas of a pair
+ * M + u (M = 128 for bf16, 1024 for f16; u = q, or q + 2^(bits-1) for signed
+ * q after an xor), then d = (M + u) - (M + off + z) and d * s, each one
+ * fma.rn on the pair.  d is an exact small integer and d * s rounds once:
+ * the same value as (q - z) * s rounded to the mma type (cg_bq_pack checks
+ * that zero points are such integers).
+ */
+static int
+fast_path(const G *g, const BqFormat *fm)
+{
+	DType mt = g->mt;
+
+	return fm->kind != BQ_FLOAT && g->k.s.bq.scale_dt == mt &&
+	       ((fm->bits == 4 && (mt == DT_BF16 || mt == DT_F16)) || (fm->bits == 8 && mt == DT_F16));
+}
+
+static void
+frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef sraw, LLVMValueRef zf, int sub,
+	   LLVMValueRef *b)
+{
+	CgFn *f = g->k.f;
+	int bits = fm->bits, half = fm->kind == BQ_INT ? 1 << (bits - 1) : 0;
+	unsigned magic = g->mt == DT_BF16 ? 0x4300 : 0x6400, mask = (1u << bits) - 1;
+	double M = g->mt == DT_BF16 ? 128 : 1024;
+	LLVMValueRef off, s2, one2, negz2;
+
+	if (half)	/* offset binary: q + half in every field */
+		w = LLVMBuildXor(f->B, w, cg_i32(f, bits == 4 ? (int64_t)0x88888888u : (int64_t)0x80808080u), "");
+	off = cg_f32(f, -(M + half));
+	if (zf)
+		off = LLVMBuildFSub(f->B, off, zf, "");
+	off = cg_from_f32(f, off, g->mt);
+	negz2 = cg_pack16x2(f, off, off);
+	s2 = cg_pack16x2(f, sraw, sraw);
+	one2 = cg_i32(f, g->mt == DT_BF16 ? 0x3f803f80 : 0x3c003c00);
+	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
+		LLVMValueRef v = cg_shr(f, w, field_bit(bits, sub, 2 * r));
+		v = LLVMBuildOr(f->B, cg_and(f, v, (int64_t)(mask | mask << 16)), cg_i32(f, (int64_t)(magic | magic << 16)), "");
+		v = cg_fma16x2(f, g->mt, v, one2, negz2);
+		b[r] = cg_fma16x2(f, g->mt, v, s2, cg_i32(f, (int64_t)0x80008000u));
 	}
 }
 
@@ -262,10 +318,16 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
 		int so = (srow * s->bn + 8 * j) * g->bq.ssz;
+		if (fast_path(g, fm)) {
+			LLVMValueRef sraw = cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2);
+			LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
+			frags_fast(g, fm, w, sraw, z, sub, b[j]);
+			continue;
+		}
 		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
 		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 		for (int e = 0; e < 4; e++) {
-			LLVMValueRef x = decode(f, fm, w, 4 * sub + e);
+			LLVMValueRef x = decode(f, fm, w, field_bit(fm->bits, sub, e));
 			if (z)
 				x = LLVMBuildFSub(f->B, x, z, "");
 			h[e] = cg_from_f32(f, LLVMBuildFMul(f->B, x, sc, ""), g->mt);
@@ -311,7 +373,7 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 						for (int el = 0; el < 4; el++) {
 							int64_t k = ka * kb + 16 * sub + 2 * t + (el & 1) + 8 * (el >> 1);
 							w |= (uint32_t)raw_bits(fm, q, (size_t)((e * N + src) * K + k))
-							     << ((4 * sub + el) * fm->bits);
+							     << field_bit(fm->bits, sub, el);
 						}
 					for (int i = 0; i < 4; i++)
 						o[i] = (unsigned char)(w >> (8 * i));
@@ -325,6 +387,9 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 				if (!s->bq.zero)
 					continue;
 				double z = zero ? dtype_load(zero_dt, zero, from) : 0;
+				if (fm->kind != BQ_FLOAT && (z != floor(z) || fabs(z) > 256))
+					return diag_error(d, LOC_NONE, "bq-pack: zero point %g of a %s weight is not an "
+							  "integer in -256..256", z, dtype_name(s->b_dt));
 				dtype_store(s->bq.scale_dt, bzero, to, z);
 				if (dtype_load(s->bq.scale_dt, bzero, to) != z)
 					return diag_error(d, LOC_NONE, "bq-pack: zero point %g is not exact in %s",

@@ -1401,6 +1401,19 @@ cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi)
 			   LLVMBuildShl(B, LLVMBuildZExt(B, hi, f->ti32, ""), cg_i32(f, 16), ""), "");
 }
 
+LLVMValueRef
+cg_fma16x2(CgFn *f, DType dt, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[4] = {cg_i32(f, dt == DT_BF16), a, b, c};
+
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_fma16x2", f->ti32, x, 4);
+	if (cg_fn_require(f, CG_MMA_BF16, "fma.rn.bf16x2") < 0)	/* both need sm_80 */
+		return LLVMGetUndef(f->ti32);
+	return cg_asm(f, f->ti32, dt == DT_BF16 ? "fma.rn.bf16x2 $0, $1, $2, $3;" : "fma.rn.f16x2 $0, $1, $2, $3;",
+		      "=r,r,r,r", x + 1, 3, 0);
+}
+
 /* ---- math ---- */
 
 LLVMValueRef

@@ -171,10 +171,10 @@ describe(char *buf, size_t n, const Node *dq)
 	char lay[64];
 
 	if (bs)
-		snprintf(lay, sizeof lay, "blocks of %lld along K", (long long)bs);
+		snprintf(lay, sizeof lay, "in blocks of %lld along K", (long long)bs);
 	else
 		snprintf(lay, sizeof lay, "per output channel");
-	snprintf(buf, n, "B = dequantize($%s %s, $%s %s%s%s) in %s; the packed weights are read in the "
+	snprintf(buf, n, "B = dequantize($%s %s, $%s %s%s%s) %s; the packed weights are read in the "
 		 "mainloop (%.3g MB instead of %.3g MB of %s)",
 		 chain_root(dq->in[0])->name, dtype_name(q->dt), chain_root(dq->in[1])->name,
 		 dtype_name(dq->in[1]->type.dt), zero ? ", zero $" : "", zero ? chain_root(dq->in[2])->name : "", lay,

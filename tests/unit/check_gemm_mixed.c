@@ -41,7 +41,7 @@ packed_at(const unsigned char *b, int bits, int64_t N, int64_t K, int64_t e, int
 	const unsigned char *w = b + ((e * N / 8 + n / 8) * (K / ka) + kb) * 128 + lane * 4;
 	uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
 
-	return (word >> ((4 * s + el) * bits)) & ((1u << bits) - 1);
+	return (word >> (16 * (el & 1) + bits * (2 * s + (el >> 1)))) & ((1u << bits) - 1);
 }
 
 static void
@@ -113,8 +113,12 @@ START_TEST(test_pack_refusals)
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, NULL, DT_U8, 0, o, os, oz, &d), -1);
 	spec_q(&s, DT_I4, 16, 48, 32, DT_BF16, 0);		/* K not a multiple of the group */
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, NULL, DT_U8, 0, o, os, oz, &d), -1);
-	spec_q(&s, DT_U8, 16, 64, 32, DT_F16, 1);		/* zero point 4096 + 1: not exact in f16 */
-	dtype_store(DT_F32, buf + 1024, 0, 4097);
+	spec_q(&s, DT_U8, 16, 64, 32, DT_F16, 1);		/* an integer format's zero point 2.5 */
+	dtype_store(DT_F32, buf + 1024, 0, 2.5);
+	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, buf + 1024, DT_F32, 0, o, os, oz, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "not an integer"));
+	spec_q(&s, DT_F8E4M3, 16, 64, 32, DT_BF16, 1);	/* 1.001: not exact in bf16 */
+	dtype_store(DT_F32, buf + 1024, 0, 1.001);
 	ck_assert_int_eq(cg_bq_pack(&s, 1, buf, buf, buf + 1024, DT_F32, 0, o, os, oz, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "not exact"));
 }
@@ -218,6 +222,9 @@ START_TEST(test_ptxas)
 		const char *ptx = gh_ptx(m);
 		ck_assert_int_gt(gh_count(ptx, "mma.sync.aligned.m16n8k16"), 0);
 		ck_assert_int_gt(gh_count(ptx, "cp.async.cg.shared.global"), 0);
+		/* the fast path (i4 with bf16 scales, u4 with f16) and the f32 one (f8) */
+		ck_assert_int_gt(gh_count(ptx, "fma.rn.bf16x2"), 0);
+		ck_assert_int_gt(gh_count(ptx, "fma.rn.f16x2"), 0);
 		gh_assemble(m, 4, "gemm_mixed", GH_NO_SPILLS);
 		cg_module_free(m);
 	}
@@ -270,6 +277,15 @@ START_TEST(test_group_spans_tiles)
 	c.what = "i8 per channel (group = K)";
 	c.s.b_dt = DT_I8;
 	c.s.bq.group = 512;
+	c.s.bq.zero = 0;
+	gh_check(&c, 1e-5);
+	c.what = "u8 with f16 A, scales and zero points: the 8-bit fast path";
+	c.s.a_dt = DT_F16;
+	c.s.b_dt = DT_U8;
+	c.s.bq = (CgBQuant){64, DT_F16, 1};
+	gh_check(&c, 1e-5);
+	c.what = "i8 f16, no zero point: the fast path, signed";
+	c.s.b_dt = DT_I8;
 	c.s.bq.zero = 0;
 	gh_check(&c, 1e-5);
 }
@@ -378,6 +394,44 @@ static const char prog_moe[] =
 	"	ret %y\n"
 	"}\n";
 
+/*
+ * DeepSeek-V3's FP8 block in the contract form: f8e4m3 experts with f32
+ * scales per 128 along K, the SwiGLU activations quantised per 128 columns
+ * in the gate|up epilogue (quantize_dynamic) and dequantised for the down
+ * GEMM.  Today the GEMMs run W8A16 (the activations dequantised by a kernel
+ * of their own); FP8 x FP8 wgmma is not done.
+ */
+static const char prog_moe_fp8[] =
+	"weight $router : bf16[8,64]\n"
+	"weight $wguq : f8e4m3[8,256,64] scale=2\n"
+	"weight $wgus : f32[8,256,1] mean=0.02 scale=0.005\n"
+	"weight $wdq : f8e4m3[8,64,128] scale=2\n"
+	"weight $wds : f32[8,64,1] mean=0.03 scale=0.01\n"
+	"graph @moe(%x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%w, %ids = route %logits, k=2, renorm=1, router=softmax : f32[T,2], i32[T,2]\n"
+	"	%offs, %rows, %pos = permute %ids, experts=8 : i32[9], i32[2*T], i32[2*T]\n"
+	"	%two = const value=[2] : i32[]\n"
+	"	%src = div %rows, %two : i32[2*T]\n"
+	"	%xs = gather %x, %src, axis=0 : bf16[2*T,64]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=64, to=bf16 : bf16[8,256,64]\n"
+	"	%h = grouped_matmul %xs, %wgu, %offs, to=f32 : f32[2*T,256]\n"
+	"	%act = swiglu %h, act=silu, layout=interleave : f32[2*T,128]\n"
+	"	%q, %qs = quantize_dynamic %act, group=128, to=f8e4m3 : f8e4m3[2*T,128], f32[2*T,1]\n"
+	"	%a8 = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[2*T,128]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,64,128]\n"
+	"	%down = grouped_matmul %a8, %wd, %offs, to=f32 : f32[2*T,64]\n"
+	"	%wf = reshape %w, shape=[2*T] : f32[2*T]\n"
+	"	%wr = gather %wf, %rows, axis=0 : f32[2*T]\n"
+	"	%wc = reshape %wr, shape=[2*T, 1] : f32[2*T,1]\n"
+	"	%scaled = mul %down, %wc : f32[2*T,64]\n"
+	"	%slots = scatter_rows %scaled, %rows, rows=[2*T] : f32[2*T,64]\n"
+	"	%s3 = reshape %slots, shape=[T, 2, 64] : f32[T,2,64]\n"
+	"	%sum = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,64]\n"
+	"	%y = cast %sum, to=bf16 : bf16[T,64]\n"
+	"	ret %y\n"
+	"}\n";
+
 static const struct {
 	const char *text;
 	int T[2];
@@ -389,6 +443,7 @@ static const struct {
 	{prog_f8_channel, {21, 0}, "g_k0", "bf16.f8e4m3->bf16", 0},
 	{prog_kn_unfused, {17, 0}, "g_k0", "bf16.bf16->f32 B[K,N]", 0},
 	{prog_moe, {29, 90}, "moe_k3", "bf16.i4->bf16 B[N,K] N=256 K=64", 1e-2},
+	{prog_moe_fp8, {31, 0}, "moe_k3", "bf16.f8e4m3->f8e4m3 B[N,K] N=256 K=64", 2e-2},
 	{prog_moe, {5, 0}, "moe_k4_decode", "bf16.f8e4m3->f32 B[N,K] N=64 K=128", 1e-2},
 };
 
