@@ -104,6 +104,8 @@ typedef struct CgModule CgModule;
 CgModule *cg_module_new(const CgTarget *t, const char *name, Diag *d);
 void cg_module_free(CgModule *m);
 const CgTarget *cg_module_target(const CgModule *m);
+void cg_module_set_debug(CgModule *m, unsigned debug);	/* DBG_* flags (util.h) */
+unsigned cg_module_debug(const CgModule *m);
 int cg_module_nkernel(const CgModule *m);
 const CgKernel *cg_module_kernel(const CgModule *m, int i);
 const CgKernel *cg_module_find(const CgModule *m, const char *name);
@@ -378,8 +380,9 @@ int cg_gemm_smem(const GemmSpec *s);
  * parameters, block, grid and shared memory
  * of the mma.sync kernel of the same spec.  Targets: sm_90a, and the emulator.
  */
-/* WGMMA where t has it and s's tile suits it, else MMA. */
-CgMainloop cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s);
+/* WGMMA where m's target has it (or, with DBG_EMU_WGMMA, is the emulator)
+ * and s's tile suits it, else MMA. */
+CgMainloop cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s);
 /*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
@@ -542,6 +545,7 @@ struct CgModule {
 	int module_owned_elsewhere;	/* emu: the JIT owns M */
 	char *host_triple;	/* emu */
 	void *jit;		/* emu: the execution engine */
+	unsigned debug;		/* DBG_* flags (util.h) */
 };
 const char *cg_target_features(const CgTarget *t);
 int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */

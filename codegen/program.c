@@ -602,7 +602,7 @@ emit_variant(CgProgram *p, const Node *call, const char *name, const GemmSpec *s
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec si = *s;
 		if (!simt)
-			si.mainloop = cg_gemm_mainloop_for(cg_module_target(p->mod[i]), s);
+			si.mainloop = cg_gemm_mainloop_for(p->mod[i], s);
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
 			return -1;
 	}
@@ -1132,7 +1132,7 @@ fill_manifest(CgProgram *p)
 	fill_plan(p);
 	if (cg_program_module(p, "emu") && p->o.narch == 1)
 		return 0;	/* emulator only: no bundle targets to check */
-	if (getenv("MOEC_DEBUG_MANIFEST"))
+	if (p->o.debug & DBG_MANIFEST)
 		bundle_manifest_fprint(stderr, m);
 	return bundle_manifest_check(m, p->d) == BUNDLE_OK ? 0 : -1;
 }
@@ -1146,6 +1146,7 @@ make_modules(CgProgram *p)
 		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
 		if (!(p->mod[i] = cg_module_new(&t, p->g->name, p->d)))
 			return -1;
+		cg_module_set_debug(p->mod[i], p->o.debug);
 	}
 	return 0;
 }

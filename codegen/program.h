@@ -45,6 +45,7 @@ struct CgCompileOpts {
 	const char *model;	/* the model's file, hashed into the bundle */
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
+	unsigned debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */

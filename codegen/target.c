@@ -291,6 +291,18 @@ cg_module_target(const CgModule *m)
 	return &m->t;
 }
 
+void
+cg_module_set_debug(CgModule *m, unsigned debug)
+{
+	m->debug = debug;
+}
+
+unsigned
+cg_module_debug(const CgModule *m)
+{
+	return m->debug;
+}
+
 int
 cg_module_nkernel(const CgModule *m)
 {
@@ -572,7 +584,7 @@ cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem, const cha
 	if (ok && LLVMVerifyFunction(f->fn, LLVMReturnStatusAction)) {
 		char *s = LLVMPrintValueToString(f->fn);
 		diag_error(f->d, LOC_NONE, "kernel '%s' fails the LLVM verifier", f->k->name);
-		if (getenv("MOEC_CG_DUMP"))
+		if (m->debug & DBG_CG_DUMP)
 			fprintf(stderr, "%s\n", s);
 		LLVMDisposeMessage(s);
 		ok = 0;

@@ -112,7 +112,7 @@ replace(Graph *g, Node *n, int k, Tensor *t, int from_weight)
 }
 
 static int
-fold_node(Graph *g, Node *n, Diag *d)
+fold_node(Graph *g, Node *n, Diag *d, unsigned debug)
 {
 	Tensor in[64], out[16];
 	int from_weight = 0, changed = 0, nin = 0;
@@ -137,7 +137,7 @@ fold_node(Graph *g, Node *n, Diag *d)
 			goto out;
 		nin = i + 1;
 	}
-	diag_init(&quiet, getenv("MOEC_DEBUG_FOLD") ? stderr : NULL);	/* a node that fails to evaluate stays */
+	diag_init(&quiet, debug & DBG_FOLD ? stderr : NULL);	/* a node that fails to evaluate stays */
 	if (pass_eval_node(g->m, n, in, out, &quiet) == 0) {
 		for (int k = 0; k < n->nout; k++) {
 			changed |= replace(g, n, k, &out[k], from_weight);
@@ -189,7 +189,7 @@ fold(Module *m, PassCtx *c)
 		for (Node *n = g->first; n; n = n->next) {
 			if (ir_opinfo[n->op].flags & OPF_DYNSHAPE && n->op != OP_RANGE)
 				continue;
-			changed |= fold_shape(g, n) || fold_node(g, n, c->d);
+			changed |= fold_shape(g, n) || fold_node(g, n, c->d, c->debug);
 		}
 	}
 	return changed;

@@ -28,6 +28,7 @@ int report_count(const Report *r);
 typedef struct {
 	Diag *d;
 	Report *report;		/* may be NULL: decisions are not recorded */
+	unsigned debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
 } PassCtx;
 
 #define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
@@ -48,6 +49,7 @@ typedef struct {
 	int ncheck_inputs;
 	int print_flags;	/* IR_PRINT_LOC */
 	FILE *dump;		/* where dumps go; NULL: stderr */
+	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
 } PassOpts;
 
 void pass_default_opts(PassOpts *o);

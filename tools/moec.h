@@ -13,6 +13,7 @@ typedef struct {
 	FeOpts fe;
 	PassOpts pass;
 	int level;		/* the Diag's level: -1 with -q, 1 with -v */
+	unsigned debug;		/* DBG_* (util.h): --debug=LIST, and their former variables */
 } MoecOpts;
 
 /* Parse subcommand cmd's arguments (opt.h) into a and o, and set up d

@@ -51,6 +51,24 @@ Both tools parse their arguments with one parser (tools/opt.c), so every subcomm
 - `--time-passes` on `moec compile` prints the pass table and then the stages: import, passes, codegen (LLVM
   and the NVPTX backend), ptxas and write (the bundle or the `--emit` output).
 
+## Debug flags
+
+`moec --debug=LIST` (every subcommand that loads a model) turns on debug output or behaviour by name; the
+table is `debug_flags` in util/debug.c, and the libraries take the flags in their options (`PassOpts.debug`,
+`CgCompileOpts.debug`), never from the environment. An unknown name is refused (exit 2). Each flag's former
+environment variable still works, read by the driver alone; it is deprecated and will go.
+
+| flag | does | deprecated variable |
+|---|---|---|
+| `fold` | the fold pass says why each node it leaves unfolded failed to evaluate | `MOEC_DEBUG_FOLD` |
+| `manifest` | `compile` prints the manifest on stderr before checking it | `MOEC_DEBUG_MANIFEST` |
+| `cg-dump` | a kernel that LLVM's verifier refuses is printed (LLVM IR) with the error | `MOEC_CG_DUMP` |
+| `emu-wgmma` | the emulator (`test --emulate`, `--arch=emu`) stands for sm_90a: GEMMs whose tiles suit it run on the wgmma mainloop | `MOEC_EMU_WGMMA=1` |
+| `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
+
+Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
+(ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
+
 MD
 	"$build/tools/moec" help --markdown
 	echo

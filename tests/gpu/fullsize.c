@@ -316,7 +316,7 @@ cmd_check(const char *model, int layer, int64_t rows, Diag *d)
 {
 	Run u;
 	PassOpts po;
-	PassCtx pc = {d, NULL};
+	PassCtx pc = {.d = d};
 	RouteLog log = {0};
 	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &log};
 	Tensor out[8] = {{0}};
