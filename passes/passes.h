@@ -52,6 +52,11 @@ typedef struct {
 	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
 } PassOpts;
 
+/* A pass of a test program's own (a deliberately wrong rewrite, to show
+ * --check-eval names it: tests/unit/check_passes.c), runnable by name from
+ * then on; the shipped table (passes.def) holds none.  0, or -1 when full. */
+int pass_register_test(const char *name, const char *help, int (*fn)(Module *, PassCtx *));
+
 void pass_default_opts(PassOpts *o);
 const char *pass_default_pipeline(void);
 void pass_list(FILE *f);
