@@ -66,9 +66,15 @@ reduced_dims(const Node *n, int *red, int64_t *qgroup)
 	case OP_ARGMAX:
 		ax = bd_axis(ir_attr_int(n, "axis", 0), r);
 		break;
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_TOPK:
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
 		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
 		break;
+	case OP_TOPK: {
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		ax = bd_axis(ta.axis, r);
+		break;
+	}
 	case OP_QUANTIZE_DYNAMIC: {
 		const Attr *g = ir_attr(n, "group");
 		if (g && g->kind == A_INT)
@@ -522,8 +528,11 @@ nstats(const Node *n)
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
 	case OP_QUANTIZE_DYNAMIC:
 		return 1;
-	case OP_TOPK:
-		return 2 * (int)ir_attr_int(n, "k", 1);
+	case OP_TOPK: {
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		return 2 * (int)ta.k;	/* 1..1024: bd_check_topk */
+	}
 	default:
 		return 2;
 	}
@@ -542,12 +551,14 @@ topk_nth(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, LLVMValueRef 
 {
 	CgFn *f = b->f;
 	LLVMValueRef pv = cg_var(f, f->tf32, NULL), pi = cg_var(f, f->ti64, NULL), acc[2];
+	IrTopkAttrs ta;
 	BdLoop l;
 	Pass p;
 
 	memset(&p, 0, sizeof p);
 	setup(&p, n, rw, row, el_best, comb_best, 2);
-	p.largest = (int)ir_attr_int(n, "largest", 1);
+	ir_topk_attrs(n, &ta);
+	p.largest = ta.largest;
 	first(b, &p, acc);
 	cg_set(f, pv, acc[0]);
 	cg_set(f, pi, acc[1]);
@@ -583,12 +594,14 @@ bd_anchor_stats(Bd *b)
 
 	rows_over(b, n, n->in[0], &rw);
 	if (n->op == OP_TOPK) {
-		int64_t k = ir_attr_int(n, "k", 1);
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		int64_t k = ta.k;
 		LLVMValueRef acc[2];
 		Pass p;
 		memset(&p, 0, sizeof p);
 		setup(&p, n, &rw, b->row, el_best, comb_best, 2);
-		p.largest = (int)ir_attr_int(n, "largest", 1);
+		p.largest = ta.largest;
 		first(b, &p, acc);
 		p.prev[0] = acc[0];
 		p.prev[1] = acc[1];
@@ -672,8 +685,10 @@ bd_check_reduce(Bd *b, const Node *n)
 int
 bd_check_topk(Bd *b, const Node *n)
 {
-	int64_t k = ir_attr_int(n, "k", -1);
+	IrTopkAttrs ta;
 
+	ir_topk_attrs(n, &ta);
+	int64_t k = ta.k;
 	if (k < 1 || k > 1024)
 		return bd_fail(b, n, "k = %lld (the body compiler takes 1..1024)", (long long)k);
 	return 0;

@@ -302,8 +302,10 @@ int
 ev_topk(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
-	int largest = (int)ir_attr_int(n, "largest", 1);
+	IrTopkAttrs ta;
+	ir_topk_attrs(n, &ta);
+	int ax = ev_axis(ta.axis, x->rank);
+	int largest = ta.largest;
 	int64_t k = out[0].dim[ax], outer, len, inner;
 	double *v;
 	int64_t *idx;

@@ -392,8 +392,10 @@ static int
 infer_topk(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", -1), t.rank);
-	int64_t k = ir_attr_int(n, "k", -1);
+	IrTopkAttrs ta;
+	ir_topk_attrs(n, &ta);
+	int ax = axis_of(ta.axis, t.rank);
+	int64_t k = ta.k;
 
 	if (ax < 0)
 		return ERR("topk: axis out of range");

@@ -369,6 +369,13 @@ typedef struct {
 	const char *group_score_name;
 } IrRouteAttrs;
 void ir_route_attrs(const Node *n, IrRouteAttrs *r);
+/* topk's attributes: k required (-1 when absent: infer.c refuses it), axis = -1, largest = 1. */
+typedef struct {
+	int64_t k;
+	int64_t axis;		/* as written: negative counts from the end */
+	int largest;
+} IrTopkAttrs;
+void ir_topk_attrs(const Node *n, IrTopkAttrs *t);
 /* A kernel's template (its "template" attribute, set by the fusion pass
  * that made it): what codegen compiles it with.  IR_TMPL_NONE when absent,
  * IR_TMPL_UNKNOWN for a name not in ir_template_names (the verifier refuses it). */
