@@ -30,6 +30,7 @@
 
 #include "util.h"
 #include "ir.h"
+#include "bundle.h"
 #include "program.h"
 
 /* target.c: targets (CgTarget: program.h) and their capabilities */
@@ -70,16 +71,15 @@ struct CgParam {
 };
 
 /*
- * A size expression in T, the run-time token count: cdiv(a*T + b, div)
- * when div > 0, else a*T + b (a, b >= 0).  The same as bundle.h's MExpr,
- * printed in docs/bundle.md's grammar: "b", "T", "a*T", "T+b", "a*T+b",
- * "cdiv(E,div)".
+ * A size expression in T, the run-time token count, is bundle.h's MExpr
+ * (cdiv(a*T + b, div) when div > 0, else a*T + b; a, b >= 0), under the
+ * name the builders use: one type, printed and evaluated by bundle/expr.c.
+ * cg_expr_print is bundle_expr_print (docs/bundle.md's grammar: "b", "T",
+ * "a*T", "T+b", "a*T+b", "cdiv(E,div)"); cg_expr_eval is bundle_expr_eval,
+ * -1 when a step overflows int64.
  */
-typedef struct CgExpr CgExpr;
-struct CgExpr {
-	int64_t a, b, div;
-};
-#define CG_EXPR_INT(n) ((CgExpr){0, (n), 0})
+typedef MExpr CgExpr;
+#define CG_EXPR_INT(n) MEXPR_INT(n)
 int cg_expr_print(char *buf, size_t n, CgExpr e);
 int64_t cg_expr_eval(CgExpr e, int64_t T);
 

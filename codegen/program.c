@@ -432,12 +432,6 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 	return 0;
 }
 
-static MExpr
-mexpr(CgExpr e)
-{
-	return (MExpr){e.a, e.b, e.div};
-}
-
 /* A launch step.  tval >= 0: the kernel's rows are static, its T is tval:
  * the grid is evaluated and T passed as a literal. */
 static int
@@ -449,7 +443,7 @@ add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tv
 	s.kind = kind;
 	s.kernel = k->name;
 	for (int i = 0; i < 3; i++) {
-		s.grid[i] = mexpr(k->grid[i]);
+		s.grid[i] = k->grid[i];
 		s.block[i] = k->block[i];
 		if (tval >= 0) {
 			int64_t v;

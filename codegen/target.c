@@ -163,27 +163,15 @@ cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d)
 int
 cg_expr_print(char *buf, size_t n, CgExpr e)
 {
-	char in[64];
-
-	if (e.a == 0)
-		snprintf(in, sizeof in, "%lld", (long long)e.b);
-	else if (e.b == 0)
-		snprintf(in, sizeof in, e.a == 1 ? "T" : "%lld*T", (long long)e.a);
-	else if (e.a == 1)
-		snprintf(in, sizeof in, "T+%lld", (long long)e.b);
-	else
-		snprintf(in, sizeof in, "%lld*T+%lld", (long long)e.a, (long long)e.b);
-	if (e.div > 0)
-		return snprintf(buf, n, "cdiv(%s,%lld)", in, (long long)e.div);
-	return snprintf(buf, n, "%s", in);
+	return bundle_expr_print(buf, n, &e);
 }
 
 int64_t
 cg_expr_eval(CgExpr e, int64_t T)
 {
-	int64_t v = e.a * T + e.b;
+	int64_t v;
 
-	return e.div > 0 ? (v + e.div - 1) / e.div : v;
+	return bundle_expr_eval(&e, T, &v) == 0 ? v : -1;
 }
 
 static const char *const param_kind_names[NCGP] = {"ptr", "i32", "i64", "u64", "f32"};
