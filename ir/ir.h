@@ -91,6 +91,8 @@ const DimExpr *ir_dim_expr(const Module *m, Dim d);
 int ir_dim_print(char *buf, size_t n, const Module *m, Dim d);
 int ir_type_print(char *buf, size_t n, const Module *m, const Type *t);
 int ir_type_static(const Type *t);
+/* Same dtype and dims (interned: a symbolic dim equals only itself; each "?" is its own). */
+int ir_type_eq(const Type *a, const Type *b);
 int64_t ir_type_numel(const Type *t);	/* -1 if symbolic (or beyond int64) */
 /*
  * The most elements a type may have, counting the coefficient of each
