@@ -590,7 +590,6 @@ int cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem,
 	      const char *note);
 LLVMValueRef cg_arg(CgFn *f, int i);
 void cg_arg_noalias(CgFn *f, int i);
-const CgTarget *cg_fn_target(const CgFn *f);
 int cg_fn_require(CgFn *f, unsigned caps, const char *what);
 
 /* constants and arithmetic shorthands (i32 unless named) */
@@ -636,7 +635,6 @@ struct CgLoop {
 LLVMValueRef cg_loop(CgFn *f, CgLoop *l, LLVMValueRef begin, LLVMValueRef end,
 		     LLVMValueRef step);
 void cg_endloop(CgFn *f, CgLoop *l);
-void cg_return(CgFn *f);			/* ret void, continue in a dead block */
 /* A mutable local (an alloca in the entry block, promoted by mem2reg). */
 LLVMValueRef cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef cg_get(CgFn *f, LLVMValueRef var);

@@ -475,12 +475,6 @@ cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads
 	return f;
 }
 
-const CgTarget *
-cg_fn_target(const CgFn *f)
-{
-	return &f->m->t;
-}
-
 int
 cg_fn_require(CgFn *f, unsigned caps, const char *what)
 {
@@ -793,13 +787,6 @@ cg_endloop(CgFn *f, CgLoop *l)
 	LLVMAddIncoming(l->i, &next, &from, 1);
 	LLVMBuildBr(f->B, l->head);
 	LLVMPositionBuilderAtEnd(f->B, l->exit);
-}
-
-void
-cg_return(CgFn *f)
-{
-	LLVMBuildRetVoid(f->B);
-	LLVMPositionBuilderAtEnd(f->B, LLVMAppendBasicBlockInContext(f->C, f->fn, "dead"));
 }
 
 LLVMValueRef

@@ -254,8 +254,6 @@ int ir_is_graph_result(const Graph *g, const Value *v);
 
 /* Attributes: setters keep the array sorted; getters take a default. */
 void ir_set_int(Module *m, Node *n, const char *key, int64_t v);
-void ir_set_float(Module *m, Node *n, const char *key, double v);
-void ir_set_str(Module *m, Node *n, const char *key, const char *v);
 void ir_set_ints(Module *m, Node *n, const char *key, const int64_t *v, int k);
 void ir_set_floats(Module *m, Node *n, const char *key, const double *v, int k);
 void ir_set_dims(Module *m, Node *n, const char *key, const Dim *v, int k);
