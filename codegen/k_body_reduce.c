@@ -60,19 +60,19 @@ reduced_dims(const Node *n, int *red, int64_t *qgroup)
 		for (int i = 0; i < r; i++)
 			red[i] = na < 0;
 		for (int i = 0; i < na; i++)
-			if ((ax = bd_axis(axes[i], r)) >= 0)
+			if ((ax = ir_axis(axes[i], r)) >= 0)
 				red[ax] = 1;
 		return;
 	case OP_ARGMAX:
-		ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+		ax = ir_axis(ir_attr_int(n, "axis", 0), r);
 		break;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+		ax = ir_axis(ir_attr_int(n, "axis", -1), r);
 		break;
 	case OP_TOPK: {
 		IrTopkAttrs ta;
 		ir_topk_attrs(n, &ta);
-		ax = bd_axis(ta.axis, r);
+		ax = ir_axis(ta.axis, r);
 		break;
 	}
 	case OP_QUANTIZE_DYNAMIC: {
@@ -87,7 +87,7 @@ reduced_dims(const Node *n, int *red, int64_t *qgroup)
 		return;
 	}
 	default:	/* the norms: axis.. */
-		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+		ax = ir_axis(ir_attr_int(n, "axis", -1), r);
 		for (int i = ax; i >= 0 && i < r; i++)
 			red[i] = 1;
 		return;
@@ -677,7 +677,7 @@ bd_check_reduce(Bd *b, const Node *n)
 	int na = ir_attr_ints(n, "axes", axes, MAXRANK);
 
 	for (int i = 0; i < na; i++)
-		if (bd_axis(axes[i], n->in[0]->type.rank) < 0)
+		if (ir_axis(axes[i], n->in[0]->type.rank) < 0)
 			return bd_fail(b, n, "axis %lld out of range", (long long)axes[i]);
 	return 0;
 }
@@ -728,7 +728,7 @@ static LLVMValueRef
 norm_param(Bd *b, const Node *n, int k, LLVMValueRef l)
 {
 	const Value *x = n->in[0], *p = n->in[k];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", -1), r), tr = r - ax;
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", -1), r), tr = r - ax;
 	LLVMValueRef td[MAXRANK], pd[MAXRANK], c[MAXRANK], pc[MAXRANK];
 
 	for (int i = 0; i < tr; i++)

@@ -399,6 +399,8 @@ extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe
 #define IR_WEIGHT_ONLY_VISITS 4096
 int ir_weight_only(const Value *v);
 int ir_is_view(const Node *n);
+/* An axis attribute against a rank: negative counts from the end; -1 when out of range. */
+int ir_axis(int64_t a, int rank);
 
 /* eval_ew.c: x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
 double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);
