@@ -30,6 +30,7 @@
 
 #include "util.h"
 #include "ir.h"
+#include "bundle.h"
 #include "program.h"
 
 /* target.c: targets (CgTarget: program.h) and their capabilities */
@@ -70,16 +71,15 @@ struct CgParam {
 };
 
 /*
- * A size expression in T, the run-time token count: cdiv(a*T + b, div)
- * when div > 0, else a*T + b (a, b >= 0).  The same as bundle.h's MExpr,
- * printed in docs/bundle.md's grammar: "b", "T", "a*T", "T+b", "a*T+b",
- * "cdiv(E,div)".
+ * A size expression in T, the run-time token count, is bundle.h's MExpr
+ * (cdiv(a*T + b, div) when div > 0, else a*T + b; a, b >= 0), under the
+ * name the builders use: one type, printed and evaluated by bundle/expr.c.
+ * cg_expr_print is bundle_expr_print (docs/bundle.md's grammar: "b", "T",
+ * "a*T", "T+b", "a*T+b", "cdiv(E,div)"); cg_expr_eval is bundle_expr_eval,
+ * -1 when a step overflows int64.
  */
-typedef struct CgExpr CgExpr;
-struct CgExpr {
-	int64_t a, b, div;
-};
-#define CG_EXPR_INT(n) ((CgExpr){0, (n), 0})
+typedef MExpr CgExpr;
+#define CG_EXPR_INT(n) MEXPR_INT(n)
 int cg_expr_print(char *buf, size_t n, CgExpr e);
 int64_t cg_expr_eval(CgExpr e, int64_t T);
 
@@ -125,6 +125,8 @@ typedef struct CgModule CgModule;
 CgModule *cg_module_new(const CgTarget *t, const char *name, Diag *d);
 void cg_module_free(CgModule *m);
 const CgTarget *cg_module_target(const CgModule *m);
+void cg_module_set_debug(CgModule *m, unsigned debug);	/* DBG_* flags (util.h) */
+unsigned cg_module_debug(const CgModule *m);
 int cg_module_nkernel(const CgModule *m);
 const CgKernel *cg_module_kernel(const CgModule *m, int i);
 const CgKernel *cg_module_find(const CgModule *m, const char *name);
@@ -463,15 +465,16 @@ int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const
  * parameters, block, grid and shared memory
  * of the mma.sync kernel of the same spec.  Targets: sm_90a, and the emulator.
  */
-/* WGMMA where t has it and s's tile suits it, else MMA. */
-CgMainloop cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s);
+/* WGMMA where m's target has it (or, with DBG_EMU_WGMMA, is the emulator)
+ * and s's tile suits it, else MMA. */
+CgMainloop cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s);
 /*
  * The warp-specialised mainloop (k_gemm_ws.c) for s on t: 1 with *s
  * rewritten (mainloop, the most stages up to 6 that fit, at least s's), or
- * 0 with *s unchanged where t lacks wgmma + TMA + setmaxnreg (the emulator
- * stands for sm_90a with MOEC_EMU_WS=1) or the spec does not suit it.
+ * 0 with *s unchanged where m's target lacks wgmma + TMA + setmaxnreg (the
+ * emulator stands for sm_90a with DBG_EMU_WS) or the spec does not suit it.
  */
-int cg_gemm_ws_for(const CgTarget *t, GemmSpec *s);
+int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
 /*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
@@ -657,6 +660,7 @@ struct CgModule {
 	int module_owned_elsewhere;	/* emu: the JIT owns M */
 	char *host_triple;	/* emu */
 	void *jit;		/* emu: the execution engine */
+	unsigned debug;		/* DBG_* flags (util.h) */
 };
 const char *cg_target_features(const CgTarget *t);
 int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */
@@ -749,7 +753,6 @@ struct CgLoop {
 LLVMValueRef cg_loop(CgFn *f, CgLoop *l, LLVMValueRef begin, LLVMValueRef end,
 		     LLVMValueRef step);
 void cg_endloop(CgFn *f, CgLoop *l);
-void cg_return(CgFn *f);			/* ret void, continue in a dead block */
 /* A mutable local (an alloca in the entry block, promoted by mem2reg). */
 LLVMValueRef cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef cg_get(CgFn *f, LLVMValueRef var);

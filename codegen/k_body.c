@@ -208,14 +208,6 @@ bd_same_shape(const Value *a, const Value *c)
 	return 1;
 }
 
-int
-bd_axis(int64_t a, int rank)
-{
-	if (a < 0)
-		a += rank;
-	return a >= 0 && a < rank ? (int)a : -1;
-}
-
 /* ---- index arithmetic ---- */
 
 static int

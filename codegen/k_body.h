@@ -81,7 +81,6 @@ LLVMValueRef bd_ravel(Bd *b, int rank, LLVMValueRef const *dim, LLVMValueRef con
 /* Index into operand v of the element at out-coordinates c of shape out (numpy broadcast). */
 LLVMValueRef bd_bcast(Bd *b, const Value *v, const Value *out, LLVMValueRef idx);
 int bd_same_shape(const Value *a, const Value *b);
-int bd_axis(int64_t a, int rank);	/* normalised, -1 if out of range */
 /* loops over i64 [begin, end) with their own memo scope */
 typedef struct {
 	CgLoop l;

@@ -413,7 +413,7 @@ qlayout(Bd *b, const Node *n, int *kind, int *axis, int64_t *bs)
 {
 	const Type *x = &n->in[0]->type, *s = &n->in[1]->type;
 
-	*axis = bd_axis(ir_attr_int(n, "axis", 1), x->rank);
+	*axis = ir_axis(ir_attr_int(n, "axis", 1), x->rank);
 	*bs = ir_attr_int(n, "block_size", 0);
 	if (*bs > 0) {
 		if (s->rank != x->rank || *axis < 0)

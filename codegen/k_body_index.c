@@ -63,7 +63,7 @@ bd_transpose(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	strides(b, r, xd, xs);
 	bd_unravel(b, idx, r, yd, c);
 	for (int i = 0; i < r; i++)
-		at = cg_add(b->f, at, cg_mul(b->f, c[i], xs[bd_axis(perm[i], r)]));
+		at = cg_add(b->f, at, cg_mul(b->f, c[i], xs[ir_axis(perm[i], r)]));
 	return bd_in(b, n, 0, at);
 }
 
@@ -106,7 +106,7 @@ bd_concat(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	CgFn *f = b->f;
 	const Value *y = n->out[0];
-	int r = y->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r), open = 0;
+	int r = y->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r), open = 0;
 	LLVMValueRef yd[MAXRANK], c[MAXRANK], a, off = bd_i64(b, 0);
 	LLVMValueRef out = cg_var(f, cg_dt_value_type(f, y->type.dt), NULL);
 	CgIf ifs[MAXCONCAT];
@@ -140,7 +140,7 @@ LLVMValueRef
 bd_split(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	const Value *x = n->in[0], *y = n->out[res];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r);
 	LLVMValueRef yd[MAXRANK], xd[MAXRANK], c[MAXRANK], off = bd_i64(b, 0);
 
 	for (int k = 0; k < res; k++)
@@ -199,7 +199,7 @@ slice_args(Bd *b, const Node *n, Slice *s)
 			s->axis[i] = i;
 		if (nsp < 0)
 			s->step[i] = 1;
-		if (s->step[i] == 0 || bd_axis(s->axis[i], n->in[0]->type.rank) < 0)
+		if (s->step[i] == 0 || ir_axis(s->axis[i], n->in[0]->type.rank) < 0)
 			return bd_fail(b, n, "axis %lld out of range or a zero step", (long long)s->axis[i]);
 	}
 	return 0;
@@ -227,7 +227,7 @@ bd_slice(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	bd_dims(b, x, xd);
 	bd_unravel(b, idx, r, yd, c);
 	for (int i = 0; i < s.n; i++) {
-		int a = bd_axis(s.axis[i], r);
+		int a = ir_axis(s.axis[i], r);
 		LLVMValueRef dim = xd[a], st = bd_i64(b, s.start[i]), lo, hi;
 		/* slice_range: start into [0, dim] (step > 0) or [-1, dim-1] */
 		st = cg_select(f, cg_lt(f, st, bd_i64(b, 0)), cg_add(f, st, dim), st);
@@ -246,7 +246,7 @@ bd_gather(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	CgFn *f = b->f;
 	const Value *x = n->in[0];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r);
 	LLVMValueRef xd[MAXRANK], inner = bd_i64(b, 1), ni = bd_numel(b, n->in[1]);
 	LLVMValueRef in, j, o, v;
 
@@ -264,7 +264,7 @@ LLVMValueRef
 bd_gather_elements(Bd *b, const Node *n, int res, LLVMValueRef idx)
 {
 	const Value *x = n->in[0], *ix = n->in[1];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r);
 	LLVMValueRef xd[MAXRANK], id[MAXRANK], c[MAXRANK];
 
 	bd_dims(b, x, xd);
@@ -539,7 +539,7 @@ scatter_elements(Bd *b, const Node *n, LLVMValueRef out, CgExpr *grid)
 {
 	CgFn *f = b->f;
 	const Value *x = n->in[0], *ix = n->in[1], *y = n->out[0];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", 0), r), red = reduction(n);
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r), red = reduction(n);
 	LLVMValueRef xd[MAXRANK], id[MAXRANK], fd[MAXRANK], c[MAXRANK], p = gid(b), nf, a, inside;
 	BdLoop l;
 	CgExpr e, e2;

@@ -60,15 +60,21 @@ reduced_dims(const Node *n, int *red, int64_t *qgroup)
 		for (int i = 0; i < r; i++)
 			red[i] = na < 0;
 		for (int i = 0; i < na; i++)
-			if ((ax = bd_axis(axes[i], r)) >= 0)
+			if ((ax = ir_axis(axes[i], r)) >= 0)
 				red[ax] = 1;
 		return;
 	case OP_ARGMAX:
-		ax = bd_axis(ir_attr_int(n, "axis", 0), r);
+		ax = ir_axis(ir_attr_int(n, "axis", 0), r);
 		break;
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_TOPK:
-		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+		ax = ir_axis(ir_attr_int(n, "axis", -1), r);
 		break;
+	case OP_TOPK: {
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		ax = ir_axis(ta.axis, r);
+		break;
+	}
 	case OP_QUANTIZE_DYNAMIC: {
 		const Attr *g = ir_attr(n, "group");
 		if (g && g->kind == A_INT)
@@ -81,7 +87,7 @@ reduced_dims(const Node *n, int *red, int64_t *qgroup)
 		return;
 	}
 	default:	/* the norms: axis.. */
-		ax = bd_axis(ir_attr_int(n, "axis", -1), r);
+		ax = ir_axis(ir_attr_int(n, "axis", -1), r);
 		for (int i = ax; i >= 0 && i < r; i++)
 			red[i] = 1;
 		return;
@@ -522,8 +528,11 @@ nstats(const Node *n)
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
 	case OP_QUANTIZE_DYNAMIC:
 		return 1;
-	case OP_TOPK:
-		return 2 * (int)ir_attr_int(n, "k", 1);
+	case OP_TOPK: {
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		return 2 * (int)ta.k;	/* 1..1024: bd_check_topk */
+	}
 	default:
 		return 2;
 	}
@@ -542,12 +551,14 @@ topk_nth(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, LLVMValueRef 
 {
 	CgFn *f = b->f;
 	LLVMValueRef pv = cg_var(f, f->tf32, NULL), pi = cg_var(f, f->ti64, NULL), acc[2];
+	IrTopkAttrs ta;
 	BdLoop l;
 	Pass p;
 
 	memset(&p, 0, sizeof p);
 	setup(&p, n, rw, row, el_best, comb_best, 2);
-	p.largest = (int)ir_attr_int(n, "largest", 1);
+	ir_topk_attrs(n, &ta);
+	p.largest = ta.largest;
 	first(b, &p, acc);
 	cg_set(f, pv, acc[0]);
 	cg_set(f, pi, acc[1]);
@@ -583,12 +594,14 @@ bd_anchor_stats(Bd *b)
 
 	rows_over(b, n, n->in[0], &rw);
 	if (n->op == OP_TOPK) {
-		int64_t k = ir_attr_int(n, "k", 1);
+		IrTopkAttrs ta;
+		ir_topk_attrs(n, &ta);
+		int64_t k = ta.k;
 		LLVMValueRef acc[2];
 		Pass p;
 		memset(&p, 0, sizeof p);
 		setup(&p, n, &rw, b->row, el_best, comb_best, 2);
-		p.largest = (int)ir_attr_int(n, "largest", 1);
+		p.largest = ta.largest;
 		first(b, &p, acc);
 		p.prev[0] = acc[0];
 		p.prev[1] = acc[1];
@@ -664,7 +677,7 @@ bd_check_reduce(Bd *b, const Node *n)
 	int na = ir_attr_ints(n, "axes", axes, MAXRANK);
 
 	for (int i = 0; i < na; i++)
-		if (bd_axis(axes[i], n->in[0]->type.rank) < 0)
+		if (ir_axis(axes[i], n->in[0]->type.rank) < 0)
 			return bd_fail(b, n, "axis %lld out of range", (long long)axes[i]);
 	return 0;
 }
@@ -672,8 +685,10 @@ bd_check_reduce(Bd *b, const Node *n)
 int
 bd_check_topk(Bd *b, const Node *n)
 {
-	int64_t k = ir_attr_int(n, "k", -1);
+	IrTopkAttrs ta;
 
+	ir_topk_attrs(n, &ta);
+	int64_t k = ta.k;
 	if (k < 1 || k > 1024)
 		return bd_fail(b, n, "k = %lld (the body compiler takes 1..1024)", (long long)k);
 	return 0;
@@ -713,7 +728,7 @@ static LLVMValueRef
 norm_param(Bd *b, const Node *n, int k, LLVMValueRef l)
 {
 	const Value *x = n->in[0], *p = n->in[k];
-	int r = x->type.rank, ax = bd_axis(ir_attr_int(n, "axis", -1), r), tr = r - ax;
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", -1), r), tr = r - ax;
 	LLVMValueRef td[MAXRANK], pd[MAXRANK], c[MAXRANK], pc[MAXRANK];
 
 	for (int i = 0; i < tr; i++)

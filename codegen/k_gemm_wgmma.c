@@ -503,15 +503,15 @@ cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *
 }
 
 CgMainloop
-cg_gemm_mainloop_for(const CgTarget *t, const GemmSpec *s)
+cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s)
 {
+	const CgTarget *t = cg_module_target(m);
 	GemmSpec w = *s;
 	Diag quiet;
 
-	/* MOEC_EMU_WGMMA=1: the emulator stands for sm_90a here, so that
+	/* --debug=emu-wgmma: the emulator stands for sm_90a here, so that
 	 * `moec test --emulate` runs a model's GEMMs through this mainloop */
-	if (!cg_target_has(t, CG_WGMMA) && !(cg_target_is_emu(t) && getenv("MOEC_EMU_WGMMA") &&
-					     atoi(getenv("MOEC_EMU_WGMMA")) > 0))
+	if (!cg_target_has(t, CG_WGMMA) && !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WGMMA))
 		return CG_MAINLOOP_MMA;
 	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WGMMA;

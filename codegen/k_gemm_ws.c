@@ -105,14 +105,14 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 }
 
 int
-cg_gemm_ws_for(const CgTarget *t, GemmSpec *s)
+cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
-	const char *env = getenv("MOEC_EMU_WS");
+	const CgTarget *t = cg_module_target(m);
 	GemmSpec w = *s;
 	Diag quiet;
 
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
-	    !(cg_target_is_emu(t) && env && atoi(env) > 0))
+	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
 		return 0;
 	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WS;

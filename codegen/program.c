@@ -483,12 +483,6 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 	return 0;
 }
 
-static MExpr
-mexpr(CgExpr e)
-{
-	return (MExpr){e.a, e.b, e.div};
-}
-
 /* A launch step.  tval >= 0: the kernel's rows are static, its T is tval:
  * the grid is evaluated and T passed as a literal. */
 static int
@@ -500,7 +494,7 @@ add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tv
 	s.kind = kind;
 	s.kernel = k->name;
 	for (int i = 0; i < 3; i++) {
-		s.grid[i] = mexpr(k->grid[i]);
+		s.grid[i] = k->grid[i];
 		s.block[i] = k->block[i];
 		if (tval >= 0) {
 			int64_t v;
@@ -655,11 +649,11 @@ emit_variant(CgProgram *p, const Node *call, const char *name, const GemmSpec *s
 	GemmSpec ws = *s;
 	int all_ws = !simt;
 	for (int i = 0; i < p->o.narch && all_ws; i++)
-		all_ws = cg_gemm_ws_for(cg_module_target(p->mod[i]), &ws);
+		all_ws = cg_gemm_ws_for(p->mod[i], &ws);
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec si = all_ws ? ws : *s;
 		if (!simt && !all_ws)
-			si.mainloop = cg_gemm_mainloop_for(cg_module_target(p->mod[i]), s);
+			si.mainloop = cg_gemm_mainloop_for(p->mod[i], s);
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
 			return -1;
 	}
@@ -1259,7 +1253,7 @@ fill_manifest(CgProgram *p)
 		return -1;
 	fill_weights(p);
 	fill_plan(p);
-	if (getenv("MOEC_DEBUG_MANIFEST"))
+	if (p->o.debug & DBG_MANIFEST)
 		bundle_manifest_fprint(stderr, m);
 	if (cg_program_module(p, "emu") && p->o.narch == 1)
 		return 0;	/* emulator only: no bundle targets to check */
@@ -1277,6 +1271,7 @@ make_modules(CgProgram *p)
 			return -1;
 		if (p->o.cache && strcmp(p->o.arch[i], "emu"))
 			cg_module_discard_names(p->mod[i]);
+		cg_module_set_debug(p->mod[i], p->o.debug);
 	}
 	return 0;
 }

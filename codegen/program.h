@@ -51,6 +51,7 @@ struct CgCompileOpts {
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
 	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
+	unsigned debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */

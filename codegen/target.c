@@ -163,27 +163,15 @@ cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d)
 int
 cg_expr_print(char *buf, size_t n, CgExpr e)
 {
-	char in[64];
-
-	if (e.a == 0)
-		snprintf(in, sizeof in, "%lld", (long long)e.b);
-	else if (e.b == 0)
-		snprintf(in, sizeof in, e.a == 1 ? "T" : "%lld*T", (long long)e.a);
-	else if (e.a == 1)
-		snprintf(in, sizeof in, "T+%lld", (long long)e.b);
-	else
-		snprintf(in, sizeof in, "%lld*T+%lld", (long long)e.a, (long long)e.b);
-	if (e.div > 0)
-		return snprintf(buf, n, "cdiv(%s,%lld)", in, (long long)e.div);
-	return snprintf(buf, n, "%s", in);
+	return bundle_expr_print(buf, n, &e);
 }
 
 int64_t
 cg_expr_eval(CgExpr e, int64_t T)
 {
-	int64_t v = e.a * T + e.b;
+	int64_t v;
 
-	return e.div > 0 ? (v + e.div - 1) / e.div : v;
+	return bundle_expr_eval(&e, T, &v) == 0 ? v : -1;
 }
 
 static const char *const param_kind_names[NCGP] = {"ptr", "i32", "i64", "u64", "f32", "tmap"};
@@ -309,6 +297,18 @@ const CgTarget *
 cg_module_target(const CgModule *m)
 {
 	return &m->t;
+}
+
+void
+cg_module_set_debug(CgModule *m, unsigned debug)
+{
+	m->debug = debug;
+}
+
+unsigned
+cg_module_debug(const CgModule *m)
+{
+	return m->debug;
 }
 
 int
@@ -526,12 +526,6 @@ cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads
 	return f;
 }
 
-const CgTarget *
-cg_fn_target(const CgFn *f)
-{
-	return &f->m->t;
-}
-
 int
 cg_fn_require(CgFn *f, unsigned caps, const char *what)
 {
@@ -636,7 +630,7 @@ cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem, const cha
 	if (ok && LLVMVerifyFunction(f->fn, LLVMReturnStatusAction)) {
 		char *s = LLVMPrintValueToString(f->fn);
 		diag_error(f->d, LOC_NONE, "kernel '%s' fails the LLVM verifier", f->k->name);
-		if (getenv("MOEC_CG_DUMP"))
+		if (m->debug & DBG_CG_DUMP)
 			fprintf(stderr, "%s\n", s);
 		LLVMDisposeMessage(s);
 		ok = 0;
@@ -857,13 +851,6 @@ cg_endloop(CgFn *f, CgLoop *l)
 	LLVMAddIncoming(l->i, &next, &from, 1);
 	LLVMBuildBr(f->B, l->head);
 	LLVMPositionBuilderAtEnd(f->B, l->exit);
-}
-
-void
-cg_return(CgFn *f)
-{
-	LLVMBuildRetVoid(f->B);
-	LLVMPositionBuilderAtEnd(f->B, LLVMAppendBasicBlockInContext(f->C, f->fn, "dead"));
 }
 
 LLVMValueRef

@@ -62,7 +62,6 @@ int cfg_has(Cfg *c, const char *key);	/* present and not null */
 const char *cfg_alias(Cfg *c, const char *const *keys);	/* first present, or keys[0] */
 int64_t cfg_int(Cfg *c, const char *key);	/* required, > 0 */
 int64_t cfg_int_or(Cfg *c, const char *key, int64_t def);	/* >= 0 */
-double cfg_num(Cfg *c, const char *key);	/* required, > 0 */
 double cfg_num_or(Cfg *c, const char *key, double def);
 int cfg_bool_or(Cfg *c, const char *key, int def);
 const char *cfg_str_or(Cfg *c, const char *key, const char *def);

@@ -133,20 +133,6 @@ cfg_int_or(Cfg *c, const char *key, int64_t def)
 }
 
 double
-cfg_num(Cfg *c, const char *key)
-{
-	const cJSON *j = item(c, key);
-
-	if (!j)
-		return cfg_error(c, key, "missing key"), 1;
-	if (!cJSON_IsNumber(j) || !(j->valuedouble > 0))
-		return cfg_error(c, key, "must be a positive number"), 1;
-	if (!isfinite(j->valuedouble))	/* 1e999: Python reads inf */
-		return cfg_error(c, key, "must be a finite number, not inf"), 1;
-	return j->valuedouble;
-}
-
-double
 cfg_num_or(Cfg *c, const char *key, double def)
 {
 	const cJSON *j = item(c, key);

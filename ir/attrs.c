@@ -73,6 +73,18 @@ ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
 }
 
 /*
+ * topk: k: int, required (-1 when absent); axis: int = -1; largest: int = 1
+ * (0: the k smallest).  Results sorted, ties to the lower index.
+ */
+void
+ir_topk_attrs(const Node *n, IrTopkAttrs *t)
+{
+	t->k = ir_attr_int(n, "k", -1);
+	t->axis = ir_attr_int(n, "axis", -1);
+	t->largest = (int)ir_attr_int(n, "largest", 1);
+}
+
+/*
  * A kernel's template: str, absent for none.
  *	gemm | grouped_gemm (fuse-gemm: a matmul with prologue and epilogue),
  *	elementwise | row_reduce (fuse-ew), route | permute (fuse-gemm)

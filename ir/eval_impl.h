@@ -32,7 +32,6 @@ int ev_err(Ev *e, const Node *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Allocate a zeroed result under the per-tensor limit (diagnostic if not). */
 int ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim);
-int ev_axis(int64_t a, int rank);	/* normalised, or -1 if out of range */
 void ev_strides(const Tensor *t, int64_t *str);	/* row-major, in elements */
 /* Strides of t read through a broadcast shape of rank r (0 on stretched dims). */
 void ev_bstrides(const Tensor *t, int r, int64_t *str);

@@ -43,7 +43,7 @@ int
 ev_gather(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0], *ix = in[1];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	int64_t outer = prod(x->dim, 0, ax), dim = x->dim[ax];
 	int64_t inner = prod(x->dim, ax + 1, x->rank), ni = tensor_numel(ix), raw;
 
@@ -73,7 +73,7 @@ int
 ev_gather_elements(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0], *ix = in[1];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	int64_t xs[MAXRANK], c[MAXRANK] = {0}, len = tensor_numel(ix), raw;
 
 	if (fits(e, n, ix, x, ax))
@@ -210,7 +210,7 @@ int
 ev_scatter_elements(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0], *ix = in[1], *u = in[2];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), x->rank), red;
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank), red;
 	int64_t xs[MAXRANK], c[MAXRANK] = {0}, len = tensor_numel(ix), raw;
 
 	if (reduction(e, n, &red) || fits(e, n, ix, x, ax) ||

@@ -455,9 +455,11 @@ router_routing(const Node *n, const Tensor *lt, const Tensor *sb, const Tensor *
 static int
 topk_routing(const Node *n, const Tensor *v, const Tensor *ids, Routing *out)
 {
-	int64_t ax = ir_attr_int(n, "axis", -1), k = ids->rank == 2 ? ids->dim[1] : 0;
+	IrTopkAttrs ta;
+	ir_topk_attrs(n, &ta);
+	int64_t ax = ta.axis, k = ids->rank == 2 ? ids->dim[1] : 0;
 
-	if (v->rank != 2 || (ax != -1 && ax != 1) || !ir_attr_int(n, "largest", 1) ||
+	if (v->rank != 2 || (ax != -1 && ax != 1) || !ta.largest ||
 	    !dtype_is_float(v->dt) || routing_alloc(out, v->dim[0], v->dim[1], k))
 		return 0;
 	out->what = "score";

@@ -42,7 +42,7 @@ qlayout(Ev *e, const Node *n, const Tensor *const *in, QLayout *q)
 	const Tensor *x = in[0], *s = in[1], *z = n->nin > 2 ? in[2] : NULL;
 
 	memset(q, 0, sizeof *q);
-	q->axis = ev_axis(ir_attr_int(n, "axis", 1), x->rank);
+	q->axis = ir_axis(ir_attr_int(n, "axis", 1), x->rank);
 	q->bs = ir_attr_int(n, "block_size", 0);
 	if (z && (z->rank != s->rank || tensor_numel(z) != tensor_numel(s)))
 		return ev_err(e, n, "%s: the zero point must have the scale's shape",

@@ -35,7 +35,7 @@ reduce_strides(const Node *n, const Tensor *x, const Tensor *y, int64_t *ostr)
 	for (int i = 0; i < x->rank; i++)
 		red[i] = na < 0;
 	for (int i = 0; i < na && i < MAXRANK; i++)
-		red[ev_axis(axes[i], x->rank)] = 1;	/* infer checked the range */
+		red[ir_axis(axes[i], x->rank)] = 1;	/* infer checked the range */
 	ev_strides(y, ystr);
 	for (int i = 0, j = 0; i < x->rank; i++) {
 		ostr[i] = red[i] ? 0 : ystr[j];
@@ -114,7 +114,7 @@ int
 ev_argmax(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	int last = (int)ir_attr_int(n, "select_last_index", 0);
 	int64_t outer, len, inner;
 
@@ -140,7 +140,7 @@ ev_softmax(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
 	Tensor *y = &out[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 	int64_t outer, len, inner;
 
 	split3(x, ax, &outer, &len, &inner);
@@ -220,7 +220,7 @@ int
 ev_rms_norm(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 	double eps = ir_attr_float(n, "eps", 1e-5), *sv, mean, ms;
 	int64_t rows, len, *si;
 
@@ -246,7 +246,7 @@ int
 ev_layer_norm(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0], *b = n->nin > 2 ? in[2] : NULL;
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 	double eps = ir_attr_float(n, "eps", 1e-5), *sv, *bv = NULL, mean, var;
 	int64_t rows, len, *si, *bi = NULL;
 
@@ -283,7 +283,7 @@ int
 ev_rstd(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 	int center = (int)ir_attr_int(n, "center", 0);
 	double eps = ir_attr_float(n, "eps", 1e-5), mean, ms;
 	int64_t rows, len;
@@ -302,8 +302,10 @@ int
 ev_topk(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", -1), x->rank);
-	int largest = (int)ir_attr_int(n, "largest", 1);
+	IrTopkAttrs ta;
+	ir_topk_attrs(n, &ta);
+	int ax = ir_axis(ta.axis, x->rank);
+	int largest = ta.largest;
 	int64_t k = out[0].dim[ax], outer, len, inner;
 	double *v;
 	int64_t *idx;

@@ -189,7 +189,7 @@ int
 ev_concat(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	Tensor *y = &out[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), y->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), y->rank);
 	int64_t outer = prod(y->dim, 0, ax), inner = prod(y->dim, ax + 1, y->rank), at = 0;
 
 	for (int k = 0; k < n->nin; k++) {
@@ -206,7 +206,7 @@ int
 ev_split(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0];
-	int ax = ev_axis(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	int64_t outer = prod(x->dim, 0, ax), inner = prod(x->dim, ax + 1, x->rank), at = 0;
 
 	for (int k = 0; k < n->nout; k++) {
@@ -271,7 +271,7 @@ ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	for (int i = 0; i < x->rank; i++)
 		dim[i] = x->dim[i], step[i] = 1;
 	for (int i = 0; i < s.n; i++) {
-		int a = ev_axis(s.axis[i], x->rank);
+		int a = ir_axis(s.axis[i], x->rank);
 		if (a < 0 || seen[a]++ || s.step[i] == 0)
 			return ev_err(e, n, "slice: axis %lld out of range, repeated, or a zero step",
 				      (long long)s.axis[i]);

@@ -53,14 +53,6 @@ ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim
 	return 0;
 }
 
-int
-ev_axis(int64_t a, int rank)
-{
-	if (a < 0)
-		a += rank;
-	return a >= 0 && a < rank ? (int)a : -1;
-}
-
 void
 ev_strides(const Tensor *t, int64_t *str)
 {

@@ -28,15 +28,6 @@ has(const Node *n, int i)
 	return i < n->nin && n->in[i];
 }
 
-/* Normalise an axis against a rank; -1 if out of range. */
-static int
-axis_of(int64_t a, int rank)
-{
-	if (a < 0)
-		a += rank;
-	return a >= 0 && a < rank ? (int)a : -1;
-}
-
 static Dim
 bdim(Module *m, Dim a, Dim b, int *ok)
 {
@@ -289,7 +280,7 @@ infer_reduce(Graph *g, Node *n, Diag *d)
 			red[i] = 1;
 	}
 	for (int i = 0; i < na; i++) {
-		int ax = axis_of(axes[i], t.rank);
+		int ax = ir_axis(axes[i], t.rank);
 		if (ax < 0)
 			return ERR("%s: axis %lld out of range for rank %d", ir_opname(n->op),
 				   (long long)axes[i], t.rank);
@@ -311,7 +302,7 @@ static int
 infer_argmax(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", 0), t.rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), t.rank);
 	int keep = (int)ir_attr_int(n, "keepdims", 1);
 
 	if (ax < 0)
@@ -328,7 +319,7 @@ infer_argmax(Graph *g, Node *n, Diag *d)
 static int
 infer_softmax(Graph *g, Node *n, Diag *d)
 {
-	if (axis_of(ir_attr_int(n, "axis", -1), ty(n, 0)->rank) < 0)
+	if (ir_axis(ir_attr_int(n, "axis", -1), ty(n, 0)->rank) < 0)
 		return ERR("%s: axis out of range", ir_opname(n->op));
 	if (!dtype_is_float(ty(n, 0)->dt))
 		return ERR("%s: operand must be a float type", ir_opname(n->op));
@@ -352,7 +343,7 @@ static int
 infer_norm(Graph *g, Node *n, Diag *d)
 {
 	const Type *x = ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 	Type nt = *x, t;
 
 	if (ax < 0)
@@ -381,7 +372,7 @@ static int
 infer_rstd(Graph *g, Node *n, Diag *d)
 {
 	const Type *x = ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", -1), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", -1), x->rank);
 
 	if (ax < 0)
 		return ERR("rstd: axis out of range");
@@ -393,8 +384,10 @@ static int
 infer_topk(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", -1), t.rank);
-	int64_t k = ir_attr_int(n, "k", -1);
+	IrTopkAttrs ta;
+	ir_topk_attrs(n, &ta);
+	int ax = ir_axis(ta.axis, t.rank);
+	int64_t k = ta.k;
 
 	if (ax < 0)
 		return ERR("topk: axis out of range");
@@ -425,7 +418,7 @@ static int
 infer_gather(Graph *g, Node *n, Diag *d)
 {
 	const Type *x = ty(n, 0), *ix = ty(n, 1);
-	int ax = axis_of(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	Type t;
 
 	if (ax < 0)
@@ -455,7 +448,7 @@ infer_gather_elements(Graph *g, Node *n, Diag *d)
 		return -1;
 	if (ty(n, 1)->rank != ty(n, 0)->rank)
 		return ERR("gather_elements: data and indices must have the same rank");
-	if (axis_of(ir_attr_int(n, "axis", 0), t.rank) < 0)
+	if (ir_axis(ir_attr_int(n, "axis", 0), t.rank) < 0)
 		return ERR("gather_elements: axis out of range");
 	t.dt = ty(n, 0)->dt;
 	n->out[0]->type = t;
@@ -508,7 +501,7 @@ infer_scatter(Graph *g, Node *n, Diag *d)
 	if (n->op == OP_SCATTER_ELEMENTS) {
 		const Type *ix = ty(n, 1), *up = ty(n, 2);
 		if (ix->rank != ty(n, 0)->rank || up->rank != ix->rank ||
-		    axis_of(ir_attr_int(n, "axis", 0), ty(n, 0)->rank) < 0)
+		    ir_axis(ir_attr_int(n, "axis", 0), ty(n, 0)->rank) < 0)
 			return ERR("scatter_elements: ranks differ or axis out of range");
 		for (int i = 0; i < ix->rank; i++)
 			if (!ir_dim_compatible(g->m, ix->dim[i], up->dim[i]))
@@ -684,7 +677,7 @@ static int
 infer_concat(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", 0), t.rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), t.rank);
 
 	if (ax < 0)
 		return ERR("concat: axis out of range");
@@ -707,7 +700,7 @@ static int
 infer_split(Graph *g, Node *n, Diag *d)
 {
 	const Type *x = ty(n, 0);
-	int ax = axis_of(ir_attr_int(n, "axis", 0), x->rank);
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank);
 	int64_t sizes[64], sum = 0;
 	int ns = ir_attr_ints(n, "sizes", sizes, 64);
 
@@ -751,7 +744,7 @@ infer_slice(Graph *g, Node *n, Diag *d)
 	if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
 		return ERR("slice: starts, ends (and axes, steps) must have equal lengths");
 	for (int i = 0; i < ns; i++) {
-		int a = axis_of(na >= 0 ? ax[i] : i, x->rank);
+		int a = ir_axis(na >= 0 ? ax[i] : i, x->rank);
 		int64_t step = nsp >= 0 ? sp[i] : 1;
 		if (a < 0 || step == 0)
 			return ERR("slice: axis out of range or zero step");

@@ -442,19 +442,6 @@ ir_set_int(Module *m, Node *n, const char *key, int64_t v)
 }
 
 void
-ir_set_float(Module *m, Node *n, const char *key, double v)
-{
-	ir_attr_set(m, &n->attr, &n->nattr, (Attr){.key = key, .kind = A_FLOAT, .u.f = v});
-}
-
-void
-ir_set_str(Module *m, Node *n, const char *key, const char *v)
-{
-	ir_attr_set(m, &n->attr, &n->nattr,
-		    (Attr){.key = key, .kind = A_STR, .u.s = ir_intern(m, v)});
-}
-
-void
 ir_set_ints(Module *m, Node *n, const char *key, const int64_t *v, int k)
 {
 	ir_attr_set(m, &n->attr, &n->nattr, list_attr(m, key, A_INTS, v, k, sizeof *v));

@@ -91,6 +91,8 @@ const DimExpr *ir_dim_expr(const Module *m, Dim d);
 int ir_dim_print(char *buf, size_t n, const Module *m, Dim d);
 int ir_type_print(char *buf, size_t n, const Module *m, const Type *t);
 int ir_type_static(const Type *t);
+/* Same dtype and dims (interned: a symbolic dim equals only itself; each "?" is its own). */
+int ir_type_eq(const Type *a, const Type *b);
 int64_t ir_type_numel(const Type *t);	/* -1 if symbolic (or beyond int64) */
 /*
  * The most elements a type may have, counting the coefficient of each
@@ -252,8 +254,6 @@ int ir_is_graph_result(const Graph *g, const Value *v);
 
 /* Attributes: setters keep the array sorted; getters take a default. */
 void ir_set_int(Module *m, Node *n, const char *key, int64_t v);
-void ir_set_float(Module *m, Node *n, const char *key, double v);
-void ir_set_str(Module *m, Node *n, const char *key, const char *v);
 void ir_set_ints(Module *m, Node *n, const char *key, const int64_t *v, int k);
 void ir_set_floats(Module *m, Node *n, const char *key, const double *v, int k);
 void ir_set_dims(Module *m, Node *n, const char *key, const Dim *v, int k);
@@ -374,6 +374,13 @@ typedef struct {
 	double jitter_eps;	/* sparsemixer: kept when (m - l) / max(|l|, m) <= 2 eps */
 } IrRouteAttrs;
 void ir_route_attrs(const Node *n, IrRouteAttrs *r);
+/* topk's attributes: k required (-1 when absent: infer.c refuses it), axis = -1, largest = 1. */
+typedef struct {
+	int64_t k;
+	int64_t axis;		/* as written: negative counts from the end */
+	int largest;
+} IrTopkAttrs;
+void ir_topk_attrs(const Node *n, IrTopkAttrs *t);
 /* A kernel's template (its "template" attribute, set by the fusion pass
  * that made it): what codegen compiles it with.  IR_TMPL_NONE when absent,
  * IR_TMPL_UNKNOWN for a name not in ir_template_names (the verifier refuses it). */
@@ -397,6 +404,8 @@ extern const char *const ir_route_attr_names[IR_NROUTE_ATTRS];	/* what lower-moe
 #define IR_WEIGHT_ONLY_VISITS 4096
 int ir_weight_only(const Value *v);
 int ir_is_view(const Node *n);
+/* An axis attribute against a rank: negative counts from the end; -1 when out of range. */
+int ir_axis(int64_t a, int rank);
 
 /* eval_ew.c: x op y (y unused for unary ops; cast and identity: x), before rounding to a dtype. */
 double ir_ew_scalar(Op op, const IrEwAttrs *a, double x, double y);

@@ -46,3 +46,11 @@ ir_is_view(const Node *n)
 {
 	return n->op == OP_RESHAPE && n->nin == 1;
 }
+
+int
+ir_axis(int64_t a, int rank)
+{
+	if (a < 0)
+		a += rank;
+	return a >= 0 && a < rank ? (int)a : -1;
+}

@@ -263,6 +263,13 @@ ir_type_print(char *buf, size_t n, const Module *m, const Type *t)
 }
 
 int
+ir_type_eq(const Type *a, const Type *b)
+{
+	return a->dt == b->dt && a->rank == b->rank &&
+	       memcmp(a->dim, b->dim, sizeof(Dim) * (size_t)a->rank) == 0;
+}
+
+int
 ir_type_static(const Type *t)
 {
 	for (int i = 0; i < t->rank; i++)

@@ -63,7 +63,7 @@ canon_noop(Canon *k, Node *n)
 		noop = reshape_noop(x, n->out[0]);
 		break;
 	case OP_EXPAND:
-		noop = type_same(&x->type, &n->out[0]->type);
+		noop = ir_type_eq(&x->type, &n->out[0]->type);
 		break;
 	case OP_TRANSPOSE:
 		noop = identity_perm(n);

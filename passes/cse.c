@@ -29,13 +29,6 @@ attr_equal(const Attr *a, const Attr *b)
 }
 
 static int
-type_equal(const Type *a, const Type *b)
-{
-	return a->dt == b->dt && a->rank == b->rank &&
-	       memcmp(a->dim, b->dim, sizeof(Dim) * (size_t)a->rank) == 0;
-}
-
-static int
 same(const Node *a, const Node *b)
 {
 	if (a->op != b->op || a->nin != b->nin || a->nout != b->nout ||
@@ -48,7 +41,7 @@ same(const Node *a, const Node *b)
 		if (!attr_equal(&a->attr[i], &b->attr[i]))
 			return 0;
 	for (int i = 0; i < a->nout; i++)
-		if (!type_equal(&a->out[i]->type, &b->out[i]->type))
+		if (!ir_type_eq(&a->out[i]->type, &b->out[i]->type))
 			return 0;
 	return 1;
 }

@@ -136,7 +136,7 @@ gemm_dequant(const Graph *g, const Node *n)
 }
 
 static int
-fold_node(Graph *g, Node *n, Diag *d)
+fold_node(Graph *g, Node *n, Diag *d, unsigned debug)
 {
 	Tensor in[64], out[16];
 	int from_weight = 0, changed = 0, nin = 0;
@@ -161,7 +161,7 @@ fold_node(Graph *g, Node *n, Diag *d)
 			goto out;
 		nin = i + 1;
 	}
-	diag_init(&quiet, getenv("MOEC_DEBUG_FOLD") ? stderr : NULL);	/* a node that fails to evaluate stays */
+	diag_init(&quiet, debug & DBG_FOLD ? stderr : NULL);	/* a node that fails to evaluate stays */
 	if (pass_eval_node(g->m, n, in, out, &quiet) == 0) {
 		for (int k = 0; k < n->nout; k++) {
 			changed |= replace(g, n, k, &out[k], from_weight);
@@ -215,7 +215,7 @@ fold(Module *m, PassCtx *c)
 				continue;
 			int q = n->op == OP_DEQUANTIZE && n->in[0]->kind == V_WEIGHT;
 			const char *qw = q ? n->in[0]->name : NULL;
-			if (fold_shape(g, n) || fold_node(g, n, c->d)) {
+			if (fold_shape(g, n) || fold_node(g, n, c->d, c->debug)) {
 				changed = 1;
 				if (q)
 					report_skip(c->report, "dequantize %%%s of $%s not fused into a "

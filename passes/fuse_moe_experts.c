@@ -627,21 +627,10 @@ slot(Node *sc, Expert *x, Slot *s)
 }
 
 static int
-same_type(const Type *a, const Type *b)
-{
-	if (a->dt != b->dt || a->rank != b->rank)
-		return 0;
-	for (int i = 0; i < a->rank; i++)
-		if (a->dim[i] != b->dim[i])
-			return 0;
-	return 1;
-}
-
-static int
 same_expert(const Expert *a, const Expert *b)
 {
-	int w = a->flat ? same_type(&a->wgu->type, &b->wgu->type) &&
-			      same_type(&a->wdn->type, &b->wdn->type)
+	int w = a->flat ? ir_type_eq(&a->wgu->type, &b->wgu->type) &&
+			      ir_type_eq(&a->wdn->type, &b->wdn->type)
 			: a->wgu == b->wgu && a->wdn == b->wdn;
 
 	return w && a->flat == b->flat && a->x == b->x && a->bgu == b->bgu &&

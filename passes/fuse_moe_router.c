@@ -22,6 +22,24 @@
 
 #include "fuse_moe.h"
 
+static int64_t
+topk_k(const Node *tk)
+{
+	IrTopkAttrs t;
+
+	ir_topk_attrs(tk, &t);
+	return t.k;
+}
+
+static int
+topk_largest(const Node *tk)
+{
+	IrTopkAttrs t;
+
+	ir_topk_attrs(tk, &t);
+	return t.largest == 1;
+}
+
 /* Through casts of any kind (indices cast between integer types). */
 static Value *
 strip_casts(Value *v)
@@ -99,8 +117,8 @@ group_score(Value *gs, Router *r)
 	if (n && mo_last_axis(n, "axes", n->in[0]->type.rank, -2) &&
 	    (tk = mo_def(n->in[0], OP_TOPK)) && n->in[0] == tk->out[0] &&
 	    mo_last_axis(tk, "axis", tk->in[0]->type.rank, tk->in[0]->type.rank - 1) &&
-	    ir_attr_int(tk, "largest", 1) == 1) {
-		int64_t k = ir_attr_int(tk, "k", -1);
+	    topk_largest(tk)) {
+		int64_t k = topk_k(tk);
 		if (k != 1 && k != 2)
 			return NULL;
 		r->top2 = k == 2;
@@ -131,7 +149,7 @@ groups(Value *keep, Value *x, Router *r)
 		return "group mask not recognised";
 	v = strip_casts(sc->in[1]);
 	if (!(tg = mo_def(v, OP_TOPK)) || v != tg->out[1] ||
-	    !mo_last_axis(tg, "axis", 2, 1) || ir_attr_int(tg, "largest", 1) != 1)
+	    !mo_last_axis(tg, "axis", 2, 1) || !topk_largest(tg))
 		return "group selection is not a TopK";
 	v = group_score(tg->in[0], r);
 	if (!v || !(rs = mo_def(v, OP_RESHAPE)) || mo_peel_cast(rs->in[0]) != x)
@@ -142,7 +160,7 @@ groups(Value *keep, Value *x, Router *r)
 	    et->dim[2] != gt->dim[2] || keep->type.rank != 2 || keep->type.dim[1] != xt->dim[1])
 		return "group shapes do not agree";
 	r->ngroup = gt->dim[1];
-	r->topk_group = ir_attr_int(tg, "k", -1);
+	r->topk_group = topk_k(tg);
 	r->aux[0] = tg;
 	if (r->topk_group < 1 || r->topk_group > r->ngroup)
 		return "group selection k out of range";
@@ -230,9 +248,9 @@ mo_router(Node *tk, Value *w, Router *r)
 	r->anchor = "TopK";
 	r->scale = 1;
 	r->ngroup = r->topk_group = 1;
-	r->k = ir_attr_int(tk, "k", -1);
+	r->k = topk_k(tk);
 	if (rank != 2 || !mo_last_axis(tk, "axis", rank, rank - 1) ||
-	    ir_attr_int(tk, "largest", 1) != 1 || r->k < 1)
+	    !topk_largest(tk) || r->k < 1)
 		return "the TopK is not over the last axis of [T,E] scores";
 
 	/* the weights: scale, renormalisation, softmax over k; then the root */

@@ -34,13 +34,6 @@ sole_user(const Value *v)
 }
 
 static inline int
-type_same(const Type *a, const Type *b)
-{
-	return a->dt == b->dt && a->rank == b->rank &&
-	       memcmp(a->dim, b->dim, sizeof(Dim) * (size_t)a->rank) == 0;
-}
-
-static inline int
 unknown_dim(const Value *v, Dim d)
 {
 	return d < 0 && v->graph && ir_dim_has_unknown(v->graph->m, d);

@@ -36,6 +36,7 @@ typedef struct {
 	Diag *d;
 	Report *report;		/* may be NULL: decisions are not recorded */
 	const EpOpts *ep;	/* NULL: no expert parallelism */
+	unsigned debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
 } PassCtx;
 
 #define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
@@ -56,7 +57,13 @@ typedef struct {
 	int ncheck_inputs;
 	int print_flags;	/* IR_PRINT_LOC */
 	FILE *dump;		/* where dumps go; NULL: stderr */
+	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
 } PassOpts;
+
+/* A pass of a test program's own (a deliberately wrong rewrite, to show
+ * --check-eval names it: tests/unit/check_passes.c), runnable by name from
+ * then on; the shipped table (passes.def) holds none.  0, or -1 when full. */
+int pass_register_test(const char *name, const char *help, int (*fn)(Module *, PassCtx *));
 
 void pass_default_opts(PassOpts *o);
 const char *pass_default_pipeline(void);

@@ -19,14 +19,17 @@ static const char default_pipeline[] =
 typedef struct {
 	const char *name, *help;
 	int (*fn)(Module *, PassCtx *);
-	int testonly;
 } Pass;
 
 static const Pass passes[] = {
-#define PASS(fn, name, help) {name, help, fn, strncmp(name, "test-", 5) == 0},
+#define PASS(fn, name, help) {name, help, fn},
 #include "passes.def"
 #undef PASS
 };
+
+/* Passes a test program adds (pass_register_test): never in moec. */
+static Pass test_passes[4];
+static int ntest_passes;
 
 void
 pass_default_opts(PassOpts *o)
@@ -55,7 +58,21 @@ find(const char *name, size_t n)
 	for (size_t i = 0; i < NELEM(passes); i++)
 		if (strlen(passes[i].name) == n && strncmp(passes[i].name, name, n) == 0)
 			return &passes[i];
+	for (int i = 0; i < ntest_passes; i++)
+		if (strlen(test_passes[i].name) == n && strncmp(test_passes[i].name, name, n) == 0)
+			return &test_passes[i];
 	return NULL;
+}
+
+int
+pass_register_test(const char *name, const char *help, int (*fn)(Module *, PassCtx *))
+{
+	if (find(name, strlen(name)))
+		return 0;
+	if (ntest_passes == (int)NELEM(test_passes))
+		return -1;
+	test_passes[ntest_passes++] = (Pass){name, help, fn};
+	return 0;
 }
 
 /* Is `name` in the comma list `list` ("all" matches everything)? */
@@ -174,6 +191,7 @@ pass_run(Module *m, const PassOpts *o, PassCtx *c)
 		n = -1;
 	if (n < 0)
 		return -1;
+	c->debug = o->debug;
 	if (o->check_eval) {
 		chk = check_new(m, o, c->d);
 		if (!chk || check_eval(chk, m, why, sizeof why, c->d) != 0) {

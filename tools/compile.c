@@ -188,6 +188,7 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 	if ((rc = moec_args("compile", argc, argv, &c->a, &c->o, d)) >= 0)
 		return rc;
 	cg_compile_default(&c->cg);
+	c->cg.debug = c->o.debug;
 	c->model = c->a.pos[0];
 	c->out = opt_str(&c->a, "output");
 	c->emit = opt_str(&c->a, "emit");

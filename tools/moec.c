@@ -113,6 +113,8 @@ static const Opt moec_opts[] = {
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle to show (layer.N)",
 	 INSPECT},
 	/* everywhere */
+	{"debug", 0, OPT_STR, "LIST", NULL, "debug flags, comma-separated (docs/cli.md, Debug flags)",
+	 LOADS},
 	{"quiet", 'q', OPT_FLAG, NULL, NULL, "no notes, only warnings and errors", LOADS | INSPECT},
 	{"verbose", 'v', OPT_FLAG, NULL, NULL, "progress, and the notes -q and the default leave out",
 	 LOADS | INSPECT},
@@ -154,6 +156,26 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
 	o->pass.check_dims = opt_str(a, "check-dims");
 }
 
+/*
+ * The debug flags (util/debug.c): --debug=LIST, and each flag's former
+ * environment variable (MOEC_EMU_WGMMA=1, ...), a deprecated alias read
+ * here and nowhere else.  0, or -1 with a diagnostic (an unknown name).
+ */
+static int
+moec_debug(const OptArgs *a, unsigned *flags, Diag *d)
+{
+	char why[256];
+
+	for (int i = 0; i < ndebug_flags; i++) {
+		const char *e = getenv(debug_flags[i].env);
+		if (e && *e && strcmp(e, "0") != 0)
+			*flags |= debug_flags[i].bit;
+	}
+	if (debug_parse(opt_str(a, "debug"), flags, why, sizeof why) < 0)
+		return diag_error(d, LOC_NONE, "--debug: %s", why);
+	return 0;
+}
+
 /* Parse a subcommand's arguments: -1 to go on, or the exit code (0 after --help). */
 int
 moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag *d)
@@ -166,6 +188,9 @@ moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag 
 		return BAD;
 	diag_init(d, stderr);
 	moec_apply(a, o, d);
+	if (moec_debug(a, &o->debug, d) < 0)
+		return BAD;
+	o->pass.debug = o->debug;
 	return moec_ep_apply(a, o) == OK ? -1 : BAD;
 }
 
@@ -384,7 +409,7 @@ cmd_opt(int argc, char **argv)
 	if (rep)	/* on stderr: stdout is the IR */
 		report_print(stderr, rep);
 	report_free(rep);
-	if (rc == OK && getenv("MOEC_CHECK_ROUNDTRIP"))
+	if (rc == OK && o.debug & DBG_ROUNDTRIP)
 		rc = roundtrip(m, o.pass.print_flags, &d);
 	if (rc == OK)
 		rc = write_ir(opt_str(&a, "output"), m, o.pass.print_flags, 0, &d);

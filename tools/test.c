@@ -284,7 +284,7 @@ load_dir(const char *dir, const MoecOpts *o, Diag *d)
 
 /* The compiled program for --emulate; NULL after a FAIL line. */
 static CgProgram *
-emu_program(const char *dir, Module *m, DType precision, Diag *d)
+emu_program(const char *dir, Module *m, DType precision, unsigned debug, Diag *d)
 {
 	CgCompileOpts co;
 	CgProgram *p;
@@ -293,6 +293,7 @@ emu_program(const char *dir, Module *m, DType precision, Diag *d)
 	co.arch[0] = "emu";
 	co.narch = 1;
 	co.precision = precision;
+	co.debug = debug;
 	if (!(p = cg_compile(m, &co, d)))
 		printf("FAIL %s: does not compile\n", dir);
 	return p;
@@ -326,7 +327,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	if (compiled && run_pipeline(dir, m, o, &d) != 0) {
 		printf("FAIL %s: the pipeline failed\n", dir);
 		ready = 0;
-	} else if (emu && !(prog = emu_program(dir, m, precision, &d))) {
+	} else if (emu && !(prog = emu_program(dir, m, precision, o->debug, &d))) {
 		ready = 0;
 	}
 	t->failed += !ready;

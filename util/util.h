@@ -115,6 +115,30 @@ void diag_remark(Diag *d, Loc loc, const char *fmt, ...)
 int diag_verror(Diag *d, Loc loc, const char *fmt, va_list ap);
 void diag_loc_string(char *buf, size_t n, Loc loc);
 
+/*
+ * debug.c: the debug flags (moec --debug=LIST), one table.  Libraries take
+ * them in their options structs and never read the environment; the driver
+ * also honours each flag's former environment variable (deprecated).
+ */
+enum {
+	DBG_FOLD = 1 << 0,	/* fold: a node that fails to evaluate says why */
+	DBG_MANIFEST = 1 << 1,	/* codegen: print the manifest before its check */
+	DBG_CG_DUMP = 1 << 2,	/* codegen: print a kernel LLVM's verifier refuses */
+	DBG_EMU_WGMMA = 1 << 3,	/* codegen: the emulator stands for sm_90a's wgmma mainloop */
+	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
+	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
+};
+typedef struct {
+	const char *name;	/* in --debug=LIST */
+	unsigned bit;
+	const char *env;	/* the deprecated alias: set, and not "" or "0" */
+	const char *help;
+} DebugFlag;
+extern const DebugFlag debug_flags[];
+extern const int ndebug_flags;
+/* Add the flags of a comma list to *flags: 0, or -1 with why (an unknown name). */
+int debug_parse(const char *list, unsigned *flags, char *why, size_t whylen);
+
 /* str.c */
 
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);	/* FNV-1a, 64 bit */

@@ -86,6 +86,25 @@ compile costs.
 The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61; the
 single Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.5 s of it, the two targets
 in parallel; LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s.
+## Debug flags
+
+`moec --debug=LIST` (every subcommand that loads a model) turns on debug output or behaviour by name; the
+table is `debug_flags` in util/debug.c, and the libraries take the flags in their options (`PassOpts.debug`,
+`CgCompileOpts.debug`), never from the environment. An unknown name is refused (exit 2). Each flag's former
+environment variable still works, read by the driver alone; it is deprecated and will go.
+
+| flag | does | deprecated variable |
+|---|---|---|
+| `fold` | the fold pass says why each node it leaves unfolded failed to evaluate | `MOEC_DEBUG_FOLD` |
+| `manifest` | `compile` prints the manifest on stderr before checking it | `MOEC_DEBUG_MANIFEST` |
+| `cg-dump` | a kernel that LLVM's verifier refuses is printed (LLVM IR) with the error | `MOEC_CG_DUMP` |
+| `emu-wgmma` | the emulator (`test --emulate`, `--arch=emu`) stands for sm_90a: GEMMs whose tiles suit it run on the wgmma mainloop | `MOEC_EMU_WGMMA=1` |
+| `emu-ws` | the emulator also stands for sm_90a's warp-specialised TMA mainloop: GEMMs whose tiles suit it run on it (with `emu-wgmma`) | `MOEC_EMU_WS=1` |
+| `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
+
+Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
+(ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
+
 MD
 	"$build/tools/moec" help --markdown
 	echo

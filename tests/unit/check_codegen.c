@@ -52,6 +52,10 @@ START_TEST(test_expr_print_matches_bundle_grammar)
 	cg_expr_print(b, sizeof b, (CgExpr){1, 0, 128});
 	ck_assert_str_eq(b, "cdiv(T,128)");
 	ck_assert_int_eq(cg_expr_eval((CgExpr){2, 889, 128}, 4096), (2 * 4096 + 889 + 127) / 128);
+	/* one type and one evaluator with the bundle's: an overflow is -1, not wrapped */
+	MExpr m = (CgExpr){INT64_MAX / 2, 7, 0};
+	ck_assert_int_eq(cg_expr_eval(m, 3), -1);
+	ck_assert_int_eq(cg_expr_eval(m, 1), INT64_MAX / 2 + 7);
 }
 END_TEST
 

@@ -403,6 +403,31 @@ START_TEST(test_attribute_getters_have_one_default)
 	n.op = OP_LEAKY_RELU;
 	ck_assert_int_eq(ir_ew_attrs(&n, &a, why, sizeof why), 0);
 	ck_assert(a.alpha == 0.01);
+
+	/* topk: k required (-1 absent, refused by the shape rule), axis -1, largest 1 */
+	IrTopkAttrs t;
+	n.op = OP_TOPK;
+	ir_topk_attrs(&n, &t);
+	ck_assert(t.k == -1 && t.axis == -1 && t.largest == 1);
+	m = parse("graph @g(%x: f32[T,8]) -> (v: f32[T,2], i: i64[T,2]) {\n"
+		  "\t%v, %i = topk %x, largest=0 : f32[T,2], i64[T,2]\n"
+		  "\tret %v, %i\n}\n", &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_ne(ir_infer(ir_main_graph(m), ir_main_graph(m)->first, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "topk: needs k >= 0"));
+	ir_free_module(m);
+	/* kernel templates: one name table, unknown names apart from none */
+	m = parse("graph @g(%x: f32[4]) -> (y: f32[4]) {\n\t%y = call @k(%x) : f32[4]\n\tret %y\n}\n"
+		  "kernel @k(%a: f32[4]) -> (r: f32[4]) template=row_reduce {\n"
+		  "\t%r = neg %a : f32[4]\n\tret %r\n}\n", &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(ir_kernel_template(m->graph[1]), IR_TMPL_ROW_REDUCE);
+	ck_assert_int_eq(ir_kernel_template(m->graph[0]), IR_TMPL_NONE);
+	ir_set_kernel_template(m->graph[0], IR_TMPL_PERMUTE);
+	ck_assert_str_eq(ir_graph_str(m->graph[0], "template", ""), "permute");
+	ir_graph_set_str(m->graph[0], "template", "gemv");
+	ck_assert_int_eq(ir_kernel_template(m->graph[0]), IR_TMPL_UNKNOWN);
+	ir_free_module(m);
 }
 END_TEST
 

@@ -1,7 +1,8 @@
 /*
  * check_passes.c — the pass manager and the passes' shared machinery:
  * running by name, unknown names, dumps, the verifier after a pass,
- * --check-eval catching a wrong rewrite, outlining a region into a kernel,
+ * --check-eval catching a wrong rewrite (test-break, this file's own pass),
+ * outlining a region into a kernel,
  * and the fusion report.
  */
 #include <check.h>
@@ -31,12 +32,33 @@ static const char chain[] =
 	"\t%z = mul %a, %b : f32[T,4]\n"
 	"\tret %z\n}\n";
 
+/*
+ * test-break: a deliberately wrong rewrite, for testing that --check-eval
+ * catches a pass that changes what the graph computes.  This program's own
+ * (pass_register_test): moec does not have it.
+ *
+ *	%y = add %a, %b        =>        %y = sub %a, %b
+ */
+static int
+test_break(Module *m, PassCtx *c)
+{
+	Graph *g = ir_main_graph(m);
+
+	for (Node *n = g ? g->first : NULL; n; n = n->next)
+		if (n->op == OP_ADD) {
+			n->op = OP_SUB;
+			return 1;
+		}
+	return 0;
+}
+
 static int
 run(Module *m, const char *pipeline, int check, Diag *d)
 {
 	PassOpts o;
 	PassCtx c = {.d = d};
 
+	ck_assert_int_eq(pass_register_test("test-break", "add -> sub, on purpose", test_break), 0);
 	pass_default_opts(&o);
 	o.pipeline = pipeline;
 	o.verify_each = 1;
@@ -78,6 +100,34 @@ START_TEST(test_check_eval_names_the_wrong_pass)
 	diag_init(&d, NULL);
 	ck_assert_int_eq(run(m, "cse,test-break,dce", 1, &d), 1);
 	ck_assert(strstr(d.last, "pass 'test-break' changed the result") != NULL);
+	ir_free_module(m);
+	/* the result that differs is named */
+	m = parse("graph @g(%a: f32[T,4], %b: f32[T,4]) -> (y: f32[T,4]) {\n"
+		  "\t%y = add %a, %b : f32[T,4]\n"
+		  "\tret %y\n}\n");
+	ck_assert_int_eq(run(m, "dce,test-break", 1, &d), 1);
+	ck_assert_msg(strstr(d.last, "--check-eval: pass 'test-break' changed the result: result 'y' differs"),
+		      "%s", d.last);
+	ir_free_module(m);
+}
+END_TEST
+
+/* --check-eval compares routing decisions before the outputs: a rewrite that
+ * changes the router's logits (here the selection shift turns from + to -)
+ * is named with the tokens whose experts changed and the reference's margin. */
+START_TEST(test_check_eval_names_a_routing_change)
+{
+	Module *m = parse("weight $shift : f32[4]\n\n"
+			  "graph @g(%l: f32[T,4]) -> (w: f32[T,2], ids: i32[T,2]) {\n"
+			  "\t%s = add %l, $shift : f32[T,4]\n"
+			  "\t%w, %ids = route %s, k=2, renorm=1, router=softmax : f32[T,2], i32[T,2]\n"
+			  "\tret %w, %ids\n}\n");
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(run(m, "dce,test-break", 1, &d), 1);
+	ck_assert_msg(strstr(d.last, "pass 'test-break' changed the result: routing changed: token ") &&
+		      strstr(d.last, ", logit gap ") && strstr(d.last, "(beyond a near tie)"), "%s", d.last);
 	ir_free_module(m);
 }
 END_TEST
@@ -164,6 +214,7 @@ passes_suite(void)
 	tcase_add_test(tc, test_passes_run_by_name);
 	tcase_add_test(tc, test_unknown_passes_are_all_reported);
 	tcase_add_test(tc, test_check_eval_names_the_wrong_pass);
+	tcase_add_test(tc, test_check_eval_names_a_routing_change);
 	tcase_add_test(tc, test_default_pipeline_names_real_passes);
 	tcase_add_test(tc, test_outline_keeps_values_and_names);
 	tcase_add_test(tc, test_outline_refuses_a_region_that_is_not_convex);

@@ -1,0 +1,51 @@
+/*
+ * debug.c — the debug flags, one table: what `moec --debug=LIST` names, the
+ * bit the libraries test in their options (PassOpts.debug,
+ * CgCompileOpts.debug, CgTarget.debug), and the environment variable that
+ * was the switch before (a deprecated alias: only the driver reads it).
+ *
+ *	moec compile m.onnx --debug=manifest,cg-dump    => DBG_MANIFEST | DBG_CG_DUMP
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+const DebugFlag debug_flags[] = {
+	{"fold", DBG_FOLD, "MOEC_DEBUG_FOLD", "fold: why each node left unfolded did not evaluate"},
+	{"manifest", DBG_MANIFEST, "MOEC_DEBUG_MANIFEST", "compile: the manifest, before it is checked"},
+	{"cg-dump", DBG_CG_DUMP, "MOEC_CG_DUMP", "compile: a kernel LLVM's verifier refuses, printed"},
+	{"emu-wgmma", DBG_EMU_WGMMA, "MOEC_EMU_WGMMA",
+	 "test --emulate: GEMMs on the sm_90a wgmma mainloop, emulated"},
+	{"emu-ws", DBG_EMU_WS, "MOEC_EMU_WS",
+	 "test --emulate: GEMMs whose tiles suit it on the warp-specialised TMA mainloop, emulated"},
+	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
+	 "opt: print, parse and print the result again, the same or fail"},
+};
+const int ndebug_flags = (int)NELEM(debug_flags);
+
+int
+debug_parse(const char *list, unsigned *flags, char *why, size_t whylen)
+{
+	const char *p = list;
+
+	while (p && *p) {
+		size_t n = strcspn(p, ",");
+		int i;
+		for (i = 0; i < ndebug_flags; i++)
+			if (strlen(debug_flags[i].name) == n && strncmp(p, debug_flags[i].name, n) == 0)
+				break;
+		if (i == ndebug_flags) {
+			size_t k = (size_t)snprintf(why, whylen, "unknown debug flag '%.*s' (", (int)n, p);
+			for (int j = 0; j < ndebug_flags && k < whylen; j++)
+				k += (size_t)snprintf(why + k, whylen - k, "%s%s", j ? ", " : "",
+						      debug_flags[j].name);
+			if (k < whylen)
+				snprintf(why + k, whylen - k, ")");
+			return -1;
+		}
+		*flags |= debug_flags[i].bit;
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
