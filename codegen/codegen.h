@@ -260,6 +260,9 @@ typedef enum {
 	 * out = (up + 1) * gate * sigmoid(alpha * gate); else silu(gate) * up.
 	 */
 	CGE_SWIGLU,
+	/* a rounded to dt (bf16, f16) and back: the IR rounds every bf16/f16
+	 * result, the epilogue computes in f32 (a cast, an op typed bf16) */
+	CGE_ROUND,
 	NCGE
 } CgEpOp;
 
@@ -285,7 +288,7 @@ struct CgEpInst {
 	Op iop;			/* CGE_OP: the IR op */
 	IrEwAttrs ew;		/* CGE_OP: its attributes */
 	/* leaves that read memory: each is one kernel parameter */
-	DType dt;		/* f32, bf16 or f16 */
+	DType dt;		/* f32, bf16 or f16; CGE_ROUND: bf16 or f16 */
 	CgRowIndex rows;	/* CGE_ROW, CGE_MAT */
 	int64_t ld;		/* CGE_MAT: elements between rows */
 	int64_t group_stride;	/* CGE_COL: elements between experts (0: shared) */
@@ -298,6 +301,7 @@ struct CgEpilogue {
 };
 /* Builders; each returns the new instruction's index (or -1 when full). */
 int cg_ep_acc(CgEpilogue *e);
+int cg_ep_round(CgEpilogue *e, int a, DType dt);	/* CGE_ROUND; a itself for f32 */
 int cg_ep_imm(CgEpilogue *e, float v);
 int cg_ep_col(CgEpilogue *e, DType dt, int64_t group_stride, const char *role);
 int cg_ep_row(CgEpilogue *e, DType dt, CgRowIndex rows, const char *role);

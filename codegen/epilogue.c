@@ -36,6 +36,7 @@ static const struct {
 	[CGE_MAT] = {"mat", 0, 1},
 	[CGE_OP] = {"op", 1, 0},	/* its IR op's arity: inst_arity */
 	[CGE_SWIGLU] = {"swiglu", 1, 0},
+	[CGE_ROUND] = {"round", 1, 0},
 };
 
 static const char *const row_names[NCGR] = {"r", "gather", "gather_raw", "scatter"};
@@ -182,6 +183,18 @@ cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi)
 }
 
 int
+cg_ep_round(CgEpilogue *e, int a, DType dt)
+{
+	CgEpInst in = inst(CGE_ROUND);
+
+	if (dt != DT_BF16 && dt != DT_F16)
+		return a;
+	in.a = a;
+	in.dt = dt;
+	return push(e, in);
+}
+
+int
 cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha)
 {
 	CgEpInst in = inst(CGE_SWIGLU);
@@ -235,6 +248,9 @@ cg_ep_check(const CgEpilogue *e, Diag *d)
 		if (in->op == CGE_OP && in->iop == OP_CLIP && !(in->ew.lo <= in->ew.hi))
 			return diag_error(d, LOC_NONE, "epilogue e%d: clip(%g, %g) is empty", i,
 					  in->ew.lo, in->ew.hi);
+		if (in->op == CGE_ROUND && in->dt != DT_BF16 && in->dt != DT_F16)
+			return diag_error(d, LOC_NONE, "epilogue e%d: round to %s (need bf16 or f16)", i,
+					  dtype_name(in->dt));
 		if (in->op == CGE_SWIGLU) {
 			if (sw >= 0)
 				return diag_error(d, LOC_NONE, "epilogue e%d: a second swiglu (first e%d)", i, sw);
@@ -284,6 +300,9 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 			if (in->iop == OP_CLIP)
 				k += snprintf(buf + k, n - k, "%se%d=clip(e%d,%g,%g)", sep, i, in->a,
 					      in->ew.lo, in->ew.hi);
+			else if (in->op == CGE_ROUND)
+				k += snprintf(buf + k, n - k, "%se%d=round(e%d):%s", sep, i, in->a,
+					      dtype_name(in->dt));
 			else if (inst_arity(in) == 2)
 				k += snprintf(buf + k, n - k, "%se%d=%s(e%d,e%d)", sep, i,
 					      cg_ep_inst_name(in), in->a, in->b);
@@ -305,6 +324,8 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 
 	if (in->op == CGE_OP)
 		return cg_ew_emit(f, in->iop, &in->ew, a, b);
+	if (in->op == CGE_ROUND)
+		return cg_round_dt(f, a, in->dt);
 	if (in->op == CGE_SWIGLU) {
 		if (in->lim > 0) {
 			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));

@@ -304,10 +304,14 @@ epilogue_node(L *l, const Node *n)
 				 lim ? (float)ir_attr_float(n, "alpha", 1.702) : 0);
 		l->width /= 2;
 	} else if (n->op == OP_CAST || n->op == OP_IDENTITY) {
-		if ((e = get(l, n->in[0])) < 0)	/* computed in f32: no instruction */
+		if ((e = get(l, n->in[0])) < 0)	/* computed in f32: only a rounding */
 			return fail(l, "%s of a value the epilogue does not compute", ir_opname(n->op));
+		if (n->out[0]->type.dt != n->in[0]->type.dt)
+			e = cg_ep_round(&l->s->ep, e, n->out[0]->type.dt);
 	} else if (cg_ew_has(n->op)) {
-		e = scalar(l, n);
+		/* rounded to its type as the IR rounds it (a bf16 residual add) */
+		if ((e = scalar(l, n)) >= 0)
+			e = cg_ep_round(&l->s->ep, e, n->out[0]->type.dt);
 	} else {
 		return fail(l, "%s has no epilogue form", ir_opname(n->op));
 	}
@@ -532,11 +536,17 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 			return snprintf(why, whylen, "%s", l.why), -1;
 		put(&l, mm->out[0], cg_ep_op(&s->ep, OP_ADD, get(&l, mm->out[0]), b));
 	}
+	/* the matmul's result as the IR types it (bf16: rounded before what follows) */
+	put(&l, mm->out[0], cg_ep_round(&s->ep, get(&l, mm->out[0]), mm->out[0]->type.dt));
 	for (const Node *n = mm->next; n; n = n->next)
 		if (epilogue_node(&l, n) < 0)
 			return snprintf(why, whylen, "%s", l.why), -1;
 	if (get(&l, k->ret[0]) != s->ep.n - 1 && s->ep.n > 1)
 		return snprintf(why, whylen, "the result is not the last epilogue value"), -1;
 	s->c_dt = k->ret[0]->type.dt;
+	/* a last rounding to C's type is the store's own */
+	if (s->ep.n > 1 && s->ep.in[s->ep.n - 1].op == CGE_ROUND &&
+	    s->ep.in[s->ep.n - 1].dt == s->c_dt && s->ep.in[s->ep.n - 1].a == s->ep.n - 2)
+		s->ep.n--;
 	return 0;
 }

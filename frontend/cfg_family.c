@@ -825,6 +825,70 @@ build_nemotron_h(Cfg *c, Value *x)
 }
 
 /*
+ * Step 3.5 (step3p5; the text model of the step3p7 wrapper): zero-centred
+ * RMSNorm (1 + w, in f32); MoE layers "sparse" in mlp_layer_types (all of
+ * them without it), else a dense SwiGLU of intermediate_size; sigmoid
+ * router with e_score_correction_bias, top-k, always renormalised, the
+ * routed sum times moe_router_scaling_factor (the moe's scale); stacked
+ * experts gate_up_proj [E,2I,H] (gate rows first), down_proj [E,H,I]; an
+ * always-on shared SwiGLU of share_expert_dim.  swiglu_limits and
+ * swiglu_limits_shared (a clamp Step-3.7-Flash applies on layers 43-44) are
+ * refused where non-zero for the layer: no act clamps silu that way yet.
+ */
+static int
+step3p5_is_moe(Cfg *c, int layer)
+{
+	return !cfg_has(c, "mlp_layer_types") || cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+}
+
+static void
+step3p5_no_limit(Cfg *c, const char *key)
+{
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, key);
+	const cJSON *e = cJSON_IsArray(l) ? cJSON_GetArrayItem(l, c->layer) : NULL;
+
+	if (cJSON_IsNumber(e) && e->valuedouble != 0)
+		cfg_error(c, key, "a SwiGLU clamp of %g on layer %d is not built yet", e->valuedouble,
+			  c->layer);
+}
+
+static Value *
+build_step3p5(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int bias = cfg_bool_or(c, "mlp_bias", 0), moe = step3p5_is_moe(c, c->layer);
+	MoeSpec s;
+	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	step3p5_no_limit(c, "swiglu_limits_shared");
+	if (moe) {
+		read_moe(c, &s, "moe_intermediate_size");
+		s.router = "sigmoid";
+		s.renorm = 1;
+		s.scale = cfg_num_or(c, "moe_router_scaling_factor", 1.0);
+		step3p5_no_limit(c, "swiglu_limits");
+	}
+	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
+	h = c->err ? NULL : cfg_named(c, cfg_rms_norm_1p(c, x, "post_attention_layernorm.weight", eps), "h");
+	if (!h)
+		return NULL;
+	if (!moe)
+		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "mlp", cfg_int(c, "intermediate_size"),
+							       "silu", bias, "intermediate_size"), "mlp"));
+	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, &s, F32_OK), "router_logits");
+	sb = selection_bias(c, "mlp.gate.e_score_correction_bias", &s);
+	wt[0] = cfg_experts_gu(c, "mlp", NULL, NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, "mlp", NULL, &s, 0);
+	if (!sb)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "mlp");
+	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
+	sh = f ? cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", cfg_int(c, "share_expert_dim"), "silu",
+					   bias, "share_expert_dim"), "shared") : NULL;
+	return residual(c, x, sh ? add(c, f, sh, "ffn") : NULL);
+}
+
+/*
  * Jamba: layer L is MoE when L % expert_layer_period == expert_layer_offset
  * (and num_experts > 1); softmax, top-k, not renormalised; the FFN is the
  * layer's feed_forward after pre_ff_layernorm; router feed_forward.router.
@@ -1369,6 +1433,7 @@ static const struct {
 	{"granitemoe", build_granitemoe, always_moe},
 	{"phimoe", build_phimoe, always_moe},
 	{"nemotron_h", build_nemotron_h, nemotron_is_moe},
+	{"step3p5", build_step3p5, step3p5_is_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"jamba", build_jamba, jamba_is_moe},
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},

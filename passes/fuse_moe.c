@@ -41,6 +41,15 @@ candidate(Node *n)
 	if (n->op == OP_REDUCE_SUM)
 		return n->in[0]->type.rank == 3 && mo_def(n->in[0], OP_RESHAPE) &&
 		       mo_axis(n, "axes", 3, -1) == 1 && ir_attr_int(n, "keepdims", 1) == 0;
+	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
+		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
+			return 0;
+		for (int i = 0; i < n->out[0]->nuse; i++)
+			if ((u = n->out[0]->use[i].node) && u->op == OP_SCATTER_ND &&
+			    n->out[0]->use[i].index == 0)
+				return 0;
+		return 1;
+	}
 	if (n->op != OP_ADD ||
 	    !(mo_def(n->in[0], OP_SCATTER_ELEMENTS) || mo_def(n->in[1], OP_SCATTER_ELEMENTS)))
 		return 0;

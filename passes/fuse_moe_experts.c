@@ -15,6 +15,10 @@
  *	acc_i = acc_{i-1} + scatter_elements(zeros, tok, o_i * w_flat[tok*k+pos])
  *	sum = acc_N
  *
+ * torch 2.5's dynamo export of 4.x writes the same slots with slices of the
+ * nonzero's columns, equal(ids, arange(E)) for the one-hot, gather_nd for
+ * the tokens and weights, and scatter_nd(acc, tok, o_i * w, add).
+ *
  * The slot's weights are W[e_i] of stacked [E,..] parameters (5.x), or
  * one expert's own 2-D matrices (4.x ModuleList of Linears: e_i is then a
  * constant mask row, or the j-th hit expert); its routing weight is the
@@ -363,13 +367,34 @@ dense_weight(Node *gn, Node *col, Expert *x)
 	return NULL;
 }
 
+/* Slot (torch 2.5's dynamo export of 4.x): w[n,1] = gather_nd(weights
+ * [T,k,1], concat(tok[n,1], pos[n,1], axis=1)). */
+static const char *
+slot_weight_nd(Node *gn, Expert *x)
+{
+	Value *rw = mo_peel(gn->in[0]);
+	Node *c = mo_def(gn->in[1], OP_CONCAT);
+
+	if (ir_attr_int(gn, "batch_dims", 0) || rw->type.rank != 2 || gn->in[0]->type.rank != 3 ||
+	    !c || c->nin != 2 || !mo_last_axis(c, "axis", 2, 1) || !ir_dim_is_static(rw->type.dim[1]))
+		return "the routing weight is not gathered from the [T,k] weights at (tok, pos)";
+	x->rw = rw;
+	x->kmul = rw->type.dim[1];
+	x->tok = mo_peel_index(c->in[0]);
+	x->pos = mo_peel_index(c->in[1]);
+	return NULL;
+}
+
 /* Slot: w[n,1] = gather(flatten(weights[T,k]), pos + tok * k, axis=0), or
- * the dense form above. */
+ * the dense form above, or the gather_nd form. */
 static const char *
 slot_weight(Value *w, Expert *x)
 {
 	Node *gn = mo_def(mo_peel(w), OP_GATHER), *add, *mul, *col;
 	Value *f, *rw;
+
+	if (!gn && (gn = mo_def(mo_peel(w), OP_GATHER_ND)))
+		return slot_weight_nd(gn, x);
 
 	if (!gn || ir_attr_int(gn, "axis", 0) != 0)
 		return "the routing weight is not gathered per row";
@@ -449,9 +474,24 @@ batched_input(Value *in, Expert *x)
  * axis=1) reshaped to [n,H] (transformers 4.x: hidden_states[None, tok]);
  * returns x. */
 static Value *
+through_views(Value *v)	/* reshapes and transposes */
+{
+	while (mo_def(v, OP_RESHAPE) || mo_def(v, OP_TRANSPOSE))
+		v = v->def->in[0];
+	return v;
+}
+
+static Value *
 slot_tokens(Value *in, Value *tok)
 {
 	Node *n = mo_def(mo_peel(in), OP_GATHER);
+
+	/* dynamo (torch 2.5): gather_nd(x viewed [T,1,H], tok[n,1]), viewed [n,H]
+	 * (the views only move unit dims; the interpreter confirms the block) */
+	if (!n && (n = mo_def(through_views(in), OP_GATHER_ND)))
+		return !ir_attr_int(n, "batch_dims", 0) && mo_peel_index(n->in[1]) == tok &&
+		       n->in[1]->type.rank == 2 && n->in[1]->type.dim[1] == 1 && n->in[0]->type.rank == 3 &&
+		       n->in[0]->type.dim[1] == 1 ? through_views(n->in[0]) : NULL;
 	const Type *t = n ? &n->in[0]->type : NULL;
 	int64_t axis = n ? ir_attr_int(n, "axis", 0) : -1;
 
@@ -553,14 +593,68 @@ over_tokens(const Node *n)
  * constant (transformers 4.46 loops over every expert).  Stacked weights
  * must be picked by the same e; one expert's own weights belong to expert
  * j or the constant. */
+/* Column col of nzt[n,2]: an output of split(nzt, axis=1) or slice
+ * [:, c:c+1] (dynamo); the source nzt, or NULL. */
+static Value *
+nz_column(Value *v, int *col)
+{
+	Node *n = v && v->kind == V_RESULT ? v->def : NULL;
+	int64_t ax[1], st[1], en[1];
+
+	if (n && n->op == OP_SPLIT && n->nout == 2) {
+		for (*col = 0; n->out[*col] != v; (*col)++)
+			;
+		return n->in[0];
+	}
+	if (n && n->op == OP_SLICE && n->nin == 1 && ir_attr_ints(n, "axes", ax, 1) == 1 &&
+	    ir_attr_ints(n, "starts", st, 1) == 1 && ir_attr_ints(n, "ends", en, 1) == 1 &&
+	    (ax[0] == 1 || ax[0] == -1) && (st[0] == 0 || st[0] == 1) && en[0] == st[0] + 1 &&
+	    n->in[0]->type.rank == 2 && n->in[0]->type.dim[1] == 2) {
+		*col = (int)st[0];
+		return n->in[0];
+	}
+	return NULL;
+}
+
+/* A one-hot of ids over the last axis: onehot(ids), or (dynamo) the cast of
+ * equal(ids[..,1], arange(E)); the ids, or NULL. */
+static Value *
+one_hot_of(Value *v)
+{
+	Node *n = mo_def(v, OP_ONEHOT), *eq;
+	int64_t r[1024];
+	int ne;
+
+	if (n)
+		return mo_last_axis(n, "axis", 3, 2) ? mo_peel_index(n->in[0]) : NULL;
+	v = mo_peel_index(v);
+	if (!(eq = mo_def(v, OP_EQUAL)) || eq->out[0]->type.rank != 3)
+		return NULL;
+	for (int i = 0; i < 2; i++) {
+		const Value *a = eq->in[i];
+		if (a->type.rank == 1 && (ne = mo_const_ints(eq->in[i], r, (int)NELEM(r))) > 0 &&
+		    eq->in[1 - i]->type.rank == 3 && eq->in[1 - i]->type.dim[2] == 1) {
+			for (int j = 0; j < ne; j++)
+				if (r[j] != j)
+					return NULL;
+			return mo_peel_index(eq->in[1 - i]);
+		}
+	}
+	return NULL;
+}
+
 static const char *
 slot_mask(const Expert *x, Slot *s)
 {
-	Node *sp = x->tok->kind == V_RESULT ? x->tok->def : NULL, *tr, *nz, *gm, *oh, *g, *tm;
+	int ct, cp = -1;
+	Value *nzt = nz_column(x->tok, &ct), *ids;
+	Node *tr, *nz, *gm, *g, *tm, *sp;
 	int64_t z, perm[3];
 	Value *e;
 
-	if (!sp || sp->op != OP_SPLIT || sp->nout != 2 || !(tr = mo_def(sp->in[0], OP_TRANSPOSE)) ||
+	if (x->pos && nz_column(x->pos, &cp) != nzt)
+		nzt = NULL;
+	if (!nzt || !(tr = mo_def(nzt, OP_TRANSPOSE)) ||
 	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
 	    ir_attr_int(gm, "axis", 0) != 0 || (e = mo_peel_index(gm->in[1]),
@@ -570,13 +664,12 @@ slot_mask(const Expert *x, Slot *s)
 	/* mask [E,k,T] (permute(2,1,0): nonzero's columns are pos, tok) or
 	 * [E,T,k] (permute(2,0,1), DeepSeek in 4.x: tok, pos) */
 	if (!(tm = mo_def(s->mask, OP_TRANSPOSE)) || ir_attr_ints(tm, "perm", perm, 3) != 3 ||
-	    perm[0] != 2 || perm[1] + perm[2] != 1 || !(oh = mo_def(tm->in[0], OP_ONEHOT)) ||
-	    !mo_last_axis(oh, "axis", 3, 2))
+	    perm[0] != 2 || perm[1] + perm[2] != 1 || !(ids = one_hot_of(tm->in[0])))
 		return "the slot's mask is not a one-hot of the router's choices";
-	if (x->tok != sp->out[perm[1]] || (x->pos && x->pos != sp->out[perm[2]]) ||
-	    (!x->pos && (x->wsel != e || x->wids != mo_peel_index(oh->in[0]))))
+	if (ct != perm[1] || (x->pos && cp != perm[2]) ||
+	    (!x->pos && (x->wsel != e || x->wids != ids)))
 		return "the slot's tokens are not the ones routed to its expert";
-	s->ids = mo_peel_index(oh->in[0]);
+	s->ids = ids;
 	s->hit = NULL;
 	if (x->flat && mo_const_ints(e, &s->e, 1) == 1 && e->type.rank == 0)
 		return s->e >= 0 && ir_dim_is_static(s->mask->type.dim[0]) &&
@@ -611,6 +704,17 @@ slot(Node *sc, Expert *x, Slot *s)
 	Node *ex;
 	const char *why;
 
+	if (sc->op == OP_SCATTER_ND) {	/* dynamo: scatter_nd(acc, tok[n,1], o, add) */
+		while ((ex = mo_def(u, OP_EXPAND)))
+			u = ex->in[0];
+		if (strcmp(ir_attr_str(sc, "reduction", "none"), "add") || sc->in[1]->type.rank != 2 ||
+		    sc->in[1]->type.dim[1] != 1)
+			return "the slot's scatter_nd does not add rows";
+		if ((why = contribution(u, 0, x)) || (why = slot_mask(x, s)))
+			return why;
+		return mo_peel_index(sc->in[1]) == x->tok ? NULL
+			: "the slot scatters to other rows than its tokens";
+	}
 	if (ir_attr_int(sc, "axis", 0) != 0 || strcmp(ir_attr_str(sc, "reduction", "none"), "none") ||
 	    !mo_is_fill(sc->in[0], 0))
 		return "the slot's scatter is not into zeros along the tokens";
@@ -669,6 +773,8 @@ slots(Value *sum, Moe *mo)
 		for (int i = 0; add && i < 2 && !sc; i++)
 			if ((sc = mo_def(add->in[i], OP_SCATTER_ELEMENTS)))
 				acc = add->in[1 - i];
+		if (!sc && (sc = mo_def(v, OP_SCATTER_ND)))
+			acc = sc->in[0];	/* dynamo: each slot adds onto the sum */
 		if (!sc) {
 			why = "not a sum of scattered expert slots";
 			break;
@@ -718,7 +824,7 @@ mo_experts(Value *sum, Moe *mo)
 	mo->sum = sum;
 	if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
-	else if (mo_def(sum, OP_ADD))
+	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";

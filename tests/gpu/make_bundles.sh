@@ -3,7 +3,8 @@
 # config families and quantised checkpoints, layer 1) into OUTDIR/<name>.moeb, twice, and check the
 # two are byte-identical (bundles are reproducible), and write the
 # interpreter's outputs for each fixture's inputs as OUTDIR/<name>.ref (test
-# sets made by `moec run --test-data`).  Writes OUTDIR/list.txt:
+# sets made by `moec run --compiled --test-data`: the fused graph the kernels
+# implement, with the compiler's own bf16 roundings such as fuse-norm's).  Writes OUTDIR/list.txt:
 # "<name>.moeb <fixture folder> <name>.ref" per line, for gpu_fixtures.sh.  With MOERT,
 # each bundle must also pass `moert verify` (structure and checksums).
 # The ws_* bundles are compiled for sm_90a alone (the warp-specialised GEMM
@@ -42,7 +43,7 @@ one() {	# one NAME DIR [flags...]
 	for set in "$dir"/test_data_set_*/; do
 		[ -d "$set" ] || continue	# no test sets: the pattern itself
 		set=${set%/}
-		if ! "$moec" run "$dir" "$@" --test-data="$set" -o "$out/$name.ref/${set##*/}" \
+		if ! "$moec" run "$dir" "$@" --compiled --test-data="$set" -o "$out/$name.ref/${set##*/}" \
 			>/dev/null 2>>"$out/$name.log"; then
 			echo "FAIL $name: the interpreter does not run ${set##*/}"
 			fail=1
