@@ -177,7 +177,8 @@ void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
 
 /* cache.c: codegen results reused within one compile (moec compile --layers) */
 typedef struct CgCache CgCache;
-CgCache *cg_cache_new(void);
+/* dir: also keep results as files there for later compiles (NULL: none) */
+CgCache *cg_cache_new(const char *dir);
 void cg_cache_free(CgCache *c);
 void cg_cache_stats(const CgCache *c, int *hits, int *misses);
 /* The key of an emitted, not yet optimised module (malloc'd, *len bytes). */

@@ -200,6 +200,8 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 		return BAD;
 	if (cg_precision_parse(opt_str(&c->a, "precision"), &c->cg.precision, d))
 		return BAD;
+	if (opt_str(&c->a, "cache-dir") && file_make_dir(opt_str(&c->a, "cache-dir"), d))
+		return BAD;	/* checked, and made, before any work */
 	if ((c->layers = opt_str(&c->a, "layers"))) {
 		if (parse_layers(c, -1))
 			return BAD;
@@ -257,6 +259,12 @@ emit_code(Args *c, Module *m, const char *report, Diag *d)
 	c->secs[T_CODEGEN] = t1 - t0 - c->secs[T_PTXAS];
 	diag_remark(d, LOC_NONE, "codegen: %d targets (%.1f ms, ptxas %.1f ms)", c->cg.narch,
 		    1e3 * c->secs[T_CODEGEN], 1e3 * c->secs[T_PTXAS]);
+	if (c->cg.cache) {
+		int hits, misses;
+		cg_cache_stats(c->cg.cache, &hits, &misses);
+		diag_remark(d, LOC_NONE, "codegen cache %s: %d modules reused, %d compiled",
+			    opt_str(&c->a, "cache-dir"), hits, misses);
+	}
 	for (int i = 0; c->emit && i < c->cg.narch && rc == OK; i++) {
 		const char *path = c->path[c->path[1] ? i : 0];
 		if (strcmp(c->emit, "ptx") == 0) {
@@ -374,7 +382,7 @@ compile_layers(Args *c, Diag *d)
 	p = xcalloc((size_t)c->nlayer, sizeof *p);
 	m = xcalloc((size_t)c->nlayer, sizeof *m);
 	name = xcalloc((size_t)c->nlayer, sizeof *name);
-	c->cg.cache = cg_cache_new();
+	c->cg.cache = cg_cache_new(opt_str(&c->a, "cache-dir"));
 	c->cg.model = c->model;
 	rf = open_memstream(&report, &rlen);
 	for (int i = 0; i < c->nlayer && rc == OK; i++) {
@@ -466,6 +474,8 @@ moec_cmd_compile(int argc, char **argv)
 		goto out;
 	}
 	c.cg.model = c.model;
+	if (opt_str(&c.a, "cache-dir") && !c.emit)	/* --emit shows the IR as built */
+		c.cg.cache = cg_cache_new(opt_str(&c.a, "cache-dir"));
 	rep = report_new();
 	t0 = moec_now();
 	rc = moec_passes(m, &c.o, rep, &d);
@@ -488,6 +498,8 @@ out:
 	for (int i = 0; i < 8; i++)
 		free(c.path[i]);
 	free(c.layer);
+	if (!c.layers)
+		cg_cache_free(c.cg.cache);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);
