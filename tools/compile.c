@@ -304,18 +304,18 @@ neutral_name(Module *m)
 	g->name = ir_intern(m, buf);
 }
 
-/* On a terminal, one line that says how far the compile is. */
+/* On a terminal, one line that says how far the compile is: written after a
+ * layer, cleared before the next one starts, so that the next layer's notes
+ * begin on a line of their own. */
 static void
 progress(const Args *c, int i, int layer, int reused)
 {
 	if (c->o.level < 0 || !isatty(2))
 		return;
-	if (i < 0) {
-		fputs("\r\033[K", stderr);
-		return;
-	}
-	fprintf(stderr, "\r\033[Kmoec compile: layer %d (%d of %d), %d reused", layer, i + 1,
-		c->nlayer, reused);
+	fputs("\r\033[K", stderr);
+	if (i >= 0)
+		fprintf(stderr, "moec compile: layer %d done (%d of %d), %d reused", layer, i + 1,
+			c->nlayer, reused);
 	fflush(stderr);
 }
 
@@ -379,6 +379,12 @@ compile_layers(Args *c, Diag *d)
 			       "model is one graph: compile it without --layers)");
 	if (parse_layers(c, n))
 		return BAD;
+	if (c->nlayer > BUNDLE_MAXPROG) {
+		char why[96];
+		snprintf(why, sizeof why, "selects %d layers: a bundle holds at most %d programs",
+			 c->nlayer, BUNDLE_MAXPROG);
+		return opt_bad(&c->a, "layers", c->layers, why);
+	}
 	p = xcalloc((size_t)c->nlayer, sizeof *p);
 	m = xcalloc((size_t)c->nlayer, sizeof *m);
 	name = xcalloc((size_t)c->nlayer, sizeof *name);
@@ -386,15 +392,19 @@ compile_layers(Args *c, Diag *d)
 	c->cg.model = c->model;
 	rf = open_memstream(&report, &rlen);
 	for (int i = 0; i < c->nlayer && rc == OK; i++) {
-		cg_cache_stats(c->cg.cache, &hits, &misses);
-		progress(c, i, c->layer[i], hits / MAX(c->cg.narch, 1));
+		progress(c, -1, 0, 0);
+		if (i == 1 && d->level == 0)	/* the notes of one layer, of every one with -v */
+			d->level = -1;
 		if (asprintf((char **)&name[i], "layer.%d", c->layer[i]) < 0)
 			die("out of memory");
 		if ((rc = compile_layer(c, c->layer[i], &m[i], &p[i], rf, d)))
 			diag_error(d, loc_file(c->model), "layer %d: not compiled (see above)",
 				   c->layer[i]);
+		cg_cache_stats(c->cg.cache, &hits, &misses);
+		progress(c, i, c->layer[i], hits / MAX(c->cg.narch, 1));
 	}
 	progress(c, -1, 0, 0);
+	d->level = c->o.level;
 	fclose(rf);
 	if (rc == OK) {
 		t0 = moec_now();

@@ -76,8 +76,9 @@ from the checkpoint, or are seeded with `--synthetic-weights=SEED` (each layer's
   corrupt or foreign file is a miss and is rewritten. Bundles are the same bytes with or without it. (A
   single-layer bundle's kernels carry the layer in their names, so only the same layer reuses them; a
   `--layers` compile names kernels by the model, so any layer of the same kernels does.)
-- **Progress**: on a terminal, one line `moec compile: layer 12 (13 of 61), 10 reused` that is cleared at
-  the end; nothing when stderr is not a terminal or with `-q`. `-v` ends with `61 programs, 26 distinct
+- **Progress**: on a terminal, one line `moec compile: layer 12 done (13 of 61), 10 reused`, rewritten after
+  each layer and cleared at the end; nothing when stderr is not a terminal or with `-q`. The notes of the
+  first layer are printed, those of every layer with `-v`. `-v` ends with `61 programs, 26 distinct
   kernels of 1184; codegen ran for 4 modules and reused 118`; `--time-passes` sums each stage over the layers.
 
 Compile times measured on the 2-core development machine on 2026-12-01 while it was shared (load average
