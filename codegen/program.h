@@ -28,7 +28,8 @@ int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
 typedef struct Manifest Manifest;	/* bundle.h */
 /* cache.c: codegen results reused within one compile (moec compile --layers) */
 typedef struct CgCache CgCache;
-CgCache *cg_cache_new(void);
+/* dir: also keep results as files there for later compiles (NULL: none) */
+CgCache *cg_cache_new(const char *dir);
 void cg_cache_free(CgCache *c);
 void cg_cache_stats(const CgCache *c, int *hits, int *misses);
 

@@ -384,7 +384,8 @@ merge_free(Merge *g)
 	free(g->ren), free(g->nren), free(g->ptx), free(g->kname), free(g->kbase);
 }
 
-/* Program i's manifest with the merged kernel names. */
+/* Program i's manifest with the merged kernel names; two kernels of the
+ * program that are one in the merged module become one kernel line. */
 static char *
 manifest_text(const Merge *g, CgProgram *p, int i, size_t *len)
 {
@@ -392,17 +393,24 @@ manifest_text(const Merge *g, CgProgram *p, int i, size_t *len)
 	MKernel *k = xcalloc((size_t)m.nk + 1, sizeof *k);
 	MStep *s = xcalloc((size_t)m.nstep + 1, sizeof *s);
 	char *text;
+	int nk = 0;
 
 	for (int j = 0; j < m.nk; j++) {
-		k[j] = m.k[j];
-		k[j].name = g->kname[g->kbase[i] + j];
+		const char *name = g->kname[g->kbase[i] + j];
+		int dup = 0;
+		for (int q = 0; q < nk && !dup; q++)
+			dup = !strcmp(k[q].name, name);
+		if (dup)
+			continue;
+		k[nk] = m.k[j];
+		k[nk++].name = name;
 	}
 	for (int j = 0; j < m.nstep; j++) {
 		s[j] = m.step[j];
 		if (s[j].kind != STEP_MEMSET)
 			s[j].kernel = g->kname[g->kbase[i] + bundle_find_kernel(&m, s[j].kernel)];
 	}
-	m.k = k, m.step = s;
+	m.k = k, m.nk = nk, m.step = s;
 	text = bundle_manifest_print(&m, len);
 	free(k), free(s);
 	return text;
@@ -442,7 +450,10 @@ cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *re
 	BundleWriter w;
 	BundleProgram *bp = xcalloc((size_t)n + 1, sizeof *bp);
 	Text man = {0};
-	VEC(unsigned char) wts = {0};
+	struct {
+		unsigned char *v;
+		uint64_t n;
+	} wts = {0};
 	CgPtxasResult cub[8] = {{0}};
 	char *prog = NULL, secname[16][BUNDLE_NAMELEN];
 	size_t plen;
@@ -486,6 +497,14 @@ cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *re
 	}
 	*nkernels = (int)g.kern.n;
 	/* manifests and weights, each program's after the one before */
+	for (int i = 0; i < n; i++)
+		wts.n += BUNDLE_ALIGN_UP(cg_program_weight_bytes(p[i]));
+	if (wts.n && (wts.n > SIZE_MAX / 2 || !(wts.v = calloc(1, (size_t)wts.n)))) {
+		diag_error(d, loc_file(path), "cannot hold %llu bytes of weights",
+			   (unsigned long long)wts.n);
+		goto out;
+	}
+	wts.n = 0;
 	for (int i = 0; i < n; i++) {
 		size_t mlen;
 		char *mt = manifest_text(&g, p[i], i, &mlen);
@@ -495,8 +514,9 @@ cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *re
 		for (size_t k = 0; k < mlen; k++)
 			vec_push(&man, mt[k]);
 		free(mt);
-		for (uint64_t k = 0; k < BUNDLE_ALIGN_UP(wb); k++)
-			vec_push(&wts, k < wb ? wd[k] : 0);
+		if (wb)
+			memcpy(wts.v + wts.n, wd, (size_t)wb);
+		wts.n += BUNDLE_ALIGN_UP(wb);
 	}
 	prog = bundle_programs_print(bp, n, &plen);
 	bundle_writer_init(&w, MOEC_VERSION);
@@ -531,7 +551,7 @@ out:
 		cg_ptxas_free(&cub[a]);
 	merge_free(&g);
 	vec_free(&man);
-	vec_free(&wts);
+	free(wts.v);
 	free(prog);
 	free(bp);
 	return rc;

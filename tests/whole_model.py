@@ -36,16 +36,22 @@ def programs(path):
     return out, sec
 
 
-def kernels(manifest):
-    return [l.split(" ")[1] for l in manifest.splitlines() if l.startswith("kernel ")]
+def step_kernels(manifest):
+    return [l.split(" ")[1] for l in manifest.splitlines() if l.split(" ")[0] in ("init", "launch")]
 
 
 def renamed(manifest, names):
-    out = []
+    """The manifest with kernels renamed; a kernel line whose new name an
+    earlier line has is dropped (two kernels the merge made one)."""
+    out, seen = [], set()
     for l in manifest.splitlines():
         w = l.split(" ")
         if w[0] in ("kernel", "init", "launch"):
             w[1] = names[w[1]]
+            if w[0] == "kernel":
+                if w[1] in seen:
+                    continue
+                seen.add(w[1])
         out.append(" ".join(w))
     return "\n".join(out)
 
@@ -82,16 +88,17 @@ def main():
     went = {t: entries(wsec[t]) for t in targets}
     for (name, man), single in zip(whole, sys.argv[2:]):
         [(_, sman)], ssec = programs(single)
-        kw, ks = kernels(man), kernels(sman)
+        kw, ks = step_kernels(man), step_kernels(sman)
         assert len(kw) == len(ks), name
-        if renamed(man, dict(zip(kw, ks))) != sman.rstrip("\n"):
+        names = dict(zip(ks, kw))       # single's kernel -> the whole bundle's
+        if renamed(sman, names) != man.rstrip("\n"):
             sys.exit("FAIL: %s: the manifest is not %s's" % (name, single))
         for t in targets:
             sent = entries(ssec[t])
-            for a, b in zip(kw, ks):
+            for b, a in names.items():
                 if norm(a, went[t][a]) != norm(b, sent[b]):
                     sys.exit("FAIL: %s: kernel %s on %s is not %s's %s" % (name, a, t, single, b))
-        print("%s: the manifest and %d kernels on %s are %s's" % (name, len(kw), ", ".join(targets),
+        print("%s: the manifest and %d kernels on %s are %s's" % (name, len(names), ", ".join(targets),
                                                                    single))
 
 

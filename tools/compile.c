@@ -201,6 +201,8 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 		return BAD;
 	if (cg_precision_parse(opt_str(&c->a, "precision"), &c->cg.precision, d))
 		return BAD;
+	if (opt_str(&c->a, "cache-dir") && file_make_dir(opt_str(&c->a, "cache-dir"), d))
+		return BAD;	/* checked, and made, before any work */
 	if ((c->layers = opt_str(&c->a, "layers"))) {
 		if (parse_layers(c, -1))
 			return BAD;
@@ -258,6 +260,12 @@ emit_code(Args *c, Module *m, const char *report, Diag *d)
 	c->secs[T_CODEGEN] = t1 - t0 - c->secs[T_PTXAS];
 	diag_remark(d, LOC_NONE, "codegen: %d targets (%.1f ms, ptxas %.1f ms)", c->cg.narch,
 		    1e3 * c->secs[T_CODEGEN], 1e3 * c->secs[T_PTXAS]);
+	if (c->cg.cache) {
+		int hits, misses;
+		cg_cache_stats(c->cg.cache, &hits, &misses);
+		diag_remark(d, LOC_NONE, "codegen cache %s: %d modules reused, %d compiled",
+			    opt_str(&c->a, "cache-dir"), hits, misses);
+	}
 	for (int i = 0; c->emit && i < c->cg.narch && rc == OK; i++) {
 		const char *path = c->path[c->path[1] ? i : 0];
 		if (strcmp(c->emit, "ptx") == 0) {
@@ -297,18 +305,18 @@ neutral_name(Module *m)
 	g->name = ir_intern(m, buf);
 }
 
-/* On a terminal, one line that says how far the compile is. */
+/* On a terminal, one line that says how far the compile is: written after a
+ * layer, cleared before the next one starts, so that the next layer's notes
+ * begin on a line of their own. */
 static void
 progress(const Args *c, int i, int layer, int reused)
 {
 	if (c->o.level < 0 || !isatty(2))
 		return;
-	if (i < 0) {
-		fputs("\r\033[K", stderr);
-		return;
-	}
-	fprintf(stderr, "\r\033[Kmoec compile: layer %d (%d of %d), %d reused", layer, i + 1,
-		c->nlayer, reused);
+	fputs("\r\033[K", stderr);
+	if (i >= 0)
+		fprintf(stderr, "moec compile: layer %d done (%d of %d), %d reused", layer, i + 1,
+			c->nlayer, reused);
 	fflush(stderr);
 }
 
@@ -372,22 +380,32 @@ compile_layers(Args *c, Diag *d)
 			       "model is one graph: compile it without --layers)");
 	if (parse_layers(c, n))
 		return BAD;
+	if (c->nlayer > BUNDLE_MAXPROG) {
+		char why[96];
+		snprintf(why, sizeof why, "selects %d layers: a bundle holds at most %d programs",
+			 c->nlayer, BUNDLE_MAXPROG);
+		return opt_bad(&c->a, "layers", c->layers, why);
+	}
 	p = xcalloc((size_t)c->nlayer, sizeof *p);
 	m = xcalloc((size_t)c->nlayer, sizeof *m);
 	name = xcalloc((size_t)c->nlayer, sizeof *name);
-	c->cg.cache = cg_cache_new();
+	c->cg.cache = cg_cache_new(opt_str(&c->a, "cache-dir"));
 	c->cg.model = c->model;
 	rf = open_memstream(&report, &rlen);
 	for (int i = 0; i < c->nlayer && rc == OK; i++) {
-		cg_cache_stats(c->cg.cache, &hits, &misses);
-		progress(c, i, c->layer[i], hits / MAX(c->cg.narch, 1));
+		progress(c, -1, 0, 0);
+		if (i == 1 && d->level == 0)	/* the notes of one layer, of every one with -v */
+			d->level = -1;
 		if (asprintf((char **)&name[i], "layer.%d", c->layer[i]) < 0)
 			die("out of memory");
 		if ((rc = compile_layer(c, c->layer[i], &m[i], &p[i], rf, d)))
 			diag_error(d, loc_file(c->model), "layer %d: not compiled (see above)",
 				   c->layer[i]);
+		cg_cache_stats(c->cg.cache, &hits, &misses);
+		progress(c, i, c->layer[i], hits / MAX(c->cg.narch, 1));
 	}
 	progress(c, -1, 0, 0);
+	d->level = c->o.level;
 	fclose(rf);
 	if (rc == OK) {
 		t0 = moec_now();
@@ -542,6 +560,8 @@ moec_cmd_compile(int argc, char **argv)
 		goto out;
 	}
 	c.cg.model = c.model;
+	if (opt_str(&c.a, "cache-dir") && !c.emit)	/* --emit shows the IR as built */
+		c.cg.cache = cg_cache_new(opt_str(&c.a, "cache-dir"));
 	rep = report_new();
 	t0 = moec_now();
 	rc = moec_passes(m, &c.o, rep, &d);
@@ -564,6 +584,8 @@ out:
 	for (int i = 0; i < 8; i++)
 		free(c.path[i]);
 	free(c.layer);
+	if (!c.layers)
+		cg_cache_free(c.cg.cache);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);
