@@ -146,8 +146,14 @@ START_TEST(test_checks)
 	diag_init(&d, NULL);
 	spec_q(&s, DT_I4, 256, 512, 128, DT_BF16, 0);
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), 0);
-	ck_assert_int_eq(cg_gemm_mainloop_for(&t, &s), CG_MAINLOOP_MMA);
-	ck_assert_int_eq(cg_gemm_mainloop_for(&emu, &s), CG_MAINLOOP_MMA);
+	CgModule *mt = cg_module_new(&t, "t", &d), *me = cg_module_new(&emu, "e", &d);
+	ck_assert_ptr_nonnull(mt);
+	ck_assert_ptr_nonnull(me);
+	cg_module_set_debug(me, DBG_EMU_WGMMA);	/* even standing for sm_90a */
+	ck_assert_int_eq(cg_gemm_mainloop_for(mt, &s), CG_MAINLOOP_MMA);
+	ck_assert_int_eq(cg_gemm_mainloop_for(me, &s), CG_MAINLOOP_MMA);
+	cg_module_free(mt);
+	cg_module_free(me);
 	s.mainloop = CG_MAINLOOP_WGMMA;
 	gh_tiles(&s, 128, 128, 64, 2, 2, 3);
 	refused(&s, "mma.sync mainloop");
