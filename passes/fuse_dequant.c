@@ -89,6 +89,11 @@ refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *bu
 			 dtype_name(b->type.dt), dtype_name(mm->in[0]->type.dt));
 		return buf;
 	}
+	if (bs > 0 && bs < PASS_DEQUANT_MIN_BLOCK && axis == r - 1) {
+		snprintf(buf, n, "its blocks along K are of %lld (fewer than %d: its scales are as large as "
+			 "the packed weight)", (long long)bs, PASS_DEQUANT_MIN_BLOCK);
+		return buf;
+	}
 	if (bs > 0 && axis == r - 1 && s->rank == r)
 		return NULL;
 	if (bs == 0 && r == 2 && axis == 0 && s->rank == 1)

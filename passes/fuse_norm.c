@@ -31,6 +31,18 @@
 
 #include "passes.h"
 
+/*
+ * A weight dequantised from 8 bits or fewer: fuse-dequant reads it packed in
+ * the GEMM's mainloop.  Scaling it by the norm weight (which varies along K,
+ * inside the scales' blocks) would make it a bf16 weight: 2-4x the bytes,
+ * and no longer the packed path, so such a norm stays a row kernel.
+ */
+static int
+quantised(const Value *w)
+{
+	return w->kind == V_RESULT && w->def->op == OP_DEQUANTIZE && dtype_bits(w->def->in[0]->type.dt) <= 8;
+}
+
 /* A matmul n that reads norm result v as A with a fixed 2-D B. */
 static int
 foldable(const Node *n, const Value *v)
@@ -155,7 +167,7 @@ foldable_gather(const Graph *g, const Node *ga, const Node *norm)
 	for (int u = 0; u < o->nuse; u++) {
 		const Node *mm = o->use[u].node;
 		if (!mm || mm->op != OP_GROUPED_MATMUL || mm->in[0] != o || mm->in[1] == o ||
-		    !ir_weight_only(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
+		    !ir_weight_only(mm->in[1]) || quantised(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
 			return 0;
 	}
 	return 1;
@@ -267,6 +279,12 @@ fold_norm(Graph *g, Node *norm, const unsigned char *routing, PassCtx *c)
 		if (foldable(mm, v) && routing[mm->out[0]->id]) {
 			report_skip(c->report, "%s %%%s not folded into matmul %%%s: it computes "
 				    "router logits, which must round as the graph's do",
+				    ir_opname(norm->op), v->name, mm->out[0]->name);
+			continue;
+		}
+		if (foldable(mm, v) && quantised(mm->in[1])) {
+			report_skip(c->report, "%s %%%s not folded into matmul %%%s: its weight is quantised "
+				    "(read packed by the GEMM; scaled by the norm weight it would be bf16)",
 				    ir_opname(norm->op), v->name, mm->out[0]->name);
 			continue;
 		}

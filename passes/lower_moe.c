@@ -61,7 +61,7 @@ interleave_w(Builder *b, Value *w, DType xdt)
 
 	/* as fuse-dequant will take it: blocks along K, dequantised to the tokens' bf16/f16
 	 * (a refused one keeps the plain interleave, which runs at load) */
-	if (!dq || dq->op != OP_DEQUANTIZE || w->type.rank != 3 || ir_attr_int(dq, "block_size", 0) <= 0 ||
+	if (!dq || dq->op != OP_DEQUANTIZE || w->type.rank != 3 || ir_attr_int(dq, "block_size", 0) < PASS_DEQUANT_MIN_BLOCK ||
 	    w->type.dt != xdt || (xdt != DT_BF16 && xdt != DT_F16) ||
 	    (ir_attr_int(dq, "axis", 1) != 2 && ir_attr_int(dq, "axis", 1) != -1) || dq->in[1]->type.rank != 3)
 		return interleave(b, w);

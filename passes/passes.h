@@ -32,6 +32,11 @@ typedef struct {
 	const char *placement;	/* a placement file; NULL: contiguous slices */
 } EpOpts;
 
+/* The shortest blocks along K that fuse-dequant moves into a GEMM (and that
+ * lower-moe keeps quantised through its gate|up interleave): shorter ones
+ * (act-order g_idx gives a scale per element) are as large as the weight. */
+#define PASS_DEQUANT_MIN_BLOCK 16
+
 typedef struct {
 	Diag *d;
 	Report *report;		/* may be NULL: decisions are not recorded */

@@ -381,7 +381,7 @@ START_TEST(test_limits_fuse_ew_on_100000_nodes)
 		size_t cap = (size_t)N * 48 + 256, k;
 		char *text = malloc(cap);
 		PassOpts po;
-		PassCtx pc;
+		PassCtx pc = {0};
 		Module *m;
 		Diag d;
 		int calls = 0;

@@ -66,7 +66,7 @@ START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 	Diag d;
 	Module *m, *ref;
 	PassOpts o;
-	PassCtx c;
+	PassCtx c = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	int variants = 0;
@@ -105,7 +105,7 @@ START_TEST(test_generated_weights_reuse_dead_ones)
 	Diag d;
 	Module *m, *ref;
 	PassOpts o;
-	PassCtx c;
+	PassCtx c = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	uint64_t sum = 0, region, off[64];
@@ -188,7 +188,7 @@ run_ew(const char *op, const char *attrs, int binary, int fused, Tensor *y)
 	Diag d;
 	Module *m;
 	PassOpts o;
-	PassCtx c;
+	PassCtx c = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	Tensor in, out[2];

@@ -755,7 +755,7 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
 	PassOpts po;
-	PassCtx pc;
+	PassCtx pc = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	Diag d;
