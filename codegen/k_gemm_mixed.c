@@ -125,6 +125,8 @@ gemm_bq_check(const G *g, Diag *d)
 				  dtype_name(s->bq.scale_dt));
 	if (s->mainloop != CG_MAINLOOP_MMA)
 		return diag_error(d, LOC_NONE, "gemm: quantised B runs on the mma.sync mainloop only");
+	if (s->bk <= 0 || s->bn <= 0 || s->N <= 0 || s->K <= 0)
+		return 0;	/* the tile and size checks that follow say why */
 	if (s->a_dt != DT_BF16 && s->a_dt != DT_F16)
 		return diag_error(d, LOC_NONE, "gemm: quantised B needs A in bf16 or f16 (A is %s)",
 				  dtype_name(s->a_dt));

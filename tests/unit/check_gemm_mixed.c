@@ -174,6 +174,9 @@ START_TEST(test_checks)
 	spec_q(&s, DT_I4, 256, 512, 16, DT_BF16, 0);
 	gh_tiles(&s, 16, 128, 16, 1, 4, 4);
 	refused(&s, "bk a multiple of 32");
+	spec_q(&s, DT_I4, 256, 512, 128, DT_BF16, 0);
+	s.bk = 0;
+	refused(&s, "bk = 0");
 	/* simt refuses it (no format), by type */
 	spec_q(&s, DT_I4, 256, 512, 128, DT_BF16, 0);
 	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), -1);
@@ -467,7 +470,7 @@ gemm_mixed_suite(void)
 	Suite *s = suite_create("gemm_mixed");
 	TCase *t = tcase_create("core");
 
-	tcase_set_timeout(t, 120);
+	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_pack_layout);
 	tcase_add_test(t, test_pack_refusals);
 	tcase_add_test(t, test_checks);
