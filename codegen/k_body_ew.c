@@ -406,39 +406,23 @@ bd_size(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 /* ---- quantisation ---- */
 
-enum { Q_TENSOR, Q_AXIS, Q_BLOCK };
-
 static int
-qlayout(Bd *b, const Node *n, int *kind, int *axis, int64_t *bs)
+qlayout(Bd *b, const Node *n, IrQuantAttrs *q)
 {
 	const Type *x = &n->in[0]->type, *s = &n->in[1]->type;
+	char why[128];
 
-	*axis = ir_axis(ir_attr_int(n, "axis", 1), x->rank);
-	*bs = ir_attr_int(n, "block_size", 0);
-	if (*bs > 0) {
-		if (s->rank != x->rank || *axis < 0)
-			return bd_fail(b, n, "a blocked scale must have x's rank");
-		*kind = Q_BLOCK;
-		return 0;
-	}
-	if (ir_type_numel(s) == 1) {
-		*kind = Q_TENSOR;
-		return 0;
-	}
-	if (s->rank == 1 && *axis >= 0 && s->dim[0] == x->dim[*axis]) {
-		*kind = Q_AXIS;
-		return 0;
-	}
-	return bd_fail(b, n, "the scale must be a scalar, 1-D along the axis, or blocked");
+	if (ir_quant_attrs(n, x->rank, x->dim, s->rank, s->dim, q, why, sizeof why))
+		return bd_fail(b, n, "%s", why);
+	return 0;
 }
 
 int
 bd_check_quant(Bd *b, const Node *n)
 {
-	int kind, axis;
-	int64_t bs;
+	IrQuantAttrs q;
 
-	return qlayout(b, n, &kind, &axis, &bs);
+	return qlayout(b, n, &q);
 }
 
 /* The scale's (and zero's) element for x's element idx. */
@@ -447,18 +431,18 @@ qindex(Bd *b, const Node *n, LLVMValueRef idx)
 {
 	const Value *x = n->in[0], *s = n->in[1];
 	LLVMValueRef xd[MAXRANK], sd[MAXRANK], c[MAXRANK];
-	int kind, axis, r = x->type.rank;
-	int64_t bs;
+	int r = x->type.rank;
+	IrQuantAttrs q;
 
-	qlayout(b, n, &kind, &axis, &bs);
-	if (kind == Q_TENSOR)
+	qlayout(b, n, &q);
+	if (q.layout == IR_QUANT_TENSOR)
 		return bd_i64(b, 0);
 	bd_dims(b, x, xd);
 	bd_unravel(b, idx, r, xd, c);
-	if (kind == Q_AXIS)
-		return c[axis];
+	if (q.layout == IR_QUANT_AXIS)
+		return c[q.axis];
 	bd_dims(b, s, sd);
-	c[axis] = cg_udiv(b->f, c[axis], bd_i64(b, bs));
+	c[q.axis] = cg_udiv(b->f, c[q.axis], bd_i64(b, q.block_size));
 	return bd_ravel(b, r, sd, c);
 }
 

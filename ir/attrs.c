@@ -85,6 +85,46 @@ ir_topk_attrs(const Node *n, IrTopkAttrs *t)
 }
 
 /*
+ * quantize, dequantize: axis: int = 1; block_size: int = 0 (>= 0).
+ */
+int
+ir_quant_attrs(const Node *n, int xrank, const int64_t *xdim, int srank, const int64_t *sdim,
+	       IrQuantAttrs *q, char *why, size_t whylen)
+{
+	int one = 1;
+
+	q->axis = ir_axis(ir_attr_int(n, "axis", 1), xrank);
+	q->block_size = ir_attr_int(n, "block_size", 0);
+	if (q->block_size < 0)
+		return snprintf(why, whylen, "negative block_size"), -1;
+	if (q->block_size > 0) {
+		if (srank != xrank || q->axis < 0)
+			return snprintf(why, whylen, "a blocked scale must have x's rank"), -1;
+		for (int i = 0; i < xrank; i++) {
+			int64_t want = i != q->axis || xdim[i] < 0 ? xdim[i]
+				     : (xdim[i] + q->block_size - 1) / q->block_size;
+			if (sdim[i] != want && !(i == q->axis && xdim[i] < 0))
+				return snprintf(why, whylen, "scale dim %d is %lld, blocks need %lld", i,
+						(long long)sdim[i], (long long)want), -1;
+		}
+		q->layout = IR_QUANT_BLOCK;
+		return 0;
+	}
+	for (int i = 0; i < srank; i++)
+		one &= sdim[i] == 1;
+	if (one) {
+		q->layout = IR_QUANT_TENSOR;
+		return 0;
+	}
+	if (srank == 1 && q->axis >= 0 && sdim[0] == xdim[q->axis]) {
+		q->layout = IR_QUANT_AXIS;
+		return 0;
+	}
+	return snprintf(why, whylen, "the scale must be a scalar, 1-D along axis %d, or blocked",
+			q->axis), -1;
+}
+
+/*
  * A kernel's template: str, absent for none.
  *	gemm | grouped_gemm (fuse-gemm: a matmul with prologue and epilogue),
  *	elementwise | row_reduce (fuse-ew), route | permute (fuse-gemm)

@@ -11,54 +11,27 @@
 
 #include "eval_impl.h"
 
-enum { Q_TENSOR, Q_AXIS, Q_BLOCK };
-
 typedef struct {
-	int kind, axis;
-	int64_t bs;
+	IrQuantAttrs a;		/* ir_quant_attrs: the layout */
 	int64_t sstr[MAXRANK];	/* strides of the scale, for blocked */
 } QLayout;
-
-static int
-qlayout_block(Ev *e, const Node *n, const Tensor *x, const Tensor *s, QLayout *q)
-{
-	if (s->rank != x->rank || q->axis < 0)
-		return ev_err(e, n, "%s: a blocked scale must have x's rank", ir_opname(n->op));
-	for (int i = 0; i < x->rank; i++) {
-		int64_t want = i == q->axis ? (x->dim[i] + q->bs - 1) / q->bs : x->dim[i];
-		if (s->dim[i] != want)
-			return ev_err(e, n, "%s: scale dim %d is %lld, blocks need %lld",
-				      ir_opname(n->op), i, (long long)s->dim[i], (long long)want);
-	}
-	ev_strides(s, q->sstr);
-	q->kind = Q_BLOCK;
-	return 0;
-}
 
 /* Which of the three layouts scale (and zero, the same shape) has. */
 static int
 qlayout(Ev *e, const Node *n, const Tensor *const *in, QLayout *q)
 {
 	const Tensor *x = in[0], *s = in[1], *z = n->nin > 2 ? in[2] : NULL;
+	char why[128];
 
 	memset(q, 0, sizeof *q);
-	q->axis = ir_axis(ir_attr_int(n, "axis", 1), x->rank);
-	q->bs = ir_attr_int(n, "block_size", 0);
 	if (z && (z->rank != s->rank || tensor_numel(z) != tensor_numel(s)))
 		return ev_err(e, n, "%s: the zero point must have the scale's shape",
 			      ir_opname(n->op));
-	if (q->bs < 0)
-		return ev_err(e, n, "%s: negative block_size", ir_opname(n->op));
-	if (q->bs > 0)
-		return qlayout_block(e, n, x, s, q);
-	if (s->rank == 0 || (s->rank == 1 && s->dim[0] == 1))
-		return 0;
-	if (s->rank == 1 && q->axis >= 0 && s->dim[0] == x->dim[q->axis]) {
-		q->kind = Q_AXIS;
-		return 0;
-	}
-	return ev_err(e, n, "%s: the scale must be a scalar, 1-D along axis %d, or blocked",
-		      ir_opname(n->op), q->axis);
+	if (ir_quant_attrs(n, x->rank, x->dim, s->rank, s->dim, &q->a, why, sizeof why))
+		return ev_err(e, n, "%s: %s", ir_opname(n->op), why);
+	if (q->a.layout == IR_QUANT_BLOCK)
+		ev_strides(s, q->sstr);
+	return 0;
 }
 
 static int64_t
@@ -66,12 +39,12 @@ qindex(const QLayout *q, const int64_t *c, int rank)
 {
 	int64_t o = 0;
 
-	if (q->kind == Q_TENSOR)
+	if (q->a.layout == IR_QUANT_TENSOR)
 		return 0;
-	if (q->kind == Q_AXIS)
-		return c[q->axis];
+	if (q->a.layout == IR_QUANT_AXIS)
+		return c[q->a.axis];
 	for (int i = 0; i < rank; i++)
-		o += (i == q->axis ? c[i] / q->bs : c[i]) * q->sstr[i];
+		o += (i == q->a.axis ? c[i] / q->a.block_size : c[i]) * q->sstr[i];
 	return o;
 }
 

@@ -381,6 +381,21 @@ typedef struct {
 	int largest;
 } IrTopkAttrs;
 void ir_topk_attrs(const Node *n, IrTopkAttrs *t);
+/*
+ * quantize and dequantize: axis: int = 1, block_size: int = 0, and the
+ * layout of the scale (and zero point) that x's and the scale's dims give:
+ * one element, one per index of axis, or one per block_size run of axis
+ * (x's rank, every other dim x's).  Dims are static, or interned symbols.
+ * 0, or -1 with why (a layout none of the three).
+ */
+typedef enum { IR_QUANT_TENSOR, IR_QUANT_AXIS, IR_QUANT_BLOCK } IrQuantLayout;
+typedef struct {
+	IrQuantLayout layout;
+	int axis;		/* resolved against x's rank (ir_axis): -1 out of range */
+	int64_t block_size;	/* 0: not blocked */
+} IrQuantAttrs;
+int ir_quant_attrs(const Node *n, int xrank, const int64_t *xdim, int srank, const int64_t *sdim,
+		   IrQuantAttrs *q, char *why, size_t whylen);
 /* A kernel's template (its "template" attribute, set by the fusion pass
  * that made it): what codegen compiles it with.  IR_TMPL_NONE when absent,
  * IR_TMPL_UNKNOWN for a name not in ir_template_names (the verifier refuses it). */

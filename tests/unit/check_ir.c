@@ -416,6 +416,27 @@ START_TEST(test_attribute_getters_have_one_default)
 	ck_assert_int_ne(ir_infer(ir_main_graph(m), ir_main_graph(m)->first, &d), 0);
 	ck_assert_ptr_nonnull(strstr(d.last, "topk: needs k >= 0"));
 	ir_free_module(m);
+	/* quantize/dequantize: axis 1, no blocks; the scale's layout from the dims */
+	IrQuantAttrs q;
+	n.op = OP_DEQUANTIZE;
+	n.nattr = 0;
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 0, NULL, &q, why, sizeof why), 0);
+	ck_assert(q.layout == IR_QUANT_TENSOR && q.axis == 1 && q.block_size == 0);
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 2, (int64_t[]){1, 1}, &q, why, sizeof why), 0);
+	ck_assert(q.layout == IR_QUANT_TENSOR);
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 1, (int64_t[]){6}, &q, why, sizeof why), 0);
+	ck_assert(q.layout == IR_QUANT_AXIS && q.axis == 1);
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 1, (int64_t[]){4}, &q, why, sizeof why), -1);
+	ck_assert_str_eq(why, "the scale must be a scalar, 1-D along axis 1, or blocked");
+	Attr bs = {.key = "block_size", .kind = A_INT, .u.i = 4};
+	n.attr = &bs;
+	n.nattr = 1;
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 2, (int64_t[]){4, 2}, &q, why, sizeof why), 0);
+	ck_assert(q.layout == IR_QUANT_BLOCK && q.block_size == 4);
+	ck_assert_int_eq(ir_quant_attrs(&n, 2, (int64_t[]){4, 6}, 2, (int64_t[]){4, 1}, &q, why, sizeof why), -1);
+	ck_assert_str_eq(why, "scale dim 1 is 1, blocks need 2");
+	n.attr = NULL;
+	n.nattr = 0;
 	/* kernel templates: one name table, unknown names apart from none */
 	m = parse("graph @g(%x: f32[4]) -> (y: f32[4]) {\n\t%y = call @k(%x) : f32[4]\n\tret %y\n}\n"
 		  "kernel @k(%a: f32[4]) -> (r: f32[4]) template=row_reduce {\n"
