@@ -14,7 +14,11 @@
  *   - two programs sharing one workspace on one stream; moving a loaded
  *     program to another workspace (graphs re-captured);
  *   - 8 threads running one program at once with moert_run_ws (a workspace
- *     each), and 8 threads each running a program of their own.
+ *     each), and 8 threads each running a program of their own;
+ *   - a bundle of three programs (format 2, made here from the bundle, each
+ *     program with weights of its own): every program runs as the bundle
+ *     does with its weights, the code is loaded once, one program alone
+ *     loads and runs, unloading a program that is not the owner does nothing.
  * Exit 0 all passed, 1 a check failed, 77 no driver.
  */
 #include <pthread.h>
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle.h"
 #include "moert.h"
 
 #define H 96
@@ -339,6 +344,101 @@ check_threads(int own)
 	pthread_barrier_destroy(&done);
 }
 
+/* The bundle as three programs layer.0..2 (bundle.md §5) sharing its code;
+ * program i's inc is inc_bundle + i. */
+static unsigned char *
+three_programs(size_t *len)
+{
+	Arena *a = arena_new(0);
+	Bundle b;
+	BundleWriter w;
+	BundleProgram bp[3];
+	Diag d;
+	unsigned char *out = NULL, *wt = NULL;
+	char *man = NULL, *prog = NULL;
+	size_t plen;
+
+	diag_init(&d, stdout);
+	if (bundle_read(a, "check.moeb", bundle, bundle_len, &b, &d) == 0) {
+		const BundleSection *ms = bundle_find(&b, "manifest"), *ws = bundle_find(&b, "weights");
+		const MWeight *inc = &b.manifest->w[bundle_find_weight(b.manifest, "inc")];
+		uint64_t wl = BUNDLE_ALIGN_UP(ws->size);
+		man = malloc(3 * ms->size);
+		wt = calloc(3, wl);
+		for (int i = 0; i < 3; i++) {
+			int32_t v[4];
+			memcpy(man + i * ms->size, ms->data, ms->size);
+			memcpy(wt + i * wl, ws->data, ws->size);
+			for (int k = 0; k < 4; k++)
+				v[k] = inc_bundle[k] + i;
+			memcpy(wt + i * wl + inc->at, v, sizeof v);
+			bp[i] = (BundleProgram){i == 0 ? "layer.0" : i == 1 ? "layer.1" : "layer.2", NULL,
+						i * ms->size, ms->size, i * wl, ws->size};
+		}
+		prog = bundle_programs_print(bp, 3, &plen);
+		bundle_writer_init(&w, b.moec);
+		w.version = BUNDLE_VERSION_PROGRAMS;
+		bundle_add(&w, "manifest", man, 3 * ms->size, &d);
+		bundle_add(&w, "programs", prog, plen, &d);
+		for (int i = 0; i < b.nsec; i++)
+			if (!strncmp(b.sec[i].name, "ptx:", 4) || !strncmp(b.sec[i].name, "cubin:", 6))
+				bundle_add(&w, b.sec[i].name, b.sec[i].data, b.sec[i].size, &d);
+		bundle_add(&w, "weights", wt, 3 * wl, &d);
+		if (bundle_write(&w, &out, len, &d))
+			out = NULL;
+	}
+	CHECK(out, "a bundle of three programs");
+	free(man), free(wt), free(prog);
+	arena_free(a);
+	return out;
+}
+
+static void
+check_programs(void)
+{
+	size_t len;
+	unsigned char *three = three_programs(&len);
+	moert_program *p = NULL, *q;
+	int32_t inc[4];
+	Io io;
+
+	if (!three)
+		return;
+	io_init(&io, 37, 5);
+	CHECK(moert_load(dev, three, len, &p) == MOERT_OK, "load three programs");
+	CHECK(moert_num_programs(p) == 3 && moert_program_at(p, 0) == p &&
+	      !strcmp(moert_program_name(p), "layer.0"), "three programs, the first the handle");
+	CHECK(moert_find_program(p, "layer.2") == moert_program_at(p, 2) &&
+	      moert_find_program(moert_program_at(p, 1), "layer.0") == p, "found by name");
+	CHECK(!moert_find_program(p, "main") && strstr(moert_last_error(), "no program 'main'"),
+	      "no program main");
+	CHECK(!moert_program_at(p, 3) && moert_last_error()[0], "no program 3");
+	for (int i = 0; i < 3; i++) {
+		q = moert_program_at(p, i);
+		for (int k = 0; k < 4; k++)
+			inc[k] = inc_bundle[k] + i;
+		CHECK(q && !strcmp(moert_code_section(q), moert_code_section(p)), "one code section");
+		CHECK(q && moert_run(q, 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, i == 2)
+			== MOERT_OK && io_ok(&io, wsyn, inc), "program %d runs with its weights", i);
+	}
+	moert_unload(moert_program_at(p, 1));	/* not the owner: nothing */
+	inc[0] = 2, inc[1] = 3, inc[2] = 4, inc[3] = 5;
+	CHECK(moert_run(moert_program_at(p, 1), 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, 0)
+		== MOERT_OK && io_ok(&io, wsyn, inc), "program 1 still runs");
+	moert_unload(p);
+	/* one program alone, the owner left on the host */
+	CHECK(moert_load_host(three, len, &p) == MOERT_OK, "load_host three");
+	q = moert_program_at(p, 2);
+	CHECK(moert_load_device(dev, q) == MOERT_OK && !strcmp(moert_code_section(p), ""),
+	      "program 2 alone");
+	inc[0] = 3, inc[1] = 4, inc[2] = 5, inc[3] = 6;
+	CHECK(moert_run(q, 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, 0) == MOERT_OK &&
+	      io_ok(&io, wsyn, inc), "program 2 alone runs");
+	moert_unload(p);
+	io_free(&io);
+	free(three);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -368,7 +468,9 @@ main(int argc, char **argv)
 	check_shared_workspace();
 	check_threads(0);
 	check_threads(1);
-	printf("%s serve_check: bind, workspaces, %d threads x %d runs (shared and own programs)\n",
+	check_programs();
+	printf("%s serve_check: bind, workspaces, %d threads x %d runs (shared and own programs), "
+	       "a bundle of three programs\n",
 	       failed ? "FAIL" : "ok  ", NTHREAD, ITERS);
 	moert_close(dev);
 	free(bundle);
