@@ -10,9 +10,12 @@
  *
  * Positions in (expert, owner, order within the segment) order are the
  * positions in (expert, slot) order because segments are contiguous: the
- * stable counting sort of ir/eval_moe.c's ev_permute.  P = min(1024,
- * 24576 / E) keeps the counters within 96 KiB of shared memory (sm_86's
- * limit is 99 KiB); a segment is cdiv(N, P) slots, so any T works.
+ * stable counting sort of ir/eval_moe.c's ev_permute.  A negative id (a
+ * slot dropped: expert parallelism's "not on this rank") counts in an
+ * extra bucket E, so dropped slots sort last and offsets[E] counts the
+ * kept ones, as ev_permute does.  P = min(1024, 24576 / (E+1)) keeps the
+ * counters within 96 KiB of shared memory (sm_86's limit is 99 KiB); a
+ * segment is cdiv(N, P) slots, so any T works.
  * Nothing is read on the host and nothing allocated: CUDA-graph safe.
  */
 #define CG_INTERNAL
@@ -80,14 +83,16 @@ cnt_addr(Pm *p, LLVMValueRef f)
 	return cg_sptr(p->f, cg_muli(p->f, f, 4));
 }
 
-/* Expert of slot s, clamped into 0..E-1, and its counter of owner tid. */
+/* Bucket of slot s (its expert clamped to at most E-1; E if negative:
+ * dropped), and the counter of owner tid. */
 static LLVMValueRef
 counter(Pm *p, LLVMValueRef s)
 {
 	CgFn *f = p->f;
 	LLVMValueRef x = cg_load_dt(f, p->s.ids_dt, p->ids, cg_sext64(f, s));
 
-	x = cg_min(f, cg_max(f, x, cg_i64(f, 0)), cg_i64(f, p->s.E - 1));
+	x = cg_select(f, cg_lt(f, x, cg_i64(f, 0)), cg_i64(f, p->s.E),
+		      cg_min(f, x, cg_i64(f, p->s.E - 1)));
 	x = LLVMBuildTrunc(f->B, x, f->ti32, "");
 	return cnt_addr(p, cg_add(f, cg_muli(f, x, p->P), p->tid));
 }
@@ -158,9 +163,10 @@ block_scan(Pm *p, LLVMValueRef v)
 }
 
 /*
- * The exclusive scan of the counters in (expert, owner) order: thread t
+ * The exclusive scan of the counters in (bucket, owner) order: thread t
  * takes C consecutive counters, sums them, and the block scan gives its
- * start; offsets[x] is the value at (x, 0).
+ * start; offsets[x] is the value at (x, 0), for x = 0..E (E: the dropped
+ * bucket's start, the count of kept slots).
  */
 static void
 scan_counters(Pm *p)
@@ -187,9 +193,6 @@ scan_counters(Pm *p)
 		cg_set(f, run, cg_add(f, r, v));
 	}
 	cg_endloop(f, &l);
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, p->tid, cg_i32(f, 0), ""));
-	cg_gstore(f, p->N, cg_gep(f, p->offs, cg_i64(f, p->s.E), 4), 4);
-	cg_endif(f, &c);
 	cg_barrier(f);
 }
 
@@ -207,8 +210,8 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 	if (check(spec, d) < 0)
 		return -1;
 	p.s = *spec;
-	p.P = MIN(THREADS, CNT_WORDS / p.s.E);
-	p.F = p.s.E * p.P;
+	p.P = MIN(THREADS, CNT_WORDS / (p.s.E + 1));
+	p.F = (p.s.E + 1) * p.P;
 	p.wsum = 4 * p.F;
 	p.smem = p.wsum + 4 * 32;
 	par[np++] = (CgParam){CGP_PTR, "ids"};

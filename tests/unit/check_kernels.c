@@ -344,7 +344,7 @@ END_TEST
 
 /* ---- permute ---- */
 
-enum { IDS_UNIFORM, IDS_SKEWED, IDS_FEW };
+enum { IDS_UNIFORM, IDS_SKEWED, IDS_FEW, IDS_DROPPED };
 
 static void
 check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
@@ -372,6 +372,7 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 	for (int64_t i = 0; i < (int64_t)T * k; i++) {
 		int x = dist == IDS_UNIFORM ? irand(E)
 		      : dist == IDS_SKEWED ? (irand(4) ? 3 % E : irand(E))	/* 3/4 to expert 3 */
+		      : dist == IDS_DROPPED ? (irand(3) ? -1 : irand(E))	/* 2/3 on other ranks */
 		      : irand(MIN(E, 4)) * (E / 4 > 0 ? E / 4 : 1) % E;	/* 4 experts, the rest empty */
 		dtype_store_int(idt, ids.data, (size_t)i, x);
 	}
@@ -417,6 +418,8 @@ START_TEST(test_permute_matches_interpreter)
 		check_permute(128, 8, Ts[i], IDS_FEW, DT_I32, 0);
 		check_permute(512, 8, Ts[i], IDS_UNIFORM, DT_I64, 1);
 		check_permute(1024, 1, Ts[i], IDS_SKEWED, DT_I32, 1);
+		check_permute(32, 8, Ts[i], IDS_DROPPED, DT_I32, 1);	/* expert parallelism */
+		check_permute(1023, 2, Ts[i], IDS_DROPPED, DT_I64, 0);
 	}
 	check_permute(5, 3, 0, IDS_UNIFORM, DT_I32, 1);	/* no tokens: offsets all 0 */
 }
