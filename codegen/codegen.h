@@ -61,6 +61,10 @@ int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 int cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d);
 const char *cg_cap_name(unsigned cap);		/* one bit: "wgmma" */
 int cg_target_is_emu(const CgTarget *t);
+/* What a launch plan for the target is sized by: the opt-in dynamic shared
+ * memory per block, and the number of SMs (0 for an unknown target). */
+int cg_target_smem_max(const CgTarget *t);
+int cg_target_sms(const CgTarget *t);
 
 /* target.c: kernel descriptions */
 
@@ -353,6 +357,8 @@ struct GemmSpec {
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
+	int split_k;		/* 0, 1: none; S > 1: K in S slices, partial sums added in slice order */
+	int split_slots;	/* split_k > 1: tiles the "splitk_ws" workspace holds (cg_gemm_split_bytes) */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
 void cg_gemm_default(GemmSpec *s);
@@ -371,6 +377,18 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+/*
+ * Split-K (split_k = S > 1, the mma.sync mainloop, tiles schedule): grid z
+ * is the slice; slice z computes k-tiles [z*KT/S, (z+1)*KT/S) of its tile,
+ * waits until the flag of its tile says z, adds the running sum of slices
+ * 0..z-1 from the workspace to its own, and either writes it back and sets
+ * the flag to z+1 or, the last slice, runs the epilogue.  The sum is
+ * (((p0 + p1) + p2) + ...): the same bits every run; no atomics.  The
+ * workspace ("splitk_ws"): split_slots i32 flags (zero before the launch,
+ * a memset step), 16-byte aligned, then split_slots tiles of bm*bn f32.
+ */
+int64_t cg_gemm_split_bytes(const GemmSpec *s);	/* the workspace */
+int64_t cg_gemm_split_flag_bytes(const GemmSpec *s);	/* its flags, to zero */
 
 /* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */
 /*
@@ -447,10 +465,42 @@ struct CgCompileOpts {
 	const char *model;	/* the model's file, hashed into the bundle */
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
+	const struct CgTuning *tuning;	/* --tuning=FILE: measured tiles first; NULL: the heuristic */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
 int cg_precision_parse(const char *s, DType *precision, Diag *d);
+
+/*
+ * tuning.c: the measured tile choice (docs/codegen.md, "Tuning tables").
+ * A versioned text table maps (target, GEMM key) to a tile variant;
+ * cg_compile prefers it to the heuristic.
+ */
+typedef struct CgVariant CgVariant;
+struct CgVariant {
+	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
+};
+typedef struct CgTuningEntry CgTuningEntry;
+struct CgTuningEntry {
+	const char *arch, *key;
+	CgVariant v;
+	double us;		/* the measured median, or -1 */
+	int line;
+};
+typedef struct CgTuning CgTuning;
+/* The table, or NULL with a diagnostic naming the file and line (bad input: exit 2). */
+CgTuning *cg_tuning_read(const char *path, Diag *d);
+const CgTuningEntry *cg_tuning_find(const CgTuning *t, const char *arch, const char *key);
+int cg_tuning_count(const CgTuning *t);
+const char *cg_tuning_path(const CgTuning *t);
+void cg_tuning_free(CgTuning *t);
+/* "g8.m2.n28672.k4096.bf16.bf16.nk.t1-64": what a GEMM launch for tlo <= T <= thi is. */
+int cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n);
+/* "128x256x64.w2x4.s4.k1": tile, warps, stages, split-K slices (one spelling). */
+int cg_variant_print(const CgVariant *v, char *buf, size_t n);
+int cg_variant_parse(const char *s, CgVariant *v);	/* 0, or -1 */
+void cg_variant_of(const GemmSpec *s, CgVariant *v);
+void cg_variant_apply(const CgVariant *v, GemmSpec *s);	/* split_slots is the caller's */
 
 typedef struct CgProgram CgProgram;
 CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);
@@ -686,6 +736,12 @@ void cg_set(CgFn *f, LLVMValueRef var, LLVMValueRef v);
 LLVMValueRef cg_gep(CgFn *f, LLVMValueRef p, LLVMValueRef idx, int elem_bytes);
 LLVMValueRef cg_gload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
 void cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+/* ld/st.volatile, a seq_cst fence, and a spin until an i32 equals want:
+ * ordered hand-overs between CTAs without atomics (split-K). */
+LLVMValueRef cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
+void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+void cg_fence(CgFn *f);
+void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
 LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
 LLVMValueRef cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);

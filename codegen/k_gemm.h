@@ -41,6 +41,8 @@ struct GemmCore {
 	LLVMValueRef tid, lane, warp;
 	/* per tile */
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
+	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot) */
+	LLVMValueRef ws;		/* split-K: the "splitk_ws" workspace */
 };
 
 /* One row of the epilogue: where it goes, and its row leaves. */

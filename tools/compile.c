@@ -24,6 +24,7 @@ typedef struct {
 	char arch[256];	/* --arch, split in place */
 	char *path[8];	/* where --emit=llvm|ptx writes each target (malloc'd) */
 	double secs[5];	/* --time-passes: by stage */
+	CgTuning *tuning;	/* --tuning */
 } Args;
 
 enum { T_IMPORT, T_PASSES, T_CODEGEN, T_PTXAS, T_WRITE };
@@ -124,6 +125,9 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 		return BAD;
 	if (cg_precision_parse(opt_str(&c->a, "precision"), &c->cg.precision, d))
 		return BAD;
+	if (opt_str(&c->a, "tuning") && !(c->tuning = cg_tuning_read(opt_str(&c->a, "tuning"), d)))
+		return BAD;
+	c->cg.tuning = c->tuning;
 	return plan_outputs(c, d) == OK ? -1 : BAD;
 }
 
@@ -262,6 +266,7 @@ moec_cmd_compile(int argc, char **argv)
 out:
 	for (int i = 0; i < 8; i++)
 		free(c.path[i]);
+	cg_tuning_free(c.tuning);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);

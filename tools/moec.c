@@ -102,6 +102,8 @@ static const Opt moec_opts[] = {
 	{"precision", 0, OPT_STR, NULL, "f32", "f32 GEMMs: exact on CUDA cores (f32), or operands rounded "
 	 "to bf16|f16 on tensor cores with f32 accumulation", COMPILE | TEST, 0, 0, "f32|tf32|bf16|f16"},
 	{"opt-level", 'O', OPT_INT, "N", "3", "LLVM optimisation level (-O0..-O3)", COMPILE, 0, 3},
+	{"tuning", 0, OPT_STR, "FILE", NULL, "GEMM tiles from a tuning table (moec-tuning 1; "
+	 "docs/codegen.md) where it has them, the heuristic elsewhere", COMPILE},
 	/* everywhere */
 	{"quiet", 'q', OPT_FLAG, NULL, NULL, "no notes, only warnings and errors", LOADS | INSPECT},
 	{"verbose", 'v', OPT_FLAG, NULL, NULL, "progress, and the notes -q and the default leave out",

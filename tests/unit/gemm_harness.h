@@ -75,6 +75,8 @@ struct GemmRun {
 	void *A, *B, *C, *leaf[CG_EP_MAX];
 	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
+	void *ws;		/* split-K's workspace (flags zeroed, partials NaN), or NULL */
+	size_t wsbytes;
 	size_t cbytes;
 	char msg[600];		/* why gh_run or gh_compare failed */
 };
