@@ -90,22 +90,6 @@ moert_code_section(const moert_program *p)
 
 /* --- code ----------------------------------------------------------------- */
 
-/*
- * Launch lines with arch= run only on that code target (per-target launch
- * plans: docs/bundle.md): drop the others, so that everything after load
- * (runs, graphs, profiles, shared memory limits) sees one plan.
- */
-static void
-keep_arch(Manifest *m, const char *target)
-{
-	int n = 0;
-
-	for (int i = 0; i < m->nstep; i++)
-		if (!m->step[i].arch || strcmp(m->step[i].arch, target) == 0)
-			m->step[n++] = m->step[i];
-	m->nstep = n;
-}
-
 static moert_status
 choose(moert_program *p)
 {
@@ -121,7 +105,7 @@ choose(moert_program *p)
 		return s;
 	strcpy(p->code, names[pick]);
 	target = strchr(p->code, ':') + 1;
-	keep_arch(p->m, target);
+	moert_keep_arch(p->m, target);
 	for (int i = 0; i < p->m->nk; i++) {
 		const MKernel *k = &p->m->k[i];
 		int t = 0;
