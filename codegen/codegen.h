@@ -357,7 +357,9 @@ struct GemmSpec {
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
-	int split_k;		/* 0, 1: none; S > 1: K in S slices, partial sums added in slice order */
+	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
+				 * 1: none, but the "splitk_ws" parameter (kernels of one name
+				 * have one parameter list on every target, and another splits) */
 	int split_slots;	/* split_k > 1: tiles the "splitk_ws" workspace holds (cg_gemm_split_bytes) */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */

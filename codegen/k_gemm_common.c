@@ -116,7 +116,7 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
-	if (s->split_k > 1)
+	if (s->split_k >= 1)	/* 1: no split, but the parameter (another target splits) */
 		p[n++] = (CgParam){CGP_PTR, "splitk_ws"};
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
@@ -158,7 +158,7 @@ bind_params(GemmCore *k)
 		k->q_scale_p = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
-	if (s->split_k > 1)
+	if (s->split_k >= 1)
 		k->ws = arg_noalias(f, n++);
 	k->T = cg_arg(f, n++);
 }

@@ -766,6 +766,21 @@ gemm_step(CgProgram *p, const Node *call, const char *name, int i, const CgGemmB
 	return 0;
 }
 
+/* A kernel has one name and one parameter list on every target: when some
+ * target splits K and another does not, the other gets the workspace
+ * parameter too (split_k 1: unused). */
+static void
+same_params(CgProgram *p, GemmSpec *s, int simt)
+{
+	int any = 0;
+
+	for (int i = 0; i < p->o.narch; i++)
+		any |= s[i].split_k > 1;
+	for (int i = 0; i < p->o.narch && any && !simt; i++)
+		if (s[i].split_k <= 1)
+			s[i].split_k = 1;
+}
+
 /* -v: each GEMM's tuning key and variant per target, what a tuning table
  * (--tuning) would name. */
 static void
@@ -830,7 +845,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	GemmSpec s[8], small[8];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2, two = 0, uniform = 1;
+	int simt, simt2 = 0, two = 0, uniform = 1;
 	const char *sname = arena_printf(p->a, "%s_decode", name);
 
 	*done = 0;
@@ -863,6 +878,9 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	for (int i = 1; i < p->o.narch; i++)
 		uniform &= same_tiles(&s[i], simt, &s[0], simt) &&
 			   (!two || same_tiles(&small[i], simt2, &small[0], simt2));
+	same_params(p, s, simt);
+	if (two)
+		same_params(p, small, simt2);
 	if (!uniform && cg_program_module(p, "emu"))
 		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
 				  "targets whose launch plans differ", call->callee->name);

@@ -608,6 +608,13 @@ START_TEST(test_split_k_rules)
 	ck_assert_int_eq(cg_gemm_split_flag_bytes(&s), 4 * s.split_slots);
 	ck_assert_int_eq(cg_gemm_split_bytes(&s), ((4 * s.split_slots + 15) & ~15) +
 			 (int64_t)s.split_slots * 16 * 128 * 4);
+	s.split_k = 1;		/* no split, the parameter kept (another target splits) */
+	ck_assert_int_eq(cg_emit_gemm(m, "g1", &s, &d), 0);
+	k = cg_module_find(m, "g1");
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "splitk_ws");
+	ck_assert_int_eq(cg_expr_eval(k->grid[2], 16), 1);
+	ck_assert_int_eq(cg_gemm_split_bytes(&s), 0);
+	s.split_k = 2;
 	cg_module_free(m);
 	s.split_k = 3;		/* 4 k-tiles */
 	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
