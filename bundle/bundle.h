@@ -177,6 +177,7 @@ struct MStep {
 	MArg dst;		/* MEMSET: an ARG_BUF */
 	MExpr bytes;		/* MEMSET */
 	int64_t tlo, thi;	/* LAUNCH: runs only for tlo <= T <= thi; 0, 0: always */
+	const char *arch;	/* LAUNCH: runs only on this code target ("sm_90a"); NULL: any */
 	int line;		/* in the manifest text; 0 if built in code */
 };
 /* Does step s run for T tokens?  (A launch may be one of several variants

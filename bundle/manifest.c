@@ -96,6 +96,7 @@ struct P {
 	Names tensors, weights, buffers, kernels, tmaps;	/* tensors: in i, out nin + i */
 	int64_t tnext;		/* tokens= variants: the next T to cover; 0: none open */
 	int tline;		/* the line of the last variant */
+	const char *tarch;	/* its arch= target; NULL: any */
 };
 
 /*
@@ -124,7 +125,7 @@ struct P {
 	  "strides=LIST box=LIST swizzle=N")                                   \
 	X(init, 16, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
 	X(launch, 17, 0,                                                       \
-	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI]") \
+	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI] [arch=sm_XX]") \
 	X(memset, 17, 0, "memset buf:NAME[+OFF] bytes=E")                    \
 	X(route, 18, 0,                                                        \
 	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2")
@@ -1189,10 +1190,17 @@ static int
 tokens_tile(P *p, const MStep *s)
 {
 	int64_t want = p->tnext ? p->tnext : 1;
+	const char *arch = p->tarch;
 	int col = p->w[6].col;
 
 	p->tnext = s->thi == p->m->max_tokens ? 0 : s->thi + 1;	/* also after an error */
 	p->tline = p->line;
+	p->tarch = s->arch;
+	if (want > 1 && (arch ? !s->arch || strcmp(arch, s->arch) : s->arch != NULL))
+		return err(p, col, "tokens=%lld..%lld: a launch variant for %s continues "
+			   "variants for %s (each target's variants tile 1..%lld on their own)",
+			   (long long)s->tlo, (long long)s->thi, s->arch ? s->arch : "any target",
+			   arch ? arch : "any target", (long long)p->m->max_tokens);
 	if (s->tlo > want)
 		return err(p, col, "tokens=%lld..%lld leaves T=%lld..%lld to no launch "
 			   "variant (the ranges must tile 1..%lld)", (long long)s->tlo,
@@ -1226,6 +1234,35 @@ bundle_step_runs(const MStep *s, int64_t T)
 	return !s->thi || (T >= s->tlo && T <= s->thi);
 }
 
+/* Does word i of a launch line start with "key="? */
+static int
+has_key(P *p, int i, const char *key)
+{
+	size_t k = strlen(key);
+
+	return i < p->nw && p->w[i].n > k && memcmp(p->w[i].s, key, k) == 0 &&
+	       p->w[i].s[k] == '=';
+}
+
+/* arch=sm_XX: a launch for one code target only; it must be one of the
+ * kernel's targets (the runtime keeps the lines of the target it loads). */
+static int
+arch_at(P *p, int i, MStep *s)
+{
+	const MKernel *k = &p->m->k[s->kidx];
+	Word w;
+
+	if (kv(p, i, "arch", &w))
+		return -1;
+	for (int t = 0; t < k->ntarget; t++)
+		if (eq(&w, k->target[t])) {
+			s->arch = k->target[t];
+			return 0;
+		}
+	return err(p, w.col, "arch=%.*s is not a target of kernel '%s'", (int)w.n, w.s,
+		   k->name);
+}
+
 static int
 step(P *p, int kw, MStepKind kind)
 {
@@ -1233,14 +1270,17 @@ step(P *p, int kw, MStepKind kind)
 	Manifest *m = p->m;
 	int64_t smem;
 	Word w;
+	int tok = kind == STEP_LAUNCH && has_key(p, 6, "tokens");
+	int arch = kind == STEP_LAUNCH && has_key(p, 6 + tok, "arch");
 
-	if (arity(p, kw, kind == STEP_LAUNCH && p->nw == 7 ? 7 : 6) ||
-	    name_at(p, &p->w[1], &s.kernel))
-		return -1;
-	if (p->nw == 7 ? tokens_range(p, &s) || tokens_tile(p, &s) : tokens_done(p))
+	if (arity(p, kw, 6 + tok + arch) || name_at(p, &p->w[1], &s.kernel))
 		return -1;
 	if ((s.kidx = names_get(&p->kernels, s.kernel)) < 0)
 		return err(p, p->w[1].col, "undeclared kernel '%s'", s.kernel);
+	if (arch && arch_at(p, 6 + tok, &s))
+		return -1;
+	if (tok ? tokens_range(p, &s) || tokens_tile(p, &s) : tokens_done(p))
+		return -1;
 	if (kv(p, 2, "grid", &w) || grid3(p, list_of(w), &s) ||
 	    kv(p, 3, "block", &w) || block3(p, list_of(w), &s) ||
 	    kv(p, 4, "smem", &w) || int_at(p, &w, INT32_MAX, &smem) ||

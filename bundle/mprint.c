@@ -209,6 +209,8 @@ step(FILE *f, const Manifest *m, const MStep *s)
 	}
 	if (s->kind == STEP_LAUNCH && s->thi)
 		fprintf(f, " tokens=%lld..%lld", (long long)s->tlo, (long long)s->thi);
+	if (s->kind == STEP_LAUNCH && s->arch)
+		fprintf(f, " arch=%s", s->arch);
 	fputc('\n', f);
 }
 

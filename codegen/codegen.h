@@ -57,6 +57,10 @@ int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 int cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d);
 const char *cg_cap_name(unsigned cap);		/* one bit: "wgmma" */
 int cg_target_is_emu(const CgTarget *t);
+/* What a launch plan for the target is sized by: the opt-in dynamic shared
+ * memory per block, and the number of SMs (0 for an unknown target). */
+int cg_target_smem_max(const CgTarget *t);
+int cg_target_sms(const CgTarget *t);
 
 /* target.c: kernel descriptions */
 
@@ -192,6 +196,13 @@ int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
 int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d);
 /* Each CgKernel's regs/spills from a ptxas result. */
 void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
+
+/* tuning.c: the GEMM side of tuning tables (program.h: the table) */
+typedef struct GemmSpec GemmSpec;
+/* "g8.m2.n28672.k4096.bf16.bf16.nk.t1-64": what a GEMM launch for tlo <= T <= thi is. */
+int cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n);
+void cg_variant_of(const GemmSpec *s, CgVariant *v);
+void cg_variant_apply(const CgVariant *v, GemmSpec *s);	/* split_slots is the caller's */
 
 /* cache.c: codegen results reused within one compile (program.h: the driver's part) */
 /* The key of an emitted, not yet optimised module (malloc'd, *len bytes). */
@@ -422,6 +433,10 @@ struct GemmSpec {
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
+	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
+				 * 1: none, but the "splitk_ws" parameter (kernels of one name
+				 * have one parameter list on every target, and another splits) */
+	int split_slots;	/* split_k > 1: tiles the "splitk_ws" workspace holds (cg_gemm_split_bytes) */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
 void cg_gemm_default(GemmSpec *s);
@@ -440,6 +455,18 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+/*
+ * Split-K (split_k = S > 1, the mma.sync mainloop, tiles schedule): grid z
+ * is the slice; slice z computes k-tiles [z*KT/S, (z+1)*KT/S) of its tile,
+ * waits until the flag of its tile says z, adds the running sum of slices
+ * 0..z-1 from the workspace to its own, and either writes it back and sets
+ * the flag to z+1 or, the last slice, runs the epilogue.  The sum is
+ * (((p0 + p1) + p2) + ...): the same bits every run; no atomics.  The
+ * workspace ("splitk_ws"): split_slots i32 flags (zero before the launch,
+ * a memset step), 16-byte aligned, then split_slots tiles of bm*bn f32.
+ */
+int64_t cg_gemm_split_bytes(const GemmSpec *s);	/* the workspace */
+int64_t cg_gemm_split_flag_bytes(const GemmSpec *s);	/* its flags, to zero */
 
 /* k_gemm_mixed.c: quantised B (GemmSpec.bq) */
 /* Whether dt has a row in the format table (a B the kernel dequantises). */
@@ -766,6 +793,12 @@ void cg_set(CgFn *f, LLVMValueRef var, LLVMValueRef v);
 LLVMValueRef cg_gep(CgFn *f, LLVMValueRef p, LLVMValueRef idx, int elem_bytes);
 LLVMValueRef cg_gload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
 void cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+/* ld/st.volatile, a seq_cst fence, and a spin until an i32 equals want:
+ * ordered hand-overs between CTAs without atomics (split-K). */
+LLVMValueRef cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
+void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
+void cg_fence(CgFn *f);
+void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
 LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
 LLVMValueRef cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);

@@ -107,6 +107,8 @@ layout(G *g, const GemmSpec *in)
 	if (s->mainloop == CG_MAINLOOP_WGMMA || s->mainloop == CG_MAINLOOP_WS)
 		gemm_wgmma_layout(g);	/* warpgroup tiles instead of warp tiles */
 	g->kt = s->bk > 0 ? (int)(s->K / s->bk) : 0;
+	if (s->split_k > 1)
+		g->kt /= s->split_k;	/* k-tiles per slice */
 	g->a_ld = (s->bk + 8) * 2;
 	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
 	g->a_bytes = s->bm * g->a_ld;
@@ -210,6 +212,9 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->K % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: K = %lld is not a multiple of bk = %d (pad the weight)",
 				  (long long)s->K, s->bk);
+	if (s->split_k > 1 && (s->mainloop != CG_MAINLOOP_MMA || (s->K / s->bk) % s->split_k))
+		return diag_error(d, LOC_NONE, "gemm: split-K %d needs the mma.sync mainloop and a k-tile "
+				  "count (%lld) it divides", s->split_k, (long long)(s->K / s->bk));
 	if (check_ld(d, "lda", s->lda, s->K) < 0 ||
 	    check_ld(d, "ldb", s->ldb, s->b_layout == CG_B_NK ? s->K : s->N) < 0 ||
 	    check_ld(d, "ldc", s->ldc, g.k.width) < 0)
@@ -310,6 +315,14 @@ tile_sources(G *g)
 	}
 	if (s->bq.group > 0)
 		gemm_bq_sources(g);
+	if (s->split_k > 1) {	/* the slice's first k-tile */
+		LLVMValueRef k0 = cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), (int64_t)g->kt * s->bk));
+		for (int i = 0; i < g->a_n; i++)
+			g->a_src[i] = gptr(f, g->a_src[i], k0, ea);
+		for (int i = 0; i < g->b_n; i++)
+			g->b_src[i] = gptr(f, g->b_src[i], s->b_layout == CG_B_NK ? k0
+					   : cg_muli(f, k0, s->ldb), eb);
+	}
 }
 
 /* One 16-byte shared chunk from 8 global elements of type dt. */
@@ -836,6 +849,78 @@ gemm_epilogue(G *g)
 		group_quant(g);
 }
 
+/* ---- split-K (GemmSpec.split_k; the workspace layout is in codegen.h) ---- */
+
+static int64_t
+split_flags(const GemmSpec *s)
+{
+	return ((int64_t)s->split_slots * 4 + 15) & ~(int64_t)15;
+}
+
+int64_t
+cg_gemm_split_flag_bytes(const GemmSpec *s)
+{
+	return s->split_k > 1 ? (int64_t)s->split_slots * 4 : 0;
+}
+
+int64_t
+cg_gemm_split_bytes(const GemmSpec *s)
+{
+	return s->split_k > 1 ? split_flags(s) + (int64_t)s->split_slots * s->bm * s->bn * 4 : 0;
+}
+
+/*
+ * Hand the tile's partial sums along the slices: wait for slice z-1, add the
+ * running sum to the accumulators (running sum first: the order is the slice
+ * order), and pass the sum on unless this is the last slice.  Thread t keeps
+ * accumulator a at element a * threads + t of the tile's slot (coalesced).
+ * Returns "this is the last slice": only it runs the epilogue.
+ */
+static LLVMValueRef
+split_reduce(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef z = cg_ctaid(f, 2), t0 = LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), "");
+	LLVMValueRef w64 = cg_sext64(f, g->k.w);
+	LLVMValueRef flag = cg_gep(f, g->k.ws, w64, 4);
+	LLVMValueRef part = cg_gep(f, cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1),
+				   cg_muli(f, w64, (int64_t)s->bm * s->bn), 4);
+	CgIf c, c0;
+	int a = 0;
+
+	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), z));
+	cg_if(f, &c0, t0);
+	cg_spin_until(f, flag, z);
+	cg_fence(f);
+	cg_endif(f, &c0);
+	cg_barrier(f);
+	a = 0;
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++, a++) {
+				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
+				LLVMValueRef run = cg_gload_volatile(f, f->tf32, cg_gep(f, part, cg_sext64(f, e), 4), 4);
+				cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
+			}
+	cg_endif(f, &c);
+	cg_if(f, &c, cg_lt(f, z, cg_i32(f, s->split_k - 1)));
+	a = 0;
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++, a++) {
+				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
+				cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), cg_gep(f, part, cg_sext64(f, e), 4), 4);
+			}
+	cg_fence(f);
+	cg_barrier(f);		/* every thread's part is out */
+	cg_if(f, &c0, t0);
+	cg_gstore_volatile(f, cg_addi(f, z, 1), flag, 4);
+	cg_endif(f, &c0);
+	cg_endif(f, &c);
+	return LLVMBuildICmp(f->B, LLVMIntEQ, z, cg_i32(f, s->split_k - 1), "");
+}
+
 /* ---- the kernel ---- */
 
 /* One tile, its coordinates set (gemm_end's callback: k is g's first member). */
@@ -849,6 +934,13 @@ tile(GemmCore *k)
 		gemm_wgmma_mainloop(g);
 	else
 		mainloop(g);
+	if (k->s.split_k > 1) {
+		CgIf c;
+		cg_if(k->f, &c, split_reduce(g));
+		gemm_epilogue(g);
+		cg_endif(k->f, &c);
+		return;
+	}
 	gemm_epilogue(g);
 }
 

@@ -44,6 +44,8 @@ struct GemmCore {
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
 	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
+	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot) */
+	LLVMValueRef ws;		/* split-K: the "splitk_ws" workspace */
 };
 
 /* One row of the epilogue: where it goes, and its row leaves. */

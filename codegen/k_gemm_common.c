@@ -71,6 +71,11 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: unknown schedule %d", who, s->sched);
 	if (s->store != CG_STORE_ROWS && s->store != CG_STORE_SCATTER)
 		return diag_error(d, LOC_NONE, "%s: unknown store mode %d", who, s->store);
+	if (s->split_k < 0 || s->split_k > 64)
+		return diag_error(d, LOC_NONE, "%s: split_k = %d (0..64)", who, s->split_k);
+	if (s->split_k > 1 && (s->sched != CG_SCHED_TILES || s->split_slots < 1))
+		return diag_error(d, LOC_NONE, "%s: split-K needs the tiles schedule and a workspace "
+				  "(split_slots = %d)", who, s->split_slots);
 	if (s->min_ctas < 0 || s->min_ctas > 32)
 		return diag_error(d, LOC_NONE, "%s: min_ctas = %d", who, s->min_ctas);
 	if (cg_ep_check(&s->ep, d) < 0)
@@ -121,6 +126,8 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		p[n++] = (CgParam){CGP_TMAP, "B_map"};
 	}
+	if (s->split_k >= 1)	/* 1: no split, but the parameter (another target splits) */
+		p[n++] = (CgParam){CGP_PTR, "splitk_ws"};
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
 }
@@ -169,6 +176,8 @@ bind_params(GemmCore *k)
 		k->amap = n++;
 		k->bmap = n++;
 	}
+	if (s->split_k >= 1)
+		k->ws = arg_noalias(f, n++);
 	k->T = cg_arg(f, n++);
 }
 
@@ -429,6 +438,7 @@ gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 		CgIf c;
 		w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
 		cg_if(f, &c, cg_lt(f, w, work_total(k)));
+		k->w = w;
 		tile_coords(k, w);
 		body(k);
 		cg_endif(f, &c);
@@ -449,7 +459,7 @@ gemm_finish(GemmCore *k, const char *note)
 		grid[0] = (CgExpr){s->m_per_t, (int64_t)s->groups * (s->bm - 1), s->bm};
 		grid[1] = CG_EXPR_INT(k->nt);
 	}
-	grid[2] = CG_EXPR_INT(1);
+	grid[2] = CG_EXPR_INT(k->s.split_k > 1 ? k->s.split_k : 1);
 	return cg_fn_end(k->f, block, grid, k->smem, note);
 }
 
@@ -474,6 +484,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 			       s->groups ? " grouped" : " dense");
 	if (s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
+	if (s->split_k > 1 && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " split-k %d", s->split_k);
 	if (s->ep.n && (size_t)at < n) {
 		cg_ep_print(ep, sizeof ep, &s->ep);
 		at += snprintf(buf + at, n - (size_t)at, " ep: %s", ep);

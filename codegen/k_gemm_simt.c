@@ -179,6 +179,8 @@ cg_gemm_simt_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
 		return -1;
+	if (s->split_k > 1)
+		return diag_error(d, LOC_NONE, "gemm-simt: no split-K (the tensor-core kernel has it)");
 	if (!gemm_io_type(s->a_dt) || !gemm_io_type(s->b_dt) || !gemm_io_type(s->c_dt))
 		return diag_error(d, LOC_NONE, "gemm-simt: types %s x %s -> %s (need f32, bf16 or f16)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt));

@@ -69,6 +69,9 @@ struct CgProgram {
 	int64_t flops_per_t;
 	int64_t flops_static;	/* GEMMs with static rows */
 	int rounded;		/* some f32 GEMM operands run on tensor cores (--precision) */
+	int ntuned;		/* GEMM specs tiled from the tuning table */
+	int64_t ws_bytes;	/* split-K's workspace, after the planned buffers (0: none) */
+	int ws_buf;		/* its buffer index */
 	Diag *d;
 };
 
@@ -416,6 +419,10 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 	return NULL;
 }
 
+/* The split-K workspace's buffer: one for every split GEMM (they run one
+ * after another), past the planned buffers. */
+#define WS_NAME "splitk$ws"
+
 /*
  * Bind a kernel's parameters to the call's operands and results: a GEMM's
  * by role; every other builder lists its pointers as the call's operands
@@ -467,6 +474,10 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 		if (k->param[i].kind == CGP_TMAP) {
 			if (tmap_arg(p, k, ntmap++, call, gb, &args[i]))
 				return -1;
+			continue;
+		}
+		if (strcmp(r, "splitk_ws") == 0) {	/* split-K's workspace (emit_gemm) */
+			args[i] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 			continue;
 		}
 		if (gb)
@@ -532,11 +543,17 @@ entry_name(CgProgram *p, const char *name)
 }
 
 /*
- * Tiles by problem, from the measurements in bench/gemm/NOTES.md: decode
- * (a few rows per expert) streams weights with 16-row tiles, deep k-tiles
- * and 5 stages; prefill uses 64x64 warp tiles (256x128 dense, 128x256
- * grouped).  The first candidate the builder accepts for N, K and shared
- * memory wins.
+ * Tiles by problem (the heuristic when no tuning table names a variant),
+ * from the measurements in bench/gemm/NOTES.md: decode (a few rows per
+ * expert) streams weights with 16-row tiles, deep k-tiles and many stages;
+ * prefill uses 64x64 warp tiles (256x128 dense, 128x256 grouped).  The row
+ * class is the rows per expert (M / E for grouped GEMMs); within it the
+ * first candidate the builder accepts for N, K and the target's shared
+ * memory wins, unless it leaves SMs idle (fewer estimated CTAs than the
+ * target has SMs), when the candidate with the most CTAs does.  `stages`
+ * is a ceiling: each target gets as many as its shared memory holds
+ * (sm_90a 227 KiB: 4 for the prefill tiles, 5 for decode; sm_80 163 KiB:
+ * 3 and 4), so targets get their own launch plans (docs/codegen.md).
  */
 typedef struct {
 	int rows, bm, bn, bk, wm, wn, stages;	/* for row counts up to rows */
@@ -546,8 +563,8 @@ static const Tile tiles[] = {
 	{16, 16, 128, 128, 1, 4, 5}, {16, 16, 64, 128, 1, 4, 5}, {16, 16, 64, 64, 1, 4, 4},
 	{32, 32, 128, 128, 1, 4, 4}, {32, 32, 64, 64, 1, 4, 4},
 	{64, 64, 128, 64, 2, 2, 4}, {64, 64, 64, 64, 2, 2, 4},
-	{1024, 128, 256, 64, 2, 4, 3}, {1024, 128, 128, 64, 2, 2, 4},
-	{INT32_MAX, 256, 128, 64, 4, 2, 3}, {INT32_MAX, 128, 256, 64, 2, 4, 3},
+	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
+	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 128, 64, 2, 2, 4},
 };
 
@@ -563,107 +580,326 @@ fit(GemmSpec *s)
 		s->warps_n /= 2;
 }
 
-static int
-choose_tiles(const CgProgram *p, GemmSpec *s, int64_t tokens)
+/* Rows of the GEMM at `tokens` tokens, and per expert when grouped. */
+static int64_t
+gemm_rows(const GemmSpec *s, int64_t tokens, int per_expert)
 {
 	int64_t rows = (int64_t)s->m_per_t * tokens;
-	Diag quiet;
+
+	return per_expert && s->groups ? (rows + s->groups - 1) / s->groups : rows;
+}
+
+/* CTAs a tiled launch keeps busy at `tokens`: every expert that can have a
+ * row (at most min(E, M)) owns at least one row tile. */
+static int64_t
+est_ctas(const GemmSpec *s, int64_t tokens)
+{
+	int64_t M = gemm_rows(s, tokens, 0), mt = (M + s->bm - 1) / s->bm;
 
 	if (s->groups)
-		rows = (rows + s->groups - 1) / s->groups;
+		mt = MAX(mt, MIN((int64_t)s->groups, M));
+	return mt * (s->N / s->bn) * MAX(s->split_k, 1);
+}
+
+/* The tile, stages within the target's shared memory: 0, or -1 when the
+ * builder takes no stage count of it. */
+static int
+try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
+{
+	Diag quiet;
+
 	diag_init(&quiet, NULL);
+	s->bm = tl->bm, s->bn = tl->bn, s->bk = tl->bk;
+	s->warps_m = tl->wm, s->warps_n = tl->wn;
+	if (fitted)
+		fit(s);
+	for (int st = tl->stages; st >= 2; st--) {
+		s->stages = st;
+		if (cg_gemm_check(t, s, &quiet) == 0 && cg_gemm_smem(s) <= cg_target_smem_max(t))
+			return 0;
+	}
+	return -1;
+}
+
+/* Split-K's workspace holds every tile of a launch at thi tokens. */
+static void
+split_slots(GemmSpec *s, int64_t thi)
+{
+	s->split_slots = s->split_k > 1
+		? (int)(((int64_t)s->m_per_t * thi + (int64_t)s->groups * (s->bm - 1) + s->bm - 1) /
+			s->bm * (s->N / s->bn))
+		: 0;
+}
+
+/*
+ * Split-K for the decode tiles (docs/codegen.md): when the tiles at the
+ * fewest rows the launch runs for (tlo tokens) leave SMs idle, split K into
+ * the fewest slices S (dividing the k-tiles, at least 2 k-tiles each, at
+ * most 16) that give every SM a CTA, so that all of them stream weights.
+ * The workspace holds the tiles at the most rows (thi tokens).
+ */
+static void
+split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	int64_t kt = s->K / s->bk, ctas = est_ctas(s, tlo);
+	int best = 1;
+
+	s->split_k = s->split_slots = 0;
+	if (s->bm > 64 || ctas >= cg_target_sms(t))
+		return;
+	for (int S = 2; S <= 16 && kt / S >= 2; S++) {
+		if (kt % S)
+			continue;
+		best = S;
+		if (ctas * S >= cg_target_sms(t))
+			break;
+	}
+	if (best < 2)
+		return;
+	s->split_k = best;
+	split_slots(s, thi);
+}
+
+static int
+choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
+{
+	int64_t rows = gemm_rows(s, tokens, 1);
+	GemmSpec best = *s, c;
+	int found = 0;
+
 	/* the row class as measured, then the row class fitted to N and K,
 	 * then any tile */
-	for (int pass = 0; pass < 3; pass++)
+	for (int pass = 0; pass < 3 && !found; pass++)
 		for (size_t i = 0; i < NELEM(tiles); i++) {
-			const Tile *t = &tiles[i];
-			int fits = rows <= t->rows && (i == 0 || rows > tiles[i - 1].rows ||
-							  tiles[i - 1].rows == t->rows);
+			const Tile *tl = &tiles[i];
+			int fits = rows <= tl->rows && (i == 0 || rows > tiles[i - 1].rows ||
+							tiles[i - 1].rows == tl->rows);
 			if (pass < 2 && !fits)
 				continue;
-			s->bm = t->bm, s->bn = t->bn, s->bk = t->bk;
-			s->warps_m = t->wm, s->warps_n = t->wn, s->stages = t->stages;
-			if (pass > 0)
-				fit(s);
-			for (int st = s->stages; st >= 2; st--) {
-				s->stages = st;
-				if (cg_gemm_check(cg_module_target(p->mod[0]), s, &quiet) == 0)
-					return 0;
-			}
+			c = *s;
+			if (try_tile(t, &c, tl, pass > 0))
+				continue;
+			if (!found || (est_ctas(&best, tokens) < cg_target_sms(t) &&
+				       est_ctas(&c, tokens) > est_ctas(&best, tokens)))
+				best = c;
+			found = 1;
+			if (pass == 2 || est_ctas(&best, tokens) >= cg_target_sms(t))
+				break;
 		}
+	if (!found)
+		return -1;
+	*s = best;
+	split_k(t, s, tlo, tokens);
+	return 0;
+}
+
+/*
+ * The tuning table's variant for this GEMM on target t (--tuning, keyed by
+ * cg_gemm_key over the T range the plan is for): 0 when it has one the
+ * builder takes within the target's shared memory; a warning naming the
+ * table's line when it has one that does not fit (the heuristic then).
+ */
+static int
+tuned(CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	char key[256], v[64];
+	const CgTuningEntry *e;
+	GemmSpec c = *s;
+	Diag quiet;
+
+	if (!p->o.tuning)
+		return -1;
+	cg_gemm_key(s, tlo, thi, key, sizeof key);
+	if (!(e = cg_tuning_find(p->o.tuning, t->sm, key)))
+		return -1;
+	diag_init(&quiet, NULL);
+	cg_variant_apply(&e->v, &c);
+	split_slots(&c, thi);
+	if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
+		*s = c;
+		p->ntuned++;
+		return 0;
+	}
+	cg_variant_print(&e->v, v, sizeof v);
+	diag_warn(p->d, loc_line(cg_tuning_path(p->o.tuning), e->line, 1),
+		  "variant %s for %s does not fit %s (%s); the heuristic tiles it", v, key, t->sm,
+		  quiet.nerror ? quiet.last : "more shared memory than the target has");
 	return -1;
 }
 
 /*
- * A GEMM spec tiled for up to `tokens` tokens: the tensor-core builder when
- * it takes the spec on every target, else the CUDA-core one (f32 operands,
- * N = 8 routers).  -1 when neither does (the caller keeps a generic kernel).
+ * Quantised B is repacked once at compile time for every target, and its
+ * sources do not take split-K's slice offset: one tile (the last target's,
+ * the one with the least shared memory in the default order), no split, and
+ * every target must take it.  -1 (a generic kernel) otherwise.
  */
 static int
-plan_gemm(CgProgram *p, GemmSpec *s, int64_t tokens, int *simt, char *why, size_t n)
+one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
+{
+	GemmSpec c = s[p->o.narch - 1];
+	Diag quiet;
+
+	diag_init(&quiet, NULL);
+	c.split_k = c.split_slots = 0;
+	for (int i = 0; i < p->o.narch; i++) {
+		if (cg_gemm_check(cg_module_target(p->mod[i]), &c, &quiet) != 0) {
+			snprintf(why, n, "quantised B needs one tile on every target; %s refuses %s's (%s)",
+				 p->o.arch[i], p->o.arch[p->o.narch - 1], quiet.last);
+			return -1;
+		}
+	}
+	for (int i = 0; i < p->o.narch; i++)
+		s[i] = c;
+	return 0;
+}
+
+/*
+ * A GEMM spec tiled for up to `tokens` tokens, one per target (s[i] for
+ * p->mod[i]): the tensor-core builder when it takes the spec on every
+ * target, else the CUDA-core one (f32 operands, N = 8 routers) with one
+ * spec for all.  -1 when neither does (the caller keeps a generic kernel).
+ */
+static int
+plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, char *why, size_t n)
 {
 	Diag quiet;
 
 	diag_init(&quiet, NULL);
 	*simt = 0;
+	s[0].mma_dt = p->o.precision;
+	GemmSpec base = s[0];
+	for (int i = 1; i < p->o.narch; i++)
+		s[i] = s[0];
 	if ((s->a_dt == DT_F32 || s->b_dt == DT_F32) && p->o.precision == DT_F32) {
 		snprintf(why, n, "f32 operands (tensor cores would round them; "
 			 "--precision=bf16|f16 allows it)");
 		*simt = 1;
-	} else if (s->mma_dt = p->o.precision, choose_tiles(p, s, tokens)) {
-		cg_gemm_check(cg_module_target(p->mod[0]), s, &quiet);
-		snprintf(why, n, "no tensor-core tile fits (%s)", quiet.last);
-		*simt = 1;
 	}
-	for (int i = 0; i < p->o.narch && !*simt; i++)
-		if (cg_gemm_check(cg_module_target(p->mod[i]), s, &quiet) != 0) {
-			snprintf(why, n, "%s", quiet.last);
+	for (int i = 0; i < p->o.narch && !*simt; i++) {
+		const CgTarget *t = cg_module_target(p->mod[i]);
+		if (tuned(p, t, &s[i], tlo, tokens) == 0)
+			continue;
+		if (choose_tiles(t, &s[i], tlo, tokens)) {
+			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
+			cg_gemm_check(t, &s[i], &quiet);
+			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
 			*simt = 1;
 		}
+	}
+	if (!*simt && base.bq.group > 0)
+		return one_bq_plan(p, s, why, n);
 	if (!*simt)
 		return 0;
-	int64_t rows = (int64_t)s->m_per_t * tokens;
-	if (s->groups)
-		rows = (rows + s->groups - 1) / s->groups;
-	cg_gemm_simt_tiles(s, rows);
-	for (int i = 0; i < p->o.narch; i++)
+	s[0] = base;
+	cg_gemm_simt_tiles(s, gemm_rows(s, tokens, 1));
+	for (int i = 0; i < p->o.narch; i++) {
+		s[i] = s[0];
 		if (cg_gemm_simt_check(cg_module_target(p->mod[i]), s, &quiet) != 0) {
 			size_t k = strlen(why);
 			snprintf(why + k, n - k, "; CUDA cores: %s", quiet.last);
 			return -1;
 		}
+	}
 	return 0;
 }
 
-/* One variant on every target and its launch step for tlo <= T <= thi. */
+/* One kernel per target, each for its own spec s[i].  sm_90a targets get
+ * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
+ * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
+ * shared memory for the same tiles (k_gemm_wgmma.c). */
 static int
-emit_variant(CgProgram *p, const Node *call, const char *name, const GemmSpec *s, int simt,
-	     const CgGemmBind *gb, int64_t tlo, int64_t thi)
+emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt)
 {
 	/* sm_90a targets get the wgmma mainloop where the tile suits it (not the
-	 * 16- and 32-row decode tiles): its kernel has the mma.sync kernel's
-	 * parameters, block, grid and shared memory, so the one launch step
-	 * serves every target (k_gemm_wgmma.c). */
-	/* the warp-specialised mainloop only where every target takes it: its
-	 * block, grid, shared memory and parameters are its own (k_gemm_ws.c) */
-	GemmSpec ws = *s;
+	 * 16- and 32-row decode tiles).  The warp-specialised mainloop only where
+	 * every target takes it: its block, grid, shared memory and parameters
+	 * are its own, and a kernel has one parameter list (k_gemm_ws.c). */
+	GemmSpec ws[8];
 	int all_ws = !simt;
-	for (int i = 0; i < p->o.narch && all_ws; i++)
-		all_ws = cg_gemm_ws_for(p->mod[i], &ws);
 	for (int i = 0; i < p->o.narch; i++) {
-		GemmSpec si = all_ws ? ws : *s;
+		ws[i] = s[i];
+		all_ws = all_ws && cg_gemm_ws_for(p->mod[i], &ws[i]);
+	}
+	for (int i = 0; i < p->o.narch; i++) {
+		GemmSpec si = all_ws ? ws[i] : s[i];
 		if (!simt && !all_ws)
-			si.mainloop = cg_gemm_mainloop_for(p->mod[i], s);
+			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &s[i]);
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
 			return -1;
 	}
-	const CgKernel *k = cg_module_find(p->mod[0], name);
+	return 0;
+}
+
+/* The launch step of kernel `name` as module i built it, for tlo <= T <=
+ * thi, on target `arch` only (NULL: every target). */
+static int
+gemm_step(CgProgram *p, const Node *call, const char *name, int i, const CgGemmBind *gb,
+	  int64_t tlo, int64_t thi, const char *arch)
+{
+	const CgKernel *k = cg_module_find(p->mod[i], name);
 	MArg *args = arena_array(p->a, MArg, k->nparam + 1);
+
 	if (bind_args(p, k, call, gb, args) ||
 	    add_step(p, STEP_LAUNCH, k, args, gb->rows ? gb->rows : -1))
 		return -1;
 	p->run.v[p->run.n - 1].tlo = tlo;
 	p->run.v[p->run.n - 1].thi = thi;
+	p->run.v[p->run.n - 1].arch = arch;
+	return 0;
+}
+
+/* A kernel has one name and one parameter list on every target: when some
+ * target splits K and another does not, the other gets the workspace
+ * parameter too (split_k 1: unused). */
+static void
+same_params(CgProgram *p, GemmSpec *s, int simt)
+{
+	int any = 0;
+
+	for (int i = 0; i < p->o.narch; i++)
+		any |= s[i].split_k > 1;
+	for (int i = 0; i < p->o.narch && any && !simt; i++)
+		if (s[i].split_k <= 1)
+			s[i].split_k = 1;
+}
+
+/* -v: each GEMM's tuning key and variant per target, what a tuning table
+ * (--tuning) would name. */
+static void
+tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	char key[256], v[64];
+	CgVariant cv;
+	const char *sm = cg_module_target(p->mod[i])->sm;
+
+	cg_gemm_key(s, tlo, thi, key, sizeof key);
+	cg_variant_of(s, &cv);
+	cg_variant_print(&cv, v, sizeof v);
+	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)", call->callee->name,
+		    sm, key, v, cg_tuning_find(p->o.tuning, sm, key) ? "tuning table" : "heuristic");
+}
+
+/*
+ * Split-K variants share one workspace: grow it to the largest, and zero
+ * the flags of the largest before the GEMM's launch lines (one memset for
+ * every variant and target, so that it never breaks a tokens= chain).
+ */
+static int
+split_workspace(CgProgram *p, const GemmSpec *s, const GemmSpec *small)
+{
+	int64_t flags = 0;
+
+	for (int v = 0; v < 2; v++)
+		for (int i = 0; i < p->o.narch && (v ? small : s); i++) {
+			const GemmSpec *x = v ? &small[i] : &s[i];
+			p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(x));
+			flags = MAX(flags, cg_gemm_split_flag_bytes(x));
+		}
+	if (!flags)
+		return 0;
+	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(flags)};
+	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	vec_push(&p->run, m);
 	return 0;
 }
 
@@ -671,66 +907,90 @@ static int
 same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 {
 	return sa == sb && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
-	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n;
+	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
+	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas;
 }
 
 /*
  * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
  * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
  * max_tokens does, both variants are emitted and each launch step names its
- * range of T (docs/bundle.md, tokens=LO..HI).
+ * range of T (docs/bundle.md, tokens=LO..HI).  Targets whose plans differ
+ * (shared memory, SMs) get launch lines of their own (arch=), each target's
+ * variants tiling 1..max_tokens; the kernels keep one name, built per target.
  */
 enum { DECODE_T = 64 };
 
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 {
-	GemmSpec s, small;
+	GemmSpec s[8], small[8];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2;
+	int simt, simt2 = 0, two = 0, uniform = 1;
+	const char *sname = arena_printf(p->a, "%s_decode", name);
 
 	*done = 0;
-	if (cg_gemm_from_kernel(p->m, call->callee, &s, &gb, why, sizeof why) != 0) {
+	if (cg_gemm_from_kernel(p->m, call->callee, &s[0], &gb, why, sizeof why) != 0) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	if (s.bq.group > 0 && !(module_slot(p, call->in[gb.b]) && module_slot(p, call->in[gb.b])->packed)) {
+	if (s[0].bq.group > 0 && !(module_slot(p, call->in[gb.b]) && module_slot(p, call->in[gb.b])->packed)) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: its quantised weights were not "
 			  "repacked (not module weights, or no tensor-core tile)", call->callee->name);
 		return 0;
 	}
-	small = s;
-	if (plan_gemm(p, &s, gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {
+	small[0] = s[0];
+	if (plan_gemm(p, s, gb.rows ? gb.rows : p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1,
+		      gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
 	if (simt)	/* f32 operands are the user's choice; a small GEMM's shape is not */
-		(s.a_dt == DT_F32 || s.b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
+		(s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
 							     call->callee->name, why);
-	else if (s.a_dt == DT_F32 || s.b_dt == DT_F32) {
+	else if (s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32) {
 		diag_note(p->d, call->loc, "@%s runs on tensor cores: f32 operands rounded to %s "
 			  "(--precision=%s), f32 accumulation", call->callee->name,
-			  dtype_name(s.a_dt == DT_F16 || s.b_dt == DT_F16 ? DT_F16 :
-				     s.a_dt == DT_BF16 || s.b_dt == DT_BF16 ? DT_BF16 :
+			  dtype_name(s[0].a_dt == DT_F16 || s[0].b_dt == DT_F16 ? DT_F16 :
+				     s[0].a_dt == DT_BF16 || s[0].b_dt == DT_BF16 ? DT_BF16 :
 				     p->o.precision),
 			  dtype_name(p->o.precision));
 		p->rounded = 1;
 	}
 	if (!gb.rows && p->o.max_tokens > DECODE_T &&
-	    plan_gemm(p, &small, DECODE_T, &simt2, why2, sizeof why2) == 0 &&
-	    !same_tiles(&s, simt, &small, simt2)) {
-		const char *sname = arena_printf(p->a, "%s_decode", name);
-		if (emit_variant(p, call, sname, &small, simt2, &gb, 1, DECODE_T) ||
-		    emit_variant(p, call, name, &s, simt, &gb, DECODE_T + 1, p->o.max_tokens))
-			return -1;
-	} else if (emit_variant(p, call, name, &s, simt, &gb, 0, 0)) {
+	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0)
+		for (int i = 0; i < p->o.narch; i++)
+			two |= !same_tiles(&s[i], simt, &small[i], simt2);
+	for (int i = 1; i < p->o.narch; i++)
+		uniform &= same_tiles(&s[i], simt, &s[0], simt) &&
+			   (!two || same_tiles(&small[i], simt2, &small[0], simt2));
+	same_params(p, s, simt);
+	if (two)
+		same_params(p, small, simt2);
+	if (!uniform && cg_program_module(p, "emu"))
+		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
+				  "targets whose launch plans differ", call->callee->name);
+	for (int i = 0; i < p->o.narch && !simt; i++) {
+		int64_t lo = p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1;
+		if (two && !simt2)
+			tiles_remark(p, call, i, &small[i], 1, DECODE_T);
+		tiles_remark(p, call, i, &s[i], gb.rows ? gb.rows : lo, gb.rows ? gb.rows : p->o.max_tokens);
+	}
+	if ((two && emit_kernels(p, sname, small, simt2)) || emit_kernels(p, name, s, simt) ||
+	    split_workspace(p, s, two ? small : NULL))
 		return -1;
+	for (int i = 0; i < (uniform ? 1 : p->o.narch); i++) {
+		const char *arch = uniform ? NULL : p->o.arch[i];
+		if (two ? gemm_step(p, call, sname, i, &gb, 1, DECODE_T, arch) ||
+			  gemm_step(p, call, name, i, &gb, DECODE_T + 1, p->o.max_tokens, arch)
+			: gemm_step(p, call, name, i, &gb, 0, 0, arch))
+			return -1;
 	}
 	if (gb.rows)
-		p->flops_static += 2 * gb.rows * s.N * s.K;
+		p->flops_static += 2 * gb.rows * s[0].N * s[0].K;
 	else
-		p->flops_per_t += 2 * (int64_t)s.m_per_t * s.N * s.K;
+		p->flops_per_t += 2 * (int64_t)s[0].m_per_t * s[0].N * s[0].K;
 	*done = 1;
 	return 0;
 }
@@ -987,21 +1247,21 @@ repack_one(CgProgram *p, const Node *call, const GemmSpec *s, const CgGemmBind *
 }
 
 static int
-plan_gemm(CgProgram *p, GemmSpec *s, int64_t tokens, int *simt, char *why, size_t n);
+plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, char *why, size_t n);
 
 static int
 repack_quantised(CgProgram *p)
 {
 	for (Node *n = p->g->first; n; n = n->next) {
-		GemmSpec s;
+		GemmSpec s[8];
 		CgGemmBind gb;
 		char why[640];
 		int simt;
-		if (n->op != OP_CALL || cg_gemm_from_kernel(p->m, n->callee, &s, &gb, why, sizeof why) ||
-		    s.bq.group <= 0 || plan_gemm(p, &s, gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why) ||
-		    simt)
+		if (n->op != OP_CALL || cg_gemm_from_kernel(p->m, n->callee, &s[0], &gb, why, sizeof why) ||
+		    s[0].bq.group <= 0 || plan_gemm(p, s, 1, gb.rows ? gb.rows : p->o.max_tokens, &simt, why,
+						    sizeof why) || simt)
 			continue;
-		if (repack_one(p, n, &s, &gb) < 0)
+		if (repack_one(p, n, &s[0], &gb) < 0)
 			return -1;
 	}
 	return 0;
@@ -1186,9 +1446,13 @@ fill_plan(CgProgram *p)
 		if (strcmp(p->o.arch[i], "emu"))
 			targets[nt++] = arena_strdup(p->a, p->o.arch[i]);
 	m->nbuf = (int)p->buf.n;
-	m->buf = arena_array(p->a, MBuffer, m->nbuf + 1);
+	m->buf = arena_array(p->a, MBuffer, m->nbuf + 2);
 	for (int i = 0; i < m->nbuf; i++)
 		m->buf[i] = (MBuffer){p->buf.v[i].v->name, p->buf.v[i].offset, p->buf.v[i].bytes};
+	if (p->ws_bytes) {	/* split-K's workspace, past the planned buffers */
+		m->buf[m->nbuf++] = (MBuffer){WS_NAME, m->arena, MEXPR_INT(p->ws_bytes)};
+		m->arena += ((uint64_t)p->ws_bytes + 255) & ~(uint64_t)255;
+	}
 	m->nk = nk;
 	m->k = arena_array(p->a, MKernel, nk + 1);
 	for (int i = 0; i < nk; i++) {
@@ -1357,9 +1621,14 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 	if (!p->g || check_graph(p) || assign(p) || plan_memory(p) || make_modules(p) ||
 	    repack_quantised(p) || emit_init(p))
 		goto fail;
+	p->ws_buf = (int)p->buf.n;
 	for (Node *n = p->g->first; n; n = n->next)
 		if (n->op == OP_CALL && emit_call(p, n))
 			goto fail;
+	if (o->tuning)
+		diag_note(d, loc_file(cg_tuning_path(o->tuning)), "%d GEMM tilings taken from the "
+			  "tuning table (%d entries); the heuristic tiled the rest", p->ntuned,
+			  cg_tuning_count(o->tuning));
 	if (assemble(p))
 		goto fail;
 	plan_generated(p);

@@ -53,10 +53,38 @@ struct CgCompileOpts {
 				 * (tensor cores, f32 accumulation) */
 	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
 	unsigned debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
+	const struct CgTuning *tuning;	/* --tuning=FILE: measured tiles first; NULL: the heuristic */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
 int cg_precision_parse(const char *s, DType *precision, Diag *d);
+
+/*
+ * tuning.c: the measured tile choice (docs/codegen.md, "Tuning tables").
+ * A versioned text table maps (target, GEMM key) to a tile variant;
+ * cg_compile prefers it to the heuristic.
+ */
+typedef struct CgVariant CgVariant;
+struct CgVariant {
+	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
+};
+typedef struct CgTuningEntry CgTuningEntry;
+struct CgTuningEntry {
+	const char *arch, *key;
+	CgVariant v;
+	double us;		/* the measured median, or -1 */
+	int line;
+};
+typedef struct CgTuning CgTuning;
+/* The table, or NULL with a diagnostic naming the file and line (bad input: exit 2). */
+CgTuning *cg_tuning_read(const char *path, Diag *d);
+const CgTuningEntry *cg_tuning_find(const CgTuning *t, const char *arch, const char *key);
+int cg_tuning_count(const CgTuning *t);
+const char *cg_tuning_path(const CgTuning *t);
+void cg_tuning_free(CgTuning *t);
+/* "128x256x64.w2x4.s4.k1": tile, warps, stages, split-K slices (one spelling). */
+int cg_variant_print(const CgVariant *v, char *buf, size_t n);
+int cg_variant_parse(const char *s, CgVariant *v);	/* 0, or -1 */
 
 typedef struct CgProgram CgProgram;
 CgProgram *cg_compile(Module *m, const CgCompileOpts *o, Diag *d);

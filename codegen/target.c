@@ -28,18 +28,26 @@
 
 /* ---- targets ---- */
 
+/*
+ * smem: the opt-in dynamic shared memory per block (CUDA C Programming
+ * Guide, compute capabilities table: 163 KiB on 8.0, 99 KiB on 8.6/8.9,
+ * 227 KiB on 9.0); sms: the multiprocessors of the part the launch plan is
+ * sized for (A100 108, RTX 3090 82, L40S 142, H100/H200 SXM 132).  The
+ * emulator plans as sm_90a does, so that its tests run sm_90a's plan.
+ */
 static const struct {
 	const char *sm;
 	int num;		/* 80, 90 */
 	int arch_a;		/* sm_90a */
 	const char *features;
+	int smem, nsm;
 } sms[] = {
-	{"sm_80", 80, 0, "+ptx70"},
-	{"sm_86", 86, 0, "+ptx71"},
-	{"sm_89", 89, 0, "+ptx78"},
-	{"sm_90", 90, 0, "+ptx80"},
-	{"sm_90a", 90, 1, "+ptx80"},
-	{"emu", 80, 0, ""},
+	{"sm_80", 80, 0, "+ptx70", 166912, 108},
+	{"sm_86", 86, 0, "+ptx71", 101376, 82},
+	{"sm_89", 89, 0, "+ptx78", 101376, 142},
+	{"sm_90", 90, 0, "+ptx80", 232448, 132},
+	{"sm_90a", 90, 1, "+ptx80", 232448, 132},
+	{"emu", 80, 0, "", 232448, 132},
 };
 
 static int
@@ -64,6 +72,22 @@ int
 cg_target_is_emu(const CgTarget *t)
 {
 	return t && t->sm && strcmp(t->sm, "emu") == 0;
+}
+
+int
+cg_target_smem_max(const CgTarget *t)
+{
+	int i = find_sm(t ? t->sm : NULL);
+
+	return i >= 0 ? sms[i].smem : 0;
+}
+
+int
+cg_target_sms(const CgTarget *t)
+{
+	int i = find_sm(t ? t->sm : NULL);
+
+	return i >= 0 ? sms[i].nsm : 0;
 }
 
 int
@@ -924,6 +948,72 @@ cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align)
 	if (f->emu)
 		emu_check(f, p, LLVMTypeOf(v), 1, 1);
 	LLVMSetAlignment(LLVMBuildStore(f->B, v, p), (unsigned)align);
+}
+
+/*
+ * Volatile global accesses and a fence: what an ordered hand-over between
+ * CTAs needs (split-K's slices).  Volatile loads and stores are ld/st
+ * .volatile (coherent at the device, never served from a stale L1 line);
+ * the fence is PTX's fence.sc.gpu (CUDA's __threadfence), which orders a
+ * thread's earlier accesses before its later ones for every other CTA.  No atomics: each flag has one writer at a time.
+ */
+LLVMValueRef
+cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align)
+{
+	LLVMValueRef v = cg_gload(f, t, p, align);
+
+	LLVMSetVolatile(v, 1);
+	return v;
+}
+
+void
+cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align)
+{
+	LLVMValueRef st;
+
+	if (f->emu)
+		emu_check(f, p, LLVMTypeOf(v), 1, 1);
+	st = LLVMBuildStore(f->B, v, p);
+	LLVMSetAlignment(st, (unsigned)align);
+	LLVMSetVolatile(st, 1);
+}
+
+void
+cg_fence(CgFn *f)
+{
+	if (f->emu)	/* LLVM 19's NVPTX cannot select an IR fence: PTX's own */
+		LLVMBuildFence(f->B, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+	else
+		cg_asm(f, NULL, "fence.sc.gpu;", "~{memory}", NULL, 0, 1);
+}
+
+/*
+ * Spin until the i32 at p equals want.  The emulator runs CTAs one after
+ * another in launch order, so what an earlier CTA set is there at the first
+ * look; it gives up after 2^20 looks rather than hang on a builder's bug
+ * (the result is then wrong, which its tests catch).
+ */
+void
+cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want)
+{
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->B);
+	LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(f->C, f->fn, "spin");
+	LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(f->C, f->fn, "spun");
+	LLVMValueRef n, v, wait, zero = cg_i32(f, 0);
+
+	LLVMBuildBr(f->B, head);
+	LLVMPositionBuilderAtEnd(f->B, head);
+	n = LLVMBuildPhi(f->B, f->ti32, "looks");
+	LLVMAddIncoming(n, &zero, &pre, 1);
+	v = cg_gload_volatile(f, f->ti32, p, 4);
+	wait = LLVMBuildICmp(f->B, LLVMIntNE, v, want, "");
+	if (f->emu)
+		wait = LLVMBuildAnd(f->B, wait, cg_lt(f, n, cg_i32(f, 1 << 20)), "");
+	LLVMValueRef next = LLVMBuildAdd(f->B, n, cg_i32(f, 1), "");
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(f->B);
+	LLVMAddIncoming(n, &next, &from, 1);
+	LLVMBuildCondBr(f->B, wait, head, exit);
+	LLVMPositionBuilderAtEnd(f->B, exit);
 }
 
 LLVMValueRef

@@ -223,6 +223,8 @@ moert_status moert_pick_code(const char *const *names, int n, int major,
 			     int minor, int *pick) MOERT_INTERNAL;
 moert_status moert_check_tokens(const Manifest *m, int64_t tokens)
 	MOERT_INTERNAL;
+/* Keep the launch lines for code target `target` ("sm_90a") and those for any. */
+void moert_keep_arch(Manifest *m, const char *target) MOERT_INTERNAL;
 moert_status moert_tensor_resolve(const MTensor *t, int64_t tokens,
 				  moert_tensor_info *info) MOERT_INTERNAL;
 moert_status moert_eval_grid(const MStep *s, int64_t tokens,

@@ -176,6 +176,7 @@ choose(moert_program *p)
 		return s;
 	strcpy(p->code, names[pick]);
 	target = strchr(p->code, ':') + 1;
+	moert_keep_arch(p->m, target);
 	for (int i = 0; i < p->m->nk; i++) {
 		const MKernel *k = &p->m->k[i];
 		int t = 0;

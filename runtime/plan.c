@@ -552,3 +552,19 @@ moert_buffer_size(const moert_program *p, const char *name, int64_t tokens, size
 		return moert_seterr(MOERT_EINVAL, "no program");
 	return moert_find_buffer(p->m, name, tokens, &b, bytes);
 }
+
+/*
+ * Launch lines with arch= run only on that code target (per-target launch
+ * plans: docs/bundle.md): drop the others, so that everything after load
+ * (runs, graphs, profiles, shared memory limits) sees one plan.
+ */
+void
+moert_keep_arch(Manifest *m, const char *target)
+{
+	int n = 0;
+
+	for (int i = 0; i < m->nstep; i++)
+		if (!m->step[i].arch || strcmp(m->step[i].arch, target) == 0)
+			m->step[n++] = m->step[i];
+	m->nstep = n;
+}

@@ -27,6 +27,7 @@ typedef struct {
 	double secs[5];	/* --time-passes: by stage */
 	const char *layers;	/* --layers */
 	int *layer, nlayer;	/* its layers, ascending (malloc'd) */
+	CgTuning *tuning;	/* --tuning */
 } Args;
 
 enum { T_IMPORT, T_PASSES, T_CODEGEN, T_PTXAS, T_WRITE };
@@ -213,6 +214,9 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 			return opt_error(&c->a, "--layers writes one bundle: --emit takes one layer "
 					 "(--layer=N)");
 	}
+	if (opt_str(&c->a, "tuning") && !(c->tuning = cg_tuning_read(opt_str(&c->a, "tuning"), d)))
+		return BAD;
+	c->cg.tuning = c->tuning;
 	return plan_outputs(c, d) == OK ? -1 : BAD;
 }
 
@@ -586,6 +590,7 @@ out:
 	free(c.layer);
 	if (!c.layers)
 		cg_cache_free(c.cg.cache);
+	cg_tuning_free(c.tuning);
 	free(text);
 	report_free(rep);
 	ir_free_module(m);

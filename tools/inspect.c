@@ -73,10 +73,12 @@ print_manifest(FILE *f, const Manifest *m)
 		}
 		for (int k = 0; k < 3; k++)
 			bundle_expr_print(g[k], sizeof g[k], &s->grid[k]);
-		fprintf(f, "  %-6s %-32s grid=%s,%s,%s block=%d", s->kind == STEP_INIT ? "init" : "launch",
-			s->kernel, g[0], g[1], g[2], s->block[0] * s->block[1] * s->block[2]);
+		fprintf(f, "  %-6s %-32s grid=%s,%s,%s block=%d smem=%d", s->kind == STEP_INIT ? "init" : "launch",
+			s->kernel, g[0], g[1], g[2], s->block[0] * s->block[1] * s->block[2], s->smem);
 		if (s->thi)
 			fprintf(f, "  for T in %lld..%lld", (long long)s->tlo, (long long)s->thi);
+		if (s->arch)
+			fprintf(f, "  on %s", s->arch);
 		fputc('\n', f);
 	}
 	if (m->has_cost) {

@@ -114,6 +114,8 @@ static const Opt moec_opts[] = {
 	/* inspect */
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle to show (layer.N)",
 	 INSPECT},
+	{"tuning", 0, OPT_STR, "FILE", NULL, "GEMM tiles from a tuning table (moec-tuning 1; "
+	 "docs/codegen.md) where it has them, the heuristic elsewhere", COMPILE},
 	/* everywhere */
 	{"debug", 0, OPT_STR, "LIST", NULL, "debug flags, comma-separated (docs/cli.md, Debug flags)",
 	 LOADS},

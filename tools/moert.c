@@ -89,6 +89,8 @@ static const Opt moert_opts[] = {
 	 100},
 	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
+	{"dump", 0, OPT_STR, "BUF=FILE", NULL, "then write arena buffer BUF at T, as the bench's inputs "
+	 "leave it, to FILE (raw bytes; once per buffer)", BENCH},
 	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle (layer.N); verify: "
 	 "its summary", RUN | TEST | BENCH | VERIFY},
@@ -1017,6 +1019,43 @@ profile(Ctx *c, const Opts *o)
 	return EXIT_OK;
 }
 
+/*
+ * --dump=BUF=FILE: arena buffer BUF at T as the bench's inputs leave it
+ * (moert_read_buffer), raw bytes.  bench/run_bench.py reads a MoE's expert
+ * offsets and permuted rows this way, so that PyTorch runs moec's routing.
+ */
+static int
+dump_buffers(Ctx *c, const Opts *o)
+{
+	const char *v;
+
+	for (int k = 0; (v = opt_next(&o->a, "dump", &k));) {
+		const char *eq = strchr(v, '=');
+		char name[256];
+		size_t n;
+		moert_status s;
+		FILE *f;
+
+		if (!eq || eq == v || !eq[1] || (size_t)(eq - v) >= sizeof name)
+			return opt_bad(&o->a, "dump", v, "is not BUF=FILE");
+		memcpy(name, v, (size_t)(eq - v));
+		name[eq - v] = 0;
+		if ((s = moert_buffer_size(c->p, name, o->tokens, &n)))
+			return rt_fail(s);
+		void *host = xmalloc(n + 1);
+		if ((s = moert_read_buffer(c->p, name, o->tokens, c->in, c->out, host, n))) {
+			free(host);
+			return rt_fail(s);
+		}
+		int bad = !(f = fopen(eq + 1, "wb")) || fwrite(host, 1, n, f) != n;
+		bad |= f && fclose(f) != 0;
+		free(host);
+		if (bad)
+			return say(EXIT_USAGE, "%s: cannot write %s", name, eq + 1);
+	}
+	return EXIT_OK;
+}
+
 static int
 cmd_bench(Ctx *c, const Opts *opts)
 {
@@ -1043,6 +1082,8 @@ cmd_bench(Ctx *c, const Opts *opts)
 				report(c, o, us);
 			if (!rc && o->profile)
 				rc = profile(c, o);
+			if (!rc)
+				rc = dump_buffers(c, o);
 		}
 	}
 	free_tensors(in, 64);

@@ -360,6 +360,57 @@ START_TEST(test_manifest_token_ranges)
 END_TEST
 
 /*
+ * arch=: a launch line for one code target.  Each target's tokens= variants
+ * tile 1..max_tokens on their own; the target must be one of the kernel's;
+ * printed back as parsed.
+ */
+START_TEST(test_manifest_arch_launches)
+{
+#define ARCH_K "launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1"
+	static const struct {
+		const char *lines, *msg;
+	} cases[] = {
+		{ARCH_K " tokens=1..16 arch=sm_90a\n" ARCH_K " tokens=17..64 arch=sm_90a\n"
+		 ARCH_K " tokens=1..8 arch=sm_80\n" ARCH_K " tokens=9..64 arch=sm_80\n", NULL},
+		{ARCH_K " arch=sm_90a\n" ARCH_K " arch=sm_80\n", NULL},
+		{ARCH_K " arch=sm_89\n", "arch=sm_89 is not a target of kernel 'k'"},
+		{ARCH_K " arch=\n", "arch= is not a target"},
+		{ARCH_K " tokens=1..16 arch=sm_90a\n" ARCH_K " tokens=17..64 arch=sm_80\n",
+		 "a launch variant for sm_80 continues variants for sm_90a"},
+		{ARCH_K " tokens=1..16 arch=sm_90a\n" ARCH_K " tokens=17..64\n",
+		 "a launch variant for any target continues variants for sm_90a"},
+		{ARCH_K " arch=sm_90a tokens=1..64\n", "unexpected 'tokens=1..64'"},
+	};
+	char text[4096], err[512], *out, *kb;
+	size_t n;
+	Manifest *m;
+	Arena *a = arena_new(0);
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		snprintf(text, sizeof text, "%s%s", base, cases[i].lines);
+		kb = strstr(text, "target=sm_80 ");
+		ck_assert_ptr_nonnull(kb);
+		memmove(kb + 14, kb + 7, strlen(kb + 7) + 1);	/* target=sm_90a,sm_80 */
+		memcpy(kb, "target=sm_90a,", 14);
+		int rc = parse(text, strlen(text), err, sizeof err, &m, a);
+		if (cases[i].msg) {
+			ck_assert_int_eq(rc, BUNDLE_EFORMAT);
+			ck_assert_msg(strstr(err, cases[i].msg), "case %zu: got '%s'", i, err);
+			continue;
+		}
+		ck_assert_msg(rc == BUNDLE_OK, "case %zu: %s", i, err);
+		ck_assert_str_eq(m->step[m->nstep - 1].arch, "sm_80");
+		ck_assert_ptr_null(m->step[m->nstep - 1 - (i ? 2 : 4)].arch);	/* the base's launch */
+		out = bundle_manifest_print(m, &n);
+		ck_assert_str_eq(out, text);
+		free(out);
+	}
+	arena_free(a);
+#undef ARCH_K
+}
+END_TEST
+
+/*
  * The variants of one launch must tile 1..max_tokens: a gap leaves some T
  * with no launch, an overlap launches two, an unfinished run of ranges
  * leaves the large T out (before another statement and at the end).
@@ -1219,6 +1270,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_round_trips);
 	tcase_add_test(tc, test_manifest_token_ranges);
 	tcase_add_test(tc, test_manifest_token_ranges_tile);
+	tcase_add_test(tc, test_manifest_arch_launches);
 	tcase_add_test(tc, test_bundle_inconsistent_manifest_with_valid_checksums);
 	tcase_add_test(tc, test_bundle_huge_manifest_reads_in_linear_time);
 	tcase_add_test(tc, test_manifest_weight_bytes_derived);

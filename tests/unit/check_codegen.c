@@ -508,6 +508,167 @@ START_TEST(test_emu_grouped_all_rows_one_expert_and_zero_rows)
 }
 END_TEST
 
+/* ---- split-K (GemmSpec.split_k) ---- */
+
+/* Workspace slots for every tile launch at T: grid x * grid y. */
+static void
+split(GemmSpec *s, int S, int T)
+{
+	GemmSpec r = *s;
+
+	cg_gemm_resolve(&r);
+	s->split_k = S;
+	s->split_slots = (int)(((int64_t)r.m_per_t * T + (int64_t)r.groups * (r.bm - 1) + r.bm - 1) /
+			       r.bm * (r.N / r.bn));
+}
+
+static const struct {
+	const char *what;
+	int kind;		/* 0 dense bias+GELU, 1 grouped gather+SwiGLU, 2 grouped scale+scatter */
+	int64_t N, K;
+	int tile[6], S, T;
+	int counts[8];
+} split_cases[] = {
+	{"dense M=13, split 2", 0, 128, 256, {16, 64, 64, 1, 4, 3}, 2, 13, {0}},
+	{"dense M=16, the decode tile, split 4", 0, 256, 512, {16, 128, 128, 1, 4, 5}, 4, 16, {0}},
+	{"dense M=40 over 2 row tiles, split 8", 0, 64, 512, {32, 64, 64, 2, 2, 2}, 8, 40, {0}},
+	{"grouped gather + SwiGLU, empty experts, split 3", 1, 128, 192, {16, 64, 64, 1, 4, 4}, 3, 10,
+	 {3, 0, 7, 0, 0, 9, 1, 0}},
+	{"grouped scale + scatter, split 2", 2, 64, 256, {16, 64, 128, 1, 4, 3}, 2, 24,
+	 {5, 0, 0, 11, 2, 0, 6, 0}},
+};
+
+static void
+split_case(GemmCase *c, int i)
+{
+	const int *tl = split_cases[i].tile;
+
+	memset(c, 0, sizeof *c);
+	c->what = split_cases[i].what;
+	if (split_cases[i].kind == 0)
+		gh_spec_dense_bias_gelu(&c->s, split_cases[i].N, split_cases[i].K);
+	else if (split_cases[i].kind == 1)
+		gh_spec_grouped_swiglu(&c->s, 8, split_cases[i].N, split_cases[i].K, 2);
+	else
+		gh_spec_grouped_scale_scatter(&c->s, 8, split_cases[i].N, split_cases[i].K);
+	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
+	c->T = split_cases[i].T;
+	memcpy(c->counts, split_cases[i].counts, sizeof c->counts);
+	split(&c->s, split_cases[i].S, c->T);
+}
+
+/* Both runs; 1 when their outputs are the same bits. */
+static int
+same_bits(const GemmCase *a, const GemmCase *b)
+{
+	GemmRun r1, r2;
+	int same;
+
+	ck_assert_msg(gh_run(&r1, a) == 0, "%s: %s", a->what, r1.msg);
+	ck_assert_msg(gh_run(&r2, b) == 0, "%s: %s", b->what, r2.msg);
+	same = r1.cbytes == r2.cbytes && memcmp(r1.C, r2.C, r1.cbytes) == 0;
+	gh_free(&r1);
+	gh_free(&r2);
+	return same;
+}
+
+/*
+ * Against the double reference; with sums that are exact in f32 whatever
+ * their order, the same bits as the kernel without split-K (no slice lost
+ * or added twice, the epilogue once); and the same bits on a second run.
+ */
+START_TEST(test_emu_split_k)
+{
+	GemmCase c, whole;
+
+	split_case(&c, _i);
+	gh_check(&c, 1e-2);
+	c.fill = GH_EXACT;
+	whole = c;
+	whole.s.split_k = whole.s.split_slots = 0;
+	ck_assert_msg(same_bits(&c, &whole), "%s: differs from the unsplit kernel on exact sums", c.what);
+	c.fill = GH_UNIFORM;
+	ck_assert_msg(same_bits(&c, &c), "%s: two runs differ", c.what);
+}
+END_TEST
+
+START_TEST(test_split_k_rules)
+{
+	CgTarget t90a = {"sm_90a", NULL, 3}, t80 = {"sm_80", NULL, 3};
+	GemmSpec s;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&s, 256, 512);
+	gh_tiles(&s, 16, 128, 128, 1, 4, 4);
+	split(&s, 2, 16);
+	ck_assert_int_eq(cg_gemm_check(&t80, &s, &d), 0);
+	CgModule *m = cg_module_new(&t80, "split", &d);
+	ck_assert_int_eq(cg_emit_gemm(m, "g", &s, &d), 0);
+	const CgKernel *k = cg_module_find(m, "g");
+	ck_assert_int_ge(k->nparam, 2);
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "splitk_ws");
+	ck_assert_int_eq(cg_expr_eval(k->grid[2], 16), 2);
+	ck_assert_int_eq(cg_gemm_split_flag_bytes(&s), 4 * s.split_slots);
+	ck_assert_int_eq(cg_gemm_split_bytes(&s), ((4 * s.split_slots + 15) & ~15) +
+			 (int64_t)s.split_slots * 16 * 128 * 4);
+	s.split_k = 1;		/* no split, the parameter kept (another target splits) */
+	ck_assert_int_eq(cg_emit_gemm(m, "g1", &s, &d), 0);
+	k = cg_module_find(m, "g1");
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "splitk_ws");
+	ck_assert_int_eq(cg_expr_eval(k->grid[2], 16), 1);
+	ck_assert_int_eq(cg_gemm_split_bytes(&s), 0);
+	s.split_k = 2;
+	cg_module_free(m);
+	s.split_k = 3;		/* 4 k-tiles */
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "k-tile count"));
+	s.split_k = 2;
+	s.sched = CG_SCHED_PERSISTENT, s.ctas = 4;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "tiles schedule"));
+	s.sched = CG_SCHED_TILES;
+	s.split_slots = 0;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	split(&s, 2, 16);
+	gh_tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.mainloop = CG_MAINLOOP_WGMMA;
+	ck_assert_int_lt(cg_gemm_check(&t90a, &s, &d), 0);
+	CgModule *m90a = cg_module_new(&t90a, "split", &d);
+	ck_assert_ptr_nonnull(m90a);
+	ck_assert_int_eq(cg_gemm_mainloop_for(m90a, &s), CG_MAINLOOP_MMA);
+	cg_module_free(m90a);
+	ck_assert_int_lt(cg_gemm_simt_check(&t80, &s, &d), 0);
+}
+END_TEST
+
+/* The hand-over in PTX: volatile accesses and a fence, no atomics; ptxas takes it. */
+START_TEST(test_split_k_ptx)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_dense_bias_gelu(&s[0], 256, 512);
+	gh_tiles(&s[0], 16, 128, 128, 1, 4, 4);
+	split(&s[0], 4, 16);
+	gh_spec_grouped_swiglu(&s[1], 8, 256, 512, 2);
+	gh_tiles(&s[1], 16, 128, 128, 1, 4, 4);
+	split(&s[1], 2, 64);
+	for (size_t i = 0; i < NELEM(gh_targets); i++) {
+		m = gh_emit_specs(gh_targets[i], GH_MMA, s, 2, "split");
+		ptx = gh_ptx(m);
+		ck_assert_int_gt(gh_count(ptx, "ld.volatile.global.u32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "st.volatile.global.u32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "fence.sc") + gh_count(ptx, "membar"), 0);
+		ck_assert_int_eq(gh_count(ptx, "\tatom."), 0);
+		ck_assert_int_eq(gh_count(ptx, "\tred."), 0);
+		gh_assemble(m, 2, "test_split_k_ptx", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+}
+END_TEST
+
 Suite *
 codegen_suite(void)
 {
@@ -535,6 +696,9 @@ codegen_suite(void)
 	tcase_add_test(t, test_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_emu_grouped_many_experts_table);
 	tcase_add_test(t, test_emu_grouped_all_rows_one_expert_and_zero_rows);
+	tcase_add_loop_test(t, test_emu_split_k, 0, (int)NELEM(split_cases));
+	tcase_add_test(t, test_split_k_rules);
+	tcase_add_test(t, test_split_k_ptx);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bundle.h"
 #include "codegen.h"
@@ -38,11 +39,11 @@ fill(Tensor *t, uint64_t seed)
 }
 
 static void
-check_at(CgProgram *p, Module *ref, int64_t T)
+check_wide(CgProgram *p, Module *ref, int64_t T, int64_t width)
 {
 	const Manifest *man = cg_program_manifest(p);
 	Tensor in, want, got;
-	int64_t dim[2] = {T, 64};
+	int64_t dim[2] = {T, width};
 	Diag d;
 	Compare c;
 
@@ -60,6 +61,214 @@ check_at(CgProgram *p, Module *ref, int64_t T)
 	tensor_free(&want);
 	tensor_free(&got);
 }
+
+static void
+check_at(CgProgram *p, Module *ref, int64_t T)
+{
+	check_wide(p, ref, T, 64);
+}
+
+/* K = 512: decode GEMMs too few tiles for the SMs (split-K), in a block
+ * with a MoE and a dense GEMM. */
+static const char split_block[] =
+	"weight $g : bf16[512] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[8,512] seed=2\n"
+	"weight $wgu : bf16[8,64,512] seed=3\n"
+	"weight $wdown : bf16[8,512,32] seed=4\n"
+	"weight $wd : bf16[512,512] scale=0.05 seed=5\n"
+	"weight $bd : bf16[512] seed=6\n"
+	"\n"
+	"graph @block(%x: bf16[T,512]) -> (y: bf16[T,512]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,512]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=2, renorm=1, router=softmax : bf16[T,512]\n"
+	"\t%u = matmul %m, $wd, trans_b=1 : bf16[T,512]\n"
+	"\t%ub = add %u, $bd : bf16[T,512]\n"
+	"\t%y = gelu %ub : bf16[T,512]\n"
+	"\tret %y\n}\n";
+
+/*
+ * Split-K through the whole plan: the decode GEMMs are split (grid z > 1,
+ * the workspace buffer and its flags' memset in the manifest) and the
+ * program matches the interpreter at decode and prefill T.
+ */
+START_TEST(test_program_split_k_matches_interpreter)
+{
+	Diag d;
+	Module *m, *ref;
+	PassOpts o;
+	PassCtx c;
+	CgCompileOpts co;
+	CgProgram *p;
+	int split = 0, memsets = 0, ws = 0;
+
+	diag_init(&d, stderr);
+	m = ir_parse("split.ir", split_block, strlen(split_block), &d);
+	ref = ir_parse("split.ir", split_block, strlen(split_block), &d);
+	ck_assert_ptr_nonnull(m);
+	pass_default_opts(&o);
+	c = (PassCtx){&d, NULL};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind == STEP_MEMSET)
+			memsets += strcmp(st->dst.name, "splitk$ws") == 0;
+		else if (st->kind == STEP_LAUNCH && st->grid[2].b > 1)
+			split += st->thi == 64;		/* the decode variants */
+	}
+	for (int i = 0; i < man->nbuf; i++)
+		ws += strcmp(man->buf[i].name, "splitk$ws") == 0;
+	ck_assert_int_ge(split, 2);	/* the MoE's gate|up and the dense GEMM */
+	ck_assert_int_ge(memsets, 2);
+	ck_assert_int_eq(ws, 1);
+	check_wide(p, ref, 1, 512);
+	check_wide(p, ref, 5, 512);
+	check_wide(p, ref, 64, 512);
+	check_wide(p, ref, 65, 512);
+	cg_program_free(p);
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
+/* A tuning table in a temporary file; its path (static). */
+static const char *
+table(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof path, "/tmp/moec-tuning-XXXXXX");
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* Bad tables: NULL, one error naming the file and line. */
+START_TEST(test_tuning_table_refusals)
+{
+	static const struct {
+		const char *text, *line, *msg;
+	} bad[] = {
+		{"", ":1:", "expected 'moec-tuning 1'"},
+		{"# only a comment\n", ":1:", "expected 'moec-tuning 1'"},
+		{"moec-tuning 2\n", ":1:", "tuning table version is not 1"},
+		{"moec-tune 1\n", ":1:", "expected 'moec-tuning 1'"},
+		{"moec-tuning 1\nsm_90a k\n", ":2:", "expected 'TARGET KEY VARIANT"},
+		{"moec-tuning 1\nsm_91 k 16x64x64.w1x4.s3.k1\n", ":2:", "unknown target 'sm_91'"},
+		{"moec-tuning 1\n\nsm_90a k 16x64x64.w1x4.s3\n", ":3:", "bad variant"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s9.k1\n", ":2:", "bad variant"},
+		{"moec-tuning 1\nsm_90a k 016x64x64.w1x4.s3.k1\n", ":2:", "bad variant"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1 us=x\n", ":2:", "bad timing"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1 ms=1\n", ":2:", "bad timing"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1\nsm_90a k 16x64x64.w1x4.s4.k1\n", ":3:",
+		 "a second entry for 'k'"},
+	};
+	char *buf;
+	size_t n;
+
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		const char *path = table(bad[i].text);
+		FILE *mem = open_memstream(&buf, &n);
+		Diag d;
+		diag_init(&d, mem);
+		ck_assert_ptr_null(cg_tuning_read(path, &d));
+		fclose(mem);
+		ck_assert_int_eq(d.nerror, 1);
+		ck_assert_msg(strstr(buf, path) && strstr(buf, bad[i].line) && strstr(buf, bad[i].msg),
+			      "case %zu: %s", i, buf);
+		free(buf);
+		unlink(path);
+	}
+	Diag d;
+	diag_init(&d, NULL);
+	ck_assert_ptr_null(cg_tuning_read("/nonexistent/t.tuning", &d));
+	ck_assert_ptr_nonnull(strstr(d.last, "cannot open"));
+}
+END_TEST
+
+/*
+ * --tuning: the table's variant for a key replaces the heuristic's (here
+ * split-K 4 with other tiles for the dense decode GEMM); one that does not
+ * fit is a warning naming the line, and the heuristic tiles that GEMM.  The
+ * program still matches the interpreter.
+ */
+START_TEST(test_tuning_table_selects_variants)
+{
+	const char *text = "moec-tuning 1\n"
+			   "# a comment, a blank line, then the entries\n\n"
+			   "emu dense.m1.n512.k512.bf16.bf16.nk.t1-64 32x64x64.w2x2.s3.k4 us=12.5\n"
+			   "emu dense.m1.n512.k512.bf16.bf16.nk.t65-256 32x64x128.w2x2.s5.k8\n"
+			   "sm_90a dense.m1.n512.k512.bf16.bf16.nk.t1-64 16x64x64.w1x4.s3.k1\n";
+	const char *path = table(text);
+	Diag d;
+	Module *m, *ref;
+	PassOpts o;
+	PassCtx c;
+	CgCompileOpts co;
+	CgProgram *p;
+	CgTuning *t;
+	char *buf;
+	size_t n;
+	int found = 0;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(cg_tuning_count(t), 3);
+	const CgTuningEntry *e = cg_tuning_find(t, "emu", "dense.m1.n512.k512.bf16.bf16.nk.t1-64");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_eq(e->v.split, 4);
+	ck_assert_int_eq(e->line, 4);
+	ck_assert(e->us == 12.5);
+	ck_assert_ptr_null(cg_tuning_find(t, "sm_80", "dense.m1.n512.k512.bf16.bf16.nk.t1-64"));
+	m = ir_parse("split.ir", split_block, strlen(split_block), &d);
+	ref = ir_parse("split.ir", split_block, strlen(split_block), &d);
+	pass_default_opts(&o);
+	c = (PassCtx){&d, NULL};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	co.tuning = t;
+	FILE *mem = open_memstream(&buf, &n);
+	diag_init(&d, mem);
+	p = cg_compile(m, &co, &d);
+	fclose(mem);
+	ck_assert_ptr_nonnull(p);
+	/* the second entry: bk 128 with 5 stages of 32 rows fits, but 8 slices of
+	 * 4 k-tiles do not divide... K=512/128 = 4 k-tiles: a warning */
+	ck_assert_msg(strstr(buf, ":5:1: warning: variant 32x64x128.w2x2.s5.k8") &&
+		      strstr(buf, "1 GEMM tilings taken from the tuning table (3 entries)"), "%s", buf);
+	free(buf);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind == STEP_LAUNCH && st->thi == 64 && st->grid[2].b == 4 &&
+		    st->grid[1].b == 512 / 64 && st->block[0] == 128)
+			found++;
+	}
+	ck_assert_int_eq(found, 1);
+	check_wide(p, ref, 3, 512);
+	check_wide(p, ref, 70, 512);
+	cg_program_free(p);
+	cg_tuning_free(t);
+	ir_free_module(m);
+	ir_free_module(ref);
+	unlink(path);
+}
+END_TEST
 
 START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 {
@@ -295,6 +504,9 @@ program_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_program_matches_interpreter_for_decode_and_prefill);
+	tcase_add_test(tc, test_program_split_k_matches_interpreter);
+	tcase_add_test(tc, test_tuning_table_refusals);
+	tcase_add_test(tc, test_tuning_table_selects_variants);
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);

@@ -144,6 +144,40 @@ START_TEST(test_pick_code_by_compute_capability)
 }
 END_TEST
 
+/* Per-target launch plans: the chosen target's arch= lines and the lines
+ * for any target stay, in order; the other target's go. */
+START_TEST(test_keep_arch_lines)
+{
+	static const char text[] =
+		"moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\narena 0\n"
+		"input x bf16 T,8\noutput y bf16 T,8\n"
+		"kernel k target=sm_90a,sm_80 params=ptr,ptr,i32 regs=0 smem=0 spills=0\n"
+		"launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,out:0,T\n"
+		"launch k grid=T,1,1 block=64,1,1 smem=200000 args=in:0,out:0,T tokens=1..16 arch=sm_90a\n"
+		"launch k grid=T,1,1 block=128,1,1 smem=0 args=in:0,out:0,T tokens=17..64 arch=sm_90a\n"
+		"launch k grid=T,1,1 block=256,1,1 smem=100000 args=in:0,out:0,T arch=sm_80\n";
+	static const struct {
+		const char *target;
+		int n, block[4];
+	} cases[] = {{"sm_90a", 3, {32, 64, 128}}, {"sm_80", 2, {32, 256}}, {"sm_86", 1, {32}}};
+	Diag d;
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Arena *a = arena_new(0);
+		Manifest *m;
+		diag_init(&d, stderr);
+		ck_assert_int_eq(bundle_manifest_parse(a, "m", text, strlen(text), &m, &d), BUNDLE_OK);
+		ck_assert_int_eq(m->nstep, 4);
+		moert_keep_arch(m, cases[i].target);
+		ck_assert_int_eq(m->nstep, cases[i].n);
+		for (int s = 0; s < m->nstep; s++)
+			ck_assert_int_eq(m->step[s].block[0], cases[i].block[s]);
+		ck_assert(bundle_step_runs(&m->step[0], 64));
+		arena_free(a);
+	}
+}
+END_TEST
+
 /* --- refusing bad bundles before the driver -------------------------------- */
 
 START_TEST(test_verify_refuses_corruption_truncation_version)
@@ -804,6 +838,7 @@ runtime_suite(void)
 	tcase_add_test(tc, test_run_checks_tokens_and_pointers_first);
 	tcase_add_test(tc, test_read_buffer_refusals_host_only);
 	tcase_add_test(tc, test_grid_and_memset_at_t);
+	tcase_add_test(tc, test_keep_arch_lines);
 	tcase_add_test(tc, test_param_layout_and_marshal);
 	tcase_add_test(tc, test_marshal_tensor_maps);
 	tcase_add_test(tc, test_memory_plan);

@@ -352,6 +352,8 @@ arguments(const GemmRun *r, const CgKernel *k, uint64_t *args, CgEmuBuf *buf, in
 	if (r->qzero)
 		ARG(r->qzero, dtype_bytes(s->quant.zero_dt, 1));
 	na += k->ntmap;		/* filled by encode_maps */
+	if (r->ws)
+		ARG(r->ws, r->wsbytes);
 	args[na++] = (uint64_t)r->T;
 #undef ARG
 	*nbuf = nb;
@@ -401,6 +403,12 @@ gh_run(GemmRun *r, const GemmCase *c)
 			goto out;
 		}
 	}
+	if (r->s.split_k > 1) {
+		r->wsbytes = (size_t)cg_gemm_split_bytes(&r->s);
+		r->ws = malloc(r->wsbytes);
+		memset(r->ws, 0xff, r->wsbytes);
+		memset(r->ws, 0, (size_t)cg_gemm_split_flag_bytes(&r->s));
+	}
 	na = arguments(r, k, args, buf, &nb);
 	if (na != k->nparam) {
 		snprintf(r->msg, sizeof r->msg, "%d arguments for %d parameters", na, k->nparam);
@@ -414,6 +422,7 @@ gh_run(GemmRun *r, const GemmCase *c)
 		CgEmuLaunch l = {{0, 0, 1}, {k->block[0], 1, 1}, k->smem, args, na, buf, nb};
 		l.grid[0] = (int)cg_expr_eval(k->grid[0], c->T);
 		l.grid[1] = (int)cg_expr_eval(k->grid[1], c->T);
+		l.grid[2] = (int)cg_expr_eval(k->grid[2], c->T);
 		if (l.grid[0] > 0 && cg_emu_run(m, "g", &l, &d) < 0) {
 			snprintf(r->msg, sizeof r->msg, "%s", d.last);
 			goto out;
@@ -437,6 +446,7 @@ gh_free(GemmRun *r)
 	free(r->Bs);
 	free(r->Bz);
 	free(r->Bdq);
+	free(r->ws);
 	free(r->gidx);
 	free(r->sidx);
 	free(r->offs);

@@ -78,6 +78,8 @@ struct GemmRun {
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
 	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack) */
 	double *Bdq;		/* quantised B dequantised (rounded to A's type): the reference's B */
+	void *ws;		/* split-K's workspace (flags zeroed, partials NaN), or NULL */
+	size_t wsbytes;
 	size_t cbytes;
 	char msg[600];		/* why gh_run or gh_compare failed */
 };

@@ -1,0 +1,215 @@
+/*
+ * tuning.c — the measured tile choice: a versioned text table mapping
+ * (target, GEMM key) to a tile variant, which `moec compile --tuning=FILE`
+ * prefers to the heuristic (program.c).  TensorRT's timing cache is the
+ * model: a key names the problem, not the kernel, so one table serves every
+ * bundle with GEMMs of that class.  docs/codegen.md has the format.
+ *
+ *	moec-tuning 1
+ *	# target key variant [us=MEDIAN]
+ *	sm_90a dense.m1.n14336.k4096.bf16.bf16.nk.t1-16 16x128x128.w1x4.s5.k2 us=38.5
+ *
+ * Key: dense or gE (E experts), rows per token, N, K, A and B types, B's
+ * layout, and the range of T the launch runs for.  Variant: tile bm x bn
+ * x bk, warps, stages, split-K slices.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define TUNING_VERSION 1
+
+struct CgTuning {
+	CgTuningEntry *e;
+	int n, cap;
+	char *path;
+};
+
+int
+cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n)
+{
+	char kind[16];
+
+	if (s->groups)
+		snprintf(kind, sizeof kind, "g%d", s->groups);
+	else
+		snprintf(kind, sizeof kind, "dense");
+	return snprintf(buf, n, "%s.m%d.n%lld.k%lld.%s.%s.%s.t%lld-%lld", kind,
+			s->m_per_t > 0 ? s->m_per_t : 1, (long long)s->N, (long long)s->K,
+			dtype_name(s->a_dt), dtype_name(s->b_dt), s->b_layout == CG_B_KN ? "kn" : "nk",
+			(long long)tlo, (long long)thi);
+}
+
+int
+cg_variant_print(const CgVariant *v, char *buf, size_t n)
+{
+	return snprintf(buf, n, "%dx%dx%d.w%dx%d.s%d.k%d", v->bm, v->bn, v->bk, v->wm, v->wn,
+			v->stages, v->split > 1 ? v->split : 1);
+}
+
+int
+cg_variant_parse(const char *s, CgVariant *v)
+{
+	char tail;
+
+	memset(v, 0, sizeof *v);
+	if (sscanf(s, "%dx%dx%d.w%dx%d.s%d.k%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
+		   &v->stages, &v->split, &tail) != 7)
+		return -1;
+	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 256 || v->bk < 16 || v->bk > 128 ||
+	    v->wm < 1 || v->wm > 16 || v->wn < 1 || v->wn > 16 || v->stages < 2 || v->stages > 5 ||
+	    v->split < 1 || v->split > 64)
+		return -1;
+	char back[64];
+	cg_variant_print(v, back, sizeof back);
+	return strcmp(back, s) ? -1 : 0;	/* one spelling */
+}
+
+void
+cg_variant_of(const GemmSpec *s, CgVariant *v)
+{
+	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
+			 s->split_k > 1 ? s->split_k : 1};
+}
+
+void
+cg_variant_apply(const CgVariant *v, GemmSpec *s)
+{
+	s->bm = v->bm, s->bn = v->bn, s->bk = v->bk;
+	s->warps_m = v->wm, s->warps_n = v->wn, s->stages = v->stages;
+	s->split_k = v->split > 1 ? v->split : 0;
+}
+
+static int
+bad(CgTuning *t, int line, int col, Diag *d, const char *what, const char *word)
+{
+	diag_error(d, loc_line(t->path, line, col), "%s '%s'", what, word);
+	return -1;
+}
+
+/* One entry line: TARGET KEY VARIANT [us=F]. */
+static int
+entry(CgTuning *t, char **w, int nw, int line, Diag *d)
+{
+	CgTuningEntry e = {0};
+	CgTarget tg = {w[0], NULL, 3};
+	Diag quiet;
+	char *end;
+
+	diag_init(&quiet, NULL);
+	if (nw < 3 || nw > 4) {
+		diag_error(d, loc_line(t->path, line, 1), "expected 'TARGET KEY VARIANT [us=MEDIAN]', "
+			   "got %d words", nw);
+		return -1;
+	}
+	if (cg_target_check(&tg, &quiet))	/* emu too: the emulator's plans, for tests */
+		return bad(t, line, 1, d, "unknown target", w[0]);
+	if (strchr(w[1], '=') || strlen(w[1]) > 200)
+		return bad(t, line, 1, d, "bad key", w[1]);
+	if (cg_variant_parse(w[2], &e.v))
+		return bad(t, line, 1, d, "bad variant (want BMxBNxBK.wMxN.sS.kK, e.g. "
+			   "128x256x64.w2x4.s4.k1)", w[2]);
+	e.us = -1;
+	if (nw == 4) {
+		errno = 0;
+		if (strncmp(w[3], "us=", 3) || !w[3][3] || (e.us = strtod(w[3] + 3, &end), *end) ||
+		    errno || !(e.us >= 0))
+			return bad(t, line, 1, d, "bad timing (want us=MEDIAN)", w[3]);
+	}
+	if (cg_tuning_find(t, w[0], w[1]))
+		return bad(t, line, 1, d, "a second entry for", w[1]);
+	e.arch = xstrdup(w[0]);
+	e.key = xstrdup(w[1]);
+	e.line = line;
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 16;
+		t->e = xrealloc(t->e, sizeof *t->e * (size_t)t->cap);
+	}
+	t->e[t->n++] = e;
+	return 0;
+}
+
+CgTuning *
+cg_tuning_read(const char *path, Diag *d)
+{
+	CgTuning *t = xcalloc(1, sizeof *t);
+	FILE *f = fopen(path, "r");
+	char buf[1024], *w[8];
+	int line = 0, rc = 0, header = 0;
+
+	t->path = xstrdup(path);
+	if (!f) {
+		diag_error(d, loc_file(path), "cannot open the tuning table: %s", strerror(errno));
+		cg_tuning_free(t);
+		return NULL;
+	}
+	while (!rc && fgets(buf, sizeof buf, f)) {
+		int nw = 0;
+		line++;
+		if (!strchr(buf, '\n') && !feof(f)) {
+			rc = bad(t, line, 1, d, "line longer than", "1023 bytes");
+			break;
+		}
+		for (char *s = strtok(buf, " \t\r\n"); s && nw < 8; s = strtok(NULL, " \t\r\n"))
+			w[nw++] = s;
+		if (!nw || w[0][0] == '#')
+			continue;
+		if (!header) {
+			header = 1;
+			if (nw != 2 || strcmp(w[0], "moec-tuning"))
+				rc = bad(t, line, 1, d, "expected 'moec-tuning 1', got", w[0]);
+			else if (strcmp(w[1], "1"))
+				rc = bad(t, line, 13, d, "tuning table version is not 1:", w[1]);
+			continue;
+		}
+		rc = entry(t, w, nw, line, d);
+	}
+	if (!rc && ferror(f))
+		rc = bad(t, line, 1, d, "read error", strerror(errno));
+	if (!rc && !header)
+		rc = bad(t, line ? line : 1, 1, d, "expected 'moec-tuning 1', got", "an empty file");
+	fclose(f);
+	if (rc) {
+		cg_tuning_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+const CgTuningEntry *
+cg_tuning_find(const CgTuning *t, const char *arch, const char *key)
+{
+	for (int i = 0; t && i < t->n; i++)
+		if (!strcmp(t->e[i].arch, arch) && !strcmp(t->e[i].key, key))
+			return &t->e[i];
+	return NULL;
+}
+
+int
+cg_tuning_count(const CgTuning *t)
+{
+	return t ? t->n : 0;
+}
+
+const char *
+cg_tuning_path(const CgTuning *t)
+{
+	return t ? t->path : "";
+}
+
+void
+cg_tuning_free(CgTuning *t)
+{
+	if (!t)
+		return;
+	for (int i = 0; i < t->n; i++) {
+		free((char *)t->e[i].arch);
+		free((char *)t->e[i].key);
+	}
+	free(t->e);
+	free(t->path);
+	free(t);
+}
