@@ -37,12 +37,9 @@ DECODE_T = 64
 
 
 def build_moert():
+    """moert built by tests/gpu/build_moert.sh (the one list of its sources)."""
     exe = "/tmp/moert-bench/moert"
-    os.makedirs(os.path.dirname(exe), exist_ok=True)
-    srcs = " ".join(f"{d}/*.c" for d in ("util", "bundle", "runtime"))
-    cmd = (f"cd {ROOT} && gcc -std=c17 -O2 -D_GNU_SOURCE -Iutil -Ibundle -Iruntime -Itools "
-           f"-o {exe} tools/moert.c tools/opt.c {srcs} -ldl -lpthread -lm")
-    subprocess.run(cmd, shell=True, check=True)
+    subprocess.run([os.path.join(ROOT, "tests/gpu/build_moert.sh"), exe], check=True)
     return exe
 
 
