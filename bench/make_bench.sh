@@ -21,6 +21,21 @@ one() {	# one NAME TOKENS KIND MODEL [moec flags...]
 	echo "$name $name.moeb $tokens $kind $model" >> "$out/cases.txt"
 	echo "ok   $name"
 }
+# The bf16 blocks of the quantised checkpoints (DeepSeek-V3 fp8, gpt-oss mxfp4):
+# their configs without quantization_config.  Synthetic weights of a quantised
+# layer are generated and repacked on the host (docs/config.md): DeepSeek-V3's
+# fp8 layer would be an 11 GB bundle and a 17 GB compile.
+bf16cfg() {	# bf16cfg MODEL: OUT/MODEL-bf16/config.json
+	mkdir -p "$out/$1-bf16"
+	python3 - "$src/models/$1/config.json" "$out/$1-bf16/config.json" <<'PY' || exit 1
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.pop("quantization_config", None)
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+}
+bf16cfg deepseek-v3
+bf16cfg gpt-oss-20b
 for m in 16 1024 4096; do
 	one "dense_up_M$m" $m dense dense "$src/bench/models/dense_up.ir"
 done
@@ -29,8 +44,8 @@ one mixtral_T4096 4096 moe mixtral-8x7b "$src/models/mixtral-8x7b/config.json" -
 one qwen3_T16 16 moe qwen3-30b-a3b "$src/models/qwen3-30b-a3b/config.json" --layer 0 --synthetic-weights=1
 one qwen3_T4096 4096 moe qwen3-30b-a3b "$src/models/qwen3-30b-a3b/config.json" --layer 0 --synthetic-weights=1
 one qwen3_T1 1 moe qwen3-30b-a3b "$src/models/qwen3-30b-a3b/config.json" --layer 0 --synthetic-weights=1
-one deepseek_T16 16 moe deepseek-v3 "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
-one deepseek_T256 256 moe deepseek-v3 "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
-one deepseek_T4096 4096 moe deepseek-v3 "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
-one gptoss_T16 16 moe gpt-oss-20b "$src/models/gpt-oss-20b/config.json" --layer 0 --synthetic-weights=1
-one gptoss_T4096 4096 moe gpt-oss-20b "$src/models/gpt-oss-20b/config.json" --layer 0 --synthetic-weights=1
+one deepseek_T16 16 moe deepseek-v3 "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
+one deepseek_T256 256 moe deepseek-v3 "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
+one deepseek_T4096 4096 moe deepseek-v3 "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
+one gptoss_T16 16 moe gpt-oss-20b "$out/gpt-oss-20b-bf16/config.json" --layer 0 --synthetic-weights=1
+one gptoss_T4096 4096 moe gpt-oss-20b "$out/gpt-oss-20b-bf16/config.json" --layer 0 --synthetic-weights=1
