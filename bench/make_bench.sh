@@ -31,6 +31,7 @@ bf16cfg() {	# bf16cfg MODEL: OUT/MODEL-bf16/config.json
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.pop("quantization_config", None)
+c["torch_dtype"] = c["dtype"] = "bfloat16"	# the checkpoint's dtype once dequantised
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 }
