@@ -154,30 +154,36 @@ same_shape(const Tensor *a, const Tensor *b)
 }
 
 /* Everyone posts its tensor, copies chunk [me] of each peer's, and waits
- * again so that no tensor is freed while a peer still reads it. */
+ * again so that no tensor is freed while a peer still reads it.  A shape
+ * mismatch is seen by every rank alike (they read the same slots), and is
+ * reported only after the second wait: a rank that returned at once would
+ * free its tensor while a peer still compares it. */
 static int
 exchange(const IrComm *c, const Tensor *in, Tensor *out, char *why, size_t n)
 {
 	Peers *p = c->ctx;
 	size_t chunk = tensor_nbytes(in) / (size_t)c->size;
+	int bad = -1;
 
 	p->slot[c->rank] = in;
 	if (peers_wait(p)) {
 		snprintf(why, n, "another rank failed");
 		return -1;
 	}
-	for (int s = 0; s < c->size; s++)
-		if (!same_shape(p->slot[s], in)) {
-			snprintf(why, n, "rank %d sends a different shape than rank %d (every rank "
-				 "must run the same token count)", s, c->rank);
-			peers_fail(p);
-			return -1;
-		}
-	for (int s = 0; s < c->size; s++)
+	for (int s = 0; s < c->size && bad < 0; s++)
+		if (!same_shape(p->slot[s], in))
+			bad = s;
+	for (int s = 0; s < c->size && bad < 0; s++)
 		memcpy((char *)out->data + (size_t)s * chunk,
 		       (const char *)p->slot[s]->data + (size_t)c->rank * chunk, chunk);
 	if (peers_wait(p)) {
 		snprintf(why, n, "another rank failed");
+		return -1;
+	}
+	if (bad >= 0) {
+		snprintf(why, n, "rank %d sends a different shape than rank %d (every rank "
+			 "must run the same token count)", bad, c->rank);
+		peers_fail(p);
 		return -1;
 	}
 	return 0;

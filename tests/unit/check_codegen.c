@@ -553,7 +553,7 @@ split_case(GemmCase *c, int i)
 		gh_spec_grouped_scale_scatter(&c->s, 8, split_cases[i].N, split_cases[i].K);
 	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
 	c->T = split_cases[i].T;
-	memcpy(c->counts, split_cases[i].counts, sizeof c->counts);
+	memcpy(c->counts, split_cases[i].counts, sizeof split_cases[i].counts);	/* the rest stay 0 */
 	split(&c->s, split_cases[i].S, c->T);
 }
 
