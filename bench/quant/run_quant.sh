@@ -20,28 +20,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out" || exit 2
 rc=0
 
-# input_0.pb: x, bf16 [T,H], N(0,1)
+# input_0.pb: x, bf16 [T,H], N(0,1) (seed 7)
 make_input() {	# DIR T H
-	python3 - "$1" "$2" "$3" <<'PY' || exit 2
-import os, random, struct, sys
-d, T, H = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-random.seed(7)
-def varint(n):
-    b = b""
-    while True:
-        c, n = n & 0x7F, n >> 7
-        b += bytes([c | (0x80 if n else 0)])
-        if not n:
-            return b
-def bf16(v):
-    u = struct.unpack("<I", struct.pack("<f", v))[0]
-    return struct.pack("<H", (u + 0x7FFF + ((u >> 16) & 1)) >> 16)
-raw = b"".join(bf16(random.gauss(0, 1)) for _ in range(T * H))
-pb = (b"\x08" + varint(T) + b"\x08" + varint(H) + b"\x10" + varint(16) + b"\x42\x01x" +
-      b"\x4a" + varint(len(raw)) + raw)
-os.makedirs(d, exist_ok=True)
-open(os.path.join(d, "input_0.pb"), "wb").write(pb)
-PY
+	python3 "$here/../../tests/gpu/bf16_input.py" "$1" "$2" "$3" 7 || exit 2
 }
 
 for name in check_w4a16:128 check_w8a16_f8:128 check_moe_int4_f8:64; do

@@ -14,25 +14,7 @@ moec=$1 moert=$2 out=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$moec" != - ]; then
 	mkdir -p "$out/in" "$out/ref" || exit 2
-	python3 - "$out/in" <<'PY' || exit 2
-import os, random, struct, sys
-random.seed(5)
-T, H = 4096, 64
-def varint(n):
-    b = b""
-    while True:
-        c, n = n & 0x7F, n >> 7
-        b += bytes([c | (0x80 if n else 0)])
-        if not n:
-            return b
-def bf16(v):
-    u = struct.unpack("<I", struct.pack("<f", v))[0]
-    return struct.pack("<H", (u + 0x7FFF + ((u >> 16) & 1)) >> 16)
-raw = b"".join(bf16(random.gauss(0, 1)) for _ in range(T * H))
-pb = (b"\x08" + varint(T) + b"\x08" + varint(H) + b"\x10" + varint(16) + b"\x42\x01x" +
-      b"\x4a" + varint(len(raw)) + raw)   # TensorProto x: bf16 [T,H]
-open(os.path.join(sys.argv[1], "input_0.pb"), "wb").write(pb)
-PY
+	python3 "$src/tests/gpu/bf16_input.py" "$out/in" 4096 64 5 || exit 2
 	"$moec" run "$src/tests/fixtures/hf/mixtral" --layer 1 --test-data="$out/in" \
 		-o "$out/ref/test_data_set_0" >/dev/null || exit 2
 	"$moec" compile "$src/tests/fixtures/hf/mixtral" --layer 1 -o "$out/mixtral.moeb" || exit 2
