@@ -803,17 +803,17 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	return 0;
 }
 
-/* One kernel per target, each for its own spec s[i].  sm_90a targets get
+/*
+ * One kernel per target, each for its own spec s[i].  sm_90a targets get
  * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
  * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
- * shared memory for the same tiles (k_gemm_wgmma.c). */
+ * shared memory for the same tiles (k_gemm_wgmma.c).  The warp-specialised
+ * mainloop only where every target takes it: its block, grid, shared memory
+ * and parameters are its own, and a kernel has one parameter list (k_gemm_ws.c).
+ */
 static int
 emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt)
 {
-	/* sm_90a targets get the wgmma mainloop where the tile suits it (not the
-	 * 16- and 32-row decode tiles).  The warp-specialised mainloop only where
-	 * every target takes it: its block, grid, shared memory and parameters
-	 * are its own, and a kernel has one parameter list (k_gemm_ws.c). */
 	GemmSpec ws[8];
 	int all_ws = !simt;
 	for (int i = 0; i < p->o.narch; i++) {

@@ -121,7 +121,7 @@ gemm_dequant(const Graph *g, const Node *n)
 {
 	int users = 0;
 
-	if (n->op != OP_DEQUANTIZE || dtype_bits(n->in[0]->type.dt) > 8 || n->in[0]->kind != V_WEIGHT)
+	if (n->op != OP_DEQUANTIZE || !dtype_is_quantised(n->in[0]->type.dt) || n->in[0]->kind != V_WEIGHT)
 		return 0;
 	for (const Node *u = g->first; u; u = u->next)
 		for (int i = 0; i < u->nin; i++) {

@@ -22,13 +22,6 @@
 
 #include "passes.h"
 
-/* The quantised storage types: integers and floats of at most 8 bits. */
-static int
-quantised_type(DType dt)
-{
-	return dtype_bits(dt) <= 8 && dt != DT_BOOL;
-}
-
 static const Node *
 kernel_matmul(const Graph *k)
 {
@@ -78,7 +71,7 @@ refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *bu
 	for (int i = 0; i < dq->nin; i++)
 		if (dq->in[i] && chain_root(dq->in[i])->nuse != 1)
 			return "a weight it reads has other users";
-	if (!quantised_type(q->dt)) {
+	if (!dtype_is_quantised(q->dt)) {
 		snprintf(buf, n, "the weight is %s, not a quantised type", dtype_name(q->dt));
 		return buf;
 	}

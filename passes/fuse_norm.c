@@ -40,7 +40,7 @@
 static int
 quantised(const Value *w)
 {
-	return w->kind == V_RESULT && w->def->op == OP_DEQUANTIZE && dtype_bits(w->def->in[0]->type.dt) <= 8;
+	return w->kind == V_RESULT && w->def->op == OP_DEQUANTIZE && dtype_is_quantised(w->def->in[0]->type.dt);
 }
 
 /* A matmul n that reads norm result v as A with a fixed 2-D B. */

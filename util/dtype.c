@@ -61,6 +61,7 @@ dtype_from_onnx(int code, DType *t)
 }
 
 int dtype_is_packed(DType t) { return dtab[t].bits == 4; }
+int dtype_is_quantised(DType t) { return dtab[t].bits <= 8 && t != DT_BOOL; }
 
 size_t
 dtype_bytes(DType t, size_t n)

@@ -235,6 +235,7 @@ int dtype_is_float(DType t);
 int dtype_is_int(DType t);
 size_t dtype_bytes(DType t, size_t nelem);	/* packed i4/u4 round up */
 int dtype_is_packed(DType t);	/* 2 per byte, low nibble first: i4, u4, f4e2m1 */
+int dtype_is_quantised(DType t);	/* a storage type of quantised values: 8 bits or fewer, not bool */
 
 /*
  * Exact conversions.  Reading a low-precision value into a double is exact;
