@@ -74,6 +74,9 @@ int cfg_error(Cfg *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void cfg_note(Cfg *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Another input of the block after x, of x's type ([T, hidden] in the
+ * model dtype): a block that reads more than the FFN's input (arctic). */
+Value *cfg_input(Cfg *c, const char *name);
 /* The checkpoint name of a tensor of this layer: pre + suffix (arena). */
 const char *cfg_name(Cfg *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -173,6 +176,10 @@ const char *cfg_hf_act(Cfg *c, const char *key, const char *def);
 /* down(act(gate(x)) * up(x)); mod is "mlp" or "mlp.shared_experts". */
 Value *cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act,
 		   int bias, const char *why);
+/* The same with the projections named proj[0..2] (gate, up, down) under mod:
+ * Arctic's {"w1", "w3", "w2"}. */
+Value *cfg_glu_mlp_as(Cfg *c, Value *x, const char *mod, const char *const proj[3],
+		      int64_t inter, const char *act, int bias, const char *why);
 /* Router logits in f32: [T, E]; f32ok as in WSpec. */
 Value *cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s,
 		  int f32ok);

@@ -6,6 +6,9 @@
  *
  *	pre-norm decoders:  y = x + ffn(norm(x))
  *	bert (post-norm):   y = layer_norm(x + ffn(x))
+ *
+ * and the blocks that are neither, each as its table in docs/config.md says
+ * (gemma4's parallel MLP and MoE; arctic's, with a second input).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -1336,6 +1339,84 @@ build_dbrx(Cfg *c, Value *x)
 	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe"));
 }
 
+/* --- arctic ---------------------------------------------------------------- */
+
+/*
+ * Snowflake Arctic (remote code: the hub's modeling_arctic.py, vLLM's
+ * arctic.py).  Layer L is MoE when (L + 1) % moe_layer_frequency == 0 (2);
+ * the others are a dense SwiGLU block_sparse_moe.mlp.{w1,w3,w2} of
+ * intermediate_size.  Router block_sparse_moe.gate: softmax, top-k,
+ * renormalised when k > 1 (vLLM; DeepSpeed's top-2 gating the model was
+ * trained with); Mixtral's w1/w3/w2 experts.  A MoE layer with
+ * parallel_attn_mlp_res also runs a dense residual MLP, hidden_size wide,
+ * on the attention output, while the MoE reads the decoder layer's input
+ * from before attention, a second input of the block:
+ *
+ *	y = x + residual_mlp(residual_layernorm(x))
+ *	      + moe(post_attention_layernorm(layer_in))
+ */
+static int
+arctic_is_moe(Cfg *c, int layer)
+{
+	int64_t f = cfg_int_or(c, "moe_layer_frequency", 2);
+
+	if (f == 0)
+		return cfg_error(c, "moe_layer_frequency", "must be positive"), 0;
+	return (layer + 1) % f == 0;
+}
+
+/* parallel_attn_mlp_res (the hub's code) as vLLM's use_residual must agree. */
+static int
+arctic_parallel(Cfg *c)
+{
+	int par = cfg_bool_or(c, "parallel_attn_mlp_res", 0);
+
+	if (cfg_has(c, "use_residual") && cfg_bool_or(c, "use_residual", 0) != par)
+		cfg_error(c, "use_residual", "is %s but parallel_attn_mlp_res is %s: the hub's "
+			  "modeling_arctic.py reads parallel_attn_mlp_res and vLLM use_residual, "
+			  "so the two disagree on the block", par ? "false" : "true",
+			  par ? "true" : "false");
+	return par;
+}
+
+static Value *
+build_arctic(Cfg *c, Value *x)
+{
+	static const char *const w132[3] = {"w1", "w3", "w2"};
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	int par = arctic_parallel(c), moe = arctic_is_moe(c, c->layer);
+	MoeSpec s;
+	Value *in = x, *h, *r;
+
+	if (cfg_has(c, "quantization"))
+		cfg_error(c, "quantization", "DeepSpeed's FP quantization is applied when "
+			  "DeepSpeed loads the model; moec reads the bf16 checkpoint (null)");
+	if (moe) {
+		read_moe(c, &s, "intermediate_size");
+		s.renorm = s.k > 1;
+	} else {
+		cfg_int(c, "intermediate_size");
+	}
+	if (c->err)
+		return NULL;
+	if (moe && par)
+		in = cfg_input(c, "layer_in");
+	if (!(h = decoder_norm(c, in, eps)))
+		return NULL;
+	if (!moe)
+		return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "block_sparse_moe.mlp", w132,
+					 cfg_int(c, "intermediate_size"), act, 0,
+					 "intermediate_size"), "mlp"));
+	if (!par)
+		return residual(c, x, routed(c, h, "block_sparse_moe", "w1", "w3", "w2", &s));
+	r = cfg_named(c, cfg_rms_norm(c, x, "residual_layernorm.weight", eps), "r");
+	r = r ? cfg_named(c, cfg_glu_mlp_as(c, r, "residual_mlp", w132, c->hidden, act, 0,
+					    "hidden_size"), "residual_mlp") : NULL;
+	return residual(c, add(c, x, r, "s"), routed(c, h, "block_sparse_moe", "w1", "w3", "w2",
+						       &s));
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -1441,6 +1522,7 @@ static const struct {
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
 	{"dbrx", build_dbrx, always_moe},
+	{"arctic", build_arctic, arctic_is_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},

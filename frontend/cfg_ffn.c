@@ -130,20 +130,20 @@ cfg_act(Cfg *c, Value *x, const char *act)
 }
 
 Value *
-cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, int bias,
-	    const char *ikey)
+cfg_glu_mlp_as(Cfg *c, Value *x, const char *mod, const char *const proj[3], int64_t inter,
+	       const char *act, int bias, const char *ikey)
 {
 	const char *w1 = why(c, "%s x %s", ikey, "hidden_size");
 	const char *w2 = why(c, "%s x %s", "hidden_size", ikey);
 	char gw[96], gb[96], uw[96], ub[96], dw[96], db[96];
 	Value *g, *u;
 
-	snprintf(gw, sizeof gw, "%s.gate_proj.weight", mod);
-	snprintf(gb, sizeof gb, "%s.gate_proj.bias", mod);
-	snprintf(uw, sizeof uw, "%s.up_proj.weight", mod);
-	snprintf(ub, sizeof ub, "%s.up_proj.bias", mod);
-	snprintf(dw, sizeof dw, "%s.down_proj.weight", mod);
-	snprintf(db, sizeof db, "%s.down_proj.bias", mod);
+	snprintf(gw, sizeof gw, "%s.%s.weight", mod, proj[0]);
+	snprintf(gb, sizeof gb, "%s.%s.bias", mod, proj[0]);
+	snprintf(uw, sizeof uw, "%s.%s.weight", mod, proj[1]);
+	snprintf(ub, sizeof ub, "%s.%s.bias", mod, proj[1]);
+	snprintf(dw, sizeof dw, "%s.%s.weight", mod, proj[2]);
+	snprintf(db, sizeof db, "%s.%s.bias", mod, proj[2]);
 	g = cfg_linear(c, x, gw, bias ? gb : NULL, inter, c->hidden, w1);
 	u = cfg_linear(c, x, uw, bias ? ub : NULL, inter, c->hidden, w1);
 	if (!g || !u)
@@ -153,6 +153,15 @@ cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, i
 	if (!g)
 		return NULL;
 	return cfg_linear(c, g, dw, bias ? db : NULL, c->hidden, inter, w2);
+}
+
+Value *
+cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, int bias,
+	    const char *ikey)
+{
+	static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+
+	return cfg_glu_mlp_as(c, x, mod, proj, inter, act, bias, ikey);
 }
 
 /* The router's [E] bias added to f32 logits. */

@@ -5,7 +5,8 @@
  *	graph @<model_type>_layerN(%x: DT[T,H]) -> (y: DT[T,H])
  *
  * computing y = x + ffn(post_attention_norm(x)) (bert, post-norm: y =
- * layer_norm(x + ffn(x))).  This file holds the frame: JSON and its keys,
+ * layer_norm(x + ffn(x))).  A family whose block reads more than x adds
+ * its other inputs after it (cfg_input: arctic's layer_in).  This file holds the frame: JSON and its keys,
  * the model's dtype, the layer, quantization_config, opening the weights,
  * the graph and its parameter.  cfg_family.c builds each model_type's block.
  * Every bad key is reported as `config.json: key: error: ...`; nothing
@@ -347,6 +348,12 @@ pick_layer(Cfg *c)
 		return cfg_error(c, key, "layer %d is out of range: the model has %lld layers",
 				 c->layer, (long long)n);
 	return 0;
+}
+
+Value *
+cfg_input(Cfg *c, const char *name)
+{
+	return ir_add_param(c->g, name, c->g->param[0]->type);
 }
 
 static Value *

@@ -58,6 +58,9 @@ for d in "$src"/tests/fixtures/hf/*/ "$src"/tests/fixtures/quant/*/; do
 	case $d in */quant/*) pre=quant ;; *) pre=hf ;; esac
 	one "${pre}_$(basename "$d")" "${d%/}" --layer 1
 done
+# arctic's dense layer 0 (its sets in layer0/, the checkpoint one folder up)
+one hf_arctic_layer0 "$src/tests/fixtures/hf/arctic/layer0" --layer 0 \
+	--weights "$src/tests/fixtures/hf/arctic/model.safetensors"
 # sm_90a alone: GEMMs whose tiles suit it take the warp-specialised mainloop
 # (TMA, mbarriers, tensormap lines encoded by the runtime; docs/codegen.md)
 arch=--arch=sm_90a

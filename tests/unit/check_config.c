@@ -39,6 +39,8 @@ static const char *const families[] = {
 	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text", "dbrx",
 	/* issue 14, second part */
 	"phimoe", "nemotron_h", "step3p5",
+	/* remote code: the reference is tests/fixtures/gen_arctic.py's own model */
+	"arctic",
 };
 
 static char *
@@ -159,7 +161,8 @@ promote_f32(Module *m)
 		w->size = (size_t)n * 4;
 		t->dt = DT_F32;
 	}
-	g->param[0]->type.dt = DT_F32;
+	for (int i = 0; i < g->nparam; i++)	/* arctic's layer_in too */
+		g->param[i]->type.dt = DT_F32;
 	/* scalars (granitemoe's multiplier) and casts back to the model dtype
 	 * (llama4's expert-input scale) follow it to f32 */
 	for (Node *n = g->first; n; n = n->next) {
@@ -185,26 +188,48 @@ read_pb(const char *dir, int set, const char *file, Tensor *t)
 	ck_assert_int_eq(tensor_read(path, t, &d), 0);
 }
 
-/* Run m's graph on x (cast to the parameter's dtype); the result in f32. */
+/* Run m's graph on x[0..n) (each cast to its parameter's dtype); the
+ * result in f32. */
 static void
-run(Module *m, const Tensor *x, Tensor *y)
+run(Module *m, const Tensor *x, int n, Tensor *y)
 {
 	Graph *g = ir_main_graph(m);
-	DType dt = g->param[0]->type.dt;
-	Tensor in, out;
+	Tensor in[2], out;
 	EvalOpts eo = {0};
 	Diag d;
 
-	ck_assert_int_eq(tensor_alloc(&in, dt, x->rank, x->dim), 0);
-	for (int64_t i = 0; i < tensor_numel(x); i++)
-		dtype_store(dt, in.data, (size_t)i, dtype_load(x->dt, x->data, (size_t)i));
+	ck_assert_int_eq(n, g->nparam);
+	ck_assert_int_le(n, 2);
+	for (int k = 0; k < n; k++) {
+		DType dt = g->param[k]->type.dt;
+		ck_assert_int_eq(tensor_alloc(&in[k], dt, x[k].rank, x[k].dim), 0);
+		for (int64_t i = 0; i < tensor_numel(&x[k]); i++)
+			dtype_store(dt, in[k].data, (size_t)i,
+				    dtype_load(x[k].dt, x[k].data, (size_t)i));
+	}
 	diag_init(&d, stderr);
-	ck_assert_int_eq(ir_eval(g, &in, 1, &out, &eo, &d), 0);
+	ck_assert_int_eq(ir_eval(g, in, n, &out, &eo, &d), 0);
 	ck_assert_int_eq(tensor_alloc(y, DT_F32, out.rank, out.dim), 0);
 	for (int64_t i = 0; i < tensor_numel(&out); i++)
 		dtype_store(DT_F32, y->data, (size_t)i, dtype_load(out.dt, out.data, (size_t)i));
-	tensor_free(&in);
+	for (int k = 0; k < n; k++)
+		tensor_free(&in[k]);
 	tensor_free(&out);
+}
+
+/* The inputs of a test set: input_0.pb, and input_1.pb where the block
+ * has a second input (arctic). */
+static int
+read_inputs(const char *dir, int set, Tensor *x)
+{
+	char path[600];
+
+	read_pb(dir, set, "input_0.pb", &x[0]);
+	snprintf(path, sizeof path, "%s/test_data_set_%d/input_1.pb", dir, set);
+	if (!file_exists(path))
+		return 1;
+	read_pb(dir, set, "input_1.pb", &x[1]);
+	return 2;
 }
 
 /*
@@ -216,27 +241,27 @@ run(Module *m, const Tensor *x, Tensor *y)
  * (where x and ffn(x) nearly cancel, bf16 rounding of the terms dominates;
  * DeepSeek-V3's set 0 has two such elements).
  */
-START_TEST(test_cfg_fixtures_match_reference)
+static void
+match_reference(const char *fam, const char *dir, const char *weights, int layer)
 {
-	const char *fam = families[_i];
-	char *dir = src("tests/fixtures/hf/%s", fam), cfg[600];
+	char cfg[600];
 	double atol, rtol, rel;
 	Compare c;
 	Diag d;
 
 	snprintf(cfg, sizeof cfg, "%s/config.json", dir);
 	for (int set = 0; set < 2; set++) {
-		Tensor x, want, y;
-		read_pb(dir, set, "input_0.pb", &x);
+		Tensor x[2], want, y;
+		int nin = read_inputs(dir, set, x);
 		read_pb(dir, set, "output_0.pb", &want);
 		for (int f32 = 1; f32 >= 0; f32--) {
-			Module *m = import(cfg, 1, 0, NULL, NULL, 0, &d);
+			Module *m = import(cfg, layer, 0, weights, NULL, 0, &d);
 			DType dt;
 			ck_assert_ptr_nonnull(m);
 			if (f32)
 				promote_f32(m);
 			dt = ir_main_graph(m)->param[0]->type.dt;
-			run(m, &x, &y);
+			run(m, x, nin, &y);
 			tolerance_for(dt, &atol, &rtol, &rel);
 			tensor_compare(&y, &want, atol, rtol, &c);
 			ck_assert_msg(c.rel_l2 <= rel, "%s set %d %s: rel_l2 %g", fam, set,
@@ -247,9 +272,53 @@ START_TEST(test_cfg_fixtures_match_reference)
 			tensor_free(&y);
 			ir_free_module(m);
 		}
-		tensor_free(&x);
+		for (int k = 0; k < nin; k++)
+			tensor_free(&x[k]);
 		tensor_free(&want);
 	}
+}
+
+START_TEST(test_cfg_fixtures_match_reference)
+{
+	const char *fam = families[_i];
+
+	match_reference(fam, src("tests/fixtures/hf/%s", fam), NULL, 1);
+}
+END_TEST
+
+/* Arctic: the dense layer 0 (its sets in layer0/), and layer 1's two inputs
+ * in the order the reference gives them (swapped, the block is far off). */
+START_TEST(test_cfg_arctic_dense_layer_and_inputs)
+{
+	char *dir = src("tests/fixtures/hf/%s", "arctic");
+	char *st = src("tests/fixtures/hf/%s/model.safetensors", "arctic");
+	Tensor x[2], sw[2], want, y;
+	Compare c;
+	Diag d;
+	Module *m;
+
+	match_reference("arctic layer 0", src("tests/fixtures/hf/%s/layer0", "arctic"), st, 0);
+	m = import(src("tests/fixtures/hf/%s/config.json", "arctic"), 1, 0, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(ir_main_graph(m)->nparam, 2);
+	ck_assert_str_eq(ir_main_graph(m)->param[1]->name, "layer_in");
+	ck_assert_int_eq(read_inputs(dir, 0, x), 2);
+	read_pb(dir, 0, "output_0.pb", &want);
+	sw[0] = x[1];
+	sw[1] = x[0];
+	run(m, sw, 2, &y);
+	tensor_compare(&y, &want, 1e-2, 4e-2, &c);
+	ck_assert_msg(c.rel_l2 > 0.1, "rel_l2 %g with the inputs swapped", c.rel_l2);
+	tensor_free(&y);
+	tensor_free(&x[0]);
+	tensor_free(&x[1]);
+	tensor_free(&want);
+	ir_free_module(m);
+	/* layer 0 is dense: one input */
+	m = import(src("tests/fixtures/hf/%s/config.json", "arctic"), 0, 1, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(ir_main_graph(m)->nparam, 1);
+	ir_free_module(m);
 }
 END_TEST
 
@@ -342,6 +411,7 @@ START_TEST(test_cfg_default_layer_is_first_moe_layer)
 		{"qwen3.5-397b-a17b", "qwen3_5_moe_text_layer0"},
 		{"llama-4-maverick-17b-128e-instruct", "llama4_text_layer1"},
 		{"mistral-small-3.1-24b", "mistral_layer0"},
+		{"snowflake-arctic-instruct", "arctic_layer0"},
 	};
 	char text[1024];
 	Diag d;
@@ -427,6 +497,9 @@ static const struct {
 	{"llama4_top2", "num_experts_per_tok: error: llama4 feeds each chosen expert its own "
 	 "sigmoid-scaled input; moec builds top-1 only, not 2", 1},
 	{"ernie_norm_min", "moe_norm_min: error: 0.5 would clamp the renormalisation", 1},
+	{"arctic_use_residual", "use_residual: error: is false but parallel_attn_mlp_res is true", 1},
+	{"arctic_quantization", "quantization: error: DeepSpeed's FP quantization is applied when "
+	 "DeepSpeed loads the model", 1},
 	{"quant_unknown_method", "quantization_config: error: quant_method 'bitsandbytes' is not "
 	 "one moec reads", 1},
 	{"quant_gptq_3bit", "quantization_config: error: gptq: only bits 4 is read", 1},
@@ -897,6 +970,7 @@ config_suite(void)
 			    (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_dump_round_trips, 0, (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
+	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
 	tcase_add_test(tc, test_cfg_default_layer_is_first_moe_layer);
 	tcase_add_test(tc, test_cfg_deepseek_dense_and_moe_layers);
