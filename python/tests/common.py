@@ -31,6 +31,19 @@ def mixtral_bundle():
     return _made["mixtral"]
 
 
+def arctic_bundle():
+    """The small Arctic fixture's layer 1: a MoE block with two inputs, x and
+    layer_in (docs/config.md), synthetic weights, sm_80."""
+    if "arctic" not in _made:
+        out = os.path.join(TMP, "arctic.moeb")
+        subprocess.run([os.path.join(BUILD, "tools", "moec"), "compile",
+                        os.path.join(ROOT, "tests", "fixtures", "hf", "arctic"),
+                        "--layer", "1", "--synthetic-weights=1", "--arch=sm_80", "-o", out],
+                       check=True, capture_output=True)
+        _made["arctic"] = out
+    return _made["arctic"]
+
+
 def whole_bundle():
     """The small DeepSeek-V3 fixture compiled whole: layer 0 dense, layer 1
     MoE, programs layer.0 and layer.1, synthetic weights, sm_80."""

@@ -8,7 +8,7 @@ os.environ.setdefault("MOERT_LIBCUDA", "/nonexistent/libcuda.so.1")
 
 import moert  # noqa: E402
 
-from common import TMP, check_bundle, mixtral_bundle, whole_bundle  # noqa: E402
+from common import TMP, arctic_bundle, check_bundle, mixtral_bundle, whole_bundle  # noqa: E402
 
 
 class HostOnly(unittest.TestCase):
@@ -47,6 +47,13 @@ class HostOnly(unittest.TestCase):
         self.assertEqual([tuple(s) for s in p.outputs],
                          [("y", "f32", ("T", 96)), ("n", "i32", ("T",))])
         self.assertEqual(p.max_tokens, 1000)
+
+    def test_several_inputs(self):
+        p = moert.load(arctic_bundle(), device=None)
+        self.assertEqual(p.inputs, [moert.Spec("x", "bf16", ("T", 64)),
+                                    moert.Spec("layer_in", "bf16", ("T", 64))])
+        self.assertEqual(p.outputs, [moert.Spec("y", "bf16", ("T", 64))])
+        self.assertIn("(x: bf16[T,64], layer_in: bf16[T,64]) -> (y: bf16[T,64])", repr(p))
 
     def test_no_driver_stays_on_host(self):
         with warnings.catch_warnings(record=True) as w:
