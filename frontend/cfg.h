@@ -97,7 +97,8 @@ typedef struct {
 	int trans;
 	/* nblk > 1: the tensor is nblk row blocks, block j filling from
 	 * element off + j*bstride (dbrx's fused [E*I, H] experts: one block per
-	 * expert; with trans each block's two dims are swapped) */
+	 * expert; with trans each block's two dims are swapped; rank 3: the
+	 * blocks are dim 0's, step3p5's stacked [E, I, H] gate and up) */
 	int64_t nblk, bstride;
 } Piece;
 
@@ -121,8 +122,9 @@ WSpec cfg_wspec(Cfg *c, const char *name, int recipe, int rank, const int64_t *d
 		const char *why);
 void cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank,
 		   const int64_t *dim, int trans);
-/* A rank-2 checkpoint tensor of nblk row blocks scattered bstride apart. */
-void cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim,
+/* A checkpoint tensor of nblk blocks along dim 0 scattered bstride apart
+ * (rank 2: row blocks; rank 3: one [a, b] block per index of dim 0). */
+void cfg_add_blocks(WSpec *w, const char *name, int64_t off, int rank, const int64_t *dim,
 		    int64_t nblk, int64_t bstride, int trans);
 /* Whether the checkpoint holds this tensor (synthetic: never); a ".weight"
  * also when held quantised (".weight_packed", ".qweight"). */

@@ -829,19 +829,71 @@ build_nemotron_h(Cfg *c, Value *x)
 
 /*
  * Step 3.5 (step3p5; the text model of the step3p7 wrapper): zero-centred
- * RMSNorm (1 + w, in f32); MoE layers "sparse" in mlp_layer_types (all of
- * them without it), else a dense SwiGLU of intermediate_size; sigmoid
- * router with e_score_correction_bias, top-k, always renormalised, the
- * routed sum times moe_router_scaling_factor (the moe's scale); stacked
- * experts gate_up_proj [E,2I,H] (gate rows first), down_proj [E,H,I]; an
- * always-on shared SwiGLU of share_expert_dim.  swiglu_limits and
- * swiglu_limits_shared (a clamp Step-3.7-Flash applies on layers 43-44) are
- * refused where non-zero for the layer: no act clamps silu that way yet.
+ * RMSNorm (1 + w, in f32); MoE layers "sparse" in mlp_layer_types, else
+ * those in the hub's moe_layers_enum ("3,4,...,44"), else layers 3 on
+ * (transformers 5.24's default); the others a dense SwiGLU of
+ * intermediate_size; sigmoid router with e_score_correction_bias, top-k,
+ * always renormalised, the routed sum times moe_router_scaling_factor (the
+ * moe's scale); stacked experts gate_up_proj [E,2I,H] (gate rows first),
+ * down_proj [E,H,I]; an always-on shared SwiGLU of share_expert_dim.  The
+ * hub's checkpoints name them moe.gate (router), moe.router_bias,
+ * moe.{gate,up,down}_proj.weight (each stacked, [E,I,H] / [E,H,I]) and
+ * share_expert.*, and its config moe_num_experts and moe_top_k (aliases,
+ * as transformers' attribute_map).  swiglu_limits and swiglu_limits_shared
+ * (a clamp Step-3.7-Flash applies on layers 43-44) are refused where
+ * non-zero for the layer: no act clamps silu that way yet.
  */
+
+/* Layer in the hub's moe_layers_enum: "3,4,5" or a list of layer numbers. */
+static int
+step3p5_in_enum(Cfg *c, int layer)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->json, "moe_layers_enum");
+	const char *p;
+
+	if (cJSON_IsArray(j))
+		return cfg_in_list(c, "moe_layers_enum", layer);
+	if (!cJSON_IsString(j))
+		return cfg_error(c, "moe_layers_enum", "must be a string of layer numbers "
+				 "(\"3,4,5\") or a list"), 0;
+	for (p = j->valuestring; *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		while (*end == ' ')
+			end++;
+		if (end == p || (*end && *end != ','))
+			return cfg_error(c, "moe_layers_enum", "'%s' is not a list of layer numbers "
+					 "(\"3,4,5\")", j->valuestring), 0;
+		if (v == layer)
+			return 1;
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 static int
 step3p5_is_moe(Cfg *c, int layer)
 {
-	return !cfg_has(c, "mlp_layer_types") || cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	if (cfg_has(c, "moe_layers_enum"))
+		return step3p5_in_enum(c, layer);
+	return layer >= 3;
+}
+
+/* The hub's stacked moe.gate_proj and moe.up_proj [E,I,H] as gate_up [E,2I,H]. */
+static Value *
+step3p5_hub_gu(Cfg *c, const MoeSpec *s)
+{
+	int64_t E = s->E, I = s->I, H = c->hidden, dim[3] = {E, I, H};
+	WSpec w = cfg_wspec(c, cfg_name(c, "moe.gate_up_proj"), RECIPE_MATRIX, 3,
+			    (int64_t[]){E, 2 * I, H}, arena_printf(c->m->arena, "%s x %s x hidden_size",
+								   s->ekey, s->ikey));
+
+	w.quant = QW_EXPERTS;
+	cfg_add_blocks(&w, cfg_name(c, "moe.gate_proj.weight"), 0, 3, dim, E, 2 * I * H, 0);
+	cfg_add_blocks(&w, cfg_name(c, "moe.up_proj.weight"), I * H, 3, dim, E, 2 * I * H, 0);
+	return cfg_weight(c, &w);
 }
 
 static void
@@ -859,13 +911,18 @@ static Value *
 build_step3p5(Cfg *c, Value *x)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-5);
-	int bias = cfg_bool_or(c, "mlp_bias", 0), moe = step3p5_is_moe(c, c->layer);
+	int bias = cfg_bool_or(c, "mlp_bias", 0), moe = step3p5_is_moe(c, c->layer), hub;
 	MoeSpec s;
 	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
 
 	step3p5_no_limit(c, "swiglu_limits_shared");
 	if (moe) {
-		read_moe(c, &s, "moe_intermediate_size");
+		const char *ekey = cfg_alias(c, (const char *const[]){"n_routed_experts",
+					      "num_local_experts", "moe_num_experts", NULL});
+		const char *kkey = cfg_alias(c, (const char *const[]){"num_experts_per_tok",
+					      "moe_top_k", NULL});
+		moe_spec(c, &s, ekey, cfg_int(c, ekey), kkey, cfg_int(c, kkey),
+			 "moe_intermediate_size", cfg_int(c, "moe_intermediate_size"));
 		s.router = "sigmoid";
 		s.renorm = 1;
 		s.scale = cfg_num_or(c, "moe_router_scaling_factor", 1.0);
@@ -878,16 +935,19 @@ build_step3p5(Cfg *c, Value *x)
 	if (!moe)
 		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "mlp", cfg_int(c, "intermediate_size"),
 							       "silu", bias, "intermediate_size"), "mlp"));
-	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, &s, F32_OK), "router_logits");
-	sb = selection_bias(c, "mlp.gate.e_score_correction_bias", &s);
-	wt[0] = cfg_experts_gu(c, "mlp", NULL, NULL, &s, 0);
-	wt[1] = cfg_experts_down(c, "mlp", NULL, &s, 0);
+	hub = c->st && cfg_ckpt_has(c, cfg_name(c, "moe.gate.weight"));
+	l = cfg_named(c, cfg_router(c, h, hub ? "moe.gate.weight" : "mlp.gate.weight", NULL, &s,
+				    F32_OK), "router_logits");
+	sb = selection_bias(c, hub ? "moe.router_bias" : "mlp.gate.e_score_correction_bias", &s);
+	wt[0] = hub ? step3p5_hub_gu(c, &s) : cfg_experts_gu(c, "mlp", NULL, NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, "mlp", hub ? "moe.down_proj.weight" : NULL, &s, 0);
 	if (!sb)
 		return NULL;
-	c->b.loc.name = cfg_name(c, "mlp");
+	c->b.loc.name = cfg_name(c, hub ? "moe" : "mlp");
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
-	sh = f ? cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", cfg_int(c, "share_expert_dim"), "silu",
-					   bias, "share_expert_dim"), "shared") : NULL;
+	sh = f ? cfg_named(c, cfg_glu_mlp(c, h, hub ? "share_expert" : "mlp.shared_experts",
+					   cfg_int(c, "share_expert_dim"), "silu", bias,
+					   "share_expert_dim"), "shared") : NULL;
 	return residual(c, x, sh ? add(c, f, sh, "ffn") : NULL);
 }
 
@@ -1325,14 +1385,15 @@ build_dbrx(Cfg *c, Value *x)
 		w = cfg_wspec(c, cfg_name(c, "ffn.experts.gate_up_proj"), RECIPE_MATRIX, 3,
 			      (int64_t[]){E, 2 * I, H}, "moe_num_experts x 2*ffn_hidden_size x d_model");
 		if (c->st) {
-			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w1"), 0, fused, E, 2 * I * H, 0);
-			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.v1"), I * H, fused, E, 2 * I * H, 0);
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w1"), 0, 2, fused, E, 2 * I * H, 0);
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.v1"), I * H, 2, fused, E, 2 * I * H,
+				       0);
 		}
 		wt[0] = cfg_weight(c, &w);
 		w = cfg_wspec(c, cfg_name(c, "ffn.experts.down_proj"), RECIPE_MATRIX, 3,
 			      (int64_t[]){E, H, I}, "moe_num_experts x d_model x ffn_hidden_size");
 		if (c->st)
-			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w2"), 0, fused, E, H * I, 1);
+			cfg_add_blocks(&w, cfg_name(c, "ffn.experts.mlp.w2"), 0, 2, fused, E, H * I, 1);
 		wt[1] = cfg_weight(c, &w);
 	}
 	c->b.loc.name = cfg_name(c, "ffn");

@@ -41,13 +41,13 @@ cfg_add_piece(WSpec *w, const char *name, int64_t off, int rank, const int64_t *
 }
 
 void
-cfg_add_blocks(WSpec *w, const char *name, int64_t off, const int64_t *dim, int64_t nblk,
-	       int64_t bstride, int trans)
+cfg_add_blocks(WSpec *w, const char *name, int64_t off, int rank, const int64_t *dim,
+	       int64_t nblk, int64_t bstride, int trans)
 {
-	Piece p = {.name = name, .off = off, .rank = 2, .trans = trans, .nblk = nblk,
+	Piece p = {.name = name, .off = off, .rank = rank, .trans = trans, .nblk = nblk,
 		   .bstride = bstride};
 
-	memcpy(p.dim, dim, sizeof *dim * 2);
+	memcpy(p.dim, dim, sizeof *dim * (size_t)rank);
 	vec_push(&w->piece, p);
 }
 
@@ -163,9 +163,9 @@ read_piece(Cfg *c, const Piece *p, const StTensor *t, char *data, size_t es)
 	int64_t nblk = p->nblk > 1 ? p->nblk : 1, bdim[2] = {0, 0};
 	size_t bsize = 0;
 
-	if (nblk > 1) {	/* rank 2: nblk blocks of [rows/nblk, cols] */
-		bdim[0] = p->dim[0] / nblk;
-		bdim[1] = p->dim[1];
+	if (nblk > 1) {	/* nblk blocks along dim 0: [rows/nblk, cols] (rank 2), [1, a, b] (rank 3) */
+		bdim[0] = p->rank == 3 ? p->dim[1] : p->dim[0] / nblk;
+		bdim[1] = p->dim[p->rank - 1];
 		bsize = (size_t)(bdim[0] * bdim[1]) * es;
 	}
 	if (!p->trans && nblk == 1)
