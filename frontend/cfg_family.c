@@ -1686,23 +1686,40 @@ arch_family(const char *arch)
 	return best;
 }
 
+/* The MoE family the keys point to (of the text model, for a wrapper
+ * moec does not know), or NULL. */
+static const char *
+keys_family(Cfg *c)
+{
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(c->json, "text_config");
+	Cfg k = *c;
+	const char *f = NULL;
+
+	if (cJSON_IsObject(t))
+		k.json = t;
+	if (cfg_has(&k, "n_routed_experts"))
+		f = cfg_has(&k, "n_group") ? "deepseek_v3" : "deepseek_v2";
+	else if (cfg_has(&k, "shared_expert_intermediate_size"))
+		f = "qwen2_moe";
+	else if (cfg_has(&k, "num_experts") && cfg_has(&k, "moe_intermediate_size"))
+		f = "qwen3_moe";
+	else if (cfg_has(&k, "num_local_experts"))
+		f = "mixtral";
+	return f;
+}
+
+/* The architectures class names a family; a dense one (Qwen3VLMoe... starts
+ * like qwen3) gives way to the MoE family the keys point to. */
 const char *
 cfg_family_hint(Cfg *c, const char **why)
 {
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->json, "architectures"), *e;
-	const char *f;
+	const char *f, *k = keys_family(c);
 
 	for (e = cJSON_IsArray(a) ? a->child : NULL; e; e = e->next)
-		if (cJSON_IsString(e) && (f = arch_family(e->valuestring)))
+		if (cJSON_IsString(e) && (f = arch_family(e->valuestring)) &&
+		    (families[find(f)].is_moe || !k))
 			return *why = arena_printf(c->m->arena, "architectures: %s", e->valuestring), f;
 	*why = "keys";
-	if (cfg_has(c, "n_routed_experts"))
-		return cfg_has(c, "n_group") ? "deepseek_v3" : "deepseek_v2";
-	if (cfg_has(c, "shared_expert_intermediate_size"))
-		return "qwen2_moe";
-	if (cfg_has(c, "num_experts") && cfg_has(c, "moe_intermediate_size"))
-		return "qwen3_moe";
-	if (cfg_has(c, "num_local_experts"))
-		return "mixtral";
-	return NULL;
+	return k;
 }

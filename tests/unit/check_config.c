@@ -510,6 +510,8 @@ static const struct {
 	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
 	{"unknown_type_arch", "model_type: error: unknown model_type 'deepseek_v3_custom'; the "
 	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
+	{"unknown_type_vl_moe", "model_type: error: unknown model_type 'qwen3_vl_moe'; the nearest "
+	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
 	 "text_config, and it is missing", 1},
 	{"wrapper_missing_hidden_size", "text_config.hidden_size: error: missing key", 1},
