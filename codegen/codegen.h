@@ -165,6 +165,7 @@ typedef struct CgPtxasInfo CgPtxasInfo;
 struct CgPtxasInfo {
 	char name[128];
 	int regs, barriers, smem, cmem, stack, spill_stores, spill_loads;
+	double ms;		/* ptxas's own time for it (0: ptxas did not say) */
 };
 typedef struct CgPtxasResult CgPtxasResult;
 struct CgPtxasResult {
@@ -190,10 +191,28 @@ struct CgPtxasJob {
 	int want_cubin;
 };
 int cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d);
+/* The same with the jobs given one at a time: a job starts when it is
+ * given if a slot is free, else when one frees; wait reaps them all (r[i]
+ * for job i, diagnostics in job order) and frees the batch.  new: NULL
+ * without ptxas (add and wait then do nothing). */
+typedef struct CgPtxasBatch CgPtxasBatch;
+CgPtxasBatch *cg_ptxas_batch_new(int n);
+void cg_ptxas_batch_add(CgPtxasBatch *b, int i, const CgPtxasJob *job);
+int cg_ptxas_batch_wait(CgPtxasBatch *b, CgPtxasResult *r, Diag *d);
 /* cg_module_ptx + cg_ptxas, and each CgKernel's regs/spills filled in. */
 int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
-/* The same for n modules, their ptxas runs in parallel (cg_ptxas_many). */
-int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d);
+/* The same for n modules: each module's LLVM on a thread of its own, and
+ * its ptxas started as soon as its PTX is there (a batch).  t (NULL: not
+ * wanted): each module's LLVM time, the wall time until the last PTX, and
+ * the wall time after it until the last ptxas ended. */
+typedef struct CgAssembleTimes CgAssembleTimes;
+struct CgAssembleTimes {
+	double llvm[8], ptx, ptxas;
+};
+int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r,
+			CgAssembleTimes *t, Diag *d);
+/* Only the PTX of n modules, each on a thread of its own (no ptxas). */
+int cg_modules_ptx(CgModule **m, int n, CgAssembleTimes *t, Diag *d);
 /* Each CgKernel's regs/spills from a ptxas result. */
 void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
 

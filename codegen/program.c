@@ -1540,24 +1540,45 @@ make_modules(CgProgram *p)
 	return 0;
 }
 
-static double
-seconds(void)
+/* -v: ptxas's time for each kernel of target i, the longest first. */
+static void
+ptxas_remark(CgProgram *p, int i)
 {
-	struct timespec ts;
+	const CgPtxasResult *r = &p->pr[i];
+	char line[1024];
+	size_t k = 0;
+	double sum = 0;
+	int *ord = xcalloc((size_t)r->n + 1, sizeof *ord);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	for (int j = 0; j < r->n; j++) {
+		int at = j;
+		sum += r->k[j].ms;
+		while (at > 0 && r->k[ord[at - 1]].ms < r->k[j].ms)
+			ord[at] = ord[at - 1], at--;
+		ord[at] = j;
+	}
+	line[0] = 0;
+	for (int j = 0; j < r->n && k < sizeof line; j++)
+		k += (size_t)snprintf(line + k, sizeof line - k, "%s %s %.0f", j ? "," : "",
+				      r->k[ord[j]].name, r->k[ord[j]].ms);
+	if (sum > 0)
+		diag_remark(p->d, LOC_NONE, "ptxas %s: %.0f ms in its kernels (ms):%s", p->o.arch[i],
+			    sum, line);
+	free(ord);
 }
 
 /* ptxas fills registers, shared memory and spills; without ptxas the
  * bundle still loads (the driver JITs the PTX), with zeros in the manifest.
  * A module already compiled in this run (o.cache: the same emitted IR)
- * takes the stored PTX and stats instead. */
+ * takes the stored PTX and stats instead.  The others go through LLVM at
+ * once, one thread each, and each one's ptxas starts as soon as its PTX is
+ * there (cg_modules_assemble). */
 static int
 assemble(CgProgram *p)
 {
 	CgModule *mods[NELEM(p->mod)];
 	CgPtxasResult res[NELEM(p->mod)];
+	CgAssembleTimes t = {0};
 	char *key[NELEM(p->mod)] = {0};
 	size_t klen[NELEM(p->mod)] = {0};
 	int idx[NELEM(p->mod)], n = 0, rc = 0, ptxas = cg_ptxas_path() != NULL;
@@ -1565,10 +1586,7 @@ assemble(CgProgram *p)
 	if (!ptxas)
 		diag_warn(p->d, LOC_NONE, "ptxas not found: kernels are not assembled "
 			  "(registers and spills unknown%s)", p->o.cubin ? ", no cubins" : "");
-	/* every target's PTX first (the NVPTX backend: codegen's time), then
-	 * every target's ptxas at once (one per core: ptxas's time) */
 	for (int i = p->o.narch - 1; i >= 0; i--) {	/* arch 0 last: its stats stay */
-		size_t len;
 		if (!strcmp(p->o.arch[i], "emu"))
 			continue;
 		if (p->o.cache) {
@@ -1579,25 +1597,25 @@ assemble(CgProgram *p)
 				continue;
 			}
 		}
-		if (!cg_module_ptx(p->mod[i], &len, p->d)) {
-			rc = -1;
-			goto out;
-		}
 		idx[n] = i, mods[n++] = p->mod[i];
 	}
-	if (ptxas && n) {
-		double t0 = seconds();
-		rc = cg_modules_assemble(mods, n, p->o.cubin, res, p->d);
-		p->ptxas_secs += seconds() - t0;
+	if (n) {
+		rc = ptxas ? cg_modules_assemble(mods, n, p->o.cubin, res, &t, p->d)
+			   : cg_modules_ptx(mods, n, &t, p->d);
+		p->ptxas_secs += t.ptxas;
 		for (int k = 0; k < n; k++) {
-			p->pr[idx[k]] = res[k];
-			p->assembled[idx[k]] = rc == 0;
+			diag_remark(p->d, LOC_NONE, "codegen %s: LLVM %.1f ms (a thread of its own)",
+				    p->o.arch[idx[k]], 1e3 * t.llvm[k]);
+			if (ptxas) {
+				p->pr[idx[k]] = res[k];
+				p->assembled[idx[k]] = rc == 0;
+				ptxas_remark(p, idx[k]);
+			}
 		}
 	}
 	for (int k = 0; k < n && rc == 0 && p->o.cache; k++)
 		cg_cache_put(p->o.cache, key[idx[k]], klen[idx[k]], p->mod[idx[k]], &p->pr[idx[k]]),
 			key[idx[k]] = NULL;
-out:
 	for (int i = 0; i < (int)NELEM(key); i++)
 		free(key[i]);
 	return rc;

@@ -14,11 +14,14 @@
 #define CG_INTERNAL
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen.h"
@@ -124,42 +127,61 @@ parse(CgPtxasResult *r)
 			cur->barriers = num_before(line, "barriers");
 			cur->smem = num_before(line, "bytes smem");
 			cur->cmem = num_before(line, "bytes cmem[0]");
+		} else if (cur && (q = strstr(line, "Compile time = ")) != NULL) {
+			cur->ms = atof(q + 15);	/* ptxas 12.8 and later */
 		}
 		l = e ? e + 1 : NULL;
 	}
 }
 
-static char *
-read_fd(int fd)
-{
-	size_t n = 0, cap = 4096;
-	char *s = xmalloc(cap);
-	ssize_t k;
-
-	for (;;) {
-		if (n + 1 >= cap)
-			s = xrealloc(s, cap *= 2);
-		k = read(fd, s + n, cap - n - 1);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-	}
-	s[n] = 0;
-	return s;
-}
-
-/* One ptxas run: started by job_start, reaped by job_finish. */
+/* One ptxas run: started by job_start, its output read as it comes (the
+ * batch polls every running job's pipe), reaped by job_finish. */
 typedef struct {
 	char in[4096], out[4096], arch[64];
 	pid_t pid;		/* 0: not running */
-	int fd;			/* its stdout and stderr */
+	int fd;			/* its stdout and stderr; -1 once at EOF */
+	char *log;		/* what it printed so far */
+	size_t nlog, caplog;
 } Job;
+
+/*
+ * ptxas's environment: ours, plus glibc malloc settings that keep freed
+ * blocks up to 32 MiB (and 256 MiB of free heap) in the process instead of
+ * handing each back to the kernel: ptxas allocates and frees large blocks
+ * per kernel, and faulting their pages in again was a tenth of its CPU time
+ * (27,000 page faults for a Mixtral layer's sm_80 module, 16,000 with
+ * these; the same cubin).  A GLIBC_TUNABLES of the caller's is kept as is.
+ */
+static char **ptxas_environ;
+
+static void
+ptxas_env_make(void)
+{
+	static char tun[] = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:"
+			    "glibc.malloc.trim_threshold=268435456";
+	size_t n = 0;
+
+	if (getenv("GLIBC_TUNABLES"))
+		return;
+	while (environ[n])
+		n++;
+	ptxas_environ = xcalloc(n + 2, sizeof *ptxas_environ);
+	memcpy(ptxas_environ, environ, n * sizeof *environ);
+	ptxas_environ[n] = tun;
+}
+
+static char **
+ptxas_env(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, ptxas_env_make);
+	return ptxas_environ ? ptxas_environ : environ;
+}
 
 /* Write the PTX to a temporary file and start ptxas on it; -1 with a diagnostic. */
 static int
-job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, Diag *d)
+job_start(Job *j, const char *exe, const CgPtxasJob *cj, Diag *d)
 {
 	const char *tmp = getenv("TMPDIR");
 	char *argv[8];
@@ -176,7 +198,7 @@ job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, 
 		j->in[0] = j->out[0] = 0;
 		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", j->in, strerror(errno));
 	}
-	if (write(fd, ptx, len) != (ssize_t)len) {
+	if (write(fd, cj->ptx, cj->len) != (ssize_t)cj->len) {
 		int e = errno;
 		close(fd);
 		j->out[0] = 0;
@@ -188,7 +210,7 @@ job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, 
 		return diag_error(d, LOC_NONE, "ptxas: cannot create %s: %s", j->out, strerror(errno));
 	}
 	close(fd);
-	snprintf(j->arch, sizeof j->arch, "-arch=%s", sm);
+	snprintf(j->arch, sizeof j->arch, "-arch=%s", cj->sm);
 	argv[0] = (char *)"ptxas";
 	argv[1] = j->arch;
 	argv[2] = (char *)"-v";
@@ -196,14 +218,14 @@ job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, 
 	argv[4] = j->out;
 	argv[5] = j->in;
 	argv[6] = NULL;
-	if (pipe(pfd) < 0)
+	/* close-on-exec on both ends: codegen threads may spawn too, and no
+	 * other ptxas may hold this pipe open (the dup2s below clear it on 1, 2) */
+	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return diag_error(d, LOC_NONE, "ptxas: pipe: %s", strerror(errno));
-	fcntl(pfd[0], F_SETFD, FD_CLOEXEC);	/* later jobs must not hold this one open */
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-	posix_spawn_file_actions_addclose(&fa, pfd[0]);
-	errno = posix_spawn(&j->pid, exe, &fa, NULL, argv, environ);
+	errno = posix_spawn(&j->pid, exe, &fa, NULL, argv, ptxas_env());
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (errno != 0) {
@@ -216,7 +238,26 @@ job_start(Job *j, const char *exe, const char *ptx, size_t len, const char *sm, 
 	return 0;
 }
 
-/* Read the job's output, wait for it, parse the report, read the cubin;
+/* Read what the job has printed; at EOF close its pipe (fd -1). */
+static void
+job_read(Job *j)
+{
+	ssize_t k;
+
+	if (j->nlog + 4096 >= j->caplog)
+		j->log = xrealloc(j->log, j->caplog = 2 * j->caplog + 8192);
+	k = read(j->fd, j->log + j->nlog, j->caplog - j->nlog - 1);
+	if (k < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (k <= 0) {
+		close(j->fd);
+		j->fd = -1;
+		return;
+	}
+	j->nlog += (size_t)k;
+}
+
+/* Wait for the job (its pipe at EOF), parse the report, read the cubin;
  * remove its files.  -1 with a diagnostic (ptxas's first error line). */
 static int
 job_finish(Job *j, int started, int want_cubin, CgPtxasResult *r, Diag *d)
@@ -225,8 +266,11 @@ job_finish(Job *j, int started, int want_cubin, CgPtxasResult *r, Diag *d)
 
 	if (!started)
 		goto done;
-	r->log = read_fd(j->fd);
-	close(j->fd);
+	while (j->fd >= 0)
+		job_read(j);
+	r->log = j->log ? j->log : xstrdup("");
+	r->log[j->nlog] = 0;
+	j->log = NULL;
 	while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -260,6 +304,8 @@ job_finish(Job *j, int started, int want_cubin, CgPtxasResult *r, Diag *d)
 	}
 	rc = 0;
 done:
+	free(j->log);
+	j->log = NULL;
 	if (j->in[0])
 		unlink(j->in);
 	if (j->out[0])
@@ -283,38 +329,141 @@ job_slots(int n)
 	return cores < 1 ? 1 : cores < n ? (int)cores : n;
 }
 
+/*
+ * A batch: n jobs given one at a time (cg_modules_assemble gives a
+ * target's as soon as LLVM has written its PTX), at most `slots` running;
+ * a job given while every slot is busy waits for one.  Results and
+ * diagnostics come in job order whatever order the processes end in.
+ */
+enum { J_NONE, J_HELD, J_RUNNING, J_OVER, J_FAILED };
+
+struct CgPtxasBatch {
+	const char *exe;
+	int n, slots, running;
+	CgPtxasJob *job;
+	Job *run;
+	int *state;
+	Diag start_diag;	/* a job that could not start: reported in job order */
+	char (*why)[512];
+};
+
+CgPtxasBatch *
+cg_ptxas_batch_new(int n)
+{
+	CgPtxasBatch *b;
+	const char *exe = cg_ptxas_path();
+
+	if (!exe || n < 1)
+		return NULL;
+	b = xcalloc(1, sizeof *b);
+	b->exe = exe;
+	b->n = n;
+	b->slots = job_slots(n);
+	b->job = xcalloc((size_t)n, sizeof *b->job);
+	b->run = xcalloc((size_t)n, sizeof *b->run);
+	b->state = xcalloc((size_t)n, sizeof *b->state);
+	b->why = xcalloc((size_t)n, sizeof *b->why);
+	return b;
+}
+
+static void
+batch_start(CgPtxasBatch *b, int i)
+{
+	Diag d;
+
+	diag_init(&d, NULL);
+	if (job_start(&b->run[i], b->exe, &b->job[i], &d) == 0) {
+		b->state[i] = J_RUNNING;
+		b->running++;
+	} else {
+		b->state[i] = J_FAILED;
+		snprintf(b->why[i], sizeof b->why[i], "%s", d.last);
+	}
+}
+
+/* Read every running job's output for up to `ms` (-1: until one ends);
+ * an ended job frees its slot, and the first held jobs take the slots. */
+static void
+batch_pump(CgPtxasBatch *b, int ms)
+{
+	struct pollfd pf[64];
+	int who[64], np = 0;
+
+	for (int i = 0; i < b->n && np < (int)NELEM(pf); i++)
+		if (b->state[i] == J_RUNNING && b->run[i].fd >= 0) {
+			pf[np] = (struct pollfd){.fd = b->run[i].fd, .events = POLLIN};
+			who[np++] = i;
+		}
+	if (np && poll(pf, (nfds_t)np, ms) > 0)
+		for (int k = 0; k < np; k++)
+			if (pf[k].revents) {
+				job_read(&b->run[who[k]]);
+				if (b->run[who[k]].fd < 0) {
+					b->state[who[k]] = J_OVER;
+					b->running--;
+				}
+			}
+	for (int i = 0; i < b->n && b->running < b->slots; i++)
+		if (b->state[i] == J_HELD)
+			batch_start(b, i);
+}
+
+void
+cg_ptxas_batch_add(CgPtxasBatch *b, int i, const CgPtxasJob *job)
+{
+	if (!b || i < 0 || i >= b->n || b->state[i] != J_NONE)
+		return;
+	b->job[i] = *job;
+	b->state[i] = J_HELD;
+	batch_pump(b, 0);
+}
+
+int
+cg_ptxas_batch_wait(CgPtxasBatch *b, CgPtxasResult *r, Diag *d)
+{
+	int rc = 0;
+
+	if (!b)
+		return 0;
+	for (;;) {
+		int busy = 0;
+		for (int i = 0; i < b->n; i++)
+			busy |= b->state[i] == J_HELD || b->state[i] == J_RUNNING;
+		if (!busy)
+			break;
+		batch_pump(b, -1);
+	}
+	for (int i = 0; i < b->n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		if (b->state[i] == J_FAILED)
+			rc = diag_error(d, LOC_NONE, "%s", b->why[i]);
+		else if (b->state[i] == J_OVER &&
+			 job_finish(&b->run[i], 1, b->job[i].want_cubin, &r[i], d) != 0)
+			rc = -1;
+	}
+	free(b->job);
+	free(b->run);
+	free(b->state);
+	free(b->why);
+	free(b);
+	return rc;
+}
+
 int
 cg_ptxas_many(const CgPtxasJob *job, int n, CgPtxasResult *r, Diag *d)
 {
-	const char *exe = cg_ptxas_path();
-	Job *run;
-	int *started, slots, next = 0, rc = 0;
+	CgPtxasBatch *b;
 
 	for (int i = 0; i < n; i++)
 		memset(&r[i], 0, sizeof r[i]);
-	if (!exe)
+	if (!cg_ptxas_path())
 		return diag_error(d, LOC_NONE, "no ptxas (set PTXAS, or install CUDA in /usr/local/cuda)");
 	if (n < 1)
 		return 0;
-	run = xcalloc((size_t)n, sizeof *run);
-	started = xcalloc((size_t)n, sizeof *started);
-	slots = job_slots(n);
-	/* start `slots` jobs; each one reaped (in order) starts the next */
-	for (; next < slots; next++)
-		started[next] = job_start(&run[next], exe, job[next].ptx, job[next].len,
-					  job[next].sm, d) == 0;
-	for (int i = 0; i < n; i++) {
-		if (job_finish(&run[i], started[i], job[i].want_cubin, &r[i], d) != 0)
-			rc = -1;
-		if (next < n) {
-			started[next] = job_start(&run[next], exe, job[next].ptx, job[next].len,
-						  job[next].sm, d) == 0;
-			next++;
-		}
-	}
-	free(run);
-	free(started);
-	return rc;
+	b = cg_ptxas_batch_new(n);
+	for (int i = 0; i < n; i++)
+		cg_ptxas_batch_add(b, i, &job[i]);
+	return cg_ptxas_batch_wait(b, r, d);
 }
 
 int
@@ -341,31 +490,138 @@ cg_module_take_stats(CgModule *m, const CgPtxasResult *r)
 			}
 }
 
-int
-cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, Diag *d)
+/*
+ * LLVM for each module on a thread of its own, ptxas on each module's PTX
+ * as soon as it is written:
+ *
+ *	thread sm_80:  [verify, O3, NVPTX]          main: ptxas sm_80  ...........
+ *	thread sm_90a: [verify, O3, NVPTX ]               ptxas sm_90a .........
+ *
+ * A module has its own LLVMContext and TargetMachine, and LLVM (19, 22) is
+ * thread-safe across contexts; the targets were initialised by
+ * cg_module_new on this thread.  Each thread reports into a Diag of its
+ * own, copied to d in module order; only this thread starts processes.
+ */
+typedef struct Lower Lower;
+typedef struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int *ready;		/* module indices in the order their PTX came */
+	int nready;
+} LowerSet;
+
+struct Lower {
+	CgModule *m;
+	LowerSet *set;
+	int i, rc, threaded;
+	double secs;
+	Diag d;
+	pthread_t th;
+};
+
+static double
+now(void)
 {
-	CgPtxasJob *job = xcalloc((size_t)n + 1, sizeof *job);
-	int rc = -1;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *
+lower_run(void *arg)
+{
+	Lower *l = arg;
+	double t0 = now();
+
+	l->rc = cg_module_ptx(l->m, NULL, &l->d) ? 0 : -1;
+	l->secs = now() - t0;
+	pthread_mutex_lock(&l->set->mu);
+	l->set->ready[l->set->nready++] = l->i;
+	pthread_cond_signal(&l->set->cv);
+	pthread_mutex_unlock(&l->set->mu);
+	return NULL;
+}
+
+/* b: the batch the PTX goes to (NULL: PTX only); r: its results. */
+static int
+lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r,
+	  CgAssembleTimes *t, Diag *d)
+{
+	Lower *l = xcalloc((size_t)n + 1, sizeof *l);
+	LowerSet set = {.ready = xcalloc((size_t)n + 1, sizeof(int))};
+	int rc = 0;
+	double t0 = now(), tptx;
+
+	pthread_mutex_init(&set.mu, NULL);
+	pthread_cond_init(&set.cv, NULL);
+	for (int i = 0; i < n; i++) {
+		l[i] = (Lower){.m = m[i], .set = &set, .i = i};
+		diag_init(&l[i].d, NULL);
+		l[i].threaded = n > 1 && pthread_create(&l[i].th, NULL, lower_run, &l[i]) == 0;
+		if (!l[i].threaded)	/* one module, or no thread to be had: here */
+			lower_run(&l[i]);
+	}
+	for (int k = 0; k < n; k++) {
+		int i;
+		pthread_mutex_lock(&set.mu);
+		while (set.nready <= k)
+			pthread_cond_wait(&set.cv, &set.mu);
+		i = set.ready[k];
+		pthread_mutex_unlock(&set.mu);
+		if (l[i].rc == 0 && b) {
+			size_t len;
+			const char *ptx = cg_module_ptx(m[i], &len, NULL);	/* made: no error */
+			CgPtxasJob job = {ptx, len, cg_module_target(m[i])->sm, want_cubin};
+			cg_ptxas_batch_add(b, i, &job);
+		}
+	}
+	tptx = now();
+	for (int i = 0; i < n; i++) {
+		if (l[i].threaded)
+			pthread_join(l[i].th, NULL);
+		if (l[i].rc)
+			rc = diag_error(d, LOC_NONE, "%s", l[i].d.last);
+		if (t && i < (int)NELEM(t->llvm))
+			t->llvm[i] = l[i].secs;
+	}
+	if (b && cg_ptxas_batch_wait(b, r, d) < 0)
+		rc = -1;
+	for (int i = 0; i < n && rc == 0 && b; i++)
+		cg_module_take_stats(m[i], &r[i]);
+	if (t) {
+		t->ptx = tptx - t0;
+		t->ptxas = now() - tptx;
+	}
+	pthread_mutex_destroy(&set.mu);
+	pthread_cond_destroy(&set.cv);
+	free(set.ready);
+	free(l);
+	return rc;
+}
+
+int
+cg_modules_ptx(CgModule **m, int n, CgAssembleTimes *t, Diag *d)
+{
+	return lower_all(m, n, NULL, 0, NULL, t, d);
+}
+
+int
+cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, CgAssembleTimes *t,
+		    Diag *d)
+{
+	CgPtxasBatch *b;
 
 	memset(r, 0, sizeof *r * (size_t)n);
-	for (int i = 0; i < n; i++) {
-		if (!(job[i].ptx = cg_module_ptx(m[i], &job[i].len, d)))
-			goto out;
-		job[i].sm = m[i]->t.sm;
-		job[i].want_cubin = want_cubin;
-	}
-	if (cg_ptxas_many(job, n, r, d) < 0)
-		goto out;
-	for (int i = 0; i < n; i++)
-		cg_module_take_stats(m[i], &r[i]);
-	rc = 0;
-out:
-	free(job);
-	return rc;
+	if (!cg_ptxas_path())
+		return diag_error(d, LOC_NONE, "no ptxas (set PTXAS, or install CUDA in /usr/local/cuda)");
+	if (n < 1 || !(b = cg_ptxas_batch_new(n)))
+		return 0;
+	return lower_all(m, n, b, want_cubin, r, t, d);
 }
 
 int
 cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d)
 {
-	return cg_modules_assemble(&m, 1, want_cubin, r, d);
+	return cg_modules_assemble(&m, 1, want_cubin, r, NULL, d);
 }

@@ -21,6 +21,7 @@ import ctypes
 import threading
 import warnings
 from collections import namedtuple
+from collections.abc import Mapping
 
 from ._lib import TensorInfo, lib
 
@@ -470,9 +471,13 @@ def load(path, device=0, weights=None, workspace=None):
     no driver or no such device the program stays host-only (a warning says
     why): it still reports .inputs, .outputs and max_tokens; run raises.
     A bad bundle raises moert.Error (MOERT_EFORMAT, MOERT_EVERSION) either way.
-    weights: {name: device tensor} bound instead of the bundle's own copies
-    (Program.bind_weight); workspace: a device tensor shared with other
-    programs run on the same stream (Program.set_workspace)."""
+    weights: device tensors bound instead of the bundle's own copies
+    (Program.bind_weight), in any program of the bundle: {name: tensor} for
+    the program that declares `name` (a whole model's names carry their
+    layer: "model.layers.3.mlp.gate.weight"), {program: {name: tensor}} for
+    one program's ("layer.3"; needed where several declare the name);
+    workspace: a device tensor shared with other programs run on the same
+    stream (Program.set_workspace)."""
     try:
         data = _read(path)
     except OSError as e:
@@ -488,14 +493,41 @@ def load(path, device=0, weights=None, workspace=None):
         prog.device_error = str(e)
         warnings.warn("moert: %s stays on the host: %s" % (path, e), RuntimeWarning, stacklevel=2)
         return prog
-    for name, t in (weights or {}).items():
-        prog.bind_weight(name, t)
+    _bind_weights(prog, weights or {})
     if workspace is not None:
         for p in prog.programs.values():
             p.set_workspace(workspace)
     for p in prog.programs.values():       # the first (the owner) first
         p._to_device(dev)
     return prog
+
+
+def _bind_weights(prog, weights):
+    """load(weights=): every entry bound in its program before any program
+    is on the device; a name no program declares, or several do, is refused
+    (moert.Error MOERT_EINVAL) before anything is bound."""
+    progs = prog.programs
+    owners = {}
+    for name, p in progs.items():
+        for w in p.weights:
+            owners.setdefault(w.name, []).append(name)
+    plan = []
+    for key, val in weights.items():
+        if isinstance(val, Mapping):
+            if key not in progs:
+                raise Error(11, "%s: weights for program %r, which the bundle does not hold "
+                            "(it holds %s)" % (prog.path, key, ", ".join(progs)))
+            plan += [(progs[key], name, t) for name, t in val.items()]
+        elif len(owners.get(key, ())) == 1:
+            plan.append((progs[owners[key][0]], key, val))
+        elif key in owners:
+            raise Error(11, "%s: weight %r is declared by programs %s: give it as "
+                        "weights={%r: {%r: tensor}}" % (prog.path, key, ", ".join(owners[key]),
+                                                         owners[key][0], key))
+        else:
+            raise Error(11, "%s: no program declares a weight %r" % (prog.path, key))
+    for p, name, t in plan:
+        p.bind_weight(name, t)
 
 
 def verify(path):

@@ -71,6 +71,17 @@ def check_bundle():
     return _made["check"]
 
 
+def programs_bundle():
+    """check_bundle() as three programs layer.0..2 sharing its code, program
+    i's inc = {1,2,3,4} + i (serve_check --write-programs, no driver)."""
+    if "programs" not in _made:
+        out = os.path.join(TMP, "programs.moeb")
+        subprocess.run([os.path.join(BUILD, "tests", "gpu", "serve_check"), check_bundle(),
+                        "--write-programs", out], check=True, capture_output=True)
+        _made["programs"] = out
+    return _made["programs"]
+
+
 def f32(v):
     return struct.unpack("<f", struct.pack("<f", v))[0]
 

@@ -8,7 +8,7 @@ import unittest
 
 import moert
 
-from common import axpb, check_bundle, pack_f32, synth_w, unpack
+from common import axpb, check_bundle, pack_f32, programs_bundle, synth_w, unpack, whole_bundle
 
 FAKE = "fakecuda" in os.environ.get("MOERT_LIBCUDA", "")
 
@@ -101,6 +101,52 @@ class FakeDriver(unittest.TestCase):
             r.bind_weight("w", moert.empty((95,), "f32"))
         self.assertEqual(e.exception.status, "MOERT_ESHAPE")
         self.assertIn("weight 'w' is f32[95], the bundle declares f32[96]", str(e.exception))
+
+    def test_weights_of_every_program(self):
+        """load(weights=) on a bundle of three programs: {program: {name: t}}
+        binds in that program only; a name several programs declare is
+        refused unqualified, and so is an unknown name or program, before
+        anything is bound.  Each program runs with its own weights."""
+        def i32(*v):
+            return moert.empty((4,), "i32").copy_from(b"".join(x.to_bytes(4, "little") for x in v))
+        mine = [(j % 13) * 0.5 - 3.0 for j in range(96)]
+        w = moert.empty((96,), "f32").copy_from(pack_f32(mine))
+        inc1, inc2 = i32(9, 10, 11, 12), i32(5, 6, 7, 8)
+        for bad, why in (({"inc": inc1}, "weight 'inc' is declared by programs layer.0, layer.1, "
+                                         "layer.2: give it as weights={'layer.0': {'inc': tensor}}"),
+                         ({"v": w}, "no program declares a weight 'v'"),
+                         ({"layer.7": {"w": w}}, "program 'layer.7', which the bundle does not "
+                                                 "hold (it holds layer.0, layer.1, layer.2)")):
+            with self.assertRaises(moert.Error) as e:
+                moert.load(programs_bundle(), weights=bad)
+            self.assertEqual(e.exception.status, "MOERT_EINVAL")
+            self.assertIn(why, str(e.exception))
+        with self.assertRaises(moert.Error) as e:     # the runtime's check, in program layer.2
+            moert.load(programs_bundle(), weights={"layer.2": {"w": moert.empty((95,), "f32")}})
+        self.assertIn("weight 'w' is f32[95], the bundle declares f32[96]", str(e.exception))
+        ws = moert.empty((4096,), "u8")
+        p = moert.load(programs_bundle(), weights={"layer.1": {"inc": inc1},
+                                                   "layer.2": {"w": w, "inc": inc2}}, workspace=ws)
+        self.assertEqual([[x.bound for x in q.weights] for q in p.programs.values()],
+                         [[False, False], [False, True], [True, True]])
+        T = 11
+        for name, wv, s in (("layer.0", self.w, 240), ("layer.1", self.w, 24 * 42),
+                            ("layer.2", mine, 24 * 26)):
+            y, n = p[name].run(self.x(T))
+            self.assertEqual(unpack("f", y.tobytes()), axpb(xvalues(T), wv), name)
+            self.assertEqual(unpack("i", n.tobytes()), [s] * T, name)
+
+    def test_weights_by_unique_name(self):
+        """A whole model's weight names carry their layer: a plain name binds
+        in the one program that declares it (load(weights=) does this before
+        the programs go to the device; here on the host)."""
+        p = moert.load(whole_bundle(), device=None)
+        spec = {w.name: w for w in p["layer.1"].weights}["model.layers.1.mlp.gate.weight"]
+        t = moert.empty(spec.shape, spec.dtype)
+        moert._bind_weights(p, {spec.name: t})
+        self.assertEqual([w.name for q in p.programs.values() for w in q.weights if w.bound],
+                         [spec.name])
+        self.assertTrue({w.name: w for w in p["layer.1"].weights}[spec.name].bound)
 
     def test_threads(self):
         """8 threads run one program at once, each with its own workspace

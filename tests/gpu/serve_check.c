@@ -18,7 +18,9 @@
  *   - a bundle of three programs (format 2, made here from the bundle, each
  *     program with weights of its own): every program runs as the bundle
  *     does with its weights, the code is loaded once, one program alone
- *     loads and runs, unloading a program that is not the owner does nothing.
+ *     loads and runs, unloading a program that is not the owner does nothing;
+ *     weights bound per program (none, some, all) in one shared workspace.
+ *     serve_check BUNDLE --write-programs OUT writes that bundle (no driver).
  * Exit 0 all passed, 1 a check failed, 77 no driver.
  */
 #include <pthread.h>
@@ -439,6 +441,86 @@ check_programs(void)
 	free(three);
 }
 
+/*
+ * Binding in a bundle of several programs: program 1 binds inc, program 2
+ * binds w and inc, program 0 keeps the bundle's; one workspace for all;
+ * each program loaded with moert_load_device (the owner first) runs with
+ * its own weights, and a bind after its load is refused.
+ */
+static void
+check_programs_bound(void)
+{
+	static const int32_t inc1[4] = {9, 10, 11, 12};
+	size_t len;
+	unsigned char *three = three_programs(&len);
+	moert_program *p = NULL, *q[3];
+	int64_t d96[1] = {H}, d4[1] = {4};
+	uint64_t w, inc, incb, ws;
+	int32_t inc0[4];
+	Io io;
+
+	if (!three)
+		return;
+	moert_malloc(dev, sizeof wmine, &w);
+	moert_malloc(dev, sizeof inc_mine, &inc);
+	moert_malloc(dev, sizeof inc1, &incb);
+	moert_memcpy_htod(dev, w, wmine, sizeof wmine);
+	moert_memcpy_htod(dev, inc, inc_mine, sizeof inc_mine);
+	moert_memcpy_htod(dev, incb, inc1, sizeof inc1);
+	CHECK(moert_load_host(three, len, &p) == MOERT_OK, "load_host three");
+	moert_malloc(dev, moert_workspace_size(p), &ws);
+	for (int i = 0; i < 3; i++)
+		q[i] = moert_program_at(p, i);
+	CHECK(moert_bind_weight(q[1], "inc", incb, "i32", 1, d4) == MOERT_OK, "bind inc of layer.1");
+	CHECK(moert_bind_weight(q[2], "w", w, "f32", 1, d96) == MOERT_OK &&
+	      moert_bind_weight(q[2], "inc", inc, "i32", 1, d4) == MOERT_OK, "bind w, inc of layer.2");
+	CHECK(!(moert_weight_flags(q[0], 1) & MOERT_WEIGHT_BOUND) &&
+	      (moert_weight_flags(q[1], 1) & MOERT_WEIGHT_BOUND) &&
+	      !(moert_weight_flags(q[1], 0) & MOERT_WEIGHT_BOUND) &&
+	      (moert_weight_flags(q[2], 0) & MOERT_WEIGHT_BOUND), "flags per program");
+	for (int i = 0; i < 3; i++)
+		CHECK(moert_set_workspace(q[i], ws, moert_workspace_size(q[i])) == MOERT_OK &&
+		      moert_load_device(dev, q[i]) == MOERT_OK, "load layer.%d", i);
+	CHECK(moert_bind_weight(q[1], "w", w, "f32", 1, d96) == MOERT_EINVAL &&
+	      strstr(moert_last_error(), "before moert_load_device"), "bind after load refused");
+	io_init(&io, 37, 3);
+	for (int k = 0; k < 4; k++)
+		inc0[k] = inc_bundle[k];
+	for (int g = 0; g < 2; g++) {
+		CHECK(moert_run(q[0], 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, g)
+			== MOERT_OK && io_ok(&io, wsyn, inc0), "layer.0, the bundle's weights, graph %d", g);
+		CHECK(moert_run(q[1], 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, g)
+			== MOERT_OK && io_ok(&io, wsyn, inc1), "layer.1, inc bound, graph %d", g);
+		CHECK(moert_run(q[2], 37, (uint64_t[]){io.x}, (uint64_t[]){io.y, io.n}, NULL, g)
+			== MOERT_OK && io_ok(&io, wmine, inc_mine), "layer.2, both bound, graph %d", g);
+	}
+	moert_unload(p);
+	io_free(&io);
+	moert_free(dev, w);
+	moert_free(dev, inc);
+	moert_free(dev, incb);
+	moert_free(dev, ws);
+	free(three);
+}
+
+/* serve_check BUNDLE --write-programs OUT: the three-program bundle to OUT
+ * (for python/tests), no driver needed. */
+static int
+write_programs(const char *path)
+{
+	size_t len;
+	unsigned char *three = three_programs(&len);
+	FILE *f = three ? fopen(path, "wb") : NULL;
+	int ok = f && fwrite(three, 1, len, f) == len;
+
+	if (f && fclose(f) != 0)
+		ok = 0;
+	free(three);
+	if (!ok)
+		fprintf(stderr, "serve_check: cannot write %s\n", path);
+	return ok ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -446,8 +528,10 @@ main(int argc, char **argv)
 	moert_status s;
 	long n;
 
-	if (argc != 2 || !(f = fopen(argv[1], "rb"))) {
-		fprintf(stderr, "usage: serve_check BUNDLE (gpu_runtime_check --emit DIR makes one)\n");
+	if ((argc != 2 && !(argc == 4 && !strcmp(argv[2], "--write-programs"))) ||
+	    !(f = fopen(argv[1], "rb"))) {
+		fprintf(stderr, "usage: serve_check BUNDLE [--write-programs OUT] "
+			"(gpu_runtime_check --emit DIR makes one)\n");
 		return 2;
 	}
 	fseek(f, 0, SEEK_END);
@@ -456,6 +540,11 @@ main(int argc, char **argv)
 	bundle = malloc((size_t)n);
 	bundle_len = fread(bundle, 1, (size_t)n, f);
 	fclose(f);
+	if (argc == 4) {
+		int rc = write_programs(argv[3]);
+		free(bundle);
+		return rc;
+	}
 	if ((s = moert_open(0, &dev))) {
 		printf("SKIP serve_check: %s: %s\n", moert_status_name(s), moert_last_error());
 		free(bundle);
@@ -469,8 +558,9 @@ main(int argc, char **argv)
 	check_threads(0);
 	check_threads(1);
 	check_programs();
+	check_programs_bound();
 	printf("%s serve_check: bind, workspaces, %d threads x %d runs (shared and own programs), "
-	       "a bundle of three programs\n",
+	       "a bundle of three programs (own and bound weights)\n",
 	       failed ? "FAIL" : "ok  ", NTHREAD, ITERS);
 	moert_close(dev);
 	free(bundle);

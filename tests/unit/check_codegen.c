@@ -642,6 +642,49 @@ START_TEST(test_split_k_rules)
 }
 END_TEST
 
+/*
+ * cg_modules_assemble: each target's LLVM on a thread of its own and its
+ * ptxas started as its PTX comes: the same PTX and the same registers as
+ * the targets one after another on this thread.
+ */
+START_TEST(test_modules_assemble_in_threads)
+{
+	GemmSpec s[8];
+	int ns = suite_specs(s), nt = (int)NELEM(gh_targets);
+	CgModule *par[NELEM(gh_targets)], *seq;
+	CgPtxasResult r[NELEM(gh_targets)], one;
+	CgAssembleTimes t = {0};
+	Diag d;
+
+	if (!cg_ptxas_path())
+		return;
+	for (int i = 0; i < nt; i++)
+		par[i] = gh_emit_specs(gh_targets[i], GH_MMA, s, ns, "k");
+	diag_init(&d, NULL);
+	ck_assert_msg(cg_modules_assemble(par, nt, 0, r, &t, &d) == 0, "%s", d.last);
+	ck_assert(t.ptx > 0 && t.ptxas >= 0);
+	for (int i = 0; i < nt; i++) {
+		size_t a, b;
+		seq = gh_emit_specs(gh_targets[i], GH_MMA, s, ns, "k");
+		ck_assert_int_eq(cg_module_assemble(seq, 0, &one, &d), 0);
+		ck_assert(t.llvm[i] > 0);
+		ck_assert_str_eq(cg_module_ptx(par[i], &a, &d), cg_module_ptx(seq, &b, &d));
+		ck_assert_int_eq(r[i].n, ns);
+		ck_assert_int_eq(one.n, ns);
+		for (int k = 0; k < ns; k++) {
+			const CgKernel *x = cg_module_kernel(par[i], k), *y = cg_module_kernel(seq, k);
+			ck_assert_int_gt(x->regs, 0);
+			ck_assert_int_eq(x->regs, y->regs);
+			ck_assert_int_eq(x->spill_stores, y->spill_stores);
+		}
+		cg_ptxas_free(&one);
+		cg_ptxas_free(&r[i]);
+		cg_module_free(seq);
+		cg_module_free(par[i]);
+	}
+}
+END_TEST
+
 /* The hand-over in PTX: volatile accesses and a fence, no atomics; ptxas takes it. */
 START_TEST(test_split_k_ptx)
 {
@@ -687,6 +730,7 @@ codegen_suite(void)
 	tcase_add_loop_test(t, test_ptx_assembles_on_target, 0, (int)NELEM(gh_targets));
 	tcase_add_test(t, test_ptxas_reports_errors);
 	tcase_add_test(t, test_ptxas_many_in_order);
+	tcase_add_test(t, test_modules_assemble_in_threads);
 	tcase_add_loop_test(t, test_emu_dense_and_grouped_tiles, 0, (int)NELEM(emu_cases));
 	tcase_add_test(t, test_emu_dense_plain_mainloop);
 	tcase_add_test(t, test_emu_kn_layout_tanh_f32_out);
