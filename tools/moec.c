@@ -98,6 +98,8 @@ static const Opt moec_opts[] = {
 	 "together; compile: one output per rank, OUT.epR.x)", RUN | COMPILE, 1, IR_EP_MAX_RANKS},
 	{"ep-placement", 0, OPT_STR, "FILE", NULL, "with --ep: the experts of each rank, one line "
 	 "'RANK: E E-E ...' each (default: contiguous slices)", RUN | COMPILE},
+	{"ep-combine", 0, OPT_STR, "sum|slots", "sum", "with --ep: return one partial sum per token "
+	 "and rank (sum), or every slot for an exact sum over k (slots)", RUN | COMPILE},
 	/* compile */
 	{"arch", 0, OPT_STR, "LIST", "sm_90a,sm_80", "targets, comma-separated, in preference order",
 	 COMPILE},
