@@ -134,10 +134,42 @@ n=$((n + 1))
 n=$((n + 1))
 (cd "$tmp" && "$moec" compile "$m" --ep=2 --emit=ir -q >/dev/null 2>"$tmp/err")
 [ $? = 2 ] && grep -q "give -o OUT" "$tmp/err" && ! ls "$tmp"/-* >/dev/null 2>&1 || fail "--ep to stdout"
-rm -f "$tmp"/bad*
-"$moec" compile "$m" --ep=2 -o "$tmp/bad.moeb" -q 2>"$tmp/err"
-[ $? = 2 ] && grep -q "codegen does not build yet" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
-	fail "--ep bundle: a clean refusal"
+# bundles: every rank's program in one bundle, reproducibly, each with its
+# ep line and its all_to_all steps
+n=$((n + 1))
+"$moec" compile "$m" --ep=4 --ep-placement="$tmp/place" -o "$tmp/e4.moeb" -q &&
+"$moec" compile "$m" --ep=4 --ep-placement="$tmp/place" -o "$tmp/e4b.moeb" -q &&
+cmp -s "$tmp/e4.moeb" "$tmp/e4b.moeb" || fail "--ep=4 bundle: not byte-identical across runs"
+"$moec" inspect "$tmp/e4.moeb" --program rank.2 > "$tmp/insp" || fail "inspect rank.2"
+grep -q "expert parallelism: rank 2 of 4, experts 3,7" "$tmp/insp" || fail "rank.2's ep line"
+[ "$(grep -c '  all_to_all ' "$tmp/insp")" = 4 ] || fail "rank.2: 4 all_to_all steps in the plan"
+grep -q "all_to_all t[0-9]* -> moe.ret, 256\*T bytes per peer" "$tmp/insp" || fail "combine chunk: T rows of f32[64]"
+n=$((n + 1))
+"$moec" compile "$m" --ep=2 --emit=ptx -o "$tmp/bad.ptx" -q 2>"$tmp/err"
+[ $? = 2 ] && grep -q "the ranks' code goes into the bundle" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
+	fail "--ep with --emit=ptx: a clean refusal"
+
+# the generated kernels on the CPU emulator, the ranks together (all_to_all
+# between their memories), against the unpartitioned interpreter
+for model in qwen3_moe deepseek_v3; do
+	d=$tmp/t_$model
+	mkdir -p "$d/in"
+	cp "$src/tests/fixtures/hf/$model/config.json" "$src/tests/fixtures/hf/$model/model.safetensors" "$d/"
+	python3 "$src/tests/ep/make_input.py" "$d/in/input_0.pb" 16 64 5 --skew || exit 2
+	"$moec" run "$d" --test-data "$d/in" -o "$d/test_data_set_0" -q >/dev/null || exit 2
+	rm -rf "$d/in"
+	for N in 1 2 4; do
+		for comb in sum slots; do
+			[ $model = deepseek_v3 ] && [ $N = 4 ] && continue	# time: 2 is enough there
+			n=$((n + 1))
+			"$moec" test --emulate --ep=$N --ep-combine=$comb -q "$d" > "$tmp/emu" ||
+				{ fail "$model emulated ep=$N $comb:"; cat "$tmp/emu"; }
+		done
+	done
+done
+n=$((n + 1))
+"$moec" test --ep=2 "$d" -q >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "with --emulate" "$tmp/err" || fail "test --ep without --emulate"
 python3 "$src/tests/ep/make_input.py" "$tmp/odd.pb" 6 64 1 || exit 2
 "$moec" run "$m" --ep=4 --ep-placement="$tmp/place" --input x="$tmp/odd.pb" -q >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q "not a multiple of the ranks" "$tmp/err" || fail "rows not a multiple of N"
