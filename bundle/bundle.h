@@ -162,7 +162,10 @@ struct MTmap {
 	int swizzle;		/* bytes: 0, 32, 64 or 128 */
 };
 
-typedef enum { STEP_INIT, STEP_LAUNCH, STEP_MEMSET } MStepKind;
+/* STEP_ALL_TO_ALL: expert parallelism's exchange between the ranks (the
+ * "all_to_all" line, docs/bundle.md §2): chunk d of src goes to rank d,
+ * chunk s of dst comes from rank s; `bytes` is one chunk. */
+typedef enum { STEP_INIT, STEP_LAUNCH, STEP_MEMSET, STEP_ALL_TO_ALL } MStepKind;
 
 typedef struct MStep MStep;
 struct MStep {
@@ -174,8 +177,9 @@ struct MStep {
 	int smem;		/* dynamic shared memory bytes */
 	MArg *arg;		/* one per kernel parameter */
 	int narg;
-	MArg dst;		/* MEMSET: an ARG_BUF */
-	MExpr bytes;		/* MEMSET */
+	MArg dst;		/* MEMSET, ALL_TO_ALL: an ARG_BUF */
+	MExpr bytes;		/* MEMSET; ALL_TO_ALL: bytes per peer */
+	MArg src;		/* ALL_TO_ALL: an ARG_BUF */
 	int64_t tlo, thi;	/* LAUNCH: runs only for tlo <= T <= thi; 0, 0: always */
 	const char *arch;	/* LAUNCH: runs only on this code target ("sm_90a"); NULL: any */
 	int line;		/* in the manifest text; 0 if built in code */
@@ -225,6 +229,8 @@ struct Manifest {
 	int nstep;
 	MRoute *route;		/* optional "route" lines */
 	int nroute;
+	int ep_ranks, ep_rank;	/* the optional "ep" line (expert parallelism); 0: none */
+	const char *ep_experts;	/* its experts: "0-3,7" (ids and ranges, ascending) */
 };
 
 /*

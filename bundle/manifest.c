@@ -115,19 +115,21 @@ struct P {
 	X(arena, 7, 1, "arena BYTES")                                          \
 	X(cost, 8, 0, "cost flops=E bytes=E")                                  \
 	X(precision, 9, 0, "precision bf16|f16")                               \
-	X(input, 10, 0, "input NAME DTYPE DIMS")                               \
-	X(output, 11, 0, "output NAME DTYPE DIMS")                             \
-	X(weight, 12, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
-	X(buffer, 13, 0, "buffer NAME offset=N bytes=E")                       \
-	X(kernel, 14, 0,                                                       \
+	X(ep, 10, 0, "ep rank=R ranks=N experts=LIST")                         \
+	X(input, 11, 0, "input NAME DTYPE DIMS")                               \
+	X(output, 12, 0, "output NAME DTYPE DIMS")                             \
+	X(weight, 13, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
+	X(buffer, 14, 0, "buffer NAME offset=N bytes=E")                       \
+	X(kernel, 15, 0,                                                       \
 	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N")        \
-	X(tensormap, 15, 0, "tensormap NAME of=REF dtype=DT dims=LIST "         \
+	X(tensormap, 16, 0, "tensormap NAME of=REF dtype=DT dims=LIST "         \
 	  "strides=LIST box=LIST swizzle=N")                                   \
-	X(init, 16, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
-	X(launch, 17, 0,                                                       \
+	X(init, 17, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
+	X(launch, 18, 0,                                                       \
 	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI] [arch=sm_XX]") \
-	X(memset, 17, 0, "memset buf:NAME[+OFF] bytes=E")                    \
-	X(route, 18, 0,                                                        \
+	X(memset, 18, 0, "memset buf:NAME[+OFF] bytes=E")                    \
+	X(all_to_all, 18, 0, "all_to_all src=buf:NAME dst=buf:NAME chunk=E")   \
+	X(route, 19, 0,                                                        \
 	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2")
 
 enum {
@@ -151,7 +153,7 @@ static const struct {
 	STMTS(X)
 #undef X
 };
-#define HEADER_RANK 9	/* ranks up to this are header lines, once each */
+#define HEADER_RANK 10	/* ranks up to this are header lines, once each */
 
 static const char *const mtype_names[NMTYPE] = {"ptr", "i32", "i64", "u64",
 						"f32", "tmap"};
@@ -1336,6 +1338,95 @@ st_memset(P *p)
 			   (int)v.n, v.s);
 	if (buf_arg(p, v, &s.dst) || kv(p, 2, "bytes", &w) ||
 	    expr_at(p, &w, &s.bytes) || memset_fits(p, &s, &w))
+		return -1;
+	GROW(p, p->m->step, p->m->nstep, p->cstep);
+	p->m->step[p->m->nstep++] = s;
+	return 0;
+}
+
+/* --- expert parallelism ----------------------------------------------- */
+
+/* "ep rank=R ranks=N experts=LIST": this program is rank R of N; LIST its
+ * experts, ids and ranges A-B ascending, comma-separated (informational:
+ * the plan holds them already). */
+static int
+st_ep(P *p)
+{
+	Word v;
+	int64_t n, r, last = -1;
+
+	if (arity(p, KW_ep, 4) || kv(p, 2, "ranks", &v) || int_at(p, &v, 65536, &n))
+		return -1;
+	if (n < 1)
+		return err(p, v.col, "ranks must be at least 1");
+	if (kv(p, 1, "rank", &v) || int_at(p, &v, n - 1, &r) || kv(p, 3, "experts", &v))
+		return -1;
+	Word rest = list_of(v), it;
+	while (item(&rest, &it)) {
+		const char *dash;
+		int64_t lo, hi;
+		dash = memchr(it.s, '-', it.n);
+		Word a = {it.s, dash ? (size_t)(dash - it.s) : it.n, it.col};
+		if (int_at(p, &a, INT32_MAX, &lo))
+			return -1;
+		hi = lo;
+		if (dash) {
+			Word b = {dash + 1, it.n - a.n - 1, it.col + (int)a.n + 1};
+			if (int_at(p, &b, INT32_MAX, &hi))
+				return -1;
+		}
+		if (lo <= last || hi < lo)
+			return err(p, it.col, "experts must ascend (ids and ranges A-B, A < B)");
+		last = hi;
+	}
+	if (last < 0)
+		return err(p, v.col, "a rank holds at least one expert");
+	p->m->ep_ranks = (int)n;
+	p->m->ep_rank = (int)r;
+	p->m->ep_experts = arena_strndup(p->a, v.s, v.n);
+	return 0;
+}
+
+/* src and dst hold N chunks at T=1 and T=max_tokens. */
+static int
+a2a_fits(P *p, const MStep *s, const Word *at)
+{
+	int64_t ts[2] = {1, p->m->max_tokens}, n, size;
+
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 2; i++) {
+			const MArg *a = i ? &s->dst : &s->src;
+			const MBuffer *b = &p->m->buf[a->index];
+			if (bundle_expr_eval(&s->bytes, ts[k], &n) ||
+			    __builtin_mul_overflow(n, (int64_t)p->m->ep_ranks, &n) ||
+			    bundle_expr_eval(&b->bytes, ts[k], &size) ||
+			    (uint64_t)n + a->off > (uint64_t)size)
+				return err(p, at->col, "all_to_all: %d chunks overrun buffer '%s' at "
+					   "T=%lld", p->m->ep_ranks, b->name, (long long)ts[k]);
+		}
+	return 0;
+}
+
+static int
+st_all_to_all(P *p)
+{
+	MStep s = {.kind = STEP_ALL_TO_ALL, .kidx = -1, .line = p->line};
+	Word v, w;
+
+	if (arity(p, KW_all_to_all, 4) || tokens_done(p))
+		return -1;
+	if (!p->m->ep_ranks)
+		return err(p, 1, "all_to_all needs an 'ep' line (the ranks)");
+	for (int i = 0; i < 2; i++) {
+		if (kv(p, 1 + i, i ? "dst" : "src", &v))
+			return -1;
+		if (!prefix(&v, "buf:"))
+			return err(p, v.col, "all_to_all needs buf:NAME operands, got '%.*s'",
+				   (int)v.n, v.s);
+		if (buf_arg(p, v, i ? &s.dst : &s.src))
+			return -1;
+	}
+	if (kv(p, 3, "chunk", &w) || expr_at(p, &w, &s.bytes) || a2a_fits(p, &s, &w))
 		return -1;
 	GROW(p, p->m->step, p->m->nstep, p->cstep);
 	p->m->step[p->m->nstep++] = s;

@@ -75,6 +75,9 @@ header(FILE *f, const Manifest *m)
 	}
 	if (m->precision != DT_F32)
 		fprintf(f, "precision %s\n", dtype_name(m->precision));
+	if (m->ep_ranks)
+		fprintf(f, "ep rank=%d ranks=%d experts=%s\n", m->ep_rank, m->ep_ranks,
+			nm(m->ep_experts));
 }
 
 static void
@@ -184,6 +187,16 @@ tensormap(FILE *f, const Manifest *m, const MTmap *t)
 static void
 step(FILE *f, const Manifest *m, const MStep *s)
 {
+	if (s->kind == STEP_ALL_TO_ALL) {
+		fputs("all_to_all src=", f);
+		arg(f, m, &s->src);
+		fputs(" dst=", f);
+		arg(f, m, &s->dst);
+		fputs(" chunk=", f);
+		expr(f, &s->bytes);
+		fputc('\n', f);
+		return;
+	}
 	if (s->kind == STEP_MEMSET) {
 		fputs("memset ", f);
 		arg(f, m, &s->dst);

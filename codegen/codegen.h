@@ -653,6 +653,24 @@ int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute`
  */
 int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag *d);
 
+/* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
+#define CG_EP_MAX_EXPERTS 1024
+typedef struct CgEpPackSpec CgEpPackSpec;
+struct CgEpPackSpec {
+	int N, E, k;		/* ranks, experts, choices per token */
+	int64_t H;		/* row length */
+	DType x_dt, w_dt, ids_dt;	/* rows (whole bytes), f32 weights, i32/i64 ids */
+	int sum;		/* combine=sum: back[T*N], else back[T*k] */
+	int64_t owner[CG_EP_MAX_EXPERTS], local[CG_EP_MAX_EXPERTS];
+};
+int cg_ep_pack_spec(const Node *n, CgEpPackSpec *s, Diag *d);	/* of an `ep_pack` node */
+/*
+ * Exactly the `ep_pack` op (docs/ir.md).  Parameters: "x" [T,H], "weights"
+ * f32 [T,k], "ids" [T,k], "xs" [N,T,H], "ws" f32 [N,T,k], "is" i32 [N,T,k],
+ * "back" i32 (out), "T" (i32).  Grid (cdiv(T,256), N), block 256.
+ */
+int cg_emit_ep_pack(CgModule *m, const char *name, const CgEpPackSpec *s, Diag *d);
+
 /* k_synth.c: synthetic weights generated on the device */
 /*
  * out[i] = ir_synth_value(seed, namehash, i, mean, scale) rounded to dt as

@@ -103,60 +103,161 @@ memset_step(const Manifest *m, Mem *mm, const MStep *s, int64_t T, Diag *d)
 	return 0;
 }
 
-int
-cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d)
+/* One program's memory for a run: arena, generated weights, the caller's
+ * inputs and outputs. */
+typedef struct {
+	CgProgram *p;
+	const Manifest *m;
+	CgModule *mod;
+	unsigned char *gen;
+	Mem mm;
+	int next;		/* the next step to run */
+} Run;
+
+static void
+run_free(Run *r)
+{
+	free(r->gen);
+	free(r->mm.w);
+	free(r->mm.buf);
+	free(r->mm.arena);
+}
+
+static int
+run_init(Run *r, CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d)
 {
 	const Manifest *m = cg_program_manifest(p);
-	CgModule *mod = cg_program_module(p, "emu");
 	const unsigned char *weights = cg_program_weights(p);
-	int rc = -1;
-	unsigned char *gen = NULL;
-	Mem mm;
+	Mem *mm = &r->mm;
 
-	if (!mod)
+	memset(r, 0, sizeof *r);
+	r->p = p, r->m = m;
+	if (!(r->mod = cg_program_module(p, "emu")))
 		return diag_error(d, LOC_NONE, "the program was not compiled for the emulator (--arch=emu)");
 	if (T < 1 || T > m->max_tokens)
 		return diag_error(d, LOC_NONE, "T=%lld is outside 1..%lld", (long long)T,
 				  (long long)m->max_tokens);
-	memset(&mm, 0, sizeof mm);
-	mm.in = in;
-	mm.out = out;
-	mm.w = xcalloc((size_t)m->nw + 1, sizeof *mm.w);
-	mm.buf = xcalloc((size_t)(m->nw + m->nin + m->nout + 2), sizeof *mm.buf);
-	mm.arena = xcalloc(m->arena + 16, 1);
-	add_buf(&mm, mm.arena, m->arena);
+	mm->in = in;
+	mm->out = out;
+	mm->w = xcalloc((size_t)m->nw + 1, sizeof *mm->w);
+	mm->buf = xcalloc((size_t)(m->nw + m->nin + m->nout + 2), sizeof *mm->buf);
+	mm->arena = xcalloc(m->arena + 16, 1);
+	add_buf(mm, mm->arena, m->arena);
 	/* generated weights share one region as on the device, so a wrong
 	 * lifetime plan shows here too; real weights are read in place */
 	uint64_t *goff = xcalloc((size_t)m->nw + 1, sizeof *goff);
 	uint64_t gsize = bundle_generated_layout(m, goff);
 	if (gsize == UINT64_MAX || (uint64_t)(size_t)gsize != gsize) {
 		free(goff);
-		free(mm.w), free(mm.buf), free(mm.arena);
+		run_free(r);
 		return diag_error(d, LOC_NONE, "generated weights overflow the address space");
 	}
-	gen = xcalloc((size_t)gsize + 16, 1);
+	r->gen = xcalloc((size_t)gsize + 16, 1);
 	for (int i = 0; i < m->nw; i++) {
-		mm.w[i] = m->w[i].synth ? gen + goff[i] : (unsigned char *)weights + m->w[i].at;
-		add_buf(&mm, mm.w[i], m->w[i].bytes);
+		mm->w[i] = m->w[i].synth ? r->gen + goff[i] : (unsigned char *)weights + m->w[i].at;
+		add_buf(mm, mm->w[i], m->w[i].bytes);
 	}
 	free(goff);
 	for (int i = 0; i < m->nin; i++)
-		add_buf(&mm, in[i].data, tensor_nbytes(&in[i]));
+		add_buf(mm, in[i].data, tensor_nbytes(&in[i]));
 	for (int i = 0; i < m->nout; i++)
-		add_buf(&mm, out[i].data, tensor_nbytes(&out[i]));
-	for (int i = 0; i < m->nstep; i++) {
-		const MStep *s = &m->step[i];
+		add_buf(mm, out[i].data, tensor_nbytes(&out[i]));
+	return 0;
+}
+
+/* Run steps up to the next all_to_all (left for the caller: r->next is it)
+ * or the end (r->next == nstep). */
+static int
+run_until_exchange(Run *r, int64_t T, Diag *d)
+{
+	for (; r->next < r->m->nstep; r->next++) {
+		const MStep *s = &r->m->step[r->next];
 		if (!bundle_step_runs(s, T))
 			continue;
-		if (s->kind == STEP_MEMSET ? memset_step(m, &mm, s, T, d)
-					   : run_step(mod, m, &mm, s, T, d))
+		if (s->kind == STEP_ALL_TO_ALL)
+			return 0;
+		if (s->kind == STEP_MEMSET ? memset_step(r->m, &r->mm, s, T, d)
+					   : run_step(r->mod, r->m, &r->mm, s, T, d))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The all_to_all step every rank has reached: chunk d of rank s's src to
+ * chunk s of rank d's dst, as NCCL's grouped send/recv would.  Every rank
+ * must be at the same step with the same chunk size.
+ */
+static int
+exchange(Run *r, int n, int64_t T, Diag *d)
+{
+	int64_t chunk[IR_EP_MAX_RANKS];
+
+	for (int i = 0; i < n; i++) {
+		const MStep *s = r[i].next < r[i].m->nstep ? &r[i].m->step[r[i].next] : NULL;
+		if (!s || bundle_expr_eval(&s->bytes, T, &chunk[i]) || chunk[i] < 0 ||
+		    (i && chunk[i] != chunk[0]))
+			return diag_error(d, LOC_NONE, "rank %d: %s", i, s ? "its all_to_all moves other "
+					  "chunks than rank 0's" : "its plan has fewer all_to_all steps "
+					  "than rank 0's");
+	}
+	for (int dst = 0; dst < n; dst++) {
+		const MStep *s = &r[dst].m->step[r[dst].next];
+		unsigned char *to = pointer(r[dst].m, &r[dst].mm, &s->dst);
+		for (int src = 0; src < n; src++) {
+			const MStep *t = &r[src].m->step[r[src].next];
+			const unsigned char *from = pointer(r[src].m, &r[src].mm, &t->src);
+			memcpy(to + (size_t)src * (size_t)chunk[0], from + (size_t)dst * (size_t)chunk[0],
+			       (size_t)chunk[0]);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		r[i].next++;
+	return 0;
+}
+
+int
+cg_programs_emulate(CgProgram *const *p, int n, const Tensor *const *in, Tensor *const *out,
+		    int64_t T, Diag *d)
+{
+	Run r[IR_EP_MAX_RANKS];
+	int rc = -1, ready = 0;
+
+	if (n < 1 || n > IR_EP_MAX_RANKS)
+		return diag_error(d, LOC_NONE, "ranks must be in 1..%d, not %d", IR_EP_MAX_RANKS, n);
+	for (int i = 0; i < n; i++) {
+		int ranks = cg_program_manifest(p[i])->ep_ranks;
+		if (ranks > 1 && ranks != n)
+			return diag_error(d, LOC_NONE, "program %d is a rank of %d, not of the %d run "
+					  "together", i, ranks, n);
+	}
+	for (; ready < n; ready++)
+		if (run_init(&r[ready], p[ready], in[ready], out[ready], T, d))
+			goto out;
+	for (;;) {	/* every rank to its next exchange, then the exchange */
+		int done = 0;
+		for (int i = 0; i < n; i++) {
+			if (run_until_exchange(&r[i], T, d)) {
+				if (n > 1)
+					diag_error(d, LOC_NONE, "rank %d failed (above)", i);
+				goto out;
+			}
+			done += r[i].next == r[i].m->nstep;
+		}
+		if (done == n)
+			break;
+		if (exchange(r, n, T, d))
 			goto out;
 	}
 	rc = 0;
 out:
-	free(gen);
-	free(mm.w);
-	free(mm.buf);
-	free(mm.arena);
+	for (int i = 0; i < ready; i++)
+		run_free(&r[i]);
 	return rc;
+}
+
+int
+cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d)
+{
+	return cg_programs_emulate(&p, 1, &in, &out, T, d);
 }

@@ -71,6 +71,7 @@ struct CgProgram {
 	int rounded;		/* some f32 GEMM operands run on tensor cores (--precision) */
 	int ntuned;		/* GEMM specs tiled from the tuning table */
 	int64_t ws_bytes;	/* split-K's workspace, after the planned buffers (0: none) */
+	int ep_ranks;		/* all_to_all's ranks (0: not expert-parallel) */
 	int ws_buf;		/* its buffer index */
 	Diag *d;
 };
@@ -206,7 +207,8 @@ check_graph(CgProgram *p)
 	int bad = 0;
 
 	for (Node *n = p->g->first; n; n = n->next) {
-		if (n->op == OP_CALL || ir_is_view(n) || ir_weight_only(n->out[0]))
+		if (n->op == OP_CALL || n->op == OP_ALL_TO_ALL || ir_is_view(n) ||
+		    ir_weight_only(n->out[0]))
 			continue;
 		if (ir_opinfo[n->op].flags & OPF_DYNSHAPE)
 			bad = diag_error(p->d, n->loc, "%s: its result's shape depends on data; "
@@ -319,7 +321,7 @@ plan_memory(CgProgram *p)
 	uint64_t arena = 0;
 
 	for (Node *n = p->g->first; n; n = n->next, step++) {
-		if (n->op != OP_CALL)
+		if (n->op != OP_CALL && n->op != OP_ALL_TO_ALL)
 			continue;
 		for (int i = 0; i < n->nin; i++) {
 			const Storage *s = st(p, owner(n->in[i]));
@@ -1049,10 +1051,32 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	if (cg_permute_spec(n, &s, p->d))
 		return -1;
 	s.want_pos = call->callee->nret > 2;	/* pos is written only if someone reads it */
+	/* ids [a*T, k] (expert parallelism: the rows of N ranks) are [T, a*k]:
+	 * the kernel sorts the flat slots, T*k of them */
+	MExpr e;
+	if (!dim_expr(p, n->in[0]->type.dim[0], &e) && e.a > 1)
+		s.k *= (int)e.a;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_permute(p->mod[i], name, &s, p->d) != 0)
 			return -1;
 	return 0;
+}
+
+static int
+emit_ep_pack(CgProgram *p, const Node *call, const Node *n, const char *name)
+{
+	CgEpPackSpec *s = xmalloc(sizeof *s);
+	int rc = 0;
+
+	if (call->nout != 4)
+		rc = diag_error(p->d, call->loc, "ep_pack: its kernel must return all four results");
+	else if (cg_ep_pack_spec(n, s, p->d))
+		rc = -1;
+	for (int i = 0; i < p->o.narch && !rc; i++)
+		if (cg_emit_ep_pack(p->mod[i], name, s, p->d) != 0)
+			rc = -1;
+	free(s);
+	return rc;
 }
 
 static int
@@ -1111,6 +1135,9 @@ emit_call(CgProgram *p, const Node *call)
 	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {
 		if (emit_permute(p, call, n, name))
 			return -1;
+	} else if ((n = only_node(k, OP_EP_PACK))) {
+		if (emit_ep_pack(p, call, n, name))
+			return -1;
 	} else if (emit_body(p, k, name)) {
 		return -1;
 	}
@@ -1121,6 +1148,77 @@ emit_call(CgProgram *p, const Node *call)
 		return -1;
 	if (route && ck->nparam >= 4)
 		note_route(p, &rs, args, ck->nparam);
+	return 0;
+}
+
+/* --- expert parallelism: the exchange steps and the "ep" line ------------------ */
+
+/* all_to_all: a plan step of its own (the runtime's NCCL exchange), chunk
+ * d of the operand's buffer to rank d; one chunk is the result's bytes / N,
+ * known from T, so nothing is read back and a run stays capturable. */
+static int
+emit_all_to_all(CgProgram *p, const Node *n)
+{
+	int64_t nr = ir_attr_int(n, "ranks", 1);
+	MStep s = {.kind = STEP_ALL_TO_ALL, .kidx = -1};
+	MExpr e;
+
+	s.src = arg_of(p, n->in[0]);
+	s.dst = arg_of(p, n->out[0]);
+	if (s.src.kind != ARG_BUF || s.dst.kind != ARG_BUF)
+		return diag_error(p->d, n->loc, "all_to_all %%%s: its operand and result must be "
+				  "buffers of the arena (not an input, output or weight)",
+				  n->out[0]->name);
+	if (p->ep_ranks && p->ep_ranks != nr)
+		return diag_error(p->d, n->loc, "all_to_all over %lld ranks, after one over %d",
+				  (long long)nr, p->ep_ranks);
+	if (type_bytes(p, &n->out[0]->type, &e) || e.a % nr || e.b % nr)
+		return diag_error(p->d, n->loc, "all_to_all %%%s: its chunks are not whole "
+				  "multiples of the token count", n->out[0]->name);
+	s.bytes = (MExpr){e.a / nr, e.b / nr, 0};
+	p->ep_ranks = (int)nr;
+	vec_push(&p->run, s);
+	return 0;
+}
+
+/* The "ep" line: this rank's experts, from an ep_pack's owner list. */
+static int
+fill_ep(CgProgram *p)
+{
+	const Node *pack = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	for (int i = 0; i < p->m->ngraph && !pack; i++)
+		for (const Node *n = p->m->graph[i]->first; n && !pack; n = n->next)
+			if (n->op == OP_EP_PACK)
+				pack = n;
+	if (!p->ep_ranks)
+		return 0;
+	if (!pack)
+		return diag_error(p->d, LOC_NONE, "all_to_all without an ep_pack: no expert "
+				  "placement for the bundle's ep line");
+	int64_t ne = ir_attr_ints(pack, "owner", NULL, 0), *own = xmalloc(sizeof *own * (size_t)(ne + 1));
+	ir_attr_ints(pack, "owner", own, (int)ne);
+	f = open_memstream(&buf, &len);
+	for (int64_t e = 0, first = 1; e < ne; e++) {
+		int64_t hi = e;
+		if (own[e] != p->o.ep_rank)
+			continue;
+		while (hi + 1 < ne && own[hi + 1] == p->o.ep_rank)
+			hi++;
+		fprintf(f, hi > e ? "%s%lld-%lld" : "%s%lld", first ? "" : ",", (long long)e,
+			(long long)hi);
+		first = 0;
+		e = hi;
+	}
+	fclose(f);
+	free(own);
+	p->man.ep_ranks = p->ep_ranks;
+	p->man.ep_rank = p->o.ep_rank;
+	p->man.ep_experts = arena_strdup(p->a, buf);
+	free(buf);
 	return 0;
 }
 
@@ -1513,7 +1611,7 @@ fill_manifest(CgProgram *p)
 	m->model = p->o.model ? arena_strdup(p->a, file_basename(p->o.model)) : NULL;
 	m->max_tokens = p->o.max_tokens;
 	m->precision = p->rounded ? p->o.precision : DT_F32;
-	if (fill_tensors(p))
+	if (fill_tensors(p) || fill_ep(p))
 		return -1;
 	fill_weights(p);
 	fill_plan(p);
@@ -1641,7 +1739,8 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		goto fail;
 	p->ws_buf = (int)p->buf.n;
 	for (Node *n = p->g->first; n; n = n->next)
-		if (n->op == OP_CALL && emit_call(p, n))
+		if ((n->op == OP_CALL && emit_call(p, n)) ||
+		    (n->op == OP_ALL_TO_ALL && emit_all_to_all(p, n)))
 			goto fail;
 	if (o->tuning)
 		diag_note(d, loc_file(cg_tuning_path(o->tuning)), "%d GEMM tilings taken from the "

@@ -54,6 +54,7 @@ struct CgCompileOpts {
 	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
 	unsigned debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
 	const struct CgTuning *tuning;	/* --tuning=FILE: measured tiles first; NULL: the heuristic */
+	int ep_rank;		/* --ep=N: the rank whose module this is (its "ep" line) */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */
@@ -109,5 +110,10 @@ int cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char
 /* in: the manifest's inputs at T (row-major, any leading dims); out: allocated
  * by the caller to the manifest's outputs at T.  0, or -1 with a diagnostic. */
 int cg_program_emulate(CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d);
+/* The n ranks of an expert-parallel compile (--ep=n) run together, in[i]
+ * and out[i] rank i's, each rank's plan up to its next all_to_all, then
+ * the exchange between their memories (emulated NCCL), and so on. */
+int cg_programs_emulate(CgProgram *const *p, int n, const Tensor *const *in, Tensor *const *out,
+			int64_t T, Diag *d);
 
 #endif

@@ -407,7 +407,7 @@ manifest_text(const Merge *g, CgProgram *p, int i, size_t *len)
 	}
 	for (int j = 0; j < m.nstep; j++) {
 		s[j] = m.step[j];
-		if (s[j].kind != STEP_MEMSET)
+		if (s[j].kind == STEP_INIT || s[j].kind == STEP_LAUNCH)
 			s[j].kernel = g->kname[g->kbase[i] + bundle_find_kernel(&m, s[j].kernel)];
 	}
 	m.k = k, m.nk = nk, m.step = s;

@@ -85,6 +85,17 @@ ir_topk_attrs(const Node *n, IrTopkAttrs *t)
 }
 
 /*
+ * ep_pack: combine: str = slots (slots | sum).
+ */
+int
+ir_ep_sum(const Node *n)
+{
+	const char *c = ir_attr_str(n, "combine", "slots");
+
+	return !strcmp(c, "sum") ? 1 : !strcmp(c, "slots") ? 0 : -1;
+}
+
+/*
  * quantize, dequantize: axis: int = 1; block_size: int = 0 (>= 0).
  */
 int

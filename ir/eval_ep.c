@@ -10,7 +10,11 @@
  * every token to one rank), with each slot's local expert id on d (-1 for
  * a slot d does not hold, and for padding) and its routing weight (0
  * there).  back[t*k+i] says where slot i of token t comes back: row
- * (d*T + j)*k + i of the returned [N, T*k, H] slots.
+ * (d*T + j)*k + i of the returned [N, T*k, H] slots.  With combine=sum each
+ * rank returns one partial sum per row it received instead, and
+ * back[t*N+d] = d*T + j says where token t's partial from d comes back; a
+ * rank d that holds none of t's experts points at row d*T + T-1, which is
+ * then padding (fewer than T tokens went to d), whose partial is zero.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -47,6 +51,7 @@ ev_ep_pack(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
 	const Tensor *x = in[0], *w = in[1], *ids = in[2];
 	int64_t nt = x->dim[0], nh = x->dim[1], k = ids->dim[1], *cnt;
+	int sum = ir_ep_sum(n) == 1;
 	EpMap m;
 
 	if (ep_map(e, n, &m))
@@ -77,8 +82,13 @@ ev_ep_pack(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 				dtype_store(out[1].dt, out[1].data, at,
 					    dtype_load(w->dt, w->data, (size_t)(t * k + i)));
 				dtype_store_int(out[2].dt, out[2].data, at, m.local[id]);
-				dtype_store_int(out[3].dt, out[3].data, (size_t)(t * k + i), (int64_t)at);
+				if (!sum)
+					dtype_store_int(out[3].dt, out[3].data, (size_t)(t * k + i),
+							(int64_t)at);
 			}
+			if (sum)
+				dtype_store_int(out[3].dt, out[3].data, (size_t)(t * m.nr + d),
+						d * nt + (j < 0 ? nt - 1 : j));
 		}
 	free(cnt);
 	free(m.owner);

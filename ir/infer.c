@@ -986,6 +986,8 @@ check_ep_attrs(Node *n, Diag *d, int64_t *nr)
 		return ERR("%s: ranks must be in 1..%d", ir_opname(n->op), IR_EP_MAX_RANKS);
 	if (n->op != OP_EP_PACK)
 		return 0;
+	if (ir_ep_sum(n) < 0)
+		return ERR("ep_pack: combine must be slots or sum");
 	if (ne < 1 || nl != ne)
 		return ERR("ep_pack: owner and local must list every expert, as many of each");
 	int64_t *v = xmalloc(sizeof *v * (size_t)(2 * ne));
@@ -1002,7 +1004,8 @@ check_ep_attrs(Node *n, Diag *d, int64_t *nr)
 	return 0;
 }
 
-/* x[T,H], w[T,k], ids[T,k] -> xs[N,T,H], ws[N,T,k] f32, is[N,T,k] i32, back[T*k] i32 */
+/* x[T,H], w[T,k], ids[T,k] -> xs[N,T,H], ws[N,T,k] f32, is[N,T,k] i32, back[T*k] i32
+ * (combine=sum: back[T*N]) */
 static int
 infer_ep_pack(Graph *g, Node *n, Diag *d)
 {
@@ -1024,7 +1027,7 @@ infer_ep_pack(Graph *g, Node *n, Diag *d)
 	d3[2] = ids->dim[1];
 	n->out[1]->type = ir_type(DT_F32, 3, d3);
 	n->out[2]->type = ir_type(DT_I32, 3, d3);
-	r = ir_dim_mul(g->m, ids->dim[0], ids->dim[1]);
+	r = ir_dim_mul(g->m, ids->dim[0], ir_ep_sum(n) ? nr : ids->dim[1]);
 	n->out[3]->type = ir_type(DT_I32, 1, &r);
 	return 0;
 }

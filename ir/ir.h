@@ -434,6 +434,10 @@ typedef void EvalHook(void *ctx, const Node *n, const Tensor *const *in, const T
 /* The other ranks of an expert-parallel run (eval_ep.c): all_to_all asks
  * exchange() for out[s] = rank s's in[rank].  NULL: one rank alone. */
 #define IR_EP_MAX_RANKS 64
+/* ep_pack's combine attribute (attrs.c): "slots" (the default: back[T*k], each
+ * slot returned) 0, "sum" (back[T*N], one partial sum per token and rank) 1,
+ * anything else -1. */
+int ir_ep_sum(const Node *n);
 typedef struct IrComm IrComm;
 struct IrComm {
 	int rank, size;

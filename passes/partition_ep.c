@@ -3,16 +3,22 @@
  * The router runs on every rank (replicated) on the rank's own T tokens;
  * each token row goes once to every rank that holds one of its experts;
  * each rank runs its slice of the experts on what it received; the
- * weighted slot outputs go back and are summed over k in choice order,
- * exactly as the unpartitioned lowering sums them (bit-identical: every
- * slot is computed by the same ops on the same row, only elsewhere).
+ * weighted slot outputs of a token are summed on each rank (in f32, choice
+ * order) and one partial per (token, rank) goes back, where the partials
+ * are summed in rank order: deterministic, within f32 rounding of the
+ * unpartitioned sum.  --ep-combine=slots returns every slot instead and
+ * sums over k at home exactly as the unpartitioned lowering does
+ * (bit-identical: every slot is computed by the same ops on the same row).
  *
  *	%y = moe %x, %l, ...   =>   %w, %ids = route %l, ...
  *	                            %xs, %ws, %is, %back = ep_pack %x, %w, %ids, ranks=N, owner, local
  *	                            %xr = all_to_all %xs ; %wr = all_to_all %ws ; %ir = all_to_all %is
  *	                            %slots = <lower-moe's experts> over [N*T] rows, the rank's slice
- *	                            %ret = all_to_all %slots as [N, T*k, H]
- *	                            %ys = gather %ret, %back ; %y = reduce_sum [T,k,H] over k
+ *	                            %part = reduce_sum (where %ir >= 0, %slots, 0) over k
+ *	                            %ret = all_to_all %part as [N, T, H]
+ *	                            %ys = gather %ret, %back ; %y = reduce_sum [T,N,H] over N
+ *	   (--ep-combine=slots:     %ret = all_to_all %slots as [N, T*k, H]
+ *	                            %ys = gather %ret, %back ; %y = reduce_sum [T,k,H] over k)
  *
  * The slice is a weight-only gather of the rank's experts from each stack
  * (folded at compile time, or run once at load).  Shared experts and dense
@@ -221,6 +227,8 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 	ir_b_int(&b, "ranks", o->ranks);
 	ir_b_ints(&b, "owner", owner, (int)ne);
 	ir_b_ints(&b, "local", local, (int)ne);
+	if (!o->slots)
+		ir_b_str(&b, "combine", "sum");
 	if (!(n = ir_b_node(&b, OP_EP_PACK, in, 3, 4)))
 		goto out;
 	Value *xr = all_to_all(&b, n->out[0], o->ranks), *wr = all_to_all(&b, n->out[1], o->ranks);
@@ -240,13 +248,37 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 	if (!slots)
 		goto out;
 
-	/* combine: the slots go home, and are summed there in choice order */
-	Dim rdim[3] = {o->ranks, Tk, H}, fdim[2] = {NTk, H};
-	Value *ret = all_to_all(&b, reshape(&b, slots, 3, rdim), o->ranks);
-	ir_b_int(&b, "axis", 0);
-	Value *ys = ir_b2(&b, OP_GATHER, reshape(&b, ret, 2, fdim), back);
-	v[13] = ret, v[14] = ys;
-	y = ys ? lower_moe_sum(&b, ys, T, k, x->type.dt) : NULL;
+	/* combine: the slots go home, and are summed there in choice order;
+	 * or each rank sums its slots of a row first (masked: a slot it does
+	 * not hold is never written) and one partial per row goes home, where
+	 * the N partials are summed in rank order */
+	if (o->slots) {
+		Dim rdim[3] = {o->ranks, Tk, H}, fdim[2] = {NTk, H};
+		Value *ret = all_to_all(&b, reshape(&b, slots, 3, rdim), o->ranks);
+		Value *ret2 = reshape(&b, ret, 2, fdim);
+		ir_b_int(&b, "axis", 0);
+		Value *ys = ir_b2(&b, OP_GATHER, ret2, back);
+		v[13] = ret, v[14] = ys;
+		y = ys ? lower_moe_sum(&b, ys, T, k, x->type.dt) : NULL;
+	} else {
+		Dim sdim[3] = {NT, k, H}, mdim[3] = {NT, k, 1}, rdim[3] = {o->ranks, T, H},
+		    fdim[2] = {NT, H};
+		int64_t ax = 1, zero = 0;
+		Value *ids3 = reshape(&b, s.ids, 3, mdim), *z = ir_b_const_i(&b, DT_I32, &zero, 1, 0);
+		Value *keep = ir_b2(&b, OP_GREATER_EQUAL, ids3, z);
+		Value *s3 = reshape(&b, slots, 3, sdim), *fz = ir_b_const_f(&b, DT_F32, 0);
+		Value *in3[3] = {keep, s3, fz};
+		Node *w = b.err ? NULL : ir_b_node(&b, OP_WHERE, in3, 3, 1);
+		ir_b_ints(&b, "axes", &ax, 1);
+		ir_b_int(&b, "keepdims", 0);
+		Value *part = w ? ir_b1(&b, OP_REDUCE_SUM, w->out[0]) : NULL;
+		Value *ret = part ? all_to_all(&b, reshape(&b, part, 3, rdim), o->ranks) : NULL;
+		Value *ret2 = ret ? reshape(&b, ret, 2, fdim) : NULL;
+		ir_b_int(&b, "axis", 0);
+		Value *ys = ret2 ? ir_b2(&b, OP_GATHER, ret2, back) : NULL;
+		v[13] = ret, v[14] = ys;
+		y = ys ? lower_moe_sum(&b, ys, T, o->ranks, x->type.dt) : NULL;
+	}
 	if (y) {
 		static const char *const suffix[] = {"w", "ids", "xr", "wr", "ir", "back", "offs",
 						     "rows", "src", "xs", "act", "down", "slots",
@@ -256,8 +288,11 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 	if (y && c->report)
 		report_note(c->report, "moe %%%s partitioned: rank %d of %d holds %lld of %lld experts; "
 			    "route replicated, rows dispatched once per rank (all_to_all, padded to "
-			    "T per peer), slots returned and summed over k in choice order",
-			    moe->out[0]->name, o->rank, o->ranks, (long long)nmine, (long long)ne);
+			    "T per peer), %s",
+			    moe->out[0]->name, o->rank, o->ranks, (long long)nmine, (long long)ne,
+			    o->slots ? "slots returned and summed over k in choice order"
+				     : "one partial sum per token and rank returned (summed over the "
+				       "rank's choices in choice order, then over ranks in rank order)");
 out:
 	free(owner);
 	return b.err ? NULL : y;

@@ -30,6 +30,8 @@ int report_count(const Report *r);
 typedef struct {
 	int ranks, rank;
 	const char *placement;	/* a placement file; NULL: contiguous slices */
+	int slots;		/* combine every slot home (exact); 0: one partial sum per
+				 * token and rank (docs/passes.md, "Traffic") */
 } EpOpts;
 
 /* The shortest blocks along K that fuse-dequant moves into a GEMM (and that

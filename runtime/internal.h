@@ -178,6 +178,7 @@ struct moert_program {
 	moert_program **prog;	/* the owner's: every program, prog[0] itself */
 	int nprog;
 	int mod_borrowed;	/* mod is the owner's (same code section) */
+	moert_comm *comm;	/* expert parallelism: the all_to_all steps' (borrowed) */
 };
 #define MOERT_MAXPARAM 4096	/* the driver's kernel parameter limit */
 

@@ -208,6 +208,16 @@ moert_status moert_comm_check(moert_comm *c);
  * ncclSend/ncclRecv with every peer, itself included. */
 moert_status moert_all_to_all(moert_comm *c, uint64_t send, uint64_t recv, size_t chunk,
 			      void *stream);
+/*
+ * A program of an expert-parallel bundle (moec compile --ep=N: programs
+ * rank.0 .. rank.{N-1}, each with an "ep" line) runs its all_to_all steps
+ * on a communicator of N ranks in which it is its own rank: attach it here
+ * (borrowed: it must outlive the runs; NULL detaches).  A run of such a
+ * program without one is MOERT_EINVAL.  moert_ep_rank gives the program's
+ * rank and *nranks (-1 and 0 for a program that is not expert-parallel).
+ */
+moert_status moert_program_set_comm(moert_program *p, moert_comm *c);
+int moert_ep_rank(const moert_program *p, int *nranks);
 /* recv + s*bytes = rank s's `bytes` at send (ncclAllGather). */
 moert_status moert_all_gather(moert_comm *c, uint64_t send, uint64_t recv, size_t bytes,
 			      void *stream);

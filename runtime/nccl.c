@@ -269,3 +269,29 @@ moert_all_gather(moert_comm *c, uint64_t send, uint64_t recv, size_t bytes, void
 	return NC(c->comm, ncclAllGather, ((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
 					   bytes, NCCL_UINT8, c->comm, stream));
 }
+
+moert_status
+moert_program_set_comm(moert_program *p, moert_comm *c)
+{
+	const Manifest *m = p ? p->m : NULL;
+
+	if (!m)
+		return moert_seterr(MOERT_EINVAL, "moert_program_set_comm: no program");
+	if (c && !m->ep_ranks)
+		return moert_seterr(MOERT_EINVAL, "program '%s' is not expert-parallel (no ep "
+				    "line): it has no all_to_all to run", p->name);
+	if (c && (moert_comm_size(c) != m->ep_ranks || moert_comm_rank(c) != m->ep_rank))
+		return moert_seterr(MOERT_EINVAL, "program '%s' is rank %d of %d; the "
+				    "communicator is rank %d of %d", p->name, m->ep_rank,
+				    m->ep_ranks, moert_comm_rank(c), moert_comm_size(c));
+	p->comm = c;
+	return MOERT_OK;
+}
+
+int
+moert_ep_rank(const moert_program *p, int *nranks)
+{
+	if (nranks)
+		*nranks = p && p->m ? p->m->ep_ranks : 0;
+	return p && p->m && p->m->ep_ranks ? p->m->ep_rank : -1;
+}

@@ -170,7 +170,8 @@ check_tensor(const char *what, const MTensor *t, int64_t max,
 static const char *
 step_name(const Manifest *m, const MStep *s)
 {
-	return s->kind == STEP_MEMSET ? "memset" : m->k[s->kidx].name;
+	return s->kind == STEP_MEMSET ? "memset" : s->kind == STEP_ALL_TO_ALL ? "all_to_all"
+	       : m->k[s->kidx].name;
 }
 
 moert_status
@@ -370,7 +371,8 @@ moert_step_name(const moert_program *p, int i)
 {
 	if (!p || i < 0 || i >= p->m->nstep)
 		return "";
-	return p->m->step[i].kind == STEP_MEMSET ? "memset" : p->m->step[i].kernel;
+	return p->m->step[i].kind == STEP_MEMSET ? "memset"
+	       : p->m->step[i].kind == STEP_ALL_TO_ALL ? "all_to_all" : p->m->step[i].kernel;
 }
 
 int
@@ -534,7 +536,7 @@ moert_last_use(const Manifest *m, int b, int64_t tokens)
 		const MStep *s = &m->step[i];
 		if (s->kind == STEP_INIT || !bundle_step_runs(s, tokens))
 			continue;
-		if (s->kind == STEP_MEMSET && s->dst.index == b)
+		if ((s->kind == STEP_MEMSET || s->kind == STEP_ALL_TO_ALL) && s->dst.index == b)
 			last = i;
 		for (int k = 0; s->kind == STEP_LAUNCH && k < s->narg; k++)
 			if (s->arg[k].kind == ARG_BUF && s->arg[k].index == b)

@@ -27,6 +27,19 @@ moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
 	uint64_t at, n;
 	moert_status st;
 
+	if (s->kind == STEP_ALL_TO_ALL) {	/* sizes from T alone: capturable */
+		int64_t chunk;
+		if (!p->comm)
+			return moert_seterr(MOERT_EINVAL, "all_to_all (manifest line %d): no "
+					    "communicator (moert_program_set_comm)", s->line);
+		if (bundle_expr_eval(&s->bytes, tokens, &chunk) || chunk < 0)
+			return moert_seterr(MOERT_ELAUNCH, "all_to_all (manifest line %d): chunk "
+					    "size overflows at T=%lld", s->line, (long long)tokens);
+		st = moert_all_to_all(p->comm, b->arena + p->m->buf[s->src.index].offset + s->src.off,
+				      b->arena + p->m->buf[s->dst.index].offset + s->dst.off,
+				      (size_t)chunk, stream);
+		return st ? moert_context(st, "all_to_all (manifest line %d)", s->line) : MOERT_OK;
+	}
 	if (s->kind == STEP_MEMSET) {
 		if ((st = moert_eval_memset(p->m, s, tokens, &at, &n)))
 			return st;
@@ -74,6 +87,10 @@ check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
 
 	if ((s = moert_check_tokens(m, tokens)))
 		return s;
+	if (m->ep_ranks && !p->comm)
+		return moert_seterr(MOERT_EINVAL, "rank %d of %d (expert parallelism): attach a "
+				    "communicator of %d ranks first (moert_program_set_comm)",
+				    m->ep_rank, m->ep_ranks, m->ep_ranks);
 	for (int i = 0; i < m->nin; i++)
 		if (!in || !in[i])
 			return moert_seterr(MOERT_EINVAL, "input %d '%s': no "

@@ -462,39 +462,70 @@ print_times(const Args *c)
 }
 
 /*
- * --ep=N: one module per rank, written OUT.ep0.x ... OUT.ep{N-1}.x, all or
- * none: every rank is compiled before the first file is written, and the
- * files already written are removed if a later one fails.
+ * --ep=N -o X.moeb: every rank's program in one bundle (format 2, programs
+ * rank.0 ... rank.{N-1}, kernels shared; docs/bundle.md), each with its
+ * experts' weights, its "ep" line and its all_to_all steps.
+ */
+static int
+bundle_ep(Args *c, Module **m, const char *text, Diag *d)
+{
+	int nr = c->o.ep.ranks, rc = OK, nk = 0;
+	CgProgram *p[IR_EP_MAX_RANKS] = {0};
+	char *name[IR_EP_MAX_RANKS] = {0}, *report = NULL;
+	size_t rlen = 0;
+	FILE *rf = open_memstream(&report, &rlen);
+
+	for (int r = 0; r < nr && rc == OK; r++) {
+		c->cg.ep_rank = r;
+		if (!(p[r] = cg_compile(m[r], &c->cg, d)))
+			rc = BAD;
+		if (asprintf(&name[r], "rank.%d", r) < 0)
+			die("out of memory");
+		fprintf(rf, "# program %s\n%s", name[r], r ? "(rank.0's report, with this rank's "
+			"experts)\n" : text);
+	}
+	fclose(rf);
+	if (rc == OK && cg_programs_bundle(p, (const char *const *)name, nr, report, c->out, &nk, d))
+		rc = BAD;
+	for (int r = 0; r < nr; r++) {
+		cg_program_free(p[r]);
+		free(name[r]);
+	}
+	free(report);
+	return rc;
+}
+
+/*
+ * --ep=N: one module per rank; a bundle holding them all, or (--emit=ir|dot)
+ * one file per rank, OUT.ep0.x ... OUT.ep{N-1}.x, all or none: every rank
+ * is compiled before the first file is written.
  */
 static int
 compile_ep(Args *c, Report *rep, Diag *d)
 {
 	int nr = c->o.ep.ranks, rc, ir = c->emit && (!strcmp(c->emit, "ir") || !strcmp(c->emit, "dot"));
 	Module *m[IR_EP_MAX_RANKS] = {0};
-	CgProgram *p[IR_EP_MAX_RANKS] = {0};
 	char *path[IR_EP_MAX_RANKS] = {0}, *text = NULL;
 	FileOut fo[IR_EP_MAX_RANKS];
-	int nopen = 0, nwritten = 0;
+	int nopen = 0;
 
-	if (!ir) {	/* the one part of issue 20 not built yet: say so, write nothing */
-		diag_error(d, loc_file(c->out ? c->out : c->model), "--ep=%d: bundles need the "
-			   "ep_pack kernel and the NCCL all_to_all plan step, which codegen does not "
-			   "build yet; --emit=ir or --emit=dot write each rank's IR", nr);
-		return BAD;
-	}
-	if (!c->path[0] || !strcmp(c->path[0], "-"))
+	if (c->emit && !ir)
+		return opt_error(&c->a, "--ep=%d with --emit=%s: the ranks' code goes into the bundle "
+				 "(-o OUT.moeb); --emit=ir or dot writes each rank's IR", nr, c->emit), BAD;
+	if (ir && (!c->path[0] || !strcmp(c->path[0], "-")))
 		return opt_error(&c->a, "--ep=%d writes one file per rank: give -o OUT", nr), BAD;
 	if ((rc = moec_ep_modules(c->model, &c->o, m, rep, d)) != OK)
 		goto out;
 	text = report_text(rep);
 	if (opt_has(&c->a, "fusion-report"))
-		fputs(text, ir && !strcmp(c->path[0], "-") ? stderr : stdout);
+		fputs(text, stdout);
+	if (!ir) {
+		rc = bundle_ep(c, m, text, d);
+		goto out;
+	}
 	for (int r = 0; r < nr; r++)
-		path[r] = moec_ep_path(c->path[0] ? c->path[0] : c->out, r);
-	for (int r = 0; r < nr && rc == OK && !ir; r++)
-		if (!(p[r] = cg_compile(m[r], &c->cg, d)))
-			rc = BAD;
-	for (int r = 0; r < nr && rc == OK && ir; r++, nopen++) {
+		path[r] = moec_ep_path(c->path[0], r);
+	for (int r = 0; r < nr && rc == OK; r++, nopen++) {
 		FILE *f = file_create(&fo[r], path[r], d);
 		if (!f) {
 			rc = BAD;
@@ -510,14 +541,8 @@ compile_ep(Args *c, Report *rep, Diag *d)
 			file_discard(&fo[r]);
 		else if (file_commit(&fo[r], d))
 			rc = BAD;
-	for (int r = 0; r < nr && rc == OK && !ir; r++, nwritten++)
-		if (cg_program_bundle(p[r], text, path[r], d))
-			rc = BAD;
-	for (int r = 0; rc != OK && r < nwritten; r++)	/* all or none */
-		remove(path[r]);
 out:
 	for (int r = 0; r < nr; r++) {
-		cg_program_free(p[r]);
 		ir_free_module(m[r]);
 		free(path[r]);
 	}

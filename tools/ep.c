@@ -23,11 +23,17 @@ moec_ep_apply(const OptArgs *a, MoecOpts *o)
 	if (!opt_takes(a, "ep"))
 		return OK;
 	o->ep.placement = opt_str(a, "ep-placement");
+	const char *comb = opt_str(a, "ep-combine");
 	if (!opt_int(a, "ep", &n)) {
 		if (o->ep.placement)
 			return opt_bad(a, "ep-placement", o->ep.placement, "needs --ep=N"), BAD;
+		if (opt_has(a, "ep-combine"))
+			return opt_bad(a, "ep-combine", comb, "needs --ep=N"), BAD;
 		return OK;
 	}
+	if (comb && strcmp(comb, "sum") && strcmp(comb, "slots"))
+		return opt_bad(a, "ep-combine", comb, "sum or slots"), BAD;
+	o->ep.slots = comb && !strcmp(comb, "slots");
 	o->ep.ranks = (int)n;
 	if (n > 1 && opt_has(a, "check-eval"))	/* checkeval.c runs one graph alone */
 		return opt_error(a, "--check-eval with --ep=%d: a rank's graph runs only together with its "

@@ -39,6 +39,9 @@ print_manifest(FILE *f, const Manifest *m)
 	if (m->precision != DT_F32)
 		fprintf(f, "  precision %s (f32 GEMM operands rounded, f32 accumulation)\n",
 			dtype_name(m->precision));
+	if (m->ep_ranks)
+		fprintf(f, "  expert parallelism: rank %d of %d, experts %s\n", m->ep_rank, m->ep_ranks,
+			m->ep_experts);
 	for (int i = 0; i < m->nin; i++)
 		tensor_line(f, "input ", &m->in[i]);
 	for (int i = 0; i < m->nout; i++)
@@ -69,6 +72,11 @@ print_manifest(FILE *f, const Manifest *m)
 		if (s->kind == STEP_MEMSET) {
 			bundle_expr_print(e, sizeof e, &s->bytes);
 			fprintf(f, "  memset %s bytes=%s\n", s->dst.name, e);
+			continue;
+		}
+		if (s->kind == STEP_ALL_TO_ALL) {
+			bundle_expr_print(e, sizeof e, &s->bytes);
+			fprintf(f, "  all_to_all %s -> %s, %s bytes per peer\n", s->src.name, s->dst.name, e);
 			continue;
 		}
 		for (int k = 0; k < 3; k++)

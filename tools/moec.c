@@ -95,9 +95,12 @@ static const Opt moec_opts[] = {
 	{"emulate", 0, OPT_FLAG, NULL, NULL, "run the generated kernels on the CPU emulator", TEST},
 	/* expert parallelism */
 	{"ep", 0, OPT_INT, "N", NULL, "split each MoE layer's experts over N ranks (run: emulated "
-	 "together; compile: one output per rank, OUT.epR.x)", RUN | COMPILE, 1, IR_EP_MAX_RANKS},
+	 "together; compile: a bundle of every rank's program, or OUT.epR.x with --emit=ir|dot; "
+	 "test --emulate: the ranks' kernels together)", RUN | COMPILE | TEST, 1, IR_EP_MAX_RANKS},
 	{"ep-placement", 0, OPT_STR, "FILE", NULL, "with --ep: the experts of each rank, one line "
-	 "'RANK: E E-E ...' each (default: contiguous slices)", RUN | COMPILE},
+	 "'RANK: E E-E ...' each (default: contiguous slices)", RUN | COMPILE | TEST},
+	{"ep-combine", 0, OPT_STR, "sum|slots", "sum", "with --ep: return one partial sum per token "
+	 "and rank (sum), or every slot for an exact sum over k (slots)", RUN | COMPILE | TEST},
 	/* compile */
 	{"arch", 0, OPT_STR, "LIST", "sm_90a,sm_80", "targets, comma-separated, in preference order",
 	 COMPILE},

@@ -94,6 +94,10 @@ static const Opt moert_opts[] = {
 	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle (layer.N); verify: "
 	 "its summary", RUN | TEST | BENCH | VERIFY},
+	{"ep-rank", 0, OPT_INT, "R", NULL, "an expert-parallel bundle (moec compile --ep=N): run "
+	 "program rank.R", RUN | TEST | BENCH, 0, 65535},
+	{"ep-size", 0, OPT_INT, "N", NULL, "with --ep-rank: the ranks (must be the bundle's N; this "
+	 "tool runs N = 1, on a one-rank NCCL communicator)", RUN | TEST | BENCH, 1, 65536},
 };
 #pragma GCC diagnostic pop
 
@@ -109,6 +113,8 @@ struct Opts {
 	int npos;
 	const char *outdir;
 	const char *program;	/* --program */
+	int ep_rank, ep_size;	/* --ep-rank, --ep-size (-1, 0: none) */
+	char ep_prog[32];	/* "rank.R" */
 	int pb, graph, device, iters, warmup, profile;
 	int64_t tokens;
 	uint64_t seed;
@@ -154,6 +160,18 @@ parse_opts(Opts *o, int cmd, int argc, char **argv)
 	o->pos = o->a.pos, o->npos = o->a.npos;
 	o->outdir = opt_str(&o->a, "output");
 	o->program = opt_str(&o->a, "program");
+	o->ep_rank = (int)int_opt(&o->a, "ep-rank", -1);
+	o->ep_size = (int)int_opt(&o->a, "ep-size", 0);
+	if ((o->ep_rank >= 0) != (o->ep_size > 0) || (o->ep_rank >= 0 && o->program))
+		return opt_error(&o->a, "--ep-rank and --ep-size go together, without --program"),
+		       EXIT_USAGE;
+	if (o->ep_rank >= o->ep_size && o->ep_size > 0)
+		return opt_error(&o->a, "--ep-rank=%d is not a rank of --ep-size=%d", o->ep_rank,
+				 o->ep_size), EXIT_USAGE;
+	if (o->ep_rank >= 0) {
+		snprintf(o->ep_prog, sizeof o->ep_prog, "rank.%d", o->ep_rank);
+		o->program = o->ep_prog;
+	}
 	o->pb = opt_has(&o->a, "pb");
 	o->graph = opt_has(&o->a, "graph");
 	o->profile = opt_has(&o->a, "profile");
@@ -183,6 +201,7 @@ struct Ctx {
 	moert_program *p;	/* the program run */
 	moert_program *owner;	/* the bundle's first program, which owns p */
 	moert_device *dev;
+	moert_comm *comm;	/* an expert-parallel program's (one rank) */
 	uint64_t in[64], out[64];	/* device buffers */
 };
 
@@ -216,6 +235,29 @@ open_bundle(Ctx *c, const char *path, const char *program)
 	return EXIT_OK;
 }
 
+/* An expert-parallel program's all_to_all steps need a communicator: with
+ * one rank this tool makes one of its own (NCCL, one rank); N ranks run
+ * through the API, one thread or process per GPU (docs/runtime.md §3d). */
+static int
+open_comm(Ctx *c)
+{
+	char id[MOERT_NCCL_ID_BYTES];
+	int n, r = moert_ep_rank(c->p, &n);
+	moert_status s;
+
+	if (r < 0)
+		return EXIT_OK;
+	if (n > 1)
+		return say(EXIT_USAGE, "%s: program %s is rank %d of %d: its peers run in other "
+			   "threads or processes (moert_comm_init, moert_program_set_comm); this tool "
+			   "runs one-rank bundles (moec compile --ep=1)", c->path,
+			   moert_program_name(c->p), r, n);
+	if ((s = moert_nccl_unique_id(id)) || (s = moert_comm_init(c->dev, 1, 0, id, &c->comm)) ||
+	    (s = moert_program_set_comm(c->p, c->comm)))
+		return rt_fail(s);
+	return EXIT_OK;
+}
+
 static int
 open_device(Ctx *c, int ordinal)
 {
@@ -225,7 +267,7 @@ open_device(Ctx *c, int ordinal)
 		return rt_fail(s);
 	free(c->buf);
 	c->buf = NULL;
-	return EXIT_OK;
+	return open_comm(c);
 }
 
 static void
@@ -245,6 +287,7 @@ close_ctx(Ctx *c)
 {
 	free_io(c);
 	moert_unload(c->owner);
+	moert_comm_free(c->comm);
 	moert_close(c->dev);
 	free(c->buf);
 	memset(c, 0, sizeof *c);

@@ -123,6 +123,21 @@ tokens_of(const Manifest *man, const Tensor *in)
 	return t->dim[0].a && rest ? tensor_numel(in) / rest / t->dim[0].a : -1;
 }
 
+/* got[i] for the manifest's outputs at T, poisoned. */
+static int
+alloc_outputs(const Manifest *man, int64_t T, Tensor *got, Diag *d)
+{
+	for (int i = 0; i < man->nout; i++) {
+		int64_t dim[MAXRANK];
+		for (int k = 0; k < man->out[i].rank; k++)
+			bundle_expr_eval(&man->out[i].dim[k], T, &dim[k]);
+		if (tensor_alloc(&got[i], man->out[i].dt, man->out[i].rank, dim))
+			return diag_error(d, LOC_NONE, "output %d too large", i);
+		memset(got[i].data, 0xff, tensor_nbytes(&got[i]));	/* poison */
+	}
+	return 0;
+}
+
 /* The generated kernels on the CPU emulator: outputs as the interpreter's. */
 static int
 emulate(CgProgram *p, const Graph *g, const Tensor *in, Tensor *got, Diag *d)
@@ -132,16 +147,60 @@ emulate(CgProgram *p, const Graph *g, const Tensor *in, Tensor *got, Diag *d)
 
 	if (T < 1)
 		return diag_error(d, LOC_NONE, "cannot tell T from input 0");
-	for (int i = 0; i < man->nout; i++) {
-		int64_t dim[MAXRANK];
-		for (int k = 0; k < man->out[i].rank; k++)
-			bundle_expr_eval(&man->out[i].dim[k], T, &dim[k]);
-		if (tensor_alloc(&got[i], man->out[i].dt, man->out[i].rank, dim))
-			return diag_error(d, LOC_NONE, "output %d too large", i);
-		memset(got[i].data, 0xff, tensor_nbytes(&got[i]));	/* poison */
-	}
 	(void)g;
-	return cg_program_emulate(p, in, got, T, d);
+	return alloc_outputs(man, T, got, d) ? -1 : cg_program_emulate(p, in, got, T, d);
+}
+
+/*
+ * --ep=N: the N ranks' programs on the emulator together, each on its
+ * share of the inputs' rows (as moec run --ep splits them), the outputs
+ * joined in rank order.
+ */
+static int
+emulate_ep(CgProgram *const *p, int nr, const Tensor *in, int nin, Tensor *got, int nout, Diag *d)
+{
+	const Manifest *man = cg_program_manifest(p[0]);
+	Tensor *pin[IR_EP_MAX_RANKS], *pout[IR_EP_MAX_RANKS];
+	int64_t T = tokens_of(man, &in[0]), rc = -1, made = 0;
+
+	if (T < 1 || T % nr || nin < 1 || nout != man->nout)
+		return diag_error(d, LOC_NONE, "--ep=%d: input 0's %lld tokens are not a multiple of "
+				  "the ranks", nr, (long long)T);
+	for (int r = 0; r < nr; r++) {
+		pin[r] = xcalloc((size_t)nin + 1, sizeof(Tensor));
+		pout[r] = xcalloc((size_t)nout + 1, sizeof(Tensor));
+		for (int i = 0; i < nin; i++) {
+			size_t row = tensor_nbytes(&in[i]) / (size_t)in[i].dim[0];
+			pin[r][i] = in[i];
+			pin[r][i].name = NULL;
+			pin[r][i].dim[0] = in[i].dim[0] / nr;
+			pin[r][i].data = (char *)in[i].data + (size_t)r * (size_t)pin[r][i].dim[0] * row;
+		}
+		if (alloc_outputs(man, T / nr, pout[r], d))
+			goto out;
+		made = r + 1;
+	}
+	if (cg_programs_emulate(p, nr, (const Tensor *const *)pin, pout, T / nr, d))
+		goto out;
+	for (int i = 0; i < nout; i++) {	/* rank r's rows after rank r-1's */
+		int64_t dim[MAXRANK];
+		memcpy(dim, pout[0][i].dim, sizeof dim);
+		dim[0] *= nr;
+		if (tensor_alloc(&got[i], pout[0][i].dt, pout[0][i].rank, dim))
+			goto out;
+		for (int r = 0; r < nr; r++)
+			memcpy((char *)got[i].data + (size_t)r * tensor_nbytes(&pout[r][i]), pout[r][i].data,
+			       tensor_nbytes(&pout[r][i]));
+	}
+	rc = 0;
+out:
+	for (int r = 0; r < nr; r++) {
+		for (int i = 0; r < made && i < nout; i++)
+			tensor_free(&pout[r][i]);
+		free(pin[r]);
+		free(pout[r]);
+	}
+	return (int)rc;
 }
 
 /* A result of the emulator has the flattened shape; give it the reference's. */
@@ -155,19 +214,27 @@ reshape_like(Tensor *got, const Tensor *want)
 }
 
 /* Run the interpreter (recording routing) or the emulator on one case. */
+typedef struct {
+	CgProgram *p[IR_EP_MAX_RANKS];
+	int n;
+} Ranks;
+
 static int
-evaluate(Graph *g, CgProgram *prog, Tensor *in, int nin, Tensor *got, RouteLog *route,
-	 Diag *d)
+evaluate(Graph *g, CgProgram *prog, const Ranks *ep, Tensor *in, int nin, Tensor *got,
+	 RouteLog *route, Diag *d)
 {
 	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = route};
 
+	if (ep)
+		return emulate_ep(ep->p, ep->n, in, nin, got, g->nret, d);
 	if (prog)
 		return emulate(prog, g, in, got, d);
 	return ir_eval(g, in, nin, got, &eo, d);
 }
 
 static void
-run_case(const char *casedir, Graph *g, CgProgram *prog, const RouteLog *ref, Tally *t)
+run_case(const char *casedir, Graph *g, CgProgram *prog, const Ranks *ep, const RouteLog *ref,
+	 Tally *t)
 {
 	Tensor in[64], want[64], *got;
 	RouteLog route = {0};
@@ -187,7 +254,9 @@ run_case(const char *casedir, Graph *g, CgProgram *prog, const RouteLog *ref, Ta
 		       nin, nout, g->nparam, g->nret);
 	} else {
 		got = xcalloc((size_t)nout + 1, sizeof *got);
-		if (evaluate(g, prog, in, nin, got, &route, &d) == 0) {
+		if (ep)
+			prog = ep->p[0];
+		if (evaluate(g, prog, ep, in, nin, got, &route, &d) == 0) {
 			double atol, rtol, rel;
 			for (int i = 0; prog && i < nout; i++)
 				reshape_like(&got[i], &want[i]);
@@ -334,7 +403,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	for (int i = 0; i < n; i++) {
 		if (ready && is_set(ents[i], compiled)) {
 			char *c = file_join(dir, ents[i]->d_name);
-			run_case(c, ir_main_graph(m), prog, ref[i], t);
+			run_case(c, ir_main_graph(m), prog, NULL, ref[i], t);
 			free(c);
 		}
 		if (ref[i])
@@ -347,6 +416,57 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	free(ref);
 	cg_program_free(prog);
 	ir_free_module(m);
+}
+
+/* --emulate --ep=N: every rank's program on the emulator together. */
+static void
+run_dir_ep(const char *dir, MoecOpts *o, DType precision, Tally *t)
+{
+	struct dirent **ents;
+	char *ir = file_join(dir, "model.ir");
+	Module *m[IR_EP_MAX_RANKS] = {0};
+	Ranks ep = {.n = o->ep.ranks};
+	int n, ready = 1;
+	Diag d;
+
+	diag_init(&d, stdout);
+	d.level = o->level;
+	if (moec_ep_modules(file_exists(ir) ? ir : dir, o, m, NULL, &d) != OK) {
+		printf("FAIL %s: cannot load or partition the model\n", dir);
+		t->failed++;
+		free(ir);
+		return;
+	}
+	free(ir);
+	for (int r = 0; r < ep.n && ready; r++) {
+		CgCompileOpts co;
+		cg_compile_default(&co);
+		co.arch[0] = "emu";
+		co.narch = 1;
+		co.precision = precision;
+		co.debug = o->debug;
+		co.ep_rank = r;
+		if (!(ep.p[r] = cg_compile(m[r], &co, &d))) {
+			printf("FAIL %s: rank %d does not compile\n", dir, r);
+			ready = 0;
+		}
+	}
+	t->failed += !ready;
+	n = scandir(dir, &ents, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		if (ready && is_set(ents[i], 1)) {
+			char *c = file_join(dir, ents[i]->d_name);
+			run_case(c, ir_main_graph(m[0]), NULL, &ep, NULL, t);
+			free(c);
+		}
+		free(ents[i]);
+	}
+	if (n >= 0)
+		free(ents);
+	for (int r = 0; r < ep.n; r++) {
+		cg_program_free(ep.p[r]);
+		ir_free_module(m[r]);
+	}
 }
 
 int
@@ -365,8 +485,14 @@ moec_cmd_test(int argc, char **argv)
 	compiled = emu || opt_has(&a, "compiled");
 	if (cg_precision_parse(opt_str(&a, "precision"), &precision, &d))
 		return BAD;
+	if (o.ep.ranks && !emu)
+		return opt_error(&a, "--ep=%d runs the ranks' kernels together on the emulator: with "
+				 "--emulate (moec run --ep=N runs them on the interpreter)", o.ep.ranks), BAD;
 	for (int i = 0; i < a.npos; i++)
-		run_dir(a.pos[i], &o, compiled, emu, precision, &t);
+		if (o.ep.ranks)
+			run_dir_ep(a.pos[i], &o, precision, &t);
+		else
+			run_dir(a.pos[i], &o, compiled, emu, precision, &t);
 	printf("%d passed, %d failed\n", t.passed, t.failed);
 	return t.failed ? FAIL : OK;
 }

@@ -46,9 +46,13 @@ for model in qwen3_moe deepseek_v3; do
 		"$moec" run "$m" --compiled --input x="$x" --pb -o "$tmp/refc" -q >/dev/null || exit 2
 		for N in 1 2 4 8; do
 			n=$((n + 1))
-			"$moec" run "$m" --ep=$N --passes=$lowered --input x="$x" --pb -o "$tmp/ep" -q >/dev/null ||
+			"$moec" run "$m" --ep=$N --ep-combine=slots --passes=$lowered --input x="$x" --pb -o "$tmp/ep" -q >/dev/null ||
 				{ fail "$model $kind ep=$N: moec run failed"; continue; }
-			cmp -s "$tmp/ref/y.pb" "$tmp/ep/y.pb" || fail "$model $kind ep=$N: not bit-identical"
+			cmp -s "$tmp/ref/y.pb" "$tmp/ep/y.pb" || fail "$model $kind ep=$N slots: not bit-identical"
+			"$moec" run "$m" --ep=$N --passes=$lowered --input x="$x" --pb -o "$tmp/eps" -q >/dev/null ||
+				{ fail "$model $kind ep=$N sum: moec run failed"; continue; }
+			close "$tmp/ref/y.pb" "$tmp/eps/y.pb" >/dev/null || fail "$model $kind ep=$N sum: beyond bf16 tolerance"
+			[ $N != 1 ] || cmp -s "$tmp/ref/y.pb" "$tmp/eps/y.pb" || fail "$model ep=1 sum: not bit-identical"
 			"$moec" run "$m" --ep=$N --input x="$x" --pb -o "$tmp/epc" -q >/dev/null ||
 				{ fail "$model $kind ep=$N default pipeline: moec run failed"; continue; }
 			close "$tmp/refc/y.pb" "$tmp/epc/y.pb" >/dev/null ||
@@ -63,7 +67,7 @@ m=$src/tests/fixtures/hf/deepseek_v3
 "$moec" run "$m" --layer 0 --ep=4 --passes=$lowered --input x="$tmp/deepseek_v3.uniform.pb" --pb -o "$tmp/d4" -q >/dev/null &&
 cmp -s "$tmp/d1/y.pb" "$tmp/d4/y.pb" || fail "dense layer 0 with --ep=4"
 
-# a placement file: the hot experts of the skewed input spread out
+# a placement file: the hot experts of the skewed input spread out (both combines)
 m=$src/tests/fixtures/hf/qwen3_moe
 x=$tmp/qwen3_moe.skew.pb
 "$moec" run "$m" --passes=$lowered --input x="$x" --pb -o "$tmp/ref" -q >/dev/null || exit 2
@@ -74,13 +78,16 @@ cat > "$tmp/place" <<'P'
 2: 3,7
 3: 4
 P
-"$moec" run "$m" --ep=4 --ep-placement="$tmp/place" --passes=$lowered --input x="$x" --pb -o "$tmp/ep" -q >/dev/null &&
+"$moec" run "$m" --ep=4 --ep-combine=slots --ep-placement="$tmp/place" --passes=$lowered --input x="$x" --pb -o "$tmp/ep" -q >/dev/null &&
 cmp -s "$tmp/ref/y.pb" "$tmp/ep/y.pb" || fail "placement file: not bit-identical"
+"$moec" run "$m" --ep=4 --ep-placement="$tmp/place" --passes=$lowered --input x="$x" --pb -o "$tmp/ep" -q >/dev/null &&
+close "$tmp/ref/y.pb" "$tmp/ep/y.pb" >/dev/null || fail "placement file, sum: beyond bf16 tolerance"
 "$moec" compile "$m" --ep=4 --ep-placement="$tmp/place" --emit=ir -o "$tmp/p.ir" -q || fail "compile --ep --emit=ir"
 grep -q 'owner=\[0, 1, 1, 2, 3, 0, 0, 2\]' "$tmp/p.ep0.ir" || fail "placement: owner list in the IR"
 grep -q 'permute .*experts=3 ' "$tmp/p.ep0.ir" || fail "placement: rank 0 holds 3 experts"
 for r in 0 1 2 3; do
 	[ "$(grep -c ' = all_to_all ' "$tmp/p.ep$r.ir")" = 4 ] || fail "rank $r: 4 all_to_all steps"
+	grep -q 'all_to_all .* : f32\[4,T,64\]' "$tmp/p.ep$r.ir" || fail "rank $r: the combine sends [N,T,H] partials"
 	"$moec" opt "$tmp/p.ep$r.ir" > "$tmp/a.ir" && "$moec" opt "$tmp/a.ir" > "$tmp/b.ir" &&
 		cmp -s "$tmp/a.ir" "$tmp/b.ir" || fail "rank $r's IR does not round-trip"
 done
@@ -116,6 +123,8 @@ pl '0: 0-3 5-4\n1: 4-7\n'; refuse "bad range" "'5-4' is not an expert" --ep=2 --
 pl '0: 0-9\n1: 4-7\n'; refuse "expert out of range" "expert 9 is not in 0..7" --ep=2 --ep-placement="$tmp/pl"
 refuse "missing file" "nosuch" --ep=2 --ep-placement="$tmp/nosuch"
 refuse "placement without --ep" "needs --ep=N" --ep-placement="$tmp/pl"
+refuse "combine without --ep" "needs --ep=N" --ep-combine=sum
+refuse "bad combine" "sum or slots" --ep=2 --ep-combine=fast
 refuse "check-eval with N > 1" "check-eval with --ep=2" --ep=2 --check-eval
 # with one rank the exchanges are the identity: --check-eval compares the
 # partitioned lowering with the moe op itself, through every pass
@@ -125,10 +134,42 @@ n=$((n + 1))
 n=$((n + 1))
 (cd "$tmp" && "$moec" compile "$m" --ep=2 --emit=ir -q >/dev/null 2>"$tmp/err")
 [ $? = 2 ] && grep -q "give -o OUT" "$tmp/err" && ! ls "$tmp"/-* >/dev/null 2>&1 || fail "--ep to stdout"
-rm -f "$tmp"/bad*
-"$moec" compile "$m" --ep=2 -o "$tmp/bad.moeb" -q 2>"$tmp/err"
-[ $? = 2 ] && grep -q "codegen does not build yet" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
-	fail "--ep bundle: a clean refusal"
+# bundles: every rank's program in one bundle, reproducibly, each with its
+# ep line and its all_to_all steps
+n=$((n + 1))
+"$moec" compile "$m" --ep=4 --ep-placement="$tmp/place" -o "$tmp/e4.moeb" -q &&
+"$moec" compile "$m" --ep=4 --ep-placement="$tmp/place" -o "$tmp/e4b.moeb" -q &&
+cmp -s "$tmp/e4.moeb" "$tmp/e4b.moeb" || fail "--ep=4 bundle: not byte-identical across runs"
+"$moec" inspect "$tmp/e4.moeb" --program rank.2 > "$tmp/insp" || fail "inspect rank.2"
+grep -q "expert parallelism: rank 2 of 4, experts 3,7" "$tmp/insp" || fail "rank.2's ep line"
+[ "$(grep -c '  all_to_all ' "$tmp/insp")" = 4 ] || fail "rank.2: 4 all_to_all steps in the plan"
+grep -q "all_to_all t[0-9]* -> moe.ret, 256\*T bytes per peer" "$tmp/insp" || fail "combine chunk: T rows of f32[64]"
+n=$((n + 1))
+"$moec" compile "$m" --ep=2 --emit=ptx -o "$tmp/bad.ptx" -q 2>"$tmp/err"
+[ $? = 2 ] && grep -q "the ranks' code goes into the bundle" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||
+	fail "--ep with --emit=ptx: a clean refusal"
+
+# the generated kernels on the CPU emulator, the ranks together (all_to_all
+# between their memories), against the unpartitioned interpreter
+for model in qwen3_moe deepseek_v3; do
+	d=$tmp/t_$model
+	mkdir -p "$d/in"
+	cp "$src/tests/fixtures/hf/$model/config.json" "$src/tests/fixtures/hf/$model/model.safetensors" "$d/"
+	python3 "$src/tests/ep/make_input.py" "$d/in/input_0.pb" 16 64 5 --skew || exit 2
+	"$moec" run "$d" --test-data "$d/in" -o "$d/test_data_set_0" -q >/dev/null || exit 2
+	rm -rf "$d/in"
+	for N in 1 2 4; do
+		for comb in sum slots; do
+			[ $model = deepseek_v3 ] && [ $N = 4 ] && continue	# time: 2 is enough there
+			n=$((n + 1))
+			"$moec" test --emulate --ep=$N --ep-combine=$comb -q "$d" > "$tmp/emu" ||
+				{ fail "$model emulated ep=$N $comb:"; cat "$tmp/emu"; }
+		done
+	done
+done
+n=$((n + 1))
+"$moec" test --ep=2 "$d" -q >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "with --emulate" "$tmp/err" || fail "test --ep without --emulate"
 python3 "$src/tests/ep/make_input.py" "$tmp/odd.pb" 6 64 1 || exit 2
 "$moec" run "$m" --ep=4 --ep-placement="$tmp/place" --input x="$tmp/odd.pb" -q >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q "not a multiple of the ranks" "$tmp/err" || fail "rows not a multiple of N"

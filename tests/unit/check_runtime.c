@@ -818,6 +818,184 @@ START_TEST(test_nccl_callers_communicator)
 }
 END_TEST
 
+
+/* --- an expert-parallel program: its all_to_all steps on NCCL -------------- */
+
+/* Rank r of n: x (i32 [n*T]) copied to `send`, all_to_all to `recv`, copied
+ * to y; "copy_i32" is fakecuda's kernel (gpu_runtime_check.c's PTX). */
+static unsigned char *
+ep_bundle(int rank, int n, size_t *len)
+{
+	BundleWriter w;
+	unsigned char *b;
+	char *m, dims[16];
+	Diag d;
+
+	snprintf(dims, sizeof dims, n > 1 ? "%d*T" : "T", n);
+	ck_assert_int_ge(asprintf(&m,
+		"moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\narena 4096\n"
+		"ep rank=%d ranks=%d experts=%d,%d-%d\n"
+		"input x i32 %s\noutput y i32 %s\n"
+		"buffer send offset=0 bytes=%d*T\nbuffer recv offset=2048 bytes=%d*T\n"
+		"kernel copy_i32 target=sm_80 params=ptr,ptr,i32 regs=0 smem=0 spills=0\n"
+		"launch copy_i32 grid=1,1,1 block=256,1,1 smem=0 args=in:0,buf:send,i32:%d\n"
+		"all_to_all src=buf:send dst=buf:recv chunk=4*T\n"
+		"launch copy_i32 grid=1,1,1 block=256,1,1 smem=0 args=buf:recv,out:0,i32:%d\n",
+		rank, n, 2 * rank, 2 * n + rank, 2 * n + rank + 1, dims, dims, 4 * n, 4 * n, 8 * n,
+		8 * n), 0);
+	diag_init(&d, stderr);
+	bundle_writer_init(&w, NULL);
+	bundle_add(&w, "manifest", m, strlen(m), &d);
+	bundle_add(&w, "ptx:sm_80", ptx, strlen(ptx), &d);
+	bundle_add(&w, "weights", wts, sizeof wts, &d);
+	ck_assert_int_eq(bundle_write(&w, &b, len, &d), 0);
+	free(m);
+	return b;
+}
+
+typedef struct {
+	int rank, n, graph;
+	const char *id;
+	moert_status s, nocomm;
+	int32_t y[8 * 8];
+	char err[512], nocomm_err[512];
+} EpRun;
+
+/* One rank at T = 8: x[d*T + j] = 1000*rank + 100*d + j. */
+static void *
+ep_rank_main(void *arg)
+{
+	EpRun *r = arg;
+	moert_device *dev = NULL;
+	moert_program *p = NULL;
+	moert_comm *c = NULL;
+	int32_t x[8 * 8];
+	uint64_t dx = 0, dy = 0;
+	size_t len, bytes = 4 * 8 * (size_t)r->n;
+	unsigned char *b = ep_bundle(r->rank, r->n, &len);
+	int nr;
+
+	for (int d = 0; d < r->n; d++)
+		for (int j = 0; j < 8; j++)
+			x[d * 8 + j] = 1000 * r->rank + 100 * d + j;
+	if ((r->s = moert_open(0, &dev)) || (r->s = moert_load(dev, b, len, &p)) ||
+	    (r->s = moert_malloc(dev, bytes, &dx)) || (r->s = moert_malloc(dev, bytes, &dy)) ||
+	    (r->s = moert_memcpy_htod(dev, dx, x, bytes)))
+		goto out;
+	ck_assert_int_eq(moert_ep_rank(p, &nr), r->rank);
+	ck_assert_int_eq(nr, r->n);
+	r->nocomm = moert_run(p, 8, &dx, &dy, NULL, 0);	/* no communicator yet */
+	snprintf(r->nocomm_err, sizeof r->nocomm_err, "%s", moert_last_error());
+	if ((r->s = moert_comm_init(dev, r->n, r->rank, r->id, &c)) ||
+	    (r->s = moert_program_set_comm(p, c)) ||
+	    (r->s = moert_run(p, 8, &dx, &dy, NULL, r->graph)) ||
+	    (r->s = moert_sync(dev)) || (r->s = moert_memcpy_dtoh(dev, r->y, dy, bytes)))
+		goto out;
+out:
+	snprintf(r->err, sizeof r->err, "%s", r->s ? moert_last_error() : "");
+	if (dx)
+		moert_free(dev, dx);
+	if (dy)
+		moert_free(dev, dy);
+	moert_unload(p);
+	moert_comm_free(c);
+	if (dev)
+		moert_close(dev);
+	free(b);
+	return NULL;
+}
+
+static void
+ep_ranks(int n, int graph, EpRun *r)
+{
+	char id[MOERT_NCCL_ID_BYTES];
+	pthread_t th[8];
+
+	ck_assert_msg(moert_nccl_unique_id(id) == MOERT_OK, "%s", moert_last_error());
+	for (int i = 0; i < n; i++) {
+		r[i] = (EpRun){.rank = i, .n = n, .graph = graph, .id = id};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ep_rank_main, &r[i]), 0);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+}
+
+START_TEST(test_ep_program_all_to_all_steps)
+{
+	EpRun r[4];
+
+	setenv("MOERT_LIBCUDA", FAKECUDA, 1);
+	setenv("MOERT_LIBNCCL", FAKENCCL, 1);
+	/* plain runs only: fakenccl's exchanges run at once, not into a stream's
+	 * capture, so the CUDA-graph path (use_graph) is for the GPU check */
+	for (int n = 1; n <= 4; n *= 2) {
+		ep_ranks(n, 0, r);
+		for (int i = 0; i < n; i++) {
+			ck_assert_msg(r[i].s == MOERT_OK, "rank %d of %d: %s", i, n, r[i].err);
+			ck_assert_int_eq(r[i].nocomm, MOERT_EINVAL);
+			ck_assert_msg(strstr(r[i].nocomm_err, "attach a communicator"), "%s",
+				      r[i].nocomm_err);
+			for (int s = 0; s < n; s++)	/* chunk s: rank s's chunk i */
+				for (int j = 0; j < 8; j++)
+					ck_assert_int_eq(r[i].y[s * 8 + j], 1000 * s + 100 * i + j);
+		}
+	}
+	/* an NCCL failure in the step: MOERT_ECOMM, naming the step */
+	setenv("FAKENCCL_FAIL", "ncclSend", 1);
+	ep_ranks(2, 0, r);
+	unsetenv("FAKENCCL_FAIL");
+	ck_assert_int_eq(r[0].s, MOERT_ECOMM);
+	ck_assert_msg(strstr(r[0].err, "all_to_all (manifest line 14)"), "%s", r[0].err);
+}
+END_TEST
+
+/* The manifest's ep and all_to_all lines: what the parser refuses. */
+START_TEST(test_ep_manifest_refusals)
+{
+	static const struct {
+		const char *from, *to, *want;
+	} bad[] = {
+		{"ep rank=1 ranks=2 experts=2,5-6\n", "", "all_to_all needs an 'ep' line"},
+		{"ep rank=1 ranks=2", "ep rank=2 ranks=2", "out of range"},
+		{"experts=2,5-6", "experts=5,4", "experts must ascend"},
+		{"experts=2,5-6", "experts=7-5", "experts must ascend"},
+		{"chunk=4*T", "chunk=8*T", "2 chunks overrun buffer 'send'"},
+		{"src=buf:send", "src=in:0", "needs buf:NAME operands"},
+		{"dst=buf:recv", "dst=buf:nope", "undeclared buffer 'nope'"},
+	};
+	size_t len;
+	unsigned char *b = ep_bundle(1, 2, &len);
+	const BundleSection *ms;
+	Bundle bb;
+	Diag d;
+	Arena *a = arena_new(0);
+
+	diag_init(&d, NULL);
+	ck_assert_int_eq(bundle_read(a, "ep.moeb", b, len, &bb, &d), BUNDLE_OK);
+	ck_assert_int_eq(bb.manifest->ep_ranks, 2);
+	ck_assert_int_eq(bb.manifest->ep_rank, 1);
+	ck_assert_str_eq(bb.manifest->ep_experts, "2,5-6");
+	ms = bundle_find(&bb, "manifest");
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		char *t = strndup((const char *)ms->data, ms->size), *at = strstr(t, bad[i].from), *u;
+		Manifest *m;
+		ck_assert_ptr_nonnull(at);
+		ck_assert_int_ge(asprintf(&u, "%.*s%s%s", (int)(at - t), t, bad[i].to,
+					  at + strlen(bad[i].from)), 0);
+		char *msg = NULL;
+		size_t mlen = 0;
+		FILE *f = open_memstream(&msg, &mlen);
+		diag_init(&d, f);
+		ck_assert_int_ne(bundle_manifest_parse(a, "m", u, strlen(u), &m, &d), BUNDLE_OK);
+		fclose(f);
+		ck_assert_msg(strstr(msg, bad[i].want), "%s: %s", bad[i].want, msg);
+		free(t), free(u), free(msg);
+	}
+	arena_free(a);
+	free(b);
+}
+END_TEST
+
 Suite *
 runtime_suite(void)
 {
@@ -846,6 +1024,8 @@ runtime_suite(void)
 	tcase_add_test(tc, test_nccl_all_to_all_over_ranks);
 	tcase_add_test(tc, test_nccl_errors_are_statuses);
 	tcase_add_test(tc, test_nccl_callers_communicator);
+	tcase_add_test(tc, test_ep_program_all_to_all_steps);
+	tcase_add_test(tc, test_ep_manifest_refusals);
 	suite_add_tcase(s, tc);
 	return s;
 }
