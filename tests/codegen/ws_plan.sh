@@ -4,7 +4,8 @@
 # parameters) with launch lines of their own (arch=sm_90a), sm_80 keeps its
 # mma.sync kernels under the plain names; the bundle is reproducible, a
 # whole-model bundle merges them, moert verify accepts both, and the same
-# GEMMs on the emulator standing for sm_90a's WS path match the reference.
+# GEMMs on the emulator standing for sm_90a's WS path match the reference;
+# the MoE up-projection (gathered A rows) takes the WS path too.
 #	ws_plan.sh MOEC MOERT TESTS_DIR
 set -e
 moec=$1
@@ -49,6 +50,21 @@ grep -q "^kernel llama_layer1_k0 target=sm_90a params=ptr,ptr,ptr,ptr,tmap,tmap,
 # every layer into one bundle: the per-target kernels merge per target
 "$moec" compile "$fx" --layers=all -q -o "$t/all.moeb" || fail "--layers=all does not compile"
 "$moert" verify "$t/all.moeb" >/dev/null || fail "moert verify of the whole-model bundle"
+
+# gathered A (the MoE up-projection reads x's rows through the permutation):
+# WS with cp.async for A, so B's tensor map alone
+mx="$src/fixtures/hf/mixtral"
+"$moec" compile "$mx" --layer 1 -q --debug=manifest -o "$t/mx.moeb" 2>"$t/mm" || fail "mixtral does not compile"
+"$moert" verify "$t/mx.moeb" >/dev/null || fail "moert verify of mixtral"
+grep -q "^kernel mixtral_layer1_k3_ws target=sm_90a params=ptr,ptr,ptr,ptr,ptr,ptr,tmap,i32 " "$t/mm" ||
+	fail "mixtral: the gathered up-projection is not a WS kernel on sm_90a"
+grep -q "^tensormap tmap0 of=w:t31 dtype=bf16 dims=64,32,8 " "$t/mm" || fail "mixtral: no B map over the experts"
+grep -q "^launch mixtral_layer1_k3 .*arch=sm_80$" "$t/mm" || fail "mixtral: no sm_80 up-projection"
+"$moec" test --compiled --emulate --debug=emu-wgmma,emu-ws --layer 1 "$mx" >"$t/emx" 2>&1 ||
+	{ cat "$t/emx"; fail "mixtral: emulated WS path (gathered A)"; }
+"$moec" compile "$mx" --layer 1 -q --arch=emu --emit=llvm --debug=emu-wgmma,emu-ws -o "$t/mx.ll" ||
+	fail "mixtral: no emulator module"
+grep -q moec_emu_cp_mbar_arrive "$t/mx.ll" || fail "mixtral: the emulated up-projection does not gather by cp.async"
 
 # the same GEMMs on the emulator standing for sm_90a's warp-specialised path
 "$moec" test --compiled --emulate --debug=emu-wgmma,emu-ws --layer 1 "$fx" >"$t/emu" 2>&1 ||
