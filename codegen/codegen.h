@@ -864,6 +864,9 @@ void cg_mbar_init(CgFn *f, LLVMValueRef off, int count);	/* one thread */
 void cg_mbar_init_fence(CgFn *f);	/* fence.mbarrier_init.release.cluster */
 void cg_mbar_arrive(CgFn *f, LLVMValueRef off);
 void cg_mbar_arrive_tx(CgFn *f, LLVMValueRef off, LLVMValueRef bytes);	/* expect_tx, then arrive */
+/* cp.async.mbarrier.arrive.noinc: one of the barrier's arrivals once the
+ * thread's cp.async copies so far have landed (emu: they land then) */
+void cg_cp_async_mbar_arrive(CgFn *f, LLVMValueRef off);
 void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.parity until done */
 /* cp.async.bulk.tensor.{rank}d tile load through tensor-map parameter
  * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */

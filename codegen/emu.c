@@ -53,6 +53,11 @@
  * bytes a copy will write or to an mbarrier, more arrivals than the count,
  * a copy landing after its phase completed (expect_tx too small), and copies
  * or arrivals on an address that is not an initialised barrier.
+ * cp.async.mbarrier.arrive.noinc hands the thread's queued cp.async copies
+ * to the barrier: they land at the round's end like a tensor copy and then
+ * arrive (one of the count), their bytes remembering the barrier and phase;
+ * being generic-proxy writes, a wgmma reading them also needs a
+ * fence.proxy.async by each of its threads after its wait for that phase.
  * setmaxnreg is a warpgroup collective (a no-op, the count and direction
  * uniform over the warpgroup) and elect.sync a warp collective that picks
  * lane 0.
@@ -102,6 +107,7 @@ struct Thr {
 	int nq, capq, open;
 	uint32_t nfence;	/* fence.proxy.async executed so far */
 	uint32_t seen[MAXBAR];	/* per mbarrier: completed phases this thread waited for */
+	uint32_t fseen[MAXBAR];	/* ... as of its last fence.proxy.async */
 };
 
 /* An mbarrier: where, its arrival count, pending arrivals, tx count, completed phases. */
@@ -113,10 +119,11 @@ struct Mbar {
 	uint32_t done;
 };
 
-/* A tensor copy issued, not landed: the bytes for shared offsets at[]. */
+/* A tensor copy issued, not landed: the bytes for shared offsets at[]; or
+ * (arrive) a thread's cp.async copies with their arrival on the barrier. */
 typedef struct Bulk Bulk;
 struct Bulk {
-	int bar;
+	int bar, arrive;
 	uint32_t phase;		/* the barrier's phase it completes in */
 	int n;
 	uint32_t *at;
@@ -178,8 +185,9 @@ static struct {
 	int16_t *abar;
 	uint32_t *aphase;
 	unsigned char *isbar;	/* 1: an mbarrier's byte */
+	unsigned char *agen;	/* 1: written by cp.async through an mbarrier (generic proxy) */
 	Thr *wgthr;		/* wgmma: the issuing warpgroup's threads */
-	int chk_b;		/* wgmma: the last (barrier + 1, phase) checked for all threads */
+	int chk_b, chk_g;	/* wgmma: the last (barrier + 1, agen, phase) checked for all threads */
 	uint32_t chk_p;
 	const CgEmuBuf *buf;
 	int nbuf;
@@ -287,6 +295,7 @@ generic_write(const void *p, size_t n, const char *what)
 		E.owner[i] = (uint16_t)(E.cur->lin + 1);
 		E.epoch[i] = E.cur->nfence;
 		E.abar[i] = 0;
+		E.agen[i] = 0;
 	}
 }
 
@@ -481,6 +490,7 @@ void
 moec_emu_fence_proxy_async(void)
 {
 	E.cur->nfence++;
+	memcpy(E.cur->fseen, E.cur->seen, sizeof E.cur->fseen);
 }
 
 /* ---- mbarriers, tensor copies, setmaxnreg, elect.sync ---- */
@@ -533,7 +543,7 @@ moec_emu_mbar_init(void *p, int32_t count)
 	}
 	E.mb[i] = (Mbar){o, count, count, 0, 0};
 	for (int t = 0; t < E.nthr; t++)
-		E.thr[t].seen[i] = 0;
+		E.thr[t].seen[i] = E.thr[t].fseen[i] = 0;
 	memset(E.isbar + o, 1, 8);
 }
 
@@ -591,6 +601,62 @@ tma_map_ok(const EmuTmap *m)
 	return 1;
 }
 
+static Bulk *
+new_bulk(void)
+{
+	if (E.nbulk == E.capbulk) {
+		E.capbulk = E.capbulk ? 2 * E.capbulk : 64;
+		E.bulk = xrealloc(E.bulk, (size_t)E.capbulk * sizeof *E.bulk);
+	}
+	memset(&E.bulk[E.nbulk], 0, sizeof E.bulk[0]);
+	return &E.bulk[E.nbulk++];
+}
+
+/*
+ * cp.async.mbarrier.arrive.noinc [mbar]: the thread's cp.async copies so
+ * far (committed or not) land at the round's end, and then arrive on the
+ * barrier (one of its count).  Their bytes are generic-proxy writes that
+ * complete in the barrier's current phase: a reader must wait for it, and
+ * a wgmma reading them also needs a fence.proxy.async by its threads after
+ * that wait.
+ */
+void
+moec_emu_cp_mbar_arrive(void *mbar)
+{
+	Thr *t = E.cur;
+	int bi = mbar_find(mbar, "cp.async.mbarrier.arrive");
+	size_t n = 0;
+	Bulk *k;
+
+	if (bi < 0)
+		abandon();
+	for (int i = 0; i < t->nq; i++)
+		n += (size_t)t->q[i].n;
+	k = new_bulk();
+	k->bar = bi;
+	k->arrive = 1;
+	k->phase = E.mb[bi].done + 1;
+	k->n = (int)n;
+	k->at = xmalloc(n * sizeof *k->at + 1);
+	k->data = xmalloc(n + 1);
+	n = 0;
+	for (int i = 0; i < t->nq; i++)
+		for (int j = 0; j < t->q[i].n; j++, n++) {
+			size_t so = (size_t)(t->q[i].dst - (char *)E.smem) + (size_t)j;
+			if (E.abar[so] && E.aphase[so] > E.mb[E.abar[so] - 1].done) {
+				fail("thread %d of CTA (%d,%d,%d): cp.async into shared offset %zu, which an earlier "
+				     "asynchronous copy has not yet written", t->lin, E.cta[0], E.cta[1], E.cta[2], so);
+				abandon();
+			}
+			k->at[n] = (uint32_t)so;
+			k->data[n] = t->q[i].data[j];
+			E.abar[so] = (int16_t)(bi + 1);
+			E.aphase[so] = k->phase;
+			E.agen[so] = 1;
+		}
+	t->nq = 0;
+}
+
 /*
  * cp.async.bulk.tensor.{2,3}d.shared::cluster.global.tile
  * .mbarrier::complete_tx::bytes [dst], [map, {c0, c1, c2}], [mbar]:
@@ -622,11 +688,7 @@ moec_emu_tma_load(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1
 		     o, bytes, E.smem_bytes);
 		abandon();
 	}
-	if (E.nbulk == E.capbulk) {
-		E.capbulk = E.capbulk ? 2 * E.capbulk : 64;
-		E.bulk = xrealloc(E.bulk, (size_t)E.capbulk * sizeof *E.bulk);
-	}
-	k = &E.bulk[E.nbulk++];
+	k = new_bulk();
 	k->bar = bi;
 	k->phase = E.mb[bi].done + 1;
 	k->n = (int)bytes;
@@ -669,12 +731,13 @@ moec_emu_tma_load(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1
 					k->data[e + (size_t)b] = src ? (unsigned char)src[b] : 0;
 					E.abar[so] = (int16_t)(bi + 1);
 					E.aphase[so] = k->phase;
+					E.agen[so] = 0;
 				}
 			}
 		}
 }
 
-/* Land the queued tensor copies: write, complete_tx. */
+/* Land the queued tensor copies: write, complete_tx (cp.async's: arrive). */
 static int
 land_bulk(void)
 {
@@ -693,7 +756,13 @@ land_bulk(void)
 			E.smem[k->at[i]] = k->data[i];
 			E.owner[k->at[i]] = 0;	/* the async proxy's write */
 		}
-		b->tx -= k->n;
+		if (k->arrive && b->pending == 0)
+			fail("cp.async.mbarrier.arrive: more arrivals on the mbarrier at offset %ld than its count %d "
+			     "in phase %u", b->off, b->count, b->done);
+		else if (k->arrive)
+			b->pending--;
+		else
+			b->tx -= k->n;
 		mbar_settle(b);
 		free(k->at);
 		free(k->data);
@@ -933,12 +1002,20 @@ operand(WgOp *op, uint32_t a, int f16, double sc, double *v, const char *which)
 		return -1;
 	}
 	for (int i = 0; i < 2; i++) {
-		int w = E.owner[o + i], b = E.abar[o + i];
-		if (b && (b != E.chk_b || E.aphase[o + i] != E.chk_p)) {
-			for (int t = 0; t < 128; t++)
+		int w = E.owner[o + i], b = E.abar[o + i], gen = E.agen[o + i];
+		if (b && (b != E.chk_b || E.aphase[o + i] != E.chk_p || gen != E.chk_g)) {
+			for (int t = 0; t < 128; t++) {
 				if (async_read_ok(&E.wgthr[t], (size_t)o + (size_t)i, 1, "wgmma") < 0)
 					return -1;
+				if (gen && E.wgthr[t].fseen[b - 1] < E.aphase[o + i]) {
+					fail("wgmma: operand %s reads shared offset %ld, written by cp.async through the "
+					     "mbarrier at offset %ld, with no fence.proxy.async by thread %d after its wait",
+					     which, o + i, E.mb[b - 1].off, E.wgthr[t].lin);
+					return -1;
+				}
+			}
 			E.chk_b = b;
+			E.chk_g = gen;
 			E.chk_p = E.aphase[o + i];
 		}
 		if (w && E.thr[w - 1].nfence == E.epoch[o + i]) {
@@ -981,7 +1058,7 @@ do_wgmma(Thr *w, Wg *g)
 	if (desc_decode(w[0].u[0], &da, "A") < 0 || desc_decode(w[0].u[1], &db, "B") < 0)
 		return;
 	E.wgthr = w;
-	E.chk_b = 0;
+	E.chk_b = E.chk_g = 0;
 	op = &g->op[g->nop];
 	op->grp = -1;
 	op->n = n;
@@ -1168,6 +1245,7 @@ run_cta(void)
 	memset(E.rd, 0, E.smem_bytes * sizeof *E.rd);
 	memset(E.abar, 0, E.smem_bytes * sizeof *E.abar);
 	memset(E.isbar, 0, E.smem_bytes);
+	memset(E.agen, 0, E.smem_bytes);
 	E.nmb = 0;
 	E.nbulk = 0;
 	for (int i = 0; i < n / 128; i++)
@@ -1182,6 +1260,7 @@ run_cta(void)
 		t->nq = t->open = 0;
 		t->nfence = 0;
 		memset(t->seen, 0, sizeof t->seen);
+		memset(t->fseen, 0, sizeof t->fseen);
 		getcontext(&t->ctx);
 		t->ctx.uc_stack.ss_sp = t->stack;
 		t->ctx.uc_stack.ss_size = STACK;
@@ -1264,6 +1343,7 @@ static const struct {
 	{"moec_emu_fence_proxy_async", (void *)moec_emu_fence_proxy_async},
 	{"moec_emu_mbar_init", (void *)moec_emu_mbar_init},
 	{"moec_emu_mbar_arrive", (void *)moec_emu_mbar_arrive},
+	{"moec_emu_cp_mbar_arrive", (void *)moec_emu_cp_mbar_arrive},
 	{"moec_emu_mbar_wait", (void *)moec_emu_mbar_wait},
 	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
 	{"moec_emu_elect", (void *)moec_emu_elect},
@@ -1379,6 +1459,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	E.abar = xmalloc((E.smem_bytes + 1) * sizeof *E.abar);
 	E.aphase = xmalloc((E.smem_bytes + 1) * sizeof *E.aphase);
 	E.isbar = xmalloc(E.smem_bytes + 1);
+	E.agen = xmalloc(E.smem_bytes + 1);
 	E.wg = xcalloc((size_t)(n / 128 + 1), sizeof *E.wg);
 	E.buf = l->buf;
 	E.nbuf = l->nbuf;
@@ -1410,6 +1491,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	free(E.abar);
 	free(E.aphase);
 	free(E.isbar);
+	free(E.agen);
 	free(E.wg);
 	free(E.args);
 	E.smem = E.smem_raw = NULL;

@@ -190,6 +190,10 @@ void gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0);
 void gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale);
 void gemm_wgmma_wait(G *g, int n);	/* wgmma.wait_group n */
 void gemm_wgmma_acc_fence(G *g);	/* after wait_group 0: the accumulators usable */
+/* The 128-byte-swizzled K-major offset of 16-byte chunk kc of row `row`
+ * (blocks of 64 k of `rows` rows), as a TMA box writes it. */
+LLVMValueRef gemm_kmajor_off(CgFn *f, LLVMValueRef row, LLVMValueRef kc, int rows);
+void gemm_fence_proxy_async(CgFn *f);	/* fence.proxy.async.shared::cta */
 /* The 1 KiB-aligned start of the dynamic shared memory: offset, address (i32). */
 void gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr);
 

@@ -122,8 +122,9 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
-	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A and B (k_gemm_ws.c) */
-		p[n++] = (CgParam){CGP_TMAP, "A_map"};
+	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered) and B (k_gemm_ws.c) */
+		if (!s->gather)
+			p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		p[n++] = (CgParam){CGP_TMAP, "B_map"};
 	}
 	if (s->split_k >= 1)	/* 1: no split, but the parameter (another target splits) */
@@ -173,7 +174,7 @@ bind_params(GemmCore *k)
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
 	if (s->mainloop == CG_MAINLOOP_WS) {
-		k->amap = n++;
+		k->amap = s->gather ? -1 : n++;
 		k->bmap = n++;
 	}
 	if (s->split_k >= 1)

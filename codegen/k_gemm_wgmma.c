@@ -108,8 +108,8 @@ asm0(CgFn *f, const char *text)
 	cg_asm(f, NULL, text, "~{memory}", NULL, 0, 1);
 }
 
-static void
-fence_proxy_async(CgFn *f)
+void
+gemm_fence_proxy_async(CgFn *f)
 {
 	if (f->emu)
 		cg_call_emu(f, "moec_emu_fence_proxy_async", NULL, NULL, 0);
@@ -277,8 +277,8 @@ swz(CgFn *f, LLVMValueRef r, LLVMValueRef c)
 }
 
 /* K-major chunk (row, kc): block kc/8 of `rows` rows, chunk kc%8. */
-static LLVMValueRef
-kmajor_off(CgFn *f, LLVMValueRef row, LLVMValueRef kc, int rows)
+LLVMValueRef
+gemm_kmajor_off(CgFn *f, LLVMValueRef row, LLVMValueRef kc, int rows)
 {
 	LLVMValueRef blk = cg_muli(f, cg_shr(f, kc, 3), (int64_t)rows * 128);
 
@@ -323,10 +323,10 @@ gemm_wgmma_setup(G *g)
 	g->wn0 = cg_muli(f, cg_urem(f, wg, cg_i32(f, g->wg.wg_n)), g->wtn);
 	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);	/* the stages start on 1 KiB */
 	for (int i = 0; i < g->a_n; i++)
-		g->a_soff[i] = kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
+		g->a_soff[i] = gemm_kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
 	for (int i = 0; i < g->b_n; i++) {
 		/* B[N,K]: row n, k chunk; B[K,N]: row k, n chunk, blocks of bk rows */
-		LLVMValueRef o = kmajor_off(f, g->b_row[i], g->b_kc[i],
+		LLVMValueRef o = gemm_kmajor_off(f, g->b_row[i], g->b_kc[i],
 					    s->b_layout == CG_B_NK ? s->bn : s->bk);
 		g->b_soff[i] = cg_addi(f, o, g->wg.a_bytes);
 	}
@@ -404,7 +404,7 @@ gemm_wgmma_mainloop(G *g)
 	}
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, L - 1);	/* k-tile kt has landed (this thread's part) */
-	fence_proxy_async(f);
+	gemm_fence_proxy_async(f);
 	cg_barrier(f);			/* ... everybody's; stage (kt+L) % S is retired */
 	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
 	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), scale);
@@ -471,7 +471,7 @@ cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *
 		cg_endif(f, &in);
 	}
 	if (!(flags & CG_WGPROBE_NO_FENCE))
-		fence_proxy_async(f);
+		gemm_fence_proxy_async(f);
 	cg_barrier(f);
 	for (int k = 0; k < n / 2; k++)
 		acc[k] = cg_var(f, f->tf32, cg_f32(f, 0));

@@ -33,10 +33,26 @@
  * 64 x bk, x 1).  A's rows past M read as zeros; a grouped tile's rows past
  * its expert belong to the next one and are never stored.
  *
+ * Gathered A rows (the MoE up-projection reads x's rows through the
+ * permutation; a TMA box reads consecutive rows): the whole producer
+ * warpgroup loads A, each thread its 16-byte chunks of the stage with
+ * cp.async (into the same swizzled layout TMA would write), then
+ * cp.async.mbarrier.arrive.noinc on full[s], which counts those 128
+ * arrivals too (count 129); one thread still loads B by TMA with
+ * expect_tx of B's bytes.  cp.async writes through the generic proxy and
+ * wgmma reads through the async one, so the consumers fence
+ * (fence.proxy.async) after their wait on full[s].
+ *
+ *	producer (128 threads), per k-tile: wait empty[s]; thread 0:
+ *	    arrive.expect_tx full[s] (B's bytes), TMA B; every thread:
+ *	    cp.async its A chunks (rows from gather_idx, per tile),
+ *	    cp.async.mbarrier.arrive.noinc full[s]
+ *	consumers: wait full[s]; fence.proxy.async; wgmma ... as above
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
- * cp.async wgmma mainloop instead): gathered A rows (a TMA box reads
- * consecutive rows), f32 operands (TMA copies, it does not convert), group
- * quantisation (its block barriers would include the producer).
+ * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
+ * convert), group quantisation (its block barriers would include the
+ * producer).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +60,8 @@
 #include "k_gemm.h"
 
 #define PRODUCER_REGS 40
+#define GATHER_PRODUCER_REGS 48	/* + the A chunks' sources: 128*48 + 256*232 = 64K */
+#define PRODUCERS 128		/* threads of the producer warpgroup */
 #define CONSUMER_REGS 232
 #define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
@@ -67,6 +85,9 @@ gemm_ws_layout(G *g)
 		k->ord = k->cnt + 4 * s->groups;
 		k->smem = k->ord + 4 * s->groups;
 	}
+	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
+	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
+	g->b_n = 0;
 }
 
 int
@@ -94,8 +115,9 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (g->mi * g->ni * 4 > 128)
 		return diag_error(d, LOC_NONE, "gemm: ws: %dx%d per warpgroup is %d accumulators per thread (128 at most)",
 				  g->wtm, g->wtn, g->mi * g->ni * 4);
-	if (s->gather)
-		return diag_error(d, LOC_NONE, "gemm: ws: gathered A rows (a TMA box reads consecutive rows)");
+	if (s->gather && g->a_n > MAXI)
+		return diag_error(d, LOC_NONE, "gemm: ws: gathered A of a %dx%d tile: %d chunks per producer "
+				  "thread (at most %d)", s->bm, s->bk, g->a_n, MAXI);
 	if ((s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt)
 		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16 or both f16)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt));
@@ -151,6 +173,7 @@ struct W {
 	LLVMValueRef bar;	/* i32: shared offset of full[0]; empty[s] is 8 S bytes on */
 	LLVMValueRef it;	/* var i32: k-tiles so far (the ring's position) */
 	LLVMValueRef da0, db0;	/* consumers: descriptors of stage 0 */
+	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A */
 };
 
 static LLVMValueRef
@@ -179,9 +202,10 @@ setup(W *w)
 
 	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);
 	w->bar = cg_i32(f, 1024 + S * g->wg.stage);
+	w->nfull = s->gather ? 1 + PRODUCERS : 1;
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	for (int i = 0; i < S; i++) {
-		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), 1);
+		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), w->nfull);
 		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw);
 	}
 	cg_mbar_init_fence(f);
@@ -194,6 +218,12 @@ setup(W *w)
 			cg_shl(f, cg_and(f, cwarp, 3), 4));
 	g->wn0 = cg_muli(f, cg_urem(f, cwg, cg_i32(f, g->wg.wg_n)), g->wtn);
 	w->it = cg_var(f, f->ti32, cg_i32(f, 0));
+	for (int i = 0; i < g->a_n; i++) {	/* gathered A: producer thread tid's chunks */
+		LLVMValueRef ch = cg_addi(f, k->tid, (int64_t)i * PRODUCERS);
+		g->a_row[i] = cg_udiv(f, ch, cg_i32(f, s->bk / 8));
+		g->a_kc[i] = cg_urem(f, ch, cg_i32(f, s->bk / 8));
+		g->a_soff[i] = gemm_kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
+	}
 }
 
 /* Ring position it (i32): stage it % S and the parity of it / S. */
@@ -207,7 +237,29 @@ ring(W *w, LLVMValueRef it, LLVMValueRef *st, LLVMValueRef *par)
 	*par = cg_and(f, cg_udiv(f, it, cg_i32(f, S)), 1);
 }
 
-/* The producer's k-tiles of one tile. */
+/* Gathered A: this thread's chunks of k-tile kt (i32) into the stage at
+ * sbase by cp.async, their arrival on full[st] when they land. */
+static void
+gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	LLVMValueRef adv = cg_muli(f, cg_sext64(f, kt), (int64_t)g->k.s.bk * 2);
+
+	for (int i = 0; i < g->a_n; i++) {
+		CgIf c;
+		int guard = (i + 1) * PRODUCERS > g->a_chunks;
+		if (guard)
+			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * PRODUCERS), cg_i32(f, g->a_chunks)));
+		cg_cp_async16(f, cg_sptr(f, cg_add(f, sbase, g->a_soff[i])), cg_gep(f, g->a_src[i], adv, 1));
+		if (guard)
+			cg_endif(f, &c);
+	}
+	cg_cp_async_mbar_arrive(f, full_bar(w, st));
+}
+
+/* The producer's k-tiles of one tile: one thread, or (gathered A) the
+ * producer warpgroup with thread 0 issuing B's TMA. */
 static void
 produce(W *w)
 {
@@ -216,16 +268,24 @@ produce(W *w)
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
 	int kb = s->bk / 64, grouped = s->groups > 0;
-	LLVMValueRef kt, it, st, par, sbase, c[3];
+	LLVMValueRef kt, it, st, par, sbase, abase, c[3];
 	CgLoop l;
+	CgIf t0;
 
+	for (int i = 0; i < g->a_n; i++) {	/* gathered A: the chunks' rows, at k 0 */
+		LLVMValueRef src = gemm_a_row(k, cg_add(f, k->row0, g->a_row[i]));
+		g->a_src[i] = gptr(f, k->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
+						   cg_sext64(f, cg_muli(f, g->a_kc[i], 8))), 2);
+	}
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, empty_bar(w, st), LLVMBuildXor(f->B, par, cg_i32(f, 1), ""));
-	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage));
-	sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
-	for (int j = 0; j < kb; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
+	abase = sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
+	if (s->gather)
+		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
+	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
+	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
 		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), 64 * j);
 		c[1] = k->row0;
 		cg_tma_load(f, k->amap, cg_addi(f, sbase, (int64_t)j * s->bm * 128), full_bar(w, st), 2, c);
@@ -247,6 +307,10 @@ produce(W *w)
 			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bk * 128), full_bar(w, st),
 				    2 + grouped, c);
 		}
+	}
+	if (s->gather) {
+		cg_endif(f, &t0);
+		gather_a(w, abase, kt, st);
 	}
 	cg_set(f, w->it, cg_addi(f, it, 1));
 	cg_endloop(f, &l);
@@ -278,6 +342,8 @@ consume(W *w)
 	it = cg_get(f, w->it);
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, full_bar(w, st), par);
+	if (g->k.s.gather)	/* A came through the generic proxy (cp.async) */
+		gemm_fence_proxy_async(f);
 	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
 	gemm_wgmma_ktile(g, w->da0, w->db0, st, scale);
 	gemm_wgmma_wait(g, 1);	/* the k-tile before has retired: its stage is free */
@@ -324,11 +390,18 @@ roles(W *w)
 
 	cg_if(f, &p, LLVMBuildICmp(f->B, LLVMIntEQ, cg_shr(f, k->warp, 2), cg_i32(f, 0), ""));
 	if (two)	/* 384 threads start at 168 registers: 128*40 + 256*232 <= 64K */
-		cg_setmaxnreg(f, 0, PRODUCER_REGS);
-	leader = cg_elect(f);
-	cg_if(f, &e, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, k->warp, cg_i32(f, 0), ""), leader, ""));
-	gemm_schedule(k, produce_tile);
-	cg_endif(f, &e);
+		cg_setmaxnreg(f, 0, k->s.gather ? GATHER_PRODUCER_REGS : PRODUCER_REGS);
+	if (k->s.gather) {	/* every producer thread: its A chunks */
+		gemm_schedule(k, produce_tile);
+		cg_cp_async_commit(f);	/* no thread leaves with copies in flight */
+		cg_cp_async_wait(f, 0);
+	} else {
+		leader = cg_elect(f);
+		cg_if(f, &e, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, k->warp, cg_i32(f, 0), ""),
+					   leader, ""));
+		gemm_schedule(k, produce_tile);
+		cg_endif(f, &e);
+	}
 	cg_else(f, &p);
 	if (two)
 		cg_setmaxnreg(f, 1, CONSUMER_REGS);
@@ -353,7 +426,10 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		return -1;
 	}
 	tmaps(g, maps);
-	cg_fn_tmaps(g->k.f, maps, 2);
+	if (s->gather)
+		cg_fn_tmaps(g->k.f, maps + 1, 1);	/* B only: A's rows are gathered */
+	else
+		cg_fn_tmaps(g->k.f, maps, 2);
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
 			for (int q = 0; q < 4; q++)
@@ -361,10 +437,10 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	if (g->k.f->emu)
 		g->wg.buf = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
 	gemm_quant_setup(g);
-	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d+4 s%d ws tma",
+	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d+4 s%d ws tma%s",
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
-		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages);
+		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages, s->gather ? " cp.async-a" : "");
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);

@@ -810,26 +810,34 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
  * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
  * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
  * shared memory for the same tiles (k_gemm_wgmma.c).  The warp-specialised
- * mainloop only where every target takes it: its block, grid, shared memory
- * and parameters are its own, and a kernel has one parameter list (k_gemm_ws.c).
+ * mainloop wherever the target takes it (k_gemm_ws.c): its block, grid,
+ * shared memory and parameters (tensor maps) are its own, so when another
+ * target of the bundle does not take it, the kernel is named NAME_ws on the
+ * targets that do (a kernel line lists the targets holding it, and each
+ * target gets launch lines of its own: docs/bundle.md).  names[i]: target
+ * i's kernel; returns 1 when the names differ, 0 when they are one, -1 on error.
  */
 static int
-emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt)
+emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const char **names)
 {
 	GemmSpec ws[8];
-	int all_ws = !simt;
+	int is_ws[8], nws = 0, split;
+
 	for (int i = 0; i < p->o.narch; i++) {
 		ws[i] = s[i];
-		all_ws = all_ws && cg_gemm_ws_for(p->mod[i], &ws[i]);
+		is_ws[i] = !simt && cg_gemm_ws_for(p->mod[i], &ws[i]);
+		nws += is_ws[i];
 	}
+	split = nws > 0 && nws < p->o.narch;
 	for (int i = 0; i < p->o.narch; i++) {
-		GemmSpec si = all_ws ? ws[i] : s[i];
-		if (!simt && !all_ws)
+		GemmSpec si = is_ws[i] ? ws[i] : s[i];
+		if (!simt && !is_ws[i])
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &s[i]);
-		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], name, &si, p->d) != 0)
+		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
+		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;
 	}
-	return 0;
+	return split;
 }
 
 /* The launch step of kernel `name` as module i built it, for tlo <= T <=
@@ -919,7 +927,8 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * max_tokens does, both variants are emitted and each launch step names its
  * range of T (docs/bundle.md, tokens=LO..HI).  Targets whose plans differ
  * (shared memory, SMs) get launch lines of their own (arch=), each target's
- * variants tiling 1..max_tokens; the kernels keep one name, built per target.
+ * variants tiling 1..max_tokens; the kernels keep one name, built per target
+ * (but NAME_ws where only some targets take the warp-specialised mainloop).
  */
 enum { DECODE_T = 64 };
 
@@ -929,8 +938,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	GemmSpec s[8], small[8];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2 = 0, two = 0, uniform = 1;
-	const char *sname = arena_printf(p->a, "%s_decode", name);
+	int simt, simt2 = 0, two = 0, uniform = 1, split = 0, split2 = 0;
+	const char *sname = arena_printf(p->a, "%s_decode", name), *names[8], *snames[8];
 
 	*done = 0;
 	if (cg_gemm_from_kernel(p->m, call->callee, &s[0], &gb, why, sizeof why) != 0) {
@@ -970,23 +979,24 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	same_params(p, s, simt);
 	if (two)
 		same_params(p, small, simt2);
-	if (!uniform && cg_program_module(p, "emu"))
-		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
-				  "targets whose launch plans differ", call->callee->name);
 	for (int i = 0; i < p->o.narch && !simt; i++) {
 		int64_t lo = p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1;
 		if (two && !simt2)
 			tiles_remark(p, call, i, &small[i], 1, DECODE_T);
 		tiles_remark(p, call, i, &s[i], gb.rows ? gb.rows : lo, gb.rows ? gb.rows : p->o.max_tokens);
 	}
-	if ((two && emit_kernels(p, sname, small, simt2)) || emit_kernels(p, name, s, simt) ||
-	    split_workspace(p, s, two ? small : NULL))
+	if ((two && (split2 = emit_kernels(p, sname, small, simt2, snames)) < 0) ||
+	    (split = emit_kernels(p, name, s, simt, names)) < 0 || split_workspace(p, s, two ? small : NULL))
 		return -1;
+	uniform &= !split && !split2;	/* kernels of their own per target: launch lines too */
+	if (!uniform && cg_program_module(p, "emu"))
+		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
+				  "targets whose launch plans differ", call->callee->name);
 	for (int i = 0; i < (uniform ? 1 : p->o.narch); i++) {
 		const char *arch = uniform ? NULL : p->o.arch[i];
-		if (two ? gemm_step(p, call, sname, i, &gb, 1, DECODE_T, arch) ||
-			  gemm_step(p, call, name, i, &gb, DECODE_T + 1, p->o.max_tokens, arch)
-			: gemm_step(p, call, name, i, &gb, 0, 0, arch))
+		if (two ? gemm_step(p, call, snames[i], i, &gb, 1, DECODE_T, arch) ||
+			  gemm_step(p, call, names[i], i, &gb, DECODE_T + 1, p->o.max_tokens, arch)
+			: gemm_step(p, call, names[i], i, &gb, 0, 0, arch))
 			return -1;
 	}
 	if (gb.rows)
@@ -1531,18 +1541,53 @@ fill_weights(CgProgram *p)
 	}
 }
 
+/*
+ * The manifest's kernels: every module's, in the targets' order, each once
+ * with the targets whose modules hold it (the emulator is not a bundle
+ * target) and the statistics of the first.  A kernel on every target is
+ * where it was in the first module's order.
+ */
+static void
+fill_kernels(CgProgram *p)
+{
+	Manifest *m = &p->man;
+	int cap = 0;
+
+	for (int i = 0; i < p->o.narch; i++)
+		cap += cg_module_nkernel(p->mod[i]);
+	m->nk = 0;
+	m->k = arena_array(p->a, MKernel, cap + 1);
+	for (int i = 0; i < p->o.narch; i++)
+		for (int j = 0; j < cg_module_nkernel(p->mod[i]); j++) {
+			const CgKernel *k = cg_module_kernel(p->mod[i], j);
+			MKernel *mk = &m->k[m->nk];
+			int seen = 0;
+			for (int a = 0; a < i && !seen; a++)
+				seen = cg_module_find(p->mod[a], k->name) != NULL;
+			if (seen)
+				continue;
+			m->nk++;
+			mk->name = k->name;
+			mk->target = arena_array(p->a, const char *, p->o.narch + 1);
+			for (int a = i; a < p->o.narch; a++)
+				if (strcmp(p->o.arch[a], "emu") && cg_module_find(p->mod[a], k->name))
+					mk->target[mk->ntarget++] = arena_strdup(p->a, p->o.arch[a]);
+			mk->nparam = k->nparam;
+			mk->param = arena_array(p->a, MType, k->nparam + 1);
+			for (int q = 0; q < k->nparam; q++)
+				mk->param[q] = (MType)k->param[q].kind;
+			mk->regs = MAX(k->regs, 0);
+			mk->smem = k->smem + MAX(k->static_smem, 0);
+			mk->spills = MAX(k->spill_stores, 0) + MAX(k->spill_loads, 0);
+		}
+}
+
 static void
 fill_plan(CgProgram *p)
 {
 	Manifest *m = &p->man;
-	int nk = cg_module_nkernel(p->mod[0]);
-	const char **targets = arena_array(p->a, const char *, p->o.narch + 1);
 	int64_t wb = 0, ab = 0, ast = 0;
 
-	int nt = 0;
-	for (int i = 0; i < p->o.narch; i++)	/* the emulator is not a bundle target */
-		if (strcmp(p->o.arch[i], "emu"))
-			targets[nt++] = arena_strdup(p->a, p->o.arch[i]);
 	m->nbuf = (int)p->buf.n;
 	m->buf = arena_array(p->a, MBuffer, m->nbuf + 2);
 	for (int i = 0; i < m->nbuf; i++)
@@ -1551,22 +1596,7 @@ fill_plan(CgProgram *p)
 		m->buf[m->nbuf++] = (MBuffer){WS_NAME, m->arena, MEXPR_INT(p->ws_bytes)};
 		m->arena += ((uint64_t)p->ws_bytes + 255) & ~(uint64_t)255;
 	}
-	m->nk = nk;
-	m->k = arena_array(p->a, MKernel, nk + 1);
-	for (int i = 0; i < nk; i++) {
-		const CgKernel *k = cg_module_kernel(p->mod[0], i);
-		MKernel *mk = &m->k[i];
-		mk->name = k->name;
-		mk->target = targets;
-		mk->ntarget = nt;
-		mk->nparam = k->nparam;
-		mk->param = arena_array(p->a, MType, k->nparam + 1);
-		for (int j = 0; j < k->nparam; j++)
-			mk->param[j] = (MType)k->param[j].kind;
-		mk->regs = MAX(k->regs, 0);
-		mk->smem = k->smem + MAX(k->static_smem, 0);
-		mk->spills = MAX(k->spill_stores, 0) + MAX(k->spill_loads, 0);
-	}
+	fill_kernels(p);
 	m->nstep = (int)(p->init.n + p->run.n);
 	m->step = arena_array(p->a, MStep, m->nstep + 1);
 	for (size_t i = 0; i < p->init.n; i++)	/* a loop: either vector may be empty (NULL) */

@@ -1295,6 +1295,21 @@ cg_mbar_arrive(CgFn *f, LLVMValueRef off)
 }
 
 void
+cg_cp_async_mbar_arrive(CgFn *f, LLVMValueRef off)
+{
+	LLVMValueRef a;
+
+	if (need_tma(f, "cp.async.mbarrier.arrive") < 0)
+		return;
+	a = f->emu ? cg_sptr(f, off) : saddr(f, off);
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_cp_mbar_arrive", NULL, &a, 1);
+		return;
+	}
+	cg_asm(f, NULL, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", &a, 1, 1);
+}
+
+void
 cg_mbar_arrive_tx(CgFn *f, LLVMValueRef off, LLVMValueRef bytes)
 {
 	LLVMValueRef a[2] = {NULL, bytes};

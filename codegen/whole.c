@@ -254,6 +254,7 @@ free_name(const Taken *t, size_t n, const char *base, int i)
 
 typedef struct {
 	int narch;		/* bundle targets */
+	const char *aname[8];	/* their names */
 	int nprog;
 	Ptx *ptx;		/* [prog * narch + arch] */
 	Text out[8];		/* the merged PTX per target */
@@ -318,15 +319,30 @@ find_entry(const Ptx *p, const char *name)
 	return NULL;
 }
 
-/* Program i's kernels: each one's key is its text on every target after
- * the program's declaration renames; a kernel seen before is shared. */
+/* Kernel k of m is built for target a (not every kernel is: k_gemm_ws.c). */
+static int
+on_target(const Merge *g, const MKernel *k, int a)
+{
+	for (int t = 0; t < k->ntarget; t++)
+		if (!strcmp(k->target[t], g->aname[a]))
+			return 1;
+	return 0;
+}
+
+/* Program i's kernels: each one's key is its text on every target that
+ * holds it, after the program's declaration renames; a kernel seen before
+ * is shared. */
 static int
 merge_kernels(Merge *g, int i, const Manifest *m, Diag *d)
 {
 	for (int k = 0; k < m->nk; k++) {
-		const Item *it[8];
+		const Item *it[8] = {0};
 		Text key = {0};
 		for (int a = 0; a < g->narch; a++) {
+			if (!on_target(g, &m->k[k], a)) {
+				append(&key, "-\n");
+				continue;
+			}
 			if (!(it[a] = find_entry(&g->ptx[i * g->narch + a], m->k[k].name)))
 				return diag_error(d, LOC_NONE, "merging PTX: kernel '%s' of program %d "
 						  "is not in its PTX", m->k[k].name, i);
@@ -350,6 +366,8 @@ merge_kernels(Merge *g, int i, const Manifest *m, Diag *d)
 		g->kname[g->kbase[i] + k] = nt.name;
 		for (int a = 0; a < g->narch; a++) {
 			int ri = i * g->narch + a;
+			if (!it[a])
+				continue;
 			Rename *r = xmalloc((size_t)(g->nren[ri] + 1) * sizeof *r);
 			if (g->nren[ri])
 				memcpy(r, g->ren[ri], (size_t)g->nren[ri] * sizeof *r);
@@ -466,6 +484,8 @@ cg_programs_bundle(CgProgram **p, const char *const *name, int n, const char *re
 		return diag_error(d, LOC_NONE, "an emulator program cannot be written as a bundle");
 	}
 	g.narch = na, g.nprog = n;
+	for (int a = 0; a < na; a++)
+		g.aname[a] = o->arch[arch[a]];
 	g.ptx = xcalloc((size_t)(n * na) + 1, sizeof *g.ptx);
 	g.ren = xcalloc((size_t)(n * na) + 1, sizeof *g.ren);
 	g.nren = xcalloc((size_t)(n * na) + 1, sizeof *g.nren);

@@ -161,6 +161,30 @@ moert_code_section(const moert_program *p)
 
 /* --- code ----------------------------------------------------------------- */
 
+/* Kernel k is in the chosen code (kernels of one target only, e.g. sm_90a's
+ * warp-specialised GEMMs, are not in the other targets' modules). */
+static int
+has_code(const moert_program *p, int k)
+{
+	const MKernel *mk = &p->m->k[k];
+	const char *target = strchr(p->code, ':') + 1;
+
+	for (int t = 0; t < mk->ntarget; t++)
+		if (!strcmp(mk->target[t], target))
+			return 1;
+	return 0;
+}
+
+/* Some step (after moert_keep_arch) launches kernel k. */
+static int
+used(const Manifest *m, int k)
+{
+	for (int i = 0; i < m->nstep; i++)
+		if (m->step[i].kind != STEP_MEMSET && m->step[i].kidx == k)
+			return 1;
+	return 0;
+}
+
 static moert_status
 choose(moert_program *p)
 {
@@ -179,10 +203,7 @@ choose(moert_program *p)
 	moert_keep_arch(p->m, target);
 	for (int i = 0; i < p->m->nk; i++) {
 		const MKernel *k = &p->m->k[i];
-		int t = 0;
-		while (t < k->ntarget && strcmp(k->target[t], target) != 0)
-			t++;
-		if (t == k->ntarget)
+		if (!has_code(p, i) && used(p->m, i))
 			return moert_seterr(MOERT_EARCH, "kernel '%s' has no "
 					    "code in %s, chosen for sm_%d%d",
 					    k->name, p->code, p->dev->major,
@@ -252,6 +273,8 @@ functions(moert_program *p)
 		p->param_off[i] = arena_array(p->arena, size_t, m->k[i].nparam + 1);
 		if ((s = moert_param_layout(&m->k[i], p->param_off[i], &size)))
 			return s;
+		if (!has_code(p, i))	/* another target's: never launched here */
+			continue;
 		if ((s = CU(MOERT_ELOAD, cuModuleGetFunction,
 			    (&p->fn[i], p->mod, m->k[i].name))))
 			return moert_context(s, "kernel '%s' in %s", m->k[i].name,

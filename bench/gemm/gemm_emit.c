@@ -324,6 +324,15 @@ build(void)
 	s = ws(moe_down("wsdn_128x128x64_s6_w4_p", 128, 128, 64, 2, 2, 6, 1));
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 132;
+	/* the gathered MoE up projection: A rows by cp.async from the producer
+	 * warpgroup (k_gemm_ws.c), B by TMA; against wup_* (cp.async wgmma) */
+	ws(moe_up("wsup_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1));
+	s = ws(moe_up("wsup_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1));
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	s = ws(moe_up("wsup_128x128x64_s6_w4_p", 128, 128, 64, 2, 2, 6, 1));
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
 	s = add("cws_f16_kn_residual", "check");
 	s->N = 256;
 	s->K = 192;
@@ -346,6 +355,19 @@ build(void)
 	tile(s, 128, 128, 64, 2, 4, 6, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 7;
+
+	s = add("cws_grouped_gather_swiglu", "check");	/* gathered A on the WS mainloop */
+	s->N = 256;
+	s->K = 320;
+	s->groups = 8;
+	s->m_per_t = 2;
+	s->gather = 1;
+	s->gather_div = 2;
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	ws(s);
+	tile(s, 128, 128, 64, 2, 4, 5, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 5;
 
 	s = add("cw_grouped_scatter_persistent", "check");
 	s->N = 256;

@@ -262,9 +262,12 @@ step(MStepKind kind, const char *kernel, MExpr gx, int bx, int smem, MArg *a,
 }
 
 /* The manifest, filled the way the compiler fills one; code for `target`,
- * with `extra` bytes of arena beyond what the plan needs (the OOM check). */
+ * with `extra` bytes of arena beyond what the plan needs (the OOM check).
+ * other 1: one more kernel, built for sm_100a only, launched by a line of
+ * that target (arch=sm_100a: never on this device); other 2: the same
+ * line without arch=. */
 static char *
-manifest_text(const char *target, uint64_t extra, size_t *len)
+manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 {
 	static MType p_synth[] = {MT_PTR, MT_U64, MT_I32};
 	static MType p_axpb[] = {MT_PTR, MT_PTR, MT_PTR, MT_I32, MT_I32};
@@ -274,9 +277,10 @@ manifest_text(const char *target, uint64_t extra, size_t *len)
 	static MTensor in[1], out[2];
 	static MWeight w[2];
 	static MBuffer buf[1];
-	static MKernel k[4];
+	static const char *sm100[1] = {"sm_100a"};
+	static MKernel k[5];
 	static MArg a0[3], a1[5], a2[4], a3[3];
-	static MStep st[5];
+	static MStep st[6];
 	Manifest m = {0};
 
 	sm80[0] = target;
@@ -309,12 +313,20 @@ manifest_text(const char *target, uint64_t extra, size_t *len)
 	m.bytes = (MExpr){8 * H + 4, 4 * H, 0};
 	m.in = in, m.nin = 1, m.out = out, m.nout = 2, m.w = w, m.nw = 2;
 	m.buf = buf, m.nbuf = 1, m.k = k, m.nk = 4, m.step = st, m.nstep = 5;
+	if (other) {
+		k[4] = (MKernel){"copy_i32_sm100", sm100, 1, p_copy, 3, 0, 0, 0};
+		st[5] = st[4];
+		st[5].kernel = k[4].name;
+		st[5].arch = other == 1 ? sm100[0] : NULL;
+		m.nk = 5, m.nstep = 6;
+	}
 	return bundle_manifest_print(&m, len);
 }
 
-/* A bundle with PTX for `target` ("sm_80") and `extra` arena bytes; malloc'd. */
+/* A bundle with PTX for `target` ("sm_80") and `extra` arena bytes; malloc'd.
+ * other: manifest_text's, with a ptx:sm_100a section that is never loaded. */
 static unsigned char *
-make_bundle(const char *target, const char *ptx, uint64_t extra, size_t *len)
+make_bundle_other(const char *target, const char *ptx, uint64_t extra, int other, size_t *len)
 {
 	char code[32], *man;
 	unsigned char *b = NULL;
@@ -326,18 +338,25 @@ make_bundle(const char *target, const char *ptx, uint64_t extra, size_t *len)
 
 	diag_init(&d, stderr);
 	snprintf(code, sizeof code, "ptx:%s", target);
-	man = manifest_text(target, extra, &mlen);
+	man = manifest_text(target, extra, other, &mlen);
 	if (bundle_manifest_parse(a, "manifest", man, mlen, &m, &d) != 0)
 		check(0, "the printed manifest parses back");
 	bundle_writer_init(&w, NULL);
 	if (bundle_add(&w, "manifest", man, mlen, &d) ||
 	    bundle_add(&w, code, ptx, strlen(ptx), &d) ||
+	    (other && bundle_add(&w, "ptx:sm_100a", "not loaded", 10, &d)) ||
 	    bundle_add(&w, "weights", inc_w, sizeof inc_w, &d) ||
 	    bundle_write(&w, &b, len, &d))
 		check(0, "bundle_write");
 	arena_free(a);
 	free(man);
 	return b;
+}
+
+static unsigned char *
+make_bundle(const char *target, const char *ptx, uint64_t extra, size_t *len)
+{
+	return make_bundle_other(target, ptx, extra, 0, len);
 }
 
 /* --- device buffers, sized for max_tokens so graphs see one set of pointers */
@@ -482,6 +501,26 @@ check_refusals(Io *io, moert_program *p)
 	b = make_bundle("sm_100a", ptx_src, 0, &len);
 	s = moert_load(io->dev, b, len, &q);
 	check(s == MOERT_EARCH && !q, "bundle for sm_100a only refused: %s: %s",
+	      moert_status_name(s), moert_last_error());
+	free(b);
+	/* a kernel of another target only (sm_90a's warp-specialised GEMMs in a
+	 * default bundle): its arch= lines go, and it is never looked up; a line
+	 * for every target naming it is refused */
+	b = make_bundle_other("sm_80", ptx_src, 0, 1, &len);
+	s = moert_load(io->dev, b, len, &q);
+	check(s == MOERT_OK, "a kernel of sm_100a only, launched for sm_100a only, left out: %s: %s",
+	      moert_status_name(s), s ? moert_last_error() : "");
+	if (!s) {
+		fill_x(io, 7, 11);
+		check(run_t(io, q, 7, 0) == 0, "... and the program runs as without it");
+	}
+	moert_unload(q);
+	q = NULL;
+	free(b);
+	b = make_bundle_other("sm_80", ptx_src, 0, 2, &len);
+	s = moert_load(io->dev, b, len, &q);
+	check(s == MOERT_EARCH && !q && strstr(moert_last_error(), "kernel 'copy_i32_sm100' has no code in"),
+	      "a kernel of sm_100a only launched on every target refused: %s: %s",
 	      moert_status_name(s), moert_last_error());
 	free(b);
 	b = make_bundle("sm_80", ".version 7.0\n.target sm_80\n.address_size 64\n"

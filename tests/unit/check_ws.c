@@ -2,13 +2,15 @@
  * check_ws.c — the warp-specialised sm_90a GEMM mainloop (GemmSpec.mainloop
  * = CG_MAINLOOP_WS: TMA into a ring of mbarrier-guarded stages, a producer
  * warpgroup, consumer warpgroups): its checks (targets without TMA/wgmma,
- * gathered A, f32 operands, group quantisation: diagnostics, no abort),
+ * f32 operands, group quantisation: diagnostics, no abort),
  * parameters and tensor maps, PTX for sm_90a assembled by ptxas (TMA,
  * mbarrier, setmaxnreg, elect.sync present; no spills), and kernels on the
  * CPU emulator, whose mbarriers and tensor copies follow the PTX ISA, against
  * a host reference in double with NaN-poisoned outputs: dense and grouped,
  * ragged M, one and two consumer warpgroups, 2 to 8 stages, bk 64 and 128,
- * B [K,N], empty experts, persistent over more tiles than CTAs, T = 0.  The
+ * B [K,N], empty experts, persistent over more tiles than CTAs, T = 0;
+ * gathered A rows (the MoE up-projection) by the producer warpgroup's
+ * cp.async into the stages, completing on the mbarriers.  The
  * outputs must equal the cp.async wgmma mainloop's bit for bit (both
  * accumulate k16 step by k16 step).
  */
@@ -77,10 +79,12 @@ START_TEST(test_ws_needs_sm90a_and_refuses_what_tma_cannot)
 		cg_module_free(m);
 	}
 	ck_assert_msg(cg_gemm_check(&a, &s, &d) == 0, "%s", d.last);
-	gh_spec_grouped_swiglu(&s, 8, 256, 128, 2);		/* gathered rows */
+	gh_spec_grouped_swiglu(&s, 8, 256, 256, 2);		/* gathered rows: cp.async */
 	tiles(&s, 128, 128, 64, 2, 2, 4);
+	ck_assert_msg(cg_gemm_check(&a, &s, &d) == 0, "%s", d.last);
+	tiles(&s, 256, 128, 128, 4, 2, 2);			/* 32 A chunks per producer thread */
 	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
-	ck_assert_ptr_nonnull(strstr(d.last, "gathered"));
+	ck_assert_ptr_nonnull(strstr(d.last, "chunks per producer"));
 	gh_spec_dense_bias_gelu(&s, 256, 128);
 	tiles(&s, 128, 128, 64, 2, 2, 4);
 	s.a_dt = DT_F32;
@@ -134,6 +138,19 @@ START_TEST(test_ws_params_and_tensor_maps)
 	ck_assert_int_eq(cg_tmap_check(&k->tmap[1], 4, &d), 0);
 	ck_assert_ptr_nonnull(strstr(k->note, "ws tma"));
 	cg_module_free(m);
+	/* gathered A: B's map only */
+	gh_spec_grouped_swiglu(&s, 8, 512, 256, 2);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	m = cg_module_new(&t, "q", &d);
+	ck_assert_msg(cg_emit_gemm(m, "g", &s, &d) == 0, "%s", d.last);
+	k = cg_module_find(m, "g");
+	ck_assert_int_eq(k->ntmap, 1);
+	ck_assert_str_eq(k->param[1].role, "gather_idx");
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "B_map");
+	ck_assert_int_ne(k->param[k->nparam - 3].kind, CGP_TMAP);
+	ck_assert_str_eq(k->tmap[0].of, "B");
+	ck_assert_ptr_nonnull(strstr(k->note, "cp.async-a"));
+	cg_module_free(m);
 }
 END_TEST
 
@@ -166,6 +183,35 @@ START_TEST(test_ws_ptx_assembles_for_sm90a)
 	ck_assert(gh_count(ptx, "wgmma.mma_async") > 0);
 	ck_assert_int_eq(gh_count(ptx, "cp.async.cg"), 0);
 	gh_assemble(m, ns, "check_ws", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/* Gathered A (Mixtral's up-projection, two consumers; one consumer with
+ * bk 128): cp.async chunks, their arrival on the stage's mbarrier, the
+ * consumers' proxy fence, B by TMA; no spills with 48 producer registers. */
+START_TEST(test_ws_gather_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_grouped_swiglu(&s[0], 8, 28672, 4096, 2);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	gh_spec_grouped_swiglu(&s[1], 8, 1024, 512, 2);
+	tiles(&s[1], 128, 128, 128, 2, 2, 3);
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "wg");
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, ".entry"), 2);
+	ck_assert(gh_count(ptx, "cp.async.cg.shared.global") > 0);
+	ck_assert(gh_count(ptx, "cp.async.mbarrier.arrive.noinc.shared::cta.b64") >= 2);
+	ck_assert(gh_count(ptx, "fence.proxy.async.shared::cta") >= 2);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.3d") >= 2);
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.2d"), 0);	/* A is not a box */
+	ck_assert(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 48") >= 1);
+	gh_assemble(m, 2, "check_ws gather", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 }
 END_TEST
@@ -255,6 +301,29 @@ START_TEST(test_ws_emu_grouped_expert_bias_swiglu)
 	c.s.ctas = 2;
 	c.T = 220;
 	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_gather_swiglu)
+{
+	GemmCase c = {.what = "gathered A (top-2 up-projection), SwiGLU, empty experts"};
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+
+	gh_spec_grouped_swiglu(&c.s, 8, 256, 192, 2);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 120;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+	c.what = "gathered A, persistent: 3 CTAs, two consumers, 6 stages";
+	tiles(&c.s, 128, 128, 64, 2, 4, 6);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	check_case(&c, 1e-2);
+	c.what = "gathered A, bk 128: 16 chunks per producer thread, 2 stages";
+	tiles(&c.s, 128, 128, 128, 2, 2, 2);
+	c.s.K = 256;
+	c.s.sched = CG_SCHED_TILES;
 	check_case(&c, 1e-2);
 }
 END_TEST
@@ -383,11 +452,13 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_needs_sm90a_and_refuses_what_tma_cannot);
 	tcase_add_test(t, test_ws_params_and_tensor_maps);
 	tcase_add_test(t, test_ws_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_gather_ptx_assembles_for_sm90a);
 	tcase_add_loop_test(t, test_ws_emu_dense, 0, (int)NELEM(dense_cases));
 	tcase_add_test(t, test_ws_emu_dense_persistent_more_tiles_than_ctas);
 	tcase_add_test(t, test_ws_emu_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
+	tcase_add_test(t, test_ws_emu_grouped_gather_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_no_rows);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
