@@ -64,6 +64,7 @@ struct CgProgram {
 	VEC(MStep) init, run;
 	VEC(MRoute) route;	/* the manifest's "route" lines */
 	VEC(MTmap) tmap;	/* the manifest's "tensormap" lines */
+	VEC(MCand) cand;	/* --tune-candidates: "candidate" lines (of: a run step) */
 	unsigned char *weights;	/* the packed real weights */
 	uint64_t wbytes;
 	int64_t flops_per_t;
@@ -497,7 +498,7 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 /* A launch step.  tval >= 0: the kernel's rows are static, its T is tval:
  * the grid is evaluated and T passed as a literal. */
 static int
-add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval)
+make_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval, MStep *out)
 {
 	MStep s;
 
@@ -521,6 +522,17 @@ add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tv
 	s.smem = k->smem;
 	s.arg = args;
 	s.narg = k->nparam;
+	*out = s;
+	return 0;
+}
+
+static int
+add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval)
+{
+	MStep s;
+
+	if (make_step(p, kind, k, args, tval, &s))
+		return -1;
 	if (kind == STEP_INIT)
 		vec_push(&p->init, s);
 	else
@@ -912,6 +924,136 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 }
 
 /*
+ * --- Tuning candidates (moec compile --tune-candidates, docs/codegen.md) ---
+ *
+ * For each tensor-core GEMM and each T range a tuning key names (decode
+ * t1-64, prefill t65-MAX), the variants `moert tune` times: the heuristic's
+ * first, then the tiles of its row class (decode: up to 64 rows, prefill: 64
+ * and more) with the most stages that fit, with 3 stages (two decode CTAs
+ * per SM), and split over K in 2 or 4 (decode tiles of up to 32 rows).  Each
+ * is a kernel of its own (NAME_cJ) and a "candidate" line naming the plan's
+ * launch it could replace.  One target per bundle: a table entry is per target.
+ */
+enum { MAX_CANDIDATES = 24, DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
+
+/* Variant (tile tl, stages: 0 the most that fit, split S) of the heuristic's
+ * spec h, for up to thi tokens: 0 when the builder takes it on target t. */
+static int
+cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S, int64_t thi,
+	 GemmSpec *c)
+{
+	Diag quiet;
+	int64_t kt;
+
+	diag_init(&quiet, NULL);
+	*c = *h;
+	c->split_k = c->split_slots = 0;
+	if (try_tile(t, c, tl, 1) || (stages && stages > c->stages))
+		return -1;
+	if (stages)
+		c->stages = stages;
+	kt = c->K / c->bk;
+	if (S > 1 && (c->bm > 32 || kt % S || kt / S < 2))
+		return -1;
+	c->split_k = S > 1 ? S : 0;
+	split_slots(c, thi);
+	return cg_gemm_check(t, c, &quiet) == 0 && cg_gemm_smem(c) <= cg_target_smem_max(t) ? 0 : -1;
+}
+
+/* The candidate specs for rows up to thi tokens, h first, each variant once. */
+static int
+cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
+{
+	static const int plan[][2] = {{0, 1}, {3, 1}, {0, 2}, {0, 4}};	/* stages, split */
+	int decode = gemm_rows(h, thi, 1) <= 64, n = 0;
+	char seen[MAX_CANDIDATES][64];
+
+	for (int pi = -1; pi < (int)NELEM(plan); pi++)
+		for (size_t i = 0; i < NELEM(tiles) && n < MAX_CANDIDATES; i++) {
+			GemmSpec c = *h;
+			CgVariant v;
+			int dup = 0;
+			if (pi >= 0 && ((decode ? tiles[i].bm > 64 : tiles[i].bm < 64) ||
+					(!decode && plan[pi][1] > 1) ||
+					cand_try(t, h, &tiles[i], plan[pi][0], plan[pi][1], thi, &c)))
+				continue;
+			cg_variant_of(&c, &v);
+			cg_variant_print(&v, seen[n], sizeof seen[n]);
+			for (int j = 0; j < n && !dup; j++)
+				dup = !strcmp(seen[j], seen[n]);
+			if (!dup)
+				out[n++] = c;
+			if (pi < 0)
+				break;	/* the heuristic's own, once */
+		}
+	return n;
+}
+
+/* The candidates of one key (range tlo..thi, heuristic spec h) for the plan's
+ * run step `of`; *ncand numbers their kernels. */
+static int
+key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
+	       const GemmSpec *h, int64_t tlo, int64_t thi, int of, int *ncand)
+{
+	GemmSpec c[MAX_CANDIDATES];
+	char key[256], v[64];
+	int n = cand_specs(cg_module_target(p->mod[0]), h, thi, c);
+
+	cg_gemm_key(h, tlo, thi, key, sizeof key);
+	for (int j = 0; j < n; j++) {
+		const char *cname = arena_printf(p->a, "%s_c%d", name, (*ncand)++);
+		MCand mc = {.of = of, .out = -1, .dt = gemm_value(call, gb, "C")->type.dt};
+		const CgKernel *k;
+		CgVariant cv;
+		MArg *args;
+
+		if (emit_kernels(p, cname, &c[j], 0))
+			return -1;
+		k = cg_module_find(p->mod[0], cname);
+		args = arena_array(p->a, MArg, k->nparam + 1);
+		if (bind_args(p, k, call, gb, args) || make_step(p, STEP_LAUNCH, k, args, -1, &mc.s))
+			return -1;
+		for (int i = 0; i < k->nparam; i++)
+			if (!strcmp(k->param[i].role, "C"))
+				mc.out = i;
+		p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(&c[j]));
+		cg_variant_of(&c[j], &cv);
+		cg_variant_print(&cv, v, sizeof v);
+		mc.key = arena_strdup(p->a, key);
+		mc.variant = arena_strdup(p->a, v);
+		mc.s.tlo = tlo;
+		mc.s.thi = thi;
+		vec_push(&p->cand, mc);
+	}
+	return 0;
+}
+
+/*
+ * The candidates of a GEMM whose launch steps were just added: s[0] is the
+ * heuristic's plan for the prefill key (the last step), small[0] (NULL:
+ * none) its plan for the decode key (the step before when `two`, else the
+ * same launch).  Not for
+ * CUDA-core GEMMs, quantised B (repacked once for one tile) or static rows.
+ */
+static int
+gemm_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
+		const GemmSpec *s, int simt, const GemmSpec *small, int two)
+{
+	int last = (int)p->run.n - 1, ncand = 0, decode = p->o.max_tokens > DECODE_T;
+
+	if (simt || s[0].bq.group > 0 || gb->rows) {
+		diag_remark(p->d, call->loc, "@%s: no tuning candidates (%s)", call->callee->name,
+			    simt ? "CUDA cores" : gb->rows ? "static rows" : "quantised B");
+		return 0;
+	}
+	/* two launches: the decode variant's step is the one before the last */
+	if (small && key_candidates(p, call, name, gb, small, 1, DECODE_T, last - two, &ncand))
+		return -1;
+	return key_candidates(p, call, name, gb, &s[0], decode ? DECODE_T + 1 : 1, p->o.max_tokens,
+			      last, &ncand);
+}
+
+/*
  * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
  * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
  * max_tokens does, both variants are emitted and each launch step names its
@@ -919,7 +1061,6 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * (shared memory, SMs) get launch lines of their own (arch=), each target's
  * variants tiling 1..max_tokens; the kernels keep one name, built per target.
  */
-enum { DECODE_T = 64 };
 
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
@@ -927,7 +1068,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	GemmSpec s[8], small[8];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2 = 0, two = 0, uniform = 1;
+	int simt, simt2 = 0, two = 0, uniform = 1, small_ok = 0;
 	const char *sname = arena_printf(p->a, "%s_decode", name);
 
 	*done = 0;
@@ -959,9 +1100,11 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		p->rounded = 1;
 	}
 	if (!gb.rows && p->o.max_tokens > DECODE_T &&
-	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0)
+	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0) {
+		small_ok = !simt2;
 		for (int i = 0; i < p->o.narch; i++)
 			two |= !same_tiles(&s[i], simt, &small[i], simt2);
+	}
 	for (int i = 1; i < p->o.narch; i++)
 		uniform &= same_tiles(&s[i], simt, &s[0], simt) &&
 			   (!two || same_tiles(&small[i], simt2, &small[0], simt2));
@@ -987,6 +1130,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 			: gemm_step(p, call, name, i, &gb, 0, 0, arch))
 			return -1;
 	}
+	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, s, simt, small_ok ? small : NULL, two))
+		return -1;
 	if (gb.rows)
 		p->flops_static += 2 * gb.rows * s[0].N * s[0].K;
 	else
@@ -1483,6 +1628,12 @@ fill_plan(CgProgram *p)
 	m->route = arena_array(p->a, MRoute, m->nroute + 1);
 	for (int i = 0; i < m->nroute; i++)
 		m->route[i] = p->route.v[i];
+	m->ncand = (int)p->cand.n;
+	m->cand = arena_array(p->a, MCand, m->ncand + 1);
+	for (int i = 0; i < m->ncand; i++) {
+		m->cand[i] = p->cand.v[i];
+		m->cand[i].of += (int)p->init.n;	/* run steps follow the init steps */
+	}
 	/* nominal cost: GEMM flops, and weights plus activations moved */
 	for (size_t i = 0; i < p->w.n; i++)
 		wb += (int64_t)p->w.v[i].bytes;
@@ -1760,6 +1911,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->run);
 	vec_free(&p->route);
 	vec_free(&p->tmap);
+	vec_free(&p->cand);
 	free(p->weights);
 	free(p->st);
 	arena_free(p->a);
