@@ -644,29 +644,45 @@ split_slots(GemmSpec *s, int64_t thi)
 }
 
 /*
- * Split-K for the decode tiles (docs/codegen.md): when the tiles at the
- * fewest rows the launch runs for (tlo tokens) leave SMs idle, split K into
- * the fewest slices S (dividing the k-tiles, at least 2 k-tiles each, at
- * most 16) that give every SM a CTA, so that all of them stream weights.
- * The workspace holds the tiles at the most rows (thi tokens).
+ * Split-K for the decode tiles (docs/codegen.md).  A slice streams 1/S of K
+ * but pays the pipeline's fill and the epilogue (and the hand-over) in
+ * full, and CTAs run in waves of SMs x the CTAs an SM holds; so a launch
+ * takes waves(S) x (KT/S + SPLIT_FILL) k-tile times.  S (dividing the
+ * k-tiles, at least 2 of them a slice, at most 16) is the one with the
+ * shortest such time at the fewest rows the launch runs for (tlo tokens),
+ * kept only if it is no slower at the most (thi): as T grows more experts
+ * get rows and their CTAs fill the SMs unsplit.  The workspace holds the
+ * tiles at thi.  Measured on the H200 (bench/RESULTS.md, 2026-11-29 run 3
+ * against 2026-12-02): the rule before (the fewest S with CTAs x S >= SMs
+ * at tlo) made Qwen3-30B-A3B's decode GEMMs slower: S=2, chosen for T=1's
+ * 96 CTAs (which S=2 turns into two waves of half the work: no gain), ran at
+ * T=16 too, where 82 experts give 984 CTAs, and cut the down projection's 6
+ * k-tiles into slices of 3: 141 + 85 -> 175 + 140 us.
  */
+enum { SPLIT_FILL = 2 };	/* k-tile times of a CTA that stream nothing (fill, epilogue) */
+
+static double
+split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
+{
+	int64_t kt = s->K / s->bk, per_sm = MAX(1, cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024));
+	int64_t slots = cg_target_sms(t) * per_sm, ctas = est_ctas(s, tokens) * S;
+
+	return (double)((ctas + slots - 1) / slots) * ((double)kt / S + SPLIT_FILL);
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
-	int64_t kt = s->K / s->bk, ctas = est_ctas(s, tlo);
+	int64_t kt = s->K / s->bk;
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || ctas >= cg_target_sms(t))
+	if (s->bm > 64 || est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
-	for (int S = 2; S <= 16 && kt / S >= 2; S++) {
-		if (kt % S)
-			continue;
-		best = S;
-		if (ctas * S >= cg_target_sms(t))
-			break;
-	}
-	if (best < 2)
+	for (int S = 2; S <= 16 && kt / S >= 2; S++)
+		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
+			best = S;
+	if (best < 2 || split_time(t, s, thi, best) > split_time(t, s, thi, 1))
 		return;
 	s->split_k = best;
 	split_slots(s, thi);
