@@ -5,7 +5,8 @@
 # sizes.  Writes OUTDIR/cases.txt: "name bundle tokens kind model".
 # sm_90a only (the H200 runs them; the bundles stay small enough to carry:
 # weights are generated on the device).  MOEC_FLAGS adds flags to every
-# compile (e.g. --tuning=FILE).
+# compile (e.g. --tuning=FILE, or --tune-candidates for bench/tune_bench.sh);
+# ONLY=REGEX compiles only the cases whose name matches (grep -E).
 set -eu
 moec=$1 out=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +15,7 @@ mkdir -p "$out"
 one() {	# one NAME TOKENS KIND MODEL [moec flags...]
 	name=$1 tokens=$2 kind=$3 model=$4
 	shift 4
+	if [ -n "${ONLY:-}" ] && ! echo "$name" | grep -Eq "$ONLY"; then return 0; fi
 	# shellcheck disable=SC2086
 	"$moec" compile "$@" --arch=sm_90a ${MOEC_FLAGS:-} --max-tokens="$tokens" -o "$out/$name.moeb" \
 		2>"$out/$name.log" ||

@@ -188,6 +188,22 @@ struct MStep {
  * of a kernel, each for a range of T.) */
 int bundle_step_runs(const MStep *s, int64_t T);
 
+/*
+ * A candidate kernel for one GEMM of the plan (the optional "candidate"
+ * line, docs/bundle.md §2; moec compile --tune-candidates): a launch that is
+ * never part of the plan, which `moert tune` times in place of launch step
+ * `of` and checks against it.
+ */
+typedef struct MCand MCand;
+struct MCand {
+	MStep s;		/* the launch; tlo, thi: the T range of the key (tokens=) */
+	int of;			/* the plan's launch step (an index into step[]) */
+	int out;		/* the argument the GEMM writes (ARG_BUF or ARG_OUT) */
+	DType dt;		/* its element type */
+	const char *key;	/* the tuning table's key and variant (docs/codegen.md) */
+	const char *variant;
+};
+
 /* An input or output name as the manifest spells it: plain, or quoted with
  * \xHH escapes (docs/bundle.md §2).  1 if it needs quoting; buf gets the
  * spelling (4 * 255 + 3 bytes suffice for any name the parser accepts). */
@@ -231,6 +247,8 @@ struct Manifest {
 	int nroute;
 	int ep_ranks, ep_rank;	/* the optional "ep" line (expert parallelism); 0: none */
 	const char *ep_experts;	/* its experts: "0-3,7" (ids and ranges, ascending) */
+	MCand *cand;		/* optional "candidate" lines */
+	int ncand;
 };
 
 /*

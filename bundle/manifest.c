@@ -18,7 +18,7 @@
 
 #include "bundle.h"
 
-#define MAXWORDS 8
+#define MAXWORDS 12
 #define MAXNAME BUNDLE_MAXNAME
 #define MAXNUMEL ((int64_t)1 << 48)	/* as an IR type (docs/limits.md) */
 
@@ -91,7 +91,7 @@ struct P {
 	int rank;		/* order rank of the last statement, -1: none */
 	int last;		/* its keyword */
 	unsigned seen, reported;	/* header keywords, by bit */
-	int cin, cout, cw, cbuf, ck, cstep, croute, ctmap;	/* array capacities */
+	int cin, cout, cw, cbuf, ck, cstep, croute, ctmap, ccand;	/* array capacities */
 	int version;		/* set when "moeb N" has N != 1 */
 	Names tensors, weights, buffers, kernels, tmaps;	/* tensors: in i, out nin + i */
 	int64_t tnext;		/* tokens= variants: the next T to cover; 0: none open */
@@ -130,7 +130,9 @@ struct P {
 	X(memset, 18, 0, "memset buf:NAME[+OFF] bytes=E")                    \
 	X(all_to_all, 18, 0, "all_to_all src=buf:NAME dst=buf:NAME chunk=E")   \
 	X(route, 19, 0,                                                        \
-	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2")
+	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2") \
+	X(candidate, 20, 0, "candidate KERNEL grid=E,E,E block=N,N,N smem=N "  \
+	  "args=LIST of=STEP out=ARG dtype=DT key=KEY variant=VARIANT tokens=LO..HI")
 
 enum {
 #define X(kw, rank, req, use) KW_##kw,
@@ -1160,13 +1162,13 @@ st_tensormap(P *p)
 
 /* tokens=LO..HI: the range of T a launch variant runs for. */
 static int
-tokens_range(P *p, MStep *s)
+tokens_range(P *p, int i, MStep *s)
 {
 	Word w;
 	const char *dots, *why;
 	uint64_t lo, hi;
 
-	if (kv(p, 6, "tokens", &w))
+	if (kv(p, i, "tokens", &w))
 		return -1;
 	dots = memchr(w.s, '.', w.n);
 	if (!dots || (size_t)(dots - w.s) + 2 > w.n || dots[1] != '.')
@@ -1265,30 +1267,49 @@ arch_at(P *p, int i, MStep *s)
 		   k->name);
 }
 
+/* Word 1 of a launch, init or candidate line: a declared kernel. */
+static int
+kernel_at(P *p, MStep *s)
+{
+	if (name_at(p, &p->w[1], &s->kernel))
+		return -1;
+	if ((s->kidx = names_get(&p->kernels, s->kernel)) < 0)
+		return err(p, p->w[1].col, "undeclared kernel '%s'", s->kernel);
+	return 0;
+}
+
+/* Words 2..5 of a launch, init or candidate line: grid, block, smem, args. */
+static int
+launch_words(P *p, MStep *s)
+{
+	int64_t smem;
+	Word w;
+
+	if (kv(p, 2, "grid", &w) || grid3(p, list_of(w), s) ||
+	    kv(p, 3, "block", &w) || block3(p, list_of(w), s) ||
+	    kv(p, 4, "smem", &w) || int_at(p, &w, INT32_MAX, &smem) ||
+	    kv(p, 5, "args", &w) || args(p, list_of(w), s))
+		return -1;
+	s->smem = (int)smem;
+	return 0;
+}
+
 static int
 step(P *p, int kw, MStepKind kind)
 {
 	MStep s = {.kind = kind, .line = p->line};
 	Manifest *m = p->m;
-	int64_t smem;
-	Word w;
 	int tok = kind == STEP_LAUNCH && has_key(p, 6, "tokens");
 	int arch = kind == STEP_LAUNCH && has_key(p, 6 + tok, "arch");
 
-	if (arity(p, kw, 6 + tok + arch) || name_at(p, &p->w[1], &s.kernel))
+	if (arity(p, kw, 6 + tok + arch) || kernel_at(p, &s))
 		return -1;
-	if ((s.kidx = names_get(&p->kernels, s.kernel)) < 0)
-		return err(p, p->w[1].col, "undeclared kernel '%s'", s.kernel);
 	if (arch && arch_at(p, 6 + tok, &s))
 		return -1;
-	if (tok ? tokens_range(p, &s) || tokens_tile(p, &s) : tokens_done(p))
+	if (tok ? tokens_range(p, 6, &s) || tokens_tile(p, &s) : tokens_done(p))
 		return -1;
-	if (kv(p, 2, "grid", &w) || grid3(p, list_of(w), &s) ||
-	    kv(p, 3, "block", &w) || block3(p, list_of(w), &s) ||
-	    kv(p, 4, "smem", &w) || int_at(p, &w, INT32_MAX, &smem) ||
-	    kv(p, 5, "args", &w) || args(p, list_of(w), &s))
+	if (launch_words(p, &s))
 		return -1;
-	s.smem = (int)smem;
 	GROW(p, m->step, m->nstep, p->cstep);
 	m->step[m->nstep++] = s;
 	return 0;
@@ -1511,6 +1532,57 @@ st_route(P *p)
 		return -1;
 	GROW(p, p->m->route, p->m->nroute, p->croute);
 	p->m->route[p->m->nroute++] = r;
+	return 0;
+}
+
+/* --- tuning candidates ------------------------------------------------- */
+
+/*
+ * candidate KERNEL grid= block= smem= args= of=STEP out=ARG dtype=DT key=KEY
+ * variant=VARIANT tokens=LO..HI: another kernel for the GEMM of launch step
+ * STEP (an index into the steps, init lines included), which `moert tune`
+ * times and checks against it at T in LO..HI (the key's range; the step must
+ * run there); never run by the plan.  The plan must have no arch= lines
+ * (a candidate bundle is for one target), ARG is a pointer argument.
+ */
+static int
+st_candidate(P *p)
+{
+	MCand c = {.s = {.kind = STEP_LAUNCH, .line = p->line}};
+	Manifest *m = p->m;
+	int64_t of, out;
+	Word w;
+
+	if (arity(p, KW_candidate, 12) || tokens_done(p) || kernel_at(p, &c.s) ||
+	    launch_words(p, &c.s) || kv(p, 6, "of", &w))
+		return -1;
+	if (!m->nstep || int_at(p, &w, m->nstep - 1, &of))
+		return m->nstep ? -1 : err(p, w.col, "of=%.*s: the plan has no steps", (int)w.n, w.s);
+	if (m->step[of].kind != STEP_LAUNCH)
+		return err(p, w.col, "of=%lld is not a launch step", (long long)of);
+	for (int i = 0; i < m->nstep; i++)
+		if (m->step[i].arch)
+			return err(p, 1, "candidate lines need a plan without arch= lines "
+				   "(line %d has one): compile for one target", m->step[i].line);
+	if (kv(p, 7, "out", &w) || int_at(p, &w, c.s.narg - 1, &out))
+		return -1;
+	if (c.s.arg[out].kind != ARG_BUF && c.s.arg[out].kind != ARG_OUT)
+		return err(p, w.col, "out=%lld: argument %lld is not a buf: or out: pointer",
+			   (long long)out, (long long)out + 1);
+	if (kv(p, 8, "dtype", &w) || dtype_at(p, &w, &c.dt) || kv(p, 9, "key", &w) ||
+	    text_at(p, &w, 255, &c.key) || kv(p, 10, "variant", &w) ||
+	    text_at(p, &w, 63, &c.variant))
+		return -1;
+	if (tokens_range(p, 11, &c.s))
+		return -1;
+	if (m->step[of].thi && (c.s.tlo < m->step[of].tlo || c.s.thi > m->step[of].thi))
+		return err(p, p->w[11].col, "tokens=%lld..%lld: launch step %lld runs for T=%lld..%lld "
+			   "only", (long long)c.s.tlo, (long long)c.s.thi, (long long)of,
+			   (long long)m->step[of].tlo, (long long)m->step[of].thi);
+	c.of = (int)of;
+	c.out = (int)out;
+	GROW(p, m->cand, m->ncand, p->ccand);
+	m->cand[m->ncand++] = c;
 	return 0;
 }
 

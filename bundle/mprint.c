@@ -184,6 +184,8 @@ tensormap(FILE *f, const Manifest *m, const MTmap *t)
 	fprintf(f, " swizzle=%d\n", t->swizzle);
 }
 
+static void launch(FILE *f, const Manifest *m, const MStep *s);
+
 static void
 step(FILE *f, const Manifest *m, const MStep *s)
 {
@@ -205,8 +207,20 @@ step(FILE *f, const Manifest *m, const MStep *s)
 		fputc('\n', f);
 		return;
 	}
-	fprintf(f, "%s %s grid=", s->kind == STEP_INIT ? "init" : "launch",
-		s->kernel ? s->kernel
+	fprintf(f, "%s ", s->kind == STEP_INIT ? "init" : "launch");
+	launch(f, m, s);
+	if (s->kind == STEP_LAUNCH && s->thi)
+		fprintf(f, " tokens=%lld..%lld", (long long)s->tlo, (long long)s->thi);
+	if (s->kind == STEP_LAUNCH && s->arch)
+		fprintf(f, " arch=%s", s->arch);
+	fputc('\n', f);
+}
+
+/* "KERNEL grid=... block=... smem=... args=..." of a launch, init or candidate line. */
+static void
+launch(FILE *f, const Manifest *m, const MStep *s)
+{
+	fprintf(f, "%s grid=", s->kernel ? s->kernel
 		: s->kidx >= 0 && s->kidx < m->nk ? nm(m->k[s->kidx].name) : "?");
 	for (int i = 0; i < 3; i++) {
 		if (i)
@@ -220,11 +234,6 @@ step(FILE *f, const Manifest *m, const MStep *s)
 			fputc(',', f);
 		arg(f, m, &s->arg[i]);
 	}
-	if (s->kind == STEP_LAUNCH && s->thi)
-		fprintf(f, " tokens=%lld..%lld", (long long)s->tlo, (long long)s->thi);
-	if (s->kind == STEP_LAUNCH && s->arch)
-		fprintf(f, " arch=%s", s->arch);
-	fputc('\n', f);
 }
 
 void
@@ -253,6 +262,14 @@ bundle_manifest_fprint(FILE *f, const Manifest *m)
 			nm(r->logits), (unsigned)r->dt < NDTYPE ? dtype_name(r->dt) : "?",
 			nm(r->ids), r->experts, r->k, r->groups, r->topk_group,
 			r->top2 ? "top2" : "max");
+	}
+	for (int i = 0; i < m->ncand; i++) {
+		const MCand *c = &m->cand[i];
+		fputs("candidate ", f);
+		launch(f, m, &c->s);
+		fprintf(f, " of=%d out=%d dtype=%s key=%s variant=%s tokens=%lld..%lld\n", c->of,
+			c->out, (unsigned)c->dt < NDTYPE ? dtype_name(c->dt) : "?", c->key, c->variant,
+			(long long)c->s.tlo, (long long)c->s.thi);
 	}
 }
 

@@ -64,6 +64,7 @@ struct CgProgram {
 	VEC(MStep) init, run;
 	VEC(MRoute) route;	/* the manifest's "route" lines */
 	VEC(MTmap) tmap;	/* the manifest's "tensormap" lines */
+	VEC(MCand) cand;	/* --tune-candidates: "candidate" lines (of: a run step) */
 	unsigned char *weights;	/* the packed real weights */
 	uint64_t wbytes;
 	int64_t flops_per_t;
@@ -499,7 +500,7 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 /* A launch step.  tval >= 0: the kernel's rows are static, its T is tval:
  * the grid is evaluated and T passed as a literal. */
 static int
-add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval)
+make_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval, MStep *out)
 {
 	MStep s;
 
@@ -523,6 +524,17 @@ add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tv
 	s.smem = k->smem;
 	s.arg = args;
 	s.narg = k->nparam;
+	*out = s;
+	return 0;
+}
+
+static int
+add_step(CgProgram *p, MStepKind kind, const CgKernel *k, MArg *args, int64_t tval)
+{
+	MStep s;
+
+	if (make_step(p, kind, k, args, tval, &s))
+		return -1;
 	if (kind == STEP_INIT)
 		vec_push(&p->init, s);
 	else
@@ -634,29 +646,45 @@ split_slots(GemmSpec *s, int64_t thi)
 }
 
 /*
- * Split-K for the decode tiles (docs/codegen.md): when the tiles at the
- * fewest rows the launch runs for (tlo tokens) leave SMs idle, split K into
- * the fewest slices S (dividing the k-tiles, at least 2 k-tiles each, at
- * most 16) that give every SM a CTA, so that all of them stream weights.
- * The workspace holds the tiles at the most rows (thi tokens).
+ * Split-K for the decode tiles (docs/codegen.md).  A slice streams 1/S of K
+ * but pays the pipeline's fill and the epilogue (and the hand-over) in
+ * full, and CTAs run in waves of SMs x the CTAs an SM holds; so a launch
+ * takes waves(S) x (KT/S + SPLIT_FILL) k-tile times.  S (dividing the
+ * k-tiles, at least 2 of them a slice, at most 16) is the one with the
+ * shortest such time at the fewest rows the launch runs for (tlo tokens),
+ * kept only if it is no slower at the most (thi): as T grows more experts
+ * get rows and their CTAs fill the SMs unsplit.  The workspace holds the
+ * tiles at thi.  Measured on the H200 (bench/RESULTS.md, 2026-11-29 run 3
+ * against 2026-12-02): the rule before (the fewest S with CTAs x S >= SMs
+ * at tlo) made Qwen3-30B-A3B's decode GEMMs slower: S=2, chosen for T=1's
+ * 96 CTAs (which S=2 turns into two waves of half the work: no gain), ran at
+ * T=16 too, where 82 experts give 984 CTAs, and cut the down projection's 6
+ * k-tiles into slices of 3: 141 + 85 -> 175 + 140 us.
  */
+enum { SPLIT_FILL = 2 };	/* k-tile times of a CTA that stream nothing (fill, epilogue) */
+
+static double
+split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
+{
+	int64_t kt = s->K / s->bk, per_sm = MAX(1, cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024));
+	int64_t slots = cg_target_sms(t) * per_sm, ctas = est_ctas(s, tokens) * S;
+
+	return (double)((ctas + slots - 1) / slots) * ((double)kt / S + SPLIT_FILL);
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
-	int64_t kt = s->K / s->bk, ctas = est_ctas(s, tlo);
+	int64_t kt = s->K / s->bk;
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || ctas >= cg_target_sms(t))
+	if (s->bm > 64 || est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
-	for (int S = 2; S <= 16 && kt / S >= 2; S++) {
-		if (kt % S)
-			continue;
-		best = S;
-		if (ctas * S >= cg_target_sms(t))
-			break;
-	}
-	if (best < 2)
+	for (int S = 2; S <= 16 && kt / S >= 2; S++)
+		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
+			best = S;
+	if (best < 2 || split_time(t, s, thi, best) > split_time(t, s, thi, 1))
 		return;
 	s->split_k = best;
 	split_slots(s, thi);
@@ -922,6 +950,136 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 }
 
 /*
+ * --- Tuning candidates (moec compile --tune-candidates, docs/codegen.md) ---
+ *
+ * For each tensor-core GEMM and each T range a tuning key names (decode
+ * t1-64, prefill t65-MAX), the variants `moert tune` times: the heuristic's
+ * first, then the tiles of its row class (decode: up to 64 rows, prefill: 64
+ * and more) with the most stages that fit, with 3 stages (two decode CTAs
+ * per SM), and split over K in 2 or 4 (decode tiles of up to 32 rows).  Each
+ * is a kernel of its own (NAME_cJ) and a "candidate" line naming the plan's
+ * launch it could replace.  One target per bundle: a table entry is per target.
+ */
+enum { MAX_CANDIDATES = 24, DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
+
+/* Variant (tile tl, stages: 0 the most that fit, split S) of the heuristic's
+ * spec h, for up to thi tokens: 0 when the builder takes it on target t. */
+static int
+cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S, int64_t thi,
+	 GemmSpec *c)
+{
+	Diag quiet;
+	int64_t kt;
+
+	diag_init(&quiet, NULL);
+	*c = *h;
+	c->split_k = c->split_slots = 0;
+	if (try_tile(t, c, tl, 1) || (stages && stages > c->stages))
+		return -1;
+	if (stages)
+		c->stages = stages;
+	kt = c->K / c->bk;
+	if (S > 1 && (c->bm > 32 || kt % S || kt / S < 2))
+		return -1;
+	c->split_k = S > 1 ? S : 0;
+	split_slots(c, thi);
+	return cg_gemm_check(t, c, &quiet) == 0 && cg_gemm_smem(c) <= cg_target_smem_max(t) ? 0 : -1;
+}
+
+/* The candidate specs for rows up to thi tokens, h first, each variant once. */
+static int
+cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
+{
+	static const int plan[][2] = {{0, 1}, {3, 1}, {0, 2}, {0, 4}};	/* stages, split */
+	int decode = gemm_rows(h, thi, 1) <= 64, n = 0;
+	char seen[MAX_CANDIDATES][64];
+
+	for (int pi = -1; pi < (int)NELEM(plan); pi++)
+		for (size_t i = 0; i < NELEM(tiles) && n < MAX_CANDIDATES; i++) {
+			GemmSpec c = *h;
+			CgVariant v;
+			int dup = 0;
+			if (pi >= 0 && ((decode ? tiles[i].bm > 64 : tiles[i].bm < 64) ||
+					(!decode && plan[pi][1] > 1) ||
+					cand_try(t, h, &tiles[i], plan[pi][0], plan[pi][1], thi, &c)))
+				continue;
+			cg_variant_of(&c, &v);
+			cg_variant_print(&v, seen[n], sizeof seen[n]);
+			for (int j = 0; j < n && !dup; j++)
+				dup = !strcmp(seen[j], seen[n]);
+			if (!dup)
+				out[n++] = c;
+			if (pi < 0)
+				break;	/* the heuristic's own, once */
+		}
+	return n;
+}
+
+/* The candidates of one key (range tlo..thi, heuristic spec h) for the plan's
+ * run step `of`; *ncand numbers their kernels. */
+static int
+key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
+	       const GemmSpec *h, int64_t tlo, int64_t thi, int of, int *ncand)
+{
+	GemmSpec c[MAX_CANDIDATES];
+	char key[256], v[64];
+	int n = cand_specs(cg_module_target(p->mod[0]), h, thi, c);
+
+	cg_gemm_key(h, tlo, thi, key, sizeof key);
+	for (int j = 0; j < n; j++) {
+		const char *cname = arena_printf(p->a, "%s_c%d", name, (*ncand)++);
+		MCand mc = {.of = of, .out = -1, .dt = gemm_value(call, gb, "C")->type.dt};
+		const CgKernel *k;
+		CgVariant cv;
+		MArg *args;
+
+		if (emit_kernels(p, cname, &c[j], 0))
+			return -1;
+		k = cg_module_find(p->mod[0], cname);
+		args = arena_array(p->a, MArg, k->nparam + 1);
+		if (bind_args(p, k, call, gb, args) || make_step(p, STEP_LAUNCH, k, args, -1, &mc.s))
+			return -1;
+		for (int i = 0; i < k->nparam; i++)
+			if (!strcmp(k->param[i].role, "C"))
+				mc.out = i;
+		p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(&c[j]));
+		cg_variant_of(&c[j], &cv);
+		cg_variant_print(&cv, v, sizeof v);
+		mc.key = arena_strdup(p->a, key);
+		mc.variant = arena_strdup(p->a, v);
+		mc.s.tlo = tlo;
+		mc.s.thi = thi;
+		vec_push(&p->cand, mc);
+	}
+	return 0;
+}
+
+/*
+ * The candidates of a GEMM whose launch steps were just added: s[0] is the
+ * heuristic's plan for the prefill key (the last step), small[0] (NULL:
+ * none) its plan for the decode key (the step before when `two`, else the
+ * same launch).  Not for
+ * CUDA-core GEMMs, quantised B (repacked once for one tile) or static rows.
+ */
+static int
+gemm_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
+		const GemmSpec *s, int simt, const GemmSpec *small, int two)
+{
+	int last = (int)p->run.n - 1, ncand = 0, decode = p->o.max_tokens > DECODE_T;
+
+	if (simt || s[0].bq.group > 0 || gb->rows) {
+		diag_remark(p->d, call->loc, "@%s: no tuning candidates (%s)", call->callee->name,
+			    simt ? "CUDA cores" : gb->rows ? "static rows" : "quantised B");
+		return 0;
+	}
+	/* two launches: the decode variant's step is the one before the last */
+	if (small && key_candidates(p, call, name, gb, small, 1, DECODE_T, last - two, &ncand))
+		return -1;
+	return key_candidates(p, call, name, gb, &s[0], decode ? DECODE_T + 1 : 1, p->o.max_tokens,
+			      last, &ncand);
+}
+
+/*
  * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
  * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
  * max_tokens does, both variants are emitted and each launch step names its
@@ -930,7 +1088,6 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * variants tiling 1..max_tokens; the kernels keep one name, built per target
  * (but NAME_ws where only some targets take the warp-specialised mainloop).
  */
-enum { DECODE_T = 64 };
 
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
@@ -938,7 +1095,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	GemmSpec s[8], small[8];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2 = 0, two = 0, uniform = 1, split = 0, split2 = 0;
+	int simt, simt2 = 0, two = 0, uniform = 1, split = 0, split2 = 0, small_ok = 0;
 	const char *sname = arena_printf(p->a, "%s_decode", name), *names[8], *snames[8];
 
 	*done = 0;
@@ -970,9 +1127,11 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		p->rounded = 1;
 	}
 	if (!gb.rows && p->o.max_tokens > DECODE_T &&
-	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0)
+	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0) {
+		small_ok = !simt2;
 		for (int i = 0; i < p->o.narch; i++)
 			two |= !same_tiles(&s[i], simt, &small[i], simt2);
+	}
 	for (int i = 1; i < p->o.narch; i++)
 		uniform &= same_tiles(&s[i], simt, &s[0], simt) &&
 			   (!two || same_tiles(&small[i], simt2, &small[0], simt2));
@@ -999,6 +1158,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 			: gemm_step(p, call, names[i], i, &gb, 0, 0, arch))
 			return -1;
 	}
+	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, s, simt, small_ok ? small : NULL, two))
+		return -1;
 	if (gb.rows)
 		p->flops_static += 2 * gb.rows * s[0].N * s[0].K;
 	else
@@ -1611,6 +1772,12 @@ fill_plan(CgProgram *p)
 	m->route = arena_array(p->a, MRoute, m->nroute + 1);
 	for (int i = 0; i < m->nroute; i++)
 		m->route[i] = p->route.v[i];
+	m->ncand = (int)p->cand.n;
+	m->cand = arena_array(p->a, MCand, m->ncand + 1);
+	for (int i = 0; i < m->ncand; i++) {
+		m->cand[i] = p->cand.v[i];
+		m->cand[i].of += (int)p->init.n;	/* run steps follow the init steps */
+	}
 	/* nominal cost: GEMM flops, and weights plus activations moved */
 	for (size_t i = 0; i < p->w.n; i++)
 		wb += (int64_t)p->w.v[i].bytes;
@@ -1907,6 +2074,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->run);
 	vec_free(&p->route);
 	vec_free(&p->tmap);
+	vec_free(&p->cand);
 	free(p->weights);
 	free(p->st);
 	arena_free(p->a);

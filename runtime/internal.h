@@ -206,6 +206,9 @@ moert_status moert_launch_step(moert_program *p, const MStep *s,
 moert_status moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
 			       CUstream stream, const MoertBases *b,
 			       unsigned char *pbuf, void **pptr) MOERT_INTERNAL;
+/* The checks every run makes before touching the device. */
+moert_status moert_check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
+			     const uint64_t *out) MOERT_INTERNAL;
 /* Drop every cached graph (the pointers they were captured with changed). */
 void moert_drop_graphs(moert_program *p) MOERT_INTERNAL;
 

@@ -247,7 +247,7 @@ module(moert_program *p)
 	return s;
 }
 
-/* Largest dynamic shared memory any step asks of kernel k. */
+/* Largest dynamic shared memory any step (or tuning candidate) asks of kernel k. */
 static int
 max_smem(const Manifest *m, int k)
 {
@@ -256,6 +256,9 @@ max_smem(const Manifest *m, int k)
 	for (int i = 0; i < m->nstep; i++)
 		if (m->step[i].kind != STEP_MEMSET && m->step[i].kidx == k)
 			n = MAX(n, m->step[i].smem);
+	for (int i = 0; i < m->ncand; i++)
+		if (m->cand[i].s.kidx == k)
+			n = MAX(n, m->cand[i].s.smem);
 	return n;
 }
 

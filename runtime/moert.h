@@ -182,6 +182,46 @@ moert_status moert_read_buffer(moert_program *p, const char *name, int64_t token
 			       void *host, size_t bytes);
 
 /*
+ * Tuning (docs/runtime.md §7, `moert tune`): a bundle compiled with
+ * `moec compile --tune-candidates` carries candidate kernels for its GEMMs,
+ * each another tiling of the GEMM of one launch of the plan, named by the
+ * tuning table's key and variant (docs/codegen.md) and for T in tlo..thi.
+ */
+typedef struct {
+	const char *kernel;	/* the candidate's kernel */
+	const char *key;	/* its GEMM's tuning key, e.g. g128.m8.n1536.k2048.bf16.bf16.nk.t1-16 */
+	const char *variant;	/* its tiling, e.g. 16x128x128.w1x4.s5.k2 */
+	int64_t tlo, thi;	/* the T range of the key */
+	const char *plan_kernel;	/* the plan's launch it could replace */
+	const char *dtype;	/* the GEMM output's element type, "bf16", "f32", ... */
+} moert_candidate_info;
+int moert_num_candidates(const moert_program *p);
+moert_status moert_candidate_info_get(const moert_program *p, int i, moert_candidate_info *info);
+typedef struct {
+	int warmup, iters;	/* untimed and timed launches (1..10000) */
+	uint64_t flush;		/* device memory written before each launch (L2 eviction) */
+	size_t flush_bytes;	/* its size; 0: no flush */
+	int time_plan;		/* also time the plan's own launch (plan_us) */
+} moert_tune_opts;
+typedef struct {
+	double us;		/* median of the candidate's launches */
+	double plan_us;		/* the plan's launch, with time_plan; else -1 */
+	double rel_err;		/* relative L2 of its output against the plan's (INFINITY: an
+				 * element written by one and not the other) */
+	int poisoned;		/* the output was poisoned before each (0: it shares a tensor
+				 * with an operand, so unwritten elements go unnoticed) */
+} moert_tune_result;
+/*
+ * Candidate i at T: the plan's steps before its GEMM run, the plan's launch
+ * writes the reference output (poisoned first), the candidate writes it
+ * again and is compared; then it is timed alone (each launch after the flush
+ * and split-K's workspace reset).  Runs on the program's stream and waits.
+ */
+moert_status moert_tune_candidate(moert_program *p, int i, int64_t tokens, const uint64_t *inputs,
+				  const uint64_t *outputs, const moert_tune_opts *o,
+				  moert_tune_result *r);
+
+/*
  * Expert parallelism over NCCL (docs/runtime.md, "Expert parallelism").
  * libnccl.so.2 (or $MOERT_LIBNCCL) is loaded with dlopen on the first call;
  * NCCL_NVLS_ENABLE=0 is set then unless the caller set it.  A communicator

@@ -77,9 +77,8 @@ enqueue(moert_program *p, int64_t tokens, CUstream stream)
 	return MOERT_OK;
 }
 
-/* The checks every run makes before touching the device. */
-static moert_status
-check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
+moert_status
+moert_check_run(const moert_program *p, int64_t tokens, const uint64_t *in,
 	  const uint64_t *out)
 {
 	const Manifest *m = p->m;
@@ -122,7 +121,7 @@ moert_read_buffer(moert_program *p, const char *name, int64_t tokens, const uint
 	if (bytes != want)
 		return moert_seterr(MOERT_EINVAL, "buffer '%s' holds %zu bytes at T=%lld, not %zu",
 				    name, want, (long long)tokens, bytes);
-	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
+	if ((s = moert_check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
 		return s;
 	p->bases.in = inputs;
 	p->bases.out = outputs;
@@ -222,7 +221,7 @@ moert_run(moert_program *p, int64_t tokens, const uint64_t *inputs,
 
 	if (!p)
 		return moert_seterr(MOERT_EINVAL, "no program");
-	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
+	if ((s = moert_check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)))
 		return s;
 	p->bases.in = inputs;
 	p->bases.out = outputs;
@@ -276,7 +275,7 @@ moert_bench(moert_program *p, int64_t tokens, const uint64_t *inputs,
 	if (!p || iters < 1 || iters > 100000 || warmup < 0)
 		return moert_seterr(MOERT_EINVAL, "bench needs 1..100000 iters "
 				    "and warmup >= 0");
-	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
+	if ((s = moert_check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
 	    (s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
 		return s;	/* the caller's uploads finish before our stream runs */
 	ev = calloc(2 * (size_t)iters, sizeof *ev);
@@ -319,7 +318,7 @@ moert_profile(moert_program *p, int64_t tokens, const uint64_t *inputs,
 
 	if (!p || iters < 1 || iters > 10000)
 		return moert_seterr(MOERT_EINVAL, "profile needs a program and 1..10000 iters");
-	if ((s = check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
+	if ((s = moert_check_run(p, tokens, inputs, outputs)) || (s = moert_bind(p->dev)) ||
 	    (s = CU(MOERT_ELAUNCH, cuCtxSynchronize, ())))
 		return s;
 	p->bases.in = inputs;

@@ -216,6 +216,11 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 	}
 	if (opt_str(&c->a, "tuning") && !(c->tuning = cg_tuning_read(opt_str(&c->a, "tuning"), d)))
 		return BAD;
+	if ((c->cg.tune_candidates = opt_has(&c->a, "tune-candidates")) &&
+	    (c->cg.narch != 1 || c->layers))
+		return opt_error(&c->a, c->layers ? "--tune-candidates and --layers: candidates are "
+				 "for one program (--layer=N)" : "--tune-candidates needs one target "
+				 "(--arch=sm_90a): a tuning table's entries are per target");
 	c->cg.tuning = c->tuning;
 	return plan_outputs(c, d) == OK ? -1 : BAD;
 }

@@ -89,6 +89,13 @@ print_manifest(FILE *f, const Manifest *m)
 			fprintf(f, "  on %s", s->arch);
 		fputc('\n', f);
 	}
+	if (m->ncand)
+		fprintf(f, "tuning candidates: %d (moert tune)\n", m->ncand);
+	for (int i = 0; i < m->ncand; i++) {
+		const MCand *c = &m->cand[i];
+		fprintf(f, "  %-32s for step %d (%s), out=%d %s, key %s, variant %s\n", c->s.kernel,
+			c->of, m->step[c->of].kernel, c->out, dtype_name(c->dt), c->key, c->variant);
+	}
 	if (m->has_cost) {
 		bundle_expr_print(g[0], sizeof g[0], &m->flops);
 		bundle_expr_print(g[1], sizeof g[1], &m->bytes);

@@ -118,7 +118,10 @@ static const Opt moec_opts[] = {
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle to show (layer.N)",
 	 INSPECT},
 	{"tuning", 0, OPT_STR, "FILE", NULL, "GEMM tiles from a tuning table (moec-tuning 1; "
-	 "docs/codegen.md) where it has them, the heuristic elsewhere", COMPILE},
+	 "docs/codegen.md) where it has them, the heuristic elsewhere (test: with --emulate, "
+	 "its emu entries)", COMPILE | TEST},
+	{"tune-candidates", 0, OPT_FLAG, NULL, NULL, "also emit each GEMM's candidate tilings for "
+	 "`moert tune` (one --arch target; docs/codegen.md)", COMPILE},
 	/* everywhere */
 	{"debug", 0, OPT_STR, "LIST", NULL, "debug flags, comma-separated (docs/cli.md, Debug flags)",
 	 LOADS},

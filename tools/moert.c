@@ -8,6 +8,7 @@
  * the driver is touched, so a bad file is reported as such on any host.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ rt_fail(moert_status s)
 
 /* --- options: one table (opt.h), docs/cli.md from it --------------------------- */
 
-enum { RUN = 1, TEST = 2, BENCH = 4, VERIFY = 8, INFO = 16 };
+enum { RUN = 1, TEST = 2, BENCH = 4, VERIFY = 8, INFO = 16, TUNE = 32 };
 
 static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	{"run", "X.moeb", 1, 1, "run a bundle on the GPU",
@@ -70,6 +71,15 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "Check the bundle's structure, checksums and manifest without a GPU and print a summary.\n"
 	 "Exit 2 if the bundle is refused (a bad file, as everywhere)."},
 	{"info", "", 0, 0, "describe the GPU", "Name and compute capability of the GPU."},
+	{"tune", "X.moeb", 1, 1, "time candidate GEMM tilings, write a tuning table",
+	 "Time every candidate kernel of a bundle compiled with `moec compile --tune-candidates` at the\n"
+	 "token counts of --tokens that its key's range holds (else at the range's last T), on seeded\n"
+	 "random inputs: the plan runs up to the GEMM, the plan's own launch writes the reference\n"
+	 "output, each candidate must match it (relative L2 within its dtype's tolerance; a wrong one\n"
+	 "is rejected) and is timed alone (median; an L2 flush before each launch).  For each key the\n"
+	 "fastest correct variant (geometric mean over those T of its time over the plan's) goes into\n"
+	 "the table -o FILE (moec-tuning 1, docs/codegen.md) for `moec compile --tuning=FILE`.  Exit 1\n"
+	 "if some key has no correct candidate (the table then holds the others)."},
 };
 
 /* the range and the choices are left out where they do not apply */
@@ -81,17 +91,24 @@ static const Opt moert_opts[] = {
 	{"pb", 0, OPT_FLAG, NULL, NULL, "write outputs as .pb (TensorProto), not .npy", RUN},
 	{"tokens", 0, OPT_INT, "T", NULL, "the token count (run, test: default from the inputs' T dims)",
 	 RUN | TEST | BENCH, 1, INT32_MAX},
+	{"tokens", 0, OPT_STR, "T,...", "1,16,64,256,4096", "token counts to time at (each key at "
+	 "those in its range)", TUNE},
+	{"output", 'o', OPT_STR, "FILE", NULL, "the tuning table to write", TUNE},
+	{"flush-mb", 0, OPT_INT, "MB", "128", "device memory written before each timed launch "
+	 "(evicts L2, as a real layer finds it; 0: none)", TUNE, 0, 65536},
 	{"graph", 0, OPT_FLAG, NULL, NULL, "replay the launch plan as a CUDA graph", RUN | TEST | BENCH},
 	{"iters", 0, OPT_INT, "N", "100", "timed runs", BENCH, 1, 100000},
+	{"iters", 0, OPT_INT, "N", "50", "timed launches of each candidate", TUNE, 1, 10000},
 	{"warmup", 0, OPT_INT, "N", "10", "untimed runs first", BENCH, 0, 100000},
-	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH, 0, INT64_MAX},
+	{"warmup", 0, OPT_INT, "N", "5", "untimed launches first", TUNE, 0, 10000},
+	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH | TUNE, 0, INT64_MAX},
 	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH, 0,
 	 100},
 	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
 	{"dump", 0, OPT_STR, "BUF=FILE", NULL, "then write arena buffer BUF at T, as the bench's inputs "
 	 "leave it, to FILE (raw bytes; once per buffer)", BENCH},
-	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO, 0, 1024},
+	{"device", 0, OPT_INT, "N", "0", "the GPU's ordinal", RUN | TEST | BENCH | INFO | TUNE, 0, 1024},
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle (layer.N); verify: "
 	 "its summary", RUN | TEST | BENCH | VERIFY},
 	{"ep-rank", 0, OPT_INT, "R", NULL, "an expert-parallel bundle (moec compile --ep=N): run "
@@ -175,7 +192,7 @@ parse_opts(Opts *o, int cmd, int argc, char **argv)
 	o->pb = opt_has(&o->a, "pb");
 	o->graph = opt_has(&o->a, "graph");
 	o->profile = opt_has(&o->a, "profile");
-	o->tokens = int_opt(&o->a, "tokens", -1);
+	o->tokens = 1 << cmd == TUNE ? -1 : int_opt(&o->a, "tokens", -1);	/* tune: a list */
 	o->iters = (int)int_opt(&o->a, "iters", 0);
 	o->warmup = (int)int_opt(&o->a, "warmup", 0);
 	o->seed = (uint64_t)int_opt(&o->a, "seed", 0);
@@ -1232,10 +1249,243 @@ cmd_info(Ctx *c, const Opts *o)
 	return EXIT_OK;
 }
 
+/* --- moert tune ---------------------------------------------------------------- */
+
+enum { TUNE_MAXT = 16 };
+#define TUNE_MARGIN 0.02	/* a variant must beat the heuristic's by 2% */
+
+typedef struct {
+	moert_candidate_info ci;
+	double us[TUNE_MAXT], plan[TUNE_MAXT];	/* by token count; -1: not timed there */
+	double err;		/* the worst relative L2 */
+	int bad;		/* wrong, or a launch failed */
+} TuneCand;
+
+/* --tokens=T,...: ascending, unique, each in 1..max_tokens (larger ones dropped). */
+static int
+tune_tokens(Ctx *c, const Opts *o, int64_t *t, int *n)
+{
+	const char *v = opt_str(&o->a, "tokens");
+	char buf[256], *save = NULL, *end;
+
+	snprintf(buf, sizeof buf, "%s", v);
+	*n = 0;
+	for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		long long x = strtoll(p, &end, 10);
+		int at = 0;
+		if (*end || x < 1 || x > INT32_MAX || *n == TUNE_MAXT)
+			return opt_bad(&o->a, "tokens", v, "wants up to 16 token counts in 1..2147483647");
+		if (x > moert_max_tokens(c->p))
+			continue;
+		while (at < *n && t[at] < x)
+			at++;
+		if (at < *n && t[at] == x)
+			continue;
+		memmove(t + at + 1, t + at, sizeof *t * (size_t)(*n - at));
+		t[at] = x, (*n)++;
+	}
+	return EXIT_OK;
+}
+
+/* The entries of the list t[0..n) in candidate x's range, a bit each. */
+static unsigned
+tune_at(const TuneCand *x, const int64_t *t, int n)
+{
+	unsigned bits = 0;
+
+	for (int i = 0; i < n; i++)
+		if (t[i] >= x->ci.tlo && t[i] <= x->ci.thi)
+			bits |= 1u << i;
+	return bits;
+}
+
+static double
+tune_tolerance(const char *dtype)
+{
+	return !strcmp(dtype, "bf16") ? 1e-2 : !strcmp(dtype, "f16") ? 2e-3 : 1e-4;
+}
+
+/* Time every candidate at T (inputs seeded, uploaded for T). */
+static int
+tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, int n, int ti,
+	   const moert_tune_opts *to)
+{
+	Tensor in[64] = {0};
+	Opts oo = *o;
+	int rc;
+
+	oo.tokens = t[ti];
+	free_io(c);
+	if ((rc = bench_inputs(c, &oo, in)))
+		return rc;
+	moert_status s = upload(c, in, t[ti]);
+	free_tensors(in, 64);
+	if (s)
+		return rt_fail(s);
+	for (int i = 0; i < nc; i++) {
+		TuneCand *x = &tc[i];
+		moert_tune_opts so = *to;
+		moert_tune_result r;
+		if (!(tune_at(x, t, n) >> ti & 1))
+			continue;
+		/* the plan's launch once per key and T: candidates of a key are consecutive */
+		so.time_plan = i == 0 || strcmp(tc[i - 1].ci.key, x->ci.key);
+		s = moert_tune_candidate(c->p, i, t[ti], c->in, c->out, &so, &r);
+		if (s) {
+			x->bad = 1;
+			printf("T=%-5lld %-44s %-22s FAILED: %s: %s\n", (long long)t[ti], x->ci.key,
+			       x->ci.variant, moert_status_name(s), moert_last_error());
+			continue;
+		}
+		if (so.time_plan)
+			for (int j = i; j < nc && !strcmp(tc[j].ci.key, x->ci.key); j++)
+				tc[j].plan[ti] = r.plan_us;
+		x->us[ti] = r.us;
+		x->err = r.rel_err > x->err ? r.rel_err : x->err;
+		x->bad |= !(r.rel_err <= tune_tolerance(x->ci.dtype));
+		printf("T=%-5lld %-44s %-22s %10.2f us  (plan %.2f us)  rel_err %.2e%s%s\n",
+		       (long long)t[ti], x->ci.key, x->ci.variant, r.us, x->plan[ti], r.rel_err,
+		       r.rel_err <= tune_tolerance(x->ci.dtype) ? "" : "  WRONG: rejected",
+		       r.poisoned ? "" : "  (output shares an operand: not poisoned)");
+	}
+	return EXIT_OK;
+}
+
+/* Geometric mean over the timed T of x's time over the plan's; -1 if x is out. */
+static double
+tune_score(const TuneCand *x, int n)
+{
+	double logsum = 0;
+	int k = 0;
+
+	if (x->bad)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (x->us[i] < 0)
+			continue;
+		if (!(x->us[i] > 0) || !(x->plan[i] > 0))
+			return x->us[i] >= 0 && x->plan[i] >= 0 ? 1 : -1;	/* a fake clock's zeros */
+		logsum += log(x->us[i] / x->plan[i]);
+		k++;
+	}
+	return k ? exp(logsum / k) : -1;
+}
+
+/* The table: per key (candidates of a key are consecutive) its best variant. */
+static int
+tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, int n)
+{
+	const char *code = moert_code_section(c->p), *target = strchr(code, ':');
+	FileOut fo;
+	Diag d;
+	FILE *f;
+	int missing = 0;
+
+	diag_init(&d, stderr);
+	if (!(f = file_create(&fo, opt_str(&o->a, "output"), &d)))
+		return EXIT_USAGE;
+	target = target ? target + 1 : code;
+	fprintf(f, "moec-tuning 1\n# moert tune %s on %s (%s), --iters=%d, --flush-mb=%lld\n",
+		c->path, moert_device_name(c->dev), code, o->iters,
+		(long long)int_opt(&o->a, "flush-mb", 0));
+	for (int i = 0, j; i < nc; i = j) {
+		int best = -1;
+		double bs = 0;
+		for (j = i; j < nc && !strcmp(tc[j].ci.key, tc[i].ci.key); j++) {
+			double sc = tune_score(&tc[j], n);
+			if (sc >= 0 && (best < 0 || sc < bs))
+				best = j, bs = sc;
+		}
+		/* the heuristic's own variant (a key's first) unless another beats it
+		 * by TUNE_MARGIN: timing noise does not rewrite the table */
+		if (best > i && tune_score(&tc[i], n) >= 0 && bs > (1 - TUNE_MARGIN) * tune_score(&tc[i], n))
+			best = i, bs = tune_score(&tc[i], n);
+		fprintf(f, "# %s (plan %s): %d candidates", tc[i].ci.key, tc[i].ci.plan_kernel, j - i);
+		if (best < 0) {
+			fprintf(f, ", none correct\n");
+			fprintf(stderr, "moert tune: %s: no candidate gave the plan's output\n", tc[i].ci.key);
+			missing++;
+			continue;
+		}
+		int last = -1;
+		for (int k = 0; k < n; k++)
+			if (tc[best].us[k] >= 0) {
+				fprintf(f, "; T=%lld %.2f us (plan %.2f)", (long long)t[k], tc[best].us[k],
+					tc[best].plan[k]);
+				last = k;
+			}
+		fprintf(f, "; %.3fx the plan's time\n%s %s %s us=%.2f\n", bs, target, tc[best].ci.key,
+			tc[best].ci.variant, last >= 0 ? tc[best].us[last] : 0.0);
+		printf("%s %s: %s, %.3fx the plan's time\n", target, tc[i].ci.key, tc[best].ci.variant, bs);
+	}
+	if (file_commit(&fo, &d))
+		return EXIT_USAGE;
+	return missing ? EXIT_FAIL : EXIT_OK;
+}
+
+static int
+cmd_tune(Ctx *c, const Opts *opts)
+{
+	Opts oo = *opts, *o = &oo;
+	int64_t t[TUNE_MAXT + 1];
+	int n, nc, rc;
+	TuneCand *tc;
+	moert_tune_opts to = {0};
+	uint64_t flush = 0;
+	moert_status s;
+
+	if (!opt_str(&o->a, "output"))
+		return opt_error(&o->a, "needs -o FILE, the tuning table to write");
+	if ((rc = open_bundle(c, o->pos[0], o->program)) || (rc = tune_tokens(c, o, t, &n)))
+		return rc;
+	if (!(nc = moert_num_candidates(c->p)))
+		return say(EXIT_USAGE, "%s: no candidate kernels: compile it with moec compile "
+			   "--tune-candidates --arch=TARGET", c->path);
+	tc = xcalloc((size_t)nc, sizeof *tc);
+	for (int i = 0; i < nc; i++) {
+		moert_candidate_info_get(c->p, i, &tc[i].ci);
+		for (int k = 0; k < TUNE_MAXT; k++)
+			tc[i].us[k] = tc[i].plan[k] = -1;
+	}
+	/* a key's range without a listed T is timed at its last T */
+	for (int i = 0; i < nc; i++) {
+		if (tune_at(&tc[i], t, n))
+			continue;
+		if (n == TUNE_MAXT) {
+			free(tc);
+			return opt_bad(&o->a, "tokens", opt_str(&o->a, "tokens"), "leaves a key's "
+				       "range without a token count, and the list is full");
+		}
+		int at = 0;
+		while (at < n && t[at] < tc[i].ci.thi)
+			at++;
+		memmove(t + at + 1, t + at, sizeof *t * (size_t)(n - at));
+		t[at] = tc[i].ci.thi, n++;
+	}
+	to.warmup = o->warmup, to.iters = o->iters;
+	to.flush_bytes = (size_t)int_opt(&o->a, "flush-mb", 0) << 20;
+	if (!(rc = open_device(c, o->device)) && to.flush_bytes &&
+	    (s = moert_malloc(c->dev, to.flush_bytes, &flush)))
+		rc = rt_fail(s);
+	to.flush = flush;
+	printf("moert tune %s: %d candidates, T =", c->path, nc);
+	for (int i = 0; i < n; i++)
+		printf(" %lld", (long long)t[i]);
+	printf(", %s\n", c->dev ? moert_device_name(c->dev) : "");
+	for (int i = 0; !rc && i < n; i++)
+		rc = tune_one_t(c, o, tc, nc, t, n, i, &to);
+	if (!rc)
+		rc = tune_write(c, o, tc, nc, t, n);
+	if (flush)
+		moert_free(c->dev, flush);
+	free(tc);
+	return rc;
+}
+
 /* --- main ------------------------------------------------------------------- */
 
 static int (*const run_cmd[])(Ctx *, const Opts *) = {	/* ORDER: moert_cmds */
-	cmd_run, cmd_test, cmd_bench, cmd_verify, cmd_info,
+	cmd_run, cmd_test, cmd_bench, cmd_verify, cmd_info, cmd_tune,
 };
 
 int

@@ -353,7 +353,8 @@ load_dir(const char *dir, const MoecOpts *o, Diag *d)
 
 /* The compiled program for --emulate; NULL after a FAIL line. */
 static CgProgram *
-emu_program(const char *dir, Module *m, DType precision, unsigned debug, Diag *d)
+emu_program(const char *dir, Module *m, DType precision, const CgTuning *tuning, unsigned debug,
+	    Diag *d)
 {
 	CgCompileOpts co;
 	CgProgram *p;
@@ -362,6 +363,7 @@ emu_program(const char *dir, Module *m, DType precision, unsigned debug, Diag *d
 	co.arch[0] = "emu";
 	co.narch = 1;
 	co.precision = precision;
+	co.tuning = tuning;	/* its "emu" entries (--tuning) */
 	co.debug = debug;
 	if (!(p = cg_compile(m, &co, d)))
 		printf("FAIL %s: does not compile\n", dir);
@@ -369,7 +371,8 @@ emu_program(const char *dir, Module *m, DType precision, unsigned debug, Diag *d
 }
 
 static void
-run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precision, Tally *t)
+run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precision,
+	const CgTuning *tuning, Tally *t)
 {
 	struct dirent **ents;
 	CgProgram *prog = NULL;
@@ -396,7 +399,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	if (compiled && run_pipeline(dir, m, o, &d) != 0) {
 		printf("FAIL %s: the pipeline failed\n", dir);
 		ready = 0;
-	} else if (emu && !(prog = emu_program(dir, m, precision, o->debug, &d))) {
+	} else if (emu && !(prog = emu_program(dir, m, precision, tuning, o->debug, &d))) {
 		ready = 0;
 	}
 	t->failed += !ready;
@@ -478,12 +481,15 @@ moec_cmd_test(int argc, char **argv)
 	Diag d;
 	int rc, emu, compiled;
 	DType precision = DT_F32;
+	CgTuning *tuning = NULL;
 
 	if ((rc = moec_args("test", argc, argv, &a, &o, &d)) >= 0)
 		return rc;
 	emu = opt_has(&a, "emulate");	/* the generated kernels on the CPU emulator */
 	compiled = emu || opt_has(&a, "compiled");
 	if (cg_precision_parse(opt_str(&a, "precision"), &precision, &d))
+		return BAD;
+	if (opt_str(&a, "tuning") && !(tuning = cg_tuning_read(opt_str(&a, "tuning"), &d)))
 		return BAD;
 	if (o.ep.ranks && !emu)
 		return opt_error(&a, "--ep=%d runs the ranks' kernels together on the emulator: with "
@@ -492,7 +498,8 @@ moec_cmd_test(int argc, char **argv)
 		if (o.ep.ranks)
 			run_dir_ep(a.pos[i], &o, precision, &t);
 		else
-			run_dir(a.pos[i], &o, compiled, emu, precision, &t);
+			run_dir(a.pos[i], &o, compiled, emu, precision, tuning, &t);
+	cg_tuning_free(tuning);
 	printf("%d passed, %d failed\n", t.passed, t.failed);
 	return t.failed ? FAIL : OK;
 }

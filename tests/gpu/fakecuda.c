@@ -8,6 +8,11 @@
  * recorded while a stream captures, and replayed by cuGraphLaunch.  It
  * checks what the real driver checks that matters here: the >48 KiB shared
  * memory opt-in, NUL-terminated PTX, frees of unknown pointers.
+ *
+ * With FAKECUDA_ANY=1 every other entry name is a kernel too, one that does
+ * nothing (so moec's real bundles load and "run": moert tune's plumbing on
+ * them), except FAKECUDA_SLOW=NAME, which takes 5 ms, and
+ * FAKECUDA_WRONG=NAME:J, which writes 64 bytes of 0x3f at its pointer param J.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +40,7 @@ struct Node {
 	Func *f;
 	unsigned gx, bx;
 	int memset;		/* else a launch */
+	unsigned char value;	/* memset's */
 	CUdeviceptr dst;
 	size_t n;
 	unsigned char pbuf[64];
@@ -209,9 +215,11 @@ execute(const Node *n)
 	size_t off = 0;
 
 	if (n->memset) {
-		memset((void *)(uintptr_t)n->dst, 0, n->n);
+		memset((void *)(uintptr_t)n->dst, n->value, n->n);
 		return;
 	}
+	if (!n->f->fn)
+		return;	/* FAKECUDA_ANY's kernels do their work at launch */
 	for (int i = 0; i < n->f->nparam; i++) {
 		off = (off + n->f->size[i] - 1) / n->f->size[i] * n->f->size[i];
 		p[i] = (void *)(n->pbuf + off);
@@ -223,10 +231,8 @@ execute(const Node *n)
 CUresult
 cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, Stream *s)
 {
-	Node x = {.memset = 1, .dst = d, .n = n};
+	Node x = {.memset = 1, .value = v, .dst = d, .n = n};
 
-	if (v)
-		return EINVALID;	/* the runtime only ever zeroes */
 	if (s && s->capturing)
 		record(s, &x);
 	else
@@ -237,7 +243,7 @@ cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, Stream *s)
 CUresult
 cuModuleLoadDataEx(void **m, const char *img, unsigned n, int *opt, void **val)
 {
-	if (strncmp(img, ".version", 8) != 0 || strstr(img, "this is not ptx")) {
+	if (!strstr(img, ".version") || strstr(img, "this is not ptx")) {	/* moec opens with comments */
 		for (unsigned i = 0; i < n; i++)
 			if (opt[i] == 5)
 				strcpy(val[i], "ptxas fatal: syntax error (fake)");
@@ -249,14 +255,50 @@ cuModuleLoadDataEx(void **m, const char *img, unsigned n, int *opt, void **val)
 
 CUresult cuModuleUnload(void *m) { free(m); return OK; }
 
+/* FAKECUDA_ANY's kernels, one per name asked for (kept to the end). */
+static Func *any[4096];
+static int nany;
+
 CUresult
 cuModuleGetFunction(Func **f, void *m, const char *name)
 {
+	const char *e = getenv("FAKECUDA_ANY");
+
 	(void)m;
 	for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++)
 		if (!strcmp(funcs[i].name, name))
 			return *f = &funcs[i], OK;
-	return ENOTFOUND;
+	if (!e || strcmp(e, "1"))
+		return ENOTFOUND;
+	for (int i = 0; i < nany; i++)
+		if (!strcmp(any[i]->name, name))
+			return *f = any[i], OK;
+	if (nany == (int)(sizeof any / sizeof any[0]))
+		return EOOM;
+	*f = any[nany++] = calloc(1, sizeof **f);
+	(*f)->name = strdup(name);
+	return OK;
+}
+
+/* A FAKECUDA_ANY kernel's launch: nothing, 5 ms, or 64 bytes of 0x3f. */
+static void
+any_kernel(const Func *f, void **params)
+{
+	const char *slow = getenv("FAKECUDA_SLOW"), *wrong = getenv("FAKECUDA_WRONG"), *colon;
+	struct timespec t0, t;
+
+	if (slow && !strcmp(slow, f->name)) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 5000000L);
+	}
+	if (wrong && (colon = strrchr(wrong, ':')) && strlen(f->name) == (size_t)(colon - wrong) &&
+	    !strncmp(wrong, f->name, (size_t)(colon - wrong))) {
+		CUdeviceptr p;
+		memcpy(&p, params[atoi(colon + 1)], sizeof p);
+		memset((void *)(uintptr_t)p, 0x3f, 64);
+	}
 }
 
 CUresult
@@ -276,6 +318,12 @@ cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 	Node x = {.f = f, .gx = gx, .bx = bx};
 	size_t off = 0;
 
+	if (!f->fn) {	/* FAKECUDA_ANY */
+		if (extra || (smem > 49152 && (int)smem > f->smem_max))
+			return EINVALID;
+		any_kernel(f, params);
+		return OK;
+	}
 	if (extra || gy * gz * by * bz != 1 || (smem > 49152 && (int)smem > f->smem_max))
 		return EINVALID;
 	for (int i = 0; i < f->nparam; i++) {	/* copy, as the driver does */

@@ -620,6 +620,66 @@ START_TEST(test_manifest_route_line)
 }
 END_TEST
 
+/* The optional candidate lines (moec compile --tune-candidates, moert tune):
+ * parsed, printed back, and refused when they name no launch step, a non-pointer
+ * output, a T range the step does not run for, or come with arch= lines. */
+START_TEST(test_manifest_candidate_line)
+{
+	static const char head[] = "moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 256\nsym T\n"
+				   "arena 8192\ninput x f32 T,8\noutput y f32 T,8\n"
+				   "buffer h offset=0 bytes=32*T\n"
+				   "kernel g target=sm_90a params=ptr,ptr,ptr,i32 regs=0 smem=0 spills=0\n"
+				   "kernel g_c0 target=sm_90a params=ptr,ptr,ptr,ptr,i32 regs=0 smem=100000 spills=0\n"
+				   "memset buf:h bytes=32\n";
+	static const char plan[] =
+		"launch g grid=cdiv(T,16),1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,T tokens=1..64\n"
+		"launch g grid=cdiv(T,64),1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,T tokens=65..256\n";
+	static const char good[] =
+		"candidate g_c0 grid=cdiv(T,16),1,2 block=128,1,1 smem=100000 args=in:0,buf:h,out:0,buf:h+16,T "
+		"of=1 out=2 dtype=bf16 key=g8.m2.n64.k64.bf16.bf16.nk.t1-64 variant=16x64x64.w1x4.s4.k2 "
+		"tokens=1..64\n";
+	static const struct { const char *line, *err; } bad[] = {
+		{"candidate g_c0 grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,buf:h,T of=0 out=2 "
+		 "dtype=f32 key=k variant=v tokens=1..64", "of=0 is not a launch step"},
+		{"candidate g_c0 grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,buf:h,T of=3 out=2 "
+		 "dtype=f32 key=k variant=v tokens=1..64", "'3'"},
+		{"candidate g_c0 grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,buf:h,T of=1 out=4 "
+		 "dtype=f32 key=k variant=v tokens=1..64", "out=4: argument 5 is not a buf: or out: pointer"},
+		{"candidate g_c0 grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,buf:h,T of=1 out=2 "
+		 "dtype=f32 key=k variant=v tokens=1..65", "launch step 1 runs for T=1..64 only"},
+		{"candidate g_c0 grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,buf:h,T of=1 out=2 "
+		 "dtype=q9 key=k variant=v tokens=1..64", "unknown dtype 'q9'"},
+		{"candidate g grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,T of=1 out=2 "
+		 "dtype=f32 key=k variant=v", "missing operand"},
+		{"candidate nope grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,T of=1 out=2 "
+		 "dtype=f32 key=k variant=v tokens=1..64", "undeclared kernel 'nope'"},
+	};
+	char text[4096], err[512];
+	Arena *a = arena_new(0);
+	Manifest *m;
+
+	snprintf(text, sizeof text, "%s%s%s", head, plan, good);
+	roundtrip(text);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->ncand, 1);
+	ck_assert_int_eq(m->nstep, 3);
+	ck_assert(m->cand[0].of == 1 && m->cand[0].out == 2 && m->cand[0].dt == DT_BF16 &&
+		  m->cand[0].s.tlo == 1 && m->cand[0].s.thi == 64 && m->cand[0].s.smem == 100000 &&
+		  m->cand[0].s.narg == 5 && !strcmp(m->cand[0].variant, "16x64x64.w1x4.s4.k2"));
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%s%s%s\n", head, plan, bad[i].line);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].err), "%s: %s", bad[i].line, err);
+	}
+	/* a plan with arch= lines: a candidate bundle is for one target */
+	snprintf(text, sizeof text, "%s%s%s", head,
+		 "launch g grid=1,1,1 block=128,1,1 smem=0 args=in:0,buf:h,out:0,T arch=sm_90a\n", good);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+	ck_assert_msg(strstr(err, "without arch= lines"), "%s", err);
+	arena_free(a);
+}
+END_TEST
+
 /* Tensormap lines and tmap arguments: parsed, printed back, refused when
  * malformed (docs/bundle.md §2). */
 START_TEST(test_manifest_tensormap_line)
@@ -1283,6 +1343,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
 	tcase_add_test(tc, test_manifest_quoted_names);
 	tcase_add_test(tc, test_manifest_route_line);
+	tcase_add_test(tc, test_manifest_candidate_line);
 	tcase_add_test(tc, test_manifest_tensormap_line);
 	tcase_add_test(tc, test_bundle_layout_and_round_trip);
 	tcase_add_test(tc, test_bundle_is_deterministic_and_rewrites_identically);
