@@ -39,8 +39,6 @@ typedef struct {
 	BqKind kind;		/* the field as a signed or unsigned integer, or a float's bits */
 } BqFormat;
 
-/* MXFP4 (f4e2m1 with f8e8m0 scales) is one row here (4, BQ_FLOAT) and one
- * scale type once util/dtype.def has them. */
 static const BqFormat formats[] = {
 	{DT_I4, 4, BQ_INT},		/* GPTQ/AWQ/MatMulNBits (symmetric) */
 	{DT_U4, 4, BQ_UINT},		/* with a zero point */
@@ -48,6 +46,7 @@ static const BqFormat formats[] = {
 	{DT_U8, 8, BQ_UINT},
 	{DT_F8E4M3, 8, BQ_FLOAT},	/* DeepSeek-V3, FP8 per-channel */
 	{DT_F8E5M2, 8, BQ_FLOAT},
+	{DT_F4E2M1, 4, BQ_FLOAT},	/* MXFP4 (gpt-oss), with f8e8m0 scales */
 };
 
 /* Where element e of k-step s sits in its lane's word (the layout above). */
@@ -72,10 +71,12 @@ cg_bq_format(DType dt)
 	return format_of(dt) != NULL;
 }
 
+/* f8e8m0 (MXFP4's 2^(s-127)) is a byte: its tiles need bn and N multiples
+ * of 16 (a 16-byte chunk per row of scales), which gemm_bq_check says. */
 static int
 scale_type(DType dt)
 {
-	return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16;
+	return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_F8E8M0;
 }
 
 static int
@@ -118,10 +119,10 @@ gemm_bq_check(const G *g, Diag *d)
 	int G = s->bq.group;
 
 	if (!fm)
-		return diag_error(d, LOC_NONE, "gemm: quantised B of %s (the formats: i4, u4, i8, u8, f8e4m3, f8e5m2)",
+		return diag_error(d, LOC_NONE, "gemm: quantised B of %s (the formats: i4, u4, i8, u8, f8e4m3, f8e5m2, f4e2m1)",
 				  dtype_name(s->b_dt));
 	if (!scale_type(s->bq.scale_dt))
-		return diag_error(d, LOC_NONE, "gemm: quantised B's scales are %s (need f32, bf16 or f16)",
+		return diag_error(d, LOC_NONE, "gemm: quantised B's scales are %s (need f32, bf16, f16 or f8e8m0)",
 				  dtype_name(s->bq.scale_dt));
 	if (s->mainloop != CG_MAINLOOP_MMA)
 		return diag_error(d, LOC_NONE, "gemm: quantised B runs on the mma.sync mainloop only");
@@ -138,6 +139,9 @@ gemm_bq_check(const G *g, Diag *d)
 	if (s->bk % g->bq.ka || s->N % 8)
 		return diag_error(d, LOC_NONE, "gemm: %d-bit B needs bk a multiple of %d (bk = %d)",
 				  fm->bits, g->bq.ka, s->bk);
+	if (s->bn * g->bq.ssz % 16 || s->N * g->bq.ssz % 16)
+		return diag_error(d, LOC_NONE, "gemm: %s scales need bn and N multiples of %d (bn = %d, N = %lld)",
+				  dtype_name(s->bq.scale_dt), 16 / g->bq.ssz, s->bn, (long long)s->N);
 	for (int i = 0; i < 3; i++)
 		if (g->bq.nper[i] > MAXI)
 			return diag_error(d, LOC_NONE, "gemm: tile %dx%dx%d too large for %d threads",
@@ -239,6 +243,8 @@ load_scale(G *g, LLVMValueRef off)
 
 	if (dt == DT_F32)
 		return cg_sload(f, f->tf32, cg_sptr(f, off), 4);
+	if (g->bq.ssz == 1)
+		return cg_bits_to_f32(f, cg_sload(f, f->ti8, cg_sptr(f, off), 1), dt);
 	return cg_to_f32(f, cg_sload(f, f->ti16, cg_sptr(f, off), 2), dt);
 }
 
@@ -307,6 +313,37 @@ frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef sraw, LLVMValu
 	}
 }
 
+/*
+ * MXFP4's fast path (bf16 mma): an e2m1 field s.ee.m is the bf16 whose sign
+ * is s and whose exponent's low bits and mantissa's top bit are ee.m (a
+ * shift of each part), which is the e2m1 value times 2^-126 for every
+ * field, 0.5 included (then a bf16 subnormal: the bias of e2m1 is 1, of bf16
+ * 127, and both formats' subnormals are linear in the bits).  One fma.rn
+ * with 2^126 makes it exact, one with the scale (2^(s-127), exact in bf16
+ * for every e8m0 but NaN) rounds once: the f32 path's value.
+ */
+static int
+fast_e2m1(const G *g, const BqFormat *fm)
+{
+	return fm->dt == DT_F4E2M1 && g->mt == DT_BF16;
+}
+
+static void
+frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef sc, int sub, LLVMValueRef *b)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef s16 = cg_from_f32(f, sc, DT_BF16), s2 = cg_pack16x2(f, s16, s16);
+	LLVMValueRef c2 = cg_i32(f, 0x7e807e80), nz2 = cg_i32(f, (int64_t)0x80008000u);
+
+	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
+		LLVMValueRef t = cg_shr(f, w, field_bit(4, sub, 2 * r));
+		LLVMValueRef v = LLVMBuildOr(f->B, cg_shl(f, cg_and(f, t, 0x00080008), 12),
+					     cg_shl(f, cg_and(f, t, 0x00070007), 6), "");
+		v = cg_fma16x2(f, DT_BF16, v, c2, nz2);
+		b[r] = cg_fma16x2(f, DT_BF16, v, s2, nz2);
+	}
+}
+
 void
 gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 {
@@ -327,6 +364,10 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 			continue;
 		}
 		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
+		if (fast_e2m1(g, fm) && !s->bq.zero) {
+			frags_e2m1(g, w, sc, sub, b[j]);
+			continue;
+		}
 		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 		for (int e = 0; e < 4; e++) {
 			LLVMValueRef x = decode(f, fm, w, field_bit(fm->bits, sub, e));

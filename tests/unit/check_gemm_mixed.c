@@ -99,6 +99,7 @@ START_TEST(test_pack_layout)
 	check_pack(DT_U4, 24, 96, 2, 16);
 	check_pack(DT_F8E4M3, 16, 48, 3, 16);
 	check_pack(DT_U8, 8, 32, 1, 32);
+	check_pack(DT_F4E2M1, 16, 64, 2, 32);
 }
 END_TEST
 
@@ -177,6 +178,10 @@ START_TEST(test_checks)
 	spec_q(&s, DT_I4, 256, 512, 128, DT_BF16, 0);
 	s.bk = 0;
 	refused(&s, "bk = 0");
+	spec_q(&s, DT_F4E2M1, 256, 512, 32, DT_F8E8M0, 0);	/* byte scales: 16 per chunk */
+	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), 0);
+	gh_tiles(&s, 16, 8, 64, 1, 1, 4);
+	refused(&s, "bn and N multiples of 16");
 	/* simt refuses it (no format), by type */
 	spec_q(&s, DT_I4, 256, 512, 128, DT_BF16, 0);
 	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), -1);
@@ -213,8 +218,9 @@ END_TEST
 
 START_TEST(test_ptxas)
 {
-	GemmSpec s[4];
+	GemmSpec s[5];
 
+	spec_q(&s[4], DT_F4E2M1, 512, 1024, 32, DT_F8E8M0, 0);
 	spec_q(&s[0], DT_I4, 512, 1024, 128, DT_BF16, 0);
 	spec_q(&s[1], DT_U4, 512, 1024, 32, DT_F16, 1);
 	s[1].a_dt = s[1].c_dt = DT_F16;
@@ -227,14 +233,14 @@ START_TEST(test_ptxas)
 	gh_tiles(&s[3], 16, 128, 128, 1, 4, 4);
 	s[3].sched = CG_SCHED_PERSISTENT;
 	for (int i = 0; i < 3; i++) {
-		CgModule *m = gh_emit_specs(gh_targets[i], GH_MMA, s, 4, "q");
+		CgModule *m = gh_emit_specs(gh_targets[i], GH_MMA, s, 5, "q");
 		const char *ptx = gh_ptx(m);
 		ck_assert_int_gt(gh_count(ptx, "mma.sync.aligned.m16n8k16"), 0);
 		ck_assert_int_gt(gh_count(ptx, "cp.async.cg.shared.global"), 0);
 		/* the fast path (i4 with bf16 scales, u4 with f16) and the f32 one (f8) */
 		ck_assert_int_gt(gh_count(ptx, "fma.rn.bf16x2"), 0);
 		ck_assert_int_gt(gh_count(ptx, "fma.rn.f16x2"), 0);
-		gh_assemble(m, 4, "gemm_mixed", GH_NO_SPILLS);
+		gh_assemble(m, 5, "gemm_mixed", GH_NO_SPILLS);
 		cg_module_free(m);
 	}
 }
@@ -312,6 +318,34 @@ START_TEST(test_f8)
 	c.s.bq = (CgBQuant){16, DT_BF16, 1};
 	gh_tiles(&c.s, 16, 64, 32, 1, 2, 4);
 	gh_check(&c, 1e-5);
+}
+END_TEST
+
+START_TEST(test_mxfp4)
+{
+	/* gpt-oss: e2m1 values with an e8m0 scale (2^(s-127)) per 32 along K */
+	GemmCase c = {.what = "f4e2m1 g32 f8e8m0, decode tile (the bf16 fast path)", .T = 19};
+
+	spec_q(&c.s, DT_F4E2M1, 256, 384, 32, DT_F8E8M0, 0);
+	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 g32, two groups per k-tile, 4 warps in M";
+	c.T = 77;
+	gh_tiles(&c.s, 64, 64, 64, 2, 2, 3);
+	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 with f16 A (the f32 path)";
+	c.s.a_dt = DT_F16;
+	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 with bf16 scales per 64";
+	c.s.a_dt = DT_BF16;
+	c.s.bq = (CgBQuant){64, DT_BF16, 0};
+	gh_check(&c, 1e-5);
+	GemmCase gc = {.what = "grouped f4e2m1 swiglu (gpt-oss gate|up)", .T = 21,
+		       .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
+	gh_spec_grouped_swiglu(&gc.s, 8, 256, 256, 2);
+	gc.s.b_dt = DT_F4E2M1;
+	gc.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
+	gh_tiles(&gc.s, 16, 128, 64, 1, 4, 4);
+	gh_check(&gc, 1e-2);
 }
 END_TEST
 
@@ -480,6 +514,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_u4_zero_groups_in_tile);
 	tcase_add_test(t, test_group_spans_tiles);
 	tcase_add_test(t, test_f8);
+	tcase_add_test(t, test_mxfp4);
 	tcase_add_test(t, test_grouped);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
