@@ -440,3 +440,103 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 			}
 	return 0;
 }
+
+/* ---- the same layout generated on the device (synthetic weights) ---- */
+
+/* Row n of the repacked B (or its scales) reads source row src(n): n
+ * itself, or through lower-moe's gate|up interleave (cg_bq_pack's). */
+static LLVMValueRef
+src_row(CgFn *f, LLVMValueRef n, int64_t N, int interleave)
+{
+	if (!interleave)
+		return n;
+	return cg_add(f, cg_muli(f, cg_and(f, n, 1), N / 2), LLVMBuildLShr(f->B, n, cg_i64(f, 1), ""));
+}
+
+/* Word wi (i64) of the packed B: the fields of the source elements that
+ * cg_bq_pack puts there, each generated as ir_weight_data would. */
+static LLVMValueRef
+synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMValueRef *a, LLVMValueRef wi)
+{
+	int64_t N = s->N, K = s->K, ka = 128 / fm->bits;
+	LLVMValueRef lane = cg_and(f, wi, 31), atom = LLVMBuildLShr(f->B, wi, cg_i64(f, 5), "");
+	LLVMValueRef kb = LLVMBuildURem(f->B, atom, cg_i64(f, K / ka), "");
+	LLVMValueRef rest = LLVMBuildUDiv(f->B, atom, cg_i64(f, K / ka), "");
+	LLVMValueRef nb = LLVMBuildURem(f->B, rest, cg_i64(f, N / 8), "");
+	LLVMValueRef e = LLVMBuildUDiv(f->B, rest, cg_i64(f, N / 8), "");
+	LLVMValueRef n = cg_add(f, cg_muli(f, nb, 8), LLVMBuildLShr(f->B, lane, cg_i64(f, 2), ""));
+	LLVMValueRef row = cg_muli(f, cg_add(f, cg_muli(f, e, N), src_row(f, n, N, interleave)), K);
+	LLVMValueRef k0 = cg_add(f, cg_muli(f, kb, ka), cg_muli(f, cg_and(f, lane, 3), 2));
+	LLVMValueRef w = cg_i32(f, 0);
+
+	for (int sub = 0; sub < 8 / fm->bits; sub++)
+		for (int el = 0; el < 4; el++) {
+			int dk = 16 * sub + (el & 1) + 8 * (el >> 1);
+			LLVMValueRef v = cg_synth_bits(f, fm->dt, a, cg_add(f, row, cg_addi(f, k0, dk)));
+			w = LLVMBuildOr(f->B, w, cg_shl(f, v, field_bit(fm->bits, sub, el)), "");
+		}
+	return w;
+}
+
+int
+cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int interleave, int which,
+		 DType src_dt, Diag *d)
+{
+	const BqFormat *fm = format_of(s->b_dt);
+	int64_t N = s->N, K = s->K, G = s->bq.group, ng = G > 0 ? K / G : 0;
+	LLVMValueRef a[6], i;
+	char note[96];
+	CgLoop l;
+	CgFn *f;
+
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	    (interleave && N % 2) || which < 0 || which > 2 || (which == 0 && src_dt != s->b_dt) ||
+	    (which == 1 && src_dt != s->bq.scale_dt) || (which == 2 && !s->bq.zero))
+		return diag_error(d, LOC_NONE, "synth-bq: not a quantised B spec (%s, group %lld, N = %lld, "
+				  "K = %lld, part %d of %s)", dtype_name(s->b_dt), (long long)G, (long long)N,
+				  (long long)K, which, dtype_name(src_dt));
+	if (!(f = cg_synth_begin(m, name, a, d)))
+		return -1;
+	if (which == 0) {
+		i = cg_synth_loop(f, &l, cg_i64(f, (int64_t)(cg_bq_bytes(s, E, 0) / 4)));
+		cg_gstore(f, synth_word(f, s, fm, interleave, a, i), cg_gep(f, a[0], i, 4), 4);
+	} else {
+		/* scales and zero points: to = (e*ng + kg)*N + n from (e*N + src(n))*ng + kg */
+		i = cg_synth_loop(f, &l, cg_i64(f, E * ng * N));
+		LLVMValueRef n = LLVMBuildURem(f->B, i, cg_i64(f, N), ""), r = LLVMBuildUDiv(f->B, i, cg_i64(f, N), "");
+		LLVMValueRef kg = LLVMBuildURem(f->B, r, cg_i64(f, ng), ""), e = LLVMBuildUDiv(f->B, r, cg_i64(f, ng), "");
+		LLVMValueRef from = cg_add(f, cg_muli(f, cg_add(f, cg_muli(f, e, N), src_row(f, n, N, interleave)), ng), kg);
+		if (which == 1) {
+			int sb = scale_bytes(s->bq.scale_dt);
+			LLVMValueRef v = cg_synth_bits(f, src_dt, a, from);
+			if (sb < 4)
+				v = LLVMBuildTrunc(f->B, v, LLVMIntTypeInContext(f->C, (unsigned)sb * 8), "");
+			cg_gstore(f, v, cg_gep(f, a[0], i, sb), sb);
+		} else {	/* a zero point in the scale's type (exact: bq_synth_ok) */
+			LLVMValueRef v = cg_synth_value(f, src_dt, a, from);
+			if (cg_dt_isint(src_dt))
+				v = LLVMBuildSIToFP(f->B, v, f->tf32, "");
+			cg_store_dt(f, s->bq.scale_dt, a[0], i, v);
+		}
+	}
+	cg_endloop(f, &l);
+	snprintf(note, sizeof note, "synth %s in the bq layout (%s)", dtype_name(src_dt),
+		 which == 0 ? "B" : which == 1 ? "B_scale" : "B_zero");
+	return cg_synth_end(f, note);
+}
+
+int
+cg_bq_synth_ok(const GemmSpec *s, DType scale_src, DType zero_src)
+{
+	static const DType exact_zero[] = {DT_I4, DT_U4, DT_I8, DT_U8, DT_F8E4M3, DT_F8E5M2};
+	int ok = 0;
+
+	if (!format_of(s->b_dt) || scale_src != s->bq.scale_dt)
+		return 0;
+	if (!s->bq.zero)
+		return 1;
+	for (size_t i = 0; i < NELEM(exact_zero); i++)
+		ok |= zero_src == exact_zero[i];
+	/* integers of at most 8 bits and f8 values are exact in f32, bf16 and f16 */
+	return ok && s->bq.scale_dt != DT_F8E8M0;
+}
