@@ -214,10 +214,15 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	LLVMValueRef k64 = cg_sext64(f, kt), adv[3];
+	CgIf c;
+
+	/* split-K: kt counts the slice's k-tiles; the packed sources start at
+	 * k = 0 (a slice's group rows depend on its first k-tile) */
+	if (s->split_k > 1)
+		k64 = cg_add(f, k64, cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), g->kt)));
 	/* the k-tile's first group row: kt * bk / group */
 	LLVMValueRef grp = s->bq.group >= s->bk ? LLVMBuildSDiv(f->B, k64, cg_i64(f, s->bq.group / s->bk), "")
 						: cg_muli(f, k64, s->bk / s->bq.group);
-	CgIf c;
 
 	adv[0] = cg_muli(f, k64, (int64_t)s->bk * g->bq.bits);
 	adv[1] = adv[2] = cg_muli(f, grp, s->N * g->bq.ssz);

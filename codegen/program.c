@@ -737,10 +737,10 @@ tuned(CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
- * Quantised B is repacked once at compile time for every target, and its
- * sources do not take split-K's slice offset: one tile (the last target's,
- * the one with the least shared memory in the default order), no split, and
- * every target must take it.  -1 (a generic kernel) otherwise.
+ * Quantised B is repacked once at compile time for every target: one tile
+ * (the last target's, the one with the least shared memory in the default
+ * order, with its split-K), and every target must take it.  -1 (a generic
+ * kernel) otherwise.
  */
 static int
 one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
@@ -749,7 +749,6 @@ one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
 	Diag quiet;
 
 	diag_init(&quiet, NULL);
-	c.split_k = c.split_slots = 0;
 	for (int i = 0; i < p->o.narch; i++) {
 		if (cg_gemm_check(cg_module_target(p->mod[i]), &c, &quiet) != 0) {
 			snprintf(why, n, "quantised B needs one tile on every target; %s refuses %s's (%s)",

@@ -30,6 +30,16 @@ spec_q(GemmSpec *s, DType b_dt, int64_t N, int64_t K, int group, DType scale_dt,
 	gh_tiles(s, 16, 128, 64, 1, 4, 4);	/* the decode tile */
 }
 
+/* Split-K into S slices for launches of up to T tokens (program.c's split_slots). */
+static void
+split(GemmSpec *s, int S, int T)
+{
+	int64_t mpt = s->m_per_t > 0 ? s->m_per_t : 1, groups = s->groups > 0 ? s->groups : 0;
+
+	s->split_k = S;
+	s->split_slots = (int)((mpt * T + groups * (s->bm - 1) + s->bm - 1) / s->bm * (s->N / s->bn));
+}
+
 /* ---- the layout ---- */
 
 /* Element (e, n, k) of the packed B, read back by the layout's definition. */
@@ -371,6 +381,18 @@ START_TEST(test_i4_decode)
 	c.s.stages = 2;
 	c.s.no_frag_pipe = 1;
 	gh_check(&c, 1e-5);
+	c.what = "i4, split-K 3 (a slice's group rows from its first k-tile)";
+	c.T = 19;
+	c.s.stages = 4;
+	c.s.no_frag_pipe = 0;
+	split(&c.s, 3, 19);
+	gh_check(&c, 1e-5);
+	c.what = "i4 g32 with bk 64, split-K 2 (two scale rows per k-tile)";
+	spec_q(&c.s, DT_I4, 256, 512, 32, DT_BF16, 0);
+	gh_tiles(&c.s, 16, 128, 64, 1, 4, 4);
+	split(&c.s, 2, 19);
+	gh_check(&c, 1e-5);
+	spec_q(&c.s, DT_I4, 256, 384, 128, DT_BF16, 0);
 	c.what = "i4, T = 0";
 	c.T = 0;
 	gh_check(&c, 1e-5);
@@ -457,6 +479,9 @@ START_TEST(test_mxfp4)
 	gc.s.b_dt = DT_F4E2M1;
 	gc.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
 	gh_tiles(&gc.s, 16, 128, 64, 1, 4, 4);
+	gh_check(&gc, 1e-2);
+	gc.what = "grouped f4e2m1 swiglu, split-K 2";
+	split(&gc.s, 2, 21);
 	gh_check(&gc, 1e-2);
 }
 END_TEST
