@@ -503,6 +503,19 @@ size_t cg_bq_bytes(const GemmSpec *s, int E, int which);	/* 0: B, 1: scale, 2: z
  */
 int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const void *zero,
 	       DType zero_dt, int interleave, void *b, void *bscale, void *bzero, Diag *d);
+/*
+ * The same layout generated on the device from synthetic weights: a synth
+ * kernel (cg_emit_synth's parameters; "out" of cg_bq_bytes(s, E, which))
+ * whose output is cg_bq_pack's part `which` (0 B, 1 B_scale, 2 B_zero) of
+ * the synthetic weight of src_dt (q: s->b_dt; scale: s->bq.scale_dt; zero:
+ * its IR type) that ir_weight_data would generate, bit for bit.  So a
+ * bundle records seed and layout, not the bytes.  cg_bq_synth_ok: whether
+ * scales of scale_src and zero points of zero_src can be (the scale's type
+ * unchanged; zero points exact in it whatever the values).
+ */
+int cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int interleave, int which,
+		     DType src_dt, Diag *d);
+int cg_bq_synth_ok(const GemmSpec *s, DType scale_src, DType zero_src);
 
 /* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */
 /*
@@ -944,6 +957,20 @@ LLVMValueRef cg_round_even(CgFn *f, LLVMValueRef v);
 /* The storage bits of f32 x in a float dtype (i16 for bf16/f16, i8 for f8). */
 LLVMValueRef cg_f32_to_bits(CgFn *f, LLVMValueRef x, DType dt);
 LLVMValueRef cg_bits_to_f32(CgFn *f, LLVMValueRef bits, DType dt);
+/*
+ * The synth kernels' parts (cg_emit_synth; k_gemm_mixed.c's generator of
+ * repacked quantised weights): cg_synth_begin opens a kernel with the
+ * synth parameters (a[0..5]: out, seed, namehash, mean, scale, count),
+ * cg_synth_loop is its grid-stride loop over `units` (i64), cg_synth_end
+ * closes it (block 256, grid 1024).  cg_synth_value is element i (i64) of
+ * the synthetic weight as a value of dt, cg_synth_bits its storage bits
+ * (an i32; i4/u4/f4e2m1: the nibble), both as ir_weight_data stores it.
+ */
+CgFn *cg_synth_begin(CgModule *m, const char *name, LLVMValueRef *a, Diag *d);
+LLVMValueRef cg_synth_loop(CgFn *f, CgLoop *l, LLVMValueRef units);
+int cg_synth_end(CgFn *f, const char *note);
+LLVMValueRef cg_synth_value(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
+LLVMValueRef cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 #endif /* CG_INTERNAL */
 
 #endif

@@ -39,8 +39,6 @@ typedef struct {
 	BqKind kind;		/* the field as a signed or unsigned integer, or a float's bits */
 } BqFormat;
 
-/* MXFP4 (f4e2m1 with f8e8m0 scales) is one row here (4, BQ_FLOAT) and one
- * scale type once util/dtype.def has them. */
 static const BqFormat formats[] = {
 	{DT_I4, 4, BQ_INT},		/* GPTQ/AWQ/MatMulNBits (symmetric) */
 	{DT_U4, 4, BQ_UINT},		/* with a zero point */
@@ -48,6 +46,7 @@ static const BqFormat formats[] = {
 	{DT_U8, 8, BQ_UINT},
 	{DT_F8E4M3, 8, BQ_FLOAT},	/* DeepSeek-V3, FP8 per-channel */
 	{DT_F8E5M2, 8, BQ_FLOAT},
+	{DT_F4E2M1, 4, BQ_FLOAT},	/* MXFP4 (gpt-oss), with f8e8m0 scales */
 };
 
 /* Where element e of k-step s sits in its lane's word (the layout above). */
@@ -72,10 +71,12 @@ cg_bq_format(DType dt)
 	return format_of(dt) != NULL;
 }
 
+/* f8e8m0 (MXFP4's 2^(s-127)) is a byte: its tiles need bn and N multiples
+ * of 16 (a 16-byte chunk per row of scales), which gemm_bq_check says. */
 static int
 scale_type(DType dt)
 {
-	return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16;
+	return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_F8E8M0;
 }
 
 static int
@@ -118,10 +119,10 @@ gemm_bq_check(const G *g, Diag *d)
 	int G = s->bq.group;
 
 	if (!fm)
-		return diag_error(d, LOC_NONE, "gemm: quantised B of %s (the formats: i4, u4, i8, u8, f8e4m3, f8e5m2)",
+		return diag_error(d, LOC_NONE, "gemm: quantised B of %s (the formats: i4, u4, i8, u8, f8e4m3, f8e5m2, f4e2m1)",
 				  dtype_name(s->b_dt));
 	if (!scale_type(s->bq.scale_dt))
-		return diag_error(d, LOC_NONE, "gemm: quantised B's scales are %s (need f32, bf16 or f16)",
+		return diag_error(d, LOC_NONE, "gemm: quantised B's scales are %s (need f32, bf16, f16 or f8e8m0)",
 				  dtype_name(s->bq.scale_dt));
 	if (s->mainloop != CG_MAINLOOP_MMA)
 		return diag_error(d, LOC_NONE, "gemm: quantised B runs on the mma.sync mainloop only");
@@ -138,6 +139,9 @@ gemm_bq_check(const G *g, Diag *d)
 	if (s->bk % g->bq.ka || s->N % 8)
 		return diag_error(d, LOC_NONE, "gemm: %d-bit B needs bk a multiple of %d (bk = %d)",
 				  fm->bits, g->bq.ka, s->bk);
+	if (s->bn * g->bq.ssz % 16 || s->N * g->bq.ssz % 16)
+		return diag_error(d, LOC_NONE, "gemm: %s scales need bn and N multiples of %d (bn = %d, N = %lld)",
+				  dtype_name(s->bq.scale_dt), 16 / g->bq.ssz, s->bn, (long long)s->N);
 	for (int i = 0; i < 3; i++)
 		if (g->bq.nper[i] > MAXI)
 			return diag_error(d, LOC_NONE, "gemm: tile %dx%dx%d too large for %d threads",
@@ -210,10 +214,15 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	LLVMValueRef k64 = cg_sext64(f, kt), adv[3];
+	CgIf c;
+
+	/* split-K: kt counts the slice's k-tiles; the packed sources start at
+	 * k = 0 (a slice's group rows depend on its first k-tile) */
+	if (s->split_k > 1)
+		k64 = cg_add(f, k64, cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), g->kt)));
 	/* the k-tile's first group row: kt * bk / group */
 	LLVMValueRef grp = s->bq.group >= s->bk ? LLVMBuildSDiv(f->B, k64, cg_i64(f, s->bq.group / s->bk), "")
 						: cg_muli(f, k64, s->bk / s->bq.group);
-	CgIf c;
 
 	adv[0] = cg_muli(f, k64, (int64_t)s->bk * g->bq.bits);
 	adv[1] = adv[2] = cg_muli(f, grp, s->N * g->bq.ssz);
@@ -239,6 +248,8 @@ load_scale(G *g, LLVMValueRef off)
 
 	if (dt == DT_F32)
 		return cg_sload(f, f->tf32, cg_sptr(f, off), 4);
+	if (g->bq.ssz == 1)
+		return cg_bits_to_f32(f, cg_sload(f, f->ti8, cg_sptr(f, off), 1), dt);
 	return cg_to_f32(f, cg_sload(f, f->ti16, cg_sptr(f, off), 2), dt);
 }
 
@@ -307,6 +318,37 @@ frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef sraw, LLVMValu
 	}
 }
 
+/*
+ * MXFP4's fast path (bf16 mma): an e2m1 field s.ee.m is the bf16 whose sign
+ * is s and whose exponent's low bits and mantissa's top bit are ee.m (a
+ * shift of each part), which is the e2m1 value times 2^-126 for every
+ * field, 0.5 included (then a bf16 subnormal: the bias of e2m1 is 1, of bf16
+ * 127, and both formats' subnormals are linear in the bits).  One fma.rn
+ * with 2^126 makes it exact, one with the scale (2^(s-127), exact in bf16
+ * for every e8m0 but NaN) rounds once: the f32 path's value.
+ */
+static int
+fast_e2m1(const G *g, const BqFormat *fm)
+{
+	return fm->dt == DT_F4E2M1 && g->mt == DT_BF16;
+}
+
+static void
+frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef sc, int sub, LLVMValueRef *b)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef s16 = cg_from_f32(f, sc, DT_BF16), s2 = cg_pack16x2(f, s16, s16);
+	LLVMValueRef c2 = cg_i32(f, 0x7e807e80), nz2 = cg_i32(f, (int64_t)0x80008000u);
+
+	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
+		LLVMValueRef t = cg_shr(f, w, field_bit(4, sub, 2 * r));
+		LLVMValueRef v = LLVMBuildOr(f->B, cg_shl(f, cg_and(f, t, 0x00080008), 12),
+					     cg_shl(f, cg_and(f, t, 0x00070007), 6), "");
+		v = cg_fma16x2(f, DT_BF16, v, c2, nz2);
+		b[r] = cg_fma16x2(f, DT_BF16, v, s2, nz2);
+	}
+}
+
 void
 gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 {
@@ -327,6 +369,10 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 			continue;
 		}
 		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
+		if (fast_e2m1(g, fm) && !s->bq.zero) {
+			frags_e2m1(g, w, sc, sub, b[j]);
+			continue;
+		}
 		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 		for (int e = 0; e < 4; e++) {
 			LLVMValueRef x = decode(f, fm, w, field_bit(fm->bits, sub, e));
@@ -398,4 +444,104 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 							  z, dtype_name(s->bq.scale_dt));
 			}
 	return 0;
+}
+
+/* ---- the same layout generated on the device (synthetic weights) ---- */
+
+/* Row n of the repacked B (or its scales) reads source row src(n): n
+ * itself, or through lower-moe's gate|up interleave (cg_bq_pack's). */
+static LLVMValueRef
+src_row(CgFn *f, LLVMValueRef n, int64_t N, int interleave)
+{
+	if (!interleave)
+		return n;
+	return cg_add(f, cg_muli(f, cg_and(f, n, 1), N / 2), LLVMBuildLShr(f->B, n, cg_i64(f, 1), ""));
+}
+
+/* Word wi (i64) of the packed B: the fields of the source elements that
+ * cg_bq_pack puts there, each generated as ir_weight_data would. */
+static LLVMValueRef
+synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMValueRef *a, LLVMValueRef wi)
+{
+	int64_t N = s->N, K = s->K, ka = 128 / fm->bits;
+	LLVMValueRef lane = cg_and(f, wi, 31), atom = LLVMBuildLShr(f->B, wi, cg_i64(f, 5), "");
+	LLVMValueRef kb = LLVMBuildURem(f->B, atom, cg_i64(f, K / ka), "");
+	LLVMValueRef rest = LLVMBuildUDiv(f->B, atom, cg_i64(f, K / ka), "");
+	LLVMValueRef nb = LLVMBuildURem(f->B, rest, cg_i64(f, N / 8), "");
+	LLVMValueRef e = LLVMBuildUDiv(f->B, rest, cg_i64(f, N / 8), "");
+	LLVMValueRef n = cg_add(f, cg_muli(f, nb, 8), LLVMBuildLShr(f->B, lane, cg_i64(f, 2), ""));
+	LLVMValueRef row = cg_muli(f, cg_add(f, cg_muli(f, e, N), src_row(f, n, N, interleave)), K);
+	LLVMValueRef k0 = cg_add(f, cg_muli(f, kb, ka), cg_muli(f, cg_and(f, lane, 3), 2));
+	LLVMValueRef w = cg_i32(f, 0);
+
+	for (int sub = 0; sub < 8 / fm->bits; sub++)
+		for (int el = 0; el < 4; el++) {
+			int dk = 16 * sub + (el & 1) + 8 * (el >> 1);
+			LLVMValueRef v = cg_synth_bits(f, fm->dt, a, cg_add(f, row, cg_addi(f, k0, dk)));
+			w = LLVMBuildOr(f->B, w, cg_shl(f, v, field_bit(fm->bits, sub, el)), "");
+		}
+	return w;
+}
+
+int
+cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int interleave, int which,
+		 DType src_dt, Diag *d)
+{
+	const BqFormat *fm = format_of(s->b_dt);
+	int64_t N = s->N, K = s->K, G = s->bq.group, ng = G > 0 ? K / G : 0;
+	LLVMValueRef a[6], i;
+	char note[96];
+	CgLoop l;
+	CgFn *f;
+
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	    (interleave && N % 2) || which < 0 || which > 2 || (which == 0 && src_dt != s->b_dt) ||
+	    (which == 1 && src_dt != s->bq.scale_dt) || (which == 2 && !s->bq.zero))
+		return diag_error(d, LOC_NONE, "synth-bq: not a quantised B spec (%s, group %lld, N = %lld, "
+				  "K = %lld, part %d of %s)", dtype_name(s->b_dt), (long long)G, (long long)N,
+				  (long long)K, which, dtype_name(src_dt));
+	if (!(f = cg_synth_begin(m, name, a, d)))
+		return -1;
+	if (which == 0) {
+		i = cg_synth_loop(f, &l, cg_i64(f, (int64_t)(cg_bq_bytes(s, E, 0) / 4)));
+		cg_gstore(f, synth_word(f, s, fm, interleave, a, i), cg_gep(f, a[0], i, 4), 4);
+	} else {
+		/* scales and zero points: to = (e*ng + kg)*N + n from (e*N + src(n))*ng + kg */
+		i = cg_synth_loop(f, &l, cg_i64(f, E * ng * N));
+		LLVMValueRef n = LLVMBuildURem(f->B, i, cg_i64(f, N), ""), r = LLVMBuildUDiv(f->B, i, cg_i64(f, N), "");
+		LLVMValueRef kg = LLVMBuildURem(f->B, r, cg_i64(f, ng), ""), e = LLVMBuildUDiv(f->B, r, cg_i64(f, ng), "");
+		LLVMValueRef from = cg_add(f, cg_muli(f, cg_add(f, cg_muli(f, e, N), src_row(f, n, N, interleave)), ng), kg);
+		if (which == 1) {
+			int sb = scale_bytes(s->bq.scale_dt);
+			LLVMValueRef v = cg_synth_bits(f, src_dt, a, from);
+			if (sb < 4)
+				v = LLVMBuildTrunc(f->B, v, LLVMIntTypeInContext(f->C, (unsigned)sb * 8), "");
+			cg_gstore(f, v, cg_gep(f, a[0], i, sb), sb);
+		} else {	/* a zero point in the scale's type (exact: bq_synth_ok) */
+			LLVMValueRef v = cg_synth_value(f, src_dt, a, from);
+			if (cg_dt_isint(src_dt))
+				v = LLVMBuildSIToFP(f->B, v, f->tf32, "");
+			cg_store_dt(f, s->bq.scale_dt, a[0], i, v);
+		}
+	}
+	cg_endloop(f, &l);
+	snprintf(note, sizeof note, "synth %s in the bq layout (%s)", dtype_name(src_dt),
+		 which == 0 ? "B" : which == 1 ? "B_scale" : "B_zero");
+	return cg_synth_end(f, note);
+}
+
+int
+cg_bq_synth_ok(const GemmSpec *s, DType scale_src, DType zero_src)
+{
+	static const DType exact_zero[] = {DT_I4, DT_U4, DT_I8, DT_U8, DT_F8E4M3, DT_F8E5M2};
+	int ok = 0;
+
+	if (!format_of(s->b_dt) || scale_src != s->bq.scale_dt)
+		return 0;
+	if (!s->bq.zero)
+		return 1;
+	for (size_t i = 0; i < NELEM(exact_zero); i++)
+		ok |= zero_src == exact_zero[i];
+	/* integers of at most 8 bits and f8 values are exact in f32, bf16 and f16 */
+	return ok && s->bq.scale_dt != DT_F8E8M0;
 }

@@ -368,8 +368,8 @@ cg_round_even(CgFn *f, LLVMValueRef v)
 }
 
 /* The value element i takes in dt (f32 or i64), as ir_weight_data stores it. */
-static LLVMValueRef
-element(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
+LLVMValueRef
+cg_synth_value(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
 {
 	LLVMValueRef v = synth_value(f, p[1], p[2], i, p[3], p[4]);
 
@@ -378,53 +378,82 @@ element(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
 	return cg_round_dt(f, cg_round_dt(f, cg_round_even(f, v), DT_I64), dt);
 }
 
-/* A packed element's 4 bits, as an i64: integers as they are, f4e2m1 encoded. */
-static LLVMValueRef
-nibble_of(CgFn *f, DType dt, LLVMValueRef v)
+LLVMValueRef
+cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *p, LLVMValueRef i)
 {
-	if (dt == DT_F4E2M1)
-		return LLVMBuildZExt(f->B, cg_f32_to_bits(f, v, dt), f->ti64, "");
-	return v;
+	LLVMValueRef v = cg_synth_value(f, dt, p, i);
+	int bits = dtype_bits(dt);
+
+	if (dt == DT_F32)
+		return LLVMBuildBitCast(f->B, v, f->ti32, "");
+	if (!cg_dt_isint(dt))
+		v = LLVMBuildZExt(f->B, cg_f32_to_bits(f, v, dt), f->ti32, "");
+	else
+		v = LLVMBuildTrunc(f->B, v, f->ti32, "");
+	return bits < 32 ? cg_and(f, v, (int64_t)((1u << bits) - 1)) : v;
 }
 
-int
-cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
+CgFn *
+cg_synth_begin(CgModule *m, const char *name, LLVMValueRef *a, Diag *d)
 {
 	static const CgParam p[] = {
 		{CGP_PTR, "out"}, {CGP_U64, "seed"}, {CGP_U64, "namehash"},
 		{CGP_F32, "mean"}, {CGP_F32, "scale"}, {CGP_I64, "count"},
 	};
-	int block[3] = {256, 1, 1}, packed = dtype_is_packed(dt);
+	CgFn *f = cg_fn_begin(m, name, p, (int)NELEM(p), 256, 0, d);
+
+	if (!f)
+		return NULL;
+	cg_arg_noalias(f, 0);
+	for (int k = 0; k < (int)NELEM(p); k++)
+		a[k] = cg_arg(f, k);
+	return f;
+}
+
+LLVMValueRef
+cg_synth_loop(CgFn *f, CgLoop *l, LLVMValueRef units)
+{
+	LLVMValueRef gid = cg_add(f, cg_muli(f, cg_sext64(f, cg_ctaid(f, 0)), 256), cg_sext64(f, cg_tid(f, 0)));
+	LLVMValueRef stride = cg_muli(f, cg_sext64(f, cg_nctaid(f, 0)), 256);
+
+	return cg_loop(f, l, gid, units, stride);
+}
+
+int
+cg_synth_end(CgFn *f, const char *note)
+{
+	int block[3] = {256, 1, 1};
 	CgExpr grid[3] = {CG_EXPR_INT(1024), CG_EXPR_INT(1), CG_EXPR_INT(1)};
-	LLVMValueRef a[6], gid, stride, units, i;
+
+	return cg_fn_end(f, block, grid, 0, note);
+}
+
+int
+cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
+{
+	int packed = dtype_is_packed(dt);
+	LLVMValueRef a[6], units, i;
 	char note[64];
 	CgLoop l;
 	CgFn *f;
 
 	if ((unsigned)dt >= NDTYPE)
 		return diag_error(d, LOC_NONE, "synth: no synthetic weights of type %s", dtype_name(dt));
-	f = cg_fn_begin(m, name, p, (int)NELEM(p), 256, 0, d);
-	if (!f)
+	if (!(f = cg_synth_begin(m, name, a, d)))
 		return -1;
-	cg_arg_noalias(f, 0);
-	for (int k = 0; k < 6; k++)
-		a[k] = cg_arg(f, k);
-	gid = cg_add(f, cg_muli(f, cg_sext64(f, cg_ctaid(f, 0)), 256), cg_sext64(f, cg_tid(f, 0)));
-	stride = cg_muli(f, cg_sext64(f, cg_nctaid(f, 0)), 256);
 	units = packed ? cg_shr(f, cg_addi(f, a[5], 1), 1) : a[5];
-	i = cg_loop(f, &l, gid, units, stride);
+	i = cg_synth_loop(f, &l, units);
 	if (packed) {
 		/* one byte: elements 2i (low nibble) and 2i+1 (high, 0 past the end) */
-		LLVMValueRef lo = nibble_of(f, dt, element(f, dt, a, cg_shl(f, i, 1)));
+		LLVMValueRef lo = cg_synth_bits(f, dt, a, cg_shl(f, i, 1));
 		LLVMValueRef j = cg_addi(f, cg_shl(f, i, 1), 1);
-		LLVMValueRef hi = nibble_of(f, dt, element(f, dt, a, j));
-		hi = cg_select(f, cg_lt(f, j, a[5]), hi, cg_i64(f, 0));
-		LLVMValueRef b = LLVMBuildOr(f->B, cg_and(f, lo, 15), cg_shl(f, cg_and(f, hi, 15), 4), "");
+		LLVMValueRef hi = cg_select(f, cg_lt(f, j, a[5]), cg_synth_bits(f, dt, a, j), cg_i32(f, 0));
+		LLVMValueRef b = LLVMBuildOr(f->B, lo, cg_shl(f, hi, 4), "");
 		cg_gstore(f, LLVMBuildTrunc(f->B, b, f->ti8, ""), cg_gep(f, a[0], i, 1), 1);
 	} else {
-		cg_store_dt(f, dt, a[0], i, element(f, dt, a, i));
+		cg_store_dt(f, dt, a[0], i, cg_synth_value(f, dt, a, i));
 	}
 	cg_endloop(f, &l);
 	snprintf(note, sizeof note, "synth %s", dtype_name(dt));
-	return cg_fn_end(f, block, grid, 0, note);
+	return cg_synth_end(f, note);
 }

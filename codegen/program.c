@@ -38,6 +38,13 @@ typedef struct {
 	uint64_t offset;
 } Buf;
 
+/* The layout of a quantised GEMM's weights (cg_bq_pack's), for the
+ * synthetic ones that init steps generate in it (cg_emit_synth_bq). */
+typedef struct {
+	GemmSpec s;
+	int E, interleave;
+} BqLayout;
+
 typedef struct {
 	const Weight *w;	/* a module weight, or NULL for a prepared value */
 	const Value *v;
@@ -46,6 +53,8 @@ typedef struct {
 	uint64_t at;
 	DType dt;		/* the bundle's type (a repacked zero point: the scale's) */
 	unsigned char *packed;	/* repacked for a quantised GEMM (malloc'd), else NULL */
+	const BqLayout *bq;	/* synthetic, generated in a quantised GEMM's layout, else NULL */
+	int bq_part;		/* ... as its part 0 (B), 1 (B_scale) or 2 (B_zero) */
 } WeightSlot;
 
 struct CgProgram {
@@ -237,7 +246,7 @@ st(CgProgram *p, const Value *v)
 static int
 add_weight(CgProgram *p, const Weight *w, const Value *v, int synth)
 {
-	WeightSlot s = {w, v, 0, synth, 0, v->type.dt, NULL};
+	WeightSlot s = {w, v, 0, synth, 0, v->type.dt, NULL, NULL, 0};
 	int64_t n = ir_type_numel(&v->type);
 
 	if (n < 0)
@@ -758,10 +767,10 @@ tuned(CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
- * Quantised B is repacked once at compile time for every target, and its
- * sources do not take split-K's slice offset: one tile (the last target's,
- * the one with the least shared memory in the default order), no split, and
- * every target must take it.  -1 (a generic kernel) otherwise.
+ * Quantised B is repacked once at compile time for every target: one tile
+ * (the last target's, the one with the least shared memory in the default
+ * order, with its split-K), and every target must take it.  -1 (a generic
+ * kernel) otherwise.
  */
 static int
 one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
@@ -770,7 +779,6 @@ one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
 	Diag quiet;
 
 	diag_init(&quiet, NULL);
-	c.split_k = c.split_slots = 0;
 	for (int i = 0; i < p->o.narch; i++) {
 		if (cg_gemm_check(cg_module_target(p->mod[i]), &c, &quiet) != 0) {
 			snprintf(why, n, "quantised B needs one tile on every target; %s refuses %s's (%s)",
@@ -1103,7 +1111,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: %s", call->callee->name, why);
 		return 0;
 	}
-	if (s[0].bq.group > 0 && !(module_slot(p, call->in[gb.b]) && module_slot(p, call->in[gb.b])->packed)) {
+	if (s[0].bq.group > 0 && !(module_slot(p, call->in[gb.b]) && (module_slot(p, call->in[gb.b])->packed ||
+								     module_slot(p, call->in[gb.b])->bq))) {
 		diag_note(p->d, call->loc, "@%s runs as a generic kernel: its quantised weights were not "
 			  "repacked (not module weights, or no tensor-core tile)", call->callee->name);
 		return 0;
@@ -1408,11 +1417,31 @@ synth_kernel(CgProgram *p, DType dt)
 	return name;
 }
 
+/* The synth kernel of a weight generated in a quantised GEMM's layout: one
+ * per layout, part and source type, its name saying all of them. */
+static const char *
+synth_bq_kernel(CgProgram *p, const WeightSlot *w)
+{
+	const GemmSpec *s = &w->bq->s;
+	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d%s", w->bq_part,
+					dtype_name(w->v->type.dt), dtype_name(s->b_dt), s->bq.zero ? "z" : "",
+					w->bq->E, (long long)s->N, (long long)s->K, s->bq.group,
+					w->bq->interleave ? "_il" : "");
+
+	if (cg_module_find(p->mod[0], name))
+		return name;
+	for (int i = 0; i < p->o.narch; i++)
+		if (cg_emit_synth_bq(p->mod[i], name, s, w->bq->E, w->bq->interleave, w->bq_part,
+				     w->v->type.dt, p->d) != 0)
+			return NULL;
+	return name;
+}
+
 static int
 init_synth(CgProgram *p, int slot)
 {
 	const WeightSlot *w = &p->w.v[slot];
-	const char *name = synth_kernel(p, w->v->type.dt);
+	const char *name = w->bq ? synth_bq_kernel(p, w) : synth_kernel(p, w->v->type.dt);
 	const CgKernel *k;
 	MArg *a;
 
@@ -1478,12 +1507,39 @@ init_prep(CgProgram *p, const Node *n)
  * Quantised GEMMs (a dequantize folded into the kernel, GemmSpec.bq) read
  * their weights in the layout cg_bq_pack writes: before the init steps are
  * planned, each such GEMM that the tensor-core builder takes has its q,
- * scale and zero-point weights repacked on the host (synthetic ones are
- * generated here first, so the bundle holds them).  A GEMM the builder does
- * not take stays a generic kernel, which reads the IR's layout: its weights
- * are left alone.  The layout does not depend on the tile, so the decode and
- * prefill variants share it.
+ * scale and zero-point weights repacked on the host.  Synthetic ones are
+ * not generated here: their slots record the layout, and their init steps
+ * generate them in it on the device (cg_emit_synth_bq: the same bytes), so
+ * the bundle holds seed and layout, not the weights; only scales or zero
+ * points that the device generator cannot store exactly (cg_bq_synth_ok)
+ * are generated and repacked on the host.  A GEMM the builder does not take
+ * stays a generic kernel, which reads the IR's layout: its weights are left
+ * alone.  The layout does not depend on the tile, so the decode and prefill
+ * variants share it.
  */
+static int
+relayout_synth(CgProgram *p, const GemmSpec *s, const CgGemmBind *gb, WeightSlot **slot)
+{
+	BqLayout *l;
+
+	if (!slot[0]->synth || !slot[1]->synth || (slot[2] && !slot[2]->synth) ||
+	    !cg_bq_synth_ok(s, slot[1]->v->type.dt, slot[2] ? slot[2]->v->type.dt : NDTYPE))
+		return 0;
+	l = arena_alloc(p->a, sizeof *l);
+	l->s = *s;
+	l->E = s->groups > 0 ? s->groups : 1;
+	l->interleave = gb->b_interleave;
+	for (int i = 0; i < 3; i++)
+		if (slot[i]) {
+			slot[i]->bq = l;
+			slot[i]->bq_part = i;
+			slot[i]->bytes = cg_bq_bytes(s, l->E, i);
+		}
+	if (slot[2])
+		slot[2]->dt = s->bq.scale_dt;
+	return 1;
+}
+
 static int
 repack_one(CgProgram *p, const Node *call, const GemmSpec *s, const CgGemmBind *gb)
 {
@@ -1495,8 +1551,10 @@ repack_one(CgProgram *p, const Node *call, const GemmSpec *s, const CgGemmBind *
 
 	if (!q || !sc || (gb->bzero >= 0 && !z))
 		return 1;	/* not module weights: stays generic */
-	if (q->packed)
+	if (q->packed || q->bq)
 		return 0;	/* another variant did it */
+	if (relayout_synth(p, s, gb, (WeightSlot *[3]){q, sc, z}))
+		return 0;
 	if (!(qd = ir_weight_data(q->v->weight, p->d)) || !(sd = ir_weight_data(sc->v->weight, p->d)) ||
 	    (z && !(zd = ir_weight_data(z->v->weight, p->d))))
 		return -1;

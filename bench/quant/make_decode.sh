@@ -1,0 +1,76 @@
+#!/bin/sh
+# make_decode.sh MOEC OUT — compile (here, no GPU) the quantised decode
+# bundles for run_decode.sh: full-size MoE layers from their published
+# quantization_config with synthetic weights in their own format (generated
+# on the device at load: the bundles hold seed and layout, a few MB in all),
+# their bf16 blocks (the same configs without quantization_config), and the
+# dense W4A16 projections with tile variants (tuning tables) for the decode
+# bandwidth sweep.  sm_90a, --max-tokens=16.  Writes OUT/cases.txt:
+# "name bundle pair" (pair: the bf16 case it is compared with, or -).
+# Exit 0 all compiled, 1 a compile failed.
+set -eu
+moec=$1 out=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+: > "$out/cases.txt"
+
+one() {	# one NAME PAIR MODEL [moec flags...]
+	name=$1 pair=$2 model=$3
+	shift 3
+	"$moec" compile "$model" "$@" --arch=sm_90a --max-tokens=16 -v -o "$out/$name.moeb" \
+		>"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
+	echo "$name $name.moeb $pair" >> "$out/cases.txt"
+	echo "ok   $name ($(wc -c < "$out/$name.moeb") bytes)"
+}
+
+cfg() {	# cfg MODEL NAME QUANT_JSON: OUT/NAME/config.json, MODEL's with quantization_config QUANT_JSON ("" drops it)
+	mkdir -p "$out/$2"
+	python3 - "$src/models/$1/config.json" "$out/$2/config.json" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.pop("quantization_config", None)
+c["torch_dtype"] = c["dtype"] = "bfloat16"
+if sys.argv[3]:
+    c["quantization_config"] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+}
+cfg deepseek-v3 deepseek-v3-bf16 ""
+cfg gpt-oss-20b gpt-oss-20b-bf16 ""
+cfg mixtral-8x7b mixtral-8x7b-bf16 ""
+# a GPTQ int4 Mixtral (TheBloke/Mixtral-8x7B-v0.1-GPTQ's scheme: 4 bits, groups of 128, no act-order)
+cfg mixtral-8x7b mixtral-8x7b-gptq '{"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false,
+	"sym": true, "checkpoint_format": "gptq", "modules_to_not_convert": ["gate"]}'
+
+one dsv3_fp8 dsv3_bf16 "$src/models/deepseek-v3" --layer 3 --synthetic-weights=1
+one dsv3_bf16 - "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
+one gptoss_mxfp4 gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1
+one gptoss_bf16 - "$out/gpt-oss-20b-bf16/config.json" --layer 0 --synthetic-weights=1
+one mixtral_gptq mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1
+one mixtral_bf16 - "$out/mixtral-8x7b-bf16/config.json" --layer 0 --synthetic-weights=1
+
+# dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
+# heuristic's tiles and the variants of the sweep (split-K for quantised B
+# since 2026-12-02); a variant the builder refuses is left out
+sed -e 's/28672/12288/g' -e 's/8192/4096/g' -e 's/,64\]/,32]/' "$src/bench/quant/dense_w4a16.ir" > "$out/w4_12k.ir"
+sed -e 's/28672/12288/g' -e 's/8192/4096/g' "$src/bench/quant/dense_bf16.ir" > "$out/bf16_12k.ir"
+one w4_12k bf16_12k "$out/w4_12k.ir"
+one bf16_12k - "$out/bf16_12k.ir"
+cp "$src/bench/quant/dense_w4a16.ir" "$out/w4_28k.ir"
+cp "$src/bench/quant/dense_bf16.ir" "$out/bf16_28k.ir"
+one w4_28k bf16_28k "$out/w4_28k.ir"
+one bf16_28k - "$out/bf16_28k.ir"
+for shape in 12k:n12288.k4096 28k:n28672.k8192; do
+	s=${shape%%:*} key=dense.m1.${shape#*:}.bf16.i4.nk.t1-16
+	for v in 16x64x128.w1x4.s5.k1 16x64x128.w1x4.s5.k2 16x128x128.w1x4.s5.k1 16x128x128.w1x4.s5.k2 \
+		 16x128x128.w1x4.s5.k4 16x256x128.w1x4.s4.k1 16x256x128.w1x4.s4.k2 16x256x128.w1x4.s4.k4; do
+		printf 'moec-tuning 1\nsm_90a %s %s\n' "$key" "$v" > "$out/w4_$s.$v.tuning"
+		one "w4_$s.$v" "bf16_$s" "$out/w4_$s.ir" --tuning="$out/w4_$s.$v.tuning"
+		if ! grep -q 'tuning table' "$out/w4_$s.$v.log"; then
+			echo "     (refused: $(grep -o 'does not fit[^;]*' "$out/w4_$s.$v.log" | head -1)); dropped"
+			rm -f "$out/w4_$s.$v.moeb"
+			grep -v "^w4_$s.$v " "$out/cases.txt" > "$out/cases.tmp" && mv "$out/cases.tmp" "$out/cases.txt"
+		fi
+	done
+done
+du -sh "$out"
