@@ -76,7 +76,8 @@ struct GemmRun {
 	void *A, *B, *C, *leaf[CG_EP_MAX];
 	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
-	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack) */
+	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack); FP8: B's f32 scales */
+	float *As;		/* FP8 x FP8: A's f32 scales [msrc][K/group] */
 	double *Bdq;		/* quantised B dequantised (rounded to A's type): the reference's B */
 	void *ws;		/* split-K's workspace (flags zeroed, partials NaN), or NULL */
 	size_t wsbytes;
