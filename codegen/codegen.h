@@ -517,9 +517,6 @@ int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const
 /* WGMMA where m's target has it (or, with DBG_EMU_WGMMA, is the emulator)
  * and s's tile suits it, else MMA. */
 CgMainloop cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s);
-/* Whether kernels for target sm (a --arch name) run FP8 x FP8 GEMMs
- * (GemmSpec.f8): sm_90a, or the emulator with DBG_EMU_WGMMA in debug. */
-int cg_arch_fp8_mma(const char *sm, unsigned debug);
 /*
  * The warp-specialised mainloop (k_gemm_ws.c) for s on t: 1 with *s
  * rewritten (mainloop, the most stages up to 6 that fit, at least s's), or

@@ -404,6 +404,8 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 		return call->in[gb->bscale];
 	if (!strcmp(r, "B_zero"))
 		return call->in[gb->bzero];
+	if (!strcmp(r, "A_scale"))
+		return call->in[gb->ascale];
 	if (!strcmp(r, "gather_idx"))
 		return call->in[gb->gather];
 	if (!strcmp(r, "scatter_idx"))
@@ -566,6 +568,9 @@ static const Tile tiles[] = {
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 128, 64, 2, 2, 4},
+	/* FP8 x FP8 (try_tile: bk 128), whose accumulators are held twice: 2
+	 * warpgroups of 64 rows; of 128 columns each, for SwiGLU + quantisation per 128 */
+	{INT32_MAX, 128, 128, 128, 2, 4, 4}, {INT32_MAX, 64, 256, 128, 2, 4, 4},
 };
 
 /* Shrink a candidate's bk and bn until they divide K and N (small models). */
@@ -611,6 +616,8 @@ try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
 	diag_init(&quiet, NULL);
 	s->bm = tl->bm, s->bn = tl->bn, s->bk = tl->bk;
 	s->warps_m = tl->wm, s->warps_n = tl->wn;
+	if (s->f8.group > 0)
+		s->bk = s->f8.group;	/* FP8 x FP8: a k-tile per scale block */
 	if (fitted)
 		fit(s);
 	for (int st = tl->stages; st >= 2; st--) {

@@ -187,6 +187,68 @@ START_TEST(test_grouped)
 }
 END_TEST
 
+/* ---- whole programs: fuse-dequant (A and B), lower_gemm, the plan, the emulator ---- */
+
+/*
+ * A DeepSeek-V3 dense FFN in the contract form: x quantised per token and
+ * 128 columns (a kernel of its own: nothing produces x here), the SwiGLU
+ * output quantised in the gate|up GEMM's epilogue, both GEMMs e4m3 x e4m3.
+ */
+static const char prog_dense[] =
+	"weight $w1 : f8e4m3[512,256] scale=2\n"
+	"weight $w1s : f32[512,2] mean=0.02 scale=0.005\n"
+	"weight $w2 : f8e4m3[256,256] scale=2\n"
+	"weight $w2s : f32[256,2] mean=0.02 scale=0.005\n"
+	"graph @d(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%w1d = dequantize $w1, $w1s, axis=1, block_size=128, to=bf16 : bf16[512,256]\n"
+	"	%h = matmul %xa, %w1d, trans_b=1 : bf16[T,512]\n"
+	"	%a = swiglu %h, act=silu, layout=interleave : bf16[T,256]\n"
+	"	%aq, %as = quantize_dynamic %a, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%ad = dequantize %aq, %as, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%w2d = dequantize $w2, $w2s, axis=1, block_size=128, to=bf16 : bf16[256,256]\n"
+	"	%y0 = matmul %ad, %w2d, trans_b=1 : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* The routed experts' gate|up: the tokens' e4m3 rows gathered with their scales. */
+static const char prog_moe[] =
+	"weight $router : bf16[8,256]\n"
+	"weight $wguq : f8e4m3[8,256,256] scale=2\n"
+	"weight $wgus : f32[8,256,2] mean=0.02 scale=0.005\n"
+	"weight $wdq : f8e4m3[8,256,128] scale=2\n"
+	"weight $wds : f32[8,256,1] mean=0.03 scale=0.01\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=128, to=bf16 : bf16[8,256,256]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,256,128]\n"
+	"	%y0 = moe %xa, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+static const struct {
+	const char *text;
+	int T;
+	const char *kernel, *note;
+} programs[] = {
+	{prog_dense, 70, "d_k0", "f8e4m3.f8e4m3->f8e4m3 B[N,K] N=512 K=256 64x256x128"},
+	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
+	{prog_moe, 45, "moe_k3", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
+	{prog_moe, 200, "moe_k3", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
+};
+
+START_TEST(test_program_against_interpreter)
+{
+	gh_check_program_debug(programs[_i].text, programs[_i].T, programs[_i].kernel, programs[_i].note, 2e-2,
+			       DBG_EMU_WGMMA);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -199,6 +261,7 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ptxas);
 	tcase_add_test(t, test_dense);
 	tcase_add_test(t, test_grouped);
+	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -810,6 +810,13 @@ gh_check_program(const char *text, int T, const char *kernel, const char *note)
 void
 gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2)
 {
+	gh_check_program_debug(text, T, kernel, note, l2, 0);
+}
+
+void
+gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
+		       unsigned debug)
+{
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
 	PassOpts po;
@@ -822,6 +829,8 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 
 	diag_init(&d, stderr);
 	pass_default_opts(&po);
+	po.debug = debug;
+	po.fp8_mma = cg_arch_fp8_mma("emu", debug);
 	pc.d = &d;
 	pc.report = NULL;
 	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
@@ -829,6 +838,7 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 	co.arch[0] = "emu";
 	co.narch = 1;
 	co.max_tokens = 256;
+	co.debug = debug;
 	p = cg_compile(m, &co, &d);
 	ck_assert_msg(p != NULL, "compile: %s", d.last);
 	k = cg_module_find(cg_program_module(p, "emu"), kernel);

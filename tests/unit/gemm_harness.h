@@ -137,5 +137,9 @@ void gh_check_program(const char *text, int T, const char *kernel, const char *n
 /* The same, each output within a relative L2 error l2 of the interpreter's
  * (blocks whose bf16 intermediates the kernels keep in f32). */
 void gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2);
+/* The same with debug flags for the passes and the compile (DBG_EMU_WGMMA:
+ * the emulator stands for sm_90a, FP8 x FP8 included). */
+void gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
+			    unsigned debug);
 
 #endif
