@@ -652,8 +652,8 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || ctas >= cg_target_sms(t))
-		return;
+	if (s->bm > 64 || ctas >= cg_target_sms(t) || s->mainloop != CG_MAINLOOP_MMA)
+		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
 	for (int S = 2; S <= 16 && kt / S >= 2; S++) {
 		if (kt % S)
 			continue;
