@@ -363,7 +363,6 @@ moec_cmd_test(int argc, char **argv)
 		return rc;
 	emu = opt_has(&a, "emulate");	/* the generated kernels on the CPU emulator */
 	compiled = emu || opt_has(&a, "compiled");
-	o.pass.fp8_mma = cg_arch_fp8_mma("emu", o.debug);	/* --debug=emu-wgmma: as sm_90a fuses */
 	if (cg_precision_parse(opt_str(&a, "precision"), &precision, &d))
 		return BAD;
 	for (int i = 0; i < a.npos; i++)
