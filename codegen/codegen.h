@@ -410,6 +410,23 @@ struct CgQuant {
  * 128-byte fragment atoms, scales and zero points [E][K/group][N] in
  * scale_dt.  group = 0: B is not quantised.
  */
+/*
+ * FP8 x FP8 (the sm_90a wgmma mainloop, k_gemm_wgmma.c; DeepSeek-V3's
+ * scheme): A and B are f8e4m3, A [M][K] with "A_scale" f32 [rows of A][K/group]
+ * (a gathered row's scales are gathered with it), B [N,K] with "B_scale" f32
+ * [E][N][K/group] (the IR's layouts, nothing repacked), and
+ *	C[m][n] = sum over k-blocks b of (sum over k in b of qa[m][k] qb[n][k]) * sa[m][b] * sb[n][b]
+ * in f32: each block's products sum in a fresh wgmma accumulator that is
+ * then scaled into the running one (DeepGEMM's promotion).  group = bk = 128.
+ * b_interleave: B row n of an expert (and its scales) is stored at row
+ * (n % 2) N/2 + n/2 (lower-moe's gate|up interleave, read as it is).
+ */
+typedef struct CgF8 CgF8;
+struct CgF8 {
+	int group;		/* k per scale: 128 */
+	int b_interleave;
+};
+
 typedef struct CgBQuant CgBQuant;
 struct CgBQuant {
 	int group;		/* k per scale: a multiple of 16 dividing K, and bk or a multiple of it */
@@ -435,6 +452,7 @@ struct GemmSpec {
 	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
 
 	CgBQuant bq;		/* group 0: B is b_dt itself */
+	CgF8 f8;		/* group 0: not FP8 x FP8 */
 
 	DType c_dt;
 	int64_t ldc;		/* 0: the output width (N, or N/2 after SWIGLU) */
@@ -461,7 +479,7 @@ struct GemmSpec {
 void cg_gemm_default(GemmSpec *s);
 /*
  * Emit one GEMM kernel.  Parameters, in order (roles in quotes):
- *   "A", ["gather_idx"], "B", ["B_scale"], ["B_zero"], "C", ["C_scale"], ["scatter_idx"], ["offsets"],
+ *   "A", ["gather_idx"], "B", ["B_scale"], ["B_zero"], ["A_scale"], "C", ["C_scale"], ["scatter_idx"], ["offsets"],
  *   one pointer per epilogue load leaf (its role), [quant.scale_role],
  *   [quant.zero_role], "T" (i32).
  * Grid: tiles: (cdiv(M + E*(bm-1), bm), N/bn, 1); persistent: (ctas, 1, 1).
@@ -609,6 +627,7 @@ typedef struct CgGemmBind CgGemmBind;
 struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int a, b, gather, scatter, offsets;
 	int bscale, bzero;	/* quantised B (dequantize folded into the kernel): its scales, zero points */
+	int ascale;		/* FP8 x FP8: A's scales (GemmSpec.f8); -1: none */
 	int b_interleave;	/* ... read through lower-moe's gate|up interleave (cg_bq_pack's) */
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */

@@ -455,7 +455,8 @@ moec_emu_shfl_up(int32_t *io, int32_t delta)
 }
 
 /* wgmma.mma_async m64nNk16: kind = N | f16 << 9 | trans-a << 10 | trans-b << 11
- * | neg-a << 12 | neg-b << 13; acc: the thread's N/2 accumulators */
+ * | neg-a << 12 | neg-b << 13; e4m3 << 14: both operands e4m3, m64nNk32;
+ * acc: the thread's N/2 accumulators */
 void
 moec_emu_wgmma(float *acc, int64_t da, int64_t db, int32_t scale_d, int32_t kind)
 {
@@ -948,8 +949,9 @@ desc_decode(uint64_t d, Desc *o, const char *which)
 }
 
 /*
- * The 18-bit shared address of element (r, k) of a 16-bit operand, r along
- * M (or N), k along K (0..15), with T = 8 elements per 16 bytes.  CuTe
+ * The 18-bit shared address of element (r, k) of an operand of esz bytes
+ * (2: bf16/f16, k 0..15; 1: e4m3, k 0..31, K-major only), r along M (or
+ * N), with T = 16/esz elements per 16 bytes.  CuTe
  * notation, from the PTX ISA's canonical layouts (x = swizzle bytes / 16):
  *	K-major, none:       ((8,m),(T,2k)) : ((1T,SBO),(1,LBO))
  *	K-major, swizzled:   ((8,m),(T,2k)) : ((xT,SBO),(1,T))
@@ -958,16 +960,16 @@ desc_decode(uint64_t d, Desc *o, const char *which)
  * then Swizzle<log2 x, 4, 3> on the byte address: bits 7.. xor into bits 4..
  */
 static uint32_t
-elem_addr(const Desc *d, int mn_major, int r, int k)
+elem_addr(const Desc *d, int mn_major, int r, int k, int esz)
 {
 	uint32_t off, a;
-	int bits = d->swz == 1 ? 3 : d->swz == 2 ? 2 : d->swz == 3 ? 1 : 0;
+	int bits = d->swz == 1 ? 3 : d->swz == 2 ? 2 : d->swz == 3 ? 1 : 0, T = 16 / esz;
 
 	if (!mn_major) {
 		if (!d->swz)
-			off = (uint32_t)(r % 8 * 16 + r / 8 * (int)d->sbo + k % 8 * 2 + k / 8 * (int)d->lbo);
+			off = (uint32_t)(r % 8 * 16 + r / 8 * (int)d->sbo + k % T * esz + k / T * (int)d->lbo);
 		else
-			off = (uint32_t)(r % 8 * d->bytes + r / 8 * (int)d->sbo + k * 2);
+			off = (uint32_t)(r % 8 * d->bytes + r / 8 * (int)d->sbo + k * esz);
 	} else {
 		if (!d->swz) {
 			off = (uint32_t)(r % 8 * 2 + r / 8 * (int)d->sbo + k % 8 * 16 + k / 8 * (int)d->lbo);
@@ -990,18 +992,20 @@ shared_off(uint32_t a, int bytes)
 	return (size_t)o + (size_t)bytes <= E.smem_bytes ? o : -1;
 }
 
-/* Read one operand element, checking bounds, alignment and the proxy fence. */
+/* Read one operand element (kind: 0 bf16, 1 f16, 2 e4m3), checking bounds,
+ * alignment and the proxy fence. */
 static int
-operand(WgOp *op, uint32_t a, int f16, double sc, double *v, const char *which)
+operand(WgOp *op, uint32_t a, int kind, double sc, double *v, const char *which)
 {
-	long o = shared_off(a, 2);
+	int esz = kind == 2 ? 1 : 2;
+	long o = shared_off(a, esz);
 
-	if (o < 0 || a % 2) {
+	if (o < 0 || a % (uint32_t)esz) {
 		fail("wgmma: operand %s reads shared address 0x%x, outside the CTA's %zu bytes or misaligned",
 		     which, a, E.smem_bytes);
 		return -1;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < esz; i++) {
 		int w = E.owner[o + i], b = E.abar[o + i], gen = E.agen[o + i];
 		if (b && (b != E.chk_b || E.aphase[o + i] != E.chk_p || gen != E.chk_g)) {
 			for (int t = 0; t < 128; t++) {
@@ -1026,7 +1030,8 @@ operand(WgOp *op, uint32_t a, int f16, double sc, double *v, const char *which)
 		op->rd[op->nrd++] = (uint32_t)(o + i);
 		E.rd[o + i]++;
 	}
-	*v = sc * (f16 ? f16_to_f32(ld16(E.smem + o)) : bf16_to_f32(ld16(E.smem + o)));
+	*v = sc * (kind == 2 ? f8e4m3_to_f32(E.smem[o]) : kind ? f16_to_f32(ld16(E.smem + o))
+							       : bf16_to_f32(ld16(E.smem + o)));
 	return 0;
 }
 
@@ -1036,13 +1041,18 @@ do_wgmma(Thr *w, Wg *g)
 {
 	int kind = w[0].ci, N = kind & 511, f16 = kind >> 9 & 1, ta = kind >> 10 & 1, tb = kind >> 11 & 1;
 	double sa = kind >> 12 & 1 ? -1 : 1, sb = kind >> 13 & 1 ? -1 : 1;
+	int e4m3 = kind >> 14 & 1, ty = e4m3 ? 2 : f16, esz = e4m3 ? 1 : 2, KD = e4m3 ? 32 : 16;
 	int scale_d = (int)w[0].u[2], n = N / 2;
-	static double A[64][16], Bm[16][256];
+	static double A[64][32], Bm[32][256];
 	Desc da, db;
 	WgOp *op;
 
 	if (N < 8 || N > 256 || N % 8) {
 		fail("wgmma: n = %d", N);
+		return;
+	}
+	if (e4m3 && (ta || tb)) {	/* the PTX ISA: 8-bit operands are K-major only */
+		fail("wgmma: e4m3 operands transposed (only K-major is allowed)");
 		return;
 	}
 	for (int t = 1; t < 128; t++)
@@ -1063,15 +1073,15 @@ do_wgmma(Thr *w, Wg *g)
 	op->grp = -1;
 	op->n = n;
 	op->val = xmalloc(sizeof(float) * 128 * (size_t)n);
-	op->rd = xmalloc(sizeof(uint32_t) * 2 * (64 * 16 + 16 * (size_t)N));
+	op->rd = xmalloc(sizeof(uint32_t) * 2 * (64 * 16 + 16 * (size_t)N));	/* KD * esz = 32 bytes a row */
 	op->nrd = 0;
 	for (int r = 0; r < 64; r++)
-		for (int k = 0; k < 16; k++)
-			if (operand(op, elem_addr(&da, ta, r, k), f16, sa, &A[r][k], "A") < 0)
+		for (int k = 0; k < KD; k++)
+			if (operand(op, elem_addr(&da, ta, r, k, esz), ty, sa, &A[r][k], "A") < 0)
 				goto bad;
 	for (int c = 0; c < N; c++)
-		for (int k = 0; k < 16; k++)
-			if (operand(op, elem_addr(&db, tb, c, k), f16, sb, &Bm[k][c], "B") < 0)
+		for (int k = 0; k < KD; k++)
+			if (operand(op, elem_addr(&db, tb, c, k, esz), ty, sb, &Bm[k][c], "B") < 0)
 				goto bad;
 	for (int t = 0; t < 128; t++) {
 		float *acc = w[t].cp[0];
@@ -1095,7 +1105,7 @@ do_wgmma(Thr *w, Wg *g)
 			int l = t % 32, row = 16 * (t / 32) + l / 4 + 8 * (i % 4 / 2);
 			int col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
 			double s = scale_d ? in[i] : 0;
-			for (int k = 0; k < 16; k++)
+			for (int k = 0; k < KD; k++)
 				s += A[row][k] * Bm[k][col];
 			op->val[(size_t)t * (size_t)n + (size_t)i] = (float)s;
 		}

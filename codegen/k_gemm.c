@@ -49,6 +49,8 @@ cg_gemm_default(GemmSpec *s)
 static DType
 mma_type(const GemmSpec *s)
 {
+	if (s->f8.group > 0)
+		return DT_F8E4M3;	/* FP8 x FP8 */
 	if (s->a_dt == DT_F16 || s->b_dt == DT_F16)
 		return DT_F16;
 	if (s->a_dt == DT_F32 && s->b_dt == DT_F32 && s->mma_dt == DT_F16)
@@ -97,6 +99,7 @@ layout(G *g, const GemmSpec *in)
 	memset(g, 0, sizeof *g);
 	gemm_resolve(&g->k, in);
 	g->mt = mma_type(s);
+	g->eb = g->mt == DT_F8E4M3 ? 1 : 2;
 	g->k.nwarp = s->warps_m * s->warps_n;
 	g->k.nthr = 32 * g->k.nwarp;
 	g->wtm = s->warps_m > 0 ? s->bm / s->warps_m : 0;
@@ -109,8 +112,8 @@ layout(G *g, const GemmSpec *in)
 	g->kt = s->bk > 0 ? (int)(s->K / s->bk) : 0;
 	if (s->split_k > 1)
 		g->kt /= s->split_k;	/* k-tiles per slice */
-	g->a_ld = (s->bk + 8) * 2;
-	g->b_ld = s->b_layout == CG_B_NK ? (s->bk + 8) * 2 : (s->bn + 8) * 2;
+	g->a_ld = s->bk * g->eb + 16;
+	g->b_ld = s->b_layout == CG_B_NK ? s->bk * g->eb + 16 : (s->bn + 8) * 2;
 	g->a_bytes = s->bm * g->a_ld;
 	g->stage = g->a_bytes + (s->b_layout == CG_B_NK ? s->bn : s->bk) * g->b_ld;
 	if (s->bq.group > 0)
@@ -120,8 +123,8 @@ layout(G *g, const GemmSpec *in)
 	g->k.smem = s->groups > 0 ? g->k.wsum + 128 : g->k.tab;
 	if (s->quant.kind == CG_QUANT_GROUP)
 		quant_layout(g);
-	g->a_chunks = s->bm * s->bk / 8;
-	g->b_chunks = s->bq.group > 0 ? 0 : s->bn * s->bk / 8;
+	g->a_chunks = s->bm * s->bk * g->eb / 16;
+	g->b_chunks = s->bq.group > 0 ? 0 : s->bn * s->bk * g->eb / 16;
 	g->a_n = g->k.nthr ? (g->a_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	g->b_n = g->k.nthr ? (g->b_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	if (s->mainloop == CG_MAINLOOP_WS)
@@ -176,7 +179,9 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 			      "a tensor-core GEMM", d) < 0) {
 		return -1;
 	}
-	if (!gemm_io_type(s->a_dt) || !(gemm_io_type(s->b_dt) || s->bq.group > 0) ||
+	if (s->f8.group > 0 && gemm_f8_check(&g, d) < 0)
+		return -1;
+	if (!(gemm_io_type(s->a_dt) || s->f8.group > 0) || !(gemm_io_type(s->b_dt) || s->bq.group > 0 || s->f8.group > 0) ||
 	    !(gemm_io_type(s->c_dt) || cg_quant_qmax(s->c_dt) > 0))
 		return diag_error(d, LOC_NONE, "gemm: types %s x %s -> %s (need f32, bf16 or f16; "
 				  "C f8e4m3 or i8 when quantised)",
@@ -245,7 +250,7 @@ thread_setup(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int cpr = s->bk / 8;	/* chunks per k-contiguous row */
+	int cpr = s->bk * g->eb / 16;	/* chunks per k-contiguous row */
 
 	g->wm0 = cg_muli(f, cg_udiv(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtm);
 	g->wn0 = cg_muli(f, cg_urem(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtn);
@@ -301,13 +306,13 @@ tile_sources(G *g)
 	for (int i = 0; i < g->a_n; i++) {
 		LLVMValueRef src = gemm_a_row(&g->k, cg_add(f, g->k.row0, g->a_row[i]));
 		g->a_src[i] = gptr(f, g->k.A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
-						   cg_sext64(f, cg_muli(f, g->a_kc[i], 8))), ea);
+						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), ea);
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		LLVMValueRef off;
 		if (s->b_layout == CG_B_NK)
-			off = cg_add(f, cg_muli(f, cg_sext64(f, cg_add(f, g->k.n0, g->b_row[i])), s->ldb),
-				     cg_sext64(f, cg_muli(f, g->b_kc[i], 8)));
+			off = cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, cg_add(f, g->k.n0, g->b_row[i]))), s->ldb),
+				     cg_sext64(f, cg_muli(f, g->b_kc[i], 16 / g->eb)));
 		else
 			off = cg_add(f, cg_muli(f, cg_sext64(f, g->b_row[i]), s->ldb),
 				     cg_sext64(f, cg_add(f, g->k.n0, cg_muli(f, g->b_kc[i], 8))));

@@ -37,6 +37,7 @@ struct GemmCore {
 	/* parameters */
 	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
 	LLVMValueRef Bs, Bz;	/* quantised B: scales, zero points */
+	LLVMValueRef As;	/* FP8 x FP8: A's scales */
 	LLVMValueRef q_scale_p, q_zero_p;	/* static quantisation */
 	/* per thread */
 	LLVMValueRef tid, lane, warp;
@@ -65,7 +66,7 @@ struct GemmPair {
 	LLVMValueRef res[2], out;		/* results, and the (output) column of res[0] */
 };
 
-static inline int esize(DType t) { return t == DT_F32 ? 4 : 2; }
+static inline int esize(DType t) { return t == DT_F32 ? 4 : t == DT_F8E4M3 || t == DT_F8E5M2 ? 1 : 2; }
 
 static inline int
 gemm_io_type(DType t)
@@ -119,6 +120,7 @@ typedef struct G G;
 struct G {
 	GemmCore k;		/* first: the common callbacks cast back */
 	DType mt;		/* the mma input type */
+	int eb;			/* its bytes: 2, or 1 (FP8 x FP8) */
 	int wtm, wtn, mi, ni, kt;
 	int mstride;		/* rows between fragment row blocks: 16 (mma), 64 (wgmma) */
 	int a_ld, b_ld;		/* shared row pitch, bytes */
@@ -153,6 +155,7 @@ struct G {
 		LLVMValueRef base;	/* i32: 1 KiB-aligned offset of stage 0 in shared memory */
 		LLVMValueRef addr;	/* i32: its shared-window address (descriptors) */
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
+		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
 	} wg;
 };
 
@@ -196,6 +199,9 @@ LLVMValueRef gemm_kmajor_off(CgFn *f, LLVMValueRef row, LLVMValueRef kc, int row
 void gemm_fence_proxy_async(CgFn *f);	/* fence.proxy.async.shared::cta */
 /* The 1 KiB-aligned start of the dynamic shared memory: offset, address (i32). */
 void gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr);
+/* FP8 x FP8 (GemmSpec.f8; the mainloop is gemm_wgmma_mainloop's variant) */
+int gemm_f8_check(const G *g, Diag *d);	/* its rules; 0 or a diagnostic */
+LLVMValueRef gemm_b_row(G *g, LLVMValueRef n);	/* where B row n (i32) of an expert is stored */
 
 /* k_gemm.c, for k_gemm_ws.c */
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */

@@ -108,6 +108,10 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, "B_scale"};
 	if (s->bq.group > 0 && s->bq.zero)
 		p[n++] = (CgParam){CGP_PTR, "B_zero"};
+	if (s->f8.group > 0) {
+		p[n++] = (CgParam){CGP_PTR, "B_scale"};
+		p[n++] = (CgParam){CGP_PTR, "A_scale"};
+	}
 	p[n++] = (CgParam){CGP_PTR, "C"};
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		p[n++] = (CgParam){CGP_PTR, "C_scale"};
@@ -156,6 +160,10 @@ bind_params(GemmCore *k)
 		k->Bs = arg_noalias(f, n++);
 	if (s->bq.group > 0 && s->bq.zero)
 		k->Bz = arg_noalias(f, n++);
+	if (s->f8.group > 0) {
+		k->Bs = arg_noalias(f, n++);
+		k->As = arg_noalias(f, n++);
+	}
 	k->C = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_GROUP && s->quant.want_scales)
 		k->Cs = arg_noalias(f, n++);

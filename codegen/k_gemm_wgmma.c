@@ -63,8 +63,8 @@ gemm_wgmma_layout(G *g)
 	g->mi = g->wtm / 64;
 	g->ni = g->wtn / 8;
 	g->mstride = 64;
-	g->wg.a_bytes = s->bm * s->bk * 2;
-	g->wg.stage = (s->bm + s->bn) * s->bk * 2;
+	g->wg.a_bytes = s->bm * s->bk * g->eb;
+	g->wg.stage = (s->bm + s->bn) * s->bk * g->eb;
 }
 
 int
@@ -151,7 +151,8 @@ wg_wait(CgFn *f, int n)
 
 /*
  * acc (N/2 vars, wgmma's register order) (+)= A . B, m64 nN k16, mt bf16 or
- * f16, B N-major when tb: descriptors da, db; scale (i32) 0 ignores the old
+ * f16 (m64 nN k32 with e4m3: both operands K-major, no transpose operands),
+ * B N-major when tb: descriptors da, db; scale (i32) 0 ignores the old
  * accumulators.  GPU: the accumulators are tied operands ("=f" outputs,
  * the same values in).  emu: they live in the array at emu_acc until
  * wgmma.wait_group retires the operation.
@@ -160,23 +161,27 @@ static void
 wgmma_emit(CgFn *f, LLVMValueRef *acc, int N, DType mt, int tb, LLVMValueRef da, LLVMValueRef db,
 	   LLVMValueRef scale, LLVMValueRef emu_acc)
 {
-	int n = N / 2, len = 0;
-	const char *ty = mt == DT_F16 ? "f16" : "bf16";
+	int n = N / 2, len = 0, f8 = mt == DT_F8E4M3;
+	const char *ty = f8 ? "e4m3" : mt == DT_F16 ? "f16" : "bf16";
 	LLVMValueRef args[3 + 128], r;
 	LLVMTypeRef ft[128];
 	char text[2048], cons[1024];
 
 	if (f->emu) {
-		LLVMValueRef a[5] = {emu_acc, da, db, scale, cg_i32(f, N | (mt == DT_F16) << 9 | tb << 11)};
+		LLVMValueRef a[5] = {emu_acc, da, db, scale,
+				     cg_i32(f, N | (mt == DT_F16) << 9 | tb << 11 | f8 << 14)};
 		cg_call_emu(f, "moec_emu_wgmma", NULL, a, 5);
 		return;
 	}
 	len += snprintf(text + len, sizeof text - (size_t)len,
 			"{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
-			"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n + 2, N, ty, ty);
+			"wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {", n + 2, N, f8 ? 32 : 16, ty, ty);
 	for (int k = 0; k < n; k++)
 		len += snprintf(text + len, sizeof text - (size_t)len, "%s$%d", k ? ", " : "", k);
-	snprintf(text + len, sizeof text - (size_t)len, "}, $%d, $%d, p, 1, 1, 0, %d;\n}", n, n + 1, tb);
+	if (f8)
+		snprintf(text + len, sizeof text - (size_t)len, "}, $%d, $%d, p, 1, 1;\n}", n, n + 1);
+	else
+		snprintf(text + len, sizeof text - (size_t)len, "}, $%d, $%d, p, 1, 1, 0, %d;\n}", n, n + 1, tb);
 	len = 0;
 	for (int k = 0; k < n; k++)
 		len += snprintf(cons + len, sizeof cons - (size_t)len, "=f,");
@@ -332,6 +337,10 @@ gemm_wgmma_setup(G *g)
 	}
 	if (f->emu)
 		g->wg.buf = cg_var(f, LLVMArrayType(f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+	for (int i = 0; s->f8.group > 0 && i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				g->wg.fin[i][j][q] = cg_var(f, f->tf32, NULL);
 }
 
 /* ---- the k-loop ---- */
@@ -356,7 +365,7 @@ gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVM
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int KK = s->bk / 16, kn_b = s->b_layout == CG_B_KN;
+	int KK = s->bk * g->eb / 32, kn_b = s->b_layout == CG_B_KN;	/* 32 bytes of K a k-step */
 	LLVMValueRef adv = LLVMBuildZExt(f->B, cg_muli(f, st, g->wg.stage / 16), f->ti64, "");
 
 	wg_fence(f);
@@ -385,6 +394,116 @@ gemm_wgmma_acc_fence(G *g)
 	acc_fence(g);
 }
 
+/* ---- FP8 x FP8 (GemmSpec.f8): DeepGEMM's promotion ---- */
+
+int
+gemm_f8_check(const G *g, Diag *d)
+{
+	const GemmSpec *s = &g->k.s;
+
+	if (s->mainloop != CG_MAINLOOP_WGMMA)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 needs the wgmma mainloop (sm_90a)");
+	if (s->a_dt != DT_F8E4M3 || s->b_dt != DT_F8E4M3 || s->bq.group > 0 || s->b_layout != CG_B_NK)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 needs A and B f8e4m3 and B [N,K] (not %s x %s%s)",
+				  dtype_name(s->a_dt), dtype_name(s->b_dt), s->b_layout != CG_B_NK ? " [K,N]" : "");
+	if (s->f8.group != 128 || s->bk != 128)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 with scales per %d k and bk = %d (need 128 "
+				  "for both: one 128-byte swizzled row per scale block)", s->f8.group, s->bk);
+	if (g->mi * g->ni * 4 > 64)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: %dx%d per warpgroup is %d accumulators per "
+				  "thread, held twice (64 at most)", g->wtm, g->wtn, g->mi * g->ni * 4);
+	if (s->f8.b_interleave && s->N % 2)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: an interleaved B of %lld rows",
+				  (long long)s->N);
+	return 0;
+}
+
+LLVMValueRef
+gemm_b_row(G *g, LLVMValueRef n)
+{
+	CgFn *f = g->k.f;
+
+	if (!g->k.s.f8.b_interleave)
+		return n;
+	return cg_add(f, cg_muli(f, cg_and(f, n, 1), g->k.s.N / 2), cg_shr(f, n, 1));
+}
+
+/*
+ * One tile's k-loop: k-tile kt (= scale block kt) in a fresh accumulator
+ * (scale-d 0), retired at once (wait_group 0: the promotion reads it), then
+ *	fin[r][c] += acc[r][c] * sb[c][kt] * sa[r][kt]
+ * for the thread's 2 mi rows and 2 ni columns, whose scales it loads (A's
+ * through the row gather, B's through the interleave).  L = S-1 k-tiles
+ * in flight; a stage is refilled after the barrier that follows the wait
+ * of the k-tile that read it.  The sums end in g->acc for the epilogue.
+ */
+static void
+f8_mainloop(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int S = s->stages, L = S - 1;
+	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
+	LLVMValueRef da0, db0, kt, kn, st, k64, arow[2 * MAXF], bcol, sa[2 * MAXF], sb[2 * MAXF];
+	LLVMValueRef n0 = cg_add(f, cg_add(f, g->k.n0, g->wn0), cg_shl(f, cg_and(f, g->k.lane, 3), 1));
+	CgLoop l;
+	CgIf c;
+
+	gemm_wgmma_descs(g, &da0, &db0);
+	for (int i = 0; i < 2 * g->mi; i++) {
+		LLVMValueRef r = cg_add(f, cg_add(f, g->k.row0, g->wm0),
+					cg_addi(f, cg_shr(f, g->k.lane, 2), 64 * (i / 2) + 8 * (i % 2)));
+		arow[i] = gptr(f, g->k.As, cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, r)), nb), 4);
+	}
+	/* B's scale rows: column n0 (even) + 8 (j/2) + j%2 is stored at row
+	 * gemm_b_row(n0) + bstep(j), a constant step either way (one pointer) */
+	bcol = gptr(f, g->k.Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, g->k.e), s->N),
+						   cg_sext64(f, gemm_b_row(g, n0))), nb), 4);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->wg.fin[i][j][q], cg_f32(f, 0));
+	for (int i = 0; i < L; i++) {
+		if (i < g->kt)
+			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
+		cg_cp_async_commit(f);
+	}
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	cg_cp_async_wait(f, L - 1);
+	fence_proxy_async(f);
+	cg_barrier(f);
+	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
+	kn = cg_addi(f, kt, L);
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	st = cg_urem(f, kn, cg_i32(f, S));
+	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage)), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
+	/* the scales load while the tensor cores work */
+	k64 = cg_sext64(f, kt);
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_gload(f, f->tf32, gptr(f, arow[i], k64, 4), 4);
+	for (int j = 0; j < 2 * g->ni; j++) {
+		int64_t step = s->f8.b_interleave ? j % 2 * (s->N / 2) + 4 * (j / 2) : 8 * (j / 2) + j % 2;
+		sb[j] = cg_gload(f, f->tf32, gptr(f, bcol, cg_addi(f, k64, step * nb), 4), 4);
+	}
+	wg_wait(f, 0);
+	acc_fence(g);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++) {
+				LLVMValueRef x = LLVMBuildFMul(f->B, cg_get(f, g->acc[i][j][q]), sb[2 * j + q % 2], "");
+				LLVMValueRef a[3] = {x, sa[2 * i + q / 2], cg_get(f, g->wg.fin[i][j][q])};
+				cg_set(f, g->wg.fin[i][j][q], cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, a, 3));
+			}
+	cg_endloop(f, &l);
+	cg_barrier(f);		/* every warpgroup is done with the stages */
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->acc[i][j][q], cg_get(f, g->wg.fin[i][j][q]));
+}
+
 void
 gemm_wgmma_mainloop(G *g)
 {
@@ -396,6 +515,10 @@ gemm_wgmma_mainloop(G *g)
 	CgLoop l;
 	CgIf c;
 
+	if (s->f8.group > 0) {
+		f8_mainloop(g);
+		return;
+	}
 	gemm_wgmma_descs(g, &da0, &db0);	/* stage 0 at this warpgroup's rows and columns */
 	for (int i = 0; i < L; i++) {
 		if (i < g->kt)
@@ -511,9 +634,19 @@ cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s)
 
 	/* --debug=emu-wgmma: the emulator stands for sm_90a here, so that
 	 * `moec test --emulate` runs a model's GEMMs through this mainloop */
+	if (s->f8.group > 0)
+		return CG_MAINLOOP_WGMMA;	/* FP8 x FP8 has no other */
 	if (!cg_target_has(t, CG_WGMMA) && !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WGMMA))
 		return CG_MAINLOOP_MMA;
 	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WGMMA;
 	return cg_gemm_check(t, &w, &quiet) == 0 ? CG_MAINLOOP_WGMMA : CG_MAINLOOP_MMA;
+}
+
+int
+cg_arch_fp8_mma(const char *sm, unsigned debug)
+{
+	CgTarget t = {sm, NULL, 3};
+
+	return cg_target_has(&t, CG_WGMMA) || (cg_target_is_emu(&t) && debug & DBG_EMU_WGMMA);
 }

@@ -9,6 +9,11 @@
  *	%h = grouped_matmul %xs, %w, %offs, to=bf16      B = w [E,N,K], offsets
  *	%a = swiglu %h, layout=interleave                 epilogue: swiglu(acc)
  *
+ * FP8 x FP8 (GemmSpec.f8): A the dequantize of parameters (e4m3 values,
+ * f32 scales per row and 128 columns; gathered after it) and B that of an
+ * e4m3 weight with f32 scales per 128 along K, what fuse-dequant moves in
+ * for sm_90a.
+ *
  * Anything the GEMM builder cannot express makes this return -1 with the
  * reason; the caller then compiles the body as a generic kernel.
  */
@@ -321,6 +326,54 @@ epilogue_node(L *l, const Node *n)
 	return 0;
 }
 
+/* Blocks of bs along the last axis of e4m3 values with f32 scales of their rank. */
+static int
+f8_blocks(const Node *dq, int64_t bs)
+{
+	const Type *q = &dq->in[0]->type, *sc = &dq->in[1]->type;
+	int r = q->rank, axis = (int)ir_attr_int(dq, "axis", 1);
+
+	return q->dt == DT_F8E4M3 && sc->dt == DT_F32 && (dq->nin < 3 || !dq->in[2]) &&
+	       (axis == r - 1 || axis == -1) && ir_attr_int(dq, "block_size", 0) == bs &&
+	       sc->rank == r && ir_dim_is_static(q->dim[r - 1]) && q->dim[r - 1] % bs == 0 &&
+	       sc->dim[r - 1] == q->dim[r - 1] / bs;
+}
+
+/* FP8 x FP8: A = dequantize(q, scale) of parameters, per row and 128 columns. */
+static int
+bind_a_f8(L *l, const Node *dq)
+{
+	if (!f8_blocks(dq, 128))
+		return fail(l, "A is dequantized from other than e4m3 with f32 scales per 128 columns");
+	l->bind->a = param_index(l->k, dq->in[0]);
+	l->bind->ascale = param_index(l->k, dq->in[1]);
+	if (l->bind->a < 0 || l->bind->ascale < 0)
+		return fail(l, "the dequantized A's operands are computed in the kernel");
+	l->s->a_dt = DT_F8E4M3;
+	l->s->f8.group = 128;
+	return 0;
+}
+
+static int quant_operand(L *l, const Value *v, int *il);
+
+/* FP8 x FP8: B = dequantize(q, scale) of (lower-moe's interleave of) weights, per 128 along K. */
+static int
+bind_b_f8(L *l, const Node *dq, int tb)
+{
+	int il[2];
+
+	if (!dq || !tb || !f8_blocks(dq, l->s->f8.group))
+		return fail(l, "an e4m3 A needs B e4m3 [N,K] with f32 scales per %d along K", l->s->f8.group);
+	l->bind->b = quant_operand(l, dq->in[0], &il[0]);
+	l->bind->bscale = quant_operand(l, dq->in[1], &il[1]);
+	if (l->bind->b < 0 || l->bind->bscale < 0 || il[0] != il[1])
+		return fail(l, "the dequantized B's operands are computed in the kernel");
+	l->s->b_dt = DT_F8E4M3;
+	l->s->f8.b_interleave = il[0];
+	l->s->mainloop = CG_MAINLOOP_WGMMA;	/* its one mainloop */
+	return 0;
+}
+
 /* A: the matmul's first operand, or the source of the token gather. */
 static int
 bind_a(L *l, const Node *mm)
@@ -347,6 +400,8 @@ bind_a(L *l, const Node *mm)
 		if (l->bind->gather < 0)
 			return fail(l, "the gather index is computed in the kernel");
 	}
+	if (a->kind == V_RESULT && a->def->op == OP_DEQUANTIZE)
+		return bind_a_f8(l, a->def);
 	l->bind->a = param_index(l->k, a);
 	if (l->bind->a < 0)
 		return fail(l, "A is computed in the kernel");
@@ -487,7 +542,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	const Node *mm = NULL;
 
 	bind->a = bind->b = bind->gather = bind->scatter = bind->offsets = bind->c_scale = -1;
-	bind->bscale = bind->bzero = -1;
+	bind->bscale = bind->bzero = bind->ascale = -1;
 	bind->b_interleave = 0;
 	bind->rows = 0;
 	cg_gemm_default(s);
@@ -508,7 +563,8 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	const Node *dq = w->kind == V_RESULT && w->def->op == OP_DEQUANTIZE ? w->def : NULL;
 	s->a_dt = mm->in[0]->type.dt;
 	s->b_dt = w->type.dt;
-	if (bind_a(&l, mm) < 0 || (dq ? bind_b_quant(&l, dq, tb) : (bind->b = param_index(k, w))) < 0) {
+	if (bind_a(&l, mm) < 0 ||
+	    (s->f8.group ? bind_b_f8(&l, dq, tb) : dq ? bind_b_quant(&l, dq, tb) : (bind->b = param_index(k, w))) < 0) {
 		snprintf(why, whylen, "%s", l.why[0] ? l.why : "B is computed in the kernel");
 		return -1;
 	}

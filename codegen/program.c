@@ -416,6 +416,8 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 		return call->in[gb->bscale];
 	if (!strcmp(r, "B_zero"))
 		return call->in[gb->bzero];
+	if (!strcmp(r, "A_scale"))
+		return call->in[gb->ascale];
 	if (!strcmp(r, "gather_idx"))
 		return call->in[gb->gather];
 	if (!strcmp(r, "scatter_idx"))
@@ -589,6 +591,9 @@ static const Tile tiles[] = {
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 128, 64, 2, 2, 4},
+	/* FP8 x FP8 (try_tile: bk 128), whose accumulators are held twice: 2
+	 * warpgroups of 64 rows; of 128 columns each, for SwiGLU + quantisation per 128 */
+	{INT32_MAX, 128, 128, 128, 2, 4, 4}, {INT32_MAX, 64, 256, 128, 2, 4, 4},
 };
 
 /* Shrink a candidate's bk and bn until they divide K and N (small models). */
@@ -634,6 +639,8 @@ try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
 	diag_init(&quiet, NULL);
 	s->bm = tl->bm, s->bn = tl->bn, s->bk = tl->bk;
 	s->warps_m = tl->wm, s->warps_n = tl->wn;
+	if (s->f8.group > 0)
+		s->bk = s->f8.group;	/* FP8 x FP8: a k-tile per scale block */
 	if (fitted)
 		fit(s);
 	for (int st = tl->stages; st >= 2; st--) {
@@ -688,8 +695,8 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || est_ctas(s, tlo) >= cg_target_sms(t))
-		return;
+	if (s->bm > 64 || est_ctas(s, tlo) >= cg_target_sms(t) || s->mainloop != CG_MAINLOOP_MMA)
+		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
 	for (int S = 2; S <= 16 && kt / S >= 2; S++)
 		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
 			best = S;

@@ -22,6 +22,10 @@ struct CgTarget {
 	int opt;		/* 0..3: LLVM pipeline default<On> and codegen level; 3 by default */
 };
 int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
+/* Whether kernels for target sm (a --arch name) run FP8 x FP8 GEMMs
+ * (GemmSpec.f8, k_gemm_wgmma.c): sm_90a, or the emulator with
+ * DBG_EMU_WGMMA in debug.  The passes fuse for them (PassOpts.fp8_mma). */
+int cg_arch_fp8_mma(const char *sm, unsigned debug);
 
 /* program.c: a fused module into kernels, a launch plan and a bundle */
 

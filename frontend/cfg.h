@@ -147,6 +147,10 @@ int cfg_quant_wanted(Cfg *c, const WSpec *w);
 Value *cfg_quant_weight(Cfg *c, WSpec *w);
 /* x quantised as the scheme quantises a quantised weight w's input; else x. */
 Value *cfg_quant_act(Cfg *c, Value *x, const Value *w);
+/* The moe's act_quant attribute (its down input quantised per token and
+ * block) for the next node when wdown is quantised with fp8's dynamic
+ * groups; 0, or -1 with a diagnostic. */
+int cfg_quant_moe_act(Cfg *c, const Value *wdown);
 
 /* cfg_ffn.c: the pieces of a block */
 

@@ -260,6 +260,8 @@ cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[4],
 	if (!(in[0] = cfg_quant_act(c, x, wt[0])))	/* the gate/up input; see docs/config.md */
 		return NULL;
 	moe_attrs(c, s);
+	if (cfg_quant_moe_act(c, wt[1]) < 0)	/* the down input's quantisation */
+		return NULL;
 	n = ir_b_node(&c->b, OP_MOE, in, nin, 1);
 	return n ? n->out[0] : NULL;
 }

@@ -641,6 +641,23 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	return n ? cfg_named(c, n->out[0], tname(c, mod, ".dq")) : NULL;
 }
 
+/* fp8 (DeepSeek's scheme) also quantises the experts' down input, as its
+ * kernels do: per token and block-size columns, inside the moe node. */
+int
+cfg_quant_moe_act(Cfg *c, const Value *wdown)
+{
+	int64_t I = wdown && wdown->type.rank == 3 ? wdown->type.dim[2] : 0;
+
+	if (c->q.act != ACT_GROUP || !wdown || wdown->kind != V_RESULT || wdown->def->op != OP_DEQUANTIZE)
+		return 0;
+	if (I <= 0 || I % c->q.bk)
+		return cfg_error(c, "quantization_config", "activation_scheme dynamic quantises the "
+				 "experts' down input in groups of %lld columns; the intermediate size is %lld",
+				 (long long)c->q.bk, (long long)I), -1;
+	ir_b_int(&c->b, "act_quant", c->q.bk);
+	return 0;
+}
+
 /* fp8 with dynamic activations: x -> quantize_dynamic -> dequantize, per
  * token and block-size columns (fp8) or per token (compressed-tensors). */
 Value *

@@ -248,6 +248,7 @@ typedef struct {
 	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
 	DType dt;			/* x's: h and a are rounded to it */
 	Glu glu;
+	int64_t aq;			/* act_quant: a quantised per token and aq columns (0: not) */
 } Moe;
 
 static int
@@ -259,6 +260,10 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 	m->h = in[0]->dim[1];
 	m->i = in[4]->dim[2];
 	m->dt = in[0]->dt;
+	m->aq = ir_attr_int(n, "act_quant", 0);
+	if (m->aq < 0 || (m->aq && m->i % m->aq))
+		return ev_err(e, n, "moe: act_quant %lld does not divide the intermediate size %lld",
+			      (long long)m->aq, (long long)m->i);
 	if (in[2] && (in[2]->rank != 1 || in[2]->dim[0] != m->ne))
 		return ev_err(e, n, "moe: the selection bias must be [%lld]", (long long)m->ne);
 	if (bgu && (bgu->rank != 2 || bgu->dim[0] != m->ne || bgu->dim[1] != 2 * m->i))
@@ -310,6 +315,9 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 			double u = h[m->glu.interleave ? 2 * j + 1 : ni + j];
 			a[s * ni + j] = ev_round(m->dt, ev_glu(&m->glu, g, u));
 		}
+	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
+		for (int64_t j = 0; j < ni; j += m->aq)
+			ev_quant_dequant(&a[s * ni + j], m->aq, m->dt);
 	for (int64_t c = 0; c < nh; c++) {
 		stack_row(m->dn, m->wdn, (x * nh + c) * ni, ni, wr);
 		for (int64_t s = 0; s < ns; s++) {

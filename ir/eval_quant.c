@@ -135,6 +135,28 @@ dyn_group(Ev *e, const Node *n, const Tensor *x, int64_t *glen, int64_t *sdim, i
 	return 0;
 }
 
+/* quantize_dynamic's scale of a group whose largest magnitude is amax. */
+static double
+dyn_scale(double amax, DType dt)
+{
+	return amax == 0 ? 1 : (float)(amax / (dt == DT_I8 ? 127 : 448));
+}
+
+void
+ev_quant_dequant(double *v, int64_t n, DType dt)
+{
+	double amax = 0, s;
+	unsigned char q[8];
+
+	for (int64_t i = 0; i < n; i++)
+		amax = fmax(amax, fabs(v[i]));
+	s = dyn_scale(amax, DT_F8E4M3);
+	for (int64_t i = 0; i < n; i++) {
+		dtype_store(DT_F8E4M3, q, 0, (float)(v[i] / s));	/* qstore's rounding, saturated */
+		v[i] = ev_round(dt, dtype_load(DT_F8E4M3, q, 0) * s);
+	}
+}
+
 int
 ev_quantize_dynamic(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {
@@ -156,7 +178,7 @@ ev_quantize_dynamic(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		double amax = 0, s;
 		for (int64_t i = g * glen; i < (g + 1) * glen; i++)
 			amax = fmax(amax, fabs(load(x, i)));
-		s = amax == 0 ? 1 : (float)(amax / (dt == DT_I8 ? 127 : 448));
+		s = dyn_scale(amax, dt);
 		dtype_store(DT_F32, out[1].data, (size_t)g, s);
 		for (int64_t i = g * glen; i < (g + 1) * glen; i++)
 			qstore(&out[0], i, (float)(load(x, i) / s), 1);

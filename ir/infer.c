@@ -934,6 +934,10 @@ infer_moe(Graph *g, Node *n, Diag *d)
 		return ERR("moe: expert weight shapes do not agree with x and the logits");
 	if (has(n, 2) && (ty(n, 2)->rank != 1 || !ir_dim_compatible(g->m, ty(n, 2)->dim[0], l->dim[1])))
 		return ERR("moe: the selection bias must be [E]");
+	int64_t aq = ir_attr_int(n, "act_quant", 0), I = dn->dim[2];
+	if (aq < 0 || (aq > 0 && (!ir_dim_is_static(I) || I % aq)))
+		return ERR("moe: act_quant (the down projection's input quantised in groups of N "
+			   "columns) must divide the intermediate size");
 	n->out[0]->type = *x;
 	return 0;
 }

@@ -11,7 +11,20 @@
  *	                                                       %h = matmul %x, %w, trans_b=1
  *
  * The same for the grouped expert GEMMs of lowered MoE ([E,N,K] weights,
- * blocks along K).  It runs after fuse-gemm (the kernels exist) and before
+ * blocks along K).
+ *
+ * FP8 x FP8 (PassOpts.fp8_mma: every target runs it, sm_90a): when B is an
+ * e4m3 weight with f32 scales per 128 along K and A (perhaps through the
+ * kernel's token gather) is the dequantize of an e4m3 activation with f32
+ * scales per token and 128 columns (DeepSeek-V3's dynamic scheme, which
+ * the producer's epilogue quantises), that dequantize moves in as well, so
+ * the GEMM reads the e4m3 activations and their scales (codegen: GemmSpec.f8):
+ *
+ *	%a, %as = call @g.k2(..)  ; %ab = dequantize %a, %as, axis=1, block_size=128
+ *	%y = call @g.k0(%ab, $wq, $ws)     =>   %y = call @g.k0($wq, $ws, %a, %as)
+ *	                                        kernel: %x = dequantize %q8, %s8, ... (before the matmul)
+ *
+ * A dequantize with other users stays for them (a copy moves in).  It runs after fuse-gemm (the kernels exist) and before
  * fuse-ew (which would make the dequantize a kernel of its own).  What is
  * not moved stays a weight-only node: dequantised once at load (or at
  * compile time for real weights, by fold) into a bf16 weight that the GEMM
@@ -130,10 +143,11 @@ erase_chain(Graph *g, Value *v)
 	}
 }
 
-/* Replace operand i of call by the root weights of dq's operands, and dq
- * (with the chains) into the kernel before its first node. */
+/* Replace operand i of call by the root weights of dq's operands (values:
+ * the operands themselves), and dq (with the chains) into the kernel before
+ * its first node. */
 static void
-move_in(Graph *g, Node *call, int i, Node *dq)
+move_in(Graph *g, Node *call, int i, Node *dq, int values)
 {
 	Graph *k = call->callee;
 	Module *m = g->m;
@@ -142,8 +156,10 @@ move_in(Graph *g, Node *call, int i, Node *dq)
 	int nq = dq->nin > 2 && dq->in[2] ? 3 : 2, nin = call->nin - 1 + nq, at = 0;
 
 	for (int j = 0; j < nq; j++) {
-		roots[j] = chain_root(dq->in[j]);
-		ops[j] = copy_chain(k, first, dq->in[j], ir_add_param(k, roots[j]->name, roots[j]->type));
+		roots[j] = values ? dq->in[j] : chain_root(dq->in[j]);
+		ops[j] = ir_add_param(k, roots[j]->name, roots[j]->type);
+		if (!values)
+			ops[j] = copy_chain(k, first, dq->in[j], ops[j]);
 	}
 	nv = copy_node(k, first, dq, ops, dq->nin, old);
 	ir_replace_uses(k, old, nv);
@@ -179,6 +195,66 @@ describe(char *buf, size_t n, const Node *dq)
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(q->dt, (size_t)numel) : 0,
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(dq->out[0]->type.dt, (size_t)numel) : 0,
 		 dtype_name(dq->out[0]->type.dt));
+}
+
+/* DeepSeek's blocks: e4m3 with f32 scales per 128 along the last axis (K). */
+static int
+fp8_blocks(const Node *dq)
+{
+	int r = dq->in[0]->type.rank, axis = (int)ir_attr_int(dq, "axis", 1);
+
+	return dq->in[0]->type.dt == DT_F8E4M3 && dq->in[1]->type.dt == DT_F32 && dq->nin == 2 &&
+	       (axis == r - 1 || axis == -1) && ir_attr_int(dq, "block_size", 0) == 128 &&
+	       dq->in[1]->type.rank == r;
+}
+
+/* The kernel parameter A reads (through the token gather) and nothing else
+ * does, or -1.  (Uses counted here: ir_fill_uses(k) would recount the
+ * module's weights for the kernel alone.) */
+static int
+a_param(const Graph *k, const Node *mm)
+{
+	const Value *a = mm->in[0];
+	int uses = 0;
+
+	if (a->kind == V_RESULT && a->def->op == OP_GATHER && ir_attr_int(a->def, "axis", 0) == 0)
+		a = a->def->in[0];
+	for (const Node *n = k->first; n; n = n->next)
+		for (int j = 0; j < n->nin; j++)
+			uses += n->in[j] == a;
+	for (int i = 0; i < k->nparam && uses == 1; i++)
+		if (k->param[i] == a)
+			return i;
+	return -1;
+}
+
+/* After B moved in: A's dequantize too, for FP8 x FP8 (see the top). */
+static void
+fp8_activation(Graph *g, Node *call, PassCtx *c)
+{
+	Graph *k = call->callee;
+	const Node *mm = kernel_matmul(k), *bq = mm->in[1]->kind == V_RESULT ? mm->in[1]->def : NULL;
+	int i;
+
+	if (!bq || bq->op != OP_DEQUANTIZE || !fp8_blocks(bq) || (i = a_param(k, mm)) < 0)
+		return;
+	Value *a = call->in[i];
+	Node *dq = a->kind == V_RESULT && a->def->op == OP_DEQUANTIZE ? a->def : NULL;
+	if (!dq || !fp8_blocks(dq) || dq->in[0]->kind == V_WEIGHT || a->type.dt != bq->out[0]->type.dt)
+		return;
+	if (!c->fp8_mma) {
+		report_skip(c->report, "dequantize %%%s not fused into the A operand of @%s: a target "
+			    "without FP8 x FP8 wgmma (sm_90a); the GEMM reads it in %s", a->name, k->name,
+			    dtype_name(a->type.dt));
+		return;
+	}
+	move_in(g, call, i, dq, 1);
+	report_fused(c->report, k->name, "A = dequantize(%%%s f8e4m3, %%%s f32) per 128 columns: "
+		     "FP8 x FP8, the e4m3 activations and their scales read in the mainloop",
+		     dq->in[0]->name, dq->in[1]->name);
+	if (a->nuse == 0 && !ir_is_graph_result(g, a))
+		ir_erase(g, dq);
+	ir_fill_uses(g);
 }
 
 int
@@ -220,7 +296,7 @@ fuse_dequant(Module *m, PassCtx *c)
 			continue;
 		}
 		describe(what, sizeof what, dq);
-		move_in(g, call, i, dq);
+		move_in(g, call, i, dq, 0);
 		Value *chains[3] = {dq->in[0], dq->in[1], dq->nin > 2 ? dq->in[2] : NULL};
 		ir_erase(g, dq);
 		for (int j = 0; j < 3; j++)
@@ -229,6 +305,7 @@ fuse_dequant(Module *m, PassCtx *c)
 		report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
 		ir_fill_uses(g);
 		changed = 1;
+		fp8_activation(g, call, c);
 	}
 	return changed;
 }

@@ -9,6 +9,7 @@
  *	                                %offs, %rows, %pos = permute %ids, experts=E
  *	                                %src = div %rows, k ; %xs = gather %x, %src
  *	                                %h = grouped_matmul %xs, $wgu', %offs ; %a = swiglu %h
+ *	                                [act_quant=N: %a = dequantize(quantize_dynamic %a, group=N)]
  *	                                %o = grouped_matmul %a, $wdown, %offs
  *	                                %os = mul %o, (gather %w, %rows)
  *	                                %ys = scatter_rows %os, %rows ; %y = reduce_sum [T,k,H] over k
@@ -153,6 +154,19 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 7.0));
 	}
 	Value *a = ir_b1(b, OP_SWIGLU, n->out[0]);
+	int64_t aq = ir_attr_int(moe, "act_quant", 0);
+	if (a && aq > 0) {	/* act_quant: quantised per token and aq columns, then dequantised */
+		ir_b_str(b, "to", "f8e4m3");
+		ir_b_int(b, "group", aq);
+		if (!(n = ir_b_node(b, OP_QUANTIZE_DYNAMIC, &a, 1, 2)))
+			return NULL;
+		ir_b_int(b, "axis", 1);
+		ir_b_int(b, "block_size", aq);
+		ir_b_str(b, "to", dtype_name(xdt));
+		if (!(n = ir_b_node(b, OP_DEQUANTIZE, n->out, 2, 1)))
+			return NULL;
+		a = n->out[0];
+	}
 
 	/* down: scaled by the routing weight, scattered back to slot order */
 	in[0] = a, in[1] = s->wdn, in[2] = offs, in[3] = s->bdn;

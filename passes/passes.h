@@ -44,6 +44,7 @@ typedef struct {
 	Report *report;		/* may be NULL: decisions are not recorded */
 	const EpOpts *ep;	/* NULL: no expert parallelism */
 	unsigned debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
+	int fp8_mma;		/* PassOpts.fp8_mma, set by pass_run */
 } PassCtx;
 
 #define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
@@ -65,6 +66,8 @@ typedef struct {
 	int print_flags;	/* IR_PRINT_LOC */
 	FILE *dump;		/* where dumps go; NULL: stderr */
 	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
+	int fp8_mma;		/* every target runs FP8 x FP8 GEMMs (sm_90a): fuse-dequant also
+				 * moves an fp8 activation's dequantize into the GEMM */
 } PassOpts;
 
 /* A pass of a test program's own (a deliberately wrong rewrite, to show

@@ -192,6 +192,7 @@ pass_run(Module *m, const PassOpts *o, PassCtx *c)
 	if (n < 0)
 		return -1;
 	c->debug = o->debug;
+	c->fp8_mma = o->fp8_mma;
 	if (o->check_eval) {
 		chk = check_new(m, o, c->d);
 		if (!chk || check_eval(chk, m, why, sizeof why, c->d) != 0) {

@@ -53,6 +53,10 @@ split_arch(Args *c)
 				       "sm_90, sm_90a, emu)");
 		c->cg.arch[c->cg.narch++] = p;
 	}
+	/* FP8 x FP8 GEMMs where every target runs them (a kernel is fused once for all) */
+	c->o.pass.fp8_mma = c->cg.narch > 0;
+	for (int i = 0; i < c->cg.narch; i++)
+		c->o.pass.fp8_mma &= cg_arch_fp8_mma(c->cg.arch[i], c->o.debug);
 	return c->cg.narch ? 0 : opt_bad(&c->a, "arch", opt_str(&c->a, "arch"), "names no target");
 }
 

@@ -18,6 +18,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "program.h"
 #include "moec.h"
 #include "opt.h"
 
@@ -201,6 +202,8 @@ moec_args(const char *cmd, int argc, char **argv, OptArgs *a, MoecOpts *o, Diag 
 	if (moec_debug(a, &o->debug, d) < 0)
 		return BAD;
 	o->pass.debug = o->debug;
+	/* --debug=emu-wgmma: FP8 x FP8 fusion as for sm_90a (compile: from --arch) */
+	o->pass.fp8_mma = cg_arch_fp8_mma("emu", o->debug);
 	return moec_ep_apply(a, o) == OK ? -1 : BAD;
 }
 

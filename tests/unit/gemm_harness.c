@@ -247,6 +247,32 @@ inputs_bq(GemmRun *r, const GemmCase *c, double bs)
 	return rc;
 }
 
+/*
+ * FP8 x FP8: A and B e4m3 over their whole range, A's scales per row and
+ * B's per row (IR layouts) and group of k, about 1/448 (B's times bs), so
+ * that the dequantised values are of order 1 (B's of bs).
+ */
+static void
+inputs_f8(GemmRun *r, double bs)
+{
+	const GemmSpec *s = &r->s;
+	size_t na = (size_t)r->msrc * (size_t)s->lda, nb = b_elems(s, r->E), kb = (size_t)(s->K / s->f8.group);
+	size_t nsa = (size_t)r->msrc * kb, nsb = (size_t)r->E * (size_t)s->N * kb;
+
+	r->A = calloc(na + 1, 1);
+	r->B = calloc(nb + 1, 1);
+	r->As = malloc(sizeof(float) * (nsa + 1));
+	r->Bs = malloc(sizeof(float) * (nsb + 1));
+	for (size_t i = 0; i < na; i++)
+		dtype_store(DT_F8E4M3, r->A, i, 448 * gh_urand());
+	for (size_t i = 0; i < nb; i++)
+		dtype_store(DT_F8E4M3, r->B, i, 448 * gh_urand());
+	for (size_t i = 0; i < nsa; i++)
+		r->As[i] = (float)((0.5 + (gh_urand() + 1) / 4) / 448);
+	for (size_t i = 0; i < nsb; i++)
+		((float *)r->Bs)[i] = (float)(bs * (0.5 + (gh_urand() + 1) / 4) / 448);
+}
+
 static void
 inputs(GemmRun *r, const GemmCase *c)
 {
@@ -256,7 +282,9 @@ inputs(GemmRun *r, const GemmCase *c)
 	GhFill leaves = c->fill == GH_EXACT ? GH_NONZERO : c->fill;
 
 	gh_seed(c->seed ? c->seed : 12345);
-	if (s->bq.group > 0) {
+	if (s->f8.group > 0) {
+		inputs_f8(r, bs);
+	} else if (s->bq.group > 0) {
 		r->A = fill(s->a_dt, na, 1.0, c->fill);
 		inputs_bq(r, c, bs);
 	} else if (c->fill != GH_EXACT) {
@@ -336,6 +364,11 @@ arguments(const GemmRun *r, const CgKernel *k, uint64_t *args, CgEmuBuf *buf, in
 			ARG(r->Bz, cg_bq_bytes(s, r->E, 2));
 	} else {
 		ARG(r->B, b_elems(s, r->E) * dtype_bytes(s->b_dt, 1));
+	}
+	if (s->f8.group > 0) {
+		size_t kb = (size_t)(s->K / s->f8.group);
+		ARG(r->Bs, sizeof(float) * (size_t)r->E * (size_t)s->N * kb);
+		ARG(r->As, sizeof(float) * (size_t)r->msrc * kb);
 	}
 	ARG(r->C, r->cbytes);
 	if (r->C_scale)
@@ -444,6 +477,7 @@ gh_free(GemmRun *r)
 	free(r->qscale);
 	free(r->qzero);
 	free(r->Bs);
+	free(r->As);
 	free(r->Bz);
 	free(r->Bdq);
 	free(r->ws);
@@ -525,7 +559,21 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 	double *acc = malloc(sizeof(double) * (size_t)(s->N ? s->N : 1));
 	int sw = r->sw;
 
-	for (int64_t n = 0; n < s->N; n++) {
+	for (int64_t n = 0; n < s->N && s->f8.group > 0; n++) {
+		/* FP8 x FP8: per block of k, the sum of the products times both scales */
+		int64_t G = s->f8.group, kb = s->K / G;
+		int64_t bn = s->f8.b_interleave ? n % 2 * (s->N / 2) + n / 2 : n, brow = w->e * s->N + bn;
+		double a = 0;
+		for (int64_t b = 0; b < kb; b++) {
+			double t = 0;
+			for (int64_t q = b * G; q < (b + 1) * G; q++)
+				t += dtype_load(DT_F8E4M3, r->A, (size_t)(w->srow * s->lda + q)) *
+				     dtype_load(DT_F8E4M3, r->B, (size_t)(w->e * s->b_group_stride + bn * s->ldb + q));
+			a += t * r->As[w->srow * kb + b] * ((const float *)r->Bs)[brow * kb + b];
+		}
+		acc[n] = a;
+	}
+	for (int64_t n = 0; n < s->N && s->f8.group == 0; n++) {
 		double a = 0;
 		for (int64_t q = 0; q < s->K; q++) {
 			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
@@ -762,6 +810,13 @@ gh_check_program(const char *text, int T, const char *kernel, const char *note)
 void
 gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2)
 {
+	gh_check_program_debug(text, T, kernel, note, l2, 0);
+}
+
+void
+gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
+		       unsigned debug)
+{
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
 	PassOpts po;
@@ -774,6 +829,8 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 
 	diag_init(&d, stderr);
 	pass_default_opts(&po);
+	po.debug = debug;
+	po.fp8_mma = cg_arch_fp8_mma("emu", debug);
 	pc.d = &d;
 	pc.report = NULL;
 	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
@@ -781,6 +838,7 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 	co.arch[0] = "emu";
 	co.narch = 1;
 	co.max_tokens = 256;
+	co.debug = debug;
 	p = cg_compile(m, &co, &d);
 	ck_assert_msg(p != NULL, "compile: %s", d.last);
 	k = cg_module_find(cg_program_module(p, "emu"), kernel);

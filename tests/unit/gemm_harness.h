@@ -76,7 +76,8 @@ struct GemmRun {
 	void *A, *B, *C, *leaf[CG_EP_MAX];
 	float *C_scale;		/* grouped quantisation with want_scales, else NULL */
 	void *qscale, *qzero;	/* static quantisation parameters, or NULL */
-	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack) */
+	void *Bs, *Bz;		/* quantised B: scales and zero points, packed (cg_bq_pack); FP8: B's f32 scales */
+	float *As;		/* FP8 x FP8: A's f32 scales [msrc][K/group] */
 	double *Bdq;		/* quantised B dequantised (rounded to A's type): the reference's B */
 	void *ws;		/* split-K's workspace (flags zeroed, partials NaN), or NULL */
 	size_t wsbytes;
@@ -136,5 +137,9 @@ void gh_check_program(const char *text, int T, const char *kernel, const char *n
 /* The same, each output within a relative L2 error l2 of the interpreter's
  * (blocks whose bf16 intermediates the kernels keep in f32). */
 void gh_check_program_l2(const char *text, int T, const char *kernel, const char *note, double l2);
+/* The same with debug flags for the passes and the compile (DBG_EMU_WGMMA:
+ * the emulator stands for sm_90a, FP8 x FP8 included). */
+void gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
+			    unsigned debug);
 
 #endif
