@@ -470,7 +470,7 @@ f8_mainloop(G *g)
 	}
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, L - 1);
-	fence_proxy_async(f);
+	gemm_fence_proxy_async(f);
 	cg_barrier(f);
 	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
 	kn = cg_addi(f, kt, L);

@@ -1047,8 +1047,9 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 		const CgKernel *k;
 		CgVariant cv;
 		MArg *args;
+		const char *nm[8];
 
-		if (emit_kernels(p, cname, &c[j], 0))
+		if (emit_kernels(p, cname, &c[j], 0, nm) < 0)
 			return -1;
 		k = cg_module_find(p->mod[0], cname);
 		args = arena_array(p->a, MArg, k->nparam + 1);
