@@ -167,6 +167,8 @@ typedef struct {
 	const char *layout;	/* gu_layout: concat | interleave */
 	double alpha, limit;	/* act=oai */
 	const char *ekey, *ikey;	/* the config keys of E and I, for errors */
+	int f32_router;		/* the model computes the logits in f32 from a
+				 * lower-precision weight: no rounding to its dtype */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);

@@ -439,10 +439,14 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 	s->renorm = cfg_bool_or(c, "norm_topk_prob", f->norm);
 	s->scale = cfg_num_or(c, "routed_scaling_factor", f->scale);
 	*selbias = strcmp(method, "noaux_tc") == 0;
-	/* Ling: the bias is moe_router_enable_expert_bias, groups scored by their top 2 */
+	/* Ling (vLLM's bailing_moe.py): the bias is moe_router_enable_expert_bias;
+	 * with n_group the groups are scored by their top 2 with the bias, by
+	 * their best expert without it; router_dtype fp32: f32 logits */
 	if (!strcmp(f->type, "bailing_moe")) {
 		*selbias = cfg_bool_or(c, "moe_router_enable_expert_bias", 0);
-		method = cfg_has(c, "n_group") ? "noaux_tc" : "greedy";
+		method = !cfg_has(c, "n_group") ? "greedy" : *selbias ? "noaux_tc"
+								: "group_limited_greedy";
+		s->f32_router = !strcmp(cfg_str_or(c, "router_dtype", "bf16"), "fp32");
 	}
 	if (strcmp(method, "greedy") == 0)
 		return;
@@ -495,6 +499,11 @@ static Value *
 deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, int bias)
 {
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l, *sb = NULL, *f, *sh;
+	/* Ling: the shared experts' own width when the config gives one */
+	const char *swkey = !strcmp(c->type, "bailing_moe") &&
+				    cfg_has(c, "moe_shared_expert_intermediate_size")
+			    ? "moe_shared_expert_intermediate_size" : "moe_intermediate_size";
+	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
 
 	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, s, F32_KEEP),
 		      "router_logits");
@@ -509,9 +518,9 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, s), "moe");
 	if (!f || nshared == 0)
 		return f;
-	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * s->I, "silu", bias,
-				      arena_printf(c->m->arena, "%s*moe_intermediate_size",
-						   ds_family(c)->shared_key)), "shared");
+	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * sw, "silu", bias,
+				      arena_printf(c->m->arena, "%s*%s", ds_family(c)->shared_key,
+						   swkey)), "shared");
 	c->b.loc.name = NULL;
 	return cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 }
@@ -521,7 +530,9 @@ build_deepseek(Cfg *c, Value *x)
 {
 	const DsFamily *fam = ds_family(c);
 	double eps = eps_of(c, "rms_norm_eps", fam->eps);
-	int bias = cfg_bool_or(c, "mlp_bias", 0), selbias = 0;
+	/* Ling's MLP biases are use_bias */
+	int bias = cfg_bool_or(c, strcmp(fam->type, "bailing_moe") ? "mlp_bias" : "use_bias", 0);
+	int selbias = 0;
 	int64_t nshared;
 	MoeSpec s;
 	Value *h;

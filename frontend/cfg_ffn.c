@@ -189,7 +189,9 @@ router_bias(Cfg *c, Value *l, const char *bias, const MoeSpec *s, int f32ok)
  * are rounded as the model's own nn.Linear rounds them: to the weight's
  * dtype, once, after the bias (HF computes Mixtral's router in bf16 and
  * DeepSeek's in f32, whose weight is then kept f32).  A near tie decides
- * which experts a token gets, so this rounding is part of the model. */
+ * which experts a token gets, so this rounding is part of the model; a
+ * model that computes its router in f32 from a bf16 weight (Ling's
+ * router_dtype fp32) says so with s->f32_router. */
 Value *
 cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, int f32ok)
 {
@@ -211,7 +213,7 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, 
 	l = cfg_named(c, ir_b2(&c->b, OP_MATMUL, x, wv), modname(c, w));
 	if (l && bias)
 		l = router_bias(c, l, bias, s, f32ok);
-	if (l && wv->type.dt != DT_F32) {
+	if (l && wv->type.dt != DT_F32 && !s->f32_router) {
 		ir_b_str(&c->b, "to", dtype_name(wv->type.dt));
 		l = cfg_named(c, ir_b1(&c->b, OP_CAST, l), why(c, "%s.round%s", modname(c, w), ""));
 		ir_b_str(&c->b, "to", "f32");

@@ -1096,6 +1096,82 @@ START_TEST(test_cfg_step3p5_hub_config)
 }
 END_TEST
 
+/* Ling (bailing_moe, remote code; vLLM's bailing_moe.py): groups without
+ * the expert bias scored by their best expert, with it by their top 2;
+ * moe_shared_expert_intermediate_size (times num_shared_experts) for the shared experts;
+ * use_bias for the MLPs' biases; router_dtype fp32 keeps the logits f32. */
+START_TEST(test_cfg_bailing_variants)
+{
+	static const struct { const char *extra, *want, *not; } cases[] = {
+		{"\"n_group\": 4, \"topk_group\": 2", "group_score=max", "e_score"},
+		{"\"n_group\": 4, \"topk_group\": 2, \"score_function\": \"sigmoid\", "
+		 "\"moe_router_enable_expert_bias\": true", "group_score=top2", "group_score=max"},
+		{"\"moe_shared_expert_intermediate_size\": 48", "bf16[96,64]", "bf16[32,64]"},
+		{"\"use_bias\": true", "$model.layers.1.mlp.shared_experts.up_proj.bias", "zzz"},
+	};
+	static const char *const rdt[] = {"fp32", "bf16"};
+	static uint16_t zeros[64 * 64];
+	char names[32][96];
+	SttTensor t[32];
+	int n = 0;
+	char cfg[1024], text[2048];
+	Diag d;
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Module *m;
+		char *ir;
+		snprintf(cfg, sizeof cfg, "{\"model_type\": \"bailing_moe\", \"hidden_size\": 64, "
+			 "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_experts\": 8, "
+			 "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, "
+			 "\"num_shared_experts\": 2, \"first_k_dense_replace\": 1, "
+			 "\"torch_dtype\": \"bfloat16\", %s}", cases[i].extra);
+		stt_write_text("ling.json", cfg);
+		m = import(stt_path("ling.json"), 1, 0, NULL, text, sizeof text, &d);
+		ck_assert_ptr_null(m);	/* no weights next to it */
+		m = import(stt_path("ling.json"), 1, 1, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "%s: %s", cases[i].extra, text);
+		ir = ir_print_string(m, 0);
+		ck_assert_msg(strstr(ir, cases[i].want) && !strstr(ir, cases[i].not), "%s:\n%s",
+			      cases[i].extra, ir);
+		free(ir);
+		ir_free_module(m);
+	}
+	/* a bf16 router weight: rounded logits unless router_dtype is fp32 */
+#define T(shape0, shape1, ...)                                                              \
+	do {                                                                                \
+		snprintf(names[n], sizeof names[n], "model.layers.1." __VA_ARGS__);         \
+		t[n] = (SttTensor){names[n], "BF16", (shape1) ? 2 : 1, {shape0, shape1, 0, 0}, \
+				   zeros, (size_t)(shape0) * ((shape1) ? (shape1) : 1) * 2};  \
+		n++;                                                                        \
+	} while (0)
+	T(64, 0, "post_attention_layernorm.weight");
+	T(8, 64, "mlp.gate.weight");
+	for (int e = 0; e < 8; e++) {
+		T(16, 64, "mlp.experts.%d.gate_proj.weight", e);
+		T(16, 64, "mlp.experts.%d.up_proj.weight", e);
+		T(64, 16, "mlp.experts.%d.down_proj.weight", e);
+	}
+#undef T
+	stt_write(stt_path("model.safetensors"), t, n);
+	for (int i = 0; i < 2; i++) {
+		Module *m;
+		char *ir;
+		snprintf(cfg, sizeof cfg, "{\"model_type\": \"bailing_moe\", \"hidden_size\": 64, "
+			 "\"num_hidden_layers\": 2, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+			 "\"moe_intermediate_size\": 16, \"first_k_dense_replace\": 1, "
+			 "\"torch_dtype\": \"bfloat16\", \"router_dtype\": \"%s\"}", rdt[i]);
+		stt_write_text("config.json", cfg);
+		m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "%s", text);
+		ir = ir_print_string(m, 0);
+		ck_assert_msg((strstr(ir, "mlp.gate.round") == NULL) == (i == 0), "%s:\n%s", rdt[i], ir);
+		free(ir);
+		ir_free_module(m);
+	}
+	stt_cleanup();
+}
+END_TEST
+
 /* Synthetic weights record the recipe: norm weights 1 +- 0.1, biases small,
  * matrices 1/sqrt(fan_in) (gpt2's [in,out] Conv1D weights say so). */
 START_TEST(test_cfg_synthetic_recipe)
@@ -1147,6 +1223,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_hub_names_read_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_checkpoint_reads_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_config);
+	tcase_add_test(tc, test_cfg_bailing_variants);
 	tcase_add_test(tc, test_cfg_synthetic_recipe);
 	suite_add_tcase(s, tc);
 	return s;
