@@ -99,9 +99,13 @@ the merge skipped programs of the same code); real (wall) time is mostly waiting
 | Mixtral-8x7B, one layer again with `--cache-dir` (warm) | 0.20 s | 0.03 s | 0 |
 
 The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61. A
-first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.5 s of it,
-the two targets in parallel; LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s; with a warm
-`--cache-dir` it takes 0.2 s.
+first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.46 s of it,
+LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s; with a warm `--cache-dir` it takes 0.2 s.
+Since 2026-12-02 each target's LLVM runs on a thread of its own and each target's ptxas starts as soon as its
+PTX is there (before: LLVM for one target after the other, then ptxas: 1.9 s of wall time at load 0.4, user
+2.40 s, sys 0.18-0.27 s), and ptxas's page faults are fewer (sys about 0.1 s less); an idle machine's wall time
+is then bounded by half the CPU time. `bench/compile_time.sh` measures it (min and median of 5, with and
+without `taskset -c 0,1`); docs/codegen.md ("Compile time") says where the time goes and what was tried.
 
 ## Debug flags
 
