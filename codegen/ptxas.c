@@ -375,9 +375,13 @@ batch_start(CgPtxasBatch *b, int i)
 	if (job_start(&b->run[i], b->exe, &b->job[i], &d) == 0) {
 		b->state[i] = J_RUNNING;
 		b->running++;
-	} else {
+	} else {	/* its temporary files, if made, go now */
 		b->state[i] = J_FAILED;
 		snprintf(b->why[i], sizeof b->why[i], "%s", d.last);
+		if (b->run[i].in[0])
+			unlink(b->run[i].in);
+		if (b->run[i].out[0])
+			unlink(b->run[i].out);
 	}
 }
 

@@ -42,7 +42,8 @@ vg 0 run "$moec" run "$case" --input "x0=$case/test_data_set_0/input_0.pb" \
 	--input "x1=$case/test_data_set_0/input_1.pb" -o "$tmp/run"
 vg 0 test "$moec" test "$case"
 vg 0 test-compiled "$moec" test --compiled "$case"
-vg 0 compile "$moec" compile "$case" --arch=sm_80 --max-tokens=16 -o "$tmp/e.moeb"
+# two targets: their LLVM on two threads, each ptxas started from a batch
+vg 0 compile "$moec" compile "$case" --arch=sm_80,sm_90a --max-tokens=16 -o "$tmp/e.moeb"
 vg 0 verify "$moert" verify "$tmp/e.moeb"
 printf 'garbage' > "$tmp/bad.moeb"
 vg 2 verify-bad "$moert" verify "$tmp/bad.moeb"

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -455,6 +456,25 @@ report_text(const Report *r)
 	return buf;
 }
 
+/* The process's CPU time so far, its ptxas runs included: with codegen's
+ * threads and ptxas's processes overlapping, what the stages cost. */
+static void
+print_cpu(void)
+{
+	struct rusage self, kids;
+	double u, s;
+
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	u = (double)(self.ru_utime.tv_sec + kids.ru_utime.tv_sec) +
+	    1e-6 * (double)(self.ru_utime.tv_usec + kids.ru_utime.tv_usec);
+	s = (double)(self.ru_stime.tv_sec + kids.ru_stime.tv_sec) +
+	    1e-6 * (double)(self.ru_stime.tv_usec + kids.ru_stime.tv_usec);
+	fprintf(stderr, "#  %9.3f ms  CPU (user %.3f s, sys %.3f s; ptxas %.3f s of it)\n", 1e3 * (u + s),
+		u, s, (double)(kids.ru_utime.tv_sec + kids.ru_stime.tv_sec) +
+		1e-6 * (double)(kids.ru_utime.tv_usec + kids.ru_stime.tv_usec));
+}
+
 /* --time-passes: after the table of passes, every stage of the compile. */
 static void
 print_times(const Args *c)
@@ -468,6 +488,7 @@ print_times(const Args *c)
 		fprintf(stderr, "#  %9.3f ms  %5.1f%%  %s\n", 1e3 * c->secs[i],
 			total > 0 ? 100 * c->secs[i] / total : 0, stage[i]);
 	fprintf(stderr, "#  %9.3f ms  total\n", 1e3 * total);
+	print_cpu();
 }
 
 /*

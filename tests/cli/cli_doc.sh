@@ -50,7 +50,10 @@ Both tools parse their arguments with one parser (tools/opt.c), so every subcomm
 - `moec compile --emit=dot` numbers nodes by position (`n0`, `n1`, ...), so the same model gives the same file;
   every edge is labelled with its value, dtype and shape (`%x: bf16[T,4096]`).
 - `--time-passes` on `moec compile` prints the pass table and then the stages: import, passes, codegen (LLVM
-  and the NVPTX backend), ptxas and write (the bundle or the `--emit` output).
+  and the NVPTX backend, each target on a thread of its own, with each target's ptxas started as soon as its PTX
+  is written), ptxas (what ptxas adds after the last target's PTX) and write (the bundle or the `--emit`
+  output); then the CPU time of the process and its ptxas runs, which is what a compile costs when the stages
+  overlap (docs/codegen.md, "Compile time").
 
 
 ## Whole models
@@ -69,7 +72,8 @@ from the checkpoint, or are seeded with `--synthetic-weights=SEED` (each layer's
   whose IR (its bitcode, target and -O level) was compiled before in the same run takes the stored PTX and
   ptxas's stats instead of running LLVM's O3 pipeline, the NVPTX backend and ptxas again
   (codegen/cache.c). The bundle is byte-identical either way, and two compiles give the same bytes.
-- **ptxas runs in parallel**, one job per core (`cg_ptxas_many`), over the targets of each distinct layer.
+- **LLVM and ptxas run in parallel**: each target's LLVM on a thread of its own, each target's ptxas as soon as
+  its PTX is there, one ptxas per core (`cg_modules_assemble`), over the targets of each distinct layer.
 - **`--cache-dir=DIR`** (any compile) keeps each codegen result as a file in DIR (created if missing;
   `<hash>-<target>.moecc`: the key, the PTX, ptxas's stats and cubin, a CRC-32C) and reuses it in later
   compiles: a recompile, or another model with layers of the same kernels. The key is the module's bitcode,
@@ -95,9 +99,13 @@ the merge skipped programs of the same code); real (wall) time is mostly waiting
 | Mixtral-8x7B, one layer again with `--cache-dir` (warm) | 0.20 s | 0.03 s | 0 |
 
 The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61. A
-first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.5 s of it,
-the two targets in parallel; LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s; with a warm
-`--cache-dir` it takes 0.2 s.
+first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.46 s of it,
+LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s; with a warm `--cache-dir` it takes 0.2 s.
+Since 2026-12-02 each target's LLVM runs on a thread of its own and each target's ptxas starts as soon as its
+PTX is there (before: LLVM for one target after the other, then ptxas: 1.9 s of wall time at load 0.4, user
+2.40 s, sys 0.18-0.27 s), and ptxas's page faults are fewer (sys about 0.1 s less); an idle machine's wall time
+is then bounded by half the CPU time. `bench/compile_time.sh` measures it (min and median of 5, with and
+without `taskset -c 0,1`); docs/codegen.md ("Compile time") says where the time goes and what was tried.
 
 ## Debug flags
 
