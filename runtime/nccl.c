@@ -284,6 +284,8 @@ moert_program_set_comm(moert_program *p, moert_comm *c)
 		return moert_seterr(MOERT_EINVAL, "program '%s' is rank %d of %d; the "
 				    "communicator is rank %d of %d", p->name, m->ep_rank,
 				    m->ep_ranks, moert_comm_rank(c), moert_comm_size(c));
+	if (c != p->comm)	/* a captured graph holds the old communicator */
+		moert_drop_graphs(p);
 	p->comm = c;
 	return MOERT_OK;
 }

@@ -225,7 +225,7 @@ struct Ctx {
 /* Read and verify the bundle, and pick the program (--program; a bundle of
  * several must be told which); no driver is involved yet. */
 static int
-open_bundle(Ctx *c, const char *path, const char *program)
+open_bundle(Ctx *c, const char *path, const char *program, int ep_size)
 {
 	moert_status s;
 	Diag d;
@@ -249,6 +249,16 @@ open_bundle(Ctx *c, const char *path, const char *program)
 							       moert_num_programs(c->owner) - 1)));
 	if (moert_num_inputs(c->p) > 64 || moert_num_outputs(c->p) > 64)
 		return say(EXIT_USAGE, "%s: more than 64 inputs or outputs", path);
+	int n, r = moert_ep_rank(c->p, &n);
+	if (ep_size && r < 0)
+		return say(EXIT_USAGE, "%s: --ep-size=%d, but program %s is not expert-parallel", path,
+			   ep_size, moert_program_name(c->p));
+	if (ep_size && n != ep_size)
+		return say(EXIT_USAGE, "%s: --ep-size=%d, but program %s is rank %d of %d", path,
+			   ep_size, moert_program_name(c->p), r, n);
+	if (!ep_size && r >= 0)
+		return say(EXIT_USAGE, "%s: program %s is rank %d of %d (expert parallelism): give "
+			   "--ep-rank=%d --ep-size=%d", path, moert_program_name(c->p), r, n, r, n);
 	return EXIT_OK;
 }
 
@@ -576,7 +586,7 @@ cmd_run(Ctx *c, const Opts *o)
 	moert_status s;
 	int rc;
 
-	if (!(rc = open_bundle(c, o->pos[0], o->program)) && !(rc = run_inputs(c, o, in, &tokens)) &&
+	if (!(rc = open_bundle(c, o->pos[0], o->program, o->ep_size)) && !(rc = run_inputs(c, o, in, &tokens)) &&
 	    !(rc = check_outputs(c, o)) && !(rc = open_device(c, o->device))) {
 		if ((s = upload(c, in, tokens)) || (s = run_once(c, tokens, o->graph)))
 			rc = rt_fail(s);
@@ -915,7 +925,7 @@ cmd_test(Ctx *c, const Opts *o)
 {
 	int pass = 0, fail = 0, rc;
 
-	if ((rc = open_bundle(c, o->pos[0], o->program)) || (rc = open_device(c, o->device)))
+	if ((rc = open_bundle(c, o->pos[0], o->program, o->ep_size)) || (rc = open_device(c, o->device)))
 		return rc;
 	for (int d = 1; d < o->npos; d++) {
 		char **sets = test_sets(o->pos[d]);
@@ -1125,7 +1135,7 @@ cmd_bench(Ctx *c, const Opts *opts)
 	double us = 0;
 	int rc;
 
-	if ((rc = open_bundle(c, o->pos[0], o->program)))
+	if ((rc = open_bundle(c, o->pos[0], o->program, o->ep_size)))
 		return rc;
 	if (o->tokens < 1 && moert_is_static(c->p))
 		o->tokens = 1;	/* a static model: T plays no part */

@@ -144,6 +144,19 @@ cmp -s "$tmp/e4.moeb" "$tmp/e4b.moeb" || fail "--ep=4 bundle: not byte-identical
 grep -q "expert parallelism: rank 2 of 4, experts 3,7" "$tmp/insp" || fail "rank.2's ep line"
 [ "$(grep -c '  all_to_all ' "$tmp/insp")" = 4 ] || fail "rank.2: 4 all_to_all steps in the plan"
 grep -q "all_to_all t[0-9]* -> moe.ret, 256\*T bytes per peer" "$tmp/insp" || fail "combine chunk: T rows of f32[64]"
+# moert: a rank's program needs --ep-rank/--ep-size, consistent with the bundle
+moert=$(dirname "$moec")/moert
+mr() {	# mr PATTERN ARGS...: exit 2 with PATTERN on stderr
+	pat=$1
+	shift
+	n=$((n + 1))
+	"$moert" run "$tmp/e4.moeb" "$@" --input x="$x" 2>"$tmp/err" >/dev/null
+	[ $? = 2 ] && grep -q -- "$pat" "$tmp/err" || { fail "moert run $*"; cat "$tmp/err"; }
+}
+mr "is rank 1 of 4 (expert parallelism): give --ep-rank=1 --ep-size=4" --program rank.1
+mr "--ep-size=2, but program rank.1 is rank 1 of 4" --ep-rank=1 --ep-size=2
+mr "not a rank of --ep-size=4" --ep-rank=4 --ep-size=4
+mr "go together" --ep-rank=1
 n=$((n + 1))
 "$moec" compile "$m" --ep=2 --emit=ptx -o "$tmp/bad.ptx" -q 2>"$tmp/err"
 [ $? = 2 ] && grep -q "the ranks' code goes into the bundle" "$tmp/err" && ! ls "$tmp"/bad* >/dev/null 2>&1 ||

@@ -7,7 +7,8 @@
  *	ep_bundle EP.moeb REF.moeb X.pb
  *
  * X's rows are split evenly over the ranks (rank r gets rows r*T ..), each
- * rank runs program rank.r on GPU r with a communicator made from one
+ * rank loads only program rank.r (its experts' weights) onto GPU r and
+ * runs it with a communicator made from one
  * unique id, plainly and then as a CUDA graph (the all_to_all steps
  * captured; the two must agree byte for byte), and the joined outputs are
  * compared with REF's on all of X: relative max error (max |a-b| / max |b|)
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bundle.h"
 #include "moert.h"
 #include "util.h"
 
@@ -60,13 +62,23 @@ run_one(int ordinal, const char *path, const char *prog, const char *id, int ran
 	uint64_t dx = 0, dy = 0;
 	moert_status s;
 
-	if ((s = moert_open(ordinal, &dev)) || (s = moert_load_file(dev, path, &p)))
+	/* only this rank's program onto its GPU: its experts' weights alone */
+	size_t len;
+	int rc;
+	Diag d;
+	diag_init(&d, stderr);
+	unsigned char *buf = bundle_read_file(path, &len, &rc, &d);
+	if (!buf)
+		return MOERT_EINVAL;
+	if ((s = moert_load_host(buf, len, &p)))
 		goto out;
 	q = prog ? moert_find_program(p, prog) : p;
 	if (!q) {
 		s = MOERT_EINVAL;
 		goto out;
 	}
+	if ((s = moert_open(ordinal, &dev)) || (s = moert_load_device(dev, q)))
+		goto out;
 	if (id && ((s = moert_comm_init(dev, n, rank, id, &c)) || (s = moert_program_set_comm(q, c))))
 		goto out;
 	if ((s = moert_input_info(q, 0, T, &ii)) || (s = moert_output_info(q, 0, T, &oi)) ||
@@ -97,6 +109,7 @@ out:
 	moert_comm_free(c);
 	if (dev)
 		moert_close(dev);
+	free(buf);
 	return s;
 }
 
@@ -143,13 +156,19 @@ main(int argc, char **argv)
 	diag_init(&d, stderr);
 	if (tensor_read(argv[3], &x, &d))
 		return 2;
-	/* N from the bundle's first program; the GPUs there are */
-	if ((s = moert_open(0, &dev)))
-		return printf("SKIP no GPU: %s\n", moert_last_error()), 77;
-	if ((s = moert_load_file(dev, argv[1], &p)))
+	/* N from the bundle's first program (host only); the GPUs there are */
+	size_t len;
+	int rc;
+	unsigned char *buf = bundle_read_file(argv[1], &len, &rc, &d);
+	if (!buf)
+		return 2;
+	if ((s = moert_load_host(buf, len, &p)))
 		return fail(argv[1], s);
 	moert_ep_rank(p, &n);
 	moert_unload(p);
+	free(buf);
+	if ((s = moert_open(0, &dev)))
+		return printf("SKIP no GPU: %s\n", moert_last_error()), 77;
 	moert_close(dev);
 	if (n < 1 || n > 64 || x.rank < 1 || x.dim[0] % n)
 		return printf("FAIL %s: %d ranks for %lld rows\n", argv[1], n,

@@ -24,24 +24,7 @@ CC=${CC:-gcc}
 command -v "$CC" >/dev/null 2>&1 || CC=cc
 mkdir -p "$B" || exit 1
 
-find_nccl() {
-	if [ -n "${MOERT_LIBNCCL:-}" ]; then echo "$MOERT_LIBNCCL"; return; fi
-	for py in python3 python /usr/bin/python3; do
-		d=$($py -c 'import nvidia.nccl as m, os; print(list(m.__path__)[0])' 2>/dev/null) &&
-			[ -f "$d/lib/libnccl.so.2" ] && { echo "$d/lib/libnccl.so.2"; return; }
-	done
-	for f in /usr/local/lib/python3*/*-packages/nvidia/nccl/lib/libnccl.so.2 \
-		 /usr/lib/python3*/*-packages/nvidia/nccl/lib/libnccl.so.2 \
-		 "$HOME"/.local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
-		 /opt/*/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
-		[ -f "$f" ] && { echo "$f"; return; }
-	done
-	f=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
-	[ -n "$f" ] && { echo "$f"; return; }
-	for f in /usr/local/cuda*/lib*/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
-		[ -f "$f" ] && { echo "$f"; return; }
-	done
-}
+. tests/gpu/find_nccl.sh
 MOERT_LIBNCCL=$(find_nccl)
 [ -n "$MOERT_LIBNCCL" ] || { echo "SKIP no libnccl.so.2 found (set MOERT_LIBNCCL)"; exit 77; }
 export MOERT_LIBNCCL

@@ -35,7 +35,7 @@ typedef struct {
 	int rank, n, bench, one_device, rc;
 	char id[MOERT_NCCL_ID_BYTES];
 	char err[512];
-	double us[8][4];	/* [layer*3 + t][0 dispatch, 1 combine] */
+	double us[8][4];	/* [layer*3 + t][0 dispatch, 1 combine (sum), 2 combine (slots)] */
 	double bound_gbs;
 } Rank;
 
@@ -131,9 +131,10 @@ rank_main(void *arg)
 	for (int l = 0; r->bench && l < 2; l++)
 		for (int t = 0; t < 3; t++) {
 			size_t T = (size_t)tokens[t], H = (size_t)layers[l].hidden, k = (size_t)layers[l].k;
-			size_t dispatch = T * H * 2 + T * k * 8, combine = T * k * H * 4;
+			size_t dispatch = T * H * 2 + T * k * 8, combine = T * H * 4;
 			r->us[l * 3 + t][0] = time_a2a(r, dev, c, a, b, dispatch, 20);
 			r->us[l * 3 + t][1] = time_a2a(r, dev, c, a, b, combine, 10);
+			r->us[l * 3 + t][2] = time_a2a(r, dev, c, a, b, combine * k, 10);
 		}
 	if (r->bench) {	/* the bound: one large exchange, 256 MiB per peer or what fits */
 		size_t chunk = cap < ((size_t)256 << 20) ? cap : (size_t)256 << 20;
@@ -200,19 +201,21 @@ table(const Rank *r0, int n)
 
 	printf("# ranks %d, NVLink bound (one all_to_all of 256 MiB per peer): %.1f GB/s out of each rank\n",
 	       n, bound);
-	printf("| model | T/rank | dispatch bytes/rank | us | GB/s | combine bytes/rank | us | GB/s | "
-	       "imbalance uniform | skewed |\n");
-	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| model | T/rank | dispatch bytes/rank | us | GB/s | combine (sum) bytes/rank | us | GB/s | "
+	       "combine (slots) bytes/rank | us | GB/s | imbalance uniform | skewed |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	for (int l = 0; l < 2; l++)
 		for (int t = 0; t < 3; t++) {
 			double T = tokens[t], H = layers[l].hidden, k = layers[l].k;
-			double d = (T * H * 2 + T * k * 8) * n, c = T * k * H * 4 * n;
+			double d = (T * H * 2 + T * k * 8) * n, c = T * H * 4 * n, cs = c * k;
 			const double *us = r0->us[l * 3 + t];
 			double off = n > 1 ? (double)(n - 1) / n : 0;	/* what leaves the rank */
 			int E = layers[l].experts;
-			printf("| %s | %d | %.3g | %.1f | %.1f | %.3g | %.1f | %.1f | %.2f | %.2f |\n",
+			printf("| %s | %d | %.3g | %.1f | %.1f | %.3g | %.1f | %.1f | %.3g | %.1f | %.1f | %.2f | "
+			       "%.2f |\n",
 			       layers[l].model, tokens[t], d, us[0], us[0] > 0 ? d * off / us[0] / 1e3 : 0, c,
-			       us[1], us[1] > 0 ? c * off / us[1] / 1e3 : 0,
+			       us[1], us[1] > 0 ? c * off / us[1] / 1e3 : 0, cs,
+			       us[2], us[2] > 0 ? cs * off / us[2] / 1e3 : 0,
 			       imbalance(n, E, (int)k, tokens[t], 0, 7), imbalance(n, E, (int)k, tokens[t], 1, 7));
 		}
 }
