@@ -677,13 +677,20 @@ split_slots(GemmSpec *s, int64_t thi)
  * T=16 too, where 82 experts give 984 CTAs, and cut the down projection's 6
  * k-tiles into slices of 3: 141 + 85 -> 175 + 140 us.
  */
+/* CTAs of spec s one SM holds, by shared memory (227 KiB per block, 228 per SM, 1 KiB reserved each). */
+static int
+per_sm(const CgTarget *t, const GemmSpec *s)
+{
+	return MAX(1, cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024));
+}
+
 enum { SPLIT_FILL = 2 };	/* k-tile times of a CTA that stream nothing (fill, epilogue) */
 
 static double
 split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
 {
-	int64_t kt = s->K / s->bk, per_sm = MAX(1, cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024));
-	int64_t slots = cg_target_sms(t) * per_sm, ctas = est_ctas(s, tokens) * S;
+	int64_t kt = s->K / s->bk, slots = (int64_t)cg_target_sms(t) * per_sm(t, s);
+	int64_t ctas = est_ctas(s, tokens) * S;
 
 	return (double)((ctas + slots - 1) / slots) * ((double)kt / S + SPLIT_FILL);
 }
@@ -704,6 +711,40 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 		return;
 	s->split_k = best;
 	split_slots(s, thi);
+}
+
+/*
+ * Short decode CTAs: a CTA that streams at most SHORT_KT k-tiles spends its
+ * pipeline's fill and its epilogue (about SPLIT_FILL k-tile times) with
+ * nothing overlapping them when it is alone on its SM (16x128x128 with 5
+ * stages takes 196 KB): 2 / (KT + 2) of its time, 25% for Qwen3-30B-A3B's
+ * down projection (K 768: 6 k-tiles), 11% at 16 k-tiles (its gate|up,
+ * DeepSeek-V3's down), 6% at Mixtral's 32.  Measured on the H200 (bench/
+ * RESULTS.md): Qwen3's down projection at 70% of copy bandwidth and its
+ * gate|up at 85% (2026-11-29, unsplit), DeepSeek-V3's down at about 86% of
+ * its gate|up's rate (56 k-tiles; 2026-12-02).  For them the first tile of the row class (fitted to N and K)
+ * that lets two CTAs share an SM with at least 3 stages is taken instead:
+ * one CTA streams while the other fills or stores.  The tile keeps its rows
+ * and loses N, so there are more CTAs, never fewer.
+ */
+enum { SHORT_KT = 16 };
+
+static void
+overlap_short(const CgTarget *t, GemmSpec *s, int64_t rows)
+{
+	if (s->bm > 32 || s->K / s->bk > SHORT_KT || per_sm(t, s) >= 2)
+		return;
+	for (size_t i = 0; i < NELEM(tiles); i++) {
+		GemmSpec c = *s;
+		if (tiles[i].bm != s->bm || rows > tiles[i].rows || try_tile(t, &c, &tiles[i], 1))
+			continue;
+		while (per_sm(t, &c) < 2 && c.stages > 3)
+			c.stages--;
+		if (per_sm(t, &c) >= 2 && c.bn <= s->bn) {
+			*s = c;
+			return;
+		}
+	}
 }
 
 static int
@@ -735,6 +776,7 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 	if (!found)
 		return -1;
 	*s = best;
+	overlap_short(t, s, rows);
 	split_k(t, s, tlo, tokens);
 	return 0;
 }

@@ -1338,8 +1338,9 @@ tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, int n,
 		moert_tune_result r;
 		if (!(tune_at(x, t, n) >> ti & 1))
 			continue;
-		/* the plan's launch once per key and T: candidates of a key are consecutive */
-		so.time_plan = i == 0 || strcmp(tc[i - 1].ci.key, x->ci.key);
+		/* the plan's launch once per key and T (with its first candidate that
+		 * runs): a key's candidates are consecutive, and share plan[] */
+		so.time_plan = x->plan[ti] < 0;
 		s = moert_tune_candidate(c->p, i, t[ti], c->in, c->out, &so, &r);
 		if (s) {
 			x->bad = 1;
