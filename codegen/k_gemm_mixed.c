@@ -325,19 +325,42 @@ frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef sraw, LLVMValu
  * field, 0.5 included (then a bf16 subnormal: the bias of e2m1 is 1, of bf16
  * 127, and both formats' subnormals are linear in the bits).  One fma.rn
  * with 2^126 makes it exact, one with the scale (2^(s-127), exact in bf16
- * for every e8m0 but NaN) rounds once: the f32 path's value.
+ * for every e8m0 but NaN; or a bf16 scale: the exact product has at most
+ * 10 significant bits) rounds once: the f32 path's value.
  */
 static int
 fast_e2m1(const G *g, const BqFormat *fm)
 {
-	return fm->dt == DT_F4E2M1 && g->mt == DT_BF16;
+	DType sd = g->k.s.bq.scale_dt;
+
+	/* with scales of more mantissa than bf16 (f32, f16) the product must
+	 * round once in f32: the f32 path */
+	return fm->dt == DT_F4E2M1 && g->mt == DT_BF16 && (sd == DT_BF16 || sd == DT_F8E8M0);
+}
+
+/* The scale at off (bf16 or e8m0: fast_e2m1) as a bf16's bits (i16): bf16
+ * as stored; e8m0 s is the bf16 2^(s-127), s << 7 but for 0 (the subnormal
+ * 2^-127) and 0xff (NaN), the bits cg_from_f32 gives its f32 value. */
+static LLVMValueRef
+scale_bf16(G *g, LLVMValueRef off)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef raw, v;
+
+	if (g->k.s.bq.scale_dt == DT_BF16)
+		return cg_sload(f, f->ti16, cg_sptr(f, off), 2);
+	raw = LLVMBuildZExt(f->B, cg_sload(f, f->ti8, cg_sptr(f, off), 1), f->ti32, "");
+	v = cg_shl(f, raw, 7);
+	v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, raw, cg_i32(f, 0), ""), cg_i32(f, 0x40), v);
+	v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, raw, cg_i32(f, 0xff), ""), cg_i32(f, 0x7fc0), v);
+	return LLVMBuildTrunc(f->B, v, f->ti16, "");
 }
 
 static void
-frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef sc, int sub, LLVMValueRef *b)
+frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef s16, int sub, LLVMValueRef *b)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef s16 = cg_from_f32(f, sc, DT_BF16), s2 = cg_pack16x2(f, s16, s16);
+	LLVMValueRef s2 = cg_pack16x2(f, s16, s16);
 	LLVMValueRef c2 = cg_i32(f, 0x7e807e80), nz2 = cg_i32(f, (int64_t)0x80008000u);
 
 	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
@@ -368,11 +391,11 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 			frags_fast(g, fm, w, sraw, z, sub, b[j]);
 			continue;
 		}
-		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
 		if (fast_e2m1(g, fm) && !s->bq.zero) {
-			frags_e2m1(g, w, sc, sub, b[j]);
+			frags_e2m1(g, w, scale_bf16(g, cg_addi(f, sbase, so)), sub, b[j]);
 			continue;
 		}
+		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
 		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 		for (int e = 0; e < 4; e++) {
 			LLVMValueRef x = decode(f, fm, w, field_bit(fm->bits, sub, e));

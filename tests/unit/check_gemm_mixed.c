@@ -469,9 +469,12 @@ START_TEST(test_mxfp4)
 	c.what = "f4e2m1 with f16 A (the f32 path)";
 	c.s.a_dt = DT_F16;
 	gh_check(&c, 1e-5);
-	c.what = "f4e2m1 with bf16 scales per 64";
+	c.what = "f4e2m1 with bf16 scales per 64 (the fast path)";
 	c.s.a_dt = DT_BF16;
 	c.s.bq = (CgBQuant){64, DT_BF16, 0};
+	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 with f32 scales (the f32 path: one rounding of the f32 product)";
+	c.s.bq = (CgBQuant){32, DT_F32, 0};
 	gh_check(&c, 1e-5);
 	GemmCase gc = {.what = "grouped f4e2m1 swiglu (gpt-oss gate|up)", .T = 21,
 		       .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
