@@ -410,7 +410,7 @@ struct GemmSpec {
 	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
 
 	DType b_dt;
-	DType mma_dt;		/* f32 x f32 on tensor cores: f16, else bf16 */
+	DType mma_dt;		/* f32 x f32 on tensor cores: tf32, f16, else bf16 */
 	CgBLayout b_layout;
 	int64_t ldb;		/* 0: K for [N,K], N for [K,N] */
 	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
@@ -455,6 +455,8 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+/* What the tensor-core kernel's mma reads: bf16, f16 or tf32 (f32 operands: mma_dt) */
+DType cg_gemm_mma_type(const GemmSpec *s);
 /*
  * Split-K (split_k = S > 1, the mma.sync mainloop, tiles schedule): grid z
  * is the slice; slice z computes k-tiles [z*KT/S, (z+1)*KT/S) of its tile,
@@ -813,9 +815,12 @@ void cg_cp_async_commit(CgFn *f);
 void cg_cp_async_wait(CgFn *f, int n);		/* cp.async.wait_group n */
 /* ldmatrix .x4 (.trans): four i32 per lane into out */
 void cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4]);
-/* d = a . b + c, m16n8k16, a/b in dt (bf16 or f16), f32 accumulators */
-void cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
-		  LLVMValueRef c[4], LLVMValueRef d[4]);
+/* d = a . b + c, f32 accumulators: m16n8k16 with a/b in dt bf16 or f16,
+ * m16n8k8 with dt tf32 (a/b f32 bits with the low 13 bits 0: cg_to_tf32) */
+void cg_mma_sync(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
+		 LLVMValueRef c[4], LLVMValueRef d[4]);
+/* cvt.rna.tf32.f32 of the f32 bits in an i32 (f32_to_tf32) */
+LLVMValueRef cg_to_tf32(CgFn *f, LLVMValueRef bits);
 /* Hopper-only, gated: a diagnostic on other targets */
 void cg_setmaxnreg(CgFn *f, int inc, int nreg);	/* warpgroup-wide */
 /*

@@ -118,7 +118,8 @@ void gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *
 typedef struct G G;
 struct G {
 	GemmCore k;		/* first: the common callbacks cast back */
-	DType mt;		/* the mma input type */
+	DType mt;		/* the mma input type: bf16, f16 or tf32 */
+	int me, kstep;		/* its bytes in shared memory (tf32: 4, f32), k per mma */
 	int wtm, wtn, mi, ni, kt;
 	int mstride;		/* rows between fragment row blocks: 16 (mma), 64 (wgmma) */
 	int a_ld, b_ld;		/* shared row pitch, bytes */

@@ -68,7 +68,7 @@ struct CgProgram {
 	uint64_t wbytes;
 	int64_t flops_per_t;
 	int64_t flops_static;	/* GEMMs with static rows */
-	int rounded;		/* some f32 GEMM operands run on tensor cores (--precision) */
+	DType rounded;		/* the coarsest type f32 GEMM operands were rounded to (--precision); 0: none */
 	int ntuned;		/* GEMM specs tiled from the tuning table */
 	int64_t ws_bytes;	/* split-K's workspace, after the planned buffers (0: none) */
 	int ws_buf;		/* its buffer index */
@@ -89,19 +89,16 @@ cg_compile_default(CgCompileOpts *o)
 
 /*
  * --precision: what GEMMs with f32 operands compute with.  f32 (the
- * default): exactly, on CUDA cores; bf16 / f16: on tensor cores, the
- * operands rounded while loaded, f32 accumulation (trtexec's --bf16 and
- * --fp16).  TF32 (TensorRT's default) needs the m16n8k8 tf32 mma, which the
- * GEMM builder does not have yet.
+ * default): exactly, on CUDA cores; tf32 / bf16 / f16: on tensor cores, the
+ * operands rounded (tf32: cvt.rna while the fragments are loaded; bf16 /
+ * f16: while the tile is loaded), f32 accumulation (TensorRT's default,
+ * trtexec's --bf16 and --fp16).
  */
 int
 cg_precision_parse(const char *s, DType *precision, Diag *d)
 {
-	if (!strcmp(s, "f32") || !strcmp(s, "bf16") || !strcmp(s, "f16"))
-		return dtype_parse(s, strlen(s), precision);
-	if (!strcmp(s, "tf32"))
-		return diag_error(d, LOC_NONE, "--precision=tf32: the GEMM builder has no TF32 "
-				  "mma yet; --precision=bf16 or f16 puts f32 GEMMs on tensor cores");
+	if (precision_parse(s, strlen(s), precision) == 0)
+		return 0;
 	return diag_error(d, LOC_NONE, "--precision=%s: f32, tf32, bf16 or f16", s);
 }
 
@@ -610,6 +607,8 @@ try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
 
 	diag_init(&quiet, NULL);
 	s->bm = tl->bm, s->bn = tl->bn, s->bk = tl->bk;
+	if (cg_gemm_mma_type(s) == DT_TF32)
+		s->bk /= 2;	/* the table's k-tiles are bf16 rows: the same bytes in f32 */
 	s->warps_m = tl->wm, s->warps_n = tl->wn;
 	if (fitted)
 		fit(s);
@@ -772,7 +771,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		s[i] = s[0];
 	if ((s->a_dt == DT_F32 || s->b_dt == DT_F32) && p->o.precision == DT_F32) {
 		snprintf(why, n, "f32 operands (tensor cores would round them; "
-			 "--precision=bf16|f16 allows it)");
+			 "--precision=tf32|bf16|f16 allows it)");
 		*simt = 1;
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
@@ -950,13 +949,11 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		(s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
 							     call->callee->name, why);
 	else if (s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32) {
+		DType mt = cg_gemm_mma_type(&s[0]);
 		diag_note(p->d, call->loc, "@%s runs on tensor cores: f32 operands rounded to %s "
-			  "(--precision=%s), f32 accumulation", call->callee->name,
-			  dtype_name(s[0].a_dt == DT_F16 || s[0].b_dt == DT_F16 ? DT_F16 :
-				     s[0].a_dt == DT_BF16 || s[0].b_dt == DT_BF16 ? DT_BF16 :
-				     p->o.precision),
+			  "(--precision=%s), f32 accumulation", call->callee->name, dtype_name(mt),
 			  dtype_name(p->o.precision));
-		p->rounded = 1;
+		p->rounded = p->rounded ? tolerance_dtype(p->rounded, mt) : mt;
 	}
 	if (!gb.rows && p->o.max_tokens > DECODE_T &&
 	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0)
@@ -1512,7 +1509,7 @@ fill_manifest(CgProgram *p)
 	m->source = h ? arena_printf(p->a, "fnv1a64:%016llx", (unsigned long long)h) : NULL;
 	m->model = p->o.model ? arena_strdup(p->a, file_basename(p->o.model)) : NULL;
 	m->max_tokens = p->o.max_tokens;
-	m->precision = p->rounded ? p->o.precision : DT_F32;
+	m->precision = p->rounded ? p->rounded : DT_F32;
 	if (fill_tensors(p))
 		return -1;
 	fill_weights(p);
