@@ -154,7 +154,7 @@ void cg_module_release_llvm(CgModule *m);
 
 /*
  * A tiny kernel "name(ptr x)" that uses one capability (CG_SETMAXNREG,
- * CG_WGMMA, CG_CP_ASYNC, CG_MMA_BF16): for tests and for probing the
+ * CG_WGMMA, CG_CP_ASYNC, CG_MMA_BF16, CG_MMA_TF32): for tests and for probing the
  * toolchain.  Without it on the target: a diagnostic and no kernel.
  */
 int cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d);

@@ -1612,7 +1612,8 @@ cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
 		cg_barrier(f);
 		cg_gstore(f, cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, 0)), 4), x, 4);
 		break;
-	case CG_MMA_BF16: {
+	case CG_MMA_BF16:
+	case CG_MMA_TF32: {	/* tf32: the words as they are, not rounded (cg_to_tf32) */
 		LLVMValueRef a[4], b[2], c[4], o[4];
 		for (int i = 0; i < 4; i++) {
 			a[i] = cg_gload(f, f->ti32, cg_gep(f, x, cg_i32(f, i), 4), 4);
@@ -1620,7 +1621,7 @@ cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
 		}
 		b[0] = a[0];
 		b[1] = a[1];
-		cg_mma_sync(f, DT_BF16, a, b, c, o);
+		cg_mma_sync(f, cap == CG_MMA_TF32 ? DT_TF32 : DT_BF16, a, b, c, o);
 		cg_gstore(f, o[0], x, 4);
 		break;
 	}

@@ -739,6 +739,43 @@ START_TEST(test_emu_tf32)
 }
 END_TEST
 
+/* The emulator's mma tf32 takes f32 words whose low 13 bits are 0 (what
+ * cvt.rna.tf32.f32 leaves) and refuses others, whose meaning the PTX ISA
+ * leaves to the hardware: a builder that forgets the rounding fails there. */
+START_TEST(test_emu_tf32_operands_must_be_rounded)
+{
+	CgTarget t = {"emu", NULL, 3};
+	float x[32];
+	Diag d;
+
+	for (int round = 0; round < 2; round++) {
+		CgModule *m;
+		const CgKernel *k;
+		uint64_t arg = (uint64_t)(uintptr_t)x;
+		CgEmuBuf buf = {x, sizeof x};
+		int rc;
+
+		for (int i = 0; i < 32; i++)
+			x[i] = round ? f32_to_tf32(1.0f / (3 + i)) : 1.0f / (3 + i);
+		diag_init(&d, NULL);
+		m = cg_module_new(&t, "probe", &d);
+		ck_assert_int_eq(cg_emit_probe(m, "p", CG_MMA_TF32, &d), 0);
+		k = cg_module_find(m, "p");
+		{
+			CgEmuLaunch l = {{1, 1, 1}, {128, 1, 1}, k->smem, &arg, 1, &buf, 1};
+			rc = cg_emu_run(m, "p", &l, &d);
+		}
+		if (round) {
+			ck_assert_msg(rc == 0, "%s", d.last);
+		} else {
+			ck_assert_int_lt(rc, 0);
+			ck_assert_ptr_nonnull(strstr(d.last, "is not a tf32"));
+		}
+		cg_module_free(m);
+	}
+}
+END_TEST
+
 /* The tf32 mma and cvt in the PTX of every target (sm_90a too: the wgmma
  * mainloop has no tf32 and refuses it); ptxas takes them without spills at
  * the plan's tiles (program.c halves the table's bk for tf32): prefill
@@ -809,6 +846,7 @@ codegen_suite(void)
 	tcase_add_test(t, test_split_k_ptx);
 	tcase_add_loop_test(t, test_emu_tf32, 0, (int)NELEM(tf32_cases));
 	tcase_add_test(t, test_tf32_ptx);
+	tcase_add_test(t, test_emu_tf32_operands_must_be_rounded);
 	suite_add_tcase(s, t);
 	return s;
 }
