@@ -605,6 +605,7 @@ struct CgRouteSpec {
 	double jitter_eps;	/* sparsemixer's threshold is 2 jitter_eps (0.01) */
 	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
 	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
+	int m_per_t;		/* token rows = m_per_t * T (1; 2 for [2,seq,H] with seq symbolic) */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -613,7 +614,8 @@ int cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d);
  * Exactly the `route` op (ir/eval_moe.c): ids best first, ties to the lower
  * expert, the weights of the chosen experts in the same order.
  * Parameters: "logits" [T,E], ["selbias" [E]], "weights" f32 [T,k] (out),
- * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4).
+ * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4);
+ * with m_per_t, T rows read m_per_t * T and the grid grows with it.
  */
 int cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *s, Diag *d);
 
@@ -623,6 +625,7 @@ struct CgPermuteSpec {
 	int E, k;		/* experts 1..1024, choices per token */
 	DType ids_dt;		/* i32 or i64 */
 	int want_pos;		/* also write "pos", the inverse of rows */
+	int m_per_t;		/* ids rows = m_per_t * T (1) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */

@@ -164,25 +164,29 @@ type_bytes(const CgProgram *p, const Type *t, MExpr *out)
 	return 0;
 }
 
-/* Inputs and outputs as the runtime sees them: leading symbolic dims
- * (batch, seq) flattened into T; the rest as they are. */
+/* Inputs and outputs as the runtime sees them: the leading dims up to the
+ * last symbolic one (batch, seq; or a fixed batch before a symbolic seq, as
+ * an export with dynamic_axes on the sequence alone has it) flattened into
+ * coef*T, which row-major tensors allow; the rest as they are. */
 static int
 iface(const CgProgram *p, const char *name, const Type *t, MTensor *mt)
 {
-	int k = 0;
+	int k = 0, last = -1;
 	int64_t coef = 1;
-	int sym = 0;
 
 	memset(mt, 0, sizeof *mt);
 	mt->name = arena_strdup(p->a, name);
 	mt->dt = t->dt;
-	while (k < t->rank && t->dim[k] < 0) {
-		const DimExpr *e = ir_dim_expr(p->m, t->dim[k]);
-		coef *= e->coef;
-		sym = 1;
-		k++;
+	for (int i = 0; i < t->rank; i++)
+		if (t->dim[i] < 0)
+			last = i;
+	for (; k <= last; k++) {
+		int64_t c = t->dim[k] < 0 ? ir_dim_expr(p->m, t->dim[k])->coef : t->dim[k];
+		if (c <= 0 || coef > INT32_MAX / c)
+			return -1;
+		coef *= c;
 	}
-	if (sym)
+	if (last >= 0)
 		mt->dim[mt->rank++] = MEXPR_T(coef);
 	for (; k < t->rank; k++) {
 		MExpr e;
@@ -1007,11 +1011,24 @@ only_node(const Graph *k, Op op)
 	return found;
 }
 
+/* Token rows per T of a route or permute kernel's first operand: the
+ * coefficient of its symbolic row dim (2 for [2,seq,H] flattened, seq
+ * symbolic); 1 when static (the launch passes the rows as T). */
 static int
-emit_route(CgProgram *p, const Node *r, const char *name, CgRouteSpec *s)
+rows_per_t(const CgProgram *p, const Node *call)
+{
+	const DimExpr *e = call->nin > 0 && call->in[0]->type.rank > 0
+		? ir_dim_expr(p->m, call->in[0]->type.dim[0]) : NULL;
+
+	return e && e->coef > 1 && e->coef <= INT32_MAX ? (int)e->coef : 1;
+}
+
+static int
+emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
 {
 	if (cg_route_spec(r, s, p->d))
 		return -1;
+	s->m_per_t = rows_per_t(p, call);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
@@ -1030,7 +1047,7 @@ note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
 {
 	const MArg *lg = &args[0], *ids = &args[narg - 2];
 
-	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) ||
+	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) || s->m_per_t > 1 ||
 	    lg->kind != ARG_BUF || ids->kind != ARG_BUF || lg->off || ids->off)
 		return;
 	vec_push(&p->route, ((MRoute){lg->name, ids->name, lg->index, ids->index, s->logits_dt,
@@ -1046,6 +1063,7 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	if (cg_permute_spec(n, &s, p->d))
 		return -1;
 	s.want_pos = call->callee->nret > 2;	/* pos is written only if someone reads it */
+	s.m_per_t = rows_per_t(p, call);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_permute(p->mod[i], name, &s, p->d) != 0)
 			return -1;
@@ -1102,7 +1120,7 @@ emit_call(CgProgram *p, const Node *call)
 			return 0;
 	}
 	if (tmpl == IR_TMPL_ROUTE && (n = only_node(k, OP_ROUTE))) {
-		if (emit_route(p, n, name, &rs))
+		if (emit_route(p, call, n, name, &rs))
 			return -1;
 		route = 1;
 	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {

@@ -48,6 +48,12 @@ for f in mixtral_moe olmoe_moe qwen2_moe qwen3_moe deepseek_v3_moe gpt_oss_moe; 
 done
 d=$src/tests/codegen-data/nonzero_scatter
 one bounded_nonzero_scatter "$d" "$d/model.ir"
+# one symbolic token dim ([2, seq, H]: rows = 2T), f32 and tf32
+for f in mixtral_tf446 qwen2_moe_tf457 phimoe_tf5; do
+	d=$src/tests/codegen/onesym/$f
+	one "onesym_$f" "$d" "$d"
+	one "onesym_tf32_$f" "$d" "$d" --precision=tf32
+done
 # onnxruntime's MoE with use_sparse_mixer=1 (PhiMoE's router), f32 and tf32
 d=$src/tests/onnx/cases/ms_moe_sparse_mixer
 one ms_moe_sparse_mixer "$d" "$d"
