@@ -114,7 +114,7 @@ struct P {
 	X(sym, 6, 1, "sym T")                                                  \
 	X(arena, 7, 1, "arena BYTES")                                          \
 	X(cost, 8, 0, "cost flops=E bytes=E")                                  \
-	X(precision, 9, 0, "precision bf16|f16")                               \
+	X(precision, 9, 0, "precision tf32|bf16|f16")                          \
 	X(ep, 10, 0, "ep rank=R ranks=N experts=LIST")                         \
 	X(input, 11, 0, "input NAME DTYPE DIMS")                               \
 	X(output, 12, 0, "output NAME DTYPE DIMS")                             \
@@ -528,9 +528,8 @@ st_precision(P *p)
 {
 	if (arity(p, KW_precision, 2))
 		return -1;
-	if (dtype_parse(p->w[1].s, p->w[1].n, &p->m->precision) ||
-	    (p->m->precision != DT_BF16 && p->m->precision != DT_F16))
-		return err(p, p->w[1].col, "precision '%.*s': bf16 or f16", (int)p->w[1].n,
+	if (precision_parse(p->w[1].s, p->w[1].n, &p->m->precision) || p->m->precision == DT_F32)
+		return err(p, p->w[1].col, "precision '%.*s': tf32, bf16 or f16", (int)p->w[1].n,
 			   p->w[1].s);
 	return 0;
 }

@@ -154,7 +154,7 @@ void cg_module_release_llvm(CgModule *m);
 
 /*
  * A tiny kernel "name(ptr x)" that uses one capability (CG_SETMAXNREG,
- * CG_WGMMA, CG_CP_ASYNC, CG_MMA_BF16): for tests and for probing the
+ * CG_WGMMA, CG_CP_ASYNC, CG_MMA_BF16, CG_MMA_TF32): for tests and for probing the
  * toolchain.  Without it on the target: a diagnostic and no kernel.
  */
 int cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d);
@@ -446,7 +446,7 @@ struct GemmSpec {
 	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
 
 	DType b_dt;
-	DType mma_dt;		/* f32 x f32 on tensor cores: f16, else bf16 */
+	DType mma_dt;		/* f32 x f32 on tensor cores: tf32, f16, else bf16 */
 	CgBLayout b_layout;
 	int64_t ldb;		/* 0: K for [N,K], N for [K,N] */
 	int64_t b_group_stride;	/* elements between experts' B (0: N*K) */
@@ -492,6 +492,8 @@ int cg_gemm_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_resolve(GemmSpec *s);
 /* Bytes of dynamic shared memory the kernel uses. */
 int cg_gemm_smem(const GemmSpec *s);
+/* What the tensor-core kernel's mma reads: bf16, f16 or tf32 (f32 operands: mma_dt) */
+DType cg_gemm_mma_type(const GemmSpec *s);
 /*
  * Split-K (split_k = S > 1, the mma.sync mainloop, tiles schedule): grid z
  * is the slice; slice z computes k-tiles [z*KT/S, (z+1)*KT/S) of its tile,
@@ -654,6 +656,7 @@ struct CgRouteSpec {
 	double jitter_eps;	/* sparsemixer's threshold is 2 jitter_eps (0.01) */
 	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
 	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
+	int m_per_t;		/* token rows = m_per_t * T (1; 2 for [2,seq,H] with seq symbolic) */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -662,7 +665,8 @@ int cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d);
  * Exactly the `route` op (ir/eval_moe.c): ids best first, ties to the lower
  * expert, the weights of the chosen experts in the same order.
  * Parameters: "logits" [T,E], ["selbias" [E]], "weights" f32 [T,k] (out),
- * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4).
+ * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4);
+ * with m_per_t, T rows read m_per_t * T and the grid grows with it.
  */
 int cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *s, Diag *d);
 
@@ -672,6 +676,7 @@ struct CgPermuteSpec {
 	int E, k;		/* experts 1..1024, choices per token */
 	DType ids_dt;		/* i32 or i64 */
 	int want_pos;		/* also write "pos", the inverse of rows */
+	int m_per_t;		/* ids rows = m_per_t * T (1) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -882,9 +887,12 @@ void cg_cp_async_commit(CgFn *f);
 void cg_cp_async_wait(CgFn *f, int n);		/* cp.async.wait_group n */
 /* ldmatrix .x4 (.trans): four i32 per lane into out */
 void cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4]);
-/* d = a . b + c, m16n8k16, a/b in dt (bf16 or f16), f32 accumulators */
-void cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
-		  LLVMValueRef c[4], LLVMValueRef d[4]);
+/* d = a . b + c, f32 accumulators: m16n8k16 with a/b in dt bf16 or f16,
+ * m16n8k8 with dt tf32 (a/b f32 bits with the low 13 bits 0: cg_to_tf32) */
+void cg_mma_sync(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
+		 LLVMValueRef c[4], LLVMValueRef d[4]);
+/* cvt.rna.tf32.f32 of the f32 bits in an i32 (f32_to_tf32) */
+LLVMValueRef cg_to_tf32(CgFn *f, LLVMValueRef bits);
 /* Hopper-only, gated: a diagnostic on other targets */
 void cg_setmaxnreg(CgFn *f, int inc, int nreg);	/* warpgroup-wide */
 /*

@@ -797,6 +797,16 @@ moec_emu_setmaxnreg(int32_t code)
 float moec_emu_exp2(float x) { return exp2f(x); }
 int32_t moec_emu_f32_to_bf16(float x) { return f32_to_bf16(x); }
 int32_t moec_emu_f32_to_f16(float x) { return f32_to_f16(x); }
+
+int32_t
+moec_emu_f32_to_tf32(float x)
+{
+	float r = f32_to_tf32(x);
+	int32_t u;
+
+	memcpy(&u, &r, 4);
+	return u;
+}
 float moec_emu_f16_to_f32(int32_t h) { return f16_to_f32((uint16_t)h); }
 
 /* fma.rn.bf16x2 / f16x2: each half in double, then rounded (through f32: exact
@@ -870,20 +880,50 @@ half_val(uint32_t reg, int hi, int kind)
 }
 
 /*
- * mma.m16n8k16.row.col f32 += {bf16,f16}: g = l/4, t = l%4.
+ * A tf32 operand: f32 bits whose low 13 bits are 0.  The PTX ISA leaves
+ * other bits to the implementation, so a builder that does not round its
+ * operands (cvt.rna.tf32.f32) is a diagnostic here.
+ */
+static double
+tf32_val(uint32_t reg, int lane, int warp)
+{
+	float x;
+
+	if (reg & 0x1fff)
+		fail("mma tf32: lane %d of warp %d: operand 0x%08x is not a tf32 (cvt.rna.tf32.f32 first)",
+		     lane, warp, reg);
+	memcpy(&x, &reg, 4);
+	return x;
+}
+
+/*
+ * mma.m16n8k16.row.col f32 += {bf16,f16} (kind 0, 1): g = l/4, t = l%4.
  * A regs: (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..);
  * B regs: (k 2t.., n g), (k 2t+8.., n g); C/D: (g, 2t..), (g+8, 2t..).
+ * mma.m16n8k8.row.col f32 += tf32 (kind 2): one element per register,
+ * A (g, t), (g+8, t), (g, t+4), (g+8, t+4); B (k t, n g), (k t+4, n g).
  */
 __attribute__((noinline)) static void
 do_mma(Thr *w)
 {
 	double A[16][16], B[16][8], C[16][8];
-	int kind = w[0].ci;
+	int kind = w[0].ci, K = kind == 2 ? 8 : 16;
 
 	for (int l = 0; l < 32; l++) {
 		const uint32_t *ab = w[l].cp[0];
 		const float *cd = w[l].cp[1];
 		int g = l / 4, t = l % 4;
+		for (int e = 0; e < 2; e++) {
+			C[g][2 * t + e] = cd[e];
+			C[g + 8][2 * t + e] = cd[2 + e];
+		}
+		if (kind == 2) {
+			for (int q = 0; q < 4; q++)
+				A[g + (q & 1) * 8][t + (q >> 1) * 4] = tf32_val(ab[q], l, w[0].lin / 32);
+			for (int q = 0; q < 2; q++)
+				B[t + 4 * q][g] = tf32_val(ab[4 + q], l, w[0].lin / 32);
+			continue;
+		}
 		for (int e = 0; e < 2; e++) {
 			A[g][2 * t + e] = half_val(ab[0], e, kind);
 			A[g + 8][2 * t + e] = half_val(ab[1], e, kind);
@@ -891,8 +931,6 @@ do_mma(Thr *w)
 			A[g + 8][2 * t + 8 + e] = half_val(ab[3], e, kind);
 			B[2 * t + e][g] = half_val(ab[4], e, kind);
 			B[2 * t + 8 + e][g] = half_val(ab[5], e, kind);
-			C[g][2 * t + e] = cd[e];
-			C[g + 8][2 * t + e] = cd[2 + e];
 		}
 	}
 	for (int l = 0; l < 32; l++) {
@@ -901,7 +939,7 @@ do_mma(Thr *w)
 		for (int q = 0; q < 4; q++) {
 			int r = g + (q >= 2 ? 8 : 0), c = 2 * t + (q & 1);
 			double s = C[r][c];
-			for (int k = 0; k < 16; k++)
+			for (int k = 0; k < K; k++)
 				s += A[r][k] * B[k][c];
 			cd[4 + q] = (float)s;
 		}
@@ -1361,6 +1399,7 @@ static const struct {
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
 	{"moec_emu_f32_to_f16", (void *)moec_emu_f32_to_f16},
+	{"moec_emu_f32_to_tf32", (void *)moec_emu_f32_to_tf32},
 	{"moec_emu_f16_to_f32", (void *)moec_emu_f16_to_f32},
 	{"moec_emu_fma16x2", (void *)moec_emu_fma16x2},
 };

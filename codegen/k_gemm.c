@@ -18,6 +18,14 @@
  * stored k-contiguous and read with ldmatrix.x4; B[K,N] tiles are stored
  * n-contiguous and read with ldmatrix.x4.trans.
  *
+ * TF32 (--precision=tf32: f32 x f32, GemmSpec.mma_dt): the tiles stay f32 in
+ * shared memory (cp.async, 4-byte elements), k-steps are 8 deep
+ * (mma.m16n8k8.tf32), and each fragment register is rounded with
+ * cvt.rna.tf32.f32 after it is read.  ldmatrix.x4 of 8x4-f32 blocks gives
+ * exactly the A and B[N,K] fragments of m16n8k8 (a b16 pair is one f32), so
+ * those reads are the bf16 ones byte for byte; B[K,N] has no 32-bit
+ * transposing ldmatrix and is read with two ld.shared per fragment.
+ *
  * The schedule, the parameters, the epilogue program and the store are
  * k_gemm_common.c's, shared with the CUDA-core kernel.
  */
@@ -53,9 +61,15 @@ mma_type(const GemmSpec *s)
 		return DT_F8E4M3;	/* FP8 x FP8 */
 	if (s->a_dt == DT_F16 || s->b_dt == DT_F16)
 		return DT_F16;
-	if (s->a_dt == DT_F32 && s->b_dt == DT_F32 && s->mma_dt == DT_F16)
-		return DT_F16;	/* --precision=f16 */
+	if (s->a_dt == DT_F32 && s->b_dt == DT_F32 && (s->mma_dt == DT_F16 || s->mma_dt == DT_TF32))
+		return s->mma_dt;	/* --precision=f16 or tf32 */
 	return DT_BF16;
+}
+
+DType
+cg_gemm_mma_type(const GemmSpec *s)
+{
+	return mma_type(s);
 }
 
 static int
@@ -99,7 +113,8 @@ layout(G *g, const GemmSpec *in)
 	memset(g, 0, sizeof *g);
 	gemm_resolve(&g->k, in);
 	g->mt = mma_type(s);
-	g->eb = g->mt == DT_F8E4M3 ? 1 : 2;
+	g->eb = g->mt == DT_F8E4M3 ? 1 : g->mt == DT_TF32 ? 4 : 2;
+	g->kstep = g->mt == DT_TF32 ? 8 : 16;
 	g->k.nwarp = s->warps_m * s->warps_n;
 	g->k.nthr = 32 * g->k.nwarp;
 	g->wtm = s->warps_m > 0 ? s->bm / s->warps_m : 0;
@@ -113,7 +128,7 @@ layout(G *g, const GemmSpec *in)
 	if (s->split_k > 1)
 		g->kt /= s->split_k;	/* k-tiles per slice */
 	g->a_ld = s->bk * g->eb + 16;
-	g->b_ld = s->b_layout == CG_B_NK ? s->bk * g->eb + 16 : (s->bn + 8) * 2;
+	g->b_ld = (s->b_layout == CG_B_NK ? s->bk : s->bn) * g->eb + 16;
 	g->a_bytes = s->bm * g->a_ld;
 	g->stage = g->a_bytes + (s->b_layout == CG_B_NK ? s->bn : s->bk) * g->b_ld;
 	if (s->bq.group > 0)
@@ -175,7 +190,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	} else if (s->mainloop == CG_MAINLOOP_WS) {
 		if (gemm_ws_check(t, &g, d) < 0)
 			return -1;
-	} else if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16) | CG_LDMATRIX | CG_CP_ASYNC,
+	} else if (cg_require(t, (g.mt == DT_BF16 ? CG_MMA_BF16 : g.mt == DT_TF32 ? CG_MMA_TF32 : CG_MMA_F16) |
+				      CG_LDMATRIX | CG_CP_ASYNC,
 			      "a tensor-core GEMM", d) < 0) {
 		return -1;
 	}
@@ -250,7 +266,7 @@ thread_setup(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int cpr = s->bk * g->eb / 16;	/* chunks per k-contiguous row */
+	int cpr = s->bk * g->eb / 16;	/* 16-byte chunks per k-contiguous row */
 
 	g->wm0 = cg_muli(f, cg_udiv(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtm);
 	g->wn0 = cg_muli(f, cg_urem(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtn);
@@ -262,7 +278,7 @@ thread_setup(G *g)
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr);
-		int per = s->b_layout == CG_B_NK ? cpr : s->bn / 8;
+		int per = s->b_layout == CG_B_NK ? cpr : s->bn * g->eb / 16;
 		g->b_row[i] = cg_udiv(f, c, cg_i32(f, per));
 		g->b_kc[i] = cg_urem(f, c, cg_i32(f, per));
 		g->b_soff[i] = cg_addi(f, cg_add(f, cg_muli(f, g->b_row[i], g->b_ld),
@@ -277,6 +293,10 @@ thread_setup(G *g)
 					cg_shl(f, cg_shr(f, g->k.lane, 4), 3));
 		g->b_lane = cg_add(f, cg_muli(f, n, g->b_ld),
 				   cg_muli(f, cg_and(f, cg_shr(f, g->k.lane, 3), 1), 16));
+	} else if (g->mt == DT_TF32) {
+		/* ld.shared: row k = lane & 3 (+4), column wn0 + (lane >> 2) (+8 per fragment) */
+		g->b_lane = cg_add(f, cg_muli(f, cg_and(f, g->k.lane, 3), g->b_ld),
+				   cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), 4));
 	} else {
 		/* rows k = (lane & 7) + 8 ((lane >> 3) & 1), columns wn0 + 8 (lane >> 4) */
 		LLVMValueRef k = cg_add(f, cg_and(f, g->k.lane, 7),
@@ -301,21 +321,21 @@ tile_sources(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int ea = esize(s->a_dt), eb = esize(s->b_dt);
+	int ea = esize(s->a_dt), eb = esize(s->b_dt), ce = 16 / g->eb;	/* elements per chunk */
 
 	for (int i = 0; i < g->a_n; i++) {
 		LLVMValueRef src = gemm_a_row(&g->k, cg_add(f, g->k.row0, g->a_row[i]));
 		g->a_src[i] = gptr(f, g->k.A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
-						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), ea);
+						   cg_sext64(f, cg_muli(f, g->a_kc[i], ce))), ea);
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		LLVMValueRef off;
 		if (s->b_layout == CG_B_NK)
 			off = cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, cg_add(f, g->k.n0, g->b_row[i]))), s->ldb),
-				     cg_sext64(f, cg_muli(f, g->b_kc[i], 16 / g->eb)));
+				     cg_sext64(f, cg_muli(f, g->b_kc[i], ce)));
 		else
 			off = cg_add(f, cg_muli(f, cg_sext64(f, g->b_row[i]), s->ldb),
-				     cg_sext64(f, cg_add(f, g->k.n0, cg_muli(f, g->b_kc[i], 8))));
+				     cg_sext64(f, cg_add(f, g->k.n0, cg_muli(f, g->b_kc[i], ce))));
 		g->b_src[i] = gptr(f, g->k.bexp, off, eb);
 	}
 	if (s->bq.group > 0)
@@ -330,14 +350,14 @@ tile_sources(G *g)
 	}
 }
 
-/* One 16-byte shared chunk from 8 global elements of type dt. */
+/* One 16-byte shared chunk from 8 global elements of type dt (tf32: 4 f32). */
 static void
 load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
 {
 	CgFn *f = g->k.f;
 	LLVMValueRef h[8], w[4], v;
 
-	if (dt != DT_F32) {
+	if (dt != DT_F32 || g->mt == DT_TF32) {
 		cg_cp_async16(f, sdst, gsrc);
 		return;
 	}
@@ -390,13 +410,26 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 		gemm_bq_load(g, soff, kt);
 }
 
-/* Fragments of one k-step (16 deep) for the warp: A (mi x 4 regs), B (ni x 2). */
+/* Fragments of one k-step (kstep deep) for the warp: A (mi x 4 regs), B (ni x 2). */
 typedef struct Frag Frag;
 struct Frag {
 	LLVMValueRef a[MAXF][4], b[MAXF][2];
 };
 
-/* ldmatrix the fragments of k-step kk from the stage at byte offset soff. */
+/* tf32: the f32 fragments rounded with cvt.rna.tf32.f32 (the mma reads 19 bits) */
+static void
+tf32_frags(G *g, Frag *fr)
+{
+	for (int i = 0; i < g->mi; i++)
+		for (int q = 0; q < 4; q++)
+			fr->a[i][q] = cg_to_tf32(g->k.f, fr->a[i][q]);
+	for (int j = 0; j < g->ni; j++)
+		for (int q = 0; q < 2; q++)
+			fr->b[j][q] = cg_to_tf32(g->k.f, fr->b[j][q]);
+}
+
+/* ldmatrix the fragments of k-step kk from the stage at byte offset soff
+ * (kk * 32 bytes into a row: 16 bf16/f16 or 8 f32). */
 static void
 load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 {
@@ -410,6 +443,14 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 		gemm_bq_frags(g, soff, kk, fr->b);
 		return;
 	}
+	if (g->mt == DT_TF32 && s->b_layout == CG_B_KN) {
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 2; q++)
+				fr->b[j][q] = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, bbase, (kk * 8 + 4 * q) * g->b_ld +
+										  j * 32)), 4);
+		tf32_frags(g, fr);
+		return;
+	}
 	for (int j = 0; j < g->ni / 2; j++) {
 		if (s->b_layout == CG_B_NK)
 			cg_ldmatrix_x4(f, cg_sptr(f, cg_addi(f, bbase, j * 16 * g->b_ld + kk * 32)), 0, r);
@@ -420,6 +461,8 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 		fr->b[2 * j + 1][0] = r[2];
 		fr->b[2 * j + 1][1] = r[3];
 	}
+	if (g->mt == DT_TF32)
+		tf32_frags(g, fr);
 }
 
 static void
@@ -432,7 +475,7 @@ mma_frags(G *g, Frag *fr)
 			LLVMValueRef c[4], d[4];
 			for (int q = 0; q < 4; q++)
 				c[q] = cg_get(f, g->acc[i][j][q]);
-			cg_mma_16816(f, g->mt, fr->a[i], fr->b[j], c, d);
+			cg_mma_sync(f, g->mt, fr->a[i], fr->b[j], c, d);
 			for (int q = 0; q < 4; q++)
 				cg_set(f, g->acc[i][j][q], d[q]);
 		}
@@ -510,7 +553,7 @@ mainloop_plain(G *g)
 
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	refill(g, kt);
-	for (int kk = 0; kk < g->k.s.bk / 16; kk++) {
+	for (int kk = 0; kk < g->k.s.bk / g->kstep; kk++) {
 		load_frags(g, stage_off(g, kt), kk, &fr);
 		mma_frags(g, &fr);
 	}
@@ -534,7 +577,7 @@ mainloop(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int S = s->stages, KK = s->bk / 16;
+	int S = s->stages, KK = s->bk / g->kstep;
 	CgLoop l;
 	LLVMValueRef kt, rd, nx;
 	Frag cur, next, vars;

@@ -119,8 +119,8 @@ void gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *
 typedef struct G G;
 struct G {
 	GemmCore k;		/* first: the common callbacks cast back */
-	DType mt;		/* the mma input type */
-	int eb;			/* its bytes: 2, or 1 (FP8 x FP8) */
+	DType mt;		/* the mma input type: bf16, f16, tf32 or e4m3 (FP8 x FP8) */
+	int eb, kstep;		/* its bytes in shared memory (tf32: 4, f32; FP8: 1), k per mma.sync */
 	int wtm, wtn, mi, ni, kt;
 	int mstride;		/* rows between fragment row blocks: 16 (mma), 64 (wgmma) */
 	int a_ld, b_ld;		/* shared row pitch, bytes */

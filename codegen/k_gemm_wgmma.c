@@ -75,6 +75,8 @@ gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
 	/* the emulator implements wgmma whatever target it stands for */
 	if (!cg_target_is_emu(t) && cg_require(t, CG_WGMMA | CG_CP_ASYNC, "a wgmma GEMM mainloop", d) < 0)
 		return -1;
+	if (g->mt == DT_TF32)	/* the mma.sync mainloop runs tf32 on sm_90a too */
+		return diag_error(d, LOC_NONE, "gemm: wgmma: no tf32 mainloop (the mma.sync one has it)");
 	if (s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: wgmma: bk = %d (need 64 or 128: 128-byte swizzled rows)",
 				  s->bk);

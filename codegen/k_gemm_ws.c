@@ -99,6 +99,8 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (!cg_target_is_emu(t) &&
 	    cg_require(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG, "the warp-specialised GEMM mainloop", d) < 0)
 		return -1;
+	if (g->mt == DT_TF32)
+		return diag_error(d, LOC_NONE, "gemm: ws: no tf32 mainloop (the mma.sync one has it)");
 	if (cw != 4 && cw != 8)
 		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4 or 8: one or two warpgroups)", cw);
 	if (s->bk != 64 && s->bk != 128)

@@ -42,6 +42,7 @@ cg_permute_default(CgPermuteSpec *s)
 	s->k = 2;
 	s->ids_dt = DT_I32;
 	s->want_pos = 1;
+	s->m_per_t = 1;
 }
 
 static int
@@ -231,7 +232,7 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 	p.rows = cg_arg(p.f, np++);
 	if (p.s.want_pos)
 		p.pos = cg_arg(p.f, np++);
-	p.T = cg_arg(p.f, np++);
+	p.T = cg_muli(p.f, cg_arg(p.f, np++), p.s.m_per_t);	/* ids rows */
 	p.tid = cg_tid(p.f, 0);
 	p.lane = cg_and(p.f, p.tid, 31);
 	p.warp = cg_shr(p.f, p.tid, 5);

@@ -54,6 +54,7 @@ cg_route_default(CgRouteSpec *s)
 	s->group_fill = -INFINITY;
 	s->jitter_eps = 0.01;
 	s->logits_dt = s->selbias_dt = DT_F32;
+	s->m_per_t = 1;
 }
 
 static int
@@ -532,7 +533,7 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 {
 	CgParam p[6];
 	int np = 0, block[3] = {32 * WARPS, 1, 1}, id[MAXK], lg[MAXK], sc[MAXK];
-	CgExpr grid[3] = {{1, 0, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	CgExpr grid[3] = {{spec->m_per_t, 0, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[160];
 	R r;
 
@@ -558,7 +559,7 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 		r.selbias = cg_arg(r.f, np++);
 	r.weights = cg_arg(r.f, np++);
 	r.ids = cg_arg(r.f, np++);
-	r.T = cg_arg(r.f, np++);
+	r.T = cg_muli(r.f, cg_arg(r.f, np++), r.s.m_per_t);	/* token rows */
 	r.lane = cg_and(r.f, cg_tid(r.f, 0), 31);
 	r.warp = cg_shr(r.f, cg_tid(r.f, 0), 5);
 	r.tok = cg_add(r.f, cg_muli(r.f, cg_ctaid(r.f, 0), WARPS), r.warp);

@@ -78,7 +78,7 @@ struct CgProgram {
 	uint64_t wbytes;
 	int64_t flops_per_t;
 	int64_t flops_static;	/* GEMMs with static rows */
-	int rounded;		/* some f32 GEMM operands run on tensor cores (--precision) */
+	DType rounded;		/* the coarsest type f32 GEMM operands were rounded to (--precision); 0: none */
 	int ntuned;		/* GEMM specs tiled from the tuning table */
 	int64_t ws_bytes;	/* split-K's workspace, after the planned buffers (0: none) */
 	int ep_ranks;		/* all_to_all's ranks (0: not expert-parallel) */
@@ -100,19 +100,16 @@ cg_compile_default(CgCompileOpts *o)
 
 /*
  * --precision: what GEMMs with f32 operands compute with.  f32 (the
- * default): exactly, on CUDA cores; bf16 / f16: on tensor cores, the
- * operands rounded while loaded, f32 accumulation (trtexec's --bf16 and
- * --fp16).  TF32 (TensorRT's default) needs the m16n8k8 tf32 mma, which the
- * GEMM builder does not have yet.
+ * default): exactly, on CUDA cores; tf32 / bf16 / f16: on tensor cores, the
+ * operands rounded (tf32: cvt.rna while the fragments are loaded; bf16 /
+ * f16: while the tile is loaded), f32 accumulation (TensorRT's default,
+ * trtexec's --bf16 and --fp16).
  */
 int
 cg_precision_parse(const char *s, DType *precision, Diag *d)
 {
-	if (!strcmp(s, "f32") || !strcmp(s, "bf16") || !strcmp(s, "f16"))
-		return dtype_parse(s, strlen(s), precision);
-	if (!strcmp(s, "tf32"))
-		return diag_error(d, LOC_NONE, "--precision=tf32: the GEMM builder has no TF32 "
-				  "mma yet; --precision=bf16 or f16 puts f32 GEMMs on tensor cores");
+	if (precision_parse(s, strlen(s), precision) == 0)
+		return 0;
 	return diag_error(d, LOC_NONE, "--precision=%s: f32, tf32, bf16 or f16", s);
 }
 
@@ -178,25 +175,29 @@ type_bytes(const CgProgram *p, const Type *t, MExpr *out)
 	return 0;
 }
 
-/* Inputs and outputs as the runtime sees them: leading symbolic dims
- * (batch, seq) flattened into T; the rest as they are. */
+/* Inputs and outputs as the runtime sees them: the leading dims up to the
+ * last symbolic one (batch, seq; or a fixed batch before a symbolic seq, as
+ * an export with dynamic_axes on the sequence alone has it) flattened into
+ * coef*T, which row-major tensors allow; the rest as they are. */
 static int
 iface(const CgProgram *p, const char *name, const Type *t, MTensor *mt)
 {
-	int k = 0;
+	int k = 0, last = -1;
 	int64_t coef = 1;
-	int sym = 0;
 
 	memset(mt, 0, sizeof *mt);
 	mt->name = arena_strdup(p->a, name);
 	mt->dt = t->dt;
-	while (k < t->rank && t->dim[k] < 0) {
-		const DimExpr *e = ir_dim_expr(p->m, t->dim[k]);
-		coef *= e->coef;
-		sym = 1;
-		k++;
+	for (int i = 0; i < t->rank; i++)
+		if (t->dim[i] < 0)
+			last = i;
+	for (; k <= last; k++) {
+		int64_t c = t->dim[k] < 0 ? ir_dim_expr(p->m, t->dim[k])->coef : t->dim[k];
+		if (c <= 0 || coef > INT32_MAX / c)
+			return -1;
+		coef *= c;
 	}
-	if (sym)
+	if (last >= 0)
 		mt->dim[mt->rank++] = MEXPR_T(coef);
 	for (; k < t->rank; k++) {
 		MExpr e;
@@ -638,6 +639,8 @@ try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
 
 	diag_init(&quiet, NULL);
 	s->bm = tl->bm, s->bn = tl->bn, s->bk = tl->bk;
+	if (cg_gemm_mma_type(s) == DT_TF32)
+		s->bk /= 2;	/* the table's k-tiles are bf16 rows: the same bytes in f32 */
 	s->warps_m = tl->wm, s->warps_n = tl->wn;
 	if (s->f8.group > 0)
 		s->bk = s->f8.group;	/* FP8 x FP8: a k-tile per scale block */
@@ -859,7 +862,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		s[i] = s[0];
 	if ((s->a_dt == DT_F32 || s->b_dt == DT_F32) && p->o.precision == DT_F32) {
 		snprintf(why, n, "f32 operands (tensor cores would round them; "
-			 "--precision=bf16|f16 allows it)");
+			 "--precision=tf32|bf16|f16 allows it)");
 		*simt = 1;
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
@@ -1177,13 +1180,11 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		(s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
 							     call->callee->name, why);
 	else if (s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32) {
+		DType mt = cg_gemm_mma_type(&s[0]);
 		diag_note(p->d, call->loc, "@%s runs on tensor cores: f32 operands rounded to %s "
-			  "(--precision=%s), f32 accumulation", call->callee->name,
-			  dtype_name(s[0].a_dt == DT_F16 || s[0].b_dt == DT_F16 ? DT_F16 :
-				     s[0].a_dt == DT_BF16 || s[0].b_dt == DT_BF16 ? DT_BF16 :
-				     p->o.precision),
+			  "(--precision=%s), f32 accumulation", call->callee->name, dtype_name(mt),
 			  dtype_name(p->o.precision));
-		p->rounded = 1;
+		p->rounded = p->rounded ? tolerance_dtype(p->rounded, mt) : mt;
 	}
 	if (!gb.rows && p->o.max_tokens > DECODE_T &&
 	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0) {
@@ -1242,11 +1243,24 @@ only_node(const Graph *k, Op op)
 	return found;
 }
 
+/* Token rows per T of a route or permute kernel's first operand: the
+ * coefficient of its symbolic row dim (2 for [2,seq,H] flattened, seq
+ * symbolic); 1 when static (the launch passes the rows as T). */
 static int
-emit_route(CgProgram *p, const Node *r, const char *name, CgRouteSpec *s)
+rows_per_t(const CgProgram *p, const Node *call)
+{
+	const DimExpr *e = call->nin > 0 && call->in[0]->type.rank > 0
+		? ir_dim_expr(p->m, call->in[0]->type.dim[0]) : NULL;
+
+	return e && e->coef > 1 && e->coef <= INT32_MAX ? (int)e->coef : 1;
+}
+
+static int
+emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
 {
 	if (cg_route_spec(r, s, p->d))
 		return -1;
+	s->m_per_t = rows_per_t(p, call);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
@@ -1265,7 +1279,7 @@ note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
 {
 	const MArg *lg = &args[0], *ids = &args[narg - 2];
 
-	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) ||
+	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) || s->m_per_t > 1 ||
 	    lg->kind != ARG_BUF || ids->kind != ARG_BUF || lg->off || ids->off)
 		return;
 	vec_push(&p->route, ((MRoute){lg->name, ids->name, lg->index, ids->index, s->logits_dt,
@@ -1281,11 +1295,9 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	if (cg_permute_spec(n, &s, p->d))
 		return -1;
 	s.want_pos = call->callee->nret > 2;	/* pos is written only if someone reads it */
-	/* ids [a*T, k] (expert parallelism: the rows of N ranks) are [T, a*k]:
-	 * the kernel sorts the flat slots, T*k of them */
-	MExpr e;
-	if (!dim_expr(p, n->in[0]->type.dim[0], &e) && e.a > 1)
-		s.k *= (int)e.a;
+	/* ids [a*T, k] (expert parallelism: the rows of N ranks; [batch, seq]
+	 * with seq symbolic): the kernel sorts the flat slots, a*T*k of them */
+	s.m_per_t = rows_per_t(p, call);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_permute(p->mod[i], name, &s, p->d) != 0)
 			return -1;
@@ -1359,7 +1371,7 @@ emit_call(CgProgram *p, const Node *call)
 			return 0;
 	}
 	if (tmpl == IR_TMPL_ROUTE && (n = only_node(k, OP_ROUTE))) {
-		if (emit_route(p, n, name, &rs))
+		if (emit_route(p, call, n, name, &rs))
 			return -1;
 		route = 1;
 	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {
@@ -1915,7 +1927,7 @@ fill_manifest(CgProgram *p)
 	m->source = h ? arena_printf(p->a, "fnv1a64:%016llx", (unsigned long long)h) : NULL;
 	m->model = p->o.model ? arena_strdup(p->a, file_basename(p->o.model)) : NULL;
 	m->max_tokens = p->o.max_tokens;
-	m->precision = p->rounded ? p->o.precision : DT_F32;
+	m->precision = p->rounded ? p->rounded : DT_F32;
 	if (fill_tensors(p) || fill_ep(p))
 		return -1;
 	fill_weights(p);

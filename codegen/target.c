@@ -1169,13 +1169,14 @@ cg_ldmatrix_x4(CgFn *f, LLVMValueRef saddr, int trans, LLVMValueRef out[4])
 }
 
 void
-cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4],
-	     LLVMValueRef d[4])
+cg_mma_sync(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4],
+	    LLVMValueRef d[4])
 {
 	LLVMValueRef args[10], r;
 	LLVMTypeRef f4[4] = {f->tf32, f->tf32, f->tf32, f->tf32};
+	unsigned cap = dt == DT_BF16 ? CG_MMA_BF16 : dt == DT_TF32 ? CG_MMA_TF32 : CG_MMA_F16;
 
-	if (cg_fn_require(f, dt == DT_BF16 ? CG_MMA_BF16 : CG_MMA_F16, "mma.sync m16n8k16") < 0) {
+	if (cg_fn_require(f, cap, dt == DT_TF32 ? "mma.sync m16n8k8" : "mma.sync m16n8k16") < 0) {
 		for (int i = 0; i < 4; i++)
 			d[i] = LLVMGetUndef(f->tf32);
 		return;
@@ -1194,7 +1195,7 @@ cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueR
 		}
 		ea[0] = ab;
 		ea[1] = cd;
-		ea[2] = cg_i32(f, dt == DT_BF16 ? 0 : 1);
+		ea[2] = cg_i32(f, dt == DT_BF16 ? 0 : dt == DT_F16 ? 1 : 2);
 		cg_call_emu(f, "moec_emu_mma", NULL, ea, 3);
 		for (int i = 0; i < 4; i++) {
 			LLVMValueRef idx = cg_i32(f, 4 + i);
@@ -1209,8 +1210,9 @@ cg_mma_16816(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueR
 	args[5] = b[1];
 	for (int i = 0; i < 4; i++)
 		args[6 + i] = c[i];
-	r = cg_intrinsic(f, dt == DT_BF16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
-					  : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+	r = cg_intrinsic(f, dt == DT_BF16   ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+			    : dt == DT_TF32 ? "llvm.nvvm.mma.m16n8k8.row.col.tf32"
+					    : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
 			 LLVMStructTypeInContext(f->C, f4, 4, 0), NULL, 0, args, 10);
 	for (int i = 0; i < 4; i++)
 		d[i] = LLVMBuildExtractValue(f->B, r, (unsigned)i, "");
@@ -1485,6 +1487,18 @@ cg_from_f32(CgFn *f, LLVMValueRef x, DType dt)
 }
 
 LLVMValueRef
+cg_to_tf32(CgFn *f, LLVMValueRef bits)
+{
+	LLVMValueRef x = LLVMBuildBitCast(f->B, bits, f->tf32, "");
+
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_f32_to_tf32", f->ti32, &x, 1);
+	if (cg_fn_require(f, CG_MMA_TF32, "cvt.rna.tf32.f32") < 0)	/* both need sm_80 */
+		return LLVMGetUndef(f->ti32);
+	return cg_intrinsic(f, "llvm.nvvm.f2tf32.rna", f->ti32, NULL, 0, &x, 1);
+}
+
+LLVMValueRef
 cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi)
 {
 	LLVMBuilderRef B = f->B;
@@ -1613,7 +1627,8 @@ cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
 		cg_barrier(f);
 		cg_gstore(f, cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, 0)), 4), x, 4);
 		break;
-	case CG_MMA_BF16: {
+	case CG_MMA_BF16:
+	case CG_MMA_TF32: {	/* tf32: the words as they are, not rounded (cg_to_tf32) */
 		LLVMValueRef a[4], b[2], c[4], o[4];
 		for (int i = 0; i < 4; i++) {
 			a[i] = cg_gload(f, f->ti32, cg_gep(f, x, cg_i32(f, i), 4), 4);
@@ -1621,7 +1636,7 @@ cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
 		}
 		b[0] = a[0];
 		b[1] = a[1];
-		cg_mma_16816(f, DT_BF16, a, b, c, o);
+		cg_mma_sync(f, cap == CG_MMA_TF32 ? DT_TF32 : DT_BF16, a, b, c, o);
 		cg_gstore(f, o[0], x, 4);
 		break;
 	}

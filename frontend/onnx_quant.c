@@ -335,8 +335,6 @@ moe_act(ONode *n, const Experts *ex)
 	double alpha = ox_attr_f(n, "activation_alpha", 1), beta = ox_attr_f(n, "activation_beta", 0);
 	const Onnx__AttributeProto *lim = ox_attr(n, "swiglu_limit");
 
-	if (ox_attr_i(n, "use_sparse_mixer", 0))
-		return ox_err(n, "use_sparse_mixer=1 (SparseMixer routing) cannot be expressed by moe");
 	if (!strcmp(act, "silu") && ex->fc3) {
 		ir_b_str(n->b, "act", "silu");
 		return 0;
@@ -390,6 +388,37 @@ gate_up(ONode *n, Experts *ex, Value **gu, Value **bgu)
 	return 0;
 }
 
+/*
+ * Routing.  Softmax over all experts, top-k, renormalised when
+ * normalize_routing_weights=1.  use_sparse_mixer=1 is PhiMoE's sparsemixer
+ * as onnxruntime's kernel computes it (sparse_mixer_top2): top-2 of the raw
+ * logits, choice j weighted by its softmax among the experts not chosen
+ * before it whose logit l is within 2 eps of the choice's m relatively
+ * (kept unless m - l > 2 eps max(|l|, m)), eps = 0.01 (a constant of the
+ * kernel, not an attribute), never renormalised: the moe op's
+ * router=sparsemixer (docs/onnx.md).
+ */
+static int
+moe_router(ONode *n)
+{
+	int64_t k = ox_attr_i(n, "k", 1);
+
+	if (ox_attr_i(n, "use_sparse_mixer", 0)) {
+		if (k != 2)
+			return ox_err(n, "use_sparse_mixer=1 with k=%lld (sparsemixer chooses 2 experts)",
+				      (long long)k);
+		ir_b_str(n->b, "router", "sparsemixer");
+		ir_b_int(n->b, "k", 2);
+		ir_b_float(n->b, "jitter_eps", 0.01);
+		return 0;
+	}
+	ir_b_str(n->b, "router", "softmax");
+	ir_b_int(n->b, "k", k);
+	if (ox_attr_i(n, "normalize_routing_weights", 0))
+		ir_b_int(n->b, "renorm", 1);
+	return 0;
+}
+
 /* The moe op over x flattened to [T,H], reshaped back. */
 static int
 build_moe(ONode *n, Experts *ex)
@@ -419,10 +448,8 @@ build_moe(ONode *n, Experts *ex)
 	in[6] = ex->b2;
 	if (gate_up(n, ex, &in[3], &in[5]) || moe_act(n, ex))
 		return -1;
-	ir_b_str(n->b, "router", "softmax");
-	ir_b_int(n->b, "k", ox_attr_i(n, "k", 1));
-	if (ox_attr_i(n, "normalize_routing_weights", 0))
-		ir_b_int(n->b, "renorm", 1);
+	if (moe_router(n))
+		return -1;
 	r = ir_b_node(n->b, OP_MOE, in, in[6] ? 7 : in[5] ? 6 : 5, 1);
 	y = r ? r->out[0] : NULL;
 	if (y && xt->rank == 3)

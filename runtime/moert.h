@@ -96,7 +96,7 @@ int moert_num_outputs(const moert_program *p);
 int64_t moert_max_tokens(const moert_program *p);
 /* 1 when no input or output has a T dim (a static model: T plays no part). */
 int moert_is_static(const moert_program *p);
-/* "f32", or "bf16"/"f16" when f32 GEMM operands were rounded (--precision). */
+/* "f32", or "tf32"/"bf16"/"f16" when f32 GEMM operands were rounded (--precision). */
 const char *moert_precision(const moert_program *p);
 moert_status moert_input_info(const moert_program *p, int i, int64_t tokens,
 			      moert_tensor_info *info);

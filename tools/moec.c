@@ -111,7 +111,7 @@ static const Opt moec_opts[] = {
 	 "(llvm, ptx: one file per target)", COMPILE, 0, 0, "ir|llvm|ptx|dot"},
 	{"cubin", 0, OPT_FLAG, NULL, NULL, "embed ptxas's cubins next to the PTX", COMPILE},
 	{"precision", 0, OPT_STR, NULL, "f32", "f32 GEMMs: exact on CUDA cores (f32), or operands rounded "
-	 "to bf16|f16 on tensor cores with f32 accumulation", COMPILE | TEST, 0, 0, "f32|tf32|bf16|f16"},
+	 "to tf32|bf16|f16 on tensor cores with f32 accumulation", COMPILE | TEST, 0, 0, "f32|tf32|bf16|f16"},
 	{"opt-level", 'O', OPT_INT, "N", "3", "LLVM optimisation level (-O0..-O3)", COMPILE, 0, 3},
 	{"cache-dir", 0, OPT_STR, "DIR", NULL, "keep codegen results (PTX, ptxas's stats) in DIR and reuse "
 	 "them in later compiles", COMPILE},

@@ -683,7 +683,7 @@ tolerance_of(Ctx *c, const Tensor *t)
 {
 	DType prec;
 
-	if (dtype_parse(moert_precision(c->p), strlen(moert_precision(c->p)), &prec) == 0)
+	if (precision_parse(moert_precision(c->p), strlen(moert_precision(c->p)), &prec) == 0)
 		return tolerance_dtype(t->dt, prec);
 	return t->dt;
 }

@@ -36,11 +36,22 @@ int
 dtype_parse(const char *s, size_t n, DType *t)
 {
 	for (int i = 0; i < NDTYPE; i++)
-		if (strlen(dtab[i].name) == n && memcmp(dtab[i].name, s, n) == 0) {
+		if (!(dtab[i].flags & DTF_COMPUTE) && strlen(dtab[i].name) == n &&
+		    memcmp(dtab[i].name, s, n) == 0) {
 			*t = (DType)i;
 			return 0;
 		}
 	return -1;
+}
+
+int
+precision_parse(const char *s, size_t n, DType *t)
+{
+	if (n == 4 && memcmp(s, "tf32", 4) == 0) {
+		*t = DT_TF32;
+		return 0;
+	}
+	return dtype_parse(s, n, t) || (*t != DT_F32 && *t != DT_BF16 && *t != DT_F16) ? -1 : 0;
 }
 
 int dtype_bits(DType t) { return dtab[t].bits; }
@@ -53,7 +64,7 @@ int
 dtype_from_onnx(int code, DType *t)
 {
 	for (int i = 0; i < NDTYPE; i++)
-		if (dtab[i].onnx == code) {
+		if (dtab[i].onnx == code && code >= 0) {
 			*t = (DType)i;
 			return 0;
 		}
@@ -102,6 +113,16 @@ f32_to_bf16(float f)
 		return (uint16_t)((u >> 16) | 0x40);
 	u += 0x7fff + ((u >> 16) & 1);
 	return (uint16_t)(u >> 16);
+}
+
+float
+f32_to_tf32(float f)
+{
+	uint32_t u = bits_of_f32(f);
+
+	if (isnan(f))
+		return f32_of_bits((u | 0x400000) & ~0x1fffu);	/* quiet, still a NaN */
+	return f32_of_bits((u + 0x1000) & ~0x1fffu);	/* ties away; the top rounds to inf */
 }
 
 /*
@@ -306,7 +327,8 @@ double
 dtype_load(DType t, const void *p, size_t i)
 {
 	switch (t) {
-	case DT_F32: return ((const float *)p)[i];
+	case DT_F32:
+	case DT_TF32: return ((const float *)p)[i];
 	case DT_F64: return ((const double *)p)[i];
 	case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
 	case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
@@ -357,6 +379,7 @@ dtype_store(DType t, void *p, size_t i, double v)
 {
 	switch (t) {
 	case DT_F32: ((float *)p)[i] = (float)v; break;
+	case DT_TF32: ((float *)p)[i] = f32_to_tf32((float)v); break;
 	case DT_F64: ((double *)p)[i] = v; break;
 	case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
 	case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;

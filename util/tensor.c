@@ -128,6 +128,7 @@ tolerance_for(DType t, double *atol, double *rtol, double *rel)
 	switch (t) {
 	case DT_F64: *atol = 1e-7, *rtol = 1e-6, *rel = 1e-6; break;
 	case DT_F32: *atol = 1e-4, *rtol = 1e-3, *rel = 1e-4; break;
+	case DT_TF32: *atol = 1e-3, *rtol = 1e-2, *rel = 2e-3; break;
 	case DT_F16: *atol = 1e-3, *rtol = 1e-2, *rel = 5e-3; break;
 	case DT_BF16: *atol = 1e-2, *rtol = 4e-2, *rel = 2e-2; break;
 	case DT_F8E4M3:
@@ -157,7 +158,7 @@ tensor_close(const Compare *c, DType t, int64_t numel)
 	tolerance_for(t, &atol, &rtol, &rel);
 	if (c->max_abs == (double)INFINITY && c->nbad)
 		return 0;	/* NaN or inf where the other has a number */
-	if (t == DT_BF16 || t == DT_F16 || t == DT_F8E4M3 || t == DT_F8E5M2)
+	if (t == DT_BF16 || t == DT_F16 || t == DT_TF32 || t == DT_F8E4M3 || t == DT_F8E5M2)
 		allowed = numel / 200;
 	return c->nbad <= allowed && c->rel_l2 <= rel;
 }

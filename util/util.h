@@ -223,10 +223,15 @@ typedef enum {
 	NDTYPE
 } DType;
 
-enum { DTF_FLOAT = 1, DTF_INT = 2, DTF_SIGNED = 4, DTF_BOOL = 8 };
+/* DTF_COMPUTE: a type GEMMs compute in, never a tensor's (tf32): dtype_parse
+ * and dtype_from_onnx do not know it, precision_parse does */
+enum { DTF_FLOAT = 1, DTF_INT = 2, DTF_SIGNED = 4, DTF_BOOL = 8, DTF_COMPUTE = 16 };
 
 const char *dtype_name(DType t);
 int dtype_parse(const char *s, size_t n, DType *t);	/* 0 ok, -1 unknown */
+/* What GEMMs with f32 operands compute with (--precision, a bundle's
+ * "precision" line): f32, tf32, bf16 or f16; 0 ok, -1 unknown */
+int precision_parse(const char *s, size_t n, DType *t);
 int dtype_bits(DType t);
 int dtype_flags(DType t);
 int dtype_from_onnx(int code, DType *t);	/* -1 if we have no such type */
@@ -244,6 +249,8 @@ int dtype_is_quantised(DType t);	/* a storage type of quantised values: 8 bits o
  */
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
+/* cvt.rna.tf32.f32: to 10 mantissa bits, to nearest, ties away from zero */
+float f32_to_tf32(float f);
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float f8e4m3_to_f32(uint8_t v);

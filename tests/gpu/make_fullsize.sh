@@ -1,7 +1,9 @@
 #!/bin/sh
 # make_fullsize.sh BUILD OUTDIR — prepare the full-size GPU check, here (no
 # GPU): every config in models/ at full size with synthetic weights (seed 1),
-# one layer of each kind, compiled to OUTDIR/<case>.moeb (--max-tokens=4096),
+# one layer of each kind, compiled to OUTDIR/<case>.moeb (--max-tokens=4096;
+# a fourth column adds compile flags: gpt2_tf32, bert_tf32 are the f32 models
+# with --precision=tf32, the tf32 tensor-core GEMMs at every tile size),
 # and reference rows computed by the interpreter with tests/gpu/fullsize ref
 # (OUTDIR/<case>/uniform and, for routed blocks, OUTDIR/<case>/skewed: a few
 # dozen rows each, repeated to every T on the device by `moert test --tile`).
@@ -33,12 +35,15 @@ gpt_oss gpt-oss-20b 0
 llama3 meta-llama-3-8b 0
 mistral mistral-7b-v0.1 0
 gpt2 gpt2 0
-bert bert-base-uncased 0"
-echo "$cases" | while read -r name model layer; do
+bert bert-base-uncased 0
+gpt2_tf32 gpt2 0 --precision=tf32
+bert_tf32 bert-base-uncased 0 --precision=tf32"
+echo "$cases" | while read -r name model layer flags; do
 	case " ${ONLY:-$name} " in *" $name "*) ;; *) continue ;; esac	# ONLY="a b": those cases
 	t0=$(date +%s)
+	# shellcheck disable=SC2086
 	if ! "$moec" compile "$src/models/$model" --layer "$layer" --synthetic-weights=1 \
-		--max-tokens=4096 -o "$out/$name.moeb" 2>"$out/$name.log"; then
+		--max-tokens=4096 $flags -o "$out/$name.moeb" 2>"$out/$name.log"; then
 		echo "FAIL $name: does not compile"; tail -5 "$out/$name.log"
 		echo fail >> "$out/failed"
 		continue

@@ -3,7 +3,7 @@
 # side, for gpu_fixtures.sh OUTDIR on a GPU machine (plain and --graph runs,
 # against the exporters' references and the interpreter's):
 #  - static-shape fixtures (tests/codegen/static): no T anywhere, run without --tokens;
-#  - --precision=bf16 and f16 (f32 GEMMs on tensor cores; moert test reads
+#  - --precision=tf32, bf16 and f16 (f32 GEMMs on tensor cores; moert test reads
 #    the manifest's precision line and loosens the tolerance to match);
 #  - MoE exports with fuse-moe left out (bound-dyn: nonzero bounded, counts on
 #    the device) and the hand-written nonzero -> matmul -> scatter graph.
@@ -34,9 +34,11 @@ for f in mixtral_moe llama_mlp qwen2_moe_dynamo; do
 	d=$src/tests/codegen/static/$f
 	one "static_$f" "$d" "$d"
 	one "static_bf16_$f" "$d" "$d" --precision=bf16
+	one "static_tf32_$f" "$d" "$d" --precision=tf32
 done
 for f in mixtral_moe llama_mlp gpt_oss_moe; do
 	d=$src/tests/fixtures/onnx/$f
+	one "tf32_$f" "$d" "$d" --precision=tf32
 	one "bf16_$f" "$d" "$d" --precision=bf16
 	one "f16_$f" "$d" "$d" --precision=f16
 done
@@ -46,4 +48,14 @@ for f in mixtral_moe olmoe_moe qwen2_moe qwen3_moe deepseek_v3_moe gpt_oss_moe; 
 done
 d=$src/tests/codegen-data/nonzero_scatter
 one bounded_nonzero_scatter "$d" "$d/model.ir"
+# one symbolic token dim ([2, seq, H]: rows = 2T), f32 and tf32
+for f in mixtral_tf446 qwen2_moe_tf457 phimoe_tf5; do
+	d=$src/tests/codegen/onesym/$f
+	one "onesym_$f" "$d" "$d"
+	one "onesym_tf32_$f" "$d" "$d" --precision=tf32
+done
+# onnxruntime's MoE with use_sparse_mixer=1 (PhiMoE's router), f32 and tf32
+d=$src/tests/onnx/cases/ms_moe_sparse_mixer
+one ms_moe_sparse_mixer "$d" "$d"
+one tf32_ms_moe_sparse_mixer "$d" "$d" --precision=tf32
 exit $fail

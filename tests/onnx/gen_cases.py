@@ -320,6 +320,90 @@ def gen_moe():
         save(name, m, [({"x": x, "logits": lg}, [y])])
 
 
+def sparse_mixer_ref(logits, eps=0.01):
+    """onnxruntime's sparse_mixer_top2 (contrib_ops/cuda/moe): top-2 of the raw
+    logits; choice j's weight is exp(l_j - m_j) / sum over the experts not
+    chosen before with m_j - l <= 2 eps max(|l|, m_j), in float32."""
+    lg = logits.astype(np.float32)
+    ids = np.zeros((len(lg), 2), np.int64)
+    w = np.zeros((len(lg), 2), np.float64)
+    two_eps = np.float32(2) * np.float32(eps)
+    for t, l in enumerate(lg):
+        gone = np.zeros(len(l), bool)
+        for j in range(2):
+            e = int(np.argmax(np.where(gone, -np.inf, l)))  # first maximum: the lower id
+            m = l[e]
+            keep = ~gone & ~((m - l) > two_eps * np.maximum(np.abs(l), m))
+            ids[t, j], w[t, j] = e, 1.0 / np.exp(l[keep].astype(np.float64) - m).sum()
+            gone[e] = True
+    return ids, w
+
+
+def torch_sparsemixer(logits, eps=0.01):
+    """transformers' PhiMoE sparsemixer (eval mode) on the same logits, when
+    transformers is installed: the independent reference of the routing."""
+    try:
+        import torch
+        from transformers.models.phimoe import modeling_phimoe as pm
+    except ImportError:
+        return None
+    w, ids = pm.sparsemixer(torch.from_numpy(logits.astype(np.float32)), eps, False)
+    return ids.numpy(), w.double().numpy()
+
+
+def gen_moe_sparse_mixer():
+    """com.microsoft MoE with use_sparse_mixer=1, as onnxruntime's transformers
+    optimizer writes PhiMoE: silu experts with fc3, k=2.  onnxruntime's CPU
+    MoE does not implement the sparse mixer (1.32: only its CUDA kernel does;
+    the CPU kernel refuses fc3 and, without fc3, ignores use_sparse_mixer:
+    the same output as softmax top-2, measured), so the reference is numpy
+    from the CUDA kernel, its routing checked against transformers'
+    sparsemixer.  Logits with near ties, so that the 2 eps window
+    keeps several experts; every token's largest logit is above -1 (the CUDA
+    kernel seeds its argmax with -1: docs/onnx.md)."""
+    E, H, I, T = 8, 32, 16, 9  # sizes the tensor-core builder takes (--precision=tf32)
+    x = randn(T, H)
+    lg = randn(T, E, scale=2.0)
+    for t in range(T):  # near ties within the window
+        order = np.argsort(-lg[t], kind="stable")
+        m = max(lg[t, order[0]], np.float32(0.5))
+        lg[t, order[0]] = m
+        lg[t, order[1]] = m * (1 - 0.015 * (t % 3))
+        lg[t, order[2]] = lg[t, order[1]] * (1 - 0.012 * ((t + 1) % 2))
+    lg = lg.astype(np.float32)
+    w1, w2, w3 = randn(E, I, H, scale=0.3), randn(E, H, I, scale=0.3), randn(E, I, H, scale=0.3)
+    ids, w = sparse_mixer_ref(lg)
+    ref = torch_sparsemixer(lg)
+    if ref is not None:
+        tids, tw = ref
+        if not (np.array_equal(tids, ids) and np.allclose(tw, w, rtol=1e-6)):
+            raise SystemExit("ms_moe_sparse_mixer: the kernel's routing and transformers' sparsemixer differ")
+    else:
+        print("ms_moe_sparse_mixer: routing not checked against transformers (not installed)")
+    assert (w < 0.999).sum() >= T // 2, "too few tokens whose window keeps another expert"
+    xd = x.astype(np.float64)
+    y = np.zeros_like(xd)
+    for t in range(T):
+        for e, we in zip(ids[t], w[t]):
+            g, u = w1[e] @ xd[t], w3[e] @ xd[t]
+            y[t] += we * (w2[e] @ (g / (1 + np.exp(-g)) * u))
+    y = y.astype(np.float32)
+    name = "ms_moe_sparse_mixer"
+    node = h.make_node("MoE", ["x", "logits", "w1", "", "w2", "", "w3"], ["y"], domain="com.microsoft",
+                       activation_type="silu", k=2, use_sparse_mixer=1)
+    inits = [nh.from_array(w1, "w1"), nh.from_array(w2, "w2"), nh.from_array(w3, "w3")]
+    m = model([node], [vi("x", [T, H]), vi("logits", [T, E])], [vi("y", [T, H])], inits, ms=True)
+    if ort is not None:
+        try:
+            check(name, ort_run(m, {"x": x, "logits": lg}), [y])
+            print("%s: checked against onnxruntime" % name)
+        except SystemExit:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the CPU EP's refusal
+            print("%s: not checked against onnxruntime (%s)" % (name, str(e).splitlines()[0][:100]))
+    save(name, m, [({"x": x, "logits": lg}, [y])])
+
+
 def qmoe_weight(E, N, K, bits, bs):
     q = RNG.integers(0, 1 << bits, (E, N, K))
     nb = K // bs if bs else 1
@@ -518,6 +602,7 @@ def main():
     gen_function_attrs()
     gen_matmul_nbits_gidx()
     gen_dq_matmul()
+    gen_moe_sparse_mixer()  # last: the cases before it keep their random draws
 
 
 if __name__ == "__main__":

@@ -713,6 +713,151 @@ START_TEST(test_split_k_ptx)
 }
 END_TEST
 
+/*
+ * --precision=tf32: f32 x f32 through the mma.sync mainloop with tf32
+ * operands (f32 tiles in shared memory, cvt.rna.tf32.f32 on the fragments,
+ * m16n8k8).  The reference rounds A and B the same way (f32_to_tf32), so
+ * what is left is the order of the f32 sums: any operand left unrounded
+ * (the emulator refuses it), truncated instead of rounded, or a fragment
+ * element out of place is far above 1e-5.
+ */
+static const struct {
+	const char *what;
+	int kind;		/* 0 dense bias+GELU, 1 grouped gather+SwiGLU, 2 grouped scale+scatter, 3 dense B[K,N] + residual */
+	int kn, plain, S;	/* B [K,N]; no fragment pipelining; split-K slices */
+	int64_t N, K;
+	int tile[6], T;
+	int counts[8];
+} tf32_cases[] = {
+	{"tf32 dense", 0, 0, 0, 0, 128, 96, {64, 64, 32, 2, 2, 3}, 70, {0}},
+	{"tf32 dense B[K,N] + residual", 3, 1, 0, 0, 128, 64, {64, 64, 32, 2, 2, 3}, 40, {0}},
+	{"tf32 grouped gather + SwiGLU", 1, 0, 0, 0, 128, 64, {16, 64, 32, 1, 4, 4}, 20,
+	 {9, 0, 12, 0, 3, 11, 0, 5}},
+	{"tf32 grouped scale + scatter, B[K,N]", 2, 1, 0, 0, 64, 128, {32, 64, 64, 2, 2, 4}, 48,
+	 {3, 0, 20, 0, 1, 19, 0, 5}},
+	{"tf32 plain mainloop, bk 16, 5 stages", 0, 0, 1, 0, 64, 80, {32, 32, 16, 1, 2, 5}, 33, {0}},
+	{"tf32 grouped, bk 128, split 2", 1, 0, 0, 2, 128, 256, {16, 64, 128, 1, 4, 3}, 10,
+	 {3, 0, 7, 0, 0, 9, 1, 0}},
+};
+
+static void
+tf32_case(GemmCase *c, int i)
+{
+	const int *tl = tf32_cases[i].tile;
+	int64_t N = tf32_cases[i].N, K = tf32_cases[i].K;
+
+	memset(c, 0, sizeof *c);
+	c->what = tf32_cases[i].what;
+	switch (tf32_cases[i].kind) {
+	case 0: gh_spec_dense_bias_gelu(&c->s, N, K); break;
+	case 1: gh_spec_grouped_swiglu(&c->s, 8, N, K, 2); break;
+	case 2: gh_spec_grouped_scale_scatter(&c->s, 8, N, K); break;
+	default: gh_spec_kn_residual(&c->s, N, K, DT_F32); break;
+	}
+	c->s.a_dt = c->s.b_dt = c->s.c_dt = DT_F32;
+	c->s.mma_dt = DT_TF32;
+	c->s.b_layout = tf32_cases[i].kn ? CG_B_KN : CG_B_NK;
+	c->s.no_frag_pipe = tf32_cases[i].plain;
+	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
+	c->T = tf32_cases[i].T;
+	memcpy(c->counts, tf32_cases[i].counts, sizeof tf32_cases[i].counts);
+	if (tf32_cases[i].S)
+		split(&c->s, tf32_cases[i].S, c->T);
+}
+
+START_TEST(test_emu_tf32)
+{
+	GemmCase c;
+	GemmRun r;
+	GemmErr e;
+
+	tf32_case(&c, _i);
+	gh_check(&c, 1e-5);
+	/* and it is tf32, not f32: against the unrounded operands the error is
+	 * the operands' rounding, well above the f32 sums' */
+	ck_assert_msg(gh_run(&r, &c) == 0, "%s: %s", c.what, r.msg);
+	r.tf32 = 0;
+	ck_assert_int_eq(gh_compare(&r, &e), 0);
+	ck_assert_msg(e.err > 3e-5 && e.err < 2e-3, "%s: %.3g against f32 operands", c.what, e.err);
+	gh_free(&r);
+}
+END_TEST
+
+/* The emulator's mma tf32 takes f32 words whose low 13 bits are 0 (what
+ * cvt.rna.tf32.f32 leaves) and refuses others, whose meaning the PTX ISA
+ * leaves to the hardware: a builder that forgets the rounding fails there. */
+START_TEST(test_emu_tf32_operands_must_be_rounded)
+{
+	CgTarget t = {"emu", NULL, 3};
+	float x[32];
+	Diag d;
+
+	for (int round = 0; round < 2; round++) {
+		CgModule *m;
+		const CgKernel *k;
+		uint64_t arg = (uint64_t)(uintptr_t)x;
+		CgEmuBuf buf = {x, sizeof x};
+		int rc;
+
+		for (int i = 0; i < 32; i++)
+			x[i] = round ? f32_to_tf32(1.0f / (3 + i)) : 1.0f / (3 + i);
+		diag_init(&d, NULL);
+		m = cg_module_new(&t, "probe", &d);
+		ck_assert_int_eq(cg_emit_probe(m, "p", CG_MMA_TF32, &d), 0);
+		k = cg_module_find(m, "p");
+		{
+			CgEmuLaunch l = {{1, 1, 1}, {128, 1, 1}, k->smem, &arg, 1, &buf, 1};
+			rc = cg_emu_run(m, "p", &l, &d);
+		}
+		if (round) {
+			ck_assert_msg(rc == 0, "%s", d.last);
+		} else {
+			ck_assert_int_lt(rc, 0);
+			ck_assert_ptr_nonnull(strstr(d.last, "is not a tf32"));
+		}
+		cg_module_free(m);
+	}
+}
+END_TEST
+
+/* The tf32 mma and cvt in the PTX of every target (sm_90a too: the wgmma
+ * mainloop has no tf32 and refuses it); ptxas takes them without spills at
+ * the plan's tiles (program.c halves the table's bk for tf32): prefill
+ * 128x128x32 dense, the decode tile 16x128x64 grouped with B[K,N]. */
+START_TEST(test_tf32_ptx)
+{
+	CgTarget t90a = {"sm_90a", NULL, 3};
+	GemmSpec s[2];
+	GemmCase c;
+	CgModule *m;
+	const char *ptx;
+	Diag d;
+
+	tf32_case(&c, 0);
+	s[0] = c.s;
+	s[0].N = s[0].K = 1024;
+	gh_tiles(&s[0], 128, 128, 32, 2, 2, 4);
+	tf32_case(&c, 3);
+	s[1] = c.s;
+	s[1].N = s[1].K = 1024;
+	gh_tiles(&s[1], 16, 128, 64, 1, 4, 5);
+	for (size_t i = 0; i < NELEM(gh_targets); i++) {
+		m = gh_emit_specs(gh_targets[i], GH_MMA, s, 2, "tf32");
+		ptx = gh_ptx(m);
+		ck_assert_int_gt(gh_count(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "cvt.rna.tf32.f32"), 0);
+		ck_assert_int_eq(gh_count(ptx, "m16n8k16"), 0);
+		gh_assemble(m, 2, "test_tf32_ptx", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+	diag_init(&d, NULL);
+	s[0].mainloop = CG_MAINLOOP_WGMMA;
+	s[0].bk = 64;
+	ck_assert_int_lt(cg_gemm_check(&t90a, &s[0], &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "no tf32"));
+}
+END_TEST
+
 Suite *
 codegen_suite(void)
 {
@@ -744,6 +889,9 @@ codegen_suite(void)
 	tcase_add_loop_test(t, test_emu_split_k, 0, (int)NELEM(split_cases));
 	tcase_add_test(t, test_split_k_rules);
 	tcase_add_test(t, test_split_k_ptx);
+	tcase_add_loop_test(t, test_emu_tf32, 0, (int)NELEM(tf32_cases));
+	tcase_add_test(t, test_tf32_ptx);
+	tcase_add_test(t, test_emu_tf32_operands_must_be_rounded);
 	suite_add_tcase(s, t);
 	return s;
 }

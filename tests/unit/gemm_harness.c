@@ -417,6 +417,7 @@ gh_run(GemmRun *r, const GemmCase *c)
 		if (r->s.ep.in[i].op == CGE_SWIGLU)
 			r->sw = i;
 	r->width = r->sw >= 0 ? r->s.N / 2 : r->s.N;
+	r->tf32 = c->builder == GH_MMA && cg_gemm_mma_type(&r->s) == DT_TF32;
 
 	m = cg_module_new(&t, "case", &d);
 	if (!m || (c->builder == GH_SIMT ? cg_emit_gemm_simt : cg_emit_gemm)(m, "g", &c->s, &d) < 0) {
@@ -577,8 +578,11 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 		double a = 0;
 		for (int64_t q = 0; q < s->K; q++) {
 			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
-			a += dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q)) *
-			     (r->Bdq ? r->Bdq[bi] : dtype_load(s->b_dt, r->B, (size_t)bi));
+			double x = dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q));
+			double y = r->Bdq ? r->Bdq[bi] : dtype_load(s->b_dt, r->B, (size_t)bi);
+			if (r->tf32)
+				x = f32_to_tf32((float)x), y = f32_to_tf32((float)y);
+			a += x * y;
 		}
 		acc[n] = a;
 	}

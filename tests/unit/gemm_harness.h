@@ -71,6 +71,7 @@ typedef struct GemmRun GemmRun;
 struct GemmRun {
 	GemmSpec s;		/* resolved (cg_gemm_resolve) */
 	int T, E, M, msrc, sw;	/* sw: the SWIGLU instruction, or -1 */
+	int tf32;		/* the mma reads tf32: the reference rounds A and B (cvt.rna) */
 	int64_t width;		/* output columns: N, or N/2 after SWIGLU */
 	int *gidx, *sidx, *offs;	/* NULL when the spec has none */
 	void *A, *B, *C, *leaf[CG_EP_MAX];
