@@ -1447,7 +1447,7 @@ cmd_tune(Ctx *c, const Opts *opts)
 
 	if (!opt_str(&o->a, "output"))
 		return opt_error(&o->a, "needs -o FILE, the tuning table to write");
-	if ((rc = open_bundle(c, o->pos[0], o->program)) || (rc = tune_tokens(c, o, t, &n)))
+	if ((rc = open_bundle(c, o->pos[0], o->program, 0)) || (rc = tune_tokens(c, o, t, &n)))
 		return rc;
 	if (!(nc = moert_num_candidates(c->p)))
 		return say(EXIT_USAGE, "%s: no candidate kernels: compile it with moec compile "
