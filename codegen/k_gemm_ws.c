@@ -138,6 +138,10 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
 	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
 		return 0;
+	/* Gathered A (cp.async producers) passes the emulator but hung on the
+	 * H200 on 2026-12-02 (bench/gemm wsup_*): not chosen unless asked for. */
+	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
+		return 0;
 	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WS;
 	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)

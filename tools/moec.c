@@ -178,7 +178,7 @@ moec_debug(const OptArgs *a, unsigned *flags, Diag *d)
 	char why[256];
 
 	for (int i = 0; i < ndebug_flags; i++) {
-		const char *e = getenv(debug_flags[i].env);
+		const char *e = debug_flags[i].env ? getenv(debug_flags[i].env) : NULL;
 		if (e && *e && strcmp(e, "0") != 0)
 			*flags |= debug_flags[i].bit;
 	}

@@ -19,6 +19,8 @@ const DebugFlag debug_flags[] = {
 	 "test --emulate: GEMMs on the sm_90a wgmma mainloop, emulated"},
 	{"emu-ws", DBG_EMU_WS, "MOEC_EMU_WS",
 	 "test --emulate: GEMMs whose tiles suit it on the warp-specialised TMA mainloop, emulated"},
+	{"ws-gather", DBG_WS_GATHER, NULL,
+	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: it hangs on the H200)"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 };

@@ -127,11 +127,12 @@ enum {
 	DBG_EMU_WGMMA = 1 << 3,	/* codegen: the emulator stands for sm_90a's wgmma mainloop */
 	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
+	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	unsigned bit;
-	const char *env;	/* the deprecated alias: set, and not "" or "0" */
+	const char *env;	/* the deprecated alias: set, and not "" or "0"; NULL: none */
 	const char *help;
 } DebugFlag;
 extern const DebugFlag debug_flags[];
