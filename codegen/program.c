@@ -716,40 +716,6 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	split_slots(s, thi);
 }
 
-/*
- * Short decode CTAs: a CTA that streams at most SHORT_KT k-tiles spends its
- * pipeline's fill and its epilogue (about SPLIT_FILL k-tile times) with
- * nothing overlapping them when it is alone on its SM (16x128x128 with 5
- * stages takes 196 KB): 2 / (KT + 2) of its time, 25% for Qwen3-30B-A3B's
- * down projection (K 768: 6 k-tiles), 11% at 16 k-tiles (its gate|up,
- * DeepSeek-V3's down), 6% at Mixtral's 32.  Measured on the H200 (bench/
- * RESULTS.md): Qwen3's down projection at 70% of copy bandwidth and its
- * gate|up at 85% (2026-11-29, unsplit), DeepSeek-V3's down at about 86% of
- * its gate|up's rate (56 k-tiles; 2026-12-02).  For them the first tile of the row class (fitted to N and K)
- * that lets two CTAs share an SM with at least 3 stages is taken instead:
- * one CTA streams while the other fills or stores.  The tile keeps its rows
- * and loses N, so there are more CTAs, never fewer.
- */
-enum { SHORT_KT = 16 };
-
-static void
-overlap_short(const CgTarget *t, GemmSpec *s, int64_t rows)
-{
-	if (s->bm > 32 || s->K / s->bk > SHORT_KT || per_sm(t, s) >= 2)
-		return;
-	for (size_t i = 0; i < NELEM(tiles); i++) {
-		GemmSpec c = *s;
-		if (tiles[i].bm != s->bm || rows > tiles[i].rows || try_tile(t, &c, &tiles[i], 1))
-			continue;
-		while (per_sm(t, &c) < 2 && c.stages > 3)
-			c.stages--;
-		if (per_sm(t, &c) >= 2 && c.bn <= s->bn) {
-			*s = c;
-			return;
-		}
-	}
-}
-
 static int
 choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
@@ -779,7 +745,6 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 	if (!found)
 		return -1;
 	*s = best;
-	overlap_short(t, s, rows);
 	split_k(t, s, tlo, tokens);
 	return 0;
 }
