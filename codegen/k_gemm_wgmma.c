@@ -430,6 +430,35 @@ gemm_b_row(G *g, LLVMValueRef n)
 	return cg_add(f, cg_muli(f, cg_and(f, n, 1), g->k.s.N / 2), cg_shr(f, n, 1));
 }
 
+/* The cp.async pipeline's first L stages, one commit group each (empty past
+ * the last k-tile, so the wait counts stay the same). */
+static void
+load_first(G *g, int L)
+{
+	CgFn *f = g->k.f;
+
+	for (int i = 0; i < L; i++) {
+		if (i < g->kt)
+			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
+		cg_cp_async_commit(f);
+	}
+}
+
+/* k-tile kt + L into its stage ((kt + L) % stages), if there is one; a
+ * commit group either way. */
+static void
+load_ahead(G *g, LLVMValueRef kt, int L)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef kn = cg_addi(f, kt, L);
+	CgIf c;
+
+	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
+	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, cg_urem(f, kn, cg_i32(f, g->k.s.stages)), g->wg.stage)), kn);
+	cg_endif(f, &c);
+	cg_cp_async_commit(f);
+}
+
 /*
  * One tile's k-loop: k-tile kt (= scale block kt) in a fresh accumulator
  * (scale-d 0), retired at once (wait_group 0: the promotion reads it), then
@@ -446,10 +475,9 @@ f8_mainloop(G *g)
 	const GemmSpec *s = &g->k.s;
 	int S = s->stages, L = S - 1;
 	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
-	LLVMValueRef da0, db0, kt, kn, st, k64, arow[2 * MAXF], bcol, sa[2 * MAXF], sb[2 * MAXF];
+	LLVMValueRef da0, db0, kt, k64, arow[2 * MAXF], bcol, sa[2 * MAXF], sb[2 * MAXF];
 	LLVMValueRef n0 = cg_add(f, cg_add(f, g->k.n0, g->wn0), cg_shl(f, cg_and(f, g->k.lane, 3), 1));
 	CgLoop l;
-	CgIf c;
 
 	gemm_wgmma_descs(g, &da0, &db0);
 	for (int i = 0; i < 2 * g->mi; i++) {
@@ -465,22 +493,13 @@ f8_mainloop(G *g)
 		for (int j = 0; j < g->ni; j++)
 			for (int q = 0; q < 4; q++)
 				cg_set(f, g->wg.fin[i][j][q], cg_f32(f, 0));
-	for (int i = 0; i < L; i++) {
-		if (i < g->kt)
-			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
-		cg_cp_async_commit(f);
-	}
+	load_first(g, L);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, L - 1);
 	gemm_fence_proxy_async(f);
 	cg_barrier(f);
 	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
-	kn = cg_addi(f, kt, L);
-	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	st = cg_urem(f, kn, cg_i32(f, S));
-	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage)), kn);
-	cg_endif(f, &c);
-	cg_cp_async_commit(f);
+	load_ahead(g, kt, L);
 	/* the scales load while the tensor cores work */
 	k64 = cg_sext64(f, kt);
 	for (int i = 0; i < 2 * g->mi; i++)
@@ -513,20 +532,15 @@ gemm_wgmma_mainloop(G *g)
 	const GemmSpec *s = &g->k.s;
 	int S = s->stages;
 	int pipe = !s->no_frag_pipe && S >= 4, L = pipe ? S - 2 : S - 1;
-	LLVMValueRef da0, db0, kt, kn, st, scale;
+	LLVMValueRef da0, db0, kt, scale;
 	CgLoop l;
-	CgIf c;
 
 	if (s->f8.group > 0) {
 		f8_mainloop(g);
 		return;
 	}
 	gemm_wgmma_descs(g, &da0, &db0);	/* stage 0 at this warpgroup's rows and columns */
-	for (int i = 0; i < L; i++) {
-		if (i < g->kt)
-			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
-		cg_cp_async_commit(f);
-	}
+	load_first(g, L);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, L - 1);	/* k-tile kt has landed (this thread's part) */
 	gemm_fence_proxy_async(f);
@@ -534,12 +548,7 @@ gemm_wgmma_mainloop(G *g)
 	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
 	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), scale);
 	/* the next loads go out while the tensor cores work */
-	kn = cg_addi(f, kt, L);
-	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	st = cg_urem(f, kn, cg_i32(f, S));
-	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage)), kn);
-	cg_endif(f, &c);
-	cg_cp_async_commit(f);
+	load_ahead(g, kt, L);
 	wg_wait(f, pipe ? 1 : 0);
 	cg_endloop(f, &l);
 	wg_wait(f, 0);
