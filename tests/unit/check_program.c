@@ -68,6 +68,33 @@ check_at(CgProgram *p, Module *ref, int64_t T)
 	check_wide(p, ref, T, 64);
 }
 
+/* The block `src` through the default pipeline (m), and as parsed (*ref,
+ * the interpreter's reference). */
+static Module *
+fused(const char *name, const char *src, Module **ref, Diag *d)
+{
+	Module *m = ir_parse(name, src, strlen(src), d);
+	PassOpts o;
+	PassCtx c = {.d = d};
+
+	*ref = ir_parse(name, src, strlen(src), d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(*ref);
+	pass_default_opts(&o);
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	return m;
+}
+
+/* Options for the emulator alone, runs of up to max_tokens. */
+static void
+emu_opts(CgCompileOpts *co, int64_t max_tokens)
+{
+	cg_compile_default(co);
+	co->arch[0] = "emu";
+	co->narch = 1;
+	co->max_tokens = max_tokens;
+}
+
 /* K = 512: decode GEMMs too few tiles for the SMs (split-K), in a block
  * with a MoE and a dense GEMM. */
 static const char split_block[] =
@@ -96,23 +123,13 @@ START_TEST(test_program_split_k_matches_interpreter)
 {
 	Diag d;
 	Module *m, *ref;
-	PassOpts o;
-	PassCtx c;
 	CgCompileOpts co;
 	CgProgram *p;
 	int split = 0, memsets = 0, ws = 0;
 
 	diag_init(&d, stderr);
-	m = ir_parse("split.ir", split_block, strlen(split_block), &d);
-	ref = ir_parse("split.ir", split_block, strlen(split_block), &d);
-	ck_assert_ptr_nonnull(m);
-	pass_default_opts(&o);
-	c = (PassCtx){&d, NULL};
-	ck_assert_int_eq(pass_run(m, &o, &c), 0);
-	cg_compile_default(&co);
-	co.arch[0] = "emu";
-	co.narch = 1;
-	co.max_tokens = 256;
+	m = fused("split.ir", split_block, &ref, &d);
+	emu_opts(&co, 256);
 	p = cg_compile(m, &co, &d);
 	ck_assert_ptr_nonnull(p);
 	const Manifest *man = cg_program_manifest(p);
@@ -213,8 +230,6 @@ START_TEST(test_tuning_table_selects_variants)
 	const char *path = table(text);
 	Diag d;
 	Module *m, *ref;
-	PassOpts o;
-	PassCtx c;
 	CgCompileOpts co;
 	CgProgram *p;
 	CgTuning *t;
@@ -232,15 +247,8 @@ START_TEST(test_tuning_table_selects_variants)
 	ck_assert_int_eq(e->line, 4);
 	ck_assert(e->us == 12.5);
 	ck_assert_ptr_null(cg_tuning_find(t, "sm_80", "dense.m1.n512.k512.bf16.bf16.nk.t1-64"));
-	m = ir_parse("split.ir", split_block, strlen(split_block), &d);
-	ref = ir_parse("split.ir", split_block, strlen(split_block), &d);
-	pass_default_opts(&o);
-	c = (PassCtx){&d, NULL};
-	ck_assert_int_eq(pass_run(m, &o, &c), 0);
-	cg_compile_default(&co);
-	co.arch[0] = "emu";
-	co.narch = 1;
-	co.max_tokens = 256;
+	m = fused("split.ir", split_block, &ref, &d);
+	emu_opts(&co, 256);
 	co.tuning = t;
 	FILE *mem = open_memstream(&buf, &n);
 	diag_init(&d, mem);
@@ -274,23 +282,13 @@ START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 {
 	Diag d;
 	Module *m, *ref;
-	PassOpts o;
-	PassCtx c = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	int variants = 0;
 
 	diag_init(&d, stderr);
-	m = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
-	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
-	ck_assert_ptr_nonnull(m);
-	pass_default_opts(&o);
-	c = (PassCtx){.d = &d};
-	ck_assert_int_eq(pass_run(m, &o, &c), 0);	/* the default pipeline */
-	cg_compile_default(&co);
-	co.arch[0] = "emu";
-	co.narch = 1;
-	co.max_tokens = 256;
+	m = fused("block.ir", moe_block, &ref, &d);	/* the default pipeline */
+	emu_opts(&co, 256);
 	p = cg_compile(m, &co, &d);
 	ck_assert_ptr_nonnull(p);
 	const Manifest *man = cg_program_manifest(p);
@@ -313,23 +311,14 @@ START_TEST(test_generated_weights_reuse_dead_ones)
 {
 	Diag d;
 	Module *m, *ref;
-	PassOpts o;
-	PassCtx c = {0};
 	CgCompileOpts co;
 	CgProgram *p;
 	uint64_t sum = 0, region, off[64];
 	int shared = 0;
 
 	diag_init(&d, stderr);
-	m = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
-	ref = ir_parse("block.ir", moe_block, strlen(moe_block), &d);
-	pass_default_opts(&o);
-	c = (PassCtx){.d = &d};
-	ck_assert_int_eq(pass_run(m, &o, &c), 0);
-	cg_compile_default(&co);
-	co.arch[0] = "emu";
-	co.narch = 1;
-	co.max_tokens = 256;
+	m = fused("block.ir", moe_block, &ref, &d);
+	emu_opts(&co, 256);
 	p = cg_compile(m, &co, &d);
 	ck_assert_ptr_nonnull(p);
 	const Manifest *man = cg_program_manifest(p);
