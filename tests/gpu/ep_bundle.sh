@@ -21,10 +21,7 @@ CC=${CC:-gcc}
 command -v "$CC" >/dev/null 2>&1 || CC=cc
 mkdir -p "$B" || exit 1
 . tests/gpu/find_nccl.sh
-MOERT_LIBNCCL=$(find_nccl)
-[ -n "$MOERT_LIBNCCL" ] || { echo "SKIP no libnccl.so.2 found (set MOERT_LIBNCCL)"; exit 77; }
-export MOERT_LIBNCCL
-echo "libnccl: $MOERT_LIBNCCL"
+use_nccl
 tests/gpu/build_moert.sh "$B/moert" || { echo "FAIL build moert"; exit 1; }
 # shellcheck disable=SC2086
 $CC -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iutil -Ibundle -Iruntime \

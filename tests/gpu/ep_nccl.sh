@@ -25,10 +25,7 @@ command -v "$CC" >/dev/null 2>&1 || CC=cc
 mkdir -p "$B" || exit 1
 
 . tests/gpu/find_nccl.sh
-MOERT_LIBNCCL=$(find_nccl)
-[ -n "$MOERT_LIBNCCL" ] || { echo "SKIP no libnccl.so.2 found (set MOERT_LIBNCCL)"; exit 77; }
-export MOERT_LIBNCCL
-echo "libnccl: $MOERT_LIBNCCL"
+use_nccl
 echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset (the runtime sets 0)}"
 
 # shellcheck disable=SC2086

@@ -21,3 +21,12 @@ find_nccl() {
 		[ -f "$f" ] && { echo "$f"; return; }
 	done
 }
+
+# use_nccl: export MOERT_LIBNCCL as find_nccl finds it and say which, or
+# exit 77 (skipped) when there is none.
+use_nccl() {
+	MOERT_LIBNCCL=$(find_nccl)
+	[ -n "$MOERT_LIBNCCL" ] || { echo "SKIP no libnccl.so.2 found (set MOERT_LIBNCCL)"; exit 77; }
+	export MOERT_LIBNCCL
+	echo "libnccl: $MOERT_LIBNCCL"
+}
