@@ -116,6 +116,7 @@ struct CgKernel {
 	CgExpr grid[3];		/* CTAs, as functions of T */
 	int smem;		/* dynamic shared memory, bytes */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
+	int maxnreg;		/* .maxnreg: registers per thread at entry, pinned (0: ptxas picks); cg_fn_maxnreg */
 	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
 	const CgTmap *tmap;	/* per CGP_TMAP parameter, in parameter order (NULL: none) */
 	int ntmap;
@@ -582,10 +583,21 @@ enum {
 	CG_TMAPROBE_EXTRA_ARRIVE = 1 << 1,	/* arrive twice on a barrier of count 1 */
 	CG_TMAPROBE_SHORT_TX = 1 << 2,		/* expect_tx 16 bytes short: the phase never completes */
 	CG_TMAPROBE_OVERWRITE = 1 << 3,		/* st.shared into the box while the copy is in flight */
+	CG_TMAPROBE_STRAY_TX = 1 << 4,		/* after the wait, arrive.expect_tx 16 that no copy completes */
 };
 int cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d);
 /* The probe's tensor map over A [rows][64] bf16. */
 CgTmap cg_tma_probe_map(int rows);
+/*
+ * A kernel "name(D)" of three warpgroups, the warp-specialised GEMM's
+ * register split: entry registers per thread pinned (0: not pinned), then
+ * warpgroup 0 setmaxnreg.dec to dec, warpgroups 1 and 2 setmaxnreg.inc to
+ * inc; every thread stores its index + 1 to D[384] (i32).
+ */
+int cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, Diag *d);
+/* The most registers per thread a CTA of that many threads can start with
+ * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
+int cg_regs_per_thread(int threads);
 
 /* epilogue.c: the output quantisation stage */
 double cg_quant_qmax(DType c_dt);	/* 448 (f8e4m3), 127 (i8); 0: not a quantised type */
@@ -812,6 +824,13 @@ LLVMValueRef cg_arg(CgFn *f, int i);
 void cg_arg_noalias(CgFn *f, int i);
 /* The maps behind the kernel's CGP_TMAP parameters, in order (copied). */
 void cg_fn_tmaps(CgFn *f, const CgTmap *t, int n);
+/*
+ * Pin the registers each thread starts with (.maxnreg, a multiple of 8 up to
+ * cg_regs_per_thread(threads)).  A kernel that uses setmaxnreg must: its
+ * per-CTA register pool holds only what setmaxnreg.dec gives back of those,
+ * and setmaxnreg.inc blocks until the pool has enough.
+ */
+void cg_fn_maxnreg(CgFn *f, int regs);
 const CgTarget *cg_fn_target(const CgFn *f);
 int cg_fn_require(CgFn *f, unsigned caps, const char *what);
 
@@ -894,7 +913,7 @@ void cg_mma_sync(CgFn *f, DType dt, LLVMValueRef a[4], LLVMValueRef b[2],
 /* cvt.rna.tf32.f32 of the f32 bits in an i32 (f32_to_tf32) */
 LLVMValueRef cg_to_tf32(CgFn *f, LLVMValueRef bits);
 /* Hopper-only, gated: a diagnostic on other targets */
-void cg_setmaxnreg(CgFn *f, int inc, int nreg);	/* warpgroup-wide */
+void cg_setmaxnreg(CgFn *f, int inc, int nreg);	/* warpgroup-wide; needs cg_fn_maxnreg */
 /*
  * sm_90 asynchronous copies and mbarriers (emu: emu.c's models).  Shared
  * locations are i32 byte offsets into the dynamic shared memory; an

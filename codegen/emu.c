@@ -58,9 +58,18 @@
  * arrive (one of the count), their bytes remembering the barrier and phase;
  * being generic-proxy writes, a wgmma reading them also needs a
  * fence.proxy.async by each of its threads after its wait for that phase.
- * setmaxnreg is a warpgroup collective (a no-op, the count and direction
- * uniform over the warpgroup) and elect.sync a warp collective that picks
- * lane 0.
+ * setmaxnreg is a warpgroup collective (the count and direction uniform
+ * over the warpgroup) on the CTA's register pool, as the PTX ISA has it:
+ * every warpgroup starts with the kernel's pinned registers at entry
+ * (.maxnreg, CgKernel.maxnreg; setmaxnreg without it is an error), .dec
+ * gives (current - count) x 128 back to the pool, .inc blocks until the pool
+ * holds (count - current) x 128 and takes them; the pool starts empty, so
+ * the counts after the split must fit in entry x threads (a .inc that never
+ * gets its registers is a deadlock, and said so).  elect.sync is a warp
+ * collective that picks lane 0.  A CTA that exits with an mbarrier phase
+ * partly arrived (arrivals or transaction bytes outstanding) is an error:
+ * an arrival missing or one too many, which on the GPU hangs the kernel
+ * once anything waits for that phase.
  *
  * Single-threaded and not reentrant: one launch at a time per process.
  */
@@ -161,6 +170,7 @@ typedef struct Wg Wg;
 struct Wg {
 	WgOp op[WG_MAXOPS];
 	int nop, ncommit;
+	int regs;		/* per thread, after its setmaxnreg so far */
 };
 
 static struct {
@@ -177,6 +187,7 @@ static struct {
 	uint16_t *owner, *rd;
 	uint32_t *epoch;
 	Wg *wg;			/* per warpgroup */
+	int maxnreg, pool;	/* registers per thread at entry; the CTA's pool (setmaxnreg) */
 	/* mbarriers and tensor copies; per shared byte: the copy's barrier + 1 and phase, kind */
 	Mbar mb[MAXBAR];
 	int nmb;
@@ -1199,9 +1210,67 @@ do_wg(Thr *w, int wg)
 	case C_WG_WAIT:
 		wg_retire(g, w[0].ci);
 		break;
-	case C_SETMAXNREG:	/* no registers here; wg_step checked it is uniform */
+	case C_SETMAXNREG:	/* the pool: regs_step, before */
 		break;
 	}
+}
+
+/*
+ * setmaxnreg of warpgroup g (code: inc << 16 | count) on the CTA's pool:
+ * 1 once done, 0 while a .inc waits for registers (or after a failure).
+ */
+static int
+regs_step(int g, int code)
+{
+	Wg *w = &E.wg[g];
+	int inc = code >> 16, n = code & 0xffff;
+
+	if (!E.maxnreg) {
+		fail("warpgroup %d: setmaxnreg in a kernel whose registers at entry are not pinned (.maxnreg): "
+		     "ptxas may ignore it or start its threads with fewer registers than the split needs", g);
+		return 0;
+	}
+	if (inc ? n < w->regs : n > w->regs) {
+		fail("warpgroup %d: setmaxnreg.%s %d with %d registers per thread", g, inc ? "inc" : "dec", n,
+		     w->regs);
+		return 0;
+	}
+	if ((n - w->regs) * 128 > E.pool)
+		return 0;	/* blocks until another warpgroup gives some back */
+	E.pool -= (n - w->regs) * 128;
+	w->regs = n;
+	return 1;
+}
+
+/* The warpgroup blocked at setmaxnreg.inc, or -1. */
+static int
+regs_blocked(void)
+{
+	for (int g = 0; g < E.nthr / 128; g++) {
+		Thr *t = &E.thr[g * 128];
+		int all = 1;
+		for (int i = 0; i < 128 && all; i++)
+			all = t[i].state == T_COLL && t[i].coll == C_SETMAXNREG && t[i].ci == t[0].ci;
+		if (all && t[0].ci >> 16)
+			return g;
+	}
+	return -1;
+}
+
+/* At the CTA's end: every mbarrier phase begun was completed. */
+static int
+mbar_all_settled(void)
+{
+	for (int i = 0; i < E.nmb; i++) {
+		const Mbar *b = &E.mb[i];
+		if (b->pending != b->count || b->tx != 0) {
+			fail("the CTA exits with phase %u of the mbarrier at offset %ld partly arrived (%d of its "
+			     "%d arrivals, %lld transaction bytes outstanding): an arrival missing, or one too many",
+			     b->done, b->off, b->count - b->pending, b->count, (long long)b->tx);
+			return 0;
+		}
+	}
+	return 1;
 }
 
 /* ---- the scheduler ---- */
@@ -1234,6 +1303,8 @@ wg_step(int g)
 			return 0;
 		}
 	}
+	if (t[0].coll == C_SETMAXNREG && !regs_step(g, t[0].ci))
+		return 0;
 	do_wg(t, g);
 	for (int i = 0; i < 128; i++)
 		t[i].state = T_RUN;
@@ -1296,8 +1367,11 @@ run_cta(void)
 	memset(E.agen, 0, E.smem_bytes);
 	E.nmb = 0;
 	E.nbulk = 0;
-	for (int i = 0; i < n / 128; i++)
+	for (int i = 0; i < n / 128; i++) {
 		E.wg[i].nop = E.wg[i].ncommit = 0;
+		E.wg[i].regs = E.maxnreg;
+	}
+	E.pool = 0;
 	for (int i = 0; i < n; i++) {
 		Thr *t = &E.thr[i];
 		t->lin = i;
@@ -1349,7 +1423,7 @@ run_cta(void)
 					     "wgmma.wait_group", g, E.wg[g].nop);
 					return -1;
 				}
-			return 0;
+			return mbar_all_settled() ? 0 : -1;
 		}
 		if (!progress && nbar && nbar + ndone == n) {
 			if (ndone) {
@@ -1359,6 +1433,13 @@ run_cta(void)
 			for (int i = 0; i < n; i++)
 				E.thr[i].state = T_RUN;
 			progress = 1;
+		}
+		if (!progress && regs_blocked() >= 0) {
+			int g = regs_blocked(), want = E.thr[g * 128].ci & 0xffff;
+			fail("deadlock: setmaxnreg.inc %d of warpgroup %d waits for %d registers, the CTA's pool has "
+			     "%d (%d per thread at entry x %d threads, less what the warpgroups hold)", want, g,
+			     (want - E.wg[g].regs) * 128, E.pool, E.maxnreg, n);
+			return -1;
 		}
 		if (!progress) {
 			fail("deadlock: %d threads at a barrier, %d waiting on mbarriers, %d exited, the rest "
@@ -1492,6 +1573,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 		E.cap = n;
 	}
 	E.nthr = n;
+	E.maxnreg = k->maxnreg;
 	*(void **)&E.fn = (void *)(uintptr_t)addr;
 	E.args = xmalloc((size_t)(l->nargs > 0 ? l->nargs : 1) * sizeof *E.args);
 	memcpy(E.args, l->args, (size_t)l->nargs * sizeof *E.args);

@@ -5,7 +5,8 @@
  *
  *	all:       mbarrier.init full[S] (count 1), empty[S] (count: consumer
  *	           warps); [the expert table]; producer: setmaxnreg.dec 40,
- *	           consumers: setmaxnreg.inc 232 (with two consumer warpgroups)
+ *	           consumers: setmaxnreg.inc 232 (with two consumer warpgroups:
+ *	           regs_split below)
  *	producer   (one elected thread of warp 0), per tile of the schedule,
  *	           per k-tile, it = k-tiles so far, s = it % S:
  *	               wait empty[s] (parity of it/S, flipped); arrive.expect_tx
@@ -49,6 +50,17 @@
  *	    cp.async.mbarrier.arrive.noinc full[s]
  *	consumers: wait full[s]; fence.proxy.async; wgmma ... as above
  *
+ * Registers (two consumer warpgroups, 384 threads): the kernel pins 168 a
+ * thread at entry (.maxnreg, cg_regs_per_thread), 64512 in all, and that is
+ * all the CTA has: setmaxnreg.dec gives registers back to a per-CTA pool and
+ * setmaxnreg.inc blocks until the pool holds what it asks for (PTX ISA,
+ * setmaxnreg).  So the consumers' 2 x 128 x 232 and the producer's 128 x P
+ * must fit in 384 x 168: P = 40, gathered A or not.  (P = 48, 128 x 48 + 256
+ * x 232 = 65536 "= 64K", left the second consumer warpgroup's .inc waiting
+ * for 1024 registers forever: the gathered kernels hung on the H200 on
+ * 2026-12-02; the emulator now models the pool.)  The producer's 40 hold the
+ * gathered chunks' sources too: ptxas spills nothing.
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
  * convert), group quantisation (its block barriers would include the
@@ -59,10 +71,8 @@
 
 #include "k_gemm.h"
 
-#define PRODUCER_REGS 40
-#define GATHER_PRODUCER_REGS 48	/* + the A chunks' sources: 128*48 + 256*232 = 64K */
 #define PRODUCERS 128		/* threads of the producer warpgroup */
-#define CONSUMER_REGS 232
+#define CONSUMER_REGS 232	/* per consumer thread, with two consumer warpgroups */
 #define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
 
@@ -138,10 +148,8 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
 	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
 		return 0;
-	/* Gathered A (cp.async producers) passes the emulator but hung on the
-	 * H200 on 2026-12-02 (bench/gemm wsup_*): not chosen unless asked for. */
-	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
-		return 0;
+	if (s->gather && cg_module_debug(m) & DBG_NO_WS_GATHER)
+		return 0;	/* --debug=no-ws-gather: the cp.async wgmma mainloop */
 	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WS;
 	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)
@@ -381,6 +389,17 @@ consume_tile(GemmCore *k)
 }
 
 /*
+ * With two consumer warpgroups: the producer's registers per thread, what is
+ * left of the CTA's (pinned at entry) once the consumers take CONSUMER_REGS
+ * each (384 threads: 3 x 168 = 40 + 2 x 232).
+ */
+static int
+producer_regs(int nthr)
+{
+	return (cg_regs_per_thread(nthr) * nthr - (nthr - PRODUCERS) * CONSUMER_REGS) / PRODUCERS / 8 * 8;
+}
+
+/*
  * The roles, each with its own copy of the schedule, so that all of a
  * role's code follows its setmaxnreg (ptxas budgets registers per region:
  * code shared after the branches would get the launch's 168).
@@ -395,8 +414,8 @@ roles(W *w)
 	CgIf p, e;
 
 	cg_if(f, &p, LLVMBuildICmp(f->B, LLVMIntEQ, cg_shr(f, k->warp, 2), cg_i32(f, 0), ""));
-	if (two)	/* 384 threads start at 168 registers: 128*40 + 256*232 <= 64K */
-		cg_setmaxnreg(f, 0, k->s.gather ? GATHER_PRODUCER_REGS : PRODUCER_REGS);
+	if (two)
+		cg_setmaxnreg(f, 0, producer_regs(k->nthr));
 	if (k->s.gather) {	/* every producer thread: its A chunks */
 		gemm_schedule(k, produce_tile);
 		cg_cp_async_commit(f);	/* no thread leaves with copies in flight */
@@ -431,6 +450,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		free(w);
 		return -1;
 	}
+	if (s->warps_m * s->warps_n == 8)	/* setmaxnreg's pool: what the threads start with */
+		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
 	tmaps(g, maps);
 	if (s->gather)
 		cg_fn_tmaps(g->k.f, maps + 1, 1);	/* B only: A's rows are gathered */
@@ -501,6 +522,11 @@ cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d)
 	cg_endif(f, &t0);
 	if (!(flags & CG_TMAPROBE_NO_WAIT))
 		cg_mbar_wait(f, bar, cg_i32(f, 0));
+	if (flags & CG_TMAPROBE_STRAY_TX) {
+		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+		cg_mbar_arrive_tx(f, bar, cg_i32(f, 16));
+		cg_endif(f, &t0);
+	}
 	/* thread t: row t/8, 16-byte chunk t%8, stored at chunk ^ (row % 8) */
 	row = cg_shr(f, tid, 3);
 	ch = cg_and(f, tid, 7);
@@ -509,4 +535,28 @@ cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d)
 						       cg_shl(f, LLVMBuildXor(f->B, ch, cg_and(f, row, 7), ""), 4)))), 16);
 	cg_gstore(f, v, cg_gep(f, cg_arg(f, 1), tid, 16), 16);
 	return cg_fn_end(f, block, grid, 4096, "tma probe");
+}
+
+int
+cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, Diag *d)
+{
+	CgParam p[1] = {{CGP_PTR, "D"}};
+	int block[3] = {3 * PRODUCERS, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid;
+	CgFn *f;
+	CgIf p0;
+
+	if (!(f = cg_fn_begin(m, name, p, 1, block[0], 1, d)))
+		return -1;
+	if (entry)
+		cg_fn_maxnreg(f, entry);
+	tid = cg_tid(f, 0);
+	cg_if(f, &p0, cg_lt(f, tid, cg_i32(f, PRODUCERS)));
+	cg_setmaxnreg(f, 0, dec);
+	cg_else(f, &p0);
+	cg_setmaxnreg(f, 1, inc);
+	cg_endif(f, &p0);
+	cg_gstore(f, cg_addi(f, tid, 1), cg_gep(f, cg_arg(f, 0), tid, 4), 4);
+	return cg_fn_end(f, block, grid, 0, "setmaxnreg probe");
 }

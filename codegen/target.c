@@ -579,6 +579,36 @@ cg_fn_tmaps(CgFn *f, const CgTmap *t, int n)
 	f->k->ntmap = n;
 }
 
+int
+cg_regs_per_thread(int threads)
+{
+	int r = threads > 0 ? 65536 / threads / 8 * 8 : 0;
+
+	return r < 248 ? r : 248;
+}
+
+void
+cg_fn_maxnreg(CgFn *f, int regs)
+{
+	if (regs < 24 || regs % 8 || regs > cg_regs_per_thread(f->nthreads)) {
+		diag_error(f->d, LOC_NONE, "kernel '%s': %d registers per thread at entry (need a multiple of 8 "
+			   "in 24..%d for %d threads)", f->k->name, regs, cg_regs_per_thread(f->nthreads),
+			   f->nthreads);
+		f->err = 1;
+		return;
+	}
+	f->k->maxnreg = regs;
+#if LLVM_VERSION_MAJOR >= 21
+	if (!f->emu) {
+		char buf[16];
+		snprintf(buf, sizeof buf, "%d", regs);
+		LLVMAddAttributeAtIndex(f->fn, LLVMAttributeFunctionIndex,
+					LLVMCreateStringAttribute(f->C, "nvvm.maxnreg", 12, buf,
+								  (unsigned)strlen(buf)));
+	}
+#endif
+}
+
 void
 cg_arg_noalias(CgFn *f, int i)
 {
@@ -592,10 +622,10 @@ static void
 launch_bounds(CgFn *f)
 {
 #if LLVM_VERSION_MAJOR < 21
-	const char *key[2] = {"maxntidx", "minctasm"};
-	int val[2] = {f->nthreads, f->k->min_ctas};
+	const char *key[3] = {"maxntidx", "minctasm", "maxnreg"};
+	int val[3] = {f->nthreads, f->k->min_ctas, f->k->maxnreg};
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		LLVMMetadataRef ops[3];
 		if (val[i] <= 0)
 			continue;
@@ -1230,6 +1260,13 @@ cg_setmaxnreg(CgFn *f, int inc, int nreg)
 		f->err = 1;
 		return;
 	}
+	if (!f->k->maxnreg) {	/* ptxas would guess the entry count, or ignore setmaxnreg (C7508) */
+		if (!f->err)	/* else cg_fn_maxnreg said why */
+			diag_error(f->d, LOC_NONE, "setmaxnreg in kernel '%s', whose registers at entry are not "
+				   "pinned (cg_fn_maxnreg)", f->k->name);
+		f->err = 1;
+		return;
+	}
 	if (f->emu) {	/* a warpgroup collective there: uniformity is checked */
 		LLVMValueRef c = cg_i32(f, inc << 16 | nreg);
 		cg_call_emu(f, "moec_emu_setmaxnreg", NULL, &c, 1);
@@ -1613,7 +1650,8 @@ cg_emit_probe(CgModule *m, const char *name, unsigned cap, Diag *d)
 		return -1;
 	x = cg_arg(f, 0);
 	switch (cap) {
-	case CG_SETMAXNREG:
+	case CG_SETMAXNREG:	/* the registers it starts with: .inc takes none from the pool */
+		cg_fn_maxnreg(f, 240);
 		cg_setmaxnreg(f, 1, 240);
 		break;
 	case CG_WGMMA:

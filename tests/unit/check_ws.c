@@ -189,7 +189,7 @@ END_TEST
 
 /* Gathered A (Mixtral's up-projection, two consumers; one consumer with
  * bk 128): cp.async chunks, their arrival on the stage's mbarrier, the
- * consumers' proxy fence, B by TMA; no spills with 48 producer registers. */
+ * consumers' proxy fence, B by TMA; no spills with 40 producer registers. */
 START_TEST(test_ws_gather_ptx_assembles_for_sm90a)
 {
 	GemmSpec s[2];
@@ -210,7 +210,8 @@ START_TEST(test_ws_gather_ptx_assembles_for_sm90a)
 	ck_assert(gh_count(ptx, "fence.proxy.async.shared::cta") >= 2);
 	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.3d") >= 2);
 	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.2d"), 0);	/* A is not a box */
-	ck_assert(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 48") >= 1);
+	ck_assert(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 40") >= 1);	/* 48 hung: the pool */
+	ck_assert(gh_count(ptx, ".maxnreg 168") >= 1);
 	gh_assemble(m, 2, "check_ws gather", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 }
@@ -401,6 +402,7 @@ START_TEST(test_ws_tma_probe_hazards_are_diagnostics)
 		{CG_TMAPROBE_EXTRA_ARRIVE, "more arrivals"},
 		{CG_TMAPROBE_SHORT_TX, "waiting on mbarriers"},
 		{CG_TMAPROBE_OVERWRITE, "has not yet written"},
+		{CG_TMAPROBE_STRAY_TX, "partly arrived (1 of its 1 arrivals, 16 transaction bytes outstanding)"},
 	};
 	uint16_t *A = aligned_alloc(64, 20 * 64 * 2), *D = aligned_alloc(64, 16 * 64 * 2);
 	char msg[600];
@@ -442,6 +444,90 @@ START_TEST(test_ws_tma_probe_ptx)
 }
 END_TEST
 
+/* ---- setmaxnreg's per-CTA register pool, through cg_emit_regs_probe ---- */
+
+/* The probe (384 threads) on the emulator: 0, or -1 with the diagnostic in msg. */
+static int
+run_regs_probe(int entry, int dec, int inc, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	int32_t D[384];
+	uint64_t arg = (uint64_t)(uintptr_t)D;
+	CgEmuBuf buf = {D, sizeof D};
+	CgEmuLaunch l = {{1, 1, 1}, {384, 1, 1}, 0, &arg, 1, &buf, 1};
+	Diag d;
+	CgModule *m;
+	int rc;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "regs", &d);
+	ck_assert_msg(cg_emit_regs_probe(m, "p", entry, dec, inc, &d) == 0, "%s", d.last);
+	memset(D, 0, sizeof D);
+	rc = cg_emu_run(m, "p", &l, &d);
+	for (int i = 0; i < 384 && rc == 0; i++)
+		ck_assert_int_eq(D[i], i + 1);
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+/* The split the WS GEMM uses fits what 384 threads start with (168 each);
+ * the one the gathered kernels used (48 + 2 x 232) does not: the second
+ * consumer warpgroup's setmaxnreg.inc waits forever, as it did on the H200. */
+START_TEST(test_ws_setmaxnreg_pool)
+{
+	CgTarget t = {"emu", NULL, 3};
+	char msg[600];
+	Diag d;
+	CgModule *m;
+
+	ck_assert_int_eq(cg_regs_per_thread(384), 168);
+	ck_assert_msg(run_regs_probe(168, 40, 232, msg, sizeof msg) == 0, "%s", msg);
+	ck_assert_msg(run_regs_probe(168, 56, 224, msg, sizeof msg) == 0, "%s", msg);
+	ck_assert_int_eq(run_regs_probe(168, 48, 232, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "deadlock: setmaxnreg.inc 232 of warpgroup 2 waits for 8192 registers, "
+			  "the CTA's pool has 7168"), "%s", msg);
+	ck_assert_int_eq(run_regs_probe(160, 40, 232, msg, sizeof msg), -1);	/* fewer at entry */
+	ck_assert_msg(strstr(msg, "deadlock: setmaxnreg.inc 232"), "%s", msg);
+	ck_assert_int_eq(run_regs_probe(168, 40, 160, msg, sizeof msg), -1);	/* .inc downwards */
+	ck_assert_msg(strstr(msg, "setmaxnreg.inc 160 with 168 registers"), "%s", msg);
+	ck_assert_int_eq(run_regs_probe(168, 176, 232, msg, sizeof msg), -1);	/* .dec upwards */
+	ck_assert_msg(strstr(msg, "setmaxnreg.dec 176 with 168 registers"), "%s", msg);
+	/* not pinned, or more than 384 threads can start with: refused when built */
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "regs", &d);
+	ck_assert_int_eq(cg_emit_regs_probe(m, "p", 0, 40, 232, &d), -1);
+	ck_assert_msg(strstr(d.last, "registers at entry are not pinned"), "%s", d.last);
+	ck_assert_int_eq(cg_emit_regs_probe(m, "q", 176, 40, 232, &d), -1);
+	ck_assert_msg(strstr(d.last, "176 registers per thread at entry"), "%s", d.last);
+	ck_assert_int_eq(cg_module_nkernel(m), 0);
+	cg_module_free(m);
+}
+END_TEST
+
+/* On sm_90a the pinned count is .maxnreg, and ptxas starts the threads with it. */
+START_TEST(test_ws_setmaxnreg_probe_ptx)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	Diag d;
+	CgModule *m;
+	size_t len;
+	const char *ptx;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "regs", &d);
+	ck_assert_msg(cg_emit_regs_probe(m, "p", 168, 40, 232, &d) == 0, "%s", d.last);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_ptr_nonnull(ptx);
+	ck_assert_ptr_nonnull(strstr(ptx, ".maxnreg 168"));
+	ck_assert_ptr_nonnull(strstr(ptx, "setmaxnreg.dec.sync.aligned.u32 40"));
+	ck_assert_ptr_nonnull(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 232"));
+	if (gh_assemble(m, 1, "check_ws regs", 0))	/* unpinned, ptxas gives it 4 and ignores setmaxnreg */
+		ck_assert_int_eq(cg_module_find(m, "p")->regs, 168);
+	cg_module_free(m);
+}
+END_TEST
+
 Suite *
 ws_suite(void)
 {
@@ -463,6 +549,8 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);
+	tcase_add_test(t, test_ws_setmaxnreg_pool);
+	tcase_add_test(t, test_ws_setmaxnreg_probe_ptx);
 	suite_add_tcase(s, t);
 	return s;
 }
