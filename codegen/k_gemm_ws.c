@@ -49,6 +49,13 @@
  *	    cp.async.mbarrier.arrive.noinc full[s]
  *	consumers: wait full[s]; fence.proxy.async; wgmma ... as above
  *
+ * FP8 x FP8 (GemmSpec.f8, DeepGEMM's promotion): e4m3 maps, a box row of
+ * 128 e4m3 (one k-tile, one scale block); each consumer warpgroup per
+ * k-tile: wgmma into fresh accumulators, its scales from global while they
+ * run, wait_group 0, release the stage, fin += acc * sb * sa (k_gemm_wgmma.c's
+ * promotion).  The warpgroups meet only at the ring, so one's promotion
+ * overlaps the other's wgmma; the producer stays S k-tiles ahead.
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
  * convert), group quantisation (its block barriers would include the
