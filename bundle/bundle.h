@@ -154,7 +154,7 @@ typedef struct MTmap MTmap;
 struct MTmap {
 	const char *name;
 	MArg of;		/* ARG_IN, ARG_OUT, ARG_W or ARG_BUF */
-	DType dt;		/* bf16, f16 or f32 */
+	DType dt;		/* bf16, f16, f32 or f8e4m3 */
 	int rank;		/* 2..MTMAP_MAXRANK */
 	MExpr dim[MTMAP_MAXRANK];	/* elements, innermost first */
 	int64_t stride[MTMAP_MAXRANK - 1];	/* bytes, dims 1.. */

@@ -1117,8 +1117,9 @@ st_tensormap(P *p)
 		return err(p, w.col, "tensormap '%s' maps a pointer (in:N, out:N, w:NAME, buf:NAME)", t.name);
 	if (kv(p, 3, "dtype", &w))
 		return -1;
-	if (dtype_parse(w.s, w.n, &t.dt) || (t.dt != DT_BF16 && t.dt != DT_F16 && t.dt != DT_F32))
-		return err(p, w.col, "dtype '%.*s': bf16, f16 or f32", (int)w.n, w.s);
+	if (dtype_parse(w.s, w.n, &t.dt) || (t.dt != DT_BF16 && t.dt != DT_F16 && t.dt != DT_F32 &&
+					       t.dt != DT_F8E4M3))
+		return err(p, w.col, "dtype '%.*s': bf16, f16, f32 or f8e4m3", (int)w.n, w.s);
 	if (kv(p, 4, "dims", &w))
 		return -1;
 	list = list_of(w);

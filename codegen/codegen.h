@@ -98,13 +98,20 @@ int64_t cg_expr_eval(CgExpr e, int64_t T);
 typedef struct CgTmap CgTmap;
 struct CgTmap {
 	const char *of;		/* role of the pointer parameter it maps: "A", "B" */
-	DType dt;		/* bf16 or f16 */
+	DType dt;		/* bf16, f16, f32 or f8e4m3 (bytes to the TMA) */
 	int rank;		/* 2 or 3 */
 	CgExpr dims[3];		/* elements per dim, innermost first */
 	int64_t strides[2];	/* bytes between indices of dims 1 and 2 */
 	int box[3];		/* elements per dim of one copy */
 	int swizzle;		/* bytes: 0, 32, 64 or 128 */
 };
+
+/* Bytes per element of a tensor map's dtype; 0: not one a map holds. */
+static inline int
+cg_tmap_esize(DType dt)
+{
+	return dt == DT_F32 ? 4 : dt == DT_BF16 || dt == DT_F16 ? 2 : dt == DT_F8E4M3 ? 1 : 0;
+}
 
 /* One emitted kernel: what the bundle's `kernel` and `launch` lines need. */
 typedef struct CgKernel CgKernel;

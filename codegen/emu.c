@@ -605,7 +605,7 @@ swizzle_addr(uint32_t a, int swizzle)
 static int
 tma_map_ok(const EmuTmap *m)
 {
-	if (m->magic != TMAP_MAGIC || m->rank < 2 || m->rank > 3 || (m->esz != 2 && m->esz != 4))
+	if (m->magic != TMAP_MAGIC || m->rank < 2 || m->rank > 3 || (m->esz != 1 && m->esz != 2 && m->esz != 4))
 		return 0;
 	for (int d = 0; d < m->rank; d++)
 		if (m->box[d] < 1 || m->box[d] > 256 || m->dims[d] < 1)
@@ -1638,10 +1638,10 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 int
 cg_tmap_check(const CgTmap *t, int64_t T, Diag *d)
 {
-	int esz = t->dt == DT_F32 ? 4 : 2;
+	int esz = cg_tmap_esize(t->dt);
 
-	if (t->dt != DT_BF16 && t->dt != DT_F16 && t->dt != DT_F32)
-		return diag_error(d, LOC_NONE, "tensor map of %s: element type %s (need bf16, f16 or f32)",
+	if (!esz)
+		return diag_error(d, LOC_NONE, "tensor map of %s: element type %s (need bf16, f16, f32 or f8e4m3)",
 				  t->of, dtype_name(t->dt));
 	if (t->rank < 2 || t->rank > 3)
 		return diag_error(d, LOC_NONE, "tensor map of %s: rank %d (need 2 or 3)", t->of, t->rank);
@@ -1679,7 +1679,7 @@ cg_emu_tmap_encode(const CgTmap *t, const void *base, int64_t T, void *out128, D
 	memset(&m, 0, sizeof m);
 	m.magic = TMAP_MAGIC;
 	m.rank = t->rank;
-	m.esz = t->dt == DT_F32 ? 4 : 2;
+	m.esz = cg_tmap_esize(t->dt);
 	m.swizzle = t->swizzle;
 	m.base = (uint64_t)(uintptr_t)base;
 	for (int i = 0; i < 3; i++) {

@@ -156,6 +156,8 @@ struct G {
 		LLVMValueRef addr;	/* i32: its shared-window address (descriptors) */
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
 		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
+		LLVMValueRef arow[2 * MAXF];	/* ... per tile: A's scale rows of the thread's rows */
+		LLVMValueRef bcol;		/* ... B's scale row of its first column */
 	} wg;
 };
 
@@ -202,6 +204,15 @@ void gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr);
 /* FP8 x FP8 (GemmSpec.f8; the mainloop is gemm_wgmma_mainloop's variant) */
 int gemm_f8_check(const G *g, Diag *d);	/* its rules; 0 or a diagnostic */
 LLVMValueRef gemm_b_row(G *g, LLVMValueRef n);	/* where B row n (i32) of an expert is stored */
+/* Its promotion, which the warp-specialised consumers share: per tile, the
+ * scale pointers and fin = 0; per k-tile, the thread's scales (sa[2 mi],
+ * sb[2 ni]) loaded while the wgmma runs, then, after wait_group 0 and the
+ * accumulator fence, fin += acc * sb * sa; after the last, fin into acc. */
+void gemm_f8_tile(G *g);
+void gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb);
+void gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb);
+void gemm_f8_result(G *g);
+void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 
 /* k_gemm.c, for k_gemm_ws.c */
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */

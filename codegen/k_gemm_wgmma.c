@@ -339,10 +339,7 @@ gemm_wgmma_setup(G *g)
 	}
 	if (f->emu)
 		g->wg.buf = cg_var(f, LLVMArrayType(f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
-	for (int i = 0; s->f8.group > 0 && i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++)
-				g->wg.fin[i][j][q] = cg_var(f, f->tf32, NULL);
+	gemm_f8_vars(g);
 }
 
 /* ---- the k-loop ---- */
@@ -403,8 +400,8 @@ gemm_f8_check(const G *g, Diag *d)
 {
 	const GemmSpec *s = &g->k.s;
 
-	if (s->mainloop != CG_MAINLOOP_WGMMA)
-		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 needs the wgmma mainloop (sm_90a)");
+	if (s->mainloop != CG_MAINLOOP_WGMMA && s->mainloop != CG_MAINLOOP_WS)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 needs the wgmma or the warp-specialised mainloop (sm_90a)");
 	if (s->a_dt != DT_F8E4M3 || s->b_dt != DT_F8E4M3 || s->bq.group > 0 || s->b_layout != CG_B_NK)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8 needs A and B f8e4m3 and B [N,K] (not %s x %s%s)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt), s->b_layout != CG_B_NK ? " [K,N]" : "");
@@ -417,6 +414,8 @@ gemm_f8_check(const G *g, Diag *d)
 	if (s->f8.b_interleave && s->N % 2)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: an interleaved B of %lld rows",
 				  (long long)s->N);
+	if (s->f8.b_interleave && s->mainloop == CG_MAINLOOP_WS)	/* a TMA box reads consecutive rows */
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: ws: an interleaved B (TMA reads B's rows in order)");
 	return 0;
 }
 
@@ -459,6 +458,83 @@ load_ahead(G *g, LLVMValueRef kt, int L)
 	cg_cp_async_commit(f);
 }
 
+void
+gemm_f8_vars(G *g)
+{
+	for (int i = 0; g->k.s.f8.group > 0 && i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				g->wg.fin[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
+}
+
+/* Per tile: the thread's 2 mi rows' scale rows (A's through the row
+ * gather), B's scale row of its first column, fin = 0. */
+void
+gemm_f8_tile(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
+	LLVMValueRef n0 = cg_add(f, cg_add(f, g->k.n0, g->wn0), cg_shl(f, cg_and(f, g->k.lane, 3), 1));
+
+	for (int i = 0; i < 2 * g->mi; i++) {
+		LLVMValueRef r = cg_add(f, cg_add(f, g->k.row0, g->wm0),
+					cg_addi(f, cg_shr(f, g->k.lane, 2), 64 * (i / 2) + 8 * (i % 2)));
+		g->wg.arow[i] = gptr(f, g->k.As, cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, r)), nb), 4);
+	}
+	/* B's scale rows: column n0 (even) + 8 (j/2) + j%2 is stored at row
+	 * gemm_b_row(n0) + bstep(j), a constant step either way (one pointer) */
+	g->wg.bcol = gptr(f, g->k.Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, g->k.e), s->N),
+							 cg_sext64(f, gemm_b_row(g, n0))), nb), 4);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->wg.fin[i][j][q], cg_f32(f, 0));
+}
+
+/* Scale block kt (i32) of the thread's rows (sa[2 mi]) and columns (sb[2 ni]). */
+void
+gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int64_t nb = s->K / s->f8.group;
+	LLVMValueRef k64 = cg_sext64(f, kt);
+
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_gload(f, f->tf32, gptr(f, g->wg.arow[i], k64, 4), 4);
+	for (int j = 0; j < 2 * g->ni; j++) {
+		int64_t step = s->f8.b_interleave ? j % 2 * (s->N / 2) + 4 * (j / 2) : 8 * (j / 2) + j % 2;
+		sb[j] = cg_gload(f, f->tf32, gptr(f, g->wg.bcol, cg_addi(f, k64, step * nb), 4), 4);
+	}
+}
+
+/* After wait_group 0: fin[r][c] += acc[r][c] * sb[c] * sa[r] (one fmul, one fma). */
+void
+gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb)
+{
+	CgFn *f = g->k.f;
+
+	acc_fence(g);
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++) {
+				LLVMValueRef x = LLVMBuildFMul(f->B, cg_get(f, g->acc[i][j][q]), sb[2 * j + q % 2], "");
+				LLVMValueRef a[3] = {x, sa[2 * i + q / 2], cg_get(f, g->wg.fin[i][j][q])};
+				cg_set(f, g->wg.fin[i][j][q], cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, a, 3));
+			}
+}
+
+/* The promoted sums into the accumulators, for the epilogue. */
+void
+gemm_f8_result(G *g)
+{
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(g->k.f, g->acc[i][j][q], cg_get(g->k.f, g->wg.fin[i][j][q]));
+}
+
 /*
  * One tile's k-loop: k-tile kt (= scale block kt) in a fresh accumulator
  * (scale-d 0), retired at once (wait_group 0: the promotion reads it), then
@@ -472,27 +548,12 @@ static void
 f8_mainloop(G *g)
 {
 	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	int S = s->stages, L = S - 1;
-	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
-	LLVMValueRef da0, db0, kt, k64, arow[2 * MAXF], bcol, sa[2 * MAXF], sb[2 * MAXF];
-	LLVMValueRef n0 = cg_add(f, cg_add(f, g->k.n0, g->wn0), cg_shl(f, cg_and(f, g->k.lane, 3), 1));
+	int S = g->k.s.stages, L = S - 1;
+	LLVMValueRef da0, db0, kt, sa[2 * MAXF], sb[2 * MAXF];
 	CgLoop l;
 
 	gemm_wgmma_descs(g, &da0, &db0);
-	for (int i = 0; i < 2 * g->mi; i++) {
-		LLVMValueRef r = cg_add(f, cg_add(f, g->k.row0, g->wm0),
-					cg_addi(f, cg_shr(f, g->k.lane, 2), 64 * (i / 2) + 8 * (i % 2)));
-		arow[i] = gptr(f, g->k.As, cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, r)), nb), 4);
-	}
-	/* B's scale rows: column n0 (even) + 8 (j/2) + j%2 is stored at row
-	 * gemm_b_row(n0) + bstep(j), a constant step either way (one pointer) */
-	bcol = gptr(f, g->k.Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, g->k.e), s->N),
-						   cg_sext64(f, gemm_b_row(g, n0))), nb), 4);
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++)
-				cg_set(f, g->wg.fin[i][j][q], cg_f32(f, 0));
+	gemm_f8_tile(g);
 	load_first(g, L);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	cg_cp_async_wait(f, L - 1);
@@ -500,29 +561,12 @@ f8_mainloop(G *g)
 	cg_barrier(f);
 	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
 	load_ahead(g, kt, L);
-	/* the scales load while the tensor cores work */
-	k64 = cg_sext64(f, kt);
-	for (int i = 0; i < 2 * g->mi; i++)
-		sa[i] = cg_gload(f, f->tf32, gptr(f, arow[i], k64, 4), 4);
-	for (int j = 0; j < 2 * g->ni; j++) {
-		int64_t step = s->f8.b_interleave ? j % 2 * (s->N / 2) + 4 * (j / 2) : 8 * (j / 2) + j % 2;
-		sb[j] = cg_gload(f, f->tf32, gptr(f, bcol, cg_addi(f, k64, step * nb), 4), 4);
-	}
+	gemm_f8_scales(g, kt, sa, sb);	/* while the tensor cores work */
 	wg_wait(f, 0);
-	acc_fence(g);
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++) {
-				LLVMValueRef x = LLVMBuildFMul(f->B, cg_get(f, g->acc[i][j][q]), sb[2 * j + q % 2], "");
-				LLVMValueRef a[3] = {x, sa[2 * i + q / 2], cg_get(f, g->wg.fin[i][j][q])};
-				cg_set(f, g->wg.fin[i][j][q], cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, a, 3));
-			}
+	gemm_f8_promote(g, sa, sb);
 	cg_endloop(f, &l);
 	cg_barrier(f);		/* every warpgroup is done with the stages */
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++)
-				cg_set(f, g->acc[i][j][q], cg_get(f, g->wg.fin[i][j][q]));
+	gemm_f8_result(g);
 }
 
 void

@@ -60,6 +60,12 @@
  * for 1024 registers forever: the gathered kernels hung on the H200 on
  * 2026-12-02; the emulator now models the pool.)  The producer's 40 hold the
  * gathered chunks' sources too: ptxas spills nothing.
+ * FP8 x FP8 (GemmSpec.f8, DeepGEMM's promotion): e4m3 maps, a box row of
+ * 128 e4m3 (one k-tile, one scale block); each consumer warpgroup per
+ * k-tile: wgmma into fresh accumulators, its scales from global while they
+ * run, wait_group 0, release the stage, fin += acc * sb * sa (k_gemm_wgmma.c's
+ * promotion).  The warpgroups meet only at the ring, so one's promotion
+ * overlaps the other's wgmma; the producer stays S k-tiles ahead.
  *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
@@ -130,9 +136,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (s->gather && g->a_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: ws: gathered A of a %dx%d tile: %d chunks per producer "
 				  "thread (at most %d)", s->bm, s->bk, g->a_n, MAXI);
-	if ((s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt)
-		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16 or both f16)",
-				  dtype_name(s->a_dt), dtype_name(s->b_dt));
+	if ((s->a_dt != DT_BF16 && s->a_dt != DT_F16 && !(s->a_dt == DT_F8E4M3 && s->f8.group > 0)) ||
+	    s->b_dt != s->a_dt)
+		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16, f16, or "
+				  "f8e4m3 with block scales)", dtype_name(s->a_dt), dtype_name(s->b_dt));
 	if (s->quant.kind == CG_QUANT_GROUP)
 		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation (its barriers would hold the producer)");
 	return 0;
@@ -166,13 +173,13 @@ static void
 tmaps(const G *g, CgTmap *m)
 {
 	const GemmSpec *s = &g->k.s;
-	int esz = 2, grouped = s->groups > 0;
+	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0;	/* a box row: 128 bytes of K */
 
 	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, s->K, 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
-			{64, s->bm, 1}, 128};
+			{row, s->bm, 1}, 128};
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
-				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bn, 1}, 128};
+				{s->ldb * esz, s->b_group_stride * esz}, {row, s->bn, 1}, 128};
 	else
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
@@ -234,8 +241,8 @@ setup(W *w)
 	w->it = cg_var(f, f->ti32, cg_i32(f, 0));
 	for (int i = 0; i < g->a_n; i++) {	/* gathered A: producer thread tid's chunks */
 		LLVMValueRef ch = cg_addi(f, k->tid, (int64_t)i * PRODUCERS);
-		g->a_row[i] = cg_udiv(f, ch, cg_i32(f, s->bk / 8));
-		g->a_kc[i] = cg_urem(f, ch, cg_i32(f, s->bk / 8));
+		g->a_row[i] = cg_udiv(f, ch, cg_i32(f, s->bk * g->eb / 16));
+		g->a_kc[i] = cg_urem(f, ch, cg_i32(f, s->bk * g->eb / 16));
 		g->a_soff[i] = gemm_kmajor_off(f, g->a_row[i], g->a_kc[i], s->bm);
 	}
 }
@@ -258,7 +265,7 @@ gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	LLVMValueRef adv = cg_muli(f, cg_sext64(f, kt), (int64_t)g->k.s.bk * 2);
+	LLVMValueRef adv = cg_muli(f, cg_sext64(f, kt), (int64_t)g->k.s.bk * g->eb);
 
 	for (int i = 0; i < g->a_n; i++) {
 		CgIf c;
@@ -281,7 +288,7 @@ produce(W *w)
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
-	int kb = s->bk / 64, grouped = s->groups > 0;
+	int row = 128 / g->eb, kb = s->bk / row, grouped = s->groups > 0;	/* boxes of 128-byte rows */
 	LLVMValueRef kt, it, st, par, sbase, abase, c[3];
 	CgLoop l;
 	CgIf t0;
@@ -289,7 +296,7 @@ produce(W *w)
 	for (int i = 0; i < g->a_n; i++) {	/* gathered A: the chunks' rows, at k 0 */
 		LLVMValueRef src = gemm_a_row(k, cg_add(f, k->row0, g->a_row[i]));
 		g->a_src[i] = gptr(f, k->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
-						   cg_sext64(f, cg_muli(f, g->a_kc[i], 8))), 2);
+						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), g->eb);
 	}
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
@@ -300,14 +307,14 @@ produce(W *w)
 		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
-		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), 64 * j);
+		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
 		c[1] = k->row0;
 		cg_tma_load(f, k->amap, cg_addi(f, sbase, (int64_t)j * s->bm * 128), full_bar(w, st), 2, c);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
 	if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
-			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), 64 * j);
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
 			c[1] = k->n0;
 			c[2] = k->e;
 			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st),
@@ -340,6 +347,39 @@ release(W *w, LLVMValueRef st)
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, w->g.k.lane, cg_i32(f, 0), ""));
 	cg_mbar_arrive(f, empty_bar(w, st));
 	cg_endif(f, &c);
+}
+
+/*
+ * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) into fresh
+ * accumulators, its scales loaded while the tensor cores work, wait_group
+ * 0, the stage released, then the promotion into fin (k_gemm_wgmma.c's).
+ * The other consumer warpgroup's wgmma runs during this one's promotion,
+ * and the producer keeps S k-tiles ahead.
+ */
+static void
+consume_f8(W *w)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	LLVMValueRef kt, it, st, par, sa[2 * MAXF], sb[2 * MAXF];
+	CgLoop l;
+
+	gemm_f8_tile(g);
+	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
+	it = cg_get(f, w->it);
+	ring(w, it, &st, &par);
+	cg_mbar_wait(f, full_bar(w, st), par);
+	if (g->k.s.gather)	/* A came through the generic proxy (cp.async) */
+		gemm_fence_proxy_async(f);
+	gemm_wgmma_ktile(g, w->da0, w->db0, st, cg_i32(f, 0));
+	gemm_f8_scales(g, kt, sa, sb);
+	gemm_wgmma_wait(g, 0);
+	release(w, st);
+	cg_set(f, w->it, cg_addi(f, it, 1));
+	gemm_f8_promote(g, sa, sb);
+	cg_endloop(f, &l);
+	gemm_f8_result(g);
+	gemm_epilogue(g);
 }
 
 /* The consumers' k-tiles of one tile, then its epilogue. */
@@ -385,7 +425,10 @@ produce_tile(GemmCore *k)
 static void
 consume_tile(GemmCore *k)
 {
-	consume((W *)k);
+	if (k->s.f8.group > 0)
+		consume_f8((W *)k);
+	else
+		consume((W *)k);
 }
 
 /*
@@ -463,6 +506,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 				g->acc[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
 	if (g->k.f->emu)
 		g->wg.buf = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+	gemm_f8_vars(g);
 	gemm_quant_setup(g);
 	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d+4 s%d ws tma%s",
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),

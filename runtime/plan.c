@@ -263,7 +263,8 @@ encode_tmap(const Manifest *m, const MStep *s, const MTmap *t, int64_t tokens,
 	_Alignas(64) unsigned char map[128];
 	unsigned long long dims[MTMAP_MAXRANK], strides[MTMAP_MAXRANK];
 	unsigned box[MTMAP_MAXRANK], es[MTMAP_MAXRANK];
-	int dt = t->dt == DT_BF16 ? 9 : t->dt == DT_F16 ? 6 : 7;	/* CUtensorMapDataType */
+	/* CUtensorMapDataType: BFLOAT16 9, FLOAT16 6, FLOAT32 7, UINT8 0 (f8e4m3: bytes to the TMA) */
+	int dt = t->dt == DT_BF16 ? 9 : t->dt == DT_F16 ? 6 : t->dt == DT_F8E4M3 ? 0 : 7;
 	int64_t v;
 	CUresult r;
 

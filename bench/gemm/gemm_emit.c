@@ -26,7 +26,7 @@ struct Case {
 	GemmSpec s;
 };
 
-#define MAXCASE 96
+#define MAXCASE 128
 static Case cases[MAXCASE];
 static int ncase;
 
@@ -112,6 +112,43 @@ moe_down(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int m
 	w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
 	cg_ep_op(&s->ep, OP_MUL, a, w);
 	tile(s, bm, bn, bk, wm, wn, st, minc);
+	return s;
+}
+
+/*
+ * FP8 x FP8 at DeepSeek-V3's shapes (e4m3 A and B, f32 scales per row and
+ * 128 k of each; k_gemm_wgmma.c's promotion), T = 4096 tokens of top-8 over
+ * 256 experts.  gate|up: N = 2 x 2048, K = 7168, SwiGLU to bf16 (B's rows
+ * in order, not interleaved: the same work); gathered rows (x through the
+ * permutation) or, `_sorted`, A already in expert order (TMA for both).
+ * down: N = 7168, K = 2048, routing weight and scattered rows, f32 out.
+ */
+static GemmSpec *
+f8_moe(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int st)
+{
+	GemmSpec *s = add(name, "f8");
+	int a, w;
+
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8.group = 128;
+	s->groups = 256;
+	s->m_per_t = 8;
+	if (up) {
+		s->N = 2 * 2048;
+		s->K = 7168;
+		s->gather = gather;
+		s->gather_div = gather ? 8 : 1;
+		cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	} else {
+		s->N = 7168;
+		s->K = 2048;
+		s->c_dt = DT_F32;
+		s->store = CG_STORE_SCATTER;
+		a = cg_ep_acc(&s->ep);
+		w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+		cg_ep_op(&s->ep, OP_MUL, a, w);
+	}
+	tile(s, bm, bn, 128, wm, wn, st, 1);
 	return s;
 }
 
@@ -369,6 +406,60 @@ build(void)
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 5;
 
+	/* FP8 x FP8, DeepSeek-V3 layer shapes: the cp.async wgmma mainloop (what
+	 * programs took before: gate|up 64x256, down 128x128) against the
+	 * warp-specialised one (two consumer warpgroups of 64x128, 5-6 stages),
+	 * tiles and persistent; gate|up gathered on WS (f8gather_*, apart: it
+	 * needs --debug=ws-gather in programs and hung on the H200 in bf16) */
+	wgmma(f8_moe("f8wup_64x256_s4_t", 1, 1, 64, 256, 1, 8, 4), 0);
+	wgmma(f8_moe("f8wdn_128x128_s4_t", 0, 0, 128, 128, 2, 4, 4), 0);
+	ws(f8_moe("f8wsdn_128x128_s6_t", 0, 0, 128, 128, 2, 4, 6));
+	persistent(ws(f8_moe("f8wsdn_128x128_s6_p", 0, 0, 128, 128, 2, 4, 6)));
+	ws(f8_moe("f8wsdn_64x256_s5_t", 0, 0, 64, 256, 1, 8, 5));
+	ws(f8_moe("f8wsgu_sorted_128x128_s6_t", 1, 0, 128, 128, 2, 4, 6));
+	persistent(ws(f8_moe("f8wsgu_sorted_128x128_s6_p", 1, 0, 128, 128, 2, 4, 6)));
+	ws(f8_moe("f8wsgu_sorted_64x256_s5_t", 1, 0, 64, 256, 1, 8, 5));
+	ws(f8_moe("f8gather_wsup_128x128_s6_t", 1, 1, 128, 128, 2, 4, 6));
+	/* FP8 x FP8 correctness at small sizes: WS down (scatter, persistent over
+	 * more tiles than CTAs, empty experts), dense with K = 384, gathered */
+	s = add("cf8ws_grouped_scatter_persistent", "check");
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8.group = 128;
+	s->N = 256;
+	s->K = 640;
+	s->groups = 40;
+	s->c_dt = DT_F32;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);
+	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
+	cg_ep_op(&s->ep, OP_MUL, a, r);
+	ws(s);
+	tile(s, 128, 128, 128, 2, 4, 6, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 7;
+	s = add("cf8ws_dense_bias_gelu", "check");
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8.group = 128;
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	ws(s);
+	tile(s, 128, 128, 128, 2, 4, 5, 0);
+	s = add("cf8gather_ws_swiglu", "check");
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8.group = 128;
+	s->N = 256;
+	s->K = 256;
+	s->groups = 8;
+	s->m_per_t = 2;
+	s->gather = 1;
+	s->gather_div = 2;
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	ws(s);
+	tile(s, 128, 128, 128, 2, 4, 4, 0);
+
 	s = add("cw_grouped_scatter_persistent", "check");
 	s->N = 256;
 	s->K = 192;
@@ -487,13 +578,13 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 		   "\"b_dt\": \"%s\", \"b_layout\": \"%s\", \"ldb\": %lld, \"b_group_stride\": %lld, "
 		   "\"c_dt\": \"%s\", \"ldc\": %lld, \"store\": \"%s\", "
 		   "\"bm\": %d, \"bn\": %d, \"bk\": %d, \"warps_m\": %d, \"warps_n\": %d, \"stages\": %d, "
-		   "\"sched\": \"%s\", \"ctas\": %d,\n    \"ep\": [",
+		   "\"sched\": \"%s\", \"ctas\": %d, \"f8_group\": %d, \"f8_interleave\": %d,\n    \"ep\": [",
 		(long long)s->N, (long long)s->K, s->m_per_t, s->groups, dtype_name(s->a_dt),
 		(long long)s->lda, s->gather, s->gather_div, dtype_name(s->b_dt),
 		s->b_layout == CG_B_NK ? "NK" : "KN", (long long)s->ldb, (long long)s->b_group_stride,
 		dtype_name(s->c_dt), (long long)s->ldc, s->store == CG_STORE_SCATTER ? "scatter" : "rows",
 		s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas);
+		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas, s->f8.group, s->f8.b_interleave);
 	for (int i = 0; i < s->ep.n; i++) {
 		const CgEpInst *in = &s->ep.in[i];
 		static const char *const rows[] = {"direct", "gather", "gather_raw", "scatter"};

@@ -46,6 +46,8 @@ def plan_jobs(man, args):
             if p == "dense":
                 for M in DENSE_CHECK_M.get(n, [16 if c["spec"]["bm"] <= 32 else 300]):
                     jobs.append({"kind": "check", "case": n, "T": M, "dist": None})
+            elif p == "f8":  # FP8 x FP8 at DeepSeek-V3's shapes (the bench job checks T=4096)
+                jobs.append({"kind": "check", "case": n, "T": 300, "dist": "skew"})
             elif p in ("moe_up", "moe_down"):
                 if c["spec"]["bm"] <= 32:
                     for d in MOE_DIST:
@@ -65,6 +67,9 @@ def plan_jobs(man, args):
         for T, d in ((16, "uniform"), (16, "skew")):
             jobs.append({"kind": "bench_moe", "T": T, "dist": d, "cases": names, "phase": "decode"})
         jobs.append({"kind": "bench_moe", "T": 4096, "dist": "uniform", "cases": names, "phase": "prefill"})
+        for n in names:  # FP8 x FP8: one job per kernel (a hang costs only its own)
+            if next(c for c in cases if c["name"] == n)["problem"] == "f8":
+                jobs.append({"kind": "bench_f8", "T": 4096, "dist": "uniform", "case": n})
     for i, j in enumerate(jobs):
         j["id"] = i
     return jobs
@@ -90,6 +95,8 @@ def child_main(args):
                 res = do_check(torch, dev, rt, cases[j["case"]], j)
             elif j["kind"] == "bench_dense":
                 res = bench_dense(torch, dev, rt, cases, j)
+            elif j["kind"] == "bench_f8":
+                res = bench_f8(torch, dev, rt, cases[j["case"]], j)
             else:
                 res = bench_moe(torch, dev, rt, cases, j)
         except Exception as e:  # a Python-level failure of one job
@@ -112,7 +119,8 @@ TDT = {}
 
 
 def tdt(torch, name):
-    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+            "f8e4m3": torch.float8_e4m3fn}[name]
 
 
 def grid_of(k, T):
@@ -176,10 +184,17 @@ def make_problem(torch, dev, case, T, dist, seed):
     def randn(n, dt, scale=1.0):
         return (torch.randn(n, generator=gen, device=dev) * scale).to(tdt(torch, dt))
 
-    P.A = randn(msrc * s["lda"], s["a_dt"]).view(msrc, s["lda"]) if msrc else randn(1, s["a_dt"])
+    f8 = s.get("f8_group", 0)
+    P.As = P.Bs = None
+    # FP8 x FP8: e4m3 values about 4 (e4m3 keeps 3 bits of mantissa), the scales carry the size
+    P.A = randn(msrc * s["lda"], s["a_dt"], 4.0 if f8 else 1.0).view(msrc, s["lda"]) if msrc else randn(1, s["a_dt"])
     rows_b = N if s["b_layout"] == "NK" else K
     nb = (max(E, 1) - 1) * s["b_group_stride"] + rows_b * s["ldb"]
-    P.B = randn(nb, s["b_dt"], 1.0 / math.sqrt(K))
+    P.B = randn(nb, s["b_dt"], 4.0 if f8 else 1.0 / math.sqrt(K))
+    if f8:  # f32 scales per row and f8_group k: A [msrc][K/g], B [E][N][K/g]
+        kb = K // f8
+        P.As = (torch.rand(max(msrc, 1) * kb, generator=gen, device=dev) + 0.5).view(-1, kb) / 4
+        P.Bs = (torch.rand(max(E, 1) * N * kb, generator=gen, device=dev) + 0.5) / (4 * math.sqrt(K))
     P.guard = 4
     P.C = torch.full(((M + P.guard) * s["ldc"],), float("nan"), dtype=tdt(torch, s["c_dt"]), device=dev)
     P.leaf = {}
@@ -234,7 +249,7 @@ class TmapArg:
 def kernel_args(case, P, fake=False):
     import numpy as np
     roles = {"A": P.A, "B": P.B, "C": P.C, "gather_idx": P.gidx, "scatter_idx": P.sidx,
-             "offsets": P.offs}
+             "offsets": P.offs, "A_scale": P.As, "B_scale": P.Bs}
     s = case["spec"]
     li = [i for i, e in enumerate(s["ep"]) if e["op"] in ("col", "row", "mat")]
     maps = list(case["kernel"].get("tmaps", []))
@@ -266,6 +281,10 @@ def reference(torch, case, P, dt):
     s = case["spec"]
     N, K, M = s["N"], s["K"], P.M
     A = P.A[:, :K].to(dt)
+    f8 = s.get("f8_group", 0)
+    if f8:  # FP8 x FP8: the blockwise sums times sa * sb are the dequantised operands' product
+        A = A * P.As.to(dt).repeat_interleave(f8, dim=1)[:A.shape[0], :K]
+        Bs = P.Bs.view(max(P.E, 1), N, K // f8)  # expanded per expert below (all at once: 30 GB)
     if s["gather"]:
         A = A[(P.gidx // P.div).long()]
     acc = torch.empty(M, N, dtype=dt, device=A.device)
@@ -277,6 +296,9 @@ def reference(torch, case, P, dt):
         base = e * s["b_group_stride"]
         if s["b_layout"] == "NK":
             Be = P.B[base: base + N * s["ldb"]].view(N, s["ldb"])[:, :K].to(dt)
+            if f8:
+                assert not s.get("f8_interleave"), "an interleaved FP8 B: not in this reference"
+                Be = Be * Bs[e].to(dt).repeat_interleave(f8, dim=1)
             acc[lo:hi] = A[lo:hi] @ Be.T
         else:
             Be = P.B[base: base + K * s["ldb"]].view(K, s["ldb"])[:, :N].to(dt)
@@ -586,6 +608,27 @@ def bench_moe(torch, dev, rt, cases, j):
     return out
 
 
+def bench_f8(torch, dev, rt, case, j):
+    """One FP8 x FP8 kernel at T tokens: checked once (f32 reference), then
+    timed; TFLOP/s over the 2 M N K of its rows (M = m_per_t T)."""
+    s = case["spec"]
+    P = make_problem(torch, dev, case, j["T"], j["dist"], seed=11)
+    args, keep = kernel_args(case, P)
+    g = grid_of(case["kernel"], P.T)
+    rt.launch(case, g, args, keep)
+    rt.sync()
+    out = {"status": "PASS", "T": P.T, "M": P.M, "rows": []}
+    if dev != "cpu":
+        r = compare(torch, case, P, reference(torch, case, P, torch.float32))
+        out["check"] = r
+        out["status"] = r["status"]
+    t = timeit(torch, dev, lambda: rt.launch(case, g, args, keep))
+    flops = 2.0 * P.M * s["N"] * s["K"]
+    out["rows"].append({"what": case["name"], "us": t, "tflops": flops / t / 1e6,
+                        "regs": case["kernel"]["regs"], "smem": case["kernel"]["smem"]})
+    return out
+
+
 # ----------------------------------------------------------------------------
 # runtimes
 
@@ -671,11 +714,12 @@ class FakeRuntime:
                 continue
             if kind == "i32":
                 P.T = t
-            elif role in ("A", "B", "C", "gather_idx", "scatter_idx", "offsets"):
+            elif role in ("A", "B", "C", "gather_idx", "scatter_idx", "offsets", "A_scale", "B_scale"):
                 roles[role] = t
             else:
                 P.leaf[li.pop(0)] = t
         P.A, P.B, P.C = roles["A"], roles["B"], roles["C"]
+        P.As, P.Bs = roles.get("A_scale"), roles.get("B_scale")
         P.gidx, P.sidx, P.offs = roles.get("gather_idx"), roles.get("scatter_idx"), roles.get("offsets")
         P.M = s["m_per_t"] * P.T
         if P.M == 0:
@@ -691,6 +735,8 @@ class FakeRuntime:
             P.e_rows = torch.zeros(P.M, dtype=torch.long)
         if P.A.dim() == 1:
             P.A = P.A.view(-1, s["lda"])
+        if P.As is not None and P.As.dim() == 1:
+            P.As = P.As.view(-1, s["K"] // s["f8_group"])
         ref = reference(torch, case, P, torch.float32)
         C = P.C.view(-1, s["ldc"])
         dst = P.sidx.long() if P.sidx is not None else torch.arange(P.M)
@@ -800,6 +846,11 @@ def table(jobs, results):
             continue
         r = results.get(j["id"], {})
         rows = r.get("rows", [])
+        if j["kind"] == "bench_f8":
+            for x in rows:
+                print("fp8 %-36s T=%d M=%s %9.1f us %7.1f TFLOP/s [%s]" % (
+                    x["what"], j["T"], r.get("M"), x["us"], x["tflops"], r.get("status")))
+            continue
         if j["kind"] == "bench_dense":
             print("dense bias+gelu M=%d N=%s K=%s [%s]" % (j["M"], r.get("N"), r.get("K"), r.get("status")))
             base = next((x["us"] for x in rows if x["what"] == "torch.matmul"), None)

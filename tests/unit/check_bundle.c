@@ -695,7 +695,7 @@ START_TEST(test_manifest_tensormap_line)
 		"launch g grid=132,1,1 block=384,1,1 smem=197696 args=in:0,w:w,out:0,tmap:a,tmap:b,T\n";
 	static const struct { const char *line, *err; } bad[] = {
 		{"tensormap a of=T dtype=bf16 dims=128,T strides=256 box=64,128 swizzle=128", "maps a pointer"},
-		{"tensormap a of=in:0 dtype=i8 dims=128,T strides=256 box=64,128 swizzle=128", "bf16, f16 or f32"},
+		{"tensormap a of=in:0 dtype=i8 dims=128,T strides=256 box=64,128 swizzle=128", "bf16, f16, f32 or f8e4m3"},
 		{"tensormap a of=in:0 dtype=bf16 dims=128 strides= box=64 swizzle=128", "2 or 3 dims"},
 		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=250 box=64,128 swizzle=128", "multiple of 16"},
 		{"tensormap a of=in:0 dtype=bf16 dims=128,T strides=256,256 box=64,128 swizzle=128", "need 1 strides"},

@@ -53,7 +53,7 @@ START_TEST(test_checks)
 	ck_assert_int_eq(cg_gemm_check(&t90a, &s, &d), 0);
 	ck_assert_int_ne(cg_gemm_check(&t80, &s, &d), 0);	/* no wgmma */
 	s.mainloop = CG_MAINLOOP_MMA;
-	refused(&s, "needs the wgmma mainloop");
+	refused(&s, "needs the wgmma or the warp-specialised mainloop");
 	spec_f8(&s, 256, 512);
 	s.bk = 64;
 	refused(&s, "need 128");
@@ -67,10 +67,21 @@ START_TEST(test_checks)
 	gh_tiles(&s, 128, 128, 128, 1, 4, 4);	/* one warpgroup of 128x128: 128 accumulators, twice */
 	s.mainloop = CG_MAINLOOP_WGMMA;
 	refused(&s, "held twice");
-	/* the warp-specialised mainloop does not take it (yet) */
+	/* the warp-specialised mainloop: sm_90a (TMA), B's rows in order, 64 accumulators */
 	spec_f8(&s, 256, 512);
 	s.mainloop = CG_MAINLOOP_WS;
-	refused(&s, "f8e4m3 x f8e4m3");
+	ck_assert_msg(cg_gemm_check(&t90a, &s, &d) == 0, "%s", d.last);
+	ck_assert_int_ne(cg_gemm_check(&t80, &s, &d), 0);
+	s.f8.b_interleave = 1;
+	refused(&s, "an interleaved B");
+	spec_f8(&s, 256, 512);
+	gh_tiles(&s, 128, 128, 128, 1, 4, 4);
+	s.mainloop = CG_MAINLOOP_WS;
+	refused(&s, "held twice");
+	spec_f8(&s, 256, 512);
+	s.mainloop = CG_MAINLOOP_WS;
+	s.a_dt = DT_BF16;
+	refused(&s, "bf16 x f8e4m3");
 	ck_assert(cg_arch_fp8_mma("sm_90a", 0));
 	ck_assert(!cg_arch_fp8_mma("sm_90", 0));
 	ck_assert(!cg_arch_fp8_mma("sm_80", DBG_EMU_WGMMA));
@@ -134,7 +145,128 @@ START_TEST(test_ptxas)
 }
 END_TEST
 
+/* The same specs on the warp-specialised mainloop: TMA boxes of 128 e4m3
+ * (one scale block a box row), the consumers' promotion, no spills. */
+START_TEST(test_ws_ptxas)
+{
+	GemmSpec s[3];
+
+	spec_f8(&s[0], 512, 1024);
+	gh_tiles(&s[0], 128, 128, 128, 2, 4, 6);
+	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
+	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
+	s[1].f8.group = 128;
+	gh_tiles(&s[1], 128, 128, 128, 2, 4, 6);
+	s[1].sched = CG_SCHED_PERSISTENT;
+	gh_spec_grouped_swiglu(&s[2], 8, 512, 1024, 2);	/* gathered A: the producers' cp.async */
+	s[2].a_dt = s[2].b_dt = DT_F8E4M3;
+	s[2].f8.group = 128;
+	gh_tiles(&s[2], 64, 256, 128, 1, 8, 5);
+	for (int i = 0; i < 3; i++)
+		s[i].mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "fw");
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_gt(gh_count(ptx, "cp.async.bulk.tensor"), 0);
+	ck_assert_int_gt(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232"), 0);
+	ck_assert_int_eq(gh_count(ptx, "mma.sync"), 0);
+	gh_assemble(m, 3, "gemm_f8 ws", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 /* ---- on the emulator ---- */
+
+/*
+ * c on the warp-specialised mainloop against the reference, and its output
+ * bit for bit the wgmma mainloop's (the same k32 steps, the same promotion
+ * order) with up to 5 of its stages.
+ */
+static void
+ws_case(const GemmCase *c, double tol)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	GemmErr e, f;
+
+	w.s.mainloop = CG_MAINLOOP_WS;
+	ck_assert_msg(gh_run(&r, &w) == 0 && gh_compare(&r, &e) == 0, "%s: ws: %s", c->what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: ws: relative L2 error %g >= %g", c->what, e.err, tol);
+	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	w.s.stages = w.s.stages > 5 ? 5 : w.s.stages;
+	w.s.f8.b_interleave = c->s.f8.b_interleave;
+	ck_assert_msg(gh_run(&q, &w) == 0 && gh_compare(&q, &f) == 0, "%s: wgmma: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: ws and wgmma outputs differ (errors %g, %g)", c->what, e.err, f.err);
+	gh_free(&q);
+	gh_free(&r);
+}
+
+START_TEST(test_ws_dense)
+{
+	GemmCase c = {.what = "f8 ws dense 128x128 s6, 3 scale blocks, T = 45 (rows past M)", .T = 45};
+
+	spec_f8(&c.s, 256, 384);
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 6);
+	ws_case(&c, 1e-5);
+	c.what = "f8 ws dense 128x128 s2, one scale block (K = 128), T = 200";
+	c.T = 200;
+	spec_f8(&c.s, 256, 128);
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 2);
+	ws_case(&c, 1e-5);
+	c.what = "f8 ws dense 64x256 (warpgroups side by side) s4, K = 640, T = 130";
+	c.T = 130;
+	spec_f8(&c.s, 512, 640);
+	gh_tiles(&c.s, 64, 256, 128, 1, 8, 4);
+	ws_case(&c, 1e-5);
+	c.what = "f8 ws dense 64x128 (one consumer warpgroup) s3, T = 70";
+	c.T = 70;
+	spec_f8(&c.s, 256, 384);
+	gh_tiles(&c.s, 64, 128, 128, 1, 4, 3);
+	ws_case(&c, 1e-5);
+	c.what = "f8 ws dense, bias + gelu to bf16, T = 1";
+	c.T = 1;
+	spec_f8(&c.s, 256, 384);
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 6);
+	gh_bias_gelu(&c.s, DT_BF16);
+	c.s.c_dt = DT_BF16;
+	ws_case(&c, 1e-2);
+	c.what = "f8 ws dense, T = 0";
+	c.T = 0;
+	ws_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_grouped)
+{
+	/* the down GEMM: A in sorted order (TMA), routing weights, scattered rows, empty experts */
+	GemmCase dn = {.what = "f8 ws grouped down, scale + scatter", .T = 41, .counts = {3, 40, 0, 39}};
+
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 384);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8.group = 128;
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 128, 128, 128, 2, 4, 4);
+	ws_case(&dn, 1e-5);
+	dn.what = "f8 ws grouped down, persistent with 3 CTAs over more tiles, 5 stages";
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	dn.s.stages = 5;
+	ws_case(&dn, 1e-5);
+	/* gathered rows (the producers' cp.async chunks) + SwiGLU, B in order */
+	GemmCase up = {.what = "f8 ws grouped gather + swiglu", .T = 37, .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+	gh_spec_grouped_swiglu(&up.s, 8, 256, 256, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8.group = 128;
+	gh_tiles(&up.s, 128, 128, 128, 2, 4, 4);
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws grouped gather + swiglu, persistent with 2 CTAs";
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 2;
+	ws_case(&up, 1e-2);
+}
+END_TEST
 
 START_TEST(test_dense)
 {
@@ -249,6 +381,25 @@ START_TEST(test_program_against_interpreter)
 }
 END_TEST
 
+/* The dense FFN's down GEMM (A not gathered) on the warp-specialised
+ * mainloop when the emulator stands for sm_90a with it (cg_gemm_ws_for);
+ * the MoE's down GEMM so: ctest fp8_emulated_ws_deepseek_v3_128. */
+static const struct {
+	const char *text;
+	int T;
+	const char *kernel, *note;
+} ws_programs[] = {
+	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
+	{prog_dense, 150, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
+};
+
+START_TEST(test_ws_program_against_interpreter)
+{
+	gh_check_program_debug(ws_programs[_i].text, ws_programs[_i].T, ws_programs[_i].kernel,
+			       ws_programs[_i].note, 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -261,7 +412,11 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ptxas);
 	tcase_add_test(t, test_dense);
 	tcase_add_test(t, test_grouped);
+	tcase_add_test(t, test_ws_ptxas);
+	tcase_add_test(t, test_ws_dense);
+	tcase_add_test(t, test_ws_grouped);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
+	tcase_add_loop_test(t, test_ws_program_against_interpreter, 0, (int)NELEM(ws_programs));
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -4,7 +4,8 @@
 # GEMMs and the shared expert's down GEMM as FP8 x FP8 (e4m3 activations
 # and weights: the fusion report's "FP8 x FP8" lines, the kernels' e4m3
 # wgmma in the PTX), and for sm_90a,sm_80 none (sm_80 has no FP8 wgmma: the
-# mixed-input GEMMs, and the report says why).  Exit 0 when all hold.
+# mixed-input GEMMs, and the report says why); the down GEMMs on the
+# warp-specialised TMA mainloop.  Exit 0 when all hold.
 moec=$1 dir=$2
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
@@ -14,6 +15,8 @@ fail() { echo "FAIL $dir: $*"; exit 1; }
 n=$(grep -c "FP8 x FP8" "$tmp/a.txt")
 [ "$n" = 3 ] || fail "sm_90a: $n FP8 x FP8 GEMMs, want 3 (gate|up, down, shared down)"
 grep -q "wgmma.mma_async.sync.aligned.m64n.*k32.f32.e4m3.e4m3" "$tmp/a.ptx" || fail "no e4m3 wgmma in the PTX"
+# the down GEMMs (A not gathered) on the warp-specialised mainloop: TMA boxes of e4m3
+grep -q "cp.async.bulk.tensor" "$tmp/a.ptx" || fail "no FP8 GEMM on the warp-specialised (TMA) mainloop"
 "$moec" compile "$dir/config.json" --layer 1 --synthetic-weights=7 --arch=sm_90a,sm_80 -q \
 	--emit=ir -o "$tmp/b.ir" --fusion-report >"$tmp/b.txt" || fail "compile for sm_90a,sm_80"
 grep -q "A = dequantize" "$tmp/b.txt" && fail "sm_90a,sm_80: an FP8 x FP8 GEMM"
