@@ -316,6 +316,25 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 
 /* ---- code ---- */
 
+/*
+ * round to bf16/f16 and back to f32: cvt.rn to the narrow type and back
+ * (F2FP and a shift on the device, moec_emu_f32_to_* in the emulator)
+ * rather than cg_round_dt's integer code, which is bit-exact with the host
+ * also for a NaN's payload.  The values are the same; a NaN comes back as
+ * the canonical one, and an epilogue's value reaches memory only through
+ * f32 arithmetic, whose NaNs are canonical too, or through the store's cvt.
+ * The integer code was 11 instructions a value, a third of a gate|up GEMM's
+ * epilogue (and of its ptxas time); cvt is 2.  A target without cvt bf16
+ * (below sm_80, CUDA-core GEMMs only) keeps the integer code.
+ */
+static LLVMValueRef
+ep_round(CgFn *f, LLVMValueRef x, DType dt)
+{
+	if (dt == DT_BF16 && !f->emu && !cg_target_has(&f->m->t, CG_CVT_BF16))
+		return cg_round_dt(f, x, dt);
+	return cg_to_f32(f, cg_from_f32(f, x, dt), dt);
+}
+
 LLVMValueRef
 cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 {
@@ -325,7 +344,7 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 	if (in->op == CGE_OP)
 		return cg_ew_emit(f, in->iop, &in->ew, a, b);
 	if (in->op == CGE_ROUND)
-		return cg_round_dt(f, a, in->dt);
+		return ep_round(f, a, in->dt);
 	if (in->op == CGE_SWIGLU) {
 		if (in->lim > 0) {
 			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));

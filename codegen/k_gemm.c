@@ -667,19 +667,21 @@ store_q(G *g, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *bits, int n)
 
 /*
  * The epilogue's n results for row slot (mi, h) and fragment j, at columns
- * col, col+1 (n = 2) or output column col (n = 1, after swiglu): stored,
- * quantised with the static scale, or (group) kept in the accumulator
- * registers until the group scales are known.
+ * col, col+1 (n = 2) or output column col (n = 1, after swiglu): stored
+ * (at p, C's element (drow, col)), quantised with the static scale, or
+ * (group) kept in the accumulator registers until the group scales are
+ * known.
  */
 static void
-result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
+result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef p,
+       LLVMValueRef *v, int n)
 {
 	const GemmSpec *s = &g->k.s;
 	LLVMValueRef bits[2];
 
 	switch (s->quant.kind) {
 	case CG_QUANT_NONE:
-		gemm_store(&g->k, drow, col, v, n);
+		gemm_store_at(&g->k, p, v, n);
 		break;
 	case CG_QUANT_STATIC:
 		for (int e = 0; e < n; e++)
@@ -852,7 +854,10 @@ group_quant(G *g)
  * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
  * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
  * two adjacent columns per fragment, which is what swiglu pairs.  The COL
- * leaves depend on the column only: loaded once, before the rows.
+ * leaves depend on the column only: loaded once, before the rows.  A row's
+ * stores go to its first fragment's C element plus 8j columns (4j after
+ * swiglu: the column is even), constant offsets the stores take as they
+ * are, not 64-bit sums per fragment.
  */
 void
 gemm_epilogue(G *g)
@@ -882,14 +887,19 @@ gemm_epilogue(G *g)
 			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
 			GemmRow row;
 			CgIf c;
+			LLVMValueRef c0;
 			cg_if(f, &c, cg_lt(f, r, g->k.rend));
 			gemm_row(&g->k, r, &row);
+			c0 = g->k.s.quant.kind != CG_QUANT_NONE ? NULL
+				: gemm_c_ptr(&g->k, row.drow, sw >= 0 ? cg_shr(f, cols[0], 1) : cols[0]);
 			for (int j = 0; j < g->ni; j++) {
 				GemmPair p = {.col = cols[j], .colv = colv[j]};
+				int64_t at = (sw >= 0 ? 4 : 8) * j * esize(g->k.s.c_dt);
 				p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
 				p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
 				int n = gemm_ep_pair(&g->k, &row, &p);
-				result(g, mi, h, j, row.drow, p.out, p.res, n);
+				result(g, mi, h, j, row.drow, p.out, c0 ? cg_gep(f, c0, cg_i64(f, at), 1) : NULL,
+				       p.res, n);
 			}
 			cg_endif(f, &c);
 		}

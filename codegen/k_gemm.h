@@ -110,6 +110,9 @@ void gemm_row(GemmCore *k, LLVMValueRef r, GemmRow *row);
 int gemm_ep_pair(GemmCore *k, const GemmRow *row, GemmPair *p);
 /* n (1 or 2) values to C[drow, col..]. */
 void gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n);
+/* The same in two steps: C's element (drow, col), and the results stored there. */
+LLVMValueRef gemm_c_ptr(GemmCore *k, LLVMValueRef drow, LLVMValueRef col);
+void gemm_store_at(GemmCore *k, LLVMValueRef p, LLVMValueRef *v, int n);
 
 /* ---- the tensor-core kernel ---- */
 

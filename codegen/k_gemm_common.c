@@ -647,14 +647,27 @@ gemm_ep_pair(GemmCore *k, const GemmRow *row, GemmPair *p)
 	return 1;
 }
 
+LLVMValueRef
+gemm_c_ptr(GemmCore *k, LLVMValueRef drow, LLVMValueRef col)
+{
+	CgFn *f = k->f;
+	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), k->s.ldc), cg_sext64(f, col));
+
+	return gptr(f, k->C, off, esize(k->s.c_dt));
+}
+
 void
 gemm_store(GemmCore *k, LLVMValueRef drow, LLVMValueRef col, LLVMValueRef *v, int n)
+{
+	gemm_store_at(k, gemm_c_ptr(k, drow, col), v, n);
+}
+
+void
+gemm_store_at(GemmCore *k, LLVMValueRef p, LLVMValueRef *v, int n)
 {
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
 	int sz = esize(s->c_dt);
-	LLVMValueRef off = cg_add(f, cg_muli(f, cg_sext64(f, drow), s->ldc), cg_sext64(f, col));
-	LLVMValueRef p = gptr(f, k->C, off, sz);
 
 	if (n == 1) {
 		cg_gstore(f, cg_from_f32(f, v[0], s->c_dt), p, sz);

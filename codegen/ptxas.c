@@ -319,14 +319,23 @@ done:
 	return rc;
 }
 
-/* Jobs running at once: $MOEC_PTXAS_JOBS, else one per online core; at most n. */
+/* ptxas processes at once: $MOEC_PTXAS_JOBS, else one per online core. */
+static int
+cores(void)
+{
+	const char *env = getenv("MOEC_PTXAS_JOBS");
+	long c = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+
+	return c < 1 ? 1 : c > 1024 ? 1024 : (int)c;
+}
+
+/* Jobs running at once: cores(), at most n. */
 static int
 job_slots(int n)
 {
-	const char *env = getenv("MOEC_PTXAS_JOBS");
-	long cores = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+	int c = cores();
 
-	return cores < 1 ? 1 : cores < n ? (int)cores : n;
+	return c < n ? c : n;
 }
 
 /*
@@ -495,8 +504,157 @@ cg_module_take_stats(CgModule *m, const CgPtxasResult *r)
 }
 
 /*
+ * A module's PTX in parts for ptxas.  ptxas assembles a module on one
+ * thread, and two targets' modules rarely take the same time (a Mixtral
+ * layer: sm_80 0.8 s, sm_90a 0.6 s), so with two targets on two cores one
+ * core would idle while the longer one ends.  Cut between entries, each
+ * part is the header (everything before the first entry) and a share of
+ * the entries, shares balanced by their lines (the largest first, each to
+ * the lightest part); a part assembles alone, and the parts' reports
+ * merge into the module's (cg_module_take_stats goes by entry name).  Not
+ * cut: one part wanted, a cubin wanted (one per module), or a .func in the
+ * text (a part would miss its body).
+ */
+enum { MAXPART = 16 };
+
+typedef struct {
+	int n;				/* parts; 1: the module's text as it is */
+	char *text[MAXPART];		/* malloc'd when n > 1 */
+	size_t len[MAXPART], cost[MAXPART];
+} Parts;
+
+/* Parts per module: as many as make twice the ptxas slots over n modules. */
+static int
+parts_per_module(int n, int want_cubin)
+{
+	int p = n > 0 ? (2 * cores() + n - 1) / n : 1;
+
+	return want_cubin || p < 2 ? 1 : p > MAXPART ? MAXPART : p;
+}
+
+static int
+entry_line(const char *l)
+{
+	return !strncmp(l, ".entry ", 7) || !strncmp(l, ".visible .entry ", 16) ||
+	       !strncmp(l, ".weak .entry ", 13);
+}
+
+static size_t
+lines(const char *s, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += s[i] == '\n';
+	return k;
+}
+
+/* Cut ptx into up to `want` parts (P->n of them; 1: not cut). */
+static void
+parts_make(Parts *P, const char *ptx, size_t len, int want)
+{
+	size_t *at = NULL, *cost = NULL;
+	int *part = NULL, ne = 0, cap = 0;
+
+	memset(P, 0, sizeof *P);
+	P->n = 1;
+	if (want < 2 || strstr(ptx, ".func"))
+		return;
+	for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (entry_line(l)) {
+			if (ne == cap)
+				at = xrealloc(at, (size_t)(cap = 2 * cap + 16) * sizeof *at);
+			at[ne++] = (size_t)(l - ptx);
+		}
+	if (ne < 2)
+		goto out;
+	P->n = want < ne ? want : ne;
+	cost = xcalloc((size_t)ne, sizeof *cost);
+	part = xcalloc((size_t)ne, sizeof *part);
+	for (int e = 0; e < ne; e++)
+		cost[e] = lines(ptx + at[e], (e + 1 < ne ? at[e + 1] : len) - at[e]) + 1;
+	for (int done = 0; done < ne; done++) {	/* the largest left to the lightest part */
+		int big = -1, light = 0;
+		for (int e = 0; e < ne; e++)
+			if (cost[e] && (big < 0 || cost[e] > cost[big]))
+				big = e;
+		for (int p = 1; p < P->n; p++)
+			if (P->cost[p] < P->cost[light])
+				light = p;
+		part[big] = light;
+		P->cost[light] += cost[big];
+		cost[big] = 0;
+	}
+	for (int p = 0; p < P->n; p++) {
+		char *t = xmalloc(len + 1);
+		size_t n = at[0];
+		memcpy(t, ptx, n);
+		for (int e = 0; e < ne; e++)
+			if (part[e] == p) {
+				size_t end = e + 1 < ne ? at[e + 1] : len;
+				memcpy(t + n, ptx + at[e], end - at[e]);
+				n += end - at[e];
+			}
+		t[n] = 0;
+		P->text[p] = t;
+		P->len[p] = n;
+	}
+	for (int p = 1; p < P->n; p++)	/* the heaviest part first: it starts first */
+		for (int q = p; q > 0 && P->cost[q] > P->cost[q - 1]; q--) {
+			char *t = P->text[q];
+			size_t n = P->len[q], c = P->cost[q];
+			P->text[q] = P->text[q - 1], P->len[q] = P->len[q - 1], P->cost[q] = P->cost[q - 1];
+			P->text[q - 1] = t, P->len[q - 1] = n, P->cost[q - 1] = c;
+		}
+out:
+	free(at);
+	free(cost);
+	free(part);
+}
+
+static void
+parts_free(Parts *P)
+{
+	for (int p = 0; p < P->n; p++)
+		free(P->text[p]);
+	memset(P, 0, sizeof *P);
+}
+
+/* The module's result from its n parts' (which are emptied): the entries
+ * and the logs one part after the other. */
+static void
+parts_merge(CgPtxasResult *to, CgPtxasResult *from, int n)
+{
+	size_t nlog = 0, at = 0;
+
+	if (n < 2) {
+		*to = from[0];
+		memset(&from[0], 0, sizeof from[0]);
+		return;
+	}
+	memset(to, 0, sizeof *to);
+	for (int p = 0; p < n; p++) {
+		nlog += from[p].log ? strlen(from[p].log) : 0;
+		to->n += from[p].n;
+	}
+	to->k = xcalloc((size_t)to->n + 1, sizeof *to->k);
+	to->log = xmalloc(nlog + 1);
+	to->n = 0;
+	for (int p = 0; p < n; p++) {
+		size_t k = from[p].log ? strlen(from[p].log) : 0;
+		if (from[p].n)
+			memcpy(to->k + to->n, from[p].k, (size_t)from[p].n * sizeof *to->k);
+		to->n += from[p].n;
+		memcpy(to->log + at, from[p].log ? from[p].log : "", k);
+		at += k;
+		cg_ptxas_free(&from[p]);
+	}
+	to->log[at] = 0;
+}
+
+/*
  * LLVM for each module on a thread of its own, ptxas on each module's PTX
- * as soon as it is written:
+ * (in parts) as soon as it is written:
  *
  *	thread sm_80:  [verify, O3, NVPTX]          main: ptxas sm_80  ...........
  *	thread sm_90a: [verify, O3, NVPTX ]               ptxas sm_90a .........
@@ -547,13 +705,16 @@ lower_run(void *arg)
 	return NULL;
 }
 
-/* b: the batch the PTX goes to (NULL: PTX only); r: its results. */
+/* b: the batch the PTX goes to (NULL: PTX only), np jobs a module (its
+ * parts: jobs i*np ...); r: the modules' results. */
 static int
-lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r,
+lower_all(CgModule **m, int n, CgPtxasBatch *b, int np, int want_cubin, CgPtxasResult *r,
 	  CgAssembleTimes *t, Diag *d)
 {
 	Lower *l = xcalloc((size_t)n + 1, sizeof *l);
 	LowerSet set = {.ready = xcalloc((size_t)n + 1, sizeof(int))};
+	Parts *part = xcalloc((size_t)n + 1, sizeof *part);
+	CgPtxasResult *pr = b ? xcalloc((size_t)(n * np), sizeof *pr) : NULL;
 	int rc = 0;
 	double t0 = now(), tptx;
 
@@ -577,7 +738,12 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r
 			size_t len;
 			const char *ptx = cg_module_ptx(m[i], &len, NULL);	/* made: no error */
 			CgPtxasJob job = {ptx, len, cg_module_target(m[i])->sm, want_cubin};
-			cg_ptxas_batch_add(b, i, &job);
+			parts_make(&part[i], ptx, len, np);
+			for (int p = 0; p < part[i].n; p++) {
+				if (part[i].n > 1)
+					job.ptx = part[i].text[p], job.len = part[i].len[p];
+				cg_ptxas_batch_add(b, i * np + p, &job);
+			}
 		}
 	}
 	tptx = now();
@@ -589,8 +755,10 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r
 		if (t && i < (int)NELEM(t->llvm))
 			t->llvm[i] = l[i].secs;
 	}
-	if (b && cg_ptxas_batch_wait(b, r, d) < 0)
+	if (b && cg_ptxas_batch_wait(b, pr, d) < 0)
 		rc = -1;
+	for (int i = 0; i < n && b; i++)
+		parts_merge(&r[i], pr + i * np, part[i].n > 0 ? part[i].n : 1);
 	for (int i = 0; i < n && rc == 0 && b; i++)
 		cg_module_take_stats(m[i], &r[i]);
 	if (t) {
@@ -599,6 +767,10 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r
 	}
 	pthread_mutex_destroy(&set.mu);
 	pthread_cond_destroy(&set.cv);
+	for (int i = 0; i < n; i++)
+		parts_free(&part[i]);
+	free(part);
+	free(pr);
 	free(set.ready);
 	free(l);
 	return rc;
@@ -607,7 +779,7 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int want_cubin, CgPtxasResult *r
 int
 cg_modules_ptx(CgModule **m, int n, CgAssembleTimes *t, Diag *d)
 {
-	return lower_all(m, n, NULL, 0, NULL, t, d);
+	return lower_all(m, n, NULL, 1, 0, NULL, t, d);
 }
 
 int
@@ -615,13 +787,14 @@ cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r, CgAss
 		    Diag *d)
 {
 	CgPtxasBatch *b;
+	int np = parts_per_module(n, want_cubin);
 
 	memset(r, 0, sizeof *r * (size_t)n);
 	if (!cg_ptxas_path())
 		return diag_error(d, LOC_NONE, "no ptxas (set PTXAS, or install CUDA in /usr/local/cuda)");
-	if (n < 1 || !(b = cg_ptxas_batch_new(n)))
+	if (n < 1 || !(b = cg_ptxas_batch_new(n * np)))
 		return 0;
-	return lower_all(m, n, b, want_cubin, r, t, d);
+	return lower_all(m, n, b, np, want_cubin, r, t, d);
 }
 
 int
