@@ -126,11 +126,11 @@ joins(Node *const *set, int n, const Node *u, const Value *v, int64_t row)
 	}
 }
 
-/* Bytes of v per token: its elements after the first (token) dim. */
+/* Bytes of v per token: its elements after the first (token) dim (a scalar: none). */
 static double
 row_bytes(const Value *v)
 {
-	double n = dtype_bits(v->type.dt) / 8.0;
+	double n = v->type.rank ? dtype_bits(v->type.dt) / 8.0 : 0;
 
 	for (int i = 1; i < v->type.rank; i++)
 		n *= (double)v->type.dim[i];
