@@ -664,7 +664,8 @@ bd_anchor_stats(Bd *b)
  * runs of L (its reduced dims trailing), and len divides L: the L/len runs
  * of the CTA's row are n's rows the CTA's elements ask for.  quantize_dynamic
  * per group of a norm's rows is the one the fusion passes make (fuse-act-quant);
- * its single f32 statistic (the scale) is what the warp pass combines.
+ * its single f32 statistic (the scale) is what the warp pass combines.  A
+ * reduction over the anchor's own rows (group=row) takes the block's pass.
  */
 
 /* The length of n's rows when they are runs of consecutive elements of its
@@ -711,6 +712,23 @@ bd_find_nested(Bd *b)
 	}
 }
 
+/* Row j of nested reduction i's statistics st (ns words) into shared memory, by the thread `who`. */
+static void
+nest_store(Bd *b, int i, LLVMValueRef j, LLVMValueRef who, LLVMValueRef *st)
+{
+	CgFn *f = b->f;
+	int ns = nstats(b->nest[i]);
+	CgIf c;
+
+	cg_if(f, &c, who);
+	for (int k = 0; k < ns; k++) {
+		LLVMValueRef w = cg_addi(f, cg_muli(f, j, ns), k);
+		cg_sstore(f, st[k], cg_sptr(f, cg_addi(f, LLVMBuildTrunc(f->B, cg_muli(f, w, 8), f->ti32, ""),
+						   b->nest_off[i])), 8);
+	}
+	cg_endif(f, &c);
+}
+
 void
 bd_nested_stats(Bd *b)
 {
@@ -721,22 +739,20 @@ bd_nested_stats(Bd *b)
 
 	for (int i = 0; i < b->nnest; i++) {
 		const Node *n = b->nest[i];
-		int ns = nstats(n);
+		int64_t per = b->nest_per[i];
 		BdRows rw;
 		BdLoop l;
-		CgIf c;
 
 		rows_over(b, n, n->in[0], &rw);
-		LLVMValueRef j = bd_loop(b, &l, warp, bd_i64(b, b->nest_per[i]), bd_i64(b, nw));
-		stats(b, n, &rw, cg_add(f, cg_muli(f, b->row, b->nest_per[i]), j), WARP, st);
-		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, lane, cg_i32(f, 31), ""));
-		for (int k = 0; k < ns; k++) {
-			LLVMValueRef w = cg_addi(f, cg_muli(f, j, ns), k);
-			cg_sstore(f, st[k], cg_sptr(f, cg_addi(f, LLVMBuildTrunc(f->B, cg_muli(f, w, 8), f->ti32, ""),
-							   b->nest_off[i])), 8);
+		if (per == 1) {	/* the anchor's own rows (group=row): the block's pass */
+			stats(b, n, &rw, b->row, BLOCK, st);
+			nest_store(b, i, bd_i64(b, 0), bd_icmp(b, LLVMIntEQ, tid, cg_i32(f, 0)), st);
+		} else {	/* a warp per run of the row */
+			LLVMValueRef j = bd_loop(b, &l, warp, bd_i64(b, per), bd_i64(b, nw));
+			stats(b, n, &rw, cg_add(f, cg_muli(f, b->row, per), j), WARP, st);
+			nest_store(b, i, j, bd_icmp(b, LLVMIntEQ, lane, cg_i32(f, 31)), st);
+			bd_endloop(b, &l);
 		}
-		cg_endif(f, &c);
-		bd_endloop(b, &l);
 		cg_barrier(f);
 		b->nest_ready = i + 1;
 	}
