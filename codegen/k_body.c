@@ -8,7 +8,10 @@
  *	row:          a reduction over at least row_min elements (the anchor)
  *	              gets one CTA per row: its statistics by a fixed-order
  *	              tree into shared memory, then the row's elements of
- *	              every result; other reductions run inline, serially
+ *	              every result; a reduction whose rows are runs inside the
+ *	              anchor's (quantize_dynamic per 128 columns of a norm's
+ *	              rows) a warp per run, into shared memory too; other
+ *	              reductions run inline, serially
  *	scatter:      a body whose result is a scatter: the owner of each
  *	              element position applies the updates in order
  *
@@ -550,8 +553,8 @@ row_mode(Bd *b)
 {
 	b->row = cg_sext64(b->f, cg_ctaid(b->f, 0));
 	bd_anchor_stats(b);
-	for (int r = 0; r < b->nres; r++)
-		bd_row_elements(b, r, store_result);
+	bd_nested_stats(b);
+	bd_row_elements(b, store_result);
 }
 
 static const Node *
@@ -626,6 +629,7 @@ emit_region(Bd *b, CgModule *m, const char *name)
 		b->stat_off = 0;
 		b->scratch_off = 8 * b->nstat;
 		b->smem = b->scratch_off + 2 * 8 * nt;
+		bd_find_nested(b);
 		bd_row_count_expr(b, b->anchor, &grid[0]);
 		row_mode(b);
 	} else {

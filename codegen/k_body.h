@@ -36,6 +36,7 @@ typedef struct {
 } BdRows;
 
 enum { BD_EW, BD_ROW, BD_SCATTER };
+enum { BD_MAXNEST = 4 };
 
 struct Bd {
 	CgFn *f;
@@ -58,6 +59,11 @@ struct Bd {
 	LLVMValueRef row;		/* BD_ROW: this CTA's row (i64) */
 	int stat_off, nstat;		/* BD_ROW: the anchor's statistics in shared memory */
 	int scratch_off, smem;		/* block-reduction scratch; bytes of shared memory */
+	/* BD_ROW: reductions whose rows nest in the anchor's (bd_find_nested) */
+	const Node *nest[BD_MAXNEST];
+	int nest_off[BD_MAXNEST];	/* their statistics in shared memory, by sub-row */
+	int64_t nest_per[BD_MAXNEST];	/* their rows per anchor row */
+	int nnest, nest_ready;		/* nest[0..nest_ready) computed: read from there */
 	int err;
 	/* the walker */
 	BdMemo *memo;
@@ -129,10 +135,16 @@ int bd_row_count_expr(Bd *b, const Node *n, CgExpr *e);
 int bd_numel_expr(Bd *b, const Value *v, CgExpr *e);
 /* BD_ROW: the anchor's statistics for b->row into shared memory (all threads). */
 void bd_anchor_stats(Bd *b);
-/* BD_ROW: iterate result r's elements that belong to b->row: calls fn per element. */
+/* BD_ROW: every result's elements that belong to b->row: fn(b, r, idx) per
+ * element (the results shaped like the anchor's input in one loop). */
 typedef void BdElemFn(Bd *b, int r, LLVMValueRef idx);
-void bd_row_elements(Bd *b, int r, BdElemFn *fn);
+void bd_row_elements(Bd *b, BdElemFn *fn);
 int bd_stat_words(Bd *b, const Node *n);	/* 8-byte slots of the anchor's statistics */
+/* BD_ROW: the reductions nested in the anchor's rows (b->nest), their shared
+ * memory from b->smem on (which grows); then, after bd_anchor_stats, their
+ * statistics for the CTA's row into it (all threads). */
+void bd_find_nested(Bd *b);
+void bd_nested_stats(Bd *b);
 
 /* k_body_linalg.c: dot products */
 EmitFn bd_matmul, bd_grouped_matmul;

@@ -11,7 +11,10 @@
  *	inline: one thread loops over the members in order (f32);
  *	block:  the anchor of a row-mode kernel: thread t takes members
  *	        t, t+threads, ... and a fixed tree in shared memory combines
- *	        the partials, so every run gives the same bits.
+ *	        the partials, so every run gives the same bits;
+ *	warp:   a reduction nested in the anchor's rows (below): lane l takes
+ *	        members l, l+32, ... and shfl.up steps combine the lanes in a
+ *	        fixed order, lane 31 ending with the row's statistics.
  *
  * An element of a result asks for its row's statistics: in row mode, the
  * anchor's are in shared memory when the row is the CTA's (always, for the
@@ -225,6 +228,8 @@ bd_row_count_expr(Bd *b, const Node *n, CgExpr *e)
 
 /* ---- passes over a row ---- */
 
+enum { INLINE, BLOCK, WARP };	/* how a pass runs over a row's members */
+
 typedef struct Pass Pass;
 typedef void ElemFn(Bd *b, Pass *p, LLVMValueRef xidx, LLVMValueRef l, LLVMValueRef *e);
 struct Pass {
@@ -239,9 +244,30 @@ struct Pass {
 	int nc;
 };
 
-/* acc = comb(acc, the row's elements), inline or over the block. */
+/* Lane 31 of the warp gets comb over every lane's acc (f32 components),
+ * lane l combining lane l-d's partial for d = 1, 2, 4, 8, 16 in turn. */
 static void
-pass(Bd *b, Pass *p, int block, LLVMValueRef *acc)
+warp_reduce(Bd *b, Pass *p, LLVMValueRef *acc)
+{
+	CgFn *f = b->f;
+	LLVMValueRef lane = LLVMBuildURem(f->B, cg_tid(f, 0), cg_i32(f, 32), ""), o[2], c[2];
+
+	for (int d = 1; d < 32; d *= 2) {
+		LLVMValueRef take = LLVMBuildICmp(f->B, LLVMIntUGE, lane, cg_i32(f, d), "");
+		for (int i = 0; i < p->nc; i++) {
+			LLVMValueRef v = LLVMBuildBitCast(f->B, acc[i], f->ti32, "");
+			o[i] = LLVMBuildBitCast(f->B, cg_shfl_up(f, v, d), f->tf32, "");
+			c[i] = acc[i];
+		}
+		p->comb(b, p, c, o);
+		for (int i = 0; i < p->nc; i++)
+			acc[i] = cg_select(f, take, c[i], acc[i]);
+	}
+}
+
+/* acc = comb(acc, the row's elements): inline, over the block or the warp. */
+static void
+pass(Bd *b, Pass *p, int how, LLVMValueRef *acc)
 {
 	CgFn *f = b->f;
 	LLVMValueRef var[2], e[2], cur[2], l;
@@ -250,8 +276,11 @@ pass(Bd *b, Pass *p, int block, LLVMValueRef *acc)
 
 	for (int i = 0; i < p->nc; i++)
 		var[i] = cg_var(f, LLVMTypeOf(acc[i]), acc[i]);
-	if (block)
+	if (how == BLOCK)
 		l = bd_loop(b, &lp, cg_sext64(f, cg_tid(f, 0)), p->rw->len, bd_i64(b, nt));
+	else if (how == WARP)
+		l = bd_loop(b, &lp, cg_sext64(f, LLVMBuildURem(f->B, cg_tid(f, 0), cg_i32(f, 32), "")),
+			    p->rw->len, bd_i64(b, 32));
 	else
 		l = bd_loop(b, &lp, bd_i64(b, 0), p->rw->len, bd_i64(b, 1));
 	p->elem(b, p, member(b, p->rw, p->row, l), l, e);
@@ -263,8 +292,10 @@ pass(Bd *b, Pass *p, int block, LLVMValueRef *acc)
 	bd_endloop(b, &lp);
 	for (int i = 0; i < p->nc; i++)
 		acc[i] = cg_get(f, var[i]);
-	if (block)
+	if (how == BLOCK)
 		bd_block_reduce(b, p->nc, acc, p->comb, p);
+	else if (how == WARP)
+		warp_reduce(b, p, acc);
 }
 
 static LLVMValueRef
@@ -446,7 +477,7 @@ lenf(Bd *b, const BdRows *rw)
  *	(mean, 1/std); quantize_dynamic: the scale.  topk is separate.
  */
 static int
-stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMValueRef *st)
+stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int how, LLVMValueRef *st)
 {
 	CgFn *f = b->f;
 	int isint = cg_dt_isint(n->in[0]->type.dt);
@@ -458,7 +489,7 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN:
 		setup(&p, n, rw, row, el_x, comb_sum, 1);
 		acc[0] = isint ? bd_i64(b, 0) : cg_f32(f, 0);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = acc[0];
 		if (n->op == OP_REDUCE_MEAN)
 			st[0] = isint ? LLVMBuildSDiv(f->B, acc[0], cg_max(f, rw->len, bd_i64(b, 1)), "")
@@ -469,7 +500,7 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 		p.largest = n->op == OP_REDUCE_MAX;
 		acc[0] = isint ? bd_i64(b, p.largest ? INT64_MIN : INT64_MAX)
 			: cg_f32(f, p.largest ? -INFINITY : INFINITY);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = acc[0];
 		return 1;
 	case OP_ARGMAX:
@@ -477,7 +508,7 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 		p.largest = 1;
 		p.last = (int)ir_attr_int(n, "select_last_index", 0);
 		worst(b, &p, acc);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = acc[0];
 		st[1] = acc[1];
 		return 2;
@@ -485,11 +516,11 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 		setup(&p, n, rw, row, el_xf, comb_ext, 1);
 		p.largest = 1;
 		acc[0] = cg_f32(f, -INFINITY);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = p.st[0] = acc[0];
 		setup(&p, n, rw, row, el_exp, comb_sum, 1);
 		acc[0] = cg_f32(f, 0);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[1] = acc[0];
 		return 2;
 	case OP_RMS_NORM: case OP_RSTD: case OP_LAYER_NORM: {
@@ -498,13 +529,13 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 		if (center) {
 			setup(&p, n, rw, row, el_xf, comb_sum, 1);
 			acc[0] = cg_f32(f, 0);
-			pass(b, &p, block, acc);
+			pass(b, &p, how, acc);
 			mean = LLVMBuildFDiv(f->B, acc[0], lenf(b, rw), "");
 		}
 		setup(&p, n, rw, row, el_sq, comb_sum, 1);
 		p.st[0] = mean;
 		acc[0] = cg_f32(f, 0);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = inv_std(b, n, LLVMBuildFDiv(f->B, acc[0], lenf(b, rw), ""));
 		st[1] = mean;
 		return 2;
@@ -512,7 +543,7 @@ stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, int block, LLVMV
 	case OP_QUANTIZE_DYNAMIC:
 		setup(&p, n, rw, row, el_absx, comb_amax, 1);
 		acc[0] = cg_f32(f, 0);
-		pass(b, &p, block, acc);
+		pass(b, &p, how, acc);
 		st[0] = cg_quant_emit_scale(f, n->out[0]->type.dt, acc[0]);
 		return 1;
 	default:
@@ -627,6 +658,106 @@ bd_anchor_stats(Bd *b)
 	cg_barrier(f);
 }
 
+/*
+ * Reductions nested in the anchor's rows: n's rows are runs of `len`
+ * consecutive elements of an input shaped like the anchor's, whose rows are
+ * runs of L (its reduced dims trailing), and len divides L: the L/len runs
+ * of the CTA's row are n's rows the CTA's elements ask for.  quantize_dynamic
+ * per group of a norm's rows is the one the fusion passes make (fuse-act-quant);
+ * its single f32 statistic (the scale) is what the warp pass combines.  A
+ * reduction over the anchor's own rows (group=row) takes the block's pass.
+ */
+
+/* The length of n's rows when they are runs of consecutive elements of its
+ * input (static), else -1. */
+static int64_t
+run_len(const Node *n)
+{
+	const Type *x = &n->in[0]->type;
+	int red[MAXRANK], i = x->rank;
+	int64_t qg, len = 1;
+
+	reduced_dims(n, red, &qg);
+	if (qg > 0)
+		return qg;
+	while (i > 0 && red[i - 1])
+		i--;
+	for (int j = 0; j < i; j++)
+		if (red[j] && x->dim[j] != 1)
+			return -1;
+	for (int j = i; j < x->rank; j++) {
+		if (!ir_dim_is_static(x->dim[j]))
+			return -1;
+		len *= x->dim[j];
+	}
+	return i < x->rank ? len : -1;
+}
+
+void
+bd_find_nested(Bd *b)
+{
+	const Node *a = b->anchor;
+	int64_t L = a->op == OP_TOPK ? -1 : run_len(a), len;
+
+	b->nnest = b->nest_ready = 0;
+	for (int i = 0; i < b->nnode && L > 0 && b->nnest < BD_MAXNEST; i++) {
+		const Node *n = b->node[i];
+		if (n == a || n->op != OP_QUANTIZE_DYNAMIC || !bd_same_shape(n->in[0], a->in[0]) ||
+		    (len = run_len(n)) <= 0 || L % len || L / len > 2048)
+			continue;
+		b->nest[b->nnest] = n;
+		b->nest_per[b->nnest] = L / len;
+		b->nest_off[b->nnest++] = b->smem;
+		b->smem += (int)(8 * nstats(n) * (L / len));
+	}
+}
+
+/* Row j of nested reduction i's statistics st (ns words) into shared memory, by the thread `who`. */
+static void
+nest_store(Bd *b, int i, LLVMValueRef j, LLVMValueRef who, LLVMValueRef *st)
+{
+	CgFn *f = b->f;
+	int ns = nstats(b->nest[i]);
+	CgIf c;
+
+	cg_if(f, &c, who);
+	for (int k = 0; k < ns; k++) {
+		LLVMValueRef w = cg_addi(f, cg_muli(f, j, ns), k);
+		cg_sstore(f, st[k], cg_sptr(f, cg_addi(f, LLVMBuildTrunc(f->B, cg_muli(f, w, 8), f->ti32, ""),
+						   b->nest_off[i])), 8);
+	}
+	cg_endif(f, &c);
+}
+
+void
+bd_nested_stats(Bd *b)
+{
+	CgFn *f = b->f;
+	LLVMValueRef tid = cg_tid(f, 0), lane = LLVMBuildURem(f->B, tid, cg_i32(f, 32), "");
+	LLVMValueRef warp = cg_sext64(f, LLVMBuildUDiv(f->B, tid, cg_i32(f, 32), "")), st[2 * MAXST];
+	int nw = b->spec.threads / 32;
+
+	for (int i = 0; i < b->nnest; i++) {
+		const Node *n = b->nest[i];
+		int64_t per = b->nest_per[i];
+		BdRows rw;
+		BdLoop l;
+
+		rows_over(b, n, n->in[0], &rw);
+		if (per == 1) {	/* the anchor's own rows (group=row): the block's pass */
+			stats(b, n, &rw, b->row, BLOCK, st);
+			nest_store(b, i, bd_i64(b, 0), bd_icmp(b, LLVMIntEQ, tid, cg_i32(f, 0)), st);
+		} else {	/* a warp per run of the row */
+			LLVMValueRef j = bd_loop(b, &l, warp, bd_i64(b, per), bd_i64(b, nw));
+			stats(b, n, &rw, cg_add(f, cg_muli(f, b->row, per), j), WARP, st);
+			nest_store(b, i, j, bd_icmp(b, LLVMIntEQ, lane, cg_i32(f, 31)), st);
+			bd_endloop(b, &l);
+		}
+		cg_barrier(f);
+		b->nest_ready = i + 1;
+	}
+}
+
 static LLVMTypeRef
 stat_type(Bd *b, const Node *n, int i)
 {
@@ -639,27 +770,46 @@ stat_type(Bd *b, const Node *n, int i)
 	return b->f->tf32;
 }
 
-/* The statistics of row `row` for an element: shared memory when it is the CTA's row. */
+/* Which of b->nest[0..nest_ready) n is, or -1. */
+static int
+nested(const Bd *b, const Node *n)
+{
+	for (int i = 0; i < b->nest_ready; i++)
+		if (b->nest[i] == n)
+			return i;
+	return -1;
+}
+
+/* The statistics of row `row` for an element: shared memory when it is the
+ * CTA's row (the anchor's) or one of its runs (a nested reduction's). */
 static void
 row_stats(Bd *b, const Node *n, const BdRows *rw, LLVMValueRef row, LLVMValueRef *st)
 {
 	CgFn *f = b->f;
-	int ns = nstats(n), mark;
-	LLVMValueRef var[2 * MAXST], tmp[2 * MAXST];
+	int ns = nstats(n), mark, k = b->mode == BD_ROW ? nested(b, n) : -1;
+	LLVMValueRef var[2 * MAXST], tmp[2 * MAXST], mine, word = NULL;
 	CgIf c;
 
-	if (b->mode != BD_ROW || n != b->anchor) {
-		stats(b, n, rw, row, 0, st);
+	if (b->mode != BD_ROW || (n != b->anchor && k < 0)) {
+		stats(b, n, rw, row, INLINE, st);
 		return;
+	}
+	if (k < 0) {
+		mine = bd_icmp(b, LLVMIntEQ, row, b->row);
+	} else {	/* run j of the CTA's row: words nest_off + 8 (j ns + i) */
+		LLVMValueRef j = LLVMBuildSub(f->B, row, cg_muli(f, b->row, b->nest_per[k]), "");
+		mine = bd_icmp(b, LLVMIntULT, j, bd_i64(b, b->nest_per[k]));
+		word = cg_addi(f, LLVMBuildTrunc(f->B, cg_muli(f, j, 8 * ns), f->ti32, ""), b->nest_off[k]);
 	}
 	for (int i = 0; i < ns; i++)
 		var[i] = cg_var(f, stat_type(b, n, i), NULL);
-	cg_if(f, &c, bd_icmp(b, LLVMIntEQ, row, b->row));
+	cg_if(f, &c, mine);
 	for (int i = 0; i < ns; i++)
-		cg_set(f, var[i], cg_sload(f, stat_type(b, n, i), stat_addr(b, cg_i32(f, i)), 8));
+		cg_set(f, var[i], cg_sload(f, stat_type(b, n, i), k < 0 ? stat_addr(b, cg_i32(f, i))
+					   : cg_sptr(f, cg_addi(f, word, 8 * i)), 8));
 	cg_else(f, &c);
 	mark = bd_scope(b);
-	stats(b, n, rw, row, 0, tmp);
+	stats(b, n, rw, row, INLINE, tmp);
 	for (int i = 0; i < ns; i++)
 		cg_set(f, var[i], tmp[i]);
 	bd_unscope(b, mark);
@@ -837,8 +987,43 @@ expr_eq(CgExpr a, CgExpr c)
 	return a.a == c.a && a.b == c.b && a.div == c.div;
 }
 
-void
-bd_row_elements(Bd *b, int r, BdElemFn *fn)
+/* Is result v laid out as the row's members (the anchor's input, or topk's result)? */
+static int
+row_shaped(const Bd *b, const Value *v)
+{
+	const Node *a = b->anchor;
+
+	return bd_same_shape(v, a->in[0]) || (a->op == OP_TOPK && bd_same_shape(v, a->out[0]));
+}
+
+/* The row's members: every row-shaped result in one loop, so that what they
+ * share (a norm's value under its quantisation and a cast) is computed once. */
+static void
+row_members(Bd *b, BdElemFn *fn)
+{
+	CgFn *f = b->f;
+	const Node *a = b->anchor;
+	LLVMValueRef k, idx;
+	BdRows rw;
+	BdLoop l;
+	int first = -1;
+
+	for (int r = 0; r < b->nres && first < 0; r++)
+		if (row_shaped(b, b->res[r]))
+			first = r;
+	if (first < 0)
+		return;
+	rows_over(b, a, b->res[first], &rw);
+	k = bd_loop(b, &l, cg_sext64(f, cg_tid(f, 0)), rw.len, bd_i64(b, b->spec.threads));
+	idx = member(b, &rw, b->row, k);
+	for (int r = first; r < b->nres; r++)
+		if (row_shaped(b, b->res[r]) && bd_same_shape(b->res[r], b->res[first]))
+			fn(b, r, idx);
+	bd_endloop(b, &l);
+}
+
+static void
+row_elements(Bd *b, int r, BdElemFn *fn)
 {
 	CgFn *f = b->f;
 	const Node *a = b->anchor;
@@ -850,7 +1035,7 @@ bd_row_elements(Bd *b, int r, BdElemFn *fn)
 	BdLoop l;
 	CgIf c;
 
-	if (bd_same_shape(v, a->in[0]) || (a->op == OP_TOPK && bd_same_shape(v, a->out[0]))) {
+	if (row_shaped(b, v)) {
 		rows_over(b, a, v, &rw);
 		k = bd_loop(b, &l, tid, rw.len, bd_i64(b, nt));
 		fn(b, r, member(b, &rw, b->row, k));
@@ -874,4 +1059,18 @@ bd_row_elements(Bd *b, int r, BdElemFn *fn)
 	k = bd_loop(b, &l, cg_add(f, lo, tid), hi, bd_i64(b, nt));
 	fn(b, r, k);
 	bd_endloop(b, &l);
+}
+
+void
+bd_row_elements(Bd *b, BdElemFn *fn)
+{
+	int first = -1;
+
+	row_members(b, fn);
+	for (int r = 0; r < b->nres; r++) {
+		if (row_shaped(b, b->res[r]) && first < 0)
+			first = r;
+		if (!row_shaped(b, b->res[r]) || !bd_same_shape(b->res[r], b->res[first]))
+			row_elements(b, r, fn);
+	}
 }

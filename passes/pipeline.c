@@ -14,7 +14,7 @@
 
 static const char default_pipeline[] =
 	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
-	"fuse-gemm,fuse-dequant,fuse-ew,dce";
+	"fuse-gemm,fuse-dequant,fuse-act-quant,fuse-ew,dce";
 
 typedef struct {
 	const char *name, *help;

@@ -67,4 +67,7 @@ arch=--arch=sm_90a
 for n in llama mistral deepseek_v2 qwen2_moe; do
 	one "ws_hf_$n" "$src/tests/fixtures/hf/$n" --layer 1
 done
+# DeepSeek-V3's FP8 block with 128x128 blocks (synthetic weights): the FP8 x FP8
+# GEMMs and the norm's kernel quantising its rows per 128 columns (fuse-act-quant)
+one ws_fp8_deepseek_v3_128 "$src/tests/codegen/fp8/deepseek_v3_128" --layer 1 --synthetic-weights=7
 exit $fail

@@ -362,6 +362,148 @@ START_TEST(test_compile_refuses_data_dependent_shapes)
 END_TEST
 
 /*
+ * A DeepSeek-style FP8 block (issue 13): e4m3 weights with scales per 128
+ * along K, the input of the experts and the shared expert quantised per
+ * token and 128 columns (quantize_dynamic, then dequantize, as the config
+ * frontend writes it), the experts' down input inside the moe (act_quant).
+ * With the post-attention norm in the block (h = %h) and without it (the
+ * block's input is already normalised: h = %x).
+ */
+#define FP8_WEIGHTS \
+	"weight $g : bf16[256] mean=1.0 scale=0.1 seed=1\n" \
+	"weight $router : f32[4,256] seed=2\n" \
+	"weight $bias : f32[4] scale=0.05 seed=3\n" \
+	"weight $wgu : f8e4m3[4,256,256] scale=448.0 seed=4\n" \
+	"weight $wgu.s : f32[4,256,2] mean=0.00014 scale=3.5e-05 seed=5\n" \
+	"weight $wdn : f8e4m3[4,256,128] scale=448.0 seed=6\n" \
+	"weight $wdn.s : f32[4,256,1] mean=0.0002 scale=5e-05 seed=7\n" \
+	"weight $sg : f8e4m3[128,256] scale=448.0 seed=8\n" \
+	"weight $sg.s : f32[128,2] mean=0.00014 scale=3.5e-05 seed=9\n" \
+	"weight $su : f8e4m3[128,256] scale=448.0 seed=10\n" \
+	"weight $su.s : f32[128,2] mean=0.00014 scale=3.5e-05 seed=11\n" \
+	"weight $sd : f8e4m3[256,128] scale=448.0 seed=12\n" \
+	"weight $sd.s : f32[256,1] mean=0.0002 scale=5e-05 seed=13\n\n"
+#define FP8_FFN(h) \
+	"\t%gin = cast %" h ", to=f32 : f32[T,256]\n" \
+	"\t%logits = matmul %gin, $router, to=f32, trans_b=1 : f32[T,4]\n" \
+	"\t%wgu = dequantize $wgu, $wgu.s, axis=2, block_size=128, to=bf16 : bf16[4,256,256]\n" \
+	"\t%wdn = dequantize $wdn, $wdn.s, axis=2, block_size=128, to=bf16 : bf16[4,256,128]\n" \
+	"\t%q, %qs = quantize_dynamic %" h ", group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n" \
+	"\t%hq = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,256]\n" \
+	"\t%moe = moe %hq, %logits, $bias, %wgu, %wdn, act=silu, act_quant=128, gu_layout=concat, k=2, " \
+	"renorm=1, router=sigmoid, scale=2.5 : bf16[T,256]\n" \
+	"\t%sgw = dequantize $sg, $sg.s, axis=1, block_size=128, to=bf16 : bf16[128,256]\n" \
+	"\t%suw = dequantize $su, $su.s, axis=1, block_size=128, to=bf16 : bf16[128,256]\n" \
+	"\t%sdw = dequantize $sd, $sd.s, axis=1, block_size=128, to=bf16 : bf16[256,128]\n" \
+	"\t%gp = matmul %hq, %sgw, trans_b=1 : bf16[T,128]\n" \
+	"\t%up = matmul %hq, %suw, trans_b=1 : bf16[T,128]\n" \
+	"\t%act = silu %gp : bf16[T,128]\n" \
+	"\t%glu = mul %act, %up : bf16[T,128]\n" \
+	"\t%q2, %q2s = quantize_dynamic %glu, group=128, to=f8e4m3 : f8e4m3[T,128], f32[T,1]\n" \
+	"\t%gq = dequantize %q2, %q2s, axis=1, block_size=128, to=bf16 : bf16[T,128]\n" \
+	"\t%sh = matmul %gq, %sdw, trans_b=1 : bf16[T,256]\n" \
+	"\t%ffn = add %moe, %sh : bf16[T,256]\n" \
+	"\t%y = add %x, %ffn : bf16[T,256]\n" \
+	"\tret %y\n}\n"
+
+static const char fp8_norm_block[] = FP8_WEIGHTS
+	"graph @block(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-06 : bf16[T,256]\n" FP8_FFN("h");
+static const char fp8_bare_block[] = FP8_WEIGHTS
+	"graph @block(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n" FP8_FFN("x");
+
+/* Kernels of the main graph that quantize_dynamic in a pass of their own
+ * (an elementwise or row kernel without a norm); *with_norm: those with one. */
+static int
+quant_passes(Module *m, int *with_norm)
+{
+	int n = 0;
+
+	*with_norm = 0;
+	for (const Node *c = ir_main_graph(m)->first; c; c = c->next) {
+		IrTemplate t = c->op == OP_CALL ? ir_kernel_template(c->callee) : IR_TMPL_NONE;
+		int q = 0, norm = 0;
+		if (t != IR_TMPL_ELEMENTWISE && t != IR_TMPL_ROW_REDUCE)
+			continue;
+		for (const Node *k = c->callee->first; k; k = k->next) {
+			q |= k->op == OP_QUANTIZE_DYNAMIC;
+			norm |= k->op == OP_RMS_NORM;
+		}
+		n += q && !norm;
+		*with_norm += q && norm;
+	}
+	return n;
+}
+
+/* src through the default pipeline (fp8: with FP8 x FP8 GEMMs, the
+ * emulator standing for sm_90a's wgmma) has the report line `line`, `passes`
+ * kernels that quantise by a pass of their own and `fused` norm kernels that
+ * quantise; the compiled block matches the interpreter. */
+static void
+check_fp8_block(const char *src, int fp8, const char *line, int passes, int fused)
+{
+	Module *m, *ref;
+	Report *r = report_new();
+	PassCtx c = {.report = r};
+	CgCompileOpts co;
+	CgProgram *p;
+	PassOpts o;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int with_norm;
+	Diag d;
+
+	diag_init(&d, stderr);
+	c.d = &d;
+	m = ir_parse("fp8.ir", src, strlen(src), &d);
+	ref = ir_parse("fp8.ir", src, strlen(src), &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(ref);
+	pass_default_opts(&o);
+	o.fp8_mma = fp8;
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	report_print(f, r);
+	fclose(f);
+	ck_assert_msg(strstr(buf, line), "no \"%s\" in\n%s", line, buf);
+	ck_assert_int_eq(quant_passes(m, &with_norm), passes);
+	ck_assert_int_eq(with_norm, fused);
+	emu_opts(&co, 256);
+	co.debug = fp8 ? DBG_EMU_WGMMA : 0;
+	ck_assert_ptr_nonnull(p = cg_compile(m, &co, &d));
+	check_wide(p, ref, 3, 256);	/* decode GEMMs */
+	check_wide(p, ref, 70, 256);	/* prefill */
+	cg_program_free(p);
+	free(buf);
+	report_free(r);
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+
+/*
+ * fuse-act-quant: with the norm in the block, the norm's row kernel writes
+ * the e4m3 rows and their scales (and the router's f32 rows, the shared
+ * expert's dequantised ones): no kernel quantises by a pass of its own, and
+ * the compiled block matches the interpreter.  Without the norm the input is
+ * made outside the program: one quantize kernel, and the report says why and
+ * what it costs (256 bf16 read, 256 e4m3 + 2 f32 scales written per token).
+ */
+START_TEST(test_fp8_activations_quantised_in_the_norm_kernel)
+{
+	/* sm_90a: the experts' GEMMs read the e4m3 rows and scales, the shared
+	 * expert's the dequantised rows, the router the f32 ones */
+	check_fp8_block(fp8_norm_block, 1, "quantize_dynamic %q fused into the kernel of rms_norm %h: "
+			"x read once, 1800 bytes per token fewer", 0, 1);
+	/* sm_80: every GEMM reads the dequantised rows, the e4m3 ones stay inside */
+	check_fp8_block(fp8_norm_block, 0, "quantize_dynamic %q fused into the kernel of rms_norm %h: "
+			"x read once, 2064 bytes per token fewer", 0, 1);
+	check_fp8_block(fp8_bare_block, 1, "quantize_dynamic %q of %x not fused into the kernel that "
+			"produces it: %x is a graph input, made outside this program; as a pass of its own "
+			"it reads 512 and writes 264 bytes per token", 1, 0);
+}
+END_TEST
+
+/*
  * Every elementwise op, walked from ops.def: the interpreter has a function
  * for it, and the scalar ops (OPF_SCALAR) are exactly those codegen/ew.c
  * emits.  Each scalar op after a matmul is fused into the GEMM's epilogue
@@ -499,6 +641,10 @@ program_suite(void)
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_fp8_activations_quantised_in_the_norm_kernel);
 	suite_add_tcase(s, tc);
 	return s;
 }

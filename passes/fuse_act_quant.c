@@ -1,0 +1,276 @@
+/*
+ * fuse-act-quant: the dynamic quantisation of activations (fp8 checkpoints
+ * with `activation_scheme: dynamic`: per token and 128 columns) done in the
+ * epilogue of the norm that produces them, not by a pass of its own over
+ * memory.  The norm's row kernel reads x once and writes what the rest of
+ * the program reads: the e4m3 values and their scales (the FP8 x FP8 expert
+ * GEMMs), and a cast or the dequantised rows where a user still needs them
+ * (the router's f32 input, a bf16 shared expert).
+ *
+ *	%h = rms_norm %x, $g                  %gin, %q, %s, %hq = call @g.k7(%x, $g)
+ *	%gin = cast %h, to=f32          =>    kernel @g.k7 template=row_reduce {
+ *	%q, %s = quantize_dynamic %h,                 %h = rms_norm %x, %g
+ *	         group=128                            %gin = cast %h, to=f32
+ *	%hq = dequantize %q, %s,                      %q, %s = quantize_dynamic %h, group=128
+ *	      block_size=128                          %hq = dequantize %q, %s, block_size=128
+ *	                                              ret %gin, %q, %s, %hq }
+ *
+ * Before, each was a kernel of its own (fuse-ew chains single-use values and
+ * one reduction per kernel: %h has several users, quantize_dynamic is a
+ * second reduction and has two results), each reading its operands back
+ * from memory.  Codegen runs the norm's row as the CTA's row and each group
+ * of 128 as a warp's (k_body_reduce.c, nested reductions); every value is
+ * rounded where the interpreter rounds it, so the router reads the same
+ * bits as before.
+ *
+ * Runs after fuse-gemm and fuse-dequant (the expert GEMMs then read %q and
+ * %s themselves, and a GEMM epilogue that can quantise its own result has
+ * done so) and before fuse-ew.  Every quantize_dynamic left in the main
+ * graph is either fused here or named in the report with why and what its
+ * separate pass costs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+enum { MAXSET = 32 };
+
+/* A norm over the last axis of a value with static rows: its row length, else 0. */
+static int64_t
+norm_row(const Node *p)
+{
+	const Value *v;
+	int64_t ax;
+
+	if (!p || (p->op != OP_RMS_NORM && p->op != OP_LAYER_NORM) || p->nout != 1)
+		return 0;
+	v = p->out[0];
+	ax = ir_attr_int(p, "axis", -1);
+	if (v->type.rank < 1 || (ax != -1 && ax != v->type.rank - 1) ||
+	    !ir_dim_is_static(v->type.dim[v->type.rank - 1]))
+		return 0;
+	return v->type.dim[v->type.rank - 1];
+}
+
+/* quantize_dynamic's group along the last axis (group=row: the whole row), 0 per tensor. */
+static int64_t
+qgroup(const Node *q)
+{
+	const Attr *a = ir_attr(q, "group");
+	const Value *x = q->in[0];
+
+	if (a && a->kind == A_INT)
+		return a->u.i;
+	if (a && a->kind == A_STR && strcmp(a->u.s, "row") == 0 && x->type.rank > 0 &&
+	    ir_dim_is_static(x->type.dim[x->type.rank - 1]))
+		return x->type.dim[x->type.rank - 1];
+	return 0;
+}
+
+static int
+in_set(Node *const *set, int n, const Node *x)
+{
+	for (int i = 0; i < n; i++)
+		if (set[i] == x)
+			return 1;
+	return 0;
+}
+
+/* Is every operand of u made by the set, or a weight or constant?  (A row
+ * kernel reads those at any index.) */
+static int
+reads_set(Node *const *set, int n, const Node *u)
+{
+	for (int i = 0; i < u->nin; i++) {
+		const Value *v = u->in[i];
+		if (v && !(v->kind == V_RESULT && in_set(set, n, v->def)) && !ir_weight_only(v))
+			return 0;
+	}
+	return 1;
+}
+
+static int
+same_dims(const Value *a, const Value *b)
+{
+	return a->type.rank == b->type.rank &&
+	       memcmp(a->type.dim, b->type.dim, sizeof(Dim) * (size_t)a->type.rank) == 0;
+}
+
+/*
+ * May u join the kernel of the norm's rows v (the set so far)?  A
+ * quantize_dynamic of v whose groups divide the rows; an elementwise op over
+ * the rows (a cast); the dequantize of a quantize_dynamic of the set (the
+ * rows as a bf16 user reads them).  Everything it reads comes from the set,
+ * weights or constants.
+ */
+static int
+joins(Node *const *set, int n, const Node *u, const Value *v, int64_t row)
+{
+	if (!u || u->op == OP_CALL || !reads_set(set, n, u))
+		return 0;
+	for (int i = 0; i < u->nout; i++)
+		if (dtype_is_packed(u->out[i]->type.dt))
+			return 0;
+	switch (u->op) {
+	case OP_QUANTIZE_DYNAMIC: {
+		int64_t gq = qgroup(u);
+		return u->in[0] == v && gq > 0 && row % gq == 0;
+	}
+	case OP_DEQUANTIZE:
+		return u->nin == 2 && u->in[0]->kind == V_RESULT &&
+		       u->in[0]->def->op == OP_QUANTIZE_DYNAMIC && u->in[1] == u->in[0]->def->out[1] &&
+		       same_dims(u->out[0], v);
+	default:
+		return (ir_opinfo[u->op].flags & OPF_EW) && u->nout == 1 && same_dims(u->out[0], v);
+	}
+}
+
+/* Bytes of v per token: its elements after the first (token) dim (a scalar: none). */
+static double
+row_bytes(const Value *v)
+{
+	double n = v->type.rank ? dtype_bits(v->type.dt) / 8.0 : 0;
+
+	for (int i = 1; i < v->type.rank; i++)
+		n *= (double)v->type.dim[i];
+	return n;
+}
+
+static int
+reads_some(Node *const *set, int n, const Node *u)
+{
+	for (int i = 0; i < u->nin; i++)
+		if (u->in[i] && u->in[i]->kind == V_RESULT && in_set(set, n, u->in[i]->def))
+			return 1;
+	return 0;
+}
+
+static int
+used_outside(const Graph *g, Node *const *set, int n, const Value *v)
+{
+	if (ir_is_graph_result(g, v))
+		return 1;
+	for (int u = 0; u < v->nuse; u++)
+		if (!v->use[u].node || !in_set(set, n, v->use[u].node))
+			return 1;
+	return 0;
+}
+
+/*
+ * What the separate kernels moved that the fused one does not, per token:
+ * each value of the set read back by another node of it, and written at all
+ * when nothing outside reads it.
+ */
+static double
+saved_bytes(const Graph *g, Node *const *set, int n)
+{
+	double s = 0;
+
+	for (int k = 0; k < n; k++) {
+		for (int i = 0; i < set[k]->nin; i++) {
+			const Value *v = set[k]->in[i];
+			if (v && v->kind == V_RESULT && in_set(set, n, v->def))
+				s += row_bytes(v);
+		}
+		for (int i = 0; i < set[k]->nout; i++)
+			if (!used_outside(g, set, n, set[k]->out[i]))
+				s += row_bytes(set[k]->out[i]);
+	}
+	return s;
+}
+
+/* The norm p, the quantize_dynamic nodes of its rows and what joins them, as one row kernel. */
+static int
+fuse_norm_quant(Graph *g, Node *p, PassCtx *c)
+{
+	Value *v = p->out[0];
+	int64_t row = norm_row(p);
+	Node *set[MAXSET], *call;
+	char what[256], quants[256];
+	size_t k = 0, kq = 0;
+	int n = 0;
+
+	set[n++] = p;
+	for (Node *u = p->next; u && n < MAXSET; u = u->next)
+		if (reads_some(set, n, u) && joins(set, n, u, v, row))
+			set[n++] = u;
+	double saved = saved_bytes(g, set, n);
+	what[0] = quants[0] = 0;
+	for (int i = 0; i < n && k < sizeof what; i++)
+		k += (size_t)snprintf(what + k, sizeof what - k, "%s%s", i ? ", " : "", ir_opname(set[i]->op));
+	for (int i = 0; i < n && kq < sizeof quants; i++)
+		if (set[i]->op == OP_QUANTIZE_DYNAMIC)
+			kq += (size_t)snprintf(quants + kq, sizeof quants - kq, "%s%%%s", kq ? ", " : "",
+					       set[i]->out[0]->name);
+	if (!(call = pass_outline(g, set, n, IR_TMPL_ROW_REDUCE))) {
+		report_skip(c->report, "quantize_dynamic %s of %s %%%s not fused into the norm's kernel: "
+			    "a node between them feeds them (not convex)", quants, ir_opname(p->op), v->name);
+		return 0;
+	}
+	report_fused(c->report, call->callee->name, "row_reduce: %s (the quantisation per group of "
+		     "the norm's rows in its epilogue)", what);
+	report_note(c->report, "quantize_dynamic %s fused into the kernel of %s %%%s: x read once, "
+		    "%.0f bytes per token fewer than the separate kernels moved", quants, ir_opname(p->op),
+		    v->name, saved);
+	return 1;
+}
+
+/* Why quantize_dynamic q is not fused into the kernel that produces its
+ * input, and what its own pass costs. */
+static void
+say_why_not(const Node *q, const Node *p, int64_t row, int64_t gq, PassCtx *c)
+{
+	const Value *v = q->in[0];
+	char why[200];
+
+	if (!p)
+		snprintf(why, sizeof why, "%%%s is a graph input, made outside this program", v->name);
+	else if (p->op == OP_CALL)
+		snprintf(why, sizeof why, "%%%s is the result of kernel @%s (%s), whose epilogue did not take it",
+			 v->name, p->callee->name, ir_template_names[ir_kernel_template(p->callee)]);
+	else if (!row)
+		snprintf(why, sizeof why, "%%%s is made by %s, not a norm over static rows", v->name,
+			 ir_opname(p->op));
+	else if (!gq)
+		snprintf(why, sizeof why, "a scale per tensor needs every row first");
+	else
+		snprintf(why, sizeof why, "groups of %lld columns do not divide the norm's rows of %lld",
+			 (long long)gq, (long long)row);
+	report_skip(c->report, "quantize_dynamic %%%s of %%%s not fused into the kernel that produces it: "
+		    "%s; as a pass of its own it reads %.0f and writes %.0f bytes per token",
+		    q->out[0]->name, v->name, why, row_bytes(v), row_bytes(q->out[0]) + row_bytes(q->out[1]));
+}
+
+int
+fuse_act_quant(Module *m, PassCtx *c)
+{
+	Graph *g = ir_main_graph(m);
+	Node **norms = NULL;
+	int nn = 0, changed = 0;
+
+	if (!g)
+		return 0;
+	ir_fill_uses(g);	/* pass_outline keeps them current */
+	for (Node *q = g->first; q; q = q->next) {
+		if (q->op != OP_QUANTIZE_DYNAMIC)
+			continue;
+		Node *p = q->in[0]->kind == V_RESULT ? q->in[0]->def : NULL;
+		int64_t row = norm_row(p), gq = qgroup(q);
+		int seen = 0;
+		if (!row || !gq || row % gq) {
+			say_why_not(q, p, row, gq, c);
+			continue;
+		}
+		for (int i = 0; i < nn; i++)
+			seen |= norms[i] == p;
+		if (!seen) {
+			norms = xrealloc(norms, sizeof *norms * (size_t)(nn + 1));
+			norms[nn++] = p;
+		}
+	}
+	for (int i = 0; i < nn; i++)
+		changed |= fuse_norm_quant(g, norms[i], c);
+	free(norms);
+	return changed;
+}
