@@ -41,6 +41,8 @@ static const char *const families[] = {
 	"phimoe", "nemotron_h", "step3p5",
 	/* Step-3.5-Flash's SwiGLU clamp (its layers 43-44) on layer 1 */
 	"step3p5_limit",
+	/* issue 14, third part: GLM-5 (transformers 5.24 ships it) */
+	"glm_moe_dsa",
 	/* remote code: the reference is tests/fixtures/gen_arctic.py's own model */
 	"arctic",
 };
