@@ -43,6 +43,8 @@ static const char *const families[] = {
 	"step3p5_limit",
 	/* issue 14, third part: GLM-5 (transformers 5.24 ships it) */
 	"glm_moe_dsa",
+	/* kimi_k2 as transformers runs it: deepseek_v3 (its config says kimi_k2) */
+	"kimi_k2",
 	/* remote code: the reference is tests/fixtures/gen_arctic.py's own model */
 	"arctic",
 };
