@@ -293,9 +293,10 @@ typedef enum {
 	/*
 	 * Paired over columns (2j, 2j+1) = (gate, up) of the operand; the result
 	 * is output column j, and instructions after it live in the output's
-	 * column space (width N/2).  lim > 0 is gpt-oss's variant:
-	 * gate = min(gate, lim), up = clamp(up, -lim, lim),
-	 * out = (up + 1) * gate * sigmoid(alpha * gate); else silu(gate) * up.
+	 * column space (width N/2).  glu: act silu or oai with their limit and
+	 * alpha, as swiglu's (ir_glu_scalar): silu(gate) * up, clamped after the
+	 * activation when the limit is finite; oai: gate = min(gate, lim),
+	 * up = clamp(up, -lim, lim), out = (up + 1) * gate * sigmoid(alpha * gate).
 	 */
 	CGE_SWIGLU,
 	/* a rounded to dt (bf16, f16) and back: the IR rounds every bf16/f16
@@ -322,7 +323,7 @@ struct CgEpInst {
 	CgEpOp op;
 	int a, b;		/* operands */
 	float imm;		/* CGE_IMM */
-	float lim, alpha;	/* CGE_SWIGLU (gpt-oss when lim > 0) */
+	IrGluAttrs glu;		/* CGE_SWIGLU */
 	Op iop;			/* CGE_OP: the IR op */
 	IrEwAttrs ew;		/* CGE_OP: its attributes */
 	/* leaves that read memory: each is one kernel parameter */
@@ -348,7 +349,7 @@ int cg_ep_mat(CgEpilogue *e, DType dt, int64_t ld, CgRowIndex rows, const char *
 int cg_ep_op(CgEpilogue *e, Op op, int a, int b);
 int cg_ep_clamp(CgEpilogue *e, int a, float lo, float hi);	/* clip */
 int cg_ep_gelu(CgEpilogue *e, int a, int tanh_approx);
-int cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha);	/* lim 0: plain */
+int cg_ep_swiglu(CgEpilogue *e, int a, const IrGluAttrs *g);	/* NULL: plain silu */
 /* Any scalar IR op (cg_ew_has) with its attributes, of a (and b for binary ops; else -1). */
 int cg_ep_ew(CgEpilogue *e, Op op, const IrEwAttrs *at, int a, int b);
 const char *cg_ep_op_name(CgEpOp op);

@@ -195,13 +195,16 @@ cg_ep_round(CgEpilogue *e, int a, DType dt)
 }
 
 int
-cg_ep_swiglu(CgEpilogue *e, int a, float lim, float alpha)
+cg_ep_swiglu(CgEpilogue *e, int a, const IrGluAttrs *g)
 {
 	CgEpInst in = inst(CGE_SWIGLU);
 
 	in.a = a;
-	in.lim = lim;
-	in.alpha = alpha;
+	in.glu.act = IR_GLU_SILU;
+	in.glu.limit = INFINITY;
+	in.glu.interleave = 1;
+	if (g)
+		in.glu = *g;
 	return push(e, in);
 }
 
@@ -254,8 +257,12 @@ cg_ep_check(const CgEpilogue *e, Diag *d)
 		if (in->op == CGE_SWIGLU) {
 			if (sw >= 0)
 				return diag_error(d, LOC_NONE, "epilogue e%d: a second swiglu (first e%d)", i, sw);
-			if (in->lim < 0)
-				return diag_error(d, LOC_NONE, "epilogue e%d: swiglu limit %g < 0", i, in->lim);
+			if (in->glu.act != IR_GLU_SILU && in->glu.act != IR_GLU_OAI)
+				return diag_error(d, LOC_NONE, "epilogue e%d: swiglu act %d (need silu or oai)",
+						  i, in->glu.act);
+			if (!(in->glu.limit > 0))
+				return diag_error(d, LOC_NONE, "epilogue e%d: swiglu limit %g <= 0", i,
+						  in->glu.limit);
 			sw = i;
 		}
 	}
@@ -290,9 +297,12 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
 				      row_names[in->rows], dtype_name(in->dt));
 			break;
 		case CGE_SWIGLU:
-			if (in->lim > 0)
+			if (in->glu.act == IR_GLU_OAI)
 				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d,lim=%g,alpha=%g)", sep, i,
-					      in->a, in->lim, in->alpha);
+					      in->a, in->glu.limit, in->glu.alpha);
+			else if (in->glu.limit < INFINITY)
+				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d,silu,lim=%g)", sep, i,
+					      in->a, in->glu.limit);
 			else
 				k += snprintf(buf + k, n - k, "%se%d=swiglu(e%d)", sep, i, in->a);
 			break;
@@ -345,15 +355,21 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 		return cg_ew_emit(f, in->iop, &in->ew, a, b);
 	if (in->op == CGE_ROUND)
 		return ep_round(f, a, in->dt);
-	if (in->op == CGE_SWIGLU) {
-		if (in->lim > 0) {
-			LLVMValueRef g = cg_fmin(f, a, cg_f32(f, in->lim));
-			LLVMValueRef u = cg_fmin(f, cg_fmax(f, b, cg_f32(f, -in->lim)), cg_f32(f, in->lim));
-			LLVMValueRef s = cg_sigmoid(f, LLVMBuildFMul(B, g, cg_f32(f, in->alpha), ""));
+	if (in->op == CGE_SWIGLU) {	/* ir_glu_scalar's arithmetic in f32 */
+		LLVMValueRef lim = cg_f32(f, in->glu.limit), nlim = cg_f32(f, -in->glu.limit);
+		if (in->glu.act == IR_GLU_OAI) {
+			LLVMValueRef g = cg_fmin(f, a, lim);
+			LLVMValueRef u = cg_fmin(f, cg_fmax(f, b, nlim), lim);
+			LLVMValueRef s = cg_sigmoid(f, LLVMBuildFMul(B, g, cg_f32(f, in->glu.alpha), ""));
 			return LLVMBuildFMul(B, LLVMBuildFAdd(B, u, one, ""),
 					     LLVMBuildFMul(B, g, s, ""), "");
 		}
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, a, cg_sigmoid(f, a), ""), b, "");
+		a = LLVMBuildFMul(B, a, cg_sigmoid(f, a), "");
+		if (in->glu.limit < INFINITY) {	/* Step-3.5: clamped after the activation */
+			a = cg_fmin(f, a, lim);
+			b = cg_fmin(f, cg_fmax(f, b, nlim), lim);
+		}
+		return LLVMBuildFMul(B, a, b, "");
 	}
 	die("cg_ep_emit_op: %s is not an operation", cg_ep_op_name(in->op));
 }

@@ -42,17 +42,6 @@ c32(Bd *b, double v)
 }
 
 static int
-approx_tanh(Bd *b, const Node *n, int *t)
-{
-	const char *s = ir_attr_str(n, "approx", "none");
-
-	*t = strcmp(s, "tanh") == 0;
-	if (!*t && strcmp(s, "none") != 0)
-		return bd_fail(b, n, "approx must be none or tanh, not %s", s);
-	return 0;
-}
-
-static int
 int_unary_ok(Op op)
 {
 	return op == OP_NEG || op == OP_ABS || op == OP_RELU || op == OP_NOT || op == OP_CLIP;
@@ -231,34 +220,18 @@ bd_where(Bd *b, const Node *n, int res, LLVMValueRef idx)
 
 /* ---- swiglu ---- */
 
-typedef struct {
-	int interleave, act, tanh_approx;
-	double alpha, limit;
-} Glu;
-enum { GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU };
-
 static int
-glu_parse(Bd *b, const Node *n, Glu *g)
+glu_parse(Bd *b, const Node *n, IrGluAttrs *g)
 {
-	const char *act = ir_attr_str(n, "act", "silu"), *lay = ir_attr_str(n, "layout", "concat");
+	char why[160];
 
-	memset(g, 0, sizeof *g);
-	g->act = strcmp(act, "gelu") == 0 ? GLU_GELU : strcmp(act, "oai") == 0 ? GLU_OAI
-	       : strcmp(act, "relu") == 0 ? GLU_RELU : GLU_SILU;
-	if (g->act == GLU_SILU && strcmp(act, "silu"))
-		return bd_fail(b, n, "act must be silu, gelu, oai or relu, not %s", act);
-	g->interleave = strcmp(lay, "interleave") == 0;
-	if (!g->interleave && strcmp(lay, "concat"))
-		return bd_fail(b, n, "layout must be concat or interleave, not %s", lay);
-	g->alpha = ir_attr_float(n, "alpha", 1.702);
-	g->limit = ir_attr_float(n, "limit", 7.0);
-	return g->act == GLU_GELU ? approx_tanh(b, n, &g->tanh_approx) : 0;
+	return ir_glu_attrs(n, "layout", g, why, sizeof why) ? bd_fail(b, n, "%s", why) : 0;
 }
 
 int
 bd_check_swiglu(Bd *b, const Node *n)
 {
-	Glu g;
+	IrGluAttrs g;
 
 	if (cg_dt_isint(n->in[0]->type.dt))
 		return bd_fail(b, n, "not defined on %s", dtype_name(n->in[0]->type.dt));
@@ -273,7 +246,7 @@ bd_swiglu(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	LLVMValueRef nn = bd_dim(b, y->type.dim[y->type.rank - 1]);
 	LLVMValueRef r = cg_udiv(f, idx, nn), j = cg_urem(f, idx, nn);
 	LLVMValueRef base = cg_mul(f, r, cg_muli(f, nn, 2)), gi, ui, gate, up;
-	Glu g;
+	IrGluAttrs g;
 
 	glu_parse(b, n, &g);
 	gi = cg_add(f, base, g.interleave ? cg_muli(f, j, 2) : j);
@@ -281,11 +254,16 @@ bd_swiglu(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	gate = bd_in(b, n, 0, gi);
 	up = bd_in(b, n, 0, ui);
 	switch (g.act) {
-	case GLU_SILU:
-		return fmul_(b, fmul_(b, gate, cg_sigmoid(f, gate)), up);
-	case GLU_GELU:
+	case IR_GLU_SILU:
+		gate = fmul_(b, gate, cg_sigmoid(f, gate));
+		if (g.limit < INFINITY) {	/* Step-3.5: clamped after the activation */
+			gate = cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, g.limit)), c32(b, g.limit), gate);
+			up = cg_clamp(f, up, c32(b, -g.limit), c32(b, g.limit));
+		}
+		return fmul_(b, gate, up);
+	case IR_GLU_GELU:
 		return fmul_(b, cg_gelu(f, gate, g.tanh_approx), up);
-	case GLU_RELU:
+	case IR_GLU_RELU:
 		return fmul_(b, cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, 0)), gate, c32(b, 0)), up);
 	default:
 		gate = cg_select(f, bd_fcmp(b, LLVMRealOGT, gate, c32(b, g.limit)), c32(b, g.limit), gate);

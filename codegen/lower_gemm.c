@@ -297,16 +297,17 @@ epilogue_node(L *l, const Node *n)
 		return 0;
 	}
 	if (n->op == OP_SWIGLU) {
-		const char *act = ir_attr_str(n, "act", "silu");
-		if (strcmp(ir_attr_str(n, "layout", "concat"), "interleave") != 0)
+		IrGluAttrs g;
+		char why[160];
+		if (ir_glu_attrs(n, "layout", &g, why, sizeof why))
+			return fail(l, "swiglu: %s", why);
+		if (!g.interleave)
 			return fail(l, "swiglu with concatenated gate|up (needs interleaved columns)");
-		if (strcmp(act, "silu") && strcmp(act, "oai"))
-			return fail(l, "swiglu act=%s", act);
+		if (g.act != IR_GLU_SILU && g.act != IR_GLU_OAI)
+			return fail(l, "swiglu act=%s", ir_attr_str(n, "act", "silu"));
 		if ((e = get(l, n->in[0])) < 0)
 			return fail(l, "swiglu of a value the epilogue does not compute");
-		int lim = strcmp(act, "oai") == 0;
-		e = cg_ep_swiglu(&l->s->ep, e, lim ? (float)ir_attr_float(n, "limit", 7.0) : 0,
-				 lim ? (float)ir_attr_float(n, "alpha", 1.702) : 0);
+		e = cg_ep_swiglu(&l->s->ep, e, &g);
 		l->width /= 2;
 	} else if (n->op == OP_CAST || n->op == OP_IDENTITY) {
 		if ((e = get(l, n->in[0])) < 0)	/* computed in f32: only a rounding */

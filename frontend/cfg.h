@@ -163,9 +163,10 @@ typedef struct {
 	double scale;		/* routed_scaling_factor */
 	int64_t ngroup, topkgroup;	/* group-limited selection; 1, 1: none */
 	const char *gscore;	/* max | top2 */
-	const char *act;	/* silu | oai */
+	const char *act;	/* silu | gelu | gelu_tanh | relu | oai */
 	const char *layout;	/* gu_layout: concat | interleave */
-	double alpha, limit;	/* act=oai */
+	double alpha;		/* act=oai */
+	double limit;		/* act=oai's; act=silu: Step-3.5's clamp, 0 none */
 	const char *ekey, *ikey;	/* the config keys of E and I, for errors */
 	int f32_router;		/* the model computes the logits in f32 from a
 				 * lower-precision weight: no rounding to its dtype */
@@ -184,10 +185,11 @@ const char *cfg_hf_act(Cfg *c, const char *key, const char *def);
 /* down(act(gate(x)) * up(x)); mod is "mlp" or "mlp.shared_experts". */
 Value *cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act,
 		   int bias, const char *why);
-/* The same with the projections named proj[0..2] (gate, up, down) under mod:
- * Arctic's {"w1", "w3", "w2"}. */
+/* The same with the projections named proj[0..2] (gate, up, down) under mod
+ * (Arctic's {"w1", "w3", "w2"}), and limit > 0 Step-3.5's clamp: act(gate)
+ * clipped to at most limit, up to [-limit, limit] (the swiglu act's limit). */
 Value *cfg_glu_mlp_as(Cfg *c, Value *x, const char *mod, const char *const proj[3],
-		      int64_t inter, const char *act, int bias, const char *why);
+		      int64_t inter, const char *act, int bias, const char *why, double limit);
 /* Router logits in f32: [T, E]; f32ok as in WSpec. */
 Value *cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s,
 		  int f32ok);

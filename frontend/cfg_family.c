@@ -850,9 +850,11 @@ build_nemotron_h(Cfg *c, Value *x)
  * hub's checkpoints name them moe.gate (router), moe.router_bias,
  * moe.{gate,up,down}_proj.weight (each stacked, [E,I,H] / [E,H,I]) and
  * share_expert.*, and its config moe_num_experts and moe_top_k (aliases,
- * as transformers' attribute_map).  swiglu_limits and swiglu_limits_shared
- * (a clamp Step-3.7-Flash applies on layers 43-44) are refused where
- * non-zero for the layer: no act clamps silu that way yet.
+ * as transformers' attribute_map).  swiglu_limits (the routed experts) and
+ * swiglu_limits_shared (the shared expert, and a dense layer's MLP) clamp
+ * min(silu(gate), l) * clamp(up, -l, l) where the layer's entry is non-zero
+ * (Step-3.5-Flash: 7 and 16 on layers 43-44): the moe's act=silu with
+ * limit=l, and clip nodes in the MLP (canon-glu makes them swiglu's limit).
  */
 
 /* Layer in the hub's moe_layers_enum: "3,4,5" or a list of layer numbers. */
@@ -907,15 +909,23 @@ step3p5_hub_gu(Cfg *c, const MoeSpec *s)
 	return cfg_weight(c, &w);
 }
 
-static void
-step3p5_no_limit(Cfg *c, const char *key)
+/* The layer's entry of swiglu_limits or swiglu_limits_shared: 0 (absent, null or 0) none. */
+static double
+step3p5_limit(Cfg *c, const char *key)
 {
 	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, key);
-	const cJSON *e = cJSON_IsArray(l) ? cJSON_GetArrayItem(l, c->layer) : NULL;
+	const cJSON *e;
 
-	if (cJSON_IsNumber(e) && e->valuedouble != 0)
-		cfg_error(c, key, "a SwiGLU clamp of %g on layer %d is not built yet", e->valuedouble,
-			  c->layer);
+	if (!l || cJSON_IsNull(l))
+		return 0;
+	if (!cJSON_IsArray(l) || c->layer >= cJSON_GetArraySize(l))
+		return cfg_error(c, key, "must be a list with an entry for layer %d", c->layer), 0;
+	e = cJSON_GetArrayItem(l, c->layer);
+	if (cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))
+		return cfg_error(c, key, "entry %d must be a non-negative number or null", c->layer), 0;
+	return e->valuedouble;
 }
 
 static Value *
@@ -923,10 +933,11 @@ build_step3p5(Cfg *c, Value *x)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-5);
 	int bias = cfg_bool_or(c, "mlp_bias", 0), moe = step3p5_is_moe(c, c->layer), hub;
+	double shlim = step3p5_limit(c, "swiglu_limits_shared");
+	static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
 	MoeSpec s;
 	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
 
-	step3p5_no_limit(c, "swiglu_limits_shared");
 	if (moe) {
 		const char *ekey = cfg_alias(c, (const char *const[]){"n_routed_experts",
 					      "num_local_experts", "moe_num_experts", NULL});
@@ -937,15 +948,16 @@ build_step3p5(Cfg *c, Value *x)
 		s.router = "sigmoid";
 		s.renorm = 1;
 		s.scale = cfg_num_or(c, "moe_router_scaling_factor", 1.0);
-		step3p5_no_limit(c, "swiglu_limits");
+		s.limit = step3p5_limit(c, "swiglu_limits");
 	}
 	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
 	h = c->err ? NULL : cfg_named(c, cfg_rms_norm_1p(c, x, "post_attention_layernorm.weight", eps), "h");
 	if (!h)
 		return NULL;
 	if (!moe)
-		return residual(c, x, cfg_named(c, cfg_glu_mlp(c, h, "mlp", cfg_int(c, "intermediate_size"),
-							       "silu", bias, "intermediate_size"), "mlp"));
+		return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "mlp", proj,
+					 cfg_int(c, "intermediate_size"), "silu", bias, "intermediate_size",
+					 shlim), "mlp"));
 	hub = c->st && cfg_ckpt_has(c, cfg_name(c, "moe.gate.weight"));
 	l = cfg_named(c, cfg_router(c, h, hub ? "moe.gate.weight" : "mlp.gate.weight", NULL, &s,
 				    F32_OK), "router_logits");
@@ -956,9 +968,9 @@ build_step3p5(Cfg *c, Value *x)
 		return NULL;
 	c->b.loc.name = cfg_name(c, hub ? "moe" : "mlp");
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
-	sh = f ? cfg_named(c, cfg_glu_mlp(c, h, hub ? "share_expert" : "mlp.shared_experts",
-					   cfg_int(c, "share_expert_dim"), "silu", bias,
-					   "share_expert_dim"), "shared") : NULL;
+	sh = f ? cfg_named(c, cfg_glu_mlp_as(c, h, hub ? "share_expert" : "mlp.shared_experts", proj,
+					      cfg_int(c, "share_expert_dim"), "silu", bias,
+					      "share_expert_dim", shlim), "shared") : NULL;
 	return residual(c, x, sh ? add(c, f, sh, "ffn") : NULL);
 }
 
@@ -1479,12 +1491,12 @@ build_arctic(Cfg *c, Value *x)
 	if (!moe)
 		return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "block_sparse_moe.mlp", w132,
 					 cfg_int(c, "intermediate_size"), act, 0,
-					 "intermediate_size"), "mlp"));
+					 "intermediate_size", 0), "mlp"));
 	if (!par)
 		return residual(c, x, routed(c, h, "block_sparse_moe", "w1", "w3", "w2", &s));
 	r = cfg_named(c, cfg_rms_norm(c, x, "residual_layernorm.weight", eps), "r");
 	r = r ? cfg_named(c, cfg_glu_mlp_as(c, r, "residual_mlp", w132, c->hidden, act, 0,
-					    "hidden_size"), "residual_mlp") : NULL;
+					    "hidden_size", 0), "residual_mlp") : NULL;
 	return residual(c, add(c, x, r, "s"), routed(c, h, "block_sparse_moe", "w1", "w3", "w2",
 						       &s));
 }

@@ -131,7 +131,7 @@ cfg_act(Cfg *c, Value *x, const char *act)
 
 Value *
 cfg_glu_mlp_as(Cfg *c, Value *x, const char *mod, const char *const proj[3], int64_t inter,
-	       const char *act, int bias, const char *ikey)
+	       const char *act, int bias, const char *ikey, double limit)
 {
 	const char *w1 = why(c, "%s x %s", ikey, "hidden_size");
 	const char *w2 = why(c, "%s x %s", "hidden_size", ikey);
@@ -149,6 +149,13 @@ cfg_glu_mlp_as(Cfg *c, Value *x, const char *mod, const char *const proj[3], int
 	if (!g || !u)
 		return NULL;
 	g = cfg_named(c, cfg_act(c, g, act), why(c, "%s.act%s", mod, ""));
+	if (limit > 0 && g) {	/* transformers: act(gate).clamp(max=l), up.clamp(-l, l) */
+		ir_b_float(&c->b, "max", limit);
+		g = cfg_named(c, ir_b1(&c->b, OP_CLIP, g), why(c, "%s.act.clamp%s", mod, ""));
+		ir_b_float(&c->b, "min", -limit);
+		ir_b_float(&c->b, "max", limit);
+		u = cfg_named(c, ir_b1(&c->b, OP_CLIP, u), why(c, "%s.%s.clamp", mod, proj[1]));
+	}
 	g = cfg_named(c, g ? ir_b2(&c->b, OP_MUL, g, u) : NULL, why(c, "%s.glu%s", mod, ""));
 	if (!g)
 		return NULL;
@@ -161,7 +168,7 @@ cfg_glu_mlp(Cfg *c, Value *x, const char *mod, int64_t inter, const char *act, i
 {
 	static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
 
-	return cfg_glu_mlp_as(c, x, mod, proj, inter, act, bias, ikey);
+	return cfg_glu_mlp_as(c, x, mod, proj, inter, act, bias, ikey, 0);
 }
 
 /* The router's [E] bias added to f32 logits. */
@@ -242,10 +249,10 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 	if (strcmp(s->act, "gelu_tanh") == 0)
 		ir_b_str(&c->b, "approx", "tanh");
 	ir_b_str(&c->b, "gu_layout", s->layout);
-	if (strcmp(s->act, "oai") == 0) {
+	if (strcmp(s->act, "oai") == 0)
 		ir_b_float(&c->b, "alpha", s->alpha);
+	if (strcmp(s->act, "oai") == 0 || (strcmp(s->act, "silu") == 0 && s->limit > 0))
 		ir_b_float(&c->b, "limit", s->limit);
-	}
 }
 
 /* wt: w_gate_up, w_down, b_gate_up (or NULL), b_down (or NULL). */

@@ -73,6 +73,41 @@ ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
 }
 
 /*
+ * swiglu and moe's gated activation:
+ *	act: str = silu (silu | gelu | oai | relu); approx: str = none (gelu: none | tanh)
+ *	layout (moe: gu_layout): str = concat (concat | interleave)
+ *	alpha: float = 1.702 (oai)
+ *	limit: float = 7.0 for oai, none for silu (> 0); gelu and relu take none
+ */
+int
+ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t whylen)
+{
+	const char *act = ir_attr_str(n, "act", "silu"), *lay = ir_attr_str(n, laykey, "concat");
+	const char *ap = ir_attr_str(n, "approx", "none");
+	int has_limit = ir_attr(n, "limit") != NULL;
+
+	memset(g, 0, sizeof *g);
+	g->act = strcmp(act, "silu") == 0 ? IR_GLU_SILU : strcmp(act, "gelu") == 0 ? IR_GLU_GELU
+	       : strcmp(act, "oai") == 0 ? IR_GLU_OAI : strcmp(act, "relu") == 0 ? IR_GLU_RELU
+	       : IR_GLU_UNKNOWN;
+	if (g->act == IR_GLU_UNKNOWN)
+		return snprintf(why, whylen, "act must be silu, gelu, oai or relu, not %s", act), -1;
+	g->interleave = strcmp(lay, "interleave") == 0;
+	if (!g->interleave && strcmp(lay, "concat") != 0)
+		return snprintf(why, whylen, "%s must be concat or interleave, not %s", laykey, lay), -1;
+	g->tanh_approx = g->act == IR_GLU_GELU && strcmp(ap, "tanh") == 0;
+	if (g->act == IR_GLU_GELU && !g->tanh_approx && strcmp(ap, "none") != 0)
+		return snprintf(why, whylen, "approx must be none or tanh, not %s", ap), -1;
+	g->alpha = ir_attr_float(n, "alpha", 1.702);
+	g->limit = ir_attr_float(n, "limit", g->act == IR_GLU_OAI ? 7.0 : INFINITY);
+	if (has_limit && (g->act == IR_GLU_GELU || g->act == IR_GLU_RELU))
+		return snprintf(why, whylen, "limit is defined for act silu and oai, not %s", act), -1;
+	if (!(g->limit > 0))
+		return snprintf(why, whylen, "limit must be > 0, not %g", g->limit), -1;
+	return 0;
+}
+
+/*
  * topk: k: int, required (-1 when absent); axis: int = -1; largest: int = 1
  * (0: the k smallest).  Results sorted, ties to the lower index.
  */

@@ -28,17 +28,6 @@ ev_gelu(double x, int tanh_approx)
 	return 0.5 * x * (1 + erf(x / M_SQRT2));
 }
 
-static int
-gelu_approx(Ev *e, const Node *n, int *tanh_approx)
-{
-	const char *s = ir_attr_str(n, "approx", "none");
-
-	*tanh_approx = strcmp(s, "tanh") == 0;
-	if (!*tanh_approx && strcmp(s, "none") != 0)
-		return ev_err(e, n, "%s: approx must be none or tanh, not %s", ir_opname(n->op), s);
-	return 0;
-}
-
 /* Clamp to [lo, hi]; NaN stays NaN. */
 static double
 clamp(double x, double lo, double hi)
@@ -283,41 +272,29 @@ ev_where(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 /* --- gated activations --------------------------------------------------- */
 
 int
-ev_glu_parse(Ev *e, const Node *n, const char *actkey, const char *laykey, Glu *p)
+ev_glu_parse(Ev *e, const Node *n, const char *laykey, IrGluAttrs *p)
 {
-	const char *act = ir_attr_str(n, actkey, "silu");
-	const char *lay = ir_attr_str(n, laykey, "concat");
+	char why[160];
 
-	memset(p, 0, sizeof *p);
-	if (strcmp(act, "silu") == 0)
-		p->act = GLU_SILU;
-	else if (strcmp(act, "gelu") == 0)
-		p->act = GLU_GELU;
-	else if (strcmp(act, "oai") == 0)
-		p->act = GLU_OAI;
-	else if (strcmp(act, "relu") == 0)
-		p->act = GLU_RELU;
-	else
-		return ev_err(e, n, "%s: %s must be silu, gelu, oai or relu, not %s", ir_opname(n->op),
-			      actkey, act);
-	if (strcmp(lay, "interleave") == 0)
-		p->interleave = 1;
-	else if (strcmp(lay, "concat") != 0)
-		return ev_err(e, n, "%s: %s must be concat or interleave, not %s",
-			      ir_opname(n->op), laykey, lay);
-	p->alpha = ir_attr_float(n, "alpha", 1.702);
-	p->limit = ir_attr_float(n, "limit", 7.0);
-	return p->act == GLU_GELU ? gelu_approx(e, n, &p->tanh_approx) : 0;
+	if (ir_glu_attrs(n, laykey, p, why, sizeof why))
+		return ev_err(e, n, "%s: %s", ir_opname(n->op), why);
+	return 0;
 }
 
 double
-ev_glu(const Glu *p, double gate, double up)
+ir_glu_scalar(const IrGluAttrs *p, double gate, double up)
 {
 	switch (p->act) {
-	case GLU_SILU: return gate * ev_sigmoid(gate) * up;
-	case GLU_GELU: return ev_gelu(gate, p->tanh_approx) * up;
-	case GLU_RELU: return (gate > 0 ? gate : 0) * up;	/* gate = up: relu² */
-	default:	/* gpt-oss: clamped, with a +1 on up */
+	case IR_GLU_SILU:	/* Step-3.5's limit clamps after the activation */
+		gate = gate * ev_sigmoid(gate);
+		if (p->limit < INFINITY) {
+			gate = gate > p->limit ? p->limit : gate;
+			up = clamp(up, -p->limit, p->limit);
+		}
+		return gate * up;
+	case IR_GLU_GELU: return ev_gelu(gate, p->tanh_approx) * up;
+	case IR_GLU_RELU: return (gate > 0 ? gate : 0) * up;	/* gate = up: relu² */
+	default:	/* gpt-oss: clamped before, with a +1 on up */
 		gate = gate > p->limit ? p->limit : gate;
 		up = clamp(up, -p->limit, p->limit);
 		return (up + 1) * (gate * ev_sigmoid(p->alpha * gate));
@@ -330,9 +307,9 @@ ev_swiglu(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	const Tensor *x = in[0];
 	Tensor *y = &out[0];
 	int64_t nn = y->dim[y->rank - 1], rows = nn ? tensor_numel(y) / nn : 0;
-	Glu p;
+	IrGluAttrs p;
 
-	if (ev_glu_parse(e, n, "act", "layout", &p))
+	if (ev_glu_parse(e, n, "layout", &p))
 		return -1;
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t j = 0; j < nn; j++) {
@@ -340,7 +317,7 @@ ev_swiglu(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 			int64_t ui = r * 2 * nn + (p.interleave ? 2 * j + 1 : nn + j);
 			double g = dtype_load(x->dt, x->data, (size_t)gi);
 			double u = dtype_load(x->dt, x->data, (size_t)ui);
-			dtype_store(y->dt, y->data, (size_t)(r * nn + j), ev_glu(&p, g, u));
+			dtype_store(y->dt, y->data, (size_t)(r * nn + j), ir_glu_scalar(&p, g, u));
 		}
 	return 0;
 }

@@ -52,15 +52,8 @@ void ev_order(const double *v, int64_t n, int largest, int64_t *idx);
 /* eval_ew.c: the activations, shared with swiglu and moe */
 double ev_sigmoid(double x);
 double ev_gelu(double x, int tanh_approx);
-typedef struct {
-	int interleave;		/* layout: gate and up interleaved by column */
-	int act;		/* GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU */
-	int tanh_approx;	/* gelu */
-	double alpha, limit;	/* oai */
-} Glu;
-enum { GLU_SILU, GLU_GELU, GLU_OAI, GLU_RELU };
-int ev_glu_parse(Ev *e, const Node *n, const char *actkey, const char *laykey, Glu *p);
-double ev_glu(const Glu *p, double gate, double up);
+/* swiglu's and moe's act attributes (ir_glu_attrs), a diagnostic if bad */
+int ev_glu_parse(Ev *e, const Node *n, const char *laykey, IrGluAttrs *p);
 
 /* The evaluation functions, one per op family. */
 EvalFn ev_unary, ev_cast, ev_identity, ev_binary, ev_where, ev_swiglu;

@@ -247,7 +247,7 @@ typedef struct {
 	const Tensor *gu, *dn;		/* read a row at a time, never copied whole */
 	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
 	DType dt;			/* x's: h and a are rounded to it */
-	Glu glu;
+	IrGluAttrs glu;
 	int64_t aq;			/* act_quant: a quantised per token and aq columns (0: not) */
 } Moe;
 
@@ -272,7 +272,7 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 	if (bdn && (bdn->rank != 2 || bdn->dim[0] != m->ne || bdn->dim[1] != m->h))
 		return ev_err(e, n, "moe: the down bias must be [%lld,%lld]", (long long)m->ne,
 			      (long long)m->h);
-	return ev_glu_parse(e, n, "act", "gu_layout", &m->glu);
+	return ev_glu_parse(e, n, "gu_layout", &m->glu);
 }
 
 /* Elements [first, first+n) of an expert stack. */
@@ -313,7 +313,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 			const double *h = &hb[s * 2 * ni];
 			double g = h[m->glu.interleave ? 2 * j : j];
 			double u = h[m->glu.interleave ? 2 * j + 1 : ni + j];
-			a[s * ni + j] = ev_round(m->dt, ev_glu(&m->glu, g, u));
+			a[s * ni + j] = ev_round(m->dt, ir_glu_scalar(&m->glu, g, u));
 		}
 	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
 		for (int64_t j = 0; j < ni; j += m->aq)

@@ -354,6 +354,26 @@ typedef struct {
 } IrEwAttrs;
 /* 0, or -1 with the reason in why (a bad approx). */
 int ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen);
+/*
+ * The gated activation of swiglu and moe (attrs.c; ir_glu_scalar in
+ * eval_ew.c is its arithmetic): gate and up from one [.., 2N] row, split by
+ * layout (moe: gu_layout).  limit clamps: silu's gate after the activation
+ * and up, min(silu(gate), limit) * clamp(up, -limit, limit) (Step-3.5); oai's
+ * gate and up before it (gpt-oss).  INFINITY: no clamp.
+ */
+typedef enum { IR_GLU_UNKNOWN = -1, IR_GLU_SILU, IR_GLU_GELU, IR_GLU_OAI, IR_GLU_RELU } IrGluAct;
+typedef struct {
+	IrGluAct act;
+	int interleave;		/* layout=interleave: gate even columns, up odd ones */
+	int tanh_approx;	/* gelu approx=tanh */
+	double alpha;		/* oai */
+	double limit;		/* silu, oai; INFINITY: none */
+} IrGluAttrs;
+/* 0, or -1 with the reason in why (an unknown act or layout, a bad approx,
+ * a limit that is not > 0 or on gelu/relu). laykey: "layout" or "gu_layout". */
+int ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t whylen);
+/* act(gate, up) in double, before rounding to a dtype. */
+double ir_glu_scalar(const IrGluAttrs *g, double gate, double up);
 /* Router attributes of moe and route; unknown names decode to *_UNKNOWN
  * (each caller reports them in its own words). */
 typedef enum {

@@ -14,10 +14,13 @@
  *	%y = mul (silu %g), %u         =>    %y = swiglu (matmul %h, %w),
  *	                                              layout=interleave, act=silu
  *
+ * Step-3.5's clamped SwiGLU, mul(clip(silu %g, max=l), clip(%u, min=-l,
+ * max=l)), becomes the same swiglu with limit=l (act=silu's clamp).
  * x * sigmoid(alpha * x) is not SiLU (gpt-oss's clamped SwiGLU uses it) and
  * is left alone.  GELU constants (1/sqrt(2), sqrt(2/pi), 0.044715) match
  * to the precision of the dtype they are written in.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "match.h"
@@ -189,26 +192,53 @@ glu_skip(Canon *k, Node *n, const Node *g, const Node *u, const char *why)
 }
 
 /*
+ * Step-3.5's clamp around a * u: a = clip(a', max=l), u = clip(u', min=-l,
+ * max=l), each used by n alone.  Returns l and moves *a, *u to a', u'
+ * (their users to *ua, *uu); 0 when there is none, or a half of it.
+ */
+static double
+glu_clamp(Node *n, Value **a, Value **u, Node **ua, Node **uu)
+{
+	Node *ca = def_op(*a, OP_CLIP), *cu = def_op(*u, OP_CLIP);
+	IrEwAttrs pa, pu;
+	char why[64];
+
+	if (!ca || !cu || ir_ew_attrs(ca, &pa, why, sizeof why) || ir_ew_attrs(cu, &pu, why, sizeof why))
+		return 0;
+	if (pa.lo != -INFINITY || !(pa.hi > 0 && pa.hi < INFINITY) || pu.lo != -pa.hi ||
+	    pu.hi != pa.hi || sole_user(ca->out[0]) != n || sole_user(cu->out[0]) != n ||
+	    !type_like(ca->in[0], ca->out[0]) || !type_like(cu->in[0], cu->out[0]))
+		return 0;
+	*a = ca->in[0], *u = cu->in[0], *ua = ca, *uu = cu;
+	return pa.hi;
+}
+
+/*
  * mul(act(matmul(h, wg)), matmul(h, wu)), act silu or gelu -> swiglu of one
- * matmul whose N columns alternate gate and up.  Both matmuls and the
- * activation must have no other users.
+ * matmul whose N columns alternate gate and up; with silu, Step-3.5's clamp
+ * (glu_clamp) as its limit.  Both matmuls and the activation must have no
+ * other users.
  */
 int
 canon_glu(Canon *k, Node *n)
 {
 	for (int i = 0; i < 2; i++) {
-		Node *act = n->in[i]->kind == V_RESULT ? n->in[i]->def : NULL;
-		Node *g, *u = def_op(n->in[1 - i], OP_MATMUL);
+		Value *av = n->in[i], *uv = n->in[1 - i];
+		Node *ua = n, *uu = n;
+		double lim = glu_clamp(n, &av, &uv, &ua, &uu);
+		Node *act = av->kind == V_RESULT ? av->def : NULL;
+		Node *g, *u = def_op(uv, OP_MATMUL);
 		Value *w, *bias = NULL;
 		Builder b;
 		int tb;
 
 		if (!act || (act->op != OP_SILU && act->op != OP_GELU) || !u ||
+		    (lim > 0 && act->op != OP_SILU) ||
 		    !(g = def_op(act->in[0], OP_MATMUL)) || !glu_pair(g, u) ||
-		    !type_like(n->in[i], n->out[0]))
+		    !type_like(av, n->out[0]))
 			continue;
-		if (sole_user(g->out[0]) != act || sole_user(act->out[0]) != n ||
-		    sole_user(u->out[0]) != n) {
+		if (sole_user(g->out[0]) != act || sole_user(act->out[0]) != ua ||
+		    sole_user(u->out[0]) != uu) {
 			glu_skip(k, n, g, u, "an intermediate has other users");
 			continue;
 		}
@@ -236,6 +266,8 @@ canon_glu(Canon *k, Node *n)
 		}
 		ir_b_str(&b, "layout", "interleave");
 		ir_b_str(&b, "act", act->op == OP_SILU ? "silu" : "gelu");
+		if (lim > 0)
+			ir_b_float(&b, "limit", lim);
 		if (act->op == OP_GELU && ir_attr(act, "approx"))
 			ir_b_str(&b, "approx", ir_attr_str(act, "approx", "none"));
 		return canon_adopt(k, n, y ? ir_b1(&b, OP_SWIGLU, y) : NULL);

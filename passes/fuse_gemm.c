@@ -370,7 +370,10 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 		if (x->op == OP_CAST) {
 			k += (size_t)snprintf(buf + k, len - k, "%sto %s", sep, dtype_name(x->out[0]->type.dt));
 		} else if (x->op == OP_SWIGLU) {
-			k += (size_t)snprintf(buf + k, len - k, "%sswiglu (%s)", sep, ir_attr_str(x, "act", "silu"));
+			k += (size_t)snprintf(buf + k, len - k, "%sswiglu (%s", sep, ir_attr_str(x, "act", "silu"));
+			if (ir_attr(x, "limit"))	/* a clamp (ir_glu_attrs) */
+				k += (size_t)snprintf(buf + k, len - k, ", limit %g", ir_attr_float(x, "limit", 0));
+			k += (size_t)snprintf(buf + k, len - k, ")");
 		} else if (x->op == OP_SCATTER_ROWS) {
 			k += (size_t)snprintf(buf + k, len - k, "%sscatter rows to token order by %%%s",
 					      sep, x->in[1]->name);

@@ -149,10 +149,13 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		return NULL;
 	ir_b_str(b, "layout", "interleave");
 	ir_b_str(b, "act", act);
-	if (strcmp(act, "oai") == 0) {
-		ir_b_float(b, "alpha", ir_attr_float(moe, "alpha", 1.702));
-		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 7.0));
-	}
+	/* swiglu's act attributes are moe's (one table, ir_glu_attrs): copied as written */
+	if (ir_attr(moe, "alpha"))
+		ir_b_float(b, "alpha", ir_attr_float(moe, "alpha", 0));
+	if (ir_attr(moe, "limit"))
+		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 0));
+	if (ir_attr(moe, "approx"))
+		ir_b_str(b, "approx", ir_attr_str(moe, "approx", "none"));
 	Value *a = ir_b1(b, OP_SWIGLU, n->out[0]);
 	int64_t aq = ir_attr_int(moe, "act_quant", 0);
 	if (a && aq > 0) {	/* act_quant: quantised per token and aq columns, then dequantised */

@@ -18,8 +18,11 @@
  * pick a hot expert; the router weight is read off the graph (the moe node's
  * logits matmul).  `ref` leaves out rows whose routing is within the f32
  * tolerance of a tie, so a flip on the device is a wrong kernel, never
- * rounding.  Exit 0 ok, 1 failed, 2 bad usage, 77 the weights do not fit
- * this host's memory.
+ * rounding.  A block with two inputs (Arctic's MoE layers: x, and layer_in
+ * that the router's norm reads) gets rows for each, input_0 and input_1:
+ * the skewed rows go to the input the router reads, the other input is
+ * N(0,1) from its own seed.  Exit 0 ok, 1 failed, 2 bad usage, 77 the
+ * weights do not fit this host's memory.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +60,7 @@ through(const Value *v, Op want)
 typedef struct {
 	Tensor w, g;		/* router weight [E,H] (as f32) and norm weight [H] */
 	int64_t E;
+	const Value *x;		/* what the norm reads: the input skewed rows lean through */
 } Router;
 
 static int
@@ -88,14 +92,16 @@ find_router(Graph *g, Router *r, Diag *d)
 	if (weight_f32(mm->in[1], &r->w, d) || weight_f32(norm->in[1], &r->g, d))
 		return -1;
 	r->E = r->w.dim[0];
+	r->x = norm->in[0];
 	return 0;
 }
 
-/* Row `row` of candidates: uniform, or skewed towards hot expert e. */
+/* Row `row` of candidates: uniform, or skewed towards hot expert e; input
+ * p > 0 of a block with more draws its rows from seeds of its own. */
 static void
-make_row(const Router *r, int skew, int64_t row, int64_t H, double *x)
+make_row(const Router *r, int skew, int p, int64_t row, int64_t H, double *x)
 {
-	uint64_t seed = skew ? 0x5ce3d : 0x0a1f0;
+	uint64_t seed = (skew ? 0x5ce3d : 0x0a1f0) + 0x10000 * (uint64_t)p;
 	int64_t pick = (int64_t)(mix64(seed ^ (uint64_t)row) % 10);
 	double rms = 0;
 
@@ -217,7 +223,7 @@ typedef struct {
 	Router r;
 	int routed, nmode;
 	int64_t cand;		/* rows per kind */
-	Tensor in, out[8];
+	Tensor in[2], out[8];	/* in: one per input of the block (x, layer_in) */
 	RouteLog log;
 } Run;
 
@@ -226,7 +232,8 @@ run_free(Run *u)
 {
 	for (int i = 0; i < 8; i++)
 		tensor_free(&u->out[i]);
-	tensor_free(&u->in);
+	tensor_free(&u->in[0]);
+	tensor_free(&u->in[1]);
 	tensor_free(&u->r.w);
 	tensor_free(&u->r.g);
 	route_log_free(&u->log);
@@ -247,10 +254,17 @@ run_graph(Run *u, const char *model, int layer, int64_t cand, Diag *d)
 	fo.layer = layer, fo.synthetic = 1, fo.seed = 1;
 	u->m = fe_load(model, &fo, d);
 	u->g = u->m ? ir_main_graph(u->m) : NULL;
-	if (!u->g || u->g->nparam != 1 || u->g->nret > 8 || u->g->param[0]->type.rank != 2) {
+	if (!u->g || u->g->nparam < 1 || u->g->nparam > 2 || u->g->nret > 8) {
 		fprintf(stderr, "%s: not a config-built block\n", model);
 		return 2;
 	}
+	for (int p = 0; p < u->g->nparam; p++)
+		if (!ir_type_eq(&u->g->param[p]->type, &u->g->param[0]->type) ||
+		    u->g->param[p]->type.rank != 2) {
+			fprintf(stderr, "%s: not a config-built block (inputs [T,H] of one dtype)\n",
+				model);
+			return 2;
+		}
 	if (weight_bytes(u->m, u->g) > mem_available() / 10 * 9) {
 		printf("SKIP %s layer %d: its weights (%.1f GB) do not fit this host's memory\n",
 		       model, layer, weight_bytes(u->m, u->g) / 1e9);
@@ -261,16 +275,22 @@ run_graph(Run *u, const char *model, int layer, int64_t cand, Diag *d)
 	u->nmode = u->routed ? 2 : 1;
 	u->cand = cand;
 	dim[0] = u->nmode * cand, dim[1] = H;
-	if (tensor_alloc(&u->in, u->g->param[0]->type.dt, 2, dim))
-		return 1;
 	x = xmalloc(sizeof *x * (size_t)(2 * H));
-	for (int64_t t = 0; t < dim[0]; t++) {
-		make_row(&u->r, t >= cand, t % cand, H, x);
-		for (int64_t c = 0; c < H; c++)
-			dtype_store(u->in.dt, u->in.data, (size_t)(t * H + c), x[c]);
+	for (int p = 0; p < u->g->nparam; p++) {
+		/* skewed rows lean on hot experts through the input the router reads */
+		int lean = u->routed && u->r.x == u->g->param[p];
+		if (tensor_alloc(&u->in[p], u->g->param[p]->type.dt, 2, dim)) {
+			free(x);
+			return 1;
+		}
+		for (int64_t t = 0; t < dim[0]; t++) {
+			make_row(&u->r, lean && t >= cand, p, t % cand, H, x);
+			for (int64_t c = 0; c < H; c++)
+				dtype_store(u->in[p].dt, u->in[p].data, (size_t)(t * H + c), x[c]);
+		}
 	}
 	free(x);
-	return ir_eval(u->g, &u->in, 1, u->out, &eo, d) ? 1 : 0;
+	return ir_eval(u->g, u->in, u->g->nparam, u->out, &eo, d) ? 1 : 0;
 }
 
 static int
@@ -289,8 +309,13 @@ cmd_ref(const char *model, int layer, const char *dir, int64_t rows, Diag *d)
 				keep[n++] = t;
 			else
 				ties++;
-		int bad = pick_rows(&u.in, keep, n, &sel) || write_set(dir, name, &sel, "input_0", d);
-		tensor_free(&sel);
+		int bad = 0;
+		for (int p = 0; !bad && p < u.g->nparam; p++) {
+			char what[32];
+			snprintf(what, sizeof what, "input_%d", p);
+			bad = pick_rows(&u.in[p], keep, n, &sel) || write_set(dir, name, &sel, what, d);
+			tensor_free(&sel);
+		}
 		for (int i = 0; !bad && i < u.g->nret; i++) {
 			char what[32];
 			snprintf(what, sizeof what, "output_%d", i);
@@ -324,12 +349,13 @@ cmd_check(const char *model, int layer, int64_t rows, Diag *d)
 	int rc = run_graph(&u, model, layer, rows, d), ok = 1;
 
 	pass_default_opts(&po);
-	if (!rc && (pass_run(u.m, &po, &pc) != 0 || ir_eval(u.g, &u.in, 1, out, &eo, d) != 0))
+	if (!rc && (pass_run(u.m, &po, &pc) != 0 ||
+		    ir_eval(u.g, u.in, u.g->nparam, out, &eo, d) != 0))
 		rc = 1;
 	if (!rc) {
 		int n = route_log_compare(&u.log, &log, 0, 0, &rd);	/* identical */
 		printf("%s layer %d, %lld rows: routing: %d decisions compared, %lld tokens flipped%s%s\n",
-		       model, layer, (long long)u.in.dim[0], n, (long long)rd.nflip,
+		       model, layer, (long long)u.in[0].dim[0], n, (long long)rd.nflip,
 		       rd.nflip ? ": " : "", rd.msg);
 		ok = n == u.log.n && u.log.n == log.n && !rd.nflip;
 		for (int i = 0; ok && i < log.n; i++) {	/* the router's values, bit for bit */

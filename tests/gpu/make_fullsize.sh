@@ -22,7 +22,9 @@ mkdir -p "$out" || exit 1
 fail=0
 # case model layer: MoE and dense layers of each family; gpt-oss's sliding
 # and full-attention layers build the same FFN block (only weight names
-# differ), so one of them is enough.
+# differ), so one of them is enough.  arctic is a two-input block (x and
+# layer_in: the residual MLP beside the MoE): its sets hold input_0 and
+# input_1.
 cases="mixtral mixtral-8x7b 0
 qwen3_moe qwen3-30b-a3b 0
 qwen2_moe qwen1.5-moe-a2.7b 0
@@ -36,6 +38,7 @@ llama3 meta-llama-3-8b 0
 mistral mistral-7b-v0.1 0
 gpt2 gpt2 0
 bert bert-base-uncased 0
+arctic snowflake-arctic-instruct 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do

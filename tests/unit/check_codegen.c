@@ -76,7 +76,7 @@ START_TEST(test_epilogue_check_rejects_bad_programs)
 
 	memset(&e, 0, sizeof e);
 	a = cg_ep_acc(&e);
-	cg_ep_swiglu(&e, a, 0, 0);
+	cg_ep_swiglu(&e, a, NULL);
 	cg_ep_op(&e, OP_ADD, a, 1);	/* uses acc from the input column space */
 	ck_assert_int_eq(cg_ep_check(&e, &d), -1);
 	ck_assert_ptr_nonnull(strstr(d.last, "column space"));
@@ -114,13 +114,18 @@ START_TEST(test_epilogue_reference_values)
 	cg_ep_gelu(&e, 0, 1);
 	ck_assert(fabs(ir_ew_scalar(e.in[1].iop, &e.in[1].ew, 1.0, 0) - 0.8413447460685429) < 1e-12);
 	ck_assert(fabs(ir_ew_scalar(e.in[2].iop, &e.in[2].ew, 1.0, 0) - 0.8411919906082768) < 1e-12);
-	memset(&in, 0, sizeof in);
-	in.op = CGE_SWIGLU;
+	memset(&e, 0, sizeof e);
+	cg_ep_swiglu(&e, cg_ep_acc(&e), NULL);
+	in = e.in[1];
 	ck_assert(fabs(gh_swiglu(&in, 2.0, 3.0) - 2.0 / (1 + exp(-2.0)) * 3.0) < 1e-12);
-	in.lim = 7;
-	in.alpha = 1.702f;
+	in.glu = gh_oai;
 	/* gate clipped to 7, up clipped to 7: (7 + 1) * 7 * sigmoid(1.702 * 7) */
 	ck_assert(fabs(gh_swiglu(&in, 9.0, 9.0) - 8 * 7 / (1 + exp(-1.702 * 7))) < 1e-5);
+	/* Step-3.5's clamp, after silu: min(silu(9), 2) * clamp(-9, -2, 2) = 2 * -2 */
+	in.glu.act = IR_GLU_SILU;
+	in.glu.limit = 2;
+	ck_assert(fabs(gh_swiglu(&in, 9.0, -9.0) + 4) < 1e-12);
+	ck_assert(fabs(gh_swiglu(&in, 1.0, 1.5) - 1.5 / (1 + exp(-1.0))) < 1e-12);	/* inside */
 }
 END_TEST
 

@@ -39,6 +39,15 @@ static const char *const families[] = {
 	"ernie4_5_moe", "hunyuan_v1_moe", "llama4_text", "gemma4_text", "dbrx",
 	/* issue 14, second part */
 	"phimoe", "nemotron_h", "step3p5",
+	/* Step-3.5-Flash's SwiGLU clamp (its layers 43-44) on layer 1 */
+	"step3p5_limit",
+	/* issue 14, third part: GLM-5 (transformers 5.24 ships it) */
+	"glm_moe_dsa",
+	/* kimi_k2 as transformers runs it: deepseek_v3 (its config says kimi_k2) */
+	"kimi_k2",
+	/* multimodal wrappers as saved: text_config, model.language_model.layers.N
+	 * or language_model.model.layers.N */
+	"qwen3_5_moe", "llama4", "mistral3",
 	/* remote code: the reference is tests/fixtures/gen_arctic.py's own model */
 	"arctic",
 };
@@ -88,10 +97,34 @@ no_weight_data(const Module *m)
 	return 1;
 }
 
+/* A fixture's model_type: text_config's for a multimodal wrapper (a folder
+ * is named after its model_type, or that and a suffix: step3p5_limit). */
+static const char *
+fixture_type(const char *fam)
+{
+	static char type[64];
+	size_t len;
+	Diag d;
+	char *text;
+	cJSON *j, *t;
+
+	diag_init(&d, stderr);
+	text = file_read(src("tests/fixtures/hf/%s/config.json", fam), &len, &d);
+	ck_assert_ptr_nonnull(text);
+	j = cJSON_ParseWithLength(text, len);
+	t = cJSON_GetObjectItem(j, "text_config");
+	t = cJSON_GetObjectItem(t ? t : j, "model_type");
+	ck_assert(cJSON_IsString(t));
+	snprintf(type, sizeof type, "%s", t->valuestring);
+	cJSON_Delete(j);
+	free(text);
+	return type;
+}
+
 START_TEST(test_cfg_fixtures_build_with_real_and_synthetic_weights)
 {
 	const char *fam = families[_i];
-	char name[64];
+	char name[96];
 	Diag d;
 	Module *m;
 
@@ -100,7 +133,8 @@ START_TEST(test_cfg_fixtures_build_with_real_and_synthetic_weights)
 		ck_assert_msg(m != NULL, "%s (synthetic=%d) did not import", fam, syn);
 		ck_assert_int_eq(d.nerror, 0);
 		ck_assert_int_eq(ir_verify(m, &d), 0);
-		snprintf(name, sizeof name, "%s_layer1", fam);
+		/* <model_type>_layer1, a wrapper's the text model's */
+		snprintf(name, sizeof name, "%s_layer1", fixture_type(fam));
 		ck_assert_str_eq(ir_main_graph(m)->name, name);
 		for (int i = 0; i < m->nweight; i++)
 			ck_assert_msg((m->weight[i]->data != NULL) == !syn, "%s: $%s", fam,
@@ -359,12 +393,11 @@ layers_of(const char *path)
 
 /* The layers of real configs that are refused, each by its documented
  * message (docs/config.md): Nemotron-H's mamba and attention layers have no
- * FFN; Step-3.5-Flash clamps its last two layers' SwiGLU. */
+ * FFN. */
 static const struct {
 	const char *model, *why;
 } refused_layers[] = {
 	{"nemotron-3-nano-30b-a3b", "it has no FFN"},
-	{"step-3.5-flash", "a SwiGLU clamp of"},
 };
 
 static int
@@ -521,8 +554,8 @@ static const struct {
 	 "not 4", 2},
 	{"nemotron_mamba_layer", "hybrid_override_pattern: error: layer 1 is a mamba layer: it has no "
 	 "FFN", 1},
-	{"step3p5_swiglu_limit", "text_config.swiglu_limits: error: a SwiGLU clamp of 7 on layer 1 is "
-	 "not built yet", 1},
+	{"step3p5_negative_swiglu_limit", "text_config.swiglu_limits: error: entry 1 must be a "
+	 "non-negative number or null", 1},
 	{"llama4_top2", "num_experts_per_tok: error: llama4 feeds each chosen expert its own "
 	 "sigmoid-scaled input; moec builds top-1 only, not 2", 1},
 	{"ernie_norm_min", "moe_norm_min: error: 0.5 would clamp the renormalisation", 1},
@@ -1096,6 +1129,53 @@ START_TEST(test_cfg_step3p5_hub_config)
 }
 END_TEST
 
+/* Step-3.5-Flash's layers 43-44 clamp their SwiGLU (swiglu_limits 7 for
+ * the experts, swiglu_limits_shared 16 for the shared expert): the moe's
+ * act=silu with limit, clips around the shared expert's silu and up; layer
+ * 42 has neither.  A null or 0 entry is no clamp. */
+START_TEST(test_cfg_step3p5_swiglu_limits)
+{
+	char path[600], text[2048], *ir;
+	Module *m;
+	Diag d;
+
+	snprintf(path, sizeof path, "%s/models/step-3.5-flash/config.json", MOEC_SOURCE_DIR);
+	for (int layer = 42; layer <= 44; layer++) {
+		m = import(path, layer, 1, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "layer %d: %s", layer, text);
+		ir = ir_print_string(m, 0);
+		ck_assert_msg((strstr(ir, "act=silu, gu_layout=concat, k=8, limit=7.0,") != NULL) ==
+			      (layer > 42), "layer %d:\n%s", layer, ir);
+		ck_assert_msg((strstr(ir, "%mlp.shared_experts.act.clamp = clip %mlp.shared_experts.act, "
+				      "max=16.0") != NULL) == (layer > 42), "layer %d:\n%s", layer, ir);
+		ck_assert_msg((strstr(ir, "clip %mlp.shared_experts.up_proj, max=16.0, min=-16.0") != NULL) ==
+			      (layer > 42), "layer %d:\n%s", layer, ir);
+		free(ir);
+		ir_free_module(m);
+	}
+	stt_write_text("step.json", "{\"model_type\": \"step3p5\", \"hidden_size\": 64, "
+		       "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"moe_num_experts\": 8, "
+		       "\"moe_top_k\": 2, \"moe_intermediate_size\": 16, \"share_expert_dim\": 16, "
+		       "\"moe_layers_enum\": \"1\", \"swiglu_limits\": [0, null], "
+		       "\"swiglu_limits_shared\": null}");
+	m = import(stt_path("step.json"), 1, 1, NULL, text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_null(strstr(ir, "limit"));
+	ck_assert_ptr_null(strstr(ir, "clip"));
+	free(ir);
+	ir_free_module(m);
+	stt_write_text("step.json", "{\"model_type\": \"step3p5\", \"hidden_size\": 64, "
+		       "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"moe_num_experts\": 8, "
+		       "\"moe_top_k\": 2, \"moe_intermediate_size\": 16, \"share_expert_dim\": 16, "
+		       "\"moe_layers_enum\": \"1\", \"swiglu_limits_shared\": [0]}");
+	ck_assert_ptr_null(import(stt_path("step.json"), 1, 1, NULL, text, sizeof text, &d));
+	ck_assert_ptr_nonnull(strstr(text, "swiglu_limits_shared: error: must be a list with an entry "
+				     "for layer 1"));
+	stt_cleanup();
+}
+END_TEST
+
 /* Ling (bailing_moe, remote code; vLLM's bailing_moe.py): groups without
  * the expert bias scored by their best expert, with it by their top 2;
  * moe_shared_expert_intermediate_size (times num_shared_experts) for the shared experts;
@@ -1223,6 +1303,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_hub_names_read_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_checkpoint_reads_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_config);
+	tcase_add_test(tc, test_cfg_step3p5_swiglu_limits);
 	tcase_add_test(tc, test_cfg_bailing_variants);
 	tcase_add_test(tc, test_cfg_synthetic_recipe);
 	suite_add_tcase(s, tc);

@@ -413,7 +413,7 @@ START_TEST(test_emu_static_f8_parameters_swiglu)
 	c.s.K = 64;
 	c.s.groups = 4;
 	c.s.c_dt = DT_F8E4M3;
-	cg_ep_swiglu(&c.s.ep, cg_ep_acc(&c.s.ep), 7.0f, 1.702f);
+	cg_ep_swiglu(&c.s.ep, cg_ep_acc(&c.s.ep), &gh_oai);
 	c.s.quant.kind = CG_QUANT_STATIC;
 	c.s.quant.scale_role = "qscale";
 	c.s.quant.scale_dt = DT_BF16;

@@ -404,6 +404,34 @@ START_TEST(test_attribute_getters_have_one_default)
 	ck_assert_int_eq(ir_ew_attrs(&n, &a, why, sizeof why), 0);
 	ck_assert(a.alpha == 0.01);
 
+	/* swiglu's act (ir_glu_attrs): oai's limit defaults to 7, silu's to none;
+	 * a limit on gelu, a limit <= 0 and an unknown act are refused; silu's
+	 * clamp comes after the activation (ir_glu_scalar) */
+	{
+		static const struct { const char *attrs; int ok; double limit; } gc[] = {
+			{"act=oai", 1, 7.0}, {"act=silu", 1, INFINITY}, {"act=silu, limit=2.0", 1, 2.0},
+			{"act=gelu, limit=2.0", 0, 0}, {"act=silu, limit=0.0", 0, 0}, {"act=swish", 0, 0},
+		};
+		for (size_t i = 0; i < NELEM(gc); i++) {
+			char text[256];
+			IrGluAttrs ga;
+			snprintf(text, sizeof text, "graph @g(%%x: f32[T,8]) -> (y: f32[T,4]) {\n"
+				 "\t%%y = swiglu %%x, %s : f32[T,4]\n\tret %%y\n}\n", gc[i].attrs);
+			m = parse(text, &d);
+			ck_assert_ptr_nonnull(m);
+			ck_assert_int_eq(ir_glu_attrs(ir_main_graph(m)->first, "layout", &ga, why, sizeof why),
+					 gc[i].ok ? 0 : -1);
+			if (gc[i].ok)
+				ck_assert_msg(ga.limit == gc[i].limit, "%s: %g", gc[i].attrs, ga.limit);
+			if (i == 2) {	/* min(silu(9), 2) * clamp(-9, -2, 2); inside the limit plain */
+				ck_assert(fabs(ir_glu_scalar(&ga, 9, -9) + 4) < 1e-12);
+				ck_assert(fabs(ir_glu_scalar(&ga, 1, 1.5) - 1.5 / (1 + exp(-1.0))) < 1e-12);
+			}
+			ir_free_module(m);
+		}
+		ck_assert_ptr_nonnull(strstr(why, "act must be silu, gelu, oai or relu, not swish"));
+	}
+
 	/* topk: k required (-1 absent, refused by the shape rule), axis -1, largest 1 */
 	IrTopkAttrs t;
 	n.op = OP_TOPK;

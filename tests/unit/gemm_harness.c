@@ -112,7 +112,7 @@ gh_spec_grouped_swiglu(GemmSpec *s, int E, int64_t N, int64_t K, int topk)
 	s->m_per_t = topk;
 	s->gather = 1;
 	s->gather_div = topk;
-	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
 }
 
 void
@@ -135,7 +135,7 @@ gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K)
 	sizes(s, N, K, E);
 	a = cg_ep_acc(&s->ep);
 	b = cg_ep_col(&s->ep, DT_BF16, N, "bias");	/* per-expert bias */
-	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), 7.0f, 1.702f);
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_ADD, a, b), &gh_oai);
 }
 
 void
@@ -520,19 +520,13 @@ leaf_row(const CgEpInst *in, const GhRow *w)
 	}
 }
 
+const IrGluAttrs gh_oai = {.act = IR_GLU_OAI, .interleave = 1, .alpha = 1.702, .limit = 7.0};
+
 /* The reference of swiglu (the one epilogue operation that is not an IR op of one element). */
 double
 gh_swiglu(const CgEpInst *in, double gate, double up)
 {
-	double sg;
-
-	if (in->lim > 0) {
-		gate = gate < in->lim ? gate : in->lim;
-		up = up < -in->lim ? -in->lim : up > in->lim ? in->lim : up;
-		sg = 1 / (1 + exp(-in->alpha * gate));
-		return (up + 1) * gate * sg;
-	}
-	return gate / (1 + exp(-gate)) * up;
+	return ir_glu_scalar(&in->glu, gate, up);
 }
 
 /* Instruction i of the epilogue at column n of a space `space` wide; v holds the earlier ones. */

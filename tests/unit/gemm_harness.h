@@ -126,6 +126,8 @@ int gh_assemble(CgModule *m, int n, const char *who, int flags);
 
 /* swiglu's reference in double (the other epilogue operations: ir_ew_scalar) */
 double gh_swiglu(const CgEpInst *in, double gate, double up);
+/* gpt-oss's act=oai (alpha 1.702, limit 7), interleaved */
+extern const IrGluAttrs gh_oai;
 
 /*
  * Whole programs: the IR text through the default pipeline, cg_compile for
