@@ -367,7 +367,9 @@ int cg_ep_print(char *buf, size_t n, const CgEpilogue *e);
 
 typedef enum { CG_B_NK, CG_B_KN } CgBLayout;	/* B as [N,K] (Linear weight) or [K,N] */
 typedef enum { CG_STORE_ROWS, CG_STORE_SCATTER } CgStore;
-typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT } CgSched;
+/* CG_SCHED_STREAM: `ctas` CTAs, each an equal run of the (tile, k-tile)
+ * sequence (decode: stream-K; the mma.sync mainloop, cg_gemm_split_bytes) */
+typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT, CG_SCHED_STREAM } CgSched;
 typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA, CG_MAINLOOP_WS } CgMainloop;
 
 /*
@@ -478,11 +480,12 @@ struct GemmSpec {
 	int no_frag_pipe;	/* 1: no double-buffered fragments (smaller, slower) */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
-	int ctas;		/* CG_SCHED_PERSISTENT: CTAs in the grid (132 * 2 by default) */
+	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
 	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
 				 * 1: none, but the "splitk_ws" parameter (kernels of one name
 				 * have one parameter list on every target, and another splits) */
-	int split_slots;	/* split_k > 1: tiles the "splitk_ws" workspace holds (cg_gemm_split_bytes) */
+	int split_slots;	/* split_k > 1 or CG_SCHED_STREAM: tiles the "splitk_ws" workspace
+				 * holds (cg_gemm_split_bytes) */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
 void cg_gemm_default(GemmSpec *s);
@@ -512,6 +515,17 @@ DType cg_gemm_mma_type(const GemmSpec *s);
  * (((p0 + p1) + p2) + ...): the same bits every run; no atomics.  The
  * workspace ("splitk_ws"): split_slots i32 flags (zero before the launch,
  * a memset step), 16-byte aligned, then split_slots tiles of bm*bn f32.
+ *
+ * Stream-K (sched = CG_SCHED_STREAM, the mma.sync mainloop, no split_k):
+ * the work is the sequence of (tile, k-tile) pairs, tile-major over the
+ * schedule's tiles (empty experts own none); CTA c streams the run
+ * [v*L/n, (v+1)*L/n) of its L pairs, v = ctas-1-c, n = min(ctas, L), with one
+ * cp.async pipeline across its tiles (the next tile's loads go out while one
+ * ends).  A tile cut between runs is summed along its CTAs from the one
+ * holding its last k-tile to the one holding its first (each waits for the
+ * next higher v: a lower CTA index, dispatched first), which runs the
+ * epilogue; the same workspace and flags as split-K, one slot per tile.
+ * The order is fixed by T and the routing: the same bits every run.
  */
 int64_t cg_gemm_split_bytes(const GemmSpec *s);	/* the workspace */
 int64_t cg_gemm_split_flag_bytes(const GemmSpec *s);	/* its flags, to zero */

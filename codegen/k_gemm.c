@@ -236,6 +236,10 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->split_k > 1 && (s->mainloop != CG_MAINLOOP_MMA || (s->K / s->bk) % s->split_k))
 		return diag_error(d, LOC_NONE, "gemm: split-K %d needs the mma.sync mainloop and a k-tile "
 				  "count (%lld) it divides", s->split_k, (long long)(s->K / s->bk));
+	if (s->sched == CG_SCHED_STREAM && (s->mainloop != CG_MAINLOOP_MMA || s->bq.group > 0 ||
+					    s->f8.group > 0 || s->quant.kind == CG_QUANT_GROUP))
+		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16 "
+				  "or f32, and no group quantisation");
 	if (check_ld(d, "lda", s->lda, s->K) < 0 ||
 	    check_ld(d, "ldb", s->ldb, s->b_layout == CG_B_NK ? s->K : s->N) < 0 ||
 	    check_ld(d, "ldc", s->ldc, g.k.width) < 0)
@@ -915,32 +919,41 @@ split_flags(const GemmSpec *s)
 	return ((int64_t)s->split_slots * 4 + 15) & ~(int64_t)15;
 }
 
+/* split-K or stream-K: the kernel hands partial sums over in the workspace */
+static int
+hands_over(const GemmSpec *s)
+{
+	return s->split_k > 1 || s->sched == CG_SCHED_STREAM;
+}
+
 int64_t
 cg_gemm_split_flag_bytes(const GemmSpec *s)
 {
-	return s->split_k > 1 ? (int64_t)s->split_slots * 4 : 0;
+	return hands_over(s) ? (int64_t)s->split_slots * 4 : 0;
 }
 
 int64_t
 cg_gemm_split_bytes(const GemmSpec *s)
 {
-	return s->split_k > 1 ? split_flags(s) + (int64_t)s->split_slots * s->bm * s->bn * 4 : 0;
+	return hands_over(s) ? split_flags(s) + (int64_t)s->split_slots * s->bm * s->bn * 4 : 0;
 }
 
 /*
- * Hand the tile's partial sums along the slices: wait for slice z-1, add the
- * running sum to the accumulators (running sum first: the order is the slice
- * order), and pass the sum on unless this is the last slice.  Thread t keeps
- * accumulator a at element a * threads + t of the tile's slot (coalesced).
- * Returns "this is the last slice": only it runs the epilogue.
+ * Hand the tile's partial sums along its parts: part z (of nz, i32) waits
+ * until part z-1 has handed over (the flag of slot w says z), adds the
+ * running sum to the accumulators (running sum first: the order is the
+ * parts' order), and passes the sum on unless it is the last part.  Thread
+ * t keeps accumulator a at element a * threads + t of the slot (coalesced).
+ * Returns "this is the last part": only it runs the epilogue.  Split-K:
+ * the parts are the slices (grid z); stream-K: the CTAs sharing a tile.
  */
 static LLVMValueRef
-split_reduce(G *g)
+split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef z = cg_ctaid(f, 2), t0 = LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), "");
-	LLVMValueRef w64 = cg_sext64(f, g->k.w);
+	LLVMValueRef t0 = LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), "");
+	LLVMValueRef w64 = cg_sext64(f, w), last = cg_addi(f, nz, -1);
 	LLVMValueRef flag = cg_gep(f, g->k.ws, w64, 4);
 	LLVMValueRef part = cg_gep(f, cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1),
 				   cg_muli(f, w64, (int64_t)s->bm * s->bn), 4);
@@ -962,7 +975,7 @@ split_reduce(G *g)
 				cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
 			}
 	cg_endif(f, &c);
-	cg_if(f, &c, cg_lt(f, z, cg_i32(f, s->split_k - 1)));
+	cg_if(f, &c, cg_lt(f, z, last));
 	a = 0;
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
@@ -976,7 +989,7 @@ split_reduce(G *g)
 	cg_gstore_volatile(f, cg_addi(f, z, 1), flag, 4);
 	cg_endif(f, &c0);
 	cg_endif(f, &c);
-	return LLVMBuildICmp(f->B, LLVMIntEQ, z, cg_i32(f, s->split_k - 1), "");
+	return LLVMBuildICmp(f->B, LLVMIntEQ, z, last, "");
 }
 
 /* ---- the kernel ---- */
@@ -994,12 +1007,164 @@ tile(GemmCore *k)
 		mainloop(g);
 	if (k->s.split_k > 1) {
 		CgIf c;
-		cg_if(k->f, &c, split_reduce(g));
+		cg_if(k->f, &c, split_reduce(g, cg_ctaid(k->f, 2), cg_i32(k->f, k->s.split_k), k->w));
 		gemm_epilogue(g);
 		cg_endif(k->f, &c);
 		return;
 	}
 	gemm_epilogue(g);
+}
+
+/* ---- stream-K (CG_SCHED_STREAM; codegen.h has the contract) ---- */
+
+/* A CTA's run over the pairs g = tile * KT + k-tile: virtual index v (CTA
+ * ctas-1-c), [g0, g1), and the sources of the tile its loads are in. */
+typedef struct Stream Stream;
+struct Stream {
+	LLVMValueRef v, g0, g1, L64, n64;
+	LLVMValueRef lt;			/* var: the tile a_src/b_src are for (-1: none) */
+	LLVMValueRef a[MAXI], b[MAXI];		/* vars: its sources at k-tile 0 */
+};
+
+/* The first pair of run v: v * L / n (i64 arithmetic; an i32). */
+static LLVMValueRef
+run_start(CgFn *f, const Stream *st, LLVMValueRef v)
+{
+	return LLVMBuildTrunc(f->B, cg_udiv(f, cg_mul(f, cg_sext64(f, v), st->L64), st->n64), f->ti32, "");
+}
+
+/* The run holding pair x: the last v with v * L / n <= x, ((x+1) * n - 1) / L. */
+static LLVMValueRef
+run_owner(CgFn *f, const Stream *st, LLVMValueRef x)
+{
+	LLVMValueRef t = cg_addi(f, cg_mul(f, cg_sext64(f, cg_addi(f, x, 1)), st->n64), -1);
+
+	return LLVMBuildTrunc(f->B, cg_udiv(f, t, st->L64), f->ti32, "");
+}
+
+/* cp.async pair gi into its stage: the tile's sources first when the load
+ * stream enters a new tile (this is what runs ahead of the tile in the mma). */
+static void
+stream_load(G *g, Stream *st, LLVMValueRef gi)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), kt = cg_urem(f, gi, cg_i32(f, g->kt));
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, t, cg_get(f, st->lt), ""));
+	gemm_tile_coords(&g->k, t);
+	tile_sources(g);
+	for (int i = 0; i < g->a_n; i++)
+		cg_set(f, st->a[i], g->a_src[i]);
+	for (int i = 0; i < g->b_n; i++)
+		cg_set(f, st->b[i], g->b_src[i]);
+	cg_set(f, st->lt, t);
+	cg_endif(f, &c);
+	for (int i = 0; i < g->a_n; i++)
+		g->a_src[i] = cg_get(f, st->a[i]);
+	for (int i = 0; i < g->b_n; i++)
+		g->b_src[i] = cg_get(f, st->b[i]);
+	gemm_load_stage(g, stage_off(g, gi), kt);
+}
+
+/* The end of this run's part of tile gi / KT: hand the partial sums over
+ * along the runs sharing the tile (from the one with its last k-tile, part
+ * 0, to the one with its first), the last of them runs the epilogue. */
+static void
+stream_end(G *g, Stream *st, LLVMValueRef gi)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), first = cg_muli(f, t, g->kt);
+	LLVMValueRef lo = run_owner(f, st, first), hi = run_owner(f, st, cg_addi(f, first, g->kt - 1));
+	CgIf c;
+
+	gemm_tile_coords(&g->k, t);
+	cg_if(f, &c, split_reduce(g, cg_sub(f, hi, st->v), cg_addi(f, cg_sub(f, hi, lo), 1), t));
+	gemm_epilogue(g);
+	cg_endif(f, &c);
+}
+
+/*
+ * The whole schedule of a stream-K kernel: mainloop()'s pipeline over the
+ * run's pairs instead of one tile's k-tiles, the accumulators zeroed where
+ * a tile starts and handed over (or stored) where it ends, in the loop, so
+ * the loads of the next tile are in flight during that tile's end.
+ */
+static void
+stream(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int S = s->stages, KK = s->bk / g->kstep, KT = g->kt;
+	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), KT), n = cg_min(f, cg_nctaid(f, 0), L);
+	LLVMValueRef gi, kt, rd, nx, edge;
+	Stream st;
+	CgIf c, c1;
+	CgLoop l;
+	Frag cur, next, vars;
+
+	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
+	st.lt = cg_var(f, f->ti32, cg_i32(f, -1));
+	for (int i = 0; i < g->a_n; i++)
+		st.a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
+	for (int i = 0; i < g->b_n; i++)
+		st.b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
+	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
+	st.L64 = cg_sext64(f, L);
+	st.n64 = cg_sext64(f, n);
+	st.g0 = run_start(f, &st, st.v);
+	st.g1 = run_start(f, &st, cg_addi(f, st.v, 1));
+	for (int i = 0; i < S - 1; i++) {
+		LLVMValueRef p = cg_addi(f, st.g0, i);
+		cg_if(f, &c1, cg_lt(f, p, st.g1));
+		stream_load(g, &st, p);
+		cg_endif(f, &c1);
+		cg_cp_async_commit(f);
+	}
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	frag_vars(g, &vars);
+	load_frags(g, stage_off(g, st.g0), 0, &cur);
+	frag_move(g, &vars, &cur, 1);
+
+	gi = cg_loop(f, &l, st.g0, st.g1, cg_i32(f, 1));
+	kt = cg_urem(f, gi, cg_i32(f, KT));
+	rd = stage_off(g, gi);
+	nx = stage_off(g, cg_addi(f, gi, 1));
+	cg_if(f, &c1, cg_lt(f, cg_addi(f, gi, S - 1), st.g1));	/* refill: pair gi+S-1 */
+	stream_load(g, &st, cg_addi(f, gi, S - 1));
+	cg_endif(f, &c1);
+	cg_cp_async_commit(f);
+	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, st.g0, ""),
+			   LLVMBuildICmp(f->B, LLVMIntEQ, kt, cg_i32(f, 0), ""), "");
+	cg_if(f, &c1, edge);	/* the first k-tile of this run's part of a tile */
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->acc[i][j][q], cg_f32(f, 0));
+	cg_endif(f, &c1);
+	frag_move(g, &vars, &cur, 0);
+	for (int kk = 0; kk < KK; kk++) {
+		if (kk + 1 < KK) {
+			load_frags(g, rd, kk + 1, &next);
+		} else {
+			cg_cp_async_wait(f, S - 2);
+			cg_barrier(f);
+			load_frags(g, nx, 0, &next);	/* past the run: unused */
+		}
+		mma_frags(g, &cur);
+		cur = next;
+	}
+	frag_move(g, &vars, &cur, 1);
+	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, cg_addi(f, st.g1, -1), ""),
+			   LLVMBuildICmp(f->B, LLVMIntEQ, kt, cg_i32(f, KT - 1), ""), "");
+	cg_if(f, &c1, edge);	/* its last: hand over, or the epilogue */
+	stream_end(g, &st, gi);
+	cg_endif(f, &c1);
+	cg_endloop(f, &l);
+	cg_cp_async_wait(f, 0);
+	cg_barrier(f);
+	cg_endif(f, &c);
 }
 
 static void
@@ -1041,5 +1206,9 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	thread_setup(&g);
 	gemm_quant_setup(&g);
 	note(&g, buf, sizeof buf);
-	return gemm_end(&g.k, tile, buf);
+	if (spec->sched != CG_SCHED_STREAM)
+		return gemm_end(&g.k, tile, buf);
+	gemm_prologue(&g.k);
+	stream(&g);
+	return gemm_finish(&g.k, buf);
 }

@@ -92,6 +92,10 @@ CgFn *gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d);
  * gemm_prologue (the expert table), gemm_schedule (the loop), gemm_finish. */
 int gemm_end(GemmCore *k, void (*body)(GemmCore *), const char *note);
 void gemm_prologue(GemmCore *k);
+/* The schedule's tiles: of all experts (after gemm_prologue), or cdiv(M, bm) * nt. */
+LLVMValueRef gemm_work_total(GemmCore *k);
+/* Tile w (i32) of the schedule: e, row0, rend, n0, bexp. */
+void gemm_tile_coords(GemmCore *k, LLVMValueRef w);
 void gemm_schedule(GemmCore *k, void (*body)(GemmCore *));
 int gemm_finish(GemmCore *k, const char *note);
 /* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */

@@ -15,7 +15,9 @@
  * expert's first tile from the device offsets (a shuffle scan; empty experts
  * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
  * launches one CTA per potential tile (those past the end exit);
- * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w.  With
+ * CG_SCHED_PERSISTENT launches `ctas` CTAs that stride over w;
+ * CG_SCHED_STREAM (k_gemm.c's stream()) gives `ctas` CTAs equal runs of
+ * the (w, k-tile) sequence.  With
  * GemmCore.ord set (the warp-specialised mainloop), the experts are ranked
  * by their tiles first and w runs over them heaviest first.
  */
@@ -65,10 +67,13 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: %d groups (0..4096)", who, s->groups);
 	if (s->m_per_t < 1 || s->m_per_t > 1024)
 		return diag_error(d, LOC_NONE, "%s: m_per_t = %d", who, s->m_per_t);
-	if (s->sched == CG_SCHED_PERSISTENT && (s->ctas < 1 || s->ctas > 65535))
+	if (s->sched != CG_SCHED_TILES && (s->ctas < 1 || s->ctas > 65535))
 		return diag_error(d, LOC_NONE, "%s: %d persistent CTAs", who, s->ctas);
-	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT)
+	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT && s->sched != CG_SCHED_STREAM)
 		return diag_error(d, LOC_NONE, "%s: unknown schedule %d", who, s->sched);
+	if (s->sched == CG_SCHED_STREAM && (s->split_k > 1 || s->split_slots < 1))
+		return diag_error(d, LOC_NONE, "%s: stream-K needs a workspace (split_slots = %d) and no "
+				  "split-K (%d)", who, s->split_slots, s->split_k);
 	if (s->store != CG_STORE_ROWS && s->store != CG_STORE_SCATTER)
 		return diag_error(d, LOC_NONE, "%s: unknown store mode %d", who, s->store);
 	if (s->split_k < 0 || s->split_k > 64)
@@ -131,7 +136,7 @@ params(const GemmCore *k, CgParam *p)
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		p[n++] = (CgParam){CGP_TMAP, "B_map"};
 	}
-	if (s->split_k >= 1)	/* 1: no split, but the parameter (another target splits) */
+	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)	/* split_k 1: unused (another target splits) */
 		p[n++] = (CgParam){CGP_PTR, "splitk_ws"};
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
@@ -185,7 +190,7 @@ bind_params(GemmCore *k)
 		k->amap = s->gather ? -1 : n++;
 		k->bmap = n++;
 	}
-	if (s->split_k >= 1)
+	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)
 		k->ws = arg_noalias(f, n++);
 	k->T = cg_arg(f, n++);
 }
@@ -355,9 +360,8 @@ expert_table(GemmCore *k)
 	cg_barrier(f);
 }
 
-/* The work total: tiles of all experts, or cdiv(M, bm) * nt. */
-static LLVMValueRef
-work_total(GemmCore *k)
+LLVMValueRef
+gemm_work_total(GemmCore *k)
 {
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
@@ -391,9 +395,8 @@ find_expert(GemmCore *k, LLVMValueRef w)
 	return lo;
 }
 
-/* Decode work index w: expert, first row, row end, first column, B base. */
-static void
-tile_coords(GemmCore *k, LLVMValueRef w)
+void
+gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 {
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
@@ -438,17 +441,17 @@ gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 
 	if (k->s.sched == CG_SCHED_PERSISTENT) {
 		CgLoop l;
-		LLVMValueRef total = work_total(k);
+		LLVMValueRef total = gemm_work_total(k);
 		w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
-		tile_coords(k, w);
+		gemm_tile_coords(k, w);
 		body(k);
 		cg_endloop(f, &l);
 	} else {
 		CgIf c;
 		w = cg_add(f, cg_mul(f, cg_ctaid(f, 1), cg_nctaid(f, 0)), cg_ctaid(f, 0));
-		cg_if(f, &c, cg_lt(f, w, work_total(k)));
+		cg_if(f, &c, cg_lt(f, w, gemm_work_total(k)));
 		k->w = w;
-		tile_coords(k, w);
+		gemm_tile_coords(k, w);
 		body(k);
 		cg_endif(f, &c);
 	}
@@ -461,7 +464,7 @@ gemm_finish(GemmCore *k, const char *note)
 	int block[3] = {k->nthr, 1, 1};
 	CgExpr grid[3];
 
-	if (s->sched == CG_SCHED_PERSISTENT) {
+	if (s->sched != CG_SCHED_TILES) {
 		grid[0] = CG_EXPR_INT(s->ctas);
 		grid[1] = CG_EXPR_INT(1);
 	} else {
@@ -488,7 +491,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 
 	if ((size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s",
-			       s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles",
+			       s->sched == CG_SCHED_PERSISTENT ? "persistent" :
+			       s->sched == CG_SCHED_STREAM ? "stream-k" : "tiles",
 			       s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
 			       s->groups ? " grouped" : " dense");
 	if (s->groups && (size_t)at < n)

@@ -144,7 +144,10 @@ cg_gemm_simt_smem(const GemmSpec *s)
 /*
  * From the H200 run (docs/codegen.md): split-K for routers and decode
  * (4x8 for N = 8, 2x16 for wide N), 64x64x32 tiles unless 128-row tiles
- * still give two CTAs per SM (264), then 128x64x16.
+ * still give two CTAs per SM (264), then 128x64x16; 32x32x32 where 64x64
+ * tiles would leave most of the 132 SMs idle (DeepSeek-V3's f32 router at
+ * T = 256: 16 CTAs, 320 us on the H200, bench/results/2026-12-02-bench.json;
+ * 64 CTAs of a quarter of the work each at 32x32).
  */
 void
 cg_gemm_simt_tiles(GemmSpec *s, int64_t rows)
@@ -159,6 +162,8 @@ cg_gemm_simt_tiles(GemmSpec *s, int64_t rows)
 		s->bm = 2, s->bn = 16, s->bk = 16;
 	} else if (cdiv(rows, 128) * cdiv(s->N, 64) >= 264) {
 		s->bm = 128, s->bn = 64, s->bk = 16;
+	} else if (cdiv(rows, 64) * cdiv(s->N, 64) * 2 < 132) {
+		s->bm = 32, s->bn = 32, s->bk = 32;
 	} else {
 		s->bm = 64, s->bn = 64, s->bk = 32;
 	}
@@ -179,8 +184,8 @@ cg_gemm_simt_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
 		return -1;
-	if (s->split_k > 1)
-		return diag_error(d, LOC_NONE, "gemm-simt: no split-K (the tensor-core kernel has it)");
+	if (s->split_k > 1 || s->sched == CG_SCHED_STREAM)
+		return diag_error(d, LOC_NONE, "gemm-simt: no split-K or stream-K (the tensor-core kernel has them)");
 	if (!gemm_io_type(s->a_dt) || !gemm_io_type(s->b_dt) || !gemm_io_type(s->c_dt))
 		return diag_error(d, LOC_NONE, "gemm-simt: types %s x %s -> %s (need f32, bf16 or f16)",
 				  dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt));

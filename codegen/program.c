@@ -597,6 +597,8 @@ static const Tile tiles[] = {
 	{INT32_MAX, 128, 128, 128, 2, 4, 4}, {INT32_MAX, 64, 256, 128, 2, 4, 4},
 };
 
+enum { DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
+
 /* Shrink a candidate's bk and bn until they divide K and N (small models). */
 static void
 fit(GemmSpec *s)
@@ -654,11 +656,11 @@ try_tile(const CgTarget *t, GemmSpec *s, const Tile *tl, int fitted)
 	return -1;
 }
 
-/* Split-K's workspace holds every tile of a launch at thi tokens. */
+/* Split-K's (and stream-K's) workspace holds every tile of a launch at thi tokens. */
 static void
 split_slots(GemmSpec *s, int64_t thi)
 {
-	s->split_slots = s->split_k > 1
+	s->split_slots = s->split_k > 1 || s->sched == CG_SCHED_STREAM
 		? (int)(((int64_t)s->m_per_t * thi + (int64_t)s->groups * (s->bm - 1) + s->bm - 1) /
 			s->bm * (s->N / s->bn))
 		: 0;
@@ -698,6 +700,74 @@ split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
 	return (double)((ctas + slots - 1) / slots) * ((double)kt / S + SPLIT_FILL);
 }
 
+/*
+ * Stream-K (docs/codegen.md, "Stream-K for decode"): SMs x per_sm CTAs, each
+ * an equal run of the launch's L (tile, k-tile) pairs with one pipeline
+ * across its tiles, so a launch takes L / n k-tile times (n = min(CTAs, L))
+ * plus one fill and the hand-overs of a tile's chain, one after another
+ * (STREAM_HAND each: a bm x bn f32 partial written and read, and the wait;
+ * a chain is as long as the CTAs a tile spans, n x KT / L), where tiles
+ * take waves x (KT/S + SPLIT_FILL).
+ */
+enum { STREAM_HAND = 1 };
+
+static int64_t
+stream_ctas(const CgTarget *t, const GemmSpec *s)
+{
+	return (int64_t)cg_target_sms(t) * per_sm(t, s);
+}
+
+static double
+stream_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
+{
+	GemmSpec u = *s;
+	int64_t kt = s->K / s->bk, L, n;
+
+	u.split_k = 0;
+	L = est_ctas(&u, tokens) * kt;
+	n = MIN(stream_ctas(t, s), L);
+	return (double)L / (double)n + SPLIT_FILL + STREAM_HAND * (double)MAX(1, (n * kt + L - 1) / L);
+}
+
+/* The kernels stream-K is for: decode tiles (up to 32 rows: mma.sync on every
+ * target) over bf16/f16 operands (quantised B has its own split rules), no
+ * group quantisation, and (int32 pair indices) fewer than 2^31 pairs. */
+static int
+stream_ok(const GemmSpec *s, int64_t thi)
+{
+	GemmSpec u = *s;
+
+	u.split_k = 0;
+	return s->bm <= 32 && s->mainloop == CG_MAINLOOP_MMA && s->bq.group == 0 && s->f8.group == 0 &&
+	       s->quant.kind != CG_QUANT_GROUP && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) &&
+	       (s->b_dt == DT_BF16 || s->b_dt == DT_F16) &&
+	       (est_ctas(&u, thi) + (int64_t)s->groups) * (s->K / s->bk) < INT32_MAX / 2;
+}
+
+/* Spec s (tiled, maybe split) as stream-K over the target's SMs x per_sm CTAs. */
+static void
+to_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
+{
+	s->split_k = 0;
+	s->sched = CG_SCHED_STREAM;
+	s->ctas = (int)stream_ctas(t, s);
+	split_slots(s, thi);
+}
+
+/* The heuristic: stream-K where the model has it faster than the tiles (and
+ * their split) over the fewest and the most rows of the variant together
+ * (T = 1 and 16 for a decode variant up to 16). */
+static void
+stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	int S = MAX(s->split_k, 1);
+
+	if (!stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
+	    split_time(t, s, tlo, S) + split_time(t, s, thi, S))
+		return;
+	to_stream(t, s, thi);
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
@@ -720,6 +790,17 @@ static int
 choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
 	int64_t rows = gemm_rows(s, tokens, 1);
+
+	/* Skew: a token picks an expert once, so one expert can get up to T rows,
+	 * and a row tile re-streams its expert's weights once per tile of rows.
+	 * Past the decode variant a grouped GEMM is tiled for min(T, 64) rows per
+	 * expert at least: DeepSeek-V3 at T = 256 averages 8 rows, and its
+	 * 16-row tiles re-read a 256-row expert's weights 16 times (the skewed
+	 * bench ran at 0.43x grouped_mm, 2026-12-02); 64-row tiles cap that at 4,
+	 * and the even routing's padded rows are tensor-core work the weight
+	 * stream hides. */
+	if (s->groups && tlo > DECODE_T)
+		rows = MAX(rows, MIN(tokens, DECODE_T));
 	GemmSpec best = *s, c;
 	int found = 0;
 
@@ -746,6 +827,7 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		return -1;
 	*s = best;
 	split_k(t, s, tlo, tokens);
+	stream_k(t, s, tlo, tokens);
 	return 0;
 }
 
@@ -920,9 +1002,9 @@ same_params(CgProgram *p, GemmSpec *s, int simt)
 	int any = 0;
 
 	for (int i = 0; i < p->o.narch; i++)
-		any |= s[i].split_k > 1;
+		any |= s[i].split_k > 1 || s[i].sched == CG_SCHED_STREAM;
 	for (int i = 0; i < p->o.narch && any && !simt; i++)
-		if (s[i].split_k <= 1)
+		if (s[i].split_k <= 1 && s[i].sched != CG_SCHED_STREAM)
 			s[i].split_k = 1;
 }
 
@@ -985,10 +1067,11 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * is a kernel of its own (NAME_cJ) and a "candidate" line naming the plan's
  * launch it could replace.  One target per bundle: a table entry is per target.
  */
-enum { MAX_CANDIDATES = 24, DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
+enum { MAX_CANDIDATES = 32 };
 
-/* Variant (tile tl, stages: 0 the most that fit, split S) of the heuristic's
- * spec h, for up to thi tokens: 0 when the builder takes it on target t. */
+/* Variant (tile tl, stages: 0 the most that fit, split S; S = -1: stream-K)
+ * of the heuristic's spec h, for up to thi tokens: 0 when the builder takes
+ * it on target t. */
 static int
 cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S, int64_t thi,
 	 GemmSpec *c)
@@ -999,6 +1082,8 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 	diag_init(&quiet, NULL);
 	*c = *h;
 	c->split_k = c->split_slots = 0;
+	if (c->sched == CG_SCHED_STREAM)
+		c->sched = CG_SCHED_TILES;
 	if (try_tile(t, c, tl, 1) || (stages && stages > c->stages))
 		return -1;
 	if (stages)
@@ -1006,7 +1091,11 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 	kt = c->K / c->bk;
 	if (S > 1 && (c->bm > 32 || kt % S || kt / S < 2))
 		return -1;
+	if (S < 0 && !stream_ok(c, thi))
+		return -1;
 	c->split_k = S > 1 ? S : 0;
+	if (S < 0)
+		to_stream(t, c, thi);
 	split_slots(c, thi);
 	return cg_gemm_check(t, c, &quiet) == 0 && cg_gemm_smem(c) <= cg_target_smem_max(t) ? 0 : -1;
 }
@@ -1015,7 +1104,8 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 static int
 cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 {
-	static const int plan[][2] = {{0, 1}, {3, 1}, {0, 2}, {0, 4}};	/* stages, split */
+	/* stages, split (-1: stream-K over SMs x the CTAs an SM holds) */
+	static const int plan[][2] = {{0, 1}, {0, -1}, {3, 1}, {3, -1}, {0, 2}, {0, 4}};
 	int decode = gemm_rows(h, thi, 1) <= 64, n = 0;
 	char seen[MAX_CANDIDATES][64];
 
@@ -1025,7 +1115,7 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 			CgVariant v;
 			int dup = 0;
 			if (pi >= 0 && ((decode ? tiles[i].bm > 64 : tiles[i].bm < 64) ||
-					(!decode && plan[pi][1] > 1) ||
+					(!decode && plan[pi][1] != 1) ||
 					cand_try(t, h, &tiles[i], plan[pi][0], plan[pi][1], thi, &c)))
 				continue;
 			cg_variant_of(&c, &v);

@@ -73,6 +73,7 @@ int cg_precision_parse(const char *s, DType *precision, Diag *d);
 typedef struct CgVariant CgVariant;
 struct CgVariant {
 	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
+	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

@@ -11,7 +11,7 @@
  *
  * Key: dense or gE (E experts), rows per token, N, K, A and B types, B's
  * layout, and the range of T the launch runs for.  Variant: tile bm x bn
- * x bk, warps, stages, split-K slices.
+ * x bk, warps, stages, split-K slices, and `.pN` for stream-K over N CTAs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,8 +46,12 @@ cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n)
 int
 cg_variant_print(const CgVariant *v, char *buf, size_t n)
 {
-	return snprintf(buf, n, "%dx%dx%d.w%dx%d.s%d.k%d", v->bm, v->bn, v->bk, v->wm, v->wn,
-			v->stages, v->split > 1 ? v->split : 1);
+	int k = snprintf(buf, n, "%dx%dx%d.w%dx%d.s%d.k%d", v->bm, v->bn, v->bk, v->wm, v->wn,
+			 v->stages, v->split > 1 ? v->split : 1);
+
+	if (v->stream > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".p%d", v->stream);
+	return k;
 }
 
 int
@@ -56,9 +60,13 @@ cg_variant_parse(const char *s, CgVariant *v)
 	char tail;
 
 	memset(v, 0, sizeof *v);
-	if (sscanf(s, "%dx%dx%d.w%dx%d.s%d.k%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
-		   &v->stages, &v->split, &tail) != 7)
+	int n = sscanf(s, "%dx%dx%d.w%dx%d.s%d.k%d.p%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
+		       &v->stages, &v->split, &v->stream, &tail);
+
+	if (n != 7 && n != 8)
 		return -1;
+	if (n == 8 && (v->stream < 1 || v->stream > 65535 || v->split > 1))
+		return -1;	/* stream-K over 1..65535 CTAs, never with split-K */
 	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 256 || v->bk < 16 || v->bk > 128 ||
 	    v->wm < 1 || v->wm > 16 || v->wn < 1 || v->wn > 16 || v->stages < 2 || v->stages > 5 ||
 	    v->split < 1 || v->split > 64)
@@ -72,7 +80,7 @@ void
 cg_variant_of(const GemmSpec *s, CgVariant *v)
 {
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-			 s->split_k > 1 ? s->split_k : 1};
+			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0};
 }
 
 void
@@ -81,6 +89,10 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->bm = v->bm, s->bn = v->bn, s->bk = v->bk;
 	s->warps_m = v->wm, s->warps_n = v->wn, s->stages = v->stages;
 	s->split_k = v->split > 1 ? v->split : 0;
+	if (v->stream > 0)
+		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
+	else if (s->sched == CG_SCHED_STREAM)
+		s->sched = CG_SCHED_TILES;
 }
 
 static int
@@ -110,7 +122,7 @@ entry(CgTuning *t, char **w, int nw, int line, Diag *d)
 	if (strchr(w[1], '=') || strlen(w[1]) > 200)
 		return bad(t, line, 1, d, "bad key", w[1]);
 	if (cg_variant_parse(w[2], &e.v))
-		return bad(t, line, 1, d, "bad variant (want BMxBNxBK.wMxN.sS.kK, e.g. "
+		return bad(t, line, 1, d, "bad variant (want BMxBNxBK.wMxN.sS.kK[.pN], e.g. "
 			   "128x256x64.w2x4.s4.k1)", w[2]);
 	e.us = -1;
 	if (nw == 4) {

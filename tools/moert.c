@@ -102,8 +102,8 @@ static const Opt moert_opts[] = {
 	{"warmup", 0, OPT_INT, "N", "10", "untimed runs first", BENCH, 0, 100000},
 	{"warmup", 0, OPT_INT, "N", "5", "untimed launches first", TUNE, 0, 10000},
 	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH | TUNE, 0, INT64_MAX},
-	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH, 0,
-	 100},
+	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH | TUNE,
+	 0, 100},
 	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
 	{"dump", 0, OPT_STR, "BUF=FILE", NULL, "then write arena buffer BUF at T, as the bench's inputs "

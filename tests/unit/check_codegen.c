@@ -647,6 +647,147 @@ START_TEST(test_split_k_rules)
 }
 END_TEST
 
+/* ---- stream-K (GemmSpec.sched = CG_SCHED_STREAM) ---- */
+
+static const struct {
+	const char *what;
+	int kind, E;		/* kind as split_cases'; E experts when grouped */
+	int64_t N, K;
+	int tile[6], ctas, T;
+	int counts[64];
+} stream_cases[] = {
+	{"dense M=16, the decode tile, 3 CTAs (every tile cut)", 0, 0, 256, 512, {16, 128, 128, 1, 4, 5}, 3, 16, {0}},
+	{"dense M=16, 7 CTAs: runs shorter than a tile", 0, 0, 256, 512, {16, 128, 128, 1, 4, 5}, 7, 16, {0}},
+	{"dense M=40 over 2 row tiles, 5 CTAs, 2 stages", 0, 0, 64, 512, {32, 64, 64, 2, 2, 2}, 5, 40, {0}},
+	{"dense, more CTAs than k-tiles (n = L)", 0, 0, 64, 256, {16, 64, 64, 1, 4, 3}, 40, 5, {0}},
+	{"grouped gather + SwiGLU, empty experts", 1, 8, 128, 192, {16, 64, 64, 1, 4, 4}, 4, 10,
+	 {3, 0, 7, 0, 0, 9, 1, 0}},
+	{"grouped, one expert with every row", 1, 8, 128, 256, {16, 64, 64, 1, 4, 3}, 6, 24,
+	 {0, 0, 0, 0, 48, 0, 0, 0}},
+	{"grouped, 40 experts of one row each", 1, 40, 64, 256, {16, 64, 128, 1, 4, 3}, 9, 20,
+	 {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+	{"grouped scale + scatter, 5 CTAs", 2, 8, 64, 256, {16, 64, 128, 1, 4, 3}, 5, 24,
+	 {5, 0, 0, 11, 2, 0, 6, 0}},
+	{"grouped, T = 0", 1, 8, 128, 192, {16, 64, 64, 1, 4, 4}, 4, 0, {0}},
+};
+
+static void
+stream_case(GemmCase *c, int i, int ctas)
+{
+	const int *tl = stream_cases[i].tile;
+	int E = stream_cases[i].E;
+
+	memset(c, 0, sizeof *c);
+	c->what = stream_cases[i].what;
+	if (stream_cases[i].kind == 0)
+		gh_spec_dense_bias_gelu(&c->s, stream_cases[i].N, stream_cases[i].K);
+	else if (stream_cases[i].kind == 1)
+		gh_spec_grouped_swiglu(&c->s, E, stream_cases[i].N, stream_cases[i].K, 2);
+	else
+		gh_spec_grouped_scale_scatter(&c->s, E, stream_cases[i].N, stream_cases[i].K);
+	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
+	c->T = stream_cases[i].T;
+	memcpy(c->counts, stream_cases[i].counts, sizeof stream_cases[i].counts);
+	split(&c->s, 0, MAX(c->T, 1));	/* a slot per tile */
+	c->s.sched = CG_SCHED_STREAM;
+	c->s.ctas = ctas;
+}
+
+/*
+ * Against the double reference; on exact sums the same bits as the tiles
+ * kernel and as stream-K over another CTA count (nothing lost or added
+ * twice, the epilogue once per tile); the same bits on a second run (the
+ * hand-over order is fixed).
+ */
+START_TEST(test_emu_stream_k)
+{
+	GemmCase c, tiles, other;
+
+	stream_case(&c, _i, stream_cases[_i].ctas);
+	gh_check(&c, 1e-2);
+	c.fill = GH_EXACT;
+	tiles = c;
+	tiles.s.sched = CG_SCHED_TILES;
+	tiles.s.split_slots = 0;
+	ck_assert_msg(same_bits(&c, &tiles), "%s: differs from the tiles kernel on exact sums", c.what);
+	other = c;
+	other.s.ctas = stream_cases[_i].ctas * 2 + 1;
+	ck_assert_msg(same_bits(&c, &other), "%s: differs from %d CTAs on exact sums", c.what, other.s.ctas);
+	c.fill = GH_UNIFORM;
+	ck_assert_msg(same_bits(&c, &c), "%s: two runs differ", c.what);
+}
+END_TEST
+
+START_TEST(test_stream_k_rules)
+{
+	CgTarget t90a = {"sm_90a", NULL, 3}, t80 = {"sm_80", NULL, 3};
+	GemmSpec s;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&s, 256, 512);
+	gh_tiles(&s, 16, 128, 128, 1, 4, 5);
+	split(&s, 0, 16);
+	s.sched = CG_SCHED_STREAM, s.ctas = 132;
+	ck_assert_int_eq(cg_gemm_check(&t80, &s, &d), 0);
+	CgModule *m = cg_module_new(&t90a, "stream", &d);
+	ck_assert_int_eq(cg_gemm_mainloop_for(m, &s), CG_MAINLOOP_MMA);
+	ck_assert_int_eq(cg_emit_gemm(m, "g", &s, &d), 0);
+	const CgKernel *k = cg_module_find(m, "g");
+	ck_assert_str_eq(k->param[k->nparam - 2].role, "splitk_ws");
+	ck_assert_int_eq(cg_expr_eval(k->grid[0], 16), 132);
+	ck_assert_int_eq(cg_expr_eval(k->grid[0], 1), 132);
+	ck_assert_int_eq(cg_expr_eval(k->grid[2], 16), 1);
+	ck_assert_int_eq(cg_gemm_split_flag_bytes(&s), 4 * s.split_slots);
+	ck_assert_ptr_nonnull(strstr(k->note, "stream-k"));
+	cg_module_free(m);
+	s.split_slots = 0;	/* no workspace */
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "workspace"));
+	split(&s, 2, 16);	/* and split-K */
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	split(&s, 0, 16);
+	s.ctas = 0;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
+	s.ctas = 132;
+	gh_tiles(&s, 128, 128, 64, 2, 2, 4);
+	split(&s, 0, 16);
+	s.mainloop = CG_MAINLOOP_WGMMA;
+	ck_assert_int_lt(cg_gemm_check(&t90a, &s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "stream-K"));
+	s.mainloop = CG_MAINLOOP_MMA;
+	ck_assert_int_lt(cg_gemm_simt_check(&t80, &s, &d), 0);
+}
+END_TEST
+
+/* The stream-K kernel through ptxas: the hand-over without atomics, no spills. */
+START_TEST(test_stream_k_ptx)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
+	gh_tiles(&s[0], 16, 128, 128, 1, 4, 5);
+	split(&s[0], 0, 16);
+	gh_spec_grouped_swiglu(&s[1], 128, 1536, 2048, 8);
+	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
+	split(&s[1], 0, 64);
+	for (int i = 0; i < 2; i++)
+		s[i].sched = CG_SCHED_STREAM, s[i].ctas = 132;
+	for (size_t i = 0; i < NELEM(gh_targets); i++) {
+		m = gh_emit_specs(gh_targets[i], GH_MMA, s, 2, "stream");
+		ptx = gh_ptx(m);
+		ck_assert_int_gt(gh_count(ptx, "ld.volatile.global.u32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "cp.async"), 0);
+		ck_assert_int_eq(gh_count(ptx, "\tatom."), 0);
+		gh_assemble(m, 2, "test_stream_k_ptx", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+}
+END_TEST
+
 /*
  * cg_modules_assemble: each target's LLVM on a thread of its own and its
  * ptxas started as its PTX comes: the same PTX and the same registers as
@@ -894,6 +1035,9 @@ codegen_suite(void)
 	tcase_add_loop_test(t, test_emu_split_k, 0, (int)NELEM(split_cases));
 	tcase_add_test(t, test_split_k_rules);
 	tcase_add_test(t, test_split_k_ptx);
+	tcase_add_loop_test(t, test_emu_stream_k, 0, (int)NELEM(stream_cases));
+	tcase_add_test(t, test_stream_k_rules);
+	tcase_add_test(t, test_stream_k_ptx);
 	tcase_add_loop_test(t, test_emu_tf32, 0, (int)NELEM(tf32_cases));
 	tcase_add_test(t, test_tf32_ptx);
 	tcase_add_test(t, test_emu_tf32_operands_must_be_rounded);

@@ -142,6 +142,10 @@ START_TEST(test_simt_tile_choice)
 	ck_assert_int_eq(s.bn, 64);
 	ck_assert_int_eq(s.bk, 32);
 	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), 0);
+	cg_gemm_simt_tiles(&s, 256);			/* T = 256: 16 tiles of 64x64, so 32x32 (64) */
+	ck_assert_int_eq(s.bm, 32);
+	ck_assert_int_eq(s.bn, 32);
+	ck_assert_int_eq(cg_gemm_simt_check(&t, &s, &d), 0);
 	spec_f32(&s, 3072, 768);			/* wide: 128x64x16 */
 	cg_gemm_simt_tiles(&s, 4096);
 	ck_assert_int_eq(s.bm, 128);

@@ -278,6 +278,59 @@ START_TEST(test_tuning_table_selects_variants)
 }
 END_TEST
 
+/*
+ * Stream-K through the whole plan (a tuning table's .pN variants for the
+ * three decode GEMMs: gathered SwiGLU, routing weights + scatter, dense
+ * bias + GELU): stream launches over a constant grid with the workspace's
+ * memset, and the program matches the interpreter at decode T (a tile cut
+ * between CTAs, runs shorter than a tile, more CTAs than pairs) and prefill.
+ */
+START_TEST(test_program_stream_k_matches_interpreter)
+{
+	const char *text = "moec-tuning 1\n"
+			   "emu g8.m2.n64.k512.bf16.bf16.nk.t1-64 16x64x128.w1x4.s5.k1.p7\n"
+			   "emu g8.m2.n512.k32.bf16.bf16.nk.t1-64 16x64x32.w1x4.s3.k1.p132\n"
+			   "emu dense.m1.n512.k512.bf16.bf16.nk.t1-64 32x64x64.w2x2.s3.k1.p5\n";
+	const char *path = table(text);
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+	CgProgram *p;
+	CgTuning *t;
+	int stream = 0, memsets = 0;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(cg_tuning_find(t, "emu", "dense.m1.n512.k512.bf16.bf16.nk.t1-64")->v.stream, 5);
+	m = fused("split.ir", split_block, &ref, &d);
+	emu_opts(&co, 256);
+	co.tuning = t;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind == STEP_MEMSET)
+			memsets += strcmp(st->dst.name, "splitk$ws") == 0;
+		else if (st->kind == STEP_LAUNCH && st->thi == 64 && st->grid[0].a == 0 &&
+			 (st->grid[0].b == 7 || st->grid[0].b == 132 || st->grid[0].b == 5))
+			stream++;
+	}
+	ck_assert_int_eq(stream, 3);
+	ck_assert_int_ge(memsets, 3);
+	check_wide(p, ref, 1, 512);
+	check_wide(p, ref, 5, 512);
+	check_wide(p, ref, 64, 512);
+	check_wide(p, ref, 65, 512);
+	cg_program_free(p);
+	cg_tuning_free(t);
+	ir_free_module(m);
+	ir_free_module(ref);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_program_matches_interpreter_for_decode_and_prefill)
 {
 	Diag d;
@@ -638,6 +691,7 @@ program_suite(void)
 	tcase_add_test(tc, test_program_split_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_table_refusals);
 	tcase_add_test(tc, test_tuning_table_selects_variants);
+	tcase_add_test(tc, test_program_stream_k_matches_interpreter);
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);

@@ -437,7 +437,7 @@ gh_run(GemmRun *r, const GemmCase *c)
 			goto out;
 		}
 	}
-	if (r->s.split_k > 1) {
+	if (cg_gemm_split_bytes(&r->s) > 0) {	/* split-K, stream-K */
 		r->wsbytes = (size_t)cg_gemm_split_bytes(&r->s);
 		r->ws = malloc(r->wsbytes);
 		memset(r->ws, 0xff, r->wsbytes);
