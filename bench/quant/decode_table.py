@@ -39,7 +39,7 @@ def manifest(path):
     raise ValueError(f"{path}: no manifest")
 
 
-def moert(args, timeout=300):
+def moert(args, timeout=120):
     try:
         p = subprocess.run([MOERT] + args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

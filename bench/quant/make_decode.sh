@@ -81,8 +81,10 @@ block gptoss_mxfp4.w2 gptoss_bf16 "$src/models/gpt-oss-20b" \
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
 	--layer 0 --synthetic-weights=1
-block mixtral_gptq.s4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
-	"$gu=16x128x128.w1x4.s4.k1 $dn=16x128x128.w1x4.s4.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.s4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$gu=16x128x128.w1x4.s4.k1" \
+	--layer 0 --synthetic-weights=1
+block mixtral_gptq.dn4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s4.k4" \
+	--layer 0 --synthetic-weights=1
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
 # heuristic's tiles and the variants of the sweep (split-K for quantised B

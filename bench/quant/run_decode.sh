@@ -15,16 +15,19 @@ tests/gpu/build_moert.sh "$B/moert" || { echo "FAIL build"; exit 1; }
 "$B/moert" info >/dev/null 2>&1 || { echo "SKIP no GPU"; exit 77; }
 "$B/moert" info
 rc=0
-TMPDIR=$B python3 bench/quant/decode_table.py "$B/moert" "$dir" "${2:-16}" || rc=1
+R=${OUT:-$B}	# full logs and the tuning tables (the device's $OUT comes back)
+TMPDIR=$B python3 bench/quant/decode_table.py "$B/moert" "$dir" "${2:-16}" >"$R/decode.txt" 2>&1 || rc=1
+grep -E "^copy rate|^FAIL" "$R/decode.txt"
+sed -n '/^case /,$p' "$R/decode.txt"
 # the candidate bundles: each GEMM's variants timed alone at T (moert tune);
-# the tables (OUT/NAME.tuning where OUT is set, else next to moert) feed
-# make_decode.sh's compiles back here (moec compile --tuning)
+# R/NAME.tuning feeds make_decode.sh's compiles back here (moec compile
+# --tuning); the per-key comments say the chosen variant's time against the plan's
 for c in "$dir"/*.cand.moeb; do
 	[ -f "$c" ] || continue
-	t=${OUT:-$B}/$(basename "$c" .cand.moeb).tuning
-	echo "== moert tune $(basename "$c") --tokens=${2:-16}"
-	timeout -k 5 240 "$B/moert" tune "$c" -o "$t" --tokens="${2:-16}" --iters=30 >"$B/tune.log" 2>&1 || rc=1
-	grep -E "^T=|WRONG|error" "$B/tune.log" | grep -v " dense\.m1\.n32\." 
-	cat "$t" 2>/dev/null
+	n=$(basename "$c" .cand.moeb)
+	echo "== moert tune $n --tokens=${2:-16} (every candidate: $R/$n.tune.log)"
+	timeout -k 5 150 "$B/moert" tune "$c" -o "$R/$n.tuning" --tokens="${2:-16}" --iters=30 \
+		>"$R/$n.tune.log" 2>&1 || { rc=1; tail -3 "$R/$n.tune.log"; }
+	grep -v "^moec-tuning\|dense\.m1\.n32\." "$R/$n.tuning" 2>/dev/null
 done
 exit $rc
