@@ -154,6 +154,8 @@ struct G {
 		LLVMValueRef goff[3][MAXI];	/* ... and global byte offsets at k-tile 0 (i64) */
 		LLVMValueRef src[3][MAXI];	/* per tile: global addresses at k-tile 0 */
 		LLVMValueRef w_lane, s_lane;	/* smem offsets of the lane's word and scale */
+		LLVMValueRef sv[MAXF], zv[MAXF];	/* vars: fragment j's group scale, zero point (as used) */
+		LLVMValueRef wv[MAXF];		/* vars: fragment j's packed word of the atom */
 	} bq;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
 	struct {

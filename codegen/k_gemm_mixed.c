@@ -56,6 +56,28 @@ field_bit(int bits, int s, int e)
 	return 16 * (e & 1) + bits * (2 * s + (e >> 1));
 }
 
+/*
+ * e2m1 (s.ee.m, bit 3 the sign) fields are not contiguous: in each 16-bit
+ * half, field f = 2s + (e >> 1) puts its bits 0..3 at e2m1_pos[f], so that
+ * one shift and one mask of the word make the bf16 pair whose sign is bit
+ * 15 and whose exponent's low bits and mantissa's top bit (bits 8..6) are
+ * ee.m (frags_e2m1): f = 0 is the mask alone, f = 1 and 2 a left shift by 6
+ * and 3 first; the bits left over (10, 11, 13, 14) cannot hold a fourth such
+ * field (its magnitude would need bits 9..11 or a right shift that brings
+ * the other half's bits into the sign), so f = 3 takes three shifts.
+ * 11 operations a word of 8 fields, 16 with contiguous nibbles.
+ */
+static const int e2m1_pos[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
+
+/* The position of bit i of element e of k-step s in its lane's word. */
+static int
+bit_pos(const BqFormat *fm, int s, int e, int i)
+{
+	if (fm->dt == DT_F4E2M1)
+		return 16 * (e & 1) + e2m1_pos[2 * s + (e >> 1)][i];
+	return field_bit(fm->bits, s, e) + i;
+}
+
 static const BqFormat *
 format_of(DType dt)
 {
@@ -63,6 +85,32 @@ format_of(DType dt)
 		if (formats[i].dt == dt)
 			return &formats[i];
 	return NULL;
+}
+
+/* The word's bits of a field's value v (raw bits, i32): v placed at its positions. */
+static LLVMValueRef
+place_field(CgFn *f, const BqFormat *fm, LLVMValueRef v, int s, int e)
+{
+	LLVMValueRef w = cg_i32(f, 0);
+
+	if (fm->dt != DT_F4E2M1)
+		return cg_shl(f, v, field_bit(fm->bits, s, e));
+	for (int i = 0; i < fm->bits; i++)
+		w = LLVMBuildOr(f->B, w, cg_shl(f, cg_and(f, cg_shr(f, v, i), 1), bit_pos(fm, s, e, i)), "");
+	return w;
+}
+
+/* The raw bits of element e of k-step s from the word w (i32). */
+static LLVMValueRef
+field_of(CgFn *f, const BqFormat *fm, LLVMValueRef w, int s, int e)
+{
+	LLVMValueRef v = cg_i32(f, 0);
+
+	if (fm->dt != DT_F4E2M1)
+		return cg_and(f, cg_shr(f, w, field_bit(fm->bits, s, e)), (1 << fm->bits) - 1);
+	for (int i = 0; i < fm->bits; i++)
+		v = LLVMBuildOr(f->B, v, cg_shl(f, cg_and(f, cg_shr(f, w, bit_pos(fm, s, e, i)), 1), i), "");
+	return v;
 }
 
 int
@@ -253,13 +301,13 @@ load_scale(G *g, LLVMValueRef off)
 	return cg_to_f32(f, cg_sload(f, f->ti16, cg_sptr(f, off), 2), dt);
 }
 
-/* The field of `bits` at bit `at` of word w as an f32. */
+/* Element e of k-step s of word w as an f32. */
 static LLVMValueRef
-decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int at)
+decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int s, int e)
 {
 	LLVMBuilderRef B = f->B;
 	int half = 1 << (fm->bits - 1);
-	LLVMValueRef v = cg_and(f, cg_shr(f, w, at), (1 << fm->bits) - 1);
+	LLVMValueRef v = field_of(f, fm, w, s, e);
 
 	switch (fm->kind) {
 	case BQ_INT:	/* (v ^ half) - half */
@@ -291,28 +339,42 @@ fast_path(const G *g, const BqFormat *fm)
 	       ((fm->bits == 4 && (mt == DT_BF16 || mt == DT_F16)) || (fm->bits == 8 && mt == DT_F16));
 }
 
+/* The fast path's per-group registers: the scale as a pair of the mma
+ * type, and -(M + off + z) as a pair (the zero point z: NULL for none). */
 static void
-frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef sraw, LLVMValueRef zf, int sub,
+fast_group(G *g, const BqFormat *fm, LLVMValueRef sraw, LLVMValueRef zf, LLVMValueRef *s2, LLVMValueRef *negz2)
+{
+	CgFn *f = g->k.f;
+	int half = fm->kind == BQ_INT ? 1 << (fm->bits - 1) : 0;
+	double M = g->mt == DT_BF16 ? 128 : 1024;
+	LLVMValueRef off = cg_f32(f, -(M + half));
+
+	if (zf)
+		off = LLVMBuildFSub(f->B, off, zf, "");
+	off = cg_from_f32(f, off, g->mt);
+	*negz2 = cg_pack16x2(f, off, off);
+	*s2 = cg_pack16x2(f, sraw, sraw);
+}
+
+static void
+frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef s2, LLVMValueRef negz2, int sub,
 	   LLVMValueRef *b)
 {
 	CgFn *f = g->k.f;
 	int bits = fm->bits, half = fm->kind == BQ_INT ? 1 << (bits - 1) : 0;
 	unsigned magic = g->mt == DT_BF16 ? 0x4300 : 0x6400, mask = (1u << bits) - 1;
-	double M = g->mt == DT_BF16 ? 128 : 1024;
-	LLVMValueRef off, s2, one2, negz2;
+	LLVMValueRef one2 = cg_i32(f, g->mt == DT_BF16 ? 0x3f803f80 : 0x3c003c00);
 
-	if (half)	/* offset binary: q + half in every field */
-		w = LLVMBuildXor(f->B, w, cg_i32(f, bits == 4 ? (int64_t)0x88888888u : (int64_t)0x80808080u), "");
-	off = cg_f32(f, -(M + half));
-	if (zf)
-		off = LLVMBuildFSub(f->B, off, zf, "");
-	off = cg_from_f32(f, off, g->mt);
-	negz2 = cg_pack16x2(f, off, off);
-	s2 = cg_pack16x2(f, sraw, sraw);
-	one2 = cg_i32(f, g->mt == DT_BF16 ? 0x3f803f80 : 0x3c003c00);
+	/* one lop3 a register: the pair's fields masked into the magic's
+	 * mantissas, signed ones in offset binary (q + half: the sign bit
+	 * flipped): with (on, keep) per bit, (0, 0) 0, (0, 1) the field's bit,
+	 * (1, 0) its complement (the sign bit), (1, 1) the magic's 1 bits */
+	unsigned on = (unsigned)half | magic, keep = (mask >> 1) | magic;
 	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
 		LLVMValueRef v = cg_shr(f, w, field_bit(bits, sub, 2 * r));
-		v = LLVMBuildOr(f->B, cg_and(f, v, (int64_t)(mask | mask << 16)), cg_i32(f, (int64_t)(magic | magic << 16)), "");
+		v = half ? cg_lop3(f, v, cg_i32(f, (int64_t)(on | on << 16)), cg_i32(f, (int64_t)(keep | keep << 16)), 0xac)
+			 : cg_lop3(f, v, cg_i32(f, (int64_t)(mask | mask << 16)), cg_i32(f, (int64_t)(magic | magic << 16)),
+				   0xea);
 		v = cg_fma16x2(f, g->mt, v, one2, negz2);
 		b[r] = cg_fma16x2(f, g->mt, v, s2, cg_i32(f, (int64_t)0x80008000u));
 	}
@@ -356,22 +418,74 @@ scale_bf16(G *g, LLVMValueRef off)
 	return LLVMBuildTrunc(f->B, v, f->ti16, "");
 }
 
+/* Register r of k-step sub: its two fields' bits moved to bf16 bits 8..6
+ * (ee.m) and 15 (sign) in each half, by one shift and mask per distinct
+ * distance (e2m1_pos: one for f = 0, 1 and 2; three for f = 3). */
+static LLVMValueRef
+e2m1_pair(CgFn *f, LLVMValueRef w, int sub, int r)
+{
+	static const int to[4] = {6, 7, 8, 15};
+	const int *pos = e2m1_pos[2 * sub + r];
+	LLVMValueRef v = NULL;
+	int done = 0;
+
+	for (int i = 0; i < 4; i++) {
+		int d = to[i] - pos[i];
+		int64_t mask = 0;
+		if (done & 1 << i)
+			continue;
+		for (int j = i; j < 4; j++)
+			if (to[j] - pos[j] == d) {
+				mask |= (int64_t)1 << to[j] | (int64_t)1 << (16 + to[j]);
+				done |= 1 << j;
+			}
+		LLVMValueRef x = d >= 0 ? cg_shl(f, w, d) : cg_shr(f, w, -d);
+		v = v ? cg_lop3(f, x, cg_i32(f, mask), v, 0xea) : cg_and(f, x, mask);	/* (x & mask) | v */
+	}
+	return v;
+}
+
 static void
-frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef s16, int sub, LLVMValueRef *b)
+frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef s2, int sub, LLVMValueRef *b)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef s2 = cg_pack16x2(f, s16, s16);
 	LLVMValueRef c2 = cg_i32(f, 0x7e807e80), nz2 = cg_i32(f, (int64_t)0x80008000u);
 
 	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
-		LLVMValueRef t = cg_shr(f, w, field_bit(4, sub, 2 * r));
-		LLVMValueRef v = LLVMBuildOr(f->B, cg_shl(f, cg_and(f, t, 0x00080008), 12),
-					     cg_shl(f, cg_and(f, t, 0x00070007), 6), "");
-		v = cg_fma16x2(f, DT_BF16, v, c2, nz2);
+		LLVMValueRef v = cg_fma16x2(f, DT_BF16, e2m1_pair(f, w, sub, r), c2, nz2);
 		b[r] = cg_fma16x2(f, DT_BF16, v, s2, nz2);
 	}
 }
 
+/*
+ * The lane's scale and zero point of fragment j at byte offset so of the
+ * stage's scale rows, in the form its path uses (fast: the scale pair and
+ * -(M + off + z) pair; e2m1: the scale pair; else f32 scale and zero).
+ */
+static void
+group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *sc, LLVMValueRef *z)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef zf = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
+
+	*z = zf;
+	if (fast_path(g, fm)) {
+		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zf, sc, z);
+	} else if (fast_e2m1(g, fm) && !zf) {
+		LLVMValueRef s16 = scale_bf16(g, cg_addi(f, sbase, so));
+		*sc = cg_pack16x2(f, s16, s16);
+	} else {
+		*sc = load_scale(g, cg_addi(f, sbase, so));
+	}
+}
+
+/*
+ * B fragments of k-step kk from the stage at soff.  The scales (and zero
+ * points) of a group row are read and converted once, at its first k-step,
+ * the packed word once per atom (8 / bits k-steps), each kept in vars (loop-carried: k-step 0 of a k-tile is loaded at the end
+ * of the previous iteration, the fragments' double buffer).
+ */
 void
 gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 {
@@ -380,25 +494,41 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	const BqFormat *fm = format_of(s->b_dt);
 	int atom = kk * 16 / g->bq.ka, sub = kk * 16 % g->bq.ka / 16;
 	int srow = s->bq.group >= s->bk ? 0 : kk * 16 / s->bq.group;
+	int first = kk * 16 % (s->bq.group < s->bk ? s->bq.group : s->bk) == 0;
 	LLVMValueRef wbase = cg_add(f, soff, g->bq.w_lane), sbase = cg_add(f, soff, g->bq.s_lane);
 
 	for (int j = 0; j < g->ni; j++) {
-		LLVMValueRef w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
-		int so = (srow * s->bn + 8 * j) * g->bq.ssz;
+		LLVMValueRef w, sc, z, h[4];
+
+		if (sub == 0) {	/* the atom's word serves its 8 / bits k-steps */
+			w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
+			if (!g->bq.wv[j])
+				g->bq.wv[j] = cg_var(f, f->ti32, NULL);
+			cg_set(f, g->bq.wv[j], w);
+		}
+		w = cg_get(f, g->bq.wv[j]);
+		if (first) {
+			group_regs(g, fm, sbase, (srow * s->bn + 8 * j) * g->bq.ssz, &sc, &z);
+			if (!g->bq.sv[j])
+				g->bq.sv[j] = cg_var(f, LLVMTypeOf(sc), NULL);
+			cg_set(f, g->bq.sv[j], sc);
+			if (z && !g->bq.zv[j])
+				g->bq.zv[j] = cg_var(f, LLVMTypeOf(z), NULL);
+			if (z)
+				cg_set(f, g->bq.zv[j], z);
+		}
+		sc = cg_get(f, g->bq.sv[j]);
+		z = g->bq.zv[j] ? cg_get(f, g->bq.zv[j]) : NULL;
 		if (fast_path(g, fm)) {
-			LLVMValueRef sraw = cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2);
-			LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
-			frags_fast(g, fm, w, sraw, z, sub, b[j]);
+			frags_fast(g, fm, w, sc, z, sub, b[j]);
 			continue;
 		}
 		if (fast_e2m1(g, fm) && !s->bq.zero) {
-			frags_e2m1(g, w, scale_bf16(g, cg_addi(f, sbase, so)), sub, b[j]);
+			frags_e2m1(g, w, sc, sub, b[j]);
 			continue;
 		}
-		LLVMValueRef sc = load_scale(g, cg_addi(f, sbase, so)), h[4];
-		LLVMValueRef z = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 		for (int e = 0; e < 4; e++) {
-			LLVMValueRef x = decode(f, fm, w, field_bit(fm->bits, sub, e));
+			LLVMValueRef x = decode(f, fm, w, sub, e);
 			if (z)
 				x = LLVMBuildFSub(f->B, x, z, "");
 			h[e] = cg_from_f32(f, LLVMBuildFMul(f->B, x, sc, ""), g->mt);
@@ -443,8 +573,9 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 					for (int sub = 0; sub < 8 / fm->bits; sub++)
 						for (int el = 0; el < 4; el++) {
 							int64_t k = ka * kb + 16 * sub + 2 * t + (el & 1) + 8 * (el >> 1);
-							w |= (uint32_t)raw_bits(fm, q, (size_t)((e * N + src) * K + k))
-							     << field_bit(fm->bits, sub, el);
+							unsigned v = raw_bits(fm, q, (size_t)((e * N + src) * K + k));
+							for (int i = 0; i < fm->bits; i++)
+								w |= (uint32_t)(v >> i & 1u) << bit_pos(fm, sub, el, i);
 						}
 					for (int i = 0; i < 4; i++)
 						o[i] = (unsigned char)(w >> (8 * i));
@@ -501,7 +632,7 @@ synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMV
 		for (int el = 0; el < 4; el++) {
 			int dk = 16 * sub + (el & 1) + 8 * (el >> 1);
 			LLVMValueRef v = cg_synth_bits(f, fm->dt, a, cg_add(f, row, cg_addi(f, k0, dk)));
-			w = LLVMBuildOr(f->B, w, cg_shl(f, v, field_bit(fm->bits, sub, el)), "");
+			w = LLVMBuildOr(f->B, w, place_field(f, fm, v, sub, el), "");
 		}
 	return w;
 }

@@ -768,6 +768,28 @@ stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	to_stream(t, s, thi);
 }
 
+/*
+ * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
+ * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
+ * flight for HBM3e's latency (about 40-64 KiB per SM): a 12288x4096 W4A16
+ * projection at T=16 is 192 16x64 tiles, 1.5 per SM, 24 KiB in flight.  For
+ * it split-K is weighed when the bytes in flight per SM at the fewest rows,
+ * (CTAs per SM, at most the ones it holds) x (stages - 1) x the packed bytes
+ * of a stage, fall short of INFLIGHT_SM; bf16 keeps the CTA count rule.
+ */
+enum { INFLIGHT_SM = 48 << 10 };
+
+static double
+bq_inflight(const CgTarget *t, const GemmSpec *s, int64_t tokens)
+{
+	int bits = dtype_bits(s->b_dt), ssz = dtype_bits(s->bq.scale_dt) / 8;
+	double stage = (double)s->bn * s->bk * bits / 8 +
+		       (double)MAX(1, s->bk / s->bq.group) * s->bn * ssz * (s->bq.zero ? 2 : 1);
+	double per = MIN((double)est_ctas(s, tokens) / cg_target_sms(t), (double)per_sm(t, s));
+
+	return per * (s->stages - 1) * stage;
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
@@ -775,8 +797,10 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || est_ctas(s, tlo) >= cg_target_sms(t) || s->mainloop != CG_MAINLOOP_MMA)
+	if (s->bm > 64 || s->mainloop != CG_MAINLOOP_MMA)
 		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
+	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
+		return;
 	for (int S = 2; S <= 16 && kt / S >= 2; S++)
 		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
 			best = S;
@@ -1062,12 +1086,13 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * For each tensor-core GEMM and each T range a tuning key names (decode
  * t1-64, prefill t65-MAX), the variants `moert tune` times: the heuristic's
  * first, then the tiles of its row class (decode: up to 64 rows, prefill: 64
- * and more) with the most stages that fit, with 3 stages (two decode CTAs
- * per SM), and split over K in 2 or 4 (decode tiles of up to 32 rows).  Each
+ * and more; decode also dec_tiles) with the most stages that fit, with 3
+ * stages (two decode CTAs per SM), and split over K in 2, 3 or 4 (decode
+ * tiles of up to 32 rows).  Each
  * is a kernel of its own (NAME_cJ) and a "candidate" line naming the plan's
  * launch it could replace.  One target per bundle: a table entry is per target.
  */
-enum { MAX_CANDIDATES = 32 };
+enum { MAX_CANDIDATES = 48, DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
 
 /* Variant (tile tl, stages: 0 the most that fit, split S; S = -1: stream-K)
  * of the heuristic's spec h, for up to thi tokens: 0 when the builder takes
@@ -1100,23 +1125,34 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 	return cg_gemm_check(t, c, &quiet) == 0 && cg_gemm_smem(c) <= cg_target_smem_max(t) ? 0 : -1;
 }
 
+/* Candidate-only decode tiles (the heuristic does not take them): 2 and 8
+ * warps over 16 rows, 256 columns.  For the quantised-B decode GEMMs, whose
+ * k-tiles are a quarter of bf16's bytes, the trade between dequantisation
+ * instructions per warp and bytes in flight per SM (docs/codegen.md,
+ * "Quantised decode") is for moert tune to measure. */
+static const Tile dec_tiles[] = {
+	{16, 16, 256, 128, 1, 4, 4}, {16, 16, 128, 128, 1, 2, 5}, {16, 16, 64, 128, 1, 2, 5},
+	{16, 16, 128, 128, 1, 8, 5}, {16, 16, 256, 64, 1, 8, 5}, {16, 16, 128, 64, 1, 2, 5},
+};
+
 /* The candidate specs for rows up to thi tokens, h first, each variant once. */
 static int
 cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 {
 	/* stages, split (-1: stream-K over SMs x the CTAs an SM holds) */
-	static const int plan[][2] = {{0, 1}, {0, -1}, {3, 1}, {3, -1}, {0, 2}, {0, 4}};
-	int decode = gemm_rows(h, thi, 1) <= 64, n = 0;
+	static const int plan[][2] = {{0, 1}, {0, -1}, {3, 1}, {3, -1}, {0, 2}, {0, 3}, {0, 4}};
+	int decode = gemm_rows(h, thi, 1) <= 64, n = 0, nt = (int)(NELEM(tiles) + (decode ? NELEM(dec_tiles) : 0));
 	char seen[MAX_CANDIDATES][64];
 
 	for (int pi = -1; pi < (int)NELEM(plan); pi++)
-		for (size_t i = 0; i < NELEM(tiles) && n < MAX_CANDIDATES; i++) {
+		for (int i = 0; i < nt && n < MAX_CANDIDATES; i++) {
+			const Tile *tl = i < (int)NELEM(tiles) ? &tiles[i] : &dec_tiles[i - (int)NELEM(tiles)];
 			GemmSpec c = *h;
 			CgVariant v;
 			int dup = 0;
-			if (pi >= 0 && ((decode ? tiles[i].bm > 64 : tiles[i].bm < 64) ||
+			if (pi >= 0 && ((decode ? tl->bm > 64 : tl->bm < 64) ||
 					(!decode && plan[pi][1] != 1) ||
-					cand_try(t, h, &tiles[i], plan[pi][0], plan[pi][1], thi, &c)))
+					cand_try(t, h, tl, plan[pi][0], plan[pi][1], thi, &c)))
 				continue;
 			cg_variant_of(&c, &v);
 			cg_variant_print(&v, seen[n], sizeof seen[n]);
@@ -1183,9 +1219,9 @@ gemm_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBi
 {
 	int last = (int)p->run.n - 1, ncand = 0, decode = p->o.max_tokens > DECODE_T;
 
-	if (simt || s[0].bq.group > 0 || gb->rows) {
+	if (simt || gb->rows) {
 		diag_remark(p->d, call->loc, "@%s: no tuning candidates (%s)", call->callee->name,
-			    simt ? "CUDA cores" : gb->rows ? "static rows" : "quantised B");
+			    simt ? "CUDA cores" : "static rows");
 		return 0;
 	}
 	/* two launches: the decode variant's step is the one before the last */

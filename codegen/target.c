@@ -1557,6 +1557,27 @@ cg_fma16x2(CgFn *f, DType dt, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 		      "=r,r,r,r", x + 1, 3, 0);
 }
 
+LLVMValueRef
+cg_lop3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c, int lut)
+{
+	LLVMValueRef x[3] = {a, b, c}, r = cg_i32(f, 0);
+	char text[64];
+
+	if (f->emu) {	/* the minterms of lut, as and/or/xor (folded where constant) */
+		for (int i = 0; i < 8; i++) {
+			LLVMValueRef t = cg_i32(f, -1);
+			if (!(lut >> i & 1))
+				continue;
+			for (int j = 0; j < 3; j++)
+				t = LLVMBuildAnd(f->B, t, i >> (2 - j) & 1 ? x[j] : LLVMBuildNot(f->B, x[j], ""), "");
+			r = LLVMBuildOr(f->B, r, t, "");
+		}
+		return r;
+	}
+	snprintf(text, sizeof text, "lop3.b32 $0, $1, $2, $3, 0x%02x;", lut & 0xff);
+	return cg_asm(f, f->ti32, text, "=r,r,r,r", x, 3, 0);
+}
+
 /* ---- math ---- */
 
 LLVMValueRef

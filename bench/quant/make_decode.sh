@@ -5,8 +5,10 @@
 # on the device at load: the bundles hold seed and layout, a few MB in all),
 # their bf16 blocks (the same configs without quantization_config), and the
 # dense W4A16 projections with tile variants (tuning tables) for the decode
-# bandwidth sweep.  sm_90a, --max-tokens=16.  Writes OUT/cases.txt:
-# "name bundle pair" (pair: the bf16 case it is compared with, or -).
+# bandwidth sweep, and candidate bundles of the gpt-oss and Mixtral GPTQ
+# blocks for moert tune.  sm_90a, --max-tokens=16.  Writes OUT/cases.txt:
+# "name bundle pair" (pair: the bf16 case it is compared with, or -), and
+# OUT/NAME.cand.moeb.
 # Exit 0 all compiled, 1 a compile failed.
 set -eu
 moec=$1 out=$2
@@ -42,12 +44,47 @@ cfg mixtral-8x7b mixtral-8x7b-bf16 ""
 cfg mixtral-8x7b mixtral-8x7b-gptq '{"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false,
 	"sym": true, "checkpoint_format": "gptq", "modules_to_not_convert": ["gate"]}'
 
+# candidate bundles for moert tune (run_decode.sh tunes them at T=16): every
+# GEMM's tile, stage and split variants, quantised ones included
+cand() {	# cand NAME MODEL [moec flags...]
+	cn=$1 cm=$2
+	shift 2
+	"$moec" compile "$cm" "$@" --arch=sm_90a --max-tokens=16 --tune-candidates -o "$out/$cn.cand.moeb" \
+		>"$out/$cn.cand.log" 2>&1 || { tail -5 "$out/$cn.cand.log"; exit 1; }
+	echo "ok   $cn.cand ($("$moec" inspect "$out/$cn.cand.moeb" | grep -c ' for step ') candidates)"
+}
+cand gptoss_mxfp4 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1
+cand mixtral_gptq "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1
+
 one dsv3_fp8 dsv3_bf16 "$src/models/deepseek-v3" --layer 3 --synthetic-weights=1
 one dsv3_bf16 - "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
 one gptoss_mxfp4 gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1
 one gptoss_bf16 - "$out/gpt-oss-20b-bf16/config.json" --layer 0 --synthetic-weights=1
 one mixtral_gptq mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1
 one mixtral_bf16 - "$out/mixtral-8x7b-bf16/config.json" --layer 0 --synthetic-weights=1
+
+# the quantised blocks with other tiles for their grouped GEMMs (one tuning
+# table each: KEY=VARIANT words; a key that does not take its variant keeps
+# the heuristic's, with a warning in NAME.log)
+block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
+	bn=$1 bp=$2 bm=$3 kv=$4
+	shift 4
+	printf 'moec-tuning 1\n' > "$out/$bn.tuning"
+	for x in $kv; do printf 'sm_90a %s %s\n' "${x%%=*}" "${x#*=}" >> "$out/$bn.tuning"; done
+	one "$bn" "$bp" "$bm" "$@" --tuning="$out/$bn.tuning"
+}
+gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
+block gptoss_mxfp4.gu128 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x128x64.w1x4.s4.k1" \
+	--layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w2 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s5.k1" --layer 0 --synthetic-weights=1
+gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
+block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
+	--layer 0 --synthetic-weights=1
+block mixtral_gptq.s4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$gu=16x128x128.w1x4.s4.k1" \
+	--layer 0 --synthetic-weights=1
+block mixtral_gptq.dn4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s4.k4" \
+	--layer 0 --synthetic-weights=1
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
 # heuristic's tiles and the variants of the sweep (split-K for quantised B

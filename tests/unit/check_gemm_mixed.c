@@ -42,16 +42,26 @@ split(GemmSpec *s, int S, int T)
 
 /* ---- the layout ---- */
 
-/* Element (e, n, k) of the packed B, read back by the layout's definition. */
+/* Element (e, n, k) of the packed B, read back by the layout's definition:
+ * a field's bits contiguous at 16(el & 1) + bits(2s + (el >> 1)), but for
+ * e2m1, whose field f = 2s + (el >> 1) has its bits 0..3 (m, e0, e1, sign)
+ * at these bits of its half (docs/codegen.md). */
 static unsigned
-packed_at(const unsigned char *b, int bits, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
+packed_at(const unsigned char *b, DType dt, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
 {
+	static const int e2m1[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
+	int bits = dtype_bits(dt);
 	int64_t ka = 128 / bits, kb = k / ka, r = k % ka, s = r / 16, c = r % 16;
 	int t = (int)(c % 8) / 2, el = (int)(c % 2) + 2 * (int)(c / 8), lane = (int)(n % 8) * 4 + t;
 	const unsigned char *w = b + ((e * N / 8 + n / 8) * (K / ka) + kb) * 128 + lane * 4;
 	uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+	unsigned v = 0;
 
-	return (word >> (16 * (el & 1) + bits * (2 * s + (el >> 1)))) & ((1u << bits) - 1);
+	if (dt != DT_F4E2M1)
+		return (word >> (16 * (el & 1) + bits * (2 * s + (el >> 1)))) & ((1u << bits) - 1);
+	for (int i = 0; i < 4; i++)
+		v |= (word >> (16 * (el & 1) + e2m1[2 * s + (el >> 1)][i]) & 1u) << i;
+	return v;
 }
 
 static void
@@ -84,7 +94,7 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group)
 			for (int64_t k = 0; k < K; k++) {
 				size_t i = (size_t)((e * N + nn) * K + k);
 				unsigned want = bits == 4 ? (q[i / 2] >> (4 * (i & 1))) & 15u : q[i];
-				ck_assert_uint_eq(packed_at(b, bits, N, K, e, nn, k), want);
+				ck_assert_uint_eq(packed_at(b, dt, N, K, e, nn, k), want);
 			}
 	/* scales and zero points [E][K/group][N] */
 	for (int64_t e = 0; e < E; e++)
@@ -515,6 +525,44 @@ START_TEST(test_grouped)
 }
 END_TEST
 
+/*
+ * The decode variants moert tune may pick for quantised B (program.c's
+ * candidates: 2 and 8 warps over 16 rows, 256 columns, split-K 3), on K =
+ * 320: five k-tiles of 64, as gpt-oss's K = 2880 is 45 (no 128-deep tile
+ * divides it).  MXFP4 grouped with empty experts, i4 without and u4 with
+ * zero points, each against the double reference.
+ */
+START_TEST(test_decode_variants)
+{
+	static const int v[][6] = {	/* bn, bk, warps_n, stages, split, T (dense; grouped: 21) */
+		{128, 64, 2, 5, 1, 19}, {128, 64, 8, 5, 1, 7}, {256, 64, 8, 5, 1, 16},
+		{64, 64, 2, 5, 5, 19}, {128, 64, 4, 4, 5, 1},
+	};
+	for (size_t i = 0; i < NELEM(v); i++) {
+		GemmCase g = {.what = "grouped f4e2m1 swiglu g32 (gpt-oss), a decode variant", .T = 21,
+			      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
+		gh_tiles(&g.s, 16, v[i][0], v[i][1], 1, v[i][2], v[i][3]);
+		if (v[i][4] > 1)
+			split(&g.s, v[i][4], g.T);
+		gh_check(&g, 1e-2);
+
+		GemmCase c = {.what = "i4 g64 bf16 scales, a decode variant", .T = v[i][5]};
+		spec_q(&c.s, DT_I4, 256, 320, 64, DT_BF16, 0);
+		gh_tiles(&c.s, 16, v[i][0], v[i][1], 1, v[i][2], v[i][3]);
+		if (v[i][4] > 1)
+			split(&c.s, v[i][4], c.T);
+		gh_check(&c, 1e-5);
+		c.what = "u4 g32 bf16 scales and zero points (GPTQ), a decode variant";
+		c.s.b_dt = DT_U4;
+		c.s.bq = (CgBQuant){32, DT_BF16, 1};
+		gh_check(&c, 1e-5);
+	}
+}
+END_TEST
+
 /* ---- whole programs: fuse-dequant, lower_gemm, the repack, the emulator ---- */
 
 /* W4A16: i4 with a scale per 128 along K, then u4 with f16 scales and u4 zero points per 64 */
@@ -658,6 +706,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_f8);
 	tcase_add_test(t, test_mxfp4);
 	tcase_add_test(t, test_grouped);
+	tcase_add_test(t, test_decode_variants);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
