@@ -1092,7 +1092,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * is a kernel of its own (NAME_cJ) and a "candidate" line naming the plan's
  * launch it could replace.  One target per bundle: a table entry is per target.
  */
-enum { MAX_CANDIDATES = 48, DECODE_T = 64 /* emit_gemm's decode variant: T up to this */ };
+enum { MAX_CANDIDATES = 48 };
 
 /* Variant (tile tl, stages: 0 the most that fit, split S; S = -1: stream-K)
  * of the heuristic's spec h, for up to thi tokens: 0 when the builder takes

@@ -140,7 +140,7 @@ f8_moe(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int
 		s->K = 7168;
 		s->gather = gather;
 		s->gather_div = gather ? 8 : 1;
-		cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+		cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
 	} else {
 		s->N = 7168;
 		s->K = 2048;
@@ -458,7 +458,7 @@ build(void)
 	s->m_per_t = 2;
 	s->gather = 1;
 	s->gather_div = 2;
-	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), 0, 0);
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
 	ws(s);
 	tile(s, 128, 128, 128, 2, 4, 4, 0);
 
