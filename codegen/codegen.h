@@ -57,6 +57,8 @@ int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 int cg_require(const CgTarget *t, unsigned caps, const char *what, Diag *d);
 const char *cg_cap_name(unsigned cap);		/* one bit: "wgmma" */
 int cg_target_is_emu(const CgTarget *t);
+/* PTX written for a is valid for b (the lower sm and PTX ISA, a not sm_90a-like). */
+int cg_target_ptx_fits(const CgTarget *a, const CgTarget *b);
 /* What a launch plan for the target is sized by: the opt-in dynamic shared
  * memory per block, and the number of SMs (0 for an unknown target). */
 int cg_target_smem_max(const CgTarget *t);
@@ -138,6 +140,7 @@ CgModule *cg_module_new(const CgTarget *t, const char *name, Diag *d);
 void cg_module_free(CgModule *m);
 const CgTarget *cg_module_target(const CgModule *m);
 void cg_module_set_debug(CgModule *m, unsigned debug);	/* DBG_* flags (util.h) */
+void cg_module_keep_ir(CgModule *m);	/* its IR is wanted whole after codegen (--emit=llvm) */
 unsigned cg_module_debug(const CgModule *m);
 int cg_module_nkernel(const CgModule *m);
 const CgKernel *cg_module_kernel(const CgModule *m, int i);
@@ -216,6 +219,7 @@ int cg_module_assemble(CgModule *m, int want_cubin, CgPtxasResult *r, Diag *d);
 typedef struct CgAssembleTimes CgAssembleTimes;
 struct CgAssembleTimes {
 	double llvm[8], ptx, ptxas;
+	int shared[8];		/* kernels of each module whose PTX came from another (share.c) */
 };
 int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r,
 			CgAssembleTimes *t, Diag *d);
@@ -223,6 +227,17 @@ int cg_modules_assemble(CgModule **m, int n, int want_cubin, CgPtxasResult *r,
 int cg_modules_ptx(CgModule **m, int n, CgAssembleTimes *t, Diag *d);
 /* Each CgKernel's regs/spills from a ptxas result. */
 void cg_module_take_stats(CgModule *m, const CgPtxasResult *r);
+
+/* share.c: kernels alike in several targets' modules through LLVM once.
+ * plan (before LLVM): empties each module's copies of a donor module's
+ * kernels; donor: the donor of module i (-1: none); splice (once both have
+ * PTX): puts the donor's text of them into module i's PTX. */
+typedef struct CgShare CgShare;
+CgShare *cg_share_plan(CgModule **m, int n);
+int cg_share_donor(const CgShare *s, int i);
+int cg_share_count(const CgShare *s, int i);	/* module i's kernels taken from the donor */
+int cg_share_splice(const CgShare *s, CgModule **m, int i, Diag *d);
+void cg_share_free(CgShare *s);
 
 /* tuning.c: the GEMM side of tuning tables (program.h: the table) */
 typedef struct GemmSpec GemmSpec;
@@ -800,6 +815,7 @@ struct CgModule {
 	char *host_triple;	/* emu */
 	void *jit;		/* emu: the execution engine */
 	unsigned debug;		/* DBG_* flags (util.h) */
+	int keep_ir;		/* its IR is printed after codegen: share.c takes none of its kernels */
 };
 const char *cg_target_features(const CgTarget *t);
 int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */

@@ -2042,6 +2042,8 @@ make_modules(CgProgram *p)
 		if (p->o.cache && strcmp(p->o.arch[i], "emu"))
 			cg_module_discard_names(p->mod[i]);
 		cg_module_set_debug(p->mod[i], p->o.debug);
+		if (p->o.keep_ir)
+			cg_module_keep_ir(p->mod[i]);
 	}
 	return 0;
 }
@@ -2110,8 +2112,11 @@ assemble(CgProgram *p)
 			   : cg_modules_ptx(mods, n, &t, p->d);
 		p->ptxas_secs += t.ptxas;
 		for (int k = 0; k < n; k++) {
-			diag_remark(p->d, LOC_NONE, "codegen %s: LLVM %.1f ms (a thread of its own)",
-				    p->o.arch[idx[k]], 1e3 * t.llvm[k]);
+			char sh[64] = "";
+			if (t.shared[k])
+				snprintf(sh, sizeof sh, "; %d kernels' PTX from another target", t.shared[k]);
+			diag_remark(p->d, LOC_NONE, "codegen %s: LLVM %.1f ms (a thread of its own%s)",
+				    p->o.arch[idx[k]], 1e3 * t.llvm[k], sh);
 			if (ptxas) {
 				p->pr[idx[k]] = res[k];
 				p->assembled[idx[k]] = rc == 0;

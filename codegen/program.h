@@ -60,6 +60,7 @@ struct CgCompileOpts {
 	const struct CgTuning *tuning;	/* --tuning=FILE: measured tiles first; NULL: the heuristic */
 	int ep_rank;		/* --ep=N: the rank whose module this is (its "ep" line) */
 	int tune_candidates;	/* --tune-candidates: "candidate" lines for moert tune (one target) */
+	int keep_ir;		/* --emit=llvm: every kernel's IR stays whole (no sharing, share.c) */
 };
 void cg_compile_default(CgCompileOpts *o);	/* sm_90a,sm_80; 4096 tokens; O3; f32 */
 /* --precision=f32|tf32|bf16|f16 (docs/codegen.md): 0, or -1 with a diagnostic */

@@ -653,8 +653,9 @@ parts_merge(CgPtxasResult *to, CgPtxasResult *from, int n)
 }
 
 /*
- * LLVM for each module on a thread of its own, ptxas on each module's PTX
- * (in parts) as soon as it is written:
+ * LLVM for each module on a thread of its own (the kernels it shares with
+ * another module emptied: share.c), ptxas on each module's PTX (in parts)
+ * as soon as it is written and its shared kernels' text is in:
  *
  *	thread sm_80:  [verify, O3, NVPTX]          main: ptxas sm_80  ...........
  *	thread sm_90a: [verify, O3, NVPTX ]               ptxas sm_90a .........
@@ -705,6 +706,22 @@ lower_run(void *arg)
 	return NULL;
 }
 
+/* Module m's PTX to the batch, in up to np parts: jobs j0 ... */
+static void
+submit(CgPtxasBatch *b, CgModule *m, Parts *part, int j0, int np, int want_cubin)
+{
+	size_t len;
+	const char *ptx = cg_module_ptx(m, &len, NULL);	/* made: no error */
+	CgPtxasJob job = {ptx, len, cg_module_target(m)->sm, want_cubin};
+
+	parts_make(part, ptx, len, np);
+	for (int p = 0; p < part->n; p++) {
+		if (part->n > 1)
+			job.ptx = part->text[p], job.len = part->len[p];
+		cg_ptxas_batch_add(b, j0 + p, &job);
+	}
+}
+
 /* b: the batch the PTX goes to (NULL: PTX only), np jobs a module (its
  * parts: jobs i*np ...); r: the modules' results. */
 static int
@@ -715,7 +732,8 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int np, int want_cubin, CgPtxasR
 	LowerSet set = {.ready = xcalloc((size_t)n + 1, sizeof(int))};
 	Parts *part = xcalloc((size_t)n + 1, sizeof *part);
 	CgPtxasResult *pr = b ? xcalloc((size_t)(n * np), sizeof *pr) : NULL;
-	int rc = 0;
+	CgShare *sh = cg_share_plan(m, n);
+	int rc = 0, *ready = xcalloc((size_t)n + 1, sizeof *ready), *sent = xcalloc((size_t)n + 1, sizeof *sent);
 	double t0 = now(), tptx;
 
 	pthread_mutex_init(&set.mu, NULL);
@@ -728,22 +746,23 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int np, int want_cubin, CgPtxasR
 			lower_run(&l[i]);
 	}
 	for (int k = 0; k < n; k++) {
-		int i;
 		pthread_mutex_lock(&set.mu);
 		while (set.nready <= k)
 			pthread_cond_wait(&set.cv, &set.mu);
-		i = set.ready[k];
+		ready[set.ready[k]] = 1;
 		pthread_mutex_unlock(&set.mu);
-		if (l[i].rc == 0 && b) {
-			size_t len;
-			const char *ptx = cg_module_ptx(m[i], &len, NULL);	/* made: no error */
-			CgPtxasJob job = {ptx, len, cg_module_target(m[i])->sm, want_cubin};
-			parts_make(&part[i], ptx, len, np);
-			for (int p = 0; p < part[i].n; p++) {
-				if (part[i].n > 1)
-					job.ptx = part[i].text[p], job.len = part[i].len[p];
-				cg_ptxas_batch_add(b, i * np + p, &job);
-			}
+		for (int i = 0; i < n; i++) {	/* those whose donor, if any, is there too */
+			int dn = cg_share_donor(sh, i);
+			if (!ready[i] || sent[i] || (dn >= 0 && !ready[dn]))
+				continue;
+			sent[i] = 1;
+			if (l[i].rc == 0 && dn >= 0 && l[dn].rc != 0)
+				l[i].rc = diag_error(&l[i].d, LOC_NONE, "%s: no PTX for the kernels it shares with %s",
+						     cg_module_target(m[i])->sm, cg_module_target(m[dn])->sm);
+			else if (l[i].rc == 0 && cg_share_splice(sh, m, i, &l[i].d) < 0)
+				l[i].rc = -1;
+			if (l[i].rc == 0 && b)
+				submit(b, m[i], &part[i], i * np, np, want_cubin);
 		}
 	}
 	tptx = now();
@@ -752,8 +771,10 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int np, int want_cubin, CgPtxasR
 			pthread_join(l[i].th, NULL);
 		if (l[i].rc)
 			rc = diag_error(d, LOC_NONE, "%s", l[i].d.last);
-		if (t && i < (int)NELEM(t->llvm))
+		if (t && i < (int)NELEM(t->llvm)) {
 			t->llvm[i] = l[i].secs;
+			t->shared[i] = cg_share_count(sh, i);
+		}
 	}
 	if (b && cg_ptxas_batch_wait(b, pr, d) < 0)
 		rc = -1;
@@ -769,6 +790,9 @@ lower_all(CgModule **m, int n, CgPtxasBatch *b, int np, int want_cubin, CgPtxasR
 	pthread_cond_destroy(&set.cv);
 	for (int i = 0; i < n; i++)
 		parts_free(&part[i]);
+	cg_share_free(sh);
+	free(ready);
+	free(sent);
 	free(part);
 	free(pr);
 	free(set.ready);

@@ -108,6 +108,19 @@ cg_target_check(const CgTarget *t, Diag *d)
 	return 0;
 }
 
+/* PTX written for a is valid for b: b's sm and PTX ISA are at least a's,
+ * and a has no arch-specific features (sm_90a's wgmma is not sm_100's). */
+int
+cg_target_ptx_fits(const CgTarget *a, const CgTarget *b)
+{
+	int i = find_sm(a ? a->sm : NULL), k = find_sm(b ? b->sm : NULL);
+
+	if (i < 0 || k < 0 || cg_target_is_emu(a) || cg_target_is_emu(b) || sms[i].arch_a)
+		return 0;
+	return sms[i].num <= sms[k].num &&
+	       ptx_version(cg_target_features(a)) <= ptx_version(cg_target_features(b));
+}
+
 const char *
 cg_target_features(const CgTarget *t)
 {
@@ -321,6 +334,12 @@ const CgTarget *
 cg_module_target(const CgModule *m)
 {
 	return &m->t;
+}
+
+void
+cg_module_keep_ir(CgModule *m)
+{
+	m->keep_ir = 1;
 }
 
 void

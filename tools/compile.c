@@ -199,6 +199,7 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 	c->out = opt_str(&c->a, "output");
 	c->emit = opt_str(&c->a, "emit");
 	c->cg.cubin = opt_has(&c->a, "cubin");
+	c->cg.keep_ir = c->emit && !strcmp(c->emit, "llvm");
 	if (opt_int(&c->a, "max-tokens", &n))
 		c->cg.max_tokens = n;
 	if (opt_int(&c->a, "opt-level", &n))

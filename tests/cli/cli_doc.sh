@@ -73,7 +73,10 @@ from the checkpoint, or are seeded with `--synthetic-weights=SEED` (each layer's
   ptxas's stats instead of running LLVM's O3 pipeline, the NVPTX backend and ptxas again
   (codegen/cache.c). The bundle is byte-identical either way, and two compiles give the same bytes.
 - **LLVM and ptxas run in parallel**: each target's LLVM on a thread of its own, each target's ptxas as soon as
-  its PTX is there, one ptxas per core (`cg_modules_assemble`), over the targets of each distinct layer.
+  its PTX is there, one ptxas per core (`cg_modules_assemble`), over the targets of each distinct layer; a
+  target's PTX goes to ptxas in parts (cut between kernels) so that the cores stay busy to the end, and the
+  kernels every target builds alike (routing, norms, sums, the CUDA-core router GEMM) go through LLVM once,
+  for the lowest target, whose PTX the others take (codegen/share.c).
 - **`--cache-dir=DIR`** (any compile) keeps each codegen result as a file in DIR (created if missing;
   `<hash>-<target>.moecc`: the key, the PTX, ptxas's stats and cubin, a CRC-32C) and reuses it in later
   compiles: a recompile, or another model with layers of the same kernels. The key is the module's bitcode,
@@ -99,8 +102,10 @@ the merge skipped programs of the same code); real (wall) time is mostly waiting
 | Mixtral-8x7B, one layer again with `--cache-dir` (warm) | 0.20 s | 0.03 s | 0 |
 
 The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61. A
-first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is 2.2 s (ptxas 1.46 s of it,
-LLVM 0.7 s), so even an idle 2-core machine takes about 1.1 s; with a warm `--cache-dir` it takes 0.2 s.
+first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is about 2.1 s (2.55 s before
+the second session of 2026-12-02, which shrank the GEMM epilogues, cut ptxas's input in parts and shared
+kernels between targets: 15-18% less CPU, measured A/B), so even an idle 2-core machine takes about 1.1 s;
+with a warm `--cache-dir` it takes 0.2 s.
 Since 2026-12-02 each target's LLVM runs on a thread of its own and each target's ptxas starts as soon as its
 PTX is there (before: LLVM for one target after the other, then ptxas: 1.9 s of wall time at load 0.4, user
 2.40 s, sys 0.18-0.27 s), and ptxas's page faults are fewer (sys about 0.1 s less); an idle machine's wall time

@@ -790,8 +790,10 @@ END_TEST
 
 /*
  * cg_modules_assemble: each target's LLVM on a thread of its own and its
- * ptxas started as its PTX comes: the same PTX and the same registers as
- * the targets one after another on this thread.
+ * ptxas started as its PTX comes (in parts): the same PTX and the same
+ * registers as the targets one after another on this thread.  The
+ * mma.sync GEMMs build alike for sm_80 and sm_90a: sm_90a takes their PTX
+ * from sm_80's LLVM (share.c), the same text its own LLVM writes.
  */
 START_TEST(test_modules_assemble_in_threads)
 {
@@ -810,6 +812,8 @@ START_TEST(test_modules_assemble_in_threads)
 	diag_init(&d, NULL);
 	ck_assert_msg(cg_modules_assemble(par, nt, 0, r, &t, &d) == 0, "%s", d.last);
 	ck_assert(t.ptx > 0 && t.ptxas >= 0);
+	ck_assert_int_eq(t.shared[0], 0);
+	ck_assert_int_eq(t.shared[1], ns);
 	for (int i = 0; i < nt; i++) {
 		size_t a, b;
 		seq = gh_emit_specs(sm[i], GH_MMA, s, ns, "k");
@@ -828,6 +832,37 @@ START_TEST(test_modules_assemble_in_threads)
 		cg_ptxas_free(&r[i]);
 		cg_module_free(seq);
 		cg_module_free(par[i]);
+	}
+}
+END_TEST
+
+/*
+ * share.c's plan: the donor is the module whose PTX fits the others (sm_80,
+ * in either order), and every kernel alike is emptied in the others; a
+ * module whose IR is wanted whole afterwards (--emit=llvm) gives none.
+ */
+START_TEST(test_share_plan)
+{
+	static const char *const sm[2][2] = {{"sm_80", "sm_90a"}, {"sm_90a", "sm_80"}};
+	GemmSpec s[8];
+	int ns = MIN(suite_specs(s), 3);
+
+	for (int order = 0; order < 3; order++) {
+		CgModule *m[2];
+		CgShare *sh;
+		int lo = order == 1;	/* the sm_80 module */
+		for (int i = 0; i < 2; i++)
+			m[i] = gh_emit_specs(sm[order == 1][i], GH_MMA, s, ns, "k");
+		if (order == 2)
+			cg_module_keep_ir(m[1]);
+		sh = cg_share_plan(m, 2);
+		ck_assert_int_eq(cg_share_donor(sh, lo), -1);
+		ck_assert_int_eq(cg_share_donor(sh, !lo), order == 2 ? -1 : lo);
+		ck_assert_int_eq(cg_share_count(sh, !lo), order == 2 ? 0 : ns);
+		ck_assert_int_eq(cg_share_count(sh, lo), 0);
+		cg_share_free(sh);
+		for (int i = 0; i < 2; i++)
+			cg_module_free(m[i]);
 	}
 }
 END_TEST
@@ -1023,6 +1058,7 @@ codegen_suite(void)
 	tcase_add_test(t, test_ptxas_reports_errors);
 	tcase_add_test(t, test_ptxas_many_in_order);
 	tcase_add_test(t, test_modules_assemble_in_threads);
+	tcase_add_test(t, test_share_plan);
 	tcase_add_loop_test(t, test_emu_dense_and_grouped_tiles, 0, (int)NELEM(emu_cases));
 	tcase_add_test(t, test_emu_dense_plain_mainloop);
 	tcase_add_test(t, test_emu_kn_layout_tanh_f32_out);
