@@ -980,6 +980,8 @@ LLVMValueRef cg_pack16x2(CgFn *f, LLVMValueRef lo, LLVMValueRef hi);	/* two i16 
 /* a * b + c on pairs (i32 holding two bf16 or two f16), rounded once to nearest even:
  * fma.rn.bf16x2 / fma.rn.f16x2 (sm_80); the emulator computes each in double */
 LLVMValueRef cg_fma16x2(CgFn *f, DType dt, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
+/* max.bf16x2 (sm_80): each half the larger (the other when one is NaN) */
+LLVMValueRef cg_max_bf16x2(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 /* lop3.b32: the 3-input bitwise function lut of a, b, c (i32; lut's bit
  * 4a+2b+c is the result bit, e.g. 0xea = (a & b) | c): one instruction where
  * ptxas would split an and/or over two constants into two. */

@@ -837,6 +837,20 @@ moec_emu_fma16x2(int32_t bf, int32_t a, int32_t b, int32_t c)
 	return (int32_t)r;
 }
 
+/* max.bf16x2: each half the larger, the non-NaN one when one is NaN (fmaxf) */
+int32_t
+moec_emu_max_bf16x2(int32_t a, int32_t b)
+{
+	uint32_t r = 0;
+
+	for (int h = 0; h < 2; h++) {
+		uint16_t x = (uint16_t)((uint32_t)a >> 16 * h), y = (uint16_t)((uint32_t)b >> 16 * h);
+		float fx = bf16_to_f32(x), fy = bf16_to_f32(y);
+		r |= (uint32_t)(isnan(fx) ? y : isnan(fy) ? x : fx >= fy ? x : y) << 16 * h;
+	}
+	return (int32_t)r;
+}
+
 /* ---- collectives, from the PTX ISA's fragment layouts ---- */
 
 static uint16_t
@@ -1483,6 +1497,7 @@ static const struct {
 	{"moec_emu_f32_to_tf32", (void *)moec_emu_f32_to_tf32},
 	{"moec_emu_f16_to_f32", (void *)moec_emu_f16_to_f32},
 	{"moec_emu_fma16x2", (void *)moec_emu_fma16x2},
+	{"moec_emu_max_bf16x2", (void *)moec_emu_max_bf16x2},
 };
 
 int

@@ -400,22 +400,24 @@ fast_e2m1(const G *g, const BqFormat *fm)
 	return fm->dt == DT_F4E2M1 && g->mt == DT_BF16 && (sd == DT_BF16 || sd == DT_F8E8M0);
 }
 
-/* The scale at off (bf16 or e8m0: fast_e2m1) as a bf16's bits (i16): bf16
- * as stored; e8m0 s is the bf16 2^(s-127), s << 7 but for 0 (the subnormal
- * 2^-127) and 0xff (NaN), the bits cg_from_f32 gives its f32 value. */
+/* The scale at off (bf16 or e8m0: fast_e2m1) as a pair of bf16 (i32): bf16
+ * as stored, twice; e8m0 s is the bf16 2^(s-127), s << 7 in each half (one
+ * multiply), but for 0, the subnormal 2^-127 (the max with it: s << 7 is
+ * +0 there, and non-negative bf16 order as their bits do), and 0xff, NaN
+ * (s << 7 is +inf there: x * 0 + x is NaN for inf and x for the rest). */
 static LLVMValueRef
-scale_bf16(G *g, LLVMValueRef off)
+scale_pair(G *g, LLVMValueRef off)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef raw, v;
+	LLVMValueRef v;
 
-	if (g->k.s.bq.scale_dt == DT_BF16)
-		return cg_sload(f, f->ti16, cg_sptr(f, off), 2);
-	raw = LLVMBuildZExt(f->B, cg_sload(f, f->ti8, cg_sptr(f, off), 1), f->ti32, "");
-	v = cg_shl(f, raw, 7);
-	v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, raw, cg_i32(f, 0), ""), cg_i32(f, 0x40), v);
-	v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, raw, cg_i32(f, 0xff), ""), cg_i32(f, 0x7fc0), v);
-	return LLVMBuildTrunc(f->B, v, f->ti16, "");
+	if (g->k.s.bq.scale_dt == DT_BF16) {
+		v = cg_sload(f, f->ti16, cg_sptr(f, off), 2);
+		return cg_pack16x2(f, v, v);
+	}
+	v = LLVMBuildZExt(f->B, cg_sload(f, f->ti8, cg_sptr(f, off), 1), f->ti32, "");
+	v = cg_max_bf16x2(f, LLVMBuildMul(f->B, v, cg_i32(f, 0x00800080), ""), cg_i32(f, 0x00400040));
+	return cg_fma16x2(f, DT_BF16, v, cg_i32(f, 0), v);
 }
 
 /* Register r of k-step sub: its two fields' bits moved to bf16 bits 8..6
@@ -473,8 +475,7 @@ group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *s
 	if (fast_path(g, fm)) {
 		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zf, sc, z);
 	} else if (fast_e2m1(g, fm) && !zf) {
-		LLVMValueRef s16 = scale_bf16(g, cg_addi(f, sbase, so));
-		*sc = cg_pack16x2(f, s16, s16);
+		*sc = scale_pair(g, cg_addi(f, sbase, so));
 	} else {
 		*sc = load_scale(g, cg_addi(f, sbase, so));
 	}

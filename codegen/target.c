@@ -1577,6 +1577,18 @@ cg_fma16x2(CgFn *f, DType dt, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 }
 
 LLVMValueRef
+cg_max_bf16x2(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef x[2] = {a, b};
+
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_max_bf16x2", f->ti32, x, 2);
+	if (cg_fn_require(f, CG_MMA_BF16, "max.bf16x2") < 0)	/* sm_80 */
+		return LLVMGetUndef(f->ti32);
+	return cg_asm(f, f->ti32, "max.bf16x2 $0, $1, $2;", "=r,r,r", x, 2, 0);
+}
+
+LLVMValueRef
 cg_lop3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c, int lut)
 {
 	LLVMValueRef x[3] = {a, b, c}, r = cg_i32(f, 0);

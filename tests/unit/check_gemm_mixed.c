@@ -257,6 +257,34 @@ START_TEST(test_pack_refusals)
 }
 END_TEST
 
+/* The emulator's max.bf16x2 and fma.rn.bf16x2 (codegen/emu.c) */
+int32_t moec_emu_max_bf16x2(int32_t a, int32_t b);
+int32_t moec_emu_fma16x2(int32_t bf, int32_t a, int32_t b, int32_t c);
+
+/* The MXFP4 fast path's e8m0 scale as a bf16 pair (k_gemm_mixed.c,
+ * scale_pair): s * 0x00800080, max.bf16x2 with 2^-127, x * 0 + x, for every
+ * code against its value 2^(s-127) in bf16, 0 (2^-127, a subnormal) and 0xff
+ * (NaN) included. */
+START_TEST(test_e8m0_pair)
+{
+	for (int sc = 0; sc < 256; sc++) {
+		unsigned char code = (unsigned char)sc, want[2];
+		int32_t v = moec_emu_max_bf16x2(sc * 0x00800080, 0x00400040);
+		uint32_t got = (uint32_t)moec_emu_fma16x2(1, v, 0, v);
+		double x = dtype_load(DT_F8E8M0, &code, 0);
+
+		dtype_store(DT_BF16, want, 0, x);
+		for (int h = 0; h < 2; h++) {
+			unsigned g = got >> 16 * h & 0xffffu, w = (unsigned)want[0] | (unsigned)want[1] << 8;
+			if (isnan(x))
+				ck_assert_msg((g & 0x7f80u) == 0x7f80u && (g & 0x7fu), "e8m0 %d: %04x is not NaN", sc, g);
+			else
+				ck_assert_msg(g == w, "e8m0 %d: %04x, want %04x (%g)", sc, g, w, x);
+		}
+	}
+}
+END_TEST
+
 /* ---- checks and parameters ---- */
 
 static void
@@ -697,6 +725,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_pack_refusals);
 	tcase_add_test(t, test_synth_layout);
 	tcase_add_test(t, test_synth_refusals);
+	tcase_add_test(t, test_e8m0_pair);
 	tcase_add_test(t, test_checks);
 	tcase_add_test(t, test_params);
 	tcase_add_test(t, test_ptxas);
