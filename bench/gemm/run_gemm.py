@@ -219,7 +219,7 @@ class TmapArg:
     """A CUtensorMap (128 bytes, 64-aligned) for a `tmap` parameter: encoded by
     the driver's cuTensorMapEncodeTiled on the GPU; left zero by --fake."""
 
-    DTYPE = {"bf16": 9, "f16": 6, "f32": 7}     # CUtensorMapDataType
+    DTYPE = {"bf16": 9, "f16": 6, "f32": 7, "f8e4m3": 0}     # CUtensorMapDataType (e4m3: UINT8)
     SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}      # CUtensorMapSwizzle
     lib = None
 
