@@ -127,7 +127,7 @@ enum {
 	DBG_EMU_WGMMA = 1 << 3,	/* codegen: the emulator stands for sm_90a's wgmma mainloop */
 	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
-	DBG_NO_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs keep the cp.async wgmma mainloop on sm_90a */
+	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

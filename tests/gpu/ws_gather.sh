@@ -21,7 +21,7 @@
 # full-size MoE layers with synthetic weights (generated on the device) whose
 # gate|up GEMM takes gathered WS with two consumer warpgroups (block=384,
 # checked here): Mixtral-8x7B, Qwen3-30B-A3B, OLMoE, and Qwen3 again with
-# --debug=no-ws-gather (the old mainloop: a control); the interpreter's
+# the default (no --debug=ws-gather: the cp.async wgmma mainloop, a control); the interpreter's
 # reference rows (tests/gpu/fullsize, uniform and skewed), a minute or two.
 #
 # gpu: every kernel and bundle under `timeout -k 5 60`, so a hang costs a
@@ -39,10 +39,10 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 cmd=${1:-}
 KERNELS=wsup_,cws_grouped_gather_swiglu,wup_128x256x64_s4_t,wsdn_128x256x64_s4_p
 # case model layer [moec flags]
-BUNDLES="mixtral mixtral-8x7b 0
-qwen3_moe qwen3-30b-a3b 0
-olmoe olmoe-1b-7b-0924 0
-qwen3_moe_nows qwen3-30b-a3b 0 --debug=no-ws-gather"
+BUNDLES="mixtral mixtral-8x7b 0 --debug=ws-gather
+qwen3_moe qwen3-30b-a3b 0 --debug=ws-gather
+olmoe olmoe-1b-7b-0924 0 --debug=ws-gather
+qwen3_moe_nows qwen3-30b-a3b 0"
 
 prepare() {	# BUILD OUT
 	build=$1 out=$2
@@ -57,10 +57,10 @@ prepare() {	# BUILD OUT
 		"$moec" compile "$src/models/$model" --layer "$layer" --synthetic-weights=1 --max-tokens=4096 \
 			$flags -o "$out/full/$name.moeb" || exit 2
 		"$moec" inspect "$out/full/$name.moeb" > "$out/full/$name.inspect" || exit 2
-		# the gate|up GEMM (k3): gathered WS, two consumer warpgroups, or (no-ws-gather) not WS
+		# the gate|up GEMM (k3): gathered WS (ws-gather), two consumer warpgroups, or (the default) not WS
 		case $name in
 		*_nows) ! grep -q "launch [a-z0-9_]*_k3_ws " "$out/full/$name.inspect" ||
-				{ echo "$name: gate|up is WS despite no-ws-gather"; exit 2; } ;;
+				{ echo "$name: gate|up is WS by default"; exit 2; } ;;
 		*) grep -q "launch [a-z0-9_]*_k3_ws .*block=384 " "$out/full/$name.inspect" ||
 				{ echo "$name: gate|up is not a 384-thread WS kernel"; exit 2; } ;;
 		esac
