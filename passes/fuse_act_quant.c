@@ -105,13 +105,19 @@ same_dims(const Value *a, const Value *b)
  * weights or constants.
  */
 static int
-joins(Node *const *set, int n, const Node *u, const Value *v, int64_t row)
+joins(const Graph *g, Node *const *set, int n, const Node *u, const Value *v, int64_t row)
 {
+	int live = 0;
+
 	if (!u || u->op == OP_CALL || !reads_set(set, n, u))
 		return 0;
-	for (int i = 0; i < u->nout; i++)
+	for (int i = 0; i < u->nout; i++) {
 		if (dtype_is_packed(u->out[i]->type.dt))
 			return 0;
+		live |= u->out[i]->nuse > 0 || ir_is_graph_result(g, u->out[i]);
+	}
+	if (!live)	/* dead (fuse-dequant moved its only user's copy in): dce's */
+		return 0;
 	switch (u->op) {
 	case OP_QUANTIZE_DYNAMIC: {
 		int64_t gq = qgroup(u);
@@ -193,7 +199,7 @@ fuse_norm_quant(Graph *g, Node *p, PassCtx *c)
 
 	set[n++] = p;
 	for (Node *u = p->next; u && n < MAXSET; u = u->next)
-		if (reads_some(set, n, u) && joins(set, n, u, v, row))
+		if (reads_some(set, n, u) && joins(g, set, n, u, v, row))
 			set[n++] = u;
 	double saved = saved_bytes(g, set, n);
 	what[0] = quants[0] = 0;

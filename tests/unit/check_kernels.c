@@ -928,6 +928,50 @@ START_TEST(test_body_reductions)
 }
 END_TEST
 
+/*
+ * A norm's row kernel that also quantises its rows per group (fuse-act-quant):
+ * the groups' scales are a warp's reduction each, nested in the CTA's row
+ * (8 bytes of shared memory a group after the anchor's 16 and the 2·8·256
+ * scratch), or the block's for a group of the whole row; every result
+ * against the interpreter.  (f32 norms: a bf16 norm's rounding flips near a
+ * tie, as the separate kernels' did, and an f32 scale shows it.)
+ */
+static const char nested_bodies[] =
+	"kernel @nq(%x: f32[T,320], %g: f32[320]) -> (c: bf16[T,320], q: f8e4m3[T,320], s: f32[T,5], d: bf16[T,320]) template=row_reduce {\n"
+	"\t%h = rms_norm %x, %g, eps=1e-06 : f32[T,320]\n"
+	"\t%c = cast %h, to=bf16 : bf16[T,320]\n"
+	"\t%q, %s = quantize_dynamic %h, group=64, to=f8e4m3 : f8e4m3[T,320], f32[T,5]\n"
+	"\t%d = dequantize %q, %s, axis=1, block_size=64, to=bf16 : bf16[T,320]\n"
+	"\tret %c, %q, %s, %d\n}\n"
+	"kernel @nq3(%x: f32[T,2,256], %g: f32[256]) -> (q: f8e4m3[T,2,256], s: f32[T,2,16]) template=row_reduce {\n"
+	"\t%h = rms_norm %x, %g, eps=1e-06 : f32[T,2,256]\n"
+	"\t%q, %s = quantize_dynamic %h, group=16, to=f8e4m3 : f8e4m3[T,2,256], f32[T,2,16]\n"
+	"\tret %q, %s\n}\n"
+	"kernel @nqr(%x: f32[T,96], %g: f32[96], %b: f32[96]) -> (q: f8e4m3[T,96], s: f32[T,1]) template=row_reduce {\n"
+	"\t%h = layer_norm %x, %g, %b, eps=1e-05 : f32[T,96]\n"
+	"\t%q, %s = quantize_dynamic %h, group=row, to=f8e4m3 : f8e4m3[T,96], f32[T,1]\n"
+	"\tret %q, %s\n}\n";
+
+START_TEST(test_body_nested_quantisation)
+{
+	static const struct {
+		const char *name;
+		int groups;	/* per row of the norm */
+	} k[] = {{"nq", 5}, {"nq3", 16}, {"nqr", 1}};
+	Module *im = parse(nested_bodies);
+
+	for (int i = 0; i < (int)NELEM(k); i++) {
+		Diag d;
+		CgModule *m = emu_module(&d);
+		ck_assert_msg(cg_emit_body(m, "k", graph_named(im, k[i].name), NULL, &d) == 0, "%s", d.last);
+		ck_assert_int_eq(cg_module_find(m, "k")->smem, 16 + 2 * 8 * 256 + 8 * k[i].groups);
+		cg_module_free(m);
+		check_body(nested_bodies, k[i].name, NULL);
+	}
+	ir_free_module(im);
+}
+END_TEST
+
 START_TEST(test_body_quant_matmul_scatter)
 {
 	check_body("kernel @dq(%w: u4[T,64], %s: f32[T,2]) -> (y: bf16[T,64]) template=elementwise {\n"
@@ -1123,6 +1167,9 @@ kernels_suite(void)
 	tcase_add_test(t, test_body_many_ops);
 	tcase_add_test(t, test_body_refuses_with_a_diagnostic);
 	tcase_add_test(t, test_body_refuses_concat_of_65);
+	suite_add_tcase(s, t);
+	t = tcase_create("nested");	/* row kernels with a reduction nested in the rows */
+	tcase_add_test(t, test_body_nested_quantisation);
 	suite_add_tcase(s, t);
 	return s;
 }
