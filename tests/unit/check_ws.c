@@ -119,6 +119,7 @@ START_TEST(test_ws_params_and_tensor_maps)
 	ck_assert_msg(cg_emit_gemm(m, "g", &s, &d) == 0, "%s", d.last);
 	k = cg_module_find(m, "g");
 	ck_assert_int_eq(k->block[0], 384);
+	ck_assert_int_eq(k->maxnreg, 168);	/* pinned: setmaxnreg's pool is 384 x 168 */
 	ck_assert_int_eq(k->grid[0].b, 132);
 	ck_assert_int_eq(k->ntmap, 2);
 	ck_assert_int_eq(k->param[k->nparam - 3].kind, CGP_TMAP);
@@ -145,6 +146,7 @@ START_TEST(test_ws_params_and_tensor_maps)
 	ck_assert_msg(cg_emit_gemm(m, "g", &s, &d) == 0, "%s", d.last);
 	k = cg_module_find(m, "g");
 	ck_assert_int_eq(k->ntmap, 1);
+	ck_assert_int_eq(k->maxnreg, 0);	/* one consumer warpgroup: no setmaxnreg */
 	ck_assert_str_eq(k->param[1].role, "gather_idx");
 	ck_assert_str_eq(k->param[k->nparam - 2].role, "B_map");
 	ck_assert_int_ne(k->param[k->nparam - 3].kind, CGP_TMAP);
@@ -179,6 +181,7 @@ START_TEST(test_ws_ptx_assembles_for_sm90a)
 	ck_assert(gh_count(ptx, "mbarrier.arrive.expect_tx") >= ns);
 	ck_assert(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232") >= 2);
 	ck_assert(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 40") >= 2);
+	ck_assert(gh_count(ptx, ".maxnreg 168") >= 2);
 	ck_assert(gh_count(ptx, "elect.sync") >= ns);
 	ck_assert(gh_count(ptx, "wgmma.mma_async") > 0);
 	ck_assert_int_eq(gh_count(ptx, "cp.async.cg"), 0);
