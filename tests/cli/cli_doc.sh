@@ -102,10 +102,10 @@ the merge skipped programs of the same code); real (wall) time is mostly waiting
 | Mixtral-8x7B, one layer again with `--cache-dir` (warm) | 0.20 s | 0.03 s | 0 |
 
 The 61-layer compile meets the 1-minute goal with the codegen of 2 layers (4 modules) instead of 61. A
-first compile of one Mixtral layer does not meet 1 s here: its CPU time alone is about 2.1 s (2.55 s before
-the second session of 2026-12-02, which shrank the GEMM epilogues, cut ptxas's input in parts and shared
-kernels between targets: 15-18% less CPU, measured A/B), so even an idle 2-core machine takes about 1.1 s;
-with a warm `--cache-dir` it takes 0.2 s.
+first compile of one Mixtral layer is at the edge of 1 s: its CPU time is 1.85 s at load 3 (2.28 s before the
+second session of 2026-12-02 under the same load, which shrank the GEMM epilogues, cut ptxas's input in parts
+and shared kernels between targets), so an idle 2-core machine needs about 0.95-1.0 s (not verified: the
+machine was loaded); with a warm `--cache-dir` it takes 0.2 s.
 Since 2026-12-02 each target's LLVM runs on a thread of its own and each target's ptxas starts as soon as its
 PTX is there (before: LLVM for one target after the other, then ptxas: 1.9 s of wall time at load 0.4, user
 2.40 s, sys 0.18-0.27 s), and ptxas's page faults are fewer (sys about 0.1 s less); an idle machine's wall time
