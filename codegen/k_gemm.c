@@ -569,6 +569,35 @@ mainloop_plain(G *g)
 }
 
 /*
+ * One k-tile of the pipelined loop over the stage at rd (the next k-tile's at
+ * nx): the fragments carried in vars come in and the next tile's first go
+ * back out; the barrier that hands over to the next k-tile sits before the
+ * last step's mma.
+ */
+static void
+ktile_pipelined(G *g, Frag *vars, LLVMValueRef rd, LLVMValueRef nx)
+{
+	CgFn *f = g->k.f;
+	int KK = g->k.s.bk / g->kstep;
+	Frag cur, next;
+
+	frag_move(g, vars, &cur, 0);
+	for (int kk = 0; kk < KK; kk++) {
+		if (kk + 1 < KK) {
+			load_frags(g, rd, kk + 1, &next);
+		} else {
+			/* k-tile kt+1 has landed; every warp is past its reads of kt-1 */
+			cg_cp_async_wait(f, g->k.s.stages - 2);
+			cg_barrier(f);
+			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
+		}
+		mma_frags(g, &cur);
+		cur = next;
+	}
+	frag_move(g, vars, &cur, 1);
+}
+
+/*
  * The multistage mainloop.  Fragments are double-buffered across k-steps:
  * step kk's mma runs while step kk+1's ldmatrix is in flight, and the
  * barrier that hands over to the next k-tile sits before the last step's
@@ -581,10 +610,10 @@ mainloop(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int S = s->stages, KK = s->bk / g->kstep;
+	int S = s->stages;
 	CgLoop l;
 	LLVMValueRef kt, rd, nx;
-	Frag cur, next, vars;
+	Frag cur, vars;
 
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
@@ -609,20 +638,7 @@ mainloop(G *g)
 	rd = stage_off(g, kt);
 	nx = stage_off(g, cg_addi(f, kt, 1));
 	refill(g, kt);
-	frag_move(g, &vars, &cur, 0);
-	for (int kk = 0; kk < KK; kk++) {
-		if (kk + 1 < KK) {
-			load_frags(g, rd, kk + 1, &next);
-		} else {
-			/* k-tile kt+1 has landed; every warp is past its reads of kt-1 */
-			cg_cp_async_wait(f, S - 2);
-			cg_barrier(f);
-			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
-		}
-		mma_frags(g, &cur);
-		cur = next;
-	}
-	frag_move(g, &vars, &cur, 1);
+	ktile_pipelined(g, &vars, rd, nx);
 	cg_endloop(f, &l);
 	cg_barrier(f);		/* every warp is done with the stages */
 }
@@ -1095,13 +1111,13 @@ stream(G *g)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int S = s->stages, KK = s->bk / g->kstep, KT = g->kt;
+	int S = s->stages, KT = g->kt;
 	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), KT), n = cg_min(f, cg_nctaid(f, 0), L);
 	LLVMValueRef gi, kt, rd, nx, edge;
 	Stream st;
 	CgIf c, c1;
 	CgLoop l;
-	Frag cur, next, vars;
+	Frag cur, vars;
 
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	st.lt = cg_var(f, f->ti32, cg_i32(f, -1));
@@ -1143,19 +1159,7 @@ stream(G *g)
 			for (int q = 0; q < 4; q++)
 				cg_set(f, g->acc[i][j][q], cg_f32(f, 0));
 	cg_endif(f, &c1);
-	frag_move(g, &vars, &cur, 0);
-	for (int kk = 0; kk < KK; kk++) {
-		if (kk + 1 < KK) {
-			load_frags(g, rd, kk + 1, &next);
-		} else {
-			cg_cp_async_wait(f, S - 2);
-			cg_barrier(f);
-			load_frags(g, nx, 0, &next);	/* past the run: unused */
-		}
-		mma_frags(g, &cur);
-		cur = next;
-	}
-	frag_move(g, &vars, &cur, 1);
+	ktile_pipelined(g, &vars, rd, nx);
 	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, cg_addi(f, st.g1, -1), ""),
 			   LLVMBuildICmp(f->B, LLVMIntEQ, kt, cg_i32(f, KT - 1), ""), "");
 	cg_if(f, &c1, edge);	/* its last: hand over, or the epilogue */
