@@ -353,6 +353,22 @@ release(W *w, LLVMValueRef st)
 	cg_endif(f, &c);
 }
 
+/* The consumers' wait for k-tile it's stage (the it-th of the ring): its
+ * stage, once full; a gathered A came through the generic proxy (cp.async),
+ * so it is fenced before wgmma reads it through the async one. */
+static LLVMValueRef
+stage_full(W *w, LLVMValueRef it)
+{
+	CgFn *f = w->g.k.f;
+	LLVMValueRef st, par;
+
+	ring(w, it, &st, &par);
+	cg_mbar_wait(f, full_bar(w, st), par);
+	if (w->g.k.s.gather)
+		gemm_fence_proxy_async(f);
+	return st;
+}
+
 /*
  * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) into fresh
  * accumulators, its scales loaded while the tensor cores work, wait_group
@@ -365,16 +381,13 @@ consume_f8(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	LLVMValueRef kt, it, st, par, sa[2 * MAXF], sb[2 * MAXF];
+	LLVMValueRef kt, it, st, sa[2 * MAXF], sb[2 * MAXF];
 	CgLoop l;
 
 	gemm_f8_tile(g);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
-	ring(w, it, &st, &par);
-	cg_mbar_wait(f, full_bar(w, st), par);
-	if (g->k.s.gather)	/* A came through the generic proxy (cp.async) */
-		gemm_fence_proxy_async(f);
+	st = stage_full(w, it);
 	gemm_wgmma_ktile(g, w->da0, w->db0, st, cg_i32(f, 0));
 	gemm_f8_scales(g, kt, sa, sb);
 	gemm_wgmma_wait(g, 0);
@@ -392,16 +405,13 @@ consume(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	LLVMValueRef kt, it, st, par, scale, pst, ppar;
+	LLVMValueRef kt, it, st, scale, pst, ppar;
 	CgLoop l;
 	CgIf c;
 
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
-	ring(w, it, &st, &par);
-	cg_mbar_wait(f, full_bar(w, st), par);
-	if (g->k.s.gather)	/* A came through the generic proxy (cp.async) */
-		gemm_fence_proxy_async(f);
+	st = stage_full(w, it);
 	scale = LLVMBuildZExt(f->B, LLVMBuildICmp(f->B, LLVMIntNE, kt, cg_i32(f, 0), ""), f->ti32, "");
 	gemm_wgmma_ktile(g, w->da0, w->db0, st, scale);
 	gemm_wgmma_wait(g, 1);	/* the k-tile before has retired: its stage is free */
