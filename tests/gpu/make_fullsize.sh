@@ -39,6 +39,10 @@ mistral mistral-7b-v0.1 0
 gpt2 gpt2 0
 bert bert-base-uncased 0
 arctic snowflake-arctic-instruct 0
+glm45air glm-4.5-air 1
+llama4_scout llama-4-scout-17b-16e-instruct 0
+qwen3_next qwen3-next-80b-a3b-instruct 0
+phimoe phi-3.5-moe-instruct 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
