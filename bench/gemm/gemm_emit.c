@@ -65,6 +65,50 @@ persistent(GemmSpec *s)
 	s->ctas = 132 * (per < 1 ? 1 : per > 4 ? 4 : per);
 }
 
+/* A check case over 40 experts (N = 256) whose rows are weighted by
+ * route_w and stored through the scatter index; f8: e4m3 operands with
+ * scales per 128 k and an f32 output. */
+static GemmSpec *
+check_scatter(const char *name, int f8, int64_t K)
+{
+	GemmSpec *s = add(name, "check");
+	int a;
+
+	if (f8) {
+		s->a_dt = s->b_dt = DT_F8E4M3;
+		s->f8.group = 128;
+		s->c_dt = DT_F32;
+	}
+	s->N = 256;
+	s->K = K;
+	s->groups = 40;
+	s->store = CG_STORE_SCATTER;
+	a = cg_ep_acc(&s->ep);	/* the accumulator first, then the row */
+	cg_ep_op(&s->ep, OP_MUL, a, cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w"));
+	return s;
+}
+
+/* A check case over 8 experts (N = 256) reading A rows through the index,
+ * two per token ([T,2,H] inputs), then SwiGLU; f8 as above. */
+static GemmSpec *
+check_gather_swiglu(const char *name, int f8, int64_t K)
+{
+	GemmSpec *s = add(name, "check");
+
+	if (f8) {
+		s->a_dt = s->b_dt = DT_F8E4M3;
+		s->f8.group = 128;
+	}
+	s->N = 256;
+	s->K = K;
+	s->groups = 8;
+	s->m_per_t = 2;
+	s->gather = 1;
+	s->gather_div = 2;
+	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
+	return s;
+}
+
 /* Dense: y = gelu(x W^T + b), Mixtral-size FFN up projection. */
 static GemmSpec *
 dense(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int minc)
@@ -382,28 +426,12 @@ build(void)
 	cg_ep_op(&s->ep, OP_ADD, a, x);
 	ws(s);
 	tile(s, 128, 128, 64, 2, 2, 5, 0);
-	s = add("cws_grouped_scatter_persistent", "check");
-	s->N = 256;
-	s->K = 640;
-	s->groups = 40;
-	s->store = CG_STORE_SCATTER;
-	a = cg_ep_acc(&s->ep);
-	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, OP_MUL, a, r);
-	ws(s);
+	s = ws(check_scatter("cws_grouped_scatter_persistent", 0, 640));
 	tile(s, 128, 128, 64, 2, 4, 6, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 7;
 
-	s = add("cws_grouped_gather_swiglu", "check");	/* gathered A on the WS mainloop */
-	s->N = 256;
-	s->K = 320;
-	s->groups = 8;
-	s->m_per_t = 2;
-	s->gather = 1;
-	s->gather_div = 2;
-	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
-	ws(s);
+	s = ws(check_gather_swiglu("cws_grouped_gather_swiglu", 0, 320));	/* gathered A on the WS mainloop */
 	tile(s, 128, 128, 64, 2, 4, 5, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 5;
@@ -424,18 +452,7 @@ build(void)
 	ws(f8_moe("f8gather_wsup_128x128_s6_t", 1, 1, 128, 128, 2, 4, 6));
 	/* FP8 x FP8 correctness at small sizes: WS down (scatter, persistent over
 	 * more tiles than CTAs, empty experts), dense with K = 384, gathered */
-	s = add("cf8ws_grouped_scatter_persistent", "check");
-	s->a_dt = s->b_dt = DT_F8E4M3;
-	s->f8.group = 128;
-	s->N = 256;
-	s->K = 640;
-	s->groups = 40;
-	s->c_dt = DT_F32;
-	s->store = CG_STORE_SCATTER;
-	a = cg_ep_acc(&s->ep);
-	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, OP_MUL, a, r);
-	ws(s);
+	s = ws(check_scatter("cf8ws_grouped_scatter_persistent", 1, 640));
 	tile(s, 128, 128, 128, 2, 4, 6, 0);
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 7;
@@ -449,27 +466,10 @@ build(void)
 	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
 	ws(s);
 	tile(s, 128, 128, 128, 2, 4, 5, 0);
-	s = add("cf8gather_ws_swiglu", "check");
-	s->a_dt = s->b_dt = DT_F8E4M3;
-	s->f8.group = 128;
-	s->N = 256;
-	s->K = 256;
-	s->groups = 8;
-	s->m_per_t = 2;
-	s->gather = 1;
-	s->gather_div = 2;
-	cg_ep_swiglu(&s->ep, cg_ep_acc(&s->ep), NULL);
-	ws(s);
+	s = ws(check_gather_swiglu("cf8gather_ws_swiglu", 1, 256));
 	tile(s, 128, 128, 128, 2, 4, 4, 0);
 
-	s = add("cw_grouped_scatter_persistent", "check");
-	s->N = 256;
-	s->K = 192;
-	s->groups = 40;
-	s->store = CG_STORE_SCATTER;
-	a = cg_ep_acc(&s->ep);
-	r = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
-	cg_ep_op(&s->ep, OP_MUL, a, r);
+	s = check_scatter("cw_grouped_scatter_persistent", 0, 192);
 	wgmma(s, 0);
 	tile(s, 128, 128, 64, 2, 4, 3, 0);
 	s->sched = CG_SCHED_PERSISTENT;
