@@ -186,6 +186,9 @@ struct CgPtxasResult {
 	size_t cubin_len;
 	char *log;		/* everything ptxas printed (malloc'd) */
 };
+/* Line l of PTX opening an entry (".entry", ".visible .entry", ".weak .entry"):
+ * the entry's name that follows; NULL for any other line. */
+const char *cg_ptx_entry_name(const char *l);
 /* $PTXAS, else /usr/local/cuda/bin/ptxas, else ptxas on $PATH; NULL: none. */
 const char *cg_ptxas_path(void);
 /* ptxas -arch=SM -v on the text; 0 ok, -1 with a diagnostic (incl. ptxas's errors). */

@@ -1133,8 +1133,9 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 		return -1;
 	c->split_k = S > 1 ? S : 0;
 	if (S < 0)
-		to_stream(t, c, thi);
-	split_slots(c, thi);
+		to_stream(t, c, thi);	/* its workspace too */
+	else
+		split_slots(c, thi);
 	return cg_gemm_check(t, c, &quiet) == 0 && cg_gemm_smem(c) <= cg_target_smem_max(t) ? 0 : -1;
 }
 

@@ -532,11 +532,15 @@ parts_per_module(int n, int want_cubin)
 	return want_cubin || p < 2 ? 1 : p > MAXPART ? MAXPART : p;
 }
 
-static int
-entry_line(const char *l)
+const char *
+cg_ptx_entry_name(const char *l)
 {
-	return !strncmp(l, ".entry ", 7) || !strncmp(l, ".visible .entry ", 16) ||
-	       !strncmp(l, ".weak .entry ", 13);
+	static const char *const kw[] = {".entry ", ".visible .entry ", ".weak .entry "};
+
+	for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+		if (!strncmp(l, kw[i], strlen(kw[i])))
+			return l + strlen(kw[i]);
+	return NULL;
 }
 
 static size_t
@@ -561,7 +565,7 @@ parts_make(Parts *P, const char *ptx, size_t len, int want)
 	if (want < 2 || strstr(ptx, ".func"))
 		return;
 	for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
-		if (entry_line(l)) {
+		if (cg_ptx_entry_name(l)) {
 			if (ne == cap)
 				at = xrealloc(at, (size_t)(cap = 2 * cap + 16) * sizeof *at);
 			at[ne++] = (size_t)(l - ptx);

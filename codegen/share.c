@@ -161,8 +161,7 @@ entry_span(const char *ptx, const char *name, const char **b, const char **e)
 	size_t n = strlen(name);
 
 	for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-		const char *p = !strncmp(l, ".visible .entry ", 16) ? l + 16 : !strncmp(l, ".entry ", 7) ? l + 7
-			: !strncmp(l, ".weak .entry ", 13) ? l + 13 : NULL;
+		const char *p = cg_ptx_entry_name(l);
 		const char *next, *close = NULL;
 		if (!p || strncmp(p, name, n) || p[n] != '(')
 			continue;
