@@ -62,6 +62,17 @@ check_wide(CgProgram *p, Module *ref, int64_t T, int64_t width)
 	tensor_free(&got);
 }
 
+/* check_wide at the decode variant's edges (T = 1, 5, 64) and the first
+ * prefill T (65), 512 wide. */
+static void
+check_wide_decode(CgProgram *p, Module *ref)
+{
+	static const int64_t ts[] = {1, 5, 64, 65};
+
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		check_wide(p, ref, ts[i], 512);
+}
+
 static void
 check_at(CgProgram *p, Module *ref, int64_t T)
 {
@@ -145,10 +156,7 @@ START_TEST(test_program_split_k_matches_interpreter)
 	ck_assert_int_ge(split, 2);	/* the MoE's gate|up and the dense GEMM */
 	ck_assert_int_ge(memsets, 2);
 	ck_assert_int_eq(ws, 1);
-	check_wide(p, ref, 1, 512);
-	check_wide(p, ref, 5, 512);
-	check_wide(p, ref, 64, 512);
-	check_wide(p, ref, 65, 512);
+	check_wide_decode(p, ref);
 	cg_program_free(p);
 	ir_free_module(m);
 	ir_free_module(ref);
@@ -319,10 +327,7 @@ START_TEST(test_program_stream_k_matches_interpreter)
 	}
 	ck_assert_int_eq(stream, 3);
 	ck_assert_int_ge(memsets, 3);
-	check_wide(p, ref, 1, 512);
-	check_wide(p, ref, 5, 512);
-	check_wide(p, ref, 64, 512);
-	check_wide(p, ref, 65, 512);
+	check_wide_decode(p, ref);
 	cg_program_free(p);
 	cg_tuning_free(t);
 	ir_free_module(m);
