@@ -389,6 +389,9 @@ typedef enum { CG_STORE_ROWS, CG_STORE_SCATTER } CgStore;
  * sequence (decode: stream-K; the mma.sync mainloop, cg_gemm_split_bytes) */
 typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT, CG_SCHED_STREAM } CgSched;
 typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA, CG_MAINLOOP_WS } CgMainloop;
+/* CG_MAINLOOP_WS's consumers: the warpgroups split each tile (cooperative),
+ * or two take turns, each on whole tiles of its own (ping-pong) */
+typedef enum { CG_WS_COOPERATIVE, CG_WS_PINGPONG } CgWsMode;
 
 /*
  * Output quantisation, a stage after the epilogue program: its result x
@@ -492,6 +495,8 @@ struct GemmSpec {
 
 	/* tiling and schedule */
 	CgMainloop mainloop;
+	CgWsMode ws_mode;	/* CG_MAINLOOP_WS, ping-pong: warps_m x warps_n is one consumer
+				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
@@ -938,6 +943,12 @@ LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
 LLVMValueRef cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
 void cg_sstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_barrier(CgFn *f);			/* bar.sync 0 */
+/* Named barriers (ids 1..15; i32 values, warp-uniform): bar.sync id, nthreads
+ * waits until nthreads threads (whole warps) have arrived at id, counting its
+ * own; bar.arrive id, nthreads counts without waiting (producer/consumer
+ * hand-overs between warpgroups). */
+void cg_bar_sync(CgFn *f, LLVMValueRef id, int nthreads);
+void cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads);
 /* shfl.sync.up.b32 over the full warp: lane l gets lane l-delta's v (l < delta: its own) */
 LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
 

@@ -70,6 +70,12 @@
  * partly arrived (arrivals or transaction bytes outstanding) is an error:
  * an arrival missing or one too many, which on the GPU hangs the kernel
  * once anything waits for that phase.
+ * Named barriers 1..15 (bar.sync / bar.arrive id, n: the ping-pong
+ * consumers' turns) count threads: a phase completes when n have arrived
+ * (the first arrival sets n; another n in the same phase is an error), and
+ * bar.sync blocks its thread until then.  Threads that wait forever are a
+ * deadlock, and a CTA that exits with a phase partly arrived is an error
+ * (an arrival without its partners).
  *
  * Single-threaded and not reentrant: one launch at a time per process.
  */
@@ -92,6 +98,7 @@ enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
        C_SETMAXNREG };
 #define MAXBAR 64		/* mbarriers per CTA */
+#define NAMED_BARS 16		/* bar.sync ids; 0 is the CTA barrier (moec_emu_barrier) */
 #define TMAP_MAGIC 0x70616d74u	/* "tmap" */
 #define STACK (256 * 1024)
 #define SMEM_SKEW 384		/* the shared base, past a 1 KiB boundary */
@@ -117,6 +124,7 @@ struct Thr {
 	uint32_t nfence;	/* fence.proxy.async executed so far */
 	uint32_t seen[MAXBAR];	/* per mbarrier: completed phases this thread waited for */
 	uint32_t fseen[MAXBAR];	/* ... as of its last fence.proxy.async */
+	int nbw;		/* the named barrier it waits at (bar.sync), 0: none */
 };
 
 /* An mbarrier: where, its arrival count, pending arrivals, tx count, completed phases. */
@@ -188,6 +196,7 @@ static struct {
 	uint32_t *epoch;
 	Wg *wg;			/* per warpgroup */
 	int maxnreg, pool;	/* registers per thread at entry; the CTA's pool (setmaxnreg) */
+	struct { int count, arrived; uint32_t gen; } nb[NAMED_BARS];	/* named barriers */
 	/* mbarriers and tensor copies; per shared byte: the copy's barrier + 1 and phase, kind */
 	Mbar mb[MAXBAR];
 	int nmb;
@@ -381,6 +390,37 @@ void
 moec_emu_barrier(void)
 {
 	yield(T_BAR);
+}
+
+/* bar.sync (sync 1) or bar.arrive id, count: one thread's arrival. */
+void
+moec_emu_bar_named(int32_t id, int32_t count, int32_t sync)
+{
+	Thr *t = E.cur;
+	uint32_t gen;
+
+	if (id < 1 || id >= NAMED_BARS || count < 32 || count % 32 || count > E.nthr) {
+		fail("thread %d of CTA (%d,%d,%d): bar.%s %d, %d (need an id in 1..%d and whole warps of "
+		     "the %d threads)", t->lin, E.cta[0], E.cta[1], E.cta[2], sync ? "sync" : "arrive", id, count,
+		     NAMED_BARS - 1, E.nthr);
+		abandon();
+	}
+	if (E.nb[id].arrived == 0)
+		E.nb[id].count = count;
+	else if (E.nb[id].count != count) {
+		fail("thread %d of CTA (%d,%d,%d): bar.%s %d with %d threads, while this phase of it counts %d",
+		     t->lin, E.cta[0], E.cta[1], E.cta[2], sync ? "sync" : "arrive", id, count, E.nb[id].count);
+		abandon();
+	}
+	gen = E.nb[id].gen;
+	if (++E.nb[id].arrived == count) {
+		E.nb[id].arrived = 0;
+		E.nb[id].gen++;
+	}
+	t->nbw = sync ? id : 0;
+	while (sync && E.nb[id].gen == gen)
+		yield(T_SPIN);
+	t->nbw = 0;
 }
 
 void
@@ -1271,10 +1311,16 @@ regs_blocked(void)
 	return -1;
 }
 
-/* At the CTA's end: every mbarrier phase begun was completed. */
+/* At the CTA's end: every mbarrier and named barrier phase begun was completed. */
 static int
 mbar_all_settled(void)
 {
+	for (int i = 1; i < NAMED_BARS; i++)
+		if (E.nb[i].arrived) {
+			fail("the CTA exits with named barrier %d partly arrived (%d of %d threads): a bar.arrive "
+			     "or bar.sync without its partners", i, E.nb[i].arrived, E.nb[i].count);
+			return 0;
+		}
 	for (int i = 0; i < E.nmb; i++) {
 		const Mbar *b = &E.mb[i];
 		if (b->pending != b->count || b->tx != 0) {
@@ -1381,6 +1427,7 @@ run_cta(void)
 	memset(E.agen, 0, E.smem_bytes);
 	E.nmb = 0;
 	E.nbulk = 0;
+	memset(E.nb, 0, sizeof E.nb);
 	for (int i = 0; i < n / 128; i++) {
 		E.wg[i].nop = E.wg[i].ncommit = 0;
 		E.wg[i].regs = E.maxnreg;
@@ -1395,6 +1442,7 @@ run_cta(void)
 		t->state = T_RUN;
 		t->nq = t->open = 0;
 		t->nfence = 0;
+		t->nbw = 0;
 		memset(t->seen, 0, sizeof t->seen);
 		memset(t->fseen, 0, sizeof t->fseen);
 		getcontext(&t->ctx);
@@ -1404,7 +1452,7 @@ run_cta(void)
 		makecontext(&t->ctx, thr_main, 0);
 	}
 	for (;;) {
-		int nbar = 0, ndone = 0, nspin = 0, progress = 0;
+		int nbar = 0, ndone = 0, nspin = 0, nnamed = 0, progress = 0;
 		for (int i = 0; i < n && !E.failed; i++) {
 			int was = E.thr[i].state;
 			if (was == T_RUN || was == T_SPIN) {
@@ -1428,7 +1476,8 @@ run_cta(void)
 		for (int i = 0; i < n; i++) {
 			nbar += E.thr[i].state == T_BAR;
 			ndone += E.thr[i].state == T_DONE;
-			nspin += E.thr[i].state == T_SPIN;
+			nspin += E.thr[i].state == T_SPIN && !E.thr[i].nbw;
+			nnamed += E.thr[i].state == T_SPIN && E.thr[i].nbw;
 		}
 		if (ndone == n) {
 			for (int g = 0; g < n / 128; g++)
@@ -1455,6 +1504,15 @@ run_cta(void)
 			     (want - E.wg[g].regs) * 128, E.pool, E.maxnreg, n);
 			return -1;
 		}
+		if (!progress && nnamed) {
+			int i = 0;
+			while (!E.thr[i].nbw)
+				i++;
+			fail("deadlock: %d threads wait at named barriers (thread %d at bar.sync %d: %d of %d "
+			     "arrived), %d at a barrier, %d on mbarriers, %d exited", nnamed, i, E.thr[i].nbw,
+			     E.nb[E.thr[i].nbw].arrived, E.nb[E.thr[i].nbw].count, nbar, nspin, ndone);
+			return -1;
+		}
 		if (!progress) {
 			fail("deadlock: %d threads at a barrier, %d waiting on mbarriers, %d exited, the rest "
 			     "at collectives", nbar, nspin, ndone);
@@ -1473,6 +1531,7 @@ static const struct {
 	{"moec_emu_smem", (void *)moec_emu_smem},
 	{"moec_emu_check", (void *)moec_emu_check},
 	{"moec_emu_barrier", (void *)moec_emu_barrier},
+	{"moec_emu_bar_named", (void *)moec_emu_bar_named},
 	{"moec_emu_cp_async", (void *)moec_emu_cp_async},
 	{"moec_emu_cp_commit", (void *)moec_emu_cp_commit},
 	{"moec_emu_cp_wait", (void *)moec_emu_cp_wait},

@@ -224,6 +224,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: warp tile %dx%d or tile %dx%dx%d too large for %d threads",
 				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.k.nthr);
+	if (s->ws_mode != CG_WS_COOPERATIVE && s->mainloop != CG_MAINLOOP_WS)
+		return diag_error(d, LOC_NONE, "gemm: ping-pong consumers need the warp-specialised mainloop");
 	if (s->stages < 2 || s->stages > (s->mainloop == CG_MAINLOOP_WS ? 8 : 5))
 		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..%d)", s->stages,
 				  s->mainloop == CG_MAINLOOP_WS ? 8 : 5);

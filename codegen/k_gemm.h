@@ -45,7 +45,8 @@ struct GemmCore {
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
 	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
-	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot) */
+	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot);
+					 * gemm_schedule_share: the item's */
 	LLVMValueRef ws;		/* split-K: the "splitk_ws" workspace */
 };
 
@@ -97,6 +98,8 @@ LLVMValueRef gemm_work_total(GemmCore *k);
 /* Tile w (i32) of the schedule: e, row0, rend, n0, bexp. */
 void gemm_tile_coords(GemmCore *k, LLVMValueRef w);
 void gemm_schedule(GemmCore *k, void (*body)(GemmCore *));
+/* Persistent: worker part (i32) of parts takes every parts-th of the CTA's items. */
+void gemm_schedule_share(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef part, int parts);
 int gemm_finish(GemmCore *k, const char *note);
 /* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */
 int gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at);

@@ -457,6 +457,26 @@ gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 	}
 }
 
+/*
+ * The persistent schedule shared by `parts` workers (the ping-pong consumer
+ * warpgroups): worker `part` (i32) takes this CTA's work items part, part +
+ * parts, ... (w = ctaid + nctaid * (part + parts * i)), so that they
+ * alternate in the order gemm_schedule hands them to the producer; k->w is
+ * the item's index.
+ */
+void
+gemm_schedule_share(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef part, int parts)
+{
+	CgFn *f = k->f;
+	LLVMValueRef n = cg_nctaid(f, 0), total = gemm_work_total(k);
+	CgLoop l;
+
+	k->w = cg_loop(f, &l, cg_add(f, cg_ctaid(f, 0), cg_mul(f, part, n)), total, cg_muli(f, n, parts));
+	gemm_tile_coords(k, k->w);
+	body(k);
+	cg_endloop(f, &l);
+}
+
 int
 gemm_finish(GemmCore *k, const char *note)
 {

@@ -67,6 +67,25 @@
  * promotion).  The warpgroups meet only at the ring, so one's promotion
  * overlaps the other's wgmma; the producer stays S k-tiles ahead.
  *
+ * Ping-pong (GemmSpec.ws_mode = CG_WS_PINGPONG, persistent): two consumer
+ * warpgroups, each on whole tiles of its own (warps_m x warps_n = 4 warps
+ * lay out one tile, accumulators and all), warpgroup c taking the CTA's
+ * work items c, c + 2, ... (gemm_schedule_share) while the producer loads
+ * them all in order; each skips the other's k-tiles in the ring.  They
+ * take turns at the tensor cores with named barriers ORDER_BAR + c ("c's
+ * turn", 256 threads: 128 wait, the other 128 arrive):
+ *
+ *	warpgroup c, per tile w:  [w not the CTA's first] bar.sync ORDER_BAR + c
+ *	                          k-tiles as above (the last group in flight)
+ *	                          [a next item exists] bar.arrive ORDER_BAR + 1 - c
+ *	                          wait_group 0, release, epilogue; it += kt
+ *
+ * so one's epilogue runs while the other's wgmmas do.  The turn also keeps
+ * the parity waits honest: a warpgroup waits on full[s] for tile j only
+ * after the other has waited for all of tile j - 1's, so no stage is more
+ * than one phase behind the parity it waits for.  Empty barriers count the
+ * 4 warps of the tile's owner.
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
  * convert), group quantisation (its block barriers would include the
@@ -81,6 +100,14 @@
 #define CONSUMER_REGS 232	/* per consumer thread, with two consumer warpgroups */
 #define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
+#define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
+
+/* Consumer warpgroups: one or two split a tile, or two take turns (ping-pong). */
+static int
+consumer_wgs(const GemmSpec *s)
+{
+	return s->ws_mode == CG_WS_PINGPONG ? 2 : s->warps_m * s->warps_n / 4;
+}
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
 void
@@ -90,7 +117,7 @@ gemm_ws_layout(G *g)
 	const GemmSpec *s = &k->s;
 	int S = s->stages;
 
-	k->nwarp = s->warps_m * s->warps_n + 4;
+	k->nwarp = 4 * consumer_wgs(s) + 4;
 	k->nthr = 32 * k->nwarp;
 	/* [1 KiB slack][S stages][full[S], empty[S]][expert table][warp sums][128] */
 	k->tab = 1024 + S * g->wg.stage + 16 * S;
@@ -106,6 +133,21 @@ gemm_ws_layout(G *g)
 	g->b_n = 0;
 }
 
+/* Ping-pong: one warpgroup's tile, persistent, bf16/f16 consumers (not yet FP8). */
+static int
+pingpong_check(const GemmSpec *s, int cw, Diag *d)
+{
+	if (cw != 4)
+		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong: %d warps per tile (each consumer warpgroup "
+				  "owns a tile: warps_m x warps_n = 4)", cw);
+	if (s->sched != CG_SCHED_PERSISTENT)
+		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong needs the persistent schedule (the warpgroups "
+				  "take turns over a CTA's tiles)");
+	if (s->f8.group > 0)
+		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong with FP8 x FP8 (not yet: cooperative only)");
+	return 0;
+}
+
 int
 gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 {
@@ -119,6 +161,8 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: ws: no tf32 mainloop (the mma.sync one has it)");
 	if (cw != 4 && cw != 8)
 		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4 or 8: one or two warpgroups)", cw);
+	if (s->ws_mode == CG_WS_PINGPONG && pingpong_check(s, cw, d) < 0)
+		return -1;
 	if (s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
 	if (s->bm > 256 || s->bn > 256)
@@ -198,6 +242,7 @@ struct W {
 	LLVMValueRef bar;	/* i32: shared offset of full[0]; empty[s] is 8 S bytes on */
 	LLVMValueRef it;	/* var i32: k-tiles so far (the ring's position) */
 	LLVMValueRef da0, db0;	/* consumers: descriptors of stage 0 */
+	LLVMValueRef cwg;	/* consumers: the warpgroup, 0 or 1 (i32) */
 	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A */
 };
 
@@ -236,9 +281,11 @@ setup(W *w)
 	cg_mbar_init_fence(f);
 	cg_endif(f, &c);
 	cg_barrier(f);
-	/* consumers: warpgroup tiles as the wgmma mainloop's, counted from warp 4 */
+	/* consumers: warpgroup tiles as the wgmma mainloop's, counted from warp 4
+	 * (ping-pong: each warpgroup's tile is whole, at 0) */
 	cwarp = cg_addi(f, k->warp, -4);
-	cwg = cg_shr(f, cwarp, 2);
+	w->cwg = cg_shr(f, cwarp, 2);
+	cwg = s->ws_mode == CG_WS_PINGPONG ? cg_i32(f, 0) : w->cwg;
 	g->wm0 = cg_add(f, cg_muli(f, cg_udiv(f, cwg, cg_i32(f, g->wg.wg_n)), g->wtm),
 			cg_shl(f, cg_and(f, cwarp, 3), 4));
 	g->wn0 = cg_muli(f, cg_urem(f, cwg, cg_i32(f, g->wg.wg_n)), g->wtn);
@@ -399,9 +446,9 @@ consume_f8(W *w)
 	gemm_epilogue(g);
 }
 
-/* The consumers' k-tiles of one tile, then its epilogue. */
+/* The consumers' k-tiles of one tile; the last one's wgmma group stays in flight. */
 static void
-consume(W *w)
+mainloop(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
@@ -421,6 +468,16 @@ consume(W *w)
 	cg_endif(f, &c);
 	cg_set(f, w->it, cg_addi(f, it, 1));
 	cg_endloop(f, &l);
+}
+
+/* After the k-loop: the last k-tile retired and its stage released, then the epilogue. */
+static void
+finish_tile(W *w)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	LLVMValueRef pst, ppar;
+
 	gemm_wgmma_wait(g, 0);
 	if (g->kt > 0) {
 		ring(w, cg_addi(f, cg_get(f, w->it), -1), &pst, &ppar);
@@ -428,6 +485,40 @@ consume(W *w)
 	}
 	gemm_wgmma_acc_fence(g);
 	gemm_epilogue(g);
+}
+
+/* The consumers' k-tiles of one tile, then its epilogue. */
+static void
+consume(W *w)
+{
+	mainloop(w);
+	finish_tile(w);
+}
+
+/*
+ * Ping-pong: this warpgroup's tile k->w, its k-tiles in its turn (after the
+ * other's tile before it), the turn handed over once its wgmmas are issued
+ * (to the other's tile after it), then its epilogue while the other's run;
+ * then past the other's k-tiles in the ring.
+ */
+static void
+consume_pingpong(W *w)
+{
+	G *g = &w->g;
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	LLVMValueRef next = cg_add(f, k->w, cg_nctaid(f, 0));
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, k->w, cg_ctaid(f, 0), ""));
+	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
+	cg_endif(f, &c);
+	mainloop(w);
+	cg_if(f, &c, cg_lt(f, next, gemm_work_total(k)));
+	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), w->cwg), 256);
+	cg_endif(f, &c);
+	finish_tile(w);
+	cg_set(f, w->it, cg_addi(f, cg_get(f, w->it), g->kt));
 }
 
 static void
@@ -441,6 +532,8 @@ consume_tile(GemmCore *k)
 {
 	if (k->s.f8.group > 0)
 		consume_f8((W *)k);
+	else if (k->s.ws_mode == CG_WS_PINGPONG)
+		consume_pingpong((W *)k);
 	else
 		consume((W *)k);
 }
@@ -466,7 +559,7 @@ roles(W *w)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
-	int two = k->s.warps_m * k->s.warps_n == 8;
+	int two = consumer_wgs(&k->s) == 2;
 	LLVMValueRef leader;
 	CgIf p, e;
 
@@ -488,7 +581,12 @@ roles(W *w)
 	if (two)
 		cg_setmaxnreg(f, 1, CONSUMER_REGS);
 	gemm_wgmma_descs(&w->g, &w->da0, &w->db0);
-	gemm_schedule(k, consume_tile);
+	if (k->s.ws_mode == CG_WS_PINGPONG) {	/* from its first tile's k-tiles on */
+		cg_set(f, w->it, cg_muli(f, w->cwg, w->g.kt));
+		gemm_schedule_share(k, consume_tile, w->cwg, 2);
+	} else {
+		gemm_schedule(k, consume_tile);
+	}
 	cg_endif(f, &p);
 }
 
@@ -507,7 +605,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		free(w);
 		return -1;
 	}
-	if (s->warps_m * s->warps_n == 8)	/* setmaxnreg's pool: what the threads start with */
+	if (consumer_wgs(s) == 2)	/* setmaxnreg's pool: what the threads start with */
 		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
 	tmaps(g, maps);
 	if (s->gather)
@@ -522,10 +620,11 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		g->wg.buf = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
 	gemm_f8_vars(g);
 	gemm_quant_setup(g);
-	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d+4 s%d ws tma%s",
+	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d%s+4 s%d ws tma%s%s",
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
-		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages, s->gather ? " cp.async-a" : "");
+		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
+		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);

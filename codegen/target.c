@@ -1122,6 +1122,31 @@ cg_barrier(CgFn *f)
 	}
 }
 
+/* bar.sync / bar.arrive id, n (emu: moec_emu_bar_named counts threads). */
+static void
+bar_named(CgFn *f, LLVMValueRef id, int nthreads, int sync)
+{
+	LLVMValueRef a[3] = {id, cg_i32(f, nthreads), cg_i32(f, sync)};
+
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_bar_named", NULL, a, 3);
+		return;
+	}
+	cg_asm(f, NULL, sync ? "bar.sync $0, $1;" : "bar.arrive $0, $1;", "r,r,~{memory}", a, 2, 1);
+}
+
+void
+cg_bar_sync(CgFn *f, LLVMValueRef id, int nthreads)
+{
+	bar_named(f, id, nthreads, 1);
+}
+
+void
+cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads)
+{
+	bar_named(f, id, nthreads, 0);
+}
+
 LLVMValueRef
 cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
 {

@@ -216,6 +216,19 @@ ws(GemmSpec *s)
 	return s;
 }
 
+/* Ping-pong consumers (k_gemm_ws.c): two warpgroups, each on whole bm x bn
+ * tiles of its own (4 warps lay one out), taking turns at the tensor cores;
+ * persistent over 132 CTAs. */
+static GemmSpec *
+pingpong(GemmSpec *s)
+{
+	s->mainloop = CG_MAINLOOP_WS;
+	s->ws_mode = CG_WS_PINGPONG;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	return s;
+}
+
 static void
 build(void)
 {
@@ -416,6 +429,19 @@ build(void)
 	s = ws(moe_up("wsup_128x128x64_s6_w4_p", 128, 128, 64, 2, 2, 6, 1));
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 132;
+	/* ping-pong against the cooperative kernels above (wsd_*, wsdn_*, wsup_*):
+	 * 128x128 per consumer warpgroup, 6 stages (7 for dense: 226 KB) */
+	pingpong(dense("wspd_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1));
+	pingpong(dense("wspd_128x128x64_s7_p", 128, 128, 64, 2, 2, 7, 1));
+	pingpong(dense("wspd_64x128x64_s8_p", 64, 128, 64, 2, 2, 8, 1));
+	pingpong(moe_down("wspdn_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1));
+	pingpong(moe_up("wspup_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1));
+	s = pingpong(check_scatter("cwsp_grouped_scatter", 0, 640));
+	tile(s, 128, 128, 64, 2, 2, 6, 0);
+	s->ctas = 7;
+	s = pingpong(check_gather_swiglu("cwsp_grouped_gather_swiglu", 0, 320));
+	tile(s, 128, 128, 64, 2, 2, 5, 0);
+	s->ctas = 5;
 	s = add("cws_f16_kn_residual", "check");
 	s->N = 256;
 	s->K = 192;
@@ -580,13 +606,14 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 		   "\"b_dt\": \"%s\", \"b_layout\": \"%s\", \"ldb\": %lld, \"b_group_stride\": %lld, "
 		   "\"c_dt\": \"%s\", \"ldc\": %lld, \"store\": \"%s\", "
 		   "\"bm\": %d, \"bn\": %d, \"bk\": %d, \"warps_m\": %d, \"warps_n\": %d, \"stages\": %d, "
-		   "\"sched\": \"%s\", \"ctas\": %d, \"f8_group\": %d, \"f8_interleave\": %d,\n    \"ep\": [",
+		   "\"sched\": \"%s\", \"ctas\": %d, \"f8_group\": %d, \"f8_interleave\": %d, \"ws_mode\": \"%s\",\n    \"ep\": [",
 		(long long)s->N, (long long)s->K, s->m_per_t, s->groups, dtype_name(s->a_dt),
 		(long long)s->lda, s->gather, s->gather_div, dtype_name(s->b_dt),
 		s->b_layout == CG_B_NK ? "NK" : "KN", (long long)s->ldb, (long long)s->b_group_stride,
 		dtype_name(s->c_dt), (long long)s->ldc, s->store == CG_STORE_SCATTER ? "scatter" : "rows",
 		s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas, s->f8.group, s->f8.b_interleave);
+		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas, s->f8.group, s->f8.b_interleave,
+		s->ws_mode == CG_WS_PINGPONG ? "pingpong" : "cooperative");
 	for (int i = 0; i < s->ep.n; i++) {
 		const CgEpInst *in = &s->ep.in[i];
 		static const char *const rows[] = {"direct", "gather", "gather_raw", "scatter"};

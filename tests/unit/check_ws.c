@@ -29,6 +29,16 @@ tiles(GemmSpec *s, int bm, int bn, int bk, int wm, int wn, int st)
 	s->mainloop = CG_MAINLOOP_WS;
 }
 
+/* Ping-pong: each of two consumer warpgroups owns a bm x bn tile, persistent over ctas CTAs. */
+static void
+pingpong(GemmSpec *s, int bm, int bn, int bk, int st, int ctas)
+{
+	tiles(s, bm, bn, bk, 2, 2, st);
+	s->ws_mode = CG_WS_PINGPONG;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = ctas;
+}
+
 /* The case on the ws mainloop against the reference and, when the tile
  * suits it, the wgmma mainloop's output (must be identical). */
 static void
@@ -46,6 +56,7 @@ check_case(const GemmCase *c, double tol)
 	ck_assert_msg(gh_run(&r, &w) == 0 && gh_compare(&r, &e) == 0, "%s: ws: %s", what, r.msg);
 	ck_assert_msg(e.err < tol, "%s: ws: relative L2 error %g >= %g", what, e.err, tol);
 	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	w.s.ws_mode = CG_WS_COOPERATIVE;	/* ping-pong: one warpgroup's tile, as wgmma's with 4 warps */
 	if (w.s.stages > 5)
 		w.s.stages = 3;
 	if (cg_gemm_check(&t, &w.s, &d) == 0) {
@@ -220,6 +231,52 @@ START_TEST(test_ws_gather_ptx_assembles_for_sm90a)
 }
 END_TEST
 
+/* Ping-pong at Mixtral's sizes (dense up-projection, the down projection
+ * with scatter, the gathered gate|up): 384 threads, the cooperative
+ * kernel's register split, bar.sync / bar.arrive on the turn barriers. */
+START_TEST(test_ws_pingpong_ptx_assembles_for_sm90a)
+{
+	CgTarget a = {"sm_90a", NULL, 3};
+	GemmSpec s[3];
+	CgModule *m;
+	const char *ptx;
+	Diag d;
+
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
+	pingpong(&s[0], 128, 128, 64, 6, 132);
+	gh_spec_grouped_scale_scatter(&s[1], 8, 4096, 14336);
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	gh_spec_grouped_swiglu(&s[2], 8, 28672, 4096, 2);
+	pingpong(&s[2], 128, 128, 64, 6, 132);
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "pp");
+	ck_assert_int_eq(cg_module_find(m, "pp0")->block[0], 384);
+	ck_assert_int_eq(cg_module_find(m, "pp0")->maxnreg, 168);
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "pp0")->note, "w2x2x2+4 s6 ws tma pingpong"));
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232"), 3);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 40"), 3);
+	ck_assert_int_eq(gh_count(ptx, "bar.sync %r"), 3);
+	ck_assert_int_eq(gh_count(ptx, "bar.arrive %r"), 3);
+	ck_assert(gh_count(ptx, "wgmma.mma_async") > 0);
+	gh_assemble(m, 3, "check_ws pingpong", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	/* refused: two warpgroups per tile, the tiles schedule, FP8 */
+	diag_init(&d, NULL);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].ws_mode = CG_WS_PINGPONG;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "ping-pong: 8 warps per tile"), "%s", d.last);
+	pingpong(&s[0], 128, 128, 64, 6, 132);
+	s[0].sched = CG_SCHED_TILES;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "ping-pong needs the persistent schedule"), "%s", d.last);
+	s[0].ws_mode = CG_WS_PINGPONG;
+	s[0].mainloop = CG_MAINLOOP_WGMMA;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "ping-pong"), "%s", d.last);
+}
+END_TEST
+
 /* ---- the kernels on the emulator ---- */
 
 static const struct {
@@ -340,6 +397,81 @@ START_TEST(test_ws_emu_grouped_no_rows)
 	tiles(&c.s, 128, 128, 64, 2, 2, 4);
 	c.s.sched = CG_SCHED_PERSISTENT;
 	c.s.ctas = 2;
+	c.T = 0;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+/* ---- ping-pong consumers (CG_WS_PINGPONG): whole tiles per warpgroup, turns by named barriers ---- */
+
+/* Tiles per CTA odd and even, none, one; M tails, odd column tiles; k-tiles
+ * fewer and more than stages.  An arrival too many or missing is an error
+ * on the emulator (deadlock, or a named barrier left partly arrived). */
+static const struct {
+	const char *what;
+	int N, K, tile[4], ctas, T;
+} pp_cases[] = {
+	{"3 CTAs over 4x2 tiles (3, 3, 2 each), ragged M, 5 k-tiles, 6 stages", 256, 320, {128, 128, 64, 6}, 3, 450},
+	{"2 CTAs over 3x3 tiles (5 and 4: odd), 3 column tiles, 10 k-tiles, 4 stages", 384, 640, {128, 128, 64, 4}, 2, 300},
+	{"more CTAs than tiles (1 each, 3 none), M < one tile", 256, 192, {128, 128, 64, 6}, 5, 37},
+	{"one CTA over 2x4 tiles, fewer k-tiles than stages", 512, 64, {128, 128, 64, 6}, 1, 250},
+	{"64x128 tiles, 2 stages", 256, 256, {64, 128, 64, 2}, 2, 200},
+	{"128x64 tiles, bk 128, 3 stages", 256, 384, {128, 64, 128, 3}, 3, 260},
+};
+
+START_TEST(test_ws_emu_pingpong_dense)
+{
+	GemmCase c = {.what = pp_cases[_i].what};
+	const int *tl = pp_cases[_i].tile;
+
+	gh_spec_dense_bias_gelu(&c.s, pp_cases[_i].N, pp_cases[_i].K);
+	pingpong(&c.s, tl[0], tl[1], tl[2], tl[3], pp_cases[_i].ctas);
+	c.T = pp_cases[_i].T;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_pingpong_kn_f16_residual)
+{
+	GemmCase c = {.what = "ping-pong: f16, B [K,N], residual"};
+
+	gh_spec_kn_residual(&c.s, 384, 192, DT_F16);
+	pingpong(&c.s, 128, 128, 64, 5, 2);
+	c.T = 190;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_pingpong_grouped)
+{
+	GemmCase c = {.what = "ping-pong, grouped: routing weights, scattered rows, empty experts, 4 CTAs"};
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+	int bias[4] = {9, 0, 80, 131};
+
+	gh_spec_grouped_scale_scatter(&c.s, 8, 256, 192);
+	pingpong(&c.s, 128, 128, 64, 6, 4);
+	c.T = 240;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, grouped scatter: one CTA over every item";
+	c.s.ctas = 1;
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, gathered A (top-2 up-projection), SwiGLU, 3 CTAs";
+	gh_spec_grouped_swiglu(&c.s, 8, 256, 192, 2);
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	c.T = 120;
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, gpt-oss: per-expert bias, clamped SwiGLU, 2 CTAs";
+	memset(c.counts, 0, sizeof c.counts);
+	memcpy(c.counts, bias, sizeof bias);
+	gh_spec_expert_bias_swiglu(&c.s, 4, 256, 128);
+	pingpong(&c.s, 128, 128, 64, 3, 2);
+	c.T = 220;
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, grouped, T = 0";
+	memset(c.counts, 0, sizeof c.counts);
+	gh_spec_grouped_scale_scatter(&c.s, 4, 128, 128);
+	pingpong(&c.s, 128, 128, 64, 4, 2);
 	c.T = 0;
 	check_case(&c, 1e-2);
 }
@@ -542,6 +674,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_params_and_tensor_maps);
 	tcase_add_test(t, test_ws_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_gather_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_pingpong_ptx_assembles_for_sm90a);
 	tcase_add_loop_test(t, test_ws_emu_dense, 0, (int)NELEM(dense_cases));
 	tcase_add_test(t, test_ws_emu_dense_persistent_more_tiles_than_ctas);
 	tcase_add_test(t, test_ws_emu_kn_f16_residual);
@@ -549,6 +682,9 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_gather_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_no_rows);
+	tcase_add_loop_test(t, test_ws_emu_pingpong_dense, 0, (int)NELEM(pp_cases));
+	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
+	tcase_add_test(t, test_ws_emu_pingpong_grouped);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);
