@@ -100,6 +100,7 @@
 #define CONSUMER_REGS 232	/* per consumer thread, with two consumer warpgroups */
 #define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
+#define PINGPONG_CTAS 132	/* --debug=ws-pingpong: one CTA per SM of an H100 SXM / H200 */
 #define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
 
 /* Consumer warpgroups: one or two split a tile, or two take turns (ping-pong). */
@@ -189,12 +190,45 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	return 0;
 }
 
+/*
+ * --debug=ws-pingpong: a cooperative plan's two warpgroups of 128x128 (a
+ * 128x256 or 256x128 tile) become two ping-pong warpgroups of 128x128 each,
+ * persistent over PINGPONG_CTAS; what is expected to win is the epilogue
+ * hidden behind the other warpgroup's wgmmas (largest where K is short:
+ * Qwen3-30B-A3B's down projection, 12 k-tiles a tile) at the price of B
+ * tiles shared by no second warpgroup (a third more TMA bytes per flop).
+ * Not FP8 (its consumers are cooperative only).  Unmeasured: opt-in.
+ */
+static void
+pingpong_plan(GemmSpec *w)
+{
+	if (w->f8.group > 0 || w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
+		return;
+	w->ws_mode = CG_WS_PINGPONG;
+	w->bm = w->bn = 128;
+	w->warps_m = w->warps_n = 2;
+	w->sched = CG_SCHED_PERSISTENT;
+	w->ctas = PINGPONG_CTAS;
+}
+
+/* The most stages up to MAX_AUTO_STAGES (at least s->stages) that w passes with. */
+static int
+most_stages(const CgTarget *t, GemmSpec *w, int least)
+{
+	Diag quiet;
+
+	diag_init(&quiet, NULL);
+	for (w->stages = MAX_AUTO_STAGES; w->stages >= least && w->stages >= 2; w->stages--)
+		if (cg_gemm_check(t, w, &quiet) == 0)
+			return 1;
+	return 0;
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
 	const CgTarget *t = cg_module_target(m);
 	GemmSpec w = *s;
-	Diag quiet;
 
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
 	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
@@ -205,14 +239,19 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	 * 6081 against 4919 us): taken only when asked for. */
 	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
 		return 0;
-	diag_init(&quiet, NULL);
 	w.mainloop = CG_MAINLOOP_WS;
-	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)
-		if (cg_gemm_check(t, &w, &quiet) == 0) {
-			*s = w;
+	if (cg_module_debug(m) & DBG_WS_PINGPONG) {
+		GemmSpec p = w;
+		pingpong_plan(&p);
+		if (p.ws_mode == CG_WS_PINGPONG && most_stages(t, &p, s->stages)) {
+			*s = p;
 			return 1;
 		}
-	return 0;
+	}
+	if (!most_stages(t, &w, s->stages))
+		return 0;
+	*s = w;
+	return 1;
 }
 
 /* ---- the tensor maps ---- */

@@ -21,6 +21,8 @@ const DebugFlag debug_flags[] = {
 	 "test --emulate: GEMMs whose tiles suit it on the warp-specialised TMA mainloop, emulated"},
 	{"ws-gather", DBG_WS_GATHER, NULL,
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
+	{"ws-pingpong", DBG_WS_PINGPONG, NULL,
+	 "compile: warp-specialised bf16/f16 GEMMs with ping-pong consumers, 128x128 tiles, persistent (not yet measured)"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 };

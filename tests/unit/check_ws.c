@@ -477,6 +477,31 @@ START_TEST(test_ws_emu_pingpong_grouped)
 }
 END_TEST
 
+/* A top-2 MoE block whose GEMMs get 128x256 tiles over two consumer
+ * warpgroups (the prefill plan), which --debug=ws-pingpong turns into two
+ * ping-pong warpgroups of 128x128 (cg_gemm_ws_for): the whole program on
+ * the emulator against the interpreter. */
+static const char prog_moe[] =
+	"weight $router : bf16[8,1024]\n"
+	"weight $wgu : bf16[8,1024,1024]\n"
+	"weight $wd : bf16[8,1024,512]\n"
+	"graph @moe(%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%y0 = moe %x, %logits, _, $wgu, $wd, k=2, renorm=1, router=softmax : bf16[T,1024]\n"
+	"	%y = add %x, %y0 : bf16[T,1024]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_pingpong_program_against_interpreter)
+{
+	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_PINGPONG;
+
+	gh_check_program_max(prog_moe, 150, 4096, "moe_k4", "w2x2x2+4 s6 ws tma pingpong persistent", 2e-2, dbg);
+	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "w2x2x2+4 s6 ws tma cp.async-a pingpong persistent",
+			       2e-2, dbg | DBG_WS_GATHER);
+}
+END_TEST
+
 /* ---- the emulator's TMA and mbarriers, through cg_emit_tma_probe ---- */
 
 /* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
@@ -685,6 +710,7 @@ ws_suite(void)
 	tcase_add_loop_test(t, test_ws_emu_pingpong_dense, 0, (int)NELEM(pp_cases));
 	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
+	tcase_add_test(t, test_ws_pingpong_program_against_interpreter);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);

@@ -815,6 +815,13 @@ void
 gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
 		       unsigned debug)
 {
+	gh_check_program_max(text, T, 256, kernel, note, l2, debug);
+}
+
+void
+gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
+		     unsigned debug)
+{
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
 	PassOpts po;
@@ -835,7 +842,7 @@ gh_check_program_debug(const char *text, int T, const char *kernel, const char *
 	cg_compile_default(&co);
 	co.arch[0] = "emu";
 	co.narch = 1;
-	co.max_tokens = 256;
+	co.max_tokens = max_tokens;
 	co.debug = debug;
 	p = cg_compile(m, &co, &d);
 	ck_assert_msg(p != NULL, "compile: %s", d.last);

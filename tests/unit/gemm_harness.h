@@ -144,5 +144,8 @@ void gh_check_program_l2(const char *text, int T, const char *kernel, const char
  * the emulator stands for sm_90a, FP8 x FP8 included). */
 void gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
 			    unsigned debug);
+/* The same, the plan for up to max_tokens (256 above: the prefill plan's tiles need more). */
+void gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note,
+			  double l2, unsigned debug);
 
 #endif
