@@ -154,7 +154,7 @@ END_TEST
 
 START_TEST(test_wgmma_ptx_assembles_for_sm90a)
 {
-	GemmSpec s[8];
+	GemmSpec s[9];
 	int ns = 0;
 	CgModule *m;
 	const char *ptx;
@@ -174,12 +174,18 @@ START_TEST(test_wgmma_ptx_assembles_for_sm90a)
 	tiles(&s[ns++], 64, 128, 64, 2, 2, 3);
 	gh_spec_dense_bias_gelu(&s[ns], 14336, 4096);		/* 4 stages: a group in flight */
 	tiles(&s[ns++], 256, 128, 64, 4, 2, 4);
+	gh_spec_expert_bias_swiglu(&s[ns], 32, 5760, 2880);	/* gpt-oss gate|up: 192 columns */
+	s[ns].m_per_t = 4;
+	s[ns].gather = 1;
+	s[ns].gather_div = 4;
+	tiles(&s[ns++], 128, 192, 64, 2, 4, 4);
 
 	m = gh_emit_specs("sm_90a", GH_MMA, s, ns, "w");
 	ptx = gh_ptx(m);
 	ck_assert_int_eq(gh_count(ptx, ".entry"), ns);
 	ck_assert(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") > 0);
 	ck_assert(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") > 0);
+	ck_assert(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16") > 0);
 	ck_assert(gh_count(ptx, "wgmma.fence.sync.aligned") >= ns);
 	ck_assert(gh_count(ptx, "wgmma.commit_group.sync.aligned") >= ns);
 	ck_assert(gh_count(ptx, "wgmma.wait_group.sync.aligned 1") > 0);
@@ -302,6 +308,36 @@ START_TEST(test_wgmma_emu_grouped_gpt_oss_expert_bias)
 	tiles(&c.s, 64, 128, 64, 2, 2, 3);
 	c.T = 90;
 	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2, 1);
+}
+END_TEST
+
+/*
+ * 192-column tiles (gpt-oss: N = 5760 and 2880 are multiples of 192, not of
+ * 256): two warpgroups of 96 columns (m64n96k16), K = 192 three 64-wide
+ * k-tiles (no multiple of 128), rows past an expert's 128 in a second row
+ * tile; gathered gate|up with the per-expert bias and clamped SwiGLU, and
+ * the down projection's routing weight and scattered rows.
+ */
+START_TEST(test_wgmma_emu_grouped_192_columns)
+{
+	GemmCase c = {.what = "128x192: gathered gate|up, expert bias, clamped SwiGLU"};
+	int counts[4] = {9, 0, 200, 131};	/* 340 = 4 * 85 */
+
+	gh_spec_expert_bias_swiglu(&c.s, 4, 384, 192);
+	c.s.m_per_t = 4;
+	c.s.gather = 1;
+	c.s.gather_div = 4;
+	tiles(&c.s, 128, 192, 64, 2, 4, 4);
+	c.T = 85;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2, 1);
+	c.what = "128x192: routing weight, scattered rows, persistent";
+	gh_spec_grouped_scale_scatter(&c.s, 4, 576, 192);
+	tiles(&c.s, 128, 192, 64, 2, 4, 5);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 5;
+	c.T = 340;
 	check_case(&c, 1e-2, 1);
 }
 END_TEST
@@ -479,6 +515,7 @@ wgmma_suite(void)
 	tcase_add_test(t, test_wgmma_emu_grouped_prefill_tile_persistent);
 	tcase_add_test(t, test_wgmma_emu_grouped_gpt_oss_expert_bias);
 	tcase_add_test(t, test_wgmma_emu_grouped_scale_scatter);
+	tcase_add_test(t, test_wgmma_emu_grouped_192_columns);
 	tcase_add_test(t, test_wgmma_emu_grouped_no_rows);
 	tcase_add_test(t, test_wgmma_probe_fragment_and_32b_swizzle);
 	tcase_add_test(t, test_wgmma_probe_hazards_are_diagnostics);

@@ -289,6 +289,7 @@ static const struct {
 	{"two consumers over 256 columns, 2 stages", 512, 256, {128, 256, 64, 2, 4, 2}, 130},
 	{"bk 128: two A and B boxes a stage, 3 stages", 256, 384, {128, 128, 128, 2, 4, 3}, 200},
 	{"fewer k-tiles than stages, M < one tile", 128, 64, {128, 128, 64, 2, 2, 6}, 5},
+	{"192 columns: two consumers of 96 (gpt-oss), 5 stages", 576, 192, {128, 192, 64, 2, 4, 5}, 150},
 };
 
 START_TEST(test_ws_emu_dense)
@@ -345,6 +346,12 @@ START_TEST(test_ws_emu_grouped_scale_scatter)
 	check_case(&c, 1e-2);
 	c.what = "grouped, persistent: 4 CTAs over 12 (expert, tile) items, two consumers";
 	tiles(&c.s, 128, 128, 64, 2, 4, 6);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	check_case(&c, 1e-2);
+	c.what = "grouped, persistent, 128x192 (gpt-oss's down projection): 2 n-tiles of 192";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 384, 192);
+	tiles(&c.s, 128, 192, 64, 2, 4, 5);
 	c.s.sched = CG_SCHED_PERSISTENT;
 	c.s.ctas = 4;
 	check_case(&c, 1e-2);
