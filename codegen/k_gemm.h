@@ -170,6 +170,7 @@ struct G {
 		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
 		LLVMValueRef arow[2 * MAXF];	/* ... per tile: A's scale rows of the thread's rows */
 		LLVMValueRef bcol;		/* ... B's scale row of its first column */
+		int f8s;			/* ... warp-specialised: shared offset of the scale slots */
 	} wg;
 };
 
@@ -205,6 +206,9 @@ void gemm_wgmma_mainloop(G *g);
 void gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0);
 /* wgmma.fence, the k-steps of stage st (i32) (scale i32: 0 starts the sums), commit */
 void gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale);
+/* ... over fragment columns j0..j0+nj only (m64 n(8 nj), B's rows or columns 8 j0..) */
+void gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale,
+			   int j0, int nj);
 void gemm_wgmma_wait(G *g, int n);	/* wgmma.wait_group n */
 void gemm_wgmma_acc_fence(G *g);	/* after wait_group 0: the accumulators usable */
 /* The 128-byte-swizzled K-major offset of 16-byte chunk kc of row `row`
@@ -223,6 +227,8 @@ LLVMValueRef gemm_b_row(G *g, LLVMValueRef n);	/* where B row n (i32) of an expe
 void gemm_f8_tile(G *g);
 void gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb);
 void gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb);
+/* ... of fragment columns j0..j0+nj only (sb indexed as for all columns) */
+void gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj);
 void gemm_f8_result(G *g);
 void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 

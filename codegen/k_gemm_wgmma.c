@@ -202,13 +202,14 @@ wgmma_emit(CgFn *f, LLVMValueRef *acc, int N, DType mt, int tb, LLVMValueRef da,
 		cg_set(f, acc[k], LLVMBuildExtractValue(f->B, r, (unsigned)k, ""));
 }
 
-/* The vars of row block i of the tile's accumulators, in wgmma's register order d[4j + q]. */
+/* The vars of row block i, fragment columns j0..j0+nj of the tile's
+ * accumulators, in wgmma's register order d[4j + q]. */
 static void
-acc_vars(G *g, int i, LLVMValueRef *acc)
+acc_vars(G *g, int i, int j0, int nj, LLVMValueRef *acc)
 {
-	for (int j = 0; j < g->ni; j++)
+	for (int j = 0; j < nj; j++)
 		for (int q = 0; q < 4; q++)
-			acc[4 * j + q] = g->acc[i][j][q];
+			acc[4 * j + q] = g->acc[i][j0 + j][q];
 }
 
 /* emu: element k of the accumulator array buf (an alloca) */
@@ -220,16 +221,16 @@ emu_elem(CgFn *f, LLVMValueRef buf, int k)
 	return LLVMBuildGEP2(f->B, LLVMGetAllocatedType(buf), buf, idx, 2, "");
 }
 
-/* Row block i of the tile's accumulators (m64 n(wtn)). */
+/* Row block i, fragment columns j0.. j0+nj of the tile's accumulators (m64 n(8 nj)). */
 static void
-wgmma(G *g, int i, LLVMValueRef da, LLVMValueRef db, LLVMValueRef scale)
+wgmma(G *g, int i, int j0, int nj, LLVMValueRef da, LLVMValueRef db, LLVMValueRef scale)
 {
 	CgFn *f = g->k.f;
 	LLVMValueRef acc[128];
 
-	acc_vars(g, i, acc);
-	wgmma_emit(f, acc, g->wtn, g->mt, g->k.s.b_layout == CG_B_KN, da, db, scale,
-		   f->emu ? emu_elem(f, g->wg.buf, i * g->ni * 4) : NULL);
+	acc_vars(g, i, j0, nj, acc);
+	wgmma_emit(f, acc, 8 * nj, g->mt, g->k.s.b_layout == CG_B_KN, da, db, scale,
+		   f->emu ? emu_elem(f, g->wg.buf, (i * g->ni + j0) * 4) : NULL);
 }
 
 /*
@@ -261,15 +262,22 @@ fence_operands(CgFn *f, LLVMValueRef *var, int n, LLVMValueRef emu_buf, int at)
 		cg_set(f, var[k], LLVMBuildExtractValue(f->B, r, (unsigned)k, ""));
 }
 
+/* The accumulators of fragment columns j0..j0+nj, after the wait that retired them. */
 static void
-acc_fence(G *g)
+acc_fence_cols(G *g, int j0, int nj)
 {
 	LLVMValueRef acc[128];
 
 	for (int i = 0; i < g->mi; i++) {
-		acc_vars(g, i, acc);
-		fence_operands(g->k.f, acc, g->ni * 4, g->wg.buf, i * g->ni * 4);
+		acc_vars(g, i, j0, nj, acc);
+		fence_operands(g->k.f, acc, nj * 4, g->wg.buf, (i * g->ni + j0) * 4);
 	}
+}
+
+static void
+acc_fence(G *g)
+{
+	acc_fence_cols(g, 0, g->ni);
 }
 
 /* ---- per thread ---- */
@@ -362,6 +370,13 @@ gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0)
 void
 gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale)
 {
+	gemm_wgmma_ktile_cols(g, da0, db0, st, scale, 0, g->ni);
+}
+
+void
+gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale,
+		      int j0, int nj)
+{
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KK = s->bk * g->eb / 32, kn_b = s->b_layout == CG_B_KN;	/* 32 bytes of K a k-step */
@@ -372,10 +387,12 @@ gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVM
 		/* A: k-block kk/4, 32 bytes per k-step inside the 128-byte row */
 		int64_t ka = ((int64_t)(kk / 4) * s->bm * 128 + (kk % 4) * 32) / 16;
 		int64_t kb = kn_b ? (int64_t)kk * 16 * 128 / 16 : ((int64_t)(kk / 4) * s->bn * 128 + (kk % 4) * 32) / 16;
+		/* columns j0..: B's rows 8 j0.. (K-major), or its 64-column block j0 / 8 (N-major) */
+		kb += kn_b ? (int64_t)j0 / 8 * s->bk * 128 / 16 : (int64_t)j0 * 8 * 128 / 16;
 		LLVMValueRef db = LLVMBuildAdd(f->B, db0, LLVMBuildAdd(f->B, adv, cg_i64(f, kb), ""), "");
 		for (int i = 0; i < g->mi; i++) {
 			LLVMValueRef da = LLVMBuildAdd(f->B, da0, LLVMBuildAdd(f->B, adv, cg_i64(f, ka + i * 64 * 128 / 16), ""), "");
-			wgmma(g, i, da, db, kk ? cg_i32(f, 1) : scale);
+			wgmma(g, i, j0, nj, da, db, kk ? cg_i32(f, 1) : scale);
 		}
 	}
 	wg_commit(f);
@@ -513,11 +530,17 @@ gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb)
 void
 gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb)
 {
+	gemm_f8_promote_cols(g, sa, sb, 0, g->ni);
+}
+
+void
+gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj)
+{
 	CgFn *f = g->k.f;
 
-	acc_fence(g);
+	acc_fence_cols(g, j0, nj);
 	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
+		for (int j = j0; j < j0 + nj; j++)
 			for (int q = 0; q < 4; q++) {
 				LLVMValueRef x = LLVMBuildFMul(f->B, cg_get(f, g->acc[i][j][q]), sb[2 * j + q % 2], "");
 				LLVMValueRef a[3] = {x, sa[2 * i + q / 2], cg_get(f, g->wg.fin[i][j][q])};

@@ -110,6 +110,36 @@ consumer_wgs(const GemmSpec *s)
 	return s->ws_mode == CG_WS_PINGPONG ? 2 : s->warps_m * s->warps_n / 4;
 }
 
+/*
+ * FP8: a stage's scale slot, A's bm rows (f32, in order) then B's bn
+ * columns, in the order the consumers read them: per warpgroup column
+ * block of wtn, per lane quad position q (columns 2q, 2q+1 of each 8), the
+ * wtn/4 columns of thread q in order (sb[0..2 ni), 16-byte loads), each
+ * group padded by 4 floats so that the four groups start on different banks.
+ */
+static int
+f8_group(const G *g)
+{
+	return g->wtn / 4 + 4;
+}
+
+static int
+f8_slot(const G *g)
+{
+	return 4 * (g->k.s.bm + g->k.s.bn / g->wtn * 4 * f8_group(g));
+}
+
+/* Where B's column c (i32, of the tile) goes in the slot: its float index after A's rows. */
+static LLVMValueRef
+f8_bpos(const G *g, CgFn *f, LLVMValueRef c)
+{
+	LLVMValueRef blk = cg_udiv(f, c, cg_i32(f, g->wtn)), cw = cg_urem(f, c, cg_i32(f, g->wtn));
+	LLVMValueRef q = cg_shr(f, cg_and(f, cw, 7), 1), m = cg_shr(f, cw, 3);
+
+	return cg_add(f, cg_add(f, cg_muli(f, blk, 4 * f8_group(g)), cg_muli(f, q, f8_group(g))),
+		      cg_add(f, cg_shl(f, m, 1), cg_and(f, cw, 1)));
+}
+
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
 void
 gemm_ws_layout(G *g)
@@ -128,6 +158,11 @@ gemm_ws_layout(G *g)
 		k->cnt = k->smem;
 		k->ord = k->cnt + 4 * s->groups;
 		k->smem = k->ord + 4 * s->groups;
+	}
+	/* FP8: a slot of scales per stage, A's bm rows then B's bn columns (f32) */
+	if (s->f8.group > 0) {
+		g->wg.f8s = (k->smem + 15) & ~15;
+		k->smem = g->wg.f8s + S * f8_slot(g);
 	}
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
 	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
@@ -282,7 +317,10 @@ struct W {
 	LLVMValueRef it;	/* var i32: k-tiles so far (the ring's position) */
 	LLVMValueRef da0, db0;	/* consumers: descriptors of stage 0 */
 	LLVMValueRef cwg;	/* consumers: the warpgroup, 0 or 1 (i32) */
-	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A */
+	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A or FP8 */
+	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
+	LLVMValueRef ssrc[4];	/* FP8 producers, per tile: the thread's A row and B column scales at k 0 */
+	int sn;			/* ... how many: A's then B's (ssrc[i] is row/column tid + 128 i) */
 };
 
 static LLVMValueRef
@@ -311,7 +349,7 @@ setup(W *w)
 
 	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);
 	w->bar = cg_i32(f, 1024 + S * g->wg.stage);
-	w->nfull = s->gather ? 1 + PRODUCERS : 1;
+	w->nfull = w->all ? 1 + PRODUCERS : 1;
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	for (int i = 0; i < S; i++) {
 		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), w->nfull);
@@ -349,9 +387,9 @@ ring(W *w, LLVMValueRef it, LLVMValueRef *st, LLVMValueRef *par)
 }
 
 /* Gathered A: this thread's chunks of k-tile kt (i32) into the stage at
- * sbase by cp.async, their arrival on full[st] when they land. */
+ * sbase by cp.async. */
 static void
-gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
@@ -366,11 +404,61 @@ gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 		if (guard)
 			cg_endif(f, &c);
 	}
-	cg_cp_async_mbar_arrive(f, full_bar(w, st));
 }
 
-/* The producer's k-tiles of one tile: one thread, or (gathered A) the
- * producer warpgroup with thread 0 issuing B's TMA. */
+/*
+ * FP8: the scales a producer thread stages per k-tile, A's rows tid (+ 128)
+ * and B's columns tid (+ 128) of the tile, into the stage's slot (A's bm
+ * then B's bn f32), so the consumers read them from shared memory.
+ * Per tile: the sources of this thread's scales at k-tile 0 (w->ssrc).
+ */
+static void
+f8_scale_sources(W *w)
+{
+	G *g = &w->g;
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
+	int na = (s->bm + PRODUCERS - 1) / PRODUCERS, nbn = (s->bn + PRODUCERS - 1) / PRODUCERS;
+
+	w->sn = na + nbn;
+	for (int i = 0; i < na; i++) {
+		LLVMValueRef r = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->tid, (int64_t)i * PRODUCERS)));
+		w->ssrc[i] = gptr(f, k->As, cg_muli(f, cg_sext64(f, r), nb), 4);
+	}
+	for (int j = 0; j < nbn; j++) {
+		LLVMValueRef n = gemm_b_row(g, cg_add(f, k->n0, cg_addi(f, k->tid, (int64_t)j * PRODUCERS)));
+		w->ssrc[na + j] = gptr(f, k->Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
+								   cg_sext64(f, n)), nb), 4);
+	}
+}
+
+/* k-tile kt's (i32) scales of this thread into slot st (cp.async, 4 bytes each). */
+static void
+f8_scale_copies(W *w, LLVMValueRef st, LLVMValueRef kt)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int na = (s->bm + PRODUCERS - 1) / PRODUCERS;
+	LLVMValueRef slot = cg_addi(f, cg_muli(f, st, f8_slot(g)), g->wg.f8s), k64 = cg_sext64(f, kt);
+
+	for (int i = 0; i < w->sn; i++) {
+		int a = i < na, idx = a ? i : i - na, lim = a ? s->bm : s->bn;
+		LLVMValueRef at = cg_addi(f, g->k.tid, (int64_t)idx * PRODUCERS), dst;
+		CgIf c;
+		if ((idx + 1) * PRODUCERS > lim)
+			cg_if(f, &c, cg_lt(f, at, cg_i32(f, lim)));
+		dst = cg_add(f, slot, cg_shl(f, a ? at : cg_addi(f, f8_bpos(g, f, at), s->bm), 2));
+		cg_cp_async4(f, cg_sptr(f, dst), gptr(f, w->ssrc[i], k64, 4));
+		if ((idx + 1) * PRODUCERS > lim)
+			cg_endif(f, &c);
+	}
+}
+
+/* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
+ * scales) the producer warpgroup with thread 0 issuing the TMA boxes. */
 static void
 produce(W *w)
 {
@@ -388,12 +476,14 @@ produce(W *w)
 		g->a_src[i] = gptr(f, k->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
 						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), g->eb);
 	}
+	if (s->f8.group > 0)
+		f8_scale_sources(w);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, empty_bar(w, st), LLVMBuildXor(f->B, par, cg_i32(f, 1), ""));
 	abase = sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
-	if (s->gather)
+	if (w->all)
 		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
@@ -419,9 +509,13 @@ produce(W *w)
 				    2 + grouped, c);
 		}
 	}
-	if (s->gather) {
+	if (w->all) {	/* every producer thread: its copies, then its arrival once they land */
 		cg_endif(f, &t0);
-		gather_a(w, abase, kt, st);
+		if (s->gather)
+			gather_a(w, abase, kt);
+		if (s->f8.group > 0)
+			f8_scale_copies(w, st, kt);
+		cg_cp_async_mbar_arrive(f, full_bar(w, st));
 	}
 	cg_set(f, w->it, cg_addi(f, it, 1));
 	cg_endloop(f, &l);
@@ -455,32 +549,129 @@ stage_full(W *w, LLVMValueRef it)
 	return st;
 }
 
+/* The byte at offset off of shared pointer p. */
+static LLVMValueRef
+sptr_at(CgFn *f, LLVMValueRef p, int off)
+{
+	LLVMValueRef o = cg_i32(f, off);
+
+	return LLVMBuildGEP2(f->B, f->ti8, p, &o, 1, "");
+}
+
+/* The thread's scales of the k-tile in stage st (its slot) for fragment
+ * columns j0..j0+nj: A's of its 2 mi rows (sa), B's of its columns (sb[2 j0
+ * .. 2 (j0+nj)), the rows and columns of gemm_f8_scales), four at a time;
+ * one base address, constant offsets. */
+static void
+f8_stage_scales(W *w, LLVMValueRef st, int j0, int nj, LLVMValueRef *sa, LLVMValueRef *sb)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMTypeRef v4 = LLVMVectorType(f->tf32, 4), v2 = LLVMVectorType(f->tf32, 2);
+	LLVMValueRef slot = cg_addi(f, cg_muli(f, st, f8_slot(g)), g->wg.f8s);
+	LLVMValueRef pa = cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_add(f, g->wm0, cg_shr(f, g->k.lane, 2)), 2)));
+	LLVMValueRef pb = cg_sptr(f, cg_add(f, slot, cg_shl(f, f8_bpos(g, f, cg_add(f, g->wn0, cg_shl(f,
+				  cg_and(f, g->k.lane, 3), 1))), 2)));
+
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_sload(f, f->tf32, sptr_at(f, pa, 4 * (64 * (i / 2) + 8 * (i % 2))), 4);
+	for (int j = 2 * j0; j < 2 * (j0 + nj);) {
+		int four = j % 4 == 0 && j + 4 <= 2 * (j0 + nj), m = four ? 4 : 2;
+		LLVMValueRef v = cg_sload(f, four ? v4 : v2, sptr_at(f, pb, 4 * (s->bm + j)), 4 * m);
+		for (int q = 0; q < m; q++)
+			sb[j + q] = LLVMBuildExtractElement(f->B, v, cg_i32(f, q), "");
+		j += m;
+	}
+}
+
+/* Half h (0, 1) of the fragment columns: the first and the count. */
+static void
+half(const G *g, int h, int *j0, int *nj)
+{
+	*j0 = h ? g->ni / 2 : 0;
+	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
+}
+
+/* Columns half h of the k-tile in stage st into fresh accumulators; commit. */
+static void
+f8_issue(W *w, LLVMValueRef st, int h)
+{
+	int j0, nj;
+
+	half(&w->g, h, &j0, &nj);
+	gemm_wgmma_ktile_cols(&w->g, w->da0, w->db0, st, cg_i32(w->g.k.f, 0), j0, nj);
+}
+
+/* After the wait that retired columns half h of the k-tile in stage st:
+ * fin += acc * sb * sa for those columns, with the stage's scales. */
+static void
+f8_promote(W *w, LLVMValueRef st, int h)
+{
+	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
+	int j0, nj;
+
+	half(&w->g, h, &j0, &nj);
+	f8_stage_scales(w, st, j0, nj, sa, sb);
+	gemm_f8_promote_cols(&w->g, sa, sb, j0, nj);
+}
+
 /*
- * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) into fresh
- * accumulators, its scales loaded while the tensor cores work, wait_group
- * 0, the stage released, then the promotion into fin (k_gemm_wgmma.c's).
- * The other consumer warpgroup's wgmma runs during this one's promotion,
- * and the producer keeps S k-tiles ahead.
+ * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) in two halves of
+ * the warpgroup's columns (two wgmma groups of m64 n(wtn/2)), so that the
+ * promotion of one half runs while the tensor cores work on the other:
+ *
+ *	wait full[0]; issue (0, lo); wait_group 0
+ *	per k-tile k:  [(k, lo) retired]
+ *	    issue (k, hi); promote (k, lo); wait_group 0
+ *	    [k+1 < n: wait full[k+1]; issue (k+1, lo)]
+ *	    promote (k, hi); release k's stage; wait_group 0
+ *
+ * Promote = the stage's scales from shared memory (the producer staged them
+ * with the stage) and fin += acc * sb * sa (k_gemm_wgmma.c's promotion: the
+ * same operations in the same order, so the sums are bit for bit the
+ * cp.async mainloop's).  Nothing is in flight across the loop's back edge
+ * (ptxas serialises every wgmma of a loop that reads one group's registers
+ * while another's wgmma is in flight across it: C7514), and the registers
+ * are the single-set loop's: 64 promoted sums, 2 x 32 accumulators.  The
+ * other consumer warpgroup meets this one only at the ring.
  */
 static void
 consume_f8(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	LLVMValueRef kt, it, st, sa[2 * MAXF], sb[2 * MAXF];
+	int n = g->kt;
+	LLVMValueRef it0, it, st, nst;
 	CgLoop l;
 
 	gemm_f8_tile(g);
-	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
-	it = cg_get(f, w->it);
-	st = stage_full(w, it);
-	gemm_wgmma_ktile(g, w->da0, w->db0, st, cg_i32(f, 0));
-	gemm_f8_scales(g, kt, sa, sb);
-	gemm_wgmma_wait(g, 0);
-	release(w, st);
-	cg_set(f, w->it, cg_addi(f, it, 1));
-	gemm_f8_promote(g, sa, sb);
-	cg_endloop(f, &l);
+	it0 = cg_get(f, w->it);
+	if (n > 0) {
+		st = stage_full(w, it0);
+		f8_issue(w, st, 0);
+		gemm_wgmma_wait(g, 0);
+		if (n > 1) {
+			it = cg_loop(f, &l, it0, cg_addi(f, it0, n - 1), cg_i32(f, 1));
+			st = cg_urem(f, it, cg_i32(f, g->k.s.stages));
+			f8_issue(w, st, 1);
+			f8_promote(w, st, 0);
+			gemm_wgmma_wait(g, 0);
+			nst = stage_full(w, cg_addi(f, it, 1));
+			f8_issue(w, nst, 0);
+			f8_promote(w, st, 1);
+			release(w, st);
+			gemm_wgmma_wait(g, 0);
+			cg_endloop(f, &l);
+		}
+		st = cg_urem(f, cg_addi(f, it0, n - 1), cg_i32(f, g->k.s.stages));
+		f8_issue(w, st, 1);
+		f8_promote(w, st, 0);
+		gemm_wgmma_wait(g, 0);
+		f8_promote(w, st, 1);
+		release(w, st);
+	}
+	cg_set(f, w->it, cg_addi(f, it0, n));
 	gemm_f8_result(g);
 	gemm_epilogue(g);
 }
@@ -605,7 +796,7 @@ roles(W *w)
 	cg_if(f, &p, LLVMBuildICmp(f->B, LLVMIntEQ, cg_shr(f, k->warp, 2), cg_i32(f, 0), ""));
 	if (two)
 		cg_setmaxnreg(f, 0, producer_regs(k->nthr));
-	if (k->s.gather) {	/* every producer thread: its A chunks */
+	if (w->all) {	/* every producer thread: its A chunks, its FP8 scales */
 		gemm_schedule(k, produce_tile);
 		cg_cp_async_commit(f);	/* no thread leaves with copies in flight */
 		cg_cp_async_wait(f, 0);
@@ -640,6 +831,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	int n, rc;
 
 	*g = *in;
+	w->all = s->gather || s->f8.group > 0;
 	if (!gemm_begin(&g->k, m, name, d)) {
 		free(w);
 		return -1;

@@ -1183,6 +1183,24 @@ cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
 	cg_intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, NULL, 0, a, 2);
 }
 
+/* cp.async.ca of 4 bytes (the FP8 scales the warp-specialised producer stages) */
+void
+cg_cp_async4(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
+{
+	LLVMValueRef a[3] = {sdst, gsrc, NULL};
+
+	if (cg_fn_require(f, CG_CP_ASYNC, "cp.async") < 0)
+		return;
+	if (f->emu) {
+		emu_check(f, gsrc, f->ti32, 1, 0);
+		emu_check(f, sdst, f->ti32, 3, 1);
+		a[2] = cg_i32(f, 4);
+		cg_call_emu(f, "moec_emu_cp_async", NULL, a, 3);
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.cp.async.ca.shared.global.4", NULL, NULL, 0, a, 2);
+}
+
 void
 cg_cp_async_commit(CgFn *f)
 {

@@ -166,8 +166,14 @@ START_TEST(test_ws_ptxas)
 		s[i].mainloop = CG_MAINLOOP_WS;
 	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "fw");
 	const char *ptx = gh_ptx(m);
-	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	/* each k-tile in two column halves (the promotion of one overlaps the other's wgmmas) */
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_eq(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
 	ck_assert_int_gt(gh_count(ptx, "cp.async.bulk.tensor"), 0);
+	/* the scales staged by the producers with the stage, read from shared memory */
+	ck_assert_int_gt(gh_count(ptx, "cp.async.ca.shared.global"), 0);
+	ck_assert_int_gt(gh_count(ptx, "cp.async.mbarrier.arrive.noinc"), 0);
+	ck_assert_int_gt(gh_count(ptx, "ld.shared.v4.f32"), 0);
 	ck_assert_int_gt(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232"), 0);
 	ck_assert_int_eq(gh_count(ptx, "mma.sync"), 0);
 	gh_assemble(m, 3, "gemm_f8 ws", GH_NO_SPILLS | GH_NO_SERIAL);
