@@ -464,6 +464,7 @@ struct CgBQuant {
 	int group;		/* k per scale: a multiple of 16 dividing K, and bk or a multiple of it */
 	DType scale_dt;		/* f32, bf16 or f16 (zero points are stored in it too) */
 	int zero;		/* a "B_zero" parameter */
+	int v1;			/* session 24's e2m1 layout and dequantisation (--debug=bq-v1: A/B) */
 };
 
 typedef struct GemmSpec GemmSpec;
@@ -985,6 +986,7 @@ void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.p
 void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 		 LLVMValueRef *coords);
 LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
+LLVMValueRef cg_vote_any(CgFn *f, LLVMValueRef pred);	/* vote.sync.any: i1, the warp's OR of pred */
 void cg_wgmma_fence(CgFn *f);
 
 /* conversions: "raw" values are i16 for bf16/f16 and float for f32 */

@@ -95,7 +95,7 @@
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_VOTE_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
        C_SETMAXNREG };
 #define MAXBAR 64		/* mbarriers per CTA */
 #define NAMED_BARS 16		/* bar.sync ids; 0 is the CTA barrier (moec_emu_barrier) */
@@ -835,6 +835,17 @@ moec_emu_elect(int32_t *io)
 }
 
 void
+moec_emu_vote_any(int32_t *io)
+{
+	Thr *t = E.cur;
+
+	t->coll = C_VOTE_ANY;
+	t->cp[0] = io;
+	t->ci = 0;
+	yield(T_COLL);
+}
+
+void
 moec_emu_setmaxnreg(int32_t code)
 {
 	Thr *t = E.cur;
@@ -1020,6 +1031,17 @@ do_shfl_up(Thr *w)
 		v[l] = *(int32_t *)w[l].cp[0];
 	for (int l = 0; l < 32; l++)
 		*(int32_t *)w[l].cp[0] = l >= w[0].ci ? v[l - w[0].ci] : v[l];
+}
+
+__attribute__((noinline)) static void
+do_vote_any(Thr *w)
+{
+	int32_t any = 0;
+
+	for (int l = 0; l < 32; l++)
+		any |= *(int32_t *)w[l].cp[0] != 0;
+	for (int l = 0; l < 32; l++)
+		*(int32_t *)w[l].cp[0] = any;
 }
 
 /* ---- wgmma, from the PTX ISA's shared-memory matrix layouts ---- */
@@ -1407,6 +1429,8 @@ warp_step(int w)
 	else if (lane[0].coll == C_ELECT)
 		for (int l = 0; l < 32; l++)
 			*(int32_t *)lane[l].cp[0] = l == 0;
+	else if (lane[0].coll == C_VOTE_ANY)
+		do_vote_any(lane);
 	else
 		do_shfl_up(lane);
 	for (int l = 0; l < 32; l++)
@@ -1549,6 +1573,7 @@ static const struct {
 	{"moec_emu_mbar_wait", (void *)moec_emu_mbar_wait},
 	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
 	{"moec_emu_elect", (void *)moec_emu_elect},
+	{"moec_emu_vote_any", (void *)moec_emu_vote_any},
 	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},

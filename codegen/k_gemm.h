@@ -159,6 +159,7 @@ struct G {
 		LLVMValueRef w_lane, s_lane;	/* smem offsets of the lane's word and scale */
 		LLVMValueRef sv[MAXF], zv[MAXF];	/* vars: fragment j's group scale, zero point (as used) */
 		LLVMValueRef wv[MAXF];		/* vars: fragment j's packed word of the atom */
+		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
 	} bq;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
 	struct {

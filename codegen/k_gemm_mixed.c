@@ -57,24 +57,28 @@ field_bit(int bits, int s, int e)
 }
 
 /*
- * e2m1 (s.ee.m, bit 3 the sign) fields are not contiguous: in each 16-bit
- * half, field f = 2s + (e >> 1) puts its bits 0..3 at e2m1_pos[f], so that
- * one shift and one mask of the word make the bf16 pair whose sign is bit
- * 15 and whose exponent's low bits and mantissa's top bit (bits 8..6) are
- * ee.m (frags_e2m1): f = 0 is the mask alone, f = 1 and 2 a left shift by 6
- * and 3 first; the bits left over (10, 11, 13, 14) cannot hold a fourth such
- * field (its magnitude would need bits 9..11 or a right shift that brings
- * the other half's bits into the sign), so f = 3 takes three shifts.
- * 11 operations a word of 8 fields, 16 with contiguous nibbles.
+ * e2m1 (s.ee.m, bit 3 the sign) fields are not contiguous: field f = 2s +
+ * (e >> 1) of the element in the low half puts its bits 0..3 (m, e0, e1,
+ * sign) at word bits e2m1_pos[f], the high half's element at the same
+ * positions plus 16 (mod 32), so that a rotation of the word (one funnel
+ * shift: bits may come from the other half) and one mask place a pair as
+ * the bf16 pair whose sign is bit 15 and whose exponent's low bits and
+ * mantissa's top bit (bits 8..6) are ee.m (frags_e2m1): f = 0 is the mask
+ * alone, f = 1 and 2 one rotation (by 4 and 10), f = 3 two (the mantissa by
+ * 6, the rest by 14): 9 operations a word of 8 fields.  No tiling of a
+ * 16-bit half by four translates of {6, 7, 8, 15} exists (an exhaustive
+ * search), so one field needs two rotations.  Session 24's layout (bq.v1,
+ * shifts within a half) took 11: its f = 3 needed three shifts.
  */
-static const int e2m1_pos[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
+static const int e2m1_pos[4][4] = {{6, 7, 8, 15}, {2, 3, 4, 11}, {28, 29, 30, 5}, {0, 25, 26, 1}};
+static const int e2m1_pos_v1[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
 
 /* The position of bit i of element e of k-step s in its lane's word. */
 static int
-bit_pos(const BqFormat *fm, int s, int e, int i)
+bit_pos(const GemmSpec *gs, const BqFormat *fm, int s, int e, int i)
 {
 	if (fm->dt == DT_F4E2M1)
-		return 16 * (e & 1) + e2m1_pos[2 * s + (e >> 1)][i];
+		return ((gs->bq.v1 ? e2m1_pos_v1 : e2m1_pos)[2 * s + (e >> 1)][i] + 16 * (e & 1)) % 32;
 	return field_bit(fm->bits, s, e) + i;
 }
 
@@ -89,27 +93,27 @@ format_of(DType dt)
 
 /* The word's bits of a field's value v (raw bits, i32): v placed at its positions. */
 static LLVMValueRef
-place_field(CgFn *f, const BqFormat *fm, LLVMValueRef v, int s, int e)
+place_field(CgFn *f, const GemmSpec *gs, const BqFormat *fm, LLVMValueRef v, int s, int e)
 {
 	LLVMValueRef w = cg_i32(f, 0);
 
 	if (fm->dt != DT_F4E2M1)
 		return cg_shl(f, v, field_bit(fm->bits, s, e));
 	for (int i = 0; i < fm->bits; i++)
-		w = LLVMBuildOr(f->B, w, cg_shl(f, cg_and(f, cg_shr(f, v, i), 1), bit_pos(fm, s, e, i)), "");
+		w = LLVMBuildOr(f->B, w, cg_shl(f, cg_and(f, cg_shr(f, v, i), 1), bit_pos(gs, fm, s, e, i)), "");
 	return w;
 }
 
 /* The raw bits of element e of k-step s from the word w (i32). */
 static LLVMValueRef
-field_of(CgFn *f, const BqFormat *fm, LLVMValueRef w, int s, int e)
+field_of(CgFn *f, const GemmSpec *gs, const BqFormat *fm, LLVMValueRef w, int s, int e)
 {
 	LLVMValueRef v = cg_i32(f, 0);
 
 	if (fm->dt != DT_F4E2M1)
 		return cg_and(f, cg_shr(f, w, field_bit(fm->bits, s, e)), (1 << fm->bits) - 1);
 	for (int i = 0; i < fm->bits; i++)
-		v = LLVMBuildOr(f->B, v, cg_shl(f, cg_and(f, cg_shr(f, w, bit_pos(fm, s, e, i)), 1), i), "");
+		v = LLVMBuildOr(f->B, v, cg_shl(f, cg_and(f, cg_shr(f, w, bit_pos(gs, fm, s, e, i)), 1), i), "");
 	return v;
 }
 
@@ -303,11 +307,11 @@ load_scale(G *g, LLVMValueRef off)
 
 /* Element e of k-step s of word w as an f32. */
 static LLVMValueRef
-decode(CgFn *f, const BqFormat *fm, LLVMValueRef w, int s, int e)
+decode(CgFn *f, const GemmSpec *gs, const BqFormat *fm, LLVMValueRef w, int s, int e)
 {
 	LLVMBuilderRef B = f->B;
 	int half = 1 << (fm->bits - 1);
-	LLVMValueRef v = field_of(f, fm, w, s, e);
+	LLVMValueRef v = field_of(f, gs, fm, w, s, e);
 
 	switch (fm->kind) {
 	case BQ_INT:	/* (v ^ half) - half */
@@ -420,33 +424,66 @@ scale_pair(G *g, LLVMValueRef off)
 	return cg_fma16x2(f, DT_BF16, v, cg_i32(f, 0), v);
 }
 
-/* Register r of k-step sub: its two fields' bits moved to bf16 bits 8..6
- * (ee.m) and 15 (sign) in each half, by one shift and mask per distinct
- * distance (e2m1_pos: one for f = 0, 1 and 2; three for f = 3). */
+/* One e8m0 multiply (bq.v1 off): the bf16 pair 2^(s-1) = 2^126 * 2^(s-127),
+ * the exact product with a placed field for s <= 128 (up to 6 * 2^1, and
+ * down to 2^-128, a bf16 subnormal), in one multiply-add: (s + 126) << 7
+ * in each half.  Larger s (scales > 2, which no quantiser writes but the
+ * format allows) give a bf16 that is not 2^(s-1); frags_e2m1_big redoes
+ * their groups. */
+static int
+one_mul(const G *g, const BqFormat *fm)
+{
+	return fast_e2m1(g, fm) && g->k.s.bq.scale_dt == DT_F8E8M0 && !g->k.s.bq.v1;
+}
+
 static LLVMValueRef
-e2m1_pair(CgFn *f, LLVMValueRef w, int sub, int r)
+scale_one_mul(G *g, LLVMValueRef off, LLVMValueRef *big)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef v = LLVMBuildZExt(f->B, cg_sload(f, f->ti8, cg_sptr(f, off), 1), f->ti32, "");
+
+	*big = LLVMBuildICmp(f->B, LLVMIntUGT, v, cg_i32(f, 128), "");
+	return cg_add(f, LLVMBuildMul(f->B, v, cg_i32(f, 0x00800080), ""), cg_i32(f, 0x3f003f00));
+}
+
+/* Register r of k-step sub: its two fields' bits moved to bf16 bits 8..6
+ * (ee.m) and 15 (sign) in each half, by one rotation and mask per distinct
+ * distance (e2m1_pos; a plain shift where no masked bit wraps). */
+static LLVMValueRef
+e2m1_pair(CgFn *f, const GemmSpec *gs, LLVMValueRef w, int sub, int r)
 {
 	static const int to[4] = {6, 7, 8, 15};
-	const int *pos = e2m1_pos[2 * sub + r];
+	const int *pos = (gs->bq.v1 ? e2m1_pos_v1 : e2m1_pos)[2 * sub + r];
 	LLVMValueRef v = NULL;
 	int done = 0;
 
 	for (int i = 0; i < 4; i++) {
-		int d = to[i] - pos[i];
+		int d = ((to[i] - pos[i]) % 32 + 32) % 32, lo = 32, hi = -1;
 		int64_t mask = 0;
+		LLVMValueRef x;
 		if (done & 1 << i)
 			continue;
 		for (int j = i; j < 4; j++)
-			if (to[j] - pos[j] == d) {
+			if (((to[j] - pos[j]) % 32 + 32) % 32 == d) {
 				mask |= (int64_t)1 << to[j] | (int64_t)1 << (16 + to[j]);
 				done |= 1 << j;
+				lo = to[j] < lo ? to[j] : lo;
+				hi = 16 + to[j] > hi ? 16 + to[j] : hi;
 			}
-		LLVMValueRef x = d >= 0 ? cg_shl(f, w, d) : cg_shr(f, w, -d);
+		if (d == 0)
+			x = w;
+		else if (lo >= d)		/* no source below bit 0: a left shift */
+			x = cg_shl(f, w, d);
+		else if (hi + 32 - d <= 31)	/* none above bit 31: a right shift */
+			x = cg_shr(f, w, 32 - d);
+		else				/* a rotation (shf.l.wrap) */
+			x = LLVMBuildOr(f->B, cg_shl(f, w, d), cg_shr(f, w, 32 - d), "");
 		v = v ? cg_lop3(f, x, cg_i32(f, mask), v, 0xea) : cg_and(f, x, mask);	/* (x & mask) | v */
 	}
 	return v;
 }
 
+/* Two fmas a register: x 2^126, x the scale pair s2 (bq.v1, and bf16 scales). */
 static void
 frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef s2, int sub, LLVMValueRef *b)
 {
@@ -454,31 +491,79 @@ frags_e2m1(G *g, LLVMValueRef w, LLVMValueRef s2, int sub, LLVMValueRef *b)
 	LLVMValueRef c2 = cg_i32(f, 0x7e807e80), nz2 = cg_i32(f, (int64_t)0x80008000u);
 
 	for (int r = 0; r < 2; r++) {	/* register r: elements 2r, 2r+1 */
-		LLVMValueRef v = cg_fma16x2(f, DT_BF16, e2m1_pair(f, w, sub, r), c2, nz2);
+		LLVMValueRef v = cg_fma16x2(f, DT_BF16, e2m1_pair(f, &g->k.s, w, sub, r), c2, nz2);
 		b[r] = cg_fma16x2(f, DT_BF16, v, s2, nz2);
 	}
+}
+
+/* The big-scale redo of one register (one_mul's groups with some s > 128
+ * in the warp; rare, so a warp-uniform branch), s read again from the
+ * stage at off: x 2^(min(s,128)-1), exact, then x 2^(s-128) (1 for s <=
+ * 128, NaN for s = 0xff), rounded once. */
+static LLVMValueRef
+frag_e2m1_big(G *g, LLVMValueRef w, LLVMValueRef off, int sub, int r)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef nz2 = cg_i32(f, (int64_t)0x80008000u);
+	LLVMValueRef sv = LLVMBuildZExt(f->B, cg_sload(f, f->ti8, cg_sptr(f, off), 1), f->ti32, "");
+	LLVMValueRef big = LLVMBuildICmp(f->B, LLVMIntUGT, sv, cg_i32(f, 128), "");
+	LLVMValueRef c1 = cg_add(f, LLVMBuildMul(f->B, sv, cg_i32(f, 0x00800080), ""), cg_i32(f, 0x3f003f00));
+	LLVMValueRef c2 = cg_mul(f, cg_shl(f, cg_addi(f, sv, -1), 7), cg_i32(f, 0x10001));
+
+	c2 = cg_select(f, LLVMBuildICmp(f->B, LLVMIntEQ, sv, cg_i32(f, 255), ""), cg_i32(f, 0x7fc07fc0), c2);
+	c2 = cg_select(f, big, c2, cg_i32(f, 0x3f803f80));
+	c1 = cg_select(f, big, cg_i32(f, 0x7f007f00), c1);
+	return cg_fma16x2(f, DT_BF16, cg_fma16x2(f, DT_BF16, e2m1_pair(f, &g->k.s, w, sub, r), c1, nz2), c2, nz2);
 }
 
 /*
  * The lane's scale and zero point of fragment j at byte offset so of the
  * stage's scale rows, in the form its path uses (fast: the scale pair and
- * -(M + off + z) pair; e2m1: the scale pair; else f32 scale and zero).
+ * -(M + off + z) pair; e2m1: the scale pair, or one_mul's 2^(s-1) pair and
+ * whether s > 128 in big; else f32 scale and zero).
  */
 static void
-group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *sc, LLVMValueRef *z)
+group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *sc, LLVMValueRef *z,
+	   LLVMValueRef *big)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	LLVMValueRef zf = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
 
 	*z = zf;
+	*big = NULL;
 	if (fast_path(g, fm)) {
 		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zf, sc, z);
+	} else if (one_mul(g, fm) && !zf) {
+		*sc = scale_one_mul(g, cg_addi(f, sbase, so), big);
 	} else if (fast_e2m1(g, fm) && !zf) {
 		*sc = scale_pair(g, cg_addi(f, sbase, so));
 	} else {
 		*sc = load_scale(g, cg_addi(f, sbase, so));
 	}
+}
+
+/* one_mul's fragments of k-step sub for the warp's ni blocks: one fma a
+ * register, and the groups with a big scale in some lane redone (off[j]:
+ * block j's scale in the stage). */
+static void
+frags_one_mul(G *g, LLVMValueRef *w, LLVMValueRef *c1, LLVMValueRef *off, int sub, LLVMValueRef (*b)[2])
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef nz2 = cg_i32(f, (int64_t)0x80008000u), v[MAXF][2];
+	CgIf c;
+
+	for (int j = 0; j < g->ni; j++)
+		for (int r = 0; r < 2; r++)
+			v[j][r] = cg_var(f, f->ti32, cg_fma16x2(f, DT_BF16, e2m1_pair(f, &g->k.s, w[j], sub, r), c1[j], nz2));
+	cg_if(f, &c, cg_get(f, g->bq.bigv));
+	for (int j = 0; j < g->ni; j++)
+		for (int r = 0; r < 2; r++)
+			cg_set(f, v[j][r], frag_e2m1_big(g, w[j], off[j], sub, r));
+	cg_endif(f, &c);
+	for (int j = 0; j < g->ni; j++)
+		for (int r = 0; r < 2; r++)
+			b[j][r] = cg_get(f, v[j][r]);
 }
 
 /*
@@ -497,9 +582,10 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	int srow = s->bq.group >= s->bk ? 0 : kk * 16 / s->bq.group;
 	int first = kk * 16 % (s->bq.group < s->bk ? s->bq.group : s->bk) == 0;
 	LLVMValueRef wbase = cg_add(f, soff, g->bq.w_lane), sbase = cg_add(f, soff, g->bq.s_lane);
+	LLVMValueRef ws[MAXF], scs[MAXF], soffs[MAXF], anybig = NULL;
 
 	for (int j = 0; j < g->ni; j++) {
-		LLVMValueRef w, sc, z, h[4];
+		LLVMValueRef w, sc, z, big, h[4];
 
 		if (sub == 0) {	/* the atom's word serves its 8 / bits k-steps */
 			w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
@@ -509,7 +595,7 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 		}
 		w = cg_get(f, g->bq.wv[j]);
 		if (first) {
-			group_regs(g, fm, sbase, (srow * s->bn + 8 * j) * g->bq.ssz, &sc, &z);
+			group_regs(g, fm, sbase, (srow * s->bn + 8 * j) * g->bq.ssz, &sc, &z, &big);
 			if (!g->bq.sv[j])
 				g->bq.sv[j] = cg_var(f, LLVMTypeOf(sc), NULL);
 			cg_set(f, g->bq.sv[j], sc);
@@ -517,19 +603,26 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 				g->bq.zv[j] = cg_var(f, LLVMTypeOf(z), NULL);
 			if (z)
 				cg_set(f, g->bq.zv[j], z);
+			if (big)
+				anybig = anybig ? LLVMBuildOr(f->B, anybig, big, "") : big;
 		}
 		sc = cg_get(f, g->bq.sv[j]);
 		z = g->bq.zv[j] ? cg_get(f, g->bq.zv[j]) : NULL;
+		ws[j] = w;
+		scs[j] = sc;
+		soffs[j] = cg_addi(f, sbase, (srow * s->bn + 8 * j) * g->bq.ssz);
 		if (fast_path(g, fm)) {
 			frags_fast(g, fm, w, sc, z, sub, b[j]);
 			continue;
 		}
+		if (one_mul(g, fm) && !s->bq.zero)
+			continue;	/* below, for the ni blocks together */
 		if (fast_e2m1(g, fm) && !s->bq.zero) {
 			frags_e2m1(g, w, sc, sub, b[j]);
 			continue;
 		}
 		for (int e = 0; e < 4; e++) {
-			LLVMValueRef x = decode(f, fm, w, sub, e);
+			LLVMValueRef x = decode(f, s, fm, w, sub, e);
 			if (z)
 				x = LLVMBuildFSub(f->B, x, z, "");
 			h[e] = cg_from_f32(f, LLVMBuildFMul(f->B, x, sc, ""), g->mt);
@@ -537,6 +630,14 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 		b[j][0] = cg_pack16x2(f, h[0], h[1]);
 		b[j][1] = cg_pack16x2(f, h[2], h[3]);
 	}
+	if (!(one_mul(g, fm) && !s->bq.zero))
+		return;
+	if (anybig) {	/* the group's first k-step: one vote for the warp's blocks */
+		if (!g->bq.bigv)
+			g->bq.bigv = cg_var(f, f->ti1, NULL);
+		cg_set(f, g->bq.bigv, cg_vote_any(f, anybig));
+	}
+	frags_one_mul(g, ws, scs, soffs, sub, b);
 }
 
 /* ---- the compile-time repack ---- */
@@ -576,7 +677,7 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 							int64_t k = ka * kb + 16 * sub + 2 * t + (el & 1) + 8 * (el >> 1);
 							unsigned v = raw_bits(fm, q, (size_t)((e * N + src) * K + k));
 							for (int i = 0; i < fm->bits; i++)
-								w |= (uint32_t)(v >> i & 1u) << bit_pos(fm, sub, el, i);
+								w |= (uint32_t)(v >> i & 1u) << bit_pos(s, fm, sub, el, i);
 						}
 					for (int i = 0; i < 4; i++)
 						o[i] = (unsigned char)(w >> (8 * i));
@@ -633,7 +734,7 @@ synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMV
 		for (int el = 0; el < 4; el++) {
 			int dk = 16 * sub + (el & 1) + 8 * (el >> 1);
 			LLVMValueRef v = cg_synth_bits(f, fm->dt, a, cg_add(f, row, cg_addi(f, k0, dk)));
-			w = LLVMBuildOr(f->B, w, place_field(f, fm, v, sub, el), "");
+			w = LLVMBuildOr(f->B, w, place_field(f, s, fm, v, sub, el), "");
 		}
 	return w;
 }

@@ -1522,6 +1522,23 @@ cg_elect(CgFn *f)
 	return LLVMBuildICmp(f->B, LLVMIntNE, r, cg_i32(f, 0), "");
 }
 
+/* vote.sync.any over the full warp (every lane must reach it): i1 */
+LLVMValueRef
+cg_vote_any(CgFn *f, LLVMValueRef pred)
+{
+	LLVMValueRef r, a[2];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, LLVMBuildZExt(f->B, pred, f->ti32, ""));
+		cg_call_emu(f, "moec_emu_vote_any", NULL, &io, 1);
+		r = cg_get(f, io);
+		return LLVMBuildICmp(f->B, LLVMIntNE, r, cg_i32(f, 0), "");
+	}
+	a[0] = cg_i32(f, -1);
+	a[1] = pred;
+	return cg_intrinsic(f, "llvm.nvvm.vote.any.sync", f->ti1, NULL, 0, a, 2);
+}
+
 void
 cg_wgmma_fence(CgFn *f)
 {

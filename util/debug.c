@@ -23,6 +23,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
 	{"ws-pingpong", DBG_WS_PINGPONG, NULL,
 	 "compile: warp-specialised bf16/f16 GEMMs with ping-pong consumers, 128x128 tiles, persistent (not yet measured)"},
+	{"bq-v1", DBG_BQ_V1, NULL,
+	 "compile: MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) "
+	 "instead of one, for A/B on the GPU (docs/codegen.md, Mixed-input GEMMs); integer formats unchanged"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 };

@@ -129,6 +129,7 @@ enum {
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
 	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
 	DBG_WS_PINGPONG = 1 << 7,	/* codegen: warp-specialised GEMMs take ping-pong consumers where they may */
+	DBG_BQ_V1 = 1 << 8,	/* codegen: quantised B in session 24's e2m1 layout and dequantisation (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -78,6 +78,15 @@ block gptoss_mxfp4.gu128 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x128x64.w1
 	--layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$src/models/gpt-oss-20b" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s5.k1" --layer 0 --synthetic-weights=1
+# A/B of session 25's MXFP4 dequantisation (one multiply a register, the
+# rotated e2m1 layout) against session 24's (--debug=bq-v1, two multiplies):
+# .v1 is session 24's whole plan (16x64x64 gate|up), .v1gu128 its kernels on
+# the new heuristic's 16x128x64 gate|up, .gu64 the new kernels on the old tile
+block gptoss_mxfp4.v1 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s4.k1" \
+	--layer 0 --synthetic-weights=1 --debug=bq-v1
+one gptoss_mxfp4.v1gu128 gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1 --debug=bq-v1
+block gptoss_mxfp4.gu64 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s4.k1" \
+	--layer 0 --synthetic-weights=1
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
 	--layer 0 --synthetic-weights=1

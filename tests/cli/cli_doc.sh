@@ -128,6 +128,7 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `emu-ws` | the emulator also stands for sm_90a's warp-specialised TMA mainloop: GEMMs whose tiles suit it run on it (with `emu-wgmma`) | `MOEC_EMU_WS=1` |
 | `ws-gather` | GEMMs that read A rows through an index (the MoE up-projection) may take sm_90a's warp-specialised mainloop (cp.async producers for A, TMA for B); off by default: correct on the H200 since the register split was fixed, but about 7% slower there than the cp.async wgmma mainloop (2026-12-02) | |
 | `ws-pingpong` | warp-specialised bf16/f16 GEMMs whose plan is a 128x256 or 256x128 tile over two consumer warpgroups take ping-pong consumers instead: two warpgroups of 128x128 tiles each, taking turns at the tensor cores, persistent over 132 CTAs (docs/codegen.md); off by default until the GPU has measured it | |
+| `bq-v1` | quantised GEMMs (compile): MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) instead of one; integer formats unchanged; for A/B on the GPU (bench/quant/make_decode.sh; docs/codegen.md, "Mixed-input GEMMs") | |
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`

@@ -45,11 +45,13 @@ split(GemmSpec *s, int S, int T)
 /* Element (e, n, k) of the packed B, read back by the layout's definition:
  * a field's bits contiguous at 16(el & 1) + bits(2s + (el >> 1)), but for
  * e2m1, whose field f = 2s + (el >> 1) has its bits 0..3 (m, e0, e1, sign)
- * at these bits of its half (docs/codegen.md). */
+ * at these bits of the word for the low half's element, plus 16 (mod 32)
+ * for the high half's (docs/codegen.md); v1: session 24's layout. */
 static unsigned
-packed_at(const unsigned char *b, DType dt, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
+packed_at(const unsigned char *b, DType dt, int v1, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
 {
-	static const int e2m1[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
+	static const int e2m1[4][4] = {{6, 7, 8, 15}, {2, 3, 4, 11}, {28, 29, 30, 5}, {0, 25, 26, 1}};
+	static const int e2m1_v1[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
 	int bits = dtype_bits(dt);
 	int64_t ka = 128 / bits, kb = k / ka, r = k % ka, s = r / 16, c = r % 16;
 	int t = (int)(c % 8) / 2, el = (int)(c % 2) + 2 * (int)(c / 8), lane = (int)(n % 8) * 4 + t;
@@ -60,12 +62,12 @@ packed_at(const unsigned char *b, DType dt, int64_t N, int64_t K, int64_t e, int
 	if (dt != DT_F4E2M1)
 		return (word >> (16 * (el & 1) + bits * (2 * s + (el >> 1)))) & ((1u << bits) - 1);
 	for (int i = 0; i < 4; i++)
-		v |= (word >> (16 * (el & 1) + e2m1[2 * s + (el >> 1)][i]) & 1u) << i;
+		v |= (word >> ((16 * (el & 1) + (v1 ? e2m1_v1 : e2m1)[2 * s + (el >> 1)][i]) % 32) & 1u) << i;
 	return v;
 }
 
 static void
-check_pack(DType dt, int64_t N, int64_t K, int E, int group)
+check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1)
 {
 	GemmSpec s;
 	size_t n = (size_t)E * (size_t)(N * K), ng = n / (size_t)group;
@@ -76,6 +78,7 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group)
 	Diag d;
 
 	spec_q(&s, dt, N, K, group, DT_BF16, 1);
+	s.bq.v1 = v1;
 	gh_seed(7);
 	for (size_t i = 0; i < dtype_bytes(dt, n); i++)
 		q[i] = (unsigned char)((gh_urand() + 1) * 128);
@@ -94,7 +97,7 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group)
 			for (int64_t k = 0; k < K; k++) {
 				size_t i = (size_t)((e * N + nn) * K + k);
 				unsigned want = bits == 4 ? (q[i / 2] >> (4 * (i & 1))) & 15u : q[i];
-				ck_assert_uint_eq(packed_at(b, dt, N, K, e, nn, k), want);
+				ck_assert_uint_eq(packed_at(b, dt, v1, N, K, e, nn, k), want);
 			}
 	/* scales and zero points [E][K/group][N] */
 	for (int64_t e = 0; e < E; e++)
@@ -115,11 +118,12 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group)
 
 START_TEST(test_pack_layout)
 {
-	check_pack(DT_I4, 16, 64, 1, 32);
-	check_pack(DT_U4, 24, 96, 2, 16);
-	check_pack(DT_F8E4M3, 16, 48, 3, 16);
-	check_pack(DT_U8, 8, 32, 1, 32);
-	check_pack(DT_F4E2M1, 16, 64, 2, 32);
+	check_pack(DT_I4, 16, 64, 1, 32, 0);
+	check_pack(DT_U4, 24, 96, 2, 16, 0);
+	check_pack(DT_F8E4M3, 16, 48, 3, 16, 0);
+	check_pack(DT_U8, 8, 32, 1, 32, 0);
+	check_pack(DT_F4E2M1, 16, 64, 2, 32, 0);
+	check_pack(DT_F4E2M1, 16, 64, 2, 32, 1);	/* session 24's, --debug=bq-v1 */
 }
 END_TEST
 
@@ -282,6 +286,42 @@ START_TEST(test_e8m0_pair)
 				ck_assert_msg(g == w, "e8m0 %d: %04x, want %04x (%g)", sc, g, w, x);
 		}
 	}
+}
+END_TEST
+
+/* The one-multiply MXFP4 path (k_gemm_mixed.c, one_mul): every e2m1 code
+ * placed as the bf16 of its value times 2^-126 (sign at bit 15, ee.m at
+ * bits 8..6), times the pair (s + 126) << 7 = 2^(s-1) for s <= 128, or for
+ * larger s (frag_e2m1_big) times 2^127 then 2^(s-128) (NaN for 0xff): for
+ * every code and every e8m0 s, the bf16 of e2m1 * 2^(s-127) (what the
+ * dequantize op gives, rounded to the mma type). */
+START_TEST(test_e8m0_one_mul)
+{
+	for (int sc = 0; sc < 256; sc++)
+		for (unsigned q = 0; q < 16; q++) {
+			unsigned char code = (unsigned char)sc, qb = (unsigned char)q, want[2];
+			uint32_t x = (q & 8u) << 12 | (q & 7u) << 6, c1 = (uint32_t)sc * 0x00800080u + 0x3f003f00u;
+			uint32_t got;
+			double v = dtype_load(DT_F4E2M1, &qb, 0) * dtype_load(DT_F8E8M0, &code, 0);
+
+			x |= x << 16;
+			if (sc <= 128) {
+				got = (uint32_t)moec_emu_fma16x2(1, (int32_t)x, (int32_t)c1, (int32_t)0x80008000u);
+			} else {
+				uint32_t c2 = sc == 255 ? 0x7fc07fc0u : ((uint32_t)(sc - 1) << 7) * 0x10001u;
+				got = (uint32_t)moec_emu_fma16x2(1, (int32_t)x, 0x7f007f00, (int32_t)0x80008000u);
+				got = (uint32_t)moec_emu_fma16x2(1, (int32_t)got, (int32_t)c2, (int32_t)0x80008000u);
+			}
+			dtype_store(DT_BF16, want, 0, v);
+			for (int h = 0; h < 2; h++) {
+				unsigned g = got >> 16 * h & 0xffffu, w = (unsigned)want[0] | (unsigned)want[1] << 8;
+				if (isnan(v))
+					ck_assert_msg((g & 0x7f80u) == 0x7f80u && (g & 0x7fu), "e8m0 %d q %u: %04x is not NaN",
+						      sc, q, g);
+				else
+					ck_assert_msg(g == w, "e8m0 %d q %u: %04x, want %04x (%g)", sc, q, g, w, v);
+			}
+		}
 }
 END_TEST
 
@@ -504,6 +544,17 @@ START_TEST(test_mxfp4)
 	c.T = 77;
 	gh_tiles(&c.s, 64, 64, 64, 2, 2, 3);
 	gh_check(&c, 1e-5);
+	c.what = "f4e2m1, e8m0 scales 2^1 and 2^2 mixed in a warp (one_mul's big-scale redo)";
+	c.b_scale = 6 * sqrt(384.0);	/* scales in [1.5, 3]: e8m0 128 and 129 */
+	gh_check(&c, 1e-5);
+	c.what = "f4e2m1, every scale 2^2 or more (the redo for every group)";
+	c.b_scale = 16 * sqrt(384.0);
+	gh_check(&c, 1e-5);
+	c.b_scale = 0;
+	c.what = "f4e2m1, session 24's layout and two multiplies (--debug=bq-v1)";
+	c.s.bq.v1 = 1;
+	gh_check(&c, 1e-5);
+	c.s.bq.v1 = 0;
 	c.what = "f4e2m1 with f16 A (the f32 path)";
 	c.s.a_dt = DT_F16;
 	gh_check(&c, 1e-5);
@@ -726,6 +777,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_synth_layout);
 	tcase_add_test(t, test_synth_refusals);
 	tcase_add_test(t, test_e8m0_pair);
+	tcase_add_test(t, test_e8m0_one_mul);
 	tcase_add_test(t, test_checks);
 	tcase_add_test(t, test_params);
 	tcase_add_test(t, test_ptxas);
