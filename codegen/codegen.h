@@ -644,6 +644,19 @@ CgTmap cg_tma_probe_map(int rows);
  * inc; every thread stores its index + 1 to D[384] (i32).
  */
 int cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, Diag *d);
+/*
+ * A kernel "name(D)" of two warpgroups taking `rounds` turns each the way the
+ * ping-pong consumers do (bar.sync 1 + c, bar.arrive 2 - c, 256 threads):
+ * in turn t = 2i + c, thread 128c appends to a shared counter and stores
+ * its value to D[t] (i32), so D[t] = t when the turns are kept.  The flags
+ * break the hand-over.
+ */
+enum {
+	CG_TURNS_SKIP_ARRIVE = 1 << 0,	/* the last hand-over missing: the other waits forever */
+	CG_TURNS_EXTRA_ARRIVE = 1 << 1,	/* a hand-over after the last turn: nobody takes it */
+	CG_TURNS_HALF_COUNT = 1 << 2,	/* bar.arrive counting 128 threads, not 256 */
+};
+int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d);
 /* The most registers per thread a CTA of that many threads can start with
  * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
 int cg_regs_per_thread(int threads);

@@ -841,3 +841,39 @@ cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, D
 	cg_gstore(f, cg_addi(f, tid, 1), cg_gep(f, cg_arg(f, 0), tid, 4), 4);
 	return cg_fn_end(f, block, grid, 0, "setmaxnreg probe");
 }
+
+int
+cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d)
+{
+	CgParam p[1] = {{CGP_PTR, "D"}};
+	int block[3] = {256, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, c, t, last, v;
+	CgFn *f;
+	CgIf i0, w, a;
+	CgLoop l;
+
+	if (!(f = cg_fn_begin(m, name, p, 1, block[0], 1, d)))
+		return -1;
+	tid = cg_tid(f, 0);
+	c = cg_shr(f, tid, 7);
+	cg_if(f, &i0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_endif(f, &i0);
+	cg_barrier(f);
+	t = cg_loop(f, &l, c, cg_i32(f, 2 * rounds), cg_i32(f, 2));
+	cg_if(f, &w, LLVMBuildICmp(f->B, LLVMIntNE, t, cg_i32(f, 0), ""));
+	cg_bar_sync(f, cg_addi(f, c, ORDER_BAR), 256);
+	cg_endif(f, &w);
+	cg_if(f, &i0, LLVMBuildICmp(f->B, LLVMIntEQ, cg_and(f, tid, 127), cg_i32(f, 0), ""));
+	v = cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_gstore(f, v, cg_gep(f, cg_arg(f, 0), t, 4), 4);
+	cg_sstore(f, cg_addi(f, v, 1), cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_endif(f, &i0);
+	last = LLVMBuildICmp(f->B, LLVMIntEQ, t, cg_i32(f, 2 * rounds - (flags & CG_TURNS_SKIP_ARRIVE ? 2 : 1)), "");
+	cg_if(f, &a, flags & CG_TURNS_EXTRA_ARRIVE ? LLVMConstInt(f->ti1, 1, 0) : LLVMBuildNot(f->B, last, ""));
+	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), c), flags & CG_TURNS_HALF_COUNT ? 128 : 256);
+	cg_endif(f, &a);
+	cg_endloop(f, &l);
+	return cg_fn_end(f, block, grid, 16, "named-barrier turns probe");
+}

@@ -565,6 +565,67 @@ START_TEST(test_ws_pingpong_program_against_interpreter)
 }
 END_TEST
 
+/* ---- the emulator's named barriers, through cg_emit_turns_probe ---- */
+
+/* The probe (256 threads, 5 turns each) on the emulator: 0 with D[t] = t
+ * checked, or -1 with the diagnostic in msg. */
+static int
+run_turns_probe(unsigned flags, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	int32_t D[10];
+	uint64_t arg = (uint64_t)(uintptr_t)D;
+	CgEmuBuf buf = {D, sizeof D};
+	CgEmuLaunch l = {{1, 1, 1}, {256, 1, 1}, 16, &arg, 1, &buf, 1};
+	Diag d;
+	CgModule *m;
+	int rc;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "turns", &d);
+	ck_assert_msg(cg_emit_turns_probe(m, "p", 5, flags, &d) == 0, "%s", d.last);
+	memset(D, 0xff, sizeof D);
+	rc = cg_emu_run(m, "p", &l, &d);
+	for (int i = 0; i < 10 && rc == 0; i++)
+		ck_assert_int_eq(D[i], i);
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+/* The ping-pong hand-over kept, and each way of breaking it an error: a
+ * missing bar.arrive is a deadlock at the bar.sync that waits for it, one
+ * too many leaves its barrier partly arrived when the CTA exits, a count
+ * that disagrees leaves the waiters waiting. */
+START_TEST(test_ws_named_barrier_turns_and_deadlocks)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	char msg[600];
+	Diag d;
+	CgModule *m;
+	size_t len;
+	const char *ptx;
+
+	ck_assert_msg(run_turns_probe(0, msg, sizeof msg) == 0, "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_SKIP_ARRIVE, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "deadlock: 128 threads wait at named barriers (thread 128 at bar.sync 2: 128 of 256 "
+			  "arrived)"), "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_EXTRA_ARRIVE, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "exits with named barrier 1 partly arrived (128 of 256 threads)"), "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_HALF_COUNT, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "deadlock: 256 threads wait at named barriers"), "%s", msg);
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "turns", &d);
+	ck_assert_msg(cg_emit_turns_probe(m, "p", 5, 0, &d) == 0, "%s", d.last);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_ptr_nonnull(ptx);
+	ck_assert_ptr_nonnull(strstr(ptx, "bar.sync %r"));
+	ck_assert_ptr_nonnull(strstr(ptx, "bar.arrive %r"));
+	gh_assemble(m, 1, "check_ws turns", 0);
+	cg_module_free(m);
+}
+END_TEST
+
 /* ---- the emulator's TMA and mbarriers, through cg_emit_tma_probe ---- */
 
 /* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
@@ -775,6 +836,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
 	tcase_add_test(t, test_ws_pingpong_program_against_interpreter);
+	tcase_add_test(t, test_ws_named_barrier_turns_and_deadlocks);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);
