@@ -126,6 +126,8 @@ struct CgKernel {
 	int smem;		/* dynamic shared memory, bytes */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	int maxnreg;		/* .maxnreg: registers per thread at entry, pinned (0: ptxas picks); cg_fn_maxnreg */
+	int cluster;		/* CTAs per cluster along x the launch must ask for (cuLaunchKernelEx's cluster
+				 * dimension; 0: no cluster); cg_fn_cluster */
 	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
 	const CgTmap *tmap;	/* per CGP_TMAP parameter, in parameter order (NULL: none) */
 	int ntmap;
@@ -498,6 +500,8 @@ struct GemmSpec {
 	CgMainloop mainloop;
 	CgWsMode ws_mode;	/* CG_MAINLOOP_WS, ping-pong: warps_m x warps_n is one consumer
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
+	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
+				 * multicast (persistent; not emulated); 0: none */
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
@@ -641,6 +645,19 @@ CgTmap cg_tma_probe_map(int rows);
  * inc; every thread stores its index + 1 to D[384] (i32).
  */
 int cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, Diag *d);
+/*
+ * A kernel "name(D)" of two warpgroups taking `rounds` turns each the way the
+ * ping-pong consumers do (bar.sync 1 + c, bar.arrive 2 - c, 256 threads):
+ * in turn t = 2i + c, thread 128c appends to a shared counter and stores
+ * its value to D[t] (i32), so D[t] = t when the turns are kept.  The flags
+ * break the hand-over.
+ */
+enum {
+	CG_TURNS_SKIP_ARRIVE = 1 << 0,	/* the last hand-over missing: the other waits forever */
+	CG_TURNS_EXTRA_ARRIVE = 1 << 1,	/* a hand-over after the last turn: nobody takes it */
+	CG_TURNS_HALF_COUNT = 1 << 2,	/* bar.arrive counting 128 threads, not 256 */
+};
+int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d);
 /* The most registers per thread a CTA of that many threads can start with
  * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
 int cg_regs_per_thread(int threads);
@@ -987,6 +1004,22 @@ void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int ra
 		 LLVMValueRef *coords);
 LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
 LLVMValueRef cg_vote_any(CgFn *f, LLVMValueRef pred);	/* vote.sync.any: i1, the warp's OR of pred */
+/*
+ * Clusters (sm_90; not emulated: a diagnostic on "emu").  The kernel must be
+ * launched with cluster dimension (n, 1, 1) (cg_fn_cluster records n; the
+ * kernel traps if launched otherwise: cg_cluster_check).  Shared offsets
+ * name the same bytes in every CTA of the cluster.
+ */
+void cg_fn_cluster(CgFn *f, int n);
+void cg_cluster_check(CgFn *f, int n);		/* trap unless %cluster_nctarank == n */
+LLVMValueRef cg_cluster_rank(CgFn *f);		/* %cluster_ctarank (i32) */
+void cg_cluster_sync(CgFn *f);			/* barrier.cluster.arrive + wait (every thread; not .aligned) */
+/* mbarrier.arrive on the barrier at shared offset off of CTA `rank` (i32) of the cluster (mapa) */
+void cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank);
+/* cg_tma_load, the box multicast to the CTAs of mask (i16 bits: cluster ranks), each
+ * completing the bytes on its own mbarrier at the same offset */
+void cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
+			   LLVMValueRef *coords, int mask);
 void cg_wgmma_fence(CgFn *f);
 
 /* conversions: "raw" values are i16 for bf16/f16 and float for f32 */

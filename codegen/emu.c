@@ -197,6 +197,7 @@ static struct {
 	Wg *wg;			/* per warpgroup */
 	int maxnreg, pool;	/* registers per thread at entry; the CTA's pool (setmaxnreg) */
 	struct { int count, arrived; uint32_t gen; } nb[NAMED_BARS];	/* named barriers */
+	int woke;		/* a thread passed a wait this round (and may wait again: still progress) */
 	/* mbarriers and tensor copies; per shared byte: the copy's barrier + 1 and phase, kind */
 	Mbar mb[MAXBAR];
 	int nmb;
@@ -421,6 +422,7 @@ moec_emu_bar_named(int32_t id, int32_t count, int32_t sync)
 	while (sync && E.nb[id].gen == gen)
 		yield(T_SPIN);
 	t->nbw = 0;
+	E.woke = 1;
 }
 
 void
@@ -629,6 +631,7 @@ moec_emu_mbar_wait(void *p, int32_t parity)
 		abandon();
 	while ((E.mb[i].done & 1) == (uint32_t)(parity & 1))
 		yield(T_SPIN);
+	E.woke = 1;
 	if (E.cur->seen[i] < E.mb[i].done)
 		E.cur->seen[i] = E.mb[i].done;
 }
@@ -1477,17 +1480,20 @@ run_cta(void)
 	}
 	for (;;) {
 		int nbar = 0, ndone = 0, nspin = 0, nnamed = 0, progress = 0;
+		E.woke = 0;
 		for (int i = 0; i < n && !E.failed; i++) {
 			int was = E.thr[i].state;
 			if (was == T_RUN || was == T_SPIN) {
 				E.cur = &E.thr[i];
 				swapcontext(&E.sched, &E.thr[i].ctx);
-				/* a spinning thread that still spins did nothing */
+				/* a spinning thread that still spins did nothing (one that
+				 * passed its wait and waits again set E.woke) */
 				progress |= was == T_RUN || E.thr[i].state != T_SPIN;
 			}
 		}
 		if (E.failed)
 			return -1;
+		progress |= E.woke;
 		progress |= land_bulk() > 0;
 		if (E.failed)
 			return -1;

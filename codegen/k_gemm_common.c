@@ -419,8 +419,14 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		k->row0 = cg_i32(f, 0);
 		k->rend = M;
 	}
-	mt = cg_urem(f, local, mte);
-	ntile = cg_udiv(f, local, mte);
+	if (s->cluster == 2) {	/* items 2i, 2i + 1: one row tile, column tiles 2j, 2j + 1 (the cluster's pair) */
+		LLVMValueRef pair = cg_shr(f, local, 1);
+		mt = cg_urem(f, pair, mte);
+		ntile = cg_add(f, cg_shl(f, cg_udiv(f, pair, mte), 1), cg_and(f, local, 1));
+	} else {
+		mt = cg_urem(f, local, mte);
+		ntile = cg_udiv(f, local, mte);
+	}
 	k->row0 = cg_add(f, k->row0, cg_muli(f, mt, s->bm));
 	k->n0 = cg_muli(f, ntile, s->bn);
 	k->bexp = gptr(f, k->B, cg_muli(f, cg_sext64(f, k->e), s->b_group_stride), esize(s->b_dt));

@@ -86,6 +86,22 @@
  * than one phase behind the parity it waits for.  Empty barriers count the
  * 4 warps of the tile's owner.
  *
+ * Clusters of 2 (GemmSpec.cluster = 2, persistent, TMA for A; opt-in,
+ * not emulated: the GPU checks them): the two CTAs of a cluster take work
+ * items 2i and 2i + 1, which gemm_tile_coords makes one row tile's column
+ * tiles 2j and 2j + 1, so they share A's tile.  Each producer loads its
+ * half of A's rows (a box of bm/2) multicast to both CTAs' stage (the same
+ * offset), completing the bytes on each CTA's full[s]; B as before.  A
+ * stage of either CTA is so written by both producers, so each consumer
+ * warp releases it in both CTAs (empty[s] counts both CTAs' warps; the
+ * peer's through mapa), and the CTAs meet at barrier.cluster after the
+ * barriers' init and before they exit (no arrival or copy reaches a CTA
+ * that has not started or has left).
+ *
+ *	producer (rank r):  wait empty[s]; arrive.expect_tx full[s] (the whole
+ *	                    stage); TMA A rows r bm/2.. multicast to 0b11; TMA B
+ *	consumer warps:     ... release: arrive empty[s] here and in the peer
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
  * convert), group quantisation (its block barriers would include the
@@ -169,6 +185,41 @@ gemm_ws_layout(G *g)
 	g->b_n = 0;
 }
 
+/* CTAs per cluster (1: none). */
+static int
+csize(const GemmSpec *s)
+{
+	return s->cluster == 2 ? 2 : 1;
+}
+
+/* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
+static int
+cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
+{
+	const GemmSpec *s = &k->s;
+
+	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, or none)", s->cluster);
+	if (s->cluster != 2)
+		return 0;
+	if (cg_target_is_emu(t))
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 are not emulated (the emulator runs one "
+				  "CTA at a time): the GPU checks them");
+	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 need the persistent schedule over an even "
+				  "number of CTAs (%d)", s->ctas);
+	if (s->gather || s->f8.group > 0)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
+				  "A rows, nor (not yet) FP8");
+	if (k->nt % 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 pair column tiles: %d of them (need an "
+				  "even count)", k->nt);
+	if (s->bm % 16)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2: bm %d (each CTA's half of A's box must be "
+				  "whole 8-row atoms)", s->bm);
+	return 0;
+}
+
 /* Ping-pong: one warpgroup's tile, persistent, bf16/f16 consumers (not yet FP8). */
 static int
 pingpong_check(const GemmSpec *s, int cw, Diag *d)
@@ -198,6 +249,8 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (cw != 4 && cw != 8)
 		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4 or 8: one or two warpgroups)", cw);
 	if (s->ws_mode == CG_WS_PINGPONG && pingpong_check(s, cw, d) < 0)
+		return -1;
+	if (cluster_check(t, &g->k, d) < 0)
 		return -1;
 	if (s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
@@ -298,7 +351,7 @@ tmaps(const G *g, CgTmap *m)
 	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0;	/* a box row: 128 bytes of K */
 
 	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, s->K, 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
-			{row, s->bm, 1}, 128};
+			{row, s->bm / csize(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {row, s->bn, 1}, 128};
@@ -321,6 +374,7 @@ struct W {
 	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
 	LLVMValueRef ssrc[4];	/* FP8 producers, per tile: the thread's A row and B column scales at k 0 */
 	int sn;			/* ... how many: A's then B's (ssrc[i] is row/column tid + 128 i) */
+	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
 };
 
 static LLVMValueRef
@@ -353,11 +407,17 @@ setup(W *w)
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	for (int i = 0; i < S; i++) {
 		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), w->nfull);
-		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw);
+		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw * csize(s));
 	}
 	cg_mbar_init_fence(f);
 	cg_endif(f, &c);
-	cg_barrier(f);
+	if (s->cluster == 2) {	/* the peer's barriers are initialised before anything reaches them */
+		cg_cluster_check(f, 2);
+		w->crank = cg_cluster_rank(f);
+		cg_cluster_sync(f);
+	} else {
+		cg_barrier(f);
+	}
 	/* consumers: warpgroup tiles as the wgmma mainloop's, counted from warp 4
 	 * (ping-pong: each warpgroup's tile is whole, at 0) */
 	cwarp = cg_addi(f, k->warp, -4);
@@ -457,6 +517,25 @@ f8_scale_copies(W *w, LLVMValueRef st, LLVMValueRef kt)
 	}
 }
 
+/* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
+ * this CTA's half of them, multicast to both CTAs of the cluster. */
+static void
+load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	int half = k->s.bm / 2;
+	LLVMValueRef c[2] = {k0, k->row0};
+
+	if (k->s.cluster != 2) {
+		cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
+		return;
+	}
+	c[1] = cg_add(f, k->row0, cg_muli(f, w->crank, half));
+	cg_tma_load_multicast(f, k->amap, cg_add(f, dst, cg_muli(f, w->crank, half * 128)), full_bar(w, st), 2, c,
+			      3);
+}
+
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
  * scales) the producer warpgroup with thread 0 issuing the TMA boxes. */
 static void
@@ -488,8 +567,7 @@ produce(W *w)
 	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
 		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-		c[1] = k->row0;
-		cg_tma_load(f, k->amap, cg_addi(f, sbase, (int64_t)j * s->bm * 128), full_bar(w, st), 2, c);
+		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
 	if (s->b_layout == CG_B_NK) {
@@ -530,6 +608,8 @@ release(W *w, LLVMValueRef st)
 
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, w->g.k.lane, cg_i32(f, 0), ""));
 	cg_mbar_arrive(f, empty_bar(w, st));
+	if (w->g.k.s.cluster == 2)	/* the peer's producer writes this stage too */
+		cg_mbar_arrive_cluster(f, empty_bar(w, st), LLVMBuildXor(f->B, w->crank, cg_i32(f, 1), ""));
 	cg_endif(f, &c);
 }
 
@@ -818,6 +898,8 @@ roles(W *w)
 		gemm_schedule(k, consume_tile);
 	}
 	cg_endif(f, &p);
+	if (k->s.cluster == 2)	/* no CTA leaves while its peer may still arrive on its barriers */
+		cg_cluster_sync(f);
 }
 
 int
@@ -838,6 +920,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	}
 	if (consumer_wgs(s) == 2)	/* setmaxnreg's pool: what the threads start with */
 		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
+	if (s->cluster == 2)
+		cg_fn_cluster(g->k.f, 2);
 	tmaps(g, maps);
 	if (s->gather)
 		cg_fn_tmaps(g->k.f, maps + 1, 1);	/* B only: A's rows are gathered */
@@ -856,6 +940,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
+	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s", s->cluster == 2 ? " cluster2 multicast-a" : "");
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);
@@ -947,4 +1032,40 @@ cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, D
 	cg_endif(f, &p0);
 	cg_gstore(f, cg_addi(f, tid, 1), cg_gep(f, cg_arg(f, 0), tid, 4), 4);
 	return cg_fn_end(f, block, grid, 0, "setmaxnreg probe");
+}
+
+int
+cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d)
+{
+	CgParam p[1] = {{CGP_PTR, "D"}};
+	int block[3] = {256, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, c, t, last, v;
+	CgFn *f;
+	CgIf i0, w, a;
+	CgLoop l;
+
+	if (!(f = cg_fn_begin(m, name, p, 1, block[0], 1, d)))
+		return -1;
+	tid = cg_tid(f, 0);
+	c = cg_shr(f, tid, 7);
+	cg_if(f, &i0, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_endif(f, &i0);
+	cg_barrier(f);
+	t = cg_loop(f, &l, c, cg_i32(f, 2 * rounds), cg_i32(f, 2));
+	cg_if(f, &w, LLVMBuildICmp(f->B, LLVMIntNE, t, cg_i32(f, 0), ""));
+	cg_bar_sync(f, cg_addi(f, c, ORDER_BAR), 256);
+	cg_endif(f, &w);
+	cg_if(f, &i0, LLVMBuildICmp(f->B, LLVMIntEQ, cg_and(f, tid, 127), cg_i32(f, 0), ""));
+	v = cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_gstore(f, v, cg_gep(f, cg_arg(f, 0), t, 4), 4);
+	cg_sstore(f, cg_addi(f, v, 1), cg_sptr(f, cg_i32(f, 0)), 4);
+	cg_endif(f, &i0);
+	last = LLVMBuildICmp(f->B, LLVMIntEQ, t, cg_i32(f, 2 * rounds - (flags & CG_TURNS_SKIP_ARRIVE ? 2 : 1)), "");
+	cg_if(f, &a, flags & CG_TURNS_EXTRA_ARRIVE ? LLVMConstInt(f->ti1, 1, 0) : LLVMBuildNot(f->B, last, ""));
+	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), c), flags & CG_TURNS_HALF_COUNT ? 128 : 256);
+	cg_endif(f, &a);
+	cg_endloop(f, &l);
+	return cg_fn_end(f, block, grid, 16, "named-barrier turns probe");
 }

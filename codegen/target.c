@@ -1504,6 +1504,96 @@ cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, L
 	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
 }
 
+/* ---- clusters (sm_90; the emulator runs one CTA at a time: refused there) ---- */
+
+static int
+need_cluster(CgFn *f, const char *what)
+{
+	if (f->emu) {
+		diag_error(f->d, LOC_NONE, "%s: clusters are not emulated (one CTA at a time); the GPU checks them",
+			   what);
+		f->err = 1;
+		return -1;
+	}
+	return cg_fn_require(f, CG_TMA, what);
+}
+
+void
+cg_fn_cluster(CgFn *f, int n)
+{
+	if (need_cluster(f, "a cluster launch") < 0)
+		return;
+	f->k->cluster = n;
+}
+
+void
+cg_cluster_check(CgFn *f, int n)
+{
+	LLVMValueRef a = cg_i32(f, n);
+
+	if (need_cluster(f, "%cluster_nctarank") < 0)
+		return;
+	cg_asm(f, NULL, "{\n.reg .u32 n;\n.reg .pred p;\nmov.u32 n, %cluster_nctarank;\n"
+	       "setp.ne.u32 p, n, $0;\n@p trap;\n}", "r", &a, 1, 1);
+}
+
+LLVMValueRef
+cg_cluster_rank(CgFn *f)
+{
+	if (need_cluster(f, "%cluster_ctarank") < 0)
+		return LLVMGetUndef(f->ti32);
+	return cg_asm(f, f->ti32, "mov.u32 $0, %cluster_ctarank;", "=r", NULL, 0, 0);
+}
+
+void
+cg_cluster_sync(CgFn *f)
+{
+	if (need_cluster(f, "barrier.cluster") < 0)
+		return;
+	cg_asm(f, NULL, "barrier.cluster.arrive;\nbarrier.cluster.wait;", "~{memory}", NULL, 0, 1);
+}
+
+void
+cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank)
+{
+	LLVMValueRef a[2];
+
+	if (need_cluster(f, "mbarrier.arrive.shared::cluster") < 0)
+		return;
+	a[0] = saddr(f, off);
+	a[1] = rank;
+	cg_asm(f, NULL, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
+	       "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}", "r,r,~{memory}", a, 2, 1);
+}
+
+void
+cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords,
+		      int mask)
+{
+	LLVMValueRef a[6];
+	char pname[400], text[1024], cons[64];
+
+	if (need_cluster(f, "cp.async.bulk.tensor .multicast::cluster") < 0)
+		return;
+	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
+		diag_error(f->d, LOC_NONE, "cg_tma_load_multicast: parameter %d is no tensor map, or rank %d", param,
+			   rank);
+		f->err = 1;
+		return;
+	}
+	param_name(f, param, pname, sizeof pname);
+	snprintf(text, sizeof text,
+		 "{\n.reg .b64 m;\n.reg .b16 k;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\nmov.b16 k, %d;\n"
+		 "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+		 "[$0], [m, {$2, $3%s}], [$1], k;\n}", pname, mask, rank, rank == 3 ? ", $4" : "");
+	snprintf(cons, sizeof cons, "r,r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
+	a[0] = saddr(f, dst);
+	a[1] = saddr(f, mbar);
+	for (int i = 0; i < rank; i++)
+		a[2 + i] = coords[i];
+	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
+}
+
 LLVMValueRef
 cg_elect(CgFn *f)
 {

@@ -229,6 +229,19 @@ pingpong(GemmSpec *s)
 	return s;
 }
 
+/* Clusters of 2 (cooperative, or ping-pong), persistent over 132 CTAs. */
+static GemmSpec *
+cluster2(GemmSpec *s, int pp)
+{
+	if (pp)
+		pingpong(s);
+	s->mainloop = CG_MAINLOOP_WS;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 132;
+	s->cluster = 2;
+	return s;
+}
+
 static void
 build(void)
 {
@@ -442,6 +455,28 @@ build(void)
 	s = pingpong(check_gather_swiglu("cwsp_grouped_gather_swiglu", 0, 320));
 	tile(s, 128, 128, 64, 2, 2, 5, 0);
 	s->ctas = 5;
+	/* clusters of 2 (k_gemm_ws.c): column-tile pairs sharing A, each CTA's
+	 * half of A's box multicast to both; cooperative and ping-pong, against
+	 * wsd_128x256x64_s4_p, wspd_128x128x64_s6_p, wsdn_*_p above (cuLaunchKernelEx) */
+	cluster2(dense("wsc2d_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0);
+	cluster2(dense("wsc2pd_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1), 1);
+	cluster2(moe_down("wsc2dn_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0);
+	cluster2(moe_down("wsc2pdn_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1), 1);
+	s = cluster2(check_scatter("cwsc2_grouped_scatter", 0, 640), 0);
+	tile(s, 128, 128, 64, 2, 4, 6, 0);
+	s->ctas = 8;
+	s = cluster2(check_scatter("cwsc2p_grouped_scatter", 0, 640), 1);
+	tile(s, 128, 128, 64, 2, 2, 6, 0);
+	s->ctas = 6;
+	s = add("cwsc2p_dense_bias_gelu", "check");
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	cluster2(s, 1);
+	tile(s, 128, 128, 64, 2, 2, 5, 0);
+	s->ctas = 4;
 	s = add("cws_f16_kn_residual", "check");
 	s->N = 256;
 	s->K = 192;
@@ -583,8 +618,8 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 			fprintf(f, ", ");
 		jexpr(f, k->grid[i]);
 	}
-	fprintf(f, "], \"smem\": %d, \"regs\": %d, \"spill_stores\": %d, \"spill_loads\": %d, \"note\": ",
-		k->smem, k->regs, k->spill_stores, k->spill_loads);
+	fprintf(f, "], \"smem\": %d, \"regs\": %d, \"spill_stores\": %d, \"spill_loads\": %d, \"cluster\": %d, "
+		   "\"note\": ", k->smem, k->regs, k->spill_stores, k->spill_loads, k->cluster);
 	jstr(f, k->note);
 	fprintf(f, ", \"tmaps\": [");	/* per tmap parameter: what the launcher encodes */
 	for (int i = 0; i < k->ntmap; i++) {

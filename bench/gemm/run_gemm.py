@@ -684,13 +684,35 @@ class CupyRuntime:
         g = list(grid) + [1] * (3 - len(grid))
         # a RawKernel holds its CUfunction in .kernel (a cupy.cuda.function.Function)
         fptr = f.kernel.ptr if hasattr(f, "kernel") else f.ptr
-        rc = TmapArg.lib.cuLaunchKernel(C.c_void_p(fptr), C.c_uint(g[0]), C.c_uint(g[1]), C.c_uint(g[2]),
-                                        C.c_uint(b[0]), C.c_uint(b[1]), C.c_uint(b[2]),
-                                        C.c_uint(case["kernel"]["smem"]),
-                                        C.c_void_p(self.cupy.cuda.get_current_stream().ptr), ptrs, None)
+        if case["kernel"].get("cluster", 0) > 1:
+            rc = self.launch_cluster(fptr, case, g, b, ptrs)
+        else:
+                rc = TmapArg.lib.cuLaunchKernel(C.c_void_p(fptr), C.c_uint(g[0]), C.c_uint(g[1]), C.c_uint(g[2]),
+                                            C.c_uint(b[0]), C.c_uint(b[1]), C.c_uint(b[2]),
+                                            C.c_uint(case["kernel"]["smem"]),
+                                            C.c_void_p(self.cupy.cuda.get_current_stream().ptr), ptrs, None)
         del keep
         if rc != 0:
             raise RuntimeError("cuLaunchKernel: CUresult %d" % rc)
+
+    def launch_cluster(self, fptr, case, g, b, ptrs):
+        """cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4) = (cluster, 1, 1):
+        the kernel's clusters (k_gemm_ws.c, GemmSpec.cluster)."""
+        import ctypes as C
+
+        class Attr(C.Structure):   # CUlaunchAttribute: id, pad to 8, a 64-byte value union
+            _fields_ = [("id", C.c_int), ("pad", C.c_char * 4), ("val", C.c_uint * 16)]
+
+        class Config(C.Structure):  # CUlaunchConfig
+            _fields_ = [("grid", C.c_uint * 3), ("block", C.c_uint * 3), ("smem", C.c_uint),
+                        ("stream", C.c_void_p), ("attrs", C.POINTER(Attr)), ("nattrs", C.c_uint)]
+
+        a = Attr()
+        a.id = 4
+        a.val[0], a.val[1], a.val[2] = case["kernel"]["cluster"], 1, 1
+        cfg = Config((C.c_uint * 3)(*g), (C.c_uint * 3)(*b), case["kernel"]["smem"],
+                     C.c_void_p(self.cupy.cuda.get_current_stream().ptr), C.pointer(a), 1)
+        return TmapArg.lib.cuLaunchKernelEx(C.byref(cfg), C.c_void_p(fptr), ptrs, None)
 
     def sync(self):
         self.cupy.cuda.runtime.deviceSynchronize()

@@ -277,6 +277,69 @@ START_TEST(test_ws_pingpong_ptx_assembles_for_sm90a)
 }
 END_TEST
 
+/* Clusters of 2 (GemmSpec.cluster): not emulated, so only their PTX and
+ * ptxas here (the GPU checks them: bench/gemm wsc2*, cwsc2*): the cluster
+ * check and rank, barrier.cluster after the init and before the exit, A's
+ * half box multicast, the release of each stage in the peer CTA too; the
+ * refusals. */
+START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
+{
+	CgTarget a = {"sm_90a", NULL, 3}, e = {"emu", NULL, 3};
+	GemmSpec s[3];
+	CgModule *m;
+	const CgKernel *k;
+	const char *ptx;
+	Diag d;
+
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);		/* cooperative 128x256 */
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	gh_spec_grouped_scale_scatter(&s[1], 8, 4096, 14336);	/* ping-pong, grouped */
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	gh_spec_kn_residual(&s[2], 512, 256, DT_F16);		/* one consumer, B [K,N] */
+	tiles(&s[2], 128, 128, 64, 2, 2, 6);
+	for (int i = 0; i < 3; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+	}
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "c");
+	k = cg_module_find(m, "c1");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].box[1], 64);		/* half of A's 128 rows */
+	ck_assert_ptr_nonnull(strstr(k->note, "pingpong cluster2 multicast-a"));
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "mov.u32 n, %cluster_nctarank;"), 3);
+	ck_assert_int_eq(gh_count(ptx, "%cluster_ctarank"), 3);
+	ck_assert_int_eq(gh_count(ptx, "barrier.cluster.arrive;"), 6);
+	ck_assert_int_eq(gh_count(ptx, "barrier.cluster.wait;"), 6);
+	ck_assert(gh_count(ptx, ".multicast::cluster [") >= 3);
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 3);
+	ck_assert(gh_count(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64 _,") >= 3);
+	gh_assemble(m, 3, "check_ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	s[0].ctas = 131;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "even number of CTAs (131)"), "%s", d.last);
+	s[0].ctas = 132;
+	s[0].N = 14336 - 256;				/* 55 column tiles */
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "55 of them"), "%s", d.last);
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
+	tiles(&s[0], 128, 128, 64, 2, 2, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "not with gathered"), "%s", d.last);
+	s[0].cluster = 3;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "clusters of 3 CTAs"), "%s", d.last);
+}
+END_TEST
+
 /* ---- the kernels on the emulator ---- */
 
 static const struct {
@@ -509,6 +572,67 @@ START_TEST(test_ws_pingpong_program_against_interpreter)
 }
 END_TEST
 
+/* ---- the emulator's named barriers, through cg_emit_turns_probe ---- */
+
+/* The probe (256 threads, 5 turns each) on the emulator: 0 with D[t] = t
+ * checked, or -1 with the diagnostic in msg. */
+static int
+run_turns_probe(unsigned flags, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	int32_t D[10];
+	uint64_t arg = (uint64_t)(uintptr_t)D;
+	CgEmuBuf buf = {D, sizeof D};
+	CgEmuLaunch l = {{1, 1, 1}, {256, 1, 1}, 16, &arg, 1, &buf, 1};
+	Diag d;
+	CgModule *m;
+	int rc;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "turns", &d);
+	ck_assert_msg(cg_emit_turns_probe(m, "p", 5, flags, &d) == 0, "%s", d.last);
+	memset(D, 0xff, sizeof D);
+	rc = cg_emu_run(m, "p", &l, &d);
+	for (int i = 0; i < 10 && rc == 0; i++)
+		ck_assert_int_eq(D[i], i);
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+/* The ping-pong hand-over kept, and each way of breaking it an error: a
+ * missing bar.arrive is a deadlock at the bar.sync that waits for it, one
+ * too many leaves its barrier partly arrived when the CTA exits, a count
+ * that disagrees leaves the waiters waiting. */
+START_TEST(test_ws_named_barrier_turns_and_deadlocks)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	char msg[600];
+	Diag d;
+	CgModule *m;
+	size_t len;
+	const char *ptx;
+
+	ck_assert_msg(run_turns_probe(0, msg, sizeof msg) == 0, "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_SKIP_ARRIVE, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "deadlock: 128 threads wait at named barriers (thread 128 at bar.sync 2: 128 of 256 "
+			  "arrived)"), "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_EXTRA_ARRIVE, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "exits with named barrier 1 partly arrived (128 of 256 threads)"), "%s", msg);
+	ck_assert_int_eq(run_turns_probe(CG_TURNS_HALF_COUNT, msg, sizeof msg), -1);
+	ck_assert_msg(strstr(msg, "deadlock: 256 threads wait at named barriers"), "%s", msg);
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "turns", &d);
+	ck_assert_msg(cg_emit_turns_probe(m, "p", 5, 0, &d) == 0, "%s", d.last);
+	ptx = cg_module_ptx(m, &len, &d);
+	ck_assert_ptr_nonnull(ptx);
+	ck_assert_ptr_nonnull(strstr(ptx, "bar.sync %r"));
+	ck_assert_ptr_nonnull(strstr(ptx, "bar.arrive %r"));
+	gh_assemble(m, 1, "check_ws turns", 0);
+	cg_module_free(m);
+}
+END_TEST
+
 /* ---- the emulator's TMA and mbarriers, through cg_emit_tma_probe ---- */
 
 /* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
@@ -707,6 +831,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_gather_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_pingpong_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_cluster_ptx_assembles_for_sm90a);
 	tcase_add_loop_test(t, test_ws_emu_dense, 0, (int)NELEM(dense_cases));
 	tcase_add_test(t, test_ws_emu_dense_persistent_more_tiles_than_ctas);
 	tcase_add_test(t, test_ws_emu_kn_f16_residual);
@@ -718,6 +843,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
 	tcase_add_test(t, test_ws_pingpong_program_against_interpreter);
+	tcase_add_test(t, test_ws_named_barrier_turns_and_deadlocks);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);
