@@ -399,11 +399,11 @@ consume_f8(W *w)
 	gemm_epilogue(g);
 }
 
-/* The consumers' k-tiles of one tile, then its epilogue. */
+/* The consumers' k-tiles of one tile (gemm_wgmma_by_rows: g is &w->g). */
 static void
-consume(W *w)
+consume_ktiles(G *g, void *arg)
 {
-	G *g = &w->g;
+	W *w = arg;
 	CgFn *f = g->k.f;
 	LLVMValueRef kt, it, st, scale, pst, ppar;
 	CgLoop l;
@@ -427,7 +427,14 @@ consume(W *w)
 		release(w, pst);
 	}
 	gemm_wgmma_acc_fence(g);
-	gemm_epilogue(g);
+}
+
+/* The consumers' k-tiles of one tile, then its epilogue. */
+static void
+consume(W *w)
+{
+	gemm_wgmma_by_rows(&w->g, consume_ktiles, w);
+	gemm_epilogue(&w->g);
 }
 
 static void

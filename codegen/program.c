@@ -1005,6 +1005,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		GemmSpec si = is_ws[i] ? ws[i] : s[i];
 		if (!simt && !is_ws[i])
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &s[i]);
+		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;

@@ -23,6 +23,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
+	{"full-blocks", DBG_FULL_BLOCKS, NULL,
+	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -128,6 +128,7 @@ enum {
 	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
 	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
+	DBG_FULL_BLOCKS = 1 << 7,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
