@@ -284,6 +284,8 @@ struct CgEmuLaunch {
  * diagnostics.  Shared memory starts filled with 0xff bytes (NaN).
  */
 int cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d);
+/* The wgmma operations (one per warpgroup) the emulator has run in this process. */
+long cg_emu_wgmma_count(void);
 /*
  * The emulator's encoding of tensor map t over base at T (a CGP_TMAP
  * argument's 128 bytes: its slot in CgEmuLaunch.args points at them).
@@ -506,6 +508,8 @@ struct GemmSpec {
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
 	int no_frag_pipe;	/* 1: no double-buffered fragments (smaller, slower) */
+	int full_blocks;	/* wgmma, WS: 1: every 64-row block of a tile, also those past its
+				 * last row (0: a block without rows issues no wgmma) */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */

@@ -1269,6 +1269,14 @@ wg_retire(Wg *g, int n)
 	g->nop = k;
 }
 
+static long nwgmma;	/* cg_emu_wgmma_count */
+
+long
+cg_emu_wgmma_count(void)
+{
+	return nwgmma;
+}
+
 static void
 do_wg(Thr *w, int wg)
 {
@@ -1277,6 +1285,7 @@ do_wg(Thr *w, int wg)
 	switch (w[0].coll) {
 	case C_WGMMA:
 		do_wgmma(w, g);
+		nwgmma++;
 		break;
 	case C_WG_FENCE:
 		break;

@@ -168,6 +168,7 @@ struct G {
 		LLVMValueRef base;	/* i32: 1 KiB-aligned offset of stage 0 in shared memory */
 		LLVMValueRef addr;	/* i32: its shared-window address (descriptors) */
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
+		int nb;			/* row blocks a k-tile issues (0: mi; gemm_wgmma_by_rows) */
 		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
 		LLVMValueRef arow[2 * MAXF];	/* ... per tile: A's scale rows of the thread's rows */
 		LLVMValueRef bcol;		/* ... B's scale row of its first column */
@@ -211,6 +212,8 @@ void gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 void gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale,
 			   int j0, int nj);
 void gemm_wgmma_wait(G *g, int n);	/* wgmma.wait_group n */
+/* loop(g, arg) for all of the warpgroup's row blocks, and (branch) its first alone when the second has no row */
+void gemm_wgmma_by_rows(G *g, void (*loop)(G *, void *), void *arg);
 void gemm_wgmma_acc_fence(G *g);	/* after wait_group 0: the accumulators usable */
 /* The 128-byte-swizzled K-major offset of 16-byte chunk kc of row `row`
  * (blocks of 64 k of `rows` rows), as a TMA box writes it. */

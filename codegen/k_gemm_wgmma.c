@@ -390,12 +390,46 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 		/* columns j0..: B's rows 8 j0.. (K-major), or its 64-column block j0 / 8 (N-major) */
 		kb += kn_b ? (int64_t)j0 / 8 * s->bk * 128 / 16 : (int64_t)j0 * 8 * 128 / 16;
 		LLVMValueRef db = LLVMBuildAdd(f->B, db0, LLVMBuildAdd(f->B, adv, cg_i64(f, kb), ""), "");
-		for (int i = 0; i < g->mi; i++) {
+		for (int i = 0; i < (g->wg.nb ? g->wg.nb : g->mi); i++) {
 			LLVMValueRef da = LLVMBuildAdd(f->B, da0, LLVMBuildAdd(f->B, adv, cg_i64(f, ka + i * 64 * 128 / 16), ""), "");
 			wgmma(g, i, j0, nj, da, db, kk ? cg_i32(f, 1) : scale);
 		}
 	}
 	wg_commit(f);
+}
+
+/*
+ * The k-loop `loop` emitted twice, under a branch on this warpgroup's second
+ * 64-row block: with rows of the tile in it, wgmma over all of its blocks;
+ * without, over the first alone (GemmSpec.full_blocks, or one block: once).
+ * A grouped tile's rows past its expert belong to the next one and are never
+ * stored, so their wgmma is work for nothing: DeepSeek-V3's experts have
+ * 128 +- 11 rows at T = 4096, and every other one a second 128-row tile of a
+ * few rows.  The skipped block's accumulators keep the last tile's values
+ * (only rows past rend hold them, which the epilogue does not store).  A
+ * branch around the whole loop, not a guard on each wgmma: ptxas serialises
+ * a guarded wgmma (C7520, "WG.AR in divergent path").
+ */
+void
+gemm_wgmma_by_rows(G *g, void (*loop)(G *, void *), void *arg)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef wgm0, r1;
+	CgIf c;
+
+	if (g->mi < 2 || g->k.s.full_blocks) {
+		loop(g, arg);
+		return;
+	}
+	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->k.warp, 3), 4));
+	r1 = cg_add(f, cg_add(f, g->k.row0, wgm0), cg_i32(f, 64));	/* the second block's first row */
+	cg_if(f, &c, cg_lt(f, r1, g->k.rend));
+	loop(g, arg);
+	cg_else(f, &c);
+	g->wg.nb = 1;
+	loop(g, arg);
+	g->wg.nb = 0;
+	cg_endif(f, &c);
 }
 
 void
@@ -592,8 +626,8 @@ f8_mainloop(G *g)
 	gemm_f8_result(g);
 }
 
-void
-gemm_wgmma_mainloop(G *g)
+static void
+kloop(G *g, void *arg)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
@@ -602,10 +636,7 @@ gemm_wgmma_mainloop(G *g)
 	LLVMValueRef da0, db0, kt, scale;
 	CgLoop l;
 
-	if (s->f8.group > 0) {
-		f8_mainloop(g);
-		return;
-	}
+	(void)arg;
 	gemm_wgmma_descs(g, &da0, &db0);	/* stage 0 at this warpgroup's rows and columns */
 	load_first(g, L);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
@@ -621,6 +652,15 @@ gemm_wgmma_mainloop(G *g)
 	wg_wait(f, 0);
 	acc_fence(g);
 	cg_barrier(f);		/* every warpgroup is done with the stages */
+}
+
+void
+gemm_wgmma_mainloop(G *g)
+{
+	if (g->k.s.f8.group > 0)
+		f8_mainloop(g);
+	else
+		gemm_wgmma_by_rows(g, kloop, NULL);
 }
 
 /* ---- a one-instruction probe (tests of the emulator and the toolchain) ---- */

@@ -780,9 +780,9 @@ mainloop(W *w)
 	cg_endloop(f, &l);
 }
 
-/* After the k-loop: the last k-tile retired and its stage released, then the epilogue. */
+/* After the k-loop: the last k-tile retired and its stage released. */
 static void
-finish_tile(W *w)
+retire_tile(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
@@ -794,15 +794,23 @@ finish_tile(W *w)
 		release(w, pst);
 	}
 	gemm_wgmma_acc_fence(g);
-	gemm_epilogue(g);
+}
+
+/* The k-tiles of one tile, all retired (gemm_wgmma_by_rows: g is &w->g). */
+static void
+consume_ktiles(G *g, void *arg)
+{
+	(void)g;
+	mainloop(arg);
+	retire_tile(arg);
 }
 
 /* The consumers' k-tiles of one tile, then its epilogue. */
 static void
 consume(W *w)
 {
-	mainloop(w);
-	finish_tile(w);
+	gemm_wgmma_by_rows(&w->g, consume_ktiles, w);
+	gemm_epilogue(&w->g);
 }
 
 /*
@@ -827,7 +835,8 @@ consume_pingpong(W *w)
 	cg_if(f, &c, cg_lt(f, next, gemm_work_total(k)));
 	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), w->cwg), 256);
 	cg_endif(f, &c);
-	finish_tile(w);
+	retire_tile(w);
+	gemm_epilogue(g);
 	cg_set(f, w->it, cg_addi(f, cg_get(f, w->it), g->kt));
 }
 

@@ -878,6 +878,29 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 }
 
 /*
+ * Prefill grouped GEMMs (128 rows a tile or more) on sm_90a (and the emulator,
+ * which plans as sm_90a) run persistent: SMs x per_sm CTAs stride over the
+ * (expert, tile) work.  The tiles schedule launches a CTA per potential tile,
+ * E x (bm - 1) rows of them without work, and each CTA builds the expert
+ * table from the device offsets before it knows whether it has a tile:
+ * DeepSeek-V3's gate|up at T = 4096 is 8160 CTAs for about 6100 tiles, one
+ * an SM (222 KB of shared memory), 256 experts scanned by each.  Persistent,
+ * a CTA scans once, and the warp-specialised producer loads the next tile's
+ * stages while the consumers run the epilogue.  --debug=tiles-sched keeps
+ * the tiles schedule (the A/B on the device).
+ */
+static void
+prefill_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s)
+{
+	if ((p->o.debug & DBG_TILES_SCHED) || !s->groups || s->bm < 128 || s->sched != CG_SCHED_TILES ||
+	    s->split_k > 1 || s->bq.group > 0 || s->f8.group > 0 ||
+	    !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = cg_target_sms(t) * per_sm(t, s);
+}
+
+/*
  * The tuning table's variant for this GEMM on target t (--tuning, keyed by
  * cg_gemm_key over the T range the plan is for): 0 when it has one the
  * builder takes within the target's shared memory; a warning naming the
@@ -970,6 +993,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			*simt = 1;
 		}
 	}
+	for (int i = 0; i < p->o.narch && !*simt; i++)
+		prefill_persistent(p, cg_module_target(p->mod[i]), &s[i]);
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
 	if (!*simt)
@@ -1015,6 +1040,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		GemmSpec si = is_ws[i] ? ws[i] : s[i];
 		if (!simt && !is_ws[i])
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &s[i]);
+		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;

@@ -28,6 +28,10 @@ const DebugFlag debug_flags[] = {
 	 "instead of one, for A/B on the GPU (docs/codegen.md, Mixed-input GEMMs); integer formats unchanged"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
+	{"full-blocks", DBG_FULL_BLOCKS, NULL,
+	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
+	{"tiles-sched", DBG_TILES_SCHED, NULL,
+	 "compile: prefill grouped GEMMs on sm_90a keep the tiles schedule (a CTA per potential tile), not the persistent one"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -130,6 +130,8 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `ws-pingpong` | warp-specialised bf16/f16 GEMMs whose plan is a 128x256 or 256x128 tile over two consumer warpgroups take ping-pong consumers instead: two warpgroups of 128x128 tiles each, taking turns at the tensor cores, persistent over 132 CTAs (docs/codegen.md); off by default until the GPU has measured it | |
 | `bq-v1` | quantised GEMMs (compile): MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) instead of one; integer formats unchanged; for A/B on the GPU (bench/quant/make_decode.sh; docs/codegen.md, "Mixed-input GEMMs") | |
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
+| `full-blocks` | sm_90a's wgmma and warp-specialised GEMMs issue wgmma for every 64-row block of a tile, also blocks past its last row (by default a warpgroup whose second block holds no row of the tile skips it: a grouped tile's rows past its expert are never stored); the A/B of that skip on the device (docs/codegen.md) | |
+| `tiles-sched` | prefill grouped GEMMs (tiles of 128 rows or more) on sm_90a keep the tiles schedule, a CTA per potential tile, instead of the persistent one (SMs x CTAs per SM striding over the work); the A/B on the device (docs/codegen.md) | |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
 (ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).

@@ -163,6 +163,77 @@ START_TEST(test_program_split_k_matches_interpreter)
 }
 END_TEST
 
+/* gpt-oss's shapes scaled down: N = 384 (gate|up) and 192 (down), which 256
+ * does not divide and 192 does; 4 experts, top-2: 128 rows an expert at T = 256. */
+static const char wide_moe_block[] =
+	"weight $g : bf16[192] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[4,192] seed=2\n"
+	"weight $wgu : bf16[4,384,192] seed=3\n"
+	"weight $wdown : bf16[4,192,192] seed=4\n"
+	"\n"
+	"graph @block(%x: bf16[T,192]) -> (y: bf16[T,192]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,192]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,4]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=2, renorm=1, router=softmax : bf16[T,192]\n"
+	"\t%y = add %x, %m : bf16[T,192]\n"
+	"\tret %y\n}\n";
+
+/* The block's prefill GEMM launches (T > 64): how many, and how many of
+ * them persistent (a grid of 132 x CTAs per SM). */
+static void
+prefill_launches(const CgProgram *p, int *n, int *persistent)
+{
+	const Manifest *man = cg_program_manifest(p);
+
+	*n = *persistent = 0;
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind != STEP_LAUNCH || st->tlo != 65)
+			continue;
+		(*n)++;
+		*persistent += st->grid[0].a == 0 && st->grid[0].b % 132 == 0 && st->grid[1].b == 1;
+	}
+}
+
+/*
+ * The persistent schedule of prefill grouped GEMMs and the 192-column tile
+ * (the down GEMM, N = 192; gate|up takes 128x128 here, whose 3 column
+ * tiles give more CTAs) through the whole plan on the emulator (as sm_90a):
+ * mma.sync, and the wgmma and warp-specialised mainloops
+ * (--debug=emu-wgmma,emu-ws); with --debug=tiles-sched the tiles schedule,
+ * with --debug=full-blocks every row block.  Each matches the interpreter
+ * at T = 100 (experts' second row tiles of a few rows) and 256.
+ */
+START_TEST(test_program_prefill_192_persistent)
+{
+	static const unsigned dbg[] = {DBG_TILES_SCHED, 0, DBG_EMU_WGMMA | DBG_EMU_WS, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_TILES_SCHED,
+				       DBG_EMU_WGMMA | DBG_FULL_BLOCKS};
+	Diag d;
+	Module *m, *ref;
+
+	diag_init(&d, stderr);
+	m = fused("wide.ir", wide_moe_block, &ref, &d);
+	for (size_t i = 0; i < sizeof dbg / sizeof dbg[0]; i++) {
+		CgCompileOpts co;
+		CgProgram *p;
+		int n, pers;
+
+		emu_opts(&co, 256);
+		co.debug = dbg[i];
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		prefill_launches(p, &n, &pers);
+		ck_assert_msg(n == 2, "debug %#x: %d prefill launches", dbg[i], n);
+		ck_assert_int_eq(pers, dbg[i] & DBG_TILES_SCHED ? 0 : 2);
+		check_wide(p, ref, 100, 192);
+		check_wide(p, ref, 256, 192);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 /* A tuning table in a temporary file; its path (static). */
 static const char *
 table(const char *text)
@@ -704,6 +775,10 @@ program_suite(void)
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_fp8_activations_quantised_in_the_norm_kernel);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("prefill");	/* 192-column tiles, persistent, four plans */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_program_prefill_192_persistent);
 	suite_add_tcase(s, tc);
 	return s;
 }

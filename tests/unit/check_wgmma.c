@@ -299,6 +299,71 @@ START_TEST(test_wgmma_emu_grouped_prefill_tile_persistent)
 }
 END_TEST
 
+/* The case with and without GemmSpec.full_blocks: equal outputs, and the
+ * emulated wgmma operations (one per warpgroup) of each. */
+static void
+run_blocks(const GemmCase *c, long *full, long *skip)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	GemmErr e;
+	long n0;
+
+	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	w.s.full_blocks = 1;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&r, &w) == 0 && gh_compare(&r, &e) == 0, "full blocks: %s", r.msg);
+	*full = cg_emu_wgmma_count() - n0;
+	w.s.full_blocks = 0;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&q, &w) == 0 && gh_compare(&q, &e) == 0, "skipped blocks: %s", q.msg);
+	*skip = cg_emu_wgmma_count() - n0;
+	ck_assert_msg(e.err < 1e-2, "skipped blocks: relative L2 error %g", e.err);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "outputs with and without the skipped row blocks differ");
+	gh_free(&r);
+	gh_free(&q);
+}
+
+/*
+ * A warpgroup's second 64-row block without a row of the tile issues no
+ * wgmma (gemm_wgmma_by_rows).  128x256 on two warpgroups of 128x128, K = 128
+ * (2 k-tiles of 4 k-steps), 2 column tiles: experts of 31, 130 (a full tile
+ * and one of 2 rows), 2, 64 (exactly one block) and 29 rows are 6 row tiles,
+ * one full: per column tile and warpgroup 2 x 4 x 2 wgmma a full tile, half
+ * that for the others; 6 x 2 x 2 x 16 = 384 with every block, (1 x 16 + 5 x
+ * 8) x 2 x 2 = 224 without.  Then 256x128 over two warpgroups of 128 rows
+ * each (the second one's rows 128..255: none but expert 2's 129th and
+ * 130th), persistent.
+ */
+START_TEST(test_wgmma_emu_skips_row_blocks_without_rows)
+{
+	GemmCase c = {0};
+	int counts[8] = {31, 0, 130, 2, 0, 0, 64, 29};	/* 256 = 2 * 128 */
+	long full, skip;
+
+	gh_spec_grouped_swiglu(&c.s, 8, 512, 128, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.T = 128;
+	memcpy(c.counts, counts, sizeof counts);
+	run_blocks(&c, &full, &skip);
+	ck_assert_int_eq(full, 384);
+	ck_assert_int_eq(skip, 224);
+	/* 256x128: 5 row tiles (one per expert with rows), 4 column tiles;
+	 * warpgroup 0 rows 0-127, 1 rows 128-255, 2 k-tiles x 4 k-steps a block.
+	 * Every block: 5 x 2 x 2 = 20 blocks, x 8 x 4 = 640.  Skipped: e2 (130
+	 * rows) 2 + 1 blocks, the others 1 + 1 (a warpgroup without a row issues
+	 * its first block all the same): 11 x 8 x 4 = 352. */
+	gh_spec_grouped_swiglu(&c.s, 8, 512, 128, 2);
+	tiles(&c.s, 256, 128, 64, 4, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	run_blocks(&c, &full, &skip);
+	ck_assert_int_eq(full, 640);
+	ck_assert_int_eq(skip, 352);
+}
+END_TEST
+
 START_TEST(test_wgmma_emu_grouped_gpt_oss_expert_bias)
 {
 	GemmCase c = {0};
@@ -516,6 +581,7 @@ wgmma_suite(void)
 	tcase_add_test(t, test_wgmma_emu_grouped_gpt_oss_expert_bias);
 	tcase_add_test(t, test_wgmma_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_wgmma_emu_grouped_192_columns);
+	tcase_add_test(t, test_wgmma_emu_skips_row_blocks_without_rows);
 	tcase_add_test(t, test_wgmma_emu_grouped_no_rows);
 	tcase_add_test(t, test_wgmma_probe_fragment_and_32b_swizzle);
 	tcase_add_test(t, test_wgmma_probe_hazards_are_diagnostics);

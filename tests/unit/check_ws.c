@@ -459,6 +459,45 @@ START_TEST(test_ws_emu_grouped_gather_swiglu)
 }
 END_TEST
 
+/*
+ * The consumers skip a 64-row block without a row of the tile
+ * (gemm_wgmma_by_rows), as the wgmma mainloop does: the down projection's
+ * scattered rows, 128x256 on two consumers of 128x128, persistent over 4
+ * CTAs, K = 192 (3 k-tiles of 4 k-steps), 2 column tiles; row tiles of 31,
+ * 128 + 2, 2, 64 and 29 rows, one full: 6 x 2 x 2 x 24 = 576 wgmma with
+ * every block, (1 x 24 + 5 x 12) x 2 x 2 = 336 without; the same outputs.
+ */
+START_TEST(test_ws_emu_skips_row_blocks_without_rows)
+{
+	GemmCase c = {.what = "ws: row blocks without rows"};
+	int counts[8] = {31, 0, 130, 2, 0, 0, 64, 29};	/* 256 */
+	GemmRun r, q;
+	GemmErr e;
+	long n0, full, skip;
+
+	gh_spec_grouped_scale_scatter(&c.s, 8, 512, 192);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	c.T = 256;
+	memcpy(c.counts, counts, sizeof counts);
+	c.s.full_blocks = 1;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "full blocks: %s", r.msg);
+	full = cg_emu_wgmma_count() - n0;
+	c.s.full_blocks = 0;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&q, &c) == 0 && gh_compare(&q, &e) == 0, "skipped blocks: %s", q.msg);
+	skip = cg_emu_wgmma_count() - n0;
+	ck_assert_msg(e.err < 1e-2, "relative L2 error %g", e.err);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "outputs differ");
+	ck_assert_int_eq(full, 576);
+	ck_assert_int_eq(skip, 336);
+	gh_free(&r);
+	gh_free(&q);
+}
+END_TEST
+
 START_TEST(test_ws_emu_grouped_no_rows)
 {
 	GemmCase c = {.what = "grouped, T = 0"};
@@ -844,6 +883,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
 	tcase_add_test(t, test_ws_pingpong_program_against_interpreter);
 	tcase_add_test(t, test_ws_named_barrier_turns_and_deadlocks);
+	tcase_add_test(t, test_ws_emu_skips_row_blocks_without_rows);
 	tcase_add_test(t, test_ws_tma_probe_box_swizzle_and_zero_fill);
 	tcase_add_test(t, test_ws_tma_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_tma_probe_ptx);
