@@ -226,6 +226,8 @@ void gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb);
 void gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb);
 /* ... of fragment columns j0..j0+nj only (sb indexed as for all columns) */
 void gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj);
+/* half h (0, 1) of the warpgroup's fragment columns: j0, nj (the two wgmma groups of a k-tile) */
+void gemm_f8_half(const G *g, int h, int *j0, int *nj);
 void gemm_f8_result(G *g);
 void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 

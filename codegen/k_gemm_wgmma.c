@@ -558,36 +558,97 @@ gemm_f8_result(G *g)
 				cg_set(g->k.f, g->acc[i][j][q], cg_get(g->k.f, g->wg.fin[i][j][q]));
 }
 
+/* The promotion of columns j0..j0+nj with the scales kept in vars va, vb. */
+static void
+f8_promote_kept(G *g, LLVMValueRef *va, LLVMValueRef *vb, int j0, int nj)
+{
+	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
+
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_get(g->k.f, va[i]);
+	for (int j = 2 * j0; j < 2 * (j0 + nj); j++)
+		sb[j] = cg_get(g->k.f, vb[j]);
+	gemm_f8_promote_cols(g, sa, sb, j0, nj);
+}
+
+/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count. */
+void
+gemm_f8_half(const G *g, int h, int *j0, int *nj)
+{
+	*j0 = h ? g->ni / 2 : 0;
+	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
+}
+
 /*
- * One tile's k-loop: k-tile kt (= scale block kt) in a fresh accumulator
- * (scale-d 0), retired at once (wait_group 0: the promotion reads it), then
+ * One tile's k-loop (f8_ktile each k-tile, the first peeled): k-tile kt (= scale block kt) into fresh accumulators
+ * (scale-d 0) in two halves of the warpgroup's columns (two wgmma groups),
+ * so that the promotion of one half,
  *	fin[r][c] += acc[r][c] * sb[c][kt] * sa[r][kt]
+ * runs while the tensor cores work on the other:
+ *
+ *	per k-tile kt: cp.async wait, fence, barrier; issue (kt, lo);
+ *	    [kt > 0: promote (kt-1, hi)]; the next loads; kt's scales;
+ *	    wait_group 0; issue (kt, hi); promote (kt, lo); wait_group 0
+ *	after the last: promote (n-1, hi)
+ *
  * for the thread's 2 mi rows and 2 ni columns, whose scales it loads (A's
- * through the row gather, B's through the interleave).  L = S-1 k-tiles
- * in flight; a stage is refilled after the barrier that follows the wait
- * of the k-tile that read it.  The sums end in g->acc for the epilogue.
+ * through the row gather, B's through the interleave), hi's kept for the
+ * next k-tile.  Nothing is in flight across the loop's back edge (ptxas
+ * would serialise the wgmmas: C7514).  L = S-1 k-tiles in flight; a stage
+ * is refilled after the barrier that follows the wait of the k-tile that
+ * read it.  The sums end in g->acc for the epilogue.
  */
+static void
+f8_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef kt, LLVMValueRef *va, LLVMValueRef *vb, int first)
+{
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages, lo0, lon, hi0, hin;
+	LLVMValueRef st, sa[2 * MAXF], sb[2 * MAXF];
+
+	gemm_f8_half(g, 0, &lo0, &lon);
+	gemm_f8_half(g, 1, &hi0, &hin);
+	cg_cp_async_wait(f, S - 2);
+	gemm_fence_proxy_async(f);
+	cg_barrier(f);
+	st = cg_urem(f, kt, cg_i32(f, S));
+	gemm_wgmma_ktile_cols(g, da0, db0, st, cg_i32(f, 0), lo0, lon);
+	if (!first)
+		f8_promote_kept(g, va, vb, hi0, hin);
+	load_ahead(g, kt, S - 1);
+	gemm_f8_scales(g, kt, sa, sb);	/* while the tensor cores work */
+	for (int i = 0; i < 2 * g->mi; i++)
+		cg_set(f, va[i], sa[i]);
+	for (int j = 2 * hi0; j < 2 * (hi0 + hin); j++)
+		cg_set(f, vb[j], sb[j]);
+	wg_wait(f, 0);
+	gemm_wgmma_ktile_cols(g, da0, db0, st, cg_i32(f, 0), hi0, hin);
+	gemm_f8_promote_cols(g, sa, sb, lo0, lon);
+	wg_wait(f, 0);
+}
+
 static void
 f8_mainloop(G *g)
 {
 	CgFn *f = g->k.f;
-	int S = g->k.s.stages, L = S - 1;
-	LLVMValueRef da0, db0, kt, sa[2 * MAXF], sb[2 * MAXF];
+	int hi0, hin;
+	LLVMValueRef da0, db0, kt, va[2 * MAXF], vb[2 * MAXF];
 	CgLoop l;
 
+	gemm_f8_half(g, 1, &hi0, &hin);
+	for (int i = 0; i < 2 * MAXF; i++) {
+		va[i] = i < 2 * g->mi ? cg_var(f, f->tf32, NULL) : NULL;
+		vb[i] = i < 2 * g->ni ? cg_var(f, f->tf32, NULL) : NULL;
+	}
 	gemm_wgmma_descs(g, &da0, &db0);
 	gemm_f8_tile(g);
-	load_first(g, L);
-	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
-	cg_cp_async_wait(f, L - 1);
-	gemm_fence_proxy_async(f);
-	cg_barrier(f);
-	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
-	load_ahead(g, kt, L);
-	gemm_f8_scales(g, kt, sa, sb);	/* while the tensor cores work */
-	wg_wait(f, 0);
-	gemm_f8_promote(g, sa, sb);
-	cg_endloop(f, &l);
+	load_first(g, g->k.s.stages - 1);
+	if (g->kt > 0) {
+		f8_ktile(g, da0, db0, cg_i32(f, 0), va, vb, 1);
+		kt = cg_loop(f, &l, cg_i32(f, 1), cg_i32(f, g->kt), cg_i32(f, 1));
+		f8_ktile(g, da0, db0, kt, va, vb, 0);
+		cg_endloop(f, &l);
+		f8_promote_kept(g, va, vb, hi0, hin);
+	}
 	cg_barrier(f);		/* every warpgroup is done with the stages */
 	gemm_f8_result(g);
 }

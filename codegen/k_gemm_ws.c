@@ -499,21 +499,13 @@ f8_stage_scales(W *w, LLVMValueRef st, int j0, int nj, LLVMValueRef *sa, LLVMVal
 	}
 }
 
-/* Half h (0, 1) of the fragment columns: the first and the count. */
-static void
-half(const G *g, int h, int *j0, int *nj)
-{
-	*j0 = h ? g->ni / 2 : 0;
-	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
-}
-
 /* Columns half h of the k-tile in stage st into fresh accumulators; commit. */
 static void
 f8_issue(W *w, LLVMValueRef st, int h)
 {
 	int j0, nj;
 
-	half(&w->g, h, &j0, &nj);
+	gemm_f8_half(&w->g, h, &j0, &nj);
 	gemm_wgmma_ktile_cols(&w->g, w->da0, w->db0, st, cg_i32(w->g.k.f, 0), j0, nj);
 }
 
@@ -525,7 +517,7 @@ f8_promote(W *w, LLVMValueRef st, int h)
 	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
 	int j0, nj;
 
-	half(&w->g, h, &j0, &nj);
+	gemm_f8_half(&w->g, h, &j0, &nj);
 	f8_stage_scales(w, st, j0, nj, sa, sb);
 	gemm_f8_promote_cols(&w->g, sa, sb, j0, nj);
 }
