@@ -262,6 +262,18 @@ START_TEST(test_ws_grouped)
 	dn.s.ctas = 3;
 	dn.s.stages = 5;
 	ws_case(&dn, 1e-5);
+	/* the plan's tile for DeepSeek-V3's down GEMM (64 rows, two warpgroups side
+	 * by side, each k-tile in column halves): K = 640, the ring wraps in a tile */
+	dn.what = "f8 ws grouped down 64x256, persistent with 3 CTAs, K = 640";
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8.group = 128;
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	ws_case(&dn, 1e-5);
 	/* gathered rows (the producers' cp.async chunks) + SwiGLU, B in order */
 	GemmCase up = {.what = "f8 ws grouped gather + swiglu", .T = 37, .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
 	gh_spec_grouped_swiglu(&up.s, 8, 256, 256, 2);
@@ -272,6 +284,12 @@ START_TEST(test_ws_grouped)
 	up.what = "f8 ws grouped gather + swiglu, persistent with 2 CTAs";
 	up.s.sched = CG_SCHED_PERSISTENT;
 	up.s.ctas = 2;
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws grouped gather + swiglu 64x256 (4 chunks a producer thread), K = 384";
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8.group = 128;
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
 	ws_case(&up, 1e-2);
 }
 END_TEST
