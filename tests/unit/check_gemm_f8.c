@@ -415,8 +415,8 @@ static const struct {
 	int T;
 	const char *kernel, *note;
 } ws_programs[] = {
-	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
-	{prog_dense, 150, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
+	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 64x256x128 w2x4+4 s5 ws tma"},
+	{prog_dense, 150, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 64x256x128 w2x4+4 s5 ws tma"},
 };
 
 START_TEST(test_ws_program_against_interpreter)
