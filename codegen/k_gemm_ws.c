@@ -180,6 +180,32 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	return 0;
 }
 
+/*
+ * A grouped FP8 GEMM of short tiles (K up to F8_PERSISTENT_KT k-tiles, A not
+ * gathered: DeepSeek-V3's down GEMM) runs persistent, one CTA an SM (as
+ * many as its shared memory lets an SM hold): every CTA of a tiled launch
+ * builds the expert table (E = 256: the O(E^2) ranking, the offsets' loads,
+ * four barriers) and fills its pipeline before its one tile of 16 k-tiles,
+ * where a persistent CTA does so once and its producer runs ahead across
+ * tiles.  Measured in session 24 (bench/results/2026-12-02-s24-f8gemm.log):
+ * the down GEMM 128x128 on WS 3015 us persistent against 3518 tiled; the
+ * gate|up shape (56 k-tiles, A sorted) the other way, 6187 against 5675,
+ * hence the bound on K.
+ */
+enum { F8_PERSISTENT_KT = 16 };
+
+static void
+f8_persistent(const CgTarget *t, GemmSpec *s)
+{
+	int per = cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024), sms = cg_target_sms(t);
+
+	if (s->f8.group == 0 || s->groups == 0 || s->gather || s->sched != CG_SCHED_TILES ||
+	    s->split_k > 1 || s->K / s->bk > F8_PERSISTENT_KT || sms <= 0)
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = sms * (per < 1 ? 1 : per);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -200,6 +226,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	w.mainloop = CG_MAINLOOP_WS;
 	for (w.stages = MAX_AUTO_STAGES; w.stages >= s->stages && w.stages >= 2; w.stages--)
 		if (cg_gemm_check(t, &w, &quiet) == 0) {
+			f8_persistent(t, &w);
 			*s = w;
 			return 1;
 		}
