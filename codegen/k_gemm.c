@@ -144,6 +144,10 @@ layout(G *g, const GemmSpec *in)
 	g->b_n = g->k.nthr ? (g->b_chunks + g->k.nthr - 1) / g->k.nthr : 0;
 	if (s->mainloop == CG_MAINLOOP_WS)
 		gemm_ws_layout(g);	/* + a producer warpgroup, TMA stages, mbarriers */
+	if (s->f8.group > 0) {	/* FP8 x FP8: + a slot of scales a stage, last */
+		g->wg.f8s = (g->k.smem + 15) & ~15;
+		g->k.smem = g->wg.f8s + s->stages * gemm_f8_slot(g);
+	}
 }
 
 void

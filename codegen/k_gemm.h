@@ -170,9 +170,8 @@ struct G {
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
 		int nb;			/* row blocks a k-tile issues (0: mi; gemm_wgmma_by_rows) */
 		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
-		LLVMValueRef arow[2 * MAXF];	/* ... per tile: A's scale rows of the thread's rows */
-		LLVMValueRef bcol;		/* ... B's scale row of its first column */
-		int f8s;			/* ... warp-specialised: shared offset of the scale slots */
+		int f8s;			/* ... shared offset of the scale slots (one a stage) */
+		LLVMValueRef ssrc[4];		/* ... per tile: the thread's scale sources (gemm_f8_scale_sources) */
 	} wg;
 };
 
@@ -224,15 +223,24 @@ void gemm_aligned_smem(CgFn *f, LLVMValueRef *base, LLVMValueRef *addr);
 /* FP8 x FP8 (GemmSpec.f8; the mainloop is gemm_wgmma_mainloop's variant) */
 int gemm_f8_check(const G *g, Diag *d);	/* its rules; 0 or a diagnostic */
 LLVMValueRef gemm_b_row(G *g, LLVMValueRef n);	/* where B row n (i32) of an expert is stored */
-/* Its promotion, which the warp-specialised consumers share: per tile, the
- * scale pointers and fin = 0; per k-tile, the thread's scales (sa[2 mi],
- * sb[2 ni]) loaded while the wgmma runs, then, after wait_group 0 and the
- * accumulator fence, fin += acc * sb * sa; after the last, fin into acc. */
+/* Its promotion, which the warp-specialised consumers share: per tile fin =
+ * 0; per k-tile and column half, the thread's scales (sa[2 mi], sb[2 ni])
+ * from the stage's scale slot, then, after the wait that retired the half
+ * and the accumulator fence, fin += acc * sb * sa; after the last, fin into acc. */
 void gemm_f8_tile(G *g);
-void gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb);
-void gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb);
-/* ... of fragment columns j0..j0+nj only (sb indexed as for all columns) */
+/* (of fragment columns j0..j0+nj; sb indexed as for all columns) */
 void gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj);
+/* half h (0, 1) of the warpgroup's fragment columns: j0, nj (the two wgmma groups of a k-tile) */
+void gemm_f8_half(const G *g, int h, int *j0, int *nj);
+/* The scales staged with each stage (a slot of gemm_f8_slot bytes a stage at
+ * g->wg.f8s; gemm_f8_slot_at: stage st's, i32): per tile the sources of
+ * the nthr staging threads' scales, per k-tile their cp.async copies, and
+ * the promotion's reads (sa[2 mi], sb[2 j0 .. 2 (j0+nj))). */
+int gemm_f8_slot(const G *g);
+LLVMValueRef gemm_f8_slot_at(G *g, LLVMValueRef st);
+void gemm_f8_scale_sources(G *g, int nthr);
+void gemm_f8_scale_copies(G *g, int nthr, LLVMValueRef slot, LLVMValueRef kt);
+void gemm_f8_stage_scales(G *g, LLVMValueRef slot, int j0, int nj, LLVMValueRef *sa, LLVMValueRef *sb);
 void gemm_f8_result(G *g);
 void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 

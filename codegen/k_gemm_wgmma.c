@@ -488,8 +488,11 @@ load_first(G *g, int L)
 	CgFn *f = g->k.f;
 
 	for (int i = 0; i < L; i++) {
-		if (i < g->kt)
+		if (i < g->kt) {
 			gemm_load_stage(g, cg_addi(f, g->wg.base, (int64_t)i * g->wg.stage), cg_i32(f, i));
+			if (g->k.s.f8.group > 0)
+				gemm_f8_scale_copies(g, g->k.nthr, gemm_f8_slot_at(g, cg_i32(f, i)), cg_i32(f, i));
+		}
 		cg_cp_async_commit(f);
 	}
 }
@@ -500,11 +503,14 @@ static void
 load_ahead(G *g, LLVMValueRef kt, int L)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef kn = cg_addi(f, kt, L);
+	LLVMValueRef kn = cg_addi(f, kt, L), st;
 	CgIf c;
 
 	cg_if(f, &c, cg_lt(f, kn, cg_i32(f, g->kt)));
-	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, cg_urem(f, kn, cg_i32(f, g->k.s.stages)), g->wg.stage)), kn);
+	st = cg_urem(f, kn, cg_i32(f, g->k.s.stages));
+	gemm_load_stage(g, cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage)), kn);
+	if (g->k.s.f8.group > 0)	/* FP8: the k-tile's scales with it */
+		gemm_f8_scale_copies(g, g->k.nthr, gemm_f8_slot_at(g, st), kn);
 	cg_endif(f, &c);
 	cg_cp_async_commit(f);
 }
@@ -518,55 +524,17 @@ gemm_f8_vars(G *g)
 				g->wg.fin[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
 }
 
-/* Per tile: the thread's 2 mi rows' scale rows (A's through the row
- * gather), B's scale row of its first column, fin = 0. */
+/* Per tile: fin = 0. */
 void
 gemm_f8_tile(G *g)
 {
-	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
-	LLVMValueRef n0 = cg_add(f, cg_add(f, g->k.n0, g->wn0), cg_shl(f, cg_and(f, g->k.lane, 3), 1));
-
-	for (int i = 0; i < 2 * g->mi; i++) {
-		LLVMValueRef r = cg_add(f, cg_add(f, g->k.row0, g->wm0),
-					cg_addi(f, cg_shr(f, g->k.lane, 2), 64 * (i / 2) + 8 * (i % 2)));
-		g->wg.arow[i] = gptr(f, g->k.As, cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, r)), nb), 4);
-	}
-	/* B's scale rows: column n0 (even) + 8 (j/2) + j%2 is stored at row
-	 * gemm_b_row(n0) + bstep(j), a constant step either way (one pointer) */
-	g->wg.bcol = gptr(f, g->k.Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, g->k.e), s->N),
-							 cg_sext64(f, gemm_b_row(g, n0))), nb), 4);
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
 			for (int q = 0; q < 4; q++)
-				cg_set(f, g->wg.fin[i][j][q], cg_f32(f, 0));
-}
-
-/* Scale block kt (i32) of the thread's rows (sa[2 mi]) and columns (sb[2 ni]). */
-void
-gemm_f8_scales(G *g, LLVMValueRef kt, LLVMValueRef *sa, LLVMValueRef *sb)
-{
-	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	int64_t nb = s->K / s->f8.group;
-	LLVMValueRef k64 = cg_sext64(f, kt);
-
-	for (int i = 0; i < 2 * g->mi; i++)
-		sa[i] = cg_gload(f, f->tf32, gptr(f, g->wg.arow[i], k64, 4), 4);
-	for (int j = 0; j < 2 * g->ni; j++) {
-		int64_t step = s->f8.b_interleave ? j % 2 * (s->N / 2) + 4 * (j / 2) : 8 * (j / 2) + j % 2;
-		sb[j] = cg_gload(f, f->tf32, gptr(f, g->wg.bcol, cg_addi(f, k64, step * nb), 4), 4);
-	}
+				cg_set(g->k.f, g->wg.fin[i][j][q], cg_f32(g->k.f, 0));
 }
 
 /* After wait_group 0: fin[r][c] += acc[r][c] * sb[c] * sa[r] (one fmul, one fma). */
-void
-gemm_f8_promote(G *g, LLVMValueRef *sa, LLVMValueRef *sb)
-{
-	gemm_f8_promote_cols(g, sa, sb, 0, g->ni);
-}
-
 void
 gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj)
 {
@@ -593,35 +561,216 @@ gemm_f8_result(G *g)
 }
 
 /*
- * One tile's k-loop: k-tile kt (= scale block kt) in a fresh accumulator
- * (scale-d 0), retired at once (wait_group 0: the promotion reads it), then
- *	fin[r][c] += acc[r][c] * sb[c][kt] * sa[r][kt]
- * for the thread's 2 mi rows and 2 ni columns, whose scales it loads (A's
- * through the row gather, B's through the interleave).  L = S-1 k-tiles
- * in flight; a stage is refilled after the barrier that follows the wait
- * of the k-tile that read it.  The sums end in g->acc for the epilogue.
+ * The scales staged with the stages (both FP8 mainloops): a slot per stage
+ * at g->wg.f8s, A's bm rows (f32, in order) then B's bn columns in the order
+ * the threads read them: per warpgroup column block of wtn, per lane quad
+ * position q (the columns 8m + 2q, 8m + 2q + 1), the thread's wtn/4
+ * columns in order (its sb[0..2 ni), 16-byte loads), each group padded by 4
+ * floats so that the four quads' loads start on different banks.
  */
+static int
+f8_group(const G *g)
+{
+	return g->wtn / 4 + 4;
+}
+
+int
+gemm_f8_slot(const G *g)
+{
+	return 4 * (g->k.s.bm + g->k.s.bn / g->wtn * 4 * f8_group(g));
+}
+
+LLVMValueRef
+gemm_f8_slot_at(G *g, LLVMValueRef st)
+{
+	return cg_addi(g->k.f, cg_muli(g->k.f, st, gemm_f8_slot(g)), g->wg.f8s);
+}
+
+/* Where B's column c (i32, of the tile) goes in a slot: its float index after A's rows. */
+static LLVMValueRef
+f8_bpos(const G *g, CgFn *f, LLVMValueRef c)
+{
+	LLVMValueRef blk = cg_udiv(f, c, cg_i32(f, g->wtn)), cw = cg_urem(f, c, cg_i32(f, g->wtn));
+	LLVMValueRef q = cg_shr(f, cg_and(f, cw, 7), 1), m = cg_shr(f, cw, 3);
+
+	return cg_add(f, cg_add(f, cg_muli(f, blk, 4 * f8_group(g)), cg_muli(f, q, f8_group(g))),
+		      cg_add(f, cg_shl(f, m, 1), cg_and(f, cw, 1)));
+}
+
+/* Per tile, for the nthr threads that stage the scales (thread k.tid of them):
+ * the sources at k-tile 0 of A's rows tid (+ nthr ..) and B's columns tid
+ * (+ nthr ..) of the tile (g->wg.ssrc, A's first), A's through the row
+ * gather, B's through the interleave. */
+void
+gemm_f8_scale_sources(G *g, int nthr)
+{
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
+	int na = (s->bm + nthr - 1) / nthr, nbn = (s->bn + nthr - 1) / nthr;
+
+	for (int i = 0; i < na; i++) {
+		LLVMValueRef r = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->tid, (int64_t)i * nthr)));
+		g->wg.ssrc[i] = gptr(f, k->As, cg_muli(f, cg_sext64(f, r), nb), 4);
+	}
+	for (int j = 0; j < nbn; j++) {
+		LLVMValueRef n = gemm_b_row(g, cg_add(f, k->n0, cg_addi(f, k->tid, (int64_t)j * nthr)));
+		g->wg.ssrc[na + j] = gptr(f, k->Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
+								    cg_sext64(f, n)), nb), 4);
+	}
+}
+
+/* k-tile kt's (i32) scales of this thread into the slot at shared offset
+ * slot: cp.async of 4 bytes each, in the caller's commit group or before
+ * its cp.async.mbarrier.arrive. */
+void
+gemm_f8_scale_copies(G *g, int nthr, LLVMValueRef slot, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int na = (s->bm + nthr - 1) / nthr, nbn = (s->bn + nthr - 1) / nthr;
+	LLVMValueRef k64 = cg_sext64(f, kt);
+
+	for (int i = 0; i < na + nbn; i++) {
+		int a = i < na, idx = a ? i : i - na, lim = a ? s->bm : s->bn;
+		LLVMValueRef at = cg_addi(f, g->k.tid, (int64_t)idx * nthr), dst;
+		CgIf c;
+		if ((idx + 1) * nthr > lim)
+			cg_if(f, &c, cg_lt(f, at, cg_i32(f, lim)));
+		dst = cg_add(f, slot, cg_shl(f, a ? at : cg_addi(f, f8_bpos(g, f, at), s->bm), 2));
+		cg_cp_async4(f, cg_sptr(f, dst), gptr(f, g->wg.ssrc[i], k64, 4));
+		if ((idx + 1) * nthr > lim)
+			cg_endif(f, &c);
+	}
+}
+
+/* The byte at offset off of shared pointer p. */
+static LLVMValueRef
+sptr_at(CgFn *f, LLVMValueRef p, int off)
+{
+	LLVMValueRef o = cg_i32(f, off);
+
+	return LLVMBuildGEP2(f->B, f->ti8, p, &o, 1, "");
+}
+
+/* The thread's scales in the slot at shared offset slot for fragment columns
+ * j0..j0+nj: A's of its 2 mi rows (sa), B's of its columns (sb[2 j0 ..
+ * 2 (j0+nj)), the rows and columns of gemm_f8_scales), four at a time; one
+ * base address, constant offsets. */
+void
+gemm_f8_stage_scales(G *g, LLVMValueRef slot, int j0, int nj, LLVMValueRef *sa, LLVMValueRef *sb)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMTypeRef v4 = LLVMVectorType(f->tf32, 4), v2 = LLVMVectorType(f->tf32, 2);
+	LLVMValueRef pa = cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_add(f, g->wm0, cg_shr(f, g->k.lane, 2)), 2)));
+	LLVMValueRef pb = cg_sptr(f, cg_add(f, slot, cg_shl(f, f8_bpos(g, f, cg_add(f, g->wn0, cg_shl(f,
+				  cg_and(f, g->k.lane, 3), 1))), 2)));
+
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_sload(f, f->tf32, sptr_at(f, pa, 4 * (64 * (i / 2) + 8 * (i % 2))), 4);
+	for (int j = 2 * j0; j < 2 * (j0 + nj);) {
+		int four = j % 4 == 0 && j + 4 <= 2 * (j0 + nj), m = four ? 4 : 2;
+		LLVMValueRef v = cg_sload(f, four ? v4 : v2, sptr_at(f, pb, 4 * (s->bm + j)), 4 * m);
+		for (int q = 0; q < m; q++)
+			sb[j + q] = LLVMBuildExtractElement(f->B, v, cg_i32(f, q), "");
+		j += m;
+	}
+}
+
+/* The promotion of columns j0..j0+nj with the scales kept in vars va, vb. */
+static void
+f8_promote_kept(G *g, LLVMValueRef *va, LLVMValueRef *vb, int j0, int nj)
+{
+	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
+
+	for (int i = 0; i < 2 * g->mi; i++)
+		sa[i] = cg_get(g->k.f, va[i]);
+	for (int j = 2 * j0; j < 2 * (j0 + nj); j++)
+		sb[j] = cg_get(g->k.f, vb[j]);
+	gemm_f8_promote_cols(g, sa, sb, j0, nj);
+}
+
+/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count. */
+void
+gemm_f8_half(const G *g, int h, int *j0, int *nj)
+{
+	*j0 = h ? g->ni / 2 : 0;
+	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
+}
+
+/*
+ * One tile's k-loop (f8_ktile each k-tile, the first peeled): k-tile kt (= scale block kt) into fresh accumulators
+ * (scale-d 0) in two halves of the warpgroup's columns (two wgmma groups),
+ * so that the promotion of one half,
+ *	fin[r][c] += acc[r][c] * sb[c][kt] * sa[r][kt]
+ * runs while the tensor cores work on the other:
+ *
+ *	per k-tile kt: cp.async wait, fence, barrier; issue (kt, lo);
+ *	    [kt > 0: promote (kt-1, hi)]; the next loads; kt's scales;
+ *	    wait_group 0; issue (kt, hi); promote (kt, lo); wait_group 0
+ *	after the last: promote (n-1, hi)
+ *
+ * for the thread's 2 mi rows and 2 ni columns, whose scales it loads (A's
+ * through the row gather, B's through the interleave), hi's kept for the
+ * next k-tile.  Nothing is in flight across the loop's back edge (ptxas
+ * would serialise the wgmmas: C7514).  L = S-1 k-tiles in flight; a stage
+ * is refilled after the barrier that follows the wait of the k-tile that
+ * read it.  The sums end in g->acc for the epilogue.
+ */
+static void
+f8_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef kt, LLVMValueRef *va, LLVMValueRef *vb, int first)
+{
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages, lo0, lon, hi0, hin;
+	LLVMValueRef st, sa[2 * MAXF], sb[2 * MAXF];
+
+	gemm_f8_half(g, 0, &lo0, &lon);
+	gemm_f8_half(g, 1, &hi0, &hin);
+	cg_cp_async_wait(f, S - 2);
+	gemm_fence_proxy_async(f);
+	cg_barrier(f);
+	st = cg_urem(f, kt, cg_i32(f, S));
+	gemm_wgmma_ktile_cols(g, da0, db0, st, cg_i32(f, 0), lo0, lon);
+	if (!first)
+		f8_promote_kept(g, va, vb, hi0, hin);
+	load_ahead(g, kt, S - 1);
+	gemm_f8_stage_scales(g, gemm_f8_slot_at(g, st), 0, g->ni, sa, sb);	/* staged with the stage */
+	for (int i = 0; i < 2 * g->mi; i++)
+		cg_set(f, va[i], sa[i]);
+	for (int j = 2 * hi0; j < 2 * (hi0 + hin); j++)
+		cg_set(f, vb[j], sb[j]);
+	wg_wait(f, 0);
+	gemm_wgmma_ktile_cols(g, da0, db0, st, cg_i32(f, 0), hi0, hin);
+	gemm_f8_promote_cols(g, sa, sb, lo0, lon);
+	wg_wait(f, 0);
+}
+
 static void
 f8_mainloop(G *g)
 {
 	CgFn *f = g->k.f;
-	int S = g->k.s.stages, L = S - 1;
-	LLVMValueRef da0, db0, kt, sa[2 * MAXF], sb[2 * MAXF];
+	int hi0, hin;
+	LLVMValueRef da0, db0, kt, va[2 * MAXF], vb[2 * MAXF];
 	CgLoop l;
 
+	gemm_f8_half(g, 1, &hi0, &hin);
+	for (int i = 0; i < 2 * MAXF; i++) {
+		va[i] = i < 2 * g->mi ? cg_var(f, f->tf32, NULL) : NULL;
+		vb[i] = i < 2 * g->ni ? cg_var(f, f->tf32, NULL) : NULL;
+	}
 	gemm_wgmma_descs(g, &da0, &db0);
 	gemm_f8_tile(g);
-	load_first(g, L);
-	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
-	cg_cp_async_wait(f, L - 1);
-	gemm_fence_proxy_async(f);
-	cg_barrier(f);
-	gemm_wgmma_ktile(g, da0, db0, cg_urem(f, kt, cg_i32(f, S)), cg_i32(f, 0));
-	load_ahead(g, kt, L);
-	gemm_f8_scales(g, kt, sa, sb);	/* while the tensor cores work */
-	wg_wait(f, 0);
-	gemm_f8_promote(g, sa, sb);
-	cg_endloop(f, &l);
+	gemm_f8_scale_sources(g, g->k.nthr);
+	load_first(g, g->k.s.stages - 1);
+	if (g->kt > 0) {
+		f8_ktile(g, da0, db0, cg_i32(f, 0), va, vb, 1);
+		kt = cg_loop(f, &l, cg_i32(f, 1), cg_i32(f, g->kt), cg_i32(f, 1));
+		f8_ktile(g, da0, db0, kt, va, vb, 0);
+		cg_endloop(f, &l);
+		f8_promote_kept(g, va, vb, hi0, hin);
+	}
 	cg_barrier(f);		/* every warpgroup is done with the stages */
 	gemm_f8_result(g);
 }

@@ -126,36 +126,6 @@ consumer_wgs(const GemmSpec *s)
 	return s->ws_mode == CG_WS_PINGPONG ? 2 : s->warps_m * s->warps_n / 4;
 }
 
-/*
- * FP8: a stage's scale slot, A's bm rows (f32, in order) then B's bn
- * columns, in the order the consumers read them: per warpgroup column
- * block of wtn, per lane quad position q (columns 2q, 2q+1 of each 8), the
- * wtn/4 columns of thread q in order (sb[0..2 ni), 16-byte loads), each
- * group padded by 4 floats so that the four groups start on different banks.
- */
-static int
-f8_group(const G *g)
-{
-	return g->wtn / 4 + 4;
-}
-
-static int
-f8_slot(const G *g)
-{
-	return 4 * (g->k.s.bm + g->k.s.bn / g->wtn * 4 * f8_group(g));
-}
-
-/* Where B's column c (i32, of the tile) goes in the slot: its float index after A's rows. */
-static LLVMValueRef
-f8_bpos(const G *g, CgFn *f, LLVMValueRef c)
-{
-	LLVMValueRef blk = cg_udiv(f, c, cg_i32(f, g->wtn)), cw = cg_urem(f, c, cg_i32(f, g->wtn));
-	LLVMValueRef q = cg_shr(f, cg_and(f, cw, 7), 1), m = cg_shr(f, cw, 3);
-
-	return cg_add(f, cg_add(f, cg_muli(f, blk, 4 * f8_group(g)), cg_muli(f, q, f8_group(g))),
-		      cg_add(f, cg_shl(f, m, 1), cg_and(f, cw, 1)));
-}
-
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
 void
 gemm_ws_layout(G *g)
@@ -174,11 +144,6 @@ gemm_ws_layout(G *g)
 		k->cnt = k->smem;
 		k->ord = k->cnt + 4 * s->groups;
 		k->smem = k->ord + 4 * s->groups;
-	}
-	/* FP8: a slot of scales per stage, A's bm rows then B's bn columns (f32) */
-	if (s->f8.group > 0) {
-		g->wg.f8s = (k->smem + 15) & ~15;
-		k->smem = g->wg.f8s + S * f8_slot(g);
 	}
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
 	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
@@ -312,6 +277,32 @@ most_stages(const CgTarget *t, GemmSpec *w, int least)
 	return 0;
 }
 
+/*
+ * A grouped FP8 GEMM of short tiles (K up to F8_PERSISTENT_KT k-tiles, A not
+ * gathered: DeepSeek-V3's down GEMM) runs persistent, one CTA an SM (as
+ * many as its shared memory lets an SM hold): every CTA of a tiled launch
+ * builds the expert table (E = 256: the O(E^2) ranking, the offsets' loads,
+ * four barriers) and fills its pipeline before its one tile of 16 k-tiles,
+ * where a persistent CTA does so once and its producer runs ahead across
+ * tiles.  Measured in session 24 (bench/results/2026-12-02-s24-f8gemm.log):
+ * the down GEMM 128x128 on WS 3015 us persistent against 3518 tiled; the
+ * gate|up shape (56 k-tiles, A sorted) the other way, 6187 against 5675,
+ * hence the bound on K.
+ */
+enum { F8_PERSISTENT_KT = 16 };
+
+static void
+f8_persistent(const CgTarget *t, GemmSpec *s)
+{
+	int per = cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024), sms = cg_target_sms(t);
+
+	if (s->f8.group == 0 || s->groups == 0 || s->gather || s->sched != CG_SCHED_TILES ||
+	    s->split_k > 1 || s->K / s->bk > F8_PERSISTENT_KT || sms <= 0)
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = sms * (per < 1 ? 1 : per);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -338,6 +329,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	}
 	if (!most_stages(t, &w, s->stages))
 		return 0;
+	f8_persistent(t, &w);
 	*s = w;
 	return 1;
 }
@@ -372,8 +364,6 @@ struct W {
 	LLVMValueRef cwg;	/* consumers: the warpgroup, 0 or 1 (i32) */
 	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A or FP8 */
 	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
-	LLVMValueRef ssrc[4];	/* FP8 producers, per tile: the thread's A row and B column scales at k 0 */
-	int sn;			/* ... how many: A's then B's (ssrc[i] is row/column tid + 128 i) */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
 };
 
@@ -466,57 +456,6 @@ gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt)
 	}
 }
 
-/*
- * FP8: the scales a producer thread stages per k-tile, A's rows tid (+ 128)
- * and B's columns tid (+ 128) of the tile, into the stage's slot (A's bm
- * then B's bn f32), so the consumers read them from shared memory.
- * Per tile: the sources of this thread's scales at k-tile 0 (w->ssrc).
- */
-static void
-f8_scale_sources(W *w)
-{
-	G *g = &w->g;
-	GemmCore *k = &g->k;
-	CgFn *f = k->f;
-	const GemmSpec *s = &k->s;
-	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
-	int na = (s->bm + PRODUCERS - 1) / PRODUCERS, nbn = (s->bn + PRODUCERS - 1) / PRODUCERS;
-
-	w->sn = na + nbn;
-	for (int i = 0; i < na; i++) {
-		LLVMValueRef r = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->tid, (int64_t)i * PRODUCERS)));
-		w->ssrc[i] = gptr(f, k->As, cg_muli(f, cg_sext64(f, r), nb), 4);
-	}
-	for (int j = 0; j < nbn; j++) {
-		LLVMValueRef n = gemm_b_row(g, cg_add(f, k->n0, cg_addi(f, k->tid, (int64_t)j * PRODUCERS)));
-		w->ssrc[na + j] = gptr(f, k->Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
-								   cg_sext64(f, n)), nb), 4);
-	}
-}
-
-/* k-tile kt's (i32) scales of this thread into slot st (cp.async, 4 bytes each). */
-static void
-f8_scale_copies(W *w, LLVMValueRef st, LLVMValueRef kt)
-{
-	G *g = &w->g;
-	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	int na = (s->bm + PRODUCERS - 1) / PRODUCERS;
-	LLVMValueRef slot = cg_addi(f, cg_muli(f, st, f8_slot(g)), g->wg.f8s), k64 = cg_sext64(f, kt);
-
-	for (int i = 0; i < w->sn; i++) {
-		int a = i < na, idx = a ? i : i - na, lim = a ? s->bm : s->bn;
-		LLVMValueRef at = cg_addi(f, g->k.tid, (int64_t)idx * PRODUCERS), dst;
-		CgIf c;
-		if ((idx + 1) * PRODUCERS > lim)
-			cg_if(f, &c, cg_lt(f, at, cg_i32(f, lim)));
-		dst = cg_add(f, slot, cg_shl(f, a ? at : cg_addi(f, f8_bpos(g, f, at), s->bm), 2));
-		cg_cp_async4(f, cg_sptr(f, dst), gptr(f, w->ssrc[i], k64, 4));
-		if ((idx + 1) * PRODUCERS > lim)
-			cg_endif(f, &c);
-	}
-}
-
 /* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
  * this CTA's half of them, multicast to both CTAs of the cluster. */
 static void
@@ -556,7 +495,7 @@ produce(W *w)
 						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), g->eb);
 	}
 	if (s->f8.group > 0)
-		f8_scale_sources(w);
+		gemm_f8_scale_sources(g, PRODUCERS);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	it = cg_get(f, w->it);
 	ring(w, it, &st, &par);
@@ -592,7 +531,7 @@ produce(W *w)
 		if (s->gather)
 			gather_a(w, abase, kt);
 		if (s->f8.group > 0)
-			f8_scale_copies(w, st, kt);
+			gemm_f8_scale_copies(g, PRODUCERS, gemm_f8_slot_at(g, st), kt);
 		cg_cp_async_mbar_arrive(f, full_bar(w, st));
 	}
 	cg_set(f, w->it, cg_addi(f, it, 1));
@@ -629,57 +568,13 @@ stage_full(W *w, LLVMValueRef it)
 	return st;
 }
 
-/* The byte at offset off of shared pointer p. */
-static LLVMValueRef
-sptr_at(CgFn *f, LLVMValueRef p, int off)
-{
-	LLVMValueRef o = cg_i32(f, off);
-
-	return LLVMBuildGEP2(f->B, f->ti8, p, &o, 1, "");
-}
-
-/* The thread's scales of the k-tile in stage st (its slot) for fragment
- * columns j0..j0+nj: A's of its 2 mi rows (sa), B's of its columns (sb[2 j0
- * .. 2 (j0+nj)), the rows and columns of gemm_f8_scales), four at a time;
- * one base address, constant offsets. */
-static void
-f8_stage_scales(W *w, LLVMValueRef st, int j0, int nj, LLVMValueRef *sa, LLVMValueRef *sb)
-{
-	G *g = &w->g;
-	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	LLVMTypeRef v4 = LLVMVectorType(f->tf32, 4), v2 = LLVMVectorType(f->tf32, 2);
-	LLVMValueRef slot = cg_addi(f, cg_muli(f, st, f8_slot(g)), g->wg.f8s);
-	LLVMValueRef pa = cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_add(f, g->wm0, cg_shr(f, g->k.lane, 2)), 2)));
-	LLVMValueRef pb = cg_sptr(f, cg_add(f, slot, cg_shl(f, f8_bpos(g, f, cg_add(f, g->wn0, cg_shl(f,
-				  cg_and(f, g->k.lane, 3), 1))), 2)));
-
-	for (int i = 0; i < 2 * g->mi; i++)
-		sa[i] = cg_sload(f, f->tf32, sptr_at(f, pa, 4 * (64 * (i / 2) + 8 * (i % 2))), 4);
-	for (int j = 2 * j0; j < 2 * (j0 + nj);) {
-		int four = j % 4 == 0 && j + 4 <= 2 * (j0 + nj), m = four ? 4 : 2;
-		LLVMValueRef v = cg_sload(f, four ? v4 : v2, sptr_at(f, pb, 4 * (s->bm + j)), 4 * m);
-		for (int q = 0; q < m; q++)
-			sb[j + q] = LLVMBuildExtractElement(f->B, v, cg_i32(f, q), "");
-		j += m;
-	}
-}
-
-/* Half h (0, 1) of the fragment columns: the first and the count. */
-static void
-half(const G *g, int h, int *j0, int *nj)
-{
-	*j0 = h ? g->ni / 2 : 0;
-	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
-}
-
 /* Columns half h of the k-tile in stage st into fresh accumulators; commit. */
 static void
 f8_issue(W *w, LLVMValueRef st, int h)
 {
 	int j0, nj;
 
-	half(&w->g, h, &j0, &nj);
+	gemm_f8_half(&w->g, h, &j0, &nj);
 	gemm_wgmma_ktile_cols(&w->g, w->da0, w->db0, st, cg_i32(w->g.k.f, 0), j0, nj);
 }
 
@@ -691,8 +586,8 @@ f8_promote(W *w, LLVMValueRef st, int h)
 	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
 	int j0, nj;
 
-	half(&w->g, h, &j0, &nj);
-	f8_stage_scales(w, st, j0, nj, sa, sb);
+	gemm_f8_half(&w->g, h, &j0, &nj);
+	gemm_f8_stage_scales(&w->g, gemm_f8_slot_at(&w->g, st), j0, nj, sa, sb);
 	gemm_f8_promote_cols(&w->g, sa, sb, j0, nj);
 }
 

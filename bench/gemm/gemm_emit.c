@@ -511,6 +511,12 @@ build(void)
 	persistent(ws(f8_moe("f8wsgu_sorted_128x128_s6_p", 1, 0, 128, 128, 2, 4, 6)));
 	ws(f8_moe("f8wsgu_sorted_64x256_s5_t", 1, 0, 64, 256, 1, 8, 5));
 	ws(f8_moe("f8gather_wsup_128x128_s6_t", 1, 1, 128, 128, 2, 4, 6));
+	/* 64-row tiles (DeepSeek-V3 has ~128 rows an expert: less of the second
+	 * row tile wasted), persistent; gathered gate|up at 64x256 */
+	persistent(ws(f8_moe("f8wsdn_64x256_s5_p", 0, 0, 64, 256, 1, 8, 5)));
+	persistent(ws(f8_moe("f8wsgu_sorted_64x256_s5_p", 1, 0, 64, 256, 1, 8, 5)));
+	ws(f8_moe("f8gather_wsup_64x256_s5_t", 1, 1, 64, 256, 1, 8, 5));
+	persistent(ws(f8_moe("f8gather_wsup_64x256_s5_p", 1, 1, 64, 256, 1, 8, 5)));
 	/* FP8 x FP8 correctness at small sizes: WS down (scatter, persistent over
 	 * more tiles than CTAs, empty experts), dense with K = 384, gathered */
 	s = ws(check_scatter("cf8ws_grouped_scatter_persistent", 1, 640));

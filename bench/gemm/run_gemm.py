@@ -221,6 +221,9 @@ class TmapArg:
 
     DTYPE = {"bf16": 9, "f16": 6, "f32": 7, "f8e4m3": 0}     # CUtensorMapDataType (e4m3: UINT8)
     SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}      # CUtensorMapSwizzle
+    # CUtensorMapL2promotion: 2 = 128B (moert's); TMA_L2=3 (256B) for an A/B of the
+    # FP8 kernels, whose box rows are 128 bytes of rows 2-7 KB apart
+    L2 = int(os.environ.get("TMA_L2", "2"))
     lib = None
 
     def __init__(self, t, ptr, T, fake):
@@ -241,7 +244,7 @@ class TmapArg:
         rc = TmapArg.lib.cuTensorMapEncodeTiled(
             C.c_void_p(self.addr), C.c_int(self.DTYPE[t["dt"]]), C.c_uint32(r), C.c_void_p(ptr),
             dims, strides, box, estr, C.c_int(0), C.c_int(self.SWIZZLE[t["swizzle"]]),
-            C.c_int(2), C.c_int(0))  # L2 promotion 128B, out of bounds: zeros
+            C.c_int(self.L2), C.c_int(0))  # L2 promotion (moert's: 128B), out of bounds: zeros
         if rc != 0:
             raise RuntimeError("cuTensorMapEncodeTiled(%s) failed: CUresult %d" % (t, rc))
 

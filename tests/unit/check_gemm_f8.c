@@ -138,7 +138,9 @@ START_TEST(test_ptxas)
 	s[2].sched = CG_SCHED_PERSISTENT;
 	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "f");
 	const char *ptx = gh_ptx(m);
-	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	/* each k-tile in two column halves (the promotion of one overlaps the other's wgmmas) */
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_eq(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
 	ck_assert_int_eq(gh_count(ptx, "mma.sync"), 0);
 	gh_assemble(m, 3, "gemm_f8", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
@@ -260,6 +262,18 @@ START_TEST(test_ws_grouped)
 	dn.s.ctas = 3;
 	dn.s.stages = 5;
 	ws_case(&dn, 1e-5);
+	/* the plan's tile for DeepSeek-V3's down GEMM (64 rows, two warpgroups side
+	 * by side, each k-tile in column halves): K = 640, the ring wraps in a tile */
+	dn.what = "f8 ws grouped down 64x256, persistent with 3 CTAs, K = 640";
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8.group = 128;
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	ws_case(&dn, 1e-5);
 	/* gathered rows (the producers' cp.async chunks) + SwiGLU, B in order */
 	GemmCase up = {.what = "f8 ws grouped gather + swiglu", .T = 37, .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
 	gh_spec_grouped_swiglu(&up.s, 8, 256, 256, 2);
@@ -270,6 +284,12 @@ START_TEST(test_ws_grouped)
 	up.what = "f8 ws grouped gather + swiglu, persistent with 2 CTAs";
 	up.s.sched = CG_SCHED_PERSISTENT;
 	up.s.ctas = 2;
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws grouped gather + swiglu 64x256 (4 chunks a producer thread), K = 384";
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8.group = 128;
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
 	ws_case(&up, 1e-2);
 }
 END_TEST
@@ -395,8 +415,8 @@ static const struct {
 	int T;
 	const char *kernel, *note;
 } ws_programs[] = {
-	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
-	{prog_dense, 150, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 128x128x128 w2x4+4 s6 ws tma"},
+	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 64x256x128 w2x4+4 s5 ws tma"},
+	{prog_dense, 150, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256 64x256x128 w2x4+4 s5 ws tma"},
 };
 
 START_TEST(test_ws_program_against_interpreter)
