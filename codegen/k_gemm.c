@@ -212,8 +212,13 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128 or 256)", s->bm);
 	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
-	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128)
-		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128)", s->bk);
+	/* quantised B on mma.sync also takes deeper k-tiles (multiples of 64 up
+	 * to 512: gpt-oss's K = 2880 is 15 k-tiles of 192), a decode tile's
+	 * loop overhead spread over more fragments */
+	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128 &&
+	    !(s->bq.group > 0 && s->mainloop == CG_MAINLOOP_MMA && s->bk >= 64 && s->bk % 64 == 0 && s->bk <= 512))
+		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128; quantised B: a multiple "
+				  "of 64 up to 512)", s->bk);
 	if (s->warps_m < 1 || s->warps_n < 1 || s->warps_m * s->warps_n > 16 || !pow2(s->warps_m * s->warps_n))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);

@@ -804,8 +804,14 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
 	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
+	/* quantised B: S for the fewest and the most rows together (Mixtral
+	 * GPTQ's down projection took S = 16 for T = 1's 64 CTAs, and ran at
+	 * T = 16 in 129 us against 102 unsplit and 96 at S = 4, 2026-12-02) */
 	for (int S = 2; S <= 16 && kt / S >= 2; S++)
-		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
+		if (kt % S == 0 && (s->bq.group > 0
+				    ? split_time(t, s, tlo, S) + split_time(t, s, thi, S) <
+				      split_time(t, s, tlo, best) + split_time(t, s, thi, best)
+				    : split_time(t, s, tlo, S) < split_time(t, s, tlo, best)))
 			best = S;
 	if (best < 2 || split_time(t, s, thi, best) > split_time(t, s, thi, 1))
 		return;
@@ -845,8 +851,11 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 			 * fitted to K from the first pass (gpt-oss's K = 2880 takes
 			 * no 128-deep k-tile: 16x128x64 rather than the unfitted
 			 * 16x64x64, half the A loads and loop overhead per fragment;
-			 * measured 108.9 against 140.5 us for its gate|up, 2026-12-02) */
-			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 &&
+			 * measured 108.9 against 140.5 us for its gate|up at 4
+			 * stages, 2026-12-02; the table's 5 here: at 4 the split rule,
+			 * which counts CTAs an SM holds by shared memory alone, splits
+			 * it 5 ways) */
+			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
 			    try_tile(t, &c, tl, 1) == 0 && c.bn == tl->bn) {
 				/* taken */
 			} else if (c = *s, try_tile(t, &c, tl, pass > 0)) {
