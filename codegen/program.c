@@ -1166,6 +1166,9 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 static const Tile dec_tiles[] = {
 	{16, 16, 256, 128, 1, 4, 4}, {16, 16, 128, 128, 1, 2, 5}, {16, 16, 64, 128, 1, 2, 5},
 	{16, 16, 128, 128, 1, 8, 5}, {16, 16, 256, 64, 1, 8, 5}, {16, 16, 128, 64, 1, 2, 5},
+	/* quantised B's deep k-tiles (the builder refuses them elsewhere, and
+	 * where the fit to K halves 192 to 96): gpt-oss's K = 2880 is 15 of 192 */
+	{16, 16, 128, 192, 1, 4, 4}, {16, 16, 64, 192, 1, 4, 4}, {16, 16, 128, 256, 1, 4, 4},
 };
 
 /* The candidate specs for rows up to thi tokens, h first, each variant once. */

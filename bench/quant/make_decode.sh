@@ -94,6 +94,8 @@ block gptoss_mxfp4.bk192 gptoss_bf16 "$src/models/gpt-oss-20b" \
 	"$gu=16x128x192.w1x4.s4.k1 $dn=16x64x192.w1x4.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.bk320 gptoss_bf16 "$src/models/gpt-oss-20b" \
 	"$gu=16x128x320.w1x4.s3.k1 $dn=16x64x320.w1x4.s3.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.bk192s3 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x192.w1x4.s3.k1 $dn=16x64x192.w1x4.s3.k1" --layer 0 --synthetic-weights=1
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
 	--layer 0 --synthetic-weights=1
