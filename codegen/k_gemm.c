@@ -1190,8 +1190,9 @@ note(G *g, char *buf, size_t n)
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
 		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
 	if (s->bq.group > 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s", s->bq.group,
-			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "");
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s", s->bq.group,
+			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
+			      s->bq.scales_le2 ? " le2" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
 		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);

@@ -429,7 +429,7 @@ scale_pair(G *g, LLVMValueRef off)
  * down to 2^-128, a bf16 subnormal), in one multiply-add: (s + 126) << 7
  * in each half.  Larger s (scales > 2, which no quantiser writes but the
  * format allows) give a bf16 that is not 2^(s-1); frags_e2m1_big redoes
- * their groups. */
+ * their groups, unless bq.scales_le2 says the weights have none. */
 static int
 one_mul(const G *g, const BqFormat *fm)
 {
@@ -556,11 +556,13 @@ frags_one_mul(G *g, LLVMValueRef *w, LLVMValueRef *c1, LLVMValueRef *off, int su
 	for (int j = 0; j < g->ni; j++)
 		for (int r = 0; r < 2; r++)
 			v[j][r] = cg_var(f, f->ti32, cg_fma16x2(f, DT_BF16, e2m1_pair(f, &g->k.s, w[j], sub, r), c1[j], nz2));
-	cg_if(f, &c, cg_get(f, g->bq.bigv));
-	for (int j = 0; j < g->ni; j++)
-		for (int r = 0; r < 2; r++)
-			cg_set(f, v[j][r], frag_e2m1_big(g, w[j], off[j], sub, r));
-	cg_endif(f, &c);
+	if (!g->k.s.bq.scales_le2) {
+		cg_if(f, &c, cg_get(f, g->bq.bigv));
+		for (int j = 0; j < g->ni; j++)
+			for (int r = 0; r < 2; r++)
+				cg_set(f, v[j][r], frag_e2m1_big(g, w[j], off[j], sub, r));
+		cg_endif(f, &c);
+	}
 	for (int j = 0; j < g->ni; j++)
 		for (int r = 0; r < 2; r++)
 			b[j][r] = cg_get(f, v[j][r]);
@@ -603,7 +605,7 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 				g->bq.zv[j] = cg_var(f, LLVMTypeOf(z), NULL);
 			if (z)
 				cg_set(f, g->bq.zv[j], z);
-			if (big)
+			if (big && !s->bq.scales_le2)
 				anybig = anybig ? LLVMBuildOr(f->B, anybig, big, "") : big;
 		}
 		sc = cg_get(f, g->bq.sv[j]);

@@ -388,6 +388,33 @@ module_slot(CgProgram *p, const Value *v)
 	return s->kind == S_W && p->w.v[s->index].w ? &p->w.v[s->index] : NULL;
 }
 
+/*
+ * Whether every e8m0 scale a quantised GEMM reads is at most 2 (s <= 128),
+ * so that MXFP4's one multiply needs no redo for larger ones (docs/codegen.md,
+ * "Mixed-input GEMMs"): read from a checkpoint's bytes; for synthetic ones
+ * from the generator's bound (mean + scale * u, |u| < 1, rounded up to a
+ * power of two).  No redo costs the k-tile loop 11-15 instructions and 8-16
+ * registers (gpt-oss's down GEMM: 131 -> 120, 56 -> 48 registers).
+ */
+static int
+e8m0_le2(CgProgram *p, const Node *call, const CgGemmBind *gb)
+{
+	const WeightSlot *ws = gb->bscale >= 0 ? module_slot(p, call->in[gb->bscale]) : NULL;
+	const Weight *w = ws ? ws->w : NULL;
+	double bound;
+
+	if (!w || w->value->type.dt != DT_F8E8M0)
+		return 0;
+	if (w->data) {
+		for (size_t i = 0; i < w->size; i++)
+			if (((const unsigned char *)w->data)[i] > 128)
+				return 0;
+		return 1;
+	}
+	bound = (w->mean < 0 ? -w->mean : w->mean) + (ir_weight_scale(w) < 0 ? -ir_weight_scale(w) : ir_weight_scale(w));
+	return bound < 1.999;
+}
+
 static MArg
 arg_of(CgProgram *p, const Value *v)
 {
@@ -1297,6 +1324,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 			  "repacked (not module weights, or no tensor-core tile)", call->callee->name);
 		return 0;
 	}
+	s[0].bq.scales_le2 = s[0].bq.group > 0 && e8m0_le2(p, call, &gb);
 	small[0] = s[0];
 	if (plan_gemm(p, s, gb.rows ? gb.rows : p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1,
 		      gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {

@@ -540,6 +540,10 @@ START_TEST(test_mxfp4)
 
 	spec_q(&c.s, DT_F4E2M1, 256, 384, 32, DT_F8E8M0, 0);
 	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 g32 f8e8m0, scales known to be at most 2 (no redo branch: bq.scales_le2)";
+	c.s.bq.scales_le2 = 1;
+	gh_check(&c, 1e-5);
+	c.s.bq.scales_le2 = 0;
 	c.what = "f4e2m1 g32, two groups per k-tile, 4 warps in M";
 	c.T = 77;
 	gh_tiles(&c.s, 64, 64, 64, 2, 2, 3);
@@ -571,6 +575,9 @@ START_TEST(test_mxfp4)
 	gc.s.b_dt = DT_F4E2M1;
 	gc.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
 	gh_tiles(&gc.s, 16, 128, 64, 1, 4, 4);
+	gh_check(&gc, 1e-2);
+	gc.what = "grouped f4e2m1 swiglu, scales at most 2";
+	gc.s.bq.scales_le2 = 1;
 	gh_check(&gc, 1e-2);
 	gc.what = "grouped f4e2m1 swiglu, split-K 2";
 	split(&gc.s, 2, 21);
