@@ -469,6 +469,8 @@ struct CgBQuant {
 	DType scale_dt;		/* f32, bf16 or f16 (zero points are stored in it too) */
 	int zero;		/* a "B_zero" parameter */
 	int v1;			/* session 24's e2m1 layout and dequantisation (--debug=bq-v1: A/B) */
+	int scales_le2;		/* every e8m0 scale is at most 2 (s <= 128; program.c proves it from the
+				 * weights): MXFP4's one multiply needs no redo for larger ones */
 };
 
 typedef struct GemmSpec GemmSpec;

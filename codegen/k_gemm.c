@@ -216,8 +216,13 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128 or 256)", s->bm);
 	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
-	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128)
-		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128)", s->bk);
+	/* quantised B on mma.sync also takes deeper k-tiles (multiples of 64 up
+	 * to 512: gpt-oss's K = 2880 is 15 k-tiles of 192), a decode tile's
+	 * loop overhead spread over more fragments */
+	if (s->bk != 16 && s->bk != 32 && s->bk != 64 && s->bk != 128 &&
+	    !(s->bq.group > 0 && s->mainloop == CG_MAINLOOP_MMA && s->bk >= 64 && s->bk % 64 == 0 && s->bk <= 512))
+		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128; quantised B: a multiple "
+				  "of 64 up to 512)", s->bk);
 	if (s->warps_m < 1 || s->warps_n < 1 || s->warps_m * s->warps_n > 16 || !pow2(s->warps_m * s->warps_n))
 		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
 				  s->warps_m, s->warps_n);
@@ -1191,8 +1196,9 @@ note(G *g, char *buf, size_t n)
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
 		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
 	if (s->bq.group > 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s", s->bq.group,
-			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "");
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s", s->bq.group,
+			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
+			      s->bq.scales_le2 ? " le2" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
 		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);

@@ -344,19 +344,23 @@ fast_path(const G *g, const BqFormat *fm)
 }
 
 /* The fast path's per-group registers: the scale as a pair of the mma
- * type, and -(M + off + z) as a pair (the zero point z: NULL for none). */
+ * type, and -(M + off + z) as a pair (the zero point's raw bits zraw, of
+ * the mma type too: NULL for none): one fma.rn on the pair, z * -1 - (M +
+ * off), the exact integer rounded once as the f32 path rounds it. */
 static void
-fast_group(G *g, const BqFormat *fm, LLVMValueRef sraw, LLVMValueRef zf, LLVMValueRef *s2, LLVMValueRef *negz2)
+fast_group(G *g, const BqFormat *fm, LLVMValueRef sraw, LLVMValueRef zraw, LLVMValueRef *s2, LLVMValueRef *negz2)
 {
 	CgFn *f = g->k.f;
 	int half = fm->kind == BQ_INT ? 1 << (fm->bits - 1) : 0;
 	double M = g->mt == DT_BF16 ? 128 : 1024;
-	LLVMValueRef off = cg_f32(f, -(M + half));
+	unsigned char c[2], m1[2];
 
-	if (zf)
-		off = LLVMBuildFSub(f->B, off, zf, "");
-	off = cg_from_f32(f, off, g->mt);
-	*negz2 = cg_pack16x2(f, off, off);
+	dtype_store(g->mt, c, 0, -(M + half));
+	dtype_store(g->mt, m1, 0, -1.0);
+	unsigned cb = (unsigned)c[0] | (unsigned)c[1] << 8, mb = (unsigned)m1[0] | (unsigned)m1[1] << 8;
+	*negz2 = cg_i32(f, (int64_t)(cb | cb << 16));
+	if (zraw)
+		*negz2 = cg_fma16x2(f, g->mt, cg_pack16x2(f, zraw, zraw), cg_i32(f, (int64_t)(mb | mb << 16)), *negz2);
 	*s2 = cg_pack16x2(f, sraw, sraw);
 }
 
@@ -429,7 +433,7 @@ scale_pair(G *g, LLVMValueRef off)
  * down to 2^-128, a bf16 subnormal), in one multiply-add: (s + 126) << 7
  * in each half.  Larger s (scales > 2, which no quantiser writes but the
  * format allows) give a bf16 that is not 2^(s-1); frags_e2m1_big redoes
- * their groups. */
+ * their groups, unless bq.scales_le2 says the weights have none. */
 static int
 one_mul(const G *g, const BqFormat *fm)
 {
@@ -528,13 +532,18 @@ group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *s
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef zf = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
+	LLVMValueRef zf = NULL;
 
-	*z = zf;
 	*big = NULL;
-	if (fast_path(g, fm)) {
-		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zf, sc, z);
-	} else if (one_mul(g, fm) && !zf) {
+	if (fast_path(g, fm)) {	/* scales and zero points of the mma type: raw bits */
+		LLVMValueRef zraw = s->bq.zero ? cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so + g->bq.s_bytes)), 2)
+					       : NULL;
+		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zraw, sc, z);
+		return;
+	}
+	zf = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;
+	*z = zf;
+	if (one_mul(g, fm) && !zf) {
 		*sc = scale_one_mul(g, cg_addi(f, sbase, so), big);
 	} else if (fast_e2m1(g, fm) && !zf) {
 		*sc = scale_pair(g, cg_addi(f, sbase, so));
@@ -556,11 +565,13 @@ frags_one_mul(G *g, LLVMValueRef *w, LLVMValueRef *c1, LLVMValueRef *off, int su
 	for (int j = 0; j < g->ni; j++)
 		for (int r = 0; r < 2; r++)
 			v[j][r] = cg_var(f, f->ti32, cg_fma16x2(f, DT_BF16, e2m1_pair(f, &g->k.s, w[j], sub, r), c1[j], nz2));
-	cg_if(f, &c, cg_get(f, g->bq.bigv));
-	for (int j = 0; j < g->ni; j++)
-		for (int r = 0; r < 2; r++)
-			cg_set(f, v[j][r], frag_e2m1_big(g, w[j], off[j], sub, r));
-	cg_endif(f, &c);
+	if (!g->k.s.bq.scales_le2) {
+		cg_if(f, &c, cg_get(f, g->bq.bigv));
+		for (int j = 0; j < g->ni; j++)
+			for (int r = 0; r < 2; r++)
+				cg_set(f, v[j][r], frag_e2m1_big(g, w[j], off[j], sub, r));
+		cg_endif(f, &c);
+	}
 	for (int j = 0; j < g->ni; j++)
 		for (int r = 0; r < 2; r++)
 			b[j][r] = cg_get(f, v[j][r]);
@@ -603,7 +614,7 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 				g->bq.zv[j] = cg_var(f, LLVMTypeOf(z), NULL);
 			if (z)
 				cg_set(f, g->bq.zv[j], z);
-			if (big)
+			if (big && !s->bq.scales_le2)
 				anybig = anybig ? LLVMBuildOr(f->B, anybig, big, "") : big;
 		}
 		sc = cg_get(f, g->bq.sv[j]);

@@ -388,6 +388,33 @@ module_slot(CgProgram *p, const Value *v)
 	return s->kind == S_W && p->w.v[s->index].w ? &p->w.v[s->index] : NULL;
 }
 
+/*
+ * Whether every e8m0 scale a quantised GEMM reads is at most 2 (s <= 128),
+ * so that MXFP4's one multiply needs no redo for larger ones (docs/codegen.md,
+ * "Mixed-input GEMMs"): read from a checkpoint's bytes; for synthetic ones
+ * from the generator's bound (mean + scale * u, |u| < 1, rounded up to a
+ * power of two).  No redo costs the k-tile loop 11-15 instructions and 8-16
+ * registers (gpt-oss's down GEMM: 131 -> 120, 56 -> 48 registers).
+ */
+static int
+e8m0_le2(CgProgram *p, const Node *call, const CgGemmBind *gb)
+{
+	const WeightSlot *ws = gb->bscale >= 0 ? module_slot(p, call->in[gb->bscale]) : NULL;
+	const Weight *w = ws ? ws->w : NULL;
+	double bound;
+
+	if (!w || w->value->type.dt != DT_F8E8M0)
+		return 0;
+	if (w->data) {
+		for (size_t i = 0; i < w->size; i++)
+			if (((const unsigned char *)w->data)[i] > 128)
+				return 0;
+		return 1;
+	}
+	bound = (w->mean < 0 ? -w->mean : w->mean) + (ir_weight_scale(w) < 0 ? -ir_weight_scale(w) : ir_weight_scale(w));
+	return bound < 1.999;
+}
+
 static MArg
 arg_of(CgProgram *p, const Value *v)
 {
@@ -808,8 +835,14 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
 	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
+	/* quantised B: S for the fewest and the most rows together (Mixtral
+	 * GPTQ's down projection took S = 16 for T = 1's 64 CTAs, and ran at
+	 * T = 16 in 129 us against 102 unsplit and 96 at S = 4, 2026-12-02) */
 	for (int S = 2; S <= 16 && kt / S >= 2; S++)
-		if (kt % S == 0 && split_time(t, s, tlo, S) < split_time(t, s, tlo, best))
+		if (kt % S == 0 && (s->bq.group > 0
+				    ? split_time(t, s, tlo, S) + split_time(t, s, thi, S) <
+				      split_time(t, s, tlo, best) + split_time(t, s, thi, best)
+				    : split_time(t, s, tlo, S) < split_time(t, s, tlo, best)))
 			best = S;
 	if (best < 2 || split_time(t, s, thi, best) > split_time(t, s, thi, 1))
 		return;
@@ -849,8 +882,11 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 			 * fitted to K from the first pass (gpt-oss's K = 2880 takes
 			 * no 128-deep k-tile: 16x128x64 rather than the unfitted
 			 * 16x64x64, half the A loads and loop overhead per fragment;
-			 * measured 108.9 against 140.5 us for its gate|up, 2026-12-02) */
-			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 &&
+			 * measured 108.9 against 140.5 us for its gate|up at 4
+			 * stages, 2026-12-02; the table's 5 here: at 4 the split rule,
+			 * which counts CTAs an SM holds by shared memory alone, splits
+			 * it 5 ways) */
+			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
 			    try_tile(t, &c, tl, 1) == 0 && c.bn == tl->bn) {
 				/* taken */
 			} else if (c = *s, try_tile(t, &c, tl, pass > 0)) {
@@ -1187,6 +1223,9 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 static const Tile dec_tiles[] = {
 	{16, 16, 256, 128, 1, 4, 4}, {16, 16, 128, 128, 1, 2, 5}, {16, 16, 64, 128, 1, 2, 5},
 	{16, 16, 128, 128, 1, 8, 5}, {16, 16, 256, 64, 1, 8, 5}, {16, 16, 128, 64, 1, 2, 5},
+	/* quantised B's deep k-tiles (the builder refuses them elsewhere, and
+	 * where the fit to K halves 192 to 96): gpt-oss's K = 2880 is 15 of 192 */
+	{16, 16, 128, 192, 1, 4, 4}, {16, 16, 64, 192, 1, 4, 4}, {16, 16, 128, 256, 1, 4, 4},
 };
 
 /* The candidate specs for rows up to thi tokens, h first, each variant once. */
@@ -1315,6 +1354,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 			  "repacked (not module weights, or no tensor-core tile)", call->callee->name);
 		return 0;
 	}
+	s[0].bq.scales_le2 = s[0].bq.group > 0 && e8m0_le2(p, call, &gb);
 	small[0] = s[0];
 	if (plan_gemm(p, s, gb.rows ? gb.rows : p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1,
 		      gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {

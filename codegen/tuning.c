@@ -67,7 +67,7 @@ cg_variant_parse(const char *s, CgVariant *v)
 		return -1;
 	if (n == 8 && (v->stream < 1 || v->stream > 65535 || v->split > 1))
 		return -1;	/* stream-K over 1..65535 CTAs, never with split-K */
-	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 256 || v->bk < 16 || v->bk > 128 ||
+	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 256 || v->bk < 16 || v->bk > 512 ||
 	    v->wm < 1 || v->wm > 16 || v->wn < 1 || v->wn > 16 || v->stages < 2 || v->stages > 5 ||
 	    v->split < 1 || v->split > 64)
 		return -1;

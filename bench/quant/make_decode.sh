@@ -87,6 +87,15 @@ block gptoss_mxfp4.v1 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s
 one gptoss_mxfp4.v1gu128 gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1 --debug=bq-v1
 block gptoss_mxfp4.gu64 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s4.k1" \
 	--layer 0 --synthetic-weights=1
+# deeper k-tiles (quantised B takes multiples of 64 up to 512 since session
+# 25): 15 k-tiles of 192 or 9 of 320 over gpt-oss's K = 2880, the loop's
+# fixed cost spread over 3x or 5x the fragments
+block gptoss_mxfp4.bk192 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x192.w1x4.s4.k1 $dn=16x64x192.w1x4.s4.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.bk320 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x320.w1x4.s3.k1 $dn=16x64x320.w1x4.s3.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.bk192s3 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x192.w1x4.s3.k1 $dn=16x64x192.w1x4.s3.k1" --layer 0 --synthetic-weights=1
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
 	--layer 0 --synthetic-weights=1
@@ -94,6 +103,10 @@ block mixtral_gptq.s4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$gu=16x
 	--layer 0 --synthetic-weights=1
 block mixtral_gptq.dn4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s4.k4" \
 	--layer 0 --synthetic-weights=1
+block mixtral_gptq.bk256 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
+	"$gu=16x128x256.w1x4.s4.k1 $dn=16x128x256.w1x4.s4.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.bk256s3 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
+	"$gu=16x128x256.w1x4.s3.k1 $dn=16x128x256.w1x4.s3.k4" --layer 0 --synthetic-weights=1
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
 # heuristic's tiles and the variants of the sweep (split-K for quantised B

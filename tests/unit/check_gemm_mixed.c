@@ -540,6 +540,10 @@ START_TEST(test_mxfp4)
 
 	spec_q(&c.s, DT_F4E2M1, 256, 384, 32, DT_F8E8M0, 0);
 	gh_check(&c, 1e-5);
+	c.what = "f4e2m1 g32 f8e8m0, scales known to be at most 2 (no redo branch: bq.scales_le2)";
+	c.s.bq.scales_le2 = 1;
+	gh_check(&c, 1e-5);
+	c.s.bq.scales_le2 = 0;
 	c.what = "f4e2m1 g32, two groups per k-tile, 4 warps in M";
 	c.T = 77;
 	gh_tiles(&c.s, 64, 64, 64, 2, 2, 3);
@@ -571,6 +575,9 @@ START_TEST(test_mxfp4)
 	gc.s.b_dt = DT_F4E2M1;
 	gc.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
 	gh_tiles(&gc.s, 16, 128, 64, 1, 4, 4);
+	gh_check(&gc, 1e-2);
+	gc.what = "grouped f4e2m1 swiglu, scales at most 2";
+	gc.s.bq.scales_le2 = 1;
 	gh_check(&gc, 1e-2);
 	gc.what = "grouped f4e2m1 swiglu, split-K 2";
 	split(&gc.s, 2, 21);
@@ -639,6 +646,48 @@ START_TEST(test_decode_variants)
 		c.s.bq = (CgBQuant){32, DT_BF16, 1};
 		gh_check(&c, 1e-5);
 	}
+}
+END_TEST
+
+/*
+ * Deeper k-tiles for quantised B (multiples of 64 up to 512; gpt-oss's K =
+ * 2880 is 15 of 192): MXFP4 grouped with empty experts, u4 with zero
+ * points per 64 (three groups a k-tile) and i4 per 192, on K = 576 (three
+ * k-tiles of 192) and 640 (two of 320), each against the double reference;
+ * a group that neither divides nor is a multiple of bk is refused.
+ */
+START_TEST(test_deep_ktiles)
+{
+	static const int v[][3] = {{576, 192, 4}, {640, 320, 3}};	/* K, bk, stages */
+	for (size_t i = 0; i < NELEM(v); i++) {
+		GemmCase g = {.what = "grouped f4e2m1 swiglu g32, a deep k-tile", .T = 21,
+			      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
+		gh_spec_grouped_swiglu(&g.s, 8, 256, v[i][0], 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
+		gh_tiles(&g.s, 16, 128, v[i][1], 1, 4, v[i][2]);
+		gh_check(&g, 1e-2);
+
+		GemmCase c = {.what = "u4 g64 bf16 scales and zero points, a deep k-tile", .T = 13};
+		spec_q(&c.s, DT_U4, 256, v[i][0], 64, DT_BF16, 1);
+		gh_tiles(&c.s, 16, 128, v[i][1], 1, 4, v[i][2]);
+		gh_check(&c, 1e-5);
+		c.what = "i4 one group a k-tile, a deep k-tile";
+		spec_q(&c.s, DT_I4, 256, v[i][0], v[i][1], DT_BF16, 0);
+		gh_tiles(&c.s, 16, 128, v[i][1], 1, 4, v[i][2]);
+		gh_check(&c, 1e-5);
+	}
+	GemmSpec s;
+	spec_q(&s, DT_I4, 256, 576, 128, DT_BF16, 0);
+	gh_tiles(&s, 16, 128, 192, 1, 4, 4);
+	refused(&s, "quantisation groups of 128");
+	spec_q(&s, DT_I4, 256, 576, 64, DT_BF16, 0);
+	gh_tiles(&s, 16, 128, 96, 1, 4, 4);
+	refused(&s, "bk = 96");
+	spec_q(&s, DT_BF16, 256, 576, 0, DT_BF16, 0);
+	s.bq.group = 0;
+	gh_tiles(&s, 16, 128, 192, 1, 4, 4);
+	refused(&s, "bk = 192");	/* bf16 B: powers of two up to 128 */
 }
 END_TEST
 
@@ -778,6 +827,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_synth_refusals);
 	tcase_add_test(t, test_e8m0_pair);
 	tcase_add_test(t, test_e8m0_one_mul);
+	tcase_add_test(t, test_deep_ktiles);
 	tcase_add_test(t, test_checks);
 	tcase_add_test(t, test_params);
 	tcase_add_test(t, test_ptxas);
