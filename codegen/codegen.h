@@ -1064,6 +1064,33 @@ LLVMValueRef cg_synth_loop(CgFn *f, CgLoop *l, LLVMValueRef units);
 int cg_synth_end(CgFn *f, const char *note);
 LLVMValueRef cg_synth_value(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 LLVMValueRef cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
+/*
+ * The router's work inside another kernel (k_front.c): the CTA's 4 warps
+ * (block 128) route tokens 0..T-1, four at a time, with shared memory
+ * from byte smem0 (16-aligned) to smem0 + cg_route_smem(s).  Every thread
+ * of the CTA must call it (it has barriers); T is uniform.
+ */
+typedef struct CgRouteIo CgRouteIo;
+struct CgRouteIo {
+	LLVMValueRef logits, selbias, weights, ids, T;	/* selbias NULL without one */
+};
+int cg_route_check(const CgRouteSpec *s, Diag *d);
+int cg_route_smem(const CgRouteSpec *s);
+void cg_route_tokens(CgFn *f, const CgRouteSpec *s, int smem0, const CgRouteIo *io);
+/*
+ * The permutation inside another kernel (k_front.c), by every thread of a
+ * CTA of `threads` (a multiple of 32, <= 1024) whose slots number at most
+ * nmax (0: any; fewer owners, so fewer counters to zero and scan), with
+ * shared memory from byte smem0 to smem0 + cg_permute_smem(...).
+ */
+typedef struct CgPermuteIo CgPermuteIo;
+struct CgPermuteIo {
+	LLVMValueRef ids, offsets, rows, pos, T;	/* pos NULL unless want_pos */
+};
+int cg_permute_check(const CgPermuteSpec *s, Diag *d);
+int cg_permute_smem(const CgPermuteSpec *s, int threads, int64_t nmax);
+void cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
+		      const CgPermuteIo *io);
 #endif /* CG_INTERNAL */
 
 #endif
