@@ -205,7 +205,7 @@ layout(Pm *p, int threads, int64_t nmax, int smem0)
 	p->threads = threads;
 	p->P = MIN(threads, CNT_WORDS / (p->s.E + 1));
 	if (nmax > 0)	/* a segment of a few slots: fewer counters to zero and scan */
-		p->P = (int)MAX(1, MIN(p->P, (nmax + 3) / 4));
+		p->P = (int)MAX(1, MIN(p->P, (nmax + 15) / 16));
 	p->F = (p->s.E + 1) * p->P;
 	p->cnt0 = smem0;
 	p->wsum = smem0 + 4 * p->F;
