@@ -1580,6 +1580,11 @@ find_fronts(CgProgram *p)
 		int64_t tval = static_t(n);
 		if (tval < 0 && rows_per_t(p, n) != 1)
 			continue;
+		if (p->o.debug & DBG_NO_FRONT) {
+			vec_push(&p->fusion, arena_printf(p->a, "  route @%s not fused into a decode front: "
+							  "--debug=no-front", n->callee->name));
+			continue;
+		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
 			vec_push(&p->front, fm);
 			front_line(p, &fm);

@@ -128,6 +128,7 @@ enum {
 	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
 	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
+	DBG_NO_FRONT = 1 << 10,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
