@@ -752,7 +752,8 @@ int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag 
  * [T,E] (out), "weights", "ids", "offsets", "rows", ["pos"] (outs, as the
  * route and permute kernels'), "flags" i32 [E] (0 at launch, 0 after),
  * "zero_words" (i32: words of flags the last CTA zeroes for the next split
- * GEMM), "T".  Grid cg_front_ctas (E x token slices), block 128.
+ * GEMM), "T".  Grid cg_front_ctas (E x token slices), block 128 (T <= 4)
+ * or 256.
  */
 #define CG_FRONT_MAX_T 64
 typedef struct CgFrontSpec CgFrontSpec;
@@ -1114,18 +1115,18 @@ int cg_synth_end(CgFn *f, const char *note);
 LLVMValueRef cg_synth_value(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 LLVMValueRef cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 /*
- * The router's work inside another kernel (k_front.c): the CTA's 4 warps
- * (block 128) route tokens 0..T-1, four at a time, with shared memory
- * from byte smem0 (16-aligned) to smem0 + cg_route_smem(s).  Every thread
- * of the CTA must call it (it has barriers); T is uniform.
+ * The router's work inside another kernel (k_front.c): the CTA's nw warps
+ * route tokens 0..T-1, nw at a time, with shared memory from byte smem0
+ * (16-aligned) to smem0 + cg_route_smem(s, nw).  Every thread of the CTA
+ * (32 nw of them) must call it (it has barriers); T is uniform.
  */
 typedef struct CgRouteIo CgRouteIo;
 struct CgRouteIo {
 	LLVMValueRef logits, selbias, weights, ids, T;	/* selbias NULL without one */
 };
 int cg_route_check(const CgRouteSpec *s, Diag *d);
-int cg_route_smem(const CgRouteSpec *s);
-void cg_route_tokens(CgFn *f, const CgRouteSpec *s, int smem0, const CgRouteIo *io);
+int cg_route_smem(const CgRouteSpec *s, int nw);
+void cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgRouteIo *io);
 /*
  * The permutation inside another kernel (k_front.c), by every thread of a
  * CTA of `threads` (a multiple of 32, <= 1024) whose slots number at most

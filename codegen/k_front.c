@@ -10,8 +10,8 @@
  *	  offs, rows = permute(ids)     one CTA of 1024
  *	  memset flags                  (the next split GEMM's)
  *	after (1 memset, 1 launch):
- *	  memset flags[E]; front<<<E, 128>>>
- *	    CTA e, warp w, tokens t = w, w+4, ...: rstd of row t, h = norm(x[t])
+ *	  memset flags; front<<<E x S, 32 W>>>   (W warps: 4 for T <= 4, else 8)
+ *	    CTA (slice, e), warp w, tokens t = W slice + w, then every W S: rstd of row t, h = norm(x[t])
  *	      as the row kernel rounds it, logits[t][e] = the dot of h with W[e]
  *	    every CTA but the last: fence, flag[e] = 1
  *	    the last CTA (launched last, so every other one is resident or done):
@@ -31,8 +31,7 @@
 
 #include "codegen.h"
 
-#define WARPS 4
-#define THREADS (32 * WARPS)
+#define SMEM0 32		/* the per-warp broadcast slots; then the route's or the permute's */
 #define KEEP_MAX 64	/* KEEP * LV */
 
 static int
@@ -72,7 +71,16 @@ struct Fr {
 	LLVMValueRef lane, warp, cta, e;	/* CTA cta = (slice, expert e) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
+	int nw;			/* warps per CTA */
 };
+
+/* Warps per CTA: 4 tokens at a time for T <= 4, else 8 (256 threads, at
+ * most 255 registers each; the last CTA routes 8 tokens at a time). */
+static int
+nwarps(const CgFrontSpec *s)
+{
+	return s->max_t <= 4 ? 4 : 8;
+}
 
 /* The warp's sum (shfl.sync.up scan, a fixed order), in lane 31. */
 static LLVMValueRef
@@ -296,7 +304,7 @@ gather_flags(Fr *r)
 {
 	CgFn *f = r->f;
 	CgLoop l;
-	LLVMValueRef i = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, cg_front_ctas(r->s) - 1), cg_i32(f, THREADS));
+	LLVMValueRef i = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, cg_front_ctas(r->s) - 1), cg_i32(f, 32 * r->nw));
 	LLVMValueRef at = cg_gep(f, r->flags, cg_sext64(f, i), 4);
 
 	cg_spin_until(f, at, cg_i32(f, 1));
@@ -317,9 +325,9 @@ last_cta(Fr *r, int smem0)
 	LLVMValueRef i;
 
 	gather_flags(r);
-	cg_route_tokens(f, &s->route, smem0, &rio);
-	cg_permute_block(f, &s->perm, THREADS, s->max_t * s->perm.k, smem0, &pio);
-	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, THREADS));
+	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
+	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
+	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
 	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
 	cg_endloop(f, &l);
 }
@@ -329,7 +337,7 @@ last_cta(Fr *r, int smem0)
 int
 cg_front_ctas(const CgFrontSpec *s)
 {
-	int64_t S = MAX(1, MIN(132 / s->route.E, (s->max_t + WARPS - 1) / WARPS));
+	int64_t S = MAX(1, MIN(132 / s->route.E, (s->max_t + nwarps(s) - 1) / nwarps(s)));
 
 	return s->route.E * (int)S;
 }
@@ -337,17 +345,17 @@ cg_front_ctas(const CgFrontSpec *s)
 int
 cg_front_smem(const CgFrontSpec *s)
 {
-	int route = cg_route_smem(&s->route);
-	int perm = cg_permute_smem(&s->perm, THREADS, s->max_t * s->perm.k);
+	int route = cg_route_smem(&s->route, nwarps(s));
+	int perm = cg_permute_smem(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k);
 
-	return 16 + MAX(route, perm);
+	return SMEM0 + MAX(route, perm);
 }
 
 int
 cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 {
 	CgParam p[16];
-	int np = 0, block[3] = {THREADS, 1, 1}, smem;
+	int np = 0, block[3] = {32 * nwarps(s), 1, 1}, smem;
 	CgExpr grid[3] = {CG_EXPR_INT(cg_front_ctas(s)), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[200];
 	LLVMValueRef *slot[16];
@@ -382,7 +390,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	P(CGP_I32, "zero_words", zero_words);
 	P(CGP_I32, "T", T);
 #undef P
-	r.f = cg_fn_begin(m, name, p, np, THREADS, 0, d);
+	r.nw = nwarps(s);
+	r.f = cg_fn_begin(m, name, p, np, 32 * r.nw, 0, d);
 	if (!r.f)
 		return -1;
 	for (int i = 0; i < np; i++)
@@ -394,14 +403,14 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	preload(&r);
 
 	/* CTA (e, slice) takes tokens 4 slice + w, then 4 S later, ... */
-	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E)), WARPS),
-				    r.T, cg_i32(r.f, WARPS * cg_front_ctas(s) / s->route.E));
+	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E)), r.nw),
+				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / s->route.E));
 	token(&r, cg_add(r.f, tok0, r.warp));
 	cg_endloop(r.f, &l);
 	cg_fence(r.f);
 	cg_barrier(r.f);
 	cg_if(r.f, &c, LLVMBuildICmp(r.f->B, LLVMIntEQ, r.cta, cg_i32(r.f, cg_front_ctas(s) - 1), ""));
-	last_cta(&r, 16);
+	last_cta(&r, SMEM0);
 	cg_else(r.f, &c);
 	{
 		CgIf c0;

@@ -35,6 +35,7 @@ struct R {
 	CgRouteSpec s;
 	int J;
 	/* shared memory: [slot][warp] i32 broadcasts, then groups */
+	int nw;			/* warps of the CTA: one token each */
 	int slots, nslot, gsel, gscore, gkeep, smem;
 	LLVMValueRef lane, warp, tok, tokc, T;
 	LLVMValueRef logits, selbias, weights, ids;
@@ -133,7 +134,7 @@ cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d)
 static int
 new_slot(R *r)
 {
-	return r->slots + 4 * WARPS * r->nslot++;
+	return r->slots + 4 * r->nw * r->nslot++;
 }
 
 static LLVMValueRef
@@ -142,7 +143,7 @@ warp_addr(R *r, int base, LLVMValueRef elem, int esize)
 	CgFn *f = r->f;
 
 	/* [elem][warp] */
-	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, elem, WARPS), r->warp), esize), base));
+	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, elem, r->nw), r->warp), esize), base));
 }
 
 static LLVMValueRef
@@ -520,21 +521,22 @@ layout(R *r, int smem0)
 
 	r->J = (r->s.E + 31) / 32;
 	r->gsel = smem0;
-	r->gscore = r->gsel + (G ? 4 * WARPS * r->s.E : 0);
-	r->gkeep = r->gscore + 8 * WARPS * G;
-	r->slots = r->gkeep + 4 * WARPS * G;
+	r->gscore = r->gsel + (G ? 4 * r->nw * r->s.E : 0);
+	r->gkeep = r->gscore + 8 * r->nw * G;
+	r->slots = r->gkeep + 4 * r->nw * G;
 	if (!G)
 		r->slots = smem0;
-	r->smem = r->slots + 4 * WARPS * nslot;
+	r->smem = r->slots + 4 * r->nw * nslot;
 }
 
 int
-cg_route_smem(const CgRouteSpec *s)
+cg_route_smem(const CgRouteSpec *s, int nw)
 {
 	R r;
 
 	memset(&r, 0, sizeof r);
 	r.s = *s;
+	r.nw = nw;
 	layout(&r, 0);
 	return r.smem;
 }
@@ -565,7 +567,7 @@ route_tokens(R *r, LLVMValueRef tok0)
 }
 
 void
-cg_route_tokens(CgFn *f, const CgRouteSpec *s, int smem0, const CgRouteIo *io)
+cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgRouteIo *io)
 {
 	CgLoop l;
 	R r;
@@ -573,13 +575,14 @@ cg_route_tokens(CgFn *f, const CgRouteSpec *s, int smem0, const CgRouteIo *io)
 	memset(&r, 0, sizeof r);
 	r.f = f;
 	r.s = *s;
+	r.nw = nw;
 	layout(&r, smem0);
 	r.logits = io->logits;
 	r.selbias = io->selbias;
 	r.weights = io->weights;
 	r.ids = io->ids;
 	r.T = io->T;
-	LLVMValueRef tok0 = cg_loop(f, &l, cg_i32(f, 0), r.T, cg_i32(f, WARPS));
+	LLVMValueRef tok0 = cg_loop(f, &l, cg_i32(f, 0), r.T, cg_i32(f, nw));
 	route_tokens(&r, tok0);
 	cg_barrier(f);	/* the next tokens rewrite the broadcast slots */
 	cg_endloop(f, &l);
@@ -598,6 +601,7 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 	if (check(spec, d) < 0)
 		return -1;
 	r.s = *spec;
+	r.nw = WARPS;
 	layout(&r, 0);
 	p[np++] = (CgParam){CGP_PTR, "logits"};
 	if (r.s.has_selbias)

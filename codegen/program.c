@@ -1549,8 +1549,8 @@ front_line(CgProgram *p, const CgFrontMatch *f)
 	char buf[512];
 	size_t n = 0;
 
-	n += (size_t)snprintf(buf + n, sizeof buf - n, "  decode front @%s.front (one launch, grid %d x "
-			      "128; T <= %lld):", f->route->callee->name, cg_front_ctas(&f->s),
+	n += (size_t)snprintf(buf + n, sizeof buf - n, "  decode front @%s.front (one launch of %d CTAs; "
+			      "T <= %lld):", f->route->callee->name, cg_front_ctas(&f->s),
 			      (long long)f->s.max_t);
 	if (f->norm)
 		n += (size_t)snprintf(buf + n, sizeof buf - n, " rms_norm @%s%s,", f->norm->callee->name,

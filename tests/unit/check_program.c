@@ -285,7 +285,7 @@ END_TEST
  * Whole MoE blocks with max_tokens 64: the norm, the rstd of the norm folded
  * into gate|up, the router GEMM, route and permute are one front launch
  * (no route or permute kernel left), and the block matches the interpreter
- * at T = 1, 16, 64 for every routing family (rows of 256: W and gamma kept
+ * at T = 1, 16 for every routing family, 64 for those of up to 32 experts (rows of 256: W and gamma kept
  * in registers; DeepSeek-V3's router in f32: the norm cast to f32, f32 W);
  * with max_tokens 65 there is no front (prefill keeps its
  * kernels).
@@ -328,9 +328,9 @@ START_TEST(test_front_blocks_match_interpreter)
 			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
-			if (mt <= 64)
-				for (size_t ti = 0; ti < NELEM(ts); ti++)
-					check_wide(p, ref, ts[ti], 256);
+			/* T = 64 for the few-expert families (the routing test has it for all) */
+			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
+				check_wide(p, ref, ts[ti], 256);
 			cg_program_free(p);
 		}
 		ir_free_module(m);
