@@ -771,6 +771,56 @@ int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute`
  */
 int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag *d);
 
+/*
+ * k_front.c: a decode block's front in one launch (T <= CG_FRONT_MAX_T):
+ * the router's rms_norm (and the rstd of a norm folded elsewhere), the
+ * router GEMM on CUDA cores, one CTA per expert, then in the last CTA the
+ * route and the permutation, exactly cg_emit_route's and cg_emit_permute's.
+ * Parameters: "x" [T,H], ["gamma" [H]], "w_router" [E,H] ([H,E]: w_kn),
+ * ["selbias" [E]], ["h" [T,H] (out)], ["rstd" f32 [T] (out)], "logits"
+ * [T,E] (out), "weights", "ids", "offsets", "rows", ["pos"] (outs, as the
+ * route and permute kernels'), "flags" i32 [E] (0 at launch, 0 after),
+ * "zero_words" (i32: words of flags the last CTA zeroes for the next split
+ * GEMM), "T".  Grid cg_front_ctas (E x token slices), block 128 (T <= 4)
+ * or 256.
+ */
+#define CG_FRONT_MAX_T 64
+typedef struct CgFrontSpec CgFrontSpec;
+struct CgFrontSpec {
+	int64_t H;		/* x's row length, the router GEMM's K */
+	DType x_dt, w_dt;	/* f32, bf16 or f16 */
+	int w_kn;		/* the router weight is [H,E] (matmul without trans_b) */
+	int norm;		/* the router reads rms_norm(x) * gamma rounded to h_dt */
+	double eps;
+	DType gamma_dt, h_dt;
+	DType hout_dt;		/* ... then cast to this (the norm kernel's casts; h_dt: none) */
+	int write_h;		/* ... and others read it too: store h (as hout_dt) */
+	int rstd;		/* also store rstd(x) (eps rstd_eps) */
+	double rstd_eps;
+	DType round_dt;		/* the logits rounded to this first (f32: not) */
+	DType logits_dt;	/* the logits as stored and routed */
+	CgRouteSpec route;
+	CgPermuteSpec perm;	/* ids i32 */
+	int64_t max_t;		/* the largest T */
+};
+int cg_front_check(const CgFrontSpec *s, Diag *d);
+int cg_front_smem(const CgFrontSpec *s);
+int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
+int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
+/* The calls of main-graph module m that a front replaces, found from the
+ * route call: its logits' GEMM call, the rms_norm row call feeding that
+ * GEMM (if any), an rstd row call of the same rows (if any), the permute
+ * call of its ids.  1 when they make a front (spec filled), else 0 with
+ * the reason in buf. */
+typedef struct CgFrontMatch CgFrontMatch;
+struct CgFrontMatch {
+	const Node *norm, *rstd_call, *gemm, *route, *perm;	/* norm, rstd_call: NULL if none */
+	const Value *x, *gamma, *w, *selbias, *h, *rstd_out, *logits;
+	CgFrontSpec s;
+};
+int cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMatch *fm,
+		   char *buf, size_t n);
+
 /* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
 #define CG_EP_MAX_EXPERTS 1024
 typedef struct CgEpPackSpec CgEpPackSpec;
@@ -1117,6 +1167,33 @@ LLVMValueRef cg_synth_loop(CgFn *f, CgLoop *l, LLVMValueRef units);
 int cg_synth_end(CgFn *f, const char *note);
 LLVMValueRef cg_synth_value(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 LLVMValueRef cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
+/*
+ * The router's work inside another kernel (k_front.c): the CTA's nw warps
+ * route tokens 0..T-1, nw at a time, with shared memory from byte smem0
+ * (16-aligned) to smem0 + cg_route_smem(s, nw).  Every thread of the CTA
+ * (32 nw of them) must call it (it has barriers); T is uniform.
+ */
+typedef struct CgRouteIo CgRouteIo;
+struct CgRouteIo {
+	LLVMValueRef logits, selbias, weights, ids, T;	/* selbias NULL without one */
+};
+int cg_route_check(const CgRouteSpec *s, Diag *d);
+int cg_route_smem(const CgRouteSpec *s, int nw);
+void cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgRouteIo *io);
+/*
+ * The permutation inside another kernel (k_front.c), by every thread of a
+ * CTA of `threads` (a multiple of 32, <= 1024) whose slots number at most
+ * nmax (0: any; fewer owners, so fewer counters to zero and scan), with
+ * shared memory from byte smem0 to smem0 + cg_permute_smem(...).
+ */
+typedef struct CgPermuteIo CgPermuteIo;
+struct CgPermuteIo {
+	LLVMValueRef ids, offsets, rows, pos, T;	/* pos NULL unless want_pos */
+};
+int cg_permute_check(const CgPermuteSpec *s, Diag *d);
+int cg_permute_smem(const CgPermuteSpec *s, int threads, int64_t nmax);
+void cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
+		      const CgPermuteIo *io);
 #endif /* CG_INTERNAL */
 
 #endif

@@ -31,7 +31,7 @@ typedef struct Pm Pm;
 struct Pm {
 	CgFn *f;
 	CgPermuteSpec s;
-	int P, F, wsum, smem;
+	int P, F, wsum, smem, threads, cnt0;
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 };
 
@@ -82,7 +82,7 @@ cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d)
 static LLVMValueRef
 cnt_addr(Pm *p, LLVMValueRef f)
 {
-	return cg_sptr(p->f, cg_muli(p->f, f, 4));
+	return cg_sptr(p->f, cg_addi(p->f, cg_muli(p->f, f, 4), p->cnt0));
 }
 
 /* Slot s's id, as loaded (ids_dt, i64). */
@@ -110,7 +110,7 @@ zero_counters(Pm *p)
 {
 	CgFn *f = p->f;
 	CgLoop l;
-	LLVMValueRef i = cg_loop(f, &l, p->tid, cg_i32(f, p->F), cg_i32(f, THREADS));
+	LLVMValueRef i = cg_loop(f, &l, p->tid, cg_i32(f, p->F), cg_i32(f, p->threads));
 
 	cg_sstore(f, cg_i32(f, 0), cnt_addr(p, i), 4);
 	cg_endloop(f, &l);
@@ -206,7 +206,7 @@ static void
 scan_counters(Pm *p)
 {
 	CgFn *f = p->f;
-	int C = (p->F + THREADS - 1) / THREADS;
+	int C = (p->F + p->threads - 1) / p->threads;
 	LLVMValueRef f0 = cg_muli(f, p->tid, C), f1 = cg_min(f, cg_addi(f, f0, C), cg_i32(f, p->F));
 	LLVMValueRef sum = cg_var(f, f->ti32, cg_i32(f, 0)), run, i;
 	CgLoop l;
@@ -230,6 +230,81 @@ scan_counters(Pm *p)
 	cg_barrier(f);
 }
 
+/* Owners, counters and shared memory of a permute by `threads` threads
+ * whose slots are at most nmax (0: any). */
+static void
+layout(Pm *p, int threads, int64_t nmax, int smem0)
+{
+	p->threads = threads;
+	p->P = MIN(threads, CNT_WORDS / (p->s.E + 1));
+	if (nmax > 0)	/* a segment of a few slots: fewer counters to zero and scan */
+		p->P = (int)MAX(1, MIN(p->P, (nmax + 15) / 16));
+	p->F = (p->s.E + 1) * p->P;
+	p->cnt0 = smem0;
+	p->wsum = smem0 + 4 * p->F;
+	p->smem = p->wsum + 4 * 32;
+}
+
+/* The three phases, by every thread of the CTA (p->T, ids, offs, rows, pos set). */
+static void
+permute_body(Pm *p)
+{
+	CgIf c;
+
+	p->tid = cg_tid(p->f, 0);
+	p->lane = cg_and(p->f, p->tid, 31);
+	p->warp = cg_shr(p->f, p->tid, 5);
+	p->N = cg_muli(p->f, cg_max(p->f, p->T, cg_i32(p->f, 0)), p->s.k);
+	p->S = cg_udiv(p->f, cg_addi(p->f, p->N, p->P - 1), cg_i32(p->f, p->P));
+	p->seg0 = cg_min(p->f, cg_mul(p->f, p->tid, p->S), p->N);
+	p->seg1 = cg_min(p->f, cg_add(p->f, p->seg0, p->S), p->N);
+
+	zero_counters(p);
+	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
+	walk(p, 0);
+	cg_endif(p->f, &c);
+	cg_barrier(p->f);
+	scan_counters(p);
+	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
+	walk(p, 1);
+	cg_endif(p->f, &c);
+}
+
+int
+cg_permute_smem(const CgPermuteSpec *s, int threads, int64_t nmax)
+{
+	Pm p;
+
+	memset(&p, 0, sizeof p);
+	p.s = *s;
+	layout(&p, threads, nmax, 0);
+	return p.smem;
+}
+
+int
+cg_permute_check(const CgPermuteSpec *s, Diag *d)
+{
+	return check(s, d);
+}
+
+void
+cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
+		 const CgPermuteIo *io)
+{
+	Pm p;
+
+	memset(&p, 0, sizeof p);
+	p.f = f;
+	p.s = *s;
+	layout(&p, threads, nmax, smem0);
+	p.ids = io->ids;
+	p.offs = io->offsets;
+	p.rows = io->rows;
+	p.pos = io->pos;
+	p.T = io->T;
+	permute_body(&p);
+}
+
 int
 cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 {
@@ -237,17 +312,13 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 	int np = 0, block[3] = {THREADS, 1, 1};
 	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[128];
-	CgIf c;
 	Pm p;
 
 	memset(&p, 0, sizeof p);
 	if (check(spec, d) < 0)
 		return -1;
 	p.s = *spec;
-	p.P = MIN(THREADS, CNT_WORDS / (p.s.E + 1));
-	p.F = (p.s.E + 1) * p.P;
-	p.wsum = 4 * p.F;
-	p.smem = p.wsum + 4 * 32;
+	layout(&p, THREADS, 0, 0);
 	par[np++] = (CgParam){CGP_PTR, "ids"};
 	par[np++] = (CgParam){CGP_PTR, "offsets"};
 	par[np++] = (CgParam){CGP_PTR, "rows"};
@@ -266,23 +337,7 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 	if (p.s.want_pos)
 		p.pos = cg_arg(p.f, np++);
 	p.T = cg_muli(p.f, cg_arg(p.f, np++), p.s.m_per_t);	/* ids rows */
-	p.tid = cg_tid(p.f, 0);
-	p.lane = cg_and(p.f, p.tid, 31);
-	p.warp = cg_shr(p.f, p.tid, 5);
-	p.N = cg_muli(p.f, cg_max(p.f, p.T, cg_i32(p.f, 0)), p.s.k);
-	p.S = cg_udiv(p.f, cg_addi(p.f, p.N, p.P - 1), cg_i32(p.f, p.P));
-	p.seg0 = cg_min(p.f, cg_mul(p.f, p.tid, p.S), p.N);
-	p.seg1 = cg_min(p.f, cg_add(p.f, p.seg0, p.S), p.N);
-
-	zero_counters(&p);
-	cg_if(p.f, &c, cg_lt(p.f, p.tid, cg_i32(p.f, p.P)));
-	walk(&p, 0);
-	cg_endif(p.f, &c);
-	cg_barrier(p.f);
-	scan_counters(&p);
-	cg_if(p.f, &c, cg_lt(p.f, p.tid, cg_i32(p.f, p.P)));
-	walk(&p, 1);
-	cg_endif(p.f, &c);
+	permute_body(&p);
 	snprintf(note, sizeof note, "permute E=%d k=%d %s owners=%d%s", p.s.E, p.s.k,
 		 dtype_name(p.s.ids_dt), p.P, p.s.want_pos ? " pos" : "");
 	return cg_fn_end(p.f, block, grid, p.smem, note);

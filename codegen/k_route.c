@@ -35,6 +35,7 @@ struct R {
 	CgRouteSpec s;
 	int J;
 	/* shared memory: [slot][warp] i32 broadcasts, then groups */
+	int nw;			/* warps of the CTA: one token each */
 	int slots, nslot, gsel, gscore, gkeep, smem;
 	LLVMValueRef lane, warp, tok, tokc, T;
 	LLVMValueRef logits, selbias, weights, ids;
@@ -133,7 +134,7 @@ cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d)
 static int
 new_slot(R *r)
 {
-	return r->slots + 4 * WARPS * r->nslot++;
+	return r->slots + 4 * r->nw * r->nslot++;
 }
 
 static LLVMValueRef
@@ -142,7 +143,7 @@ warp_addr(R *r, int base, LLVMValueRef elem, int esize)
 	CgFn *f = r->f;
 
 	/* [elem][warp] */
-	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, elem, WARPS), r->warp), esize), base));
+	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, elem, r->nw), r->warp), esize), base));
 }
 
 static LLVMValueRef
@@ -513,26 +514,85 @@ store(R *r, const int *id, const int *lg, const int *sc)
 }
 
 static void
-layout(R *r)
+layout(R *r, int smem0)
 {
 	int G = r->s.n_group > 1 ? r->s.n_group : 0;
 	int nslot = 2 + 4 * r->s.k + 1;	/* sparsemixer: a warp sum per choice */
 
 	r->J = (r->s.E + 31) / 32;
-	r->gsel = 0;
-	r->gscore = G ? 4 * WARPS * r->s.E : 0;
-	r->gkeep = r->gscore + 8 * WARPS * G;
-	r->slots = r->gkeep + 4 * WARPS * G;
-	r->smem = r->slots + 4 * WARPS * nslot;
+	r->gsel = smem0;
+	r->gscore = r->gsel + (G ? 4 * r->nw * r->s.E : 0);
+	r->gkeep = r->gscore + 8 * r->nw * G;
+	r->slots = r->gkeep + 4 * r->nw * G;
 	if (!G)
-		r->slots = 0, r->smem = 4 * WARPS * nslot;
+		r->slots = smem0;
+	r->smem = r->slots + 4 * r->nw * nslot;
+}
+
+int
+cg_route_smem(const CgRouteSpec *s, int nw)
+{
+	R r;
+
+	memset(&r, 0, sizeof r);
+	r.s = *s;
+	r.nw = nw;
+	layout(&r, 0);
+	return r.smem;
+}
+
+int
+cg_route_check(const CgRouteSpec *s, Diag *d)
+{
+	return check(s, d);
+}
+
+/* Warp w of the CTA routes token tok0 + w (one barrier sequence for all). */
+static void
+route_tokens(R *r, LLVMValueRef tok0)
+{
+	int id[MAXK], lg[MAXK], sc[MAXK];
+
+	r->nslot = 0;
+	r->lane = cg_and(r->f, cg_tid(r->f, 0), 31);
+	r->warp = cg_shr(r->f, cg_tid(r->f, 0), 5);
+	r->tok = cg_add(r->f, tok0, r->warp);
+	r->tokc = cg_max(r->f, cg_min(r->f, r->tok, cg_addi(r->f, r->T, -1)), cg_i32(r->f, 0));
+	load_logits(r);
+	scores(r);
+	if (r->s.n_group > 1)
+		groups(r);
+	select_topk(r, id, lg, sc);
+	store(r, id, lg, sc);
+}
+
+void
+cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgRouteIo *io)
+{
+	CgLoop l;
+	R r;
+
+	memset(&r, 0, sizeof r);
+	r.f = f;
+	r.s = *s;
+	r.nw = nw;
+	layout(&r, smem0);
+	r.logits = io->logits;
+	r.selbias = io->selbias;
+	r.weights = io->weights;
+	r.ids = io->ids;
+	r.T = io->T;
+	LLVMValueRef tok0 = cg_loop(f, &l, cg_i32(f, 0), r.T, cg_i32(f, nw));
+	route_tokens(&r, tok0);
+	cg_barrier(f);	/* the next tokens rewrite the broadcast slots */
+	cg_endloop(f, &l);
 }
 
 int
 cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 {
 	CgParam p[6];
-	int np = 0, block[3] = {32 * WARPS, 1, 1}, id[MAXK], lg[MAXK], sc[MAXK];
+	int np = 0, block[3] = {32 * WARPS, 1, 1};
 	CgExpr grid[3] = {{spec->m_per_t, 0, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[160];
 	R r;
@@ -541,7 +601,8 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 	if (check(spec, d) < 0)
 		return -1;
 	r.s = *spec;
-	layout(&r);
+	r.nw = WARPS;
+	layout(&r, 0);
 	p[np++] = (CgParam){CGP_PTR, "logits"};
 	if (r.s.has_selbias)
 		p[np++] = (CgParam){CGP_PTR, "selbias"};
@@ -560,16 +621,7 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 	r.weights = cg_arg(r.f, np++);
 	r.ids = cg_arg(r.f, np++);
 	r.T = cg_muli(r.f, cg_arg(r.f, np++), r.s.m_per_t);	/* token rows */
-	r.lane = cg_and(r.f, cg_tid(r.f, 0), 31);
-	r.warp = cg_shr(r.f, cg_tid(r.f, 0), 5);
-	r.tok = cg_add(r.f, cg_muli(r.f, cg_ctaid(r.f, 0), WARPS), r.warp);
-	r.tokc = cg_max(r.f, cg_min(r.f, r.tok, cg_addi(r.f, r.T, -1)), cg_i32(r.f, 0));
-	load_logits(&r);
-	scores(&r);
-	if (r.s.n_group > 1)
-		groups(&r);
-	select_topk(&r, id, lg, sc);
-	store(&r, id, lg, sc);
+	route_tokens(&r, cg_muli(r.f, cg_ctaid(r.f, 0), WARPS));
 	snprintf(note, sizeof note, "route %s E=%d k=%d%s%s groups=%d/%d%s%s %s",
 		 r.s.router == CG_ROUTER_SOFTMAX ? "softmax" : r.s.router == CG_ROUTER_SIGMOID
 		 ? "sigmoid" : r.s.router == CG_ROUTER_SPARSEMIXER ? "sparsemixer" : "topk_softmax",

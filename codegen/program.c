@@ -83,6 +83,10 @@ struct CgProgram {
 	int64_t ws_bytes;	/* split-K's workspace, after the planned buffers (0: none) */
 	int ep_ranks;		/* all_to_all's ranks (0: not expert-parallel) */
 	int ws_buf;		/* its buffer index */
+	VEC(CgFrontMatch) front;	/* decode fronts (k_front.c): calls replaced by one launch */
+	MArg *front_zero;	/* the last front's zero_words, for the next split GEMM (NULL: none) */
+	VEC(const char *) fusion;	/* the fusion report's codegen lines (cg_program_fusion) */
+	char *fusion_text;
 	Diag *d;
 };
 
@@ -324,25 +328,55 @@ assign(CgProgram *p)
 	return 0;
 }
 
+/* The decode front call n belongs to (k_front.c), or -1. */
+static int
+front_of(const CgProgram *p, const Node *n)
+{
+	for (size_t i = 0; i < p->front.n; i++) {
+		const CgFrontMatch *f = &p->front.v[i];
+		if (n == f->norm || n == f->rstd_call || n == f->gemm || n == f->route || n == f->perm)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Steps of node n: its own; a front's calls read and write over the whole
+ * front (its one launch runs at the first). */
+static void
+node_steps(const CgProgram *p, const Node *n, int step, int *first, int *last)
+{
+	int f = front_of(p, n), k = 0;
+
+	*first = *last = step;
+	if (f < 0)
+		return;
+	for (const Node *m = p->g->first; m; m = m->next, k++)
+		if (front_of(p, m) == f) {
+			*first = MIN(*first, k);
+			*last = MAX(*last, k);
+		}
+}
+
 /* First-fit offsets over live ranges (steps), sizes at max_tokens. */
 static int
 plan_memory(CgProgram *p)
 {
-	int step = 0;
+	int step = 0, first, last;
 	uint64_t arena = 0;
 
 	for (Node *n = p->g->first; n; n = n->next, step++) {
 		if (n->op != OP_CALL && n->op != OP_ALL_TO_ALL)
 			continue;
+		node_steps(p, n, step, &first, &last);
 		for (int i = 0; i < n->nin; i++) {
 			const Storage *s = st(p, owner(n->in[i]));
 			if (s->kind == S_BUF)
-				p->buf.v[s->index].last = step;
+				p->buf.v[s->index].last = MAX(p->buf.v[s->index].last, last);
 		}
 		for (int i = 0; i < n->nout; i++) {
 			const Storage *s = st(p, n->out[i]);
 			if (s->kind == S_BUF && p->buf.v[s->index].first < 0)
-				p->buf.v[s->index].first = p->buf.v[s->index].last = step;
+				p->buf.v[s->index].first = first, p->buf.v[s->index].last = MAX(step, last);
 		}
 	}
 	for (size_t i = 0; i < p->buf.n; i++) {
@@ -1155,6 +1189,14 @@ split_workspace(CgProgram *p, const GemmSpec *s, const GemmSpec *small)
 		}
 	if (!flags)
 		return 0;
+	if (p->front_zero) {	/* the front before it zeroes them */
+		p->front_zero->v.i = (flags + 3) / 4;
+		p->front_zero = NULL;
+		vec_push(&p->fusion, arena_printf(p->a, "  the next split GEMM's flag memset (%lld bytes) "
+						  "folded into the front: its last CTA zeroes them",
+						  (long long)flags));
+		return 0;
+	}
 	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(flags)};
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	vec_push(&p->run, m);
@@ -1576,6 +1618,132 @@ emit_call(CgProgram *p, const Node *call)
 	if (route && ck->nparam >= 4)
 		note_route(p, &rs, args, ck->nparam);
 	return 0;
+}
+
+/* --- decode fronts (k_front.c) ---------------------------------------------- */
+
+/* The fusion report's lines for front f: what it replaced. */
+static void
+front_line(CgProgram *p, const CgFrontMatch *f)
+{
+	char buf[512];
+	size_t n = 0;
+
+	n += (size_t)snprintf(buf + n, sizeof buf - n, "  decode front @%s.front (one launch of %d CTAs; "
+			      "T <= %lld):", f->route->callee->name, cg_front_ctas(&f->s),
+			      (long long)f->s.max_t);
+	if (f->norm)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, " rms_norm @%s%s,", f->norm->callee->name,
+				      f->s.write_h ? " (h still stored: others read it)" : "");
+	if (f->rstd_call)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, " rstd @%s,", f->rstd_call->callee->name);
+	snprintf(buf + n, sizeof buf - n, " router GEMM @%s (CUDA cores, a CTA per expert, "
+		 "no split-K memset), route @%s and permute @%s (in its last CTA)",
+		 f->gemm->callee->name, f->route->callee->name, f->perm->callee->name);
+	vec_push(&p->fusion, arena_strdup(p->a, buf));
+}
+
+/*
+ * Every route call whose norm, router GEMM and permute make a decode front
+ * (max_tokens <= CG_FRONT_MAX_T): one memset and one launch instead of up
+ * to five launches and a memset.  The others say why (-v).
+ */
+static void
+find_fronts(CgProgram *p)
+{
+	char why[200];
+	CgFrontMatch fm;
+
+	for (Node *n = p->g->first; n; n = n->next) {
+		if (n->op != OP_CALL || ir_kernel_template(n->callee) != IR_TMPL_ROUTE)
+			continue;
+		int64_t tval = static_t(n);
+		if (tval < 0 && rows_per_t(p, n) != 1)
+			continue;
+		if (p->o.debug & DBG_NO_FRONT) {
+			vec_push(&p->fusion, arena_printf(p->a, "  route @%s not fused into a decode front: "
+							  "--debug=no-front", n->callee->name));
+			continue;
+		}
+		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
+			vec_push(&p->front, fm);
+			front_line(p, &fm);
+			continue;
+		}
+		diag_remark(p->d, n->loc, "@%s: no decode front (%s)", n->callee->name, why);
+		vec_push(&p->fusion, arena_printf(p->a, "  route @%s not fused into a decode front: %s%s",
+						  n->callee->name, why, tval < 0 &&
+						  p->o.max_tokens > CG_FRONT_MAX_T ? " (prefill keeps "
+						  "the norm, router GEMM, route and permute kernels)" : ""));
+	}
+}
+
+/* A front's memset and launch, at its first call; its other calls emit nothing. */
+static int
+emit_front(CgProgram *p, const Node *n, int *done)
+{
+	int fi = front_of(p, n);
+	const CgFrontMatch *f;
+	const char *name;
+	const CgKernel *k;
+	MArg *args;
+	int np = 0;
+
+	*done = fi >= 0;
+	if (fi < 0)
+		return 0;
+	f = &p->front.v[fi];
+	for (const Node *m = p->g->first; m != n; m = m->next)
+		if (front_of(p, m) == fi)
+			return 0;	/* emitted at an earlier call */
+	name = entry_name(p, arena_printf(p->a, "%s.front", f->route->callee->name));
+	for (int i = 0; i < p->o.narch; i++)
+		if (cg_emit_front(p->mod[i], name, &f->s, p->d) != 0)
+			return -1;
+	k = cg_module_find(p->mod[0], name);
+	args = arena_array(p->a, MArg, k->nparam + 1);
+	args[np++] = arg_of(p, f->x);
+	if (f->s.norm)
+		args[np++] = arg_of(p, f->gamma);
+	args[np++] = arg_of(p, f->w);
+	if (f->s.route.has_selbias)
+		args[np++] = arg_of(p, f->selbias);
+	if (f->s.write_h)
+		args[np++] = arg_of(p, f->h);
+	if (f->s.rstd)
+		args[np++] = arg_of(p, f->rstd_out);
+	args[np++] = arg_of(p, f->logits);
+	args[np++] = arg_of(p, f->route->out[0]);
+	args[np++] = arg_of(p, f->route->out[1]);
+	for (int i = 0; i < f->perm->nout; i++)
+		args[np++] = arg_of(p, f->perm->out[i]);
+	args[np++] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	args[np++] = (MArg){.kind = ARG_I32, .v.i = 0};
+	args[np++] = (MArg){.kind = ARG_T};
+	if (np != k->nparam)
+		return diag_error(p->d, n->loc, "kernel %s: %d arguments for %d parameters", name, np,
+				  k->nparam);
+	p->ws_bytes = MAX(p->ws_bytes, 4 * (int64_t)cg_front_ctas(&f->s));
+	p->flops_per_t += 2 * (int64_t)f->s.route.E * f->s.H;
+	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(4 * cg_front_ctas(&f->s))};
+	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	vec_push(&p->run, m);
+	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)))
+		return -1;
+	p->front_zero = &args[np - 2];
+	MArg rl[3] = {arg_of(p, f->logits), arg_of(p, f->route->out[1]), {.kind = ARG_T}};
+	note_route(p, &f->s.route, rl, 3);
+	return 0;
+}
+
+static int
+emit_front_or_call(CgProgram *p, const Node *n)
+{
+	int done;
+
+	if (emit_front(p, n, &done))
+		return -1;
+	return done ? 0 : emit_call(p, n);
 }
 
 /* --- expert parallelism: the exchange steps and the "ep" line ------------------ */
@@ -2241,12 +2409,14 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		diag_error(d, LOC_NONE, "between 1 and %d targets, please", (int)NELEM(p->mod));
 		goto fail;
 	}
+	if (p->g)
+		find_fronts(p);
 	if (!p->g || check_graph(p) || assign(p) || plan_memory(p) || make_modules(p) ||
 	    repack_quantised(p) || emit_init(p))
 		goto fail;
 	p->ws_buf = (int)p->buf.n;
 	for (Node *n = p->g->first; n; n = n->next)
-		if ((n->op == OP_CALL && emit_call(p, n)) ||
+		if ((n->op == OP_CALL && emit_front_or_call(p, n)) ||
 		    (n->op == OP_ALL_TO_ALL && emit_all_to_all(p, n)))
 			goto fail;
 	if (o->tuning)
@@ -2293,14 +2463,19 @@ cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d)
 	BundleWriter w;
 	size_t mlen, plen;
 	char *man = bundle_manifest_print(&p->man, &mlen);
-	char names[16][BUNDLE_NAMELEN];
+	char names[16][BUNDLE_NAMELEN], *all = NULL;
 	int rc = -1;
 
 	bundle_writer_init(&w, MOEC_VERSION);
 	if (bundle_add(&w, "manifest", man, mlen, d))
 		goto out;
-	if (report && bundle_add(&w, "report", report, strlen(report), d))
-		goto out;
+	if (report) {	/* the passes' report, then codegen's section (kept until written) */
+		all = xmalloc(strlen(report) + strlen(cg_program_fusion(p)) + 1);
+		strcpy(all, report);
+		strcat(all, cg_program_fusion(p));
+		if (bundle_add(&w, "report", all, strlen(all), d))
+			goto out;
+	}
 	for (int i = 0; i < p->o.narch; i++) {
 		if (!strcmp(p->o.arch[i], "emu")) {
 			rc = diag_error(d, LOC_NONE, "an emulator program cannot be written as a bundle");
@@ -2323,7 +2498,26 @@ cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *d)
 	rc = bundle_write_file(&w, path, d);
 out:
 	free(man);
+	free(all);
 	return rc;
+}
+
+const char *
+cg_program_fusion(CgProgram *p)
+{
+	size_t len = 0;
+	FILE *f;
+
+	if (!p->fusion.n)
+		return "";
+	if (!p->fusion_text) {
+		f = open_memstream(&p->fusion_text, &len);
+		fputs("# launch plan (codegen)\n", f);
+		for (size_t i = 0; i < p->fusion.n; i++)
+			fprintf(f, "%s\n", p->fusion.v[i]);
+		fclose(f);
+	}
+	return p->fusion_text;
 }
 
 const Manifest *
@@ -2383,6 +2577,9 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->init);
 	vec_free(&p->run);
 	vec_free(&p->route);
+	vec_free(&p->front);
+	vec_free(&p->fusion);
+	free(p->fusion_text);
 	vec_free(&p->tmap);
 	vec_free(&p->cand);
 	free(p->weights);

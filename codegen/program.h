@@ -103,6 +103,9 @@ int cg_program_bundle(CgProgram *p, const char *report, const char *path, Diag *
 void cg_program_free(CgProgram *p);
 double cg_program_ptxas_secs(const CgProgram *p);	/* of cg_compile's time, ptxas's */
 const Manifest *cg_program_manifest(const CgProgram *p);
+/* The fusion report's codegen section: what the launch plan fused beyond
+ * the passes' kernels (decode fronts) and what not, and why; "" if nothing. */
+const char *cg_program_fusion(CgProgram *p);
 void cg_program_release_llvm(CgProgram *p);	/* cg_module_release_llvm of each */
 /*
  * whole.c: n programs compiled with the same options (moec compile

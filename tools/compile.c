@@ -295,6 +295,8 @@ emit_code(Args *c, Module *m, const char *report, Diag *d)
 		if (!c->path[1])	/* one target */
 			break;
 	}
+	if (opt_has(&c->a, "fusion-report"))	/* the codegen section, after the passes' */
+		fputs(cg_program_fusion(p), c->emit && !strcmp(c->path[0], "-") ? stderr : stdout);
 	if (!c->emit)
 		rc = cg_program_bundle(p, report, c->out, d) == 0 ? OK : BAD;
 	cg_program_free(p);

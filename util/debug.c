@@ -26,6 +26,8 @@ const DebugFlag debug_flags[] = {
 	{"bq-v1", DBG_BQ_V1, NULL,
 	 "compile: MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) "
 	 "instead of one, for A/B on the GPU (docs/codegen.md, Mixed-input GEMMs); integer formats unchanged"},
+	{"no-front", DBG_NO_FRONT, NULL,
+	 "compile: keep a decode block's norm, router GEMM, route and permute kernels (no decode front: A/B checks)"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 	{"full-blocks", DBG_FULL_BLOCKS, NULL,

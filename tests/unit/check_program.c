@@ -234,6 +234,182 @@ START_TEST(test_program_prefill_192_persistent)
 }
 END_TEST
 
+/* --- decode fronts (k_front.c) --------------------------------------------- */
+
+/* The routing families of the front tests: the route's attributes, E, k,
+ * whether a selection bias is read. */
+static const struct {
+	const char *attrs;
+	int E, k, selbias;
+} front_fams[] = {
+	{"router=softmax", 8, 2, 0},						/* Mixtral */
+	{"router=softmax, renorm=1", 128, 8, 0},				/* Qwen3 (norm_topk_prob) */
+	{"router=topk_softmax", 32, 4, 0},					/* gpt-oss */
+	{"router=sigmoid, renorm=1, scale=2.5", 16, 3, 0},
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2", 256, 8, 1},
+	/* DeepSeek-V3 */
+};
+
+/* Launches of the plan whose kernel name ends in suffix. */
+static int
+launches(const Manifest *man, const char *suffix)
+{
+	int n = 0;
+
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		size_t a = st->kernel ? strlen(st->kernel) : 0, b = strlen(suffix);
+		n += st->kind == STEP_LAUNCH && a >= b && strcmp(st->kernel + a - b, suffix) == 0;
+	}
+	return n;
+}
+
+/* Values that multiply and add exactly in f32: k/8 for k in -8..8, a few of them, so ties are common. */
+static void
+fill_exact(Tensor *t, uint64_t seed, int levels)
+{
+	for (int64_t i = 0; i < tensor_numel(t); i++) {
+		uint64_t h = mix64(seed ^ mix64((uint64_t)i));
+		dtype_store(t->dt, t->data, (size_t)i, (double)((int)(h % (2 * levels + 1)) - levels) / 8);
+	}
+}
+
+/*
+ * The router GEMM, route and permute as one front launch (max_tokens 64):
+ * logits exact in f32 (small multiples of 1/8), so ids, offsets and rows
+ * must equal the interpreter's bit for bit (ties to the lower expert, which
+ * the coarse values make common), and the weights agree to f32 rounding;
+ * at T = 1, 16, 64, every routing family, rows of 64 (loaded an element at
+ * a time) and 2304 (16-byte loads in two batches, W not kept in registers).
+ */
+START_TEST(test_front_routing_is_the_interpreters)
+{
+	static const int64_t ts[] = {1, 16, 64};
+	char src[2048];
+
+	for (size_t f = 0; f < NELEM(front_fams); f++) {
+		int E = front_fams[f].E, k = front_fams[f].k, H = f % 2 ? 2304 : 64;	/* vector rows, or not */
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		snprintf(src, sizeof src,
+			 "%s"
+			 "graph @r(%%x: bf16[T,%d], %%wr: bf16[%d,%d]) -> (w: f32[T,%d], ids: i32[T,%d], "
+			 "offs: i32[%d], rows: i32[%d*T]) {\n"
+			 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+			 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
+			 "\tret %%w, %%ids, %%offs, %%rows\n}\n",
+			 front_fams[f].selbias ? "weight $b : f32[256] scale=0.5 seed=9\n\n" : "", H, E, H, k,
+			 k, E + 1, k, E, front_fams[f].selbias ? ", $b" : "", k, front_fams[f].attrs, k, k, E,
+			 E + 1, k, k);
+		diag_init(&d, stderr);
+		m = fused("front.ir", src, &ref, &d);
+		emu_opts(&co, 64);
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		ck_assert_int_eq(launches(man, "_front"), 1);
+		int run = 0;
+		for (int i = 0; i < man->nstep; i++)
+			run += man->step[i].kind != STEP_INIT;
+		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		for (size_t ti = 0; ti < NELEM(ts); ti++) {
+			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
+			Tensor in[2], want[4], got[4];
+			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
+			ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
+			fill_exact(&in[0], (uint64_t)T, 2);
+			fill_exact(&in[1], 7, 1);
+			ck_assert_int_eq(ir_eval(ir_main_graph(ref), in, 2, want, NULL, &d), 0);
+			for (int o = 0; o < 4; o++) {
+				ck_assert_int_eq(tensor_alloc(&got[o], want[o].dt, want[o].rank, want[o].dim), 0);
+				memset(got[o].data, 0xff, tensor_nbytes(&got[o]));
+			}
+			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
+			for (int o = 1; o < 4; o++)
+				ck_assert_msg(memcmp(got[o].data, want[o].data, tensor_nbytes(&want[o])) == 0,
+					      "%s T=%lld: result %d differs from the interpreter's",
+					      front_fams[f].attrs, (long long)T, o);
+			for (int64_t i = 0; i < tensor_numel(&want[0]); i++) {
+				float a = ((float *)got[0].data)[i], b = ((float *)want[0].data)[i];
+				ck_assert_msg(fabsf(a - b) <= 1e-6f * fmaxf(1, fabsf(b)), "%s T=%lld: weight %lld "
+					      "%g, want %g", front_fams[f].attrs, (long long)T, (long long)i, a, b);
+			}
+			for (int o = 0; o < 4; o++) {
+				tensor_free(&got[o]);
+				tensor_free(&want[o]);
+			}
+			tensor_free(&in[0]);
+			tensor_free(&in[1]);
+		}
+		cg_program_free(p);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
+/*
+ * Whole MoE blocks with max_tokens 64: the norm, the rstd of the norm folded
+ * into gate|up, the router GEMM, route and permute are one front launch
+ * (no route or permute kernel left), and the block matches the interpreter
+ * at T = 1, 16 for every routing family, 64 for those of up to 32 experts (rows of 256: W and gamma kept
+ * in registers; DeepSeek-V3's router in f32: the norm cast to f32, f32 W);
+ * with max_tokens 65 there is no front (prefill keeps its
+ * kernels).
+ */
+START_TEST(test_front_blocks_match_interpreter)
+{
+	static const int64_t ts[] = {1, 16, 64};
+	char src[2048];
+
+	for (size_t f = 0; f < NELEM(front_fams); f++) {
+		int E = front_fams[f].E, k = front_fams[f].k;
+		const char *rt = front_fams[f].selbias ? "f32" : "bf16";	/* DeepSeek's router is f32 */
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		snprintf(src, sizeof src,
+			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
+			 "weight $router : %s[%d,256] seed=2\n"
+			 "weight $wgu : bf16[%d,64,256] seed=3\n"
+			 "weight $wdown : bf16[%d,256,32] seed=4\n"
+			 "weight $b : f32[%d] scale=0.5 seed=9\n"
+			 "\n"
+			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
+			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
+			 "\t%%logits = matmul %%hr, $router, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
+			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
+			 "\tret %%y\n}\n",
+			 rt, E, E, E, E, rt, rt, E, front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		diag_init(&d, stderr);
+		m = fused("front_block.ir", src, &ref, &d);
+		for (int64_t mt = 64; mt <= 65; mt++) {
+			emu_opts(&co, mt);
+			p = cg_compile(m, &co, &d);
+			ck_assert_ptr_nonnull(p);
+			const Manifest *man = cg_program_manifest(p);
+			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
+			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
+				ck_assert_int_eq(launches(man, ""), 4);
+			/* T = 64 for the few-expert families (the routing test has it for all) */
+			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
+				check_wide(p, ref, ts[ti], 256);
+			cg_program_free(p);
+		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 /* A tuning table in a temporary file; its path (static). */
 static const char *
 table(const char *text)
@@ -771,6 +947,11 @@ program_suite(void)
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front");	/* decode fronts: every routing family */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_front_routing_is_the_interpreters);
+	tcase_add_test(tc, test_front_blocks_match_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);

@@ -1,0 +1,640 @@
+/*
+ * k_front.c — a decode block's front in one launch: the router's RMSNorm,
+ * the router GEMM, the routing and the permutation, for T <= 64.
+ *
+ *	before (6 launches, 2 of them one CTA or a chain):
+ *	  h = rms_norm(x, gamma)        row kernel, grid T
+ *	  rstd = rstd(x)                row kernel, grid T (the folded norm's 1/rms)
+ *	  memset flags; logits = h @ W^T  GEMM, split-K chain
+ *	  w, ids = route(logits)        grid cdiv(T,4)
+ *	  offs, rows = permute(ids)     one CTA of 1024
+ *	  memset flags                  (the next split GEMM's)
+ *	after (1 memset, 1 launch):
+ *	  memset flags; front<<<E x S, 32 W>>>   (W warps: 4 for T <= 4, else 8)
+ *	    CTA (slice, e), warp w, tokens t = W slice + w, then every W S: rstd of row t, h = norm(x[t])
+ *	      as the row kernel rounds it, logits[t][e] = the dot of h with W[e]
+ *	    every CTA but the last: fence, flag[e] = 1
+ *	    the last CTA (launched last, so every other one is resident or done):
+ *	      waits for each flag (and clears it), then routes all T tokens
+ *	      (cg_route_tokens: exactly k_route.c's kernel), permutes them
+ *	      (cg_permute_block: k_permute.c's), and zeroes the next split
+ *	      GEMM's flags (zero_words, bound by program.c)
+ *
+ * Deterministic: every logit is one warp's sum in a fixed order, the last
+ * CTA reads them through the same code as the route kernel; no atomics (a
+ * flag has one writer).  The flags must be 0 at launch (the memset step;
+ * the kernel leaves them 0 as well).
+ */
+#define CG_INTERNAL
+#include <math.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define SMEM0 32		/* the per-warp broadcast slots; then the route's or the permute's */
+#define KEEP_MAX 64	/* KEEP * LV */
+
+static int
+io_float(DType t)
+{
+	return t == DT_F32 || t == DT_BF16 || t == DT_F16;
+}
+
+int
+cg_front_check(const CgFrontSpec *s, Diag *d)
+{
+	if (s->H < 1 || s->H > (1 << 20))
+		return diag_error(d, LOC_NONE, "front: row length %lld (needs 1..2^20)", (long long)s->H);
+	if (!io_float(s->x_dt) || !io_float(s->w_dt) || !io_float(s->logits_dt) ||
+	    !io_float(s->round_dt) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
+						   !io_float(s->hout_dt))))
+		return diag_error(d, LOC_NONE, "front: x %s, router weight %s, logits %s (need f32, bf16 "
+				  "or f16)", dtype_name(s->x_dt), dtype_name(s->w_dt),
+				  dtype_name(s->logits_dt));
+	if (s->max_t < 1 || s->max_t > CG_FRONT_MAX_T)
+		return diag_error(d, LOC_NONE, "front: up to %d tokens (not %lld)", CG_FRONT_MAX_T,
+				  (long long)s->max_t);
+	if (s->route.logits_dt != s->logits_dt || s->route.m_per_t != 1 || s->perm.m_per_t != 1 ||
+	    s->perm.E != s->route.E || s->perm.k != s->route.k || s->perm.ids_dt != DT_I32)
+		return diag_error(d, LOC_NONE, "front: the route and permute specs disagree");
+	if (cg_route_check(&s->route, d) || cg_permute_check(&s->perm, d))
+		return -1;
+	return 0;
+}
+
+typedef struct Fr Fr;
+struct Fr {
+	CgFn *f;
+	const CgFrontSpec *s;
+	LLVMValueRef x, gamma, w, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
+		zero_words, T;
+	LLVMValueRef lane, warp, cta, e;	/* CTA cta = (slice, expert e) */
+	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
+	int kept;
+	int nw;			/* warps per CTA */
+};
+
+/* Warps per CTA: 4 tokens at a time for T <= 4, else 8 (256 threads, at
+ * most 255 registers each; the last CTA routes 8 tokens at a time). */
+static int
+nwarps(const CgFrontSpec *s)
+{
+	return s->max_t <= 4 ? 4 : 8;
+}
+
+/* The warp's sum (shfl.sync.up scan, a fixed order), in lane 31. */
+static LLVMValueRef
+warp_sum31(Fr *r, LLVMValueRef v)
+{
+	CgFn *f = r->f;
+
+	for (int d = 1; d < 32; d *= 2) {
+		LLVMValueRef o = LLVMBuildBitCast(f->B, cg_shfl_up(f, LLVMBuildBitCast(f->B, v, f->ti32, ""), d),
+						  f->tf32, "");
+		o = cg_select(f, cg_lt(f, r->lane, cg_i32(f, d)), cg_f32(f, 0), o);
+		v = LLVMBuildFAdd(f->B, o, v, "");
+	}
+	return v;
+}
+
+/* 1 / sqrt(ms + eps), as the row kernels compute it */
+static LLVMValueRef
+inv_std(CgFn *f, LLVMValueRef ms, double eps)
+{
+	LLVMValueRef v = LLVMBuildFAdd(f->B, ms, cg_f32(f, eps), "");
+
+	return LLVMBuildFDiv(f->B, cg_f32(f, 1), cg_sqrt(f, v), "");
+}
+
+/*
+ * Row elements a lane reads.  Vector rows (H a multiple of 256, W [E,H]):
+ * group g of lane L is elements (32g + L)*8 .. +7, one 16-byte load of
+ * bf16/f16 (two of f32), all of a batch issued before any is used; else
+ * element 32j + L, one at a time.
+ */
+#define LV 8
+#define BATCH 8		/* groups loaded before they are used */
+#define KEEP 8		/* W and gamma rows of up to this many groups stay in registers */
+
+static int
+groups(const CgFrontSpec *s)
+{
+	return !s->w_kn && s->H % (32 * LV) == 0 ? (int)(s->H / (32 * LV)) : 0;
+}
+
+static void
+load8(Fr *r, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
+{
+	CgFn *f = r->f;
+	int es = dtype_bits(dt) / 8;
+	LLVMValueRef x = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es),
+				  MIN(16, LV * es));
+
+	for (int j = 0; j < LV; j++)
+		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, x, cg_i32(f, j), ""), dt);
+}
+
+/* Element index (i64) of group g's first element, from row start row. */
+static LLVMValueRef
+group_at(Fr *r, LLVMValueRef row, int g)
+{
+	return cg_add(r->f, row, cg_sext64(r->f, cg_muli(r->f, cg_addi(r->f, r->lane, 32 * g), LV)));
+}
+
+/* The CTA's W row and gamma, in registers when short (KEEP groups). */
+static void
+preload(Fr *r)
+{
+	int G = groups(r->s);
+	LLVMValueRef wrow = cg_muli(r->f, cg_sext64(r->f, r->e), r->s->H);
+
+	if (!G || G > KEEP)
+		return;
+	for (int g = 0; g < G; g++) {
+		load8(r, r->s->w_dt, r->w, group_at(r, wrow, g), &r->wk[g * LV]);
+		if (r->s->norm)
+			load8(r, r->s->gamma_dt, r->gamma, group_at(r, cg_i64(r->f, 0), g), &r->gk[g * LV]);
+	}
+	r->kept = 1;
+}
+
+/* The lane's sum of squares of row `row` of x. */
+static LLVMValueRef
+sum_squares(Fr *r, LLVMValueRef row)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	const CgFrontSpec *s = r->s;
+	int G = groups(s);
+	LLVMValueRef ss = cg_f32(f, 0), i, xv[BATCH * LV];
+	CgLoop l;
+
+	if (!G) {
+		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
+		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
+		LLVMValueRef v = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
+		cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, v, v, ""), ""));
+		cg_endloop(f, &l);
+		return cg_get(f, var);
+	}
+	for (int g0 = 0; g0 < G; g0 += BATCH) {
+		int n = MIN(BATCH, G - g0);
+		for (int g = 0; g < n; g++)
+			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+		for (int j = 0; j < n * LV; j++)
+			ss = LLVMBuildFAdd(B, ss, LLVMBuildFMul(B, xv[j], xv[j], ""), "");
+	}
+	return ss;
+}
+
+/* The router's operand element: x, or the norm of x rounded as h is; stored
+ * to h when this CTA owns the row. */
+static LLVMValueRef
+operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef at)
+{
+	CgFn *f = r->f;
+	const CgFrontSpec *s = r->s;
+	CgIf c;
+
+	if (!s->norm)
+		return a;
+	a = cg_round_dt(f, LLVMBuildFMul(f->B, LLVMBuildFMul(f->B, a, inv, ""), g, ""), s->h_dt);
+	a = cg_round_dt(f, a, s->hout_dt);	/* the norm kernel's casts */
+	if (s->write_h) {
+		cg_if(f, &c, mine);
+		cg_store_dt(f, s->hout_dt, r->h, at, a);
+		cg_endif(f, &c);
+	}
+	return a;
+}
+
+/* The lane's part of the dot product of row `row` (normed) with W[e]. */
+static LLVMValueRef
+dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	const CgFrontSpec *s = r->s;
+	int G = groups(s);
+	LLVMValueRef wrow = cg_muli(f, cg_sext64(f, r->e), s->H), acc = cg_f32(f, 0), i;
+	LLVMValueRef xv[BATCH * LV], wv[BATCH * LV], gv[BATCH * LV];
+	CgLoop l;
+
+	if (!G) {
+		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
+		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
+		{
+			LLVMValueRef g = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
+			LLVMValueRef a = operand(r, cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i)), g, inv, mine,
+						 cg_add(f, row, i));
+			LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), cg_sext64(f, r->e))
+				: cg_add(f, wrow, i);
+			LLVMValueRef w = cg_load_dt(f, s->w_dt, r->w, wi);
+			cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, a, w, ""), ""));
+		}
+		cg_endloop(f, &l);
+		return cg_get(f, var);
+	}
+	for (int g0 = 0; g0 < G; g0 += BATCH) {
+		int n = MIN(BATCH, G - g0);
+		for (int g = 0; g < n; g++) {
+			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+			if (!r->kept) {
+				load8(r, s->w_dt, r->w, group_at(r, wrow, g0 + g), &wv[g * LV]);
+				if (s->norm)
+					load8(r, s->gamma_dt, r->gamma, group_at(r, cg_i64(f, 0), g0 + g), &gv[g * LV]);
+			}
+		}
+		for (int g = 0; g < n; g++)
+			for (int j = 0; j < LV; j++) {
+				int q = g * LV + j, k = (g0 + g) * LV + j;
+				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j);
+				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
+							 mine, at);
+				acc = LLVMBuildFAdd(B, acc, LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[q], ""), "");
+			}
+	}
+	return acc;
+}
+
+/* Token tok (clamped to T-1) of warp w: its logit for expert e, and the
+ * rows this CTA owns (tok % E == e): h and rstd. */
+static void
+token(Fr *r, LLVMValueRef tok)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	const CgFrontSpec *s = r->s;
+	LLVMValueRef tokc = cg_min(f, tok, cg_addi(f, r->T, -1));
+	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc;
+	LLVMValueRef active = cg_lt(f, tok, r->T);
+	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, cg_urem(f, tok, cg_i32(f, s->route.E)),
+								   r->e, ""), "");
+	LLVMValueRef bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
+	CgIf c;
+
+	if (s->norm || s->rstd) {
+		LLVMValueRef ms = warp_sum31(r, sum_squares(r, row));	/* every lane: a warp collective */
+		cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""));
+		cg_sstore(f, ms, bcast, 4);
+		cg_endif(f, &c);
+		cg_barrier(f);
+		ms = LLVMBuildFDiv(B, cg_sload(f, f->tf32, bcast, 4), cg_f32(f, (double)s->H), "");
+		cg_barrier(f);	/* the slot is rewritten by the next token */
+		if (s->norm)
+			inv = inv_std(f, ms, s->eps);
+		if (s->rstd) {
+			LLVMValueRef inv_r = inv_std(f, ms, s->rstd_eps);
+			cg_if(f, &c, LLVMBuildAnd(B, mine, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 0), ""), ""));
+			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok), 4), 4);
+			cg_endif(f, &c);
+		}
+	}
+	acc = warp_sum31(r, dot(r, row, inv, mine));
+	acc = cg_round_dt(f, cg_round_dt(f, acc, s->round_dt), s->logits_dt);
+	cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
+	cg_store_dt(f, s->logits_dt, r->logits,
+		    cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), cg_sext64(f, r->e)), acc);
+	cg_endif(f, &c);
+}
+
+/* The last CTA: wait for (and clear) every other CTA's flag. */
+static void
+gather_flags(Fr *r)
+{
+	CgFn *f = r->f;
+	CgLoop l;
+	LLVMValueRef i = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, cg_front_ctas(r->s) - 1), cg_i32(f, 32 * r->nw));
+	LLVMValueRef at = cg_gep(f, r->flags, cg_sext64(f, i), 4);
+
+	cg_spin_until(f, at, cg_i32(f, 1));
+	cg_gstore_volatile(f, cg_i32(f, 0), at, 4);
+	cg_endloop(f, &l);
+	cg_fence(f);
+	cg_barrier(f);
+}
+
+static void
+last_cta(Fr *r, int smem0)
+{
+	CgFn *f = r->f;
+	const CgFrontSpec *s = r->s;
+	CgRouteIo rio = {r->logits, r->selbias, r->weights, r->ids, r->T};
+	CgPermuteIo pio = {r->ids, r->offs, r->rows, r->pos, r->T};
+	CgLoop l;
+	LLVMValueRef i;
+
+	gather_flags(r);
+	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
+	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
+	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
+	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
+	cg_endloop(f, &l);
+}
+
+/* CTAs: each expert's tokens in S slices of 4 (one per warp) so that a few
+ * experts (Mixtral's 8) still fill the SMs: S = min(132 / E, cdiv(max_t, 4)). */
+int
+cg_front_ctas(const CgFrontSpec *s)
+{
+	int64_t S = MAX(1, MIN(132 / s->route.E, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+
+	return s->route.E * (int)S;
+}
+
+int
+cg_front_smem(const CgFrontSpec *s)
+{
+	int route = cg_route_smem(&s->route, nwarps(s));
+	int perm = cg_permute_smem(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k);
+
+	return SMEM0 + MAX(route, perm);
+}
+
+int
+cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
+{
+	CgParam p[16];
+	int np = 0, block[3] = {32 * nwarps(s), 1, 1}, smem;
+	CgExpr grid[3] = {CG_EXPR_INT(cg_front_ctas(s)), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	char note[200];
+	LLVMValueRef *slot[16];
+	CgLoop l;
+	CgIf c;
+	Fr r;
+
+	memset(&r, 0, sizeof r);
+	if (cg_front_check(s, d) < 0)
+		return -1;
+	r.s = s;
+	smem = cg_front_smem(s);
+#define P(kind, role, field) (slot[np] = &r.field, p[np++] = (CgParam){kind, role})
+	P(CGP_PTR, "x", x);
+	if (s->norm)
+		P(CGP_PTR, "gamma", gamma);
+	P(CGP_PTR, "w_router", w);
+	if (s->route.has_selbias)
+		P(CGP_PTR, "selbias", selbias);
+	if (s->write_h)
+		P(CGP_PTR, "h", h);
+	if (s->rstd)
+		P(CGP_PTR, "rstd", rstd);
+	P(CGP_PTR, "logits", logits);
+	P(CGP_PTR, "weights", weights);
+	P(CGP_PTR, "ids", ids);
+	P(CGP_PTR, "offsets", offs);
+	P(CGP_PTR, "rows", rows);
+	if (s->perm.want_pos)
+		P(CGP_PTR, "pos", pos);
+	P(CGP_PTR, "flags", flags);
+	P(CGP_I32, "zero_words", zero_words);
+	P(CGP_I32, "T", T);
+#undef P
+	r.nw = nwarps(s);
+	r.f = cg_fn_begin(m, name, p, np, 32 * r.nw, 0, d);
+	if (!r.f)
+		return -1;
+	for (int i = 0; i < np; i++)
+		*slot[i] = cg_arg(r.f, i);
+	r.lane = cg_and(r.f, cg_tid(r.f, 0), 31);
+	r.warp = cg_shr(r.f, cg_tid(r.f, 0), 5);
+	r.cta = cg_ctaid(r.f, 0);
+	r.e = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E));
+	preload(&r);
+
+	/* CTA (e, slice) takes tokens 4 slice + w, then 4 S later, ... */
+	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E)), r.nw),
+				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / s->route.E));
+	token(&r, cg_add(r.f, tok0, r.warp));
+	cg_endloop(r.f, &l);
+	cg_fence(r.f);
+	cg_barrier(r.f);
+	cg_if(r.f, &c, LLVMBuildICmp(r.f->B, LLVMIntEQ, r.cta, cg_i32(r.f, cg_front_ctas(s) - 1), ""));
+	last_cta(&r, SMEM0);
+	cg_else(r.f, &c);
+	{
+		CgIf c0;
+		cg_if(r.f, &c0, LLVMBuildICmp(r.f->B, LLVMIntEQ, cg_tid(r.f, 0), cg_i32(r.f, 0), ""));
+		cg_gstore_volatile(r.f, cg_i32(r.f, 1), cg_gep(r.f, r.flags, cg_sext64(r.f, r.cta), 4), 4);
+		cg_endif(r.f, &c0);
+	}
+	cg_endif(r.f, &c);
+	snprintf(note, sizeof note, "front H=%lld E=%d k=%d%s%s%s T<=%lld", (long long)s->H,
+		 s->route.E, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
+		 s->write_h ? " h" : "", (long long)s->max_t);
+	return cg_fn_end(r.f, block, grid, smem, note);
+}
+
+/* --- which calls of the main graph make a front ------------------------------ */
+
+/* The kernel's one node of op (constants aside), or NULL. */
+static const Node *
+one_node(const Graph *k, Op op)
+{
+	const Node *found = NULL;
+
+	for (const Node *n = k->first; n; n = n->next) {
+		if (n->op == OP_CONST)
+			continue;
+		if (n->op != op || found)
+			return NULL;
+		found = n;
+	}
+	return found;
+}
+
+static int
+param_no(const Graph *k, const Value *v)
+{
+	for (int i = 0; i < k->nparam; i++)
+		if (k->param[i] == v)
+			return i;
+	return -1;
+}
+
+/* Does anything in g but `but` (or g's results) read v? */
+static int
+read_elsewhere(const Graph *g, const Value *v, const Node *but)
+{
+	for (const Node *n = g->first; n; n = n->next)
+		for (int i = 0; n != but && i < n->nin; i++)
+			if (n->in[i] == v)
+				return 1;
+	for (int i = 0; i < g->nret; i++)
+		if (g->ret[i] == v)
+			return 1;
+	return 0;
+}
+
+static int
+why(char *buf, size_t n, const char *s)
+{
+	snprintf(buf, n, "%s", s);
+	return 0;
+}
+
+/* A row kernel computing `op` of its operand 0 over the last axis, of rows [T, H]. */
+static const Node *
+row_op(const Node *call, Op op, int64_t H)
+{
+	const Node *n;
+
+	if (!call || call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE ||
+	    !(n = one_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
+	    param_no(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
+	    n->in[0]->type.dim[1] != H || (ir_attr_int(n, "axis", -1) != -1 && ir_attr_int(n, "axis", -1) != 1))
+		return NULL;
+	return n;
+}
+
+/* A row kernel rms_norm(p0, p1) over the last axis [-> casts] -> ret, gamma [H]. */
+static int
+norm_body(const Node *call, CgFrontSpec *s)
+{
+	const Graph *k = call->callee;
+	const Node *nn = NULL;
+	const Value *v = NULL;
+
+	if (ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1)
+		return 0;
+	for (const Node *x = k->first; x; x = x->next) {
+		if (x->op == OP_CONST)
+			continue;
+		if (!nn) {
+			const Type *t = x->nin == 2 ? &x->in[1]->type : NULL;
+			if (x->op != OP_RMS_NORM || param_no(k, x->in[0]) != 0 || param_no(k, x->in[1]) != 1 ||
+			    x->in[0]->type.rank != 2 || x->in[0]->type.dim[1] != s->H ||
+			    (ir_attr_int(x, "axis", -1) != -1 && ir_attr_int(x, "axis", -1) != 1) ||
+			    t->rank != 1 || t->dim[0] != s->H || !io_float(t->dt) ||
+			    !io_float(x->in[0]->type.dt) || !io_float(x->out[0]->type.dt))
+				return 0;
+			nn = x;
+			v = x->out[0];
+			s->eps = ir_attr_float(x, "eps", 1e-5);
+			s->gamma_dt = t->dt;
+			s->h_dt = s->hout_dt = v->type.dt;
+			continue;
+		}
+		if (x->op != OP_CAST || x->in[0] != v || !io_float(x->out[0]->type.dt))
+			return 0;
+		v = x->out[0];
+		s->hout_dt = v->type.dt;
+	}
+	return nn && k->ret[0] == v;
+}
+
+/* The router GEMM's body: matmul(p0, p1, to=f32) [-> cast -> cast] -> ret. */
+static int
+gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
+{
+	const Graph *k = call->callee;
+	const Node *mm = NULL;
+	const Value *v = NULL;
+
+	for (const Node *x = k->first; x; x = x->next) {
+		if (x->op == OP_CONST)
+			continue;
+		if (!mm) {
+			if (x->op != OP_MATMUL || x->nin != 2 || param_no(k, x->in[0]) != 0 ||
+			    param_no(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32)
+				return why(buf, n, "the router GEMM is not a plain matmul to f32");
+			mm = x;
+			v = x->out[0];
+			continue;
+		}
+		if (x->op != OP_CAST || x->in[0] != v || !io_float(x->out[0]->type.dt))
+			return why(buf, n, "the router GEMM has an epilogue other than casts");
+		if (x->out[0]->type.dt != DT_F32)	/* the narrowest rounding wins */
+			s->round_dt = x->out[0]->type.dt;
+		v = x->out[0];
+	}
+	if (!mm || k->nret != 1 || k->ret[0] != v)
+		return why(buf, n, "the router GEMM returns something else");
+	const Type *a = &mm->in[0]->type, *b = &mm->in[1]->type;
+	s->w_kn = !ir_attr_int(mm, "trans_b", 0);
+	if (a->rank != 2 || b->rank != 2 || !ir_dim_is_static(a->dim[1]) ||
+	    b->dim[s->w_kn ? 0 : 1] != a->dim[1] || !ir_dim_is_static(b->dim[0]) ||
+	    !ir_dim_is_static(b->dim[1]) || !io_float(a->dt) || !io_float(b->dt))
+		return why(buf, n, "the router GEMM's operands are not [T,H] and a static [E,H]");
+	s->H = a->dim[1];
+	s->x_dt = a->dt;
+	s->w_dt = b->dt;
+	s->logits_dt = v->type.dt;
+	return 1;
+}
+
+int
+cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMatch *fm,
+	       char *buf, size_t n)
+{
+	const Graph *g = route_call->callee ? ir_main_graph(m) : NULL;
+	const Node *r, *pm, *gc, *nc = NULL;
+	CgFrontSpec *s = &fm->s;
+	Diag quiet;
+
+	memset(fm, 0, sizeof *fm);
+	diag_init(&quiet, NULL);
+	s->round_dt = DT_F32;
+	if (!g || ir_kernel_template(route_call->callee) != IR_TMPL_ROUTE ||
+	    !(r = one_node(route_call->callee, OP_ROUTE)))
+		return why(buf, n, "not a route kernel");
+	if (max_t > CG_FRONT_MAX_T)
+		return why(buf, n, "max_tokens is above the decode range");
+	if (cg_route_spec(r, &s->route, &quiet) || route_call->nout != 2 ||
+	    param_no(route_call->callee, r->in[0]) != 0 ||
+	    (s->route.has_selbias && param_no(route_call->callee, r->in[1]) != 1))
+		return why(buf, n, "the route kernel reads something else");
+	/* the permute of its ids, anywhere after it */
+	for (pm = route_call->next; pm; pm = pm->next)
+		if (pm->op == OP_CALL && pm->nin == 1 && pm->in[0] == route_call->out[1])
+			break;
+	const Node *pn = pm && ir_kernel_template(pm->callee) == IR_TMPL_PERMUTE
+		? one_node(pm->callee, OP_PERMUTE) : NULL;
+	if (!pn || cg_permute_spec(pn, &s->perm, &quiet))
+		return why(buf, n, "its ids are not permuted by a permute kernel");
+	s->perm.want_pos = pm->callee->nret > 2;
+	gc = route_call->in[0]->kind == V_RESULT ? route_call->in[0]->def : NULL;
+	if (!gc || gc->op != OP_CALL || ir_kernel_template(gc->callee) != IR_TMPL_GEMM || gc->nout != 1 ||
+	    gc->nin != 2)
+		return why(buf, n, "its logits are not computed by a GEMM kernel");
+	if (!gemm_body(gc, s, buf, n))
+		return 0;
+	if (gc->in[1]->type.dim[s->w_kn ? 1 : 0] != s->route.E)
+		return why(buf, n, "the router weight's experts are not the route's");
+	fm->x = gc->in[0];
+	/* the norm feeding the router, when a row kernel computes it from x alone */
+	if (fm->x->kind == V_RESULT && fm->x->def->op == OP_CALL && fm->x->def->nin == 2 &&
+	    norm_body(fm->x->def, s)) {
+		nc = fm->x->def;
+		s->norm = 1;
+		fm->h = fm->x;
+		fm->x = nc->in[0];
+		fm->gamma = nc->in[1];
+		s->x_dt = fm->x->type.dt;
+		s->write_h = read_elsewhere(g, fm->h, gc);
+	}
+	/* an rstd kernel of the same rows (a norm folded into a GEMM elsewhere) */
+	for (const Node *c = g->first; c && s->norm; c = c->next) {
+		const Node *rn = c->op == OP_CALL && c->nin == 1 && c->in[0] == fm->x ? row_op(c, OP_RSTD, s->H)
+			: NULL;
+		if (rn && !ir_attr_int(rn, "center", 0) && rn->out[0]->type.dt == DT_F32 &&
+		    c->callee->nret == 1) {
+			fm->rstd_call = c;
+			fm->rstd_out = c->out[0];
+			s->rstd = 1;
+			s->rstd_eps = ir_attr_float(rn, "eps", 1e-5);
+			break;
+		}
+	}
+	fm->norm = nc;
+	fm->gemm = gc;
+	fm->route = route_call;
+	fm->perm = pm;
+	fm->w = gc->in[1];
+	fm->selbias = s->route.has_selbias ? route_call->in[1] : NULL;
+	fm->logits = gc->out[0];
+	s->max_t = max_t;
+	if (cg_front_check(s, &quiet))
+		return why(buf, n, quiet.last);
+	return 1;
+}
