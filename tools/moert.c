@@ -73,12 +73,12 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	{"info", "", 0, 0, "describe the GPU", "Name and compute capability of the GPU."},
 	{"tune", "X.moeb", 1, 1, "time candidate GEMM tilings, write a tuning table",
 	 "Time every candidate kernel of a bundle compiled with `moec compile --tune-candidates` at the\n"
-	 "token counts of --tokens that its key's range holds (else at the range's last T), on seeded\n"
+	 "token counts of --tokens that its key's T bucket holds (else at the bucket's last T), on seeded\n"
 	 "random inputs: the plan runs up to the GEMM, the plan's own launch writes the reference\n"
 	 "output, each candidate must match it (relative L2 within its dtype's tolerance; a wrong one\n"
 	 "is rejected) and is timed alone (median; an L2 flush before each launch).  For each key the\n"
 	 "fastest correct variant (geometric mean over those T of its time over the plan's) goes into\n"
-	 "the table -o FILE (moec-tuning 1, docs/codegen.md) for `moec compile --tuning=FILE`.  Exit 1\n"
+	 "the table -o FILE (moec-tuning 2, docs/codegen.md) for `moec compile --tuning=FILE`.  Exit 1\n"
 	 "if some key has no correct candidate (the table then holds the others)."},
 };
 
@@ -92,7 +92,7 @@ static const Opt moert_opts[] = {
 	{"tokens", 0, OPT_INT, "T", NULL, "the token count (run, test: default from the inputs' T dims)",
 	 RUN | TEST | BENCH, 1, INT32_MAX},
 	{"tokens", 0, OPT_STR, "T,...", "1,16,64,256,4096", "token counts to time at (each key at "
-	 "those in its range)", TUNE},
+	 "those in its T bucket)", TUNE},
 	{"output", 'o', OPT_STR, "FILE", NULL, "the tuning table to write", TUNE},
 	{"flush-mb", 0, OPT_INT, "MB", "128", "device memory written before each timed launch "
 	 "(evicts L2, as a real layer finds it; 0: none)", TUNE, 0, 65536},
@@ -1396,7 +1396,7 @@ tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, 
 	if (!(f = file_create(&fo, opt_str(&o->a, "output"), &d)))
 		return EXIT_USAGE;
 	target = target ? target + 1 : code;
-	fprintf(f, "moec-tuning 1\n# moert tune %s on %s (%s), --iters=%d, --flush-mb=%lld\n",
+	fprintf(f, "moec-tuning 2\n# moert tune %s on %s (%s), --iters=%d, --flush-mb=%lld\n",
 		c->path, moert_device_name(c->dev), code, o->iters,
 		(long long)int_opt(&o->a, "flush-mb", 0));
 	for (int i = 0, j; i < nc; i = j) {
@@ -1458,7 +1458,7 @@ cmd_tune(Ctx *c, const Opts *opts)
 		for (int k = 0; k < TUNE_MAXT; k++)
 			tc[i].us[k] = tc[i].plan[k] = -1;
 	}
-	/* a key's range without a listed T is timed at its last T */
+	/* a key's T bucket without a listed T is timed at its last T */
 	for (int i = 0; i < nc; i++) {
 		if (tune_at(&tc[i], t, n))
 			continue;
