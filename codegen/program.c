@@ -1254,10 +1254,12 @@ typedef struct {
 } CandSeen;
 
 /* The candidates of one key (T bucket tlo..thi, the plan's spec h) for the
- * plan's run step `of`; *ncand numbers their kernels. */
+ * plan's run step `of`, which runs up to wthi (their workspaces are sized
+ * for it, so that the step's buckets share kernels); *ncand numbers them. */
 static int
 key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
-	       const GemmSpec *h, int64_t tlo, int64_t thi, int of, int *ncand, CandSeen *seen)
+	       const GemmSpec *h, int64_t tlo, int64_t thi, int64_t wthi, int of, int *ncand,
+	       CandSeen *seen)
 {
 	GemmSpec c[MAX_CANDIDATES];
 	char key[256], v[64];
@@ -1274,6 +1276,7 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 		char id[80];
 		int at = 0;
 
+		split_slots(&c[j], wthi);
 		cg_variant_of(&c[j], &cv);
 		cg_variant_print(&cv, v, sizeof v);
 		snprintf(id, sizeof id, "%d %s", c[j].split_slots, v);
@@ -1337,7 +1340,8 @@ gemm_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBi
 		for (int64_t t = seg[j].tlo, lo, hi; t <= seg[j].thi && !rc; t = hi + 1) {
 			cg_tuning_bucket(t, &lo, &hi);
 			hi = MIN(hi, seg[j].thi);
-			rc = key_candidates(p, call, name, gb, &seg[j].s[0], lo, hi, first + j, &ncand, &seen);
+			rc = key_candidates(p, call, name, gb, &seg[j].s[0], lo, hi, seg[j].thi, first + j,
+					    &ncand, &seen);
 		}
 	}
 	free(seen.id);
