@@ -1221,6 +1221,9 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	/* stages, split (-1: stream-K over SMs x the CTAs an SM holds) */
 	static const int plan[][2] = {{0, 1}, {0, -1}, {3, 1}, {3, -1}, {0, 2}, {0, 3}, {0, 4}};
 	int decode = gemm_rows(h, thi, 1) <= 64, n = 0, nt = (int)(NELEM(tiles) + (decode ? NELEM(dec_tiles) : 0));
+	/* past the decode variant one expert can get up to T rows (skew): a grouped
+	 * GEMM with few rows per expert on average tries the prefill tiles too */
+	int wide = decode && h->groups && thi > DECODE_T;
 	char seen[MAX_CANDIDATES][64];
 
 	for (int pi = -1; pi < (int)NELEM(plan); pi++)
@@ -1229,7 +1232,7 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 			GemmSpec c = *h;
 			CgVariant v;
 			int dup = 0;
-			if (pi >= 0 && ((decode ? tl->bm > 64 : tl->bm < 64) ||
+			if (pi >= 0 && ((decode ? tl->bm > 64 && !wide : tl->bm < 64) ||
 					(!decode && plan[pi][1] != 1) ||
 					cand_try(t, h, tl, plan[pi][0], plan[pi][1], thi, &c)))
 				continue;

@@ -65,9 +65,21 @@ done
 # each candidate line of the wrong kernel is timed at one T (each bucket holds one of --tokens)
 nwrong=$(awk -v k="$wrong" '$1 == k && / key / { n++ } END { print n + 0 }' "$d/inspect")
 
+for bad in 101 0,0 0,10,20,30,40 x; do
+	want_rc 2 "moert tune --skew=$bad" env MOERT_LIBCUDA="$fake" "$moert" tune "$d/c.moeb" \
+		-o "$d/bad.tuning" --skew="$bad"
+	grep -q "skew" "$d/out" || fail "--skew=$bad: $(cat "$d/out")"
+done
+# 6 T (1024 added for the 257..1024 bucket) x 2 skews: 12 points
+want_rc 2 "moert tune: more than 16 points" env MOERT_LIBCUDA="$fake" "$moert" tune "$d/c.moeb" \
+	-o "$d/bad.tuning" --skew=0,20,80
+[ ! -e "$d/bad.tuning" ] || fail "a refused moert tune wrote its table"
 MOERT_LIBCUDA=$fake FAKECUDA_ANY=1 FAKECUDA_SLOW=$slow FAKECUDA_WRONG=$wrong:$out \
-	"$moert" tune "$d/c.moeb" -o "$d/t.tuning" --tokens=1,16,64,256,4096 --flush-mb=0 \
+	"$moert" tune "$d/c.moeb" -o "$d/t.tuning" --tokens=1,16,64,256,4096 --skew=0,80 --flush-mb=0 \
 	--iters=3 --warmup=1 >"$d/log" 2>&1 || { cat "$d/log"; fail "moert tune"; }
+grep -q "^T=64/skew=80 .* $key .* $v1 .*WRONG: rejected" "$d/log" ||
+	{ cat "$d/log"; fail "the wrong candidate was not rejected under skew"; }
+nwrong=$((nwrong * 2))	# at each skew
 grep -q "^T=64 .* $key .* $v1 .*WRONG: rejected" "$d/log" || { cat "$d/log"; fail "the wrong candidate was not rejected"; }
 [ "$(grep -c "WRONG" "$d/log")" = "$nwrong" ] && [ "$(grep "WRONG" "$d/log" | grep -vc " $v1 ")" = 0 ] ||
 	fail "rejections other than $wrong's $nwrong: $(grep WRONG "$d/log")"
@@ -77,6 +89,8 @@ chosen=$(awk -v k="$key" '$1 == "sm_90a" && $2 == k { print $3 }' "$d/t.tuning")
 [ -n "$chosen" ] && [ "$chosen" != "$v0" ] && [ "$chosen" != "$v1" ] ||
 	fail "key $key: chose '$chosen' (slow: $v0, wrong: $v1)"
 grep -q "^sm_90a $key $chosen us=[0-9.]*$" "$d/t.tuning" || fail "entry spelling: $(grep "$key" "$d/t.tuning")"
+grep -q "^# $key (plan .*; T=64 [0-9.]* us (plan [0-9.]*); T=64/skew=80 [0-9.]* us" "$d/t.tuning" ||
+	fail "the times at both skews: $(grep "$key" "$d/t.tuning")"
 
 # --- the table back into the compiler: every entry taken, the chosen variant used
 "$moec" compile "$fx" --layer 1 --arch=sm_90a --max-tokens=4096 -v --tuning="$d/t.tuning" \
