@@ -717,10 +717,10 @@ split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
  * accumulators' restart inside the loop, the partial's store).
  * STREAM_TILE = 3 is fitted to the 2026-12-02 A/B (bench/RESULTS.md,
  * session 24: the same blocks with tiles and with stream-K): Qwen3-30B-A3B
- * T=16 measured +4.1% with stream-K (modelled +6%: runs of 7-10 tiles of
- * 6-16 k-tiles), Mixtral T=16 -0.9% (-1%), DeepSeek-V3 T=16 +1.1% (+2%),
- * dense M=16 -0.2% (-1%); without the term the model had stream-K 7-17%
- * faster on all four.
+ * T=16 measured +4.1% with stream-K (modelled +5%: runs of 7-10 tiles of
+ * 6-16 k-tiles), DeepSeek-V3 T=16 +1.1% (+2%), dense M=16 -0.2% (-1%),
+ * Mixtral T=16 -0.9% (-12%: the half wave on 1.94 busy waves); without the
+ * term the model had stream-K 7-17% faster on all four (docs/codegen.md).
  */
 enum { STREAM_HAND = 1, STREAM_TILE = 3 };
 
