@@ -27,7 +27,7 @@ while read -r name bundle _; do
 	fi
 done <"$dir/cases.txt"
 {
-	echo "moec-tuning 1"
+	echo "moec-tuning 2"
 	for t in "$out"/*.tuning; do
 		[ -f "$t" ] && grep -v '^moec-tuning' "$t"
 	done | awk '/^#/ { print; next } !seen[$1 " " $2]++'

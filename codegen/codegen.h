@@ -250,6 +250,8 @@ typedef struct GemmSpec GemmSpec;
 int cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n);
 void cg_variant_of(const GemmSpec *s, CgVariant *v);
 void cg_variant_apply(const CgVariant *v, GemmSpec *s);	/* split_slots is the caller's */
+/* The T bucket holding t (tuning keys, version 2): 1, 2-16, 17-64, 65-256, then x4. */
+void cg_tuning_bucket(int64_t t, int64_t *lo, int64_t *hi);
 
 /* cache.c: codegen results reused within one compile (program.h: the driver's part) */
 /* The key of an emitted, not yet optimised module (malloc'd, *len bytes). */

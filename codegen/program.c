@@ -766,15 +766,28 @@ split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
 }
 
 /*
- * Stream-K (docs/codegen.md, "Stream-K for decode"): SMs x per_sm CTAs, each
- * an equal run of the launch's L (tile, k-tile) pairs with one pipeline
- * across its tiles, so a launch takes L / n k-tile times (n = min(CTAs, L))
- * plus one fill and the hand-overs of a tile's chain, one after another
- * (STREAM_HAND each: a bm x bn f32 partial written and read, and the wait;
- * a chain is as long as the CTAs a tile spans, n x KT / L), where tiles
- * take waves x (KT/S + SPLIT_FILL).
+ * Stream-K against tiles (docs/codegen.md, "Stream-K for decode"), in the
+ * time an SM takes to stream 128 x 128 weights (a k-tile of bn x bk on
+ * each of the per_sm CTAs it holds: `unit`), over the row tiles that have
+ * rows (busy_tiles: under even routing E (1 - (1 - k/E)^T) experts of a
+ * grouped GEMM have a row; the others' tiles start and exit, and stream-K
+ * counts the routed tiles from the device offsets).
+ *
+ * Tiles take waves x (KT/S + SPLIT_FILL); where the routing decides how
+ * many tiles are busy (grouped, T > 1) the last wave is half full on
+ * average, so waves = tiles / slots + 1/2, else rounded up.  Stream-K,
+ * SMs x per_sm CTAs over the L (tile, k-tile) pairs, takes L / n + a fill
+ * + the hand-over chain of a cut tile (STREAM_HAND per CTA it spans,
+ * n x KT / L) + STREAM_TILE per tile a run passes (its epilogue and the
+ * accumulators' restart inside the loop, the partial's store).
+ * STREAM_TILE = 3 is fitted to the 2026-12-02 A/B (bench/RESULTS.md,
+ * session 24: the same blocks with tiles and with stream-K): Qwen3-30B-A3B
+ * T=16 measured +4.1% with stream-K (modelled +5%: runs of 7-10 tiles of
+ * 6-16 k-tiles), DeepSeek-V3 T=16 +1.1% (+2%), dense M=16 -0.2% (-1%),
+ * Mixtral T=16 -0.9% (-12%: the half wave on 1.94 busy waves); without the
+ * term the model had stream-K 7-17% faster on all four (docs/codegen.md).
  */
-enum { STREAM_HAND = 1 };
+enum { STREAM_HAND = 1, STREAM_TILE = 3 };
 
 static int64_t
 stream_ctas(const CgTarget *t, const GemmSpec *s)
@@ -783,15 +796,45 @@ stream_ctas(const CgTarget *t, const GemmSpec *s)
 }
 
 static double
+busy_tiles(const GemmSpec *s, int64_t tokens)
+{
+	int64_t M = gemm_rows(s, tokens, 0);
+	double mt = (double)((M + s->bm - 1) / s->bm);
+
+	if (s->groups) {
+		double none = 1, miss = 1 - (double)MIN(s->m_per_t, s->groups) / s->groups;
+		for (int64_t i = 0; i < tokens && none > 1e-9; i++)
+			none *= miss;	/* an expert that no token picked */
+		mt = MAX(mt, s->groups * (1 - none));
+	}
+	return mt * (double)(s->N / s->bn);
+}
+
+static double
+unit(const CgTarget *t, const GemmSpec *s)
+{
+	return (double)per_sm(t, s) * s->bn * s->bk / (128.0 * 128.0);
+}
+
+static double
+tiles_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
+{
+	int S = MAX(s->split_k, 1);
+	double w = busy_tiles(s, tokens) * S / (double)stream_ctas(t, s);
+	int64_t kt = s->K / s->bk;
+
+	w = s->groups && tokens > 1 ? w + 0.5 : (double)(int64_t)(w + 1 - 1e-9);
+	return w * ((double)kt / S + SPLIT_FILL) * unit(t, s);
+}
+
+static double
 stream_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 {
-	GemmSpec u = *s;
-	int64_t kt = s->K / s->bk, L, n;
+	int64_t kt = s->K / s->bk;
+	double tl = busy_tiles(s, tokens), L = tl * (double)kt, n = MIN((double)stream_ctas(t, s), L);
 
-	u.split_k = 0;
-	L = est_ctas(&u, tokens) * kt;
-	n = MIN(stream_ctas(t, s), L);
-	return (double)L / (double)n + SPLIT_FILL + STREAM_HAND * (double)MAX(1, (n * kt + L - 1) / L);
+	return (L / n + SPLIT_FILL + STREAM_HAND * MAX(1.0, n * (double)kt / L) + STREAM_TILE * tl / n) *
+	       unit(t, s);
 }
 
 /* The kernels stream-K is for: decode tiles (up to 32 rows: mma.sync on every
@@ -822,18 +865,24 @@ to_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 	split_slots(s, thi);
 }
 
-/* The heuristic: stream-K where the model has it faster than the tiles (and
- * their split) over the fewest and the most rows of the variant together
- * (T = 1 and 16 for a decode variant up to 16). */
-static void
-stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
-{
-	int S = MAX(s->split_k, 1);
+/* The heuristic: stream-K of spec c (the row class's first tile, or the
+ * chosen one) where the model has it no slower than the chosen tiles s
+ * (and their split) over the fewest and the most rows of the variant
+ * together (T = 1 and 16 for a decode variant up to 16); 1 if it does.
+ * A tie goes to stream-K: its time follows the routed tiles, where the
+ * tiles' last wave is a matter of the routing. */
+#define STREAM_TIE 0.005
 
-	if (!stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
-	    split_time(t, s, tlo, S) + split_time(t, s, thi, S))
-		return;
-	to_stream(t, s, thi);
+static int
+stream_k(const CgTarget *t, GemmSpec *s, GemmSpec c, int64_t tlo, int64_t thi)
+{
+	c.split_k = 0;
+	if (!stream_ok(&c, thi) || stream_time(t, &c, tlo) + stream_time(t, &c, thi) >
+	    (tiles_time(t, s, tlo) + tiles_time(t, s, thi)) * (1 + STREAM_TIE))
+		return 0;
+	to_stream(t, &c, thi);
+	*s = c;
+	return 1;
 }
 
 /*
@@ -937,17 +986,14 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		}
 	if (!found)
 		return -1;
-	/* stream-K gives every SM a run whatever the CTAs: the class's first
-	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
-	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
-	stream_k(t, &first, tlo, tokens);
-	if (first.sched == CG_SCHED_STREAM) {
-		*s = first;
-		return 0;
-	}
 	*s = best;
 	split_k(t, s, tlo, tokens);
-	stream_k(t, s, tlo, tokens);
+	/* stream-K gives every SM a run whatever the CTAs: on the class's first
+	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
+	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02),
+	 * else on the chosen one */
+	if (!stream_k(t, s, first, tlo, tokens))
+		stream_k(t, s, best, tlo, tokens);
 	return 0;
 }
 
@@ -1155,20 +1201,40 @@ same_params(CgProgram *p, GemmSpec *s, int simt)
 			s[i].split_k = 1;
 }
 
-/* -v: each GEMM's tuning key and variant per target, what a tuning table
- * (--tuning) would name. */
+/*
+ * A GEMM's launches (emit_gemm): consecutive ranges of T, each with its spec
+ * per target (s[i] for p->mod[i]) and its kernel names.  The heuristic plans
+ * per launch range (decode 1..DECODE_T and prefill, or 1..max_tokens); a
+ * tuning table (version 2) can name each T bucket of a range on its own
+ * (cg_tuning_bucket), and buckets with the same tiles on every target are
+ * one launch.
+ */
+typedef struct {
+	int64_t tlo, thi;
+	GemmSpec s[8];
+	int simt;
+	const char *names[8];
+} GemmSeg;
+enum { MAX_SEGS = 24 };	/* buckets up to T = 2^31: 17 */
+
+/* -v: each GEMM's tuning key (its T bucket blo..bhi) and variant per
+ * target, what a tuning table (--tuning) would name; "tuning table" where
+ * the table names the bucket or the launch range rlo..rhi it lies in. */
 static void
-tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t tlo, int64_t thi)
+tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t blo, int64_t bhi,
+	     int64_t rlo, int64_t rhi)
 {
-	char key[256], v[64];
+	char key[256], rkey[256], v[64];
 	CgVariant cv;
 	const char *sm = cg_module_target(p->mod[i])->sm;
 
-	cg_gemm_key(s, tlo, thi, key, sizeof key);
+	cg_gemm_key(s, blo, bhi, key, sizeof key);
+	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
 	cg_variant_of(s, &cv);
 	cg_variant_print(&cv, v, sizeof v);
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)", call->callee->name,
-		    sm, key, v, cg_tuning_find(p->o.tuning, sm, key) ? "tuning table" : "heuristic");
+		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
+		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic");
 }
 
 /*
@@ -1177,15 +1243,14 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t t
  * every variant and target, so that it never breaks a tokens= chain).
  */
 static int
-split_workspace(CgProgram *p, const GemmSpec *s, const GemmSpec *small)
+split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 {
 	int64_t flags = 0;
 
-	for (int v = 0; v < 2; v++)
-		for (int i = 0; i < p->o.narch && (v ? small : s); i++) {
-			const GemmSpec *x = v ? &small[i] : &s[i];
-			p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(x));
-			flags = MAX(flags, cg_gemm_split_flag_bytes(x));
+	for (int j = 0; j < nseg; j++)
+		for (int i = 0; i < p->o.narch; i++) {
+			p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(&seg[j].s[i]));
+			flags = MAX(flags, cg_gemm_split_flag_bytes(&seg[j].s[i]));
 		}
 	if (!flags)
 		return 0;
@@ -1277,6 +1342,9 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	/* stages, split (-1: stream-K over SMs x the CTAs an SM holds) */
 	static const int plan[][2] = {{0, 1}, {0, -1}, {3, 1}, {3, -1}, {0, 2}, {0, 3}, {0, 4}};
 	int decode = gemm_rows(h, thi, 1) <= 64, n = 0, nt = (int)(NELEM(tiles) + (decode ? NELEM(dec_tiles) : 0));
+	/* past the decode variant one expert can get up to T rows (skew): a grouped
+	 * GEMM with few rows per expert on average tries the prefill tiles too */
+	int wide = decode && h->groups && thi > DECODE_T;
 	char seen[MAX_CANDIDATES][64];
 
 	for (int pi = -1; pi < (int)NELEM(plan); pi++)
@@ -1285,7 +1353,7 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 			GemmSpec c = *h;
 			CgVariant v;
 			int dup = 0;
-			if (pi >= 0 && ((decode ? tl->bm > 64 : tl->bm < 64) ||
+			if (pi >= 0 && ((decode ? tl->bm > 64 && !wide : tl->bm < 64) ||
 					(!decode && plan[pi][1] != 1) ||
 					cand_try(t, h, tl, plan[pi][0], plan[pi][1], thi, &c)))
 				continue;
@@ -1301,11 +1369,21 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	return n;
 }
 
-/* The candidates of one key (range tlo..thi, heuristic spec h) for the plan's
- * run step `of`; *ncand numbers their kernels. */
+/* A GEMM's candidate kernels so far, by "SPLIT_SLOTS VARIANT" (the buckets
+ * of a GEMM share a kernel where both agree). */
+typedef struct {
+	char (*id)[80];
+	const char **name;
+	int n, cap;
+} CandSeen;
+
+/* The candidates of one key (T bucket tlo..thi, the plan's spec h) for the
+ * plan's run step `of`, which runs up to wthi (their workspaces are sized
+ * for it, so that the step's buckets share kernels); *ncand numbers them. */
 static int
 key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
-	       const GemmSpec *h, int64_t tlo, int64_t thi, int of, int *ncand)
+	       const GemmSpec *h, int64_t tlo, int64_t thi, int64_t wthi, int of, int *ncand,
+	       CandSeen *seen)
 {
 	GemmSpec c[MAX_CANDIDATES];
 	char key[256], v[64];
@@ -1313,15 +1391,35 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 
 	cg_gemm_key(h, tlo, thi, key, sizeof key);
 	for (int j = 0; j < n; j++) {
-		const char *cname = arena_printf(p->a, "%s_c%d", name, (*ncand)++);
+		const char *cname;
 		MCand mc = {.of = of, .out = -1, .dt = gemm_value(call, gb, "C")->type.dt};
 		const CgKernel *k;
 		CgVariant cv;
 		MArg *args;
 		const char *nm[8];
+		char id[80];
+		int at = 0;
 
-		if (emit_kernels(p, cname, &c[j], 0, nm) < 0)
-			return -1;
+		split_slots(&c[j], wthi);
+		cg_variant_of(&c[j], &cv);
+		cg_variant_print(&cv, v, sizeof v);
+		snprintf(id, sizeof id, "%d %s", c[j].split_slots, v);
+		while (at < seen->n && strcmp(seen->id[at], id))
+			at++;
+		if (at < seen->n) {
+			cname = seen->name[at];
+		} else {
+			cname = arena_printf(p->a, "%s_c%d", name, (*ncand)++);
+			if (emit_kernels(p, cname, &c[j], 0, nm) < 0)
+				return -1;
+			if (seen->n == seen->cap) {
+				seen->cap = seen->cap ? 2 * seen->cap : 64;
+				seen->id = xrealloc(seen->id, sizeof *seen->id * (size_t)seen->cap);
+				seen->name = xrealloc(seen->name, sizeof *seen->name * (size_t)seen->cap);
+			}
+			memcpy(seen->id[seen->n], id, sizeof id);
+			seen->name[seen->n++] = cname;
+		}
 		k = cg_module_find(p->mod[0], cname);
 		args = arena_array(p->a, MArg, k->nparam + 1);
 		if (bind_args(p, k, call, gb, args) || make_step(p, STEP_LAUNCH, k, args, -1, &mc.s))
@@ -1330,8 +1428,6 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 			if (!strcmp(k->param[i].role, "C"))
 				mc.out = i;
 		p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(&c[j]));
-		cg_variant_of(&c[j], &cv);
-		cg_variant_print(&cv, v, sizeof v);
 		mc.key = arena_strdup(p->a, key);
 		mc.variant = arena_strdup(p->a, v);
 		mc.s.tlo = tlo;
@@ -1342,48 +1438,129 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 }
 
 /*
- * The candidates of a GEMM whose launch steps were just added: s[0] is the
- * heuristic's plan for the prefill key (the last step), small[0] (NULL:
- * none) its plan for the decode key (the step before when `two`, else the
- * same launch).  Not for
- * CUDA-core GEMMs, quantised B (repacked once for one tile) or static rows.
+ * The candidates of a GEMM whose launch steps were just added, one per
+ * segment (the last nseg steps: a candidate bundle has one target), for
+ * each T bucket of each segment: the bucket's key, the segment's plan as
+ * the heuristic's own.  Not for CUDA-core GEMMs, quantised B (repacked once
+ * for one tile) or static rows.
  */
 static int
 gemm_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBind *gb,
-		const GemmSpec *s, int simt, const GemmSpec *small, int two)
+		const GemmSeg *seg, int nseg)
 {
-	int last = (int)p->run.n - 1, ncand = 0, decode = p->o.max_tokens > DECODE_T;
+	int first = (int)p->run.n - nseg, ncand = 0, rc = 0;
+	CandSeen seen = {0};
 
-	if (simt || gb->rows) {
-		diag_remark(p->d, call->loc, "@%s: no tuning candidates (%s)", call->callee->name,
-			    simt ? "CUDA cores" : "static rows");
+	if (gb->rows) {
+		diag_remark(p->d, call->loc, "@%s: no tuning candidates (static rows)", call->callee->name);
 		return 0;
 	}
-	/* two launches: the decode variant's step is the one before the last */
-	if (small && key_candidates(p, call, name, gb, small, 1, DECODE_T, last - two, &ncand))
-		return -1;
-	return key_candidates(p, call, name, gb, &s[0], decode ? DECODE_T + 1 : 1, p->o.max_tokens,
-			      last, &ncand);
+	for (int j = 0; j < nseg && !rc; j++) {
+		if (seg[j].simt) {
+			diag_remark(p->d, call->loc, "@%s: no tuning candidates for T in %lld..%lld (CUDA "
+				    "cores)", call->callee->name, (long long)seg[j].tlo, (long long)seg[j].thi);
+			continue;
+		}
+		for (int64_t t = seg[j].tlo, lo, hi; t <= seg[j].thi && !rc; t = hi + 1) {
+			cg_tuning_bucket(t, &lo, &hi);
+			hi = MIN(hi, seg[j].thi);
+			rc = key_candidates(p, call, name, gb, &seg[j].s[0], lo, hi, seg[j].thi, first + j,
+					    &ncand, &seen);
+		}
+	}
+	free(seen.id);
+	free(seen.name);
+	return rc;
+}
+
+/*
+ * The launches of a GEMM planned per range (s: prefill, or all T; small:
+ * decode 1..DECODE_T, NULL when its plan failed and s serves it too): per T
+ * bucket the range's plan, or the tuning table's variant for the bucket
+ * (version 2; tuned() warns where it does not fit), with a -v remark each;
+ * consecutive buckets with the same tiles on every target merge, taking the
+ * later one's spec (its workspace covers the earlier T).  Static rows: one.
+ */
+static int
+gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSpec *s, int simt,
+	      const GemmSpec *small, int simt2, GemmSeg *seg)
+{
+	int64_t max = p->o.max_tokens, lo, hi;
+	int n = 0, buckets = cg_tuning_version(p->o.tuning) >= 2;
+	char why[640];
+
+	if (gb->rows) {
+		seg[0] = (GemmSeg){.tlo = gb->rows, .thi = gb->rows, .simt = simt};
+		memcpy(seg[0].s, s, sizeof seg[0].s);
+		for (int i = 0; i < p->o.narch && !simt; i++)
+			tiles_remark(p, call, i, &s[i], gb->rows, gb->rows, gb->rows, gb->rows);
+		return 1;
+	}
+	for (int64_t t = 1; t <= max; t = hi + 1) {
+		int dec = max > DECODE_T && t <= DECODE_T, bs = dec && small ? simt2 : simt;
+		int64_t rlo = dec || max <= DECODE_T ? 1 : DECODE_T + 1, rhi = dec ? DECODE_T : max;
+		GemmSeg b = {.simt = bs};
+
+		cg_tuning_bucket(t, &lo, &hi);
+		hi = MIN(hi, max);
+		b.tlo = lo, b.thi = hi;
+		memcpy(b.s, dec && small ? small : s, sizeof b.s);
+		if (!bs && buckets && (lo != rlo || hi != rhi)) {
+			int any = 0;
+			for (int i = 0; i < p->o.narch; i++)
+				any |= tuned(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi) == 0;
+			if (any && b.s[0].bq.group > 0 && one_bq_plan(p, b.s, why, sizeof why)) {
+				diag_warn(p->d, call->loc, "@%s: the tuning table's tiles for T in %lld..%lld "
+					  "not taken: %s", call->callee->name, (long long)lo, (long long)hi, why);
+				memcpy(b.s, dec && small ? small : s, sizeof b.s);
+			}
+		}
+		for (int i = 0; i < p->o.narch && !bs; i++)
+			tiles_remark(p, call, i, &b.s[i], lo, hi, rlo, rhi);
+		int same = n > 0 && seg[n - 1].simt == bs;
+		for (int i = 0; i < p->o.narch && same; i++)
+			same = same_tiles(&seg[n - 1].s[i], bs, &b.s[i], bs);
+		if (same)
+			b.tlo = seg[n - 1].tlo, n--;
+		if (n == MAX_SEGS)
+			return diag_error(p->d, call->loc, "@%s: more than %d launches", call->callee->name,
+					  MAX_SEGS);
+		seg[n++] = b;
+	}
+	return n;
+}
+
+/* Segment j's kernel name: NAME for the one ending at max_tokens (and a
+ * GEMM's only one), NAME_decode for 1..DECODE_T, else NAME_tLO_HI. */
+static const char *
+seg_name(CgProgram *p, const char *name, const GemmSeg *g)
+{
+	if (g->thi == p->o.max_tokens || g->tlo == g->thi)
+		return g->thi == p->o.max_tokens ? name : arena_printf(p->a, "%s_t%lld", name, (long long)g->tlo);
+	if (g->tlo == 1 && g->thi == DECODE_T)
+		return arena_printf(p->a, "%s_decode", name);
+	return arena_printf(p->a, "%s_t%lld_%lld", name, (long long)g->tlo, (long long)g->thi);
 }
 
 /*
  * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
  * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
  * max_tokens does, both variants are emitted and each launch step names its
- * range of T (docs/bundle.md, tokens=LO..HI).  Targets whose plans differ
- * (shared memory, SMs) get launch lines of their own (arch=), each target's
- * variants tiling 1..max_tokens; the kernels keep one name, built per target
- * (but NAME_ws where only some targets take the warp-specialised mainloop).
+ * range of T (docs/bundle.md, tokens=LO..HI); a tuning table can split
+ * those ranges further by T bucket (gemm_segments).  Targets whose plans
+ * differ (shared memory, SMs) get launch lines of their own (arch=), each
+ * target's launches tiling 1..max_tokens; the kernels keep one name, built
+ * per target (but NAME_ws where only some targets take the warp-specialised
+ * mainloop).
  */
-
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 {
 	GemmSpec s[8], small[8];
+	GemmSeg seg[MAX_SEGS];
 	CgGemmBind gb;
 	char why[640], why2[640];
-	int simt, simt2 = 0, two = 0, uniform = 1, split = 0, split2 = 0, small_ok = 0;
-	const char *sname = arena_printf(p->a, "%s_decode", name), *names[8], *snames[8];
+	int simt, simt2 = 0, uniform = 1, small_ok = 0, nseg;
 
 	*done = 0;
 	if (cg_gemm_from_kernel(p->m, call->callee, &s[0], &gb, why, sizeof why) != 0) {
@@ -1413,39 +1590,33 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 			  dtype_name(p->o.precision));
 		p->rounded = p->rounded ? tolerance_dtype(p->rounded, mt) : mt;
 	}
-	if (!gb.rows && p->o.max_tokens > DECODE_T &&
-	    plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0) {
-		small_ok = !simt2;
-		for (int i = 0; i < p->o.narch; i++)
-			two |= !same_tiles(&s[i], simt, &small[i], simt2);
-	}
-	for (int i = 1; i < p->o.narch; i++)
-		uniform &= same_tiles(&s[i], simt, &s[0], simt) &&
-			   (!two || same_tiles(&small[i], simt2, &small[0], simt2));
-	same_params(p, s, simt);
-	if (two)
-		same_params(p, small, simt2);
-	for (int i = 0; i < p->o.narch && !simt; i++) {
-		int64_t lo = p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1;
-		if (two && !simt2)
-			tiles_remark(p, call, i, &small[i], 1, DECODE_T);
-		tiles_remark(p, call, i, &s[i], gb.rows ? gb.rows : lo, gb.rows ? gb.rows : p->o.max_tokens);
-	}
-	if ((two && (split2 = emit_kernels(p, sname, small, simt2, snames)) < 0) ||
-	    (split = emit_kernels(p, name, s, simt, names)) < 0 || split_workspace(p, s, two ? small : NULL))
+	if (!gb.rows && p->o.max_tokens > DECODE_T)
+		small_ok = plan_gemm(p, small, 1, DECODE_T, &simt2, why2, sizeof why2) == 0;
+	if ((nseg = gemm_segments(p, call, &gb, s, simt, small_ok ? small : NULL, simt2, seg)) < 0)
 		return -1;
-	uniform &= !split && !split2;	/* kernels of their own per target: launch lines too */
+	for (int j = 0; j < nseg; j++) {
+		same_params(p, seg[j].s, seg[j].simt);
+		for (int i = 1; i < p->o.narch; i++)
+			uniform &= same_tiles(&seg[j].s[i], seg[j].simt, &seg[j].s[0], seg[j].simt);
+	}
+	for (int j = 0; j < nseg; j++) {
+		int split = emit_kernels(p, nseg == 1 ? name : seg_name(p, name, &seg[j]), seg[j].s,
+					 seg[j].simt, seg[j].names);
+		if (split < 0)
+			return -1;
+		uniform &= !split;	/* kernels of their own per target: launch lines too */
+	}
+	if (split_workspace(p, seg, nseg))
+		return -1;
 	if (!uniform && cg_program_module(p, "emu"))
 		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
 				  "targets whose launch plans differ", call->callee->name);
-	for (int i = 0; i < (uniform ? 1 : p->o.narch); i++) {
-		const char *arch = uniform ? NULL : p->o.arch[i];
-		if (two ? gemm_step(p, call, snames[i], i, &gb, 1, DECODE_T, arch) ||
-			  gemm_step(p, call, names[i], i, &gb, DECODE_T + 1, p->o.max_tokens, arch)
-			: gemm_step(p, call, names[i], i, &gb, 0, 0, arch))
-			return -1;
-	}
-	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, s, simt, small_ok ? small : NULL, two))
+	for (int i = 0; i < (uniform ? 1 : p->o.narch); i++)
+		for (int j = 0; j < nseg; j++)
+			if (gemm_step(p, call, seg[j].names[i], i, &gb, nseg > 1 ? seg[j].tlo : 0,
+				      nseg > 1 ? seg[j].thi : 0, uniform ? NULL : p->o.arch[i]))
+				return -1;
+	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, seg, nseg))
 		return -1;
 	if (gb.rows)
 		p->flops_static += 2 * gb.rows * s[0].N * s[0].K;

@@ -88,6 +88,7 @@ typedef struct CgTuning CgTuning;
 CgTuning *cg_tuning_read(const char *path, Diag *d);
 const CgTuningEntry *cg_tuning_find(const CgTuning *t, const char *arch, const char *key);
 int cg_tuning_count(const CgTuning *t);
+int cg_tuning_version(const CgTuning *t);	/* 1 or 2 (the header's) */
 const char *cg_tuning_path(const CgTuning *t);
 void cg_tuning_free(CgTuning *t);
 /* "128x256x64.w2x4.s4.k1": tile, warps, stages, split-K slices (one spelling). */

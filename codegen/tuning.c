@@ -5,13 +5,16 @@
  * model: a key names the problem, not the kernel, so one table serves every
  * bundle with GEMMs of that class.  docs/codegen.md has the format.
  *
- *	moec-tuning 1
+ *	moec-tuning 2
  *	# target key variant [us=MEDIAN]
- *	sm_90a dense.m1.n14336.k4096.bf16.bf16.nk.t1-16 16x128x128.w1x4.s5.k2 us=38.5
+ *	sm_90a dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k2 us=38.5
  *
  * Key: dense or gE (E experts), rows per token, N, K, A and B types, B's
- * layout, and the range of T the launch runs for.  Variant: tile bm x bn
- * x bk, warps, stages, split-K slices, and `.pN` for stream-K over N CTAs.
+ * layout, and a range of T: a T bucket (version 2: 1, 2-16, 17-64, 65-256,
+ * then x4, the last one of a bundle cut at its max_tokens) or the range a
+ * launch of the heuristic's plan runs for (t1-64, t65-MAX; all version 1
+ * had).  Variant: tile bm x bn x bk, warps, stages, split-K slices, and
+ * `.pN` for stream-K over N CTAs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,13 +23,26 @@
 
 #include "codegen.h"
 
-#define TUNING_VERSION 1
+#define TUNING_VERSION 2	/* 1: keys by launch range only; read as it was */
 
 struct CgTuning {
 	CgTuningEntry *e;
 	int n, cap;
 	char *path;
+	int version;
 };
+
+void
+cg_tuning_bucket(int64_t t, int64_t *lo, int64_t *hi)
+{
+	int64_t h = 1, l = 1;
+
+	while (h < t) {
+		l = h + 1;
+		h = h == 1 ? 16 : h > INT64_MAX / 4 ? INT64_MAX : h * 4;
+	}
+	*lo = l, *hi = h;
+}
 
 int
 cg_gemm_key(const GemmSpec *s, int64_t tlo, int64_t thi, char *buf, size_t n)
@@ -172,9 +188,12 @@ cg_tuning_read(const char *path, Diag *d)
 		if (!header) {
 			header = 1;
 			if (nw != 2 || strcmp(w[0], "moec-tuning"))
-				rc = bad(t, line, 1, d, "expected 'moec-tuning 1', got", w[0]);
-			else if (strcmp(w[1], "1"))
-				rc = bad(t, line, 13, d, "tuning table version is not 1:", w[1]);
+				rc = bad(t, line, 1, d, "expected 'moec-tuning 2' (or 1), got", w[0]);
+			else if (strcmp(w[1], "1") && strcmp(w[1], "2"))
+				rc = bad(t, line, 13, d, "tuning table version is not 1 or 2 (this moec "
+					 "reads 1: keys by launch range, 2: by T bucket or launch range):", w[1]);
+			else
+				t->version = w[1][0] - '0';
 			continue;
 		}
 		rc = entry(t, w, nw, line, d);
@@ -182,7 +201,7 @@ cg_tuning_read(const char *path, Diag *d)
 	if (!rc && ferror(f))
 		rc = bad(t, line, 1, d, "read error", strerror(errno));
 	if (!rc && !header)
-		rc = bad(t, line ? line : 1, 1, d, "expected 'moec-tuning 1', got", "an empty file");
+		rc = bad(t, line ? line : 1, 1, d, "expected 'moec-tuning 2' (or 1), got", "an empty file");
 	fclose(f);
 	if (rc) {
 		cg_tuning_free(t);
@@ -198,6 +217,12 @@ cg_tuning_find(const CgTuning *t, const char *arch, const char *key)
 		if (!strcmp(t->e[i].arch, arch) && !strcmp(t->e[i].key, key))
 			return &t->e[i];
 	return NULL;
+}
+
+int
+cg_tuning_version(const CgTuning *t)
+{
+	return t ? t->version : 0;
 }
 
 int

@@ -118,9 +118,9 @@ static const Opt moec_opts[] = {
 	/* inspect */
 	{"program", 0, OPT_STR, "NAME", NULL, "the program of a whole-model bundle to show (layer.N)",
 	 INSPECT},
-	{"tuning", 0, OPT_STR, "FILE", NULL, "GEMM tiles from a tuning table (moec-tuning 1; "
-	 "docs/codegen.md) where it has them, the heuristic elsewhere (test: with --emulate, "
-	 "its emu entries)", COMPILE | TEST},
+	{"tuning", 0, OPT_STR, "FILE", NULL, "GEMM tiles from a tuning table (moec-tuning 2, per T "
+	 "bucket or launch range; version 1 read too; docs/codegen.md) where it has them, the "
+	 "heuristic elsewhere (test: with --emulate, its emu entries)", COMPILE | TEST},
 	{"tune-candidates", 0, OPT_FLAG, NULL, NULL, "also emit each GEMM's candidate tilings for "
 	 "`moert tune` (one --arch target; docs/codegen.md)", COMPILE},
 	/* everywhere */

@@ -73,12 +73,13 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	{"info", "", 0, 0, "describe the GPU", "Name and compute capability of the GPU."},
 	{"tune", "X.moeb", 1, 1, "time candidate GEMM tilings, write a tuning table",
 	 "Time every candidate kernel of a bundle compiled with `moec compile --tune-candidates` at the\n"
-	 "token counts of --tokens that its key's range holds (else at the range's last T), on seeded\n"
+	 "token counts of --tokens that its key's T bucket holds (else at the bucket's last T), on seeded\n"
 	 "random inputs: the plan runs up to the GEMM, the plan's own launch writes the reference\n"
 	 "output, each candidate must match it (relative L2 within its dtype's tolerance; a wrong one\n"
 	 "is rejected) and is timed alone (median; an L2 flush before each launch).  For each key the\n"
-	 "fastest correct variant (geometric mean over those T of its time over the plan's) goes into\n"
-	 "the table -o FILE (moec-tuning 1, docs/codegen.md) for `moec compile --tuning=FILE`.  Exit 1\n"
+	 "fastest correct variant (geometric mean over those T, and the skews of --skew, of its time over\n"
+	 "the plan's) goes into\n"
+	 "the table -o FILE (moec-tuning 2, docs/codegen.md) for `moec compile --tuning=FILE`.  Exit 1\n"
 	 "if some key has no correct candidate (the table then holds the others)."},
 };
 
@@ -92,7 +93,7 @@ static const Opt moert_opts[] = {
 	{"tokens", 0, OPT_INT, "T", NULL, "the token count (run, test: default from the inputs' T dims)",
 	 RUN | TEST | BENCH, 1, INT32_MAX},
 	{"tokens", 0, OPT_STR, "T,...", "1,16,64,256,4096", "token counts to time at (each key at "
-	 "those in its range)", TUNE},
+	 "those in its T bucket)", TUNE},
 	{"output", 'o', OPT_STR, "FILE", NULL, "the tuning table to write", TUNE},
 	{"flush-mb", 0, OPT_INT, "MB", "128", "device memory written before each timed launch "
 	 "(evicts L2, as a real layer finds it; 0: none)", TUNE, 0, 65536},
@@ -102,8 +103,10 @@ static const Opt moert_opts[] = {
 	{"warmup", 0, OPT_INT, "N", "10", "untimed runs first", BENCH, 0, 100000},
 	{"warmup", 0, OPT_INT, "N", "5", "untimed launches first", TUNE, 0, 10000},
 	{"seed", 0, OPT_INT, "S", "1", "seed of the random inputs", BENCH | TUNE, 0, INT64_MAX},
-	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH | TUNE,
+	{"skew", 0, OPT_INT, "PCT", "0", "percent of each token shared by all (skewed routing)", BENCH,
 	 0, 100},
+	{"skew", 0, OPT_STR, "PCT,...", "0", "skews to time at, each the percent of each token shared by "
+	 "all (skewed routing); a variant's score is over every T and skew", TUNE},
 	{"tile", 0, OPT_STR, "T,...", NULL, "run each set at these token counts, its rows repeated", TEST},
 	{"profile", 0, OPT_FLAG, NULL, NULL, "then time each step alone", BENCH},
 	{"dump", 0, OPT_STR, "BUF=FILE", NULL, "then write arena buffer BUF at T, as the bench's inputs "
@@ -196,7 +199,7 @@ parse_opts(Opts *o, int cmd, int argc, char **argv)
 	o->iters = (int)int_opt(&o->a, "iters", 0);
 	o->warmup = (int)int_opt(&o->a, "warmup", 0);
 	o->seed = (uint64_t)int_opt(&o->a, "seed", 0);
-	o->skew = (int)int_opt(&o->a, "skew", 0);
+	o->skew = 1 << cmd == TUNE ? 0 : (int)int_opt(&o->a, "skew", 0);	/* tune: a list */
 	o->device = (int)int_opt(&o->a, "device", 0);
 	if ((v = opt_str(&o->a, "tile")) && tile_opt(o, v))
 		return EXIT_USAGE;
@@ -1266,7 +1269,7 @@ enum { TUNE_MAXT = 16 };
 
 typedef struct {
 	moert_candidate_info ci;
-	double us[TUNE_MAXT], plan[TUNE_MAXT];	/* by token count; -1: not timed there */
+	double us[TUNE_MAXT], plan[TUNE_MAXT];	/* by (T, skew) point; -1: not timed there */
 	double err;		/* the worst relative L2 */
 	int bad;		/* wrong, or a launch failed */
 } TuneCand;
@@ -1297,7 +1300,28 @@ tune_tokens(Ctx *c, const Opts *o, int64_t *t, int *n)
 	return EXIT_OK;
 }
 
-/* The entries of the list t[0..n) in candidate x's range, a bit each. */
+/* --skew=PCT,...: up to 4, each in 0..100, in the order given, unique. */
+static int
+tune_skews(const Opts *o, int *sk, int *n)
+{
+	const char *v = opt_str(&o->a, "skew");
+	char buf[256], *save = NULL, *end;
+
+	snprintf(buf, sizeof buf, "%s", v);
+	*n = 0;
+	for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		long x = strtol(p, &end, 10);
+		if (*end || p == end || x < 0 || x > 100 || *n == 4)
+			return opt_bad(&o->a, "skew", v, "wants up to 4 percentages in 0..100");
+		for (int i = 0; i < *n; i++)
+			if (sk[i] == x)
+				return opt_bad(&o->a, "skew", v, "names a skew twice");
+		sk[(*n)++] = (int)x;
+	}
+	return *n ? EXIT_OK : opt_bad(&o->a, "skew", v, "wants up to 4 percentages in 0..100");
+}
+
+/* The points t[0..n) (token counts, each with its skew) in candidate x's range, a bit each. */
 static unsigned
 tune_at(const TuneCand *x, const int64_t *t, int n)
 {
@@ -1315,16 +1339,30 @@ tune_tolerance(const char *dtype)
 	return !strcmp(dtype, "bf16") ? 1e-2 : !strcmp(dtype, "f16") ? 2e-3 : 1e-4;
 }
 
-/* Time every candidate at T (inputs seeded, uploaded for T). */
+/* "T=16", or "T=16/skew=80" for point i. */
+static const char *
+tune_point(char *buf, size_t n, const int64_t *t, const int *sk, int i)
+{
+	if (sk[i])
+		snprintf(buf, n, "T=%lld/skew=%d", (long long)t[i], sk[i]);
+	else
+		snprintf(buf, n, "T=%lld", (long long)t[i]);
+	return buf;
+}
+
+/* Time every candidate at point ti: T tokens, skew sk[ti] (inputs seeded, uploaded for T). */
 static int
-tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, int n, int ti,
-	   const moert_tune_opts *to)
+tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, const int *sk, int n,
+	   int ti, const moert_tune_opts *to)
 {
 	Tensor in[64] = {0};
 	Opts oo = *o;
+	char pt[48];
 	int rc;
 
 	oo.tokens = t[ti];
+	oo.skew = sk[ti];
+	tune_point(pt, sizeof pt, t, sk, ti);
 	free_io(c);
 	if ((rc = bench_inputs(c, &oo, in)))
 		return rc;
@@ -1344,7 +1382,7 @@ tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, int n,
 		s = moert_tune_candidate(c->p, i, t[ti], c->in, c->out, &so, &r);
 		if (s) {
 			x->bad = 1;
-			printf("T=%-5lld %-44s %-22s FAILED: %s: %s\n", (long long)t[ti], x->ci.key,
+			printf("%-14s %-44s %-22s FAILED: %s: %s\n", pt, x->ci.key,
 			       x->ci.variant, moert_status_name(s), moert_last_error());
 			continue;
 		}
@@ -1354,15 +1392,15 @@ tune_one_t(Ctx *c, const Opts *o, TuneCand *tc, int nc, const int64_t *t, int n,
 		x->us[ti] = r.us;
 		x->err = r.rel_err > x->err ? r.rel_err : x->err;
 		x->bad |= !(r.rel_err <= tune_tolerance(x->ci.dtype));
-		printf("T=%-5lld %-44s %-22s %10.2f us  (plan %.2f us)  rel_err %.2e%s%s\n",
-		       (long long)t[ti], x->ci.key, x->ci.variant, r.us, x->plan[ti], r.rel_err,
+		printf("%-14s %-44s %-22s %10.2f us  (plan %.2f us)  rel_err %.2e%s%s\n",
+		       pt, x->ci.key, x->ci.variant, r.us, x->plan[ti], r.rel_err,
 		       r.rel_err <= tune_tolerance(x->ci.dtype) ? "" : "  WRONG: rejected",
 		       r.poisoned ? "" : "  (output shares an operand: not poisoned)");
 	}
 	return EXIT_OK;
 }
 
-/* Geometric mean over the timed T of x's time over the plan's; -1 if x is out. */
+/* Geometric mean over the timed points of x's time over the plan's; -1 if x is out. */
 static double
 tune_score(const TuneCand *x, int n)
 {
@@ -1384,7 +1422,7 @@ tune_score(const TuneCand *x, int n)
 
 /* The table: per key (candidates of a key are consecutive) its best variant. */
 static int
-tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, int n)
+tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, const int *sk, int n)
 {
 	const char *code = moert_code_section(c->p), *target = strchr(code, ':');
 	FileOut fo;
@@ -1396,9 +1434,9 @@ tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, 
 	if (!(f = file_create(&fo, opt_str(&o->a, "output"), &d)))
 		return EXIT_USAGE;
 	target = target ? target + 1 : code;
-	fprintf(f, "moec-tuning 1\n# moert tune %s on %s (%s), --iters=%d, --flush-mb=%lld\n",
+	fprintf(f, "moec-tuning 2\n# moert tune %s on %s (%s), --iters=%d, --flush-mb=%lld, --skew=%s\n",
 		c->path, moert_device_name(c->dev), code, o->iters,
-		(long long)int_opt(&o->a, "flush-mb", 0));
+		(long long)int_opt(&o->a, "flush-mb", 0), opt_str(&o->a, "skew"));
 	for (int i = 0, j; i < nc; i = j) {
 		int best = -1;
 		double bs = 0;
@@ -1421,8 +1459,9 @@ tune_write(Ctx *c, const Opts *o, const TuneCand *tc, int nc, const int64_t *t, 
 		int last = -1;
 		for (int k = 0; k < n; k++)
 			if (tc[best].us[k] >= 0) {
-				fprintf(f, "; T=%lld %.2f us (plan %.2f)", (long long)t[k], tc[best].us[k],
-					tc[best].plan[k]);
+				char pt[48];
+				fprintf(f, "; %s %.2f us (plan %.2f)", tune_point(pt, sizeof pt, t, sk, k),
+					tc[best].us[k], tc[best].plan[k]);
 				last = k;
 			}
 		fprintf(f, "; %.3fx the plan's time\n%s %s %s us=%.2f\n", bs, target, tc[best].ci.key,
@@ -1438,8 +1477,8 @@ static int
 cmd_tune(Ctx *c, const Opts *opts)
 {
 	Opts oo = *opts, *o = &oo;
-	int64_t t[TUNE_MAXT + 1];
-	int n, nc, rc;
+	int64_t t[TUNE_MAXT + 1], pt[TUNE_MAXT];
+	int n, nc, rc, sk[4], ns, psk[TUNE_MAXT], np = 0;
 	TuneCand *tc;
 	moert_tune_opts to = {0};
 	uint64_t flush = 0;
@@ -1447,7 +1486,8 @@ cmd_tune(Ctx *c, const Opts *opts)
 
 	if (!opt_str(&o->a, "output"))
 		return opt_error(&o->a, "needs -o FILE, the tuning table to write");
-	if ((rc = open_bundle(c, o->pos[0], o->program, 0)) || (rc = tune_tokens(c, o, t, &n)))
+	if ((rc = tune_skews(o, sk, &ns)) || (rc = open_bundle(c, o->pos[0], o->program, 0)) ||
+	    (rc = tune_tokens(c, o, t, &n)))
 		return rc;
 	if (!(nc = moert_num_candidates(c->p)))
 		return say(EXIT_USAGE, "%s: no candidate kernels: compile it with moec compile "
@@ -1458,7 +1498,7 @@ cmd_tune(Ctx *c, const Opts *opts)
 		for (int k = 0; k < TUNE_MAXT; k++)
 			tc[i].us[k] = tc[i].plan[k] = -1;
 	}
-	/* a key's range without a listed T is timed at its last T */
+	/* a key's T bucket without a listed T is timed at its last T */
 	for (int i = 0; i < nc; i++) {
 		if (tune_at(&tc[i], t, n))
 			continue;
@@ -1473,6 +1513,15 @@ cmd_tune(Ctx *c, const Opts *opts)
 		memmove(t + at + 1, t + at, sizeof *t * (size_t)(n - at));
 		t[at] = tc[i].ci.thi, n++;
 	}
+	/* the points: each T at each skew */
+	if (n * ns > TUNE_MAXT) {
+		free(tc);
+		return opt_bad(&o->a, "skew", opt_str(&o->a, "skew"), "makes more than 16 (T, skew) points "
+			       "with the token counts");
+	}
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < ns; k++)
+			pt[np] = t[i], psk[np++] = sk[k];
 	to.warmup = o->warmup, to.iters = o->iters;
 	to.flush_bytes = (size_t)int_opt(&o->a, "flush-mb", 0) << 20;
 	if (!(rc = open_device(c, o->device)) && to.flush_bytes &&
@@ -1482,11 +1531,14 @@ cmd_tune(Ctx *c, const Opts *opts)
 	printf("moert tune %s: %d candidates, T =", c->path, nc);
 	for (int i = 0; i < n; i++)
 		printf(" %lld", (long long)t[i]);
+	if (ns > 1 || sk[0])
+		for (int k = 0; k < ns; k++)
+			printf("%s%d", k ? "," : ", skew ", sk[k]);
 	printf(", %s\n", c->dev ? moert_device_name(c->dev) : "");
-	for (int i = 0; !rc && i < n; i++)
-		rc = tune_one_t(c, o, tc, nc, t, n, i, &to);
+	for (int i = 0; !rc && i < np; i++)
+		rc = tune_one_t(c, o, tc, nc, pt, psk, np, i, &to);
 	if (!rc)
-		rc = tune_write(c, o, tc, nc, t, n);
+		rc = tune_write(c, o, tc, nc, pt, psk, np);
 	if (flush)
 		moert_free(c->dev, flush);
 	free(tc);

@@ -112,6 +112,30 @@ PTX is there (before: LLVM for one target after the other, then ptxas: 1.9 s of 
 is then bounded by half the CPU time. `bench/compile_time.sh` measures it (min and median of 5, with and
 without `taskset -c 0,1`); docs/codegen.md ("Compile time") says where the time goes and what was tried.
 
+## Tuning tables (`moec compile --tuning=FILE`, `moert tune -o FILE`)
+
+A text file, one entry a line (the full description, the keys and the buckets: docs/codegen.md, "Tuning
+tables"):
+
+```
+moec-tuning 2
+# comments start with '#'; blank lines are skipped
+sm_90a g128.m8.n1536.k2048.bf16.bf16.nk.t1-1  16x128x128.w1x4.s5.k1.p132 us=34.4
+sm_90a g128.m8.n1536.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 us=148.6
+```
+
+- Line 1 `moec-tuning 2` is the version. Entries are `TARGET KEY VARIANT [us=MEDIAN]`: a compile target; the
+  GEMM's problem (`dense`/`gE`, rows per token, N, K, A's and B's types, B's layout) and a range of T, either a
+  **T bucket** (`t1-1`, `t2-16`, `t17-64`, `t65-256`, `t257-1024`, `t1025-4096`, then x4; the last cut at the
+  bundle's max_tokens), which is what `moert tune` writes, or a **launch range** of the heuristic's plan
+  (`t1-64`, `t65-MAX`, `t1-MAX`), which applies to each of its buckets without an entry; the tile variant
+  `BMxBNxBK.wWMxWN.sS.kK[.pN]` (split-K slices, stream-K CTAs); the measured median, informational.
+- `moec compile -v` prints each GEMM's key per target and bucket and whether the heuristic or the table tiled it.
+  An entry whose variant does not fit a target is a warning naming the line (the heuristic tiles that GEMM).
+- Version-1 tables (launch ranges only) are read with their old meaning. Any other version, a missing header,
+  a malformed line, an unknown target, a bad variant or timing, or a duplicate entry: one error naming the
+  file, line and column, exit 2, before anything is compiled.
+
 ## Debug flags
 
 `moec --debug=LIST` (every subcommand that loads a model) turns on debug output or behaviour by name; the

@@ -45,10 +45,11 @@ grep -q "no candidate kernels" "$d/out" || fail "no candidates: $(cat "$d/out")"
 grep -q "^tuning candidates: " "$d/inspect" || fail "no candidates listed"
 want_rc 2 "moert tune without -o" env MOERT_LIBCUDA="$fake" "$moert" tune "$d/c.moeb"
 
-# the first grouped GEMM's decode key: its first candidate is the heuristic's own
-# variant (made slow), its second is made to write a wrong output
-# ("  NAME for step N (KERNEL), out=J DT, key KEY, variant V")
-awk '/ key g[0-9]+\..*\.t1-64, / { sub(",", "", $9); print $1, $6, $9, $11 }' \
+# the first grouped GEMM's key for the T bucket 17..64: its first candidate is the
+# heuristic's own variant (made slow), its second is made to write a wrong output
+# ("  NAME for step N (KERNEL), out=J DT, key KEY, variant V"; a GEMM's buckets
+# share a candidate kernel where the variant and the workspace agree)
+awk '/ key g[0-9]+\..*\.t17-64, / { sub(",", "", $9); print $1, $6, $9, $11 }' \
 	"$d/inspect" | head -2 >"$d/pick"
 read -r slow out key v0 <"$d/pick"
 read -r wrong out2 key2 v1 <<EOF
@@ -57,19 +58,39 @@ EOF
 out=${out#out=}
 [ -n "$key" ] && [ "$key" = "$key2" ] && [ "$out" = "${out2#out=}" ] || fail "candidates of $key: $(cat "$d/pick")"
 nkeys=$(awk '/ key / && !k[$9]++ { n++ } END { print n + 0 }' "$d/inspect")
-[ "$nkeys" -ge 4 ] || fail "only $nkeys tuning keys"
+[ "$nkeys" -ge 12 ] || fail "only $nkeys tuning keys"
+for b in t1-1 t2-16 t17-64 t65-256 t257-1024 t1025-4096; do
+	grep -q " key g[0-9]*\..*\.$b, " "$d/inspect" || fail "no candidates for the T bucket $b"
+done
+# each candidate line of the wrong kernel is timed at one T (each bucket holds one of --tokens)
+nwrong=$(awk -v k="$wrong" '$1 == k && / key / { n++ } END { print n + 0 }' "$d/inspect")
 
+for bad in 101 0,0 0,10,20,30,40 x; do
+	want_rc 2 "moert tune --skew=$bad" env MOERT_LIBCUDA="$fake" "$moert" tune "$d/c.moeb" \
+		-o "$d/bad.tuning" --skew="$bad"
+	grep -q "skew" "$d/out" || fail "--skew=$bad: $(cat "$d/out")"
+done
+# 6 T (1024 added for the 257..1024 bucket) x 2 skews: 12 points
+want_rc 2 "moert tune: more than 16 points" env MOERT_LIBCUDA="$fake" "$moert" tune "$d/c.moeb" \
+	-o "$d/bad.tuning" --skew=0,20,80
+[ ! -e "$d/bad.tuning" ] || fail "a refused moert tune wrote its table"
 MOERT_LIBCUDA=$fake FAKECUDA_ANY=1 FAKECUDA_SLOW=$slow FAKECUDA_WRONG=$wrong:$out \
-	"$moert" tune "$d/c.moeb" -o "$d/t.tuning" --tokens=1,16,64,256,4096 --flush-mb=0 \
+	"$moert" tune "$d/c.moeb" -o "$d/t.tuning" --tokens=1,16,64,256,4096 --skew=0,80 --flush-mb=0 \
 	--iters=3 --warmup=1 >"$d/log" 2>&1 || { cat "$d/log"; fail "moert tune"; }
-grep -q "^T=1 .* $key .* $v1 .*WRONG: rejected" "$d/log" || { cat "$d/log"; fail "the wrong candidate was not rejected"; }
-[ "$(grep -c "WRONG" "$d/log")" = 3 ] || fail "rejections other than $wrong at T=1, 16, 64"
-[ "$(head -1 "$d/t.tuning")" = "moec-tuning 1" ] || fail "table header: $(head -1 "$d/t.tuning")"
+grep -q "^T=64/skew=80 .* $key .* $v1 .*WRONG: rejected" "$d/log" ||
+	{ cat "$d/log"; fail "the wrong candidate was not rejected under skew"; }
+nwrong=$((nwrong * 2))	# at each skew
+grep -q "^T=64 .* $key .* $v1 .*WRONG: rejected" "$d/log" || { cat "$d/log"; fail "the wrong candidate was not rejected"; }
+[ "$(grep -c "WRONG" "$d/log")" = "$nwrong" ] && [ "$(grep "WRONG" "$d/log" | grep -vc " $v1 ")" = 0 ] ||
+	fail "rejections other than $wrong's $nwrong: $(grep WRONG "$d/log")"
+[ "$(head -1 "$d/t.tuning")" = "moec-tuning 2" ] || fail "table header: $(head -1 "$d/t.tuning")"
 [ "$(grep -c '^sm_90a ' "$d/t.tuning")" = "$nkeys" ] || { cat "$d/t.tuning"; fail "not one entry per key ($nkeys)"; }
 chosen=$(awk -v k="$key" '$1 == "sm_90a" && $2 == k { print $3 }' "$d/t.tuning")
 [ -n "$chosen" ] && [ "$chosen" != "$v0" ] && [ "$chosen" != "$v1" ] ||
 	fail "key $key: chose '$chosen' (slow: $v0, wrong: $v1)"
 grep -q "^sm_90a $key $chosen us=[0-9.]*$" "$d/t.tuning" || fail "entry spelling: $(grep "$key" "$d/t.tuning")"
+grep -q "^# $key (plan .*; T=64 [0-9.]* us (plan [0-9.]*); T=64/skew=80 [0-9.]* us" "$d/t.tuning" ||
+	fail "the times at both skews: $(grep "$key" "$d/t.tuning")"
 
 # --- the table back into the compiler: every entry taken, the chosen variant used
 "$moec" compile "$fx" --layer 1 --arch=sm_90a --max-tokens=4096 -v --tuning="$d/t.tuning" \

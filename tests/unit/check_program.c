@@ -432,10 +432,14 @@ START_TEST(test_tuning_table_refusals)
 	static const struct {
 		const char *text, *line, *msg;
 	} bad[] = {
-		{"", ":1:", "expected 'moec-tuning 1'"},
-		{"# only a comment\n", ":1:", "expected 'moec-tuning 1'"},
-		{"moec-tuning 2\n", ":1:", "tuning table version is not 1"},
-		{"moec-tune 1\n", ":1:", "expected 'moec-tuning 1'"},
+		{"", ":1:", "expected 'moec-tuning 2' (or 1)"},
+		{"# only a comment\n", ":1:", "expected 'moec-tuning 2' (or 1)"},
+		{"moec-tuning 3\n", ":1:13:", "tuning table version is not 1 or 2"},
+		{"moec-tuning 0\n", ":1:13:", "tuning table version is not 1 or 2"},
+		{"moec-tuning 2.0\n", ":1:13:", "tuning table version is not 1 or 2"},
+		{"moec-tune 1\n", ":1:", "expected 'moec-tuning 2' (or 1)"},
+		{"moec-tuning 2\n\xff\xfe garbage\n", ":2:", "expected 'TARGET KEY VARIANT"},
+		{"moec-tuning 2\nsm_90a k 16x64x64.w1x4.s3.k1.p0\n", ":2:", "bad variant"},
 		{"moec-tuning 1\nsm_90a k\n", ":2:", "expected 'TARGET KEY VARIANT"},
 		{"moec-tuning 1\nsm_91 k 16x64x64.w1x4.s3.k1\n", ":2:", "unknown target 'sm_91'"},
 		{"moec-tuning 1\n\nsm_90a k 16x64x64.w1x4.s3\n", ":3:", "bad variant"},
@@ -580,6 +584,93 @@ START_TEST(test_program_stream_k_matches_interpreter)
 	ir_free_module(m);
 	ir_free_module(ref);
 	unlink(path);
+}
+END_TEST
+
+/* The T buckets of version-2 keys: 1, 2-16, 17-64, 65-256, then x4. */
+START_TEST(test_tuning_buckets)
+{
+	static const int64_t t[][3] = {
+		{1, 1, 1}, {2, 2, 16}, {16, 2, 16}, {17, 17, 64}, {64, 17, 64}, {65, 65, 256},
+		{256, 65, 256}, {257, 257, 1024}, {4096, 1025, 4096}, {4097, 4097, 16384},
+		{INT64_MAX, ((int64_t)1 << 62) + 1, INT64_MAX},
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		int64_t lo = 0, hi = 0;
+		cg_tuning_bucket(t[i][0], &lo, &hi);
+		ck_assert_msg(lo == t[i][1] && hi == t[i][2], "T=%lld: %lld..%lld", (long long)t[i][0],
+			      (long long)lo, (long long)hi);
+	}
+}
+END_TEST
+
+/*
+ * A version-2 table names T buckets: the dense decode GEMM gets split-K 4
+ * at T=1 and stream-K over 5 CTAs at T=2..16 (the heuristic's decode plan
+ * at 17..64), the grouped gate|up stream-K at 17..64 only: each bucket its
+ * own launch, the program matching the interpreter in each launch (T = 1,
+ * 2, 17, 65).  The same entries under a version-1 header name launch ranges
+ * that do not exist: none is taken (the plan is the heuristic's, whose
+ * numerics the tests above check).
+ */
+START_TEST(test_tuning_table_buckets)
+{
+	const char *entries = "emu dense.m1.n512.k512.bf16.bf16.nk.t1-1 32x64x64.w2x2.s3.k4 us=3\n"
+			      "emu dense.m1.n512.k512.bf16.bf16.nk.t2-16 16x64x64.w1x4.s3.k1.p5\n"
+			      "emu g8.m2.n64.k512.bf16.bf16.nk.t17-64 16x64x128.w1x4.s5.k1.p7\n";
+	static const int64_t ts[] = {1, 2, 17, 65};
+	char text[512];
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+	CgProgram *p;
+	char *buf;
+	size_t n;
+
+	for (int version = 2; version >= 1; version--) {
+		snprintf(text, sizeof text, "moec-tuning %d\n%s", version, entries);
+		const char *path = table(text);
+		int split1 = 0, stream5 = 0, stream7 = 0, decode = 0;
+		diag_init(&d, stderr);
+		CgTuning *t = cg_tuning_read(path, &d);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_int_eq(cg_tuning_version(t), version);
+		m = fused("split.ir", split_block, &ref, &d);
+		emu_opts(&co, 256);
+		co.tuning = t;
+		FILE *mem = open_memstream(&buf, &n);
+		diag_init(&d, mem);
+		p = cg_compile(m, &co, &d);
+		fclose(mem);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_msg(strstr(buf, version == 2 ? "3 GEMM tilings taken from the tuning table (3 entries)"
+						       : "0 GEMM tilings taken from the tuning table (3 entries)"),
+			      "%s", buf);
+		free(buf);
+		const Manifest *man = cg_program_manifest(p);
+		for (int i = 0; i < man->nstep; i++) {
+			const MStep *st = &man->step[i];
+			if (st->kind != STEP_LAUNCH)
+				continue;
+			split1 += st->tlo == 1 && st->thi == 1 && st->grid[2].b == 4;
+			stream5 += st->tlo == 2 && st->thi == 16 && st->grid[0].a == 0 && st->grid[0].b == 5;
+			stream7 += st->tlo == 17 && st->thi == 64 && st->grid[0].a == 0 && st->grid[0].b == 7;
+			decode += st->tlo == 1 && st->thi == 64;
+		}
+		ck_assert_int_eq(split1, version == 2);
+		ck_assert_int_eq(stream5, version == 2);
+		ck_assert_int_eq(stream7, version == 2);
+		if (version == 1)
+			ck_assert_int_ge(decode, 1);	/* the heuristic's decode launches, whole */
+		for (size_t i = 0; i < NELEM(ts) && version == 2; i++)
+			check_wide(p, ref, ts[i], 512);
+		cg_program_free(p);
+		cg_tuning_free(t);
+		ir_free_module(m);
+		ir_free_module(ref);
+		unlink(path);
+	}
 }
 END_TEST
 
@@ -944,6 +1035,8 @@ program_suite(void)
 	tcase_add_test(tc, test_tuning_table_refusals);
 	tcase_add_test(tc, test_tuning_table_selects_variants);
 	tcase_add_test(tc, test_program_stream_k_matches_interpreter);
+	tcase_add_test(tc, test_tuning_buckets);
+	tcase_add_test(tc, test_tuning_table_buckets);
 	tcase_add_test(tc, test_generated_weights_reuse_dead_ones);
 	tcase_add_test(tc, test_compile_refuses_data_dependent_shapes);
 	tcase_add_test(tc, test_every_scalar_op_fuses_into_the_epilogue_bit_identically);

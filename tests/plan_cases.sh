@@ -1,0 +1,70 @@
+#!/bin/sh
+# plan_cases.sh MOEC SRC — the tile heuristic's launch plans for the decode
+# bench cases whose times are logged (bench/RESULTS.md; docs/codegen.md,
+# "Stream-K for decode": the model, its numbers, and the measured best per
+# case).  Each case is compiled for sm_90a with synthetic weights as
+# bench/make_bench.sh does, and `moec compile -v` must name, for each GEMM,
+# the variant of the table below.  Exit 0 or 1.
+set -u
+moec=$1 src=$2
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+fail=0
+# the bf16 configs of the quantised checkpoints, as make_bench.sh's bf16cfg
+for m in deepseek-v3 gpt-oss-20b; do
+	mkdir -p "$d/$m"
+	python3 - "$src/models/$m/config.json" "$d/$m/config.json" <<'PY' || exit 1
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.pop("quantization_config", None)
+c["torch_dtype"] = c["dtype"] = "bfloat16"
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+done
+compile() {	# compile NAME TOKENS MODEL [flags]: NAME.log holds the -v remarks
+	name=$1 tokens=$2 model=$3
+	shift 3
+	"$moec" compile "$model" "$@" --arch=sm_90a --max-tokens="$tokens" -v -o "$d/$name.moeb" \
+		>"$d/$name.log" 2>&1 || { cat "$d/$name.log"; echo "plan_cases: $name: compile failed"; exit 1; }
+}
+compile qwen3_T16 16 "$src/models/qwen3-30b-a3b/config.json" --layer 0 --synthetic-weights=1
+compile qwen3_T1 1 "$src/models/qwen3-30b-a3b/config.json" --layer 0 --synthetic-weights=1
+compile mixtral_T16 16 "$src/models/mixtral-8x7b/config.json" --layer 0 --synthetic-weights=1
+compile deepseek_T16 16 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
+compile deepseek_T256 256 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
+compile gptoss_T16 16 "$d/gpt-oss-20b/config.json" --layer 0 --synthetic-weights=1
+compile dense_up_M16 16 "$src/bench/models/dense_up.ir"
+# case   kernel  tuning key   variant   (the logged measurement behind it)
+while read -r name k key v why; do
+	case $name in '#'*|'') continue ;; esac
+	grep -q "\.$k on sm_90a: tuning key $key, variant $v (heuristic)" "$d/$name.log" && continue
+	echo "plan_cases: $name $k $key: want $v ($why), got:"
+	grep "\.$k on sm_90a: tuning key" "$d/$name.log"
+	fail=1
+done <<'EOF_CASES'
+# Qwen3-30B-A3B T=16: tiles 259.0 us, stream-K for both GEMMs 269.7 (+4.1%); modelled gate|up a tie (+0.4%), down +10%
+qwen3_T16 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
+qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 stream-K+10%
+# Qwen3-30B-A3B T=1: gate|up 16x128x128 34.4 us vs 16x64x128 45.1 (tune log); stream-K 79.6 us the block
+qwen3_T1 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p132 block-90.6->79.6
+qwen3_T1 k4 g128.m8.n2048.k768.bf16.bf16.nk.t1-1 16x64x128.w1x4.s5.k1 stream-K+48%
+# Mixtral T=16: stream-K 777 us against tiles 784
+mixtral_T16 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
+mixtral_T16 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
+# DeepSeek-V3 T=16: all stream-K +1.1% uniform, -11% skewed; modelled gate|up a tie, down +3%, shared split-K 20-25% faster
+deepseek_T16 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie,skew-11%
+deepseek_T16 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 stream-K+3%
+deepseek_T16 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t2-16 16x64x128.w1x4.s5.k4 split-K
+deepseek_T16 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t2-16 16x64x128.w1x4.s5.k2 split-K
+# DeepSeek-V3 T=256: 64-row tiles past decode (skewed 3050 -> 1747 us), decode variant without stream-K
+deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
+deepseek_T256 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
+deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t17-64 16x128x128.w1x4.s5.k1 T>bm
+# gpt-oss-20b T=16: stream-K 464 us against tiles 505
+gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
+gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
+# dense up-projection M=16: stream-K 40.7 us, tiles 40.8
+dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
+EOF_CASES
+[ "$fail" = 0 ] && echo "plan_cases: ok"
+exit $fail
