@@ -766,28 +766,15 @@ split_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int S)
 }
 
 /*
- * Stream-K against tiles (docs/codegen.md, "Stream-K for decode"), in the
- * time an SM takes to stream 128 x 128 weights (a k-tile of bn x bk on
- * each of the per_sm CTAs it holds: `unit`), over the row tiles that have
- * rows (busy_tiles: under even routing E (1 - (1 - k/E)^T) experts of a
- * grouped GEMM have a row; the others' tiles start and exit, and stream-K
- * counts the routed tiles from the device offsets).
- *
- * Tiles take waves x (KT/S + SPLIT_FILL); where the routing decides how
- * many tiles are busy (grouped, T > 1) the last wave is half full on
- * average, so waves = tiles / slots + 1/2, else rounded up.  Stream-K,
- * SMs x per_sm CTAs over the L (tile, k-tile) pairs, takes L / n + a fill
- * + the hand-over chain of a cut tile (STREAM_HAND per CTA it spans,
- * n x KT / L) + STREAM_TILE per tile a run passes (its epilogue and the
- * accumulators' restart inside the loop, the partial's store).
- * STREAM_TILE = 3 is fitted to the 2026-12-02 A/B (bench/RESULTS.md,
- * session 24: the same blocks with tiles and with stream-K): Qwen3-30B-A3B
- * T=16 measured +4.1% with stream-K (modelled +5%: runs of 7-10 tiles of
- * 6-16 k-tiles), DeepSeek-V3 T=16 +1.1% (+2%), dense M=16 -0.2% (-1%),
- * Mixtral T=16 -0.9% (-12%: the half wave on 1.94 busy waves); without the
- * term the model had stream-K 7-17% faster on all four (docs/codegen.md).
+ * Stream-K (docs/codegen.md, "Stream-K for decode"): SMs x per_sm CTAs, each
+ * an equal run of the launch's L (tile, k-tile) pairs with one pipeline
+ * across its tiles, so a launch takes L / n k-tile times (n = min(CTAs, L))
+ * plus one fill and the hand-overs of a tile's chain, one after another
+ * (STREAM_HAND each: a bm x bn f32 partial written and read, and the wait;
+ * a chain is as long as the CTAs a tile spans, n x KT / L), where tiles
+ * take waves x (KT/S + SPLIT_FILL).
  */
-enum { STREAM_HAND = 1, STREAM_TILE = 3 };
+enum { STREAM_HAND = 1 };
 
 static int64_t
 stream_ctas(const CgTarget *t, const GemmSpec *s)
@@ -796,45 +783,15 @@ stream_ctas(const CgTarget *t, const GemmSpec *s)
 }
 
 static double
-busy_tiles(const GemmSpec *s, int64_t tokens)
-{
-	int64_t M = gemm_rows(s, tokens, 0);
-	double mt = (double)((M + s->bm - 1) / s->bm);
-
-	if (s->groups) {
-		double none = 1, miss = 1 - (double)MIN(s->m_per_t, s->groups) / s->groups;
-		for (int64_t i = 0; i < tokens && none > 1e-9; i++)
-			none *= miss;	/* an expert that no token picked */
-		mt = MAX(mt, s->groups * (1 - none));
-	}
-	return mt * (double)(s->N / s->bn);
-}
-
-static double
-unit(const CgTarget *t, const GemmSpec *s)
-{
-	return (double)per_sm(t, s) * s->bn * s->bk / (128.0 * 128.0);
-}
-
-static double
-tiles_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
-{
-	int S = MAX(s->split_k, 1);
-	double w = busy_tiles(s, tokens) * S / (double)stream_ctas(t, s);
-	int64_t kt = s->K / s->bk;
-
-	w = s->groups && tokens > 1 ? w + 0.5 : (double)(int64_t)(w + 1 - 1e-9);
-	return w * ((double)kt / S + SPLIT_FILL) * unit(t, s);
-}
-
-static double
 stream_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 {
-	int64_t kt = s->K / s->bk;
-	double tl = busy_tiles(s, tokens), L = tl * (double)kt, n = MIN((double)stream_ctas(t, s), L);
+	GemmSpec u = *s;
+	int64_t kt = s->K / s->bk, L, n;
 
-	return (L / n + SPLIT_FILL + STREAM_HAND * MAX(1.0, n * (double)kt / L) + STREAM_TILE * tl / n) *
-	       unit(t, s);
+	u.split_k = 0;
+	L = est_ctas(&u, tokens) * kt;
+	n = MIN(stream_ctas(t, s), L);
+	return (double)L / (double)n + SPLIT_FILL + STREAM_HAND * (double)MAX(1, (n * kt + L - 1) / L);
 }
 
 /* The kernels stream-K is for: decode tiles (up to 32 rows: mma.sync on every
@@ -865,24 +822,18 @@ to_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 	split_slots(s, thi);
 }
 
-/* The heuristic: stream-K of spec c (the row class's first tile, or the
- * chosen one) where the model has it no slower than the chosen tiles s
- * (and their split) over the fewest and the most rows of the variant
- * together (T = 1 and 16 for a decode variant up to 16); 1 if it does.
- * A tie goes to stream-K: its time follows the routed tiles, where the
- * tiles' last wave is a matter of the routing. */
-#define STREAM_TIE 0.005
-
-static int
-stream_k(const CgTarget *t, GemmSpec *s, GemmSpec c, int64_t tlo, int64_t thi)
+/* The heuristic: stream-K where the model has it faster than the tiles (and
+ * their split) over the fewest and the most rows of the variant together
+ * (T = 1 and 16 for a decode variant up to 16). */
+static void
+stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
-	c.split_k = 0;
-	if (!stream_ok(&c, thi) || stream_time(t, &c, tlo) + stream_time(t, &c, thi) >
-	    (tiles_time(t, s, tlo) + tiles_time(t, s, thi)) * (1 + STREAM_TIE))
-		return 0;
-	to_stream(t, &c, thi);
-	*s = c;
-	return 1;
+	int S = MAX(s->split_k, 1);
+
+	if (!stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
+	    split_time(t, s, tlo, S) + split_time(t, s, thi, S))
+		return;
+	to_stream(t, s, thi);
 }
 
 /*
@@ -986,14 +937,17 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		}
 	if (!found)
 		return -1;
+	/* stream-K gives every SM a run whatever the CTAs: the class's first
+	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
+	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
+	stream_k(t, &first, tlo, tokens);
+	if (first.sched == CG_SCHED_STREAM) {
+		*s = first;
+		return 0;
+	}
 	*s = best;
 	split_k(t, s, tlo, tokens);
-	/* stream-K gives every SM a run whatever the CTAs: on the class's first
-	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
-	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02),
-	 * else on the chosen one */
-	if (!stream_k(t, s, first, tlo, tokens))
-		stream_k(t, s, best, tlo, tokens);
+	stream_k(t, s, tlo, tokens);
 	return 0;
 }
 

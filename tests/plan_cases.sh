@@ -42,20 +42,22 @@ while read -r name k key v why; do
 	grep "\.$k on sm_90a: tuning key" "$d/$name.log"
 	fail=1
 done <<'EOF_CASES'
-# Qwen3-30B-A3B T=16: tiles 259.0 us, stream-K for both GEMMs 269.7 (+4.1%); modelled gate|up a tie (+0.4%), down +10%
+# Qwen3-30B-A3B T=16: tiles 259.0 us, stream-K for both GEMMs 269.7 (+4.1%) in session 24; in session 25's A/B
+# (bench/results/2026-12-02-s25-plan_ab.log) tiles for down 256.5 us against stream-K 252.7/259.4: noise, so stream-K
 qwen3_T16 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
-qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 stream-K+10%
+qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
 # Qwen3-30B-A3B T=1: gate|up 16x128x128 34.4 us vs 16x64x128 45.1 (tune log); stream-K 79.6 us the block
 qwen3_T1 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p132 block-90.6->79.6
 qwen3_T1 k4 g128.m8.n2048.k768.bf16.bf16.nk.t1-1 16x64x128.w1x4.s5.k1 stream-K+48%
 # Mixtral T=16: stream-K 777 us against tiles 784
 mixtral_T16 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
 mixtral_T16 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
-# DeepSeek-V3 T=16: all stream-K +1.1% uniform, -11% skewed; modelled gate|up a tie, down +3%, shared split-K 20-25% faster
+# DeepSeek-V3 T=16: all stream-K; session 25's A/B of a refitted model that gave the down projection tiles and the
+# shared expert split-K: 2392 us against 2316 uniform, 581 against 524 skewed (bench/results/2026-12-02-s25-plan_ab.log)
 deepseek_T16 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie,skew-11%
-deepseek_T16 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 stream-K+3%
-deepseek_T16 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t2-16 16x64x128.w1x4.s5.k4 split-K
-deepseek_T16 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t2-16 16x64x128.w1x4.s5.k2 split-K
+deepseek_T16 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
+deepseek_T16 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
+deepseek_T16 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
 # DeepSeek-V3 T=256: 64-row tiles past decode (skewed 3050 -> 1747 us), decode variant without stream-K
 deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
 deepseek_T256 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
