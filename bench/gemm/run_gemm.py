@@ -902,6 +902,8 @@ def main():
     ap.add_argument("--jobs")
     ap.add_argument("--job-timeout", type=float, default=90)
     args = ap.parse_args()
+    if args.out:  # a fresh $OUT/sub-folder on the device: made here, not a crash at the first log line
+        os.makedirs(args.out, exist_ok=True)
     if args.child:
         return child_main(args)
     man = json.load(open(os.path.join(args.dir, "manifest.json")))
