@@ -129,7 +129,7 @@ enum {
 	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
 	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
 	DBG_FULL_BLOCKS = 1 << 7,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
-	DBG_TILES_SCHED = 1 << 8,	/* codegen: prefill grouped GEMMs keep the tiles schedule (not persistent) */
+	DBG_PERSISTENT_PREFILL = 1 << 8,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -129,7 +129,7 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `ws-gather` | GEMMs that read A rows through an index (the MoE up-projection) may take sm_90a's warp-specialised mainloop (cp.async producers for A, TMA for B); off by default: correct on the H200 since the register split was fixed, but about 7% slower there than the cp.async wgmma mainloop (2026-12-02) | |
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
 | `full-blocks` | sm_90a's wgmma and warp-specialised GEMMs issue wgmma for every 64-row block of a tile, also blocks past its last row (by default a warpgroup whose second block holds no row of the tile skips it: a grouped tile's rows past its expert are never stored); the A/B of that skip on the device (docs/codegen.md) | |
-| `tiles-sched` | prefill grouped GEMMs (tiles of 128 rows or more) on sm_90a keep the tiles schedule, a CTA per potential tile, instead of the persistent one (SMs x CTAs per SM striding over the work); the A/B on the device (docs/codegen.md) | |
+| `persistent-prefill` | prefill grouped GEMMs (tiles of 128 rows or more) on sm_90a run persistent, SMs x CTAs per SM striding over the work, instead of a CTA per potential tile; off by default: 7-8% slower on the H200 (Mixtral, Qwen3-30B-A3B, DeepSeek-V3 at T = 4096, 2026-12-02; docs/codegen.md) | |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
 (ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
