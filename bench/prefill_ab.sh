@@ -7,21 +7,21 @@
 #   device: sh bench/prefill_ab.sh device build/prefill_ab $OUT/prefill_ab
 #           builds moert (tests/gpu/build_moert.sh), then per arm and case
 #           `moert bench --tokens=4096 --graph --profile` into OUTDIR/ARM.log
-# Arms: new (the heuristic now), old (--debug=tiles-sched,full-blocks and the
-# tiles before: the plan of main before session 25), tiles (the tiles
-# schedule alone), full (every row block alone), s3 (gpt-oss gate|up 128x128,
+# Arms: new (the heuristic now), old (--debug=full-blocks and the tiles
+# before: the plan of main before session 25), pers (the persistent schedule,
+# off by default), full (every row block alone), s3 (gpt-oss gate|up 128x128,
 # 3 stages, two CTAs an SM), wsg (gathered A on the warp-specialised
-# mainloop, now persistent).
+# mainloop).
 set -u
 mode=$1 a=$2 out=$3
 src=$(cd "$(dirname "$0")/.." && pwd)
-arms="new old tiles full s3 wsg"
+arms="new old pers full s3 wsg"
 cases='deepseek_T4096|gptoss_T4096|qwen3_T4096|mixtral_T4096'
 flags() {
 	case $1 in
 	new) echo "" ;;
-	old) echo "--debug=tiles-sched,full-blocks --tuning=$src/bench/prefill_before.tuning" ;;
-	tiles) echo "--debug=tiles-sched" ;;
+	old) echo "--debug=full-blocks --tuning=$src/bench/prefill_before.tuning" ;;
+	pers) echo "--debug=persistent-prefill" ;;
 	full) echo "--debug=full-blocks" ;;
 	s3) echo "--tuning=$src/bench/prefill_128x128s3.tuning" ;;
 	wsg) echo "--debug=ws-gather" ;;

@@ -960,13 +960,15 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
  * DeepSeek-V3's gate|up at T = 4096 is 8160 CTAs for about 6100 tiles, one
  * an SM (222 KB of shared memory), 256 experts scanned by each.  Persistent,
  * a CTA scans once, and the warp-specialised producer loads the next tile's
- * stages while the consumers run the epilogue.  --debug=tiles-sched keeps
- * the tiles schedule (the A/B on the device).
+ * stages while the consumers run the epilogue.  Measured slower on the H200
+ * (2026-12-02: Mixtral 5517 against 5139 us, Qwen3-30B-A3B 1034 against 965,
+ * DeepSeek-V3 11073 against 10274 at T = 4096), so only with
+ * --debug=persistent-prefill.
  */
 static void
 prefill_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
-	if ((p->o.debug & DBG_TILES_SCHED) || !s->groups || s->bm < 128 || s->sched != CG_SCHED_TILES ||
+	if (!(p->o.debug & DBG_PERSISTENT_PREFILL) || !s->groups || s->bm < 128 || s->sched != CG_SCHED_TILES ||
 	    s->split_k > 1 || s->bq.group > 0 || s->f8.group > 0 ||
 	    !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
 		return;

@@ -131,7 +131,7 @@ enum {
 	DBG_WS_PINGPONG = 1 << 7,	/* codegen: warp-specialised GEMMs take ping-pong consumers where they may */
 	DBG_BQ_V1 = 1 << 8,	/* codegen: quantised B in session 24's e2m1 layout and dequantisation (A/B) */
 	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
-	DBG_TILES_SCHED = 1 << 10,	/* codegen: prefill grouped GEMMs keep the tiles schedule (not persistent) */
+	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
 };
 typedef struct {

@@ -200,14 +200,14 @@ prefill_launches(const CgProgram *p, int *n, int *persistent)
  * (the down GEMM, N = 192; gate|up takes 128x128 here, whose 3 column
  * tiles give more CTAs) through the whole plan on the emulator (as sm_90a):
  * mma.sync, and the wgmma and warp-specialised mainloops
- * (--debug=emu-wgmma,emu-ws); with --debug=tiles-sched the tiles schedule,
+ * (--debug=emu-wgmma,emu-ws); with --debug=persistent-prefill persistent,
  * with --debug=full-blocks every row block.  Each matches the interpreter
  * at T = 100 (experts' second row tiles of a few rows) and 256.
  */
 START_TEST(test_program_prefill_192_persistent)
 {
-	static const unsigned dbg[] = {DBG_TILES_SCHED, 0, DBG_EMU_WGMMA | DBG_EMU_WS, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_TILES_SCHED,
-				       DBG_EMU_WGMMA | DBG_FULL_BLOCKS};
+	static const unsigned dbg[] = {0, DBG_PERSISTENT_PREFILL, DBG_EMU_WGMMA | DBG_EMU_WS,
+				       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_PERSISTENT_PREFILL, DBG_EMU_WGMMA | DBG_FULL_BLOCKS};
 	Diag d;
 	Module *m, *ref;
 
@@ -224,7 +224,7 @@ START_TEST(test_program_prefill_192_persistent)
 		ck_assert_ptr_nonnull(p);
 		prefill_launches(p, &n, &pers);
 		ck_assert_msg(n == 2, "debug %#x: %d prefill launches", dbg[i], n);
-		ck_assert_int_eq(pers, dbg[i] & DBG_TILES_SCHED ? 0 : 2);
+		ck_assert_int_eq(pers, dbg[i] & DBG_PERSISTENT_PREFILL ? 2 : 0);
 		check_wide(p, ref, 100, 192);
 		check_wide(p, ref, 256, 192);
 		cg_program_free(p);
