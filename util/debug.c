@@ -21,10 +21,10 @@ const DebugFlag debug_flags[] = {
 	 "test --emulate: GEMMs whose tiles suit it on the warp-specialised TMA mainloop, emulated"},
 	{"ws-gather", DBG_WS_GATHER, NULL,
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
-	{"no-front", DBG_NO_FRONT, NULL,
-	 "compile: keep a decode block's norm, router GEMM, route and permute kernels (no decode front: A/B checks)"},
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
+	{"no-front", DBG_NO_FRONT, NULL,
+	 "compile: keep a decode block's norm, router GEMM, route and permute kernels (no decode front: A/B checks)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -128,6 +128,7 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `emu-ws` | the emulator also stands for sm_90a's warp-specialised TMA mainloop: GEMMs whose tiles suit it run on it (with `emu-wgmma`) | `MOEC_EMU_WS=1` |
 | `ws-gather` | GEMMs that read A rows through an index (the MoE up-projection) may take sm_90a's warp-specialised mainloop (cp.async producers for A, TMA for B); off by default: correct on the H200 since the register split was fixed, but about 7% slower there than the cp.async wgmma mainloop (2026-12-02) | |
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
+| `no-front` | `compile`, `test --emulate`: no decode fronts (docs/codegen.md, "Decode fronts"): a bundle with max_tokens <= 64 keeps the norm, rstd, router GEMM, route and permute kernels, for A/B timing and checks against the front (bench/front_ab.sh) | |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
 (ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
