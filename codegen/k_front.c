@@ -563,6 +563,28 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 	return 1;
 }
 
+/* The front runs at its first call: is each of its operands computed before it? */
+static int
+ready_before(const Graph *g, const CgFrontMatch *fm)
+{
+	const Value *in[4] = {fm->x, fm->gamma, fm->w, fm->selbias};
+	const Node *first = NULL;
+
+	for (const Node *n = g->first; n && !first; n = n->next)
+		if (n == fm->norm || n == fm->rstd_call || n == fm->gemm || n == fm->route || n == fm->perm)
+			first = n;
+	for (int i = 0; i < 4; i++) {
+		if (!in[i] || in[i]->kind != V_RESULT)
+			continue;
+		const Node *n = g->first;
+		while (n && n != in[i]->def && n != first)
+			n = n->next;
+		if (n != in[i]->def)
+			return 0;
+	}
+	return 1;
+}
+
 int
 cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMatch *fm,
 	       char *buf, size_t n)
@@ -634,6 +656,9 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	fm->selbias = s->route.has_selbias ? route_call->in[1] : NULL;
 	fm->logits = gc->out[0];
 	s->max_t = max_t;
+	if (!ready_before(g, fm))
+		return why(buf, n, "an operand (the router weight, gamma or the selection bias) is computed "
+			   "after the norm or the router GEMM");
 	if (cg_front_check(s, &quiet))
 		return why(buf, n, quiet.last);
 	return 1;

@@ -1851,7 +1851,10 @@ emit_front(CgProgram *p, const Node *n, int *done)
 		return diag_error(p->d, n->loc, "kernel %s: %d arguments for %d parameters", name, np,
 				  k->nparam);
 	p->ws_bytes = MAX(p->ws_bytes, 4 * (int64_t)cg_front_ctas(&f->s));
-	p->flops_per_t += 2 * (int64_t)f->s.route.E * f->s.H;
+	if (static_t(f->route) >= 0)	/* the router GEMM's flops, as emit_gemm counts them */
+		p->flops_static += 2 * static_t(f->route) * f->s.route.E * f->s.H;
+	else
+		p->flops_per_t += 2 * (int64_t)f->s.route.E * f->s.H;
 	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(4 * cg_front_ctas(&f->s))};
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	vec_push(&p->run, m);

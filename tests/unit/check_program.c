@@ -410,6 +410,94 @@ START_TEST(test_front_blocks_match_interpreter)
 }
 END_TEST
 
+/* split_block with gate|up 512 wide: its flags (8 column tiles) outnumber the front's CTAs */
+static const char split_wide_block[] =
+	"weight $g : bf16[512] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[8,512] seed=2\n"
+	"weight $wgu : bf16[8,512,512] seed=3\n"
+	"weight $wdown : bf16[8,512,256] seed=4\n"
+	"weight $wd : bf16[512,512] scale=0.05 seed=5\n"
+	"weight $bd : bf16[512] seed=6\n"
+	"\n"
+	"graph @block(%x: bf16[T,512]) -> (y: bf16[T,512]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,512]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=2, renorm=1, router=softmax : bf16[T,512]\n"
+	"\t%u = matmul %m, $wd, trans_b=1 : bf16[T,512]\n"
+	"\t%ub = add %u, $bd : bf16[T,512]\n"
+	"\t%y = gelu %ub : bf16[T,512]\n"
+	"\tret %y\n}\n";
+
+/* Memset steps and launches of module m compiled for the emulator at max_tokens 64. */
+static CgProgram *
+steps64(Module *m, unsigned debug, int *memsets, int *launch)
+{
+	CgCompileOpts co;
+	Diag d;
+	CgProgram *p;
+
+	diag_init(&d, stderr);
+	emu_opts(&co, 64);
+	co.debug = debug;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	*memsets = *launch = 0;
+	for (int i = 0; i < man->nstep; i++) {
+		*memsets += man->step[i].kind == STEP_MEMSET;
+		*launch += man->step[i].kind == STEP_LAUNCH;
+	}
+	return p;
+}
+
+/*
+ * The front zeroes the next split GEMM's flags (its memset step dropped):
+ * K = 512, so the decode GEMMs split, and gate|up has more flags than the
+ * front's own memset covers, so zero_words must cover the memset it
+ * replaces (the emulator runs CTAs in order, so stale flags would not show
+ * in its results); against --debug=no-front, launches
+ * fewer by the norm, rstd, router GEMM, route and permute less the front
+ * (4), no more memsets (the front's own for its flags, gate|up's folded:
+ * its zero_words bound); the program matches the
+ * interpreter at T = 1, 5, 64 with the flags handed over (a wrong count
+ * leaves a GEMM waiting on stale flags: a wrong result).
+ */
+START_TEST(test_front_folds_the_split_memset)
+{
+	Diag d;
+	Module *m, *ref;
+	int ms, ml, ns, nl;
+
+	diag_init(&d, stderr);
+	m = fused("split_wide.ir", split_wide_block, &ref, &d);
+	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT, &ns, &nl);
+	ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+	ck_assert_int_eq(launches(cg_program_manifest(q), "_front"), 0);
+	ck_assert_msg(ml == nl - 4 && ms <= ns, "front: %d launches, %d memsets; without: %d, %d", ml, ms,
+		      nl, ns);
+	/* zero_words covers the memset the old plan has before the GEMM after the front */
+	const Manifest *man = cg_program_manifest(p), *old = cg_program_manifest(q);
+	int fi = 0, zw, next = 0;
+	while (fi < man->nstep && !(man->step[fi].kind == STEP_LAUNCH && strstr(man->step[fi].kernel, "_front")))
+		fi++;
+	ck_assert_int_lt(fi + 1, man->nstep);
+	zw = (int)man->step[fi].arg[man->step[fi].narg - 2].v.i;
+	while (next < old->nstep && !(old->step[next].kind == STEP_LAUNCH &&
+				      !strcmp(old->step[next].kernel, man->step[fi + 1].kernel)))
+		next++;
+	ck_assert_int_lt(next, old->nstep);
+	ck_assert_int_eq(old->step[next - 1].kind, STEP_MEMSET);
+	ck_assert_int_gt(4 * (int64_t)zw, old->step[next - 1].bytes.b - 4);
+	ck_assert_int_gt(old->step[next - 1].bytes.b, 4 * 64);	/* more than the front's flags */
+	for (int64_t T = 1; T <= 64; T += T == 1 ? 4 : 59)
+		check_wide(p, ref, T, 512);
+	cg_program_free(p);
+	cg_program_free(q);
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 /* A tuning table in a temporary file; its path (static). */
 static const char *
 table(const char *text)
@@ -1045,6 +1133,10 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_front_routing_is_the_interpreters);
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front_fold");	/* the split-K workspace starts as garbage */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_front_folds_the_split_memset);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);
