@@ -367,6 +367,22 @@ gemm_wgmma_descs(G *g, LLVMValueRef *da0, LLVMValueRef *db0)
 				       g->wg.a_bytes), s->bk * 128, 1024);
 }
 
+/*
+ * Descriptor d (i64) moved on by off (i32) 16-byte units: an add to its low
+ * word alone, whose address field (bits 0-13, the shared address / 16) does
+ * not carry into the leading byte offset above it (shared memory is under
+ * 256 KiB), so the high word stays the constant it is and ptxas keeps one
+ * 32-bit add a wgmma instead of a 64-bit add through vector registers.
+ */
+static LLVMValueRef
+desc_add(CgFn *f, LLVMValueRef d, LLVMValueRef off)
+{
+	LLVMValueRef lo = cg_add(f, LLVMBuildTrunc(f->B, d, f->ti32, ""), off);
+	LLVMValueRef hi = LLVMBuildAnd(f->B, d, LLVMConstInt(f->ti64, 0xffffffff00000000ull, 0), "");
+
+	return LLVMBuildOr(f->B, LLVMBuildZExt(f->B, lo, f->ti64, ""), hi, "");
+}
+
 void
 gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale)
 {
@@ -380,7 +396,7 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KK = s->bk * g->eb / 32, kn_b = s->b_layout == CG_B_KN;	/* 32 bytes of K a k-step */
-	LLVMValueRef adv = LLVMBuildZExt(f->B, cg_muli(f, st, g->wg.stage / 16), f->ti64, "");
+	LLVMValueRef adv = cg_muli(f, st, g->wg.stage / 16);
 
 	wg_fence(f);
 	for (int kk = 0; kk < KK; kk++) {
@@ -389,9 +405,9 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 		int64_t kb = kn_b ? (int64_t)kk * 16 * 128 / 16 : ((int64_t)(kk / 4) * s->bn * 128 + (kk % 4) * 32) / 16;
 		/* columns j0..: B's rows 8 j0.. (K-major), or its 64-column block j0 / 8 (N-major) */
 		kb += kn_b ? (int64_t)j0 / 8 * s->bk * 128 / 16 : (int64_t)j0 * 8 * 128 / 16;
-		LLVMValueRef db = LLVMBuildAdd(f->B, db0, LLVMBuildAdd(f->B, adv, cg_i64(f, kb), ""), "");
+		LLVMValueRef db = desc_add(f, db0, cg_addi(f, adv, kb));
 		for (int i = 0; i < (g->wg.nb ? g->wg.nb : g->mi); i++) {
-			LLVMValueRef da = LLVMBuildAdd(f->B, da0, LLVMBuildAdd(f->B, adv, cg_i64(f, ka + i * 64 * 128 / 16), ""), "");
+			LLVMValueRef da = desc_add(f, da0, cg_addi(f, adv, ka + i * 64 * 128 / 16));
 			wgmma(g, i, j0, nj, da, db, kk ? cg_i32(f, 1) : scale);
 		}
 	}

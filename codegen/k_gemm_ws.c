@@ -61,11 +61,13 @@
  * 2026-12-02; the emulator now models the pool.)  The producer's 40 hold the
  * gathered chunks' sources too: ptxas spills nothing.
  * FP8 x FP8 (GemmSpec.f8, DeepGEMM's promotion): e4m3 maps, a box row of
- * 128 e4m3 (one k-tile, one scale block); each consumer warpgroup per
- * k-tile: wgmma into fresh accumulators, its scales from global while they
- * run, wait_group 0, release the stage, fin += acc * sb * sa (k_gemm_wgmma.c's
- * promotion).  The warpgroups meet only at the ring, so one's promotion
- * overlaps the other's wgmma; the producer stays S k-tiles ahead.
+ * 128 e4m3 (one k-tile, one scale block); the whole producer warpgroup
+ * runs, each thread staging the k-tile's A row and B column scales into the
+ * stage's scale slot (cp.async, then its arrival on full[s]: 1 + 128); each
+ * consumer warpgroup per k-tile: two wgmma groups of half its columns, the
+ * promotion fin += acc * sb * sa (k_gemm_wgmma.c's) of one half while the
+ * other runs, the scales from the slot (consume_f8).  The warpgroups meet
+ * only at the ring; the producer stays S k-tiles ahead.
  *
  * Ping-pong (GemmSpec.ws_mode = CG_WS_PINGPONG, persistent): two consumer
  * warpgroups, each on whole tiles of its own (warps_m x warps_n = 4 warps
