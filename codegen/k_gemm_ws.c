@@ -252,8 +252,26 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  * hidden behind the other warpgroup's wgmmas (largest where K is short:
  * Qwen3-30B-A3B's down projection, 12 k-tiles a tile) at the price of B
  * tiles shared by no second warpgroup (a third more TMA bytes per flop).
- * Not FP8 (its consumers are cooperative only).  Unmeasured: opt-in.
+ * Not FP8 (its consumers are cooperative only).
+ *
+ * Taken by default where the H200 measured it faster (2026-12-02, session
+ * 25, bench/RESULTS.md): grouped GEMMs with A not gathered (the MoE down
+ * projection, scattered) of at most PINGPONG_KT k-tiles, where the epilogue
+ * is a large share of a tile: DeepSeek-V3's down (K = 2048, 32 k-tiles)
+ * 3163 -> 2768 us at T = 4096, Qwen3-30B-A3B's (K = 768) 314 -> 292.  Not
+ * where K is long (Mixtral's down, 224 k-tiles: 1612 -> 1684 in the block),
+ * nor dense (DeepSeek-V3's shared up-projection 399 -> 441, dense M=4096
+ * 723 -> 763 alone), nor gathered A (Mixtral's up 3303 -> 4343 alone);
+ * --debug=ws-pingpong takes it wherever it fits.
  */
+enum { PINGPONG_KT = 32 };
+
+static int
+pingpong_pays(const GemmSpec *s)
+{
+	return s->groups > 0 && !s->gather && s->K / s->bk <= PINGPONG_KT;
+}
+
 static void
 pingpong_plan(GemmSpec *w)
 {
@@ -321,7 +339,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
-	if (cg_module_debug(m) & DBG_WS_PINGPONG) {
+	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || pingpong_pays(&w)) {
 		GemmSpec p = w;
 		pingpong_plan(&p);
 		if (p.ws_mode == CG_WS_PINGPONG && most_stages(t, &p, s->stages)) {
