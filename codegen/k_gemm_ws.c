@@ -258,7 +258,8 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  * 25, bench/RESULTS.md): grouped GEMMs with A not gathered (the MoE down
  * projection, scattered) of at most PINGPONG_KT k-tiles, where the epilogue
  * is a large share of a tile: DeepSeek-V3's down (K = 2048, 32 k-tiles)
- * 3163 -> 2768 us at T = 4096, Qwen3-30B-A3B's (K = 768) 314 -> 292.  Not
+ * 2966 -> 2691 us at T = 4096 (its block 10499 -> 10340), Qwen3-30B-A3B's
+ * (K = 768) 297 -> 292 (its block within noise).  Not
  * where K is long (Mixtral's down, 224 k-tiles: 1612 -> 1684 in the block),
  * nor dense (DeepSeek-V3's shared up-projection 399 -> 441, dense M=4096
  * 723 -> 763 alone), nor gathered A (Mixtral's up 3303 -> 4343 alone);

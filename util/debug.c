@@ -22,7 +22,7 @@ const DebugFlag debug_flags[] = {
 	{"ws-gather", DBG_WS_GATHER, NULL,
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
 	{"ws-pingpong", DBG_WS_PINGPONG, NULL,
-	 "compile: warp-specialised bf16/f16 GEMMs with ping-pong consumers, 128x128 tiles, persistent (opt-in: mixed on the H200)"},
+	 "compile: every warp-specialised bf16/f16 GEMM that fits takes ping-pong consumers (default: short-K MoE down projections only)"},
 	{"bq-v1", DBG_BQ_V1, NULL,
 	 "compile: MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) "
 	 "instead of one, for A/B on the GPU (docs/codegen.md, Mixed-input GEMMs); integer formats unchanged"},
