@@ -809,6 +809,7 @@ int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
 int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
+const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 /* The calls of main-graph module m that a front replaces, found from the
  * route call: its logits' GEMM call, the rms_norm row call feeding that
  * GEMM (if any), an rstd row call of the same rows (if any), the permute

@@ -428,8 +428,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 /* --- which calls of the main graph make a front ------------------------------ */
 
 /* The kernel's one node of op (constants aside), or NULL. */
-static const Node *
-one_node(const Graph *k, Op op)
+const Node *
+cg_only_node(const Graph *k, Op op)
 {
 	const Node *found = NULL;
 
@@ -480,7 +480,7 @@ row_op(const Node *call, Op op, int64_t H)
 	const Node *n;
 
 	if (!call || call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE ||
-	    !(n = one_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
+	    !(n = cg_only_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
 	    param_no(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
 	    n->in[0]->type.dim[1] != H || (ir_attr_int(n, "axis", -1) != -1 && ir_attr_int(n, "axis", -1) != 1))
 		return NULL;
@@ -598,7 +598,7 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	diag_init(&quiet, NULL);
 	s->round_dt = DT_F32;
 	if (!g || ir_kernel_template(route_call->callee) != IR_TMPL_ROUTE ||
-	    !(r = one_node(route_call->callee, OP_ROUTE)))
+	    !(r = cg_only_node(route_call->callee, OP_ROUTE)))
 		return why(buf, n, "not a route kernel");
 	if (max_t > CG_FRONT_MAX_T)
 		return why(buf, n, "max_tokens is above the decode range");
@@ -611,7 +611,7 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 		if (pm->op == OP_CALL && pm->nin == 1 && pm->in[0] == route_call->out[1])
 			break;
 	const Node *pn = pm && ir_kernel_template(pm->callee) == IR_TMPL_PERMUTE
-		? one_node(pm->callee, OP_PERMUTE) : NULL;
+		? cg_only_node(pm->callee, OP_PERMUTE) : NULL;
 	if (!pn || cg_permute_spec(pn, &s->perm, &quiet))
 		return why(buf, n, "its ids are not permuted by a permute kernel");
 	s->perm.want_pos = pm->callee->nret > 2;

@@ -1582,21 +1582,6 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	return 0;
 }
 
-static const Node *
-only_node(const Graph *k, Op op)
-{
-	const Node *found = NULL;
-
-	for (const Node *n = k->first; n; n = n->next) {
-		if (n->op == OP_CONST)
-			continue;
-		if (n->op != op || found)
-			return NULL;
-		found = n;
-	}
-	return found;
-}
-
 /* Token rows per T of a route or permute kernel's first operand: the
  * coefficient of its symbolic row dim (2 for [2,seq,H] flattened, seq
  * symbolic); 1 when static (the launch passes the rows as T). */
@@ -1724,14 +1709,14 @@ emit_call(CgProgram *p, const Node *call)
 		if (done)
 			return 0;
 	}
-	if (tmpl == IR_TMPL_ROUTE && (n = only_node(k, OP_ROUTE))) {
+	if (tmpl == IR_TMPL_ROUTE && (n = cg_only_node(k, OP_ROUTE))) {
 		if (emit_route(p, call, n, name, &rs))
 			return -1;
 		route = 1;
-	} else if (tmpl == IR_TMPL_PERMUTE && (n = only_node(k, OP_PERMUTE))) {
+	} else if (tmpl == IR_TMPL_PERMUTE && (n = cg_only_node(k, OP_PERMUTE))) {
 		if (emit_permute(p, call, n, name))
 			return -1;
-	} else if ((n = only_node(k, OP_EP_PACK))) {
+	} else if ((n = cg_only_node(k, OP_EP_PACK))) {
 		if (emit_ep_pack(p, call, n, name))
 			return -1;
 	} else if (emit_body(p, k, name)) {

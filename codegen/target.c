@@ -1166,39 +1166,37 @@ cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
 
 /* ---- tensor-core building blocks ---- */
 
-void
-cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
+/* cp.async of 16 bytes (.cg: L2 only) or 4 (.ca: 16 is the only size .cg takes) */
+static void
+cp_async(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes)
 {
 	LLVMValueRef a[3] = {sdst, gsrc, NULL};
+	LLVMTypeRef t = bytes == 16 ? LLVMVectorType(f->ti32, 4) : f->ti32;
 
 	if (cg_fn_require(f, CG_CP_ASYNC, "cp.async") < 0)
 		return;
 	if (f->emu) {
-		emu_check(f, gsrc, LLVMVectorType(f->ti32, 4), 1, 0);
-		emu_check(f, sdst, LLVMVectorType(f->ti32, 4), 3, 1);
-		a[2] = cg_i32(f, 16);
+		emu_check(f, gsrc, t, 1, 0);
+		emu_check(f, sdst, t, 3, 1);
+		a[2] = cg_i32(f, bytes);
 		cg_call_emu(f, "moec_emu_cp_async", NULL, a, 3);
 		return;
 	}
-	cg_intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, NULL, 0, a, 2);
+	cg_intrinsic(f, bytes == 16 ? "llvm.nvvm.cp.async.cg.shared.global.16" : "llvm.nvvm.cp.async.ca.shared.global.4",
+		     NULL, NULL, 0, a, 2);
+}
+
+void
+cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
+{
+	cp_async(f, sdst, gsrc, 16);
 }
 
 /* cp.async.ca of 4 bytes (the FP8 scales the warp-specialised producer stages) */
 void
 cg_cp_async4(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
 {
-	LLVMValueRef a[3] = {sdst, gsrc, NULL};
-
-	if (cg_fn_require(f, CG_CP_ASYNC, "cp.async") < 0)
-		return;
-	if (f->emu) {
-		emu_check(f, gsrc, f->ti32, 1, 0);
-		emu_check(f, sdst, f->ti32, 3, 1);
-		a[2] = cg_i32(f, 4);
-		cg_call_emu(f, "moec_emu_cp_async", NULL, a, 3);
-		return;
-	}
-	cg_intrinsic(f, "llvm.nvvm.cp.async.ca.shared.global.4", NULL, NULL, 0, a, 2);
+	cp_async(f, sdst, gsrc, 4);
 }
 
 void
