@@ -826,26 +826,29 @@ land_bulk(void)
 	return n;
 }
 
-void
-moec_emu_elect(int32_t *io)
+/* A warp collective of one i32 in and out (elect.sync, vote.any): the
+ * scheduler computes it for the whole warp once every lane has arrived. */
+static void
+coll_io(int coll, int32_t *io)
 {
 	Thr *t = E.cur;
 
-	t->coll = C_ELECT;
+	t->coll = coll;
 	t->cp[0] = io;
 	t->ci = 0;
 	yield(T_COLL);
 }
 
 void
+moec_emu_elect(int32_t *io)
+{
+	coll_io(C_ELECT, io);
+}
+
+void
 moec_emu_vote_any(int32_t *io)
 {
-	Thr *t = E.cur;
-
-	t->coll = C_VOTE_ANY;
-	t->cp[0] = io;
-	t->ci = 0;
-	yield(T_COLL);
+	coll_io(C_VOTE_ANY, io);
 }
 
 void
