@@ -810,6 +810,7 @@ int cg_front_smem(const CgFrontSpec *s);
 int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
+int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */
 /* The calls of main-graph module m that a front replaces, found from the
  * route call: its logits' GEMM call, the rms_norm row call feeding that
  * GEMM (if any), an rstd row call of the same rows (if any), the permute

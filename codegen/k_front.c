@@ -443,15 +443,6 @@ cg_only_node(const Graph *k, Op op)
 	return found;
 }
 
-static int
-param_no(const Graph *k, const Value *v)
-{
-	for (int i = 0; i < k->nparam; i++)
-		if (k->param[i] == v)
-			return i;
-	return -1;
-}
-
 /* Does anything in g but `but` (or g's results) read v? */
 static int
 read_elsewhere(const Graph *g, const Value *v, const Node *but)
@@ -481,7 +472,7 @@ row_op(const Node *call, Op op, int64_t H)
 
 	if (!call || call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE ||
 	    !(n = cg_only_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
-	    param_no(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
+	    cg_param_index(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
 	    n->in[0]->type.dim[1] != H || (ir_attr_int(n, "axis", -1) != -1 && ir_attr_int(n, "axis", -1) != 1))
 		return NULL;
 	return n;
@@ -502,7 +493,7 @@ norm_body(const Node *call, CgFrontSpec *s)
 			continue;
 		if (!nn) {
 			const Type *t = x->nin == 2 ? &x->in[1]->type : NULL;
-			if (x->op != OP_RMS_NORM || param_no(k, x->in[0]) != 0 || param_no(k, x->in[1]) != 1 ||
+			if (x->op != OP_RMS_NORM || cg_param_index(k, x->in[0]) != 0 || cg_param_index(k, x->in[1]) != 1 ||
 			    x->in[0]->type.rank != 2 || x->in[0]->type.dim[1] != s->H ||
 			    (ir_attr_int(x, "axis", -1) != -1 && ir_attr_int(x, "axis", -1) != 1) ||
 			    t->rank != 1 || t->dim[0] != s->H || !io_float(t->dt) ||
@@ -535,8 +526,8 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 		if (x->op == OP_CONST)
 			continue;
 		if (!mm) {
-			if (x->op != OP_MATMUL || x->nin != 2 || param_no(k, x->in[0]) != 0 ||
-			    param_no(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32)
+			if (x->op != OP_MATMUL || x->nin != 2 || cg_param_index(k, x->in[0]) != 0 ||
+			    cg_param_index(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32)
 				return why(buf, n, "the router GEMM is not a plain matmul to f32");
 			mm = x;
 			v = x->out[0];
@@ -603,8 +594,8 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	if (max_t > CG_FRONT_MAX_T)
 		return why(buf, n, "max_tokens is above the decode range");
 	if (cg_route_spec(r, &s->route, &quiet) || route_call->nout != 2 ||
-	    param_no(route_call->callee, r->in[0]) != 0 ||
-	    (s->route.has_selbias && param_no(route_call->callee, r->in[1]) != 1))
+	    cg_param_index(route_call->callee, r->in[0]) != 0 ||
+	    (s->route.has_selbias && cg_param_index(route_call->callee, r->in[1]) != 1))
 		return why(buf, n, "the route kernel reads something else");
 	/* the permute of its ids, anywhere after it */
 	for (pm = route_call->next; pm; pm = pm->next)

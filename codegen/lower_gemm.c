@@ -24,8 +24,8 @@
 
 #include "codegen.h"
 
-static int
-param_index(const Graph *k, const Value *v)
+int
+cg_param_index(const Graph *k, const Value *v)
 {
 	for (int i = 0; i < k->nparam; i++)
 		if (k->param[i] == v)
@@ -126,10 +126,10 @@ row_leaf_indirect(L *l, const Value *v)
 
 	if (g->kind != V_RESULT || g->def->op != OP_GATHER || ir_attr_int(g->def, "axis", 0) != 0)
 		return -2;
-	w = param_index(l->k, strip_views(g->def->in[0]));
+	w = cg_param_index(l->k, strip_views(g->def->in[0]));
 	if (w >= 0 && l->a_idx && g->def->in[1] == l->a_idx)	/* the A rows' own index */
 		return cg_ep_row(&l->s->ep, strip_views(g->def->in[0])->type.dt, CGR_GATHER, role(l, w));
-	idx = param_index(l->k, g->def->in[1]);
+	idx = cg_param_index(l->k, g->def->in[1]);
 	if (w < 0 || idx < 0)
 		return fail(l, "a gathered epilogue operand is not read from a parameter");
 	CgRowIndex how = idx == l->bind->scatter ? CGR_SCATTER
@@ -160,7 +160,7 @@ leaf(L *l, const Value *v)
 			return k;
 		v = strip_loads(v);
 	}
-	if ((p = param_index(l->k, v)) < 0)
+	if ((p = cg_param_index(l->k, v)) < 0)
 		return fail(l, "epilogue operand %%%s is computed in the kernel", v->name);
 	t = &v->type;
 	for (int i = 0; i + 1 < t->rank; i++)
@@ -224,7 +224,7 @@ quant_scalar(L *l, const Value *v, float *imm, const char **r, DType *dt)
 		*imm = (float)f[0];
 		return 0;
 	}
-	if ((p = param_index(l->k, v)) < 0)
+	if ((p = cg_param_index(l->k, v)) < 0)
 		return fail(l, "the scale or zero point of quantize is computed in the kernel");
 	*r = role(l, p);
 	*dt = v->type.dt;
@@ -288,7 +288,7 @@ epilogue_node(L *l, const Node *n)
 	if (n->op == OP_QUANTIZE || n->op == OP_QUANTIZE_DYNAMIC)
 		return quant_node(l, n);
 	if (n->op == OP_SCATTER_ROWS) {
-		int p = param_index(l->k, n->in[1]);
+		int p = cg_param_index(l->k, n->in[1]);
 		if (get(l, n->in[0]) < 0 || p < 0)
 			return fail(l, "scatter_rows of something the epilogue does not compute");
 		l->s->store = CG_STORE_SCATTER;
@@ -346,8 +346,8 @@ bind_a_f8(L *l, const Node *dq)
 {
 	if (!f8_blocks(dq, 128))
 		return fail(l, "A is dequantized from other than e4m3 with f32 scales per 128 columns");
-	l->bind->a = param_index(l->k, dq->in[0]);
-	l->bind->ascale = param_index(l->k, dq->in[1]);
+	l->bind->a = cg_param_index(l->k, dq->in[0]);
+	l->bind->ascale = cg_param_index(l->k, dq->in[1]);
 	if (l->bind->a < 0 || l->bind->ascale < 0)
 		return fail(l, "the dequantized A's operands are computed in the kernel");
 	l->s->a_dt = DT_F8E4M3;
@@ -394,7 +394,7 @@ bind_a(L *l, const Node *mm)
 			div = (int)f[0];
 			src = src->def->in[0];
 		}
-		l->bind->gather = param_index(l->k, src);
+		l->bind->gather = cg_param_index(l->k, src);
 		l->s->gather = 1;
 		l->s->gather_div = div;
 		a = a->def->in[0];
@@ -403,7 +403,7 @@ bind_a(L *l, const Node *mm)
 	}
 	if (a->kind == V_RESULT && a->def->op == OP_DEQUANTIZE)
 		return bind_a_f8(l, a->def);
-	l->bind->a = param_index(l->k, a);
+	l->bind->a = cg_param_index(l->k, a);
 	if (l->bind->a < 0)
 		return fail(l, "A is computed in the kernel");
 	return 0;
@@ -454,8 +454,8 @@ quant_operand(L *l, const Value *v, int *il)
 	int64_t perm[4], want[4] = {0, 2, 1, 3};
 
 	*il = 0;
-	if (param_index(l->k, v) >= 0)
-		return param_index(l->k, v);
+	if (cg_param_index(l->k, v) >= 0)
+		return cg_param_index(l->k, v);
 	if (v->kind != V_RESULT || v->def->op != OP_RESHAPE || v->type.rank != 3)
 		return -1;
 	t = v->def->in[0];
@@ -471,7 +471,7 @@ quant_operand(L *l, const Value *v, int *il)
 	    r->type.dim[3] != w->type.dim[2] || memcmp(v->type.dim, w->type.dim, sizeof(Dim) * 3))
 		return -1;
 	*il = 1;
-	return param_index(l->k, w);
+	return cg_param_index(l->k, w);
 }
 
 static int
@@ -565,7 +565,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	s->a_dt = mm->in[0]->type.dt;
 	s->b_dt = w->type.dt;
 	if (bind_a(&l, mm) < 0 ||
-	    (s->f8.group ? bind_b_f8(&l, dq, tb) : dq ? bind_b_quant(&l, dq, tb) : (bind->b = param_index(k, w))) < 0) {
+	    (s->f8.group ? bind_b_f8(&l, dq, tb) : dq ? bind_b_quant(&l, dq, tb) : (bind->b = cg_param_index(k, w))) < 0) {
 		snprintf(why, whylen, "%s", l.why[0] ? l.why : "B is computed in the kernel");
 		return -1;
 	}
@@ -575,10 +575,10 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	/* the scattered store's index first: epilogue leaves may read through it */
 	for (const Node *n = mm->next; n; n = n->next)
 		if (n->op == OP_SCATTER_ROWS)
-			bind->scatter = param_index(k, n->in[1]);
+			bind->scatter = cg_param_index(k, n->in[1]);
 	if (grouped) {
 		s->groups = (int)w->type.dim[0];
-		if ((bind->offsets = param_index(k, mm->in[2])) < 0)
+		if ((bind->offsets = cg_param_index(k, mm->in[2])) < 0)
 			return snprintf(why, whylen, "the expert offsets are computed in the kernel"), -1;
 	}
 	l.acc_rank = mm->out[0]->type.rank;
