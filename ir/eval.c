@@ -64,7 +64,9 @@ ir_eval_has_fn(Op op)
 }
 
 /* Per graph run: one tensor per value id. */
-enum { UNSET, PRESENT, ABSENT };	/* ABSENT: a call passed `_` for a parameter */
+/* ABSENT: a call passed `_` for a parameter; DEFERRED: a dequantize that
+ * moe evaluates a row at a time (ir_eval_defers) */
+enum { UNSET, PRESENT, ABSENT, DEFERRED };
 /* Per value of one graph, indexed by id - lo: the ids [lo, lo + n) the
  * graph refers to.  A kernel's values are a short run of the module's ids,
  * so a call does not cost the size of the whole module (with a table per
@@ -72,7 +74,7 @@ enum { UNSET, PRESENT, ABSENT };	/* ABSENT: a call passed `_` for a parameter */
  * 100,000-node graph cleared 30 GB). */
 typedef struct {
 	Tensor *t;
-	unsigned char *own, *set;	/* set: UNSET, PRESENT or ABSENT */
+	unsigned char *own, *set;	/* set: UNSET, PRESENT, ABSENT or DEFERRED */
 	int *last;		/* index of the last node that reads the value */
 	uint32_t lo, n;
 } Vals;
@@ -314,13 +316,41 @@ required(const Node *n, int i)
 	return i < ir_opinfo[n->op].inmin || n->op == OP_CONCAT;
 }
 
-/* moe's expert stacks, synthetic and not generated yet: ev_moe reads their
- * rows through ir_weight_elems, so a stack too large for the host (256
- * experts of DeepSeek-V3) still runs.  The view has the shape, no data. */
-static int
-lazy_view(const Node *n, int i, const Value *v, Tensor *t)
+int
+ir_eval_defers(const Graph *g, const Node *n)
 {
-	if (n->op != OP_MOE || (i != 3 && i != 4) || v->weight->data || v->weight->cache)
+	Value *r = n->nout == 1 ? n->out[0] : NULL;
+	int readers = 0;
+
+	if (n->op != OP_DEQUANTIZE || !r)
+		return 0;
+	for (int i = 0; i < n->nin; i++)
+		if (n->in[i] && n->in[i]->kind != V_WEIGHT)
+			return 0;
+	for (int i = 0; i < g->nret; i++)
+		if (g->ret[i] == r)
+			return 0;
+	for (const Node *m = g->first; m; m = m->next)
+		for (int i = 0; i < m->nin; i++)
+			if (m->in[i] == r) {
+				if (m->op != OP_MOE || (i != 3 && i != 4))
+					return 0;
+				readers++;
+			}
+	return readers > 0;
+}
+
+/* moe's expert stacks, synthetic and not generated yet, or the result of a
+ * deferred dequantize: ev_moe reads their rows through ir_weight_elems or
+ * ev_dequant_elems, so a stack too large for the host (256 experts of
+ * DeepSeek-V3, in bf16 or FP8) still runs.  The view has the shape, no data. */
+static int
+lazy_view(const Vals *vs, const Node *n, int i, const Value *v, Tensor *t)
+{
+	if (n->op != OP_MOE || (i != 3 && i != 4))
+		return 0;
+	if (v->kind == V_WEIGHT ? v->weight->data || v->weight->cache
+				: vs->set[ix(vs, v)] != DEFERRED)
 		return 0;
 	memset(t, 0, sizeof *t);
 	t->dt = v->type.dt;
@@ -338,7 +368,7 @@ gather_operands(Ev *e, Vals *vs, const Node *n, const Tensor **in, Tensor *lazy)
 		in[i] = NULL;
 		if (!v)
 			continue;
-		if (v->kind == V_WEIGHT && lazy_view(n, i, v, &lazy[i])) {
+		if ((v->kind == V_WEIGHT || in_window(vs, v)) && lazy_view(vs, n, i, v, &lazy[i])) {
 			in[i] = &lazy[i];
 		} else if (v->kind == V_WEIGHT) {
 			if (!(in[i] = weight_view(e, vs, v)))
@@ -529,7 +559,9 @@ run_body(Ev *e, Vals *vs, const Tensor *const *in, Tensor *out)
 		vs->set[id] = in[i] ? PRESENT : ABSENT;
 	}
 	for (Node *n = g->first; n; n = n->next, idx++)
-		if (run_node(e, vs, n, idx))
+		if (ir_eval_defers(g, n))
+			vs->set[ix(vs, n->out[0])] = DEFERRED;
+		else if (run_node(e, vs, n, idx))
 			return -1;
 	return take_results(e, vs, out);
 }

@@ -64,6 +64,9 @@ EvalFn ev_scatter_nd, ev_scatter_rows, ev_onehot, ev_nonzero;
 EvalFn ev_transpose, ev_reshape, ev_expand, ev_concat, ev_split, ev_slice;
 EvalFn ev_tile, ev_shape, ev_size, ev_range, ev_constant_of_shape, ev_const;
 EvalFn ev_quantize, ev_dequantize, ev_quantize_dynamic;
+/* Elements [first, first+n) of a deferred dequantize's result (ir_eval_defers),
+ * from its weight operands; 0 ok, -1 with a diagnostic. */
+int ev_dequant_elems(Ev *e, const Node *dq, int64_t first, int64_t n, double *out);
 EvalFn ev_moe, ev_route, ev_permute;
 EvalFn ev_ep_pack, ev_all_to_all;
 

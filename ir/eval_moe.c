@@ -246,6 +246,8 @@ typedef struct {
 	double *x, *l, *sb, *bgu, *bdn;
 	const Tensor *gu, *dn;		/* read a row at a time, never copied whole */
 	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
+	const Node *dqgu, *dqdn;	/* or dequantised a row at a time (ir_eval_defers) */
+	Ev *e;
 	DType dt;			/* x's: h and a are rounded to it */
 	IrGluAttrs glu;
 	int64_t aq;			/* act_quant: a quantised per token and aq columns (0: not) */
@@ -276,13 +278,17 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 }
 
 /* Elements [first, first+n) of an expert stack. */
-static void
-stack_row(const Tensor *t, Weight *w, int64_t first, int64_t n, double *out)
+static int
+stack_row(Ev *e, const Tensor *t, Weight *w, const Node *dq, int64_t first, int64_t n,
+	  double *out)
 {
 	if (t->data)
 		dtype_load_n(t->dt, t->data, (size_t)first, (size_t)n, out);
+	else if (dq)
+		return ev_dequant_elems(e, dq, first, n, out);
 	else
 		ir_weight_elems(w, first, n, out);
+	return 0;
 }
 
 /*
@@ -290,16 +296,18 @@ stack_row(const Tensor *t, Weight *w, int64_t first, int64_t n, double *out)
  * token row of slot s, with h and a rounded to x's dtype.  Expert-major, so
  * each weight row is converted once for all the tokens that chose x.
  */
-static void
+static int
 expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, double *out)
 {
+	int rc = 0;
 	int64_t ni = m->i, nh = m->h;
 	double *wr = xmalloc(sizeof *wr * (size_t)(MAX(nh, ni) + 1));
 	double *hb = xmalloc(sizeof *hb * (size_t)(ns * 2 * ni + 1));
 	double *a = xmalloc(sizeof *a * (size_t)(ns * ni + 1));
 
 	for (int64_t c = 0; c < 2 * ni; c++) {
-		stack_row(m->gu, m->wgu, (x * 2 * ni + c) * nh, nh, wr);
+		if ((rc = stack_row(m->e, m->gu, m->wgu, m->dqgu, (x * 2 * ni + c) * nh, nh, wr)))
+			break;
 		for (int64_t s = 0; s < ns; s++) {
 			const double *row = &m->x[slot[s] / k * nh];
 			double acc = 0;
@@ -318,8 +326,9 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
 		for (int64_t j = 0; j < ni; j += m->aq)
 			ev_quant_dequant(&a[s * ni + j], m->aq, m->dt);
-	for (int64_t c = 0; c < nh; c++) {
-		stack_row(m->dn, m->wdn, (x * nh + c) * ni, ni, wr);
+	for (int64_t c = 0; rc == 0 && c < nh; c++) {
+		if ((rc = stack_row(m->e, m->dn, m->wdn, m->dqdn, (x * nh + c) * ni, ni, wr)))
+			break;
 		for (int64_t s = 0; s < ns; s++) {
 			double acc = 0;
 			for (int64_t q = 0; q < ni; q++)
@@ -330,6 +339,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 	free(wr);
 	free(hb);
 	free(a);
+	return rc;
 }
 
 static void
@@ -351,6 +361,7 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	double *w, *part, *acc;
 	Router r;
 	Moe m;
+	int rc = 0;
 
 	memset(&m, 0, sizeof m);
 	if (moe_check(e, n, in, &m) || router_new(e, n, m.ne, &r))
@@ -363,6 +374,9 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	m.dn = in[4];
 	m.wgu = n->in[3]->kind == V_WEIGHT ? n->in[3]->weight : NULL;
 	m.wdn = n->in[4]->kind == V_WEIGHT ? n->in[4]->weight : NULL;
+	m.dqgu = n->in[3]->kind == V_RESULT && !in[3]->data ? n->in[3]->def : NULL;
+	m.dqdn = n->in[4]->kind == V_RESULT && !in[4]->data ? n->in[4]->def : NULL;
+	m.e = e;
 	optional_doubles(n->nin > 5 ? in[5] : NULL, &m.bgu);
 	optional_doubles(n->nin > 6 ? in[6] : NULL, &m.bdn);
 	ids = xmalloc(sizeof *ids * (size_t)(nt * k + 1));
@@ -380,12 +394,16 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		if (!ns)
 			continue;
 		double *o = xmalloc(sizeof *o * (size_t)(ns * m.h + 1));
-		expert(&m, x, slot, ns, k, o);
+		if (expert(&m, x, slot, ns, k, o)) {
+			free(o);
+			rc = -1;
+			break;
+		}
 		for (int64_t s = 0; s < ns; s++)
 			memcpy(&part[slot[s] * m.h], &o[s * m.h], sizeof *o * (size_t)m.h);
 		free(o);
 	}
-	for (int64_t t = 0; t < nt; t++) {
+	for (int64_t t = 0; rc == 0 && t < nt; t++) {
 		memset(acc, 0, sizeof *acc * (size_t)m.h);
 		for (int64_t j = 0; j < k; j++)
 			for (int64_t c = 0; c < m.h; c++)
@@ -400,7 +418,7 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	free(acc);
 	router_free(&r);
 	moe_free(&m);
-	return 0;
+	return rc;
 }
 
 /* --- routing decisions, for tests ---------------------------------------- */

@@ -7,6 +7,7 @@
  * ties to even land where the reference implementation puts them.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eval_impl.h"
@@ -102,6 +103,80 @@ ev_dequantize(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		dtype_store(out[0].dt, out[0].data, (size_t)i,
 			    (load(x, i) - load(z, si)) * load(in[1], si));
 	}
+	return 0;
+}
+
+/* A weight operand's shape as a tensor without data (qlayout reads dims). */
+static const Tensor *
+shape_of(const Value *v, Tensor *t)
+{
+	if (!v)
+		return NULL;
+	memset(t, 0, sizeof *t);
+	t->dt = v->type.dt;
+	t->rank = v->type.rank;
+	memcpy(t->dim, v->type.dim, sizeof(int64_t) * (size_t)t->rank);
+	return t;
+}
+
+/* Elements of weight w at the indices ix[0..n): one read of the span they
+ * cover when it is short (a row's scales), else one read each. */
+static void
+gather_elems(Weight *w, const int64_t *ix, int64_t n, double *out)
+{
+	int64_t lo = ix[0], hi = ix[0];
+
+	for (int64_t i = 1; i < n; i++)
+		lo = MIN(lo, ix[i]), hi = MAX(hi, ix[i]);
+	if (hi - lo + 1 > 4 * n + 64) {
+		for (int64_t i = 0; i < n; i++)
+			ir_weight_elems(w, ix[i], 1, &out[i]);
+		return;
+	}
+	double *span = xmalloc(sizeof *span * (size_t)(hi - lo + 1));
+	ir_weight_elems(w, lo, hi - lo + 1, span);
+	for (int64_t i = 0; i < n; i++)
+		out[i] = span[ix[i] - lo];
+	free(span);
+}
+
+/* ev_dequantize's elements [first, first+n) without its result: the
+ * quantised elements, scales and zero points read from the weights (generated
+ * on the fly when synthetic), the same formula and rounding. */
+int
+ev_dequant_elems(Ev *e, const Node *dq, int64_t first, int64_t n, double *out)
+{
+	Tensor tv[3];
+	const Tensor *in[3] = {shape_of(dq->in[0], &tv[0]), shape_of(dq->in[1], &tv[1]),
+			       shape_of(dq->nin > 2 ? dq->in[2] : NULL, &tv[2])};
+	const Tensor *x = in[0];
+	int64_t c[MAXRANK], rest = first, *si;
+	double *s, *z = NULL;
+	QLayout q;
+
+	if (n <= 0)
+		return 0;
+	if (qlayout(e, dq, in, &q))
+		return -1;
+	for (int i = x->rank - 1; i >= 0; i--) {
+		c[i] = x->dim[i] ? rest % x->dim[i] : 0;
+		rest = x->dim[i] ? rest / x->dim[i] : 0;
+	}
+	si = xmalloc(sizeof *si * (size_t)n);
+	s = xmalloc(sizeof *s * (size_t)n);
+	for (int64_t i = 0; i < n; i++, ev_next(c, x->dim, x->rank))
+		si[i] = qindex(&q, c, x->rank);
+	ir_weight_elems(dq->in[0]->weight, first, n, out);
+	gather_elems(dq->in[1]->weight, si, n, s);
+	if (in[2]) {
+		z = xmalloc(sizeof *z * (size_t)n);
+		gather_elems(dq->in[2]->weight, si, n, z);
+	}
+	for (int64_t i = 0; i < n; i++)
+		out[i] = ev_round(dq->out[0]->type.dt, (out[i] - (z ? z[i] : 0)) * s[i]);
+	free(si);
+	free(s);
+	free(z);
 	return 0;
 }
 

@@ -483,6 +483,14 @@ int ir_eval(Graph *g, const Tensor *in, int nin, Tensor *out,
 	    const EvalOpts *o, Diag *d);
 
 /*
+ * 1 if the interpreter defers dequantize node n: its operands are weights and
+ * only moe's expert stacks read its result, so moe dequantises their rows as
+ * it reads them (a full-size FP8 stack of DeepSeek-V3, 22.5 GB in bf16, is
+ * never held).  Same numbers as running it: eval_quant.c's formula.
+ */
+int ir_eval_defers(const Graph *g, const Node *n);
+
+/*
  * eval_ep.c: N ranks' graphs run together, one thread per rank, as N
  * processes on N GPUs would: each all_to_all meets the others' (emulated
  * NCCL).  in[r] holds rank r's nin inputs, out[r] gets its results.  0 ok;

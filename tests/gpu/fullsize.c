@@ -177,14 +177,26 @@ mem_available(void)
 	return (uint64_t)kb * 1024;
 }
 
-/* moe's synthetic expert stacks are read a row at a time by the interpreter. */
+/* moe's synthetic expert stacks, and the quantised ones with their scales
+ * behind a deferred dequantize (ir_eval_defers), are read a row at a time by
+ * the interpreter: held whole only if something else reads them. */
 static int
 held_whole(const Graph *g, const Weight *w)
 {
+	int lazy = 0;
+
+	if (w->data)
+		return 1;
 	for (const Node *n = g->first; n; n = n->next)
-		if (n->op == OP_MOE && !w->data && (n->in[3] == w->value || n->in[4] == w->value))
-			return 0;
-	return 1;
+		for (int i = 0; i < n->nin; i++) {
+			if (n->in[i] != w->value)
+				continue;
+			if ((n->op == OP_MOE && (i == 3 || i == 4)) || ir_eval_defers(g, n))
+				lazy = 1;
+			else
+				return 1;
+		}
+	return !lazy;
 }
 
 /* The bytes of weights the graph's interpreter holds. */

@@ -1566,6 +1566,47 @@ END_TEST
  * for bit: the down projection is kept in f64 so that, like moe, only h
  * and a are rounded to bf16 before the final sum.
  */
+/*
+ * A dequantize that only moe's expert stacks read is deferred (moe
+ * dequantises rows as it reads them: a full-size FP8 stack is never held);
+ * returned as well, it runs whole.  Both give the same bits: int4 with zero
+ * points in blocks of 32, FP8 in blocks of 128, synthetic weights.
+ */
+#define QMOE(RET, RETV) \
+	"weight $router : bf16[8,64]\n" \
+	"weight $wguq : i4[8,256,64] scale=7\n" \
+	"weight $wgus : bf16[8,256,2] mean=0.02 scale=0.005\n" \
+	"weight $wguz : i4[8,256,2] scale=3\n" \
+	"weight $wdq : f8e4m3[8,64,128] scale=200\n" \
+	"weight $wds : f32[8,64,1] mean=0.003 scale=0.001\n" \
+	"graph @moe(%x: bf16[T,64]) -> (y: bf16[T,64]" RET ") {\n" \
+	"\t%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n" \
+	"\t%wgu = dequantize $wguq, $wgus, $wguz, axis=2, block_size=32, to=bf16 : bf16[8,256,64]\n" \
+	"\t%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,64,128]\n" \
+	"\t%y = moe %x, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,64]\n" \
+	"\tret %y" RETV "\n}\n"
+
+START_TEST(test_eval_moe_deferred_dequantize_same_bits)
+{
+	Tensor in[2] = {rand_tensor(DT_BF16, DIM(5, 64), -1, 1)}, in2[1];
+	Run a, b;
+	int deferred = 0;
+
+	in2[0] = in[0];
+	ok(&a, QMOE("", ""), in, 1);
+	ok(&b, QMOE(", wgu: bf16[8,256,64], wd: bf16[8,64,128]", ", %wgu, %wd"), in2, 1);
+	for (const Node *n = ir_main_graph(a.m)->first; n; n = n->next)
+		deferred += ir_eval_defers(ir_main_graph(a.m), n);
+	ck_assert_int_eq(deferred, 2);
+	for (const Node *n = ir_main_graph(b.m)->first; n; n = n->next)
+		ck_assert_int_eq(ir_eval_defers(ir_main_graph(b.m), n), 0);
+	ck_assert_int_eq(a.out[0].dt, b.out[0].dt);
+	ck_assert_mem_eq(a.out[0].data, b.out[0].data, tensor_nbytes(&a.out[0]));
+	done(&b, in2, 0);
+	done(&a, in, 1);
+}
+END_TEST
+
 START_TEST(test_eval_moe_equals_its_decomposition)
 {
 	Tensor in[2] = {
@@ -1784,6 +1825,7 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_moe_sigmoid_bias_groups_matches_loops);
 	tcase_add_test(tc, test_eval_moe_topk_softmax_oai_bf16_matches_loops);
 	tcase_add_test(tc, test_eval_moe_equals_its_decomposition);
+	tcase_add_test(tc, test_eval_moe_deferred_dequantize_same_bits);
 	tcase_add_test(tc, test_eval_permute_drops_negative_ids);
 	tcase_add_test(tc, test_eval_ep_pack_hand_computed);
 	tcase_add_test(tc, test_eval_all_to_all_between_ranks);

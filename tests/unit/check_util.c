@@ -87,6 +87,64 @@ START_TEST(test_f8_roundtrip_and_saturation)
 }
 END_TEST
 
+/* e4m3fn against the definition: the nearest of the 253 finite values
+ * (ties to the even code), saturating at 448; every code's value from
+ * its fields, sampled floats over the whole range, midpoints included. */
+static float
+e4m3_value(unsigned v)
+{
+	int e = (v >> 3) & 15, m = v & 7;
+	float x = e ? ldexpf(1 + m / 8.0f, e - 7) : ldexpf((float)m, -9);
+	return v & 0x80 ? -x : x;
+}
+
+static unsigned
+e4m3_nearest(float f)
+{
+	unsigned best = 0;
+	double bd = INFINITY;
+
+	if (fabsf(f) > 448)
+		return signbit(f) ? 0xfe : 0x7e;
+	for (unsigned v = 0; v < 256; v++) {
+		double d = fabs((double)f - e4m3_value(v));
+		if ((v & 0x7f) == 0x7f || (v == 0x80 && !signbit(f)) || (v == 0 && signbit(f)))
+			continue;
+		if (d < bd || (d == bd && !(v & 1) && (best & 1)))
+			best = v, bd = d;
+	}
+	return best;
+}
+
+START_TEST(test_f8e4m3_against_definition)
+{
+	uint64_t r = 1;
+
+	for (unsigned v = 0; v < 256; v++)
+		if ((v & 0x7f) != 0x7f)
+			ck_assert_float_eq(f8e4m3_to_f32((uint8_t)v), e4m3_value(v));
+	for (unsigned v = 0; v + 1 < 127; v++) {	/* midpoints and their neighbours */
+		float mid = (e4m3_value(v) + e4m3_value(v + 1)) / 2;
+		float near[3] = {mid, nextafterf(mid, 0), nextafterf(mid, 1000)};
+		for (int i = 0; i < 3; i++) {
+			ck_assert_uint_eq(f32_to_f8e4m3(near[i]), e4m3_nearest(near[i]));
+			ck_assert_uint_eq(f32_to_f8e4m3(-near[i]), e4m3_nearest(-near[i]));
+		}
+	}
+	for (int i = 0; i < 200000; i++) {	/* |f| from 2^-12 to 2^10 */
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		float f = ldexpf(1 + (float)(r >> 40) / 16777216.0f, (int)((r >> 20) % 23) - 12);
+		f = r & 1 ? -f : f;
+		ck_assert_uint_eq(f32_to_f8e4m3(f), e4m3_nearest(f));
+	}
+	ck_assert_uint_eq(f32_to_f8e4m3(INFINITY), 0x7e);
+	ck_assert_uint_eq(f32_to_f8e4m3(-INFINITY), 0xfe);
+	ck_assert_uint_eq(f32_to_f8e4m3(NAN), 0x7f);
+	ck_assert_uint_eq(f32_to_f8e4m3(-0.0f), 0x80);
+	ck_assert_uint_eq(f32_to_f8e4m3(ldexpf(1, -10)), 0);	/* the tie of 0 and 2^-9: to 0 */
+}
+END_TEST
+
 /* OCP MX: e2m1 is {0, .5, 1, 1.5, 2, 3, 4, 6}; e8m0 is 2^(e-127). */
 START_TEST(test_f4e2m1_and_f8e8m0)
 {
@@ -377,6 +435,7 @@ util_suite(void)
 	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
 	tcase_add_test(tc, test_f16_exact_and_overflow);
 	tcase_add_test(tc, test_f8_roundtrip_and_saturation);
+	tcase_add_test(tc, test_f8e4m3_against_definition);
 	tcase_add_test(tc, test_i4_packs_low_nibble_first);
 	tcase_add_test(tc, test_f4e2m1_and_f8e8m0);
 	tcase_add_test(tc, test_tensor_files_roundtrip);
