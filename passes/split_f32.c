@@ -2,15 +2,18 @@
  * split-f32: an f32 GEMM whose A is provably bf16-exact and whose B is an
  * f32 weight becomes one bf16 GEMM with f32 accumulation over three times
  * the K, on tensor cores, computing the same products exactly.  The weight is
- * split at compile time, W = hi + mid + lo with hi = bf16(W), mid =
- * bf16(W - hi), lo = bf16(W - hi - mid) (util: bf16_split3), and A is read
- * three times along K (fuse-gemm keeps the concat in the GEMM kernel, which
- * reads A's k index modulo K: GemmSpec.a_rep):
+ * split, W = hi + mid + lo with hi = bf16(W), mid = bf16(W - hi), lo =
+ * bf16(W - hi - mid), as weight-only IR that fold evaluates at compile time
+ * for a real weight (a synthetic one's runs once at load), after the pass
+ * has checked on W's values that the three parts add up to W exactly
+ * (util: bf16_split3); A is read three times along K (fuse-gemm keeps the
+ * concat in the GEMM kernel, which reads A's k index modulo K:
+ * GemmSpec.a_rep):
  *
  *	%h = rms_norm %x, $g : bf16[T,H]           %h = rms_norm %x, $g : bf16[T,H]
  *	%a = cast %h, to=f32 : f32[T,H]      =>    %a3 = concat %h, %h, %h, axis=-1 : bf16[T,3H]
- *	%l = matmul %a, $w, trans_b=1, to=f32       %l = matmul %a3, $w3, trans_b=1, to=f32
- *	     ($w : f32[E,H])                             ($w3 = [hi | mid | lo] : bf16[E,3H])
+ *	%l = matmul %a, $w, trans_b=1, to=f32       %l = matmul %a3, %w.bf16x3, trans_b=1, to=f32
+ *	     ($w : f32[E,H])                        %w.bf16x3 = concat(hi, mid, lo, axis=-1) : bf16[E,3H]
  *
  * (The pass writes cast(%a, to=bf16); canon's cast2 folds it into %h.)
  * Each product x * part has 8 x 8 significant bits, exact in f32, and x * W
@@ -85,47 +88,47 @@ not_candidate(const Node *n)
 	return NULL;
 }
 
-static void
-free_split(void *p, size_t n)
+/* The first element of $w the split does not represent exactly (bf16_split3),
+ * or -1 when there is none; -2 with a diagnostic when w has no data. */
+static int64_t
+inexact(Value *w, Diag *d)
 {
-	(void)n;
-	free(p);
-}
-
-/* $w split into [hi | mid | lo] along K, bf16; NULL with *bad set to the
- * first element the split does not represent exactly. */
-static Weight *
-split_weight(Module *m, Value *w, int trans_b, int64_t *bad, Diag *d)
-{
-	Weight *src = w->weight;
-	const float *x = ir_weight_data(src, d);
-	int64_t r = w->type.dim[0], c = w->type.dim[1], n = r * c;
-	uint16_t *out, p[3];
-	Type t = w->type;
-	char name[256];
+	const float *x = ir_weight_data(w->weight, d);
+	int64_t n = ir_type_numel(&w->type);
+	uint16_t p[3];
 
 	if (!x)
-		return NULL;
-	out = xmalloc(sizeof *out * (size_t)(3 * n));
-	for (int64_t i = 0; i < n; i++) {
-		if (bf16_split3(x[i], p)) {
-			*bad = i;
-			free(out);
-			return NULL;
+		return -2;
+	for (int64_t i = 0; i < n; i++)
+		if (bf16_split3(x[i], p))
+			return i;
+	return -1;
+}
+
+/*
+ * [hi | mid | lo] of $w along K (B[N,K]: columns; B[K,N]: rows) as
+ * weight-only IR: hi = bf16(w), r = w - hi (exact in f32), mid = bf16(r),
+ * lo = bf16(r - mid).  fold computes it from a real weight at compile time;
+ * a synthetic weight's runs once at load on the device (an init step), so a
+ * bundle carries no split data it can generate.
+ */
+static Value *
+split_ops(Builder *b, Value *w, int trans_b)
+{
+	Value *part[3], *r = w;
+
+	for (int s = 0; s < 3; s++) {
+		ir_b_str(b, "to", "bf16");
+		part[s] = ir_b1(b, OP_CAST, r);
+		if (s < 2) {
+			ir_b_str(b, "to", "f32");
+			Value *back = ir_b1(b, OP_CAST, part[s]);
+			r = ir_b2(b, OP_SUB, r, back);
 		}
-		/* B[N,K] (trans_b): row i/c gets k = j, K + j, 2K + j; B[K,N]: rows k, K + k, 2K + k */
-		for (int s = 0; s < 3; s++)
-			out[trans_b ? (i / c) * 3 * c + s * c + i % c : s * n + i] = p[s];
 	}
-	t.dt = DT_BF16;
-	t.dim[trans_b ? 1 : 0] = 3 * (trans_b ? c : r);
-	snprintf(name, sizeof name, "%s.bf16x3", w->name);
-	Weight *nw = ir_add_weight(m, name, t);
-	nw->data = out;
-	nw->size = sizeof *out * (size_t)(3 * n);
-	nw->free_data = free_split;
-	nw->source = "split-f32";
-	return nw;
+	ir_b_int(b, "axis", trans_b ? -1 : 0);
+	Node *c = ir_b_node(b, OP_CONCAT, part, 3, 1);
+	return c && !b->err ? c->out[0] : NULL;
 }
 
 /* Rewrite matmul n as the bf16 x3 GEMM; 1 done, 0 refused (reported), -1 error. */
@@ -134,14 +137,14 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 {
 	Value *a = n->in[0], *w = n->in[1];
 	int tb = (int)ir_attr_int(n, "trans_b", 0);
-	int64_t bad = -1;
+	int64_t bad;
 	Diag quiet;
-	Weight *nw;
+	char wname[256];
 
 	diag_init(&quiet, NULL);
-	if (!(nw = split_weight(g->m, w, tb, &bad, &quiet))) {
-		if (bad < 0)
-			return diag_error(c->d, n->loc, "split-f32: weight $%s: %s", w->name, quiet.last), -1;
+	if ((bad = inexact(w, &quiet)) == -2)
+		return diag_error(c->d, n->loc, "split-f32: weight $%s: %s", w->name, quiet.last), -1;
+	if (bad >= 0) {
 		report_skip(c->report, "%s %%%s kept an f32 GEMM: $%s[%lld] = %g is not three "
 			    "normal bf16 parts exactly (not finite, or a part would be subnormal)",
 			    what, n->out[0]->name, w->name, (long long)bad,
@@ -149,6 +152,11 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 		return 0;
 	}
 	Builder b = {.g = g, .before = n, .loc = n->loc, .d = c->d};
+	Value *w3 = split_ops(&b, w, tb);
+	if (!w3)
+		return -1;
+	snprintf(wname, sizeof wname, "%s.bf16x3", w->name);
+	ir_set_name(g, w3, wname);	/* the weight fold makes of it */
 	ir_b_str(&b, "to", "bf16");
 	Value *h = ir_b1(&b, OP_CAST, a);
 	Value *three[3] = {h, h, h};
@@ -159,7 +167,7 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 	if (tb)
 		ir_b_int(&b, "trans_b", 1);
 	ir_b_str(&b, "to", "f32");
-	Value *y = ir_b2(&b, OP_MATMUL, cat->out[0], nw->value);
+	Value *y = ir_b2(&b, OP_MATMUL, cat->out[0], w3);
 	if (b.err || !y)
 		return -1;
 	const char *name = n->out[0]->name;
@@ -167,9 +175,9 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 	ir_erase(g, n);
 	ir_set_name(g, n->out[0], NULL);	/* frees its name for y */
 	ir_set_name(g, y, name);
-	report_note(c->report, "%s %%%s split: $%s = hi + mid + lo in bf16 exactly ($%s), %%%s is "
+	report_note(c->report, "%s %%%s split: $%s = hi + mid + lo in bf16 exactly (%%%s), %%%s is "
 		    "bf16-exact: one bf16 GEMM over 3K with f32 accumulation (tensor cores where a tile fits)",
-		    what, y->name, w->name, nw->value->name, a->name);
+		    what, y->name, w->name, w3->name, a->name);
 	return 1;
 }
 
