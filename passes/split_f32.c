@@ -31,7 +31,8 @@
  * a weight the split does not represent exactly (non-finite, or |w| so small
  * a part would be subnormal: below about 2^-103), a bundle for the decode
  * range only (max_tokens <= 64: the decode front's CUDA-core router reads
- * the f32 weight, 2/3 of the split's bytes), and --debug=simt-router.
+ * the f32 weight, 2/3 of the split's bytes; with --debug=no-front there is
+ * no front and the split is taken), and --debug=simt-router.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,7 @@ split_f32(Module *m, PassCtx *c)
 				why = "A is not provably bf16-exact (computed in f32, not a cast of bf16 values)";
 			if (!why && (c->debug & DBG_SIMT_ROUTER))
 				why = "--debug=simt-router";
-			if (!why && c->max_tokens > 0 && c->max_tokens <= SPLIT_DECODE_T)
+			if (!why && c->max_tokens > 0 && c->max_tokens <= SPLIT_DECODE_T && !(c->debug & DBG_NO_FRONT))
 				why = "max_tokens is in the decode range (the decode front reads the f32 weight)";
 			if (why)
 				report_skip(c->report, "%s %%%s kept an f32 GEMM: %s", what,

@@ -281,6 +281,10 @@ START_TEST(test_split_refused)
 
 	expect_kept(f32_act, 0, 0, "A is not provably bf16-exact");
 	expect_kept(prog64, 16, 0, "decode range");
+	run_passes(prog64, 16, DBG_NO_FRONT, &rep, &ir);	/* no front: split at decode too */
+	ck_assert_msg(strstr(rep, "f32 GEMM %logits split"), "%s", rep);
+	free(rep);
+	free(ir);
 	expect_kept(prog64, 0, DBG_SIMT_ROUTER, "--debug=simt-router");
 	/* through a reshape and a widening chain: still bf16-exact, split */
 	run_passes(prog8, 0, 0, &rep, &ir);
