@@ -12,8 +12,8 @@
  *
  *	%h = rms_norm %x, $g : bf16[T,H]           %h = rms_norm %x, $g : bf16[T,H]
  *	%a = cast %h, to=f32 : f32[T,H]      =>    %a3 = concat %h, %h, %h, axis=-1 : bf16[T,3H]
- *	%l = matmul %a, $w, trans_b=1, to=f32       %l = matmul %a3, %w.bf16x3, trans_b=1, to=f32
- *	     ($w : f32[E,H])                        %w.bf16x3 = concat(hi, mid, lo, axis=-1) : bf16[E,3H]
+ *	%l = matmul %a, $w, trans_b=1, to=f32       %l = matmul %a3, %w3, trans_b=1, to=f32
+ *	     ($w : f32[E,H])                        %w3 = concat(hi, mid, lo, axis=-1) : bf16[E,3H]
  *
  * (The pass writes cast(%a, to=bf16); canon's cast2 folds it into %h.)
  * Each product x * part has 8 x 8 significant bits, exact in f32, and x * W
@@ -140,7 +140,6 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 	int tb = (int)ir_attr_int(n, "trans_b", 0);
 	int64_t bad;
 	Diag quiet;
-	char wname[256];
 
 	diag_init(&quiet, NULL);
 	if ((bad = inexact(w, &quiet)) == -2)
@@ -156,8 +155,8 @@ split_one(Graph *g, Node *n, const char *what, PassCtx *c)
 	Value *w3 = split_ops(&b, w, tb);
 	if (!w3)
 		return -1;
-	snprintf(wname, sizeof wname, "%s.bf16x3", w->name);
-	ir_set_name(g, w3, wname);	/* the weight fold makes of it */
+	/* w3 keeps a temporary's name: one naming the layer would name its init
+	 * step's kernel too, and layers would no longer share kernels (--layers) */
 	ir_b_str(&b, "to", "bf16");
 	Value *h = ir_b1(&b, OP_CAST, a);
 	Value *three[3] = {h, h, h};
