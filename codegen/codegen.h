@@ -482,7 +482,9 @@ struct GemmSpec {
 	int groups;		/* 0: dense; E > 0: grouped over offsets[E+1] */
 
 	DType a_dt;
-	int64_t lda;		/* 0: K */
+	int64_t lda;		/* 0: K (K / a_rep) */
+	int a_rep;		/* R > 1: A has K / R columns, read R times along K (A's k index
+				 * modulo K / R: split-f32's exact bf16 x3 GEMM); 0 or 1: none */
 	int gather;		/* A rows through gather_idx (int32) */
 	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
 
@@ -811,6 +813,8 @@ int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */
+/* v = concat(x, x, ..., axis=-1) of one value r times (split-f32's A): r, else 0 (lower_gemm.c) */
+int cg_concat_repeats(const Value *v);
 /* The calls of main-graph module m that a front replaces, found from the
  * route call: its logits' GEMM call, the rms_norm row call feeding that
  * GEMM (if any), an rstd row call of the same rows (if any), the permute

@@ -251,7 +251,10 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 					    s->f8.group > 0 || s->quant.kind == CG_QUANT_GROUP))
 		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16 "
 				  "or f32, and no group quantisation");
-	if (check_ld(d, "lda", s->lda, s->K) < 0 ||
+	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
+		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
+				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
+	if (check_ld(d, "lda", s->lda, gemm_a_cols(s)) < 0 ||
 	    check_ld(d, "ldb", s->ldb, s->b_layout == CG_B_NK ? s->K : s->N) < 0 ||
 	    check_ld(d, "ldc", s->ldc, g.k.width) < 0)
 		return -1;
@@ -357,7 +360,7 @@ tile_sources(G *g)
 		gemm_bq_sources(g);
 	if (s->split_k > 1) {	/* the slice's first k-tile */
 		LLVMValueRef k0 = cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), (int64_t)g->kt * s->bk));
-		for (int i = 0; i < g->a_n; i++)
+		for (int i = 0; i < g->a_n && s->a_rep == 1; i++)	/* a_rep: gemm_load_stage's */
 			g->a_src[i] = gptr(f, g->a_src[i], k0, ea);
 		for (int i = 0; i < g->b_n; i++)
 			g->b_src[i] = gptr(f, g->b_src[i], s->b_layout == CG_B_NK ? k0
@@ -391,6 +394,19 @@ load_chunk(G *g, LLVMValueRef sdst, LLVMValueRef gsrc, DType dt)
 	cg_sstore(f, v, sdst, 16);
 }
 
+LLVMValueRef
+gemm_a_ktile(G *g, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+
+	if (s->a_rep <= 1)
+		return kt;
+	if (s->split_k > 1)	/* kt counts from the slice's first k-tile */
+		kt = cg_add(f, cg_muli(f, cg_ctaid(f, 2), g->kt), kt);
+	return cg_urem(f, kt, cg_i32(f, (int32_t)(gemm_a_cols(s) / s->bk)));
+}
+
 void
 gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
@@ -398,7 +414,7 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	const GemmSpec *s = &g->k.s;
 	int ea = esize(s->a_dt), eb = esize(s->b_dt);
 	LLVMValueRef k64 = cg_sext64(f, kt);
-	LLVMValueRef adv_a = cg_muli(f, k64, (int64_t)s->bk * ea);
+	LLVMValueRef adv_a = cg_muli(f, cg_sext64(f, gemm_a_ktile(g, kt)), (int64_t)s->bk * ea);
 	LLVMValueRef adv_b = cg_muli(f, k64, s->b_layout == CG_B_NK ? (int64_t)s->bk * eb
 								     : (int64_t)s->bk * s->ldb * eb);
 	CgIf c;

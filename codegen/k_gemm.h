@@ -69,6 +69,13 @@ struct GemmPair {
 
 static inline int esize(DType t) { return t == DT_F32 ? 4 : t == DT_F8E4M3 || t == DT_F8E5M2 ? 1 : 2; }
 
+/* A's columns: K, or K / a_rep when A is read a_rep times along K. */
+static inline int64_t
+gemm_a_cols(const GemmSpec *s)
+{
+	return s->a_rep > 1 ? s->K / s->a_rep : s->K;
+}
+
 static inline int
 gemm_io_type(DType t)
 {
@@ -176,6 +183,9 @@ struct G {
 };
 
 /* k_gemm.c */
+/* A's k-tile (i32) for k-tile kt of the tile's loop (of the slice under
+ * split-K): kt itself, or modulo A's k-tiles when a_rep > 1. */
+LLVMValueRef gemm_a_ktile(G *g, LLVMValueRef kt);
 /* Issue the loads of k-tile kt (i32) into the stage at byte offset soff. */
 void gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt);
 

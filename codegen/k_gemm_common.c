@@ -45,8 +45,10 @@ gemm_resolve(GemmCore *k, const GemmSpec *in)
 		s->m_per_t = 1;
 	if (s->gather_div <= 0)
 		s->gather_div = 1;
+	if (s->a_rep < 1)
+		s->a_rep = 1;
 	if (s->lda == 0)
-		s->lda = s->K;
+		s->lda = gemm_a_cols(s);
 	if (s->ldb == 0)
 		s->ldb = s->b_layout == CG_B_NK ? s->K : s->N;
 	if (s->b_group_stride == 0)
@@ -81,6 +83,11 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 	if (s->split_k > 1 && (s->sched != CG_SCHED_TILES || s->split_slots < 1))
 		return diag_error(d, LOC_NONE, "%s: split-K needs the tiles schedule and a workspace "
 				  "(split_slots = %d)", who, s->split_slots);
+	if (s->a_rep > 1 && (s->a_rep > 16 || s->K % s->a_rep || s->gather || s->f8.group > 0 ||
+			     s->bq.group > 0))
+		return diag_error(d, LOC_NONE, "%s: A read %d times along K = %lld (need K a multiple, "
+				  "at most 16 times, A not gathered, not FP8, B not quantised)", who, s->a_rep,
+				  (long long)s->K);
 	if (s->min_ctas < 0 || s->min_ctas > 32)
 		return diag_error(d, LOC_NONE, "%s: min_ctas = %d", who, s->min_ctas);
 	if (cg_ep_check(&s->ep, d) < 0)
@@ -525,6 +532,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
 	if (s->split_k > 1 && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " split-k %d", s->split_k);
+	if (s->a_rep > 1 && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " A x%d along K", s->a_rep);
 	if (s->ep.n && (size_t)at < n) {
 		cg_ep_print(ep, sizeof ep, &s->ep);
 		at += snprintf(buf + at, n - (size_t)at, " ep: %s", ep);

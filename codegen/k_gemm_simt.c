@@ -72,6 +72,20 @@ vec_of(DType dt, int64_t ld, int64_t len, int64_t stride, int cap)
 	return v;
 }
 
+/* A's column (i64) of a vector of v at k (i32, v | A's columns): k, or k
+ * modulo A's columns when a_rep > 1; clamped to the last vector (past K:
+ * read, then zeroed). */
+static LLVMValueRef
+a_col(Simt *g, LLVMValueRef k, int v)
+{
+	CgFn *f = g->k.f;
+	int64_t ka = gemm_a_cols(&g->k.s);
+
+	if (g->k.s.a_rep > 1)
+		k = cg_urem(f, k, cg_i32(f, (int32_t)ka));
+	return cg_sext64(f, cg_min(f, k, cg_i32(f, (int32_t)(ka - v))));
+}
+
 static int
 is_splitk(const GemmSpec *s)
 {
@@ -94,7 +108,7 @@ layout(Simt *g, const GemmSpec *in)
 	bstride = s->groups > 0 ? s->b_group_stride : 0;
 	if (g->splitk) {
 		int vbk;
-		g->va = vec_of(s->a_dt, s->lda, s->K, 0, 8);
+		g->va = vec_of(s->a_dt, s->lda, gemm_a_cols(s), 0, 8);
 		if (s->b_layout == CG_B_NK) {
 			vbk = vec_of(s->b_dt, s->ldb, s->K, bstride, 8);
 			g->kv = g->va < vbk ? g->va : vbk;
@@ -116,7 +130,7 @@ layout(Simt *g, const GemmSpec *in)
 		g->wm = g->tm < 4 ? g->tm : 4;
 		g->wn = g->tn < 4 ? g->tn : 4;
 		g->kt = s->bk > 0 ? (int)cdiv(s->K, s->bk) : 0;
-		g->va = vec_of(s->a_dt, s->lda, s->K, 0, s->bk > 0 ? s->bk : 1);
+		g->va = vec_of(s->a_dt, s->lda, gemm_a_cols(s), 0, s->bk > 0 ? s->bk : 1);
 		if (s->b_layout == CG_B_NK)
 			g->vb = vec_of(s->b_dt, s->ldb, s->K, bstride, s->bk > 0 ? s->bk : 1);
 		else
@@ -210,7 +224,7 @@ cg_gemm_simt_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 			return diag_error(d, LOC_NONE, "gemm-simt: tile %dx%dx%d needs too many loads per thread",
 					  s->bm, s->bn, s->bk);
 	}
-	if (s->lda < s->K || s->ldb < (s->b_layout == CG_B_NK ? s->K : s->N) || s->ldc < g.k.width)
+	if (s->lda < gemm_a_cols(s) || s->ldb < (s->b_layout == CG_B_NK ? s->K : s->N) || s->ldc < g.k.width)
 		return diag_error(d, LOC_NONE, "gemm-simt: lda %lld, ldb %lld or ldc %lld below the row",
 				  (long long)s->lda, (long long)s->ldb, (long long)s->ldc);
 	if (s->quant.kind != CG_QUANT_NONE)
@@ -407,8 +421,7 @@ load_tile(Simt *g, const Src *src, LLVMValueRef kt, Stage *st)
 	for (int i = 0; i < g->a_n; i++) {
 		LLVMValueRef k = cg_add(f, k0, src->ak[i]);
 		LLVMValueRef in = cg_lt(f, k, cg_i32(f, (int32_t)s->K));
-		LLVMValueRef kc = cg_min(f, k, cg_i32(f, (int32_t)(s->K - g->va)));
-		LLVMValueRef p = gptr(f, g->k.A, cg_add(f, src->a[i], cg_sext64(f, kc)), esize(s->a_dt));
+		LLVMValueRef p = gptr(f, g->k.A, cg_add(f, src->a[i], a_col(g, k, g->va)), esize(s->a_dt));
 		load_vec(g, p, s->a_dt, g->va, st->a[i]);
 		for (int j = 0; j < g->va; j++)
 			st->a[i][j] = cg_select(f, in, st->a[i][j], zero);
@@ -551,8 +564,9 @@ splitk_rounds(Simt *g, LLVMValueRef i, int nu, LLVMValueRef *arow, LLVMValueRef 
 		LLVMValueRef k = cg_muli(f, q, kv);
 		LLVMValueRef in = cg_lt(f, k, cg_i32(f, (int32_t)s->K));
 		LLVMValueRef kc = cg_sext64(f, cg_min(f, k, cg_i32(f, (int32_t)(s->K - kv))));
+		LLVMValueRef ka = a_col(g, k, kv);
 		for (int r = 0; r < bm; r++) {
-			load_vec(g, gptr(f, g->k.A, cg_add(f, arow[r], kc), esize(s->a_dt)), s->a_dt, kv, av[u][r]);
+			load_vec(g, gptr(f, g->k.A, cg_add(f, arow[r], ka), esize(s->a_dt)), s->a_dt, kv, av[u][r]);
 			for (int x = 0; x < kv; x++)	/* zeros past K: B there is read, but finite */
 				av[u][r][x] = cg_select(f, in, av[u][r][x], zero);
 		}

@@ -363,7 +363,7 @@ tmaps(const G *g, CgTmap *m)
 	const GemmSpec *s = &g->k.s;
 	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0;	/* a box row: 128 bytes of K */
 
-	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, s->K, 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
+	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
 			{row, s->bm / csize(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
@@ -526,7 +526,7 @@ produce(W *w)
 		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
-		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+		c[0] = cg_addi(f, cg_muli(f, gemm_a_ktile(g, kt), s->bk), (int64_t)row * j);
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);

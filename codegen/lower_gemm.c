@@ -33,6 +33,21 @@ cg_param_index(const Graph *k, const Value *v)
 	return -1;
 }
 
+/* concat(x, x, ..., axis=-1) of one value r times: r; else 0. */
+int
+cg_concat_repeats(const Value *v)
+{
+	const Node *c = v->kind == V_RESULT ? v->def : NULL;
+
+	if (!c || c->op != OP_CONCAT || c->nin < 2 || v->type.rank < 1 ||
+	    ir_axis(ir_attr_int(c, "axis", 0), v->type.rank) != v->type.rank - 1)
+		return 0;
+	for (int i = 1; i < c->nin; i++)
+		if (c->in[i] != c->in[0])
+			return 0;
+	return c->nin;
+}
+
 static const Value *
 strip_views(const Value *v)
 {
@@ -403,6 +418,8 @@ bind_a(L *l, const Node *mm)
 	}
 	if (a->kind == V_RESULT && a->def->op == OP_DEQUANTIZE)
 		return bind_a_f8(l, a->def);
+	if ((l->s->a_rep = cg_concat_repeats(a)) > 1)	/* split-f32: A read a_rep times along K */
+		a = a->def->in[0];
 	l->bind->a = cg_param_index(l->k, a);
 	if (l->bind->a < 0)
 		return fail(l, "A is computed in the kernel");

@@ -884,6 +884,44 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	split_slots(s, thi);
 }
 
+/*
+ * split-f32's GEMMs (A read a_rep times along K): a router, few columns (N =
+ * 256 experts for DeepSeek-V3) over a deep K (3 x 7168), so the prefill
+ * tiles leave SMs idle: 128x128 is 64 CTAs at T = 4096 and 4 at T = 256.
+ * Half-width 128x64 tiles where they give 3/4 of the SMs a CTA at the most
+ * rows (the wgmma mainloops: T = 4096, 128 CTAs), else 64-row tiles split
+ * along K (split_k: mma.sync) for the fewest rows, as decode tiles are.
+ * Not measured yet: the A/B is bench/router_ab.sh.
+ */
+static void
+rep_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	static const Tile half[] = {{0, 128, 64, 64, 2, 2, 4}, {0, 128, 64, 64, 4, 1, 4}};
+	static const Tile row64[] = {{0, 64, 64, 64, 2, 2, 4}, {0, 64, 64, 32, 2, 2, 4}};
+	int64_t sms = cg_target_sms(t);
+	GemmSpec c;
+
+	if (s->bm < 128 || est_ctas(s, thi) >= sms)
+		return;
+	for (size_t i = 0; i < NELEM(half); i++) {
+		c = *s;
+		c.split_k = c.split_slots = 0;
+		if (try_tile(t, &c, &half[i], 0) == 0 && est_ctas(&c, thi) * 4 >= sms * 3) {
+			*s = c;
+			return;
+		}
+	}
+	for (size_t i = 0; i < NELEM(row64); i++) {
+		c = *s;
+		c.split_k = c.split_slots = 0;
+		if (try_tile(t, &c, &row64[i], 0) == 0) {
+			split_k(t, &c, tlo, thi);
+			*s = c;
+			return;
+		}
+	}
+}
+
 static int
 choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
@@ -948,6 +986,8 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 	*s = best;
 	split_k(t, s, tlo, tokens);
 	stream_k(t, s, tlo, tokens);
+	if (s->a_rep > 1)
+		rep_tiles(t, s, tlo, tokens);
 	return 0;
 }
 
@@ -1086,6 +1126,17 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		}
 	}
 	return 0;
+}
+
+/* Why an f32 GEMM with a static f32 weight was not split-f32's exact bf16 x3
+ * GEMM (passes/split_f32.c says which in the fusion report); "" otherwise. */
+static const char *
+split_why(const CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSpec *s)
+{
+	if (s->a_dt != DT_F32 || s->b_dt != DT_F32 || s->bq.group > 0 || gb->b < 0 || call->in[gb->b]->kind != V_WEIGHT)
+		return "";
+	return p->o.debug & DBG_SIMT_ROUTER ? "; not split into bf16 x3 (--debug=simt-router)"
+	       : "; not split into bf16 x3: A is not bf16-exact, or the weight or max_tokens refused it (the fusion report says which)";
 }
 
 /*
@@ -1537,9 +1588,13 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		return 0;
 	}
 	if (simt)	/* f32 operands are the user's choice; a small GEMM's shape is not */
-		(s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s",
-							     call->callee->name, why);
-	else if (s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32) {
+		(s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32 ? diag_note : diag_remark)(p->d, call->loc, "@%s runs on CUDA cores: %s%s",
+							     call->callee->name, why, split_why(p, call, &gb, &s[0]));
+	if (s[0].a_rep > 1)	/* split-f32's exact bf16 x3 GEMM: nothing to act on, a -v line */
+		diag_remark(p->d, call->loc, "@%s is an f32 GEMM split exactly into bf16 (split-f32: W = hi + mid + lo, "
+			  "A bf16-exact, read %d times along K), f32 accumulation, %s", call->callee->name,
+			  s[0].a_rep, simt ? "on CUDA cores (no tensor-core tile fits)" : "on tensor cores");
+	else if (!simt && (s[0].a_dt == DT_F32 || s[0].b_dt == DT_F32)) {
 		DType mt = cg_gemm_mma_type(&s[0]);
 		diag_note(p->d, call->loc, "@%s runs on tensor cores: f32 operands rounded to %s "
 			  "(--precision=%s), f32 accumulation", call->callee->name, dtype_name(mt),

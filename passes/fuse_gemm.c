@@ -213,6 +213,24 @@ prologue(const Graph *g, Node *mm, Set *s)
 	}
 }
 
+/* A dense GEMM's prologue: A read r times along K, concat(x, x, x, axis=-1)
+ * (split-f32's exact bf16 x3 GEMM): the kernel reads x's k index modulo its
+ * columns rather than a kernel writing r copies. */
+static void
+prologue_repeat(const Graph *g, Node *mm, Set *s)
+{
+	Value *a = mm->in[0];
+	Node *c = a->kind == V_RESULT ? a->def : NULL;
+
+	if (!c || c->op != OP_CONCAT || c->nin < 2 || !single_use(g, a) ||
+	    ir_axis(ir_attr_int(c, "axis", 0), a->type.rank) != a->type.rank - 1)
+		return;
+	for (int i = 1; i < c->nin; i++)
+		if (c->in[i] != c->in[0])
+			return;
+	add(s, c);
+}
+
 static int
 in_set(const Set *s, const Node *n)
 {
@@ -354,6 +372,9 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 				idx = idx->def->in[0];
 			k += (size_t)snprintf(buf + k, len - k, ", A rows gathered by %%%s", idx->name);
 		}
+		if (x->op == OP_CONCAT && x->out[0] == anchor->in[0])
+			k += (size_t)snprintf(buf + k, len - k, ", A (%%%s) read %d times along K",
+					      x->in[0]->name, x->nin);
 	}
 	int first = 1;
 	if (anchor->nin > 2 + (anchor->op == OP_GROUPED_MATMUL) && anchor->in[2 + (anchor->op == OP_GROUPED_MATMUL)]) {
@@ -364,7 +385,8 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 		const Node *x = s->n[i];
 		const char *sep = first ? "; epilogue: " : ", ";
 		if (x == anchor || x->op == OP_CONST || ir_is_view(x) ||
-		    (x->op == OP_GATHER) || (x->op == OP_DIV && x->out[0]->type.dt != acc->type.dt))
+		    x->op == OP_GATHER || x->op == OP_CONCAT ||
+		    (x->op == OP_DIV && x->out[0]->type.dt != acc->type.dt))
 			continue;
 		first = 0;
 		if (x->op == OP_CAST) {
@@ -416,6 +438,8 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 	if (n->op == OP_MATMUL || grouped) {
 		if (grouped)
 			prologue(g, n, &s);
+		else
+			prologue_repeat(g, n, &s);
 		epilogue(g, n->out[0], grouped, &s, c);
 		if (grouped)
 			shared_index(g, n, &s);

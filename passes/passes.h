@@ -45,6 +45,7 @@ typedef struct {
 	const EpOpts *ep;	/* NULL: no expert parallelism */
 	unsigned debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
 	int fp8_mma;		/* PassOpts.fp8_mma, set by pass_run */
+	int64_t max_tokens;	/* PassOpts.max_tokens, set by pass_run */
 } PassCtx;
 
 #define PASS(fn, name, help) int fn(Module *m, PassCtx *c);
@@ -68,6 +69,8 @@ typedef struct {
 	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
 	int fp8_mma;		/* every target runs FP8 x FP8 GEMMs (sm_90a): fuse-dequant also
 				 * moves an fp8 activation's dequantize into the GEMM */
+	int64_t max_tokens;	/* compile --max-tokens (0: unknown): split-f32 leaves a decode-only
+				 * bundle's router to the decode front */
 } PassOpts;
 
 /* A pass of a test program's own (a deliberately wrong rewrite, to show

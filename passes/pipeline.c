@@ -13,7 +13,7 @@
 #include "passes.h"
 
 static const char default_pipeline[] =
-	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
+	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,split-f32,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
 	"fuse-gemm,fuse-dequant,fuse-act-quant,fuse-ew,dce";
 
 typedef struct {
@@ -193,6 +193,7 @@ pass_run(Module *m, const PassOpts *o, PassCtx *c)
 		return -1;
 	c->debug = o->debug;
 	c->fp8_mma = o->fp8_mma;
+	c->max_tokens = o->max_tokens;
 	if (o->check_eval) {
 		chk = check_new(m, o, c->d);
 		if (!chk || check_eval(chk, m, why, sizeof why, c->d) != 0) {

@@ -202,6 +202,7 @@ parse_args(int argc, char **argv, Args *c, Diag *d)
 	c->cg.keep_ir = c->emit && !strcmp(c->emit, "llvm");
 	if (opt_int(&c->a, "max-tokens", &n))
 		c->cg.max_tokens = n;
+	c->o.pass.max_tokens = c->cg.max_tokens;
 	if (opt_int(&c->a, "opt-level", &n))
 		c->cg.opt = (int)n;
 	if (split_arch(c))

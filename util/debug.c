@@ -34,6 +34,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
+	{"simt-router", DBG_SIMT_ROUTER, NULL,
+	 "compile: f32 GEMMs with a bf16-exact A (DeepSeek-style routers) keep their f32 weight on CUDA cores, "
+	 "not the exact bf16 x3 split on tensor cores (split-f32; A/B timing)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -115,6 +115,35 @@ f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
+/* bf16 bits h: zero, or a finite value with a nonzero exponent field */
+static int
+bf16_normal_or_zero(uint16_t h)
+{
+	unsigned e = (h >> 7) & 0xff;
+
+	return (h & 0x7fff) == 0 || (e != 0 && e != 0xff);
+}
+
+int
+bf16_split3(float w, uint16_t part[3])
+{
+	double r = w;
+
+	if (!isfinite(w))
+		return -1;
+	if (w == 0) {	/* -0 too: (-0 + -0) + -0 is -0 */
+		part[0] = part[1] = part[2] = f32_to_bf16(w);
+		return 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		part[i] = f32_to_bf16((float)r);	/* r is an f32 value: w minus bf16 parts, exact */
+		if (!bf16_normal_or_zero(part[i]))
+			return -1;
+		r -= bf16_to_f32(part[i]);
+	}
+	return r == 0 ? 0 : -1;
+}
+
 float
 f32_to_tf32(float f)
 {

@@ -133,6 +133,7 @@ enum {
 	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
 	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
+	DBG_SIMT_ROUTER = 1 << 12,	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
@@ -255,6 +256,15 @@ int dtype_is_quantised(DType t);	/* a storage type of quantised values: 8 bits o
  */
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
+/*
+ * w = hi + mid + lo in bf16 (hi = bf16(w), mid = bf16(w - hi), lo =
+ * bf16(w - hi - mid)), each part zero or a normal bf16: 0.  -1 when the
+ * three parts do not add up to w exactly or one would be subnormal (|w|
+ * below about 2^-103, or w subnormal itself), or w is not finite or rounds
+ * to infinity in bf16 (|w| >= 0x1.ffp127).  A product of a bf16 value and a
+ * part is exact in f32 (8 x 8 significant bits) while it does not underflow.
+ */
+int bf16_split3(float w, uint16_t part[3]);
 /* cvt.rna.tf32.f32: to 10 mantissa bits, to nearest, ties away from zero */
 float f32_to_tf32(float f);
 float f16_to_f32(uint16_t h);

@@ -572,7 +572,8 @@ gh_ref_row(const GemmRun *r, const GhRow *w, double *out)
 		double a = 0;
 		for (int64_t q = 0; q < s->K; q++) {
 			int64_t bi = w->e * s->b_group_stride + (s->b_layout == CG_B_NK ? n * s->ldb + q : q * s->ldb + n);
-			double x = dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + q));
+			int64_t qa = s->a_rep > 1 ? q % (s->K / s->a_rep) : q;	/* A read a_rep times along K */
+			double x = dtype_load(s->a_dt, r->A, (size_t)(w->srow * s->lda + qa));
 			double y = r->Bdq ? r->Bdq[bi] : dtype_load(s->b_dt, r->B, (size_t)bi);
 			if (r->tf32)
 				x = f32_to_tf32((float)x), y = f32_to_tf32((float)y);
@@ -836,6 +837,7 @@ gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel
 	pass_default_opts(&po);
 	po.debug = debug;
 	po.fp8_mma = cg_arch_fp8_mma("emu", debug);
+	po.max_tokens = max_tokens;	/* as moec compile passes it (split-f32) */
 	pc.d = &d;
 	pc.report = NULL;
 	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
