@@ -2,22 +2,29 @@
  * k_permute.c — the token slots of a MoE layer sorted by expert, in one CTA
  * of 1024 threads, deterministic: integer counting only, no atomics.
  *
- *	P owner threads each own a contiguous segment of the N = T*k slots
+ *	P owner warps each own a contiguous segment of the N = T*k slots,
+ *	walked 32 slots (a chunk, one per lane) at a time
  *	1. cnt[x][p] = slots of expert x in owner p's segment      (shared)
  *	2. exclusive scan of cnt in (x, p) order: the first sorted position
  *	   of each (expert, owner); offsets[x] = the scan at (x, 0)
- *	3. each owner walks its segment again: rows[cnt[x][p]++] = s, pos[s]
- *	(a walk loads 8 ids before it takes any: one latency per 8 slots)
+ *	3. each owner walks its segment again: a lane's slot s goes to
+ *	   cnt[x][p] + (lanes before it in the chunk with expert x), found
+ *	   with match.any and a popc; the chunk's last lane of x advances
+ *	   cnt[x][p] past the chunk's
+ *	(a walk loads 8 chunks of ids before it takes any)
  *
- * Positions in (expert, owner, order within the segment) order are the
- * positions in (expert, slot) order because segments are contiguous: the
- * stable counting sort of ir/eval_moe.c's ev_permute.  A negative id (a
- * slot dropped: expert parallelism's "not on this rank") counts in an
- * extra bucket E, so dropped slots sort last and offsets[E] counts the
- * kept ones, as ev_permute does.  P = min(1024, 24576 / (E+1)) keeps the
- * counters within 96 KiB of shared memory (sm_86's limit is 99 KiB); a
- * segment is cdiv(N, P) slots, so any T works.
+ * Positions in (expert, owner, chunk, lane) order are the positions in
+ * (expert, slot) order because segments are contiguous and a chunk's lanes
+ * take consecutive slots: the stable counting sort of ir/eval_moe.c's
+ * ev_permute.  A negative id (a slot dropped: expert parallelism's "not on
+ * this rank") counts in an extra bucket E, so dropped slots sort last and
+ * offsets[E] counts the kept ones, as ev_permute does.  P = min(warps,
+ * 24576 / (E+1)) keeps the counters within 96 KiB of shared memory (sm_86's
+ * limit is 99 KiB); a segment is cdiv(N, P) slots, so any T works.
  * Nothing is read on the host and nothing allocated: CUDA-graph safe.
+ * (Before 2026-12-02 the owners were threads, each walking its segment one
+ * slot at a time: 93 us for DeepSeek-V3 at T = 4096 on the H200, about one
+ * shared-memory round trip per slot.)
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -32,7 +39,7 @@ struct Pm {
 	CgFn *f;
 	CgPermuteSpec s;
 	int P, F, wsum, smem, threads, cnt0;
-	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
+	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, lanes_before, N, S, seg0, seg1;
 };
 
 void
@@ -92,17 +99,15 @@ load_id(Pm *p, LLVMValueRef s)
 	return cg_load_dt(p->f, p->s.ids_dt, p->ids, cg_sext64(p->f, s));
 }
 
-/* Bucket of id x (its expert clamped to at most E-1; E if negative:
- * dropped), and the counter of owner tid. */
+/* Bucket of id x (i32: its expert clamped to at most E-1; E if negative: dropped). */
 static LLVMValueRef
-counter(Pm *p, LLVMValueRef x)
+bucket(Pm *p, LLVMValueRef x)
 {
 	CgFn *f = p->f;
 
 	x = cg_select(f, cg_lt(f, x, cg_i64(f, 0)), cg_i64(f, p->s.E),
 		      cg_min(f, x, cg_i64(f, p->s.E - 1)));
-	x = LLVMBuildTrunc(f->B, x, f->ti32, "");
-	return cnt_addr(p, cg_add(f, cg_muli(f, x, p->P), p->tid));
+	return LLVMBuildTrunc(f->B, x, f->ti32, "");
 }
 
 static void
@@ -117,47 +122,69 @@ zero_counters(Pm *p)
 	cg_barrier(f);
 }
 
-/* Slot s of id x: count it, or place it (rows, pos). */
+/*
+ * Slot s of id x (lane `lane` of its chunk; ok: s is in the segment):
+ * counted, or placed at cnt[x][p] + the chunk's lanes before it with the
+ * same bucket (rows, pos).  The lane of x that is last in the chunk
+ * advances the counter; every lane reads it before match.any (a warp
+ * collective) and the next chunk reads it after bar.warp.sync.
+ */
 static void
-take(Pm *p, LLVMValueRef s, LLVMValueRef x, int place)
+take(Pm *p, LLVMValueRef s, LLVMValueRef x, LLVMValueRef ok, int place)
 {
 	CgFn *f = p->f;
-	LLVMValueRef at = counter(p, x), c = cg_sload(f, f->ti32, at, 4);
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef bk = bucket(p, x), at, c, peers, r, n, last;
+	CgIf ci;
 
-	cg_sstore(f, cg_addi(f, c, 1), at, 4);
+	at = cnt_addr(p, cg_add(f, cg_muli(f, cg_select(f, ok, bk, cg_i32(f, 0)), p->P), p->warp));
+	c = cg_sload(f, f->ti32, at, 4);
+	peers = cg_match_any(f, cg_select(f, ok, bk, cg_i32(f, -1)));
+	r = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1,
+			 (LLVMValueRef[]){LLVMBuildAnd(B, peers, p->lanes_before, "")}, 1);
+	n = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &peers, 1);
+	last = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLShr(B, peers, p->lane, ""), cg_i32(f, 1), "");
+	cg_if(f, &ci, ok);
 	if (place) {
-		cg_gstore(f, s, cg_gep(f, p->rows, cg_sext64(f, c), 4), 4);
+		LLVMValueRef at2 = cg_add(f, c, r);
+		cg_gstore(f, s, cg_gep(f, p->rows, cg_sext64(f, at2), 4), 4);
 		if (p->s.want_pos)
-			cg_gstore(f, c, cg_gep(f, p->pos, cg_sext64(f, s), 4), 4);
+			cg_gstore(f, at2, cg_gep(f, p->pos, cg_sext64(f, s), 4), 4);
 	}
+	{
+		CgIf cl;
+		cg_if(f, &cl, last);
+		cg_sstore(f, cg_add(f, c, n), at, 4);
+		cg_endif(f, &cl);
+	}
+	cg_endif(f, &ci);
+	cg_syncwarp(f);
 }
 
 /*
- * Owner p's segment, in order: count, or place.  The ids are loaded BATCH at
- * a time before any is taken (a run of BATCH consecutive ids, one sector),
- * so an owner waits for one load's latency per batch, not per slot: a
- * segment is N / P slots, 345 for DeepSeek-V3 at T = 4096 (E = 256: P = 95
- * owners, N = 32768), walked twice, and the kernel was 93 us on the H200
- * (2026-12-02), about one L2 round trip per slot.  The rest one by one.
+ * Owner warp p's segment, a chunk of 32 slots at a time (lane L: slot
+ * chunk + L), in order: count, or place.  CHUNKS chunks of ids are loaded
+ * before any is taken, so a warp waits for one load's latency per 256
+ * slots.  Every lane runs every chunk (match.any wants the full warp);
+ * slots past the segment take no part.
  */
-enum { BATCH = 8 };
+enum { CHUNKS = 8 };
 
 static void
 walk(Pm *p, int place)
 {
 	CgFn *f = p->f;
-	LLVMValueRef n = cg_sub(f, p->seg1, p->seg0), x[BATCH], b, s;
-	LLVMValueRef full = cg_add(f, p->seg0, cg_muli(f, cg_udiv(f, n, cg_i32(f, BATCH)), BATCH));
+	LLVMValueRef x[CHUNKS], ok[CHUNKS], s[CHUNKS], b;
 	CgLoop l;
 
-	b = cg_loop(f, &l, p->seg0, full, cg_i32(f, BATCH));
-	for (int j = 0; j < BATCH; j++)
-		x[j] = load_id(p, cg_addi(f, b, j));
-	for (int j = 0; j < BATCH; j++)
-		take(p, cg_addi(f, b, j), x[j], place);
-	cg_endloop(f, &l);
-	s = cg_loop(f, &l, full, p->seg1, cg_i32(f, 1));
-	take(p, s, load_id(p, s), place);
+	b = cg_loop(f, &l, p->seg0, p->seg1, cg_i32(f, 32 * CHUNKS));
+	for (int j = 0; j < CHUNKS; j++) {
+		s[j] = cg_add(f, cg_addi(f, b, 32 * j), p->lane);
+		ok[j] = cg_lt(f, s[j], p->seg1);
+		x[j] = load_id(p, cg_select(f, ok[j], s[j], p->seg0));
+	}
+	for (int j = 0; j < CHUNKS; j++)
+		take(p, s[j], x[j], ok[j], place);
 	cg_endloop(f, &l);
 }
 
@@ -230,15 +257,15 @@ scan_counters(Pm *p)
 	cg_barrier(f);
 }
 
-/* Owners, counters and shared memory of a permute by `threads` threads
+/* Owner warps, counters and shared memory of a permute by `threads` threads
  * whose slots are at most nmax (0: any). */
 static void
 layout(Pm *p, int threads, int64_t nmax, int smem0)
 {
 	p->threads = threads;
-	p->P = MIN(threads, CNT_WORDS / (p->s.E + 1));
-	if (nmax > 0)	/* a segment of a few slots: fewer counters to zero and scan */
-		p->P = (int)MAX(1, MIN(p->P, (nmax + 15) / 16));
+	p->P = MIN(threads / 32, CNT_WORDS / (p->s.E + 1));
+	if (nmax > 0)	/* a segment of a chunk or two: fewer counters to zero and scan */
+		p->P = (int)MAX(1, MIN(p->P, (nmax + 63) / 64));
 	p->F = (p->s.E + 1) * p->P;
 	p->cnt0 = smem0;
 	p->wsum = smem0 + 4 * p->F;
@@ -254,18 +281,19 @@ permute_body(Pm *p)
 	p->tid = cg_tid(p->f, 0);
 	p->lane = cg_and(p->f, p->tid, 31);
 	p->warp = cg_shr(p->f, p->tid, 5);
+	p->lanes_before = cg_addi(p->f, LLVMBuildShl(p->f->B, cg_i32(p->f, 1), p->lane, ""), -1);
 	p->N = cg_muli(p->f, cg_max(p->f, p->T, cg_i32(p->f, 0)), p->s.k);
 	p->S = cg_udiv(p->f, cg_addi(p->f, p->N, p->P - 1), cg_i32(p->f, p->P));
-	p->seg0 = cg_min(p->f, cg_mul(p->f, p->tid, p->S), p->N);
+	p->seg0 = cg_min(p->f, cg_mul(p->f, p->warp, p->S), p->N);
 	p->seg1 = cg_min(p->f, cg_add(p->f, p->seg0, p->S), p->N);
 
 	zero_counters(p);
-	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
+	cg_if(p->f, &c, cg_lt(p->f, p->warp, cg_i32(p->f, p->P)));
 	walk(p, 0);
 	cg_endif(p->f, &c);
 	cg_barrier(p->f);
 	scan_counters(p);
-	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
+	cg_if(p->f, &c, cg_lt(p->f, p->warp, cg_i32(p->f, p->P)));
 	walk(p, 1);
 	cg_endif(p->f, &c);
 }

@@ -34,6 +34,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
+	{"row-kernels", DBG_ROW_KERNELS, NULL,
+	 "compile: rms_norm and rstd keep the body compiler's row kernels (a CTA a row) instead of k_norm.c's warp a row (A/B)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
