@@ -11,7 +11,7 @@
  *	   cnt[x][p] + (lanes before it in the chunk with expert x), found
  *	   with match.any and a popc; the chunk's last lane of x advances
  *	   cnt[x][p] past the chunk's
- *	(a walk loads 8 chunks of ids before it takes any)
+ *	(a walk loads and ranks 8 chunks before it takes any)
  *
  * Positions in (expert, owner, chunk, lane) order are the positions in
  * (expert, slot) order because segments are contiguous and a chunk's lanes
@@ -122,41 +122,55 @@ zero_counters(Pm *p)
 	cg_barrier(f);
 }
 
-/*
- * Slot s of id x (lane `lane` of its chunk; ok: s is in the segment):
- * counted, or placed at cnt[x][p] + the chunk's lanes before it with the
- * same bucket (rows, pos).  The lane of x that is last in the chunk
- * advances the counter; every lane reads it before match.any (a warp
- * collective) and the next chunk reads it after bar.warp.sync.
- */
+/* A chunk's slot in one lane: its slot s, whether the segment has it, its
+ * bucket, and from match.any: its rank among the chunk's lanes of that
+ * bucket, their count, and whether it is the last of them. */
+typedef struct {
+	LLVMValueRef s, ok, bk, r, n, last;
+} Lane;
+
 static void
-take(Pm *p, LLVMValueRef s, LLVMValueRef x, LLVMValueRef ok, int place)
+rank(Pm *p, Lane *ln, LLVMValueRef x)
 {
 	CgFn *f = p->f;
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef bk = bucket(p, x), at, c, peers, r, n, last;
-	CgIf ci;
+	LLVMValueRef peers, below;
 
-	at = cnt_addr(p, cg_add(f, cg_muli(f, cg_select(f, ok, bk, cg_i32(f, 0)), p->P), p->warp));
+	ln->bk = bucket(p, x);
+	peers = cg_match_any(f, cg_select(f, ln->ok, ln->bk, cg_i32(f, -1)));
+	below = LLVMBuildAnd(B, peers, p->lanes_before, "");
+	ln->r = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &below, 1);
+	ln->n = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &peers, 1);
+	ln->last = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLShr(B, peers, p->lane, ""), cg_i32(f, 1), "");
+}
+
+/*
+ * The chunk's slot in this lane counted, or placed at cnt[x][p] + its rank
+ * (rows, pos); the last lane of each bucket advances its counter by the
+ * chunk's count.  Every lane reads the counter before the first
+ * bar.warp.sync and the last lane writes it after, and the next chunk
+ * reads after the second: one warp's read-modify-write, ordered.
+ */
+static void
+take(Pm *p, const Lane *ln, int place)
+{
+	CgFn *f = p->f;
+	LLVMValueRef at, c;
+	CgIf ci, cl;
+
+	at = cnt_addr(p, cg_add(f, cg_muli(f, cg_select(f, ln->ok, ln->bk, cg_i32(f, 0)), p->P), p->warp));
 	c = cg_sload(f, f->ti32, at, 4);
-	peers = cg_match_any(f, cg_select(f, ok, bk, cg_i32(f, -1)));
-	r = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1,
-			 (LLVMValueRef[]){LLVMBuildAnd(B, peers, p->lanes_before, "")}, 1);
-	n = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &peers, 1);
-	last = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLShr(B, peers, p->lane, ""), cg_i32(f, 1), "");
-	cg_if(f, &ci, ok);
+	cg_syncwarp(f);
+	cg_if(f, &ci, ln->ok);
 	if (place) {
-		LLVMValueRef at2 = cg_add(f, c, r);
-		cg_gstore(f, s, cg_gep(f, p->rows, cg_sext64(f, at2), 4), 4);
+		LLVMValueRef to = cg_add(f, c, ln->r);
+		cg_gstore(f, ln->s, cg_gep(f, p->rows, cg_sext64(f, to), 4), 4);
 		if (p->s.want_pos)
-			cg_gstore(f, at2, cg_gep(f, p->pos, cg_sext64(f, s), 4), 4);
+			cg_gstore(f, to, cg_gep(f, p->pos, cg_sext64(f, ln->s), 4), 4);
 	}
-	{
-		CgIf cl;
-		cg_if(f, &cl, last);
-		cg_sstore(f, cg_add(f, c, n), at, 4);
-		cg_endif(f, &cl);
-	}
+	cg_if(f, &cl, ln->last);
+	cg_sstore(f, cg_add(f, c, ln->n), at, 4);
+	cg_endif(f, &cl);
 	cg_endif(f, &ci);
 	cg_syncwarp(f);
 }
@@ -164,9 +178,11 @@ take(Pm *p, LLVMValueRef s, LLVMValueRef x, LLVMValueRef ok, int place)
 /*
  * Owner warp p's segment, a chunk of 32 slots at a time (lane L: slot
  * chunk + L), in order: count, or place.  CHUNKS chunks of ids are loaded
- * before any is taken, so a warp waits for one load's latency per 256
- * slots.  Every lane runs every chunk (match.any wants the full warp);
- * slots past the segment take no part.
+ * and ranked (match.any: no counter involved) before any is taken, so a
+ * warp waits for one load's latency per 256 slots and the chunks' matches
+ * overlap; only the counters' read-modify-writes run chunk after chunk.
+ * Every lane runs every chunk (match.any wants the full warp); slots past
+ * the segment take no part.
  */
 enum { CHUNKS = 8 };
 
@@ -174,17 +190,20 @@ static void
 walk(Pm *p, int place)
 {
 	CgFn *f = p->f;
-	LLVMValueRef x[CHUNKS], ok[CHUNKS], s[CHUNKS], b;
+	LLVMValueRef x[CHUNKS], b;
+	Lane ln[CHUNKS];
 	CgLoop l;
 
 	b = cg_loop(f, &l, p->seg0, p->seg1, cg_i32(f, 32 * CHUNKS));
 	for (int j = 0; j < CHUNKS; j++) {
-		s[j] = cg_add(f, cg_addi(f, b, 32 * j), p->lane);
-		ok[j] = cg_lt(f, s[j], p->seg1);
-		x[j] = load_id(p, cg_select(f, ok[j], s[j], p->seg0));
+		ln[j].s = cg_add(f, cg_addi(f, b, 32 * j), p->lane);
+		ln[j].ok = cg_lt(f, ln[j].s, p->seg1);
+		x[j] = load_id(p, cg_select(f, ln[j].ok, ln[j].s, p->seg0));
 	}
 	for (int j = 0; j < CHUNKS; j++)
-		take(p, s[j], x[j], ok[j], place);
+		rank(p, &ln[j], x[j]);
+	for (int j = 0; j < CHUNKS; j++)
+		take(p, &ln[j], place);
 	cg_endloop(f, &l);
 }
 
