@@ -829,6 +829,47 @@ struct CgFrontMatch {
 int cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMatch *fm,
 		   char *buf, size_t n);
 
+/*
+ * k_norm.c: the RMSNorm row kernels of a block (rms_norm [-> cast] and the
+ * rstd of a norm folded into a GEMM) as one launch, a warp a row, 16-byte
+ * loads and stores, the sum of squares combined by shuffles in the order
+ * of the row-mode body kernel's 256-thread tree: the same bits as the
+ * kernels it replaces.  Parameters: "x" [rows,H], ["gamma" [H]], ["h"
+ * [rows,H] (out, hout_dt)], ["rstd" f32 [rows] (out)], "T" (i32).  Grid
+ * cdiv(rows, 4), block 128; rows = a*T + b.
+ */
+typedef struct CgNormSpec CgNormSpec;
+struct CgNormSpec {
+	int64_t H;		/* row length: a multiple of 8, 64..2^20 */
+	CgExpr rows;		/* a*T + b rows (div 0) */
+	DType x_dt;		/* f32, bf16 or f16 */
+	int norm;		/* h = rms_norm(x) * gamma rounded to h_dt, then to hout_dt */
+	double eps;
+	DType gamma_dt, h_dt, hout_dt;	/* hout_dt: the norm's cast (h_dt: none) */
+	int rstd;		/* rstd(x), f32 */
+	double rstd_eps;
+};
+int cg_norm_check(const CgNormSpec *s, Diag *d);
+int cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d);
+/* A row kernel computing rms_norm(p0, p1) over the last axis [-> one cast]
+ * -> its one result: 1 with the spec's norm fields (H, x_dt, eps, gamma_dt,
+ * h_dt, hout_dt) set, else 0. */
+int cg_norm_body(const Node *call, CgNormSpec *s);
+/* A row kernel computing op of its operand 0 over the last axis of rows [T,H]
+ * (H < 0: any): the node, or NULL. */
+const Node *cg_row_op(const Node *call, Op op, int64_t H);
+/* The rms_norm or rstd row call `call` and the other one of the same x in
+ * module m's main graph (if any), as one cg_emit_norm launch: 1 (match
+ * filled), else 0 with the reason in buf.  skip: calls taken already. */
+typedef struct CgNormMatch CgNormMatch;
+struct CgNormMatch {
+	const Node *norm, *rstd_call;	/* either may be NULL, not both */
+	const Value *x, *gamma, *h, *rstd_out;
+	CgNormSpec s;
+};
+int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, const Node *c),
+		  const void *ctx, CgNormMatch *nm, char *buf, size_t n);
+
 /* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
 #define CG_EP_MAX_EXPERTS 1024
 typedef struct CgEpPackSpec CgEpPackSpec;
@@ -1068,6 +1109,8 @@ void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int ra
 		 LLVMValueRef *coords);
 LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
 LLVMValueRef cg_vote_any(CgFn *f, LLVMValueRef pred);	/* vote.sync.any: i1, the warp's OR of pred */
+LLVMValueRef cg_match_any(CgFn *f, LLVMValueRef v);	/* match.any.sync.b32: i32 mask of the lanes with v (sm_70) */
+void cg_syncwarp(CgFn *f);			/* bar.warp.sync: a warp's shared accesses ordered */
 /*
  * Clusters (sm_90; not emulated: a diagnostic on "emu").  The kernel must be
  * launched with cluster dimension (n, 1, 1) (cg_fn_cluster records n; the

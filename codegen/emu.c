@@ -95,7 +95,7 @@
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_VOTE_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_VOTE_ANY, C_MATCH_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
        C_SETMAXNREG };
 #define MAXBAR 64		/* mbarriers per CTA */
 #define NAMED_BARS 16		/* bar.sync ids; 0 is the CTA barrier (moec_emu_barrier) */
@@ -852,6 +852,12 @@ moec_emu_vote_any(int32_t *io)
 }
 
 void
+moec_emu_match_any(int32_t *io)
+{
+	coll_io(C_MATCH_ANY, io);
+}
+
+void
 moec_emu_setmaxnreg(int32_t code)
 {
 	Thr *t = E.cur;
@@ -1037,6 +1043,22 @@ do_shfl_up(Thr *w)
 		v[l] = *(int32_t *)w[l].cp[0];
 	for (int l = 0; l < 32; l++)
 		*(int32_t *)w[l].cp[0] = l >= w[0].ci ? v[l - w[0].ci] : v[l];
+}
+
+/* match.any.sync.b32: each lane gets the mask of the lanes holding its value */
+__attribute__((noinline)) static void
+do_match_any(Thr *w)
+{
+	int32_t v[32];
+
+	for (int l = 0; l < 32; l++)
+		v[l] = *(int32_t *)w[l].cp[0];
+	for (int l = 0; l < 32; l++) {
+		uint32_t m = 0;
+		for (int j = 0; j < 32; j++)
+			m |= (uint32_t)(v[j] == v[l]) << j;
+		*(int32_t *)w[l].cp[0] = (int32_t)m;
+	}
 }
 
 __attribute__((noinline)) static void
@@ -1446,6 +1468,8 @@ warp_step(int w)
 			*(int32_t *)lane[l].cp[0] = l == 0;
 	else if (lane[0].coll == C_VOTE_ANY)
 		do_vote_any(lane);
+	else if (lane[0].coll == C_MATCH_ANY)
+		do_match_any(lane);
 	else
 		do_shfl_up(lane);
 	for (int l = 0; l < 32; l++)
@@ -1592,6 +1616,7 @@ static const struct {
 	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
 	{"moec_emu_elect", (void *)moec_emu_elect},
 	{"moec_emu_vote_any", (void *)moec_emu_vote_any},
+	{"moec_emu_match_any", (void *)moec_emu_match_any},
 	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},

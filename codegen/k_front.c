@@ -464,54 +464,20 @@ why(char *buf, size_t n, const char *s)
 	return 0;
 }
 
-/* A row kernel computing `op` of its operand 0 over the last axis, of rows [T, H]. */
-static const Node *
-row_op(const Node *call, Op op, int64_t H)
-{
-	const Node *n;
-
-	if (!call || call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE ||
-	    !(n = cg_only_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
-	    cg_param_index(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
-	    n->in[0]->type.dim[1] != H || (ir_attr_int(n, "axis", -1) != -1 && ir_attr_int(n, "axis", -1) != 1))
-		return NULL;
-	return n;
-}
-
-/* A row kernel rms_norm(p0, p1) over the last axis [-> casts] -> ret, gamma [H]. */
+/* A row kernel rms_norm(p0, p1) over the last axis [-> a cast] -> ret, rows of H (k_norm.c). */
 static int
 norm_body(const Node *call, CgFrontSpec *s)
 {
-	const Graph *k = call->callee;
-	const Node *nn = NULL;
-	const Value *v = NULL;
+	CgNormSpec ns;
 
-	if (ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1)
+	memset(&ns, 0, sizeof ns);
+	if (!cg_norm_body(call, &ns) || ns.H != s->H)
 		return 0;
-	for (const Node *x = k->first; x; x = x->next) {
-		if (x->op == OP_CONST)
-			continue;
-		if (!nn) {
-			const Type *t = x->nin == 2 ? &x->in[1]->type : NULL;
-			if (x->op != OP_RMS_NORM || cg_param_index(k, x->in[0]) != 0 || cg_param_index(k, x->in[1]) != 1 ||
-			    x->in[0]->type.rank != 2 || x->in[0]->type.dim[1] != s->H ||
-			    (ir_attr_int(x, "axis", -1) != -1 && ir_attr_int(x, "axis", -1) != 1) ||
-			    t->rank != 1 || t->dim[0] != s->H || !io_float(t->dt) ||
-			    !io_float(x->in[0]->type.dt) || !io_float(x->out[0]->type.dt))
-				return 0;
-			nn = x;
-			v = x->out[0];
-			s->eps = ir_attr_float(x, "eps", 1e-5);
-			s->gamma_dt = t->dt;
-			s->h_dt = s->hout_dt = v->type.dt;
-			continue;
-		}
-		if (x->op != OP_CAST || x->in[0] != v || !io_float(x->out[0]->type.dt))
-			return 0;
-		v = x->out[0];
-		s->hout_dt = v->type.dt;
-	}
-	return nn && k->ret[0] == v;
+	s->eps = ns.eps;
+	s->gamma_dt = ns.gamma_dt;
+	s->h_dt = ns.h_dt;
+	s->hout_dt = ns.hout_dt;
+	return 1;
 }
 
 /* The router GEMM's body: matmul(p0, p1, to=f32) [-> cast -> cast] -> ret. */
@@ -628,7 +594,7 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	}
 	/* an rstd kernel of the same rows (a norm folded into a GEMM elsewhere) */
 	for (const Node *c = g->first; c && s->norm; c = c->next) {
-		const Node *rn = c->op == OP_CALL && c->nin == 1 && c->in[0] == fm->x ? row_op(c, OP_RSTD, s->H)
+		const Node *rn = c->op == OP_CALL && c->nin == 1 && c->in[0] == fm->x ? cg_row_op(c, OP_RSTD, s->H)
 			: NULL;
 		if (rn && !ir_attr_int(rn, "center", 0) && rn->out[0]->type.dt == DT_F32 &&
 		    c->callee->nret == 1) {

@@ -85,6 +85,7 @@ struct CgProgram {
 	int ws_buf;		/* its buffer index */
 	VEC(CgFrontMatch) front;	/* decode fronts (k_front.c): calls replaced by one launch */
 	MArg *front_zero;	/* the last front's zero_words, for the next split GEMM (NULL: none) */
+	VEC(CgNormMatch) norm;	/* RMSNorm row kernels (k_norm.c): one launch each pair */
 	VEC(const char *) fusion;	/* the fusion report's codegen lines (cg_program_fusion) */
 	char *fusion_text;
 	Diag *d;
@@ -340,18 +341,38 @@ front_of(const CgProgram *p, const Node *n)
 	return -1;
 }
 
-/* Steps of node n: its own; a front's calls read and write over the whole
- * front (its one launch runs at the first). */
+/* The norm launch (k_norm.c) call n belongs to, or -1. */
+static int
+norm_of(const CgProgram *p, const Node *n)
+{
+	for (size_t i = 0; i < p->norm.n; i++)
+		if (n == p->norm.v[i].norm || n == p->norm.v[i].rstd_call)
+			return (int)i;
+	return -1;
+}
+
+/* The launch n's kernel shares with others: a front's (0, 1, ...) or a
+ * norm pair's (-2, -3, ...); -1: its own. */
+static int
+group_of(const CgProgram *p, const Node *n)
+{
+	int f = front_of(p, n);
+
+	return f >= 0 ? f : norm_of(p, n) >= 0 ? -2 - norm_of(p, n) : -1;
+}
+
+/* Steps of node n: its own; a front's or a norm pair's calls read and
+ * write over the whole group (its one launch runs at the first). */
 static void
 node_steps(const CgProgram *p, const Node *n, int step, int *first, int *last)
 {
-	int f = front_of(p, n), k = 0;
+	int f = group_of(p, n), k = 0;
 
 	*first = *last = step;
-	if (f < 0)
+	if (f == -1)
 		return;
 	for (const Node *m = p->g->first; m; m = m->next, k++)
-		if (front_of(p, m) == f) {
+		if (group_of(p, m) == f) {
 			*first = MIN(*first, k);
 			*last = MAX(*last, k);
 		}
@@ -1906,12 +1927,94 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	return 0;
 }
 
+/* --- RMSNorm row kernels (k_norm.c) ------------------------------------------ */
+
+static int
+norm_taken(const void *ctx, const Node *c)
+{
+	const CgProgram *p = ctx;
+
+	return front_of(p, c) >= 0 || norm_of(p, c) >= 0;
+}
+
+/*
+ * Every rms_norm [-> cast] or rstd row kernel a front does not take, paired
+ * with the other one of the same rows when there is one: a warp a row, one
+ * launch for the pair, the same bits (--debug=row-kernels: the body kernels).
+ */
+static void
+find_norms(CgProgram *p)
+{
+	char why[200];
+	CgNormMatch nm;
+
+	for (Node *n = p->g->first; n; n = n->next) {
+		if (n->op != OP_CALL || ir_kernel_template(n->callee) != IR_TMPL_ROW_REDUCE || norm_taken(p, n))
+			continue;
+		if (cg_norm_match(p->m, n, norm_taken, p, &nm, why, sizeof why) != 1) {
+			if (nm.norm || nm.rstd_call)
+				vec_push(&p->fusion, arena_printf(p->a, "  row kernel @%s keeps a CTA a row: %s",
+								  n->callee->name, why));
+			continue;
+		}
+		if (p->o.debug & DBG_ROW_KERNELS) {
+			vec_push(&p->fusion, arena_printf(p->a, "  row kernel @%s keeps a CTA a row: "
+							  "--debug=row-kernels", n->callee->name));
+			continue;
+		}
+		vec_push(&p->norm, nm);
+		vec_push(&p->fusion, arena_printf(p->a, "  norm @%s.norm (a warp a row, 16-byte accesses):%s%s%s%s",
+						  n->callee->name, nm.norm ? " rms_norm @" : "",
+						  nm.norm ? nm.norm->callee->name : "", nm.rstd_call ? " rstd @" : "",
+						  nm.rstd_call ? nm.rstd_call->callee->name : ""));
+	}
+}
+
+/* A norm pair's launch, at its first call; its other call emits nothing. */
+static int
+emit_norm(CgProgram *p, const Node *n, int *done)
+{
+	int ni = norm_of(p, n), np = 0;
+	const CgNormMatch *nm;
+	const CgKernel *k;
+	const char *name;
+	MArg *args;
+
+	*done = ni >= 0;
+	if (ni < 0)
+		return 0;
+	nm = &p->norm.v[ni];
+	for (const Node *m = p->g->first; m != n; m = m->next)
+		if (norm_of(p, m) == ni)
+			return 0;	/* emitted at the earlier call */
+	name = entry_name(p, arena_printf(p->a, "%s.norm", n->callee->name));
+	for (int i = 0; i < p->o.narch; i++)
+		if (cg_emit_norm(p->mod[i], name, &nm->s, p->d) != 0)
+			return -1;
+	k = cg_module_find(p->mod[0], name);
+	args = arena_array(p->a, MArg, k->nparam + 1);
+	args[np++] = arg_of(p, nm->x);
+	if (nm->s.norm) {
+		args[np++] = arg_of(p, nm->gamma);
+		args[np++] = arg_of(p, nm->h);
+	}
+	if (nm->s.rstd)
+		args[np++] = arg_of(p, nm->rstd_out);
+	args[np++] = (MArg){.kind = ARG_T};
+	if (np != k->nparam)
+		return diag_error(p->d, n->loc, "kernel %s: %d arguments for %d parameters", name, np,
+				  k->nparam);
+	return add_step(p, STEP_LAUNCH, k, args, static_t(n));
+}
+
 static int
 emit_front_or_call(CgProgram *p, const Node *n)
 {
 	int done;
 
 	if (emit_front(p, n, &done))
+		return -1;
+	if (!done && emit_norm(p, n, &done))
 		return -1;
 	return done ? 0 : emit_call(p, n);
 }
@@ -2579,8 +2682,10 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		diag_error(d, LOC_NONE, "between 1 and %d targets, please", (int)NELEM(p->mod));
 		goto fail;
 	}
-	if (p->g)
+	if (p->g) {
 		find_fronts(p);
+		find_norms(p);
+	}
 	if (!p->g || check_graph(p) || assign(p) || plan_memory(p) || make_modules(p) ||
 	    repack_quantised(p) || emit_init(p))
 		goto fail;
@@ -2748,6 +2853,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->run);
 	vec_free(&p->route);
 	vec_free(&p->front);
+	vec_free(&p->norm);
 	vec_free(&p->fusion);
 	free(p->fusion_text);
 	vec_free(&p->tmap);

@@ -1627,6 +1627,38 @@ cg_vote_any(CgFn *f, LLVMValueRef pred)
 	return cg_intrinsic(f, "llvm.nvvm.vote.any.sync", f->ti1, NULL, 0, a, 2);
 }
 
+/* match.any.sync.b32 over the full warp (every lane must reach it): the
+ * mask (i32) of the lanes whose v (i32) equals this lane's */
+LLVMValueRef
+cg_match_any(CgFn *f, LLVMValueRef v)
+{
+	LLVMValueRef a[2];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v);
+		cg_call_emu(f, "moec_emu_match_any", NULL, &io, 1);
+		return cg_get(f, io);
+	}
+	a[0] = cg_i32(f, -1);
+	a[1] = v;
+	return cg_intrinsic(f, "llvm.nvvm.match.any.sync.i32", f->ti32, NULL, 0, a, 2);
+}
+
+/* bar.warp.sync over the full warp: the lanes' shared-memory accesses before
+ * it are seen by every lane after it (emu: a warp collective, which orders
+ * the lanes the same way) */
+void
+cg_syncwarp(CgFn *f)
+{
+	LLVMValueRef a = cg_i32(f, -1);
+
+	if (f->emu) {
+		(void)cg_vote_any(f, LLVMConstInt(f->ti1, 0, 0));
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.bar.warp.sync", NULL, NULL, 0, &a, 1);
+}
+
 void
 cg_wgmma_fence(CgFn *f)
 {

@@ -38,7 +38,7 @@ grep -q "^launch llama_layer1_k1_ws .*block=384,1,1 .*tokens=65..4096 arch=sm_90
 	fail "k1_ws: not two consumer warpgroups and a producer"
 [ "$(grep -c '^tensormap ' "$m")" = 8 ] || fail "not 8 tensormap lines (A and B of four kernels)"
 # a kernel on every target keeps one line for both
-grep -q "^kernel llama_layer1_k2 target=sm_90a,sm_80 " "$m" || fail "the norm kernel is not on both targets"
+grep -q "^kernel llama_layer1_k2_norm target=sm_90a,sm_80 " "$m" || fail "the norm kernel is not on both targets"
 
 # sm_90a alone: one name, as before
 "$moec" compile "$fx" --layer 1 -q --arch=sm_90a --debug=manifest -o "$t/a.moeb" 2>"$t/ma" ||

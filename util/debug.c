@@ -37,6 +37,8 @@ const DebugFlag debug_flags[] = {
 	{"simt-router", DBG_SIMT_ROUTER, NULL,
 	 "compile: f32 GEMMs with a bf16-exact A (DeepSeek-style routers) keep their f32 weight on CUDA cores, "
 	 "not the exact bf16 x3 split on tensor cores (split-f32; A/B timing)"},
+	{"row-kernels", DBG_ROW_KERNELS, NULL,
+	 "compile: rms_norm and rstd keep the body compiler's row kernels (a CTA a row) instead of k_norm.c's warp a row (A/B)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

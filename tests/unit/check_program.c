@@ -479,7 +479,7 @@ START_TEST(test_front_folds_the_split_memset)
 
 	diag_init(&d, stderr);
 	m = fused("split_wide.ir", split_wide_block, &ref, &d);
-	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT, &ns, &nl);
+	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT | DBG_ROW_KERNELS, &ns, &nl);
 	ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 	ck_assert_int_eq(launches(cg_program_manifest(q), "_front"), 0);
 	ck_assert_msg(ml == nl - 4 && ms <= ns, "front: %d launches, %d memsets; without: %d, %d", ml, ms,
@@ -1121,6 +1121,141 @@ START_TEST(test_every_scalar_op_fuses_into_the_epilogue_bit_identically)
 }
 END_TEST
 
+/* --- RMSNorm row kernels (k_norm.c) ----------------------------------------- */
+
+/* Rows (x's dtype, gamma's, the norm's, its cast or "", H, rstd eps or 0):
+ * a pair with a cast to f32 and a partial last round of groups (2880: 360
+ * groups of 8, read twice), the norm alone of 64, f32 rows cast to f16 and
+ * the rstd of 520 (65 groups), an f16 pair of 2048 (kept in registers),
+ * 8192 (32 groups a lane, read twice), 7 static rows of 768. */
+static const struct {
+	const char *x, *g, *h, *cast;
+	int H;
+	double rstd_eps;
+	int rows;		/* > 0: static rows (T is not a symbol) */
+} norm_cases[] = {
+	{"bf16", "bf16", "bf16", "f32", 2880, 1e-6, 0},
+	{"bf16", "bf16", "bf16", "", 64, 0, 0},
+	{"f32", "f32", "f32", "f16", 520, 1e-5, 0},
+	{"f16", "bf16", "f16", "", 2048, 1e-5, 0},
+	{"bf16", "bf16", "bf16", "", 8192, 1e-6, 0},
+	{"bf16", "bf16", "bf16", "", 768, 1e-6, 7},
+};
+
+static DType
+dt_of(const char *name)
+{
+	DType t = DT_F32;
+
+	ck_assert_int_eq(dtype_parse(name, strlen(name), &t), 0);
+	return t;
+}
+
+/* Outputs of program p at T on the emulator, poisoned first: every element must be written. */
+static void
+run_rows(CgProgram *p, int64_t T, Tensor *out, Tensor *in)
+{
+	const Manifest *man = cg_program_manifest(p);
+	Diag d;
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(man->nin, 1);
+	for (int i = 0; i < man->nout; i++) {
+		int64_t dim[2] = {T, man->out[i].dim[1].b};
+		ck_assert_int_eq(tensor_alloc(&out[i], man->out[i].dt, 2, dim), 0);
+		memset(out[i].data, 0xff, tensor_nbytes(&out[i]));
+	}
+	ck_assert_int_eq(cg_program_emulate(p, in, out, T, &d), 0);
+}
+
+/* Case c's block: h = rms_norm(x) [-> cast], [r = rstd(x)]. */
+static void
+norm_src(size_t c, char *src, size_t n)
+{
+	int H = norm_cases[c].H, rs = norm_cases[c].rstd_eps > 0, cast = *norm_cases[c].cast;
+	const char *hdt = cast ? norm_cases[c].cast : norm_cases[c].h;
+	char castl[128] = "", rstdl[128] = "", T[16] = "T", rl[32] = "";
+
+	if (norm_cases[c].rows)
+		snprintf(T, sizeof T, "%d", norm_cases[c].rows);
+	if (cast)
+		snprintf(castl, sizeof castl, "\t%%c = cast %%h, to=%s : %s[%s,%d]\n", hdt, hdt, T, H);
+	if (rs) {
+		snprintf(rstdl, sizeof rstdl, "\t%%r = rstd %%x, eps=%g : f32[%s,1]\n", norm_cases[c].rstd_eps, T);
+		snprintf(rl, sizeof rl, ", r: f32[%s,1]", T);
+	}
+	snprintf(src, n,
+		 "weight $g : %s[%d] mean=1.0 scale=0.2 seed=1\n\n"
+		 "graph @block(%%x: %s[%s,%d]) -> (h: %s[%s,%d]%s) {\n"
+		 "\t%%h = rms_norm %%x, $g, eps=1e-05 : %s[%s,%d]\n%s%s"
+		 "\tret %%%s%s\n}\n",
+		 norm_cases[c].g, H, norm_cases[c].x, T, H, hdt, T, H, rl, norm_cases[c].h, T, H, castl, rstdl,
+		 cast ? "c" : "h", rs ? ", %r" : "");
+}
+
+/*
+ * k_norm.c's kernel (a warp a row) gives the same bits as the body
+ * compiler's row kernels it replaces (--debug=row-kernels), and the
+ * interpreter's f64 sums match both within the dtype's tolerance: T = 1, 7,
+ * 33, every output poisoned first; one launch for a pair.
+ */
+START_TEST(test_norm_rows_are_the_row_kernels_bits)
+{
+	for (size_t c = 0; c < NELEM(norm_cases); c++) {
+		char src[1024];
+		int H = norm_cases[c].H, nout = 1 + (norm_cases[c].rstd_eps > 0);
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p, *q;
+
+		norm_src(c, src, sizeof src);
+		diag_init(&d, stderr);
+		m = fused("rows.ir", src, &ref, &d);
+		emu_opts(&co, 256);
+		p = cg_compile(m, &co, &d);
+		co.debug = DBG_ROW_KERNELS;
+		q = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_ptr_nonnull(q);
+		ck_assert_int_eq(launches(cg_program_manifest(p), "_norm"), 1);
+		ck_assert_int_eq(launches(cg_program_manifest(q), "_norm"), 0);
+		ck_assert_int_eq(cg_program_manifest(p)->nout, nout);
+		for (int64_t T = 1; T <= 33; T += T == 1 ? 6 : 26) {
+			Tensor in, a[2], b[2], want[2];
+			if (norm_cases[c].rows) {	/* once, at its rows */
+				if (T > 1)
+					break;
+				T = norm_cases[c].rows;
+			}
+			int64_t dim[2] = {T, H};
+			Compare cmp;
+			ck_assert_int_eq(tensor_alloc(&in, dt_of(norm_cases[c].x), 2, dim), 0);
+			fill(&in, (uint64_t)T + 77 * c);
+			run_rows(p, T, a, &in);
+			run_rows(q, T, b, &in);
+			ck_assert_int_eq(ir_eval(ir_main_graph(ref), &in, 1, want, NULL, &d), 0);
+			for (int i = 0; i < nout; i++) {
+				ck_assert_msg(memcmp(a[i].data, b[i].data, tensor_nbytes(&a[i])) == 0,
+					      "case %zu (H=%d) T=%lld: output %d differs from the row kernels'", c, H,
+					      (long long)T, i);
+				tensor_compare(&a[i], &want[i], 1e-2, 4e-2, &cmp);
+				ck_assert_msg(tensor_close(&cmp, a[i].dt, tensor_numel(&want[i])),
+					      "case %zu T=%lld output %d: rel_l2 %g", c, (long long)T, i, cmp.rel_l2);
+				tensor_free(&a[i]);
+				tensor_free(&b[i]);
+				tensor_free(&want[i]);
+			}
+			tensor_free(&in);
+		}
+		cg_program_free(p);
+		cg_program_free(q);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 Suite *
 program_suite(void)
 {
@@ -1155,6 +1290,10 @@ program_suite(void)
 	tc = tcase_create("prefill");	/* 192-column tiles, persistent, four plans */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_prefill_192_persistent);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_norm_rows_are_the_row_kernels_bits);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,68 @@
+#!/bin/sh
+# rows_ab.sh here MOEC [MOEC_MAIN] OUTDIR | device BUNDLEDIR OUTDIR — the A/B of
+# the prefill row kernels (docs/codegen.md, "Row kernels at the copy rate"):
+# Qwen3-30B-A3B, DeepSeek-V3 (bf16) and gpt-oss-20b (bf16) at T = 4096.
+#   here:   sh bench/rows_ab.sh here build/tools/moec /work/main/build/tools/moec build/rows_ab
+#           compiles one bench set per arm into OUTDIR/ARM/
+#   device: sh bench/rows_ab.sh device build/rows_ab $OUT/rows_ab
+#           builds moert, runs `moert bench --tokens=4096 --graph --profile`
+#           per arm and case into OUTDIR/ARM.log, then prints one line per
+#           case and arm: the block's median us and each step's (kernel
+#           names as in `moec inspect`, BUNDLEDIR/ARM/CASE.inspect).
+# Arms: new (this branch), rowk (this branch, --debug=row-kernels: the body
+# compiler's norm and rstd kernels, so new - rowk is the norm alone and
+# rowk - main the permute alone), main (MOEC_MAIN's plan, if given).
+set -u
+mode=$1
+src=$(cd "$(dirname "$0")/.." && pwd)
+cases='qwen3_T4096|deepseek_T4096|gptoss_T4096'
+case $mode in
+here)
+	a=$2
+	if [ $# -ge 4 ]; then main=$3 out=$4; else main= out=$3; fi
+	ONLY=$cases sh "$src/bench/make_bench.sh" "$a" "$out/new" >/dev/null || exit 1
+	ONLY=$cases MOEC_FLAGS=--debug=row-kernels sh "$src/bench/make_bench.sh" "$a" "$out/rowk" >/dev/null || exit 1
+	if [ -n "$main" ]; then
+		ONLY=$cases sh "$src/bench/make_bench.sh" "$main" "$out/main" >/dev/null || exit 1
+	fi
+	for arm in new rowk main; do
+		[ -f "$out/$arm/cases.txt" ] || continue
+		echo "ok   $arm: $(awk '{printf "%s ", $1}' "$out/$arm/cases.txt")"
+		for b in "$out/$arm"/*.moeb; do	# the kernels of each step, to name the table's columns
+			"$a" inspect "$b" >"${b%.moeb}.inspect" 2>&1
+		done
+	done ;;
+device)
+	a=$2 out=$3
+	mkdir -p "$out" || exit 1
+	tmp=$(mktemp -d) || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	sh "$src/tests/gpu/build_moert.sh" "$tmp/moert" || exit 1
+	for arm in new rowk main; do
+		[ -f "$a/$arm/cases.txt" ] || continue
+		while read -r name bundle _; do
+			echo "--- $arm $name"
+			"$tmp/moert" bench "$a/$arm/$bundle" --tokens=4096 --graph --profile 2>&1
+		done <"$a/$arm/cases.txt" >"$out/$arm.log"
+	done
+	# one row per arm and case: the block's median, then each step's median
+	# (kernel names shortened to kN; the norm kernel: "norm"; which kN is
+	# which: ARM/CASE.inspect, "# kernels")
+	for arm in new rowk main; do
+		[ -f "$out/$arm.log" ] && cat "$out/$arm.log"
+	done | awk '
+	/^--- / { arm = $2; name = $3; next }
+	/median_us=/ { for (i = 1; i <= NF; i++) if ($i ~ /^median_us=/) { v = $i; sub(/^median_us=/, "", v); blk[arm, name] = v } next }
+	/^  [a-z0-9_]+ +[0-9.]+ +[0-9.]+%$/ {
+		k = $1; sub(/^.*_layer[0-9]+_/, "", k); sub(/_norm$/, "+norm", k)
+		us[arm, name] = us[arm, name] sprintf(" %s=%s", k, $2)
+		seen[arm, name] = 1
+	}
+	END {
+		for (x in seen) { split(x, p, SUBSEP); printf "%-15s %-5s %9.1f %s\n", p[2], p[1], blk[x], us[x] }
+	}' | sort
+	;;
+*)
+	echo "usage: rows_ab.sh here MOEC [MOEC_MAIN] OUTDIR | device BUNDLEDIR OUTDIR" >&2
+	exit 2 ;;
+esac

@@ -1,0 +1,473 @@
+/*
+ * k_norm.c — a block's RMSNorm row kernels as one launch, a warp a row.
+ *
+ *	before (prefill, Qwen3-30B-A3B; DeepSeek-V3 the same with a cast to f32)
+ *	  h = rms_norm(x, gamma)   row kernel, a CTA of 256 a row, 2-byte loads,
+ *	                           a tree of 8 barriers
+ *	  rstd = rstd(x)           the same again (the norm folded into gate|up)
+ *	after
+ *	  norm<<<cdiv(T,4), 128>>> warp w of CTA c takes row 4c + w:
+ *	    lane L (u = 31 - L) loads the row's 8-element groups u, u+32, ...
+ *	    (16 bytes each), sums their squares into 8 partials, combines the
+ *	    lanes with shfl.up, then stores h (16 bytes a group) and rstd
+ *
+ * The same bits as the row kernels: their thread t (of 256) sums members
+ * t, t+256, ... in order and a tree combines s[t] += s[t+128], s[t+64], ...
+ * s[t+1].  Lane L's group u + 32m holds members 256m + 8u + j, so its
+ * partial j is thread 8u + j's sum, in the same order; the tree's levels
+ * 128..8 pair lanes u and u + 16..1 (shfl.up by 16..1 with u = 31 - L, so
+ * the root, u = 0, is lane 31), levels 4..1 a lane's own partials.  1/rms =
+ * 1 / sqrt(ss / H + eps) in f32 and h = x * (1/rms) * gamma rounded to the
+ * norm's type and then its cast's, as the row kernel's walker does.
+ * Rows of up to 32 groups a lane (H <= 8192 for 2-byte x) stay in registers
+ * between the two passes; longer ones are read again (from L1/L2).
+ */
+#define CG_INTERNAL
+#include <string.h>
+
+#include "codegen.h"
+
+#define WARPS 4		/* rows per CTA */
+#define LV 8		/* elements a group: 16 bytes of bf16/f16 */
+#define TREE 256	/* the row kernel's threads, whose order is matched */
+#define KEEP_REGS 32	/* registers a lane may spend keeping its groups (more: spills) */
+#define BATCH 8		/* groups a lane loads before it uses any (long rows) */
+
+static int
+io_float(DType t)
+{
+	return t == DT_F32 || t == DT_BF16 || t == DT_F16;
+}
+
+int
+cg_norm_check(const CgNormSpec *s, Diag *d)
+{
+	if (s->H < 64 || s->H > (1 << 20) || s->H % LV)
+		return diag_error(d, LOC_NONE, "norm: row length %lld (needs a multiple of %d in 64..2^20)",
+				  (long long)s->H, LV);
+	if (!s->norm && !s->rstd)
+		return diag_error(d, LOC_NONE, "norm: neither the norm nor rstd asked for");
+	if (!io_float(s->x_dt) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
+					       !io_float(s->hout_dt))))
+		return diag_error(d, LOC_NONE, "norm: x %s (needs f32, bf16 or f16, as gamma and h)",
+				  dtype_name(s->x_dt));
+	if (s->rows.a < 0 || s->rows.b < 0 || s->rows.div != 0 || s->rows.a > INT32_MAX ||
+	    s->rows.b > INT32_MAX)
+		return diag_error(d, LOC_NONE, "norm: rows %lld*T+%lld", (long long)s->rows.a,
+				  (long long)s->rows.b);
+	return 0;
+}
+
+typedef struct Nm Nm;
+struct Nm {
+	CgFn *f;
+	const CgNormSpec *s;
+	LLVMValueRef x, gamma, h, rstd, T;
+	LLVMValueRef lane, u, row, live;	/* row: the warp's (clamped); live: row < rows */
+	int M;				/* groups a lane: cdiv(H / 8, 32) */
+	int keep;			/* the row stays in registers between the passes */
+};
+
+/* Group u + 32m: its first element's index in the row (i64) and whether the row has it. */
+static LLVMValueRef
+group(Nm *n, LLVMValueRef m, LLVMValueRef *valid)
+{
+	CgFn *f = n->f;
+	int64_t Q = n->s->H / LV;
+	LLVMValueRef q = cg_add(f, n->u, cg_muli(f, m, 32));
+
+	*valid = Q % 32 ? cg_lt(f, q, cg_i32(f, Q)) : LLVMConstInt(f->ti1, 1, 0);
+	return cg_sext64(f, cg_muli(f, cg_min(f, q, cg_i32(f, Q - 1)), LV));
+}
+
+/* 8 elements of dt at base[at..at+7] (16-byte aligned), as loaded. */
+static LLVMValueRef
+load8(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at)
+{
+	int es = dtype_bits(dt) / 8;
+
+	return cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es), 16);
+}
+
+/* ... as f32 */
+static void
+f32x8(CgFn *f, DType dt, LLVMValueRef v, LLVMValueRef *out)
+{
+	for (int j = 0; j < LV; j++)
+		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, v, cg_i32(f, j), ""), dt);
+}
+
+/* 8 values of dt (rounded to it) to base[at..at+7]. */
+static void
+store8(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
+{
+	int es = dtype_bits(dt) / 8;
+	LLVMTypeRef et = dt == DT_F32 ? f->tf32 : f->ti16;
+	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(et, LV));
+
+	for (int j = 0; j < LV; j++)
+		vec = LLVMBuildInsertElement(f->B, vec, dt == DT_F32 ? v[j] : cg_f32_to_bits(f, v[j], dt),
+					     cg_i32(f, j), "");
+	cg_gstore(f, vec, cg_gep(f, base, at, es), 16);
+}
+
+static LLVMValueRef
+row_at(Nm *n, LLVMValueRef at)
+{
+	return cg_add(n->f, cg_muli(n->f, cg_sext64(n->f, n->row), n->s->H), at);
+}
+
+/* Pass 1 over groups m0..m0+cnt-1: partial j += x_j^2 (the row kernel's
+ * (x - 0)^2, added to its accumulator); the groups as loaded kept in xs
+ * when asked. */
+static void
+squares(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef *part, LLVMValueRef *xs)
+{
+	CgFn *f = n->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef raw[BATCH], ok[BATCH], xv[LV];
+
+	for (int g = 0; g < cnt; g++)
+		raw[g] = load8(f, n->s->x_dt, n->x, row_at(n, group(n, cg_addi(f, m0, g), &ok[g])));
+	for (int g = 0; g < cnt; g++) {
+		f32x8(f, n->s->x_dt, raw[g], xv);
+		for (int j = 0; j < LV; j++) {
+			LLVMValueRef d = LLVMBuildFSub(B, xv[j], cg_f32(f, 0), "");
+			LLVMValueRef s = LLVMBuildFAdd(B, part[j], LLVMBuildFMul(B, d, d, ""), "");
+			part[j] = cg_select(f, ok[g], s, part[j]);
+		}
+		if (xs)
+			xs[g] = raw[g];
+	}
+}
+
+/* Pass 2 over groups m0..m0+cnt-1: h = x * inv * gamma, rounded, stored. */
+static void
+outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
+{
+	CgFn *f = n->f;
+	LLVMBuilderRef B = f->B;
+	const CgNormSpec *s = n->s;
+	LLVMValueRef xr[BATCH], gr[BATCH], ok[BATCH], at[BATCH], xv[LV], gv[LV], y[LV];
+	CgIf c;
+
+	for (int g = 0; g < cnt; g++) {
+		at[g] = group(n, cg_addi(f, m0, g), &ok[g]);
+		xr[g] = xs ? xs[g] : load8(f, s->x_dt, n->x, row_at(n, at[g]));
+		gr[g] = load8(f, s->gamma_dt, n->gamma, at[g]);
+	}
+	for (int g = 0; g < cnt; g++) {
+		f32x8(f, s->x_dt, xr[g], xv);
+		f32x8(f, s->gamma_dt, gr[g], gv);
+		for (int j = 0; j < LV; j++) {
+			y[j] = LLVMBuildFMul(B, LLVMBuildFMul(B, xv[j], inv, ""), gv[j], "");
+			y[j] = cg_round_dt(f, cg_round_dt(f, y[j], s->h_dt), s->hout_dt);
+		}
+		cg_if(f, &c, LLVMBuildAnd(B, n->live, ok[g], ""));
+		store8(f, s->hout_dt, n->h, row_at(n, at[g]), y);
+		cg_endif(f, &c);
+	}
+}
+
+/* The tree's levels 128..8 across lanes (shfl.up: lane u gets lane u + d's
+ * partials, u = 31 - lane), then 4..1 within lane 31's: the row's sum. */
+static LLVMValueRef
+tree(Nm *n, LLVMValueRef *p)
+{
+	CgFn *f = n->f;
+	LLVMBuilderRef B = f->B;
+
+	for (int d = 16; d >= 1; d /= 2)
+		for (int j = 0; j < LV; j++) {
+			LLVMValueRef o = cg_shfl_up(f, LLVMBuildBitCast(B, p[j], f->ti32, ""), d);
+			p[j] = LLVMBuildFAdd(B, p[j], LLVMBuildBitCast(B, o, f->tf32, ""), "");
+		}
+	for (int s = LV / 2; s >= 1; s /= 2)
+		for (int j = 0; j < s; j++)
+			p[j] = LLVMBuildFAdd(B, p[j], p[j + s], "");
+	return p[0];
+}
+
+/* 1 / sqrt(ms + eps), as the row kernels compute it */
+static LLVMValueRef
+inv_std(CgFn *f, LLVMValueRef ms, double eps)
+{
+	LLVMValueRef v = LLVMBuildFAdd(f->B, ms, cg_f32(f, eps), "");
+
+	return LLVMBuildFDiv(f->B, cg_f32(f, 1), cg_sqrt(f, v), "");
+}
+
+static void
+body(Nm *n)
+{
+	CgFn *f = n->f;
+	LLVMBuilderRef B = f->B;
+	const CgNormSpec *s = n->s;
+	LLVMValueRef part[LV], xs[32], ss, inv, bc;
+	CgIf c;
+
+	for (int j = 0; j < LV; j++)
+		part[j] = cg_f32(f, 0);
+	if (n->keep) {
+		for (int m = 0; m < n->M; m += BATCH)
+			squares(n, cg_i32(f, m), MIN(BATCH, n->M - m), part, &xs[m]);
+	} else {	/* a loop of BATCH groups, then the rest */
+		LLVMValueRef var[LV], m;
+		CgLoop l;
+		int full = n->M / BATCH * BATCH;
+		for (int j = 0; j < LV; j++)
+			var[j] = cg_var(f, f->tf32, part[j]);
+		m = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, full), cg_i32(f, BATCH));
+		for (int j = 0; j < LV; j++)
+			part[j] = cg_get(f, var[j]);
+		squares(n, m, BATCH, part, NULL);
+		for (int j = 0; j < LV; j++)
+			cg_set(f, var[j], part[j]);
+		cg_endloop(f, &l);
+		for (int j = 0; j < LV; j++)
+			part[j] = cg_get(f, var[j]);
+		if (n->M > full)
+			squares(n, cg_i32(f, full), n->M - full, part, NULL);
+	}
+	ss = tree(n, part);
+	/* lane 31 has the sum: to the warp through shared memory */
+	bc = cg_sptr(f, cg_muli(f, cg_shr(f, cg_tid(f, 0), 5), 4));
+	cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, n->lane, cg_i32(f, 31), ""));
+	cg_sstore(f, ss, bc, 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	ss = LLVMBuildFDiv(B, cg_sload(f, f->tf32, bc, 4), cg_f32(f, (double)s->H), "");
+	if (s->rstd) {
+		cg_if(f, &c, LLVMBuildAnd(B, n->live, LLVMBuildICmp(B, LLVMIntEQ, n->lane, cg_i32(f, 31), ""), ""));
+		cg_gstore(f, inv_std(f, ss, s->rstd_eps), cg_gep(f, n->rstd, cg_sext64(f, n->row), 4), 4);
+		cg_endif(f, &c);
+	}
+	if (!s->norm)
+		return;
+	inv = inv_std(f, ss, s->eps);
+	if (n->keep) {
+		for (int m = 0; m < n->M; m += BATCH)
+			outputs(n, cg_i32(f, m), MIN(BATCH, n->M - m), inv, &xs[m]);
+	} else {
+		CgLoop l;
+		int full = n->M / BATCH * BATCH;
+		LLVMValueRef m = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, full), cg_i32(f, BATCH));
+		outputs(n, m, BATCH, inv, NULL);
+		cg_endloop(f, &l);
+		if (n->M > full)
+			outputs(n, cg_i32(f, full), n->M - full, inv, NULL);
+	}
+}
+
+int
+cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
+{
+	CgParam par[5];
+	LLVMValueRef *slot[5], rows, warp;
+	int np = 0, block[3] = {32 * WARPS, 1, 1};
+	CgExpr grid[3] = {{s->rows.a, s->rows.b, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	char note[160];
+	Nm n;
+
+	memset(&n, 0, sizeof n);
+	if (cg_norm_check(s, d) < 0)
+		return -1;
+	n.s = s;
+	n.M = (int)((s->H / LV + 31) / 32);
+	n.keep = n.M <= 32 && n.M * LV * dtype_bits(s->x_dt) / 32 <= KEEP_REGS;
+#define P(kind, role, field) (slot[np] = &n.field, par[np++] = (CgParam){kind, role})
+	P(CGP_PTR, "x", x);
+	if (s->norm) {
+		P(CGP_PTR, "gamma", gamma);
+		P(CGP_PTR, "h", h);
+	}
+	if (s->rstd)
+		P(CGP_PTR, "rstd", rstd);
+	P(CGP_I32, "T", T);
+#undef P
+	n.f = cg_fn_begin(m, name, par, np, 32 * WARPS, 0, d);
+	if (!n.f)
+		return -1;
+	for (int i = 0; i < np; i++) {
+		*slot[i] = cg_arg(n.f, i);
+		if (i < np - 1)
+			cg_arg_noalias(n.f, i);
+	}
+	rows = cg_addi(n.f, cg_muli(n.f, n.T, s->rows.a), s->rows.b);
+	n.lane = cg_and(n.f, cg_tid(n.f, 0), 31);
+	n.u = cg_sub(n.f, cg_i32(n.f, 31), n.lane);
+	warp = cg_add(n.f, cg_muli(n.f, cg_ctaid(n.f, 0), WARPS), cg_shr(n.f, cg_tid(n.f, 0), 5));
+	n.live = cg_lt(n.f, warp, rows);
+	n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
+	body(&n);
+	snprintf(note, sizeof note, "norm H=%lld %s%s%s, a warp a row%s", (long long)s->H,
+		 dtype_name(s->x_dt), s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
+		 n.keep ? ", kept in registers" : "");
+	return cg_fn_end(n.f, block, grid, 4 * WARPS, note);
+}
+
+/* --- which row kernels it replaces ------------------------------------------- */
+
+static int
+last_axis(const Node *n)
+{
+	int64_t ax = ir_attr_int(n, "axis", -1);
+
+	return ax == -1 || ax == n->in[0]->type.rank - 1;
+}
+
+const Node *
+cg_row_op(const Node *call, Op op, int64_t H)
+{
+	const Node *n;
+
+	if (!call || call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE ||
+	    !(n = cg_only_node(call->callee, op)) || n->out[0]->type.rank != 2 ||
+	    cg_param_index(call->callee, n->in[0]) != 0 || n->in[0]->type.rank != 2 ||
+	    (H >= 0 && n->in[0]->type.dim[1] != H) || !last_axis(n))
+		return NULL;
+	return n;
+}
+
+int
+cg_norm_body(const Node *call, CgNormSpec *s)
+{
+	const Graph *k = call->callee;
+	const Node *nn = NULL;
+	const Value *v = NULL;
+	int casts = 0;
+
+	if (call->op != OP_CALL || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1)
+		return 0;
+	for (const Node *x = k->first; x; x = x->next) {
+		if (x->op == OP_CONST)
+			continue;
+		if (!nn) {
+			const Type *t = x->nin == 2 ? &x->in[1]->type : NULL, *xt = &x->in[0]->type;
+			if (x->op != OP_RMS_NORM || !t || cg_param_index(k, x->in[0]) != 0 ||
+			    cg_param_index(k, x->in[1]) != 1 || xt->rank != 2 || !ir_dim_is_static(xt->dim[1]) ||
+			    !last_axis(x) || t->rank != 1 || t->dim[0] != xt->dim[1] || !io_float(t->dt) ||
+			    !io_float(xt->dt) || !io_float(x->out[0]->type.dt))
+				return 0;
+			nn = x;
+			v = x->out[0];
+			s->H = xt->dim[1];
+			s->x_dt = xt->dt;
+			s->eps = ir_attr_float(x, "eps", 1e-5);
+			s->gamma_dt = t->dt;
+			s->h_dt = s->hout_dt = v->type.dt;
+			continue;
+		}
+		if (x->op != OP_CAST || x->in[0] != v || !io_float(x->out[0]->type.dt) || casts++)
+			return 0;
+		v = x->out[0];
+		s->hout_dt = v->type.dt;
+	}
+	return nn && k->ret[0] == v;
+}
+
+/* An uncentred rstd row kernel of x alone, to f32. */
+static const Node *
+rstd_body(const Node *call)
+{
+	const Node *rn = call->op == OP_CALL && call->nin == 1 ? cg_row_op(call, OP_RSTD, -1) : NULL;
+
+	if (!rn || ir_attr_int(rn, "center", 0) || rn->out[0]->type.dt != DT_F32 || call->callee->nret != 1 ||
+	    call->callee->ret[0] != rn->out[0] || !ir_dim_is_static(rn->in[0]->type.dim[1]) ||
+	    !io_float(rn->in[0]->type.dt))
+		return NULL;
+	return rn;
+}
+
+static int
+why(char *buf, size_t n, const char *s)
+{
+	snprintf(buf, n, "%s", s);
+	return 0;
+}
+
+/* Is v computed before node `first` of g (or not computed in g at all)? */
+static int
+ready_before(const Graph *g, const Value *v, const Node *first)
+{
+	const Node *n;
+
+	if (!v || v->kind != V_RESULT)
+		return 1;
+	for (n = g->first; n && n != v->def && n != first; n = n->next)
+		;
+	return n == v->def;
+}
+
+int
+cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, const Node *c),
+	      const void *ctx, CgNormMatch *nm, char *buf, size_t n)
+{
+	const Graph *g = ir_main_graph(m);
+	CgNormSpec *s = &nm->s;
+	CgBodySpec bs;
+	const Node *rn;
+	Diag quiet;
+
+	memset(nm, 0, sizeof *nm);
+	diag_init(&quiet, NULL);
+	if (call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE || !g)
+		return why(buf, n, "not a row kernel");
+	if (call->nin == 2 && cg_norm_body(call, s)) {
+		s->norm = 1;
+		nm->norm = call;
+	} else if ((rn = rstd_body(call))) {
+		s->rstd = 1;
+		s->rstd_eps = ir_attr_float(rn, "eps", 1e-5);
+		s->H = rn->in[0]->type.dim[1];
+		s->x_dt = rn->in[0]->type.dt;
+		nm->rstd_call = call;
+	} else {
+		return why(buf, n, "not rms_norm [-> cast] or rstd of one [rows,H] operand over its last axis");
+	}
+	nm->x = call->in[0];
+	/* the other one of the same rows, after it */
+	for (const Node *c = call->next; c; c = c->next) {
+		CgNormSpec o;
+		if (c->op != OP_CALL || c->nin < 1 || c->in[0] != nm->x || (skip && skip(ctx, c)))
+			continue;
+		memset(&o, 0, sizeof o);
+		if (!s->norm && c->nin == 2 && cg_norm_body(c, &o) && ready_before(g, c->in[1], call)) {
+			s->norm = 1;
+			s->eps = o.eps;
+			s->gamma_dt = o.gamma_dt;
+			s->h_dt = o.h_dt;
+			s->hout_dt = o.hout_dt;
+			nm->norm = c;
+			break;
+		}
+		if (!s->rstd && (rn = rstd_body(c))) {
+			s->rstd = 1;
+			s->rstd_eps = ir_attr_float(rn, "eps", 1e-5);
+			nm->rstd_call = c;
+			break;
+		}
+	}
+	if (nm->norm) {
+		nm->gamma = nm->norm->in[1];
+		nm->h = nm->norm->out[0];
+	}
+	if (nm->rstd_call)
+		nm->rstd_out = nm->rstd_call->out[0];
+	/* rows: static, or coef * T */
+	Dim r = nm->x->type.dim[0];
+	if (ir_dim_is_static(r)) {
+		s->rows = MEXPR_INT(r);
+	} else {
+		const DimExpr *e = ir_dim_expr(m, r);
+		if (!e || e->coef < 1)
+			return why(buf, n, "its rows are not a multiple of T");
+		s->rows = MEXPR_T(e->coef);
+	}
+	cg_body_default(&bs);
+	if (bs.threads != TREE || s->H < bs.row_min)
+		return why(buf, n, "the row kernel would not sum in a 256-thread tree");
+	if (cg_norm_check(s, &quiet))
+		return why(buf, n, quiet.last);
+	return 1;
+}
