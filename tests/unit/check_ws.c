@@ -405,6 +405,50 @@ START_TEST(test_ws_emu_kn_f16_residual)
 }
 END_TEST
 
+/*
+ * Matrix leaves are loaded ahead of their pairs' stores, 8 pairs at a time
+ * here (gemm_mat_leaves: a leaf may be C itself, so nothing else moves a
+ * load above a store): DeepSeek-V3's shared down projection (bf16 acc + f32
+ * + bf16 residual), the residual read from C (in place) and not, ping-pong,
+ * a leaf before and one after swiglu; against the reference and bit for bit
+ * against the wgmma mainloop.  The PTX: the batch's 16 f32 loads before the
+ * first store (1 pair's 2 when each pair waited for the store before).
+ */
+START_TEST(test_ws_emu_mat_leaves_ahead)
+{
+	CgTarget a = {"sm_90a", NULL, 3};
+	GemmCase c = {.what = "two matrix leaves, cooperative 128x256, ragged M"};
+	const char *ptx, *st;
+	int n = 0;
+
+	gh_spec_two_mats(&c.s, 512, 128, 0);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.T = 150;
+	check_case(&c, 1e-2);
+	c.what = "two matrix leaves, the residual in place";
+	c.in_place = 1;
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, the residual in place, 3 CTAs";
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	check_case(&c, 1e-2);
+	c.what = "a leaf before swiglu and the residual after it, in place";
+	gh_spec_two_mats(&c.s, 512, 128, 1);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	check_case(&c, 1e-2);
+
+	gh_spec_two_mats(&c.s, 512, 128, 0);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	CgModule *m = gh_emit_specs(a.sm, GH_MMA, &c.s, 1, "g");
+	ptx = gh_ptx(m);
+	st = strstr(ptx, "st.global");
+	ck_assert_ptr_nonnull(st);
+	for (const char *q = ptx; (q = strstr(q, "ld.global.f32")) && q < st; q++)
+		n++;
+	ck_assert_int_eq(n, 16);
+	cg_module_free(m);
+}
+END_TEST
+
 START_TEST(test_ws_emu_grouped_scale_scatter)
 {
 	GemmCase c = {.what = "grouped: routing weights, scattered rows, empty experts"};
@@ -897,6 +941,10 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_tma_probe_ptx);
 	tcase_add_test(t, test_ws_setmaxnreg_pool);
 	tcase_add_test(t, test_ws_setmaxnreg_probe_ptx);
+	suite_add_tcase(s, t);
+	t = tcase_create("epilogue");	/* CK_RUN_CASE=epilogue runs it alone */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_mat_leaves_ahead);
 	suite_add_tcase(s, t);
 	return s;
 }
