@@ -684,6 +684,14 @@ gemm_mat_leaves(GemmCore *k, const GemmRow *row, LLVMValueRef col, LLVMValueRef 
 		const CgEpInst *in = &k->s.ep.in[i];
 		if (in->op != CGE_MAT)
 			continue;
+		if (i < nin && !k->clamp) {	/* the pair in one load: col is even, ld a multiple of 8 */
+			int sz = esize(in->dt);
+			LLVMTypeRef vt = LLVMVectorType(cg_raw_type(f, in->dt), 2);
+			LLVMValueRef v = cg_gload(f, vt, gptr(f, row->matb[i], cg_sext64(f, col), sz), 2 * sz);
+			for (int e = 0; e < 2; e++)
+				matv[e][i] = cg_to_f32(f, LLVMBuildExtractElement(f->B, v, cg_i32(f, e), ""), in->dt);
+			continue;
+		}
 		for (int e = 0; e < (i < nin ? 2 : 1); e++) {
 			LLVMValueRef c = i < nin ? cg_addi(f, col, e) : cg_shr(f, col, 1);
 			if (k->clamp)
