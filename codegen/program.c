@@ -912,15 +912,20 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 			if (pass < 2 && !fits)
 				continue;
 			c = *s;
-			/* quantised B at decode: a 128-column tile of the row class
-			 * fitted to K from the first pass (gpt-oss's K = 2880 takes
-			 * no 128-deep k-tile: 16x128x64 rather than the unfitted
-			 * 16x64x64, half the A loads and loop overhead per fragment;
-			 * measured 108.9 against 140.5 us for its gate|up at 4
-			 * stages, 2026-12-02; the table's 5 here: at 4 the split rule,
-			 * which counts CTAs an SM holds by shared memory alone, splits
-			 * it 5 ways) */
-			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
+			/* decode: a 128-column tile of the row class fitted to K
+			 * from the first pass (gpt-oss's K = 2880 takes no 128-deep
+			 * k-tile: 16x128x64 rather than the unfitted 16x64x64, half
+			 * the A loads and loop overhead per weight byte, which is
+			 * what a decode CTA of 4 warps is bound by: ncu at T=16, one
+			 * warp a scheduler, 0.2 eligible, 66% of DRAM).  Measured on
+			 * the H200 (2026-12-02): quantised B 108.9 against 140.5 us
+			 * for its gate|up at 4 stages (the table's 5 here: at 4 the
+			 * split rule, which counts CTAs an SM holds by shared memory
+			 * alone, splits it 5 ways); bf16 (session 24's tune log)
+			 * 268.9 against 313.9 us at T=16, 74.2 against 100.9 at T=1.
+			 * Only where N takes the 128 columns (not gpt-oss's down,
+			 * N = 2880) */
+			if (pass == 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
 			    try_tile(t, &c, tl, 1) == 0 && c.bn == tl->bn) {
 				/* taken */
 			} else if (c = *s, try_tile(t, &c, tl, pass > 0)) {

@@ -68,8 +68,9 @@ deepseek_T16 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p1
 deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
 deepseek_T256 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
 deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t17-64 16x128x128.w1x4.s5.k1 T>bm
-# gpt-oss-20b T=16: stream-K 464 us against tiles 505
-gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
+# gpt-oss-20b T=16: stream-K 464 us against tiles 505; gate|up 128 columns fitted to K = 2880 (bk 64):
+# 268.9 against 313.9 us at 16x64x64 (session 24's tune log), 2 CTAs an SM
+gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x128x64.w1x4.s5.k1.p264 tune-14%
 gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
 # dense up-projection M=16: stream-K 40.7 us, tiles 40.8
 dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
