@@ -1622,9 +1622,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		for (int j = 0, j1; j < nseg; j = j1) {	/* segments j..j1-1 share target i's kernel */
 			for (j1 = j + 1; j1 < nseg && seg[j1].names[i] == seg[j].names[i]; j1++)
 				;
-			int whole = j == 0 && j1 == nseg;
-			if (gemm_step(p, call, seg[j].names[i], i, &gb, whole ? 0 : seg[j].tlo,
-				      whole ? 0 : seg[j1 - 1].thi, uniform ? NULL : p->o.arch[i]))
+			if (gemm_step(p, call, seg[j].names[i], i, &gb, nseg > 1 ? seg[j].tlo : 0,
+				      nseg > 1 ? seg[j1 - 1].thi : 0, uniform ? NULL : p->o.arch[i]))
 				return -1;
 		}
 	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, seg, nseg))
