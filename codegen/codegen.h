@@ -619,7 +619,8 @@ CgMainloop cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s);
 int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
 /*
  * Whether ping-pong consumers pay for s's cooperative plan on t at up to
- * thi tokens (k_gemm_ws.c: grouped with A not gathered; dense by waves).
+ * thi tokens (k_gemm_ws.c: grouped with A not gathered and short K; dense
+ * by waves).
  * The planner requests them with s->ws_mode = CG_WS_PINGPONG, which
  * cg_gemm_ws_for honours where the warp-specialised mainloop takes the spec
  * (and every other mainloop must be given CG_WS_COOPERATIVE).

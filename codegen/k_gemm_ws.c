@@ -256,16 +256,18 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  * consumers are cooperative only), not gathered A (3303 -> 4343 us alone,
  * Mixtral's up-projection).
  *
- * cg_gemm_pingpong_pays: where the H200 measured it faster (bench/gemm
- * kernels alone after the descriptor change, bench/results/2026-12-02-s25-
- * final-gemm.log; bundles, -pingpong-default-ab.log):
+ * cg_gemm_pingpong_pays: where the H200 measured it faster (bundles,
+ * bench/results/2026-12-02-s25-pingpong-default-ab.log and session 26's
+ * A/B; bench/gemm kernels alone, -s25-final-gemm.log):
  *  - grouped with A not gathered (the MoE down projection, scattered with
- *    routing weights), any K: DeepSeek-V3's (32 k-tiles) 2966 -> 2691 us at
- *    T = 4096 in the block, Qwen3-30B-A3B's (12) 297 -> 292, Mixtral's (224
- *    k-tiles) 1548 -> 1461 alone.  (Session 25 kept Mixtral's cooperative on
- *    a bundle A/B of 1612 -> 1684 us that ran before the descriptor change,
- *    which sped the ping-pong kernel up 12% and the cooperative 1-3%:
- *    dense M=1024 208 -> 184 against 209 -> 207.)
+ *    routing weights) of at most PINGPONG_KT k-tiles, where the epilogue is
+ *    a large share of a tile: DeepSeek-V3's (32 k-tiles) 2966 -> 2691 us at
+ *    T = 4096 in the block, Qwen3-30B-A3B's (12) 297 -> 292.  Not Mixtral's
+ *    (224 k-tiles): 1527 -> 1594 us in the block (session 26), though 1548 ->
+ *    1461 alone: the kernel alone was compared with the persistent
+ *    cooperative kernel (wsdn_*_p), the bundle runs the tiles schedule, which
+ *    is faster there (heuristic step 5a), and the epilogue ping-pong hides is
+ *    small against 224 k-tiles.
  *  - dense, by waves at the bucket's most rows (thi: the T `moert tune` times
  *    a bucket at): the cooperative tiles run one CTA an SM in waves, ping-pong
  *    twice the tiles over the same SMs; each wave's fill is tiles / (SMs x
@@ -275,7 +277,7 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  *    at M = 1024 (6.8 / 7 against 3.4 / 4 waves) 11% faster (184 against 207).
  * --debug=ws-pingpong takes it wherever it fits.
  */
-enum { PINGPONG_DENSE_PCT = 94 };
+enum { PINGPONG_KT = 32, PINGPONG_DENSE_PCT = 94 };
 
 /* The share of wave slots a launch of `tiles` over `slots` CTAs at a time fills. */
 static double
@@ -293,7 +295,7 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || sms <= 0)
 		return 0;
 	if (s->groups > 0)
-		return 1;
+		return s->K / s->bk <= PINGPONG_KT;
 	nt = (s->N + s->bn - 1) / s->bn;
 	coop = (M + s->bm - 1) / s->bm * nt;
 	pp = (M + 127) / 128 * ((s->N + 127) / 128);

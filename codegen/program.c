@@ -1224,7 +1224,7 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 
 /*
  * Ping-pong consumers per T bucket (cg_gemm_pingpong_pays, k_gemm_ws.c: the
- * MoE down projections, and dense GEMMs whose cooperative tiles fill their
+ * MoE down projections with short K, and dense GEMMs whose cooperative tiles fill their
  * last wave worse, at the bucket's most rows thi): requested on each
  * target's spec where it pays and the warp-specialised mainloop takes it
  * as ping-pong (s[i].ws_mode; elsewhere cooperative), so a bundle's buckets

@@ -80,8 +80,9 @@ dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p
 dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1 equal-fill
 dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t257-1024 256x128x64.w4x2.s4.k1+pp 184/207us
 dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 763/723us
-# MoE down projections at any K: Mixtral's (224 k-tiles) 1461 against 1548 us alone, DeepSeek-V3's 2691 against 2966
-mixtral_T4096 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1+pp 1461/1548us
+# MoE down projections up to 32 k-tiles: DeepSeek-V3's 2691 against 2966 us; not Mixtral's (224 k-tiles): 1594
+# against 1527 in the block (session 26), though 1461 against 1548 alone (against the persistent cooperative)
+mixtral_T4096 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1 1594/1527us
 mixtral_T4096 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1 gathered
 deepseek_T4096 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1+pp 2691/2966us
 # DeepSeek-V3's shared expert: cooperative at T=4096 (up: 399 against 441 us in session 25's run 1), ping-pong where
