@@ -620,6 +620,15 @@ CgMainloop cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s);
  */
 int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
 /*
+ * Whether ping-pong consumers pay for s's cooperative plan on t at up to
+ * thi tokens (k_gemm_ws.c: grouped with A not gathered and short K; dense
+ * by waves).
+ * The planner requests them with s->ws_mode = CG_WS_PINGPONG, which
+ * cg_gemm_ws_for honours where the warp-specialised mainloop takes the spec
+ * (and every other mainloop must be given CG_WS_COOPERATIVE).
+ */
+int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
+/*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte
  * swizzle.  The flags break it on purpose (for the emulator's checks).

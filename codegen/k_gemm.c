@@ -897,6 +897,8 @@ group_quant(G *g)
 		}
 }
 
+enum { MAT_AHEAD = 32 };	/* MAT leaf values in flight per thread (registers) */
+
 /*
  * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
  * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
@@ -913,7 +915,10 @@ gemm_epilogue(G *g)
 	const CgEpilogue *ep = &g->k.s.ep;
 	int sw = g->k.sw, nin = sw >= 0 ? sw : ep->n;
 	LLVMValueRef gq = cg_shr(f, g->k.lane, 2), tq = cg_and(f, g->k.lane, 3);
-	LLVMValueRef colv[MAXF][2][CG_EP_MAX], cols[MAXF];
+	LLVMValueRef colv[MAXF][2][CG_EP_MAX], matv[MAXF][2][CG_EP_MAX], cols[MAXF];
+	/* matrix leaves (a residual) of `ahead` pairs are loaded before their
+	 * stores (gemm_mat_leaves), MAT_AHEAD values at most */
+	int nmat = gemm_mat_values(&g->k), ahead = nmat ? MAX(1, MIN(g->ni, MAT_AHEAD / nmat)) : g->ni;
 
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef c = cg_add(f, g->k.n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
@@ -939,14 +944,19 @@ gemm_epilogue(G *g)
 			gemm_row(&g->k, r, &row);
 			c0 = g->k.s.quant.kind != CG_QUANT_NONE ? NULL
 				: gemm_c_ptr(&g->k, row.drow, sw >= 0 ? cg_shr(f, cols[0], 1) : cols[0]);
-			for (int j = 0; j < g->ni; j++) {
-				GemmPair p = {.col = cols[j], .colv = colv[j]};
-				int64_t at = (sw >= 0 ? 4 : 8) * j * esize(g->k.s.c_dt);
-				p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
-				p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
-				int n = gemm_ep_pair(&g->k, &row, &p);
-				result(g, mi, h, j, row.drow, p.out, c0 ? cg_gep(f, c0, cg_i64(f, at), 1) : NULL,
-				       p.res, n);
+			for (int j0 = 0; j0 < g->ni; j0 += ahead) {
+				int j1 = MIN(j0 + ahead, g->ni);
+				for (int j = j0; j < j1 && nmat; j++)
+					gemm_mat_leaves(&g->k, &row, cols[j], matv[j]);
+				for (int j = j0; j < j1; j++) {
+					GemmPair p = {.col = cols[j], .colv = colv[j], .matv = nmat ? matv[j] : NULL};
+					int64_t at = (sw >= 0 ? 4 : 8) * j * esize(g->k.s.c_dt);
+					p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
+					p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
+					int n = gemm_ep_pair(&g->k, &row, &p);
+					result(g, mi, h, j, row.drow, p.out, c0 ? cg_gep(f, c0, cg_i64(f, at), 1) : NULL,
+					       p.res, n);
+				}
 			}
 			cg_endif(f, &c);
 		}

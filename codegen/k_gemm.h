@@ -64,6 +64,7 @@ struct GemmPair {
 	LLVMValueRef col;			/* i32, even */
 	LLVMValueRef acc[2];			/* f32 accumulators of col, col+1 */
 	LLVMValueRef (*colv)[CG_EP_MAX];	/* COL leaves loaded ahead, [e][i]; NULL: load here */
+	LLVMValueRef (*matv)[CG_EP_MAX];	/* MAT leaves loaded ahead (gemm_mat_leaves); NULL: here */
 	LLVMValueRef res[2], out;		/* results, and the (output) column of res[0] */
 };
 
@@ -120,6 +121,10 @@ LLVMValueRef gemm_dest_row(GemmCore *k, LLVMValueRef r);
 LLVMValueRef gemm_col_leaf(GemmCore *k, int i, LLVMValueRef col);
 /* The destination row and the row leaves of GEMM row r (inside r < rend). */
 void gemm_row(GemmCore *k, LLVMValueRef r, GemmRow *row);
+/* Values a pair's MAT leaves load (2 per leaf before swiglu, 1 after); 0: none. */
+int gemm_mat_values(const GemmCore *k);
+/* Pair (row, col)'s MAT leaves, loaded ahead into matv[e][i] for gemm_ep_pair. */
+void gemm_mat_leaves(GemmCore *k, const GemmRow *row, LLVMValueRef col, LLVMValueRef (*matv)[CG_EP_MAX]);
 /* The epilogue program on one pair; returns the results: 2, or 1 after swiglu. */
 int gemm_ep_pair(GemmCore *k, const GemmRow *row, GemmPair *p);
 /* n (1 or 2) values to C[drow, col..]. */

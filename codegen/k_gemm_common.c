@@ -653,8 +653,59 @@ leaves(GemmCore *k, const GemmRow *row, const GemmPair *p, int e, LLVMValueRef *
 		case CGE_IMM: val[i] = cg_f32(f, in->imm); break;
 		case CGE_COL: val[i] = colv ? colv[i] : gemm_col_leaf(k, i, col); break;
 		case CGE_ROW: val[i] = row->rowv[i]; break;
-		case CGE_MAT: val[i] = gemm_load_f32(f, row->matb[i], cg_sext64(f, col), in->dt); break;
+		case CGE_MAT:
+			val[i] = p->matv ? p->matv[after ? 0 : e][i]
+					 : gemm_load_f32(f, row->matb[i], cg_sext64(f, col), in->dt);
+			break;
 		default: break;
+		}
+	}
+}
+
+int
+gemm_mat_values(const GemmCore *k)
+{
+	int n = 0, nin = k->sw >= 0 ? k->sw : k->s.ep.n;
+
+	for (int i = 0; i < k->s.ep.n; i++)
+		if (k->s.ep.in[i].op == CGE_MAT)
+			n += i < nin ? 2 : 1;
+	return n;
+}
+
+/*
+ * A residual or other matrix leaf is read from a parameter that may be C
+ * itself (not noalias), so neither LLVM nor ptxas moves a pair's loads above
+ * the store of the pair before: loaded in gemm_ep_pair, each pair waits a
+ * full memory latency (DeepSeek-V3's shared down projection at T = 4096, two
+ * leaves, 64 pairs a thread: 435 us for 120 GFLOP).  Loaded ahead for
+ * several pairs, they overlap.  In place (C is the leaf) it stays exact: a
+ * thread reads only the elements it then stores, each before its store.
+ * The columns are leaves()'s: col + e before swiglu, col / 2 after.
+ */
+void
+gemm_mat_leaves(GemmCore *k, const GemmRow *row, LLVMValueRef col, LLVMValueRef (*matv)[CG_EP_MAX])
+{
+	CgFn *f = k->f;
+	int n = k->s.ep.n, sw = k->sw, nin = sw >= 0 ? sw : n;
+
+	for (int i = 0; i < n; i++) {
+		const CgEpInst *in = &k->s.ep.in[i];
+		if (in->op != CGE_MAT)
+			continue;
+		if (i < nin && !k->clamp) {	/* the pair in one load: col is even, ld a multiple of 8 */
+			int sz = esize(in->dt);
+			LLVMTypeRef vt = LLVMVectorType(cg_raw_type(f, in->dt), 2);
+			LLVMValueRef v = cg_gload(f, vt, gptr(f, row->matb[i], cg_sext64(f, col), sz), 2 * sz);
+			for (int e = 0; e < 2; e++)
+				matv[e][i] = cg_to_f32(f, LLVMBuildExtractElement(f->B, v, cg_i32(f, e), ""), in->dt);
+			continue;
+		}
+		for (int e = 0; e < (i < nin ? 2 : 1); e++) {
+			LLVMValueRef c = i < nin ? cg_addi(f, col, e) : cg_shr(f, col, 1);
+			if (k->clamp)
+				c = cg_min(f, c, cg_i32(f, (i < nin ? k->s.N : k->width) - 1));
+			matv[e][i] = gemm_load_f32(f, row->matb[i], cg_sext64(f, c), in->dt);
 		}
 	}
 }

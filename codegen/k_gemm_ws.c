@@ -246,36 +246,67 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 }
 
 /*
- * --debug=ws-pingpong: a cooperative plan's two warpgroups of 128x128 (a
- * 128x256 or 256x128 tile) become two ping-pong warpgroups of 128x128 each,
- * persistent over PINGPONG_CTAS; what is expected to win is the epilogue
- * hidden behind the other warpgroup's wgmmas (largest where K is short:
- * Qwen3-30B-A3B's down projection, 12 k-tiles a tile) at the price of B
- * tiles shared by no second warpgroup (a third more TMA bytes per flop).
- * Not FP8 (its consumers are cooperative only).
+ * Ping-pong (a request: GemmSpec.ws_mode = CG_WS_PINGPONG on a cooperative
+ * plan, which cg_gemm_ws_for turns into it): a cooperative plan's two
+ * warpgroups of 128x128 (a 128x256 or 256x128 tile) become two ping-pong
+ * warpgroups of 128x128 each, persistent over PINGPONG_CTAS; what wins is
+ * the epilogue hidden behind the other warpgroup's wgmmas and a fuller last
+ * wave (twice the tiles over the same SMs), at the price of B tiles shared
+ * by no second warpgroup (a third more TMA bytes per flop).  Not FP8 (its
+ * consumers are cooperative only), not gathered A (3303 -> 4343 us alone,
+ * Mixtral's up-projection).
  *
- * Taken by default where the H200 measured it faster (2026-12-02, session
- * 25, bench/RESULTS.md): grouped GEMMs with A not gathered (the MoE down
- * projection, scattered) of at most PINGPONG_KT k-tiles, where the epilogue
- * is a large share of a tile: DeepSeek-V3's down (K = 2048, 32 k-tiles)
- * 2966 -> 2691 us at T = 4096 (its block 10499 -> 10340), Qwen3-30B-A3B's
- * (K = 768) 297 -> 292 (its block within noise).  Not
- * where K is long (Mixtral's down, 224 k-tiles: 1612 -> 1684 in the block),
- * nor dense (DeepSeek-V3's shared up-projection 399 -> 441, dense M=4096
- * 723 -> 763 alone), nor gathered A (Mixtral's up 3303 -> 4343 alone);
+ * cg_gemm_pingpong_pays: where the H200 measured it faster (bundles,
+ * bench/results/2026-12-02-s25-pingpong-default-ab.log and session 26's
+ * A/B; bench/gemm kernels alone, -s25-final-gemm.log):
+ *  - grouped with A not gathered (the MoE down projection, scattered with
+ *    routing weights) of at most PINGPONG_KT k-tiles, where the epilogue is
+ *    a large share of a tile: DeepSeek-V3's (32 k-tiles) 2966 -> 2691 us at
+ *    T = 4096 in the block, Qwen3-30B-A3B's (12) 297 -> 292.  Not Mixtral's
+ *    (224 k-tiles): 1527 -> 1594 us in the block (session 26), though 1548 ->
+ *    1461 alone: the kernel alone was compared with the persistent
+ *    cooperative kernel (wsdn_*_p), the bundle runs the tiles schedule, which
+ *    is faster there (heuristic step 5a), and the epilogue ping-pong hides is
+ *    small against 224 k-tiles.
+ *  - dense, by waves at the bucket's most rows (thi: the T `moert tune` times
+ *    a bucket at): the cooperative tiles run one CTA an SM in waves, ping-pong
+ *    twice the tiles over the same SMs; each wave's fill is tiles / (SMs x
+ *    waves).  Ping-pong where its fill x PINGPONG_DENSE_PCT% beats the
+ *    cooperative's: at equal fill it measured 5.5% slower (N = 14336,
+ *    K = 4096, M = 4096: 27.2 / 28 and 13.6 / 14 waves, 763 against 723 us),
+ *    at M = 1024 (6.8 / 7 against 3.4 / 4 waves) 11% faster (184 against 207).
  * --debug=ws-pingpong takes it wherever it fits.
  */
-enum { PINGPONG_KT = 32 };
+enum { PINGPONG_KT = 32, PINGPONG_DENSE_PCT = 94 };
 
-static int
-pingpong_pays(const GemmSpec *s)
+/* The share of wave slots a launch of `tiles` over `slots` CTAs at a time fills. */
+static double
+wave_fill(int64_t tiles, int64_t slots)
 {
-	return s->groups > 0 && !s->gather && s->K / s->bk <= PINGPONG_KT;
+	return tiles <= 0 || slots <= 0 ? 0 : (double)tiles / (double)(slots * ((tiles + slots - 1) / slots));
 }
 
+int
+cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
+{
+	int64_t M = (int64_t)(s->m_per_t > 0 ? s->m_per_t : 1) * thi, sms = cg_target_sms(t), nt, coop, pp;
+
+	if (s->gather || s->f8.group > 0 || s->warps_m * s->warps_n != 8 || s->bm * s->bn != 128 * 256 ||
+	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || sms <= 0)
+		return 0;
+	if (s->groups > 0)
+		return s->K / s->bk <= PINGPONG_KT;
+	nt = (s->N + s->bn - 1) / s->bn;
+	coop = (M + s->bm - 1) / s->bm * nt;
+	pp = (M + 127) / 128 * ((s->N + 127) / 128);
+	return wave_fill(pp, PINGPONG_CTAS) * PINGPONG_DENSE_PCT > wave_fill(coop, sms) * 100;
+}
+
+/* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups, else cooperative. */
 static void
 pingpong_plan(GemmSpec *w)
 {
+	w->ws_mode = CG_WS_COOPERATIVE;
 	if (w->f8.group > 0 || w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
 		return;
 	w->ws_mode = CG_WS_PINGPONG;
@@ -340,7 +371,8 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
-	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || pingpong_pays(&w)) {
+	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || s->ws_mode == CG_WS_PINGPONG) {
 		GemmSpec p = w;
 		pingpong_plan(&p);
 		if (p.ws_mode == CG_WS_PINGPONG && most_stages(t, &p, s->stages)) {

@@ -971,15 +971,20 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 			if (pass < 2 && !fits)
 				continue;
 			c = *s;
-			/* quantised B at decode: a 128-column tile of the row class
-			 * fitted to K from the first pass (gpt-oss's K = 2880 takes
-			 * no 128-deep k-tile: 16x128x64 rather than the unfitted
-			 * 16x64x64, half the A loads and loop overhead per fragment;
-			 * measured 108.9 against 140.5 us for its gate|up at 4
-			 * stages, 2026-12-02; the table's 5 here: at 4 the split rule,
-			 * which counts CTAs an SM holds by shared memory alone, splits
-			 * it 5 ways) */
-			if (pass == 0 && s->bq.group > 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
+			/* decode: a 128-column tile of the row class fitted to K
+			 * from the first pass (gpt-oss's K = 2880 takes no 128-deep
+			 * k-tile: 16x128x64 rather than the unfitted 16x64x64, half
+			 * the A loads and loop overhead per weight byte, which is
+			 * what a decode CTA of 4 warps is bound by: ncu at T=16, one
+			 * warp a scheduler, 0.2 eligible, 66% of DRAM).  Measured on
+			 * the H200 (2026-12-02): quantised B 108.9 against 140.5 us
+			 * for its gate|up at 4 stages (the table's 5 here: at 4 the
+			 * split rule, which counts CTAs an SM holds by shared memory
+			 * alone, splits it 5 ways); bf16 (session 24's tune log)
+			 * 268.9 against 313.9 us at T=16, 74.2 against 100.9 at T=1.
+			 * Only where N takes the 128 columns (not gpt-oss's down,
+			 * N = 2880) */
+			if (pass == 0 && tl->rows <= 16 && tl->bn >= 128 && s->K % tl->bk &&
 			    try_tile(t, &c, tl, 1) == 0 && c.bn == tl->bn) {
 				/* taken */
 			} else if (c = *s, try_tile(t, &c, tl, pass > 0)) {
@@ -1161,6 +1166,31 @@ split_why(const CgProgram *p, const Node *call, const CgGemmBind *gb, const Gemm
 }
 
 /*
+ * A GEMM's launches (emit_gemm): consecutive ranges of T, each with its spec
+ * per target (s[i] for p->mod[i]) and its kernel names.  The heuristic plans
+ * per launch range (decode 1..DECODE_T and prefill, or 1..max_tokens); a
+ * tuning table (version 2) can name each T bucket of a range on its own
+ * (cg_tuning_bucket), and buckets with the same tiles on every target are
+ * one launch.
+ */
+typedef struct {
+	int64_t tlo, thi;
+	GemmSpec s[8];
+	int simt;
+	const char *names[8];
+} GemmSeg;
+enum { MAX_SEGS = 24 };	/* buckets up to T = 2^31: 17 */
+
+static int
+same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
+{
+	return sa == sb && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
+	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
+	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
+	       a->ws_mode == b->ws_mode;
+}
+
+/*
  * One kernel per target, each for its own spec s[i].  sm_90a targets get
  * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
  * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
@@ -1171,12 +1201,15 @@ split_why(const CgProgram *p, const Node *call, const CgGemmBind *gb, const Gemm
  * targets that do (a kernel line lists the targets holding it, and each
  * target gets launch lines of its own: docs/bundle.md).  names[i]: target
  * i's kernel; returns 1 when the names differ, 0 when they are one, -1 on error.
+ * A target whose spec is that of the segment before (prev, when another
+ * target's plan made a new segment) takes that kernel again.
  */
 static int
-emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const char **names)
+emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const char **names,
+	     const GemmSeg *prev)
 {
 	GemmSpec ws[8];
-	int is_ws[8], nws = 0, split;
+	int is_ws[8], nws = 0, split, differ = 0;
 
 	for (int i = 0; i < p->o.narch; i++) {
 		ws[i] = s[i];
@@ -1186,14 +1219,25 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 	split = nws > 0 && nws < p->o.narch;
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec si = is_ws[i] ? ws[i] : s[i];
+		/* a target whose plan is the segment before's (another target's
+		 * differs): that kernel again, one launch line over both (emit_gemm) */
+		if (prev && prev->simt == simt && same_tiles(&prev->s[i], simt, &s[i], simt) &&
+		    prev->s[i].split_slots == s[i].split_slots) {
+			names[i] = prev->names[i];
+			continue;
+		}
+		if (!is_ws[i])
+			si.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is the WS mainloop's */
 		if (!simt && !is_ws[i])
-			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &s[i]);
+			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;
 	}
-	return split;
+	for (int i = 1; i < p->o.narch; i++)
+		differ |= strcmp(names[i], names[0]) != 0;
+	return differ;
 }
 
 /* The launch step of kernel `name` as module i built it, for tlo <= T <=
@@ -1229,22 +1273,6 @@ same_params(CgProgram *p, GemmSpec *s, int simt)
 			s[i].split_k = 1;
 }
 
-/*
- * A GEMM's launches (emit_gemm): consecutive ranges of T, each with its spec
- * per target (s[i] for p->mod[i]) and its kernel names.  The heuristic plans
- * per launch range (decode 1..DECODE_T and prefill, or 1..max_tokens); a
- * tuning table (version 2) can name each T bucket of a range on its own
- * (cg_tuning_bucket), and buckets with the same tiles on every target are
- * one launch.
- */
-typedef struct {
-	int64_t tlo, thi;
-	GemmSpec s[8];
-	int simt;
-	const char *names[8];
-} GemmSeg;
-enum { MAX_SEGS = 24 };	/* buckets up to T = 2^31: 17 */
-
 /* -v: each GEMM's tuning key (its T bucket blo..bhi) and variant per
  * target, what a tuning table (--tuning) would name; "tuning table" where
  * the table names the bucket or the launch range rlo..rhi it lies in. */
@@ -1260,9 +1288,32 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
 	cg_variant_of(s, &cv);
 	cg_variant_print(&cv, v, sizeof v);
-	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)", call->callee->name,
+	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
 		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
-		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic");
+		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
+		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" : "");
+}
+
+/*
+ * Ping-pong consumers per T bucket (cg_gemm_pingpong_pays, k_gemm_ws.c: the
+ * MoE down projections with short K, and dense GEMMs whose cooperative tiles fill their
+ * last wave worse, at the bucket's most rows thi): requested on each
+ * target's spec where it pays and the warp-specialised mainloop takes it
+ * as ping-pong (s[i].ws_mode; elsewhere cooperative), so a bundle's buckets
+ * get their own launches where the choice differs (same_tiles).
+ */
+static void
+pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
+{
+	for (int i = 0; i < p->o.narch; i++) {
+		GemmSpec w = s[i];
+		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
+		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
+			continue;	/* (--debug=ws-pingpong: wherever it fits) */
+		w.ws_mode = CG_WS_PINGPONG;
+		if (cg_gemm_ws_for(p->mod[i], &w) && w.ws_mode == CG_WS_PINGPONG)
+			s[i].ws_mode = CG_WS_PINGPONG;
+	}
 }
 
 /*
@@ -1294,14 +1345,6 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	vec_push(&p->run, m);
 	return 0;
-}
-
-static int
-same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
-{
-	return sa == sb && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
-	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
-	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas;
 }
 
 /*
@@ -1413,9 +1456,13 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 	       const GemmSpec *h, int64_t tlo, int64_t thi, int64_t wthi, int of, int *ncand,
 	       CandSeen *seen)
 {
-	GemmSpec c[MAX_CANDIDATES];
+	GemmSpec c[MAX_CANDIDATES], hb = *h;
 	char key[256], v[64];
-	int n = cand_specs(cg_module_target(p->mod[0]), h, thi, c);
+	int n;
+
+	pingpong_request(p, &hb, thi);	/* the bucket's own (one target) */
+	n = cand_specs(cg_module_target(p->mod[0]), &hb, thi, c);
+	h = &hb;
 
 	cg_gemm_key(h, tlo, thi, key, sizeof key);
 	for (int j = 0; j < n; j++) {
@@ -1431,14 +1478,14 @@ key_candidates(CgProgram *p, const Node *call, const char *name, const CgGemmBin
 		split_slots(&c[j], wthi);
 		cg_variant_of(&c[j], &cv);
 		cg_variant_print(&cv, v, sizeof v);
-		snprintf(id, sizeof id, "%d %s", c[j].split_slots, v);
+		snprintf(id, sizeof id, "%d %s%s", c[j].split_slots, v, c[j].ws_mode == CG_WS_PINGPONG ? " pp" : "");
 		while (at < seen->n && strcmp(seen->id[at], id))
 			at++;
 		if (at < seen->n) {
 			cname = seen->name[at];
 		} else {
 			cname = arena_printf(p->a, "%s_c%d", name, (*ncand)++);
-			if (emit_kernels(p, cname, &c[j], 0, nm) < 0)
+			if (emit_kernels(p, cname, &c[j], 0, nm, NULL) < 0)
 				return -1;
 			if (seen->n == seen->cap) {
 				seen->cap = seen->cap ? 2 * seen->cap : 64;
@@ -1520,6 +1567,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 	if (gb->rows) {
 		seg[0] = (GemmSeg){.tlo = gb->rows, .thi = gb->rows, .simt = simt};
 		memcpy(seg[0].s, s, sizeof seg[0].s);
+		if (!simt)
+			pingpong_request(p, seg[0].s, gb->rows);
 		for (int i = 0; i < p->o.narch && !simt; i++)
 			tiles_remark(p, call, i, &s[i], gb->rows, gb->rows, gb->rows, gb->rows);
 		return 1;
@@ -1543,6 +1592,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 				memcpy(b.s, dec && small ? small : s, sizeof b.s);
 			}
 		}
+		if (!bs)
+			pingpong_request(p, b.s, hi);
 		for (int i = 0; i < p->o.narch && !bs; i++)
 			tiles_remark(p, call, i, &b.s[i], lo, hi, rlo, rhi);
 		int same = n > 0 && seg[n - 1].simt == bs;
@@ -1633,7 +1684,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	}
 	for (int j = 0; j < nseg; j++) {
 		int split = emit_kernels(p, nseg == 1 ? name : seg_name(p, name, &seg[j]), seg[j].s,
-					 seg[j].simt, seg[j].names);
+					 seg[j].simt, seg[j].names, j ? &seg[j - 1] : NULL);
 		if (split < 0)
 			return -1;
 		uniform &= !split;	/* kernels of their own per target: launch lines too */
@@ -1644,10 +1695,13 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		return diag_error(p->d, call->loc, "@%s: the emulator cannot share a bundle with "
 				  "targets whose launch plans differ", call->callee->name);
 	for (int i = 0; i < (uniform ? 1 : p->o.narch); i++)
-		for (int j = 0; j < nseg; j++)
+		for (int j = 0, j1; j < nseg; j = j1) {	/* segments j..j1-1 share target i's kernel */
+			for (j1 = j + 1; j1 < nseg && seg[j1].names[i] == seg[j].names[i]; j1++)
+				;
 			if (gemm_step(p, call, seg[j].names[i], i, &gb, nseg > 1 ? seg[j].tlo : 0,
-				      nseg > 1 ? seg[j].thi : 0, uniform ? NULL : p->o.arch[i]))
+				      nseg > 1 ? seg[j1 - 1].thi : 0, uniform ? NULL : p->o.arch[i]))
 				return -1;
+		}
 	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, seg, nseg))
 		return -1;
 	if (gb.rows)

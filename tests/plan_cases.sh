@@ -34,10 +34,16 @@ compile deepseek_T16 16 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weigh
 compile deepseek_T256 256 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
 compile gptoss_T16 16 "$d/gpt-oss-20b/config.json" --layer 0 --synthetic-weights=1
 compile dense_up_M16 16 "$src/bench/models/dense_up.ir"
-# case   kernel  tuning key   variant   (the logged measurement behind it)
+compile dense_up_M4096 4096 "$src/bench/models/dense_up.ir"
+compile mixtral_T4096 4096 "$src/models/mixtral-8x7b/config.json" --layer 0 --synthetic-weights=1
+compile deepseek_T4096 4096 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
+# case   kernel  tuning key   variant (+pp: ping-pong consumers)   (the logged measurement behind it)
+pp=', ping-pong consumers (128x128 each, persistent)'
 while read -r name k key v why; do
 	case $name in '#'*|'') continue ;; esac
-	grep -q "\.$k on sm_90a: tuning key $key, variant $v (heuristic)" "$d/$name.log" && continue
+	tail=
+	case $v in *+pp) v=${v%+pp} tail=$pp ;; esac
+	grep -q "\.$k on sm_90a: tuning key $key, variant $v (heuristic)$tail\$" "$d/$name.log" && continue
 	echo "plan_cases: $name $k $key: want $v ($why), got:"
 	grep "\.$k on sm_90a: tuning key" "$d/$name.log"
 	fail=1
@@ -62,11 +68,28 @@ deepseek_T16 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p1
 deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
 deepseek_T256 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t65-256 64x128x64.w2x2.s4.k1 skew
 deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t17-64 16x128x128.w1x4.s5.k1 T>bm
-# gpt-oss-20b T=16: stream-K 464 us against tiles 505
-gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
+# gpt-oss-20b T=16: stream-K 464 us against tiles 505; gate|up 128 columns fitted to K = 2880 (bk 64):
+# 268.9 against 313.9 us at 16x64x64 (session 24's tune log), 2 CTAs an SM
+gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x128x64.w1x4.s5.k1.p264 tune-14%
 gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
 # dense up-projection M=16: stream-K 40.7 us, tiles 40.8
 dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
+# Ping-pong per T bucket (bench/results/2026-12-02-s25-final-gemm.log, kernels alone): dense N 14336 at M=1024
+# 184 us against 207 cooperative (3.4 of 4 waves filled against 6.8 of 7), M=4096 763 against 723 (equal fill);
+# 112 of 132 SMs either way at 256 rows
+dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1 equal-fill
+dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t257-1024 256x128x64.w4x2.s4.k1+pp 184/207us
+dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 763/723us
+# MoE down projections up to 32 k-tiles: DeepSeek-V3's 2691 against 2966 us; not Mixtral's (224 k-tiles): 1594
+# against 1527 in the block (session 26), though 1461 against 1548 alone (against the persistent cooperative)
+mixtral_T4096 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1 1594/1527us
+mixtral_T4096 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1 gathered
+deepseek_T4096 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1+pp 2691/2966us
+# DeepSeek-V3's shared expert: cooperative at T=4096 (up: 399 against 441 us in session 25's run 1), ping-pong where
+# its 256-row tiles leave most SMs idle (T <= 256: 32 and 56 CTAs)
+deepseek_T4096 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 399/441us
+deepseek_T4096 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 equal-fill
+deepseek_T4096 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1+pp waves
 EOF_CASES
 [ "$fail" = 0 ] && echo "plan_cases: ok"
 exit $fail

@@ -22,7 +22,8 @@ const DebugFlag debug_flags[] = {
 	{"ws-gather", DBG_WS_GATHER, NULL,
 	 "compile: gathered-A GEMMs (the MoE up-projection) on the warp-specialised mainloop (off: slower on the H200)"},
 	{"ws-pingpong", DBG_WS_PINGPONG, NULL,
-	 "compile: every warp-specialised bf16/f16 GEMM that fits takes ping-pong consumers (default: short-K MoE down projections only)"},
+	 "compile: every warp-specialised bf16/f16 GEMM that fits takes ping-pong consumers "
+	 "(default: short-K MoE down projections, and dense GEMMs in the T buckets whose last wave it fills better)"},
 	{"bq-v1", DBG_BQ_V1, NULL,
 	 "compile: MXFP4 weights in session 24's e2m1 layout with two multiplies a register (x 2^126, x the scale) "
 	 "instead of one, for A/B on the GPU (docs/codegen.md, Mixed-input GEMMs); integer formats unchanged"},

@@ -405,6 +405,52 @@ START_TEST(test_ws_emu_kn_f16_residual)
 }
 END_TEST
 
+/*
+ * Matrix leaves are loaded ahead of their pairs' stores, 8 pairs at a time
+ * here (gemm_mat_leaves: a leaf may be C itself, so nothing else moves a
+ * load above a store): DeepSeek-V3's shared down projection (bf16 acc + f32
+ * + bf16 residual), the residual read from C (in place) and not, ping-pong,
+ * a leaf before and one after swiglu; against the reference and bit for bit
+ * against the wgmma mainloop.  The PTX: the batch's 8 pairs of each leaf
+ * loaded before the first store, a pair a load (16; before, one pair's 4
+ * scalar loads).
+ */
+START_TEST(test_ws_emu_mat_leaves_ahead)
+{
+	CgTarget a = {"sm_90a", NULL, 3};
+	GemmCase c = {.what = "two matrix leaves, cooperative 128x256, ragged M"};
+	const char *ptx, *st;
+	int n = 0;
+
+	gh_spec_two_mats(&c.s, 512, 128, 0);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.T = 150;
+	check_case(&c, 1e-2);
+	c.what = "two matrix leaves, the residual in place";
+	c.in_place = 1;
+	check_case(&c, 1e-2);
+	c.what = "ping-pong, the residual in place, 3 CTAs";
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	check_case(&c, 1e-2);
+	c.what = "a leaf before swiglu and the residual after it, in place";
+	gh_spec_two_mats(&c.s, 512, 128, 1);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	check_case(&c, 1e-2);
+
+	gh_spec_two_mats(&c.s, 512, 128, 0);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	CgModule *m = gh_emit_specs(a.sm, GH_MMA, &c.s, 1, "g");
+	ptx = gh_ptx(m);
+	st = strstr(ptx, "st.global");
+	ck_assert_ptr_nonnull(st);
+	for (const char *q = ptx; (q = strstr(q, "ld.global.")) && q < st; q++)
+		n++;
+	ck_assert_int_eq(n, 16);
+	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.v2.f32"));	/* (a bf16 pair: ld.global.u32) */
+	cg_module_free(m);
+}
+END_TEST
+
 START_TEST(test_ws_emu_grouped_scale_scatter)
 {
 	GemmCase c = {.what = "grouped: routing weights, scattered rows, empty experts"};
@@ -616,6 +662,80 @@ START_TEST(test_ws_pingpong_program_against_interpreter)
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k4", "w2x2x2+4 s6 ws tma pingpong persistent", 2e-2, dbg);
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "w2x2x2+4 s6 ws tma cp.async-a pingpong persistent",
 			       2e-2, dbg | DBG_WS_GATHER);
+}
+END_TEST
+
+/*
+ * Ping-pong per T bucket (cg_gemm_pingpong_pays, at the bucket's most rows):
+ * the MoE down projections up to 32 k-tiles; dense GEMMs where twice the tiles fill
+ * the last wave better than the cooperative tiles by more than the 6% that
+ * ping-pong measured slower at equal fill (H200, bench/results/2026-12-02-
+ * s25-final-gemm.log).  Never gathered A, FP8, or a tile that is not two
+ * cooperative warpgroups of 128x128.
+ */
+START_TEST(test_ws_pingpong_pays_by_waves)
+{
+	static const struct {
+		const char *what;
+		int64_t N, K, thi;
+		int E, m, gather, bm, bn, wm, wn, f8, want;
+	} c[] = {
+		/* dense up-projection N 14336: 3.4 / 4 waves cooperative, 6.8 / 7 ping-pong (184 against 207 us) */
+		{"dense M=1024", 14336, 4096, 1024, 0, 1, 0, 128, 256, 2, 4, 0, 1},
+		{"dense M=1024, 256x128", 14336, 4096, 1024, 0, 1, 0, 256, 128, 4, 2, 0, 1},
+		/* 13.6 / 14 against 27.2 / 28: equal fill (763 against 723 us) */
+		{"dense M=4096", 14336, 4096, 4096, 0, 1, 0, 128, 256, 2, 4, 0, 0},
+		{"dense M=4096, 256x128", 14336, 4096, 4096, 0, 1, 0, 256, 128, 4, 2, 0, 0},
+		/* 112 of 132 SMs either way */
+		{"dense M=256", 14336, 4096, 256, 0, 1, 0, 256, 128, 4, 2, 0, 0},
+		/* DeepSeek-V3's shared expert at T = 256: 32 CTAs cooperative, 64 ping-pong */
+		{"DeepSeek-V3 shared up T=256", 4096, 7168, 256, 0, 1, 0, 256, 128, 4, 2, 0, 1},
+		{"DeepSeek-V3 shared down T=4096", 7168, 2048, 4096, 0, 1, 0, 256, 128, 4, 2, 0, 0},
+		/* MoE down projections up to 32 k-tiles (DeepSeek-V3 2966 -> 2691 us); not Mixtral's
+		 * 224 (1527 -> 1594 in the block) */
+		{"Mixtral down (224 k-tiles)", 4096, 14336, 4096, 8, 2, 0, 128, 256, 2, 4, 0, 0},
+		{"DeepSeek-V3 down", 7168, 2048, 4096, 256, 8, 0, 128, 256, 2, 4, 0, 1},
+		{"Mixtral gate|up (gathered)", 28672, 4096, 4096, 8, 2, 1, 128, 256, 2, 4, 0, 0},
+		{"FP8 down", 7168, 2048, 4096, 256, 8, 0, 128, 256, 2, 4, 1, 0},
+		{"one warpgroup's tile", 14336, 4096, 1024, 0, 1, 0, 128, 128, 2, 2, 0, 0},
+		{"gpt-oss 128x192", 2880, 2880, 4096, 32, 4, 0, 128, 192, 2, 4, 0, 0},
+	};
+	CgTarget t = {"sm_90a", NULL, 3};
+
+	for (size_t i = 0; i < NELEM(c); i++) {
+		GemmSpec s;
+		cg_gemm_default(&s);
+		s.N = c[i].N, s.K = c[i].K, s.groups = c[i].E, s.m_per_t = c[i].m, s.gather = c[i].gather;
+		s.bm = c[i].bm, s.bn = c[i].bn, s.bk = 64, s.warps_m = c[i].wm, s.warps_n = c[i].wn;
+		s.f8.group = c[i].f8 ? 128 : 0;
+		ck_assert_msg(cg_gemm_pingpong_pays(&t, &s, c[i].thi) == c[i].want, "%s: want %d", c[i].what,
+			      c[i].want);
+	}
+}
+END_TEST
+
+/* A dense FFN planned for 4096 tokens on the emulator standing for sm_90a:
+ * the up-projection (N 2048: 256x128 tiles) ping-pong for T in 65..1024 and
+ * cooperative above, one launch each; at T = 100 against the interpreter. */
+static const char prog_dense[] =
+	"weight $w1 : bf16[2048,512] seed=1\n"
+	"weight $b1 : bf16[2048] scale=0.1 seed=2\n"
+	"weight $w2 : bf16[512,2048] seed=3\n"
+	"graph @dd(%x: bf16[T,512]) -> (y: bf16[T,512]) {\n"
+	"	%h0 = matmul %x, $w1, $b1, trans_b=1 : bf16[T,2048]\n"
+	"	%h = gelu %h0, approx=tanh : bf16[T,2048]\n"
+	"	%y0 = matmul %h, $w2, trans_b=1 : bf16[T,512]\n"
+	"	%y = add %x, %y0 : bf16[T,512]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_pingpong_per_bucket_program)
+{
+	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS;
+
+	gh_check_program_max(prog_dense, 100, 4096, "dd_k0_t65_1024", "w2x2x2+4 s6 ws tma pingpong persistent",
+			     2e-2, dbg);
+	gh_check_program_max(prog_dense, 3, 4096, "dd_k0", "w4x2+4 s4 ws tma tiles", 2e-2, dbg);
 }
 END_TEST
 
@@ -897,6 +1017,15 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_tma_probe_ptx);
 	tcase_add_test(t, test_ws_setmaxnreg_pool);
 	tcase_add_test(t, test_ws_setmaxnreg_probe_ptx);
+	suite_add_tcase(s, t);
+	t = tcase_create("epilogue");	/* CK_RUN_CASE=epilogue runs it alone */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_mat_leaves_ahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_pingpong_pays_by_waves);
+	tcase_add_test(t, test_ws_pingpong_per_bucket_program);
 	suite_add_tcase(s, t);
 	return s;
 }

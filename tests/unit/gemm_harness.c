@@ -151,6 +151,21 @@ gh_spec_kn_residual(GemmSpec *s, int64_t N, int64_t K, DType dt)
 	cg_ep_op(&s->ep, OP_ADD, a, r);
 }
 
+void
+gh_spec_two_mats(GemmSpec *s, int64_t N, int64_t K, int swiglu)
+{
+	int a, m, r;
+
+	sizes(s, N, K, 0);
+	a = cg_ep_acc(&s->ep);
+	m = cg_ep_mat(&s->ep, DT_F32, 0, CGR_DIRECT, "moe");
+	a = cg_ep_op(&s->ep, OP_ADD, a, m);
+	if (swiglu)
+		a = cg_ep_swiglu(&s->ep, a, NULL);
+	r = cg_ep_mat(&s->ep, DT_BF16, 0, CGR_DIRECT, "residual");
+	cg_ep_op(&s->ep, OP_ADD, a, r);
+}
+
 /* ---- one case: inputs, the emulator run ---- */
 
 static int *
@@ -188,6 +203,17 @@ leaf_elems(const GemmRun *r, int i)
 	case CGE_MAT: return rows * (size_t)(in->ld ? in->ld : space);
 	default: return 0;
 	}
+}
+
+/* The last MAT leaf with C's type and bytes (the one an in-place case reads from C), or -1. */
+static int
+in_place_leaf(const GemmRun *r)
+{
+	for (int i = r->s.ep.n - 1; i >= 0; i--)
+		if (r->s.ep.in[i].op == CGE_MAT && r->s.ep.in[i].dt == r->s.c_dt &&
+		    leaf_elems(r, i) * dtype_bytes(r->s.c_dt, 1) == r->cbytes)
+			return i;
+	return -1;
 }
 
 /*
@@ -315,6 +341,14 @@ inputs(GemmRun *r, const GemmCase *c)
 	for (int i = 0; i < s->ep.n; i++)
 		if (cg_ep_is_load(s->ep.in[i].op))	/* may be empty (no rows) */
 			r->leaf[i] = fill(s->ep.in[i].dt, leaf_elems(r, i), 1.0, leaves);
+	if (c->in_place) {	/* C starts as the last MAT leaf (the reference keeps the copy) */
+		int i = in_place_leaf(r);
+		if (i < 0)
+			snprintf(r->msg, sizeof r->msg, "in place: no MAT leaf of C's type and size");
+		else
+			memcpy(r->C, r->leaf[i], r->cbytes);
+		r->in_place = 1;
+	}
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.scale_role) {
 		r->qscale = calloc(1, 8);
 		dtype_store(s->quant.scale_dt, r->qscale, 0, c->scale_v);
@@ -377,9 +411,12 @@ arguments(const GemmRun *r, const CgKernel *k, uint64_t *args, CgEmuBuf *buf, in
 		ARG(r->sidx, sizeof(int) * M);
 	if (r->offs)
 		ARG(r->offs, sizeof(int) * (size_t)(r->E + 1));
-	for (int i = 0; i < s->ep.n; i++)
-		if (r->leaf[i])
+	for (int i = 0; i < s->ep.n; i++) {
+		if (r->in_place && i == in_place_leaf(r))
+			args[na++] = (uint64_t)(uintptr_t)r->C;	/* C's buffer, listed once */
+		else if (r->leaf[i])
 			ARG(r->leaf[i], leaf_elems(r, i) * dtype_bytes(s->ep.in[i].dt, 1));
+	}
 	if (r->qscale)
 		ARG(r->qscale, dtype_bytes(s->quant.scale_dt, 1));
 	if (r->qzero)

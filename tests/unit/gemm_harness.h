@@ -37,6 +37,10 @@ void gh_spec_grouped_scale_scatter(GemmSpec *s, int E, int64_t N, int64_t K);
 void gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K);
 /* dt everywhere, B [K,N], plus a residual [M,N] of dt */
 void gh_spec_kn_residual(GemmSpec *s, int64_t N, int64_t K, DType dt);
+/* DeepSeek-V3's shared down projection: acc + an f32 [M,N] + a bf16
+ * residual [M,N]; with swiglu, the sum silu-gated (interleaved) before the
+ * residual [M,N/2] */
+void gh_spec_two_mats(GemmSpec *s, int64_t N, int64_t K, int swiglu);
 
 /* ---- one case on the emulator ---- */
 
@@ -59,6 +63,8 @@ struct GemmCase {
 	uint64_t seed;		/* 0: 12345 */
 	double scale_v, zero_v;	/* static quantisation: the values behind its roles */
 	DType bq_zero_dt;	/* quantised B with zero points: their IR type (0: b_dt) */
+	int in_place;		/* the last MAT leaf (C's type and shape) is C itself: C starts
+				 * as its values and the kernel reads it there */
 };
 
 /* Row r of the output: its expert, its A row, its C row, its raw gather index. */
@@ -83,6 +89,7 @@ struct GemmRun {
 	void *ws;		/* split-K's workspace (flags zeroed, partials NaN), or NULL */
 	size_t wsbytes;
 	size_t cbytes;
+	int in_place;		/* GemmCase.in_place: the leaf's argument is C */
 	char msg[600];		/* why gh_run or gh_compare failed */
 };
 
