@@ -188,6 +188,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return -1;
 	if (s->bq.group > 0 && gemm_bq_check(&g, d) < 0)
 		return -1;
+	if (s->bq.group <= 0 && (s->bq.direct || s->bq.vec > 1))
+		return diag_error(d, LOC_NONE, "gemm: direct B and lane vectors are for quantised B");
 	if (s->mainloop == CG_MAINLOOP_WGMMA) {
 		if (gemm_wgmma_check(t, &g, d) < 0)
 			return -1;

@@ -931,6 +931,40 @@ static const char prog_moe_fp8[] =
 	"	ret %y\n"
 	"}\n";
 
+/* A GPTQ int4 MoE (u4 with zero points per 128) with MXFP4 down experts,
+ * sized so that the decode plan takes direct B with lane vectors (K of 256
+ * and 128: k-tiles of 256 and 128 held in registers). */
+static const char prog_moe_direct[] =
+	"weight $router : bf16[8,256]\n"
+	"weight $wguq : u4[8,256,256] scale=7\n"
+	"weight $wgus : bf16[8,256,2] mean=0.02 scale=0.005\n"
+	"weight $wguz : u4[8,256,2] mean=8 scale=7\n"
+	"weight $wdq : f4e2m1[8,256,128] scale=5\n"
+	"weight $wds : f8e8m0[8,256,4] mean=0.03 scale=0.01\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, $wguz, axis=2, block_size=128, to=bf16 : bf16[8,256,256]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=32, to=bf16 : bf16[8,256,128]\n"
+	"	%y = moe %x, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* The whole plan with direct quantised B (program.c's bq_direct) against
+ * the interpreter at T = 1, 7, 16 and 64 (16-row tiles up to max_tokens =
+ * 64 here: 64 takes several row tiles an expert), and with --debug=bq-staged (session 25's plan: B staged, no lane vectors). */
+START_TEST(test_program_direct)
+{
+	static const int T[] = {1, 7, 16, 64};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 64, "moe_k3", "scale=bf16 zero vec2 direct", 1e-2, 0);
+		gh_check_program_max(prog_moe_direct, T[i], 64, "moe_k4", "scale=f8e8m0 le2 vec2 direct", 1e-2, 0);
+	}
+	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k3", "scale=bf16 zero tiles", 1e-2, DBG_BQ_STAGED);
+	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, DBG_BQ_STAGED);
+}
+END_TEST
+
 static const struct {
 	const char *text;
 	int T[2];
@@ -980,6 +1014,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_grouped);
 	tcase_add_test(t, test_decode_variants);
 	tcase_add_test(t, test_direct);
+	tcase_add_test(t, test_program_direct);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
