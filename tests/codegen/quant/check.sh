@@ -17,4 +17,15 @@ grep -q 'ld.global.nc.L1::no_allocate.v2.u32' "$tmp/a.ptx" || fail "no lane-vect
 	--debug=bq-staged --emit=ptx -o "$tmp/b.ptx" >"$tmp/b.txt" 2>&1 || fail "compile with bq-staged"
 grep -q 'variant .*\.d (heuristic)' "$tmp/b.txt" && fail "bq-staged: a direct plan"
 grep -q 'ld.global.nc.L1::no_allocate' "$tmp/b.ptx" && fail "bq-staged: direct loads in the PTX"
-echo "ok $dir: both decode GEMMs on direct B, none with bq-staged"
+# a tuning table's .d: direct or staged per key, whatever the heuristic's choice
+key=$(sed -n 's/.*k3 on sm_90a: tuning key \([^ ]*\.t2-16\), variant \([^ ]*\)\.d (heuristic).*/\1 \2/p' "$tmp/a.txt")
+set -- $key
+printf 'moec-tuning 2\nsm_90a %s %s\n' "$1" "$2" > "$tmp/t.tuning"
+"$moec" compile "$dir/config.json" --layer 1 --synthetic-weights=7 --arch=sm_90a --max-tokens=16 -v \
+	--debug=bq-staged --tuning="$tmp/t.tuning" -o "$tmp/c.moeb" >"$tmp/c.txt" 2>&1 || fail "compile with a table"
+grep -q "k3 on sm_90a: tuning key $1, variant $2 (tuning table)" "$tmp/c.txt" || fail "the table's staged variant not taken"
+printf 'moec-tuning 2\nsm_90a %s %s.d\n' "$1" "$2" > "$tmp/t.tuning"
+"$moec" compile "$dir/config.json" --layer 1 --synthetic-weights=7 --arch=sm_90a --max-tokens=16 -v \
+	--tuning="$tmp/t.tuning" -o "$tmp/d.moeb" >"$tmp/d.txt" 2>&1 || fail "compile with a table"
+grep -q "k3 on sm_90a: tuning key $1, variant $2.d (tuning table)" "$tmp/d.txt" || fail "the table's direct variant not taken"
+echo "ok $dir: both decode GEMMs on direct B, none with bq-staged; a table's .d taken"
