@@ -576,8 +576,6 @@ mainloop_plain(G *g)
 		load_frags(g, stage_off(g, kt), kk, &fr);
 		mma_frags(g, &fr);
 	}
-	if (g->k.s.bq.direct)
-		gemm_bq_advance(g);
 	/* k-tile kt+1 has landed; every warp is done with kt */
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
@@ -606,9 +604,7 @@ ktile_pipelined(G *g, Frag *vars, LLVMValueRef rd, LLVMValueRef nx)
 			/* k-tile kt+1 has landed; every warp is past its reads of kt-1 */
 			cg_cp_async_wait(f, g->k.s.stages - 2);
 			cg_barrier(f);
-			g->bq.use_next = 1;	/* direct B: the next k-tile's words */
 			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
-			g->bq.use_next = 0;
 		}
 		mma_frags(g, &cur);
 		cur = next;
@@ -645,10 +641,8 @@ mainloop(G *g)
 	}
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
-	if (s->bq.direct) {	/* k-tile 0's B words, straight into registers */
-		gemm_bq_fetch(g, cg_i32(f, 0));
-		gemm_bq_advance(g);
-	}
+	if (s->bq.direct)	/* k-tile 0's B words, straight into registers */
+		gemm_bq_first(g);
 	if (s->no_frag_pipe) {
 		mainloop_plain(g);
 		return;
@@ -664,8 +658,6 @@ mainloop(G *g)
 	if (s->bq.direct)	/* k-tile kt+1's B words in flight during kt */
 		gemm_bq_fetch(g, cg_addi(f, kt, 1));
 	ktile_pipelined(g, &vars, rd, nx);
-	if (s->bq.direct)
-		gemm_bq_advance(g);
 	cg_endloop(f, &l);
 	cg_barrier(f);		/* every warp is done with the stages */
 }

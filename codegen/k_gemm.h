@@ -165,9 +165,9 @@ struct G {
 		int atoms;			/* atoms per k-tile: bk / ka */
 		LLVMValueRef d_lane;		/* i64: the lane's byte offset in the warp's first n8 row */
 		LLVMValueRef dsrc;		/* per tile: B of the tile's first n8 row + d_lane */
-		LLVMValueRef dcur[BQ_DWORDS];	/* vars: the current k-tile's words, [j * atoms + a] */
-		LLVMValueRef dnext[BQ_DWORDS];	/* values: the next k-tile's (gemm_bq_fetch) */
-		int use_next;			/* gemm_bq_frags reads dnext (the next k-tile's k-step 0) */
+		LLVMValueRef dw[BQ_DWORDS];	/* vars: the lane's words, [j * atoms + a]: of the current
+						 * k-tile, or the next one's where already reloaded */
+		LLVMValueRef dptr;		/* per k-tile: where the next k-tile's words are */
 		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
 	} bq;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
@@ -201,10 +201,11 @@ void gemm_bq_sources(G *g);
 void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
 /* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */
 void gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2]);
-/* Direct B: issue the loads of k-tile kt's (i32) words into dnext; then,
- * once the k-tile before it is done, make them the current ones. */
+/* Direct B: k-tile 0's words into registers (per tile, before the loop);
+ * where k-tile kt's (i32) are (at the top of k-tile kt - 1, whose
+ * gemm_bq_frags reload each vector of words after its last k-step). */
+void gemm_bq_first(G *g);
 void gemm_bq_fetch(G *g, LLVMValueRef kt);
-void gemm_bq_advance(G *g);
 
 /* k_gemm_wgmma.c */
 /* Warpgroup tiles, fragment counts (mi, ni, mstride) and stage sizes. */

@@ -222,6 +222,8 @@ gemm_bq_check(const G *g, Diag *d)
 	if (s->bq.direct && s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: direct quantised B needs bn dividing N (bn = %d, N = %lld)",
 				  s->bn, (long long)s->N);
+	if (s->bq.direct && g->bq.ka * g->bq.vec < 32)
+		return diag_error(d, LOC_NONE, "gemm: direct %d-bit B needs lane vectors of 2 or 4 atoms", fm->bits);
 	if (s->bq.direct && g->ni * g->bq.atoms > BQ_DWORDS)
 		return diag_error(d, LOC_NONE, "gemm: direct quantised B holds %d words a lane per k-tile "
 				  "(at most %d: a smaller bk or more warps in N)", g->ni * g->bq.atoms, BQ_DWORDS);
@@ -311,37 +313,47 @@ ktile64(G *g, LLVMValueRef kt)
 }
 
 /*
- * Direct B: the lane's words of k-tile kt for its ni n8 blocks, vec atoms
- * a load (ld.global.nc.L1::no_allocate: streamed once), issued a k-tile
- * ahead of their use (the mainloop calls this at the top of k-tile kt - 1),
- * so the warp has a k-tile of weights in flight while it computes.  Past
- * the last k-tile it loads k-tile kt - 1 again (from L2; no branch).
+ * Direct B: the lane's words of a k-tile for its ni n8 blocks, vec atoms a
+ * load (ld.global.nc.L1::no_allocate: streamed once).  Each vector of words
+ * is reloaded with the next k-tile's as soon as its last k-step is
+ * dequantised (gemm_bq_frags), into the same registers: a k-tile of
+ * weights in flight a warp, no second set of registers and no copies.  Past
+ * the last k-tile the reloads read it again (from L2; no branch).
  */
+static void
+reload(G *g, LLVMValueRef p, int a)
+{
+	CgFn *f = g->k.f;
+	int64_t rowb = g->k.s.K * g->bq.bits;
+	LLVMValueRef w[4];
+
+	for (int j = 0; j < g->ni; j++) {
+		cg_gload_stream(f, cg_gep(f, p, cg_i64(f, j * rowb + a * 128), 1), g->bq.vec, w);
+		for (int v = 0; v < g->bq.vec; v++) {
+			LLVMValueRef *d = &g->bq.dw[j * g->bq.atoms + a + v];
+			if (!*d)
+				*d = cg_var(f, f->ti32, NULL);
+			cg_set(f, *d, w[v]);
+		}
+	}
+}
+
 void
 gemm_bq_fetch(G *g, LLVMValueRef kt)
 {
 	CgFn *f = g->k.f;
-	const GemmSpec *s = &g->k.s;
-	int64_t rowb = s->K * g->bq.bits;
 	LLVMValueRef k = cg_select(f, cg_lt(f, kt, cg_i32(f, g->kt)), kt, cg_addi(f, kt, -1));
-	LLVMValueRef p = cg_gep(f, g->bq.dsrc, cg_muli(f, ktile64(g, k), (int64_t)s->bk * g->bq.bits), 1);
 
-	for (int j = 0; j < g->ni; j++)
-		for (int a = 0; a < g->bq.atoms; a += g->bq.vec)
-			cg_gload_stream(f, cg_gep(f, p, cg_i64(f, j * rowb + a * 128), 1), g->bq.vec,
-					&g->bq.dnext[j * g->bq.atoms + a]);
+	g->bq.dptr = cg_gep(f, g->bq.dsrc, cg_muli(f, ktile64(g, k), (int64_t)g->k.s.bk * g->bq.bits), 1);
 }
 
 void
-gemm_bq_advance(G *g)
+gemm_bq_first(G *g)
 {
-	CgFn *f = g->k.f;
-
-	for (int i = 0; i < g->ni * g->bq.atoms; i++) {
-		if (!g->bq.dcur[i])
-			g->bq.dcur[i] = cg_var(f, f->ti32, NULL);
-		cg_set(f, g->bq.dcur[i], g->bq.dnext[i]);
-	}
+	gemm_bq_fetch(g, cg_i32(g->k.f, 0));
+	for (int a = 0; a < g->bq.atoms; a += g->bq.vec)
+		reload(g, g->bq.dptr, a);
+	g->bq.dptr = NULL;	/* set per k-tile by gemm_bq_fetch */
 }
 
 void
@@ -680,8 +692,8 @@ stage_words(G *g, LLVMValueRef off, LLVMValueRef *wv)
  * the packed word once per atom (8 / bits k-steps), each kept in vars (loop-carried: k-step 0 of a k-tile is loaded at the end
  * of the previous iteration, the fragments' double buffer).
  */
-void
-gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
+static void
+frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
@@ -695,9 +707,8 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef w, sc, z, big, h[4];
 
-		if (s->bq.direct) {	/* in registers (gemm_bq_fetch) */
-			int i = j * g->bq.atoms + atom;
-			w = g->bq.use_next ? g->bq.dnext[i] : cg_get(f, g->bq.dcur[i]);
+		if (s->bq.direct) {	/* in registers (reload) */
+			w = cg_get(f, g->bq.dw[j * g->bq.atoms + atom]);
 		} else {
 			int v = atom % g->bq.vec;
 			if (sub == 0 && v == 0)	/* the vector's words serve its vec atoms' k-steps */
@@ -748,6 +759,20 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 		cg_set(f, g->bq.bigv, cg_vote_any(f, anybig));
 	}
 	frags_one_mul(g, ws, scs, soffs, sub, b);
+}
+
+/* The fragments of k-step kk; direct B reloads a vector of words with the
+ * next k-tile's once its last k-step is done (never k-step 0: a vector
+ * spans 2 k-steps or more, so neither the loop's prologue nor its first
+ * k-step of the next k-tile reloads). */
+void
+gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
+{
+	int span = g->bq.ka * g->bq.vec;	/* k of a vector of words */
+
+	frags(g, soff, kk, b);
+	if (g->k.s.bq.direct && g->bq.dptr && (kk + 1) * 16 % span == 0)
+		reload(g, g->bq.dptr, (kk * 16 - kk * 16 % span) / g->bq.ka);
 }
 
 /* ---- the compile-time repack ---- */

@@ -828,6 +828,9 @@ START_TEST(test_direct)
 	gh_tiles(&s, 16, 128, 512, 1, 2, 3);	/* 8 blocks x 16 atoms a lane */
 	s.bq.direct = 1;
 	refused(&s, "128 words a lane");
+	spec_q(&s, DT_I8, 256, 768, 128, DT_BF16, 0);
+	s.bq.direct = 1;	/* a word a k-step: the reload would come before its last use */
+	refused(&s, "direct 8-bit B needs lane vectors");
 }
 END_TEST
 
