@@ -22,9 +22,9 @@
  * shift and one mask put a pair of integers into the mantissas of a pair of
  * bf16/f16 (the fast path below).  Lane vectors (CgBQuant.vec): a lane's
  * words of vec consecutive atoms adjacent (word_off), one 8- or 16-byte load.
- * Direct B (CgBQuant.direct, decode): no stage of B; each lane loads its
- * words of the next k-tile straight into registers (gemm_bq_fetch) while it
- * computes the current one.  Scales and zero points as [E][K/group][N] in the scale's type:
+ * Direct B (CgBQuant.direct, decode): no stage of B; each lane holds its
+ * words of a k-tile in registers and reloads each vector with the next
+ * k-tile's as soon as it is dequantised (reload).  Scales and zero points as [E][K/group][N] in the scale's type:
  * a k-tile's are bn contiguous values per group, copied with the tile.
  * A format is one row of the table below: bits, and how a field becomes
  * an f32 (an integer, signed or not, or a small float's bits).

@@ -803,6 +803,11 @@ START_TEST(test_direct)
 		g.s.bq.scales_le2 = 1;
 		split(&g.s, 3, 21);
 		gh_check(&g, 1e-2);
+		g.what = "grouped f4e2m1 swiglu direct, persistent with 5 CTAs (the words reloaded per tile)";
+		g.s.split_k = g.s.split_slots = 0;
+		g.s.sched = CG_SCHED_PERSISTENT;
+		g.s.ctas = 5;
+		gh_check(&g, 1e-2);
 	}
 	GemmCase dn = {.what = "grouped u4 down direct, scale + scatter (Mixtral GPTQ)", .T = 9,
 		       .counts = {3, 3, 0, 12}};
