@@ -891,7 +891,11 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * warp, so the tile takes the deepest k-tile in 256, 192, 128 the builder
  * holds in registers (gpt-oss's K = 2880: 192), A and the scales staged in
  * 3 stages; then split-K as for any quantised B.  Off with
- * --debug=bq-staged (session 25's plan, for A/B).
+ * --debug=bq-direct only: on the H200 (2026-12-02, session 26) it was no
+ * faster than B staged through shared memory (gpt-oss MXFP4 gate|up 103.8
+ * against 104.1 us unsplit, 121 with this rule's split 3; Mixtral GPTQ
+ * 205 / 97 against 205 / 101; dense W4A16 28672x8192 49.6 against 54.2,
+ * 12288x4096 23.5 against 17.6), so the default stays session 25's plan.
  */
 static void
 bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
@@ -1095,7 +1099,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	*simt = 0;
 	s[0].mma_dt = p->o.precision;
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
-	s[0].bq.vec = s[0].bq.group > 0 && !(p->o.debug & DBG_BQ_STAGED) ? bq_vec(&s[0]) : 0;	/* likewise */
+	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
 	s[0].bq.direct = 0;
 	GemmSpec base = s[0];
 	for (int i = 1; i < p->o.narch; i++)
@@ -1114,7 +1118,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
 			*simt = 1;
-		} else if (!(p->o.debug & DBG_BQ_STAGED)) {
+		} else if (p->o.debug & DBG_BQ_DIRECT) {
 			bq_direct(t, &s[i], tlo, tokens);
 		}
 	}

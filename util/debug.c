@@ -34,9 +34,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
-	{"bq-staged", DBG_BQ_STAGED, NULL,
-	 "compile: quantised decode GEMMs stage B through shared memory in session 25's layout (no direct loads, "
-	 "no lane vectors), for A/B on the GPU (docs/codegen.md, Direct quantised B)"},
+	{"bq-direct", DBG_BQ_DIRECT, NULL,
+	 "compile: quantised decode GEMMs load the packed weights straight into registers (direct B, lane vectors "
+	 "of 2 atoms; off: no faster on the H200, docs/codegen.md, Direct quantised B)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -133,7 +133,7 @@ enum {
 	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
 	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
-	DBG_BQ_STAGED = 1 << 17,	/* codegen: quantised B through shared memory, session 25's layout (A/B of direct B) */
+	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

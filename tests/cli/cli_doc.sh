@@ -157,7 +157,7 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
 | `full-blocks` | sm_90a's wgmma and warp-specialised GEMMs issue wgmma for every 64-row block of a tile, also blocks past its last row (by default a warpgroup whose second block holds no row of the tile skips it: a grouped tile's rows past its expert are never stored); the A/B of that skip on the device (docs/codegen.md) | |
 | `persistent-prefill` | prefill grouped GEMMs (tiles of 128 rows or more) on sm_90a run persistent, SMs x CTAs per SM striding over the work, instead of a CTA per potential tile; off by default: 7-8% slower on the H200 (Mixtral, Qwen3-30B-A3B, DeepSeek-V3 at T = 4096, 2026-12-02; docs/codegen.md) | |
-| `bq-staged` | quantised GEMMs (compile): decode variants stage the packed weights through shared memory (cp.async) in session 25's layout, as before direct B and the layout's lane vectors; for A/B on the GPU (bench/quant/make_decode.sh; docs/codegen.md, "Direct quantised B") | |
+| `bq-direct` | quantised GEMMs (compile): decode variants (16-row tiles) load the packed weights straight into registers a k-tile ahead (direct B) and the weights take the layout's lane vectors of 2 atoms; off by default: no faster than staging B through shared memory on the H200 (2026-12-02; bench/quant/make_decode.sh's `.direct` cases; docs/codegen.md, "Direct quantised B") | |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
 (ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
