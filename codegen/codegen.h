@@ -473,6 +473,13 @@ struct CgBQuant {
 	int v1;			/* session 24's e2m1 layout and dequantisation (--debug=bq-v1: A/B) */
 	int scales_le2;		/* every e8m0 scale is at most 2 (s <= 128; program.c proves it from the
 				 * weights): MXFP4's one multiply needs no redo for larger ones */
+	int vec;		/* the layout's lane vectors: a lane's words of vec consecutive atoms
+				 * are adjacent (one 4*vec-byte load); 0 or 1: none (session 25's).
+				 * Needs K / ka and bk / ka multiples of vec; the packing and every
+				 * kernel of a weight alike (program.c) */
+	int direct;		/* B's words loaded from global memory straight into registers, a
+				 * k-tile ahead, not through shared memory (decode: no cp.async,
+				 * ld.shared or stage of B; A and scales are staged as before) */
 };
 
 typedef struct GemmSpec GemmSpec;
@@ -1067,6 +1074,9 @@ void cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 /* ld/st.volatile, a seq_cst fence, and a spin until an i32 equals want:
  * ordered hand-overs between CTAs without atomics (split-K). */
 LLVMValueRef cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);
+/* n (1, 2 or 4) i32 words at p (aligned to 4n) by ld.global.nc.L1::no_allocate:
+ * read-only data streamed once (quantised weights), not kept in L1. */
+void cg_gload_stream(CgFn *f, LLVMValueRef p, int n, LLVMValueRef *out);
 void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);

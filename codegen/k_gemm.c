@@ -188,6 +188,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return -1;
 	if (s->bq.group > 0 && gemm_bq_check(&g, d) < 0)
 		return -1;
+	if (s->bq.group <= 0 && (s->bq.direct || s->bq.vec > 1))
+		return diag_error(d, LOC_NONE, "gemm: direct B and lane vectors are for quantised B");
 	if (s->mainloop == CG_MAINLOOP_WGMMA) {
 		if (gemm_wgmma_check(t, &g, d) < 0)
 			return -1;
@@ -584,6 +586,8 @@ mainloop_plain(G *g)
 
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
 	refill(g, kt);
+	if (g->k.s.bq.direct)
+		gemm_bq_fetch(g, cg_addi(f, kt, 1));
 	for (int kk = 0; kk < g->k.s.bk / g->kstep; kk++) {
 		load_frags(g, stage_off(g, kt), kk, &fr);
 		mma_frags(g, &fr);
@@ -653,6 +657,8 @@ mainloop(G *g)
 	}
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
+	if (s->bq.direct)	/* k-tile 0's B words, straight into registers */
+		gemm_bq_first(g);
 	if (s->no_frag_pipe) {
 		mainloop_plain(g);
 		return;
@@ -665,6 +671,8 @@ mainloop(G *g)
 	rd = stage_off(g, kt);
 	nx = stage_off(g, cg_addi(f, kt, 1));
 	refill(g, kt);
+	if (s->bq.direct)	/* k-tile kt+1's B words in flight during kt */
+		gemm_bq_fetch(g, cg_addi(f, kt, 1));
 	ktile_pipelined(g, &vars, rd, nx);
 	cg_endloop(f, &l);
 	cg_barrier(f);		/* every warp is done with the stages */
@@ -1222,9 +1230,10 @@ note(G *g, char *buf, size_t n)
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
 		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
 	if (s->bq.group > 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s", s->bq.group,
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s", s->bq.group,
 			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
-			      s->bq.scales_le2 ? " le2" : "");
+			      s->bq.scales_le2 ? " le2" : "", s->bq.vec > 1 ? (s->bq.vec == 2 ? " vec2" : " vec4") : "",
+			      s->bq.direct ? " direct" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
 		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);

@@ -137,6 +137,7 @@ void gemm_store_at(GemmCore *k, LLVMValueRef p, LLVMValueRef *v, int n);
 
 #define MAXI 16			/* load chunks per thread and operand */
 #define MAXF 16			/* fragments per warp in m or n */
+#define BQ_DWORDS 64		/* direct quantised B: words per lane and k-tile, at most */
 
 typedef struct G G;
 struct G {
@@ -170,7 +171,15 @@ struct G {
 		LLVMValueRef src[3][MAXI];	/* per tile: global addresses at k-tile 0 */
 		LLVMValueRef w_lane, s_lane;	/* smem offsets of the lane's word and scale */
 		LLVMValueRef sv[MAXF], zv[MAXF];	/* vars: fragment j's group scale, zero point (as used) */
-		LLVMValueRef wv[MAXF];		/* vars: fragment j's packed word of the atom */
+		LLVMValueRef wv[MAXF][4];	/* vars: fragment j's packed words of the atom's vector */
+		int vec;			/* the layout's lane vectors (1: none) */
+		/* direct (CgBQuant.direct): the k-tile's words in registers, ni x atoms */
+		int atoms;			/* atoms per k-tile: bk / ka */
+		LLVMValueRef d_lane;		/* i64: the lane's byte offset in the warp's first n8 row */
+		LLVMValueRef dsrc;		/* per tile: B of the tile's first n8 row + d_lane */
+		LLVMValueRef dw[BQ_DWORDS];	/* vars: the lane's words, [j * atoms + a]: of the current
+						 * k-tile, or the next one's where already reloaded */
+		LLVMValueRef dptr;		/* per k-tile: where the next k-tile's words are */
 		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
 	} bq;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
@@ -207,6 +216,11 @@ void gemm_bq_sources(G *g);
 void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
 /* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */
 void gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2]);
+/* Direct B: k-tile 0's words into registers (per tile, before the loop);
+ * where k-tile kt's (i32) are (at the top of k-tile kt - 1, whose
+ * gemm_bq_frags reload each vector of words after its last k-step). */
+void gemm_bq_first(G *g);
+void gemm_bq_fetch(G *g, LLVMValueRef kt);
 
 /* k_gemm_wgmma.c */
 /* Warpgroup tiles, fragment counts (mi, ni, mstride) and stage sizes. */

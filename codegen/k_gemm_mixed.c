@@ -20,7 +20,11 @@
  * so a warp reads an atom as 32 consecutive words: no bank conflicts, no
  * shuffles; and the two halves of each register sit 16 bits apart, so one
  * shift and one mask put a pair of integers into the mantissas of a pair of
- * bf16/f16 (the fast path below).  Scales and zero points as [E][K/group][N] in the scale's type:
+ * bf16/f16 (the fast path below).  Lane vectors (CgBQuant.vec): a lane's
+ * words of vec consecutive atoms adjacent (word_off), one 8- or 16-byte load.
+ * Direct B (CgBQuant.direct, decode): no stage of B; each lane holds its
+ * words of a k-tile in registers and reloads each vector with the next
+ * k-tile's as soon as it is dequantised (reload).  Scales and zero points as [E][K/group][N] in the scale's type:
  * a k-tile's are bn contiguous values per group, copied with the tile.
  * A format is one row of the table below: bits, and how a field becomes
  * an f32 (an integer, signed or not, or a small float's bits).
@@ -80,6 +84,22 @@ bit_pos(const GemmSpec *gs, const BqFormat *fm, int s, int e, int i)
 	if (fm->dt == DT_F4E2M1)
 		return ((gs->bq.v1 ? e2m1_pos_v1 : e2m1_pos)[2 * s + (e >> 1)][i] + 16 * (e & 1)) % 32;
 	return field_bit(fm->bits, s, e) + i;
+}
+
+/* The layout's lane vectors: 1 (none: session 25's) or CgBQuant.vec. */
+static int
+vec_of(const GemmSpec *s)
+{
+	return s->bq.vec > 1 ? s->bq.vec : 1;
+}
+
+/* The byte offset of atom kb's word for `lane` in its n8 block's row of
+ * atoms: a lane's words of vec consecutive atoms are adjacent (one 4 * vec
+ * byte load), the atoms' vectors of the 32 lanes one after another. */
+static int64_t
+word_off(int64_t kb, int lane, int vec)
+{
+	return (kb - kb % vec) * 128 + (int64_t)lane * 4 * vec + kb % vec * 4;
 }
 
 static const BqFormat *
@@ -150,10 +170,12 @@ gemm_bq_layout(G *g)
 		return;		/* gemm_bq_check says why */
 	g->bq.bits = fm->bits;
 	g->bq.ka = 128 / fm->bits;
+	g->bq.vec = vec_of(s);
+	g->bq.atoms = s->bk / g->bq.ka;
 	g->bq.ssz = scale_bytes(s->bq.scale_dt);
 	g->bq.ns = G >= s->bk ? 1 : s->bk / G;
 	g->b_ld = s->bk * fm->bits;	/* bytes per n8 block per k-tile */
-	g->bq.b_bytes = s->bn / 8 * g->b_ld;
+	g->bq.b_bytes = s->bq.direct ? 0 : s->bn / 8 * g->b_ld;	/* direct: B skips the stage */
 	g->bq.s_bytes = g->bq.ns * s->bn * g->bq.ssz;
 	g->stage = g->a_bytes + g->bq.b_bytes + g->bq.s_bytes * (s->bq.zero ? 2 : 1);
 	g->bq.nchunk[0] = g->bq.b_bytes / 16;
@@ -191,6 +213,20 @@ gemm_bq_check(const G *g, Diag *d)
 	if (s->bk % g->bq.ka || s->N % 8)
 		return diag_error(d, LOC_NONE, "gemm: %d-bit B needs bk a multiple of %d (bk = %d)",
 				  fm->bits, g->bq.ka, s->bk);
+	if (s->bq.vec < 0 || s->bq.vec > 4 || s->bq.vec == 3)
+		return diag_error(d, LOC_NONE, "gemm: quantised B's lane vectors of %d atoms (1, 2 or 4)", s->bq.vec);
+	if (s->K / g->bq.ka % g->bq.vec || g->bq.atoms % g->bq.vec)
+		return diag_error(d, LOC_NONE, "gemm: quantised B's lane vectors of %d atoms need K / %d and "
+				  "bk / %d multiples of %d (K = %lld, bk = %d)", g->bq.vec, g->bq.ka, g->bq.ka,
+				  g->bq.vec, (long long)s->K, s->bk);
+	if (s->bq.direct && s->N % s->bn)
+		return diag_error(d, LOC_NONE, "gemm: direct quantised B needs bn dividing N (bn = %d, N = %lld)",
+				  s->bn, (long long)s->N);
+	if (s->bq.direct && g->bq.ka * g->bq.vec < 32)
+		return diag_error(d, LOC_NONE, "gemm: direct %d-bit B needs lane vectors of 2 or 4 atoms", fm->bits);
+	if (s->bq.direct && g->ni * g->bq.atoms > BQ_DWORDS)
+		return diag_error(d, LOC_NONE, "gemm: direct quantised B holds %d words a lane per k-tile "
+				  "(at most %d: a smaller bk or more warps in N)", g->ni * g->bq.atoms, BQ_DWORDS);
 	if (s->bn * g->bq.ssz % 16 || s->N * g->bq.ssz % 16)
 		return diag_error(d, LOC_NONE, "gemm: %s scales need bn and N multiples of %d (bn = %d, N = %lld)",
 				  dtype_name(s->bq.scale_dt), 16 / g->bq.ssz, s->bn, (long long)s->N);
@@ -237,7 +273,9 @@ gemm_bq_setup(G *g)
 			g->bq.goff[i][j] = cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
 		}
 	g->bq.w_lane = cg_addi(f, cg_add(f, cg_muli(f, cg_shr(f, g->wn0, 3), g->b_ld),
-					 cg_muli(f, g->k.lane, 4)), g->a_bytes);
+					 cg_muli(f, g->k.lane, 4 * g->bq.vec)), g->a_bytes);
+	g->bq.d_lane = cg_add(f, cg_muli(f, cg_sext64(f, cg_shr(f, g->wn0, 3)), rowb),
+			      cg_sext64(f, cg_muli(f, g->k.lane, 4 * g->bq.vec)));
 	g->bq.s_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), g->bq.ssz),
 			       g->a_bytes + g->bq.b_bytes);
 }
@@ -258,6 +296,64 @@ gemm_bq_sources(G *g)
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++)
 			g->bq.src[i][j] = cg_gep(f, base[i], g->bq.goff[i][j], 1);
+	if (s->bq.direct)
+		g->bq.dsrc = cg_gep(f, base[0], g->bq.d_lane, 1);
+}
+
+/* k-tile kt (i32) of the launch's k (split-K: kt counts the slice's). */
+static LLVMValueRef
+ktile64(G *g, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef k64 = cg_sext64(f, kt);
+
+	if (g->k.s.split_k > 1)
+		k64 = cg_add(f, k64, cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), g->kt)));
+	return k64;
+}
+
+/*
+ * Direct B: the lane's words of a k-tile for its ni n8 blocks, vec atoms a
+ * load (ld.global.nc.L1::no_allocate: streamed once).  Each vector of words
+ * is reloaded with the next k-tile's as soon as its last k-step is
+ * dequantised (gemm_bq_frags), into the same registers: a k-tile of
+ * weights in flight a warp, no second set of registers and no copies.  Past
+ * the last k-tile the reloads read it again (from L2; no branch).
+ */
+static void
+reload(G *g, LLVMValueRef p, int a)
+{
+	CgFn *f = g->k.f;
+	int64_t rowb = g->k.s.K * g->bq.bits;
+	LLVMValueRef w[4];
+
+	for (int j = 0; j < g->ni; j++) {
+		cg_gload_stream(f, cg_gep(f, p, cg_i64(f, j * rowb + a * 128), 1), g->bq.vec, w);
+		for (int v = 0; v < g->bq.vec; v++) {
+			LLVMValueRef *d = &g->bq.dw[j * g->bq.atoms + a + v];
+			if (!*d)
+				*d = cg_var(f, f->ti32, NULL);
+			cg_set(f, *d, w[v]);
+		}
+	}
+}
+
+void
+gemm_bq_fetch(G *g, LLVMValueRef kt)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef k = cg_select(f, cg_lt(f, kt, cg_i32(f, g->kt)), kt, cg_addi(f, kt, -1));
+
+	g->bq.dptr = cg_gep(f, g->bq.dsrc, cg_muli(f, ktile64(g, k), (int64_t)g->k.s.bk * g->bq.bits), 1);
+}
+
+void
+gemm_bq_first(G *g)
+{
+	gemm_bq_fetch(g, cg_i32(g->k.f, 0));
+	for (int a = 0; a < g->bq.atoms; a += g->bq.vec)
+		reload(g, g->bq.dptr, a);
+	g->bq.dptr = NULL;	/* set per k-tile by gemm_bq_fetch */
 }
 
 void
@@ -265,13 +361,11 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef k64 = cg_sext64(f, kt), adv[3];
+	/* split-K: the packed sources start at k = 0 (a slice's group rows
+	 * depend on its first k-tile) */
+	LLVMValueRef k64 = ktile64(g, kt), adv[3];
 	CgIf c;
 
-	/* split-K: kt counts the slice's k-tiles; the packed sources start at
-	 * k = 0 (a slice's group rows depend on its first k-tile) */
-	if (s->split_k > 1)
-		k64 = cg_add(f, k64, cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), g->kt)));
 	/* the k-tile's first group row: kt * bk / group */
 	LLVMValueRef grp = s->bq.group >= s->bk ? LLVMBuildSDiv(f->B, k64, cg_i64(f, s->bq.group / s->bk), "")
 						: cg_muli(f, k64, s->bk / s->bq.group);
@@ -577,14 +671,29 @@ frags_one_mul(G *g, LLVMValueRef *w, LLVMValueRef *c1, LLVMValueRef *off, int su
 			b[j][r] = cg_get(f, v[j][r]);
 }
 
+/* The lane's vec words at off in the stage, into the vars wv (made here). */
+static void
+stage_words(G *g, LLVMValueRef off, LLVMValueRef *wv)
+{
+	CgFn *f = g->k.f;
+	int n = g->bq.vec;
+	LLVMValueRef v = cg_sload(f, n > 1 ? LLVMVectorType(f->ti32, (unsigned)n) : f->ti32, cg_sptr(f, off), 4 * n);
+
+	for (int i = 0; i < n; i++) {
+		if (!wv[i])
+			wv[i] = cg_var(f, f->ti32, NULL);
+		cg_set(f, wv[i], n > 1 ? LLVMBuildExtractElement(f->B, v, cg_i32(f, i), "") : v);
+	}
+}
+
 /*
  * B fragments of k-step kk from the stage at soff.  The scales (and zero
  * points) of a group row are read and converted once, at its first k-step,
  * the packed word once per atom (8 / bits k-steps), each kept in vars (loop-carried: k-step 0 of a k-tile is loaded at the end
  * of the previous iteration, the fragments' double buffer).
  */
-void
-gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
+static void
+frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
@@ -598,13 +707,14 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef w, sc, z, big, h[4];
 
-		if (sub == 0) {	/* the atom's word serves its 8 / bits k-steps */
-			w = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, wbase, j * g->b_ld + atom * 128)), 4);
-			if (!g->bq.wv[j])
-				g->bq.wv[j] = cg_var(f, f->ti32, NULL);
-			cg_set(f, g->bq.wv[j], w);
+		if (s->bq.direct) {	/* in registers (reload) */
+			w = cg_get(f, g->bq.dw[j * g->bq.atoms + atom]);
+		} else {
+			int v = atom % g->bq.vec;
+			if (sub == 0 && v == 0)	/* the vector's words serve its vec atoms' k-steps */
+				stage_words(g, cg_addi(f, wbase, j * g->b_ld + atom * 128), g->bq.wv[j]);
+			w = cg_get(f, g->bq.wv[j][v]);
 		}
-		w = cg_get(f, g->bq.wv[j]);
 		if (first) {
 			group_regs(g, fm, sbase, (srow * s->bn + 8 * j) * g->bq.ssz, &sc, &z, &big);
 			if (!g->bq.sv[j])
@@ -651,6 +761,20 @@ gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
 	frags_one_mul(g, ws, scs, soffs, sub, b);
 }
 
+/* The fragments of k-step kk; direct B reloads a vector of words with the
+ * next k-tile's once its last k-step is done (never k-step 0: a vector
+ * spans 2 k-steps or more, so neither the loop's prologue nor its first
+ * k-step of the next k-tile reloads). */
+void
+gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2])
+{
+	int span = g->bq.ka * g->bq.vec;	/* k of a vector of words */
+
+	frags(g, soff, kk, b);
+	if (g->k.s.bq.direct && g->bq.dptr && (kk + 1) * 16 % span == 0)
+		reload(g, g->bq.dptr, (kk * 16 - kk * 16 % span) / g->bq.ka);
+}
+
 /* ---- the compile-time repack ---- */
 
 /* The raw bits of element i of a packed q (i4/u4: nibbles, low first). */
@@ -668,7 +792,7 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 	int64_t N = s->N, K = s->K, G = s->bq.group, ka, ng;
 	int ssz;
 
-	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits * vec_of(s)) ||
 	    (interleave && N % 2))
 		return diag_error(d, LOC_NONE, "bq-pack: not a quantised B spec (%s, group %lld, N = %lld, K = %lld)",
 				  dtype_name(s->b_dt), (long long)G, (long long)N, (long long)K);
@@ -681,7 +805,8 @@ cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const voi
 				for (int lane = 0; lane < 32; lane++) {
 					int64_t n = 8 * nb + lane / 4, t = lane % 4;
 					uint32_t w = 0;
-					unsigned char *o = (unsigned char *)b + (((e * N / 8 + nb) * (K / ka) + kb) * 128 + lane * 4);
+					unsigned char *o = (unsigned char *)b + ((e * N / 8 + nb) * (K / ka) * 128 +
+										 word_off(kb, lane, vec_of(s)));
 					int64_t src = interleave ? n % 2 * (N / 2) + n / 2 : n;
 					for (int sub = 0; sub < 8 / fm->bits; sub++)
 						for (int el = 0; el < 4; el++) {
@@ -730,10 +855,14 @@ src_row(CgFn *f, LLVMValueRef n, int64_t N, int interleave)
 static LLVMValueRef
 synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMValueRef *a, LLVMValueRef wi)
 {
-	int64_t N = s->N, K = s->K, ka = 128 / fm->bits;
-	LLVMValueRef lane = cg_and(f, wi, 31), atom = LLVMBuildLShr(f->B, wi, cg_i64(f, 5), "");
-	LLVMValueRef kb = LLVMBuildURem(f->B, atom, cg_i64(f, K / ka), "");
-	LLVMValueRef rest = LLVMBuildUDiv(f->B, atom, cg_i64(f, K / ka), "");
+	int64_t N = s->N, K = s->K, ka = 128 / fm->bits, vec = vec_of(s);
+	/* word wi = (row of atoms) * 32 K/ka + word_off / 4: vectors of vec words a lane */
+	LLVMValueRef r = LLVMBuildURem(f->B, wi, cg_i64(f, 32 * (K / ka)), "");
+	LLVMValueRef rest = LLVMBuildUDiv(f->B, wi, cg_i64(f, 32 * (K / ka)), "");
+	LLVMValueRef in = LLVMBuildURem(f->B, r, cg_i64(f, 32 * vec), "");
+	LLVMValueRef lane = LLVMBuildUDiv(f->B, in, cg_i64(f, vec), "");
+	LLVMValueRef kb = cg_add(f, cg_muli(f, LLVMBuildUDiv(f->B, r, cg_i64(f, 32 * vec), ""), vec),
+				 LLVMBuildURem(f->B, in, cg_i64(f, vec), ""));
 	LLVMValueRef nb = LLVMBuildURem(f->B, rest, cg_i64(f, N / 8), "");
 	LLVMValueRef e = LLVMBuildUDiv(f->B, rest, cg_i64(f, N / 8), "");
 	LLVMValueRef n = cg_add(f, cg_muli(f, nb, 8), LLVMBuildLShr(f->B, lane, cg_i64(f, 2), ""));
@@ -761,7 +890,7 @@ cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int in
 	CgLoop l;
 	CgFn *f;
 
-	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits) ||
+	if (!fm || G <= 0 || K % G || N % 8 || !scale_type(s->bq.scale_dt) || K % (128 / fm->bits * vec_of(s)) ||
 	    (interleave && N % 2) || which < 0 || which > 2 || (which == 0 && src_dt != s->b_dt) ||
 	    (which == 1 && src_dt != s->bq.scale_dt) || (which == 2 && !s->bq.zero))
 		return diag_error(d, LOC_NONE, "synth-bq: not a quantised B spec (%s, group %lld, N = %lld, "

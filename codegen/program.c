@@ -876,7 +876,7 @@ bq_inflight(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 		       (double)MAX(1, s->bk / s->bq.group) * s->bn * ssz * (s->bq.zero ? 2 : 1);
 	double per = MIN((double)est_ctas(s, tokens) / cg_target_sms(t), (double)per_sm(t, s));
 
-	return per * (s->stages - 1) * stage;
+	return per * (s->bq.direct ? 1 : s->stages - 1) * stage;	/* direct: a k-tile in registers */
 }
 
 static void
@@ -940,6 +940,42 @@ rep_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 			*s = c;
 			return;
 		}
+	}
+}
+
+/*
+ * Direct quantised B for a decode tile (16 rows): the lane's packed words
+ * straight from global memory into registers a k-tile ahead, no stage of
+ * B (k_gemm_mixed.c).  The weights in flight are then one k-tile of B a
+ * warp, so the tile takes the deepest k-tile in 256, 192, 128 the builder
+ * holds in registers (gpt-oss's K = 2880: 192), A and the scales staged in
+ * 3 stages; then split-K as for any quantised B.  Off with
+ * --debug=bq-direct only: on the H200 (2026-12-02, session 26) it was no
+ * faster than B staged through shared memory (gpt-oss MXFP4 gate|up 103.8
+ * against 104.1 us unsplit, 121 with this rule's split 3; Mixtral GPTQ
+ * 205 / 97 against 205 / 101; dense W4A16 28672x8192 49.6 against 54.2,
+ * 12288x4096 23.5 against 17.6), so the default stays session 25's plan.
+ */
+static void
+bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	static const int bks[] = {256, 192, 128};
+	Diag quiet;
+
+	if (s->bq.group <= 0 || s->bm > 16 || s->sched != CG_SCHED_TILES)
+		return;
+	diag_init(&quiet, NULL);
+	for (size_t i = 0; i < NELEM(bks); i++) {
+		GemmSpec c = *s;
+		c.bk = bks[i];
+		c.stages = 3;
+		c.bq.direct = 1;
+		c.split_k = c.split_slots = 0;
+		if (c.K % c.bk || cg_gemm_check(t, &c, &quiet) || cg_gemm_smem(&c) > cg_target_smem_max(t))
+			continue;
+		split_k(t, &c, tlo, thi);
+		*s = c;
+		return;
 	}
 }
 
@@ -1101,6 +1137,19 @@ one_bq_plan(CgProgram *p, GemmSpec *s, char *why, size_t n)
 	return 0;
 }
 
+/* The layout's lane vectors for quantised B (CgBQuant.vec): two atoms a
+ * lane's 8-byte load where K holds an even number of atoms (gpt-oss's K =
+ * 2880 is 90 of 32; four would need 128 | K and every tile's bk, which the
+ * 64-deep prefill k-tiles are not).  The layout does not depend on the
+ * tile: every variant of a weight reads it. */
+static int
+bq_vec(const GemmSpec *s)
+{
+	int64_t ka = 128 / dtype_bits(s->b_dt);
+
+	return s->K % (2 * ka) == 0 ? 2 : 1;
+}
+
 /*
  * A GEMM spec tiled for up to `tokens` tokens, one per target (s[i] for
  * p->mod[i]): the tensor-core builder when it takes the spec on every
@@ -1116,6 +1165,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	*simt = 0;
 	s[0].mma_dt = p->o.precision;
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
+	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
+	s[0].bq.direct = 0;
 	GemmSpec base = s[0];
 	for (int i = 1; i < p->o.narch; i++)
 		s[i] = s[0];
@@ -1133,6 +1184,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
 			*simt = 1;
+		} else if (p->o.debug & DBG_BQ_DIRECT) {
+			bq_direct(t, &s[i], tlo, tokens);
 		}
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++)
@@ -1417,16 +1470,20 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	 * GEMM with few rows per expert on average tries the prefill tiles too */
 	int wide = decode && h->groups && thi > DECODE_T;
 	char seen[MAX_CANDIDATES][64];
+	/* quantised B at decode: each variant with B staged and direct */
+	GemmSpec hd[2] = {*h, *h};
+	int nd = h->bq.group > 0 && decode ? 2 : 1;
 
+	hd[1].bq.direct = !h->bq.direct;
 	for (int pi = -1; pi < (int)NELEM(plan); pi++)
-		for (int i = 0; i < nt && n < MAX_CANDIDATES; i++) {
-			const Tile *tl = i < (int)NELEM(tiles) ? &tiles[i] : &dec_tiles[i - (int)NELEM(tiles)];
+		for (int i = 0; i < nt * nd && n < MAX_CANDIDATES; i++) {
+			const Tile *tl = i % nt < (int)NELEM(tiles) ? &tiles[i % nt] : &dec_tiles[i % nt - (int)NELEM(tiles)];
 			GemmSpec c = *h;
 			CgVariant v;
 			int dup = 0;
 			if (pi >= 0 && ((decode ? tl->bm > 64 && !wide : tl->bm < 64) ||
 					(!decode && plan[pi][1] != 1) ||
-					cand_try(t, h, tl, plan[pi][0], plan[pi][1], thi, &c)))
+					cand_try(t, &hd[i / nt], tl, plan[pi][0], plan[pi][1], thi, &c)))
 				continue;
 			cg_variant_of(&c, &v);
 			cg_variant_print(&v, seen[n], sizeof seen[n]);
@@ -2165,10 +2222,11 @@ static const char *
 synth_bq_kernel(CgProgram *p, const WeightSlot *w)
 {
 	const GemmSpec *s = &w->bq->s;
-	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d%s%s", w->bq_part,
+	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d%s%s%s", w->bq_part,
 					dtype_name(w->v->type.dt), dtype_name(s->b_dt), s->bq.zero ? "z" : "",
 					w->bq->E, (long long)s->N, (long long)s->K, s->bq.group,
-					w->bq->interleave ? "_il" : "", s->bq.v1 ? "_v1" : "");
+					w->bq->interleave ? "_il" : "", s->bq.v1 ? "_v1" : "",
+					s->bq.vec > 1 && w->bq_part == 0 ? (s->bq.vec == 2 ? "_x2" : "_x4") : "");
 
 	if (cg_module_find(p->mod[0], name))
 		return name;

@@ -75,6 +75,7 @@ typedef struct CgVariant CgVariant;
 struct CgVariant {
 	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
 	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
+	int direct;				/* quantised B loaded straight into registers (.d) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

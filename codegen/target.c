@@ -992,6 +992,36 @@ cg_gload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align)
 }
 
 void
+cg_gload_stream(CgFn *f, LLVMValueRef p, int n, LLVMValueRef *out)
+{
+	static const char *const text[2][3] = {{	/* L1::no_allocate needs PTX ISA 7.4 */
+		"ld.global.nc.u32 $0, [$1];",
+		"ld.global.nc.v2.u32 {$0, $1}, [$2];",
+		"ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];",
+	}, {
+		"ld.global.nc.L1::no_allocate.u32 $0, [$1];",
+		"ld.global.nc.L1::no_allocate.v2.u32 {$0, $1}, [$2];",
+		"ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4];",
+	}};
+	static const char *const cons[] = {"=r,l", "=r,=r,l", "=r,=r,=r,=r,l"};
+	LLVMTypeRef el[4] = {f->ti32, f->ti32, f->ti32, f->ti32};
+	int i = n == 4 ? 2 : n - 1;
+
+	if (f->emu) {	/* a plain load, checked against the launch's buffers */
+		LLVMValueRef v = cg_gload(f, LLVMVectorType(f->ti32, (unsigned)n), p, 4 * n);
+		for (int j = 0; j < n; j++)
+			out[j] = LLVMBuildExtractElement(f->B, v, cg_i32(f, j), "");
+		return;
+	}
+	/* not volatile: the weights do not change during the kernel */
+	LLVMValueRef a = LLVMBuildPtrToInt(f->B, p, f->ti64, "");
+	LLVMValueRef r = cg_asm(f, n == 1 ? f->ti32 : LLVMStructTypeInContext(f->C, el, (unsigned)n, 0),
+				text[ptx_version(cg_target_features(&f->m->t)) >= 74][i], cons[i], &a, 1, 0);
+	for (int j = 0; j < n; j++)
+		out[j] = n == 1 ? r : LLVMBuildExtractValue(f->B, r, (unsigned)j, "");
+}
+
+void
 cg_gstore(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align)
 {
 	if (f->emu)

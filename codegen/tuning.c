@@ -67,16 +67,26 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 
 	if (v->stream > 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".p%d", v->stream);
+	if (v->direct && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".d");
 	return k;
 }
 
 int
 cg_variant_parse(const char *s, CgVariant *v)
 {
-	char tail;
+	char tail, body[64];
+	size_t len = strlen(s);
 
 	memset(v, 0, sizeof *v);
-	int n = sscanf(s, "%dx%dx%d.w%dx%d.s%d.k%d.p%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
+	if (len >= sizeof body)
+		return -1;
+	memcpy(body, s, len + 1);
+	if (len > 2 && strcmp(body + len - 2, ".d") == 0) {	/* direct quantised B */
+		v->direct = 1;
+		body[len - 2] = 0;
+	}
+	int n = sscanf(body, "%dx%dx%d.w%dx%d.s%d.k%d.p%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
 		       &v->stages, &v->split, &v->stream, &tail);
 
 	if (n != 7 && n != 8)
@@ -96,7 +106,7 @@ void
 cg_variant_of(const GemmSpec *s, CgVariant *v)
 {
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0};
+			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0, s->bq.direct};
 }
 
 void
@@ -105,6 +115,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->bm = v->bm, s->bn = v->bn, s->bk = v->bk;
 	s->warps_m = v->wm, s->warps_n = v->wn, s->stages = v->stages;
 	s->split_k = v->split > 1 ? v->split : 0;
+	s->bq.direct = v->direct;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (s->sched == CG_SCHED_STREAM)

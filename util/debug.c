@@ -40,6 +40,9 @@ const DebugFlag debug_flags[] = {
 	 "not the exact bf16 x3 split on tensor cores (split-f32; A/B timing)"},
 	{"row-kernels", DBG_ROW_KERNELS, NULL,
 	 "compile: rms_norm and rstd keep the body compiler's row kernels (a CTA a row) instead of k_norm.c's warp a row (A/B)"},
+	{"bq-direct", DBG_BQ_DIRECT, NULL,
+	 "compile: quantised decode GEMMs load the packed weights straight into registers (direct B, lane vectors "
+	 "of 2 atoms; off: no faster on the H200, docs/codegen.md, Direct quantised B)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

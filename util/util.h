@@ -135,6 +135,7 @@ enum {
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
 	DBG_SIMT_ROUTER = 1 << 12,	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
 	DBG_ROW_KERNELS = 1 << 15,	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
+	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -44,8 +44,9 @@ cfg mixtral-8x7b mixtral-8x7b-bf16 ""
 cfg mixtral-8x7b mixtral-8x7b-gptq '{"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false,
 	"sym": true, "checkpoint_format": "gptq", "modules_to_not_convert": ["gate"]}'
 
-# candidate bundles for moert tune (run_decode.sh tunes them at T=16): every
-# GEMM's tile, stage and split variants, quantised ones included
+# candidate bundles for moert tune (run_decode.sh tunes them at T=16; CAND=1:
+# about 5 minutes on the device): every GEMM's tile, stage and split
+# variants, quantised ones included, each staged and direct
 cand() {	# cand NAME MODEL [moec flags...]
 	cn=$1 cm=$2
 	shift 2
@@ -53,8 +54,10 @@ cand() {	# cand NAME MODEL [moec flags...]
 		>"$out/$cn.cand.log" 2>&1 || { tail -5 "$out/$cn.cand.log"; exit 1; }
 	echo "ok   $cn.cand ($("$moec" inspect "$out/$cn.cand.moeb" | grep -c ' for step ') candidates)"
 }
+if [ "${CAND:-0}" = 1 ]; then
 cand gptoss_mxfp4 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1
 cand mixtral_gptq "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1
+fi
 
 one dsv3_fp8 dsv3_bf16 "$src/models/deepseek-v3" --layer 3 --synthetic-weights=1
 one dsv3_bf16 - "$out/deepseek-v3-bf16/config.json" --layer 3 --synthetic-weights=1
@@ -74,39 +77,27 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 	one "$bn" "$bp" "$bm" "$@" --tuning="$out/$bn.tuning"
 }
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
-block gptoss_mxfp4.gu128 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x128x64.w1x4.s4.k1" \
-	--layer 0 --synthetic-weights=1
-block gptoss_mxfp4.w2 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s5.k1" --layer 0 --synthetic-weights=1
-# A/B of session 25's MXFP4 dequantisation (one multiply a register, the
-# rotated e2m1 layout) against session 24's (--debug=bq-v1, two multiplies):
-# .v1 is session 24's whole plan (16x64x64 gate|up), .v1gu128 its kernels on
-# the new heuristic's 16x128x64 gate|up, .gu64 the new kernels on the old tile
-block gptoss_mxfp4.v1 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s4.k1" \
-	--layer 0 --synthetic-weights=1 --debug=bq-v1
-one gptoss_mxfp4.v1gu128 gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1 --debug=bq-v1
-block gptoss_mxfp4.gu64 gptoss_bf16 "$src/models/gpt-oss-20b" "$gu=16x64x64.w1x4.s4.k1" \
-	--layer 0 --synthetic-weights=1
-# deeper k-tiles (quantised B takes multiples of 64 up to 512 since session
-# 25): 15 k-tiles of 192 or 9 of 320 over gpt-oss's K = 2880, the loop's
-# fixed cost spread over 3x or 5x the fragments
-block gptoss_mxfp4.bk192 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x192.w1x4.s4.k1 $dn=16x64x192.w1x4.s4.k1" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.bk320 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x320.w1x4.s3.k1 $dn=16x64x320.w1x4.s3.k1" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.bk192s3 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x192.w1x4.s3.k1 $dn=16x64x192.w1x4.s3.k1" --layer 0 --synthetic-weights=1
+# A/B of direct quantised B (session 26, --debug=bq-direct: the decode GEMMs
+# load the packed words straight into registers a k-tile ahead, lane
+# vectors of 2 atoms) against the default plan, B staged through shared
+# memory: the .direct cases (the heuristic's direct tiles: split-K where it
+# weighs it) and direct B's tiles: no split-K (.dk1: the best gpt-oss case
+# on the H200, 2026-12-02), 64-deep k-tiles (.d64), 8 warps (.dw8: half the
+# words a lane, twice the warps; gpt-oss's down tile, 64 wide, keeps 4)
+d=--debug=bq-direct
+one gptoss_mxfp4.direct gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1 $d
+block gptoss_mxfp4.dk1 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x192.w1x4.s3.k1.d $dn=16x64x192.w1x4.s3.k1.d" --layer 0 --synthetic-weights=1 $d
+block gptoss_mxfp4.d64 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x64.w1x4.s5.k1.d $dn=16x64x64.w1x4.s5.k1.d" --layer 0 --synthetic-weights=1 $d
+block gptoss_mxfp4.dw8 gptoss_bf16 "$src/models/gpt-oss-20b" \
+	"$gu=16x128x192.w1x8.s3.k1.d $dn=16x64x192.w1x4.s3.k1.d" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
-block mixtral_gptq.dn1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s5.k1" \
-	--layer 0 --synthetic-weights=1
-block mixtral_gptq.s4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$gu=16x128x128.w1x4.s4.k1" \
-	--layer 0 --synthetic-weights=1
-block mixtral_gptq.dn4 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" "$dn=16x128x128.w1x4.s4.k4" \
-	--layer 0 --synthetic-weights=1
-block mixtral_gptq.bk256 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
-	"$gu=16x128x256.w1x4.s4.k1 $dn=16x128x256.w1x4.s4.k4" --layer 0 --synthetic-weights=1
-block mixtral_gptq.bk256s3 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
-	"$gu=16x128x256.w1x4.s3.k1 $dn=16x128x256.w1x4.s3.k4" --layer 0 --synthetic-weights=1
+one mixtral_gptq.direct mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1 $d
+block mixtral_gptq.dk1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
+	"$gu=16x128x256.w1x4.s3.k1.d $dn=16x128x256.w1x4.s3.k4.d" --layer 0 --synthetic-weights=1 $d
+block mixtral_gptq.dw8 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
+	"$gu=16x128x256.w1x8.s3.k1.d $dn=16x128x256.w1x8.s3.k7.d" --layer 0 --synthetic-weights=1 $d
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
 # heuristic's tiles and the variants of the sweep (split-K for quantised B
@@ -114,17 +105,25 @@ block mixtral_gptq.bk256s3 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' -e 's/,64\]/,32]/' "$src/bench/quant/dense_w4a16.ir" > "$out/w4_12k.ir"
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' "$src/bench/quant/dense_bf16.ir" > "$out/bf16_12k.ir"
 one w4_12k bf16_12k "$out/w4_12k.ir"
+one w4_12k.direct bf16_12k "$out/w4_12k.ir" $d
 one bf16_12k - "$out/bf16_12k.ir"
 cp "$src/bench/quant/dense_w4a16.ir" "$out/w4_28k.ir"
 cp "$src/bench/quant/dense_bf16.ir" "$out/bf16_28k.ir"
 one w4_28k bf16_28k "$out/w4_28k.ir"
+one w4_28k.direct bf16_28k "$out/w4_28k.ir" $d
 one bf16_28k - "$out/bf16_28k.ir"
+# the dense sweep (direct B's tiles, with bq-direct's lane vectors; the staged ones with SWEEP=staged)
 for shape in 12k:n12288.k4096 28k:n28672.k8192; do
 	s=${shape%%:*} key=dense.m1.${shape#*:}.bf16.i4.nk.t1-16
-	for v in 16x64x128.w1x4.s5.k1 16x64x128.w1x4.s5.k2 16x128x128.w1x4.s5.k1 16x128x128.w1x4.s5.k2 \
-		 16x128x128.w1x4.s5.k4 16x256x128.w1x4.s4.k1 16x256x128.w1x4.s4.k2 16x256x128.w1x4.s4.k4; do
+	vs="16x64x256.w1x4.s3.k1.d 16x64x256.w1x4.s3.k2.d 16x128x256.w1x4.s3.k1.d 16x128x256.w1x4.s3.k2.d \
+	    16x128x128.w1x4.s4.k2.d 16x128x256.w1x8.s3.k2.d"
+	[ "${SWEEP:-}" = staged ] && vs="16x64x128.w1x4.s5.k1 16x64x128.w1x4.s5.k2 16x128x128.w1x4.s5.k1 \
+	    16x128x128.w1x4.s5.k2 16x128x128.w1x4.s5.k4 16x256x128.w1x4.s4.k1 16x256x128.w1x4.s4.k2 16x256x128.w1x4.s4.k4"
+	for v in $vs; do
 		printf 'moec-tuning 1\nsm_90a %s %s\n' "$key" "$v" > "$out/w4_$s.$v.tuning"
-		one "w4_$s.$v" "bf16_$s" "$out/w4_$s.ir" --tuning="$out/w4_$s.$v.tuning"
+		case $v in *.d) f=$d ;; *) f= ;; esac
+		# shellcheck disable=SC2086
+		one "w4_$s.$v" "bf16_$s" "$out/w4_$s.ir" --tuning="$out/w4_$s.$v.tuning" $f
 		if ! grep -q 'tuning table' "$out/w4_$s.$v.log"; then
 			echo "     (refused: $(grep -o 'does not fit[^;]*' "$out/w4_$s.$v.log" | head -1)); dropped"
 			rm -f "$out/w4_$s.$v.moeb"

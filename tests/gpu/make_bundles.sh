@@ -70,4 +70,12 @@ done
 # DeepSeek-V3's FP8 block with 128x128 blocks (synthetic weights): the FP8 x FP8
 # GEMMs and the norm's kernel quantising its rows per 128 columns (fuse-act-quant)
 one ws_fp8_deepseek_v3_128 "$src/tests/codegen/fp8/deepseek_v3_128" --layer 1 --synthetic-weights=7
+# direct quantised B (--debug=bq-direct: the decode GEMMs load the packed
+# words straight into registers, ld.global.nc; docs/codegen.md): MXFP4 and
+# GPTQ int4 MoE blocks whose K takes a direct tile (the quant fixtures' K =
+# 64 does not), with the default plan (B staged) beside them
+for n in gpt_oss_256 mixtral_gptq_256; do
+	one "qdirect_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7 --debug=bq-direct
+	one "qstaged_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7
+done
 exit $fail

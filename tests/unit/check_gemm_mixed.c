@@ -48,14 +48,15 @@ split(GemmSpec *s, int S, int T)
  * at these bits of the word for the low half's element, plus 16 (mod 32)
  * for the high half's (docs/codegen.md); v1: session 24's layout. */
 static unsigned
-packed_at(const unsigned char *b, DType dt, int v1, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
+packed_at(const unsigned char *b, DType dt, int v1, int vec, int64_t N, int64_t K, int64_t e, int64_t n, int64_t k)
 {
 	static const int e2m1[4][4] = {{6, 7, 8, 15}, {2, 3, 4, 11}, {28, 29, 30, 5}, {0, 25, 26, 1}};
 	static const int e2m1_v1[4][4] = {{6, 7, 8, 15}, {0, 1, 2, 9}, {3, 4, 5, 12}, {10, 11, 13, 14}};
 	int bits = dtype_bits(dt);
 	int64_t ka = 128 / bits, kb = k / ka, r = k % ka, s = r / 16, c = r % 16;
 	int t = (int)(c % 8) / 2, el = (int)(c % 2) + 2 * (int)(c / 8), lane = (int)(n % 8) * 4 + t;
-	const unsigned char *w = b + ((e * N / 8 + n / 8) * (K / ka) + kb) * 128 + lane * 4;
+	/* lane vectors: the lane's words of vec atoms adjacent, the 32 lanes' vectors in turn */
+	const unsigned char *w = b + ((e * N / 8 + n / 8) * (K / ka) + kb / vec * vec) * 128 + (lane * vec + kb % vec) * 4;
 	uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
 	unsigned v = 0;
 
@@ -67,7 +68,7 @@ packed_at(const unsigned char *b, DType dt, int v1, int64_t N, int64_t K, int64_
 }
 
 static void
-check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1)
+check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1, int vec)
 {
 	GemmSpec s;
 	size_t n = (size_t)E * (size_t)(N * K), ng = n / (size_t)group;
@@ -79,6 +80,7 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1)
 
 	spec_q(&s, dt, N, K, group, DT_BF16, 1);
 	s.bq.v1 = v1;
+	s.bq.vec = vec;
 	gh_seed(7);
 	for (size_t i = 0; i < dtype_bytes(dt, n); i++)
 		q[i] = (unsigned char)((gh_urand() + 1) * 128);
@@ -97,7 +99,7 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1)
 			for (int64_t k = 0; k < K; k++) {
 				size_t i = (size_t)((e * N + nn) * K + k);
 				unsigned want = bits == 4 ? (q[i / 2] >> (4 * (i & 1))) & 15u : q[i];
-				ck_assert_uint_eq(packed_at(b, dt, v1, N, K, e, nn, k), want);
+				ck_assert_uint_eq(packed_at(b, dt, v1, vec > 1 ? vec : 1, N, K, e, nn, k), want);
 			}
 	/* scales and zero points [E][K/group][N] */
 	for (int64_t e = 0; e < E; e++)
@@ -118,12 +120,17 @@ check_pack(DType dt, int64_t N, int64_t K, int E, int group, int v1)
 
 START_TEST(test_pack_layout)
 {
-	check_pack(DT_I4, 16, 64, 1, 32, 0);
-	check_pack(DT_U4, 24, 96, 2, 16, 0);
-	check_pack(DT_F8E4M3, 16, 48, 3, 16, 0);
-	check_pack(DT_U8, 8, 32, 1, 32, 0);
-	check_pack(DT_F4E2M1, 16, 64, 2, 32, 0);
-	check_pack(DT_F4E2M1, 16, 64, 2, 32, 1);	/* session 24's, --debug=bq-v1 */
+	check_pack(DT_I4, 16, 64, 1, 32, 0, 0);
+	check_pack(DT_U4, 24, 96, 2, 16, 0, 0);
+	check_pack(DT_F8E4M3, 16, 48, 3, 16, 0, 0);
+	check_pack(DT_U8, 8, 32, 1, 32, 0, 0);
+	check_pack(DT_F4E2M1, 16, 64, 2, 32, 0, 0);
+	check_pack(DT_F4E2M1, 16, 64, 2, 32, 1, 0);	/* session 24's, --debug=bq-v1 */
+	/* lane vectors of 2 and 4 atoms (CgBQuant.vec) */
+	check_pack(DT_I4, 16, 128, 2, 32, 0, 2);
+	check_pack(DT_U4, 24, 256, 1, 64, 0, 4);
+	check_pack(DT_F8E4M3, 16, 96, 2, 16, 0, 2);
+	check_pack(DT_F4E2M1, 16, 192, 3, 32, 0, 2);
 }
 END_TEST
 
@@ -164,7 +171,7 @@ synth_on_emu(const GemmSpec *s, int E, int il, int which, Weight *w)
 /* Synthetic q, scale (and zero) weights repacked on the host (what a bundle
  * held) and generated in the layout by the device kernels: the same bytes. */
 static void
-check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E, int group, int il)
+check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E, int group, int il, int vec)
 {
 	Module *im = ir_new_module();
 	int64_t qd[3] = {E, N, K}, sd[3] = {E, N, K / group};
@@ -175,6 +182,7 @@ check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E,
 	Diag d;
 
 	spec_q(&s, qdt, N, K, group, sdt, zdt != NDTYPE);
+	s.bq.vec = vec;
 	w[0] = ir_add_weight(im, "layers.7.experts.gate_up", ir_type(qdt, 3, qd));
 	w[1] = ir_add_weight(im, "layers.7.experts.gate_up.scale", ir_type(sdt, 3, sd));
 	w[2] = zdt != NDTYPE ? ir_add_weight(im, "layers.7.experts.gate_up.zero", ir_type(zdt, 3, sd)) : NULL;
@@ -208,13 +216,17 @@ check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E,
 
 START_TEST(test_synth_layout)
 {
-	check_synth_layout(DT_F4E2M1, DT_F8E8M0, NDTYPE, 32, 64, 2, 32, 1);	/* gpt-oss gate|up */
-	check_synth_layout(DT_U4, DT_BF16, DT_U4, 24, 128, 2, 32, 0);		/* GPTQ / AWQ */
-	check_synth_layout(DT_I4, DT_F16, DT_I4, 16, 64, 1, 64, 1);
-	check_synth_layout(DT_I4, DT_BF16, NDTYPE, 16, 256, 3, 128, 0);		/* compressed-tensors */
-	check_synth_layout(DT_F8E4M3, DT_F32, NDTYPE, 16, 96, 2, 32, 1);	/* DeepSeek-V3's fp8 */
-	check_synth_layout(DT_U8, DT_F32, DT_U8, 8, 32, 1, 16, 0);
-	check_synth_layout(DT_F8E5M2, DT_BF16, DT_F8E4M3, 8, 64, 1, 32, 0);
+	check_synth_layout(DT_F4E2M1, DT_F8E8M0, NDTYPE, 32, 64, 2, 32, 1, 0);	/* gpt-oss gate|up */
+	check_synth_layout(DT_U4, DT_BF16, DT_U4, 24, 128, 2, 32, 0, 0);		/* GPTQ / AWQ */
+	check_synth_layout(DT_I4, DT_F16, DT_I4, 16, 64, 1, 64, 1, 0);
+	check_synth_layout(DT_I4, DT_BF16, NDTYPE, 16, 256, 3, 128, 0, 0);		/* compressed-tensors */
+	check_synth_layout(DT_F8E4M3, DT_F32, NDTYPE, 16, 96, 2, 32, 1, 0);	/* DeepSeek-V3's fp8 */
+	check_synth_layout(DT_U8, DT_F32, DT_U8, 8, 32, 1, 16, 0, 0);
+	check_synth_layout(DT_F8E5M2, DT_BF16, DT_F8E4M3, 8, 64, 1, 32, 0, 0);
+	/* lane vectors (CgBQuant.vec): the device's words where the host's repack puts them */
+	check_synth_layout(DT_F4E2M1, DT_F8E8M0, NDTYPE, 32, 192, 2, 32, 1, 2);
+	check_synth_layout(DT_U4, DT_BF16, DT_U4, 24, 256, 2, 128, 0, 4);
+	check_synth_layout(DT_F8E4M3, DT_F32, NDTYPE, 16, 96, 2, 32, 1, 2);
 }
 END_TEST
 
@@ -441,6 +453,44 @@ START_TEST(test_ptxas)
 		ck_assert_int_gt(gh_count(ptx, "fma.rn.bf16x2"), 0);
 		ck_assert_int_gt(gh_count(ptx, "fma.rn.f16x2"), 0);
 		gh_assemble(m, 5, "gemm_mixed", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+}
+END_TEST
+
+/* The decode kernels with direct B at full size (gpt-oss-20b's and a
+ * Mixtral GPTQ's MoE GEMMs, T <= 16): the lane's vector loads are
+ * ld.global.nc.L1::no_allocate, no cp.async of B, and no spills. */
+START_TEST(test_ptxas_direct)
+{
+	GemmSpec s[4];
+
+	gh_spec_grouped_swiglu(&s[0], 32, 5760, 2880, 4);
+	s[0].b_dt = DT_F4E2M1;
+	s[0].bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2, .direct = 1};
+	gh_tiles(&s[0], 16, 128, 192, 1, 4, 3);
+	gh_spec_grouped_scale_scatter(&s[1], 32, 2880, 2880);
+	s[1].m_per_t = 4;
+	s[1].b_dt = DT_F4E2M1;
+	s[1].bq = s[0].bq;
+	gh_tiles(&s[1], 16, 64, 192, 1, 4, 3);
+	gh_spec_grouped_swiglu(&s[2], 8, 28672, 4096, 2);
+	s[2].b_dt = DT_U4;
+	s[2].bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1, .vec = 2, .direct = 1};
+	gh_tiles(&s[2], 16, 128, 256, 1, 4, 3);
+	gh_spec_grouped_scale_scatter(&s[3], 8, 4096, 14336);
+	s[3].m_per_t = 2;
+	s[3].b_dt = DT_U4;
+	s[3].bq = s[2].bq;
+	gh_tiles(&s[3], 16, 128, 256, 1, 4, 3);
+	split(&s[3], 4, 16);
+	for (int i = 0; i < 3; i += 2) {	/* sm_80, sm_90a */
+		CgModule *m = gh_emit_specs(gh_targets[i], GH_MMA, s, 4, "qd");
+		const char *ptx = gh_ptx(m);
+		/* (sm_80's PTX ISA 7.0 has no L1::no_allocate) */
+		ck_assert_int_gt(gh_count(ptx, i ? "ld.global.nc.L1::no_allocate.v2.u32" : "ld.global.nc.v2.u32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "mma.sync.aligned.m16n8k16"), 0);
+		gh_assemble(m, 4, "gemm_mixed direct", GH_NO_SPILLS);
 		cg_module_free(m);
 	}
 }
@@ -691,6 +741,104 @@ START_TEST(test_deep_ktiles)
 }
 END_TEST
 
+/*
+ * Direct quantised B (CgBQuant.direct: the packed words loaded from global
+ * memory straight into registers a k-tile ahead, no stage of B) and the
+ * layout's lane vectors (CgBQuant.vec: one 8- or 16-byte load gives a lane
+ * its words of 2 or 4 atoms), for every format against the double
+ * reference at M = 1, 7, 16 and 64 (tails: 7 rows of a 16-row tile, 64 over
+ * four), grouped MXFP4 with empty experts, split-K, the plain loop; the
+ * staged kernels read the vector layout too.
+ */
+START_TEST(test_direct)
+{
+	static const int T[] = {1, 7, 16, 64};
+	static const struct {
+		DType b, sc;
+		int group, zero, vec, bk;
+		const char *what;
+	} f[] = {
+		{DT_I4, DT_BF16, 128, 0, 4, 256, "i4 g128 bf16 (GPTQ symmetric), vec 4"},
+		{DT_U4, DT_BF16, 128, 1, 2, 256, "u4 g128 bf16 + zero points (GPTQ, Mixtral), vec 2"},
+		{DT_U4, DT_F16, 64, 1, 4, 128, "u4 g64 f16 + zero points (AWQ), vec 4"},
+		{DT_F4E2M1, DT_F8E8M0, 32, 0, 2, 192, "f4e2m1 g32 e8m0 (MXFP4), vec 2"},
+		{DT_I8, DT_BF16, 64, 0, 2, 64, "i8 g64 bf16, vec 2"},
+		{DT_F8E4M3, DT_F32, 128, 0, 4, 128, "f8e4m3 g128 f32, vec 4"},
+	};
+	for (size_t i = 0; i < NELEM(f); i++)
+		for (size_t t = 0; t < NELEM(T); t++) {
+			GemmCase c = {.what = f[i].what, .T = T[t]};
+			spec_q(&c.s, f[i].b, 256, 768, f[i].group, f[i].sc, f[i].zero);
+			if (f[i].sc == DT_F16)
+				c.s.a_dt = DT_F16;
+			gh_tiles(&c.s, 16, 128, f[i].bk, 1, 4, 3);
+			c.s.bq.vec = f[i].vec;
+			c.s.bq.direct = 1;
+			gh_check(&c, 2e-3);
+			if (t == 1) {	/* the same layout through shared memory */
+				c.s.bq.direct = 0;
+				gh_check(&c, 2e-3);
+			}
+		}
+	GemmCase c = {.what = "i4 direct, split-K 3, 2 warps", .T = 19};
+	spec_q(&c.s, DT_I4, 256, 768, 128, DT_BF16, 0);
+	gh_tiles(&c.s, 16, 64, 128, 1, 2, 3);
+	c.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .vec = 2, .direct = 1};
+	split(&c.s, 3, 19);
+	gh_check(&c, 1e-5);
+	c.what = "i4 direct, the plain loop, 2 stages";
+	c.s.split_k = c.s.split_slots = 0;
+	c.s.no_frag_pipe = 1;
+	c.s.stages = 2;
+	gh_check(&c, 1e-5);
+	for (int v = 1; v <= 2; v++) {
+		GemmCase g = {.what = "grouped f4e2m1 swiglu direct (gpt-oss gate|up)", .T = 21,
+			      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 576, 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .vec = v, .direct = 1};
+		gh_tiles(&g.s, 16, 128, 192, 1, 4, 3);
+		gh_check(&g, 1e-2);
+		g.what = "grouped f4e2m1 swiglu direct, scales at most 2, split-K 3";
+		g.s.bq.scales_le2 = 1;
+		split(&g.s, 3, 21);
+		gh_check(&g, 1e-2);
+		g.what = "grouped f4e2m1 swiglu direct, persistent with 5 CTAs (the words reloaded per tile)";
+		g.s.split_k = g.s.split_slots = 0;
+		g.s.sched = CG_SCHED_PERSISTENT;
+		g.s.ctas = 5;
+		gh_check(&g, 1e-2);
+	}
+	GemmCase dn = {.what = "grouped u4 down direct, scale + scatter (Mixtral GPTQ)", .T = 9,
+		       .counts = {3, 3, 0, 12}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1, .vec = 4, .direct = 1};
+	dn.bq_zero_dt = DT_U4;
+	gh_tiles(&dn.s, 16, 128, 256, 1, 4, 3);
+	gh_check(&dn, 1e-2);
+
+	GemmSpec s;
+	spec_q(&s, DT_I4, 256, 768, 128, DT_BF16, 0);
+	s.bq.vec = 3;
+	refused(&s, "lane vectors of 3");
+	spec_q(&s, DT_F4E2M1, 256, 2880, 32, DT_F8E8M0, 0);
+	s.bq.vec = 4;	/* 90 atoms along K */
+	refused(&s, "K / 32 and bk / 32 multiples of 4");
+	spec_q(&s, DT_I4, 200, 768, 128, DT_BF16, 0);
+	s.bq.direct = 1;
+	refused(&s, "bn dividing N");
+	spec_q(&s, DT_I4, 256, 768, 128, DT_BF16, 0);
+	gh_tiles(&s, 16, 128, 512, 1, 2, 3);	/* 8 blocks x 16 atoms a lane */
+	s.bq.direct = 1;
+	refused(&s, "128 words a lane");
+	spec_q(&s, DT_I8, 256, 768, 128, DT_BF16, 0);
+	s.bq.direct = 1;	/* a word a k-step: the reload would come before its last use */
+	refused(&s, "direct 8-bit B needs lane vectors");
+}
+END_TEST
+
 /* ---- whole programs: fuse-dequant, lower_gemm, the repack, the emulator ---- */
 
 /* W4A16: i4 with a scale per 128 along K, then u4 with f16 scales and u4 zero points per 64 */
@@ -791,6 +939,43 @@ static const char prog_moe_fp8[] =
 	"	ret %y\n"
 	"}\n";
 
+/* A GPTQ int4 MoE (u4 with zero points per 128) with MXFP4 down experts,
+ * sized so that the decode plan takes direct B with lane vectors (K of 256
+ * and 128: k-tiles of 256 and 128 held in registers). */
+static const char prog_moe_direct[] =
+	"weight $router : bf16[8,256]\n"
+	"weight $wguq : u4[8,256,256] scale=7\n"
+	"weight $wgus : bf16[8,256,2] mean=0.02 scale=0.005\n"
+	"weight $wguz : u4[8,256,2] mean=8 scale=7\n"
+	"weight $wdq : f4e2m1[8,256,128] scale=5\n"
+	"weight $wds : f8e8m0[8,256,4] mean=0.03 scale=0.01\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, $wguz, axis=2, block_size=128, to=bf16 : bf16[8,256,256]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=32, to=bf16 : bf16[8,256,128]\n"
+	"	%y = moe %x, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* The whole plan with direct quantised B (--debug=bq-direct: program.c's
+ * bq_direct) against the interpreter at T = 1, 7, 16 and 64 (16-row tiles
+ * up to max_tokens = 64 here: 64 takes several row tiles an expert), and
+ * without it (the default: B staged, no lane vectors). */
+START_TEST(test_program_direct)
+{
+	static const int T[] = {1, 7, 16, 64};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 64, "moe_k3", "scale=bf16 zero vec2 direct", 1e-2,
+				     DBG_BQ_DIRECT);
+		gh_check_program_max(prog_moe_direct, T[i], 64, "moe_k4", "scale=f8e8m0 le2 vec2 direct", 1e-2,
+				     DBG_BQ_DIRECT);
+	}
+	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k3", "scale=bf16 zero tiles", 1e-2, 0);
+	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, 0);
+}
+END_TEST
+
 static const struct {
 	const char *text;
 	int T[2];
@@ -831,6 +1016,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_checks);
 	tcase_add_test(t, test_params);
 	tcase_add_test(t, test_ptxas);
+	tcase_add_test(t, test_ptxas_direct);
 	tcase_add_test(t, test_i4_decode);
 	tcase_add_test(t, test_u4_zero_groups_in_tile);
 	tcase_add_test(t, test_group_spans_tiles);
@@ -838,6 +1024,8 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_mxfp4);
 	tcase_add_test(t, test_grouped);
 	tcase_add_test(t, test_decode_variants);
+	tcase_add_test(t, test_direct);
+	tcase_add_test(t, test_program_direct);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;

@@ -541,6 +541,9 @@ START_TEST(test_tuning_table_refusals)
 		{"moec-tuning 1\nsm_91 k 16x64x64.w1x4.s3.k1\n", ":2:", "unknown target 'sm_91'"},
 		{"moec-tuning 1\n\nsm_90a k 16x64x64.w1x4.s3\n", ":3:", "bad variant"},
 		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s9.k1\n", ":2:", "bad variant"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1.d.d\n", ":2:", "bad variant"},	/* direct B: one .d, last */
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1.d.p5\n", ":2:", "bad variant"},
+		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1d\n", ":2:", "bad variant"},
 		{"moec-tuning 1\nsm_90a k 016x64x64.w1x4.s3.k1\n", ":2:", "bad variant"},
 		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1 us=x\n", ":2:", "bad timing"},
 		{"moec-tuning 1\nsm_90a k 16x64x64.w1x4.s3.k1 ms=1\n", ":2:", "bad timing"},
