@@ -31,7 +31,8 @@ const DebugFlag debug_flags[] = {
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 	{"full-blocks", DBG_FULL_BLOCKS, NULL,
-	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
+	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row, and every row of a 192-row tile "
+	 "loaded (the mainloops before their skips)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
 };
