@@ -356,6 +356,29 @@ f8_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = sms * (per < 1 ? 1 : per);
 }
 
+/*
+ * Three consumer warpgroups (192-row tiles) on a grouped GEMM with A not
+ * gathered and short tiles (at most PINGPONG_KT k-tiles: DeepSeek-V3's down
+ * projection, 32) run persistent, one CTA an SM (512 threads x 128
+ * registers fill an SM's register file, so a tiled launch runs one CTA an
+ * SM too, each filling its pipeline and building the expert table before
+ * its one tile and leaving the tensor cores idle during its epilogue):
+ * the producer loads the next tile's stages while the consumers store this
+ * one's, as the ping-pong kernel this tile replaces did (its persistent
+ * schedule was part of that 2966 -> 2691 us) and as FP8's down GEMM does
+ * (f8_persistent).  Not measured alone yet: bench/gemm dsdn_ws_192x128_s5_t
+ * against _p.
+ */
+static void
+stacked_persistent(const CgTarget *t, GemmSpec *s)
+{
+	if (consumer_wgs(s) != 3 || s->groups == 0 || s->gather || s->sched != CG_SCHED_TILES ||
+	    s->K / s->bk > PINGPONG_KT || cg_target_sms(t) <= 0)
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = cg_target_sms(t);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -383,6 +406,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (!most_stages(t, &w, s->stages))
 		return 0;
 	f8_persistent(t, &w);
+	stacked_persistent(t, &w);
 	*s = w;
 	return 1;
 }

@@ -774,7 +774,7 @@ START_TEST(test_ws_192_program_against_interpreter)
 	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s", 2e-2, 0);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "192x128x64 w3x4 s", 2e-2, 0);
 	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s5 wgmma", 2e-2, DBG_EMU_WGMMA);
-	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "192x128x64 w3x4+4 s5 ws tma tiles", 2e-2, ws);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "192x128x64 w3x4+4 s5 ws tma persistent", 2e-2, ws);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "192x128x64 w3x4+4 s5 ws tma cp.async-a", 2e-2, ws);
 }
 END_TEST
