@@ -12,11 +12,11 @@
 # before: the plan of main before session 25), pers (the persistent schedule,
 # off by default), full (every row block alone), s3 (gpt-oss gate|up 128x128,
 # 3 stages, two CTAs an SM), wsg (gathered A on the warp-specialised
-# mainloop), t128 (DeepSeek-V3's expert GEMMs on the tiles before the 192-row
-# tile: bench/tile192_before.tuning), t64 (their alternative: 64x256 tiles
-# whose m-tiles share B through L2, bench/tile64.tuning).  ARMS and CASES (a grep -E pattern of
+# mainloop), t192 (--debug=tile192: DeepSeek-V3's expert GEMMs on 192-row
+# tiles), t192wsg (and its gate|up on the warp-specialised mainloop), t64
+# (64x256 tiles whose m-tiles share B through L2, bench/tile64.tuning).  ARMS and CASES (a grep -E pattern of
 # case names) choose others than the default, here and on the device alike:
-#   ARMS="new t128 wsg pers" CASES='deepseek_T4096|deepseek_T256' sh bench/prefill_ab.sh here ...
+#   ARMS="new t192 t192wsg t64" CASES='deepseek_T4096|deepseek_T256' sh bench/prefill_ab.sh here ...
 set -u
 mode=$1 a=$2 out=$3
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +30,8 @@ flags() {
 	full) echo "--debug=full-blocks" ;;
 	s3) echo "--tuning=$src/bench/prefill_128x128s3.tuning" ;;
 	wsg) echo "--debug=ws-gather" ;;
-	t128) echo "--tuning=$src/bench/tile192_before.tuning" ;;
+	t192) echo "--debug=tile192" ;;
+	t192wsg) echo "--debug=tile192,ws-gather" ;;
 	t64) echo "--tuning=$src/bench/tile64.tuning" ;;
 	esac
 }

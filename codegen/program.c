@@ -902,7 +902,15 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * 128-row tile) and R <= 192 (most fit one of 192), unless it makes fewer
  * CTAs than the SMs and the row class's tile (small problems).  Targets with
  * wgmma and the emulator, bf16/f16 operands (not FP8 x FP8 or quantised B
- * yet).
+ * yet).  Only with --debug=tile192: measured slower on the H200 (2026-12-02,
+ * session 26, DeepSeek-V3 at T = 4096, steps alone: down 2610 -> 3458 us on
+ * the tiles schedule, gate|up 5605 -> 5684).  Per k and column, a tile of r
+ * rows and c columns fills its stages with r + c elements for r c MACs:
+ * 128x256 at ~128 rows and 192x128 come out alike (an expert of 120 rows:
+ * 0.0122 against 0.0161 elements a MAC; of 138, with its second 128-row
+ * tile: 0.0184 against 0.0151), and these kernels are bound by those fills
+ * (~6 TB/s through L2 for all SMs), not by the second tile's tensor work.
+ * A tuning table's 192x128x64.w3x4.s5.k1 takes it for one GEMM.
  */
 static const Tile *
 tile192(void)
@@ -922,7 +930,7 @@ rows192(const CgTarget *t, const GemmSpec *s, int64_t rows)
 }
 
 static int
-choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
+choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens, int tile192_ok)
 {
 	int64_t rows = gemm_rows(s, tokens, 1);
 
@@ -975,8 +983,8 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		}
 	if (!found)
 		return -1;
-	/* 192 rows where they pay, unless they leave SMs idle that the class's tile does not */
-	if (rows192(t, s, rows) && (c = *s, try_tile(t, &c, tile192(), 0) == 0) &&
+	/* 192 rows (--debug=tile192), unless they leave SMs idle that the class's tile does not */
+	if (tile192_ok && rows192(t, s, rows) && (c = *s, try_tile(t, &c, tile192(), 0) == 0) &&
 	    est_ctas(&c, tokens) >= MIN(est_ctas(&best, tokens), (int64_t)cg_target_sms(t))) {
 		*s = c;
 		return 0;
@@ -1106,7 +1114,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		const CgTarget *t = cg_module_target(p->mod[i]);
 		if (tuned(p, t, &s[i], tlo, tokens) == 0)
 			continue;
-		if (choose_tiles(t, &s[i], tlo, tokens)) {
+		if (choose_tiles(t, &s[i], tlo, tokens, (p->o.debug & DBG_TILE192) != 0)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);

@@ -35,6 +35,8 @@ const DebugFlag debug_flags[] = {
 	 "loaded (the mainloops before their skips)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
+	{"tile192", DBG_TILE192, NULL,
+	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -133,6 +133,7 @@ enum {
 	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
 	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
+	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

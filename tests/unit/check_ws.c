@@ -751,7 +751,8 @@ START_TEST(test_ws_pingpong_program_against_interpreter)
 END_TEST
 
 /* DeepSeek-shaped: 16 experts, top-8, so a plan for 256 tokens expects 128
- * rows an expert and takes 192x128 tiles (rows192 in program.c) for both
+ * rows an expert and with --debug=tile192 takes 192x128 tiles (rows192 in
+ * program.c) for both
  * expert GEMMs: on the emulator's default mma.sync mainloop (12 warps of
  * 64x32), the cp.async wgmma one and the warp-specialised one (three
  * consumer warpgroups; the gathered gate|up too), against the
@@ -769,11 +770,12 @@ static const char prog_ds[] =
 
 START_TEST(test_ws_192_program_against_interpreter)
 {
-	unsigned ws = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER;
+	unsigned t = DBG_TILE192, ws = t | DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER;
 
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s", 2e-2, 0);
-	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "192x128x64 w3x4 s", 2e-2, 0);
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s5 wgmma", 2e-2, DBG_EMU_WGMMA);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s", 2e-2, 0);	/* not by default */
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s", 2e-2, t);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "192x128x64 w3x4 s", 2e-2, t);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s5 wgmma", 2e-2, t | DBG_EMU_WGMMA);
 	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "192x128x64 w3x4+4 s5 ws tma persistent", 2e-2, ws);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "192x128x64 w3x4+4 s5 ws tma cp.async-a", 2e-2, ws);
 }
