@@ -6,17 +6,22 @@
 #           compiles one bench set per arm into build/prefill_ab/ARM/
 #   device: sh bench/prefill_ab.sh device build/prefill_ab $OUT/prefill_ab
 #           builds moert (tests/gpu/build_moert.sh), then per arm and case
-#           `moert bench --tokens=4096 --graph --profile` into OUTDIR/ARM.log
+#           `moert bench --tokens=T --graph --profile` into OUTDIR/ARM.log (T:
+#           the case's tokens, 4096 for the T4096 cases)
 # Arms: new (the heuristic now), old (--debug=full-blocks and the tiles
 # before: the plan of main before session 25), pers (the persistent schedule,
 # off by default), full (every row block alone), s3 (gpt-oss gate|up 128x128,
 # 3 stages, two CTAs an SM), wsg (gathered A on the warp-specialised
-# mainloop).
+# mainloop), t192 (--debug=tile192: DeepSeek-V3's expert GEMMs on 192-row
+# tiles), t192wsg (and its gate|up on the warp-specialised mainloop), t64
+# (64x256 tiles whose m-tiles share B through L2, bench/tile64.tuning).  ARMS and CASES (a grep -E pattern of
+# case names) choose others than the default, here and on the device alike:
+#   ARMS="new t192 t192wsg t64" CASES='deepseek_T4096|deepseek_T256' sh bench/prefill_ab.sh here ...
 set -u
 mode=$1 a=$2 out=$3
 src=$(cd "$(dirname "$0")/.." && pwd)
-arms="new old pers full s3 wsg"
-cases='deepseek_T4096|gptoss_T4096|qwen3_T4096|mixtral_T4096'
+arms=${ARMS:-new old pers full s3 wsg}
+cases=${CASES:-deepseek_T4096|gptoss_T4096|qwen3_T4096|mixtral_T4096}
 flags() {
 	case $1 in
 	new) echo "" ;;
@@ -25,6 +30,9 @@ flags() {
 	full) echo "--debug=full-blocks" ;;
 	s3) echo "--tuning=$src/bench/prefill_128x128s3.tuning" ;;
 	wsg) echo "--debug=ws-gather" ;;
+	t192) echo "--debug=tile192" ;;
+	t192wsg) echo "--debug=tile192,ws-gather" ;;
+	t64) echo "--tuning=$src/bench/tile64.tuning" ;;
 	esac
 }
 case $mode in
@@ -42,9 +50,9 @@ device)
 	sh "$src/tests/gpu/build_moert.sh" "$tmp/moert" || exit 1
 	for arm in $arms; do
 		[ -f "$a/$arm/cases.txt" ] || continue
-		while read -r name bundle _; do
+		while read -r name bundle tokens _; do
 			echo "--- $arm $name"
-			"$tmp/moert" bench "$a/$arm/$bundle" --tokens=4096 --graph --profile 2>&1
+			"$tmp/moert" bench "$a/$arm/$bundle" --tokens="$tokens" --graph --profile 2>&1
 		done <"$a/$arm/cases.txt" | tee "$out/$arm.log"
 	done ;;
 *)

@@ -1097,6 +1097,8 @@ LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
 /* tensor-core building blocks (sm_80) */
 void cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);
 void cg_cp_async4(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);	/* .ca, 4 bytes */
+/* 16 bytes (.cg) read only where live (i1), zeros elsewhere (src-size 0: no global read) */
+void cg_cp_async16_zfill(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc, LLVMValueRef live);
 void cg_cp_async_commit(CgFn *f);
 void cg_cp_async_wait(CgFn *f, int n);		/* cp.async.wait_group n */
 /* ldmatrix .x4 (.trans): four i32 per lane into out */

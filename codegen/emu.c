@@ -425,8 +425,10 @@ moec_emu_bar_named(int32_t id, int32_t count, int32_t sync)
 	E.woke = 1;
 }
 
+/* cp.async of n bytes of which the first nsrc come from src and the rest
+ * are zeros (PTX's src-size operand: 0 reads nothing) */
 void
-moec_emu_cp_async(void *dst, const void *src, int32_t n)
+moec_emu_cp_async_src(void *dst, const void *src, int32_t n, int32_t nsrc)
 {
 	Thr *t = E.cur;
 	Copy *c;
@@ -446,7 +448,14 @@ moec_emu_cp_async(void *dst, const void *src, int32_t n)
 	c->dst = dst;
 	c->n = n;
 	c->grp = t->open;
-	memcpy(c->data, src, (size_t)n);	/* inputs do not change during a kernel */
+	memset(c->data, 0, (size_t)n);
+	memcpy(c->data, src, (size_t)(nsrc < n ? nsrc : n));	/* inputs do not change during a kernel */
+}
+
+void
+moec_emu_cp_async(void *dst, const void *src, int32_t n)
+{
+	moec_emu_cp_async_src(dst, src, n, n);
 }
 
 void
@@ -1599,6 +1608,7 @@ static const struct {
 	{"moec_emu_barrier", (void *)moec_emu_barrier},
 	{"moec_emu_bar_named", (void *)moec_emu_bar_named},
 	{"moec_emu_cp_async", (void *)moec_emu_cp_async},
+	{"moec_emu_cp_async_src", (void *)moec_emu_cp_async_src},
 	{"moec_emu_cp_commit", (void *)moec_emu_cp_commit},
 	{"moec_emu_cp_wait", (void *)moec_emu_cp_wait},
 	{"moec_emu_ldmatrix", (void *)moec_emu_ldmatrix},

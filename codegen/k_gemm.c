@@ -214,8 +214,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: bf16 x f16 has no mma type");
 	if (s->N <= 0 || s->K <= 0)
 		return diag_error(d, LOC_NONE, "gemm: N = %lld, K = %lld", (long long)s->N, (long long)s->K);
-	if (s->bm < 16 || s->bm > 256 || !pow2(s->bm))
-		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128 or 256)", s->bm);
+	if (s->bm < 16 || s->bm > 256 || !(pow2(s->bm) || s->bm == 192))
+		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128, 192 or 256)", s->bm);
 	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
 		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
 	/* quantised B on mma.sync also takes deeper k-tiles (multiples of 64 up
@@ -225,9 +225,12 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	    !(s->bq.group > 0 && s->mainloop == CG_MAINLOOP_MMA && s->bk >= 64 && s->bk % 64 == 0 && s->bk <= 512))
 		return diag_error(d, LOC_NONE, "gemm: bk = %d (need 16, 32, 64 or 128; quantised B: a multiple "
 				  "of 64 up to 512)", s->bk);
-	if (s->warps_m < 1 || s->warps_n < 1 || s->warps_m * s->warps_n > 16 || !pow2(s->warps_m * s->warps_n))
-		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2)",
-				  s->warps_m, s->warps_n);
+	/* 12 warps: three warpgroups stacked over 192 rows (an expert of up to
+	 * 192 rows in one tile: DeepSeek-V3's 128 +- 11 at T = 4096) */
+	if (s->warps_m < 1 || s->warps_n < 1 || s->warps_m * s->warps_n > 16 ||
+	    !(pow2(s->warps_m * s->warps_n) || (s->warps_m * s->warps_n == 12 && s->bm == 192)))
+		return diag_error(d, LOC_NONE, "gemm: %d x %d warps (need 1..16 in all, a power of 2; 12 for "
+				  "192 rows)", s->warps_m, s->warps_n);
 	if (s->mainloop == CG_MAINLOOP_MMA && (s->bm % (16 * s->warps_m) || s->bn % (16 * s->warps_n)))
 		return diag_error(d, LOC_NONE,
 				  "gemm: a %dx%d tile over %dx%d warps leaves warp tiles that are not multiples of 16",
@@ -335,6 +338,33 @@ thread_setup(G *g)
 		gemm_bq_setup(g);
 }
 
+/*
+ * Rows past the tile's expert (or M) are not loaded where the rows of a
+ * tile often end early: the 192-row tiles (three warpgroups of 64 rows, an
+ * expert's ~128 rows in one tile).  Such rows are never stored and, in a
+ * 64-row block without rows, never read by a wgmma (gemm_wgmma_by_rows);
+ * loading them (clamped to the expert's last row) cost L2 bandwidth for
+ * nothing: a third of A's bytes at 128 rows of 192.  cp.async chunks of
+ * those rows are zero-filled without a global read (src-size 0); the WS
+ * mainloop's TMA boxes of A are 64 rows each and those past the rows not
+ * issued (k_gemm_ws.c).  --debug=full-blocks loads and issues everything
+ * (the kernels before, the A/B).
+ */
+int
+gemm_live_rows(const GemmSpec *s)
+{
+	return s->bm == 192 && !s->full_blocks && s->cluster != 2;
+}
+
+void
+gemm_a_live(G *g, int n)
+{
+	CgFn *f = g->k.f;
+
+	for (int i = 0; i < n; i++)
+		g->a_live[i] = gemm_live_rows(&g->k.s) ? cg_lt(f, cg_add(f, g->k.row0, g->a_row[i]), g->k.rend) : NULL;
+}
+
 /* Global addresses of this thread's load chunks at k = 0. */
 static void
 tile_sources(G *g)
@@ -360,6 +390,7 @@ tile_sources(G *g)
 	}
 	if (s->bq.group > 0)
 		gemm_bq_sources(g);
+	gemm_a_live(g, s->a_dt == DT_F32 && g->mt != DT_TF32 ? 0 : g->a_n);	/* (not f32 converted in registers) */
 	if (s->split_k > 1) {	/* the slice's first k-tile */
 		LLVMValueRef k0 = cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), (int64_t)g->kt * s->bk));
 		for (int i = 0; i < g->a_n && s->a_rep == 1; i++)	/* a_rep: gemm_load_stage's */
@@ -425,8 +456,12 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 		int guard = (i + 1) * g->k.nthr > g->a_chunks;
 		if (guard)
 			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr), cg_i32(f, g->a_chunks)));
-		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->a_soff[i])), cg_gep(f, g->a_src[i], adv_a, 1),
-			   s->a_dt);
+		if (g->a_live[i])
+			cg_cp_async16_zfill(f, cg_sptr(f, cg_add(f, soff, g->a_soff[i])),
+					    cg_gep(f, g->a_src[i], adv_a, 1), g->a_live[i]);
+		else
+			load_chunk(g, cg_sptr(f, cg_add(f, soff, g->a_soff[i])), cg_gep(f, g->a_src[i], adv_a, 1),
+				   s->a_dt);
 		if (guard)
 			cg_endif(f, &c);
 	}

@@ -160,6 +160,7 @@ struct G {
 	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
 	/* per tile */
 	LLVMValueRef a_src[MAXI], b_src[MAXI];
+	LLVMValueRef a_live[MAXI];	/* per tile, i1: A chunk i's row is in the tile (NULL: load every row) */
 	/* quantised B (k_gemm_mixed.c) */
 	struct {
 		int bits, ka;		/* bits per element; k per 128-byte fragment atom */
@@ -189,7 +190,7 @@ struct G {
 		LLVMValueRef base;	/* i32: 1 KiB-aligned offset of stage 0 in shared memory */
 		LLVMValueRef addr;	/* i32: its shared-window address (descriptors) */
 		LLVMValueRef buf;	/* emu: the accumulators as one array */
-		int nb;			/* row blocks a k-tile issues (0: mi; gemm_wgmma_by_rows) */
+		int nb;			/* row blocks a k-tile issues (0: mi, -1: none; gemm_wgmma_by_rows) */
 		LLVMValueRef fin[MAXF][MAXF][4];	/* FP8 x FP8: the promoted sums (acc: a block's) */
 		int f8s;			/* ... shared offset of the scale slots (one a stage) */
 		LLVMValueRef ssrc[4];		/* ... per tile: the thread's scale sources (gemm_f8_scale_sources) */
@@ -240,7 +241,8 @@ void gemm_wgmma_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 void gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st, LLVMValueRef scale,
 			   int j0, int nj);
 void gemm_wgmma_wait(G *g, int n);	/* wgmma.wait_group n */
-/* loop(g, arg) for all of the warpgroup's row blocks, and (branch) its first alone when the second has no row */
+/* loop(g, arg) for all of the warpgroup's row blocks, and (branch) its first alone when the second has no
+ * row (none when its only block has none: warpgroups stacked over the rows, 192x128) */
 void gemm_wgmma_by_rows(G *g, void (*loop)(G *, void *), void *arg);
 void gemm_wgmma_acc_fence(G *g);	/* after wait_group 0: the accumulators usable */
 /* The 128-byte-swizzled K-major offset of 16-byte chunk kc of row `row`
@@ -274,6 +276,10 @@ void gemm_f8_result(G *g);
 void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 
 /* k_gemm.c, for k_gemm_ws.c */
+/* Rows past the tile's expert (or M) are not loaded (gemm_live_rows): per tile,
+ * a_live[i] of the n chunks whose rows are a_row[i] (none: NULL) */
+int gemm_live_rows(const GemmSpec *s);
+void gemm_a_live(G *g, int n);
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
 void gemm_epilogue(G *g);	/* the program on g->acc, then the store */
 

@@ -406,7 +406,7 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 		/* columns j0..: B's rows 8 j0.. (K-major), or its 64-column block j0 / 8 (N-major) */
 		kb += kn_b ? (int64_t)j0 / 8 * s->bk * 128 / 16 : (int64_t)j0 * 8 * 128 / 16;
 		LLVMValueRef db = desc_add(f, db0, cg_addi(f, adv, kb));
-		for (int i = 0; i < (g->wg.nb ? g->wg.nb : g->mi); i++) {
+		for (int i = 0; i < (g->wg.nb < 0 ? 0 : g->wg.nb ? g->wg.nb : g->mi); i++) {
 			LLVMValueRef da = desc_add(f, da0, cg_addi(f, adv, ka + i * 64 * 128 / 16));
 			wgmma(g, i, j0, nj, da, db, kk ? cg_i32(f, 1) : scale);
 		}
@@ -415,34 +415,41 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 }
 
 /*
- * The k-loop `loop` emitted twice, under a branch on this warpgroup's second
- * 64-row block: with rows of the tile in it, wgmma over all of its blocks;
- * without, over the first alone (GemmSpec.full_blocks, or one block: once).
- * A grouped tile's rows past its expert belong to the next one and are never
- * stored, so their wgmma is work for nothing: DeepSeek-V3's experts have
- * 128 +- 11 rows at T = 4096, and every other one a second 128-row tile of a
- * few rows.  The skipped block's accumulators keep the last tile's values
- * (only rows past rend hold them, which the epilogue does not store).  A
- * branch around the whole loop, not a guard on each wgmma: ptxas serialises
- * a guarded wgmma (C7520, "WG.AR in divergent path").
+ * The k-loop `loop` emitted twice, under a branch on this warpgroup's row
+ * blocks: with rows of the tile in its second 64-row block, wgmma over all
+ * of its blocks; without, over the first alone (GemmSpec.full_blocks, or
+ * one block: once).  A grouped tile's rows past its expert belong to the
+ * next one and are never stored, so their wgmma is work for nothing:
+ * DeepSeek-V3's experts have 128 +- 11 rows at T = 4096, and every other
+ * one a second 128-row tile of a few rows.  Warpgroups stacked over the
+ * rows with one block each (192x128 over three: wg_m 3, mi 1) branch on
+ * that block instead: without a row, the loop issues no wgmma at all (it
+ * still waits for and releases the stages, loads and meets the barriers,
+ * whatever the mainloop's loop does besides).  The skipped block's
+ * accumulators keep the last tile's values (only rows past rend hold them,
+ * which the epilogue does not store).  A branch around the whole loop, not
+ * a guard on each wgmma: ptxas serialises a guarded wgmma (C7520, "WG.AR in
+ * divergent path").
  */
 void
 gemm_wgmma_by_rows(G *g, void (*loop)(G *, void *), void *arg)
 {
 	CgFn *f = g->k.f;
+	int stacked = g->mi == 1 && g->wg.wg_m > 1;	/* the warpgroup's one block may hold no row */
 	LLVMValueRef wgm0, r1;
 	CgIf c;
 
-	if (g->mi < 2 || g->k.s.full_blocks) {
+	if ((g->mi < 2 && !stacked) || g->k.s.full_blocks) {
 		loop(g, arg);
 		return;
 	}
 	wgm0 = cg_sub(f, g->wm0, cg_shl(f, cg_and(f, g->k.warp, 3), 4));
-	r1 = cg_add(f, cg_add(f, g->k.row0, wgm0), cg_i32(f, 64));	/* the second block's first row */
+	/* the first row of the block whose rows decide: the second, or the only one */
+	r1 = cg_add(f, g->k.row0, stacked ? wgm0 : cg_addi(f, wgm0, 64));
 	cg_if(f, &c, cg_lt(f, r1, g->k.rend));
 	loop(g, arg);
 	cg_else(f, &c);
-	g->wg.nb = 1;
+	g->wg.nb = stacked ? -1 : 1;
 	loop(g, arg);
 	g->wg.nb = 0;
 	cg_endif(f, &c);

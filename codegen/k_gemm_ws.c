@@ -50,6 +50,14 @@
  *	    cp.async.mbarrier.arrive.noinc full[s]
  *	consumers: wait full[s]; fence.proxy.async; wgmma ... as above
  *
+ * Three consumer warpgroups (warps_m x warps_n = 12; 192x128: each 64
+ * rows of all 128 columns, 64 accumulators a thread) cover an expert of up
+ * to 192 rows in one tile, so its B tiles are read once where 128-row
+ * tiles read them twice for every expert of 129..191 rows (DeepSeek-V3 at
+ * T = 4096: 128 +- 11 rows an expert).  A warpgroup whose 64 rows hold no
+ * row of the tile issues no wgmma (gemm_wgmma_by_rows) but still waits for
+ * and releases each stage; 512 threads, registers 56 / 152 (consumer_regs).
+ *
  * Registers (two consumer warpgroups, 384 threads): the kernel pins 168 a
  * thread at entry (.maxnreg, cg_regs_per_thread), 64512 in all, and that is
  * all the CTA has: setmaxnreg.dec gives registers back to a per-CTA pool and
@@ -115,17 +123,32 @@
 #include "k_gemm.h"
 
 #define PRODUCERS 128		/* threads of the producer warpgroup */
-#define CONSUMER_REGS 232	/* per consumer thread, with two consumer warpgroups */
 #define MAX_AUTO_STAGES 6	/* cg_gemm_ws_for: the most stages it tries */
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
 #define PINGPONG_CTAS 132	/* --debug=ws-pingpong: one CTA per SM of an H100 SXM / H200 */
 #define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
 
-/* Consumer warpgroups: one or two split a tile, or two take turns (ping-pong). */
+/* Consumer warpgroups: one, two or three split a tile, or two take turns (ping-pong). */
 static int
 consumer_wgs(const GemmSpec *s)
 {
 	return s->ws_mode == CG_WS_PINGPONG ? 2 : s->warps_m * s->warps_n / 4;
+}
+
+/*
+ * Registers per consumer thread under setmaxnreg (more than one consumer
+ * warpgroup; one has all 255 a launch of 256 threads gives).  Two: 232 of
+ * the 384 x 168 the CTA starts with (128 accumulators a thread: 128x256
+ * over two warpgroups of 128x128), the producer 40.  Three (192 rows, one
+ * 64-row block each, 512 threads pinned at 128): 152, the producer 56:
+ * 64 accumulators a thread for a 64x128 warpgroup tile, and the gathered
+ * producer's 12 chunk sources (192 x 64 of A, 24 registers) fit in 56
+ * (ptxas, unit_ws).  A multiple of 8 in 24..256 (PTX ISA, setmaxnreg).
+ */
+static int
+consumer_regs(int wgs)
+{
+	return wgs == 3 ? 152 : 232;
 }
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
@@ -157,6 +180,14 @@ static int
 csize(const GemmSpec *s)
 {
 	return s->cluster == 2 ? 2 : 1;
+}
+
+/* A's box rows: the tile's, with clusters each CTA's half, and 64 where
+ * the boxes past the tile's rows are not loaded (gemm_live_rows). */
+static int
+a_box_rows(const GemmSpec *s)
+{
+	return gemm_live_rows(s) ? 64 : s->bm / csize(s);
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
@@ -213,8 +244,9 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 		return -1;
 	if (g->mt == DT_TF32)
 		return diag_error(d, LOC_NONE, "gemm: ws: no tf32 mainloop (the mma.sync one has it)");
-	if (cw != 4 && cw != 8)
-		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4 or 8: one or two warpgroups)", cw);
+	if (cw != 4 && cw != 8 && cw != 12)
+		return diag_error(d, LOC_NONE, "gemm: ws: %d consumer warps (need 4, 8 or 12: one, two or three "
+				  "warpgroups)", cw);
 	if (s->ws_mode == CG_WS_PINGPONG && pingpong_check(s, cw, d) < 0)
 		return -1;
 	if (cluster_check(t, &g->k, d) < 0)
@@ -355,6 +387,29 @@ f8_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = sms * (per < 1 ? 1 : per);
 }
 
+/*
+ * Three consumer warpgroups (192-row tiles) on a grouped GEMM with A not
+ * gathered and short tiles (at most PINGPONG_KT k-tiles: DeepSeek-V3's down
+ * projection, 32) run persistent, one CTA an SM (512 threads x 128
+ * registers fill an SM's register file, so a tiled launch runs one CTA an
+ * SM too, each filling its pipeline and building the expert table before
+ * its one tile and leaving the tensor cores idle during its epilogue):
+ * the producer loads the next tile's stages while the consumers store this
+ * one's, as the ping-pong kernel this tile replaces did (its persistent
+ * schedule was part of that 2966 -> 2691 us) and as FP8's down GEMM does
+ * (f8_persistent).  Not measured alone yet: bench/gemm dsdn_ws_192x128_s5_t
+ * against _p.
+ */
+static void
+stacked_persistent(const CgTarget *t, GemmSpec *s)
+{
+	if (consumer_wgs(s) != 3 || s->groups == 0 || s->gather || s->sched != CG_SCHED_TILES ||
+	    s->K / s->bk > PINGPONG_KT || cg_target_sms(t) <= 0)
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = cg_target_sms(t);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -383,6 +438,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (!most_stages(t, &w, s->stages))
 		return 0;
 	f8_persistent(t, &w);
+	stacked_persistent(t, &w);
 	*s = w;
 	return 1;
 }
@@ -396,7 +452,7 @@ tmaps(const G *g, CgTmap *m)
 	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0;	/* a box row: 128 bytes of K */
 
 	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
-			{row, s->bm / csize(s), 1}, 128};	/* clusters: each CTA's half, multicast */
+			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {row, s->bn, 1}, 128};
@@ -503,14 +559,30 @@ gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt)
 		int guard = (i + 1) * PRODUCERS > g->a_chunks;
 		if (guard)
 			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * PRODUCERS), cg_i32(f, g->a_chunks)));
-		cg_cp_async16(f, cg_sptr(f, cg_add(f, sbase, g->a_soff[i])), cg_gep(f, g->a_src[i], adv, 1));
+		if (g->a_live[i])	/* rows past the tile's: zeros, no read */
+			cg_cp_async16_zfill(f, cg_sptr(f, cg_add(f, sbase, g->a_soff[i])), cg_gep(f, g->a_src[i], adv, 1),
+					    g->a_live[i]);
+		else
+			cg_cp_async16(f, cg_sptr(f, cg_add(f, sbase, g->a_soff[i])), cg_gep(f, g->a_src[i], adv, 1));
 		if (guard)
 			cg_endif(f, &c);
 	}
 }
 
+/* The 64-row boxes of A a tile loads (gemm_live_rows): those with a row of
+ * the tile, min(bm / 64, ceil((rend - row0) / 64)) (i32). */
+static LLVMValueRef
+live_boxes(GemmCore *k)
+{
+	CgFn *f = k->f;
+	LLVMValueRef n = cg_shr(f, cg_addi(f, cg_sub(f, k->rend, k->row0), 63), 6);
+
+	return cg_min(f, n, cg_i32(f, k->s.bm / 64));
+}
+
 /* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
- * this CTA's half of them, multicast to both CTAs of the cluster. */
+ * this CTA's half of them, multicast to both CTAs of the cluster, or its
+ * 64-row boxes with a row of the tile. */
 static void
 load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 {
@@ -519,6 +591,17 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 	int half = k->s.bm / 2;
 	LLVMValueRef c[2] = {k0, k->row0};
 
+	if (gemm_live_rows(&k->s)) {
+		LLVMValueRef n = live_boxes(k);
+		for (int b = 0; b < k->s.bm / 64; b++) {
+			CgIf l;
+			cg_if(f, &l, cg_lt(f, cg_i32(f, b), n));
+			c[1] = cg_addi(f, k->row0, 64 * b);
+			cg_tma_load(f, k->amap, cg_addi(f, dst, 64 * 128 * b), full_bar(w, st), 2, c);
+			cg_endif(f, &l);
+		}
+		return;
+	}
 	if (k->s.cluster != 2) {
 		cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
 		return;
@@ -526,6 +609,23 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 	c[1] = cg_add(f, k->row0, cg_muli(f, w->crank, half));
 	cg_tma_load_multicast(f, k->amap, cg_add(f, dst, cg_muli(f, w->crank, half * 128)), full_bar(w, st), 2, c,
 			      3);
+}
+
+/* The bytes the tensor copies of a stage bring (expect_tx): B's, and A's
+ * boxes unless gathered (only those with rows of the tile: gemm_live_rows). */
+static LLVMValueRef
+stage_tx(W *w)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int b_bytes = g->wg.stage - g->wg.a_bytes;
+
+	if (s->gather)
+		return cg_i32(f, b_bytes);
+	if (!gemm_live_rows(s))
+		return cg_i32(f, g->wg.stage);
+	return cg_addi(f, cg_muli(f, live_boxes(&g->k), 64 * s->bk * g->eb), b_bytes);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
@@ -547,6 +647,7 @@ produce(W *w)
 		g->a_src[i] = gptr(f, k->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
 						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), g->eb);
 	}
+	gemm_a_live(g, g->a_n);
 	if (s->f8.group > 0)
 		gemm_f8_scale_sources(g, PRODUCERS);
 	kt = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, g->kt), cg_i32(f, 1));
@@ -556,7 +657,7 @@ produce(W *w)
 	abase = sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
 	if (w->all)
 		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
-	cg_mbar_arrive_tx(f, full_bar(w, st), cg_i32(f, g->wg.stage - (s->gather ? g->wg.a_bytes : 0)));
+	cg_mbar_arrive_tx(f, full_bar(w, st), stage_tx(w));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
 		c[0] = cg_addi(f, cg_muli(f, gemm_a_ktile(g, kt), s->bk), (int64_t)row * j);
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
@@ -806,14 +907,15 @@ consume_tile(GemmCore *k)
 }
 
 /*
- * With two consumer warpgroups: the producer's registers per thread, what is
- * left of the CTA's (pinned at entry) once the consumers take CONSUMER_REGS
- * each (384 threads: 3 x 168 = 40 + 2 x 232).
+ * With two or three consumer warpgroups: the producer's registers per
+ * thread, what is left of the CTA's (pinned at entry) once the consumers take
+ * consumer_regs each (384 threads: 3 x 168 = 40 + 2 x 232; 512: 4 x 128 =
+ * 56 + 3 x 152).
  */
 static int
-producer_regs(int nthr)
+producer_regs(int nthr, int cregs)
 {
-	return (cg_regs_per_thread(nthr) * nthr - (nthr - PRODUCERS) * CONSUMER_REGS) / PRODUCERS / 8 * 8;
+	return (cg_regs_per_thread(nthr) * nthr - (nthr - PRODUCERS) * cregs) / PRODUCERS / 8 * 8;
 }
 
 /*
@@ -826,13 +928,13 @@ roles(W *w)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
-	int two = consumer_wgs(&k->s) == 2;
+	int split = consumer_wgs(&k->s) >= 2, cregs = consumer_regs(consumer_wgs(&k->s));
 	LLVMValueRef leader;
 	CgIf p, e;
 
 	cg_if(f, &p, LLVMBuildICmp(f->B, LLVMIntEQ, cg_shr(f, k->warp, 2), cg_i32(f, 0), ""));
-	if (two)
-		cg_setmaxnreg(f, 0, producer_regs(k->nthr));
+	if (split)
+		cg_setmaxnreg(f, 0, producer_regs(k->nthr, cregs));
 	if (w->all) {	/* every producer thread: its A chunks, its FP8 scales */
 		gemm_schedule(k, produce_tile);
 		cg_cp_async_commit(f);	/* no thread leaves with copies in flight */
@@ -845,8 +947,8 @@ roles(W *w)
 		cg_endif(f, &e);
 	}
 	cg_else(f, &p);
-	if (two)
-		cg_setmaxnreg(f, 1, CONSUMER_REGS);
+	if (split)
+		cg_setmaxnreg(f, 1, cregs);
 	gemm_wgmma_descs(&w->g, &w->da0, &w->db0);
 	if (k->s.ws_mode == CG_WS_PINGPONG) {	/* from its first tile's k-tiles on */
 		cg_set(f, w->it, cg_muli(f, w->cwg, w->g.kt));
@@ -875,7 +977,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		free(w);
 		return -1;
 	}
-	if (consumer_wgs(s) == 2)	/* setmaxnreg's pool: what the threads start with */
+	if (consumer_wgs(s) >= 2)	/* setmaxnreg's pool: what the threads start with */
 		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
 	if (s->cluster == 2)
 		cg_fn_cluster(g->k.f, 2);

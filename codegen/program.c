@@ -16,6 +16,7 @@
  * grid evaluated here: nothing in its launch depends on the run's T.
  */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -674,6 +675,9 @@ static const Tile tiles[] = {
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 192, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 192, 64, 2, 4, 4}, {INT32_MAX, 128, 128, 64, 2, 2, 4},
+	/* rows 0, no row class: three warpgroups stacked over 192 rows, which
+	 * choose_tiles takes by rows192() (a candidate for moert tune too) */
+	{0, 192, 128, 64, 3, 4, 5},
 	/* FP8 x FP8 (try_tile: bk 128), whose accumulators are held twice: 2
 	 * warpgroups of 64 rows; of 128 columns each, for SwiGLU + quantisation per 128.
 	 * 64x256 first: DeepSeek-V3 at T = 4096 has ~128 rows an expert, so every
@@ -979,8 +983,49 @@ bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	}
 }
 
+/*
+ * 192-row tiles (three warpgroups of 64 rows; the wgmma mainloops) for a
+ * grouped GEMM whose experts have about 128 rows, so that an expert's rows
+ * fit one tile and its weights are read once per column tile: with 128-row
+ * tiles an expert of 129..191 rows takes a second tile of a few rows that
+ * streams the whole B tile again (DeepSeek-V3 at T = 4096: 128 +- 11 rows an
+ * expert, about 1.5 row tiles each; the row-block skip saved its tensor work
+ * but not its loads: gate|up 5474 against 5563 us, docs/codegen.md "Prefill
+ * at T = 4096").  Taken when the rows an expert gets under even routing,
+ * R = M / E with a spread of about sqrt(R) (a binomial's), pass 128 at two
+ * spreads (R + 2 sqrt(R) > 128: more than a few experts need a second
+ * 128-row tile) and R <= 192 (most fit one of 192), unless it makes fewer
+ * CTAs than the SMs and the row class's tile (small problems).  Targets with
+ * wgmma and the emulator, bf16/f16 operands (not FP8 x FP8 or quantised B
+ * yet).  Only with --debug=tile192: measured slower on the H200 (2026-12-02,
+ * session 26, DeepSeek-V3 at T = 4096, steps alone: down 2610 -> 3458 us on
+ * the tiles schedule, gate|up 5605 -> 5684).  Per k and column, a tile of r
+ * rows and c columns fills its stages with r + c elements for r c MACs:
+ * 128x256 at ~128 rows and 192x128 come out alike (an expert of 120 rows:
+ * 0.0122 against 0.0161 elements a MAC; of 138, with its second 128-row
+ * tile: 0.0184 against 0.0151), and these kernels are bound by those fills
+ * (~6 TB/s through L2 for all SMs), not by the second tile's tensor work.
+ * A tuning table's 192x128x64.w3x4.s5.k1 takes it for one GEMM.
+ */
+static const Tile *
+tile192(void)
+{
+	for (size_t i = 0; i < NELEM(tiles); i++)
+		if (tiles[i].bm == 192)
+			return &tiles[i];
+	return NULL;
+}
+
 static int
-choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
+rows192(const CgTarget *t, const GemmSpec *s, int64_t rows)
+{
+	return s->groups > 0 && (cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)) && s->f8.group == 0 &&
+	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt &&
+	       (double)rows + 2 * sqrt((double)rows) > 128 && rows <= 192;
+}
+
+static int
+choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens, int tile192_ok)
 {
 	int64_t rows = gemm_rows(s, tokens, 1);
 
@@ -996,6 +1041,7 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		rows = MAX(rows, MIN(tokens, DECODE_T));
 	GemmSpec best = *s, first = *s, c;
 	int found = 0;
+
 
 	/* the row class as measured, then the row class fitted to N and K,
 	 * then any tile (first: the first the builder takes) */
@@ -1037,6 +1083,12 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		}
 	if (!found)
 		return -1;
+	/* 192 rows (--debug=tile192), unless they leave SMs idle that the class's tile does not */
+	if (tile192_ok && rows192(t, s, rows) && (c = *s, try_tile(t, &c, tile192(), 0) == 0) &&
+	    est_ctas(&c, tokens) >= MIN(est_ctas(&best, tokens), (int64_t)cg_target_sms(t))) {
+		*s = c;
+		return 0;
+	}
 	/* stream-K gives every SM a run whatever the CTAs: the class's first
 	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
 	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
@@ -1179,7 +1231,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		const CgTarget *t = cg_module_target(p->mod[i]);
 		if (tuned(p, t, &s[i], tlo, tokens) == 0)
 			continue;
-		if (choose_tiles(t, &s[i], tlo, tokens)) {
+		if (choose_tiles(t, &s[i], tlo, tokens, (p->o.debug & DBG_TILE192) != 0)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);

@@ -1222,6 +1222,28 @@ cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)
 	cp_async(f, sdst, gsrc, 16);
 }
 
+/* cp.async.cg of 16 bytes that reads gsrc only where live (i1) and writes
+ * zeros elsewhere without a global read (src-size 0).  gsrc must be a valid
+ * address either way (the emulator checks it). */
+void
+cg_cp_async16_zfill(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc, LLVMValueRef live)
+{
+	LLVMTypeRef t = LLVMVectorType(f->ti32, 4);
+	LLVMValueRef n = LLVMBuildSelect(f->B, live, cg_i32(f, 16), cg_i32(f, 0), "");
+	LLVMValueRef a[4] = {sdst, gsrc, n, n};
+
+	if (cg_fn_require(f, CG_CP_ASYNC, "cp.async") < 0)
+		return;
+	if (f->emu) {
+		emu_check(f, gsrc, t, 1, 0);
+		emu_check(f, sdst, t, 3, 1);
+		a[2] = cg_i32(f, 16);
+		cg_call_emu(f, "moec_emu_cp_async_src", NULL, a, 4);
+		return;
+	}
+	cg_intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, NULL, 0, a, 3);
+}
+
 /* cp.async.ca of 4 bytes (the FP8 scales the warp-specialised producer stages) */
 void
 cg_cp_async4(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc)

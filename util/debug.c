@@ -32,7 +32,8 @@ const DebugFlag debug_flags[] = {
 	{"roundtrip", DBG_ROUNDTRIP, "MOEC_CHECK_ROUNDTRIP",
 	 "opt: print, parse and print the result again, the same or fail"},
 	{"full-blocks", DBG_FULL_BLOCKS, NULL,
-	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
+	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row, and every row of a 192-row tile "
+	 "loaded (the mainloops before their skips)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
 	{"simt-router", DBG_SIMT_ROUTER, NULL,
@@ -43,6 +44,8 @@ const DebugFlag debug_flags[] = {
 	{"bq-direct", DBG_BQ_DIRECT, NULL,
 	 "compile: quantised decode GEMMs load the packed weights straight into registers (direct B, lane vectors "
 	 "of 2 atoms; off: no faster on the H200, docs/codegen.md, Direct quantised B)"},
+	{"tile192", DBG_TILE192, NULL,
+	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

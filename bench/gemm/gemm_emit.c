@@ -162,21 +162,20 @@ moe_down(const char *name, int bm, int bn, int bk, int wm, int wn, int st, int m
 }
 
 /*
- * FP8 x FP8 at DeepSeek-V3's shapes (e4m3 A and B, f32 scales per row and
- * 128 k of each; k_gemm_wgmma.c's promotion), T = 4096 tokens of top-8 over
- * 256 experts.  gate|up: N = 2 x 2048, K = 7168, SwiGLU to bf16 (B's rows
- * in order, not interleaved: the same work); gathered rows (x through the
- * permutation) or, `_sorted`, A already in expert order (TMA for both).
- * down: N = 7168, K = 2048, routing weight and scattered rows, f32 out.
+ * DeepSeek-V3's expert GEMMs, T = 4096 tokens of top-8 over 256 experts
+ * (128 +- 11 rows an expert).  gate|up: N = 2 x 2048, K = 7168, SwiGLU to
+ * bf16 (B's rows in order, not interleaved: the same work); gathered rows
+ * (x through the permutation) or, `_sorted`, A already in expert order (TMA
+ * for both).  down: N = 7168, K = 2048, routing weight and scattered rows,
+ * f32 out.  run_gemm.py checks each at T = 300 (skewed) and times it alone
+ * at T = 4096 (problems "f8" and "ds").
  */
 static GemmSpec *
-f8_moe(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int st)
+ds_moe(const char *name, const char *problem, int up, int gather)
 {
-	GemmSpec *s = add(name, "f8");
+	GemmSpec *s = add(name, problem);
 	int a, w;
 
-	s->a_dt = s->b_dt = DT_F8E4M3;
-	s->f8.group = 128;
 	s->groups = 256;
 	s->m_per_t = 8;
 	if (up) {
@@ -194,7 +193,29 @@ f8_moe(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int
 		w = cg_ep_row(&s->ep, DT_F32, CGR_SCATTER, "route_w");
 		cg_ep_op(&s->ep, OP_MUL, a, w);
 	}
+	return s;
+}
+
+/* FP8 x FP8 (e4m3 A and B, f32 scales per row and 128 k of each;
+ * k_gemm_wgmma.c's promotion) at those shapes. */
+static GemmSpec *
+f8_moe(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int st)
+{
+	GemmSpec *s = ds_moe(name, "f8", up, gather);
+
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8.group = 128;
 	tile(s, bm, bn, 128, wm, wn, st, 1);
+	return s;
+}
+
+/* bf16 at those shapes, bk 64. */
+static GemmSpec *
+ds_bf16(const char *name, int up, int gather, int bm, int bn, int wm, int wn, int st)
+{
+	GemmSpec *s = ds_moe(name, "ds", up, gather);
+
+	tile(s, bm, bn, 64, wm, wn, st, 1);
 	return s;
 }
 
@@ -535,6 +556,32 @@ build(void)
 	tile(s, 128, 128, 128, 2, 4, 5, 0);
 	s = ws(check_gather_swiglu("cf8gather_ws_swiglu", 1, 256));
 	tile(s, 128, 128, 128, 2, 4, 4, 0);
+
+	/* bf16 DeepSeek-V3: 192-row tiles (three warpgroups of 64 rows: an
+	 * expert's ~128 rows in one tile, its weights read once) against the
+	 * plan before (gate|up 128x256 cp.async wgmma, down ping-pong 128x128
+	 * persistent); gate|up on both mainloops, down tiles and persistent */
+	wgmma(ds_bf16("dsup_w_128x256_s4_t", 1, 1, 128, 256, 2, 4, 4), 0);
+	wgmma(ds_bf16("dsup_w_192x128_s5_t", 1, 1, 192, 128, 3, 4, 5), 0);
+	ws(ds_bf16("dsup_ws_192x128_s5_t", 1, 1, 192, 128, 3, 4, 5));
+	persistent(ws(ds_bf16("dsup_ws_192x128_s5_p", 1, 1, 192, 128, 3, 4, 5)));
+	pingpong(ds_bf16("dsdn_pp_128x128_s6_p", 0, 0, 128, 128, 2, 2, 6));
+	ws(ds_bf16("dsdn_ws_128x256_s4_t", 0, 0, 128, 256, 2, 4, 4));
+	ws(ds_bf16("dsdn_ws_192x128_s5_t", 0, 0, 192, 128, 3, 4, 5));
+	persistent(ws(ds_bf16("dsdn_ws_192x128_s5_p", 0, 0, 192, 128, 3, 4, 5)));
+	wgmma(ds_bf16("dsdn_w_192x128_s5_t", 0, 0, 192, 128, 3, 4, 5), 0);
+	/* the alternative: 64-row tiles, the m-tiles of an (expert, column tile) side by side sharing B in L2 */
+	wgmma(ds_bf16("dsup_w_64x256_s4_t", 1, 1, 64, 256, 2, 4, 4), 0);
+	ws(ds_bf16("dsdn_ws_64x256_s5_t", 0, 0, 64, 256, 2, 4, 5));
+	/* ... and their checks at small sizes: 40 experts (N = 256), both mainloops */
+	s = ws(check_scatter("cws192_grouped_scatter", 0, 640));
+	tile(s, 192, 128, 64, 3, 4, 5, 0);
+	s = ws(check_gather_swiglu("cws192_grouped_gather_swiglu", 0, 320));
+	tile(s, 192, 128, 64, 3, 4, 4, 0);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 5;
+	s = wgmma(check_gather_swiglu("cw192_grouped_gather_swiglu", 0, 320), 0);
+	tile(s, 192, 128, 64, 3, 4, 5, 0);
 
 	s = check_scatter("cw_grouped_scatter_persistent", 0, 192);
 	wgmma(s, 0);

@@ -46,7 +46,7 @@ def plan_jobs(man, args):
             if p == "dense":
                 for M in DENSE_CHECK_M.get(n, [16 if c["spec"]["bm"] <= 32 else 300]):
                     jobs.append({"kind": "check", "case": n, "T": M, "dist": None})
-            elif p == "f8":  # FP8 x FP8 at DeepSeek-V3's shapes (the bench job checks T=4096)
+            elif p in ("f8", "ds"):  # DeepSeek-V3's shapes, FP8 or bf16 (the bench job checks T=4096)
                 jobs.append({"kind": "check", "case": n, "T": 300, "dist": "skew"})
             elif p in ("moe_up", "moe_down"):
                 if c["spec"]["bm"] <= 32:
@@ -68,7 +68,7 @@ def plan_jobs(man, args):
             jobs.append({"kind": "bench_moe", "T": T, "dist": d, "cases": names, "phase": "decode"})
         jobs.append({"kind": "bench_moe", "T": 4096, "dist": "uniform", "cases": names, "phase": "prefill"})
         for n in names:  # FP8 x FP8: one job per kernel (a hang costs only its own)
-            if next(c for c in cases if c["name"] == n)["problem"] == "f8":
+            if next(c for c in cases if c["name"] == n)["problem"] in ("f8", "ds"):
                 jobs.append({"kind": "bench_f8", "T": 4096, "dist": "uniform", "case": n})
     for i, j in enumerate(jobs):
         j["id"] = i
@@ -873,8 +873,9 @@ def table(jobs, results):
         rows = r.get("rows", [])
         if j["kind"] == "bench_f8":
             for x in rows:
-                print("fp8 %-36s T=%d M=%s %9.1f us %7.1f TFLOP/s [%s]" % (
-                    x["what"], j["T"], r.get("M"), x["us"], x["tflops"], r.get("status")))
+                print("%s %-36s T=%d M=%s %9.1f us %7.1f TFLOP/s [%s]" % (
+                    "fp8" if x["what"].startswith("f8") else "alone", x["what"], j["T"], r.get("M"), x["us"],
+                    x["tflops"], r.get("status")))
             continue
         if j["kind"] == "bench_dense":
             print("dense bias+gelu M=%d N=%s K=%s [%s]" % (j["M"], r.get("N"), r.get("K"), r.get("status")))

@@ -552,6 +552,137 @@ START_TEST(test_ws_emu_skips_row_blocks_without_rows)
 }
 END_TEST
 
+/*
+ * Three consumer warpgroups stacked over 192 rows (192x128, w3x4: each 64 rows
+ * of all 128 columns; 512 threads, setmaxnreg 56 / 152), one tile per expert
+ * of up to 192 rows: experts of 1, 63, 64, 65, 128, 130, 191, 192 and 0 rows
+ * (and 193 and 257, two tiles), down-projection style (A by TMA, routing
+ * weights, scattered rows), tiles and persistent, and gathered A with SwiGLU
+ * (the up-projection; the producer warpgroup's 12 cp.async chunks a
+ * thread); each against the reference and bit for bit against the cp.async
+ * wgmma mainloop over the same three warpgroups.
+ */
+static const int rows192[12] = {1, 63, 64, 65, 128, 0, 130, 191, 192, 0, 193, 257};
+
+static void
+case192(GemmCase *c, int gather, int stages)
+{
+	memset(c->counts, 0, sizeof c->counts);
+	memcpy(c->counts, rows192, sizeof rows192);
+	if (gather) {
+		gh_spec_grouped_swiglu(&c->s, 12, 256, 192, 2);
+		c->T = 1284 / 2;	/* top-2: 1284 rows */
+	} else {
+		gh_spec_grouped_scale_scatter(&c->s, 12, 256, 192);
+		c->T = 1284;
+	}
+	tiles(&c->s, 192, 128, 64, 3, 4, stages);
+}
+
+START_TEST(test_ws_emu_192_rows_three_consumers)
+{
+	GemmCase c = {.what = "192x128, three consumers: scattered rows, 1..257 rows an expert, tiles"};
+
+	case192(&c, 0, 5);
+	check_case(&c, 1e-2);
+	c.what = "192x128, three consumers: scattered rows, persistent over 5 CTAs, 3 stages";
+	case192(&c, 0, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 5;
+	check_case(&c, 1e-2);
+	c.what = "192x128, three consumers: gathered A, SwiGLU";
+	case192(&c, 1, 4);
+	check_case(&c, 1e-2);
+	c.what = "192x128, three consumers: gathered A, persistent over 3 CTAs, 2 stages";
+	case192(&c, 1, 2);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	check_case(&c, 1e-2);
+	c.what = "192x128 on mma.sync (12 warps of 64x32; sm_80's and the emulator's plan): gathered A";
+	c.s.mainloop = CG_MAINLOOP_MMA;
+	c.s.sched = CG_SCHED_TILES;
+	c.s.stages = 3;
+	gh_check(&c, 1e-2);
+	c.what = "192x128 on mma.sync: scattered rows";
+	case192(&c, 0, 3);
+	c.s.mainloop = CG_MAINLOOP_MMA;
+	gh_check(&c, 1e-2);
+	c.what = "192x128, three consumers: dense, ragged M, bk 128";
+	gh_spec_dense_bias_gelu(&c.s, 256, 256);
+	tiles(&c.s, 192, 128, 128, 3, 4, 2);
+	memset(c.counts, 0, sizeof c.counts);
+	c.T = 450;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+/*
+ * The row-block skip with three stacked warpgroups: a warpgroup whose 64
+ * rows hold no row of the tile issues no wgmma.  K = 192 (3 k-tiles of 4
+ * k-steps), 2 column tiles: 12 wgmma a warpgroup a tile's column tile.
+ * Experts (rows): 1, 63, 64, 65, 128, 130, 191, 192, 192 + 1, 192 + 65 (and
+ * two empty ones): warpgroups with rows 1, 1, 1, 2, 2, 3, 3, 3, 3 + 1, 3 + 2
+ * = 25 of the 36 of 12 row tiles: 25 x 24 = 600 wgmma with the skip,
+ * 36 x 24 = 864 without; the same outputs.
+ */
+START_TEST(test_ws_emu_192_skips_warpgroups_without_rows)
+{
+	GemmCase c = {.what = "192x128: warpgroups without rows"};
+	GemmRun r, q;
+	GemmErr e;
+	long n0, full, skip;
+
+	case192(&c, 0, 4);
+	c.s.full_blocks = 1;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "full blocks: %s", r.msg);
+	full = cg_emu_wgmma_count() - n0;
+	c.s.full_blocks = 0;
+	n0 = cg_emu_wgmma_count();
+	ck_assert_msg(gh_run(&q, &c) == 0 && gh_compare(&q, &e) == 0, "skipped blocks: %s", q.msg);
+	skip = cg_emu_wgmma_count() - n0;
+	ck_assert_msg(e.err < 1e-2, "relative L2 error %g", e.err);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "outputs differ");
+	ck_assert_int_eq(full, 864);
+	ck_assert_int_eq(skip, 600);
+	gh_free(&r);
+	gh_free(&q);
+}
+END_TEST
+
+/* DeepSeek-V3's expert GEMMs at 192x128 on sm_90a: the down projection
+ * (A by TMA, scattered) and the gathered gate|up, three consumers: 512
+ * threads pinned at 128 registers, setmaxnreg 56 / 152, no spills. */
+START_TEST(test_ws_192_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const CgKernel *k;
+	const char *ptx;
+
+	gh_spec_grouped_scale_scatter(&s[0], 256, 7168, 2048);
+	tiles(&s[0], 192, 128, 64, 3, 4, 5);
+	gh_spec_grouped_swiglu(&s[1], 256, 4096, 7168, 8);
+	tiles(&s[1], 192, 128, 64, 3, 4, 5);
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "t");
+	k = cg_module_find(m, "t0");
+	ck_assert_int_eq(k->block[0], 512);
+	ck_assert_int_eq(k->maxnreg, 128);
+	ck_assert_int_eq(k->tmap[0].box[1], 64);	/* A in 64-row boxes, those with rows loaded */
+	ck_assert_ptr_nonnull(strstr(k->note, "192x128x64 w3x4+4 s5 ws tma"));
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 152"), 2);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 56"), 2);
+	ck_assert_int_eq(gh_count(ptx, ".maxnreg 128"), 2);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d") >= 3);	/* the down's three boxes of A */
+	ck_assert(gh_count(ptx, "cp.async.cg.shared.global [") >= 12);	/* gathered A, zero-filled past the rows */
+	ck_assert(gh_count(ptx, "], 16, %r") >= 12);
+	ck_assert(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k16") >= 2);
+	gh_assemble(m, 2, "check_ws 192", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 START_TEST(test_ws_emu_grouped_no_rows)
 {
 	GemmCase c = {.what = "grouped, T = 0"};
@@ -736,6 +867,37 @@ START_TEST(test_ws_pingpong_per_bucket_program)
 	gh_check_program_max(prog_dense, 100, 4096, "dd_k0_t65_1024", "w2x2x2+4 s6 ws tma pingpong persistent",
 			     2e-2, dbg);
 	gh_check_program_max(prog_dense, 3, 4096, "dd_k0", "w4x2+4 s4 ws tma tiles", 2e-2, dbg);
+}
+END_TEST
+
+/* DeepSeek-shaped: 16 experts, top-8, so a plan for 256 tokens expects 128
+ * rows an expert and with --debug=tile192 takes 192x128 tiles (rows192 in
+ * program.c) for both
+ * expert GEMMs: on the emulator's default mma.sync mainloop (12 warps of
+ * 64x32), the cp.async wgmma one and the warp-specialised one (three
+ * consumer warpgroups; the gathered gate|up too), against the
+ * interpreter at T = 200 (100 +- 9 rows an expert) and T = 256. */
+static const char prog_ds[] =
+	"weight $router : bf16[16,128]\n"
+	"weight $wgu : bf16[16,256,128]\n"
+	"weight $wd : bf16[16,128,128]\n"
+	"graph @moe(%x: bf16[T,128]) -> (y: bf16[T,128]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"	%y0 = moe %x, %logits, _, $wgu, $wd, k=8, renorm=1, router=softmax : bf16[T,128]\n"
+	"	%y = add %x, %y0 : bf16[T,128]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_192_program_against_interpreter)
+{
+	unsigned t = DBG_TILE192, ws = t | DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER;
+
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s", 2e-2, 0);	/* not by default */
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s", 2e-2, t);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "192x128x64 w3x4 s", 2e-2, t);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s5 wgmma", 2e-2, t | DBG_EMU_WGMMA);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "192x128x64 w3x4+4 s5 ws tma persistent", 2e-2, ws);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "192x128x64 w3x4+4 s5 ws tma cp.async-a", 2e-2, ws);
 }
 END_TEST
 
@@ -1006,6 +1168,10 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_gather_swiglu);
 	tcase_add_test(t, test_ws_emu_grouped_no_rows);
+	tcase_add_test(t, test_ws_emu_192_rows_three_consumers);
+	tcase_add_test(t, test_ws_emu_192_skips_warpgroups_without_rows);
+	tcase_add_test(t, test_ws_192_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_192_program_against_interpreter);
 	tcase_add_loop_test(t, test_ws_emu_pingpong_dense, 0, (int)NELEM(pp_cases));
 	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
