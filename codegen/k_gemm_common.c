@@ -529,6 +529,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 		cg_ep_print(ep, sizeof ep, &s->ep);
 		at += snprintf(buf + at, n - (size_t)at, " ep: %s", ep);
 	}
+	if (s->f8.b_block > 1 && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " f8: b_block=%d", s->f8.b_block);
 	return at;
 }
 

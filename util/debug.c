@@ -34,6 +34,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: wgmma over every 64-row block of a tile, also blocks past its last row (the mainloop before their skip)"},
 	{"persistent-prefill", DBG_PERSISTENT_PREFILL, NULL,
 	 "compile: prefill grouped GEMMs on sm_90a persistent over SMs x CTAs per SM (off: 7-8% slower on the H200)"},
+	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
+	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
+	 "(the kernels before one a block, for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -133,6 +133,7 @@ enum {
 	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
 	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
+	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

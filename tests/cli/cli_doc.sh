@@ -157,6 +157,7 @@ environment variable still works, read by the driver alone; it is deprecated and
 | `roundtrip` | `opt` prints, parses and prints its result again and fails unless the two are the same (lit sets it for every test) | `MOEC_CHECK_ROUNDTRIP=1` |
 | `full-blocks` | sm_90a's wgmma and warp-specialised GEMMs issue wgmma for every 64-row block of a tile, also blocks past its last row (by default a warpgroup whose second block holds no row of the tile skips it: a grouped tile's rows past its expert are never stored); the A/B of that skip on the device (docs/codegen.md) | |
 | `persistent-prefill` | prefill grouped GEMMs (tiles of 128 rows or more) on sm_90a run persistent, SMs x CTAs per SM striding over the work, instead of a CTA per potential tile; off by default: 7-8% slower on the H200 (Mixtral, Qwen3-30B-A3B, DeepSeek-V3 at T = 4096, 2026-12-02; docs/codegen.md) | |
+| `f8-col-scales` | FP8 x FP8 GEMMs (sm_90a) read B's scales a column at a time and promote with an fmul and an fma an element also where the weights' scales hold one value a 128x128 block (by default those read one a warpgroup column block and promote with one fma: docs/codegen.md, "FP8 x FP8"); the same results up to rounding, for A/B on the GPU (bench/quant/run_fp8.sh) | |
 
 Environment variables that stay (configuration, not debugging): `PTXAS` (the ptxas to run), `MOEC_PTXAS_JOBS`
 (ptxas runs at once; default one per core), `TMPDIR`; for the runtime, `MOERT_LIBCUDA` (docs/runtime.md).
