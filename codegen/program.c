@@ -689,6 +689,10 @@ static const Tile tiles[] = {
 	{16, 16, 128, 128, 1, 4, 5}, {16, 16, 64, 128, 1, 4, 5}, {16, 16, 64, 64, 1, 4, 4},
 	{32, 32, 128, 128, 1, 4, 4}, {32, 32, 64, 64, 1, 4, 4},
 	{64, 64, 128, 64, 2, 2, 4}, {64, 64, 64, 64, 2, 2, 4},
+	/* up to 64 rows, where the tiles above refuse SwiGLU + quantisation per 128
+	 * (DeepSeek-V3 FP8's shared gate|up): a group's 256 columns in a 16-row
+	 * tile, split-K for the SMs (it took 128x256: 16 CTAs, 15% of copy at T=16) */
+	{64, 16, 256, 64, 1, 4, 4},
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 192, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 192, 64, 2, 4, 4}, {INT32_MAX, 128, 128, 64, 2, 2, 4},

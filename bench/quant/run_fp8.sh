@@ -18,7 +18,10 @@
 #    layer's time against the bf16 one (targets, issue 13: >= 1100 TFLOP/s,
 #    >= 1.6x); and the A/B of the fp8 layer with --debug=f8-col-scales (its
 #    FP8 GEMMs reading a B scale a column, as before session 26, instead of
-#    one a 128x128 block: dsv3_fp8_col.moeb, the same synthetic weights).
+#    one a 128x128 block: dsv3_fp8_col.moeb, the same synthetic weights);
+# 3. decode, T = 16: the fp8 layer compiled for 16 tokens, each step alone
+#    (its shared-expert gate|up, SwiGLU + quantisation per 128, on 16x256
+#    split-K tiles since session 26).
 #
 # Synthetic weights (seed 1 and 7) are generated on the device: the FP8
 # GEMMs read the IR's layouts, so nothing is repacked and the bundles stay
@@ -52,6 +55,9 @@ prepare() {	# BUILD OUT
 	"$moec" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
 		--max-tokens=4096 --debug=f8-col-scales -o "$out/dsv3_fp8_col.moeb" >"$out/dsv3_fp8_col.log" 2>&1 ||
 		{ cat "$out/dsv3_fp8_col.log"; exit 2; }
+	"$moec" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
+		--max-tokens=16 -o "$out/dsv3_fp8_t16.moeb" >"$out/dsv3_fp8_t16.log" 2>&1 ||
+		{ cat "$out/dsv3_fp8_t16.log"; exit 2; }
 	mkdir -p "$out/bf16" || exit 2
 	python3 - "$src/models/deepseek-v3/config.json" "$out/bf16/config.json" <<'PY' || exit 2
 import json, sys
@@ -107,6 +113,8 @@ gpu() {	# OUT
 	summary "$B/fp8_col.txt"
 	echo "== bf16 steps"
 	cat "$B/bf16.profile"
+	echo "== decode, T=16 (fp8)"
+	"$B/moert" bench "$out/dsv3_fp8_t16.moeb" --tokens=16 --iters=200 --graph --profile || rc=1
 	exit $rc
 }
 
