@@ -468,6 +468,9 @@ struct CgF8 {
 				 * ones one (a checkpoint's 128x128 blocks, also interleaved gate|up
 				 * rows): one B scale pair a warpgroup column block, one fma a
 				 * promoted element; a multiple of wtn; 0: a scale a column */
+	int whole;		/* a k-tile in one wgmma group a warpgroup, promoted after it
+				 * (DeepGEMM's order; bench/gemm A/B); 0: two column halves, the
+				 * promotion of one overlapping the other's wgmmas */
 };
 
 typedef struct CgBQuant CgBQuant;

@@ -396,8 +396,11 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KK = s->bk * g->eb / 32, kn_b = s->b_layout == CG_B_KN;	/* 32 bytes of K a k-step */
-	LLVMValueRef adv = cg_muli(f, st, g->wg.stage / 16);
+	LLVMValueRef adv;
 
+	if (nj == 0)	/* an empty half (GemmSpec.f8.whole) */
+		return;
+	adv = cg_muli(f, st, g->wg.stage / 16);
 	wg_fence(f);
 	for (int kk = 0; kk < KK; kk++) {
 		/* A: k-block kk/4, 32 bytes per k-step inside the 128-byte row */
@@ -574,6 +577,8 @@ gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj)
 {
 	CgFn *f = g->k.f;
 
+	if (nj == 0)
+		return;
 	acc_fence_cols(g, j0, nj);
 	if (f8_blocked(g)) {
 		LLVMValueRef ab[2 * MAXF][2];
@@ -776,12 +781,17 @@ f8_promote_kept(G *g, LLVMValueRef *va, LLVMValueRef *vb, int j0, int nj)
 	gemm_f8_promote_cols(g, sa, sb, j0, nj);
 }
 
-/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count. */
+/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count;
+ * with f8.whole the first is all of them and the second none (both
+ * mainloops then issue a k-tile as one group and promote it after its wait:
+ * an empty half issues and promotes nothing). */
 void
 gemm_f8_half(const G *g, int h, int *j0, int *nj)
 {
-	*j0 = h ? g->ni / 2 : 0;
-	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
+	int lo = g->k.s.f8.whole ? g->ni : g->ni / 2;
+
+	*j0 = h ? lo : 0;
+	*nj = h ? g->ni - lo : lo;
 }
 
 /*

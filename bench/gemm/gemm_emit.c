@@ -527,6 +527,16 @@ build(void)
 	s = ws(f8_moe("f8wsgu_sorted_64x256_s5_p_bb", 1, 0, 64, 256, 1, 8, 5));
 	s->f8.b_block = 128;
 	persistent(s);
+	/* ... and a k-tile as one wgmma group, promoted after its wait (f8.whole,
+	 * DeepGEMM's order: the other consumer warpgroup's wgmmas overlap it) */
+	s = ws(f8_moe("f8wsdn_64x256_s5_p_bbw", 0, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	s->f8.whole = 1;
+	persistent(s);
+	s = ws(f8_moe("f8wsgu_sorted_64x256_s5_p_bbw", 1, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	s->f8.whole = 1;
+	persistent(s);
 	/* FP8 x FP8 correctness at small sizes: WS down (scatter, persistent over
 	 * more tiles than CTAs, empty experts), dense with K = 384, gathered */
 	s = ws(check_scatter("cf8ws_grouped_scatter_persistent", 1, 640));

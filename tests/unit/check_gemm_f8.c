@@ -428,6 +428,53 @@ START_TEST(test_blocked)
 }
 END_TEST
 
+/*
+ * f8.whole: a k-tile as one wgmma group a warpgroup (m64n128k32), promoted
+ * after its wait (DeepGEMM's order): ptxas (no spills, no serialisation),
+ * and on the emulator against the reference, WS bit for bit the wgmma one,
+ * with scales a column and in blocks.
+ */
+START_TEST(test_whole)
+{
+	GemmSpec s[2];
+
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
+	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
+	s[0].f8 = (CgF8){128, 1, 128, 1};
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
+	s[0].mainloop = CG_MAINLOOP_WGMMA;
+	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
+	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
+	s[1].f8 = (CgF8){128, 0, 128, 1};
+	gh_tiles(&s[1], 64, 256, 128, 1, 8, 5);
+	s[1].sched = CG_SCHED_PERSISTENT;
+	s[1].mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "fw1");
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_eq(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	gh_assemble(m, 2, "gemm_f8 whole", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	GemmCase c = {.what = "f8 whole dense 128x128, scales a column, T = 45", .T = 45};
+	spec_f8(&c.s, 256, 384);
+	c.s.f8.whole = 1;
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 4);
+	ws_case(&c, 1e-5);
+	GemmCase dn = {.what = "f8 whole ws grouped down 64x256, blocked, persistent with 3 CTAs, K = 640", .T = 41,
+		       .counts = {3, 40, 0, 39}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8 = (CgF8){128, 0, 128, 1};
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	ws_case(&dn, 1e-5);
+}
+END_TEST
+
 /* ---- whole programs: fuse-dequant (A and B), lower_gemm, the plan, the emulator ---- */
 
 /*
@@ -617,6 +664,7 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ws_grouped);
 	tcase_add_test(t, test_blocked);
 	tcase_add_test(t, test_blocked_from_data);
+	tcase_add_test(t, test_whole);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	tcase_add_loop_test(t, test_ws_program_against_interpreter, 0, (int)NELEM(ws_programs));
 	suite_add_tcase(s, t);
