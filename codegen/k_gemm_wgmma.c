@@ -568,7 +568,7 @@ gemm_f8_tile(G *g)
 
 /*
  * After wait_group 0: fin[r][c] += acc[r][c] * sb[c] * sa[r] (one fmul, one
- * fma); with B's scales in row blocks fin[r][c] += acc[r][c] * (sa[r] *
+ * fma); with B's scales in blocks (f8.b_block) fin[r][c] += acc[r][c] * (sa[r] *
  * sb[c % 2]), the products once for the 2 mi rows and 2 parities, one fma
  * an element (DeepGEMM's).
  */
@@ -621,7 +621,7 @@ gemm_f8_result(G *g)
  * position q (the columns 8m + 2q, 8m + 2q + 1), the thread's wtn/4
  * columns in order (its sb[0..2 ni), 16-byte loads), each group padded by 4
  * floats so that the four quads' loads start on different banks.  With B's
- * scales in row blocks: per warpgroup column block its two (f8_blocked),
+ * scales in blocks: per warpgroup column block its two (f8_blocked),
  * B scale i of the slot that of tile column (i/2) wtn + i%2.
  */
 static int
