@@ -139,7 +139,7 @@ START_TEST(test_ptxas)
 	spec_f8(&s[0], 512, 1024);
 	gh_spec_grouped_swiglu(&s[1], 8, 512, 1024, 2);
 	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
-	s[1].f8 = (CgF8){128, 1};
+	s[1].f8 = (CgF8){.group = 128, .b_interleave = 1};
 	gh_tiles(&s[1], 64, 128, 128, 1, 4, 5);
 	s[1].mainloop = CG_MAINLOOP_WGMMA;
 	gh_spec_grouped_scale_scatter(&s[2], 8, 512, 1024);
@@ -336,7 +336,7 @@ START_TEST(test_grouped)
 
 	gh_spec_grouped_swiglu(&c.s, 8, 256, 256, 2);
 	c.s.a_dt = c.s.b_dt = DT_F8E4M3;
-	c.s.f8 = (CgF8){128, 1};
+	c.s.f8 = (CgF8){.group = 128, .b_interleave = 1};
 	gh_tiles(&c.s, 64, 128, 128, 1, 4, 3);
 	c.s.mainloop = CG_MAINLOOP_WGMMA;
 	gh_check(&c, 1e-2);
@@ -379,12 +379,12 @@ START_TEST(test_blocked)
 
 	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
 	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
-	s[0].f8 = (CgF8){128, 1, 128};
+	s[0].f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
 	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
 	s[0].mainloop = CG_MAINLOOP_WGMMA;
 	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
 	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
-	s[1].f8 = (CgF8){128, 0, 128};
+	s[1].f8 = (CgF8){.group = 128, .b_block = 128};
 	gh_tiles(&s[1], 64, 256, 128, 1, 8, 5);
 	s[1].sched = CG_SCHED_PERSISTENT;
 	s[1].mainloop = CG_MAINLOOP_WS;
@@ -404,7 +404,7 @@ START_TEST(test_blocked)
 		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
 	gh_spec_grouped_swiglu(&up.s, 8, 1024, 256, 2);
 	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
-	up.s.f8 = (CgF8){128, 1, 128};
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
 	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
 	up.s.mainloop = CG_MAINLOOP_WGMMA;
 	gh_check(&up, 1e-2);
@@ -419,7 +419,7 @@ START_TEST(test_blocked)
 	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
 	dn.s.m_per_t = 2;
 	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
-	dn.s.f8 = (CgF8){128, 0, 128};
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128};
 	dn.s.c_dt = DT_F32;
 	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
 	dn.s.sched = CG_SCHED_PERSISTENT;
@@ -440,12 +440,12 @@ START_TEST(test_whole)
 
 	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
 	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
-	s[0].f8 = (CgF8){128, 1, 128, 1};
+	s[0].f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
 	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
 	s[0].mainloop = CG_MAINLOOP_WGMMA;
 	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
 	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
-	s[1].f8 = (CgF8){128, 0, 128, 1};
+	s[1].f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
 	gh_tiles(&s[1], 64, 256, 128, 1, 8, 5);
 	s[1].sched = CG_SCHED_PERSISTENT;
 	s[1].mainloop = CG_MAINLOOP_WS;
@@ -466,7 +466,7 @@ START_TEST(test_whole)
 	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
 	dn.s.m_per_t = 2;
 	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
-	dn.s.f8 = (CgF8){128, 0, 128, 1};
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
 	dn.s.c_dt = DT_F32;
 	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
 	dn.s.sched = CG_SCHED_PERSISTENT;
