@@ -463,6 +463,14 @@ typedef struct CgF8 CgF8;
 struct CgF8 {
 	int group;		/* k per scale: 128 */
 	int b_interleave;
+	int b_block;		/* > 1: of B's columns b_block j .. b_block (j+1) - 1 of an expert
+				 * (through b_interleave) the even ones have one scale and the odd
+				 * ones one (a checkpoint's 128x128 blocks, also interleaved gate|up
+				 * rows): one B scale pair a warpgroup column block, one fma a
+				 * promoted element; a multiple of wtn; 0: a scale a column */
+	int whole;		/* a k-tile in one wgmma group a warpgroup, promoted after it
+				 * (DeepGEMM's order; bench/gemm A/B); 0: two column halves, the
+				 * promotion of one overlapping the other's wgmmas */
 };
 
 typedef struct CgBQuant CgBQuant;
@@ -913,6 +921,11 @@ int cg_emit_ep_pack(CgModule *m, const char *name, const CgEpPackSpec *s, Diag *
  * "count" i64.  Block 256; the recorded grid (1024) may be replaced.
  */
 int cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d);
+/* ... of a weight with row_block rb > 1 (Weight.row_block): element i takes
+ * element ir_synth_index's value for a [.., rows, cols] weight (rb, rows and
+ * cols in the code; not for packed types) */
+int cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t rows, int64_t cols,
+		       Diag *d);
 
 /* k_body*.c: any elementwise or row_reduce kernel body, or one op */
 typedef struct CgBodySpec CgBodySpec;

@@ -396,8 +396,11 @@ gemm_wgmma_ktile_cols(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef st,
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KK = s->bk * g->eb / 32, kn_b = s->b_layout == CG_B_KN;	/* 32 bytes of K a k-step */
-	LLVMValueRef adv = cg_muli(f, st, g->wg.stage / 16);
+	LLVMValueRef adv;
 
+	if (nj == 0)	/* an empty half (GemmSpec.f8.whole) */
+		return;
+	adv = cg_muli(f, st, g->wg.stage / 16);
 	wg_fence(f);
 	for (int kk = 0; kk < KK; kk++) {
 		/* A: k-block kk/4, 32 bytes per k-step inside the 128-byte row */
@@ -469,6 +472,15 @@ gemm_wgmma_acc_fence(G *g)
 
 /* ---- FP8 x FP8 (GemmSpec.f8): DeepGEMM's promotion ---- */
 
+/* B's scales in column blocks (GemmSpec.f8.b_block): per warpgroup column
+ * block one scale per column parity (the gate and up rows of an interleaved
+ * B; the same one twice otherwise), sb[0] and sb[1] of a thread. */
+static int
+f8_blocked(const G *g)
+{
+	return g->k.s.f8.b_block > 1;
+}
+
 int
 gemm_f8_check(const G *g, Diag *d)
 {
@@ -490,6 +502,10 @@ gemm_f8_check(const G *g, Diag *d)
 				  (long long)s->N);
 	if (s->f8.b_interleave && s->mainloop == CG_MAINLOOP_WS)	/* a TMA box reads consecutive rows */
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: ws: an interleaved B (TMA reads B's rows in order)");
+	if (f8_blocked(g) && s->f8.b_block % g->wtn)
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: B scales in blocks of %d columns: a warpgroup's "
+				  "%d columns would span two (one scale pair a column block needs them inside one)",
+				  s->f8.b_block, g->wtn);
 	return 0;
 }
 
@@ -557,13 +573,35 @@ gemm_f8_tile(G *g)
 				cg_set(g->k.f, g->wg.fin[i][j][q], cg_f32(g->k.f, 0));
 }
 
-/* After wait_group 0: fin[r][c] += acc[r][c] * sb[c] * sa[r] (one fmul, one fma). */
+/*
+ * After wait_group 0: fin[r][c] += acc[r][c] * sb[c] * sa[r] (one fmul, one
+ * fma); with B's scales in blocks (f8.b_block) fin[r][c] += acc[r][c] * (sa[r] *
+ * sb[c % 2]), the products once for the 2 mi rows and 2 parities, one fma
+ * an element (DeepGEMM's).
+ */
 void
 gemm_f8_promote_cols(G *g, LLVMValueRef *sa, LLVMValueRef *sb, int j0, int nj)
 {
 	CgFn *f = g->k.f;
 
+	if (nj == 0)
+		return;
 	acc_fence_cols(g, j0, nj);
+	if (f8_blocked(g)) {
+		LLVMValueRef ab[2 * MAXF][2];
+		for (int r = 0; r < 2 * g->mi; r++)
+			for (int p = 0; p < 2; p++)
+				ab[r][p] = LLVMBuildFMul(f->B, sa[r], sb[p], "");
+		for (int i = 0; i < g->mi; i++)
+			for (int j = j0; j < j0 + nj; j++)
+				for (int q = 0; q < 4; q++) {
+					LLVMValueRef a[3] = {cg_get(f, g->acc[i][j][q]), ab[2 * i + q / 2][q % 2],
+							     cg_get(f, g->wg.fin[i][j][q])};
+					cg_set(f, g->wg.fin[i][j][q],
+					       cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, a, 3));
+				}
+		return;
+	}
 	for (int i = 0; i < g->mi; i++)
 		for (int j = j0; j < j0 + nj; j++)
 			for (int q = 0; q < 4; q++) {
@@ -589,7 +627,9 @@ gemm_f8_result(G *g)
  * the threads read them: per warpgroup column block of wtn, per lane quad
  * position q (the columns 8m + 2q, 8m + 2q + 1), the thread's wtn/4
  * columns in order (its sb[0..2 ni), 16-byte loads), each group padded by 4
- * floats so that the four quads' loads start on different banks.
+ * floats so that the four quads' loads start on different banks.  With B's
+ * scales in blocks: per warpgroup column block its two (f8_blocked),
+ * B scale i of the slot that of tile column (i/2) wtn + i%2.
  */
 static int
 f8_group(const G *g)
@@ -597,9 +637,18 @@ f8_group(const G *g)
 	return g->wtn / 4 + 4;
 }
 
+/* B scales a slot holds */
+static int
+f8_bscales(const G *g)
+{
+	return f8_blocked(g) ? g->k.s.bn / g->wtn * 2 : g->k.s.bn;
+}
+
 int
 gemm_f8_slot(const G *g)
 {
+	if (f8_blocked(g))
+		return (4 * (g->k.s.bm + f8_bscales(g)) + 15) / 16 * 16;
 	return 4 * (g->k.s.bm + g->k.s.bn / g->wtn * 4 * f8_group(g));
 }
 
@@ -631,14 +680,19 @@ gemm_f8_scale_sources(G *g, int nthr)
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
 	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
-	int na = (s->bm + nthr - 1) / nthr, nbn = (s->bn + nthr - 1) / nthr;
+	int na = (s->bm + nthr - 1) / nthr, nbn = (f8_bscales(g) + nthr - 1) / nthr;
 
 	for (int i = 0; i < na; i++) {
 		LLVMValueRef r = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->tid, (int64_t)i * nthr)));
 		g->wg.ssrc[i] = gptr(f, k->As, cg_muli(f, cg_sext64(f, r), nb), 4);
 	}
 	for (int j = 0; j < nbn; j++) {
-		LLVMValueRef n = gemm_b_row(g, cg_add(f, k->n0, cg_addi(f, k->tid, (int64_t)j * nthr)));
+		LLVMValueRef c = cg_addi(f, k->tid, (int64_t)j * nthr), n;
+		if (f8_blocked(g))	/* the first column of its parity in its column block */
+			c = cg_add(f, cg_muli(f, cg_shr(f, c, 1), g->wtn), cg_and(f, c, 1));
+		n = gemm_b_row(g, cg_add(f, k->n0, c));
+		if (f8_blocked(g))	/* a column block past N: any row of the expert */
+			n = cg_min(f, n, cg_i32(f, (int)(s->N - 1)));
 		g->wg.ssrc[na + j] = gptr(f, k->Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
 								    cg_sext64(f, n)), nb), 4);
 	}
@@ -652,16 +706,17 @@ gemm_f8_scale_copies(G *g, int nthr, LLVMValueRef slot, LLVMValueRef kt)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int na = (s->bm + nthr - 1) / nthr, nbn = (s->bn + nthr - 1) / nthr;
+	int na = (s->bm + nthr - 1) / nthr, nbn = (f8_bscales(g) + nthr - 1) / nthr;
 	LLVMValueRef k64 = cg_sext64(f, kt);
 
 	for (int i = 0; i < na + nbn; i++) {
-		int a = i < na, idx = a ? i : i - na, lim = a ? s->bm : s->bn;
+		int a = i < na, idx = a ? i : i - na, lim = a ? s->bm : f8_bscales(g);
 		LLVMValueRef at = cg_addi(f, g->k.tid, (int64_t)idx * nthr), dst;
 		CgIf c;
 		if ((idx + 1) * nthr > lim)
 			cg_if(f, &c, cg_lt(f, at, cg_i32(f, lim)));
-		dst = cg_add(f, slot, cg_shl(f, a ? at : cg_addi(f, f8_bpos(g, f, at), s->bm), 2));
+		dst = cg_add(f, slot, cg_shl(f, a || f8_blocked(g) ? cg_addi(f, at, a ? 0 : s->bm)
+					     : cg_addi(f, f8_bpos(g, f, at), s->bm), 2));
 		cg_cp_async4(f, cg_sptr(f, dst), gptr(f, g->wg.ssrc[i], k64, 4));
 		if ((idx + 1) * nthr > lim)
 			cg_endif(f, &c);
@@ -693,6 +748,14 @@ gemm_f8_stage_scales(G *g, LLVMValueRef slot, int j0, int nj, LLVMValueRef *sa, 
 
 	for (int i = 0; i < 2 * g->mi; i++)
 		sa[i] = cg_sload(f, f->tf32, sptr_at(f, pa, 4 * (64 * (i / 2) + 8 * (i % 2))), 4);
+	if (f8_blocked(g)) {	/* the column block's two */
+		LLVMValueRef pbb = cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_addi(f, cg_shl(f, cg_udiv(f, g->wn0,
+						cg_i32(f, g->wtn)), 1), s->bm), 2)));
+		LLVMValueRef v = cg_sload(f, v2, pbb, 8);
+		for (int q = 0; q < 2; q++)
+			sb[q] = LLVMBuildExtractElement(f->B, v, cg_i32(f, q), "");
+		return;
+	}
 	for (int j = 2 * j0; j < 2 * (j0 + nj);) {
 		int four = j % 4 == 0 && j + 4 <= 2 * (j0 + nj), m = four ? 4 : 2;
 		LLVMValueRef v = cg_sload(f, four ? v4 : v2, sptr_at(f, pb, 4 * (s->bm + j)), 4 * m);
@@ -702,25 +765,40 @@ gemm_f8_stage_scales(G *g, LLVMValueRef slot, int j0, int nj, LLVMValueRef *sa, 
 	}
 }
 
+/* The entries of sb that the promotion of columns j0..j0+nj reads: [*lo, *hi). */
+static void
+f8_sb_range(const G *g, int j0, int nj, int *lo, int *hi)
+{
+	*lo = f8_blocked(g) ? 0 : 2 * j0;
+	*hi = f8_blocked(g) ? 2 : 2 * (j0 + nj);
+}
+
 /* The promotion of columns j0..j0+nj with the scales kept in vars va, vb. */
 static void
 f8_promote_kept(G *g, LLVMValueRef *va, LLVMValueRef *vb, int j0, int nj)
 {
 	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
+	int lo, hi;
 
 	for (int i = 0; i < 2 * g->mi; i++)
 		sa[i] = cg_get(g->k.f, va[i]);
-	for (int j = 2 * j0; j < 2 * (j0 + nj); j++)
+	f8_sb_range(g, j0, nj, &lo, &hi);
+	for (int j = lo; j < hi; j++)
 		sb[j] = cg_get(g->k.f, vb[j]);
 	gemm_f8_promote_cols(g, sa, sb, j0, nj);
 }
 
-/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count. */
+/* Half h (0, 1) of a warpgroup's fragment columns: the first and the count;
+ * with f8.whole the first is all of them and the second none (both
+ * mainloops then issue a k-tile as one group and promote it after its wait:
+ * an empty half issues and promotes nothing). */
 void
 gemm_f8_half(const G *g, int h, int *j0, int *nj)
 {
-	*j0 = h ? g->ni / 2 : 0;
-	*nj = h ? g->ni - g->ni / 2 : g->ni / 2;
+	int lo = g->k.s.f8.whole ? g->ni : g->ni / 2;
+
+	*j0 = h ? lo : 0;
+	*nj = h ? g->ni - lo : lo;
 }
 
 /*
@@ -746,7 +824,7 @@ static void
 f8_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef kt, LLVMValueRef *va, LLVMValueRef *vb, int first)
 {
 	CgFn *f = g->k.f;
-	int S = g->k.s.stages, lo0, lon, hi0, hin;
+	int S = g->k.s.stages, lo0, lon, hi0, hin, blo, bhi;
 	LLVMValueRef st, sa[2 * MAXF], sb[2 * MAXF];
 
 	gemm_f8_half(g, 0, &lo0, &lon);
@@ -762,7 +840,8 @@ f8_ktile(G *g, LLVMValueRef da0, LLVMValueRef db0, LLVMValueRef kt, LLVMValueRef
 	gemm_f8_stage_scales(g, gemm_f8_slot_at(g, st), 0, g->ni, sa, sb);	/* staged with the stage */
 	for (int i = 0; i < 2 * g->mi; i++)
 		cg_set(f, va[i], sa[i]);
-	for (int j = 2 * hi0; j < 2 * (hi0 + hin); j++)
+	f8_sb_range(g, hi0, hin, &blo, &bhi);
+	for (int j = blo; j < bhi; j++)
 		cg_set(f, vb[j], sb[j]);
 	wg_wait(f, 0);
 	gemm_wgmma_ktile_cols(g, da0, db0, st, cg_i32(f, 0), hi0, hin);
@@ -781,7 +860,7 @@ f8_mainloop(G *g)
 	gemm_f8_half(g, 1, &hi0, &hin);
 	for (int i = 0; i < 2 * MAXF; i++) {
 		va[i] = i < 2 * g->mi ? cg_var(f, f->tf32, NULL) : NULL;
-		vb[i] = i < 2 * g->ni ? cg_var(f, f->tf32, NULL) : NULL;
+		vb[i] = i < 2 * g->ni || (f8_blocked(g) && i < 2) ? cg_var(f, f->tf32, NULL) : NULL;
 	}
 	gemm_wgmma_descs(g, &da0, &db0);
 	gemm_f8_tile(g);

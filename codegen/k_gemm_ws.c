@@ -741,6 +741,8 @@ f8_promote(W *w, LLVMValueRef st, int h)
 	int j0, nj;
 
 	gemm_f8_half(&w->g, h, &j0, &nj);
+	if (nj == 0)	/* the empty half of GemmSpec.f8.whole */
+		return;
 	gemm_f8_stage_scales(&w->g, gemm_f8_slot_at(&w->g, st), j0, nj, sa, sb);
 	gemm_f8_promote_cols(&w->g, sa, sb, j0, nj);
 }

@@ -471,6 +471,45 @@ e8m0_le2(CgProgram *p, const Node *call, const CgGemmBind *gb)
 	return bound < 1.999;
 }
 
+/*
+ * FP8 x FP8 (GemmSpec.f8): 128 when of B's columns 128j .. 128j + 127 of
+ * each expert (through the gate|up interleave) the even ones have one scale
+ * and the odd ones one, so that the kernel reads one scale pair a warpgroup
+ * column block and promotes with one fma an element (GemmSpec.f8.b_block);
+ * else 0 (a scale a column).  A checkpoint's 128x128 blocks, which cfg_quant
+ * repeats over their rows, are so also when fold has interleaved the gate
+ * and up rows (their values are checked here); synthetic ones with
+ * row_block (blocks of stored rows) when the interleave keeps a column
+ * block's 64 gate and 64 up rows each inside one.
+ */
+static int
+f8_b_block(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSpec *s)
+{
+	const WeightSlot *ws = gb->bscale >= 0 ? module_slot(p, call->in[gb->bscale]) : NULL;
+	const Weight *w = ws ? ws->w : NULL;
+	const Type *t = w ? &w->value->type : NULL;
+	const int64_t nb = 128, N = s->N, half = N / 2;
+	int64_t cols, E;
+
+	if (!w || t->dt != DT_F32 || t->rank < 2 || t->dim[t->rank - 2] != N || t->dim[t->rank - 1] <= 0)
+		return 0;
+	cols = t->dim[t->rank - 1];
+	if (!w->data)
+		return w->row_block > 1 && (s->f8.b_interleave ? w->row_block % (nb / 2) == 0 && half % (nb / 2) == 0
+					    : w->row_block % nb == 0) ? (int)nb : 0;
+	E = (int64_t)(w->size / sizeof(float)) / (N * cols);
+	for (int64_t e = 0; e < E; e++)
+		for (int64_t n = 0; n < N; n++) {
+			int64_t n0 = n - n % nb + n % 2;	/* the first column of n's parity in its block */
+			int64_t r = s->f8.b_interleave ? n % 2 * half + n / 2 : n;
+			int64_t r0 = s->f8.b_interleave ? n0 % 2 * half + n0 / 2 : n0;
+			if (memcmp((const float *)w->data + (e * N + r) * cols, (const float *)w->data + (e * N + r0) * cols,
+				   sizeof(float) * (size_t)cols))
+				return 0;
+		}
+	return (int)nb;
+}
+
 static MArg
 arg_of(CgProgram *p, const Value *v)
 {
@@ -672,6 +711,10 @@ static const Tile tiles[] = {
 	{16, 16, 128, 128, 1, 4, 5}, {16, 16, 64, 128, 1, 4, 5}, {16, 16, 64, 64, 1, 4, 4},
 	{32, 32, 128, 128, 1, 4, 4}, {32, 32, 64, 64, 1, 4, 4},
 	{64, 64, 128, 64, 2, 2, 4}, {64, 64, 64, 64, 2, 2, 4},
+	/* up to 64 rows, where the tiles above refuse SwiGLU + quantisation per 128
+	 * (DeepSeek-V3 FP8's shared gate|up): a group's 256 columns in a 16-row
+	 * tile, split-K for the SMs (it took 128x256: 16 CTAs, 15% of copy at T=16) */
+	{64, 16, 256, 64, 1, 4, 4},
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 192, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 192, 64, 2, 4, 4}, {INT32_MAX, 128, 128, 64, 2, 2, 4},
@@ -1762,6 +1805,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		return 0;
 	}
 	s[0].bq.scales_le2 = s[0].bq.group > 0 && e8m0_le2(p, call, &gb);
+	s[0].f8.b_block = s[0].f8.group > 0 && !(p->o.debug & DBG_F8_COL_SCALES) ? f8_b_block(p, call, &gb, &s[0]) : 0;
 	small[0] = s[0];
 	if (plan_gemm(p, s, gb.rows ? gb.rows : p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1,
 		      gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {
@@ -2255,15 +2299,23 @@ fill_ep(CgProgram *p)
 
 /* --- init: synthetic weights and weight preparation ---------------------------- */
 
+/* The synth kernel of a weight: one per type, and per row block and matrix
+ * shape for weights with row_block (Weight.row_block). */
 static const char *
-synth_kernel(CgProgram *p, DType dt)
+synth_kernel(CgProgram *p, const Weight *w)
 {
-	const char *name = arena_printf(p->a, "moec_synth_%s", dtype_name(dt));
+	const Type *t = &w->value->type;
+	DType dt = t->dt;
+	int64_t rb = t->rank >= 2 ? w->row_block : 0, rows = rb > 1 ? t->dim[t->rank - 2] : 0;
+	int64_t cols = rb > 1 ? t->dim[t->rank - 1] : 0;
+	const char *name = rb > 1 ? arena_printf(p->a, "moec_synth_%s_rb%lld_%lldx%lld", dtype_name(dt),
+						 (long long)rb, (long long)rows, (long long)cols)
+		: arena_printf(p->a, "moec_synth_%s", dtype_name(dt));
 
 	if (cg_module_find(p->mod[0], name))
 		return name;
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_synth(p->mod[i], name, dt, p->d) != 0)
+		if (cg_emit_synth_rows(p->mod[i], name, dt, rb > 1 ? rb : 0, rows, cols, p->d) != 0)
 			return NULL;
 	return name;
 }
@@ -2293,7 +2345,7 @@ static int
 init_synth(CgProgram *p, int slot)
 {
 	const WeightSlot *w = &p->w.v[slot];
-	const char *name = w->bq ? synth_bq_kernel(p, w) : synth_kernel(p, w->v->type.dt);
+	const char *name = w->bq ? synth_bq_kernel(p, w) : synth_kernel(p, w->w);
 	const CgKernel *k;
 	MArg *a;
 
@@ -2375,6 +2427,7 @@ relayout_synth(CgProgram *p, const GemmSpec *s, const CgGemmBind *gb, WeightSlot
 	BqLayout *l;
 
 	if (!slot[0]->synth || !slot[1]->synth || (slot[2] && !slot[2]->synth) ||
+	    slot[1]->w->row_block > 1 ||	/* cg_emit_synth_bq generates rows as they are */
 	    !cg_bq_synth_ok(s, slot[1]->v->type.dt, slot[2] ? slot[2]->v->type.dt : NDTYPE))
 		return 0;
 	l = arena_alloc(p->a, sizeof *l);

@@ -13,7 +13,7 @@
  * [.., N, K] (i4/u4 packed two to a byte along K, low nibble first), a
  * scale [.., N, ceil(K/bs)] and, for asymmetric int4, a u4 zero point of the
  * scale's shape; 2-D weight blocks (fp8 128x128) are repeated over their
- * rows.  fp8 with dynamic activations also quantises each quantised linear's
+ * rows (synthetic ones too: Weight.row_block).  fp8 with dynamic activations also quantises each quantised linear's
  * input (quantize_dynamic then dequantize, per token and 128 columns).
  * With synthetic weights the same values, scales and zero points are
  * generated in the same dtypes.
@@ -628,6 +628,8 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	}
 	in[0] = make(c, w->name, k.qdt, r, dim, k.q, qfmt[kind].qmean, qfmt[kind].qscale);
 	in[1] = make(c, tname(c, w->name, ".scale"), k.sdt, r, sdim, k.s, smean, 0.25 * smean);
+	if (kind == Q_FP8 && !c->st && c->q.bn > 1)	/* synthetic 2-D blocks: repeated over their rows too */
+		in[1]->weight->row_block = c->q.bn;
 	if (k.z || (!c->st && k.qdt == DT_U4))
 		in[2] = make(c, tname(c, w->name, ".zero"), DT_U4, r, sdim, k.z, 8, 2);
 	c->b.loc.name = w->name;

@@ -153,7 +153,11 @@ struct Value {
 /*
  * A weight: a named tensor of the module whose data is never printed.  With
  * data == NULL it is synthetic: element i is mean + scale * u(seed, name, i),
- * u uniform in [-1, 1) (ir_synth_value), reproducible on the device.
+ * u uniform in [-1, 1) (ir_synth_value), reproducible on the device; with
+ * row_block > 1 element i takes element ir_synth_index(w, i)'s value: row r
+ * of each matrix (the last two dims) repeats row r - r % row_block (a
+ * checkpoint's 2-D scale blocks repeated over their rows, as cfg_quant
+ * imports them).
  */
 struct Weight {
 	Value *value;
@@ -162,6 +166,7 @@ struct Weight {
 	size_t size;
 	uint64_t seed;
 	double mean, scale;	/* scale < 0: default 1/sqrt(fan_in) */
+	int64_t row_block;	/* synthetic: rows per repeated row (0, 1: none) */
 	const char *source;	/* where the data came from, for diagnostics */
 	void *cache;		/* synthetic data generated on the host (malloc'd) */
 };
@@ -334,6 +339,7 @@ Module *ir_parse_file(const char *path, Diag *d);
 float ir_synth_value(uint64_t seed, uint64_t namehash, uint64_t i, float mean,
 		     float scale);
 double ir_weight_scale(const Weight *w);	/* resolves the default */
+uint64_t ir_synth_index(const Weight *w, uint64_t i);	/* the element whose value i takes */
 /* Data of a weight, generating synthetic data on first use (cached in w).
  * NULL with a diagnostic if it would be too large. */
 const void *ir_weight_data(Weight *w, Diag *d);

@@ -865,8 +865,10 @@ parse_weight(P *p)
 		else if (strcmp(k.s, "scale") == 0 && (a.kind == A_FLOAT || a.kind == A_INT) &&
 			 (a.kind == A_FLOAT ? a.u.f : (double)a.u.i) >= 0)
 			w->scale = a.kind == A_FLOAT ? a.u.f : (double)a.u.i;
+		else if (strcmp(k.s, "row_block") == 0 && a.kind == A_INT && a.u.i >= 0 && a.u.i <= INT32_MAX)
+			w->row_block = a.u.i;
 		else
-			return err(p, &k, "bad weight attribute '%s' (seed, mean, scale >= 0)", k.s);
+			return err(p, &k, "bad weight attribute '%s' (seed, mean, scale >= 0, row_block >= 0)", k.s);
 	}
 	return p->t.kind == TEOF ? 0 : expect(p, TNL, NULL);
 }

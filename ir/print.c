@@ -240,6 +240,8 @@ print_weight(FILE *f, const Module *m, const Weight *w)
 	}
 	if (w->seed)
 		fprintf(f, " seed=%llu", (unsigned long long)w->seed);
+	if (w->row_block > 1)
+		fprintf(f, " row_block=%lld", (long long)w->row_block);
 	fputc('\n', f);
 }
 

@@ -25,6 +25,19 @@ ir_synth_value(uint64_t seed, uint64_t namehash, uint64_t i, float mean,
 	return mean + p;
 }
 
+uint64_t
+ir_synth_index(const Weight *w, uint64_t i)
+{
+	const Type *t = &w->value->type;
+	uint64_t rows, cols;
+
+	if (w->row_block <= 1 || t->rank < 2 || t->dim[t->rank - 1] <= 0 || t->dim[t->rank - 2] <= 0)
+		return i;
+	rows = (uint64_t)t->dim[t->rank - 2];
+	cols = (uint64_t)t->dim[t->rank - 1];
+	return i - i / cols % rows % (uint64_t)w->row_block * cols;
+}
+
 double
 ir_weight_scale(const Weight *w)
 {
@@ -68,7 +81,7 @@ ir_weight_data(Weight *w, Diag *d)
 	mean = (float)w->mean;
 	scale = (float)ir_weight_scale(w);
 	for (int64_t i = 0; i < n; i++) {
-		float v = ir_synth_value(w->seed, nh, (uint64_t)i, mean, scale);
+		float v = ir_synth_value(w->seed, nh, ir_synth_index(w, (uint64_t)i), mean, scale);
 		if (t->dt == DT_BF16)	/* the common case, without the switch */
 			((uint16_t *)w->cache)[i] = f32_to_bf16(v);
 		else if (dtype_is_int(t->dt))
@@ -93,7 +106,7 @@ ir_weight_elems(Weight *w, int64_t first, int64_t n, double *out)
 	float mean = (float)w->mean, scale = (float)ir_weight_scale(w);
 	unsigned char buf[16];
 	for (int64_t i = 0; i < n; i++) {	/* as ir_weight_data stores it */
-		float v = ir_synth_value(w->seed, nh, (uint64_t)(first + i), mean, scale);
+		float v = ir_synth_value(w->seed, nh, ir_synth_index(w, (uint64_t)(first + i)), mean, scale);
 		if (t->dt == DT_BF16) {
 			out[i] = bf16_to_f32(f32_to_bf16(v));
 			continue;

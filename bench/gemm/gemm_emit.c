@@ -538,6 +538,26 @@ build(void)
 	persistent(ws(f8_moe("f8wsgu_sorted_64x256_s5_p", 1, 0, 64, 256, 1, 8, 5)));
 	ws(f8_moe("f8gather_wsup_64x256_s5_t", 1, 1, 64, 256, 1, 8, 5));
 	persistent(ws(f8_moe("f8gather_wsup_64x256_s5_p", 1, 1, 64, 256, 1, 8, 5)));
+	/* B's scales in 128-row blocks (DeepSeek-V3's checkpoints: one scale a
+	 * 128x128 block): one B scale pair a column block, one fma a promoted
+	 * element; the plans' kernels, against the rows above (_bb) */
+	wgmma(f8_moe("f8wup_64x256_s4_t_bb", 1, 1, 64, 256, 1, 8, 4), 0)->f8.b_block = 128;
+	s = ws(f8_moe("f8wsdn_64x256_s5_p_bb", 0, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	persistent(s);
+	s = ws(f8_moe("f8wsgu_sorted_64x256_s5_p_bb", 1, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	persistent(s);
+	/* ... and a k-tile as one wgmma group, promoted after its wait (f8.whole,
+	 * DeepGEMM's order: the other consumer warpgroup's wgmmas overlap it) */
+	s = ws(f8_moe("f8wsdn_64x256_s5_p_bbw", 0, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	s->f8.whole = 1;
+	persistent(s);
+	s = ws(f8_moe("f8wsgu_sorted_64x256_s5_p_bbw", 1, 0, 64, 256, 1, 8, 5));
+	s->f8.b_block = 128;
+	s->f8.whole = 1;
+	persistent(s);
 	/* FP8 x FP8 correctness at small sizes: WS down (scatter, persistent over
 	 * more tiles than CTAs, empty experts), dense with K = 384, gathered */
 	s = ws(check_scatter("cf8ws_grouped_scatter_persistent", 1, 640));
@@ -694,13 +714,14 @@ jcase(FILE *f, const Case *c, const CgKernel *k, const char *file)
 		   "\"b_dt\": \"%s\", \"b_layout\": \"%s\", \"ldb\": %lld, \"b_group_stride\": %lld, "
 		   "\"c_dt\": \"%s\", \"ldc\": %lld, \"store\": \"%s\", "
 		   "\"bm\": %d, \"bn\": %d, \"bk\": %d, \"warps_m\": %d, \"warps_n\": %d, \"stages\": %d, "
-		   "\"sched\": \"%s\", \"ctas\": %d, \"f8_group\": %d, \"f8_interleave\": %d, \"ws_mode\": \"%s\",\n    \"ep\": [",
+		   "\"sched\": \"%s\", \"ctas\": %d, \"f8_group\": %d, \"f8_interleave\": %d, \"f8_b_block\": %d, \"ws_mode\": \"%s\",\n    \"ep\": [",
 		(long long)s->N, (long long)s->K, s->m_per_t, s->groups, dtype_name(s->a_dt),
 		(long long)s->lda, s->gather, s->gather_div, dtype_name(s->b_dt),
 		s->b_layout == CG_B_NK ? "NK" : "KN", (long long)s->ldb, (long long)s->b_group_stride,
 		dtype_name(s->c_dt), (long long)s->ldc, s->store == CG_STORE_SCATTER ? "scatter" : "rows",
 		s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 		s->sched == CG_SCHED_PERSISTENT ? "persistent" : "tiles", s->ctas, s->f8.group, s->f8.b_interleave,
+		s->f8.b_block,
 		s->ws_mode == CG_WS_PINGPONG ? "pingpong" : "cooperative");
 	for (int i = 0; i < s->ep.n; i++) {
 		const CgEpInst *in = &s->ep.in[i];

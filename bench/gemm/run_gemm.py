@@ -195,6 +195,10 @@ def make_problem(torch, dev, case, T, dist, seed):
         kb = K // f8
         P.As = (torch.rand(max(msrc, 1) * kb, generator=gen, device=dev) + 0.5).view(-1, kb) / 4
         P.Bs = (torch.rand(max(E, 1) * N * kb, generator=gen, device=dev) + 0.5) / (4 * math.sqrt(K))
+        bb = s.get("f8_b_block", 0)
+        if bb > 1:  # one scale per bb stored rows of an expert (a checkpoint's 2-D blocks)
+            rows = torch.arange(N, device=dev) // bb * bb
+            P.Bs = P.Bs.view(max(E, 1), N, kb)[:, rows, :].contiguous().view(-1)
     P.guard = 4
     P.C = torch.full(((M + P.guard) * s["ldc"],), float("nan"), dtype=tdt(torch, s["c_dt"]), device=dev)
     P.leaf = {}

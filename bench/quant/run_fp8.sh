@@ -16,7 +16,12 @@
 #    quantization_config); the grouped GEMMs' TFLOP/s from their steps' times
 #    (gate|up: 2 * 8T * 4096 * 7168 flop, down: 2 * 8T * 7168 * 2048) and the
 #    layer's time against the bf16 one (targets, issue 13: >= 1100 TFLOP/s,
-#    >= 1.6x).
+#    >= 1.6x); and the A/B of the fp8 layer with --debug=f8-col-scales (its
+#    FP8 GEMMs reading a B scale a column, as before session 26, instead of
+#    one a 128x128 block: dsv3_fp8_col.moeb, the same synthetic weights);
+# 3. decode, T = 16: the fp8 layer compiled for 16 tokens, each step alone
+#    (its shared-expert gate|up, SwiGLU + quantisation per 128, on 16x256
+#    split-K tiles since session 26).
 #
 # Synthetic weights (seed 1 and 7) are generated on the device: the FP8
 # GEMMs read the IR's layouts, so nothing is repacked and the bundles stay
@@ -47,6 +52,12 @@ prepare() {	# BUILD OUT
 	"$moec" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
 		--max-tokens=4096 --fusion-report -o "$out/dsv3_fp8.moeb" >"$out/dsv3_fp8.report" 2>&1 ||
 		{ cat "$out/dsv3_fp8.report"; exit 2; }
+	"$moec" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
+		--max-tokens=4096 --debug=f8-col-scales -o "$out/dsv3_fp8_col.moeb" >"$out/dsv3_fp8_col.log" 2>&1 ||
+		{ cat "$out/dsv3_fp8_col.log"; exit 2; }
+	"$moec" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
+		--max-tokens=16 -o "$out/dsv3_fp8_t16.moeb" >"$out/dsv3_fp8_t16.log" 2>&1 ||
+		{ cat "$out/dsv3_fp8_t16.log"; exit 2; }
 	mkdir -p "$out/bf16" || exit 2
 	python3 - "$src/models/deepseek-v3/config.json" "$out/bf16/config.json" <<'PY' || exit 2
 import json, sys
@@ -94,7 +105,20 @@ gpu() {	# OUT
 	echo "== speed, T=4096"
 	"$B/moert" bench "$out/dsv3_bf16.moeb" --tokens=4096 --iters=50 --graph | tee "$B/bf16.txt" || rc=1
 	"$B/moert" bench "$out/dsv3_fp8.moeb" --tokens=4096 --iters=50 --graph --profile | tee "$B/fp8.txt" || rc=1
+	"$B/moert" bench "$out/dsv3_fp8_col.moeb" --tokens=4096 --iters=50 --graph --profile | tee "$B/fp8_col.txt" || rc=1
 	"$B/moert" bench "$out/dsv3_bf16.moeb" --tokens=4096 --iters=50 --profile > "$B/bf16.profile" || rc=1
+	echo "== fp8, B scales a 128x128 block (the default)"
+	summary "$B/fp8.txt"
+	echo "== fp8, B scales a column (--debug=f8-col-scales)"
+	summary "$B/fp8_col.txt"
+	echo "== bf16 steps"
+	cat "$B/bf16.profile"
+	echo "== decode, T=16 (fp8)"
+	"$B/moert" bench "$out/dsv3_fp8_t16.moeb" --tokens=16 --iters=200 --graph --profile || rc=1
+	exit $rc
+}
+
+summary() {	# the fp8 bench's output: its GEMM steps and the layer against bf16
 	awk -v gu="$(cat "$out/gateup.name")" -v dn="$(cat "$out/down.name")" '
 		FNR == 1 { f++ }
 		/^bench / { for (i = 1; i <= NF; i++) if ($i ~ /^median_us=/) { split($i, v, "="); m[f] = v[2] } }
@@ -106,10 +130,7 @@ gpu() {	# OUT
 			if (td > 0) printf "fp8 down grouped GEMM:    %.1f us, %.0f TFLOP/s\n", td, 2 * R * 7168 * 2048 / td / 1e6
 			if (m[1] > 0 && m[2] > 0)
 				printf "layer (graph): bf16 %.1f us, fp8 %.1f us: %.2fx\n", m[1], m[2], m[1] / m[2]
-		}' "$B/bf16.txt" "$B/fp8.txt"
-	echo "== bf16 steps"
-	cat "$B/bf16.profile"
-	exit $rc
+		}' "$B/bf16.txt" "$1"
 }
 
 case $cmd in

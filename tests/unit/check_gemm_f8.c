@@ -16,6 +16,8 @@
 
 #include "codegen.h"
 #include "gemm_harness.h"
+#include "passes.h"
+#include "program.h"
 
 /* e4m3 [T,K] x e4m3 [N,K]^T with scales per 128, f32 out, 2 warpgroups of 64x128 */
 static void
@@ -40,6 +42,16 @@ refused(const GemmSpec *s, const char *want)
 	diag_init(&d, NULL);
 	ck_assert_int_ne(cg_gemm_check(&t, s, &d), 0);
 	ck_assert_msg(strstr(d.last, want), "want '%s' in: %s", want, d.last);
+}
+
+static void
+accepted(const GemmSpec *s)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	Diag d;
+
+	diag_init(&d, NULL);
+	ck_assert_msg(cg_gemm_check(&t, s, &d) == 0, "%s", d.last);
 }
 
 START_TEST(test_checks)
@@ -127,7 +139,7 @@ START_TEST(test_ptxas)
 	spec_f8(&s[0], 512, 1024);
 	gh_spec_grouped_swiglu(&s[1], 8, 512, 1024, 2);
 	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
-	s[1].f8 = (CgF8){128, 1};
+	s[1].f8 = (CgF8){.group = 128, .b_interleave = 1};
 	gh_tiles(&s[1], 64, 128, 128, 1, 4, 5);
 	s[1].mainloop = CG_MAINLOOP_WGMMA;
 	gh_spec_grouped_scale_scatter(&s[2], 8, 512, 1024);
@@ -324,7 +336,7 @@ START_TEST(test_grouped)
 
 	gh_spec_grouped_swiglu(&c.s, 8, 256, 256, 2);
 	c.s.a_dt = c.s.b_dt = DT_F8E4M3;
-	c.s.f8 = (CgF8){128, 1};
+	c.s.f8 = (CgF8){.group = 128, .b_interleave = 1};
 	gh_tiles(&c.s, 64, 128, 128, 1, 4, 3);
 	c.s.mainloop = CG_MAINLOOP_WGMMA;
 	gh_check(&c, 1e-2);
@@ -342,6 +354,124 @@ START_TEST(test_grouped)
 	gh_tiles(&dn.s, 128, 128, 128, 2, 4, 4);
 	dn.s.mainloop = CG_MAINLOOP_WGMMA;
 	gh_check(&dn, 1e-5);
+}
+END_TEST
+
+/*
+ * B's scales in row blocks (GemmSpec.f8.b_block = 128, a checkpoint's 2-D
+ * blocks): the checks, ptxas (no spills, no serialisation; one B scale
+ * pair a column block staged, so no 4-float loads of B's), and on the
+ * emulator with scales that repeat over 128 stored rows: dense, the
+ * interleaved gate|up (a gate and an up block a column block) and the down
+ * GEMM on WS, each against the reference and WS bit for bit the wgmma one.
+ */
+START_TEST(test_blocked)
+{
+	GemmSpec s[2];
+
+	spec_f8(&s[0], 512, 512);
+	s[0].f8.b_block = 128;
+	accepted(&s[0]);
+	s[0].f8.b_interleave = 1;	/* 64 gate and 64 up rows a warpgroup */
+	accepted(&s[0]);
+	s[0].f8.b_block = 64;	/* a warpgroup's 128 columns over two blocks */
+	refused(&s[0], "would span two");
+
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
+	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
+	s[0].f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
+	s[0].mainloop = CG_MAINLOOP_WGMMA;
+	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
+	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
+	s[1].f8 = (CgF8){.group = 128, .b_block = 128};
+	gh_tiles(&s[1], 64, 256, 128, 1, 8, 5);
+	s[1].sched = CG_SCHED_PERSISTENT;
+	s[1].mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "fb");
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_gt(gh_count(ptx, "ld.shared.v2.f32"), 0);
+	gh_assemble(m, 2, "gemm_f8 blocked", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	GemmCase c = {.what = "f8 blocked dense 128x128, 4 row blocks, T = 45", .T = 45};
+	spec_f8(&c.s, 512, 384);
+	c.s.f8.b_block = 128;
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 4);
+	ws_case(&c, 1e-5);
+	GemmCase up = {.what = "f8 blocked grouped gather + swiglu, interleaved B 64x256", .T = 37,
+		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+	gh_spec_grouped_swiglu(&up.s, 8, 1024, 256, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
+	up.s.mainloop = CG_MAINLOOP_WGMMA;
+	gh_check(&up, 1e-2);
+	up.what = "f8 blocked grouped gather + swiglu, interleaved B 64x128, persistent with 3 CTAs";
+	gh_tiles(&up.s, 64, 128, 128, 1, 4, 3);
+	up.s.mainloop = CG_MAINLOOP_WGMMA;
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 3;
+	gh_check(&up, 1e-2);
+	GemmCase dn = {.what = "f8 blocked ws grouped down 64x256, persistent with 3 CTAs, K = 640", .T = 41,
+		       .counts = {3, 40, 0, 39}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128};
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	ws_case(&dn, 1e-5);
+}
+END_TEST
+
+/*
+ * f8.whole: a k-tile as one wgmma group a warpgroup (m64n128k32), promoted
+ * after its wait (DeepGEMM's order): ptxas (no spills, no serialisation),
+ * and on the emulator against the reference, WS bit for bit the wgmma one,
+ * with scales a column and in blocks.
+ */
+START_TEST(test_whole)
+{
+	GemmSpec s[2];
+
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);
+	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
+	s[0].f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
+	s[0].mainloop = CG_MAINLOOP_WGMMA;
+	gh_spec_grouped_scale_scatter(&s[1], 8, 512, 1024);
+	s[1].a_dt = s[1].b_dt = DT_F8E4M3;
+	s[1].f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	gh_tiles(&s[1], 64, 256, 128, 1, 8, 5);
+	s[1].sched = CG_SCHED_PERSISTENT;
+	s[1].mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "fw1");
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_eq(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	gh_assemble(m, 2, "gemm_f8 whole", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	GemmCase c = {.what = "f8 whole dense 128x128, scales a column, T = 45", .T = 45};
+	spec_f8(&c.s, 256, 384);
+	c.s.f8.whole = 1;
+	gh_tiles(&c.s, 128, 128, 128, 2, 4, 4);
+	ws_case(&c, 1e-5);
+	GemmCase dn = {.what = "f8 whole ws grouped down 64x256, blocked, persistent with 3 CTAs, K = 640", .T = 41,
+		       .counts = {3, 40, 0, 39}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	ws_case(&dn, 1e-5);
 }
 END_TEST
 
@@ -389,6 +519,25 @@ static const char prog_moe[] =
 	"	ret %y\n"
 	"}\n";
 
+/* The same with synthetic scales in 128-row blocks (cfg_quant's fp8 ones):
+ * one B scale a warpgroup column block (GemmSpec.f8.b_block, program.c). */
+static const char prog_moe_blocked[] =
+	"weight $router : bf16[8,256]\n"
+	"weight $wguq : f8e4m3[8,256,256] scale=2\n"
+	"weight $wgus : f32[8,256,2] mean=0.02 scale=0.005 row_block=128\n"
+	"weight $wdq : f8e4m3[8,256,128] scale=2\n"
+	"weight $wds : f32[8,256,1] mean=0.03 scale=0.01 row_block=128\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=128, to=bf16 : bf16[8,256,256]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,256,128]\n"
+	"	%y0 = moe %xa, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
 static const struct {
 	const char *text;
 	int T;
@@ -398,12 +547,84 @@ static const struct {
 	{prog_dense, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
 	{prog_moe, 45, "moe_k3", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
 	{prog_moe, 200, "moe_k3", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256"},
+	{prog_moe_blocked, 45, "moe_k3", "f8: b_block=128"},
+	{prog_moe_blocked, 200, "moe_k3", "f8: b_block=128"},
 };
 
 START_TEST(test_program_against_interpreter)
 {
 	gh_check_program_debug(programs[_i].text, programs[_i].T, programs[_i].kernel, programs[_i].note, 2e-2,
 			       DBG_EMU_WGMMA);
+}
+END_TEST
+
+/*
+ * A checkpoint's scales (data, not synthetic): program.c reads one a block
+ * (f8.b_block, the kernel's note) when every 128-row block of each expert
+ * holds one value, and a column each when one value differs.
+ */
+static void
+free_data(void *data, size_t size)
+{
+	(void)size;
+	free(data);
+}
+
+static int
+blocked_from_data(int spoil)
+{
+	size_t qbytes = dtype_bytes(DT_F8E4M3, 8 * 256 * 256);
+	float *v = malloc(sizeof(float) * 8 * 256 * 2);
+	void *qv = malloc(qbytes);
+	PassOpts po;
+	PassCtx pc = {0};
+	CgCompileOpts co;
+	CgProgram *p;
+	const CgKernel *k;
+	Module *m;
+	Weight *w, *q;
+	Diag d;
+	int blocked;
+
+	diag_init(&d, stderr);
+	m = ir_parse("program.ir", prog_moe, strlen(prog_moe), &d);
+	ck_assert_msg(m != NULL, "parse: %s", d.last);
+	w = ir_find_weight(m, "wgus");
+	q = ir_find_weight(m, "wguq");
+	ck_assert(w && v && q && qv);
+	memcpy(qv, ir_weight_data(q, &d), qbytes);	/* both with data: fold interleaves their rows */
+	q->data = qv, q->size = qbytes, q->free_data = free_data;
+	for (int i = 0; i < 8 * 256 * 2; i++)	/* expert e, row r, k-block b: one value a 128 rows */
+		v[i] = 0.01f + 0.001f * (float)(i / 512 * 4 + i / 2 % 256 / 128 * 2 + i % 2);
+	if (spoil)
+		v[3 * 512 + 200 * 2 + 1] *= 1.5f;	/* expert 3, row 200 (block 1), k-block 1 */
+	w->data = v;
+	w->size = sizeof(float) * 8 * 256 * 2;
+	w->free_data = free_data;
+	pass_default_opts(&po);
+	po.debug = DBG_EMU_WGMMA;
+	po.fp8_mma = 1;
+	pc.d = &d;
+	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
+	cg_compile_default(&co);
+	co.arch[0] = "emu";
+	co.narch = 1;
+	co.max_tokens = 256;
+	co.debug = DBG_EMU_WGMMA;
+	p = cg_compile(m, &co, &d);
+	ck_assert_msg(p != NULL, "compile: %s", d.last);
+	k = cg_module_find(cg_program_module(p, "emu"), "moe_k3");
+	ck_assert_msg(k && strstr(k->note, "f8e4m3.f8e4m3"), "moe_k3: %s", k ? k->note : "none");
+	blocked = strstr(k->note, "f8: b_block=128") != NULL;
+	cg_program_free(p);
+	ir_free_module(m);
+	return blocked;
+}
+
+START_TEST(test_blocked_from_data)
+{
+	ck_assert_msg(blocked_from_data(0), "blocked data: no f8.b_block");
+	ck_assert_msg(!blocked_from_data(1), "a value off its block: f8.b_block");
 }
 END_TEST
 
@@ -441,6 +662,9 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ws_ptxas);
 	tcase_add_test(t, test_ws_dense);
 	tcase_add_test(t, test_ws_grouped);
+	tcase_add_test(t, test_blocked);
+	tcase_add_test(t, test_blocked_from_data);
+	tcase_add_test(t, test_whole);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	tcase_add_loop_test(t, test_ws_program_against_interpreter, 0, (int)NELEM(ws_programs));
 	suite_add_tcase(s, t);

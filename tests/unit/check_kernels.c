@@ -184,12 +184,13 @@ emu_module(Diag *d)
 
 /* ---- synth ---- */
 
+/* weight [dim...] (rank 1 or 3) with row_block rb: the device's bytes are the host's */
 static void
-check_synth(DType dt, int64_t count, double mean, double scale, int grid)
+check_synth_shape(DType dt, int rank, const int64_t *dim, int64_t rb, double mean, double scale, int grid)
 {
 	Module *im = ir_new_module();
-	int64_t dim[1] = {count};
-	Weight *w = ir_add_weight(im, "blk.3.ffn_up.weight", ir_type(dt, 1, dim));
+	Weight *w = ir_add_weight(im, "blk.3.ffn_up.weight", ir_type(dt, rank, dim));
+	int64_t count = ir_type_numel(&w->value->type);
 	size_t bytes = dtype_bytes(dt, (size_t)count);
 	unsigned char *out = malloc(bytes + 1);
 	const unsigned char *want;
@@ -200,10 +201,12 @@ check_synth(DType dt, int64_t count, double mean, double scale, int grid)
 	w->seed = 1234567;
 	w->mean = mean;
 	w->scale = scale;
+	w->row_block = rb;
 	want = ir_weight_data(w, &d);
 	ck_assert_ptr_nonnull(want);
 	m = emu_module(&d);
-	ck_assert_msg(cg_emit_synth(m, "synth", dt, &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_synth_rows(m, "synth", dt, rb, rank > 1 ? dim[rank - 2] : 0, rank > 1 ? dim[rank - 1] : 0,
+					 &d) == 0, "%s", d.last);
 	memset(out, 0xa5, bytes);
 	arg_ptr(&r, out, bytes);
 	arg_int(&r, (int64_t)w->seed);
@@ -218,6 +221,41 @@ check_synth(DType dt, int64_t count, double mean, double scale, int grid)
 	free(out);
 	cg_module_free(m);
 	ir_free_module(im);
+}
+
+static void
+check_synth(DType dt, int64_t count, double mean, double scale, int grid)
+{
+	check_synth_shape(dt, 1, &count, 0, mean, scale, grid);
+}
+
+/* row_block: rows r of each [N, C] matrix repeat row r - r % rb (fp8 block
+ * scales), on the host (ir_weight_data, ir_weight_elems) and the device */
+static void
+check_synth_rows(void)
+{
+	int64_t dim[3] = {3, 300, 7};
+	Module *im = ir_new_module();
+	Weight *w = ir_add_weight(im, "s", ir_type(DT_F32, 3, dim));
+	const float *v;
+	double e[7];
+	Diag d;
+
+	w->row_block = 128;
+	ir_weight_elems(w, (300 + 200) * 7, 7, e);	/* generated: expert 1, row 200 is row 128 */
+	v = ir_weight_data(w, &d);
+	ck_assert_ptr_nonnull(v);
+	for (int64_t i = 0; i < 3 * 300 * 7; i++) {
+		int64_t r = i / 7 % 300;
+		ck_assert(v[i] == v[i - r % 128 * 7]);
+	}
+	ck_assert(v[300 * 7 + 128 * 7] != v[300 * 7 + 127 * 7]);	/* expert 1, blocks 1 and 0 */
+	ck_assert(v[300 * 7] != v[0]);		/* experts 1 and 0 */
+	for (int j = 0; j < 7; j++)
+		ck_assert(e[j] == v[(300 + 128) * 7 + j]);
+	ir_free_module(im);
+	check_synth_shape(DT_F32, 3, dim, 128, 0.01, 0.002, 3);
+	check_synth_shape(DT_BF16, 3, dim, 64, 0, -1, 2);
 }
 
 START_TEST(test_synth_matches_host_bytes)
@@ -238,6 +276,7 @@ START_TEST(test_synth_matches_host_bytes)
 	check_synth(DT_I8, 2000, 0.5, 300, 2);
 	check_synth(DT_U8, 2000, 0, 300, 2);
 	check_synth(DT_I4, 2001, 0, 12, 1);
+	check_synth_rows();
 	check_synth(DT_U4, 7, 4, 12, 1);
 	check_synth(DT_BOOL, 1000, 0, 1, 1);
 	check_synth(DT_F4E2M1, 2001, 0, 8, 2);	/* ties, saturation at 6, -0 */

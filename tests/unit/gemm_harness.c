@@ -297,6 +297,10 @@ inputs_f8(GemmRun *r, double bs)
 		r->As[i] = (float)((0.5 + (gh_urand() + 1) / 4) / 448);
 	for (size_t i = 0; i < nsb; i++)
 		((float *)r->Bs)[i] = (float)(bs * (0.5 + (gh_urand() + 1) / 4) / 448);
+	for (size_t i = 0; s->f8.b_block > 1 && i < nsb; i++) {	/* one value a block of stored rows */
+		size_t n = i / kb % (size_t)s->N;
+		((float *)r->Bs)[i] = ((float *)r->Bs)[i - n % (size_t)s->f8.b_block * kb];
+	}
 }
 
 static void
