@@ -46,7 +46,7 @@ cg_front_check(const CgFrontSpec *s, Diag *d)
 	if (s->H < 1 || s->H > (1 << 20))
 		return diag_error(d, LOC_NONE, "front: row length %lld (needs 1..2^20)", (long long)s->H);
 	if (!io_float(s->x_dt) || !io_float(s->w_dt) || !io_float(s->logits_dt) ||
-	    !io_float(s->round_dt) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
+	    !io_float(s->round_dt) || (s->bias && !io_float(s->bias_dt)) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
 						   !io_float(s->hout_dt))))
 		return diag_error(d, LOC_NONE, "front: x %s, router weight %s, logits %s (need f32, bf16 "
 				  "or f16)", dtype_name(s->x_dt), dtype_name(s->w_dt),
@@ -66,7 +66,7 @@ typedef struct Fr Fr;
 struct Fr {
 	CgFn *f;
 	const CgFrontSpec *s;
-	LLVMValueRef x, gamma, w, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
+	LLVMValueRef x, gamma, w, bias, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
 		zero_words, T;
 	LLVMValueRef lane, warp, cta, e;	/* CTA cta = (slice, expert e) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
@@ -291,6 +291,8 @@ token(Fr *r, LLVMValueRef tok)
 		}
 	}
 	acc = warp_sum31(r, dot(r, row, inv, mine));
+	if (s->bias)	/* the GEMM epilogue's add, before its rounding */
+		acc = LLVMBuildFAdd(B, acc, cg_load_dt(f, s->bias_dt, r->bias, cg_sext64(f, r->e)), "");
 	acc = cg_round_dt(f, cg_round_dt(f, acc, s->round_dt), s->logits_dt);
 	cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
 	cg_store_dt(f, s->logits_dt, r->logits,
@@ -373,6 +375,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	if (s->norm)
 		P(CGP_PTR, "gamma", gamma);
 	P(CGP_PTR, "w_router", w);
+	if (s->bias)
+		P(CGP_PTR, "bias", bias);
 	if (s->route.has_selbias)
 		P(CGP_PTR, "selbias", selbias);
 	if (s->write_h)
@@ -526,8 +530,9 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 		if (x->op == OP_CONST)
 			continue;
 		if (!mm) {
-			if (x->op != OP_MATMUL || x->nin != 2 || cg_param_index(k, x->in[0]) != 0 ||
-			    cg_param_index(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32)
+			if (x->op != OP_MATMUL || x->nin < 2 || x->nin > 3 || cg_param_index(k, x->in[0]) != 0 ||
+			    cg_param_index(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32 ||
+			    (x->nin == 3 && x->in[2] && cg_param_index(k, x->in[2]) != 2))
 				return why(buf, n, "the router GEMM is not a plain matmul to f32");
 			mm = x;
 			v = x->out[0];
@@ -547,6 +552,14 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 	    b->dim[s->w_kn ? 0 : 1] != a->dim[1] || !ir_dim_is_static(b->dim[0]) ||
 	    !ir_dim_is_static(b->dim[1]) || !io_float(a->dt) || !io_float(b->dt))
 		return why(buf, n, "the router GEMM's operands are not [T,H] and a static [E,H]");
+	if (mm->nin == 3 && mm->in[2]) {	/* a bias [E] or [1,E], added before the rounding */
+		const Type *c = &mm->in[2]->type;
+		int64_t E = b->dim[s->w_kn ? 1 : 0];
+		if (!(c->rank == 1 && c->dim[0] == E) && !(c->rank == 2 && c->dim[0] == 1 && c->dim[1] == E))
+			return why(buf, n, "the router GEMM's bias is not one value per expert");
+		s->bias = 1;
+		s->bias_dt = c->dt;
+	}
 	s->H = a->dim[1];
 	s->x_dt = a->dt;
 	s->w_dt = b->dt;
@@ -558,14 +571,14 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 static int
 ready_before(const Graph *g, const CgFrontMatch *fm)
 {
-	const Value *in[4] = {fm->x, fm->gamma, fm->w, fm->selbias};
+	const Value *in[5] = {fm->x, fm->gamma, fm->w, fm->bias, fm->selbias};
 	const Node *first = NULL;
 
 	for (const Node *n = g->first; n && !first; n = n->next)
 		if (n == fm->norm || n == fm->rstd_call || n == fm->gemm || n == fm->route || n == fm->perm)
 			first = n;
-	for (int i = 0; i < 4; i++) {
-		if (!in[i] || in[i]->kind != V_RESULT)
+	for (int i = 0; i < 5; i++) {
+		if (!in[i] || in[i]->kind != V_RESULT || ir_weight_only(in[i]))	/* weights: computed at init */
 			continue;
 		const Node *n = g->first;
 		while (n && n != in[i]->def && n != first)
@@ -608,7 +621,7 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	s->perm.want_pos = pm->callee->nret > 2;
 	gc = route_call->in[0]->kind == V_RESULT ? route_call->in[0]->def : NULL;
 	if (!gc || gc->op != OP_CALL || ir_kernel_template(gc->callee) != IR_TMPL_GEMM || gc->nout != 1 ||
-	    gc->nin != 2)
+	    gc->nin < 2 || gc->nin > 3)
 		return why(buf, n, "its logits are not computed by a GEMM kernel");
 	if (!gemm_body(gc, s, buf, n))
 		return 0;
@@ -644,12 +657,13 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	fm->route = route_call;
 	fm->perm = pm;
 	fm->w = gc->in[1];
+	fm->bias = s->bias ? gc->in[2] : NULL;
 	fm->selbias = s->route.has_selbias ? route_call->in[1] : NULL;
 	fm->logits = gc->out[0];
 	s->max_t = max_t;
 	if (!ready_before(g, fm))
-		return why(buf, n, "an operand (the router weight, gamma or the selection bias) is computed "
-			   "after the norm or the router GEMM");
+		return why(buf, n, "an operand (the router weight or bias, gamma or the selection bias) is "
+			   "computed after the norm or the router GEMM");
 	if (cg_front_check(s, &quiet))
 		return why(buf, n, quiet.last);
 	return 1;

@@ -1818,6 +1818,8 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	if (f->s.norm)
 		args[np++] = arg_of(p, f->gamma);
 	args[np++] = arg_of(p, f->w);
+	if (f->s.bias)
+		args[np++] = arg_of(p, f->bias);
 	if (f->s.route.has_selbias)
 		args[np++] = arg_of(p, f->selbias);
 	if (f->s.write_h)

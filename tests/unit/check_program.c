@@ -237,16 +237,17 @@ END_TEST
 /* --- decode fronts (k_front.c) --------------------------------------------- */
 
 /* The routing families of the front tests: the route's attributes, E, k,
- * whether a selection bias is read. */
+ * whether a selection bias is read, whether the router GEMM adds a bias
+ * (gpt-oss: bf16, cast to f32 at init). */
 static const struct {
 	const char *attrs;
-	int E, k, selbias;
+	int E, k, selbias, bias;
 } front_fams[] = {
-	{"router=softmax", 8, 2, 0},						/* Mixtral */
-	{"router=softmax, renorm=1", 128, 8, 0},				/* Qwen3 (norm_topk_prob) */
-	{"router=topk_softmax", 32, 4, 0},					/* gpt-oss */
-	{"router=sigmoid, renorm=1, scale=2.5", 16, 3, 0},
-	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2", 256, 8, 1},
+	{"router=softmax", 8, 2, 0, 0},						/* Mixtral */
+	{"router=softmax, renorm=1", 128, 8, 0, 0},				/* Qwen3 (norm_topk_prob) */
+	{"router=topk_softmax", 32, 4, 0, 1},					/* gpt-oss */
+	{"router=sigmoid, renorm=1, scale=2.5", 16, 3, 0, 0},
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2", 256, 8, 1, 0},
 	/* DeepSeek-V3 */
 };
 
@@ -380,15 +381,18 @@ START_TEST(test_front_blocks_match_interpreter)
 			 "weight $wgu : bf16[%d,64,256] seed=3\n"
 			 "weight $wdown : bf16[%d,256,32] seed=4\n"
 			 "weight $b : f32[%d] scale=0.5 seed=9\n"
+			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
 			 "\n"
 			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
 			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
 			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%logits = matmul %%hr, $router, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
+			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
 			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
 			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
 			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, rt, rt, E, front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
+			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
 		diag_init(&d, stderr);
 		m = fused("front_block.ir", src, &ref, &d);
 		for (int64_t mt = 64; mt <= 65; mt++) {
