@@ -809,7 +809,8 @@ struct CgFrontSpec {
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
-int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
+int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E / EB x token slices */
+int cg_front_experts(const CgFrontSpec *s);	/* EB: experts a CTA */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */

@@ -10,9 +10,9 @@
  *	  offs, rows = permute(ids)     one CTA of 1024
  *	  memset flags                  (the next split GEMM's)
  *	after (1 memset, 1 launch):
- *	  memset flags; front<<<E x S, 32 W>>>   (W warps: 4 for T <= 4, else 8)
- *	    CTA (slice, e), warp w, tokens t = W slice + w, then every W S: rstd of row t, h = norm(x[t])
- *	      as the row kernel rounds it, logits[t][e] = the dot of h with W[e]
+ *	  memset flags; front<<<E/EB x S, 32 W>>>   (W warps: 4 for T <= 4, else 8; EB experts a CTA)
+ *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
+ *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
  *	    every CTA but the last: fence, flag[e] = 1
  *	    the last CTA (launched last, so every other one is resident or done):
  *	      waits for each flag (and clears it), then routes all T tokens
@@ -68,10 +68,11 @@ struct Fr {
 	const CgFrontSpec *s;
 	LLVMValueRef x, gamma, w, bias, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
 		zero_words, T;
-	LLVMValueRef lane, warp, cta, e;	/* CTA cta = (slice, expert e) */
+	LLVMValueRef lane, warp, cta, e, grp;	/* CTA cta = (slice, experts e .. e+EB-1), grp = cta % (E/EB) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
 	int nw;			/* warps per CTA */
+	int eb;			/* experts per CTA (EB) */
 };
 
 /* Warps per CTA: 4 tokens at a time for T <= 4, else 8 (256 threads, at
@@ -80,6 +81,19 @@ static int
 nwarps(const CgFrontSpec *s)
 {
 	return s->max_t <= 4 ? 4 : 8;
+}
+
+/* Experts per CTA (EB): 1, or the fewest (a divisor of E, up to 8) that keep
+ * E / EB CTAs within the 132 SMs: DeepSeek-V3's 256 experts two to a CTA,
+ * one wave, and x read by half as many CTAs (each element of h is normed
+ * once for EB dot products). */
+int
+cg_front_experts(const CgFrontSpec *s)
+{
+	for (int b = 1; b <= 8; b++)
+		if (s->route.E % b == 0 && s->route.E / b <= 132)
+			return b;
+	return 1;
 }
 
 /* The warp's sum (shfl.sync.up scan, a fixed order), in lane 31. */
@@ -127,11 +141,33 @@ load8(Fr *r, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
 {
 	CgFn *f = r->f;
 	int es = dtype_bits(dt) / 8;
-	LLVMValueRef x = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es),
-				  MIN(16, LV * es));
+	LLVMValueRef x;
 
+	if (dt == DT_BF16) {	/* as words: an element is a shift or a mask (not unpack, widen, shift) */
+		x = cg_gload(f, LLVMVectorType(f->ti32, LV / 2), cg_gep(f, base, at, 2), 16);
+		for (int j = 0; j < LV / 2; j++) {
+			LLVMValueRef w = LLVMBuildExtractElement(f->B, x, cg_i32(f, j), "");
+			out[2 * j] = LLVMBuildBitCast(f->B, cg_shl(f, w, 16), f->tf32, "");
+			out[2 * j + 1] = LLVMBuildBitCast(f->B, LLVMBuildAnd(f->B, w, cg_i32(f, (int32_t)0xffff0000u), ""),
+							  f->tf32, "");
+		}
+		return;
+	}
+	x = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es), MIN(16, LV * es));
 	for (int j = 0; j < LV; j++)
 		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, x, cg_i32(f, j), ""), dt);
+}
+
+/* v rounded to dt, as cg_round_dt rounds it (to nearest even); bf16 with
+ * one cvt.rn.bf16.f32 on the device instead of the integer sequence
+ * (the same bits: the operand is a product, never a NaN with a payload
+ * the device would keep). */
+static LLVMValueRef
+round_to(CgFn *f, LLVMValueRef v, DType dt)
+{
+	if (dt == DT_BF16)
+		return cg_to_f32(f, cg_from_f32(f, v, dt), dt);
+	return cg_round_dt(f, v, dt);
 }
 
 /* Element index (i64) of group g's first element, from row start row. */
@@ -148,7 +184,7 @@ preload(Fr *r)
 	int G = groups(r->s);
 	LLVMValueRef wrow = cg_muli(r->f, cg_sext64(r->f, r->e), r->s->H);
 
-	if (!G || G > KEEP)
+	if (!G || G > KEEP || r->eb > 1)
 		return;
 	for (int g = 0; g < G; g++) {
 		load8(r, r->s->w_dt, r->w, group_at(r, wrow, g), &r->wk[g * LV]);
@@ -198,8 +234,9 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 
 	if (!s->norm)
 		return a;
-	a = cg_round_dt(f, LLVMBuildFMul(f->B, LLVMBuildFMul(f->B, a, inv, ""), g, ""), s->h_dt);
-	a = cg_round_dt(f, a, s->hout_dt);	/* the norm kernel's casts */
+	a = round_to(f, LLVMBuildFMul(f->B, LLVMBuildFMul(f->B, a, inv, ""), g, ""), s->h_dt);
+	if (s->hout_dt != s->h_dt && s->hout_dt != DT_F32)	/* the norm kernel's casts (widening: exact) */
+		a = round_to(f, a, s->hout_dt);
 	if (s->write_h) {
 		cg_if(f, &c, mine);
 		cg_store_dt(f, s->hout_dt, r->h, at, a);
@@ -208,39 +245,51 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 	return a;
 }
 
-/* The lane's part of the dot product of row `row` (normed) with W[e]. */
-static LLVMValueRef
-dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine)
+/* The lane's parts of the dot products of row `row` (normed) with W[e] ..
+ * W[e + EB - 1], in acc[]: each in the same element order as one expert's. */
+static void
+dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *acc)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = groups(s);
-	LLVMValueRef wrow = cg_muli(f, cg_sext64(f, r->e), s->H), acc = cg_f32(f, 0), i;
-	LLVMValueRef xv[BATCH * LV], wv[BATCH * LV], gv[BATCH * LV];
+	int G = groups(s), EB = r->eb, nb = MAX(1, BATCH / EB);
+	LLVMValueRef wrow[8], i;
+	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
 	CgLoop l;
 
+	for (int b = 0; b < EB; b++) {
+		wrow[b] = cg_muli(f, cg_sext64(f, cg_addi(f, r->e, b)), s->H);
+		acc[b] = cg_f32(f, 0);
+	}
 	if (!G) {
-		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
+		LLVMValueRef var[8];
+		for (int b = 0; b < EB; b++)
+			var[b] = cg_var(f, f->tf32, cg_f32(f, 0));
 		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
 		{
 			LLVMValueRef g = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
 			LLVMValueRef a = operand(r, cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i)), g, inv, mine,
 						 cg_add(f, row, i));
-			LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), cg_sext64(f, r->e))
-				: cg_add(f, wrow, i);
-			LLVMValueRef w = cg_load_dt(f, s->w_dt, r->w, wi);
-			cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, a, w, ""), ""));
+			for (int b = 0; b < EB; b++) {
+				LLVMValueRef eb = cg_sext64(f, cg_addi(f, r->e, b));
+				LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), eb) : cg_add(f, wrow[b], i);
+				LLVMValueRef w = cg_load_dt(f, s->w_dt, r->w, wi);
+				cg_set(f, var[b], LLVMBuildFAdd(B, cg_get(f, var[b]), LLVMBuildFMul(B, a, w, ""), ""));
+			}
 		}
 		cg_endloop(f, &l);
-		return cg_get(f, var);
+		for (int b = 0; b < EB; b++)
+			acc[b] = cg_get(f, var[b]);
+		return;
 	}
-	for (int g0 = 0; g0 < G; g0 += BATCH) {
-		int n = MIN(BATCH, G - g0);
+	for (int g0 = 0; g0 < G; g0 += nb) {
+		int n = MIN(nb, G - g0);
 		for (int g = 0; g < n; g++) {
 			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
 			if (!r->kept) {
-				load8(r, s->w_dt, r->w, group_at(r, wrow, g0 + g), &wv[g * LV]);
+				for (int b = 0; b < EB; b++)
+					load8(r, s->w_dt, r->w, group_at(r, wrow[b], g0 + g), &wv[b][g * LV]);
 				if (s->norm)
 					load8(r, s->gamma_dt, r->gamma, group_at(r, cg_i64(f, 0), g0 + g), &gv[g * LV]);
 			}
@@ -251,10 +300,11 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine)
 				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j);
 				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
 							 mine, at);
-				acc = LLVMBuildFAdd(B, acc, LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[q], ""), "");
+				for (int b = 0; b < EB; b++)
+					acc[b] = LLVMBuildFAdd(B, acc[b], LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[b][q], ""),
+							       "");
 			}
 	}
-	return acc;
 }
 
 /* Token tok (clamped to T-1) of warp w: its logit for expert e, and the
@@ -266,10 +316,11 @@ token(Fr *r, LLVMValueRef tok)
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
 	LLVMValueRef tokc = cg_min(f, tok, cg_addi(f, r->T, -1));
-	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc;
+	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc[8];
 	LLVMValueRef active = cg_lt(f, tok, r->T);
-	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, cg_urem(f, tok, cg_i32(f, s->route.E)),
-								   r->e, ""), "");
+	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ,
+								   cg_urem(f, tok, cg_i32(f, s->route.E / r->eb)),
+								   r->grp, ""), "");
 	LLVMValueRef bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
 	CgIf c;
 
@@ -290,14 +341,16 @@ token(Fr *r, LLVMValueRef tok)
 			cg_endif(f, &c);
 		}
 	}
-	acc = warp_sum31(r, dot(r, row, inv, mine));
-	if (s->bias)	/* the GEMM epilogue's add, before its rounding */
-		acc = LLVMBuildFAdd(B, acc, cg_load_dt(f, s->bias_dt, r->bias, cg_sext64(f, r->e)), "");
-	acc = cg_round_dt(f, cg_round_dt(f, acc, s->round_dt), s->logits_dt);
-	cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
-	cg_store_dt(f, s->logits_dt, r->logits,
-		    cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), cg_sext64(f, r->e)), acc);
-	cg_endif(f, &c);
+	dot(r, row, inv, mine, acc);
+	for (int b = 0; b < r->eb; b++) {
+		LLVMValueRef e = cg_sext64(f, cg_addi(f, r->e, b)), v = warp_sum31(r, acc[b]);
+		if (s->bias)	/* the GEMM epilogue's add, before its rounding */
+			v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, e), "");
+		v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
+		cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
+		cg_store_dt(f, s->logits_dt, r->logits, cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), e), v);
+		cg_endif(f, &c);
+	}
 }
 
 /* The last CTA: wait for (and clear) every other CTA's flag. */
@@ -334,14 +387,16 @@ last_cta(Fr *r, int smem0)
 	cg_endloop(f, &l);
 }
 
-/* CTAs: each expert's tokens in S slices of 4 (one per warp) so that a few
- * experts (Mixtral's 8) still fill the SMs: S = min(132 / E, cdiv(max_t, 4)). */
+/* CTAs: each group of EB experts' tokens in S slices of W (one token per
+ * warp) so that a few experts (Mixtral's 8) still fill the SMs:
+ * S = min(132 / (E / EB), cdiv(max_t, W)). */
 int
 cg_front_ctas(const CgFrontSpec *s)
 {
-	int64_t S = MAX(1, MIN(132 / s->route.E, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+	int ne = s->route.E / cg_front_experts(s);
+	int64_t S = MAX(1, MIN(132 / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
 
-	return s->route.E * (int)S;
+	return ne * (int)S;
 }
 
 int
@@ -395,6 +450,7 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	P(CGP_I32, "T", T);
 #undef P
 	r.nw = nwarps(s);
+	r.eb = cg_front_experts(s);
 	r.f = cg_fn_begin(m, name, p, np, 32 * r.nw, 0, d);
 	if (!r.f)
 		return -1;
@@ -403,12 +459,13 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	r.lane = cg_and(r.f, cg_tid(r.f, 0), 31);
 	r.warp = cg_shr(r.f, cg_tid(r.f, 0), 5);
 	r.cta = cg_ctaid(r.f, 0);
-	r.e = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E));
+	r.grp = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb));
+	r.e = cg_muli(r.f, r.grp, r.eb);
 	preload(&r);
 
-	/* CTA (e, slice) takes tokens 4 slice + w, then 4 S later, ... */
-	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E)), r.nw),
-				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / s->route.E));
+	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... */
+	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)), r.nw),
+				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / (s->route.E / r.eb)));
 	token(&r, cg_add(r.f, tok0, r.warp));
 	cg_endloop(r.f, &l);
 	cg_fence(r.f);
@@ -423,9 +480,9 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		cg_endif(r.f, &c0);
 	}
 	cg_endif(r.f, &c);
-	snprintf(note, sizeof note, "front H=%lld E=%d k=%d%s%s%s T<=%lld", (long long)s->H,
-		 s->route.E, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 s->write_h ? " h" : "", (long long)s->max_t);
+	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld", (long long)s->H,
+		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
+		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t);
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 

@@ -1738,7 +1738,7 @@ emit_call(CgProgram *p, const Node *call)
 static void
 front_line(CgProgram *p, const CgFrontMatch *f)
 {
-	char buf[512];
+	char buf[512], per[32] = "a CTA per expert";
 	size_t n = 0;
 
 	n += (size_t)snprintf(buf + n, sizeof buf - n, "  decode front @%s.front (one launch of %d CTAs; "
@@ -1749,9 +1749,11 @@ front_line(CgProgram *p, const CgFrontMatch *f)
 				      f->s.write_h ? " (h still stored: others read it)" : "");
 	if (f->rstd_call)
 		n += (size_t)snprintf(buf + n, sizeof buf - n, " rstd @%s,", f->rstd_call->callee->name);
-	snprintf(buf + n, sizeof buf - n, " router GEMM @%s (CUDA cores, a CTA per expert, "
+	if (cg_front_experts(&f->s) > 1)
+		snprintf(per, sizeof per, "%d experts a CTA", cg_front_experts(&f->s));
+	snprintf(buf + n, sizeof buf - n, " router GEMM @%s (CUDA cores, %s, "
 		 "no split-K memset), route @%s and permute @%s (in its last CTA)",
-		 f->gemm->callee->name, f->route->callee->name, f->perm->callee->name);
+		 f->gemm->callee->name, per, f->route->callee->name, f->perm->callee->name);
 	vec_push(&p->fusion, arena_strdup(p->a, buf));
 }
 
