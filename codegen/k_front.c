@@ -194,6 +194,24 @@ preload(Fr *r)
 	r->kept = 1;
 }
 
+/*
+ * Rows that are not vector rows: lane L's elements L, L + 32, ... in order,
+ * 8 of them (a chunk of 256) loaded before any is used, then the rest one at
+ * a time.  The loop over the chunks (tail 0: i is the chunk's first element
+ * of the lane) or over the rest (tail 1); the caller ends it.
+ */
+static LLVMValueRef
+strided(Fr *r, CgLoop *l, int tail)
+{
+	CgFn *f = r->f;
+	int64_t full = r->s->H / (32 * LV) * (32 * LV);
+	LLVMValueRef lane = cg_sext64(f, r->lane);
+
+	if (!tail)
+		return cg_loop(f, l, lane, cg_i64(f, full), cg_i64(f, 32 * LV));
+	return cg_loop(f, l, cg_addi(f, lane, full), cg_i64(f, r->s->H), cg_i64(f, 32));
+}
+
 /* The lane's sum of squares of row `row` of x. */
 static LLVMValueRef
 sum_squares(Fr *r, LLVMValueRef row)
@@ -207,10 +225,15 @@ sum_squares(Fr *r, LLVMValueRef row)
 
 	if (!G) {
 		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
-		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
-		LLVMValueRef v = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
-		cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, v, v, ""), ""));
-		cg_endloop(f, &l);
+		for (int tail = 0; tail < 2; tail++) {
+			int n = tail ? 1 : LV;
+			i = strided(r, &l, tail);
+			for (int j = 0; j < n; j++)
+				xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, cg_addi(f, i, 32 * j)));
+			for (int j = 0; j < n; j++)
+				cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, xv[j], xv[j], ""), ""));
+			cg_endloop(f, &l);
+		}
 		return cg_get(f, var);
 	}
 	for (int g0 = 0; g0 < G; g0 += BATCH) {
@@ -266,19 +289,31 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 		LLVMValueRef var[8];
 		for (int b = 0; b < EB; b++)
 			var[b] = cg_var(f, f->tf32, cg_f32(f, 0));
-		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
-		{
-			LLVMValueRef g = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
-			LLVMValueRef a = operand(r, cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i)), g, inv, mine,
-						 cg_add(f, row, i));
-			for (int b = 0; b < EB; b++) {
-				LLVMValueRef eb = cg_sext64(f, cg_addi(f, r->e, b));
-				LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), eb) : cg_add(f, wrow[b], i);
-				LLVMValueRef w = cg_load_dt(f, s->w_dt, r->w, wi);
-				cg_set(f, var[b], LLVMBuildFAdd(B, cg_get(f, var[b]), LLVMBuildFMul(B, a, w, ""), ""));
+		for (int tail = 0; tail < 2; tail++) {
+			int n = tail ? 1 : MAX(1, LV / EB);
+			LLVMValueRef i0 = strided(r, &l, tail);
+			for (int c = 0; c < (tail ? 1 : LV); c += n) {	/* n elements loaded, then used */
+				for (int j = 0; j < n; j++) {
+					i = cg_addi(f, i0, 32 * (c + j));
+					xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
+					gv[j] = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
+					for (int b = 0; b < EB; b++) {
+						LLVMValueRef eb = cg_sext64(f, cg_addi(f, r->e, b));
+						LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), eb)
+							: cg_add(f, wrow[b], i);
+						wv[b][j] = cg_load_dt(f, s->w_dt, r->w, wi);
+					}
+				}
+				for (int j = 0; j < n; j++) {
+					i = cg_addi(f, i0, 32 * (c + j));
+					LLVMValueRef a = operand(r, xv[j], gv[j], inv, mine, cg_add(f, row, i));
+					for (int b = 0; b < EB; b++)
+						cg_set(f, var[b], LLVMBuildFAdd(B, cg_get(f, var[b]),
+										LLVMBuildFMul(B, a, wv[b][j], ""), ""));
+				}
 			}
+			cg_endloop(f, &l);
 		}
-		cg_endloop(f, &l);
 		for (int b = 0; b < EB; b++)
 			acc[b] = cg_get(f, var[b]);
 		return;

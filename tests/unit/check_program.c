@@ -385,12 +385,14 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
 /*
  * The front's logits are bit for bit the summation order it documents (and
  * had before experts were grouped: one order per expert whatever EB), on
- * random values: 8 experts (rows of 64, one element at a time), 128 (rows
- * of 2048: W kept in registers) and 256 (rows of 2304: two experts a CTA).
+ * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: chunks of
+ * 256 a lane's 8 elements at a time, then the rest one at a time), 128 (rows
+ * of 2048: W kept in registers) and 256 (rows of 2304 and 320: two experts a
+ * CTA).
  */
 START_TEST(test_front_logits_keep_their_order)
 {
-	static const struct { int E; int64_t H; } cs[] = {{8, 64}, {128, 2048}, {256, 2304}};
+	static const struct { int E; int64_t H; } cs[] = {{8, 320}, {32, 2880}, {128, 2048}, {256, 2304}, {256, 320}};
 	static const int64_t ts[] = {1, 16};
 	char src[1024];
 
@@ -1236,6 +1238,7 @@ program_suite(void)
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
+	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_front_logits_keep_their_order);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_fold");	/* the split-K workspace starts as garbage */
