@@ -818,6 +818,8 @@ struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
 	DType x_dt, w_dt;	/* f32, bf16 or f16 */
 	int w_kn;		/* the router weight is [H,E] (matmul without trans_b) */
+	int bias;		/* the router GEMM adds a bias [E] (bias_dt) before its rounding (gpt-oss) */
+	DType bias_dt;
 	int norm;		/* the router reads rms_norm(x) * gamma rounded to h_dt */
 	double eps;
 	DType gamma_dt, h_dt;
@@ -833,7 +835,8 @@ struct CgFrontSpec {
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
-int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E x token slices */
+int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E / EB x token slices */
+int cg_front_experts(const CgFrontSpec *s);	/* EB: experts a CTA */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */
@@ -847,7 +850,7 @@ int cg_concat_repeats(const Value *v);
 typedef struct CgFrontMatch CgFrontMatch;
 struct CgFrontMatch {
 	const Node *norm, *rstd_call, *gemm, *route, *perm;	/* norm, rstd_call: NULL if none */
-	const Value *x, *gamma, *w, *selbias, *h, *rstd_out, *logits;
+	const Value *x, *gamma, *w, *bias, *selbias, *h, *rstd_out, *logits;	/* bias: NULL if none */
 	CgFrontSpec s;
 };
 int cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMatch *fm,

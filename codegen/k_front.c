@@ -10,9 +10,9 @@
  *	  offs, rows = permute(ids)     one CTA of 1024
  *	  memset flags                  (the next split GEMM's)
  *	after (1 memset, 1 launch):
- *	  memset flags; front<<<E x S, 32 W>>>   (W warps: 4 for T <= 4, else 8)
- *	    CTA (slice, e), warp w, tokens t = W slice + w, then every W S: rstd of row t, h = norm(x[t])
- *	      as the row kernel rounds it, logits[t][e] = the dot of h with W[e]
+ *	  memset flags; front<<<E/EB x S, 32 W>>>   (W warps: 4 for T <= 4, else 8; EB experts a CTA)
+ *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
+ *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
  *	    every CTA but the last: fence, flag[e] = 1
  *	    the last CTA (launched last, so every other one is resident or done):
  *	      waits for each flag (and clears it), then routes all T tokens
@@ -46,7 +46,7 @@ cg_front_check(const CgFrontSpec *s, Diag *d)
 	if (s->H < 1 || s->H > (1 << 20))
 		return diag_error(d, LOC_NONE, "front: row length %lld (needs 1..2^20)", (long long)s->H);
 	if (!io_float(s->x_dt) || !io_float(s->w_dt) || !io_float(s->logits_dt) ||
-	    !io_float(s->round_dt) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
+	    !io_float(s->round_dt) || (s->bias && !io_float(s->bias_dt)) || (s->norm && (!io_float(s->gamma_dt) || !io_float(s->h_dt) ||
 						   !io_float(s->hout_dt))))
 		return diag_error(d, LOC_NONE, "front: x %s, router weight %s, logits %s (need f32, bf16 "
 				  "or f16)", dtype_name(s->x_dt), dtype_name(s->w_dt),
@@ -66,12 +66,13 @@ typedef struct Fr Fr;
 struct Fr {
 	CgFn *f;
 	const CgFrontSpec *s;
-	LLVMValueRef x, gamma, w, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
+	LLVMValueRef x, gamma, w, bias, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
 		zero_words, T;
-	LLVMValueRef lane, warp, cta, e;	/* CTA cta = (slice, expert e) */
+	LLVMValueRef lane, warp, cta, e, grp;	/* CTA cta = (slice, experts e .. e+EB-1), grp = cta % (E/EB) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
 	int nw;			/* warps per CTA */
+	int eb;			/* experts per CTA (EB) */
 };
 
 /* Warps per CTA: 4 tokens at a time for T <= 4, else 8 (256 threads, at
@@ -80,6 +81,19 @@ static int
 nwarps(const CgFrontSpec *s)
 {
 	return s->max_t <= 4 ? 4 : 8;
+}
+
+/* Experts per CTA (EB): 1, or the fewest (a divisor of E, up to 8) that keep
+ * E / EB CTAs within the 132 SMs: DeepSeek-V3's 256 experts two to a CTA,
+ * one wave, and x read by half as many CTAs (each element of h is normed
+ * once for EB dot products). */
+int
+cg_front_experts(const CgFrontSpec *s)
+{
+	for (int b = 1; b <= 8; b++)
+		if (s->route.E % b == 0 && s->route.E / b <= 132)
+			return b;
+	return 1;
 }
 
 /* The warp's sum (shfl.sync.up scan, a fixed order), in lane 31. */
@@ -127,11 +141,33 @@ load8(Fr *r, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
 {
 	CgFn *f = r->f;
 	int es = dtype_bits(dt) / 8;
-	LLVMValueRef x = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es),
-				  MIN(16, LV * es));
+	LLVMValueRef x;
 
+	if (dt == DT_BF16) {	/* as words: an element is a shift or a mask (not unpack, widen, shift) */
+		x = cg_gload(f, LLVMVectorType(f->ti32, LV / 2), cg_gep(f, base, at, 2), 16);
+		for (int j = 0; j < LV / 2; j++) {
+			LLVMValueRef w = LLVMBuildExtractElement(f->B, x, cg_i32(f, j), "");
+			out[2 * j] = LLVMBuildBitCast(f->B, cg_shl(f, w, 16), f->tf32, "");
+			out[2 * j + 1] = LLVMBuildBitCast(f->B, LLVMBuildAnd(f->B, w, cg_i32(f, (int32_t)0xffff0000u), ""),
+							  f->tf32, "");
+		}
+		return;
+	}
+	x = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es), MIN(16, LV * es));
 	for (int j = 0; j < LV; j++)
 		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, x, cg_i32(f, j), ""), dt);
+}
+
+/* v rounded to dt, as cg_round_dt rounds it (to nearest even); bf16 with
+ * one cvt.rn.bf16.f32 on the device instead of the integer sequence
+ * (the same bits: the operand is a product, never a NaN with a payload
+ * the device would keep). */
+static LLVMValueRef
+round_to(CgFn *f, LLVMValueRef v, DType dt)
+{
+	if (dt == DT_BF16)
+		return cg_to_f32(f, cg_from_f32(f, v, dt), dt);
+	return cg_round_dt(f, v, dt);
 }
 
 /* Element index (i64) of group g's first element, from row start row. */
@@ -148,7 +184,7 @@ preload(Fr *r)
 	int G = groups(r->s);
 	LLVMValueRef wrow = cg_muli(r->f, cg_sext64(r->f, r->e), r->s->H);
 
-	if (!G || G > KEEP)
+	if (!G || G > KEEP || r->eb > 1)
 		return;
 	for (int g = 0; g < G; g++) {
 		load8(r, r->s->w_dt, r->w, group_at(r, wrow, g), &r->wk[g * LV]);
@@ -156,6 +192,24 @@ preload(Fr *r)
 			load8(r, r->s->gamma_dt, r->gamma, group_at(r, cg_i64(r->f, 0), g), &r->gk[g * LV]);
 	}
 	r->kept = 1;
+}
+
+/*
+ * Rows that are not vector rows: lane L's elements L, L + 32, ... in order,
+ * 8 of them (a chunk of 256) loaded before any is used, then the rest one at
+ * a time.  The loop over the chunks (tail 0: i is the chunk's first element
+ * of the lane) or over the rest (tail 1); the caller ends it.
+ */
+static LLVMValueRef
+strided(Fr *r, CgLoop *l, int tail)
+{
+	CgFn *f = r->f;
+	int64_t full = r->s->H / (32 * LV) * (32 * LV);
+	LLVMValueRef lane = cg_sext64(f, r->lane);
+
+	if (!tail)
+		return cg_loop(f, l, lane, cg_i64(f, full), cg_i64(f, 32 * LV));
+	return cg_loop(f, l, cg_addi(f, lane, full), cg_i64(f, r->s->H), cg_i64(f, 32));
 }
 
 /* The lane's sum of squares of row `row` of x. */
@@ -171,10 +225,15 @@ sum_squares(Fr *r, LLVMValueRef row)
 
 	if (!G) {
 		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
-		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
-		LLVMValueRef v = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
-		cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, v, v, ""), ""));
-		cg_endloop(f, &l);
+		for (int tail = 0; tail < 2; tail++) {
+			int n = tail ? 1 : LV;
+			i = strided(r, &l, tail);
+			for (int j = 0; j < n; j++)
+				xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, cg_addi(f, i, 32 * j)));
+			for (int j = 0; j < n; j++)
+				cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, xv[j], xv[j], ""), ""));
+			cg_endloop(f, &l);
+		}
 		return cg_get(f, var);
 	}
 	for (int g0 = 0; g0 < G; g0 += BATCH) {
@@ -198,8 +257,9 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 
 	if (!s->norm)
 		return a;
-	a = cg_round_dt(f, LLVMBuildFMul(f->B, LLVMBuildFMul(f->B, a, inv, ""), g, ""), s->h_dt);
-	a = cg_round_dt(f, a, s->hout_dt);	/* the norm kernel's casts */
+	a = round_to(f, LLVMBuildFMul(f->B, LLVMBuildFMul(f->B, a, inv, ""), g, ""), s->h_dt);
+	if (s->hout_dt != s->h_dt && s->hout_dt != DT_F32)	/* the norm kernel's casts (widening: exact) */
+		a = round_to(f, a, s->hout_dt);
 	if (s->write_h) {
 		cg_if(f, &c, mine);
 		cg_store_dt(f, s->hout_dt, r->h, at, a);
@@ -208,39 +268,63 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 	return a;
 }
 
-/* The lane's part of the dot product of row `row` (normed) with W[e]. */
-static LLVMValueRef
-dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine)
+/* The lane's parts of the dot products of row `row` (normed) with W[e] ..
+ * W[e + EB - 1], in acc[]: each in the same element order as one expert's. */
+static void
+dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *acc)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = groups(s);
-	LLVMValueRef wrow = cg_muli(f, cg_sext64(f, r->e), s->H), acc = cg_f32(f, 0), i;
-	LLVMValueRef xv[BATCH * LV], wv[BATCH * LV], gv[BATCH * LV];
+	int G = groups(s), EB = r->eb, nb = MAX(1, BATCH / EB);
+	LLVMValueRef wrow[8], i;
+	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
 	CgLoop l;
 
-	if (!G) {
-		LLVMValueRef var = cg_var(f, f->tf32, cg_f32(f, 0));
-		i = cg_loop(f, &l, cg_sext64(f, r->lane), cg_i64(f, s->H), cg_i64(f, 32));
-		{
-			LLVMValueRef g = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
-			LLVMValueRef a = operand(r, cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i)), g, inv, mine,
-						 cg_add(f, row, i));
-			LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), cg_sext64(f, r->e))
-				: cg_add(f, wrow, i);
-			LLVMValueRef w = cg_load_dt(f, s->w_dt, r->w, wi);
-			cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, a, w, ""), ""));
-		}
-		cg_endloop(f, &l);
-		return cg_get(f, var);
+	for (int b = 0; b < EB; b++) {
+		wrow[b] = cg_muli(f, cg_sext64(f, cg_addi(f, r->e, b)), s->H);
+		acc[b] = cg_f32(f, 0);
 	}
-	for (int g0 = 0; g0 < G; g0 += BATCH) {
-		int n = MIN(BATCH, G - g0);
+	if (!G) {
+		LLVMValueRef var[8];
+		for (int b = 0; b < EB; b++)
+			var[b] = cg_var(f, f->tf32, cg_f32(f, 0));
+		for (int tail = 0; tail < 2; tail++) {
+			int n = tail ? 1 : MAX(1, LV / EB);
+			LLVMValueRef i0 = strided(r, &l, tail);
+			for (int c = 0; c < (tail ? 1 : LV); c += n) {	/* n elements loaded, then used */
+				for (int j = 0; j < n; j++) {
+					i = cg_addi(f, i0, 32 * (c + j));
+					xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
+					gv[j] = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
+					for (int b = 0; b < EB; b++) {
+						LLVMValueRef eb = cg_sext64(f, cg_addi(f, r->e, b));
+						LLVMValueRef wi = s->w_kn ? cg_add(f, cg_muli(f, i, s->route.E), eb)
+							: cg_add(f, wrow[b], i);
+						wv[b][j] = cg_load_dt(f, s->w_dt, r->w, wi);
+					}
+				}
+				for (int j = 0; j < n; j++) {
+					i = cg_addi(f, i0, 32 * (c + j));
+					LLVMValueRef a = operand(r, xv[j], gv[j], inv, mine, cg_add(f, row, i));
+					for (int b = 0; b < EB; b++)
+						cg_set(f, var[b], LLVMBuildFAdd(B, cg_get(f, var[b]),
+										LLVMBuildFMul(B, a, wv[b][j], ""), ""));
+				}
+			}
+			cg_endloop(f, &l);
+		}
+		for (int b = 0; b < EB; b++)
+			acc[b] = cg_get(f, var[b]);
+		return;
+	}
+	for (int g0 = 0; g0 < G; g0 += nb) {
+		int n = MIN(nb, G - g0);
 		for (int g = 0; g < n; g++) {
 			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
 			if (!r->kept) {
-				load8(r, s->w_dt, r->w, group_at(r, wrow, g0 + g), &wv[g * LV]);
+				for (int b = 0; b < EB; b++)
+					load8(r, s->w_dt, r->w, group_at(r, wrow[b], g0 + g), &wv[b][g * LV]);
 				if (s->norm)
 					load8(r, s->gamma_dt, r->gamma, group_at(r, cg_i64(f, 0), g0 + g), &gv[g * LV]);
 			}
@@ -251,10 +335,11 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine)
 				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j);
 				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
 							 mine, at);
-				acc = LLVMBuildFAdd(B, acc, LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[q], ""), "");
+				for (int b = 0; b < EB; b++)
+					acc[b] = LLVMBuildFAdd(B, acc[b], LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[b][q], ""),
+							       "");
 			}
 	}
-	return acc;
 }
 
 /* Token tok (clamped to T-1) of warp w: its logit for expert e, and the
@@ -266,10 +351,11 @@ token(Fr *r, LLVMValueRef tok)
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
 	LLVMValueRef tokc = cg_min(f, tok, cg_addi(f, r->T, -1));
-	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc;
+	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc[8];
 	LLVMValueRef active = cg_lt(f, tok, r->T);
-	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, cg_urem(f, tok, cg_i32(f, s->route.E)),
-								   r->e, ""), "");
+	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ,
+								   cg_urem(f, tok, cg_i32(f, s->route.E / r->eb)),
+								   r->grp, ""), "");
 	LLVMValueRef bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
 	CgIf c;
 
@@ -290,12 +376,16 @@ token(Fr *r, LLVMValueRef tok)
 			cg_endif(f, &c);
 		}
 	}
-	acc = warp_sum31(r, dot(r, row, inv, mine));
-	acc = cg_round_dt(f, cg_round_dt(f, acc, s->round_dt), s->logits_dt);
-	cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
-	cg_store_dt(f, s->logits_dt, r->logits,
-		    cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), cg_sext64(f, r->e)), acc);
-	cg_endif(f, &c);
+	dot(r, row, inv, mine, acc);
+	for (int b = 0; b < r->eb; b++) {
+		LLVMValueRef e = cg_sext64(f, cg_addi(f, r->e, b)), v = warp_sum31(r, acc[b]);
+		if (s->bias)	/* the GEMM epilogue's add, before its rounding */
+			v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, e), "");
+		v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
+		cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
+		cg_store_dt(f, s->logits_dt, r->logits, cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), e), v);
+		cg_endif(f, &c);
+	}
 }
 
 /* The last CTA: wait for (and clear) every other CTA's flag. */
@@ -332,14 +422,16 @@ last_cta(Fr *r, int smem0)
 	cg_endloop(f, &l);
 }
 
-/* CTAs: each expert's tokens in S slices of 4 (one per warp) so that a few
- * experts (Mixtral's 8) still fill the SMs: S = min(132 / E, cdiv(max_t, 4)). */
+/* CTAs: each group of EB experts' tokens in S slices of W (one token per
+ * warp) so that a few experts (Mixtral's 8) still fill the SMs:
+ * S = min(132 / (E / EB), cdiv(max_t, W)). */
 int
 cg_front_ctas(const CgFrontSpec *s)
 {
-	int64_t S = MAX(1, MIN(132 / s->route.E, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+	int ne = s->route.E / cg_front_experts(s);
+	int64_t S = MAX(1, MIN(132 / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
 
-	return s->route.E * (int)S;
+	return ne * (int)S;
 }
 
 int
@@ -373,6 +465,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	if (s->norm)
 		P(CGP_PTR, "gamma", gamma);
 	P(CGP_PTR, "w_router", w);
+	if (s->bias)
+		P(CGP_PTR, "bias", bias);
 	if (s->route.has_selbias)
 		P(CGP_PTR, "selbias", selbias);
 	if (s->write_h)
@@ -391,6 +485,7 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	P(CGP_I32, "T", T);
 #undef P
 	r.nw = nwarps(s);
+	r.eb = cg_front_experts(s);
 	r.f = cg_fn_begin(m, name, p, np, 32 * r.nw, 0, d);
 	if (!r.f)
 		return -1;
@@ -399,12 +494,13 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	r.lane = cg_and(r.f, cg_tid(r.f, 0), 31);
 	r.warp = cg_shr(r.f, cg_tid(r.f, 0), 5);
 	r.cta = cg_ctaid(r.f, 0);
-	r.e = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E));
+	r.grp = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb));
+	r.e = cg_muli(r.f, r.grp, r.eb);
 	preload(&r);
 
-	/* CTA (e, slice) takes tokens 4 slice + w, then 4 S later, ... */
-	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E)), r.nw),
-				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / s->route.E));
+	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... */
+	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)), r.nw),
+				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / (s->route.E / r.eb)));
 	token(&r, cg_add(r.f, tok0, r.warp));
 	cg_endloop(r.f, &l);
 	cg_fence(r.f);
@@ -419,9 +515,9 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		cg_endif(r.f, &c0);
 	}
 	cg_endif(r.f, &c);
-	snprintf(note, sizeof note, "front H=%lld E=%d k=%d%s%s%s T<=%lld", (long long)s->H,
-		 s->route.E, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 s->write_h ? " h" : "", (long long)s->max_t);
+	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld", (long long)s->H,
+		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
+		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t);
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 
@@ -492,8 +588,9 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 		if (x->op == OP_CONST)
 			continue;
 		if (!mm) {
-			if (x->op != OP_MATMUL || x->nin != 2 || cg_param_index(k, x->in[0]) != 0 ||
-			    cg_param_index(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32)
+			if (x->op != OP_MATMUL || x->nin < 2 || x->nin > 3 || cg_param_index(k, x->in[0]) != 0 ||
+			    cg_param_index(k, x->in[1]) != 1 || x->out[0]->type.dt != DT_F32 ||
+			    (x->nin == 3 && x->in[2] && cg_param_index(k, x->in[2]) != 2))
 				return why(buf, n, "the router GEMM is not a plain matmul to f32");
 			mm = x;
 			v = x->out[0];
@@ -513,6 +610,14 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 	    b->dim[s->w_kn ? 0 : 1] != a->dim[1] || !ir_dim_is_static(b->dim[0]) ||
 	    !ir_dim_is_static(b->dim[1]) || !io_float(a->dt) || !io_float(b->dt))
 		return why(buf, n, "the router GEMM's operands are not [T,H] and a static [E,H]");
+	if (mm->nin == 3 && mm->in[2]) {	/* a bias [E] or [1,E], added before the rounding */
+		const Type *c = &mm->in[2]->type;
+		int64_t E = b->dim[s->w_kn ? 1 : 0];
+		if (!(c->rank == 1 && c->dim[0] == E) && !(c->rank == 2 && c->dim[0] == 1 && c->dim[1] == E))
+			return why(buf, n, "the router GEMM's bias is not one value per expert");
+		s->bias = 1;
+		s->bias_dt = c->dt;
+	}
 	s->H = a->dim[1];
 	s->x_dt = a->dt;
 	s->w_dt = b->dt;
@@ -524,14 +629,14 @@ gemm_body(const Node *call, CgFrontSpec *s, char *buf, size_t n)
 static int
 ready_before(const Graph *g, const CgFrontMatch *fm)
 {
-	const Value *in[4] = {fm->x, fm->gamma, fm->w, fm->selbias};
+	const Value *in[5] = {fm->x, fm->gamma, fm->w, fm->bias, fm->selbias};
 	const Node *first = NULL;
 
 	for (const Node *n = g->first; n && !first; n = n->next)
 		if (n == fm->norm || n == fm->rstd_call || n == fm->gemm || n == fm->route || n == fm->perm)
 			first = n;
-	for (int i = 0; i < 4; i++) {
-		if (!in[i] || in[i]->kind != V_RESULT)
+	for (int i = 0; i < 5; i++) {
+		if (!in[i] || in[i]->kind != V_RESULT || ir_weight_only(in[i]))	/* weights: computed at init */
 			continue;
 		const Node *n = g->first;
 		while (n && n != in[i]->def && n != first)
@@ -574,7 +679,7 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	s->perm.want_pos = pm->callee->nret > 2;
 	gc = route_call->in[0]->kind == V_RESULT ? route_call->in[0]->def : NULL;
 	if (!gc || gc->op != OP_CALL || ir_kernel_template(gc->callee) != IR_TMPL_GEMM || gc->nout != 1 ||
-	    gc->nin != 2)
+	    gc->nin < 2 || gc->nin > 3)
 		return why(buf, n, "its logits are not computed by a GEMM kernel");
 	if (!gemm_body(gc, s, buf, n))
 		return 0;
@@ -610,12 +715,13 @@ cg_front_match(const Module *m, const Node *route_call, int64_t max_t, CgFrontMa
 	fm->route = route_call;
 	fm->perm = pm;
 	fm->w = gc->in[1];
+	fm->bias = s->bias ? gc->in[2] : NULL;
 	fm->selbias = s->route.has_selbias ? route_call->in[1] : NULL;
 	fm->logits = gc->out[0];
 	s->max_t = max_t;
 	if (!ready_before(g, fm))
-		return why(buf, n, "an operand (the router weight, gamma or the selection bias) is computed "
-			   "after the norm or the router GEMM");
+		return why(buf, n, "an operand (the router weight or bias, gamma or the selection bias) is "
+			   "computed after the norm or the router GEMM");
 	if (cg_front_check(s, &quiet))
 		return why(buf, n, quiet.last);
 	return 1;

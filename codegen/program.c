@@ -2021,7 +2021,7 @@ emit_call(CgProgram *p, const Node *call)
 static void
 front_line(CgProgram *p, const CgFrontMatch *f)
 {
-	char buf[512];
+	char buf[512], per[32] = "a CTA per expert";
 	size_t n = 0;
 
 	n += (size_t)snprintf(buf + n, sizeof buf - n, "  decode front @%s.front (one launch of %d CTAs; "
@@ -2032,9 +2032,11 @@ front_line(CgProgram *p, const CgFrontMatch *f)
 				      f->s.write_h ? " (h still stored: others read it)" : "");
 	if (f->rstd_call)
 		n += (size_t)snprintf(buf + n, sizeof buf - n, " rstd @%s,", f->rstd_call->callee->name);
-	snprintf(buf + n, sizeof buf - n, " router GEMM @%s (CUDA cores, a CTA per expert, "
+	if (cg_front_experts(&f->s) > 1)
+		snprintf(per, sizeof per, "%d experts a CTA", cg_front_experts(&f->s));
+	snprintf(buf + n, sizeof buf - n, " router GEMM @%s (CUDA cores, %s, "
 		 "no split-K memset), route @%s and permute @%s (in its last CTA)",
-		 f->gemm->callee->name, f->route->callee->name, f->perm->callee->name);
+		 f->gemm->callee->name, per, f->route->callee->name, f->perm->callee->name);
 	vec_push(&p->fusion, arena_strdup(p->a, buf));
 }
 
@@ -2101,6 +2103,8 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	if (f->s.norm)
 		args[np++] = arg_of(p, f->gamma);
 	args[np++] = arg_of(p, f->w);
+	if (f->s.bias)
+		args[np++] = arg_of(p, f->bias);
 	if (f->s.route.has_selbias)
 		args[np++] = arg_of(p, f->selbias);
 	if (f->s.write_h)

@@ -246,16 +246,17 @@ END_TEST
 /* --- decode fronts (k_front.c) --------------------------------------------- */
 
 /* The routing families of the front tests: the route's attributes, E, k,
- * whether a selection bias is read. */
+ * whether a selection bias is read, whether the router GEMM adds a bias
+ * (gpt-oss: bf16, cast to f32 at init). */
 static const struct {
 	const char *attrs;
-	int E, k, selbias;
+	int E, k, selbias, bias;
 } front_fams[] = {
-	{"router=softmax", 8, 2, 0},						/* Mixtral */
-	{"router=softmax, renorm=1", 128, 8, 0},				/* Qwen3 (norm_topk_prob) */
-	{"router=topk_softmax", 32, 4, 0},					/* gpt-oss */
-	{"router=sigmoid, renorm=1, scale=2.5", 16, 3, 0},
-	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2", 256, 8, 1},
+	{"router=softmax", 8, 2, 0, 0},						/* Mixtral */
+	{"router=softmax, renorm=1", 128, 8, 0, 0},				/* Qwen3 (norm_topk_prob) */
+	{"router=topk_softmax", 32, 4, 0, 1},					/* gpt-oss */
+	{"router=sigmoid, renorm=1, scale=2.5", 16, 3, 0, 0},
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2", 256, 8, 1, 0},
 	/* DeepSeek-V3 */
 };
 
@@ -362,6 +363,105 @@ START_TEST(test_front_routing_is_the_interpreters)
 END_TEST
 
 /*
+ * The front's logit as its warp sums it: lane L adds x*w over its elements
+ * in order (16-byte groups of 8 when H % 256 == 0, else every 32nd element),
+ * then the shfl.up scan leaves the sum in lane 31.  Products go through a
+ * volatile so the compiler cannot fuse them into an fma.
+ */
+static float
+front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
+{
+	float v[32];
+
+	for (int L = 0; L < 32; L++) {
+		float acc = 0;
+		for (int64_t n = 0; n < (H + 31) / 32; n++) {
+			int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
+			if (i >= H)
+				break;
+			volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
+				(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
+			acc = acc + p;
+		}
+		v[L] = acc;
+	}
+	for (int d = 1; d < 32; d *= 2)
+		for (int L = 31; L >= 0; L--)
+			v[L] = (L >= d ? v[L - d] : 0.0f) + v[L];
+	return v[31];
+}
+
+/*
+ * The front's logits are bit for bit the summation order it documents (and
+ * had before experts were grouped: one order per expert whatever EB), on
+ * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: chunks of
+ * 256 a lane's 8 elements at a time, then the rest one at a time), 128 (rows
+ * of 2048: W kept in registers) and 256 (rows of 2304 and 320: two experts a
+ * CTA).
+ */
+START_TEST(test_front_logits_keep_their_order)
+{
+	static const struct { int E; int64_t H; } cs[] = {{8, 320}, {32, 2880}, {128, 2048}, {256, 2304}, {256, 320}};
+	static const int64_t ts[] = {1, 16};
+	char src[1024];
+
+	for (size_t c = 0; c < NELEM(cs); c++) {
+		int E = cs[c].E;
+		int64_t H = cs[c].H;
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		snprintf(src, sizeof src,
+			 "graph @r(%%x: bf16[T,%lld], %%wr: bf16[%d,%lld]) -> (l: f32[T,%d], w: f32[T,2], "
+			 "ids: i32[T,2], offs: i32[%d], rows: i32[2*T]) {\n"
+			 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
+			 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
+			 "\tret %%l, %%w, %%ids, %%offs, %%rows\n}\n",
+			 (long long)H, E, (long long)H, E, E + 1, E, E, E + 1);
+		diag_init(&d, stderr);
+		m = fused("front_order.ir", src, &ref, &d);
+		emu_opts(&co, 16);
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+		for (size_t ti = 0; ti < NELEM(ts); ti++) {
+			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
+			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
+			Tensor in[2], got[5];
+			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
+			ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
+			for (int k = 0; k < 2; k++)
+				for (int64_t i = 0; i < tensor_numel(&in[k]); i++)
+					dtype_store(DT_BF16, in[k].data, (size_t)i,
+						    (double)(mix64((uint64_t)(k * 1000003 + i)) % 2001) / 1000 - 1);
+			ck_assert_int_eq(tensor_alloc(&got[0], DT_F32, 2, dl), 0);
+			ck_assert_int_eq(tensor_alloc(&got[1], DT_F32, 2, dk), 0);
+			ck_assert_int_eq(tensor_alloc(&got[2], DT_I32, 2, dk), 0);
+			ck_assert_int_eq(tensor_alloc(&got[3], DT_I32, 1, doff), 0);
+			ck_assert_int_eq(tensor_alloc(&got[4], DT_I32, 1, drow), 0);
+			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
+			for (int64_t t = 0; t < T; t++)
+				for (int e = 0; e < E; e++) {
+					float a = ((float *)got[0].data)[t * E + e], b = front_logit(&in[0], t, &in[1], e, H);
+					ck_assert_msg(memcmp(&a, &b, 4) == 0, "E=%d H=%lld T=%lld: logit [%lld,%d] %.9g, "
+						      "want %.9g", E, (long long)H, (long long)T, (long long)t, e, a, b);
+				}
+			for (int o = 0; o < 5; o++)
+				tensor_free(&got[o]);
+			tensor_free(&in[0]);
+			tensor_free(&in[1]);
+		}
+		cg_program_free(p);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
+/*
  * Whole MoE blocks with max_tokens 64: the norm, the rstd of the norm folded
  * into gate|up, the router GEMM, route and permute are one front launch
  * (no route or permute kernel left), and the block matches the interpreter
@@ -389,15 +489,18 @@ START_TEST(test_front_blocks_match_interpreter)
 			 "weight $wgu : bf16[%d,64,256] seed=3\n"
 			 "weight $wdown : bf16[%d,256,32] seed=4\n"
 			 "weight $b : f32[%d] scale=0.5 seed=9\n"
+			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
 			 "\n"
 			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
 			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
 			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%logits = matmul %%hr, $router, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
+			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
 			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
 			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
 			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, rt, rt, E, front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
+			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
 		diag_init(&d, stderr);
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65; mt++) {
@@ -1281,6 +1384,10 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_front_routing_is_the_interpreters);
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_front_logits_keep_their_order);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_fold");	/* the split-K workspace starts as garbage */
 	tcase_set_timeout(tc, 300);
