@@ -610,7 +610,7 @@ int cg_bq_pack(const GemmSpec *s, int E, const void *q, const void *scale, const
  * unchanged; zero points exact in it whatever the values).
  */
 int cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int interleave, int which,
-		     DType src_dt, Diag *d);
+		     DType src_dt, int64_t row_block, Diag *d);	/* row_block: Weight.row_block of the source */
 int cg_bq_synth_ok(const GemmSpec *s, DType scale_src, DType zero_src);
 
 /* k_gemm_wgmma.c: the sm_90a mainloop (GemmSpec.mainloop = CG_MAINLOOP_WGMMA) */

@@ -881,7 +881,7 @@ synth_word(CgFn *f, const GemmSpec *s, const BqFormat *fm, int interleave, LLVMV
 
 int
 cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int interleave, int which,
-		 DType src_dt, Diag *d)
+		 DType src_dt, int64_t row_block, Diag *d)
 {
 	const BqFormat *fm = format_of(s->b_dt);
 	int64_t N = s->N, K = s->K, G = s->bq.group, ng = G > 0 ? K / G : 0;
@@ -906,7 +906,11 @@ cg_emit_synth_bq(CgModule *m, const char *name, const GemmSpec *s, int E, int in
 		i = cg_synth_loop(f, &l, cg_i64(f, E * ng * N));
 		LLVMValueRef n = LLVMBuildURem(f->B, i, cg_i64(f, N), ""), r = LLVMBuildUDiv(f->B, i, cg_i64(f, N), "");
 		LLVMValueRef kg = LLVMBuildURem(f->B, r, cg_i64(f, ng), ""), e = LLVMBuildUDiv(f->B, r, cg_i64(f, ng), "");
-		LLVMValueRef from = cg_add(f, cg_muli(f, cg_add(f, cg_muli(f, e, N), src_row(f, n, N, interleave)), ng), kg);
+		LLVMValueRef row = src_row(f, n, N, interleave);
+		LLVMValueRef from = cg_add(f, cg_muli(f, cg_add(f, cg_muli(f, e, N), row), ng), kg);
+		if (row_block > 1)	/* ir_synth_index: a block of rows takes its first row's values */
+			from = LLVMBuildSub(f->B, from, cg_muli(f, LLVMBuildURem(f->B, row, cg_i64(f, row_block), ""),
+								 ng), "");
 		if (which == 1) {
 			int sb = scale_bytes(s->bq.scale_dt);
 			LLVMValueRef v = cg_synth_bits(f, src_dt, a, from);

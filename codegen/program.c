@@ -2330,9 +2330,10 @@ static const char *
 synth_bq_kernel(CgProgram *p, const WeightSlot *w)
 {
 	const GemmSpec *s = &w->bq->s;
-	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d%s%s%s", w->bq_part,
+	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d_rb%lld%s%s%s", w->bq_part,
 					dtype_name(w->v->type.dt), dtype_name(s->b_dt), s->bq.zero ? "z" : "",
 					w->bq->E, (long long)s->N, (long long)s->K, s->bq.group,
+					(long long)(w->w->row_block > 1 ? w->w->row_block : 0),
 					w->bq->interleave ? "_il" : "", s->bq.v1 ? "_v1" : "",
 					s->bq.vec > 1 && w->bq_part == 0 ? (s->bq.vec == 2 ? "_x2" : "_x4") : "");
 
@@ -2340,7 +2341,7 @@ synth_bq_kernel(CgProgram *p, const WeightSlot *w)
 		return name;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_synth_bq(p->mod[i], name, s, w->bq->E, w->bq->interleave, w->bq_part,
-				     w->v->type.dt, p->d) != 0)
+				     w->v->type.dt, w->w->row_block, p->d) != 0)
 			return NULL;
 	return name;
 }
@@ -2431,7 +2432,6 @@ relayout_synth(CgProgram *p, const GemmSpec *s, const CgGemmBind *gb, WeightSlot
 	BqLayout *l;
 
 	if (!slot[0]->synth || !slot[1]->synth || (slot[2] && !slot[2]->synth) ||
-	    slot[1]->w->row_block > 1 ||	/* cg_emit_synth_bq generates rows as they are */
 	    !cg_bq_synth_ok(s, slot[1]->v->type.dt, slot[2] ? slot[2]->v->type.dt : NDTYPE))
 		return 0;
 	l = arena_alloc(p->a, sizeof *l);

@@ -154,7 +154,8 @@ synth_on_emu(const GemmSpec *s, int E, int il, int which, Weight *w)
 	diag_init(&d, stderr);
 	m = cg_module_new(&t, "synth", &d);
 	ck_assert_ptr_nonnull(m);
-	ck_assert_msg(cg_emit_synth_bq(m, "sq", s, E, il, which, w->value->type.dt, &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_synth_bq(m, "sq", s, E, il, which, w->value->type.dt, w->row_block, &d) == 0, "%s",
+		      d.last);
 	memset(out, 0xa5, bytes);
 	args[0] = (uint64_t)(uintptr_t)out;
 	args[1] = w->seed;
@@ -171,7 +172,8 @@ synth_on_emu(const GemmSpec *s, int E, int il, int which, Weight *w)
 /* Synthetic q, scale (and zero) weights repacked on the host (what a bundle
  * held) and generated in the layout by the device kernels: the same bytes. */
 static void
-check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E, int group, int il, int vec)
+check_synth_layout_rb(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E, int group, int il, int vec,
+		      int64_t row_block)
 {
 	Module *im = ir_new_module();
 	int64_t qd[3] = {E, N, K}, sd[3] = {E, N, K / group};
@@ -188,6 +190,7 @@ check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E,
 	w[2] = zdt != NDTYPE ? ir_add_weight(im, "layers.7.experts.gate_up.zero", ir_type(zdt, 3, sd)) : NULL;
 	w[0]->scale = qdt == DT_F4E2M1 ? 7 : 300;	/* saturating values, all codes */
 	w[1]->mean = 0.02, w[1]->scale = 0.01;
+	w[1]->row_block = row_block;	/* DeepSeek-V3's scales: one a 128x128 block (cfg_quant) */
 	if (w[2])
 		w[2]->mean = 2, w[2]->scale = 9;
 	diag_init(&d, stderr);
@@ -214,6 +217,12 @@ check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E,
 	ir_free_module(im);
 }
 
+static void
+check_synth_layout(DType qdt, DType sdt, DType zdt, int64_t N, int64_t K, int E, int group, int il, int vec)
+{
+	check_synth_layout_rb(qdt, sdt, zdt, N, K, E, group, il, vec, 0);
+}
+
 START_TEST(test_synth_layout)
 {
 	check_synth_layout(DT_F4E2M1, DT_F8E8M0, NDTYPE, 32, 64, 2, 32, 1, 0);	/* gpt-oss gate|up */
@@ -227,6 +236,10 @@ START_TEST(test_synth_layout)
 	check_synth_layout(DT_F4E2M1, DT_F8E8M0, NDTYPE, 32, 192, 2, 32, 1, 2);
 	check_synth_layout(DT_U4, DT_BF16, DT_U4, 24, 256, 2, 128, 0, 4);
 	check_synth_layout(DT_F8E4M3, DT_F32, NDTYPE, 16, 96, 2, 32, 1, 2);
+	/* scales generated a block of rows at a time (Weight.row_block), interleaved and not: the
+	 * device generates them too, never the host (a full-size DeepSeek-V3 layer would be 24 GB) */
+	check_synth_layout_rb(DT_F8E4M3, DT_F32, NDTYPE, 16, 96, 2, 32, 1, 0, 8);
+	check_synth_layout_rb(DT_F8E4M3, DT_F32, NDTYPE, 24, 96, 2, 32, 0, 2, 4);
 }
 END_TEST
 
@@ -242,10 +255,10 @@ START_TEST(test_synth_refusals)
 	spec_q(&s, DT_I4, 16, 64, 32, DT_BF16, 1);
 	ck_assert_int_eq(cg_bq_synth_ok(&s, DT_F16, DT_U4), 0);		/* a scale of another type */
 	ck_assert_int_eq(cg_bq_synth_ok(&s, DT_BF16, DT_F32), 0);		/* zero points that may not be exact */
-	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 1, DT_F16, &d), -1);
-	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 0, DT_U4, &d), -1);	/* q of another type */
+	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 1, DT_F16, 0, &d), -1);
+	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 0, DT_U4, 0, &d), -1);	/* q of another type */
 	spec_q(&s, DT_I4, 16, 64, 32, DT_BF16, 0);
-	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 2, DT_U4, &d), -1);	/* no zero points */
+	ck_assert_int_eq(cg_emit_synth_bq(m, "x", &s, 1, 0, 2, DT_U4, 0, &d), -1);	/* no zero points */
 	ck_assert_ptr_nonnull(strstr(d.last, "not a quantised B spec"));
 	cg_module_free(m);
 }
