@@ -2330,10 +2330,10 @@ static const char *
 synth_bq_kernel(CgProgram *p, const WeightSlot *w)
 {
 	const GemmSpec *s = &w->bq->s;
-	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d_rb%lld%s%s%s", w->bq_part,
+	const char *name = arena_printf(p->a, "moec_synth_bq%d_%s_%s%s_e%d_n%lld_k%lld_g%d%s%s%s%s", w->bq_part,
 					dtype_name(w->v->type.dt), dtype_name(s->b_dt), s->bq.zero ? "z" : "",
 					w->bq->E, (long long)s->N, (long long)s->K, s->bq.group,
-					(long long)(w->w->row_block > 1 ? w->w->row_block : 0),
+					w->w->row_block > 1 ? arena_printf(p->a, "_rb%lld", (long long)w->w->row_block) : "",
 					w->bq->interleave ? "_il" : "", s->bq.v1 ? "_v1" : "",
 					s->bq.vec > 1 && w->bq_part == 0 ? (s->bq.vec == 2 ? "_x2" : "_x4") : "");
 
