@@ -29,13 +29,7 @@ one() {	# one NAME TOKENS KIND MODEL [moec flags...]
 # fp8 layer would be an 11 GB bundle and a 17 GB compile.
 bf16cfg() {	# bf16cfg MODEL: OUT/MODEL-bf16/config.json
 	mkdir -p "$out/$1-bf16"
-	python3 - "$src/models/$1/config.json" "$out/$1-bf16/config.json" <<'PY' || exit 1
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.pop("quantization_config", None)
-c["torch_dtype"] = c["dtype"] = "bfloat16"	# the checkpoint's dtype once dequantised
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
+	python3 "$src/bench/bf16_config.py" "$src/models/$1/config.json" "$out/$1-bf16/config.json" || exit 1
 }
 bf16cfg deepseek-v3
 bf16cfg gpt-oss-20b

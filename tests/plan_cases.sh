@@ -13,13 +13,7 @@ fail=0
 # the bf16 configs of the quantised checkpoints, as make_bench.sh's bf16cfg
 for m in deepseek-v3 gpt-oss-20b; do
 	mkdir -p "$d/$m"
-	python3 - "$src/models/$m/config.json" "$d/$m/config.json" <<'PY' || exit 1
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.pop("quantization_config", None)
-c["torch_dtype"] = c["dtype"] = "bfloat16"
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
+	python3 "$src/bench/bf16_config.py" "$src/models/$m/config.json" "$d/$m/config.json" || exit 1
 done
 compile() {	# compile NAME TOKENS MODEL [flags]: NAME.log holds the -v remarks
 	name=$1 tokens=$2 model=$3

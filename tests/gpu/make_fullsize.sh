@@ -57,13 +57,7 @@ echo "$cases" | while read -r name model layer flags; do
 	case $model in *@bf16)	# the config without quantization_config
 		dir=$out/${model%@bf16}-bf16
 		mkdir -p "$dir" &&
-		python3 - "$src/models/${model%@bf16}/config.json" "$dir/config.json" <<'PY' || exit 1
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.pop("quantization_config", None)
-c["torch_dtype"] = c["dtype"] = "bfloat16"
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
+		python3 "$src/bench/bf16_config.py" "$src/models/${model%@bf16}/config.json" "$dir/config.json" || exit 1
 	esac
 	# shellcheck disable=SC2086
 	if ! "$moec" compile "$dir" --layer "$layer" --synthetic-weights=1 \
