@@ -297,12 +297,7 @@ weight_view(Ev *e, Vals *vs, Value *v)
 	data = ir_weight_data(v->weight, e->d);
 	if (!data)
 		return NULL;
-	memset(t, 0, sizeof *t);
-	t->dt = v->type.dt;
-	t->rank = v->type.rank;
-	for (int i = 0; i < t->rank; i++)
-		t->dim[i] = v->type.dim[i];
-	t->data = (void *)data;
+	ev_shape_of(v, t)->data = (void *)data;
 	vs->set[ix(vs, v)] = PRESENT;
 	return t;
 }
@@ -352,11 +347,7 @@ lazy_view(const Vals *vs, const Node *n, int i, const Value *v, Tensor *t)
 	if (v->kind == V_WEIGHT ? v->weight->data || v->weight->cache
 				: vs->set[ix(vs, v)] != DEFERRED)
 		return 0;
-	memset(t, 0, sizeof *t);
-	t->dt = v->type.dt;
-	t->rank = v->type.rank;
-	for (int k = 0; k < t->rank; k++)
-		t->dim[k] = v->type.dim[k];
+	ev_shape_of(v, t);
 	return 1;
 }
 

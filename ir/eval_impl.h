@@ -33,6 +33,7 @@ int ev_err(Ev *e, const Node *n, const char *fmt, ...)
 /* Allocate a zeroed result under the per-tensor limit (diagnostic if not). */
 int ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim);
 void ev_strides(const Tensor *t, int64_t *str);	/* row-major, in elements */
+Tensor *ev_shape_of(const Value *v, Tensor *t);	/* v's dtype and static shape, no data */
 /* Strides of t read through a broadcast shape of rank r (0 on stretched dims). */
 void ev_bstrides(const Tensor *t, int r, int64_t *str);
 int64_t ev_off(const int64_t *coord, const int64_t *str, int r);

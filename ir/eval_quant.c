@@ -106,19 +106,6 @@ ev_dequantize(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	return 0;
 }
 
-/* A weight operand's shape as a tensor without data (qlayout reads dims). */
-static const Tensor *
-shape_of(const Value *v, Tensor *t)
-{
-	if (!v)
-		return NULL;
-	memset(t, 0, sizeof *t);
-	t->dt = v->type.dt;
-	t->rank = v->type.rank;
-	memcpy(t->dim, v->type.dim, sizeof(int64_t) * (size_t)t->rank);
-	return t;
-}
-
 /* Elements of weight w at the indices ix[0..n): one read of the span they
  * cover when it is short (a row's scales), else one read each. */
 static void
@@ -147,8 +134,8 @@ int
 ev_dequant_elems(Ev *e, const Node *dq, int64_t first, int64_t n, double *out)
 {
 	Tensor tv[3];
-	const Tensor *in[3] = {shape_of(dq->in[0], &tv[0]), shape_of(dq->in[1], &tv[1]),
-			       shape_of(dq->nin > 2 ? dq->in[2] : NULL, &tv[2])};
+	const Tensor *in[3] = {ev_shape_of(dq->in[0], &tv[0]), ev_shape_of(dq->in[1], &tv[1]),
+			       dq->nin > 2 && dq->in[2] ? ev_shape_of(dq->in[2], &tv[2]) : NULL};
 	const Tensor *x = in[0];
 	int64_t c[MAXRANK], rest = first, *si;
 	double *s, *z = NULL;

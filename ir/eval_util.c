@@ -53,6 +53,17 @@ ev_alloc(Ev *e, const Node *n, Tensor *t, DType dt, int rank, const int64_t *dim
 	return 0;
 }
 
+Tensor *
+ev_shape_of(const Value *v, Tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	t->dt = v->type.dt;
+	t->rank = v->type.rank;
+	for (int k = 0; k < t->rank; k++)
+		t->dim[k] = v->type.dim[k];
+	return t;
+}
+
 void
 ev_strides(const Tensor *t, int64_t *str)
 {
