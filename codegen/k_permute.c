@@ -2,29 +2,22 @@
  * k_permute.c — the token slots of a MoE layer sorted by expert, in one CTA
  * of 1024 threads, deterministic: integer counting only, no atomics.
  *
- *	P owner warps each own a contiguous segment of the N = T*k slots,
- *	walked 32 slots (a chunk, one per lane) at a time
+ *	P owner threads each own a contiguous segment of the N = T*k slots
  *	1. cnt[x][p] = slots of expert x in owner p's segment      (shared)
  *	2. exclusive scan of cnt in (x, p) order: the first sorted position
  *	   of each (expert, owner); offsets[x] = the scan at (x, 0)
- *	3. each owner walks its segment again: a lane's slot s goes to
- *	   cnt[x][p] + (lanes before it in the chunk with expert x), found
- *	   with match.any and a popc; the chunk's last lane of x advances
- *	   cnt[x][p] past the chunk's
- *	(a walk loads and ranks 8 chunks before it takes any)
+ *	3. each owner walks its segment again: rows[cnt[x][p]++] = s, pos[s]
+ *	(a walk loads 8 ids before it takes any: one latency per 8 slots)
  *
- * Positions in (expert, owner, chunk, lane) order are the positions in
- * (expert, slot) order because segments are contiguous and a chunk's lanes
- * take consecutive slots: the stable counting sort of ir/eval_moe.c's
- * ev_permute.  A negative id (a slot dropped: expert parallelism's "not on
- * this rank") counts in an extra bucket E, so dropped slots sort last and
- * offsets[E] counts the kept ones, as ev_permute does.  P = min(warps,
- * 24576 / (E+1)) keeps the counters within 96 KiB of shared memory (sm_86's
- * limit is 99 KiB); a segment is cdiv(N, P) slots, so any T works.
+ * Positions in (expert, owner, order within the segment) order are the
+ * positions in (expert, slot) order because segments are contiguous: the
+ * stable counting sort of ir/eval_moe.c's ev_permute.  A negative id (a
+ * slot dropped: expert parallelism's "not on this rank") counts in an
+ * extra bucket E, so dropped slots sort last and offsets[E] counts the
+ * kept ones, as ev_permute does.  P = min(1024, 24576 / (E+1)) keeps the
+ * counters within 96 KiB of shared memory (sm_86's limit is 99 KiB); a
+ * segment is cdiv(N, P) slots, so any T works.
  * Nothing is read on the host and nothing allocated: CUDA-graph safe.
- * (Before 2026-12-02 the owners were threads, each walking its segment one
- * slot at a time: 93 us for DeepSeek-V3 at T = 4096 on the H200, about one
- * shared-memory round trip per slot.)
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -39,7 +32,7 @@ struct Pm {
 	CgFn *f;
 	CgPermuteSpec s;
 	int P, F, wsum, smem, threads, cnt0;
-	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, lanes_before, N, S, seg0, seg1;
+	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 };
 
 void
@@ -99,15 +92,17 @@ load_id(Pm *p, LLVMValueRef s)
 	return cg_load_dt(p->f, p->s.ids_dt, p->ids, cg_sext64(p->f, s));
 }
 
-/* Bucket of id x (i32: its expert clamped to at most E-1; E if negative: dropped). */
+/* Bucket of id x (its expert clamped to at most E-1; E if negative:
+ * dropped), and the counter of owner tid. */
 static LLVMValueRef
-bucket(Pm *p, LLVMValueRef x)
+counter(Pm *p, LLVMValueRef x)
 {
 	CgFn *f = p->f;
 
 	x = cg_select(f, cg_lt(f, x, cg_i64(f, 0)), cg_i64(f, p->s.E),
 		      cg_min(f, x, cg_i64(f, p->s.E - 1)));
-	return LLVMBuildTrunc(f->B, x, f->ti32, "");
+	x = LLVMBuildTrunc(f->B, x, f->ti32, "");
+	return cnt_addr(p, cg_add(f, cg_muli(f, x, p->P), p->tid));
 }
 
 static void
@@ -122,88 +117,47 @@ zero_counters(Pm *p)
 	cg_barrier(f);
 }
 
-/* A chunk's slot in one lane: its slot s, whether the segment has it, its
- * bucket, and from match.any: its rank among the chunk's lanes of that
- * bucket, their count, and whether it is the last of them. */
-typedef struct {
-	LLVMValueRef s, ok, bk, r, n, last;
-} Lane;
-
+/* Slot s of id x: count it, or place it (rows, pos). */
 static void
-rank(Pm *p, Lane *ln, LLVMValueRef x)
+take(Pm *p, LLVMValueRef s, LLVMValueRef x, int place)
 {
 	CgFn *f = p->f;
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef peers, below;
+	LLVMValueRef at = counter(p, x), c = cg_sload(f, f->ti32, at, 4);
 
-	ln->bk = bucket(p, x);
-	peers = cg_match_any(f, cg_select(f, ln->ok, ln->bk, cg_i32(f, -1)));
-	below = LLVMBuildAnd(B, peers, p->lanes_before, "");
-	ln->r = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &below, 1);
-	ln->n = cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &peers, 1);
-	ln->last = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLShr(B, peers, p->lane, ""), cg_i32(f, 1), "");
-}
-
-/*
- * The chunk's slot in this lane counted, or placed at cnt[x][p] + its rank
- * (rows, pos); the last lane of each bucket advances its counter by the
- * chunk's count.  Every lane reads the counter before the first
- * bar.warp.sync and the last lane writes it after, and the next chunk
- * reads after the second: one warp's read-modify-write, ordered.
- */
-static void
-take(Pm *p, const Lane *ln, int place)
-{
-	CgFn *f = p->f;
-	LLVMValueRef at, c;
-	CgIf ci, cl;
-
-	at = cnt_addr(p, cg_add(f, cg_muli(f, cg_select(f, ln->ok, ln->bk, cg_i32(f, 0)), p->P), p->warp));
-	c = cg_sload(f, f->ti32, at, 4);
-	cg_syncwarp(f);
-	cg_if(f, &ci, ln->ok);
+	cg_sstore(f, cg_addi(f, c, 1), at, 4);
 	if (place) {
-		LLVMValueRef to = cg_add(f, c, ln->r);
-		cg_gstore(f, ln->s, cg_gep(f, p->rows, cg_sext64(f, to), 4), 4);
+		cg_gstore(f, s, cg_gep(f, p->rows, cg_sext64(f, c), 4), 4);
 		if (p->s.want_pos)
-			cg_gstore(f, to, cg_gep(f, p->pos, cg_sext64(f, ln->s), 4), 4);
+			cg_gstore(f, c, cg_gep(f, p->pos, cg_sext64(f, s), 4), 4);
 	}
-	cg_if(f, &cl, ln->last);
-	cg_sstore(f, cg_add(f, c, ln->n), at, 4);
-	cg_endif(f, &cl);
-	cg_endif(f, &ci);
-	cg_syncwarp(f);
 }
 
 /*
- * Owner warp p's segment, a chunk of 32 slots at a time (lane L: slot
- * chunk + L), in order: count, or place.  CHUNKS chunks of ids are loaded
- * and ranked (match.any: no counter involved) before any is taken, so a
- * warp waits for one load's latency per 256 slots and the chunks' matches
- * overlap; only the counters' read-modify-writes run chunk after chunk.
- * Every lane runs every chunk (match.any wants the full warp); slots past
- * the segment take no part.
+ * Owner p's segment, in order: count, or place.  The ids are loaded BATCH at
+ * a time before any is taken (a run of BATCH consecutive ids, one sector),
+ * so an owner waits for one load's latency per batch, not per slot: a
+ * segment is N / P slots, 345 for DeepSeek-V3 at T = 4096 (E = 256: P = 95
+ * owners, N = 32768), walked twice, and the kernel was 93 us on the H200
+ * (2026-12-02), about one L2 round trip per slot.  The rest one by one.
  */
-enum { CHUNKS = 8 };
+enum { BATCH = 8 };
 
 static void
 walk(Pm *p, int place)
 {
 	CgFn *f = p->f;
-	LLVMValueRef x[CHUNKS], b;
-	Lane ln[CHUNKS];
+	LLVMValueRef n = cg_sub(f, p->seg1, p->seg0), x[BATCH], b, s;
+	LLVMValueRef full = cg_add(f, p->seg0, cg_muli(f, cg_udiv(f, n, cg_i32(f, BATCH)), BATCH));
 	CgLoop l;
 
-	b = cg_loop(f, &l, p->seg0, p->seg1, cg_i32(f, 32 * CHUNKS));
-	for (int j = 0; j < CHUNKS; j++) {
-		ln[j].s = cg_add(f, cg_addi(f, b, 32 * j), p->lane);
-		ln[j].ok = cg_lt(f, ln[j].s, p->seg1);
-		x[j] = load_id(p, cg_select(f, ln[j].ok, ln[j].s, p->seg0));
-	}
-	for (int j = 0; j < CHUNKS; j++)
-		rank(p, &ln[j], x[j]);
-	for (int j = 0; j < CHUNKS; j++)
-		take(p, &ln[j], place);
+	b = cg_loop(f, &l, p->seg0, full, cg_i32(f, BATCH));
+	for (int j = 0; j < BATCH; j++)
+		x[j] = load_id(p, cg_addi(f, b, j));
+	for (int j = 0; j < BATCH; j++)
+		take(p, cg_addi(f, b, j), x[j], place);
+	cg_endloop(f, &l);
+	s = cg_loop(f, &l, full, p->seg1, cg_i32(f, 1));
+	take(p, s, load_id(p, s), place);
 	cg_endloop(f, &l);
 }
 
@@ -276,15 +230,15 @@ scan_counters(Pm *p)
 	cg_barrier(f);
 }
 
-/* Owner warps, counters and shared memory of a permute by `threads` threads
+/* Owners, counters and shared memory of a permute by `threads` threads
  * whose slots are at most nmax (0: any). */
 static void
 layout(Pm *p, int threads, int64_t nmax, int smem0)
 {
 	p->threads = threads;
-	p->P = MIN(threads / 32, CNT_WORDS / (p->s.E + 1));
-	if (nmax > 0)	/* a segment of a chunk or two: fewer counters to zero and scan */
-		p->P = (int)MAX(1, MIN(p->P, (nmax + 63) / 64));
+	p->P = MIN(threads, CNT_WORDS / (p->s.E + 1));
+	if (nmax > 0)	/* a segment of a few slots: fewer counters to zero and scan */
+		p->P = (int)MAX(1, MIN(p->P, (nmax + 15) / 16));
 	p->F = (p->s.E + 1) * p->P;
 	p->cnt0 = smem0;
 	p->wsum = smem0 + 4 * p->F;
@@ -300,19 +254,18 @@ permute_body(Pm *p)
 	p->tid = cg_tid(p->f, 0);
 	p->lane = cg_and(p->f, p->tid, 31);
 	p->warp = cg_shr(p->f, p->tid, 5);
-	p->lanes_before = cg_addi(p->f, LLVMBuildShl(p->f->B, cg_i32(p->f, 1), p->lane, ""), -1);
 	p->N = cg_muli(p->f, cg_max(p->f, p->T, cg_i32(p->f, 0)), p->s.k);
 	p->S = cg_udiv(p->f, cg_addi(p->f, p->N, p->P - 1), cg_i32(p->f, p->P));
-	p->seg0 = cg_min(p->f, cg_mul(p->f, p->warp, p->S), p->N);
+	p->seg0 = cg_min(p->f, cg_mul(p->f, p->tid, p->S), p->N);
 	p->seg1 = cg_min(p->f, cg_add(p->f, p->seg0, p->S), p->N);
 
 	zero_counters(p);
-	cg_if(p->f, &c, cg_lt(p->f, p->warp, cg_i32(p->f, p->P)));
+	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
 	walk(p, 0);
 	cg_endif(p->f, &c);
 	cg_barrier(p->f);
 	scan_counters(p);
-	cg_if(p->f, &c, cg_lt(p->f, p->warp, cg_i32(p->f, p->P)));
+	cg_if(p->f, &c, cg_lt(p->f, p->tid, cg_i32(p->f, p->P)));
 	walk(p, 1);
 	cg_endif(p->f, &c);
 }
