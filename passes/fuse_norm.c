@@ -52,6 +52,28 @@ foldable(const Node *n, const Value *v)
 	       ir_weight_only(n->in[1]) && (n->nin < 3 || !n->in[2] || ir_weight_only(n->in[2]));
 }
 
+/*
+ * The folded GEMM reads x where the graph's read the norm's result, and a
+ * GEMM's operands share a type.  x (the norm's input) may be narrower than W
+ * (rms_norm over bf16 with to=f32 before an f32 matmul): widening it to W's
+ * float type is exact, so the fold stays exact.  A wider x (f32 rows, bf16 W)
+ * would be rounded before the norm instead of after: not folded.
+ */
+static int
+reads_as(DType x, DType w)
+{
+	return x == w || (w == DT_F32 && dtype_is_float(x) && dtype_bits(x) < 32);
+}
+
+static Value *
+as_type(Builder *b, Value *x, DType t)
+{
+	if (x->type.dt == t)
+		return x;
+	ir_b_str(b, "to", dtype_name(t));
+	return ir_b1(b, OP_CAST, x);
+}
+
 static Value *
 reshape2(Builder *b, Value *v, Dim a, Dim c)
 {
@@ -127,6 +149,7 @@ rewrite(Graph *g, Node *norm, Node *mm, Value *stat_r, Value *stat_m, PassCtx *c
 	Value *h, *beta = norm->op == OP_LAYER_NORM && norm->nin > 2 ? norm->in[2] : NULL;
 
 	Value *wp = scale_b(&b, w, gam, tb);
+	x = as_type(&b, x, w->type.dt);
 	ir_b_int(&b, "trans_b", tb);
 	ir_b_str(&b, "to", "f32");
 	h = ir_b2(&b, OP_MATMUL, x, wp);
@@ -167,7 +190,8 @@ foldable_gather(const Graph *g, const Node *ga, const Node *norm)
 	for (int u = 0; u < o->nuse; u++) {
 		const Node *mm = o->use[u].node;
 		if (!mm || mm->op != OP_GROUPED_MATMUL || mm->in[0] != o || mm->in[1] == o ||
-		    !ir_weight_only(mm->in[1]) || quantised(mm->in[1]) || (mm->nin > 3 && mm->in[3]))
+		    !ir_weight_only(mm->in[1]) || quantised(mm->in[1]) || (mm->nin > 3 && mm->in[3]) ||
+		    !reads_as(norm->in[0]->type.dt, mm->in[1]->type.dt))
 			return 0;
 	}
 	return 1;
@@ -180,7 +204,7 @@ rewrite_grouped(Graph *g, Node *norm, Node *mm, Value *xs, Value *rs, PassCtx *c
 	Builder b = {.g = g, .before = mm, .loc = mm->loc, .d = c->d};
 	int tb = (int)ir_attr_int(mm, "trans_b", 1);
 	DType out = mm->out[0]->type.dt;
-	Value *in[3] = {xs, scale_b(&b, mm->in[1], norm->in[1], tb), mm->in[2]};
+	Value *in[3] = {as_type(&b, xs, mm->in[1]->type.dt), scale_b(&b, mm->in[1], norm->in[1], tb), mm->in[2]};
 	Node *n;
 	Value *h;
 
@@ -286,6 +310,13 @@ fold_norm(Graph *g, Node *norm, const unsigned char *routing, PassCtx *c)
 			report_skip(c->report, "%s %%%s not folded into matmul %%%s: its weight is quantised "
 				    "(read packed by the GEMM; scaled by the norm weight it would be bf16)",
 				    ir_opname(norm->op), v->name, mm->out[0]->name);
+			continue;
+		}
+		if (foldable(mm, v) && !reads_as(norm->in[0]->type.dt, mm->in[1]->type.dt)) {
+			report_skip(c->report, "%s %%%s not folded into matmul %%%s: its input is %s, wider "
+				    "than the %s weight (it would round before the norm, not after)",
+				    ir_opname(norm->op), v->name, mm->out[0]->name,
+				    dtype_name(norm->in[0]->type.dt), dtype_name(mm->in[1]->type.dt));
 			continue;
 		}
 		if (!foldable(mm, v)) {

@@ -41,6 +41,15 @@ pass_feeds_routing(const Graph *g)
 	return mark;
 }
 
+/* route and permute kernels write every result of their one node (their
+ * builders bind the call's results by position): an unused one (a route
+ * whose weights nothing reads) stays a kernel result, written and dropped. */
+static int
+writes_all(const Node *n)
+{
+	return n->op == OP_ROUTE || n->op == OP_PERMUTE;
+}
+
 void
 pass_take_over(Graph *g, Node *dead, Value *old, Value *y)
 {
@@ -209,7 +218,7 @@ pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl)
 		}
 		for (int j = 0; j < set[i]->nout; j++) {
 			Value *v = set[i]->out[j];
-			int outside = ir_is_graph_result(g, v);
+			int outside = ir_is_graph_result(g, v) || writes_all(set[i]);
 			for (int u = 0; u < v->nuse && !outside; u++)
 				outside = v->use[u].node && !member(set, n, v->use[u].node);
 			if (outside)
