@@ -236,7 +236,23 @@ reduce_op(const char *s)
 	if (!strcmp(s, "ReduceSum")) return OP_REDUCE_SUM;
 	if (!strcmp(s, "ReduceMean")) return OP_REDUCE_MEAN;
 	if (!strcmp(s, "ReduceMax")) return OP_REDUCE_MAX;
-	return OP_REDUCE_MIN;
+	if (!strcmp(s, "ReduceMin")) return OP_REDUCE_MIN;
+	return OP_REDUCE_SUM;	/* ReduceL1, ReduceL2, ReduceSumSquare: a sum of |x| or x^2 */
+}
+
+/* The norms as sums: ReduceL1 = sum |x| (DBRX's moe_normalize_expert_weights
+ * = 1 divides the top-k weights by it), ReduceSumSquare = sum x^2, ReduceL2 =
+ * sqrt(sum x^2).  Before the sum: */
+static Value *
+reduce_pre(ONode *n, Value *x)
+{
+	const char *s = n->np->op_type;
+
+	if (!strcmp(s, "ReduceL1"))
+		return ir_b1(n->b, OP_ABS, x);
+	if (!strcmp(s, "ReduceL2") || !strcmp(s, "ReduceSumSquare"))
+		return ir_b2(n->b, OP_MUL, x, x);
+	return x;
 }
 
 static int
@@ -256,16 +272,24 @@ imp_reduce(ONode *n)
 			return ox_err(n, "too many axes");
 	}
 	if (na <= 0 && ox_attr_i(n, "noop_with_empty_axes", 0)) {
-		ox_alias(n, 0, n->in[0]);
-		return 0;
+		Value *x = reduce_pre(n, ox_in(n, 0));
+		if (x == ox_in(n, 0)) {
+			ox_alias(n, 0, n->in[0]);
+			return 0;
+		}
+		return ox_set(n, 0, strcmp(n->np->op_type, "ReduceL2") ? x : ir_b1(n->b, OP_ABS, ox_in(n, 0)));
 	}
 	for (int i = 0; i < na; i++)
 		if (ox_axis(n, axes[i], rank, &axes[i]))
 			return -1;
+	Value *x = reduce_pre(n, ox_in(n, 0)), *r;
 	if (na > 0)
 		ir_b_ints(n->b, "axes", axes, na);
 	ir_b_int(n->b, "keepdims", ox_attr_i(n, "keepdims", 1) != 0);
-	return ox_set(n, 0, ir_b1(n->b, reduce_op(n->np->op_type), ox_in(n, 0)));
+	r = ir_b1(n->b, reduce_op(n->np->op_type), x);
+	if (r && !strcmp(n->np->op_type, "ReduceL2"))
+		r = ir_b1(n->b, OP_SQRT, r);
+	return ox_set(n, 0, r);
 }
 
 static int
@@ -572,6 +596,8 @@ static const OpEntry ops[] = {
 	{"", "Softmax", 13, imp_softmax, 1, 1}, {"", "LogSoftmax", 13, imp_softmax, 1, 1},
 	{"", "ReduceSum", 13, imp_reduce, 1, 2}, {"", "ReduceMean", 13, imp_reduce, 1, 2},
 	{"", "ReduceMax", 13, imp_reduce, 1, 2}, {"", "ReduceMin", 13, imp_reduce, 1, 2},
+	{"", "ReduceL1", 13, imp_reduce, 1, 2}, {"", "ReduceL2", 13, imp_reduce, 1, 2},
+	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2},
 	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
 	{"", "LayerNormalization", 17, imp_layer_norm, 2, 3},
 	{"", "RMSNormalization", 23, imp_rms_norm, 2, 2},
