@@ -129,11 +129,28 @@ canon_gelu(Canon *k, Node *n)
 	return 0;
 }
 
-/* The two matmuls of a gated MLP agree on everything but the weight. */
+/* One expert's matrix of a stacked [E,N,K] weight: gather(W, e, axis=0)
+ * with e a scalar (DBRX's w1 and v1, separate stacks, sliced per slot). */
+static Value *
+expert_slice(const Value *w, Value **sel)
+{
+	const Node *ga = def_op(w, OP_GATHER);
+
+	if (!ga || ir_attr_int(ga, "axis", 0) != 0 || ga->in[1]->type.rank != 0 ||
+	    ga->in[0]->type.rank != 3 || !ir_weight_only(ga->in[0]))
+		return NULL;
+	*sel = ga->in[1];
+	return ga->in[0];
+}
+
+/* The two matmuls of a gated MLP agree on everything but the weight: both
+ * fixed, or both one expert's slice of two stacks by the same expert id
+ * (then bias-free).  *gs, *us: the stacks, or NULL. */
 static int
-glu_pair(const Node *g, const Node *u)
+glu_pair(const Node *g, const Node *u, Value **gs, Value **us)
 {
 	const Value *gb = g->nin > 2 ? g->in[2] : NULL, *ub = u->nin > 2 ? u->in[2] : NULL;
+	Value *sg = NULL, *su = NULL;
 
 	if (!same_value(g->in[0], u->in[0]) || !type_like(g->in[1], u->in[1]) ||
 	    g->in[1]->type.rank != 2 || !ir_type_static(&g->in[1]->type) ||
@@ -143,6 +160,11 @@ glu_pair(const Node *g, const Node *u)
 	for (int i = 0; i < g->nattr; i++)
 		if (!attr_same(&g->attr[i], &u->attr[i]))
 			return 0;
+	*gs = expert_slice(g->in[1], &sg);
+	*us = expert_slice(u->in[1], &su);
+	if (*gs && *us)
+		return !gb && same_value(sg, su) && type_like(*gs, *us);
+	*gs = *us = NULL;
 	return ir_weight_only(g->in[1]) && ir_weight_only(u->in[1]) && ir_weight_only(gb) &&
 	       ir_weight_only(ub);
 }
@@ -228,13 +250,13 @@ canon_glu(Canon *k, Node *n)
 		double lim = glu_clamp(n, &av, &uv, &ua, &uu);
 		Node *act = av->kind == V_RESULT ? av->def : NULL;
 		Node *g, *u = def_op(uv, OP_MATMUL);
-		Value *w, *bias = NULL;
+		Value *w, *bias = NULL, *gs = NULL, *us = NULL;
 		Builder b;
 		int tb;
 
 		if (!act || (act->op != OP_SILU && act->op != OP_GELU) || !u ||
 		    (lim > 0 && act->op != OP_SILU) ||
-		    !(g = def_op(act->in[0], OP_MATMUL)) || !glu_pair(g, u) ||
+		    !(g = def_op(act->in[0], OP_MATMUL)) || !glu_pair(g, u, &gs, &us) ||
 		    !type_like(av, n->out[0]))
 			continue;
 		if (sole_user(g->out[0]) != act || sole_user(act->out[0]) != ua ||
@@ -244,7 +266,16 @@ canon_glu(Canon *k, Node *n)
 		}
 		tb = (int)ir_attr_int(g, "trans_b", 0);
 		b = canon_builder(k, n);
-		if (!(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1)))
+		if (gs) {	/* interleave the stacks, then take the expert's slice */
+			Value *sel = def_op(g->in[1], OP_GATHER)->in[1];
+			if (!(w = interleave(&b, gs, us, tb ? 1 : 2)))
+				continue;
+			ir_b_int(&b, "axis", 0);
+			w = ir_b2(&b, OP_GATHER, w, sel);
+		} else if (!(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1))) {
+			continue;
+		}
+		if (!w)
 			continue;
 		if (g->nin > 2 && g->in[2]) {
 			Value *gb = g->in[2], *ub = u->in[2];

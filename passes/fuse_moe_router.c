@@ -49,8 +49,21 @@ strip_casts(Value *v)
 	return v;
 }
 
+/* Is v >= 0 by construction: a softmax or sigmoid, or top-k values of one? */
+static int
+nonneg(Value *v)
+{
+	Node *n;
+
+	v = mo_peel_cast(v);
+	if ((n = mo_def(v, OP_TOPK)) && v == n->out[0])
+		v = mo_peel_cast(n->in[0]);
+	return mo_def(v, OP_SOFTMAX) || mo_def(v, OP_SIGMOID);
+}
+
 /* Is d the sum of a over its last axis, kept as [T,1], plus a tiny eps or
- * clamped below by one (Ernie 4.5)? */
+ * clamped below by one (Ernie 4.5)?  The sum may be of |a| where a >= 0
+ * (DBRX's L1 norm of the top-k probabilities, ReduceL1). */
 static int
 sum_of(Value *d, Value *a)
 {
@@ -72,8 +85,13 @@ sum_of(Value *d, Value *a)
 		d = n->in[0];
 	}
 	n = mo_def(mo_peel(d), OP_REDUCE_SUM);
-	return n && mo_peel_cast(n->in[0]) == mo_peel_cast(a) &&
-	       mo_last_axis(n, "axes", a->type.rank, -2);
+	if (!n)
+		return 0;
+	Value *s = mo_peel_cast(n->in[0]);
+	Node *ab = mo_def(s, OP_ABS);
+	if (ab && nonneg(a))
+		s = mo_peel_cast(ab->in[0]);
+	return s == mo_peel_cast(a) && mo_last_axis(n, "axes", a->type.rank, -2);
 }
 
 /* Strip the weights' scale and renormalisation (either order) and a softmax
