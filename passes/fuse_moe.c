@@ -31,7 +31,8 @@
 #include "fuse_moe.h"
 
 /* Could v be where a routed sum completes?  A sum over the k choices of
- * [T,k,H], or a slot's add of its scatter onto the running sum (only the
+ * [T,k,H] (bf16 rows may be widened to f32 for the sum: dynamo's bf16
+ * batched_mm export), or a slot's add of its scatter onto the running sum (only the
  * last one of a chain). */
 static int
 candidate(Node *n)
@@ -39,7 +40,7 @@ candidate(Node *n)
 	Node *u;
 
 	if (n->op == OP_REDUCE_SUM)
-		return n->in[0]->type.rank == 3 && mo_def(n->in[0], OP_RESHAPE) &&
+		return n->in[0]->type.rank == 3 && mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) &&
 		       mo_axis(n, "axes", 3, -1) == 1 && ir_attr_int(n, "keepdims", 1) == 0;
 	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
 		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))

@@ -238,13 +238,37 @@ clip_bounds(const Node *c, double *lo, double *hi)
 	return 1;
 }
 
+/* c = clip(g, max=L), or min(g, L) with L a scalar constant (dynamo's bf16
+ * export of gpt-oss writes the gate's clamp so): its input and bounds. */
+static Node *
+upper_clip(Value *c, double *lo, double *hi, Value **g)
+{
+	Node *n = mo_def(c, OP_CLIP);
+
+	if (n) {
+		*g = n->in[0];
+		return clip_bounds(n, lo, hi) ? n : NULL;
+	}
+	if (!(n = mo_def(c, OP_MIN)) || n->nin != 2)
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		if (ir_type_numel(&n->in[1 - i]->type) == 1 && mo_const_f(n->in[1 - i], hi) &&
+		    ir_type_eq(&n->in[i]->type, &c->type)) {
+			*lo = -1.0 / 0.0;
+			*g = n->in[i];
+			return n;
+		}
+	return NULL;
+}
+
 /* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L). */
 static int
 oai(Node *mul, Value **g, Value **u, Expert *x)
 {
 	for (int i = 0; i < 2; i++) {
 		Node *up = mo_def(mul->in[i], OP_ADD), *glu = mo_def(mul->in[1 - i], OP_MUL);
-		Node *cu = NULL, *cg, *sg, *am;
+		Node *cu = NULL, *sg, *am;
+		Value *gin;
 		double one, lo, hi, glo, ghi, alpha;
 
 		if (!up || !glu)
@@ -256,16 +280,16 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 			continue;
 		for (int j = 0; j < 2; j++) {
 			Value *c = glu->in[j];
-			if (!(cg = mo_def(c, OP_CLIP)) || !(sg = mo_def(glu->in[1 - j], OP_SIGMOID)) ||
+			if (!upper_clip(c, &glo, &ghi, &gin) || !(sg = mo_def(glu->in[1 - j], OP_SIGMOID)) ||
 			    !(am = mo_def(sg->in[0], OP_MUL)))
 				continue;
 			for (int l = 0; l < 2; l++) {
 				if (am->in[l] != c || !mo_const_f(am->in[1 - l], &alpha) ||
-				    !clip_bounds(cg, &glo, &ghi) || ghi != hi || glo > -1e30)
+				    ghi != hi || glo > -1e30)
 					continue;
 				x->alpha = mo_nice_float(alpha);
 				x->limit = mo_nice_float(hi);
-				*g = cg->in[0];
+				*g = gin;
 				*u = cu->in[0];
 				return 1;
 			}
@@ -548,7 +572,7 @@ batched(Value *sum, Moe *mo)
 	Node *rs = mo_def(sum, OP_REDUCE_SUM);
 	Module *m = sum->graph->m;
 	const Type *t = &rs->in[0]->type;
-	Value *c = mo_peel(rs->in[0]);
+	Value *c = mo_peel(mo_peel_cast(rs->in[0]));	/* through a widening cast for the sum */
 	const char *why;
 
 	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) != 0 ||
