@@ -85,6 +85,8 @@ rewrite(Module *m, Node *n, int k, int apply)
 		return 0;
 	if (kn != k)
 		return -1;
+	if (n->op == OP_SLICE && n->nin > 1)
+		return -1;	/* starts/ends/axes as operands (run-time bounds): per axis, not rewritten */
 	if (ir_attr(n, "axis")) {
 		int64_t a = ir_attr_int(n, "axis", 0);
 		if (move_axis(&a, ref->rank, k))
@@ -98,6 +100,13 @@ rewrite(Module *m, Node *n, int k, int apply)
 				return -1;
 		if (apply)
 			ir_set_ints(m, n, "axes", v, c);
+	}
+	if ((c = ir_attr_ints(n, "repeats", v, (int)NELEM(v))) > 0) {	/* tile */
+		for (int i = 0; i < k; i++)
+			if (c != ref->rank || v[i] != 1)
+				return -1;	/* the merged dims repeated */
+		if (apply)
+			ir_set_ints(m, n, "repeats", v + k - 1, c - k + 1);
 	}
 	if ((c = ir_attr_ints(n, "perm", v, (int)NELEM(v))) > 0) {
 		int64_t p[MAXRANK];
