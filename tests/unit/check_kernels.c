@@ -385,8 +385,12 @@ END_TEST
 
 enum { IDS_UNIFORM, IDS_SKEWED, IDS_FEW, IDS_DROPPED };
 
+/* The permutation of T tokens' k ids of E experts (distribution dist) on
+ * the emulator against the interpreter, twice (the same bits).  grid: the
+ * grid sort (two launches and a workspace, poisoned too) sized for
+ * max_slots (0: T*k; more: rounds a chunk). */
 static void
-check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
+check_permute_as(int E, int k, int T, int dist, DType idt, int want_pos, int grid, int64_t max_slots)
 {
 	char text[512];
 	Module *im;
@@ -396,6 +400,8 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 	int64_t dim[2] = {T, k};
 	Run r = {0};
 	Diag d;
+	size_t ws_bytes;
+	void *ws;
 
 	snprintf(text, sizeof text,
 		 "graph @p(%%ids: %s[T,%d]) -> (o: i32[%d], r: i32[%d*T], q: i32[%d*T]) {\n"
@@ -420,15 +426,29 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 	m = emu_module(&d);
 	ck_assert_msg(cg_permute_spec(graph_named(im, "p")->first, &s, &d) == 0, "%s", d.last);
 	s.want_pos = want_pos;
+	s.grid = grid;
+	s.max_slots = max_slots ? max_slots : (int64_t)T * k;
+	ws_bytes = grid ? (size_t)cg_permute_ws_bytes(&s) : 0;
+	ws = malloc(ws_bytes + 1);
 	ck_assert_msg(cg_emit_permute(m, "permute", &s, &d) == 0, "%s", d.last);
 	for (int run = 0; run < 2; run++) {
 		Tensor *out = run ? again : got;
+		memset(ws, 0xff, ws_bytes);
+		if (grid) {
+			memset(&r, 0, sizeof r);
+			arg_ptr(&r, ids.data, tensor_nbytes(&ids));
+			arg_ptr(&r, ws, ws_bytes);
+			arg_int(&r, T);
+			ck_assert_msg(launch(m, "permute_count", &r, T, 0, &d) == 0, "%s", d.last);
+		}
 		memset(&r, 0, sizeof r);
 		for (int i = 0; i < 3; i++)
 			poisoned_like(&out[i], &want[i]);
 		arg_ptr(&r, ids.data, tensor_nbytes(&ids));
 		for (int i = 0; i < (want_pos ? 3 : 2); i++)
 			arg_ptr(&r, out[i].data, tensor_nbytes(&out[i]));
+		if (grid)
+			arg_ptr(&r, ws, ws_bytes);
 		arg_int(&r, T);
 		ck_assert_msg(launch(m, "permute", &r, T, 0, &d) == 0, "%s", d.last);
 	}
@@ -443,8 +463,15 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 		tensor_free(&want[i]);
 	}
 	tensor_free(&ids);
+	free(ws);
 	cg_module_free(m);
 	ir_free_module(im);
+}
+
+static void
+check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
+{
+	check_permute_as(E, k, T, dist, idt, want_pos, 0, 0);
 }
 
 START_TEST(test_permute_matches_interpreter)
@@ -468,6 +495,35 @@ START_TEST(test_permute_many_slots)
 {
 	check_permute(256, 8, 8200, IDS_SKEWED, DT_I32, 1);	/* 65600 slots */
 	check_permute(16, 4, 16500, IDS_UNIFORM, DT_I32, 1);
+}
+END_TEST
+
+/* The grid sort (spec.grid): every T from none to several chunks (a chunk
+ * is 1024 slots up to E = 495; E = 1024: 480), E up to 1024, negative ids,
+ * and rounds (a max_slots far above the run's T: chunks of several rounds). */
+START_TEST(test_permute_grid_matches_interpreter)
+{
+	static const int Ts[] = {0, 1, 7, 33, 128, 129, 300};
+
+	for (size_t i = 0; i < NELEM(Ts); i++) {
+		check_permute_as(8, 2, Ts[i], IDS_UNIFORM, DT_I32, 1, 1, 0);
+		check_permute_as(64, 6, Ts[i], IDS_SKEWED, DT_I32, 1, 1, 0);
+		check_permute_as(128, 8, Ts[i], IDS_FEW, DT_I32, 0, 1, 0);
+		check_permute_as(256, 8, Ts[i], IDS_UNIFORM, DT_I64, 1, 1, 0);
+		check_permute_as(1024, 2, Ts[i], IDS_SKEWED, DT_I32, 1, 1, 0);
+		check_permute_as(32, 4, Ts[i], IDS_DROPPED, DT_I32, 1, 1, 0);	/* expert parallelism */
+		check_permute_as(1023, 2, Ts[i], IDS_DROPPED, DT_I64, 0, 1, 0);
+		check_permute_as(128, 8, Ts[i], IDS_UNIFORM, DT_I32, 1, 1, 1 << 20);	/* 3 rounds */
+		check_permute_as(1024, 8, Ts[i], IDS_DROPPED, DT_I32, 1, 1, 1 << 16);	/* 9 rounds */
+	}
+}
+END_TEST
+
+START_TEST(test_permute_grid_many_slots)
+{
+	check_permute_as(256, 8, 4096, IDS_SKEWED, DT_I32, 1, 1, 0);	/* DeepSeek-V3 at T = 4096 */
+	check_permute_as(128, 8, 4096, IDS_UNIFORM, DT_I32, 1, 1, 0);	/* Qwen3-30B-A3B */
+	check_permute_as(1024, 4, 3000, IDS_UNIFORM, DT_I32, 1, 1, 0);	/* rounds for E = 1024 */
 }
 END_TEST
 
@@ -1138,6 +1194,11 @@ emit_all(CgModule *m, Diag *d)
 		snprintf(name, sizeof name, "permute%d", i);
 		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		n++;
+		s.grid = 1;	/* the grid sort: two kernels */
+		s.max_slots = 8 * 4096;
+		snprintf(name, sizeof name, "gpermute%d", i);
+		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
+		n += 2;
 	}
 	return n;
 }
@@ -1189,6 +1250,8 @@ kernels_suite(void)
 	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
 	tcase_add_test(t, test_permute_matches_interpreter);
 	tcase_add_test(t, test_permute_many_slots);
+	tcase_add_test(t, test_permute_grid_matches_interpreter);
+	tcase_add_test(t, test_permute_grid_many_slots);
 	tcase_add_test(t, test_body_moe_combine);
 	tcase_add_test(t, test_body_rstd);
 	tcase_add_test(t, test_body_softmax);
