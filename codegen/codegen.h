@@ -905,6 +905,26 @@ struct CgNormMatch {
 int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, const Node *c),
 		  const void *ctx, CgNormMatch *nm, char *buf, size_t n);
 
+/*
+ * k_combine.c: the MoE combine row kernel (reduce_sum over axis 1 of the f32
+ * slots [rows,k,H] [-> cast] [+ x]) with 16-byte accesses, a thread per 4
+ * outputs: the same bits as the body kernel.  Parameters "slots", ["x"],
+ * "y" (out), "T"; grid cdiv(rows * H/4, 256), block 256.
+ */
+typedef struct CgCombineSpec CgCombineSpec;
+struct CgCombineSpec {
+	int64_t H;		/* row length: a multiple of 4 */
+	int k;			/* slots a row: 1..32 */
+	CgExpr rows;		/* a*T + b rows (div 0) */
+	DType sum_dt;		/* the sum's cast (f32: none) */
+	int residual;		/* y = x + the sum, rounded to y_dt */
+	DType x_dt, y_dt;
+};
+int cg_combine_check(const CgCombineSpec *s, Diag *d);
+int cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d);
+/* A row kernel call computing exactly that (module m: its T dims): 1 with s filled, else 0. */
+int cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s);
+
 /* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
 #define CG_EP_MAX_EXPERTS 1024
 typedef struct CgEpPackSpec CgEpPackSpec;

@@ -732,6 +732,114 @@ START_TEST(test_body_moe_combine)
 }
 END_TEST
 
+/*
+ * k_combine.c: module text with graph @main calling one row kernel; the
+ * call must match (or, with want 0, not) and the combine kernel give the
+ * body kernel's bits and the interpreter's values at each T.
+ */
+static void
+check_combine(const char *text, int want)
+{
+	static const int Ts[] = {1, 7, 33};
+	Module *im = parse(text);
+	Graph *g = graph_named(im, "main"), *k;
+	const Node *call = g->first;
+	CgCombineSpec s;
+	CgModule *m;
+	Diag d;
+
+	ck_assert(call && call->op == OP_CALL);
+	k = call->callee;
+	ck_assert_int_eq(cg_combine_match(im, call, &s), want);
+	if (!want) {
+		ir_free_module(im);
+		return;
+	}
+	m = emu_module(&d);
+	ck_assert_msg(cg_emit_combine(m, "c", &s, &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_body(m, "k", k, NULL, &d) == 0, "%s", d.last);
+	for (size_t t = 0; t < NELEM(Ts); t++) {
+		int T = Ts[t];
+		Tensor in[2], want_y, got[2];
+		for (int i = 0; i < k->nparam; i++) {
+			const Value *v = k->param[i];
+			int64_t dim[MAXRANK];
+			for (int j = 0; j < v->type.rank; j++)
+				dim[j] = dim_at(im, v->type.dim[j], T);
+			rand_tensor(&in[i], v->type.dt, v->type.rank, dim, 2.0);
+		}
+		eval(k, in, k->nparam, &want_y);
+		for (int c = 0; c < 2; c++) {
+			Run r = {0};
+			poisoned_like(&got[c], &want_y);
+			for (int i = 0; i < k->nparam; i++)
+				arg_ptr(&r, in[i].data, tensor_nbytes(&in[i]));
+			arg_ptr(&r, got[c].data, tensor_nbytes(&got[c]));
+			arg_int(&r, T);
+			ck_assert_msg(launch(m, c ? "k" : "c", &r, T, 0, &d) == 0, "%s", d.last);
+		}
+		ck_assert_msg(memcmp(got[0].data, got[1].data, tensor_nbytes(&got[0])) == 0,
+			      "combine at T=%d: not the body kernel's bits", T);
+		double atol, rtol;
+		tol(want_y.dt, &atol, &rtol);
+		expect_close("combine", &got[0], &want_y, atol, rtol);
+		for (int i = 0; i < k->nparam; i++)
+			tensor_free(&in[i]);
+		tensor_free(&want_y);
+		tensor_free(&got[0]);
+		tensor_free(&got[1]);
+	}
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+START_TEST(test_combine_matches_body)
+{
+	/* Qwen3-30B-A3B's, as the plan has it: [T,k,H] slots, cast, + x */
+	check_combine("graph @main(%s: f32[T,8,64], %x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %x) : bf16[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64], %x: bf16[T,64]) -> (y: bf16[T,64]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[T,64]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,64]\n"
+		      "\t%y = add %x, %c : bf16[T,64]\n\tret %y\n}\n", 1);
+	/* the slots reshaped in the kernel, the residual second, k = 4, H not a multiple of 8 */
+	check_combine("graph @main(%s: f32[4*T,36], %x: bf16[T,36]) -> (y: bf16[T,36]) {\n"
+		      "\t%y = call @main.k(%s, %x) : bf16[T,36]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[4*T,36], %x: bf16[T,36]) -> (y: bf16[T,36]) template=row_reduce {\n"
+		      "\t%s3 = reshape %s, shape=[T, 4, 36] : f32[T,4,36]\n"
+		      "\t%t = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,36]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,36]\n"
+		      "\t%y = add %c, %x : bf16[T,36]\n\tret %y\n}\n", 1);
+	/* DeepSeek-V3's: f32 out, no cast, no residual */
+	check_combine("graph @main(%s: f32[T,8,128]) -> (y: f32[T,128]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,128]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,128]) -> (y: f32[T,128]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[1], keepdims=0 : f32[T,128]\n\tret %y\n}\n", 1);
+	/* f16, one slot, rows 2*T */
+	check_combine("graph @main(%s: f32[2*T,1,20], %x: f16[2*T,20]) -> (y: f16[2*T,20]) {\n"
+		      "\t%y = call @main.k(%s, %x) : f16[2*T,20]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[2*T,1,20], %x: f16[2*T,20]) -> (y: f16[2*T,20]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[2*T,20]\n"
+		      "\t%c = cast %t, to=f16 : f16[2*T,20]\n"
+		      "\t%y = add %c, %x : f16[2*T,20]\n\tret %y\n}\n", 1);
+	/* not taken: H not a multiple of 4; a sum over the last axis; something after the add */
+	check_combine("graph @main(%s: f32[T,8,66]) -> (y: f32[T,66]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,66]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,66]) -> (y: f32[T,66]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[1], keepdims=0 : f32[T,66]\n\tret %y\n}\n", 0);
+	check_combine("graph @main(%s: f32[T,8,64]) -> (y: f32[T,8]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,8]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64]) -> (y: f32[T,8]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[2], keepdims=0 : f32[T,8]\n\tret %y\n}\n", 0);
+	check_combine("graph @main(%s: f32[T,8,64], %x: f32[T,64]) -> (y: f32[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %x) : f32[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64], %x: f32[T,64]) -> (y: f32[T,64]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[T,64]\n"
+		      "\t%a = add %t, %x : f32[T,64]\n"
+		      "\t%y = mul %a, %x : f32[T,64]\n\tret %y\n}\n", 0);
+}
+END_TEST
+
 START_TEST(test_body_rstd)
 {
 	check_body("kernel @r(%x: bf16[T,256]) -> (r: f32[T,1]) template=row_reduce {\n"
@@ -1200,6 +1308,13 @@ emit_all(CgModule *m, Diag *d)
 		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		n += 2;
 	}
+	for (int i = 0; i < 2; i++) {	/* combines: Qwen3-30B-A3B's and DeepSeek-V3's */
+		CgCombineSpec c = {.H = i ? 7168 : 2048, .k = 8, .rows = MEXPR_T(1), .residual = !i,
+				   .sum_dt = i ? DT_F32 : DT_BF16, .x_dt = DT_BF16, .y_dt = i ? DT_F32 : DT_BF16};
+		snprintf(name, sizeof name, "combine%d", i);
+		ck_assert_msg(cg_emit_combine(m, name, &c, d) == 0, "%s: %s", name, d->last);
+		n++;
+	}
 	return n;
 }
 
@@ -1253,6 +1368,7 @@ kernels_suite(void)
 	tcase_add_test(t, test_permute_grid_matches_interpreter);
 	tcase_add_test(t, test_permute_grid_many_slots);
 	tcase_add_test(t, test_body_moe_combine);
+	tcase_add_test(t, test_combine_matches_body);
 	tcase_add_test(t, test_body_rstd);
 	tcase_add_test(t, test_body_softmax);
 	tcase_add_test(t, test_body_layer_norm);
