@@ -1,31 +1,36 @@
 #!/bin/sh
 # rows_ab.sh here MOEC [MOEC_MAIN] OUTDIR | device BUNDLEDIR OUTDIR — the A/B of
-# the prefill row kernels (docs/codegen.md, "Row kernels at the copy rate"):
-# Qwen3-30B-A3B, DeepSeek-V3 (bf16) and gpt-oss-20b (bf16) at T = 4096.
+# the prefill row kernels (docs/codegen.md, "Permutation" and "The combine"):
+# Qwen3-30B-A3B, DeepSeek-V3 (bf16) and gpt-oss-20b (bf16), bundles of
+# max_tokens 4096, run at each T of $TOKENS (default "4096 64").
 #   here:   sh bench/rows_ab.sh here build/tools/moec /work/main/build/tools/moec build/rows_ab
 #           compiles one bench set per arm into OUTDIR/ARM/
 #   device: sh bench/rows_ab.sh device build/rows_ab $OUT/rows_ab
-#           builds moert, runs `moert bench --tokens=4096 --graph --profile`
-#           per arm and case into OUTDIR/ARM.log, then prints one line per
-#           case and arm: the block's median us and each step's (kernel
+#           builds moert, runs `moert bench --tokens=T --graph --profile`
+#           per arm, case and T into OUTDIR/ARM.log, then prints one line per
+#           case, T and arm: the block's median us and each step's (kernel
 #           names as in `moec inspect`, BUNDLEDIR/ARM/CASE.inspect).
-# Arms: new (this branch), rowk (this branch, --debug=row-kernels: the body
-# compiler's norm and rstd kernels, so new - rowk is the norm alone and
-# rowk - main the permute alone), main (MOEC_MAIN's plan, if given).
+# Arms: new (this branch, --debug=new-rows: the permute as the grid sort,
+# k2_count + k2, and the combine with 16-byte loads, the last kN), base
+# (this branch's default: the one-CTA permute k2, the body kernel's
+# combine), main (MOEC_MAIN's plan, if given).  Compare the steps alone:
+# new's k2_count + k2 against base's k2 is the permute, the last kN the
+# combine; the block medians say what the graph gains.
 set -u
 mode=$1
 src=$(cd "$(dirname "$0")/.." && pwd)
 cases='qwen3_T4096|deepseek_T4096|gptoss_T4096'
+arms='new base main'
 case $mode in
 here)
 	a=$2
 	if [ $# -ge 4 ]; then main=$3 out=$4; else main= out=$3; fi
-	ONLY=$cases sh "$src/bench/make_bench.sh" "$a" "$out/new" >/dev/null || exit 1
-	ONLY=$cases MOEC_FLAGS=--debug=row-kernels sh "$src/bench/make_bench.sh" "$a" "$out/rowk" >/dev/null || exit 1
+	ONLY=$cases MOEC_FLAGS=--debug=new-rows sh "$src/bench/make_bench.sh" "$a" "$out/new" >/dev/null || exit 1
+	ONLY=$cases sh "$src/bench/make_bench.sh" "$a" "$out/base" >/dev/null || exit 1
 	if [ -n "$main" ]; then
 		ONLY=$cases sh "$src/bench/make_bench.sh" "$main" "$out/main" >/dev/null || exit 1
 	fi
-	for arm in new rowk main; do
+	for arm in $arms; do
 		[ -f "$out/$arm/cases.txt" ] || continue
 		echo "ok   $arm: $(awk '{printf "%s ", $1}' "$out/$arm/cases.txt")"
 		for b in "$out/$arm"/*.moeb; do	# the kernels of each step, to name the table's columns
@@ -38,17 +43,29 @@ device)
 	tmp=$(mktemp -d) || exit 1
 	trap 'rm -rf "$tmp"' EXIT
 	sh "$src/tests/gpu/build_moert.sh" "$tmp/moert" || exit 1
-	for arm in new rowk main; do
+	for arm in $arms; do
 		[ -f "$a/$arm/cases.txt" ] || continue
 		while read -r name bundle _; do
-			echo "--- $arm $name"
-			"$tmp/moert" bench "$a/$arm/$bundle" --tokens=4096 --graph --profile 2>&1
+			for t in ${TOKENS:-4096 64}; do
+				echo "--- $arm $name@$t"
+				d=$tmp/dump.$arm.$name.$t	# the permutation (and DeepSeek-V3's combine) as left
+				set -- --dump "moe.offs=$d.offs" --dump "moe.rows=$d.rows"
+				case $name in deepseek*) set -- "$@" --dump "t37=$d.t37" ;; esac
+				"$tmp/moert" bench "$a/$arm/$bundle" --tokens="$t" --graph --profile "$@" 2>&1
+			done
 		done <"$a/$arm/cases.txt" >"$out/$arm.log"
 	done
-	# one row per arm and case: the block's median, then each step's median
-	# (kernel names shortened to kN; the norm kernel: "norm"; which kN is
-	# which: ARM/CASE.inspect, "# kernels")
-	for arm in new rowk main; do
+	# the same inputs (seed 1) must leave the same bits in every arm
+	for f in "$tmp"/dump.base.*; do
+		[ -f "$f" ] || continue
+		g=$(echo "$f" | sed 's/dump\.base\./dump.new./')
+		[ -f "$g" ] || continue
+		if cmp -s "$f" "$g"; then echo "same bits  ${f##*/dump.base.}: new = base"
+		else echo "DIFFERENT  ${f##*/dump.base.}: new != base"; fi
+	done
+	# one row per case, T and arm: the block's median, then each step's median
+	# (kernel names shortened to kN; which kN is which: ARM/CASE.inspect)
+	for arm in $arms; do
 		[ -f "$out/$arm.log" ] && cat "$out/$arm.log"
 	done | awk '
 	/^--- / { arm = $2; name = $3; next }
@@ -59,7 +76,7 @@ device)
 		seen[arm, name] = 1
 	}
 	END {
-		for (x in seen) { split(x, p, SUBSEP); printf "%-15s %-5s %9.1f %s\n", p[2], p[1], blk[x], us[x] }
+		for (x in seen) { split(x, p, SUBSEP); printf "%-20s %-5s %9.1f %s\n", p[2], p[1], blk[x], us[x] }
 	}' | sort
 	;;
 *)

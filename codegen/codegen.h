@@ -786,8 +786,10 @@ struct CgPermuteSpec {
 	DType ids_dt;		/* i32 or i64 */
 	int want_pos;		/* also write "pos", the inverse of rows */
 	int m_per_t;		/* ids rows = m_per_t * T (1) */
+	int grid;		/* 1: the grid sort, two kernels NAME_count and NAME (0: one CTA) */
+	int64_t max_slots;	/* grid: the slots (m_per_t*T*k) at the largest T (0: unknown) */
 };
-void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos */
+void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
 /*
  * Exactly the `permute` op: offsets[E+1] are the prefix sums of the
@@ -796,8 +798,14 @@ int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute`
  * Ids outside 0..E-1 are clamped (the interpreter reports them).
  * Parameters: "ids" [T,k], "offsets" i32 [E+1] (out), "rows" i32 [T*k]
  * (out), ["pos" i32 [T*k] (out)], "T" (i32).  Grid 1, block 1024.
+ * With s->grid, two kernels, launched in this order: NAME_count ("ids",
+ * "splitk_ws", "T") and NAME (the parameters above with "splitk_ws"
+ * before "T"), each a grid of cdiv(slots + 1, chunk) CTAs, for slots up
+ * to s->max_slots; the workspace holds cg_permute_ws_bytes(s) bytes
+ * (nothing in it is read before NAME_count writes it: no memset).
  */
 int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag *d);
+int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
 
 /*
  * k_front.c: a decode block's front in one launch (T <= CG_FRONT_MAX_T):
@@ -896,6 +904,26 @@ struct CgNormMatch {
 };
 int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, const Node *c),
 		  const void *ctx, CgNormMatch *nm, char *buf, size_t n);
+
+/*
+ * k_combine.c: the MoE combine row kernel (reduce_sum over axis 1 of the f32
+ * slots [rows,k,H] [-> cast] [+ x]) with 16-byte accesses, a thread per 4
+ * outputs: the same bits as the body kernel.  Parameters "slots", ["x"],
+ * "y" (out), "T"; grid cdiv(rows * H/4, 256), block 256.
+ */
+typedef struct CgCombineSpec CgCombineSpec;
+struct CgCombineSpec {
+	int64_t H;		/* row length: a multiple of 4 */
+	int k;			/* slots a row: 1..32 */
+	CgExpr rows;		/* a*T + b rows (div 0) */
+	DType sum_dt;		/* the sum's cast (f32: none) */
+	int residual;		/* y = x + the sum, rounded to y_dt */
+	DType x_dt, y_dt;
+};
+int cg_combine_check(const CgCombineSpec *s, Diag *d);
+int cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d);
+/* A row kernel call computing exactly that (module m: its T dims): 1 with s filled, else 0. */
+int cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s);
 
 /* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
 #define CG_EP_MAX_EXPERTS 1024

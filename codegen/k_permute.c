@@ -18,6 +18,15 @@
  * counters within 96 KiB of shared memory (sm_86's limit is 99 KiB); a
  * segment is cdiv(N, P) slots, so any T works.
  * Nothing is read on the host and nothing allocated: CUDA-graph safe.
+ *
+ * The grid sort (spec.grid, DBG_NEW_ROWS): the same order from G CTAs
+ * of a chunk of CH slots each, in two launches and no atomics:
+ *	NAME_count: CTA c counts its chunk: hist[x][c] (the workspace)
+ *	NAME:       CTA c scans the whole hist in (x, c) order for the start
+ *	            of each (x, c) (offsets: CTA 0), ranks its chunk's slots
+ *	            stably (match.any in a warp, the warps' counts scanned in
+ *	            shared memory) and places them: rows[start + rank] = s
+ * (expert, chunk, order in the chunk) is (expert, slot) order again.
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -33,6 +42,10 @@ struct Pm {
 	CgPermuteSpec s;
 	int P, F, wsum, smem, threads, cnt0;
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
+	/* the grid sort: W warps, R rounds of W*32 slots a chunk; the table of
+	 * the warps' counts tbl[W][E+1] at 0, base[E+1] at sbase; G chunks */
+	int W, R, CH, sbase;
+	LLVMValueRef ws, c, G;
 };
 
 void
@@ -44,6 +57,8 @@ cg_permute_default(CgPermuteSpec *s)
 	s->ids_dt = DT_I32;
 	s->want_pos = 1;
 	s->m_per_t = 1;
+	s->grid = 0;
+	s->max_slots = 0;
 }
 
 static int
@@ -92,17 +107,25 @@ load_id(Pm *p, LLVMValueRef s)
 	return cg_load_dt(p->f, p->s.ids_dt, p->ids, cg_sext64(p->f, s));
 }
 
-/* Bucket of id x (its expert clamped to at most E-1; E if negative:
- * dropped), and the counter of owner tid. */
+/* Bucket of id x (i64): its expert clamped to at most E-1; E if negative
+ * (dropped).  i32. */
 static LLVMValueRef
-counter(Pm *p, LLVMValueRef x)
+bucket(Pm *p, LLVMValueRef x)
 {
 	CgFn *f = p->f;
 
 	x = cg_select(f, cg_lt(f, x, cg_i64(f, 0)), cg_i64(f, p->s.E),
 		      cg_min(f, x, cg_i64(f, p->s.E - 1)));
-	x = LLVMBuildTrunc(f->B, x, f->ti32, "");
-	return cnt_addr(p, cg_add(f, cg_muli(f, x, p->P), p->tid));
+	return LLVMBuildTrunc(f->B, x, f->ti32, "");
+}
+
+/* The counter of owner tid for id x. */
+static LLVMValueRef
+counter(Pm *p, LLVMValueRef x)
+{
+	CgFn *f = p->f;
+
+	return cnt_addr(p, cg_add(f, cg_muli(f, bucket(p, x), p->P), p->tid));
 }
 
 static void
@@ -161,6 +184,19 @@ walk(Pm *p, int place)
 	cg_endloop(f, &l);
 }
 
+/* Inclusive scan of v over the warp's lanes. */
+static LLVMValueRef
+warp_scan(Pm *p, LLVMValueRef v)
+{
+	CgFn *f = p->f;
+
+	for (int d = 1; d < 32; d *= 2) {
+		LLVMValueRef o = cg_shfl_up(f, v, d);
+		v = cg_add(f, v, cg_select(f, cg_lt(f, p->lane, cg_i32(f, d)), cg_i32(f, 0), o));
+	}
+	return v;
+}
+
 /* Inclusive scan of v over the CTA (a warp scan, then one over the warps' sums). */
 static LLVMValueRef
 block_scan(Pm *p, LLVMValueRef v)
@@ -170,10 +206,7 @@ block_scan(Pm *p, LLVMValueRef v)
 	LLVMValueRef w, before;
 	CgIf c;
 
-	for (int d = 1; d < 32; d *= 2) {
-		LLVMValueRef o = cg_shfl_up(f, v, d);
-		v = cg_add(f, v, cg_select(f, cg_lt(f, p->lane, cg_i32(f, d)), cg_i32(f, 0), o));
-	}
+	v = warp_scan(p, v);
 	cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, p->lane, cg_i32(f, 31), ""));
 	cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, p->warp, 4), p->wsum)), 4);
 	cg_endif(f, &c);
@@ -181,11 +214,7 @@ block_scan(Pm *p, LLVMValueRef v)
 	cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, p->warp, cg_i32(f, 0), ""));
 	{
 		LLVMValueRef at = cg_sptr(f, cg_addi(f, cg_muli(f, p->lane, 4), p->wsum));
-		w = cg_sload(f, f->ti32, at, 4);
-		for (int d = 1; d < 32; d *= 2) {
-			LLVMValueRef o = cg_shfl_up(f, w, d);
-			w = cg_add(f, w, cg_select(f, cg_lt(f, p->lane, cg_i32(f, d)), cg_i32(f, 0), o));
-		}
+		w = warp_scan(p, cg_sload(f, f->ti32, at, 4));
 		cg_sstore(f, w, at, 4);
 	}
 	cg_endif(f, &c);
@@ -305,6 +334,362 @@ cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int
 	permute_body(&p);
 }
 
+
+/* --- the grid sort (spec.grid) ------------------------------------------- */
+
+enum {
+	TBL_WORDS = 16384,	/* the warps' counts tbl[W][E+1]: 64 KiB at most */
+	HIST_MAX = 16384,	/* hist entries a CTA scans, where rounds can keep it so */
+	BATCH_H = 8		/* hist entries a thread loads before it adds any */
+};
+
+/*
+ * Warps W (up to 32, so that tbl fits), rounds R and the chunk CH = 32 W R
+ * slots of a CTA, for at most `slots` slots (0: unknown, one round).  A
+ * round is W*32 slots, one a thread; rounds are added only where the G x
+ * (E+1) hist every CTA scans would be larger than HIST_MAX (many experts:
+ * E = 1024 has W = 15).  Shared memory: tbl, base[E+1], the block scan's
+ * 32 warp sums.
+ */
+static void
+grid_layout(Pm *p, int64_t slots)
+{
+	int e1 = p->s.E + 1;
+
+	p->W = MIN(32, TBL_WORDS / e1);
+	p->threads = 32 * p->W;
+	p->R = 1;
+	if (slots > 0) {
+		int64_t g = slots / p->threads + 1;
+		p->R = (int)MIN(64, MAX(1, (g * e1 + HIST_MAX - 1) / HIST_MAX));
+	}
+	p->CH = p->threads * p->R;
+	p->sbase = 4 * p->W * e1;
+	p->wsum = p->sbase + 4 * e1;
+	p->smem = p->wsum + 4 * 32;
+}
+
+/* tid, lane, warp, the CTA's chunk c, N slots and G = cdiv(N + 1, CH) chunks
+ * (the grid: one more than needed where CH divides N, so that T = 0 has one
+ * CTA to write the offsets). */
+static void
+grid_begin(Pm *p)
+{
+	CgFn *f = p->f;
+
+	p->tid = cg_tid(f, 0);
+	p->lane = cg_and(f, p->tid, 31);
+	p->warp = cg_shr(f, p->tid, 5);
+	p->c = cg_ctaid(f, 0);
+	p->N = cg_muli(f, cg_max(f, p->T, cg_i32(f, 0)), p->s.k);
+	p->G = cg_udiv(f, cg_addi(f, p->N, p->CH), cg_i32(f, p->CH));
+}
+
+static LLVMValueRef
+tbl(Pm *p, LLVMValueRef w, LLVMValueRef x)
+{
+	CgFn *f = p->f;
+
+	return cg_sptr(f, cg_muli(f, cg_add(f, cg_muli(f, w, p->s.E + 1), x), 4));
+}
+
+static LLVMValueRef
+base_at(Pm *p, LLVMValueRef x)
+{
+	return cg_sptr(p->f, cg_addi(p->f, cg_muli(p->f, x, 4), p->sbase));
+}
+
+static void
+zero_tbl(Pm *p)
+{
+	CgFn *f = p->f;
+	CgLoop l;
+	LLVMValueRef i = cg_loop(f, &l, p->tid, cg_i32(f, p->W * (p->s.E + 1)), cg_i32(f, p->threads));
+
+	cg_sstore(f, cg_i32(f, 0), cg_sptr(f, cg_muli(f, i, 4)), 4);
+	cg_endloop(f, &l);
+}
+
+/* This thread's slot of round r and its bucket (E+1 past the N slots: a
+ * key no slot has, so match.any groups such lanes apart). */
+static LLVMValueRef
+round_slot(Pm *p, LLVMValueRef r, LLVMValueRef xv)
+{
+	CgFn *f = p->f;
+	LLVMValueRef s = cg_add(f, cg_add(f, cg_muli(f, p->c, p->CH), cg_muli(f, r, p->threads)), p->tid);
+	CgIf c;
+
+	cg_set(f, xv, cg_i32(f, p->s.E + 1));
+	cg_if(f, &c, cg_lt(f, s, p->N));
+	cg_set(f, xv, bucket(p, load_id(p, s)));
+	cg_endif(f, &c);
+	return s;
+}
+
+static LLVMValueRef
+popc(CgFn *f, LLVMValueRef v)
+{
+	return cg_intrinsic(f, "llvm.ctpop", f->ti32, &f->ti32, 1, &v, 1);
+}
+
+/* The lanes of this warp with bucket x (match.any), and those below this lane. */
+static LLVMValueRef
+match(Pm *p, LLVMValueRef x, LLVMValueRef *below)
+{
+	CgFn *f = p->f;
+	LLVMValueRef m = cg_match_any(f, x);
+
+	*below = LLVMBuildAnd(f->B, m, cg_addi(f, LLVMBuildShl(f->B, cg_i32(f, 1), p->lane, ""), -1), "");
+	return m;
+}
+
+static LLVMValueRef
+eq0(CgFn *f, LLVMValueRef v)
+{
+	return LLVMBuildICmp(f->B, LLVMIntEQ, v, cg_i32(f, 0), "");
+}
+
+static LLVMValueRef
+and1(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAnd(f->B, a, b, "");
+}
+
+/* NAME_count: hist[x][c] = the slots of bucket x in chunk c.  Each warp
+ * counts into its own row of tbl (one lane a bucket: no atomics). */
+static void
+count_body(Pm *p)
+{
+	CgFn *f = p->f;
+	LLVMValueRef xv = cg_var(f, f->ti32, NULL), r, s, x, m, below, sum;
+	CgLoop l;
+	CgIf c;
+
+	grid_begin(p);
+	zero_tbl(p);
+	cg_barrier(f);
+	r = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, p->R), cg_i32(f, 1));
+	s = round_slot(p, r, xv);
+	x = cg_get(f, xv);
+	m = match(p, x, &below);
+	cg_if(f, &c, and1(f, cg_lt(f, s, p->N), eq0(f, below)));
+	{
+		LLVMValueRef at = tbl(p, p->warp, x);
+		cg_sstore(f, cg_add(f, cg_sload(f, f->ti32, at, 4), popc(f, m)), at, 4);
+	}
+	cg_endif(f, &c);
+	cg_syncwarp(f);		/* the next round's lane of x sees this one's count */
+	cg_endloop(f, &l);
+	cg_barrier(f);
+	x = cg_loop(f, &l, p->tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
+	sum = cg_i32(f, 0);
+	for (int w = 0; w < p->W; w++)
+		sum = cg_add(f, sum, cg_sload(f, f->ti32, tbl(p, cg_i32(f, w), x), 4));
+	cg_gstore(f, sum, cg_gep(f, p->ws, cg_sext64(f, cg_add(f, cg_mul(f, x, p->G), p->c)), 4), 4);
+	cg_endloop(f, &l);
+}
+
+/* BATCH_H hist entries from i (0 past end; the address clamped below F). */
+static void
+load_hist(Pm *p, LLVMValueRef i, LLVMValueRef end, LLVMValueRef F, LLVMValueRef *v)
+{
+	CgFn *f = p->f;
+
+	for (int j = 0; j < BATCH_H; j++) {
+		LLVMValueRef at = cg_min(f, cg_addi(f, i, j), cg_addi(f, F, -1));
+		v[j] = cg_gload(f, f->ti32, cg_gep(f, p->ws, cg_sext64(f, at), 4), 4);
+	}
+	for (int j = 0; j < BATCH_H; j++)
+		v[j] = cg_select(f, cg_lt(f, cg_addi(f, i, j), end), v[j], cg_i32(f, 0));
+}
+
+/*
+ * The exclusive scan of hist in (x, c) order, i.e. of its F = (E+1) G
+ * words in memory order: thread t sums a run of cdiv(F, threads), a block
+ * scan of the sums, then the run again; the value at (x, c) for this CTA's
+ * c is base[x] (shared), at (x, 0) offsets[x] (CTA 0 stores them).
+ */
+static void
+scan_hist(Pm *p)
+{
+	CgFn *f = p->f;
+	LLVMValueRef F = cg_mul(f, cg_i32(f, p->s.E + 1), p->G), v[BATCH_H];
+	LLVMValueRef C = cg_udiv(f, cg_addi(f, F, p->threads - 1), cg_i32(f, p->threads));
+	LLVMValueRef f0 = cg_min(f, cg_mul(f, p->tid, C), F), f1 = cg_min(f, cg_add(f, f0, C), F);
+	LLVMValueRef sum = cg_var(f, f->ti32, cg_i32(f, 0)), run, i;
+	CgLoop l;
+	CgIf c, c0;
+
+	i = cg_loop(f, &l, f0, f1, cg_i32(f, BATCH_H));
+	load_hist(p, i, f1, F, v);
+	for (int j = 0; j < BATCH_H; j++)
+		cg_set(f, sum, cg_add(f, cg_get(f, sum), v[j]));
+	cg_endloop(f, &l);
+	run = cg_var(f, f->ti32, NULL);
+	cg_set(f, run, cg_sub(f, block_scan(p, cg_get(f, sum)), cg_get(f, sum)));
+	i = cg_loop(f, &l, f0, f1, cg_i32(f, BATCH_H));
+	load_hist(p, i, f1, F, v);
+	for (int j = 0; j < BATCH_H; j++) {
+		LLVMValueRef at = cg_addi(f, i, j), x = cg_udiv(f, at, p->G), r = cg_get(f, run);
+		LLVMValueRef mine = LLVMBuildICmp(f->B, LLVMIntEQ, cg_urem(f, at, p->G), p->c, "");
+		cg_if(f, &c, and1(f, cg_lt(f, at, f1), mine));
+		cg_sstore(f, r, base_at(p, x), 4);
+		cg_if(f, &c0, eq0(f, p->c));
+		cg_gstore(f, r, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
+		cg_endif(f, &c0);
+		cg_endif(f, &c);
+		cg_set(f, run, cg_add(f, r, v[j]));
+	}
+	cg_endloop(f, &l);
+	cg_barrier(f);
+}
+
+/* The warps' counts of this round, column x = warp, warp + W, ...: lane w
+ * holds tbl[w][x]; a warp scan makes tbl[w][x] the first position of warp
+ * w's slots of x, and base[x] moves past the round's. */
+static void
+scan_columns(Pm *p)
+{
+	CgFn *f = p->f;
+	LLVMValueRef live = cg_lt(f, p->lane, cg_i32(f, p->W)), x, v, inc, b;
+	LLVMValueRef w = cg_min(f, p->lane, cg_i32(f, p->W - 1));
+	CgLoop l;
+	CgIf c;
+
+	x = cg_loop(f, &l, p->warp, cg_i32(f, p->s.E + 1), cg_i32(f, p->W));
+	v = cg_select(f, live, cg_sload(f, f->ti32, tbl(p, w, x), 4), cg_i32(f, 0));
+	inc = warp_scan(p, v);
+	b = cg_sload(f, f->ti32, base_at(p, x), 4);
+	cg_if(f, &c, live);
+	cg_sstore(f, cg_sub(f, cg_add(f, b, inc), v), tbl(p, w, x), 4);
+	cg_endif(f, &c);
+	cg_syncwarp(f);		/* every lane has read base[x] */
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, p->lane, cg_i32(f, 31), ""));
+	cg_sstore(f, cg_add(f, b, inc), base_at(p, x), 4);
+	cg_endif(f, &c);
+	cg_endloop(f, &l);
+}
+
+/* NAME: base[] from the whole hist, then each round's slots ranked and placed. */
+static void
+place_body(Pm *p)
+{
+	CgFn *f = p->f;
+	LLVMValueRef xv = cg_var(f, f->ti32, NULL), nv = cg_var(f, f->ti32, NULL);
+	LLVMValueRef r, s, x, m, below, at;
+	CgLoop l;
+	CgIf c;
+
+	grid_begin(p);
+	s = round_slot(p, cg_i32(f, 0), nv);	/* round 0's id in flight during the scan */
+	(void)s;
+	zero_tbl(p);
+	scan_hist(p);		/* its last barrier orders zero_tbl too */
+	r = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, p->R), cg_i32(f, 1));
+	s = cg_add(f, cg_add(f, cg_muli(f, p->c, p->CH), cg_muli(f, r, p->threads)), p->tid);
+	x = cg_get(f, nv);
+	cg_set(f, xv, x);
+	m = match(p, x, &below);
+	cg_if(f, &c, and1(f, cg_lt(f, s, p->N), eq0(f, below)));
+	cg_sstore(f, popc(f, m), tbl(p, p->warp, x), 4);
+	cg_endif(f, &c);
+	if (p->R > 1) {		/* the next round's id in flight */
+		cg_if(f, &c, cg_lt(f, cg_addi(f, r, 1), cg_i32(f, p->R)));
+		(void)round_slot(p, cg_addi(f, r, 1), nv);
+		cg_endif(f, &c);
+	}
+	cg_barrier(f);
+	scan_columns(p);
+	cg_barrier(f);
+	x = cg_get(f, xv);
+	cg_if(f, &c, cg_lt(f, s, p->N));
+	at = cg_add(f, cg_sload(f, f->ti32, tbl(p, p->warp, x), 4), popc(f, below));
+	cg_gstore(f, s, cg_gep(f, p->rows, cg_sext64(f, at), 4), 4);
+	if (p->s.want_pos)
+		cg_gstore(f, at, cg_gep(f, p->pos, cg_sext64(f, s), 4), 4);
+	cg_endif(f, &c);
+	if (p->R > 1) {		/* tbl zero again for the next round */
+		cg_barrier(f);
+		zero_tbl(p);
+		cg_barrier(f);
+	}
+	cg_endloop(f, &l);
+}
+
+int64_t
+cg_permute_ws_bytes(const CgPermuteSpec *s)
+{
+	Pm p;
+
+	memset(&p, 0, sizeof p);
+	p.s = *s;
+	grid_layout(&p, s->max_slots);
+	return 4 * (int64_t)(s->E + 1) * (MAX(s->max_slots, 0) / p.CH + 1);
+}
+
+/* The two kernels of the grid sort. */
+static int
+emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
+{
+	CgParam par[6];
+	int np = 0, block[3] = {0, 1, 1};
+	char note[160], cname[256];
+	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	Pm p;
+
+	memset(&p, 0, sizeof p);
+	p.s = *spec;
+	grid_layout(&p, spec->max_slots);
+	if (cg_permute_ws_bytes(spec) > INT32_MAX)
+		return diag_error(d, LOC_NONE, "permute: %lld slots make a workspace over 2 GiB",
+				  (long long)spec->max_slots);
+	if (snprintf(cname, sizeof cname, "%s_count", name) >= (int)sizeof cname)
+		return diag_error(d, LOC_NONE, "permute: kernel name '%s' too long", name);
+	block[0] = p.threads;
+	grid[0] = (CgExpr){(int64_t)spec->m_per_t * spec->k, 1, p.CH};
+
+	par[np++] = (CgParam){CGP_PTR, "ids"};
+	par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
+	par[np++] = (CgParam){CGP_I32, "T"};
+	p.f = cg_fn_begin(m, cname, par, np, p.threads, 1, d);
+	if (!p.f)
+		return -1;
+	p.ids = cg_arg(p.f, 0);
+	p.ws = cg_arg(p.f, 1);
+	p.T = cg_muli(p.f, cg_arg(p.f, 2), p.s.m_per_t);
+	count_body(&p);
+	snprintf(note, sizeof note, "permute count E=%d k=%d %s chunk=%d (%d warps x %d rounds)", p.s.E,
+		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R);
+	if (cg_fn_end(p.f, block, grid, p.sbase, note) != 0)
+		return -1;
+
+	np = 0;
+	par[np++] = (CgParam){CGP_PTR, "ids"};
+	par[np++] = (CgParam){CGP_PTR, "offsets"};
+	par[np++] = (CgParam){CGP_PTR, "rows"};
+	if (p.s.want_pos)
+		par[np++] = (CgParam){CGP_PTR, "pos"};
+	par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
+	par[np++] = (CgParam){CGP_I32, "T"};
+	p.f = cg_fn_begin(m, name, par, np, p.threads, 1, d);
+	if (!p.f)
+		return -1;
+	for (int i = 0; i < np - 2; i++)
+		cg_arg_noalias(p.f, i);
+	np = 0;
+	p.ids = cg_arg(p.f, np++);
+	p.offs = cg_arg(p.f, np++);
+	p.rows = cg_arg(p.f, np++);
+	if (p.s.want_pos)
+		p.pos = cg_arg(p.f, np++);
+	p.ws = cg_arg(p.f, np++);
+	p.T = cg_muli(p.f, cg_arg(p.f, np++), p.s.m_per_t);
+	place_body(&p);
+	snprintf(note, sizeof note, "permute place E=%d k=%d %s chunk=%d (%d warps x %d rounds)%s", p.s.E,
+		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R, p.s.want_pos ? " pos" : "");
+	return cg_fn_end(p.f, block, grid, p.smem, note);
+}
+
 int
 cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 {
@@ -317,6 +702,8 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 	memset(&p, 0, sizeof p);
 	if (check(spec, d) < 0)
 		return -1;
+	if (spec->grid)
+		return emit_grid(m, name, spec, d);
 	p.s = *spec;
 	layout(&p, THREADS, 0, 0);
 	par[np++] = (CgParam){CGP_PTR, "ids"};

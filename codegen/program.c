@@ -1909,6 +1909,15 @@ note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
 				     s->group_score == CG_GROUP_TOP2}));
 }
 
+static int64_t static_t(const Node *call);
+
+/*
+ * A permute kernel; with --debug=new-rows the grid sort, whose count
+ * launch (NAME_count, into the split-K workspace) is added here, before
+ * the place launch that emit_call adds.  The workspace needs no memset,
+ * but a front's zeroing of the next split GEMM's flags would be undone:
+ * that GEMM then gets its own memset.
+ */
 static int
 emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 {
@@ -1920,10 +1929,22 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	/* ids [a*T, k] (expert parallelism: the rows of N ranks; [batch, seq]
 	 * with seq symbolic): the kernel sorts the flat slots, a*T*k of them */
 	s.m_per_t = rows_per_t(p, call);
+	if (p->o.debug & DBG_NEW_ROWS) {
+		int64_t t = static_t(call);
+		s.grid = 1;
+		s.max_slots = (t >= 0 ? t : p->o.max_tokens) * s.m_per_t * s.k;
+	}
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_permute(p->mod[i], name, &s, p->d) != 0)
 			return -1;
-	return 0;
+	if (!s.grid)
+		return 0;
+	const char *cname = arena_printf(p->a, "%s_count", name);
+	const CgKernel *ck = cg_module_find(p->mod[0], cname);
+	MArg *args = arena_array(p->a, MArg, ck->nparam + 1);
+	p->ws_bytes = MAX(p->ws_bytes, cg_permute_ws_bytes(&s));
+	p->front_zero = NULL;
+	return bind_args(p, ck, call, NULL, args) || add_step(p, STEP_LAUNCH, ck, args, static_t(call)) ? -1 : 0;
 }
 
 static int
@@ -1941,6 +1962,25 @@ emit_ep_pack(CgProgram *p, const Node *call, const Node *n, const char *name)
 			rc = -1;
 	free(s);
 	return rc;
+}
+
+/* A MoE combine row kernel with 16-byte accesses (k_combine.c) where
+ * --debug=new-rows asks for it and the call's body is one: 1, else 0. */
+static int
+emit_combine(CgProgram *p, const Node *call, const char *name, int *done)
+{
+	CgCombineSpec s;
+
+	*done = 0;
+	if (!(p->o.debug & DBG_NEW_ROWS) || !cg_combine_match(p->m, call, &s))
+		return 0;
+	for (int i = 0; i < p->o.narch; i++)
+		if (cg_emit_combine(p->mod[i], name, &s, p->d) != 0)
+			return -1;
+	vec_push(&p->fusion, arena_printf(p->a, "  combine @%s: a thread per 4 outputs, 16-byte loads of "
+					  "its %d slots", call->callee->name, s.k));
+	*done = 1;
+	return 0;
 }
 
 static int
@@ -2002,7 +2042,9 @@ emit_call(CgProgram *p, const Node *call)
 	} else if ((n = cg_only_node(k, OP_EP_PACK))) {
 		if (emit_ep_pack(p, call, n, name))
 			return -1;
-	} else if (emit_body(p, k, name)) {
+	} else if (emit_combine(p, call, name, &done)) {
+		return -1;
+	} else if (!done && emit_body(p, k, name)) {
 		return -1;
 	}
 	const CgKernel *ck = cg_module_find(p->mod[0], name);

@@ -49,6 +49,9 @@ const DebugFlag debug_flags[] = {
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},
+	{"new-rows", DBG_NEW_ROWS, NULL,
+	 "compile: permute kernels sort on the whole GPU (a count and a place launch of a CTA a chunk of slots) "
+	 "instead of one CTA, and MoE combines read their slots 16 bytes a load (the same bits; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

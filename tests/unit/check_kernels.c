@@ -385,8 +385,12 @@ END_TEST
 
 enum { IDS_UNIFORM, IDS_SKEWED, IDS_FEW, IDS_DROPPED };
 
+/* The permutation of T tokens' k ids of E experts (distribution dist) on
+ * the emulator against the interpreter, twice (the same bits).  grid: the
+ * grid sort (two launches and a workspace, poisoned too) sized for
+ * max_slots (0: T*k; more: rounds a chunk). */
 static void
-check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
+check_permute_as(int E, int k, int T, int dist, DType idt, int want_pos, int grid, int64_t max_slots)
 {
 	char text[512];
 	Module *im;
@@ -396,6 +400,8 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 	int64_t dim[2] = {T, k};
 	Run r = {0};
 	Diag d;
+	size_t ws_bytes;
+	void *ws;
 
 	snprintf(text, sizeof text,
 		 "graph @p(%%ids: %s[T,%d]) -> (o: i32[%d], r: i32[%d*T], q: i32[%d*T]) {\n"
@@ -420,15 +426,29 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 	m = emu_module(&d);
 	ck_assert_msg(cg_permute_spec(graph_named(im, "p")->first, &s, &d) == 0, "%s", d.last);
 	s.want_pos = want_pos;
+	s.grid = grid;
+	s.max_slots = max_slots ? max_slots : (int64_t)T * k;
+	ws_bytes = grid ? (size_t)cg_permute_ws_bytes(&s) : 0;
+	ws = malloc(ws_bytes + 1);
 	ck_assert_msg(cg_emit_permute(m, "permute", &s, &d) == 0, "%s", d.last);
 	for (int run = 0; run < 2; run++) {
 		Tensor *out = run ? again : got;
+		memset(ws, 0xff, ws_bytes);
+		if (grid) {
+			memset(&r, 0, sizeof r);
+			arg_ptr(&r, ids.data, tensor_nbytes(&ids));
+			arg_ptr(&r, ws, ws_bytes);
+			arg_int(&r, T);
+			ck_assert_msg(launch(m, "permute_count", &r, T, 0, &d) == 0, "%s", d.last);
+		}
 		memset(&r, 0, sizeof r);
 		for (int i = 0; i < 3; i++)
 			poisoned_like(&out[i], &want[i]);
 		arg_ptr(&r, ids.data, tensor_nbytes(&ids));
 		for (int i = 0; i < (want_pos ? 3 : 2); i++)
 			arg_ptr(&r, out[i].data, tensor_nbytes(&out[i]));
+		if (grid)
+			arg_ptr(&r, ws, ws_bytes);
 		arg_int(&r, T);
 		ck_assert_msg(launch(m, "permute", &r, T, 0, &d) == 0, "%s", d.last);
 	}
@@ -443,8 +463,15 @@ check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
 		tensor_free(&want[i]);
 	}
 	tensor_free(&ids);
+	free(ws);
 	cg_module_free(m);
 	ir_free_module(im);
+}
+
+static void
+check_permute(int E, int k, int T, int dist, DType idt, int want_pos)
+{
+	check_permute_as(E, k, T, dist, idt, want_pos, 0, 0);
 }
 
 START_TEST(test_permute_matches_interpreter)
@@ -468,6 +495,35 @@ START_TEST(test_permute_many_slots)
 {
 	check_permute(256, 8, 8200, IDS_SKEWED, DT_I32, 1);	/* 65600 slots */
 	check_permute(16, 4, 16500, IDS_UNIFORM, DT_I32, 1);
+}
+END_TEST
+
+/* The grid sort (spec.grid): every T from none to several chunks (a chunk
+ * is 1024 slots up to E = 495; E = 1024: 480), E up to 1024, negative ids,
+ * and rounds (a max_slots far above the run's T: chunks of several rounds). */
+START_TEST(test_permute_grid_matches_interpreter)
+{
+	static const int Ts[] = {0, 1, 7, 33, 128, 129, 300};
+
+	for (size_t i = 0; i < NELEM(Ts); i++) {
+		check_permute_as(8, 2, Ts[i], IDS_UNIFORM, DT_I32, 1, 1, 0);
+		check_permute_as(64, 6, Ts[i], IDS_SKEWED, DT_I32, 1, 1, 0);
+		check_permute_as(128, 8, Ts[i], IDS_FEW, DT_I32, 0, 1, 0);
+		check_permute_as(256, 8, Ts[i], IDS_UNIFORM, DT_I64, 1, 1, 0);
+		check_permute_as(1024, 2, Ts[i], IDS_SKEWED, DT_I32, 1, 1, 0);
+		check_permute_as(32, 4, Ts[i], IDS_DROPPED, DT_I32, 1, 1, 0);	/* expert parallelism */
+		check_permute_as(1023, 2, Ts[i], IDS_DROPPED, DT_I64, 0, 1, 0);
+		check_permute_as(128, 8, Ts[i], IDS_UNIFORM, DT_I32, 1, 1, 1 << 20);	/* 3 rounds */
+		check_permute_as(1024, 8, Ts[i], IDS_DROPPED, DT_I32, 1, 1, 1 << 16);	/* 9 rounds */
+	}
+}
+END_TEST
+
+START_TEST(test_permute_grid_many_slots)
+{
+	check_permute_as(256, 8, 4096, IDS_SKEWED, DT_I32, 1, 1, 0);	/* DeepSeek-V3 at T = 4096 */
+	check_permute_as(128, 8, 4096, IDS_UNIFORM, DT_I32, 1, 1, 0);	/* Qwen3-30B-A3B */
+	check_permute_as(1024, 4, 3000, IDS_UNIFORM, DT_I32, 1, 1, 0);	/* rounds for E = 1024 */
 }
 END_TEST
 
@@ -673,6 +729,114 @@ START_TEST(test_body_moe_combine)
 		   "\t%c = cast %s, to=bf16 : bf16[T,64]\n"
 		   "\t%y = add %c, %x : bf16[T,64]\n"
 		   "\tret %y\n}\n", "combine", NULL);
+}
+END_TEST
+
+/*
+ * k_combine.c: module text with graph @main calling one row kernel; the
+ * call must match (or, with want 0, not) and the combine kernel give the
+ * body kernel's bits and the interpreter's values at each T.
+ */
+static void
+check_combine(const char *text, int want)
+{
+	static const int Ts[] = {1, 7, 33};
+	Module *im = parse(text);
+	Graph *g = graph_named(im, "main"), *k;
+	const Node *call = g->first;
+	CgCombineSpec s;
+	CgModule *m;
+	Diag d;
+
+	ck_assert(call && call->op == OP_CALL);
+	k = call->callee;
+	ck_assert_int_eq(cg_combine_match(im, call, &s), want);
+	if (!want) {
+		ir_free_module(im);
+		return;
+	}
+	m = emu_module(&d);
+	ck_assert_msg(cg_emit_combine(m, "c", &s, &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_body(m, "k", k, NULL, &d) == 0, "%s", d.last);
+	for (size_t t = 0; t < NELEM(Ts); t++) {
+		int T = Ts[t];
+		Tensor in[2], want_y, got[2];
+		for (int i = 0; i < k->nparam; i++) {
+			const Value *v = k->param[i];
+			int64_t dim[MAXRANK];
+			for (int j = 0; j < v->type.rank; j++)
+				dim[j] = dim_at(im, v->type.dim[j], T);
+			rand_tensor(&in[i], v->type.dt, v->type.rank, dim, 2.0);
+		}
+		eval(k, in, k->nparam, &want_y);
+		for (int c = 0; c < 2; c++) {
+			Run r = {0};
+			poisoned_like(&got[c], &want_y);
+			for (int i = 0; i < k->nparam; i++)
+				arg_ptr(&r, in[i].data, tensor_nbytes(&in[i]));
+			arg_ptr(&r, got[c].data, tensor_nbytes(&got[c]));
+			arg_int(&r, T);
+			ck_assert_msg(launch(m, c ? "k" : "c", &r, T, 0, &d) == 0, "%s", d.last);
+		}
+		ck_assert_msg(memcmp(got[0].data, got[1].data, tensor_nbytes(&got[0])) == 0,
+			      "combine at T=%d: not the body kernel's bits", T);
+		double atol, rtol;
+		tol(want_y.dt, &atol, &rtol);
+		expect_close("combine", &got[0], &want_y, atol, rtol);
+		for (int i = 0; i < k->nparam; i++)
+			tensor_free(&in[i]);
+		tensor_free(&want_y);
+		tensor_free(&got[0]);
+		tensor_free(&got[1]);
+	}
+	cg_module_free(m);
+	ir_free_module(im);
+}
+
+START_TEST(test_combine_matches_body)
+{
+	/* Qwen3-30B-A3B's, as the plan has it: [T,k,H] slots, cast, + x */
+	check_combine("graph @main(%s: f32[T,8,64], %x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %x) : bf16[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64], %x: bf16[T,64]) -> (y: bf16[T,64]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[T,64]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,64]\n"
+		      "\t%y = add %x, %c : bf16[T,64]\n\tret %y\n}\n", 1);
+	/* the slots reshaped in the kernel, the residual second, k = 4, H not a multiple of 8 */
+	check_combine("graph @main(%s: f32[4*T,36], %x: bf16[T,36]) -> (y: bf16[T,36]) {\n"
+		      "\t%y = call @main.k(%s, %x) : bf16[T,36]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[4*T,36], %x: bf16[T,36]) -> (y: bf16[T,36]) template=row_reduce {\n"
+		      "\t%s3 = reshape %s, shape=[T, 4, 36] : f32[T,4,36]\n"
+		      "\t%t = reduce_sum %s3, axes=[1], keepdims=0 : f32[T,36]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,36]\n"
+		      "\t%y = add %c, %x : bf16[T,36]\n\tret %y\n}\n", 1);
+	/* DeepSeek-V3's: f32 out, no cast, no residual */
+	check_combine("graph @main(%s: f32[T,8,128]) -> (y: f32[T,128]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,128]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,128]) -> (y: f32[T,128]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[1], keepdims=0 : f32[T,128]\n\tret %y\n}\n", 1);
+	/* f16, one slot, rows 2*T */
+	check_combine("graph @main(%s: f32[2*T,1,20], %x: f16[2*T,20]) -> (y: f16[2*T,20]) {\n"
+		      "\t%y = call @main.k(%s, %x) : f16[2*T,20]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[2*T,1,20], %x: f16[2*T,20]) -> (y: f16[2*T,20]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[2*T,20]\n"
+		      "\t%c = cast %t, to=f16 : f16[2*T,20]\n"
+		      "\t%y = add %c, %x : f16[2*T,20]\n\tret %y\n}\n", 1);
+	/* not taken: H not a multiple of 4; a sum over the last axis; something after the add */
+	check_combine("graph @main(%s: f32[T,8,66]) -> (y: f32[T,66]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,66]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,66]) -> (y: f32[T,66]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[1], keepdims=0 : f32[T,66]\n\tret %y\n}\n", 0);
+	check_combine("graph @main(%s: f32[T,8,64]) -> (y: f32[T,8]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,8]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64]) -> (y: f32[T,8]) template=row_reduce {\n"
+		      "\t%y = reduce_sum %s, axes=[2], keepdims=0 : f32[T,8]\n\tret %y\n}\n", 0);
+	check_combine("graph @main(%s: f32[T,8,64], %x: f32[T,64]) -> (y: f32[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %x) : f32[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f32[T,8,64], %x: f32[T,64]) -> (y: f32[T,64]) template=row_reduce {\n"
+		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[T,64]\n"
+		      "\t%a = add %t, %x : f32[T,64]\n"
+		      "\t%y = mul %a, %x : f32[T,64]\n\tret %y\n}\n", 0);
 }
 END_TEST
 
@@ -1138,6 +1302,18 @@ emit_all(CgModule *m, Diag *d)
 		snprintf(name, sizeof name, "permute%d", i);
 		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		n++;
+		s.grid = 1;	/* the grid sort: two kernels */
+		s.max_slots = 8 * 4096;
+		snprintf(name, sizeof name, "gpermute%d", i);
+		ck_assert_msg(cg_emit_permute(m, name, &s, d) == 0, "%s: %s", name, d->last);
+		n += 2;
+	}
+	for (int i = 0; i < 2; i++) {	/* combines: Qwen3-30B-A3B's and DeepSeek-V3's */
+		CgCombineSpec c = {.H = i ? 7168 : 2048, .k = 8, .rows = MEXPR_T(1), .residual = !i,
+				   .sum_dt = i ? DT_F32 : DT_BF16, .x_dt = DT_BF16, .y_dt = i ? DT_F32 : DT_BF16};
+		snprintf(name, sizeof name, "combine%d", i);
+		ck_assert_msg(cg_emit_combine(m, name, &c, d) == 0, "%s: %s", name, d->last);
+		n++;
 	}
 	return n;
 }
@@ -1189,7 +1365,10 @@ kernels_suite(void)
 	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
 	tcase_add_test(t, test_permute_matches_interpreter);
 	tcase_add_test(t, test_permute_many_slots);
+	tcase_add_test(t, test_permute_grid_matches_interpreter);
+	tcase_add_test(t, test_permute_grid_many_slots);
 	tcase_add_test(t, test_body_moe_combine);
+	tcase_add_test(t, test_combine_matches_body);
 	tcase_add_test(t, test_body_rstd);
 	tcase_add_test(t, test_body_softmax);
 	tcase_add_test(t, test_body_layer_norm);

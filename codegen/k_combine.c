@@ -1,0 +1,204 @@
+/*
+ * k_combine.c — the MoE combine (the sum over a token's k slots) with
+ * 16-byte accesses: a thread per 4 outputs, its k float4 loads issued
+ * before any is added.
+ *
+ *	before (Qwen3-30B-A3B, T = 4096)            after (--debug=new-rows)
+ *	  k7 = row kernel: a thread an element,       k7 = combine<<<cdiv(T*H/4, 256), 256>>>
+ *	  k 4-byte loads of the f32 slots, the         thread g: row g / (H/4), columns 4(g % (H/4))..+3:
+ *	  sum, cast, + x (2-byte loads)                k loads of 16 bytes, the sum, cast, + x (8 bytes)
+ *
+ * The same bits as the row kernel: each output is 0 + s_0 + s_1 + ... +
+ * s_{k-1} in f32 in slot order (the walker's inline reduce_sum), then the
+ * cast's rounding, then the residual added in f32 and rounded to the
+ * result's type (the walker's add), as k_body_ew.c computes each.
+ */
+#define CG_INTERNAL
+#include <string.h>
+
+#include "codegen.h"
+
+#define THREADS 256
+#define V 4		/* outputs a thread: one float4 of each slot */
+
+static int
+io_float(DType t)
+{
+	return t == DT_F32 || t == DT_BF16 || t == DT_F16;
+}
+
+int
+cg_combine_check(const CgCombineSpec *s, Diag *d)
+{
+	if (s->H < V || s->H % V || s->H > (1 << 24))
+		return diag_error(d, LOC_NONE, "combine: row length %lld (needs a multiple of %d)",
+				  (long long)s->H, V);
+	if (s->k < 1 || s->k > 32)
+		return diag_error(d, LOC_NONE, "combine: %d slots a token (needs 1..32)", s->k);
+	if (!io_float(s->sum_dt) || !io_float(s->y_dt) || (s->residual && !io_float(s->x_dt)))
+		return diag_error(d, LOC_NONE, "combine: types %s, %s (need f32, bf16 or f16)",
+				  dtype_name(s->sum_dt), dtype_name(s->y_dt));
+	if (s->rows.a < 0 || s->rows.b < 0 || s->rows.div != 0 || s->rows.a > INT32_MAX ||
+	    s->rows.b > INT32_MAX || (s->rows.a + s->rows.b) * (s->H / V) > INT32_MAX)
+		return diag_error(d, LOC_NONE, "combine: rows %lld*T+%lld", (long long)s->rows.a,
+				  (long long)s->rows.b);
+	return 0;
+}
+
+/* V elements of dt at base[at..] (aligned to V elements), as f32. */
+static void
+load_v(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
+{
+	int es = dtype_bits(dt) / 8;
+	LLVMValueRef v = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), V), cg_gep(f, base, at, es), es * V);
+
+	for (int j = 0; j < V; j++)
+		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, v, cg_i32(f, j), ""), dt);
+}
+
+static void
+store_v(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
+{
+	int es = dtype_bits(dt) / 8;
+	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(cg_raw_type(f, dt), V));
+
+	for (int j = 0; j < V; j++)
+		vec = LLVMBuildInsertElement(f->B, vec, dt == DT_F32 ? v[j] : cg_f32_to_bits(f, v[j], dt),
+					     cg_i32(f, j), "");
+	cg_gstore(f, vec, cg_gep(f, base, at, es), es * V);
+}
+
+int
+cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
+{
+	CgParam par[4];
+	int np = 0, block[3] = {THREADS, 1, 1};
+	int64_t Q = s->H / V;	/* thread groups a row */
+	CgExpr grid[3] = {{s->rows.a * Q, s->rows.b * Q, THREADS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef slots, x = NULL, y, T, g, rows, row, col, acc[V], xv[V], sv[32][V];
+	char note[128];
+	CgFn *f;
+	CgIf c;
+
+	if (cg_combine_check(s, d) < 0)
+		return -1;
+	par[np++] = (CgParam){CGP_PTR, "slots"};
+	if (s->residual)
+		par[np++] = (CgParam){CGP_PTR, "x"};
+	par[np++] = (CgParam){CGP_PTR, "y"};
+	par[np++] = (CgParam){CGP_I32, "T"};
+	if (!(f = cg_fn_begin(m, name, par, np, THREADS, 0, d)))
+		return -1;
+	for (int i = 0; i < np - 1; i++)
+		cg_arg_noalias(f, i);
+	np = 0;
+	slots = cg_arg(f, np++);
+	if (s->residual)
+		x = cg_arg(f, np++);
+	y = cg_arg(f, np++);
+	T = cg_arg(f, np++);
+	rows = cg_addi(f, cg_muli(f, cg_max(f, T, cg_i32(f, 0)), s->rows.a), s->rows.b);
+	g = cg_add(f, cg_mul(f, cg_ctaid(f, 0), cg_i32(f, THREADS)), cg_tid(f, 0));
+	cg_if(f, &c, cg_lt(f, g, cg_mul(f, rows, cg_i32(f, (int)Q))));
+	row = cg_sext64(f, cg_udiv(f, g, cg_i32(f, (int)Q)));
+	col = cg_sext64(f, cg_muli(f, cg_urem(f, g, cg_i32(f, (int)Q)), V));
+	for (int j = 0; j < s->k; j++)		/* every slot's 16 bytes in flight */
+		load_v(f, DT_F32, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
+		       sv[j]);
+	if (s->residual)
+		load_v(f, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
+	for (int e = 0; e < V; e++) {
+		acc[e] = LLVMBuildFAdd(f->B, sv[0][e], cg_f32(f, 0), "");	/* the walker's 0 + s_0 */
+		for (int j = 1; j < s->k; j++)
+			acc[e] = LLVMBuildFAdd(f->B, acc[e], sv[j][e], "");
+		acc[e] = cg_round_dt(f, acc[e], s->sum_dt);
+		if (s->residual)
+			acc[e] = cg_round_dt(f, LLVMBuildFAdd(f->B, xv[e], acc[e], ""), s->y_dt);
+	}
+	store_v(f, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
+	cg_endif(f, &c);
+	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, 16-byte loads", s->k, (long long)s->H,
+		 dtype_name(s->y_dt), s->residual ? " + residual" : "");
+	return cg_fn_end(f, block, grid, 0, note);
+}
+
+/* --- which row kernels it replaces ------------------------------------------- */
+
+static int
+is_param(const Graph *k, const Value *v, int i)
+{
+	return cg_param_index(k, v) == i;
+}
+
+/*
+ * reduce_sum over axis 1 of f32 [R,k,H] (parameter 0, or a reshape of
+ * parameter 0 [k*R,H]), [-> one cast], [-> add of parameter 1 of [R,H]],
+ * the kernel's one result.
+ */
+int
+cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
+{
+	const Graph *k = call->op == OP_CALL ? call->callee : NULL;
+	const Value *v = NULL, *p0 = NULL;
+	int64_t axes[2];
+	int stage = 0;	/* 0: the slots, 1: the sum, 2: cast, 3: add */
+
+	memset(s, 0, sizeof *s);
+	if (!k || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1 || call->nin < 1 ||
+	    call->nin > 2 || call->nout != 1)
+		return 0;
+	for (const Node *n = k->first; n; n = n->next) {
+		if (n->op == OP_CONST)
+			continue;
+		if (stage == 0 && n->op == OP_RESHAPE && !p0 && is_param(k, n->in[0], 0)) {
+			p0 = n->out[0];
+			continue;
+		}
+		if (stage == 0 && n->op == OP_REDUCE_SUM) {
+			const Type *t = &n->in[0]->type;
+			if ((p0 ? n->in[0] != p0 : !is_param(k, n->in[0], 0)) || t->rank != 3 || t->dt != DT_F32 ||
+			    !ir_dim_is_static(t->dim[1]) || !ir_dim_is_static(t->dim[2]) ||
+			    ir_attr_ints(n, "axes", axes, 2) != 1 || (axes[0] != 1 && axes[0] != -2) ||
+			    ir_attr_int(n, "keepdims", 1) != 0 || n->out[0]->type.dt != DT_F32)
+				return 0;
+			s->k = (int)t->dim[1];
+			s->H = t->dim[2];
+			s->sum_dt = s->y_dt = DT_F32;
+			Dim r = t->dim[0];
+			if (ir_dim_is_static(r)) {
+				s->rows = MEXPR_INT(r);
+			} else {
+				const DimExpr *e = ir_dim_expr(m, r);
+				if (!e || e->coef < 1 || e->coef > INT32_MAX)
+					return 0;
+				s->rows = MEXPR_T(e->coef);
+			}
+			v = n->out[0];
+			stage = 1;
+			continue;
+		}
+		if (stage == 1 && n->op == OP_CAST && n->in[0] == v && io_float(n->out[0]->type.dt)) {
+			v = n->out[0];
+			s->sum_dt = s->y_dt = v->type.dt;
+			stage = 2;
+			continue;
+		}
+		if ((stage == 1 || stage == 2) && n->op == OP_ADD && call->nin == 2 && n->nin == 2 &&
+		    (n->in[0] == v || n->in[1] == v)) {
+			const Value *o = n->in[0] == v ? n->in[1] : n->in[0];
+			if (!is_param(k, o, 1) || o->type.rank != 2 || o->type.dim[1] != s->H ||
+			    o->type.dim[0] != v->type.dim[0] ||
+			    !io_float(o->type.dt) || !io_float(n->out[0]->type.dt))
+				return 0;
+			s->residual = 1;
+			s->x_dt = o->type.dt;
+			v = n->out[0];
+			s->y_dt = v->type.dt;
+			stage = 3;
+			continue;
+		}
+		return 0;
+	}
+	return stage >= 1 && k->ret[0] == v && (call->nin == 2) == s->residual && s->H % V == 0 &&
+	       s->k <= 32;
+}
