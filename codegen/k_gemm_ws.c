@@ -876,10 +876,10 @@ consume_pingpong(W *w)
 	G *g = &w->g;
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
-	LLVMValueRef next = cg_add(f, k->w, cg_nctaid(f, 0));
+	LLVMValueRef next = gemm_next_item(k);
 	CgIf c;
 
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, k->w, cg_ctaid(f, 0), ""));
+	cg_if(f, &c, gemm_later_item(k));
 	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
 	cg_endif(f, &c);
 	mainloop(w);

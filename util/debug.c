@@ -49,6 +49,9 @@ const DebugFlag debug_flags[] = {
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},
+	{"grouped-lean", DBG_GROUPED_LEAN, NULL,
+	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
+	 "at any tile height, and persistent ones take serpentine rounds (A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
