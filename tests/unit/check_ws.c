@@ -906,7 +906,7 @@ END_TEST
 /*
  * Experts with full, short (1, 10 rows) and empty second 128-row tiles, a
  * 64-row one, and a third tile (257): GemmSpec.live_rows loads no row past
- * a tile's expert (cp.async zero-fill, TMA boxes of 64 rows with rows
+ * a tile's expert (cp.async zero-fill, TMA boxes of 16 rows with rows
  * only), at 64, 128 and 256 rows a tile.  The outputs must equal those of
  * the same kernel loading every row, bit for bit, and (check_case) the
  * cp.async wgmma mainloop's with live rows.
@@ -970,7 +970,7 @@ START_TEST(test_ws_emu_live_rows_every_height)
 END_TEST
 
 /* DeepSeek-V3's expert GEMMs at 128 rows with live rows on sm_90a: A's map
- * in 64-row boxes (the down), the gathered chunks zero-filled past the
+ * in 16-row boxes (the down), the gathered chunks zero-filled past the
  * rows (gate|up), no spills. */
 START_TEST(test_ws_live_rows_ptx_assembles_for_sm90a)
 {
@@ -986,11 +986,11 @@ START_TEST(test_ws_live_rows_ptx_assembles_for_sm90a)
 	s[1].mainloop = CG_MAINLOOP_WGMMA;
 	s[1].live_rows = 1;
 	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "t");
-	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[0].box[1], 64);
+	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[0].box[1], 16);
 	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t0")->note, "persistent snake live-rows scatter"));
 	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t1")->note, "tiles live-rows gather"));
 	ptx = gh_ptx(m);
-	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d") >= 2);	/* the down's two boxes of A */
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d") >= 8);	/* the down's eight boxes of A */
 	ck_assert(gh_count(ptx, "], 16, %r") >= 8);			/* gate|up: zero-filled chunks */
 	gh_assemble(m, 2, "check_ws live rows", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
