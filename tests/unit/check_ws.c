@@ -1071,8 +1071,8 @@ END_TEST
  * T = 200 and 256 (100 +- 9 and 128 +- 10 rows an expert: 128-row tiles,
  * short second ones at 256): both expert GEMMs with live rows, and with
  * --debug=persistent-prefill persistent in serpentine rounds, on the wgmma
- * (gate|up) and warp-specialised (down) mainloops, against the
- * interpreter; without the flag, neither. */
+ * (gate|up) and warp-specialised (down; with --debug=ws-gather gate|up too)
+ * mainloops, against the interpreter; without the flag, neither. */
 
 START_TEST(test_ws_lean_program_against_interpreter)
 {
@@ -1086,6 +1086,8 @@ START_TEST(test_ws_lean_program_against_interpreter)
 	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "ws tma tiles live-rows scatter", 2e-2, ws);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "ws tma persistent snake live-rows scatter", 2e-2,
 			     ws | DBG_PERSISTENT_PREFILL);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "ws tma cp.async-a persistent snake live-rows gather", 2e-2,
+			     ws | DBG_WS_GATHER | DBG_PERSISTENT_PREFILL);
 }
 END_TEST
 
