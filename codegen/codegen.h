@@ -531,6 +531,11 @@ struct GemmSpec {
 	int no_frag_pipe;	/* 1: no double-buffered fragments (smaller, slower) */
 	int full_blocks;	/* wgmma, WS: 1: every 64-row block of a tile, also those past its
 				 * last row (0: a block without rows issues no wgmma) */
+	int live_rows;		/* 1: rows past a tile's expert are not loaded at any tile height (0: only
+				 * 192-row tiles skip them; gemm_live_rows); --debug=grouped-lean */
+	int snake;		/* CG_SCHED_PERSISTENT: round j's items j*n .. j*n+n-1 go to the n CTAs in
+				 * reverse on odd rounds (each CTA gets both parities of a work index;
+				 * gemm_round_item); 0: CTA c takes c, c + n, ...; --debug=grouped-lean */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */

@@ -341,7 +341,10 @@ thread_setup(G *g)
 /*
  * Rows past the tile's expert (or M) are not loaded where the rows of a
  * tile often end early: the 192-row tiles (three warpgroups of 64 rows, an
- * expert's ~128 rows in one tile).  Such rows are never stored and, in a
+ * expert's ~128 rows in one tile), and with GemmSpec.live_rows tiles of any
+ * multiple of 64 rows (--debug=grouped-lean: DeepSeek-V3's second 128-row
+ * tile of an expert holds ~10 rows at T = 4096, its 64-row tile ~8 at
+ * T = 256).  Such rows are never stored and, in a
  * 64-row block without rows, never read by a wgmma (gemm_wgmma_by_rows);
  * loading them (clamped to the expert's last row) cost L2 bandwidth for
  * nothing: a third of A's bytes at 128 rows of 192.  cp.async chunks of
@@ -353,7 +356,7 @@ thread_setup(G *g)
 int
 gemm_live_rows(const GemmSpec *s)
 {
-	return s->bm == 192 && !s->full_blocks && s->cluster != 2;
+	return (s->bm == 192 || (s->live_rows && s->bm % 64 == 0)) && !s->full_blocks && s->cluster != 2;
 }
 
 void

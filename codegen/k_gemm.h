@@ -47,6 +47,7 @@ struct GemmCore {
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
 	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot);
 					 * gemm_schedule_share: the item's */
+	LLVMValueRef round;		/* GemmSpec.snake: the item's round (gemm_round_item) */
 	LLVMValueRef ws;		/* split-K: the "splitk_ws" workspace */
 };
 
@@ -108,6 +109,12 @@ void gemm_tile_coords(GemmCore *k, LLVMValueRef w);
 void gemm_schedule(GemmCore *k, void (*body)(GemmCore *));
 /* Persistent: worker part (i32) of parts takes every parts-th of the CTA's items. */
 void gemm_schedule_share(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef part, int parts);
+/* Persistent schedules: this CTA's item of round j (i32; GemmSpec.snake: serpentine). */
+LLVMValueRef gemm_round_item(GemmCore *k, LLVMValueRef j);
+/* Persistent, within body: k->w is not the CTA's first item (i1); the CTA's
+ * item after k->w (i32: past the work where it has none). */
+LLVMValueRef gemm_later_item(GemmCore *k);
+LLVMValueRef gemm_next_item(GemmCore *k);
 int gemm_finish(GemmCore *k, const char *note);
 /* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */
 int gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at);

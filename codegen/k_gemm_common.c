@@ -88,6 +88,8 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: A read %d times along K = %lld (need K a multiple, "
 				  "at most 16 times, A not gathered, not FP8, B not quantised)", who, s->a_rep,
 				  (long long)s->K);
+	if (s->snake && s->cluster == 2)	/* a cluster's pair takes items 2i, 2i + 1 by rank */
+		return diag_error(d, LOC_NONE, "%s: serpentine rounds with clusters of 2", who);
 	if (s->min_ctas < 0 || s->min_ctas > 32)
 		return diag_error(d, LOC_NONE, "%s: min_ctas = %d", who, s->min_ctas);
 	if (cg_ep_check(&s->ep, d) < 0)
@@ -446,16 +448,80 @@ gemm_prologue(GemmCore *k)
 		expert_table(k);
 }
 
+/*
+ * Serpentine rounds (GemmSpec.snake): this CTA's item of round j (i32),
+ * j*n + c on even rounds and j*n + n-1-c on odd ones (n CTAs, c this one).
+ * Round j's items are j*n .. j*n + n-1 either way, so the CTAs that run
+ * together still share B tiles and A rows; but with n even and m-tiles
+ * fastest, the plain stride gave CTA c only items of c's parity, and a
+ * grouped GEMM whose experts have one full row tile and one of a few rows
+ * (DeepSeek-V3 at T = 4096: 128 +- 11 rows) handed the even CTAs every full
+ * tile and the odd ones every short tile.  A CTA's items only grow with j:
+ * when round j's is past the work, so are the later ones.
+ */
+LLVMValueRef
+gemm_round_item(GemmCore *k, LLVMValueRef j)
+{
+	CgFn *f = k->f;
+	LLVMValueRef n = cg_nctaid(f, 0), c = cg_ctaid(f, 0);
+	LLVMValueRef odd = LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, j, 1), cg_i32(f, 0), "");
+
+	return cg_add(f, cg_mul(f, j, n), cg_select(f, odd, cg_sub(f, cg_addi(f, n, -1), c), c));
+}
+
+/* Rounds j = first, first + step, ... while round j has work: body for
+ * this CTA's item of each (k->w, k->round), skipping one past the work. */
+static void
+snake_rounds(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef first, int step)
+{
+	CgFn *f = k->f;
+	LLVMValueRef n = cg_nctaid(f, 0), total = gemm_work_total(k);
+	LLVMValueRef rounds = cg_udiv(f, cg_add(f, total, cg_addi(f, n, -1)), n);
+	CgLoop l;
+	CgIf c;
+
+	k->round = cg_loop(f, &l, first, rounds, cg_i32(f, step));
+	k->w = gemm_round_item(k, k->round);
+	cg_if(f, &c, cg_lt(f, k->w, total));
+	gemm_tile_coords(k, k->w);
+	body(k);
+	cg_endif(f, &c);
+	cg_endloop(f, &l);
+}
+
+LLVMValueRef
+gemm_later_item(GemmCore *k)
+{
+	CgFn *f = k->f;
+
+	if (k->s.snake)
+		return LLVMBuildICmp(f->B, LLVMIntNE, k->round, cg_i32(f, 0), "");
+	return LLVMBuildICmp(f->B, LLVMIntNE, k->w, cg_ctaid(f, 0), "");
+}
+
+LLVMValueRef
+gemm_next_item(GemmCore *k)
+{
+	CgFn *f = k->f;
+
+	if (k->s.snake)
+		return gemm_round_item(k, cg_addi(f, k->round, 1));
+	return cg_add(f, k->w, cg_nctaid(f, 0));
+}
+
 void
 gemm_schedule(GemmCore *k, void (*body)(GemmCore *))
 {
 	CgFn *f = k->f;
 	LLVMValueRef w;
 
-	if (k->s.sched == CG_SCHED_PERSISTENT) {
+	if (k->s.sched == CG_SCHED_PERSISTENT && k->s.snake) {
+		snake_rounds(k, body, cg_i32(f, 0), 1);
+	} else if (k->s.sched == CG_SCHED_PERSISTENT) {
 		CgLoop l;
 		LLVMValueRef total = gemm_work_total(k);
 		w = cg_loop(f, &l, cg_ctaid(f, 0), total, cg_nctaid(f, 0));
+		k->w = w;
 		gemm_tile_coords(k, w);
 		body(k);
 		cg_endloop(f, &l);
@@ -484,6 +550,10 @@ gemm_schedule_share(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef part, in
 	LLVMValueRef n = cg_nctaid(f, 0), total = gemm_work_total(k);
 	CgLoop l;
 
+	if (k->s.snake) {	/* rounds part, part + parts, ... */
+		snake_rounds(k, body, part, parts);
+		return;
+	}
 	k->w = cg_loop(f, &l, cg_add(f, cg_ctaid(f, 0), cg_mul(f, part, n)), total, cg_muli(f, n, parts));
 	gemm_tile_coords(k, k->w);
 	body(k);
@@ -523,9 +593,11 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 	char ep[512];
 
 	if ((size_t)at < n)
-		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s",
+		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s%s%s",
 			       s->sched == CG_SCHED_PERSISTENT ? "persistent" :
 			       s->sched == CG_SCHED_STREAM ? "stream-k" : "tiles",
+			       s->snake && s->sched == CG_SCHED_PERSISTENT ? " snake" : "",
+			       s->live_rows && gemm_live_rows(s) ? " live-rows" : "",
 			       s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",
 			       s->groups ? " grouped" : " dense");
 	if (s->groups && (size_t)at < n)

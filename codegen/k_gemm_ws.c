@@ -182,12 +182,22 @@ csize(const GemmSpec *s)
 	return s->cluster == 2 ? 2 : 1;
 }
 
-/* A's box rows: the tile's, with clusters each CTA's half, and 64 where
- * the boxes past the tile's rows are not loaded (gemm_live_rows). */
+/* Where the boxes past the tile's rows are not loaded (gemm_live_rows): A's
+ * box rows, 64 (192-row tiles), or 16 with GemmSpec.live_rows (the short
+ * second tile of a DeepSeek-V3 expert holds ~10 rows: one box of 16, not
+ * 64; two 8-row swizzle atoms, so each box lands on a 1 KiB boundary). */
+static int
+live_box(const GemmSpec *s)
+{
+	return s->live_rows ? 16 : 64;
+}
+
+/* A's box rows: the tile's, with clusters each CTA's half, and live_box
+ * where the boxes past the tile's rows are not loaded (gemm_live_rows). */
 static int
 a_box_rows(const GemmSpec *s)
 {
-	return gemm_live_rows(s) ? 64 : s->bm / csize(s);
+	return gemm_live_rows(s) ? live_box(s) : s->bm / csize(s);
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
@@ -569,15 +579,16 @@ gather_a(W *w, LLVMValueRef sbase, LLVMValueRef kt)
 	}
 }
 
-/* The 64-row boxes of A a tile loads (gemm_live_rows): those with a row of
- * the tile, min(bm / 64, ceil((rend - row0) / 64)) (i32). */
+/* The boxes of A (live_box rows each) a tile loads (gemm_live_rows): those
+ * with a row of the tile, min(bm / R, ceil((rend - row0) / R)) (i32). */
 static LLVMValueRef
 live_boxes(GemmCore *k)
 {
 	CgFn *f = k->f;
-	LLVMValueRef n = cg_shr(f, cg_addi(f, cg_sub(f, k->rend, k->row0), 63), 6);
+	int R = live_box(&k->s);
+	LLVMValueRef n = cg_udiv(f, cg_addi(f, cg_sub(f, k->rend, k->row0), R - 1), cg_i32(f, R));
 
-	return cg_min(f, n, cg_i32(f, k->s.bm / 64));
+	return cg_min(f, n, cg_i32(f, k->s.bm / R));
 }
 
 /* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
@@ -593,11 +604,12 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 
 	if (gemm_live_rows(&k->s)) {
 		LLVMValueRef n = live_boxes(k);
-		for (int b = 0; b < k->s.bm / 64; b++) {
+		int R = live_box(&k->s);
+		for (int b = 0; b < k->s.bm / R; b++) {
 			CgIf l;
 			cg_if(f, &l, cg_lt(f, cg_i32(f, b), n));
-			c[1] = cg_addi(f, k->row0, 64 * b);
-			cg_tma_load(f, k->amap, cg_addi(f, dst, 64 * 128 * b), full_bar(w, st), 2, c);
+			c[1] = cg_addi(f, k->row0, R * b);
+			cg_tma_load(f, k->amap, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
 			cg_endif(f, &l);
 		}
 		return;
@@ -625,7 +637,7 @@ stage_tx(W *w)
 		return cg_i32(f, b_bytes);
 	if (!gemm_live_rows(s))
 		return cg_i32(f, g->wg.stage);
-	return cg_addi(f, cg_muli(f, live_boxes(&g->k), 64 * s->bk * g->eb), b_bytes);
+	return cg_addi(f, cg_muli(f, live_boxes(&g->k), live_box(s) * s->bk * g->eb), b_bytes);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
@@ -876,10 +888,10 @@ consume_pingpong(W *w)
 	G *g = &w->g;
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
-	LLVMValueRef next = cg_add(f, k->w, cg_nctaid(f, 0));
+	LLVMValueRef next = gemm_next_item(k);
 	CgIf c;
 
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, k->w, cg_ctaid(f, 0), ""));
+	cg_if(f, &c, gemm_later_item(k));
 	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
 	cg_endif(f, &c);
 	mainloop(w);

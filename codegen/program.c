@@ -1339,6 +1339,26 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 }
 
 /*
+ * --debug=grouped-lean (bf16/f16 grouped GEMMs of 64 rows a tile or more on
+ * sm_90a and the emulator; FP8, quantised B and decode tiles as they are):
+ * rows past a tile's expert are not loaded at any tile height (live_rows:
+ * the second 128-row tile of a DeepSeek-V3 expert at T = 4096 holds ~10
+ * rows, its 64-row tile at T = 256 ~8), and persistent schedules take
+ * serpentine rounds (snake: CTA c no longer gets only items of c's parity,
+ * i.e. only full or only short row tiles).  Opt-in until the H200 says.
+ */
+static void
+grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
+{
+	if (!(p->o.debug & DBG_GROUPED_LEAN) || !s->groups || s->bm < 64 || s->f8.group > 0 || s->bq.group > 0 ||
+	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt ||
+	    !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
+		return;
+	s->live_rows = 1;
+	s->snake = s->sched == CG_SCHED_PERSISTENT && s->cluster != 2;
+}
+
+/*
  * One kernel per target, each for its own spec s[i].  sm_90a targets get
  * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
  * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
@@ -1379,6 +1399,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		if (!simt && !is_ws[i])
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
+		grouped_lean(p, cg_module_target(p->mod[i]), &si);
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;

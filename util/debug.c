@@ -52,6 +52,9 @@ const DebugFlag debug_flags[] = {
 	{"new-rows", DBG_NEW_ROWS, NULL,
 	 "compile: permute kernels sort on the whole GPU (a count and a place launch of a CTA a chunk of slots) "
 	 "instead of one CTA, and MoE combines read their slots 16 bytes a load (the same bits; A/B on the GPU)"},
+	{"grouped-lean", DBG_GROUPED_LEAN, NULL,
+	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
+	 "at any tile height, and persistent ones take serpentine rounds (A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -901,6 +901,196 @@ START_TEST(test_ws_192_program_against_interpreter)
 }
 END_TEST
 
+/* ---- --debug=grouped-lean: live rows at every tile height, serpentine rounds ---- */
+
+/*
+ * Experts with full, short (1, 10 rows) and empty second 128-row tiles, a
+ * 64-row one, and a third tile (257): GemmSpec.live_rows loads no row past
+ * a tile's expert (cp.async zero-fill, TMA boxes of 16 rows with rows
+ * only), at 64, 128 and 256 rows a tile.  The outputs must equal those of
+ * the same kernel loading every row, bit for bit, and (check_case) the
+ * cp.async wgmma mainloop's with live rows.
+ */
+static const int rows_lean[10] = {129, 1, 128, 138, 0, 64, 65, 257, 10, 200};	/* 992 rows */
+
+static void
+lean_case(GemmCase *c, int gather, int bm, int bn, int wm, int wn, int stages)
+{
+	memset(c->counts, 0, sizeof c->counts);
+	memcpy(c->counts, rows_lean, sizeof rows_lean);
+	if (gather) {
+		gh_spec_grouped_swiglu(&c->s, 10, 256, 192, 2);
+		c->T = 992 / 2;
+	} else {
+		gh_spec_grouped_scale_scatter(&c->s, 10, 256, 192);
+		c->T = 992;
+	}
+	tiles(&c->s, bm, bn, 64, wm, wn, stages);
+}
+
+/* The case with and without live rows: the same bits, each right. */
+static void
+check_live_rows(GemmCase *c)
+{
+	GemmRun r, q;
+	GemmErr e;
+
+	c->s.live_rows = 1;
+	check_case(c, 1e-2);
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: live rows: %s", c->what, r.msg);
+	c->s.live_rows = 0;
+	ck_assert_msg(gh_run(&q, c) == 0 && gh_compare(&q, &e) == 0, "%s: every row: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: live rows change the output",
+		      c->what);
+	gh_free(&r);
+	gh_free(&q);
+}
+
+START_TEST(test_ws_emu_live_rows_every_height)
+{
+	static const struct {
+		const char *what;
+		int gather, bm, bn, wm, wn, st;
+	} c[] = {
+		{"128x128, one consumer: scattered rows", 0, 128, 128, 2, 2, 4},
+		{"128x128, one consumer: gathered A, SwiGLU", 1, 128, 128, 2, 2, 3},
+		{"128x256, two consumers: scattered rows", 0, 128, 256, 2, 4, 2},
+		{"128x256, two consumers: gathered A", 1, 128, 256, 2, 4, 2},
+		{"256x128, two consumers stacked: scattered rows (four boxes of A)", 0, 256, 128, 4, 2, 2},
+		{"64x128, one consumer: scattered rows", 0, 64, 128, 1, 4, 4},
+		{"64x128, one consumer: gathered A", 1, 64, 128, 1, 4, 4},
+	};
+
+	for (size_t i = 0; i < NELEM(c); i++) {
+		GemmCase g = {.what = c[i].what};
+		lean_case(&g, c[i].gather, c[i].bm, c[i].bn, c[i].wm, c[i].wn, c[i].st);
+		check_live_rows(&g);
+	}
+}
+END_TEST
+
+/* DeepSeek-V3's expert GEMMs at 128 rows with live rows on sm_90a: A's map
+ * in 16-row boxes (the down), the gathered chunks zero-filled past the
+ * rows (gate|up), no spills. */
+START_TEST(test_ws_live_rows_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_grouped_scale_scatter(&s[0], 256, 7168, 2048);
+	pingpong(&s[0], 128, 128, 64, 6, 132);
+	s[0].live_rows = s[0].snake = 1;
+	gh_spec_grouped_swiglu(&s[1], 256, 4096, 7168, 8);
+	tiles(&s[1], 128, 256, 64, 2, 4, 4);
+	s[1].mainloop = CG_MAINLOOP_WGMMA;
+	s[1].live_rows = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "t");
+	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[0].box[1], 16);
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t0")->note, "persistent snake live-rows scatter"));
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t1")->note, "tiles live-rows gather"));
+	ptx = gh_ptx(m);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d") >= 8);	/* the down's eight boxes of A */
+	ck_assert(gh_count(ptx, "], 16, %r") >= 8);			/* gate|up: zero-filled chunks */
+	gh_assemble(m, 2, "check_ws live rows", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/*
+ * Serpentine rounds (GemmSpec.snake): round j's items to the CTAs in
+ * reverse on odd rounds.  Every item once: the outputs right (NaN-poisoned
+ * first) and as many wgmma as with the plain stride; cooperative, ping-pong
+ * (whose turns follow the rounds: a missing or extra arrival is an error on
+ * the emulator) and the cp.async wgmma mainloop (check_case), 1 to 7 CTAs,
+ * even and odd, the last round partial or whole, more CTAs than items.
+ */
+START_TEST(test_ws_emu_snake_rounds)
+{
+	static const int ctas[] = {1, 2, 3, 4, 7, 40};
+
+	for (size_t i = 0; i < NELEM(ctas); i++) {
+		for (int pp = 0; pp < 2; pp++) {
+			GemmCase c = {.what = pp ? "serpentine rounds, ping-pong" : "serpentine rounds, cooperative"};
+			long n0, plain, snake;
+			GemmRun r;
+			GemmErr e;
+
+			lean_case(&c, 0, 128, 128, 2, 2, 4);
+			if (pp)
+				pingpong(&c.s, 128, 128, 64, 4, ctas[i]);
+			c.s.sched = CG_SCHED_PERSISTENT;
+			c.s.ctas = ctas[i];
+			c.s.live_rows = 1;
+			n0 = cg_emu_wgmma_count();
+			ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "%s: %s", c.what, r.msg);
+			plain = cg_emu_wgmma_count() - n0;
+			gh_free(&r);
+			c.s.snake = 1;
+			n0 = cg_emu_wgmma_count();
+			ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "%s: %s", c.what, r.msg);
+			snake = cg_emu_wgmma_count() - n0;
+			gh_free(&r);
+			ck_assert_msg(snake == plain, "%s, %d CTAs: %ld wgmma, %ld without", c.what, ctas[i], snake,
+				      plain);
+			check_case(&c, 1e-2);
+		}
+	}
+	{
+		GemmCase c = {.what = "serpentine rounds on mma.sync, gathered A, 3 CTAs"};
+		lean_case(&c, 1, 128, 128, 2, 2, 3);
+		c.s.mainloop = CG_MAINLOOP_MMA;
+		c.s.sched = CG_SCHED_PERSISTENT;
+		c.s.ctas = 3;
+		c.s.snake = c.s.live_rows = 1;
+		gh_check(&c, 1e-2);
+	}
+}
+END_TEST
+
+START_TEST(test_ws_snake_refuses_clusters)
+{
+	CgTarget t = {"sm_90a", NULL, 3};
+	GemmSpec s;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&s, 512, 256);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.sched = CG_SCHED_PERSISTENT;
+	s.ctas = 4;
+	s.cluster = 2;
+	ck_assert_msg(cg_gemm_check(&t, &s, &d) == 0, "%s", d.last);
+	s.snake = 1;
+	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "serpentine rounds with clusters"));
+}
+END_TEST
+
+/* The DeepSeek-shaped block (prog_ds above) with --debug=grouped-lean at
+ * T = 200 and 256 (100 +- 9 and 128 +- 10 rows an expert: 128-row tiles,
+ * short second ones at 256): both expert GEMMs with live rows, and with
+ * --debug=persistent-prefill persistent in serpentine rounds, on the wgmma
+ * (gate|up) and warp-specialised (down; with --debug=ws-gather gate|up too)
+ * mainloops, against the interpreter; without the flag, neither. */
+
+START_TEST(test_ws_lean_program_against_interpreter)
+{
+	unsigned l = DBG_GROUPED_LEAN | DBG_EMU_WGMMA, ws = l | DBG_EMU_WS;
+
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s4 wgmma tiles gather", 2e-2,
+			     DBG_EMU_WGMMA);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "tiles live-rows gather", 2e-2, l);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "persistent snake live-rows gather", 2e-2,
+			     l | DBG_PERSISTENT_PREFILL);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "ws tma tiles live-rows scatter", 2e-2, ws);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "ws tma persistent snake live-rows scatter", 2e-2,
+			     ws | DBG_PERSISTENT_PREFILL);
+	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "ws tma cp.async-a persistent snake live-rows gather", 2e-2,
+			     ws | DBG_WS_GATHER | DBG_PERSISTENT_PREFILL);
+}
+END_TEST
+
 /* ---- the emulator's named barriers, through cg_emit_turns_probe ---- */
 
 /* The probe (256 threads, 5 turns each) on the emulator: 0 with D[t] = t
@@ -1187,6 +1377,14 @@ ws_suite(void)
 	t = tcase_create("epilogue");	/* CK_RUN_CASE=epilogue runs it alone */
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_emu_mat_leaves_ahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("lean");	/* --debug=grouped-lean (CK_RUN_CASE=lean) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_live_rows_every_height);
+	tcase_add_test(t, test_ws_live_rows_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_emu_snake_rounds);
+	tcase_add_test(t, test_ws_snake_refuses_clusters);
+	tcase_add_test(t, test_ws_lean_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
