@@ -255,10 +255,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
 	if (s->bm > 256 || s->bn > 256)
 		return diag_error(d, LOC_NONE, "gemm: ws: a %dx%d tile (a TMA box has at most 256 rows)", s->bm, s->bn);
-	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
+	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > gemm_wg_cols(s) || g->wtn % 16)
 		return diag_error(d, LOC_NONE,
 				  "gemm: ws: a %dx%d tile does not split over %d warpgroups into tiles of "
-				  "64k rows and 16..128 columns", s->bm, s->bn, cw / 4);
+				  "64k rows and 16..%d columns", s->bm, s->bn, cw / 4, gemm_wg_cols(s));
 	if (s->b_layout == CG_B_KN && (g->wtn % 64 || s->bn % 64))
 		return diag_error(d, LOC_NONE, "gemm: ws: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d",
 				  g->wtn);
@@ -334,7 +334,8 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 	return wave_fill(pp, PINGPONG_CTAS) * PINGPONG_DENSE_PCT > wave_fill(coop, sms) * 100;
 }
 
-/* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups, else cooperative. */
+/* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups
+ * (with wg_wide two 64x256), else cooperative. */
 static void
 pingpong_plan(GemmSpec *w)
 {
@@ -342,8 +343,10 @@ pingpong_plan(GemmSpec *w)
 	if (w->f8.group > 0 || w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
 		return;
 	w->ws_mode = CG_WS_PINGPONG;
-	w->bm = w->bn = 128;
-	w->warps_m = w->warps_n = 2;
+	w->bm = w->wg_wide ? 64 : 128;
+	w->bn = w->wg_wide ? 256 : 128;
+	w->warps_m = w->wg_wide ? 1 : 2;
+	w->warps_n = w->wg_wide ? 4 : 2;
 	w->sched = CG_SCHED_PERSISTENT;
 	w->ctas = PINGPONG_CTAS;
 }
@@ -427,6 +430,15 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
+	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
+	w.wg_wide = (cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0;
+	if (w.wg_wide && w.bm == 256 && w.bn == 128 && w.warps_m * w.warps_n == 8 && w.N % 256 == 0) {
+		w.bm = 128;
+		w.bn = 256;
+		w.warps_m = 2;
+		w.warps_n = 4;
+	}
 	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || s->ws_mode == CG_WS_PINGPONG) {
 		GemmSpec p = w;
 		pingpong_plan(&p);
@@ -1002,6 +1014,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
 	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s", s->cluster == 2 ? " cluster2 multicast-a" : "");
+	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
+		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);

@@ -49,6 +49,9 @@ const DebugFlag debug_flags[] = {
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},
+	{"wg-wide", DBG_WG_WIDE, NULL,
+	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
+	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

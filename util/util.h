@@ -138,6 +138,7 @@ enum {
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
+	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

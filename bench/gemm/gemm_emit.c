@@ -263,6 +263,17 @@ cluster2(GemmSpec *s, int pp)
 	return s;
 }
 
+/* Warpgroup tiles of up to 256 columns (GemmSpec.wg_wide), on schedule sc (persistent: 132 CTAs). */
+static GemmSpec *
+wide(GemmSpec *s, CgSched sc)
+{
+	s->wg_wide = 1;
+	s->sched = sc;
+	if (sc == CG_SCHED_PERSISTENT)
+		s->ctas = 132;
+	return s;
+}
+
 static void
 build(void)
 {
@@ -497,6 +508,32 @@ build(void)
 	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
 	cluster2(s, 1);
 	tile(s, 128, 128, 64, 2, 2, 5, 0);
+	s->ctas = 4;
+	/* 256-column warpgroup tiles (GemmSpec.wg_wide): 128x256 as two 64x256
+	 * warpgroups (one wgmma m64n256k16 a k-step each: a k-step's shared
+	 * reads 20 KB, not 24: A 2 x 2 KB + B 8 KB against A 4 KB + B twice
+	 * 8 KB), against wsd_128x256x64_s4_p / wsc2d_ / wspd_ above; ping-pong
+	 * 64x256 per warpgroup; the checks */
+	wide(ws(dense("wswd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1)), CG_SCHED_PERSISTENT);
+	wide(ws(dense("wswd_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1)), CG_SCHED_TILES);
+	wide(cluster2(dense("wsc2wd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0), CG_SCHED_PERSISTENT);
+	wide(pingpong(dense("wspwd_64x256x64_s4_p", 64, 256, 64, 1, 4, 4, 1)), CG_SCHED_PERSISTENT);
+	wide(pingpong(dense("wspwd_64x256x64_s5_p", 64, 256, 64, 1, 4, 5, 1)), CG_SCHED_PERSISTENT);
+	s = wide(ws(add("cwsw_dense_bias_gelu", "check")), CG_SCHED_PERSISTENT);
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
+	s->ctas = 3;
+	s = wide(cluster2(add("cwsc2w_dense_bias_gelu", "check"), 0), CG_SCHED_PERSISTENT);
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
 	s->ctas = 4;
 	s = add("cws_f16_kn_residual", "check");
 	s->N = 256;
