@@ -187,7 +187,14 @@ csize(const GemmSpec *s)
 static int
 a_box_rows(const GemmSpec *s)
 {
-	return gemm_live_rows(s) ? 64 : s->bm / csize(s);
+	return gemm_live_rows(s) ? 64 : s->cluster_b ? s->bm : s->bm / csize(s);
+}
+
+/* Clusters sharing B (GemmSpec.cluster_b): each CTA's half of B's box rows. */
+static int
+b_box_rows(const GemmSpec *s)
+{
+	return s->cluster == 2 && s->cluster_b ? s->bn / 2 : s->bn;
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
@@ -198,6 +205,8 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 
 	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, or none)", s->cluster);
+	if (s->cluster_b && s->cluster != 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: cluster_b without clusters of 2");
 	if (s->cluster != 2)
 		return 0;
 	if (cg_target_is_emu(t))
@@ -209,6 +218,12 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 	if (s->gather || s->f8.group > 0)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
 				  "A rows, nor (not yet) FP8");
+	if (s->cluster_b) {	/* row tiles in pairs: dense only (an expert's row tiles may be odd) */
+		if (s->groups > 0 || s->b_layout != CG_B_NK || s->bn % 16)
+			return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: dense with B [N,K] and bn "
+					  "a multiple of 16 (each CTA's half of B's box whole 8-row atoms)");
+		return 0;
+	}
 	if (k->nt % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 pair column tiles: %d of them (need an "
 				  "even count)", k->nt);
@@ -467,7 +482,7 @@ tmaps(const G *g, CgTmap *m)
 			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
-				{s->ldb * esz, s->b_group_stride * esz}, {row, s->bn, 1}, 128};
+				{s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
 	else
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
@@ -614,7 +629,7 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 		}
 		return;
 	}
-	if (k->s.cluster != 2) {
+	if (k->s.cluster != 2 || k->s.cluster_b) {
 		cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
 		return;
 	}
@@ -675,7 +690,15 @@ produce(W *w)
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
-	if (s->b_layout == CG_B_NK) {
+	if (s->b_layout == CG_B_NK && s->cluster == 2 && s->cluster_b) {
+		for (int j = 0; j < kb; j++) {	/* rank r: B's rows n0 + r bn/2.., to both CTAs */
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+			c[1] = cg_add(f, k->n0, cg_muli(f, w->crank, s->bn / 2));
+			cg_tma_load_multicast(f, k->bmap, cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128),
+								 cg_muli(f, w->crank, s->bn / 2 * 128)),
+					      full_bar(w, st), 2, c, 3);
+		}
+	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
 			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
 			c[1] = k->n0;
@@ -1013,7 +1036,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
-	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s", s->cluster == 2 ? " cluster2 multicast-a" : "");
+	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s",
+		      s->cluster != 2 ? "" : s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a");
 	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
 		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);
 	gemm_note_tail(&g->k, buf, sizeof buf, n);

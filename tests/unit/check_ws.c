@@ -346,6 +346,43 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	s[0].cluster = 3;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
 	ck_assert_msg(strstr(d.last, "clusters of 3 CTAs"), "%s", d.last);
+
+	/* sharing B (cluster_b): row-tile pairs of one column tile, dense, B [N,K];
+	 * A's box whole, B's halved and multicast; an odd column-tile count is fine */
+	gh_spec_dense_bias_gelu(&s[0], 14336 - 256, 4096);	/* 55 column tiles */
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].wg_wide = 1;
+	s[1] = s[0];
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+		s[i].cluster_b = 1;
+	}
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "b");
+	k = cg_module_find(m, "b0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* A: the tile's rows */
+	ck_assert_int_eq(k->tmap[1].box[1], 128);	/* B: half of its 256 */
+	ck_assert_ptr_nonnull(strstr(k->note, "cluster2 multicast-b wg64x256"));
+	ck_assert_int_eq(cg_module_find(m, "b1")->tmap[1].box[1], 64);
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, ".multicast::cluster ["), 2);	/* B's box, bk 64: one a k-tile */
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
+	gh_assemble(m, 2, "check_ws cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	gh_spec_grouped_scale_scatter(&s[0], 8, 512, 256);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	s[0].cluster_b = 1;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "sharing B: dense with B [N,K]"), "%s", d.last);
+	s[0].cluster = 0;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "cluster_b without clusters of 2"), "%s", d.last);
 }
 END_TEST
 
