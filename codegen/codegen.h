@@ -525,6 +525,7 @@ struct GemmSpec {
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
 				 * multicast (persistent; not emulated); 0: none */
+#define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:
 				 * cuBLAS's 2x1 cluster); 0: column tiles sharing A */

@@ -447,7 +447,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
-	w.wg_wide = (cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0;
+	w.wg_wide = s->wg_wide || ((cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0);
 	if (w.wg_wide && w.bm == 256 && w.bn == 128 && w.warps_m * w.warps_n == 8 && w.N % 256 == 0) {
 		w.bm = 128;
 		w.bn = 256;
