@@ -122,6 +122,8 @@ struct MKernel {
 	MType *param;
 	int nparam;
 	int regs, smem, spills;	/* from ptxas, 0 when unknown */
+	int cluster;		/* CTAs per cluster along x its launches ask for (cuLaunchKernelEx);
+				 * 0: none (the line's optional cluster=N, N in 2..8) */
 };
 
 typedef enum {

@@ -120,7 +120,10 @@ kernel(FILE *f, const MKernel *k)
 	fputs(" params=", f);
 	for (int i = 0; i < k->nparam; i++)
 		fprintf(f, "%s%s", i ? "," : "", bundle_mtype_name(k->param[i]));
-	fprintf(f, " regs=%d smem=%d spills=%d\n", k->regs, k->smem, k->spills);
+	fprintf(f, " regs=%d smem=%d spills=%d", k->regs, k->smem, k->spills);
+	if (k->cluster > 1)
+		fprintf(f, " cluster=%d", k->cluster);
+	fputc('\n', f);
 }
 
 /* A weight or buffer by name, or by index when only that is set. */

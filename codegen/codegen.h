@@ -525,6 +525,13 @@ struct GemmSpec {
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
 				 * multicast (persistent; not emulated); 0: none */
+#define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
+	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
+				 * column tile and shares B (each CTA's half of B's box multicast:
+				 * cuBLAS's 2x1 cluster); 0: column tiles sharing A */
+	int wg_wide;		/* wgmma, WS (bf16/f16): 1: warpgroup tiles up to 256 columns (one
+				 * wgmma m64n256k16 a k-step: 128x256 over two warpgroups is two
+				 * 64x256, A read once a k-step instead of B twice); 0: up to 128 */
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */

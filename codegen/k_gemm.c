@@ -235,9 +235,13 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE,
 				  "gemm: a %dx%d tile over %dx%d warps leaves warp tiles that are not multiples of 16",
 				  s->bm, s->bn, s->warps_m, s->warps_n);
-	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI)
+	if (g.mi > MAXF || g.ni > MAXF || g.a_n > MAXI || g.b_n > MAXI ||
+	    (s->mainloop == CG_MAINLOOP_MMA && (g.mi > MAXF_MMA || g.ni > MAXF_MMA)))
 		return diag_error(d, LOC_NONE, "gemm: warp tile %dx%d or tile %dx%dx%d too large for %d threads",
 				  g.wtm, g.wtn, s->bm, s->bn, s->bk, g.k.nthr);
+	/* wg_wide: warpgroups' tiles; mma.sync's warp tiles ignore it (as they do clusters) */
+	if (s->wg_wide && s->mainloop != CG_MAINLOOP_MMA && (s->f8.group > 0 || g.mt == DT_TF32))
+		return diag_error(d, LOC_NONE, "gemm: 256-column warpgroup tiles (wg_wide) are for bf16/f16");
 	if (s->ws_mode != CG_WS_COOPERATIVE && s->mainloop != CG_MAINLOOP_WS)
 		return diag_error(d, LOC_NONE, "gemm: ping-pong consumers need the warp-specialised mainloop");
 	if (s->stages < 2 || s->stages > (s->mainloop == CG_MAINLOOP_WS ? 8 : 5))
@@ -1267,6 +1271,8 @@ note(G *g, char *buf, size_t n)
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 		     s->mainloop == CG_MAINLOOP_WGMMA ? " wgmma" : "",
 		     s->mainloop == CG_MAINLOOP_WGMMA && (s->no_frag_pipe || s->stages < 4) ? " wait0" : "");
+	if (s->wg_wide && s->mainloop != CG_MAINLOOP_MMA && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, " wg%dx%d", g->wtm, g->wtn);
 	if (s->bq.group > 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s", s->bq.group,
 			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",

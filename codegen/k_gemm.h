@@ -143,7 +143,8 @@ void gemm_store_at(GemmCore *k, LLVMValueRef p, LLVMValueRef *v, int n);
 /* ---- the tensor-core kernel ---- */
 
 #define MAXI 16			/* load chunks per thread and operand */
-#define MAXF 16			/* fragments per warp in m or n */
+#define MAXF 32			/* fragments per warp in m or n (32: a 64x256 warpgroup tile, GemmSpec.wg_wide) */
+#define MAXF_MMA 16		/* ... on mma.sync (warp tiles up to 256 x 128) */
 #define BQ_DWORDS 64		/* direct quantised B: words per lane and k-tile, at most */
 
 typedef struct G G;
@@ -233,6 +234,7 @@ void gemm_bq_fetch(G *g, LLVMValueRef kt);
 /* k_gemm_wgmma.c */
 /* Warpgroup tiles, fragment counts (mi, ni, mstride) and stage sizes. */
 void gemm_wgmma_layout(G *g);
+int gemm_wg_cols(const GemmSpec *s);	/* the most columns a warpgroup tile has: 128, 256 with wg_wide */
 /* The target and the tile rules of the wgmma mainloop; 0 or a diagnostic. */
 int gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d);
 /* Per thread, after the common setup: warpgroup origin, swizzled chunk offsets. */

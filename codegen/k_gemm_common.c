@@ -380,6 +380,8 @@ gemm_work_total(GemmCore *k)
 		return sload32(f, cg_i32(f, k->tab + 4 * s->groups));
 	M = cg_muli(f, k->T, s->m_per_t);
 	mt = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
+	if (s->cluster == 2 && s->cluster_b)	/* row tiles in pairs: an odd count's last has no rows */
+		mt = cg_and(f, cg_addi(f, mt, 1), ~1);
 	return cg_muli(f, mt, k->nt);
 }
 
@@ -428,7 +430,12 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		k->row0 = cg_i32(f, 0);
 		k->rend = M;
 	}
-	if (s->cluster == 2) {	/* items 2i, 2i + 1: one row tile, column tiles 2j, 2j + 1 (the cluster's pair) */
+	if (s->cluster == 2 && s->cluster_b) {	/* items 2i, 2i + 1: row tiles 2j, 2j + 1 of one column tile
+						 * (dense: the pairs' count, mte rounded up to even) */
+		LLVMValueRef pairs = cg_shr(f, cg_addi(f, mte, 1), 1), pair = cg_shr(f, local, 1);
+		mt = cg_add(f, cg_shl(f, cg_urem(f, pair, pairs), 1), cg_and(f, local, 1));
+		ntile = cg_udiv(f, pair, pairs);
+	} else if (s->cluster == 2) {	/* items 2i, 2i + 1: one row tile, column tiles 2j, 2j + 1 (the cluster's pair) */
 		LLVMValueRef pair = cg_shr(f, local, 1);
 		mt = cg_urem(f, pair, mte);
 		ntile = cg_add(f, cg_shl(f, cg_udiv(f, pair, mte), 1), cg_and(f, local, 1));

@@ -45,6 +45,12 @@
 #define SWIZZLE_32B (3ull << 62)
 
 /* The first warpgroup split, columns first, that gives 64k-row and <= 128-column tiles. */
+int
+gemm_wg_cols(const GemmSpec *s)
+{
+	return s->wg_wide ? 256 : 128;
+}
+
 void
 gemm_wgmma_layout(G *g)
 {
@@ -52,7 +58,7 @@ gemm_wgmma_layout(G *g)
 	int nwg = g->k.nwarp / 4, wn = 1;
 
 	for (int c = 1; c <= nwg; c *= 2)
-		if (nwg % c == 0 && s->bn % c == 0 && s->bn / c <= 128 && s->bm % (64 * (nwg / c)) == 0) {
+		if (nwg % c == 0 && s->bn % c == 0 && s->bn / c <= gemm_wg_cols(s) && s->bm % (64 * (nwg / c)) == 0) {
 			wn = c;
 			break;
 		}
@@ -83,10 +89,10 @@ gemm_wgmma_check(const CgTarget *t, const G *g, Diag *d)
 	if (g->k.nwarp % 4)
 		return diag_error(d, LOC_NONE, "gemm: wgmma: %d warps (need whole warpgroups: 4, 8 or 16)",
 				  g->k.nwarp);
-	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
+	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > gemm_wg_cols(s) || g->wtn % 16)
 		return diag_error(d, LOC_NONE,
 				  "gemm: wgmma: a %dx%d tile does not split over %d warpgroups into tiles of "
-				  "64k rows and 16..128 columns", s->bm, s->bn, g->k.nwarp / 4);
+				  "64k rows and 16..%d columns", s->bm, s->bn, g->k.nwarp / 4, gemm_wg_cols(s));
 	if (s->b_layout == CG_B_KN && g->wtn % 64)
 		return diag_error(d, LOC_NONE,
 				  "gemm: wgmma: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d", g->wtn);

@@ -197,7 +197,14 @@ live_box(const GemmSpec *s)
 static int
 a_box_rows(const GemmSpec *s)
 {
-	return gemm_live_rows(s) ? live_box(s) : s->bm / csize(s);
+	return gemm_live_rows(s) ? live_box(s) : s->cluster_b ? s->bm : s->bm / csize(s);
+}
+
+/* Clusters sharing B (GemmSpec.cluster_b): each CTA's half of B's box rows. */
+static int
+b_box_rows(const GemmSpec *s)
+{
+	return s->cluster == 2 && s->cluster_b ? s->bn / 2 : s->bn;
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
@@ -208,6 +215,8 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 
 	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, or none)", s->cluster);
+	if (s->cluster_b && s->cluster != 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: cluster_b without clusters of 2");
 	if (s->cluster != 2)
 		return 0;
 	if (cg_target_is_emu(t))
@@ -219,6 +228,12 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 	if (s->gather || s->f8.group > 0)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
 				  "A rows, nor (not yet) FP8");
+	if (s->cluster_b) {	/* row tiles in pairs: dense only (an expert's row tiles may be odd) */
+		if (s->groups > 0 || s->b_layout != CG_B_NK || s->bn % 16)
+			return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: dense with B [N,K] and bn "
+					  "a multiple of 16 (each CTA's half of B's box whole 8-row atoms)");
+		return 0;
+	}
 	if (k->nt % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 pair column tiles: %d of them (need an "
 				  "even count)", k->nt);
@@ -265,10 +280,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
 	if (s->bm > 256 || s->bn > 256)
 		return diag_error(d, LOC_NONE, "gemm: ws: a %dx%d tile (a TMA box has at most 256 rows)", s->bm, s->bn);
-	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > 128 || g->wtn % 16)
+	if (!g->wg.wg_m || s->bm % (64 * g->wg.wg_m) || g->wtn > gemm_wg_cols(s) || g->wtn % 16)
 		return diag_error(d, LOC_NONE,
 				  "gemm: ws: a %dx%d tile does not split over %d warpgroups into tiles of "
-				  "64k rows and 16..128 columns", s->bm, s->bn, cw / 4);
+				  "64k rows and 16..%d columns", s->bm, s->bn, cw / 4, gemm_wg_cols(s));
 	if (s->b_layout == CG_B_KN && (g->wtn % 64 || s->bn % 64))
 		return diag_error(d, LOC_NONE, "gemm: ws: B[K,N] needs warpgroup tiles of 64 or 128 columns, not %d",
 				  g->wtn);
@@ -344,7 +359,8 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 	return wave_fill(pp, PINGPONG_CTAS) * PINGPONG_DENSE_PCT > wave_fill(coop, sms) * 100;
 }
 
-/* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups, else cooperative. */
+/* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups
+ * (with wg_wide two 64x256), else cooperative. */
 static void
 pingpong_plan(GemmSpec *w)
 {
@@ -352,8 +368,10 @@ pingpong_plan(GemmSpec *w)
 	if (w->f8.group > 0 || w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
 		return;
 	w->ws_mode = CG_WS_PINGPONG;
-	w->bm = w->bn = 128;
-	w->warps_m = w->warps_n = 2;
+	w->bm = w->wg_wide ? 64 : 128;
+	w->bn = w->wg_wide ? 256 : 128;
+	w->warps_m = w->wg_wide ? 1 : 2;
+	w->warps_n = w->wg_wide ? 4 : 2;
 	w->sched = CG_SCHED_PERSISTENT;
 	w->ctas = PINGPONG_CTAS;
 }
@@ -437,6 +455,15 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
+	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
+	w.wg_wide = s->wg_wide || ((cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0);
+	if (w.wg_wide && w.bm == 256 && w.bn == 128 && w.warps_m * w.warps_n == 8 && w.N % 256 == 0) {
+		w.bm = 128;
+		w.bn = 256;
+		w.warps_m = 2;
+		w.warps_n = 4;
+	}
 	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || s->ws_mode == CG_WS_PINGPONG) {
 		GemmSpec p = w;
 		pingpong_plan(&p);
@@ -465,7 +492,7 @@ tmaps(const G *g, CgTmap *m)
 			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
-				{s->ldb * esz, s->b_group_stride * esz}, {row, s->bn, 1}, 128};
+				{s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
 	else
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
@@ -614,7 +641,7 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 		}
 		return;
 	}
-	if (k->s.cluster != 2) {
+	if (k->s.cluster != 2 || k->s.cluster_b) {
 		cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
 		return;
 	}
@@ -675,7 +702,15 @@ produce(W *w)
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
-	if (s->b_layout == CG_B_NK) {
+	if (s->b_layout == CG_B_NK && s->cluster == 2 && s->cluster_b) {
+		for (int j = 0; j < kb; j++) {	/* rank r: B's rows n0 + r bn/2.., to both CTAs */
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+			c[1] = cg_add(f, k->n0, cg_muli(f, w->crank, s->bn / 2));
+			cg_tma_load_multicast(f, k->bmap, cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128),
+								 cg_muli(f, w->crank, s->bn / 2 * 128)),
+					      full_bar(w, st), 2, c, 3);
+		}
+	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
 			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
 			c[1] = k->n0;
@@ -1013,7 +1048,10 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
-	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s", s->cluster == 2 ? " cluster2 multicast-a" : "");
+	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s",
+		      s->cluster != 2 ? "" : s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a");
+	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
+		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);

@@ -2770,6 +2770,7 @@ fill_kernels(CgProgram *p)
 			mk->regs = MAX(k->regs, 0);
 			mk->smem = k->smem + MAX(k->static_smem, 0);
 			mk->spills = MAX(k->spill_stores, 0) + MAX(k->spill_loads, 0);
+			mk->cluster = k->cluster > 1 ? k->cluster : 0;
 		}
 }
 

@@ -76,6 +76,9 @@ struct CgVariant {
 	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
 	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
 	int direct;				/* quantised B loaded straight into registers (.d) */
+	int cluster;				/* 2: clusters of 2 on the WS mainloop (.c2a sharing A, .c2b B) */
+	int cluster_b;
+	int wide;				/* 64x256 warpgroup tiles (.wide: GemmSpec.wg_wide) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

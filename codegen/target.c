@@ -1612,8 +1612,15 @@ cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank)
 		return;
 	a[0] = saddr(f, off);
 	a[1] = rank;
+	/* the default semantics (.release at CTA scope), as CUTLASS's cluster
+	 * pipelines arrive: ptxas compiles `.release.cluster` to MEMBAR.ALL.CTA +
+	 * MEMBAR.ALL.GPU before the arrival, which in a consumer warp's per-k-tile
+	 * release waits for its outstanding global stores and stalls the wgmma
+	 * issue (the clusters of session 25 ran at 0.46x).  What the peer's
+	 * producer waits for is only that this warp's wgmma reads of the stage
+	 * are over, which wgmma.wait_group already made so. */
 	cg_asm(f, NULL, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
-	       "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}", "r,r,~{memory}", a, 2, 1);
+	       "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}", "r,r,~{memory}", a, 2, 1);
 }
 
 void

@@ -67,6 +67,10 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 
 	if (v->stream > 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".p%d", v->stream);
+	if (v->cluster == 2 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".c2%c", v->cluster_b ? 'b' : 'a');
+	if (v->wide && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".wide");
 	if (v->direct && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".d");
 	return k;
@@ -84,7 +88,16 @@ cg_variant_parse(const char *s, CgVariant *v)
 	memcpy(body, s, len + 1);
 	if (len > 2 && strcmp(body + len - 2, ".d") == 0) {	/* direct quantised B */
 		v->direct = 1;
-		body[len - 2] = 0;
+		body[len -= 2] = 0;
+	}
+	if (len > 5 && strcmp(body + len - 5, ".wide") == 0) {	/* 64x256 warpgroup tiles */
+		v->wide = 1;
+		body[len -= 5] = 0;
+	}
+	if (len > 4 && (strcmp(body + len - 4, ".c2a") == 0 || strcmp(body + len - 4, ".c2b") == 0)) {
+		v->cluster = 2;					/* clusters of 2, sharing A or B */
+		v->cluster_b = body[len - 1] == 'b';
+		body[len -= 4] = 0;
 	}
 	int n = sscanf(body, "%dx%dx%d.w%dx%d.s%d.k%d.p%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
 		       &v->stages, &v->split, &v->stream, &tail);
@@ -106,7 +119,8 @@ void
 cg_variant_of(const GemmSpec *s, CgVariant *v)
 {
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0, s->bq.direct};
+			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0, s->bq.direct,
+			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0};
 }
 
 void
@@ -116,8 +130,13 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->warps_m = v->wm, s->warps_n = v->wn, s->stages = v->stages;
 	s->split_k = v->split > 1 ? v->split : 0;
 	s->bq.direct = v->direct;
+	s->wg_wide = v->wide;
+	s->cluster = v->cluster;
+	s->cluster_b = v->cluster_b;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
+	else if (v->cluster == 2)	/* clusters run persistent: a CTA an SM (an H100 SXM's or H200's 132) */
+		s->sched = CG_SCHED_PERSISTENT, s->ctas = CG_CLUSTER_CTAS;
 	else if (s->sched == CG_SCHED_STREAM)
 		s->sched = CG_SCHED_TILES;
 }

@@ -99,6 +99,7 @@ resolve(void *h, const char *path, MoertDriver *d)
 	CU_FUNCS(X)
 #undef X
 	*(void **)&d->cuTensorMapEncodeTiled = dlsym(h, "cuTensorMapEncodeTiled");
+	*(void **)&d->cuLaunchKernelEx = dlsym(h, "cuLaunchKernelEx");
 	return MOERT_OK;
 }
 

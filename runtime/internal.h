@@ -101,12 +101,29 @@ typedef CUresult MoertTmapEncode(void *map, int dtype, unsigned rank, void *base
 				 const unsigned *box, const unsigned *estrides,
 				 int interleave, int swizzle, int l2promo, int oobfill);
 
+/* cuLaunchKernelEx (CUDA 12+): optional, needed only by kernels launched in
+ * thread-block clusters (a kernel line's cluster=N); its config as the
+ * driver's cuda.h lays it out. */
+typedef struct {
+	int id;			/* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 */
+	char pad[4];
+	unsigned val[16];	/* the 64-byte value union: x, y, z */
+} MoertLaunchAttr;
+typedef struct {
+	unsigned grid[3], block[3], smem;
+	CUstream stream;
+	MoertLaunchAttr *attrs;
+	unsigned nattrs;
+} MoertLaunchConfig;
+typedef CUresult MoertLaunchEx(const MoertLaunchConfig *cfg, CUfunction f, void **params, void **extra);
+
 typedef struct MoertDriver MoertDriver;
 struct MoertDriver {
 #define X(name, params) CUresult (*name) params;
 	CU_FUNCS(X)
 #undef X
 	MoertTmapEncode *cuTensorMapEncodeTiled;
+	MoertLaunchEx *cuLaunchKernelEx;
 };
 extern MoertDriver moert_cu MOERT_INTERNAL;
 

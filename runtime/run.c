@@ -10,6 +10,27 @@
 
 #include "internal.h"
 
+/* A kernel of thread-block clusters (its kernel line's cluster=N): cuLaunchKernelEx
+ * with the cluster dimension (N, 1, 1); its grid's x is a multiple of N (moec's
+ * persistent grids of clusters). */
+static moert_status
+launch_cluster(moert_program *p, const MStep *s, const unsigned *g, CUstream stream, void **args)
+{
+	int n = p->m->k[s->kidx].cluster;
+	MoertLaunchAttr a = {.id = 4, .val = {(unsigned)n, 1, 1}};
+	MoertLaunchConfig c = {{g[0], g[1], g[2]},
+			       {(unsigned)s->block[0], (unsigned)s->block[1], (unsigned)s->block[2]},
+			       (unsigned)s->smem, stream, &a, 1};
+
+	if (!moert_cu.cuLaunchKernelEx)
+		return moert_seterr(MOERT_ELAUNCH, "kernel '%s' (manifest line %d) runs in clusters of %d: "
+				    "cuLaunchKernelEx, which this driver lacks (CUDA 12+)", s->kernel, s->line, n);
+	if (g[0] % (unsigned)n)
+		return moert_seterr(MOERT_ELAUNCH, "kernel '%s' (manifest line %d): grid.x %u is not a multiple "
+				    "of its clusters of %d", s->kernel, s->line, g[0], n);
+	return CU(MOERT_ELAUNCH, cuLaunchKernelEx, (&c, p->fn[s->kidx], args, NULL));
+}
+
 moert_status
 moert_launch_step(moert_program *p, const MStep *s, int64_t tokens,
 		  CUstream stream)
@@ -55,10 +76,13 @@ moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
 		return st;
 	for (int i = 0; i < s->narg; i++)
 		pptr[i] = pbuf + off[i];
-	st = CU(MOERT_ELAUNCH, cuLaunchKernel,
-		(p->fn[s->kidx], g[0], g[1], g[2], (unsigned)s->block[0],
-		 (unsigned)s->block[1], (unsigned)s->block[2], (unsigned)s->smem,
-		 stream, s->narg ? pptr : NULL, NULL));
+	if (p->m->k[s->kidx].cluster > 1)
+		st = launch_cluster(p, s, g, stream, s->narg ? pptr : NULL);
+	else
+		st = CU(MOERT_ELAUNCH, cuLaunchKernel,
+			(p->fn[s->kidx], g[0], g[1], g[2], (unsigned)s->block[0],
+			 (unsigned)s->block[1], (unsigned)s->block[2], (unsigned)s->smem,
+			 stream, s->narg ? pptr : NULL, NULL));
 	if (st)
 		return moert_context(st, "kernel '%s' (manifest line %d)",
 				     s->kernel, s->line);

@@ -55,6 +55,9 @@ const DebugFlag debug_flags[] = {
 	{"grouped-lean", DBG_GROUPED_LEAN, NULL,
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
 	 "at any tile height, and persistent ones take serpentine rounds (A/B on the GPU)"},
+	{"wg-wide", DBG_WG_WIDE, NULL,
+	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
+	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

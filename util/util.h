@@ -140,6 +140,7 @@ enum {
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 	DBG_NEW_ROWS = 1 << 23,	/* codegen: session 27's row kernels: the grid permute, the 16-byte combine (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A's rows past the expert, serpentine rounds */
+	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

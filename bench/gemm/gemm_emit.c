@@ -26,7 +26,7 @@ struct Case {
 	GemmSpec s;
 };
 
-#define MAXCASE 128
+#define MAXCASE 192
 static Case cases[MAXCASE];
 /* gpt-oss's act=oai, the one clamped swiglu the benchmark times */
 static const IrGluAttrs oai = {.act = IR_GLU_OAI, .interleave = 1, .alpha = 1.702, .limit = 7.0};
@@ -35,7 +35,13 @@ static int ncase;
 static GemmSpec *
 add(const char *name, const char *problem)
 {
-	Case *c = &cases[ncase++];
+	Case *c;
+
+	if (ncase == MAXCASE) {
+		fprintf(stderr, "gemm_emit: more than %d cases (MAXCASE)\n", MAXCASE);
+		exit(1);
+	}
+	c = &cases[ncase++];
 
 	c->name = name;
 	c->problem = problem;
@@ -260,6 +266,25 @@ cluster2(GemmSpec *s, int pp)
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = 132;
 	s->cluster = 2;
+	return s;
+}
+
+/* Clusters of 2 on row-tile pairs sharing B (dense). */
+static GemmSpec *
+cluster_b(GemmSpec *s)
+{
+	s->cluster_b = 1;
+	return s;
+}
+
+/* Warpgroup tiles of up to 256 columns (GemmSpec.wg_wide), on schedule sc (persistent: 132 CTAs). */
+static GemmSpec *
+wide(GemmSpec *s, CgSched sc)
+{
+	s->wg_wide = 1;
+	s->sched = sc;
+	if (sc == CG_SCHED_PERSISTENT)
+		s->ctas = 132;
 	return s;
 }
 
@@ -496,6 +521,64 @@ build(void)
 	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
 	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
 	cluster2(s, 1);
+	tile(s, 128, 128, 64, 2, 2, 5, 0);
+	s->ctas = 4;
+	/* 256-column warpgroup tiles (GemmSpec.wg_wide): 128x256 as two 64x256
+	 * warpgroups (one wgmma m64n256k16 a k-step each: a k-step's shared
+	 * reads 20 KB, not 24: A 2 x 2 KB + B 8 KB against A 4 KB + B twice
+	 * 8 KB), against wsd_128x256x64_s4_p / wsc2d_ / wspd_ above; ping-pong
+	 * 64x256 per warpgroup; the checks */
+	wide(ws(dense("wswd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1)), CG_SCHED_PERSISTENT);
+	wide(ws(dense("wswd_128x256x64_s4_t", 128, 256, 64, 2, 4, 4, 1)), CG_SCHED_TILES);
+	wide(cluster2(dense("wsc2wd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0), CG_SCHED_PERSISTENT);
+	wide(pingpong(dense("wspwd_64x256x64_s4_p", 64, 256, 64, 1, 4, 4, 1)), CG_SCHED_PERSISTENT);
+	wide(pingpong(dense("wspwd_64x256x64_s5_p", 64, 256, 64, 1, 4, 5, 1)), CG_SCHED_PERSISTENT);
+	s = wide(ws(add("cwsw_dense_bias_gelu", "check")), CG_SCHED_PERSISTENT);
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
+	s->ctas = 3;
+	s = wide(cluster2(add("cwsc2w_dense_bias_gelu", "check"), 0), CG_SCHED_PERSISTENT);
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
+	s->ctas = 4;
+	/* clusters of 2 sharing B (GemmSpec.cluster_b: row-tile pairs, each CTA's
+	 * half of B's box multicast to both; cuBLAS's 2x1 cluster at this shape):
+	 * 128x256 cooperative (narrow and wide warpgroup tiles), ping-pong; checks
+	 * (T = 1, 45: one row tile, the pair's second without rows) */
+	cluster_b(cluster2(dense("wsc2bd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0));
+	wide(cluster_b(cluster2(dense("wsc2bwd_128x256x64_s4_p", 128, 256, 64, 2, 4, 4, 1), 0)), CG_SCHED_PERSISTENT);
+	cluster_b(cluster2(dense("wsc2bpd_128x128x64_s6_p", 128, 128, 64, 2, 2, 6, 1), 1));
+	wide(cluster_b(cluster2(dense("wsc2bpwd_64x256x64_s5_p", 64, 256, 64, 1, 4, 5, 1), 1)), CG_SCHED_PERSISTENT);
+	s = cluster_b(cluster2(add("cwsc2b_dense_bias_gelu", "check"), 0));
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
+	s->ctas = 4;
+	s = wide(cluster_b(cluster2(add("cwsc2bw_dense_bias_gelu", "check"), 0)), CG_SCHED_PERSISTENT);
+	s->N = 512;
+	s->K = 384;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
+	tile(s, 128, 256, 64, 2, 4, 4, 0);
+	s->ctas = 6;
+	s = cluster_b(cluster2(add("cwsc2bp_dense_bias_gelu", "check"), 1));
+	s->N = 384;
+	s->K = 320;
+	a = cg_ep_acc(&s->ep);
+	b = cg_ep_col(&s->ep, DT_BF16, 0, "bias");
+	cg_ep_op(&s->ep, OP_GELU, cg_ep_op(&s->ep, OP_ADD, a, b), -1);
 	tile(s, 128, 128, 64, 2, 2, 5, 0);
 	s->ctas = 4;
 	s = add("cws_f16_kn_residual", "check");

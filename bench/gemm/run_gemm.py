@@ -646,6 +646,7 @@ class CupyRuntime:
         self.dir = d
         self.mods = {}
         self.fns = {}
+        self.occ = {}   # cluster kernels: cuOccupancyMaxActiveClusters
 
     def fn(self, case):
         n = case["name"]
@@ -719,6 +720,12 @@ class CupyRuntime:
         a.val[0], a.val[1], a.val[2] = case["kernel"]["cluster"], 1, 1
         cfg = Config((C.c_uint * 3)(*g), (C.c_uint * 3)(*b), case["kernel"]["smem"],
                      C.c_void_p(self.cupy.cuda.get_current_stream().ptr), C.pointer(a), 1)
+        if case["name"] not in self.occ:   # once a kernel: do all its clusters fit at once?
+            n = C.c_int(-1)
+            rc = TmapArg.lib.cuOccupancyMaxActiveClusters(C.byref(n), C.c_void_p(fptr), C.byref(cfg))
+            self.occ[case["name"]] = n.value
+            print("cluster occupancy: %s grid %d, clusters of %d: %d active at most (CUresult %d)"
+                  % (case["name"], g[0], case["kernel"]["cluster"], n.value, rc), file=sys.stderr, flush=True)
         return TmapArg.lib.cuLaunchKernelEx(C.byref(cfg), C.c_void_p(fptr), ptrs, None)
 
     def sync(self):

@@ -13,8 +13,12 @@
  * nothing (so moec's real bundles load and "run": moert tune's plumbing on
  * them), except FAKECUDA_SLOW=NAME, which takes 5 ms, and
  * FAKECUDA_WRONG=NAME:J, which writes 64 bytes of 0x3f at its pointer param J.
+ * cuLaunchKernelEx takes one attribute, the cluster dimension (N, 1, 1) with
+ * the grid's x a multiple of N, and with FAKECUDA_CLUSTER_LOG=FILE appends
+ * "NAME GRIDX N" to FILE for each such launch.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -336,6 +340,38 @@ cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 	else
 		execute(&x);
 	return OK;
+}
+
+/* cuLaunchKernelEx's config and attribute, as cuda.h lays them out */
+typedef struct {
+	int id;
+	char pad[4];
+	unsigned val[16];
+} LaunchAttr;
+typedef struct {
+	unsigned gx, gy, gz, bx, by, bz, smem;
+	Stream *stream;
+	LaunchAttr *attrs;
+	unsigned nattrs;
+} LaunchConfig;
+
+CUresult
+cuLaunchKernelEx(const LaunchConfig *c, Func *f, void **params, void **extra)
+{
+	const char *log = getenv("FAKECUDA_CLUSTER_LOG");
+	unsigned n;
+
+	if (!c || c->nattrs != 1 || c->attrs[0].id != 4 || (n = c->attrs[0].val[0]) < 2 || n > 8 ||
+	    c->attrs[0].val[1] != 1 || c->attrs[0].val[2] != 1 || c->gx % n)
+		return EINVALID;
+	if (log) {
+		FILE *o = fopen(log, "a");
+		if (!o)
+			return EINVALID;
+		fprintf(o, "%s %u %u\n", f->name, c->gx, n);
+		fclose(o);
+	}
+	return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
 }
 
 CUresult

@@ -264,6 +264,12 @@ static const struct {
 	{12, "kernel k target=sm80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0", "sm80", 0, "bad target 'sm80'"},
 	{12, "kernel k target=sm_80,sm_80 params=ptr regs=0 smem=0 spills=0", ",sm_80", 1, "duplicate target 'sm_80'"},
 	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i33,f32 regs=0 smem=0 spills=0", "i33", 0, "unknown param type 'i33'"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 cluster=1", "cluster=1", 8,
+	 "cluster=1: a cluster has 2..8 CTAs"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 cluster=9", "9", 0,
+	 "number out of range: '9'"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 clusters=2", "clusters", 0,
+	 "unexpected 'clusters=2': expected 'kernel NAME"},
 	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,T,f32:0.5", ",T", 1, "init steps run once at load, without T"},
 	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=in:0,w:w,w:s,i32:8,f32:0.5", "in:0", 0, "init steps run once at load: they cannot use in:"},
 	{13, "init k grid=T,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:0.5", "T", 0, "init steps run once, without T: grid 'T'"},
@@ -320,6 +326,29 @@ mutate(int line, const char *text, int *col_of, const char *at, int off)
 	*o = 0;
 	return out;
 }
+
+/* A kernel of thread-block clusters: kernel line's cluster=N, printed back. */
+START_TEST(test_manifest_kernel_cluster)
+{
+	Arena *a = arena_new(0);
+	Manifest *m;
+	char err[512], *text, *back;
+	int col;
+	size_t n;
+
+	text = mutate(12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 cluster=2",
+		      &col, "k", 0);
+	ck_assert_msg(parse(text, strlen(text), err, sizeof err, &m, a) == 0, "%s", err);
+	ck_assert_int_eq(m->k[0].cluster, 2);
+	back = bundle_manifest_print(m, &n);
+	ck_assert_str_eq(back, text);
+	free(back);
+	free(text);
+	ck_assert_int_eq(parse(base, strlen(base), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->k[0].cluster, 0);
+	arena_free(a);
+}
+END_TEST
 
 /* Launch variants for ranges of T: parsed, printed back, checked. */
 #define VARIANT "launch k grid=T,1,1 block=32,1,1 smem=0 args=in:0,w:w,out:0,T,f32:1 tokens="
@@ -1336,6 +1365,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_weight_bytes_derived);
 	tcase_add_test(tc, test_manifest_generated_layout);
 	tcase_add_test(tc, test_manifest_fields);
+	tcase_add_test(tc, test_manifest_kernel_cluster);
 	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
 	tcase_add_test(tc, test_manifest_built_in_code_prints_and_checks);
 	tcase_add_test(tc, test_manifest_malformed_lines);

@@ -322,7 +322,8 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	ck_assert_int_eq(gh_count(ptx, "barrier.cluster.wait;"), 6);
 	ck_assert(gh_count(ptx, ".multicast::cluster [") >= 3);
 	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 3);
-	ck_assert(gh_count(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64 _,") >= 3);
+	ck_assert(gh_count(ptx, "mbarrier.arrive.shared::cluster.b64 _,") >= 3);
+	ck_assert_int_eq(gh_count(ptx, "mbarrier.arrive.release.cluster"), 0);	/* MEMBAR.ALL.GPU a k-tile */
 	gh_assemble(m, 3, "check_ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 	diag_init(&d, NULL);
@@ -345,6 +346,43 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	s[0].cluster = 3;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
 	ck_assert_msg(strstr(d.last, "clusters of 3 CTAs"), "%s", d.last);
+
+	/* sharing B (cluster_b): row-tile pairs of one column tile, dense, B [N,K];
+	 * A's box whole, B's halved and multicast; an odd column-tile count is fine */
+	gh_spec_dense_bias_gelu(&s[0], 14336 - 256, 4096);	/* 55 column tiles */
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].wg_wide = 1;
+	s[1] = s[0];
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+		s[i].cluster_b = 1;
+	}
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "b");
+	k = cg_module_find(m, "b0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* A: the tile's rows */
+	ck_assert_int_eq(k->tmap[1].box[1], 128);	/* B: half of its 256 */
+	ck_assert_ptr_nonnull(strstr(k->note, "cluster2 multicast-b wg64x256"));
+	ck_assert_int_eq(cg_module_find(m, "b1")->tmap[1].box[1], 64);
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, ".multicast::cluster ["), 2);	/* B's box, bk 64: one a k-tile */
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
+	gh_assemble(m, 2, "check_ws cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	gh_spec_grouped_scale_scatter(&s[0], 8, 512, 256);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	s[0].cluster_b = 1;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "sharing B: dense with B [N,K]"), "%s", d.last);
+	s[0].cluster = 0;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "cluster_b without clusters of 2"), "%s", d.last);
 }
 END_TEST
 
@@ -385,6 +423,119 @@ START_TEST(test_ws_emu_dense_persistent_more_tiles_than_ctas)
 	c.s.ctas = 3;
 	c.T = 450;
 	check_case(&c, 1e-2);
+}
+END_TEST
+
+/*
+ * 256-column warpgroup tiles (GemmSpec.wg_wide: 128x256 as two 64x256
+ * warpgroups, one wgmma m64n256k16 a k-step each; ping-pong 64x256 a
+ * warpgroup): against the reference and bit for bit against the same
+ * problem on 128x128 warpgroup tiles (each element's sum runs over the same
+ * k-steps in the same order).  M = 150: the second row tile's second
+ * warpgroup has no row (it issues no wgmma).  Then the PTX: m64n256k16, no
+ * m64n128k16, ptxas without spills.
+ */
+static void
+wide_against_narrow(GemmCase *c, const GemmSpec *narrow, double tol)
+{
+	GemmCase n = *c;
+	GemmRun r, q;
+	GemmErr e, f;
+
+	n.s = *narrow;
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: wide: %s", c->what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: wide: relative L2 error %g >= %g", c->what, e.err, tol);
+	ck_assert_msg(gh_run(&q, &n) == 0 && gh_compare(&q, &f) == 0, "%s: narrow: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: 64x256 and 128x128 warpgroup tiles differ (errors %g, %g)", c->what, e.err, f.err);
+	gh_free(&r);
+	gh_free(&q);
+}
+
+START_TEST(test_ws_emu_wide_warpgroup_tiles)
+{
+	CgTarget t = {"emu", NULL, 3};
+	GemmCase c = {.what = "dense 128x256 wide, persistent, 3 CTAs, M = 150"};
+	GemmSpec narrow, s[3];
+	CgModule *m;
+	const char *ptx;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&c.s, 512, 192);
+	tiles(&c.s, 128, 256, 64, 2, 4, 2);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	c.T = 150;
+	narrow = c.s;
+	c.s.wg_wide = 1;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "dense 128x256 wide, tiles, 4 stages";
+	c.s.sched = narrow.sched = CG_SCHED_TILES;
+	c.s.stages = 4;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "dense wide on the cp.async wgmma mainloop";
+	c.s.mainloop = CG_MAINLOOP_WGMMA;
+	c.s.stages = 3;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "ping-pong 64x256 a warpgroup, 3 CTAs";
+	c.s = narrow;
+	pingpong(&c.s, 64, 256, 64, 4, 3);
+	c.s.warps_m = 1;
+	c.s.warps_n = 4;
+	c.s.wg_wide = 1;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "f16, B [K,N] (four 64-column blocks a wgmma), residual, bk 128";
+	gh_spec_kn_residual(&c.s, 512, 256, DT_F16);
+	tiles(&c.s, 128, 256, 128, 2, 4, 2);
+	narrow = c.s;
+	c.s.wg_wide = 1;
+	c.T = 70;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "grouped: routing weights, scattered rows, empty experts";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 512, 128);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	narrow = c.s;
+	c.s.wg_wide = 1;
+	c.T = 200;
+	{
+		int counts[8] = {0, 150, 1, 0, 0, 30, 19, 0};
+		memcpy(c.counts, counts, sizeof counts);
+	}
+	wide_against_narrow(&c, &narrow, 1e-2);
+
+	/* the layout, the refusals, the PTX */
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].wg_wide = 1;
+	s[1] = s[0];
+	pingpong(&s[1], 64, 256, 64, 5, 132);
+	s[1].warps_m = 1;
+	s[1].warps_n = 4;
+	s[1].wg_wide = 1;
+	s[2] = s[0];
+	s[2].mainloop = CG_MAINLOOP_MMA;	/* warp tiles: the flag is ignored there */
+	ck_assert_int_eq(cg_gemm_check(&t, &s[2], &d), 0);
+	s[2].mainloop = CG_MAINLOOP_WS;
+	s[2].a_dt = s[2].b_dt = DT_F32;
+	s[2].mma_dt = DT_TF32;
+	ck_assert_int_eq(cg_gemm_check(&t, &s[2], &d), -1);
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "w");
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "w0")->note, "wg64x256"));
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "w1")->note, "pingpong wg64x256"));
+	ptx = gh_ptx(m);
+	ck_assert_int_ge(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), 2 * 4);
+	ck_assert_int_eq(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k16"), 0);
+	gh_assemble(m, 2, "check_ws wide", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	s[2] = s[0];
+	s[2].wg_wide = 0;	/* without the flag: 128 columns a warpgroup, as before */
+	m = gh_emit_specs("sm_90a", GH_MMA, s + 2, 1, "n");
+	ck_assert_ptr_null(strstr(cg_module_find(m, "n0")->note, "wg64x"));
+	ck_assert_int_eq(gh_count(gh_ptx(m), "m64n256k16"), 0);
+	cg_module_free(m);
 }
 END_TEST
 
@@ -1373,6 +1524,10 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_tma_probe_ptx);
 	tcase_add_test(t, test_ws_setmaxnreg_pool);
 	tcase_add_test(t, test_ws_setmaxnreg_probe_ptx);
+	suite_add_tcase(s, t);
+	t = tcase_create("wide");	/* 256-column warpgroup tiles (CK_RUN_CASE=wide) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_wide_warpgroup_tiles);
 	suite_add_tcase(s, t);
 	t = tcase_create("epilogue");	/* CK_RUN_CASE=epilogue runs it alone */
 	tcase_set_timeout(t, 600);
