@@ -851,6 +851,8 @@ struct CgFrontSpec {
 	CgRouteSpec route;
 	CgPermuteSpec perm;	/* ids i32 */
 	int64_t max_t;		/* the largest T */
+	int sms;		/* SMs the grid is sized for: the bundle's targets' fewest
+				 * (cg_target_sms; 0: 132, an H100/H200) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

@@ -61,7 +61,8 @@ layout(Vec *g, const GemmSpec *in)
 	kv = s->K / VEC_EL;
 	g->rounds = (int)(kv / 32);
 	g->tail = (int)(kv % 32);
-	g->U = g->R + g->C > 0 ? VEC_LOADS / (g->R + g->C) : 1;
+	/* more rows: A's unpacked rows take the registers (4 rows at 24 spilled) */
+	g->U = g->R + g->C > 0 ? (g->R <= 2 ? VEC_LOADS : VEC_LOADS / 2) / (g->R + g->C) : 1;
 	if (g->U < 1)
 		g->U = 1;
 	if (g->U > g->rounds && g->rounds > 0)
@@ -162,33 +163,52 @@ load_a(Vec *g, LLVMValueRef off, LLVMValueRef *w)
 		w[j] = LLVMBuildExtractElement(f->B, v, cg_i32(f, j), "");
 }
 
-/*
- * nu rounds from round i0 (i32): round i's vector of lane l is k = 8 (32 i
- * + l).  Every B load of the rounds first (the bytes in flight), then per
- * round A's rows and the FMAs.  partial: one round of `tail` live lanes
- * (the others read vector 0 and use zeros).
- */
+/* Round i0 + u's element offset (i64) of lane l: k = 8 (32 (i0 + u) + l);
+ * in a partial round, vector 0 where the lane is dead. */
+static LLVMValueRef
+round_k(Vec *g, LLVMValueRef i0, int u, LLVMValueRef live)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef v = cg_add(f, cg_muli(f, cg_addi(f, i0, u), 32), g->k.lane);
+
+	if (live)
+		v = cg_select(f, live, v, cg_i32(f, 0));
+	return cg_sext64(f, cg_muli(f, v, VEC_EL));
+}
+
+/* The live lanes of a partial round (NULL: a full one). */
+static LLVMValueRef
+round_live(Vec *g, int partial)
+{
+	return partial ? cg_lt(g->k.f, g->k.lane, cg_i32(g->k.f, g->tail)) : NULL;
+}
+
+/* The B words of nu rounds from round i0 (i32) of the current item: bw[u][c][4]. */
 static void
-rounds(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *arow, const LLVMValueRef *bcol)
+load_b(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *bcol, LLVMValueRef (*bw)[VEC_MAXC][4])
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef live = round_live(g, partial);
+
+	for (int u = 0; u < nu; u++) {
+		LLVMValueRef k = round_k(g, i0, u, live);
+		for (int c = 0; c < g->C; c++)
+			cg_gload_stream(f, gptr(f, g->k.bexp, cg_add(f, bcol[c], k), 2), 4, bw[u][c]);
+	}
+}
+
+/* The FMAs of those rounds, A's rows loaded per round (L1). */
+static void
+fma_rounds(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *arow, LLVMValueRef (*bw)[VEC_MAXC][4])
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef bw[VEC_LOADS][VEC_MAXC][4], k[VEC_LOADS], live = NULL;
+	LLVMValueRef live = round_live(g, partial);
 
-	if (partial)
-		live = cg_lt(f, g->k.lane, cg_i32(f, g->tail));
 	for (int u = 0; u < nu; u++) {
-		LLVMValueRef v = cg_add(f, cg_muli(f, cg_addi(f, i0, u), 32), g->k.lane);
-		if (partial)
-			v = cg_select(f, live, v, cg_i32(f, 0));
-		k[u] = cg_sext64(f, cg_muli(f, v, VEC_EL));
-		for (int c = 0; c < g->C; c++)
-			cg_gload_stream(f, gptr(f, g->k.bexp, cg_add(f, bcol[c], k[u]), 2), 4, bw[u][c]);
-	}
-	for (int u = 0; u < nu; u++) {
-		LLVMValueRef a[VEC_MAXR][VEC_EL], b[VEC_MAXC][VEC_EL], aw[4];
+		LLVMValueRef a[VEC_MAXR][VEC_EL], b[VEC_MAXC][VEC_EL], aw[4], k = round_k(g, i0, u, live);
 		for (int r = 0; r < g->R; r++) {
-			load_a(g, cg_add(f, arow[r], k[u]), aw);
+			load_a(g, cg_add(f, arow[r], k), aw);
 			vec8(f, aw, s->a_dt, live, a[r]);
 		}
 		for (int c = 0; c < g->C; c++)
@@ -198,6 +218,16 @@ rounds(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *arow, c
 				for (int c = 0; c < g->C; c++)
 					cg_set(f, g->acc[r][c], fma32(f, a[r][x], b[c][x], cg_get(f, g->acc[r][c])));
 	}
+}
+
+/* nu rounds from round i0: every B load first (the bytes in flight), then the FMAs. */
+static void
+rounds(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *arow, const LLVMValueRef *bcol)
+{
+	LLVMValueRef bw[VEC_LOADS][VEC_MAXC][4];
+
+	load_b(g, i0, nu, partial, bcol, bw);
+	fma_rounds(g, i0, nu, partial, arow, bw);
 }
 
 /* The warp's sum (shfl.up steps, a fixed order), in lane 31. */
@@ -215,67 +245,136 @@ warp_sum31(Vec *g, LLVMValueRef v)
 	return v;
 }
 
-/* Row r of the tile (sums[r][c], in lane 31): each column pair's epilogue and store. */
+/* Row r of the tile (sums[r][c], in lane 31; rw: its leaves, loaded
+ * ahead): each column pair's epilogue and store. */
 static void
-epilogue_row(Vec *g, int r, LLVMValueRef (*sum)[VEC_MAXC])
+epilogue_row(Vec *g, int r, const GemmRow *rw, LLVMValueRef (*sum)[VEC_MAXC])
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef row = cg_addi(f, g->k.row0, r);
-	GemmRow rw;
 	CgIf c;
 
-	cg_if(f, &c, cg_lt(f, row, g->k.rend));
-	gemm_row(&g->k, row, &rw);
+	cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.row0, r), g->k.rend));
 	for (int j = 0; j < g->C; j += 2) {
 		GemmPair p = {.col = cg_addi(f, g->k.n0, j), .acc = {sum[r][j], sum[r][j + 1]}};
-		if (gemm_ep_pair(&g->k, &rw, &p) == 1) {
-			gemm_store(&g->k, rw.drow, p.out, p.res, 1);
+		if (gemm_ep_pair(&g->k, rw, &p) == 1) {
+			gemm_store(&g->k, rw->drow, p.out, p.res, 1);
 		} else if (s->ldc % 2 == 0) {
-			gemm_store(&g->k, rw.drow, p.col, p.res, 2);
+			gemm_store(&g->k, rw->drow, p.col, p.res, 2);
 		} else {
-			gemm_store(&g->k, rw.drow, p.col, p.res, 1);
-			gemm_store(&g->k, rw.drow, cg_addi(f, p.col, 1), &p.res[1], 1);
+			gemm_store(&g->k, rw->drow, p.col, p.res, 1);
+			gemm_store(&g->k, rw->drow, cg_addi(f, p.col, 1), &p.res[1], 1);
 		}
 	}
 	cg_endif(f, &c);
 }
 
-/* One item, its coordinates set: the warp's dot products, then lane 31's epilogue. */
+/*
+ * The item's first group of rounds (U of them, or the partial round when K
+ * is under 256), whose B loads the previous item issued ahead (prefetch).
+ */
+static int
+first_nu(const Vec *g, int *partial)
+{
+	*partial = g->rounds == 0;
+	return g->rounds ? g->U : 1;
+}
+
+/* What the loop carries from one item to the next: its coordinates and its
+ * first group's B words (vars). */
+typedef struct Carry Carry;
+struct Carry {
+	LLVMValueRef e, row0, rend, n0, bexp;
+	LLVMValueRef bw[VEC_LOADS][VEC_MAXC][4];
+};
+
+/* B of the columns from n0: their rows' element offsets (i64). */
 static void
-item(Vec *g)
+b_cols(Vec *g, LLVMValueRef *bcol)
+{
+	for (int j = 0; j < g->C; j++)
+		bcol[j] = cg_muli(g->k.f, cg_sext64(g->k.f, cg_addi(g->k.f, g->k.n0, j)), g->k.s.ldb);
+}
+
+/* Item w's coordinates and its first group's B loads, into the carry. */
+static void
+prefetch(Vec *g, Carry *cy, LLVMValueRef w)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef bcol[VEC_MAXC], bw[VEC_LOADS][VEC_MAXC][4];
+	int partial, nu = first_nu(g, &partial);
+
+	gemm_tile_coords(&g->k, w);
+	cg_set(f, cy->e, g->k.e);
+	cg_set(f, cy->row0, g->k.row0);
+	cg_set(f, cy->rend, g->k.rend);
+	cg_set(f, cy->n0, g->k.n0);
+	cg_set(f, cy->bexp, g->k.bexp);
+	b_cols(g, bcol);
+	load_b(g, cg_i32(f, 0), nu, partial, bcol, bw);
+	for (int u = 0; u < nu; u++)
+		for (int c = 0; c < g->C; c++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, cy->bw[u][c][q], bw[u][c][q]);
+}
+
+/*
+ * One item, its coordinates and first group's B words in the carry: the
+ * row leaves (loaded ahead), the warp's dot products, then (unless it is the
+ * grid's last) the next item's coordinates and first B loads, so that they
+ * are in flight during this item's sums and epilogue, then lane 31's
+ * epilogue.
+ */
+static void
+item(Vec *g, Carry *cy, LLVMValueRef w, LLVMValueRef step, LLVMValueRef total)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	LLVMValueRef arow[VEC_MAXR], bcol[VEC_MAXC], sum[VEC_MAXR][VEC_MAXC];
-	int full = g->rounds / g->U * g->U;
+	LLVMValueRef arow[VEC_MAXR], bcol[VEC_MAXC], sum[VEC_MAXR][VEC_MAXC], bw[VEC_LOADS][VEC_MAXC][4];
+	LLVMValueRef e, row0, rend, n0, bexp, wn;
+	GemmRow rw[VEC_MAXR];
+	int full = g->rounds / g->U * g->U, partial, nu = first_nu(g, &partial);
 	CgLoop l;
 	CgIf c;
 
-	for (int r = 0; r < g->R; r++) {
-		arow[r] = cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, cg_addi(f, g->k.row0, r))), s->lda);
+	g->k.e = e = cg_get(f, cy->e);
+	g->k.row0 = row0 = cg_get(f, cy->row0);
+	g->k.rend = rend = cg_get(f, cy->rend);
+	g->k.n0 = n0 = cg_get(f, cy->n0);
+	g->k.bexp = bexp = cg_get(f, cy->bexp);
+	for (int r = 0; r < g->R; r++) {	/* rows past the tile's read its last: never stored */
+		LLVMValueRef row = cg_min(f, cg_addi(f, row0, r), cg_addi(f, rend, -1));
+		gemm_row(&g->k, row, &rw[r]);
+		arow[r] = cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, row)), s->lda);
 		for (int j = 0; j < g->C; j++)
 			cg_set(f, g->acc[r][j], cg_f32(f, 0));
 	}
-	for (int j = 0; j < g->C; j++)
-		bcol[j] = cg_muli(f, cg_sext64(f, cg_addi(f, g->k.n0, j)), s->ldb);
+	b_cols(g, bcol);
+	for (int u = 0; u < nu; u++)
+		for (int j = 0; j < g->C; j++)
+			for (int q = 0; q < 4; q++)
+				bw[u][j][q] = cg_get(f, cy->bw[u][j][q]);
+	fma_rounds(g, cg_i32(f, 0), nu, partial, arow, bw);
 	if (full > g->U) {
-		LLVMValueRef i = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, full), cg_i32(f, g->U));
+		LLVMValueRef i = cg_loop(f, &l, cg_i32(f, g->U), cg_i32(f, full), cg_i32(f, g->U));
 		rounds(g, i, g->U, 0, arow, bcol);
 		cg_endloop(f, &l);
-	} else if (full) {
-		rounds(g, cg_i32(f, 0), full, 0, arow, bcol);
 	}
 	if (g->rounds > full)
 		rounds(g, cg_i32(f, full), g->rounds - full, 0, arow, bcol);
-	if (g->tail)
+	if (g->tail && g->rounds)
 		rounds(g, cg_i32(f, g->rounds), 1, 1, arow, bcol);
 	for (int r = 0; r < g->R; r++)
 		for (int j = 0; j < g->C; j++)
 			sum[r][j] = warp_sum31(g, cg_get(f, g->acc[r][j]));
+	wn = cg_add(f, w, step);
+	cg_if(f, &c, cg_lt(f, wn, total));
+	prefetch(g, cy, wn);
+	cg_endif(f, &c);
+	g->k.e = e, g->k.row0 = row0, g->k.rend = rend, g->k.n0 = n0, g->k.bexp = bexp;
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 31), ""));
 	for (int r = 0; r < g->R; r++)
-		epilogue_row(g, r, sum);
+		epilogue_row(g, r, &rw[r], sum);
 	cg_endif(f, &c);
 }
 
@@ -287,7 +386,9 @@ cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	char buf[800];
 	CgFn *f;
 	CgLoop l;
-	LLVMValueRef w, total, step;
+	CgIf c;
+	Carry cy;
+	LLVMValueRef w, w0, total, step;
 	int k;
 
 	if (cg_gemm_vec_check(cg_module_target(m), spec, d) < 0)
@@ -299,12 +400,24 @@ cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	for (int r = 0; r < g.R; r++)
 		for (int j = 0; j < g.C; j++)
 			g.acc[r][j] = cg_var(f, f->tf32, NULL);
+	cy.e = cg_var(f, f->ti32, NULL);
+	cy.row0 = cg_var(f, f->ti32, NULL);
+	cy.rend = cg_var(f, f->ti32, NULL);
+	cy.n0 = cg_var(f, f->ti32, NULL);
+	cy.bexp = cg_var(f, f->tgptr, NULL);
+	for (int u = 0; u < first_nu(&g, &k); u++)
+		for (int j = 0; j < g.C; j++)
+			for (int q = 0; q < 4; q++)
+				cy.bw[u][j][q] = cg_var(f, f->ti32, NULL);
 	gemm_prologue(&g.k);	/* the expert table: the CTA's last barrier */
 	total = gemm_work_total(&g.k);
 	step = cg_muli(f, cg_nctaid(f, 0), VWARP);
-	w = cg_loop(f, &l, cg_add(f, cg_muli(f, cg_ctaid(f, 0), VWARP), g.k.warp), total, step);
-	gemm_tile_coords(&g.k, w);
-	item(&g);
+	w0 = cg_add(f, cg_muli(f, cg_ctaid(f, 0), VWARP), g.k.warp);
+	cg_if(f, &c, cg_lt(f, w0, total));
+	prefetch(&g, &cy, w0);
+	cg_endif(f, &c);
+	w = cg_loop(f, &l, w0, total, step);
+	item(&g, &cy, w, step, total);
 	cg_endloop(f, &l);
 	k = snprintf(buf, sizeof buf, "gemm-vec %s.%s->%s B[N,K] N=%lld K=%lld %dx%d a warp, %d rounds of 16 "
 		     "bytes a lane%s, %d a group", dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),

@@ -2105,6 +2105,12 @@ find_fronts(CgProgram *p)
 			continue;
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
+			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
+			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
+				CgTarget t = {p->o.arch[i], NULL, 3};
+				int sm = cg_target_sms(&t);
+				fm.s.sms = fm.s.sms && fm.s.sms < sm ? fm.s.sms : sm;
+			}
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

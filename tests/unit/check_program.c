@@ -522,6 +522,31 @@ START_TEST(test_front_blocks_match_interpreter)
 }
 END_TEST
 
+/* The front's grid within the SMs it is sized for (CgFrontSpec.sms: the
+ * bundle's fewest; 0: 132): E / EB expert groups x token slices. */
+START_TEST(test_front_grid_fits_the_targets)
+{
+	CgFrontSpec s;
+
+	memset(&s, 0, sizeof s);
+	cg_route_default(&s.route);
+	s.route.E = 256, s.route.k = 8, s.max_t = 16;
+	ck_assert_int_eq(cg_front_experts(&s), 2);	/* 132 */
+	ck_assert_int_eq(cg_front_ctas(&s), 128);
+	s.sms = 108;					/* sm_80 in the bundle: 4 experts a CTA */
+	ck_assert_int_eq(cg_front_experts(&s), 4);
+	ck_assert_int_eq(cg_front_ctas(&s), 64);
+	s.route.E = 8, s.route.k = 2, s.max_t = 64;	/* Mixtral: 8 token slices of 8 warps */
+	s.sms = 0;
+	ck_assert_int_eq(cg_front_ctas(&s), 64);
+	s.sms = 32;					/* 4 slices */
+	ck_assert_int_eq(cg_front_ctas(&s), 32);
+	s.sms = 4;					/* fewer SMs than experts: one slice */
+	ck_assert_int_eq(cg_front_experts(&s), 2);
+	ck_assert_int_eq(cg_front_ctas(&s), 4);
+}
+END_TEST
+
 /* Launches of the plan whose kernel's note holds `what`. */
 static int
 launches_noted(CgProgram *p, const char *what)
@@ -1479,6 +1504,7 @@ program_suite(void)
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
+	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
