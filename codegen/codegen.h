@@ -394,7 +394,9 @@ typedef enum { CG_STORE_ROWS, CG_STORE_SCATTER } CgStore;
 /* CG_SCHED_STREAM: `ctas` CTAs, each an equal run of the (tile, k-tile)
  * sequence (decode: stream-K; the mma.sync mainloop, cg_gemm_split_bytes) */
 typedef enum { CG_SCHED_TILES, CG_SCHED_PERSISTENT, CG_SCHED_STREAM } CgSched;
-typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA, CG_MAINLOOP_WS } CgMainloop;
+/* CG_MAINLOOP_VEC: not a tensor-core mainloop but k_gemm_vec.c's warp dot
+ * products (decode tiles of 1..8 rows; cg_emit_gemm hands the spec over) */
+typedef enum { CG_MAINLOOP_MMA, CG_MAINLOOP_WGMMA, CG_MAINLOOP_WS, CG_MAINLOOP_VEC } CgMainloop;
 /* CG_MAINLOOP_WS's consumers: the warpgroups split each tile (cooperative),
  * or two take turns, each on whole tiles of its own (ping-pong) */
 typedef enum { CG_WS_COOPERATIVE, CG_WS_PINGPONG } CgWsMode;
@@ -738,6 +740,23 @@ int cg_gemm_simt_check(const CgTarget *t, const GemmSpec *s, Diag *d);
 void cg_gemm_simt_tiles(GemmSpec *s, int64_t rows);
 int cg_gemm_simt_smem(const GemmSpec *s);
 
+/* k_gemm_vec.c: decode GEMMs of a few rows as warp dot products (CG_MAINLOOP_VEC) */
+
+/*
+ * The GEMM of cg_emit_gemm (same parameters, roles, semantics and
+ * epilogue) for bm = 1..8 rows a tile: each warp takes items of bm rows x
+ * bn columns (bn even, 2..8, dividing N) and streams the columns' B rows
+ * with 16-byte loads (lane l: k = 8 (32 i + l) .. +7), f32 FMAs, a fixed
+ * warp sum.  A and B both bf16 or both f16, B [N,K], K a multiple of 8;
+ * no quantisation, FP8, a_rep or split-K.  sched = CG_SCHED_PERSISTENT
+ * over `ctas` CTAs of 256 threads (8 warps); bk, warps and stages are
+ * ignored.  cg_emit_gemm, cg_gemm_check and cg_gemm_smem dispatch here
+ * when spec->mainloop is CG_MAINLOOP_VEC.
+ */
+int cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *s, Diag *d);
+int cg_gemm_vec_check(const CgTarget *t, const GemmSpec *s, Diag *d);
+int cg_gemm_vec_smem(const GemmSpec *s);
+
 /* program.c: what unit tests see of a program beyond program.h */
 const unsigned char *cg_program_weights(const CgProgram *p);	/* the packed real weights */
 uint64_t cg_program_weight_bytes(const CgProgram *p);		/* ... and their size */
@@ -852,6 +871,8 @@ struct CgFrontSpec {
 	CgRouteSpec route;
 	CgPermuteSpec perm;	/* ids i32 */
 	int64_t max_t;		/* the largest T */
+	int sms;		/* SMs the grid is sized for: the bundle's targets' fewest
+				 * (cg_target_sms; 0: 132, an H100/H200) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

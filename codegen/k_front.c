@@ -10,7 +10,8 @@
  *	  offs, rows = permute(ids)     one CTA of 1024
  *	  memset flags                  (the next split GEMM's)
  *	after (1 memset, 1 launch):
- *	  memset flags; front<<<E/EB x S, 32 W>>>   (W warps: 4 for T <= 4, else 8; EB experts a CTA)
+ *	  memset flags; front<<<E/EB x S, 32 W>>>   (W warps: 4 for T <= 4, else 8; EB experts a CTA;
+ *	    E/EB and the slices S within the targets' SMs)
  *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
  *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
  *	    every CTA but the last: fence, flag[e] = 1
@@ -83,15 +84,22 @@ nwarps(const CgFrontSpec *s)
 	return s->max_t <= 4 ? 4 : 8;
 }
 
+/* The SMs the grid is sized for (CgFrontSpec.sms; 132 when unset). */
+static int
+front_sms(const CgFrontSpec *s)
+{
+	return s->sms > 0 ? s->sms : 132;
+}
+
 /* Experts per CTA (EB): 1, or the fewest (a divisor of E, up to 8) that keep
- * E / EB CTAs within the 132 SMs: DeepSeek-V3's 256 experts two to a CTA,
- * one wave, and x read by half as many CTAs (each element of h is normed
- * once for EB dot products). */
+ * E / EB CTAs within the SMs (132 on an H100/H200): DeepSeek-V3's 256
+ * experts two to a CTA, one wave, and x read by half as many CTAs (each
+ * element of h is normed once for EB dot products). */
 int
 cg_front_experts(const CgFrontSpec *s)
 {
 	for (int b = 1; b <= 8; b++)
-		if (s->route.E % b == 0 && s->route.E / b <= 132)
+		if (s->route.E % b == 0 && s->route.E / b <= front_sms(s))
 			return b;
 	return 1;
 }
@@ -424,12 +432,12 @@ last_cta(Fr *r, int smem0)
 
 /* CTAs: each group of EB experts' tokens in S slices of W (one token per
  * warp) so that a few experts (Mixtral's 8) still fill the SMs:
- * S = min(132 / (E / EB), cdiv(max_t, W)). */
+ * S = min(SMs / (E / EB), cdiv(max_t, W)). */
 int
 cg_front_ctas(const CgFrontSpec *s)
 {
 	int ne = s->route.E / cg_front_experts(s);
-	int64_t S = MAX(1, MIN(132 / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+	int64_t S = MAX(1, MIN(front_sms(s) / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
 
 	return ne * (int)S;
 }

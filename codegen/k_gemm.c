@@ -164,6 +164,8 @@ cg_gemm_smem(const GemmSpec *s)
 {
 	G g;
 
+	if (s->mainloop == CG_MAINLOOP_VEC)
+		return cg_gemm_vec_smem(s);
 	layout(&g, s);
 	return g.k.smem;
 }
@@ -183,6 +185,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	G g;
 	const GemmSpec *s = &g.k.s;
 
+	if (in->mainloop == CG_MAINLOOP_VEC)
+		return cg_gemm_vec_check(t, in, d);
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
 		return -1;
@@ -1291,6 +1295,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	G g;
 	char buf[800];
 
+	if (spec->mainloop == CG_MAINLOOP_VEC)
+		return cg_emit_gemm_vec(m, name, spec, d);
 	if (cg_gemm_check(cg_module_target(m), spec, d) < 0)
 		return -1;
 	layout(&g, spec);

@@ -1246,6 +1246,43 @@ bq_vec(const GemmSpec *s)
 }
 
 /*
+ * Decode GEMMs of at most VEC_T tokens as warp dot products (k_gemm_vec.c,
+ * --debug=vec-gemm until the H200's A/B says it wins): a grouped GEMM's
+ * experts get at most T rows each (a token picks an expert once), so the
+ * 16-row tensor-core tile computes 15 rows of padding and, at 4 warps an SM,
+ * is bound by its issue latency (Qwen3-30B-A3B at T = 1: 28.9 + 19.9 us for
+ * 75 MB, 1.5 TB/s; docs/codegen.md).  A warp takes bm = T rows (m_per_t T
+ * dense) x bn columns; bn (even, dividing N) gives a lane about 16 16-byte
+ * loads of B an item (K = 2048: 2 columns, 8 KB a warp; K = 768: 4), and
+ * VEC_CTAS CTAs of 8 warps an SM keep 16 items of bytes in flight there.
+ */
+enum { VEC_T = 4, VEC_CTAS = 2 };
+
+static void
+vec_plan(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tokens)
+{
+	int64_t rows = s->groups ? tokens : (int64_t)s->m_per_t * tokens, rounds = MAX(1, s->K / 256);
+	GemmSpec c = *s;
+	Diag quiet;
+	int bn = (int)MIN(8, MAX(2, 16 / rounds)) & ~1;
+
+	if (!(p->o.debug & DBG_VEC_GEMM) || p->o.tune_candidates || tokens > VEC_T || rows > 8)
+		return;
+	while (bn > 2 && s->N % bn)
+		bn -= 2;
+	c.mainloop = CG_MAINLOOP_VEC;
+	c.bm = (int)rows, c.bn = bn, c.bk = 8;
+	c.warps_m = 1, c.warps_n = 8, c.stages = 2;
+	c.split_k = c.split_slots = 0;
+	c.sched = CG_SCHED_PERSISTENT;
+	c.ctas = cg_target_sms(t) * VEC_CTAS;
+	c.min_ctas = VEC_CTAS;
+	diag_init(&quiet, NULL);
+	if (cg_gemm_check(t, &c, &quiet) == 0)
+		*s = c;
+}
+
+/*
  * A GEMM spec tiled for up to `tokens` tokens, one per target (s[i] for
  * p->mod[i]): the tensor-core builder when it takes the spec on every
  * target, else the CUDA-core one (f32 operands, N = 8 routers) with one
@@ -1281,6 +1318,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			*simt = 1;
 		} else if (p->o.debug & DBG_BQ_DIRECT) {
 			bq_direct(t, &s[i], tlo, tokens);
+		} else {
+			vec_plan(p, t, &s[i], tokens);
 		}
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++)
@@ -1332,7 +1371,7 @@ enum { MAX_SEGS = 24 };	/* buckets up to T = 2^31: 17 */
 static int
 same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 {
-	return sa == sb && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
+	return sa == sb && a->mainloop == b->mainloop && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
 	       a->ws_mode == b->ws_mode;
@@ -1381,7 +1420,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 
 	for (int i = 0; i < p->o.narch; i++) {
 		ws[i] = s[i];
-		is_ws[i] = !simt && cg_gemm_ws_for(p->mod[i], &ws[i]);
+		is_ws[i] = !simt && s[i].mainloop != CG_MAINLOOP_VEC && cg_gemm_ws_for(p->mod[i], &ws[i]);
 		nws += is_ws[i];
 	}
 	split = nws > 0 && nws < p->o.narch;
@@ -1396,7 +1435,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		}
 		if (!is_ws[i])
 			si.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is the WS mainloop's */
-		if (!simt && !is_ws[i])
+		if (!simt && !is_ws[i] && si.mainloop != CG_MAINLOOP_VEC)
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
 		grouped_lean(p, cg_module_target(p->mod[i]), &si);
@@ -1460,7 +1499,8 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
 		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
 		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
-		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" : "");
+		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
+		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
 
 /*
@@ -1477,6 +1517,8 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec w = s[i];
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
+		if (w.mainloop == CG_MAINLOOP_VEC)
+			continue;
 		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
 			continue;	/* (--debug=ws-pingpong: wherever it fits) */
 		w.ws_mode = CG_WS_PINGPONG;
@@ -2126,6 +2168,12 @@ find_fronts(CgProgram *p)
 			continue;
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
+			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
+			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
+				CgTarget t = {p->o.arch[i], NULL, 3};
+				int sm = cg_target_sms(&t);
+				fm.s.sms = fm.s.sms && fm.s.sms < sm ? fm.s.sms : sm;
+			}
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

@@ -522,6 +522,122 @@ START_TEST(test_front_blocks_match_interpreter)
 }
 END_TEST
 
+/* The front's grid within the SMs it is sized for (CgFrontSpec.sms: the
+ * bundle's fewest; 0: 132): E / EB expert groups x token slices. */
+START_TEST(test_front_grid_fits_the_targets)
+{
+	CgFrontSpec s;
+
+	memset(&s, 0, sizeof s);
+	cg_route_default(&s.route);
+	s.route.E = 256, s.route.k = 8, s.max_t = 16;
+	ck_assert_int_eq(cg_front_experts(&s), 2);	/* 132 */
+	ck_assert_int_eq(cg_front_ctas(&s), 128);
+	s.sms = 108;					/* sm_80 in the bundle: 4 experts a CTA */
+	ck_assert_int_eq(cg_front_experts(&s), 4);
+	ck_assert_int_eq(cg_front_ctas(&s), 64);
+	s.route.E = 8, s.route.k = 2, s.max_t = 64;	/* Mixtral: 8 token slices of 8 warps */
+	s.sms = 0;
+	ck_assert_int_eq(cg_front_ctas(&s), 64);
+	s.sms = 32;					/* 4 slices */
+	ck_assert_int_eq(cg_front_ctas(&s), 32);
+	s.sms = 4;					/* fewer SMs than experts: one slice */
+	ck_assert_int_eq(cg_front_experts(&s), 2);
+	ck_assert_int_eq(cg_front_ctas(&s), 4);
+}
+END_TEST
+
+/* Launches of the plan whose kernel's note holds `what`. */
+static int
+launches_noted(CgProgram *p, const char *what)
+{
+	const Manifest *man = cg_program_manifest(p);
+	CgModule *mod = cg_program_module(p, "emu");
+	int n = 0;
+
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		const CgKernel *k = st->kind == STEP_LAUNCH ? cg_module_find(mod, st->kernel) : NULL;
+		n += k && strstr(k->note, what) != NULL;
+	}
+	return n;
+}
+
+/*
+ * --debug=vec-gemm: bundles for at most 4 tokens run their GEMMs as warp dot
+ * products (k_gemm_vec.c), behind the decode front: every family's block
+ * (the front's gate|up and down, gpt-oss's expert biases, DeepSeek-V3's 256
+ * experts) at max_tokens 1 (T = 1) and 4 (T = 1, 4), and a block with a dense
+ * GEMM after the MoE; against the interpreter.  At 5 tokens: the tiles.
+ */
+START_TEST(test_vec_gemm_blocks_match_interpreter)
+{
+	char src[2048];
+
+	for (size_t f = 0; f < NELEM(front_fams); f++) {
+		int E = front_fams[f].E, k = front_fams[f].k;
+		const char *rt = front_fams[f].selbias ? "f32" : "bf16";
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		snprintf(src, sizeof src,
+			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
+			 "weight $router : %s[%d,256] seed=2\n"
+			 "weight $wgu : bf16[%d,64,256] seed=3\n"
+			 "weight $wdown : bf16[%d,256,32] seed=4\n"
+			 "weight $b : f32[%d] scale=0.5 seed=9\n"
+			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
+			 "\n"
+			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
+			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
+			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
+			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
+			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
+			 "\tret %%y\n}\n",
+			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
+			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		diag_init(&d, stderr);
+		m = fused_for("vec_block.ir", src, &ref, &d, 4);
+		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
+			emu_opts(&co, mt);
+			co.debug = DBG_VEC_GEMM;
+			p = cg_compile(m, &co, &d);
+			ck_assert_ptr_nonnull(p);
+			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
+			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+			for (int64_t T = 1; mt <= 4 && T <= mt; T += 3)	/* T = 1 and 4 */
+				check_wide(p, ref, T, 256);
+			cg_program_free(p);
+		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	for (int64_t mt = 1; mt <= 4; mt += 3) {
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		diag_init(&d, stderr);
+		m = fused_for("split_block.ir", split_block, &ref, &d, mt);
+		emu_opts(&co, mt);
+		co.debug = DBG_VEC_GEMM;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
+		for (int64_t T = 1; T <= mt; T += 2)	/* T = 1 and 3 */
+			check_wide(p, ref, T, 512);
+		cg_program_free(p);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 /* split_block with gate|up 512 wide: its flags (8 column tiles) outnumber the front's CTAs */
 static const char split_wide_block[] =
 	"weight $g : bf16[512] mean=1.0 scale=0.2 seed=1\n"
@@ -1384,6 +1500,11 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_front_routing_is_the_interpreters);
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
+	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
