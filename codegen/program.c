@@ -905,6 +905,51 @@ stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
+ * Stream-K in waves (--debug=stream-waves, docs/codegen.md "Stream-K in
+ * waves").  One run per CTA slot gives every SM the same bytes, but the SMs
+ * do not stream at the same rate: ncu of the T = 16 decode GEMMs (H200,
+ * session 26) has the slowest SM active 10-17% longer than the average
+ * (Mixtral's gate|up: 15%, the SMs busy 83% of the kernel on average), and
+ * the kernel lasts as long as its slowest SM.  W runs per slot (W x SMs x
+ * per_sm CTAs, dispatched in launch order as slots free up: the hardware's
+ * block scheduler hands the fast SMs more runs, and a waiting CTA still waits
+ * only on the CTA before it, dispatched first) cut that tail to about the
+ * spread of one run, IMB x L / n, for a fill per run: L / slots + W x
+ * SPLIT_FILL + IMB x L / n + the chain.  W (1..8) is the one with the
+ * shortest such time at the fewest and the most rows together; only for
+ * launches that run more than 4 tokens (max_tokens <= 4 plans are not this
+ * option's).
+ */
+enum { STREAM_IMB_PCT = 15, STREAM_MAX_WAVES = 8, STREAM_WAVES_T = 5 };
+
+static double
+waves_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int W)
+{
+	GemmSpec u = *s;
+	int64_t kt = s->K / s->bk, slots = stream_ctas(t, s), L, n;
+
+	u.split_k = 0;
+	L = est_ctas(&u, tokens) * kt;
+	n = MAX(1, MIN(slots * W, L));
+	return (double)L / (double)MIN(slots, n) + SPLIT_FILL * (double)((n + slots - 1) / slots) +
+	       STREAM_IMB_PCT / 100.0 * (double)L / (double)n + STREAM_HAND * (double)MAX(1, (n * kt + L - 1) / L);
+}
+
+static void
+stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	int best = 1;
+
+	if (s->sched != CG_SCHED_STREAM || thi < STREAM_WAVES_T)
+		return;
+	for (int W = 2; W <= STREAM_MAX_WAVES; W++)
+		if (waves_time(t, s, tlo, W) + waves_time(t, s, thi, W) <
+		    waves_time(t, s, tlo, best) + waves_time(t, s, thi, best))
+			best = W;
+	s->ctas = (int)stream_ctas(t, s) * best;
+}
+
+/*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
  * flight for HBM3e's latency (about 40-64 KiB per SM): a 12288x4096 W4A16
@@ -1279,8 +1324,11 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
 			*simt = 1;
-		} else if (p->o.debug & DBG_BQ_DIRECT) {
-			bq_direct(t, &s[i], tlo, tokens);
+		} else {
+			if (p->o.debug & DBG_BQ_DIRECT)
+				bq_direct(t, &s[i], tlo, tokens);
+			if (p->o.debug & DBG_STREAM_WAVES)
+				stream_waves(t, &s[i], tlo, tokens);
 		}
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++)

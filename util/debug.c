@@ -49,6 +49,9 @@ const DebugFlag debug_flags[] = {
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},
+	{"stream-waves", DBG_STREAM_WAVES, NULL,
+	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
+	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
