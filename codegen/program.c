@@ -1548,7 +1548,7 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
  *
  * For each tensor-core GEMM and each T range a tuning key names (decode
  * t1-64, prefill t65-MAX), the variants `moert tune` times: the heuristic's
- * first, then the tiles of its row class (decode: up to 64 rows, prefill: 64
+ * first (a stream-K plan also over 2, 4 and 8 runs per CTA slot), then the tiles of its row class (decode: up to 64 rows, prefill: 64
  * and more; decode also dec_tiles) with the most stages that fit, with 3
  * stages (two decode CTAs per SM), and split over K in 2, 3 or 4 (decode
  * tiles of up to 32 rows).  Each
@@ -1602,6 +1602,23 @@ static const Tile dec_tiles[] = {
 	{16, 16, 128, 192, 1, 4, 4}, {16, 16, 64, 192, 1, 4, 4}, {16, 16, 128, 256, 1, 4, 4},
 };
 
+/* out[n] = c unless its variant is there already (seen: their spellings); the new n. */
+static int
+cand_add(GemmSpec *out, char (*seen)[64], int n, const GemmSpec *c)
+{
+	CgVariant v;
+
+	if (n >= MAX_CANDIDATES)
+		return n;
+	cg_variant_of(c, &v);
+	cg_variant_print(&v, seen[n], sizeof seen[n]);
+	for (int j = 0; j < n; j++)
+		if (!strcmp(seen[j], seen[n]))
+			return n;
+	out[n] = *c;
+	return n + 1;
+}
+
 /* The candidate specs for rows up to thi tokens, h first, each variant once. */
 static int
 cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
@@ -1618,24 +1635,22 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	int nd = h->bq.group > 0 && decode ? 2 : 1;
 
 	hd[1].bq.direct = !h->bq.direct;
-	for (int pi = -1; pi < (int)NELEM(plan); pi++)
+	n = cand_add(out, seen, n, h);	/* the heuristic's own first */
+	/* stream-K in waves (docs/codegen.md): the heuristic's own plan over 2, 4
+	 * and 8 runs per CTA slot */
+	for (int W = 2; h->sched == CG_SCHED_STREAM && W <= 8 && (int64_t)h->ctas * W <= 65535; W *= 2) {
+		GemmSpec c = *h;
+		c.ctas = h->ctas * W;
+		n = cand_add(out, seen, n, &c);
+	}
+	for (int pi = 0; pi < (int)NELEM(plan); pi++)
 		for (int i = 0; i < nt * nd && n < MAX_CANDIDATES; i++) {
 			const Tile *tl = i % nt < (int)NELEM(tiles) ? &tiles[i % nt] : &dec_tiles[i % nt - (int)NELEM(tiles)];
 			GemmSpec c = *h;
-			CgVariant v;
-			int dup = 0;
-			if (pi >= 0 && ((decode ? tl->bm > 64 && !wide : tl->bm < 64) ||
-					(!decode && plan[pi][1] != 1) ||
-					cand_try(t, &hd[i / nt], tl, plan[pi][0], plan[pi][1], thi, &c)))
+			if ((decode ? tl->bm > 64 && !wide : tl->bm < 64) || (!decode && plan[pi][1] != 1) ||
+			    cand_try(t, &hd[i / nt], tl, plan[pi][0], plan[pi][1], thi, &c))
 				continue;
-			cg_variant_of(&c, &v);
-			cg_variant_print(&v, seen[n], sizeof seen[n]);
-			for (int j = 0; j < n && !dup; j++)
-				dup = !strcmp(seen[j], seen[n]);
-			if (!dup)
-				out[n++] = c;
-			if (pi < 0)
-				break;	/* the heuristic's own, once */
+			n = cand_add(out, seen, n, &c);
 		}
 	return n;
 }
