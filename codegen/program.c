@@ -905,6 +905,51 @@ stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
+ * Stream-K in waves (--debug=stream-waves, docs/codegen.md "Stream-K in
+ * waves").  One run per CTA slot gives every SM the same bytes, but the SMs
+ * do not stream at the same rate: ncu of the T = 16 decode GEMMs (H200,
+ * session 26) has the slowest SM active 10-17% longer than the average
+ * (Mixtral's gate|up: 15%, the SMs busy 83% of the kernel on average), and
+ * the kernel lasts as long as its slowest SM.  W runs per slot (W x SMs x
+ * per_sm CTAs, dispatched in launch order as slots free up: the hardware's
+ * block scheduler hands the fast SMs more runs, and a waiting CTA still waits
+ * only on the CTA before it, dispatched first) cut that tail to about the
+ * spread of one run, IMB x L / n, for a fill per run: L / slots + W x
+ * SPLIT_FILL + IMB x L / n + the chain.  W (1..8) is the one with the
+ * shortest such time at the fewest and the most rows together; only for
+ * launches that run more than 4 tokens (max_tokens <= 4 plans are not this
+ * option's).
+ */
+enum { STREAM_IMB_PCT = 15, STREAM_MAX_WAVES = 8, STREAM_WAVES_T = 5 };
+
+static double
+waves_time(const CgTarget *t, const GemmSpec *s, int64_t tokens, int W)
+{
+	GemmSpec u = *s;
+	int64_t kt = s->K / s->bk, slots = stream_ctas(t, s), L, n;
+
+	u.split_k = 0;
+	L = est_ctas(&u, tokens) * kt;
+	n = MAX(1, MIN(slots * W, L));
+	return (double)L / (double)MIN(slots, n) + SPLIT_FILL * (double)((n + slots - 1) / slots) +
+	       STREAM_IMB_PCT / 100.0 * (double)L / (double)n + STREAM_HAND * (double)MAX(1, (n * kt + L - 1) / L);
+}
+
+static void
+stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	int best = 1;
+
+	if (s->sched != CG_SCHED_STREAM || thi < STREAM_WAVES_T)
+		return;
+	for (int W = 2; W <= STREAM_MAX_WAVES; W++)
+		if (waves_time(t, s, tlo, W) + waves_time(t, s, thi, W) <
+		    waves_time(t, s, tlo, best) + waves_time(t, s, thi, best))
+			best = W;
+	s->ctas = (int)stream_ctas(t, s) * best;
+}
+
+/*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
  * flight for HBM3e's latency (about 40-64 KiB per SM): a 12288x4096 W4A16
@@ -1316,9 +1361,11 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
 			*simt = 1;
-		} else if (p->o.debug & DBG_BQ_DIRECT) {
-			bq_direct(t, &s[i], tlo, tokens);
 		} else {
+			if (p->o.debug & DBG_BQ_DIRECT)
+				bq_direct(t, &s[i], tlo, tokens);
+			if (p->o.debug & DBG_STREAM_WAVES)
+				stream_waves(t, &s[i], tlo, tokens);
 			vec_plan(p, t, &s[i], tokens);
 		}
 	}
@@ -1563,7 +1610,7 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
  *
  * For each tensor-core GEMM and each T range a tuning key names (decode
  * t1-64, prefill t65-MAX), the variants `moert tune` times: the heuristic's
- * first, then the tiles of its row class (decode: up to 64 rows, prefill: 64
+ * first (a stream-K plan also over 2, 4 and 8 runs per CTA slot), then the tiles of its row class (decode: up to 64 rows, prefill: 64
  * and more; decode also dec_tiles) with the most stages that fit, with 3
  * stages (two decode CTAs per SM), and split over K in 2, 3 or 4 (decode
  * tiles of up to 32 rows).  Each
@@ -1617,6 +1664,23 @@ static const Tile dec_tiles[] = {
 	{16, 16, 128, 192, 1, 4, 4}, {16, 16, 64, 192, 1, 4, 4}, {16, 16, 128, 256, 1, 4, 4},
 };
 
+/* out[n] = c unless its variant is there already (seen: their spellings); the new n. */
+static int
+cand_add(GemmSpec *out, char (*seen)[64], int n, const GemmSpec *c)
+{
+	CgVariant v;
+
+	if (n >= MAX_CANDIDATES)
+		return n;
+	cg_variant_of(c, &v);
+	cg_variant_print(&v, seen[n], sizeof seen[n]);
+	for (int j = 0; j < n; j++)
+		if (!strcmp(seen[j], seen[n]))
+			return n;
+	out[n] = *c;
+	return n + 1;
+}
+
 /* The candidate specs for rows up to thi tokens, h first, each variant once. */
 static int
 cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
@@ -1633,24 +1697,22 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 	int nd = h->bq.group > 0 && decode ? 2 : 1;
 
 	hd[1].bq.direct = !h->bq.direct;
-	for (int pi = -1; pi < (int)NELEM(plan); pi++)
+	n = cand_add(out, seen, n, h);	/* the heuristic's own first */
+	/* stream-K in waves (docs/codegen.md): the heuristic's own plan over 2, 4
+	 * and 8 runs per CTA slot */
+	for (int W = 2; h->sched == CG_SCHED_STREAM && W <= 8 && (int64_t)h->ctas * W <= 65535; W *= 2) {
+		GemmSpec c = *h;
+		c.ctas = h->ctas * W;
+		n = cand_add(out, seen, n, &c);
+	}
+	for (int pi = 0; pi < (int)NELEM(plan); pi++)
 		for (int i = 0; i < nt * nd && n < MAX_CANDIDATES; i++) {
 			const Tile *tl = i % nt < (int)NELEM(tiles) ? &tiles[i % nt] : &dec_tiles[i % nt - (int)NELEM(tiles)];
 			GemmSpec c = *h;
-			CgVariant v;
-			int dup = 0;
-			if (pi >= 0 && ((decode ? tl->bm > 64 && !wide : tl->bm < 64) ||
-					(!decode && plan[pi][1] != 1) ||
-					cand_try(t, &hd[i / nt], tl, plan[pi][0], plan[pi][1], thi, &c)))
+			if ((decode ? tl->bm > 64 && !wide : tl->bm < 64) || (!decode && plan[pi][1] != 1) ||
+			    cand_try(t, &hd[i / nt], tl, plan[pi][0], plan[pi][1], thi, &c))
 				continue;
-			cg_variant_of(&c, &v);
-			cg_variant_print(&v, seen[n], sizeof seen[n]);
-			for (int j = 0; j < n && !dup; j++)
-				dup = !strcmp(seen[j], seen[n]);
-			if (!dup)
-				out[n++] = c;
-			if (pi < 0)
-				break;	/* the heuristic's own, once */
+			n = cand_add(out, seen, n, &c);
 		}
 	return n;
 }

@@ -61,6 +61,9 @@ const DebugFlag debug_flags[] = {
 	{"wg-wide", DBG_WG_WIDE, NULL,
 	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
 	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
+	{"stream-waves", DBG_STREAM_WAVES, NULL,
+	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
+	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

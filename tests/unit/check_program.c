@@ -906,6 +906,65 @@ START_TEST(test_program_stream_k_matches_interpreter)
 }
 END_TEST
 
+/*
+ * Stream-K in waves (docs/codegen.md): more CTAs than the SMs hold (W runs
+ * a CTA slot: 2 x 132 and 3 x 132 here, each run 2-4 pairs, so a tile's
+ * 16 or 32 k-tiles are handed along chains of 4-16 runs) through the whole
+ * plan on the emulator, which runs CTAs in launch order as the hardware
+ * dispatches them: the program matches the interpreter at T = 1, 5, 16.
+ * --debug=stream-waves plans such grids for bundles of more than 4 tokens
+ * (its decisions: tests/diag/cli-debug.test on the bench's Mixtral config).
+ */
+static const char waves_block[] =
+	"weight $w1 : bf16[4096,2048] scale=0.05 seed=7\n"
+	"weight $w2 : bf16[2048,4096] scale=0.05 seed=8\n"
+	"\n"
+	"graph @block(%x: bf16[T,2048]) -> (y: bf16[T,2048]) {\n"
+	"\t%u = matmul %x, $w1, trans_b=1 : bf16[T,4096]\n"
+	"\t%y = matmul %u, $w2, trans_b=1 : bf16[T,2048]\n"
+	"\tret %y\n}\n";
+
+START_TEST(test_program_stream_waves_matches_interpreter)
+{
+	const char *text = "moec-tuning 2\n"
+			   "emu dense.m1.n4096.k2048.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p264\n"
+			   "emu dense.m1.n4096.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p264\n"
+			   "emu dense.m1.n2048.k4096.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p396\n"
+			   "emu dense.m1.n2048.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p396\n";
+	static const int64_t ts[] = {1, 5, 16};
+	const char *path = table(text);
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+	CgProgram *p;
+	CgTuning *t;
+	int waves = 0;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	m = fused_for("waves.ir", waves_block, &ref, &d, 16);
+	emu_opts(&co, 16);
+	co.tuning = t;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind == STEP_LAUNCH && st->grid[0].a == 0 && (st->grid[0].b == 264 || st->grid[0].b == 396))
+			waves++;
+	}
+	ck_assert_int_eq(waves, 2);
+	for (size_t i = 0; i < NELEM(ts); i++)
+		check_wide(p, ref, ts[i], 2048);
+	cg_program_free(p);
+	cg_tuning_free(t);
+	ir_free_module(m);
+	ir_free_module(ref);
+	unlink(path);
+}
+END_TEST
+
 /* The T buckets of version-2 keys: 1, 2-16, 17-64, 65-256, then x4. */
 START_TEST(test_tuning_buckets)
 {
@@ -1521,6 +1580,10 @@ program_suite(void)
 	tc = tcase_create("prefill");	/* 192-column tiles, persistent, four plans */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_prefill_192_persistent);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
 	tcase_set_timeout(tc, 300);
