@@ -79,15 +79,19 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 		echo "     NOT TAKEN: $(grep -o 'variant [^ ]* for [^ ]* does not fit[^;]*' "$out/$bn.log" | head -2)"
 	fi
 }
-# Session 27: stream-K for quantised B staged (--debug=bq-stream: the
-# heuristic's tiles over SMs x 4 CTAs; .pN in a tuning variant: over N CTAs)
-# against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
-# loads and loop overhead a fragment); Mixtral's 256-column tiles (moert
-# tune's choice in session 24: gate|up 174 against 202 us, down 95 against
-# 131 at its split 2).  CTAs an SM for .pN: shared memory and registers
-# (ptxas, stream-K: gpt-oss gate|up 80 -> 6 an SM, down 56 -> 9; Mixtral
-# 16x128x128 118 -> 4 at 3 stages).  Direct B's cases of session 26 (no
-# faster) are gone: DIRECT=1 brings back .direct.
+# Session 27 (ncu of main at T=16: every quantised decode GEMM latency-bound,
+# 2.8-5 warps a scheduler, 1 eligible; gpt-oss's gate|up grid 1.9 waves of 6
+# an SM, 270 of its 1530 CTAs without rows): stream-K for quantised B staged
+# (--debug=bq-stream: the heuristic's tiles over SMs x up to 4 CTAs; .pN in a
+# tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
+# k-tiles), against the default tiles; 2-warp tiles (8 n8 blocks a warp:
+# half the A loads and loop overhead a fragment); Mixtral's 256-column tiles
+# (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
+# is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
+# stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
+# 2-warp down 72 -> 12; Mixtral 16x128x128 s3 118 -> 4 (down 96 -> 5),
+# 16x128x64 s5 96 -> 5, 16x256x128 s3 168 -> 3).  Direct B's cases of session
+# 26 (no faster) only with DIRECT=1.
 d=--debug=bq-direct st=--debug=bq-stream
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
 go=$src/models/gpt-oss-20b
@@ -97,19 +101,23 @@ block gptoss_mxfp4.p69 gptoss_bf16 "$go" \
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x2.s5.k1.p792 $dn=16x64x64.w1x2.s4.k1.p1188" --layer 0 --synthetic-weights=1
+	"$gu=16x128x64.w1x2.s5.k1.p792 $dn=16x64x64.w1x2.s4.k1.p1584" --layer 0 --synthetic-weights=1
 [ "${DIRECT:-0}" = 1 ] && one gptoss_mxfp4.direct gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 mx=$out/mixtral-8x7b-gptq/config.json
 one mixtral_gptq.stream mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
+block mixtral_gptq.s3 mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x4.s3.k1 $dn=16x128x128.w1x4.s3.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.b64 mixtral_bf16 "$mx" \
+	"$gu=16x128x64.w1x4.s5.k1 $dn=16x128x64.w1x4.s5.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.s3p mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x4.s3.k1.p528 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
+block mixtral_gptq.b64p mixtral_bf16 "$mx" \
+	"$gu=16x128x64.w1x4.s5.k1.p660 $dn=16x128x64.w1x4.s5.k1.p660" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256 mixtral_bf16 "$mx" \
 	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256p mixtral_bf16 "$mx" \
 	"$gu=16x256x128.w1x4.s3.k1.p396 $dn=16x256x128.w1x4.s3.k1.p396" --layer 0 --synthetic-weights=1
-block mixtral_gptq.s3p mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x4.s3.k1.p528 $dn=16x128x128.w1x4.s3.k1.p528" --layer 0 --synthetic-weights=1
-block mixtral_gptq.b64p mixtral_bf16 "$mx" \
-	"$gu=16x128x64.w1x4.s5.k1.p528 $dn=16x128x64.w1x4.s5.k1.p528" --layer 0 --synthetic-weights=1
 [ "${DIRECT:-0}" = 1 ] && one mixtral_gptq.direct mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $d
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
