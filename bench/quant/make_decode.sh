@@ -84,8 +84,9 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # an SM, 270 of its 1530 CTAs without rows): stream-K for quantised B staged
 # (--debug=bq-stream: the heuristic's tiles over SMs x up to 4 CTAs; .pN in a
 # tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
-# k-tiles), against the default tiles; 2-warp tiles (8 n8 blocks a warp:
-# half the A loads and loop overhead a fragment); Mixtral's 256-column tiles
+# k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
+# against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
+# loads and loop overhead a fragment); Mixtral's 256-column tiles
 # (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
 # is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
 # stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
@@ -98,6 +99,10 @@ go=$src/models/gpt-oss-20b
 one gptoss_mxfp4.stream gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
 block gptoss_mxfp4.p69 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.s4 gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s4.k1 $dn=16x64x64.w1x4.s4.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s4.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
