@@ -86,7 +86,10 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
 # k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
 # against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
-# loads and loop overhead a fragment); Mixtral's 256-column tiles
+# loads and loop overhead a fragment); 192-column tiles for gpt-oss (N =
+# 5760 and 2880 are 30 and 15 of them; 6 n8 blocks a warp where the down
+# projection's 16x64 has 2: A loads and loop overhead over 3x the
+# fragments; 118-122 registers, 4 an SM); Mixtral's 256-column tiles
 # (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
 # is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
 # stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
@@ -103,6 +106,10 @@ block gptoss_mxfp4.s4 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s4.k1 $dn=16x64x64.w1x4.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s4.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.t192p gptoss_bf16 "$go" \
+	"$gu=16x192x64.w1x4.s4.k1.p528 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
