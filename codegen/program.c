@@ -1029,16 +1029,18 @@ bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 
 /*
  * Stream-K for a quantised decode GEMM (B staged): the heuristic's tile as
- * runs over SMs x the CTAs an SM holds, at most BQ_STREAM_SM of them (their
- * registers: ptxas gives the decode tiles 72-128, so four CTAs of 4 warps
- * fit an SM's 64K whatever the tile; shared memory alone would allow 6-12).
- * Every CTA streams an equal share of the touched weights with one fill,
- * where the tiles schedule runs gpt-oss-20b's 1260 gate|up CTAs in 1.4
- * waves and pays a fill per tile whose weights are a quarter of bf16's.
- * Only with --debug=bq-stream until the H200 measures it (bf16 decode
- * GEMMs stream by stream_k's model).
+ * runs over SMs x the CTAs an SM holds, at most BQ_STREAM_WARPS warps of
+ * them (their registers: ptxas gives these kernels 56-128 a thread, so 16
+ * warps fit an SM's 64K whatever the tile; shared memory alone would allow
+ * 6-12 CTAs of 4 warps, and a grid past what is resident runs a second
+ * wave of runs).  Every CTA streams an equal share of the touched weights
+ * with one fill, where the tiles schedule runs gpt-oss-20b's 1530 gate|up
+ * CTAs (270 of them without rows at T = 16) in 1.9 waves and pays a fill
+ * per tile whose weights are a quarter of bf16's.  Only with
+ * --debug=bq-stream until the H200 measures it (bf16 decode GEMMs stream
+ * by stream_k's model).
  */
-enum { BQ_STREAM_SM = 4 };
+enum { BQ_STREAM_WARPS = 16 };
 
 static void
 bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
@@ -1050,7 +1052,7 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 		return;
 	diag_init(&quiet, NULL);
 	to_stream(t, &c, thi);
-	c.ctas = (int)MIN((int64_t)c.ctas, (int64_t)cg_target_sms(t) * BQ_STREAM_SM);
+	c.ctas = (int)MIN((int64_t)c.ctas, (int64_t)cg_target_sms(t) * MAX(1, BQ_STREAM_WARPS / (c.warps_m * c.warps_n)));
 	if (cg_gemm_check(t, &c, &quiet) == 0)
 		*s = c;
 }

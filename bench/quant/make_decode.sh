@@ -82,7 +82,7 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # Session 27 (ncu of main at T=16: every quantised decode GEMM latency-bound,
 # 2.8-5 warps a scheduler, 1 eligible; gpt-oss's gate|up grid 1.9 waves of 6
 # an SM, 270 of its 1530 CTAs without rows): stream-K for quantised B staged
-# (--debug=bq-stream: the heuristic's tiles over SMs x up to 4 CTAs; .pN in a
+# (--debug=bq-stream: the heuristic's tiles over SMs x 16 warps; .pN in a
 # tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
 # k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
 # against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
