@@ -260,10 +260,10 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->split_k > 1 && (s->mainloop != CG_MAINLOOP_MMA || (s->K / s->bk) % s->split_k))
 		return diag_error(d, LOC_NONE, "gemm: split-K %d needs the mma.sync mainloop and a k-tile "
 				  "count (%lld) it divides", s->split_k, (long long)(s->K / s->bk));
-	if (s->sched == CG_SCHED_STREAM && (s->mainloop != CG_MAINLOOP_MMA || s->bq.group > 0 ||
+	if (s->sched == CG_SCHED_STREAM && (s->mainloop != CG_MAINLOOP_MMA || s->bq.direct ||
 					    s->f8.group > 0 || s->quant.kind == CG_QUANT_GROUP))
-		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16 "
-				  "or f32, and no group quantisation");
+		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16, "
+				  "f32 or quantised and staged (not direct), and no group quantisation");
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -1131,6 +1131,7 @@ struct Stream {
 	LLVMValueRef v, g0, g1, L64, n64;
 	LLVMValueRef lt;			/* var: the tile a_src/b_src are for (-1: none) */
 	LLVMValueRef a[MAXI], b[MAXI];		/* vars: its sources at k-tile 0 */
+	LLVMValueRef q[3][MAXI];		/* vars: quantised B's (packed B, scales, zero points) */
 };
 
 /* The first pair of run v: v * L / n (i64 arithmetic; an i32). */
@@ -1165,12 +1166,18 @@ stream_load(G *g, Stream *st, LLVMValueRef gi)
 		cg_set(f, st->a[i], g->a_src[i]);
 	for (int i = 0; i < g->b_n; i++)
 		cg_set(f, st->b[i], g->b_src[i]);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++)
+			cg_set(f, st->q[i][j], g->bq.src[i][j]);
 	cg_set(f, st->lt, t);
 	cg_endif(f, &c);
 	for (int i = 0; i < g->a_n; i++)
 		g->a_src[i] = cg_get(f, st->a[i]);
 	for (int i = 0; i < g->b_n; i++)
 		g->b_src[i] = cg_get(f, st->b[i]);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++)
+			g->bq.src[i][j] = cg_get(f, st->q[i][j]);
 	gemm_load_stage(g, stage_off(g, gi), kt);
 }
 
@@ -1216,6 +1223,9 @@ stream(G *g)
 		st.a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
 	for (int i = 0; i < g->b_n; i++)
 		st.b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++)
+			st.q[i][j] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
 	st.L64 = cg_sext64(f, L);
 	st.n64 = cg_sext64(f, n);

@@ -863,7 +863,8 @@ stream_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 }
 
 /* The kernels stream-K is for: decode tiles (up to 32 rows: mma.sync on every
- * target) over bf16/f16 operands (quantised B has its own split rules), no
+ * target) over bf16/f16 operands or quantised B staged (the heuristic leaves
+ * quantised B to its own split rules: bq_stream, --debug=bq-stream), no
  * group quantisation, (int32 pair indices) fewer than 2^31 pairs, and one
  * row tile per expert (or dense matrix) at most, i.e. T <= bm at thi (a token
  * picks an expert once): a run walks a tile's row tiles one after another
@@ -875,9 +876,9 @@ stream_ok(const GemmSpec *s, int64_t thi)
 	int64_t tiles = (gemm_rows(s, thi, 0) / s->bm + 1 + s->groups) * (s->N / s->bn);
 
 	return s->bm <= 32 && (s->groups ? thi : gemm_rows(s, thi, 0)) <= s->bm &&
-	       s->mainloop == CG_MAINLOOP_MMA && s->bq.group == 0 && s->f8.group == 0 &&
+	       s->mainloop == CG_MAINLOOP_MMA && !s->bq.direct && s->f8.group == 0 &&
 	       s->quant.kind != CG_QUANT_GROUP && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) &&
-	       (s->b_dt == DT_BF16 || s->b_dt == DT_F16) && tiles * (s->K / s->bk) < INT32_MAX / 2;
+	       (s->b_dt == DT_BF16 || s->b_dt == DT_F16 || s->bq.group > 0) && tiles * (s->K / s->bk) < INT32_MAX / 2;
 }
 
 /* Spec s (tiled, maybe split) as stream-K over the target's SMs x per_sm CTAs. */
@@ -898,7 +899,7 @@ stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
 	int S = MAX(s->split_k, 1);
 
-	if (!stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
+	if (s->bq.group > 0 || !stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
 	    split_time(t, s, tlo, S) + split_time(t, s, thi, S))
 		return;
 	to_stream(t, s, thi);
@@ -1069,6 +1070,36 @@ bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 		*s = c;
 		return;
 	}
+}
+
+/*
+ * Stream-K for a quantised decode GEMM (B staged): the heuristic's tile as
+ * runs over SMs x the CTAs an SM holds, at most BQ_STREAM_WARPS warps of
+ * them (their registers: ptxas gives these kernels 56-128 a thread, so 16
+ * warps fit an SM's 64K whatever the tile; shared memory alone would allow
+ * 6-12 CTAs of 4 warps, and a grid past what is resident runs a second
+ * wave of runs).  Every CTA streams an equal share of the touched weights
+ * with one fill, where the tiles schedule runs gpt-oss-20b's 1530 gate|up
+ * CTAs (270 of them without rows at T = 16) in 1.9 waves and pays a fill
+ * per tile whose weights are a quarter of bf16's.  Only with
+ * --debug=bq-stream until the H200 measures it (bf16 decode GEMMs stream
+ * by stream_k's model).
+ */
+enum { BQ_STREAM_WARPS = 16 };
+
+static void
+bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
+{
+	GemmSpec c = *s;
+	Diag quiet;
+
+	if (s->bq.group <= 0 || !stream_ok(s, thi))
+		return;
+	diag_init(&quiet, NULL);
+	to_stream(t, &c, thi);
+	c.ctas = (int)MIN((int64_t)c.ctas, (int64_t)cg_target_sms(t) * MAX(1, BQ_STREAM_WARPS / (c.warps_m * c.warps_n)));
+	if (cg_gemm_check(t, &c, &quiet) == 0)
+		*s = c;
 }
 
 /*
@@ -1364,6 +1395,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		} else {
 			if (p->o.debug & DBG_BQ_DIRECT)
 				bq_direct(t, &s[i], tlo, tokens);
+			else if (p->o.debug & DBG_BQ_STREAM)
+				bq_stream(t, &s[i], tokens);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);
 			vec_plan(p, t, &s[i], tokens);

@@ -67,37 +67,70 @@ one mixtral_gptq mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" --layer 0 --s
 one mixtral_bf16 - "$out/mixtral-8x7b-bf16/config.json" --layer 0 --synthetic-weights=1
 
 # the quantised blocks with other tiles for their grouped GEMMs (one tuning
-# table each: KEY=VARIANT words; a key that does not take its variant keeps
-# the heuristic's, with a warning in NAME.log)
+# table each: KEY=VARIANT words; a variant the builder refuses keeps the
+# heuristic's tile, with a warning in NAME.log: said here as NOT TAKEN)
 block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 	bn=$1 bp=$2 bm=$3 kv=$4
 	shift 4
 	printf 'moec-tuning 1\n' > "$out/$bn.tuning"
 	for x in $kv; do printf 'sm_90a %s %s\n' "${x%%=*}" "${x#*=}" >> "$out/$bn.tuning"; done
 	one "$bn" "$bp" "$bm" "$@" --tuning="$out/$bn.tuning"
+	if grep -q 'does not fit' "$out/$bn.log"; then
+		echo "     NOT TAKEN: $(grep -o 'variant [^ ]* for [^ ]* does not fit[^;]*' "$out/$bn.log" | head -2)"
+	fi
 }
+# Session 27 (ncu of main at T=16: every quantised decode GEMM latency-bound,
+# 2.8-5 warps a scheduler, 1 eligible; gpt-oss's gate|up grid 1.9 waves of 6
+# an SM, 270 of its 1530 CTAs without rows): stream-K for quantised B staged
+# (--debug=bq-stream: the heuristic's tiles over SMs x 16 warps; .pN in a
+# tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
+# k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
+# against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
+# loads and loop overhead a fragment); 192-column tiles for gpt-oss (N =
+# 5760 and 2880 are 30 and 15 of them; 6 n8 blocks a warp where the down
+# projection's 16x64 has 2: A loads and loop overhead over 3x the
+# fragments; 118-122 registers, 4 an SM); Mixtral's 256-column tiles
+# (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
+# is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
+# stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
+# 2-warp down 72 -> 12; Mixtral 16x128x128 s3 118 -> 4 (down 96 -> 5),
+# 16x128x64 s5 96 -> 5, 16x256x128 s3 168 -> 3).  Direct B's cases of session
+# 26 (no faster) only with DIRECT=1.
+d=--debug=bq-direct st=--debug=bq-stream
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
-# A/B of direct quantised B (session 26, --debug=bq-direct: the decode GEMMs
-# load the packed words straight into registers a k-tile ahead, lane
-# vectors of 2 atoms) against the default plan, B staged through shared
-# memory: the .direct cases (the heuristic's direct tiles: split-K where it
-# weighs it) and direct B's tiles: no split-K (.dk1: the best gpt-oss case
-# on the H200, 2026-12-02), 64-deep k-tiles (.d64), 8 warps (.dw8: half the
-# words a lane, twice the warps; gpt-oss's down tile, 64 wide, keeps 4)
-d=--debug=bq-direct
-one gptoss_mxfp4.direct gptoss_bf16 "$src/models/gpt-oss-20b" --layer 0 --synthetic-weights=1 $d
-block gptoss_mxfp4.dk1 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x192.w1x4.s3.k1.d $dn=16x64x192.w1x4.s3.k1.d" --layer 0 --synthetic-weights=1 $d
-block gptoss_mxfp4.d64 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x64.w1x4.s5.k1.d $dn=16x64x64.w1x4.s5.k1.d" --layer 0 --synthetic-weights=1 $d
-block gptoss_mxfp4.dw8 gptoss_bf16 "$src/models/gpt-oss-20b" \
-	"$gu=16x128x192.w1x8.s3.k1.d $dn=16x64x192.w1x4.s3.k1.d" --layer 0 --synthetic-weights=1 $d
+go=$src/models/gpt-oss-20b
+one gptoss_mxfp4.stream gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
+block gptoss_mxfp4.p69 gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.s4 gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s4.k1 $dn=16x64x64.w1x4.s4.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s4.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.t192p gptoss_bf16 "$go" \
+	"$gu=16x192x64.w1x4.s4.k1.p528 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x2.s5.k1.p792 $dn=16x64x64.w1x2.s4.k1.p1584" --layer 0 --synthetic-weights=1
+[ "${DIRECT:-0}" = 1 ] && one gptoss_mxfp4.direct gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
-one mixtral_gptq.direct mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" --layer 0 --synthetic-weights=1 $d
-block mixtral_gptq.dk1 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
-	"$gu=16x128x256.w1x4.s3.k1.d $dn=16x128x256.w1x4.s3.k4.d" --layer 0 --synthetic-weights=1 $d
-block mixtral_gptq.dw8 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
-	"$gu=16x128x256.w1x8.s3.k1.d $dn=16x128x256.w1x8.s3.k7.d" --layer 0 --synthetic-weights=1 $d
+mx=$out/mixtral-8x7b-gptq/config.json
+one mixtral_gptq.stream mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
+block mixtral_gptq.s3 mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x4.s3.k1 $dn=16x128x128.w1x4.s3.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.b64 mixtral_bf16 "$mx" \
+	"$gu=16x128x64.w1x4.s5.k1 $dn=16x128x64.w1x4.s5.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.s3p mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x4.s3.k1.p528 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
+block mixtral_gptq.b64p mixtral_bf16 "$mx" \
+	"$gu=16x128x64.w1x4.s5.k1.p660 $dn=16x128x64.w1x4.s5.k1.p660" --layer 0 --synthetic-weights=1
+block mixtral_gptq.t256 mixtral_bf16 "$mx" \
+	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
+block mixtral_gptq.t256p mixtral_bf16 "$mx" \
+	"$gu=16x256x128.w1x4.s3.k1.p396 $dn=16x256x128.w1x4.s3.k1.p396" --layer 0 --synthetic-weights=1
+[ "${DIRECT:-0}" = 1 ] && one mixtral_gptq.direct mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $d
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
 # heuristic's tiles and the variants of the sweep (split-K for quantised B
@@ -105,15 +138,17 @@ block mixtral_gptq.dw8 mixtral_bf16 "$out/mixtral-8x7b-gptq/config.json" \
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' -e 's/,64\]/,32]/' "$src/bench/quant/dense_w4a16.ir" > "$out/w4_12k.ir"
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' "$src/bench/quant/dense_bf16.ir" > "$out/bf16_12k.ir"
 one w4_12k bf16_12k "$out/w4_12k.ir"
-one w4_12k.direct bf16_12k "$out/w4_12k.ir" $d
+one w4_12k.stream bf16_12k "$out/w4_12k.ir" $st
 one bf16_12k - "$out/bf16_12k.ir"
 cp "$src/bench/quant/dense_w4a16.ir" "$out/w4_28k.ir"
 cp "$src/bench/quant/dense_bf16.ir" "$out/bf16_28k.ir"
 one w4_28k bf16_28k "$out/w4_28k.ir"
-one w4_28k.direct bf16_28k "$out/w4_28k.ir" $d
+one w4_28k.stream bf16_28k "$out/w4_28k.ir" $st
 one bf16_28k - "$out/bf16_28k.ir"
-# the dense sweep (direct B's tiles, with bq-direct's lane vectors; the staged ones with SWEEP=staged)
+# the dense sweep (SWEEP=direct: direct B's tiles, with bq-direct's lane
+# vectors; SWEEP=staged: the staged ones); none by default
 for shape in 12k:n12288.k4096 28k:n28672.k8192; do
+	[ -n "${SWEEP:-}" ] || break
 	s=${shape%%:*} key=dense.m1.${shape#*:}.bf16.i4.nk.t1-16
 	vs="16x64x256.w1x4.s3.k1.d 16x64x256.w1x4.s3.k2.d 16x128x256.w1x4.s3.k1.d 16x128x256.w1x4.s3.k2.d \
 	    16x128x128.w1x4.s4.k2.d 16x128x256.w1x8.s3.k2.d"

@@ -17,17 +17,18 @@ mkdir -p "$out" || exit 1
 : > "$out/list.txt"
 fail=0
 arch=	# compile flags only (moec run takes no --arch)
+maxt=64	# --max-tokens
 one() {	# one NAME DIR [flags...]
 	name=$1 dir=$2
 	shift 2
 	# shellcheck disable=SC2086
-	if ! "$moec" compile "$dir" "$@" $arch --max-tokens=64 -o "$out/$name.moeb" 2>"$out/$name.log"; then
+	if ! "$moec" compile "$dir" "$@" $arch --max-tokens=$maxt -o "$out/$name.moeb" 2>"$out/$name.log"; then
 		echo "FAIL $name: does not compile"; sed 's/^/     /' "$out/$name.log" | tail -5
 		fail=1
 		return
 	fi
 	# shellcheck disable=SC2086
-	"$moec" compile "$dir" "$@" $arch --max-tokens=64 -o "$out/$name.again.moeb" 2>/dev/null
+	"$moec" compile "$dir" "$@" $arch --max-tokens=$maxt -o "$out/$name.again.moeb" 2>/dev/null
 	if ! cmp -s "$out/$name.moeb" "$out/$name.again.moeb"; then
 		echo "FAIL $name: two compiles differ"
 		fail=1
@@ -77,5 +78,12 @@ one ws_fp8_deepseek_v3_128 "$src/tests/codegen/fp8/deepseek_v3_128" --layer 1 --
 for n in gpt_oss_256 mixtral_gptq_256; do
 	one "qdirect_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7 --debug=bq-direct
 	one "qstaged_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7
+done
+# stream-K for quantised B staged (--debug=bq-stream: decode GEMMs of one
+# row tile an expert, so max_tokens 16; the quant fixtures' sets have T = 7):
+# MXFP4, GPTQ and AWQ MoE blocks and an asymmetric int4 dense MLP
+maxt=16
+for n in gpt_oss_mxfp4 qwen3_moe_gptq qwen3_moe_awq llama_ct_int4_asym; do
+	one "qstream_$n" "$src/tests/fixtures/quant/$n" --layer 1 --debug=bq-stream
 done
 exit $fail

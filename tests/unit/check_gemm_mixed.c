@@ -970,6 +970,88 @@ static const char prog_moe_direct[] =
 	"	ret %y\n"
 	"}\n";
 
+/* Stream-K over `ctas` CTAs for launches of up to T tokens (a workspace slot a tile). */
+static void
+stream(GemmSpec *s, int ctas, int T)
+{
+	split(s, 0, T);
+	s->sched = CG_SCHED_STREAM;
+	s->ctas = ctas;
+}
+
+/*
+ * Stream-K with quantised B staged through shared memory (--debug=bq-stream,
+ * tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
+ * and zero-point sources follow the load stream into each tile, and a
+ * k-tile's group rows are the tile's own (its k-tile within the tile).
+ * Every format's fast path, group rows inside and across k-tiles, tiles cut
+ * between CTAs (3 and 7 CTAs, more CTAs than pairs), grouped MXFP4 SwiGLU
+ * with empty experts, u4 down with routing weights and scattered rows, T = 0;
+ * against the double reference, and the same bits on a second run.  Direct
+ * B is refused.
+ */
+START_TEST(test_stream)
+{
+	static const struct {
+		DType b, sc;
+		int group, zero, bn, bk, stages, ctas, T;
+		const char *what;
+	} f[] = {
+		{DT_I4, DT_BF16, 128, 0, 128, 128, 5, 3, 16, "i4 g128 bf16, 16x128x128 s5, 3 CTAs (every tile cut)"},
+		{DT_I4, DT_BF16, 128, 0, 128, 128, 5, 7, 1, "i4 g128 bf16, 7 CTAs, T = 1"},
+		{DT_U4, DT_BF16, 32, 1, 128, 64, 4, 5, 16, "u4 g32 bf16 + zero points, two scale rows a k-tile"},
+		{DT_U4, DT_BF16, 128, 1, 64, 64, 3, 11, 9, "u4 g128 + zero points, a group over two k-tiles"},
+		{DT_F4E2M1, DT_F8E8M0, 32, 0, 128, 64, 5, 3, 16, "f4e2m1 g32 e8m0 (MXFP4), 3 CTAs"},
+		{DT_F4E2M1, DT_F8E8M0, 32, 0, 128, 192, 3, 2, 7, "f4e2m1 g32, 192-deep k-tiles, 2 CTAs"},
+		{DT_I4, DT_BF16, 64, 0, 64, 64, 3, 200, 5, "i4 g64, more CTAs than pairs"},
+		{DT_I8, DT_BF16, 64, 0, 128, 64, 4, 4, 16, "i8 g64 bf16 (the f32 path), 4 CTAs"},
+	};
+	for (size_t i = 0; i < NELEM(f); i++) {
+		GemmCase c = {.what = f[i].what, .T = f[i].T};
+		spec_q(&c.s, f[i].b, 256, 768, f[i].group, f[i].sc, f[i].zero);
+		gh_tiles(&c.s, 16, f[i].bn, f[i].bk, 1, 4, f[i].stages);
+		stream(&c.s, f[i].ctas, c.T);
+		gh_check(&c, 1e-5);
+		ck_assert_msg(gh_same_bits(&c, &c), "%s: two runs differ", c.what);
+	}
+	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K (gpt-oss gate|up), 5 CTAs", .T = 21,
+		      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
+	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
+	g.s.b_dt = DT_F4E2M1;
+	g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1};
+	gh_tiles(&g.s, 16, 128, 64, 1, 4, 5);
+	stream(&g.s, 5, g.T);
+	gh_check(&g, 1e-2);
+	g.what = "grouped f4e2m1 swiglu stream-K, the big-scale vote, vec 2 layout, 13 CTAs";
+	g.s.bq.scales_le2 = 0;
+	g.s.bq.vec = 2;
+	g.b_scale = 6 * sqrt(320.0);
+	stream(&g.s, 13, g.T);
+	gh_check(&g, 1e-2);
+	g.what = "grouped f4e2m1 swiglu stream-K, T = 0";
+	g.T = 0;
+	memset(g.counts, 0, sizeof g.counts);
+	gh_check(&g, 1e-2);
+	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter (Mixtral GPTQ), 6 CTAs", .T = 9,
+		       .counts = {3, 3, 0, 12}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	gh_tiles(&dn.s, 16, 64, 128, 1, 4, 4);
+	stream(&dn.s, 6, dn.T);
+	gh_check(&dn, 1e-2);
+	/* direct B has no stage to follow the run: refused */
+	GemmSpec s;
+	spec_q(&s, DT_I4, 256, 768, 128, DT_BF16, 0);
+	gh_tiles(&s, 16, 128, 256, 1, 4, 3);
+	s.bq.vec = 2;
+	s.bq.direct = 1;
+	stream(&s, 132, 16);
+	refused(&s, "quantised and staged (not direct)");
+}
+END_TEST
+
 /* The whole plan with direct quantised B (--debug=bq-direct: program.c's
  * bq_direct) against the interpreter at T = 1, 7, 16 and 64 (16-row tiles
  * up to max_tokens = 64 here: 64 takes several row tiles an expert), and
@@ -986,6 +1068,22 @@ START_TEST(test_program_direct)
 	}
 	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k3", "scale=bf16 zero tiles", 1e-2, 0);
 	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, 0);
+}
+END_TEST
+
+/* The whole plan with stream-K for quantised B staged (--debug=bq-stream:
+ * program.c's bq_stream; max_tokens 16, one row tile an expert) against the
+ * interpreter at T = 1, 7 and 16: gate|up u4 with zero points, down MXFP4. */
+START_TEST(test_program_stream)
+{
+	static const int T[] = {1, 7, 16};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "scale=bf16 zero stream-k", 1e-2,
+				     DBG_BQ_STREAM);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2,
+				     DBG_BQ_STREAM);
+	}
 }
 END_TEST
 
@@ -1038,7 +1136,9 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_grouped);
 	tcase_add_test(t, test_decode_variants);
 	tcase_add_test(t, test_direct);
+	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_direct);
+	tcase_add_test(t, test_program_stream);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;

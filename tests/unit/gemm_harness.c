@@ -701,6 +701,20 @@ gh_check(const GemmCase *c, double tol)
 	gh_free(&r);
 }
 
+int
+gh_same_bits(const GemmCase *a, const GemmCase *b)
+{
+	GemmRun r1, r2;
+	int same;
+
+	ck_assert_msg(gh_run(&r1, a) == 0, "%s: %s", a->what, r1.msg);
+	ck_assert_msg(gh_run(&r2, b) == 0, "%s: %s", b->what, r2.msg);
+	same = r1.cbytes == r2.cbytes && memcmp(r1.C, r2.C, r1.cbytes) == 0;
+	gh_free(&r1);
+	gh_free(&r2);
+	return same;
+}
+
 /* ---- PTX and ptxas ---- */
 
 int

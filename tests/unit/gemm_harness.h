@@ -113,6 +113,8 @@ int gh_compare(GemmRun *r, GemmErr *e);
 /* Asserts: the case runs, its relative L2 error is below tol, and with
  * GH_EXACT every element equals the exact result. */
 void gh_check(const GemmCase *c, double tol);
+/* Runs a and b; 1 when their outputs are the same bits. */
+int gh_same_bits(const GemmCase *a, const GemmCase *b);
 
 /* ---- PTX and ptxas ---- */
 
