@@ -76,6 +76,8 @@ struct CgVariant {
 	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
 	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
 	int direct;				/* quantised B loaded straight into registers (.d) */
+	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:
+						 * GemmSpec.f8.whole) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {
