@@ -916,6 +916,14 @@ struct CgNormSpec {
 	DType gamma_dt, h_dt, hout_dt;	/* hout_dt: the norm's cast (h_dt: none) */
 	int rstd;		/* rstd(x), f32 */
 	double rstd_eps;
+	int no_h;		/* norm: h is not stored (only its quantisation below is) */
+	/* > 0: quantize_dynamic of h (the value stored, hout_dt) per qgroup columns
+	 * (8..256, a power of 2 dividing H) to q_dt (f8e4m3): scale = amax / 448
+	 * (1 where amax is 0), q = sat(rn(h / scale)); stored: q (q_out), the f32
+	 * scales [rows][H / qgroup] (qs_out), q * scale rounded to dq_dt (dq_out) */
+	int qgroup, q_out, qs_out, dq_out;
+	DType q_dt, dq_dt;
+	int q_pre;		/* the quantisation reads the norm's value before its cast (h_dt) */
 };
 int cg_norm_check(const CgNormSpec *s, Diag *d);
 int cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d);
@@ -933,6 +941,7 @@ typedef struct CgNormMatch CgNormMatch;
 struct CgNormMatch {
 	const Node *norm, *rstd_call;	/* either may be NULL, not both */
 	const Value *x, *gamma, *h, *rstd_out;
+	const Value *q, *qs, *dq;	/* the quantisation's results (s.qgroup > 0), each NULL if not stored */
 	CgNormSpec s;
 };
 int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, const Node *c),

@@ -134,6 +134,8 @@ layout(G *g, const GemmSpec *in)
 	if (s->bq.group > 0)
 		gemm_bq_layout(g);	/* packed B, its scales and zero points */
 	g->k.tab = s->stages * g->stage;
+	if (s->mainloop == CG_MAINLOOP_WGMMA && s->f8.group > 0)	/* FP8: its swizzled stages as they are */
+		g->k.tab = 1024 + s->stages * g->wg.stage;	/* (+ 1 KiB alignment), not mma.sync's padded rows */
 	g->k.wsum = g->k.tab + ((4 * (s->groups + 1) + 15) & ~15);
 	g->k.smem = s->groups > 0 ? g->k.wsum + 128 : g->k.tab;
 	if (s->quant.kind == CG_QUANT_GROUP)

@@ -21,6 +21,16 @@
  * norm's type and then its cast's, as the row kernel's walker does.
  * Rows of up to 32 groups a lane (H <= 8192 for 2-byte x) stay in registers
  * between the two passes; longer ones are read again (from L1/L2).
+ *
+ * With a quantisation (qgroup, DeepSeek-V3 FP8's activations: h ->
+ * quantize_dynamic group=128 -> dequantize, one row kernel of four results
+ * that the body kernels ran as a CTA a row at ~350 GB/s): a group of 128
+ * columns is 16 lanes' 8 values of one batch slot, so its amax is a
+ * shfl.up max-scan over the 16 lanes (lane 15 / 31 ends with it) handed
+ * to the others through shared memory; then each lane quantises its 8
+ * values (8 bytes), the group's first lane stores the scale, and q * scale
+ * is stored rounded (the same arithmetic as the body kernels: epilogue.c's
+ * cg_quant_emit_scale and cg_quant_emit).
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -32,6 +42,7 @@
 #define TREE 256	/* the row kernel's threads, whose order is matched */
 #define KEEP_REGS 32	/* registers a lane may spend keeping its groups (more: spills) */
 #define BATCH 8		/* groups a lane loads before it uses any (long rows) */
+#define QBATCH 4	/* ... of the outputs when they are quantised (registers) */
 
 static int
 io_float(DType t)
@@ -51,6 +62,14 @@ cg_norm_check(const CgNormSpec *s, Diag *d)
 					       !io_float(s->hout_dt))))
 		return diag_error(d, LOC_NONE, "norm: x %s (needs f32, bf16 or f16, as gamma and h)",
 				  dtype_name(s->x_dt));
+	if (s->qgroup && (!s->norm || s->qgroup < LV || s->qgroup > 32 * LV || (s->qgroup & (s->qgroup - 1)) ||
+			  s->H % s->qgroup || s->q_dt != DT_F8E4M3 || (s->dq_out && !io_float(s->dq_dt)) ||
+			  !(s->q_out || s->qs_out || s->dq_out)))
+		return diag_error(d, LOC_NONE, "norm: a quantisation per %d columns of rows of %lld to %s (needs "
+				  "the norm, groups of 8..256 a power of 2 dividing the row, f8e4m3, an output)",
+				  s->qgroup, (long long)s->H, dtype_name(s->q_dt));
+	if (s->norm && s->no_h && !s->qgroup)
+		return diag_error(d, LOC_NONE, "norm: the norm stores nothing");
 	if (s->rows.a < 0 || s->rows.b < 0 || s->rows.div != 0 || s->rows.a > INT32_MAX ||
 	    s->rows.b > INT32_MAX)
 		return diag_error(d, LOC_NONE, "norm: rows %lld*T+%lld", (long long)s->rows.a,
@@ -63,6 +82,7 @@ struct Nm {
 	CgFn *f;
 	const CgNormSpec *s;
 	LLVMValueRef x, gamma, h, rstd, T;
+	LLVMValueRef q, qs, dq;		/* the quantisation's results */
 	LLVMValueRef lane, u, row, live;	/* row: the warp's (clamped); live: row < rows */
 	int M;				/* groups a lane: cdiv(H / 8, 32) */
 	int keep;			/* the row stays in registers between the passes */
@@ -141,16 +161,100 @@ squares(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef *part, LLVMValueRef *xs)
 	}
 }
 
-/* Pass 2 over groups m0..m0+cnt-1: h = x * inv * gamma, rounded, stored. */
+/* The amax of each of the cnt groups' qgroup columns (ok: the group is in
+ * the row; else 0), in every lane of the quantisation group: a shfl.up
+ * max-scan over its L = qgroup / 8 lanes (an aligned block of the warp,
+ * whose last lane ends with the maximum), handed to the block's lanes
+ * through the warp's slots in shared memory (after the warp's barrier
+ * word: BATCH x 32 floats a warp).  NaN is never taken (fcmp ogt), as
+ * the interpreter's fmax. */
+static void
+group_amax(Nm *n, int cnt, LLVMValueRef *ok, LLVMValueRef (*y)[LV], LLVMValueRef *amax)
+{
+	CgFn *f = n->f;
+	LLVMBuilderRef B = f->B;
+	int L = n->s->qgroup / LV;
+	LLVMValueRef warp = cg_shr(f, cg_tid(f, 0), 5), top = LLVMBuildOr(B, n->lane, cg_i32(f, L - 1), "");
+	LLVMValueRef slot = cg_addi(f, cg_muli(f, warp, BATCH * 32 * 4), 4 * WARPS);
+
+	for (int g = 0; g < cnt; g++) {
+		LLVMValueRef a = cg_f32(f, 0);
+		for (int j = 0; j < LV; j++) {
+			LLVMValueRef v = cg_fabs(f, y[g][j]);
+			a = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), v, a);
+		}
+		amax[g] = cg_select(f, ok[g], a, cg_f32(f, 0));
+	}
+	for (int d = 1; d < L; d *= 2)
+		for (int g = 0; g < cnt; g++) {
+			LLVMValueRef o = LLVMBuildBitCast(B, cg_shfl_up(f, LLVMBuildBitCast(B, amax[g], f->ti32, ""), d),
+							  f->tf32, "");
+			amax[g] = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, o, amax[g], ""), o, amax[g]);
+		}
+	for (int g = 0; g < cnt; g++)
+		cg_sstore(f, amax[g], cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_addi(f, n->lane, 32 * g), 2))), 4);
+	cg_syncwarp(f);
+	for (int g = 0; g < cnt; g++)
+		amax[g] = cg_sload(f, f->tf32, cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_addi(f, top, 32 * g), 2))), 4);
+	cg_syncwarp(f);		/* the slots are free for the next batch */
+}
+
+/* 8 bytes to base[at..at+7] (8-byte aligned). */
+static void
+store8_bytes(CgFn *f, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
+{
+	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(f->ti8, LV));
+
+	for (int j = 0; j < LV; j++)
+		vec = LLVMBuildInsertElement(f->B, vec, v[j], cg_i32(f, j), "");
+	cg_gstore(f, vec, cg_gep(f, base, at, 1), 8);
+}
+
+/* Group g's quantisation (its 8 values y, the group's scale sc) stored:
+ * q, the scale (by the quantisation group's first lane), q * scale. */
+static void
+quant_store(Nm *n, LLVMValueRef at, LLVMValueRef *y, LLVMValueRef sc)
+{
+	CgFn *f = n->f;
+	const CgNormSpec *s = n->s;
+	CgQuant qz = {.kind = CG_QUANT_GROUP, .in_dt = DT_F32, .group = s->qgroup};
+	LLVMValueRef q[LV], dq[LV], at_row = row_at(n, at);
+	CgIf c;
+
+	for (int j = 0; j < LV; j++) {
+		q[j] = cg_quant_emit(f, &qz, s->q_dt, y[j], sc, NULL);
+		dq[j] = cg_round_dt(f, LLVMBuildFMul(f->B, cg_bits_to_f32(f, q[j], s->q_dt), sc, ""), s->dq_dt);
+	}
+	if (s->q_out)
+		store8_bytes(f, n->q, at_row, q);
+	if (s->dq_out)
+		store8(f, s->dq_dt, n->dq, at_row, dq);
+	if (!s->qs_out)
+		return;
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, LLVMBuildTrunc(f->B, cg_and(f, at, s->qgroup - 1), f->ti32, ""),
+				   cg_i32(f, 0), ""));
+	cg_gstore(f, sc, cg_gep(f, n->qs, cg_add(f, cg_muli(f, cg_sext64(f, n->row), s->H / s->qgroup),
+						     LLVMBuildSDiv(f->B, at, LLVMConstInt(f->ti64, s->qgroup, 0), "")), 4), 4);
+	cg_endif(f, &c);
+}
+
+/* Pass 2 over groups m0..m0+cnt-1: h = x * inv * gamma, rounded, stored
+ * (and its quantisation). */
 static void
 outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
 {
 	CgFn *f = n->f;
 	LLVMBuilderRef B = f->B;
 	const CgNormSpec *s = n->s;
-	LLVMValueRef xr[BATCH], gr[BATCH], ok[BATCH], at[BATCH], xv[LV], gv[LV], y[LV];
+	LLVMValueRef xr[BATCH], gr[BATCH], ok[BATCH], at[BATCH], xv[LV], gv[LV], y[BATCH][LV], amax[BATCH];
+	LLVMValueRef yq[BATCH][LV];	/* what the quantisation reads: y, or y before the cast */
 	CgIf c;
 
+	if (s->qgroup && cnt > QBATCH) {	/* the values wait for their scales: fewer at a time */
+		for (int g = 0; g < cnt; g += QBATCH)
+			outputs(n, cg_addi(f, m0, g), MIN(QBATCH, cnt - g), inv, xs ? xs + g : NULL);
+		return;
+	}
 	for (int g = 0; g < cnt; g++) {
 		at[g] = group(n, cg_addi(f, m0, g), &ok[g]);
 		xr[g] = xs ? xs[g] : load8(f, s->x_dt, n->x, row_at(n, at[g]));
@@ -160,11 +264,21 @@ outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
 		f32x8(f, s->x_dt, xr[g], xv);
 		f32x8(f, s->gamma_dt, gr[g], gv);
 		for (int j = 0; j < LV; j++) {
-			y[j] = LLVMBuildFMul(B, LLVMBuildFMul(B, xv[j], inv, ""), gv[j], "");
-			y[j] = cg_round_dt(f, cg_round_dt(f, y[j], s->h_dt), s->hout_dt);
+			y[g][j] = LLVMBuildFMul(B, LLVMBuildFMul(B, xv[j], inv, ""), gv[j], "");
+			yq[g][j] = cg_round_dt(f, y[g][j], s->h_dt);
+			y[g][j] = cg_round_dt(f, yq[g][j], s->hout_dt);
+			if (!s->q_pre)
+				yq[g][j] = y[g][j];
 		}
+	}
+	if (s->qgroup)
+		group_amax(n, cnt, ok, yq, amax);
+	for (int g = 0; g < cnt; g++) {
 		cg_if(f, &c, LLVMBuildAnd(B, n->live, ok[g], ""));
-		store8(f, s->hout_dt, n->h, row_at(n, at[g]), y);
+		if (!s->no_h)
+			store8(f, s->hout_dt, n->h, row_at(n, at[g]), y[g]);
+		if (s->qgroup)
+			quant_store(n, at[g], yq[g], cg_quant_emit_scale(f, s->q_dt, amax[g]));
 		cg_endif(f, &c);
 	}
 }
@@ -262,8 +376,8 @@ body(Nm *n)
 int
 cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 {
-	CgParam par[5];
-	LLVMValueRef *slot[5], rows, warp;
+	CgParam par[8];
+	LLVMValueRef *slot[8], rows, warp;
 	int np = 0, block[3] = {32 * WARPS, 1, 1};
 	CgExpr grid[3] = {{s->rows.a, s->rows.b, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[160];
@@ -279,8 +393,15 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	P(CGP_PTR, "x", x);
 	if (s->norm) {
 		P(CGP_PTR, "gamma", gamma);
-		P(CGP_PTR, "h", h);
+		if (!s->no_h)
+			P(CGP_PTR, "h", h);
 	}
+	if (s->qgroup && s->q_out)
+		P(CGP_PTR, "q", q);
+	if (s->qgroup && s->qs_out)
+		P(CGP_PTR, "q_scale", qs);
+	if (s->qgroup && s->dq_out)
+		P(CGP_PTR, "dq", dq);
 	if (s->rstd)
 		P(CGP_PTR, "rstd", rstd);
 	P(CGP_I32, "T", T);
@@ -300,10 +421,10 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.live = cg_lt(n.f, warp, rows);
 	n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
 	body(&n);
-	snprintf(note, sizeof note, "norm H=%lld %s%s%s, a warp a row%s", (long long)s->H,
+	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, a warp a row%s", (long long)s->H,
 		 dtype_name(s->x_dt), s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 n.keep ? ", kept in registers" : "");
-	return cg_fn_end(n.f, block, grid, 4 * WARPS, note);
+		 s->qgroup ? " quantised per group" : "", n.keep ? ", kept in registers" : "");
+	return cg_fn_end(n.f, block, grid, 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0), note);
 }
 
 /* --- which row kernels it replaces ------------------------------------------- */
@@ -329,41 +450,133 @@ cg_row_op(const Node *call, Op op, int64_t H)
 	return n;
 }
 
+/* Node x of kernel k as the norm rms_norm(p0, p1) over the last axis of
+ * rows of static H: 1 with the spec's norm fields set. */
+static int
+norm_node(const Graph *k, const Node *x, CgNormSpec *s)
+{
+	const Type *t = x->nin == 2 ? &x->in[1]->type : NULL, *xt = &x->in[0]->type;
+
+	if (x->op != OP_RMS_NORM || !t || cg_param_index(k, x->in[0]) != 0 || cg_param_index(k, x->in[1]) != 1 ||
+	    xt->rank != 2 || !ir_dim_is_static(xt->dim[1]) || !last_axis(x) || t->rank != 1 ||
+	    t->dim[0] != xt->dim[1] || !io_float(t->dt) || !io_float(xt->dt) || !io_float(x->out[0]->type.dt))
+		return 0;
+	s->H = xt->dim[1];
+	s->x_dt = xt->dt;
+	s->eps = ir_attr_float(x, "eps", 1e-5);
+	s->gamma_dt = t->dt;
+	s->h_dt = s->hout_dt = x->out[0]->type.dt;
+	return 1;
+}
+
+/* The norm's nodes from the first non-constant one: rms_norm [-> one cast];
+ * its value in *v, the node after them returned (NULL: the end). */
+static const Node *
+norm_head(const Graph *k, CgNormSpec *s, const Value **v, int *ok)
+{
+	const Node *x = k->first;
+
+	while (x && x->op == OP_CONST)
+		x = x->next;
+	*ok = x && norm_node(k, x, s);
+	if (!*ok)
+		return NULL;
+	*v = x->out[0];
+	for (x = x->next; x && x->op == OP_CONST; x = x->next)
+		;
+	if (x && x->op == OP_CAST && x->in[0] == *v && io_float(x->out[0]->type.dt)) {
+		*v = x->out[0];
+		s->hout_dt = (*v)->type.dt;
+		for (x = x->next; x && x->op == OP_CONST; x = x->next)
+			;
+	}
+	return x;
+}
+
 int
 cg_norm_body(const Node *call, CgNormSpec *s)
 {
 	const Graph *k = call->callee;
-	const Node *nn = NULL;
 	const Value *v = NULL;
-	int casts = 0;
+	int ok;
 
 	if (call->op != OP_CALL || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1)
 		return 0;
-	for (const Node *x = k->first; x; x = x->next) {
-		if (x->op == OP_CONST)
-			continue;
-		if (!nn) {
-			const Type *t = x->nin == 2 ? &x->in[1]->type : NULL, *xt = &x->in[0]->type;
-			if (x->op != OP_RMS_NORM || !t || cg_param_index(k, x->in[0]) != 0 ||
-			    cg_param_index(k, x->in[1]) != 1 || xt->rank != 2 || !ir_dim_is_static(xt->dim[1]) ||
-			    !last_axis(x) || t->rank != 1 || t->dim[0] != xt->dim[1] || !io_float(t->dt) ||
-			    !io_float(xt->dt) || !io_float(x->out[0]->type.dt))
-				return 0;
-			nn = x;
-			v = x->out[0];
-			s->H = xt->dim[1];
-			s->x_dt = xt->dt;
-			s->eps = ir_attr_float(x, "eps", 1e-5);
-			s->gamma_dt = t->dt;
-			s->h_dt = s->hout_dt = v->type.dt;
-			continue;
-		}
-		if (x->op != OP_CAST || x->in[0] != v || !io_float(x->out[0]->type.dt) || casts++)
+	return !norm_head(k, s, &v, &ok) && ok && k->ret[0] == v;
+}
+
+/*
+ * A row kernel rms_norm(p0, p1) [-> one cast] -> quantize_dynamic group=G
+ * to f8e4m3 [-> dequantize of both per G columns of a row] (DeepSeek-V3
+ * FP8's norm), whose results are any of the norm's value, q, the scales
+ * and the dequantized values: 1 with the spec set and the results' indices
+ * in ret[] (h, q, scales, dequantized; -1: not a result), else 0.
+ */
+static int
+norm_quant_body(const Node *call, CgNormSpec *s, int *ret)
+{
+	const Graph *k = call->callee;
+	const Value *v = NULL, *res[4];
+	const Node *x, *qd, *dq = NULL;
+	const Attr *g;
+	int ok, n = 0;
+
+	if (call->op != OP_CALL || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret < 2 || k->nret > 4)
+		return 0;
+	qd = norm_head(k, s, &v, &ok);
+	if (ok && qd && qd->op == OP_QUANTIZE_DYNAMIC && v->def->op == OP_CAST && qd->in[0] == v->def->in[0])
+		s->q_pre = 1;	/* of the norm's value, not its cast's */
+	if (!ok || !qd || qd->op != OP_QUANTIZE_DYNAMIC || (qd->in[0] != v && !s->q_pre) || qd->nout != 2 ||
+	    qd->out[0]->type.dt != DT_F8E4M3 || !(g = ir_attr(qd, "group")) || g->kind != A_INT ||
+	    g->u.i <= 0 || g->u.i > INT32_MAX)
+		return 0;
+	s->qgroup = (int)g->u.i;
+	s->q_dt = DT_F8E4M3;
+	for (x = qd->next; x && x->op == OP_CONST; x = x->next)
+		;
+	if (x) {
+		dq = x;
+		if (dq->op != OP_DEQUANTIZE || dq->in[0] != qd->out[0] || dq->nin < 2 || dq->in[1] != qd->out[1] ||
+		    (dq->nin > 2 && dq->in[2]) || ir_attr_int(dq, "block_size", 0) != s->qgroup ||
+		    (ir_attr_int(dq, "axis", -1) != 1 && ir_attr_int(dq, "axis", -1) != -1) ||
+		    !io_float(dq->out[0]->type.dt))
 			return 0;
-		v = x->out[0];
-		s->hout_dt = v->type.dt;
+		for (x = dq->next; x && x->op == OP_CONST; x = x->next)
+			;
+		if (x)
+			return 0;
+		s->dq_dt = dq->out[0]->type.dt;
 	}
-	return nn && k->ret[0] == v;
+	res[0] = v;
+	res[1] = qd->out[0];
+	res[2] = qd->out[1];
+	res[3] = dq ? dq->out[0] : NULL;
+	for (int i = 0; i < 4; i++) {
+		ret[i] = -1;
+		for (int j = 0; j < k->nret; j++)
+			if (res[i] && k->ret[j] == res[i]) {
+				if (ret[i] >= 0)
+					return 0;
+				ret[i] = j;
+				n++;
+			}
+	}
+	if (n != k->nret)
+		return 0;
+	s->no_h = ret[0] < 0;
+	s->q_out = ret[1] >= 0;
+	s->qs_out = ret[2] >= 0;
+	s->dq_out = ret[3] >= 0;
+	return 1;
+}
+
+/* The norm of a row kernel, plain or quantised (the spec's fields set). */
+static int
+norm_any(const Node *call, CgNormSpec *s)
+{
+	int ret[4];
+
+	return cg_norm_body(call, s) || (memset(s, 0, sizeof *s), norm_quant_body(call, s, ret));
 }
 
 /* An uncentred rstd row kernel of x alone, to f32. */
@@ -413,7 +626,7 @@ cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, co
 	diag_init(&quiet, NULL);
 	if (call->op != OP_CALL || ir_kernel_template(call->callee) != IR_TMPL_ROW_REDUCE || !g)
 		return why(buf, n, "not a row kernel");
-	if (call->nin == 2 && cg_norm_body(call, s)) {
+	if (call->nin == 2 && norm_any(call, s)) {
 		s->norm = 1;
 		nm->norm = call;
 	} else if ((rn = rstd_body(call))) {
@@ -432,12 +645,11 @@ cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, co
 		if (c->op != OP_CALL || c->nin < 1 || c->in[0] != nm->x || (skip && skip(ctx, c)))
 			continue;
 		memset(&o, 0, sizeof o);
-		if (!s->norm && c->nin == 2 && cg_norm_body(c, &o) && ready_before(g, c->in[1], call)) {
+		if (!s->norm && c->nin == 2 && norm_any(c, &o) && ready_before(g, c->in[1], call)) {
+			o.rstd = s->rstd;
+			o.rstd_eps = s->rstd_eps;
+			*s = o;
 			s->norm = 1;
-			s->eps = o.eps;
-			s->gamma_dt = o.gamma_dt;
-			s->h_dt = o.h_dt;
-			s->hout_dt = o.hout_dt;
 			nm->norm = c;
 			break;
 		}
@@ -449,8 +661,19 @@ cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx, co
 		}
 	}
 	if (nm->norm) {
+		int ret[4];
 		nm->gamma = nm->norm->in[1];
-		nm->h = nm->norm->out[0];
+		if (!s->qgroup) {
+			nm->h = nm->norm->out[0];
+		} else {	/* the call's results, as its kernel returns them */
+			CgNormSpec o;
+			memset(&o, 0, sizeof o);
+			norm_quant_body(nm->norm, &o, ret);
+			nm->h = ret[0] >= 0 ? nm->norm->out[ret[0]] : NULL;
+			nm->q = ret[1] >= 0 ? nm->norm->out[ret[1]] : NULL;
+			nm->qs = ret[2] >= 0 ? nm->norm->out[ret[2]] : NULL;
+			nm->dq = ret[3] >= 0 ? nm->norm->out[ret[3]] : NULL;
+		}
 	}
 	if (nm->rstd_call)
 		nm->rstd_out = nm->rstd_call->out[0];

@@ -1271,7 +1271,9 @@ tuned(CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	diag_init(&quiet, NULL);
 	cg_variant_apply(&e->v, &c);
 	split_slots(&c, thi);
-	if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
+	if (c.f8.whole && !c.f8.group)
+		diag_error(&quiet, LOC_NONE, ".fw: not an FP8 x FP8 GEMM");
+	else if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
 		*s = c;
 		p->ntuned++;
 		return 0;
@@ -1454,7 +1456,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	return sa == sb && a->mainloop == b->mainloop && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
-	       a->ws_mode == b->ws_mode;
+	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole;
 }
 
 /*
@@ -2413,8 +2415,15 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 	args[np++] = arg_of(p, nm->x);
 	if (nm->s.norm) {
 		args[np++] = arg_of(p, nm->gamma);
-		args[np++] = arg_of(p, nm->h);
+		if (!nm->s.no_h)
+			args[np++] = arg_of(p, nm->h);
 	}
+	if (nm->s.qgroup && nm->s.q_out)	/* its quantisation (FP8 activations) */
+		args[np++] = arg_of(p, nm->q);
+	if (nm->s.qgroup && nm->s.qs_out)
+		args[np++] = arg_of(p, nm->qs);
+	if (nm->s.qgroup && nm->s.dq_out)
+		args[np++] = arg_of(p, nm->dq);
 	if (nm->s.rstd)
 		args[np++] = arg_of(p, nm->rstd_out);
 	args[np++] = (MArg){.kind = ARG_T};

@@ -79,6 +79,8 @@ struct CgVariant {
 	int cluster;				/* 2: clusters of 2 on the WS mainloop (.c2a sharing A, .c2b B) */
 	int cluster_b;
 	int wide;				/* 64x256 warpgroup tiles (.wide: GemmSpec.wg_wide) */
+	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:
+						 * GemmSpec.f8.whole) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

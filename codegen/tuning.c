@@ -73,6 +73,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".wide");
 	if (v->direct && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".d");
+	if (v->f8whole && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".fw");
 	return k;
 }
 
@@ -86,6 +88,11 @@ cg_variant_parse(const char *s, CgVariant *v)
 	if (len >= sizeof body)
 		return -1;
 	memcpy(body, s, len + 1);
+	if (len > 3 && strcmp(body + len - 3, ".fw") == 0) {	/* FP8: whole k-tiles */
+		v->f8whole = 1;
+		len -= 3;
+		body[len] = 0;
+	}
 	if (len > 2 && strcmp(body + len - 2, ".d") == 0) {	/* direct quantised B */
 		v->direct = 1;
 		body[len -= 2] = 0;
@@ -120,7 +127,8 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 {
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0, s->bq.direct,
-			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0};
+			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
+			 s->f8.whole};
 }
 
 void
@@ -133,6 +141,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->wg_wide = v->wide;
 	s->cluster = v->cluster;
 	s->cluster_b = v->cluster_b;
+	s->f8.whole = v->f8whole;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (v->cluster == 2)	/* clusters run persistent: a CTA an SM (an H100 SXM's or H200's 132) */

@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -647,6 +648,76 @@ START_TEST(test_ws_program_against_interpreter)
 }
 END_TEST
 
+/*
+ * The cp.async mainloop's FP8 stages are counted as they are (swizzled,
+ * unpadded, 1 KiB alignment): DeepSeek-V3's gate|up 64x256 tile (gathered,
+ * interleaved blocked B, SwiGLU + e4m3 per 128) takes 5 stages on sm_90a
+ * (it took 4: 5 padded ones were 480 bytes too many); and 5 stages with a
+ * ring that wraps (7 k-tiles), halves and whole k-tiles, on the emulator
+ * against the reference.
+ */
+START_TEST(test_five_stages)
+{
+	GemmSpec s;
+
+	gh_spec_grouped_swiglu(&s, 256, 4096, 7168, 8);
+	s.a_dt = s.b_dt = DT_F8E4M3;
+	s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
+	s.c_dt = DT_F8E4M3;
+	s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&s, 64, 256, 128, 1, 8, 5);
+	s.mainloop = CG_MAINLOOP_WGMMA;
+	accepted(&s);
+	ck_assert_int_le(cg_gemm_smem(&s), 232448);
+	s.stages = 4;
+	ck_assert_int_le(cg_gemm_smem(&s), 1024 + 4 * 40960 + 4096);
+
+	GemmCase up = {.what = "f8 blocked grouped gather + swiglu 64x256 s5, K = 896", .T = 37,
+		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 896, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 5);
+	up.s.mainloop = CG_MAINLOOP_WGMMA;
+	gh_check(&up, 1e-2);
+	up.what = "f8 blocked grouped gather + swiglu 64x256 s5 whole, K = 896";
+	up.s.f8.whole = 1;
+	gh_check(&up, 1e-2);
+}
+END_TEST
+
+/*
+ * A tuning table's `.fw` (GemmSpec.f8.whole in programs, per GEMM key: the
+ * session-27 A/B): the MoE's gate|up on the wgmma mainloop and the dense
+ * FFN's down on the warp-specialised one take it (their notes say whole)
+ * and match the interpreter; `.fw` on a GEMM that is not FP8 x FP8 is
+ * not taken (a warning; the heuristic tiles it); one spelling.
+ */
+START_TEST(test_tuned_whole)
+{
+	const char *path = "check_gemm_f8_fw.tuning";
+	FILE *fp = fopen(path, "w");
+	CgVariant v;
+
+	ck_assert_ptr_nonnull(fp);
+	fputs("moec-tuning 2\n"
+	      "emu g8.m2.n256.k256.f8e4m3.f8e4m3.nk.t65-256 64x64x128.w2x2.s4.k1.fw\n"
+	      "emu dense.m1.n256.k256.f8e4m3.f8e4m3.nk.t65-256 64x256x128.w2x4.s4.k1.fw\n"
+	      "emu g8.m2.n256.k128.bf16.f8e4m3.nk.t65-256 64x64x64.w2x2.s4.k1.fw\n", fp);
+	fclose(fp);
+	gh_check_program_tuned(prog_moe_blocked, 200, 256, "moe_k3", "b_block=128 whole", 2e-2, DBG_EMU_WGMMA, path);
+	gh_check_program_tuned(prog_dense, 150, 256, "d_k1", "f8: whole", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS, path);
+	ck_assert_int_eq(cg_variant_parse("64x256x128.w2x4.s4.k1.fw", &v), 0);
+	ck_assert_int_eq(v.f8whole, 1);
+	ck_assert_int_eq(cg_variant_parse("64x256x128.w2x4.s4.k1.d.fw", &v), 0);
+	ck_assert(v.f8whole && v.direct);
+	ck_assert_int_eq(cg_variant_parse("64x256x128.w2x4.s4.k1.fw.d", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("64x256x128.w2x4.s4.k1.fw.fw", &v), -1);
+	remove(path);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -667,6 +738,11 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_whole);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	tcase_add_loop_test(t, test_ws_program_against_interpreter, 0, (int)NELEM(ws_programs));
+	suite_add_tcase(s, t);
+	t = tcase_create("tuned");	/* tuning-table spellings of the FP8 variants */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_tuned_whole);
+	tcase_add_test(t, test_five_stages);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1408,19 +1408,38 @@ END_TEST
  * a pair with a cast to f32 and a partial last round of groups (2880: 360
  * groups of 8, read twice), the norm alone of 64, f32 rows cast to f16 and
  * the rstd of 520 (65 groups), an f16 pair of 2048 (kept in registers),
- * 8192 (32 groups a lane, read twice), 7 static rows of 768. */
+ * 8192 (32 groups a lane, read twice), 7 static rows of 768.  Quantised
+ * (qg > 0: quantize_dynamic per qg columns to f8e4m3 of the norm's value,
+ * then its dequantize to dq; ret: which of h, q, scales, dequantized (hqsd)
+ * the kernel returns, in that order): DeepSeek-V3's 7168 per 128 with all
+ * four, 256 without h (kept in registers), 2880 per 64 cast to f32 with the
+ * rstd (a partial last round of groups), 520 per 8 (one lane a group) to
+ * f32 scales and f16 values only, 1024 per 256 (a warp's 32 lanes), q and
+ * its scales; and quantising the norm's value while the kernel returns its
+ * cast (DeepSeek-V3's with sm_80 in the bundle: the f32 router input and the
+ * dequantized rows; and a narrowing cast of f32 rows to bf16). */
 static const struct {
 	const char *x, *g, *h, *cast;
 	int H;
 	double rstd_eps;
 	int rows;		/* > 0: static rows (T is not a symbol) */
+	int qg;			/* > 0: quantised per qg columns */
+	const char *ret, *dq;	/* quantised: the results (of "hqsd"), the dequantized type */
+	int qpre;		/* the quantisation reads the norm's value, not its cast */
 } norm_cases[] = {
-	{"bf16", "bf16", "bf16", "f32", 2880, 1e-6, 0},
-	{"bf16", "bf16", "bf16", "", 64, 0, 0},
-	{"f32", "f32", "f32", "f16", 520, 1e-5, 0},
-	{"f16", "bf16", "f16", "", 2048, 1e-5, 0},
-	{"bf16", "bf16", "bf16", "", 8192, 1e-6, 0},
-	{"bf16", "bf16", "bf16", "", 768, 1e-6, 7},
+	{"bf16", "bf16", "bf16", "f32", 2880, 1e-6, 0, 0, "", ""},
+	{"bf16", "bf16", "bf16", "", 64, 0, 0, 0, "", ""},
+	{"f32", "f32", "f32", "f16", 520, 1e-5, 0, 0, "", ""},
+	{"f16", "bf16", "f16", "", 2048, 1e-5, 0, 0, "", ""},
+	{"bf16", "bf16", "bf16", "", 8192, 1e-6, 0, 0, "", ""},
+	{"bf16", "bf16", "bf16", "", 768, 1e-6, 7, 0, "", ""},
+	{"bf16", "bf16", "bf16", "", 7168, 0, 0, 128, "hqsd", "bf16"},
+	{"bf16", "bf16", "bf16", "", 256, 0, 0, 128, "qsd", "bf16"},
+	{"bf16", "bf16", "bf16", "f32", 2880, 1e-6, 0, 64, "hqs", "bf16"},
+	{"f32", "f32", "f32", "", 520, 0, 0, 8, "sd", "f16"},
+	{"bf16", "bf16", "bf16", "", 1024, 0, 5, 256, "qs", "bf16"},
+	{"bf16", "bf16", "bf16", "f32", 7168, 0, 0, 128, "hd", "bf16", 1},
+	{"f32", "f32", "f32", "bf16", 2048, 0, 0, 128, "hqsd", "bf16", 1},
 };
 
 static DType
@@ -1449,13 +1468,16 @@ run_rows(CgProgram *p, int64_t T, Tensor *out, Tensor *in)
 	ck_assert_int_eq(cg_program_emulate(p, in, out, T, &d), 0);
 }
 
-/* Case c's block: h = rms_norm(x) [-> cast], [r = rstd(x)]. */
+/* Case c's block: h = rms_norm(x) [-> cast], [r = rstd(x)], [its quantisation]. */
 static void
 norm_src(size_t c, char *src, size_t n)
 {
 	int H = norm_cases[c].H, rs = norm_cases[c].rstd_eps > 0, cast = *norm_cases[c].cast;
-	const char *hdt = cast ? norm_cases[c].cast : norm_cases[c].h;
-	char castl[128] = "", rstdl[128] = "", T[16] = "T", rl[32] = "";
+	int qg = norm_cases[c].qg;
+	const char *hdt = cast ? norm_cases[c].cast : norm_cases[c].h, *ret = norm_cases[c].ret;
+	const char *dq = norm_cases[c].dq, *v = cast ? "c" : "h", *qv = norm_cases[c].qpre ? "h" : v;
+	char castl[128] = "", rstdl[128] = "", T[16] = "T", rl[32] = "", ql[512] = "", outs[256] = "",
+	     rets[64] = "";
 
 	if (norm_cases[c].rows)
 		snprintf(T, sizeof T, "%d", norm_cases[c].rows);
@@ -1465,13 +1487,41 @@ norm_src(size_t c, char *src, size_t n)
 		snprintf(rstdl, sizeof rstdl, "\t%%r = rstd %%x, eps=%g : f32[%s,1]\n", norm_cases[c].rstd_eps, T);
 		snprintf(rl, sizeof rl, ", r: f32[%s,1]", T);
 	}
+	if (!qg) {
+		snprintf(outs, sizeof outs, "h: %s[%s,%d]%s", hdt, T, H, rl);
+		snprintf(rets, sizeof rets, "%%%s%s", v, rs ? ", %r" : "");
+	} else {
+		int at = 0, ra = 0;
+		snprintf(ql, sizeof ql,
+			 "\t%%q, %%qs = quantize_dynamic %%%s, group=%d, to=f8e4m3 : f8e4m3[%s,%d], f32[%s,%d]\n"
+			 "\t%%d = dequantize %%q, %%qs, axis=1, block_size=%d, to=%s : %s[%s,%d]\n",
+			 qv, qg, T, H, T, H / qg, qg, dq, dq, T, H);
+		for (const char *r = ret; *r; r++) {
+			const char *sep = r == ret ? "" : ", ";
+			if (*r == 'h')
+				at += snprintf(outs + at, sizeof outs - at, "%sh: %s[%s,%d]", sep, hdt, T, H),
+				ra += snprintf(rets + ra, sizeof rets - ra, "%s%%%s", sep, v);
+			if (*r == 'q')
+				at += snprintf(outs + at, sizeof outs - at, "%sq: f8e4m3[%s,%d]", sep, T, H),
+				ra += snprintf(rets + ra, sizeof rets - ra, "%s%%q", sep);
+			if (*r == 's')
+				at += snprintf(outs + at, sizeof outs - at, "%sqs: f32[%s,%d]", sep, T, H / qg),
+				ra += snprintf(rets + ra, sizeof rets - ra, "%s%%qs", sep);
+			if (*r == 'd')
+				at += snprintf(outs + at, sizeof outs - at, "%sd: %s[%s,%d]", sep, dq, T, H),
+				ra += snprintf(rets + ra, sizeof rets - ra, "%s%%d", sep);
+		}
+		if (rs) {
+			snprintf(outs + at, sizeof outs - at, "%s", rl);
+			snprintf(rets + ra, sizeof rets - ra, ", %%r");
+		}
+	}
 	snprintf(src, n,
 		 "weight $g : %s[%d] mean=1.0 scale=0.2 seed=1\n\n"
-		 "graph @block(%%x: %s[%s,%d]) -> (h: %s[%s,%d]%s) {\n"
-		 "\t%%h = rms_norm %%x, $g, eps=1e-05 : %s[%s,%d]\n%s%s"
-		 "\tret %%%s%s\n}\n",
-		 norm_cases[c].g, H, norm_cases[c].x, T, H, hdt, T, H, rl, norm_cases[c].h, T, H, castl, rstdl,
-		 cast ? "c" : "h", rs ? ", %r" : "");
+		 "graph @block(%%x: %s[%s,%d]) -> (%s) {\n"
+		 "\t%%h = rms_norm %%x, $g, eps=1e-05 : %s[%s,%d]\n%s%s%s"
+		 "\tret %s\n}\n",
+		 norm_cases[c].g, H, norm_cases[c].x, T, H, outs, norm_cases[c].h, T, H, castl, ql, rstdl, rets);
 }
 
 /*
@@ -1483,8 +1533,9 @@ norm_src(size_t c, char *src, size_t n)
 START_TEST(test_norm_rows_are_the_row_kernels_bits)
 {
 	for (size_t c = 0; c < NELEM(norm_cases); c++) {
-		char src[1024];
-		int H = norm_cases[c].H, nout = 1 + (norm_cases[c].rstd_eps > 0);
+		char src[2048];
+		int H = norm_cases[c].H, nout = (norm_cases[c].qg ? (int)strlen(norm_cases[c].ret) : 1) +
+						 (norm_cases[c].rstd_eps > 0);
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
@@ -1503,7 +1554,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		ck_assert_int_eq(launches(cg_program_manifest(q), "_norm"), 0);
 		ck_assert_int_eq(cg_program_manifest(p)->nout, nout);
 		for (int64_t T = 1; T <= 33; T += T == 1 ? 6 : 26) {
-			Tensor in, a[2], b[2], want[2];
+			Tensor in, a[5], b[5], want[5];
 			if (norm_cases[c].rows) {	/* once, at its rows */
 				if (T > 1)
 					break;

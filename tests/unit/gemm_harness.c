@@ -878,6 +878,13 @@ void
 gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
 		     unsigned debug)
 {
+	gh_check_program_tuned(text, T, max_tokens, kernel, note, l2, debug, NULL);
+}
+
+void
+gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
+		       unsigned debug, const char *tuning)
+{
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);
 	PassOpts po;
@@ -901,6 +908,10 @@ gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel
 	co.narch = 1;
 	co.max_tokens = max_tokens;
 	co.debug = debug;
+	if (tuning) {
+		co.tuning = cg_tuning_read(tuning, &d);
+		ck_assert_msg(co.tuning != NULL, "tuning table: %s", d.last);
+	}
 	p = cg_compile(m, &co, &d);
 	ck_assert_msg(p != NULL, "compile: %s", d.last);
 	k = cg_module_find(cg_program_module(p, "emu"), kernel);
@@ -938,6 +949,7 @@ gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel
 	for (int i = 0; i < g->nparam; i++)
 		tensor_free(&in[i]);
 	cg_program_free(p);
+	cg_tuning_free((CgTuning *)co.tuning);
 	ir_free_module(m);
 	ir_free_module(ref);
 }

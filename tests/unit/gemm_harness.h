@@ -156,5 +156,8 @@ void gh_check_program_debug(const char *text, int T, const char *kernel, const c
 /* The same, the plan for up to max_tokens (256 above: the prefill plan's tiles need more). */
 void gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note,
 			  double l2, unsigned debug);
+/* ... with a tuning table (a file; NULL: none), as moec compile --tuning. */
+void gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note,
+			    double l2, unsigned debug, const char *tuning);
 
 #endif
