@@ -1343,9 +1343,12 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
  * sm_90a and the emulator; FP8, quantised B and decode tiles as they are):
  * rows past a tile's expert are not loaded at any tile height (live_rows:
  * the second 128-row tile of a DeepSeek-V3 expert at T = 4096 holds ~10
- * rows, its 64-row tile at T = 256 ~8), and persistent schedules take
+ * rows, its 64-row tile at T = 256 ~8), persistent schedules take
  * serpentine rounds (snake: CTA c no longer gets only items of c's parity,
- * i.e. only full or only short row tiles).  Opt-in until the H200 says.
+ * i.e. only full or only short row tiles), and the tiles schedule ranks no
+ * experts (no_rank: each of DeepSeek-V3's 14000 down-projection CTAs at
+ * T = 256 ranked 256 experts before its one tile).  Opt-in until the H200
+ * says.
  */
 static void
 grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
@@ -1356,6 +1359,7 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 		return;
 	s->live_rows = 1;
 	s->snake = s->sched == CG_SCHED_PERSISTENT && s->cluster != 2;
+	s->no_rank = s->sched == CG_SCHED_TILES;
 }
 
 /*

@@ -138,7 +138,7 @@ enum {
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
-	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A's rows past the expert, serpentine rounds */
+	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
