@@ -51,7 +51,8 @@ const DebugFlag debug_flags[] = {
 	 "(the kernels before one a block, for A/B on the GPU)"},
 	{"grouped-lean", DBG_GROUPED_LEAN, NULL,
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
-	 "at any tile height, persistent ones take serpentine rounds, tiled WS ones rank no experts (A/B on the GPU)"},
+	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
+	 "(off: DeepSeek-V3's down slower on the H200)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
