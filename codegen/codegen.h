@@ -545,6 +545,9 @@ struct GemmSpec {
 	int snake;		/* CG_SCHED_PERSISTENT: round j's items j*n .. j*n+n-1 go to the n CTAs in
 				 * reverse on odd rounds (each CTA gets both parities of a work index;
 				 * gemm_round_item); 0: CTA c takes c, c + n, ...; --debug=grouped-lean */
+	int no_rank;		/* CG_MAINLOOP_WS, grouped: work items in expert order, not heavy-first (each
+				 * CTA of the tiles schedule ranks all E experts, O(E^2 / threads), before
+				 * its one tile, and every item there is one tile); --debug=grouped-lean */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */

@@ -165,7 +165,7 @@ gemm_ws_layout(G *g)
 	k->tab = 1024 + S * g->wg.stage + 16 * S;
 	k->wsum = k->tab + ((4 * (s->groups + 1) + 15) & ~15);
 	k->smem = s->groups > 0 ? k->wsum + 128 : k->tab;
-	if (s->groups > 0 && s->groups <= HEAVY_FIRST_MAX) {	/* + cnt[E], ord[E] */
+	if (s->groups > 0 && s->groups <= HEAVY_FIRST_MAX && !s->no_rank) {	/* + cnt[E], ord[E] */
 		k->cnt = k->smem;
 		k->ord = k->cnt + 4 * s->groups;
 		k->smem = k->ord + 4 * s->groups;

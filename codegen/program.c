@@ -1460,23 +1460,36 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 }
 
 /*
- * --debug=grouped-lean (bf16/f16 grouped GEMMs of 64 rows a tile or more on
- * sm_90a and the emulator; FP8, quantised B and decode tiles as they are):
+ * Gathered A (the MoE gate|up; bf16/f16 grouped GEMMs of 64 rows a tile or
+ * more on sm_90a and the emulator; FP8, quantised B and decode tiles as
+ * they are): rows past a tile's expert are not loaded at any tile height,
+ * by default since the H200 measured it (session 27: DeepSeek-V3's gate|up
+ * 5823 -> 5185 us at T = 4096, 3911 -> 3461 at T = 256; Qwen3-30B-A3B 510 ->
+ * 475, gpt-oss-20b 1208 -> 1118, Mixtral 3524 -> 3429).
+ * --debug=grouped-lean, every such GEMM (the down projections too: DeepSeek-V3's
+ * measured slower, 2668 -> 2968 us):
  * rows past a tile's expert are not loaded at any tile height (live_rows:
  * the second 128-row tile of a DeepSeek-V3 expert at T = 4096 holds ~10
- * rows, its 64-row tile at T = 256 ~8), and persistent schedules take
+ * rows, its 64-row tile at T = 256 ~8), persistent schedules take
  * serpentine rounds (snake: CTA c no longer gets only items of c's parity,
- * i.e. only full or only short row tiles).  Opt-in until the H200 says.
+ * i.e. only full or only short row tiles), and the tiles schedule ranks no
+ * experts (no_rank: each of DeepSeek-V3's 14000 down-projection CTAs at
+ * T = 256 ranked 256 experts before its one tile).  Opt-in until the H200
+ * says.
  */
 static void
 grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
-	if (!(p->o.debug & DBG_GROUPED_LEAN) || !s->groups || s->bm < 64 || s->f8.group > 0 || s->bq.group > 0 ||
+	if (!s->groups || s->bm < 64 || s->f8.group > 0 || s->bq.group > 0 ||
 	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt ||
 	    !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
 		return;
+	s->live_rows = s->gather;	/* the default for gathered A since the H200 A/B of session 27 */
+	if (!(p->o.debug & DBG_GROUPED_LEAN))
+		return;
 	s->live_rows = 1;
 	s->snake = s->sched == CG_SCHED_PERSISTENT && s->cluster != 2;
+	s->no_rank = s->sched == CG_SCHED_TILES;
 }
 
 /*

@@ -67,6 +67,8 @@ const DebugFlag debug_flags[] = {
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
+	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
+	 "(off: DeepSeek-V3's down slower on the H200)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

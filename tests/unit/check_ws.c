@@ -1079,17 +1079,18 @@ lean_case(GemmCase *c, int gather, int bm, int bn, int wm, int wn, int stages)
 	tiles(&c->s, bm, bn, 64, wm, wn, stages);
 }
 
-/* The case with and without live rows: the same bits, each right. */
+/* The case with live rows and the experts in index order (no_rank), and
+ * without either (heavy-first): the same bits, each right. */
 static void
 check_live_rows(GemmCase *c)
 {
 	GemmRun r, q;
 	GemmErr e;
 
-	c->s.live_rows = 1;
+	c->s.live_rows = c->s.no_rank = 1;	/* --debug=grouped-lean's */
 	check_case(c, 1e-2);
 	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: live rows: %s", c->what, r.msg);
-	c->s.live_rows = 0;
+	c->s.live_rows = c->s.no_rank = 0;
 	ck_assert_msg(gh_run(&q, c) == 0 && gh_compare(&q, &e) == 0, "%s: every row: %s", c->what, q.msg);
 	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: live rows change the output",
 		      c->what);
@@ -1223,18 +1224,20 @@ END_TEST
  * short second ones at 256): both expert GEMMs with live rows, and with
  * --debug=persistent-prefill persistent in serpentine rounds, on the wgmma
  * (gate|up) and warp-specialised (down; with --debug=ws-gather gate|up too)
- * mainloops, against the interpreter; without the flag, neither. */
+ * mainloops, against the interpreter; without the flag, live rows for the
+ * gathered gate|up alone (the default since session 27's H200 A/B). */
 
 START_TEST(test_ws_lean_program_against_interpreter)
 {
 	unsigned l = DBG_GROUPED_LEAN | DBG_EMU_WGMMA, ws = l | DBG_EMU_WS;
 
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s4 wgmma tiles gather", 2e-2,
-			     DBG_EMU_WGMMA);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s4 wgmma tiles live-rows gather", 2e-2,
+			     DBG_EMU_WGMMA);	/* the default for gathered A */
+	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "ws tma tiles scatter", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
 	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "tiles live-rows gather", 2e-2, l);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "persistent snake live-rows gather", 2e-2,
 			     l | DBG_PERSISTENT_PREFILL);
-	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "ws tma tiles live-rows scatter", 2e-2, ws);
+	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "ws tma tiles live-rows no-rank scatter", 2e-2, ws);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "ws tma persistent snake live-rows scatter", 2e-2,
 			     ws | DBG_PERSISTENT_PREFILL);
 	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "ws tma cp.async-a persistent snake live-rows gather", 2e-2,
