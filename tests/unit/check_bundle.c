@@ -200,7 +200,7 @@ START_TEST(test_manifest_built_in_code_prints_and_checks)
 	MTensor out = {"y", DT_BF16, 2, {MEXPR_T(1), MEXPR_INT(64)}};
 	MWeight w = {"w1", DT_BF16, 2, {64, 64}, 8192, 0, 0};
 	MBuffer b = {"h", 0, {2, 0, 0}};
-	MKernel k = {"k0", tg, 2, params, 3, 40, 0, 0};
+	MKernel k = {"k0", tg, 2, params, 3, 40, 0, 0, 0};
 	MArg args[3] = {{.kind = ARG_IN}, {.kind = ARG_W, .name = "w1"}, {.kind = ARG_T}};
 	MStep st = {.kind = STEP_LAUNCH, .kernel = "k0",
 		    .grid = {{1, 0, 2}, MEXPR_INT(1), MEXPR_INT(1)},
