@@ -92,10 +92,10 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # fragments; 118-122 registers, 4 an SM); Mixtral's 256-column tiles
 # (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
 # is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
-# stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
-# 2-warp down 72 -> 12; Mixtral 16x128x128 s3 118 -> 4 (down 96 -> 5),
-# 16x128x64 s5 96 -> 5, 16x256x128 s3 168 -> 3).  Direct B's cases of session
-# 26 (no faster) only with DIRECT=1.
+# stream-K kernels: gpt-oss gate|up 72-80 registers -> 6 an SM, down 56 -> 9,
+# 2-warp down 80 -> 12, 16x192x64 96 -> 5; Mixtral 16x128x128 s3 96 -> 5,
+# 16x128x64 s5 72-80 -> 6, 16x256x128 s3 162-166 -> 3).  Direct B's cases of
+# session 26 (no faster) only with DIRECT=1.
 d=--debug=bq-direct st=--debug=bq-stream
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
 go=$src/models/gpt-oss-20b
@@ -109,7 +109,7 @@ block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
 block gptoss_mxfp4.t192p gptoss_bf16 "$go" \
 	"$gu=16x192x64.w1x4.s4.k1.p528 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p660" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
@@ -123,9 +123,9 @@ block mixtral_gptq.s3 mixtral_bf16 "$mx" \
 block mixtral_gptq.b64 mixtral_bf16 "$mx" \
 	"$gu=16x128x64.w1x4.s5.k1 $dn=16x128x64.w1x4.s5.k4" --layer 0 --synthetic-weights=1
 block mixtral_gptq.s3p mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x4.s3.k1.p528 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
+	"$gu=16x128x128.w1x4.s3.k1.p660 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
 block mixtral_gptq.b64p mixtral_bf16 "$mx" \
-	"$gu=16x128x64.w1x4.s5.k1.p660 $dn=16x128x64.w1x4.s5.k1.p660" --layer 0 --synthetic-weights=1
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x128x64.w1x4.s5.k1.p792" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256 mixtral_bf16 "$mx" \
 	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256p mixtral_bf16 "$mx" \
