@@ -85,7 +85,9 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # (--debug=bq-stream: the heuristic's tiles over SMs x 16 warps; .pN in a
 # tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
 # k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
-# against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
+# against the default tiles; 8-warp tiles (the most warps an SM: gpt-oss
+# gate|up 5 x 8 = 40 where the default has 6 x 4, Mixtral 4 x 8 = 32 where it
+# has 3 x 4; 48-64 registers); 2-warp tiles (8 n8 blocks a warp: half the A
 # loads and loop overhead a fragment); 192-column tiles for gpt-oss (N =
 # 5760 and 2880 are 30 and 15 of them; 6 n8 blocks a warp where the down
 # projection's 16x64 has 2: A loads and loop overhead over 3x the
@@ -110,6 +112,9 @@ block gptoss_mxfp4.t192p gptoss_bf16 "$go" \
 	"$gu=16x192x64.w1x4.s4.k1.p528 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p660" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w8 gptoss_bf16 "$go" "$gu=16x128x64.w1x8.s5.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w8p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x8.s5.k1.p528 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
@@ -126,6 +131,10 @@ block mixtral_gptq.s3p mixtral_bf16 "$mx" \
 	"$gu=16x128x128.w1x4.s3.k1.p660 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
 block mixtral_gptq.b64p mixtral_bf16 "$mx" \
 	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x128x64.w1x4.s5.k1.p792" --layer 0 --synthetic-weights=1
+block mixtral_gptq.w8 mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x8.s4.k1 $dn=16x128x128.w1x8.s4.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.w8p mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x8.s4.k1.p396 $dn=16x128x128.w1x8.s4.k1.p528" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256 mixtral_bf16 "$mx" \
 	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256p mixtral_bf16 "$mx" \
