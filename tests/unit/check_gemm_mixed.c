@@ -980,8 +980,8 @@ stream(GemmSpec *s, int ctas, int T)
 }
 
 /*
- * Stream-K with quantised B staged through shared memory (--debug=bq-stream,
- * tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
+ * Stream-K with quantised B staged through shared memory (program.c's
+ * bq_stream, tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
  * and zero-point sources follow the load stream into each tile, and a
  * k-tile's group rows are the tile's own (its k-tile within the tile).
  * Every format's fast path, group rows inside and across k-tiles, tiles cut
@@ -1081,19 +1081,21 @@ START_TEST(test_program_direct)
 }
 END_TEST
 
-/* The whole plan with stream-K for quantised B staged (--debug=bq-stream:
- * program.c's bq_stream; max_tokens 16, one row tile an expert) against the
- * interpreter at T = 1, 7 and 16: gate|up u4 with zero points, down MXFP4. */
+/* The whole plan's wide stream-K runs for a grouped quantised decode GEMM (the
+ * default at max_tokens 16, one row tile an expert: program.c's bq_stream)
+ * against the interpreter at T = 1, 7 and 16: gate|up u4 with zero points,
+ * down MXFP4; and --debug=bq-tiles' tiles. */
 START_TEST(test_program_stream)
 {
 	static const int T[] = {1, 7, 16};
 
 	for (size_t i = 0; i < NELEM(T); i++) {
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "scale=bf16 zero stream-k", 1e-2,
-				     DBG_BQ_STREAM);
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2,
-				     DBG_BQ_STREAM);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero stream-k",
+				     1e-2, 0);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2, 0);
 	}
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "scale=bf16 zero tiles", 1e-2, DBG_BQ_TILES);
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, DBG_BQ_TILES);
 }
 END_TEST
 
