@@ -1170,7 +1170,8 @@ stream_load(G *g, Stream *st, LLVMValueRef gi)
 		cg_set(f, st->b[i], g->b_src[i]);
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++)
-			cg_set(f, st->q[i][j], g->bq.src[i][j]);
+			if (g->bq.src[i][j])
+				cg_set(f, st->q[i][j], g->bq.src[i][j]);
 	cg_set(f, st->lt, t);
 	cg_endif(f, &c);
 	for (int i = 0; i < g->a_n; i++)
@@ -1179,7 +1180,8 @@ stream_load(G *g, Stream *st, LLVMValueRef gi)
 		g->b_src[i] = cg_get(f, st->b[i]);
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++)
-			g->bq.src[i][j] = cg_get(f, st->q[i][j]);
+			if (st->q[i][j])
+				g->bq.src[i][j] = cg_get(f, st->q[i][j]);
 	gemm_load_stage(g, stage_off(g, gi), kt);
 }
 
@@ -1226,8 +1228,8 @@ stream(G *g)
 	for (int i = 0; i < g->b_n; i++)
 		st.b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
 	for (int i = 0; i < 3; i++)
-		for (int j = 0; j < g->bq.nper[i]; j++)
-			st.q[i][j] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
+		for (int j = 0; j < g->bq.nper[i]; j++)	/* chunks after 0 at a constant step: none */
+			st.q[i][j] = j > 0 && g->bq.gstep[i] ? NULL : cg_var(f, LLVMTypeOf(g->k.B), NULL);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
 	st.L64 = cg_sext64(f, L);
 	st.n64 = cg_sext64(f, n);

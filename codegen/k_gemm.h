@@ -177,7 +177,8 @@ struct G {
 		int nchunk[3], nper[3];	/* 16-byte chunks per stage: B, scales, zeros; per thread */
 		LLVMValueRef soff[3][MAXI];	/* per thread: the chunks' smem offsets in a stage */
 		LLVMValueRef goff[3][MAXI];	/* ... and global byte offsets at k-tile 0 (i64) */
-		LLVMValueRef src[3][MAXI];	/* per tile: global addresses at k-tile 0 */
+		LLVMValueRef src[3][MAXI];	/* per tile: global addresses at k-tile 0 (NULL: gemm_bq_src) */
+		int64_t gstep[3];		/* bytes from chunk j to j+1 where constant (else 0) */
 		LLVMValueRef w_lane, s_lane;	/* smem offsets of the lane's word and scale */
 		LLVMValueRef sv[MAXF], zv[MAXF];	/* vars: fragment j's group scale, zero point (as used) */
 		LLVMValueRef wv[MAXF][4];	/* vars: fragment j's packed words of the atom's vector */
@@ -221,6 +222,8 @@ int gemm_bq_check(const G *g, Diag *d);
 void gemm_bq_setup(G *g);
 /* Per tile: the chunks' global addresses. */
 void gemm_bq_sources(G *g);
+/* Chunk j of part i's (B, scales, zero points) source at k-tile 0. */
+LLVMValueRef gemm_bq_src(G *g, int i, int j);
 /* cp.async k-tile kt's packed B, scales and zero points into the stage at soff. */
 void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
 /* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */

@@ -272,6 +272,11 @@ gemm_bq_setup(G *g)
 			g->bq.soff[i][j] = cg_addi(f, cg_muli(f, c, 16), base[i]);
 			g->bq.goff[i][j] = cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
 		}
+	/* where the threads cover whole rows of chunks, chunk j is chunk 0
+	 * j * gstep bytes on: one source pointer a part and immediate offsets
+	 * (fewer registers, carried or not, and fewer adds a k-tile) */
+	for (int i = 0; i < 3; i++)
+		g->bq.gstep[i] = cpr[i] > 0 && g->k.nthr % cpr[i] == 0 ? (int64_t)(g->k.nthr / cpr[i]) * pitch[i] : 0;
 	g->bq.w_lane = cg_addi(f, cg_add(f, cg_muli(f, cg_shr(f, g->wn0, 3), g->b_ld),
 					 cg_muli(f, g->k.lane, 4 * g->bq.vec)), g->a_bytes);
 	g->bq.d_lane = cg_add(f, cg_muli(f, cg_sext64(f, cg_shr(f, g->wn0, 3)), rowb),
@@ -295,9 +300,19 @@ gemm_bq_sources(G *g)
 			     : NULL;
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++)
-			g->bq.src[i][j] = cg_gep(f, base[i], g->bq.goff[i][j], 1);
+			g->bq.src[i][j] = j > 0 && g->bq.gstep[i] ? NULL	/* gemm_bq_src */
+								  : cg_gep(f, base[i], g->bq.goff[i][j], 1);
 	if (s->bq.direct)
 		g->bq.dsrc = cg_gep(f, base[0], g->bq.d_lane, 1);
+}
+
+/* Chunk j of part i's source at k-tile 0 (src, or chunk 0's j * gstep on). */
+LLVMValueRef
+gemm_bq_src(G *g, int i, int j)
+{
+	if (g->bq.src[i][j])
+		return g->bq.src[i][j];
+	return cg_gep(g->k.f, g->bq.src[i][0], cg_i64(g->k.f, j * g->bq.gstep[i]), 1);
 }
 
 /* k-tile kt (i32) of the launch's k (split-K: kt counts the slice's). */
@@ -379,7 +394,7 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 				cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)j * g->k.nthr),
 						   cg_i32(f, g->bq.nchunk[i])));
 			cg_cp_async16(f, cg_sptr(f, cg_add(f, soff, g->bq.soff[i][j])),
-				      cg_gep(f, g->bq.src[i][j], adv[i], 1));
+				      cg_gep(f, gemm_bq_src(g, i, j), adv[i], 1));
 			if (guard)
 				cg_endif(f, &c);
 		}

@@ -864,7 +864,7 @@ stream_time(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 
 /* The kernels stream-K is for: decode tiles (up to 32 rows: mma.sync on every
  * target) over bf16/f16 operands or quantised B staged (the heuristic leaves
- * quantised B to its own split rules: bq_stream, --debug=bq-stream), no
+ * quantised B to its own rules: split_k, bq_stream), no
  * group quantisation, (int32 pair indices) fewer than 2^31 pairs, and one
  * row tile per expert (or dense matrix) at most, i.e. T <= bm at thi (a token
  * picks an expert once): a run walks a tile's row tiles one after another
@@ -1073,19 +1073,54 @@ bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
- * Stream-K for a quantised decode GEMM (B staged): the heuristic's tile as
- * runs over SMs x the CTAs an SM holds, at most BQ_STREAM_WARPS warps of
- * them (their registers: ptxas gives these kernels 56-128 a thread, so 16
- * warps fit an SM's 64K whatever the tile; shared memory alone would allow
- * 6-12 CTAs of 4 warps, and a grid past what is resident runs a second
- * wave of runs).  Every CTA streams an equal share of the touched weights
- * with one fill, where the tiles schedule runs gpt-oss-20b's 1530 gate|up
- * CTAs (270 of them without rows at T = 16) in 1.9 waves and pays a fill
- * per tile whose weights are a quarter of bf16's.  Only with
- * --debug=bq-stream until the H200 measures it (bf16 decode GEMMs stream
- * by stream_k's model).
+ * Quantised decode GEMMs of an MoE (grouped, B staged, 16-row tiles, one
+ * row tile an expert: max_tokens <= 16) take wide column tiles as stream-K
+ * runs.  Wide: 256 columns over 4 warps where N takes them, else 192 (8 or
+ * 6 n8 blocks a warp, where 16x128 has 4 and gpt-oss-20b's down projection
+ * 16x64 had 2: the A fragments and the k-tile's loop instructions serve 2-3x
+ * the weights), the heuristic's (fitted) k-tile, the most stages up to 4
+ * that leave 3 CTAs an SM by shared memory.  Stream-K: SMs x the CTAs an SM
+ * holds, at most BQ_STREAM_WARPS warps of them (these kernels take 96-166
+ * registers a thread, so 16 warps fit an SM's 64K; a grid past what is
+ * resident would run a second wave of runs): every CTA an equal share of
+ * the touched weights with one fill, no waves and no row tiles without rows
+ * (the tiles schedule ran gpt-oss-20b's 1530 gate|up CTAs, 270 of them
+ * without rows at T = 16, in 1.9 waves).  Measured on the H200 (session 27
+ * run 2, T = 16, us, block and steps alone): gpt-oss-20b MXFP4 16x192x64 s4
+ * over 528 CTAs 171.1 against 200.5 (gate|up 90.8 against 107.3, down 48.1
+ * against 65.3); Mixtral GPTQ 16x256x128 s3 over 396 278.0 against 317.5
+ * (171.4 / 89.2 against 209.0 / 100.8); the heuristic's tiles as stream-K
+ * alone 205.9 and 293.0; dense W4A16 (not grouped) slower streamed (12288 x
+ * 4096: 23.7 against 17.3), so it keeps its tiles.  --debug=bq-tiles keeps
+ * the tiles (A/B).
  */
 enum { BQ_STREAM_WARPS = 16 };
+
+static int
+bq_wide(const CgTarget *t, GemmSpec *s)
+{
+	static const int bns[] = {256, 192};
+	Diag quiet;
+
+	diag_init(&quiet, NULL);
+	for (size_t i = 0; i < NELEM(bns); i++) {
+		if (s->N % bns[i])
+			continue;
+		for (int st = 4; st >= 2; st--) {
+			GemmSpec c = *s;
+			c.bn = bns[i];
+			c.warps_m = 1;
+			c.warps_n = 4;
+			c.stages = st;
+			c.split_k = c.split_slots = 0;
+			if (cg_gemm_check(t, &c, &quiet) == 0 && per_sm(t, &c) >= 3) {
+				*s = c;
+				return 0;
+			}
+		}
+	}
+	return -1;
+}
 
 static void
 bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
@@ -1093,7 +1128,8 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 	GemmSpec c = *s;
 	Diag quiet;
 
-	if (s->bq.group <= 0 || !stream_ok(s, thi))
+	if (s->bq.group <= 0 || s->groups <= 0 || s->bm > 16 || s->bq.direct || !stream_ok(s, thi) ||
+	    bq_wide(t, &c))
 		return;
 	diag_init(&quiet, NULL);
 	to_stream(t, &c, thi);
@@ -1397,7 +1433,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		} else {
 			if (p->o.debug & DBG_BQ_DIRECT)
 				bq_direct(t, &s[i], tlo, tokens);
-			else if (p->o.debug & DBG_BQ_STREAM)
+			else if (!(p->o.debug & DBG_BQ_TILES))
 				bq_stream(t, &s[i], tokens);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);

@@ -44,9 +44,9 @@ const DebugFlag debug_flags[] = {
 	{"bq-direct", DBG_BQ_DIRECT, NULL,
 	 "compile: quantised decode GEMMs load the packed weights straight into registers (direct B, lane vectors "
 	 "of 2 atoms; off: no faster on the H200, docs/codegen.md, Direct quantised B)"},
-	{"bq-stream", DBG_BQ_STREAM, NULL,
-	 "compile: quantised decode GEMMs (B staged) take stream-K over SMs x up to 16 warps (A/B on the GPU; "
-	 "docs/codegen.md, Stream-K for quantised B)"},
+	{"bq-tiles", DBG_BQ_TILES, NULL,
+	 "compile: grouped quantised decode GEMMs keep the tiles of session 26 instead of wide stream-K runs "
+	 "(A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
 	{"tile192", DBG_TILE192, NULL,
 	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
 	{"vec-gemm", DBG_VEC_GEMM, NULL,

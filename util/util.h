@@ -135,7 +135,7 @@ enum {
 	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
 	DBG_SIMT_ROUTER = 1 << 12,	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
 	DBG_ROW_KERNELS = 1 << 15,	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
-	DBG_BQ_STREAM = 1 << 19,	/* codegen: quantised decode GEMMs (B staged) take stream-K (A/B on the GPU) */
+	DBG_BQ_TILES = 1 << 19,	/* codegen: grouped quantised decode GEMMs keep session 26's tiles (no wide stream-K: A/B) */
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 	DBG_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens as warp dot products (k_gemm_vec.c) */
 	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */

@@ -79,37 +79,32 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 		echo "     NOT TAKEN: $(grep -o 'variant [^ ]* for [^ ]* does not fit[^;]*' "$out/$bn.log" | head -2)"
 	fi
 }
-# Session 27 (ncu of main at T=16: every quantised decode GEMM latency-bound,
-# 2.8-5 warps a scheduler, 1 eligible; gpt-oss's gate|up grid 1.9 waves of 6
-# an SM, 270 of its 1530 CTAs without rows): stream-K for quantised B staged
-# (--debug=bq-stream: the heuristic's tiles over SMs x 16 warps; .pN in a
-# tuning variant: over N CTAs) and more CTAs an SM (fewer stages, 64-deep
-# k-tiles; 4 stages: 7 gpt-oss gate|up CTAs an SM, and kt % 4 is a mask),
-# against the default tiles; 2-warp tiles (8 n8 blocks a warp: half the A
-# loads and loop overhead a fragment); 192-column tiles for gpt-oss (N =
-# 5760 and 2880 are 30 and 15 of them; 6 n8 blocks a warp where the down
-# projection's 16x64 has 2: A loads and loop overhead over 3x the
-# fragments; 118-122 registers, 4 an SM); Mixtral's 256-column tiles
-# (moert tune's choice in session 24: gate|up 174 against 202 us).  N of .pN
-# is SMs x the CTAs an SM holds by registers and shared memory (ptxas,
-# stream-K kernels: gpt-oss gate|up 80 registers -> 6 an SM, down 56 -> 9,
-# 2-warp down 72 -> 12; Mixtral 16x128x128 s3 118 -> 4 (down 96 -> 5),
-# 16x128x64 s5 96 -> 5, 16x256x128 s3 168 -> 3).  Direct B's cases of session
-# 26 (no faster) only with DIRECT=1.
-d=--debug=bq-direct st=--debug=bq-stream
+# Session 27: grouped quantised decode GEMMs take wide stream-K runs by
+# default (program.c's bq_stream: gpt-oss 16x192x64 s4 over 528 CTAs,
+# Mixtral GPTQ 16x256x128 s3 over 396; the H200's run 2: blocks 200.5 ->
+# 171.1 and 317.5 -> 278.0 us); .tiles (--debug=bq-tiles) is session 26's
+# plan for the A/B.  The other cases are that run's variants (tuning tables;
+# .pN: stream-K over N CTAs, SMs x the CTAs an SM holds by registers and
+# shared memory): the heuristic's tiles streamed (.p69, .s4p, .b64p, .s3p),
+# more CTAs an SM (.s4, .s3, .b64), 2- and 8-warp tiles (.w2, .w2p, .w8,
+# .w8p), the 192-column down projection alone (.d192p), Mixtral's 256-column
+# tiles unstreamed (.t256: moert tune's choice in session 24).  Direct B's
+# cases of session 26 (no faster) only with DIRECT=1.
+d=--debug=bq-direct st=--debug=bq-tiles
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
 go=$src/models/gpt-oss-20b
-one gptoss_mxfp4.stream gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
+one gptoss_mxfp4.tiles gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
 block gptoss_mxfp4.p69 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.s4 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s4.k1 $dn=16x64x64.w1x4.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x4.s4.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.t192p gptoss_bf16 "$go" \
-	"$gu=16x192x64.w1x4.s4.k1.p528 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p528" --layer 0 --synthetic-weights=1
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p660" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w8 gptoss_bf16 "$go" "$gu=16x128x64.w1x8.s5.k1" --layer 0 --synthetic-weights=1
+block gptoss_mxfp4.w8p gptoss_bf16 "$go" \
+	"$gu=16x128x64.w1x8.s5.k1.p528 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
 	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
 block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
@@ -117,19 +112,21 @@ block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
 [ "${DIRECT:-0}" = 1 ] && one gptoss_mxfp4.direct gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 mx=$out/mixtral-8x7b-gptq/config.json
-one mixtral_gptq.stream mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
+one mixtral_gptq.tiles mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
 block mixtral_gptq.s3 mixtral_bf16 "$mx" \
 	"$gu=16x128x128.w1x4.s3.k1 $dn=16x128x128.w1x4.s3.k4" --layer 0 --synthetic-weights=1
 block mixtral_gptq.b64 mixtral_bf16 "$mx" \
 	"$gu=16x128x64.w1x4.s5.k1 $dn=16x128x64.w1x4.s5.k4" --layer 0 --synthetic-weights=1
 block mixtral_gptq.s3p mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x4.s3.k1.p528 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
+	"$gu=16x128x128.w1x4.s3.k1.p660 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
 block mixtral_gptq.b64p mixtral_bf16 "$mx" \
-	"$gu=16x128x64.w1x4.s5.k1.p660 $dn=16x128x64.w1x4.s5.k1.p660" --layer 0 --synthetic-weights=1
+	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x128x64.w1x4.s5.k1.p792" --layer 0 --synthetic-weights=1
+block mixtral_gptq.w8 mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x8.s4.k1 $dn=16x128x128.w1x8.s4.k4" --layer 0 --synthetic-weights=1
+block mixtral_gptq.w8p mixtral_bf16 "$mx" \
+	"$gu=16x128x128.w1x8.s4.k1.p396 $dn=16x128x128.w1x8.s4.k1.p528" --layer 0 --synthetic-weights=1
 block mixtral_gptq.t256 mixtral_bf16 "$mx" \
 	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
-block mixtral_gptq.t256p mixtral_bf16 "$mx" \
-	"$gu=16x256x128.w1x4.s3.k1.p396 $dn=16x256x128.w1x4.s3.k1.p396" --layer 0 --synthetic-weights=1
 [ "${DIRECT:-0}" = 1 ] && one mixtral_gptq.direct mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $d
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the
@@ -138,12 +135,10 @@ block mixtral_gptq.t256p mixtral_bf16 "$mx" \
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' -e 's/,64\]/,32]/' "$src/bench/quant/dense_w4a16.ir" > "$out/w4_12k.ir"
 sed -e 's/28672/12288/g' -e 's/8192/4096/g' "$src/bench/quant/dense_bf16.ir" > "$out/bf16_12k.ir"
 one w4_12k bf16_12k "$out/w4_12k.ir"
-one w4_12k.stream bf16_12k "$out/w4_12k.ir" $st
 one bf16_12k - "$out/bf16_12k.ir"
 cp "$src/bench/quant/dense_w4a16.ir" "$out/w4_28k.ir"
 cp "$src/bench/quant/dense_bf16.ir" "$out/bf16_28k.ir"
 one w4_28k bf16_28k "$out/w4_28k.ir"
-one w4_28k.stream bf16_28k "$out/w4_28k.ir" $st
 one bf16_28k - "$out/bf16_28k.ir"
 # the dense sweep (SWEEP=direct: direct B's tiles, with bq-direct's lane
 # vectors; SWEEP=staged: the staged ones); none by default

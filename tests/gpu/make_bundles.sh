@@ -79,11 +79,12 @@ for n in gpt_oss_256 mixtral_gptq_256; do
 	one "qdirect_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7 --debug=bq-direct
 	one "qstaged_$n" "$src/tests/codegen/quant/$n" --layer 1 --synthetic-weights=7
 done
-# stream-K for quantised B staged (--debug=bq-stream: decode GEMMs of one
-# row tile an expert, so max_tokens 16; the quant fixtures' sets have T = 7):
-# MXFP4, GPTQ and AWQ MoE blocks and an asymmetric int4 dense MLP
-maxt=16
-for n in gpt_oss_mxfp4 qwen3_moe_gptq qwen3_moe_awq llama_ct_int4_asym; do
-	one "qstream_$n" "$src/tests/fixtures/quant/$n" --layer 1 --debug=bq-stream
+# stream-K runs for grouped quantised decode GEMMs (program.c's bq_stream
+# takes them by default where an expert has one row tile, max_tokens 16, and
+# N takes 192 or 256 columns; the quant fixtures' N of 32 and 64 take them
+# through qstream.tuning; their sets have T = 7): MXFP4 and AWQ MoE blocks
+arch=--arch=sm_90a maxt=16
+for n in gpt_oss_mxfp4 qwen3_moe_awq; do
+	one "qstream_$n" "$src/tests/fixtures/quant/$n" --layer 1 --tuning="$src/tests/gpu/qstream.tuning"
 done
 exit $fail

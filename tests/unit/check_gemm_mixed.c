@@ -980,12 +980,12 @@ stream(GemmSpec *s, int ctas, int T)
 }
 
 /*
- * Stream-K with quantised B staged through shared memory (--debug=bq-stream,
- * tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
+ * Stream-K with quantised B staged through shared memory (program.c's
+ * bq_stream, tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
  * and zero-point sources follow the load stream into each tile, and a
  * k-tile's group rows are the tile's own (its k-tile within the tile).
  * Every format's fast path, group rows inside and across k-tiles, tiles cut
- * between CTAs (3 and 7 CTAs, more CTAs than pairs), grouped MXFP4 SwiGLU
+ * between CTAs (3 and 7 CTAs, more CTAs than pairs), 2, 4 and 8 warps, grouped MXFP4 SwiGLU
  * with empty experts, u4 down with routing weights and scattered rows, T = 0;
  * against the double reference, and the same bits on a second run.  Direct
  * B is refused.
@@ -1014,6 +1014,16 @@ START_TEST(test_stream)
 		gh_check(&c, 1e-5);
 		ck_assert_msg(gh_same_bits(&c, &c), "%s: two runs differ", c.what);
 	}
+	GemmCase w = {.what = "u4 g128 + zero points stream-K, 8 warps (16x128x128.w1x8), 5 CTAs", .T = 16};
+	spec_q(&w.s, DT_U4, 256, 768, 128, DT_BF16, 1);
+	gh_tiles(&w.s, 16, 128, 128, 1, 8, 4);
+	stream(&w.s, 5, w.T);
+	gh_check(&w, 1e-5);
+	w.what = "f4e2m1 g32 stream-K, 2 warps (16x128x64.w1x2), 6 CTAs";
+	spec_q(&w.s, DT_F4E2M1, 256, 768, 32, DT_F8E8M0, 0);
+	gh_tiles(&w.s, 16, 128, 64, 1, 2, 5);
+	stream(&w.s, 6, w.T);
+	gh_check(&w, 1e-5);
 	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K (gpt-oss gate|up), 5 CTAs", .T = 21,
 		      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
 	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
@@ -1071,19 +1081,21 @@ START_TEST(test_program_direct)
 }
 END_TEST
 
-/* The whole plan with stream-K for quantised B staged (--debug=bq-stream:
- * program.c's bq_stream; max_tokens 16, one row tile an expert) against the
- * interpreter at T = 1, 7 and 16: gate|up u4 with zero points, down MXFP4. */
+/* The whole plan's wide stream-K runs for a grouped quantised decode GEMM (the
+ * default at max_tokens 16, one row tile an expert: program.c's bq_stream)
+ * against the interpreter at T = 1, 7 and 16: gate|up u4 with zero points,
+ * down MXFP4; and --debug=bq-tiles' tiles. */
 START_TEST(test_program_stream)
 {
 	static const int T[] = {1, 7, 16};
 
 	for (size_t i = 0; i < NELEM(T); i++) {
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "scale=bf16 zero stream-k", 1e-2,
-				     DBG_BQ_STREAM);
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2,
-				     DBG_BQ_STREAM);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero stream-k",
+				     1e-2, 0);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2, 0);
 	}
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "scale=bf16 zero tiles", 1e-2, DBG_BQ_TILES);
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, DBG_BQ_TILES);
 }
 END_TEST
 
