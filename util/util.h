@@ -136,7 +136,8 @@ enum {
 	DBG_SIMT_ROUTER = 1 << 12,	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
 	DBG_ROW_KERNELS = 1 << 15,	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
-	DBG_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens as warp dot products (k_gemm_vec.c) */
+	DBG_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens as warp dot products (k_gemm_vec.c),
+				 * the front's rows split over its warps */
 	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 };

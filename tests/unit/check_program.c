@@ -274,6 +274,22 @@ launches(const Manifest *man, const char *suffix)
 	return n;
 }
 
+/* Launches of the plan whose kernel's note holds `what`. */
+static int
+launches_noted(CgProgram *p, const char *what)
+{
+	const Manifest *man = cg_program_manifest(p);
+	CgModule *mod = cg_program_module(p, "emu");
+	int n = 0;
+
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		const CgKernel *k = st->kind == STEP_LAUNCH ? cg_module_find(mod, st->kernel) : NULL;
+		n += k && strstr(k->note, what) != NULL;
+	}
+	return n;
+}
+
 /* Values that multiply and add exactly in f32: k/8 for k in -8..8, a few of them, so ties are common. */
 static void
 fill_exact(Tensor *t, uint64_t seed, int levels)
@@ -391,6 +407,36 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
 	return v[31];
 }
 
+/* The same with rows split over the front's 4 warps (cg_front_split: max_t
+ * <= 4, H a multiple of 1024): warp w's lanes sum the groups w G/4 ..
+ * (w+1) G/4 - 1 as above, the warps' scans are added in warp order. */
+static float
+front_logit_split(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
+{
+	int64_t G = H / 256;
+	float sum = 0;
+
+	for (int wp = 0; wp < 4; wp++) {
+		float v[32];
+		for (int L = 0; L < 32; L++) {
+			float acc = 0;
+			for (int64_t g = wp * G / 4; g < (wp + 1) * G / 4; g++)
+				for (int j = 0; j < 8; j++) {
+					int64_t i = (32 * g + L) * 8 + j;
+					volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
+						(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
+					acc = acc + p;
+				}
+			v[L] = acc;
+		}
+		for (int d = 1; d < 32; d *= 2)
+			for (int L = 31; L >= 0; L--)
+				v[L] = (L >= d ? v[L - d] : 0.0f) + v[L];
+		sum = wp ? sum + v[31] : v[31];
+	}
+	return sum;
+}
+
 /*
  * The front's logits are bit for bit the summation order it documents (and
  * had before experts were grouped: one order per expert whatever EB), on
@@ -401,13 +447,15 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
  */
 START_TEST(test_front_logits_keep_their_order)
 {
-	static const struct { int E; int64_t H; } cs[] = {{8, 320}, {32, 2880}, {128, 2048}, {256, 2304}, {256, 320}};
-	static const int64_t ts[] = {1, 16};
+	/* the last two with --debug=vec-gemm at max_tokens 4: rows split over the warps (2048) and not (320) */
+	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
+								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
+								     {8, 320, 1}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
-		int E = cs[c].E;
-		int64_t H = cs[c].H;
+		int E = cs[c].E, split = cs[c].split;
+		int64_t H = cs[c].H, ts[] = {1, split ? 4 : 16};
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
@@ -423,10 +471,12 @@ START_TEST(test_front_logits_keep_their_order)
 			 (long long)H, E, (long long)H, E, E + 1, E, E, E + 1);
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
-		emu_opts(&co, 16);
+		emu_opts(&co, split ? 4 : 16);
+		co.debug = split ? DBG_VEC_GEMM : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -445,7 +495,9 @@ START_TEST(test_front_logits_keep_their_order)
 			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
 			for (int64_t t = 0; t < T; t++)
 				for (int e = 0; e < E; e++) {
-					float a = ((float *)got[0].data)[t * E + e], b = front_logit(&in[0], t, &in[1], e, H);
+					float a = ((float *)got[0].data)[t * E + e];
+					float b = split && H % 1024 == 0 ? front_logit_split(&in[0], t, &in[1], e, H)
+						: front_logit(&in[0], t, &in[1], e, H);
 					ck_assert_msg(memcmp(&a, &b, 4) == 0, "E=%d H=%lld T=%lld: logit [%lld,%d] %.9g, "
 						      "want %.9g", E, (long long)H, (long long)T, (long long)t, e, a, b);
 				}
@@ -547,22 +599,6 @@ START_TEST(test_front_grid_fits_the_targets)
 }
 END_TEST
 
-/* Launches of the plan whose kernel's note holds `what`. */
-static int
-launches_noted(CgProgram *p, const char *what)
-{
-	const Manifest *man = cg_program_manifest(p);
-	CgModule *mod = cg_program_module(p, "emu");
-	int n = 0;
-
-	for (int i = 0; i < man->nstep; i++) {
-		const MStep *st = &man->step[i];
-		const CgKernel *k = st->kind == STEP_LAUNCH ? cg_module_find(mod, st->kernel) : NULL;
-		n += k && strstr(k->note, what) != NULL;
-	}
-	return n;
-}
-
 /*
  * --debug=vec-gemm: bundles for at most 4 tokens run their GEMMs as warp dot
  * products (k_gemm_vec.c), behind the decode front: every family's block
@@ -613,6 +649,38 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 				check_wide(p, ref, T, 256);
 			cg_program_free(p);
 		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	{	/* rows of 1024: the front's rows split over its warps, rstd and h for gate|up */
+		static const char src1k[] =
+			"weight $g : bf16[1024] mean=1.0 scale=0.2 seed=1\n"
+			"weight $router : bf16[16,1024] seed=2\n"
+			"weight $wgu : bf16[16,64,1024] seed=3\n"
+			"weight $wdown : bf16[16,1024,32] seed=4\n"
+			"\n"
+			"graph @block(%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+			"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,1024]\n"
+			"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+			"\t%m = moe %h, %logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,1024]\n"
+			"\t%y = add %x, %m : bf16[T,1024]\n"
+			"\tret %y\n}\n";
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		diag_init(&d, stderr);
+		m = fused_for("vec_1k.ir", src1k, &ref, &d, 4);
+		emu_opts(&co, 4);
+		co.debug = DBG_VEC_GEMM;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), 1);
+		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 2);
+		for (int64_t T = 1; T <= 4; T += 3)
+			check_wide(p, ref, T, 1024);
+		cg_program_free(p);
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
