@@ -382,51 +382,31 @@ END_TEST
  * The front's logit as its warp sums it: lane L adds x*w over its elements
  * in order (16-byte groups of 8 when H % 256 == 0, else every 32nd element),
  * then the shfl.up scan leaves the sum in lane 31.  Products go through a
- * volatile so the compiler cannot fuse them into an fma.
+ * volatile so the compiler cannot fuse them into an fma.  split: rows split
+ * over the front's 4 warps (cg_front_split: max_t <= 4, H a multiple of
+ * 1024): warp w's lanes sum the groups w G/4 .. (w+1) G/4 - 1 so, and the
+ * warps' scans are added in warp order.
  */
 static float
-front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
+front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, int split)
 {
-	float v[32];
-
-	for (int L = 0; L < 32; L++) {
-		float acc = 0;
-		for (int64_t n = 0; n < (H + 31) / 32; n++) {
-			int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
-			if (i >= H)
-				break;
-			volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
-				(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
-			acc = acc + p;
-		}
-		v[L] = acc;
-	}
-	for (int d = 1; d < 32; d *= 2)
-		for (int L = 31; L >= 0; L--)
-			v[L] = (L >= d ? v[L - d] : 0.0f) + v[L];
-	return v[31];
-}
-
-/* The same with rows split over the front's 4 warps (cg_front_split: max_t
- * <= 4, H a multiple of 1024): warp w's lanes sum the groups w G/4 ..
- * (w+1) G/4 - 1 as above, the warps' scans are added in warp order. */
-static float
-front_logit_split(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
-{
-	int64_t G = H / 256;
+	int parts = split ? 4 : 1;	/* split: the row's groups in 4 warps' quarters (H % 1024 == 0) */
 	float sum = 0;
 
-	for (int wp = 0; wp < 4; wp++) {
+	for (int wp = 0; wp < parts; wp++) {
 		float v[32];
 		for (int L = 0; L < 32; L++) {
 			float acc = 0;
-			for (int64_t g = wp * G / 4; g < (wp + 1) * G / 4; g++)
-				for (int j = 0; j < 8; j++) {
-					int64_t i = (32 * g + L) * 8 + j;
-					volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
-						(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
-					acc = acc + p;
-				}
+			for (int64_t n = 0; n < (H + 31) / 32; n++) {
+				int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
+				if (i >= H)
+					break;
+				if (n / 8 * parts / (H / 256) != wp)	/* group n / 8 is another warp's */
+					continue;
+				volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
+					(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
+				acc = acc + p;
+			}
 			v[L] = acc;
 		}
 		for (int d = 1; d < 32; d *= 2)
@@ -496,8 +476,7 @@ START_TEST(test_front_logits_keep_their_order)
 			for (int64_t t = 0; t < T; t++)
 				for (int e = 0; e < E; e++) {
 					float a = ((float *)got[0].data)[t * E + e];
-					float b = split && H % 1024 == 0 ? front_logit_split(&in[0], t, &in[1], e, H)
-						: front_logit(&in[0], t, &in[1], e, H);
+					float b = front_logit(&in[0], t, &in[1], e, H, split && H % 1024 == 0);
 					ck_assert_msg(memcmp(&a, &b, 4) == 0, "E=%d H=%lld T=%lld: logit [%lld,%d] %.9g, "
 						      "want %.9g", E, (long long)H, (long long)T, (long long)t, e, a, b);
 				}
@@ -522,37 +501,46 @@ END_TEST
  * with max_tokens 65 there is no front (prefill keeps its
  * kernels).
  */
+/* Family f's MoE block with its router's norm (rows of 256; DeepSeek's router in f32). */
+static void
+front_block_src(char *src, size_t n, size_t f)
+{
+	int E = front_fams[f].E, k = front_fams[f].k;
+	const char *rt = front_fams[f].selbias ? "f32" : "bf16";	/* DeepSeek's router is f32 */
+
+	snprintf(src, n,
+		 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
+		 "weight $router : %s[%d,256] seed=2\n"
+		 "weight $wgu : bf16[%d,64,256] seed=3\n"
+		 "weight $wdown : bf16[%d,256,32] seed=4\n"
+		 "weight $b : f32[%d] scale=0.5 seed=9\n"
+		 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
+		 "\n"
+		 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+		 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
+		 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
+		 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
+		 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
+		 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
+		 "\t%%y = add %%x, %%m : bf16[T,256]\n"
+		 "\tret %%y\n}\n",
+		 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
+		 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+}
+
 START_TEST(test_front_blocks_match_interpreter)
 {
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k;
-		const char *rt = front_fams[f].selbias ? "f32" : "bf16";	/* DeepSeek's router is f32 */
+		int E = front_fams[f].E;
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p;
 
-		snprintf(src, sizeof src,
-			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
-			 "weight $router : %s[%d,256] seed=2\n"
-			 "weight $wgu : bf16[%d,64,256] seed=3\n"
-			 "weight $wdown : bf16[%d,256,32] seed=4\n"
-			 "weight $b : f32[%d] scale=0.5 seed=9\n"
-			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
-			 "\n"
-			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
-			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
-			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
-			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
-			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
-			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
-			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		front_block_src(src, sizeof src, f);
 		diag_init(&d, stderr);
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65; mt++) {
@@ -611,31 +599,12 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k;
-		const char *rt = front_fams[f].selbias ? "f32" : "bf16";
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p;
 
-		snprintf(src, sizeof src,
-			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
-			 "weight $router : %s[%d,256] seed=2\n"
-			 "weight $wgu : bf16[%d,64,256] seed=3\n"
-			 "weight $wdown : bf16[%d,256,32] seed=4\n"
-			 "weight $b : f32[%d] scale=0.5 seed=9\n"
-			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
-			 "\n"
-			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
-			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
-			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
-			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
-			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
-			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
-			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		front_block_src(src, sizeof src, f);
 		diag_init(&d, stderr);
 		m = fused_for("vec_block.ir", src, &ref, &d, 4);
 		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
