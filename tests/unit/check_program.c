@@ -401,7 +401,7 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
 				int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
 				if (i >= H)
 					break;
-				if (n / 8 * parts / (H / 256) != wp)	/* group n / 8 is another warp's */
+				if (split && n / 8 * parts / (H / 256) != wp)	/* group n / 8: another warp's */
 					continue;
 				volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
 					(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
