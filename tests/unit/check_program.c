@@ -591,7 +591,7 @@ END_TEST
  * --debug=vec-gemm: bundles for at most 4 tokens run their GEMMs as warp dot
  * products (k_gemm_vec.c), behind the decode front: every family's block
  * (the front's gate|up and down, gpt-oss's expert biases, DeepSeek-V3's 256
- * experts) at max_tokens 1 (T = 1) and 4 (T = 1, 4), and a block with a dense
+ * experts) at max_tokens 1 and 4 (T = max_tokens), and a block with a dense
  * GEMM after the MoE; against the interpreter.  At 5 tokens: the tiles.
  */
 START_TEST(test_vec_gemm_blocks_match_interpreter)
@@ -614,8 +614,8 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 			ck_assert_ptr_nonnull(p);
 			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
-			for (int64_t T = 1; mt <= 4 && T <= mt; T += 3)	/* T = 1 and 4 */
-				check_wide(p, ref, T, 256);
+			if (mt <= 4)	/* T = max_tokens: 1, and 4 (experts of several rows) */
+				check_wide(p, ref, mt, 256);
 			cg_program_free(p);
 		}
 		ir_free_module(m);
@@ -666,8 +666,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
-		for (int64_t T = 1; T <= mt; T += 2)	/* T = 1 and 3 */
-			check_wide(p, ref, T, 512);
+		check_wide(p, ref, mt, 512);
 		cg_program_free(p);
 		ir_free_module(m);
 		ir_free_module(ref);
@@ -1539,7 +1538,7 @@ program_suite(void)
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
-	tcase_set_timeout(tc, 600);
+	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
 	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
 	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
