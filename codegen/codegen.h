@@ -876,11 +876,14 @@ struct CgFrontSpec {
 	int64_t max_t;		/* the largest T */
 	int sms;		/* SMs the grid is sized for: the bundle's targets' fewest
 				 * (cg_target_sms; 0: 132, an H100/H200) */
+	int split;		/* max_t <= 4: a token's row split over the CTA's warps where
+				 * cg_front_split allows (--debug=vec-gemm until measured) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
 int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E / EB x token slices */
 int cg_front_experts(const CgFrontSpec *s);	/* EB: experts a CTA */
+int cg_front_split(const CgFrontSpec *s);	/* the CTA's warps share each token's row */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */

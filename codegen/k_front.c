@@ -73,6 +73,8 @@ struct Fr {
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
 	int nw;			/* warps per CTA */
+	int ng;			/* vector rows: the groups a warp reads (split: G / W) */
+	LLVMValueRef g0;	/* split: the warp's first group (warp * ng); NULL: 0 */
 	int eb;			/* experts per CTA (EB) */
 };
 
@@ -182,14 +184,18 @@ round_to(CgFn *f, LLVMValueRef v, DType dt)
 static LLVMValueRef
 group_at(Fr *r, LLVMValueRef row, int g)
 {
-	return cg_add(r->f, row, cg_sext64(r->f, cg_muli(r->f, cg_addi(r->f, r->lane, 32 * g), LV)));
+	LLVMValueRef v = cg_addi(r->f, r->lane, 32 * g);
+
+	if (r->g0)	/* split: the warp's share of the row starts at group g0 */
+		v = cg_add(r->f, v, cg_muli(r->f, r->g0, 32));
+	return cg_add(r->f, row, cg_sext64(r->f, cg_muli(r->f, v, LV)));
 }
 
 /* The CTA's W row and gamma, in registers when short (KEEP groups). */
 static void
 preload(Fr *r)
 {
-	int G = groups(r->s);
+	int G = r->ng;
 	LLVMValueRef wrow = cg_muli(r->f, cg_sext64(r->f, r->e), r->s->H);
 
 	if (!G || G > KEEP || r->eb > 1)
@@ -227,7 +233,7 @@ sum_squares(Fr *r, LLVMValueRef row)
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = groups(s);
+	int G = r->ng;
 	LLVMValueRef ss = cg_f32(f, 0), i, xv[BATCH * LV];
 	CgLoop l;
 
@@ -284,7 +290,7 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = groups(s), EB = r->eb, nb = MAX(1, BATCH / EB);
+	int G = r->ng, EB = r->eb, nb = MAX(1, BATCH / EB);
 	LLVMValueRef wrow[8], i;
 	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
 	CgLoop l;
@@ -396,6 +402,76 @@ token(Fr *r, LLVMValueRef tok)
 	}
 }
 
+/*
+ * Split rows (cg_front_split: W = 4 warps, max_t <= 4, vector rows whose
+ * groups the warps share, one expert a CTA): the CTA's warps take token tok
+ * together, warp w the groups w G/W .. (w+1) G/W - 1 of its row.  Each
+ * warp's sum (of squares, then of the products) goes to its slot, and the
+ * slots are added in warp order: the sum of the row is ((s0 + s1) + s2) + s3,
+ * each s_w in the lane order above.  At T = 1 a warp issues a quarter of
+ * the row's instructions (1 warp a scheduler, ~9 cycles an instruction on
+ * the H200: the row's ~990 instructions were the CTAs' 9200 cycles).
+ */
+static LLVMValueRef
+split_sum(Fr *r, LLVMValueRef v, int slot0)
+{
+	CgFn *f = r->f;
+	LLVMValueRef sum = NULL;
+	CgIf c;
+
+	v = warp_sum31(r, v);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""));
+	cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_muli(f, r->warp, 4), slot0)), 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	for (int w = 0; w < r->nw; w++) {
+		LLVMValueRef x = cg_sload(f, f->tf32, cg_sptr(f, cg_i32(f, slot0 + 4 * w)), 4);
+		sum = sum ? LLVMBuildFAdd(f->B, sum, x, "") : x;
+	}
+	return sum;
+}
+
+static void
+token_split(Fr *r, LLVMValueRef tok)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	const CgFrontSpec *s = r->s;
+	LLVMValueRef row = cg_muli(f, cg_sext64(f, tok), s->H), inv = NULL, acc, v;
+	LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, cg_urem(f, tok, cg_i32(f, s->route.E)), r->grp, "");
+	CgIf c;
+
+	if (s->norm || s->rstd) {	/* slots 0..W-1 */
+		LLVMValueRef ms = LLVMBuildFDiv(B, split_sum(r, sum_squares(r, row), 0), cg_f32(f, (double)s->H), "");
+		if (s->norm)
+			inv = inv_std(f, ms, s->eps);
+		if (s->rstd) {
+			LLVMValueRef inv_r = inv_std(f, ms, s->rstd_eps);
+			cg_if(f, &c, LLVMBuildAnd(B, mine, LLVMBuildICmp(B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""), ""));
+			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok), 4), 4);
+			cg_endif(f, &c);
+		}
+	}
+	dot(r, row, inv, mine, &acc);
+	v = split_sum(r, acc, 4 * r->nw);	/* slots W..2W-1 */
+	if (s->bias)	/* the GEMM epilogue's add, before its rounding */
+		v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, cg_sext64(f, r->e)), "");
+	v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
+	cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""));
+	cg_store_dt(f, s->logits_dt, r->logits, cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E),
+							cg_sext64(f, r->e)), v);
+	cg_endif(f, &c);
+	cg_barrier(f);	/* the slots are rewritten by the next token */
+}
+
+int
+cg_front_split(const CgFrontSpec *s)
+{
+	int G = groups(s);
+
+	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && cg_front_experts(s) == 1;
+}
+
 /* The last CTA: wait for (and clear) every other CTA's flag. */
 static void
 gather_flags(Fr *r)
@@ -504,13 +580,23 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	r.cta = cg_ctaid(r.f, 0);
 	r.grp = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb));
 	r.e = cg_muli(r.f, r.grp, r.eb);
+	r.ng = groups(s);
+	if (cg_front_split(s)) {
+		r.ng /= r.nw;
+		r.g0 = cg_muli(r.f, r.warp, r.ng);
+	}
 	preload(&r);
 
-	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... */
-	LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)), r.nw),
-				    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / (s->route.E / r.eb)));
-	token(&r, cg_add(r.f, tok0, r.warp));
-	cg_endloop(r.f, &l);
+	if (r.g0) {	/* split: the CTA's warps take each token together (one slice: S = 1) */
+		LLVMValueRef tok = cg_loop(r.f, &l, cg_i32(r.f, 0), r.T, cg_i32(r.f, 1));
+		token_split(&r, tok);
+		cg_endloop(r.f, &l);
+	} else {	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... */
+		LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)), r.nw),
+					    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / (s->route.E / r.eb)));
+		token(&r, cg_add(r.f, tok0, r.warp));
+		cg_endloop(r.f, &l);
+	}
 	cg_fence(r.f);
 	cg_barrier(r.f);
 	cg_if(r.f, &c, LLVMBuildICmp(r.f->B, LLVMIntEQ, r.cta, cg_i32(r.f, cg_front_ctas(s) - 1), ""));
@@ -523,9 +609,10 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		cg_endif(r.f, &c0);
 	}
 	cg_endif(r.f, &c);
-	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld", (long long)s->H,
+	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s", (long long)s->H,
 		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t);
+		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t,
+		 r.g0 ? " rows split over the warps" : "");
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 

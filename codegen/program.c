@@ -2314,6 +2314,7 @@ find_fronts(CgProgram *p)
 			continue;
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
+			fm.s.split = (p->o.debug & DBG_VEC_GEMM) != 0;
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

@@ -51,7 +51,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
 	{"vec-gemm", DBG_VEC_GEMM, NULL,
 	 "compile: GEMMs of launches for at most 4 tokens as warp dot products on CUDA cores (k_gemm_vec.c: a warp a "
-	 "few rows x columns, 16-byte loads of the weights) instead of 16-row tensor-core tiles (opt-in until measured)"},
+	 "few rows x columns, 16-byte loads of the weights) instead of 16-row tensor-core tiles, and such a bundle's "
+	 "decode front splits each token's row over its warps (opt-in until measured)"},
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},

@@ -274,6 +274,22 @@ launches(const Manifest *man, const char *suffix)
 	return n;
 }
 
+/* Launches of the plan whose kernel's note holds `what`. */
+static int
+launches_noted(CgProgram *p, const char *what)
+{
+	const Manifest *man = cg_program_manifest(p);
+	CgModule *mod = cg_program_module(p, "emu");
+	int n = 0;
+
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		const CgKernel *k = st->kind == STEP_LAUNCH ? cg_module_find(mod, st->kernel) : NULL;
+		n += k && strstr(k->note, what) != NULL;
+	}
+	return n;
+}
+
 /* Values that multiply and add exactly in f32: k/8 for k in -8..8, a few of them, so ties are common. */
 static void
 fill_exact(Tensor *t, uint64_t seed, int levels)
@@ -366,29 +382,39 @@ END_TEST
  * The front's logit as its warp sums it: lane L adds x*w over its elements
  * in order (16-byte groups of 8 when H % 256 == 0, else every 32nd element),
  * then the shfl.up scan leaves the sum in lane 31.  Products go through a
- * volatile so the compiler cannot fuse them into an fma.
+ * volatile so the compiler cannot fuse them into an fma.  split: rows split
+ * over the front's 4 warps (cg_front_split: max_t <= 4, H a multiple of
+ * 1024): warp w's lanes sum the groups w G/4 .. (w+1) G/4 - 1 so, and the
+ * warps' scans are added in warp order.
  */
 static float
-front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
+front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, int split)
 {
-	float v[32];
+	int parts = split ? 4 : 1;	/* split: the row's groups in 4 warps' quarters (H % 1024 == 0) */
+	float sum = 0;
 
-	for (int L = 0; L < 32; L++) {
-		float acc = 0;
-		for (int64_t n = 0; n < (H + 31) / 32; n++) {
-			int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
-			if (i >= H)
-				break;
-			volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
-				(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
-			acc = acc + p;
+	for (int wp = 0; wp < parts; wp++) {
+		float v[32];
+		for (int L = 0; L < 32; L++) {
+			float acc = 0;
+			for (int64_t n = 0; n < (H + 31) / 32; n++) {
+				int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
+				if (i >= H)
+					break;
+				if (split && n / 8 * parts / (H / 256) != wp)	/* group n / 8: another warp's */
+					continue;
+				volatile float p = (float)dtype_load(x->dt, x->data, (size_t)(t * H + i)) *
+					(float)dtype_load(w->dt, w->data, (size_t)(e * H + i));
+				acc = acc + p;
+			}
+			v[L] = acc;
 		}
-		v[L] = acc;
+		for (int d = 1; d < 32; d *= 2)
+			for (int L = 31; L >= 0; L--)
+				v[L] = (L >= d ? v[L - d] : 0.0f) + v[L];
+		sum = wp ? sum + v[31] : v[31];
 	}
-	for (int d = 1; d < 32; d *= 2)
-		for (int L = 31; L >= 0; L--)
-			v[L] = (L >= d ? v[L - d] : 0.0f) + v[L];
-	return v[31];
+	return sum;
 }
 
 /*
@@ -401,13 +427,15 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H)
  */
 START_TEST(test_front_logits_keep_their_order)
 {
-	static const struct { int E; int64_t H; } cs[] = {{8, 320}, {32, 2880}, {128, 2048}, {256, 2304}, {256, 320}};
-	static const int64_t ts[] = {1, 16};
+	/* the last two with --debug=vec-gemm at max_tokens 4: rows split over the warps (2048) and not (320) */
+	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
+								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
+								     {8, 320, 1}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
-		int E = cs[c].E;
-		int64_t H = cs[c].H;
+		int E = cs[c].E, split = cs[c].split;
+		int64_t H = cs[c].H, ts[] = {1, split ? 4 : 16};
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
@@ -423,10 +451,12 @@ START_TEST(test_front_logits_keep_their_order)
 			 (long long)H, E, (long long)H, E, E + 1, E, E, E + 1);
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
-		emu_opts(&co, 16);
+		emu_opts(&co, split ? 4 : 16);
+		co.debug = split ? DBG_VEC_GEMM : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -445,7 +475,8 @@ START_TEST(test_front_logits_keep_their_order)
 			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
 			for (int64_t t = 0; t < T; t++)
 				for (int e = 0; e < E; e++) {
-					float a = ((float *)got[0].data)[t * E + e], b = front_logit(&in[0], t, &in[1], e, H);
+					float a = ((float *)got[0].data)[t * E + e];
+					float b = front_logit(&in[0], t, &in[1], e, H, split && H % 1024 == 0);
 					ck_assert_msg(memcmp(&a, &b, 4) == 0, "E=%d H=%lld T=%lld: logit [%lld,%d] %.9g, "
 						      "want %.9g", E, (long long)H, (long long)T, (long long)t, e, a, b);
 				}
@@ -470,37 +501,46 @@ END_TEST
  * with max_tokens 65 there is no front (prefill keeps its
  * kernels).
  */
+/* Family f's MoE block with its router's norm (rows of 256; DeepSeek's router in f32). */
+static void
+front_block_src(char *src, size_t n, size_t f)
+{
+	int E = front_fams[f].E, k = front_fams[f].k;
+	const char *rt = front_fams[f].selbias ? "f32" : "bf16";	/* DeepSeek's router is f32 */
+
+	snprintf(src, n,
+		 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
+		 "weight $router : %s[%d,256] seed=2\n"
+		 "weight $wgu : bf16[%d,64,256] seed=3\n"
+		 "weight $wdown : bf16[%d,256,32] seed=4\n"
+		 "weight $b : f32[%d] scale=0.5 seed=9\n"
+		 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
+		 "\n"
+		 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+		 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
+		 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
+		 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
+		 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
+		 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
+		 "\t%%y = add %%x, %%m : bf16[T,256]\n"
+		 "\tret %%y\n}\n",
+		 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
+		 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+}
+
 START_TEST(test_front_blocks_match_interpreter)
 {
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k;
-		const char *rt = front_fams[f].selbias ? "f32" : "bf16";	/* DeepSeek's router is f32 */
+		int E = front_fams[f].E;
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p;
 
-		snprintf(src, sizeof src,
-			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
-			 "weight $router : %s[%d,256] seed=2\n"
-			 "weight $wgu : bf16[%d,64,256] seed=3\n"
-			 "weight $wdown : bf16[%d,256,32] seed=4\n"
-			 "weight $b : f32[%d] scale=0.5 seed=9\n"
-			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
-			 "\n"
-			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
-			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
-			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
-			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
-			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
-			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
-			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		front_block_src(src, sizeof src, f);
 		diag_init(&d, stderr);
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65; mt++) {
@@ -547,27 +587,11 @@ START_TEST(test_front_grid_fits_the_targets)
 }
 END_TEST
 
-/* Launches of the plan whose kernel's note holds `what`. */
-static int
-launches_noted(CgProgram *p, const char *what)
-{
-	const Manifest *man = cg_program_manifest(p);
-	CgModule *mod = cg_program_module(p, "emu");
-	int n = 0;
-
-	for (int i = 0; i < man->nstep; i++) {
-		const MStep *st = &man->step[i];
-		const CgKernel *k = st->kind == STEP_LAUNCH ? cg_module_find(mod, st->kernel) : NULL;
-		n += k && strstr(k->note, what) != NULL;
-	}
-	return n;
-}
-
 /*
  * --debug=vec-gemm: bundles for at most 4 tokens run their GEMMs as warp dot
  * products (k_gemm_vec.c), behind the decode front: every family's block
  * (the front's gate|up and down, gpt-oss's expert biases, DeepSeek-V3's 256
- * experts) at max_tokens 1 (T = 1) and 4 (T = 1, 4), and a block with a dense
+ * experts) at max_tokens 1 and 4 (T = max_tokens), and a block with a dense
  * GEMM after the MoE; against the interpreter.  At 5 tokens: the tiles.
  */
 START_TEST(test_vec_gemm_blocks_match_interpreter)
@@ -575,31 +599,12 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k;
-		const char *rt = front_fams[f].selbias ? "f32" : "bf16";
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p;
 
-		snprintf(src, sizeof src,
-			 "weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
-			 "weight $router : %s[%d,256] seed=2\n"
-			 "weight $wgu : bf16[%d,64,256] seed=3\n"
-			 "weight $wdown : bf16[%d,256,32] seed=4\n"
-			 "weight $b : f32[%d] scale=0.5 seed=9\n"
-			 "weight $rb : bf16[%d] scale=0.5 seed=8\n"
-			 "\n"
-			 "graph @block(%%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
-			 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,256]\n"
-			 "\t%%hr = cast %%h, to=%s : %s[T,256]\n"
-			 "\t%%rbf = cast $rb, to=f32 : f32[%d]\n"
-			 "\t%%logits = matmul %%hr, $router%s, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%m = moe %%h, %%logits, %s, $wgu, $wdown, k=%d, %s : bf16[T,256]\n"
-			 "\t%%y = add %%x, %%m : bf16[T,256]\n"
-			 "\tret %%y\n}\n",
-			 rt, E, E, E, E, E, rt, rt, E, front_fams[f].bias ? ", %rbf" : "", E,
-			 front_fams[f].selbias ? "$b" : "_", k, front_fams[f].attrs);
+		front_block_src(src, sizeof src, f);
 		diag_init(&d, stderr);
 		m = fused_for("vec_block.ir", src, &ref, &d, 4);
 		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
@@ -609,10 +614,42 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 			ck_assert_ptr_nonnull(p);
 			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
-			for (int64_t T = 1; mt <= 4 && T <= mt; T += 3)	/* T = 1 and 4 */
-				check_wide(p, ref, T, 256);
+			if (mt <= 4)	/* T = max_tokens: 1, and 4 (experts of several rows) */
+				check_wide(p, ref, mt, 256);
 			cg_program_free(p);
 		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	{	/* rows of 1024: the front's rows split over its warps, rstd and h for gate|up */
+		static const char src1k[] =
+			"weight $g : bf16[1024] mean=1.0 scale=0.2 seed=1\n"
+			"weight $router : bf16[16,1024] seed=2\n"
+			"weight $wgu : bf16[16,64,1024] seed=3\n"
+			"weight $wdown : bf16[16,1024,32] seed=4\n"
+			"\n"
+			"graph @block(%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+			"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,1024]\n"
+			"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+			"\t%m = moe %h, %logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,1024]\n"
+			"\t%y = add %x, %m : bf16[T,1024]\n"
+			"\tret %y\n}\n";
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+
+		diag_init(&d, stderr);
+		m = fused_for("vec_1k.ir", src1k, &ref, &d, 4);
+		emu_opts(&co, 4);
+		co.debug = DBG_VEC_GEMM;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), 1);
+		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 2);
+		for (int64_t T = 1; T <= 4; T += 3)
+			check_wide(p, ref, T, 1024);
+		cg_program_free(p);
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
@@ -629,8 +666,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
-		for (int64_t T = 1; T <= mt; T += 2)	/* T = 1 and 3 */
-			check_wide(p, ref, T, 512);
+		check_wide(p, ref, mt, 512);
 		cg_program_free(p);
 		ir_free_module(m);
 		ir_free_module(ref);
@@ -1612,7 +1648,7 @@ program_suite(void)
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
-	tcase_set_timeout(tc, 600);
+	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
 	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
 	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
