@@ -10,9 +10,9 @@
 #           per arm, case and T into OUTDIR/ARM.log, then prints one line per
 #           case, T and arm: the block's median us and each step's (kernel
 #           names as in `moec inspect`, BUNDLEDIR/ARM/CASE.inspect).
-# Arms: new (this branch, --debug=new-rows: the permute as the grid sort,
+# Arms: new (the default since session 27: the permute as the grid sort,
 # k2_count + k2, and the combine with 16-byte loads, the last kN), base
-# (this branch's default: the one-CTA permute k2, the body kernel's
+# (--debug=old-rows: the one-CTA permute k2, the body kernel's
 # combine), main (MOEC_MAIN's plan, if given).  Compare the steps alone:
 # new's k2_count + k2 against base's k2 is the permute, the last kN the
 # combine; the block medians say what the graph gains.
@@ -25,8 +25,8 @@ case $mode in
 here)
 	a=$2
 	if [ $# -ge 4 ]; then main=$3 out=$4; else main= out=$3; fi
-	ONLY=$cases MOEC_FLAGS=--debug=new-rows sh "$src/bench/make_bench.sh" "$a" "$out/new" >/dev/null || exit 1
-	ONLY=$cases sh "$src/bench/make_bench.sh" "$a" "$out/base" >/dev/null || exit 1
+	ONLY=$cases sh "$src/bench/make_bench.sh" "$a" "$out/new" >/dev/null || exit 1
+	ONLY=$cases MOEC_FLAGS=--debug=old-rows sh "$src/bench/make_bench.sh" "$a" "$out/base" >/dev/null || exit 1
 	if [ -n "$main" ]; then
 		ONLY=$cases sh "$src/bench/make_bench.sh" "$main" "$out/main" >/dev/null || exit 1
 	fi

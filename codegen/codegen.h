@@ -877,7 +877,7 @@ struct CgFrontSpec {
 	int sms;		/* SMs the grid is sized for: the bundle's targets' fewest
 				 * (cg_target_sms; 0: 132, an H100/H200) */
 	int split;		/* max_t <= 4: a token's row split over the CTA's warps where
-				 * cg_front_split allows (--debug=vec-gemm until measured) */
+				 * cg_front_split allows (--debug=no-vec-gemm: not) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

@@ -3,7 +3,7 @@
  * 16-byte accesses: a thread per 4 outputs, its k float4 loads issued
  * before any is added.
  *
- *	before (Qwen3-30B-A3B, T = 4096)            after (--debug=new-rows)
+ *	before (Qwen3-30B-A3B, T = 4096)            after (the default; --debug=old-rows: before)
  *	  k7 = row kernel: a thread an element,       k7 = combine<<<cdiv(T*H/4, 256), 256>>>
  *	  k 4-byte loads of the f32 slots, the         thread g: row g / (H/4), columns 4(g % (H/4))..+3:
  *	  sum, cast, + x (2-byte loads)                k loads of 16 bytes, the sum, cast, + x (8 bytes)

@@ -19,7 +19,7 @@
  * segment is cdiv(N, P) slots, so any T works.
  * Nothing is read on the host and nothing allocated: CUDA-graph safe.
  *
- * The grid sort (spec.grid, DBG_NEW_ROWS): the same order from G CTAs
+ * The grid sort (spec.grid; DBG_OLD_ROWS keeps one CTA): the same order from G CTAs
  * of a chunk of CH slots each, in two launches and no atomics:
  *	NAME_count: CTA c counts its chunk: hist[x][c] (the workspace)
  *	NAME:       CTA c scans the whole hist in (x, c) order for the start

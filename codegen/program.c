@@ -1361,7 +1361,7 @@ bq_vec(const GemmSpec *s)
 
 /*
  * Decode GEMMs of at most VEC_T tokens as warp dot products (k_gemm_vec.c,
- * --debug=vec-gemm until the H200's A/B says it wins): a grouped GEMM's
+ * the default since the H200's A/B, --debug=no-vec-gemm keeps the tiles): a grouped GEMM's
  * experts get at most T rows each (a token picks an expert once), so the
  * 16-row tensor-core tile computes 15 rows of padding and, at 4 warps an SM,
  * is bound by its issue latency (Qwen3-30B-A3B at T = 1: 28.9 + 19.9 us for
@@ -1380,7 +1380,7 @@ vec_plan(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tokens)
 	Diag quiet;
 	int bn = (int)MIN(8, MAX(2, 16 / rounds)) & ~1;
 
-	if (!(p->o.debug & DBG_VEC_GEMM) || p->o.tune_candidates || tokens > VEC_T || rows > 8)
+	if ((p->o.debug & DBG_NO_VEC_GEMM) || p->o.tune_candidates || tokens > VEC_T || rows > 8)
 		return;
 	while (bn > 2 && s->N % bn)
 		bn -= 2;
@@ -2121,7 +2121,7 @@ note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
 static int64_t static_t(const Node *call);
 
 /*
- * A permute kernel; with --debug=new-rows the grid sort, whose count
+ * A permute kernel: the grid sort (--debug=old-rows: one CTA), whose count
  * launch (NAME_count, into the split-K workspace) is added here, before
  * the place launch that emit_call adds.  The workspace needs no memset,
  * but a front's zeroing of the next split GEMM's flags would be undone:
@@ -2138,7 +2138,7 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	/* ids [a*T, k] (expert parallelism: the rows of N ranks; [batch, seq]
 	 * with seq symbolic): the kernel sorts the flat slots, a*T*k of them */
 	s.m_per_t = rows_per_t(p, call);
-	if (p->o.debug & DBG_NEW_ROWS) {
+	if (!(p->o.debug & DBG_OLD_ROWS)) {
 		int64_t t = static_t(call);
 		s.grid = 1;
 		s.max_slots = (t >= 0 ? t : p->o.max_tokens) * s.m_per_t * s.k;
@@ -2174,14 +2174,14 @@ emit_ep_pack(CgProgram *p, const Node *call, const Node *n, const char *name)
 }
 
 /* A MoE combine row kernel with 16-byte accesses (k_combine.c) where
- * --debug=new-rows asks for it and the call's body is one: 1, else 0. */
+ * --debug=old-rows does not refuse it and the call's body is one: 1, else 0. */
 static int
 emit_combine(CgProgram *p, const Node *call, const char *name, int *done)
 {
 	CgCombineSpec s;
 
 	*done = 0;
-	if (!(p->o.debug & DBG_NEW_ROWS) || !cg_combine_match(p->m, call, &s))
+	if ((p->o.debug & DBG_OLD_ROWS) || !cg_combine_match(p->m, call, &s))
 		return 0;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_combine(p->mod[i], name, &s, p->d) != 0)
@@ -2314,7 +2314,7 @@ find_fronts(CgProgram *p)
 			continue;
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
-			fm.s.split = (p->o.debug & DBG_VEC_GEMM) != 0;
+			fm.s.split = !(p->o.debug & DBG_NO_VEC_GEMM);
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

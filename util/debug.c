@@ -49,27 +49,27 @@ const DebugFlag debug_flags[] = {
 	 "(A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
 	{"tile192", DBG_TILE192, NULL,
 	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
-	{"vec-gemm", DBG_VEC_GEMM, NULL,
-	 "compile: GEMMs of launches for at most 4 tokens as warp dot products on CUDA cores (k_gemm_vec.c: a warp a "
-	 "few rows x columns, 16-byte loads of the weights) instead of 16-row tensor-core tiles, and such a bundle's "
-	 "decode front splits each token's row over its warps (opt-in until measured)"},
+	{"no-vec-gemm", DBG_NO_VEC_GEMM, NULL,
+	 "compile: GEMMs of launches for at most 4 tokens keep 16-row tensor-core tiles instead of warp dot products "
+	 "on CUDA cores (k_gemm_vec.c, the default since the H200's A/B: Qwen3-30B-A3B T = 1 56.8 -> 38.6 us), and "
+	 "such a bundle's decode front its unsplit rows (session 26's plan, for A/B)"},
 	{"f8-col-scales", DBG_F8_COL_SCALES, NULL,
 	 "compile: FP8 x FP8 GEMMs read a B scale a column also where the weights' scales hold one a 128-row block "
 	 "(the kernels before one a block, for A/B on the GPU)"},
-	{"new-rows", DBG_NEW_ROWS, NULL,
-	 "compile: permute kernels sort on the whole GPU (a count and a place launch of a CTA a chunk of slots) "
-	 "instead of one CTA, and MoE combines read their slots 16 bytes a load (the same bits; A/B on the GPU)"},
+	{"old-rows", DBG_OLD_ROWS, NULL,
+	 "compile: permute kernels sort in one CTA of 1024 threads instead of on the whole GPU (a count and a place "
+	 "launch of a CTA a chunk of slots, the default since the H200's A/B), and MoE combines take the body "
+	 "kernel (a thread an element) instead of 16-byte loads (the same bits; session 26's kernels, for A/B)"},
 	{"grouped-lean", DBG_GROUPED_LEAN, NULL,
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
-	 "at any tile height, and persistent ones take serpentine rounds (A/B on the GPU)"},
+	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
+	 "(off: DeepSeek-V3's down slower on the H200)"},
 	{"wg-wide", DBG_WG_WIDE, NULL,
 	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
 	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
-	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
-	 "(off: DeepSeek-V3's down slower on the H200)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -137,12 +137,11 @@ enum {
 	DBG_ROW_KERNELS = 1 << 15,	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
 	DBG_BQ_TILES = 1 << 19,	/* codegen: grouped quantised decode GEMMs keep session 26's tiles (no wide stream-K: A/B) */
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
-	DBG_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens as warp dot products (k_gemm_vec.c),
-				 * the front's rows split over its warps */
+	DBG_NO_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens keep 16-row tensor-core tiles (not
+				 * k_gemm_vec.c's warp dot products), fronts their unsplit rows (A/B) */
 	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
-	DBG_NEW_ROWS = 1 << 23,	/* codegen: session 27's row kernels: the grid permute, the 16-byte combine (A/B) */
-	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A's rows past the expert, serpentine rounds */
+	DBG_OLD_ROWS = 1 << 23,	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */

@@ -427,7 +427,7 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
  */
 START_TEST(test_front_logits_keep_their_order)
 {
-	/* the last two with --debug=vec-gemm at max_tokens 4: rows split over the warps (2048) and not (320) */
+	/* the last two at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the warps (2048) and not (320) */
 	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
 								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
 								     {8, 320, 1}};
@@ -452,7 +452,7 @@ START_TEST(test_front_logits_keep_their_order)
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
 		emu_opts(&co, split ? 4 : 16);
-		co.debug = split ? DBG_VEC_GEMM : 0;
+		co.debug = split ? 0 : DBG_NO_VEC_GEMM;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
@@ -609,7 +609,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		m = fused_for("vec_block.ir", src, &ref, &d, 4);
 		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
 			emu_opts(&co, mt);
-			co.debug = DBG_VEC_GEMM;
+			co.debug = 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
@@ -642,7 +642,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("vec_1k.ir", src1k, &ref, &d, 4);
 		emu_opts(&co, 4);
-		co.debug = DBG_VEC_GEMM;
+		co.debug = 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), 1);
@@ -662,7 +662,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("split_block.ir", split_block, &ref, &d, mt);
 		emu_opts(&co, mt);
-		co.debug = DBG_VEC_GEMM;
+		co.debug = 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
