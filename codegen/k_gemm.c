@@ -293,6 +293,33 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 
 /* ---- pieces of the kernel ---- */
 
+/*
+ * Chunk i of the mma.sync loads, where the threads are whole rows: its smem
+ * destination (A and B) is chunk 0's + i x threads / per rows, and so is
+ * B's global source (not A's: its rows are gathered or clamped), unless B's
+ * rows are not stored in order (FP8's interleave); not for quantised B (its
+ * own sources and loads).  gemm_load_stage then addresses chunks i > 0 as constant
+ * offsets from chunk 0 (immediates in cp.async: session 26's ncu has the
+ * decode CTAs bound by instructions a k-tile, ~225 a warp, of which the 16
+ * B chunks' address arithmetic was ~4 each).
+ */
+static void
+linear_chunks(G *g, int cpr)
+{
+	const GemmSpec *s = &g->k.s;
+	int per = s->b_layout == CG_B_NK ? cpr : s->bn * g->eb / 16, nthr = g->k.nthr;
+
+	g->a_sstep = g->b_sstep = g->b_gstep = 0;
+	if (s->mainloop != CG_MAINLOOP_MMA || nthr == 0 || s->bq.group > 0)
+		return;	/* (quantised B: its kernels keep their addressing, bq's own) */
+	if (nthr % cpr == 0)
+		g->a_sstep = (int64_t)(nthr / cpr) * g->a_ld;
+	if (nthr % per == 0 && !s->f8.b_interleave) {
+		g->b_sstep = (int64_t)(nthr / per) * g->b_ld;
+		g->b_gstep = (int64_t)(nthr / per) * s->ldb * esize(s->b_dt);
+	}
+}
+
 /* Per-thread constants: lane layout, load chunk offsets, ldmatrix offsets. */
 static void
 thread_setup(G *g)
@@ -303,20 +330,28 @@ thread_setup(G *g)
 
 	g->wm0 = cg_muli(f, cg_udiv(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtm);
 	g->wn0 = cg_muli(f, cg_urem(f, g->k.warp, cg_i32(f, s->warps_n)), g->wtn);
+	/* chunk c = tid + i * threads is row c / per, chunk c % per of it; where
+	 * the threads are whole rows (threads % per == 0) chunk i is row
+	 * row_0 + i * threads / per, chunk kc_0: said so, the offsets of chunks
+	 * i > 0 are chunk 0's plus constants (immediates in the cp.async
+	 * addresses: fewer instructions a k-tile, which decode CTAs are bound by) */
 	for (int i = 0; i < g->a_n; i++) {
 		LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr);
-		g->a_row[i] = cg_udiv(f, c, cg_i32(f, cpr));
-		g->a_kc[i] = cg_urem(f, c, cg_i32(f, cpr));
+		int lin = i > 0 && g->k.nthr % cpr == 0 && s->bq.group == 0;
+		g->a_row[i] = lin ? cg_addi(f, g->a_row[0], (int64_t)i * (g->k.nthr / cpr)) : cg_udiv(f, c, cg_i32(f, cpr));
+		g->a_kc[i] = lin ? g->a_kc[0] : cg_urem(f, c, cg_i32(f, cpr));
 		g->a_soff[i] = cg_add(f, cg_muli(f, g->a_row[i], g->a_ld), cg_muli(f, g->a_kc[i], 16));
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		LLVMValueRef c = cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr);
 		int per = s->b_layout == CG_B_NK ? cpr : s->bn * g->eb / 16;
-		g->b_row[i] = cg_udiv(f, c, cg_i32(f, per));
-		g->b_kc[i] = cg_urem(f, c, cg_i32(f, per));
+		int lin = i > 0 && g->k.nthr % per == 0 && s->bq.group == 0;
+		g->b_row[i] = lin ? cg_addi(f, g->b_row[0], (int64_t)i * (g->k.nthr / per)) : cg_udiv(f, c, cg_i32(f, per));
+		g->b_kc[i] = lin ? g->b_kc[0] : cg_urem(f, c, cg_i32(f, per));
 		g->b_soff[i] = cg_addi(f, cg_add(f, cg_muli(f, g->b_row[i], g->b_ld),
 						  cg_muli(f, g->b_kc[i], 16)), g->a_bytes);
 	}
+	linear_chunks(g, cpr);
 	/* ldmatrix: A rows wm0 + (lane & 15), k chunk lane >> 4 */
 	g->a_lane = cg_add(f, cg_muli(f, cg_add(f, g->wm0, cg_and(f, g->k.lane, 15)), g->a_ld),
 			   cg_muli(f, cg_shr(f, g->k.lane, 4), 16));
@@ -463,27 +498,33 @@ gemm_load_stage(G *g, LLVMValueRef soff, LLVMValueRef kt)
 	LLVMValueRef adv_a = cg_muli(f, cg_sext64(f, gemm_a_ktile(g, kt)), (int64_t)s->bk * ea);
 	LLVMValueRef adv_b = cg_muli(f, k64, s->b_layout == CG_B_NK ? (int64_t)s->bk * eb
 								     : (int64_t)s->bk * s->ldb * eb);
+	/* chunks i > 0 at constant offsets from chunk 0 where they are (linear_chunks) */
+	LLVMValueRef a_dst0 = g->a_n && g->a_sstep ? cg_sptr(f, cg_add(f, soff, g->a_soff[0])) : NULL;
+	LLVMValueRef b_dst0 = g->b_n && g->b_sstep ? cg_sptr(f, cg_add(f, soff, g->b_soff[0])) : NULL;
+	LLVMValueRef b_src0 = g->b_n && g->b_gstep ? cg_gep(f, g->b_src[0], adv_b, 1) : NULL;
 	CgIf c;
 
 	for (int i = 0; i < g->a_n; i++) {
 		int guard = (i + 1) * g->k.nthr > g->a_chunks;
+		LLVMValueRef dst;
 		if (guard)
 			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr), cg_i32(f, g->a_chunks)));
+		dst = a_dst0 ? cg_gep(f, a_dst0, cg_i64(f, i * g->a_sstep), 1) : cg_sptr(f, cg_add(f, soff, g->a_soff[i]));
 		if (g->a_live[i])
-			cg_cp_async16_zfill(f, cg_sptr(f, cg_add(f, soff, g->a_soff[i])),
-					    cg_gep(f, g->a_src[i], adv_a, 1), g->a_live[i]);
+			cg_cp_async16_zfill(f, dst, cg_gep(f, g->a_src[i], adv_a, 1), g->a_live[i]);
 		else
-			load_chunk(g, cg_sptr(f, cg_add(f, soff, g->a_soff[i])), cg_gep(f, g->a_src[i], adv_a, 1),
-				   s->a_dt);
+			load_chunk(g, dst, cg_gep(f, g->a_src[i], adv_a, 1), s->a_dt);
 		if (guard)
 			cg_endif(f, &c);
 	}
 	for (int i = 0; i < g->b_n; i++) {
 		int guard = (i + 1) * g->k.nthr > g->b_chunks;
+		LLVMValueRef dst, src;
 		if (guard)
 			cg_if(f, &c, cg_lt(f, cg_addi(f, g->k.tid, (int64_t)i * g->k.nthr), cg_i32(f, g->b_chunks)));
-		load_chunk(g, cg_sptr(f, cg_add(f, soff, g->b_soff[i])), cg_gep(f, g->b_src[i], adv_b, 1),
-			   s->b_dt);
+		dst = b_dst0 ? cg_gep(f, b_dst0, cg_i64(f, i * g->b_sstep), 1) : cg_sptr(f, cg_add(f, soff, g->b_soff[i]));
+		src = b_src0 ? cg_gep(f, b_src0, cg_i64(f, i * g->b_gstep), 1) : cg_gep(f, g->b_src[i], adv_b, 1);
+		load_chunk(g, dst, src, s->b_dt);
 		if (guard)
 			cg_endif(f, &c);
 	}

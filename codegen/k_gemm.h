@@ -164,6 +164,9 @@ struct G {
 	LLVMValueRef a_soff[MAXI], b_soff[MAXI];	/* smem byte offsets of load chunks */
 	LLVMValueRef a_row[MAXI], a_kc[MAXI], b_row[MAXI], b_kc[MAXI];
 	int a_n, b_n, a_chunks, b_chunks;		/* chunks per thread, per tile */
+	/* mma.sync loads: chunk i's smem (A, B) and global (B) addresses are chunk
+	 * 0's + i x these bytes (0: computed per chunk) */
+	int64_t a_sstep, b_sstep, b_gstep;
 	LLVMValueRef a_lane, b_lane;			/* ldmatrix lane offsets */
 	LLVMValueRef acc[MAXF][MAXF][4];		/* vars */
 	/* per tile */
