@@ -15,16 +15,17 @@
 #   s5      k3 with 5 stages (64x256x128.w2x4.s5.k1: 4 k-tiles of 40 KB in
 #           flight instead of 3; it fits since the FP8 cp.async stages are
 #           counted unpadded)
-#   fwdn    k4 with whole k-tiles (.fw: one m64n128k32 group a warpgroup a
+#   fwdn    the warp-specialised FP8 GEMMs, k4 and the shared expert's down
+#           k6, with whole k-tiles (.fw: one m64n128k32 group a warpgroup a
 #           k-tile, promoted after its wait while the other consumer's run:
 #           DeepGEMM's order) instead of the two column halves
-#   fw      k3 and k4 .fw
+#   fw      k3, k4 and k6 .fw
 #   s5fwdn  s5 and fwdn together
 # GPU: each arm's correctness at T = 4096 against the interpreter's full-size
 # rows (uniform and skewed, plain; FULL=0 at prepare leaves them out), then
 # `moert bench --tokens=4096 --graph --profile` and a table: the layer (CUDA
 # graph median), its ratio to bf16 (target 1.6x), the steps k3, k4 (with
-# TFLOP/s; target 1100) and the norm.  Exit: 0 all passed, 1 a check failed,
+# TFLOP/s; target 1100), the shared expert's down k6 and the norm.  Exit: 0 all passed, 1 a check failed,
 # 2 a preparation step failed, 77 no GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,13 +34,15 @@ cmd=${1:-}
 ARMS='main new s5 fwdn fw s5fwdn'
 K3=g256.m8.n4096.k7168.f8e4m3.f8e4m3.nk.t1025-4096
 K4=g256.m8.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
+K6=dense.m1.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
 
 table() {	# ARM: its tuning table's lines (none: the heuristic)
 	case $1 in
 	s5) echo "sm_90a $K3 64x256x128.w2x4.s5.k1" ;;
-	fwdn) echo "sm_90a $K4 64x256x128.w2x4.s4.k1.fw" ;;
-	fw) echo "sm_90a $K3 64x256x128.w2x4.s4.k1.fw"; echo "sm_90a $K4 64x256x128.w2x4.s4.k1.fw" ;;
-	s5fwdn) echo "sm_90a $K3 64x256x128.w2x4.s5.k1"; echo "sm_90a $K4 64x256x128.w2x4.s4.k1.fw" ;;
+	fwdn) table fwws ;;
+	fw) echo "sm_90a $K3 64x256x128.w2x4.s4.k1.fw"; table fwws ;;
+	s5fwdn) echo "sm_90a $K3 64x256x128.w2x4.s5.k1"; table fwws ;;
+	fwws) echo "sm_90a $K4 64x256x128.w2x4.s4.k1.fw"; echo "sm_90a $K6 64x256x128.w2x4.s4.k1.fw" ;;
 	esac
 }
 
@@ -95,18 +98,19 @@ gpu() {	# OUT
 		"$B/moert" bench "$out/$arm.moeb" --tokens=4096 --iters=30 --graph --profile >"$B/$arm.txt" || rc=1
 	done
 	echo "== DeepSeek-V3 layer 3, T=4096 (us; CUDA graph median; steps alone)"
-	printf '%-8s %9s %6s %9s %6s %9s %6s %8s\n' arm layer xbf16 k3 TF/s k4 TF/s norm
+	printf '%-8s %9s %6s %9s %6s %9s %6s %8s %8s\n' arm layer xbf16 k3 TF/s k4 TF/s k6 norm
 	for arm in $ARMS; do
 		awk -v arm="$arm" '
 			FNR == 1 { f++ }
 			/^bench / { for (i = 1; i <= NF; i++) if ($i ~ /^median_us=/) { split($i, v, "="); m[f] = v[2] } }
 			f == 2 && $1 ~ /_k3$/ { k3 = $2 }
 			f == 2 && $1 ~ /_k4$/ { k4 = $2 }
+			f == 2 && $1 ~ /_k6$/ { k6 = $2 }
 			f == 2 && $1 ~ /_k7(_norm)?$/ { k7 = $2 }
 			END {
 				R = 8 * 4096
-				printf "%-8s %9.1f %5.2fx %9.1f %6.0f %9.1f %6.0f %8.1f\n", arm, m[2], m[1] / m[2],
-				       k3, 2 * R * 4096 * 7168 / k3 / 1e6, k4, 2 * R * 7168 * 2048 / k4 / 1e6, k7
+				printf "%-8s %9.1f %5.2fx %9.1f %6.0f %9.1f %6.0f %8.1f %8.1f\n", arm, m[2], m[1] / m[2],
+				       k3, 2 * R * 4096 * 7168 / k3 / 1e6, k4, 2 * R * 7168 * 2048 / k4 / 1e6, k6, k7
 			}' "$B/bf16.txt" "$B/$arm.txt"
 	done
 	exit $rc
