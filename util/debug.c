@@ -64,6 +64,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
 	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
 	 "(off: DeepSeek-V3's down slower on the H200)"},
+	{"f8-halves", DBG_F8_HALVES, NULL,
+	 "compile: FP8 x FP8 wgmma GEMMs run a k-tile as two column halves, the promotion of one overlapping the "
+	 "other's wgmmas (session 26's order), instead of one wgmma group a warpgroup promoted after its wait (for A/B)"},
 	{"wg-wide", DBG_WG_WIDE, NULL,
 	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
 	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
