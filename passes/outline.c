@@ -41,13 +41,15 @@ pass_feeds_routing(const Graph *g)
 	return mark;
 }
 
-/* route and permute kernels write every result of their one node (their
- * builders bind the call's results by position): an unused one (a route
- * whose weights nothing reads) stays a kernel result, written and dropped. */
+/* Route and permute kernels bind the call's results by position: an unused
+ * one ahead of a used one (a route whose weights nothing reads) stays a
+ * kernel result, written and dropped.  A permute's last result, pos, is
+ * optional (CgPermuteSpec.want_pos): unused, it is not written, since it
+ * costs a store a slot in the sort's serial walk. */
 static int
-writes_all(const Node *n)
+keeps(const Node *n, int j)
 {
-	return n->op == OP_ROUTE || n->op == OP_PERMUTE;
+	return n->op == OP_ROUTE || (n->op == OP_PERMUTE && j < 2);
 }
 
 void
@@ -218,7 +220,7 @@ pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl)
 		}
 		for (int j = 0; j < set[i]->nout; j++) {
 			Value *v = set[i]->out[j];
-			int outside = ir_is_graph_result(g, v) || writes_all(set[i]);
+			int outside = ir_is_graph_result(g, v) || keeps(set[i], j);
 			for (int u = 0; u < v->nuse && !outside; u++)
 				outside = v->use[u].node && !member(set, n, v->use[u].node);
 			if (outside)
