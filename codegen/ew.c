@@ -160,6 +160,12 @@ static LLVMValueRef e_exp(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValue
 static LLVMValueRef e_log(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_log(f, x); }
 static LLVMValueRef e_sqrt(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_sqrt(f, x); }
 static LLVMValueRef e_rsqrt(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, cg_sqrt(f, x), ""); }
+static LLVMValueRef e_floor(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_intrinsic(f, "llvm.floor", f->tf32, &f->tf32, 1, &x, 1); }
+static LLVMValueRef e_sign(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)
+{
+	LLVMValueRef z = cg_f32(f, 0.0);	/* 0, -0 and NaN as they are */
+	return cg_select(f, fcmp(f, LLVMRealOGT, x, z), ONE, cg_select(f, fcmp(f, LLVMRealOLT, x, z), cg_f32(f, -1.0), x));
+}
 static LLVMValueRef e_recip(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFDiv(f->B, ONE, x, ""); }
 static LLVMValueRef e_erf(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_erf(f, x); }
 static LLVMValueRef e_tanh(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_tanh(f, x); }
@@ -230,6 +236,7 @@ static LLVMValueRef e_max(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValue
 static EwFn *const ew[NOP] = {
 	[OP_NEG] = e_neg, [OP_ABS] = e_abs, [OP_EXP] = e_exp, [OP_LOG] = e_log,
 	[OP_SQRT] = e_sqrt, [OP_RSQRT] = e_rsqrt, [OP_RECIPROCAL] = e_recip,
+	[OP_FLOOR] = e_floor, [OP_SIGN] = e_sign,
 	[OP_ERF] = e_erf, [OP_TANH] = e_tanh, [OP_SIGMOID] = e_sigmoid,
 	[OP_RELU] = e_relu, [OP_SILU] = e_silu, [OP_GELU] = e_gelu,
 	[OP_SOFTPLUS] = e_softplus, [OP_LEAKY_RELU] = e_leaky_relu,

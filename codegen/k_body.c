@@ -31,6 +31,7 @@
 static EmitFn *const emit[NOP] = {
 	[OP_NEG] = bd_unary, [OP_ABS] = bd_unary, [OP_EXP] = bd_unary, [OP_LOG] = bd_unary,
 	[OP_SQRT] = bd_unary, [OP_RSQRT] = bd_unary, [OP_RECIPROCAL] = bd_unary,
+	[OP_FLOOR] = bd_unary, [OP_SIGN] = bd_unary,
 	[OP_ERF] = bd_unary, [OP_TANH] = bd_unary, [OP_SIGMOID] = bd_unary,
 	[OP_RELU] = bd_unary, [OP_SILU] = bd_unary, [OP_GELU] = bd_unary,
 	[OP_SOFTPLUS] = bd_unary, [OP_LEAKY_RELU] = bd_unary, [OP_HARD_SIGMOID] = bd_unary,
@@ -62,6 +63,7 @@ static EmitFn *const emit[NOP] = {
 static CheckFn *const check[NOP] = {
 	[OP_NEG] = bd_check_unary, [OP_ABS] = bd_check_unary, [OP_EXP] = bd_check_unary,
 	[OP_LOG] = bd_check_unary, [OP_SQRT] = bd_check_unary, [OP_RSQRT] = bd_check_unary,
+	[OP_FLOOR] = bd_check_unary, [OP_SIGN] = bd_check_unary,
 	[OP_RECIPROCAL] = bd_check_unary, [OP_ERF] = bd_check_unary, [OP_TANH] = bd_check_unary,
 	[OP_SIGMOID] = bd_check_unary, [OP_RELU] = bd_check_unary, [OP_SILU] = bd_check_unary,
 	[OP_GELU] = bd_check_unary, [OP_SOFTPLUS] = bd_check_unary,

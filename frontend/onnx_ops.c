@@ -24,6 +24,7 @@ static const struct {
 } ewops[] = {
 	{"Abs", OP_ABS}, {"Neg", OP_NEG}, {"Exp", OP_EXP}, {"Log", OP_LOG},
 	{"Sqrt", OP_SQRT}, {"Reciprocal", OP_RECIPROCAL}, {"Erf", OP_ERF},
+	{"Floor", OP_FLOOR}, {"Sign", OP_SIGN},
 	{"Tanh", OP_TANH}, {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU},
 	{"Softplus", OP_SOFTPLUS}, {"HardSwish", OP_HARD_SWISH}, {"Not", OP_NOT},
 	{"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV},
@@ -578,6 +579,7 @@ static const OpEntry ops[] = {
 	{"", "Abs", 13, imp_unary, 1, 1}, {"", "Neg", 13, imp_unary, 1, 1}, {"", "Exp", 13, imp_unary, 1, 1},
 	{"", "Log", 13, imp_unary, 1, 1}, {"", "Sqrt", 13, imp_unary, 1, 1},
 	{"", "Reciprocal", 13, imp_unary, 1, 1}, {"", "Erf", 13, imp_unary, 1, 1},
+	{"", "Floor", 13, imp_unary, 1, 1}, {"", "Sign", 13, imp_unary, 1, 1},
 	{"", "Tanh", 13, imp_unary, 1, 1}, {"", "Sigmoid", 13, imp_unary, 1, 1},
 	{"", "Relu", 13, imp_unary, 1, 1}, {"", "Softplus", 13, imp_unary, 1, 1},
 	{"", "HardSwish", 14, imp_unary, 1, 1}, {"", "Not", 13, imp_unary, 1, 1},

@@ -22,6 +22,7 @@ static const struct {
 } optab[NOP] = {
 	[OP_NEG] = {.fn = ev_unary}, [OP_ABS] = {.fn = ev_unary}, [OP_EXP] = {.fn = ev_unary},
 	[OP_LOG] = {.fn = ev_unary}, [OP_SQRT] = {.fn = ev_unary}, [OP_RSQRT] = {.fn = ev_unary},
+	[OP_FLOOR] = {.fn = ev_unary}, [OP_SIGN] = {.fn = ev_unary},
 	[OP_RECIPROCAL] = {.fn = ev_unary}, [OP_ERF] = {.fn = ev_unary}, [OP_TANH] = {.fn = ev_unary},
 	[OP_SIGMOID] = {.fn = ev_unary}, [OP_RELU] = {.fn = ev_unary}, [OP_SILU] = {.fn = ev_unary},
 	[OP_GELU] = {.fn = ev_unary}, [OP_SOFTPLUS] = {.fn = ev_unary},

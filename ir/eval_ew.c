@@ -47,6 +47,8 @@ ir_ew_scalar(Op op, const IrEwAttrs *p, double x, double y)
 	case OP_LOG: return log(x);
 	case OP_SQRT: return sqrt(x);
 	case OP_RSQRT: return 1 / sqrt(x);
+	case OP_FLOOR: return floor(x);
+	case OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;	/* 0, -0 and NaN as they are */
 	case OP_RECIPROCAL: return 1 / x;
 	case OP_ERF: return erf(x);
 	case OP_TANH: return tanh(x);

@@ -1063,6 +1063,7 @@ infer_call(Graph *g, Node *n, Diag *d)
 static InferFn *const rule[NOP] = {
 	[OP_NEG] = infer_unary, [OP_ABS] = infer_unary, [OP_EXP] = infer_unary,
 	[OP_LOG] = infer_unary, [OP_SQRT] = infer_unary, [OP_RSQRT] = infer_unary,
+	[OP_FLOOR] = infer_unary, [OP_SIGN] = infer_unary,
 	[OP_RECIPROCAL] = infer_unary, [OP_ERF] = infer_unary, [OP_TANH] = infer_unary,
 	[OP_SIGMOID] = infer_unary, [OP_RELU] = infer_unary, [OP_SILU] = infer_unary,
 	[OP_GELU] = infer_unary, [OP_SOFTPLUS] = infer_unary,

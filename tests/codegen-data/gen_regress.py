@@ -67,6 +67,20 @@ graph @ids_only(%x: f32[T,16]) -> (y: f32[T,2,16]) {
 	ret %y
 }
 """,
+    # torch's div(rounding_mode="trunc") as the dynamo exporter writes it (granitemoe 4.57: a routed
+    # row's token, row // k): Floor and Sign had no IR op, the importer refused the graph
+    "regress_trunc_div": """\
+# sign(q) * floor(|q|) of q = x / 3: trunc division in floats (gen_regress.py)
+graph @trunc_div(%x: f32[T,16]) -> (y: f32[T,16]) {
+	%k = const value=[0.375] : f32[]
+	%q = div %x, %k : f32[T,16]
+	%a = abs %q : f32[T,16]
+	%f = floor %a : f32[T,16]
+	%s = sign %q : f32[T,16]
+	%y = mul %f, %s : f32[T,16]
+	ret %y
+}
+""",
 }
 
 T = 5

@@ -48,6 +48,11 @@ for f in mixtral_moe olmoe_moe qwen2_moe qwen3_moe deepseek_v3_moe gpt_oss_moe; 
 done
 d=$src/tests/codegen-data/nonzero_scatter
 one bounded_nonzero_scatter "$d" "$d/model.ir"
+# graphs moec compile once refused (codegen-data/gen_regress.py)
+for d in "$src"/tests/codegen-data/regress_*/; do
+	d=${d%/}
+	one "$(basename "$d")" "$d" "$d/model.ir"
+done
 # one symbolic token dim ([2, seq, H]: rows = 2T), f32 and tf32
 for f in mixtral_tf446 qwen2_moe_tf457 phimoe_tf5; do
 	d=$src/tests/codegen/onesym/$f
