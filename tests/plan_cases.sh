@@ -31,12 +31,13 @@ compile dense_up_M16 16 "$src/bench/models/dense_up.ir"
 compile dense_up_M4096 4096 "$src/bench/models/dense_up.ir"
 compile mixtral_T4096 4096 "$src/models/mixtral-8x7b/config.json" --layer 0 --synthetic-weights=1
 compile deepseek_T4096 4096 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
-# case   kernel  tuning key   variant (+pp: ping-pong consumers)   (the logged measurement behind it)
+# case   kernel  tuning key   variant (+pp: ping-pong consumers; +vec: warp dot products)   (the logged measurement behind it)
 pp=', ping-pong consumers (128x128 each, persistent)'
+vec=', warp dot products on CUDA cores (gemm-vec, persistent)'
 while read -r name k key v why; do
 	case $name in '#'*|'') continue ;; esac
 	tail=
-	case $v in *+pp) v=${v%+pp} tail=$pp ;; esac
+	case $v in *+pp) v=${v%+pp} tail=$pp ;; *+vec) v=${v%+vec} tail=$vec ;; esac
 	grep -q "\.$k on sm_90a: tuning key $key, variant $v (heuristic)$tail\$" "$d/$name.log" && continue
 	echo "plan_cases: $name $k $key: want $v ($why), got:"
 	grep "\.$k on sm_90a: tuning key" "$d/$name.log"
@@ -47,8 +48,8 @@ done <<'EOF_CASES'
 qwen3_T16 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
 qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
 # Qwen3-30B-A3B T=1: gate|up 16x128x128 34.4 us vs 16x64x128 45.1 (tune log); stream-K 79.6 us the block
-qwen3_T1 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p132 block-90.6->79.6
-qwen3_T1 k4 g128.m8.n2048.k768.bf16.bf16.nk.t1-1 16x64x128.w1x4.s5.k1 stream-K+48%
+qwen3_T1 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t1-1 1x2x8.w1x8.s2.k1+vec vec-block-56.8->38.6
+qwen3_T1 k4 g128.m8.n2048.k768.bf16.bf16.nk.t1-1 1x4x8.w1x8.s2.k1+vec vec-k4-19.7->11.4
 # Mixtral T=16: stream-K 777 us against tiles 784
 mixtral_T16 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
 mixtral_T16 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 block-0.9%
