@@ -720,7 +720,7 @@ steps64(Module *m, unsigned debug, int *memsets, int *launch)
  * front's own memset covers, so zero_words must cover the memset it
  * replaces (the emulator runs CTAs in order, so stale flags would not show
  * in its results); against --debug=no-front, launches
- * fewer by the norm, rstd, router GEMM, route and permute less the front
+ * fewer by the norm, rstd, router GEMM, route and permute (one CTA: --debug=old-rows) less the front
  * (4), no more memsets (the front's own for its flags, gate|up's folded:
  * its zero_words bound); the program matches the
  * interpreter at T = 1, 5, 64 with the flags handed over (a wrong count
@@ -734,7 +734,7 @@ START_TEST(test_front_folds_the_split_memset)
 
 	diag_init(&d, stderr);
 	m = fused("split_wide.ir", split_wide_block, &ref, &d);
-	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT | DBG_ROW_KERNELS, &ns, &nl);
+	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT | DBG_ROW_KERNELS | DBG_OLD_ROWS, &ns, &nl);
 	ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 	ck_assert_int_eq(launches(cg_program_manifest(q), "_front"), 0);
 	ck_assert_msg(ml == nl - 4 && ms <= ns, "front: %d launches, %d memsets; without: %d, %d", ml, ms,
