@@ -628,10 +628,44 @@ cg_permute_ws_bytes(const CgPermuteSpec *s)
 }
 
 /* The two kernels of the grid sort. */
+/* The permute kernels' parameters (ids, offsets, rows, [pos], [splitk_ws], T;
+ * the pointers noalias) bound into p: the one-CTA sort's, and with ws the
+ * grid sort's place launch. */
+static int
+begin(CgModule *m, const char *name, Pm *p, int threads, int ws, Diag *d)
+{
+	CgParam par[6];
+	int np = 0;
+
+	par[np++] = (CgParam){CGP_PTR, "ids"};
+	par[np++] = (CgParam){CGP_PTR, "offsets"};
+	par[np++] = (CgParam){CGP_PTR, "rows"};
+	if (p->s.want_pos)
+		par[np++] = (CgParam){CGP_PTR, "pos"};
+	if (ws)
+		par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
+	par[np++] = (CgParam){CGP_I32, "T"};
+	p->f = cg_fn_begin(m, name, par, np, threads, 1, d);
+	if (!p->f)
+		return -1;
+	for (int i = 0; i < np - 1 - ws; i++)	/* not the workspace, not T */
+		cg_arg_noalias(p->f, i);
+	np = 0;
+	p->ids = cg_arg(p->f, np++);
+	p->offs = cg_arg(p->f, np++);
+	p->rows = cg_arg(p->f, np++);
+	if (p->s.want_pos)
+		p->pos = cg_arg(p->f, np++);
+	if (ws)
+		p->ws = cg_arg(p->f, np++);
+	p->T = cg_muli(p->f, cg_arg(p->f, np++), p->s.m_per_t);	/* ids rows */
+	return 0;
+}
+
 static int
 emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 {
-	CgParam par[6];
+	CgParam par[3];
 	int np = 0, block[3] = {0, 1, 1};
 	char note[160], cname[256];
 	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
@@ -663,27 +697,8 @@ emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 	if (cg_fn_end(p.f, block, grid, p.sbase, note) != 0)
 		return -1;
 
-	np = 0;
-	par[np++] = (CgParam){CGP_PTR, "ids"};
-	par[np++] = (CgParam){CGP_PTR, "offsets"};
-	par[np++] = (CgParam){CGP_PTR, "rows"};
-	if (p.s.want_pos)
-		par[np++] = (CgParam){CGP_PTR, "pos"};
-	par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
-	par[np++] = (CgParam){CGP_I32, "T"};
-	p.f = cg_fn_begin(m, name, par, np, p.threads, 1, d);
-	if (!p.f)
+	if (begin(m, name, &p, p.threads, 1, d) < 0)
 		return -1;
-	for (int i = 0; i < np - 2; i++)
-		cg_arg_noalias(p.f, i);
-	np = 0;
-	p.ids = cg_arg(p.f, np++);
-	p.offs = cg_arg(p.f, np++);
-	p.rows = cg_arg(p.f, np++);
-	if (p.s.want_pos)
-		p.pos = cg_arg(p.f, np++);
-	p.ws = cg_arg(p.f, np++);
-	p.T = cg_muli(p.f, cg_arg(p.f, np++), p.s.m_per_t);
 	place_body(&p);
 	snprintf(note, sizeof note, "permute place E=%d k=%d %s chunk=%d (%d warps x %d rounds)%s", p.s.E,
 		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R, p.s.want_pos ? " pos" : "");
@@ -693,8 +708,7 @@ emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 int
 cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 {
-	CgParam par[5];
-	int np = 0, block[3] = {THREADS, 1, 1};
+	int block[3] = {THREADS, 1, 1};
 	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[128];
 	Pm p;
@@ -706,24 +720,8 @@ cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *
 		return emit_grid(m, name, spec, d);
 	p.s = *spec;
 	layout(&p, THREADS, 0, 0);
-	par[np++] = (CgParam){CGP_PTR, "ids"};
-	par[np++] = (CgParam){CGP_PTR, "offsets"};
-	par[np++] = (CgParam){CGP_PTR, "rows"};
-	if (p.s.want_pos)
-		par[np++] = (CgParam){CGP_PTR, "pos"};
-	par[np++] = (CgParam){CGP_I32, "T"};
-	p.f = cg_fn_begin(m, name, par, np, THREADS, 1, d);
-	if (!p.f)
+	if (begin(m, name, &p, THREADS, 0, d) < 0)
 		return -1;
-	for (int i = 0; i < np - 1; i++)
-		cg_arg_noalias(p.f, i);
-	np = 0;
-	p.ids = cg_arg(p.f, np++);
-	p.offs = cg_arg(p.f, np++);
-	p.rows = cg_arg(p.f, np++);
-	if (p.s.want_pos)
-		p.pos = cg_arg(p.f, np++);
-	p.T = cg_muli(p.f, cg_arg(p.f, np++), p.s.m_per_t);	/* ids rows */
 	permute_body(&p);
 	snprintf(note, sizeof note, "permute E=%d k=%d %s owners=%d%s", p.s.E, p.s.k,
 		 dtype_name(p.s.ids_dt), p.P, p.s.want_pos ? " pos" : "");
