@@ -1496,22 +1496,20 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 }
 
 /*
- * Gathered A (the MoE gate|up; bf16/f16 grouped GEMMs of 64 rows a tile or
- * more on sm_90a and the emulator; FP8, quantised B and decode tiles as
- * they are): rows past a tile's expert are not loaded at any tile height,
- * by default since the H200 measured it (session 27: DeepSeek-V3's gate|up
- * 5823 -> 5185 us at T = 4096, 3911 -> 3461 at T = 256; Qwen3-30B-A3B 510 ->
- * 475, gpt-oss-20b 1208 -> 1118, Mixtral 3524 -> 3429).
- * --debug=grouped-lean, every such GEMM (the down projections too: DeepSeek-V3's
- * measured slower, 2668 -> 2968 us):
- * rows past a tile's expert are not loaded at any tile height (live_rows:
- * the second 128-row tile of a DeepSeek-V3 expert at T = 4096 holds ~10
- * rows, its 64-row tile at T = 256 ~8), persistent schedules take
+ * Live rows, serpentine rounds, no ranking (bf16/f16 grouped GEMMs of 64
+ * rows a tile or more on sm_90a and the emulator; FP8, quantised B and
+ * decode tiles as they are).  Live rows: rows past a tile's expert are not
+ * loaded at any tile height (the second 128-row tile of a DeepSeek-V3
+ * expert at T = 4096 holds ~10 rows).  The default for gathered A (the MoE
+ * gate|up) since the H200 measured it (session 27: DeepSeek-V3's gate|up
+ * 5823 -> 5185 us at T = 4096, 3911 -> 3461 at T = 256; Qwen3-30B-A3B 510
+ * -> 475, gpt-oss-20b 1208 -> 1118, Mixtral 3524 -> 3429).
+ * --debug=grouped-lean gives every such GEMM live rows (the down projections
+ * too: DeepSeek-V3's measured slower, 2668 -> 2968 us), persistent schedules
  * serpentine rounds (snake: CTA c no longer gets only items of c's parity,
- * i.e. only full or only short row tiles), and the tiles schedule ranks no
- * experts (no_rank: each of DeepSeek-V3's 14000 down-projection CTAs at
- * T = 256 ranked 256 experts before its one tile).  Opt-in until the H200
- * says.
+ * i.e. only full or only short row tiles) and the tiles schedule no expert
+ * ranking (no_rank: each of DeepSeek-V3's 14000 down-projection CTAs at
+ * T = 256 ranked 256 experts before its one tile).
  */
 static void
 grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
