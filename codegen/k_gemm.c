@@ -401,7 +401,13 @@ thread_setup(G *g)
 int
 gemm_live_rows(const GemmSpec *s)
 {
-	return (s->bm == 192 || (s->live_rows && s->bm % 64 == 0)) && !s->full_blocks && s->cluster != 2;
+	return (s->bm == 192 || (s->live_rows && s->bm % 64 == 0)) && !s->full_blocks && (s->cluster != 2 || s->cluster_b);
+}
+
+int
+gemm_a_rows_map(const GemmSpec *s)
+{
+	return s->mainloop == CG_MAINLOOP_WS && !s->gather && s->live_rows && gemm_live_rows(s);
 }
 
 void

@@ -43,7 +43,9 @@ struct GemmCore {
 	LLVMValueRef tid, lane, warp;
 	/* per tile */
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
+	LLVMValueRef bshare;	/* GemmSpec.cluster_b, grouped (i1): the pair shares the tile's B (NULL: always) */
 	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
+	int arows;		/* ... and A's 16-row boxes (gemm_a_rows_map; -1: none) */
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
 	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot);
 					 * gemm_schedule_share: the item's */
@@ -294,6 +296,9 @@ void gemm_f8_vars(G *g);	/* the fin vars (setup) */
 /* Rows past the tile's expert (or M) are not loaded (gemm_live_rows): per tile,
  * a_live[i] of the n chunks whose rows are a_row[i] (none: NULL) */
 int gemm_live_rows(const GemmSpec *s);
+/* The WS mainloop's A by TMA with live rows at 16-row steps: a second map of A ("A_rows_map", 16-row
+ * boxes) for tiles of few rows, A_map's box the whole tile's rows for the others (k_gemm_ws.c) */
+int gemm_a_rows_map(const GemmSpec *s);
 void gemm_a_live(G *g, int n);
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
 void gemm_epilogue(G *g);	/* the program on g->acc, then the store */

@@ -90,6 +90,9 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 				  (long long)s->K);
 	if (s->snake && s->cluster == 2)	/* a cluster's pair takes items 2i, 2i + 1 by rank */
 		return diag_error(d, LOC_NONE, "%s: serpentine rounds with clusters of 2", who);
+	if (s->cluster_b && s->groups > 0 && (k->nt % 2 || s->split_k > 1 || s->sched == CG_SCHED_STREAM))
+		return diag_error(d, LOC_NONE, "%s: grouped pairs sharing B (cluster_b) need an even number of column "
+				  "tiles (%d) and no split-K or stream-K", who, k->nt);
 	if (s->min_ctas < 0 || s->min_ctas > 32)
 		return diag_error(d, LOC_NONE, "%s: min_ctas = %d", who, s->min_ctas);
 	if (cg_ep_check(&s->ep, d) < 0)
@@ -143,6 +146,8 @@ params(const GemmCore *k, CgParam *p)
 	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered) and B (k_gemm_ws.c) */
 		if (!s->gather)
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
+		if (gemm_a_rows_map(s))
+			p[n++] = (CgParam){CGP_TMAP, "A_rows_map"};
 		p[n++] = (CgParam){CGP_TMAP, "B_map"};
 	}
 	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)	/* split_k 1: unused (another target splits) */
@@ -197,6 +202,7 @@ bind_params(GemmCore *k)
 		k->q_zero_p = cg_arg(f, n++);
 	if (s->mainloop == CG_MAINLOOP_WS) {
 		k->amap = s->gather ? -1 : n++;
+		k->arows = gemm_a_rows_map(s) ? n++ : -1;
 		k->bmap = n++;
 	}
 	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)
@@ -207,7 +213,7 @@ bind_params(GemmCore *k)
 CgFn *
 gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 {
-	CgParam p[12 + CG_EP_MAX];
+	CgParam p[16 + CG_EP_MAX];
 	int np = params(k, p);
 	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
 
@@ -406,6 +412,28 @@ find_expert(GemmCore *k, LLVMValueRef w)
 	return lo;
 }
 
+/*
+ * Grouped pairs (GemmSpec.cluster_b: clusters of 2 sharing B): an expert of
+ * R row tiles and nt column tiles (nt even) has R x nt items, as without
+ * pairs, so items 2i and 2i + 1 (a cluster's two CTAs) are always one
+ * expert's.  The first R/2 x nt pairs (R/2 rounded down) are row tiles 2j,
+ * 2j + 1 of one column tile, which share its B (k->bshare); where R is odd
+ * the last row tile's column tiles go in pairs 2j, 2j + 1, each CTA loading
+ * its own B: an expert of one row tile (DeepSeek-V3 at T = 4096: 128 +- 11
+ * rows, about half the experts) leaves no CTA of the pair idle.
+ */
+static void
+grouped_pairs(GemmCore *k, LLVMValueRef mte, LLVMValueRef local, LLVMValueRef *mt, LLVMValueRef *ntile)
+{
+	CgFn *f = k->f;
+	LLVMValueRef half = cg_shr(f, mte, 1), pair = cg_shr(f, local, 1), odd = cg_and(f, local, 1);
+	LLVMValueRef shared = cg_muli(f, half, k->nt), hd = cg_max(f, half, cg_i32(f, 1));
+
+	k->bshare = cg_lt(f, pair, shared);
+	*mt = cg_select(f, k->bshare, cg_add(f, cg_shl(f, cg_urem(f, pair, hd), 1), odd), cg_addi(f, mte, -1));
+	*ntile = cg_select(f, k->bshare, cg_udiv(f, pair, hd), cg_add(f, cg_shl(f, cg_sub(f, pair, shared), 1), odd));
+}
+
 void
 gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 {
@@ -430,7 +458,10 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		k->row0 = cg_i32(f, 0);
 		k->rend = M;
 	}
-	if (s->cluster == 2 && s->cluster_b) {	/* items 2i, 2i + 1: row tiles 2j, 2j + 1 of one column tile
+	k->bshare = NULL;
+	if (s->cluster_b && s->groups > 0) {
+		grouped_pairs(k, mte, local, &mt, &ntile);
+	} else if (s->cluster == 2 && s->cluster_b) {	/* items 2i, 2i + 1: row tiles 2j, 2j + 1 of one column tile
 						 * (dense: the pairs' count, mte rounded up to even) */
 		LLVMValueRef pairs = cg_shr(f, cg_addi(f, mte, 1), 1), pair = cg_shr(f, local, 1);
 		mt = cg_add(f, cg_shl(f, cg_urem(f, pair, pairs), 1), cg_and(f, local, 1));

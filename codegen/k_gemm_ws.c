@@ -146,9 +146,16 @@ consumer_wgs(const GemmSpec *s)
  * (ptxas, unit_ws).  A multiple of 8 in 24..256 (PTX ISA, setmaxnreg).
  */
 static int
-consumer_regs(int wgs)
+consumer_regs(const GemmSpec *s)
 {
-	return wgs == 3 ? 152 : 232;
+	int wgs = consumer_wgs(s);
+
+	if (wgs == 3)
+		return 152;
+	/* gathered bf16/f16 A, persistent (or in clusters): the producer's
+	 * chunk sources and the schedule's state spilled at 40 (48 bytes,
+	 * DeepSeek-V3's gate|up, ptxas CUDA 13.0); 56 / 224 spill nothing */
+	return s->gather && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
 }
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
@@ -197,14 +204,17 @@ live_box(const GemmSpec *s)
 static int
 a_box_rows(const GemmSpec *s)
 {
+	if (gemm_a_rows_map(s))	/* whole tiles one box; A_rows_map's boxes are live_box rows */
+		return s->bm;
 	return gemm_live_rows(s) ? live_box(s) : s->cluster_b ? s->bm : s->bm / csize(s);
 }
 
-/* Clusters sharing B (GemmSpec.cluster_b): each CTA's half of B's box rows. */
+/* Clusters sharing B (GemmSpec.cluster_b; grouped also without a cluster,
+ * the pair schedule on the emulator): each CTA's half of B's box rows. */
 static int
 b_box_rows(const GemmSpec *s)
 {
-	return s->cluster == 2 && s->cluster_b ? s->bn / 2 : s->bn;
+	return s->cluster_b && (s->cluster == 2 || s->groups > 0) ? s->bn / 2 : s->bn;
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
@@ -215,8 +225,12 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 
 	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, or none)", s->cluster);
-	if (s->cluster_b && s->cluster != 2)
-		return diag_error(d, LOC_NONE, "gemm: ws: cluster_b without clusters of 2");
+	if (s->cluster_b && (s->b_layout != CG_B_NK || s->bn % 16))
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: B [N,K] and bn a multiple of 16 "
+				  "(each CTA's half of B's box whole 8-row atoms)");
+	if (s->cluster_b && s->cluster != 2 && s->groups == 0)
+		return diag_error(d, LOC_NONE, "gemm: ws: cluster_b without clusters of 2 (only grouped GEMMs run "
+				  "the pairs without a cluster, each CTA loading its whole B)");
 	if (s->cluster != 2)
 		return 0;
 	if (cg_target_is_emu(t))
@@ -225,15 +239,13 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 need the persistent schedule over an even "
 				  "number of CTAs (%d)", s->ctas);
-	if (s->gather || s->f8.group > 0)
-		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
-				  "A rows, nor (not yet) FP8");
-	if (s->cluster_b) {	/* row tiles in pairs: dense only (an expert's row tiles may be odd) */
-		if (s->groups > 0 || s->b_layout != CG_B_NK || s->bn % 16)
-			return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: dense with B [N,K] and bn "
-					  "a multiple of 16 (each CTA's half of B's box whole 8-row atoms)");
+	if (s->f8.group > 0)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 with FP8 x FP8 (not yet)");
+	if (s->cluster_b)	/* row tiles in pairs (grouped: gemm_check_common's even column tiles) */
 		return 0;
-	}
+	if (s->gather)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
+				  "A rows (cluster_b shares B instead)");
 	if (k->nt % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 pair column tiles: %d of them (need an "
 				  "even count)", k->nt);
@@ -438,11 +450,55 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = cg_target_sms(t);
 }
 
+/*
+ * --debug=grouped-c2 (DBG_GROUPED_C2; opt-in until the H200 measures it):
+ * bf16/f16 grouped GEMMs of 64+ rows a tile with B [N,K] (the MoE gate|up,
+ * gathered A on this mainloop then, and the down projection) run in
+ * clusters of 2 sharing B (GemmSpec.cluster_b, persistent over
+ * CG_CLUSTER_CTAS): a pair of an expert's row tiles reads each B tile from
+ * L2 once (DeepSeek-V3 at T = 4096, 128 +- 11 rows an expert: its expert
+ * GEMMs are L2-bound, ncu of session 27: gate|up L2 88%, down 84%, and half
+ * the experts have a second row tile that read B's tile again).  Where the
+ * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
+ * per T bucket).  On the emulator (which cannot run clusters) the same
+ * pairs without a cluster.
+ */
+static int
+grouped_c2(const CgModule *m, const GemmSpec *s)
+{
+	const CgTarget *t = cg_module_target(m);
+
+	return (cg_module_debug(m) & DBG_GROUPED_C2) && s->cluster_b && s->cluster != 2 && s->groups > 0 &&
+	       s->bm >= 64 && s->f8.group == 0 &&
+	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt &&
+	       s->b_layout == CG_B_NK && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
+	       (cg_target_has(t, CG_CLUSTER) || cg_target_is_emu(t));
+}
+
+/* w as clusters of 2 sharing B (on the emulator: the pairs alone), persistent,
+ * where that passes with the most stages (at least `least`); else 0, w as it was. */
+static int
+cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
+{
+	GemmSpec c = *w;
+
+	c.cluster = cg_target_is_emu(t) ? 0 : 2;
+	c.cluster_b = 1;
+	c.sched = CG_SCHED_PERSISTENT;
+	c.ctas = CG_CLUSTER_CTAS;
+	c.snake = 0;
+	if (!most_stages(t, &c, least))
+		return 0;
+	*w = c;
+	return 1;
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
 	const CgTarget *t = cg_module_target(m);
 	GemmSpec w = *s;
+	int c2 = grouped_c2(m, s);
 
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
 	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
@@ -450,8 +506,9 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	/* Gathered A: correct on the H200 since the register split was fixed,
 	 * but 7% slower than the cp.async wgmma mainloop there (Mixtral's
 	 * up-projection at T=4096: 3431 against 3208 us, 2026-12-02; FP8
-	 * 6081 against 4919 us): taken only when asked for. */
-	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
+	 * 6081 against 4919 us): taken only when asked for (or for clusters,
+	 * which need B's TMA boxes). */
+	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) && !c2 && s->cluster != 2)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
@@ -467,12 +524,17 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || s->ws_mode == CG_WS_PINGPONG) {
 		GemmSpec p = w;
 		pingpong_plan(&p);
-		if (p.ws_mode == CG_WS_PINGPONG && most_stages(t, &p, s->stages)) {
+		if (p.ws_mode == CG_WS_PINGPONG && ((c2 && cluster_b_plan(t, &p, s->stages)) ||
+						    most_stages(t, &p, s->stages))) {
 			*s = p;
 			return 1;
 		}
 	}
-	if (!most_stages(t, &w, s->stages))
+	if (c2 && cluster_b_plan(t, &w, s->stages)) {
+		*s = w;
+		return 1;
+	}
+	if ((s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) && s->cluster != 2) || !most_stages(t, &w, s->stages))
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
@@ -482,20 +544,28 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 
 /* ---- the tensor maps ---- */
 
-static void
+/* The kernel's maps in parameter order (A_map unless gathered, A_rows_map, B_map); returns their count. */
+static int
 tmaps(const G *g, CgTmap *m)
 {
 	const GemmSpec *s = &g->k.s;
-	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0;	/* a box row: 128 bytes of K */
+	int esz = g->eb, row = 128 / esz, grouped = s->groups > 0, n = 0;	/* a box row: 128 bytes of K */
+	CgTmap a = {"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
+		    {row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 
-	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
-			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
+	if (!s->gather)
+		m[n++] = a;
+	if (gemm_a_rows_map(s)) {
+		a.box[1] = live_box(s);
+		m[n++] = a;
+	}
 	if (s->b_layout == CG_B_NK)
-		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
-				{s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
+		m[n++] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
+				  {s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
 	else
-		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
-				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
+		m[n++] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
+				  {s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
+	return n;
 }
 
 /* ---- per thread ---- */
@@ -618,6 +688,35 @@ live_boxes(GemmCore *k)
 	return cg_min(f, n, cg_i32(f, k->s.bm / R));
 }
 
+/*
+ * With A_rows_map (gemm_a_rows_map: live rows in 16-row boxes, A by TMA), a
+ * tile of at most FEW_BOXES x 16 rows (i1) loads its 16-row boxes with rows;
+ * the others one box of the tile's bm rows.  Session 27's lean down
+ * projection loaded every tile in 16-row boxes, eight TMA copies of 2 KB
+ * for each 64-k block of a whole 128-row tile where one of 16 KB did, and
+ * measured 11% slower on DeepSeek-V3 (2668 -> 2968 us) though it read
+ * fewer bytes: the short second tiles (~10 rows) are what live rows are
+ * for, one box of 16; a tile of 65..127 rows reads its last rows past the
+ * expert as before.
+ */
+enum { FEW_BOXES = 4 };
+
+static LLVMValueRef
+few_rows(GemmCore *k)
+{
+	return cg_lt(k->f, live_boxes(k), cg_i32(k->f, FEW_BOXES + 1));
+}
+
+/* The rows of A a tile's stage brings by TMA under gemm_live_rows (i32). */
+static LLVMValueRef
+live_a_rows(GemmCore *k)
+{
+	CgFn *f = k->f;
+	LLVMValueRef n = cg_muli(f, live_boxes(k), live_box(&k->s));
+
+	return gemm_a_rows_map(&k->s) ? cg_select(f, few_rows(k), n, cg_i32(f, k->s.bm)) : n;
+}
+
 /* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
  * this CTA's half of them, multicast to both CTAs of the cluster, or its
  * 64-row boxes with a row of the tile. */
@@ -631,14 +730,24 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 
 	if (gemm_live_rows(&k->s)) {
 		LLVMValueRef n = live_boxes(k);
-		int R = live_box(&k->s);
-		for (int b = 0; b < k->s.bm / R; b++) {
+		int R = live_box(&k->s), nb = k->s.bm / R, map = k->amap, rows = gemm_a_rows_map(&k->s);
+		CgIf few;
+		if (rows) {	/* a whole tile (or most of one): one box of bm rows */
+			cg_if(f, &few, LLVMBuildNot(f->B, few_rows(k), ""));
+			cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
+			cg_else(f, &few);
+			nb = FEW_BOXES < nb ? FEW_BOXES : nb;
+			map = k->arows;
+		}
+		for (int b = 0; b < nb; b++) {
 			CgIf l;
 			cg_if(f, &l, cg_lt(f, cg_i32(f, b), n));
 			c[1] = cg_addi(f, k->row0, R * b);
-			cg_tma_load(f, k->amap, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
+			cg_tma_load(f, map, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
 			cg_endif(f, &l);
 		}
+		if (rows)
+			cg_endif(f, &few);
 		return;
 	}
 	if (k->s.cluster != 2 || k->s.cluster_b) {
@@ -664,7 +773,61 @@ stage_tx(W *w)
 		return cg_i32(f, b_bytes);
 	if (!gemm_live_rows(s))
 		return cg_i32(f, g->wg.stage);
-	return cg_addi(f, cg_muli(f, live_boxes(&g->k), live_box(s) * s->bk * g->eb), b_bytes);
+	return cg_addi(f, cg_muli(f, live_a_rows(&g->k), s->bk * g->eb), b_bytes);
+}
+
+/* B's half h (0, 1: rows n0 + h bn/2..) of k-tile kt (i32), 64-k block j,
+ * into the stage's B at sbase: here, or (multicast) to both CTAs of the
+ * cluster. */
+static void
+load_b_half(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st, int j, LLVMValueRef h, int multicast)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int half = s->bn / 2, grouped = s->groups > 0;
+	LLVMValueRef c[3], dst;
+
+	c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)(128 / w->g.eb) * j);
+	c[1] = cg_add(f, k->n0, cg_muli(f, h, half));
+	c[2] = k->e;
+	dst = cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128), cg_muli(f, h, half * 128));
+	if (multicast)
+		cg_tma_load_multicast(f, k->bmap, dst, full_bar(w, st), 2 + grouped, c, 3);
+	else
+		cg_tma_load(f, k->bmap, dst, full_bar(w, st), 2 + grouped, c);
+}
+
+/*
+ * Clusters sharing B (GemmSpec.cluster_b): where the pair shares the tile's
+ * B (dense always; grouped where k->bshare says), rank r loads B's rows
+ * n0 + r bn/2.. multicast to both CTAs, the peer the other half; else (a
+ * grouped pair on two column tiles, or the pairs without a cluster) this
+ * CTA loads both halves for itself.  The stage's bytes on full[s] are the
+ * same either way.
+ */
+static void
+load_b_halves(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	int kb = k->s.bk * w->g.eb / 128;
+	CgIf c;
+
+	if (k->s.cluster == 2) {
+		if (k->bshare)
+			cg_if(f, &c, k->bshare);
+		for (int j = 0; j < kb; j++)
+			load_b_half(w, sbase, kt, st, j, w->crank, 1);
+		if (!k->bshare)
+			return;
+		cg_else(f, &c);
+	}
+	for (int j = 0; j < kb; j++)
+		for (int h = 0; h < 2; h++)
+			load_b_half(w, sbase, kt, st, j, cg_i32(f, h), 0);
+	if (k->s.cluster == 2)
+		cg_endif(f, &c);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
@@ -702,14 +865,8 @@ produce(W *w)
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
-	if (s->b_layout == CG_B_NK && s->cluster == 2 && s->cluster_b) {
-		for (int j = 0; j < kb; j++) {	/* rank r: B's rows n0 + r bn/2.., to both CTAs */
-			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-			c[1] = cg_add(f, k->n0, cg_muli(f, w->crank, s->bn / 2));
-			cg_tma_load_multicast(f, k->bmap, cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128),
-								 cg_muli(f, w->crank, s->bn / 2 * 128)),
-					      full_bar(w, st), 2, c, 3);
-		}
+	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
+		load_b_halves(w, sbase, kt, st);
 	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
 			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
@@ -977,7 +1134,7 @@ roles(W *w)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
-	int split = consumer_wgs(&k->s) >= 2, cregs = consumer_regs(consumer_wgs(&k->s));
+	int split = consumer_wgs(&k->s) >= 2, cregs = consumer_regs(&k->s);
 	LLVMValueRef leader;
 	CgIf p, e;
 
@@ -1016,7 +1173,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	W *w = xcalloc(1, sizeof *w);	/* large: G holds the accumulator vars */
 	G *g = &w->g;
 	const GemmSpec *s = &in->k.s;
-	CgTmap maps[2];
+	CgTmap maps[3];
 	char buf[800];
 	int n, rc;
 
@@ -1030,11 +1187,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
 	if (s->cluster == 2)
 		cg_fn_cluster(g->k.f, 2);
-	tmaps(g, maps);
-	if (s->gather)
-		cg_fn_tmaps(g->k.f, maps + 1, 1);	/* B only: A's rows are gathered */
-	else
-		cg_fn_tmaps(g->k.f, maps, 2);
+	cg_fn_tmaps(g->k.f, maps, tmaps(g, maps));	/* gathered: B only */
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
 			for (int q = 0; q < 4; q++)
@@ -1049,7 +1202,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
 	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s",
-		      s->cluster != 2 ? "" : s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a");
+		      s->cluster == 2 ? (s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a")
+		      : s->cluster_b ? " pairs-b" : "");
 	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
 		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);
 	gemm_note_tail(&g->k, buf, sizeof buf, n);

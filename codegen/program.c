@@ -1492,7 +1492,8 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	return sa == sb && a->mainloop == b->mainloop && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
-	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole;
+	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole && a->cluster == b->cluster &&
+	       a->cluster_b == b->cluster_b;
 }
 
 /*
@@ -1564,6 +1565,8 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		}
 		if (!is_ws[i])
 			si.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is the WS mainloop's */
+		if (!is_ws[i] && si.cluster != 2)
+			si.cluster_b = 0;		/* and so is a clusters' request */
 		if (!simt && !is_ws[i] && si.mainloop != CG_MAINLOOP_VEC)
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
@@ -1640,11 +1643,30 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
  * as ping-pong (s[i].ws_mode; elsewhere cooperative), so a bundle's buckets
  * get their own launches where the choice differs (same_tiles).
  */
+/*
+ * --debug=grouped-c2 per T bucket: clusters of 2 sharing B are asked for
+ * (GemmSpec.cluster_b on a plan without a tuning table's cluster; the
+ * warp-specialised mainloop takes it, cg_gemm_ws_for) where the bucket's
+ * most rows give an expert a tile of rows on average (thi x m_per_t / E >=
+ * bm: about half the experts have a second row tile for the pair to share
+ * B with; DeepSeek-V3 at T = 4096 128 +- 11 rows, bm 128), not where every
+ * expert has one row tile and the pairs would only tie two CTAs together
+ * (DeepSeek-V3 at T = 256: 8 rows an expert).
+ */
+static int
+cluster_pays(const CgProgram *p, const GemmSpec *s, int64_t thi)
+{
+	return (p->o.debug & DBG_GROUPED_C2) && s->groups > 0 && s->bm > 0 &&
+	       thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
+}
+
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec w = s[i];
+		if (s[i].cluster != 2)	/* the clusters' request (a tuning table's stay) */
+			s[i].cluster_b = w.cluster_b = cluster_pays(p, &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
 		if (w.mainloop == CG_MAINLOOP_VEC)
 			continue;

@@ -32,17 +32,23 @@
 # graph.  Then, if every gathered-WS kernel passed, BENCH=1 (the default) times
 # the kernels (run_gemm.py --no-check: wsup_* against wup_* against torch's
 # grouped GEMM), under `timeout -k 5 240`.
+# KERNELS and BUNDLES (environment, at prepare) replace the lists below;
+# KERNELS= (empty) checks bundles only.  Grouped clusters sharing B
+# (--debug=grouped-c2: both expert GEMMs persistent in clusters of 2, the
+# gate|up gathered WS; a hang shows as HANG, wrong multicast halves as FAIL):
+#   KERNELS= BUNDLES="qwen3_c2 qwen3-30b-a3b 0 --debug=grouped-c2
+#   olmoe_c2 olmoe-1b-7b-0924 0 --debug=grouped-c2" sh tests/gpu/ws_gather.sh prepare BUILD OUT
 # Exit: 0 all passed, 1 a check failed or hung, 2 a preparation step failed,
 # 77 no GPU.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cmd=${1:-}
-KERNELS=wsup_,cws_grouped_gather_swiglu,wup_128x256x64_s4_t,wsdn_128x256x64_s4_p
+KERNELS=${KERNELS-wsup_,cws_grouped_gather_swiglu,wup_128x256x64_s4_t,wsdn_128x256x64_s4_p}
 # case model layer [moec flags]
-BUNDLES="mixtral mixtral-8x7b 0 --debug=ws-gather
+BUNDLES=${BUNDLES-"mixtral mixtral-8x7b 0 --debug=ws-gather
 qwen3_moe qwen3-30b-a3b 0 --debug=ws-gather
 olmoe olmoe-1b-7b-0924 0 --debug=ws-gather
-qwen3_moe_nows qwen3-30b-a3b 0"
+qwen3_moe_nows qwen3-30b-a3b 0"}
 
 prepare() {	# BUILD OUT
 	build=$1 out=$2
@@ -50,7 +56,9 @@ prepare() {	# BUILD OUT
 	mkdir -p "$out/full" || exit 2
 	ninja -C "$build" gemm_emit fullsize moec >/dev/null || exit 2
 	rm -rf "$out/gemm"
-	"$build/bench/gemm/gemm_emit" -o "$out/gemm" --only "$KERNELS" || exit 2
+	if [ -n "$KERNELS" ]; then
+		"$build/bench/gemm/gemm_emit" -o "$out/gemm" --only "$KERNELS" || exit 2
+	fi
 	: > "$out/full/list.txt"
 	echo "$BUNDLES" | while read -r name model layer flags; do
 		# shellcheck disable=SC2086
@@ -92,7 +100,8 @@ gpu() {	# OUT
 	"$B/moert" info | head -3
 	rc=0 wsbad=0
 	echo "== kernels (bench/gemm run_gemm.py checks)"
-	for k in $(python3 -c "import json,sys; print(' '.join(c['name'] for c in json.load(open(sys.argv[1]))['cases']))" \
+	[ -f "$out/gemm/manifest.json" ] || wsbad=1	# KERNELS= at prepare: bundles only
+	for k in $( [ $wsbad = 1 ] || python3 -c "import json,sys; print(' '.join(c['name'] for c in json.load(open(sys.argv[1]))['cases']))" \
 		"$out/gemm/manifest.json"); do
 		timeout -k 5 60 python3 bench/gemm/run_gemm.py --dir "$out/gemm" --only "$k" --no-bench \
 			--job-timeout 45 > "$B/$k.log" 2>&1

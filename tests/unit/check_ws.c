@@ -372,19 +372,122 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
 	gh_assemble(m, 2, "check_ws cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
-	gh_spec_grouped_scale_scatter(&s[0], 8, 512, 256);
+	gh_spec_grouped_scale_scatter(&s[0], 8, 768, 256);	/* grouped: 3 column tiles */
 	tiles(&s[0], 128, 256, 64, 2, 4, 4);
 	s[0].sched = CG_SCHED_PERSISTENT;
 	s[0].ctas = 132;
 	s[0].cluster = 2;
 	s[0].cluster_b = 1;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
-	ck_assert_msg(strstr(d.last, "sharing B: dense with B [N,K]"), "%s", d.last);
-	s[0].cluster = 0;
+	ck_assert_msg(strstr(d.last, "even number of column tiles (3)"), "%s", d.last);
+	s[0].N = 512;
+	ck_assert_msg(cg_gemm_check(&a, &s[0], &d) == 0, "%s", d.last);
+	s[0].cluster = 0;				/* grouped: the pairs alone */
+	ck_assert_msg(cg_gemm_check(&a, &s[0], &d) == 0, "%s", d.last);
+	gh_spec_dense_bias_gelu(&s[0], 512, 256);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].cluster_b = 1;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
 	ck_assert_msg(strstr(d.last, "cluster_b without clusters of 2"), "%s", d.last);
 }
 END_TEST
+
+/*
+ * Grouped clusters sharing B (GemmSpec.cluster_b, --debug=grouped-c2): the
+ * MoE gate|up (gathered A by cp.async, B's half boxes multicast) and down
+ * (A by TMA, scattered, ping-pong) as DeepSeek-V3 runs them at T = 4096, on
+ * sm_90a: each pair either shares B (rank r's half multicast) or, an
+ * expert's odd last row tile, loads both halves itself (k->bshare: both
+ * kinds of TMA load are there); the releases reach the peer; ptxas spills
+ * nothing (the gathered producer 56 registers, the consumers 224).
+ */
+START_TEST(test_ws_grouped_cluster_b_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const CgKernel *k;
+	const char *ptx;
+
+	gh_spec_grouped_swiglu(&s[0], 256, 4096, 7168, 8);	/* gate|up: gathered, 128x256 cooperative */
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].live_rows = 1;
+	gh_spec_grouped_scale_scatter(&s[1], 256, 7168, 2048);	/* down: TMA A, ping-pong 128x128 */
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+		s[i].cluster_b = 1;
+	}
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "g");
+	k = cg_module_find(m, "g0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->ntmap, 1);			/* B only: A gathered */
+	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* half of B's 256 rows */
+	ck_assert_ptr_nonnull(strstr(k->note, "cp.async-a cluster2 multicast-b"));
+	k = cg_module_find(m, "g1");
+	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* A: the tile's rows */
+	ck_assert_int_eq(k->tmap[1].box[1], 64);	/* B: half of 128 */
+	ck_assert_ptr_nonnull(strstr(k->note, "pingpong cluster2 multicast-b"));
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+				       ".multicast::cluster ["), 2);	/* one B half a k-tile, each kernel */
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+				       "["), 4);			/* both halves here: odd last row tiles */
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
+	ck_assert_int_eq(gh_count(ptx, "mbarrier.arrive.release.cluster"), 0);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 56;"), 1);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 224;"), 1);
+	gh_assemble(m, 2, "check_ws grouped cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/*
+ * The pairs of grouped clusters sharing B, without the cluster (which the
+ * emulator cannot run: cluster_b with cluster 0 on a grouped GEMM, each CTA
+ * loading both halves of B's tile itself): the work items 2i, 2i + 1 are an
+ * expert's row tiles 2j, 2j + 1 of one column tile, or an odd last row
+ * tile's column tiles 2j, 2j + 1 (gemm_tile_coords' grouped_pairs); every
+ * tile once, against the reference and bit for bit the wgmma mainloop.
+ * Experts of 0..300 rows (1, 2 and 3 row tiles of 128), 2 and 4 column
+ * tiles; scattered (TMA A) and gathered A, cooperative and ping-pong,
+ * persistent over fewer CTAs than pairs, and T = 0.
+ */
+START_TEST(test_ws_emu_grouped_pairs)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	GemmCase c = {.what = "grouped pairs: scattered rows, 128x128, 2 column tiles, persistent over 6 CTAs"};
+
+	memcpy(c.counts, rows, sizeof rows);
+	gh_spec_grouped_scale_scatter(&c.s, 12, 256, 192);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 6;
+	c.s.cluster_b = 1;
+	c.T = 1496;
+	check_case(&c, 1e-2);
+	c.what = "grouped pairs: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
+	gh_spec_grouped_scale_scatter(&c.s, 12, 512, 128);
+	pingpong(&c.s, 128, 128, 64, 5, 4);
+	c.s.cluster_b = 1;
+	check_case(&c, 1e-2);
+	c.what = "grouped pairs: gathered A (top-2), SwiGLU, live rows, 128x256 on two consumers, 2 CTAs";
+	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	c.T = 748;
+	check_case(&c, 1e-2);
+	c.what = "grouped pairs: T = 0";
+	memset(c.counts, 0, sizeof c.counts);
+	c.T = 0;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
 
 /* ---- the kernels on the emulator ---- */
 
@@ -947,6 +1050,34 @@ START_TEST(test_ws_pingpong_program_against_interpreter)
 }
 END_TEST
 
+/* --debug=grouped-c2 on the emulator: a 16-expert top-4 block planned for
+ * up to 1100 tokens, run at 1030 (about 258 rows an expert: pairs of row
+ * tiles, and odd last row tiles in pairs of column tiles): the gate|up
+ * (gathered A, on the WS mainloop without --debug=ws-gather) and the down
+ * GEMM in the pairs (no cluster on the emulator), persistent, against the
+ * interpreter; at 200 tokens (bucket 65..256: 64 rows an expert) the plan
+ * without them. */
+static const char prog_c2[] =
+	"weight $router : bf16[16,256]\n"
+	"weight $wgu : bf16[16,512,256]\n"
+	"weight $wd : bf16[16,256,256]\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"	%y0 = moe %x, %logits, _, $wgu, $wd, k=4, renorm=1, router=softmax : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_grouped_c2_program_against_interpreter)
+{
+	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2;
+
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg);
+}
+END_TEST
+
 /*
  * Ping-pong per T bucket (cg_gemm_pingpong_pays, at the bucket's most rows):
  * the MoE down projections up to 32 k-tiles; dense GEMMs where twice the tiles fill
@@ -1121,9 +1252,10 @@ START_TEST(test_ws_emu_live_rows_every_height)
 }
 END_TEST
 
-/* DeepSeek-V3's expert GEMMs at 128 rows with live rows on sm_90a: A's map
- * in 16-row boxes (the down), the gathered chunks zero-filled past the
- * rows (gate|up), no spills. */
+/* DeepSeek-V3's expert GEMMs at 128 rows with live rows on sm_90a: A's
+ * maps (the down): A_map's box the tile's 128 rows (a tile of more than 64
+ * rows), A_rows_map's 16 (up to four boxes with rows); the gathered chunks
+ * zero-filled past the rows (gate|up), no spills. */
 START_TEST(test_ws_live_rows_ptx_assembles_for_sm90a)
 {
 	GemmSpec s[2];
@@ -1138,11 +1270,14 @@ START_TEST(test_ws_live_rows_ptx_assembles_for_sm90a)
 	s[1].mainloop = CG_MAINLOOP_WGMMA;
 	s[1].live_rows = 1;
 	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "t");
-	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[0].box[1], 16);
+	ck_assert_int_eq(cg_module_find(m, "t0")->ntmap, 3);
+	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[0].box[1], 128);
+	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[1].box[1], 16);
+	ck_assert_int_eq(cg_module_find(m, "t0")->tmap[2].box[1], 128);	/* B */
 	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t0")->note, "persistent snake live-rows scatter"));
 	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t1")->note, "tiles live-rows gather"));
 	ptx = gh_ptx(m);
-	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d") >= 8);	/* the down's eight boxes of A */
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.2d"), 5);	/* the down's A: 128 rows, or 4 x 16 */
 	ck_assert(gh_count(ptx, "], 16, %r") >= 8);			/* gate|up: zero-filled chunks */
 	gh_assemble(m, 2, "check_ws live rows", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
@@ -1543,6 +1678,12 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_snake_rounds);
 	tcase_add_test(t, test_ws_snake_refuses_clusters);
 	tcase_add_test(t, test_ws_lean_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("pairs");	/* grouped clusters sharing B, --debug=grouped-c2 (CK_RUN_CASE=pairs) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_grouped_cluster_b_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_emu_grouped_pairs);
+	tcase_add_test(t, test_ws_grouped_c2_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
