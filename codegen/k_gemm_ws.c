@@ -199,11 +199,29 @@ live_box(const GemmSpec *s)
 	return s->live_rows ? 16 : 64;
 }
 
+/*
+ * Grouped pairs (GemmSpec.cluster_b) with A by TMA (the MoE down
+ * projection): a pair of an expert's two column tiles of one row tile (its
+ * odd last row tile, every expert of one row tile) shares A's tile as the
+ * pair of row tiles shares B's: each CTA loads half of its rows, multicast
+ * to both.  A_map's box is half the tile's rows then (a tile alone loads
+ * two); with live rows only with A_rows_map (the pairs sharing B load their
+ * tiles' live rows, those sharing A every row).
+ */
+static int
+pair_a(const GemmSpec *s)
+{
+	return s->cluster_b && s->groups > 0 && !s->gather && s->bm % 16 == 0 &&
+	       (!gemm_live_rows(s) || gemm_a_rows_map(s));
+}
+
 /* A's box rows: the tile's, with clusters each CTA's half, and live_box
  * where the boxes past the tile's rows are not loaded (gemm_live_rows). */
 static int
 a_box_rows(const GemmSpec *s)
 {
+	if (pair_a(s))
+		return s->bm / 2;
 	if (gemm_a_rows_map(s))	/* whole tiles one box; A_rows_map's boxes are live_box rows */
 		return s->bm;
 	return gemm_live_rows(s) ? live_box(s) : s->cluster_b ? s->bm : s->bm / csize(s);
@@ -717,46 +735,94 @@ live_a_rows(GemmCore *k)
 	return gemm_a_rows_map(&k->s) ? cg_select(f, few_rows(k), n, cg_i32(f, k->s.bm)) : n;
 }
 
-/* A's box at k-column k0 (i32) into dst: the tile's rows, or with clusters
- * this CTA's half of them, multicast to both CTAs of the cluster, or its
- * 64-row boxes with a row of the tile. */
+/* A's tile rows from k-column k0 (i32) into dst, here: A_map's box, or its
+ * two boxes where the box is half the tile (pair_a). */
 static void
-load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
+a_tile(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	int nb = pair_a(&k->s) ? 2 : 1, R = k->s.bm / nb;
+
+	for (int b = 0; b < nb; b++) {
+		LLVMValueRef c[2] = {k0, cg_addi(f, k->row0, R * b)};
+		cg_tma_load(f, k->amap, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
+	}
+}
+
+/* Clusters sharing A's tile: this CTA's half of its rows multicast to both
+ * CTAs (without a cluster, the grouped pairs on the emulator: both halves here). */
+static void
+a_shared(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
 	int half = k->s.bm / 2;
-	LLVMValueRef c[2] = {k0, k->row0};
+	LLVMValueRef c[2];
 
-	if (gemm_live_rows(&k->s)) {
-		LLVMValueRef n = live_boxes(k);
-		int R = live_box(&k->s), nb = k->s.bm / R, map = k->amap, rows = gemm_a_rows_map(&k->s);
-		CgIf few;
-		if (rows) {	/* a whole tile (or most of one): one box of bm rows */
-			cg_if(f, &few, LLVMBuildNot(f->B, few_rows(k), ""));
-			cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
-			cg_else(f, &few);
-			nb = FEW_BOXES < nb ? FEW_BOXES : nb;
-			map = k->arows;
-		}
-		for (int b = 0; b < nb; b++) {
-			CgIf l;
-			cg_if(f, &l, cg_lt(f, cg_i32(f, b), n));
-			c[1] = cg_addi(f, k->row0, R * b);
-			cg_tma_load(f, map, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
-			cg_endif(f, &l);
-		}
-		if (rows)
-			cg_endif(f, &few);
+	if (k->s.cluster != 2) {
+		a_tile(w, dst, k0, st);
 		return;
 	}
-	if (k->s.cluster != 2 || k->s.cluster_b) {
-		cg_tma_load(f, k->amap, dst, full_bar(w, st), 2, c);
-		return;
-	}
+	c[0] = k0;
 	c[1] = cg_add(f, k->row0, cg_muli(f, w->crank, half));
 	cg_tma_load_multicast(f, k->amap, cg_add(f, dst, cg_muli(f, w->crank, half * 128)), full_bar(w, st), 2, c,
 			      3);
+}
+
+/* Live rows (gemm_live_rows): the boxes of live_box rows with a row of the
+ * tile; with A_rows_map, a tile of more than FEW_BOXES of them its whole rows. */
+static void
+a_live(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	LLVMValueRef n = live_boxes(k), c[2] = {k0, k->row0};
+	int R = live_box(&k->s), nb = k->s.bm / R, map = k->amap, rows = gemm_a_rows_map(&k->s);
+	CgIf few;
+
+	if (rows) {	/* a whole tile (or most of one): its bm rows */
+		cg_if(f, &few, LLVMBuildNot(f->B, few_rows(k), ""));
+		a_tile(w, dst, k0, st);
+		cg_else(f, &few);
+		nb = FEW_BOXES < nb ? FEW_BOXES : nb;
+		map = k->arows;
+	}
+	for (int b = 0; b < nb; b++) {
+		CgIf l;
+		cg_if(f, &l, cg_lt(f, cg_i32(f, b), n));
+		c[1] = cg_addi(f, k->row0, R * b);
+		cg_tma_load(f, map, cg_addi(f, dst, R * 128 * b), full_bar(w, st), 2, c);
+		cg_endif(f, &l);
+	}
+	if (rows)
+		cg_endif(f, &few);
+}
+
+/* A's box at k-column k0 (i32) into dst: the tile's rows (live rows: those
+ * with rows of the tile), or with clusters sharing A this CTA's half of
+ * them, multicast to both CTAs of the cluster.  Grouped pairs (pair_a): a
+ * pair sharing B loads its own tiles, a pair of column tiles shares A. */
+static void
+load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	const GemmSpec *s = &k->s;
+	CgIf c;
+
+	if (pair_a(s)) {
+		cg_if(k->f, &c, k->bshare);
+		(gemm_live_rows(s) ? a_live : a_tile)(w, dst, k0, st);
+		cg_else(k->f, &c);
+		a_shared(w, dst, k0, st);
+		cg_endif(k->f, &c);
+	} else if (gemm_live_rows(s)) {
+		a_live(w, dst, k0, st);
+	} else if (s->cluster == 2 && !s->cluster_b) {
+		a_shared(w, dst, k0, st);
+	} else {
+		a_tile(w, dst, k0, st);
+	}
 }
 
 /* The bytes the tensor copies of a stage bring (expect_tx): B's, and A's
@@ -769,11 +835,16 @@ stage_tx(W *w)
 	const GemmSpec *s = &g->k.s;
 	int b_bytes = g->wg.stage - g->wg.a_bytes;
 
+	LLVMValueRef rows;
+
 	if (s->gather)
 		return cg_i32(f, b_bytes);
 	if (!gemm_live_rows(s))
 		return cg_i32(f, g->wg.stage);
-	return cg_addi(f, cg_muli(f, live_a_rows(&g->k), s->bk * g->eb), b_bytes);
+	rows = live_a_rows(&g->k);
+	if (pair_a(s))	/* a pair of column tiles shares A's whole tile */
+		rows = cg_select(f, g->k.bshare, rows, cg_i32(f, s->bm));
+	return cg_addi(f, cg_muli(f, rows, s->bk * g->eb), b_bytes);
 }
 
 /* B's half h (0, 1: rows n0 + h bn/2..) of k-tile kt (i32), 64-k block j,

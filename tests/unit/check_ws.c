@@ -426,7 +426,7 @@ START_TEST(test_ws_grouped_cluster_b_ptx_assembles_for_sm90a)
 	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* half of B's 256 rows */
 	ck_assert_ptr_nonnull(strstr(k->note, "cp.async-a cluster2 multicast-b"));
 	k = cg_module_find(m, "g1");
-	ck_assert_int_eq(k->tmap[0].box[1], 128);	/* A: the tile's rows */
+	ck_assert_int_eq(k->tmap[0].box[1], 64);	/* A: half the tile's rows (pairs of column tiles share A) */
 	ck_assert_int_eq(k->tmap[1].box[1], 64);	/* B: half of 128 */
 	ck_assert_ptr_nonnull(strstr(k->note, "pingpong cluster2 multicast-b"));
 	ptx = gh_ptx(m);
@@ -434,6 +434,10 @@ START_TEST(test_ws_grouped_cluster_b_ptx_assembles_for_sm90a)
 				       ".multicast::cluster ["), 2);	/* one B half a k-tile, each kernel */
 	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
 				       "["), 4);			/* both halves here: odd last row tiles */
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+				       ".multicast::cluster ["), 1);	/* the down's A half, shared by column tiles */
+	ck_assert_int_eq(gh_count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+				       "["), 2);			/* its own tile: two half boxes */
 	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
 	ck_assert_int_eq(gh_count(ptx, "mbarrier.arrive.release.cluster"), 0);
 	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 56;"), 1);
@@ -451,8 +455,9 @@ END_TEST
  * tile's column tiles 2j, 2j + 1 (gemm_tile_coords' grouped_pairs); every
  * tile once, against the reference and bit for bit the wgmma mainloop.
  * Experts of 0..300 rows (1, 2 and 3 row tiles of 128), 2 and 4 column
- * tiles; scattered (TMA A) and gathered A, cooperative and ping-pong,
- * persistent over fewer CTAs than pairs, and T = 0.
+ * tiles; scattered (TMA A: half-tile boxes, a pair of column tiles
+ * sharing A's tile; with live rows too) and gathered A, cooperative and
+ * ping-pong, persistent over fewer CTAs than pairs, and T = 0.
  */
 START_TEST(test_ws_emu_grouped_pairs)
 {
@@ -472,6 +477,11 @@ START_TEST(test_ws_emu_grouped_pairs)
 	pingpong(&c.s, 128, 128, 64, 5, 4);
 	c.s.cluster_b = 1;
 	check_case(&c, 1e-2);
+	c.what = "grouped pairs: scattered rows, live rows (A_rows_map), ping-pong, 3 CTAs";
+	c.s.live_rows = 1;
+	c.s.ctas = 3;
+	check_case(&c, 1e-2);
+	c.s.live_rows = 0;
 	c.what = "grouped pairs: gathered A (top-2), SwiGLU, live rows, 128x256 on two consumers, 2 CTAs";
 	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
 	tiles(&c.s, 128, 256, 64, 2, 4, 3);
