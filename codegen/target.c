@@ -1886,7 +1886,55 @@ cg_sigmoid(CgFn *f, LLVMValueRef x)
 	return LLVMBuildFDiv(B, cg_f32(f, 1.0), LLVMBuildFAdd(B, cg_f32(f, 1.0), e, ""), "");
 }
 
-/* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1 */
+static LLVMValueRef
+fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+
+	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
+}
+
+/*
+ * n / d rounded to nearest as div.rn.f32's fast path computes it (ptxas, sm_90a:
+ * MUFU.RCP, then FFMA -d r + 1, r t + r, n r, -d q + n, r e + q): the same
+ * instructions, without the FCHK range check and the call of the slow path
+ * behind it, so the same bits as div.rn wherever that check passes: it
+ * guards subnormal, infinite and extreme-exponent operands and quotients,
+ * far from n = 1 or 2 and 1 <= d <= 2^27 (quotients 2^-26..2), the only
+ * range callers may pass (their clamps keep it); NaN stays NaN.  The
+ * emulator's rcp is 1/d rounded to nearest, from which the sequence is exact
+ * for every mantissa (check_program.c, test_fdiv_fast_sequence).  The branch
+ * a division kept ptxas from interleaving a GEMM epilogue's elements: 128
+ * dependent chains in a row (docs/codegen.md, "Division without a branch").
+ */
+LLVMValueRef
+cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
+{
+	LLVMValueRef nd = LLVMBuildFNeg(f->B, d, ""), r, q;
+
+	r = f->emu ? cg_call_emu(f, "moec_emu_rcp", f->tf32, &d, 1)
+		   : cg_asm(f, f->tf32, "rcp.approx.ftz.f32 $0, $1;", "=f,f", &d, 1, 0);
+	r = fma3(f, r, fma3(f, nd, r, cg_f32(f, 1.0)), r);
+	q = LLVMBuildFMul(f->B, n, r, "");
+	return fma3(f, r, fma3(f, nd, q, n), q);
+}
+
+/* n / d for the math below: div.rn, or (--debug=fast-div) cg_fdiv_fast of d
+ * clamped to at most hi, where the caller shows the clamp changes no result */
+static LLVMValueRef
+fdiv_clamped(CgFn *f, LLVMValueRef n, LLVMValueRef d, double hi)
+{
+	LLVMValueRef h = cg_f32(f, hi);
+
+	if (!(cg_module_debug(f->m) & DBG_FAST_DIV))
+		return LLVMBuildFDiv(f->B, n, d, "");
+	d = LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, d, h, ""), h, d, "");	/* NaN stays */
+	return cg_fdiv_fast(f, n, d);
+}
+
+/* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1.
+ * The divisor is >= 2; clamped at 2^27 (fast-div) the quotient is 2^-26 where
+ * it was smaller, and 1 - q rounds to 1 either way. */
 LLVMValueRef
 cg_tanh(CgFn *f, LLVMValueRef x)
 {
@@ -1894,8 +1942,8 @@ cg_tanh(CgFn *f, LLVMValueRef x)
 	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
 	LLVMValueRef e = cg_exp(f, LLVMBuildFMul(B, ax, cg_f32(f, 2.0), ""));
 	LLVMValueRef t = LLVMBuildFSub(B, cg_f32(f, 1.0),
-				       LLVMBuildFDiv(B, cg_f32(f, 2.0),
-						     LLVMBuildFAdd(B, e, cg_f32(f, 1.0), ""), ""), "");
+				       fdiv_clamped(f, cg_f32(f, 2.0),
+						    LLVMBuildFAdd(B, e, cg_f32(f, 1.0), ""), 134217728.0), "");
 	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_f32(f, 0.0), "");
 
 	return LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, t, ""), t, "");
@@ -1904,6 +1952,8 @@ cg_tanh(CgFn *f, LLVMValueRef x)
 /*
  * erf by Abramowitz & Stegun 7.1.26 on |x| (|error| <= 1.5e-7), odd
  * extension: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^-x^2.
+ * t = 1 / (1 + 0.3275911 |x|), its divisor >= 1; clamped at 2^16 (fast-div)
+ * only where |x| > 2e5, whose e^-x^2 is 0: the result is 1 either way.
  */
 LLVMValueRef
 cg_erf(CgFn *f, LLVMValueRef x)
@@ -1912,9 +1962,9 @@ cg_erf(CgFn *f, LLVMValueRef x)
 				    -1.453152027, 1.061405429};
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
-	LLVMValueRef t = LLVMBuildFDiv(B, cg_f32(f, 1.0),
-				       LLVMBuildFAdd(B, cg_f32(f, 1.0),
-						     LLVMBuildFMul(B, ax, cg_f32(f, 0.3275911), ""), ""), "");
+	LLVMValueRef t = fdiv_clamped(f, cg_f32(f, 1.0),
+				      LLVMBuildFAdd(B, cg_f32(f, 1.0),
+						    LLVMBuildFMul(B, ax, cg_f32(f, 0.3275911), ""), ""), 65536.0);
 	LLVMValueRef p = cg_f32(f, a[4]), y, neg;
 
 	for (int i = 3; i >= 0; i--)

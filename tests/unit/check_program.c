@@ -1438,6 +1438,163 @@ START_TEST(test_every_scalar_op_fuses_into_the_epilogue_bit_identically)
 }
 END_TEST
 
+/* --- division without a branch (--debug=fast-div, cg_fdiv_fast) ------------ */
+
+static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* cg_fdiv_fast's sequence, its rcp r0 given */
+static float
+fdiv_seq(float n, float d, float r0)
+{
+	float r = fmaf(r0, fmaf(-d, r0, 1.0f), r0), q = n * r;
+
+	return fmaf(r, fmaf(-d, q, n), q);
+}
+
+/*
+ * The sequence (div.rn.f32's fast path on sm_90a) from 1/d rounded to
+ * nearest, the emulator's rcp, is n/d rounded to nearest for every
+ * mantissa of d (n = 1; n = 2 and d's other binades in 1..2^27 are the
+ * same computation scaled by powers of 2, exactly).  From an rcp an ulp
+ * off (the PTX ISA's bound for rcp.approx) it misses only where d's
+ * mantissa is all ones: there the GPU's div.rn runs the same sequence (its
+ * range check is on exponents), so the same bits on the device rest on
+ * that, which bench/same_outputs.sh checks.
+ */
+START_TEST(test_fdiv_fast_sequence)
+{
+	long bad = 0, off = 0;
+
+	for (uint32_t m = 0; m < 1u << 23; m++) {
+		float d = f_of(0x3f800000u | m), q = 1.0f / d;
+		uint32_t r0 = u_of(q);
+
+		bad += u_of(fdiv_seq(1.0f, d, f_of(r0))) != u_of(q);
+		for (int k = -1; k <= 1; k += 2)
+			if (u_of(fdiv_seq(1.0f, d, f_of(r0 + (uint32_t)k))) != u_of(q))
+				ck_assert_msg(m == 0x7fffff, "mantissa %#x, rcp %+d ulp", m, k), off++;
+	}
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_eq(off, 2);
+	for (int e = 0; e <= 27; e++)	/* n = 2 over the binades tanh divides in */
+		for (uint32_t m = 0; m < 1u << 23; m += 4099) {
+			float d = ldexpf(f_of(0x3f800000u | m), e);
+			ck_assert_uint_eq(u_of(fdiv_seq(2.0f, d, 1.0f / d)), u_of(2.0f / d));
+		}
+}
+END_TEST
+
+/*
+ * tanh, GELU (tanh and erf) and erf with --debug=fast-div: the same bits on
+ * the emulator as div.rn over inputs of every magnitude, around the clamps
+ * (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050, where
+ * erf's reaches 2^16), zeros, infinities and NaN; and the sm_90a PTX of a
+ * GEMM with a GELU epilogue divides without div.rn.
+ */
+START_TEST(test_fast_div_same_bits)
+{
+	static const char text[] =
+		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64]) {\n"
+		"\t%a = tanh %x : f32[T,64]\n"
+		"\t%b = gelu %x, approx=tanh : f32[T,64]\n"
+		"\t%c = gelu %x : f32[T,64]\n"
+		"\t%e = erf %x : f32[T,64]\n"
+		"\tret %a, %b, %c, %e\n}\n";
+	static const char gemm[] =
+		"weight $w : bf16[256,64] seed=1\n"
+		"weight $b : bf16[256] scale=0.1 seed=2\n"
+		"graph @d(%x: bf16[T,64]) -> (y: bf16[T,256]) {\n"
+		"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
+		"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
+		"\tret %y\n}\n";
+	enum { T = 64 };
+	Tensor in, out[2][4];
+	int64_t dim[2] = {T, 64};
+	uint64_t h = 1;
+	Diag d;
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(tensor_alloc(&in, DT_F32, 2, dim), 0);
+	for (int64_t i = 0; i < T * 64; i++) {
+		float *x = (float *)in.data + i;
+		h = mix64(h + (uint64_t)i);
+		switch (i % 8) {
+		case 0: *x = ldexpf((float)(h >> 40) * 0x1p-24f + 1.0f, (int)(h % 160) - 80); break;
+		case 1: *x = 9.357f + (float)((int64_t)(h % 4001) - 2000) * 1e-5f; break;
+		case 2: *x = f_of(u_of(200049.9f) + (uint32_t)(h % 41) - 20u); break;
+		case 3: *x = (float)(h >> 40) * 0x1p-24f * 12.0f; break;
+		default: *x = (float)(h >> 40) * 0x1p-22f - 2.0f; break;
+		}
+		if (h >> 63)
+			*x = -*x;
+	}
+	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
+	((float *)in.data)[5] = INFINITY, ((float *)in.data)[7] = -INFINITY, ((float *)in.data)[9] = NAN;
+	((float *)in.data)[11] = 3e38f, ((float *)in.data)[13] = -1e-40f;
+	for (int fast = 0; fast < 2; fast++) {
+		Module *m = ir_parse("fastdiv.ir", text, strlen(text), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "emu";
+		co.narch = 1;
+		co.max_tokens = T;
+		co.debug = fast ? DBG_FAST_DIV : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		for (int j = 0; j < 4; j++)
+			ck_assert_int_eq(tensor_alloc(&out[fast][j], DT_F32, 2, dim), 0);
+		ck_assert_int_eq(cg_program_emulate(p, &in, out[fast], T, &d), 0);
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+	for (int j = 0; j < 4; j++) {
+		for (int64_t i = 0; i < T * 64; i++) {
+			float a = ((float *)out[0][j].data)[i], b = ((float *)out[1][j].data)[i];
+			ck_assert_msg(u_of(a) == u_of(b) || (isnan(a) && isnan(b)),
+				      "output %d, x = %a: div.rn %a, fast-div %a", j, (double)((float *)in.data)[i],
+				      (double)a, (double)b);
+		}
+		tensor_free(&out[0][j]);
+		tensor_free(&out[1][j]);
+	}
+	tensor_free(&in);
+	for (int fast = 0; fast < 2; fast++) {	/* sm_90a PTX: the epilogue's division */
+		Module *m = ir_parse("fastdiv-gemm.ir", gemm, strlen(gemm), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+		const char *ptx;
+		size_t len;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "sm_90a";
+		co.narch = 1;
+		co.max_tokens = 4096;
+		co.debug = fast ? DBG_FAST_DIV : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ptx = cg_program_ptx(p, 0, &len);
+		ck_assert_ptr_nonnull(ptx);
+		ck_assert(!!strstr(ptx, "div.rn.f32") == !fast);
+		ck_assert(!!strstr(ptx, "rcp.approx.ftz.f32") == fast);
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
 /* --- RMSNorm row kernels (k_norm.c) ----------------------------------------- */
 
 /* Rows (x's dtype, gamma's, the norm's, its cast or "", H, rstd eps or 0):
@@ -1671,6 +1828,11 @@ program_suite(void)
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fast_div");	/* --debug=fast-div: the same bits as div.rn */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_fdiv_fast_sequence);
+	tcase_add_test(tc, test_fast_div_same_bits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
 	tcase_set_timeout(tc, 300);
