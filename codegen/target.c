@@ -12,6 +12,7 @@
  * up by name, and a name this LLVM lacks is a diagnostic, never an abort.
  */
 #define CG_INTERNAL
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1876,16 +1877,6 @@ cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, a, b, ""), a, b, "");
 }
 
-/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0 */
-LLVMValueRef
-cg_sigmoid(CgFn *f, LLVMValueRef x)
-{
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef e = cg_exp(f, LLVMBuildFNeg(B, x, ""));
-
-	return LLVMBuildFDiv(B, cg_f32(f, 1.0), LLVMBuildFAdd(B, cg_f32(f, 1.0), e, ""), "");
-}
-
 static LLVMValueRef
 fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
@@ -1930,6 +1921,62 @@ fdiv_clamped(CgFn *f, LLVMValueRef n, LLVMValueRef d, double hi)
 		return LLVMBuildFDiv(f->B, n, d, "");
 	d = LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, d, h, ""), h, d, "");	/* NaN stays */
 	return cg_fdiv_fast(f, n, d);
+}
+
+/*
+ * 1 / d for d >= 1 up to inf (sigmoid's divisor), div.rn's bits without its
+ * branch (fast-div).  The quotient is the result here, subnormal for d >
+ * 2^126 and 0 for d = inf, where the fast path alone is wrong, so d > 2^64
+ * is divided as d 2^-64 (a normal quotient q', correctly rounded) and q' is
+ * scaled back by 2^-64, a second rounding where the result is subnormal.
+ * That rounding can differ from the exact quotient's only where q' 2^-64 is
+ * a midpoint of the subnormal grid (q' - c 2^64 = +-2^-86 for c = RN(q'
+ * 2^-64)) and q' is inexact: then the residual 1 - d' q' says on which side
+ * the exact quotient lies, and c moves an ulp that way where that is the
+ * nearer point.  Exact against 1.0f / d for every d from 1 to 2^128 and inf
+ * (check_program.c, test_fdiv_fast_sequence: every mantissa of the binades
+ * with subnormal or near-subnormal quotients); NaN stays NaN.
+ */
+static LLVMValueRef
+recip_wide(CgFn *f, LLVMValueRef d)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef one = cg_f32(f, 1.0), s64 = cg_f32(f, 0x1p-64);
+	LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, d, cg_f32(f, 0x1p64), "");
+	LLVMValueRef inf = LLVMBuildFCmp(B, LLVMRealOEQ, d, cg_f32(f, INFINITY), "");
+	LLVMValueRef ds = LLVMBuildSelect(B, big, LLVMBuildFMul(B, LLVMBuildSelect(B, inf, one, d, ""), s64, ""), d, "");
+	LLVMValueRef q = cg_fdiv_fast(f, one, ds);
+	LLVMValueRef res = fma3(f, LLVMBuildFNeg(B, ds, ""), q, one);
+	LLVMValueRef c = LLVMBuildFMul(B, q, s64, "");
+	LLVMValueRef diff = fma3(f, LLVMBuildFNeg(B, c, ""), cg_f32(f, 0x1p64), q);
+	LLVMValueRef zero = cg_f32(f, 0.0);
+	LLVMValueRef mid = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOEQ, cg_fabs(f, diff), cg_f32(f, 0x1p-86), ""),
+					LLVMBuildFCmp(B, LLVMRealONE, res, zero, ""), "");
+	LLVMValueRef up = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGT, diff, zero, ""),
+				       LLVMBuildFCmp(B, LLVMRealOGT, res, zero, ""), "");
+	LLVMValueRef down = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLT, diff, zero, ""),
+					 LLVMBuildFCmp(B, LLVMRealOLT, res, zero, ""), "");
+	LLVMValueRef adj = LLVMBuildSelect(B, LLVMBuildAnd(B, mid, up, ""), cg_i32(f, 1),
+					   LLVMBuildSelect(B, LLVMBuildAnd(B, mid, down, ""), cg_i32(f, -1),
+							   cg_i32(f, 0), ""), "");
+	LLVMValueRef cb = LLVMBuildBitCast(B, LLVMBuildAdd(B, LLVMBuildBitCast(B, c, f->ti32, ""), adj, ""),
+					   f->tf32, "");
+
+	return LLVMBuildSelect(B, inf, zero, LLVMBuildSelect(B, big, cb, q, ""), "");
+}
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0
+ * (fast-div: recip_wide, the same bits) */
+LLVMValueRef
+cg_sigmoid(CgFn *f, LLVMValueRef x)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef e = cg_exp(f, LLVMBuildFNeg(B, x, ""));
+	LLVMValueRef d = LLVMBuildFAdd(B, cg_f32(f, 1.0), e, "");
+
+	if (cg_module_debug(f->m) & DBG_FAST_DIV)
+		return recip_wide(f, d);
+	return LLVMBuildFDiv(B, cg_f32(f, 1.0), d, "");
 }
 
 /* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1.

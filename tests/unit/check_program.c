@@ -1452,6 +1452,20 @@ fdiv_seq(float n, float d, float r0)
 	return fmaf(r, fmaf(-d, q, n), q);
 }
 
+/* target.c's recip_wide, its rcp 1/d rounded to nearest as the emulator's */
+static float
+recip_wide_c(float d)
+{
+	int big = d > 0x1p64f, inf = d == INFINITY;
+	float ds = big ? (inf ? 1.0f : d) * 0x1p-64f : d;
+	float q = fdiv_seq(1.0f, ds, 1.0f / ds), res = fmaf(-ds, q, 1.0f);
+	float c = q * 0x1p-64f, diff = fmaf(-c, 0x1p64f, q);
+	int mid = fabsf(diff) == 0x1p-86f && res != 0;
+	int adj = mid && diff > 0 && res > 0 ? 1 : mid && diff < 0 && res < 0 ? -1 : 0;
+
+	return inf ? 0.0f : big ? f_of(u_of(c) + (uint32_t)adj) : q;
+}
+
 /*
  * The sequence (div.rn.f32's fast path on sm_90a) from 1/d rounded to
  * nearest, the emulator's rcp, is n/d rounded to nearest for every
@@ -1482,25 +1496,39 @@ START_TEST(test_fdiv_fast_sequence)
 			float d = ldexpf(f_of(0x3f800000u | m), e);
 			ck_assert_uint_eq(u_of(fdiv_seq(2.0f, d, 1.0f / d)), u_of(2.0f / d));
 		}
+	/* sigmoid's 1/d (recip_wide): every mantissa where the quotient is
+	 * subnormal or next to it (d in 2^124..2^128), a sample elsewhere */
+	for (int e = 0; e <= 127; e++)
+		for (uint32_t m = 0; m < 1u << 23; m += e >= 124 ? 1 : 997) {
+			float d = ldexpf(f_of(0x3f800000u | m), e);
+			ck_assert_msg(u_of(recip_wide_c(d)) == u_of(1.0f / d), "1/%a: %a, not %a", (double)d,
+				      (double)recip_wide_c(d), (double)(1.0f / d));
+		}
+	ck_assert_uint_eq(u_of(recip_wide_c(INFINITY)), 0);
+	ck_assert(isnan(recip_wide_c(NAN)));
 }
 END_TEST
 
 /*
- * tanh, GELU (tanh and erf) and erf with --debug=fast-div: the same bits on
- * the emulator as div.rn over inputs of every magnitude, around the clamps
- * (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050, where
- * erf's reaches 2^16), zeros, infinities and NaN; and the sm_90a PTX of a
- * GEMM with a GELU epilogue divides without div.rn.
+ * tanh, GELU (tanh and erf), erf, sigmoid and SiLU with --debug=fast-div: the
+ * same bits on the emulator as div.rn over inputs of every magnitude, around
+ * the clamps (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050,
+ * where erf's reaches 2^16), x in -90..-86 (sigmoid's subnormal quotients),
+ * zeros, infinities and NaN; and the sm_90a PTX of a GEMM with a GELU
+ * epilogue divides without div.rn.
  */
 START_TEST(test_fast_div_same_bits)
 {
 	static const char text[] =
-		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64]) {\n"
+		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64], "
+		"s: f32[T,64], u: f32[T,64]) {\n"
 		"\t%a = tanh %x : f32[T,64]\n"
 		"\t%b = gelu %x, approx=tanh : f32[T,64]\n"
 		"\t%c = gelu %x : f32[T,64]\n"
 		"\t%e = erf %x : f32[T,64]\n"
-		"\tret %a, %b, %c, %e\n}\n";
+		"\t%s = sigmoid %x : f32[T,64]\n"
+		"\t%u = silu %x : f32[T,64]\n"
+		"\tret %a, %b, %c, %e, %s, %u\n}\n";
 	static const char gemm[] =
 		"weight $w : bf16[256,64] seed=1\n"
 		"weight $b : bf16[256] scale=0.1 seed=2\n"
@@ -1508,8 +1536,8 @@ START_TEST(test_fast_div_same_bits)
 		"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
 		"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
 		"\tret %y\n}\n";
-	enum { T = 64 };
-	Tensor in, out[2][4];
+	enum { T = 128, NOUT = 6 };
+	Tensor in, out[2][NOUT];
 	int64_t dim[2] = {T, 64};
 	uint64_t h = 1;
 	Diag d;
@@ -1524,9 +1552,10 @@ START_TEST(test_fast_div_same_bits)
 		case 1: *x = 9.357f + (float)((int64_t)(h % 4001) - 2000) * 1e-5f; break;
 		case 2: *x = f_of(u_of(200049.9f) + (uint32_t)(h % 41) - 20u); break;
 		case 3: *x = (float)(h >> 40) * 0x1p-24f * 12.0f; break;
+		case 4: *x = -86.0f - (float)(h >> 40) * 0x1p-24f * 4.0f; break;	/* sigmoid's subnormals */
 		default: *x = (float)(h >> 40) * 0x1p-22f - 2.0f; break;
 		}
-		if (h >> 63)
+		if (h >> 63 && i % 8 != 4)
 			*x = -*x;
 	}
 	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
@@ -1549,13 +1578,13 @@ START_TEST(test_fast_div_same_bits)
 		co.debug = fast ? DBG_FAST_DIV : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < NOUT; j++)
 			ck_assert_int_eq(tensor_alloc(&out[fast][j], DT_F32, 2, dim), 0);
 		ck_assert_int_eq(cg_program_emulate(p, &in, out[fast], T, &d), 0);
 		cg_program_free(p);
 		ir_free_module(m);
 	}
-	for (int j = 0; j < 4; j++) {
+	for (int j = 0; j < NOUT; j++) {
 		for (int64_t i = 0; i < T * 64; i++) {
 			float a = ((float *)out[0][j].data)[i], b = ((float *)out[1][j].data)[i];
 			ck_assert_msg(u_of(a) == u_of(b) || (isnan(a) && isnan(b)),
