@@ -1889,22 +1889,30 @@ fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
  * n / d rounded to nearest as div.rn.f32's fast path computes it (ptxas, sm_90a:
  * MUFU.RCP, then FFMA -d r + 1, r t + r, n r, -d q + n, r e + q): the same
  * instructions, without the FCHK range check and the call of the slow path
- * behind it, so the same bits as div.rn wherever that check passes: it
- * guards subnormal, infinite and extreme-exponent operands and quotients,
- * far from n = 1 or 2 and 1 <= d <= 2^27 (quotients 2^-26..2), the only
- * range callers may pass (their clamps keep it); NaN stays NaN.  The
- * emulator's rcp is 1/d rounded to nearest, from which the sequence is exact
- * for every mantissa (check_program.c, test_fdiv_fast_sequence).  The branch
+ * behind it.  Correctly rounded (so div.rn's bits) for n = 1 or 2 and 1 <= d
+ * <= 2^87, the only range callers pass (their clamps and scalings keep it),
+ * from any rcp within 2 ulp of 1/d (the PTX ISA's rcp.approx is within 1)
+ * once d's one hard mantissa, all ones, takes its exact reciprocal (3 integer
+ * instructions): check_program.c, test_fdiv_fast_sequence, every mantissa;
+ * a binade's computation is the next one's scaled by 2 exactly, nothing
+ * subnormal or overflowing on the way.  NaN stays NaN.  The emulator's rcp
+ * is 1/d rounded to nearest.  The branch
  * a division kept ptxas from interleaving a GEMM epilogue's elements: 128
  * dependent chains in a row (docs/codegen.md, "Division without a branch").
  */
 LLVMValueRef
 cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
 {
-	LLVMValueRef nd = LLVMBuildFNeg(f->B, d, ""), r, q;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef nd = LLVMBuildFNeg(B, d, ""), db = LLVMBuildBitCast(B, d, f->ti32, ""), r, q, ones, fix;
 
 	r = f->emu ? cg_call_emu(f, "moec_emu_rcp", f->tf32, &d, 1)
 		   : cg_asm(f, f->tf32, "rcp.approx.ftz.f32 $0, $1;", "=f,f", &d, 1, 0);
+	/* a mantissa of all ones (the one where an rcp an ulp off misses):
+	 * its reciprocal rounded to nearest, 2^-(k+1) (1 + 2^-23) */
+	ones = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, db, 0x7fffff), cg_i32(f, 0x7fffff), "");
+	fix = LLVMBuildOr(B, LLVMBuildSub(B, cg_i32(f, 253 << 23), cg_and(f, db, 0x7f800000), ""), cg_i32(f, 1), "");
+	r = LLVMBuildSelect(B, ones, LLVMBuildBitCast(B, fix, f->tf32, ""), r, "");
 	r = fma3(f, r, fma3(f, nd, r, cg_f32(f, 1.0)), r);
 	q = LLVMBuildFMul(f->B, n, r, "");
 	return fma3(f, r, fma3(f, nd, q, n), q);
