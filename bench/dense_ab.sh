@@ -8,16 +8,24 @@
 #           outputs of every arm against main's on one input
 #           (bench/same_outputs.sh: clusters are checked nowhere else), then
 #           bench/plan_ab.sh over the arms (2 rounds of moert bench --graph)
-# Arms: main (the default plan), wide (--debug=wg-wide), c2 (clusters of 2
-# sharing B with 64x256 warpgroup tiles: bench/dense_c2.tuning), c2n
-# (clusters alone: bench/dense_c2n.tuning).  ARMS chooses others.
+# Arms: main (the default plan), fdiv (--debug=fast-div: GELU's division
+# without div.rn's slow-path branch, the same bits; session 28), fdivpp (and
+# ping-pong consumers in every T bucket), fdivppw (ping-pong on 64x256
+# warpgroup tiles), fdivw (64x256 warpgroup tiles, cooperative), wide
+# (--debug=wg-wide), c2 (clusters of 2 sharing B with 64x256 warpgroup tiles:
+# bench/dense_c2.tuning), c2n (clusters alone: bench/dense_c2n.tuning).
+# ARMS chooses others (default: main and the fdiv arms).
 set -u
 mode=$1 a=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
-arms=${ARMS:-main wide c2 c2n}
+arms=${ARMS:-main fdiv fdivpp fdivppw fdivw}
 flags() {
 	case $1 in
 	main) echo "" ;;
+	fdiv) echo "--debug=fast-div" ;;
+	fdivpp) echo "--debug=fast-div,ws-pingpong" ;;
+	fdivppw) echo "--debug=fast-div,ws-pingpong,wg-wide" ;;
+	fdivw) echo "--debug=fast-div,wg-wide" ;;
 	wide) echo "--debug=wg-wide" ;;
 	c2) echo "--tuning=$src/bench/dense_c2.tuning" ;;
 	c2n) echo "--tuning=$src/bench/dense_c2n.tuning" ;;

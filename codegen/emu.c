@@ -878,6 +878,9 @@ moec_emu_setmaxnreg(int32_t code)
 }
 
 float moec_emu_exp2(float x) { return exp2f(x); }
+/* rcp.approx.ftz.f32: 1/x rounded to nearest (the GPU's is within an ulp of
+ * it; cg_fdiv_fast's sequence is exact from this one), a subnormal x as 0 */
+float moec_emu_rcp(float x) { return 1.0f / (fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x); }
 int32_t moec_emu_f32_to_bf16(float x) { return f32_to_bf16(x); }
 int32_t moec_emu_f32_to_f16(float x) { return f32_to_f16(x); }
 
@@ -1629,6 +1632,7 @@ static const struct {
 	{"moec_emu_match_any", (void *)moec_emu_match_any},
 	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
+	{"moec_emu_rcp", (void *)moec_emu_rcp},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
 	{"moec_emu_f32_to_f16", (void *)moec_emu_f32_to_f16},
 	{"moec_emu_f32_to_tf32", (void *)moec_emu_f32_to_tf32},

@@ -12,6 +12,7 @@
  * up by name, and a name this LLVM lacks is a diagnostic, never an abort.
  */
 #define CG_INTERNAL
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1876,17 +1877,119 @@ cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, a, b, ""), a, b, "");
 }
 
-/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0 */
+static LLVMValueRef
+fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+
+	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
+}
+
+/*
+ * n / d rounded to nearest as div.rn.f32's fast path computes it (ptxas, sm_90a:
+ * MUFU.RCP, then FFMA -d r + 1, r t + r, n r, -d q + n, r e + q): the same
+ * instructions, without the FCHK range check and the call of the slow path
+ * behind it.  Correctly rounded (so div.rn's bits) for n = 1 or 2 and 1 <= d
+ * <= 2^87, the only range callers pass (their clamps and scalings keep it),
+ * from any rcp within 2 ulp of 1/d (the PTX ISA's rcp.approx is within 1)
+ * once d's one hard mantissa, all ones, takes its exact reciprocal (3 integer
+ * instructions): check_program.c, test_fdiv_fast_sequence, every mantissa;
+ * a binade's computation is the next one's scaled by 2 exactly, nothing
+ * subnormal or overflowing on the way.  NaN stays NaN.  The emulator's rcp
+ * is 1/d rounded to nearest.  The branch
+ * a division kept ptxas from interleaving a GEMM epilogue's elements: 128
+ * dependent chains in a row (docs/codegen.md, "Division without a branch").
+ */
+LLVMValueRef
+cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef nd = LLVMBuildFNeg(B, d, ""), db = LLVMBuildBitCast(B, d, f->ti32, ""), r, q, ones, fix;
+
+	r = f->emu ? cg_call_emu(f, "moec_emu_rcp", f->tf32, &d, 1)
+		   : cg_asm(f, f->tf32, "rcp.approx.ftz.f32 $0, $1;", "=f,f", &d, 1, 0);
+	/* a mantissa of all ones (the one where an rcp an ulp off misses):
+	 * its reciprocal rounded to nearest, 2^-(k+1) (1 + 2^-23) */
+	ones = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, db, 0x7fffff), cg_i32(f, 0x7fffff), "");
+	fix = LLVMBuildOr(B, LLVMBuildSub(B, cg_i32(f, 253 << 23), cg_and(f, db, 0x7f800000), ""), cg_i32(f, 1), "");
+	r = LLVMBuildSelect(B, ones, LLVMBuildBitCast(B, fix, f->tf32, ""), r, "");
+	r = fma3(f, r, fma3(f, nd, r, cg_f32(f, 1.0)), r);
+	q = LLVMBuildFMul(f->B, n, r, "");
+	return fma3(f, r, fma3(f, nd, q, n), q);
+}
+
+/* n / d for the math below: div.rn, or (--debug=fast-div) cg_fdiv_fast of d
+ * clamped to at most hi, where the caller shows the clamp changes no result */
+static LLVMValueRef
+fdiv_clamped(CgFn *f, LLVMValueRef n, LLVMValueRef d, double hi)
+{
+	LLVMValueRef h = cg_f32(f, hi);
+
+	if (!(cg_module_debug(f->m) & DBG_FAST_DIV))
+		return LLVMBuildFDiv(f->B, n, d, "");
+	d = LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, d, h, ""), h, d, "");	/* NaN stays */
+	return cg_fdiv_fast(f, n, d);
+}
+
+/*
+ * 1 / d for d >= 1 up to inf (sigmoid's divisor), div.rn's bits without its
+ * branch (fast-div).  The quotient is the result here, subnormal for d >
+ * 2^126 and 0 for d = inf, where the fast path alone is wrong, so d > 2^64
+ * is divided as d 2^-64 (a normal quotient q', correctly rounded) and q' is
+ * scaled back by 2^-64, a second rounding where the result is subnormal.
+ * That rounding can differ from the exact quotient's only where q' 2^-64 is
+ * a midpoint of the subnormal grid (q' - c 2^64 = +-2^-86 for c = RN(q'
+ * 2^-64)) and q' is inexact: then the residual 1 - d' q' says on which side
+ * the exact quotient lies, and c moves an ulp that way where that is the
+ * nearer point.  Exact against 1.0f / d for every d from 1 to 2^128 and inf
+ * (check_program.c, test_fdiv_fast_sequence: every mantissa of the binades
+ * with subnormal or near-subnormal quotients); NaN stays NaN.
+ */
+static LLVMValueRef
+recip_wide(CgFn *f, LLVMValueRef d)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef one = cg_f32(f, 1.0), s64 = cg_f32(f, 0x1p-64);
+	LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, d, cg_f32(f, 0x1p64), "");
+	LLVMValueRef inf = LLVMBuildFCmp(B, LLVMRealOEQ, d, cg_f32(f, INFINITY), "");
+	LLVMValueRef ds = LLVMBuildSelect(B, big, LLVMBuildFMul(B, LLVMBuildSelect(B, inf, one, d, ""), s64, ""), d, "");
+	LLVMValueRef q = cg_fdiv_fast(f, one, ds);
+	LLVMValueRef res = fma3(f, LLVMBuildFNeg(B, ds, ""), q, one);
+	LLVMValueRef c = LLVMBuildFMul(B, q, s64, "");
+	LLVMValueRef diff = fma3(f, LLVMBuildFNeg(B, c, ""), cg_f32(f, 0x1p64), q);
+	LLVMValueRef zero = cg_f32(f, 0.0);
+	LLVMValueRef mid = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOEQ, cg_fabs(f, diff), cg_f32(f, 0x1p-86), ""),
+					LLVMBuildFCmp(B, LLVMRealONE, res, zero, ""), "");
+	LLVMValueRef up = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGT, diff, zero, ""),
+				       LLVMBuildFCmp(B, LLVMRealOGT, res, zero, ""), "");
+	LLVMValueRef down = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLT, diff, zero, ""),
+					 LLVMBuildFCmp(B, LLVMRealOLT, res, zero, ""), "");
+	LLVMValueRef adj = LLVMBuildSelect(B, LLVMBuildAnd(B, mid, up, ""), cg_i32(f, 1),
+					   LLVMBuildSelect(B, LLVMBuildAnd(B, mid, down, ""), cg_i32(f, -1),
+							   cg_i32(f, 0), ""), "");
+	LLVMValueRef cb = LLVMBuildBitCast(B, LLVMBuildAdd(B, LLVMBuildBitCast(B, c, f->ti32, ""), adj, ""),
+					   f->tf32, "");
+
+	return LLVMBuildSelect(B, inf, zero, LLVMBuildSelect(B, big, cb, q, ""), "");
+}
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0
+ * (fast-div: recip_wide, the same bits) */
 LLVMValueRef
 cg_sigmoid(CgFn *f, LLVMValueRef x)
 {
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef e = cg_exp(f, LLVMBuildFNeg(B, x, ""));
+	LLVMValueRef d = LLVMBuildFAdd(B, cg_f32(f, 1.0), e, "");
 
-	return LLVMBuildFDiv(B, cg_f32(f, 1.0), LLVMBuildFAdd(B, cg_f32(f, 1.0), e, ""), "");
+	if (cg_module_debug(f->m) & DBG_FAST_DIV)
+		return recip_wide(f, d);
+	return LLVMBuildFDiv(B, cg_f32(f, 1.0), d, "");
 }
 
-/* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1 */
+/* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1.
+ * The divisor is >= 2; clamped at 2^27 (fast-div) the quotient is 2^-26 where
+ * it was smaller, and 1 - q rounds to 1 either way. */
 LLVMValueRef
 cg_tanh(CgFn *f, LLVMValueRef x)
 {
@@ -1894,8 +1997,8 @@ cg_tanh(CgFn *f, LLVMValueRef x)
 	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
 	LLVMValueRef e = cg_exp(f, LLVMBuildFMul(B, ax, cg_f32(f, 2.0), ""));
 	LLVMValueRef t = LLVMBuildFSub(B, cg_f32(f, 1.0),
-				       LLVMBuildFDiv(B, cg_f32(f, 2.0),
-						     LLVMBuildFAdd(B, e, cg_f32(f, 1.0), ""), ""), "");
+				       fdiv_clamped(f, cg_f32(f, 2.0),
+						    LLVMBuildFAdd(B, e, cg_f32(f, 1.0), ""), 134217728.0), "");
 	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_f32(f, 0.0), "");
 
 	return LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, t, ""), t, "");
@@ -1904,6 +2007,8 @@ cg_tanh(CgFn *f, LLVMValueRef x)
 /*
  * erf by Abramowitz & Stegun 7.1.26 on |x| (|error| <= 1.5e-7), odd
  * extension: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^-x^2.
+ * t = 1 / (1 + 0.3275911 |x|), its divisor >= 1; clamped at 2^16 (fast-div)
+ * only where |x| > 2e5, whose e^-x^2 is 0: the result is 1 either way.
  */
 LLVMValueRef
 cg_erf(CgFn *f, LLVMValueRef x)
@@ -1912,9 +2017,9 @@ cg_erf(CgFn *f, LLVMValueRef x)
 				    -1.453152027, 1.061405429};
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef ax = cg_fmax(f, x, LLVMBuildFNeg(B, x, ""));
-	LLVMValueRef t = LLVMBuildFDiv(B, cg_f32(f, 1.0),
-				       LLVMBuildFAdd(B, cg_f32(f, 1.0),
-						     LLVMBuildFMul(B, ax, cg_f32(f, 0.3275911), ""), ""), "");
+	LLVMValueRef t = fdiv_clamped(f, cg_f32(f, 1.0),
+				      LLVMBuildFAdd(B, cg_f32(f, 1.0),
+						    LLVMBuildFMul(B, ax, cg_f32(f, 0.3275911), ""), ""), 65536.0);
 	LLVMValueRef p = cg_f32(f, a[4]), y, neg;
 
 	for (int i = 3; i >= 0; i--)

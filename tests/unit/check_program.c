@@ -1438,6 +1438,197 @@ START_TEST(test_every_scalar_op_fuses_into_the_epilogue_bit_identically)
 }
 END_TEST
 
+/* --- division without a branch (--debug=fast-div, cg_fdiv_fast) ------------ */
+
+static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* cg_fdiv_fast's sequence, its rcp r0 given (fix: d's mantissa of all ones
+ * takes its exact reciprocal, as cg_fdiv_fast does) */
+static float
+fdiv_seq_fix(float n, float d, float r0, int fix)
+{
+	uint32_t db = u_of(d);
+	float r, q;
+
+	if (fix && (db & 0x7fffff) == 0x7fffff)
+		r0 = f_of(((253u << 23) - (db & 0x7f800000)) | 1);
+	r = fmaf(r0, fmaf(-d, r0, 1.0f), r0), q = n * r;
+	return fmaf(r, fmaf(-d, q, n), q);
+}
+
+static float fdiv_seq(float n, float d, float r0) { return fdiv_seq_fix(n, d, r0, 1); }
+
+/* target.c's recip_wide, its rcp 1/d rounded to nearest as the emulator's */
+static float
+recip_wide_c(float d)
+{
+	int big = d > 0x1p64f, inf = d == INFINITY;
+	float ds = big ? (inf ? 1.0f : d) * 0x1p-64f : d;
+	float q = fdiv_seq(1.0f, ds, 1.0f / ds), res = fmaf(-ds, q, 1.0f);
+	float c = q * 0x1p-64f, diff = fmaf(-c, 0x1p64f, q);
+	int mid = fabsf(diff) == 0x1p-86f && res != 0;
+	int adj = mid && diff > 0 && res > 0 ? 1 : mid && diff < 0 && res < 0 ? -1 : 0;
+
+	return inf ? 0.0f : big ? f_of(u_of(c) + (uint32_t)adj) : q;
+}
+
+/*
+ * The sequence (div.rn.f32's fast path on sm_90a) is n/d rounded to nearest
+ * for every mantissa of d from any rcp within 2 ulp of 1/d (n = 1; n = 2
+ * and d's other binades are the same computation scaled by powers of 2,
+ * exactly).  Without cg_fdiv_fast's fix an rcp an ulp off misses where d's
+ * mantissa is all ones (Markstein's exception), and only there.
+ */
+START_TEST(test_fdiv_fast_sequence)
+{
+	long off = 0;
+
+	for (uint32_t m = 0; m < 1u << 23; m++) {
+		float d = f_of(0x3f800000u | m), q = 1.0f / d;
+		uint32_t r0 = u_of(q);
+
+		for (int k = -2; k <= 2; k++) {
+			ck_assert_msg(u_of(fdiv_seq(1.0f, d, f_of(r0 + (uint32_t)k))) == u_of(q),
+				      "mantissa %#x, rcp %+d ulp", m, k);
+			if (k && k * k == 1 && u_of(fdiv_seq_fix(1.0f, d, f_of(r0 + (uint32_t)k), 0)) != u_of(q))
+				ck_assert_msg(m == 0x7fffff, "mantissa %#x, rcp %+d ulp, no fix", m, k), off++;
+		}
+	}
+	ck_assert_int_eq(off, 2);
+	for (int e = 0; e <= 27; e++)	/* n = 2 over the binades tanh divides in */
+		for (uint32_t m = 0; m < 1u << 23; m += 4099) {
+			float d = ldexpf(f_of(0x3f800000u | m), e);
+			ck_assert_uint_eq(u_of(fdiv_seq(2.0f, d, 1.0f / d)), u_of(2.0f / d));
+		}
+	/* sigmoid's 1/d (recip_wide): every mantissa where the quotient is
+	 * subnormal or next to it (d in 2^124..2^128), a sample elsewhere */
+	for (int e = 0; e <= 127; e++)
+		for (uint32_t m = 0; m < 1u << 23; m += e >= 124 ? 1 : 997) {
+			float d = ldexpf(f_of(0x3f800000u | m), e);
+			ck_assert_msg(u_of(recip_wide_c(d)) == u_of(1.0f / d), "1/%a: %a, not %a", (double)d,
+				      (double)recip_wide_c(d), (double)(1.0f / d));
+		}
+	ck_assert_uint_eq(u_of(recip_wide_c(INFINITY)), 0);
+	ck_assert(isnan(recip_wide_c(NAN)));
+}
+END_TEST
+
+/*
+ * tanh, GELU (tanh and erf), erf, sigmoid and SiLU with --debug=fast-div: the
+ * same bits on the emulator as div.rn over inputs of every magnitude, around
+ * the clamps (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050,
+ * where erf's reaches 2^16), x in -90..-86 (sigmoid's subnormal quotients),
+ * zeros, infinities and NaN; and the sm_90a PTX of a GEMM with a GELU
+ * epilogue divides without div.rn.
+ */
+START_TEST(test_fast_div_same_bits)
+{
+	static const char text[] =
+		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64], "
+		"s: f32[T,64], u: f32[T,64]) {\n"
+		"\t%a = tanh %x : f32[T,64]\n"
+		"\t%b = gelu %x, approx=tanh : f32[T,64]\n"
+		"\t%c = gelu %x : f32[T,64]\n"
+		"\t%e = erf %x : f32[T,64]\n"
+		"\t%s = sigmoid %x : f32[T,64]\n"
+		"\t%u = silu %x : f32[T,64]\n"
+		"\tret %a, %b, %c, %e, %s, %u\n}\n";
+	static const char gemm[] =
+		"weight $w : bf16[256,64] seed=1\n"
+		"weight $b : bf16[256] scale=0.1 seed=2\n"
+		"graph @d(%x: bf16[T,64]) -> (y: bf16[T,256]) {\n"
+		"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
+		"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
+		"\tret %y\n}\n";
+	enum { T = 128, NOUT = 6 };
+	Tensor in, out[2][NOUT];
+	int64_t dim[2] = {T, 64};
+	uint64_t h = 1;
+	Diag d;
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(tensor_alloc(&in, DT_F32, 2, dim), 0);
+	for (int64_t i = 0; i < T * 64; i++) {
+		float *x = (float *)in.data + i;
+		h = mix64(h + (uint64_t)i);
+		switch (i % 8) {
+		case 0: *x = ldexpf((float)(h >> 40) * 0x1p-24f + 1.0f, (int)(h % 160) - 80); break;
+		case 1: *x = 9.357f + (float)((int64_t)(h % 4001) - 2000) * 1e-5f; break;
+		case 2: *x = f_of(u_of(200049.9f) + (uint32_t)(h % 41) - 20u); break;
+		case 3: *x = (float)(h >> 40) * 0x1p-24f * 12.0f; break;
+		case 4: *x = -86.0f - (float)(h >> 40) * 0x1p-24f * 4.0f; break;	/* sigmoid's subnormals */
+		default: *x = (float)(h >> 40) * 0x1p-22f - 2.0f; break;
+		}
+		if (h >> 63 && i % 8 != 4)
+			*x = -*x;
+	}
+	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
+	((float *)in.data)[5] = INFINITY, ((float *)in.data)[7] = -INFINITY, ((float *)in.data)[9] = NAN;
+	((float *)in.data)[11] = 3e38f, ((float *)in.data)[13] = -1e-40f;
+	for (int fast = 0; fast < 2; fast++) {
+		Module *m = ir_parse("fastdiv.ir", text, strlen(text), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "emu";
+		co.narch = 1;
+		co.max_tokens = T;
+		co.debug = fast ? DBG_FAST_DIV : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		for (int j = 0; j < NOUT; j++)
+			ck_assert_int_eq(tensor_alloc(&out[fast][j], DT_F32, 2, dim), 0);
+		ck_assert_int_eq(cg_program_emulate(p, &in, out[fast], T, &d), 0);
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+	for (int j = 0; j < NOUT; j++) {
+		for (int64_t i = 0; i < T * 64; i++) {
+			float a = ((float *)out[0][j].data)[i], b = ((float *)out[1][j].data)[i];
+			ck_assert_msg(u_of(a) == u_of(b) || (isnan(a) && isnan(b)),
+				      "output %d, x = %a: div.rn %a, fast-div %a", j, (double)((float *)in.data)[i],
+				      (double)a, (double)b);
+		}
+		tensor_free(&out[0][j]);
+		tensor_free(&out[1][j]);
+	}
+	tensor_free(&in);
+	for (int fast = 0; fast < 2; fast++) {	/* sm_90a PTX: the epilogue's division */
+		Module *m = ir_parse("fastdiv-gemm.ir", gemm, strlen(gemm), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+		const char *ptx;
+		size_t len;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "sm_90a";
+		co.narch = 1;
+		co.max_tokens = 4096;
+		co.debug = fast ? DBG_FAST_DIV : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ptx = cg_program_ptx(p, 0, &len);
+		ck_assert_ptr_nonnull(ptx);
+		ck_assert(!!strstr(ptx, "div.rn.f32") == !fast);
+		ck_assert(!!strstr(ptx, "rcp.approx.ftz.f32") == fast);
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
 /* --- RMSNorm row kernels (k_norm.c) ----------------------------------------- */
 
 /* Rows (x's dtype, gamma's, the norm's, its cast or "", H, rstd eps or 0):
@@ -1671,6 +1862,11 @@ program_suite(void)
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fast_div");	/* --debug=fast-div: the same bits as div.rn */
+	tcase_set_timeout(tc, 900);	/* ~25 s of CPU: 60M divisions, an emulated body kernel */
+	tcase_add_test(tc, test_fdiv_fast_sequence);
+	tcase_add_test(tc, test_fast_div_same_bits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
 	tcase_set_timeout(tc, 300);
