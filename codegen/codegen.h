@@ -548,6 +548,9 @@ struct GemmSpec {
 	int no_rank;		/* CG_MAINLOOP_WS, grouped: work items in expert order, not heavy-first (each
 				 * CTA of the tiles schedule ranks all E experts, O(E^2 / threads), before
 				 * its one tile, and every item there is one tile); --debug=grouped-lean */
+	int vec_ahead;		/* CG_MAINLOOP_VEC: 1: each group of B loads is issued one group ahead of its
+				 * FMAs, across items (two groups' registers); 0: the next item's first group
+				 * after this item's FMAs (session 27); --debug=vec-ahead */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */

@@ -1391,6 +1391,7 @@ vec_plan(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tokens)
 	c.sched = CG_SCHED_PERSISTENT;
 	c.ctas = cg_target_sms(t) * VEC_CTAS;
 	c.min_ctas = VEC_CTAS;
+	c.vec_ahead = (p->o.debug & DBG_VEC_AHEAD) != 0;	/* the flip to a default: 1 */
 	diag_init(&quiet, NULL);
 	if (cg_gemm_check(t, &c, &quiet) == 0)
 		*s = c;

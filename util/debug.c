@@ -73,6 +73,10 @@ const DebugFlag debug_flags[] = {
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
+	{"vec-ahead", DBG_VEC_AHEAD, NULL,
+	 "compile: the warp-dot GEMMs of bundles for at most 4 tokens issue each group of weight loads one group "
+	 "ahead of its FMAs, also across work items, so a warp always has loads in flight (session 28; A/B on the "
+	 "GPU; docs/codegen.md, Decode GEMMs as warp dot products)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -593,6 +593,7 @@ END_TEST
  * (the front's gate|up and down, gpt-oss's expert biases, DeepSeek-V3's 256
  * experts) at max_tokens 1 and 4 (T = max_tokens), and a block with a dense
  * GEMM after the MoE; against the interpreter.  At 5 tokens: the tiles.
+ * Loop index 1: --debug=vec-ahead (loads a group ahead).
  */
 START_TEST(test_vec_gemm_blocks_match_interpreter)
 {
@@ -609,7 +610,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		m = fused_for("vec_block.ir", src, &ref, &d, 4);
 		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
 			emu_opts(&co, mt);
-			co.debug = 0;
+			co.debug = _i ? DBG_VEC_AHEAD : 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
@@ -642,7 +643,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("vec_1k.ir", src1k, &ref, &d, 4);
 		emu_opts(&co, 4);
-		co.debug = 0;
+		co.debug = _i ? DBG_VEC_AHEAD : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), 1);
@@ -662,7 +663,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("split_block.ir", split_block, &ref, &d, mt);
 		emu_opts(&co, mt);
-		co.debug = 0;
+		co.debug = _i ? DBG_VEC_AHEAD : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
@@ -1649,7 +1650,7 @@ program_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
-	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
+	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 0, 2);
 	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
