@@ -803,6 +803,8 @@ struct CgRouteSpec {
 	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
 	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
 	int m_per_t;		/* token rows = m_per_t * T (1; 2 for [2,seq,H] with seq symbolic) */
+	int bfly;		/* 1: each top-k round a butterfly arg-max of 64-bit keys in every lane, no
+				 * barrier a round (the same choices); 0: a shfl.up scan and a broadcast */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -825,6 +827,8 @@ struct CgPermuteSpec {
 	int m_per_t;		/* ids rows = m_per_t * T (1) */
 	int grid;		/* 1: the grid sort, two kernels NAME_count and NAME (0: one CTA) */
 	int64_t max_slots;	/* grid: the slots (m_per_t*T*k) at the largest T (0: unknown) */
+	int small;		/* cg_permute_block with at most one slot a thread: each slot's place and
+				 * each offset counted from all the ids (no counters or scans; 0: owners) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -1188,6 +1192,7 @@ void cg_bar_sync(CgFn *f, LLVMValueRef id, int nthreads);
 void cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads);
 /* shfl.sync.up.b32 over the full warp: lane l gets lane l-delta's v (l < delta: its own) */
 LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
+LLVMValueRef cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask);	/* shfl.sync.bfly: lane l ^ mask's v */
 
 /* tensor-core building blocks (sm_80) */
 void cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);

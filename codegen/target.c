@@ -1194,6 +1194,24 @@ cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
 	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.up.i32", f->ti32, NULL, 0, a, 4);
 }
 
+/* shfl.sync.bfly.b32 over the full warp: lane l gets lane (l ^ mask)'s v (i32) */
+LLVMValueRef
+cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask)
+{
+	LLVMValueRef a[4];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, mask)};
+		cg_call_emu(f, "moec_emu_shfl_xor", NULL, e, 2);
+		return cg_get(f, io);
+	}
+	a[0] = cg_i32(f, -1);
+	a[1] = v;
+	a[2] = cg_i32(f, mask);
+	a[3] = cg_i32(f, 31);
+	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.bfly.i32", f->ti32, NULL, 0, a, 4);
+}
+
 /* ---- tensor-core building blocks ---- */
 
 /* cp.async of 16 bytes (.cg: L2 only) or 4 (.ca: 16 is the only size .cg takes) */

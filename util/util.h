@@ -145,7 +145,8 @@ enum {
 	DBG_F8_HALVES = 1 << 20,	/* codegen: FP8 x FP8 wgmma GEMMs promote two column halves, not whole k-tiles (A/B) */
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
-	DBG_VEC_AHEAD = 1 << 26,	/* codegen: max_tokens <= 4: warp-dot GEMMs load a group ahead (A/B) */
+	DBG_VEC_AHEAD = 1 << 26,	/* codegen: warp-dot GEMMs load a group ahead, fronts' top-k and sort without
+				 * barriers a round or counters (session 28, A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 };
 typedef struct {
