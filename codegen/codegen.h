@@ -885,6 +885,8 @@ struct CgFrontSpec {
 				 * (cg_target_sms; 0: 132, an H100/H200) */
 	int split;		/* max_t <= 4: a token's row split over the CTA's warps where
 				 * cg_front_split allows (--debug=no-vec-gemm: not) */
+	int acq_rel;		/* the hand-over's fences fence.acq_rel.gpu (a release before each
+				 * flag, an acquire after the waits), not fence.sc.gpu */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
@@ -1178,6 +1180,7 @@ LLVMValueRef cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align
 void cg_gload_stream(CgFn *f, LLVMValueRef p, int n, LLVMValueRef *out);
 void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
+void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patterns */
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
 LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */

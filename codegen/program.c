@@ -2318,7 +2318,7 @@ find_fronts(CgProgram *p)
 			fm.s.split = !(p->o.debug & DBG_NO_VEC_GEMM);
 			/* the last CTA's top-k without a barrier a round, its permute without
 			 * counters (the same results; the flip to a default: 1) */
-			fm.s.route.bfly = fm.s.perm.small = (p->o.debug & DBG_VEC_AHEAD) != 0;
+			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel = (p->o.debug & DBG_VEC_AHEAD) != 0;
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

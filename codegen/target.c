@@ -1066,6 +1066,18 @@ cg_fence(CgFn *f)
 		cg_asm(f, NULL, "fence.sc.gpu;", "~{memory}", NULL, 0, 1);
 }
 
+/* fence.acq_rel.gpu: with a strong (volatile) store after it a release, with
+ * a strong load before it an acquire (PTX's atomics ABI), lighter than
+ * fence.sc */
+void
+cg_fence_acq_rel(CgFn *f)
+{
+	if (f->emu)
+		LLVMBuildFence(f->B, LLVMAtomicOrderingAcquireRelease, 0, "");
+	else
+		cg_asm(f, NULL, "fence.acq_rel.gpu;", "~{memory}", NULL, 0, 1);
+}
+
 /*
  * Spin until the i32 at p equals want.  The emulator runs CTAs one after
  * another in launch order, so what an earlier CTA set is there at the first

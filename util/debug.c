@@ -76,8 +76,8 @@ const DebugFlag debug_flags[] = {
 	{"vec-ahead", DBG_VEC_AHEAD, NULL,
 	 "compile: the warp-dot GEMMs of bundles for at most 4 tokens issue each group of weight loads one group "
 	 "ahead of its FMAs, also across work items, so a warp always has loads in flight; decode fronts take the "
-	 "top-k without a barrier a round and sort few slots without counters (the same bits; session 28, A/B on "
-	 "the GPU; docs/codegen.md, Decode GEMMs as warp dot products, Decode fronts)"},
+	 "top-k without a barrier a round, sort few slots without counters and hand over with acq_rel fences (the "
+	 "same bits; session 28, A/B on the GPU; docs/codegen.md, Decode GEMMs as warp dot products, Decode fronts)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
