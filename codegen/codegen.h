@@ -548,6 +548,9 @@ struct GemmSpec {
 	int no_rank;		/* CG_MAINLOOP_WS, grouped: work items in expert order, not heavy-first (each
 				 * CTA of the tiles schedule ranks all E experts, O(E^2 / threads), before
 				 * its one tile, and every item there is one tile); --debug=grouped-lean */
+	int vec_ahead;		/* CG_MAINLOOP_VEC: 1: each group of B loads is issued one group ahead of its
+				 * FMAs, across items (two groups' registers); 0: the next item's first group
+				 * after this item's FMAs (session 27); --debug=vec-ahead */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
@@ -800,6 +803,8 @@ struct CgRouteSpec {
 	int has_selbias;	/* a "selbias" [E] added to the scores for the selection only */
 	DType logits_dt, selbias_dt;	/* f32, bf16 or f16 */
 	int m_per_t;		/* token rows = m_per_t * T (1; 2 for [2,seq,H] with seq symbolic) */
+	int bfly;		/* 1: each top-k round a butterfly arg-max of 64-bit keys in every lane, no
+				 * barrier a round (the same choices); 0: a shfl.up scan and a broadcast */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -822,6 +827,8 @@ struct CgPermuteSpec {
 	int m_per_t;		/* ids rows = m_per_t * T (1) */
 	int grid;		/* 1: the grid sort, two kernels NAME_count and NAME (0: one CTA) */
 	int64_t max_slots;	/* grid: the slots (m_per_t*T*k) at the largest T (0: unknown) */
+	int small;		/* cg_permute_block with at most one slot a thread: each slot's place and
+				 * each offset counted from all the ids (no counters or scans; 0: owners) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -878,6 +885,8 @@ struct CgFrontSpec {
 				 * (cg_target_sms; 0: 132, an H100/H200) */
 	int split;		/* max_t <= 4: a token's row split over the CTA's warps where
 				 * cg_front_split allows (--debug=no-vec-gemm: not) */
+	int acq_rel;		/* the hand-over's fences fence.acq_rel.gpu (a release before each
+				 * flag, an acquire after the waits), not fence.sc.gpu */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
@@ -1171,6 +1180,7 @@ LLVMValueRef cg_gload_volatile(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align
 void cg_gload_stream(CgFn *f, LLVMValueRef p, int n, LLVMValueRef *out);
 void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
+void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patterns */
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
 LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
@@ -1185,6 +1195,7 @@ void cg_bar_sync(CgFn *f, LLVMValueRef id, int nthreads);
 void cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads);
 /* shfl.sync.up.b32 over the full warp: lane l gets lane l-delta's v (l < delta: its own) */
 LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
+LLVMValueRef cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask);	/* shfl.sync.bfly: lane l ^ mask's v */
 
 /* tensor-core building blocks (sm_80) */
 void cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);

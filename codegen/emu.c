@@ -95,7 +95,7 @@
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_ELECT, C_VOTE_ANY, C_MATCH_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_SHFL_XOR, C_ELECT, C_VOTE_ANY, C_MATCH_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
        C_SETMAXNREG };
 #define MAXBAR 64		/* mbarriers per CTA */
 #define NAMED_BARS 16		/* bar.sync ids; 0 is the CTA barrier (moec_emu_barrier) */
@@ -513,6 +513,18 @@ moec_emu_shfl_up(int32_t *io, int32_t delta)
 	t->coll = C_SHFL_UP;
 	t->cp[0] = io;
 	t->ci = delta;
+	yield(T_COLL);
+}
+
+/* shfl.sync.bfly: lane l gets lane l ^ mask's value */
+void
+moec_emu_shfl_xor(int32_t *io, int32_t mask)
+{
+	Thr *t = E.cur;
+
+	t->coll = C_SHFL_XOR;
+	t->cp[0] = io;
+	t->ci = mask;
 	yield(T_COLL);
 }
 
@@ -1057,6 +1069,17 @@ do_shfl_up(Thr *w)
 		*(int32_t *)w[l].cp[0] = l >= w[0].ci ? v[l - w[0].ci] : v[l];
 }
 
+__attribute__((noinline)) static void
+do_shfl_xor(Thr *w)
+{
+	int32_t v[32];
+
+	for (int l = 0; l < 32; l++)
+		v[l] = *(int32_t *)w[l].cp[0];
+	for (int l = 0; l < 32; l++)
+		*(int32_t *)w[l].cp[0] = v[(l ^ w[0].ci) & 31];
+}
+
 /* match.any.sync.b32: each lane gets the mask of the lanes holding its value */
 __attribute__((noinline)) static void
 do_match_any(Thr *w)
@@ -1482,6 +1505,8 @@ warp_step(int w)
 		do_vote_any(lane);
 	else if (lane[0].coll == C_MATCH_ANY)
 		do_match_any(lane);
+	else if (lane[0].coll == C_SHFL_XOR)
+		do_shfl_xor(lane);
 	else
 		do_shfl_up(lane);
 	for (int l = 0; l < 32; l++)
@@ -1617,6 +1642,7 @@ static const struct {
 	{"moec_emu_ldmatrix", (void *)moec_emu_ldmatrix},
 	{"moec_emu_mma", (void *)moec_emu_mma},
 	{"moec_emu_shfl_up", (void *)moec_emu_shfl_up},
+	{"moec_emu_shfl_xor", (void *)moec_emu_shfl_xor},
 	{"moec_emu_wgmma", (void *)moec_emu_wgmma},
 	{"moec_emu_wg_fence", (void *)moec_emu_wg_fence},
 	{"moec_emu_wg_commit", (void *)moec_emu_wg_commit},

@@ -14,7 +14,8 @@
  *	    E/EB and the slices S within the targets' SMs)
  *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
  *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
- *	    every CTA but the last: fence, flag[e] = 1
+ *	    every CTA but the last: fence, flag[e] = 1 (acq_rel: barrier, then thread 0's
+ *	      fence.acq_rel.gpu and flag: a release)
  *	    the last CTA (launched last, so every other one is resident or done):
  *	      waits for each flag (and clears it), then routes all T tokens
  *	      (cg_route_tokens: exactly k_route.c's kernel), permutes them
@@ -472,7 +473,9 @@ cg_front_split(const CgFrontSpec *s)
 	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && cg_front_experts(s) == 1;
 }
 
-/* The last CTA: wait for (and clear) every other CTA's flag. */
+/* The last CTA: wait for (and clear) every other CTA's flag, then a fence
+ * (with the spec's acq_rel an acquire of what the flags released) and the
+ * barrier. */
 static void
 gather_flags(Fr *r)
 {
@@ -484,7 +487,10 @@ gather_flags(Fr *r)
 	cg_spin_until(f, at, cg_i32(f, 1));
 	cg_gstore_volatile(f, cg_i32(f, 0), at, 4);
 	cg_endloop(f, &l);
-	cg_fence(f);
+	if (r->s->acq_rel)
+		cg_fence_acq_rel(f);
+	else
+		cg_fence(f);
 	cg_barrier(f);
 }
 
@@ -597,7 +603,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		token(&r, cg_add(r.f, tok0, r.warp));
 		cg_endloop(r.f, &l);
 	}
-	cg_fence(r.f);
+	if (!s->acq_rel)	/* every thread's fence.sc, then the barrier */
+		cg_fence(r.f);
 	cg_barrier(r.f);
 	cg_if(r.f, &c, LLVMBuildICmp(r.f->B, LLVMIntEQ, r.cta, cg_i32(r.f, cg_front_ctas(s) - 1), ""));
 	last_cta(&r, SMEM0);
@@ -605,6 +612,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	{
 		CgIf c0;
 		cg_if(r.f, &c0, LLVMBuildICmp(r.f->B, LLVMIntEQ, cg_tid(r.f, 0), cg_i32(r.f, 0), ""));
+		if (s->acq_rel)	/* the barrier, then thread 0's release of the CTA's results */
+			cg_fence_acq_rel(r.f);
 		cg_gstore_volatile(r.f, cg_i32(r.f, 1), cg_gep(r.f, r.flags, cg_sext64(r.f, r.cta), 4), 4);
 		cg_endif(r.f, &c0);
 	}

@@ -61,8 +61,9 @@ layout(Vec *g, const GemmSpec *in)
 	kv = s->K / VEC_EL;
 	g->rounds = (int)(kv / 32);
 	g->tail = (int)(kv % 32);
-	/* more rows: A's unpacked rows take the registers (4 rows at 24 spilled) */
-	g->U = g->R + g->C > 0 ? (g->R <= 2 ? VEC_LOADS : VEC_LOADS / 2) / (g->R + g->C) : 1;
+	/* more rows: A's unpacked rows take the registers (4 rows at 24 spilled); loads
+	 * a group ahead: two groups live, half the loads each */
+	g->U = g->R + g->C > 0 ? (g->R <= 2 ? VEC_LOADS : VEC_LOADS / 2) / (s->vec_ahead ? 2 : 1) / (g->R + g->C) : 1;
 	if (g->U < 1)
 		g->U = 1;
 	if (g->U > g->rounds && g->rounds > 0)
@@ -378,6 +379,109 @@ item(Vec *g, Carry *cy, LLVMValueRef w, LLVMValueRef step, LLVMValueRef total)
 	cg_endif(f, &c);
 }
 
+/* A group of rounds: from round i0 (i32), nu of them, the partial one or not. */
+typedef struct Group Group;
+struct Group {
+	LLVMValueRef i0;
+	int nu, partial;
+};
+
+/* The carried B words of nu rounds, as values. */
+static void
+take(Vec *g, Carry *cy, int nu, LLVMValueRef (*bw)[VEC_MAXC][4])
+{
+	for (int u = 0; u < nu; u++)
+		for (int c = 0; c < g->C; c++)
+			for (int q = 0; q < 4; q++)
+				bw[u][c][q] = cg_get(g->k.f, cy->bw[u][c][q]);
+}
+
+/*
+ * One group of the item with loads ahead: its words are in the carry; the
+ * next group's loads (nx; NULL: the next item's coordinates and first
+ * group, when there is one) are issued into the carry before this group's
+ * FMAs, so that a warp always has weights in flight.
+ */
+static void
+group_ahead(Vec *g, Carry *cy, const Group *cur, const Group *nx, const LLVMValueRef *arow,
+	    const LLVMValueRef *bcol, LLVMValueRef wn, LLVMValueRef total)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef bw[VEC_LOADS][VEC_MAXC][4], nw[VEC_LOADS][VEC_MAXC][4];
+	LLVMValueRef e = g->k.e, row0 = g->k.row0, rend = g->k.rend, n0 = g->k.n0, bexp = g->k.bexp;
+	CgIf c;
+
+	take(g, cy, cur->nu, bw);
+	if (nx) {
+		load_b(g, nx->i0, nx->nu, nx->partial, bcol, nw);
+		for (int u = 0; u < nx->nu; u++)
+			for (int j = 0; j < g->C; j++)
+				for (int q = 0; q < 4; q++)
+					cg_set(f, cy->bw[u][j][q], nw[u][j][q]);
+	} else {
+		cg_if(f, &c, cg_lt(f, wn, total));
+		prefetch(g, cy, wn);
+		cg_endif(f, &c);
+		g->k.e = e, g->k.row0 = row0, g->k.rend = rend, g->k.n0 = n0, g->k.bexp = bexp;
+	}
+	fma_rounds(g, cur->i0, cur->nu, cur->partial, arow, bw);
+}
+
+/*
+ * One item with loads a group ahead (GemmSpec.vec_ahead): its groups are
+ * U full rounds each, the rest of the full rounds, the partial round; the
+ * run of full groups is a loop whose step loads group j + 1 and sums group
+ * j, the last group loads the next item's first.  Then the warp sums and
+ * lane 31's epilogue, while the next item's first group is in flight.
+ */
+static void
+item_ahead(Vec *g, Carry *cy, LLVMValueRef w, LLVMValueRef step, LLVMValueRef total)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef arow[VEC_MAXR], bcol[VEC_MAXC], sum[VEC_MAXR][VEC_MAXC], wn = cg_add(f, w, step);
+	GemmRow rw[VEC_MAXR];
+	Group gr[3];
+	int nf = g->rounds / g->U, n = 0;
+	CgLoop l;
+	CgIf c;
+
+	g->k.e = cg_get(f, cy->e);
+	g->k.row0 = cg_get(f, cy->row0);
+	g->k.rend = cg_get(f, cy->rend);
+	g->k.n0 = cg_get(f, cy->n0);
+	g->k.bexp = cg_get(f, cy->bexp);
+	for (int r = 0; r < g->R; r++) {	/* rows past the tile's read its last: never stored */
+		LLVMValueRef row = cg_min(f, cg_addi(f, g->k.row0, r), cg_addi(f, g->k.rend, -1));
+		gemm_row(&g->k, row, &rw[r]);
+		arow[r] = cg_muli(f, cg_sext64(f, gemm_a_row(&g->k, row)), s->lda);
+		for (int j = 0; j < g->C; j++)
+			cg_set(f, g->acc[r][j], cg_f32(f, 0));
+	}
+	b_cols(g, bcol);
+	if (nf > 1) {		/* full groups 0 .. nf - 2, each loading the next full one */
+		LLVMValueRef i = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, (nf - 1) * g->U), cg_i32(f, g->U));
+		Group a = {i, g->U, 0}, b = {cg_addi(f, i, g->U), g->U, 0};
+		group_ahead(g, cy, &a, &b, arow, bcol, wn, total);
+		cg_endloop(f, &l);
+	}
+	if (nf > 0)
+		gr[n++] = (Group){cg_i32(f, (nf - 1) * g->U), g->U, 0};
+	if (g->rounds % g->U)
+		gr[n++] = (Group){cg_i32(f, nf * g->U), g->rounds % g->U, 0};
+	if (g->tail)
+		gr[n++] = (Group){cg_i32(f, g->rounds), 1, 1};
+	for (int j = 0; j < n; j++)
+		group_ahead(g, cy, &gr[j], j + 1 < n ? &gr[j + 1] : NULL, arow, bcol, wn, total);
+	for (int r = 0; r < g->R; r++)
+		for (int j = 0; j < g->C; j++)
+			sum[r][j] = warp_sum31(g, cg_get(f, g->acc[r][j]));
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 31), ""));
+	for (int r = 0; r < g->R; r++)
+		epilogue_row(g, r, &rw[r], sum);
+	cg_endif(f, &c);
+}
+
 int
 cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 {
@@ -417,11 +521,15 @@ cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	prefetch(&g, &cy, w0);
 	cg_endif(f, &c);
 	w = cg_loop(f, &l, w0, total, step);
-	item(&g, &cy, w, step, total);
+	if (s->vec_ahead)
+		item_ahead(&g, &cy, w, step, total);
+	else
+		item(&g, &cy, w, step, total);
 	cg_endloop(f, &l);
 	k = snprintf(buf, sizeof buf, "gemm-vec %s.%s->%s B[N,K] N=%lld K=%lld %dx%d a warp, %d rounds of 16 "
-		     "bytes a lane%s, %d a group", dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
-		     (long long)s->N, (long long)s->K, g.R, g.C, g.rounds, g.tail ? " + a partial one" : "", g.U);
+		     "bytes a lane%s, %d a group%s", dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
+		     (long long)s->N, (long long)s->K, g.R, g.C, g.rounds, g.tail ? " + a partial one" : "", g.U,
+		     s->vec_ahead ? ", loaded a group ahead" : "");
 	gemm_note_tail(&g.k, buf, sizeof buf, k);
 	return gemm_finish(&g.k, buf);
 }

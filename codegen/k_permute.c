@@ -259,11 +259,24 @@ scan_counters(Pm *p)
 	cg_barrier(f);
 }
 
+/* The spec's small sort for at most nmax slots by `threads` threads? */
+static int
+small_sort(const Pm *p, int threads, int64_t nmax)
+{
+	return p->s.small && nmax > 0 && nmax <= threads;
+}
+
 /* Owners, counters and shared memory of a permute by `threads` threads
  * whose slots are at most nmax (0: any). */
 static void
 layout(Pm *p, int threads, int64_t nmax, int smem0)
 {
+	if (small_sort(p, threads, nmax)) {	/* the slots' buckets */
+		p->threads = threads;
+		p->cnt0 = smem0;
+		p->smem = smem0 + 4 * (int)nmax;
+		return;
+	}
 	p->threads = threads;
 	p->P = MIN(threads, CNT_WORDS / (p->s.E + 1));
 	if (nmax > 0)	/* a segment of a few slots: fewer counters to zero and scan */
@@ -316,6 +329,56 @@ cg_permute_check(const CgPermuteSpec *s, Diag *d)
 	return check(s, d);
 }
 
+/*
+ * The small sort (spec.small, at most a slot a thread): thread s < N puts
+ * its slot's bucket in shared memory; after a barrier its place is the
+ * count of slots before it in (bucket, slot) order, and offsets[x] (x =
+ * 0..E, strided over the threads) the count of buckets below x: the
+ * counting sort's results, with one barrier and N compares a thread.
+ */
+static LLVMValueRef
+bucket_at(Pm *p, LLVMValueRef s)
+{
+	return cg_sptr(p->f, cg_addi(p->f, cg_muli(p->f, s, 4), p->cnt0));
+}
+
+static void
+permute_small(Pm *p)
+{
+	CgFn *f = p->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef tid = cg_tid(f, 0), N = cg_muli(f, cg_max(f, p->T, cg_i32(f, 0)), p->s.k);
+	LLVMValueRef mine = cg_lt(f, tid, N), b, cnt, s2, o, x;
+	CgLoop l, l2;
+	CgIf c;
+
+	cg_if(f, &c, mine);
+	cg_sstore(f, bucket(p, load_id(p, cg_min(f, tid, cg_addi(f, N, -1)))), bucket_at(p, tid), 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	cg_if(f, &c, mine);
+	b = cg_sload(f, f->ti32, bucket_at(p, tid), 4);
+	cnt = cg_var(f, f->ti32, cg_i32(f, 0));
+	s2 = cg_loop(f, &l, cg_i32(f, 0), N, cg_i32(f, 1));
+	o = cg_sload(f, f->ti32, bucket_at(p, s2), 4);
+	o = LLVMBuildOr(B, cg_lt(f, o, b), LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, o, b, ""), cg_lt(f, s2, tid), ""),
+			"");
+	cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(B, o, f->ti32, "")));
+	cg_endloop(f, &l);
+	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cg_get(f, cnt)), 4), 4);
+	if (p->s.want_pos)
+		cg_gstore(f, cg_get(f, cnt), cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
+	cg_endif(f, &c);
+	x = cg_loop(f, &l, tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
+	cnt = cg_var(f, f->ti32, cg_i32(f, 0));
+	s2 = cg_loop(f, &l2, cg_i32(f, 0), N, cg_i32(f, 1));
+	o = cg_lt(f, cg_sload(f, f->ti32, bucket_at(p, s2), 4), x);
+	cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(B, o, f->ti32, "")));
+	cg_endloop(f, &l2);
+	cg_gstore(f, cg_get(f, cnt), cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
+	cg_endloop(f, &l);
+}
+
 void
 cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
 		 const CgPermuteIo *io)
@@ -331,7 +394,10 @@ cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int
 	p.rows = io->rows;
 	p.pos = io->pos;
 	p.T = io->T;
-	permute_body(&p);
+	if (small_sort(&p, threads, nmax))
+		permute_small(&p);
+	else
+		permute_body(&p);
 }
 
 

@@ -439,6 +439,100 @@ select_topk(R *r, int *id, int *lg, int *sc)
 }
 
 /*
+ * The selection key of score v of expert x (i64): larger is better in
+ * better()'s order.  The high word orders the values (NaN largest, -0 as
+ * +0: the bits of a positive value with the sign bit set, a negative one's
+ * complemented), the low word is ~x (the lower expert wins a tie); 0 is
+ * below every key (its high word would be a NaN's).
+ */
+static LLVMValueRef
+sel_key(R *r, LLVMValueRef v, LLVMValueRef x)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C);
+	LLVMValueRef b, hi, lo;
+
+	v = cg_select(f, LLVMBuildFCmp(B, LLVMRealOEQ, v, cg_f32(f, 0), ""), cg_f32(f, 0), v);
+	b = LLVMBuildBitCast(B, v, f->ti32, "");
+	hi = cg_select(f, cg_lt(f, b, cg_i32(f, 0)), LLVMBuildNot(B, b, ""), LLVMBuildOr(B, b, cg_i32(f, INT32_MIN), ""));
+	hi = cg_select(f, isnan_(f, v), cg_i32(f, -1), hi);
+	lo = LLVMBuildNot(B, x, "");
+	return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, hi, t64, ""), LLVMConstInt(t64, 32, 0), ""),
+			   LLVMBuildZExt(B, lo, t64, ""), "");
+}
+
+static LLVMValueRef
+umax64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_select(f, LLVMBuildICmp(f->B, LLVMIntUGT, a, b, ""), a, b);
+}
+
+/* The warp's largest key (i64) in every lane: shfl.bfly steps of both words
+ * (the maximum of a total order: the same whatever the order of steps). */
+static LLVMValueRef
+warp_max_key(R *r, LLVMValueRef k)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C);
+	LLVMValueRef c32 = LLVMConstInt(t64, 32, 0);
+
+	for (int m = 16; m >= 1; m /= 2) {
+		LLVMValueRef lo = cg_shfl_xor(f, LLVMBuildTrunc(B, k, f->ti32, ""), m);
+		LLVMValueRef hi = cg_shfl_xor(f, LLVMBuildTrunc(B, LLVMBuildLShr(B, k, c32, ""), f->ti32, ""), m);
+		LLVMValueRef o = LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, hi, t64, ""), c32, ""),
+					     LLVMBuildZExt(B, lo, t64, ""), "");
+		k = umax64(f, k, o);
+	}
+	return k;
+}
+
+/*
+ * select_topk with the spec's bfly: the lane's candidates as keys (0 once
+ * taken or past E), k rounds of the lane's largest and the warp's
+ * (warp_max_key, in every lane: no broadcast, no barrier), the winner's
+ * owner zeroes its key.  The same slots as select_topk: lane 0 writes
+ * the winner to id[n], its owner the logit and score; one barrier at the
+ * end.
+ */
+static void
+select_topk_bfly(R *r, int *id, int *lg, int *sc)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C);
+	LLVMValueRef key[MAXJ], zero = LLVMConstInt(t64, 0, 0);
+
+	for (int q = 0; q < r->J; q++)
+		key[q] = cg_select(f, r->ok[q], sel_key(r, r->sel[q], expert(r, q)), zero);
+	for (int n = 0; n < r->s.k; n++) {
+		LLVMValueRef best = key[0], w, own, j;
+		CgIf c;
+		for (int q = 1; q < r->J; q++)
+			best = umax64(f, best, key[q]);
+		best = warp_max_key(r, best);
+		w = LLVMBuildNot(B, LLVMBuildTrunc(B, best, f->ti32, ""), "");
+		own = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, w, 31), r->lane, "");
+		j = cg_shr(f, w, 5);
+		for (int q = 0; q < r->J; q++)
+			key[q] = cg_select(f, LLVMBuildAnd(B, own, LLVMBuildICmp(B, LLVMIntEQ, j, cg_i32(f, q), ""), ""),
+					   zero, key[q]);
+		id[n] = new_slot(r);
+		lg[n] = new_slot(r);
+		sc[n] = new_slot(r);
+		cg_if(f, &c, is_lane(r, 0));
+		cg_sstore(f, w, slot_addr(r, id[n]), 4);
+		cg_endif(f, &c);
+		cg_if(f, &c, own);
+		cg_sstore(f, pick(r, r->l, j), slot_addr(r, lg[n]), 4);
+		cg_sstore(f, pick(r, r->sc, j), slot_addr(r, sc[n]), 4);
+		cg_endif(f, &c);
+	}
+	cg_barrier(f);
+}
+
+/*
  * Sparsemixer's weight of choice n (ir/eval_moe.c's sparsemixer_weight):
  * 1 / the warp's sum of exp(l - m) over the experts not chosen before n
  * whose (m - l) / max(|l|, m), rounded to the logits' dtype, is at most
@@ -562,7 +656,10 @@ route_tokens(R *r, LLVMValueRef tok0)
 	scores(r);
 	if (r->s.n_group > 1)
 		groups(r);
-	select_topk(r, id, lg, sc);
+	if (r->s.bfly)
+		select_topk_bfly(r, id, lg, sc);
+	else
+		select_topk(r, id, lg, sc);
 	store(r, id, lg, sc);
 }
 

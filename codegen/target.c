@@ -1067,6 +1067,18 @@ cg_fence(CgFn *f)
 		cg_asm(f, NULL, "fence.sc.gpu;", "~{memory}", NULL, 0, 1);
 }
 
+/* fence.acq_rel.gpu: with a strong (volatile) store after it a release, with
+ * a strong load before it an acquire (PTX's atomics ABI), lighter than
+ * fence.sc */
+void
+cg_fence_acq_rel(CgFn *f)
+{
+	if (f->emu)
+		LLVMBuildFence(f->B, LLVMAtomicOrderingAcquireRelease, 0, "");
+	else
+		cg_asm(f, NULL, "fence.acq_rel.gpu;", "~{memory}", NULL, 0, 1);
+}
+
 /*
  * Spin until the i32 at p equals want.  The emulator runs CTAs one after
  * another in launch order, so what an earlier CTA set is there at the first
@@ -1193,6 +1205,24 @@ cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
 	a[2] = cg_i32(f, delta);
 	a[3] = cg_i32(f, 0);
 	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.up.i32", f->ti32, NULL, 0, a, 4);
+}
+
+/* shfl.sync.bfly.b32 over the full warp: lane l gets lane (l ^ mask)'s v (i32) */
+LLVMValueRef
+cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask)
+{
+	LLVMValueRef a[4];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, mask)};
+		cg_call_emu(f, "moec_emu_shfl_xor", NULL, e, 2);
+		return cg_get(f, io);
+	}
+	a[0] = cg_i32(f, -1);
+	a[1] = v;
+	a[2] = cg_i32(f, mask);
+	a[3] = cg_i32(f, 31);
+	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.bfly.i32", f->ti32, NULL, 0, a, 4);
 }
 
 /* ---- tensor-core building blocks ---- */

@@ -82,6 +82,11 @@ const DebugFlag debug_flags[] = {
 	 "and four fma), the divisor clamped where that changes no result, sigmoid's subnormal quotients rounded "
 	 "once: the same bits, and no slow-path branch an element, so ptxas interleaves a GEMM epilogue's "
 	 "elements (docs/codegen.md, Division without a branch; A/B on the GPU)"},
+	{"vec-ahead", DBG_VEC_AHEAD, NULL,
+	 "compile: the warp-dot GEMMs of bundles for at most 4 tokens issue each group of weight loads one group "
+	 "ahead of its FMAs, also across work items, so a warp always has loads in flight; decode fronts take the "
+	 "top-k without a barrier a round, sort few slots without counters and hand over with acq_rel fences (the "
+	 "same bits; session 28, A/B on the GPU; docs/codegen.md, Decode GEMMs as warp dot products, Decode fronts)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

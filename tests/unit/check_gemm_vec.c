@@ -8,7 +8,8 @@
  * experts, experts with more rows than a tile (several row tiles), dense
  * ragged M, K with partial rounds (K = 72: none full; 4104: a loop of
  * groups and a tail), bf16 and f16, f32 and bf16 outputs, exact sums bit
- * for bit, and a grid of fewer warps than items.
+ * for bit, and a grid of fewer warps than items; each with the loads of
+ * a group issued a group ahead (GemmSpec.vec_ahead) and without.
  */
 #include <check.h>
 #include <string.h>
@@ -19,10 +20,13 @@
 /* A case for the vec builder (cg_emit_gemm dispatches on the mainloop). */
 #define VEC_CASE {.builder = GH_MMA, .fill = GH_NONZERO}
 
+static int ahead;	/* GemmSpec.vec_ahead of the emulated cases (the loop tests' index) */
+
 static void
 vec(GemmSpec *s, int bm, int bn, int ctas)
 {
 	s->mainloop = CG_MAINLOOP_VEC;
+	s->vec_ahead = ahead;
 	s->bm = bm;
 	s->bn = bn;
 	s->sched = CG_SCHED_PERSISTENT;
@@ -35,6 +39,7 @@ START_TEST(test_vec_rejects_bad_specs)
 	Diag d;
 	GemmSpec s;
 
+	ahead = 0;
 	diag_init(&d, NULL);
 	gh_spec_grouped_swiglu(&s, 8, 64, 128, 2);
 	vec(&s, 1, 2, 264);
@@ -70,10 +75,11 @@ END_TEST
 
 START_TEST(test_vec_ptx_assembles_on_target)
 {
-	GemmSpec s[3];
+	GemmSpec s[6];
 	CgModule *m;
 	const char *ptx;
 
+	ahead = 0;
 	gh_spec_grouped_swiglu(&s[0], 128, 1536, 2048, 8);	/* Qwen3-30B-A3B's gate|up at T = 1 */
 	vec(&s[0], 1, 2, 264);
 	gh_spec_grouped_scale_scatter(&s[1], 128, 2048, 768);	/* its down projection */
@@ -81,14 +87,18 @@ START_TEST(test_vec_ptx_assembles_on_target)
 	vec(&s[1], 1, 4, 264);
 	gh_spec_grouped_swiglu(&s[2], 8, 28672, 4096, 2);	/* 4 rows, the loop of groups */
 	vec(&s[2], 4, 2, 264);
-	m = gh_emit_specs(gh_targets[_i], GH_MMA, s, 3, "k");
+	for (int i = 0; i < 3; i++) {		/* and each loading a group ahead */
+		s[3 + i] = s[i];
+		s[3 + i].vec_ahead = 1;
+	}
+	m = gh_emit_specs(gh_targets[_i], GH_MMA, s, 6, "k");
 	ptx = gh_ptx(m);
 	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.nc"));
 	ck_assert_ptr_nonnull(strstr(ptx, "fma.rn.f32"));
 	ck_assert_ptr_nonnull(strstr(ptx, "shfl.sync.up"));
 	ck_assert_ptr_null(strstr(ptx, "mma.sync"));
 	ck_assert_ptr_null(strstr(ptx, "atom"));
-	gh_assemble(m, 3, "check_gemm_vec", GH_NO_SPILLS);
+	gh_assemble(m, 6, "check_gemm_vec", GH_NO_SPILLS);
 	cg_module_free(m);
 }
 END_TEST
@@ -97,6 +107,7 @@ END_TEST
 
 START_TEST(test_vec_grouped_swiglu_gather)
 {
+	ahead = _i;
 	GemmCase c = VEC_CASE;
 	int counts[8] = {0, 1, 1, 0, 0, 1, 1, 0};	/* T = 2, top-2: one row an expert */
 
@@ -121,6 +132,7 @@ END_TEST
 
 START_TEST(test_vec_grouped_route_weight_scatter)
 {
+	ahead = _i;
 	GemmCase c = VEC_CASE;
 	int counts[16] = {0};
 
@@ -143,6 +155,7 @@ END_TEST
 
 START_TEST(test_vec_dense_f16_ragged)
 {
+	ahead = _i;
 	GemmCase c = VEC_CASE;
 
 	gh_spec_dense_bias_gelu(&c.s, 48, 256);
@@ -169,9 +182,9 @@ gemm_vec_suite(void)
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, test_vec_rejects_bad_specs);
 	tcase_add_loop_test(t, test_vec_ptx_assembles_on_target, 0, (int)NELEM(gh_targets));
-	tcase_add_test(t, test_vec_grouped_swiglu_gather);
-	tcase_add_test(t, test_vec_grouped_route_weight_scatter);
-	tcase_add_test(t, test_vec_dense_f16_ragged);
+	tcase_add_loop_test(t, test_vec_grouped_swiglu_gather, 0, 2);
+	tcase_add_loop_test(t, test_vec_grouped_route_weight_scatter, 0, 2);
+	tcase_add_loop_test(t, test_vec_dense_f16_ragged, 0, 2);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -310,7 +310,14 @@ fill_exact(Tensor *t, uint64_t seed, int levels)
  */
 START_TEST(test_front_routing_is_the_interpreters)
 {
-	static const int64_t ts[] = {1, 16, 64};
+	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
+	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4 */
+	static const struct {
+		unsigned debug;
+		int64_t mt, ts[3];
+	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
+		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}};
+	const int64_t *ts = arm[_i].ts;
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
@@ -333,7 +340,8 @@ START_TEST(test_front_routing_is_the_interpreters)
 			 E + 1, k, k);
 		diag_init(&d, stderr);
 		m = fused("front.ir", src, &ref, &d);
-		emu_opts(&co, 64);
+		emu_opts(&co, arm[_i].mt);
+		co.debug = arm[_i].debug;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		const Manifest *man = cg_program_manifest(p);
@@ -342,7 +350,7 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
-		for (size_t ti = 0; ti < NELEM(ts); ti++) {
+		for (size_t ti = 0; ti < NELEM(arm[0].ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
 			Tensor in[2], want[4], got[4];
 			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
@@ -593,6 +601,7 @@ END_TEST
  * (the front's gate|up and down, gpt-oss's expert biases, DeepSeek-V3's 256
  * experts) at max_tokens 1 and 4 (T = max_tokens), and a block with a dense
  * GEMM after the MoE; against the interpreter.  At 5 tokens: the tiles.
+ * Loop index 1: --debug=vec-ahead (loads a group ahead).
  */
 START_TEST(test_vec_gemm_blocks_match_interpreter)
 {
@@ -609,7 +618,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		m = fused_for("vec_block.ir", src, &ref, &d, 4);
 		for (int64_t mt = 1; mt <= 5; mt += mt == 1 ? 3 : 1) {
 			emu_opts(&co, mt);
-			co.debug = 0;
+			co.debug = _i ? DBG_VEC_AHEAD : 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			ck_assert_int_eq(launches_noted(p, "gemm-vec"), mt <= 4 ? 2 : 0);
@@ -642,7 +651,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("vec_1k.ir", src1k, &ref, &d, 4);
 		emu_opts(&co, 4);
-		co.debug = 0;
+		co.debug = _i ? DBG_VEC_AHEAD : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), 1);
@@ -662,7 +671,7 @@ START_TEST(test_vec_gemm_blocks_match_interpreter)
 		diag_init(&d, stderr);
 		m = fused_for("split_block.ir", split_block, &ref, &d, mt);
 		emu_opts(&co, mt);
-		co.debug = 0;
+		co.debug = _i ? DBG_VEC_AHEAD : 0;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches_noted(p, "gemm-vec"), 3);	/* gate|up, down, the dense GEMM */
@@ -1835,12 +1844,12 @@ program_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front");	/* decode fronts: every routing family */
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_front_routing_is_the_interpreters);
+	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 0, 4);
 	tcase_add_test(tc, test_front_blocks_match_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
-	tcase_add_test(tc, test_vec_gemm_blocks_match_interpreter);
+	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 0, 2);
 	tcase_add_test(tc, test_front_grid_fits_the_targets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
