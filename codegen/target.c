@@ -926,6 +926,15 @@ cg_endloop(CgFn *f, CgLoop *l)
 	LLVMPositionBuilderAtEnd(f->B, l->exit);
 }
 
+void
+cg_loop_while(CgFn *f, CgLoop *l, LLVMValueRef cond)
+{
+	LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(f->C, f->fn, "while");
+
+	LLVMBuildCondBr(f->B, cond, go, l->exit);
+	LLVMPositionBuilderAtEnd(f->B, go);
+}
+
 LLVMValueRef
 cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init)
 {
@@ -1064,6 +1073,14 @@ cg_fence(CgFn *f)
 		LLVMBuildFence(f->B, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
 	else
 		cg_asm(f, NULL, "fence.sc.gpu;", "~{memory}", NULL, 0, 1);
+}
+
+LLVMValueRef
+cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v)
+{
+	if (f->emu)
+		emu_check(f, p, f->ti32, 1, 1);
+	return LLVMBuildAtomicRMW(f->B, LLVMAtomicRMWBinOpAdd, p, v, LLVMAtomicOrderingMonotonic, 0);
 }
 
 /*

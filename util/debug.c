@@ -73,6 +73,9 @@ const DebugFlag debug_flags[] = {
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
+	{"stream-dyn", DBG_STREAM_DYN, NULL,
+	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens hand their work out by an atomic counter "
+	 "(a tile's k-slices, about 8 a CTA: fast SMs take more; docs/codegen.md, Dynamic stream-K; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
