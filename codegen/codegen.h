@@ -604,10 +604,11 @@ DType cg_gemm_mma_type(const GemmSpec *s);
  *
  * Dynamic stream-K (units > 0): the work units are a tile's P k-slices
  * (unit u = tile u / P, slice u % P; P per launch from the tiles, about
- * units x ctas units, each at least stages-1 k-tiles), handed out in order
- * by an atomic counter (i32 after the tiles' flags), so an SM that streams
- * faster takes more of them; one cp.async pipeline across a CTA's units
- * (the next unit is taken two pairs before the load stream needs it).  A
+ * units x ctas units, each at least stages-1 k-tiles): CTA c's first is
+ * unit c, the rest are handed out in order by an atomic counter (i32 after
+ * the tiles' flags), so an SM that streams faster takes more of them; one
+ * cp.async pipeline across a CTA's units (the next unit is taken two pairs
+ * before the load stream needs it).  A
  * slice writes its partial sums to its unit's slot, counts itself in at its
  * tile's flag (atomic), and the tile's last slice to arrive, whichever it
  * is, adds the slots in slice order and runs the epilogue: the same bits

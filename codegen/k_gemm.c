@@ -1378,24 +1378,35 @@ unit_range(G *g, const Dyn *d, LLVMValueRef u, LLVMValueRef *first, LLVMValueRef
 	*end = cg_add(f, base, cg_udiv(f, cg_muli(f, cg_addi(f, p, 1), g->kt), d->P));
 }
 
-/* Thread 0: the next unit (-1: none left) into shared slot `slot` (i32). */
-static void
-unit_grab(G *g, const Dyn *d, LLVMValueRef slot)
+/* The unit handed out v-th (-1: v >= U, none left): v itself, or for tests
+ * (unit_rev = m) reversed in blocks of m, the last as long as is left. */
+static LLVMValueRef
+unit_of(G *g, const Dyn *d, LLVMValueRef v)
 {
 	CgFn *f = g->k.f;
 	int m = g->k.s.unit_rev;
-	LLVMValueRef v, u;
-	CgIf c;
+	LLVMValueRef u = v;
 
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
-	v = u = cg_atom_add(f, d->ctr, cg_i32(f, 1));
-	if (m > 1) {	/* tests: reversed in blocks of m (the last block as long as is left) */
+	if (m > 1) {
 		LLVMValueRef base = cg_muli(f, cg_udiv(f, v, cg_i32(f, m)), m);
 		LLVMValueRef len = cg_min(f, cg_i32(f, m), cg_sub(f, d->U, base));
 		u = cg_sub(f, cg_add(f, base, cg_addi(f, len, -1)), cg_urem(f, v, cg_i32(f, m)));
 	}
-	u = cg_select(f, cg_lt(f, v, d->U), u, cg_i32(f, -1));
-	cg_sstore(f, u, cg_sptr(f, cg_addi(f, cg_muli(f, slot, 4), g->dyn_off)), 4);
+	return cg_select(f, cg_lt(f, v, d->U), u, cg_i32(f, -1));
+}
+
+/* Thread 0: the next unit into shared slot `slot` (i32).  CTA c's first is
+ * c (no atomic), so the counter's k-th is number ctas + k. */
+static void
+unit_grab(G *g, const Dyn *d, LLVMValueRef slot)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef v;
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	v = cg_add(f, cg_atom_add(f, d->ctr, cg_i32(f, 1)), cg_nctaid(f, 0));
+	cg_sstore(f, unit_of(g, d, v), cg_sptr(f, cg_addi(f, cg_muli(f, slot, 4), g->dyn_off)), 4);
 	cg_endif(f, &c);
 }
 
@@ -1416,7 +1427,7 @@ static void
 dyn_load(G *g, Dyn *d, Stream *st, LLVMValueRef soff)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef lg, le, k, u;
+	LLVMValueRef lg, le, k, u, grab;
 	CgIf c, c1;
 
 	cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntSGE, cg_get(f, d->lu), cg_i32(f, 0), ""),
@@ -1433,11 +1444,12 @@ dyn_load(G *g, Dyn *d, Stream *st, LLVMValueRef soff)
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntSGE, cg_get(f, d->lu), cg_i32(f, 0), ""));
 	lg = cg_get(f, d->lg);
 	le = cg_get(f, d->le);
-	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, lg, cg_max(f, cg_get(f, d->ls), cg_addi(f, le, -GRAB_AHEAD)), ""));
+	grab = LLVMBuildICmp(f->B, LLVMIntEQ, lg, cg_max(f, cg_get(f, d->ls), cg_addi(f, le, -GRAB_AHEAD)), "");
+	stream_load(g, st, lg, soff);	/* first: thread 0's loads go out before the atomic's wait */
+	cg_set(f, d->lg, cg_addi(f, lg, 1));
+	cg_if(f, &c1, grab);
 	unit_grab(g, d, cg_and(f, cg_addi(f, cg_get(f, d->lk), 1), 1));
 	cg_endif(f, &c1);
-	stream_load(g, st, lg, soff);
-	cg_set(f, d->lg, cg_addi(f, lg, 1));
 	cg_endif(f, &c);
 }
 
@@ -1468,12 +1480,12 @@ unit_end(G *g, Dyn *d, LLVMValueRef u)
 				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
 				cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), cg_gep(f, mine, cg_sext64(f, e), 4), 4);
 			}
-	cg_fence(f);
-	cg_barrier(f);		/* every thread's part is out */
-	cg_if(f, &c0, t0);
+	cg_barrier(f);		/* every thread's part is written */
+	cg_if(f, &c0, t0);	/* the fences of thread 0 order the CTA's parts (seen through the barrier) */
+	cg_fence(f);		/* before the count (release) */
 	LLVMValueRef old = cg_atom_add(f, cg_gep(f, d->cnt, cg_sext64(f, t), 4), cg_i32(f, 1));
 	LLVMValueRef last = LLVMBuildICmp(f->B, LLVMIntEQ, old, cg_addi(f, d->P, -1), "");
-	cg_fence(f);		/* the other slices' parts, seen through their flag */
+	cg_fence(f);		/* and the other slices' parts after it (acquire) */
 	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), flag, 4);
 	cg_endif(f, &c0);
 	cg_barrier(f);
@@ -1538,9 +1550,7 @@ stream_dyn(G *g)
 	d.le = cg_var(f, f->ti32, cg_i32(f, 0));
 	d.lk = cg_var(f, f->ti32, cg_i32(f, 0));
 
-	unit_grab(g, &d, cg_i32(f, 0));	/* u_0 into slot 0 */
-	cg_barrier(f);
-	u = cg_sload(f, f->ti32, cg_sptr(f, cg_i32(f, g->dyn_off)), 4);
+	u = unit_of(g, &d, cg_ctaid(f, 0));	/* u_0: the CTA's own */
 	cg_set(f, d.cu, u);
 	cg_set(f, d.lu, u);
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntSGE, u, cg_i32(f, 0), ""));

@@ -961,6 +961,7 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * launches as stream_waves (bf16/f16: quantised B keeps bq_stream's plan).
  */
 enum { STREAM_UNITS = 8 };
+enum { STREAM_DYN_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
 
 static void
 stream_dyn(const CgTarget *t, GemmSpec *s, int64_t thi)
@@ -1459,7 +1460,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 				bq_stream(t, &s[i], tokens);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);
-			if (p->o.debug & DBG_STREAM_DYN)
+			if ((p->o.debug & DBG_STREAM_DYN) || STREAM_DYN_DEFAULT)
 				stream_dyn(t, &s[i], tokens);
 			vec_plan(p, t, &s[i], tokens);
 		}
