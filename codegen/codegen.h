@@ -559,6 +559,11 @@ struct GemmSpec {
 				 * have one parameter list on every target, and another splits) */
 	int split_slots;	/* split_k > 1 or CG_SCHED_STREAM: tiles the "splitk_ws" workspace
 				 * holds (cg_gemm_split_bytes) */
+	int units;		/* CG_SCHED_STREAM: > 0: dynamic stream-K: about units x ctas work units
+				 * (a tile's k-slices of stages-1 k-tiles or more) handed out by an
+				 * atomic counter, so fast SMs take more; 0: equal runs.  1..64 */
+	int unit_rev;		/* units: > 1: units handed out reversed in blocks of unit_rev (tests:
+				 * arrival orders the emulator's CTA-after-CTA run cannot make); 0 */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
 void cg_gemm_default(GemmSpec *s);
@@ -599,6 +604,19 @@ DType cg_gemm_mma_type(const GemmSpec *s);
  * next higher v: a lower CTA index, dispatched first), which runs the
  * epilogue; the same workspace and flags as split-K, one slot per tile.
  * The order is fixed by T and the routing: the same bits every run.
+ *
+ * Dynamic stream-K (units > 0): the work units are a tile's P k-slices
+ * (unit u = tile u / P, slice u % P; P per launch from the tiles, about
+ * units x ctas units, each at least stages-1 k-tiles): CTA c's first is
+ * unit c, the rest are handed out in order by an atomic counter (i32 after
+ * the tiles' flags), so an SM that streams faster takes more of them; one
+ * cp.async pipeline across a CTA's units (the next unit is taken two pairs
+ * before the load stream needs it).  A
+ * slice writes its partial sums to its unit's slot, counts itself in at its
+ * tile's flag (atomic), and the tile's last slice to arrive, whichever it
+ * is, adds the slots in slice order and runs the epilogue: the same bits
+ * every run whatever CTA took what.  Workspace: split_slots + 1 flags, then
+ * units x ctas slots of bm*bn f32.  No CTA waits for another.
  */
 int64_t cg_gemm_split_bytes(const GemmSpec *s);	/* the workspace */
 int64_t cg_gemm_split_flag_bytes(const GemmSpec *s);	/* its flags, to zero */
@@ -1163,6 +1181,8 @@ struct CgLoop {
 LLVMValueRef cg_loop(CgFn *f, CgLoop *l, LLVMValueRef begin, LLVMValueRef end,
 		     LLVMValueRef step);
 void cg_endloop(CgFn *f, CgLoop *l);
+/* Leave loop l (to its exit) unless cond (i1): a while loop is cg_loop up to INT32_MAX with this first. */
+void cg_loop_while(CgFn *f, CgLoop *l, LLVMValueRef cond);
 /* A mutable local (an alloca in the entry block, promoted by mem2reg). */
 LLVMValueRef cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef cg_get(CgFn *f, LLVMValueRef var);
@@ -1182,6 +1202,8 @@ void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
 void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patterns */
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
+/* atom.global.add.u32 (relaxed): the i32 at p before adding v (dynamic stream-K's counters) */
+LLVMValueRef cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */
 LLVMValueRef cg_sptr(CgFn *f, LLVMValueRef byte_off);	/* cg_smem + off (i32) */
 LLVMValueRef cg_sload(CgFn *f, LLVMTypeRef t, LLVMValueRef p, int align);

@@ -150,6 +150,10 @@ layout(G *g, const GemmSpec *in)
 		g->wg.f8s = (g->k.smem + 15) & ~15;
 		g->k.smem = g->wg.f8s + s->stages * gemm_f8_slot(g);
 	}
+	if (s->sched == CG_SCHED_STREAM && s->units > 0) {	/* dynamic stream-K: two unit slots, a flag */
+		g->dyn_off = (g->k.smem + 15) & ~15;
+		g->k.smem = g->dyn_off + 16;
+	}
 }
 
 void
@@ -266,6 +270,11 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 					    s->f8.group > 0 || s->quant.kind == CG_QUANT_GROUP))
 		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16, "
 				  "f32 or quantised and staged (not direct), and no group quantisation");
+	if (s->units && (s->sched != CG_SCHED_STREAM || s->units < 0 || s->units > 64 || s->unit_rev < 0 ||
+			 s->K / s->bk < s->stages - 1 || (int64_t)s->units * s->ctas > 1 << 20))
+		return diag_error(d, LOC_NONE, "gemm: dynamic stream-K (%d units a CTA) needs stream-K, 1..64 "
+				  "units a CTA and at least stages - 1 = %d k-tiles (K / bk = %lld)", s->units,
+				  s->stages - 1, (long long)(s->K / s->bk));
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -1069,10 +1078,18 @@ gemm_epilogue(G *g)
 
 /* ---- split-K (GemmSpec.split_k; the workspace layout is in codegen.h) ---- */
 
+/* dynamic stream-K: units handed out by a counter (GemmSpec.units) */
+static int
+dyn(const GemmSpec *s)
+{
+	return s->sched == CG_SCHED_STREAM && s->units > 0;
+}
+
+/* The flags: a tile's each, then (dynamic stream-K) the unit counter. */
 static int64_t
 split_flags(const GemmSpec *s)
 {
-	return ((int64_t)s->split_slots * 4 + 15) & ~(int64_t)15;
+	return ((int64_t)(s->split_slots + dyn(s)) * 4 + 15) & ~(int64_t)15;
 }
 
 /* split-K or stream-K: the kernel hands partial sums over in the workspace */
@@ -1085,13 +1102,15 @@ hands_over(const GemmSpec *s)
 int64_t
 cg_gemm_split_flag_bytes(const GemmSpec *s)
 {
-	return hands_over(s) ? (int64_t)s->split_slots * 4 : 0;
+	return hands_over(s) ? (int64_t)(s->split_slots + dyn(s)) * 4 : 0;
 }
 
 int64_t
 cg_gemm_split_bytes(const GemmSpec *s)
 {
-	return hands_over(s) ? split_flags(s) + (int64_t)s->split_slots * s->bm * s->bn * 4 : 0;
+	int64_t slots = dyn(s) ? (int64_t)s->units * s->ctas : s->split_slots;	/* a unit's, a tile's */
+
+	return hands_over(s) ? split_flags(s) + slots * s->bm * s->bn * 4 : 0;
 }
 
 /*
@@ -1183,6 +1202,22 @@ struct Stream {
 	LLVMValueRef q[3][MAXI];		/* vars: quantised B's (packed B, scales, zero points) */
 };
 
+/* The load stream's variables: no tile's sources yet. */
+static void
+stream_vars(G *g, Stream *st)
+{
+	CgFn *f = g->k.f;
+
+	st->lt = cg_var(f, f->ti32, cg_i32(f, -1));
+	for (int i = 0; i < g->a_n; i++)
+		st->a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
+	for (int i = 0; i < g->b_n; i++)
+		st->b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < g->bq.nper[i]; j++)	/* chunks after 0 at a constant step: none */
+			st->q[i][j] = j > 0 && g->bq.gstep[i] ? NULL : cg_var(f, LLVMTypeOf(g->k.B), NULL);
+}
+
 /* The first pair of run v: v * L / n (i64 arithmetic; an i32). */
 static LLVMValueRef
 run_start(CgFn *f, const Stream *st, LLVMValueRef v)
@@ -1202,7 +1237,7 @@ run_owner(CgFn *f, const Stream *st, LLVMValueRef x)
 /* cp.async pair gi into its stage: the tile's sources first when the load
  * stream enters a new tile (this is what runs ahead of the tile in the mma). */
 static void
-stream_load(G *g, Stream *st, LLVMValueRef gi)
+stream_load(G *g, Stream *st, LLVMValueRef gi, LLVMValueRef soff)
 {
 	CgFn *f = g->k.f;
 	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), kt = cg_urem(f, gi, cg_i32(f, g->kt));
@@ -1229,7 +1264,7 @@ stream_load(G *g, Stream *st, LLVMValueRef gi)
 		for (int j = 0; j < g->bq.nper[i]; j++)
 			if (st->q[i][j])
 				g->bq.src[i][j] = cg_get(f, st->q[i][j]);
-	gemm_load_stage(g, stage_off(g, gi), kt);
+	gemm_load_stage(g, soff, kt);
 }
 
 /* The end of this run's part of tile gi / KT: hand the partial sums over
@@ -1269,14 +1304,7 @@ stream(G *g)
 	Frag cur, vars;
 
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
-	st.lt = cg_var(f, f->ti32, cg_i32(f, -1));
-	for (int i = 0; i < g->a_n; i++)
-		st.a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
-	for (int i = 0; i < g->b_n; i++)
-		st.b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
-	for (int i = 0; i < 3; i++)
-		for (int j = 0; j < g->bq.nper[i]; j++)	/* chunks after 0 at a constant step: none */
-			st.q[i][j] = j > 0 && g->bq.gstep[i] ? NULL : cg_var(f, LLVMTypeOf(g->k.B), NULL);
+	stream_vars(g, &st);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
 	st.L64 = cg_sext64(f, L);
 	st.n64 = cg_sext64(f, n);
@@ -1285,7 +1313,7 @@ stream(G *g)
 	for (int i = 0; i < S - 1; i++) {
 		LLVMValueRef p = cg_addi(f, st.g0, i);
 		cg_if(f, &c1, cg_lt(f, p, st.g1));
-		stream_load(g, &st, p);
+		stream_load(g, &st, p, stage_off(g, p));
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 	}
@@ -1300,7 +1328,7 @@ stream(G *g)
 	rd = stage_off(g, gi);
 	nx = stage_off(g, cg_addi(f, gi, 1));
 	cg_if(f, &c1, cg_lt(f, cg_addi(f, gi, S - 1), st.g1));	/* refill: pair gi+S-1 */
-	stream_load(g, &st, cg_addi(f, gi, S - 1));
+	stream_load(g, &st, cg_addi(f, gi, S - 1), stage_off(g, cg_addi(f, gi, S - 1)));
 	cg_endif(f, &c1);
 	cg_cp_async_commit(f);
 	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, st.g0, ""),
@@ -1321,6 +1349,256 @@ stream(G *g)
 	cg_cp_async_wait(f, 0);
 	cg_barrier(f);
 	cg_endif(f, &c);
+}
+
+/* ---- dynamic stream-K (GemmSpec.units; codegen.h has the contract) ---- */
+
+/*
+ * The CTA's units: u_0, u_1, ... as the counter hands them out.  The load
+ * stream runs S-1 pairs ahead of the mma (one pipeline over every unit of
+ * the CTA, virtual pair j in stage j % S); a unit has S-1 pairs or more, so
+ * the loads are in the mma's unit or the next one.  Thread 0 takes the unit
+ * after the load stream's two pairs before its end (GRAB_AHEAD: the atomic's
+ * round trip under the mma) into shared slot (k+1) & 1, which every thread
+ * reads, after a barrier, where the load stream enters it.
+ */
+enum { GRAB_AHEAD = 2 };
+
+typedef struct Dyn Dyn;
+struct Dyn {
+	LLVMValueRef U, P;		/* units, slices a tile (per launch) */
+	LLVMValueRef ctr, cnt, parts;	/* the unit counter, the tiles' arrival counts, slot 0 */
+	LLVMValueRef cu, cg, cs, ce;	/* vars: the mma's unit (-1: none), pair, first pair, end */
+	LLVMValueRef cnext;		/* var: the unit after it (set where the loads enter it) */
+	LLVMValueRef lu, lg, ls, le, lk;	/* vars: the loads' unit, next pair, first, end; its index */
+};
+
+/* Unit u's pairs [*first, *end): tile u / P, k-tiles [p KT / P, (p+1) KT / P) of it. */
+static void
+unit_range(G *g, const Dyn *d, LLVMValueRef u, LLVMValueRef *first, LLVMValueRef *end)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef t = cg_udiv(f, u, d->P), p = cg_urem(f, u, d->P), base = cg_muli(f, t, g->kt);
+
+	*first = cg_add(f, base, cg_udiv(f, cg_muli(f, p, g->kt), d->P));
+	*end = cg_add(f, base, cg_udiv(f, cg_muli(f, cg_addi(f, p, 1), g->kt), d->P));
+}
+
+/* The unit handed out v-th (-1: v >= U, none left): v itself, or for tests
+ * (unit_rev = m) reversed in blocks of m, the last as long as is left. */
+static LLVMValueRef
+unit_of(G *g, const Dyn *d, LLVMValueRef v)
+{
+	CgFn *f = g->k.f;
+	int m = g->k.s.unit_rev;
+	LLVMValueRef u = v;
+
+	if (m > 1) {
+		LLVMValueRef base = cg_muli(f, cg_udiv(f, v, cg_i32(f, m)), m);
+		LLVMValueRef len = cg_min(f, cg_i32(f, m), cg_sub(f, d->U, base));
+		u = cg_sub(f, cg_add(f, base, cg_addi(f, len, -1)), cg_urem(f, v, cg_i32(f, m)));
+	}
+	return cg_select(f, cg_lt(f, v, d->U), u, cg_i32(f, -1));
+}
+
+/* Thread 0: the next unit into shared slot `slot` (i32).  CTA c's first is
+ * c (no atomic), so the counter's k-th is number ctas + k. */
+static void
+unit_grab(G *g, const Dyn *d, LLVMValueRef slot)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef v;
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	v = cg_add(f, cg_atom_add(f, d->ctr, cg_i32(f, 1)), cg_nctaid(f, 0));
+	cg_sstore(f, unit_of(g, d, v), cg_sptr(f, cg_addi(f, cg_muli(f, slot, 4), g->dyn_off)), 4);
+	cg_endif(f, &c);
+}
+
+static void
+set_range(G *g, const Dyn *d, LLVMValueRef u, LLVMValueRef first, LLVMValueRef cur, LLVMValueRef end)
+{
+	LLVMValueRef a, b;
+
+	unit_range(g, d, u, &a, &b);
+	cg_set(g->k.f, first, a);
+	cg_set(g->k.f, cur, a);
+	cg_set(g->k.f, end, b);
+}
+
+/* The load stream's pair for the stage at soff: into the next unit where
+ * this one ends, the unit after taken GRAB_AHEAD pairs before the end. */
+static void
+dyn_load(G *g, Dyn *d, Stream *st, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef lg, le, k, u, grab;
+	CgIf c, c1;
+
+	cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntSGE, cg_get(f, d->lu), cg_i32(f, 0), ""),
+				  LLVMBuildICmp(f->B, LLVMIntEQ, cg_get(f, d->lg), cg_get(f, d->le), ""), ""));
+	k = cg_addi(f, cg_get(f, d->lk), 1);
+	cg_set(f, d->lk, k);
+	u = cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, cg_and(f, k, 1), 4), g->dyn_off)), 4);
+	cg_set(f, d->lu, u);
+	cg_set(f, d->cnext, u);
+	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntSGE, u, cg_i32(f, 0), ""));
+	set_range(g, d, u, d->ls, d->lg, d->le);
+	cg_endif(f, &c1);
+	cg_endif(f, &c);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntSGE, cg_get(f, d->lu), cg_i32(f, 0), ""));
+	lg = cg_get(f, d->lg);
+	le = cg_get(f, d->le);
+	grab = LLVMBuildICmp(f->B, LLVMIntEQ, lg, cg_max(f, cg_get(f, d->ls), cg_addi(f, le, -GRAB_AHEAD)), "");
+	stream_load(g, st, lg, soff);	/* first: thread 0's loads go out before the atomic's wait */
+	cg_set(f, d->lg, cg_addi(f, lg, 1));
+	cg_if(f, &c1, grab);
+	unit_grab(g, d, cg_and(f, cg_addi(f, cg_get(f, d->lk), 1), 1));
+	cg_endif(f, &c1);
+	cg_endif(f, &c);
+}
+
+/* The end of unit u (its tile's slice u % P): the epilogue when P = 1;
+ * else its partial sums to slot u, counted in at the tile's flag, and the
+ * tile's last slice to arrive adds the slots in slice order (slot t P + p)
+ * and runs the epilogue. */
+static void
+unit_end(G *g, Dyn *d, LLVMValueRef u)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef t = cg_udiv(f, u, d->P), t0 = LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), "");
+	LLVMValueRef whole = LLVMBuildICmp(f->B, LLVMIntEQ, d->P, cg_i32(f, 1), "");
+	LLVMValueRef runs = cg_var(f, f->ti1, whole), flag = cg_sptr(f, cg_i32(f, g->dyn_off + 8));
+	int64_t tile = (int64_t)s->bm * s->bn;
+	CgIf c, c0;
+	CgLoop l;
+	int a;
+
+	gemm_tile_coords(&g->k, t);
+	cg_if(f, &c, LLVMBuildNot(f->B, whole, ""));
+	LLVMValueRef mine = cg_gep(f, d->parts, cg_muli(f, cg_sext64(f, u), tile), 4);
+	a = 0;
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++, a++) {
+				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
+				cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), cg_gep(f, mine, cg_sext64(f, e), 4), 4);
+			}
+	cg_barrier(f);		/* every thread's part is written */
+	cg_if(f, &c0, t0);	/* the fences of thread 0 order the CTA's parts (seen through the barrier) */
+	cg_fence(f);		/* before the count (release) */
+	LLVMValueRef old = cg_atom_add(f, cg_gep(f, d->cnt, cg_sext64(f, t), 4), cg_i32(f, 1));
+	LLVMValueRef last = LLVMBuildICmp(f->B, LLVMIntEQ, old, cg_addi(f, d->P, -1), "");
+	cg_fence(f);		/* and the other slices' parts after it (acquire) */
+	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), flag, 4);
+	cg_endif(f, &c0);
+	cg_barrier(f);
+	LLVMValueRef lastv = LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, flag, 4), cg_i32(f, 0), "");
+	cg_set(f, runs, lastv);
+	cg_if(f, &c0, lastv);	/* the sum in slice order: ((p0 + p1) + p2) + ... */
+	LLVMValueRef first = cg_mul(f, t, d->P);
+	LLVMValueRef p = cg_loop(f, &l, cg_i32(f, 0), d->P, cg_i32(f, 1));
+	LLVMValueRef part = cg_gep(f, d->parts, cg_muli(f, cg_sext64(f, cg_add(f, first, p)), tile), 4);
+	LLVMValueRef p0 = LLVMBuildICmp(f->B, LLVMIntEQ, p, cg_i32(f, 0), "");
+	a = 0;
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++, a++) {
+				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
+				LLVMValueRef v = cg_gload_volatile(f, f->tf32, cg_gep(f, part, cg_sext64(f, e), 4), 4);
+				LLVMValueRef sum = LLVMBuildFAdd(f->B, cg_get(f, g->acc[i][j][q]), v, "");
+				cg_set(f, g->acc[i][j][q], cg_select(f, p0, v, sum));
+			}
+	cg_endloop(f, &l);
+	cg_endif(f, &c0);
+	cg_endif(f, &c);
+	cg_if(f, &c, cg_get(f, runs));
+	gemm_epilogue(g);
+	cg_endif(f, &c);
+}
+
+/*
+ * The whole schedule of a dynamic stream-K kernel: stream()'s pipeline over
+ * the pairs of the units this CTA takes, as it takes them; the loop runs
+ * while the mma has a unit.
+ */
+static void
+stream_dyn(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int S = s->stages, KT = g->kt;
+	LLVMValueRef tiles = gemm_work_total(&g->k), j, cgv, u;
+	int64_t pmax = MAX(1, KT / (S - 1));
+	Stream st;
+	Dyn d;
+	CgIf c;
+	CgLoop l;
+	Frag cur, vars;
+
+	stream_vars(g, &st);
+	d.P = cg_max(f, cg_i32(f, 1), cg_min(f, cg_i32(f, pmax), cg_udiv(f, cg_i32(f, (int64_t)s->units * s->ctas),
+									 cg_max(f, tiles, cg_i32(f, 1)))));
+	d.U = cg_mul(f, tiles, d.P);
+	d.cnt = g->k.ws;
+	d.ctr = cg_gep(f, g->k.ws, cg_i64(f, s->split_slots), 4);
+	d.parts = cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1);
+	d.cu = cg_var(f, f->ti32, NULL);
+	d.cg = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.cs = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.ce = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.cnext = cg_var(f, f->ti32, cg_i32(f, -1));
+	d.lu = cg_var(f, f->ti32, NULL);
+	d.lg = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.ls = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.le = cg_var(f, f->ti32, cg_i32(f, 0));
+	d.lk = cg_var(f, f->ti32, cg_i32(f, 0));
+
+	u = unit_of(g, &d, cg_ctaid(f, 0));	/* u_0: the CTA's own */
+	cg_set(f, d.cu, u);
+	cg_set(f, d.lu, u);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntSGE, u, cg_i32(f, 0), ""));
+	set_range(g, &d, u, d.cs, d.cg, d.ce);
+	set_range(g, &d, u, d.ls, d.lg, d.le);
+	cg_endif(f, &c);
+	for (int i = 0; i < S - 1; i++) {	/* u_0 has S-1 pairs or more */
+		dyn_load(g, &d, &st, cg_i32(f, (int64_t)i * g->stage));
+		cg_cp_async_commit(f);
+	}
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	frag_vars(g, &vars);
+	load_frags(g, cg_i32(f, 0), 0, &cur);
+	frag_move(g, &vars, &cur, 1);
+
+	j = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, INT32_MAX), cg_i32(f, 1));
+	cg_loop_while(f, &l, LLVMBuildICmp(f->B, LLVMIntSGE, cg_get(f, d.cu), cg_i32(f, 0), ""));
+	dyn_load(g, &d, &st, stage_off(g, cg_addi(f, j, S - 1)));
+	cg_cp_async_commit(f);
+	cgv = cg_get(f, d.cg);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cgv, cg_get(f, d.cs), ""));	/* the unit's first pair */
+	for (int i = 0; i < g->mi; i++)
+		for (int jj = 0; jj < g->ni; jj++)
+			for (int q = 0; q < 4; q++)
+				cg_set(f, g->acc[i][jj][q], cg_f32(f, 0));
+	cg_endif(f, &c);
+	ktile_pipelined(g, &vars, stage_off(g, j), stage_off(g, cg_addi(f, j, 1)));
+	cgv = cg_addi(f, cgv, 1);
+	cg_set(f, d.cg, cgv);
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cgv, cg_get(f, d.ce), ""));	/* its last: the next unit */
+	unit_end(g, &d, cg_get(f, d.cu));
+	u = cg_get(f, d.cnext);
+	cg_set(f, d.cu, u);
+	CgIf c1;
+	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntSGE, u, cg_i32(f, 0), ""));
+	set_range(g, &d, u, d.cs, d.cg, d.ce);
+	cg_endif(f, &c1);
+	cg_endif(f, &c);
+	cg_endloop(f, &l);
+	cg_cp_async_wait(f, 0);
+	cg_barrier(f);
 }
 
 static void
@@ -1371,6 +1649,9 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	if (spec->sched != CG_SCHED_STREAM)
 		return gemm_end(&g.k, tile, buf);
 	gemm_prologue(&g.k);
-	stream(&g);
+	if (spec->units > 0)
+		stream_dyn(&g);
+	else
+		stream(&g);
 	return gemm_finish(&g.k, buf);
 }

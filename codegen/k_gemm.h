@@ -158,6 +158,7 @@ struct G {
 	int mstride;		/* rows between fragment row blocks: 16 (mma), 64 (wgmma) */
 	int a_ld, b_ld;		/* shared row pitch, bytes */
 	int a_bytes, stage;
+	int dyn_off;		/* dynamic stream-K (GemmSpec.units): smem of the next units, the last flag */
 	/* group quantisation: output columns per fragment, per warp; segment width; smem */
 	int q_fw, q_wow, q_sg, q_off, q_bytes;
 	LLVMValueRef q_scale, q_zero;	/* static quantisation, f32 */

@@ -951,6 +951,29 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
+ * Dynamic stream-K (--debug=stream-dyn, docs/codegen.md "Dynamic stream-K"):
+ * the waves above hand the fast SMs more runs through the block scheduler,
+ * each run paying a fill; here the launch's CTAs (SMs x per_sm, one
+ * pipeline each) take work units, a tile's k-slices, from an atomic
+ * counter as they go, so the SMs finish within about a unit of each other
+ * and nothing refills.  STREAM_UNITS a CTA: where the tiles are fewer, the
+ * kernel cuts each in slices of stages-1 k-tiles or more.  The same
+ * launches as stream_waves (bf16/f16: quantised B keeps bq_stream's plan).
+ */
+enum { STREAM_UNITS = 8 };
+enum { STREAM_DYN_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
+
+static void
+stream_dyn(const CgTarget *t, GemmSpec *s, int64_t thi)
+{
+	if (s->sched != CG_SCHED_STREAM || thi < STREAM_WAVES_T || s->bq.group > 0 ||
+	    s->K / s->bk < s->stages - 1)
+		return;
+	s->ctas = (int)stream_ctas(t, s);
+	s->units = STREAM_UNITS;
+}
+
+/*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
  * flight for HBM3e's latency (about 40-64 KiB per SM): a 12288x4096 W4A16
@@ -1438,6 +1461,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 				bq_stream(t, &s[i], tokens);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);
+			if ((p->o.debug & DBG_STREAM_DYN) || STREAM_DYN_DEFAULT)
+				stream_dyn(t, &s[i], tokens);
 			vec_plan(p, t, &s[i], tokens);
 		}
 	}
@@ -1494,7 +1519,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole && a->cluster == b->cluster &&
-	       a->cluster_b == b->cluster_b;
+	       a->cluster_b == b->cluster_b && a->units == b->units;
 }
 
 /*
@@ -1736,7 +1761,7 @@ cand_try(const CgTarget *t, const GemmSpec *h, const Tile *tl, int stages, int S
 
 	diag_init(&quiet, NULL);
 	*c = *h;
-	c->split_k = c->split_slots = 0;
+	c->split_k = c->split_slots = c->units = 0;
 	if (c->sched == CG_SCHED_STREAM)
 		c->sched = CG_SCHED_TILES;
 	if (try_tile(t, c, tl, 1) || (stages && stages > c->stages))
@@ -1809,6 +1834,16 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 		GemmSpec c = *h;
 		c.ctas = h->ctas * W;
 		n = cand_add(out, seen, n, &c);
+	}
+	/* dynamic stream-K (docs/codegen.md): the heuristic's stream-K with 4, 8
+	 * and 16 units a CTA from an atomic counter (bf16/f16) */
+	for (int U = 4; h->sched == CG_SCHED_STREAM && h->units == 0 && h->bq.group == 0 && U <= 16; U *= 2) {
+		GemmSpec c = *h;
+		Diag quiet;
+		diag_init(&quiet, NULL);
+		c.units = U;
+		if (cg_gemm_check(t, &c, &quiet) == 0)
+			n = cand_add(out, seen, n, &c);
 	}
 	for (int pi = 0; pi < (int)NELEM(plan); pi++)
 		for (int i = 0; i < nt * nd && n < MAX_CANDIDATES; i++) {

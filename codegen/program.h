@@ -75,6 +75,7 @@ typedef struct CgVariant CgVariant;
 struct CgVariant {
 	int bm, bn, bk, wm, wn, stages, split;	/* split 1: no split-K */
 	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
+	int units;				/* stream-K: > 0: dynamic, units a CTA (.uN: GemmSpec.units) */
 	int direct;				/* quantised B loaded straight into registers (.d) */
 	int cluster;				/* 2: clusters of 2 on the WS mainloop (.c2a sharing A, .c2b B) */
 	int cluster_b;

@@ -927,6 +927,15 @@ cg_endloop(CgFn *f, CgLoop *l)
 	LLVMPositionBuilderAtEnd(f->B, l->exit);
 }
 
+void
+cg_loop_while(CgFn *f, CgLoop *l, LLVMValueRef cond)
+{
+	LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(f->C, f->fn, "while");
+
+	LLVMBuildCondBr(f->B, cond, go, l->exit);
+	LLVMPositionBuilderAtEnd(f->B, go);
+}
+
 LLVMValueRef
 cg_var(CgFn *f, LLVMTypeRef t, LLVMValueRef init)
 {
@@ -1077,6 +1086,14 @@ cg_fence_acq_rel(CgFn *f)
 		LLVMBuildFence(f->B, LLVMAtomicOrderingAcquireRelease, 0, "");
 	else
 		cg_asm(f, NULL, "fence.acq_rel.gpu;", "~{memory}", NULL, 0, 1);
+}
+
+LLVMValueRef
+cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v)
+{
+	if (f->emu)
+		emu_check(f, p, f->ti32, 1, 1);
+	return LLVMBuildAtomicRMW(f->B, LLVMAtomicRMWBinOpAdd, p, v, LLVMAtomicOrderingMonotonic, 0);
 }
 
 /*

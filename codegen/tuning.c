@@ -14,7 +14,8 @@
  * then x4, the last one of a bundle cut at its max_tokens) or the range a
  * launch of the heuristic's plan runs for (t1-64, t65-MAX; all version 1
  * had).  Variant: tile bm x bn x bk, warps, stages, split-K slices, and
- * `.pN` for stream-K over N CTAs.
+ * `.pN` for stream-K over N CTAs, `.pN.uU` for dynamic stream-K (U units a
+ * CTA handed out by an atomic counter: GemmSpec.units).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -67,6 +68,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 
 	if (v->stream > 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".p%d", v->stream);
+	if (v->stream > 0 && v->units > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".u%d", v->units);
 	if (v->cluster == 2 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".c2%c", v->cluster_b ? 'b' : 'a');
 	if (v->wide && k >= 0 && (size_t)k < n)
@@ -106,6 +109,12 @@ cg_variant_parse(const char *s, CgVariant *v)
 		v->cluster_b = body[len - 1] == 'b';
 		body[len -= 4] = 0;
 	}
+	char *u = strstr(body, ".u");	/* dynamic stream-K: units a CTA */
+	if (u) {
+		if (sscanf(u, ".u%d%c", &v->units, &tail) != 1 || v->units < 1 || v->units > 64)
+			return -1;
+		*u = 0;
+	}
 	int n = sscanf(body, "%dx%dx%d.w%dx%d.s%d.k%d.p%d%c", &v->bm, &v->bn, &v->bk, &v->wm, &v->wn,
 		       &v->stages, &v->split, &v->stream, &tail);
 
@@ -126,7 +135,8 @@ void
 cg_variant_of(const GemmSpec *s, CgVariant *v)
 {
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
-			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0, s->bq.direct,
+			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0,
+			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
 			 s->f8.whole};
 }
@@ -142,6 +152,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->cluster = v->cluster;
 	s->cluster_b = v->cluster_b;
 	s->f8.whole = v->f8whole;
+	s->units = v->stream > 0 ? v->units : 0;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (v->cluster == 2)	/* clusters run persistent: a CTA an SM (an H100 SXM's or H200's 132) */

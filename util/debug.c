@@ -87,6 +87,9 @@ const DebugFlag debug_flags[] = {
 	 "ahead of its FMAs, also across work items, so a warp always has loads in flight; decode fronts take the "
 	 "top-k without a barrier a round, sort few slots without counters and hand over with acq_rel fences (the "
 	 "same bits; session 28, A/B on the GPU; docs/codegen.md, Decode GEMMs as warp dot products, Decode fronts)"},
+	{"stream-dyn", DBG_STREAM_DYN, NULL,
+	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens hand their work out by an atomic counter "
+	 "(a tile's k-slices, about 8 a CTA: fast SMs take more; docs/codegen.md, Dynamic stream-K; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -719,6 +719,91 @@ START_TEST(test_emu_stream_k)
 }
 END_TEST
 
+/*
+ * Dynamic stream-K (GemmSpec.units): units handed out by an atomic counter.
+ * The emulator runs CTAs one after another (CTA 0 takes every unit), so the
+ * arrival orders come from unit_rev (units handed out reversed in blocks):
+ * the tile's last slice to arrive is then any slice.  Against the double
+ * reference; on exact sums the same bits as the tiles kernel at 1, 8 and 64
+ * units a CTA (P = 1 and P > 1 slices a tile); on random inputs the same bits
+ * whatever the order (the slices are added in slice order by whichever
+ * arrives last).
+ */
+START_TEST(test_emu_stream_dyn)
+{
+	static const int cfg[][2] = {{8, 0}, {1, 0}, {64, 1000}, {8, 3}, {64, 2}};
+	GemmCase c, tiles, other;
+
+	stream_case(&c, _i, stream_cases[_i].ctas);
+	c.s.units = 8, c.s.unit_rev = 3;
+	gh_check(&c, 1e-2);
+	c.fill = GH_EXACT;
+	tiles = c;
+	tiles.s.sched = CG_SCHED_TILES;
+	tiles.s.split_slots = tiles.s.units = tiles.s.unit_rev = 0;
+	for (size_t i = 0; i < NELEM(cfg); i++) {
+		other = c;
+		other.s.units = cfg[i][0], other.s.unit_rev = cfg[i][1];
+		ck_assert_msg(same_bits(&other, &tiles), "%s: %d units a CTA (rev %d) differ from the tiles "
+			      "kernel on exact sums", c.what, cfg[i][0], cfg[i][1]);
+	}
+	c.fill = GH_UNIFORM;
+	for (size_t i = 2; i < NELEM(cfg); i++) {
+		other = c;
+		other.s.units = cfg[i][0], other.s.unit_rev = cfg[i][1];
+		c.s.units = cfg[i][0], c.s.unit_rev = 0;
+		ck_assert_msg(same_bits(&c, &other), "%s: %d units a CTA: the order reversed in blocks of %d "
+			      "changes the bits", c.what, cfg[i][0], cfg[i][1]);
+	}
+}
+END_TEST
+
+/* Its rules, workspace and PTX: the counters are atomics, no spills. */
+START_TEST(test_stream_dyn_rules)
+{
+	CgTarget t80 = {"sm_80", NULL, 3};
+	GemmSpec s[2];
+	CgModule *m;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
+	gh_tiles(&s[0], 16, 128, 128, 1, 4, 5);
+	split(&s[0], 0, 16);
+	s[0].units = 8;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s[0], &d), 0);	/* not stream-K */
+	ck_assert_ptr_nonnull(strstr(d.last, "dynamic stream-K"));
+	s[0].sched = CG_SCHED_STREAM, s[0].ctas = 132;
+	ck_assert_int_eq(cg_gemm_check(&t80, &s[0], &d), 0);
+	ck_assert_int_eq(cg_gemm_split_flag_bytes(&s[0]), 4 * (s[0].split_slots + 1));
+	ck_assert_int_eq(cg_gemm_split_bytes(&s[0]), ((4 * (s[0].split_slots + 1) + 15) & ~15) +
+			 (int64_t)8 * 132 * 16 * 128 * 4);
+	s[0].units = 65;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s[0], &d), 0);
+	s[0].units = 8;
+	gh_spec_dense_bias_gelu(&s[1], 256, 256);	/* 2 k-tiles for 5 stages */
+	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
+	split(&s[1], 0, 16);
+	s[1].sched = CG_SCHED_STREAM, s[1].ctas = 132, s[1].units = 8;
+	ck_assert_int_lt(cg_gemm_check(&t80, &s[1], &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "stages - 1"));
+	gh_spec_grouped_swiglu(&s[1], 128, 1536, 2048, 8);
+	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
+	split(&s[1], 0, 64);
+	s[1].sched = CG_SCHED_STREAM, s[1].ctas = 132, s[1].units = 8;
+	for (size_t i = 0; i < NELEM(gh_targets); i++) {
+		const char *ptx;
+		m = gh_emit_specs(gh_targets[i], GH_MMA, s, 2, "dyn");
+		ck_assert_ptr_nonnull(strstr(cg_module_find(m, "dyn0")->note, "units 8 a CTA"));
+		ptx = gh_ptx(m);
+		ck_assert_int_gt(gh_count(ptx, "atom.global.add.u32"), 0);
+		ck_assert_int_gt(gh_count(ptx, "cp.async"), 0);
+		gh_assemble(m, 2, "test_stream_dyn_rules", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+}
+END_TEST
+
 START_TEST(test_stream_k_rules)
 {
 	CgTarget t90a = {"sm_90a", NULL, 3}, t80 = {"sm_80", NULL, 3};
@@ -1077,6 +1162,11 @@ codegen_suite(void)
 	tcase_add_loop_test(t, test_emu_tf32, 0, (int)NELEM(tf32_cases));
 	tcase_add_test(t, test_tf32_ptx);
 	tcase_add_test(t, test_emu_tf32_operands_must_be_rounded);
+	suite_add_tcase(s, t);
+	t = tcase_create("stream-dyn");	/* dynamic stream-K (CK_RUN_CASE=stream-dyn) */
+	tcase_set_timeout(t, 120);
+	tcase_add_loop_test(t, test_emu_stream_dyn, 0, (int)NELEM(stream_cases));
+	tcase_add_test(t, test_stream_dyn_rules);
 	suite_add_tcase(s, t);
 	return s;
 }

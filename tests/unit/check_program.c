@@ -1010,6 +1010,58 @@ START_TEST(test_program_stream_waves_matches_interpreter)
 }
 END_TEST
 
+/*
+ * Dynamic stream-K (docs/codegen.md): the same block through tuning-table
+ * variants `.p132.u8` (8 units a CTA handed out by an atomic counter; its 32
+ * and 16 tiles cut in 4 and 8 slices: every tile's sum reduced by its last
+ * slice), both GEMMs on one workspace (each launch's counters zeroed before
+ * it), on the emulator against the interpreter at T = 1, 5, 16.
+ * --debug=stream-dyn plans such launches for bundles of more than 4 tokens.
+ */
+START_TEST(test_program_stream_dyn_matches_interpreter)
+{
+	const char *text = "moec-tuning 2\n"
+			   "emu dense.m1.n4096.k2048.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p132.u8\n"
+			   "emu dense.m1.n4096.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132.u8\n"
+			   "emu dense.m1.n2048.k4096.bf16.bf16.nk.t1-1 16x128x128.w1x4.s5.k1.p132.u8\n"
+			   "emu dense.m1.n2048.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132.u8\n";
+	static const int64_t ts[] = {1, 5, 16};
+	const char *path = table(text);
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+	CgProgram *p;
+	CgTuning *t;
+	int dyn = 0;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	m = fused_for("dyn.ir", waves_block, &ref, &d, 16);
+	emu_opts(&co, 16);
+	co.tuning = t;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (st->kind == STEP_LAUNCH && st->grid[0].a == 0 && st->grid[0].b == 132)
+			dyn++;
+	}
+	ck_assert_int_eq(dyn, 2);
+	char *ll = cg_program_llvm(p, 0);	/* the counters: atomics */
+	ck_assert_ptr_nonnull(strstr(ll, "atomicrmw add"));
+	free(ll);
+	for (size_t i = 0; i < NELEM(ts); i++)
+		check_wide(p, ref, ts[i], 2048);
+	cg_program_free(p);
+	cg_tuning_free(t);
+	ir_free_module(m);
+	ir_free_module(ref);
+	unlink(path);
+}
+END_TEST
+
 /* The T buckets of version-2 keys: 1, 2-16, 17-64, 65-256, then x4. */
 START_TEST(test_tuning_buckets)
 {
@@ -1871,6 +1923,7 @@ program_suite(void)
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
+	tcase_add_test(tc, test_program_stream_dyn_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fast_div");	/* --debug=fast-div: the same bits as div.rn */
 	tcase_set_timeout(tc, 900);	/* ~25 s of CPU: 60M divisions, an emulated body kernel */
