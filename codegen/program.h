@@ -82,7 +82,7 @@ struct CgVariant {
 	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:
 						 * GemmSpec.f8.whole) */
 	int minctas;				/* > 0: a launch bound of this many CTAs an SM (.lN:
-						 * GemmSpec.min_ctas; mma.sync tiles) */
+						 * GemmSpec.min_ctas; not the vec mainloop's own) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {
