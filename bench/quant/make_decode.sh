@@ -92,7 +92,9 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 #   .d660   gpt-oss: the down projection alone over 660 (96 registers: 5 fit unbounded)
 #   .t320   gpt-oss: 320-column tiles (10 n8 blocks a warp), 3 stages, 3 CTAs an SM
 #           (164 registers); .t320l4 the same at 4 (128 registers)
-#   .bk192  gpt-oss: 16x192x192 at 2 stages, 4 CTAs an SM (128 registers): a third of the barriers
+#   .bk192  gpt-oss: 16x192x192 at 2 stages, 4 CTAs an SM (128 registers): a third of the loop
+#           overhead a fragment (ncu of session 28: ~85 of the ~305 instructions a warp spends on a
+#           16x192x64 k-tile are loop, refill and stream-K bookkeeping); .bk192p unbounded, 3 an SM
 #   .w2     gpt-oss: 16x192 over 2 warps (12 n8 blocks a warp), 6 CTAs an SM
 #   .l4     Mixtral: 16x256x128 s2 at 4 CTAs an SM (128 registers, no spills)
 #   .t512   Mixtral: 16x512x128 over 8 warps, 2 stages, 2 CTAs an SM (128 registers)
@@ -113,6 +115,7 @@ block gptoss_mxfp4.d660 gptoss_bf16 "$go" "$dn=16x192x64.w1x4.s4.k1.p660" --laye
 both gptoss_mxfp4.t320 gptoss_bf16 "$go" 16x320x64.w1x4.s3.k1.p396
 both gptoss_mxfp4.t320l4 gptoss_bf16 "$go" 16x320x64.w1x4.s3.k1.p528.l4
 both gptoss_mxfp4.bk192 gptoss_bf16 "$go" 16x192x192.w1x4.s2.k1.p528.l4
+both gptoss_mxfp4.bk192p gptoss_bf16 "$go" 16x192x192.w1x4.s2.k1.p396
 both gptoss_mxfp4.w2 gptoss_bf16 "$go" 16x192x64.w1x2.s4.k1.p792
 [ "${DIRECT:-0}" = 1 ] && one gptoss_mxfp4.direct gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
