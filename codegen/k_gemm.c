@@ -226,8 +226,14 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: N = %lld, K = %lld", (long long)s->N, (long long)s->K);
 	if (s->bm < 16 || s->bm > 256 || !(pow2(s->bm) || s->bm == 192))
 		return diag_error(d, LOC_NONE, "gemm: bm = %d (need 16, 32, 64, 128, 192 or 256)", s->bm);
-	if (s->bn < 16 || s->bn > 256 || s->bn % 16)
-		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256)", s->bn);
+	/* quantised B on mma.sync also takes wider tiles (up to 512 columns,
+	 * 16 n8 blocks a warp): a decode warp's A fragments and loop serve
+	 * more packed weights (gpt-oss's N = 5760 and 2880 are 18 and 9 tiles
+	 * of 320, which no 256-column tile divides) */
+	if (s->bn < 16 || s->bn % 16 ||
+	    s->bn > (s->bq.group > 0 && s->mainloop == CG_MAINLOOP_MMA ? 512 : 256))
+		return diag_error(d, LOC_NONE, "gemm: bn = %d (need a multiple of 16 in 16..256; quantised "
+				  "B: up to 512)", s->bn);
 	/* quantised B on mma.sync also takes deeper k-tiles (multiples of 64 up
 	 * to 512: gpt-oss's K = 2880 is 15 k-tiles of 192), a decode tile's
 	 * loop overhead spread over more fragments */
@@ -1622,6 +1628,8 @@ note(G *g, char *buf, size_t n)
 			      s->bq.scales_le2 ? " le2" : "", s->bq.vec > 1 ? (s->bq.vec == 2 ? " vec2" : " vec4") : "",
 			      s->bq.direct ? " direct" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
+	if (s->min_ctas > 0 && (size_t)k < n)	/* the launch bound (.minnctapersm) */
+		k += snprintf(buf + k, n - (size_t)k, " min_ctas=%d", s->min_ctas);
 	if (s->quant.kind != CG_QUANT_NONE && (size_t)k < n) {
 		cg_quant_print(q, sizeof q, &s->quant, s->c_dt);
 		snprintf(buf + k, n - (size_t)k, " quant: %s", q);

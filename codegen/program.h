@@ -82,6 +82,8 @@ struct CgVariant {
 	int wide;				/* 64x256 warpgroup tiles (.wide: GemmSpec.wg_wide) */
 	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:
 						 * GemmSpec.f8.whole) */
+	int minctas;				/* > 0: a launch bound of this many CTAs an SM (.lN:
+						 * GemmSpec.min_ctas; not the vec mainloop's own) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

@@ -15,7 +15,7 @@
  * launch of the heuristic's plan runs for (t1-64, t65-MAX; all version 1
  * had).  Variant: tile bm x bn x bk, warps, stages, split-K slices, and
  * `.pN` for stream-K over N CTAs, `.pN.uU` for dynamic stream-K (U units a
- * CTA handed out by an atomic counter: GemmSpec.units).
+ * CTA handed out by an atomic counter: GemmSpec.units); `.lN` last: a launch bound of N CTAs an SM.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -78,6 +78,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".d");
 	if (v->f8whole && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".fw");
+	if (v->minctas > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".l%d", v->minctas);
 	return k;
 }
 
@@ -91,6 +93,16 @@ cg_variant_parse(const char *s, CgVariant *v)
 	if (len >= sizeof body)
 		return -1;
 	memcpy(body, s, len + 1);
+	char *lb = strrchr(body, '.');
+	if (lb && lb[1] == 'l') {	/* a launch bound: CTAs an SM (the last word) */
+		char *end;
+		long m = strtol(lb + 2, &end, 10);
+		if (end == lb + 2 || *end || m < 1 || m > 32)
+			return -1;
+		v->minctas = (int)m;
+		len = (size_t)(lb - body);
+		*lb = 0;
+	}
 	if (len > 3 && strcmp(body + len - 3, ".fw") == 0) {	/* FP8: whole k-tiles */
 		v->f8whole = 1;
 		len -= 3;
@@ -122,7 +134,7 @@ cg_variant_parse(const char *s, CgVariant *v)
 		return -1;
 	if (n == 8 && (v->stream < 1 || v->stream > 65535 || v->split > 1))
 		return -1;	/* stream-K over 1..65535 CTAs, never with split-K */
-	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 256 || v->bk < 16 || v->bk > 512 ||
+	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 512 || v->bk < 16 || v->bk > 512 ||
 	    v->wm < 1 || v->wm > 16 || v->wn < 1 || v->wn > 16 || v->stages < 2 || v->stages > 5 ||
 	    v->split < 1 || v->split > 64)
 		return -1;
@@ -138,7 +150,8 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0,
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
-			 s->f8.whole};
+			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0};
+	/* (the vec mainloop's bound is its plan's own, not a tile's) */
 }
 
 void
@@ -153,6 +166,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->cluster_b = v->cluster_b;
 	s->f8.whole = v->f8whole;
 	s->units = v->stream > 0 ? v->units : 0;
+	s->min_ctas = v->minctas;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (v->cluster == 2)	/* clusters run persistent: a CTA an SM (an H100 SXM's or H200's 132) */

@@ -90,6 +90,10 @@ const DebugFlag debug_flags[] = {
 	{"stream-dyn", DBG_STREAM_DYN, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens hand their work out by an atomic counter "
 	 "(a tile's k-slices, about 8 a CTA: fast SMs take more; docs/codegen.md, Dynamic stream-K; A/B on the GPU)"},
+	{"bq-warps", DBG_BQ_WARPS, NULL,
+	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
+	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "
+	 "by shared memory, SMs x 5 CTAs (A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -79,54 +79,52 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 		echo "     NOT TAKEN: $(grep -o 'variant [^ ]* for [^ ]* does not fit[^;]*' "$out/$bn.log" | head -2)"
 	fi
 }
-# Session 27: grouped quantised decode GEMMs take wide stream-K runs by
-# default (program.c's bq_stream: gpt-oss 16x192x64 s4 over 528 CTAs,
-# Mixtral GPTQ 16x256x128 s3 over 396; the H200's run 2: blocks 200.5 ->
-# 171.1 and 317.5 -> 278.0 us); .tiles (--debug=bq-tiles) is session 26's
-# plan for the A/B.  The other cases are that run's variants (tuning tables;
-# .pN: stream-K over N CTAs, SMs x the CTAs an SM holds by registers and
-# shared memory): the heuristic's tiles streamed (.p69, .s4p, .b64p, .s3p),
-# more CTAs an SM (.s4, .s3, .b64), 2- and 8-warp tiles (.w2, .w2p, .w8,
-# .w8p), the 192-column down projection alone (.d192p), Mixtral's 256-column
-# tiles unstreamed (.t256: moert tune's choice in session 24).  Direct B's
-# cases of session 26 (no faster) only with DIRECT=1.
+# Session 28: grouped quantised decode GEMMs take wide stream-K runs by
+# default (program.c's bq_stream, session 27: gpt-oss 16x192x64 s4 over 528
+# CTAs, Mixtral GPTQ 16x256x128 s3 over 396; blocks 200.5 -> 171.1 and
+# 317.5 -> 278.0 us); .tiles (--debug=bq-tiles) is session 26's plan.  The
+# variants (tuning tables; .pN: stream-K over N CTAs; .lN: a launch bound of
+# N CTAs an SM, which makes ptxas fit the registers: ncu has these kernels
+# short of warps, 4 CTAs of 4 an SM at 118-166 registers):
+#   .warps  --debug=bq-warps: 5 CTAs an SM (gpt-oss 16x192x64 s4 .p660.l5, 96
+#           registers; Mixtral 16x256x128 s2 .p660.l5, 96 with 40-72 bytes spilled)
+#   .s3l5   gpt-oss: the same at 3 stages; .l6: 6 CTAs an SM (80 registers, 20 bytes spilled)
+#   .d660   gpt-oss: the down projection alone over 660 (96 registers: 5 fit unbounded)
+#   .t320   gpt-oss: 320-column tiles (10 n8 blocks a warp), 3 stages, 3 CTAs an SM
+#           (164 registers); .t320l4 the same at 4 (128 registers)
+#   .bk192  gpt-oss: 16x192x192 at 2 stages, 4 CTAs an SM (128 registers): a third of the loop
+#           overhead a fragment (ncu of session 28: ~85 of the ~305 instructions a warp spends on a
+#           16x192x64 k-tile are loop, refill and stream-K bookkeeping); .bk192p unbounded, 3 an SM
+#   .w2     gpt-oss: 16x192 over 2 warps (12 n8 blocks a warp), 6 CTAs an SM
+#   .l4     Mixtral: 16x256x128 s2 at 4 CTAs an SM (128 registers, no spills)
+#   .t512   Mixtral: 16x512x128 over 8 warps, 2 stages, 2 CTAs an SM (128 registers)
+#   .bk256  Mixtral: 16x256x256 at 2 stages, 2 CTAs an SM (a barrier per 2 groups)
+# Session 27's other variants (measured no faster: bench/results/2026-12-02-s27-
+# quant-decode-variants.txt) are gone; direct B's cases only with DIRECT=1.
 d=--debug=bq-direct st=--debug=bq-tiles
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
 go=$src/models/gpt-oss-20b
 one gptoss_mxfp4.tiles gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
-block gptoss_mxfp4.p69 gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.s4 gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s4.k1 $dn=16x64x64.w1x4.s4.k1" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.s4p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s4.k1.p792 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.d192p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x192x64.w1x4.s4.k1.p660" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.w8 gptoss_bf16 "$go" "$gu=16x128x64.w1x8.s5.k1" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.w8p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x8.s5.k1.p528 $dn=16x64x64.w1x4.s4.k1.p1188" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.w2 gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x2.s5.k1 $dn=16x64x64.w1x2.s4.k1" --layer 0 --synthetic-weights=1
-block gptoss_mxfp4.w2p gptoss_bf16 "$go" \
-	"$gu=16x128x64.w1x2.s5.k1.p792 $dn=16x64x64.w1x2.s4.k1.p1584" --layer 0 --synthetic-weights=1
+one gptoss_mxfp4.warps gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 --debug=bq-warps
+both() {	# both NAME PAIR MODEL VARIANT: one variant for the gate|up and the down GEMM
+	block "$1" "$2" "$3" "$gu=$4 $dn=$4" --layer 0 --synthetic-weights=1
+}
+both gptoss_mxfp4.s3l5 gptoss_bf16 "$go" 16x192x64.w1x4.s3.k1.p660.l5
+both gptoss_mxfp4.l6 gptoss_bf16 "$go" 16x192x64.w1x4.s4.k1.p792.l6
+block gptoss_mxfp4.d660 gptoss_bf16 "$go" "$dn=16x192x64.w1x4.s4.k1.p660" --layer 0 --synthetic-weights=1
+both gptoss_mxfp4.t320 gptoss_bf16 "$go" 16x320x64.w1x4.s3.k1.p396
+both gptoss_mxfp4.t320l4 gptoss_bf16 "$go" 16x320x64.w1x4.s3.k1.p528.l4
+both gptoss_mxfp4.bk192 gptoss_bf16 "$go" 16x192x192.w1x4.s2.k1.p528.l4
+both gptoss_mxfp4.bk192p gptoss_bf16 "$go" 16x192x192.w1x4.s2.k1.p396
+both gptoss_mxfp4.w2 gptoss_bf16 "$go" 16x192x64.w1x2.s4.k1.p792
 [ "${DIRECT:-0}" = 1 ] && one gptoss_mxfp4.direct gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $d
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 mx=$out/mixtral-8x7b-gptq/config.json
 one mixtral_gptq.tiles mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
-block mixtral_gptq.s3 mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x4.s3.k1 $dn=16x128x128.w1x4.s3.k4" --layer 0 --synthetic-weights=1
-block mixtral_gptq.b64 mixtral_bf16 "$mx" \
-	"$gu=16x128x64.w1x4.s5.k1 $dn=16x128x64.w1x4.s5.k4" --layer 0 --synthetic-weights=1
-block mixtral_gptq.s3p mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x4.s3.k1.p660 $dn=16x128x128.w1x4.s3.k1.p660" --layer 0 --synthetic-weights=1
-block mixtral_gptq.b64p mixtral_bf16 "$mx" \
-	"$gu=16x128x64.w1x4.s5.k1.p792 $dn=16x128x64.w1x4.s5.k1.p792" --layer 0 --synthetic-weights=1
-block mixtral_gptq.w8 mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x8.s4.k1 $dn=16x128x128.w1x8.s4.k4" --layer 0 --synthetic-weights=1
-block mixtral_gptq.w8p mixtral_bf16 "$mx" \
-	"$gu=16x128x128.w1x8.s4.k1.p396 $dn=16x128x128.w1x8.s4.k1.p528" --layer 0 --synthetic-weights=1
-block mixtral_gptq.t256 mixtral_bf16 "$mx" \
-	"$gu=16x256x128.w1x4.s3.k1 $dn=16x256x128.w1x4.s4.k2" --layer 0 --synthetic-weights=1
+one mixtral_gptq.warps mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 --debug=bq-warps
+both mixtral_gptq.l4 mixtral_bf16 "$mx" 16x256x128.w1x4.s2.k1.p528.l4
+both mixtral_gptq.t512 mixtral_bf16 "$mx" 16x512x128.w1x8.s2.k1.p264.l2
+both mixtral_gptq.bk256 mixtral_bf16 "$mx" 16x256x256.w1x4.s2.k1.p264
 [ "${DIRECT:-0}" = 1 ] && one mixtral_gptq.direct mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $d
 
 # dense W4A16 at two sizes (12288x4096: RESULTS' 2026-12-02 case), each with the

@@ -1024,6 +1024,17 @@ START_TEST(test_stream)
 	gh_tiles(&w.s, 16, 128, 64, 1, 2, 5);
 	stream(&w.s, 6, w.T);
 	gh_check(&w, 1e-5);
+	/* tiles wider than 256 columns (quantised B only: 10 and 16 n8 blocks a warp) */
+	w.what = "f4e2m1 g32 stream-K, 16x320x64 (gpt-oss's N / 320), 7 CTAs";
+	spec_q(&w.s, DT_F4E2M1, 640, 768, 32, DT_F8E8M0, 0);
+	gh_tiles(&w.s, 16, 320, 64, 1, 4, 3);
+	stream(&w.s, 7, w.T);
+	gh_check(&w, 1e-5);
+	w.what = "u4 g128 + zero points stream-K, 16x512x128, 3 CTAs";
+	spec_q(&w.s, DT_U4, 1024, 512, 128, DT_BF16, 1);
+	gh_tiles(&w.s, 16, 512, 128, 1, 4, 2);
+	stream(&w.s, 3, w.T);
+	gh_check(&w, 1e-5);
 	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K (gpt-oss gate|up), 5 CTAs", .T = 21,
 		      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
 	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
@@ -1099,6 +1110,76 @@ START_TEST(test_program_stream)
 }
 END_TEST
 
+/* --debug=bq-warps (program.c's bq_stream): the wide stream-K runs at 5 CTAs
+ * an SM under a launch bound, the stages that leave 5 by shared memory (the
+ * gate|up's 16x256x128: 2), against the interpreter at T = 1, 7 and 16. */
+START_TEST(test_program_bq_warps)
+{
+	static const int T[] = {1, 7, 16};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3",
+				     "16x256x128 w1x4 s2 bq: group=128 scale=bf16 zero stream-k", 1e-2, DBG_BQ_WARPS);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "le2 stream-k", 1e-2, DBG_BQ_WARPS);
+	}
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "min_ctas=5", 1e-2, DBG_BQ_WARPS);
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k4", "min_ctas=5", 1e-2, DBG_BQ_WARPS);
+}
+END_TEST
+
+/* A launch bound on a wide quantised stream-K tile (GemmSpec.min_ctas, the
+ * tuning variants' .lN): .minnctapersm in the PTX, and ptxas fits gpt-oss-20b's
+ * 16x192x64 gate|up and down at 5 CTAs of 128 threads (at most 96 registers)
+ * without spills; the 320-column tile assembles too.  The spelling: .lN
+ * last, 1..32. */
+START_TEST(test_ptxas_bound)
+{
+	GemmSpec s[3];
+	CgVariant v;
+	char buf[64];
+
+	gh_spec_grouped_swiglu(&s[0], 32, 5760, 2880, 4);
+	s[0].b_dt = DT_F4E2M1;
+	s[0].bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+	gh_tiles(&s[0], 16, 192, 64, 1, 4, 4);
+	stream(&s[0], 660, 16);
+	s[0].min_ctas = 5;
+	gh_spec_grouped_scale_scatter(&s[1], 32, 2880, 2880);
+	s[1].m_per_t = 4;
+	s[1].b_dt = DT_F4E2M1;
+	s[1].bq = s[0].bq;
+	gh_tiles(&s[1], 16, 192, 64, 1, 4, 4);
+	stream(&s[1], 660, 16);
+	s[1].min_ctas = 5;
+	s[2] = s[0];
+	gh_tiles(&s[2], 16, 320, 64, 1, 4, 3);
+	stream(&s[2], 396, 16);
+	s[2].min_ctas = 0;
+	CgModule *m = gh_emit_specs(gh_targets[2], GH_MMA, s, 3, "qb");	/* sm_90a */
+	ck_assert_int_eq(gh_count(gh_ptx(m), ".minnctapersm 5"), 2);
+	if (gh_assemble(m, 3, "gemm_mixed bound", GH_NO_SPILLS))
+		for (int i = 0; i < 2; i++)
+			ck_assert_int_le(cg_module_kernel(m, i)->regs, 96);
+	cg_module_free(m);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.p660.l5", &v), 0);
+	ck_assert(v.minctas == 5 && v.stream == 660 && v.bn == 192);
+	cg_variant_print(&v, buf, sizeof buf);
+	ck_assert_str_eq(buf, "16x192x64.w1x4.s4.k1.p660.l5");
+	cg_variant_apply(&v, &s[2]);
+	ck_assert_int_eq(s[2].min_ctas, 5);
+	ck_assert_int_eq(cg_variant_parse("16x320x64.w1x4.s3.k1.p396", &v), 0);
+	ck_assert(v.minctas == 0 && v.bn == 320);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.d.l4", &v), 0);
+	ck_assert(v.direct && v.minctas == 4);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.l4.d", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.l0", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.l33", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.l", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x192x64.w1x4.s4.k1.l05", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x576x64.w1x4.s4.k1", &v), -1);
+}
+END_TEST
+
 static const struct {
 	const char *text;
 	int T[2];
@@ -1151,6 +1232,8 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_direct);
 	tcase_add_test(t, test_program_stream);
+	tcase_add_test(t, test_program_bq_warps);
+	tcase_add_test(t, test_ptxas_bound);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;
