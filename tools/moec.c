@@ -182,8 +182,14 @@ moec_debug(const OptArgs *a, unsigned *flags, Diag *d)
 		if (e && *e && strcmp(e, "0") != 0)
 			*flags |= debug_flags[i].bit;
 	}
-	if (debug_parse(opt_str(a, "debug"), flags, why, sizeof why) < 0)
-		return diag_error(d, LOC_NONE, "--debug: %s", why);
+	if (debug_parse(opt_str(a, "debug"), flags, why, sizeof why) < 0) {
+		char line[160];
+		int next = 0;
+		diag_error(d, LOC_NONE, "--debug: %s; the flags are:", why);
+		while (debug_names_line(&next, line, sizeof line, 100))
+			diag_note(d, LOC_NONE, "%s", line);
+		return -1;
+	}
 	return 0;
 }
 
