@@ -150,7 +150,10 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
 	if (r->scale != 1)
 		k += (size_t)snprintf(buf + k, n - k, ", scaled by %g", r->scale);
-	k += (size_t)snprintf(buf + k, n - k, ", act %s, gate|up %s%s%s%s", x->act, x->layout,
+	if (x->scale_input)
+		k += (size_t)snprintf(buf + k, n - k, ", routing weight on the input rows");
+	k += (size_t)snprintf(buf + k, n - k, ", act %s, %s%s%s%s%s", x->act,
+			      x->ungated ? "ungated" : "gate|up ", x->ungated ? "" : x->layout,
 			      x->bgu || x->bdn ? ", biases" : "",
 			      x->gu_t || x->dn_t ? ", weights transposed" : "",
 			      x->flat ? ", one weight set per expert (stacked)" : "");
@@ -222,7 +225,12 @@ moe_attrs(Builder *b, const Moe *mo)
 	if (strcmp(r->kind, "sparsemixer") == 0)
 		ir_b_float(b, "jitter_eps", r->jitter_eps);
 	ir_b_str(b, "act", x->act);
-	ir_b_str(b, "gu_layout", x->layout);
+	if (x->ungated)
+		ir_b_int(b, "gated", 0);
+	else
+		ir_b_str(b, "gu_layout", x->layout);
+	if (x->scale_input)
+		ir_b_int(b, "scale_input", 1);
 	if (strcmp(x->act, "gelu") == 0 && strcmp(x->approx, "none") != 0)
 		ir_b_str(b, "approx", x->approx);
 	if (strcmp(x->act, "oai") == 0) {

@@ -298,6 +298,36 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 	return 0;
 }
 
+/* An ungated expert's act(h): relu(h)² as pow(relu(h), 2) or relu(h) *
+ * relu(h) (Nemotron-H), or relu, silu, gelu of h alone.  h: the up rows. */
+static int
+ungated(Value *a, Expert *x, Value **h)
+{
+	Node *n = mo_def(a, OP_POW), *r;
+	double two;
+
+	if (n && (r = mo_def(n->in[0], OP_RELU)) && mo_const_f(n->in[1], &two) && two == 2)
+		x->act = "relu2";
+	else if ((n = mo_def(a, OP_MUL)) && n->in[0] == n->in[1] && (r = mo_def(n->in[0], OP_RELU)))
+		x->act = "relu2";
+	else if ((r = mo_def(a, OP_RELU)))
+		x->act = "relu";
+	else if ((r = mo_def(a, OP_GELU))) {
+		x->act = "gelu";
+		x->approx = ir_attr_str(r, "approx", "none");
+	} else if (silu(a, h) && mo_def(mo_peel_rows(*h), OP_MATMUL)) {
+		x->act = "silu";
+		x->ungated = 1;
+		x->layout = "concat";
+		return 1;
+	} else
+		return 0;
+	*h = r->in[0];
+	x->ungated = 1;
+	x->layout = "concat";
+	return 1;
+}
+
 /* The activation between the two projections; returns the gate|up rows. */
 static const char *
 activation(Value *a, Expert *x, Value **h)
@@ -319,7 +349,7 @@ activation(Value *a, Expert *x, Value **h)
 		return NULL;
 	}
 	if (!(n = mo_def(a, OP_MUL)))
-		return "expert activation not recognised";
+		return ungated(a, x, h) ? NULL : "expert activation not recognised";
 	if (oai(n, &g, &u, x) && (*h = halves(g, u, x))) {
 		x->act = "oai";
 		return NULL;
@@ -336,8 +366,9 @@ activation(Value *a, Expert *x, Value **h)
 			return NULL;
 		}
 	}
-	return "expert activation not recognised (gate and up halves of one matmul, "
-	       "silu, gelu or gpt-oss's clamped form)";
+	return ungated(a, x, h) ? NULL
+		: "expert activation not recognised (gate and up halves of one matmul, "
+		  "silu, gelu or gpt-oss's clamped form; or ungated relu, relu², silu or gelu)";
 }
 
 /* The [T,k] routing weights a flattened view w[T*k(,1)] was made from:
@@ -555,7 +586,7 @@ contribution(Value *c, int batched, Expert *x)
 		return "the expert matrices are not picked by one selector";
 	x->wgu = gu.w, x->gu_t = gu.t, x->bgu = gu.b;
 	x->wdn = dn.w, x->dn_t = dn.t, x->bdn = dn.b;
-	if (gu.n != 2 * dn.k || gu.k != dn.n || gu.n < 2 || gu.k < 1 ||
+	if (gu.n != (x->ungated ? 1 : 2) * dn.k || gu.k != dn.n || gu.n < 1 || gu.k < 1 ||
 	    (!dn.flat && (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.w->type.dim[0] < 1)) ||
 	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
 	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
@@ -765,6 +796,7 @@ same_expert(const Expert *a, const Expert *b)
 	       a->bdn == b->bdn && a->gu_t == b->gu_t && a->dn_t == b->dn_t &&
 	       strcmp(a->act, b->act) == 0 && strcmp(a->layout, b->layout) == 0 &&
 	       strcmp(a->approx, b->approx) == 0 && a->alpha == b->alpha &&
+	       a->ungated == b->ungated && a->scale_input == b->scale_input &&
 	       a->limit == b->limit && a->rw == b->rw && a->kmul == b->kmul;
 }
 
@@ -826,10 +858,14 @@ slots(Value *sum, Moe *mo)
 		if (!acc || mo_is_fill(acc, 0))
 			break;
 	}
+	/* a one-hot of depth E+1 (transformers 5's loop over every expert of a
+	 * ModuleList): its last row is no expert's, and has no slot */
+	if (!why && !hit && nkey >= 2 && mo->nslot == nkey - 1 && !seen[nkey - 1])
+		nkey--;
 	free(seen);
 	if (!why && mo->nslot != nkey)
 		why = hit ? "some hit experts have no slot" : "some experts have no slot";
-	if (!why && mo->x.flat && mo->nslot != mask->type.dim[0])
+	if (!why && mo->x.flat && mo->nslot != nkey)
 		why = "one expert's own weights per slot, but not every expert has a slot "
 		      "(the export sample did not reach them all)";
 	if (!why && (mo->ids->type.rank != 2 || mo->x.kmul != mo->ids->type.dim[1] ||
