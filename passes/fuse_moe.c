@@ -21,6 +21,9 @@
  * one Linear per expert (transformers 4.x) a weight-only stack.  The moe is
  * built, then kept only if the interpreter agrees with the subgraph it
  * replaces on probes reaching every expert (fuse_moe_confirm.c).
+ * Llama 4 runs every expert on every token, each input row scaled by the
+ * token's sigmoid score scattered over the chosen experts (0 elsewhere):
+ * the same top-k moe with scale_input=1 (fuse_moe_experts.c, dense).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.
@@ -39,9 +42,10 @@ candidate(Node *n)
 {
 	Node *u;
 
-	if (n->op == OP_REDUCE_SUM)
-		return n->in[0]->type.rank == 3 && mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) &&
-		       mo_axis(n, "axes", 3, -1) == 1 && ir_attr_int(n, "keepdims", 1) == 0;
+	if (n->op == OP_REDUCE_SUM)	/* over k, or over every expert's output [E,T,H] */
+		return n->in[0]->type.rank == 3 && ir_attr_int(n, "keepdims", 1) == 0 &&
+		       ((mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) && mo_axis(n, "axes", 3, -1) == 1) ||
+			mo_axis(n, "axes", 3, -1) == 0);
 	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
 		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
 			return 0;
@@ -108,7 +112,7 @@ match(Graph *g, Node *tk, Moe *mo)
 		const char *w = mo_experts(cand[i]->out[0], mo);
 		if (!w && mo->ids != ids)
 			w = "the experts are routed by another TopK";
-		if (!w)
+		if (!w && !mo->routed)
 			w = mixer ? mo_router_sparsemixer(tk, mo->x.rw, &mo->r)
 				  : mo_router(tk, mo->x.rw, &mo->r);
 		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
@@ -134,6 +138,8 @@ describe(char *buf, size_t n, const Moe *mo)
 
 	if (mo->nslot)
 		k += (size_t)snprintf(buf + k, n - k, "from %d unrolled slots", mo->nslot);
+	else if (mo->routed)
+		k += (size_t)snprintf(buf + k, n - k, "from the dense form (every expert on every token)");
 	else
 		k += (size_t)snprintf(buf + k, n - k, "from the batched form");
 	k += (size_t)snprintf(buf + k, n - k, ", %lld experts, router %s top-%lld",

@@ -57,6 +57,7 @@ typedef struct {
 	int nslot;		/* unrolled slots; 0: batched */
 	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
+	int routed;		/* r read with the experts (the dense form's scattered scores) */
 } Moe;
 
 /* fuse_moe_match.c */

@@ -25,6 +25,10 @@
  * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
  * the dense [T,E] scores scattered from them.
  *
+ * dense (Llama 4): every expert on every token, reduce_sum over the E
+ * axis of down(act(gate_up(x tiled E times, rows scaled by the router's
+ * scattered sigmoid scores))): top-k with the weight on the input.
+ *
  * The activation is SwiGLU (silu or gelu of the gate half times the up
  * half; halves from a split, two slices, or even/odd slices) or gpt-oss's
  * clamped form.  Expert matrices may be held as [E,N,K] (x @ W^T) or
@@ -620,6 +624,117 @@ batched(Value *sum, Moe *mo)
 	return NULL;
 }
 
+/* --- dense: every expert on every token (Llama 4) -------------------------- */
+
+/* A batched matmul by a whole expert stack: in[E,T,K] @ W[E,K,N], or W
+ * held [E,N,K] and transposed (trans_b or a transpose of the last two). */
+static const char *
+whole(Value *v, Proj *p)
+{
+	Node *n = mo_def(mo_peel(v), OP_MATMUL), *t;
+	Value *w;
+	int flip;
+
+	memset(p, 0, sizeof *p);
+	if (!n || (n->nin > 2 && n->in[2]) || ir_attr_int(n, "trans_a", 0))
+		return "expert matmul not found";
+	w = n->in[1];
+	flip = (int)ir_attr_int(n, "trans_b", 0);
+	while ((t = mo_def(w, OP_TRANSPOSE)) && swaps_last_two(t)) {
+		flip ^= 1;
+		w = t->in[0];
+	}
+	p->in = n->in[0];
+	if (w->type.rank != 3 || !ir_weight_only(w) || p->in->type.rank != 3 || n->out[0]->type.rank != 3)
+		return "the experts' matmul is not by a whole [E,..] stack";
+	p->w = w;
+	p->t = !flip;
+	p->n = w->type.dim[p->t ? 2 : 1];
+	p->k = w->type.dim[p->t ? 1 : 2];
+	if (p->in->type.dim[0] != w->type.dim[0] || p->in->type.dim[2] != p->k ||
+	    n->out[0]->type.dim[2] != p->n)
+		return "the expert matmul's input does not fit its weights";
+	return NULL;
+}
+
+/* s[T,E] = sigmoid(scatter_elements(fill(-inf), ids, values, axis=1)) with
+ * values, ids = topk(logits): each chosen expert's sigmoid(logit), 0
+ * elsewhere, which is router=sigmoid's weights. */
+static const char *
+dense_scores(Value *s, Moe *mo)
+{
+	Node *sg = mo_def(mo_peel_cast(s), OP_SIGMOID), *sc, *tk;
+	Router *r = &mo->r;
+	IrTopkAttrs ta;
+
+	if (!sg || !(sc = mo_def(mo_peel_cast(sg->in[0]), OP_SCATTER_ELEMENTS)) ||
+	    !mo_last_axis(sc, "axis", 2, 0) || !mo_is_fill(sc->in[0], -1.0 / 0.0) ||
+	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") ||
+	    !(tk = mo_def(mo_peel_cast(sc->in[2]), OP_TOPK)) || mo_peel_cast(sc->in[2]) != tk->out[0] ||
+	    mo_peel_index(sc->in[1]) != tk->out[1])
+		return "the expert inputs are not scaled by the router's scores scattered over its choices";
+	ir_topk_attrs(tk, &ta);
+	if (tk->in[0]->type.rank != 2 || !mo_last_axis(tk, "axis", 2, 1) || ta.largest != 1 || ta.k < 1)
+		return "the TopK is not over the last axis of [T,E] logits";
+	memset(r, 0, sizeof *r);
+	r->topk = tk;
+	r->ids = mo->ids = tk->out[1];
+	r->anchor = "TopK";
+	r->kind = "sigmoid";
+	r->logits = mo_peel_cast(tk->in[0]);
+	r->k = ta.k;
+	r->scale = 1;
+	r->ngroup = r->topk_group = 1;
+	mo->routed = 1;
+	return NULL;
+}
+
+/* The experts' input [E,T,H]: the tokens tiled E times (expert-major), each
+ * copy's rows times that expert's column of the scores,
+ * mul(tile(x, [E,1]), reshape(transpose(s), [E*T,1])). */
+static const char *
+dense_input(Value *in, Moe *mo)
+{
+	Node *mul = mo_def(mo_peel(in), OP_MUL), *tl, *tr;
+	const Type *it = &in->type;
+
+	for (int i = 0; mul && i < 2; i++) {
+		if (!(tl = mo_def(mul->in[i], OP_TILE)) || !(tr = mo_def(mo_peel(mul->in[1 - i]), OP_TRANSPOSE)))
+			continue;
+		const Type *xt = &tl->in[0]->type, *st = &tr->in[0]->type;
+		if (xt->rank != 2 || st->rank != 2 || st->dim[1] != it->dim[0] || st->dim[0] != xt->dim[0] ||
+		    xt->dim[0] != it->dim[1] || xt->dim[1] != it->dim[2] ||
+		    tl->out[0]->type.dim[0] != ir_dim_mul(in->graph->m, it->dim[0], it->dim[1]))
+			continue;
+		mo->x.x = tokens(tl->in[0], xt->dim[0], xt->dim[1]);
+		return mo->x.x ? dense_scores(tr->in[0], mo) : "the expert input is not the tokens";
+	}
+	return "the experts' input is not the tokens tiled once per expert and scaled by the router's scores";
+}
+
+static const char *
+dense(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM);
+	const char *why;
+	Value *h;
+	Proj dn, gu;
+
+	if (rs->in[0]->type.rank != 3 || mo_axis(rs, "axes", 3, -1) != 0 || ir_attr_int(rs, "keepdims", 1))
+		return "not a sum over the experts";
+	if ((why = whole(rs->in[0], &dn)) || (why = activation(dn.in, &mo->x, &h)) || (why = whole(h, &gu)))
+		return why;
+	if (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.n != (mo->x.ungated ? 1 : 2) * dn.k || gu.k != dn.n)
+		return "the expert weight shapes do not agree";
+	if ((why = dense_input(gu.in, mo)))
+		return why;
+	mo->x.wgu = gu.w, mo->x.gu_t = gu.t;
+	mo->x.wdn = dn.w, mo->x.dn_t = dn.t;
+	mo->x.kmul = mo->r.k;
+	mo->x.scale_input = 1;
+	return NULL;
+}
+
 /* --- slots ---------------------------------------------------------------- */
 
 typedef struct {
@@ -882,7 +997,9 @@ mo_experts(Value *sum, Moe *mo)
 
 	memset(mo, 0, sizeof *mo);
 	mo->sum = sum;
-	if (mo_def(sum, OP_REDUCE_SUM))
+	if (mo_def(sum, OP_REDUCE_SUM) && mo_axis(sum->def, "axes", 3, -1) == 0)
+		why = dense(sum, mo);
+	else if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);
