@@ -264,6 +264,41 @@ unbuild(Graph *g, Node *after, Node *end)
 		ir_erase(g, end->prev);
 }
 
+/* What the block left unfused costs: the ops downstream of the router's
+ * TopK (an upper bound: up to the graph's end), each a kernel of its own or
+ * part of a generic one, against the moe path's five kernels. */
+static const char *
+block_cost(Graph *g, Node *tk, char *buf, size_t len)
+{
+	uint32_t nv = g->m->nvalue;
+	char *seen = calloc(nv + 1, 1);
+	Value **queue = malloc(sizeof *queue * (nv + 1));
+	int nq = 0, head = 0, ops = 0, mms = 0;
+
+	for (int i = 0; i < tk->nout; i++)
+		if (tk->out[i]->id < nv && !seen[tk->out[i]->id])
+			seen[tk->out[i]->id] = 1, queue[nq++] = tk->out[i];
+	while (head < nq) {
+		Value *v = queue[head++];
+		for (int i = 0; i < v->nuse; i++) {
+			Node *u = v->use[i].node;
+			if (!u || !u->nout || seen[u->out[0]->id])
+				continue;
+			ops += !ir_is_view(u) && u->op != OP_CONST;
+			mms += u->op == OP_MATMUL;
+			for (int j = 0; j < u->nout; j++)
+				if (u->out[j]->id < nv && !seen[u->out[j]->id])
+					seen[u->out[j]->id] = 1, queue[nq++] = u->out[j];
+		}
+	}
+	free(seen);
+	free(queue);
+	snprintf(buf, len, "cost: up to %d ops after the TopK run unfused (%d matmuls, a GEMM or "
+		 "element-wise kernel each, with the experts' slot machinery), where route, permute, two "
+		 "grouped GEMMs and the sum over k are 5 kernels reading each expert's weights once", ops, mms);
+	return buf;
+}
+
 /* Build the moe before the node that completed the sum; once the
  * interpreter confirms it, the last node built takes over the sum's value,
  * name and users. */
@@ -312,14 +347,17 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	}
 	if (!y) {
 		if (c->report)
-			report_skip(c->report, "moe not built at %s %%%s: %s", mo->r.anchor,
-				    mo->r.topk->out[0]->name, quiet.last);
+			report_skip(c->report, "moe not built at %s %%%s: %s; %s", mo->r.anchor,
+				    mo->r.topk->out[0]->name, quiet.last,
+				    block_cost(g, mo->r.topk, buf, sizeof buf));
 		return 0;
 	}
 	if ((bad = mo_confirm(g, mo, y, buf, sizeof buf))) {
-		if (c->report)
-			report_skip(c->report, "moe not accepted at %s %%%s: %s", mo->r.anchor,
-				    mo->r.topk->out[0]->name, bad);
+		if (c->report) {
+			char cost[400];
+			report_skip(c->report, "moe not accepted at %s %%%s: %s; %s", mo->r.anchor,
+				    mo->r.topk->out[0]->name, bad, block_cost(g, mo->r.topk, cost, sizeof cost));
+		}
 		unbuild(g, after, end);
 		return 0;
 	}
@@ -344,6 +382,7 @@ fuse_graph(Graph *g, PassCtx *c)
 {
 	Node **tk = NULL;
 	int ntk = 0, changed = 0;
+	char cost[400];
 
 	ir_fill_uses(g);
 	for (Node *n = g->first; n; n = n->next)
@@ -357,8 +396,9 @@ fuse_graph(Graph *g, PassCtx *c)
 		why[i] = match(g, tk[i], &found[i]);
 	for (int i = 0; i < ntk; i++)
 		if (why[i] && c->report && !in_router(tk[i], found, why, ntk))
-			report_skip(c->report, "moe not recognised at %s %%%s: %s",
-				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i]);
+			report_skip(c->report, "moe not recognised at %s %%%s: %s; %s",
+				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i],
+				    block_cost(g, tk[i], cost, sizeof cost));
 	for (int i = 0; i < ntk; i++)
 		if (!why[i])
 			changed |= rewrite(g, &found[i], c);

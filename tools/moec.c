@@ -302,10 +302,16 @@ moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d)
 	for (int i = 0; rc == 0 && i < m->ngraph; i++)	/* the quantised-weight form left as it came */
 		for (Node *n = m->graph[i]->first; n; n = n->next)
 			if (n->op == OP_DEQUANTIZE && n->in[0]->kind == V_WEIGHT)
+			{
+				char a[48], b[48];
 				report_skip(rep, "dequantize %%%s of $%s (%s) not fused into a GEMM: it runs "
-					    "once at load and its users read the %s result", n->out[0]->name,
+					    "once at load and its users read the %s result; cost: %s read "
+					    "where the packed weight is %s", n->out[0]->name,
 					    n->in[0]->name, dtype_name(n->in[0]->type.dt),
-					    dtype_name(n->out[0]->type.dt));
+					    dtype_name(n->out[0]->type.dt),
+					    report_size(a, sizeof a, &n->out[0]->type),
+					    report_size(b, sizeof b, &n->in[0]->type));
+			}
 	if (rc == 0)
 		diag_remark(d, LOC_NONE, "passes: %d nodes left (%.1f ms)", ir_main_graph(m)->nnode,
 			    1e3 * (moec_now() - t0));
