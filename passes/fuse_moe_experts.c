@@ -722,7 +722,9 @@ dense(Value *sum, Moe *mo)
 
 	if (rs->in[0]->type.rank != 3 || mo_axis(rs, "axes", 3, -1) != 0 || ir_attr_int(rs, "keepdims", 1))
 		return "not a sum over the experts";
-	if ((why = whole(rs->in[0], &dn)) || (why = activation(dn.in, &mo->x, &h)) || (why = whole(h, &gu)))
+	/* bf16 experts may be widened to f32 for the sum (dynamo's bf16 export) */
+	if ((why = whole(mo_peel_cast(rs->in[0]), &dn)) || (why = activation(dn.in, &mo->x, &h)) ||
+	    (why = whole(h, &gu)))
 		return why;
 	if (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.n != (mo->x.ungated ? 1 : 2) * dn.k || gu.k != dn.n)
 		return "the expert weight shapes do not agree";
