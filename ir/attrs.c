@@ -78,6 +78,11 @@ ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
  *	layout (moe: gu_layout): str = concat (concat | interleave)
  *	alpha: float = 1.702 (oai)
  *	limit: float = 7.0 for oai, none for silu (> 0); gelu and relu take none
+ * and moe's alone:
+ *	gated: int = 1; 0: experts with no gate half, a = act(h) for act
+ *	    relu | relu2 | silu | gelu (relu2 is ungated only; no limit, no layout)
+ *	scale_input: int = 0; 1: the routing weight scales the expert's input
+ *	    row, not its output (Llama 4)
  */
 int
 ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t whylen)
@@ -87,11 +92,19 @@ ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t
 	int has_limit = ir_attr(n, "limit") != NULL;
 
 	memset(g, 0, sizeof *g);
+	int moe = strcmp(laykey, "gu_layout") == 0;
+
+	g->gated = moe ? ir_attr_int(n, "gated", 1) != 0 : 1;
+	g->scale_input = moe && ir_attr_int(n, "scale_input", 0) != 0;
 	g->act = strcmp(act, "silu") == 0 ? IR_GLU_SILU : strcmp(act, "gelu") == 0 ? IR_GLU_GELU
 	       : strcmp(act, "oai") == 0 ? IR_GLU_OAI : strcmp(act, "relu") == 0 ? IR_GLU_RELU
-	       : IR_GLU_UNKNOWN;
-	if (g->act == IR_GLU_UNKNOWN)
+	       : strcmp(act, "relu2") == 0 ? IR_GLU_RELU2 : IR_GLU_UNKNOWN;
+	if (g->gated && (g->act == IR_GLU_UNKNOWN || g->act == IR_GLU_RELU2))
 		return snprintf(why, whylen, "act must be silu, gelu, oai or relu, not %s", act), -1;
+	if (!g->gated && (g->act == IR_GLU_UNKNOWN || g->act == IR_GLU_OAI))
+		return snprintf(why, whylen, "an ungated act must be relu, relu2, silu or gelu, not %s", act), -1;
+	if (!g->gated && (has_limit || ir_attr(n, laykey)))
+		return snprintf(why, whylen, "gated=0 takes no limit or %s", laykey), -1;
 	g->interleave = strcmp(lay, "interleave") == 0;
 	if (!g->interleave && strcmp(lay, "concat") != 0)
 		return snprintf(why, whylen, "%s must be concat or interleave, not %s", laykey, lay), -1;
@@ -100,7 +113,7 @@ ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t
 		return snprintf(why, whylen, "approx must be none or tanh, not %s", ap), -1;
 	g->alpha = ir_attr_float(n, "alpha", 1.702);
 	g->limit = ir_attr_float(n, "limit", g->act == IR_GLU_OAI ? 7.0 : INFINITY);
-	if (has_limit && (g->act == IR_GLU_GELU || g->act == IR_GLU_RELU))
+	if (has_limit && (g->act == IR_GLU_GELU || g->act == IR_GLU_RELU || g->act == IR_GLU_RELU2))
 		return snprintf(why, whylen, "limit is defined for act silu and oai, not %s", act), -1;
 	if (!(g->limit > 0))
 		return snprintf(why, whylen, "limit must be > 0, not %g", g->limit), -1;

@@ -303,6 +303,17 @@ ir_glu_scalar(const IrGluAttrs *p, double gate, double up)
 	}
 }
 
+double
+ir_act_scalar(const IrGluAttrs *p, double h)
+{
+	switch (p->act) {
+	case IR_GLU_SILU: return h * ev_sigmoid(h);
+	case IR_GLU_GELU: return ev_gelu(h, p->tanh_approx);
+	case IR_GLU_RELU: return h > 0 ? h : 0;
+	default: return h > 0 ? h * h : 0;	/* relu2 */
+	}
+}
+
 int
 ev_swiglu(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {

@@ -7,7 +7,8 @@
  * scatter_rows can reproduce moe.  Scores and routing weights are f32; in
  * moe the expert activations h and a are rounded to x's dtype, as a
  * framework running in that dtype would, and the weighted sum over the k
- * experts accumulates in double.
+ * experts accumulates in double (with scale_input the weights scaled the
+ * inputs instead: a plain sum).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -242,7 +243,7 @@ ev_permute(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 /* --- moe ----------------------------------------------------------------- */
 
 typedef struct {
-	int64_t ne, h, i;		/* experts, hidden, intermediate */
+	int64_t ne, h, i, ngu;		/* experts, hidden, intermediate, gate|up rows (2I; ungated: I) */
 	double *x, *l, *sb, *bgu, *bdn;
 	const Tensor *gu, *dn;		/* read a row at a time, never copied whole */
 	Weight *wgu, *wdn;		/* or, without data, generated a row at a time */
@@ -268,13 +269,16 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 			      (long long)m->aq, (long long)m->i);
 	if (in[2] && (in[2]->rank != 1 || in[2]->dim[0] != m->ne))
 		return ev_err(e, n, "moe: the selection bias must be [%lld]", (long long)m->ne);
-	if (bgu && (bgu->rank != 2 || bgu->dim[0] != m->ne || bgu->dim[1] != 2 * m->i))
+	if (ev_glu_parse(e, n, "gu_layout", &m->glu))
+		return -1;
+	m->ngu = m->glu.gated ? 2 * m->i : m->i;
+	if (bgu && (bgu->rank != 2 || bgu->dim[0] != m->ne || bgu->dim[1] != m->ngu))
 		return ev_err(e, n, "moe: the gate/up bias must be [%lld,%lld]", (long long)m->ne,
-			      (long long)(2 * m->i));
+			      (long long)m->ngu);
 	if (bdn && (bdn->rank != 2 || bdn->dim[0] != m->ne || bdn->dim[1] != m->h))
 		return ev_err(e, n, "moe: the down bias must be [%lld,%lld]", (long long)m->ne,
 			      (long long)m->h);
-	return ev_glu_parse(e, n, "gu_layout", &m->glu);
+	return 0;
 }
 
 /* Elements [first, first+n) of an expert stack. */
@@ -294,34 +298,44 @@ stack_row(Ev *e, const Tensor *t, Weight *w, const Node *dq, int64_t first, int6
 /*
  * Expert x on the ns token slots in slot[]: out[s*H..] = its output for the
  * token row of slot s, with h and a rounded to x's dtype.  Expert-major, so
- * each weight row is converted once for all the tokens that chose x.
+ * each weight row is converted once for all the tokens that chose x.  With
+ * scale_input the rows are x[t] * w[slot] (w rounded to x's dtype, then
+ * the product), as Llama 4 scales its experts' inputs.
  */
 static int
-expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, double *out)
+expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, const double *w,
+       double *out)
 {
 	int rc = 0;
-	int64_t ni = m->i, nh = m->h;
+	int64_t ni = m->i, nh = m->h, ngu = m->ngu;
 	double *wr = xmalloc(sizeof *wr * (size_t)(MAX(nh, ni) + 1));
-	double *hb = xmalloc(sizeof *hb * (size_t)(ns * 2 * ni + 1));
+	double *hb = xmalloc(sizeof *hb * (size_t)(ns * ngu + 1));
 	double *a = xmalloc(sizeof *a * (size_t)(ns * ni + 1));
+	double *xs = xmalloc(sizeof *xs * (size_t)(ns * nh + 1));
 
-	for (int64_t c = 0; c < 2 * ni; c++) {
-		if ((rc = stack_row(m->e, m->gu, m->wgu, m->dqgu, (x * 2 * ni + c) * nh, nh, wr)))
+	for (int64_t s = 0; s < ns; s++)
+		for (int64_t q = 0; q < nh; q++) {
+			double v = m->x[slot[s] / k * nh + q];
+			xs[s * nh + q] = m->glu.scale_input ? ev_round(m->dt, v * ev_round(m->dt, w[slot[s]])) : v;
+		}
+	for (int64_t c = 0; c < ngu; c++) {
+		if ((rc = stack_row(m->e, m->gu, m->wgu, m->dqgu, (x * ngu + c) * nh, nh, wr)))
 			break;
 		for (int64_t s = 0; s < ns; s++) {
-			const double *row = &m->x[slot[s] / k * nh];
+			const double *row = &xs[s * nh];
 			double acc = 0;
 			for (int64_t q = 0; q < nh; q++)
 				acc += row[q] * wr[q];
-			hb[s * 2 * ni + c] = ev_round(m->dt, acc + (m->bgu ? m->bgu[x * 2 * ni + c] : 0));
+			hb[s * ngu + c] = ev_round(m->dt, acc + (m->bgu ? m->bgu[x * ngu + c] : 0));
 		}
 	}
 	for (int64_t s = 0; s < ns; s++)
 		for (int64_t j = 0; j < ni; j++) {
-			const double *h = &hb[s * 2 * ni];
+			const double *h = &hb[s * ngu];
 			double g = h[m->glu.interleave ? 2 * j : j];
 			double u = h[m->glu.interleave ? 2 * j + 1 : ni + j];
-			a[s * ni + j] = ev_round(m->dt, ir_glu_scalar(&m->glu, g, u));
+			a[s * ni + j] = ev_round(m->dt, m->glu.gated ? ir_glu_scalar(&m->glu, g, u)
+							  : ir_act_scalar(&m->glu, h[j]));
 		}
 	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
 		for (int64_t j = 0; j < ni; j += m->aq)
@@ -339,6 +353,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, doub
 	free(wr);
 	free(hb);
 	free(a);
+	free(xs);
 	return rc;
 }
 
@@ -394,7 +409,7 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		if (!ns)
 			continue;
 		double *o = xmalloc(sizeof *o * (size_t)(ns * m.h + 1));
-		if (expert(&m, x, slot, ns, k, o)) {
+		if (expert(&m, x, slot, ns, k, w, o)) {
 			free(o);
 			rc = -1;
 			break;
@@ -407,7 +422,7 @@ ev_moe(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		memset(acc, 0, sizeof *acc * (size_t)m.h);
 		for (int64_t j = 0; j < k; j++)
 			for (int64_t c = 0; c < m.h; c++)
-				acc[c] += w[t * k + j] * part[(t * k + j) * m.h + c];
+				acc[c] += (m.glu.scale_input ? 1 : w[t * k + j]) * part[(t * k + j) * m.h + c];
 		for (int64_t c = 0; c < m.h; c++)
 			dtype_store(out[0].dt, out[0].data, (size_t)(t * m.h + c), acc[c]);
 	}

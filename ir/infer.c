@@ -924,11 +924,17 @@ infer_moe(Graph *g, Node *n, Diag *d)
 
 	if (check_router(g, n, d, l, &k))
 		return -1;
+	int gated = ir_attr_int(n, "gated", 1) != 0;
+	IrGluAttrs glu;
+	char why[160];
+
+	if (ir_glu_attrs(n, "gu_layout", &glu, why, sizeof why))
+		return ERR("moe: %s", why);
 	if (x->rank != 2 || gu->rank != 3 || dn->rank != 3)
-		return ERR("moe: wants x[T,H], w_gate_up[E,2I,H], w_down[E,H,I]");
+		return ERR("moe: wants x[T,H], w_gate_up[E,%sI,H], w_down[E,H,I]", gated ? "2" : "");
 	if (!ir_dim_compatible(g->m, gu->dim[2], x->dim[1]) ||
 	    !ir_dim_compatible(g->m, dn->dim[1], x->dim[1]) ||
-	    !ir_dim_compatible(g->m, gu->dim[1], ir_dim_mul(g->m, dn->dim[2], 2)) ||
+	    !ir_dim_compatible(g->m, gu->dim[1], gated ? ir_dim_mul(g->m, dn->dim[2], 2) : dn->dim[2]) ||
 	    !ir_dim_compatible(g->m, gu->dim[0], l->dim[1]) ||
 	    !ir_dim_compatible(g->m, dn->dim[0], l->dim[1]))
 		return ERR("moe: expert weight shapes do not agree with x and the logits");

@@ -367,9 +367,14 @@ int ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen);
  * and up, min(silu(gate), limit) * clamp(up, -limit, limit) (Step-3.5); oai's
  * gate and up before it (gpt-oss).  INFINITY: no clamp.
  */
-typedef enum { IR_GLU_UNKNOWN = -1, IR_GLU_SILU, IR_GLU_GELU, IR_GLU_OAI, IR_GLU_RELU } IrGluAct;
+typedef enum {
+	IR_GLU_UNKNOWN = -1, IR_GLU_SILU, IR_GLU_GELU, IR_GLU_OAI, IR_GLU_RELU,
+	IR_GLU_RELU2		/* ungated only: relu(h)² (Nemotron-H) */
+} IrGluAct;
 typedef struct {
 	IrGluAct act;
+	int gated;		/* moe gated=0: no gate half, a = act(h) (ir_act_scalar); swiglu: 1 */
+	int scale_input;	/* moe scale_input=1: the routing weight scales the expert's input (Llama 4) */
 	int interleave;		/* layout=interleave: gate even columns, up odd ones */
 	int tanh_approx;	/* gelu approx=tanh */
 	double alpha;		/* oai */
@@ -380,6 +385,8 @@ typedef struct {
 int ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t whylen);
 /* act(gate, up) in double, before rounding to a dtype. */
 double ir_glu_scalar(const IrGluAttrs *g, double gate, double up);
+/* An ungated expert's act(h) (gated=0: relu, relu2, silu or gelu), in double. */
+double ir_act_scalar(const IrGluAttrs *g, double h);
 /* Router attributes of moe and route; unknown names decode to *_UNKNOWN
  * (each caller reports them in its own words). */
 typedef enum {

@@ -555,7 +555,7 @@ bound_dyn(Module *m, PassCtx *c)
 			rc = fail(&b, b.g->ret[i]->def, "an output with a data-dependent shape");
 	if (rc) {
 		report_skip(c->report, "data-dependent shapes not bounded at %s %%%s: %s; the graph "
-			    "cannot be compiled", ir_opname(b.bad->op),
+			    "cannot be compiled; cost: no bundle (the interpreter, moec run, still runs it)", ir_opname(b.bad->op),
 			    b.bad->nout ? b.bad->out[0]->name : "", b.why);
 		free(b.inf);
 		return 0;

@@ -208,9 +208,13 @@ name2(Graph *g, Value *v, const char *base, const char *suffix)
 static void
 glu_skip(Canon *k, Node *n, const Node *g, const Node *u, const char *why)
 {
+	char sz[48];
+
 	if (canon_report(k, n))
-		report_skip(k->c->report, "gate and up matmuls %%%s, %%%s not merged: %s",
-			    g->out[0]->name, u->out[0]->name, why);
+		report_skip(k->c->report, "gate and up matmuls %%%s, %%%s not merged: %s; cost: 2 GEMM "
+			    "kernels reading their input (%s) twice, and the activation's product a kernel of "
+			    "its own", g->out[0]->name, u->out[0]->name, why,
+			    report_size(sz, sizeof sz, &g->in[0]->type));
 }
 
 /*

@@ -31,15 +31,17 @@ static void
 skip(Canon *k, Node *root, const Node *mm, const Value *b, const Value *busy)
 {
 	const char *h = mm->out[0]->name;
+	char cost[200];
 
 	if (!canon_report(k, root))
 		return;
+	report_trip(cost, sizeof cost, mm->out[0], 1, 1);
 	if (b)
 		report_skip(k->c->report, "bias add not fused into matmul %%%s: %s%s is not "
-			    "a per-column bias", h, b->kind == V_WEIGHT ? "$" : "%", b->name);
+			    "a per-column bias; %s", h, b->kind == V_WEIGHT ? "$" : "%", b->name, cost);
 	else
-		report_skip(k->c->report, "bias add not fused into matmul %%%s: %%%s has %d users",
-			    h, busy->name, busy->nuse);
+		report_skip(k->c->report, "bias add not fused into matmul %%%s: %%%s has %d users; %s",
+			    h, busy->name, busy->nuse, cost);
 }
 
 /* h = matmul(...), or mul(matmul(...), alpha) for a constant alpha. */

@@ -142,7 +142,8 @@ flatten_tokens(Module *m, PassCtx *c)
 	for (Node *n = g->first; n; n = n->next)
 		if (n->op == OP_CALL || rewrite(m, n, k, 0)) {
 			report_skip(c->report, "tokens not flattened: %s %%%s names an axis inside "
-				    "the leading symbolic dims", ir_opname(n->op),
+				    "the leading symbolic dims; cost: the later passes see [B,S,..] values, "
+				    "which GEMM fusion and lower-moe take only through views as [B*S,..]", ir_opname(n->op),
 				    n->nout ? n->out[0]->name : "");
 			return 0;
 		}

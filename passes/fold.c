@@ -217,10 +217,14 @@ fold(Module *m, PassCtx *c)
 			const char *qw = q ? n->in[0]->name : NULL;
 			if (fold_shape(g, n) || fold_node(g, n, c->d, c->debug)) {
 				changed = 1;
+				char sz[48];
 				if (q)
 					report_skip(c->report, "dequantize %%%s of $%s not fused into a "
-						    "GEMM: folded at compile time into a %s weight",
-						    n->out[0]->name, qw, dtype_name(n->out[0]->type.dt));
+						    "GEMM: folded at compile time into a %s weight; cost: its "
+						    "GEMMs read %s of %s, not the quantised bytes",
+						    n->out[0]->name, qw, dtype_name(n->out[0]->type.dt),
+						    report_size(sz, sizeof sz, &n->out[0]->type),
+						    dtype_name(n->out[0]->type.dt));
 			}
 		}
 	}

@@ -211,7 +211,9 @@ fuse_norm_quant(Graph *g, Node *p, PassCtx *c)
 					       set[i]->out[0]->name);
 	if (!(call = pass_outline(g, set, n, IR_TMPL_ROW_REDUCE))) {
 		report_skip(c->report, "quantize_dynamic %s of %s %%%s not fused into the norm's kernel: "
-			    "a node between them feeds them (not convex)", quants, ir_opname(p->op), v->name);
+			    "a node between them feeds them (not convex); cost: the quantisation a kernel of its "
+			    "own, %%%s (%.0f bytes per token) written and read back", quants, ir_opname(p->op),
+			    v->name, v->name, row_bytes(v));
 		return 0;
 	}
 	report_fused(c->report, call->callee->name, "row_reduce: %s (the quantisation per group of "

@@ -243,9 +243,12 @@ fp8_activation(Graph *g, Node *call, PassCtx *c)
 	if (!dq || !fp8_blocks(dq) || dq->in[0]->kind == V_WEIGHT || a->type.dt != bq->out[0]->type.dt)
 		return;
 	if (!c->fp8_mma) {
+		char sz[48];
 		report_skip(c->report, "dequantize %%%s not fused into the A operand of @%s: a target "
-			    "without FP8 x FP8 wgmma (sm_90a); the GEMM reads it in %s", a->name, k->name,
-			    dtype_name(a->type.dt));
+			    "without FP8 x FP8 wgmma (sm_90a); the GEMM reads it in %s; cost: the dequantize "
+			    "a kernel of its own, %%%s (%s) written and read back, and the GEMM on %s "
+			    "tensor cores, not FP8", a->name, k->name, dtype_name(a->type.dt), a->name,
+			    report_size(sz, sizeof sz, &a->type), dtype_name(a->type.dt));
 		return;
 	}
 	move_in(g, call, i, dq, 1);
@@ -287,7 +290,7 @@ fuse_dequant(Module *m, PassCtx *c)
 		const char *r = refusal(g, b, dq, mm, why, sizeof why);
 		if (r) {
 			int64_t numel = ir_type_numel(&b->type);
-			report_skip(c->report, "dequantize %%%s not fused into the B operand of @%s: %s; it runs "
+			report_skip(c->report, "dequantize %%%s not fused into the B operand of @%s: %s; cost: it runs "
 				    "as weight preparation and the GEMM reads %.3g MB of %s instead of %.3g MB packed",
 				    b->name, call->callee->name, r,
 				    numel > 0 ? 1e-6 * (double)dtype_bytes(b->type.dt, (size_t)numel) : 0,

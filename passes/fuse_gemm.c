@@ -147,12 +147,13 @@ static void
 epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 {
 	int paired = 0;		/* one swiglu per epilogue: it halves the columns */
+	char cost[200];
 
 	for (;;) {
 		if (!single_use(g, v)) {
 			if (v->nuse > 1)
-				report_skip(c->report, "epilogue stops at %%%s: it has %d users",
-					    v->name, v->nuse);
+				report_skip(c->report, "epilogue stops at %%%s: it has %d users; %s",
+					    v->name, v->nuse, report_trip(cost, sizeof cost, v, 1, v->nuse));
 			return;
 		}
 		Node *u = v->use[0].node;
@@ -167,8 +168,9 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 			char buf[160];
 			const char *why = quant_refusal(u, paired, buf, sizeof buf);
 			if (why) {
-				report_skip(c->report, "%s %%%s: %s: not fused into the epilogue of %%%s",
-					    ir_opname(u->op), u->out[0]->name, why, v->name);
+				report_skip(c->report, "%s %%%s: %s: not fused into the epilogue of %%%s; %s",
+					    ir_opname(u->op), u->out[0]->name, why, v->name,
+					    report_trip(cost, sizeof cost, v, 1, 1));
 				return;
 			}
 			add(s, u);
@@ -180,8 +182,9 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 					ok = epilogue_operand(g->m, &v->type, &u->in[i]->type);
 			if (!ok || u->out[0]->type.rank != v->type.rank) {
 				report_skip(c->report, "%s %%%s not fused into the epilogue of %%%s: "
-					    "its other operand is not a scalar, row, column or matrix of the result",
-					    ir_opname(u->op), u->out[0]->name, v->name);
+					    "its other operand is not a scalar, row, column or matrix of the result; %s",
+					    ir_opname(u->op), u->out[0]->name, v->name,
+					    report_trip(cost, sizeof cost, v, 1, 1));
 				return;
 			}
 			add(s, u);
@@ -448,8 +451,10 @@ fuse_anchor(Graph *g, Node *n, PassCtx *c)
 	describe(what, sizeof what, &s, n);
 	call = pass_outline(g, s.n, s.count, tmpl);
 	if (!call) {
-		report_skip(c->report, "%s %%%s left unfused: its region is not convex",
-			    ir_opname(n->op), n->out[0]->name);
+		char cost[200];
+		report_skip(c->report, "%s %%%s left unfused: its region is not convex; %s",
+			    ir_opname(n->op), n->out[0]->name,
+			    report_trip(cost, sizeof cost, n->out[0], s.count - 1, s.count - 1));
 		return 0;
 	}
 	report_fused(c->report, call->callee->name, "%s: %s", ir_template_names[tmpl], what);
@@ -472,8 +477,12 @@ fuse_gemm(Module *m, PassCtx *c)
 		if (ir_weight_only(n->out[0]))
 			continue;	/* weight preparation: folded or run once at load */
 		if (n->op == OP_MATMUL && n->in[1]->type.rank != 2) {
-			report_skip(c->report, "matmul %%%s not a GEMM kernel: B is not a 2-D matrix",
-				    n->out[0]->name);
+			char sz[48];
+			report_skip(c->report, "matmul %%%s not a GEMM kernel: B is not a 2-D matrix; cost: "
+				    "an element-wise kernel, a thread an output (%s) on CUDA cores, no tensor "
+				    "cores: 2 x %lld FLOP an output, each B element read once per row of A",
+				    n->out[0]->name, report_size(sz, sizeof sz, &n->out[0]->type),
+				    (long long)n->in[0]->type.dim[n->in[0]->type.rank - 1]);
 			continue;
 		}
 		if (fuse_anchor(g, n, c)) {

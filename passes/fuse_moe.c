@@ -21,6 +21,9 @@
  * one Linear per expert (transformers 4.x) a weight-only stack.  The moe is
  * built, then kept only if the interpreter agrees with the subgraph it
  * replaces on probes reaching every expert (fuse_moe_confirm.c).
+ * Llama 4 runs every expert on every token, each input row scaled by the
+ * token's sigmoid score scattered over the chosen experts (0 elsewhere):
+ * the same top-k moe with scale_input=1 (fuse_moe_experts.c, dense).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.
@@ -39,9 +42,10 @@ candidate(Node *n)
 {
 	Node *u;
 
-	if (n->op == OP_REDUCE_SUM)
-		return n->in[0]->type.rank == 3 && mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) &&
-		       mo_axis(n, "axes", 3, -1) == 1 && ir_attr_int(n, "keepdims", 1) == 0;
+	if (n->op == OP_REDUCE_SUM)	/* over k, or over every expert's output [E,T,H] */
+		return n->in[0]->type.rank == 3 && ir_attr_int(n, "keepdims", 1) == 0 &&
+		       ((mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) && mo_axis(n, "axes", 3, -1) == 1) ||
+			mo_axis(n, "axes", 3, -1) == 0);
 	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
 		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
 			return 0;
@@ -108,7 +112,7 @@ match(Graph *g, Node *tk, Moe *mo)
 		const char *w = mo_experts(cand[i]->out[0], mo);
 		if (!w && mo->ids != ids)
 			w = "the experts are routed by another TopK";
-		if (!w)
+		if (!w && !mo->routed)
 			w = mixer ? mo_router_sparsemixer(tk, mo->x.rw, &mo->r)
 				  : mo_router(tk, mo->x.rw, &mo->r);
 		if (!w && (mo->x.kmul != mo->r.k || mo->ids->type.dim[1] != mo->r.k))
@@ -134,6 +138,8 @@ describe(char *buf, size_t n, const Moe *mo)
 
 	if (mo->nslot)
 		k += (size_t)snprintf(buf + k, n - k, "from %d unrolled slots", mo->nslot);
+	else if (mo->routed)
+		k += (size_t)snprintf(buf + k, n - k, "from the dense form (every expert on every token)");
 	else
 		k += (size_t)snprintf(buf + k, n - k, "from the batched form");
 	k += (size_t)snprintf(buf + k, n - k, ", %lld experts, router %s top-%lld",
@@ -150,7 +156,10 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, ", renormalised");
 	if (r->scale != 1)
 		k += (size_t)snprintf(buf + k, n - k, ", scaled by %g", r->scale);
-	k += (size_t)snprintf(buf + k, n - k, ", act %s, gate|up %s%s%s%s", x->act, x->layout,
+	if (x->scale_input)
+		k += (size_t)snprintf(buf + k, n - k, ", routing weight on the input rows");
+	k += (size_t)snprintf(buf + k, n - k, ", act %s, %s%s%s%s%s", x->act,
+			      x->ungated ? "ungated" : "gate|up ", x->ungated ? "" : x->layout,
 			      x->bgu || x->bdn ? ", biases" : "",
 			      x->gu_t || x->dn_t ? ", weights transposed" : "",
 			      x->flat ? ", one weight set per expert (stacked)" : "");
@@ -222,7 +231,12 @@ moe_attrs(Builder *b, const Moe *mo)
 	if (strcmp(r->kind, "sparsemixer") == 0)
 		ir_b_float(b, "jitter_eps", r->jitter_eps);
 	ir_b_str(b, "act", x->act);
-	ir_b_str(b, "gu_layout", x->layout);
+	if (x->ungated)
+		ir_b_int(b, "gated", 0);
+	else
+		ir_b_str(b, "gu_layout", x->layout);
+	if (x->scale_input)
+		ir_b_int(b, "scale_input", 1);
 	if (strcmp(x->act, "gelu") == 0 && strcmp(x->approx, "none") != 0)
 		ir_b_str(b, "approx", x->approx);
 	if (strcmp(x->act, "oai") == 0) {
@@ -248,6 +262,41 @@ unbuild(Graph *g, Node *after, Node *end)
 {
 	while (end->prev && end->prev != after)
 		ir_erase(g, end->prev);
+}
+
+/* What the block left unfused costs: the ops downstream of the router's
+ * TopK (an upper bound: up to the graph's end), each a kernel of its own or
+ * part of a generic one, against the moe path's five kernels. */
+static const char *
+block_cost(Graph *g, Node *tk, char *buf, size_t len)
+{
+	uint32_t nv = g->m->nvalue;
+	char *seen = calloc(nv + 1, 1);
+	Value **queue = malloc(sizeof *queue * (nv + 1));
+	int nq = 0, head = 0, ops = 0, mms = 0;
+
+	for (int i = 0; i < tk->nout; i++)
+		if (tk->out[i]->id < nv && !seen[tk->out[i]->id])
+			seen[tk->out[i]->id] = 1, queue[nq++] = tk->out[i];
+	while (head < nq) {
+		Value *v = queue[head++];
+		for (int i = 0; i < v->nuse; i++) {
+			Node *u = v->use[i].node;
+			if (!u || !u->nout || seen[u->out[0]->id])
+				continue;
+			ops += !ir_is_view(u) && u->op != OP_CONST;
+			mms += u->op == OP_MATMUL;
+			for (int j = 0; j < u->nout; j++)
+				if (u->out[j]->id < nv && !seen[u->out[j]->id])
+					seen[u->out[j]->id] = 1, queue[nq++] = u->out[j];
+		}
+	}
+	free(seen);
+	free(queue);
+	snprintf(buf, len, "cost: up to %d ops after the TopK run unfused (%d matmuls, a GEMM or "
+		 "element-wise kernel each, with the experts' slot machinery), where route, permute, two "
+		 "grouped GEMMs and the sum over k are 5 kernels reading each expert's weights once", ops, mms);
+	return buf;
 }
 
 /* Build the moe before the node that completed the sum; once the
@@ -298,14 +347,17 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	}
 	if (!y) {
 		if (c->report)
-			report_skip(c->report, "moe not built at %s %%%s: %s", mo->r.anchor,
-				    mo->r.topk->out[0]->name, quiet.last);
+			report_skip(c->report, "moe not built at %s %%%s: %s; %s", mo->r.anchor,
+				    mo->r.topk->out[0]->name, quiet.last,
+				    block_cost(g, mo->r.topk, buf, sizeof buf));
 		return 0;
 	}
 	if ((bad = mo_confirm(g, mo, y, buf, sizeof buf))) {
-		if (c->report)
-			report_skip(c->report, "moe not accepted at %s %%%s: %s", mo->r.anchor,
-				    mo->r.topk->out[0]->name, bad);
+		if (c->report) {
+			char cost[400];
+			report_skip(c->report, "moe not accepted at %s %%%s: %s; %s", mo->r.anchor,
+				    mo->r.topk->out[0]->name, bad, block_cost(g, mo->r.topk, cost, sizeof cost));
+		}
 		unbuild(g, after, end);
 		return 0;
 	}
@@ -330,6 +382,7 @@ fuse_graph(Graph *g, PassCtx *c)
 {
 	Node **tk = NULL;
 	int ntk = 0, changed = 0;
+	char cost[400];
 
 	ir_fill_uses(g);
 	for (Node *n = g->first; n; n = n->next)
@@ -343,8 +396,9 @@ fuse_graph(Graph *g, PassCtx *c)
 		why[i] = match(g, tk[i], &found[i]);
 	for (int i = 0; i < ntk; i++)
 		if (why[i] && c->report && !in_router(tk[i], found, why, ntk))
-			report_skip(c->report, "moe not recognised at %s %%%s: %s",
-				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i]);
+			report_skip(c->report, "moe not recognised at %s %%%s: %s; %s",
+				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i],
+				    block_cost(g, tk[i], cost, sizeof cost));
 	for (int i = 0; i < ntk; i++)
 		if (!why[i])
 			changed |= rewrite(g, &found[i], c);

@@ -37,7 +37,9 @@ typedef struct {
 	Value *bgu, *bdn;	/* stacked biases [E,2I], [E,H], or NULL */
 	int gu_t, dn_t;		/* held transposed: [E,H,2I], [E,I,H] */
 	Value *sel;		/* what picks the expert: e (slot) or ids [T*k,1] */
-	const char *act, *layout;	/* silu|gelu|oai|relu, concat|interleave */
+	const char *act, *layout;	/* silu|gelu|oai|relu(|relu2 ungated), concat|interleave */
+	int ungated;		/* no gate half: a = act(h) (Nemotron-H's relu²) */
+	int scale_input;	/* the routing weight scales the input rows (Llama 4) */
 	const char *approx;	/* gelu: none|tanh */
 	double alpha, limit;	/* oai */
 	Value *rw;		/* routing weights [T,k] the contribution is scaled by */
@@ -55,6 +57,7 @@ typedef struct {
 	int nslot;		/* unrolled slots; 0: batched */
 	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
+	int routed;		/* r read with the experts (the dense form's scattered scores) */
 } Moe;
 
 /* fuse_moe_match.c */

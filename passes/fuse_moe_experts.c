@@ -25,6 +25,10 @@
  * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
  * the dense [T,E] scores scattered from them.
  *
+ * dense (Llama 4): every expert on every token, reduce_sum over the E
+ * axis of down(act(gate_up(x tiled E times, rows scaled by the router's
+ * scattered sigmoid scores))): top-k with the weight on the input.
+ *
  * The activation is SwiGLU (silu or gelu of the gate half times the up
  * half; halves from a split, two slices, or even/odd slices) or gpt-oss's
  * clamped form.  Expert matrices may be held as [E,N,K] (x @ W^T) or
@@ -298,6 +302,36 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 	return 0;
 }
 
+/* An ungated expert's act(h): relu(h)² as pow(relu(h), 2) or relu(h) *
+ * relu(h) (Nemotron-H), or relu, silu, gelu of h alone.  h: the up rows. */
+static int
+ungated(Value *a, Expert *x, Value **h)
+{
+	Node *n = mo_def(a, OP_POW), *r;
+	double two;
+
+	if (n && (r = mo_def(n->in[0], OP_RELU)) && mo_const_f(n->in[1], &two) && two == 2)
+		x->act = "relu2";
+	else if ((n = mo_def(a, OP_MUL)) && n->in[0] == n->in[1] && (r = mo_def(n->in[0], OP_RELU)))
+		x->act = "relu2";
+	else if ((r = mo_def(a, OP_RELU)))
+		x->act = "relu";
+	else if ((r = mo_def(a, OP_GELU))) {
+		x->act = "gelu";
+		x->approx = ir_attr_str(r, "approx", "none");
+	} else if (silu(a, h) && mo_def(mo_peel_rows(*h), OP_MATMUL)) {
+		x->act = "silu";
+		x->ungated = 1;
+		x->layout = "concat";
+		return 1;
+	} else
+		return 0;
+	*h = r->in[0];
+	x->ungated = 1;
+	x->layout = "concat";
+	return 1;
+}
+
 /* The activation between the two projections; returns the gate|up rows. */
 static const char *
 activation(Value *a, Expert *x, Value **h)
@@ -319,7 +353,7 @@ activation(Value *a, Expert *x, Value **h)
 		return NULL;
 	}
 	if (!(n = mo_def(a, OP_MUL)))
-		return "expert activation not recognised";
+		return ungated(a, x, h) ? NULL : "expert activation not recognised";
 	if (oai(n, &g, &u, x) && (*h = halves(g, u, x))) {
 		x->act = "oai";
 		return NULL;
@@ -336,8 +370,9 @@ activation(Value *a, Expert *x, Value **h)
 			return NULL;
 		}
 	}
-	return "expert activation not recognised (gate and up halves of one matmul, "
-	       "silu, gelu or gpt-oss's clamped form)";
+	return ungated(a, x, h) ? NULL
+		: "expert activation not recognised (gate and up halves of one matmul, "
+		  "silu, gelu or gpt-oss's clamped form; or ungated relu, relu², silu or gelu)";
 }
 
 /* The [T,k] routing weights a flattened view w[T*k(,1)] was made from:
@@ -555,7 +590,7 @@ contribution(Value *c, int batched, Expert *x)
 		return "the expert matrices are not picked by one selector";
 	x->wgu = gu.w, x->gu_t = gu.t, x->bgu = gu.b;
 	x->wdn = dn.w, x->dn_t = dn.t, x->bdn = dn.b;
-	if (gu.n != 2 * dn.k || gu.k != dn.n || gu.n < 2 || gu.k < 1 ||
+	if (gu.n != (x->ungated ? 1 : 2) * dn.k || gu.k != dn.n || gu.n < 1 || gu.k < 1 ||
 	    (!dn.flat && (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.w->type.dim[0] < 1)) ||
 	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
 	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
@@ -586,6 +621,119 @@ batched(Value *sum, Moe *mo)
 	    st->dim[0] != ir_dim_mul(m, it->dim[0], it->dim[1]) || mo->x.kmul != t->dim[1] ||
 	    mo->x.rw->type.dim[0] != t->dim[0] || mo->x.rw->type.dim[1] != t->dim[1])
 		return "the experts, routing weights and sum disagree on [T,k]";
+	return NULL;
+}
+
+/* --- dense: every expert on every token (Llama 4) -------------------------- */
+
+/* A batched matmul by a whole expert stack: in[E,T,K] @ W[E,K,N], or W
+ * held [E,N,K] and transposed (trans_b or a transpose of the last two). */
+static const char *
+whole(Value *v, Proj *p)
+{
+	Node *n = mo_def(mo_peel(v), OP_MATMUL), *t;
+	Value *w;
+	int flip;
+
+	memset(p, 0, sizeof *p);
+	if (!n || (n->nin > 2 && n->in[2]) || ir_attr_int(n, "trans_a", 0))
+		return "expert matmul not found";
+	w = n->in[1];
+	flip = (int)ir_attr_int(n, "trans_b", 0);
+	while ((t = mo_def(w, OP_TRANSPOSE)) && swaps_last_two(t)) {
+		flip ^= 1;
+		w = t->in[0];
+	}
+	p->in = n->in[0];
+	if (w->type.rank != 3 || !ir_weight_only(w) || p->in->type.rank != 3 || n->out[0]->type.rank != 3)
+		return "the experts' matmul is not by a whole [E,..] stack";
+	p->w = w;
+	p->t = !flip;
+	p->n = w->type.dim[p->t ? 2 : 1];
+	p->k = w->type.dim[p->t ? 1 : 2];
+	if (p->in->type.dim[0] != w->type.dim[0] || p->in->type.dim[2] != p->k ||
+	    n->out[0]->type.dim[2] != p->n)
+		return "the expert matmul's input does not fit its weights";
+	return NULL;
+}
+
+/* s[T,E] = sigmoid(scatter_elements(fill(-inf), ids, values, axis=1)) with
+ * values, ids = topk(logits): each chosen expert's sigmoid(logit), 0
+ * elsewhere, which is router=sigmoid's weights. */
+static const char *
+dense_scores(Value *s, Moe *mo)
+{
+	Node *sg = mo_def(mo_peel_cast(s), OP_SIGMOID), *sc, *tk;
+	Router *r = &mo->r;
+	IrTopkAttrs ta;
+
+	if (!sg || !(sc = mo_def(mo_peel_cast(sg->in[0]), OP_SCATTER_ELEMENTS)) ||
+	    !mo_last_axis(sc, "axis", 2, 0) || !mo_is_fill(sc->in[0], -1.0 / 0.0) ||
+	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") ||
+	    !(tk = mo_def(mo_peel_cast(sc->in[2]), OP_TOPK)) || mo_peel_cast(sc->in[2]) != tk->out[0] ||
+	    mo_peel_index(sc->in[1]) != tk->out[1])
+		return "the expert inputs are not scaled by the router's scores scattered over its choices";
+	ir_topk_attrs(tk, &ta);
+	if (tk->in[0]->type.rank != 2 || !mo_last_axis(tk, "axis", 2, 1) || ta.largest != 1 || ta.k < 1)
+		return "the TopK is not over the last axis of [T,E] logits";
+	memset(r, 0, sizeof *r);
+	r->topk = tk;
+	r->ids = mo->ids = tk->out[1];
+	r->anchor = "TopK";
+	r->kind = "sigmoid";
+	r->logits = mo_peel_cast(tk->in[0]);
+	r->k = ta.k;
+	r->scale = 1;
+	r->ngroup = r->topk_group = 1;
+	mo->routed = 1;
+	return NULL;
+}
+
+/* The experts' input [E,T,H]: the tokens tiled E times (expert-major), each
+ * copy's rows times that expert's column of the scores,
+ * mul(tile(x, [E,1]), reshape(transpose(s), [E*T,1])). */
+static const char *
+dense_input(Value *in, Moe *mo)
+{
+	Node *mul = mo_def(mo_peel(in), OP_MUL), *tl, *tr;
+	const Type *it = &in->type;
+
+	for (int i = 0; mul && i < 2; i++) {
+		if (!(tl = mo_def(mul->in[i], OP_TILE)) || !(tr = mo_def(mo_peel(mul->in[1 - i]), OP_TRANSPOSE)))
+			continue;
+		const Type *xt = &tl->in[0]->type, *st = &tr->in[0]->type;
+		if (xt->rank != 2 || st->rank != 2 || st->dim[1] != it->dim[0] || st->dim[0] != xt->dim[0] ||
+		    xt->dim[0] != it->dim[1] || xt->dim[1] != it->dim[2] ||
+		    tl->out[0]->type.dim[0] != ir_dim_mul(in->graph->m, it->dim[0], it->dim[1]))
+			continue;
+		mo->x.x = tokens(tl->in[0], xt->dim[0], xt->dim[1]);
+		return mo->x.x ? dense_scores(tr->in[0], mo) : "the expert input is not the tokens";
+	}
+	return "the experts' input is not the tokens tiled once per expert and scaled by the router's scores";
+}
+
+static const char *
+dense(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM);
+	const char *why;
+	Value *h;
+	Proj dn, gu;
+
+	if (rs->in[0]->type.rank != 3 || mo_axis(rs, "axes", 3, -1) != 0 || ir_attr_int(rs, "keepdims", 1))
+		return "not a sum over the experts";
+	/* bf16 experts may be widened to f32 for the sum (dynamo's bf16 export) */
+	if ((why = whole(mo_peel_cast(rs->in[0]), &dn)) || (why = activation(dn.in, &mo->x, &h)) ||
+	    (why = whole(h, &gu)))
+		return why;
+	if (gu.w->type.dim[0] != dn.w->type.dim[0] || gu.n != (mo->x.ungated ? 1 : 2) * dn.k || gu.k != dn.n)
+		return "the expert weight shapes do not agree";
+	if ((why = dense_input(gu.in, mo)))
+		return why;
+	mo->x.wgu = gu.w, mo->x.gu_t = gu.t;
+	mo->x.wdn = dn.w, mo->x.dn_t = dn.t;
+	mo->x.kmul = mo->r.k;
+	mo->x.scale_input = 1;
 	return NULL;
 }
 
@@ -765,6 +913,7 @@ same_expert(const Expert *a, const Expert *b)
 	       a->bdn == b->bdn && a->gu_t == b->gu_t && a->dn_t == b->dn_t &&
 	       strcmp(a->act, b->act) == 0 && strcmp(a->layout, b->layout) == 0 &&
 	       strcmp(a->approx, b->approx) == 0 && a->alpha == b->alpha &&
+	       a->ungated == b->ungated && a->scale_input == b->scale_input &&
 	       a->limit == b->limit && a->rw == b->rw && a->kmul == b->kmul;
 }
 
@@ -826,10 +975,14 @@ slots(Value *sum, Moe *mo)
 		if (!acc || mo_is_fill(acc, 0))
 			break;
 	}
+	/* a one-hot of depth E+1 (transformers 5's loop over every expert of a
+	 * ModuleList): its last row is no expert's, and has no slot */
+	if (!why && !hit && nkey >= 2 && mo->nslot == nkey - 1 && !seen[nkey - 1])
+		nkey--;
 	free(seen);
 	if (!why && mo->nslot != nkey)
 		why = hit ? "some hit experts have no slot" : "some experts have no slot";
-	if (!why && mo->x.flat && mo->nslot != mask->type.dim[0])
+	if (!why && mo->x.flat && mo->nslot != nkey)
 		why = "one expert's own weights per slot, but not every expert has a slot "
 		      "(the export sample did not reach them all)";
 	if (!why && (mo->ids->type.rank != 2 || mo->x.kmul != mo->ids->type.dim[1] ||
@@ -846,7 +999,9 @@ mo_experts(Value *sum, Moe *mo)
 
 	memset(mo, 0, sizeof *mo);
 	mo->sum = sum;
-	if (mo_def(sum, OP_REDUCE_SUM))
+	if (mo_def(sum, OP_REDUCE_SUM) && mo_axis(sum->def, "axes", 3, -1) == 0)
+		why = dense(sum, mo);
+	else if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);

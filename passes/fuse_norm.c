@@ -283,6 +283,7 @@ static int
 fold_norm(Graph *g, Node *norm, const unsigned char *routing, PassCtx *c)
 {
 	Value *v = norm->out[0], *r = NULL, *mean = NULL;
+	char cost[200];
 	int changed = 0;
 
 	int64_t ax = ir_attr_int(norm, "axis", -1);
@@ -302,26 +303,30 @@ fold_norm(Graph *g, Node *norm, const unsigned char *routing, PassCtx *c)
 		}
 		if (foldable(mm, v) && routing[mm->out[0]->id]) {
 			report_skip(c->report, "%s %%%s not folded into matmul %%%s: it computes "
-				    "router logits, which must round as the graph's do",
-				    ir_opname(norm->op), v->name, mm->out[0]->name);
+				    "router logits, which must round as the graph's do; %s",
+				    ir_opname(norm->op), v->name, mm->out[0]->name,
+				    report_trip(cost, sizeof cost, v, 1, 1));
 			continue;
 		}
 		if (foldable(mm, v) && quantised(mm->in[1])) {
 			report_skip(c->report, "%s %%%s not folded into matmul %%%s: its weight is quantised "
-				    "(read packed by the GEMM; scaled by the norm weight it would be bf16)",
-				    ir_opname(norm->op), v->name, mm->out[0]->name);
+				    "(read packed by the GEMM; scaled by the norm weight it would be bf16); %s",
+				    ir_opname(norm->op), v->name, mm->out[0]->name,
+				    report_trip(cost, sizeof cost, v, 1, 1));
 			continue;
 		}
 		if (foldable(mm, v) && !reads_as(norm->in[0]->type.dt, mm->in[1]->type.dt)) {
 			report_skip(c->report, "%s %%%s not folded into matmul %%%s: its input is %s, wider "
-				    "than the %s weight (it would round before the norm, not after)",
+				    "than the %s weight (it would round before the norm, not after); %s",
 				    ir_opname(norm->op), v->name, mm->out[0]->name,
-				    dtype_name(norm->in[0]->type.dt), dtype_name(mm->in[1]->type.dt));
+				    dtype_name(norm->in[0]->type.dt), dtype_name(mm->in[1]->type.dt),
+				    report_trip(cost, sizeof cost, v, 1, 1));
 			continue;
 		}
 		if (!foldable(mm, v)) {
-			report_skip(c->report, "%s %%%s not folded into its user %s: not a matmul with a fixed weight",
-				    ir_opname(norm->op), v->name, mm ? ir_opname(mm->op) : "ret");
+			report_skip(c->report, "%s %%%s not folded into its user %s: not a matmul with a fixed weight; %s",
+				    ir_opname(norm->op), v->name, mm ? ir_opname(mm->op) : "ret",
+				    report_trip(cost, sizeof cost, v, 1, 1));
 			continue;
 		}
 		if (!r && stats(g, norm, &r, &mean, c))

@@ -109,15 +109,73 @@ route_name(const Node *moe)
 	return ra.router_name;
 }
 
-/* gate|up weights (and bias) as the grouped GEMM's tile wants them */
+/* gate|up weights (and bias) as the grouped GEMM's tile wants them (an
+ * ungated expert's up weights as they are) */
 static void
 gate_up_layout(Builder *b, const Node *moe, Value **wgu, Value **bgu, DType xdt)
 {
-	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") == 0)
+	if (strcmp(ir_attr_str(moe, "gu_layout", "concat"), "interleave") == 0 ||
+	    !ir_attr_int(moe, "gated", 1))
 		return;
 	*wgu = interleave_w(b, *wgu, xdt);
 	if (*bgu)
 		*bgu = interleave(b, *bgu);
+}
+
+/* An ungated expert's act(h) as the scalar ops an epilogue holds:
+ * relu2 is relu, then pow 2. */
+static Value *
+ungated_act(Builder *b, const Node *moe, Value *h)
+{
+	const char *act = ir_attr_str(moe, "act", "silu");
+
+	if (strcmp(act, "gelu") == 0) {
+		ir_b_str(b, "approx", ir_attr_str(moe, "approx", "none"));
+		return ir_b1(b, OP_GELU, h);
+	}
+	if (strcmp(act, "silu") == 0)
+		return ir_b1(b, OP_SILU, h);
+	h = ir_b1(b, OP_RELU, h);
+	if (strcmp(act, "relu2") == 0)
+		h = ir_b2(b, OP_POW, h, ir_b_const_f(b, h->type.dt, 2));
+	return h;
+}
+
+/* The gate|up GEMM's output through the activation: swiglu on matching
+ * gate and up columns, or an ungated expert's act. */
+static Value *
+activation(Builder *b, const Node *moe, Value *h)
+{
+	const char *act = ir_attr_str(moe, "act", "silu");
+
+	if (!ir_attr_int(moe, "gated", 1))
+		return ungated_act(b, moe, h);
+	ir_b_str(b, "layout", "interleave");
+	ir_b_str(b, "act", act);
+	/* swiglu's act attributes are moe's (one table, ir_glu_attrs): copied as written */
+	if (ir_attr(moe, "alpha"))
+		ir_b_float(b, "alpha", ir_attr_float(moe, "alpha", 0));
+	if (ir_attr(moe, "limit"))
+		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 0));
+	if (ir_attr(moe, "approx"))
+		ir_b_str(b, "approx", ir_attr_str(moe, "approx", "none"));
+	return ir_b1(b, OP_SWIGLU, h);
+}
+
+/* The routing weight of each sorted row, [R,1] in dtype dt. */
+static Value *
+row_weights(Builder *b, Value *w, Value *rows, Dim R, DType dt)
+{
+	Dim r1[1] = {R}, r2[2] = {R, 1};
+	Value *wflat = reshape(b, w, 1, r1);
+
+	ir_b_int(b, "axis", 0);
+	Value *ws = reshape(b, ir_b2(b, OP_GATHER, wflat, rows), 2, r2);
+	if (ws && dt != ws->type.dt) {
+		ir_b_str(b, "to", dtype_name(dt));
+		ws = ir_b1(b, OP_CAST, ws);
+	}
+	return ws;
 }
 
 Value *
@@ -128,7 +186,7 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 	int64_t k = s->ids->type.dim[1];
 	Dim R = ir_dim_mul(m, s->ids->type.dim[0], k);
 	DType xdt = s->x->type.dt;
-	const char *act = ir_attr_str(moe, "act", "silu");
+	int scale_input = ir_attr_int(moe, "scale_input", 0) != 0;
 	Node *n;
 
 	ir_b_int(b, "experts", s->experts);
@@ -137,26 +195,20 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		return NULL;
 	Value *offs = n->out[0], *rows = n->out[1];
 
-	/* gate|up: tokens gathered through the permutation, SwiGLU after */
+	/* gate|up: tokens gathered through the permutation (scale_input: each
+	 * row times its routing weight, in x's dtype), SwiGLU after */
 	gate_up_layout(b, moe, &wgu, &bgu, xdt);
 	Value *src = ir_b2(b, OP_DIV, rows, const_i32(b, k));
 	ir_b_int(b, "axis", 0);
 	Value *xs = ir_b2(b, OP_GATHER, s->x, src);
+	if (scale_input)
+		xs = ir_b2(b, OP_MUL, xs, row_weights(b, s->w, rows, R, xdt));
 	in[0] = xs, in[1] = wgu, in[2] = offs, in[3] = bgu;
 	ir_b_str(b, "to", dtype_name(xdt));
 	n = ir_b_node(b, OP_GROUPED_MATMUL, in, bgu ? 4 : 3, 1);
 	if (!n)
 		return NULL;
-	ir_b_str(b, "layout", "interleave");
-	ir_b_str(b, "act", act);
-	/* swiglu's act attributes are moe's (one table, ir_glu_attrs): copied as written */
-	if (ir_attr(moe, "alpha"))
-		ir_b_float(b, "alpha", ir_attr_float(moe, "alpha", 0));
-	if (ir_attr(moe, "limit"))
-		ir_b_float(b, "limit", ir_attr_float(moe, "limit", 0));
-	if (ir_attr(moe, "approx"))
-		ir_b_str(b, "approx", ir_attr_str(moe, "approx", "none"));
-	Value *a = ir_b1(b, OP_SWIGLU, n->out[0]);
+	Value *a = activation(b, moe, n->out[0]);
 	int64_t aq = ir_attr_int(moe, "act_quant", 0);
 	if (a && aq > 0) {	/* act_quant: quantised per token and aq columns, then dequantised */
 		ir_b_str(b, "to", "f8e4m3");
@@ -171,18 +223,16 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		a = n->out[0];
 	}
 
-	/* down: scaled by the routing weight, scattered back to slot order */
+	/* down: scaled by the routing weight (unless the input was), scattered
+	 * back to slot order */
 	in[0] = a, in[1] = s->wdn, in[2] = offs, in[3] = s->bdn;
 	ir_b_str(b, "to", "f32");
 	n = ir_b_node(b, OP_GROUPED_MATMUL, in, s->bdn ? 4 : 3, 1);
 	if (!n)
 		return NULL;
 	Value *o = n->out[0];
-	Dim r1[1] = {R}, r2[2] = {R, 1};
-	Value *wflat = reshape(b, s->w, 1, r1);
-	ir_b_int(b, "axis", 0);
-	Value *ws = ir_b2(b, OP_GATHER, wflat, rows);
-	Value *os = ir_b2(b, OP_MUL, o, reshape(b, ws, 2, r2));
+	Dim r1[1] = {R};
+	Value *os = scale_input ? o : ir_b2(b, OP_MUL, o, row_weights(b, s->w, rows, R, DT_F32));
 	ir_b_dims(b, "rows", r1, 1);
 	Value *ys = ir_b2(b, OP_SCATTER_ROWS, os, rows);
 	if (named) {
@@ -253,12 +303,15 @@ lower(Graph *g, Node *moe, PassCtx *c)
 						     "down", "slots"};
 		lower_moe_names(g, moe, v, suffix, (int)NELEM(suffix));
 	}
+	int gated = ir_attr_int(moe, "gated", 1) != 0, sin = ir_attr_int(moe, "scale_input", 0) != 0;
 	if (y && c->report)
 		report_note(c->report, "moe %%%s lowered: route (%s, top-%lld of %lld), permute, "
-			    "gate|up grouped GEMM + swiglu (%s), down grouped GEMM + routing weight "
+			    "%s%s grouped GEMM + %s (%s), down grouped GEMM%s "
 			    "+ scatter to token order, sum over k",
-			    moe->out[0]->name, route_name(moe), (long long)k,
-			    (long long)E, ir_attr_str(moe, "act", "silu"));
+			    moe->out[0]->name, route_name(moe), (long long)k, (long long)E,
+			    sin ? "rows scaled by the routing weight, " : "", gated ? "gate|up" : "up",
+			    gated ? "swiglu" : "ungated act", ir_attr_str(moe, "act", "silu"),
+			    sin ? "" : " + routing weight");
 	return b.err ? NULL : y;
 }
 

@@ -24,6 +24,12 @@ void report_skip(Report *r, const char *fmt, ...) __attribute__((format(printf, 
 void report_note(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void report_print(FILE *f, const Report *r);
 int report_count(const Report *r);
+/* What a "not fused" line costs, in words for its last clause.  The bytes of
+ * a tensor of type t ("12 KB", or "512 B a token" when its leading dims are
+ * symbolic); the unfused path's extra kernels and the round trip of v
+ * through memory (written once, read by `readers` kernels). */
+const char *report_size(char *buf, size_t n, const Type *t);
+const char *report_trip(char *buf, size_t n, const Value *v, int launches, int readers);
 
 /* Expert parallelism (partition_ep.c): lower-moe splits each moe's experts
  * over `ranks` and writes rank `rank`'s part. */

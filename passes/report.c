@@ -1,6 +1,8 @@
 /*
  * report.c — the fusion report: what each kernel fused, and for every
- * candidate left alone, why.  Entries keep the order passes made them.
+ * candidate left alone, why and what it costs (report_size, report_trip:
+ * the extra kernels and bytes through memory of the unfused path).
+ * Entries keep the order passes made them.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -131,4 +133,44 @@ report_print(FILE *f, const Report *r)
 	print_kind(f, r, E_NOTE, "# rewrites");
 	print_kind(f, r, E_KERNEL, "# kernels");
 	print_kind(f, r, E_SKIP, "# not fused");
+}
+
+static void
+scaled(char *buf, size_t n, double b, const char *per)
+{
+	static const char *const unit[] = {"B", "KB", "MB", "GB"};
+	int u = 0;
+
+	while (b >= 1024 && u < 3)
+		b /= 1024, u++;
+	snprintf(buf, n, "%.*f %s%s", u && b < 10 ? 1 : 0, b, unit[u], per);
+}
+
+/* Symbolic dims (the tokens) are left out of the product: per token. */
+const char *
+report_size(char *buf, size_t n, const Type *t)
+{
+	double b = dtype_bits(t->dt) / 8.0;
+	int sym = 0;
+
+	for (int i = 0; i < t->rank; i++) {
+		if (ir_dim_is_static(t->dim[i]))
+			b *= (double)t->dim[i];
+		else
+			sym = 1;
+	}
+	scaled(buf, n, b, sym ? " a token" : "");
+	return buf;
+}
+
+const char *
+report_trip(char *buf, size_t n, const Value *v, int launches, int readers)
+{
+	char sz[48];
+
+	report_size(sz, sizeof sz, &v->type);
+	snprintf(buf, n, "cost: %d more kernel%s, %%%s (%s) written and read back%s", launches,
+		 launches == 1 ? "" : "s", v->name, sz,
+		 readers > 1 ? (readers == 2 ? " twice" : " by each reader") : "");
+	return buf;
 }

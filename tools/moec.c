@@ -182,8 +182,14 @@ moec_debug(const OptArgs *a, unsigned *flags, Diag *d)
 		if (e && *e && strcmp(e, "0") != 0)
 			*flags |= debug_flags[i].bit;
 	}
-	if (debug_parse(opt_str(a, "debug"), flags, why, sizeof why) < 0)
-		return diag_error(d, LOC_NONE, "--debug: %s", why);
+	if (debug_parse(opt_str(a, "debug"), flags, why, sizeof why) < 0) {
+		char line[160];
+		int next = 0;
+		diag_error(d, LOC_NONE, "--debug: %s; the flags are:", why);
+		while (debug_names_line(&next, line, sizeof line, 100))
+			diag_note(d, LOC_NONE, "%s", line);
+		return -1;
+	}
 	return 0;
 }
 
@@ -296,10 +302,16 @@ moec_passes(Module *m, const MoecOpts *o, Report *rep, Diag *d)
 	for (int i = 0; rc == 0 && i < m->ngraph; i++)	/* the quantised-weight form left as it came */
 		for (Node *n = m->graph[i]->first; n; n = n->next)
 			if (n->op == OP_DEQUANTIZE && n->in[0]->kind == V_WEIGHT)
+			{
+				char a[48], b[48];
 				report_skip(rep, "dequantize %%%s of $%s (%s) not fused into a GEMM: it runs "
-					    "once at load and its users read the %s result", n->out[0]->name,
+					    "once at load and its users read the %s result; cost: %s read "
+					    "where the packed weight is %s", n->out[0]->name,
 					    n->in[0]->name, dtype_name(n->in[0]->type.dt),
-					    dtype_name(n->out[0]->type.dt));
+					    dtype_name(n->out[0]->type.dt),
+					    report_size(a, sizeof a, &n->out[0]->type),
+					    report_size(b, sizeof b, &n->in[0]->type));
+			}
 	if (rc == 0)
 		diag_remark(d, LOC_NONE, "passes: %d nodes left (%.1f ms)", ir_main_graph(m)->nnode,
 			    1e3 * (moec_now() - t0));

@@ -108,17 +108,37 @@ debug_parse(const char *list, unsigned *flags, char *why, size_t whylen)
 		for (i = 0; i < ndebug_flags; i++)
 			if (strlen(debug_flags[i].name) == n && strncmp(p, debug_flags[i].name, n) == 0)
 				break;
-		if (i == ndebug_flags) {
-			size_t k = (size_t)snprintf(why, whylen, "unknown debug flag '%.*s' (", (int)n, p);
-			for (int j = 0; j < ndebug_flags && k < whylen; j++)
-				k += (size_t)snprintf(why + k, whylen - k, "%s%s", j ? ", " : "",
-						      debug_flags[j].name);
-			if (k < whylen)
-				snprintf(why + k, whylen - k, ")");
+		if (i == ndebug_flags) {	/* the valid names: debug_names_line() */
+			snprintf(why, whylen, "unknown debug flag '%.*s'", (int)n, p);
 			return -1;
 		}
 		*flags |= debug_flags[i].bit;
 		p += n + (p[n] == ',');
 	}
 	return 0;
+}
+
+/*
+ * The valid names from flag *next on, as many as fit in one line of about
+ * `width` characters (at least one); *next moves past them.  0 when none
+ * are left.  The driver prints the whole list a line at a time, so no
+ * message buffer cuts it short however many flags there are.
+ */
+int
+debug_names_line(int *next, char *buf, size_t n, size_t width)
+{
+	size_t k = 0;
+
+	if (*next >= ndebug_flags || !n)
+		return 0;
+	buf[0] = 0;
+	while (*next < ndebug_flags) {
+		const char *s = debug_flags[*next].name;
+		if (k && k + strlen(s) + 2 > width)
+			break;
+		k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s", s,
+				      *next + 1 < ndebug_flags ? ", " : "");
+		(*next)++;
+	}
+	return 1;
 }

@@ -163,6 +163,7 @@ extern const DebugFlag debug_flags[];
 extern const int ndebug_flags;
 /* Add the flags of a comma list to *flags: 0, or -1 with why (an unknown name). */
 int debug_parse(const char *list, unsigned *flags, char *why, size_t whylen);
+int debug_names_line(int *next, char *buf, size_t n, size_t width);
 
 /* str.c */
 
