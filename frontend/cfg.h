@@ -199,7 +199,9 @@ Value *cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[
  * tensors (gate, up, down: formats with the expert number, e.g.
  * "mlp.experts.%d.gate_proj.weight"; NULL: stacked only) or from stacked
  * "<mod>.experts.gate_up_proj" / "down_proj" (strans: held [E,H,2I] and
- * [E,I,H], as gpt-oss does). */
+ * [E,I,H], as gpt-oss does; STRANS_CHECK: so unless already [E,2I,H] /
+ * [E,H,I], as transformers 5 reads Qwen3-VL-MoE). */
+enum { STRANS_CHECK = 2 };
 Value *cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 		      const MoeSpec *s, int strans);
 Value *cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s,

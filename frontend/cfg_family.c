@@ -155,10 +155,10 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 }
 
 /* Router (<mod>.<router>.weight), stacked experts and the moe node for
- * per-expert checkpoints. */
+ * per-expert checkpoints (strans: stacked ones held [E,H,2I] / [E,I,H]). */
 static Value *
-routed_by(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
-	  const char *u, const char *d, const MoeSpec *s)
+routed_strans(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
+	      const char *u, const char *d, const MoeSpec *s, int strans)
 {
 	char gate[96], gf[96], uf[96], df[96];
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l;
@@ -168,10 +168,17 @@ routed_by(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
 	snprintf(uf, sizeof uf, "%s.experts.%%d.%s.weight", mod, u);
 	snprintf(df, sizeof df, "%s.experts.%%d.%s.weight", mod, d);
 	l = cfg_named(c, cfg_router(c, h, gate, NULL, s, F32_OK), "router_logits");
-	wt[0] = cfg_experts_gu(c, mod, gf, uf, s, 0);
-	wt[1] = cfg_experts_down(c, mod, df, s, 0);
+	wt[0] = cfg_experts_gu(c, mod, gf, uf, s, strans);
+	wt[1] = cfg_experts_down(c, mod, df, s, strans);
 	c->b.loc.name = cfg_name(c, "%s", mod);
 	return cfg_named(c, cfg_moe(c, h, l, NULL, wt, s), "moe");
+}
+
+static Value *
+routed_by(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
+	  const char *u, const char *d, const MoeSpec *s)
+{
+	return routed_strans(c, h, mod, router, g, u, d, s, 0);
 }
 
 static Value *
@@ -213,14 +220,18 @@ typedef struct {
 	const char *ikey;	/* the experts' intermediate size */
 	int all_moe;		/* every layer MoE (no decoder_sparse_step) */
 	int norm1p;		/* zero-centred RMSNorm weight: scale 1 + w */
+	int strans;		/* stacked experts: 0 as is, STRANS_CHECK: [E,H,2I] /
+				 * [E,I,H] unless already [E,2I,H] / [E,H,I] (the hub's
+				 * Qwen3-VL-MoE / transformers 5's save_pretrained) */
 } QwenFamily;
 
 static const QwenFamily qwen_families[] = {
-	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0, 0},
-	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0, 0},
-	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1, 0},
-	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0, 1},
-	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1},
+	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1, 0, 0},
+	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0, 1, 0},
+	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1, 0},
+	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
 };
 
 static const QwenFamily *
@@ -295,7 +306,8 @@ build_qwen_moe(Cfg *c, Value *x)
 	s.renorm = fam->fixed ? fam->norm : cfg_bool_or(c, "norm_topk_prob", fam->norm);
 	if (c->err || !(h = qwen_norm(c, x, eps)))
 		return NULL;
-	f = routed(c, h, "mlp", "gate_proj", "up_proj", "down_proj", &s);
+	f = routed_strans(c, h, "mlp", "gate", "gate_proj", "up_proj", "down_proj", &s,
+			  fam->strans);
 	if (f && fam->shared) {
 		sh = qwen_shared(c, h);
 		c->b.loc.name = NULL;
@@ -339,6 +351,79 @@ build_minimax_m2(Cfg *c, Value *x)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", mod);
 	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe"));
+}
+
+/*
+ * LFM2-MoE: the first num_dense_layers layers a SwiGLU feed_forward.{w1,w3,w2}
+ * of intermediate_size, the others MoE: sigmoid scores, top-k on scores +
+ * feed_forward.expert_bias (use_expert_bias; held by the block), the
+ * unbiased scores renormalised (norm_topk_prob) times routed_scaling_factor;
+ * Mixtral's expert names under feed_forward.  The norm is ffn_norm (eps
+ * norm_eps).  Conv and attention layers alike have the FFN.
+ */
+static int
+lfm2_is_moe(Cfg *c, int layer)
+{
+	return layer >= cfg_int_or(c, "num_dense_layers", 2);
+}
+
+static Value *
+build_lfm2_moe(Cfg *c, Value *x)
+{
+	static const char *const w132[3] = {"w1", "w3", "w2"};
+	double eps = eps_of(c, "norm_eps", 1e-5);
+	MoeSpec s;
+	Value *h, *l, *sb = NULL, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	if (!lfm2_is_moe(c, c->layer)) {
+		int64_t I = cfg_int(c, "intermediate_size");
+
+		if (c->err || !(h = decoder_norm_named(c, x, "ffn_norm.weight", eps)))
+			return NULL;
+		return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "feed_forward", w132, I,
+								  "silu", 0, "intermediate_size", 0),
+						"mlp"));
+	}
+	read_moe(c, &s, "moe_intermediate_size");
+	s.router = "sigmoid";
+	s.renorm = cfg_bool_or(c, "norm_topk_prob", 1);
+	s.scale = cfg_num_or(c, "routed_scaling_factor", 1.0);
+	if (c->err || !(h = decoder_norm_named(c, x, "ffn_norm.weight", eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "feed_forward.gate.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	if (cfg_bool_or(c, "use_expert_bias", 1) &&
+	    !(sb = selection_bias(c, "feed_forward.expert_bias", &s)))
+		return NULL;
+	wt[0] = cfg_experts_gu(c, "feed_forward", "feed_forward.experts.%d.w1.weight",
+			       "feed_forward.experts.%d.w3.weight", &s, 0);
+	wt[1] = cfg_experts_down(c, "feed_forward", "feed_forward.experts.%d.w2.weight", &s, 0);
+	c->b.loc.name = cfg_name(c, "feed_forward");
+	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe"));
+}
+
+/*
+ * FlexOlmo (OLMo 2's norm placement): no norm before the FFN, one after it:
+ * y = x + post_feedforward_layernorm(moe(x)); the router and the experts
+ * read x itself.  OLMoE's routing (softmax, top-k, norm_topk_prob false),
+ * experts of intermediate_size, every layer MoE.
+ */
+static Value *
+build_flex_olmo(Cfg *c, Value *x)
+{
+	const char *w = "post_feedforward_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	MoeSpec s;
+	Value *f;
+
+	read_moe(c, &s, "intermediate_size");
+	s.renorm = cfg_bool_or(c, "norm_topk_prob", 0);
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, w);
+	f = routed(c, x, "mlp", "gate_proj", "up_proj", "down_proj", &s);
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, w, eps) : NULL, "ffn"));
 }
 
 /* --- DeepSeek-V2 / V3 and the families built like them ------------------- */
@@ -386,6 +471,10 @@ static const DsFamily ds_families[] = {
 	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
 	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
 	 "num_shared_experts", "mlp.gate.expert_bias"},
+	{"glm4v_moe_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
+	 "num_shared_experts", "mlp.e_score_correction_bias"},
 };
 
 static const DsFamily *
@@ -630,16 +719,40 @@ granite_shared(Cfg *c, Value *h)
 			  "hidden_size x shared_intermediate_size");
 }
 
+/* f * residual_multiplier */
+static Value *
+granite_scaled(Cfg *c, Value *f, double mult)
+{
+	Value *m;
+
+	if (!f || mult == 1)
+		return f;
+	m = ir_b_const_f(&c->b, f->type.dt, mult);
+	return cfg_named(c, m ? ir_b2(&c->b, OP_MUL, f, m) : NULL, "ffn.scaled");
+}
+
+/*
+ * granitemoehybrid (Granite 4.0-H): every layer, mamba or attention, has
+ * the FFN; the shared MLP is always there, and the MoE only when
+ * num_local_experts > 0 (Granite-4.0-H-Micro: 0, the shared MLP alone).
+ */
 static Value *
 build_granitemoe(Cfg *c, Value *x)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-6);
 	double mult = cfg_num_or(c, "residual_multiplier", 1.0);
-	int shared = strcmp(c->type, "granitemoeshared") == 0 &&
-		     cfg_int_or(c, "shared_intermediate_size", 0) > 0;
+	int hybrid = strcmp(c->type, "granitemoehybrid") == 0;
+	int shared = hybrid || (strcmp(c->type, "granitemoeshared") == 0 &&
+				cfg_int_or(c, "shared_intermediate_size", 0) > 0);
 	MoeSpec s;
 	Value *h, *l, *f, *wt[4] = {NULL, NULL, NULL, NULL};
 
+	if (hybrid && cfg_int_or(c, "num_local_experts", 8) == 0) {
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		f = cfg_named(c, granite_shared(c, h), "ffn");
+		return residual(c, x, granite_scaled(c, f, mult));
+	}
 	read_moe(c, &s, "intermediate_size");
 	s.router = "topk_softmax";
 	if (c->err || !(h = decoder_norm(c, x, eps)))
@@ -654,11 +767,7 @@ build_granitemoe(Cfg *c, Value *x)
 	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
 	if (f && shared)
 		f = add(c, f, granite_shared(c, h), "ffn");
-	if (f && mult != 1) {
-		Value *m = ir_b_const_f(&c->b, f->type.dt, mult);
-		f = cfg_named(c, m ? ir_b2(&c->b, OP_MUL, f, m) : NULL, "ffn.scaled");
-	}
-	return residual(c, x, f);
+	return residual(c, x, granite_scaled(c, f, mult));
 }
 
 /*
@@ -1600,6 +1709,9 @@ static const struct {
 	{"nemotron_h", build_nemotron_h, nemotron_is_moe},
 	{"step3p5", build_step3p5, step3p5_is_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
+	{"granitemoehybrid", build_granitemoe, always_moe},
+	{"lfm2_moe", build_lfm2_moe, lfm2_is_moe},
+	{"flex_olmo", build_flex_olmo, always_moe},
 	{"jamba", build_jamba, jamba_is_moe},
 	{"ernie4_5_moe", build_ernie_moe, ernie_is_moe},
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
@@ -1617,11 +1729,15 @@ static const struct {
 	{"dots1", build_deepseek, deepseek_is_moe},
 	{"mimo_v2_flash", build_deepseek, deepseek_is_moe},
 	{"bailing_moe", build_deepseek, deepseek_is_moe},
+	{"glm4v_moe_text", build_deepseek, deepseek_is_moe},
+	{"exaone_moe", build_deepseek, deepseek_is_moe},
+	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
 	{"mistral", build_llama, NULL},
 	{"qwen2", build_llama, NULL},
 	{"qwen3", build_llama, NULL},
+	{"seed_oss", build_llama, NULL},
 	{"gpt2", build_gpt2, NULL},
 	{"bert", build_bert, NULL},
 };

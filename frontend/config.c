@@ -422,7 +422,8 @@ unwrap(Cfg *c)
 	static const char *const wrappers[][2] = {
 		{"llama4", "llama4_text"}, {"qwen3_5_moe", "qwen3_5_moe_text"},
 		{"gemma4", "gemma4_text"}, {"mistral3", "mistral"}, {"kimi_k25", "deepseek_v3"},
-		{"step3p7", "step3p5"},
+		{"step3p7", "step3p5"}, {"qwen3_vl_moe", "qwen3_vl_moe_text"},
+		{"glm4v_moe", "glm4v_moe_text"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
 	cJSON *t = cJSON_GetObjectItemCaseSensitive(c->json, "text_config");

@@ -50,6 +50,10 @@ static const char *const families[] = {
 	"qwen3_5_moe", "llama4", "mistral3",
 	/* remote code: the reference is tests/fixtures/gen_arctic.py's own model */
 	"arctic",
+	/* session 28's zoo hunt: types transformers knows that models/ missed
+	 * (qwen3_vl_moe: the hub's transposed stacked experts) */
+	"seed_oss", "qwen3_vl_moe", "glm4v_moe", "exaone_moe", "lfm2_moe", "flex_olmo",
+	"granitemoehybrid",
 };
 
 static char *
@@ -543,7 +547,7 @@ static const struct {
 	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
 	{"unknown_type_arch", "model_type: error: unknown model_type 'deepseek_v3_custom'; the "
 	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
-	{"unknown_type_vl_moe", "model_type: error: unknown model_type 'qwen3_vl_moe'; the nearest "
+	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
 	 "text_config, and it is missing", 1},
