@@ -353,6 +353,69 @@ build_minimax_m2(Cfg *c, Value *x)
 	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe"));
 }
 
+/* v * a, a scalar constant of v's dtype (none when a is 1) */
+static Value *
+scaled(Cfg *c, Value *v, double a, const char *name)
+{
+	Value *k;
+
+	if (!v || a == 1)
+		return v;
+	k = ir_b_const_f(&c->b, v->type.dt, a);
+	return cfg_named(c, k ? ir_b2(&c->b, OP_MUL, v, k) : NULL, name);
+}
+
+/*
+ * MiniMax-Text-01 / MiniMax-M1 (minimax): Mixtral's MoE, but the residual is
+ * the *normed* input, and both terms are scaled:
+ * y = mlp_alpha_factor * h + mlp_beta_factor * moe(h), h = norm(x).
+ * Hub names are Mixtral's (block_sparse_moe.gate, experts.E.w1/w3/w2).
+ */
+static Value *
+build_minimax(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	double alpha = cfg_num_or(c, "mlp_alpha_factor", 1), beta = cfg_num_or(c, "mlp_beta_factor", 1);
+	MoeSpec s;
+	Value *h, *f;
+
+	read_moe(c, &s, "intermediate_size");
+	s.renorm = 1;
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	f = scaled(c, routed(c, h, "block_sparse_moe", "w1", "w3", "w2", &s), beta, "moe.scaled");
+	return add(c, scaled(c, h, alpha, "h.scaled"), f, "y");
+}
+
+/*
+ * JetMoE: granitemoe's experts and router under mlp (stacked input_linear
+ * [E,2I,H], gate rows first; output_linear [E,H,I]; top-k over the logits,
+ * softmax over the k), plus a bias mlp.bias [H] added to the routed sum.
+ * The norm's eps is 1e-6 whatever rms_norm_eps says (transformers'
+ * JetMoeRMSNorm is built without it).
+ */
+static Value *
+build_jetmoe(Cfg *c, Value *x)
+{
+	MoeSpec s;
+	Value *h, *l, *f, *b, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	read_moe(c, &s, "intermediate_size");
+	s.router = "topk_softmax";
+	if (strcmp(cfg_hf_act(c, "activation_function", "silu"), "silu") != 0)
+		cfg_error(c, "activation_function", "the experts of jetmoe must use silu");
+	if (c->err || !(h = decoder_norm(c, x, 1e-6)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "mlp.router.layer.weight", NULL, &s, F32_OK),
+		      "router_logits");
+	wt[0] = cfg_experts_gu(c, "mlp", "mlp.input_linear.weight", NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, "mlp", "mlp.output_linear.weight", &s, 0);
+	b = cfg_vector(c, cfg_name(c, "mlp.bias"), RECIPE_BIAS, c->hidden, "hidden_size");
+	c->b.loc.name = cfg_name(c, "mlp");
+	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
+	return residual(c, x, add(c, f, b, "ffn"));
+}
+
 /*
  * LFM2-MoE: the first num_dense_layers layers a SwiGLU feed_forward.{w1,w3,w2}
  * of intermediate_size, the others MoE: sigmoid scores, top-k on scores +
@@ -719,18 +782,6 @@ granite_shared(Cfg *c, Value *h)
 			  "hidden_size x shared_intermediate_size");
 }
 
-/* f * residual_multiplier */
-static Value *
-granite_scaled(Cfg *c, Value *f, double mult)
-{
-	Value *m;
-
-	if (!f || mult == 1)
-		return f;
-	m = ir_b_const_f(&c->b, f->type.dt, mult);
-	return cfg_named(c, m ? ir_b2(&c->b, OP_MUL, f, m) : NULL, "ffn.scaled");
-}
-
 /*
  * granitemoehybrid (Granite 4.0-H): every layer, mamba or attention, has
  * the FFN; the shared MLP is always there, and the MoE only when
@@ -751,7 +802,7 @@ build_granitemoe(Cfg *c, Value *x)
 		if (c->err || !(h = decoder_norm(c, x, eps)))
 			return NULL;
 		f = cfg_named(c, granite_shared(c, h), "ffn");
-		return residual(c, x, granite_scaled(c, f, mult));
+		return residual(c, x, scaled(c, f, mult, "ffn.scaled"));
 	}
 	read_moe(c, &s, "intermediate_size");
 	s.router = "topk_softmax";
@@ -767,7 +818,7 @@ build_granitemoe(Cfg *c, Value *x)
 	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
 	if (f && shared)
 		f = add(c, f, granite_shared(c, h), "ffn");
-	return residual(c, x, granite_scaled(c, f, mult));
+	return residual(c, x, scaled(c, f, mult, "ffn.scaled"));
 }
 
 /*
@@ -1710,6 +1761,8 @@ static const struct {
 	{"step3p5", build_step3p5, step3p5_is_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"granitemoehybrid", build_granitemoe, always_moe},
+	{"minimax", build_minimax, always_moe},
+	{"jetmoe", build_jetmoe, always_moe},
 	{"lfm2_moe", build_lfm2_moe, lfm2_is_moe},
 	{"flex_olmo", build_flex_olmo, always_moe},
 	{"jamba", build_jamba, jamba_is_moe},

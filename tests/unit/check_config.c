@@ -53,7 +53,7 @@ static const char *const families[] = {
 	/* session 28's zoo hunt: types transformers knows that models/ missed
 	 * (qwen3_vl_moe: the hub's transposed stacked experts) */
 	"seed_oss", "qwen3_vl_moe", "glm4v_moe", "exaone_moe", "lfm2_moe", "flex_olmo",
-	"granitemoehybrid",
+	"granitemoehybrid", "minimax", "jetmoe",
 };
 
 static char *
