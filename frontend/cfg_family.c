@@ -366,25 +366,36 @@ scaled(Cfg *c, Value *v, double a, const char *name)
 }
 
 /*
- * MiniMax-Text-01 / MiniMax-M1 (minimax): Mixtral's MoE, but the residual is
- * the *normed* input, and both terms are scaled:
- * y = mlp_alpha_factor * h + mlp_beta_factor * moe(h), h = norm(x).
- * Hub names are Mixtral's (block_sparse_moe.gate, experts.E.w1/w3/w2).
+ * MiniMax-Text-01 / MiniMax-M1: Mixtral's MoE, both terms of the residual
+ * sum scaled, and with postnorm the residual is the *normed* input:
+ * y = alpha * (postnorm ? h : x) + beta * moe(h), h = norm(x).
+ * transformers' minimax (the -hf repos): mlp_alpha_factor / mlp_beta_factor,
+ * always postnorm; the original repos' remote code (minimax_text_01,
+ * minimax_m1): layernorm_mlp_alpha / layernorm_mlp_beta and postnorm, and a
+ * shared MLP when shared_intermediate_size > 0 (refused: no published model
+ * has one).  Hub names are Mixtral's (block_sparse_moe.gate, experts.E.w1/w3/w2).
  */
 static Value *
 build_minimax(Cfg *c, Value *x)
 {
+	int hf = strcmp(c->type, "minimax") == 0;
 	double eps = eps_of(c, "rms_norm_eps", 1e-5);
-	double alpha = cfg_num_or(c, "mlp_alpha_factor", 1), beta = cfg_num_or(c, "mlp_beta_factor", 1);
+	double alpha = cfg_num_or(c, hf ? "mlp_alpha_factor" : "layernorm_mlp_alpha", 1);
+	double beta = cfg_num_or(c, hf ? "mlp_beta_factor" : "layernorm_mlp_beta", 1);
+	int post = hf || cfg_bool_or(c, "postnorm", 0);
 	MoeSpec s;
 	Value *h, *f;
 
 	read_moe(c, &s, "intermediate_size");
 	s.renorm = 1;
+	if (!hf && cfg_int_or(c, "shared_intermediate_size", 0) > 0)
+		cfg_error(c, "shared_intermediate_size", "MiniMax's shared MLP (%lld) is not one "
+			  "moec builds (no published MiniMax model has one)",
+			  (long long)cfg_int_or(c, "shared_intermediate_size", 0));
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
 	f = scaled(c, routed(c, h, "block_sparse_moe", "w1", "w3", "w2", &s), beta, "moe.scaled");
-	return add(c, scaled(c, h, alpha, "h.scaled"), f, "y");
+	return add(c, scaled(c, post ? h : x, alpha, "residual.scaled"), f, "y");
 }
 
 /*
@@ -1762,6 +1773,8 @@ static const struct {
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"granitemoehybrid", build_granitemoe, always_moe},
 	{"minimax", build_minimax, always_moe},
+	{"minimax_text_01", build_minimax, always_moe},
+	{"minimax_m1", build_minimax, always_moe},
 	{"jetmoe", build_jetmoe, always_moe},
 	{"lfm2_moe", build_lfm2_moe, lfm2_is_moe},
 	{"flex_olmo", build_flex_olmo, always_moe},

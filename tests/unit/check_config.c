@@ -12,7 +12,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend.h"
 
@@ -1002,6 +1004,162 @@ START_TEST(test_cfg_hub_names_read_the_same)
 }
 END_TEST
 
+/*
+ * A fixture's config edited (edit changes the parsed config.json) in a
+ * temporary folder sub/, with the fixture's data sets linked there: for
+ * match_reference with the fixture's own weights.
+ */
+static const char *
+variant_dir(const char *fam, const char *sub, void (*edit)(cJSON *))
+{
+	char *text, name[600], *out;
+	size_t len;
+	Diag d;
+	cJSON *j;
+
+	diag_init(&d, stderr);
+	text = file_read(src("tests/fixtures/hf/%s/config.json", fam), &len, &d);
+	ck_assert_ptr_nonnull(text);
+	j = cJSON_Parse(text);
+	ck_assert_ptr_nonnull(j);
+	edit(j);
+	mkdir(stt_path(sub), 0700);
+	snprintf(name, sizeof name, "%s/config.json", sub);
+	out = cJSON_Print(j);
+	stt_write_text(name, out);
+	for (int set = 0; set < 2; set++) {
+		char from[600];
+		snprintf(name, sizeof name, "%s/test_data_set_%d", sub, set);
+		snprintf(from, sizeof from, "%s/tests/fixtures/hf/%s/test_data_set_%d",
+			 MOEC_SOURCE_DIR, fam, set);
+		ck_assert_int_eq(symlink(from, stt_path(name)), 0);
+	}
+	free(out);
+	cJSON_Delete(j);
+	free(text);
+	return stt_path(sub);
+}
+
+static void
+rename_key(cJSON *j, const char *from, const char *to)
+{
+	cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(j, from);
+
+	ck_assert_ptr_nonnull(v);
+	cJSON_AddItemToObject(j, to, v);
+}
+
+static int minimax_postnorm;
+
+/* transformers' minimax config in the words of MiniMax's own code */
+static void
+minimax_remote(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "model_type",
+					       cJSON_CreateString("minimax_text_01"));
+	rename_key(j, "mlp_alpha_factor", "layernorm_mlp_alpha");
+	rename_key(j, "mlp_beta_factor", "layernorm_mlp_beta");
+	cJSON_AddItemToObject(j, "postnorm", cJSON_CreateBool(minimax_postnorm));
+	cJSON_AddItemToObject(j, "shared_intermediate_size", cJSON_CreateNumber(0));
+}
+
+/* MiniMax-Text-01 / M1's original repos (remote code: minimax_text_01,
+ * minimax_m1) say layernorm_mlp_alpha / _beta and postnorm: the minimax
+ * fixture's config in those words is the same block; with postnorm false
+ * the residual is x, not norm(x), and the block is far off. */
+START_TEST(test_cfg_minimax_remote_code_keys)
+{
+	const char *st = src("tests/fixtures/hf/%s/model.safetensors", "minimax");
+	char cfg[600];
+	Tensor x, want, y;
+	Compare c;
+	Diag d;
+	Module *m;
+
+	minimax_postnorm = 1;
+	match_reference("minimax_text_01", variant_dir("minimax", "post", minimax_remote), st, 1);
+	minimax_postnorm = 0;
+	snprintf(cfg, sizeof cfg, "%s/config.json", variant_dir("minimax", "pre", minimax_remote));
+	m = import(cfg, 1, 0, st, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	read_pb(src("tests/fixtures/hf/%s", "minimax"), 0, "input_0.pb", &x);
+	read_pb(src("tests/fixtures/hf/%s", "minimax"), 0, "output_0.pb", &want);
+	run(m, &x, 1, &y);
+	tensor_compare(&y, &want, 1e-2, 4e-2, &c);
+	ck_assert_msg(c.rel_l2 > 0.1, "rel_l2 %g with postnorm false", c.rel_l2);
+	tensor_free(&x);
+	tensor_free(&y);
+	tensor_free(&want);
+	ir_free_module(m);
+	stt_cleanup();
+}
+END_TEST
+
+/* Qwen3-VL-MoE's stacked experts: the fixture holds the hub's [E,H,2I] /
+ * [E,I,H]; transformers 5's save_pretrained writes [E,2I,H] / [E,H,I].
+ * Both read to the same weights (transformers' Transpose(check_dims)). */
+START_TEST(test_cfg_qwen3_vl_moe_both_expert_layouts)
+{
+	char path[600], cfg[600], text[2048];
+	SttTensor t[256];
+	void *bufs[256];
+	StFile *st;
+	Diag d;
+	Module *a, *b;
+	int n = 0;
+
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/qwen3_vl_moe/model.safetensors",
+		 MOEC_SOURCE_DIR);
+	snprintf(cfg, sizeof cfg, "%s/tests/fixtures/hf/qwen3_vl_moe/config.json", MOEC_SOURCE_DIR);
+	diag_init(&d, stderr);
+	st = st_open(path, &d);
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_le(st_count(st), 256);
+	for (int i = 0; i < st_count(st); i++) {
+		const StTensor *x = st_get(st, i);
+		uint16_t *buf, *tr;
+		if (!strstr(x->name, "language_model.layers."))	/* the vision tower's 5-D */
+			continue;
+		buf = malloc(x->size + 1);
+		ck_assert_int_eq(st_read(st, x, buf, &d), 0);
+		t[n] = (SttTensor){x->name, x->dtname, x->rank,
+				   {x->dim[0], x->dim[1], x->dim[2], x->dim[3]}, buf, x->size};
+		bufs[n] = buf;
+		if (!strstr(x->name, "mlp.experts.")) {
+			n++;
+			continue;
+		}
+		/* bf16 [E, r, k] -> [E, k, r] */
+		ck_assert_int_eq(x->rank, 3);
+		tr = malloc(x->size);
+		for (int64_t e = 0; e < x->dim[0]; e++)
+			for (int64_t r = 0; r < x->dim[1]; r++)
+				for (int64_t k = 0; k < x->dim[2]; k++)
+					tr[(e * x->dim[2] + k) * x->dim[1] + r] =
+						buf[(e * x->dim[1] + r) * x->dim[2] + k];
+		free(buf);
+		bufs[n] = tr;
+		t[n] = (SttTensor){x->name, x->dtname, 3, {x->dim[0], x->dim[2], x->dim[1], 0}, tr,
+				   x->size};
+		n++;
+	}
+	stt_write(stt_path("tf5.safetensors"), t, n);
+	a = import(cfg, 1, 0, NULL, NULL, 0, &d);
+	b = import(cfg, 1, 0, stt_path("tf5.safetensors"), text, sizeof text, &d);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_msg(b != NULL, "%s", text);
+	ck_assert_int_eq(a->nweight, b->nweight);
+	for (int i = 0; i < a->nweight; i++)
+		ck_assert(memcmp(a->weight[i]->data, b->weight[i]->data, a->weight[i]->size) == 0);
+	ir_free_module(a);
+	ir_free_module(b);
+	for (int i = 0; i < n; i++)
+		free(bufs[i]);
+	st_close(st);
+	stt_cleanup();
+}
+END_TEST
+
 /* Step 3.5's hub names (what transformers' step3p7 conversion mapping
  * renames on load): moe.gate, moe.router_bias, moe.{gate,up,down}_proj
  * stacked per kind, share_expert; gate_up_proj split in two. */
@@ -1291,6 +1449,8 @@ config_suite(void)
 	tcase_add_loop_test(tc, test_cfg_dump_round_trips, 0, (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
+	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
+	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
 	tcase_add_test(tc, test_cfg_default_layer_is_first_moe_layer);
 	tcase_add_test(tc, test_cfg_deepseek_dense_and_moe_layers);
