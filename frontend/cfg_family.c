@@ -142,7 +142,15 @@ moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int6
 	}
 }
 
-/* E, k and I from the common keys; silu experts. */
+/* The experts' (and shared experts') activation: hidden_act, as
+ * transformers' ACT2FN[config.hidden_act] of every family that reads it. */
+static const char *
+moe_act(Cfg *c)
+{
+	return cfg_hf_act(c, "hidden_act", "silu");
+}
+
+/* E, k and I from the common keys; experts of hidden_act. */
 static void
 read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 {
@@ -150,8 +158,7 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 	int64_t E = cfg_int(c, ekey), k = cfg_int(c, "num_experts_per_tok"), I = cfg_int(c, ikey);
 
 	moe_spec(c, s, ekey, E, "num_experts_per_tok", k, ikey, I);
-	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
-		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
+	s->act = moe_act(c);
 }
 
 /* Router (<mod>.<router>.weight), stacked experts and the moe node for
@@ -259,14 +266,14 @@ qwen_is_moe(Cfg *c, int layer)
 
 /* qwen2_moe's shared expert: sigmoid(x . w_sg^T) * mlp(x). */
 static Value *
-qwen_shared(Cfg *c, Value *h)
+qwen_shared(Cfg *c, Value *h, const char *act)
 {
 	int64_t I = cfg_int(c, "shared_expert_intermediate_size");
 	Value *sh, *g;
 
 	if (c->err)
 		return NULL;
-	sh = cfg_glu_mlp(c, h, "mlp.shared_expert", I, "silu", 0,
+	sh = cfg_glu_mlp(c, h, "mlp.shared_expert", I, act, 0,
 			 "shared_expert_intermediate_size");
 	g = cfg_linear(c, h, "mlp.shared_expert_gate.weight", NULL, 1, c->hidden,
 		       "1 x hidden_size");
@@ -309,7 +316,7 @@ build_qwen_moe(Cfg *c, Value *x)
 	f = routed_strans(c, h, "mlp", "gate", "gate_proj", "up_proj", "down_proj", &s,
 			  fam->strans);
 	if (f && fam->shared) {
-		sh = qwen_shared(c, h);
+		sh = qwen_shared(c, h, s.act);
 		c->b.loc.name = NULL;
 		f = cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 	}
@@ -413,8 +420,7 @@ build_jetmoe(Cfg *c, Value *x)
 
 	read_moe(c, &s, "intermediate_size");
 	s.router = "topk_softmax";
-	if (strcmp(cfg_hf_act(c, "activation_function", "silu"), "silu") != 0)
-		cfg_error(c, "activation_function", "the experts of jetmoe must use silu");
+	s.act = cfg_hf_act(c, "activation_function", "silu");
 	if (c->err || !(h = decoder_norm(c, x, 1e-6)))
 		return NULL;
 	l = cfg_named(c, cfg_router(c, h, "mlp.router.layer.weight", NULL, &s, F32_OK),
@@ -459,6 +465,7 @@ build_lfm2_moe(Cfg *c, Value *x)
 						"mlp"));
 	}
 	read_moe(c, &s, "moe_intermediate_size");
+	s.act = "silu";	/* transformers' LFM2-MoE: F.silu, no hidden_act */
 	s.router = "sigmoid";
 	s.renorm = cfg_bool_or(c, "norm_topk_prob", 1);
 	s.scale = cfg_num_or(c, "routed_scaling_factor", 1.0);
@@ -681,7 +688,7 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, s), "moe");
 	if (!f || nshared == 0)
 		return f;
-	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * sw, "silu", bias,
+	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * sw, s->act, bias,
 				      arena_printf(c->m->arena, "%s*%s", ds_family(c)->shared_key,
 						   swkey)), "shared");
 	c->b.loc.name = NULL;
@@ -787,7 +794,7 @@ granite_shared(Cfg *c, Value *h)
 		g = n->out[0];
 		u = n->out[1];
 	}
-	a = cfg_named(c, cfg_act(c, g, "silu"), "shared_mlp.act");
+	a = cfg_named(c, cfg_act(c, g, moe_act(c)), "shared_mlp.act");
 	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, u) : NULL, "shared_mlp.glu");
 	return cfg_linear(c, a, "shared_mlp.output_linear.weight", NULL, c->hidden, S,
 			  "hidden_size x shared_intermediate_size");
@@ -1231,8 +1238,7 @@ build_ernie_moe(Cfg *c, Value *x)
 			 cfg_int(c, "moe_intermediate_size"));
 	}
 	s.renorm = 1;
-	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
-		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
+	s.act = moe_act(c);
 	if (!(normmin >= 0 && normmin < 1.0 / (double)s.E))
 		cfg_error(c, "moe_norm_min", "%g would clamp the renormalisation; moec builds "
 			  "moe_norm_min below 1/%s", normmin, s.ekey);
@@ -1295,8 +1301,7 @@ build_hunyuan_moe(Cfg *c, Value *x)
 			 cfg_int(c, "intermediate_size"));
 	}
 	s.renorm = 1;
-	if (strcmp(cfg_hf_act(c, "hidden_act", "silu"), "silu") != 0)
-		cfg_error(c, "hidden_act", "the experts of %s must use silu", c->type);
+	s.act = moe_act(c);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
 	{
@@ -1310,7 +1315,7 @@ build_hunyuan_moe(Cfg *c, Value *x)
 		f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
 	}
 	if (f)
-		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_mlp", s.I, "silu", 0,
+		f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_mlp", s.I, s.act, 0,
 						       "intermediate_size"), "shared"), "ffn");
 	return residual(c, x, f);
 }
