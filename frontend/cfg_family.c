@@ -239,6 +239,7 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0, 1, 0},
 	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1, 0},
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
+	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
 };
 
 static const QwenFamily *
@@ -250,7 +251,8 @@ qwen_family(Cfg *c)
 	return &qwen_families[0];
 }
 
-/* MoE unless in mlp_only_layers or off decoder_sparse_step. */
+/* mlp_layer_types ("dense" / "sparse" per layer) when present (Mellum);
+ * else MoE unless in mlp_only_layers or off decoder_sparse_step. */
 static int
 qwen_is_moe(Cfg *c, int layer)
 {
@@ -258,6 +260,8 @@ qwen_is_moe(Cfg *c, int layer)
 
 	if (qwen_family(c)->all_moe)
 		return 1;
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
 	if (step < 1)
 		return cfg_error(c, "decoder_sparse_step", "must be positive"), 0;
 	return cfg_int_or(c, cfg_alias(c, expert_keys), 0) > 0 &&
@@ -556,6 +560,10 @@ static const DsFamily ds_families[] = {
 	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
 	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
 	 "num_shared_experts", "mlp.e_score_correction_bias"},
+	{"solar_open", 0, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
+	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	{"mistral4", 0, "softmax", "group_top2", 1, 1, 1, 1, 1.0, 1, 1e-6,
+	 "n_shared_experts", NULL},
 };
 
 static const DsFamily *
@@ -620,12 +628,14 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 	}
 	if (strcmp(method, "greedy") == 0)
 		return;
-	if (strcmp(method, "group_limited_greedy") && !*selbias) {
+	if (strcmp(method, "group_limited_greedy") && strcmp(method, "group_top2") && !*selbias) {
 		cfg_error(c, "topk_method", "'%s' is not greedy, group_limited_greedy or noaux_tc",
 			  method);
 		return;
 	}
-	s->gscore = strcmp(method, "noaux_tc") ? "max" : "top2";
+	/* group_top2 (Mistral 4, fixed): groups by the sum of their top 2
+	 * scores, no selection bias */
+	s->gscore = strcmp(method, "group_limited_greedy") ? "top2" : "max";
 	s->ngroup = cfg_int_or(c, "n_group", f->ngroup);
 	s->topkgroup = cfg_int_or(c, "topk_group", f->topkgroup < 0 ? s->ngroup : f->topkgroup);
 }
@@ -1802,6 +1812,9 @@ static const struct {
 	{"bailing_moe", build_deepseek, deepseek_is_moe},
 	{"glm4v_moe_text", build_deepseek, deepseek_is_moe},
 	{"exaone_moe", build_deepseek, deepseek_is_moe},
+	{"solar_open", build_deepseek, deepseek_is_moe},
+	{"mistral4", build_deepseek, deepseek_is_moe},
+	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
