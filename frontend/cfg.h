@@ -215,6 +215,8 @@ const char *cfg_family_list(void);
 /* For an unknown model_type: the nearest family the architectures class or
  * the keys point to (why: which), or NULL. */
 const char *cfg_family_hint(Cfg *c, const char **why);
+/* Why moec does not build a model_type transformers knows, or NULL. */
+const char *cfg_family_refusal(const char *model_type);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
 /* The layer count a family reads from elsewhere than num_hidden_layers

@@ -1826,6 +1826,31 @@ static const struct {
 	{"bert", build_bert, NULL},
 };
 
+/* Types transformers knows whose FFN moec does not build, and why (the
+ * zoo hunt, docs/config.md): named, rather than "unknown", so that nobody
+ * relabels one as the nearest family that would build something else. */
+static const char *const refused[][2] = {
+	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
+	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
+	{"doge", "Doge's FFN is a cross-domain MoE (product-key retrieval of single-vector "
+	 "experts) with learned residual weights"},
+	{"apertus", "Apertus' MLP is not gated and uses xIELU, an activation with learned "
+	 "per-layer parameters"},
+	{"ernie4_5_vl_moe", "ERNIE-4.5-VL routes each token to text or vision experts by its "
+	 "modality (its text-only sibling ernie4_5_moe is built)"},
+	{"switch_transformers", "an encoder-decoder (T5) MoE; moec builds decoder FFN blocks"},
+	{"nllb-moe", "an encoder-decoder MoE; moec builds decoder FFN blocks"},
+};
+
+const char *
+cfg_family_refusal(const char *type)
+{
+	for (size_t i = 0; i < NELEM(refused); i++)
+		if (strcmp(refused[i][0], type) == 0)
+			return refused[i][1];
+	return NULL;
+}
+
 static int
 find(const char *type)
 {

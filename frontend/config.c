@@ -399,9 +399,11 @@ validate(Cfg *c, FamilyFn *fn)
 static void
 unknown_type(Cfg *c)
 {
-	const char *why, *near = cfg_family_hint(c, &why);
+	const char *why, *near = cfg_family_hint(c, &why), *no = cfg_family_refusal(c->type);
 
-	if (near)
+	if (no)
+		cfg_error(c, "model_type", "model_type '%s' is not built: %s", c->type, no);
+	else if (near)
 		cfg_error(c, "model_type", "unknown model_type '%s'; the nearest family moec "
 			  "builds is %s (from %s); moec builds %s", c->type, near, why,
 			  cfg_family_list());

@@ -551,6 +551,8 @@ static const struct {
 	{"not_an_object", "not_an_object.json: error: not a JSON object", 1},
 	{"unknown_type_arch", "model_type: error: unknown model_type 'deepseek_v3_custom'; the "
 	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
+	{"longcat_flash", "model_type: error: model_type 'longcat_flash' is not built: LongCat-Flash's "
+	 "MoE has zero-computation (identity) experts", 1},
 	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
