@@ -114,6 +114,12 @@ static const char *const expert_keys[] = {
 	"num_experts", "num_local_experts", "n_routed_experts", NULL,
 };
 
+/* Keys some families spell otherwise (transformers' attribute_map, which
+ * maps the first to the second: Kimi-Linear's hub file has the second). */
+static const char *const k_keys[] = {"num_experts_per_tok", "num_experts_per_token", NULL};
+static const char *const norm_keys[] = {"norm_topk_prob", "moe_renormalize", NULL};
+static const char *const ngroup_keys[] = {"n_group", "num_expert_group", NULL};
+
 /* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
  * checks every router needs. */
 static void
@@ -155,9 +161,10 @@ static void
 read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 {
 	const char *ekey = cfg_alias(c, expert_keys);
-	int64_t E = cfg_int(c, ekey), k = cfg_int(c, "num_experts_per_tok"), I = cfg_int(c, ikey);
+	const char *kkey = cfg_alias(c, k_keys);
+	int64_t E = cfg_int(c, ekey), k = cfg_int(c, kkey), I = cfg_int(c, ikey);
 
-	moe_spec(c, s, ekey, E, "num_experts_per_tok", k, ikey, I);
+	moe_spec(c, s, ekey, E, kkey, k, ikey, I);
 	s->act = moe_act(c);
 }
 
@@ -532,38 +539,43 @@ typedef struct {
 	int64_t nshared;	/* n_shared_experts (-1: required) */
 	double eps;		/* rms_norm_eps */
 	const char *shared_key;	/* the config key of the shared experts */
-	const char *bias;	/* the selection bias tensor */
+	const char *bias;	/* the selection bias tensor, under the MoE module */
+	const char *hubmod;	/* the hub's MoE module (NULL: mlp; transformers 5's
+				 * names, mlp, read too), its experts Mixtral's
+				 * w1 / w3 / w2 (Kimi-Linear's remote code) */
 } DsFamily;
 
 static const DsFamily ds_families[] = {
 	{"deepseek_v2", 0, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"deepseek_v3", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"deepseek_v32", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"kimi_k2", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"glm4_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"glm4_moe_lite", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.8, 1, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"glm_moe_dsa", 3, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"dots1", 0, "sigmoid", "noaux_tc", 1, 1, 1, 0, 1.0, -1, 1e-6,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"mimo_v2_flash", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 0, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
-	 "num_shared_experts", "mlp.gate.expert_bias"},
+	 "num_shared_experts", "gate.expert_bias", NULL},
 	{"glm4v_moe_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "num_shared_experts", "mlp.e_score_correction_bias"},
+	 "num_shared_experts", "e_score_correction_bias", NULL},
 	{"solar_open", 0, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "mlp.gate.e_score_correction_bias"},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
 	{"mistral4", 0, "softmax", "group_top2", 1, 1, 1, 1, 1.0, 1, 1e-6,
-	 "n_shared_experts", NULL},
+	 "n_shared_experts", NULL, NULL},
+	{"kimi_linear", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.446, 1, 1e-5,
+	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe"},
 };
 
 static const DsFamily *
@@ -614,7 +626,7 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 	if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
 		cfg_error(c, skey, "'%s' is not softmax or sigmoid", score);
 	s->router = strcmp(score, "sigmoid") ? "softmax" : "sigmoid";
-	s->renorm = cfg_bool_or(c, "norm_topk_prob", f->norm);
+	s->renorm = cfg_bool_or(c, cfg_alias(c, norm_keys), f->norm);
 	s->scale = cfg_num_or(c, "routed_scaling_factor", f->scale);
 	*selbias = strcmp(method, "noaux_tc") == 0;
 	/* Ling (vLLM's bailing_moe.py): the bias is moe_router_enable_expert_bias;
@@ -636,7 +648,7 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 	/* group_top2 (Mistral 4, fixed): groups by the sum of their top 2
 	 * scores, no selection bias */
 	s->gscore = strcmp(method, "group_limited_greedy") ? "top2" : "max";
-	s->ngroup = cfg_int_or(c, "n_group", f->ngroup);
+	s->ngroup = cfg_int_or(c, cfg_alias(c, ngroup_keys), f->ngroup);
 	s->topkgroup = cfg_int_or(c, "topk_group", f->topkgroup < 0 ? s->ngroup : f->topkgroup);
 }
 
@@ -678,6 +690,9 @@ selection_bias(Cfg *c, const char *name, const MoeSpec *s)
 static Value *
 deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, int bias)
 {
+	const DsFamily *fam = ds_family(c);
+	int hub = fam->hubmod && (!c->st || cfg_ckpt_has(c, cfg_name(c, "%s.gate.weight", fam->hubmod)));
+	const char *mod = hub ? fam->hubmod : "mlp";
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l, *sb = NULL, *f, *sh;
 	/* Ling: the shared experts' own width when the config gives one */
 	const char *swkey = !strcmp(c->type, "bailing_moe") &&
@@ -685,22 +700,29 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 			    ? "moe_shared_expert_intermediate_size" : "moe_intermediate_size";
 	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
 
-	l = cfg_named(c, cfg_router(c, h, "mlp.gate.weight", NULL, s, F32_KEEP),
-		      "router_logits");
+	const char *ex[3] = {"gate_proj", "up_proj", "down_proj"};
+	const char *w132[3] = {"w1", "w3", "w2"};
+	const char *const *e = hub ? w132 : ex;
+	char *name[4];
+
+	for (int i = 0; i < 3; i++)
+		name[i] = arena_printf(c->m->arena, "%s.experts.%%d.%s.weight", mod, e[i]);
+	name[3] = arena_printf(c->m->arena, "%s.gate.weight", mod);
+	l = cfg_named(c, cfg_router(c, h, name[3], NULL, s, F32_KEEP), "router_logits");
 	if (selbias)
-		sb = selection_bias(c, ds_family(c)->bias, s);
-	wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
-			       "mlp.experts.%d.up_proj.weight", s, 0);
-	wt[1] = cfg_experts_down(c, "mlp", "mlp.experts.%d.down_proj.weight", s, 0);
+		sb = selection_bias(c, arena_printf(c->m->arena, "%s.%s", mod, fam->bias), s);
+	wt[0] = cfg_experts_gu(c, mod, name[0], name[1], s, 0);
+	wt[1] = cfg_experts_down(c, mod, name[2], s, 0);
 	if (selbias && !sb)
 		return NULL;
-	c->b.loc.name = cfg_name(c, "mlp");
+	c->b.loc.name = cfg_name(c, "%s", mod);
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, s), "moe");
 	if (!f || nshared == 0)
 		return f;
-	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * sw, s->act, bias,
-				      arena_printf(c->m->arena, "%s*%s", ds_family(c)->shared_key,
-						   swkey)), "shared");
+	sh = cfg_named(c, cfg_glu_mlp(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
+				      nshared * sw, s->act, bias,
+				      arena_printf(c->m->arena, "%s*%s", fam->shared_key, swkey)),
+		       "shared");
 	c->b.loc.name = NULL;
 	return cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 }
@@ -1814,6 +1836,7 @@ static const struct {
 	{"exaone_moe", build_deepseek, deepseek_is_moe},
 	{"solar_open", build_deepseek, deepseek_is_moe},
 	{"mistral4", build_deepseek, deepseek_is_moe},
+	{"kimi_linear", build_deepseek, deepseek_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
