@@ -518,6 +518,61 @@ build_flex_olmo(Cfg *c, Value *x)
 	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, w, eps) : NULL, "ffn"));
 }
 
+/*
+ * AFMoE (Arcee's Trinity): norms on both sides of the FFN,
+ * y = x + post_mlp_layernorm(ffn(pre_mlp_layernorm(x))).  The first
+ * num_dense_layers layers a SwiGLU mlp of intermediate_size, the others
+ * MoE: sigmoid scores, top-k on scores + mlp.expert_bias (held by the
+ * block), the unbiased scores always renormalised, times route_scale; the
+ * router mlp.router.gate; shared experts num_shared_experts x
+ * moe_intermediate_size.
+ */
+static int
+afmoe_is_moe(Cfg *c, int layer)
+{
+	return layer >= cfg_int_or(c, "num_dense_layers", 1);
+}
+
+static Value *
+build_afmoe(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int64_t nshared = cfg_int_or(c, "num_shared_experts", 2);
+	MoeSpec s;
+	Value *h, *f, *l, *sb, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	if (!afmoe_is_moe(c, c->layer)) {
+		if (c->err || !(h = decoder_norm_named(c, x, "pre_mlp_layernorm.weight", eps)))
+			return NULL;
+		f = dense_mlp(c, h, "intermediate_size", moe_act(c), 0);
+	} else {
+		read_moe(c, &s, "moe_intermediate_size");
+		s.router = "sigmoid";
+		s.renorm = 1;
+		s.scale = cfg_num_or(c, "route_scale", 1.0);
+		if (c->err || !(h = decoder_norm_named(c, x, "pre_mlp_layernorm.weight", eps)))
+			return NULL;
+		l = cfg_named(c, cfg_router(c, h, "mlp.router.gate.weight", NULL, &s, F32_OK),
+			      "router_logits");
+		sb = selection_bias(c, "mlp.expert_bias", &s);
+		wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
+				       "mlp.experts.%d.up_proj.weight", &s, 0);
+		wt[1] = cfg_experts_down(c, "mlp", "mlp.experts.%d.down_proj.weight", &s, 0);
+		if (!sb)
+			return NULL;
+		c->b.loc.name = cfg_name(c, "mlp");
+		f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
+		if (f && nshared > 0)
+			f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts",
+							       nshared * s.I, s.act, 0,
+							       "num_shared_experts*moe_intermediate_size"),
+						"shared"), "ffn");
+	}
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, "post_mlp_layernorm.weight", eps)
+					   : NULL, "ffn.norm"));
+}
+
 /* --- DeepSeek-V2 / V3 and the families built like them ------------------- */
 
 /*
@@ -1837,6 +1892,7 @@ static const struct {
 	{"solar_open", build_deepseek, deepseek_is_moe},
 	{"mistral4", build_deepseek, deepseek_is_moe},
 	{"kimi_linear", build_deepseek, deepseek_is_moe},
+	{"afmoe", build_afmoe, afmoe_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
