@@ -35,6 +35,7 @@ struct Cfg {
 	const char *type;	/* model_type */
 	cJSON *json;		/* the config object (of the text model) */
 	cJSON *outer;		/* a multimodal wrapper holding json as text_config */
+	const char *nest;	/* where: "text_config", "thinker_config.text_config" */
 	const FeOpts *o;
 	Diag *d;
 	Module *m;

@@ -20,7 +20,9 @@ typedef int MoeLayerFn(Cfg *c, int layer);
 
 static const char *const decoder_prefixes[] = {
 	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.",
-	"language_model.model.layers.%d.", NULL,	/* the llama4 / kimi_k25 hub files */
+	"language_model.model.layers.%d.",	/* the llama4 / kimi_k25 hub files */
+	"thinker.model.layers.%d.",		/* Qwen3-Omni's thinker */
+	"thinker.model.language_model.layers.%d.", NULL,
 };
 
 /* The layer's checkpoint prefix: the first candidate that holds probe. */
@@ -247,6 +249,7 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1, 0},
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
 	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
 };
 
 static const QwenFamily *
@@ -1894,6 +1897,7 @@ static const struct {
 	{"kimi_linear", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_afmoe, afmoe_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
+	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},

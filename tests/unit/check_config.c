@@ -56,7 +56,7 @@ static const char *const families[] = {
 	 * (qwen3_vl_moe: the hub's transposed stacked experts) */
 	"seed_oss", "qwen3_vl_moe", "glm4v_moe", "exaone_moe", "lfm2_moe", "flex_olmo",
 	"granitemoehybrid", "minimax", "jetmoe", "solar_open", "mistral4", "mellum", "kimi_linear",
-	"afmoe",
+	"afmoe", "qwen3_omni_moe",
 	/* hidden_act read for the experts and shared experts, as ACT2FN does */
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
 };
@@ -121,7 +121,8 @@ fixture_type(const char *fam)
 	text = file_read(src("tests/fixtures/hf/%s/config.json", fam), &len, &d);
 	ck_assert_ptr_nonnull(text);
 	j = cJSON_ParseWithLength(text, len);
-	t = cJSON_GetObjectItem(j, "text_config");
+	t = cJSON_GetObjectItem(j, "thinker_config");	/* Qwen3-Omni: two levels down */
+	t = cJSON_GetObjectItem(t ? t : j, "text_config");
 	t = cJSON_GetObjectItem(t ? t : j, "model_type");
 	ck_assert(cJSON_IsString(t));
 	snprintf(type, sizeof type, "%s", t->valuestring);
@@ -554,11 +555,14 @@ static const struct {
 	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
 	{"longcat_flash", "model_type: error: model_type 'longcat_flash' is not built: LongCat-Flash's "
 	 "MoE has zero-computation (identity) experts", 1},
-	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe'; the nearest "
+	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe_thinker'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
 	 "text_config, and it is missing", 1},
 	{"wrapper_missing_hidden_size", "text_config.hidden_size: error: missing key", 1},
+	{"omni_no_thinker_text", "thinker_config.text_config: error: qwen3_omni_moe holds its text "
+	 "model in thinker_config.text_config, and it is missing", 1},
+	{"omni_missing_hidden_size", "thinker_config.text_config.hidden_size: error: missing key", 1},
 	{"short_mlp_layer_types", "mlp_layer_types: error: has 1 entries: none for layer 1", 1},
 	{"bad_mlp_layer_type", "mlp_layer_types: error: entry 1 must be \"sparse\" or \"dense\"", 1},
 	{"phimoe_top4", "num_experts_per_tok: error: PhiMoE's sparsemixer chooses exactly 2 experts, "
