@@ -584,6 +584,14 @@ static const struct {
 	 "read", 1},
 	{"quant_ct_actorder", "quantization_config: error: compressed-tensors actorder 'group' "
 	 "(g_idx) is not read", 1},
+	/* the zoo hunt's published schemes moec does not read (RedHatAI's w8a8
+	 * int8 and NVFP4 releases, nvidia's modelopt FP4 ones) */
+	{"quant_ct_w8a8_int8", "quantization_config: error: compressed-tensors format "
+	 "'int-quantized' with these weights is not read", 1},
+	{"quant_ct_nvfp4", "quantization_config: error: compressed-tensors format "
+	 "'nvfp4-pack-quantized' with these weights is not read", 1},
+	{"quant_modelopt_nvfp4", "quantization_config: error: quant_method 'modelopt' is not one "
+	 "moec reads", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
