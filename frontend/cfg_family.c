@@ -901,8 +901,10 @@ build_granitemoe(Cfg *c, Value *x)
 	double eps = eps_of(c, "rms_norm_eps", 1e-6);
 	double mult = cfg_num_or(c, "residual_multiplier", 1.0);
 	int hybrid = strcmp(c->type, "granitemoehybrid") == 0;
-	int shared = hybrid || (strcmp(c->type, "granitemoeshared") == 0 &&
+	int shared = hybrid || ((strcmp(c->type, "granitemoeshared") == 0 ||
+				 strcmp(c->type, "granitemoe_swa") == 0) &&
 				cfg_int_or(c, "shared_intermediate_size", 0) > 0);
+	int mem;
 	MoeSpec s;
 	Value *h, *l, *f, *wt[4] = {NULL, NULL, NULL, NULL};
 
@@ -916,12 +918,17 @@ build_granitemoe(Cfg *c, Value *x)
 	s.router = "topk_softmax";
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
-	l = cfg_named(c, cfg_router(c, h, "block_sparse_moe.router.layer.weight", NULL, &s,
-				    F32_OK), "router_logits");
-	wt[0] = cfg_experts_gu(c, "block_sparse_moe", "block_sparse_moe.input_linear.weight",
+	/* the hub's names, or transformers 5's in-memory ones (what it saves
+	 * for granitemoe_swa, which has no conversion mapping) */
+	mem = c->st && !cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.router.layer.weight")) &&
+	      cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.router.weight"));
+	l = cfg_named(c, cfg_router(c, h, mem ? "block_sparse_moe.router.weight"
+					      : "block_sparse_moe.router.layer.weight",
+				    NULL, &s, F32_OK), "router_logits");
+	wt[0] = cfg_experts_gu(c, "block_sparse_moe", mem ? NULL : "block_sparse_moe.input_linear.weight",
 			       NULL, &s, 0);
-	wt[1] = cfg_experts_down(c, "block_sparse_moe", "block_sparse_moe.output_linear.weight",
-				 &s, 0);
+	wt[1] = cfg_experts_down(c, "block_sparse_moe",
+				 mem ? NULL : "block_sparse_moe.output_linear.weight", &s, 0);
 	c->b.loc.name = cfg_name(c, "block_sparse_moe");
 	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
 	if (f && shared)
@@ -1867,6 +1874,7 @@ static const struct {
 	{"step3p5", build_step3p5, step3p5_is_moe},
 	{"granitemoeshared", build_granitemoe, always_moe},
 	{"granitemoehybrid", build_granitemoe, always_moe},
+	{"granitemoe_swa", build_granitemoe, always_moe},
 	{"minimax", build_minimax, always_moe},
 	{"minimax_text_01", build_minimax, always_moe},
 	{"minimax_m1", build_minimax, always_moe},
