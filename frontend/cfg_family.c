@@ -522,38 +522,75 @@ build_flex_olmo(Cfg *c, Value *x)
 }
 
 /*
- * AFMoE (Arcee's Trinity): norms on both sides of the FFN,
- * y = x + post_mlp_layernorm(ffn(pre_mlp_layernorm(x))).  The first
- * num_dense_layers layers a SwiGLU mlp of intermediate_size, the others
- * MoE: sigmoid scores, top-k on scores + mlp.expert_bias (held by the
- * block), the unbiased scores always renormalised, times route_scale; the
- * router mlp.router.gate; shared experts num_shared_experts x
- * moe_intermediate_size.
+ * Sigmoid routers whose selection bias the MoE block holds next to a
+ * router module (mlp.router.gate, mlp.expert_bias), the unbiased scores
+ * always renormalised, times a scale; shared experts of n x
+ * moe_intermediate_size; dense layers a SwiGLU mlp of intermediate_size.
+ *
+ *	afmoe (Arcee's Trinity): norms on both sides of the FFN,
+ *	    y = x + post_mlp_layernorm(ffn(pre_mlp_layernorm(x)));
+ *	    dense: the first num_dense_layers (1); route_scale; shared_experts
+ *	hy_v3 (Hunyuan v3): y = x + ffn(post_attention_layernorm(x));
+ *	    dense: mlp_layer_types (default: layer 0); router_scaling_factor;
+ *	    shared_mlp; MLP biases mlp_bias
  */
-static int
-afmoe_is_moe(Cfg *c, int layer)
+typedef struct {
+	const char *type;
+	const char *pre, *post;	/* the norms' weights (post NULL: none) */
+	const char *dense_key;	/* first-N-dense key (NULL: mlp_layer_types only) */
+	int64_t ndense;		/* its default */
+	const char *scale_key;
+	double scale;
+	const char *shared;	/* the shared experts' module */
+	int64_t nshared;	/* num_shared_experts' default */
+} BiasFamily;
+
+static const BiasFamily bias_families[] = {
+	{"afmoe", "pre_mlp_layernorm.weight", "post_mlp_layernorm.weight", "num_dense_layers", 1,
+	 "route_scale", 1.0, "mlp.shared_experts", 2},
+	{"hy_v3", "post_attention_layernorm.weight", NULL, NULL, 1,
+	 "router_scaling_factor", 2.826, "mlp.shared_mlp", 1},
+};
+
+static const BiasFamily *
+bias_family(Cfg *c)
 {
-	return layer >= cfg_int_or(c, "num_dense_layers", 1);
+	for (size_t i = 0; i < NELEM(bias_families); i++)
+		if (strcmp(bias_families[i].type, c->type) == 0)
+			return &bias_families[i];
+	return &bias_families[0];
+}
+
+static int
+bias_is_moe(Cfg *c, int layer)
+{
+	const BiasFamily *f = bias_family(c);
+
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	return layer >= (f->dense_key ? cfg_int_or(c, f->dense_key, f->ndense) : f->ndense);
 }
 
 static Value *
-build_afmoe(Cfg *c, Value *x)
+build_bias_moe(Cfg *c, Value *x)
 {
+	const BiasFamily *fam = bias_family(c);
 	double eps = eps_of(c, "rms_norm_eps", 1e-5);
-	int64_t nshared = cfg_int_or(c, "num_shared_experts", 2);
+	int64_t nshared = cfg_int_or(c, "num_shared_experts", fam->nshared);
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
 	MoeSpec s;
 	Value *h, *f, *l, *sb, *wt[4] = {NULL, NULL, NULL, NULL};
 
-	if (!afmoe_is_moe(c, c->layer)) {
-		if (c->err || !(h = decoder_norm_named(c, x, "pre_mlp_layernorm.weight", eps)))
+	if (!bias_is_moe(c, c->layer)) {
+		if (c->err || !(h = decoder_norm_named(c, x, fam->pre, eps)))
 			return NULL;
-		f = dense_mlp(c, h, "intermediate_size", moe_act(c), 0);
+		f = dense_mlp(c, h, "intermediate_size", moe_act(c), bias);
 	} else {
 		read_moe(c, &s, "moe_intermediate_size");
 		s.router = "sigmoid";
 		s.renorm = 1;
-		s.scale = cfg_num_or(c, "route_scale", 1.0);
-		if (c->err || !(h = decoder_norm_named(c, x, "pre_mlp_layernorm.weight", eps)))
+		s.scale = cfg_num_or(c, fam->scale_key, fam->scale);
+		if (c->err || !(h = decoder_norm_named(c, x, fam->pre, eps)))
 			return NULL;
 		l = cfg_named(c, cfg_router(c, h, "mlp.router.gate.weight", NULL, &s, F32_OK),
 			      "router_logits");
@@ -566,14 +603,15 @@ build_afmoe(Cfg *c, Value *x)
 		c->b.loc.name = cfg_name(c, "mlp");
 		f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
 		if (f && nshared > 0)
-			f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts",
-							       nshared * s.I, s.act, 0,
-							       "num_shared_experts*moe_intermediate_size"),
+			f = add(c, f, cfg_named(c, cfg_glu_mlp(c, h, fam->shared, nshared * s.I, s.act,
+							       bias, "num_shared_experts*"
+							       "moe_intermediate_size"),
 						"shared"), "ffn");
 	}
 	c->b.loc.name = NULL;
-	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, "post_mlp_layernorm.weight", eps)
-					   : NULL, "ffn.norm"));
+	if (fam->post)
+		f = cfg_named(c, f ? cfg_rms_norm(c, f, fam->post, eps) : NULL, "ffn.norm");
+	return residual(c, x, f);
 }
 
 /* --- DeepSeek-V2 / V3 and the families built like them ------------------- */
@@ -1903,7 +1941,8 @@ static const struct {
 	{"solar_open", build_deepseek, deepseek_is_moe},
 	{"mistral4", build_deepseek, deepseek_is_moe},
 	{"kimi_linear", build_deepseek, deepseek_is_moe},
-	{"afmoe", build_afmoe, afmoe_is_moe},
+	{"afmoe", build_bias_moe, bias_is_moe},
+	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},

@@ -56,7 +56,7 @@ static const char *const families[] = {
 	 * (qwen3_vl_moe: the hub's transposed stacked experts) */
 	"seed_oss", "qwen3_vl_moe", "glm4v_moe", "exaone_moe", "lfm2_moe", "flex_olmo",
 	"granitemoehybrid", "minimax", "jetmoe", "solar_open", "mistral4", "mellum", "kimi_linear",
-	"afmoe", "qwen3_omni_moe", "granitemoe_swa",
+	"afmoe", "qwen3_omni_moe", "granitemoe_swa", "hy_v3",
 	/* hidden_act read for the experts and shared experts, as ACT2FN does */
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
 };
