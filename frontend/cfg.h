@@ -35,6 +35,7 @@ struct Cfg {
 	const char *type;	/* model_type */
 	cJSON *json;		/* the config object (of the text model) */
 	cJSON *outer;		/* a multimodal wrapper holding json as text_config */
+	const char *nest;	/* where: "text_config", "thinker_config.text_config" */
 	const FeOpts *o;
 	Diag *d;
 	Module *m;
@@ -199,7 +200,9 @@ Value *cfg_moe(Cfg *c, Value *x, Value *logits, Value *selbias, Value *const wt[
  * tensors (gate, up, down: formats with the expert number, e.g.
  * "mlp.experts.%d.gate_proj.weight"; NULL: stacked only) or from stacked
  * "<mod>.experts.gate_up_proj" / "down_proj" (strans: held [E,H,2I] and
- * [E,I,H], as gpt-oss does). */
+ * [E,I,H], as gpt-oss does; STRANS_CHECK: so unless already [E,2I,H] /
+ * [E,H,I], as transformers 5 reads Qwen3-VL-MoE). */
+enum { STRANS_CHECK = 2 };
 Value *cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 		      const MoeSpec *s, int strans);
 Value *cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s,
@@ -213,6 +216,8 @@ const char *cfg_family_list(void);
 /* For an unknown model_type: the nearest family the architectures class or
  * the keys point to (why: which), or NULL. */
 const char *cfg_family_hint(Cfg *c, const char **why);
+/* Why moec does not build a model_type transformers knows, or NULL. */
+const char *cfg_family_refusal(const char *model_type);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
 /* The layer count a family reads from elsewhere than num_hidden_layers

@@ -298,6 +298,23 @@ stacked_name(Cfg *c, const char *mod, const char *fmt, const char *def)
 	return cfg_name(c, "%s.experts.%s", mod, def);
 }
 
+/*
+ * STRANS_CHECK: transformers 5's Transpose(check_dims): a stacked tensor
+ * already in the in-memory layout is read as is, another transposed (the
+ * Qwen3-VL-MoE hub holds [E,H,2I], transformers 5's save_pretrained writes
+ * [E,2I,H]; with H = 2I both read as is, as transformers does).
+ */
+static int
+strans_of(Cfg *c, const char *name, int strans, const int64_t mem[3])
+{
+	const StTensor *t = c->st ? st_find(c->st, name) : NULL;
+
+	if (strans != STRANS_CHECK)
+		return strans;
+	return !(t && t->rank == 3 && t->dim[0] == mem[0] && t->dim[1] == mem[1] &&
+		 t->dim[2] == mem[2]);
+}
+
 Value *
 cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 	       const MoeSpec *s, int strans)
@@ -310,7 +327,7 @@ cfg_experts_gu(Cfg *c, const char *mod, const char *gate, const char *up,
 	int st = stacked(c, gate);
 
 	w.quant = QW_EXPERTS;
-
+	strans = strans_of(c, w.name, strans, (int64_t[]){E, 2 * I, H});
 	if (c->st && st)
 		cfg_add_piece(&w, w.name, 0, 3,
 			      strans ? (int64_t[]){E, H, 2 * I} : (int64_t[]){E, 2 * I, H}, strans);
@@ -334,7 +351,7 @@ cfg_experts_down(Cfg *c, const char *mod, const char *down, const MoeSpec *s, in
 	int st = stacked(c, down);
 
 	w.quant = QW_EXPERTS;
-
+	strans = strans_of(c, w.name, strans, (int64_t[]){E, H, I});
 	if (c->st && st)
 		cfg_add_piece(&w, w.name, 0, 3,
 			      strans ? (int64_t[]){E, I, H} : (int64_t[]){E, H, I}, strans);

@@ -26,7 +26,7 @@ key_loc(Cfg *c, const char *key)
 {
 	Loc l = loc_file(c->path);
 
-	l.name = c->outer ? arena_printf(c->m->arena, "text_config.%s", key) : key;
+	l.name = c->outer ? arena_printf(c->m->arena, "%s.%s", c->nest, key) : key;
 	return l;
 }
 
@@ -399,9 +399,11 @@ validate(Cfg *c, FamilyFn *fn)
 static void
 unknown_type(Cfg *c)
 {
-	const char *why, *near = cfg_family_hint(c, &why);
+	const char *why, *near = cfg_family_hint(c, &why), *no = cfg_family_refusal(c->type);
 
-	if (near)
+	if (no)
+		cfg_error(c, "model_type", "model_type '%s' is not built: %s", c->type, no);
+	else if (near)
 		cfg_error(c, "model_type", "unknown model_type '%s'; the nearest family moec "
 			  "builds is %s (from %s); moec builds %s", c->type, near, why,
 			  cfg_family_list());
@@ -411,40 +413,55 @@ unknown_type(Cfg *c)
 }
 
 /*
- * Multimodal wrappers hold the text model in text_config: its keys are read
- * there and its model_type (else the wrapper's default text type) names the
- * family.  The wrapper's dtype and quantization_config apply where
- * text_config has none.
+ * Multimodal wrappers hold the text model in text_config (Qwen3-Omni: in
+ * thinker_config.text_config): its keys are read there and its model_type
+ * (else the wrapper's default text type) names the family.  The wrapper's
+ * dtype and quantization_config apply where the text model has none.
  */
 static void
 unwrap(Cfg *c)
 {
-	static const char *const wrappers[][2] = {
-		{"llama4", "llama4_text"}, {"qwen3_5_moe", "qwen3_5_moe_text"},
-		{"gemma4", "gemma4_text"}, {"mistral3", "mistral"}, {"kimi_k25", "deepseek_v3"},
-		{"step3p7", "step3p5"},
+	static const struct {
+		const char *type, *text, *nest;
+	} wrappers[] = {
+		{"llama4", "llama4_text", "text_config"},
+		{"qwen3_5_moe", "qwen3_5_moe_text", "text_config"},
+		{"gemma4", "gemma4_text", "text_config"}, {"mistral3", "mistral", "text_config"},
+		{"kimi_k25", "deepseek_v3", "text_config"}, {"step3p7", "step3p5", "text_config"},
+		{"qwen3_vl_moe", "qwen3_vl_moe_text", "text_config"},
+		{"glm4v_moe", "glm4v_moe_text", "text_config"},
+		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
-	cJSON *t = cJSON_GetObjectItemCaseSensitive(c->json, "text_config");
+	cJSON *t = c->json, *above;
+	char part[64];
 	size_t i;
 
-	for (i = 0; i < NELEM(wrappers) && strcmp(wrappers[i][0], c->type); i++)
+	for (i = 0; i < NELEM(wrappers) && strcmp(wrappers[i].type, c->type); i++)
 		;
 	if (i == NELEM(wrappers))
 		return;
-	if (!cJSON_IsObject(t)) {
-		cfg_error(c, "text_config", "%s holds its text model in text_config, and it is %s",
-			  c->type, t ? "not an object" : "missing");
-		return;
+	for (const char *p = wrappers[i].nest, *dot; t && *p; p = *dot ? dot + 1 : dot) {
+		dot = strchr(p, '.') ? strchr(p, '.') : p + strlen(p);
+		snprintf(part, sizeof part, "%.*s", (int)(dot - p), p);
+		above = t;
+		t = cJSON_GetObjectItemCaseSensitive(t, part);
+		if (!cJSON_IsObject(t)) {
+			cfg_error(c, wrappers[i].nest, "%s holds its text model in %s, and it is %s",
+				  c->type, wrappers[i].nest, t ? "not an object" : "missing");
+			return;
+		}
+		for (size_t k = 0; k < NELEM(inherited); k++)	/* from the level above */
+			if (!cJSON_GetObjectItemCaseSensitive(t, inherited[k]) &&
+			    cJSON_GetObjectItemCaseSensitive(above, inherited[k]))
+				cJSON_AddItemReferenceToObject(t, inherited[k],
+							       cJSON_GetObjectItemCaseSensitive(
+								       above, inherited[k]));
 	}
-	for (size_t k = 0; k < NELEM(inherited); k++)
-		if (!cJSON_GetObjectItemCaseSensitive(t, inherited[k]) &&
-		    cJSON_GetObjectItemCaseSensitive(c->json, inherited[k]))
-			cJSON_AddItemReferenceToObject(t, inherited[k], cJSON_GetObjectItemCaseSensitive(
-							       c->json, inherited[k]));
 	c->outer = c->json;
+	c->nest = wrappers[i].nest;
 	c->json = t;
-	c->type = cfg_str_or(c, "model_type", wrappers[i][1]);
+	c->type = cfg_str_or(c, "model_type", wrappers[i].text);
 }
 
 /* dbrx keeps its FFN keys in ffn_config: they are read as top-level keys. */

@@ -10,8 +10,12 @@
  *
  *	- the text is valid UTF-8 (Python decodes it first); no byte-order mark;
  *	- one value, then only whitespace (space, tab, CR, LF) to the end;
- *	- numbers -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; NaN and
- *	  Infinity (which Python also accepts) are refused;
+ *	- numbers -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; NaN is
+ *	  refused (Python accepts it); Infinity and -Infinity are accepted in
+ *	  config.json (FE_JSON_LAST_WINS), as Python reads them and as
+ *	  transformers 4's json.dumps writes an infinite value (a Mamba
+ *	  layer's time_step_limit [0.0, Infinity]), and refused in safetensors
+ *	  headers (serde_json refuses them);
  *	- strings: no raw control characters (Python's strict=True), only the
  *	  escapes \" \\ \/ \b \f \n \r \t \uXXXX, and no \u0000;
  *	- nesting at most FE_JSON_MAX_DEPTH (cJSON's own limit).
@@ -34,6 +38,8 @@ typedef struct {
 	const unsigned char *s, *end;
 	const char *why;	/* set on the first error */
 	const unsigned char *at;
+	int inf_ok;		/* Infinity / -Infinity are values */
+	int ninf;		/* how many there were */
 } J;
 
 static int
@@ -198,11 +204,44 @@ value(J *j, char *stack, int *depth)
 	case 'n':
 		return literal(j, "null");
 	default:
+		if (j->inf_ok && (*j->s == 'I' || (*j->s == '-' && j->s + 1 < j->end &&
+						    j->s[1] == 'I'))) {
+			j->s += *j->s == '-';
+			j->ninf++;
+			return literal(j, "Infinity");
+		}
 		if (*j->s == '-' || (*j->s >= '0' && *j->s <= '9'))
 			return number(j);
+		if (*j->s == 'N' && j->inf_ok)
+			return fail(j, j->s, "NaN is not read (no config needs it)");
 		return fail(j, j->s, *j->s == 'N' || *j->s == 'I' ?
 			    "NaN and Infinity are not JSON" : "unexpected character");
 	}
+}
+
+/*
+ * A copy of checked text with each Infinity outside strings written as
+ * 1e999 (strtod's inf, which cJSON parses), padded to the same length.
+ */
+static char *
+inf_as_number(const char *text, size_t len)
+{
+	char *t = malloc(len + 1);
+	int in = 0;
+
+	if (!t)
+		return NULL;
+	memcpy(t, text, len);
+	t[len] = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (in && t[i] == '\\')
+			i++;
+		else if (t[i] == '"')
+			in = !in;
+		else if (!in && t[i] == 'I' && len - i >= 8 && memcmp(t + i, "Infinity", 8) == 0)
+			memcpy(t + i, "1e999   ", 8), i += 7;
+	}
+	return t;
 }
 
 /*
@@ -318,9 +357,11 @@ dups(cJSON *j, int keep_last)
 cJSON *
 fe_json_parse(const char *path, const char *text, size_t len, int mode, Diag *d)
 {
-	J j = {(const unsigned char *)text, (const unsigned char *)text + len, NULL, NULL};
+	J j = {(const unsigned char *)text, (const unsigned char *)text + len, NULL, NULL,
+	       mode == FE_JSON_LAST_WINS, 0};
 	cJSON *root;
 	const char *dup;
+	char *num = NULL;
 
 	if (check(&j)) {
 		int line = 1, col = 1;
@@ -329,7 +370,13 @@ fe_json_parse(const char *path, const char *text, size_t len, int mode, Diag *d)
 		diag_error(d, loc_line(path, line, col), "not valid JSON: %s", j.why);
 		return NULL;
 	}
-	if (!(root = cJSON_ParseWithLength(text, len))) {	/* a lone surrogate \ud800 */
+	if (j.ninf && !(num = inf_as_number(text, len))) {
+		diag_error(d, loc_file(path), "out of memory");
+		return NULL;
+	}
+	root = cJSON_ParseWithLength(num ? num : text, len);
+	free(num);
+	if (!root) {	/* a lone surrogate \ud800 */
 		diag_error(d, loc_file(path), "not valid JSON: a \\u escape cJSON cannot decode");
 		return NULL;
 	}

@@ -9,6 +9,7 @@
 # each bundle must also pass `moert verify` (structure and checksums).
 # The ws_* bundles are compiled for sm_90a alone (the warp-specialised GEMM
 # mainloop); they load only on compute capability 9.0.
+# ONLY=REGEX (environment): only the bundles whose name matches (grep -E).
 # Exit 0 all compiled, 1 a compile failed or a bundle differs.
 set -u
 moec=$1 out=$2 moert=${3:-}
@@ -21,6 +22,9 @@ maxt=64	# --max-tokens
 one() {	# one NAME DIR [flags...]
 	name=$1 dir=$2
 	shift 2
+	if [ -n "${ONLY:-}" ] && ! echo "$name" | grep -Eq "$ONLY"; then
+		return
+	fi
 	# shellcheck disable=SC2086
 	if ! "$moec" compile "$dir" "$@" $arch --max-tokens=$maxt -o "$out/$name.moeb" 2>"$out/$name.log"; then
 		echo "FAIL $name: does not compile"; sed 's/^/     /' "$out/$name.log" | tail -5

@@ -338,6 +338,20 @@ START_TEST(test_readers_config_duplicate_key_last_wins)
 }
 END_TEST
 
+/* Infinity and -Infinity in config.json, as Python's json reads them and
+ * transformers 4's json.dumps writes them (a Mamba layer's time_step_limit):
+ * a key moec does not read may hold one; inside a string it is text. */
+START_TEST(test_readers_config_infinity)
+{
+	Module *m = mixtral("\"time_step_limit\": [0.0, Infinity], \"x\": -Infinity, "
+			    "\"Infinity\": \"Infinity\\\"Infinity\", ", "");
+
+	ck_assert_msg(m != NULL, "%s", text);
+	ir_free_module(m);
+	stt_cleanup();
+}
+END_TEST
+
 START_TEST(test_readers_config_strict)
 {
 	static const struct {
@@ -348,7 +362,10 @@ START_TEST(test_readers_config_strict)
 		{"\"rms_norm_eps\": 0, ", ", \"rms_norm_eps\": 1e999", "rms_norm_eps: error: must be a finite number, not inf"},
 		{"", ", \"model_type\": \"mixtral\\u0000evil\"", "not valid JSON: \\u0000 in a string"},
 		{"", ", \"model_type\": \"mixtr\xe1l\"", "not valid JSON: invalid UTF-8"},
-		{"", ", \"rms_norm_eps\": NaN", "NaN and Infinity are not JSON"},
+		{"", ", \"rms_norm_eps\": NaN", "NaN is not read"},
+		{"", ", \"rms_norm_eps\": Infinity", "rms_norm_eps: error: must be a finite number, not inf"},
+		{"", ", \"rms_norm_eps\": -Infinity", "rms_norm_eps: error: must be a finite number, not -inf"},
+		{"", ", \"a\": Infinit", "unexpected character"},
 	};
 
 	for (size_t i = 0; i < NELEM(bad); i++) {
@@ -479,6 +496,7 @@ readers_suite(void)
 	tcase_add_test(tc, test_readers_json_duplicate_keys);
 	tcase_add_test(tc, test_readers_config_duplicate_key_last_wins);
 	tcase_add_test(tc, test_readers_config_strict);
+	tcase_add_test(tc, test_readers_config_infinity);
 	tcase_add_test(tc, test_readers_safetensors_library_rules);
 	tcase_add_test(tc, test_readers_npy_header_grammar);
 	suite_add_tcase(s, tc);
