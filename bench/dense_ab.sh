@@ -11,14 +11,16 @@
 # Arms: main (the default plan), fdiv (--debug=fast-div: GELU's division
 # without div.rn's slow-path branch, the same bits; session 28), fdivpp (and
 # ping-pong consumers in every T bucket), fdivppw (ping-pong on 64x256
-# warpgroup tiles), fdivw (64x256 warpgroup tiles, cooperative), wide
+# warpgroup tiles), fdivw (64x256 warpgroup tiles, cooperative), fdivpers
+# (the cooperative tile persistent at M = 4096: bench/dense_pers.tuning),
+# fdivpersw (the same on 64x256 warpgroup tiles), wide
 # (--debug=wg-wide), c2 (clusters of 2 sharing B with 64x256 warpgroup tiles:
 # bench/dense_c2.tuning), c2n (clusters alone: bench/dense_c2n.tuning).
 # ARMS chooses others (default: main and the fdiv arms).
 set -u
 mode=$1 a=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
-arms=${ARMS:-main fdiv fdivpp fdivppw fdivw}
+arms=${ARMS:-main fdiv fdivpp fdivppw fdivw fdivpers fdivpersw}
 flags() {
 	case $1 in
 	main) echo "" ;;
@@ -26,6 +28,8 @@ flags() {
 	fdivpp) echo "--debug=fast-div,ws-pingpong" ;;
 	fdivppw) echo "--debug=fast-div,ws-pingpong,wg-wide" ;;
 	fdivw) echo "--debug=fast-div,wg-wide" ;;
+	fdivpers) echo "--debug=fast-div --tuning=$src/bench/dense_pers.tuning" ;;
+	fdivpersw) echo "--debug=fast-div,wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
 	wide) echo "--debug=wg-wide" ;;
 	c2) echo "--tuning=$src/bench/dense_c2.tuning" ;;
 	c2n) echo "--tuning=$src/bench/dense_c2n.tuning" ;;

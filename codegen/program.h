@@ -81,6 +81,8 @@ struct CgVariant {
 	int wide;				/* 64x256 warpgroup tiles (.wide: GemmSpec.wg_wide) */
 	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:
 						 * GemmSpec.f8.whole) */
+	int persistent;				/* persistent over CG_CLUSTER_CTAS CTAs, where the plan
+						 * tiles (.pers; A/B: never the heuristic's own spelling) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

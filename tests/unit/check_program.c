@@ -893,6 +893,68 @@ START_TEST(test_tuning_table_selects_variants)
 END_TEST
 
 /*
+ * A tuning table's .pers: the dense GEMM of a tiled plan runs persistent,
+ * CG_CLUSTER_CTAS CTAs striding over its tiles (for the GPU's A/B of the
+ * dense up-projection, bench/dense_pers.tuning), on the mma.sync and the
+ * warp-specialised mainloops; the program matches the interpreter.  One
+ * spelling: .pers after .wide, never with .pN, .c2a/.c2b or split-K.
+ */
+START_TEST(test_tuning_persistent_variant)
+{
+	static const char *const tables[2] = {
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 64x64x64.w2x2.s3.k1.pers\n",
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 128x128x64.w2x2.s4.k1.pers\n",
+	};
+	CgVariant v;
+	char back[64];
+
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.pers", &v), 0);
+	ck_assert_int_eq(v.persistent, 1);
+	cg_variant_print(&v, back, sizeof back);
+	ck_assert_str_eq(back, "256x128x64.w4x2.s4.k1.pers");
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.wide.pers", &v), 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.pers.wide", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x64x64.w1x4.s3.k1.p7.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c2b.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("32x64x64.w2x2.s3.k4.pers", &v), -1);
+	for (int i = 0; i < 2; i++) {
+		const char *path = table(tables[i]);
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+		CgTuning *t;
+		int found = 0;
+
+		diag_init(&d, stderr);
+		t = cg_tuning_read(path, &d);
+		ck_assert_ptr_nonnull(t);
+		m = fused("split.ir", split_block, &ref, &d);
+		emu_opts(&co, 256);
+		co.tuning = t;
+		co.debug = i ? DBG_EMU_WGMMA | DBG_EMU_WS : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		for (int j = 0; j < man->nstep; j++) {
+			const MStep *st = &man->step[j];
+			if (st->kind == STEP_LAUNCH && st->thi == 256 && st->grid[0].b == CG_CLUSTER_CTAS &&
+			    st->grid[0].a == 0 && st->grid[1].b == 1 && st->block[0] == (i ? 256 : 128))
+				found++;
+		}
+		ck_assert_int_eq(found, 1);
+		check_wide(p, ref, 70, 512);
+		check_wide(p, ref, 200, 512);
+		cg_program_free(p);
+		cg_tuning_free(t);
+		ir_free_module(m);
+		ir_free_module(ref);
+		unlink(path);
+	}
+}
+END_TEST
+
+/*
  * Stream-K through the whole plan (a tuning table's .pN variants for the
  * three decode GEMMs: gathered SwiGLU, routing weights + scatter, dense
  * bias + GELU): stream launches over a constant grid with the workspace's
@@ -1826,6 +1888,7 @@ program_suite(void)
 	tcase_add_test(tc, test_program_split_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_table_refusals);
 	tcase_add_test(tc, test_tuning_table_selects_variants);
+	tcase_add_test(tc, test_tuning_persistent_variant);
 	tcase_add_test(tc, test_program_stream_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_buckets);
 	tcase_add_test(tc, test_tuning_table_buckets);
