@@ -73,11 +73,10 @@ const DebugFlag debug_flags[] = {
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
-	{"fast-div", DBG_FAST_DIV, NULL,
-	 "compile: tanh, erf and sigmoid (so GELU, SiLU, SwiGLU) divide by div.rn's fast path alone (rcp.approx "
-	 "and four fma), the divisor clamped where that changes no result, sigmoid's subnormal quotients rounded "
-	 "once: the same bits, and no slow-path branch an element, so ptxas interleaves a GEMM epilogue's "
-	 "elements (docs/codegen.md, Division without a branch; A/B on the GPU)"},
+	{"div-rn", DBG_DIV_RN, NULL,
+	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
+	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "
+	 "result): the same bits, session 27's kernels, for A/B on the GPU (docs/codegen.md, Division without a branch)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
