@@ -8,24 +8,26 @@
 #           outputs of every arm against main's on one input
 #           (bench/same_outputs.sh: clusters are checked nowhere else), then
 #           bench/plan_ab.sh over the arms (2 rounds of moert bench --graph)
-# Arms: main (the default plan), fdiv (--debug=fast-div: GELU's division
-# without div.rn's slow-path branch, the same bits; session 28), fdivpp (and
-# ping-pong consumers in every T bucket), fdivppw (ping-pong on 64x256
-# warpgroup tiles), fdivw (64x256 warpgroup tiles, cooperative), wide
+# Arms: main (the default plan: tanh's division without a branch since
+# session 28), divrn (--debug=div-rn: div.rn, session 27's kernels, the same
+# bits), pp (ping-pong consumers in every T bucket), ppw (ping-pong on 64x256
+# warpgroup tiles), pers (the cooperative tile persistent at M = 4096:
+# bench/dense_pers.tuning), persw (the same on 64x256 warpgroup tiles), wide
 # (--debug=wg-wide), c2 (clusters of 2 sharing B with 64x256 warpgroup tiles:
 # bench/dense_c2.tuning), c2n (clusters alone: bench/dense_c2n.tuning).
-# ARMS chooses others (default: main and the fdiv arms).
+# ARMS chooses others (default: main divrn pers persw wide).
 set -u
 mode=$1 a=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
-arms=${ARMS:-main fdiv fdivpp fdivppw fdivw}
+arms=${ARMS:-main divrn pers persw wide}
 flags() {
 	case $1 in
 	main) echo "" ;;
-	fdiv) echo "--debug=fast-div" ;;
-	fdivpp) echo "--debug=fast-div,ws-pingpong" ;;
-	fdivppw) echo "--debug=fast-div,ws-pingpong,wg-wide" ;;
-	fdivw) echo "--debug=fast-div,wg-wide" ;;
+	divrn) echo "--debug=div-rn" ;;
+	pp) echo "--debug=ws-pingpong" ;;
+	ppw) echo "--debug=ws-pingpong,wg-wide" ;;
+	pers) echo "--tuning=$src/bench/dense_pers.tuning" ;;
+	persw) echo "--debug=wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
 	wide) echo "--debug=wg-wide" ;;
 	c2) echo "--tuning=$src/bench/dense_c2.tuning" ;;
 	c2n) echo "--tuning=$src/bench/dense_c2n.tuning" ;;

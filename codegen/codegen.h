@@ -1297,7 +1297,7 @@ LLVMValueRef cg_fmin(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
-/* n / d as div.rn's fast path, without its branch: exact for n = 1 or 2, 1 <= d <= 2^27 only */
+/* n / d as div.rn's fast path, without its branch: exact for n = 1 or 2, 1 <= d <= 2^87 only */
 LLVMValueRef cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d);
 LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
 

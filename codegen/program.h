@@ -84,6 +84,8 @@ struct CgVariant {
 						 * GemmSpec.f8.whole) */
 	int minctas;				/* > 0: a launch bound of this many CTAs an SM (.lN:
 						 * GemmSpec.min_ctas; not the vec mainloop's own) */
+	int persistent;				/* persistent over CG_CLUSTER_CTAS CTAs, where the plan
+						 * tiles (.pers; A/B: never the heuristic's own spelling) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

@@ -1965,77 +1965,36 @@ cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
 	return fma3(f, r, fma3(f, nd, q, n), q);
 }
 
-/* n / d for the math below: div.rn, or (--debug=fast-div) cg_fdiv_fast of d
- * clamped to at most hi, where the caller shows the clamp changes no result */
+/* n / d for tanh and erf: cg_fdiv_fast of d clamped to at most hi, where the
+ * caller shows the clamp changes no result (or div.rn: --debug=div-rn) */
 static LLVMValueRef
 fdiv_clamped(CgFn *f, LLVMValueRef n, LLVMValueRef d, double hi)
 {
 	LLVMValueRef h = cg_f32(f, hi);
 
-	if (!(cg_module_debug(f->m) & DBG_FAST_DIV))
+	if (cg_module_debug(f->m) & DBG_DIV_RN)
 		return LLVMBuildFDiv(f->B, n, d, "");
 	d = LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, d, h, ""), h, d, "");	/* NaN stays */
 	return cg_fdiv_fast(f, n, d);
 }
 
-/*
- * 1 / d for d >= 1 up to inf (sigmoid's divisor), div.rn's bits without its
- * branch (fast-div).  The quotient is the result here, subnormal for d >
- * 2^126 and 0 for d = inf, where the fast path alone is wrong, so d > 2^64
- * is divided as d 2^-64 (a normal quotient q', correctly rounded) and q' is
- * scaled back by 2^-64, a second rounding where the result is subnormal.
- * That rounding can differ from the exact quotient's only where q' 2^-64 is
- * a midpoint of the subnormal grid (q' - c 2^64 = +-2^-86 for c = RN(q'
- * 2^-64)) and q' is inexact: then the residual 1 - d' q' says on which side
- * the exact quotient lies, and c moves an ulp that way where that is the
- * nearer point.  Exact against 1.0f / d for every d from 1 to 2^128 and inf
- * (check_program.c, test_fdiv_fast_sequence: every mantissa of the binades
- * with subnormal or near-subnormal quotients); NaN stays NaN.
- */
-static LLVMValueRef
-recip_wide(CgFn *f, LLVMValueRef d)
-{
-	LLVMBuilderRef B = f->B;
-	LLVMValueRef one = cg_f32(f, 1.0), s64 = cg_f32(f, 0x1p-64);
-	LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, d, cg_f32(f, 0x1p64), "");
-	LLVMValueRef inf = LLVMBuildFCmp(B, LLVMRealOEQ, d, cg_f32(f, INFINITY), "");
-	LLVMValueRef ds = LLVMBuildSelect(B, big, LLVMBuildFMul(B, LLVMBuildSelect(B, inf, one, d, ""), s64, ""), d, "");
-	LLVMValueRef q = cg_fdiv_fast(f, one, ds);
-	LLVMValueRef res = fma3(f, LLVMBuildFNeg(B, ds, ""), q, one);
-	LLVMValueRef c = LLVMBuildFMul(B, q, s64, "");
-	LLVMValueRef diff = fma3(f, LLVMBuildFNeg(B, c, ""), cg_f32(f, 0x1p64), q);
-	LLVMValueRef zero = cg_f32(f, 0.0);
-	LLVMValueRef mid = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOEQ, cg_fabs(f, diff), cg_f32(f, 0x1p-86), ""),
-					LLVMBuildFCmp(B, LLVMRealONE, res, zero, ""), "");
-	LLVMValueRef up = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGT, diff, zero, ""),
-				       LLVMBuildFCmp(B, LLVMRealOGT, res, zero, ""), "");
-	LLVMValueRef down = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLT, diff, zero, ""),
-					 LLVMBuildFCmp(B, LLVMRealOLT, res, zero, ""), "");
-	LLVMValueRef adj = LLVMBuildSelect(B, LLVMBuildAnd(B, mid, up, ""), cg_i32(f, 1),
-					   LLVMBuildSelect(B, LLVMBuildAnd(B, mid, down, ""), cg_i32(f, -1),
-							   cg_i32(f, 0), ""), "");
-	LLVMValueRef cb = LLVMBuildBitCast(B, LLVMBuildAdd(B, LLVMBuildBitCast(B, c, f->ti32, ""), adj, ""),
-					   f->tf32, "");
-
-	return LLVMBuildSelect(B, inf, zero, LLVMBuildSelect(B, big, cb, q, ""), "");
-}
-
-/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0
- * (fast-div: recip_wide, the same bits) */
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88 and the result is 0.
+ * div.rn: its quotient is the result, subnormal for x in -88.7..-87.3, where
+ * only div.rn's slow path rounds it right; an exact branch-free form (the
+ * divisor scaled by 2^-64, the one double rounding corrected) measured
+ * slower in the SwiGLU epilogues on the H200 (session 28: Qwen3-30B-A3B's
+ * gate|up 509 -> 562 us; docs/codegen.md, "Division without a branch"). */
 LLVMValueRef
 cg_sigmoid(CgFn *f, LLVMValueRef x)
 {
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef e = cg_exp(f, LLVMBuildFNeg(B, x, ""));
-	LLVMValueRef d = LLVMBuildFAdd(B, cg_f32(f, 1.0), e, "");
 
-	if (cg_module_debug(f->m) & DBG_FAST_DIV)
-		return recip_wide(f, d);
-	return LLVMBuildFDiv(B, cg_f32(f, 1.0), d, "");
+	return LLVMBuildFDiv(B, cg_f32(f, 1.0), LLVMBuildFAdd(B, cg_f32(f, 1.0), e, ""), "");
 }
 
 /* sign(x) (1 - 2 / (e^2|x| + 1)): no cancellation for large |x|, inf -> 1.
- * The divisor is >= 2; clamped at 2^27 (fast-div) the quotient is 2^-26 where
+ * The divisor is >= 2; clamped at 2^27 the quotient is 2^-26 where
  * it was smaller, and 1 - q rounds to 1 either way. */
 LLVMValueRef
 cg_tanh(CgFn *f, LLVMValueRef x)
@@ -2054,7 +2013,7 @@ cg_tanh(CgFn *f, LLVMValueRef x)
 /*
  * erf by Abramowitz & Stegun 7.1.26 on |x| (|error| <= 1.5e-7), odd
  * extension: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^-x^2.
- * t = 1 / (1 + 0.3275911 |x|), its divisor >= 1; clamped at 2^16 (fast-div)
+ * t = 1 / (1 + 0.3275911 |x|), its divisor >= 1; clamped at 2^16
  * only where |x| > 2e5, whose e^-x^2 is 0: the result is 1 either way.
  */
 LLVMValueRef

@@ -74,6 +74,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".c2%c", v->cluster_b ? 'b' : 'a');
 	if (v->wide && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".wide");
+	if (v->persistent && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".pers");
 	if (v->direct && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".d");
 	if (v->f8whole && k >= 0 && (size_t)k < n)
@@ -112,6 +114,10 @@ cg_variant_parse(const char *s, CgVariant *v)
 		v->direct = 1;
 		body[len -= 2] = 0;
 	}
+	if (len > 5 && strcmp(body + len - 5, ".pers") == 0) {	/* persistent, one CTA an SM */
+		v->persistent = 1;
+		body[len -= 5] = 0;
+	}
 	if (len > 5 && strcmp(body + len - 5, ".wide") == 0) {	/* 64x256 warpgroup tiles */
 		v->wide = 1;
 		body[len -= 5] = 0;
@@ -134,6 +140,8 @@ cg_variant_parse(const char *s, CgVariant *v)
 		return -1;
 	if (n == 8 && (v->stream < 1 || v->stream > 65535 || v->split > 1))
 		return -1;	/* stream-K over 1..65535 CTAs, never with split-K */
+	if (v->persistent && (n == 8 || v->cluster || v->split > 1))
+		return -1;	/* clusters are persistent already; not with stream- or split-K */
 	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 512 || v->bk < 16 || v->bk > 512 ||
 	    v->wm < 1 || v->wm > 16 || v->wn < 1 || v->wn > 16 || v->stages < 2 || v->stages > 5 ||
 	    v->split < 1 || v->split > 64)
@@ -150,8 +158,9 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0,
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
-			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0};
-	/* (the vec mainloop's bound is its plan's own, not a tile's) */
+			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0,
+			 0};	/* .pers: a table's request only (the spec's own schedule stays); the vec
+				 * mainloop's bound is its plan's own, not a tile's */
 }
 
 void
@@ -169,7 +178,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->min_ctas = v->minctas;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
-	else if (v->cluster == 2)	/* clusters run persistent: a CTA an SM (an H100 SXM's or H200's 132) */
+	else if (v->cluster == 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */
 		s->sched = CG_SCHED_PERSISTENT, s->ctas = CG_CLUSTER_CTAS;
 	else if (s->sched == CG_SCHED_STREAM)
 		s->sched = CG_SCHED_TILES;

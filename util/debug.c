@@ -94,6 +94,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
 	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "
 	 "by shared memory, SMs x 5 CTAs (A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
+	{"div-rn", DBG_DIV_RN, NULL,
+	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
+	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "
+	 "result): the same bits, session 27's kernels, for A/B on the GPU (docs/codegen.md, Division without a branch)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

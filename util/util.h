@@ -150,6 +150,7 @@ enum {
 	DBG_VEC_AHEAD = 1 << 26,	/* codegen: warp-dot GEMMs load a group ahead, fronts' top-k and sort without
 				 * barriers a round or counters (session 28, A/B) */
 	DBG_BQ_WARPS = 1 << 29,	/* codegen: wide quantised stream-K runs at 5 CTAs an SM under a launch bound (A/B) */
+	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
 };

@@ -902,6 +902,68 @@ START_TEST(test_tuning_table_selects_variants)
 END_TEST
 
 /*
+ * A tuning table's .pers: the dense GEMM of a tiled plan runs persistent,
+ * CG_CLUSTER_CTAS CTAs striding over its tiles (for the GPU's A/B of the
+ * dense up-projection, bench/dense_pers.tuning), on the mma.sync and the
+ * warp-specialised mainloops; the program matches the interpreter.  One
+ * spelling: .pers after .wide, never with .pN, .c2a/.c2b or split-K.
+ */
+START_TEST(test_tuning_persistent_variant)
+{
+	static const char *const tables[2] = {
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 64x64x64.w2x2.s3.k1.pers\n",
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 128x128x64.w2x2.s4.k1.pers\n",
+	};
+	CgVariant v;
+	char back[64];
+
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.pers", &v), 0);
+	ck_assert_int_eq(v.persistent, 1);
+	cg_variant_print(&v, back, sizeof back);
+	ck_assert_str_eq(back, "256x128x64.w4x2.s4.k1.pers");
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.wide.pers", &v), 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.pers.wide", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("16x64x64.w1x4.s3.k1.p7.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c2b.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("32x64x64.w2x2.s3.k4.pers", &v), -1);
+	for (int i = 0; i < 2; i++) {
+		const char *path = table(tables[i]);
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+		CgTuning *t;
+		int found = 0;
+
+		diag_init(&d, stderr);
+		t = cg_tuning_read(path, &d);
+		ck_assert_ptr_nonnull(t);
+		m = fused("split.ir", split_block, &ref, &d);
+		emu_opts(&co, 256);
+		co.tuning = t;
+		co.debug = i ? DBG_EMU_WGMMA | DBG_EMU_WS : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		for (int j = 0; j < man->nstep; j++) {
+			const MStep *st = &man->step[j];
+			if (st->kind == STEP_LAUNCH && st->thi == 256 && st->grid[0].b == CG_CLUSTER_CTAS &&
+			    st->grid[0].a == 0 && st->grid[1].b == 1 && st->block[0] == (i ? 256 : 128))
+				found++;
+		}
+		ck_assert_int_eq(found, 1);
+		check_wide(p, ref, 70, 512);
+		check_wide(p, ref, 200, 512);
+		cg_program_free(p);
+		cg_tuning_free(t);
+		ir_free_module(m);
+		ir_free_module(ref);
+		unlink(path);
+	}
+}
+END_TEST
+
+/*
  * Stream-K through the whole plan (a tuning table's .pN variants for the
  * three decode GEMMs: gathered SwiGLU, routing weights + scatter, dense
  * bias + GELU): stream launches over a constant grid with the workspace's
@@ -1499,7 +1561,7 @@ START_TEST(test_every_scalar_op_fuses_into_the_epilogue_bit_identically)
 }
 END_TEST
 
-/* --- division without a branch (--debug=fast-div, cg_fdiv_fast) ------------ */
+/* --- division without a branch (cg_fdiv_fast; --debug=div-rn: div.rn) ------- */
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -1519,20 +1581,6 @@ fdiv_seq_fix(float n, float d, float r0, int fix)
 }
 
 static float fdiv_seq(float n, float d, float r0) { return fdiv_seq_fix(n, d, r0, 1); }
-
-/* target.c's recip_wide, its rcp 1/d rounded to nearest as the emulator's */
-static float
-recip_wide_c(float d)
-{
-	int big = d > 0x1p64f, inf = d == INFINITY;
-	float ds = big ? (inf ? 1.0f : d) * 0x1p-64f : d;
-	float q = fdiv_seq(1.0f, ds, 1.0f / ds), res = fmaf(-ds, q, 1.0f);
-	float c = q * 0x1p-64f, diff = fmaf(-c, 0x1p64f, q);
-	int mid = fabsf(diff) == 0x1p-86f && res != 0;
-	int adj = mid && diff > 0 && res > 0 ? 1 : mid && diff < 0 && res < 0 ? -1 : 0;
-
-	return inf ? 0.0f : big ? f_of(u_of(c) + (uint32_t)adj) : q;
-}
 
 /*
  * The sequence (div.rn.f32's fast path on sm_90a) is n/d rounded to nearest
@@ -1562,39 +1610,26 @@ START_TEST(test_fdiv_fast_sequence)
 			float d = ldexpf(f_of(0x3f800000u | m), e);
 			ck_assert_uint_eq(u_of(fdiv_seq(2.0f, d, 1.0f / d)), u_of(2.0f / d));
 		}
-	/* sigmoid's 1/d (recip_wide): every mantissa where the quotient is
-	 * subnormal or next to it (d in 2^124..2^128), a sample elsewhere */
-	for (int e = 0; e <= 127; e++)
-		for (uint32_t m = 0; m < 1u << 23; m += e >= 124 ? 1 : 997) {
-			float d = ldexpf(f_of(0x3f800000u | m), e);
-			ck_assert_msg(u_of(recip_wide_c(d)) == u_of(1.0f / d), "1/%a: %a, not %a", (double)d,
-				      (double)recip_wide_c(d), (double)(1.0f / d));
-		}
-	ck_assert_uint_eq(u_of(recip_wide_c(INFINITY)), 0);
-	ck_assert(isnan(recip_wide_c(NAN)));
 }
 END_TEST
 
 /*
- * tanh, GELU (tanh and erf), erf, sigmoid and SiLU with --debug=fast-div: the
- * same bits on the emulator as div.rn over inputs of every magnitude, around
- * the clamps (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050,
- * where erf's reaches 2^16), x in -90..-86 (sigmoid's subnormal quotients),
- * zeros, infinities and NaN; and the sm_90a PTX of a GEMM with a GELU
- * epilogue divides without div.rn.
+ * tanh, GELU (tanh and erf) and erf by default: the same bits on the
+ * emulator as with --debug=div-rn over inputs of every magnitude, around the
+ * clamps (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050,
+ * where erf's reaches 2^16), zeros, infinities and NaN; and the sm_90a PTX
+ * of a GEMM with a GELU epilogue divides without div.rn (with it, with the
+ * flag).
  */
 START_TEST(test_fast_div_same_bits)
 {
 	static const char text[] =
-		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64], "
-		"s: f32[T,64], u: f32[T,64]) {\n"
+		"graph @g(%x: f32[T,64]) -> (a: f32[T,64], b: f32[T,64], c: f32[T,64], e: f32[T,64]) {\n"
 		"\t%a = tanh %x : f32[T,64]\n"
 		"\t%b = gelu %x, approx=tanh : f32[T,64]\n"
 		"\t%c = gelu %x : f32[T,64]\n"
 		"\t%e = erf %x : f32[T,64]\n"
-		"\t%s = sigmoid %x : f32[T,64]\n"
-		"\t%u = silu %x : f32[T,64]\n"
-		"\tret %a, %b, %c, %e, %s, %u\n}\n";
+		"\tret %a, %b, %c, %e\n}\n";
 	static const char gemm[] =
 		"weight $w : bf16[256,64] seed=1\n"
 		"weight $b : bf16[256] scale=0.1 seed=2\n"
@@ -1602,7 +1637,7 @@ START_TEST(test_fast_div_same_bits)
 		"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
 		"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
 		"\tret %y\n}\n";
-	enum { T = 128, NOUT = 6 };
+	enum { T = 128, NOUT = 4 };
 	Tensor in, out[2][NOUT];
 	int64_t dim[2] = {T, 64};
 	uint64_t h = 1;
@@ -1618,10 +1653,9 @@ START_TEST(test_fast_div_same_bits)
 		case 1: *x = 9.357f + (float)((int64_t)(h % 4001) - 2000) * 1e-5f; break;
 		case 2: *x = f_of(u_of(200049.9f) + (uint32_t)(h % 41) - 20u); break;
 		case 3: *x = (float)(h >> 40) * 0x1p-24f * 12.0f; break;
-		case 4: *x = -86.0f - (float)(h >> 40) * 0x1p-24f * 4.0f; break;	/* sigmoid's subnormals */
 		default: *x = (float)(h >> 40) * 0x1p-22f - 2.0f; break;
 		}
-		if (h >> 63 && i % 8 != 4)
+		if (h >> 63)
 			*x = -*x;
 	}
 	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
@@ -1641,7 +1675,7 @@ START_TEST(test_fast_div_same_bits)
 		co.arch[0] = "emu";
 		co.narch = 1;
 		co.max_tokens = T;
-		co.debug = fast ? DBG_FAST_DIV : 0;
+		co.debug = fast ? 0 : DBG_DIV_RN;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		for (int j = 0; j < NOUT; j++)
@@ -1677,7 +1711,7 @@ START_TEST(test_fast_div_same_bits)
 		co.arch[0] = "sm_90a";
 		co.narch = 1;
 		co.max_tokens = 4096;
-		co.debug = fast ? DBG_FAST_DIV : 0;
+		co.debug = fast ? 0 : DBG_DIV_RN;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ptx = cg_program_ptx(p, 0, &len);
@@ -1887,6 +1921,7 @@ program_suite(void)
 	tcase_add_test(tc, test_program_split_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_table_refusals);
 	tcase_add_test(tc, test_tuning_table_selects_variants);
+	tcase_add_test(tc, test_tuning_persistent_variant);
 	tcase_add_test(tc, test_program_stream_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_buckets);
 	tcase_add_test(tc, test_tuning_table_buckets);
@@ -1925,8 +1960,8 @@ program_suite(void)
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
 	tcase_add_test(tc, test_program_stream_dyn_matches_interpreter);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("fast_div");	/* --debug=fast-div: the same bits as div.rn */
-	tcase_set_timeout(tc, 900);	/* ~25 s of CPU: 60M divisions, an emulated body kernel */
+	tc = tcase_create("fast_div");	/* division without a branch: the same bits as div.rn */
+	tcase_set_timeout(tc, 900);	/* ~20 s of CPU: 60M divisions, an emulated body kernel */
 	tcase_add_test(tc, test_fdiv_fast_sequence);
 	tcase_add_test(tc, test_fast_div_same_bits);
 	suite_add_tcase(s, tc);
