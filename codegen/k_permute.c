@@ -27,6 +27,10 @@
  *	            stably (match.any in a warp, the warps' counts scanned in
  *	            shared memory) and places them: rows[start + rank] = s
  * (expert, chunk, order in the chunk) is (expert, slot) order again.
+ *
+ * The small sort (spec.small, cg_permute_block with a slot a thread at
+ * most: decode fronts' last CTA): each slot's bucket in shared memory, one
+ * barrier, then each slot's place and each offset counted from all of them.
  */
 #define CG_INTERNAL
 #include <string.h>

@@ -7,7 +7,9 @@
  *	groups:  each group's best (or best two) selection score, the best
  *	         topk_group groups kept, the others' experts set to group_fill
  *	top-k:   k rounds of a warp arg-max (value first, NaN largest, then
- *	         the lower expert), the winner marked taken by its lane
+ *	         the lower expert), the winner marked taken by its lane (spec
+ *	         bfly: as 64-bit keys in that order, a shfl.bfly maximum that
+ *	         every lane gets, no broadcast or barrier a round)
  *	weights: lane j < k writes choice j (sparsemixer: one warp sum per
  *	         choice over the experts within its threshold)
  *
