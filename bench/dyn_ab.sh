@@ -12,7 +12,7 @@
 #   OUTDIR/dyn    --debug=stream-dyn: 8 units a CTA from an atomic counter
 #   OUTDIR/u4     4 units a CTA (a table: every .pN -> .pN.u4)
 #   OUTDIR/u16    16 units a CTA (.pN.u16)
-#   OUTDIR/cand   --tune-candidates (the candidates include .u4, .u8, .u16)
+#   OUTDIR/cand   --tune-candidates (with .u4, .u8, .u16 last, where the 48 a key leave room)
 #
 # On the device (~3 min):
 #

@@ -1846,16 +1846,6 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 		c.ctas = h->ctas * W;
 		n = cand_add(out, seen, n, &c);
 	}
-	/* dynamic stream-K (docs/codegen.md): the heuristic's stream-K with 4, 8
-	 * and 16 units a CTA from an atomic counter (bf16/f16) */
-	for (int U = 4; h->sched == CG_SCHED_STREAM && h->units == 0 && h->bq.group == 0 && U <= 16; U *= 2) {
-		GemmSpec c = *h;
-		Diag quiet;
-		diag_init(&quiet, NULL);
-		c.units = U;
-		if (cg_gemm_check(t, &c, &quiet) == 0)
-			n = cand_add(out, seen, n, &c);
-	}
 	for (int pi = 0; pi < (int)NELEM(plan); pi++)
 		for (int i = 0; i < nt * nd && n < MAX_CANDIDATES; i++) {
 			const Tile *tl = i % nt < (int)NELEM(tiles) ? &tiles[i % nt] : &dec_tiles[i % nt - (int)NELEM(tiles)];
@@ -1865,6 +1855,16 @@ cand_specs(const CgTarget *t, const GemmSpec *h, int64_t thi, GemmSpec *out)
 				continue;
 			n = cand_add(out, seen, n, &c);
 		}
+	/* last (the room left): dynamic stream-K (docs/codegen.md), the heuristic's
+	 * stream-K with 4, 8 and 16 units a CTA from an atomic counter (bf16/f16) */
+	for (int U = 4; h->sched == CG_SCHED_STREAM && h->units == 0 && h->bq.group == 0 && U <= 16; U *= 2) {
+		GemmSpec c = *h;
+		Diag quiet;
+		diag_init(&quiet, NULL);
+		c.units = U;
+		if (cg_gemm_check(t, &c, &quiet) == 0)
+			n = cand_add(out, seen, n, &c);
+	}
 	return n;
 }
 

@@ -12,6 +12,7 @@
 
 #include "codegen.h"
 #include "gemm_harness.h"
+#include "program.h"
 
 /* ---- tests: targets and expressions ---- */
 
@@ -801,6 +802,25 @@ START_TEST(test_stream_dyn_rules)
 		gh_assemble(m, 2, "test_stream_dyn_rules", GH_NO_SPILLS);
 		cg_module_free(m);
 	}
+	/* its tuning-table spelling: .pN.uU, one way */
+	static const char *const bad[] = {"16x128x128.w1x4.s5.k1.u8", "16x128x128.w1x4.s5.k1.p132.u0",
+					  "16x128x128.w1x4.s5.k1.p132.u65", "16x128x128.w1x4.s5.k1.p132.u08",
+					  "16x128x128.w1x4.s5.k1.p132.u8x", "16x128x128.w1x4.s5.k1.p132.u",
+					  "16x128x128.w1x4.s5.k1.p132.u8.u8"};
+	CgVariant v;
+	GemmSpec t = s[0];
+	ck_assert_int_eq(cg_variant_parse("16x128x128.w1x4.s5.k1.p264.u16", &v), 0);
+	ck_assert_int_eq(v.stream, 264);
+	ck_assert_int_eq(v.units, 16);
+	cg_variant_apply(&v, &t);
+	ck_assert(t.sched == CG_SCHED_STREAM && t.ctas == 264 && t.units == 16);
+	cg_variant_of(&t, &v);
+	ck_assert_int_eq(v.units, 16);
+	ck_assert_int_eq(cg_variant_parse("16x128x128.w1x4.s5.k1.p132", &v), 0);
+	cg_variant_apply(&v, &t);
+	ck_assert_int_eq(t.units, 0);
+	for (size_t i = 0; i < NELEM(bad); i++)
+		ck_assert_msg(cg_variant_parse(bad[i], &v) == -1, "%s parsed", bad[i]);
 }
 END_TEST
 
