@@ -225,9 +225,10 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 need the persistent schedule over an even "
 				  "number of CTAs (%d)", s->ctas);
-	if (s->gather || s->f8.group > 0)
+	/* FP8: each CTA's producers stage its own scales (cp.async, arrivals on its own full[s]) */
+	if (s->gather)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 multicast A's TMA box: not with gathered "
-				  "A rows, nor (not yet) FP8");
+				  "A rows");
 	if (s->cluster_b) {	/* row tiles in pairs: dense only (an expert's row tiles may be odd) */
 		if (s->groups > 0 || s->b_layout != CG_B_NK || s->bn % 16)
 			return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: dense with B [N,K] and bn "

@@ -718,6 +718,66 @@ START_TEST(test_tuned_whole)
 }
 END_TEST
 
+/*
+ * Clusters of 2 sharing A (`.c2a`, GemmSpec.cluster = 2) on the FP8 x FP8
+ * warp-specialised mainloop: DeepSeek-V3's down GEMM (grouped, A in sorted
+ * order, persistent over 132 CTAs) at 64x256 and 128x128, whole k-tiles:
+ * A's box halved and multicast, each CTA's producers staging its own scales,
+ * the consumers releasing both CTAs' stages; ptxas with no spills and no
+ * serialisation.  Not emulated (the emulator runs one CTA at a time): the
+ * GPU checks the outputs (bench/quant/fp8_ab.sh).  Gathered A stays refused.
+ */
+START_TEST(test_ws_cluster)
+{
+	CgTarget e = {"emu", NULL, 3};
+	GemmSpec s[2];
+	const CgKernel *k;
+	Diag d;
+
+	for (int i = 0; i < 2; i++) {
+		gh_spec_grouped_scale_scatter(&s[i], 256, 7168, 2048);
+		s[i].m_per_t = 8;
+		s[i].a_dt = s[i].b_dt = DT_F8E4M3;
+		s[i].f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+		s[i].c_dt = DT_F32;
+		s[i].mainloop = CG_MAINLOOP_WS;
+	}
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 5);
+	gh_tiles(&s[1], 128, 128, 128, 2, 4, 5);
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+		accepted(&s[i]);
+	}
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "fc");
+	k = cg_module_find(m, "fc0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].box[1], 32);	/* half of A's 64 rows */
+	ck_assert_ptr_nonnull(strstr(k->note, "cluster2 multicast-a"));
+	ck_assert_int_eq(cg_module_find(m, "fc1")->tmap[0].box[1], 64);
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert(gh_count(ptx, ".multicast::cluster [") >= 2);
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
+	ck_assert_int_gt(gh_count(ptx, "cp.async.mbarrier.arrive.noinc"), 0);
+	gh_assemble(m, 2, "gemm_f8 ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);	/* gathered A: no TMA box of A to share */
+	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
+	s[0].f8 = (CgF8){.group = 128, .whole = 1};
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
+	s[0].mainloop = CG_MAINLOOP_WS;
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	refused(&s[0], "not with gathered");
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -743,6 +803,7 @@ gemm_f8_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_tuned_whole);
 	tcase_add_test(t, test_five_stages);
+	tcase_add_test(t, test_ws_cluster);
 	suite_add_tcase(s, t);
 	return s;
 }
