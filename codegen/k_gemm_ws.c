@@ -112,10 +112,18 @@
  *	                    stage); TMA A rows r bm/2.. multicast to 0b11; TMA B
  *	consumer warps:     ... release: arrive empty[s] here and in the peer
  *
+ * FP8's gate|up (--debug=f8-ws; cg_gemm_ws_for takes an interleaved B or
+ * a group-quantised output only then): lower-moe's interleave (tile row
+ * 2j + h is the expert's B row h N/2 + j) is a rank-3 box (128 bytes, 2,
+ * bn/2) over (k, half, row) with the experts' rows as one run, which TMA
+ * writes as the tile's rows in order (tmaps); the output quantisation's
+ * amax exchange (k_gemm.c's group_amax) meets at a named barrier of the
+ * consumer warpgroups (EPI_BAR) over slots of its own after the stages.
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
- * convert), group quantisation (its block barriers would include the
- * producer).
+ * convert), group quantisation with ping-pong consumers (the amax barriers
+ * would span two tiles).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +181,10 @@ gemm_ws_layout(G *g)
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
 	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
 	g->b_n = 0;
+	if (s->quant.kind == CG_QUANT_GROUP && g->q_sg > 0) {	/* the amax slots: the stages are the producer's */
+		g->q_off = (k->smem + 15) & ~15;
+		k->smem = g->q_off + g->q_bytes;
+	}
 }
 
 /* CTAs per cluster (1: none). */
@@ -298,8 +310,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	    s->b_dt != s->a_dt)
 		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16, f16, or "
 				  "f8e4m3 with block scales)", dtype_name(s->a_dt), dtype_name(s->b_dt));
-	if (s->quant.kind == CG_QUANT_GROUP)
-		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation (its barriers would hold the producer)");
+	/* group quantisation: its barriers are the consumers' (k_gemm.c's epi_barrier), its slots their own */
+	if (s->quant.kind == CG_QUANT_GROUP && s->ws_mode == CG_WS_PINGPONG)
+		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation with ping-pong consumers (each "
+				  "warpgroup's tile its own; the amax barriers span both)");
 	return 0;
 }
 
@@ -452,7 +466,12 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	 * but 7% slower than the cp.async wgmma mainloop there (Mixtral's
 	 * up-projection at T=4096: 3431 against 3208 us, 2026-12-02; FP8
 	 * 6081 against 4919 us): taken only when asked for. */
-	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER))
+	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) &&
+	    !(s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_WS)))
+		return 0;
+	/* FP8's gate|up (an interleaved B, its output quantised per group) on
+	 * WS: opt-in (--debug=f8-ws) until the GPU's A/B says it wins */
+	if ((s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) && !(cg_module_debug(m) & DBG_F8_WS))
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
@@ -477,6 +496,10 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
+	/* FP8 gathered (--debug=f8-ws: the gate|up, tiled): each of DeepSeek-V3's
+	 * 12224 CTAs would rank the 256 experts (O(E^2)) for its one tile */
+	if (w.f8.group > 0 && w.gather && w.sched == CG_SCHED_TILES)
+		w.no_rank = 1;
 	*s = w;
 	return 1;
 }
@@ -491,7 +514,16 @@ tmaps(const G *g, CgTmap *m)
 
 	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
 			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
-	if (s->b_layout == CG_B_NK)
+	if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
+		/* lower-moe's gate|up interleave (FP8): tile row 2j + h is the
+		 * expert's B row h N/2 + j, so a box (128 bytes, 2, bn/2) over
+		 * (k, half, row) writes the tile's rows in order; the experts'
+		 * rows are one run (dims[2] ends at the last expert's gate
+		 * half; gemm_f8_check: N % bn == 0 keeps a box inside one) */
+		int64_t rows = s->N / 2 + (grouped ? (s->groups - 1) * (s->b_group_stride / s->ldb) : 0);
+		m[1] = (CgTmap){"B", s->b_dt, 3, {CG_EXPR_INT(s->K), CG_EXPR_INT(2), CG_EXPR_INT(rows)},
+				{s->N / 2 * s->ldb * esz, s->ldb * esz}, {row, 2, s->bn / 2}, 128};
+	} else if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
 	else
@@ -710,6 +742,15 @@ produce(W *w)
 			cg_tma_load_multicast(f, k->bmap, cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128),
 								 cg_muli(f, w->crank, s->bn / 2 * 128)),
 					      full_bar(w, st), 2, c, 3);
+		}
+	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
+		for (int j = 0; j < kb; j++) {	/* (k, half 0, the expert's row n0/2): tmaps */
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+			c[1] = cg_i32(f, 0);
+			c[2] = cg_shr(f, k->n0, 1);
+			if (grouped)
+				c[2] = cg_add(f, c[2], cg_muli(f, k->e, s->b_group_stride / s->ldb));
+			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
 		}
 	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {

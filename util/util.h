@@ -145,6 +145,7 @@ enum {
 	DBG_F8_HALVES = 1 << 20,	/* codegen: FP8 x FP8 wgmma GEMMs promote two column halves, not whole k-tiles (A/B) */
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
+	DBG_F8_WS = 1 << 28,	/* codegen: FP8 GEMMs with gathered A or an interleaved B (gate|up) on the warp-specialised mainloop */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 };
 typedef struct {

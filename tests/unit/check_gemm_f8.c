@@ -778,6 +778,109 @@ START_TEST(test_ws_cluster)
 }
 END_TEST
 
+/*
+ * FP8's gate|up on the warp-specialised mainloop (--debug=f8-ws): gathered
+ * A (the producers' cp.async), lower-moe's interleaved B by a rank-3 TMA
+ * box (k, gate|up half, row), SwiGLU, the output quantised to e4m3 per 128
+ * with its scales (the amax barriers the consumers' named one, the slots
+ * their own), whole k-tiles and blocked scales: against the reference (bf16
+ * out), and bit for bit the cp.async mainloop's output and scales (e4m3
+ * out), tiled and persistent (the slots reused across tiles).  Then whole
+ * programs against the interpreter: the MoE block's routed gate|up and the
+ * dense FFN's gate|up (A by TMA) on WS.
+ */
+static void
+ws_same(const GemmCase *c)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	size_t ns;
+
+	w.s.mainloop = CG_MAINLOOP_WS;
+	ck_assert_msg(gh_run(&r, &w) == 0, "%s: ws: %s", c->what, r.msg);
+	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	w.s.stages = w.s.stages > 5 ? 5 : w.s.stages;
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: wgmma: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: ws and wgmma outputs differ",
+		      c->what);
+	ns = (size_t)r.M * (size_t)(r.width / c->s.quant.group);
+	ck_assert_msg(memcmp(q.C_scale, r.C_scale, ns * sizeof(float)) == 0, "%s: ws and wgmma scales differ",
+		      c->what);
+	for (size_t i = 0; i < ns; i++)	/* every row's scales written (not the NaN fill) */
+		ck_assert_msg(!isnan(r.C_scale[i]) && r.C_scale[i] > 0, "%s: scale %zu is %g", c->what, i,
+			      r.C_scale[i]);
+	gh_free(&q);
+	gh_free(&r);
+}
+
+START_TEST(test_ws_gateup)
+{
+	GemmCase up = {.what = "f8 ws gate|up 64x256: gather, interleaved B, swiglu, whole, blocked, K = 384", .T = 37,
+		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 5);
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws gate|up 64x256, scales a column, halves, 3 stages (the ring wraps)";
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1};
+	up.s.stages = 3;
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws gate|up 64x256 quantised to e4m3 per 128";
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	up.s.stages = 5;
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	ws_same(&up);
+	up.what = "f8 ws gate|up 64x256 quantised, persistent with 2 CTAs";
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 2;
+	ws_same(&up);
+	up.what = "f8 ws gate|up 128x128 quantised per 64 (warpgroups stacked), persistent";
+	gh_tiles(&up.s, 128, 128, 128, 2, 4, 4);
+	up.s.quant.group = 64;
+	up.s.f8.b_block = 0;
+	ws_same(&up);
+	up.s.N = 384;	/* 1.5 tiles an expert: a box would take the next expert's rows */
+	up.s.sched = CG_SCHED_TILES;
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
+	up.s.mainloop = CG_MAINLOOP_WS;
+	refused(&up.s, "interleaved B needs N a multiple of bn");
+
+	up.what = "bf16 ws gate|up 64x256 quantised to e4m3 per 128 (the shared expert's, bf16 x bf16)";
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	gh_tiles(&up.s, 64, 256, 64, 1, 8, 4);
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	ws_same(&up);
+
+	/* DeepSeek-V3's routed gate|up as --debug=f8-ws plans it: ptxas, no spills or serialisation */
+	GemmSpec ds;
+	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
+	ds.a_dt = ds.b_dt = DT_F8E4M3;
+	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F8E4M3;
+	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&ds, 64, 256, 128, 1, 8, 5);
+	ds.mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgu");
+	const CgKernel *k = cg_module_find(m, "fgu0");
+	ck_assert_int_eq(k->tmap[0].rank, 3);	/* B only (A gathered): (k, half, row) */
+	ck_assert_int_eq(k->tmap[0].box[1], 2);
+	ck_assert_int_eq(k->tmap[0].box[2], 128);
+	ck_assert_int_ge(gh_count(gh_ptx(m), "bar.sync %r"), 3);	/* the amax barriers: the consumers' (named) */
+	gh_assemble(m, 1, "gemm_f8 ws gate|up", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	gh_check_program_debug(prog_moe_blocked, 45, "moe_k3", "cp.async-a", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "cp.async-a", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+	gh_check_program_debug(prog_dense, 70, "d_k0", "ws tma", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -804,6 +907,7 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_tuned_whole);
 	tcase_add_test(t, test_five_stages);
 	tcase_add_test(t, test_ws_cluster);
+	tcase_add_test(t, test_ws_gateup);
 	suite_add_tcase(s, t);
 	return s;
 }
