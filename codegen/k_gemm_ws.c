@@ -453,6 +453,22 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = cg_target_sms(t);
 }
 
+/* Gathered A on this mainloop: asked for (--debug=ws-gather; FP8's: --debug=f8-ws). */
+static int
+gather_asked(const CgModule *m, const GemmSpec *s)
+{
+	return (cg_module_debug(m) & DBG_WS_GATHER) || (s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_WS));
+}
+
+/* FP8's gate|up (lower-moe's interleaved B, the output quantised per group)
+ * on this mainloop: only when asked (--debug=f8-ws) until the GPU's A/B
+ * says it wins; every other GEMM: yes. */
+static int
+gateup_asked(const CgModule *m, const GemmSpec *s)
+{
+	return !(s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) || (cg_module_debug(m) & DBG_F8_WS);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -466,12 +482,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	 * but 7% slower than the cp.async wgmma mainloop there (Mixtral's
 	 * up-projection at T=4096: 3431 against 3208 us, 2026-12-02; FP8
 	 * 6081 against 4919 us): taken only when asked for. */
-	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) &&
-	    !(s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_WS)))
-		return 0;
-	/* FP8's gate|up (an interleaved B, its output quantised per group) on
-	 * WS: opt-in (--debug=f8-ws) until the GPU's A/B says it wins */
-	if ((s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) && !(cg_module_debug(m) & DBG_F8_WS))
+	if ((s->gather && !gather_asked(m, s)) || !gateup_asked(m, s))
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
@@ -506,6 +517,22 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 
 /* ---- the tensor maps ---- */
 
+/*
+ * B's map through lower-moe's gate|up interleave (FP8, B [N,K]): tile row
+ * 2j + h is the expert's B row h N/2 + j, so a box (128 bytes, 2, bn/2)
+ * over (k, half, row), strides N/2 rows and one row, writes the tile's rows
+ * in order; the experts' rows are one run (dims[2] ends at the last
+ * expert's gate half; gemm_f8_check: N % bn == 0 keeps a box inside one).
+ */
+static void
+interleaved_bmap(const GemmSpec *s, int esz, CgTmap *b)
+{
+	int64_t rows = s->N / 2 + (s->groups > 0 ? (s->groups - 1) * (s->b_group_stride / s->ldb) : 0);
+
+	*b = (CgTmap){"B", s->b_dt, 3, {CG_EXPR_INT(s->K), CG_EXPR_INT(2), CG_EXPR_INT(rows)},
+		      {s->N / 2 * s->ldb * esz, s->ldb * esz}, {128 / esz, 2, s->bn / 2}, 128};
+}
+
 static void
 tmaps(const G *g, CgTmap *m)
 {
@@ -514,21 +541,14 @@ tmaps(const G *g, CgTmap *m)
 
 	m[0] = (CgTmap){"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
 			{row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
-	if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
-		/* lower-moe's gate|up interleave (FP8): tile row 2j + h is the
-		 * expert's B row h N/2 + j, so a box (128 bytes, 2, bn/2) over
-		 * (k, half, row) writes the tile's rows in order; the experts'
-		 * rows are one run (dims[2] ends at the last expert's gate
-		 * half; gemm_f8_check: N % bn == 0 keeps a box inside one) */
-		int64_t rows = s->N / 2 + (grouped ? (s->groups - 1) * (s->b_group_stride / s->ldb) : 0);
-		m[1] = (CgTmap){"B", s->b_dt, 3, {CG_EXPR_INT(s->K), CG_EXPR_INT(2), CG_EXPR_INT(rows)},
-				{s->N / 2 * s->ldb * esz, s->ldb * esz}, {row, 2, s->bn / 2}, 128};
-	} else if (s->b_layout == CG_B_NK)
+	if (s->b_layout == CG_B_NK)
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->K), CG_EXPR_INT(s->N), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {row, b_box_rows(s), 1}, 128};
 	else
 		m[1] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
 				{s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
+	if (s->f8.b_interleave)
+		interleaved_bmap(s, esz, &m[1]);
 }
 
 /* ---- per thread ---- */
@@ -700,6 +720,27 @@ stage_tx(W *w)
 	return cg_addi(f, cg_muli(f, live_boxes(&g->k), live_box(s) * s->bk * g->eb), b_bytes);
 }
 
+/* B's boxes of k-tile kt (i32) into the stage's B at sbase through the
+ * gate|up interleave (interleaved_bmap): (k, half 0, the expert's row n0/2). */
+static void
+load_b_interleaved(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int row = 128 / w->g.eb;
+	LLVMValueRef c[3];
+
+	c[1] = cg_i32(f, 0);
+	c[2] = cg_shr(f, k->n0, 1);
+	if (s->groups > 0)
+		c[2] = cg_add(f, c[2], cg_muli(f, k->e, s->b_group_stride / s->ldb));
+	for (int j = 0; j < s->bk / row; j++) {
+		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+		cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
+	}
+}
+
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
  * scales) the producer warpgroup with thread 0 issuing the TMA boxes. */
 static void
@@ -744,14 +785,7 @@ produce(W *w)
 					      full_bar(w, st), 2, c, 3);
 		}
 	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
-		for (int j = 0; j < kb; j++) {	/* (k, half 0, the expert's row n0/2): tmaps */
-			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-			c[1] = cg_i32(f, 0);
-			c[2] = cg_shr(f, k->n0, 1);
-			if (grouped)
-				c[2] = cg_add(f, c[2], cg_muli(f, k->e, s->b_group_stride / s->ldb));
-			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
-		}
+		load_b_interleaved(w, sbase, kt, st);
 	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
 			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
