@@ -453,20 +453,29 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = cg_target_sms(t);
 }
 
-/* Gathered A on this mainloop: asked for (--debug=ws-gather; FP8's: --debug=f8-ws). */
+/* FP8's gate|up on this mainloop by default (1) or with --debug=f8-ws (0:
+ * until the GPU's A/B says it wins; the flip is this line) */
+enum { F8_WS_DEFAULT = 0 };
+
+static int
+f8_ws(const CgModule *m)
+{
+	return F8_WS_DEFAULT || (cg_module_debug(m) & DBG_F8_WS);
+}
+
+/* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
 static int
 gather_asked(const CgModule *m, const GemmSpec *s)
 {
-	return (cg_module_debug(m) & DBG_WS_GATHER) || (s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_WS));
+	return (cg_module_debug(m) & DBG_WS_GATHER) || (s->f8.group > 0 && f8_ws(m));
 }
 
-/* FP8's gate|up (lower-moe's interleaved B, the output quantised per group)
- * on this mainloop: only when asked (--debug=f8-ws) until the GPU's A/B
- * says it wins; every other GEMM: yes. */
+/* FP8's gate|up (lower-moe's interleaved B, the output quantised per
+ * group) on this mainloop: f8_ws; every other GEMM: yes. */
 static int
 gateup_asked(const CgModule *m, const GemmSpec *s)
 {
-	return !(s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) || (cg_module_debug(m) & DBG_F8_WS);
+	return !(s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) || f8_ws(m);
 }
 
 int
