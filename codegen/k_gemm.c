@@ -922,13 +922,27 @@ qslot(G *g, const GQ *q, LLVMValueRef row, LLVMValueRef seg)
 	return cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, row, q->nst), seg), 4), g->q_off));
 }
 
+/* A barrier of the threads that run the epilogue: the CTA, or on the
+ * warp-specialised mainloop its consumer warpgroups (named barrier EPI_BAR;
+ * the producer never comes, and its stages are not the amax slots there). */
+enum { EPI_BAR = 3 };	/* k_gemm_ws.c's ping-pong takes 1 and 2 */
+
+static void
+epi_barrier(G *g)
+{
+	if (g->k.s.mainloop == CG_MAINLOOP_WS)
+		cg_bar_sync(g->k.f, cg_i32(g->k.f, EPI_BAR), g->k.nthr - 128);
+	else
+		cg_barrier(g->k.f);
+}
+
 static void
 group_amax(G *g, GQ *q)
 {
 	CgFn *f = g->k.f;
 	CgIf c;
 
-	cg_barrier(f);		/* every warp is past the mainloop's reads of the stages */
+	epi_barrier(g);		/* every warp is past the mainloop's reads of the stages (and the last tile's slots) */
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			for (int k = 0; k < q->nsw; k++) {
@@ -941,7 +955,7 @@ group_amax(G *g, GQ *q)
 				cg_sstore(f, a, qslot(g, q, q->rl[mi][h], cg_addi(f, q->seg0, k)), 4);
 				cg_endif(f, &c);
 			}
-	cg_barrier(f);
+	epi_barrier(g);
 	for (int mi = 0; mi < g->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			for (int k = 0; k < q->nsw; k++) {
@@ -951,7 +965,7 @@ group_amax(G *g, GQ *q)
 					a = cg_fmax(f, a, cg_sload(f, f->tf32, qslot(g, q, q->rl[mi][h], cg_addi(f, first, i)), 4));
 				q->scale[mi][h][k] = cg_quant_emit_scale(f, g->k.s.c_dt, a);
 			}
-	cg_barrier(f);		/* the slots are stage memory again */
+	epi_barrier(g);		/* the slots are stage memory again */
 }
 
 /* Row slot (mi, h), stored at row drow: its q, and the scales its warp writes. */

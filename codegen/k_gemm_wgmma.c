@@ -506,8 +506,12 @@ gemm_f8_check(const G *g, Diag *d)
 	if (s->f8.b_interleave && s->N % 2)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: an interleaved B of %lld rows",
 				  (long long)s->N);
-	if (s->f8.b_interleave && s->mainloop == CG_MAINLOOP_WS)	/* a TMA box reads consecutive rows */
-		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: ws: an interleaved B (TMA reads B's rows in order)");
+	/* WS: a rank-3 box over (k, gate|up half, row) with the experts' rows as one run (k_gemm_ws.c's tmaps) */
+	if (s->f8.b_interleave && s->mainloop == CG_MAINLOOP_WS &&
+	    (s->cluster_b || (s->groups > 0 && (s->N % s->bn || s->b_group_stride % s->ldb))))
+		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: ws: an interleaved B needs N a multiple of bn "
+				  "(N = %lld, bn = %d) and experts whole rows apart when grouped, and no clusters sharing B",
+				  (long long)s->N, s->bn);
 	if (f8_blocked(g) && s->f8.b_block % g->wtn)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: B scales in blocks of %d columns: a warpgroup's "
 				  "%d columns would span two (one scale pair a column block needs them inside one)",

@@ -112,10 +112,18 @@
  *	                    stage); TMA A rows r bm/2.. multicast to 0b11; TMA B
  *	consumer warps:     ... release: arrive empty[s] here and in the peer
  *
+ * FP8's gate|up (--debug=f8-ws; cg_gemm_ws_for takes an interleaved B or
+ * a group-quantised output only then): lower-moe's interleave (tile row
+ * 2j + h is the expert's B row h N/2 + j) is a rank-3 box (128 bytes, 2,
+ * bn/2) over (k, half, row) with the experts' rows as one run, which TMA
+ * writes as the tile's rows in order (interleaved_bmap); the output quantisation's
+ * amax exchange (k_gemm.c's group_amax) meets at a named barrier of the
+ * consumer warpgroups (EPI_BAR) over slots of its own after the stages.
+ *
  * Not here (cg_gemm_check refuses, and cg_gemm_mainloop_for picks the
  * cp.async wgmma mainloop instead): f32 operands (TMA copies, it does not
- * convert), group quantisation (its block barriers would include the
- * producer).
+ * convert), group quantisation with ping-pong consumers (the amax barriers
+ * would span two tiles).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +188,10 @@ gemm_ws_layout(G *g)
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
 	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
 	g->b_n = 0;
+	if (s->quant.kind == CG_QUANT_GROUP && g->q_sg > 0) {	/* the amax slots: the stages are the producer's */
+		g->q_off = (k->smem + 15) & ~15;
+		k->smem = g->q_off + g->q_bytes;
+	}
 }
 
 /* CTAs per cluster (1: none). */
@@ -257,8 +269,6 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 need the persistent schedule over an even "
 				  "number of CTAs (%d)", s->ctas);
-	if (s->f8.group > 0)
-		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 with FP8 x FP8 (not yet)");
 	if (s->cluster_b)	/* row tiles in pairs (grouped: gemm_check_common's even column tiles) */
 		return 0;
 	if (s->gather)
@@ -327,8 +337,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	    s->b_dt != s->a_dt)
 		return diag_error(d, LOC_NONE, "gemm: ws: %s x %s (TMA copies: both operands bf16, f16, or "
 				  "f8e4m3 with block scales)", dtype_name(s->a_dt), dtype_name(s->b_dt));
-	if (s->quant.kind == CG_QUANT_GROUP)
-		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation (its barriers would hold the producer)");
+	/* group quantisation: its barriers are the consumers' (k_gemm.c's epi_barrier), its slots their own */
+	if (s->quant.kind == CG_QUANT_GROUP && s->ws_mode == CG_WS_PINGPONG)
+		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation with ping-pong consumers (each "
+				  "warpgroup's tile its own; the amax barriers span both)");
 	return 0;
 }
 
@@ -511,6 +523,31 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
+/* FP8's gate|up on this mainloop by default (1) or with --debug=f8-ws (0:
+ * until the GPU's A/B says it wins; the flip is this line) */
+enum { F8_WS_DEFAULT = 0 };
+
+static int
+f8_ws(const CgModule *m)
+{
+	return F8_WS_DEFAULT || (cg_module_debug(m) & DBG_F8_WS);
+}
+
+/* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
+static int
+gather_asked(const CgModule *m, const GemmSpec *s)
+{
+	return (cg_module_debug(m) & DBG_WS_GATHER) || (s->f8.group > 0 && f8_ws(m));
+}
+
+/* FP8's gate|up (lower-moe's interleaved B, the output quantised per
+ * group) on this mainloop: f8_ws; every other GEMM: yes. */
+static int
+gateup_asked(const CgModule *m, const GemmSpec *s)
+{
+	return !(s->f8.b_interleave || s->quant.kind == CG_QUANT_GROUP) || f8_ws(m);
+}
+
 int
 cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 {
@@ -526,7 +563,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	 * up-projection at T=4096: 3431 against 3208 us, 2026-12-02; FP8
 	 * 6081 against 4919 us): taken only when asked for (or for clusters,
 	 * which need B's TMA boxes). */
-	if (s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) && !c2 && s->cluster != 2)
+	if ((s->gather && !gather_asked(m, s) && !c2 && s->cluster != 2) || !gateup_asked(m, s))
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
@@ -556,11 +593,31 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
+	/* FP8 gathered (--debug=f8-ws: the gate|up, tiled): each of DeepSeek-V3's
+	 * 12224 CTAs would rank the 256 experts (O(E^2)) for its one tile */
+	if (w.f8.group > 0 && w.gather && w.sched == CG_SCHED_TILES)
+		w.no_rank = 1;
 	*s = w;
 	return 1;
 }
 
 /* ---- the tensor maps ---- */
+
+/*
+ * B's map through lower-moe's gate|up interleave (FP8, B [N,K]): tile row
+ * 2j + h is the expert's B row h N/2 + j, so a box (128 bytes, 2, bn/2)
+ * over (k, half, row), strides N/2 rows and one row, writes the tile's rows
+ * in order; the experts' rows are one run (dims[2] ends at the last
+ * expert's gate half; gemm_f8_check: N % bn == 0 keeps a box inside one).
+ */
+static void
+interleaved_bmap(const GemmSpec *s, int esz, CgTmap *b)
+{
+	int64_t rows = s->N / 2 + (s->groups > 0 ? (s->groups - 1) * (s->b_group_stride / s->ldb) : 0);
+
+	*b = (CgTmap){"B", s->b_dt, 3, {CG_EXPR_INT(s->K), CG_EXPR_INT(2), CG_EXPR_INT(rows)},
+		      {s->N / 2 * s->ldb * esz, s->ldb * esz}, {128 / esz, 2, s->bn / 2}, 128};
+}
 
 /* The kernel's maps in parameter order (A_map unless gathered, A_rows_map, B_map); returns their count. */
 static int
@@ -583,6 +640,8 @@ tmaps(const G *g, CgTmap *m)
 	else
 		m[n++] = (CgTmap){"B", s->b_dt, 2 + grouped, {CG_EXPR_INT(s->N), CG_EXPR_INT(s->K), CG_EXPR_INT(s->groups)},
 				  {s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
+	if (s->f8.b_interleave)
+		interleaved_bmap(s, esz, &m[n - 1]);
 	return n;
 }
 
@@ -901,6 +960,27 @@ load_b_halves(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 		cg_endif(f, &c);
 }
 
+/* B's boxes of k-tile kt (i32) into the stage's B at sbase through the
+ * gate|up interleave (interleaved_bmap): (k, half 0, the expert's row n0/2). */
+static void
+load_b_interleaved(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int row = 128 / w->g.eb;
+	LLVMValueRef c[3];
+
+	c[1] = cg_i32(f, 0);
+	c[2] = cg_shr(f, k->n0, 1);
+	if (s->groups > 0)
+		c[2] = cg_add(f, c[2], cg_muli(f, k->e, s->b_group_stride / s->ldb));
+	for (int j = 0; j < s->bk / row; j++) {
+		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+		cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
+	}
+}
+
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
  * scales) the producer warpgroup with thread 0 issuing the TMA boxes. */
 static void
@@ -938,6 +1018,8 @@ produce(W *w)
 	sbase = cg_addi(f, sbase, g->wg.a_bytes);
 	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
 		load_b_halves(w, sbase, kt, st);
+	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
+		load_b_interleaved(w, sbase, kt, st);
 	} else if (s->b_layout == CG_B_NK) {
 		for (int j = 0; j < kb; j++) {
 			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);

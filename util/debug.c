@@ -67,6 +67,10 @@ const DebugFlag debug_flags[] = {
 	{"f8-halves", DBG_F8_HALVES, NULL,
 	 "compile: FP8 x FP8 wgmma GEMMs run a k-tile as two column halves, the promotion of one overlapping the "
 	 "other's wgmmas (session 26's order), instead of one wgmma group a warpgroup promoted after its wait (for A/B)"},
+	{"f8-ws", DBG_F8_WS, NULL,
+	 "compile: FP8 x FP8 GEMMs with gathered A or a gate|up interleaved B (the routed and the shared expert's "
+	 "gate|up, SwiGLU + quantisation per 128) on the warp-specialised mainloop: B by TMA, consumers that meet "
+	 "only at the ring (default: the cp.async wgmma mainloop; for A/B on the GPU)"},
 	{"wg-wide", DBG_WG_WIDE, NULL,
 	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
 	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},

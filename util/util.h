@@ -151,6 +151,7 @@ enum {
 				 * barriers a round or counters (session 28, A/B) */
 	DBG_BQ_WARPS = 1 << 29,	/* codegen: wide quantised stream-K runs at 5 CTAs an SM under a launch bound (A/B) */
 	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
+	DBG_F8_WS = 1 << 28,	/* codegen: FP8 GEMMs with gathered A or an interleaved B (gate|up) on the warp-specialised mainloop */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
 };

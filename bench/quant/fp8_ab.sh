@@ -6,43 +6,56 @@
 #   bench/quant/fp8_ab.sh gpu OUT                        on the GPU machine (carry OUT)
 #
 # Arms (each a bundle of the same synthetic weights, seed 1; the variants are
-# tuning-table spellings for the T = 1025..4096 bucket of the two expert GEMMs,
-# k3 = gate|up (cp.async wgmma, gathered A), k4 = down (warp-specialised)):
+# tuning-table spellings for the T = 1025..4096 bucket of the expert GEMMs,
+# k3 = gate|up (cp.async wgmma, gathered A), k4 = down (warp-specialised,
+# persistent), k6 = the shared expert's down (dense, warp-specialised)):
 #   bf16    the layer without quantization_config (the ratio's reference)
-#   main    MAIN_BUILD's moec, its default plan (before session 27)
-#   new     this branch's default: the norm + quantisation as one warp-a-row
-#           kernel (k7_norm; was a CTA-a-row body kernel of 430 us)
-#   s5      k3 with 5 stages (64x256x128.w2x4.s5.k1: 4 k-tiles of 40 KB in
-#           flight instead of 3; it fits since the FP8 cp.async stages are
-#           counted unpadded)
-#   fwdn    the warp-specialised FP8 GEMMs, k4 and the shared expert's down
-#           k6, with whole k-tiles (.fw: one m64n128k32 group a warpgroup a
-#           k-tile, promoted after its wait while the other consumer's run:
-#           DeepGEMM's order) instead of the two column halves
-#   fw      k3, k4 and k6 .fw
-#   s5fwdn  s5 and fwdn together
+#   main    MAIN_BUILD's moec, its default plan
+#   new     this branch's default plan
+#   (session 28: ncu of main has k3 at L2 86% and k4 at L2 83% / DRAM 72%:
+#   both move 40 KB from L2 a 64x256 k-tile; clusters of 2 share a box)
+#   c2a     k4 64x256 in clusters of 2 (`.c2a`: column-tile pairs, A's box
+#           halved and multicast: 36 KB a CTA and k-tile instead of 40)
+#   d128    k4 128x128 (two warpgroups stacked; B's tile read by 1.5 row
+#           tiles an expert instead of 2.5), no cluster
+#   c2a128  k4 128x128 in clusters of 2 sharing A: 24 KB a CTA and k-tile
+#   c2all   c2a128, and k6 64x256 in clusters of 2 sharing B (`.c2b`)
+#   ws      --debug=f8-ws: k3 (and the shared expert's gate|up k5, bf16
+#           with its output quantised) on the warp-specialised mainloop:
+#           B by TMA (a rank-3 box through the gate|up interleave), A's
+#           gathered rows by the producers' cp.async, consumers that meet
+#           only at the ring (one's promotion under the other's wgmmas);
+#           the cp.async loop spent ~40% of its stall samples issuing
+#           its 10 cp.async a thread and k-tile (ncu s28 r1 fp8_k3_sass)
+#   wsall   ws and c2a128
 # GPU: each arm's correctness at T = 4096 against the interpreter's full-size
 # rows (uniform and skewed, plain; FULL=0 at prepare leaves them out), then
 # `moert bench --tokens=4096 --graph --profile` and a table: the layer (CUDA
 # graph median), its ratio to bf16 (target 1.6x), the steps k3, k4 (with
-# TFLOP/s; target 1100), the shared expert's down k6 and the norm.  Exit: 0 all passed, 1 a check failed,
+# TFLOP/s; target 1100), the shared expert's gate|up k5 and down k6, and the norm.  Exit: 0 all passed, 1 a check failed,
 # 2 a preparation step failed, 77 no GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 cmd=${1:-}
-ARMS='main new s5 fwdn fw s5fwdn'
+ARMS=${ARMS:-'main new c2a d128 c2a128 c2all ws wsall'}
 K3=g256.m8.n4096.k7168.f8e4m3.f8e4m3.nk.t1025-4096
 K4=g256.m8.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
 K6=dense.m1.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
 
 table() {	# ARM: its tuning table's lines (none: the heuristic)
 	case $1 in
-	s5) echo "sm_90a $K3 64x256x128.w2x4.s5.k1" ;;
-	fwdn) table fwws ;;
-	fw) echo "sm_90a $K3 64x256x128.w2x4.s4.k1.fw"; table fwws ;;
-	s5fwdn) echo "sm_90a $K3 64x256x128.w2x4.s5.k1"; table fwws ;;
-	fwws) echo "sm_90a $K4 64x256x128.w2x4.s4.k1.fw"; echo "sm_90a $K6 64x256x128.w2x4.s4.k1.fw" ;;
+	c2a) echo "sm_90a $K4 64x256x128.w2x4.s4.k1.c2a.fw" ;;
+	d128) echo "sm_90a $K4 128x128x128.w2x4.s5.k1.fw" ;;
+	c2a128) echo "sm_90a $K4 128x128x128.w2x4.s5.k1.c2a.fw" ;;
+	c2all) table c2a128; echo "sm_90a $K6 64x256x128.w2x4.s4.k1.c2b.fw" ;;
+	wsall) table c2a128 ;;
+	esac
+}
+
+debug() {	# ARM: its --debug flags (none: the default)
+	case $1 in
+	ws | wsall) echo --debug=f8-ws ;;
 	esac
 }
 
@@ -59,11 +72,11 @@ PY
 	"$moec" compile "$out/bf16/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a --max-tokens=4096 \
 		-o "$out/bf16.moeb" >"$out/bf16.log" 2>&1 || { cat "$out/bf16.log"; exit 2; }
 	for arm in $ARMS; do
-		m=$moec flags=
+		m=$moec flags=$(debug "$arm")
 		[ "$arm" = main ] && m=$main
 		if [ -n "$(table "$arm")" ]; then
 			{ echo "moec-tuning 2"; table "$arm"; } >"$out/$arm.tuning"
-			flags=--tuning=$out/$arm.tuning
+			flags="$flags --tuning=$out/$arm.tuning"
 		fi
 		# shellcheck disable=SC2086
 		"$m" compile "$cfg" --layer 3 --synthetic-weights=1 --arch=sm_90a --max-tokens=4096 $flags \
@@ -98,19 +111,20 @@ gpu() {	# OUT
 		"$B/moert" bench "$out/$arm.moeb" --tokens=4096 --iters=30 --graph --profile >"$B/$arm.txt" || rc=1
 	done
 	echo "== DeepSeek-V3 layer 3, T=4096 (us; CUDA graph median; steps alone)"
-	printf '%-8s %9s %6s %9s %6s %9s %6s %8s %8s\n' arm layer xbf16 k3 TF/s k4 TF/s k6 norm
+	printf '%-8s %9s %6s %9s %6s %9s %6s %8s %8s %8s\n' arm layer xbf16 k3 TF/s k4 TF/s k5 k6 norm
 	for arm in $ARMS; do
 		awk -v arm="$arm" '
 			FNR == 1 { f++ }
 			/^bench / { for (i = 1; i <= NF; i++) if ($i ~ /^median_us=/) { split($i, v, "="); m[f] = v[2] } }
 			f == 2 && $1 ~ /_k3$/ { k3 = $2 }
 			f == 2 && $1 ~ /_k4$/ { k4 = $2 }
+			f == 2 && $1 ~ /_k5$/ { k5 = $2 }
 			f == 2 && $1 ~ /_k6$/ { k6 = $2 }
 			f == 2 && $1 ~ /_k7(_norm)?$/ { k7 = $2 }
 			END {
 				R = 8 * 4096
-				printf "%-8s %9.1f %5.2fx %9.1f %6.0f %9.1f %6.0f %8.1f %8.1f\n", arm, m[2], m[1] / m[2],
-				       k3, 2 * R * 4096 * 7168 / k3 / 1e6, k4, 2 * R * 7168 * 2048 / k4 / 1e6, k6, k7
+				printf "%-8s %9.1f %5.2fx %9.1f %6.0f %9.1f %6.0f %8.1f %8.1f %8.1f\n", arm, m[2], m[1] / m[2],
+				       k3, 2 * R * 4096 * 7168 / k3 / 1e6, k4, 2 * R * 7168 * 2048 / k4 / 1e6, k5, k6, k7
 			}' "$B/bf16.txt" "$B/$arm.txt"
 	done
 	exit $rc

@@ -80,13 +80,14 @@ START_TEST(test_checks)
 	gh_tiles(&s, 128, 128, 128, 1, 4, 4);	/* one warpgroup of 128x128: 128 accumulators, twice */
 	s.mainloop = CG_MAINLOOP_WGMMA;
 	refused(&s, "held twice");
-	/* the warp-specialised mainloop: sm_90a (TMA), B's rows in order, 64 accumulators */
+	/* the warp-specialised mainloop: sm_90a (TMA), 64 accumulators; an
+	 * interleaved B through a rank-3 box (test_ws_gateup) */
 	spec_f8(&s, 256, 512);
 	s.mainloop = CG_MAINLOOP_WS;
 	ck_assert_msg(cg_gemm_check(&t90a, &s, &d) == 0, "%s", d.last);
 	ck_assert_int_ne(cg_gemm_check(&t80, &s, &d), 0);
 	s.f8.b_interleave = 1;
-	refused(&s, "an interleaved B");
+	ck_assert_msg(cg_gemm_check(&t90a, &s, &d) == 0, "%s", d.last);
 	spec_f8(&s, 256, 512);
 	gh_tiles(&s, 128, 128, 128, 1, 4, 4);
 	s.mainloop = CG_MAINLOOP_WS;
@@ -718,6 +719,169 @@ START_TEST(test_tuned_whole)
 }
 END_TEST
 
+/*
+ * Clusters of 2 sharing A (`.c2a`, GemmSpec.cluster = 2) on the FP8 x FP8
+ * warp-specialised mainloop: DeepSeek-V3's down GEMM (grouped, A in sorted
+ * order, persistent over 132 CTAs) at 64x256 and 128x128, whole k-tiles:
+ * A's box halved and multicast, each CTA's producers staging its own scales,
+ * the consumers releasing both CTAs' stages; ptxas with no spills and no
+ * serialisation.  Not emulated (the emulator runs one CTA at a time): the
+ * GPU checks the outputs (bench/quant/fp8_ab.sh).  Gathered A stays refused.
+ */
+START_TEST(test_ws_cluster)
+{
+	CgTarget e = {"emu", NULL, 3};
+	GemmSpec s[2];
+	const CgKernel *k;
+	Diag d;
+
+	for (int i = 0; i < 2; i++) {
+		gh_spec_grouped_scale_scatter(&s[i], 256, 7168, 2048);
+		s[i].m_per_t = 8;
+		s[i].a_dt = s[i].b_dt = DT_F8E4M3;
+		s[i].f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+		s[i].c_dt = DT_F32;
+		s[i].mainloop = CG_MAINLOOP_WS;
+	}
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 5);
+	gh_tiles(&s[1], 128, 128, 128, 2, 4, 5);
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 2;
+		accepted(&s[i]);
+	}
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "fc");
+	k = cg_module_find(m, "fc0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].box[1], 32);	/* half of A's 64 rows */
+	ck_assert_ptr_nonnull(strstr(k->note, "cluster2 multicast-a"));
+	ck_assert_int_eq(cg_module_find(m, "fc1")->tmap[0].box[1], 64);
+	const char *ptx = gh_ptx(m);
+	ck_assert_int_gt(gh_count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert(gh_count(ptx, ".multicast::cluster [") >= 2);
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 2);
+	ck_assert_int_gt(gh_count(ptx, "cp.async.mbarrier.arrive.noinc"), 0);
+	gh_assemble(m, 2, "gemm_f8 ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);	/* gathered A: no TMA box of A to share */
+	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
+	s[0].f8 = (CgF8){.group = 128, .whole = 1};
+	gh_tiles(&s[0], 64, 256, 128, 1, 8, 4);
+	s[0].mainloop = CG_MAINLOOP_WS;
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	refused(&s[0], "not with gathered");
+}
+END_TEST
+
+/*
+ * FP8's gate|up on the warp-specialised mainloop (--debug=f8-ws): gathered
+ * A (the producers' cp.async), lower-moe's interleaved B by a rank-3 TMA
+ * box (k, gate|up half, row), SwiGLU, the output quantised to e4m3 per 128
+ * with its scales (the amax barriers the consumers' named one, the slots
+ * their own), whole k-tiles and blocked scales: against the reference (bf16
+ * out), and bit for bit the cp.async mainloop's output and scales (e4m3
+ * out), tiled and persistent (the slots reused across tiles).  Then whole
+ * programs against the interpreter: the MoE block's routed gate|up and the
+ * dense FFN's gate|up (A by TMA) on WS.
+ */
+static void
+ws_same(const GemmCase *c)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	size_t ns;
+
+	w.s.mainloop = CG_MAINLOOP_WS;
+	ck_assert_msg(gh_run(&r, &w) == 0, "%s: ws: %s", c->what, r.msg);
+	w.s.mainloop = CG_MAINLOOP_WGMMA;
+	w.s.stages = w.s.stages > 5 ? 5 : w.s.stages;
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: wgmma: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: ws and wgmma outputs differ",
+		      c->what);
+	ns = (size_t)r.M * (size_t)(r.width / c->s.quant.group);
+	ck_assert_msg(memcmp(q.C_scale, r.C_scale, ns * sizeof(float)) == 0, "%s: ws and wgmma scales differ",
+		      c->what);
+	for (size_t i = 0; i < ns; i++)	/* every row's scales written (not the NaN fill) */
+		ck_assert_msg(!isnan(r.C_scale[i]) && r.C_scale[i] > 0, "%s: scale %zu is %g", c->what, i,
+			      r.C_scale[i]);
+	gh_free(&q);
+	gh_free(&r);
+}
+
+START_TEST(test_ws_gateup)
+{
+	GemmCase up = {.what = "f8 ws gate|up 64x256: gather, interleaved B, swiglu, whole, blocked, K = 384", .T = 37,
+		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 5);
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws gate|up 64x256, scales a column, halves, 3 stages (the ring wraps)";
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1};
+	up.s.stages = 3;
+	ws_case(&up, 1e-2);
+	up.what = "f8 ws gate|up 64x256 quantised to e4m3 per 128";
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	up.s.stages = 5;
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	ws_same(&up);
+	up.what = "f8 ws gate|up 64x256 quantised, persistent with 2 CTAs";
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 2;
+	ws_same(&up);
+	up.what = "f8 ws gate|up 128x128 quantised per 64 (warpgroups stacked), persistent";
+	gh_tiles(&up.s, 128, 128, 128, 2, 4, 4);
+	up.s.quant.group = 64;
+	up.s.f8.b_block = 0;
+	ws_same(&up);
+	up.s.N = 384;	/* 1.5 tiles an expert: a box would take the next expert's rows */
+	up.s.sched = CG_SCHED_TILES;
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
+	up.s.mainloop = CG_MAINLOOP_WS;
+	refused(&up.s, "interleaved B needs N a multiple of bn");
+
+	up.what = "bf16 ws gate|up 64x256 quantised to e4m3 per 128 (the shared expert's, bf16 x bf16)";
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	gh_tiles(&up.s, 64, 256, 64, 1, 8, 4);
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	ws_same(&up);
+
+	/* DeepSeek-V3's routed gate|up as --debug=f8-ws plans it: ptxas, no spills or serialisation */
+	GemmSpec ds;
+	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
+	ds.a_dt = ds.b_dt = DT_F8E4M3;
+	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F8E4M3;
+	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&ds, 64, 256, 128, 1, 8, 5);
+	ds.mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgu");
+	const CgKernel *k = cg_module_find(m, "fgu0");
+	ck_assert_int_eq(k->tmap[0].rank, 3);	/* B only (A gathered): (k, half, row) */
+	ck_assert_int_eq(k->tmap[0].box[1], 2);
+	ck_assert_int_eq(k->tmap[0].box[2], 128);
+	ck_assert_int_ge(gh_count(gh_ptx(m), "bar.sync %r"), 3);	/* the amax barriers: the consumers' (named) */
+	gh_assemble(m, 1, "gemm_f8 ws gate|up", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	gh_check_program_debug(prog_moe_blocked, 45, "moe_k3", "cp.async-a", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "cp.async-a", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+	gh_check_program_debug(prog_dense, 70, "d_k0", "ws tma", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -743,6 +907,8 @@ gemm_f8_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_tuned_whole);
 	tcase_add_test(t, test_five_stages);
+	tcase_add_test(t, test_ws_cluster);
+	tcase_add_test(t, test_ws_gateup);
 	suite_add_tcase(s, t);
 	return s;
 }
