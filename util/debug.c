@@ -81,11 +81,6 @@ const DebugFlag debug_flags[] = {
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
-	{"fast-div", DBG_FAST_DIV, NULL,
-	 "compile: tanh, erf and sigmoid (so GELU, SiLU, SwiGLU) divide by div.rn's fast path alone (rcp.approx "
-	 "and four fma), the divisor clamped where that changes no result, sigmoid's subnormal quotients rounded "
-	 "once: the same bits, and no slow-path branch an element, so ptxas interleaves a GEMM epilogue's "
-	 "elements (docs/codegen.md, Division without a branch; A/B on the GPU)"},
 	{"vec-ahead", DBG_VEC_AHEAD, NULL,
 	 "compile: the warp-dot GEMMs of bundles for at most 4 tokens issue each group of weight loads one group "
 	 "ahead of its FMAs, also across work items, so a warp always has loads in flight; decode fronts take the "

@@ -146,7 +146,6 @@ enum {
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
 	DBG_GROUPED_C2 = 1 << 24,	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */
-	DBG_FAST_DIV = 1 << 25,	/* codegen: tanh/erf/sigmoid (GELU, SwiGLU) divide without div.rn's slow-path branch (same bits; A/B) */
 	DBG_VEC_AHEAD = 1 << 26,	/* codegen: warp-dot GEMMs load a group ahead, fronts' top-k and sort without
 				 * barriers a round or counters (session 28, A/B) */
 	DBG_BQ_WARPS = 1 << 29,	/* codegen: wide quantised stream-K runs at 5 CTAs an SM under a launch bound (A/B) */
