@@ -469,7 +469,7 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 }
 
 /*
- * --debug=grouped-c2 (DBG_GROUPED_C2; opt-in until the H200 measures it):
+ * Grouped clusters sharing B (the default on sm_90a, program.c GROUPED_C2_DEFAULT; --debug=grouped-c2):
  * bf16/f16 grouped GEMMs of 64+ rows a tile with B [N,K] (the MoE gate|up,
  * gathered A on this mainloop then, and the down projection) run in
  * clusters of 2 sharing B (GemmSpec.cluster_b, persistent over

@@ -1653,7 +1653,7 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
  * expert has one row tile and the pairs would only tie two CTAs together
  * (DeepSeek-V3 at T = 256: 8 rows an expert).
  */
-enum { GROUPED_C2_DEFAULT = 0 };	/* 1: without the flag too, on targets with clusters (the A/B's flip) */
+enum { GROUPED_C2_DEFAULT = 1 };	/* since the H200 A/B of session 28 (Qwen3 T=4096 916 -> 804 us); 0: with the flag only */
 
 static int
 cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
