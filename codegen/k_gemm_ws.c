@@ -481,7 +481,7 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 }
 
 /*
- * --debug=grouped-c2 (DBG_GROUPED_C2; opt-in until the H200 measures it):
+ * Grouped clusters sharing B (the default on sm_90a, program.c GROUPED_C2_DEFAULT; --debug=grouped-c2):
  * bf16/f16 grouped GEMMs of 64+ rows a tile with B [N,K] (the MoE gate|up,
  * gathered A on this mainloop then, and the down projection) run in
  * clusters of 2 sharing B (GemmSpec.cluster_b, persistent over
@@ -490,7 +490,7 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
  * GEMMs are L2-bound, ncu of session 27: gate|up L2 88%, down 84%, and half
  * the experts have a second row tile that read B's tile again).  Where the
  * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
- * per T bucket).  On the emulator (which cannot run clusters) the same
+ * per T bucket, with the flag).  On the emulator (which cannot run clusters) the same
  * pairs without a cluster.
  */
 static int
@@ -498,7 +498,7 @@ grouped_c2(const CgModule *m, const GemmSpec *s)
 {
 	const CgTarget *t = cg_module_target(m);
 
-	return (cg_module_debug(m) & DBG_GROUPED_C2) && s->cluster_b && s->cluster != 2 && s->groups > 0 &&
+	return s->cluster_b && s->cluster != 2 && s->groups > 0 &&
 	       s->bm >= 64 && s->f8.group == 0 &&
 	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt &&
 	       s->b_layout == CG_B_NK && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
@@ -555,6 +555,8 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	GemmSpec w = *s;
 	int c2 = grouped_c2(m, s);
 
+	if (w.cluster != 2)	/* a clusters' request: cluster_b_plan's to take (the plans below have none) */
+		w.cluster_b = 0;
 	if (!cg_target_has(t, CG_WGMMA | CG_TMA | CG_SETMAXNREG) &&
 	    !(cg_target_is_emu(t) && cg_module_debug(m) & DBG_EMU_WS))
 		return 0;

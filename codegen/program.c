@@ -1690,11 +1690,13 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
  * expert has one row tile and the pairs would only tie two CTAs together
  * (DeepSeek-V3 at T = 256: 8 rows an expert).
  */
+enum { GROUPED_C2_DEFAULT = 1 };	/* since the H200 A/B of session 28 (Qwen3 T=4096 916 -> 804 us); 0: with the flag only */
+
 static int
-cluster_pays(const CgProgram *p, const GemmSpec *s, int64_t thi)
+cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
 {
-	return (p->o.debug & DBG_GROUPED_C2) && s->groups > 0 && s->bm > 0 &&
-	       thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
+	return ((p->o.debug & DBG_GROUPED_C2) || (GROUPED_C2_DEFAULT && cg_target_has(t, CG_CLUSTER))) &&
+	       s->groups > 0 && s->bm > 0 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
 static void
@@ -1703,7 +1705,7 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec w = s[i];
 		if (s[i].cluster != 2)	/* the clusters' request (a tuning table's stay) */
-			s[i].cluster_b = w.cluster_b = cluster_pays(p, &w, thi);
+			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
 		if (w.mainloop == CG_MAINLOOP_VEC)
 			continue;

@@ -75,9 +75,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: dense bf16/f16 GEMMs on the warp-specialised mainloop take 64x256 warpgroup tiles (one wgmma "
 	 "m64n256k16 a k-step: 128x256 cooperative as two 64x256, ping-pong 64x256 a warpgroup; for A/B on the GPU)"},
 	{"grouped-c2", DBG_GROUPED_C2, NULL,
-	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more with B [N,K] on sm_90a run on the warp-specialised "
+	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more with B [N,K] run on the warp-specialised "
 	 "mainloop in clusters of 2 CTAs, an expert's row tiles in pairs reading each B tile once (TMA multicast; "
-	 "the emulator runs the pairs without the cluster; A/B on the GPU)"},
+	 "the default on sm_90a since the H200's A/B; the flag takes the pairs on the emulator, without the cluster)"},
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
