@@ -112,7 +112,7 @@
  *	                    stage); TMA A rows r bm/2.. multicast to 0b11; TMA B
  *	consumer warps:     ... release: arrive empty[s] here and in the peer
  *
- * FP8's gate|up (--debug=f8-ws; cg_gemm_ws_for takes an interleaved B or
+ * FP8's gate|up (the default since session 28, --debug=f8-cp not; cg_gemm_ws_for takes an interleaved B or
  * a group-quantised output only then): lower-moe's interleave (tile row
  * 2j + h is the expert's B row h N/2 + j) is a rank-3 box (128 bytes, 2,
  * bn/2) over (k, half, row) with the experts' rows as one run, which TMA
@@ -523,14 +523,14 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
-/* FP8's gate|up on this mainloop by default (1) or with --debug=f8-ws (0:
+/* FP8's gate|up on this mainloop by default (1; --debug=f8-cp keeps the cp.async mainloop) or never (0:
  * until the GPU's A/B says it wins; the flip is this line) */
-enum { F8_WS_DEFAULT = 0 };
+enum { F8_WS_DEFAULT = 1 };	/* session 28's A/B: the FP8 layer 7111 -> 6803 us */
 
 static int
 f8_ws(const CgModule *m)
 {
-	return F8_WS_DEFAULT || (cg_module_debug(m) & DBG_F8_WS);
+	return F8_WS_DEFAULT && !(cg_module_debug(m) & DBG_F8_CP);
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
@@ -595,7 +595,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
-	/* FP8 gathered (--debug=f8-ws: the gate|up, tiled): each of DeepSeek-V3's
+	/* FP8 gathered (the default: the gate|up, tiled): each of DeepSeek-V3's
 	 * 12224 CTAs would rank the 256 experts (O(E^2)) for its one tile */
 	if (w.f8.group > 0 && w.gather && w.sched == CG_SCHED_TILES)
 		w.no_rank = 1;

@@ -1425,7 +1425,7 @@ vec_plan(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tokens)
 	c.sched = CG_SCHED_PERSISTENT;
 	c.ctas = cg_target_sms(t) * VEC_CTAS;
 	c.min_ctas = VEC_CTAS;
-	c.vec_ahead = (p->o.debug & DBG_VEC_AHEAD) != 0;	/* the flip to a default: 1 */
+	c.vec_ahead = 1;	/* loads a group ahead (H200, session 28: Qwen3 T = 1 36.7 -> 33.3 us) */
 	diag_init(&quiet, NULL);
 	if (cg_gemm_check(t, &c, &quiet) == 0)
 		*s = c;
@@ -2387,8 +2387,11 @@ find_fronts(CgProgram *p)
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
 			fm.s.split = !(p->o.debug & DBG_NO_VEC_GEMM);
 			/* the last CTA's top-k without a barrier a round, its permute without
-			 * counters (the same results; the flip to a default: 1) */
-			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel = (p->o.debug & DBG_VEC_AHEAD) != 0;
+			 * counters (the same results): the default at T <= 4 (H200, session 28:
+			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
+			 * so larger T only with --debug=vec-ahead) */
+			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
+				(p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

@@ -20,14 +20,16 @@
 #           tiles an expert instead of 2.5), no cluster
 #   c2a128  k4 128x128 in clusters of 2 sharing A: 24 KB a CTA and k-tile
 #   c2all   c2a128, and k6 64x256 in clusters of 2 sharing B (`.c2b`)
-#   ws      --debug=f8-ws: k3 (and the shared expert's gate|up k5, bf16
+#   new     (since session 28: the default; `cp` is --debug=f8-cp, the old
+#           cp.async wgmma k3) k3 (and the shared expert's gate|up k5, bf16
 #           with its output quantised) on the warp-specialised mainloop:
 #           B by TMA (a rank-3 box through the gate|up interleave), A's
 #           gathered rows by the producers' cp.async, consumers that meet
 #           only at the ring (one's promotion under the other's wgmmas);
 #           the cp.async loop spent ~40% of its stall samples issuing
 #           its 10 cp.async a thread and k-tile (ncu s28 r1 fp8_k3_sass)
-#   wsall   ws and c2a128
+#   wsall   new and c2a128 (the H200, session 28: main 7098, cp 7111, new
+#           6803, wsall 6957 us)
 # GPU: each arm's correctness at T = 4096 against the interpreter's full-size
 # rows (uniform and skewed, plain; FULL=0 at prepare leaves them out), then
 # `moert bench --tokens=4096 --graph --profile` and a table: the layer (CUDA
@@ -38,7 +40,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 cmd=${1:-}
-ARMS=${ARMS:-'main new c2a d128 c2a128 c2all ws wsall'}
+ARMS=${ARMS:-'main new cp c2a d128 c2a128 c2all wsall'}
 K3=g256.m8.n4096.k7168.f8e4m3.f8e4m3.nk.t1025-4096
 K4=g256.m8.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
 K6=dense.m1.n7168.k2048.f8e4m3.f8e4m3.nk.t1025-4096
@@ -55,7 +57,7 @@ table() {	# ARM: its tuning table's lines (none: the heuristic)
 
 debug() {	# ARM: its --debug flags (none: the default)
 	case $1 in
-	ws | wsall) echo --debug=f8-ws ;;
+	cp) echo --debug=f8-cp ;;
 	esac
 }
 

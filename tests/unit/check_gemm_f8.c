@@ -780,7 +780,7 @@ START_TEST(test_ws_cluster)
 END_TEST
 
 /*
- * FP8's gate|up on the warp-specialised mainloop (--debug=f8-ws): gathered
+ * FP8's gate|up on the warp-specialised mainloop (the default since session 28): gathered
  * A (the producers' cp.async), lower-moe's interleaved B by a rank-3 TMA
  * box (k, gate|up half, row), SwiGLU, the output quantised to e4m3 per 128
  * with its scales (the amax barriers the consumers' named one, the slots
@@ -856,7 +856,7 @@ START_TEST(test_ws_gateup)
 	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
 	ws_same(&up);
 
-	/* DeepSeek-V3's routed gate|up as --debug=f8-ws plans it: ptxas, no spills or serialisation */
+	/* DeepSeek-V3's routed gate|up as the default plans it: ptxas, no spills or serialisation */
 	GemmSpec ds;
 	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
 	ds.a_dt = ds.b_dt = DT_F8E4M3;
@@ -875,10 +875,10 @@ START_TEST(test_ws_gateup)
 	cg_module_free(m);
 
 	gh_check_program_debug(prog_moe_blocked, 45, "moe_k3", "cp.async-a", 2e-2,
-			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+			       DBG_EMU_WGMMA | DBG_EMU_WS);
 	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "cp.async-a", 2e-2,
-			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
-	gh_check_program_debug(prog_dense, 70, "d_k0", "ws tma", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_WS);
+			       DBG_EMU_WGMMA | DBG_EMU_WS);
+	gh_check_program_debug(prog_dense, 70, "d_k0", "ws tma", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
 }
 END_TEST
 
