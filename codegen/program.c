@@ -1696,7 +1696,7 @@ static int
 cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
 {
 	return ((p->o.debug & DBG_GROUPED_C2) || (GROUPED_C2_DEFAULT && cg_target_has(t, CG_CLUSTER))) &&
-	       s->groups > 0 && s->bm > 0 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
+	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
 static void
