@@ -1108,6 +1108,8 @@ struct CgFn {
 	LLVMValueRef fn;
 	LLVMBasicBlockRef entry;
 	int emu;		/* building for the CPU emulator */
+	int div_rn;		/* tanh/erf divide by div.rn (its fast path costs registers
+				 * the tightest warp-specialised variants lack) */
 	int err;
 	int nthreads;
 	CgKernel *k;

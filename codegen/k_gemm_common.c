@@ -220,6 +220,11 @@ gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 	if (!f)
 		return NULL;
 	k->f = f;
+	/* the fast division's extra registers spill in the WS variants that
+	 * already hold the most: ping-pong, clusters, 64x256 warpgroup tiles
+	 * (ptxas, unit_ws: 16-44 bytes with the default epilogue of GELU) */
+	f->div_rn = k->s.mainloop == CG_MAINLOOP_WS &&
+		    (k->s.ws_mode == CG_WS_PINGPONG || k->s.cluster == 2 || k->s.wg_wide);
 	bind_params(k);
 	k->tid = cg_tid(f, 0);
 	k->lane = cg_and(f, k->tid, 31);

@@ -591,7 +591,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		*s = w;
 		return 1;
 	}
-	if ((s->gather && !(cg_module_debug(m) & DBG_WS_GATHER) && s->cluster != 2) || !most_stages(t, &w, s->stages))
+	if ((s->gather && !gather_asked(m, s) && s->cluster != 2) || !most_stages(t, &w, s->stages))
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);

@@ -1972,7 +1972,7 @@ fdiv_clamped(CgFn *f, LLVMValueRef n, LLVMValueRef d, double hi)
 {
 	LLVMValueRef h = cg_f32(f, hi);
 
-	if (cg_module_debug(f->m) & DBG_DIV_RN)
+	if ((cg_module_debug(f->m) & DBG_DIV_RN) || f->div_rn)
 		return LLVMBuildFDiv(f->B, n, d, "");
 	d = LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, d, h, ""), h, d, "");	/* NaN stays */
 	return cg_fdiv_fast(f, n, d);
