@@ -331,11 +331,11 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, cons
 	}
 	for (int64_t s = 0; s < ns; s++)
 		for (int64_t j = 0; j < ni; j++) {
-			const double *h = &hb[s * ngu];
-			double g = h[m->glu.interleave ? 2 * j : j];
-			double u = h[m->glu.interleave ? 2 * j + 1 : ni + j];
-			a[s * ni + j] = ev_round(m->dt, m->glu.gated ? ir_glu_scalar(&m->glu, g, u)
-							  : ir_act_scalar(&m->glu, h[j]));
+			const double *h = &hb[s * ngu];	/* ungated: ngu == ni, no up half to read */
+			double v = m->glu.gated ? ir_glu_scalar(&m->glu, h[m->glu.interleave ? 2 * j : j],
+								h[m->glu.interleave ? 2 * j + 1 : ni + j])
+						: ir_act_scalar(&m->glu, h[j]);
+			a[s * ni + j] = ev_round(m->dt, v);
 		}
 	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
 		for (int64_t j = 0; j < ni; j += m->aq)
