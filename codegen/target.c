@@ -1207,39 +1207,33 @@ cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads)
 	bar_named(f, id, nthreads, 0);
 }
 
+/* shfl.sync.MODE.b32 over the full warp (i32; c: the PTX clamp operand);
+ * the emulator's moec_emu_shfl_MODE stands for it */
+static LLVMValueRef
+shfl(CgFn *f, const char *mode, const char *emu, LLVMValueRef v, int k, int c)
+{
+	char name[40];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, k)};
+		cg_call_emu(f, emu, NULL, e, 2);
+		return cg_get(f, io);
+	}
+	snprintf(name, sizeof name, "llvm.nvvm.shfl.sync.%s.i32", mode);
+	return cg_intrinsic(f, name, f->ti32, NULL, 0, (LLVMValueRef[]){cg_i32(f, -1), v, cg_i32(f, k), cg_i32(f, c)}, 4);
+}
+
 LLVMValueRef
 cg_shfl_up(CgFn *f, LLVMValueRef v, int delta)
 {
-	LLVMValueRef a[4];
-
-	if (f->emu) {
-		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, delta)};
-		cg_call_emu(f, "moec_emu_shfl_up", NULL, e, 2);
-		return cg_get(f, io);
-	}
-	a[0] = cg_i32(f, -1);
-	a[1] = v;
-	a[2] = cg_i32(f, delta);
-	a[3] = cg_i32(f, 0);
-	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.up.i32", f->ti32, NULL, 0, a, 4);
+	return shfl(f, "up", "moec_emu_shfl_up", v, delta, 0);
 }
 
 /* shfl.sync.bfly.b32 over the full warp: lane l gets lane (l ^ mask)'s v (i32) */
 LLVMValueRef
 cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask)
 {
-	LLVMValueRef a[4];
-
-	if (f->emu) {
-		LLVMValueRef io = cg_var(f, f->ti32, v), e[2] = {io, cg_i32(f, mask)};
-		cg_call_emu(f, "moec_emu_shfl_xor", NULL, e, 2);
-		return cg_get(f, io);
-	}
-	a[0] = cg_i32(f, -1);
-	a[1] = v;
-	a[2] = cg_i32(f, mask);
-	a[3] = cg_i32(f, 31);
-	return cg_intrinsic(f, "llvm.nvvm.shfl.sync.bfly.i32", f->ti32, NULL, 0, a, 4);
+	return shfl(f, "bfly", "moec_emu_shfl_xor", v, mask, 31);
 }
 
 /* ---- tensor-core building blocks ---- */
