@@ -118,6 +118,8 @@ rewrite(Canon *k, Node *n)
 		return canon_noop(k, n) || canon_transpose2(k, n);
 	case OP_CAST:
 		return canon_noop(k, n) || canon_cast2(k, n) || canon_norm_cast(k, n);
+	case OP_SPLIT:
+		return canon_split_transpose(k, n);
 	case OP_IDENTITY:
 	case OP_EXPAND:
 		return canon_noop(k, n);

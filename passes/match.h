@@ -375,5 +375,6 @@ int canon_noop(Canon *k, Node *n);
 int canon_reshape2(Canon *k, Node *n);
 int canon_transpose2(Canon *k, Node *n);
 int canon_cast2(Canon *k, Node *n);
+int canon_split_transpose(Canon *k, Node *n);
 
 #endif
