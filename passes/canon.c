@@ -111,7 +111,7 @@ rewrite(Canon *k, Node *n)
 	case OP_LAYER_NORM:
 		return canon_norm_input(k, n);
 	case OP_MATMUL:
-		return canon_matmul_trans(k, n);
+		return canon_matmul_trans(k, n) || canon_dequant_kn(k, n);
 	case OP_RESHAPE:
 		return canon_noop(k, n) || canon_matmul_flatten(k, n) || canon_reshape2(k, n);
 	case OP_TRANSPOSE:

@@ -370,6 +370,7 @@ int canon_norm_bias(Canon *k, Node *n);
 int canon_norm_cast(Canon *k, Node *n);
 int canon_bias(Canon *k, Node *n);
 int canon_matmul_trans(Canon *k, Node *n);
+int canon_dequant_kn(Canon *k, Node *n);
 int canon_matmul_flatten(Canon *k, Node *n);
 int canon_noop(Canon *k, Node *n);
 int canon_reshape2(Canon *k, Node *n);
