@@ -3106,6 +3106,24 @@ fill_plan(CgProgram *p)
 	m->bytes = (MExpr){ab, wb + ast, 0};
 }
 
+/* The manifest's `model NAME`: one word, whatever the path was ("dir/",
+ * "My Models/m 1"): the last component, trailing slashes dropped, made a safe
+ * file name (util/outfile.c). */
+static const char *
+model_name(CgProgram *p, const char *path)
+{
+	char last[256], buf[256];
+	size_t n = strlen(path), k;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	for (k = n; k > 0 && path[k - 1] != '/'; k--)
+		;
+	snprintf(last, sizeof last, "%.*s", (int)(n - k), path + k);
+	file_safe_name(buf, sizeof buf, last);
+	return arena_strdup(p->a, buf);
+}
+
 static int
 fill_manifest(CgProgram *p)
 {
@@ -3115,7 +3133,7 @@ fill_manifest(CgProgram *p)
 	m->version = BUNDLE_VERSION;
 	m->moec = MOEC_VERSION;
 	m->source = h ? arena_printf(p->a, "fnv1a64:%016llx", (unsigned long long)h) : NULL;
-	m->model = p->o.model ? arena_strdup(p->a, file_basename(p->o.model)) : NULL;
+	m->model = p->o.model ? model_name(p, p->o.model) : NULL;
 	m->max_tokens = p->o.max_tokens;
 	m->precision = p->rounded ? p->rounded : DT_F32;
 	if (fill_tensors(p) || fill_ep(p))

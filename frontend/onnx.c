@@ -436,6 +436,10 @@ check_opsets(Ctx *c, const Onnx__ModelProto *mp)
 	int rc = 0;
 
 	c->opset = -1;
+	/* onnxruntime runs com.microsoft nodes of a model that does not import
+	 * the domain (its optimizer's fusions, saved with onnx.save, leave it
+	 * out); the domain has one version */
+	c->msopset = 1;
 	for (size_t i = 0; i < mp->n_opset_import; i++) {
 		const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
 		Loc l = ox_field(c, "opset_import[%zu] '%s'", i, os->domain ? os->domain : "");
@@ -696,12 +700,124 @@ graph_name(Ctx *c, const char *s)
 	return ir_intern(c->m, buf);
 }
 
+/*
+ * The nodes in an order where each comes after the nodes whose outputs it
+ * reads.  ONNX asks writers for that order, but onnxruntime sorts for
+ * itself and tools rely on it: its float16 converter appends the input
+ * Casts after their users.  Kahn's algorithm, taking the lowest index
+ * ready, so a sorted graph keeps its order; what a cycle leaves comes last
+ * in file order, for the importer to report.  Diagnostics keep the file's
+ * node numbers.
+ */
+typedef struct {
+	const char *name;
+	int node;
+} Producer;
+
+static size_t
+prod_slot(const Producer *t, size_t mask, const char *name)
+{
+	size_t h = (size_t)hash_str(name) & mask;
+
+	while (t[h].name && strcmp(t[h].name, name))
+		h = (h + 1) & mask;
+	return h;
+}
+
+static void
+heap_push(int *h, int *n, int v)
+{
+	int i = (*n)++;
+
+	for (; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2)
+		h[i] = h[(i - 1) / 2];
+	h[i] = v;
+}
+
+static int
+heap_pop(int *h, int *n)
+{
+	int top = h[0], v = h[--*n], i = 0, k;
+
+	while ((k = 2 * i + 1) < *n) {
+		if (k + 1 < *n && h[k + 1] < h[k])
+			k++;
+		if (h[k] >= v)
+			break;
+		h[i] = h[k];
+		i = k;
+	}
+	h[i] = v;
+	return top;
+}
+
+static int *
+node_order(const Onnx__GraphProto *gp)
+{
+	size_t nn = gp->n_node, cap = 16, mask, ne = 0;
+	int *order = xcalloc(nn + 1, sizeof *order), *deps, *heap, *first, *next, *to, nh = 0, k = 0;
+	Producer *t;
+	char *placed;
+
+	for (size_t i = 0; i < nn; i++)
+		while (cap < 2 * (ne += gp->node[i]->n_output) + 2)
+			cap *= 2;
+	mask = cap - 1;
+	t = xcalloc(cap, sizeof *t);
+	for (size_t i = 0; i < nn; i++)
+		for (size_t j = 0; j < gp->node[i]->n_output; j++) {
+			const char *o = gp->node[i]->output[j];
+			size_t h = o && *o ? prod_slot(t, mask, o) : 0;
+			if (o && *o && !t[h].name)
+				t[h] = (Producer){o, (int)i};
+		}
+	ne = 0;
+	for (size_t i = 0; i < nn; i++)
+		ne += gp->node[i]->n_input;
+	deps = xcalloc(nn + 1, sizeof *deps);
+	first = xcalloc(nn + 1, sizeof *first);
+	next = xcalloc(ne + 1, sizeof *next);
+	to = xcalloc(ne + 1, sizeof *to);
+	heap = xcalloc(nn + 1, sizeof *heap);
+	placed = xcalloc(nn + 1, 1);
+	for (size_t i = 0; i < nn; i++)
+		first[i] = -1;
+	ne = 0;
+	for (size_t i = 0; i < nn; i++)
+		for (size_t j = 0; j < gp->node[i]->n_input; j++) {
+			const char *in = gp->node[i]->input[j];
+			Producer *p = in && *in ? &t[prod_slot(t, mask, in)] : NULL;
+			if (!p || !p->name || p->node == (int)i)
+				continue;
+			deps[i]++;
+			to[ne] = (int)i;
+			next[ne] = first[p->node];
+			first[p->node] = (int)ne++;
+		}
+	for (size_t i = 0; i < nn; i++)
+		if (!deps[i])
+			heap_push(heap, &nh, (int)i);
+	while (nh) {
+		int i = heap_pop(heap, &nh);
+		order[k++] = i;
+		placed[i] = 1;
+		for (int e = first[i]; e >= 0; e = next[e])
+			if (--deps[to[e]] == 0)
+				heap_push(heap, &nh, to[e]);
+	}
+	for (size_t i = 0; i < nn; i++)
+		if (!placed[i])
+			order[k++] = (int)i;
+	free(t), free(deps), free(first), free(next), free(to), free(heap), free(placed);
+	return order;
+}
+
 static int
 import_graph(Ctx *c, const Onnx__GraphProto *gp)
 {
 	const char **names;
 	Value **outs;
-	int rc = 0;
+	int rc = 0, *order;
 
 	c->g = ir_new_graph(c->m, graph_name(c, gp->name), G_GRAPH);
 	c->g->loc = loc_file(c->file);
@@ -710,9 +826,11 @@ import_graph(Ctx *c, const Onnx__GraphProto *gp)
 	if (add_initializers(c, gp) | add_inputs(c, gp) | check_ops(c, gp) ||
 	    check_node_budget(c, gp))
 		return -1;
+	order = node_order(gp);
 	for (size_t i = 0; i < gp->n_node; i++)
-		if (ox_import_node(c, gp->node[i], (int)i))
+		if (ox_import_node(c, gp->node[order[i]], order[i]))
 			rc = -1;
+	free(order);
 	if (rc || !(outs = graph_outputs(c, gp, &names)))
 		return -1;
 	if (gp->n_output == 0)

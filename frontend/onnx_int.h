@@ -186,8 +186,11 @@ int ox_same_dims(const Type *t, int rank, const Dim *dims);
 ImportFn imp_reshape, imp_flatten, imp_squeeze, imp_unsqueeze;
 
 /* onnx_quant.c */
-ImportFn imp_quantize, imp_dequantize, imp_ms_simplified_ln, imp_ms_skip_simplified_ln,
-	imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+ImportFn imp_quantize, imp_dequantize, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+
+/* onnx_ms.c */
+ImportFn imp_ms_simplified_ln, imp_ms_skip_simplified_ln, imp_ms_skip_ln, imp_ms_gelu,
+	imp_ms_fast_gelu, imp_ms_quick_gelu, imp_ms_fused_matmul;
 
 /* onnx_einsum.c */
 ImportFn imp_einsum;

@@ -368,8 +368,8 @@ imp_matmul(ONode *n)
 
 /* Gemm: alpha*op(A)@op(B) + beta*C.  The bias operand carries C when
  * alpha = beta = 1; otherwise scalar muls and an add. */
-static int
-imp_gemm(ONode *n)
+static Value *
+gemm(ONode *n)
 {
 	double alpha = ox_attr_f(n, "alpha", 1), beta = ox_attr_f(n, "beta", 1);
 	Value *in[3] = {ox_in(n, 0), ox_in(n, 1), NULL}, *y, *cv;
@@ -377,8 +377,10 @@ imp_gemm(ONode *n)
 	DType dt = ox_tin(n, 0)->dt;
 	Node *r;
 
-	if (ox_tin(n, 0)->rank != 2 || ox_tin(n, 1)->rank != 2)
-		return ox_err(n, "A and B must be matrices");
+	if (ox_tin(n, 0)->rank != 2 || ox_tin(n, 1)->rank != 2) {
+		ox_err(n, "A and B must be matrices");
+		return NULL;
+	}
 	if (ox_attr_i(n, "transA", 0))
 		ir_b_int(n->b, "trans_a", 1);
 	if (ox_attr_i(n, "transB", 0))
@@ -386,7 +388,7 @@ imp_gemm(ONode *n)
 	if (bias)
 		in[2] = ox_in(n, 2);
 	if (!(r = ir_b_node(n->b, OP_MATMUL, in, bias ? 3 : 2, 1)))
-		return -1;
+		return NULL;
 	y = r->out[0];
 	if (alpha != 1)
 		y = ir_b2(n->b, OP_MUL, y, ox_scalar(n->b, dt, alpha));
@@ -396,7 +398,44 @@ imp_gemm(ONode *n)
 			cv = ir_b2(n->b, OP_MUL, cv, ox_scalar(n->b, dt, beta));
 		y = ir_b2(n->b, OP_ADD, y, cv);
 	}
-	return ox_set(n, 0, y);
+	return y;
+}
+
+static int
+imp_gemm(ONode *n)
+{
+	return ox_set(n, 0, gemm(n));
+}
+
+/* com.microsoft.FusedGemm: Gemm, then the activation onnxruntime fused
+ * into it (its attribute names the ONNX op; alpha/beta as that op's). */
+static int
+imp_ms_fused_gemm(ONode *n)
+{
+	const char *act = ox_attr_s(n, "activation", "");
+	Value *y = gemm(n);
+	Op op;
+
+	if (!y)
+		return -1;
+	if (!*act)
+		return ox_set(n, 0, y);
+	if (!strcmp(act, "Relu"))
+		op = OP_RELU;
+	else if (!strcmp(act, "Sigmoid"))
+		op = OP_SIGMOID;
+	else if (!strcmp(act, "Tanh"))
+		op = OP_TANH;
+	else if (!strcmp(act, "LeakyRelu")) {
+		op = OP_LEAKY_RELU;
+		ir_b_float(n->b, "alpha", ox_attr_f(n, "activation_alpha", 0.01));
+	} else if (!strcmp(act, "HardSigmoid")) {
+		op = OP_HARD_SIGMOID;
+		ir_b_float(n->b, "alpha", ox_attr_f(n, "activation_alpha", 0.2));
+		ir_b_float(n->b, "beta", ox_attr_f(n, "activation_beta", 0.5));
+	} else
+		return ox_err(n, "activation '%s' is not supported", act);
+	return ox_set(n, 0, ir_b1(n->b, op, y));
 }
 
 /* --- aliases, constants -------------------------------------------------- */
@@ -601,7 +640,9 @@ static const OpEntry ops[] = {
 	{"", "ReduceL1", 13, imp_reduce, 1, 2}, {"", "ReduceL2", 13, imp_reduce, 1, 2},
 	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2},
 	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
-	{"", "LayerNormalization", 17, imp_layer_norm, 2, 3},
+	/* onnxruntime registers LayerNormalization in the default domain from
+	 * opset 1 (its fusions write it into opset-14 models): the same op */
+	{"", "LayerNormalization", 1, imp_layer_norm, 2, 3},
 	{"", "RMSNormalization", 23, imp_rms_norm, 2, 2},
 	{"", "MatMul", 13, imp_matmul, 2, 2}, {"", "Gemm", 13, imp_gemm, 2, 3},
 	{"", "Einsum", 13, imp_einsum, 1, 2},
@@ -627,6 +668,13 @@ static const OpEntry ops[] = {
 	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SkipSimplifiedLayerNormalization", 1, imp_ms_skip_simplified_ln, 3, 4},
+	{"com.microsoft", "SkipLayerNormalization", 1, imp_ms_skip_ln, 3, 5},
+	{"com.microsoft", "Gelu", 1, imp_ms_gelu, 1, 1},
+	{"com.microsoft", "BiasGelu", 1, imp_ms_gelu, 2, 2},
+	{"com.microsoft", "FastGelu", 1, imp_ms_fast_gelu, 1, 2},
+	{"com.microsoft", "QuickGelu", 1, imp_ms_quick_gelu, 1, 1},
+	{"com.microsoft", "FusedMatMul", 1, imp_ms_fused_matmul, 2, 2},
+	{"com.microsoft", "FusedGemm", 1, imp_ms_fused_gemm, 2, 3},
 	{"com.microsoft", "MatMulNBits", 1, imp_ms_matmul_nbits, 3, 6},
 	{"com.microsoft", "MoE", 1, imp_ms_moe, 3, 8},
 	{"com.microsoft", "QMoE", 1, imp_ms_qmoe, 4, 14},

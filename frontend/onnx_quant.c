@@ -1,7 +1,7 @@
 /*
  * onnx_quant.c — QuantizeLinear and DequantizeLinear (per tensor, per axis,
- * blocked), and the com.microsoft ops: SimplifiedLayerNormalization,
- * SkipSimplifiedLayerNormalization, MatMulNBits, MoE and QMoE.
+ * blocked), and the com.microsoft ops that quantise or route: MatMulNBits,
+ * MoE and QMoE (the optimizer's fusions are in onnx_ms.c).
  *
  * Packed weights (MatMulNBits' and QMoE's uint8 blobs) must be
  * initializers: their bytes are re-declared as u4/u8 weights of the logical
@@ -83,55 +83,6 @@ imp_dequantize(ONode *n)
 	if (code && dtype_from_onnx((int)code, &to) != 0)
 		return ox_err(n, "output_dtype %lld is not supported", (long long)code);
 	return quant_node(n, OP_DEQUANTIZE, to);
-}
-
-/* --- normalisation ------------------------------------------------------- */
-
-static Value *
-rstd(ONode *n, Value *x, int64_t axis, double eps)
-{
-	ir_b_int(n->b, "axis", axis);
-	ir_b_float(n->b, "eps", eps);
-	return ir_b1(n->b, OP_RSTD, x);
-}
-
-int
-imp_ms_simplified_ln(ONode *n)
-{
-	int64_t axis = ox_attr_i(n, "axis", -1);
-	double eps = ox_attr_f(n, "epsilon", 1e-5);
-
-	ir_b_int(n->b, "axis", axis);
-	ir_b_float(n->b, "eps", eps);
-	if (ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, ox_in(n, 0), ox_in(n, 1))))
-		return -1;
-	if (n->nout > 1 && n->out[1])
-		return ox_set(n, 1, rstd(n, ox_in(n, 0), axis, eps));
-	return 0;
-}
-
-/* s = input + skip (+ bias); output = rms_norm(s); inv_std_var; s. */
-int
-imp_ms_skip_simplified_ln(ONode *n)
-{
-	double eps = ox_attr_f(n, "epsilon", 1e-5);
-	Value *s = ir_b2(n->b, OP_ADD, ox_in(n, 0), ox_in(n, 1));
-
-	if (s && ox_has(n, 3))
-		s = ir_b2(n->b, OP_ADD, s, ox_in(n, 3));
-	if (!s)
-		return -1;
-	if (n->nout > 1 && n->out[1])
-		return ox_err(n, "output 1 (mean) is not defined for the simplified norm");
-	ir_b_int(n->b, "axis", -1);
-	ir_b_float(n->b, "eps", eps);
-	if (ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, s, ox_in(n, 2))))
-		return -1;
-	if (n->nout > 2 && n->out[2] && ox_set(n, 2, rstd(n, s, -1, eps)))
-		return -1;
-	if (n->nout > 3 && n->out[3])
-		return ox_set(n, 3, s);
-	return 0;
 }
 
 /* --- packed weights ------------------------------------------------------ */

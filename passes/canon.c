@@ -111,13 +111,15 @@ rewrite(Canon *k, Node *n)
 	case OP_LAYER_NORM:
 		return canon_norm_input(k, n);
 	case OP_MATMUL:
-		return canon_matmul_trans(k, n);
+		return canon_matmul_trans(k, n) || canon_dequant_kn(k, n);
 	case OP_RESHAPE:
 		return canon_noop(k, n) || canon_matmul_flatten(k, n) || canon_reshape2(k, n);
 	case OP_TRANSPOSE:
 		return canon_noop(k, n) || canon_transpose2(k, n);
 	case OP_CAST:
 		return canon_noop(k, n) || canon_cast2(k, n) || canon_norm_cast(k, n);
+	case OP_SPLIT:
+		return canon_split_transpose(k, n);
 	case OP_IDENTITY:
 	case OP_EXPAND:
 		return canon_noop(k, n);

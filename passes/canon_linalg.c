@@ -174,3 +174,43 @@ canon_matmul_flatten(Canon *k, Node *n)
 	return canon_adopt(k, n, canon_matmul(&b, mm, fl->in[0], mm->in[1], bias, 0,
 					      (int)ir_attr_int(mm, "trans_b", 0)));
 }
+
+/* A [K,N] quantised weight (DequantizeLinear keeps the initializer's x @ W
+ * order: blocks along axis 0) read as B without trans_b: the same matmul
+ * over the transposed weight, scales and zero points ([N,K], blocks along
+ * axis 1) with trans_b, the layout the quantised GEMM reads (fold transposes
+ * the weights at compile time).
+ *
+ *	%w = dequantize $q, $s, axis=0, block_size=32     %w = dequantize (transpose $q), (transpose $s), axis=1, ...
+ *	%y = matmul %x, %w                          =>    %y = matmul %x, %w, trans_b=1
+ */
+int
+canon_dequant_kn(Canon *k, Node *n)
+{
+	static const int64_t swap[2] = {1, 0};
+	Node *dq = def_op(n->in[1], OP_DEQUANTIZE), *nd;
+	Value *in[3] = {NULL, NULL, NULL};
+	Builder b;
+
+	if (!dq || ir_attr_int(n, "trans_b", 0) || sole_user(n->in[1]) != n ||
+	    dq->in[0]->kind != V_WEIGHT || dq->in[0]->type.rank != 2 ||
+	    !dtype_is_quantised(dq->in[0]->type.dt) || ir_attr_int(dq, "block_size", 0) <= 0 ||
+	    (ir_attr_int(dq, "axis", 1) != 0 && ir_attr_int(dq, "axis", 1) != -2))
+		return 0;
+	for (int i = 0; i < dq->nin; i++)
+		if (dq->in[i] && (dq->in[i]->kind != V_WEIGHT || dq->in[i]->type.rank != 2))
+			return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < dq->nin; i++) {
+		ir_b_ints(&b, "perm", swap, 2);
+		in[i] = ir_b1(&b, OP_TRANSPOSE, dq->in[i]);
+	}
+	for (int i = 0; i < dq->nattr; i++)
+		if (strcmp(dq->attr[i].key, "axis") && b.npend < (int)NELEM(b.pend))
+			b.pend[b.npend++] = dq->attr[i];
+	ir_b_int(&b, "axis", 1);
+	if (b.err || !(nd = ir_b_node(&b, OP_DEQUANTIZE, in, dq->nin, 1)))
+		return 0;
+	return canon_adopt(k, n, canon_matmul(&b, n, n->in[0], nd->out[0], n->nin > 2 ? n->in[2] : NULL,
+					      (int)ir_attr_int(n, "trans_a", 0), 1));
+}

@@ -143,3 +143,62 @@ canon_cast2(Canon *k, Node *n)
 	ir_b_str(&b, "to", dtype_name(n->out[0]->type.dt));
 	return canon_adopt(k, n, ir_b1(&b, OP_CAST, x));
 }
+
+/* Every result of a split transposed by one perm: the transpose first, then
+ * the split along the axis the transpose moved the split's axis to, as
+ * exporters write it (onnxruntime's transpose optimizer pushes transposes
+ * below splits: nonzero's token and position columns in the MoE loops).
+ *
+ *	%a, %b = split %x, axis=0             %t = transpose %x, perm=[1, 0]
+ *	%ta = transpose %a, perm=[1, 0]  =>   %ta, %tb = split %t, axis=1
+ *	%tb = transpose %b, perm=[1, 0]
+ */
+int
+canon_split_transpose(Canon *k, Node *n)
+{
+	int64_t p[MAXRANK], q[MAXRANK], sizes[256];
+	int r = -1, ns = ir_attr_ints(n, "sizes", sizes, (int)NELEM(sizes)), axis, to = -1;
+	Node *tr[256], *s;
+	Value *t;
+	Builder b;
+
+	if (n->nout > (int)NELEM(tr) || ns > (int)NELEM(sizes) ||
+	    (ns < 0 && ir_attr(n, "sizes")))	/* symbolic sizes: left alone */
+		return 0;
+	for (int i = 0; i < n->nout; i++) {
+		Value *o = n->out[i];
+		if (o->nuse != 1 || !(tr[i] = o->use[0].node) || tr[i]->op != OP_TRANSPOSE ||
+		    ir_is_graph_result(k->g, o))
+			return 0;
+		if (i == 0)
+			r = perm_of(tr[0], p);
+		else if (perm_of(tr[i], q) != r || memcmp(p, q, sizeof *p * (size_t)r))
+			return 0;
+	}
+	axis = (int)ir_attr_int(n, "axis", 0);
+	if (r <= 0 || (axis += axis < 0 ? r : 0) < 0 || axis >= r)
+		return 0;
+	for (int j = 0; j < r; j++)
+		if (p[j] == axis)
+			to = j;
+	b = canon_builder(k, n);
+	ir_b_ints(&b, "perm", p, r);
+	t = ir_b1(&b, OP_TRANSPOSE, n->in[0]);
+	ir_b_int(&b, "axis", to);
+	if (ns > 0)
+		ir_b_ints(&b, "sizes", sizes, ns);
+	if (!t || !(s = ir_b_node(&b, OP_SPLIT, &t, 1, n->nout)))
+		return 0;
+	for (int i = 0; i < n->nout; i++)
+		if (!type_like(s->out[i], tr[i]->out[0]))
+			return 0;	/* the new nodes die in the sweep */
+	for (int i = 0; i < n->nout; i++) {
+		Value *old = tr[i]->out[0];
+		ir_replace_uses(k->g, s->out[i], old);
+		s->out[i] = old;
+		old->def = s;
+		old->resno = i;
+		ir_erase(k->g, tr[i]);
+	}
+	return 1;
+}

@@ -746,19 +746,28 @@ typedef struct {
 	Value *mask, *ids;	/* transpose(onehot(ids)) [E(+1),k,T] */
 } Slot;
 
-/* Does the reduce_sum count, per expert, over the k and T axes of the
- * mask [E+1,k,T]? */
+/* Does the reduce_sum n count, per expert, over the k and T axes of the
+ * mask [E+1,k,T]?  It reads the mask, or (onnxruntime's transpose
+ * optimizer) the one-hot the mask transposes, over the axes other than the
+ * one the transpose makes the expert axis. */
 static int
-over_tokens(const Node *n)
+over_tokens(const Node *n, Value *mask)
 {
-	int64_t ax[MAXRANK];
-	int na = ir_attr_ints(n, "axes", ax, MAXRANK), seen = 0;
+	int64_t ax[MAXRANK], perm[3];
+	int na = ir_attr_ints(n, "axes", ax, MAXRANK), seen = 0, want = 6;
+	Node *tm;
 
 	if (na != 2 || ir_attr_int(n, "keepdims", 1) != 0)
 		return 0;
+	if (n->in[0] != mask) {
+		if (!(tm = mo_def(mask, OP_TRANSPOSE)) || n->in[0] != tm->in[0] ||
+		    ir_attr_ints(tm, "perm", perm, 3) != 3 || perm[0] < 0 || perm[0] > 2)
+			return 0;
+		want = 7 & ~(1 << perm[0]);
+	}
 	for (int i = 0; i < 2; i++)
 		seen |= 1 << (ax[i] < 0 ? ax[i] + 3 : ax[i]);
-	return seen == 6;
+	return seen == want;
 }
 
 /* tok and pos are the two columns of nonzero(mask[e]); e is hit[j], or a
@@ -862,8 +871,7 @@ slot_mask(const Expert *x, Slot *s)
 	s->e = s->j;
 	if (!(tr = mo_def(sp->in[0], OP_TRANSPOSE)) || !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(g = mo_def(mo_peel_index(nz->in[0]), OP_GREATER)) || !mo_is_fill(g->in[1], 0) ||
-	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || g->in[0] != s->mask ||
-	    !over_tokens(g))
+	    !(g = mo_def(mo_peel_index(g->in[0]), OP_REDUCE_SUM)) || !over_tokens(g, s->mask))
 		return "the hit experts are not the nonzero rows of the mask";
 	return NULL;
 }

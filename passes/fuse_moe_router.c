@@ -61,9 +61,14 @@ nonneg(Value *v)
 	return mo_def(v, OP_SOFTMAX) || mo_def(v, OP_SIGMOID);
 }
 
+/* The largest guard a renormalisation may add to its sum: 1e-6 as float16
+ * holds it (1.0133e-6). */
+#define EPS_MAX 1.02e-6
+
 /* Is d the sum of a over its last axis, kept as [T,1], plus a tiny eps or
  * clamped below by one (Ernie 4.5)?  The sum may be of |a| where a >= 0
- * (DBRX's L1 norm of the top-k probabilities, ReduceL1). */
+ * (DBRX's L1 norm of the top-k probabilities, ReduceL1); a float16 sum may
+ * be taken in float32. */
 static int
 sum_of(Value *d, Value *a)
 {
@@ -76,15 +81,15 @@ sum_of(Value *d, Value *a)
 	d = mo_peel_cast(d);
 	if ((n = mo_def(d, OP_ADD))) {
 		for (int i = 0; i < 2; i++)
-			if (mo_const_f(n->in[i], &eps) && fabs(eps) <= 1e-6) {
+			if (mo_const_f(n->in[i], &eps) && fabs(eps) <= EPS_MAX) {
 				d = n->in[1 - i];
 				break;
 			}
 	} else if ((n = mo_def(d, OP_CLIP)) && n->nin == 1 &&
-		   fabs(ir_attr_float(n, "min", 1)) <= 1e-6 && ir_attr_float(n, "max", INFINITY) == INFINITY) {
+		   fabs(ir_attr_float(n, "min", 1)) <= EPS_MAX && ir_attr_float(n, "max", INFINITY) == INFINITY) {
 		d = n->in[0];
 	}
-	n = mo_def(mo_peel(d), OP_REDUCE_SUM);
+	n = mo_def(mo_peel_cast(mo_peel(d)), OP_REDUCE_SUM);	/* f16: summed in f32 */
 	if (!n)
 		return 0;
 	Value *s = mo_peel_cast(n->in[0]);

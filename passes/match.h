@@ -370,10 +370,12 @@ int canon_norm_bias(Canon *k, Node *n);
 int canon_norm_cast(Canon *k, Node *n);
 int canon_bias(Canon *k, Node *n);
 int canon_matmul_trans(Canon *k, Node *n);
+int canon_dequant_kn(Canon *k, Node *n);
 int canon_matmul_flatten(Canon *k, Node *n);
 int canon_noop(Canon *k, Node *n);
 int canon_reshape2(Canon *k, Node *n);
 int canon_transpose2(Canon *k, Node *n);
 int canon_cast2(Canon *k, Node *n);
+int canon_split_transpose(Canon *k, Node *n);
 
 #endif
