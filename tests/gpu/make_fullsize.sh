@@ -15,7 +15,8 @@
 # (the bf16 block of a quantised checkpoint: DeepSeek-V3's FP8 layer is
 # checked both ways; the interpreter dequantises its FP8 expert rows as it
 # reads them, ir_eval_defers).
-# ONLY="olmoe gpt2" prepares those cases alone.  Exit 0 all prepared, 1 a
+# ONLY="olmoe gpt2" prepares those cases alone; ROWS=16 writes 16 rows per
+# set instead of 48 (a smaller folder to carry: rows x hidden x 2 bytes each).  Exit 0 all prepared, 1 a
 # compile or a reference failed.
 set -u
 build=$1 out=$2
@@ -48,6 +49,14 @@ glm45air glm-4.5-air 1
 llama4_scout llama-4-scout-17b-16e-instruct 0
 qwen3_next qwen3-next-80b-a3b-instruct 0
 phimoe phi-3.5-moe-instruct 0
+gemma4 gemma-4-26b-a4b-it 0
+nemotron_h nemotron-3-nano-30b-a3b 1
+minimax_m2_fp8 minimax-m2 0
+ernie45 ernie-4.5-21b-a3b-pt 1
+ling_mini ling-mini-2.0 1
+glm47flash glm-4.7-flash 1
+lfm2_moe lfm2-8b-a1b 2
+granite4h granite-4.0-h-tiny 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
@@ -67,7 +76,7 @@ echo "$cases" | while read -r name model layer flags; do
 		continue
 	fi
 	rm -rf "$out/$name"
-	"$ref" ref "$dir" "$layer" "$out/$name" 48 > "$out/$name.ref.log" 2>&1
+	"$ref" ref "$dir" "$layer" "$out/$name" "${ROWS:-48}" > "$out/$name.ref.log" 2>&1
 	rc=$?
 	if [ $rc = 77 ]; then
 		echo "skip $name: $(cat "$out/$name.ref.log")"
