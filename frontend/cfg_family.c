@@ -1043,7 +1043,9 @@ build_phimoe(Cfg *c, Value *x)
  * (relu(u)·u = relu(u)²): exact, at the cost of running the up GEMM twice.
  * Routing is DeepSeek-V3's (sigmoid, selection bias, groups by top 2).
  */
-static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.", NULL};
+static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.",
+						"language_model.backbone.layers.%d.",	/* the omni wrapper's */
+						NULL};
 
 static const char *
 nemotron_layer_type(Cfg *c, int layer)
