@@ -29,7 +29,11 @@ fail=0
 # and full-attention layers build the same FFN block (only weight names
 # differ), so one of them is enough.  arctic is a two-input block (x and
 # layer_in: the residual MLP beside the MoE): its sets hold input_0 and
-# input_1.
+# input_1.  Session 29 added the 2026 configs of models/ not covered:
+# gemma4's parallel dense + MoE block (its router normalises x itself, so
+# uniform rows only), nemotron_h's relu^2 experts, minimax_m2 in FP8 as
+# published, ERNIE's softmax with a selection bias, Ling's groups, GLM-4.7's
+# lite MoE, LFM2, Granite-4.0-H, Qwen3.5 (512 experts, top 10).
 cases="mixtral mixtral-8x7b 0
 qwen3_moe qwen3-30b-a3b 0
 qwen2_moe qwen1.5-moe-a2.7b 0
@@ -57,6 +61,7 @@ ling_mini ling-mini-2.0 1
 glm47flash glm-4.7-flash 1
 lfm2_moe lfm2-8b-a1b 2
 granite4h granite-4.0-h-tiny 0
+qwen35 qwen3.5-397b-a17b 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
