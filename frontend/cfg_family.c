@@ -250,6 +250,8 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
 	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
 	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	/* dense Qwen3.5: no experts, every layer qwen3_next's 1 + w norm and SwiGLU */
+	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0},
 };
 
 static const QwenFamily *
@@ -1956,6 +1958,7 @@ static const struct {
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
+	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
 	{"mistral", build_llama, NULL},
