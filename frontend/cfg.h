@@ -221,7 +221,7 @@ const char *cfg_family_hint(Cfg *c, const char **why);
 const char *cfg_family_refusal(const char *model_type);
 /* The family's hub names, renamed on load (st_rename) in tensors under
  * *root; NULL: none. */
-const char *const (*cfg_family_hub_names(const char *model_type, const char **root))[2];
+const StRule *cfg_family_hub_names(const char *model_type, const char **root);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
 /* The layer count a family reads from elsewhere than num_hidden_layers

@@ -2024,7 +2024,7 @@ find(const char *type)
  * Large 4 (native Mistral names at the root: layers.N.ffn_norm,
  * layers.N.experts.E.w1, layers.N.gate, layers.N.feed_forward.w1, ...).
  */
-static const char *const mistral_native[][2] = {
+static const StRule mistral_native[] = {
 	{".ffn_norm.", ".post_attention_layernorm."}, {".feed_forward.", ".mlp."},
 	{".gate.", ".mlp.gate."}, {".experts.", ".mlp.experts."},
 	{".shared_experts.", ".mlp.shared_experts."},
@@ -2033,12 +2033,13 @@ static const char *const mistral_native[][2] = {
 
 static const struct {
 	const char *type, *root;
-	const char *const (*rule)[2];
+	const StRule *rule;
 } hub_names[] = {
 	{"mistral_large4_text", "layers.", mistral_native},
 };
 
-const char *const (*cfg_family_hub_names(const char *type, const char **root))[2]
+const StRule *
+cfg_family_hub_names(const char *type, const char **root)
 {
 	for (size_t i = 0; i < NELEM(hub_names); i++)
 		if (strcmp(hub_names[i].type, type) == 0)

@@ -286,7 +286,8 @@ static int
 open_weights(Cfg *c)
 {
 	char *dir = file_dirname(c->path), *p = NULL;
-	const char *const (*hub)[2], *root;
+	const StRule *hub;
+	const char *root;
 
 	if (c->o->weights) {
 		p = xstrdup(c->o->weights);

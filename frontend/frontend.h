@@ -72,7 +72,8 @@ const char *st_metadata(const StFile *f, const char *key);	/* __metadata__ */
  * that starts with `root`, each rule {from, to} in turn replaces the first
  * occurrence of `from` (the list ends with {NULL, NULL}).  -1 with a
  * diagnostic if two tensors end up with one name. */
-int st_rename(StFile *f, const char *root, const char *const (*rule)[2], Diag *d);
+typedef const char *const StRule[2];	/* {from, to} */
+int st_rename(StFile *f, const char *root, const StRule *rule, Diag *d);
 /* Read a tensor's bytes into buf (t->size bytes); -1 with a diagnostic. */
 int st_read(StFile *f, const StTensor *t, void *buf, Diag *d);
 

@@ -559,7 +559,7 @@ rename_one(StFile *f, const char *name, const char *from, const char *to)
 }
 
 int
-st_rename(StFile *f, const char *root, const char *const (*rule)[2], Diag *d)
+st_rename(StFile *f, const char *root, const StRule *rule, Diag *d)
 {
 	int n = st_count(f);
 
