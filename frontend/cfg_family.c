@@ -340,6 +340,40 @@ build_qwen_moe(Cfg *c, Value *x)
 }
 
 /*
+ * Aria (rhymes-ai): top-k of the logits, softmax over the k; the experts
+ * stacked as grouped_mm reads them ([E,H,2I] gate columns first, [E,I,H]:
+ * transposed at import; the hub's mlp.experts.fc1 / fc2, renamed on load as
+ * transformers does), always silu; shared experts of moe_num_shared_experts
+ * x intermediate_size in hidden_act, added.  Every layer is MoE.
+ */
+static Value *
+build_aria(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	int64_t E = cfg_int_or(c, "moe_num_experts", 8), k = cfg_int_or(c, "moe_topk", 2);
+	int64_t I = cfg_int_or(c, "intermediate_size", 4096);
+	int64_t nshared = cfg_int_or(c, "moe_num_shared_experts", 2);
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	MoeSpec s;
+	Value *h, *l, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	moe_spec(c, &s, "moe_num_experts", E, "moe_topk", k, "intermediate_size", I);
+	s.router = "topk_softmax";
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "mlp.router.weight", NULL, &s, F32_OK), "router_logits");
+	wt[0] = cfg_experts_gu(c, "mlp", NULL, NULL, &s, 1);
+	wt[1] = cfg_experts_down(c, "mlp", NULL, &s, 1);
+	c->b.loc.name = cfg_name(c, "mlp");
+	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
+	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * I, act, bias,
+				      "moe_num_shared_experts*intermediate_size"), "shared");
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f && sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn"));
+}
+
+/*
  * MiniMax-M2: sigmoid scores, top-k on scores + e_score_correction_bias
  * (held by the block, not the router), the unbiased scores renormalised;
  * Mixtral's w1/w3/w2 expert names under block_sparse_moe (transformers 5:
@@ -1959,6 +1993,7 @@ static const struct {
 	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
+	{"aria_text", build_aria, always_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
 	{"mistral", build_llama, NULL},
@@ -2031,11 +2066,18 @@ static const StRule mistral_native[] = {
 	{".w1.", ".gate_proj."}, {".w2.", ".down_proj."}, {".w3.", ".up_proj."}, {NULL, NULL},
 };
 
+/* Aria's stacked experts (transformers' aria_text mapping). */
+static const StRule aria_hub[] = {
+	{".mlp.experts.fc1.weight", ".mlp.experts.gate_up_proj"},
+	{".mlp.experts.fc2.weight", ".mlp.experts.down_proj"}, {NULL, NULL},
+};
+
 static const struct {
 	const char *type, *root;
 	const StRule *rule;
 } hub_names[] = {
 	{"mistral_large4_text", "layers.", mistral_native},
+	{"aria_text", "", aria_hub},
 };
 
 const StRule *

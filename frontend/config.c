@@ -437,6 +437,7 @@ unwrap(Cfg *c)
 		{"mistral_large4", "mistral_large4_text", "text_config"},
 		{"nemotron_h_omni", "nemotron_h", "text_config"},
 		{"qwen3_5", "qwen3_5_text", "text_config"},
+		{"aria", "aria_text", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};

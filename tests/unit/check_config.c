@@ -60,7 +60,7 @@ static const char *const families[] = {
 	/* hidden_act read for the experts and shared experts, as ACT2FN does */
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
 	/* session 29: Mistral Large 4 (wrapper; saved in Mistral's own names) */
-	"mistral_large4", "nemotron_h_omni", "qwen3_5",
+	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 };
 
 static char *
