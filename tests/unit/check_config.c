@@ -1493,6 +1493,74 @@ START_TEST(test_cfg_f32_router_keeps_f32_logits)
 }
 END_TEST
 
+/* The same, by what the block computes: x = (1, 1, 0, ...) gives h = 5.65625
+ * (bf16) in columns 0 and 1; expert 1's router row (1, 0) and expert 2's
+ * (1, 2^-9) give logits 5.65625 and 5.6673, one bf16 value (5.65625) apart
+ * from f32.  Kept f32 (deepseek_v3), expert 2 wins; rounded (mistral4), the
+ * tie goes to expert 1.  Expert e writes only output column e. */
+START_TEST(test_cfg_f32_router_picks_by_f32_logits)
+{
+	static const struct { const char *type; int want; } cases[] = {
+		{"deepseek_v3", 2}, {"mistral4", 1},
+	};
+	static uint16_t norm[64], gate[8 * 64], unit[16 * 64], down[8][64 * 16];
+	static float bias[8];
+	char names[32][96], cfg[1024], text[2048];
+	SttTensor t[32];
+	int n = 0;
+	Diag d;
+
+	for (int i = 0; i < 64; i++)
+		norm[i] = 0x3f80;		/* 1.0 */
+	for (int e = 0; e < 8; e++)
+		gate[e * 64] = 0x3f00;		/* 0.5: logit 2.8 */
+	gate[1 * 64] = gate[2 * 64] = 0x3f80;
+	gate[2 * 64 + 1] = 0x3b00;		/* 2^-9 */
+	unit[0] = 0x3f80;			/* gate and up: column 0 of h */
+	for (int e = 0; e < 8; e++)
+		down[e][e * 16] = 0x3f80;	/* output column e */
+#define T(dt, data, shape0, shape1, ...)                                                    \
+	do {                                                                                \
+		snprintf(names[n], sizeof names[n], "model.layers.1." __VA_ARGS__);         \
+		t[n] = (SttTensor){names[n], dt, (shape1) ? 2 : 1, {shape0, shape1, 0, 0},  \
+				   data, sizeof(data)};                                     \
+		n++;                                                                        \
+	} while (0)
+	T("BF16", norm, 64, 0, "post_attention_layernorm.weight");
+	T("BF16", gate, 8, 64, "mlp.gate.weight");
+	T("F32", bias, 8, 0, "mlp.gate.e_score_correction_bias");
+	for (int e = 0; e < 8; e++) {
+		T("BF16", unit, 16, 64, "mlp.experts.%d.gate_proj.weight", e);
+		T("BF16", unit, 16, 64, "mlp.experts.%d.up_proj.weight", e);
+		T("BF16", down[e], 64, 16, "mlp.experts.%d.down_proj.weight", e);
+	}
+#undef T
+	stt_write(stt_path("model.safetensors"), t, n);
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Tensor x, y;
+		Module *m;
+		snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+			 "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"n_routed_experts\": 8, "
+			 "\"num_experts_per_tok\": 1, \"moe_intermediate_size\": 16, \"n_group\": 1, "
+			 "\"topk_group\": 1, \"n_shared_experts\": 0, \"first_k_dense_replace\": 1, "
+			 "\"routed_scaling_factor\": 1.0, \"dtype\": \"bfloat16\"}", cases[i].type);
+		stt_write_text("config.json", cfg);
+		m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "%s: %s", cases[i].type, text);
+		ck_assert_int_eq(tensor_alloc(&x, DT_F32, 2, (int64_t[]){1, 64}), 0);
+		((float *)x.data)[0] = ((float *)x.data)[1] = 1;
+		run(m, &x, 1, &y);
+		for (int e = 1; e <= 2; e++)
+			ck_assert_msg((((float *)y.data)[e] > 1) == (e == cases[i].want),
+				      "%s: column %d is %g", cases[i].type, e, ((float *)y.data)[e]);
+		tensor_free(&x);
+		tensor_free(&y);
+		ir_free_module(m);
+	}
+	stt_cleanup();
+}
+END_TEST
+
 /* Mistral Large 4's checkpoints keep Mistral's own names (transformers
  * renames them on load and back on save): read through st_rename; a file
  * that holds a tensor under both names is refused, naming both. */
@@ -1586,6 +1654,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_step3p5_swiglu_limits);
 	tcase_add_test(tc, test_cfg_bailing_variants);
 	tcase_add_test(tc, test_cfg_f32_router_keeps_f32_logits);
+	tcase_add_test(tc, test_cfg_f32_router_picks_by_f32_logits);
 	tcase_add_test(tc, test_cfg_hub_names_renamed);
 	tcase_add_test(tc, test_cfg_synthetic_recipe);
 	suite_add_tcase(s, tc);
