@@ -109,7 +109,8 @@ typedef struct {
 	Type t;
 	double mean, scale;	/* synthetic: mean + scale*u; scale < 0: 1/sqrt(fan_in) */
 	int f32ok;		/* F32_OK: the checkpoint may hold it in f32;
-				 * F32_KEEP: also synthetic in f32 (HF keeps it so) */
+				 * F32_KEEP: also synthetic in f32 (HF keeps it so;
+				 * a router's logits then f32, cfg_router) */
 	const char *why;	/* the config keys behind the shape, for errors */
 	VEC(Piece) piece;	/* none: one piece, the IR name itself */
 	int quant;		/* QW_*: a weight quantization_config may quantise */
@@ -218,6 +219,9 @@ const char *cfg_family_list(void);
 const char *cfg_family_hint(Cfg *c, const char **why);
 /* Why moec does not build a model_type transformers knows, or NULL. */
 const char *cfg_family_refusal(const char *model_type);
+/* The family's hub names, renamed on load (st_rename) in tensors under
+ * *root; NULL: none. */
+const StRule *cfg_family_hub_names(const char *model_type, const char **root);
 /* The layer built when none is asked for: the first MoE layer, else 0. */
 int cfg_family_default_layer(Cfg *c, int64_t nlayer);
 /* The layer count a family reads from elsewhere than num_hidden_layers

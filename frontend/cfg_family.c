@@ -250,6 +250,8 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
 	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
 	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	/* dense Qwen3.5: no experts, every layer qwen3_next's 1 + w norm and SwiGLU */
+	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0},
 };
 
 static const QwenFamily *
@@ -335,6 +337,40 @@ build_qwen_moe(Cfg *c, Value *x)
 		f = cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 	}
 	return residual(c, x, f);
+}
+
+/*
+ * Aria (rhymes-ai): top-k of the logits, softmax over the k; the experts
+ * stacked as grouped_mm reads them ([E,H,2I] gate columns first, [E,I,H]:
+ * transposed at import; the hub's mlp.experts.fc1 / fc2, renamed on load as
+ * transformers does), always silu; shared experts of moe_num_shared_experts
+ * x intermediate_size in hidden_act, added.  Every layer is MoE.
+ */
+static Value *
+build_aria(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	int64_t E = cfg_int_or(c, "moe_num_experts", 8), k = cfg_int_or(c, "moe_topk", 2);
+	int64_t I = cfg_int_or(c, "intermediate_size", 4096);
+	int64_t nshared = cfg_int_or(c, "moe_num_shared_experts", 2);
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	MoeSpec s;
+	Value *h, *l, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	moe_spec(c, &s, "moe_num_experts", E, "moe_topk", k, "intermediate_size", I);
+	s.router = "topk_softmax";
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	l = cfg_named(c, cfg_router(c, h, "mlp.router.weight", NULL, &s, F32_OK), "router_logits");
+	wt[0] = cfg_experts_gu(c, "mlp", NULL, NULL, &s, 1);
+	wt[1] = cfg_experts_down(c, "mlp", NULL, &s, 1);
+	c->b.loc.name = cfg_name(c, "mlp");
+	f = cfg_named(c, cfg_moe(c, h, l, NULL, wt, &s), "moe");
+	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * I, act, bias,
+				      "moe_num_shared_experts*intermediate_size"), "shared");
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f && sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn"));
 }
 
 /*
@@ -543,13 +579,14 @@ typedef struct {
 	double scale;
 	const char *shared;	/* the shared experts' module */
 	int64_t nshared;	/* num_shared_experts' default */
+	int gate;		/* the router weight (as DsFamily's gate) */
 } BiasFamily;
 
 static const BiasFamily bias_families[] = {
 	{"afmoe", "pre_mlp_layernorm.weight", "post_mlp_layernorm.weight", "num_dense_layers", 1,
-	 "route_scale", 1.0, "mlp.shared_experts", 2},
+	 "route_scale", 1.0, "mlp.shared_experts", 2, F32_OK},
 	{"hy_v3", "post_attention_layernorm.weight", NULL, NULL, 1,
-	 "router_scaling_factor", 2.826, "mlp.shared_mlp", 1},
+	 "router_scaling_factor", 2.826, "mlp.shared_mlp", 1, F32_KEEP},
 };
 
 static const BiasFamily *
@@ -592,7 +629,7 @@ build_bias_moe(Cfg *c, Value *x)
 		s.scale = cfg_num_or(c, fam->scale_key, fam->scale);
 		if (c->err || !(h = decoder_norm_named(c, x, fam->pre, eps)))
 			return NULL;
-		l = cfg_named(c, cfg_router(c, h, "mlp.router.gate.weight", NULL, &s, F32_OK),
+		l = cfg_named(c, cfg_router(c, h, "mlp.router.gate.weight", NULL, &s, fam->gate),
 			      "router_logits");
 		sb = selection_bias(c, "mlp.expert_bias", &s);
 		wt[0] = cfg_experts_gu(c, "mlp", "mlp.experts.%d.gate_proj.weight",
@@ -630,7 +667,7 @@ typedef struct {
 	const char *score, *method;	/* scoring_func, topk_method */
 	int fixed;
 	int64_t ngroup, topkgroup;	/* n_group, topk_group (-1: n_group) */
-	int norm;		/* norm_topk_prob */
+	int norm;		/* norm_topk_prob (-1: always, the key not read) */
 	double scale;		/* routed_scaling_factor */
 	int64_t nshared;	/* n_shared_experts (-1: required) */
 	double eps;		/* rms_norm_eps */
@@ -639,39 +676,45 @@ typedef struct {
 	const char *hubmod;	/* the hub's MoE module (NULL: mlp; transformers 5's
 				 * names, mlp, read too), its experts Mixtral's
 				 * w1 / w3 / w2 (Kimi-Linear's remote code) */
+	int gate;		/* the router weight: F32_KEEP, kept f32 and the
+				 * logits computed in f32 (transformers'
+				 * _keep_in_fp32_modules_strict); F32_OK, the
+				 * logits in the weight's dtype */
 } DsFamily;
 
 static const DsFamily ds_families[] = {
 	{"deepseek_v2", 0, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"deepseek_v3", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"deepseek_v32", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"kimi_k2", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"glm4_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"glm4_moe_lite", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.8, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"glm_moe_dsa", 3, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"dots1", 0, "sigmoid", "noaux_tc", 1, 1, 1, 0, 1.0, -1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"mimo_v2_flash", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 0, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
-	 "num_shared_experts", "gate.expert_bias", NULL},
+	 "num_shared_experts", "gate.expert_bias", NULL, F32_OK},
 	{"glm4v_moe_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "num_shared_experts", "e_score_correction_bias", NULL},
+	 "num_shared_experts", "e_score_correction_bias", NULL, F32_KEEP},
 	{"solar_open", 0, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
 	{"mistral4", 0, "softmax", "group_top2", 1, 1, 1, 1, 1.0, 1, 1e-6,
-	 "n_shared_experts", NULL, NULL},
+	 "n_shared_experts", NULL, NULL, F32_OK},
 	{"kimi_linear", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.446, 1, 1e-5,
-	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe"},
+	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe", F32_KEEP},
+	{"mistral_large4_text", 1, "softmax", "group_top2", 1, 1, 1, -1, 1.0, 1, 1e-5,
+	 "n_shared_experts", NULL, NULL, F32_KEEP},
 };
 
 static const DsFamily *
@@ -722,7 +765,7 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 	if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
 		cfg_error(c, skey, "'%s' is not softmax or sigmoid", score);
 	s->router = strcmp(score, "sigmoid") ? "softmax" : "sigmoid";
-	s->renorm = cfg_bool_or(c, cfg_alias(c, norm_keys), f->norm);
+	s->renorm = f->norm < 0 ? 1 : cfg_bool_or(c, cfg_alias(c, norm_keys), f->norm);
 	s->scale = cfg_num_or(c, "routed_scaling_factor", f->scale);
 	*selbias = strcmp(method, "noaux_tc") == 0;
 	/* Ling (vLLM's bailing_moe.py): the bias is moe_router_enable_expert_bias;
@@ -804,7 +847,7 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	for (int i = 0; i < 3; i++)
 		name[i] = arena_printf(c->m->arena, "%s.experts.%%d.%s.weight", mod, e[i]);
 	name[3] = arena_printf(c->m->arena, "%s.gate.weight", mod);
-	l = cfg_named(c, cfg_router(c, h, name[3], NULL, s, F32_KEEP), "router_logits");
+	l = cfg_named(c, cfg_router(c, h, name[3], NULL, s, fam->gate), "router_logits");
 	if (selbias)
 		sb = selection_bias(c, arena_printf(c->m->arena, "%s.%s", mod, fam->bias), s);
 	wt[0] = cfg_experts_gu(c, mod, name[0], name[1], s, 0);
@@ -1036,7 +1079,9 @@ build_phimoe(Cfg *c, Value *x)
  * (relu(u)·u = relu(u)²): exact, at the cost of running the up GEMM twice.
  * Routing is DeepSeek-V3's (sigmoid, selection bias, groups by top 2).
  */
-static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.", NULL};
+static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.",
+						"language_model.backbone.layers.%d.",	/* the omni wrapper's */
+						NULL};
 
 static const char *
 nemotron_layer_type(Cfg *c, int layer)
@@ -1940,12 +1985,15 @@ static const struct {
 	{"exaone_moe", build_deepseek, deepseek_is_moe},
 	{"solar_open", build_deepseek, deepseek_is_moe},
 	{"mistral4", build_deepseek, deepseek_is_moe},
+	{"mistral_large4_text", build_deepseek, deepseek_is_moe},
 	{"kimi_linear", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
+	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
+	{"aria_text", build_aria, always_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
 	{"mistral", build_llama, NULL},
@@ -1959,6 +2007,8 @@ static const struct {
 /* Types transformers knows whose FFN moec does not build, and why (the
  * zoo hunt, docs/config.md): named, rather than "unknown", so that nobody
  * relabels one as the nearest family that would build something else. */
+#define HC(m) m "'s decoder layers use hyper-connections: the FFN reads and writes several " \
+	"residual streams mixed by weights computed from them, not one stream x + ffn(norm(x))"
 static const char *const refused[][2] = {
 	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
 	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
@@ -1970,7 +2020,19 @@ static const char *const refused[][2] = {
 	 "modality (its text-only sibling ernie4_5_moe is built)"},
 	{"switch_transformers", "an encoder-decoder (T5) MoE; moec builds decoder FFN blocks"},
 	{"nllb-moe", "an encoder-decoder MoE; moec builds decoder FFN blocks"},
+	/* hyper-connections: the residual is hc_mult streams mixed in and out of
+	 * the FFN by weights computed from the streams themselves, so the block
+	 * is not y = x + ffn(norm(x)) on one [T, H] stream */
+	{"deepseek_v4", HC("DeepSeek-V4")},
+	{"glm5_next", HC("GLM-5-Next")},
+	{"glm5_next_text", HC("GLM-5-Next")},
+	{"hy_v4", HC("HY-V4")},
+	{"hy_v4_vl", HC("HY-V4-VL")},
+	{"hy_v4_vl_text", HC("HY-V4-VL")},
+	{"qwen4_exp", HC("Qwen4-Exp")},
+	{"qwen4_exp_text", HC("Qwen4-Exp")},
 };
+#undef HC
 
 const char *
 cfg_family_refusal(const char *type)
@@ -1988,6 +2050,43 @@ find(const char *type)
 		if (strcmp(families[i].type, type) == 0)
 			return (int)i;
 	return -1;
+}
+
+/*
+ * Checkpoints in a model's own format, which transformers renames on load
+ * (its conversion_mapping.py) and writes back on save_pretrained: renamed
+ * here the same way, so that a builder reads one set of names.  Mistral
+ * Large 4 (native Mistral names at the root: layers.N.ffn_norm,
+ * layers.N.experts.E.w1, layers.N.gate, layers.N.feed_forward.w1, ...).
+ */
+static const StRule mistral_native[] = {
+	{".ffn_norm.", ".post_attention_layernorm."}, {".feed_forward.", ".mlp."},
+	{".gate.", ".mlp.gate."}, {".experts.", ".mlp.experts."},
+	{".shared_experts.", ".mlp.shared_experts."},
+	{".w1.", ".gate_proj."}, {".w2.", ".down_proj."}, {".w3.", ".up_proj."}, {NULL, NULL},
+};
+
+/* Aria's stacked experts (transformers' aria_text mapping). */
+static const StRule aria_hub[] = {
+	{".mlp.experts.fc1.weight", ".mlp.experts.gate_up_proj"},
+	{".mlp.experts.fc2.weight", ".mlp.experts.down_proj"}, {NULL, NULL},
+};
+
+static const struct {
+	const char *type, *root;
+	const StRule *rule;
+} hub_names[] = {
+	{"mistral_large4_text", "layers.", mistral_native},
+	{"aria_text", "", aria_hub},
+};
+
+const StRule *
+cfg_family_hub_names(const char *type, const char **root)
+{
+	for (size_t i = 0; i < NELEM(hub_names); i++)
+		if (strcmp(hub_names[i].type, type) == 0)
+			return *root = hub_names[i].root, hub_names[i].rule;
+	return NULL;
 }
 
 FamilyFn *

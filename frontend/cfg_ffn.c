@@ -197,8 +197,11 @@ router_bias(Cfg *c, Value *l, const char *bias, const MoeSpec *s, int f32ok)
  * dtype, once, after the bias (HF computes Mixtral's router in bf16 and
  * DeepSeek's in f32, whose weight is then kept f32).  A near tie decides
  * which experts a token gets, so this rounding is part of the model; a
- * model that computes its router in f32 from a bf16 weight (Ling's
- * router_dtype fp32) says so with s->f32_router. */
+ * model that computes its router in f32 from a bf16 weight says so: Ling's
+ * router_dtype fp32 with s->f32_router, and f32ok F32_KEEP, a weight that
+ * transformers keeps f32 (_keep_in_fp32_modules_strict): a checkpoint's
+ * bf16 weight (DeepSeek-V3's on the hub) is upcast on load, so its logits
+ * are f32 products of bf16 values, never rounded. */
 Value *
 cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, int f32ok)
 {
@@ -220,7 +223,7 @@ cfg_router(Cfg *c, Value *x, const char *w, const char *bias, const MoeSpec *s, 
 	l = cfg_named(c, ir_b2(&c->b, OP_MATMUL, x, wv), modname(c, w));
 	if (l && bias)
 		l = router_bias(c, l, bias, s, f32ok);
-	if (l && wv->type.dt != DT_F32 && !s->f32_router) {
+	if (l && wv->type.dt != DT_F32 && !s->f32_router && f32ok != F32_KEEP) {
 		ir_b_str(&c->b, "to", dtype_name(wv->type.dt));
 		l = cfg_named(c, ir_b1(&c->b, OP_CAST, l), why(c, "%s.round%s", modname(c, w), ""));
 		ir_b_str(&c->b, "to", "f32");

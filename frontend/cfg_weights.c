@@ -102,7 +102,7 @@ cfg_tensor_loc(Cfg *c, const StTensor *t, const char *name)
 {
 	Loc l = loc_file(t ? st_shard_path(c->st, t) : c->stpath);
 
-	l.name = name;
+	l.name = t && t->stored ? t->stored : name;	/* as the file names it */
 	return l;
 }
 

@@ -286,6 +286,8 @@ static int
 open_weights(Cfg *c)
 {
 	char *dir = file_dirname(c->path), *p = NULL;
+	const StRule *hub;
+	const char *root;
 
 	if (c->o->weights) {
 		p = xstrdup(c->o->weights);
@@ -308,6 +310,8 @@ open_weights(Cfg *c)
 	c->stpath = ir_intern(c->m, p);
 	c->st = st_open(p, c->d);
 	free(p);
+	if (c->st && (hub = cfg_family_hub_names(c->type, &root)) && st_rename(c->st, root, hub, c->d))
+		return -1;
 	return c->st ? 0 : -1;
 }
 
@@ -430,6 +434,10 @@ unwrap(Cfg *c)
 		{"kimi_k25", "deepseek_v3", "text_config"}, {"step3p7", "step3p5", "text_config"},
 		{"qwen3_vl_moe", "qwen3_vl_moe_text", "text_config"},
 		{"glm4v_moe", "glm4v_moe_text", "text_config"},
+		{"mistral_large4", "mistral_large4_text", "text_config"},
+		{"nemotron_h_omni", "nemotron_h", "text_config"},
+		{"qwen3_5", "qwen3_5_text", "text_config"},
+		{"aria", "aria_text", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};

@@ -53,6 +53,7 @@ int64_t cfg_num_layers(const char *path, Diag *d);	/* -1 with a diagnostic */
 typedef struct StFile StFile;
 typedef struct {
 	const char *name;
+	const char *stored;	/* the name in the file when st_rename changed it, else NULL */
 	DType dt;		/* NDTYPE: a dtype moec does not read (dtname says which) */
 	const char *dtname;	/* as written: "BF16", "F8_E4M3", ... */
 	int rank;
@@ -67,6 +68,12 @@ int st_count(const StFile *f);
 const StTensor *st_get(const StFile *f, int i);
 const char *st_shard_path(const StFile *f, const StTensor *t);
 const char *st_metadata(const StFile *f, const char *key);	/* __metadata__ */
+/* Rename as transformers' conversion mappings do on load: in every name
+ * that starts with `root`, each rule {from, to} in turn replaces the first
+ * occurrence of `from` (the list ends with {NULL, NULL}).  -1 with a
+ * diagnostic if two tensors end up with one name. */
+typedef const char *const StRule[2];	/* {from, to} */
+int st_rename(StFile *f, const char *root, const StRule *rule, Diag *d);
 /* Read a tensor's bytes into buf (t->size bytes); -1 with a diagnostic. */
 int st_read(StFile *f, const StTensor *t, void *buf, Diag *d);
 

@@ -539,6 +539,62 @@ st_find(const StFile *f, const char *name)
 	return bsearch(&key, f->shard[0].t, (size_t)f->shard[0].nt, sizeof key, cmp_tensor);
 }
 
+/* name with rule's `from` replaced by `to` (first occurrence), in the arena;
+ * name itself when it has no `from`. */
+static const char *
+rename_one(StFile *f, const char *name, const char *from, const char *to)
+{
+	const char *at = strstr(name, from);
+	size_t a, nf = strlen(from), nt = strlen(to), n = strlen(name);
+	char *s;
+
+	if (!at)
+		return name;
+	a = (size_t)(at - name);
+	s = arena_alloc(f->arena, n - nf + nt + 1);
+	memcpy(s, name, a);
+	memcpy(s + a, to, nt);
+	memcpy(s + a + nt, at + nf, n - a - nf + 1);
+	return s;
+}
+
+int
+st_rename(StFile *f, const char *root, const StRule *rule, Diag *d)
+{
+	int n = st_count(f);
+
+	for (int i = 0; i < n; i++) {
+		StTensor *t = (StTensor *)st_get(f, i);
+		const char *name = t->name;
+
+		if (strncmp(name, root, strlen(root)))
+			continue;
+		for (int r = 0; rule[r][0]; r++)
+			name = rename_one(f, name, rule[r][0], rule[r][1]);
+		if (name == t->name)
+			continue;
+		if (!t->stored)
+			t->stored = t->name;
+		t->name = name;
+		if (f->map)
+			f->map[i].name = name;
+	}
+	/* an index's shards are not searched by name after open: its map is */
+	if (f->map)
+		qsort(f->map, (size_t)f->nmap, sizeof *f->map, cmp_map);
+	else
+		qsort(f->shard[0].t, (size_t)f->shard[0].nt, sizeof *f->shard[0].t, cmp_tensor);
+	for (int i = 1; i < n; i++) {
+		const StTensor *a = st_get(f, i - 1), *b = st_get(f, i), *r = b->stored ? b : a;
+		const StTensor *o = r == b ? a : b;
+		if (strcmp(a->name, b->name) == 0)
+			return diag_error(d, tloc(st_shard_path(f, r), r->stored), "renamed on load "
+					  "to '%s', which '%s' is too", r->name,
+					  o->stored ? o->stored : o->name);
+	}
+	return 0;
+}
+
 int
 st_count(const StFile *f)
 {

@@ -459,6 +459,7 @@ router_routing(const Node *n, const Tensor *lt, const Tensor *sb, const Tensor *
 	int64_t T = lt->dim[0], E = lt->dim[1];
 	double *l, *bias = NULL, *w;
 	int64_t *id;
+	int byscore;
 	Router r;
 
 	if (lt->rank != 2 || (sb && tensor_numel(sb) != E) || router_init(n, E, &r))
@@ -470,15 +471,20 @@ router_routing(const Node *n, const Tensor *lt, const Tensor *sb, const Tensor *
 	out->ngroup = r.ngroup;
 	out->topk_group = r.topk_group;
 	out->top2 = r.top2;
-	out->what = r.kind == R_SIGMOID ? "score" : "logit";
+	/* what route_token ranks, before groups: the scores plus the selection
+	 * bias; the logits where they rank the same and groups are not scored
+	 * (a softmax's top-2 sums are not its logits'; ERNIE ranks softmax
+	 * probabilities plus a bias, which the logits alone order otherwise) */
+	byscore = r.kind == R_SIGMOID || sb || r.ngroup > 1;
+	out->what = byscore ? "score" : "logit";
 	l = ev_doubles(lt);
 	optional_doubles(sb, &bias);
 	id = xmalloc(sizeof *id * (size_t)(r.k + 1));
 	w = xmalloc(sizeof *w * (size_t)(r.k + 1));
 	for (int64_t t = 0; t < T; t++) {
 		route_token(&r, &l[t * E], bias, id, w);
-		for (int64_t x = 0; x < E; x++)	/* what route_token ranks, before groups */
-			out->val[t * E + x] = r.kind != R_SIGMOID ? (float)l[t * E + x]
+		for (int64_t x = 0; x < E; x++)
+			out->val[t * E + x] = !byscore ? (float)l[t * E + x]
 					    : bias ? (float)(r.s[x] + bias[x]) : (float)r.s[x];
 		for (int64_t j = 0; j < r.k; j++)	/* route's own result where it ran */
 			out->ids[t * r.k + j] = (int32_t)(ids ? dtype_load_int(ids->dt, ids->data,

@@ -77,6 +77,29 @@ weight_f32(Value *v, Tensor *t, Diag *d)
 	return 0;
 }
 
+/* The norm's weight as f32: a weight, or 1 + w (the zero-centred norms of
+ * qwen3_next, Qwen3.5, Step-3.5: add(cast(w), const c) with a scalar c). */
+static int
+norm_weight_f32(Value *v, Tensor *t, Diag *d)
+{
+	const Node *a = v ? v->def : NULL, *k;
+	double c;
+
+	if (!a || a->op != OP_ADD)
+		return weight_f32(v, t, d);
+	k = a->in[1] ? a->in[1]->def : NULL;
+	if (!k || k->op != OP_CONST || ir_attr_floats(k, "value", &c, 1) != 1)
+		return -1;
+	v = a->in[0];
+	if (v->def && v->def->op == OP_CAST)
+		v = v->def->in[0];
+	if (weight_f32(v, t, d))
+		return -1;
+	for (int64_t i = 0; i < tensor_numel(t); i++)
+		((float *)t->data)[i] += (float)c;
+	return 0;
+}
+
 /* The first moe node's router: logits = rms_norm(x, g) @ W^T. */
 static int
 find_router(Graph *g, Router *r, Diag *d)
@@ -89,7 +112,7 @@ find_router(Graph *g, Router *r, Diag *d)
 	if (!moe || !(mm = through(moe->in[1], OP_MATMUL)) || !ir_attr_int(mm, "trans_b", 0) ||
 	    !(norm = through(mm->in[0], OP_RMS_NORM)))
 		return -1;
-	if (weight_f32(mm->in[1], &r->w, d) || weight_f32(norm->in[1], &r->g, d))
+	if (weight_f32(mm->in[1], &r->w, d) || norm_weight_f32(norm->in[1], &r->g, d))
 		return -1;
 	r->E = r->w.dim[0];
 	r->x = norm->in[0];

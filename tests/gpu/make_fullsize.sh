@@ -15,7 +15,8 @@
 # (the bf16 block of a quantised checkpoint: DeepSeek-V3's FP8 layer is
 # checked both ways; the interpreter dequantises its FP8 expert rows as it
 # reads them, ir_eval_defers).
-# ONLY="olmoe gpt2" prepares those cases alone.  Exit 0 all prepared, 1 a
+# ONLY="olmoe gpt2" prepares those cases alone; ROWS=16 writes 16 rows per
+# set instead of 48 (a smaller folder to carry: rows x hidden x 2 bytes each).  Exit 0 all prepared, 1 a
 # compile or a reference failed.
 set -u
 build=$1 out=$2
@@ -28,7 +29,11 @@ fail=0
 # and full-attention layers build the same FFN block (only weight names
 # differ), so one of them is enough.  arctic is a two-input block (x and
 # layer_in: the residual MLP beside the MoE): its sets hold input_0 and
-# input_1.
+# input_1.  Session 29 added the 2026 configs of models/ not covered:
+# gemma4's parallel dense + MoE block (its router normalises x itself, so
+# uniform rows only), nemotron_h's relu^2 experts, minimax_m2 in FP8 as
+# published, ERNIE's softmax with a selection bias, Ling's groups, GLM-4.7's
+# lite MoE, LFM2, Granite-4.0-H, Qwen3.5 (512 experts, top 10).
 cases="mixtral mixtral-8x7b 0
 qwen3_moe qwen3-30b-a3b 0
 qwen2_moe qwen1.5-moe-a2.7b 0
@@ -48,6 +53,15 @@ glm45air glm-4.5-air 1
 llama4_scout llama-4-scout-17b-16e-instruct 0
 qwen3_next qwen3-next-80b-a3b-instruct 0
 phimoe phi-3.5-moe-instruct 0
+gemma4 gemma-4-26b-a4b-it 0
+nemotron_h nemotron-3-nano-30b-a3b 1
+minimax_m2_fp8 minimax-m2 0
+ernie45 ernie-4.5-21b-a3b-pt 1
+ling_mini ling-mini-2.0 1
+glm47flash glm-4.7-flash 1
+lfm2_moe lfm2-8b-a1b 2
+granite4h granite-4.0-h-tiny 0
+qwen35 qwen3.5-397b-a17b 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
@@ -67,7 +81,7 @@ echo "$cases" | while read -r name model layer flags; do
 		continue
 	fi
 	rm -rf "$out/$name"
-	"$ref" ref "$dir" "$layer" "$out/$name" 48 > "$out/$name.ref.log" 2>&1
+	"$ref" ref "$dir" "$layer" "$out/$name" "${ROWS:-48}" > "$out/$name.ref.log" 2>&1
 	rc=$?
 	if [ $rc = 77 ]; then
 		echo "skip $name: $(cat "$out/$name.ref.log")"

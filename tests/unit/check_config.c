@@ -59,6 +59,8 @@ static const char *const families[] = {
 	"afmoe", "qwen3_omni_moe", "granitemoe_swa", "hy_v3",
 	/* hidden_act read for the experts and shared experts, as ACT2FN does */
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
+	/* session 29: Mistral Large 4 (wrapper; saved in Mistral's own names) */
+	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 };
 
 static char *
@@ -555,6 +557,8 @@ static const struct {
 	 "nearest family moec builds is deepseek_v3 (from architectures: DeepseekV3ForCausalLM)", 1},
 	{"longcat_flash", "model_type: error: model_type 'longcat_flash' is not built: LongCat-Flash's "
 	 "MoE has zero-computation (identity) experts", 1},
+	{"glm5_next_hyper_connections", "model_type: error: model_type 'glm5_next' is not built: "
+	 "GLM-5-Next's decoder layers use hyper-connections", 1},
 	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe_thinker'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
@@ -1431,6 +1435,169 @@ START_TEST(test_cfg_bailing_variants)
 }
 END_TEST
 
+/* A router weight stored bf16 (DeepSeek-V3's on the hub): where transformers
+ * keeps it f32 (_keep_in_fp32_modules_strict) it is upcast on load and the
+ * logits are f32 products of bf16 values, never rounded to bf16; where it
+ * computes the router in the model dtype (Mistral 4, Mixtral) they are. */
+START_TEST(test_cfg_f32_router_keeps_f32_logits)
+{
+	static const struct { const char *type; int rounded; } cases[] = {
+		{"deepseek_v3", 0}, {"glm4_moe", 0}, {"kimi_k2", 0}, {"mistral4", 1},
+	};
+	static uint16_t zeros[64 * 64];
+	char names[32][96], cfg[1024], text[2048];
+	SttTensor t[32];
+	int n = 0;
+	Diag d;
+
+#define T(dt, shape0, shape1, ...)                                                          \
+	do {                                                                                \
+		snprintf(names[n], sizeof names[n], "model.layers.1." __VA_ARGS__);         \
+		t[n] = (SttTensor){names[n], dt, (shape1) ? 2 : 1, {shape0, shape1, 0, 0},  \
+				   zeros, (size_t)(shape0) * ((shape1) ? (shape1) : 1) * 2};  \
+		n++;                                                                        \
+	} while (0)
+	T("BF16", 64, 0, "post_attention_layernorm.weight");
+	T("BF16", 8, 64, "mlp.gate.weight");
+	T("BF16", 8, 0, "mlp.gate.e_score_correction_bias");
+	for (int e = 0; e < 8; e++) {
+		T("BF16", 16, 64, "mlp.experts.%d.gate_proj.weight", e);
+		T("BF16", 16, 64, "mlp.experts.%d.up_proj.weight", e);
+		T("BF16", 64, 16, "mlp.experts.%d.down_proj.weight", e);
+	}
+	T("BF16", 16, 64, "mlp.shared_experts.gate_proj.weight");
+	T("BF16", 16, 64, "mlp.shared_experts.up_proj.weight");
+	T("BF16", 64, 16, "mlp.shared_experts.down_proj.weight");
+#undef T
+	stt_write(stt_path("model.safetensors"), t, n);
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Module *m;
+		char *ir;
+		snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+			 "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"n_routed_experts\": 8, "
+			 "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, \"n_group\": 1, "
+			 "\"topk_group\": 1, \"n_shared_experts\": 1, \"first_k_dense_replace\": 1, "
+			 "\"dtype\": \"bfloat16\"}", cases[i].type);
+		stt_write_text("config.json", cfg);
+		m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "%s: %s", cases[i].type, text);
+		ir = ir_print_string(m, 0);
+		ck_assert_msg(strstr(ir, "$model.layers.1.mlp.gate.weight : bf16[8,64]") != NULL, "%s:\n%s",
+			      cases[i].type, ir);
+		ck_assert_msg((strstr(ir, "mlp.gate.round") != NULL) == cases[i].rounded, "%s:\n%s",
+			      cases[i].type, ir);
+		free(ir);
+		ir_free_module(m);
+	}
+	stt_cleanup();
+}
+END_TEST
+
+/* The same, by what the block computes: x = (1, 1, 0, ...) gives h = 5.65625
+ * (bf16) in columns 0 and 1; expert 1's router row (1, 0) and expert 2's
+ * (1, 2^-9) give logits 5.65625 and 5.6673, one bf16 value (5.65625) apart
+ * from f32.  Kept f32 (deepseek_v3), expert 2 wins; rounded (mistral4), the
+ * tie goes to expert 1.  Expert e writes only output column e. */
+START_TEST(test_cfg_f32_router_picks_by_f32_logits)
+{
+	static const struct { const char *type; int want; } cases[] = {
+		{"deepseek_v3", 2}, {"mistral4", 1},
+	};
+	static uint16_t norm[64], gate[8 * 64], unit[16 * 64], down[8][64 * 16];
+	static float bias[8];
+	char names[32][96], cfg[1024], text[2048];
+	SttTensor t[32];
+	int n = 0;
+	Diag d;
+
+	for (int i = 0; i < 64; i++)
+		norm[i] = 0x3f80;		/* 1.0 */
+	for (int e = 0; e < 8; e++)
+		gate[e * 64] = 0x3f00;		/* 0.5: logit 2.8 */
+	gate[1 * 64] = gate[2 * 64] = 0x3f80;
+	gate[2 * 64 + 1] = 0x3b00;		/* 2^-9 */
+	unit[0] = 0x3f80;			/* gate and up: column 0 of h */
+	for (int e = 0; e < 8; e++)
+		down[e][e * 16] = 0x3f80;	/* output column e */
+#define T(dt, data, shape0, shape1, ...)                                                    \
+	do {                                                                                \
+		snprintf(names[n], sizeof names[n], "model.layers.1." __VA_ARGS__);         \
+		t[n] = (SttTensor){names[n], dt, (shape1) ? 2 : 1, {shape0, shape1, 0, 0},  \
+				   data, sizeof(data)};                                     \
+		n++;                                                                        \
+	} while (0)
+	T("BF16", norm, 64, 0, "post_attention_layernorm.weight");
+	T("BF16", gate, 8, 64, "mlp.gate.weight");
+	T("F32", bias, 8, 0, "mlp.gate.e_score_correction_bias");
+	for (int e = 0; e < 8; e++) {
+		T("BF16", unit, 16, 64, "mlp.experts.%d.gate_proj.weight", e);
+		T("BF16", unit, 16, 64, "mlp.experts.%d.up_proj.weight", e);
+		T("BF16", down[e], 64, 16, "mlp.experts.%d.down_proj.weight", e);
+	}
+#undef T
+	stt_write(stt_path("model.safetensors"), t, n);
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		Tensor x, y;
+		Module *m;
+		snprintf(cfg, sizeof cfg, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+			 "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"n_routed_experts\": 8, "
+			 "\"num_experts_per_tok\": 1, \"moe_intermediate_size\": 16, \"n_group\": 1, "
+			 "\"topk_group\": 1, \"n_shared_experts\": 0, \"first_k_dense_replace\": 1, "
+			 "\"routed_scaling_factor\": 1.0, \"dtype\": \"bfloat16\"}", cases[i].type);
+		stt_write_text("config.json", cfg);
+		m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+		ck_assert_msg(m != NULL, "%s: %s", cases[i].type, text);
+		ck_assert_int_eq(tensor_alloc(&x, DT_F32, 2, (int64_t[]){1, 64}), 0);
+		((float *)x.data)[0] = ((float *)x.data)[1] = 1;
+		run(m, &x, 1, &y);
+		for (int e = 1; e <= 2; e++)
+			ck_assert_msg((((float *)y.data)[e] > 1) == (e == cases[i].want),
+				      "%s: column %d is %g", cases[i].type, e, ((float *)y.data)[e]);
+		tensor_free(&x);
+		tensor_free(&y);
+		ir_free_module(m);
+	}
+	stt_cleanup();
+}
+END_TEST
+
+/* Mistral Large 4's checkpoints keep Mistral's own names (transformers
+ * renames them on load and back on save): read through st_rename; a file
+ * that holds a tensor under both names is refused, naming both. */
+START_TEST(test_cfg_hub_names_renamed)
+{
+	static uint16_t zeros[64];
+	SttTensor t[2] = {
+		{"layers.1.ffn_norm.weight", "BF16", 1, {64}, zeros, 128},
+		{"layers.1.post_attention_layernorm.weight", "BF16", 1, {64}, zeros, 128},
+	};
+	char text[2048];
+	Module *m;
+	Diag d;
+
+	stt_write(stt_path("model.safetensors"), t, 2);
+	stt_write_text("config.json", "{\"model_type\": \"mistral_large4_text\", \"hidden_size\": 64, "
+		       "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"n_routed_experts\": 8, "
+		       "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, "
+		       "\"dtype\": \"bfloat16\"}");
+	m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(text, "layers.1.ffn_norm.weight: error: renamed on load to "
+			     "'layers.1.post_attention_layernorm.weight', which "
+			     "'layers.1.post_attention_layernorm.weight' is too"), "%s", text);
+	/* renamed alone: the error for the next missing tensor names it as
+	 * the builder looks it up, and a bad shape names the file's tensor */
+	t[0].dim[0] = 32;
+	t[0].size = 64;
+	stt_write(stt_path("model.safetensors"), t, 1);
+	m = import(stt_path("config.json"), 1, 0, NULL, text, sizeof text, &d);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(text, "layers.1.ffn_norm.weight: error: shape [32] but the config "
+			     "implies [64]"), "%s", text);
+	stt_cleanup();
+}
+END_TEST
+
 /* Synthetic weights record the recipe: norm weights 1 +- 0.1, biases small,
  * matrices 1/sqrt(fan_in) (gpt2's [in,out] Conv1D weights say so). */
 START_TEST(test_cfg_synthetic_recipe)
@@ -1486,6 +1653,9 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_step3p5_hub_config);
 	tcase_add_test(tc, test_cfg_step3p5_swiglu_limits);
 	tcase_add_test(tc, test_cfg_bailing_variants);
+	tcase_add_test(tc, test_cfg_f32_router_keeps_f32_logits);
+	tcase_add_test(tc, test_cfg_f32_router_picks_by_f32_logits);
+	tcase_add_test(tc, test_cfg_hub_names_renamed);
 	tcase_add_test(tc, test_cfg_synthetic_recipe);
 	suite_add_tcase(s, tc);
 	return s;

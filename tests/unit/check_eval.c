@@ -1206,6 +1206,36 @@ START_TEST(test_eval_route_hand_computed)
 }
 END_TEST
 
+/* The routing a test compares records what the router ranks: ERNIE's
+ * softmax probabilities plus its selection bias, not the logits, which
+ * order the experts otherwise (before, every such token looked like a near
+ * tie: a flip on the device was excused, and full-size references had no
+ * rows left). */
+START_TEST(test_eval_routing_ranks_softmax_plus_bias)
+{
+	/* logits 2, 1, 0, -1 (softmax .64 .24 .09 .03) with bias 0, 0, 0.3, 0:
+	 * top-2 by p + b is {0, 2} (0.64, 0.39 against 0.24), by logits {0, 1} */
+	Tensor in[2] = {ten(DT_F32, DIM(1, 4), VAL(2, 1, 0, -1)), ten(DT_F32, DIM(4), VAL(0, 0, 0.3, 0))};
+	RouteLog log = {0};
+	EvalOpts eo = {.hook = ir_route_log_hook, .hook_ctx = &log};
+	double sum = exp(2.0) + exp(1.0) + exp(0.0) + exp(-1.0);
+	Run r;
+
+	eval_text(&r, "graph @r(%l: f32[1,4], %b: f32[4]) -> (w: f32[1,2], i: i32[1,2]) {\n"
+		  "\t%w, %i = route %l, %b, k=2 : f32[1,2], i32[1,2]\n"
+		  "\tret %w, %i\n}\n", in, 2, &eo, 1);
+	ck_assert_msg(r.rc == 0, "%s", r.log);
+	expect(&r.out[1], DT_I32, DIM(1, 2), VAL(0, 2), 0);
+	ck_assert_int_eq(log.n, 1);
+	ck_assert_str_eq(log.r[0].what, "score");
+	ck_assert_float_eq_tol(log.r[0].val[1], exp(1.0) / sum, 1e-6);
+	ck_assert_float_eq_tol(log.r[0].val[2], 1 / sum + 0.3, 1e-6);
+	ck_assert(routing_clear(&log.r[0], 0, 1e-4, 1e-3));
+	route_log_free(&log);
+	done(&r, in, 2);
+}
+END_TEST
+
 START_TEST(test_eval_permute_hand_computed)
 {
 	Tensor in[1] = {ten(DT_I32, DIM(3, 2), VAL(2, 0, 1, 2, 0, 2))};
@@ -1820,6 +1850,7 @@ eval_suite(void)
 	tcase_add_test(tc, test_eval_dequantize_mxfp4);
 	tcase_add_test(tc, test_eval_quantize_dynamic_groups);
 	tcase_add_test(tc, test_eval_route_hand_computed);
+	tcase_add_test(tc, test_eval_routing_ranks_softmax_plus_bias);
 	tcase_add_test(tc, test_eval_permute_hand_computed);
 	tcase_add_test(tc, test_eval_moe_softmax_renorm_matches_loops);
 	tcase_add_test(tc, test_eval_moe_sigmoid_bias_groups_matches_loops);
