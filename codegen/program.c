@@ -3112,15 +3112,12 @@ fill_plan(CgProgram *p)
 static const char *
 model_name(CgProgram *p, const char *path)
 {
-	char last[256], buf[256];
-	size_t n = strlen(path), k;
+	char *dir = arena_strdup(p->a, path), buf[256];
+	size_t n = strlen(dir);
 
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	for (k = n; k > 0 && path[k - 1] != '/'; k--)
-		;
-	snprintf(last, sizeof last, "%.*s", (int)(n - k), path + k);
-	file_safe_name(buf, sizeof buf, last);
+	while (n > 1 && dir[n - 1] == '/')
+		dir[--n] = 0;
+	file_safe_name(buf, sizeof buf, file_basename(dir));
 	return arena_strdup(p->a, buf);
 }
 
