@@ -724,6 +724,29 @@ prod_slot(const Producer *t, size_t mask, const char *name)
 	return h;
 }
 
+/* Each output name's node, in an open-addressed table of *mask + 1 slots. */
+static Producer *
+producers(const Onnx__GraphProto *gp, size_t *mask)
+{
+	size_t cap = 16, ne = 0;
+	Producer *t;
+
+	for (size_t i = 0; i < gp->n_node; i++)
+		ne += gp->node[i]->n_output;
+	while (cap < 2 * ne + 2)
+		cap *= 2;
+	*mask = cap - 1;
+	t = xcalloc(cap, sizeof *t);
+	for (size_t i = 0; i < gp->n_node; i++)
+		for (size_t j = 0; j < gp->node[i]->n_output; j++) {
+			const char *o = gp->node[i]->output[j];
+			size_t h = o && *o ? prod_slot(t, *mask, o) : 0;
+			if (o && *o && !t[h].name)
+				t[h] = (Producer){o, (int)i};
+		}
+	return t;
+}
+
 static void
 heap_push(int *h, int *n, int v)
 {
@@ -754,24 +777,11 @@ heap_pop(int *h, int *n)
 static int *
 node_order(const Onnx__GraphProto *gp)
 {
-	size_t nn = gp->n_node, cap = 16, mask, ne = 0;
+	size_t nn = gp->n_node, mask, ne = 0;
 	int *order = xcalloc(nn + 1, sizeof *order), *deps, *heap, *first, *next, *to, nh = 0, k = 0;
-	Producer *t;
+	Producer *t = producers(gp, &mask);
 	char *placed;
 
-	for (size_t i = 0; i < nn; i++)
-		while (cap < 2 * (ne += gp->node[i]->n_output) + 2)
-			cap *= 2;
-	mask = cap - 1;
-	t = xcalloc(cap, sizeof *t);
-	for (size_t i = 0; i < nn; i++)
-		for (size_t j = 0; j < gp->node[i]->n_output; j++) {
-			const char *o = gp->node[i]->output[j];
-			size_t h = o && *o ? prod_slot(t, mask, o) : 0;
-			if (o && *o && !t[h].name)
-				t[h] = (Producer){o, (int)i};
-		}
-	ne = 0;
 	for (size_t i = 0; i < nn; i++)
 		ne += gp->node[i]->n_input;
 	deps = xcalloc(nn + 1, sizeof *deps);
