@@ -197,8 +197,11 @@ canon_dequant_kn(Canon *k, Node *n)
 	    !dtype_is_quantised(dq->in[0]->type.dt) || ir_attr_int(dq, "block_size", 0) <= 0 ||
 	    (ir_attr_int(dq, "axis", 1) != 0 && ir_attr_int(dq, "axis", 1) != -2))
 		return 0;
+	/* Only weights with data: fold transposes those; a synthetic weight
+	 * (mean=, scale=) has no bytes to move, and a transpose of packed codes
+	 * left for the GPU has no kernel. */
 	for (int i = 0; i < dq->nin; i++)
-		if (dq->in[i] && (dq->in[i]->kind != V_WEIGHT || dq->in[i]->type.rank != 2))
+		if (dq->in[i] && (dq->in[i]->kind != V_WEIGHT || dq->in[i]->type.rank != 2 || !dq->in[i]->weight->data))
 			return 0;
 	b = canon_builder(k, n);
 	for (int i = 0; i < dq->nin; i++) {
