@@ -21,7 +21,8 @@
 # persistent: bench/dense_t224*.tuning), t112 / t112p (256x112 tiles:
 # bench/dense_t112*.tuning), gs (--debug=gelu-sigmoid: GELU as x
 # sigmoid(2u)), gsp / gspp / gst224p / gst112p (gs with pers, pp, t224p,
-# t112p).  MOEC_EXTRA adds flags to every arm (e.g. --cubin: no JIT on the
+# t112p), gsppb (gspp in bands of 16), gspersw (gsp on 64x256 warpgroup
+# tiles), gsbk (gs, 256x128x128 tiles, 2 stages, persistent).  MOEC_EXTRA adds flags to every arm (e.g. --cubin: no JIT on the
 # device).
 # ARMS chooses others (default: main divrn pers persw wide).
 set -u
@@ -46,6 +47,9 @@ flags() {
 	gspp) echo "--debug=gelu-sigmoid,ws-pingpong" ;;
 	gst224p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t224p.tuning" ;;
 	gst112p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t112p.tuning" ;;
+	gsppb) echo "--debug=gelu-sigmoid,ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
+	gspersw) echo "--debug=gelu-sigmoid,wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
+	gsbk) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_bk128p.tuning" ;;
 	esac
 }
 case $mode in
