@@ -14,7 +14,16 @@
 # warpgroup tiles), pers (the cooperative tile persistent at M = 4096:
 # bench/dense_pers.tuning), persw (the same on 64x256 warpgroup tiles), wide
 # (--debug=wg-wide), c2 (clusters of 2 sharing B with 64x256 warpgroup tiles:
-# bench/dense_c2.tuning), c2n (clusters alone: bench/dense_c2n.tuning).
+# bench/dense_c2.tuning), c2n (clusters alone: bench/dense_c2n.tuning);
+# session 29: bands (tiles in bands of 8 row tiles: a tuning table's `.b8`,
+# bench/dense_bands.tuning), persb (pers with bands), ppb (pp with bands of
+# 16), t224 / t224p (128x224 tiles on 64x224 warpgroup tiles, tiled /
+# persistent: bench/dense_t224*.tuning), t112 / t112p (256x112 tiles:
+# bench/dense_t112*.tuning), gs (--debug=gelu-sigmoid: GELU as x
+# sigmoid(2u)), gsp / gspp / gst224p / gst112p (gs with pers, pp, t224p,
+# t112p), gsppb (gspp in bands of 16), gspersw (gsp on 64x256 warpgroup
+# tiles), gsbk (gs, 256x128x128 tiles, 2 stages, persistent).  MOEC_EXTRA adds flags to every arm (e.g. --cubin: no JIT on the
+# device).
 # ARMS chooses others (default: main divrn pers persw wide).
 set -u
 mode=$1 a=$2
@@ -31,13 +40,23 @@ flags() {
 	wide) echo "--debug=wg-wide" ;;
 	c2) echo "--tuning=$src/bench/dense_c2.tuning" ;;
 	c2n) echo "--tuning=$src/bench/dense_c2n.tuning" ;;
+	bands | persb | t224 | t224p | t112 | t112p) echo "--tuning=$src/bench/dense_$1.tuning" ;;
+	ppb) echo "--debug=ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
+	gs) echo "--debug=gelu-sigmoid" ;;
+	gsp) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_pers.tuning" ;;
+	gspp) echo "--debug=gelu-sigmoid,ws-pingpong" ;;
+	gst224p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t224p.tuning" ;;
+	gst112p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t112p.tuning" ;;
+	gsppb) echo "--debug=gelu-sigmoid,ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
+	gspersw) echo "--debug=gelu-sigmoid,wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
+	gsbk) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_bk128p.tuning" ;;
 	esac
 }
 case $mode in
 here)
 	out=$3
 	for arm in $arms; do
-		MOEC_FLAGS=$(flags "$arm") ONLY='^dense_up_M(1024|4096)$' sh "$src/bench/make_bench.sh" "$a" "$out/$arm" ||
+		MOEC_FLAGS="$(flags "$arm") ${MOEC_EXTRA:-}" ONLY='^dense_up_M(1024|4096)$' sh "$src/bench/make_bench.sh" "$a" "$out/$arm" ||
 			exit 1
 	done
 	;;

@@ -545,6 +545,10 @@ struct GemmSpec {
 	int snake;		/* CG_SCHED_PERSISTENT: round j's items j*n .. j*n+n-1 go to the n CTAs in
 				 * reverse on odd rounds (each CTA gets both parities of a work index;
 				 * gemm_round_item); 0: CTA c takes c, c + n, ...; --debug=grouped-lean */
+	int bands;		/* dense, no clusters: B > 0: work items in bands of B row tiles, row tiles
+				 * fastest within a band, then the columns, band after band (the last band
+				 * may be shorter; gemm_tile_coords); 0: every row tile of a column, column
+				 * after column; a tuning table's `.bN` */
 	int no_rank;		/* CG_MAINLOOP_WS, grouped: work items in expert order, not heavy-first (each
 				 * CTA of the tiles schedule ranks all E experts, O(E^2 / threads), before
 				 * its one tile, and every item there is one tile); --debug=grouped-lean */
@@ -1300,6 +1304,7 @@ LLVMValueRef cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
 /* n / d as div.rn's fast path, without its branch: exact for n = 1 or 2, 1 <= d <= 2^87 only */
+LLVMValueRef cg_rcp(CgFn *f, LLVMValueRef d);	/* rcp.approx.ftz */
 LLVMValueRef cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d);
 LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
 

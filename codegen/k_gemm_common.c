@@ -11,7 +11,9 @@
  *
  * Schedule: a linear work index w over (expert, n-tile, m-tile), m-tiles
  * fastest within an expert, so CTAs that run together share B tiles and one
- * expert's A rows.  Grouped mode builds, at kernel start, the table of each
+ * expert's A rows (dense with GemmSpec.bands: m-tiles fastest within a band
+ * of that many row tiles, so that a wave's A rows are a band's, not all of
+ * A).  Grouped mode builds, at kernel start, the table of each
  * expert's first tile from the device offsets (a shuffle scan; empty experts
  * own no tiles) and finds a tile's expert by binary search.  CG_SCHED_TILES
  * launches one CTA per potential tile (those past the end exit);
@@ -73,6 +75,9 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: %d persistent CTAs", who, s->ctas);
 	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT && s->sched != CG_SCHED_STREAM)
 		return diag_error(d, LOC_NONE, "%s: unknown schedule %d", who, s->sched);
+	if (s->bands < 0 || (s->bands > 0 && (s->groups > 0 || s->cluster == 2 || s->sched == CG_SCHED_STREAM)))
+		return diag_error(d, LOC_NONE, "%s: bands of %d row tiles (dense, no clusters or stream-K)", who,
+				  s->bands);
 	if (s->sched == CG_SCHED_STREAM && (s->split_k > 1 || s->split_slots < 1))
 		return diag_error(d, LOC_NONE, "%s: stream-K needs a workspace (split_slots = %d) and no "
 				  "split-K (%d)", who, s->split_slots, s->split_k);
@@ -475,6 +480,12 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		LLVMValueRef pair = cg_shr(f, local, 1);
 		mt = cg_urem(f, pair, mte);
 		ntile = cg_add(f, cg_shl(f, cg_udiv(f, pair, mte), 1), cg_and(f, local, 1));
+	} else if (s->bands > 0) {	/* band b: row tiles b B .. b B + h - 1, fastest */
+		LLVMValueRef per = cg_i32(f, s->bands * k->nt), r = cg_urem(f, local, per);
+		LLVMValueRef first = cg_muli(f, cg_udiv(f, local, per), s->bands);
+		LLVMValueRef h = cg_min(f, cg_sub(f, mte, first), cg_i32(f, s->bands));
+		mt = cg_add(f, first, cg_urem(f, r, h));
+		ntile = cg_udiv(f, r, h);
 	} else {
 		mt = cg_urem(f, local, mte);
 		ntile = cg_udiv(f, local, mte);
@@ -646,6 +657,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 			       s->groups ? " grouped" : " dense");
 	if (s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
+	if (s->bands > 0 && !s->groups && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " bands of %d", s->bands);
 	if (s->split_k > 1 && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " split-k %d", s->split_k);
 	if (s->sched == CG_SCHED_STREAM && s->units > 0 && (size_t)at < n)

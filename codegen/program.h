@@ -86,6 +86,8 @@ struct CgVariant {
 						 * GemmSpec.min_ctas; not the vec mainloop's own) */
 	int persistent;				/* persistent over CG_CLUSTER_CTAS CTAs, where the plan
 						 * tiles (.pers; A/B: never the heuristic's own spelling) */
+	int bands;				/* dense: > 0: tiles in bands of this many row tiles (.bN:
+						 * GemmSpec.bands; A/B: never the heuristic's own) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

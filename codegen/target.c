@@ -1926,6 +1926,15 @@ fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
 }
 
+/* rcp.approx.ftz: 1/d within an ulp, subnormals flushed (the emulator: 1/d rounded to nearest) */
+LLVMValueRef
+cg_rcp(CgFn *f, LLVMValueRef d)
+{
+	if (f->emu)
+		return cg_call_emu(f, "moec_emu_rcp", f->tf32, &d, 1);
+	return cg_asm(f, f->tf32, "rcp.approx.ftz.f32 $0, $1;", "=f,f", &d, 1, 0);
+}
+
 /*
  * n / d rounded to nearest as div.rn.f32's fast path computes it (ptxas, sm_90a:
  * MUFU.RCP, then FFMA -d r + 1, r t + r, n r, -d q + n, r e + q): the same
@@ -1947,8 +1956,7 @@ cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef nd = LLVMBuildFNeg(B, d, ""), db = LLVMBuildBitCast(B, d, f->ti32, ""), r, q, ones, fix;
 
-	r = f->emu ? cg_call_emu(f, "moec_emu_rcp", f->tf32, &d, 1)
-		   : cg_asm(f, f->tf32, "rcp.approx.ftz.f32 $0, $1;", "=f,f", &d, 1, 0);
+	r = cg_rcp(f, d);
 	/* a mantissa of all ones (the one where an rcp an ulp off misses):
 	 * its reciprocal rounded to nearest, 2^-(k+1) (1 + 2^-23) */
 	ones = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, db, 0x7fffff), cg_i32(f, 0x7fffff), "");

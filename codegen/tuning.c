@@ -15,7 +15,8 @@
  * launch of the heuristic's plan runs for (t1-64, t65-MAX; all version 1
  * had).  Variant: tile bm x bn x bk, warps, stages, split-K slices, and
  * `.pN` for stream-K over N CTAs, `.pN.uU` for dynamic stream-K (U units a
- * CTA handed out by an atomic counter: GemmSpec.units); `.lN` last: a launch bound of N CTAs an SM.
+ * CTA handed out by an atomic counter: GemmSpec.units); `.bN` after `.pers`: tiles in bands of N row
+ * tiles (GemmSpec.bands, dense); `.lN` last: a launch bound of N CTAs an SM.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -76,6 +77,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".wide");
 	if (v->persistent && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".pers");
+	if (v->bands > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".b%d", v->bands);
 	if (v->direct && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".d");
 	if (v->f8whole && k >= 0 && (size_t)k < n)
@@ -113,6 +116,16 @@ cg_variant_parse(const char *s, CgVariant *v)
 	if (len > 2 && strcmp(body + len - 2, ".d") == 0) {	/* direct quantised B */
 		v->direct = 1;
 		body[len -= 2] = 0;
+	}
+	lb = strrchr(body, '.');
+	if (lb && lb[1] == 'b') {	/* bands of row tiles */
+		char *end;
+		long b = strtol(lb + 2, &end, 10);
+		if (end == lb + 2 || *end || b < 1 || b > 1024)
+			return -1;
+		v->bands = (int)b;
+		len = (size_t)(lb - body);
+		*lb = 0;
 	}
 	if (len > 5 && strcmp(body + len - 5, ".pers") == 0) {	/* persistent, one CTA an SM */
 		v->persistent = 1;
@@ -159,7 +172,7 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
 			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0,
-			 0};	/* .pers: a table's request only (the spec's own schedule stays); the vec
+			 0, s->bands};	/* .pers: a table's request only (the spec's own schedule stays); the vec
 				 * mainloop's bound is its plan's own, not a tile's */
 }
 
@@ -176,6 +189,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->f8.whole = v->f8whole;
 	s->units = v->stream > 0 ? v->units : 0;
 	s->min_ctas = v->minctas;
+	s->bands = v->bands;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (v->cluster == 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */

@@ -97,6 +97,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "
 	 "result): the same bits, session 27's kernels, for A/B on the GPU (docs/codegen.md, Division without a branch)"},
+	{"gelu-sigmoid", DBG_GELU_SIGMOID, NULL,
+	 "compile: GELU (tanh) as x sigmoid(2u) = x / (1 + 2^a), the quotient by rcp.approx: ~8 instructions an "
+	 "element instead of tanh's ~30, a few ulp of f32 everywhere (0.5 x (1 + tanh u) cancels for x < 0); "
+	 "not the same bits (for A/B on the GPU; docs/codegen.md, GELU as a sigmoid)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

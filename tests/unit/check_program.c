@@ -964,6 +964,63 @@ START_TEST(test_tuning_persistent_variant)
 END_TEST
 
 /*
+ * Bands of row tiles (a tuning table's `.bN`, GemmSpec.bands): the spelling
+ * round-trips after `.pers` and nowhere else, N in 1..1024; a dense GEMM's
+ * tiles in bands (the cp.async wgmma mainloop, tiled and persistent, bands of
+ * 2 of its 3 or 4 64-row tiles, the last band short at T = 130; the
+ * warp-specialised one persistent in bands of 1: columns first) match the
+ * interpreter.
+ */
+START_TEST(test_tuning_bands_variant)
+{
+	static const char *const tables[3] = {
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 64x64x64.w2x2.s3.k1.b2\n",
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 64x64x64.w2x2.s3.k1.pers.b2\n",
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 128x128x64.w2x2.s4.k1.pers.b1\n",
+	};
+	CgVariant v;
+	char back[64];
+
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.pers.b8", &v), 0);
+	ck_assert_int_eq(v.persistent, 1);
+	ck_assert_int_eq(v.bands, 8);
+	cg_variant_print(&v, back, sizeof back);
+	ck_assert_str_eq(back, "256x128x64.w4x2.s4.k1.pers.b8");
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b16.l1", &v), 0);
+	ck_assert_int_eq(v.bands, 16);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b8.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b0", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b08", &v), -1);
+	for (int i = 0; i < 3; i++) {
+		const char *path = table(tables[i]);
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p;
+		CgTuning *t;
+
+		diag_init(&d, stderr);
+		t = cg_tuning_read(path, &d);
+		ck_assert_ptr_nonnull(t);
+		m = fused("split.ir", split_block, &ref, &d);
+		emu_opts(&co, 256);
+		co.tuning = t;
+		co.debug = i == 2 ? DBG_EMU_WGMMA | DBG_EMU_WS : DBG_EMU_WGMMA;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		check_wide(p, ref, 130, 512);
+		check_wide(p, ref, 256, 512);
+		cg_program_free(p);
+		cg_tuning_free(t);
+		ir_free_module(m);
+		ir_free_module(ref);
+		unlink(path);
+	}
+}
+END_TEST
+
+/*
  * Stream-K through the whole plan (a tuning table's .pN variants for the
  * three decode GEMMs: gathered SwiGLU, routing weights + scatter, dense
  * bias + GELU): stream launches over a constant grid with the workspace's
@@ -1724,6 +1781,136 @@ START_TEST(test_fast_div_same_bits)
 }
 END_TEST
 
+/*
+ * --debug=gelu-sigmoid: GELU (tanh) as x / (1 + 2^a) on the emulator, an
+ * f32 graph over inputs of every magnitude, against x sigmoid(2u) in double
+ * (the same function as 0.5 x (1 + tanh u), without its cancellation): within
+ * 2^-22 (1 + |a|) (the f32 rounding of 2^a's exponent a, magnified by 2^a)
+ * but in the flushed tail (x < -9.4, results below 1e-37), under 1e-5 for x
+ * above -6; the default's tanh form off by more than 1e-3 there (1 + tanh u
+ * cancels).
+ * +-0, +inf and NaN as the tanh form gives them.  The sm_90a PTX of a bias +
+ * GELU GEMM with the flag: ex2 and rcp, no div.rn, under 5/8 of the PTX
+ * bytes without it (the tanh form's division and sign).
+ */
+static double
+gelu_ref(double x, double *a)
+{
+	double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+
+	*a = -2 * u / log(2);
+	return x / (1 + exp(-2 * u));
+}
+
+START_TEST(test_gelu_sigmoid_accuracy)
+{
+	static const char text[] =
+		"graph @g(%x: f32[T,64]) -> (b: f32[T,64]) {\n"
+		"\t%b = gelu %x, approx=tanh : f32[T,64]\n"
+		"\tret %b\n}\n";
+	enum { T = 64 };
+	Tensor in, out[2];
+	int64_t dim[2] = {T, 64};
+	double worst[2] = {0, 0};
+	uint64_t h = 7;
+	Diag d;
+	size_t bytes[2];
+
+	diag_init(&d, stderr);
+	ck_assert_int_eq(tensor_alloc(&in, DT_F32, 2, dim), 0);
+	for (int64_t i = 0; i < T * 64; i++) {
+		float *x = (float *)in.data + i;
+		h = mix64(h + (uint64_t)i);
+		*x = i % 2 ? ldexpf((float)(h >> 40) * 0x1p-24f + 1.0f, (int)(h % 60) - 40)
+			   : (float)(h >> 40) * 0x1p-24f * 24.0f - 12.0f;
+		if (i % 2 && h >> 63)
+			*x = -*x;
+	}
+	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
+	((float *)in.data)[5] = INFINITY, ((float *)in.data)[9] = NAN;
+	for (int sg = 0; sg < 2; sg++) {
+		Module *m = ir_parse("gelu.ir", text, strlen(text), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "emu";
+		co.narch = 1;
+		co.max_tokens = T;
+		co.debug = sg ? DBG_GELU_SIGMOID : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(tensor_alloc(&out[sg], DT_F32, 2, dim), 0);
+		ck_assert_int_eq(cg_program_emulate(p, &in, &out[sg], T, &d), 0);
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+	for (int64_t i = 0; i < T * 64; i++) {
+		float x = ((float *)in.data)[i];
+		double a, r = gelu_ref(x, &a);
+
+		for (int sg = 0; sg < 2; sg++) {
+			float y = ((float *)out[sg].data)[i];
+			if (!isfinite(x) || x == 0) {
+				ck_assert_msg(u_of(y) == u_of(((float *)out[0].data)[i]) || (isnan(x) && isnan(y)),
+					      "x = %a: %a, the tanh form %a", (double)x, (double)y,
+					      (double)((float *)out[0].data)[i]);
+				continue;
+			}
+			double e = fabs(y - r) / fabs(r);
+			if (x > -6.0f && e > worst[sg])
+				worst[sg] = e;
+			if (sg)	/* 2^a magnifies the f32 rounding of its exponent a by |a| ln 2 */
+				ck_assert_msg(fabs(y - r) <= 0x1p-22 * (1 + fabs(a)) * fabs(r) + 1e-36,
+					      "x = %a: %a, reference %a", (double)x, (double)y, r);
+		}
+	}
+	ck_assert_msg(worst[1] < 1e-5 && worst[0] > 1e-3, "relative errors: sigmoid %g, tanh %g", worst[1],
+		      worst[0]);
+	tensor_free(&in);
+	tensor_free(&out[0]);
+	tensor_free(&out[1]);
+	for (int sg = 0; sg < 2; sg++) {	/* sm_90a PTX of the bias + GELU epilogue */
+		static const char gemm[] =
+			"weight $w : bf16[256,64] seed=1\n"
+			"weight $b : bf16[256] scale=0.1 seed=2\n"
+			"graph @d(%x: bf16[T,64]) -> (y: bf16[T,256]) {\n"
+			"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
+			"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
+			"\tret %y\n}\n";
+		Module *m = ir_parse("gelu-gemm.ir", gemm, strlen(gemm), &d);
+		PassOpts o;
+		PassCtx c = {.d = &d};
+		CgCompileOpts co;
+		CgProgram *p;
+		const char *ptx;
+
+		ck_assert_ptr_nonnull(m);
+		pass_default_opts(&o);
+		ck_assert_int_eq(pass_run(m, &o, &c), 0);
+		cg_compile_default(&co);
+		co.arch[0] = "sm_90a";
+		co.narch = 1;
+		co.max_tokens = 4096;
+		co.debug = sg ? DBG_GELU_SIGMOID : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ptx = cg_program_ptx(p, 0, &bytes[sg]);
+		ck_assert_ptr_nonnull(ptx);
+		ck_assert(!strstr(ptx, "div.rn.f32"));
+		ck_assert(!!strstr(ptx, "ex2.approx.ftz.f32") && !!strstr(ptx, "rcp.approx.ftz.f32"));
+		cg_program_free(p);
+		ir_free_module(m);
+	}
+	ck_assert_msg(8 * bytes[1] < 5 * bytes[0], "PTX bytes: %zu with the flag, %zu without", bytes[1], bytes[0]);
+}
+END_TEST
+
 /* --- RMSNorm row kernels (k_norm.c) ----------------------------------------- */
 
 /* Rows (x's dtype, gamma's, the norm's, its cast or "", H, rstd eps or 0):
@@ -1922,6 +2109,7 @@ program_suite(void)
 	tcase_add_test(tc, test_tuning_table_refusals);
 	tcase_add_test(tc, test_tuning_table_selects_variants);
 	tcase_add_test(tc, test_tuning_persistent_variant);
+	tcase_add_test(tc, test_tuning_bands_variant);
 	tcase_add_test(tc, test_program_stream_k_matches_interpreter);
 	tcase_add_test(tc, test_tuning_buckets);
 	tcase_add_test(tc, test_tuning_table_buckets);
@@ -1964,6 +2152,7 @@ program_suite(void)
 	tcase_set_timeout(tc, 900);	/* ~20 s of CPU: 60M divisions, an emulated body kernel */
 	tcase_add_test(tc, test_fdiv_fast_sequence);
 	tcase_add_test(tc, test_fast_div_same_bits);
+	tcase_add_test(tc, test_gelu_sigmoid_accuracy);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
 	tcase_set_timeout(tc, 300);

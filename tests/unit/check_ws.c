@@ -1349,6 +1349,51 @@ START_TEST(test_ws_emu_snake_rounds)
 }
 END_TEST
 
+/*
+ * Bands of row tiles (GemmSpec.bands, --debug=tile-bands): 5 row tiles in
+ * bands of 2 (the last of 1) over 3 column tiles, tiled, persistent over 3
+ * CTAs (cooperative and ping-pong) and over more CTAs than tiles: every tile
+ * once (NaN-poisoned outputs right, as many wgmma as without bands) and bit
+ * for bit the cp.async wgmma mainloop's (check_case).
+ */
+START_TEST(test_ws_emu_dense_bands)
+{
+	static const int ctas[] = {0, 3, 40};
+
+	for (size_t i = 0; i < NELEM(ctas); i++)
+		for (int pp = 0; pp < 2; pp++) {
+			GemmCase c = {.what = pp ? "bands of 2 row tiles, ping-pong" : "bands of 2 row tiles"};
+			long n0, plain, bands;
+			GemmRun r;
+			GemmErr e;
+
+			if (pp && !ctas[i])
+				continue;
+			gh_spec_dense_bias_gelu(&c.s, 384, 192);
+			if (pp) {
+				pingpong(&c.s, 128, 128, 64, 4, ctas[i]);
+			} else {
+				tiles(&c.s, 128, 128, 64, 2, 2, 4);
+				c.s.sched = ctas[i] ? CG_SCHED_PERSISTENT : CG_SCHED_TILES;
+				c.s.ctas = ctas[i];
+			}
+			c.T = 600;
+			n0 = cg_emu_wgmma_count();
+			ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "%s: %s", c.what, r.msg);
+			plain = cg_emu_wgmma_count() - n0;
+			gh_free(&r);
+			c.s.bands = 2;
+			n0 = cg_emu_wgmma_count();
+			ck_assert_msg(gh_run(&r, &c) == 0 && gh_compare(&r, &e) == 0, "%s: %s", c.what, r.msg);
+			bands = cg_emu_wgmma_count() - n0;
+			gh_free(&r);
+			ck_assert_msg(bands == plain, "%s, %d CTAs: %ld wgmma, %ld without", c.what, ctas[i], bands,
+				      plain);
+			check_case(&c, 1e-2);
+		}
+}
+END_TEST
+
 START_TEST(test_ws_snake_refuses_clusters)
 {
 	CgTarget t = {"sm_90a", NULL, 3};
@@ -1656,6 +1701,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_cluster_ptx_assembles_for_sm90a);
 	tcase_add_loop_test(t, test_ws_emu_dense, 0, (int)NELEM(dense_cases));
 	tcase_add_test(t, test_ws_emu_dense_persistent_more_tiles_than_ctas);
+	tcase_add_test(t, test_ws_emu_dense_bands);
 	tcase_add_test(t, test_ws_emu_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_grouped_scale_scatter);
 	tcase_add_test(t, test_ws_emu_grouped_expert_bias_swiglu);
