@@ -152,6 +152,7 @@ enum {
 	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
+	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */
