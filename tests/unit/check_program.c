@@ -246,8 +246,8 @@ END_TEST
 /*
  * --debug=slots-x (lower-moe): the slots rounded to x's type (bf16) in the
  * down GEMM's epilogue, summed in f32 by the 16-byte combine reading them
- * as bf16 (the "moe.slots" buffer 2 bytes an element: 2 slots x 192 x 2
- * bytes a token).  On the emulator with the default mainloop and the
+ * as bf16 with 16-byte loads, a thread per 8 outputs (the "moe.slots"
+ * buffer 2 bytes an element: 2 slots x 192 x 2 bytes a token).  On the emulator with the default mainloop and the
  * warp-specialised one (the pairs of clusters sharing B), against the
  * interpreter's f32 slots within bf16's tolerance, at decode and prefill T.
  */
@@ -284,9 +284,9 @@ START_TEST(test_program_slots_x_matches_interpreter)
 				ck_assert_int_eq(man->buf[b].bytes.a, 2 * 192 * 2);
 			}
 		ck_assert_int_eq(slots, 1);
-		const MStep *last = &man->step[man->nstep - 1];	/* the combine: a thread per 4 outputs */
+		const MStep *last = &man->step[man->nstep - 1];	/* the combine: a thread per 8 outputs */
 		ck_assert_int_eq(last->kind, STEP_LAUNCH);
-		ck_assert_int_eq(last->grid[0].a, 192 / 4);
+		ck_assert_int_eq(last->grid[0].a, 192 / 8);
 		check_wide(p, ref, 3, 192);
 		check_wide(p, ref, 100, 192);
 		check_wide(p, ref, 256, 192);
