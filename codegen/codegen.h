@@ -986,7 +986,8 @@ int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx
 
 /*
  * k_combine.c: the MoE combine row kernel (reduce_sum over axis 1 of the f32
- * slots [rows,k,H] [-> cast] [+ x]) with 16-byte accesses, a thread per 4
+ * slots [rows,k,H], or of bf16/f16 slots cast to f32 (--debug=slots-x)
+ * [-> cast] [+ x]) with 16-byte accesses (8 for 2-byte slots), a thread per 4
  * outputs: the same bits as the body kernel.  Parameters "slots", ["x"],
  * "y" (out), "T"; grid cdiv(rows * H/4, 256), block 256.
  */
@@ -994,6 +995,7 @@ typedef struct CgCombineSpec CgCombineSpec;
 struct CgCombineSpec {
 	int64_t H;		/* row length: a multiple of 4 */
 	int k;			/* slots a row: 1..32 */
+	DType slot_dt;		/* the slots' type: f32, or bf16/f16 cast to f32 as loaded */
 	CgExpr rows;		/* a*T + b rows (div 0) */
 	DType sum_dt;		/* the sum's cast (f32: none) */
 	int residual;		/* y = x + the sum, rounded to y_dt */

@@ -8,6 +8,9 @@
  *	  k 4-byte loads of the f32 slots, the         thread g: row g / (H/4), columns 4(g % (H/4))..+3:
  *	  sum, cast, + x (2-byte loads)                k loads of 16 bytes, the sum, cast, + x (8 bytes)
  *
+ * With 2-byte slots (lower-moe's --debug=slots-x: bf16/f16 slots cast to
+ * f32 in the kernel) a thread takes 8 outputs, still 16 bytes a slot load.
+ *
  * The same bits as the row kernel: each output is 0 + s_0 + s_1 + ... +
  * s_{k-1} in f32 in slot order (the walker's inline reduce_sum), then the
  * cast's rounding, then the residual added in f32 and rounded to the
@@ -19,7 +22,14 @@
 #include "codegen.h"
 
 #define THREADS 256
-#define V 4		/* outputs a thread: one float4 of each slot */
+#define MAXV 8	/* the most outputs a thread: 8 of 2-byte slots */
+
+/* outputs a thread: 16 bytes of each slot */
+static int
+vw(const CgCombineSpec *s)
+{
+	return s->slot_dt == DT_F32 ? 4 : MAXV;
+}
 
 static int
 io_float(DType t)
@@ -30,16 +40,19 @@ io_float(DType t)
 int
 cg_combine_check(const CgCombineSpec *s, Diag *d)
 {
-	if (s->H < V || s->H % V || s->H > (1 << 24))
+	if (!io_float(s->slot_dt))
+		return diag_error(d, LOC_NONE, "combine: slots of %s (need f32, bf16 or f16)",
+				  dtype_name(s->slot_dt));
+	if (s->H < vw(s) || s->H % vw(s) || s->H > (1 << 24))
 		return diag_error(d, LOC_NONE, "combine: row length %lld (needs a multiple of %d)",
-				  (long long)s->H, V);
+				  (long long)s->H, vw(s));
 	if (s->k < 1 || s->k > 32)
 		return diag_error(d, LOC_NONE, "combine: %d slots a token (needs 1..32)", s->k);
 	if (!io_float(s->sum_dt) || !io_float(s->y_dt) || (s->residual && !io_float(s->x_dt)))
 		return diag_error(d, LOC_NONE, "combine: types %s, %s (need f32, bf16 or f16)",
 				  dtype_name(s->sum_dt), dtype_name(s->y_dt));
 	if (s->rows.a < 0 || s->rows.b < 0 || s->rows.div != 0 || s->rows.a > INT32_MAX ||
-	    s->rows.b > INT32_MAX || (s->rows.a + s->rows.b) * (s->H / V) > INT32_MAX)
+	    s->rows.b > INT32_MAX || (s->rows.a + s->rows.b) * (s->H / vw(s)) > INT32_MAX)
 		return diag_error(d, LOC_NONE, "combine: rows %lld*T+%lld", (long long)s->rows.a,
 				  (long long)s->rows.b);
 	return 0;
@@ -47,7 +60,7 @@ cg_combine_check(const CgCombineSpec *s, Diag *d)
 
 /* V elements of dt at base[at..] (aligned to V elements), as f32. */
 static void
-load_v(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
+load_v(CgFn *f, int V, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
 {
 	int es = dtype_bits(dt) / 8;
 	LLVMValueRef v = cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), V), cg_gep(f, base, at, es), es * V);
@@ -57,7 +70,7 @@ load_v(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *out)
 }
 
 static void
-store_v(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
+store_v(CgFn *f, int V, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
 {
 	int es = dtype_bits(dt) / 8;
 	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(cg_raw_type(f, dt), V));
@@ -72,10 +85,10 @@ int
 cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 {
 	CgParam par[4];
-	int np = 0, block[3] = {THREADS, 1, 1};
+	int np = 0, block[3] = {THREADS, 1, 1}, V = vw(s);
 	int64_t Q = s->H / V;	/* thread groups a row */
 	CgExpr grid[3] = {{s->rows.a * Q, s->rows.b * Q, THREADS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
-	LLVMValueRef slots, x = NULL, y, T, g, rows, row, col, acc[V], xv[V], sv[32][V];
+	LLVMValueRef slots, x = NULL, y, T, g, rows, row, col, acc[MAXV], xv[MAXV], sv[32][MAXV];
 	char note[128];
 	CgFn *f;
 	CgIf c;
@@ -103,10 +116,10 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	row = cg_sext64(f, cg_udiv(f, g, cg_i32(f, (int)Q)));
 	col = cg_sext64(f, cg_muli(f, cg_urem(f, g, cg_i32(f, (int)Q)), V));
 	for (int j = 0; j < s->k; j++)		/* every slot's 16 bytes in flight */
-		load_v(f, DT_F32, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
+		load_v(f, V, s->slot_dt, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
 		       sv[j]);
 	if (s->residual)
-		load_v(f, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
+		load_v(f, V, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
 	for (int e = 0; e < V; e++) {
 		acc[e] = LLVMBuildFAdd(f->B, sv[0][e], cg_f32(f, 0), "");	/* the walker's 0 + s_0 */
 		for (int j = 1; j < s->k; j++)
@@ -115,10 +128,11 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 		if (s->residual)
 			acc[e] = cg_round_dt(f, LLVMBuildFAdd(f->B, xv[e], acc[e], ""), s->y_dt);
 	}
-	store_v(f, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
+	store_v(f, V, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
 	cg_endif(f, &c);
-	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, 16-byte loads", s->k, (long long)s->H,
-		 dtype_name(s->y_dt), s->residual ? " + residual" : "");
+	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, %s slots, %d-byte loads", s->k,
+		 (long long)s->H, dtype_name(s->y_dt), s->residual ? " + residual" : "", dtype_name(s->slot_dt),
+		 dtype_bits(s->slot_dt) / 8 * V);
 	return cg_fn_end(f, block, grid, 0, note);
 }
 
@@ -132,7 +146,8 @@ is_param(const Graph *k, const Value *v, int i)
 
 /*
  * reduce_sum over axis 1 of f32 [R,k,H] (parameter 0, or a reshape of
- * parameter 0 [k*R,H]), [-> one cast], [-> add of parameter 1 of [R,H]],
+ * parameter 0 [k*R,H]; either perhaps of bf16/f16 cast to f32: lower-moe's
+ * slots in x's type), [-> one cast], [-> add of parameter 1 of [R,H]],
  * the kernel's one result.
  */
 int
@@ -144,6 +159,7 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 	int stage = 0;	/* 0: the slots, 1: the sum, 2: cast, 3: add */
 
 	memset(s, 0, sizeof *s);
+	s->slot_dt = DT_F32;
 	if (!k || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1 || call->nin < 1 ||
 	    call->nin > 2 || call->nout != 1)
 		return 0;
@@ -151,6 +167,13 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 		if (n->op == OP_CONST)
 			continue;
 		if (stage == 0 && n->op == OP_RESHAPE && !p0 && is_param(k, n->in[0], 0)) {
+			p0 = n->out[0];
+			continue;
+		}
+		if (stage == 0 && n->op == OP_CAST && s->slot_dt == DT_F32 && n->out[0]->type.dt == DT_F32 &&
+		    (n->in[0]->type.dt == DT_BF16 || n->in[0]->type.dt == DT_F16) &&
+		    (p0 ? n->in[0] == p0 : is_param(k, n->in[0], 0))) {	/* 2-byte slots, summed in f32 */
+			s->slot_dt = n->in[0]->type.dt;
 			p0 = n->out[0];
 			continue;
 		}
@@ -199,6 +222,6 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 		}
 		return 0;
 	}
-	return stage >= 1 && k->ret[0] == v && (call->nin == 2) == s->residual && s->H % V == 0 &&
+	return stage >= 1 && k->ret[0] == v && (call->nin == 2) == s->residual && s->H % vw(s) == 0 &&
 	       s->k <= 32;
 }

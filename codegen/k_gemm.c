@@ -1073,7 +1073,10 @@ gemm_epilogue(G *g)
 			CgIf c;
 			LLVMValueRef c0;
 			cg_if(f, &c, cg_lt(f, r, g->k.rend));
-			gemm_row(&g->k, r, &row);
+			if (g->npre)
+				row = g->pre[mi][h];
+			else
+				gemm_row(&g->k, r, &row);
 			c0 = g->k.s.quant.kind != CG_QUANT_NONE ? NULL
 				: gemm_c_ptr(&g->k, row.drow, sw >= 0 ? cg_shr(f, cols[0], 1) : cols[0]);
 			for (int j0 = 0; j0 < g->ni; j0 += ahead) {
@@ -1094,6 +1097,34 @@ gemm_epilogue(G *g)
 		}
 	if (g->k.s.quant.kind == CG_QUANT_GROUP)
 		group_quant(g);
+	g->npre = 0;
+}
+
+/*
+ * A grouped tile's epilogue rows are loads of loads (the scatter's
+ * destination row, sidx[r]; a gathered row leaf, rstd[rows[r] / k]; the
+ * routing weight, w[rows[r]]), which the epilogue would wait for row by
+ * row while the tensor cores idle (ncu, Qwen3-30B-A3B at T = 4096: the
+ * expert GEMMs' top stall is long_scoreboard).  Issued before the tile's
+ * k-tiles they land during them.  A row past the tile reads row 0 (every
+ * index array has one; such rows are not stored).  The same bits.
+ */
+void
+gemm_rows_ahead(G *g)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef gq = cg_shr(f, g->k.lane, 2);
+
+	g->npre = 0;
+	if (g->k.s.groups == 0 || g->mi > PRE_MI)
+		return;
+	for (int mi = 0; mi < g->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
+			r = LLVMBuildSelect(f->B, cg_lt(f, r, g->k.rend), r, cg_i32(f, 0), "");
+			gemm_row(&g->k, r, &g->pre[mi][h]);
+		}
+	g->npre = 1;
 }
 
 /* ---- split-K (GemmSpec.split_k; the workspace layout is in codegen.h) ---- */

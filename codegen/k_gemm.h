@@ -148,6 +148,7 @@ void gemm_store_at(GemmCore *k, LLVMValueRef p, LLVMValueRef *v, int n);
 #define MAXF 32			/* fragments per warp in m or n (32: a 64x256 warpgroup tile, GemmSpec.wg_wide) */
 #define MAXF_MMA 16		/* ... on mma.sync (warp tiles up to 256 x 128) */
 #define BQ_DWORDS 64		/* direct quantised B: words per lane and k-tile, at most */
+#define PRE_MI 4		/* gemm_rows_ahead: fragment row blocks, at most */
 
 typedef struct G G;
 struct G {
@@ -198,6 +199,9 @@ struct G {
 		LLVMValueRef dptr;		/* per k-tile: where the next k-tile's words are */
 		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
 	} bq;
+	/* gemm_rows_ahead: the epilogue's rows of the tile, loaded before its k-tiles (npre 0: none) */
+	GemmRow pre[PRE_MI][2];
+	int npre;
 	/* the wgmma mainloop (k_gemm_wgmma.c) */
 	struct {
 		int wg_m, wg_n;		/* warpgroups over the tile's rows and columns */
@@ -303,6 +307,9 @@ int gemm_a_rows_map(const GemmSpec *s);
 void gemm_a_live(G *g, int n);
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
 void gemm_epilogue(G *g);	/* the program on g->acc, then the store */
+/* Grouped GEMMs: the epilogue's rows (destination, row leaves) loaded now,
+ * before the tile's k-tiles, for the next gemm_epilogue (none: g->npre 0). */
+void gemm_rows_ahead(G *g);
 
 /* k_gemm_ws.c: the warp-specialised sm_90a mainloop (CG_MAINLOOP_WS) */
 void gemm_ws_layout(G *g);

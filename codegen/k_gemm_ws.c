@@ -1219,6 +1219,7 @@ consume_ktiles(G *g, void *arg)
 static void
 consume(W *w)
 {
+	gemm_rows_ahead(&w->g);
 	gemm_wgmma_by_rows(&w->g, consume_ktiles, w);
 	gemm_epilogue(&w->g);
 }
@@ -1238,6 +1239,7 @@ consume_pingpong(W *w)
 	LLVMValueRef next = gemm_next_item(k);
 	CgIf c;
 
+	gemm_rows_ahead(g);	/* in flight during the wait for the turn too */
 	cg_if(f, &c, gemm_later_item(k));
 	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
 	cg_endif(f, &c);

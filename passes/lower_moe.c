@@ -233,6 +233,10 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 	Value *o = n->out[0];
 	Dim r1[1] = {R};
 	Value *os = scale_input ? o : ir_b2(b, OP_MUL, o, row_weights(b, s->w, rows, R, DT_F32));
+	if (os && s->slots_x && xdt != DT_F32) {	/* rounded once, after the weight: the down's epilogue */
+		ir_b_str(b, "to", dtype_name(xdt));
+		os = ir_b1(b, OP_CAST, os);
+	}
 	ir_b_dims(b, "rows", r1, 1);
 	Value *ys = ir_b2(b, OP_SCATTER_ROWS, os, rows);
 	if (named) {
@@ -249,6 +253,10 @@ lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt)
 	int64_t ax = 1;
 	Value *y3 = reshape(b, ys, 3, tkh);
 
+	if (y3 && y3->type.dt != DT_F32) {	/* slots in x's type (slots_x): the sum in f32 */
+		ir_b_str(b, "to", "f32");
+		y3 = ir_b1(b, OP_CAST, y3);
+	}
 	ir_b_ints(b, "axes", &ax, 1);
 	ir_b_int(b, "keepdims", 0);
 	Value *y = ir_b1(b, OP_REDUCE_SUM, y3);
@@ -293,7 +301,8 @@ lower(Graph *g, Node *moe, PassCtx *c)
 		return NULL;
 	MoeSlots s = {.x = x, .w = n->out[0], .ids = n->out[1], .wgu = moe->in[3],
 		      .wdn = moe->in[4], .bgu = moe->nin > 5 ? moe->in[5] : NULL,
-		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E};
+		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E,
+		      .slots_x = (c->debug & DBG_SLOTS_X) != 0};
 	v[0] = s.w, v[1] = s.ids;
 	Value *ys = lower_moe_slots(&b, moe, &s, &v[2]);
 	/* the sum over the k choices, in a fixed order: deterministic */

@@ -119,12 +119,13 @@ Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
 typedef struct {
 	Value *x, *w, *ids, *wgu, *wdn, *bgu, *bdn;
 	int64_t experts;
+	int slots_x;		/* --debug=slots-x: the slots rounded to x's type (when not f32) */
 } MoeSlots;
 Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
-/* Each slot's weighted expert output, [T'*k, H] f32 in slot order (named:
+/* Each slot's weighted expert output, [T'*k, H] f32 (slots_x: x's type) in slot order (named:
  * offs, rows, src, xs, act, down, slots, if not NULL). */
 Value *lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named);
-/* slots [T*k,H] summed over k in choice order, cast to dt. */
+/* slots [T*k,H] summed in f32 over k in choice order, cast to dt. */
 Value *lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt);
 /* v[i] named "<moe's result>.suffix[i]" (NULL entries skipped). */
 void lower_moe_names(Graph *g, const Node *moe, Value *const *v, const char *const *suffix, int n);

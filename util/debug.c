@@ -93,6 +93,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
 	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "
 	 "by shared memory, SMs x 5 CTAs (A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
+	{"slots-x", DBG_SLOTS_X, NULL,
+	 "lower-moe: each MoE slot (a down projection row times its routing weight) rounded to x's type (bf16, f16) "
+	 "before the f32 sum over the k choices, instead of kept in f32: half the down GEMM's stores and the "
+	 "combine's loads, a change of numerics (HF's blocks round each slot too; docs/passes.md, lower-moe; A/B)"},
 	{"div-rn", DBG_DIV_RN, NULL,
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "

@@ -153,6 +153,7 @@ enum {
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_GELU_SIGMOID = 1 << 30,	/* codegen: GELU (tanh) as x sigmoid(2u): x / (1 + 2^a) by rcp.approx (A/B) */
 	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
+	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -822,6 +822,28 @@ START_TEST(test_combine_matches_body)
 		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[2*T,20]\n"
 		      "\t%c = cast %t, to=f16 : f16[2*T,20]\n"
 		      "\t%y = add %c, %x : f16[2*T,20]\n\tret %y\n}\n", 1);
+	/* --debug=slots-x: bf16 slots [k*T,H] reshaped, cast to f32, summed (16-byte loads of 8), + x */
+	check_combine("graph @main(%s: bf16[8*T,64], %x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %x) : bf16[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: bf16[8*T,64], %x: bf16[T,64]) -> (y: bf16[T,64]) template=row_reduce {\n"
+		      "\t%s3 = reshape %s, shape=[T, 8, 64] : bf16[T,8,64]\n"
+		      "\t%f = cast %s3, to=f32 : f32[T,8,64]\n"
+		      "\t%t = reduce_sum %f, axes=[1], keepdims=0 : f32[T,64]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,64]\n"
+		      "\t%y = add %x, %c : bf16[T,64]\n\tret %y\n}\n", 1);
+	/* f16 slots [T,k,H] cast directly, k = 3, f32 x and y */
+	check_combine("graph @main(%s: f16[T,3,24], %x: f32[T,24]) -> (y: f32[T,24]) {\n"
+		      "\t%y = call @main.k(%s, %x) : f32[T,24]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: f16[T,3,24], %x: f32[T,24]) -> (y: f32[T,24]) template=row_reduce {\n"
+		      "\t%f = cast %s, to=f32 : f32[T,3,24]\n"
+		      "\t%t = reduce_sum %f, axes=[1], keepdims=0 : f32[T,24]\n"
+		      "\t%y = add %t, %x : f32[T,24]\n\tret %y\n}\n", 1);
+	/* not taken: 2-byte slots with H not a multiple of 8 (16-byte loads) */
+	check_combine("graph @main(%s: bf16[T,2,36]) -> (y: f32[T,36]) {\n"
+		      "\t%y = call @main.k(%s) : f32[T,36]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: bf16[T,2,36]) -> (y: f32[T,36]) template=row_reduce {\n"
+		      "\t%f = cast %s, to=f32 : f32[T,2,36]\n"
+		      "\t%y = reduce_sum %f, axes=[1], keepdims=0 : f32[T,36]\n\tret %y\n}\n", 0);
 	/* not taken: H not a multiple of 4; a sum over the last axis; something after the add */
 	check_combine("graph @main(%s: f32[T,8,66]) -> (y: f32[T,66]) {\n"
 		      "\t%y = call @main.k(%s) : f32[T,66]\n\tret %y\n}\n"

@@ -243,6 +243,60 @@ START_TEST(test_program_prefill_192_persistent)
 }
 END_TEST
 
+/*
+ * --debug=slots-x (lower-moe): the slots rounded to x's type (bf16) in the
+ * down GEMM's epilogue, summed in f32 by the 16-byte combine reading them
+ * as bf16 with 16-byte loads, a thread per 8 outputs (the "moe.slots"
+ * buffer 2 bytes an element: 2 slots x 192 x 2 bytes a token).  On the emulator with the default mainloop and the
+ * warp-specialised one (the pairs of clusters sharing B), against the
+ * interpreter's f32 slots within bf16's tolerance, at decode and prefill T.
+ */
+START_TEST(test_program_slots_x_matches_interpreter)
+{
+	static const unsigned dbg[] = {0, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2};
+	Module *m = NULL, *ref = NULL;
+	PassOpts o;
+	Diag d;
+
+	diag_init(&d, stderr);
+	m = ir_parse("wide.ir", wide_moe_block, strlen(wide_moe_block), &d);
+	ref = ir_parse("wide.ir", wide_moe_block, strlen(wide_moe_block), &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(ref);
+	pass_default_opts(&o);
+	o.debug = DBG_SLOTS_X;
+	PassCtx c = {.d = &d};
+	ck_assert_int_eq(pass_run(m, &o, &c), 0);
+	for (size_t i = 0; i < sizeof dbg / sizeof dbg[0]; i++) {
+		CgCompileOpts co;
+		CgProgram *p;
+		const Manifest *man;
+		int slots = 0;
+
+		emu_opts(&co, 256);
+		co.debug = dbg[i];
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		man = cg_program_manifest(p);
+		for (int b = 0; b < man->nbuf; b++)
+			if (strstr(man->buf[b].name, "slots")) {
+				slots++;
+				ck_assert_int_eq(man->buf[b].bytes.a, 2 * 192 * 2);
+			}
+		ck_assert_int_eq(slots, 1);
+		const MStep *last = &man->step[man->nstep - 1];	/* the combine: a thread per 8 outputs */
+		ck_assert_int_eq(last->kind, STEP_LAUNCH);
+		ck_assert_int_eq(last->grid[0].a, 192 / 8);
+		check_wide(p, ref, 3, 192);
+		check_wide(p, ref, 100, 192);
+		check_wide(p, ref, 256, 192);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 /* --- decode fronts (k_front.c) --------------------------------------------- */
 
 /* The routing families of the front tests: the route's attributes, E, k,
@@ -2142,6 +2196,7 @@ program_suite(void)
 	tc = tcase_create("prefill");	/* 192-column tiles, persistent, four plans */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_prefill_192_persistent);
+	tcase_add_test(tc, test_program_slots_x_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
 	tcase_set_timeout(tc, 300);
