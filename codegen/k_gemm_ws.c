@@ -481,11 +481,12 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 }
 
 /*
- * --debug=mid-persistent (program.c's mid_persistent): a persistent grouped
- * plan sized by the cp.async mainloop's shared memory (DeepSeek-V3's down at
- * T = 256: 264 CTAs, 2 an SM) holds fewer an SM on this mainloop's stages
+ * A persistent grouped plan sized by the cp.async mainloop's shared memory
+ * (program.c's mid_persistent and prefill_persistent: DeepSeek-V3's down at
+ * T = 256, 264 CTAs, 2 an SM) holds fewer an SM on this mainloop's stages
  * (1: 152 KB), so the CTAs past those the SMs hold at once would run as a
- * second wave after the first; as many as they hold.
+ * second wave after the first: as many as they hold.  (Ping-pong, clusters,
+ * FP8 and the stacked tiles size their own.)
  */
 static void
 resident_ctas(const CgModule *m, GemmSpec *s)
@@ -493,7 +494,7 @@ resident_ctas(const CgModule *m, GemmSpec *s)
 	const CgTarget *t = cg_module_target(m);
 	int per = cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024), sms = cg_target_sms(t);
 
-	if ((cg_module_debug(m) & DBG_MID_PERSISTENT) && s->groups > 0 && s->sched == CG_SCHED_PERSISTENT &&
+	if (s->groups > 0 && s->sched == CG_SCHED_PERSISTENT && s->ws_mode != CG_WS_PINGPONG && s->f8.group == 0 &&
 	    s->cluster != 2 && sms > 0 && s->ctas > sms * (per < 1 ? 1 : per))
 		s->ctas = sms * (per < 1 ? 1 : per);
 }

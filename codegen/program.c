@@ -1291,10 +1291,13 @@ prefill_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s)
  * the tail (session 28: k3 591, k4 645 us skewed, 3.5 and 1.6 TB/s of its
  * touched weights, against 3.6 TB/s uniform).
  */
+enum { MID_PERSISTENT_DEFAULT = 0 };	/* 1: on sm_90a without the flag (the emulator's plans keep the tiles) */
+
 static void
 mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
-	if (!(p->o.debug & DBG_MID_PERSISTENT) || !s->groups || tlo <= DECODE_T || s->sched != CG_SCHED_TILES ||
+	if (!((p->o.debug & DBG_MID_PERSISTENT) || (MID_PERSISTENT_DEFAULT && cg_target_has(t, CG_WGMMA))) ||
+	    !s->groups || tlo <= DECODE_T || s->sched != CG_SCHED_TILES ||
 	    s->split_k > 1 || s->bq.group > 0 || s->f8.group > 0 || s->mainloop == CG_MAINLOOP_VEC ||
 	    gemm_rows(s, thi, 0) / s->groups >= s->bm || !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
 		return;
@@ -1684,6 +1687,8 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
+enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag */
+
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
@@ -1697,7 +1702,7 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 		/* --debug=mid-persistent: clusters sharing B keep cooperative 128x256
 		 * consumers (a third fewer L2 bytes a flop than ping-pong's 128x128:
 		 * DeepSeek-V3's down at T = 4096, A/B on the H200) */
-		if ((p->o.debug & DBG_MID_PERSISTENT) && w.cluster_b)
+		if (((p->o.debug & DBG_MID_PERSISTENT) || COOP_C2_DEFAULT) && w.cluster_b)
 			continue;
 		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
 			continue;	/* (--debug=ws-pingpong: wherever it fits) */
