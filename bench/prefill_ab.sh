@@ -12,7 +12,7 @@
 # before: the plan of main before session 25), pers (the persistent schedule,
 # off by default), full (every row block alone), s3 (gpt-oss gate|up 128x128,
 # 3 stages, two CTAs an SM), wsg (gathered A on the warp-specialised
-# mainloop), t192 (--debug=tile192: DeepSeek-V3's expert GEMMs on 192-row
+# mainloop), t192 (bench/tile192.tuning: DeepSeek-V3's expert GEMMs on 192-row
 # tiles), t192wsg (and its gate|up on the warp-specialised mainloop), t64
 # (64x256 tiles whose m-tiles share B through L2, bench/tile64.tuning).  ARMS and CASES (a grep -E pattern of
 # case names) choose others than the default, here and on the device alike:
@@ -30,8 +30,8 @@ flags() {
 	full) echo "--debug=full-blocks" ;;
 	s3) echo "--tuning=$src/bench/prefill_128x128s3.tuning" ;;
 	wsg) echo "--debug=ws-gather" ;;
-	t192) echo "--debug=tile192" ;;
-	t192wsg) echo "--debug=tile192,ws-gather" ;;
+	t192) echo "--tuning=$src/bench/tile192.tuning" ;;
+	t192wsg) echo "--tuning=$src/bench/tile192.tuning --debug=ws-gather" ;;
 	t64) echo "--tuning=$src/bench/tile64.tuning" ;;
 	esac
 }

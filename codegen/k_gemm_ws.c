@@ -481,6 +481,25 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 }
 
 /*
+ * A persistent grouped plan sized by the cp.async mainloop's shared memory
+ * (program.c's mid_persistent and prefill_persistent: DeepSeek-V3's down at
+ * T = 256, 264 CTAs, 2 an SM) holds fewer an SM on this mainloop's stages
+ * (1: 152 KB), so the CTAs past those the SMs hold at once would run as a
+ * second wave after the first: as many as they hold.  (Ping-pong, clusters,
+ * FP8 and the stacked tiles size their own.)
+ */
+static void
+resident_ctas(const CgModule *m, GemmSpec *s)
+{
+	const CgTarget *t = cg_module_target(m);
+	int per = cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024), sms = cg_target_sms(t);
+
+	if (s->groups > 0 && s->sched == CG_SCHED_PERSISTENT && s->ws_mode != CG_WS_PINGPONG && s->f8.group == 0 &&
+	    s->cluster != 2 && sms > 0 && s->ctas > sms * (per < 1 ? 1 : per))
+		s->ctas = sms * (per < 1 ? 1 : per);
+}
+
+/*
  * Grouped clusters sharing B (the default on sm_90a, program.c GROUPED_C2_DEFAULT; --debug=grouped-c2):
  * bf16/f16 grouped GEMMs of 64+ rows a tile with B [N,K] (the MoE gate|up,
  * gathered A on this mainloop then, and the down projection) run in
@@ -595,6 +614,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
+	resident_ctas(m, &w);
 	/* FP8 gathered (the default: the gate|up, tiled): each of DeepSeek-V3's
 	 * 12224 CTAs would rank the 256 experts (O(E^2)) for its one tile */
 	if (w.f8.group > 0 && w.gather && w.sched == CG_SCHED_TILES)

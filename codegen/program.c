@@ -718,8 +718,10 @@ static const Tile tiles[] = {
 	{1024, 128, 256, 64, 2, 4, 4}, {1024, 128, 192, 64, 2, 4, 4}, {1024, 128, 128, 64, 2, 2, 4},
 	{INT32_MAX, 256, 128, 64, 4, 2, 4}, {INT32_MAX, 128, 256, 64, 2, 4, 4},
 	{INT32_MAX, 128, 192, 64, 2, 4, 4}, {INT32_MAX, 128, 128, 64, 2, 2, 4},
-	/* rows 0, no row class: three warpgroups stacked over 192 rows, which
-	 * choose_tiles takes by rows192() (a candidate for moert tune too) */
+	/* rows 0, no row class: three warpgroups stacked over 192 rows, a
+	 * tuning table's or moert tune's candidate only (the heuristic's under
+	 * session 26's --debug=tile192 measured slower on the H200: gate|up 5605
+	 * -> 5684 us, down 2610 -> 3458 at T = 4096; docs/codegen.md) */
 	{0, 192, 128, 64, 3, 4, 5},
 	/* FP8 x FP8 (try_tile: bk 128), whose accumulators are held twice: 2
 	 * warpgroups of 64 rows; of 128 columns each, for SwiGLU + quantisation per 128.
@@ -1172,49 +1174,8 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi, int bound)
 		*s = c;
 }
 
-/*
- * 192-row tiles (three warpgroups of 64 rows; the wgmma mainloops) for a
- * grouped GEMM whose experts have about 128 rows, so that an expert's rows
- * fit one tile and its weights are read once per column tile: with 128-row
- * tiles an expert of 129..191 rows takes a second tile of a few rows that
- * streams the whole B tile again (DeepSeek-V3 at T = 4096: 128 +- 11 rows an
- * expert, about 1.5 row tiles each; the row-block skip saved its tensor work
- * but not its loads: gate|up 5474 against 5563 us, docs/codegen.md "Prefill
- * at T = 4096").  Taken when the rows an expert gets under even routing,
- * R = M / E with a spread of about sqrt(R) (a binomial's), pass 128 at two
- * spreads (R + 2 sqrt(R) > 128: more than a few experts need a second
- * 128-row tile) and R <= 192 (most fit one of 192), unless it makes fewer
- * CTAs than the SMs and the row class's tile (small problems).  Targets with
- * wgmma and the emulator, bf16/f16 operands (not FP8 x FP8 or quantised B
- * yet).  Only with --debug=tile192: measured slower on the H200 (2026-12-02,
- * session 26, DeepSeek-V3 at T = 4096, steps alone: down 2610 -> 3458 us on
- * the tiles schedule, gate|up 5605 -> 5684).  Per k and column, a tile of r
- * rows and c columns fills its stages with r + c elements for r c MACs:
- * 128x256 at ~128 rows and 192x128 come out alike (an expert of 120 rows:
- * 0.0122 against 0.0161 elements a MAC; of 138, with its second 128-row
- * tile: 0.0184 against 0.0151), and these kernels are bound by those fills
- * (~6 TB/s through L2 for all SMs), not by the second tile's tensor work.
- * A tuning table's 192x128x64.w3x4.s5.k1 takes it for one GEMM.
- */
-static const Tile *
-tile192(void)
-{
-	for (size_t i = 0; i < NELEM(tiles); i++)
-		if (tiles[i].bm == 192)
-			return &tiles[i];
-	return NULL;
-}
-
 static int
-rows192(const CgTarget *t, const GemmSpec *s, int64_t rows)
-{
-	return s->groups > 0 && (cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)) && s->f8.group == 0 &&
-	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt &&
-	       (double)rows + 2 * sqrt((double)rows) > 128 && rows <= 192;
-}
-
-static int
-choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens, int tile192_ok)
+choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
 	int64_t rows = gemm_rows(s, tokens, 1);
 
@@ -1272,12 +1233,6 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens, int ti
 		}
 	if (!found)
 		return -1;
-	/* 192 rows (--debug=tile192), unless they leave SMs idle that the class's tile does not */
-	if (tile192_ok && rows192(t, s, rows) && (c = *s, try_tile(t, &c, tile192(), 0) == 0) &&
-	    est_ctas(&c, tokens) >= MIN(est_ctas(&best, tokens), (int64_t)cg_target_sms(t))) {
-		*s = c;
-		return 0;
-	}
 	/* stream-K gives every SM a run whatever the CTAs: the class's first
 	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
 	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
@@ -1314,6 +1269,37 @@ prefill_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	if (!(p->o.debug & DBG_PERSISTENT_PREFILL) || !s->groups || s->bm < 128 || s->sched != CG_SCHED_TILES ||
 	    s->split_k > 1 || s->bq.group > 0 || s->f8.group > 0 ||
 	    !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
+		return;
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = cg_target_sms(t) * per_sm(t, s);
+}
+
+/*
+ * Mid-T grouped GEMMs persistent (--debug=mid-persistent, an A/B on the
+ * H200): a prefill bucket whose experts average less than a row tile at its
+ * most tokens (thi x m_per_t / E < bm: DeepSeek-V3's 65..256 at 8 rows an
+ * expert, bm 64) runs SMs x per_sm CTAs over the (expert, tile) items, the
+ * experts ranked heavy first, instead of the tiles schedule's grid of a
+ * potential row tile an expert (E x (bm - 1) rows of CTAs past the rows).
+ * Under skewed routing that grid is mostly empty: DeepSeek-V3 at T = 256
+ * with --skew=80 (35 experts, 8 of them ~256 rows) launches 9088 gate|up
+ * and 15904 down CTAs for ~1900 and ~3300 tiles, each building the expert
+ * table (256 experts) before it finds no work, and the hot experts' four
+ * row tiles of a column tile land wherever the grid puts them; persistent,
+ * the heavy experts' tiles start first, an expert's row tiles of a column
+ * tile side by side (they share B through the L2), and the light ones fill
+ * the tail (session 28: k3 591, k4 645 us skewed, 3.5 and 1.6 TB/s of its
+ * touched weights, against 3.6 TB/s uniform).
+ */
+enum { MID_PERSISTENT_DEFAULT = 0 };	/* 1: on sm_90a without the flag (the emulator's plans keep the tiles) */
+
+static void
+mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	if (!((p->o.debug & DBG_MID_PERSISTENT) || (MID_PERSISTENT_DEFAULT && cg_target_has(t, CG_WGMMA))) ||
+	    !s->groups || tlo <= DECODE_T || s->sched != CG_SCHED_TILES ||
+	    s->split_k > 1 || s->bq.group > 0 || s->f8.group > 0 || s->mainloop == CG_MAINLOOP_VEC ||
+	    gemm_rows(s, thi, 0) / s->groups >= s->bm || !(cg_target_has(t, CG_WGMMA) || cg_target_is_emu(t)))
 		return;
 	s->sched = CG_SCHED_PERSISTENT;
 	s->ctas = cg_target_sms(t) * per_sm(t, s);
@@ -1460,7 +1446,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		const CgTarget *t = cg_module_target(p->mod[i]);
 		if (tuned(p, t, &s[i], tlo, tokens) == 0)
 			continue;
-		if (choose_tiles(t, &s[i], tlo, tokens, (p->o.debug & DBG_TILE192) != 0)) {
+		if (choose_tiles(t, &s[i], tlo, tokens)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
 			cg_gemm_check(t, &s[i], &quiet);
 			snprintf(why, n, "no tensor-core tile fits %s (%s)", t->sm, quiet.last);
@@ -1477,8 +1463,10 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			vec_plan(p, t, &s[i], tokens);
 		}
 	}
-	for (int i = 0; i < p->o.narch && !*simt; i++)
+	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		prefill_persistent(p, cg_module_target(p->mod[i]), &s[i]);
+		mid_persistent(p, cg_module_target(p->mod[i]), &s[i], tlo, tokens);
+	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
 	if (!*simt)
@@ -1699,6 +1687,8 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
+enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag */
+
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
@@ -1708,6 +1698,11 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
 		if (w.mainloop == CG_MAINLOOP_VEC)
+			continue;
+		/* --debug=mid-persistent: clusters sharing B keep cooperative 128x256
+		 * consumers (a third fewer L2 bytes a flop than ping-pong's 128x128:
+		 * DeepSeek-V3's down at T = 4096, A/B on the H200) */
+		if (((p->o.debug & DBG_MID_PERSISTENT) || COOP_C2_DEFAULT) && w.cluster_b)
 			continue;
 		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
 			continue;	/* (--debug=ws-pingpong: wherever it fits) */

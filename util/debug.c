@@ -47,8 +47,10 @@ const DebugFlag debug_flags[] = {
 	{"bq-tiles", DBG_BQ_TILES, NULL,
 	 "compile: grouped quantised decode GEMMs keep the tiles of session 26 instead of wide stream-K runs "
 	 "(A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
-	{"tile192", DBG_TILE192, NULL,
-	 "compile: grouped GEMMs of about 128 rows an expert take 192-row tiles on sm_90a (off: slower on the H200)"},
+	{"mid-persistent", DBG_MID_PERSISTENT, NULL,
+	 "compile: prefill grouped GEMMs whose experts average under a row tile run persistent, heavy experts first "
+	 "(not a grid of a potential tile an expert), and grouped GEMMs in clusters sharing B keep cooperative "
+	 "consumers, not ping-pong (A/B on the H200: DeepSeek-V3 T = 256 skewed, T = 4096)"},
 	{"no-vec-gemm", DBG_NO_VEC_GEMM, NULL,
 	 "compile: GEMMs of launches for at most 4 tokens keep 16-row tensor-core tiles instead of warp dot products "
 	 "on CUDA cores (k_gemm_vec.c, the default since the H200's A/B: Qwen3-30B-A3B T = 1 56.8 -> 38.6 us), and "

@@ -139,7 +139,7 @@ enum {
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 	DBG_NO_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens keep 16-row tensor-core tiles (not
 				 * k_gemm_vec.c's warp dot products), fronts their unsplit rows (A/B) */
-	DBG_TILE192 = 1 << 13,	/* codegen: grouped GEMMs of ~128 rows an expert take 192-row tiles (slower) */
+	DBG_MID_PERSISTENT = 1 << 13,	/* codegen: mid-T grouped GEMMs persistent, heavy first; clustered ones cooperative (A/B) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 	DBG_OLD_ROWS = 1 << 23,	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
 	DBG_F8_HALVES = 1 << 20,	/* codegen: FP8 x FP8 wgmma GEMMs promote two column halves, not whole k-tiles (A/B) */

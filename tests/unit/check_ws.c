@@ -1166,13 +1166,15 @@ START_TEST(test_ws_pingpong_per_bucket_program)
 }
 END_TEST
 
-/* DeepSeek-shaped: 16 experts, top-8, so a plan for 256 tokens expects 128
- * rows an expert and with --debug=tile192 takes 192x128 tiles (rows192 in
- * program.c) for both
- * expert GEMMs: on the emulator's default mma.sync mainloop (12 warps of
- * 64x32), the cp.async wgmma one and the warp-specialised one (three
- * consumer warpgroups; the gathered gate|up too), against the
- * interpreter at T = 200 (100 +- 9 rows an expert) and T = 256. */
+/*
+ * --debug=mid-persistent: DeepSeek-shaped (16 experts, top-8), a plan for at
+ * most 100 tokens expects 50 rows an expert, under the 64-row tile, so both
+ * expert GEMMs of the 65..100 launch run persistent (heavy experts first)
+ * instead of a grid of a potential row tile an expert; against the
+ * interpreter at T = 100 and 70 (experts of one and two row tiles), on the
+ * emulator's mma.sync mainloop, the cp.async wgmma one and the
+ * warp-specialised one.  Without the flag: the tiles schedule.
+ */
 static const char prog_ds[] =
 	"weight $router : bf16[16,128]\n"
 	"weight $wgu : bf16[16,256,128]\n"
@@ -1184,16 +1186,16 @@ static const char prog_ds[] =
 	"	ret %y\n"
 	"}\n";
 
-START_TEST(test_ws_192_program_against_interpreter)
+START_TEST(test_mid_persistent_program_against_interpreter)
 {
-	unsigned t = DBG_TILE192, ws = t | DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER;
+	unsigned t = DBG_MID_PERSISTENT, wg = t | DBG_EMU_WGMMA, ws = wg | DBG_EMU_WS;
 
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "128x128x64 w2x2 s", 2e-2, 0);	/* not by default */
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s", 2e-2, t);
-	gh_check_program_max(prog_ds, 256, 256, "moe_k4", "192x128x64 w3x4 s", 2e-2, t);
-	gh_check_program_max(prog_ds, 200, 256, "moe_k3", "192x128x64 w3x4 s5 wgmma", 2e-2, t | DBG_EMU_WGMMA);
-	gh_check_program_max(prog_ds, 200, 256, "moe_k4", "192x128x64 w3x4+4 s5 ws tma persistent", 2e-2, ws);
-	gh_check_program_max(prog_ds, 256, 256, "moe_k3", "192x128x64 w3x4+4 s5 ws tma cp.async-a", 2e-2, ws);
+	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "64x64x64 w2x2 s4 tiles", 2e-2, 0);	/* not by default */
+	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "64x64x64 w2x2 s4 persistent", 2e-2, t);
+	gh_check_program_max(prog_ds, 70, 100, "moe_k4", "64x64x64 w2x2 s4 persistent", 2e-2, t);
+	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "64x64x64 w2x2 s4 wgmma persistent", 2e-2, wg);
+	gh_check_program_max(prog_ds, 70, 100, "moe_k4", "ws tma persistent", 2e-2, ws);
+	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "ws tma cp.async-a persistent", 2e-2, ws | DBG_WS_GATHER);
 }
 END_TEST
 
@@ -1710,7 +1712,6 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_192_rows_three_consumers);
 	tcase_add_test(t, test_ws_emu_192_skips_warpgroups_without_rows);
 	tcase_add_test(t, test_ws_192_ptx_assembles_for_sm90a);
-	tcase_add_test(t, test_ws_192_program_against_interpreter);
 	tcase_add_loop_test(t, test_ws_emu_pingpong_dense, 0, (int)NELEM(pp_cases));
 	tcase_add_test(t, test_ws_emu_pingpong_kn_f16_residual);
 	tcase_add_test(t, test_ws_emu_pingpong_grouped);
@@ -1730,6 +1731,10 @@ ws_suite(void)
 	t = tcase_create("epilogue");	/* CK_RUN_CASE=epilogue runs it alone */
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_emu_mat_leaves_ahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("mid");	/* --debug=mid-persistent (CK_RUN_CASE=mid) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_mid_persistent_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("lean");	/* --debug=grouped-lean (CK_RUN_CASE=lean) */
 	tcase_set_timeout(t, 600);
