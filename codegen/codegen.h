@@ -51,6 +51,7 @@ enum {
 	CG_CLUSTER = 1 << 7,	/* thread-block clusters (sm_90) */
 	CG_WGMMA = 1 << 8,	/* wgmma.mma_async (sm_90a) */
 	CG_SETMAXNREG = 1 << 9,	/* setmaxnreg (sm_90a) */
+	CG_GRIDDEP = 1 << 10,	/* griddepcontrol: programmatic dependent launch (sm_90, PTX 7.8) */
 };
 int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 /* 0, or a diagnostic naming what needs the missing capabilities. */
@@ -128,6 +129,8 @@ struct CgKernel {
 	int maxnreg;		/* .maxnreg: registers per thread at entry, pinned (0: ptxas picks); cg_fn_maxnreg */
 	int cluster;		/* CTAs per cluster along x the launch must ask for (cuLaunchKernelEx's cluster
 				 * dimension; 0: no cluster); cg_fn_cluster */
+	int pdl;		/* 1: it opens with griddepcontrol.wait (--debug=pdl), so it may be launched
+				 * before its predecessor in the stream completes */
 	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
 	const CgTmap *tmap;	/* per CGP_TMAP parameter, in parameter order (NULL: none) */
 	int ntmap;

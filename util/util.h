@@ -151,7 +151,7 @@ enum {
 	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
 	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
-	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
+	DBG_PDL = 1 << 27,	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -570,6 +570,55 @@ START_TEST(test_front_blocks_match_interpreter)
 }
 END_TEST
 
+/*
+ * The flag chain (--debug=pdl, program.c's close_chain): at max_tokens 16
+ * the block's front is followed by split GEMMs (the MoE's and the dense
+ * one); without the flag each split GEMM after the first gets a memset of
+ * its flags, with it none does: each has flags of its own (distinct
+ * workspace offsets, below those of the GEMMs before it), all zeroed by
+ * the front's last CTA.  The emulator fills the workspace with garbage
+ * before a run, so a flag left unzeroed deadlocks or sums garbage; both
+ * plans match the interpreter at T = 1, 5, 16.
+ */
+START_TEST(test_program_flag_chain)
+{
+	static const int64_t ts[] = {1, 5, 16};
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+
+	diag_init(&d, stderr);
+	m = fused_for("chain.ir", split_block, &ref, &d, 16);
+	for (int pdl = 0; pdl <= 1; pdl++) {
+		int memsets = 0, split = 0;
+		uint64_t last = UINT64_MAX;
+		emu_opts(&co, 16);
+		co.debug = pdl ? DBG_PDL : 0;
+		CgProgram *p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		ck_assert_int_eq(launches(man, "_front"), 1);
+		for (int i = 0; i < man->nstep; i++) {
+			const MStep *st = &man->step[i];
+			memsets += st->kind == STEP_MEMSET;
+			for (int a = 0; st->kind == STEP_LAUNCH && st->grid[2].b > 1 && a < st->narg; a++)
+				if (st->arg[a].kind == ARG_BUF && !strcmp(st->arg[a].name, "splitk$ws")) {
+					ck_assert(!pdl || st->arg[a].off < last);	/* downwards */
+					last = st->arg[a].off;
+					split++;
+				}
+		}
+		ck_assert_int_ge(split, 2);
+		ck_assert_int_eq(memsets, pdl ? 1 : split);	/* the front's, and one a GEMM after the first */
+		for (size_t i = 0; i < NELEM(ts); i++)
+			check_wide(p, ref, ts[i], 512);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 /* The front's grid within the SMs it is sized for (CgFrontSpec.sms: the
  * bundle's fewest; 0: 132): E / EB expert groups x token slices. */
 START_TEST(test_front_grid_fits_the_targets)
@@ -1946,6 +1995,7 @@ program_suite(void)
 	tc = tcase_create("front_fold");	/* the split-K workspace starts as garbage */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_front_folds_the_split_memset);
+	tcase_add_test(tc, test_program_flag_chain);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);
