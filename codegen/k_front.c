@@ -141,10 +141,13 @@ inv_std(CgFn *f, LLVMValueRef ms, double eps)
 #define BATCH 8		/* groups loaded before they are used */
 #define KEEP 8		/* W and gamma rows of up to this many groups stay in registers */
 
+/* Vector rows: H a multiple of LV (16-byte groups), W [E,H]; a lane's groups,
+ * the last one partial where 32 LV does not divide H (gpt-oss's 2880: 12,
+ * the last in lanes 0-7 only).  0: strided rows. */
 static int
 groups(const CgFrontSpec *s)
 {
-	return !s->w_kn && s->H % (32 * LV) == 0 ? (int)(s->H / (32 * LV)) : 0;
+	return !s->w_kn && s->H % LV == 0 ? (int)((s->H + 32 * LV - 1) / (32 * LV)) : 0;
 }
 
 static void
@@ -192,6 +195,29 @@ group_at(Fr *r, LLVMValueRef row, int g)
 	return cg_add(r->f, row, cg_sext64(r->f, cg_muli(r->f, v, LV)));
 }
 
+/* Whether the lane's group g lies in the row: NULL where every lane's does
+ * (all groups but a partial last one; split rows are whole). */
+static LLVMValueRef
+group_ok(Fr *r, int g)
+{
+	if (g < r->ng - 1 || r->s->H % (32 * LV) == 0)
+		return NULL;
+	return cg_lt(r->f, cg_addi(r->f, r->lane, 32 * g), cg_i32(r->f, (int)(r->s->H / LV)));
+}
+
+/* The lane's group g of the row at element `row` (i64): its LV values, zeros
+ * past the row's end (the load then reads the row's first group). */
+static void
+load_group(Fr *r, DType dt, LLVMValueRef base, LLVMValueRef row, int g, LLVMValueRef *out)
+{
+	CgFn *f = r->f;
+	LLVMValueRef ok = group_ok(r, g);
+
+	load8(r, dt, base, ok ? cg_select(f, ok, group_at(r, row, g), row) : group_at(r, row, g), out);
+	for (int j = 0; ok && j < LV; j++)
+		out[j] = cg_select(f, ok, out[j], cg_f32(f, 0));
+}
+
 /* The CTA's W row and gamma, in registers when short (KEEP groups). */
 static void
 preload(Fr *r)
@@ -202,9 +228,9 @@ preload(Fr *r)
 	if (!G || G > KEEP || r->eb > 1)
 		return;
 	for (int g = 0; g < G; g++) {
-		load8(r, r->s->w_dt, r->w, group_at(r, wrow, g), &r->wk[g * LV]);
+		load_group(r, r->s->w_dt, r->w, wrow, g, &r->wk[g * LV]);
 		if (r->s->norm)
-			load8(r, r->s->gamma_dt, r->gamma, group_at(r, cg_i64(r->f, 0), g), &r->gk[g * LV]);
+			load_group(r, r->s->gamma_dt, r->gamma, cg_i64(r->f, 0), g, &r->gk[g * LV]);
 	}
 	r->kept = 1;
 }
@@ -254,7 +280,7 @@ sum_squares(Fr *r, LLVMValueRef row)
 	for (int g0 = 0; g0 < G; g0 += BATCH) {
 		int n = MIN(BATCH, G - g0);
 		for (int g = 0; g < n; g++)
-			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
 		for (int j = 0; j < n * LV; j++)
 			ss = LLVMBuildFAdd(B, ss, LLVMBuildFMul(B, xv[j], xv[j], ""), "");
 	}
@@ -336,20 +362,20 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 	for (int g0 = 0; g0 < G; g0 += nb) {
 		int n = MIN(nb, G - g0);
 		for (int g = 0; g < n; g++) {
-			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
 			if (!r->kept) {
 				for (int b = 0; b < EB; b++)
-					load8(r, s->w_dt, r->w, group_at(r, wrow[b], g0 + g), &wv[b][g * LV]);
+					load_group(r, s->w_dt, r->w, wrow[b], g0 + g, &wv[b][g * LV]);
 				if (s->norm)
-					load8(r, s->gamma_dt, r->gamma, group_at(r, cg_i64(f, 0), g0 + g), &gv[g * LV]);
+					load_group(r, s->gamma_dt, r->gamma, cg_i64(f, 0), g0 + g, &gv[g * LV]);
 			}
 		}
 		for (int g = 0; g < n; g++)
 			for (int j = 0; j < LV; j++) {
 				int q = g * LV + j, k = (g0 + g) * LV + j;
-				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j);
+				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j), ok = group_ok(r, g0 + g);
 				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
-							 mine, at);
+							 ok ? LLVMBuildAnd(B, mine, ok, "") : mine, at);
 				for (int b = 0; b < EB; b++)
 					acc[b] = LLVMBuildFAdd(B, acc[b], LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[b][q], ""),
 							       "");
@@ -470,7 +496,8 @@ cg_front_split(const CgFrontSpec *s)
 {
 	int G = groups(s);
 
-	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && cg_front_experts(s) == 1;
+	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && s->H % (32 * LV) == 0 &&
+	       cg_front_experts(s) == 1;
 }
 
 /* The last CTA: wait for (and clear) every other CTA's flag, then a fence

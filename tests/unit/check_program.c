@@ -388,7 +388,8 @@ END_TEST
 
 /*
  * The front's logit as its warp sums it: lane L adds x*w over its elements
- * in order (16-byte groups of 8 when H % 256 == 0, else every 32nd element),
+ * in order (16-byte groups of 8 when H % 8 == 0, group g of lane L the
+ * elements (32 g + L) 8 .. + 7 inside the row, else every 32nd element),
  * then the shfl.up scan leaves the sum in lane 31.  Products go through a
  * volatile so the compiler cannot fuse them into an fma.  split: rows split
  * over the front's 4 warps (cg_front_split: max_t <= 4, H a multiple of
@@ -405,8 +406,8 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
 		float v[32];
 		for (int L = 0; L < 32; L++) {
 			float acc = 0;
-			for (int64_t n = 0; n < (H + 31) / 32; n++) {
-				int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
+			for (int64_t n = 0; n < (H % 8 ? (H + 31) / 32 : (H + 255) / 256 * 8); n++) {
+				int64_t i = H % 8 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
 				if (i >= H)
 					break;
 				if (split && n / 8 * parts / (H / 256) != wp)	/* group n / 8: another warp's */
@@ -428,8 +429,8 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
 /*
  * The front's logits are bit for bit the summation order it documents (and
  * had before experts were grouped: one order per expert whatever EB), on
- * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: chunks of
- * 256 a lane's 8 elements at a time, then the rest one at a time), 128 (rows
+ * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: 16-byte
+ * groups, the last one in lanes 0-7 only; 36: every 32nd element), 128 (rows
  * of 2048: W kept in registers) and 256 (rows of 2304 and 320: two experts a
  * CTA).
  */
@@ -438,7 +439,7 @@ START_TEST(test_front_logits_keep_their_order)
 	/* the last two at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the warps (2048) and not (320) */
 	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
 								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
-								     {8, 320, 1}};
+								     {8, 320, 1}, {8, 36, 0}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
