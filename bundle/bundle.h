@@ -124,6 +124,8 @@ struct MKernel {
 	int regs, smem, spills;	/* from ptxas, 0 when unknown */
 	int cluster;		/* CTAs per cluster along x its launches ask for (cuLaunchKernelEx);
 				 * 0: none (the line's optional cluster=N, N in 2..8) */
+	int pdl;		/* 1: its code for sm_90 and newer opens with griddepcontrol.wait: it may be
+				 * launched with programmatic stream serialization (the optional pdl=1) */
 };
 
 typedef enum {

@@ -121,7 +121,7 @@ struct P {
 	X(weight, 13, 0, "weight NAME DTYPE DIMS bytes=N at=N|synth")          \
 	X(buffer, 14, 0, "buffer NAME offset=N bytes=E")                       \
 	X(kernel, 15, 0,                                                       \
-	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N [cluster=N]") \
+	  "kernel NAME target=LIST params=LIST regs=N smem=N spills=N [cluster=N] [pdl=1]") \
 	X(tensormap, 16, 0, "tensormap NAME of=REF dtype=DT dims=LIST "         \
 	  "strides=LIST box=LIST swizzle=N")                                   \
 	X(init, 17, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
@@ -825,11 +825,12 @@ st_kernel(P *p)
 {
 	MKernel k = {0};
 	Manifest *m = p->m;
-	int64_t v[4] = {0};
+	int64_t v[5] = {0};
 	int cl = has_key(p, 7, "cluster");
+	int pd = has_key(p, 7 + cl, "pdl");
 	Word w;
 
-	if (arity(p, KW_kernel, 7 + cl) || name_at(p, &p->w[1], &k.name))
+	if (arity(p, KW_kernel, 7 + cl + pd) || name_at(p, &p->w[1], &k.name))
 		return -1;
 	if (names_get(&p->kernels, k.name) >= 0)
 		return err(p, p->w[1].col, "duplicate kernel '%s'", k.name);
@@ -838,11 +839,14 @@ st_kernel(P *p)
 	    kv(p, 4, "regs", &w) || int_at(p, &w, INT32_MAX, &v[0]) ||
 	    kv(p, 5, "smem", &w) || int_at(p, &w, INT32_MAX, &v[1]) ||
 	    kv(p, 6, "spills", &w) || int_at(p, &w, INT32_MAX, &v[2]) ||
-	    (cl && (kv(p, 7, "cluster", &w) || int_at(p, &w, 8, &v[3]))))
+	    (cl && (kv(p, 7, "cluster", &w) || int_at(p, &w, 8, &v[3]))) ||
+	    (pd && (kv(p, 7 + cl, "pdl", &w) || int_at(p, &w, 1, &v[4]))))
 		return -1;
+	if (pd && v[4] != 1)	/* written only when set */
+		return err(p, p->w[7 + cl].col + 4, "pdl=%lld: only pdl=1 is written", (long long)v[4]);
 	if (cl && v[3] < 2)	/* a thread-block cluster of 2..8 CTAs (portable sizes) */
 		return err(p, p->w[7].col + 8, "cluster=%lld: a cluster has 2..8 CTAs", (long long)v[3]);
-	k.regs = (int)v[0], k.smem = (int)v[1], k.spills = (int)v[2], k.cluster = (int)v[3];
+	k.regs = (int)v[0], k.smem = (int)v[1], k.spills = (int)v[2], k.cluster = (int)v[3], k.pdl = (int)v[4];
 	names_put(&p->kernels, k.name, m->nk);
 	GROW(p, m->k, m->nk, p->ck);
 	m->k[m->nk++] = k;

@@ -123,6 +123,8 @@ kernel(FILE *f, const MKernel *k)
 	fprintf(f, " regs=%d smem=%d spills=%d", k->regs, k->smem, k->spills);
 	if (k->cluster > 1)
 		fprintf(f, " cluster=%d", k->cluster);
+	if (k->pdl)
+		fputs(" pdl=1", f);
 	fputc('\n', f);
 }
 

@@ -51,6 +51,7 @@ enum {
 	CG_CLUSTER = 1 << 7,	/* thread-block clusters (sm_90) */
 	CG_WGMMA = 1 << 8,	/* wgmma.mma_async (sm_90a) */
 	CG_SETMAXNREG = 1 << 9,	/* setmaxnreg (sm_90a) */
+	CG_GRIDDEP = 1 << 10,	/* griddepcontrol: programmatic dependent launch (sm_90, PTX 7.8) */
 };
 int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 /* 0, or a diagnostic naming what needs the missing capabilities. */
@@ -128,6 +129,8 @@ struct CgKernel {
 	int maxnreg;		/* .maxnreg: registers per thread at entry, pinned (0: ptxas picks); cg_fn_maxnreg */
 	int cluster;		/* CTAs per cluster along x the launch must ask for (cuLaunchKernelEx's cluster
 				 * dimension; 0: no cluster); cg_fn_cluster */
+	int pdl;		/* 1: it opens with griddepcontrol.wait (--debug=pdl), so it may be launched
+				 * before its predecessor in the stream completes */
 	const char *note;	/* what it is: "gemm bf16 128x256x32 s4 w8 grouped ..." */
 	const CgTmap *tmap;	/* per CGP_TMAP parameter, in parameter order (NULL: none) */
 	int ntmap;
@@ -909,6 +912,10 @@ struct CgFrontSpec {
 				 * cg_front_split allows (--debug=no-vec-gemm: not) */
 	int acq_rel;		/* the hand-over's fences fence.acq_rel.gpu (a release before each
 				 * flag, an acquire after the waits), not fence.sc.gpu */
+	int64_t pf_bytes;	/* > 0 (--debug=pdl, warp-dot gate|up after it): the last CTA sends the
+				 * first pf_bytes of the next GEMM's weights, its experts' in order,
+				 * toward L2 ("pf_w" param; sm_90: cp.async.bulk.prefetch.L2) */
+	int64_t pf_expert;	/* ... the bytes of one expert's weights there (B [E,N,K]: N K esize) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

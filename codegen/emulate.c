@@ -143,6 +143,15 @@ run_init(Run *r, CgProgram *p, const Tensor *in, Tensor *out, int64_t T, Diag *d
 	mm->buf = xcalloc((size_t)(m->nw + m->nin + m->nout + 2), sizeof *mm->buf);
 	mm->arena = xcalloc(m->arena + 16, 1);
 	add_buf(mm, mm->arena, m->arena);
+	/* the workspace holds garbage, as a workspace shared with other programs
+	 * does on the device: its flags must be zeroed by the plan (a memset, or
+	 * the front: program.c's close_chain) */
+	for (int i = 0; i < m->nbuf; i++)
+		if (!strcmp(m->buf[i].name, "splitk$ws")) {
+			int64_t n;
+			if (!bundle_expr_eval(&m->buf[i].bytes, T, &n) && n > 0)
+				memset(mm->arena + m->buf[i].offset, 0xa5, (size_t)n);
+		}
 	/* generated weights share one region as on the device, so a wrong
 	 * lifetime plan shows here too; real weights are read in place */
 	uint64_t *goff = xcalloc((size_t)m->nw + 1, sizeof *goff);

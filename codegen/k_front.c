@@ -69,7 +69,7 @@ struct Fr {
 	CgFn *f;
 	const CgFrontSpec *s;
 	LLVMValueRef x, gamma, w, bias, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
-		zero_words, T;
+		zero_words, pf_w, T;
 	LLVMValueRef lane, warp, cta, e, grp;	/* CTA cta = (slice, experts e .. e+EB-1), grp = cta % (E/EB) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
@@ -141,10 +141,13 @@ inv_std(CgFn *f, LLVMValueRef ms, double eps)
 #define BATCH 8		/* groups loaded before they are used */
 #define KEEP 8		/* W and gamma rows of up to this many groups stay in registers */
 
+/* Vector rows: H a multiple of LV (16-byte groups), W [E,H]; a lane's groups,
+ * the last one partial where 32 LV does not divide H (gpt-oss's 2880: 12,
+ * the last in lanes 0-7 only).  0: strided rows. */
 static int
 groups(const CgFrontSpec *s)
 {
-	return !s->w_kn && s->H % (32 * LV) == 0 ? (int)(s->H / (32 * LV)) : 0;
+	return !s->w_kn && s->H % LV == 0 ? (int)((s->H + 32 * LV - 1) / (32 * LV)) : 0;
 }
 
 static void
@@ -192,6 +195,29 @@ group_at(Fr *r, LLVMValueRef row, int g)
 	return cg_add(r->f, row, cg_sext64(r->f, cg_muli(r->f, v, LV)));
 }
 
+/* Whether the lane's group g lies in the row: NULL where every lane's does
+ * (all groups but a partial last one; split rows are whole). */
+static LLVMValueRef
+group_ok(Fr *r, int g)
+{
+	if (g < r->ng - 1 || r->s->H % (32 * LV) == 0)
+		return NULL;
+	return cg_lt(r->f, cg_addi(r->f, r->lane, 32 * g), cg_i32(r->f, (int)(r->s->H / LV)));
+}
+
+/* The lane's group g of the row at element `row` (i64): its LV values, zeros
+ * past the row's end (the load then reads the row's first group). */
+static void
+load_group(Fr *r, DType dt, LLVMValueRef base, LLVMValueRef row, int g, LLVMValueRef *out)
+{
+	CgFn *f = r->f;
+	LLVMValueRef ok = group_ok(r, g);
+
+	load8(r, dt, base, ok ? cg_select(f, ok, group_at(r, row, g), row) : group_at(r, row, g), out);
+	for (int j = 0; ok && j < LV; j++)
+		out[j] = cg_select(f, ok, out[j], cg_f32(f, 0));
+}
+
 /* The CTA's W row and gamma, in registers when short (KEEP groups). */
 static void
 preload(Fr *r)
@@ -202,9 +228,9 @@ preload(Fr *r)
 	if (!G || G > KEEP || r->eb > 1)
 		return;
 	for (int g = 0; g < G; g++) {
-		load8(r, r->s->w_dt, r->w, group_at(r, wrow, g), &r->wk[g * LV]);
+		load_group(r, r->s->w_dt, r->w, wrow, g, &r->wk[g * LV]);
 		if (r->s->norm)
-			load8(r, r->s->gamma_dt, r->gamma, group_at(r, cg_i64(r->f, 0), g), &r->gk[g * LV]);
+			load_group(r, r->s->gamma_dt, r->gamma, cg_i64(r->f, 0), g, &r->gk[g * LV]);
 	}
 	r->kept = 1;
 }
@@ -254,7 +280,7 @@ sum_squares(Fr *r, LLVMValueRef row)
 	for (int g0 = 0; g0 < G; g0 += BATCH) {
 		int n = MIN(BATCH, G - g0);
 		for (int g = 0; g < n; g++)
-			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
 		for (int j = 0; j < n * LV; j++)
 			ss = LLVMBuildFAdd(B, ss, LLVMBuildFMul(B, xv[j], xv[j], ""), "");
 	}
@@ -336,20 +362,20 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 	for (int g0 = 0; g0 < G; g0 += nb) {
 		int n = MIN(nb, G - g0);
 		for (int g = 0; g < n; g++) {
-			load8(r, s->x_dt, r->x, group_at(r, row, g0 + g), &xv[g * LV]);
+			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
 			if (!r->kept) {
 				for (int b = 0; b < EB; b++)
-					load8(r, s->w_dt, r->w, group_at(r, wrow[b], g0 + g), &wv[b][g * LV]);
+					load_group(r, s->w_dt, r->w, wrow[b], g0 + g, &wv[b][g * LV]);
 				if (s->norm)
-					load8(r, s->gamma_dt, r->gamma, group_at(r, cg_i64(f, 0), g0 + g), &gv[g * LV]);
+					load_group(r, s->gamma_dt, r->gamma, cg_i64(f, 0), g0 + g, &gv[g * LV]);
 			}
 		}
 		for (int g = 0; g < n; g++)
 			for (int j = 0; j < LV; j++) {
 				int q = g * LV + j, k = (g0 + g) * LV + j;
-				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j);
+				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j), ok = group_ok(r, g0 + g);
 				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
-							 mine, at);
+							 ok ? LLVMBuildAnd(B, mine, ok, "") : mine, at);
 				for (int b = 0; b < EB; b++)
 					acc[b] = LLVMBuildFAdd(B, acc[b], LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[b][q], ""),
 							       "");
@@ -470,7 +496,8 @@ cg_front_split(const CgFrontSpec *s)
 {
 	int G = groups(s);
 
-	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && cg_front_experts(s) == 1;
+	return s->split && s->max_t <= 4 && G >= 4 && G % 4 == 0 && s->H % (32 * LV) == 0 &&
+	       cg_front_experts(s) == 1;
 }
 
 /* The last CTA: wait for (and clear) every other CTA's flag, then a fence
@@ -494,6 +521,46 @@ gather_flags(Fr *r)
 	cg_barrier(f);
 }
 
+/*
+ * The next GEMM's first weights toward L2 (CgFrontSpec.pf_bytes, --debug=pdl;
+ * sm_90's cp.async.bulk.prefetch.L2, a hint: nothing on the emulator or
+ * older targets): the warp-dot gate|up's first items are its experts' first
+ * columns in expert order, so thread t takes expert t, t + threads, ...
+ * and, when the expert has rows, sends the bytes of its weights that lie
+ * within the first pf_bytes of that order (the rows before it stand for the
+ * experts before it: the same at T = 1), in chunks of PF_CHUNK.  Every
+ * address lies in expert e's weights whatever the offsets say.
+ */
+#define PF_CHUNK (64 << 10)
+
+static void
+prefetch_next(Fr *r)
+{
+	CgFn *f = r->f;
+	const CgFrontSpec *s = r->s;
+	LLVMValueRef e, o0, o1, start, n, i, a[2];
+	CgLoop l, lc;
+	CgIf c;
+
+	if (s->pf_bytes <= 0 || f->emu || !cg_target_has(cg_module_target(f->m), CG_TMA))
+		return;
+	cg_barrier(f);	/* the offsets written */
+	e = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, s->route.E), cg_i32(f, 32 * r->nw));
+	o0 = cg_gload(f, f->ti32, cg_gep(f, r->offs, cg_sext64(f, e), 4), 4);
+	o1 = cg_gload(f, f->ti32, cg_gep(f, r->offs, cg_sext64(f, cg_addi(f, e, 1)), 4), 4);
+	start = cg_muli(f, cg_sext64(f, o0), s->pf_expert);
+	n = cg_min(f, cg_i64(f, s->pf_expert), cg_sub(f, cg_i64(f, s->pf_bytes), start));
+	cg_if(f, &c, LLVMBuildAnd(f->B, cg_lt(f, o0, o1), cg_lt(f, start, cg_i64(f, s->pf_bytes)), ""));
+	i = cg_loop(f, &lc, cg_i64(f, 0), n, cg_i64(f, PF_CHUNK));
+	a[0] = LLVMBuildPtrToInt(f->B, cg_gep(f, r->pf_w, cg_add(f, cg_muli(f, cg_sext64(f, e), s->pf_expert), i), 1),
+				 f->ti64, "");
+	a[1] = LLVMBuildTrunc(f->B, cg_min(f, cg_i64(f, PF_CHUNK), cg_sub(f, n, i)), f->ti32, "");
+	cg_asm(f, NULL, "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", a, 2, 1);
+	cg_endloop(f, &lc);
+	cg_endif(f, &c);
+	cg_endloop(f, &l);
+}
+
 static void
 last_cta(Fr *r, int smem0)
 {
@@ -507,6 +574,7 @@ last_cta(Fr *r, int smem0)
 	gather_flags(r);
 	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
 	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
+	prefetch_next(r);
 	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
 	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
 	cg_endloop(f, &l);
@@ -572,6 +640,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		P(CGP_PTR, "pos", pos);
 	P(CGP_PTR, "flags", flags);
 	P(CGP_I32, "zero_words", zero_words);
+	if (s->pf_bytes > 0)
+		P(CGP_PTR, "pf_w", pf_w);
 	P(CGP_I32, "T", T);
 #undef P
 	r.nw = nwarps(s);

@@ -58,6 +58,8 @@ typedef struct {
 	int bq_part;		/* ... as its part 0 (B), 1 (B_scale) or 2 (B_zero) */
 } WeightSlot;
 
+enum { CHAIN_MAX = 16 };	/* split GEMMs one front's last CTA zeroes the flags of (--debug=pdl) */
+
 struct CgProgram {
 	Module *m;
 	Graph *g;
@@ -86,6 +88,12 @@ struct CgProgram {
 	int ws_buf;		/* its buffer index */
 	VEC(CgFrontMatch) front;	/* decode fronts (k_front.c): calls replaced by one launch */
 	MArg *front_zero;	/* the last front's zero_words, for the next split GEMM (NULL: none) */
+	struct {		/* --debug=pdl: the split GEMMs whose flags that front zeroes (close_chain) */
+		int64_t base;	/* the front's flag bytes, 16-aligned */
+		int n;
+		size_t step[CHAIN_MAX];	/* GEMM j's first run step */
+		int64_t flags[CHAIN_MAX], bytes[CHAIN_MAX];	/* its flags (16-aligned), its workspace */
+	} chain;
 	VEC(CgNormMatch) norm;	/* RMSNorm row kernels (k_norm.c): one launch each pair */
 	VEC(const char *) fusion;	/* the fusion report's codegen lines (cg_program_fusion) */
 	char *fusion_text;
@@ -953,29 +961,6 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 }
 
 /*
- * Dynamic stream-K (--debug=stream-dyn, docs/codegen.md "Dynamic stream-K"):
- * the waves above hand the fast SMs more runs through the block scheduler,
- * each run paying a fill; here the launch's CTAs (SMs x per_sm, one
- * pipeline each) take work units, a tile's k-slices, from an atomic
- * counter as they go, so the SMs finish within about a unit of each other
- * and nothing refills.  STREAM_UNITS a CTA: where the tiles are fewer, the
- * kernel cuts each in slices of stages-1 k-tiles or more.  The same
- * launches as stream_waves (bf16/f16: quantised B keeps bq_stream's plan).
- */
-enum { STREAM_UNITS = 8 };
-enum { STREAM_DYN_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
-
-static void
-stream_dyn(const CgTarget *t, GemmSpec *s, int64_t thi)
-{
-	if (s->sched != CG_SCHED_STREAM || thi < STREAM_WAVES_T || s->bq.group > 0 ||
-	    s->K / s->bk < s->stages - 1)
-		return;
-	s->ctas = (int)stream_ctas(t, s);
-	s->units = STREAM_UNITS;
-}
-
-/*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
  * flight for HBM3e's latency (about 40-64 KiB per SM): a 12288x4096 W4A16
@@ -1458,8 +1443,6 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 				bq_stream(t, &s[i], tokens, (p->o.debug & DBG_BQ_WARPS) != 0);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);
-			if ((p->o.debug & DBG_STREAM_DYN) || STREAM_DYN_DEFAULT)
-				stream_dyn(t, &s[i], tokens);
 			vec_plan(p, t, &s[i], tokens);
 		}
 	}
@@ -1713,6 +1696,45 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 }
 
 /*
+ * The flag chain (--debug=pdl): without it the front zeroes the flags of
+ * the first split GEMM after it and every later one gets a memset step,
+ * which breaks a chain of programmatic launches (and costs a graph node).
+ * With it each split GEMM after a front, until another user of the
+ * workspace, gets flags of its own, laid out downwards,
+ *
+ *	[front's flags][flags of GEMM n-1] ... [flags of GEMM 0][tiles ...
+ *
+ * GEMM j's workspace pointer at its flags, so its partial-sum tiles start
+ * at the flags of GEMM j-1 and lie over only flags of GEMMs that have run;
+ * the front's last CTA zeroes them all (it zeroes its own as it reads them).
+ */
+static void
+close_chain(CgProgram *p)
+{
+	int64_t at = p->chain.base;
+
+	if (!p->chain.n)
+		return;
+	for (int j = 0; j < p->chain.n; j++)
+		at += p->chain.flags[j];
+	p->front_zero->v.i = at / 4;
+	vec_push(&p->fusion, arena_printf(p->a, "  the flags of the %d split GEMMs after the front (%lld bytes) "
+					  "zeroed by its last CTA: no memset steps (--debug=pdl)", p->chain.n,
+					  (long long)(at - p->chain.base)));
+	for (int j = 0; j < p->chain.n; j++) {
+		size_t end = j + 1 < p->chain.n ? p->chain.step[j + 1] : p->run.n;
+		at -= p->chain.flags[j];
+		for (size_t i = p->chain.step[j]; i < end; i++)
+			for (int a = 0; p->run.v[i].kind == STEP_LAUNCH && a < p->run.v[i].narg; a++)
+				if (p->run.v[i].arg[a].kind == ARG_BUF && p->run.v[i].arg[a].index == p->ws_buf)
+					p->run.v[i].arg[a].off = (uint64_t)at;
+		p->ws_bytes = MAX(p->ws_bytes, at + p->chain.bytes[j]);
+	}
+	p->chain.n = 0;
+	p->front_zero = NULL;
+}
+
+/*
  * Split-K variants share one workspace: grow it to the largest, and zero
  * the flags of the largest before the GEMM's launch lines (one memset for
  * every variant and target, so that it never breaks a tokens= chain).
@@ -1720,15 +1742,25 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 static int
 split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 {
-	int64_t flags = 0;
+	int64_t flags = 0, bytes = 0;
 
 	for (int j = 0; j < nseg; j++)
 		for (int i = 0; i < p->o.narch; i++) {
-			p->ws_bytes = MAX(p->ws_bytes, cg_gemm_split_bytes(&seg[j].s[i]));
+			bytes = MAX(bytes, cg_gemm_split_bytes(&seg[j].s[i]));
 			flags = MAX(flags, cg_gemm_split_flag_bytes(&seg[j].s[i]));
 		}
+	p->ws_bytes = MAX(p->ws_bytes, bytes);
 	if (!flags)
 		return 0;
+	if (p->front_zero && (p->o.debug & DBG_PDL) && !p->o.tune_candidates) {
+		if (p->chain.n < CHAIN_MAX) {
+			p->chain.step[p->chain.n] = p->run.n;	/* its launch lines come next */
+			p->chain.flags[p->chain.n] = (flags + 15) & ~(int64_t)15;
+			p->chain.bytes[p->chain.n++] = bytes;
+			return 0;
+		}
+		close_chain(p);
+	}
 	if (p->front_zero) {	/* the front before it zeroes them */
 		p->front_zero->v.i = (flags + 3) / 4;
 		p->front_zero = NULL;
@@ -2218,6 +2250,7 @@ emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 	const CgKernel *ck = cg_module_find(p->mod[0], cname);
 	MArg *args = arena_array(p->a, MArg, ck->nparam + 1);
 	p->ws_bytes = MAX(p->ws_bytes, cg_permute_ws_bytes(&s));
+	close_chain(p);
 	p->front_zero = NULL;
 	return bind_args(p, ck, call, NULL, args) || add_step(p, STEP_LAUNCH, ck, args, static_t(call)) ? -1 : 0;
 }
@@ -2405,16 +2438,60 @@ find_fronts(CgProgram *p)
 	}
 }
 
+/*
+ * --debug=pdl: the front's last CTA sends the first PF_BYTES of the next
+ * grouped GEMM's weights toward L2 (k_front.c, prefetch_next) where that
+ * GEMM reads the permute's offsets and is planned as warp dot products
+ * (at most VEC_T tokens), whose first items are its experts' first columns
+ * in expert order: about its first wave (Qwen3-30B-A3B's gate|up at T = 1:
+ * 2112 warps x 2 columns x 2048 x 2 bytes, 17 MB), streamed while the last
+ * CTA sorts and the GEMM launches.  The weights (w:NAME) in *w; 0: none.
+ */
+enum { PF_BYTES = 16 << 20 };
+
+static int
+front_prefetch(CgProgram *p, const CgFrontMatch *f, CgFrontSpec *s, MArg *w)
+{
+	int64_t t = static_t(f->route) >= 0 ? static_t(f->route) : p->o.max_tokens;
+	char why[256];
+
+	if (!(p->o.debug & DBG_PDL) || (p->o.debug & DBG_NO_VEC_GEMM) || p->o.tune_candidates || t > VEC_T)
+		return 0;
+	for (const Node *n = f->perm->next; n; n = n->next) {
+		GemmSpec g;
+		CgGemmBind gb;
+		if (n->op != OP_CALL || ir_kernel_template(n->callee) != IR_TMPL_GROUPED_GEMM ||
+		    cg_gemm_from_kernel(p->m, n->callee, &g, &gb, why, sizeof why) || gb.offsets < 0 ||
+		    n->in[gb.offsets] != f->perm->out[0])
+			continue;
+		if ((g.b_dt != DT_BF16 && g.b_dt != DT_F16) || g.bq.group > 0 || g.f8.group > 0 ||
+		    g.b_layout != CG_B_NK || (g.b_group_stride && g.b_group_stride != g.N * g.K))
+			return 0;
+		*w = arg_of(p, n->in[gb.b]);
+		if (w->kind != ARG_W)	/* weights only: they are ready before the front */
+			return 0;
+		s->pf_bytes = PF_BYTES;
+		s->pf_expert = g.N * g.K * 2;
+		vec_push(&p->fusion, arena_printf(p->a, "  the front's last CTA sends the first %d MiB of @%s's weights "
+						  "(its experts' in order) toward L2 (--debug=pdl)", PF_BYTES >> 20,
+						  n->callee->name));
+		return 1;
+	}
+	return 0;
+}
+
 /* A front's memset and launch, at its first call; its other calls emit nothing. */
 static int
 emit_front(CgProgram *p, const Node *n, int *done)
 {
 	int fi = front_of(p, n);
 	const CgFrontMatch *f;
+	CgFrontSpec fs;
+	MArg pf;
 	const char *name;
 	const CgKernel *k;
 	MArg *args;
-	int np = 0;
+	int np = 0, zw;
 
 	*done = fi >= 0;
 	if (fi < 0)
@@ -2424,8 +2501,10 @@ emit_front(CgProgram *p, const Node *n, int *done)
 		if (front_of(p, m) == fi)
 			return 0;	/* emitted at an earlier call */
 	name = entry_name(p, arena_printf(p->a, "%s.front", f->route->callee->name));
+	fs = f->s;
+	front_prefetch(p, f, &fs, &pf);
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_front(p->mod[i], name, &f->s, p->d) != 0)
+		if (cg_emit_front(p->mod[i], name, &fs, p->d) != 0)
 			return -1;
 	k = cg_module_find(p->mod[0], name);
 	args = arena_array(p->a, MArg, k->nparam + 1);
@@ -2447,12 +2526,17 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	for (int i = 0; i < f->perm->nout; i++)
 		args[np++] = arg_of(p, f->perm->out[i]);
 	args[np++] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	zw = np;
 	args[np++] = (MArg){.kind = ARG_I32, .v.i = 0};
+	if (fs.pf_bytes > 0)
+		args[np++] = pf;
 	args[np++] = (MArg){.kind = ARG_T};
 	if (np != k->nparam)
 		return diag_error(p->d, n->loc, "kernel %s: %d arguments for %d parameters", name, np,
 				  k->nparam);
 	p->ws_bytes = MAX(p->ws_bytes, 4 * (int64_t)cg_front_ctas(&f->s));
+	close_chain(p);	/* the last front's */
+	p->chain.base = (4 * (int64_t)cg_front_ctas(&f->s) + 15) & ~(int64_t)15;
 	if (static_t(f->route) >= 0)	/* the router GEMM's flops, as emit_gemm counts them */
 		p->flops_static += 2 * static_t(f->route) * f->s.route.E * f->s.H;
 	else
@@ -2462,7 +2546,7 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	vec_push(&p->run, m);
 	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)))
 		return -1;
-	p->front_zero = &args[np - 2];
+	p->front_zero = &args[zw];
 	MArg rl[3] = {arg_of(p, f->logits), arg_of(p, f->route->out[1]), {.kind = ARG_T}};
 	note_route(p, &f->s.route, rl, 3);
 	return 0;
@@ -3045,6 +3129,10 @@ fill_kernels(CgProgram *p)
 			mk->smem = k->smem + MAX(k->static_smem, 0);
 			mk->spills = MAX(k->spill_stores, 0) + MAX(k->spill_loads, 0);
 			mk->cluster = k->cluster > 1 ? k->cluster : 0;
+			for (int a = i; a < p->o.narch; a++) {	/* sm_90's code waits: the runtime asks for sm_90 */
+				const CgKernel *ka = cg_module_find(p->mod[a], k->name);
+				mk->pdl |= ka && ka->pdl;
+			}
 		}
 }
 
@@ -3268,6 +3356,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		if ((n->op == OP_CALL && emit_front_or_call(p, n)) ||
 		    (n->op == OP_ALL_TO_ALL && emit_all_to_all(p, n)))
 			goto fail;
+	close_chain(p);
 	if (o->tuning)
 		diag_note(d, loc_file(cg_tuning_path(o->tuning)), "%d GEMM tilings taken from the "
 			  "tuning table (%d entries); the heuristic tiled the rest", p->ntuned,

@@ -148,7 +148,7 @@ cg_target_has(const CgTarget *t, unsigned caps)
 	if (num >= 80)
 		have |= CG_MMA_F16 | CG_MMA_BF16 | CG_MMA_TF32 | CG_CP_ASYNC | CG_CVT_BF16;
 	if (num >= 90 && ptx >= 80 && !cg_target_is_emu(t))
-		have |= CG_TMA | CG_CLUSTER;
+		have |= CG_TMA | CG_CLUSTER | CG_GRIDDEP;
 	if (sms[i].arch_a && ptx >= 80)
 		have |= CG_WGMMA | CG_SETMAXNREG;
 	return (have & caps) == caps;
@@ -166,6 +166,7 @@ cg_cap_name(unsigned cap)
 	case CG_CVT_BF16: return "cvt bf16";
 	case CG_TMA: return "TMA (cp.async.bulk.tensor)";
 	case CG_CLUSTER: return "thread-block clusters";
+	case CG_GRIDDEP: return "griddepcontrol";
 	case CG_WGMMA: return "wgmma";
 	case CG_SETMAXNREG: return "setmaxnreg";
 	}
@@ -177,7 +178,7 @@ cap_min_target(unsigned cap)
 {
 	switch (cap) {
 	case CG_LDMATRIX: return "sm_75";
-	case CG_TMA: case CG_CLUSTER: return "sm_90 with +ptx80";
+	case CG_TMA: case CG_CLUSTER: case CG_GRIDDEP: return "sm_90 with +ptx80";
 	case CG_WGMMA: case CG_SETMAXNREG: return "sm_90a";
 	}
 	return "sm_80";
@@ -480,6 +481,23 @@ tmap_param(CgFn *f, int i)
 	LLVMAddAttributeAtIndex(f->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(f->C, align, 64));
 }
 
+/*
+ * Programmatic dependent launch (--debug=pdl, docs/codegen.md): the kernel
+ * opens by waiting for the grid before it in the stream to complete and
+ * flush its writes (griddepcontrol.wait), then lets the grid after it launch
+ * (launch_dependents).  The runtime may then launch it while its predecessor
+ * still runs (the launch attribute), so launch latency and ramp-up overlap
+ * the predecessor's tail; every kernel waits before its first access, so the
+ * order of memory effects is the stream's.  With no programmatic predecessor
+ * the wait returns at once.
+ */
+static void
+griddep_open(CgFn *f)
+{
+	cg_asm(f, NULL, "griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;", "~{memory}", NULL, 0, 1);
+	f->k->pdl = 1;
+}
+
 CgFn *
 cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads,
 	    int min_ctas, Diag *d)
@@ -567,6 +585,8 @@ cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads
 	f->B = LLVMCreateBuilderInContext(f->C);
 	f->entry = LLVMAppendBasicBlockInContext(f->C, f->fn, "entry");
 	LLVMPositionBuilderAtEnd(f->B, f->entry);
+	if (!f->emu && (m->debug & DBG_PDL) && cg_target_has(&m->t, CG_GRIDDEP))
+		griddep_open(f);
 	return f;
 }
 

@@ -102,10 +102,12 @@ typedef CUresult MoertTmapEncode(void *map, int dtype, unsigned rank, void *base
 				 int interleave, int swizzle, int l2promo, int oobfill);
 
 /* cuLaunchKernelEx (CUDA 12+): optional, needed only by kernels launched in
- * thread-block clusters (a kernel line's cluster=N); its config as the
- * driver's cuda.h lays it out. */
+ * thread-block clusters (a kernel line's cluster=N) and asked for by pdl=1
+ * kernels (programmatic launches; without it they launch plainly); its
+ * config as the driver's cuda.h lays it out. */
 typedef struct {
-	int id;			/* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 */
+	int id;			/* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+				 * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 */
 	char pad[4];
 	unsigned val[16];	/* the 64-byte value union: x, y, z */
 } MoertLaunchAttr;
@@ -173,6 +175,7 @@ struct moert_program {
 	unsigned char *owned;	/* bytes read by moert_load_file */
 	moert_device *dev;	/* NULL: host only (moert_load_host) */
 	char code[BUNDLE_NAMELEN];	/* the section chosen, "ptx:sm_80" */
+	int griddep;		/* its target is sm_90 or newer: pdl=1 kernels wait (programmatic launches) */
 	CUmodule mod;
 	CUfunction *fn;		/* per kernel */
 	CUdeviceptr mem;	/* the one allocation: weights, then arena */

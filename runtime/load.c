@@ -200,6 +200,7 @@ choose(moert_program *p)
 		return s;
 	strcpy(p->code, names[pick]);
 	target = strchr(p->code, ':') + 1;
+	p->griddep = atoi(target + 3) >= 90;	/* "sm_90a": moec's pdl=1 code for it waits */
 	moert_keep_arch(p->m, target);
 	for (int i = 0; i < p->m->nk; i++) {
 		const MKernel *k = &p->m->k[i];

@@ -10,22 +10,37 @@
 
 #include "internal.h"
 
-/* A kernel of thread-block clusters (its kernel line's cluster=N): cuLaunchKernelEx
- * with the cluster dimension (N, 1, 1); its grid's x is a multiple of N (moec's
- * persistent grids of clusters). */
+/*
+ * A launch through cuLaunchKernelEx, with its attributes: a kernel of
+ * thread-block clusters (its kernel line's cluster=N) the cluster dimension
+ * (N, 1, 1), its grid's x a multiple of N (moec's persistent grids of
+ * clusters); a pdl=1 kernel on sm_90 code programmatic stream serialization
+ * (it may start while the kernel before it on the stream finishes: it opens
+ * with griddepcontrol.wait; docs/runtime.md).  A pdl kernel alone, without
+ * the entry point, launches plainly.  *done = 0: no attribute, the caller's
+ * plain launch.
+ */
 static moert_status
-launch_cluster(moert_program *p, const MStep *s, const unsigned *g, CUstream stream, void **args)
+launch_ex(moert_program *p, const MStep *s, const unsigned *g, CUstream stream, void **args, int *done)
 {
-	int n = p->m->k[s->kidx].cluster;
-	MoertLaunchAttr a = {.id = 4, .val = {(unsigned)n, 1, 1}};
+	const MKernel *k = &p->m->k[s->kidx];
+	MoertLaunchAttr a[2] = {{0}};
 	MoertLaunchConfig c = {{g[0], g[1], g[2]},
 			       {(unsigned)s->block[0], (unsigned)s->block[1], (unsigned)s->block[2]},
-			       (unsigned)s->smem, stream, &a, 1};
+			       (unsigned)s->smem, stream, a, 0};
+	int n = k->cluster;
 
+	if (n > 1)
+		a[c.nattrs++] = (MoertLaunchAttr){.id = 4, .val = {(unsigned)n, 1, 1}};
+	if (k->pdl && p->griddep && moert_cu.cuLaunchKernelEx)
+		a[c.nattrs++] = (MoertLaunchAttr){.id = 6, .val = {1}};
+	*done = c.nattrs > 0;
+	if (!*done)
+		return MOERT_OK;
 	if (!moert_cu.cuLaunchKernelEx)
 		return moert_seterr(MOERT_ELAUNCH, "kernel '%s' (manifest line %d) runs in clusters of %d: "
 				    "cuLaunchKernelEx, which this driver lacks (CUDA 12+)", s->kernel, s->line, n);
-	if (g[0] % (unsigned)n)
+	if (n > 1 && g[0] % (unsigned)n)
 		return moert_seterr(MOERT_ELAUNCH, "kernel '%s' (manifest line %d): grid.x %u is not a multiple "
 				    "of its clusters of %d", s->kernel, s->line, g[0], n);
 	return CU(MOERT_ELAUNCH, cuLaunchKernelEx, (&c, p->fn[s->kidx], args, NULL));
@@ -47,6 +62,7 @@ moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
 	unsigned g[3];
 	uint64_t at, n;
 	moert_status st;
+	int ex;
 
 	if (s->kind == STEP_ALL_TO_ALL) {	/* sizes from T alone: capturable */
 		int64_t chunk;
@@ -76,9 +92,8 @@ moert_launch_with(moert_program *p, const MStep *s, int64_t tokens,
 		return st;
 	for (int i = 0; i < s->narg; i++)
 		pptr[i] = pbuf + off[i];
-	if (p->m->k[s->kidx].cluster > 1)
-		st = launch_cluster(p, s, g, stream, s->narg ? pptr : NULL);
-	else
+	st = launch_ex(p, s, g, stream, s->narg ? pptr : NULL, &ex);
+	if (!st && !ex)
 		st = CU(MOERT_ELAUNCH, cuLaunchKernel,
 			(p->fn[s->kidx], g[0], g[1], g[2], (unsigned)s->block[0],
 			 (unsigned)s->block[1], (unsigned)s->block[2], (unsigned)s->smem,

@@ -88,9 +88,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: decode fronts at every T take the top-k without a barrier a round, sort few slots without "
 	 "counters and hand over with acq_rel fences (the same bits; the default at T <= 4, where the warp-dot "
 	 "GEMMs also always load a group ahead; docs/codegen.md, Decode fronts)"},
-	{"stream-dyn", DBG_STREAM_DYN, NULL,
-	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens hand their work out by an atomic counter "
-	 "(a tile's k-slices, about 8 a CTA: fast SMs take more; docs/codegen.md, Dynamic stream-K; A/B on the GPU)"},
+	{"pdl", DBG_PDL, NULL,
+	 "compile: kernels for sm_90 and newer open with griddepcontrol.wait and launch_dependents, and their kernel "
+	 "lines say pdl=1: the runtime launches them with programmatic stream serialization, so each one's launch "
+	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch; A/B on the GPU)"},
 	{"bq-warps", DBG_BQ_WARPS, NULL,
 	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
 	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "

@@ -154,6 +154,7 @@ enum {
 	DBG_GELU_SIGMOID = 1 << 30,	/* codegen: GELU (tanh) as x sigmoid(2u): x / (1 + 2^a) by rcp.approx (A/B) */
 	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
 	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
+	DBG_PDL = 1 << 27,	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 };
 typedef struct {
 	const char *name;	/* in --debug=LIST */

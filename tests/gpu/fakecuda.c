@@ -13,9 +13,11 @@
  * nothing (so moec's real bundles load and "run": moert tune's plumbing on
  * them), except FAKECUDA_SLOW=NAME, which takes 5 ms, and
  * FAKECUDA_WRONG=NAME:J, which writes 64 bytes of 0x3f at its pointer param J.
- * cuLaunchKernelEx takes one attribute, the cluster dimension (N, 1, 1) with
- * the grid's x a multiple of N, and with FAKECUDA_CLUSTER_LOG=FILE appends
- * "NAME GRIDX N" to FILE for each such launch.
+ * cuLaunchKernelEx takes the cluster dimension (N, 1, 1), the grid's x a
+ * multiple of N, and programmatic stream serialization (1), each at most
+ * once; with FAKECUDA_CLUSTER_LOG=FILE it appends "NAME GRIDX N" to FILE for
+ * each cluster launch, with FAKECUDA_PDL_LOG=FILE "NAME" for each
+ * programmatic one.  Launches run in order either way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -355,22 +357,45 @@ typedef struct {
 	unsigned nattrs;
 } LaunchConfig;
 
+/* Append line to the file named by environment variable var (none: nothing). */
+static int
+log_line(const char *var, const char *line)
+{
+	const char *path = getenv(var);
+	FILE *o;
+
+	if (!path)
+		return 0;
+	if (!(o = fopen(path, "a")))
+		return -1;
+	fputs(line, o);
+	return fclose(o);
+}
+
 CUresult
 cuLaunchKernelEx(const LaunchConfig *c, Func *f, void **params, void **extra)
 {
-	const char *log = getenv("FAKECUDA_CLUSTER_LOG");
-	unsigned n;
+	unsigned n = 0, pdl = 0;
+	char line[300];
 
-	if (!c || c->nattrs != 1 || c->attrs[0].id != 4 || (n = c->attrs[0].val[0]) < 2 || n > 8 ||
-	    c->attrs[0].val[1] != 1 || c->attrs[0].val[2] != 1 || c->gx % n)
+	if (!c || c->nattrs < 1 || c->nattrs > 2)
 		return EINVALID;
-	if (log) {
-		FILE *o = fopen(log, "a");
-		if (!o)
+	for (unsigned i = 0; i < c->nattrs; i++) {
+		const LaunchAttr *a = &c->attrs[i];
+		if (a->id == 4 && !n && a->val[0] >= 2 && a->val[0] <= 8 && a->val[1] == 1 && a->val[2] == 1 &&
+		    c->gx % a->val[0] == 0)
+			n = a->val[0];
+		else if (a->id == 6 && !pdl && a->val[0] == 1)
+			pdl = 1;
+		else
 			return EINVALID;
-		fprintf(o, "%s %u %u\n", f->name, c->gx, n);
-		fclose(o);
 	}
+	snprintf(line, sizeof line, "%s %u %u\n", f->name, c->gx, n);
+	if (n && log_line("FAKECUDA_CLUSTER_LOG", line))
+		return EINVALID;
+	snprintf(line, sizeof line, "%s\n", f->name);
+	if (pdl && log_line("FAKECUDA_PDL_LOG", line))
+		return EINVALID;
 	return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
 }
 

@@ -290,10 +290,10 @@ manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 	w[0] = (MWeight){"w", DT_F32, 1, {H}, 4 * H, 1, 0};
 	w[1] = (MWeight){"inc", DT_I32, 1, {4}, sizeof inc_w, 0, 0};
 	buf[0] = (MBuffer){"cnt", 0, MEXPR_T(4)};
-	k[0] = (MKernel){"synth_w", sm80, 1, p_synth, 3, 0, 0, 0, 0};
-	k[1] = (MKernel){"axpb", sm80, 1, p_axpb, 5, 0, 0, 0, 0};
-	k[2] = (MKernel){"rowcount", sm80, 1, p_count, 4, 0, 0, 0, 0};
-	k[3] = (MKernel){"copy_i32", sm80, 1, p_copy, 3, 0, 0, 0, 0};
+	k[0] = (MKernel){"synth_w", sm80, 1, p_synth, 3, 0, 0, 0, 0, 0};
+	k[1] = (MKernel){"axpb", sm80, 1, p_axpb, 5, 0, 0, 0, 0, 0};
+	k[2] = (MKernel){"rowcount", sm80, 1, p_count, 4, 0, 0, 0, 0, 0};
+	k[3] = (MKernel){"copy_i32", sm80, 1, p_copy, 3, 0, 0, 0, 0, 0};
 	a0[0] = A(ARG_W, 0, "w"), a0[1] = lit(ARG_U64, SEED), a0[2] = lit(ARG_I32, H);
 	a1[0] = A(ARG_IN, 0, NULL), a1[1] = A(ARG_W, 0, "w");
 	a1[2] = A(ARG_OUT, 0, NULL), a1[3] = A(ARG_T, 0, NULL), a1[4] = lit(ARG_I32, H);
@@ -314,7 +314,7 @@ manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 	m.in = in, m.nin = 1, m.out = out, m.nout = 2, m.w = w, m.nw = 2;
 	m.buf = buf, m.nbuf = 1, m.k = k, m.nk = 4, m.step = st, m.nstep = 5;
 	if (other) {
-		k[4] = (MKernel){"copy_i32_sm100", sm100, 1, p_copy, 3, 0, 0, 0, 0};
+		k[4] = (MKernel){"copy_i32_sm100", sm100, 1, p_copy, 3, 0, 0, 0, 0, 0};
 		st[5] = st[4];
 		st[5].kernel = k[4].name;
 		st[5].arch = other == 1 ? sm100[0] : NULL;

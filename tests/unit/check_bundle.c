@@ -270,6 +270,12 @@ static const struct {
 	 "number out of range: '9'"},
 	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 clusters=2", "clusters", 0,
 	 "unexpected 'clusters=2': expected 'kernel NAME"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 pdl=0", "pdl=0", 4,
+	 "pdl=0: only pdl=1 is written"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 pdl=2", "pdl=2", 4,
+	 "number out of range: '2'"},
+	{12, "kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 pdl=1 cluster=2", "cluster", 0,
+	 "unexpected 'cluster=2': expected 'kernel NAME"},
 	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,T,f32:0.5", ",T", 1, "init steps run once at load, without T"},
 	{13, "init k grid=1,1,1 block=32,1,1 smem=0 args=in:0,w:w,w:s,i32:8,f32:0.5", "in:0", 0, "init steps run once at load: they cannot use in:"},
 	{13, "init k grid=T,1,1 block=32,1,1 smem=0 args=w:s,w:w,w:s,i32:8,f32:0.5", "T", 0, "init steps run once, without T: grid 'T'"},
@@ -346,6 +352,35 @@ START_TEST(test_manifest_kernel_cluster)
 	free(text);
 	ck_assert_int_eq(parse(base, strlen(base), err, sizeof err, &m, a), 0);
 	ck_assert_int_eq(m->k[0].cluster, 0);
+	arena_free(a);
+}
+END_TEST
+
+/* A programmatic kernel: the kernel line's pdl=1, alone or after cluster=N, printed back. */
+START_TEST(test_manifest_kernel_pdl)
+{
+	static const char *line[] = {
+		"kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 pdl=1",
+		"kernel k target=sm_80 params=ptr,ptr,ptr,i32,f32 regs=0 smem=0 spills=0 cluster=2 pdl=1",
+	};
+	Arena *a = arena_new(0);
+	Manifest *m;
+	char err[512], *text, *back;
+	int col;
+	size_t n;
+
+	for (int i = 0; i < 2; i++) {
+		text = mutate(12, line[i], &col, "k", 0);
+		ck_assert_msg(parse(text, strlen(text), err, sizeof err, &m, a) == 0, "%s", err);
+		ck_assert_int_eq(m->k[0].pdl, 1);
+		ck_assert_int_eq(m->k[0].cluster, 2 * i);
+		back = bundle_manifest_print(m, &n);
+		ck_assert_str_eq(back, text);
+		free(back);
+		free(text);
+	}
+	ck_assert_int_eq(parse(base, strlen(base), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->k[0].pdl, 0);
 	arena_free(a);
 }
 END_TEST
@@ -1366,6 +1401,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_generated_layout);
 	tcase_add_test(tc, test_manifest_fields);
 	tcase_add_test(tc, test_manifest_kernel_cluster);
+	tcase_add_test(tc, test_manifest_kernel_pdl);
 	tcase_add_test(tc, test_manifest_comments_and_blank_lines_are_dropped);
 	tcase_add_test(tc, test_manifest_built_in_code_prints_and_checks);
 	tcase_add_test(tc, test_manifest_malformed_lines);

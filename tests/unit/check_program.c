@@ -442,7 +442,8 @@ END_TEST
 
 /*
  * The front's logit as its warp sums it: lane L adds x*w over its elements
- * in order (16-byte groups of 8 when H % 256 == 0, else every 32nd element),
+ * in order (16-byte groups of 8 when H % 8 == 0, group g of lane L the
+ * elements (32 g + L) 8 .. + 7 inside the row, else every 32nd element),
  * then the shfl.up scan leaves the sum in lane 31.  Products go through a
  * volatile so the compiler cannot fuse them into an fma.  split: rows split
  * over the front's 4 warps (cg_front_split: max_t <= 4, H a multiple of
@@ -459,8 +460,8 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
 		float v[32];
 		for (int L = 0; L < 32; L++) {
 			float acc = 0;
-			for (int64_t n = 0; n < (H + 31) / 32; n++) {
-				int64_t i = H % 256 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
+			for (int64_t n = 0; n < (H % 8 ? (H + 31) / 32 : (H + 255) / 256 * 8); n++) {
+				int64_t i = H % 8 == 0 ? (32 * (n / 8) + L) * 8 + n % 8 : 32 * n + L;
 				if (i >= H)
 					break;
 				if (split && n / 8 * parts / (H / 256) != wp)	/* group n / 8: another warp's */
@@ -482,8 +483,8 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
 /*
  * The front's logits are bit for bit the summation order it documents (and
  * had before experts were grouped: one order per expert whatever EB), on
- * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: chunks of
- * 256 a lane's 8 elements at a time, then the rest one at a time), 128 (rows
+ * random values: 8 and 32 experts (rows of 320 and gpt-oss's 2880: 16-byte
+ * groups, the last one in lanes 0-7 only; 36: every 32nd element), 128 (rows
  * of 2048: W kept in registers) and 256 (rows of 2304 and 320: two experts a
  * CTA).
  */
@@ -492,7 +493,7 @@ START_TEST(test_front_logits_keep_their_order)
 	/* the last two at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the warps (2048) and not (320) */
 	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
 								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
-								     {8, 320, 1}};
+								     {8, 320, 1}, {8, 36, 0}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
@@ -621,6 +622,55 @@ START_TEST(test_front_blocks_match_interpreter)
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
+}
+END_TEST
+
+/*
+ * The flag chain (--debug=pdl, program.c's close_chain): at max_tokens 16
+ * the block's front is followed by split GEMMs (the MoE's and the dense
+ * one); without the flag each split GEMM after the first gets a memset of
+ * its flags, with it none does: each has flags of its own (distinct
+ * workspace offsets, below those of the GEMMs before it), all zeroed by
+ * the front's last CTA.  The emulator fills the workspace with garbage
+ * before a run, so a flag left unzeroed deadlocks or sums garbage; both
+ * plans match the interpreter at T = 1, 5, 16.
+ */
+START_TEST(test_program_flag_chain)
+{
+	static const int64_t ts[] = {1, 5, 16};
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+
+	diag_init(&d, stderr);
+	m = fused_for("chain.ir", split_block, &ref, &d, 16);
+	for (int pdl = 0; pdl <= 1; pdl++) {
+		int memsets = 0, split = 0;
+		uint64_t last = UINT64_MAX;
+		emu_opts(&co, 16);
+		co.debug = pdl ? DBG_PDL : 0;
+		CgProgram *p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		ck_assert_int_eq(launches(man, "_front"), 1);
+		for (int i = 0; i < man->nstep; i++) {
+			const MStep *st = &man->step[i];
+			memsets += st->kind == STEP_MEMSET;
+			for (int a = 0; st->kind == STEP_LAUNCH && st->grid[2].b > 1 && a < st->narg; a++)
+				if (st->arg[a].kind == ARG_BUF && !strcmp(st->arg[a].name, "splitk$ws")) {
+					ck_assert(!pdl || st->arg[a].off < last);	/* downwards */
+					last = st->arg[a].off;
+					split++;
+				}
+		}
+		ck_assert_int_ge(split, 2);
+		ck_assert_int_eq(memsets, pdl ? 1 : split);	/* the front's, and one a GEMM after the first */
+		for (size_t i = 0; i < NELEM(ts); i++)
+			check_wide(p, ref, ts[i], 512);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
 }
 END_TEST
 
@@ -2188,6 +2238,7 @@ program_suite(void)
 	tc = tcase_create("front_fold");	/* the split-K workspace starts as garbage */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_front_folds_the_split_memset);
+	tcase_add_test(tc, test_program_flag_chain);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);

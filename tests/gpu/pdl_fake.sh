@@ -1,0 +1,56 @@
+#!/bin/sh
+# pdl_fake.sh MOEC MOERT LIBFAKECUDA SRC — programmatic dependent launch
+# (--debug=pdl, docs/runtime.md) through the bundle and the runtime, on the
+# stand-in driver (fakecuda.c, a 9.0 device): Qwen3-30B-A3B's decode block
+# compiled with the flag has every sm_90a kernel open with griddepcontrol
+# (7 kernels: 7 waits and 7 launch_dependents in the PTX) and say pdl=1, its
+# front prefetch gate|up's weights (one bulk prefetch, gate|up's B bound), and
+# moert launches each of its run steps (front, gate|up, down, combine) with
+# cuLaunchKernelEx's programmatic stream serialization, plainly and as a
+# CUDA graph; without the flag, and for sm_80 code (no griddepcontrol, no
+# pdl=1 lines), nothing is launched so.  The fake's kernels write nothing,
+# so bench's output check fails: what is tested is the launch (the fake
+# logs each programmatic one).  Exit 0 or 1.
+set -u
+moec=$1 moert=$2 fake=$3 src=$4
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+fail() { echo "pdl_fake: FAIL: $*"; exit 1; }
+cfg=$src/models/qwen3-30b-a3b/config.json
+one() {	# one NAME FLAGS...: compile
+	n=$1
+	shift
+	"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q "$@" -o "$d/$n.moeb" ||
+		fail "compile $n"
+	"$moert" verify "$d/$n.moeb" >/dev/null || fail "moert verify $n"
+}
+one pdl --arch=sm_90a --debug=pdl
+one plain --arch=sm_90a
+one pdl80 --arch=sm_80 --debug=pdl
+"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q --arch=sm_90a --debug=pdl --emit=ptx \
+	-o "$d/pdl.ptx" || fail "compile --emit=ptx"
+[ "$(grep -c 'griddepcontrol.wait;' "$d/pdl.ptx")" = 7 ] || fail "griddepcontrol.wait: $(grep -c griddepcontrol.wait "$d/pdl.ptx") of 7"
+[ "$(grep -c 'griddepcontrol.launch_dependents;' "$d/pdl.ptx")" = 7 ] || fail "launch_dependents"
+# the front's last CTA prefetches gate|up's weights: one bulk prefetch, its pointer k3's B
+[ "$(grep -c 'cp.async.bulk.prefetch.L2.global' "$d/pdl.ptx")" = 1 ] || fail "the front's prefetch"
+"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q --arch=sm_90a --debug=pdl,manifest \
+	-o "$d/m.moeb" 2>"$d/manifest" || fail "compile --debug=manifest"
+b=$(sed -n 's/^launch qwen3_moe_layer0_k3 .* args=[^,]*,[^,]*,\(w:[^,]*\),.*/\1/p' "$d/manifest")
+[ -n "$b" ] && grep -q "^launch qwen3_moe_layer0_k1_front .*,i32:0,$b,T\$" "$d/manifest" ||
+	fail "the front's prefetch pointer is not gate|up's B ($b): $(grep '^launch' "$d/manifest")"
+for n in pdl plain pdl80; do
+	for g in "" --graph; do
+		rm -f "$d/log"
+		MOERT_LIBCUDA=$fake FAKECUDA_ANY=1 FAKECUDA_PDL_LOG=$d/log \
+			"$moert" bench "$d/$n.moeb" --tokens=1 --iters=1 --warmup=0 $g >"$d/out" 2>&1
+		grep -q "never written" "$d/out" || fail "$n $g: $(cat "$d/out")"
+		if [ $n = pdl ]; then
+			for k in k1_front k3 k4 k7; do
+				grep -qx "qwen3_moe_layer0_$k" "$d/log" || fail "$n $g: $k not launched programmatically"
+			done
+		else
+			[ ! -s "$d/log" ] || fail "$n $g: programmatic launches: $(cat "$d/log")"
+		fi
+	done
+done
+echo "pdl_fake: ok"
