@@ -540,6 +540,25 @@ static const char prog_moe_blocked[] =
 	"	ret %y\n"
 	"}\n";
 
+/* Two column tiles of 256 in both expert GEMMs (gate|up N 512 through the
+ * interleave, down N 512), for the pairs sharing B (test_ws_gateup). */
+static const char prog_moe_c2[] =
+	"weight $router : bf16[8,512]\n"
+	"weight $wguq : f8e4m3[8,512,512] scale=2\n"
+	"weight $wgus : f32[8,512,4] mean=0.02 scale=0.005 row_block=128\n"
+	"weight $wdq : f8e4m3[8,512,256] scale=2\n"
+	"weight $wds : f32[8,512,2] mean=0.03 scale=0.01 row_block=128\n"
+	"graph @moe(%x: bf16[T,512]) -> (y: bf16[T,512]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,512], f32[T,4]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,512]\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=128, to=bf16 : bf16[8,512,512]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,512,256]\n"
+	"	%y0 = moe %xa, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,512]\n"
+	"	%y = add %x, %y0 : bf16[T,512]\n"
+	"	ret %y\n"
+	"}\n";
+
 static const struct {
 	const char *text;
 	int T;
@@ -843,6 +862,17 @@ START_TEST(test_ws_gateup)
 	up.s.quant.group = 64;
 	up.s.f8.b_block = 0;
 	ws_same(&up);
+	up.what = "f8 ws gate|up 64x256 quantised, pairs sharing B (half boxes through the interleave), 3 CTAs";
+	up.T = 215;	/* 1, 2 and 3 row tiles an expert: pairs of row tiles, odd last ones by column pairs */
+	memcpy(up.counts, (int[8]){1, 0, 64, 65, 129, 140, 30, 1}, sizeof(int[8]));
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
+	up.s.quant.group = 128;
+	up.s.f8.b_block = 128;
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 3;
+	up.s.cluster_b = 1;
+	ws_same(&up);
+	up.s.cluster_b = 0;
 	up.s.N = 384;	/* 1.5 tiles an expert: a box would take the next expert's rows */
 	up.s.sched = CG_SCHED_TILES;
 	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
@@ -873,12 +903,49 @@ START_TEST(test_ws_gateup)
 	ck_assert_int_ge(gh_count(gh_ptx(m), "bar.sync %r"), 3);	/* the amax barriers: the consumers' (named) */
 	gh_assemble(m, 1, "gemm_f8 ws gate|up", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
+	/* --debug=f8-c2's plan of it: clusters of 2 sharing B, each CTA's half of the interleaved rows
+	 * (a box of 64 pairs) multicast, or both halves itself (an odd last row tile) */
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.cluster = 2;
+	ds.cluster_b = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgc");
+	k = cg_module_find(m, "fgc0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].rank, 3);
+	ck_assert_int_eq(k->tmap[0].box[1], 2);
+	ck_assert_int_eq(k->tmap[0].box[2], 64);
+	ck_assert_int_eq(gh_count(gh_ptx(m), "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+					     "bytes.multicast::cluster ["), 1);
+	ck_assert_int_eq(gh_count(gh_ptx(m), "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+					     "bytes ["), 2);
+	gh_assemble(m, 1, "gemm_f8 ws gate|up cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
 
 	gh_check_program_debug(prog_moe_blocked, 45, "moe_k3", "cp.async-a", 2e-2,
 			       DBG_EMU_WGMMA | DBG_EMU_WS);
 	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "cp.async-a", 2e-2,
 			       DBG_EMU_WGMMA | DBG_EMU_WS);
 	gh_check_program_debug(prog_dense, 70, "d_k0", "ws tma", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
+	/* --debug=f8-c2 (with grouped-c2, which asks for the pairs on the emulator): both expert GEMMs in
+	 * pairs sharing B at 140 rows an expert (1 and 2 row tiles of 128), against the interpreter */
+	gh_check_program_max(prog_moe_c2, 560, 600, "moe_k3", "pairs-b", 2e-2,
+			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);
+
+	/* the down GEMM in pairs (A by TMA: a pair of row tiles its own tiles, an odd last row tile's column
+	 * tiles A's half boxes), 1, 2 and 3 row tiles an expert, persistent over 3 CTAs */
+	GemmCase dn = {.what = "f8 ws grouped down 64x256 in pairs sharing B, whole, blocked", .T = 167,
+		       .counts = {1, 129, 64, 140}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	dn.s.cluster_b = 1;
+	ws_case(&dn, 1e-5);
 }
 END_TEST
 
