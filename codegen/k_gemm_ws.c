@@ -116,7 +116,8 @@
  * a group-quantised output only then): lower-moe's interleave (tile row
  * 2j + h is the expert's B row h N/2 + j) is a rank-3 box (128 bytes, 2,
  * bn/2) over (k, half, row) with the experts' rows as one run, which TMA
- * writes as the tile's rows in order (interleaved_bmap); the output quantisation's
+ * writes as the tile's rows in order (interleaved_bmap; clusters sharing B:
+ * each CTA's half, a box of bn/4 pairs, load_b_half); the output quantisation's
  * amax exchange (k_gemm.c's group_amax) meets at a named barrier of the
  * consumer warpgroups (EPI_BAR) over slots of its own after the stages.
  *
