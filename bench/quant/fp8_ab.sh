@@ -216,6 +216,21 @@ gpu() {	# OUT
 				       2 * R * 7168 * 2048 / k4 / 1e6, k5, k6, k7, all
 			}' "$B/bf16.txt" $(for r in $(seq 1 "${ROUNDS:-2}"); do echo "$B/$arm.$r.txt"; done)
 	done
+	# SKEW_ARMS (of those that passed): the layer with skewed routing (--skew=80, run_bench.py's), interleaved rounds
+	[ -n "${SKEW_ARMS:-}" ] || exit $rc
+	for r in $(seq 1 "${ROUNDS:-2}"); do
+		for arm in $SKEW_ARMS; do
+			grep -qx "$arm" "$B/good" 2>/dev/null || [ -d "$out/rows" ] || continue
+			mrt bench "$out/$arm.moeb" --tokens=4096 --iters=30 --graph --skew=80 >"$B/$arm.skew.$r.txt" || rc=1
+		done
+	done
+	echo "== the same, skewed routing (--skew=80): layer us, each round"
+	for arm in $SKEW_ARMS; do
+		[ -f "$B/$arm.skew.1.txt" ] || continue
+		printf '%-8s' "$arm"
+		cat "$B/$arm".skew.*.txt | sed -n 's/.*median_us=\([0-9.]*\).*/ \1/p' | tr -d '\n'
+		echo
+	done
 	exit $rc
 }
 
