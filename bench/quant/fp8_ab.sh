@@ -135,7 +135,7 @@ PY
 	: >"$B/good"
 	for arm in $ARMS; do
 		ok=1
-		for x in x4096 x4096s; do
+		for x in ${SAME_X:-x4096 x4096s}; do
 			# the other arms at T = 4096 uniform only (their kernels are c2's)
 			[ "$arm" = main ] || [ "$arm" = c2 ] || [ "$x" = x4096 ] || continue
 			mrt run "$out/$arm.moeb" --input=x="$B/$x.npy" -o "$B/y_${arm}_$x" >/dev/null 2>"$B/err" ||
@@ -158,7 +158,7 @@ PY
 		done
 		if [ $ok = 1 ]; then echo "$arm" >>"$B/good"; else rc=1; fi
 	done
-	rm -f "$B"/y.*.npy
+	rm -f "$B"/y.*.npy "$B"/x*.npy
 	return $rc
 }
 
