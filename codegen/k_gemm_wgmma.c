@@ -506,12 +506,13 @@ gemm_f8_check(const G *g, Diag *d)
 	if (s->f8.b_interleave && s->N % 2)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: an interleaved B of %lld rows",
 				  (long long)s->N);
-	/* WS: a rank-3 box over (k, gate|up half, row) with the experts' rows as one run (k_gemm_ws.c's tmaps) */
+	/* WS: a rank-3 box over (k, gate|up half, row) with the experts' rows as one run (k_gemm_ws.c's tmaps);
+	 * clusters sharing B: each CTA's half of the tile's rows, a box of bn/4 pairs */
 	if (s->f8.b_interleave && s->mainloop == CG_MAINLOOP_WS &&
-	    (s->cluster_b || (s->groups > 0 && (s->N % s->bn || s->b_group_stride % s->ldb))))
+	    (s->bn % (s->cluster_b ? 16 : 2) || (s->groups > 0 && (s->N % s->bn || s->b_group_stride % s->ldb))))
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: ws: an interleaved B needs N a multiple of bn "
-				  "(N = %lld, bn = %d) and experts whole rows apart when grouped, and no clusters sharing B",
-				  (long long)s->N, s->bn);
+				  "(N = %lld, bn = %d) and experts whole rows apart when grouped, and with clusters "
+				  "sharing B bn a multiple of 16", (long long)s->N, s->bn);
 	if (f8_blocked(g) && s->f8.b_block % g->wtn)
 		return diag_error(d, LOC_NONE, "gemm: FP8 x FP8: B scales in blocks of %d columns: a warpgroup's "
 				  "%d columns would span two (one scale pair a column block needs them inside one)",

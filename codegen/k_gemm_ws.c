@@ -116,7 +116,8 @@
  * a group-quantised output only then): lower-moe's interleave (tile row
  * 2j + h is the expert's B row h N/2 + j) is a rank-3 box (128 bytes, 2,
  * bn/2) over (k, half, row) with the experts' rows as one run, which TMA
- * writes as the tile's rows in order (interleaved_bmap); the output quantisation's
+ * writes as the tile's rows in order (interleaved_bmap; clusters sharing B:
+ * each CTA's half, a box of bn/4 pairs, load_b_half); the output quantisation's
  * amax exchange (k_gemm.c's group_amax) meets at a named barrier of the
  * consumer warpgroups (EPI_BAR) over slots of its own after the stages.
  *
@@ -480,6 +481,16 @@ stacked_persistent(const CgTarget *t, GemmSpec *s)
 	s->ctas = cg_target_sms(t);
 }
 
+/* FP8's gate|up on this mainloop by default (1; --debug=f8-cp keeps the cp.async mainloop) or never (0:
+ * until the GPU's A/B says it wins; the flip is this line) */
+enum { F8_WS_DEFAULT = 1 };	/* session 28's A/B: the FP8 layer 7111 -> 6803 us */
+
+static int
+f8_ws(const CgModule *m)
+{
+	return F8_WS_DEFAULT && !(cg_module_debug(m) & DBG_F8_CP);
+}
+
 /*
  * A persistent grouped plan sized by the cp.async mainloop's shared memory
  * (program.c's mid_persistent and prefill_persistent: DeepSeek-V3's down at
@@ -510,16 +521,20 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  * the experts have a second row tile that read B's tile again).  Where the
  * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
  * per T bucket, with the flag).  On the emulator (which cannot run clusters) the same
- * pairs without a cluster.
+ * pairs without a cluster.  FP8 x FP8 (--debug=f8-c2, on this mainloop:
+ * f8_ws): the gate|up's interleaved B in half boxes (load_b_interleaved),
+ * each CTA staging its own tile's scales.
  */
 static int
 grouped_c2(const CgModule *m, const GemmSpec *s)
 {
 	const CgTarget *t = cg_module_target(m);
 
+	int f8 = s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_C2) && f8_ws(m);
+
 	return s->cluster_b && s->cluster != 2 && s->groups > 0 &&
-	       s->bm >= 64 && s->f8.group == 0 &&
-	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt &&
+	       s->bm >= 64 && (s->f8.group == 0 || f8) &&
+	       s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16 || f8) && s->b_dt == s->a_dt &&
 	       s->b_layout == CG_B_NK && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
 	       (cg_target_has(t, CG_CLUSTER) || cg_target_is_emu(t));
 }
@@ -540,16 +555,6 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 		return 0;
 	*w = c;
 	return 1;
-}
-
-/* FP8's gate|up on this mainloop by default (1; --debug=f8-cp keeps the cp.async mainloop) or never (0:
- * until the GPU's A/B says it wins; the flip is this line) */
-enum { F8_WS_DEFAULT = 1 };	/* session 28's A/B: the FP8 layer 7111 -> 6803 us */
-
-static int
-f8_ws(const CgModule *m)
-{
-	return F8_WS_DEFAULT && !(cg_module_debug(m) & DBG_F8_CP);
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
@@ -638,7 +643,7 @@ interleaved_bmap(const GemmSpec *s, int esz, CgTmap *b)
 	int64_t rows = s->N / 2 + (s->groups > 0 ? (s->groups - 1) * (s->b_group_stride / s->ldb) : 0);
 
 	*b = (CgTmap){"B", s->b_dt, 3, {CG_EXPR_INT(s->K), CG_EXPR_INT(2), CG_EXPR_INT(rows)},
-		      {s->N / 2 * s->ldb * esz, s->ldb * esz}, {128 / esz, 2, s->bn / 2}, 128};
+		      {s->N / 2 * s->ldb * esz, s->ldb * esz}, {128 / esz, 2, b_box_rows(s) / 2}, 128};
 }
 
 /* The kernel's maps in parameter order (A_map unless gathered, A_rows_map, B_map); returns their count. */
@@ -928,26 +933,38 @@ stage_tx(W *w)
 	return cg_addi(f, cg_muli(f, rows, s->bk * g->eb), b_bytes);
 }
 
+/* The row coordinate of B's interleaved map (interleaved_bmap) for tile
+ * row n (i32, even) of expert k->e: the expert's gate row n/2, its rows a run. */
+static LLVMValueRef
+interleaved_row(GemmCore *k, LLVMValueRef n)
+{
+	CgFn *f = k->f;
+	LLVMValueRef r = cg_shr(f, n, 1);
+
+	return k->s.groups > 0 ? cg_add(f, r, cg_muli(f, k->e, k->s.b_group_stride / k->s.ldb)) : r;
+}
+
 /* B's half h (0, 1: rows n0 + h bn/2..) of k-tile kt (i32), 64-k block j,
  * into the stage's B at sbase: here, or (multicast) to both CTAs of the
- * cluster. */
+ * cluster.  Through the gate|up interleave the half's box (128 bytes, 2,
+ * bn/4) writes its bn/2 tile rows in order as the whole tile's box does. */
 static void
 load_b_half(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st, int j, LLVMValueRef h, int multicast)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
-	int half = s->bn / 2, grouped = s->groups > 0;
-	LLVMValueRef c[3], dst;
+	int half = s->bn / 2, rank = 2 + (s->groups > 0 || s->f8.b_interleave);
+	LLVMValueRef c[3], dst, n = cg_add(f, k->n0, cg_muli(f, h, half));
 
 	c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)(128 / w->g.eb) * j);
-	c[1] = cg_add(f, k->n0, cg_muli(f, h, half));
-	c[2] = k->e;
+	c[1] = s->f8.b_interleave ? cg_i32(f, 0) : n;
+	c[2] = s->f8.b_interleave ? interleaved_row(k, n) : k->e;
 	dst = cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128), cg_muli(f, h, half * 128));
 	if (multicast)
-		cg_tma_load_multicast(f, k->bmap, dst, full_bar(w, st), 2 + grouped, c, 3);
+		cg_tma_load_multicast(f, k->bmap, dst, full_bar(w, st), rank, c, 3);
 	else
-		cg_tma_load(f, k->bmap, dst, full_bar(w, st), 2 + grouped, c);
+		cg_tma_load(f, k->bmap, dst, full_bar(w, st), rank, c);
 }
 
 /*
@@ -994,9 +1011,7 @@ load_b_interleaved(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 	LLVMValueRef c[3];
 
 	c[1] = cg_i32(f, 0);
-	c[2] = cg_shr(f, k->n0, 1);
-	if (s->groups > 0)
-		c[2] = cg_add(f, c[2], cg_muli(f, k->e, s->b_group_stride / s->ldb));
+	c[2] = interleaved_row(k, k->n0);
 	for (int j = 0; j < s->bk / row; j++) {
 		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
 		cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);

@@ -2111,8 +2111,9 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 	}
 	s[0].bq.scales_le2 = s[0].bq.group > 0 && e8m0_le2(p, call, &gb);
 	s[0].f8.b_block = s[0].f8.group > 0 && !(p->o.debug & DBG_F8_COL_SCALES) ? f8_b_block(p, call, &gb, &s[0]) : 0;
-	/* whole k-tiles: the H200's A/B (session 27) had DeepSeek-V3's FP8 layer 1.29x -> 1.36x bf16 */
-	s[0].f8.whole = s[0].f8.group > 0 && !(p->o.debug & DBG_F8_HALVES);
+	/* whole k-tiles: the H200's A/B (session 27) had DeepSeek-V3's FP8 layer 1.29x -> 1.36x bf16 (the
+	 * halves: a tuning table's variant without .fw) */
+	s[0].f8.whole = s[0].f8.group > 0;
 	small[0] = s[0];
 	if (plan_gemm(p, s, gb.rows ? gb.rows : p->o.max_tokens > DECODE_T ? DECODE_T + 1 : 1,
 		      gb.rows ? gb.rows : p->o.max_tokens, &simt, why, sizeof why)) {

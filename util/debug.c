@@ -66,9 +66,11 @@ const DebugFlag debug_flags[] = {
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more on sm_90a load no rows of A past a tile's expert "
 	 "at any tile height (default: gathered A), persistent ones take serpentine rounds, tiled WS ones rank no experts "
 	 "(off: DeepSeek-V3's down slower on the H200)"},
-	{"f8-halves", DBG_F8_HALVES, NULL,
-	 "compile: FP8 x FP8 wgmma GEMMs run a k-tile as two column halves, the promotion of one overlapping the "
-	 "other's wgmmas (session 26's order), instead of one wgmma group a warpgroup promoted after its wait (for A/B)"},
+	{"f8-c2", DBG_F8_C2, NULL,
+	 "compile: grouped FP8 x FP8 GEMMs of 64 rows a tile or more (the routed gate|up through lower-moe's "
+	 "interleave, with gathered A, and the down projection) run on the warp-specialised mainloop in clusters of "
+	 "2 CTAs sharing B as the bf16 ones do (grouped-c2): an expert's row tiles in pairs, each CTA loading half "
+	 "of B's tile multicast to both (for A/B on the GPU)"},
 	{"f8-cp", DBG_F8_CP, NULL,
 	 "compile: FP8 x FP8 GEMMs with gathered A or a gate|up interleaved B (the routed and the shared expert's "
 	 "gate|up, SwiGLU + quantisation per 128) keep the cp.async wgmma mainloop (before session 28; the default: "

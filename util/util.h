@@ -142,7 +142,7 @@ enum {
 	DBG_MID_PERSISTENT = 1 << 13,	/* codegen: mid-T grouped GEMMs persistent, heavy first; clustered ones cooperative (A/B) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 	DBG_OLD_ROWS = 1 << 23,	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
-	DBG_F8_HALVES = 1 << 20,	/* codegen: FP8 x FP8 wgmma GEMMs promote two column halves, not whole k-tiles (A/B) */
+	DBG_F8_C2 = 1 << 20,	/* codegen: grouped FP8 GEMMs in clusters of 2 sharing B, also the interleaved gate|up (A/B) */
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
 	DBG_GROUPED_C2 = 1 << 24,	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */

@@ -540,6 +540,25 @@ static const char prog_moe_blocked[] =
 	"	ret %y\n"
 	"}\n";
 
+/* Two column tiles of 256 in the gate|up (N 512 through the interleave),
+ * for the pairs sharing B (test_ws_pairs). */
+static const char prog_moe_c2[] =
+	"weight $router : bf16[8,256]\n"
+	"weight $wguq : f8e4m3[8,512,256] scale=2\n"
+	"weight $wgus : f32[8,512,2] mean=0.02 scale=0.005 row_block=128\n"
+	"weight $wdq : f8e4m3[8,256,256] scale=2\n"
+	"weight $wds : f32[8,256,2] mean=0.03 scale=0.01 row_block=128\n"
+	"graph @moe(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,8]\n"
+	"	%wgu = dequantize $wguq, $wgus, axis=2, block_size=128, to=bf16 : bf16[8,512,256]\n"
+	"	%wd = dequantize $wdq, $wds, axis=2, block_size=128, to=bf16 : bf16[8,256,256]\n"
+	"	%y0 = moe %xa, %logits, _, %wgu, %wd, k=2, renorm=1, router=softmax : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
 static const struct {
 	const char *text;
 	int T;
@@ -882,6 +901,80 @@ START_TEST(test_ws_gateup)
 }
 END_TEST
 
+/*
+ * Clusters of 2 sharing B (--debug=f8-c2; GemmSpec.cluster_b): on the
+ * emulator the pairs without the cluster, each CTA loading both halves of
+ * B's tile itself (the gate|up's through the interleave, a box of bn/4
+ * pairs each): an expert's row tiles 2j, 2j + 1 of one column tile, an odd
+ * last row tile's column tiles in pairs; bit for bit the wgmma mainloop.
+ * DeepSeek-V3's gate|up in clusters through ptxas; a MoE program with the
+ * flag against the interpreter.
+ */
+START_TEST(test_ws_pairs)
+{
+	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, pairs sharing B (half boxes through the interleave), "
+			       "3 CTAs", .T = 215, .counts = {1, 0, 64, 65, 129, 140, 30, 1}};	/* 1-3 row tiles */
+
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 3;
+	up.s.cluster_b = 1;
+	ws_same(&up);
+
+	/* the down GEMM in pairs (A by TMA: a pair of row tiles its own tiles, an odd last row tile's column
+	 * tiles A's half boxes), 1, 2 and 3 row tiles an expert, persistent over 3 CTAs */
+	GemmCase dn = {.what = "f8 ws grouped down 64x256 in pairs sharing B, whole, blocked", .T = 167,
+		       .counts = {1, 129, 64, 140}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 384);
+	dn.s.m_per_t = 2;
+	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
+	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	dn.s.c_dt = DT_F32;
+	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
+	dn.s.sched = CG_SCHED_PERSISTENT;
+	dn.s.ctas = 3;
+	dn.s.cluster_b = 1;
+	ws_case(&dn, 1e-5);
+
+	/* DeepSeek-V3's routed gate|up as the flag plans it: clusters of 2 sharing B, each CTA's half of the
+	 * interleaved rows (a box of 64 pairs) multicast, or both halves itself (an odd last row tile) */
+	GemmSpec ds;
+	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
+	ds.a_dt = ds.b_dt = DT_F8E4M3;
+	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F8E4M3;
+	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&ds, 64, 256, 128, 1, 8, 5);
+	ds.mainloop = CG_MAINLOOP_WS;
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.cluster = 2;
+	ds.cluster_b = 1;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgc");
+	const CgKernel *k = cg_module_find(m, "fgc0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_int_eq(k->tmap[0].rank, 3);
+	ck_assert_int_eq(k->tmap[0].box[1], 2);
+	ck_assert_int_eq(k->tmap[0].box[2], 64);
+	ck_assert_int_eq(gh_count(gh_ptx(m), "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+					     "bytes.multicast::cluster ["), 1);
+	ck_assert_int_eq(gh_count(gh_ptx(m), "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+					     "bytes ["), 2);
+	gh_assemble(m, 1, "gemm_f8 ws gate|up cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	/* with grouped-c2, which asks for the pairs on the emulator: the gate|up (two column tiles through the
+	 * interleave) in pairs at 130 rows an expert (1 and 2 row tiles of 128), against the interpreter */
+	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "pairs-b", 2e-2,
+			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -909,6 +1002,7 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_five_stages);
 	tcase_add_test(t, test_ws_cluster);
 	tcase_add_test(t, test_ws_gateup);
+	tcase_add_test(t, test_ws_pairs);
 	suite_add_tcase(s, t);
 	return s;
 }
