@@ -89,10 +89,11 @@ const DebugFlag debug_flags[] = {
 	{"stream-dyn", DBG_STREAM_DYN, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens hand their work out by an atomic counter "
 	 "(a tile's k-slices, about 8 a CTA: fast SMs take more; docs/codegen.md, Dynamic stream-K; A/B on the GPU)"},
-	{"bq-warps", DBG_BQ_WARPS, NULL,
-	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
-	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "
-	 "by shared memory, SMs x 5 CTAs (A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
+	{"sk-unroll", DBG_SK_UNROLL, NULL,
+	 "compile: static stream-K GEMMs (decode; quantised decode's wide runs) unroll their pair loop over the "
+	 "stages: constant stage offsets, the load stream's k-tile and tile and the mma's tile end carried instead "
+	 "of divided out of the pair index each k-tile, one tile-end block (A/B on the GPU; docs/codegen.md, "
+	 "Stream-K unrolled over the stages)"},
 	{"div-rn", DBG_DIV_RN, NULL,
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "
