@@ -963,6 +963,12 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 enum { STREAM_UNITS = 8 };
 enum { STREAM_DYN_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
 
+/* Static stream-K loops unrolled over the stages (k_gemm.c's stream_unrolled,
+ * --debug=sk-unroll: constant stage offsets, carried counters; the same bits
+ * as stream()).  Every static stream-K GEMM takes it: quantised decode's wide
+ * runs and bf16 decode's. */
+enum { SK_UNROLL_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
+
 static void
 stream_dyn(const CgTarget *t, GemmSpec *s, int64_t thi)
 {
@@ -1469,7 +1475,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		prefill_persistent(p, cg_module_target(p->mod[i]), &s[i]);
-		s[i].sk_unroll = (p->o.debug & DBG_SK_UNROLL) && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
+		s[i].sk_unroll = ((p->o.debug & DBG_SK_UNROLL) || SK_UNROLL_DEFAULT) && s[i].sched == CG_SCHED_STREAM &&
+				 s[i].units == 0;
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);

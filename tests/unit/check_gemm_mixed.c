@@ -1038,6 +1038,9 @@ START_TEST(test_stream)
 	gh_tiles(&w.s, 16, 512, 128, 1, 4, 2);
 	stream(&w.s, 3, w.T);
 	gh_check(&w, 1e-5);
+	GemmCase wu = w;	/* 2 stages: the loop unrolled in pairs */
+	wu.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&w, &wu), "%s: the unrolled loop differs", w.what);
 	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K (gpt-oss gate|up), 5 CTAs", .T = 21,
 		      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
 	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
