@@ -1220,6 +1220,8 @@ typedef struct Stream Stream;
 struct Stream {
 	LLVMValueRef v, g0, g1, L64, n64;
 	LLVMValueRef lt;			/* var: the tile a_src/b_src are for (-1: none) */
+	LLVMValueRef lkt, ct, pend, last;	/* stream_unrolled: vars: the load stream's k-tile in lt, the
+						 * mma side's tile, the pair its part of it ends at; g1-1 */
 	LLVMValueRef a[MAXI], b[MAXI];		/* vars: its sources at k-tile 0 */
 	LLVMValueRef q[3][MAXI];		/* vars: quantised B's (packed B, scales, zero points) */
 };
@@ -1231,6 +1233,9 @@ stream_vars(G *g, Stream *st)
 	CgFn *f = g->k.f;
 
 	st->lt = cg_var(f, f->ti32, cg_i32(f, -1));
+	st->lkt = cg_var(f, f->ti32, NULL);
+	st->ct = cg_var(f, f->ti32, NULL);
+	st->pend = cg_var(f, f->ti32, NULL);
 	for (int i = 0; i < g->a_n; i++)
 		st->a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
 	for (int i = 0; i < g->b_n; i++)
@@ -1401,23 +1406,75 @@ acc_zero(G *g)
 				cg_set(g->k.f, g->acc[i][j][q], cg_f32(g->k.f, 0));
 }
 
-/* The load stream's next pair into the stage at soff: its k-tile lkt (a
- * var) counts on, into the next tile where it reaches KT. */
+/* The load stream's next pair into the stage at soff: its k-tile (st->lkt)
+ * counts on, into the next tile where it reaches KT. */
 static void
-stream_next(G *g, Stream *st, LLVMValueRef lkt, LLVMValueRef soff)
+stream_next(G *g, Stream *st, LLVMValueRef soff)
 {
 	CgFn *f = g->k.f;
 	LLVMValueRef kt;
 	CgIf c;
 
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cg_get(f, lkt), cg_i32(f, g->kt), ""));
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cg_get(f, st->lkt), cg_i32(f, g->kt), ""));
 	stream_enter(g, st, cg_addi(f, cg_get(f, st->lt), 1));
-	cg_set(f, lkt, cg_i32(f, 0));
+	cg_set(f, st->lkt, cg_i32(f, 0));
 	cg_endif(f, &c);
-	kt = cg_get(f, lkt);
+	kt = cg_get(f, st->lkt);
 	stream_sources(g, st);
 	gemm_load_stage(g, soff, kt);
-	cg_set(f, lkt, cg_addi(f, kt, 1));
+	cg_set(f, st->lkt, cg_addi(f, kt, 1));
+}
+
+/* stream_unrolled's start (in the CTA's branch): the run, the counters,
+ * its first S-1 pairs into stages 0..S-2, the accumulators zeroed. */
+static void
+unrolled_begin(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
+{
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages, KT = g->kt;
+	LLVMValueRef t0;
+	CgIf c;
+
+	st->L64 = cg_sext64(f, L);
+	st->n64 = cg_sext64(f, n);
+	st->g0 = run_start(f, st, st->v);
+	st->g1 = run_start(f, st, cg_addi(f, st->v, 1));
+	st->last = cg_addi(f, st->g1, -1);
+	t0 = cg_udiv(f, st->g0, cg_i32(f, KT));
+	stream_enter(g, st, t0);
+	cg_set(f, st->lkt, cg_sub(f, st->g0, cg_muli(f, t0, KT)));
+	cg_set(f, st->ct, t0);
+	cg_set(f, st->pend, cg_min(f, cg_addi(f, cg_muli(f, t0, KT), KT - 1), st->last));
+	for (int i = 0; i < S - 1; i++) {
+		cg_if(f, &c, cg_lt(f, cg_addi(f, st->g0, i), st->g1));
+		stream_next(g, st, cg_i32(f, (int64_t)i * g->stage));
+		cg_endif(f, &c);
+		cg_cp_async_commit(f);
+	}
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	acc_zero(g);
+}
+
+/* The tile-end block `end`: this run's part of tile ct ends (hand-over or
+ * epilogue), the accumulators are zeroed, ct and pend move to the next
+ * tile, and the copy after copy jv goes on (cont[jv]). */
+static void
+unrolled_end(G *g, Stream *st, LLVMBasicBlockRef end, LLVMValueRef jv, LLVMBasicBlockRef *cont)
+{
+	CgFn *f = g->k.f;
+	LLVMBasicBlockRef at = LLVMGetInsertBlock(f->B);
+	LLVMValueRef sw;
+
+	LLVMPositionBuilderAtEnd(f->B, end);
+	stream_end(g, st, cg_get(f, st->ct));
+	acc_zero(g);
+	cg_set(f, st->ct, cg_addi(f, cg_get(f, st->ct), 1));
+	cg_set(f, st->pend, cg_min(f, cg_addi(f, cg_get(f, st->pend), g->kt), st->last));
+	sw = LLVMBuildSwitch(f->B, cg_get(f, jv), cont[0], (unsigned)(g->k.s.stages - 1));
+	for (int j = 1; j < g->k.s.stages; j++)
+		LLVMAddCase(sw, cg_i32(f, j), cont[j]);
+	LLVMPositionBuilderAtEnd(f->B, at);
 }
 
 /*
@@ -1435,11 +1492,10 @@ static void
 stream_unrolled(G *g)
 {
 	CgFn *f = g->k.f;
-	int S = g->k.s.stages, KT = g->kt;
-	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), KT), n = cg_min(f, cg_nctaid(f, 0), L);
-	LLVMValueRef lkt = cg_var(f, f->ti32, NULL), ct = cg_var(f, f->ti32, NULL), pend = cg_var(f, f->ti32, NULL);
-	LLVMValueRef jv = cg_var(f, f->ti32, NULL), gi, t0, last, lim, sw;
-	LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_end"), cont[8], done;
+	int S = g->k.s.stages;
+	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), g->kt), n = cg_min(f, cg_nctaid(f, 0), L);
+	LLVMValueRef jv = cg_var(f, f->ti32, NULL), gi, lim;
+	LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_end"), cont[8];	/* S <= 5 */
 	Stream st;
 	CgIf c, c1;
 	CgLoop l;
@@ -1448,30 +1504,11 @@ stream_unrolled(G *g)
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	stream_vars(g, &st);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
-	st.L64 = cg_sext64(f, L);
-	st.n64 = cg_sext64(f, n);
-	st.g0 = run_start(f, &st, st.v);
-	st.g1 = run_start(f, &st, cg_addi(f, st.v, 1));
-	last = cg_addi(f, st.g1, -1);
-	lim = cg_addi(f, st.g1, -(S - 1));	/* pairs below it refill */
-	t0 = cg_udiv(f, st.g0, cg_i32(f, KT));
-	stream_enter(g, &st, t0);
-	cg_set(f, lkt, cg_sub(f, st.g0, cg_muli(f, t0, KT)));
-	cg_set(f, ct, t0);
-	cg_set(f, pend, cg_min(f, cg_addi(f, cg_muli(f, t0, KT), KT - 1), last));
-	for (int i = 0; i < S - 1; i++) {
-		cg_if(f, &c1, cg_lt(f, cg_addi(f, st.g0, i), st.g1));
-		stream_next(g, &st, lkt, cg_i32(f, (int64_t)i * g->stage));
-		cg_endif(f, &c1);
-		cg_cp_async_commit(f);
-	}
-	cg_cp_async_wait(f, S - 2);
-	cg_barrier(f);
-	acc_zero(g);
+	unrolled_begin(g, &st, L, n);
 	frag_vars(g, &vars);
 	load_frags(g, cg_i32(f, 0), 0, &cur);
 	frag_move(g, &vars, &cur, 1);
-
+	lim = cg_addi(f, st.g1, -(S - 1));	/* pairs below it refill */
 	gi = cg_loop(f, &l, st.g0, st.g1, cg_i32(f, S));
 	for (int j = 0; j < S; j++) {
 		LLVMValueRef p = cg_addi(f, gi, j);
@@ -1480,30 +1517,19 @@ stream_unrolled(G *g)
 		if (j > 0)
 			cg_loop_while(f, &l, cg_lt(f, p, st.g1));
 		cg_if(f, &c1, cg_lt(f, p, lim));	/* refill: pair p+S-1 into the stage of p-1 */
-		stream_next(g, &st, lkt, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
+		stream_next(g, &st, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 		ktile_pipelined(g, &vars, cg_i32(f, (int64_t)j * g->stage), cg_i32(f, (int64_t)((j + 1) % S) * g->stage));
 		cont[j] = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_go_on");
-		LLVMBuildCondBr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, p, cg_get(f, pend), ""), to_end, cont[j]);
+		LLVMBuildCondBr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, p, cg_get(f, st.pend), ""), to_end, cont[j]);
 		LLVMPositionBuilderAtEnd(f->B, to_end);
 		cg_set(f, jv, cg_i32(f, j));
 		LLVMBuildBr(f->B, end);
 		LLVMPositionBuilderAtEnd(f->B, cont[j]);
 	}
 	cg_endloop(f, &l);
-	done = LLVMGetInsertBlock(f->B);
-
-	LLVMPositionBuilderAtEnd(f->B, end);	/* the end of this run's part of tile ct */
-	stream_end(g, &st, cg_get(f, ct));
-	acc_zero(g);
-	cg_set(f, ct, cg_addi(f, cg_get(f, ct), 1));
-	cg_set(f, pend, cg_min(f, cg_addi(f, cg_get(f, pend), KT), last));
-	sw = LLVMBuildSwitch(f->B, cg_get(f, jv), cont[0], (unsigned)(S - 1));
-	for (int j = 1; j < S; j++)
-		LLVMAddCase(sw, cg_i32(f, j), cont[j]);
-
-	LLVMPositionBuilderAtEnd(f->B, done);
+	unrolled_end(g, &st, end, jv, cont);
 	cg_cp_async_wait(f, 0);
 	cg_barrier(f);
 	cg_endif(f, &c);
