@@ -560,6 +560,9 @@ struct GemmSpec {
 				 * after this item's FMAs (session 27); --debug=vec-ahead */
 	int min_ctas;		/* launch bound: CTAs per SM (0: none) */
 	CgSched sched;
+	int sk_unroll;		/* CG_SCHED_STREAM, static: 1: the pair loop unrolled over the stages, counters
+				 * carried instead of divisions, constant stage offsets (k_gemm.c's
+				 * stream_unrolled); --debug=sk-unroll */
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
 	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
 				 * 1: none, but the "splitk_ws" parameter (kernels of one name

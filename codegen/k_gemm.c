@@ -281,6 +281,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: dynamic stream-K (%d units a CTA) needs stream-K, 1..64 "
 				  "units a CTA and at least stages - 1 = %d k-tiles (K / bk = %lld)", s->units,
 				  s->stages - 1, (long long)(s->K / s->bk));
+	if (s->sk_unroll && (s->sched != CG_SCHED_STREAM || s->units))
+		return diag_error(d, LOC_NONE, "gemm: the unrolled stream-K loop needs static stream-K");
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -1249,6 +1251,8 @@ typedef struct Stream Stream;
 struct Stream {
 	LLVMValueRef v, g0, g1, L64, n64;
 	LLVMValueRef lt;			/* var: the tile a_src/b_src are for (-1: none) */
+	LLVMValueRef lkt, ct, pend, last;	/* stream_unrolled: vars: the load stream's k-tile in lt, the
+						 * mma side's tile, the pair its part of it ends at; g1-1 */
 	LLVMValueRef a[MAXI], b[MAXI];		/* vars: its sources at k-tile 0 */
 	LLVMValueRef q[3][MAXI];		/* vars: quantised B's (packed B, scales, zero points) */
 };
@@ -1260,6 +1264,9 @@ stream_vars(G *g, Stream *st)
 	CgFn *f = g->k.f;
 
 	st->lt = cg_var(f, f->ti32, cg_i32(f, -1));
+	st->lkt = cg_var(f, f->ti32, NULL);
+	st->ct = cg_var(f, f->ti32, NULL);
+	st->pend = cg_var(f, f->ti32, NULL);
 	for (int i = 0; i < g->a_n; i++)
 		st->a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
 	for (int i = 0; i < g->b_n; i++)
@@ -1285,16 +1292,12 @@ run_owner(CgFn *f, const Stream *st, LLVMValueRef x)
 	return LLVMBuildTrunc(f->B, cg_udiv(f, t, st->L64), f->ti32, "");
 }
 
-/* cp.async pair gi into its stage: the tile's sources first when the load
- * stream enters a new tile (this is what runs ahead of the tile in the mma). */
+/* The load stream enters tile t: its coordinates and sources, into the vars. */
 static void
-stream_load(G *g, Stream *st, LLVMValueRef gi, LLVMValueRef soff)
+stream_enter(G *g, Stream *st, LLVMValueRef t)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), kt = cg_urem(f, gi, cg_i32(f, g->kt));
-	CgIf c;
 
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, t, cg_get(f, st->lt), ""));
 	gemm_tile_coords(&g->k, t);
 	tile_sources(g);
 	for (int i = 0; i < g->a_n; i++)
@@ -1306,7 +1309,14 @@ stream_load(G *g, Stream *st, LLVMValueRef gi, LLVMValueRef soff)
 			if (g->bq.src[i][j])
 				cg_set(f, st->q[i][j], g->bq.src[i][j]);
 	cg_set(f, st->lt, t);
-	cg_endif(f, &c);
+}
+
+/* The sources of the load stream's tile, from the vars. */
+static void
+stream_sources(G *g, Stream *st)
+{
+	CgFn *f = g->k.f;
+
 	for (int i = 0; i < g->a_n; i++)
 		g->a_src[i] = cg_get(f, st->a[i]);
 	for (int i = 0; i < g->b_n; i++)
@@ -1315,17 +1325,32 @@ stream_load(G *g, Stream *st, LLVMValueRef gi, LLVMValueRef soff)
 		for (int j = 0; j < g->bq.nper[i]; j++)
 			if (st->q[i][j])
 				g->bq.src[i][j] = cg_get(f, st->q[i][j]);
+}
+
+/* cp.async pair gi into its stage: the tile's sources first when the load
+ * stream enters a new tile (this is what runs ahead of the tile in the mma). */
+static void
+stream_load(G *g, Stream *st, LLVMValueRef gi, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), kt = cg_urem(f, gi, cg_i32(f, g->kt));
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntNE, t, cg_get(f, st->lt), ""));
+	stream_enter(g, st, t);
+	cg_endif(f, &c);
+	stream_sources(g, st);
 	gemm_load_stage(g, soff, kt);
 }
 
-/* The end of this run's part of tile gi / KT: hand the partial sums over
- * along the runs sharing the tile (from the one with its last k-tile, part
- * 0, to the one with its first), the last of them runs the epilogue. */
+/* The end of this run's part of tile t: hand the partial sums over along
+ * the runs sharing the tile (from the one with its last k-tile, part 0, to
+ * the one with its first), the last of them runs the epilogue. */
 static void
-stream_end(G *g, Stream *st, LLVMValueRef gi)
+stream_end(G *g, Stream *st, LLVMValueRef t)
 {
 	CgFn *f = g->k.f;
-	LLVMValueRef t = cg_udiv(f, gi, cg_i32(f, g->kt)), first = cg_muli(f, t, g->kt);
+	LLVMValueRef first = cg_muli(f, t, g->kt);
 	LLVMValueRef lo = run_owner(f, st, first), hi = run_owner(f, st, cg_addi(f, first, g->kt - 1));
 	CgIf c;
 
@@ -1394,9 +1419,148 @@ stream(G *g)
 	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, cg_addi(f, st.g1, -1), ""),
 			   LLVMBuildICmp(f->B, LLVMIntEQ, kt, cg_i32(f, KT - 1), ""), "");
 	cg_if(f, &c1, edge);	/* its last: hand over, or the epilogue */
-	stream_end(g, &st, gi);
+	stream_end(g, &st, cg_udiv(f, gi, cg_i32(f, KT)));
 	cg_endif(f, &c1);
 	cg_endloop(f, &l);
+	cg_cp_async_wait(f, 0);
+	cg_barrier(f);
+	cg_endif(f, &c);
+}
+
+/* Zero the accumulators. */
+static void
+acc_zero(G *g)
+{
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				cg_set(g->k.f, g->acc[i][j][q], cg_f32(g->k.f, 0));
+}
+
+/* The load stream's next pair into the stage at soff: its k-tile (st->lkt)
+ * counts on, into the next tile where it reaches KT. */
+static void
+stream_next(G *g, Stream *st, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef kt;
+	CgIf c;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cg_get(f, st->lkt), cg_i32(f, g->kt), ""));
+	stream_enter(g, st, cg_addi(f, cg_get(f, st->lt), 1));
+	cg_set(f, st->lkt, cg_i32(f, 0));
+	cg_endif(f, &c);
+	kt = cg_get(f, st->lkt);
+	stream_sources(g, st);
+	gemm_load_stage(g, soff, kt);
+	cg_set(f, st->lkt, cg_addi(f, kt, 1));
+}
+
+/* stream_unrolled's start (in the CTA's branch): the run, the counters,
+ * its first S-1 pairs into stages 0..S-2, the accumulators zeroed. */
+static void
+unrolled_begin(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
+{
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages, KT = g->kt;
+	LLVMValueRef t0;
+	CgIf c;
+
+	st->L64 = cg_sext64(f, L);
+	st->n64 = cg_sext64(f, n);
+	st->g0 = run_start(f, st, st->v);
+	st->g1 = run_start(f, st, cg_addi(f, st->v, 1));
+	st->last = cg_addi(f, st->g1, -1);
+	t0 = cg_udiv(f, st->g0, cg_i32(f, KT));
+	stream_enter(g, st, t0);
+	cg_set(f, st->lkt, cg_sub(f, st->g0, cg_muli(f, t0, KT)));
+	cg_set(f, st->ct, t0);
+	cg_set(f, st->pend, cg_min(f, cg_addi(f, cg_muli(f, t0, KT), KT - 1), st->last));
+	for (int i = 0; i < S - 1; i++) {
+		cg_if(f, &c, cg_lt(f, cg_addi(f, st->g0, i), st->g1));
+		stream_next(g, st, cg_i32(f, (int64_t)i * g->stage));
+		cg_endif(f, &c);
+		cg_cp_async_commit(f);
+	}
+	cg_cp_async_wait(f, S - 2);
+	cg_barrier(f);
+	acc_zero(g);
+}
+
+/* The tile-end block `end`: this run's part of tile ct ends (hand-over or
+ * epilogue), the accumulators are zeroed, ct and pend move to the next
+ * tile, and the copy after copy jv goes on (cont[jv]). */
+static void
+unrolled_end(G *g, Stream *st, LLVMBasicBlockRef end, LLVMValueRef jv, LLVMBasicBlockRef *cont)
+{
+	CgFn *f = g->k.f;
+	LLVMBasicBlockRef at = LLVMGetInsertBlock(f->B);
+	LLVMValueRef sw;
+
+	LLVMPositionBuilderAtEnd(f->B, end);
+	stream_end(g, st, cg_get(f, st->ct));
+	acc_zero(g);
+	cg_set(f, st->ct, cg_addi(f, cg_get(f, st->ct), 1));
+	cg_set(f, st->pend, cg_min(f, cg_addi(f, cg_get(f, st->pend), g->kt), st->last));
+	sw = LLVMBuildSwitch(f->B, cg_get(f, jv), cont[0], (unsigned)(g->k.s.stages - 1));
+	for (int j = 1; j < g->k.s.stages; j++)
+		LLVMAddCase(sw, cg_i32(f, j), cont[j]);
+	LLVMPositionBuilderAtEnd(f->B, at);
+}
+
+/*
+ * stream() unrolled over the S stages (GemmSpec.sk_unroll): pair g0 + i
+ * lives in stage i % S, so copy j of the loop body reads stage j, refills
+ * stage j - 1 and prefetches stage j + 1's first fragments at constant
+ * shared offsets; no pair index is divided: the load stream carries its
+ * k-tile (lkt) and tile, the mma side its tile (ct) and the pair where its
+ * part of that tile ends (pend).  A tile's end (hand-over or epilogue, the
+ * accumulators zeroed for the next) is one block that every copy enters
+ * and that returns to the copy after it (a switch on jv), so the epilogue
+ * is built once.
+ */
+static void
+stream_unrolled(G *g)
+{
+	CgFn *f = g->k.f;
+	int S = g->k.s.stages;
+	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), g->kt), n = cg_min(f, cg_nctaid(f, 0), L);
+	LLVMValueRef jv = cg_var(f, f->ti32, NULL), gi, lim;
+	LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_end"), cont[8];	/* S <= 5 */
+	Stream st;
+	CgIf c, c1;
+	CgLoop l;
+	Frag cur, vars;
+
+	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
+	stream_vars(g, &st);
+	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
+	unrolled_begin(g, &st, L, n);
+	frag_vars(g, &vars);
+	load_frags(g, cg_i32(f, 0), 0, &cur);
+	frag_move(g, &vars, &cur, 1);
+	lim = cg_addi(f, st.g1, -(S - 1));	/* pairs below it refill */
+	gi = cg_loop(f, &l, st.g0, st.g1, cg_i32(f, S));
+	for (int j = 0; j < S; j++) {
+		LLVMValueRef p = cg_addi(f, gi, j);
+		LLVMBasicBlockRef to_end = LLVMAppendBasicBlockInContext(f->C, f->fn, "to_end");
+
+		if (j > 0)
+			cg_loop_while(f, &l, cg_lt(f, p, st.g1));
+		cg_if(f, &c1, cg_lt(f, p, lim));	/* refill: pair p+S-1 into the stage of p-1 */
+		stream_next(g, &st, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
+		cg_endif(f, &c1);
+		cg_cp_async_commit(f);
+		ktile_pipelined(g, &vars, cg_i32(f, (int64_t)j * g->stage), cg_i32(f, (int64_t)((j + 1) % S) * g->stage));
+		cont[j] = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_go_on");
+		LLVMBuildCondBr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, p, cg_get(f, st.pend), ""), to_end, cont[j]);
+		LLVMPositionBuilderAtEnd(f->B, to_end);
+		cg_set(f, jv, cg_i32(f, j));
+		LLVMBuildBr(f->B, end);
+		LLVMPositionBuilderAtEnd(f->B, cont[j]);
+	}
+	cg_endloop(f, &l);
+	unrolled_end(g, &st, end, jv, cont);
 	cg_cp_async_wait(f, 0);
 	cg_barrier(f);
 	cg_endif(f, &c);
@@ -1704,6 +1868,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	gemm_prologue(&g.k);
 	if (spec->units > 0)
 		stream_dyn(&g);
+	else if (spec->sk_unroll)
+		stream_unrolled(&g);
 	else
 		stream(&g);
 	return gemm_finish(&g.k, buf);

@@ -649,7 +649,7 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 	if ((size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s%s%s%s",
 			       s->sched == CG_SCHED_PERSISTENT ? "persistent" :
-			       s->sched == CG_SCHED_STREAM ? "stream-k" : "tiles",
+			       s->sched == CG_SCHED_STREAM ? (s->sk_unroll ? "stream-k unrolled" : "stream-k") : "tiles",
 			       s->snake && s->sched == CG_SCHED_PERSISTENT ? " snake" : "",
 			       s->live_rows && gemm_live_rows(s) ? " live-rows" : "",
 			       s->no_rank && s->groups && s->mainloop == CG_MAINLOOP_WS ? " no-rank" : "",

@@ -960,6 +960,12 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	s->ctas = (int)stream_ctas(t, s) * best;
 }
 
+/* Static stream-K loops unrolled over the stages (k_gemm.c's stream_unrolled,
+ * --debug=sk-unroll: constant stage offsets, carried counters; the same bits
+ * as stream()).  Every static stream-K GEMM takes it: quantised decode's wide
+ * runs and bf16 decode's. */
+enum { SK_UNROLL_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
+
 /*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
@@ -1103,17 +1109,8 @@ bq_direct(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * alone 205.9 and 293.0; dense W4A16 (not grouped) slower streamed (12288 x
  * 4096: 23.7 against 17.3), so it keeps its tiles.  --debug=bq-tiles keeps
  * the tiles (A/B).
- *
- * --debug=bq-warps (A/B): 5 CTAs an SM (20 warps) instead of up to 4.  The
- * ncu of session 27 has these kernels short of warps (2.8-5 a scheduler,
- * one eligible; a warp issues every 7-8 cycles); ptxas fits the wide
- * tiles in fewer registers under a launch bound (.minnctapersm, GemmSpec.
- * min_ctas) with no spills and the same k-tile loop: gpt-oss-20b's gate|up
- * 118 -> 96 registers at 5; Mixtral GPTQ's 162 -> 128 at 4, 96 with 20-28
- * bytes spilled at 5.  So the flag asks for the stages that leave 5 CTAs
- * by shared memory (Mixtral: 2), the bound, and SMs x 5 CTAs.
  */
-enum { BQ_STREAM_WARPS = 16, BQ_BOUND_CTAS = 5 };
+enum { BQ_STREAM_WARPS = 16 };
 
 static int
 bq_wide(const CgTarget *t, GemmSpec *s, int min_sm)
@@ -1142,19 +1139,18 @@ bq_wide(const CgTarget *t, GemmSpec *s, int min_sm)
 }
 
 static void
-bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi, int bound)
+bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 {
 	GemmSpec c = *s;
 	Diag quiet;
 
 	if (s->bq.group <= 0 || s->groups <= 0 || s->bm > 16 || s->bq.direct || !stream_ok(s, thi) ||
-	    bq_wide(t, &c, bound ? BQ_BOUND_CTAS : 3))
+	    bq_wide(t, &c, 3))
 		return;
 	diag_init(&quiet, NULL);
 	to_stream(t, &c, thi);
-	int cap = bound ? BQ_BOUND_CTAS : MAX(1, BQ_STREAM_WARPS / (c.warps_m * c.warps_n));
+	int cap = MAX(1, BQ_STREAM_WARPS / (c.warps_m * c.warps_n));
 	c.ctas = (int)MIN((int64_t)c.ctas, (int64_t)cg_target_sms(t) * cap);
-	c.min_ctas = bound ? BQ_BOUND_CTAS : 0;
 	if (cg_gemm_check(t, &c, &quiet) == 0)
 		*s = c;
 }
@@ -1440,7 +1436,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			if (p->o.debug & DBG_BQ_DIRECT)
 				bq_direct(t, &s[i], tlo, tokens);
 			else if (!(p->o.debug & DBG_BQ_TILES))
-				bq_stream(t, &s[i], tokens, (p->o.debug & DBG_BQ_WARPS) != 0);
+				bq_stream(t, &s[i], tokens);
 			if (p->o.debug & DBG_STREAM_WAVES)
 				stream_waves(t, &s[i], tlo, tokens);
 			vec_plan(p, t, &s[i], tokens);
@@ -1449,6 +1445,8 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		prefill_persistent(p, cg_module_target(p->mod[i]), &s[i]);
 		mid_persistent(p, cg_module_target(p->mod[i]), &s[i], tlo, tokens);
+		s[i].sk_unroll = ((p->o.debug & DBG_SK_UNROLL) || SK_UNROLL_DEFAULT) && s[i].sched == CG_SCHED_STREAM &&
+				 s[i].units == 0;
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
@@ -1501,7 +1499,8 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole && a->cluster == b->cluster &&
-	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas;
+	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
+	       a->sk_unroll == b->sk_unroll;
 }
 
 /*

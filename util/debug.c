@@ -94,14 +94,15 @@ const DebugFlag debug_flags[] = {
 	 "compile: kernels for sm_90 and newer open with griddepcontrol.wait and launch_dependents, and their kernel "
 	 "lines say pdl=1: the runtime launches them with programmatic stream serialization, so each one's launch "
 	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch; A/B on the GPU)"},
-	{"bq-warps", DBG_BQ_WARPS, NULL,
-	 "compile: the wide stream-K runs of grouped quantised decode GEMMs at 5 CTAs an SM (20 warps) instead of "
-	 "up to 4: a launch bound (.minnctapersm) that makes ptxas fit the registers, the stages that leave 5 CTAs "
-	 "by shared memory, SMs x 5 CTAs (A/B on the GPU; docs/codegen.md, Stream-K for quantised B)"},
 	{"slots-x", DBG_SLOTS_X, NULL,
 	 "lower-moe: each MoE slot (a down projection row times its routing weight) rounded to x's type (bf16, f16) "
 	 "before the f32 sum over the k choices, instead of kept in f32: half the down GEMM's stores and the "
 	 "combine's loads, a change of numerics (HF's blocks round each slot too; docs/passes.md, lower-moe; A/B)"},
+	{"sk-unroll", DBG_SK_UNROLL, NULL,
+	 "compile: static stream-K GEMMs (decode; quantised decode's wide runs) unroll their pair loop over the "
+	 "stages: constant stage offsets, the load stream's k-tile and tile and the mma's tile end carried instead "
+	 "of divided out of the pair index each k-tile, one tile-end block (A/B on the GPU; docs/codegen.md, "
+	 "Stream-K unrolled over the stages)"},
 	{"div-rn", DBG_DIV_RN, NULL,
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "

@@ -147,12 +147,11 @@ enum {
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
 	DBG_GROUPED_C2 = 1 << 24,	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */
 	DBG_VEC_AHEAD = 1 << 26,	/* codegen: fronts' barrier-free top-k and sort at every T (the default at T <= 4) */
-	DBG_BQ_WARPS = 1 << 29,	/* codegen: wide quantised stream-K runs at 5 CTAs an SM under a launch bound (A/B) */
+	DBG_SK_UNROLL = 1 << 29,	/* codegen: static stream-K loops unrolled over the stages, counters carried (A/B) */
 	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
 	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_GELU_SIGMOID = 1 << 30,	/* codegen: GELU (tanh) as x sigmoid(2u): x / (1 + 2^a) by rcp.approx (A/B) */
-	DBG_STREAM_DYN = 1 << 27,	/* codegen: decode stream-K hands out units by an atomic counter (max_tokens > 4; A/B) */
 	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
 	DBG_PDL = 1 << 27,	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 };

@@ -86,8 +86,8 @@ block() {	# block NAME PAIR MODEL "KEY=VARIANT ..." [moec flags...]
 # variants (tuning tables; .pN: stream-K over N CTAs; .lN: a launch bound of
 # N CTAs an SM, which makes ptxas fit the registers: ncu has these kernels
 # short of warps, 4 CTAs of 4 an SM at 118-166 registers):
-#   .warps  --debug=bq-warps: 5 CTAs an SM (gpt-oss 16x192x64 s4 .p660.l5, 96
-#           registers; Mixtral 16x256x128 s2 .p660.l5, 96 with 40-72 bytes spilled)
+#   .unroll --debug=sk-unroll (session 29): the stream-K pair loop unrolled over
+#           the stages, counters carried instead of divisions (the same bits)
 #   .s3l5   gpt-oss: the same at 3 stages; .l6: 6 CTAs an SM (80 registers, 20 bytes spilled)
 #   .d660   gpt-oss: the down projection alone over 660 (96 registers: 5 fit unbounded)
 #   .t320   gpt-oss: 320-column tiles (10 n8 blocks a warp), 3 stages, 3 CTAs an SM
@@ -105,7 +105,7 @@ d=--debug=bq-direct st=--debug=bq-tiles
 gu=g32.m4.n5760.k2880.bf16.f4e2m1.nk.t1-16 dn=g32.m4.n2880.k2880.bf16.f4e2m1.nk.t1-16
 go=$src/models/gpt-oss-20b
 one gptoss_mxfp4.tiles gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 $st
-one gptoss_mxfp4.warps gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 --debug=bq-warps
+one gptoss_mxfp4.unroll gptoss_bf16 "$go" --layer 0 --synthetic-weights=1 --debug=sk-unroll
 both() {	# both NAME PAIR MODEL VARIANT: one variant for the gate|up and the down GEMM
 	block "$1" "$2" "$3" "$gu=$4 $dn=$4" --layer 0 --synthetic-weights=1
 }
@@ -121,7 +121,7 @@ both gptoss_mxfp4.w2 gptoss_bf16 "$go" 16x192x64.w1x2.s4.k1.p792
 gu=g8.m2.n28672.k4096.bf16.u4.nk.t1-16 dn=g8.m2.n4096.k14336.bf16.u4.nk.t1-16
 mx=$out/mixtral-8x7b-gptq/config.json
 one mixtral_gptq.tiles mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 $st
-one mixtral_gptq.warps mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 --debug=bq-warps
+one mixtral_gptq.unroll mixtral_bf16 "$mx" --layer 0 --synthetic-weights=1 --debug=sk-unroll
 both mixtral_gptq.l4 mixtral_bf16 "$mx" 16x256x128.w1x4.s2.k1.p528.l4
 both mixtral_gptq.t512 mixtral_bf16 "$mx" 16x512x128.w1x8.s2.k1.p264.l2
 both mixtral_gptq.bk256 mixtral_bf16 "$mx" 16x256x256.w1x4.s2.k1.p264

@@ -717,6 +717,13 @@ START_TEST(test_emu_stream_k)
 	ck_assert_msg(same_bits(&c, &other), "%s: differs from %d CTAs on exact sums", c.what, other.s.ctas);
 	c.fill = GH_UNIFORM;
 	ck_assert_msg(same_bits(&c, &c), "%s: two runs differ", c.what);
+	for (int k = 1; k <= 2; k++) {	/* the loop unrolled over the stages: the same sums */
+		c.s.ctas = k * stream_cases[_i].ctas + k - 1;
+		other = c;
+		other.s.sk_unroll = 1;
+		ck_assert_msg(same_bits(&c, &other), "%s, %d CTAs: the unrolled loop differs from stream()", c.what,
+			      c.s.ctas);
+	}
 }
 END_TEST
 

@@ -1013,6 +1013,9 @@ START_TEST(test_stream)
 		stream(&c.s, f[i].ctas, c.T);
 		gh_check(&c, 1e-5);
 		ck_assert_msg(gh_same_bits(&c, &c), "%s: two runs differ", c.what);
+		GemmCase u = c;	/* the loop unrolled over the stages: the same sums */
+		u.s.sk_unroll = 1;
+		ck_assert_msg(gh_same_bits(&c, &u), "%s: the unrolled loop differs", c.what);
 	}
 	GemmCase w = {.what = "u4 g128 + zero points stream-K, 8 warps (16x128x128.w1x8), 5 CTAs", .T = 16};
 	spec_q(&w.s, DT_U4, 256, 768, 128, DT_BF16, 1);
@@ -1035,6 +1038,9 @@ START_TEST(test_stream)
 	gh_tiles(&w.s, 16, 512, 128, 1, 4, 2);
 	stream(&w.s, 3, w.T);
 	gh_check(&w, 1e-5);
+	GemmCase wu = w;	/* 2 stages: the loop unrolled in pairs */
+	wu.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&w, &wu), "%s: the unrolled loop differs", w.what);
 	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K (gpt-oss gate|up), 5 CTAs", .T = 21,
 		      .counts = {7, 0, 11, 0, 0, 16, 8, 0}};
 	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
@@ -1049,6 +1055,9 @@ START_TEST(test_stream)
 	g.b_scale = 6 * sqrt(320.0);
 	stream(&g.s, 13, g.T);
 	gh_check(&g, 1e-2);
+	GemmCase gu = g;
+	gu.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&g, &gu), "%s: the unrolled loop differs", g.what);
 	g.what = "grouped f4e2m1 swiglu stream-K, T = 0";
 	g.T = 0;
 	memset(g.counts, 0, sizeof g.counts);
@@ -1062,6 +1071,9 @@ START_TEST(test_stream)
 	gh_tiles(&dn.s, 16, 64, 128, 1, 4, 4);
 	stream(&dn.s, 6, dn.T);
 	gh_check(&dn, 1e-2);
+	GemmCase du = dn;
+	du.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&dn, &du), "%s: the unrolled loop differs", dn.what);
 	/* direct B has no stage to follow the run: refused */
 	GemmSpec s;
 	spec_q(&s, DT_I4, 256, 768, 128, DT_BF16, 0);
@@ -1110,20 +1122,20 @@ START_TEST(test_program_stream)
 }
 END_TEST
 
-/* --debug=bq-warps (program.c's bq_stream): the wide stream-K runs at 5 CTAs
- * an SM under a launch bound, the stages that leave 5 by shared memory (the
- * gate|up's 16x256x128: 2), against the interpreter at T = 1, 7 and 16. */
-START_TEST(test_program_bq_warps)
+/* --debug=sk-unroll (k_gemm.c's stream_unrolled): the wide stream-K runs'
+ * pair loop unrolled over the stages (3 for the gate|up, 4 for the down
+ * projection), against the interpreter at T = 1, 7 and 16. */
+START_TEST(test_program_sk_unroll)
 {
 	static const int T[] = {1, 7, 16};
 
 	for (size_t i = 0; i < NELEM(T); i++) {
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3",
-				     "16x256x128 w1x4 s2 bq: group=128 scale=bf16 zero stream-k", 1e-2, DBG_BQ_WARPS);
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "le2 stream-k", 1e-2, DBG_BQ_WARPS);
+				     "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero stream-k unrolled", 1e-2,
+				     DBG_SK_UNROLL);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "le2 stream-k unrolled", 1e-2,
+				     DBG_SK_UNROLL);
 	}
-	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "min_ctas=5", 1e-2, DBG_BQ_WARPS);
-	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k4", "min_ctas=5", 1e-2, DBG_BQ_WARPS);
 }
 END_TEST
 
@@ -1232,7 +1244,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_direct);
 	tcase_add_test(t, test_program_stream);
-	tcase_add_test(t, test_program_bq_warps);
+	tcase_add_test(t, test_program_sk_unroll);
 	tcase_add_test(t, test_ptxas_bound);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
