@@ -19,8 +19,9 @@
 # bench/dense_bands.tuning), persb (pers with bands), ppb (pp with bands of
 # 16), t224 / t224p (128x224 tiles on 64x224 warpgroup tiles, tiled /
 # persistent: bench/dense_t224*.tuning), t112 / t112p (256x112 tiles:
-# bench/dense_t112*.tuning), gs (--debug=gelu-sigmoid: GELU as x
-# sigmoid(2u)), gsp / gspp / gst224p / gst112p (gs with pers, pp, t224p,
+# bench/dense_t112*.tuning), gs (GELU as x sigmoid(2u): session 29's
+# --debug=gelu-sigmoid, the default since session 30, so gs = main and
+# gt = --debug=gelu-tanh, the tanh form), gsp / gspp / gst224p / gst112p (gs with pers, pp, t224p,
 # t112p), gsppb (gspp in bands of 16), gspersw (gsp on 64x256 warpgroup
 # tiles), gsbk (gs, 256x128x128 tiles, 2 stages, persistent).  MOEC_EXTRA adds flags to every arm (e.g. --cubin: no JIT on the
 # device).
@@ -42,14 +43,15 @@ flags() {
 	c2n) echo "--tuning=$src/bench/dense_c2n.tuning" ;;
 	bands | persb | t224 | t224p | t112 | t112p) echo "--tuning=$src/bench/dense_$1.tuning" ;;
 	ppb) echo "--debug=ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
-	gs) echo "--debug=gelu-sigmoid" ;;
-	gsp) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_pers.tuning" ;;
-	gspp) echo "--debug=gelu-sigmoid,ws-pingpong" ;;
-	gst224p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t224p.tuning" ;;
-	gst112p) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_t112p.tuning" ;;
-	gsppb) echo "--debug=gelu-sigmoid,ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
-	gspersw) echo "--debug=gelu-sigmoid,wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
-	gsbk) echo "--debug=gelu-sigmoid --tuning=$src/bench/dense_bk128p.tuning" ;;
+	gs) echo "" ;;
+	gt) echo "--debug=gelu-tanh" ;;
+	gsp) echo "--tuning=$src/bench/dense_pers.tuning" ;;
+	gspp) echo "--debug=ws-pingpong" ;;
+	gst224p) echo "--tuning=$src/bench/dense_t224p.tuning" ;;
+	gst112p) echo "--tuning=$src/bench/dense_t112p.tuning" ;;
+	gsppb) echo "--debug=ws-pingpong --tuning=$src/bench/dense_ppb.tuning" ;;
+	gspersw) echo "--debug=wg-wide --tuning=$src/bench/dense_pers.tuning" ;;
+	gsbk) echo "--tuning=$src/bench/dense_bk128p.tuning" ;;
 	esac
 }
 case $mode in

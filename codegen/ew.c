@@ -105,7 +105,8 @@ log1p_(CgFn *f, LLVMValueRef y)
 /*
  * GELU (tanh) as x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): the same
  * function as 0.5 x (1 + tanh u), in ~8 instructions an element instead of
- * tanh's ~30 (--debug=gelu-sigmoid; docs/codegen.md, "GELU as a sigmoid"):
+ * tanh's ~30 (the default since session 30, --debug=gelu-tanh the tanh form;
+ * docs/codegen.md, "GELU as a sigmoid"):
  * x / (1 + 2^a), a = -2u log2(e) = x (k0 + k1 x^2), the quotient as x times
  * rcp.approx (an ulp or two of f32, no branch).  Relative error a few ulp
  * everywhere, where 1 + tanh u cancels for x < 0 (0 below x ~ -5); for
@@ -125,7 +126,7 @@ cg_gelu(CgFn *f, LLVMValueRef x, int tanh_approx)
 {
 	LLVMValueRef t;
 
-	if (tanh_approx && (cg_module_debug(f->m) & DBG_GELU_SIGMOID))
+	if (tanh_approx && !(cg_module_debug(f->m) & DBG_GELU_TANH))
 		return gelu_sigmoid(f, x);
 	if (tanh_approx) {
 		LLVMValueRef x3 = fmul_(f, fmul_(f, x, x), x);

@@ -521,16 +521,18 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  * the experts have a second row tile that read B's tile again).  Where the
  * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
  * per T bucket, with the flag).  On the emulator (which cannot run clusters) the same
- * pairs without a cluster.  FP8 x FP8 (--debug=f8-c2, on this mainloop:
- * f8_ws): the gate|up's interleaved B in half boxes (load_b_interleaved),
+ * pairs without a cluster.  FP8 x FP8 (on this mainloop, f8_ws; the default
+ * on cluster targets since session 30, --debug=f8-c2 on the emulator): the gate|up's interleaved B in half boxes (load_b_interleaved),
  * each CTA staging its own tile's scales.
  */
+enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
+
 static int
 grouped_c2(const CgModule *m, const GemmSpec *s)
 {
 	const CgTarget *t = cg_module_target(m);
-
-	int f8 = s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_C2) && f8_ws(m);
+	int f8c2 = (cg_module_debug(m) & DBG_F8_C2) || (F8_C2_DEFAULT && cg_target_has(t, CG_CLUSTER));
+	int f8 = s->f8.group > 0 && f8c2 && f8_ws(m);
 
 	return s->cluster_b && s->cluster != 2 && s->groups > 0 &&
 	       s->bm >= 64 && (s->f8.group == 0 || f8) &&

@@ -964,7 +964,7 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * --debug=sk-unroll: constant stage offsets, carried counters; the same bits
  * as stream()).  Every static stream-K GEMM takes it: quantised decode's wide
  * runs and bf16 decode's. */
-enum { SK_UNROLL_DEFAULT = 0 };	/* 1: without the flag too (the flip, once the H200's A/B says it wins) */
+enum { SK_UNROLL_DEFAULT = 1 };	/* on GPU targets without the flag (session 30's A/B: 1.6-4% faster, same bits) */
 
 /*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
@@ -998,6 +998,14 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	if (s->bm > 64 || s->mainloop != CG_MAINLOOP_MMA)
 		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
 	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
+		return;
+	/* A prefill band whose most rows give a third of the SMs a CTA streams A
+	 * from DRAM unsplit: a split adds its in-order partial chain and nothing
+	 * else (gpt-oss-20b's split-f32 router, K = 3 x 2880, 64-row tiles at
+	 * T = 4096 on the H200, session 30: S = 1 13.3 us, 3 17.0, 5 20.9,
+	 * 9 30.0, this rule's former 15 50.4; the model below counts k-tiles,
+	 * not bytes).  Quantised B keeps its two-ended rule. */
+	if (s->bq.group <= 0 && thi > DECODE_T && est_ctas(s, thi) * 3 >= cg_target_sms(t))
 		return;
 	/* quantised B: S for the fewest and the most rows together (Mixtral
 	 * GPTQ's down projection took S = 16 for T = 1's 64 CTAs, and ran at
@@ -1272,7 +1280,7 @@ prefill_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s)
  * the tail (session 28: k3 591, k4 645 us skewed, 3.5 and 1.6 TB/s of its
  * touched weights, against 3.6 TB/s uniform).
  */
-enum { MID_PERSISTENT_DEFAULT = 0 };	/* 1: on sm_90a without the flag (the emulator's plans keep the tiles) */
+enum { MID_PERSISTENT_DEFAULT = 1 };	/* on sm_90a without the flag (the emulator's plans keep the tiles; session 30) */
 
 static void
 mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
@@ -1443,10 +1451,12 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		}
 	}
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
-		prefill_persistent(p, cg_module_target(p->mod[i]), &s[i]);
-		mid_persistent(p, cg_module_target(p->mod[i]), &s[i], tlo, tokens);
-		s[i].sk_unroll = ((p->o.debug & DBG_SK_UNROLL) || SK_UNROLL_DEFAULT) && s[i].sched == CG_SCHED_STREAM &&
-				 s[i].units == 0;
+		const CgTarget *t = cg_module_target(p->mod[i]);
+		int unroll = (p->o.debug & DBG_SK_UNROLL) || (SK_UNROLL_DEFAULT && !cg_target_is_emu(t));
+
+		prefill_persistent(p, t, &s[i]);
+		mid_persistent(p, t, &s[i], tlo, tokens);
+		s[i].sk_unroll = unroll && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
@@ -1669,7 +1679,7 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
-enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag */
+enum { COOP_C2_DEFAULT = 1 };	/* clusters sharing B cooperative without the flag (session 30) */
 
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)

@@ -94,10 +94,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: kernels for sm_90 and newer open with griddepcontrol.wait and launch_dependents, and their kernel "
 	 "lines say pdl=1: the runtime launches them with programmatic stream serialization, so each one's launch "
 	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch; A/B on the GPU)"},
-	{"slots-x", DBG_SLOTS_X, NULL,
-	 "lower-moe: each MoE slot (a down projection row times its routing weight) rounded to x's type (bf16, f16) "
-	 "before the f32 sum over the k choices, instead of kept in f32: half the down GEMM's stores and the "
-	 "combine's loads, a change of numerics (HF's blocks round each slot too; docs/passes.md, lower-moe; A/B)"},
+	{"slots-f32", DBG_SLOTS_F32, NULL,
+	 "lower-moe: each MoE slot (a down projection row times its routing weight) kept in f32 until the sum over "
+	 "the k choices, instead of the default's rounding to x's type (bf16, f16): twice the down GEMM's stores "
+	 "and the combine's loads, session 29's numerics (docs/passes.md, lower-moe; A/B on the GPU)"},
 	{"sk-unroll", DBG_SK_UNROLL, NULL,
 	 "compile: static stream-K GEMMs (decode; quantised decode's wide runs) unroll their pair loop over the "
 	 "stages: constant stage offsets, the load stream's k-tile and tile and the mma's tile end carried instead "
@@ -107,10 +107,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "
 	 "result): the same bits, session 27's kernels, for A/B on the GPU (docs/codegen.md, Division without a branch)"},
-	{"gelu-sigmoid", DBG_GELU_SIGMOID, NULL,
-	 "compile: GELU (tanh) as x sigmoid(2u) = x / (1 + 2^a), the quotient by rcp.approx: ~8 instructions an "
-	 "element instead of tanh's ~30, a few ulp of f32 everywhere (0.5 x (1 + tanh u) cancels for x < 0); "
-	 "not the same bits (for A/B on the GPU; docs/codegen.md, GELU as a sigmoid)"},
+	{"gelu-tanh", DBG_GELU_TANH, NULL,
+	 "compile: GELU (tanh) as 0.5 x (1 + tanh u), session 29's kernels, instead of the default x sigmoid(2u) = "
+	 "x / (1 + 2^a) with the quotient by rcp.approx (~8 instructions an element against ~30; the same "
+	 "function within a few ulp of f32; docs/codegen.md, GELU as a sigmoid; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -244,7 +244,7 @@ START_TEST(test_program_prefill_192_persistent)
 END_TEST
 
 /*
- * --debug=slots-x (lower-moe): the slots rounded to x's type (bf16) in the
+ * lower-moe's default (--debug=slots-f32 not): the slots rounded to x's type (bf16) in the
  * down GEMM's epilogue, summed in f32 by the 16-byte combine reading them
  * as bf16 with 16-byte loads, a thread per 8 outputs (the "moe.slots"
  * buffer 2 bytes an element: 2 slots x 192 x 2 bytes a token).  On the emulator with the default mainloop and the
@@ -264,7 +264,7 @@ START_TEST(test_program_slots_x_matches_interpreter)
 	ck_assert_ptr_nonnull(m);
 	ck_assert_ptr_nonnull(ref);
 	pass_default_opts(&o);
-	o.debug = DBG_SLOTS_X;
+	o.debug = 0;	/* the default: bf16 slots */
 	PassCtx c = {.d = &d};
 	ck_assert_int_eq(pass_run(m, &o, &c), 0);
 	for (size_t i = 0; i < sizeof dbg / sizeof dbg[0]; i++) {
@@ -1886,16 +1886,15 @@ START_TEST(test_fast_div_same_bits)
 END_TEST
 
 /*
- * --debug=gelu-sigmoid: GELU (tanh) as x / (1 + 2^a) on the emulator, an
- * f32 graph over inputs of every magnitude, against x sigmoid(2u) in double
+ * GELU (tanh) as x / (1 + 2^a), the default (--debug=gelu-tanh: the tanh
+ * form), on the emulator, an f32 graph over inputs of every magnitude, against x sigmoid(2u) in double
  * (the same function as 0.5 x (1 + tanh u), without its cancellation): within
  * 2^-22 (1 + |a|) (the f32 rounding of 2^a's exponent a, magnified by 2^a)
  * but in the flushed tail (x < -9.4, results below 1e-37), under 1e-5 for x
- * above -6; the default's tanh form off by more than 1e-3 there (1 + tanh u
- * cancels).
+ * above -6; the tanh form off by more than 1e-3 there (1 + tanh u cancels).
  * +-0, +inf and NaN as the tanh form gives them.  The sm_90a PTX of a bias +
- * GELU GEMM with the flag: ex2 and rcp, no div.rn, under 5/8 of the PTX
- * bytes without it (the tanh form's division and sign).
+ * GELU GEMM by default: ex2 and rcp, no div.rn, under 5/8 of the PTX bytes
+ * with --debug=gelu-tanh (the tanh form's division and sign).
  */
 static double
 gelu_ref(double x, double *a)
@@ -1946,7 +1945,7 @@ START_TEST(test_gelu_sigmoid_accuracy)
 		co.arch[0] = "emu";
 		co.narch = 1;
 		co.max_tokens = T;
-		co.debug = sg ? DBG_GELU_SIGMOID : 0;
+		co.debug = sg ? 0 : DBG_GELU_TANH;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(tensor_alloc(&out[sg], DT_F32, 2, dim), 0);
@@ -2001,7 +2000,7 @@ START_TEST(test_gelu_sigmoid_accuracy)
 		co.arch[0] = "sm_90a";
 		co.narch = 1;
 		co.max_tokens = 4096;
-		co.debug = sg ? DBG_GELU_SIGMOID : 0;
+		co.debug = sg ? 0 : DBG_GELU_TANH;
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ptx = cg_program_ptx(p, 0, &bytes[sg]);
@@ -2011,7 +2010,7 @@ START_TEST(test_gelu_sigmoid_accuracy)
 		cg_program_free(p);
 		ir_free_module(m);
 	}
-	ck_assert_msg(8 * bytes[1] < 5 * bytes[0], "PTX bytes: %zu with the flag, %zu without", bytes[1], bytes[0]);
+	ck_assert_msg(8 * bytes[1] < 5 * bytes[0], "PTX bytes: %zu sigmoid, %zu with --debug=gelu-tanh", bytes[1], bytes[0]);
 }
 END_TEST
 
