@@ -50,7 +50,7 @@ const DebugFlag debug_flags[] = {
 	{"mid-persistent", DBG_MID_PERSISTENT, NULL,
 	 "compile: prefill grouped GEMMs whose experts average under a row tile run persistent, heavy experts first "
 	 "(not a grid of a potential tile an expert), and grouped GEMMs in clusters sharing B keep cooperative "
-	 "consumers, not ping-pong (A/B on the H200: DeepSeek-V3 T = 256 skewed, T = 4096)"},
+	 "consumers, not ping-pong (the default on sm_90a since session 30; the flag: on the emulator too)"},
 	{"no-vec-gemm", DBG_NO_VEC_GEMM, NULL,
 	 "compile: GEMMs of launches for at most 4 tokens keep 16-row tensor-core tiles instead of warp dot products "
 	 "on CUDA cores (k_gemm_vec.c, the default since the H200's A/B: Qwen3-30B-A3B T = 1 56.8 -> 38.6 us), and "
@@ -70,7 +70,7 @@ const DebugFlag debug_flags[] = {
 	 "compile: grouped FP8 x FP8 GEMMs of 64 rows a tile or more (the routed gate|up through lower-moe's "
 	 "interleave, with gathered A, and the down projection) run on the warp-specialised mainloop in clusters of "
 	 "2 CTAs sharing B as the bf16 ones do (grouped-c2): an expert's row tiles in pairs, each CTA loading half "
-	 "of B's tile multicast to both (for A/B on the GPU)"},
+	 "of B's tile multicast to both (the default on cluster targets since session 30; the flag: on the emulator too)"},
 	{"f8-cp", DBG_F8_CP, NULL,
 	 "compile: FP8 x FP8 GEMMs with gathered A or a gate|up interleaved B (the routed and the shared expert's "
 	 "gate|up, SwiGLU + quantisation per 128) keep the cp.async wgmma mainloop (before session 28; the default: "
@@ -101,8 +101,8 @@ const DebugFlag debug_flags[] = {
 	{"sk-unroll", DBG_SK_UNROLL, NULL,
 	 "compile: static stream-K GEMMs (decode; quantised decode's wide runs) unroll their pair loop over the "
 	 "stages: constant stage offsets, the load stream's k-tile and tile and the mma's tile end carried instead "
-	 "of divided out of the pair index each k-tile, one tile-end block (A/B on the GPU; docs/codegen.md, "
-	 "Stream-K unrolled over the stages)"},
+	 "of divided out of the pair index each k-tile, one tile-end block (the default on GPU targets since "
+	 "session 30; the flag: on the emulator too; docs/codegen.md, Stream-K unrolled over the stages)"},
 	{"div-rn", DBG_DIV_RN, NULL,
 	 "compile: tanh and erf (so GELU) divide by div.rn.f32 (a slow-path branch an element) instead of the "
 	 "default, its fast path alone (rcp.approx and four fma, the divisor clamped where that changes no "

@@ -139,15 +139,15 @@ enum {
 	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
 	DBG_NO_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens keep 16-row tensor-core tiles (not
 				 * k_gemm_vec.c's warp dot products), fronts their unsplit rows (A/B) */
-	DBG_MID_PERSISTENT = 1 << 13,	/* codegen: mid-T grouped GEMMs persistent, heavy first; clustered ones cooperative (A/B) */
+	DBG_MID_PERSISTENT = 1 << 13,	/* codegen: mid-T grouped GEMMs persistent, heavy first (sm_90a default; flag: emulator too) */
 	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
 	DBG_OLD_ROWS = 1 << 23,	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
-	DBG_F8_C2 = 1 << 20,	/* codegen: grouped FP8 GEMMs in clusters of 2 sharing B, also the interleaved gate|up (A/B) */
+	DBG_F8_C2 = 1 << 20,	/* codegen: grouped FP8 GEMMs in clusters of 2 sharing B (cluster default; flag: emulator too) */
 	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
 	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
 	DBG_GROUPED_C2 = 1 << 24,	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */
 	DBG_VEC_AHEAD = 1 << 26,	/* codegen: fronts' barrier-free top-k and sort at every T (the default at T <= 4) */
-	DBG_SK_UNROLL = 1 << 29,	/* codegen: static stream-K loops unrolled over the stages, counters carried (A/B) */
+	DBG_SK_UNROLL = 1 << 29,	/* codegen: static stream-K loops unrolled over the stages (GPU default; flag: emulator too) */
 	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
 	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
