@@ -359,6 +359,21 @@ START_TEST(test_grouped)
 }
 END_TEST
 
+/* The down GEMM of 4 experts, 512 x K, FP8 x FP8 with 128-blocked B scales
+ * (whole: a k-tile one wgmma group), f32 out, 64x256 tiles persistent over
+ * 3 CTAs, two rows a token. */
+static void
+spec_f8_down(GemmSpec *s, int64_t K, int whole)
+{
+	gh_spec_grouped_scale_scatter(s, 4, 512, K);
+	s->m_per_t = 2;
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8 = (CgF8){.group = 128, .b_block = 128, .whole = whole};
+	s->c_dt = DT_F32;
+	gh_tiles(s, 64, 256, 128, 1, 8, 4);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 3;
+}
 /*
  * B's scales in row blocks (GemmSpec.f8.b_block = 128, a checkpoint's 2-D
  * blocks): the checks, ptxas (no spills, no serialisation; one B scale
@@ -418,17 +433,12 @@ START_TEST(test_blocked)
 	gh_check(&up, 1e-2);
 	GemmCase dn = {.what = "f8 blocked ws grouped down 64x256, persistent with 3 CTAs, K = 640", .T = 41,
 		       .counts = {3, 40, 0, 39}};
-	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
-	dn.s.m_per_t = 2;
-	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
-	dn.s.f8 = (CgF8){.group = 128, .b_block = 128};
-	dn.s.c_dt = DT_F32;
-	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
-	dn.s.sched = CG_SCHED_PERSISTENT;
-	dn.s.ctas = 3;
+	spec_f8_down(&dn.s, 640, 0);
 	ws_case(&dn, 1e-5);
 }
 END_TEST
+
+
 
 /*
  * f8.whole: a k-tile as one wgmma group a warpgroup (m64n128k32), promoted
@@ -465,14 +475,7 @@ START_TEST(test_whole)
 	ws_case(&c, 1e-5);
 	GemmCase dn = {.what = "f8 whole ws grouped down 64x256, blocked, persistent with 3 CTAs, K = 640", .T = 41,
 		       .counts = {3, 40, 0, 39}};
-	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 640);
-	dn.s.m_per_t = 2;
-	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
-	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
-	dn.s.c_dt = DT_F32;
-	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
-	dn.s.sched = CG_SCHED_PERSISTENT;
-	dn.s.ctas = 3;
+	spec_f8_down(&dn.s, 640, 1);
 	ws_case(&dn, 1e-5);
 }
 END_TEST
@@ -930,14 +933,7 @@ START_TEST(test_ws_pairs)
 	 * tiles A's half boxes), 1, 2 and 3 row tiles an expert, persistent over 3 CTAs */
 	GemmCase dn = {.what = "f8 ws grouped down 64x256 in pairs sharing B, whole, blocked", .T = 167,
 		       .counts = {1, 129, 64, 140}};
-	gh_spec_grouped_scale_scatter(&dn.s, 4, 512, 384);
-	dn.s.m_per_t = 2;
-	dn.s.a_dt = dn.s.b_dt = DT_F8E4M3;
-	dn.s.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
-	dn.s.c_dt = DT_F32;
-	gh_tiles(&dn.s, 64, 256, 128, 1, 8, 4);
-	dn.s.sched = CG_SCHED_PERSISTENT;
-	dn.s.ctas = 3;
+	spec_f8_down(&dn.s, 384, 1);
 	dn.s.cluster_b = 1;
 	ws_case(&dn, 1e-5);
 

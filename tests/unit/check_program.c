@@ -115,6 +115,30 @@ emu_opts(CgCompileOpts *co, int64_t max_tokens)
 	co->max_tokens = max_tokens;
 }
 
+/* text through the default passes and codegen for one target, as moec
+ * compile runs them; *m, the module, is freed after the program. */
+static CgProgram *
+compile_text(const char *name, const char *text, const char *arch, int64_t max_tokens, unsigned debug, Module **m)
+{
+	PassOpts o;
+	Diag d;
+	PassCtx c = {.d = &d};
+	CgCompileOpts co;
+	CgProgram *p;
+
+	diag_init(&d, stderr);
+	*m = ir_parse(name, text, strlen(text), &d);
+	ck_assert_ptr_nonnull(*m);
+	pass_default_opts(&o);
+	ck_assert_int_eq(pass_run(*m, &o, &c), 0);
+	emu_opts(&co, max_tokens);
+	co.arch[0] = arch;
+	co.debug = debug;
+	p = cg_compile(*m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
 /* K = 512: decode GEMMs too few tiles for the SMs (split-K), in a block
  * with a MoE and a dense GEMM. */
 static const char split_block[] =
@@ -1823,22 +1847,9 @@ START_TEST(test_fast_div_same_bits)
 	((float *)in.data)[5] = INFINITY, ((float *)in.data)[7] = -INFINITY, ((float *)in.data)[9] = NAN;
 	((float *)in.data)[11] = 3e38f, ((float *)in.data)[13] = -1e-40f;
 	for (int fast = 0; fast < 2; fast++) {
-		Module *m = ir_parse("fastdiv.ir", text, strlen(text), &d);
-		PassOpts o;
-		PassCtx c = {.d = &d};
-		CgCompileOpts co;
-		CgProgram *p;
+		Module *m;
+		CgProgram *p = compile_text("fastdiv.ir", text, "emu", T, fast ? 0 : DBG_DIV_RN, &m);
 
-		ck_assert_ptr_nonnull(m);
-		pass_default_opts(&o);
-		ck_assert_int_eq(pass_run(m, &o, &c), 0);
-		cg_compile_default(&co);
-		co.arch[0] = "emu";
-		co.narch = 1;
-		co.max_tokens = T;
-		co.debug = fast ? 0 : DBG_DIV_RN;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
 		for (int j = 0; j < NOUT; j++)
 			ck_assert_int_eq(tensor_alloc(&out[fast][j], DT_F32, 2, dim), 0);
 		ck_assert_int_eq(cg_program_emulate(p, &in, out[fast], T, &d), 0);
@@ -1857,25 +1868,11 @@ START_TEST(test_fast_div_same_bits)
 	}
 	tensor_free(&in);
 	for (int fast = 0; fast < 2; fast++) {	/* sm_90a PTX: the epilogue's division */
-		Module *m = ir_parse("fastdiv-gemm.ir", gemm, strlen(gemm), &d);
-		PassOpts o;
-		PassCtx c = {.d = &d};
-		CgCompileOpts co;
-		CgProgram *p;
-		const char *ptx;
+		Module *m;
+		CgProgram *p = compile_text("fastdiv-gemm.ir", gemm, "sm_90a", 4096, fast ? 0 : DBG_DIV_RN, &m);
 		size_t len;
+		const char *ptx = cg_program_ptx(p, 0, &len);
 
-		ck_assert_ptr_nonnull(m);
-		pass_default_opts(&o);
-		ck_assert_int_eq(pass_run(m, &o, &c), 0);
-		cg_compile_default(&co);
-		co.arch[0] = "sm_90a";
-		co.narch = 1;
-		co.max_tokens = 4096;
-		co.debug = fast ? 0 : DBG_DIV_RN;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
-		ptx = cg_program_ptx(p, 0, &len);
 		ck_assert_ptr_nonnull(ptx);
 		ck_assert(!!strstr(ptx, "div.rn.f32") == !fast);
 		ck_assert(!!strstr(ptx, "rcp.approx.ftz.f32") == fast);
@@ -1932,22 +1929,9 @@ START_TEST(test_gelu_sigmoid_accuracy)
 	((float *)in.data)[1] = 0.0f, ((float *)in.data)[3] = -0.0f;
 	((float *)in.data)[5] = INFINITY, ((float *)in.data)[9] = NAN;
 	for (int sg = 0; sg < 2; sg++) {
-		Module *m = ir_parse("gelu.ir", text, strlen(text), &d);
-		PassOpts o;
-		PassCtx c = {.d = &d};
-		CgCompileOpts co;
-		CgProgram *p;
+		Module *m;
+		CgProgram *p = compile_text("gelu.ir", text, "emu", T, sg ? 0 : DBG_GELU_TANH, &m);
 
-		ck_assert_ptr_nonnull(m);
-		pass_default_opts(&o);
-		ck_assert_int_eq(pass_run(m, &o, &c), 0);
-		cg_compile_default(&co);
-		co.arch[0] = "emu";
-		co.narch = 1;
-		co.max_tokens = T;
-		co.debug = sg ? 0 : DBG_GELU_TANH;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(tensor_alloc(&out[sg], DT_F32, 2, dim), 0);
 		ck_assert_int_eq(cg_program_emulate(p, &in, &out[sg], T, &d), 0);
 		cg_program_free(p);
@@ -1986,31 +1970,18 @@ START_TEST(test_gelu_sigmoid_accuracy)
 			"\t%h = matmul %x, $w, $b, trans_b=1 : bf16[T,256]\n"
 			"\t%y = gelu %h, approx=tanh : bf16[T,256]\n"
 			"\tret %y\n}\n";
-		Module *m = ir_parse("gelu-gemm.ir", gemm, strlen(gemm), &d);
-		PassOpts o;
-		PassCtx c = {.d = &d};
-		CgCompileOpts co;
-		CgProgram *p;
-		const char *ptx;
+		Module *m;
+		CgProgram *p = compile_text("gelu-gemm.ir", gemm, "sm_90a", 4096, sg ? 0 : DBG_GELU_TANH, &m);
+		const char *ptx = cg_program_ptx(p, 0, &bytes[sg]);
 
-		ck_assert_ptr_nonnull(m);
-		pass_default_opts(&o);
-		ck_assert_int_eq(pass_run(m, &o, &c), 0);
-		cg_compile_default(&co);
-		co.arch[0] = "sm_90a";
-		co.narch = 1;
-		co.max_tokens = 4096;
-		co.debug = sg ? 0 : DBG_GELU_TANH;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
-		ptx = cg_program_ptx(p, 0, &bytes[sg]);
 		ck_assert_ptr_nonnull(ptx);
 		ck_assert(!strstr(ptx, "div.rn.f32"));
 		ck_assert(!!strstr(ptx, "ex2.approx.ftz.f32") && !!strstr(ptx, "rcp.approx.ftz.f32"));
 		cg_program_free(p);
 		ir_free_module(m);
 	}
-	ck_assert_msg(8 * bytes[1] < 5 * bytes[0], "PTX bytes: %zu sigmoid, %zu with --debug=gelu-tanh", bytes[1], bytes[0]);
+	ck_assert_msg(8 * bytes[1] < 5 * bytes[0], "PTX bytes: %zu sigmoid, %zu with --debug=gelu-tanh", bytes[1],
+		      bytes[0]);
 }
 END_TEST
 
