@@ -50,7 +50,8 @@ const DebugFlag debug_flags[] = {
 	{"mid-persistent", DBG_MID_PERSISTENT, NULL,
 	 "compile: prefill grouped GEMMs whose experts average under a row tile run persistent, heavy experts first "
 	 "(not a grid of a potential tile an expert), and grouped GEMMs in clusters sharing B keep cooperative "
-	 "consumers, not ping-pong (the default on sm_90a since session 30; the flag: on the emulator too)"},
+	 "consumers, not ping-pong (the persistent plan: the default on sm_90a since session 30; the flag: both, on the "
+	 "emulator too)"},
 	{"no-vec-gemm", DBG_NO_VEC_GEMM, NULL,
 	 "compile: GEMMs of launches for at most 4 tokens keep 16-row tensor-core tiles instead of warp dot products "
 	 "on CUDA cores (k_gemm_vec.c, the default since the H200's A/B: Qwen3-30B-A3B T = 1 56.8 -> 38.6 us), and "
