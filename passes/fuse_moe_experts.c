@@ -1000,6 +1000,164 @@ slots(Value *sum, Moe *mo)
 	return why;
 }
 
+/* --- sorted rows (transformers 4.57's DeepSeek-V2) -------------------------- */
+
+/* The ids [T,k] whose flattening perm sorts: perm = topk(reshape(ids,
+ * [T*k]), k=T*k, largest=0)'s indices, ties to the lower index (a stable
+ * sort, as ONNX's TopK and the IR's define it); NULL if not. */
+static Value *
+sort_of_ids(Value *perm)
+{
+	Node *tk = mo_def(perm, OP_TOPK);
+	Value *ids;
+	IrTopkAttrs ta;
+
+	if (!tk || tk->out[1] != perm || tk->in[0]->type.rank != 1)
+		return NULL;
+	ir_topk_attrs(tk, &ta);
+	ids = mo_peel_index(tk->in[0]);
+	if (ta.largest || perm->type.dim[0] != tk->in[0]->type.dim[0] || ids->type.rank != 2 ||
+	    ir_dim_mul(perm->graph->m, ids->type.dim[0], ids->type.dim[1]) != perm->type.dim[0])
+		return NULL;
+	return ids;
+}
+
+/* Which expert's row count v is: output e of split(counts, 1 each) with
+ * counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
+ * axes=[0]), the number of times each expert was chosen (a row of top-k ids
+ * holds each expert at most once); -1 if not.  Every count must come from
+ * one split (*sp). */
+static int
+count_of(Value *v, Value *ids, Node **sp)
+{
+	Node *s, *rs, *sc;
+	int e;
+
+	v = mo_peel(v);
+	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s))
+		return -1;
+	for (e = 0; s->out[e] != v; e++)
+		;
+	if (v->type.rank != 1 || v->type.dim[0] != 1 || !(rs = mo_def(s->in[0], OP_REDUCE_SUM)) ||
+	    rs->in[0]->type.rank != 2 || mo_axis(rs, "axes", 2, -1) != 0 || ir_attr_int(rs, "keepdims", 1) ||
+	    !(sc = mo_def(rs->in[0], OP_SCATTER_ELEMENTS)) || !mo_last_axis(sc, "axis", 2, 0) ||
+	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") || !mo_is_fill(sc->in[0], 0) ||
+	    !mo_is_fill(sc->in[2], 1) || mo_peel_index(sc->in[1]) != ids ||
+	    rs->in[0]->type.dim[1] != s->nout)
+		return -1;
+	*sp = s;
+	return e;
+}
+
+/* Slot j's rows: slice(rows, c, c + count_j, axes=[0]) where c is the end
+ * of slot j-1 (*end; 0 for the first slot).  Returns the sliced rows. */
+static Value *
+sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
+{
+	Node *sl = mo_def(in, OP_SLICE), *add;
+	int64_t z = -1, ax = -1, st = 1;
+	Value *e;
+	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
+	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
+		return NULL;
+	if (*end ? mo_peel(sl->in[1]) != *end : mo_const_ints(sl->in[1], &z, 1) != 1 || z != 0)
+		return NULL;
+	e = mo_peel(sl->in[2]);
+	if (!*end) {
+		if (count_of(e, ids, sp) != j)
+			return NULL;
+	} else if (!(add = mo_def(e, OP_ADD)) ||
+		   !((mo_peel(add->in[0]) == *end && count_of(add->in[1], ids, sp) == j) ||
+		     (mo_peel(add->in[1]) == *end && count_of(add->in[0], ids, sp) == j))) {
+		return NULL;
+	}
+	*end = e;
+	return sl->in[0];
+}
+
+/* rows = gather(x[T,H], perm / k, axis=0): each sorted row's token. */
+static Value *
+sorted_tokens(Value *rows, Value *perm, int64_t k)
+{
+	Node *g = mo_def(rows, OP_GATHER), *dv;
+	int64_t kc;
+
+	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 ||
+	    !(dv = mo_def(mo_peel_index(g->in[1]), OP_DIV)) || mo_peel_index(dv->in[0]) != perm ||
+	    mo_const_ints(dv->in[1], &kc, 1) != 1 || kc != k)
+		return NULL;
+	return tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
+}
+
+/*
+ * The (token, choice) rows sorted by expert, each expert's run a slice
+ * bounded by the running sum of the per-expert counts (one ModuleList
+ * Linear per expert, every expert a slot in order):
+ *	perm = argsort(ids[T*k])       rows = gather(x, perm / k)
+ *	o_e  = down_e(act(gate_up_e(rows[c_0+..+c_{e-1} : c_0+..+c_e])))
+ *	sum  = reduce_sum(reshape(scatter_nd(0, perm, concat(o_0..)), [T,k,H]) * w[T,k,1], axes=[1])
+ * The slices follow the sort, so sorted row i is (token perm[i]/k, choice
+ * perm[i]%k) on expert ids[perm[i]], and the scatter puts it back there.
+ */
+static const char *
+sorted_rows(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM), *mul = mo_def(mo_peel_cast(rs->in[0]), OP_MUL);
+	Node *sn = NULL, *cat, *sp = NULL;
+	Module *m = sum->graph->m;
+	const Type *t = &rs->in[0]->type;
+	Value *w = NULL, *perm, *ids, *rows = NULL, *end = NULL;
+	const char *why;
+	int64_t ax = 0;
+
+	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) || !mul)
+		return "not a sum over the k choices";
+	for (int i = 0; i < 2 && !sn; i++)
+		if ((sn = mo_def(mo_peel(mul->in[i]), OP_SCATTER_ND)))
+			w = mul->in[1 - i];
+	if (!sn || strcmp(ir_attr_str(sn, "reduction", "none"), "none") || !mo_is_fill(sn->in[0], 0) ||
+	    sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1 ||
+	    !(cat = mo_def(sn->in[2], OP_CONCAT)) || (ax = ir_attr_int(cat, "axis", 0)) != 0)
+		return "not a sum over the k choices";
+	if (!(ids = sort_of_ids(perm = mo_peel_index(sn->in[1]))))
+		return "the expert rows are not scattered back by the sort of the router's choices";
+	w = mo_peel(w);
+	if (w->type.rank != 2 || w->type.dim[0] != ids->type.dim[0] || w->type.dim[1] != ids->type.dim[1] ||
+	    t->dim[0] != ids->type.dim[0] || t->dim[1] != ids->type.dim[1])
+		return "the sorted rows' routing weights are not [T,k]";
+	mo->gu_e = arena_array(m->arena, Value *, cat->nin);
+	mo->dn_e = arena_array(m->arena, Value *, cat->nin);
+	for (int j = 0; j < cat->nin; j++) {
+		Expert x;
+		Proj dn, gu;
+		Value *h, *r;
+
+		memset(&x, 0, sizeof x);
+		if ((why = proj(cat->in[j], &dn)) || (why = activation(dn.in, &x, &h)) || (why = proj(h, &gu)))
+			return why;
+		if (!dn.flat || !gu.flat || dn.b || gu.b || gu.n != 2 * dn.k || gu.k != dn.n)
+			return "the sorted rows' experts are not one expert's own gated matrices each";
+		if (!(r = sorted_slot(gu.in, j, ids, &sp, &end)) || (rows && r != rows))
+			return "the sorted rows are not sliced by the running sum of the experts' counts";
+		rows = r;
+		x.flat = 1, x.rw = w, x.kmul = ids->type.dim[1];
+		x.wgu = gu.w, x.gu_t = gu.t, x.wdn = dn.w, x.dn_t = dn.t;
+		if (j == 0 && !(x.x = sorted_tokens(rows, perm, x.kmul)))
+			return "the sorted rows are not the tokens in the sort's order";
+		if (j == 0)
+			mo->x = x;
+		else if (x.x = mo->x.x, !same_expert(&mo->x, &x))
+			return "the sorted rows' experts do not agree";
+		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
+	}
+	if (!sp || sp->nout != cat->nin)
+		return "one expert's own weights per slot, but not every expert has a slot "
+		       "(the export sample did not reach them all)";
+	mo->nslot = cat->nin;
+	mo->ids = ids;
+	return NULL;
+}
+
 const char *
 mo_experts(Value *sum, Moe *mo)
 {
@@ -1009,6 +1167,8 @@ mo_experts(Value *sum, Moe *mo)
 	mo->sum = sum;
 	if (mo_def(sum, OP_REDUCE_SUM) && mo_axis(sum->def, "axes", 3, -1) == 0)
 		why = dense(sum, mo);
+	else if (mo_def(sum, OP_REDUCE_SUM) && mo_def(mo_peel_cast(sum->def->in[0]), OP_MUL))
+		why = sorted_rows(sum, mo);
 	else if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
