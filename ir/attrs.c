@@ -121,8 +121,9 @@ ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t
 }
 
 /*
- * topk: k: int, required (-1 when absent); axis: int = -1; largest: int = 1
- * (0: the k smallest).  Results sorted, ties to the lower index.
+ * topk: k: int, required (-1: the whole axis, a sort; an export's argsort
+ * of a symbolic length); axis: int = -1; largest: int = 1 (0: the k
+ * smallest).  Results sorted, ties to the lower index.
  */
 void
 ir_topk_attrs(const Node *n, IrTopkAttrs *t)
