@@ -743,6 +743,7 @@ typedef struct {
 	Node *hit;		/* split of the hit experts; slot takes output j */
 	int j;
 	int64_t e;		/* the slot's key: j, or its constant expert */
+	int64_t nkey;		/* the keys, when the mask's form says (split_mask) */
 	Value *mask, *ids;	/* transpose(onehot(ids)) [E(+1),k,T] */
 } Slot;
 
@@ -824,6 +825,33 @@ one_hot_of(Value *v)
 	return NULL;
 }
 
+/* onnxruntime's transpose optimizer turns mask[e] = gather(transpose(
+ * onehot(ids)), e) into output e of split(onehot(ids)[T,k,E], 1 each,
+ * axis=-1): nz reads a [T,k] view of it (nonzero's columns tok, pos) and the
+ * slot's expert is the output's index.  0 if nz reads no such split. */
+static int
+split_mask(const Expert *x, Slot *s, const Node *nz, int ct, int cp)
+{
+	Value *v = mo_peel_index(nz->in[0]), *ids;
+	Node *sp = v && v->kind == V_RESULT ? v->def : NULL;
+	const Type *t;
+
+	if (!sp || sp->op != OP_SPLIT || (t = &sp->in[0]->type)->rank != 3 || !mo_last_axis(sp, "axis", 3, 0) ||
+	    sp->nout != t->dim[2] || nz->in[0]->type.rank != 2 || !(ids = one_hot_of(sp->in[0])) ||
+	    !x->flat || !x->pos || ct != 0 || cp != 1)
+		return 0;
+	for (int i = 0; i < sp->nout; i++)
+		if (sp->out[i]->type.dim[2] != 1)
+			return 0;
+	for (s->e = 0; sp->out[s->e] != v; s->e++)
+		;
+	s->mask = sp->in[0];
+	s->ids = ids;
+	s->hit = NULL;
+	s->nkey = sp->nout;
+	return 1;
+}
+
 static const char *
 slot_mask(const Expert *x, Slot *s)
 {
@@ -835,6 +863,10 @@ slot_mask(const Expert *x, Slot *s)
 
 	if (x->pos && nz_column(x->pos, &cp) != nzt)
 		nzt = NULL;
+	s->nkey = 0;
+	if (nzt && (tr = mo_def(nzt, OP_TRANSPOSE)) && (nz = mo_def(tr->in[0], OP_NONZERO)) &&
+	    split_mask(x, s, nz, ct, cp))
+		return NULL;
 	if (!nzt || !(tr = mo_def(nzt, OP_TRANSPOSE)) ||
 	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
@@ -932,6 +964,8 @@ slot_keys(const Slot *s)
 {
 	if (s->hit)
 		return s->hit->nout;
+	if (s->nkey)
+		return s->nkey;
 	return ir_dim_is_static(s->mask->type.dim[0]) ? s->mask->type.dim[0] : -1;
 }
 
