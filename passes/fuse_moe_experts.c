@@ -219,7 +219,7 @@ silu(Value *v, Value **g)
 {
 	Node *n, *s;
 
-	if ((n = mo_def(v, OP_SILU))) {
+	if ((n = mo_def(v, OP_SILU)) && ir_attr_float(n, "alpha", 1) == 1) {
 		*g = n->in[0];
 		return 1;
 	}
@@ -265,7 +265,8 @@ upper_clip(Value *c, double *lo, double *hi, Value **g)
 	return NULL;
 }
 
-/* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L). */
+/* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L)
+ * (or silu(c, alpha), canon's spelling of the second factor). */
 static int
 oai(Node *mul, Value **g, Value **u, Expert *x)
 {
@@ -275,14 +276,22 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 		Value *gin;
 		double one, lo, hi, glo, ghi, alpha;
 
-		if (!up || !glu)
+		if (!up || (!glu && !mo_def(mul->in[1 - i], OP_SILU)))
 			continue;
 		for (int j = 0; j < 2; j++)
 			if (mo_const_f(up->in[j], &one) && one == 1)
 				cu = mo_def(up->in[1 - j], OP_CLIP);
 		if (!clip_bounds(cu, &lo, &hi) || lo != -hi)
 			continue;
-		for (int j = 0; j < 2; j++) {
+		if ((sg = mo_def(mul->in[1 - i], OP_SILU)) && upper_clip(sg->in[0], &glo, &ghi, &gin) &&
+		    ghi == hi && glo < -1e30) {	/* c * sigmoid(c * alpha) as canon writes it */
+			x->alpha = mo_nice_float(ir_attr_float(sg, "alpha", 1));
+			x->limit = mo_nice_float(hi);
+			*g = gin;
+			*u = cu->in[0];
+			return 1;
+		}
+		for (int j = 0; glu && j < 2; j++) {
 			Value *c = glu->in[j];
 			if (!upper_clip(c, &glo, &ghi, &gin) || !(sg = mo_def(glu->in[1 - j], OP_SIGMOID)) ||
 			    !(am = mo_def(sg->in[0], OP_MUL)))
