@@ -85,6 +85,7 @@ swaps_last_two(const Node *t)
 
 typedef struct {
 	Value *w, *sel;		/* stacked [E,..] matrix and its selector */
+	Value *wv;		/* the matmul's matrix operand (w itself, or w[sel]) */
 	int flat;		/* w is one expert's own [N,K] matrix, no selector */
 	int t;			/* held [E,K,N] (x @ W), not [E,N,K] */
 	Value *b, *bsel;	/* stacked [E,N] bias, or NULL */
@@ -137,6 +138,7 @@ proj(Value *v0, Proj *p)
 			flip ^= 1;
 			wv = t->in[0];
 		}
+		p->wv = wv;
 		if (!(p->w = stacked(wv, 3, &p->sel))) {
 			if (wv->type.rank != 2 || !ir_weight_only(wv))
 				continue;
@@ -1043,7 +1045,7 @@ slots(Value *sum, Moe *mo)
 	return why;
 }
 
-/* --- sorted rows (transformers 4.57's DeepSeek-V2) -------------------------- */
+/* --- sorted rows (DeepSeek-V2 in 4.57, JetMoE by dynamo) ------------------- */
 
 /* The ids [T,k] whose flattening perm sorts: perm = topk(reshape(ids,
  * [T*k]), k=T*k, largest=0)'s indices, ties to the lower index (a stable
@@ -1065,29 +1067,55 @@ sort_of_ids(Value *perm)
 	return ids;
 }
 
-/* Which expert's row count v is: output e of split(counts, 1 each) with
- * counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
- * axes=[0]), the number of times each expert was chosen (a row of top-k ids
- * holds each expert at most once); -1 if not.  Every count must come from
- * one split (*sp). */
+/* counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
+ * axes=[0]): how often each expert was chosen (a row of top-k ids holds
+ * each expert at most once). */
+static int
+is_counts(const Node *rs, Value *ids)
+{
+	Node *sc;
+
+	return rs && rs->op == OP_REDUCE_SUM && rs->in[0]->type.rank == 2 && mo_axis(rs, "axes", 2, -1) == 0 &&
+	       !ir_attr_int(rs, "keepdims", 1) && (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
+	       mo_last_axis(sc, "axis", 2, 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "none") &&
+	       mo_is_fill(sc->in[0], 0) && mo_is_fill(sc->in[2], 1) && mo_peel_index(sc->in[1]) == ids;
+}
+
+/* Element e of a counts vector: reshape(gather(slice(counts, [e:e+1]), 0))
+ * (dynamo's per-expert item()); the counts' node, or NULL. */
+static Node *
+count_elem(Value *v, int e)
+{
+	Node *g = mo_def(mo_peel(v), OP_GATHER), *sl;
+	int64_t z = -1, st, en, sp;
+
+	if (!g || mo_const_ints(g->in[1], &z, 1) != 1 || z != 0 || !(sl = mo_def(g->in[0], OP_SLICE)) ||
+	    sl->in[0]->type.rank != 1 || !slice1(sl, 1, &st, &en, &sp) || st != e || en != e + 1 || sp != 1)
+		return NULL;
+	return mo_def(sl->in[0], OP_REDUCE_SUM);
+}
+
+/* Which expert's row count v is: output e of split(counts, 1 each), or of
+ * the split of a concat of the counts' elements in order; -1 if not.
+ * Every count must come from one split (*sp). */
 static int
 count_of(Value *v, Value *ids, Node **sp)
 {
-	Node *s, *rs, *sc;
+	Node *s, *c;
 	int e;
 
 	v = mo_peel(v);
-	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s))
+	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s) ||
+	    v->type.rank != 1 || v->type.dim[0] != 1)
 		return -1;
 	for (e = 0; s->out[e] != v; e++)
 		;
-	if (v->type.rank != 1 || v->type.dim[0] != 1 || !(rs = mo_def(s->in[0], OP_REDUCE_SUM)) ||
-	    rs->in[0]->type.rank != 2 || mo_axis(rs, "axes", 2, -1) != 0 || ir_attr_int(rs, "keepdims", 1) ||
-	    !(sc = mo_def(rs->in[0], OP_SCATTER_ELEMENTS)) || !mo_last_axis(sc, "axis", 2, 0) ||
-	    strcmp(ir_attr_str(sc, "reduction", "none"), "none") || !mo_is_fill(sc->in[0], 0) ||
-	    !mo_is_fill(sc->in[2], 1) || mo_peel_index(sc->in[1]) != ids ||
-	    rs->in[0]->type.dim[1] != s->nout)
+	if ((c = mo_def(s->in[0], OP_CONCAT))) {
+		if (c->nin != s->nout || !is_counts(count_elem(c->in[e], e), ids))
+			return -1;
+	} else if (!is_counts(mo_def(s->in[0], OP_REDUCE_SUM), ids) || s->in[0]->type.dim[0] != s->nout) {
 		return -1;
+	}
 	*sp = s;
 	return e;
 }
@@ -1100,6 +1128,7 @@ sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
 	Node *sl = mo_def(in, OP_SLICE), *add;
 	int64_t z = -1, ax = -1, st = 1;
 	Value *e;
+
 	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
 	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
 		return NULL;
@@ -1118,72 +1147,104 @@ sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
 	return sl->in[0];
 }
 
-/* rows = gather(x[T,H], perm / k, axis=0): each sorted row's token. */
+/* v = perm / k: an integer div, or (dynamo) the float truncation
+ * cast(floor(abs(d)) * sign(d)) of d = cast(perm) / k. */
+static int
+div_by(Value *v, Value *perm, int64_t k)
+{
+	Node *n = mo_def(v, OP_DIV), *c = mo_def(v, OP_CAST), *m, *f, *a, *sg;
+	double kc;
+
+	if (n && !dtype_is_float(n->out[0]->type.dt))
+		return mo_peel_index(n->in[0]) == perm && mo_const_f(n->in[1], &kc) && kc == (double)k;
+	if (!(m = mo_def(c ? c->in[0] : v, OP_MUL)))	/* the cast may be peeled already */
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if ((f = mo_def(m->in[i], OP_FLOOR)) && (a = mo_def(f->in[0], OP_ABS)) &&
+		    (sg = mo_def(m->in[1 - i], OP_SIGN)) && sg->in[0] == a->in[0] && (n = mo_def(a->in[0], OP_DIV)))
+			return mo_peel_index(n->in[0]) == perm && mo_const_f(n->in[1], &kc) && kc == (double)k;
+	return 0;
+}
+
+/* rows = gather(x[T,H], perm / k, axis=0) or gather_nd(x, (perm / k)[n,1]):
+ * each sorted row's token; x, or NULL. */
 static Value *
 sorted_tokens(Value *rows, Value *perm, int64_t k)
 {
-	Node *g = mo_def(rows, OP_GATHER), *dv;
-	int64_t kc;
+	Node *g = mo_def(rows, OP_GATHER);
 
-	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 ||
-	    !(dv = mo_def(mo_peel_index(g->in[1]), OP_DIV)) || mo_peel_index(dv->in[0]) != perm ||
-	    mo_const_ints(dv->in[1], &kc, 1) != 1 || kc != k)
+	if (!g && (g = mo_def(rows, OP_GATHER_ND)) && (ir_attr_int(g, "batch_dims", 0) ||
+						     g->in[1]->type.rank != 2 || g->in[1]->type.dim[1] != 1))
+		return NULL;
+	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 || !div_by(mo_peel_index(g->in[1]), perm, k))
 		return NULL;
 	return tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
 }
 
+/* One expert's 2-D matrix for slot j: its own (a ModuleList Linear), or a
+ * stacked parameter's gather(W, j) (JetMoE's gate|up). */
+static int
+slot_matrix(Proj *p, int j)
+{
+	int64_t e = -1;
+
+	if (p->flat)
+		return !p->b;
+	if (p->b || mo_const_ints(p->sel, &e, 1) != 1 || e != j || p->sel->type.rank != 0 ||
+	    p->wv->type.rank != 2)
+		return 0;
+	p->w = p->wv;	/* gather(W, j): weight-only, fold computes it */
+	p->flat = 1;
+	return 1;
+}
+
 /*
  * The (token, choice) rows sorted by expert, each expert's run a slice
- * bounded by the running sum of the per-expert counts (one ModuleList
- * Linear per expert, every expert a slot in order):
+ * bounded by the running sum of the per-expert counts, every expert a slot
+ * in order (cat: the experts' outputs, concatenated in that order):
  *	perm = argsort(ids[T*k])       rows = gather(x, perm / k)
  *	o_e  = down_e(act(gate_up_e(rows[c_0+..+c_{e-1} : c_0+..+c_e])))
- *	sum  = reduce_sum(reshape(scatter_nd(0, perm, concat(o_0..)), [T,k,H]) * w[T,k,1], axes=[1])
- * The slices follow the sort, so sorted row i is (token perm[i]/k, choice
- * perm[i]%k) on expert ids[perm[i]], and the scatter puts it back there.
+ * or (JetMoE) the activation over every row between the two concats.  The
+ * slices follow the sort, so sorted row i is (token perm[i]/k, choice
+ * perm[i]%k) on expert ids[perm[i]].
  */
 static const char *
-sorted_rows(Value *sum, Moe *mo)
+sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 {
-	Node *rs = mo_def(sum, OP_REDUCE_SUM), *mul = mo_def(mo_peel_cast(rs->in[0]), OP_MUL);
-	Node *sn = NULL, *cat, *sp = NULL;
-	Module *m = sum->graph->m;
-	const Type *t = &rs->in[0]->type;
-	Value *w = NULL, *perm, *ids, *rows = NULL, *end = NULL;
+	Module *m = cat->out[0]->graph->m;
+	Value *rows = NULL, *end = NULL, *aend = NULL, *act = NULL;
+	Node *sp = NULL, *gcat = NULL;
 	const char *why;
-	int64_t ax = 0;
 
-	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) || !mul)
-		return "not a sum over the k choices";
-	for (int i = 0; i < 2 && !sn; i++)
-		if ((sn = mo_def(mo_peel(mul->in[i]), OP_SCATTER_ND)))
-			w = mul->in[1 - i];
-	if (!sn || strcmp(ir_attr_str(sn, "reduction", "none"), "none") || !mo_is_fill(sn->in[0], 0) ||
-	    sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1 ||
-	    !(cat = mo_def(sn->in[2], OP_CONCAT)) || (ax = ir_attr_int(cat, "axis", 0)) != 0)
-		return "not a sum over the k choices";
-	if (!(ids = sort_of_ids(perm = mo_peel_index(sn->in[1]))))
-		return "the expert rows are not scattered back by the sort of the router's choices";
-	w = mo_peel(w);
-	if (w->type.rank != 2 || w->type.dim[0] != ids->type.dim[0] || w->type.dim[1] != ids->type.dim[1] ||
-	    t->dim[0] != ids->type.dim[0] || t->dim[1] != ids->type.dim[1])
-		return "the sorted rows' routing weights are not [T,k]";
+	if (ir_attr_int(cat, "axis", 0) != 0)
+		return "the sorted rows' expert outputs are not concatenated along the rows";
 	mo->gu_e = arena_array(m->arena, Value *, cat->nin);
 	mo->dn_e = arena_array(m->arena, Value *, cat->nin);
 	for (int j = 0; j < cat->nin; j++) {
 		Expert x;
 		Proj dn, gu;
-		Value *h, *r;
+		Value *h, *r, *a;
 
 		memset(&x, 0, sizeof x);
-		if ((why = proj(cat->in[j], &dn)) || (why = activation(dn.in, &x, &h)) || (why = proj(h, &gu)))
+		if ((why = proj(cat->in[j], &dn)))
 			return why;
-		if (!dn.flat || !gu.flat || dn.b || gu.b || gu.n != 2 * dn.k || gu.k != dn.n)
-			return "the sorted rows' experts are not one expert's own gated matrices each";
+		/* JetMoE: the activation once over every sorted row, then sliced */
+		a = mo_def(dn.in, OP_SLICE) ? dn.in->def->in[0] : NULL;
+		if (a && (a == act || (!act && !activation(a, &x, &h) && (gcat = mo_def(h, OP_CONCAT))))) {
+			if (!act)
+				act = a, mo->x = x;
+			x = mo->x;
+			if (!sorted_slot(dn.in, j, ids, &sp, &aend) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
+				return why ? why : "the sorted rows are not sliced by the running sum of the experts' counts";
+		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
+			return why;
+		}
+		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
+			return "the sorted rows' experts are not one expert's gated matrices each";
 		if (!(r = sorted_slot(gu.in, j, ids, &sp, &end)) || (rows && r != rows))
 			return "the sorted rows are not sliced by the running sum of the experts' counts";
 		rows = r;
-		x.flat = 1, x.rw = w, x.kmul = ids->type.dim[1];
+		x.flat = 1, x.rw = rw, x.kmul = ids->type.dim[1];
 		x.wgu = gu.w, x.gu_t = gu.t, x.wdn = dn.w, x.dn_t = dn.t;
 		if (j == 0 && !(x.x = sorted_tokens(rows, perm, x.kmul)))
 			return "the sorted rows are not the tokens in the sort's order";
@@ -1201,6 +1262,69 @@ sorted_rows(Value *sum, Moe *mo)
 	return NULL;
 }
 
+/* DeepSeek-V2 (4.57, TorchScript): the outputs put back by the sort and
+ * summed over k,
+ *	sum = reduce_sum(reshape(scatter_nd(0, perm, concat(o_0..)), [T,k,H]) * w[T,k,1], axes=[1]) */
+static const char *
+sorted_rows(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM), *mul = mo_def(mo_peel_cast(rs->in[0]), OP_MUL);
+	Node *sn = NULL, *cat;
+	const Type *t = &rs->in[0]->type;
+	Value *w = NULL, *perm, *ids;
+
+	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) || !mul)
+		return "not a sum over the k choices";
+	for (int i = 0; i < 2 && !sn; i++)
+		if ((sn = mo_def(mo_peel(mul->in[i]), OP_SCATTER_ND)))
+			w = mul->in[1 - i];
+	if (!sn || strcmp(ir_attr_str(sn, "reduction", "none"), "none") || !mo_is_fill(sn->in[0], 0) ||
+	    sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1 || !(cat = mo_def(sn->in[2], OP_CONCAT)))
+		return "not a sum over the k choices";
+	if (!(ids = sort_of_ids(perm = mo_peel_index(sn->in[1]))))
+		return "the expert rows are not scattered back by the sort of the router's choices";
+	w = mo_peel(w);
+	if (w->type.rank != 2 || w->type.dim[0] != ids->type.dim[0] || w->type.dim[1] != ids->type.dim[1] ||
+	    t->dim[0] != ids->type.dim[0] || t->dim[1] != ids->type.dim[1])
+		return "the sorted rows' routing weights are not [T,k]";
+	return sorted_experts(cat, ids, perm, w, mo);
+}
+
+/* JetMoE (dynamo): each sorted row's output times its routing weight,
+ * added onto its token,
+ *	sum = scatter_nd(0[T,H], (perm / k)[n,1], concat(o_0..) * gather_nd(w[T*k], perm[n,1]), add) */
+static int
+is_sorted_add(Value *sum)
+{
+	Node *mul = mo_def(mo_peel(sum->def->in[2]), OP_MUL);
+
+	return mul && (mo_def(mul->in[0], OP_CONCAT) || mo_def(mul->in[1], OP_CONCAT));
+}
+
+static const char *
+sorted_add(Value *sum, Moe *mo)
+{
+	Node *sn = sum->def, *mul = mo_def(mo_peel(sn->in[2]), OP_MUL), *cat = NULL, *g;
+	Value *w = NULL, *perm, *ids, *rw;
+
+	for (int i = 0; i < 2 && !cat; i++)
+		if ((cat = mo_def(mul->in[i], OP_CONCAT)))
+			w = mul->in[1 - i];
+	if (strcmp(ir_attr_str(sn, "reduction", "none"), "add") || !mo_is_fill(sn->in[0], 0) ||
+	    sn->in[0]->type.rank != 2 || sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1)
+		return "the sorted rows are not added onto their tokens";
+	g = mo_def(mo_peel(w), OP_GATHER_ND);
+	if (!g && (g = mo_def(mo_peel(w), OP_GATHER)) && ir_attr_int(g, "axis", 0))
+		g = NULL;
+	if (!g || !(ids = sort_of_ids(perm = mo_peel_index(g->in[1]))))
+		return "the sorted rows' routing weights are not read in the sort's order";
+	rw = weights_view(g->in[0]);
+	if (rw->type.rank != 2 || rw->type.dim[0] != ids->type.dim[0] || rw->type.dim[1] != ids->type.dim[1] ||
+	    !div_by(mo_peel_index(sn->in[1]), perm, ids->type.dim[1]))
+		return "the sorted rows are not added onto their tokens";
+	return sorted_experts(cat, ids, perm, rw, mo);
+}
+
 const char *
 mo_experts(Value *sum, Moe *mo)
 {
@@ -1214,6 +1338,8 @@ mo_experts(Value *sum, Moe *mo)
 		why = sorted_rows(sum, mo);
 	else if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
+	else if (mo_def(sum, OP_SCATTER_ND) && is_sorted_add(sum))
+		why = sorted_add(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);
 	else
