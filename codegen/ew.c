@@ -191,7 +191,11 @@ static LLVMValueRef e_recip(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMVal
 static LLVMValueRef e_erf(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_erf(f, x); }
 static LLVMValueRef e_tanh(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_tanh(f, x); }
 static LLVMValueRef e_sigmoid(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_sigmoid(f, x); }
-static LLVMValueRef e_silu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return fmul_(f, x, cg_sigmoid(f, x)); }
+static LLVMValueRef
+e_silu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y)	/* x sigmoid(alpha x) */
+{
+	return fmul_(f, x, cg_sigmoid(f, a->alpha == 1 ? x : fmul_(f, cg_f32(f, a->alpha), x)));
+}
 static LLVMValueRef e_gelu(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return cg_gelu(f, x, a->tanh_approx); }
 static LLVMValueRef e_ident(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return x; }
 static LLVMValueRef e_add(CgFn *f, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y) { return fadd_(f, x, y); }

@@ -562,7 +562,7 @@ nstats(const Node *n)
 	case OP_TOPK: {
 		IrTopkAttrs ta;
 		ir_topk_attrs(n, &ta);
-		return 2 * (int)ta.k;	/* 1..1024: bd_check_topk */
+		return ta.k < 1 ? 2 : 2 * (int)ta.k;	/* 1..1024: bd_check_topk */
 	}
 	default:
 		return 2;

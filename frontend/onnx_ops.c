@@ -345,9 +345,16 @@ imp_topk(ONode *n)
 	int64_t k;
 	Node *r;
 	Value *x = ox_in(n, 0);
+	int ax = x ? ir_axis(ox_attr_i(n, "axis", -1), x->type.rank) : -1;
+	Dim kd;
 
-	if (ox_known_ints(ox_kin(n, 1), &k, 1) != 1)
-		return ox_err(n, "K must be a constant");
+	/* argsort (DeepSeek-V2 in transformers 4.57): K is the axis's own
+	 * length, Shape(x)[axis], symbolic in a dynamic export: k = -1 */
+	if (ox_known_ints(ox_kin(n, 1), &k, 1) != 1) {
+		if (ax < 0 || ox_known_dims(n->c, ox_kin(n, 1), &kd, 1) != 1 || kd != x->type.dim[ax])
+			return ox_err(n, "K must be a constant or the length of the axis");
+		k = -1;
+	}
 	ir_b_int(n->b, "k", k);
 	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
 	ir_b_int(n->b, "largest", ox_attr_i(n, "largest", 1) != 0);

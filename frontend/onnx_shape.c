@@ -571,6 +571,39 @@ imp_constant_of_shape(ONode *n)
 
 /* --- Split, Transpose, Where --------------------------------------------- */
 
+/* Sizes computed from data (JetMoE's rows per expert, by dynamo): output i
+ * is slice(x, c_0+..+c_{i-1}, c_0+..+c_i) along the axis, the running sum
+ * of the sizes, as DeepSeek-V2's TorchScript export writes the same cut. */
+static int
+split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k)
+{
+	Builder *b = n->b;
+	int64_t zero = 0, one = 1, ones[64];
+	Value *in[5] = {x, ir_b_const_i(b, DT_I64, &zero, 1, 1), NULL, ir_b_const_i(b, DT_I64, &axis, 1, 1),
+			ir_b_const_i(b, DT_I64, &one, 1, 1)};
+	Node *parts;
+
+	if (sz->type.dt != DT_I64) {
+		ir_b_str(b, "to", "i64");
+		sz = ir_b1(b, OP_CAST, sz);
+	}
+	for (int i = 0; i < k; i++)
+		ones[i] = 1;
+	ir_b_int(b, "axis", 0);
+	ir_b_ints(b, "sizes", ones, k);
+	if (!sz || !in[1] || !in[3] || !in[4] || !(parts = ir_b_node(b, OP_SPLIT, &sz, 1, k)))
+		return -1;
+	for (int i = 0; i < k; i++) {
+		Node *r;
+		in[2] = i ? ir_b2(b, OP_ADD, in[1], parts->out[i]) : parts->out[0];
+		if (!in[2] || !(r = ir_b_node(b, OP_SLICE, in, 5, 1)))
+			return -1;
+		ox_set(n, i, r->out[0]);
+		in[1] = in[2];
+	}
+	return 0;
+}
+
 int
 imp_split(ONode *n)
 {
@@ -587,8 +620,11 @@ imp_split(ONode *n)
 	d = t->dim[axis];
 	if (ox_has(n, 1)) {
 		ns = ox_known_ints(ox_kin(n, 1), sizes, 64);
+		if (ns < 0 && ox_tin(n, 1)->rank == 1 && ox_tin(n, 1)->dim[0] == k &&
+		    !dtype_is_float(ox_tin(n, 1)->dt))
+			return split_by_data(n, x, ox_in(n, 1), axis, k);
 		if (ns < 0)
-			return ox_err(n, "split sizes must be a constant");
+			return ox_err(n, "split sizes must be a constant (or a computed [%d] vector)", k);
 		if (ns != k)
 			return ox_err(n, "%d split sizes for %d outputs", ns, k);
 		for (int i = 0; i < ns; i++)

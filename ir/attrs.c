@@ -65,7 +65,7 @@ ir_ew_attrs(const Node *n, IrEwAttrs *a, char *why, size_t whylen)
 	a->tanh_approx = n->op == OP_GELU && strcmp(s, "tanh") == 0;
 	if (n->op == OP_GELU && !a->tanh_approx && strcmp(s, "none") != 0)
 		return snprintf(why, whylen, "approx must be none or tanh, not %s", s), -1;
-	a->alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : 0.01);
+	a->alpha = ir_attr_float(n, "alpha", n->op == OP_HARD_SIGMOID ? 0.2 : n->op == OP_SILU ? 1.0 : 0.01);
 	a->beta = ir_attr_float(n, "beta", 0.5);
 	a->lo = ir_attr_float(n, "min", -INFINITY);
 	a->hi = ir_attr_float(n, "max", INFINITY);
@@ -121,8 +121,9 @@ ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t
 }
 
 /*
- * topk: k: int, required (-1 when absent); axis: int = -1; largest: int = 1
- * (0: the k smallest).  Results sorted, ties to the lower index.
+ * topk: k: int, required (-1: the whole axis, a sort; an export's argsort
+ * of a symbolic length); axis: int = -1; largest: int = 1 (0: the k
+ * smallest).  Results sorted, ties to the lower index.
  */
 void
 ir_topk_attrs(const Node *n, IrTopkAttrs *t)

@@ -54,7 +54,7 @@ ir_ew_scalar(Op op, const IrEwAttrs *p, double x, double y)
 	case OP_TANH: return tanh(x);
 	case OP_SIGMOID: return ev_sigmoid(x);
 	case OP_RELU: return x < 0 ? 0 : x;
-	case OP_SILU: return x * ev_sigmoid(x);
+	case OP_SILU: return x * ev_sigmoid(p->alpha * x);	/* alpha 1.702: QuickGelu */
 	case OP_GELU: return ev_gelu(x, p->tanh_approx);
 	case OP_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 	case OP_LEAKY_RELU: return x < 0 ? p->alpha * x : x;

@@ -391,12 +391,13 @@ infer_topk(Graph *g, Node *n, Diag *d)
 
 	if (ax < 0)
 		return ERR("topk: axis out of range");
-	if (k < 0)
-		return ERR("topk: needs k >= 0");
+	if (k < -1)
+		return ERR("topk: needs k >= 0 (or -1: the whole axis)");
 	if (t.dim[ax] >= 0 && k > t.dim[ax])
 		return ERR("topk: k=%lld exceeds the axis size %lld", (long long)k,
 			   (long long)t.dim[ax]);
-	t.dim[ax] = k;
+	if (k >= 0)	/* k = -1 sorts the whole axis, of a size known at run time */
+		t.dim[ax] = k;
 	n->out[0]->type = t;
 	t.dt = DT_I64;
 	n->out[1]->type = t;

@@ -16,8 +16,10 @@
  *
  * Step-3.5's clamped SwiGLU, mul(clip(silu %g, max=l), clip(%u, min=-l,
  * max=l)), becomes the same swiglu with limit=l (act=silu's clamp).
- * x * sigmoid(alpha * x) is not SiLU (gpt-oss's clamped SwiGLU uses it) and
- * is left alone.  GELU constants (1/sqrt(2), sqrt(2/pi), 0.044715) match
+ * x * sigmoid(alpha * x) (QuickGelu) is silu with alpha, which the GEMM
+ * epilogue computes like any activation; the gated-MLP merge takes plain
+ * SiLU only (swiglu has no alpha), and fuse-moe reads gpt-oss's clamped
+ * SwiGLU in either spelling.  GELU constants (1/sqrt(2), sqrt(2/pi), 0.044715) match
  * to the precision of the dtype they are written in.
  */
 #include <math.h>
@@ -29,18 +31,37 @@
 #define GELU_T (0.79788456080286535588)		/* sqrt(2/pi) */
 #define GELU_C (0.044715)
 
-/* mul(x, sigmoid(x)) -> silu(x) */
+/* sigmoid's operand is alpha * x (a scalar constant alpha): alpha, or 0 */
+static double
+slope_of(Value *v, const Value *x)
+{
+	Node *m = def_op(v, OP_MUL);
+	double a;
+	DType dt;
+
+	for (int i = 0; m && i < 2; i++)
+		if (same_value(m->in[i], x) && type_like(m->in[i], m->out[0]) &&
+		    const_scalar(m->in[1 - i], &a, &dt) && a != 0)
+			return a;
+	return 0;
+}
+
+/* mul(x, sigmoid(x)) -> silu(x); mul(x, sigmoid(mul(x, alpha))) -> silu(x,
+ * alpha) (CLIP's quick_gelu, com.microsoft.QuickGelu: alpha 1.702) */
 int
 canon_silu(Canon *k, Node *n)
 {
 	for (int i = 0; i < 2; i++) {
 		Node *s = def_op(n->in[1 - i], OP_SIGMOID);
+		double alpha = 1;
 		Builder b;
 
-		if (!s || !same_value(s->in[0], n->in[i]) ||
-		    !type_like(n->in[i], n->out[0]))
+		if (!s || !type_like(n->in[i], n->out[0]) ||
+		    !(same_value(s->in[0], n->in[i]) || (alpha = slope_of(s->in[0], n->in[i]))))
 			continue;
 		b = canon_builder(k, n);
+		if (alpha != 1)
+			ir_b_float(&b, "alpha", alpha);
 		return canon_adopt(k, n, ir_b1(&b, OP_SILU, n->in[i]));
 	}
 	return 0;
@@ -259,6 +280,7 @@ canon_glu(Canon *k, Node *n)
 		int tb;
 
 		if (!act || (act->op != OP_SILU && act->op != OP_GELU) || !u ||
+		    (act->op == OP_SILU && ir_attr_float(act, "alpha", 1) != 1) ||
 		    (lim > 0 && act->op != OP_SILU) ||
 		    !(g = def_op(act->in[0], OP_MATMUL)) || !glu_pair(g, u, &gs, &us) ||
 		    !type_like(av, n->out[0]))

@@ -420,6 +420,8 @@ describe(char *buf, size_t len, const Set *s, const Node *anchor)
 					      (long long)ir_attr_int(x, "group", 0));
 		} else if (x->op == OP_GELU) {
 			k += (size_t)snprintf(buf + k, len - k, "%sgelu (%s)", sep, ir_attr_str(x, "approx", "none"));
+		} else if (x->op == OP_SILU && ir_attr_float(x, "alpha", 1) != 1) {	/* QuickGelu */
+			k += (size_t)snprintf(buf + k, len - k, "%ssilu (alpha %g)", sep, ir_attr_float(x, "alpha", 1));
 		} else {
 			k += (size_t)snprintf(buf + k, len - k, "%s%s", sep, ir_opname(x->op));
 		}

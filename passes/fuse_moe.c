@@ -44,7 +44,8 @@ candidate(Node *n)
 
 	if (n->op == OP_REDUCE_SUM)	/* over k, or over every expert's output [E,T,H] */
 		return n->in[0]->type.rank == 3 && ir_attr_int(n, "keepdims", 1) == 0 &&
-		       ((mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) && mo_axis(n, "axes", 3, -1) == 1) ||
+		       ((mo_axis(n, "axes", 3, -1) == 1 && (mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) ||
+							   mo_def(mo_peel_cast(n->in[0]), OP_MUL))) ||
 			mo_axis(n, "axes", 3, -1) == 0);
 	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
 		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
@@ -245,13 +246,15 @@ moe_attrs(Builder *b, const Moe *mo)
 	}
 }
 
+/* Does y's shape fit where the sum's is?  The same dims, where a data-dependent
+ * "?" of the sum (the sorted rows' width, DeepSeek-V2 in 4.57) is any. */
 static int
-same_dims(const Type *a, const Type *b)
+same_dims(const Module *m, const Type *y, const Type *sum)
 {
-	if (a->rank != b->rank)
+	if (y->rank != sum->rank)
 		return 0;
-	for (int i = 0; i < a->rank; i++)
-		if (a->dim[i] != b->dim[i])
+	for (int i = 0; i < y->rank; i++)
+		if (y->dim[i] != sum->dim[i] && !(ir_dim_has_unknown(m, sum->dim[i]) && ir_dim_is_static(y->dim[i])))
 			return 0;
 	return 1;
 }
@@ -337,7 +340,7 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 	if (in[0] && (in[2] || !mo->r.selbias) && in[3] && in[4])
 		n = ir_b_node(&b, OP_MOE, in, nin, 1);
 	Value *y = n ? n->out[0] : NULL;
-	if (y && !same_dims(&y->type, &mo->sum->type)) {
+	if (y && !same_dims(g->m, &y->type, &mo->sum->type)) {
 		ir_b_dims(&b, "shape", mo->sum->type.dim, mo->sum->type.rank);
 		y = ir_b1(&b, OP_RESHAPE, y);
 	}
@@ -361,7 +364,9 @@ rewrite(Graph *g, Moe *mo, PassCtx *c)
 		unbuild(g, after, end);
 		return 0;
 	}
+	Type yt = y->type;	/* static where the sum's width was data-dependent */
 	pass_take_over(g, end, mo->sum, y);
+	mo->sum->type = yt;
 	if (c->report)
 		report_note(c->report, "moe %%%s recognised at %s %%%s %s", mo->sum->name,
 			    mo->r.anchor, mo->r.topk->out[0]->name, describe(buf, sizeof buf, mo));

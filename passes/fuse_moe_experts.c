@@ -85,6 +85,7 @@ swaps_last_two(const Node *t)
 
 typedef struct {
 	Value *w, *sel;		/* stacked [E,..] matrix and its selector */
+	Value *wv;		/* the matmul's matrix operand (w itself, or w[sel]) */
 	int flat;		/* w is one expert's own [N,K] matrix, no selector */
 	int t;			/* held [E,K,N] (x @ W), not [E,N,K] */
 	Value *b, *bsel;	/* stacked [E,N] bias, or NULL */
@@ -137,6 +138,7 @@ proj(Value *v0, Proj *p)
 			flip ^= 1;
 			wv = t->in[0];
 		}
+		p->wv = wv;
 		if (!(p->w = stacked(wv, 3, &p->sel))) {
 			if (wv->type.rank != 2 || !ir_weight_only(wv))
 				continue;
@@ -219,7 +221,7 @@ silu(Value *v, Value **g)
 {
 	Node *n, *s;
 
-	if ((n = mo_def(v, OP_SILU))) {
+	if ((n = mo_def(v, OP_SILU)) && ir_attr_float(n, "alpha", 1) == 1) {
 		*g = n->in[0];
 		return 1;
 	}
@@ -265,7 +267,8 @@ upper_clip(Value *c, double *lo, double *hi, Value **g)
 	return NULL;
 }
 
-/* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L). */
+/* gpt-oss: (clip(u, -L, L) + 1) * (c * sigmoid(c * alpha)), c = clip(g, max=L)
+ * (or silu(c, alpha), canon's spelling of the second factor). */
 static int
 oai(Node *mul, Value **g, Value **u, Expert *x)
 {
@@ -275,14 +278,22 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 		Value *gin;
 		double one, lo, hi, glo, ghi, alpha;
 
-		if (!up || !glu)
+		if (!up || (!glu && !mo_def(mul->in[1 - i], OP_SILU)))
 			continue;
 		for (int j = 0; j < 2; j++)
 			if (mo_const_f(up->in[j], &one) && one == 1)
 				cu = mo_def(up->in[1 - j], OP_CLIP);
 		if (!clip_bounds(cu, &lo, &hi) || lo != -hi)
 			continue;
-		for (int j = 0; j < 2; j++) {
+		if ((sg = mo_def(mul->in[1 - i], OP_SILU)) && upper_clip(sg->in[0], &glo, &ghi, &gin) &&
+		    ghi == hi && glo < -1e30) {	/* c * sigmoid(c * alpha) as canon writes it */
+			x->alpha = mo_nice_float(ir_attr_float(sg, "alpha", 1));
+			x->limit = mo_nice_float(hi);
+			*g = gin;
+			*u = cu->in[0];
+			return 1;
+		}
+		for (int j = 0; glu && j < 2; j++) {
 			Value *c = glu->in[j];
 			if (!upper_clip(c, &glo, &ghi, &gin) || !(sg = mo_def(glu->in[1 - j], OP_SIGMOID)) ||
 			    !(am = mo_def(sg->in[0], OP_MUL)))
@@ -743,6 +754,7 @@ typedef struct {
 	Node *hit;		/* split of the hit experts; slot takes output j */
 	int j;
 	int64_t e;		/* the slot's key: j, or its constant expert */
+	int64_t nkey;		/* the keys, when the mask's form says (split_mask) */
 	Value *mask, *ids;	/* transpose(onehot(ids)) [E(+1),k,T] */
 } Slot;
 
@@ -824,6 +836,33 @@ one_hot_of(Value *v)
 	return NULL;
 }
 
+/* onnxruntime's transpose optimizer turns mask[e] = gather(transpose(
+ * onehot(ids)), e) into output e of split(onehot(ids)[T,k,E], 1 each,
+ * axis=-1): nz reads a [T,k] view of it (nonzero's columns tok, pos) and the
+ * slot's expert is the output's index.  0 if nz reads no such split. */
+static int
+split_mask(const Expert *x, Slot *s, const Node *nz, int ct, int cp)
+{
+	Value *v = mo_peel_index(nz->in[0]), *ids;
+	Node *sp = v && v->kind == V_RESULT ? v->def : NULL;
+	const Type *t;
+
+	if (!sp || sp->op != OP_SPLIT || (t = &sp->in[0]->type)->rank != 3 || !mo_last_axis(sp, "axis", 3, 0) ||
+	    sp->nout != t->dim[2] || nz->in[0]->type.rank != 2 || !(ids = one_hot_of(sp->in[0])) ||
+	    !x->flat || !x->pos || ct != 0 || cp != 1)
+		return 0;
+	for (int i = 0; i < sp->nout; i++)
+		if (sp->out[i]->type.dim[2] != 1)
+			return 0;
+	for (s->e = 0; sp->out[s->e] != v; s->e++)
+		;
+	s->mask = sp->in[0];
+	s->ids = ids;
+	s->hit = NULL;
+	s->nkey = sp->nout;
+	return 1;
+}
+
 static const char *
 slot_mask(const Expert *x, Slot *s)
 {
@@ -835,6 +874,10 @@ slot_mask(const Expert *x, Slot *s)
 
 	if (x->pos && nz_column(x->pos, &cp) != nzt)
 		nzt = NULL;
+	s->nkey = 0;
+	if (nzt && (tr = mo_def(nzt, OP_TRANSPOSE)) && (nz = mo_def(tr->in[0], OP_NONZERO)) &&
+	    split_mask(x, s, nz, ct, cp))
+		return NULL;
 	if (!nzt || !(tr = mo_def(nzt, OP_TRANSPOSE)) ||
 	    !(nz = mo_def(tr->in[0], OP_NONZERO)) ||
 	    !(gm = mo_def(mo_peel_index(nz->in[0]), OP_GATHER)) ||
@@ -932,6 +975,8 @@ slot_keys(const Slot *s)
 {
 	if (s->hit)
 		return s->hit->nout;
+	if (s->nkey)
+		return s->nkey;
 	return ir_dim_is_static(s->mask->type.dim[0]) ? s->mask->type.dim[0] : -1;
 }
 
@@ -1000,6 +1045,286 @@ slots(Value *sum, Moe *mo)
 	return why;
 }
 
+/* --- sorted rows (DeepSeek-V2 in 4.57, JetMoE by dynamo) ------------------- */
+
+/* The ids [T,k] whose flattening perm sorts: perm = topk(reshape(ids,
+ * [T*k]), k=T*k, largest=0)'s indices, ties to the lower index (a stable
+ * sort, as ONNX's TopK and the IR's define it); NULL if not. */
+static Value *
+sort_of_ids(Value *perm)
+{
+	Node *tk = mo_def(perm, OP_TOPK);
+	Value *ids;
+	IrTopkAttrs ta;
+
+	if (!tk || tk->out[1] != perm || tk->in[0]->type.rank != 1)
+		return NULL;
+	ir_topk_attrs(tk, &ta);
+	ids = mo_peel_index(tk->in[0]);
+	if (ta.largest || perm->type.dim[0] != tk->in[0]->type.dim[0] || ids->type.rank != 2 ||
+	    ir_dim_mul(perm->graph->m, ids->type.dim[0], ids->type.dim[1]) != perm->type.dim[0])
+		return NULL;
+	return ids;
+}
+
+/* counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
+ * axes=[0]): how often each expert was chosen (a row of top-k ids holds
+ * each expert at most once). */
+static int
+is_counts(const Node *rs, Value *ids)
+{
+	Node *sc;
+
+	return rs && rs->op == OP_REDUCE_SUM && rs->in[0]->type.rank == 2 && mo_axis(rs, "axes", 2, -1) == 0 &&
+	       !ir_attr_int(rs, "keepdims", 1) && (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
+	       mo_last_axis(sc, "axis", 2, 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "none") &&
+	       mo_is_fill(sc->in[0], 0) && mo_is_fill(sc->in[2], 1) && mo_peel_index(sc->in[1]) == ids;
+}
+
+/* Element e of a counts vector: reshape(gather(slice(counts, [e:e+1]), 0))
+ * (dynamo's per-expert item()); the counts' node, or NULL. */
+static Node *
+count_elem(Value *v, int e)
+{
+	Node *g = mo_def(mo_peel(v), OP_GATHER), *sl;
+	int64_t z = -1, st, en, sp;
+
+	if (!g || mo_const_ints(g->in[1], &z, 1) != 1 || z != 0 || !(sl = mo_def(g->in[0], OP_SLICE)) ||
+	    sl->in[0]->type.rank != 1 || !slice1(sl, 1, &st, &en, &sp) || st != e || en != e + 1 || sp != 1)
+		return NULL;
+	return mo_def(sl->in[0], OP_REDUCE_SUM);
+}
+
+/* Which expert's row count v is: output e of split(counts, 1 each), or of
+ * the split of a concat of the counts' elements in order; -1 if not.
+ * Every count must come from one split (*sp). */
+static int
+count_of(Value *v, Value *ids, Node **sp)
+{
+	Node *s, *c;
+	int e;
+
+	v = mo_peel(v);
+	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s) ||
+	    v->type.rank != 1 || v->type.dim[0] != 1)
+		return -1;
+	for (e = 0; s->out[e] != v; e++)
+		;
+	if ((c = mo_def(s->in[0], OP_CONCAT))) {
+		if (c->nin != s->nout || !is_counts(count_elem(c->in[e], e), ids))
+			return -1;
+	} else if (!is_counts(mo_def(s->in[0], OP_REDUCE_SUM), ids) || s->in[0]->type.dim[0] != s->nout) {
+		return -1;
+	}
+	*sp = s;
+	return e;
+}
+
+/* Slot j's rows: slice(rows, c, c + count_j, axes=[0]) where c is the end
+ * of slot j-1 (*end; 0 for the first slot).  Returns the sliced rows. */
+static Value *
+sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
+{
+	Node *sl = mo_def(in, OP_SLICE), *add;
+	int64_t z = -1, ax = -1, st = 1;
+	Value *e;
+
+	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
+	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
+		return NULL;
+	if (*end ? mo_peel(sl->in[1]) != *end : mo_const_ints(sl->in[1], &z, 1) != 1 || z != 0)
+		return NULL;
+	e = mo_peel(sl->in[2]);
+	if (!*end) {
+		if (count_of(e, ids, sp) != j)
+			return NULL;
+	} else if (!(add = mo_def(e, OP_ADD)) ||
+		   !((mo_peel(add->in[0]) == *end && count_of(add->in[1], ids, sp) == j) ||
+		     (mo_peel(add->in[1]) == *end && count_of(add->in[0], ids, sp) == j))) {
+		return NULL;
+	}
+	*end = e;
+	return sl->in[0];
+}
+
+/* v = perm / k: an integer div, or (dynamo) the float truncation
+ * cast(floor(abs(d)) * sign(d)) of d = cast(perm) / k. */
+static int
+div_by(Value *v, Value *perm, int64_t k)
+{
+	Node *n = mo_def(v, OP_DIV), *c = mo_def(v, OP_CAST), *m, *f, *a, *sg;
+	double kc;
+
+	if (n && !dtype_is_float(n->out[0]->type.dt))
+		return mo_peel_index(n->in[0]) == perm && mo_const_f(n->in[1], &kc) && kc == (double)k;
+	if (!(m = mo_def(c ? c->in[0] : v, OP_MUL)))	/* the cast may be peeled already */
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if ((f = mo_def(m->in[i], OP_FLOOR)) && (a = mo_def(f->in[0], OP_ABS)) &&
+		    (sg = mo_def(m->in[1 - i], OP_SIGN)) && sg->in[0] == a->in[0] && (n = mo_def(a->in[0], OP_DIV)))
+			return mo_peel_index(n->in[0]) == perm && mo_const_f(n->in[1], &kc) && kc == (double)k;
+	return 0;
+}
+
+/* rows = gather(x[T,H], perm / k, axis=0) or gather_nd(x, (perm / k)[n,1]):
+ * each sorted row's token; x, or NULL. */
+static Value *
+sorted_tokens(Value *rows, Value *perm, int64_t k)
+{
+	Node *g = mo_def(rows, OP_GATHER);
+
+	if (!g && (g = mo_def(rows, OP_GATHER_ND)) && (ir_attr_int(g, "batch_dims", 0) ||
+						     g->in[1]->type.rank != 2 || g->in[1]->type.dim[1] != 1))
+		return NULL;
+	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 || !div_by(mo_peel_index(g->in[1]), perm, k))
+		return NULL;
+	return tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
+}
+
+/* One expert's 2-D matrix for slot j: its own (a ModuleList Linear), or a
+ * stacked parameter's gather(W, j) (JetMoE's gate|up). */
+static int
+slot_matrix(Proj *p, int j)
+{
+	int64_t e = -1;
+
+	if (p->flat)
+		return !p->b;
+	if (p->b || mo_const_ints(p->sel, &e, 1) != 1 || e != j || p->sel->type.rank != 0 ||
+	    p->wv->type.rank != 2)
+		return 0;
+	p->w = p->wv;	/* gather(W, j): weight-only, fold computes it */
+	p->flat = 1;
+	return 1;
+}
+
+/*
+ * The (token, choice) rows sorted by expert, each expert's run a slice
+ * bounded by the running sum of the per-expert counts, every expert a slot
+ * in order (cat: the experts' outputs, concatenated in that order):
+ *	perm = argsort(ids[T*k])       rows = gather(x, perm / k)
+ *	o_e  = down_e(act(gate_up_e(rows[c_0+..+c_{e-1} : c_0+..+c_e])))
+ * or (JetMoE) the activation over every row between the two concats.  The
+ * slices follow the sort, so sorted row i is (token perm[i]/k, choice
+ * perm[i]%k) on expert ids[perm[i]].
+ */
+static const char *
+sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
+{
+	Module *m = cat->out[0]->graph->m;
+	Value *rows = NULL, *end = NULL, *aend = NULL, *act = NULL;
+	Node *sp = NULL, *gcat = NULL;
+	const char *why;
+
+	if (ir_attr_int(cat, "axis", 0) != 0)
+		return "the sorted rows' expert outputs are not concatenated along the rows";
+	mo->gu_e = arena_array(m->arena, Value *, cat->nin);
+	mo->dn_e = arena_array(m->arena, Value *, cat->nin);
+	for (int j = 0; j < cat->nin; j++) {
+		Expert x;
+		Proj dn, gu;
+		Value *h, *r, *a;
+
+		memset(&x, 0, sizeof x);
+		if ((why = proj(cat->in[j], &dn)))
+			return why;
+		/* JetMoE: the activation once over every sorted row, then sliced */
+		a = mo_def(dn.in, OP_SLICE) ? dn.in->def->in[0] : NULL;
+		if (a && (a == act || (!act && !activation(a, &x, &h) && (gcat = mo_def(h, OP_CONCAT))))) {
+			if (!act)
+				act = a, mo->x = x;
+			x = mo->x;
+			if (!sorted_slot(dn.in, j, ids, &sp, &aend) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
+				return why ? why : "the sorted rows are not sliced by the running sum of the experts' counts";
+		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
+			return why;
+		}
+		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
+			return "the sorted rows' experts are not one expert's gated matrices each";
+		if (!(r = sorted_slot(gu.in, j, ids, &sp, &end)) || (rows && r != rows))
+			return "the sorted rows are not sliced by the running sum of the experts' counts";
+		rows = r;
+		x.flat = 1, x.rw = rw, x.kmul = ids->type.dim[1];
+		x.wgu = gu.w, x.gu_t = gu.t, x.wdn = dn.w, x.dn_t = dn.t;
+		if (j == 0 && !(x.x = sorted_tokens(rows, perm, x.kmul)))
+			return "the sorted rows are not the tokens in the sort's order";
+		if (j == 0)
+			mo->x = x;
+		else if (x.x = mo->x.x, !same_expert(&mo->x, &x))
+			return "the sorted rows' experts do not agree";
+		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
+	}
+	if (!sp || sp->nout != cat->nin)
+		return "one expert's own weights per slot, but not every expert has a slot "
+		       "(the export sample did not reach them all)";
+	mo->nslot = cat->nin;
+	mo->ids = ids;
+	return NULL;
+}
+
+/* DeepSeek-V2 (4.57, TorchScript): the outputs put back by the sort and
+ * summed over k,
+ *	sum = reduce_sum(reshape(scatter_nd(0, perm, concat(o_0..)), [T,k,H]) * w[T,k,1], axes=[1]) */
+static const char *
+sorted_rows(Value *sum, Moe *mo)
+{
+	Node *rs = mo_def(sum, OP_REDUCE_SUM), *mul = mo_def(mo_peel_cast(rs->in[0]), OP_MUL);
+	Node *sn = NULL, *cat;
+	const Type *t = &rs->in[0]->type;
+	Value *w = NULL, *perm, *ids;
+
+	if (t->rank != 3 || mo_axis(rs, "axes", 3, -1) != 1 || ir_attr_int(rs, "keepdims", 1) || !mul)
+		return "not a sum over the k choices";
+	for (int i = 0; i < 2 && !sn; i++)
+		if ((sn = mo_def(mo_peel(mul->in[i]), OP_SCATTER_ND)))
+			w = mul->in[1 - i];
+	if (!sn || strcmp(ir_attr_str(sn, "reduction", "none"), "none") || !mo_is_fill(sn->in[0], 0) ||
+	    sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1 || !(cat = mo_def(sn->in[2], OP_CONCAT)))
+		return "not a sum over the k choices";
+	if (!(ids = sort_of_ids(perm = mo_peel_index(sn->in[1]))))
+		return "the expert rows are not scattered back by the sort of the router's choices";
+	w = mo_peel(w);
+	if (w->type.rank != 2 || w->type.dim[0] != ids->type.dim[0] || w->type.dim[1] != ids->type.dim[1] ||
+	    t->dim[0] != ids->type.dim[0] || t->dim[1] != ids->type.dim[1])
+		return "the sorted rows' routing weights are not [T,k]";
+	return sorted_experts(cat, ids, perm, w, mo);
+}
+
+/* JetMoE (dynamo): each sorted row's output times its routing weight,
+ * added onto its token,
+ *	sum = scatter_nd(0[T,H], (perm / k)[n,1], concat(o_0..) * gather_nd(w[T*k], perm[n,1]), add) */
+static int
+is_sorted_add(Value *sum)
+{
+	Node *mul = mo_def(mo_peel(sum->def->in[2]), OP_MUL);
+
+	return mul && (mo_def(mul->in[0], OP_CONCAT) || mo_def(mul->in[1], OP_CONCAT));
+}
+
+static const char *
+sorted_add(Value *sum, Moe *mo)
+{
+	Node *sn = sum->def, *mul = mo_def(mo_peel(sn->in[2]), OP_MUL), *cat = NULL, *g;
+	Value *w = NULL, *perm, *ids, *rw;
+
+	for (int i = 0; i < 2 && !cat; i++)
+		if ((cat = mo_def(mul->in[i], OP_CONCAT)))
+			w = mul->in[1 - i];
+	if (strcmp(ir_attr_str(sn, "reduction", "none"), "add") || !mo_is_fill(sn->in[0], 0) ||
+	    sn->in[0]->type.rank != 2 || sn->in[1]->type.rank != 2 || sn->in[1]->type.dim[1] != 1)
+		return "the sorted rows are not added onto their tokens";
+	g = mo_def(mo_peel(w), OP_GATHER_ND);
+	if (!g && (g = mo_def(mo_peel(w), OP_GATHER)) && ir_attr_int(g, "axis", 0))
+		g = NULL;
+	if (!g || !(ids = sort_of_ids(perm = mo_peel_index(g->in[1]))))
+		return "the sorted rows' routing weights are not read in the sort's order";
+	rw = weights_view(g->in[0]);
+	if (rw->type.rank != 2 || rw->type.dim[0] != ids->type.dim[0] || rw->type.dim[1] != ids->type.dim[1] ||
+	    !div_by(mo_peel_index(sn->in[1]), perm, ids->type.dim[1]))
+		return "the sorted rows are not added onto their tokens";
+	return sorted_experts(cat, ids, perm, rw, mo);
+}
+
 const char *
 mo_experts(Value *sum, Moe *mo)
 {
@@ -1009,8 +1334,12 @@ mo_experts(Value *sum, Moe *mo)
 	mo->sum = sum;
 	if (mo_def(sum, OP_REDUCE_SUM) && mo_axis(sum->def, "axes", 3, -1) == 0)
 		why = dense(sum, mo);
+	else if (mo_def(sum, OP_REDUCE_SUM) && mo_def(mo_peel_cast(sum->def->in[0]), OP_MUL))
+		why = sorted_rows(sum, mo);
 	else if (mo_def(sum, OP_REDUCE_SUM))
 		why = batched(sum, mo);
+	else if (mo_def(sum, OP_SCATTER_ND) && is_sorted_add(sum))
+		why = sorted_add(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);
 	else
