@@ -122,13 +122,14 @@ ir_glu_attrs(const Node *n, const char *laykey, IrGluAttrs *g, char *why, size_t
 
 /*
  * topk: k: int, required (-1: the whole axis, a sort; an export's argsort
- * of a symbolic length); axis: int = -1; largest: int = 1 (0: the k
- * smallest).  Results sorted, ties to the lower index.
+ * of a symbolic length; absent: -2, which infer refuses); axis: int = -1;
+ * largest: int = 1 (0: the k smallest).  Results sorted, ties to the lower
+ * index.
  */
 void
 ir_topk_attrs(const Node *n, IrTopkAttrs *t)
 {
-	t->k = ir_attr_int(n, "k", -1);
+	t->k = ir_attr_int(n, "k", -2);
 	t->axis = ir_attr_int(n, "axis", -1);
 	t->largest = (int)ir_attr_int(n, "largest", 1);
 }

@@ -432,11 +432,11 @@ START_TEST(test_attribute_getters_have_one_default)
 		ck_assert_ptr_nonnull(strstr(why, "act must be silu, gelu, oai or relu, not swish"));
 	}
 
-	/* topk: k required (-1 absent, refused by the shape rule), axis -1, largest 1 */
+	/* topk: k required (-2 absent, refused by the shape rule; -1 is the whole axis), axis -1, largest 1 */
 	IrTopkAttrs t;
 	n.op = OP_TOPK;
 	ir_topk_attrs(&n, &t);
-	ck_assert(t.k == -1 && t.axis == -1 && t.largest == 1);
+	ck_assert(t.k == -2 && t.axis == -1 && t.largest == 1);
 	m = parse("graph @g(%x: f32[T,8]) -> (v: f32[T,2], i: i64[T,2]) {\n"
 		  "\t%v, %i = topk %x, largest=0 : f32[T,2], i64[T,2]\n"
 		  "\tret %v, %i\n}\n", &d);
