@@ -996,7 +996,7 @@ int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx
 
 /*
  * k_combine.c: the MoE combine row kernel (reduce_sum over axis 1 of the f32
- * slots [rows,k,H], or of bf16/f16 slots cast to f32 (lower-moe's default; --debug=slots-f32: f32)
+ * slots [rows,k,H], or of bf16/f16 slots cast to f32 (--debug=slots-x)
  * [-> cast] [+ x]) with 16-byte accesses (8 for 2-byte slots), a thread per 4
  * outputs: the same bits as the body kernel.  Parameters "slots", ["x"],
  * "y" (out), "T"; grid cdiv(rows * H/4, 256), block 256.

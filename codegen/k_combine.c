@@ -8,9 +8,8 @@
  *	  k 4-byte loads of the f32 slots, the         thread g: row g / (H/4), columns 4(g % (H/4))..+3:
  *	  sum, cast, + x (2-byte loads)                k loads of 16 bytes, the sum, cast, + x (8 bytes)
  *
- * With 2-byte slots (lower-moe's default, not under --debug=slots-f32:
- * bf16/f16 slots cast to f32 in the kernel) a thread takes 8 outputs, still
- * 16 bytes a slot load.
+ * With 2-byte slots (lower-moe's --debug=slots-x: bf16/f16 slots cast to
+ * f32 in the kernel) a thread takes 8 outputs, still 16 bytes a slot load.
  *
  * The same bits as the row kernel: each output is 0 + s_0 + s_1 + ... +
  * s_{k-1} in f32 in slot order (the walker's inline reduce_sum), then the

@@ -196,6 +196,8 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 		s->sched = CG_SCHED_PERSISTENT, s->ctas = CG_CLUSTER_CTAS;
 	else if (s->sched == CG_SCHED_STREAM)
 		s->sched = CG_SCHED_TILES;
+	if (s->sched != CG_SCHED_STREAM || s->units)
+		s->sk_unroll = 0;	/* the planner's unrolled loop is static stream-K's alone */
 }
 
 static int

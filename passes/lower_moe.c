@@ -302,7 +302,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 	MoeSlots s = {.x = x, .w = n->out[0], .ids = n->out[1], .wgu = moe->in[3],
 		      .wdn = moe->in[4], .bgu = moe->nin > 5 ? moe->in[5] : NULL,
 		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E,
-		      .slots_x = !(c->debug & DBG_SLOTS_F32)};
+		      .slots_x = (c->debug & DBG_SLOTS_X) != 0};
 	v[0] = s.w, v[1] = s.ids;
 	Value *ys = lower_moe_slots(&b, moe, &s, &v[2]);
 	/* the sum over the k choices, in a fixed order: deterministic */

@@ -119,7 +119,7 @@ Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
 typedef struct {
 	Value *x, *w, *ids, *wgu, *wdn, *bgu, *bdn;
 	int64_t experts;
-	int slots_x;		/* the slots rounded to x's type (when not f32); --debug=slots-f32: not */
+	int slots_x;		/* --debug=slots-x: the slots rounded to x's type (when not f32) */
 } MoeSlots;
 Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
 /* Each slot's weighted expert output, [T'*k, H] f32 (slots_x: x's type) in slot order (named:

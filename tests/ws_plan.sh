@@ -64,7 +64,7 @@ grep -q "^kernel mixtral_layer1_k3 target=sm_90a,sm_80 " "$t/mm0" ||
 "$moert" verify "$t/mx.moeb" >/dev/null || fail "moert verify of mixtral"
 grep -q "^kernel mixtral_layer1_k3_ws target=sm_90a params=ptr,ptr,ptr,ptr,ptr,ptr,tmap,i32 " "$t/mm" ||
 	fail "mixtral: the gathered up-projection is not a WS kernel on sm_90a"
-grep -q "^tensormap tmap0 of=w:t31 dtype=bf16 dims=64,32,8 " "$t/mm" || fail "mixtral: no B map over the experts"
+grep -q "^tensormap tmap0 of=w:t[0-9]* dtype=bf16 dims=64,32,8 " "$t/mm" || fail "mixtral: no B map over the experts"
 grep -q "^launch mixtral_layer1_k3 .*arch=sm_80$" "$t/mm" || fail "mixtral: no sm_80 up-projection"
 "$moec" test --compiled --emulate --debug=emu-wgmma,emu-ws,ws-gather --layer 1 "$mx" >"$t/emx" 2>&1 ||
 	{ cat "$t/emx"; fail "mixtral: emulated WS path (gathered A)"; }

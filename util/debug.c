@@ -95,10 +95,10 @@ const DebugFlag debug_flags[] = {
 	 "compile: kernels for sm_90 and newer open with griddepcontrol.wait and launch_dependents, and their kernel "
 	 "lines say pdl=1: the runtime launches them with programmatic stream serialization, so each one's launch "
 	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch; A/B on the GPU)"},
-	{"slots-f32", DBG_SLOTS_F32, NULL,
-	 "lower-moe: each MoE slot (a down projection row times its routing weight) kept in f32 until the sum over "
-	 "the k choices, instead of the default's rounding to x's type (bf16, f16): twice the down GEMM's stores "
-	 "and the combine's loads, session 29's numerics (docs/passes.md, lower-moe; A/B on the GPU)"},
+	{"slots-x", DBG_SLOTS_X, NULL,
+	 "lower-moe: each MoE slot (a down projection row times its routing weight) rounded to x's type (bf16, f16) "
+	 "before the f32 sum over the k choices, instead of kept in f32: half the down GEMM's stores and the "
+	 "combine's loads, a change of numerics (HF's blocks round each slot too; docs/passes.md, lower-moe; A/B)"},
 	{"sk-unroll", DBG_SK_UNROLL, NULL,
 	 "compile: static stream-K GEMMs (decode; quantised decode's wide runs) unroll their pair loop over the "
 	 "stages: constant stage offsets, the load stream's k-tile and tile and the mma's tile end carried instead "

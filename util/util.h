@@ -152,7 +152,7 @@ enum {
 	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
 	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 	DBG_GELU_TANH = 1 << 30,	/* codegen: GELU (tanh) by tanh, not x sigmoid(2u) (session 29's kernels; A/B) */
-	DBG_SLOTS_F32 = (int)(1u << 31),	/* lower-moe: MoE slots kept in f32, not x's type (session 29's; A/B) */
+	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
 	DBG_PDL = 1 << 27,	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 };
 typedef struct {

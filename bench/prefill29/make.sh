@@ -2,8 +2,6 @@
 # make.sh MAIN_MOEC OUT — the arms of the session-29 prefill A/B (bench/RESULTS.md,
 # "Epilogue rows ahead, bf16 slots"), compiled here with --cubin and xz'd into OUT
 # for run.sh (OUT=<dir> sh OUT/run.sh on the GPU machine, from main's checkout root).
-# Since session 30 the bf16 slots are the default: ra is --debug=slots-f32
-# (session 29's f32 slots) and the sx arms take the default.
 set -eu
 main=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,11 +14,11 @@ arm() {	# arm NAME MOEC CASES FLAGS
 	ONLY=$3 MOEC_FLAGS="--cubin $4" sh "$src/bench/make_bench.sh" "$2" "$tmp/$1" >/dev/null
 }
 arm main "$main" "$C" ""
-arm ra "$moec" "$C" "--debug=slots-f32"
-arm sx "$moec" "$C" ""
-arm sxw "$moec" "$C" "--tuning=$W"
-arm sxp "$moec" 'qwen3_T4096|mixtral_T4096' "--debug=ws-pingpong"
-arm sxpw "$moec" qwen3_T4096 "--debug=ws-pingpong --tuning=$W"
+arm ra "$moec" "$C" ""
+arm sx "$moec" "$C" "--debug=slots-x"
+arm sxw "$moec" "$C" "--debug=slots-x --tuning=$W"
+arm sxp "$moec" 'qwen3_T4096|mixtral_T4096' "--debug=slots-x,ws-pingpong"
+arm sxpw "$moec" qwen3_T4096 "--debug=slots-x,ws-pingpong --tuning=$W"
 mkdir -p "$out"
 for f in "$tmp"/*/*.moeb; do
 	a=$(basename "$(dirname "$f")")

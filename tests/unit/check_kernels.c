@@ -822,7 +822,7 @@ START_TEST(test_combine_matches_body)
 		      "\t%t = reduce_sum %s, axes=[1], keepdims=0 : f32[2*T,20]\n"
 		      "\t%c = cast %t, to=f16 : f16[2*T,20]\n"
 		      "\t%y = add %c, %x : f16[2*T,20]\n\tret %y\n}\n", 1);
-	/* lower-moe's default: bf16 slots [k*T,H] reshaped, cast to f32, summed (16-byte loads of 8), + x */
+	/* --debug=slots-x: bf16 slots [k*T,H] reshaped, cast to f32, summed (16-byte loads of 8), + x */
 	check_combine("graph @main(%s: bf16[8*T,64], %x: bf16[T,64]) -> (y: bf16[T,64]) {\n"
 		      "\t%y = call @main.k(%s, %x) : bf16[T,64]\n\tret %y\n}\n"
 		      "kernel @main.k(%s: bf16[8*T,64], %x: bf16[T,64]) -> (y: bf16[T,64]) template=row_reduce {\n"

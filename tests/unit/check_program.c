@@ -268,7 +268,7 @@ START_TEST(test_program_prefill_192_persistent)
 END_TEST
 
 /*
- * lower-moe's default (--debug=slots-f32 not): the slots rounded to x's type (bf16) in the
+ * --debug=slots-x (lower-moe): the slots rounded to x's type (bf16) in the
  * down GEMM's epilogue, summed in f32 by the 16-byte combine reading them
  * as bf16 with 16-byte loads, a thread per 8 outputs (the "moe.slots"
  * buffer 2 bytes an element: 2 slots x 192 x 2 bytes a token).  On the emulator with the default mainloop and the
@@ -288,7 +288,7 @@ START_TEST(test_program_slots_x_matches_interpreter)
 	ck_assert_ptr_nonnull(m);
 	ck_assert_ptr_nonnull(ref);
 	pass_default_opts(&o);
-	o.debug = 0;	/* the default: bf16 slots */
+	o.debug = DBG_SLOTS_X;
 	PassCtx c = {.d = &d};
 	ck_assert_int_eq(pass_run(m, &o, &c), 0);
 	for (size_t i = 0; i < sizeof dbg / sizeof dbg[0]; i++) {
@@ -1804,7 +1804,8 @@ END_TEST
  * clamps (|x| near 9.357, where tanh's divisor reaches 2^27, and 200050,
  * where erf's reaches 2^16), zeros, infinities and NaN; and the sm_90a PTX
  * of a GEMM with a GELU epilogue divides without div.rn (with it, with the
- * flag).
+ * flag).  GELU in its tanh form (--debug=gelu-tanh): the default's sigmoid
+ * form has no division to compare.
  */
 START_TEST(test_fast_div_same_bits)
 {
@@ -1848,7 +1849,7 @@ START_TEST(test_fast_div_same_bits)
 	((float *)in.data)[11] = 3e38f, ((float *)in.data)[13] = -1e-40f;
 	for (int fast = 0; fast < 2; fast++) {
 		Module *m;
-		CgProgram *p = compile_text("fastdiv.ir", text, "emu", T, fast ? 0 : DBG_DIV_RN, &m);
+		CgProgram *p = compile_text("fastdiv.ir", text, "emu", T, DBG_GELU_TANH | (fast ? 0 : DBG_DIV_RN), &m);
 
 		for (int j = 0; j < NOUT; j++)
 			ck_assert_int_eq(tensor_alloc(&out[fast][j], DT_F32, 2, dim), 0);
@@ -1869,7 +1870,8 @@ START_TEST(test_fast_div_same_bits)
 	tensor_free(&in);
 	for (int fast = 0; fast < 2; fast++) {	/* sm_90a PTX: the epilogue's division */
 		Module *m;
-		CgProgram *p = compile_text("fastdiv-gemm.ir", gemm, "sm_90a", 4096, fast ? 0 : DBG_DIV_RN, &m);
+		CgProgram *p = compile_text("fastdiv-gemm.ir", gemm, "sm_90a", 4096,
+					     DBG_GELU_TANH | (fast ? 0 : DBG_DIV_RN), &m);
 		size_t len;
 		const char *ptx = cg_program_ptx(p, 0, &len);
 
