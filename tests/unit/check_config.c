@@ -596,6 +596,8 @@ static const struct {
 	 "'nvfp4-pack-quantized' with these weights is not read", 1},
 	{"quant_modelopt_nvfp4", "quantization_config: error: quant_method 'modelopt' is not one "
 	 "moec reads", 1},
+	{"quant_fbgemm_ub", "quantization_config: error: fbgemm_fp8 activation_scale_ub must be a "
+	 "positive number", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -707,6 +709,23 @@ START_TEST(test_cfg_quantization_config)
 	ck_assert_ptr_nonnull(m);
 	check_qweight(m, "model.layers.3.mlp.experts.gate_up_proj", DT_I4, DT_BF16, 7168 / 32);
 	ir_free_module(m);
+	/* fbgemm_fp8 (Llama-4): experts and shared expert f8e4m3 with a scale per
+	 * output channel, the router kept; each quantised input clipped to
+	 * activation_scale_ub, the experts' down input too (act_quant_ub) */
+	m = import(src("tests/fixtures/quant/%s/config.json", "llama4_fbgemm_fp8"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_ptr_nonnull(m);
+	check_qweight(m, "model.layers.1.feed_forward.experts.gate_up_proj", DT_F8E4M3,
+		      DT_F32, 1);
+	check_qweight(m, "model.layers.1.feed_forward.shared_expert.down_proj.weight",
+		      DT_F8E4M3, DT_F32, 1);
+	ck_assert_int_eq(find_weight(m, "model.layers.1.feed_forward.router.weight")
+			 ->value->type.dt, DT_BF16);
+	char *ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16, act_quant_ub=1.5"));
+	ck_assert_ptr_nonnull(strstr(ir, "clip %h, max=1.5, min=-1.5"));
+	free(ir);
+	ir_free_module(m);
 	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 0, NULL, text, sizeof text, &d);
 	ck_assert_ptr_null(m);
 	ck_assert_ptr_nonnull(strstr(text, "no model.safetensors"));
@@ -726,6 +745,10 @@ START_TEST(test_cfg_quant_tensor_checked)
 		 "weight_packed: error: tensor not found; compressed-tensors implies i32[16,8]"},
 		{"quant/gpt_oss_mxfp4", "hf/gpt_oss", "model.layers.1.mlp.experts.gate_up_proj_blocks: error: "
 		 "tensor not found; mxfp4 implies u8[8,64,2,16]"},
+		{"quant/llama4_fbgemm_fp8", "hf/llama4", "language_model.model.layers.1.feed_forward.experts."
+		 "gate_up_proj: error: BF16[8,64,32] but fbgemm_fp8 implies f8e4m3[8,64,32] (experts x in x out)"},
+		{"quant/llama_fbgemm_fp8", "quant/llama_ct_int4_asym", "model.layers.1.mlp.gate_proj.weight: "
+		 "error: tensor not found; fbgemm_fp8 implies f8e4m3[128,64]"},
 	};
 	char cfg[600], w[600], text[4096];
 	Diag d;
