@@ -23,6 +23,10 @@
  * rounded where the interpreter rounds it, so the router reads the same
  * bits as before.
  *
+ * fbgemm_fp8 clips the norm's rows to +-activation_scale_ub before the
+ * quantize_dynamic (ir_b_act_quant): the clip joins the kernel as an
+ * elementwise op and the quantisation reads it.
+ *
  * Runs after fuse-gemm and fuse-dequant (the expert GEMMs then read %q and
  * %s themselves, and a GEMM epilogue that can quantise its own result has
  * done so) and before fuse-ew.  Every quantize_dynamic left in the main
