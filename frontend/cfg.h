@@ -12,8 +12,10 @@
 
 #include "frontend.h"
 
-/* quantization_config as read (cfg_quant.c); kind Q_NONE: none. */
-enum { Q_NONE, Q_FP8, Q_CT_FP8, Q_MXFP4, Q_CT_INT4, Q_GPTQ, Q_AWQ, NQKIND };
+/* quantization_config as read (cfg_quant.c); kind Q_NONE: none.  Q_FP8_CH:
+ * fp8 with a scale per output channel (or tensor): compressed-tensors'
+ * float-quantized and fbgemm_fp8. */
+enum { Q_NONE, Q_FP8, Q_FP8_CH, Q_MXFP4, Q_CT_INT4, Q_GPTQ, Q_AWQ, NQKIND };
 enum { ACT_NONE, ACT_GROUP, ACT_ROW };	/* activations quantised per token: groups of bk, a row */
 typedef struct {
 	int kind;
@@ -24,6 +26,7 @@ typedef struct {
 	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
 	int desc_act;		/* gptq: g_idx present: the IR's scales are per column */
 	int per_tensor;		/* compressed-tensors fp8 strategy tensor */
+	double ub;		/* fbgemm_fp8's activation_scale_ub: activation amax clamped to it (0: none) */
 	const cJSON *skip;	/* modules_to_not_convert, or compressed-tensors' ignore */
 	int skip_re;		/* "re:" entries of skip are regexes */
 } QCfg;

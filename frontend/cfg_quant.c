@@ -34,7 +34,7 @@ static const struct {
 	double qmean, qscale;	/* synthetic values: mean + qscale*U(-1,1) */
 } qfmt[] = {
 	[Q_FP8] = {DT_F8E4M3, DT_F32, 0, 0, 448},
-	[Q_CT_FP8] = {DT_F8E4M3, DT_F32, 0, 0, 448},
+	[Q_FP8_CH] = {DT_F8E4M3, DT_F32, 0, 0, 448},
 	[Q_MXFP4] = {DT_F4E2M1, DT_F8E8M0, 0, 0, 6},
 	[Q_CT_INT4] = {DT_I4, NDTYPE, 0, 0, 8},
 	[Q_GPTQ] = {DT_U4, NDTYPE, 1, 8, 8},
@@ -176,7 +176,7 @@ parse_ct(Cfg *c, const cJSON *q)
 		return 0;
 	}
 	if (strcmp(type, "float") == 0 && bits == 8 && fmt && strcmp(fmt, "float-quantized") == 0) {
-		c->q.kind = Q_CT_FP8;
+		c->q.kind = Q_FP8_CH;
 		if (strcmp(strat, "channel") && strcmp(strat, "tensor"))
 			return qerr(c, "compressed-tensors fp8 strategy '%s' is not read (channel, "
 				    "tensor)", strat);
@@ -193,6 +193,24 @@ parse_ct(Cfg *c, const cJSON *q)
 	}
 	return qerr(c, "compressed-tensors format '%s' with these weights is not read "
 		    "(pack-quantized int4, float-quantized fp8)", fmt ? fmt : "?");
+}
+
+/* fbgemm_fp8 (transformers' FbgemmFp8Linear, Llama-4's FbgemmFp8Llama4TextExperts):
+ * compressed-tensors fp8 channel's form, its input quantised per token with
+ * the scale's amax clamped to activation_scale_ub. */
+static int
+parse_fbgemm(Cfg *c, const cJSON *q)
+{
+	const cJSON *ub = qkey(q, "activation_scale_ub");
+
+	if (ub && !cJSON_IsNull(ub) && (!cJSON_IsNumber(ub) || !(ub->valuedouble > 0) ||
+					 !isfinite(ub->valuedouble)))
+		return qerr(c, "fbgemm_fp8 activation_scale_ub must be a positive number%s", "");
+	c->q.ub = ub && cJSON_IsNumber(ub) ? ub->valuedouble : 1200.0;	/* FbgemmFp8Config's default */
+	c->q.kind = Q_FP8_CH;
+	c->q.bk = -1;
+	c->q.act = ACT_ROW;
+	return 0;
 }
 
 int
@@ -222,8 +240,10 @@ cfg_quant_config(Cfg *c)
 		return parse_gptq_awq(c, q, Q_AWQ);
 	if (m && strcmp(m, "compressed-tensors") == 0)
 		return parse_ct(c, q);
+	if (m && strcmp(m, "fbgemm_fp8") == 0)
+		return parse_fbgemm(c, q);
 	return qerr(c, "quant_method '%s' is not one moec reads (fp8, mxfp4, gptq, awq, "
-		    "compressed-tensors)", c->q.method);
+		    "compressed-tensors, fbgemm_fp8)", c->q.method);
 }
 
 /* ---- which weights ---- */
@@ -368,6 +388,37 @@ piece_fp8(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	return 0;
 }
 
+/* fbgemm_fp8's Llama-4 experts (FbgemmFp8Llama4TextExperts): gate_up_proj
+ * f8 [E,H,2I] with gate_up_proj_scale f32 [E,1,2I], down_proj [E,I,H] with
+ * down_proj_scale [E,H,1]: held [E,K,N], transposed to the IR's rows; a
+ * scale per expert and output channel (both scales are [E][N] in memory). */
+static int
+piece_fp8_stacked(Cfg *c, const Piece *p, Canon *k)
+{
+	int64_t E = p->dim[0], N = k->N, K = k->K, n = (int64_t)strlen(p->name);
+	int down = n >= 9 && strcmp(p->name + n - 9, "down_proj") == 0;
+	int64_t ds[3] = {E, down ? N : 1, down ? 1 : N};
+	uint8_t *q, *s;
+
+	if (p->rank != 3 || p->dim[1] != K || p->dim[2] != N)
+		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s: stacked experts are "
+				  "read as [E, in, out]", c->q.method);
+	if (!(q = read_checked(c, p->name, DT_F8E4M3, 3, p->dim, "experts x in x out")))
+		return -1;
+	for (int64_t e = 0; e < E; e++)
+		for (int64_t r = 0; r < N; r++)
+			for (int64_t j = 0; j < K; j++)
+				k->q[(e * N + r) * K + j] = q[(e * K + j) * N + r];
+	free(q);
+	if (!(s = read_checked(c, tname(c, p->name, "_scale"), k->sdt, 3, ds, down ?
+			       "a scale per expert and output channel, [E, out, 1]" :
+			       "a scale per expert and output channel, [E, 1, out]")))
+		return -1;
+	memcpy(k->s, s, (size_t)(E * N) * (size_t)dtype_bits(k->sdt) / 8);
+	free(s);
+	return 0;
+}
+
 /* gpt-oss: <w>_blocks u8 [E,N,K/32,16] are the e2m1 values, <w>_scales u8
  * [E,N,K/32] the e8m0 scales, both already in the IR's order. */
 static int
@@ -403,7 +454,7 @@ piece_ct(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	int64_t dq[2] = {R, (k->K + 7) / 8}, ds[2] = {R, k->nb}, dz[2] = {(R + 7) / 8, k->nb};
 	uint8_t *q, *s, *z = NULL;
 
-	if (c->q.kind == Q_CT_FP8) {
+	if (c->q.kind == Q_FP8_CH) {
 		int64_t d1[2] = {R, 1}, d0[1] = {1};
 		q = read_checked(c, p->name, DT_F8E4M3, 2, (int64_t[]){R, k->K}, "the weight's shape");
 		if (!q)
@@ -564,12 +615,17 @@ read_pieces(Cfg *c, WSpec *w, Canon *k)
 		int rc;
 		for (int d = 0; d < p->rank - 1; d++)
 			R *= p->dim[d];
+		if (c->q.kind == Q_FP8_CH && p->trans && p->nblk <= 1 && w->piece.n == 1) {
+			if (piece_fp8_stacked(c, p, k))
+				return -1;
+			continue;
+		}
 		if (p->trans || p->nblk > 1 || p->dim[p->rank - 1] != k->K || p->off % k->K)
 			return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s weights are read "
 					  "as [out, in] rows; this layout is not", c->q.method);
 		if (c->q.kind == Q_FP8)
 			rc = piece_fp8(c, p, p->off / k->K, R, k);
-		else if (c->q.kind == Q_CT_INT4 || c->q.kind == Q_CT_FP8)
+		else if (c->q.kind == Q_CT_INT4 || c->q.kind == Q_FP8_CH)
 			rc = piece_ct(c, p, p->off / k->K, R, k);
 		else
 			rc = piece_gptq_awq(c, p, p->off / k->K, R, k);
@@ -605,7 +661,7 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	if (k.sdt == NDTYPE)	/* int4 scales: the checkpoint's float type, else the model's */
 		k.sdt = scale_dtype(c, tname(c, module_of(c, first), kind == Q_CT_INT4 ? ".weight_scale"
 					     : ".scales"), c->dt);
-	if (kind == Q_CT_FP8)
+	if (kind == Q_FP8_CH)
 		k.sdt = scale_dtype(c, tname(c, module_of(c, first), ".weight_scale"), DT_F32);
 	if (dtype_is_packed(k.qdt) && k.K % 2)
 		return cfg_error(c, w->why, "%s: weight '%s' has an odd in-dimension %lld",
@@ -650,8 +706,14 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 {
 	int64_t I = wdown && wdown->type.rank == 3 ? wdown->type.dim[2] : 0;
 
-	if (c->q.act != ACT_GROUP || !wdown || wdown->kind != V_RESULT || wdown->def->op != OP_DEQUANTIZE)
+	if (!(c->q.act == ACT_GROUP || c->q.ub > 0) || !wdown || wdown->kind != V_RESULT ||
+	    wdown->def->op != OP_DEQUANTIZE)
 		return 0;
+	if (c->q.ub > 0) {	/* fbgemm's experts: per token (a row), amax clamped to the bound */
+		ir_b_int(&c->b, "act_quant", I);
+		ir_b_float(&c->b, "act_quant_ub", c->q.ub);
+		return 0;
+	}
 	if (I <= 0 || I % c->q.bk)
 		return cfg_error(c, "quantization_config", "activation_scheme dynamic quantises the "
 				 "experts' down input in groups of %lld columns; the intermediate size is %lld",
@@ -661,13 +723,13 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 }
 
 /* fp8 with dynamic activations: x -> quantize_dynamic -> dequantize, per
- * token and block-size columns (fp8) or per token (compressed-tensors). */
+ * token and block-size columns (fp8) or per token (compressed-tensors,
+ * fbgemm_fp8: x clipped to +-activation_scale_ub first). */
 Value *
 cfg_quant_act(Cfg *c, Value *x, const Value *w)
 {
 	int64_t K = x && x->type.rank ? x->type.dim[x->type.rank - 1] : 0;
 	int64_t g = c->q.act == ACT_GROUP ? c->q.bk : K;
-	Node *q, *n;
 
 	if (!x || !w || !c->q.act || w->kind != V_RESULT || w->def->op != OP_DEQUANTIZE)
 		return x;
@@ -675,16 +737,5 @@ cfg_quant_act(Cfg *c, Value *x, const Value *w)
 		return cfg_error(c, "quantization_config", "activation_scheme dynamic quantises "
 				 "activations in groups of %lld columns; the input has %lld",
 				 (long long)g, (long long)K), NULL;
-	ir_b_str(&c->b, "to", "f8e4m3");
-	if (c->q.act == ACT_GROUP)
-		ir_b_int(&c->b, "group", g);
-	else
-		ir_b_str(&c->b, "group", "row");
-	if (!(q = ir_b_node(&c->b, OP_QUANTIZE_DYNAMIC, &x, 1, 2)))
-		return NULL;
-	ir_b_int(&c->b, "axis", x->type.rank - 1);
-	ir_b_int(&c->b, "block_size", g);
-	ir_b_str(&c->b, "to", dtype_name(x->type.dt));
-	n = ir_b_node(&c->b, OP_DEQUANTIZE, q->out, 2, 1);
-	return n ? n->out[0] : NULL;
+	return ir_b_act_quant(&c->b, x, c->q.act == ACT_GROUP ? g : 0, c->q.ub);
 }

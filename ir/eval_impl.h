@@ -41,9 +41,10 @@ int ev_next(int64_t *coord, const int64_t *dim, int r);	/* 0 after the last */
 /* Copy n elements of type dt exactly (packed i4/u4 included). */
 void ev_copy(DType dt, void *dst, int64_t di, const void *src, int64_t si, int64_t n);
 double ev_round(DType dt, double v);	/* v as stored in dt and read back */
-/* quantize_dynamic to=f8e4m3 of one group of n values, then dequantize to
- * dt, in place (eval_quant.c; the moe op's act_quant) */
-void ev_quant_dequant(double *v, int64_t n, DType dt);
+/* quantize_dynamic to=f8e4m3 of one group of n values (clipped to [-ub, ub]
+ * first when ub > 0), then dequantize to dt, in place (eval_quant.c; the moe
+ * op's act_quant, act_quant_ub) */
+void ev_quant_dequant(double *v, int64_t n, double ub, DType dt);
 double *ev_doubles(const Tensor *t);	/* every element, exactly; malloc'd */
 int ev_isint(DType t);			/* integer or bool: computed as int64 */
 /* Indices of v[0..n) in order: largest first (NaN counts as largest) or

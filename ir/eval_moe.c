@@ -252,6 +252,7 @@ typedef struct {
 	DType dt;			/* x's: h and a are rounded to it */
 	IrGluAttrs glu;
 	int64_t aq;			/* act_quant: a quantised per token and aq columns (0: not) */
+	double aub;			/* act_quant_ub: a clipped to [-aub, aub] first (0: not) */
 } Moe;
 
 static int
@@ -264,6 +265,7 @@ moe_check(Ev *e, const Node *n, const Tensor *const *in, Moe *m)
 	m->i = in[4]->dim[2];
 	m->dt = in[0]->dt;
 	m->aq = ir_attr_int(n, "act_quant", 0);
+	m->aub = ir_attr_float(n, "act_quant_ub", 0);
 	if (m->aq < 0 || (m->aq && m->i % m->aq))
 		return ev_err(e, n, "moe: act_quant %lld does not divide the intermediate size %lld",
 			      (long long)m->aq, (long long)m->i);
@@ -339,7 +341,7 @@ expert(const Moe *m, int64_t x, const int64_t *slot, int64_t ns, int64_t k, cons
 		}
 	for (int64_t s = 0; m->aq && s < ns; s++)	/* the down projection's input, as DeepSeek's kernels */
 		for (int64_t j = 0; j < ni; j += m->aq)
-			ev_quant_dequant(&a[s * ni + j], m->aq, m->dt);
+			ev_quant_dequant(&a[s * ni + j], m->aq, m->aub, m->dt);
 	for (int64_t c = 0; rc == 0 && c < nh; c++) {
 		if ((rc = stack_row(m->e, m->dn, m->wdn, m->dqdn, (x * nh + c) * ni, ni, wr)))
 			break;

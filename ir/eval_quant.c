@@ -205,11 +205,13 @@ dyn_scale(double amax, DType dt)
 }
 
 void
-ev_quant_dequant(double *v, int64_t n, DType dt)
+ev_quant_dequant(double *v, int64_t n, double ub, DType dt)
 {
 	double amax = 0, s;
 	unsigned char q[8];
 
+	for (int64_t i = 0; ub > 0 && i < n; i++)	/* clip's rounding to dt, as ir_b_act_quant */
+		v[i] = ev_round(dt, fmin(fmax(v[i], -ub), ub));
 	for (int64_t i = 0; i < n; i++)
 		amax = fmax(amax, fabs(v[i]));
 	s = dyn_scale(amax, DT_F8E4M3);

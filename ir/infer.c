@@ -945,6 +945,9 @@ infer_moe(Graph *g, Node *n, Diag *d)
 	if (aq < 0 || (aq > 0 && (!ir_dim_is_static(I) || I % aq)))
 		return ERR("moe: act_quant (the down projection's input quantised in groups of N "
 			   "columns) must divide the intermediate size");
+	if (ir_attr(n, "act_quant_ub") && (!aq || !(ir_attr_float(n, "act_quant_ub", 0) > 0)))
+		return ERR("moe: act_quant_ub (the clamp of act_quant's amax) must be positive, with "
+			   "act_quant");
 	n->out[0]->type = *x;
 	return 0;
 }

@@ -660,6 +660,35 @@ ir_b1(Builder *b, Op op, Value *a)
 }
 
 Value *
+ir_b_act_quant(Builder *b, Value *x, int64_t group, double ub)
+{
+	int r = x ? x->type.rank : 0;
+	Node *q, *n;
+
+	if (!x || r < 1)
+		return NULL;
+	if (ub > 0) {
+		ir_b_float(b, "min", -ub);
+		ir_b_float(b, "max", ub);
+		if (!(x = ir_b1(b, OP_CLIP, x)))
+			return NULL;
+	}
+	ir_b_str(b, "to", "f8e4m3");
+	if (group > 0)
+		ir_b_int(b, "group", group);
+	else
+		ir_b_str(b, "group", "row");
+	if (!(q = ir_b_node(b, OP_QUANTIZE_DYNAMIC, &x, 1, 2)))
+		return NULL;
+	ir_b_int(b, "axis", r - 1);
+	if (group > 0 || ir_dim_is_static(x->type.dim[r - 1]))
+		ir_b_int(b, "block_size", group > 0 ? group : x->type.dim[r - 1]);
+	ir_b_str(b, "to", dtype_name(x->type.dt));
+	n = ir_b_node(b, OP_DEQUANTIZE, q->out, 2, 1);
+	return n ? n->out[0] : NULL;
+}
+
+Value *
 ir_b2(Builder *b, Op op, Value *a, Value *c)
 {
 	Value *in[2] = {a, c};

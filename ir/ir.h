@@ -296,6 +296,12 @@ Value *ir_b1(Builder *b, Op op, Value *a);
 Value *ir_b2(Builder *b, Op op, Value *a, Value *c);
 Value *ir_b_const_f(Builder *b, DType dt, double v);	/* a scalar */
 Value *ir_b_const_i(Builder *b, DType dt, const int64_t *v, int n, int rank);
+/* x quantised to f8e4m3 per token and group columns of its last dim (0:
+ * the row) and dequantised back to x's dtype: quantize_dynamic, dequantize.
+ * ub > 0 clamps each scale's amax to ub (fbgemm's scale_ub) by clipping x to
+ * [-ub, ub] first: the same scales and values (what is above ub saturates
+ * to +-448 either way). */
+Value *ir_b_act_quant(Builder *b, Value *x, int64_t group, double ub);
 void ir_b_int(Builder *b, const char *key, int64_t v);
 void ir_b_float(Builder *b, const char *key, double v);
 void ir_b_str(Builder *b, const char *key, const char *v);

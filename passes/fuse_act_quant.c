@@ -23,6 +23,10 @@
  * rounded where the interpreter rounds it, so the router reads the same
  * bits as before.
  *
+ * fbgemm_fp8 clips the norm's rows to +-activation_scale_ub before the
+ * quantize_dynamic (ir_b_act_quant): the clip joins the kernel as an
+ * elementwise op and the quantisation reads it.
+ *
  * Runs after fuse-gemm and fuse-dequant (the expert GEMMs then read %q and
  * %s themselves, and a GEMM epilogue that can quantise its own result has
  * done so) and before fuse-ew.  Every quantize_dynamic left in the main
@@ -51,6 +55,19 @@ norm_row(const Node *p)
 	    !ir_dim_is_static(v->type.dim[v->type.rank - 1]))
 		return 0;
 	return v->type.dim[v->type.rank - 1];
+}
+
+/* The norm whose rows quantize_dynamic q reads: its input's maker, or
+ * through a clip of the norm's value (fbgemm's bound on the scales'
+ * amax, ir_b_act_quant) that the row kernel computes first. */
+static Node *
+quant_source(const Node *q)
+{
+	Node *p = q->in[0]->kind == V_RESULT ? q->in[0]->def : NULL;
+
+	if (p && p->op == OP_CLIP && p->in[0]->kind == V_RESULT && norm_row(p->in[0]->def))
+		return p->in[0]->def;
+	return p;
 }
 
 /* quantize_dynamic's group along the last axis (group=row: the whole row), 0 per tensor. */
@@ -121,7 +138,8 @@ joins(const Graph *g, Node *const *set, int n, const Node *u, const Value *v, in
 	switch (u->op) {
 	case OP_QUANTIZE_DYNAMIC: {
 		int64_t gq = qgroup(u);
-		return u->in[0] == v && gq > 0 && row % gq == 0;
+		return (u->in[0] == v || (u->in[0]->kind == V_RESULT && in_set(set, n, u->in[0]->def) &&
+					  quant_source(u) == v->def)) && gq > 0 && row % gq == 0;
 	}
 	case OP_DEQUANTIZE:
 		return u->nin == 2 && u->in[0]->kind == V_RESULT &&
@@ -263,7 +281,7 @@ fuse_act_quant(Module *m, PassCtx *c)
 	for (Node *q = g->first; q; q = q->next) {
 		if (q->op != OP_QUANTIZE_DYNAMIC)
 			continue;
-		Node *p = q->in[0]->kind == V_RESULT ? q->in[0]->def : NULL;
+		Node *p = quant_source(q);
 		int64_t row = norm_row(p), gq = qgroup(q);
 		int seen = 0;
 		if (!row || !gq || row % gq) {

@@ -10,6 +10,7 @@
  *	                                %src = div %rows, k ; %xs = gather %x, %src
  *	                                %h = grouped_matmul %xs, $wgu', %offs ; %a = swiglu %h
  *	                                [act_quant=N: %a = dequantize(quantize_dynamic %a, group=N)]
+ *	                                [act_quant_ub=U: %a clipped to [-U, U] first]
  *	                                %o = grouped_matmul %a, $wdown, %offs
  *	                                %os = mul %o, (gather %w, %rows)
  *	                                %ys = scatter_rows %os, %rows ; %y = reduce_sum [T,k,H] over k
@@ -210,18 +211,10 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		return NULL;
 	Value *a = activation(b, moe, n->out[0]);
 	int64_t aq = ir_attr_int(moe, "act_quant", 0);
-	if (a && aq > 0) {	/* act_quant: quantised per token and aq columns, then dequantised */
-		ir_b_str(b, "to", "f8e4m3");
-		ir_b_int(b, "group", aq);
-		if (!(n = ir_b_node(b, OP_QUANTIZE_DYNAMIC, &a, 1, 2)))
-			return NULL;
-		ir_b_int(b, "axis", 1);
-		ir_b_int(b, "block_size", aq);
-		ir_b_str(b, "to", dtype_name(xdt));
-		if (!(n = ir_b_node(b, OP_DEQUANTIZE, n->out, 2, 1)))
-			return NULL;
-		a = n->out[0];
-	}
+	if (a && aq > 0)	/* act_quant: quantised per token and aq columns, then dequantised */
+		a = ir_b_act_quant(b, a, aq, ir_attr_float(moe, "act_quant_ub", 0));
+	if (!a)
+		return NULL;
 
 	/* down: scaled by the routing weight (unless the input was), scattered
 	 * back to slot order */

@@ -596,6 +596,8 @@ static const struct {
 	 "'nvfp4-pack-quantized' with these weights is not read", 1},
 	{"quant_modelopt_nvfp4", "quantization_config: error: quant_method 'modelopt' is not one "
 	 "moec reads", 1},
+	{"quant_fbgemm_ub", "quantization_config: error: fbgemm_fp8 activation_scale_ub must be a "
+	 "positive number", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -707,6 +709,23 @@ START_TEST(test_cfg_quantization_config)
 	ck_assert_ptr_nonnull(m);
 	check_qweight(m, "model.layers.3.mlp.experts.gate_up_proj", DT_I4, DT_BF16, 7168 / 32);
 	ir_free_module(m);
+	/* fbgemm_fp8 (Llama-4): experts and shared expert f8e4m3 with a scale per
+	 * output channel, the router kept; each quantised input clipped to
+	 * activation_scale_ub, the experts' down input too (act_quant_ub) */
+	m = import(src("tests/fixtures/quant/%s/config.json", "llama4_fbgemm_fp8"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_ptr_nonnull(m);
+	check_qweight(m, "model.layers.1.feed_forward.experts.gate_up_proj", DT_F8E4M3,
+		      DT_F32, 1);
+	check_qweight(m, "model.layers.1.feed_forward.shared_expert.down_proj.weight",
+		      DT_F8E4M3, DT_F32, 1);
+	ck_assert_int_eq(find_weight(m, "model.layers.1.feed_forward.router.weight")
+			 ->value->type.dt, DT_BF16);
+	char *ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16, act_quant_ub=1.5"));
+	ck_assert_ptr_nonnull(strstr(ir, "clip %h, max=1.5, min=-1.5"));
+	free(ir);
+	ir_free_module(m);
 	m = import(src("models/%s/config.json", "gpt-oss-20b"), 0, 0, NULL, text, sizeof text, &d);
 	ck_assert_ptr_null(m);
 	ck_assert_ptr_nonnull(strstr(text, "no model.safetensors"));
@@ -726,6 +745,10 @@ START_TEST(test_cfg_quant_tensor_checked)
 		 "weight_packed: error: tensor not found; compressed-tensors implies i32[16,8]"},
 		{"quant/gpt_oss_mxfp4", "hf/gpt_oss", "model.layers.1.mlp.experts.gate_up_proj_blocks: error: "
 		 "tensor not found; mxfp4 implies u8[8,64,2,16]"},
+		{"quant/llama4_fbgemm_fp8", "hf/llama4", "language_model.model.layers.1.feed_forward.experts."
+		 "gate_up_proj: error: BF16[8,64,32] but fbgemm_fp8 implies f8e4m3[8,64,32] (experts x in x out)"},
+		{"quant/llama_fbgemm_fp8", "quant/llama_ct_int4_asym", "model.layers.1.mlp.gate_proj.weight: "
+		 "error: tensor not found; fbgemm_fp8 implies f8e4m3[128,64]"},
 	};
 	char cfg[600], w[600], text[4096];
 	Diag d;
@@ -845,6 +868,85 @@ START_TEST(test_cfg_stacked_checkpoint_reads_the_same)
 	ck_assert(memcmp(ir_find_weight(m, "model.layers.0.mlp.experts.down_proj")->data, dn,
 			 32) == 0);
 	ir_free_module(m);
+	stt_cleanup();
+}
+END_TEST
+
+/* fbgemm_fp8's Llama-4 experts: held [E,in,out] with a scale per expert and
+ * output channel ([E,1,2I] for gate_up, [E,H,1] for down): the IR's values
+ * are the transposed bytes and its scales [E,N,1] the same floats; a scale in
+ * the other orientation is named with what fbgemm implies. */
+#define TINY_L4_CFG                                                                   \
+	"{\"model_type\": \"llama4_text\", \"dtype\": \"bfloat16\", \"hidden_size\": 4, "  \
+	"\"intermediate_size\": 2, \"intermediate_size_mlp\": 8, \"num_hidden_layers\": 1, " \
+	"\"num_local_experts\": 2, \"num_experts_per_tok\": 1, \"rms_norm_eps\": 1e-5, "     \
+	"\"quantization_config\": {\"quant_method\": \"fbgemm_fp8\"}}"
+
+static int
+tiny_l4_tensors(SttTensor *t, int bad_scale)
+{
+	static uint8_t q[64];
+	static float s[16];
+	static const char *const lin[][2] = {{"gate_proj", "2,4"}, {"up_proj", "2,4"}, {"down_proj", "4,2"}};
+	static char names[6][96];
+	int n = 0;
+
+	for (int i = 0; i < 64; i++)
+		q[i] = (uint8_t)(0x30 + i % 40);	/* e4m3 0.125 .. */
+	for (int i = 0; i < 16; i++)
+		s[i] = 0.5f + (float)i;
+	t[n++] = (SttTensor){"model.layers.0.post_attention_layernorm.weight", "BF16", 1, {4}, vals, 8};
+	t[n++] = (SttTensor){"model.layers.0.feed_forward.router.weight", "BF16", 2, {2, 4}, vals, 16};
+	t[n++] = (SttTensor){"model.layers.0.feed_forward.experts.gate_up_proj", "F8_E4M3", 3, {2, 4, 4}, q, 32};
+	t[n++] = bad_scale ? (SttTensor){"model.layers.0.feed_forward.experts.gate_up_proj_scale", "F32", 3,
+					 {2, 4, 1}, s, 32}
+			   : (SttTensor){"model.layers.0.feed_forward.experts.gate_up_proj_scale", "F32", 3,
+					 {2, 1, 4}, s, 32};
+	t[n++] = (SttTensor){"model.layers.0.feed_forward.experts.down_proj", "F8_E4M3", 3, {2, 2, 4}, q, 16};
+	t[n++] = (SttTensor){"model.layers.0.feed_forward.experts.down_proj_scale", "F32", 3, {2, 4, 1}, s, 32};
+	for (int j = 0; j < 3; j++) {
+		int64_t r = lin[j][1][0] - '0', c = lin[j][1][2] - '0';
+		snprintf(names[2 * j], sizeof names[0], "model.layers.0.feed_forward.shared_expert.%s.weight",
+			 lin[j][0]);
+		snprintf(names[2 * j + 1], sizeof names[0], "model.layers.0.feed_forward.shared_expert.%s."
+			 "weight_scale", lin[j][0]);
+		t[n++] = (SttTensor){names[2 * j], "F8_E4M3", 2, {r, c}, q, (size_t)(r * c)};
+		t[n++] = (SttTensor){names[2 * j + 1], "F32", 2, {r, 1}, s, (size_t)r * 4};
+	}
+	return n;
+}
+
+START_TEST(test_cfg_fbgemm_llama4_experts)
+{
+	SttTensor t[16];
+	char text[2048];
+	Diag d;
+	Module *m;
+	const Weight *w, *ws;
+
+	stt_write_text("config.json", TINY_L4_CFG);
+	stt_write(stt_path("model.safetensors"), t, tiny_l4_tensors(t, 0));
+	m = import(stt_path("config.json"), 0, 0, NULL, text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	w = find_weight(m, "model.layers.0.feed_forward.experts.gate_up_proj");
+	ws = find_weight(m, "model.layers.0.feed_forward.experts.gate_up_proj.scale");
+	ck_assert_ptr_nonnull(w);
+	ck_assert_ptr_nonnull(ws);
+	ck_assert_int_eq(w->value->type.dt, DT_F8E4M3);
+	ck_assert_int_eq(ws->value->type.dim[2], 1);
+	for (int e = 0; e < 2; e++)	/* IR [E,2I,H] row r column k = checkpoint [E,H,2I] [k][r] */
+		for (int r = 0; r < 4; r++)
+			for (int k = 0; k < 4; k++)
+				ck_assert_int_eq(((const uint8_t *)w->data)[(e * 4 + r) * 4 + k],
+						 0x30 + ((e * 4 + k) * 4 + r) % 40);
+	for (int i = 0; i < 8; i++)
+		ck_assert_float_eq(((const float *)ws->data)[i], 0.5f + (float)i);
+	ir_free_module(m);
+	stt_write(stt_path("model.safetensors"), t, tiny_l4_tensors(t, 1));
+	ck_assert_ptr_null(import(stt_path("config.json"), 0, 0, NULL, text, sizeof text, &d));
+	ck_assert_msg(strstr(text, "model.layers.0.feed_forward.experts.gate_up_proj_scale: error: F32[2,4,1] "
+			     "but fbgemm_fp8 implies f32[2,1,4] (a scale per expert and output channel, "
+			     "[E, 1, out])") != NULL, "%s", text);
 	stt_cleanup();
 }
 END_TEST
@@ -1647,6 +1749,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_experts_are_stacked_gate_then_up);
 	tcase_add_test(tc, test_cfg_stacked_checkpoint_reads_the_same);
 	tcase_add_test(tc, test_cfg_bad_tensor_is_named);
+	tcase_add_test(tc, test_cfg_fbgemm_llama4_experts);
 	tcase_add_test(tc, test_cfg_sharded_index_matches_single_file);
 	tcase_add_test(tc, test_cfg_hub_names_read_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_checkpoint_reads_the_same);
