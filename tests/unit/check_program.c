@@ -915,6 +915,43 @@ table(const char *text)
 	return path;
 }
 
+/* split_block fused and compiled for the emulator (runs of up to 256
+ * tokens) under a tuning table given as text; tuned_free undoes it. */
+typedef struct {
+	const char *path;
+	CgTuning *t;
+	Module *m, *ref;
+	CgProgram *p;
+} Tuned;
+
+static void
+tuned_compile(Tuned *u, const char *text, unsigned debug)
+{
+	Diag d;
+	CgCompileOpts co;
+
+	diag_init(&d, stderr);
+	u->path = table(text);
+	u->t = cg_tuning_read(u->path, &d);
+	ck_assert_ptr_nonnull(u->t);
+	u->m = fused("split.ir", split_block, &u->ref, &d);
+	emu_opts(&co, 256);
+	co.tuning = u->t;
+	co.debug = debug;
+	u->p = cg_compile(u->m, &co, &d);
+	ck_assert_ptr_nonnull(u->p);
+}
+
+static void
+tuned_free(Tuned *u)
+{
+	cg_program_free(u->p);
+	cg_tuning_free(u->t);
+	ir_free_module(u->m);
+	ir_free_module(u->ref);
+	unlink(u->path);
+}
+
 /* Bad tables: NULL, one error naming the file and line. */
 START_TEST(test_tuning_table_refusals)
 {
@@ -1055,24 +1092,11 @@ START_TEST(test_tuning_persistent_variant)
 	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c2b.pers", &v), -1);
 	ck_assert_int_eq(cg_variant_parse("32x64x64.w2x2.s3.k4.pers", &v), -1);
 	for (int i = 0; i < 2; i++) {
-		const char *path = table(tables[i]);
-		Diag d;
-		Module *m, *ref;
-		CgCompileOpts co;
-		CgProgram *p;
-		CgTuning *t;
+		Tuned u;
 		int found = 0;
 
-		diag_init(&d, stderr);
-		t = cg_tuning_read(path, &d);
-		ck_assert_ptr_nonnull(t);
-		m = fused("split.ir", split_block, &ref, &d);
-		emu_opts(&co, 256);
-		co.tuning = t;
-		co.debug = i ? DBG_EMU_WGMMA | DBG_EMU_WS : 0;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
-		const Manifest *man = cg_program_manifest(p);
+		tuned_compile(&u, tables[i], i ? DBG_EMU_WGMMA | DBG_EMU_WS : 0);
+		const Manifest *man = cg_program_manifest(u.p);
 		for (int j = 0; j < man->nstep; j++) {
 			const MStep *st = &man->step[j];
 			if (st->kind == STEP_LAUNCH && st->thi == 256 && st->grid[0].b == CG_CLUSTER_CTAS &&
@@ -1080,13 +1104,9 @@ START_TEST(test_tuning_persistent_variant)
 				found++;
 		}
 		ck_assert_int_eq(found, 1);
-		check_wide(p, ref, 70, 512);
-		check_wide(p, ref, 200, 512);
-		cg_program_free(p);
-		cg_tuning_free(t);
-		ir_free_module(m);
-		ir_free_module(ref);
-		unlink(path);
+		check_wide(u.p, u.ref, 70, 512);
+		check_wide(u.p, u.ref, 200, 512);
+		tuned_free(&u);
 	}
 }
 END_TEST
@@ -1121,29 +1141,12 @@ START_TEST(test_tuning_bands_variant)
 	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b", &v), -1);
 	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.b08", &v), -1);
 	for (int i = 0; i < 3; i++) {
-		const char *path = table(tables[i]);
-		Diag d;
-		Module *m, *ref;
-		CgCompileOpts co;
-		CgProgram *p;
-		CgTuning *t;
+		Tuned u;
 
-		diag_init(&d, stderr);
-		t = cg_tuning_read(path, &d);
-		ck_assert_ptr_nonnull(t);
-		m = fused("split.ir", split_block, &ref, &d);
-		emu_opts(&co, 256);
-		co.tuning = t;
-		co.debug = i == 2 ? DBG_EMU_WGMMA | DBG_EMU_WS : DBG_EMU_WGMMA;
-		p = cg_compile(m, &co, &d);
-		ck_assert_ptr_nonnull(p);
-		check_wide(p, ref, 130, 512);
-		check_wide(p, ref, 256, 512);
-		cg_program_free(p);
-		cg_tuning_free(t);
-		ir_free_module(m);
-		ir_free_module(ref);
-		unlink(path);
+		tuned_compile(&u, tables[i], i == 2 ? DBG_EMU_WGMMA | DBG_EMU_WS : DBG_EMU_WGMMA);
+		check_wide(u.p, u.ref, 130, 512);
+		check_wide(u.p, u.ref, 256, 512);
+		tuned_free(&u);
 	}
 }
 END_TEST
