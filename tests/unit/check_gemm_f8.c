@@ -359,6 +359,21 @@ START_TEST(test_grouped)
 }
 END_TEST
 
+/* DeepSeek-V3's routed gate|up (256 experts, 2 x 2048 x 7168) in FP8 with
+ * 128-blocked, interleaved B and its output quantised per 128 columns, on
+ * 64x256 tiles of the warp-specialised mainloop. */
+static void
+spec_dsv3_gateup(GemmSpec *s)
+{
+	gh_spec_grouped_swiglu(s, 256, 4096, 7168, 8);
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	s->c_dt = DT_F8E4M3;
+	s->quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(s, 64, 256, 128, 1, 8, 5);
+	s->mainloop = CG_MAINLOOP_WS;
+}
+
 /* The down GEMM of 4 experts, 512 x K, FP8 x FP8 with 128-blocked B scales
  * (whole: a k-tile one wgmma group), f32 out, 64x256 tiles persistent over
  * 3 CTAs, two rows a token. */
@@ -880,13 +895,7 @@ START_TEST(test_ws_gateup)
 
 	/* DeepSeek-V3's routed gate|up as the default plans it: ptxas, no spills or serialisation */
 	GemmSpec ds;
-	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
-	ds.a_dt = ds.b_dt = DT_F8E4M3;
-	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
-	ds.c_dt = DT_F8E4M3;
-	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
-	gh_tiles(&ds, 64, 256, 128, 1, 8, 5);
-	ds.mainloop = CG_MAINLOOP_WS;
+	spec_dsv3_gateup(&ds);
 	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgu");
 	const CgKernel *k = cg_module_find(m, "fgu0");
 	ck_assert_int_eq(k->tmap[0].rank, 3);	/* B only (A gathered): (k, half, row) */
@@ -937,16 +946,10 @@ START_TEST(test_ws_pairs)
 	dn.s.cluster_b = 1;
 	ws_case(&dn, 1e-5);
 
-	/* DeepSeek-V3's routed gate|up as the flag plans it: clusters of 2 sharing B, each CTA's half of the
+	/* DeepSeek-V3's routed gate|up as the cluster default plans it: clusters of 2 sharing B, each CTA's half of the
 	 * interleaved rows (a box of 64 pairs) multicast, or both halves itself (an odd last row tile) */
 	GemmSpec ds;
-	gh_spec_grouped_swiglu(&ds, 256, 4096, 7168, 8);
-	ds.a_dt = ds.b_dt = DT_F8E4M3;
-	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
-	ds.c_dt = DT_F8E4M3;
-	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
-	gh_tiles(&ds, 64, 256, 128, 1, 8, 5);
-	ds.mainloop = CG_MAINLOOP_WS;
+	spec_dsv3_gateup(&ds);
 	ds.sched = CG_SCHED_PERSISTENT;
 	ds.ctas = 132;
 	ds.cluster = 2;
