@@ -240,16 +240,22 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 }
 
 Value *
+lower_moe_f32(Builder *b, Value *v)
+{
+	if (!v || v->type.dt == DT_F32)
+		return v;
+	ir_b_str(b, "to", "f32");
+	return ir_b1(b, OP_CAST, v);
+}
+
+Value *
 lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt)
 {
 	Dim tkh[3] = {T, k, ys->type.dim[1]};
 	int64_t ax = 1;
 	Value *y3 = reshape(b, ys, 3, tkh);
 
-	if (y3 && y3->type.dt != DT_F32) {	/* slots in x's type (slots_x): the sum in f32 */
-		ir_b_str(b, "to", "f32");
-		y3 = ir_b1(b, OP_CAST, y3);
-	}
+	y3 = lower_moe_f32(b, y3);	/* slots in x's type (slots_x): the sum in f32 */
 	ir_b_ints(b, "axes", &ax, 1);
 	ir_b_int(b, "keepdims", 0);
 	Value *y = ir_b1(b, OP_REDUCE_SUM, y3);

@@ -267,10 +267,7 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 		int64_t ax = 1, zero = 0;
 		Value *ids3 = reshape(&b, s.ids, 3, mdim), *z = ir_b_const_i(&b, DT_I32, &zero, 1, 0);
 		Value *keep = ir_b2(&b, OP_GREATER_EQUAL, ids3, z);
-		if (slots->type.dt != DT_F32) {	/* x's type (slots_x): the partial sum in f32 */
-			ir_b_str(&b, "to", "f32");
-			slots = ir_b1(&b, OP_CAST, slots);
-		}
+		slots = lower_moe_f32(&b, slots);	/* x's type (slots_x): the partial sum in f32 */
 		Value *s3 = reshape(&b, slots, 3, sdim), *fz = ir_b_const_f(&b, DT_F32, 0);
 		Value *in3[3] = {keep, s3, fz};
 		Node *w = b.err ? NULL : ir_b_node(&b, OP_WHERE, in3, 3, 1);

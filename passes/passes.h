@@ -125,6 +125,8 @@ Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
 /* Each slot's weighted expert output, [T'*k, H] f32 (slots_x: x's type) in slot order (named:
  * offs, rows, src, xs, act, down, slots, if not NULL). */
 Value *lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named);
+/* v cast to f32 (as it is when f32 already, or NULL). */
+Value *lower_moe_f32(Builder *b, Value *v);
 /* slots [T*k,H] summed in f32 over k in choice order, cast to dt. */
 Value *lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt);
 /* v[i] named "<moe's result>.suffix[i]" (NULL entries skipped). */
