@@ -144,9 +144,9 @@ typedef struct CgModule CgModule;
 CgModule *cg_module_new(const CgTarget *t, const char *name, Diag *d);
 void cg_module_free(CgModule *m);
 const CgTarget *cg_module_target(const CgModule *m);
-void cg_module_set_debug(CgModule *m, unsigned debug);	/* DBG_* flags (util.h) */
+void cg_module_set_debug(CgModule *m, DbgFlags debug);	/* DBG_* flags (util.h) */
 void cg_module_keep_ir(CgModule *m);	/* its IR is wanted whole after codegen (--emit=llvm) */
-unsigned cg_module_debug(const CgModule *m);
+DbgFlags cg_module_debug(const CgModule *m);
 int cg_module_nkernel(const CgModule *m);
 const CgKernel *cg_module_kernel(const CgModule *m, int i);
 const CgKernel *cg_module_find(const CgModule *m, const char *name);
@@ -701,7 +701,7 @@ enum {
 	CG_WGPROBE_WRITE_IN_FLIGHT = 1 << 1,	/* a shared store before wgmma.wait_group */
 	CG_WGPROBE_NO_WAIT = 1 << 2,		/* no wgmma.wait_group at all */
 };
-int cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d);
+int cg_emit_wgmma_probe(CgModule *m, const char *name, int n, DbgFlags flags, Diag *d);
 
 /*
  * A kernel "name(A, D, A_map)" of one warpgroup: thread 0 loads the 16x64
@@ -717,7 +717,7 @@ enum {
 	CG_TMAPROBE_OVERWRITE = 1 << 3,		/* st.shared into the box while the copy is in flight */
 	CG_TMAPROBE_STRAY_TX = 1 << 4,		/* after the wait, arrive.expect_tx 16 that no copy completes */
 };
-int cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d);
+int cg_emit_tma_probe(CgModule *m, const char *name, DbgFlags flags, Diag *d);
 /* The probe's tensor map over A [rows][64] bf16. */
 CgTmap cg_tma_probe_map(int rows);
 /*
@@ -739,7 +739,7 @@ enum {
 	CG_TURNS_EXTRA_ARRIVE = 1 << 1,	/* a hand-over after the last turn: nobody takes it */
 	CG_TURNS_HALF_COUNT = 1 << 2,	/* bar.arrive counting 128 threads, not 256 */
 };
-int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d);
+int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, DbgFlags flags, Diag *d);
 /* The most registers per thread a CTA of that many threads can start with
  * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
 int cg_regs_per_thread(int threads);
@@ -1096,7 +1096,7 @@ struct CgModule {
 	int module_owned_elsewhere;	/* emu: the JIT owns M */
 	char *host_triple;	/* emu */
 	void *jit;		/* emu: the execution engine */
-	unsigned debug;		/* DBG_* flags (util.h) */
+	DbgFlags debug;		/* DBG_* flags (util.h) */
 	int keep_ir;		/* its IR is printed after codegen: share.c takes none of its kernels */
 };
 const char *cg_target_features(const CgTarget *t);

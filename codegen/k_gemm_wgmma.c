@@ -935,7 +935,7 @@ gemm_wgmma_mainloop(G *g)
  * fragment.  The flags break it on purpose, for the emulator to notice.
  */
 int
-cg_emit_wgmma_probe(CgModule *m, const char *name, int n, unsigned flags, Diag *d)
+cg_emit_wgmma_probe(CgModule *m, const char *name, int n, DbgFlags flags, Diag *d)
 {
 	CgParam p[3] = {{CGP_PTR, "A"}, {CGP_PTR, "B"}, {CGP_PTR, "D"}};
 	int block[3] = {128, 1, 1}, nch = 128 + 2 * n;
@@ -1024,7 +1024,7 @@ cg_gemm_mainloop_for(const CgModule *m, const GemmSpec *s)
 }
 
 int
-cg_arch_fp8_mma(const char *sm, unsigned debug)
+cg_arch_fp8_mma(const char *sm, DbgFlags debug)
 {
 	CgTarget t = {sm, NULL, 3};
 

@@ -1418,7 +1418,7 @@ cg_tma_probe_map(int rows)
 }
 
 int
-cg_emit_tma_probe(CgModule *m, const char *name, unsigned flags, Diag *d)
+cg_emit_tma_probe(CgModule *m, const char *name, DbgFlags flags, Diag *d)
 {
 	CgParam p[4] = {{CGP_PTR, "A"}, {CGP_PTR, "D"}, {CGP_TMAP, "A_map"}, {CGP_I32, "row0"}};
 	CgTmap map = cg_tma_probe_map(16);
@@ -1494,7 +1494,7 @@ cg_emit_regs_probe(CgModule *m, const char *name, int entry, int dec, int inc, D
 }
 
 int
-cg_emit_turns_probe(CgModule *m, const char *name, int rounds, unsigned flags, Diag *d)
+cg_emit_turns_probe(CgModule *m, const char *name, int rounds, DbgFlags flags, Diag *d)
 {
 	CgParam p[1] = {{CGP_PTR, "D"}};
 	int block[3] = {256, 1, 1};

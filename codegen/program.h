@@ -25,7 +25,7 @@ int cg_target_check(const CgTarget *t, Diag *d);	/* 0 or a diagnostic */
 /* Whether kernels for target sm (a --arch name) run FP8 x FP8 GEMMs
  * (GemmSpec.f8, k_gemm_wgmma.c): sm_90a, or the emulator with
  * DBG_EMU_WGMMA in debug.  The passes fuse for them (PassOpts.fp8_mma). */
-int cg_arch_fp8_mma(const char *sm, unsigned debug);
+int cg_arch_fp8_mma(const char *sm, DbgFlags debug);
 
 /* program.c: a fused module into kernels, a launch plan and a bundle */
 
@@ -56,7 +56,7 @@ struct CgCompileOpts {
 	DType precision;	/* GEMMs with f32 operands: f32 (exact, CUDA cores), bf16 or f16
 				 * (tensor cores, f32 accumulation) */
 	CgCache *cache;		/* NULL, or results to reuse and add to (cache.c) */
-	unsigned debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
+	DbgFlags debug;		/* DBG_* flags (util.h): DBG_MANIFEST, DBG_CG_DUMP, DBG_EMU_WGMMA */
 	const struct CgTuning *tuning;	/* --tuning=FILE: measured tiles first; NULL: the heuristic */
 	int ep_rank;		/* --ep=N: the rank whose module this is (its "ep" line) */
 	int tune_candidates;	/* --tune-candidates: "candidate" lines for moert tune (one target) */

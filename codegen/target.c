@@ -345,12 +345,12 @@ cg_module_keep_ir(CgModule *m)
 }
 
 void
-cg_module_set_debug(CgModule *m, unsigned debug)
+cg_module_set_debug(CgModule *m, DbgFlags debug)
 {
 	m->debug = debug;
 }
 
-unsigned
+DbgFlags
 cg_module_debug(const CgModule *m)
 {
 	return m->debug;

@@ -136,7 +136,7 @@ gemm_dequant(const Graph *g, const Node *n)
 }
 
 static int
-fold_node(Graph *g, Node *n, Diag *d, unsigned debug)
+fold_node(Graph *g, Node *n, Diag *d, DbgFlags debug)
 {
 	Tensor in[64], out[16];
 	int from_weight = 0, changed = 0, nin = 0;

@@ -49,7 +49,7 @@ typedef struct {
 	Diag *d;
 	Report *report;		/* may be NULL: decisions are not recorded */
 	const EpOpts *ep;	/* NULL: no expert parallelism */
-	unsigned debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
+	DbgFlags debug;		/* DBG_* (util.h): set by pass_run from PassOpts.debug */
 	int fp8_mma;		/* PassOpts.fp8_mma, set by pass_run */
 	int64_t max_tokens;	/* PassOpts.max_tokens, set by pass_run */
 } PassCtx;
@@ -72,7 +72,7 @@ typedef struct {
 	int ncheck_inputs;
 	int print_flags;	/* IR_PRINT_LOC */
 	FILE *dump;		/* where dumps go; NULL: stderr */
-	unsigned debug;		/* DBG_* flags (util.h): DBG_FOLD */
+	DbgFlags debug;		/* DBG_* flags (util.h): DBG_FOLD */
 	int fp8_mma;		/* every target runs FP8 x FP8 GEMMs (sm_90a): fuse-dequant also
 				 * moves an fp8 activation's dequantize into the GEMM */
 	int64_t max_tokens;	/* compile --max-tokens (0: unknown): split-f32 leaves a decode-only

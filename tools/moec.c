@@ -173,7 +173,7 @@ moec_apply(const OptArgs *a, MoecOpts *o, Diag *d)
  * here and nowhere else.  0, or -1 with a diagnostic (an unknown name).
  */
 static int
-moec_debug(const OptArgs *a, unsigned *flags, Diag *d)
+moec_debug(const OptArgs *a, DbgFlags *flags, Diag *d)
 {
 	char why[256];
 

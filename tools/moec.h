@@ -14,7 +14,7 @@ typedef struct {
 	PassOpts pass;
 	int level;		/* the Diag's level: -1 with -q, 1 with -v */
 	EpOpts ep;		/* --ep=N (ranks 0: none); ep.rank set per module */
-	unsigned debug;		/* DBG_* (util.h): --debug=LIST, and their former variables */
+	DbgFlags debug;		/* DBG_* (util.h): --debug=LIST, and their former variables */
 } MoecOpts;
 
 /* Parse subcommand cmd's arguments (opt.h) into a and o, and set up d

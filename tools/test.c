@@ -353,7 +353,7 @@ load_dir(const char *dir, const MoecOpts *o, Diag *d)
 
 /* The compiled program for --emulate; NULL after a FAIL line. */
 static CgProgram *
-emu_program(const char *dir, Module *m, DType precision, const CgTuning *tuning, unsigned debug,
+emu_program(const char *dir, Module *m, DType precision, const CgTuning *tuning, DbgFlags debug,
 	    Diag *d)
 {
 	CgCompileOpts co;

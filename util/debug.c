@@ -116,7 +116,7 @@ const DebugFlag debug_flags[] = {
 const int ndebug_flags = (int)NELEM(debug_flags);
 
 int
-debug_parse(const char *list, unsigned *flags, char *why, size_t whylen)
+debug_parse(const char *list, DbgFlags *flags, char *why, size_t whylen)
 {
 	const char *p = list;
 

@@ -120,51 +120,52 @@ void diag_loc_string(char *buf, size_t n, Loc loc);
  * them in their options structs and never read the environment; the driver
  * also honours each flag's former environment variable (deprecated).
  */
-enum {
-	DBG_FOLD = 1 << 0,	/* fold: a node that fails to evaluate says why */
-	DBG_MANIFEST = 1 << 1,	/* codegen: print the manifest before its check */
-	DBG_CG_DUMP = 1 << 2,	/* codegen: print a kernel LLVM's verifier refuses */
-	DBG_EMU_WGMMA = 1 << 3,	/* codegen: the emulator stands for sm_90a's wgmma mainloop */
-	DBG_ROUNDTRIP = 1 << 4,	/* moec opt: print(parse(print(m))) == print(m), checked */
-	DBG_EMU_WS = 1 << 5,	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
-	DBG_WS_GATHER = 1 << 6,	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
-	DBG_WS_PINGPONG = 1 << 7,	/* codegen: warp-specialised GEMMs take ping-pong consumers where they may */
-	DBG_BQ_V1 = 1 << 8,	/* codegen: quantised B in session 24's e2m1 layout and dequantisation (A/B) */
-	DBG_FULL_BLOCKS = 1 << 9,	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
-	DBG_PERSISTENT_PREFILL = 1 << 10,	/* codegen: prefill grouped GEMMs persistent (measured slower) */
-	DBG_NO_FRONT = 1 << 11,	/* codegen: no decode fronts (k_front.c): the kernels they replace */
-	DBG_SIMT_ROUTER = 1 << 12,	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
-	DBG_ROW_KERNELS = 1 << 15,	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
-	DBG_BQ_TILES = 1 << 19,	/* codegen: grouped quantised decode GEMMs keep session 26's tiles (no wide stream-K: A/B) */
-	DBG_BQ_DIRECT = 1 << 17,	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
-	DBG_NO_VEC_GEMM = 1 << 14,	/* codegen: decode GEMMs of at most 4 tokens keep 16-row tensor-core tiles (not
+/* A set of debug flags: 64 bits, one per row of debug.c's table. */
+typedef uint64_t DbgFlags;
+#define DBG_BIT(n) ((DbgFlags)1 << (n))
+#define DBG_FOLD DBG_BIT(0)	/* fold: a node that fails to evaluate says why */
+#define DBG_MANIFEST DBG_BIT(1)	/* codegen: print the manifest before its check */
+#define DBG_CG_DUMP DBG_BIT(2)	/* codegen: print a kernel LLVM's verifier refuses */
+#define DBG_EMU_WGMMA DBG_BIT(3)	/* codegen: the emulator stands for sm_90a's wgmma mainloop */
+#define DBG_ROUNDTRIP DBG_BIT(4)	/* moec opt: print(parse(print(m))) == print(m), checked */
+#define DBG_EMU_WS DBG_BIT(5)	/* codegen: the emulator stands for sm_90a's warp-specialised mainloop */
+#define DBG_WS_GATHER DBG_BIT(6)	/* codegen: gathered-A GEMMs may take the warp-specialised mainloop on sm_90a */
+#define DBG_WS_PINGPONG DBG_BIT(7)	/* codegen: warp-specialised GEMMs take ping-pong consumers where they may */
+#define DBG_BQ_V1 DBG_BIT(8)	/* codegen: quantised B in session 24's e2m1 layout and dequantisation (A/B) */
+#define DBG_FULL_BLOCKS DBG_BIT(9)	/* codegen: wgmma over a tile's 64-row blocks past its rows too */
+#define DBG_PERSISTENT_PREFILL DBG_BIT(10)	/* codegen: prefill grouped GEMMs persistent (measured slower) */
+#define DBG_NO_FRONT DBG_BIT(11)	/* codegen: no decode fronts (k_front.c): the kernels they replace */
+#define DBG_SIMT_ROUTER DBG_BIT(12)	/* split-f32: no bf16 x3 split; f32 GEMMs stay on CUDA cores */
+#define DBG_ROW_KERNELS DBG_BIT(15)	/* codegen: RMSNorm/rstd keep the body's row kernels (no k_norm.c) */
+#define DBG_BQ_TILES DBG_BIT(19)	/* codegen: grouped quantised decode GEMMs keep session 26's tiles (no wide stream-K: A/B) */
+#define DBG_BQ_DIRECT DBG_BIT(17)	/* codegen: quantised decode GEMMs on direct B with lane vectors (opt-in: no faster yet) */
+#define DBG_NO_VEC_GEMM DBG_BIT(14)	/* codegen: decode GEMMs of at most 4 tokens keep 16-row tensor-core tiles (not
 				 * k_gemm_vec.c's warp dot products), fronts their unsplit rows (A/B) */
-	DBG_MID_PERSISTENT = 1 << 13,	/* codegen: mid-T grouped GEMMs persistent, heavy first (sm_90a default; flag: emulator too) */
-	DBG_F8_COL_SCALES = 1 << 16,	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
-	DBG_OLD_ROWS = 1 << 23,	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
-	DBG_F8_C2 = 1 << 20,	/* codegen: grouped FP8 GEMMs in clusters of 2 sharing B (cluster default; flag: emulator too) */
-	DBG_WG_WIDE = 1 << 22,	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
-	DBG_STREAM_WAVES = 1 << 18,	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
-	DBG_GROUPED_C2 = 1 << 24,	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */
-	DBG_VEC_AHEAD = 1 << 26,	/* codegen: fronts' barrier-free top-k and sort at every T (the default at T <= 4) */
-	DBG_SK_UNROLL = 1 << 29,	/* codegen: static stream-K loops unrolled over the stages (GPU default; flag: emulator too) */
-	DBG_DIV_RN = 1 << 25,	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
-	DBG_F8_CP = 1 << 28,	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
-	DBG_GROUPED_LEAN = 1 << 21,	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
-	DBG_GELU_TANH = 1 << 30,	/* codegen: GELU (tanh) by tanh, not x sigmoid(2u) (session 29's kernels; A/B) */
-	DBG_SLOTS_X = (int)(1u << 31),	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
-	DBG_PDL = 1 << 27,	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
-};
+#define DBG_MID_PERSISTENT DBG_BIT(13)	/* codegen: mid-T grouped GEMMs persistent, heavy first (sm_90a default; flag: emulator too) */
+#define DBG_F8_COL_SCALES DBG_BIT(16)	/* codegen: FP8 GEMMs read a B scale a column, also of 128-row blocks (A/B) */
+#define DBG_OLD_ROWS DBG_BIT(23)	/* codegen: the one-CTA permute and the body kernel's combine (before session 27; A/B) */
+#define DBG_F8_C2 DBG_BIT(20)	/* codegen: grouped FP8 GEMMs in clusters of 2 sharing B (cluster default; flag: emulator too) */
+#define DBG_WG_WIDE DBG_BIT(22)	/* codegen: dense bf16/f16 WS GEMMs on 64x256 warpgroup tiles (GemmSpec.wg_wide; A/B) */
+#define DBG_STREAM_WAVES DBG_BIT(18)	/* codegen: decode stream-K over W runs per CTA slot (max_tokens > 4; A/B) */
+#define DBG_GROUPED_C2 DBG_BIT(24)	/* codegen: grouped bf16 prefill GEMMs in clusters of 2 sharing B (k_gemm_ws.c; A/B) */
+#define DBG_VEC_AHEAD DBG_BIT(26)	/* codegen: fronts' barrier-free top-k and sort at every T (the default at T <= 4) */
+#define DBG_SK_UNROLL DBG_BIT(29)	/* codegen: static stream-K loops unrolled over the stages (GPU default; flag: emulator too) */
+#define DBG_DIV_RN DBG_BIT(25)	/* codegen: tanh/erf (GELU) divide by div.rn, not its branch-free fast path (A/B) */
+#define DBG_F8_CP DBG_BIT(28)	/* codegen: FP8 gate|up keeps the cp.async wgmma mainloop, not the warp-specialised one (A/B) */
+#define DBG_GROUPED_LEAN DBG_BIT(21)	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
+#define DBG_GELU_TANH DBG_BIT(30)	/* codegen: GELU (tanh) by tanh, not x sigmoid(2u) (session 29's kernels; A/B) */
+#define DBG_SLOTS_X DBG_BIT(31)	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
+#define DBG_PDL DBG_BIT(27)	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
-	unsigned bit;
+	DbgFlags bit;
 	const char *env;	/* the deprecated alias: set, and not "" or "0"; NULL: none */
 	const char *help;
 } DebugFlag;
 extern const DebugFlag debug_flags[];
 extern const int ndebug_flags;
 /* Add the flags of a comma list to *flags: 0, or -1 with why (an unknown name). */
-int debug_parse(const char *list, unsigned *flags, char *why, size_t whylen);
+int debug_parse(const char *list, DbgFlags *flags, char *why, size_t whylen);
 int debug_names_line(int *next, char *buf, size_t n, size_t width);
 
 /* str.c */

@@ -118,7 +118,7 @@ emu_opts(CgCompileOpts *co, int64_t max_tokens)
 /* text through the default passes and codegen for one target, as moec
  * compile runs them; *m, the module, is freed after the program. */
 static CgProgram *
-compile_text(const char *name, const char *text, const char *arch, int64_t max_tokens, unsigned debug, Module **m)
+compile_text(const char *name, const char *text, const char *arch, int64_t max_tokens, DbgFlags debug, Module **m)
 {
 	PassOpts o;
 	Diag d;
@@ -239,7 +239,7 @@ prefill_launches(const CgProgram *p, int *n, int *persistent)
  */
 START_TEST(test_program_prefill_192_persistent)
 {
-	static const unsigned dbg[] = {0, DBG_PERSISTENT_PREFILL, DBG_EMU_WGMMA | DBG_EMU_WS,
+	static const DbgFlags dbg[] = {0, DBG_PERSISTENT_PREFILL, DBG_EMU_WGMMA | DBG_EMU_WS,
 				       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_PERSISTENT_PREFILL, DBG_EMU_WGMMA | DBG_FULL_BLOCKS};
 	Diag d;
 	Module *m, *ref;
@@ -256,7 +256,7 @@ START_TEST(test_program_prefill_192_persistent)
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		prefill_launches(p, &n, &pers);
-		ck_assert_msg(n == 2, "debug %#x: %d prefill launches", dbg[i], n);
+		ck_assert_msg(n == 2, "debug %#llx: %d prefill launches", (unsigned long long)dbg[i], n);
 		ck_assert_int_eq(pers, dbg[i] & DBG_PERSISTENT_PREFILL ? 2 : 0);
 		check_wide(p, ref, 100, 192);
 		check_wide(p, ref, 256, 192);
@@ -277,7 +277,7 @@ END_TEST
  */
 START_TEST(test_program_slots_x_matches_interpreter)
 {
-	static const unsigned dbg[] = {0, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2};
+	static const DbgFlags dbg[] = {0, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2};
 	Module *m = NULL, *ref = NULL;
 	PassOpts o;
 	Diag d;
@@ -391,7 +391,7 @@ START_TEST(test_front_routing_is_the_interpreters)
 	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
 	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4 */
 	static const struct {
-		unsigned debug;
+		DbgFlags debug;
 		int64_t mt, ts[3];
 	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
 		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}};
@@ -831,7 +831,7 @@ static const char split_wide_block[] =
 
 /* Memset steps and launches of module m compiled for the emulator at max_tokens 64. */
 static CgProgram *
-steps64(Module *m, unsigned debug, int *memsets, int *launch)
+steps64(Module *m, DbgFlags debug, int *memsets, int *launch)
 {
 	CgCompileOpts co;
 	Diag d;
@@ -925,7 +925,7 @@ typedef struct {
 } Tuned;
 
 static void
-tuned_compile(Tuned *u, const char *text, unsigned debug)
+tuned_compile(Tuned *u, const char *text, DbgFlags debug)
 {
 	Diag d;
 	CgCompileOpts co;

@@ -227,7 +227,7 @@ END_TEST
 
 /* The passes over text, the fusion report and the IR afterwards. */
 static void
-run_passes(const char *text, int64_t max_tokens, unsigned debug, char **report, char **ir)
+run_passes(const char *text, int64_t max_tokens, DbgFlags debug, char **report, char **ir)
 {
 	Diag d;
 	Module *m;
@@ -255,7 +255,7 @@ run_passes(const char *text, int64_t max_tokens, unsigned debug, char **report, 
 }
 
 static void
-expect_kept(const char *text, int64_t max_tokens, unsigned debug, const char *why)
+expect_kept(const char *text, int64_t max_tokens, DbgFlags debug, const char *why)
 {
 	char *rep, *ir;
 

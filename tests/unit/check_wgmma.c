@@ -441,7 +441,7 @@ END_TEST
 
 /* Run the probe; 0 with the relative error in *err, or -1 with the diagnostic in msg. */
 static int
-run_probe(int n, unsigned flags, double *err, char *msg, size_t nmsg)
+run_probe(int n, DbgFlags flags, double *err, char *msg, size_t nmsg)
 {
 	CgTarget t = {"emu", NULL, 3};
 	Diag d;

@@ -1056,7 +1056,7 @@ static const char prog_moe[] =
 
 START_TEST(test_ws_pingpong_program_against_interpreter)
 {
-	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_PINGPONG;
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_PINGPONG;
 
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k4", "w2x2x2+4 s6 ws tma pingpong persistent", 2e-2, dbg);
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "w2x2x2+4 s6 ws tma cp.async-a pingpong persistent",
@@ -1084,7 +1084,7 @@ static const char prog_c2[] =
 
 START_TEST(test_ws_grouped_c2_program_against_interpreter)
 {
-	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2;
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2;
 
 	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
 	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
@@ -1158,7 +1158,7 @@ static const char prog_dense[] =
 
 START_TEST(test_ws_pingpong_per_bucket_program)
 {
-	unsigned dbg = DBG_EMU_WGMMA | DBG_EMU_WS;
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS;
 
 	gh_check_program_max(prog_dense, 100, 4096, "dd_k0_t65_1024", "w2x2x2+4 s6 ws tma pingpong persistent",
 			     2e-2, dbg);
@@ -1446,7 +1446,7 @@ END_TEST
 /* The probe (256 threads, 5 turns each) on the emulator: 0 with D[t] = t
  * checked, or -1 with the diagnostic in msg. */
 static int
-run_turns_probe(unsigned flags, char *msg, size_t n)
+run_turns_probe(DbgFlags flags, char *msg, size_t n)
 {
 	CgTarget t = {"emu", NULL, 3};
 	int32_t D[10];
@@ -1506,7 +1506,7 @@ END_TEST
 
 /* Run the probe with flags over A [20][64] from row 8; 0, or -1 with the diagnostic in msg. */
 static int
-run_probe(unsigned flags, uint16_t *A, uint16_t *D, char *msg, size_t n)
+run_probe(DbgFlags flags, uint16_t *A, uint16_t *D, char *msg, size_t n)
 {
 	CgTarget t = {"emu", NULL, 3};
 	CgTmap map = cg_tma_probe_map(20);
@@ -1555,7 +1555,7 @@ END_TEST
 START_TEST(test_ws_tma_probe_hazards_are_diagnostics)
 {
 	static const struct {
-		unsigned flags;
+		DbgFlags flags;
 		const char *says;
 	} bad[] = {
 		{CG_TMAPROBE_NO_WAIT, "before waiting for phase 0"},
@@ -1570,7 +1570,7 @@ START_TEST(test_ws_tma_probe_hazards_are_diagnostics)
 	memset(A, 0, 20 * 64 * 2);
 	for (size_t i = 0; i < NELEM(bad); i++) {
 		ck_assert_int_eq(run_probe(bad[i].flags, A, D, msg, sizeof msg), -1);
-		ck_assert_msg(strstr(msg, bad[i].says), "flags %u: %s", bad[i].flags, msg);
+		ck_assert_msg(strstr(msg, bad[i].says), "flags %#llx: %s", (unsigned long long)bad[i].flags, msg);
 	}
 	free(A);
 	free(D);

@@ -869,21 +869,21 @@ gh_check_program_l2(const char *text, int T, const char *kernel, const char *not
 
 void
 gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
-		       unsigned debug)
+		       DbgFlags debug)
 {
 	gh_check_program_max(text, T, 256, kernel, note, l2, debug);
 }
 
 void
 gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
-		     unsigned debug)
+		     DbgFlags debug)
 {
 	gh_check_program_tuned(text, T, max_tokens, kernel, note, l2, debug, NULL);
 }
 
 void
 gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
-		       unsigned debug, const char *tuning)
+		       DbgFlags debug, const char *tuning)
 {
 	Module *m = parse(text), *ref = parse(text);
 	Graph *g = ir_main_graph(ref);

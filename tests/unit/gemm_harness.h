@@ -152,12 +152,12 @@ void gh_check_program_l2(const char *text, int T, const char *kernel, const char
 /* The same with debug flags for the passes and the compile (DBG_EMU_WGMMA:
  * the emulator stands for sm_90a, FP8 x FP8 included). */
 void gh_check_program_debug(const char *text, int T, const char *kernel, const char *note, double l2,
-			    unsigned debug);
+			    DbgFlags debug);
 /* The same, the plan for up to max_tokens (256 above: the prefill plan's tiles need more). */
 void gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel, const char *note,
-			  double l2, unsigned debug);
+			  double l2, DbgFlags debug);
 /* ... with a tuning table (a file; NULL: none), as moec compile --tuning. */
 void gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note,
-			    double l2, unsigned debug, const char *tuning);
+			    double l2, DbgFlags debug, const char *tuning);
 
 #endif
