@@ -915,10 +915,6 @@ struct CgFrontSpec {
 				 * cg_front_split allows (--debug=no-vec-gemm: not) */
 	int acq_rel;		/* the hand-over's fences fence.acq_rel.gpu (a release before each
 				 * flag, an acquire after the waits), not fence.sc.gpu */
-	int64_t pf_bytes;	/* > 0 (--debug=pdl, warp-dot gate|up after it): the last CTA sends the
-				 * first pf_bytes of the next GEMM's weights, its experts' in order,
-				 * toward L2 ("pf_w" param; sm_90: cp.async.bulk.prefetch.L2) */
-	int64_t pf_expert;	/* ... the bytes of one expert's weights there (B [E,N,K]: N K esize) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

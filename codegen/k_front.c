@@ -69,7 +69,7 @@ struct Fr {
 	CgFn *f;
 	const CgFrontSpec *s;
 	LLVMValueRef x, gamma, w, bias, selbias, h, rstd, logits, weights, ids, offs, rows, pos, flags,
-		zero_words, pf_w, T;
+		zero_words, T;
 	LLVMValueRef lane, warp, cta, e, grp;	/* CTA cta = (slice, experts e .. e+EB-1), grp = cta % (E/EB) */
 	LLVMValueRef wk[KEEP_MAX], gk[KEEP_MAX];	/* preload(): the W row and gamma */
 	int kept;
@@ -521,46 +521,6 @@ gather_flags(Fr *r)
 	cg_barrier(f);
 }
 
-/*
- * The next GEMM's first weights toward L2 (CgFrontSpec.pf_bytes, --debug=pdl;
- * sm_90's cp.async.bulk.prefetch.L2, a hint: nothing on the emulator or
- * older targets): the warp-dot gate|up's first items are its experts' first
- * columns in expert order, so thread t takes expert t, t + threads, ...
- * and, when the expert has rows, sends the bytes of its weights that lie
- * within the first pf_bytes of that order (the rows before it stand for the
- * experts before it: the same at T = 1), in chunks of PF_CHUNK.  Every
- * address lies in expert e's weights whatever the offsets say.
- */
-#define PF_CHUNK (64 << 10)
-
-static void
-prefetch_next(Fr *r)
-{
-	CgFn *f = r->f;
-	const CgFrontSpec *s = r->s;
-	LLVMValueRef e, o0, o1, start, n, i, a[2];
-	CgLoop l, lc;
-	CgIf c;
-
-	if (s->pf_bytes <= 0 || f->emu || !cg_target_has(cg_module_target(f->m), CG_TMA))
-		return;
-	cg_barrier(f);	/* the offsets written */
-	e = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, s->route.E), cg_i32(f, 32 * r->nw));
-	o0 = cg_gload(f, f->ti32, cg_gep(f, r->offs, cg_sext64(f, e), 4), 4);
-	o1 = cg_gload(f, f->ti32, cg_gep(f, r->offs, cg_sext64(f, cg_addi(f, e, 1)), 4), 4);
-	start = cg_muli(f, cg_sext64(f, o0), s->pf_expert);
-	n = cg_min(f, cg_i64(f, s->pf_expert), cg_sub(f, cg_i64(f, s->pf_bytes), start));
-	cg_if(f, &c, LLVMBuildAnd(f->B, cg_lt(f, o0, o1), cg_lt(f, start, cg_i64(f, s->pf_bytes)), ""));
-	i = cg_loop(f, &lc, cg_i64(f, 0), n, cg_i64(f, PF_CHUNK));
-	a[0] = LLVMBuildPtrToInt(f->B, cg_gep(f, r->pf_w, cg_add(f, cg_muli(f, cg_sext64(f, e), s->pf_expert), i), 1),
-				 f->ti64, "");
-	a[1] = LLVMBuildTrunc(f->B, cg_min(f, cg_i64(f, PF_CHUNK), cg_sub(f, n, i)), f->ti32, "");
-	cg_asm(f, NULL, "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", a, 2, 1);
-	cg_endloop(f, &lc);
-	cg_endif(f, &c);
-	cg_endloop(f, &l);
-}
-
 static void
 last_cta(Fr *r, int smem0)
 {
@@ -574,7 +534,6 @@ last_cta(Fr *r, int smem0)
 	gather_flags(r);
 	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
 	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
-	prefetch_next(r);
 	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
 	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
 	cg_endloop(f, &l);
@@ -640,8 +599,6 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		P(CGP_PTR, "pos", pos);
 	P(CGP_PTR, "flags", flags);
 	P(CGP_I32, "zero_words", zero_words);
-	if (s->pf_bytes > 0)
-		P(CGP_PTR, "pf_w", pf_w);
 	P(CGP_I32, "T", T);
 #undef P
 	r.nw = nwarps(s);

@@ -2448,48 +2448,6 @@ find_fronts(CgProgram *p)
 	}
 }
 
-/*
- * --debug=pdl: the front's last CTA sends the first PF_BYTES of the next
- * grouped GEMM's weights toward L2 (k_front.c, prefetch_next) where that
- * GEMM reads the permute's offsets and is planned as warp dot products
- * (at most VEC_T tokens), whose first items are its experts' first columns
- * in expert order: about its first wave (Qwen3-30B-A3B's gate|up at T = 1:
- * 2112 warps x 2 columns x 2048 x 2 bytes, 17 MB), streamed while the last
- * CTA sorts and the GEMM launches.  The weights (w:NAME) in *w; 0: none.
- */
-enum { PF_BYTES = 16 << 20 };
-
-static int
-front_prefetch(CgProgram *p, const CgFrontMatch *f, CgFrontSpec *s, MArg *w)
-{
-	int64_t t = static_t(f->route) >= 0 ? static_t(f->route) : p->o.max_tokens;
-	char why[256];
-
-	if (!(p->o.debug & DBG_PDL) || (p->o.debug & DBG_NO_VEC_GEMM) || p->o.tune_candidates || t > VEC_T)
-		return 0;
-	for (const Node *n = f->perm->next; n; n = n->next) {
-		GemmSpec g;
-		CgGemmBind gb;
-		if (n->op != OP_CALL || ir_kernel_template(n->callee) != IR_TMPL_GROUPED_GEMM ||
-		    cg_gemm_from_kernel(p->m, n->callee, &g, &gb, why, sizeof why) || gb.offsets < 0 ||
-		    n->in[gb.offsets] != f->perm->out[0])
-			continue;
-		if ((g.b_dt != DT_BF16 && g.b_dt != DT_F16) || g.bq.group > 0 || g.f8.group > 0 ||
-		    g.b_layout != CG_B_NK || (g.b_group_stride && g.b_group_stride != g.N * g.K))
-			return 0;
-		*w = arg_of(p, n->in[gb.b]);
-		if (w->kind != ARG_W)	/* weights only: they are ready before the front */
-			return 0;
-		s->pf_bytes = PF_BYTES;
-		s->pf_expert = g.N * g.K * 2;
-		vec_push(&p->fusion, arena_printf(p->a, "  the front's last CTA sends the first %d MiB of @%s's weights "
-						  "(its experts' in order) toward L2 (--debug=pdl)", PF_BYTES >> 20,
-						  n->callee->name));
-		return 1;
-	}
-	return 0;
-}
-
 /* A front's memset and launch, at its first call; its other calls emit nothing. */
 static int
 emit_front(CgProgram *p, const Node *n, int *done)
@@ -2497,7 +2455,6 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	int fi = front_of(p, n);
 	const CgFrontMatch *f;
 	CgFrontSpec fs;
-	MArg pf;
 	const char *name;
 	const CgKernel *k;
 	MArg *args;
@@ -2512,7 +2469,6 @@ emit_front(CgProgram *p, const Node *n, int *done)
 			return 0;	/* emitted at an earlier call */
 	name = entry_name(p, arena_printf(p->a, "%s.front", f->route->callee->name));
 	fs = f->s;
-	front_prefetch(p, f, &fs, &pf);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_front(p->mod[i], name, &fs, p->d) != 0)
 			return -1;
@@ -2538,8 +2494,6 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	args[np++] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	zw = np;
 	args[np++] = (MArg){.kind = ARG_I32, .v.i = 0};
-	if (fs.pf_bytes > 0)
-		args[np++] = pf;
 	args[np++] = (MArg){.kind = ARG_T};
 	if (np != k->nparam)
 		return diag_error(p->d, n->loc, "kernel %s: %d arguments for %d parameters", name, np,

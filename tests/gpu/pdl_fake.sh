@@ -3,9 +3,9 @@
 # (--debug=pdl, docs/runtime.md) through the bundle and the runtime, on the
 # stand-in driver (fakecuda.c, a 9.0 device): Qwen3-30B-A3B's decode block
 # compiled with the flag has every sm_90a kernel open with griddepcontrol
-# (7 kernels: 7 waits and 7 launch_dependents in the PTX) and say pdl=1, its
-# front prefetch gate|up's weights (one bulk prefetch, gate|up's B bound), and
-# moert launches each of its run steps (front, gate|up, down, combine) with
+# (7 kernels: 7 waits and 7 launch_dependents in the PTX) and say pdl=1, no
+# kernel prefetches weights toward L2 (the front's prefetch measured a loss:
+# Qwen3-30B-A3B T = 1 98 us against 33), and moert launches each of its run steps (front, gate|up, down, combine) with
 # cuLaunchKernelEx's programmatic stream serialization, plainly and as a
 # CUDA graph; without the flag, and for sm_80 code (no griddepcontrol, no
 # pdl=1 lines), nothing is launched so.  The fake's kernels write nothing,
@@ -31,13 +31,8 @@ one pdl80 --arch=sm_80 --debug=pdl
 	-o "$d/pdl.ptx" || fail "compile --emit=ptx"
 [ "$(grep -c 'griddepcontrol.wait;' "$d/pdl.ptx")" = 7 ] || fail "griddepcontrol.wait: $(grep -c griddepcontrol.wait "$d/pdl.ptx") of 7"
 [ "$(grep -c 'griddepcontrol.launch_dependents;' "$d/pdl.ptx")" = 7 ] || fail "launch_dependents"
-# the front's last CTA prefetches gate|up's weights: one bulk prefetch, its pointer k3's B
-[ "$(grep -c 'cp.async.bulk.prefetch.L2.global' "$d/pdl.ptx")" = 1 ] || fail "the front's prefetch"
-"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q --arch=sm_90a --debug=pdl,manifest \
-	-o "$d/m.moeb" 2>"$d/manifest" || fail "compile --debug=manifest"
-b=$(sed -n 's/^launch qwen3_moe_layer0_k3 .* args=[^,]*,[^,]*,\(w:[^,]*\),.*/\1/p' "$d/manifest")
-[ -n "$b" ] && grep -q "^launch qwen3_moe_layer0_k1_front .*,i32:0,$b,T\$" "$d/manifest" ||
-	fail "the front's prefetch pointer is not gate|up's B ($b): $(grep '^launch' "$d/manifest")"
+# no bulk prefetch toward L2 (the front's, removed in session 31: a loss)
+[ "$(grep -c 'cp.async.bulk.prefetch' "$d/pdl.ptx")" = 0 ] || fail "a bulk prefetch in the PTX"
 for n in pdl plain pdl80; do
 	for g in "" --graph; do
 		rm -f "$d/log"
