@@ -3293,6 +3293,28 @@ assemble(CgProgram *p)
 	return rc;
 }
 
+/*
+ * Programmatic dependent launch (--debug=pdl, docs/codegen.md) is the default
+ * for decode bundles (max_tokens <= CG_FRONT_MAX_T: their fronts own the flag
+ * chain) that have a target with griddepcontrol.  The H200's A/B (session 31,
+ * the same bits; CUDA graphs, medians of 3 rounds): Qwen3-30B-A3B T = 1
+ * 0.971x, T = 16 0.979x, DeepSeek-V3 0.993x, Mixtral 0.995x, dense M = 16
+ * 1.000x, gpt-oss-20b 1.008x.  --debug=pdl takes it at every max_tokens.
+ */
+enum { PDL_DECODE_DEFAULT = 1 };
+
+static void
+pdl_default(CgProgram *p)
+{
+	if (!PDL_DECODE_DEFAULT || p->o.max_tokens > CG_FRONT_MAX_T)
+		return;
+	for (int i = 0; i < p->o.narch; i++) {
+		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
+		if (cg_target_has(&t, CG_GRIDDEP))
+			p->o.debug |= DBG_PDL;
+	}
+}
+
 CgProgram *
 cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 {
@@ -3308,6 +3330,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		diag_error(d, LOC_NONE, "between 1 and %d targets, please", (int)NELEM(p->mod));
 		goto fail;
 	}
+	pdl_default(p);
 	if (p->g) {
 		find_fronts(p);
 		find_norms(p);

@@ -94,7 +94,8 @@ const DebugFlag debug_flags[] = {
 	{"pdl", DBG_PDL, NULL,
 	 "compile: kernels for sm_90 and newer open with griddepcontrol.wait and launch_dependents, and their kernel "
 	 "lines say pdl=1: the runtime launches them with programmatic stream serialization, so each one's launch "
-	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch; A/B on the GPU)"},
+	 "and ramp overlap its predecessor's tail (docs/codegen.md, Programmatic dependent launch); the default for "
+	 "bundles of max_tokens <= 64 since session 31, the flag: at every max_tokens"},
 	{"slots-x", DBG_SLOTS_X, NULL,
 	 "lower-moe: each MoE slot (a down projection row times its routing weight) rounded to x's type (bf16, f16) "
 	 "before the f32 sum over the k choices, instead of kept in f32: half the down GEMM's stores and the "

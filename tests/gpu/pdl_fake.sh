@@ -7,8 +7,9 @@
 # kernel prefetches weights toward L2 (the front's prefetch measured a loss:
 # Qwen3-30B-A3B T = 1 98 us against 33), and moert launches each of its run steps (front, gate|up, down, combine) with
 # cuLaunchKernelEx's programmatic stream serialization, plainly and as a
-# CUDA graph; without the flag, and for sm_80 code (no griddepcontrol, no
-# pdl=1 lines), nothing is launched so.  The fake's kernels write nothing,
+# CUDA graph; the same without the flag (the default of decode bundles);
+# above max_tokens 64 without the flag, and for sm_80 code (no griddepcontrol,
+# no pdl=1 lines), nothing is launched so.  The fake's kernels write nothing,
 # so bench's output check fails: what is tested is the launch (the fake
 # logs each programmatic one).  Exit 0 or 1.
 set -u
@@ -17,29 +18,30 @@ d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 fail() { echo "pdl_fake: FAIL: $*"; exit 1; }
 cfg=$src/models/qwen3-30b-a3b/config.json
-one() {	# one NAME FLAGS...: compile
-	n=$1
-	shift
-	"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q "$@" -o "$d/$n.moeb" ||
+one() {	# one NAME MAX_TOKENS FLAGS...: compile
+	n=$1 mt=$2
+	shift 2
+	"$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=$mt -q "$@" -o "$d/$n.moeb" ||
 		fail "compile $n"
 	"$moert" verify "$d/$n.moeb" >/dev/null || fail "moert verify $n"
 }
-one pdl --arch=sm_90a --debug=pdl
-one plain --arch=sm_90a
-one pdl80 --arch=sm_80 --debug=pdl
+one pdl 1 --arch=sm_90a --debug=pdl
+one default 1 --arch=sm_90a	# the default for decode bundles (max_tokens <= 64)
+one plain 65 --arch=sm_90a	# not above
+one pdl80 1 --arch=sm_80 --debug=pdl
 "$moec" compile "$cfg" --layer 0 --synthetic-weights=1 --max-tokens=1 -q --arch=sm_90a --debug=pdl --emit=ptx \
 	-o "$d/pdl.ptx" || fail "compile --emit=ptx"
 [ "$(grep -c 'griddepcontrol.wait;' "$d/pdl.ptx")" = 7 ] || fail "griddepcontrol.wait: $(grep -c griddepcontrol.wait "$d/pdl.ptx") of 7"
 [ "$(grep -c 'griddepcontrol.launch_dependents;' "$d/pdl.ptx")" = 7 ] || fail "launch_dependents"
 # no bulk prefetch toward L2 (the front's, removed in session 31: a loss)
 [ "$(grep -c 'cp.async.bulk.prefetch' "$d/pdl.ptx")" = 0 ] || fail "a bulk prefetch in the PTX"
-for n in pdl plain pdl80; do
+for n in pdl default plain pdl80; do
 	for g in "" --graph; do
 		rm -f "$d/log"
 		MOERT_LIBCUDA=$fake FAKECUDA_ANY=1 FAKECUDA_PDL_LOG=$d/log \
 			"$moert" bench "$d/$n.moeb" --tokens=1 --iters=1 --warmup=0 $g >"$d/out" 2>&1
 		grep -q "never written" "$d/out" || fail "$n $g: $(cat "$d/out")"
-		if [ $n = pdl ]; then
+		if [ $n = pdl ] || [ $n = default ]; then
 			for k in k1_front k3 k4 k7; do
 				grep -qx "qwen3_moe_layer0_$k" "$d/log" || fail "$n $g: $k not launched programmatically"
 			done
