@@ -180,6 +180,7 @@ typedef struct {
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);
 /* RMSNorm scaled by 1 + w (a zero-centred weight), 1 + w in f32. */
 Value *cfg_rms_norm_1p(Cfg *c, Value *x, const char *w, double eps);
+/* LayerNorm with weight w and bias (NULL: none). */
 Value *cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps);
 /* x @ W^T (+ b) for a [out, in] weight named w; bias NULL: none. */
 Value *cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out,

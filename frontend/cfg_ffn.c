@@ -85,13 +85,14 @@ cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps)
 
 	in[0] = x;
 	in[1] = cfg_vector(c, cfg_name(c, "%s", w), RECIPE_NORM, c->hidden, "hidden_size");
-	in[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, c->hidden, "hidden_size");
-	if (!in[1] || !in[2])
+	in[2] = bias ? cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, c->hidden, "hidden_size")
+		     : NULL;
+	if (!in[1] || (bias && !in[2]))
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", w);
 	ir_b_int(&c->b, "axis", -1);
 	ir_b_float(&c->b, "eps", eps);
-	n = ir_b_node(&c->b, OP_LAYER_NORM, in, 3, 1);
+	n = ir_b_node(&c->b, OP_LAYER_NORM, in, bias ? 3 : 2, 1);
 	return n ? n->out[0] : NULL;
 }
 

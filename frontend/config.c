@@ -438,6 +438,7 @@ unwrap(Cfg *c)
 		{"nemotron_h_omni", "nemotron_h", "text_config"},
 		{"qwen3_5", "qwen3_5_text", "text_config"},
 		{"aria", "aria_text", "text_config"},
+		{"minimax_m3_vl", "minimax_m3_vl_text", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
