@@ -868,6 +868,11 @@ static const DsFamily ds_families[] = {
 	 NULL, "gate.e_score_correction_bias", NULL, F32_OK,
 	 "moe_routed_scaling_factor", "moe_router_logit_softcapping",
 	 "shared_expert_intermediate_size", NULL},
+	/* Beam (Reflection): DeepSeek-V3's router, no shared experts; its own
+	 * block (build_beam) */
+	{"beam", 3, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 0, 1e-6,
+	 NULL, "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
@@ -1075,6 +1080,42 @@ build_deepseek(Cfg *c, Value *x)
 	if (fam->post)
 		f = cfg_named(c, f ? cfg_rms_norm(c, f, fam->post, eps) : NULL, "ffn.norm");
 	return residual(c, x, f);
+}
+
+/*
+ * Beam (Reflection): norms on both sides of the FFN and a depth-scaled
+ * residual, the FFN's n-th residual add of the model (n = 2 (L + 1) + 1):
+ *
+ *	y = post_feedforward_layernorm(ffn(pre_feedforward_layernorm(x))) / sqrt(n)
+ *	    + x * sqrt((n - 1) / n)
+ *
+ * ffn: DeepSeek-V3's routed experts (the beam row) on MoE layers, else a
+ * SwiGLU of intermediate_size.
+ */
+static Value *
+build_beam(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6), n = 2.0 * (c->layer + 1) + 1;
+	int moe = deepseek_is_moe(c, c->layer), selbias = 0;
+	MoeSpec s;
+	Value *h, *f;
+
+	if (moe) {
+		read_moe(c, &s, "moe_intermediate_size");
+		deepseek_routing(c, &s, &selbias);
+		check_groups(c, &s);
+	} else {
+		cfg_int(c, "intermediate_size");
+	}
+	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+		return NULL;
+	f = moe ? deepseek_moe(c, h, &s, selbias, 0, 0)
+		: dense_mlp(c, h, "intermediate_size", moe_act(c), 0);
+	c->b.loc.name = NULL;
+	f = cfg_named(c, f ? cfg_rms_norm(c, f, "post_feedforward_layernorm.weight", eps) : NULL,
+		      "ffn.norm");
+	return add(c, scaled(c, f, 1 / sqrt(n), "ffn.scaled"),
+		   scaled(c, x, sqrt((n - 1) / n), "residual.scaled"), "y");
 }
 
 /* --- gpt-oss -------------------------------------------------------------- */
@@ -2260,6 +2301,7 @@ static const struct {
 	{"sarvam_mla", build_deepseek, deepseek_is_moe},
 	{"laguna", build_deepseek, deepseek_is_moe},
 	{"axk1", build_deepseek, deepseek_is_moe},
+	{"beam", build_beam, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},

@@ -61,6 +61,9 @@ static const char *const families[] = {
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
 	/* session 29: Mistral Large 4 (wrapper; saved in Mistral's own names) */
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
+	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
+	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "beam",
+	"flint", "lara_mini",
 };
 
 static char *
