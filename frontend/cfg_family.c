@@ -2326,6 +2326,15 @@ static const struct {
  * relabels one as the nearest family that would build something else. */
 #define HC(m) m "'s decoder layers use hyper-connections: the FFN reads and writes several " \
 	"residual streams mixed by weights computed from them, not one stream x + ffn(norm(x))"
+#define MUSE "Muse Spark's MoE runs its experts in a latent width (pre_expert_proj, a " \
+	"centred RMSNorm, post_expert_proj), normalises each expert's output before the weighted " \
+	"sum (post_expert_norm), and mixes the residual through learned sigmoid gates"
+#define INKLING "Inkling's FFN output passes a short causal convolution over the sequence " \
+	"(mlp_sconv), so a token's output depends on the tokens before it, and its shared experts " \
+	"are weighted by router logits normalised together with the routed ones"
+#define INKLING2 "Inkling 2's FFN input is an attention over earlier blocks' outputs (block " \
+	"attention residuals), a short causal convolution follows the FFN, and its experts use a " \
+	"softcapped SwiGLU"
 static const char *const refused[][2] = {
 	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
 	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
@@ -2348,8 +2357,22 @@ static const char *const refused[][2] = {
 	{"hy_v4_vl_text", HC("HY-V4-VL")},
 	{"qwen4_exp", HC("Qwen4-Exp")},
 	{"qwen4_exp_text", HC("Qwen4-Exp")},
+	/* session 31: the 2026 types whose FFN is not a block moec builds */
+	{"kolibri1", "Kolibri-1's router selects the top-k of logits + expert bias and weighs each "
+	 "choice by the sigmoid of its logit; moec's routers add the selection bias to the scores "
+	 "(sigmoid(logit) + bias), which choose other experts when the bias is not zero"},
+	{"muse_spark", MUSE}, {"muse_spark_text", MUSE},
+	{"inkling", INKLING}, {"inkling_text", INKLING}, {"inkling_mm_model", INKLING},
+	{"inkling2", INKLING2}, {"inkling2_text", INKLING2},
+	{"inkling2_loop", INKLING2}, {"inkling2_loop_text", INKLING2},
+	{"zaya", "ZAYA1's router is an MLP over a state carried over from the previous layer's "
+	 "router, with a 'skip' choice that computes nothing, and its residual sums have learned "
+	 "per-channel scales and biases: the block reads more than the layer's residual stream"},
 };
 #undef HC
+#undef MUSE
+#undef INKLING
+#undef INKLING2
 
 const char *
 cfg_family_refusal(const char *type)
