@@ -468,6 +468,61 @@ START_TEST(test_cfg_real_configs_import_every_layer_fast)
 }
 END_TEST
 
+static const char *variant_dir(const char *fam, const char *sub, void (*edit)(cJSON *));
+
+/* cohere2_moe: x and layer_in play different parts (swapped, far off) on
+ * the MoE and the dense layer alike; the sum strategy and sigmoid scores. */
+static void
+cohere2_sum_sigmoid(cJSON *j)
+{
+	cJSON_ReplaceItemInObject(j, "shared_expert_combination_strategy",
+				  cJSON_CreateString("sum"));
+	cJSON_ReplaceItemInObject(j, "expert_selection_fn", cJSON_CreateString("sigmoid"));
+}
+
+START_TEST(test_cfg_cohere2_moe_parallel_inputs)
+{
+	char *dir = src("tests/fixtures/hf/%s", "cohere2_moe"), *text, cfg[700];
+	Tensor x[2], sw[2], want, y;
+	Compare c;
+	Diag d;
+	Module *m;
+
+	for (int layer = 0; layer < 2; layer++) {
+		m = import(src("tests/fixtures/hf/%s/config.json", "cohere2_moe"), layer, 1, NULL,
+			   NULL, 0, &d);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_int_eq(ir_main_graph(m)->nparam, 2);
+		ck_assert_str_eq(ir_main_graph(m)->param[1]->name, "layer_in");
+		ir_free_module(m);
+	}
+	m = import(src("tests/fixtures/hf/%s/config.json", "cohere2_moe"), 1, 0, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(read_inputs(dir, 0, x), 2);
+	read_pb(dir, 0, "output_0.pb", &want);
+	sw[0] = x[1];
+	sw[1] = x[0];
+	run(m, sw, 2, &y);
+	tensor_compare(&y, &want, 1e-2, 4e-2, &c);
+	ck_assert_msg(c.rel_l2 > 0.1, "rel_l2 %g with the inputs swapped", c.rel_l2);
+	tensor_free(&y);
+	tensor_free(&x[0]);
+	tensor_free(&x[1]);
+	tensor_free(&want);
+	ir_free_module(m);
+	snprintf(cfg, sizeof cfg, "%s/config.json", variant_dir("cohere2_moe", "sum_sigmoid",
+								 cohere2_sum_sigmoid));
+	m = import(cfg, 1, 1, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	text = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(text, "router=sigmoid"));
+	ck_assert_ptr_nonnull(strstr(text, "renorm=1"));
+	ck_assert_ptr_null(strstr(text, "ffn.sum"));	/* summed, not averaged */
+	free(text);
+	ir_free_module(m);
+}
+END_TEST
+
 /* The default layer is the first MoE layer. */
 START_TEST(test_cfg_default_layer_is_first_moe_layer)
 {
@@ -487,6 +542,10 @@ START_TEST(test_cfg_default_layer_is_first_moe_layer)
 		{"step-3.5-flash", "step3p5_layer3"},
 		{"nemotron-3-nano-30b-a3b", "nemotron_h_layer1"},
 		{"phi-3.5-moe-instruct", "phimoe_layer0"},
+		{"laguna-xs.2", "laguna_layer1"},
+		{"beam-1.0-501b-a23b", "beam_layer3"},
+		{"flint", "flint_layer2"},
+		{"minimax-m3", "minimax_m3_vl_text_layer0"},
 	};
 	char text[1024];
 	Diag d;
@@ -601,6 +660,13 @@ static const struct {
 	 "moec reads", 1},
 	{"quant_fbgemm_ub", "quantization_config: error: fbgemm_fp8 activation_scale_ub must be a "
 	 "positive number", 1},
+	/* session 31's 2026 types */
+	{"cohere2_moe_combination", "shared_expert_combination_strategy: error: 'max' is not sum or "
+	 "average", 1},
+	{"cohere2_moe_selection", "expert_selection_fn: error: 'relu' is not softmax or sigmoid", 1},
+	{"laguna_negative_softcap", "moe_router_logit_softcapping: error: must not be negative", 1},
+	{"kolibri1", "model_type: error: model_type 'kolibri1' is not built: Kolibri-1's router "
+	 "selects the top-k of logits + expert bias", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -1738,6 +1804,7 @@ config_suite(void)
 	tcase_add_loop_test(tc, test_cfg_dump_round_trips, 0, (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
+	tcase_add_test(tc, test_cfg_cohere2_moe_parallel_inputs);
 	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
 	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
