@@ -185,6 +185,9 @@ Value *cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double 
 /* x @ W^T (+ b) for a [out, in] weight named w; bias NULL: none. */
 Value *cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out,
 		  int64_t in, const char *why);
+/* The same with the weight (and bias, or NULL) made already; name the
+ * weight's, for the node's location and the value's name. */
+Value *cfg_linear_of(Cfg *c, Value *x, Value *w, Value *bias, const char *name);
 Value *cfg_act(Cfg *c, Value *x, const char *act);	/* silu gelu gelu_tanh relu */
 /* hidden_act / activation_function as one of cfg_act's names; NULL if unknown. */
 const char *cfg_hf_act(Cfg *c, const char *key, const char *def);

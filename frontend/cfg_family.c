@@ -458,20 +458,17 @@ oai_mlp(Cfg *c, Value *h, const char *mod, int64_t I, const char *ikey, const Mo
 	WSpec w = cfg_wspec(c, cfg_name(c, "%s.gate_up_proj.weight", mod), RECIPE_MATRIX, 2,
 			    (int64_t[]){2 * I, H}, arena_printf(c->m->arena, "2*%s x hidden_size",
 								ikey));
-	Value *op[2] = {h, NULL}, *a;
-	Node *n;
+	Value *wv, *a;
 
+	w.quant = QW_LINEAR;
 	if (c->st && !cfg_ckpt_has(c, w.name)) {
 		cfg_add_piece(&w, cfg_name(c, "%s.gate_proj.weight", mod), 0, 2, (int64_t[]){I, H}, 0);
 		cfg_add_piece(&w, cfg_name(c, "%s.up_proj.weight", mod), I * H, 2, (int64_t[]){I, H},
 			      0);
 	}
-	if (!(op[1] = cfg_weight(c, &w)))
+	if (!(wv = cfg_weight(c, &w)))
 		return NULL;
-	c->b.loc.name = cfg_name(c, "%s", mod);
-	ir_b_int(&c->b, "trans_b", 1);
-	n = ir_b_node(&c->b, OP_MATMUL, op, 2, 1);
-	a = cfg_named(c, n ? n->out[0] : NULL, arena_printf(c->m->arena, "%s.gate_up_proj", mod));
+	a = cfg_linear_of(c, h, wv, NULL, arena_printf(c->m->arena, "%s.gate_up_proj.weight", mod));
 	ir_b_str(&c->b, "act", "oai");
 	ir_b_str(&c->b, "layout", "concat");
 	ir_b_float(&c->b, "alpha", s->alpha);

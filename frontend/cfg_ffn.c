@@ -100,20 +100,25 @@ Value *
 cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out, int64_t in,
 	   const char *why)
 {
-	Value *op[3] = {x, NULL, NULL};
+	Value *wv = cfg_weight2(c, cfg_name(c, "%s", w), out, in, why), *bv = NULL;
+
+	if (bias)
+		bv = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, out, why);
+	return wv && (!bias || bv) ? cfg_linear_of(c, x, wv, bv, w) : NULL;
+}
+
+Value *
+cfg_linear_of(Cfg *c, Value *x, Value *w, Value *bias, const char *name)
+{
+	Value *op[3] = {x, w, bias};
 	Node *n;
 
-	op[1] = cfg_weight2(c, cfg_name(c, "%s", w), out, in, why);
-	if (bias)
-		op[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, out, why);
-	if (!op[1] || (bias && !op[2]))
-		return NULL;
-	c->b.loc.name = cfg_name(c, "%s", w);
+	c->b.loc.name = cfg_name(c, "%s", name);
 	if (!(op[0] = cfg_quant_act(c, x, op[1])))
 		return NULL;
 	ir_b_int(&c->b, "trans_b", 1);
 	n = ir_b_node(&c->b, OP_MATMUL, op, bias ? 3 : 2, 1);
-	return n ? cfg_named(c, n->out[0], modname(c, w)) : NULL;
+	return n ? cfg_named(c, n->out[0], modname(c, name)) : NULL;
 }
 
 Value *
