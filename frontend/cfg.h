@@ -175,6 +175,8 @@ typedef struct {
 	const char *ekey, *ikey;	/* the config keys of E and I, for errors */
 	int f32_router;		/* the model computes the logits in f32 from a
 				 * lower-precision weight: no rounding to its dtype */
+	int fill0;		/* dropped groups' experts select with 0, not -inf
+				 * (group_fill=0: A.X-K2's masked_fill) */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);

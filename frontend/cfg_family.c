@@ -870,6 +870,11 @@ static const DsFamily ds_families[] = {
 	{"beam", 3, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 0, 1e-6,
 	 NULL, "gate.e_score_correction_bias", NULL, F32_KEEP,
 	 NULL, NULL, NULL, NULL},
+	/* A.X-K2 (SKT): DeepSeek-V3's MoE after a gated norm (build_axk2);
+	 * n_group null: no groups */
+	{"axk2", 1, "sigmoid", "noaux_tc", 1, 1, -1, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
@@ -1113,6 +1118,67 @@ build_beam(Cfg *c, Value *x)
 		      "ffn.norm");
 	return add(c, scaled(c, f, 1 / sqrt(n), "ffn.scaled"),
 		   scaled(c, x, sqrt((n - 1) / n), "residual.scaled"), "y");
+}
+
+/*
+ * A.X-K2 (SKT): DeepSeek-V3's MoE (groups, when n_group is set, masked with
+ * 0: group_fill=0) whose input is a gated RMSNorm on the MoE layers,
+ *
+ *	y = rms(x) * sigmoid(fc2(silu(fc1(rms(x)))))     the gate in f32
+ *
+ * fc1 / fc2 a low rank (gated_norm_rank) MLP; the hub's W_down / W_up
+ * (renamed on load, hub_names).  Dense layers: a plain RMSNorm.
+ */
+static Value *
+axk2_gated_norm(Cfg *c, Value *x, double eps)
+{
+	const char *w = "post_attention_layernorm.norm.weight";
+	int64_t r = cfg_int_or(c, "gated_norm_rank", 16), H = c->hidden;
+	Value *y, *g;
+
+	if (r < 1)
+		return cfg_error(c, "gated_norm_rank", "must be positive"), NULL;
+	set_prefix(c, decoder_prefixes, w);
+	y = cfg_named(c, cfg_rms_norm(c, x, w, eps), "post_attention_layernorm.norm");
+	g = y ? cfg_linear(c, y, "post_attention_layernorm.mlp.fc1.weight", NULL, r, H,
+			   "gated_norm_rank x hidden_size") : NULL;
+	g = cfg_named(c, g ? ir_b1(&c->b, OP_SILU, g) : NULL, "post_attention_layernorm.mlp.act");
+	g = g ? cfg_linear(c, g, "post_attention_layernorm.mlp.fc2.weight", NULL, H, r,
+			   "hidden_size x gated_norm_rank") : NULL;
+	if (!g)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "post_attention_layernorm");
+	ir_b_str(&c->b, "to", "f32");
+	g = ir_b1(&c->b, OP_CAST, g);
+	g = cfg_named(c, g ? ir_b1(&c->b, OP_SIGMOID, g) : NULL, "post_attention_layernorm.gate");
+	ir_b_str(&c->b, "to", "f32");
+	y = g ? ir_b1(&c->b, OP_CAST, y) : NULL;
+	y = y ? ir_b2(&c->b, OP_MUL, y, g) : NULL;
+	ir_b_str(&c->b, "to", dtype_name(x->type.dt));
+	return cfg_named(c, y ? ir_b1(&c->b, OP_CAST, y) : NULL, "h");
+}
+
+static Value *
+build_axk2(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	int selbias = 0, bias = cfg_bool_or(c, "mlp_bias", 0);
+	MoeSpec s;
+	Value *h;
+
+	if (!deepseek_is_moe(c, c->layer)) {
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		return residual(c, x, dense_mlp(c, h, "intermediate_size", moe_act(c), bias));
+	}
+	read_moe(c, &s, "moe_intermediate_size");
+	deepseek_routing(c, &s, &selbias);
+	s.fill0 = 1;
+	check_groups(c, &s);
+	if (c->err || !(h = axk2_gated_norm(c, x, eps)))
+		return NULL;
+	return residual(c, x, deepseek_moe(c, h, &s, selbias, cfg_int_or(c, "n_shared_experts", 1),
+					   bias));
 }
 
 /* --- gpt-oss -------------------------------------------------------------- */
@@ -2299,6 +2365,7 @@ static const struct {
 	{"laguna", build_deepseek, deepseek_is_moe},
 	{"axk1", build_deepseek, deepseek_is_moe},
 	{"beam", build_beam, deepseek_is_moe},
+	{"axk2", build_axk2, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
@@ -2421,6 +2488,11 @@ static const StRule axk1_hub[] = {
 	{".mlp.post_mlp_layernorm.", ".post_mlp_layernorm."}, {NULL, NULL},
 };
 
+/* A.X-K2's gated norms' low-rank MLP (transformers' axk2 mapping). */
+static const StRule axk2_hub[] = {
+	{"W_down", "mlp.fc1"}, {"W_up", "mlp.fc2"}, {NULL, NULL},
+};
+
 /* Sarvam-30B's selection bias (transformers' sarvam_moe mapping). */
 static const StRule sarvam_hub[] = {
 	{".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"}, {NULL, NULL},
@@ -2435,6 +2507,7 @@ static const struct {
 	{"sarvam_moe", "", sarvam_hub},
 	{"laguna", "", laguna_hub},
 	{"axk1", "", axk1_hub},
+	{"axk2", "", axk2_hub},
 };
 
 const StRule *

@@ -252,6 +252,8 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_int(&c->b, "n_group", s->ngroup);
 		ir_b_int(&c->b, "topk_group", s->topkgroup);
 		ir_b_str(&c->b, "group_score", s->gscore);
+		if (s->fill0)
+			ir_b_float(&c->b, "group_fill", 0);
 	}
 	/* gelu_tanh is the moe op's act=gelu with approx=tanh */
 	ir_b_str(&c->b, "act", strcmp(s->act, "gelu_tanh") ? s->act : "gelu");

@@ -62,7 +62,7 @@ static const char *const families[] = {
 	/* session 29: Mistral Large 4 (wrapper; saved in Mistral's own names) */
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
-	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "beam",
+	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
 	"flint", "lara_mini",
 };
 
@@ -520,6 +520,26 @@ START_TEST(test_cfg_cohere2_moe_parallel_inputs)
 	ck_assert_ptr_null(strstr(text, "ffn.sum"));	/* summed, not averaged */
 	free(text);
 	ir_free_module(m);
+}
+END_TEST
+
+/* A.X-K2 masks dropped groups with 0 (its masked_fill), A.X-K1 with -inf. */
+START_TEST(test_cfg_axk2_group_fill)
+{
+	char *text;
+	Diag d;
+	Module *m;
+
+	for (int k2 = 0; k2 < 2; k2++) {
+		m = import(src("tests/fixtures/hf/%s/config.json", k2 ? "axk2" : "axk1"), 1, 1, NULL,
+			   NULL, 0, &d);
+		ck_assert_ptr_nonnull(m);
+		text = ir_print_string(m, 0);
+		ck_assert_ptr_nonnull(strstr(text, "n_group=4"));
+		ck_assert_int_eq(strstr(text, "group_fill=0") != NULL, k2);
+		free(text);
+		ir_free_module(m);
+	}
 }
 END_TEST
 
@@ -1805,6 +1825,7 @@ config_suite(void)
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
 	tcase_add_test(tc, test_cfg_cohere2_moe_parallel_inputs);
+	tcase_add_test(tc, test_cfg_axk2_group_fill);
 	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
 	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
