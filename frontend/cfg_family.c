@@ -800,7 +800,7 @@ typedef struct {
 	/* columns of the 2026 families (NULL: as DeepSeek) */
 	const char *scale_key;	/* routed_scaling_factor's key */
 	const char *softcap_key;	/* router logit softcapping: tanh(l / c) * c */
-	const char *shared_ikey;	/* one shared MLP this wide (no count key) */
+	const char *shared_ikey;	/* each shared expert's width (NULL: the routed ones') */
 	const char *post;	/* a norm on the MoE layer's FFN output */
 } DsFamily;
 
@@ -875,6 +875,11 @@ static const DsFamily ds_families[] = {
 	{"axk2", 1, "sigmoid", "noaux_tc", 1, 1, -1, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
 	 NULL, NULL, NULL, NULL},
+	/* dots3 (the text model of dots3_note): shared experts n_shared_experts x
+	 * shared_experts_intermediate_size (its hub: moe_shared_expert_...) */
+	{"dots3_note_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, "shared_experts_intermediate_size", NULL},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
@@ -1019,7 +1024,9 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	const char *swkey = !strcmp(c->type, "bailing_moe") &&
 				    cfg_has(c, "moe_shared_expert_intermediate_size")
 			    ? "moe_shared_expert_intermediate_size"
-			    : fam->shared_ikey ? fam->shared_ikey : "moe_intermediate_size";
+			    : fam->shared_ikey ? cfg_alias(c, (const char *const[]){fam->shared_ikey,
+					"moe_shared_expert_intermediate_size", NULL})	/* dots3's hub */
+			    : "moe_intermediate_size";
 	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
 
 	const char *ex[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -2366,6 +2373,7 @@ static const struct {
 	{"axk1", build_deepseek, deepseek_is_moe},
 	{"beam", build_beam, deepseek_is_moe},
 	{"axk2", build_axk2, deepseek_is_moe},
+	{"dots3_note_text", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},

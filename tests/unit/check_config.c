@@ -63,7 +63,7 @@ static const char *const families[] = {
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
 	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
-	"flint", "lara_mini",
+	"flint", "lara_mini", "dots3_note_text",
 };
 
 static char *
@@ -1275,6 +1275,22 @@ minimax_remote(cJSON *j)
 	cJSON_AddItemToObject(j, "shared_intermediate_size", cJSON_CreateNumber(0));
 }
 
+/* dots3_note's published config: the text model's keys at the top level
+ * (no text_config), the shared width in the hub's spelling. */
+static void
+dots3_note_flat(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "model_type", cJSON_CreateString("dots3_note"));
+	rename_key(j, "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size");
+}
+
+START_TEST(test_cfg_dots3_note_flat_config)
+{
+	match_reference("dots3_note", variant_dir("dots3_note_text", "flat", dots3_note_flat),
+			src("tests/fixtures/hf/%s/model.safetensors", "dots3_note_text"), 1);
+}
+END_TEST
+
 /* MiniMax-Text-01 / M1's original repos (remote code: minimax_text_01,
  * minimax_m1) say layernorm_mlp_alpha / _beta and postnorm: the minimax
  * fixture's config in those words is the same block; with postnorm false
@@ -1826,6 +1842,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
 	tcase_add_test(tc, test_cfg_cohere2_moe_parallel_inputs);
 	tcase_add_test(tc, test_cfg_axk2_group_fill);
+	tcase_add_test(tc, test_cfg_dots3_note_flat_config);
 	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
 	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
