@@ -880,6 +880,11 @@ static const DsFamily ds_families[] = {
 	{"dots3_note_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
 	 NULL, NULL, "shared_experts_intermediate_size", NULL},
+	/* Unlimited-OCR's text model: deepseek_v2's router (transformers never
+	 * renormalises; the key is read, as for deepseek_v2) */
+	{"unlimited_ocr_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
+	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
@@ -2374,6 +2379,7 @@ static const struct {
 	{"beam", build_beam, deepseek_is_moe},
 	{"axk2", build_axk2, deepseek_is_moe},
 	{"dots3_note_text", build_deepseek, deepseek_is_moe},
+	{"unlimited_ocr_text", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},

@@ -63,7 +63,7 @@ static const char *const families[] = {
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
 	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
-	"flint", "lara_mini", "dots3_note_text",
+	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr",
 };
 
 static char *
@@ -1276,7 +1276,8 @@ minimax_remote(cJSON *j)
 }
 
 /* dots3_note's published config: the text model's keys at the top level
- * (no text_config), the shared width in the hub's spelling. */
+ * (no text_config), the shared width in the hub's spelling; the nest's
+ * other alternative below. */
 static void
 dots3_note_flat(cJSON *j)
 {
@@ -1284,10 +1285,20 @@ dots3_note_flat(cJSON *j)
 	rename_key(j, "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size");
 }
 
+/* Unlimited-OCR's original config holds the text model in language_config. */
+static void
+unlimited_ocr_language_config(cJSON *j)
+{
+	rename_key(j, "text_config", "language_config");
+}
+
 START_TEST(test_cfg_dots3_note_flat_config)
 {
 	match_reference("dots3_note", variant_dir("dots3_note_text", "flat", dots3_note_flat),
 			src("tests/fixtures/hf/%s/model.safetensors", "dots3_note_text"), 1);
+	match_reference("unlimited_ocr", variant_dir("unlimited_ocr", "language_config",
+						     unlimited_ocr_language_config),
+			src("tests/fixtures/hf/%s/model.safetensors", "unlimited_ocr"), 1);
 }
 END_TEST
 
