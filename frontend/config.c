@@ -463,8 +463,13 @@ unwrap(Cfg *c)
 			c->type = wrappers[i].text;
 			return;
 		}
-		if (!*bar || cJSON_GetObjectItemCaseSensitive(c->json, part))
+		if (cJSON_GetObjectItemCaseSensitive(c->json, part))
 			break;
+		if (!*bar) {	/* none: the error names the first */
+			alt = wrappers[i].nest;
+			bar = alt + strcspn(alt, "|");
+			break;
+		}
 	}
 	nest = arena_strndup(c->m->arena, alt, (size_t)(bar - alt));
 	for (const char *p = nest, *dot; t && *p; p = *dot ? dot + 1 : dot) {
