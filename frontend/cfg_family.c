@@ -489,15 +489,16 @@ build_minimax_m3(Cfg *c, Value *x)
 	MoeSpec s;
 	Value *h, *l, *sb, *f, *wt[4] = {NULL, NULL, NULL, NULL};
 
-	if (moe) {
-		read_moe(c, &s, "intermediate_size");
+	memset(&s, 0, sizeof s);
+	if (moe) {	/* read_moe's keys, but not hidden_act (the hub's swigluoai) */
+		const char *ekey = cfg_alias(c, expert_keys), *kkey = cfg_alias(c, k_keys);
+		moe_spec(c, &s, ekey, cfg_int(c, ekey), kkey, cfg_int(c, kkey), "intermediate_size",
+			 cfg_int(c, "intermediate_size"));
 		s.router = "sigmoid";
 		s.renorm = 1;
 		s.scale = cfg_num_or(c, "routed_scaling_factor", 2.0);
-	} else {
-		memset(&s, 0, sizeof s);
 	}
-	s.act = "oai";	/* hidden_act (the hub: swigluoai) is not read, as transformers */
+	s.act = "oai";	/* hidden_act is not read, as transformers */
 	s.alpha = cfg_num_or(c, "swiglu_alpha", 1.702);
 	s.limit = cfg_num_or(c, "swiglu_limit", 7.0);
 	if (!(s.limit > 0))

@@ -1285,6 +1285,21 @@ dots3_note_flat(cJSON *j)
 	rename_key(j, "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size");
 }
 
+/* MiniMax-M3's hub config: hidden_act swigluoai (not read: the clamped
+ * SwiGLU is the family's) and the MoE layers as moe_layer_freq's 0 / 1. */
+static void
+minimax_m3_hub_keys(cJSON *j)
+{
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+	cJSON *freq = cJSON_CreateArray();
+
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "hidden_act", cJSON_CreateString("swigluoai"));
+	cJSON_DeleteItemFromObjectCaseSensitive(t, "mlp_layer_types");
+	cJSON_AddItemToArray(freq, cJSON_CreateNumber(0));
+	cJSON_AddItemToArray(freq, cJSON_CreateNumber(1));
+	cJSON_AddItemToObject(t, "moe_layer_freq", freq);
+}
+
 /* Unlimited-OCR's original config holds the text model in language_config. */
 static void
 unlimited_ocr_language_config(cJSON *j)
@@ -1292,13 +1307,15 @@ unlimited_ocr_language_config(cJSON *j)
 	rename_key(j, "text_config", "language_config");
 }
 
-START_TEST(test_cfg_dots3_note_flat_config)
+START_TEST(test_cfg_hub_config_spellings)
 {
 	match_reference("dots3_note", variant_dir("dots3_note_text", "flat", dots3_note_flat),
 			src("tests/fixtures/hf/%s/model.safetensors", "dots3_note_text"), 1);
 	match_reference("unlimited_ocr", variant_dir("unlimited_ocr", "language_config",
 						     unlimited_ocr_language_config),
 			src("tests/fixtures/hf/%s/model.safetensors", "unlimited_ocr"), 1);
+	match_reference("minimax_m3_vl", variant_dir("minimax_m3_vl", "hub_keys", minimax_m3_hub_keys),
+			src("tests/fixtures/hf/%s/model.safetensors", "minimax_m3_vl"), 1);
 }
 END_TEST
 
@@ -1853,7 +1870,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
 	tcase_add_test(tc, test_cfg_cohere2_moe_parallel_inputs);
 	tcase_add_test(tc, test_cfg_axk2_group_fill);
-	tcase_add_test(tc, test_cfg_dots3_note_flat_config);
+	tcase_add_test(tc, test_cfg_hub_config_spellings);
 	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
 	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
