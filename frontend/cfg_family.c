@@ -881,10 +881,19 @@ static const DsFamily ds_families[] = {
 	{"dots3_note_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
 	 NULL, NULL, "shared_experts_intermediate_size", NULL},
-	/* Unlimited-OCR's text model: deepseek_v2's router (transformers never
-	 * renormalises; the key is read, as for deepseek_v2) */
+	/* Unlimited-OCR's and DeepSeek-OCR-2's text models: deepseek_v2's router
+	 * (transformers never renormalises; the key is read, as for deepseek_v2) */
 	{"unlimited_ocr_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
 	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	{"deepseek_ocr2_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
+	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* Ling's hybrid (linear attention) models: DeepSeek-V3's MoE under
+	 * Ling's key spellings (num_experts, num_expert_group, moe_renormalize,
+	 * num_shared_experts) */
+	{"bailing_hybrid", 2, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
 	 NULL, NULL, NULL, NULL},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
@@ -2381,6 +2390,8 @@ static const struct {
 	{"axk2", build_axk2, deepseek_is_moe},
 	{"dots3_note_text", build_deepseek, deepseek_is_moe},
 	{"unlimited_ocr_text", build_deepseek, deepseek_is_moe},
+	{"deepseek_ocr2_text", build_deepseek, deepseek_is_moe},
+	{"bailing_hybrid", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
@@ -2508,7 +2519,8 @@ static const StRule axk2_hub[] = {
 	{"W_down", "mlp.fc1"}, {"W_up", "mlp.fc2"}, {NULL, NULL},
 };
 
-/* Sarvam-30B's selection bias (transformers' sarvam_moe mapping). */
+/* Sarvam-30B's and Ling-hybrid's selection bias (transformers' sarvam_moe
+ * and bailing_hybrid mappings). */
 static const StRule sarvam_hub[] = {
 	{".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"}, {NULL, NULL},
 };
@@ -2520,6 +2532,7 @@ static const struct {
 	{"mistral_large4_text", "layers.", mistral_native},
 	{"aria_text", "", aria_hub},
 	{"sarvam_moe", "", sarvam_hub},
+	{"bailing_hybrid", "", sarvam_hub},
 	{"laguna", "", laguna_hub},
 	{"axk1", "", axk1_hub},
 	{"axk2", "", axk2_hub},

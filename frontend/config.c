@@ -444,6 +444,7 @@ unwrap(Cfg *c)
 		{"minimax_m3_vl", "minimax_m3_vl_text", "text_config"},
 		{"dots3_note", "dots3_note_text", "text_config|"},
 		{"unlimited_ocr", "unlimited_ocr_text", "text_config|language_config"},
+		{"deepseek_ocr2", "deepseek_ocr2_text", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};

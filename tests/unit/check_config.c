@@ -63,7 +63,7 @@ static const char *const families[] = {
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
 	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
 	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
-	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr",
+	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr", "deepseek_ocr2", "bailing_hybrid",
 };
 
 static char *
