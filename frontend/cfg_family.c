@@ -2455,6 +2455,9 @@ static const char *const refused[][2] = {
 	{"inkling", INKLING}, {"inkling_text", INKLING}, {"inkling_mm_model", INKLING},
 	{"inkling2", INKLING2}, {"inkling2_text", INKLING2},
 	{"inkling2_loop", INKLING2}, {"inkling2_loop_text", INKLING2},
+	{"openai_privacy_filter", "OpenAI's privacy filter is a bidirectional token classifier "
+	 "whose experts compute in f32 from bf16 weights (no rounding to the model dtype between "
+	 "the GEMMs); moec builds decoder FFN blocks in the model dtype"},
 	{"zaya", "ZAYA1's router is an MLP over a state carried over from the previous layer's "
 	 "router, with a 'skip' choice that computes nothing, and its residual sums have learned "
 	 "per-channel scales and biases: the block reads more than the layer's residual stream"},

@@ -446,6 +446,7 @@ unwrap(Cfg *c)
 		{"unlimited_ocr", "unlimited_ocr_text", "text_config|language_config"},
 		{"deepseek_ocr2", "deepseek_ocr2_text", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
+		{"qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
 	cJSON *t = c->json, *above;

@@ -641,7 +641,8 @@ static const struct {
 	 "MoE has zero-computation (identity) experts", 1},
 	{"glm5_next_hyper_connections", "model_type: error: model_type 'glm5_next' is not built: "
 	 "GLM-5-Next's decoder layers use hyper-connections", 1},
-	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe_thinker'; the nearest "
+	/* an unknown wrapper (qwen3_omni_moe_thinker is read since session 31) */
+	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen9_omni_moe_thinker'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
 	 "text_config, and it is missing", 1},
@@ -1300,6 +1301,25 @@ minimax_m3_hub_keys(cJSON *j)
 	cJSON_AddItemToObject(t, "moe_layer_freq", freq);
 }
 
+/* Qwen3-Omni's thinker config alone (model_type qwen3_omni_moe_thinker):
+ * its text model in text_config, the weights still under thinker.model. */
+static void
+omni_thinker_alone(cJSON *j)
+{
+	cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(j, "thinker_config");
+
+	ck_assert_ptr_nonnull(t);
+	while (j->child)
+		cJSON_Delete(cJSON_DetachItemViaPointer(j, j->child));
+	while (t->child) {
+		cJSON *e = cJSON_DetachItemViaPointer(t, t->child);
+		cJSON_AddItemToObject(j, e->string, e);
+	}
+	cJSON_Delete(t);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "model_type");
+	cJSON_AddItemToObject(j, "model_type", cJSON_CreateString("qwen3_omni_moe_thinker"));
+}
+
 /* Unlimited-OCR's original config holds the text model in language_config. */
 static void
 unlimited_ocr_language_config(cJSON *j)
@@ -1316,6 +1336,9 @@ START_TEST(test_cfg_hub_config_spellings)
 			src("tests/fixtures/hf/%s/model.safetensors", "unlimited_ocr"), 1);
 	match_reference("minimax_m3_vl", variant_dir("minimax_m3_vl", "hub_keys", minimax_m3_hub_keys),
 			src("tests/fixtures/hf/%s/model.safetensors", "minimax_m3_vl"), 1);
+	match_reference("qwen3_omni_moe_thinker", variant_dir("qwen3_omni_moe", "thinker",
+							      omni_thinker_alone),
+			src("tests/fixtures/hf/%s/model.safetensors", "qwen3_omni_moe"), 1);
 }
 END_TEST
 
