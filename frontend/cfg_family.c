@@ -462,9 +462,9 @@ oai_mlp(Cfg *c, Value *h, const char *mod, int64_t I, const char *ikey, const Mo
 
 	w.quant = QW_LINEAR;
 	if (c->st && !cfg_ckpt_has(c, w.name)) {
-		cfg_add_piece(&w, cfg_name(c, "%s.gate_proj.weight", mod), 0, 2, (int64_t[]){I, H}, 0);
-		cfg_add_piece(&w, cfg_name(c, "%s.up_proj.weight", mod), I * H, 2, (int64_t[]){I, H},
-			      0);
+		const int64_t half[2] = {I, H};
+		cfg_add_piece(&w, cfg_name(c, "%s.gate_proj.weight", mod), 0, 2, half, 0);
+		cfg_add_piece(&w, cfg_name(c, "%s.up_proj.weight", mod), I * H, 2, half, 0);
 	}
 	if (!(wv = cfg_weight(c, &w)))
 		return NULL;
@@ -487,7 +487,7 @@ build_minimax_m3(Cfg *c, Value *x)
 	int moe = minimax_m3_is_moe(c, c->layer), hub;
 	const char *mod;
 	MoeSpec s;
-	Value *h, *l, *sb, *f, *wt[4] = {NULL, NULL, NULL, NULL};
+	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
 
 	memset(&s, 0, sizeof s);
 	if (moe) {	/* read_moe's keys, but not hidden_act (the hub's swigluoai) */
@@ -507,9 +507,11 @@ build_minimax_m3(Cfg *c, Value *x)
 	h = c->err ? NULL : cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
 	if (!h)
 		return NULL;
-	if (!moe)
-		return residual(c, x, cfg_named(c, oai_mlp(c, h, "mlp", cfg_int_or(c,
-				"dense_intermediate_size", 12288), "dense_intermediate_size", &s), "mlp"));
+	if (!moe) {
+		int64_t I = cfg_int_or(c, "dense_intermediate_size", 12288);
+		f = oai_mlp(c, h, "mlp", I, "dense_intermediate_size", &s);
+		return residual(c, x, cfg_named(c, f, "mlp"));
+	}
 	hub = c->st && cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.gate.weight"));
 	mod = hub ? "block_sparse_moe" : "mlp";
 	l = cfg_named(c, cfg_router(c, h, arena_printf(c->m->arena, "%s.gate.weight", mod), NULL,
@@ -518,14 +520,17 @@ build_minimax_m3(Cfg *c, Value *x)
 				   : "mlp.gate.e_score_correction_bias", &s);
 	wt[0] = cfg_experts_gu(c, mod, hub ? "block_sparse_moe.experts.%d.w1.weight" : NULL,
 			       hub ? "block_sparse_moe.experts.%d.w3.weight" : NULL, &s, 0);
-	wt[1] = cfg_experts_down(c, mod, hub ? "block_sparse_moe.experts.%d.w2.weight" : NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, mod, hub ? "block_sparse_moe.experts.%d.w2.weight" : NULL,
+				 &s, 0);
 	if (!sb)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", mod);
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
-	return residual(c, x, f ? add(c, f, cfg_named(c, oai_mlp(c, h, arena_printf(c->m->arena,
-				"%s.shared_experts", mod), cfg_int_or(c, "shared_intermediate_size", 3072),
-				"shared_intermediate_size", &s), "shared"), "ffn") : NULL);
+	if (!f)
+		return NULL;
+	sh = oai_mlp(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
+		     cfg_int_or(c, "shared_intermediate_size", 3072), "shared_intermediate_size", &s);
+	return residual(c, x, add(c, f, cfg_named(c, sh, "shared"), "ffn"));
 }
 
 /* v * a, a scalar constant of v's dtype (none when a is 1) */
@@ -1027,6 +1032,14 @@ softcapped(Cfg *c, Value *l, const char *mod)
 	return cfg_named(c, l ? ir_b2(&c->b, OP_MUL, l, k) : NULL, "router_logits.softcapped");
 }
 
+/* A family's shared-expert width key, or the hub's spelling of it (dots3). */
+static const char *
+shared_width_key(Cfg *c, const char *key)
+{
+	return cfg_alias(c, (const char *const[]){key, "moe_shared_expert_intermediate_size",
+						   NULL});
+}
+
 /* The routed experts of DeepSeek, plus the shared experts as one MLP. */
 static Value *
 deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, int bias)
@@ -1039,8 +1052,7 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	const char *swkey = !strcmp(c->type, "bailing_moe") &&
 				    cfg_has(c, "moe_shared_expert_intermediate_size")
 			    ? "moe_shared_expert_intermediate_size"
-			    : fam->shared_ikey ? cfg_alias(c, (const char *const[]){fam->shared_ikey,
-					"moe_shared_expert_intermediate_size", NULL})	/* dots3's hub */
+			    : fam->shared_ikey ? shared_width_key(c, fam->shared_ikey)
 			    : "moe_intermediate_size";
 	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
 
