@@ -1402,6 +1402,9 @@ build_phimoe(Cfg *c, Value *x)
  */
 static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.",
 						"language_model.backbone.layers.%d.",	/* the omni wrapper's */
+						/* Nemotron 3.5 Transcribe (nemo_speechlm):
+						 * the hub's, transformers' */
+						"llm.model.layers.%d.", "model.language_model.layers.%d.",
 						NULL};
 
 static const char *

@@ -445,6 +445,7 @@ unwrap(Cfg *c)
 		{"dots3_note", "dots3_note_text", "text_config|"},
 		{"unlimited_ocr", "unlimited_ocr_text", "text_config|language_config"},
 		{"deepseek_ocr2", "deepseek_ocr2_text", "text_config"},
+		{"nemo_speechlm", "nemotron_h", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 		{"qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "text_config"},
 	};

@@ -1320,6 +1320,20 @@ omni_thinker_alone(cJSON *j)
 	cJSON_AddItemToObject(j, "model_type", cJSON_CreateString("qwen3_omni_moe_thinker"));
 }
 
+/* Nemotron 3.5 Transcribe (nemo_speechlm): a nemotron_h in text_config. */
+static void
+nemo_speechlm_wrap(cJSON *j)
+{
+	cJSON *t = cJSON_CreateObject();
+
+	while (j->child) {
+		cJSON *e = cJSON_DetachItemViaPointer(j, j->child);
+		cJSON_AddItemToObject(t, e->string, e);
+	}
+	cJSON_AddItemToObject(j, "model_type", cJSON_CreateString("nemo_speechlm"));
+	cJSON_AddItemToObject(j, "text_config", t);
+}
+
 /* Unlimited-OCR's original config holds the text model in language_config. */
 static void
 unlimited_ocr_language_config(cJSON *j)
@@ -1339,6 +1353,8 @@ START_TEST(test_cfg_hub_config_spellings)
 	match_reference("qwen3_omni_moe_thinker", variant_dir("qwen3_omni_moe", "thinker",
 							      omni_thinker_alone),
 			src("tests/fixtures/hf/%s/model.safetensors", "qwen3_omni_moe"), 1);
+	match_reference("nemo_speechlm", variant_dir("nemotron_h", "speechlm", nemo_speechlm_wrap),
+			src("tests/fixtures/hf/%s/model.safetensors", "nemotron_h"), 1);
 }
 END_TEST
 
