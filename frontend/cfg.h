@@ -175,15 +175,21 @@ typedef struct {
 	const char *ekey, *ikey;	/* the config keys of E and I, for errors */
 	int f32_router;		/* the model computes the logits in f32 from a
 				 * lower-precision weight: no rounding to its dtype */
+	int fill0;		/* dropped groups' experts select with 0, not -inf
+				 * (group_fill=0: A.X-K2's masked_fill) */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);
 /* RMSNorm scaled by 1 + w (a zero-centred weight), 1 + w in f32. */
 Value *cfg_rms_norm_1p(Cfg *c, Value *x, const char *w, double eps);
+/* LayerNorm with weight w and bias (NULL: none). */
 Value *cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps);
 /* x @ W^T (+ b) for a [out, in] weight named w; bias NULL: none. */
 Value *cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out,
 		  int64_t in, const char *why);
+/* The same with the weight (and bias, or NULL) made already; name the
+ * weight's, for the node's location and the value's name. */
+Value *cfg_linear_of(Cfg *c, Value *x, Value *w, Value *bias, const char *name);
 Value *cfg_act(Cfg *c, Value *x, const char *act);	/* silu gelu gelu_tanh relu */
 /* hidden_act / activation_function as one of cfg_act's names; NULL if unknown. */
 const char *cfg_hf_act(Cfg *c, const char *key, const char *def);

@@ -121,6 +121,7 @@ static const char *const expert_keys[] = {
 static const char *const k_keys[] = {"num_experts_per_tok", "num_experts_per_token", NULL};
 static const char *const norm_keys[] = {"norm_topk_prob", "moe_renormalize", NULL};
 static const char *const ngroup_keys[] = {"n_group", "num_expert_group", NULL};
+static const char *const nshared_keys[] = {"n_shared_experts", "num_shared_experts", NULL};
 
 /* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
  * checks every router needs. */
@@ -173,8 +174,8 @@ read_moe(Cfg *c, MoeSpec *s, const char *ikey)
 /* Router (<mod>.<router>.weight), stacked experts and the moe node for
  * per-expert checkpoints (strans: stacked ones held [E,H,2I] / [E,I,H]). */
 static Value *
-routed_strans(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
-	      const char *u, const char *d, const MoeSpec *s, int strans)
+routed_gate(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
+	    const char *u, const char *d, const MoeSpec *s, int strans, int f32ok)
 {
 	char gate[96], gf[96], uf[96], df[96];
 	Value *wt[4] = {NULL, NULL, NULL, NULL}, *l;
@@ -183,7 +184,7 @@ routed_strans(Cfg *c, Value *h, const char *mod, const char *router, const char 
 	snprintf(gf, sizeof gf, "%s.experts.%%d.%s.weight", mod, g);
 	snprintf(uf, sizeof uf, "%s.experts.%%d.%s.weight", mod, u);
 	snprintf(df, sizeof df, "%s.experts.%%d.%s.weight", mod, d);
-	l = cfg_named(c, cfg_router(c, h, gate, NULL, s, F32_OK), "router_logits");
+	l = cfg_named(c, cfg_router(c, h, gate, NULL, s, f32ok), "router_logits");
 	wt[0] = cfg_experts_gu(c, mod, gf, uf, s, strans);
 	wt[1] = cfg_experts_down(c, mod, df, s, strans);
 	c->b.loc.name = cfg_name(c, "%s", mod);
@@ -194,7 +195,7 @@ static Value *
 routed_by(Cfg *c, Value *h, const char *mod, const char *router, const char *g,
 	  const char *u, const char *d, const MoeSpec *s)
 {
-	return routed_strans(c, h, mod, router, g, u, d, s, 0);
+	return routed_gate(c, h, mod, router, g, u, d, s, 0, F32_OK);
 }
 
 static Value *
@@ -228,9 +229,12 @@ build_mixtral(Cfg *c, Value *x)
  * always renormalises and reads no key); qwen2_moe-style families add a
  * shared expert with a sigmoid gate.
  */
+enum { SHARED_GATED = 1, SHARED_PLAIN };
+
 typedef struct {
 	const char *type;
-	int shared;		/* qwen2_moe-style shared expert */
+	int shared;		/* SHARED_GATED: qwen2_moe's shared expert, with
+				 * its sigmoid gate; SHARED_PLAIN: without */
 	int norm, fixed;	/* norm_topk_prob default; fixed: always */
 	double eps;		/* rms_norm_eps */
 	const char *ikey;	/* the experts' intermediate size */
@@ -239,19 +243,26 @@ typedef struct {
 	int strans;		/* stacked experts: 0 as is, STRANS_CHECK: [E,H,2I] /
 				 * [E,I,H] unless already [E,2I,H] / [E,H,I] (the hub's
 				 * Qwen3-VL-MoE / transformers 5's save_pretrained) */
+	/* columns of the 2026 families (0, NULL: as Qwen) */
+	const char *score;	/* the router's scores: softmax (NULL) or sigmoid */
+	int gate;		/* the router weight's f32ok (0: F32_OK; cfg_router) */
+	int64_t ndense;		/* mlp_only_layers absent: the first ndense layers dense */
 } QwenFamily;
 
 static const QwenFamily qwen_families[] = {
-	{"qwen2_moe", 1, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
-	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
-	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1, 0, 0},
-	{"qwen3_next", 1, 1, 0, 1e-6, "moe_intermediate_size", 0, 1, 0},
-	{"qwen3_5_moe_text", 1, 1, 1, 1e-6, "moe_intermediate_size", 1, 1, 0},
-	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK},
-	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
-	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0},
+	{"qwen2_moe", SHARED_GATED, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
+	{"qwen3_moe", 0, 0, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
+	{"olmoe", 0, 0, 0, 1e-5, "intermediate_size", 1, 0, 0, NULL, 0, 0},
+	{"qwen3_next", SHARED_GATED, 1, 0, 1e-6, "moe_intermediate_size", 0, 1, 0, NULL, 0, 0},
+	{"qwen3_5_moe_text", SHARED_GATED, 1, 1, 1e-6, "moe_intermediate_size", 1, 1, 0, NULL, 0, 0},
+	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK, NULL, 0, 0},
+	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
+	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
 	/* dense Qwen3.5: no experts, every layer qwen3_next's 1 + w norm and SwiGLU */
-	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0},
+	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0, NULL, 0, 0},
+	/* SHARED_PLAIN: an ungated shared_expert of shared_expert_intermediate_size */
+	{"flint", SHARED_PLAIN, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, "sigmoid", F32_KEEP, 2},
+	{"lara_mini", SHARED_PLAIN, 1, 0, 1e-6, "moe_intermediate_size", 1, 0, 0, NULL, F32_KEEP, 0},
 };
 
 static const QwenFamily *
@@ -276,11 +287,13 @@ qwen_is_moe(Cfg *c, int layer)
 		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
 	if (step < 1)
 		return cfg_error(c, "decoder_sparse_step", "must be positive"), 0;
+	if (!cfg_has(c, "mlp_only_layers") && layer < qwen_family(c)->ndense)
+		return 0;
 	return cfg_int_or(c, cfg_alias(c, expert_keys), 0) > 0 &&
 	       !cfg_in_list(c, "mlp_only_layers", layer) && (layer + 1) % step == 0;
 }
 
-/* qwen2_moe's shared expert: sigmoid(x . w_sg^T) * mlp(x). */
+/* qwen2_moe's shared expert: sigmoid(x . w_sg^T) * mlp(x); SHARED_PLAIN: mlp(x). */
 static Value *
 qwen_shared(Cfg *c, Value *h, const char *act)
 {
@@ -291,6 +304,8 @@ qwen_shared(Cfg *c, Value *h, const char *act)
 		return NULL;
 	sh = cfg_glu_mlp(c, h, "mlp.shared_expert", I, act, 0,
 			 "shared_expert_intermediate_size");
+	if (qwen_family(c)->shared == SHARED_PLAIN)
+		return cfg_named(c, sh, "shared");
 	g = cfg_linear(c, h, "mlp.shared_expert_gate.weight", NULL, 1, c->hidden,
 		       "1 x hidden_size");
 	if (!sh || !g)
@@ -327,10 +342,11 @@ build_qwen_moe(Cfg *c, Value *x)
 	}
 	read_moe(c, &s, fam->ikey);
 	s.renorm = fam->fixed ? fam->norm : cfg_bool_or(c, "norm_topk_prob", fam->norm);
+	s.router = fam->score ? fam->score : s.router;
 	if (c->err || !(h = qwen_norm(c, x, eps)))
 		return NULL;
-	f = routed_strans(c, h, "mlp", "gate", "gate_proj", "up_proj", "down_proj", &s,
-			  fam->strans);
+	f = routed_gate(c, h, "mlp", "gate", "gate_proj", "up_proj", "down_proj", &s,
+			fam->strans, fam->gate ? fam->gate : F32_OK);
 	if (f && fam->shared) {
 		sh = qwen_shared(c, h, s.act);
 		c->b.loc.name = NULL;
@@ -408,6 +424,113 @@ build_minimax_m2(Cfg *c, Value *x)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", mod);
 	return residual(c, x, cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe"));
+}
+
+/*
+ * MiniMax-M3 (the text model of minimax_m3_vl): minimax_m2's router
+ * (sigmoid, top-k on scores + e_score_correction_bias, renormalised) times
+ * routed_scaling_factor, RMSNorms scaled by 1 + w, and gpt-oss's clamped
+ * SwiGLU, gate|up concatenated (not interleaved), in the experts, the shared
+ * experts (shared_intermediate_size) and the dense layers' MLP
+ * (dense_intermediate_size).  MoE layers: mlp_layer_types, else the hub's
+ * moe_layer_freq list, else all.  The hub holds the MoE under
+ * block_sparse_moe (Mixtral's w1/w3/w2 experts) and the MLPs' gate_proj and
+ * up_proj apart (transformers 5: mlp.*, stacked experts, gate_up_proj).
+ */
+static int
+minimax_m3_is_moe(Cfg *c, int layer)
+{
+	int v;
+
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	if (cfg_is_list(c, "moe_layer_freq"))
+		return (v = cfg_list_int(c, "moe_layer_freq", layer)) < 0 ? 0 : v != 0;
+	return 1;
+}
+
+/* A clamped-SwiGLU MLP: swiglu(act=oai) of h . gate_up_proj^T, gate rows
+ * first (the hub's gate_proj and up_proj, fused as transformers does). */
+static Value *
+oai_mlp(Cfg *c, Value *h, const char *mod, int64_t I, const char *ikey, const MoeSpec *s)
+{
+	int64_t H = c->hidden;
+	WSpec w = cfg_wspec(c, cfg_name(c, "%s.gate_up_proj.weight", mod), RECIPE_MATRIX, 2,
+			    (int64_t[]){2 * I, H}, arena_printf(c->m->arena, "2*%s x hidden_size",
+								ikey));
+	Value *wv, *a;
+
+	w.quant = QW_LINEAR;
+	if (c->st && !cfg_ckpt_has(c, w.name)) {
+		const int64_t half[2] = {I, H};
+		cfg_add_piece(&w, cfg_name(c, "%s.gate_proj.weight", mod), 0, 2, half, 0);
+		cfg_add_piece(&w, cfg_name(c, "%s.up_proj.weight", mod), I * H, 2, half, 0);
+	}
+	if (!(wv = cfg_weight(c, &w)))
+		return NULL;
+	a = cfg_linear_of(c, h, wv, NULL, arena_printf(c->m->arena, "%s.gate_up_proj.weight", mod));
+	ir_b_str(&c->b, "act", "oai");
+	ir_b_str(&c->b, "layout", "concat");
+	ir_b_float(&c->b, "alpha", s->alpha);
+	ir_b_float(&c->b, "limit", s->limit);
+	a = cfg_named(c, a ? ir_b1(&c->b, OP_SWIGLU, a) : NULL, arena_printf(c->m->arena, "%s.glu",
+									     mod));
+	return a ? cfg_linear(c, a, arena_printf(c->m->arena, "%s.down_proj.weight", mod), NULL, H,
+			      I, arena_printf(c->m->arena, "hidden_size x %s", ikey)) : NULL;
+}
+
+static Value *
+build_minimax_m3(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *w = "post_attention_layernorm.weight";
+	int moe = minimax_m3_is_moe(c, c->layer), hub;
+	const char *mod;
+	MoeSpec s;
+	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
+
+	memset(&s, 0, sizeof s);
+	if (moe) {	/* read_moe's keys, but not hidden_act (the hub's swigluoai) */
+		const char *ekey = cfg_alias(c, expert_keys), *kkey = cfg_alias(c, k_keys);
+		moe_spec(c, &s, ekey, cfg_int(c, ekey), kkey, cfg_int(c, kkey), "intermediate_size",
+			 cfg_int(c, "intermediate_size"));
+		s.router = "sigmoid";
+		s.renorm = 1;
+		s.scale = cfg_num_or(c, "routed_scaling_factor", 2.0);
+	}
+	s.act = "oai";	/* hidden_act is not read, as transformers */
+	s.alpha = cfg_num_or(c, "swiglu_alpha", 1.702);
+	s.limit = cfg_num_or(c, "swiglu_limit", 7.0);
+	if (!(s.limit > 0))
+		cfg_error(c, "swiglu_limit", "must be positive");
+	set_prefix(c, decoder_prefixes, w);
+	h = c->err ? NULL : cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
+	if (!h)
+		return NULL;
+	if (!moe) {
+		int64_t I = cfg_int_or(c, "dense_intermediate_size", 12288);
+		f = oai_mlp(c, h, "mlp", I, "dense_intermediate_size", &s);
+		return residual(c, x, cfg_named(c, f, "mlp"));
+	}
+	hub = c->st && cfg_ckpt_has(c, cfg_name(c, "block_sparse_moe.gate.weight"));
+	mod = hub ? "block_sparse_moe" : "mlp";
+	l = cfg_named(c, cfg_router(c, h, arena_printf(c->m->arena, "%s.gate.weight", mod), NULL,
+				    &s, F32_OK), "router_logits");
+	sb = selection_bias(c, hub ? "block_sparse_moe.e_score_correction_bias"
+				   : "mlp.gate.e_score_correction_bias", &s);
+	wt[0] = cfg_experts_gu(c, mod, hub ? "block_sparse_moe.experts.%d.w1.weight" : NULL,
+			       hub ? "block_sparse_moe.experts.%d.w3.weight" : NULL, &s, 0);
+	wt[1] = cfg_experts_down(c, mod, hub ? "block_sparse_moe.experts.%d.w2.weight" : NULL,
+				 &s, 0);
+	if (!sb)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, &s), "moe");
+	if (!f)
+		return NULL;
+	sh = oai_mlp(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
+		     cfg_int_or(c, "shared_intermediate_size", 3072), "shared_intermediate_size", &s);
+	return residual(c, x, add(c, f, cfg_named(c, sh, "shared"), "ffn"));
 }
 
 /* v * a, a scalar constant of v's dtype (none when a is 1) */
@@ -680,41 +803,107 @@ typedef struct {
 				 * logits computed in f32 (transformers'
 				 * _keep_in_fp32_modules_strict); F32_OK, the
 				 * logits in the weight's dtype */
+	/* columns of the 2026 families (NULL: as DeepSeek) */
+	const char *scale_key;	/* routed_scaling_factor's key */
+	const char *softcap_key;	/* router logit softcapping: tanh(l / c) * c */
+	const char *shared_ikey;	/* each shared expert's width (NULL: the routed ones') */
+	const char *post;	/* a norm on the MoE layer's FFN output */
 } DsFamily;
 
 static const DsFamily ds_families[] = {
 	{"deepseek_v2", 0, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"deepseek_v3", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"deepseek_v32", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"kimi_k2", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"glm4_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"glm4_moe_lite", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.8, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"glm_moe_dsa", 3, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"dots1", 0, "sigmoid", "noaux_tc", 1, 1, 1, 0, 1.0, -1, 1e-6,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"mimo_v2_flash", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 0, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
-	 "num_shared_experts", "gate.expert_bias", NULL, F32_OK},
+	 "num_shared_experts", "gate.expert_bias", NULL, F32_OK,
+	 NULL, NULL, NULL, NULL},
 	{"glm4v_moe_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
-	 "num_shared_experts", "e_score_correction_bias", NULL, F32_KEEP},
+	 "num_shared_experts", "e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"solar_open", 0, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
-	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP},
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"mistral4", 0, "softmax", "group_top2", 1, 1, 1, 1, 1.0, 1, 1e-6,
-	 "n_shared_experts", NULL, NULL, F32_OK},
+	 "n_shared_experts", NULL, NULL, F32_OK,
+	 NULL, NULL, NULL, NULL},
 	{"kimi_linear", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.446, 1, 1e-5,
-	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe", F32_KEEP},
+	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe", F32_KEEP,
+	 NULL, NULL, NULL, NULL},
 	{"mistral_large4_text", 1, "softmax", "group_top2", 1, 1, 1, -1, 1.0, 1, 1e-5,
-	 "n_shared_experts", NULL, NULL, F32_KEEP},
+	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* Sarvam-30B / -105B: transformers runs them as glm4_moe / deepseek_v3 */
+	{"sarvam_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	{"sarvam_mla", 1, "sigmoid", "noaux_tc", 0, 1, 1, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* Laguna (poolside): the hub's names renamed on load (hub_names) */
+	{"laguna", 1, "sigmoid", "noaux_tc", 1, 1, 1, -1, 1.0, 1, 1e-6,
+	 NULL, "gate.e_score_correction_bias", NULL, F32_OK,
+	 "moe_routed_scaling_factor", "moe_router_logit_softcapping",
+	 "shared_expert_intermediate_size", NULL},
+	/* Beam (Reflection): DeepSeek-V3's router, no shared experts; its own
+	 * block (build_beam) */
+	{"beam", 3, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 0, 1e-6,
+	 NULL, "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* A.X-K2 (SKT): DeepSeek-V3's MoE after a gated norm (build_axk2);
+	 * n_group null: no groups */
+	{"axk2", 1, "sigmoid", "noaux_tc", 1, 1, -1, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* dots3 (the text model of dots3_note): shared experts n_shared_experts x
+	 * shared_experts_intermediate_size (its hub: moe_shared_expert_...) */
+	{"dots3_note_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, "shared_experts_intermediate_size", NULL},
+	/* Unlimited-OCR's and DeepSeek-OCR-2's text models: deepseek_v2's router
+	 * (transformers never renormalises; the key is read, as for deepseek_v2) */
+	{"unlimited_ocr_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
+	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	{"deepseek_ocr2_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
+	 "n_shared_experts", NULL, NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* Ling's hybrid (linear attention) models: DeepSeek-V3's MoE under
+	 * Ling's key spellings (num_experts, num_expert_group, moe_renormalize,
+	 * num_shared_experts) */
+	{"bailing_hybrid", 2, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL},
+	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
+	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, "post_mlp_layernorm.weight"},
 };
 
 static const DsFamily *
@@ -766,7 +955,7 @@ deepseek_routing(Cfg *c, MoeSpec *s, int *selbias)
 		cfg_error(c, skey, "'%s' is not softmax or sigmoid", score);
 	s->router = strcmp(score, "sigmoid") ? "softmax" : "sigmoid";
 	s->renorm = f->norm < 0 ? 1 : cfg_bool_or(c, cfg_alias(c, norm_keys), f->norm);
-	s->scale = cfg_num_or(c, "routed_scaling_factor", f->scale);
+	s->scale = cfg_num_or(c, f->scale_key ? f->scale_key : "routed_scaling_factor", f->scale);
 	*selbias = strcmp(method, "noaux_tc") == 0;
 	/* Ling (vLLM's bailing_moe.py): the bias is moe_router_enable_expert_bias;
 	 * with n_group the groups are scored by their top 2 with the bias, by
@@ -825,6 +1014,32 @@ selection_bias(Cfg *c, const char *name, const MoeSpec *s)
 	return sb;
 }
 
+/* Router logit softcapping (Laguna): l = tanh(l / c) * c in f32 before the
+ * scores, when the family has the key and it is > 0. */
+static Value *
+softcapped(Cfg *c, Value *l, const char *mod)
+{
+	const char *key = ds_family(c)->softcap_key;
+	double cap = key ? cfg_num_or(c, key, 0) : 0;
+	Value *k;
+
+	if (!l || !(cap > 0))
+		return cap < 0 ? cfg_error(c, key, "must not be negative"), NULL : l;
+	c->b.loc.name = cfg_name(c, "%s.gate", mod);
+	k = ir_b_const_f(&c->b, DT_F32, cap);
+	l = cfg_named(c, k ? ir_b2(&c->b, OP_DIV, l, k) : NULL, "router_logits.div");
+	l = cfg_named(c, l ? ir_b1(&c->b, OP_TANH, l) : NULL, "router_logits.tanh");
+	return cfg_named(c, l ? ir_b2(&c->b, OP_MUL, l, k) : NULL, "router_logits.softcapped");
+}
+
+/* A family's shared-expert width key, or the hub's spelling of it (dots3). */
+static const char *
+shared_width_key(Cfg *c, const char *key)
+{
+	return cfg_alias(c, (const char *const[]){key, "moe_shared_expert_intermediate_size",
+						   NULL});
+}
+
 /* The routed experts of DeepSeek, plus the shared experts as one MLP. */
 static Value *
 deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, int bias)
@@ -836,7 +1051,9 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	/* Ling: the shared experts' own width when the config gives one */
 	const char *swkey = !strcmp(c->type, "bailing_moe") &&
 				    cfg_has(c, "moe_shared_expert_intermediate_size")
-			    ? "moe_shared_expert_intermediate_size" : "moe_intermediate_size";
+			    ? "moe_shared_expert_intermediate_size"
+			    : fam->shared_ikey ? shared_width_key(c, fam->shared_ikey)
+			    : "moe_intermediate_size";
 	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
 
 	const char *ex[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -847,7 +1064,8 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	for (int i = 0; i < 3; i++)
 		name[i] = arena_printf(c->m->arena, "%s.experts.%%d.%s.weight", mod, e[i]);
 	name[3] = arena_printf(c->m->arena, "%s.gate.weight", mod);
-	l = cfg_named(c, cfg_router(c, h, name[3], NULL, s, fam->gate), "router_logits");
+	l = softcapped(c, cfg_named(c, cfg_router(c, h, name[3], NULL, s, fam->gate),
+				    "router_logits"), mod);
 	if (selbias)
 		sb = selection_bias(c, arena_printf(c->m->arena, "%s.%s", mod, fam->bias), s);
 	wt[0] = cfg_experts_gu(c, mod, name[0], name[1], s, 0);
@@ -859,8 +1077,8 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	if (!f || nshared == 0)
 		return f;
 	sh = cfg_named(c, cfg_glu_mlp(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
-				      nshared * sw, s->act, bias,
-				      arena_printf(c->m->arena, "%s*%s", fam->shared_key, swkey)),
+				      nshared * sw, s->act, bias, fam->shared_key ?
+				      arena_printf(c->m->arena, "%s*%s", fam->shared_key, swkey) : swkey),
 		       "shared");
 	c->b.loc.name = NULL;
 	return cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
@@ -875,8 +1093,9 @@ build_deepseek(Cfg *c, Value *x)
 	int bias = cfg_bool_or(c, strcmp(fam->type, "bailing_moe") ? "mlp_bias" : "use_bias", 0);
 	int selbias = 0;
 	int64_t nshared;
+	const char *skey;
 	MoeSpec s;
-	Value *h;
+	Value *h, *f;
 
 	if (!deepseek_is_moe(c, c->layer)) {
 		if (c->err || !(h = decoder_norm(c, x, eps)))
@@ -887,11 +1106,113 @@ build_deepseek(Cfg *c, Value *x)
 	read_moe(c, &s, "moe_intermediate_size");
 	deepseek_routing(c, &s, &selbias);
 	check_groups(c, &s);
-	nshared = fam->nshared < 0 ? cfg_int(c, fam->shared_key)
-				   : cfg_int_or(c, fam->shared_key, fam->nshared);
+	skey = !fam->shared_key || strcmp(fam->shared_key, nshared_keys[0]) ? fam->shared_key
+									     : cfg_alias(c, nshared_keys);
+	nshared = !skey ? fam->nshared : fam->nshared < 0 ? cfg_int(c, skey)
+							  : cfg_int_or(c, skey, fam->nshared);
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
-	return residual(c, x, deepseek_moe(c, h, &s, selbias, nshared, bias));
+	f = deepseek_moe(c, h, &s, selbias, nshared, bias);
+	if (fam->post)
+		f = cfg_named(c, f ? cfg_rms_norm(c, f, fam->post, eps) : NULL, "ffn.norm");
+	return residual(c, x, f);
+}
+
+/*
+ * Beam (Reflection): norms on both sides of the FFN and a depth-scaled
+ * residual, the FFN's n-th residual add of the model (n = 2 (L + 1) + 1):
+ *
+ *	y = post_feedforward_layernorm(ffn(pre_feedforward_layernorm(x))) / sqrt(n)
+ *	    + x * sqrt((n - 1) / n)
+ *
+ * ffn: DeepSeek-V3's routed experts (the beam row) on MoE layers, else a
+ * SwiGLU of intermediate_size.
+ */
+static Value *
+build_beam(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6), n = 2.0 * (c->layer + 1) + 1;
+	int moe = deepseek_is_moe(c, c->layer), selbias = 0;
+	MoeSpec s;
+	Value *h, *f;
+
+	if (moe) {
+		read_moe(c, &s, "moe_intermediate_size");
+		deepseek_routing(c, &s, &selbias);
+		check_groups(c, &s);
+	} else {
+		cfg_int(c, "intermediate_size");
+	}
+	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+		return NULL;
+	f = moe ? deepseek_moe(c, h, &s, selbias, 0, 0)
+		: dense_mlp(c, h, "intermediate_size", moe_act(c), 0);
+	c->b.loc.name = NULL;
+	f = cfg_named(c, f ? cfg_rms_norm(c, f, "post_feedforward_layernorm.weight", eps) : NULL,
+		      "ffn.norm");
+	return add(c, scaled(c, f, 1 / sqrt(n), "ffn.scaled"),
+		   scaled(c, x, sqrt((n - 1) / n), "residual.scaled"), "y");
+}
+
+/*
+ * A.X-K2 (SKT): DeepSeek-V3's MoE (groups, when n_group is set, masked with
+ * 0: group_fill=0) whose input is a gated RMSNorm on the MoE layers,
+ *
+ *	y = rms(x) * sigmoid(fc2(silu(fc1(rms(x)))))     the gate in f32
+ *
+ * fc1 / fc2 a low rank (gated_norm_rank) MLP; the hub's W_down / W_up
+ * (renamed on load, hub_names).  Dense layers: a plain RMSNorm.
+ */
+static Value *
+axk2_gated_norm(Cfg *c, Value *x, double eps)
+{
+	const char *w = "post_attention_layernorm.norm.weight";
+	int64_t r = cfg_int_or(c, "gated_norm_rank", 16), H = c->hidden;
+	Value *y, *g;
+
+	if (r < 1)
+		return cfg_error(c, "gated_norm_rank", "must be positive"), NULL;
+	set_prefix(c, decoder_prefixes, w);
+	y = cfg_named(c, cfg_rms_norm(c, x, w, eps), "post_attention_layernorm.norm");
+	g = y ? cfg_linear(c, y, "post_attention_layernorm.mlp.fc1.weight", NULL, r, H,
+			   "gated_norm_rank x hidden_size") : NULL;
+	g = cfg_named(c, g ? ir_b1(&c->b, OP_SILU, g) : NULL, "post_attention_layernorm.mlp.act");
+	g = g ? cfg_linear(c, g, "post_attention_layernorm.mlp.fc2.weight", NULL, H, r,
+			   "hidden_size x gated_norm_rank") : NULL;
+	if (!g)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "post_attention_layernorm");
+	ir_b_str(&c->b, "to", "f32");
+	g = ir_b1(&c->b, OP_CAST, g);
+	g = cfg_named(c, g ? ir_b1(&c->b, OP_SIGMOID, g) : NULL, "post_attention_layernorm.gate");
+	ir_b_str(&c->b, "to", "f32");
+	y = g ? ir_b1(&c->b, OP_CAST, y) : NULL;
+	y = y ? ir_b2(&c->b, OP_MUL, y, g) : NULL;
+	ir_b_str(&c->b, "to", dtype_name(x->type.dt));
+	return cfg_named(c, y ? ir_b1(&c->b, OP_CAST, y) : NULL, "h");
+}
+
+static Value *
+build_axk2(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	int selbias = 0, bias = cfg_bool_or(c, "mlp_bias", 0);
+	MoeSpec s;
+	Value *h;
+
+	if (!deepseek_is_moe(c, c->layer)) {
+		if (c->err || !(h = decoder_norm(c, x, eps)))
+			return NULL;
+		return residual(c, x, dense_mlp(c, h, "intermediate_size", moe_act(c), bias));
+	}
+	read_moe(c, &s, "moe_intermediate_size");
+	deepseek_routing(c, &s, &selbias);
+	s.fill0 = 1;
+	check_groups(c, &s);
+	if (c->err || !(h = axk2_gated_norm(c, x, eps)))
+		return NULL;
+	return residual(c, x, deepseek_moe(c, h, &s, selbias, cfg_int_or(c, "n_shared_experts", 1),
+					   bias));
 }
 
 /* --- gpt-oss -------------------------------------------------------------- */
@@ -1081,6 +1402,9 @@ build_phimoe(Cfg *c, Value *x)
  */
 static const char *const nemotron_prefixes[] = {"backbone.layers.%d.", "model.layers.%d.",
 						"language_model.backbone.layers.%d.",	/* the omni wrapper's */
+						/* Nemotron 3.5 Transcribe (nemo_speechlm):
+						 * the hub's, transformers' */
+						"llm.model.layers.%d.", "model.language_model.layers.%d.",
 						NULL};
 
 static const char *
@@ -1857,6 +2181,90 @@ build_arctic(Cfg *c, Value *x)
 						       &s));
 }
 
+/* --- cohere2_moe ------------------------------------------------------------ */
+
+/*
+ * Cohere Command A+ (cohere2_moe): attention and the FFN run in parallel on
+ * the decoder layer's normed input, y = layer_in + attn(h) + ffn(h) with
+ * h = input_layernorm(layer_in).  As a block of two inputs (arctic's), x the
+ * residual stream after attention (layer_in + attn(h)) and layer_in:
+ *
+ *	y = x + ffn(input_layernorm(layer_in))
+ *
+ * input_layernorm: RMSNorm when rms_norm_eps is set, else LayerNorm without
+ * bias (layer_norm_eps).  MoE layers (mlp_layer_types, else all): top-k of
+ * the logits (model dtype), softmax over the k (expert_selection_fn softmax)
+ * or each one's sigmoid (sigmoid; renormalised as norm_topk_prob says);
+ * shared experts num_shared_experts x intermediate_size, added, or averaged
+ * with the routed sum (shared_expert_combination_strategy).  Dense layers: a
+ * SwiGLU of prefix_dense_intermediate_size.
+ */
+static int
+cohere2_is_moe(Cfg *c, int layer)
+{
+	if (cfg_has(c, "mlp_layer_types"))
+		return cfg_list_str(c, "mlp_layer_types", layer, "sparse", "dense");
+	return 1;
+}
+
+static Value *
+cohere2_norm(Cfg *c, Value *x)
+{
+	const char *w = "input_layernorm.weight";
+
+	set_prefix(c, decoder_prefixes, w);
+	if (cfg_has(c, "rms_norm_eps"))
+		return cfg_named(c, cfg_rms_norm(c, x, w, eps_of(c, "rms_norm_eps", 1e-6)), "h");
+	return cfg_named(c, cfg_layer_norm(c, x, w, NULL, eps_of(c, "layer_norm_eps", 1e-5)), "h");
+}
+
+static Value *
+cohere2_moe(Cfg *c, Value *h, const MoeSpec *s)
+{
+	int64_t nshared = cfg_int_or(c, "num_shared_experts", 0);
+	const char *comb = cfg_str_or(c, "shared_expert_combination_strategy", "average");
+	int avg = !strcmp(comb, "average");
+	Value *f = routed(c, h, "mlp", "gate_proj", "up_proj", "down_proj", s), *sh;
+
+	if (!avg && strcmp(comb, "sum"))
+		return cfg_error(c, "shared_expert_combination_strategy", "'%s' is not sum or "
+				 "average", comb), NULL;
+	if (!f || nshared == 0)
+		return f;
+	sh = cfg_named(c, cfg_glu_mlp(c, h, "mlp.shared_experts", nshared * s->I, s->act, 0,
+				      "num_shared_experts*intermediate_size"), "shared");
+	f = add(c, f, sh, avg ? "ffn.sum" : "ffn");
+	return avg ? scaled(c, f, 0.5, "ffn") : f;
+}
+
+static Value *
+build_cohere2_moe(Cfg *c, Value *x)
+{
+	const char *sel = cfg_str_or(c, "expert_selection_fn", "softmax");
+	int moe = cohere2_is_moe(c, c->layer);
+	MoeSpec s;
+	Value *in, *h;
+
+	if (moe) {
+		read_moe(c, &s, "intermediate_size");
+		if (!strcmp(sel, "sigmoid")) {
+			s.router = "sigmoid";
+			s.renorm = cfg_bool_or(c, "norm_topk_prob", 1);
+		} else if (!strcmp(sel, "softmax")) {
+			s.router = "topk_softmax";
+		} else {
+			cfg_error(c, "expert_selection_fn", "'%s' is not softmax or sigmoid", sel);
+		}
+	} else {
+		cfg_int(c, "prefix_dense_intermediate_size");
+	}
+	if (c->err || !(in = cfg_input(c, "layer_in")) || !(h = cohere2_norm(c, in)))
+		return NULL;
+	if (!moe)
+		return residual(c, x, dense_mlp(c, h, "prefix_dense_intermediate_size", moe_act(c), 0));
+	return residual(c, x, cohere2_moe(c, h, &s));
+}
+
 /* --- gpt2, bert ----------------------------------------------------------- */
 
 /* GPT-2's Conv1D: x @ W + b with W held [in, out]. */
@@ -1951,6 +2359,7 @@ static const struct {
 	{"qwen3_next", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_moe_text", build_qwen_moe, qwen_is_moe},
 	{"minimax_m2", build_minimax_m2, always_moe},
+	{"minimax_m3_vl_text", build_minimax_m3, minimax_m3_is_moe},
 	{"granitemoe", build_granitemoe, always_moe},
 	{"phimoe", build_phimoe, always_moe},
 	{"nemotron_h", build_nemotron_h, nemotron_is_moe},
@@ -1971,6 +2380,7 @@ static const struct {
 	{"gemma4_text", build_gemma4, always_moe},
 	{"dbrx", build_dbrx, always_moe},
 	{"arctic", build_arctic, arctic_is_moe},
+	{"cohere2_moe", build_cohere2_moe, cohere2_is_moe},
 	{"deepseek_v2", build_deepseek, deepseek_is_moe},
 	{"deepseek_v3", build_deepseek, deepseek_is_moe},
 	{"deepseek_v32", build_deepseek, deepseek_is_moe},
@@ -1987,11 +2397,23 @@ static const struct {
 	{"mistral4", build_deepseek, deepseek_is_moe},
 	{"mistral_large4_text", build_deepseek, deepseek_is_moe},
 	{"kimi_linear", build_deepseek, deepseek_is_moe},
+	{"sarvam_moe", build_deepseek, deepseek_is_moe},
+	{"sarvam_mla", build_deepseek, deepseek_is_moe},
+	{"laguna", build_deepseek, deepseek_is_moe},
+	{"axk1", build_deepseek, deepseek_is_moe},
+	{"beam", build_beam, deepseek_is_moe},
+	{"axk2", build_axk2, deepseek_is_moe},
+	{"dots3_note_text", build_deepseek, deepseek_is_moe},
+	{"unlimited_ocr_text", build_deepseek, deepseek_is_moe},
+	{"deepseek_ocr2_text", build_deepseek, deepseek_is_moe},
+	{"bailing_hybrid", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
 	{"qwen3_omni_moe_text", build_qwen_moe, qwen_is_moe},
 	{"qwen3_vl_moe_text", build_qwen_moe, qwen_is_moe},
+	{"flint", build_qwen_moe, qwen_is_moe},
+	{"lara_mini", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
 	{"aria_text", build_aria, always_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
@@ -2009,6 +2431,15 @@ static const struct {
  * relabels one as the nearest family that would build something else. */
 #define HC(m) m "'s decoder layers use hyper-connections: the FFN reads and writes several " \
 	"residual streams mixed by weights computed from them, not one stream x + ffn(norm(x))"
+#define MUSE "Muse Spark's MoE runs its experts in a latent width (pre_expert_proj, a " \
+	"centred RMSNorm, post_expert_proj), normalises each expert's output before the weighted " \
+	"sum (post_expert_norm), and mixes the residual through learned sigmoid gates"
+#define INKLING "Inkling's FFN output passes a short causal convolution over the sequence " \
+	"(mlp_sconv), so a token's output depends on the tokens before it, and its shared experts " \
+	"are weighted by router logits normalised together with the routed ones"
+#define INKLING2 "Inkling 2's FFN input is an attention over earlier blocks' outputs (block " \
+	"attention residuals), a short causal convolution follows the FFN, and its experts use a " \
+	"softcapped SwiGLU"
 static const char *const refused[][2] = {
 	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
 	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
@@ -2031,8 +2462,25 @@ static const char *const refused[][2] = {
 	{"hy_v4_vl_text", HC("HY-V4-VL")},
 	{"qwen4_exp", HC("Qwen4-Exp")},
 	{"qwen4_exp_text", HC("Qwen4-Exp")},
+	/* session 31: the 2026 types whose FFN is not a block moec builds */
+	{"kolibri1", "Kolibri-1's router selects the top-k of logits + expert bias and weighs each "
+	 "choice by the sigmoid of its logit; moec's routers add the selection bias to the scores "
+	 "(sigmoid(logit) + bias), which choose other experts when the bias is not zero"},
+	{"muse_spark", MUSE}, {"muse_spark_text", MUSE},
+	{"inkling", INKLING}, {"inkling_text", INKLING}, {"inkling_mm_model", INKLING},
+	{"inkling2", INKLING2}, {"inkling2_text", INKLING2},
+	{"inkling2_loop", INKLING2}, {"inkling2_loop_text", INKLING2},
+	{"openai_privacy_filter", "OpenAI's privacy filter is a bidirectional token classifier "
+	 "whose experts compute in f32 from bf16 weights (no rounding to the model dtype between "
+	 "the GEMMs); moec builds decoder FFN blocks in the model dtype"},
+	{"zaya", "ZAYA1's router is an MLP over a state carried over from the previous layer's "
+	 "router, with a 'skip' choice that computes nothing, and its residual sums have learned "
+	 "per-channel scales and biases: the block reads more than the layer's residual stream"},
 };
 #undef HC
+#undef MUSE
+#undef INKLING
+#undef INKLING2
 
 const char *
 cfg_family_refusal(const char *type)
@@ -2072,12 +2520,40 @@ static const StRule aria_hub[] = {
 	{".mlp.experts.fc2.weight", ".mlp.experts.down_proj"}, {NULL, NULL},
 };
 
+/* Laguna's selection bias and shared expert (transformers' laguna mapping). */
+static const StRule laguna_hub[] = {
+	{".mlp.experts.e_score_correction_bias", ".mlp.gate.e_score_correction_bias"},
+	{".mlp.shared_expert.", ".mlp.shared_experts."}, {NULL, NULL},
+};
+
+/* A.X-K1's output norm, at the layer on the hub: read there (cfg_family.c's
+ * axk1 row), so the in-memory name is renamed back. */
+static const StRule axk1_hub[] = {
+	{".mlp.post_mlp_layernorm.", ".post_mlp_layernorm."}, {NULL, NULL},
+};
+
+/* A.X-K2's gated norms' low-rank MLP (transformers' axk2 mapping). */
+static const StRule axk2_hub[] = {
+	{"W_down", "mlp.fc1"}, {"W_up", "mlp.fc2"}, {NULL, NULL},
+};
+
+/* Sarvam-30B's and Ling-hybrid's selection bias (transformers' sarvam_moe
+ * and bailing_hybrid mappings). */
+static const StRule sarvam_hub[] = {
+	{".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"}, {NULL, NULL},
+};
+
 static const struct {
 	const char *type, *root;
 	const StRule *rule;
 } hub_names[] = {
 	{"mistral_large4_text", "layers.", mistral_native},
 	{"aria_text", "", aria_hub},
+	{"sarvam_moe", "", sarvam_hub},
+	{"bailing_hybrid", "", sarvam_hub},
+	{"laguna", "", laguna_hub},
+	{"axk1", "", axk1_hub},
+	{"axk2", "", axk2_hub},
 };
 
 const StRule *

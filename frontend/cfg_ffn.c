@@ -85,13 +85,14 @@ cfg_layer_norm(Cfg *c, Value *x, const char *w, const char *bias, double eps)
 
 	in[0] = x;
 	in[1] = cfg_vector(c, cfg_name(c, "%s", w), RECIPE_NORM, c->hidden, "hidden_size");
-	in[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, c->hidden, "hidden_size");
-	if (!in[1] || !in[2])
+	in[2] = bias ? cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, c->hidden, "hidden_size")
+		     : NULL;
+	if (!in[1] || (bias && !in[2]))
 		return NULL;
 	c->b.loc.name = cfg_name(c, "%s", w);
 	ir_b_int(&c->b, "axis", -1);
 	ir_b_float(&c->b, "eps", eps);
-	n = ir_b_node(&c->b, OP_LAYER_NORM, in, 3, 1);
+	n = ir_b_node(&c->b, OP_LAYER_NORM, in, bias ? 3 : 2, 1);
 	return n ? n->out[0] : NULL;
 }
 
@@ -99,20 +100,25 @@ Value *
 cfg_linear(Cfg *c, Value *x, const char *w, const char *bias, int64_t out, int64_t in,
 	   const char *why)
 {
-	Value *op[3] = {x, NULL, NULL};
+	Value *wv = cfg_weight2(c, cfg_name(c, "%s", w), out, in, why), *bv = NULL;
+
+	if (bias)
+		bv = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, out, why);
+	return wv && (!bias || bv) ? cfg_linear_of(c, x, wv, bv, w) : NULL;
+}
+
+Value *
+cfg_linear_of(Cfg *c, Value *x, Value *w, Value *bias, const char *name)
+{
+	Value *op[3] = {x, w, bias};
 	Node *n;
 
-	op[1] = cfg_weight2(c, cfg_name(c, "%s", w), out, in, why);
-	if (bias)
-		op[2] = cfg_vector(c, cfg_name(c, "%s", bias), RECIPE_BIAS, out, why);
-	if (!op[1] || (bias && !op[2]))
-		return NULL;
-	c->b.loc.name = cfg_name(c, "%s", w);
+	c->b.loc.name = cfg_name(c, "%s", name);
 	if (!(op[0] = cfg_quant_act(c, x, op[1])))
 		return NULL;
 	ir_b_int(&c->b, "trans_b", 1);
 	n = ir_b_node(&c->b, OP_MATMUL, op, bias ? 3 : 2, 1);
-	return n ? cfg_named(c, n->out[0], modname(c, w)) : NULL;
+	return n ? cfg_named(c, n->out[0], modname(c, name)) : NULL;
 }
 
 Value *
@@ -246,6 +252,8 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_int(&c->b, "n_group", s->ngroup);
 		ir_b_int(&c->b, "topk_group", s->topkgroup);
 		ir_b_str(&c->b, "group_score", s->gscore);
+		if (s->fill0)
+			ir_b_float(&c->b, "group_fill", 0);
 	}
 	/* gelu_tanh is the moe op's act=gelu with approx=tanh */
 	ir_b_str(&c->b, "act", strcmp(s->act, "gelu_tanh") ? s->act : "gelu");

@@ -420,7 +420,10 @@ unknown_type(Cfg *c)
  * Multimodal wrappers hold the text model in text_config (Qwen3-Omni: in
  * thinker_config.text_config): its keys are read there and its model_type
  * (else the wrapper's default text type) names the family.  The wrapper's
- * dtype and quantization_config apply where the text model has none.
+ * dtype and quantization_config apply where the text model has none.  A
+ * nest of alternatives ("a|b") takes the first the config has (the original
+ * Unlimited-OCR config's language_config); an empty one is the top level
+ * itself (dots3_note's published config holds the text model's keys there).
  */
 static void
 unwrap(Cfg *c)
@@ -438,10 +441,17 @@ unwrap(Cfg *c)
 		{"nemotron_h_omni", "nemotron_h", "text_config"},
 		{"qwen3_5", "qwen3_5_text", "text_config"},
 		{"aria", "aria_text", "text_config"},
+		{"minimax_m3_vl", "minimax_m3_vl_text", "text_config"},
+		{"dots3_note", "dots3_note_text", "text_config|"},
+		{"unlimited_ocr", "unlimited_ocr_text", "text_config|language_config"},
+		{"deepseek_ocr2", "deepseek_ocr2_text", "text_config"},
+		{"nemo_speechlm", "nemotron_h", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
+		{"qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
 	cJSON *t = c->json, *above;
+	const char *nest, *alt, *bar;
 	char part[64];
 	size_t i;
 
@@ -449,14 +459,30 @@ unwrap(Cfg *c)
 		;
 	if (i == NELEM(wrappers))
 		return;
-	for (const char *p = wrappers[i].nest, *dot; t && *p; p = *dot ? dot + 1 : dot) {
+	for (alt = wrappers[i].nest;; alt = bar + 1) {	/* the first alternative present */
+		bar = strchr(alt, '|') ? strchr(alt, '|') : alt + strlen(alt);
+		snprintf(part, sizeof part, "%.*s", (int)strcspn(alt, ".|"), alt);
+		if (bar == alt) {	/* the top level */
+			c->type = wrappers[i].text;
+			return;
+		}
+		if (cJSON_GetObjectItemCaseSensitive(c->json, part))
+			break;
+		if (!*bar) {	/* none: the error names the first */
+			alt = wrappers[i].nest;
+			bar = alt + strcspn(alt, "|");
+			break;
+		}
+	}
+	nest = arena_strndup(c->m->arena, alt, (size_t)(bar - alt));
+	for (const char *p = nest, *dot; t && *p; p = *dot ? dot + 1 : dot) {
 		dot = strchr(p, '.') ? strchr(p, '.') : p + strlen(p);
 		snprintf(part, sizeof part, "%.*s", (int)(dot - p), p);
 		above = t;
 		t = cJSON_GetObjectItemCaseSensitive(t, part);
 		if (!cJSON_IsObject(t)) {
-			cfg_error(c, wrappers[i].nest, "%s holds its text model in %s, and it is %s",
-				  c->type, wrappers[i].nest, t ? "not an object" : "missing");
+			cfg_error(c, nest, "%s holds its text model in %s, and it is %s",
+				  c->type, nest, t ? "not an object" : "missing");
 			return;
 		}
 		for (size_t k = 0; k < NELEM(inherited); k++)	/* from the level above */
@@ -467,7 +493,7 @@ unwrap(Cfg *c)
 								       above, inherited[k]));
 	}
 	c->outer = c->json;
-	c->nest = wrappers[i].nest;
+	c->nest = nest;
 	c->json = t;
 	c->type = cfg_str_or(c, "model_type", wrappers[i].text);
 }

@@ -61,6 +61,9 @@ static const char *const families[] = {
 	"qwen2_moe_gelu", "deepseek_v3_gelu",
 	/* session 29: Mistral Large 4 (wrapper; saved in Mistral's own names) */
 	"mistral_large4", "nemotron_h_omni", "qwen3_5", "aria",
+	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
+	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
+	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr", "deepseek_ocr2", "bailing_hybrid",
 };
 
 static char *
@@ -465,6 +468,81 @@ START_TEST(test_cfg_real_configs_import_every_layer_fast)
 }
 END_TEST
 
+static const char *variant_dir(const char *fam, const char *sub, void (*edit)(cJSON *));
+
+/* cohere2_moe: x and layer_in play different parts (swapped, far off) on
+ * the MoE and the dense layer alike; the sum strategy and sigmoid scores. */
+static void
+cohere2_sum_sigmoid(cJSON *j)
+{
+	cJSON_ReplaceItemInObject(j, "shared_expert_combination_strategy",
+				  cJSON_CreateString("sum"));
+	cJSON_ReplaceItemInObject(j, "expert_selection_fn", cJSON_CreateString("sigmoid"));
+}
+
+START_TEST(test_cfg_cohere2_moe_parallel_inputs)
+{
+	char *dir = src("tests/fixtures/hf/%s", "cohere2_moe"), *text, cfg[700];
+	Tensor x[2], sw[2], want, y;
+	Compare c;
+	Diag d;
+	Module *m;
+
+	for (int layer = 0; layer < 2; layer++) {
+		m = import(src("tests/fixtures/hf/%s/config.json", "cohere2_moe"), layer, 1, NULL,
+			   NULL, 0, &d);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_int_eq(ir_main_graph(m)->nparam, 2);
+		ck_assert_str_eq(ir_main_graph(m)->param[1]->name, "layer_in");
+		ir_free_module(m);
+	}
+	m = import(src("tests/fixtures/hf/%s/config.json", "cohere2_moe"), 1, 0, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(read_inputs(dir, 0, x), 2);
+	read_pb(dir, 0, "output_0.pb", &want);
+	sw[0] = x[1];
+	sw[1] = x[0];
+	run(m, sw, 2, &y);
+	tensor_compare(&y, &want, 1e-2, 4e-2, &c);
+	ck_assert_msg(c.rel_l2 > 0.1, "rel_l2 %g with the inputs swapped", c.rel_l2);
+	tensor_free(&y);
+	tensor_free(&x[0]);
+	tensor_free(&x[1]);
+	tensor_free(&want);
+	ir_free_module(m);
+	snprintf(cfg, sizeof cfg, "%s/config.json", variant_dir("cohere2_moe", "sum_sigmoid",
+								 cohere2_sum_sigmoid));
+	m = import(cfg, 1, 1, NULL, NULL, 0, &d);
+	ck_assert_ptr_nonnull(m);
+	text = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(text, "router=sigmoid"));
+	ck_assert_ptr_nonnull(strstr(text, "renorm=1"));
+	ck_assert_ptr_null(strstr(text, "ffn.sum"));	/* summed, not averaged */
+	free(text);
+	ir_free_module(m);
+}
+END_TEST
+
+/* A.X-K2 masks dropped groups with 0 (its masked_fill), A.X-K1 with -inf. */
+START_TEST(test_cfg_axk2_group_fill)
+{
+	char *text;
+	Diag d;
+	Module *m;
+
+	for (int k2 = 0; k2 < 2; k2++) {
+		m = import(src("tests/fixtures/hf/%s/config.json", k2 ? "axk2" : "axk1"), 1, 1, NULL,
+			   NULL, 0, &d);
+		ck_assert_ptr_nonnull(m);
+		text = ir_print_string(m, 0);
+		ck_assert_ptr_nonnull(strstr(text, "n_group=4"));
+		ck_assert_int_eq(strstr(text, "group_fill=0") != NULL, k2);
+		free(text);
+		ir_free_module(m);
+	}
+}
+END_TEST
+
 /* The default layer is the first MoE layer. */
 START_TEST(test_cfg_default_layer_is_first_moe_layer)
 {
@@ -484,6 +562,10 @@ START_TEST(test_cfg_default_layer_is_first_moe_layer)
 		{"step-3.5-flash", "step3p5_layer3"},
 		{"nemotron-3-nano-30b-a3b", "nemotron_h_layer1"},
 		{"phi-3.5-moe-instruct", "phimoe_layer0"},
+		{"laguna-xs.2", "laguna_layer1"},
+		{"beam-1.0-501b-a23b", "beam_layer3"},
+		{"flint", "flint_layer2"},
+		{"minimax-m3", "minimax_m3_vl_text_layer0"},
 	};
 	char text[1024];
 	Diag d;
@@ -559,7 +641,8 @@ static const struct {
 	 "MoE has zero-computation (identity) experts", 1},
 	{"glm5_next_hyper_connections", "model_type: error: model_type 'glm5_next' is not built: "
 	 "GLM-5-Next's decoder layers use hyper-connections", 1},
-	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen3_omni_moe_thinker'; the nearest "
+	/* an unknown wrapper (qwen3_omni_moe_thinker is read since session 31) */
+	{"unknown_type_omni_moe", "model_type: error: unknown model_type 'qwen9_omni_moe_thinker'; the nearest "
 	 "family moec builds is qwen3_moe (from keys)", 1},
 	{"wrapper_no_text_config", "text_config: error: llama4 holds its text model in "
 	 "text_config, and it is missing", 1},
@@ -598,6 +681,13 @@ static const struct {
 	 "moec reads", 1},
 	{"quant_fbgemm_ub", "quantization_config: error: fbgemm_fp8 activation_scale_ub must be a "
 	 "positive number", 1},
+	/* session 31's 2026 types */
+	{"cohere2_moe_combination", "shared_expert_combination_strategy: error: 'max' is not sum or "
+	 "average", 1},
+	{"cohere2_moe_selection", "expert_selection_fn: error: 'relu' is not softmax or sigmoid", 1},
+	{"laguna_negative_softcap", "moe_router_logit_softcapping: error: must not be negative", 1},
+	{"kolibri1", "model_type: error: model_type 'kolibri1' is not built: Kolibri-1's router "
+	 "selects the top-k of logits + expert bias", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -1186,6 +1276,88 @@ minimax_remote(cJSON *j)
 	cJSON_AddItemToObject(j, "shared_intermediate_size", cJSON_CreateNumber(0));
 }
 
+/* dots3_note's published config: the text model's keys at the top level
+ * (no text_config), the shared width in the hub's spelling; the nest's
+ * other alternative below. */
+static void
+dots3_note_flat(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "model_type", cJSON_CreateString("dots3_note"));
+	rename_key(j, "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size");
+}
+
+/* MiniMax-M3's hub config: hidden_act swigluoai (not read: the clamped
+ * SwiGLU is the family's) and the MoE layers as moe_layer_freq's 0 / 1. */
+static void
+minimax_m3_hub_keys(cJSON *j)
+{
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+	cJSON *freq = cJSON_CreateArray();
+
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "hidden_act", cJSON_CreateString("swigluoai"));
+	cJSON_DeleteItemFromObjectCaseSensitive(t, "mlp_layer_types");
+	cJSON_AddItemToArray(freq, cJSON_CreateNumber(0));
+	cJSON_AddItemToArray(freq, cJSON_CreateNumber(1));
+	cJSON_AddItemToObject(t, "moe_layer_freq", freq);
+}
+
+/* Qwen3-Omni's thinker config alone (model_type qwen3_omni_moe_thinker):
+ * its text model in text_config, the weights still under thinker.model. */
+static void
+omni_thinker_alone(cJSON *j)
+{
+	cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(j, "thinker_config");
+
+	ck_assert_ptr_nonnull(t);
+	while (j->child)
+		cJSON_Delete(cJSON_DetachItemViaPointer(j, j->child));
+	while (t->child) {
+		cJSON *e = cJSON_DetachItemViaPointer(t, t->child);
+		cJSON_AddItemToObject(j, e->string, e);
+	}
+	cJSON_Delete(t);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "model_type");
+	cJSON_AddItemToObject(j, "model_type", cJSON_CreateString("qwen3_omni_moe_thinker"));
+}
+
+/* Nemotron 3.5 Transcribe (nemo_speechlm): a nemotron_h in text_config. */
+static void
+nemo_speechlm_wrap(cJSON *j)
+{
+	cJSON *t = cJSON_CreateObject();
+
+	while (j->child) {
+		cJSON *e = cJSON_DetachItemViaPointer(j, j->child);
+		cJSON_AddItemToObject(t, e->string, e);
+	}
+	cJSON_AddItemToObject(j, "model_type", cJSON_CreateString("nemo_speechlm"));
+	cJSON_AddItemToObject(j, "text_config", t);
+}
+
+/* Unlimited-OCR's original config holds the text model in language_config. */
+static void
+unlimited_ocr_language_config(cJSON *j)
+{
+	rename_key(j, "text_config", "language_config");
+}
+
+START_TEST(test_cfg_hub_config_spellings)
+{
+	match_reference("dots3_note", variant_dir("dots3_note_text", "flat", dots3_note_flat),
+			src("tests/fixtures/hf/%s/model.safetensors", "dots3_note_text"), 1);
+	match_reference("unlimited_ocr", variant_dir("unlimited_ocr", "language_config",
+						     unlimited_ocr_language_config),
+			src("tests/fixtures/hf/%s/model.safetensors", "unlimited_ocr"), 1);
+	match_reference("minimax_m3_vl", variant_dir("minimax_m3_vl", "hub_keys", minimax_m3_hub_keys),
+			src("tests/fixtures/hf/%s/model.safetensors", "minimax_m3_vl"), 1);
+	match_reference("qwen3_omni_moe_thinker", variant_dir("qwen3_omni_moe", "thinker",
+							      omni_thinker_alone),
+			src("tests/fixtures/hf/%s/model.safetensors", "qwen3_omni_moe"), 1);
+	match_reference("nemo_speechlm", variant_dir("nemotron_h", "speechlm", nemo_speechlm_wrap),
+			src("tests/fixtures/hf/%s/model.safetensors", "nemotron_h"), 1);
+}
+END_TEST
+
 /* MiniMax-Text-01 / M1's original repos (remote code: minimax_text_01,
  * minimax_m1) say layernorm_mlp_alpha / _beta and postnorm: the minimax
  * fixture's config in those words is the same block; with postnorm false
@@ -1735,6 +1907,9 @@ config_suite(void)
 	tcase_add_loop_test(tc, test_cfg_dump_round_trips, 0, (int)NELEM(families));
 	tcase_add_loop_test(tc, test_cfg_fixtures_match_reference, 0, (int)NELEM(families));
 	tcase_add_test(tc, test_cfg_arctic_dense_layer_and_inputs);
+	tcase_add_test(tc, test_cfg_cohere2_moe_parallel_inputs);
+	tcase_add_test(tc, test_cfg_axk2_group_fill);
+	tcase_add_test(tc, test_cfg_hub_config_spellings);
 	tcase_add_test(tc, test_cfg_minimax_remote_code_keys);
 	tcase_add_test(tc, test_cfg_qwen3_vl_moe_both_expert_layouts);
 	tcase_add_test(tc, test_cfg_real_configs_import_every_layer_fast);
