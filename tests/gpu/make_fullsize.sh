@@ -78,7 +78,6 @@ step35 step-3.5-flash 3
 hunyuan hunyuan-a13b-instruct 0
 glm45 glm-4.5 3
 qwen3_235b qwen3-235b-a22b 0
-dots1 dots.llm1.inst 1
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
