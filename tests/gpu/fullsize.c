@@ -360,8 +360,10 @@ cmd_ref(const char *model, int layer, const char *dir, int64_t rows, Diag *d)
 		}
 		printf("%s: %lld rows", name, (long long)n);
 		if (rt)
-			printf(" (%lld near ties left out), %.0f%% of them pick expert 0 or %lld",
-			       (long long)ties, hot_share(rt, keep, n), (long long)(u.r.E / HOT));
+			printf(" (%lld near ties left out)", (long long)ties);
+		if (rt && u.routed)	/* no router found (DBRX's LayerNorm): no hot experts */
+			printf(", %.0f%% of them pick expert 0 or %lld", hot_share(rt, keep, n),
+			       (long long)(u.r.E / HOT));
 		printf("\n");
 		free(keep);
 		rc = bad;

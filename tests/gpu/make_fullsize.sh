@@ -14,7 +14,8 @@
 # A model spelled NAME@bf16 is NAME's config without its quantization_config
 # (the bf16 block of a quantised checkpoint: DeepSeek-V3's FP8 layer is
 # checked both ways; the interpreter dequantises its FP8 expert rows as it
-# reads them, ir_eval_defers).
+# reads them, ir_eval_defers); NAME@fbgemm is a bf16 Llama-4 config as its
+# FP8 release (fbgemm_config.py: models/ holds the bf16 release's file).
 # ONLY="olmoe gpt2" prepares those cases alone; ROWS=16 writes 16 rows per
 # set instead of 48 (a smaller folder to carry: rows x hidden x 2 bytes each).  Exit 0 all prepared, 1 a
 # compile or a reference failed.
@@ -33,7 +34,10 @@ fail=0
 # gemma4's parallel dense + MoE block (its router normalises x itself, so
 # uniform rows only), nemotron_h's relu^2 experts, minimax_m2 in FP8 as
 # published, ERNIE's softmax with a selection bias, Ling's groups, GLM-4.7's
-# lite MoE, LFM2, Granite-4.0-H, Qwen3.5 (512 experts, top 10).
+# lite MoE, LFM2, Granite-4.0-H, Qwen3.5 (512 experts, top 10).  Session 31:
+# Kimi-K2.5 (int4 compressed-tensors, 384 experts of 7168 x 2048), GLM-5.3
+# (256 experts, hidden 6144) and Llama-4-Maverick as its FP8 release
+# (fbgemm_fp8, 128 experts of 5120 x 8192, top-1).
 cases="mixtral mixtral-8x7b 0
 qwen3_moe qwen3-30b-a3b 0
 qwen2_moe qwen1.5-moe-a2.7b 0
@@ -62,16 +66,30 @@ glm47flash glm-4.7-flash 1
 lfm2_moe lfm2-8b-a1b 2
 granite4h granite-4.0-h-tiny 0
 qwen35 qwen3.5-397b-a17b 0
+kimi_k25 kimi-k2.5 1
+glm53 glm-5.3 3
+maverick_fp8 llama-4-maverick-17b-128e-instruct@fbgemm 1
+mimo_v2_fp8 mimo-v2-flash 1
+jamba ai21-jamba-mini-1.7 1
+dbrx dbrx-instruct 0
+minimax01 minimax-text-01-hf 0
+kimi_k2_fp8 kimi-k2-instruct 1
+step35 step-3.5-flash 3
+hunyuan hunyuan-a13b-instruct 0
+glm45 glm-4.5 3
+qwen3_235b qwen3-235b-a22b 0
 gpt2_tf32 gpt2 0 --precision=tf32
 bert_tf32 bert-base-uncased 0 --precision=tf32"
 echo "$cases" | while read -r name model layer flags; do
 	case " ${ONLY:-$name} " in *" $name "*) ;; *) continue ;; esac	# ONLY="a b": those cases
 	t0=$(date +%s)
 	dir=$src/models/$model
-	case $model in *@bf16)	# the config without quantization_config
-		dir=$out/${model%@bf16}-bf16
+	case $model in *@*)	# a derived config: @bf16 without quantization_config, @fbgemm the FP8 release's
+		tool=$src/bench/bf16_config.py
+		case $model in *@fbgemm) tool=$src/tests/gpu/fbgemm_config.py ;; esac
+		dir=$out/${model%@*}-${model#*@}
 		mkdir -p "$dir" &&
-		python3 "$src/bench/bf16_config.py" "$src/models/${model%@bf16}/config.json" "$dir/config.json" || exit 1
+		python3 "$tool" "$src/models/${model%@*}/config.json" "$dir/config.json" || exit 1
 	esac
 	# shellcheck disable=SC2086
 	if ! "$moec" compile "$dir" --layer "$layer" --synthetic-weights=1 \
