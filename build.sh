@@ -31,7 +31,13 @@ if ! command -v ptxas >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/ptxas ]; the
 	echo "build.sh: note: ptxas (CUDA toolkit) not found; kernels will not be assembled" >&2
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEC_WERROR=ON >/dev/null
+# ccache where it is installed: the three builds of `test` again on the same
+# machine.  CI's machine is fresh (nothing to reuse), so it is not installed.
+launcher=
+if command -v ccache >/dev/null 2>&1; then
+	launcher=-DCMAKE_C_COMPILER_LAUNCHER=ccache
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEC_WERROR=ON $launcher >/dev/null
 ninja -C build
 
 # The whole suite again in build-asan, built with AddressSanitizer, UBSan
@@ -39,7 +45,7 @@ ninja -C build
 # are left out there and why.
 sanitized() {
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DMOEC_SANITIZE=ON >/dev/null
+		-DMOEC_SANITIZE=ON $launcher >/dev/null
 	ninja -C build-asan
 	# LeakSanitizer stops the process's threads with ptrace-like calls, which
 	# some containers refuse: probe it, and say so if leaks go unchecked.
@@ -79,7 +85,7 @@ test)
 	# The code is warning-free under clang too (-Wall -Wextra -Werror):
 	# compiled, not tested again.
 	CC=clang cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-		-DMOEC_WERROR=ON >/dev/null
+		-DMOEC_WERROR=ON $launcher >/dev/null
 	ninja -C build-clang
 	;;
 *)

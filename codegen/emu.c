@@ -82,6 +82,7 @@
 #define CG_INTERNAL
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
 
@@ -92,6 +93,95 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "codegen.h"
+
+/*
+ * Switching between the GPU threads.  glibc's swapcontext saves and restores
+ * the signal mask, a system call each way: half the CPU time of an emulated
+ * kernel whose threads meet at barriers and collectives often (perf, session
+ * 31), and under AddressSanitizer its interceptor clears the shadow of the
+ * whole 256 KiB stack at each switch.  On x86-64 a switch is
+ * cg_emu_ctx_switch below instead: what a call must preserve (rbx, rbp,
+ * r12-r15, MXCSR, the x87 control word) pushed on the stack it leaves, its
+ * stack pointer stored, the other's loaded and popped; AddressSanitizer is
+ * told through its fiber interface (sanitizer/common_interface_defs.h).
+ * ucontext with shadow stacks (-fcf-protection) and on other machines.
+ */
+#if !defined(__x86_64__) || defined(__CET__)
+#define EMU_UCONTEXT 1
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_UCONTEXT
+typedef ucontext_t Ctx;
+static void
+ctx_swap(Ctx *from, Ctx *to)
+{
+	swapcontext(from, to);
+}
+
+/* Leave from for good; abandon: with frames still on its stack. */
+static _Noreturn void
+ctx_leave(Ctx *from, Ctx *to, int abandon)
+{
+	swapcontext(from, to);
+	abort();		/* never resumed */
+}
+#else
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+typedef struct {
+	void *sp;
+	const void *bottom;	/* the stack, for AddressSanitizer */
+	size_t size;
+	int abandoned;		/* left with frames on it (their redzones poisoned) */
+} Ctx;
+void cg_emu_ctx_switch(void **save_sp, void *sp);
+__asm__(".text\n"
+	".globl cg_emu_ctx_switch\n"
+	".hidden cg_emu_ctx_switch\n"
+	".type cg_emu_ctx_switch, @function\n"
+	".p2align 4\n"
+	"cg_emu_ctx_switch:\n"
+	"\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+	"\tsubq $8, %rsp\n\tstmxcsr (%rsp)\n\tfnstcw 4(%rsp)\n"
+	"\tmovq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n"
+	"\tldmxcsr (%rsp)\n\tfldcw 4(%rsp)\n\taddq $8, %rsp\n"
+	"\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n"
+	"\tret\n"
+	".size cg_emu_ctx_switch, .-cg_emu_ctx_switch\n");
+
+static void
+ctx_swap(Ctx *from, Ctx *to)
+{
+#ifdef EMU_ASAN
+	void *fake;
+
+	__sanitizer_start_switch_fiber(&fake, to->bottom, to->size);
+	cg_emu_ctx_switch(&from->sp, to->sp);
+	__sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+	cg_emu_ctx_switch(&from->sp, to->sp);
+#endif
+}
+
+static _Noreturn void
+ctx_leave(Ctx *from, Ctx *to, int abandon)
+{
+	from->abandoned = abandon;
+#ifdef EMU_ASAN
+	__sanitizer_start_switch_fiber(NULL, to->bottom, to->size);
+#endif
+	cg_emu_ctx_switch(&from->sp, to->sp);
+	abort();		/* never resumed */
+}
+#endif
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
@@ -113,7 +203,7 @@ struct Copy {
 
 typedef struct Thr Thr;
 struct Thr {
-	ucontext_t ctx;
+	Ctx ctx;
 	char *stack;
 	int tid[3], lin;
 	int state, coll, ci;
@@ -185,7 +275,7 @@ static struct {
 	Thr *thr;
 	int nthr, cap;
 	Thr *cur;
-	ucontext_t sched;
+	Ctx sched;
 	void (*fn)(uint64_t *);
 	uint64_t *args;
 	int grid[3], block[3], cta[3];
@@ -236,15 +326,14 @@ static _Noreturn void
 abandon(void)
 {
 	E.cur->state = T_DONE;
-	swapcontext(&E.cur->ctx, &E.sched);
-	abort();		/* never resumed */
+	ctx_leave(&E.cur->ctx, &E.sched, 1);
 }
 
 static void
 yield(int state)
 {
 	E.cur->state = state;
-	swapcontext(&E.cur->ctx, &E.sched);
+	ctx_swap(&E.cur->ctx, &E.sched);
 	if (E.failed)
 		abandon();
 }
@@ -1436,6 +1525,56 @@ thr_main(void)
 	E.cur->state = T_DONE;
 }
 
+/* A thread that starts in thr_main on stack[0, size) and, when it returns,
+ * switches to the scheduler for good. */
+#ifdef EMU_UCONTEXT
+static void
+ctx_make(Ctx *c, char *stack, size_t size)
+{
+	getcontext(c);
+	c->uc_stack.ss_sp = stack;
+	c->uc_stack.ss_size = size;
+	c->uc_link = &E.sched;
+	makecontext(c, thr_main, 0);
+}
+#else
+static _Noreturn void
+thr_entry(void)
+{
+#ifdef EMU_ASAN
+	__sanitizer_finish_switch_fiber(NULL, &E.sched.bottom, &E.sched.size);
+#endif
+	thr_main();
+	ctx_leave(&E.cur->ctx, &E.sched, 0);
+}
+
+/* The frame cg_emu_ctx_switch pops, from the top: no return address for
+ * thr_entry, thr_entry as the one `ret` takes (16-byte aligned, as after a
+ * call), six registers, MXCSR and the x87 control word as they are now. */
+static void
+ctx_make(Ctx *c, char *stack, size_t size)
+{
+	uint64_t *sp = (uint64_t *)(((uintptr_t)stack + size) & ~(uintptr_t)15);
+	uint32_t csr;
+	uint16_t cw;
+
+	__asm__ volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(csr), "=m"(cw));
+	*--sp = 0;
+	*--sp = (uint64_t)(uintptr_t)thr_entry;
+	for (int i = 0; i < 6; i++)
+		*--sp = 0;
+	*--sp = csr | (uint64_t)cw << 32;
+	c->sp = sp;
+	c->bottom = stack;
+	c->size = size;
+#ifdef EMU_ASAN
+	if (c->abandoned)	/* the redzones of its frames */
+		ASAN_UNPOISON_MEMORY_REGION(stack, size);
+#endif
+	c->abandoned = 0;
+}
+#endif
+
 /* Resolve the collective of warpgroup g (threads 128g..) once all its threads are at it. */
 static int
 wg_step(int g)
@@ -1545,11 +1684,7 @@ run_cta(void)
 		t->nbw = 0;
 		memset(t->seen, 0, sizeof t->seen);
 		memset(t->fseen, 0, sizeof t->fseen);
-		getcontext(&t->ctx);
-		t->ctx.uc_stack.ss_sp = t->stack;
-		t->ctx.uc_stack.ss_size = STACK;
-		t->ctx.uc_link = &E.sched;
-		makecontext(&t->ctx, thr_main, 0);
+		ctx_make(&t->ctx, t->stack, STACK);
 	}
 	for (;;) {
 		int nbar = 0, ndone = 0, nspin = 0, nnamed = 0, progress = 0;
@@ -1558,7 +1693,7 @@ run_cta(void)
 			int was = E.thr[i].state;
 			if (was == T_RUN || was == T_SPIN) {
 				E.cur = &E.thr[i];
-				swapcontext(&E.sched, &E.thr[i].ctx);
+				ctx_swap(&E.sched, &E.thr[i].ctx);
 				/* a spinning thread that still spins did nothing (one that
 				 * passed its wait and waits again set E.woke) */
 				progress |= was == T_RUN || E.thr[i].state != T_SPIN;

@@ -1240,12 +1240,22 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_mxfp4);
 	tcase_add_test(t, test_grouped);
 	tcase_add_test(t, test_decode_variants);
+	tcase_add_test(t, test_ptxas_bound);
+	suite_add_tcase(s, t);
+	/* the long emulated cases apart, so that ctest -j runs them side by side */
+	t = tcase_create("direct");	/* B read straight from global memory */
+	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_direct);
-	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_direct);
+	suite_add_tcase(s, t);
+	t = tcase_create("stream");	/* stream-K */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_stream);
 	tcase_add_test(t, test_program_sk_unroll);
-	tcase_add_test(t, test_ptxas_bound);
+	suite_add_tcase(s, t);
+	t = tcase_create("programs");	/* whole blocks against the interpreter */
+	tcase_set_timeout(t, 300);
 	tcase_add_loop_test(t, test_program_against_interpreter, 0, (int)NELEM(programs));
 	suite_add_tcase(s, t);
 	return s;

@@ -1385,10 +1385,6 @@ kernels_suite(void)
 	tcase_add_loop_test(t, test_ptx_assembles_on_target, 0, (int)NELEM(targets));
 	tcase_add_test(t, test_synth_matches_host_bytes);
 	tcase_add_loop_test(t, test_route_matches_interpreter, 0, (int)NELEM(route_cases));
-	tcase_add_test(t, test_permute_matches_interpreter);
-	tcase_add_test(t, test_permute_many_slots);
-	tcase_add_test(t, test_permute_grid_matches_interpreter);
-	tcase_add_test(t, test_permute_grid_many_slots);
 	tcase_add_test(t, test_body_moe_combine);
 	tcase_add_test(t, test_combine_matches_body);
 	tcase_add_test(t, test_body_rstd);
@@ -1407,6 +1403,13 @@ kernels_suite(void)
 	tcase_add_test(t, test_body_many_ops);
 	tcase_add_test(t, test_body_refuses_with_a_diagnostic);
 	tcase_add_test(t, test_body_refuses_concat_of_65);
+	suite_add_tcase(s, t);
+	t = tcase_create("permute");	/* apart from core: the longest, for ctest -j */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_permute_matches_interpreter);
+	tcase_add_test(t, test_permute_many_slots);
+	tcase_add_test(t, test_permute_grid_matches_interpreter);
+	tcase_add_test(t, test_permute_grid_many_slots);
 	suite_add_tcase(s, t);
 	t = tcase_create("nested");	/* row kernels with a reduction nested in the rows */
 	tcase_add_test(t, test_body_nested_quantisation);

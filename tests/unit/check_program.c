@@ -2203,8 +2203,12 @@ program_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
-	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 0, 2);
+	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 0, 1);
 	tcase_add_test(tc, test_front_grid_fits_the_targets);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("vec_ahead");	/* the same, _i = 1: --debug=vec-ahead (a case of its own for ctest -j) */
+	tcase_set_timeout(tc, 1800);
+	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 1, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
@@ -2222,6 +2226,9 @@ program_suite(void)
 	tc = tcase_create("prefill");	/* 192-column tiles, persistent, four plans */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_prefill_192_persistent);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slots_x");	/* apart from prefill: two long ones, for ctest -j */
+	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_slots_x_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */

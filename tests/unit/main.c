@@ -3,8 +3,10 @@
  * Suite *<module>_suite(void); CMake lists them in suites.inc.
  *
  *	check_moec [SUITE...]     run all suites, or only those named
+ *	CK_RUN_CASE=CASE check_moec SUITE   one test case (ctest's unit_SUITE.CASE)
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +39,7 @@ int
 main(int argc, char **argv)
 {
 	SRunner *sr = NULL;
-	int nfail;
+	int nfail, nrun;
 
 	for (int i = 0; suites[i].name; i++) {
 		if (!wanted(suites[i].name, argc, argv))
@@ -51,6 +53,12 @@ main(int argc, char **argv)
 		return 2;
 	srunner_run_all(sr, CK_NORMAL);
 	nfail = srunner_ntests_failed(sr);
+	nrun = srunner_ntests_run(sr);
 	srunner_free(sr);
+	if (nrun == 0) {	/* CK_RUN_CASE naming no case of these suites */
+		fprintf(stderr, "check_moec: no test ran (CK_RUN_CASE=%s)\n",
+			getenv("CK_RUN_CASE") ? getenv("CK_RUN_CASE") : "");
+		return 2;
+	}
 	return nfail ? 1 : 0;
 }
