@@ -537,9 +537,9 @@ struct GemmSpec {
 	int wg_wide;		/* wgmma, WS (bf16/f16): 1: warpgroup tiles up to 256 columns (one
 				 * wgmma m64n256k16 a k-step: 128x256 over two warpgroups is two
 				 * 64x256, A read once a k-step instead of B twice); 0: up to 128 */
-	int tma_store;		/* WS, dense, bf16/f16 C (--debug=ws-tma-store): 1: each consumer
-				 * warpgroup's 64-row blocks through a shared buffer and TMA stores
-				 * (a "C_map" parameter); 0: stores from registers */
+	int tma_store;		/* WS, dense, bf16/f16 C (--debug=ws-tma-store): > 0: each consumer
+				 * warpgroup's 64-row blocks through this many (1, 2) shared buffers
+				 * and TMA stores (a "C_map" parameter); 0: stores from registers */
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */

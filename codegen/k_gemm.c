@@ -849,7 +849,7 @@ result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValu
 	switch (s->quant.kind) {
 	case CG_QUANT_NONE:
 		if (s->tma_store)	/* into the warpgroup's buffer (k_gemm_ws.c; tma_store_check: n is 2) */
-			gemm_ostage_put(g, h, j, v);
+			gemm_ostage_put(g, mi, h, j, v);
 		else
 			gemm_store_at(&g->k, p, v, n);
 		break;
@@ -1073,7 +1073,7 @@ gemm_epilogue(G *g)
 	}
 	for (int mi = 0; mi < g->mi; mi++) {
 		if (g->k.s.tma_store)
-			gemm_ostage_begin(g);
+			gemm_ostage_begin(g, mi);
 		for (int h = 0; h < 2; h++) {
 			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
 			GemmRow row;

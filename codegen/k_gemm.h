@@ -163,8 +163,9 @@ struct G {
 	int dyn_off;		/* dynamic stream-K (GemmSpec.units): smem of the next units, the last flag */
 	/* group quantisation: output columns per fragment, per warp; segment width; smem */
 	int q_fw, q_wow, q_sg, q_off, q_bytes;
-	/* GemmSpec.tma_store: the consumer warpgroups' output buffers (from the aligned base), bytes each */
-	int o_off, o_bytes;
+	/* GemmSpec.tma_store: the consumer warpgroups' output buffers (from the aligned base), bytes of
+	 * each warpgroup's, 64-row buffers in them */
+	int o_off, o_bytes, o_nbuf;
 	LLVMValueRef q_scale, q_zero;	/* static quantisation, f32 */
 	/* per thread */
 	LLVMValueRef wm0, wn0;
@@ -313,8 +314,8 @@ void gemm_epilogue(G *g);	/* the program on g->acc, then the store */
 /* GemmSpec.tma_store (k_gemm_ws.c): C's row block mi of each consumer warpgroup through its
  * shared buffer: begin (the buffer free), put fragment (h, j)'s two results, flush (the TMA
  * stores); end: the stores' reads waited for, before the consumers leave */
-void gemm_ostage_begin(G *g);
-void gemm_ostage_put(G *g, int h, int j, LLVMValueRef *v);
+void gemm_ostage_begin(G *g, int mi);
+void gemm_ostage_put(G *g, int mi, int h, int j, LLVMValueRef *v);
 void gemm_ostage_flush(G *g, int mi);
 void gemm_ostage_end(G *g);
 /* Grouped GEMMs: the epilogue's rows (destination, row leaves) loaded now,

@@ -182,7 +182,8 @@ gemm_ws_layout(G *g)
 	/* [1 KiB slack][S stages][output buffers][full[S], empty[S]][expert table][warp sums][128];
 	 * the output buffers (GemmSpec.tma_store) 1 KiB aligned as the stages are, one a consumer warpgroup */
 	g->o_off = S * g->wg.stage;
-	g->o_bytes = s->tma_store ? OUT_ROWS * g->wtn * esize(s->c_dt) : 0;
+	g->o_nbuf = s->tma_store > 0 ? MIN(s->tma_store, g->mi) : 0;
+	g->o_bytes = g->o_nbuf * OUT_ROWS * g->wtn * esize(s->c_dt);
 	k->tab = 1024 + g->o_off + consumer_wgs(s) * g->o_bytes + 16 * S;
 	k->wsum = k->tab + ((4 * (s->groups + 1) + 15) & ~15);
 	k->smem = s->groups > 0 ? k->wsum + 128 : k->tab;
@@ -318,6 +319,8 @@ tma_store_check(const G *g, Diag *d)
 	    k->sw >= 0 || s->split_k > 1 || s->sched == CG_SCHED_STREAM || s->cluster == 2 || s->f8.group > 0)
 		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C are for dense GEMMs whose output is a "
 				  "plain tile (not grouped, scattered, quantised, split or after swiglu)");
+	if (s->tma_store > 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: %d output buffers a warpgroup (1 or 2)", s->tma_store);
 	if ((s->c_dt != DT_BF16 && s->c_dt != DT_F16) || g->wtn % 64 || g->mstride != OUT_ROWS ||
 	    (s->ldc * 2) % 16)
 		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C need bf16/f16 C, warpgroup tiles of "
@@ -588,18 +591,20 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
-/* --debug=ws-tma-store: C's stores by TMA where the output is a plain dense tile (tma_store_check). */
+/* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
+ * output is a plain dense tile (tma_store_check); 0: from registers. */
 static int
-tma_store_asked(const CgModule *m, const GemmSpec *s)
+tma_store_for(const CgModule *m, const GemmSpec *s)
 {
 	int sw = 0;
 
 	for (int i = 0; i < s->ep.n; i++)
 		sw |= s->ep.in[i].op == CGE_SWIGLU;
-	return (cg_module_debug(m) & DBG_WS_TMA_STORE) && s->groups == 0 && !s->gather && !sw &&
-	       s->store != CG_STORE_SCATTER && s->quant.kind == CG_QUANT_NONE && s->split_k <= 1 &&
-	       s->sched != CG_SCHED_STREAM && s->cluster != 2 && s->f8.group == 0 &&
-	       (s->c_dt == DT_BF16 || s->c_dt == DT_F16);
+	if (s->groups > 0 || s->gather || sw || s->store == CG_STORE_SCATTER || s->quant.kind != CG_QUANT_NONE ||
+	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || s->cluster == 2 || s->f8.group > 0 ||
+	    (s->c_dt != DT_BF16 && s->c_dt != DT_F16))
+		return 0;
+	return s->tma_store > 0 ? s->tma_store : (cg_module_debug(m) & DBG_WS_TMA_STORE) != 0;
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
@@ -638,7 +643,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
-	w.tma_store = tma_store_asked(m, s);
+	w.tma_store = tma_store_for(m, s);
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
 	w.wg_wide = s->wg_wide || ((cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0);
@@ -726,13 +731,15 @@ tmaps(const G *g, CgTmap *m)
 /* ---- C through shared memory by TMA (GemmSpec.tma_store; k_gemm.c's gemm_epilogue calls these) ---- */
 
 /*
- * Each consumer warpgroup has a buffer of one fragment row block: 64 rows
+ * Each consumer warpgroup has o_nbuf (GemmSpec.tma_store: 1, or 2 where
+ * its tile has two 64-row blocks) buffers of one fragment row block: 64 rows
  * of its tile's wtn columns, as wtn/64 boxes of [64 rows][128 bytes],
  * 128-byte swizzled (chunk c of row r at c ^ (r % 8): the 8 rows a warp's
  * store touches hit 8 different chunks, no bank conflicts), which is what
- * the C_map's box reads.  Per row block: the warpgroup's storer (its first
- * thread) waits until its last stores have read the buffer, a named barrier
- * (OUT_BAR + c, 128 threads), the threads write their results, each fences
+ * the C_map's box reads.  Per row block: [when it starts over at the first
+ * buffer: the warpgroup's storer (its first thread) waits until its stores
+ * have read the buffers, a named barrier (OUT_BAR + c, 128 threads)], the
+ * threads write their results into the block's buffer, each fences
  * (fence.proxy.async: generic writes before an async-proxy read), a named
  * barrier, and the storer issues the boxes and commits them as a bulk
  * group.  The wait for the tile's last block is in the next tile's first
@@ -745,12 +752,14 @@ out_wg(G *g)
 	return cg_addi(g->k.f, cg_shr(g->k.f, g->k.warp, 2), -1);
 }
 
+/* The buffer of row block mi: its warpgroup's (mi % o_nbuf)-th. */
 static LLVMValueRef
-out_buf(G *g)
+out_buf(G *g, int mi)
 {
 	CgFn *f = g->k.f;
+	int64_t at = g->o_off + (int64_t)(mi % g->o_nbuf) * (g->o_bytes / g->o_nbuf);
 
-	return cg_add(f, g->wg.base, cg_addi(f, cg_muli(f, out_wg(g), g->o_bytes), g->o_off));
+	return cg_add(f, g->wg.base, cg_addi(f, cg_muli(f, out_wg(g), g->o_bytes), at));
 }
 
 static LLVMValueRef
@@ -762,11 +771,13 @@ out_storer(G *g)
 }
 
 void
-gemm_ostage_begin(G *g)
+gemm_ostage_begin(G *g, int mi)
 {
 	CgFn *f = g->k.f;
 	CgIf c;
 
+	if (mi % g->o_nbuf)	/* a buffer of this tile's not yet used */
+		return;
 	cg_if(f, &c, out_storer(g));
 	cg_bulk_wait_read(f, 0);
 	cg_endif(f, &c);
@@ -774,12 +785,12 @@ gemm_ostage_begin(G *g)
 }
 
 void
-gemm_ostage_put(G *g, int h, int j, LLVMValueRef *v)
+gemm_ostage_put(G *g, int mi, int h, int j, LLVMValueRef *v)
 {
 	CgFn *f = g->k.f;
 	DType dt = g->k.s.c_dt;
 	LLVMValueRef r = cg_add(f, cg_shl(f, cg_and(f, g->k.warp, 3), 4), cg_addi(f, cg_shr(f, g->k.lane, 2), 8 * h));
-	LLVMValueRef o = cg_add(f, out_buf(g), gemm_kmajor_off(f, r, cg_i32(f, j), OUT_ROWS));
+	LLVMValueRef o = cg_add(f, out_buf(g, mi), gemm_kmajor_off(f, r, cg_i32(f, j), OUT_ROWS));
 
 	o = cg_add(f, o, cg_shl(f, cg_and(f, g->k.lane, 3), 2));
 	cg_sstore(f, cg_pack16x2(f, cg_from_f32(f, v[0], dt), cg_from_f32(f, v[1], dt)), cg_sptr(f, o), 4);
@@ -801,7 +812,7 @@ gemm_ostage_flush(G *g, int mi)
 	for (int b = 0; b < g->wtn / 64; b++) {
 		c[0] = cg_add(f, k->n0, cg_addi(f, g->wn0, 64 * b));
 		c[1] = r0;
-		cg_tma_store(f, k->cmap, cg_add(f, out_buf(g), cg_i32(f, b * OUT_ROWS * 128)), 2, c);
+		cg_tma_store(f, k->cmap, cg_add(f, out_buf(g, mi), cg_i32(f, b * OUT_ROWS * 128)), 2, c);
 	}
 	cg_bulk_commit(f);
 	cg_endif(f, &s);

@@ -508,7 +508,7 @@ END_TEST
 /*
  * C through shared memory by TMA stores (GemmSpec.tma_store, --debug=
  * ws-tma-store): each consumer warpgroup's 64-row blocks into its swizzled
- * buffer, stored by the emulator's cp.async.bulk.tensor ... bulk_group (rows
+ * buffer (or two, alternating), stored by the emulator's cp.async.bulk.tensor ... bulk_group (rows
  * past M clipped by the map, the buffer reused only after
  * wait_group.read); bit for bit against the register epilogue of the same
  * spec, and against the reference: ragged M (the last block partly and
@@ -518,15 +518,16 @@ END_TEST
  * the residual read from C in place.
  */
 static void
-tma_store_case(GemmCase *c)
+tma_store_case(GemmCase *c, int nbuf)
 {
 	GemmCase r = *c;
 	GemmRun a, b;
 	GemmErr e;
 
-	c->s.tma_store = 1;
+	c->s.tma_store = nbuf;
 	r.s.tma_store = 0;
-	ck_assert_msg(gh_run(&a, c) == 0 && gh_compare(&a, &e) == 0, "%s: tma store: %s", c->what, a.msg);
+	ck_assert_msg(gh_run(&a, c) == 0 && gh_compare(&a, &e) == 0, "%s: tma store (%d buffers): %s", c->what,
+		      nbuf, a.msg);
 	ck_assert_msg(e.err < 1e-2, "%s: tma store: relative L2 error %g", c->what, e.err);
 	ck_assert_msg(gh_run(&b, &r) == 0, "%s: register stores: %s", c->what, b.msg);
 	ck_assert_msg(a.cbytes == b.cbytes && memcmp(a.C, b.C, a.cbytes) == 0,
@@ -542,34 +543,34 @@ START_TEST(test_ws_emu_tma_store)
 	gh_spec_dense_bias_gelu(&c.s, 256, 320);
 	tiles(&c.s, 256, 128, 64, 4, 2, 4);
 	c.T = 300;
-	tma_store_case(&c);
+	tma_store_case(&c, 1);
 	c.what = "persistent: 3 CTAs over 4x2 tiles, one consumer, M = 450";
 	tiles(&c.s, 128, 128, 64, 2, 2, 4);
 	c.s.sched = CG_SCHED_PERSISTENT;
 	c.s.ctas = 3;
 	c.T = 450;
-	tma_store_case(&c);
+	tma_store_case(&c, 2);
 	c.what = "64x64 tiles (64-column warpgroup tiles), M = 70";
 	tiles(&c.s, 64, 64, 64, 2, 2, 3);
 	c.T = 70;
-	tma_store_case(&c);
+	tma_store_case(&c, 1);
 	c.what = "ping-pong, 3 CTAs, M = 330";
 	pingpong(&c.s, 128, 128, 64, 4, 3);
 	c.T = 330;
-	tma_store_case(&c);
+	tma_store_case(&c, 2);
 	c.what = "three consumers of 64 rows, persistent, M = 200";
 	tiles(&c.s, 192, 128, 64, 3, 4, 4);
 	c.s.ws_mode = CG_WS_COOPERATIVE;
 	c.s.sched = CG_SCHED_PERSISTENT;
 	c.s.ctas = 2;
 	c.T = 200;
-	tma_store_case(&c);
+	tma_store_case(&c, 1);
 	c = (GemmCase){.what = "f16, B [K,N], the residual in C read in place, M = 140"};
 	gh_spec_kn_residual(&c.s, 256, 192, DT_F16);
 	tiles(&c.s, 128, 256, 64, 2, 4, 3);
 	c.in_place = 1;
 	c.T = 140;
-	tma_store_case(&c);
+	tma_store_case(&c, 2);
 }
 END_TEST
 
@@ -596,10 +597,11 @@ START_TEST(test_ws_tma_store_refuses_other_outputs)
 }
 END_TEST
 
-/* sm_90a: the stores, their bulk groups and the waits for their reads; no spills (two consumers, ping-pong). */
+/* sm_90a: the stores, their bulk groups and the waits for their reads; no spills (two consumers with one
+ * and two buffers, ping-pong). */
 START_TEST(test_ws_tma_store_ptx)
 {
-	GemmSpec s[2];
+	GemmSpec s[3];
 	CgModule *m;
 	const char *ptx;
 
@@ -608,7 +610,12 @@ START_TEST(test_ws_tma_store_ptx)
 	s[0].tma_store = 1;
 	s[1] = s[0];
 	pingpong(&s[1], 128, 128, 64, 6, 132);
-	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "t");
+	s[2] = s[0];					/* two buffers a warpgroup, 3 stages, persistent */
+	tiles(&s[2], 256, 128, 64, 4, 2, 3);
+	s[2].tma_store = 2;
+	s[2].sched = CG_SCHED_PERSISTENT;
+	s[2].ctas = 132;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "t");
 	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t0")->note, "tma-store"));
 	ck_assert_int_eq(cg_module_find(m, "t0")->ntmap, 3);
 	ck_assert_str_eq(cg_module_find(m, "t0")->tmap[2].of, "C");
@@ -617,7 +624,7 @@ START_TEST(test_ws_tma_store_ptx)
 	ck_assert_int_ge(gh_count(ptx, "cp.async.bulk.commit_group"), 2);
 	ck_assert_int_ge(gh_count(ptx, "cp.async.bulk.wait_group.read 0"), 4);
 	ck_assert_int_ge(gh_count(ptx, "fence.proxy.async.shared::cta"), 2);
-	gh_assemble(m, 2, "check_ws tma store", GH_NO_SPILLS | GH_NO_SERIAL);
+	gh_assemble(m, 3, "check_ws tma store", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 }
 END_TEST
