@@ -591,6 +591,10 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
+/* --debug=ws-tma-store's one buffer on sm_90a without the flag once the H200 says it wins (the flag: the
+ * emulator too); 0: opt-in (session 31) */
+enum { TMA_STORE_DEFAULT = 0 };
+
 /* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
  * output is a plain dense tile (tma_store_check); 0: from registers. */
 static int
@@ -604,7 +608,8 @@ tma_store_for(const CgModule *m, const GemmSpec *s)
 	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || s->cluster == 2 || s->f8.group > 0 ||
 	    (s->c_dt != DT_BF16 && s->c_dt != DT_F16))
 		return 0;
-	return s->tma_store > 0 ? s->tma_store : (cg_module_debug(m) & DBG_WS_TMA_STORE) != 0;
+	return s->tma_store > 0 ? s->tma_store
+	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
