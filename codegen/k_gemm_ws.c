@@ -306,26 +306,40 @@ pingpong_check(const GemmSpec *s, int cw, Diag *d)
 }
 
 /*
- * GemmSpec.tma_store: C a plain row-major tile of 2-byte elements, stored by
- * boxes of 64 columns (128 bytes, the swizzle's row) and 64 rows.
+ * C a plain row-major tile of the GEMM's rows, whole in one kernel (what a
+ * TMA store writes): dense (a grouped tile's rows past its expert are the
+ * next expert's, which a box would overwrite), not gathered, scattered,
+ * quantised, halved by swiglu, split, stream-K or in clusters; bf16/f16.
+ */
+static int
+plain_tile(const GemmSpec *s)
+{
+	int sw = 0;
+
+	for (int i = 0; i < s->ep.n; i++)
+		sw |= s->ep.in[i].op == CGE_SWIGLU;
+	return s->groups == 0 && !s->gather && !sw && s->store != CG_STORE_SCATTER &&
+	       s->quant.kind == CG_QUANT_NONE && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
+	       s->cluster != 2 && s->f8.group == 0 && (s->c_dt == DT_BF16 || s->c_dt == DT_F16);
+}
+
+/*
+ * GemmSpec.tma_store: C a plain tile (plain_tile) stored by boxes of 64
+ * columns (128 bytes, the swizzle's row) and 64 rows.
  */
 static int
 tma_store_check(const G *g, Diag *d)
 {
-	const GemmCore *k = &g->k;
-	const GemmSpec *s = &k->s;
+	const GemmSpec *s = &g->k.s;
 
-	if (s->groups > 0 || s->gather || s->store == CG_STORE_SCATTER || s->quant.kind != CG_QUANT_NONE ||
-	    k->sw >= 0 || s->split_k > 1 || s->sched == CG_SCHED_STREAM || s->cluster == 2 || s->f8.group > 0)
+	if (!plain_tile(s))
 		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C are for dense GEMMs whose output is a "
-				  "plain tile (not grouped, scattered, quantised, split or after swiglu)");
+				  "plain bf16/f16 tile (not grouped, scattered, quantised, split or after swiglu)");
 	if (s->tma_store > 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: %d output buffers a warpgroup (1 or 2)", s->tma_store);
-	if ((s->c_dt != DT_BF16 && s->c_dt != DT_F16) || g->wtn % 64 || g->mstride != OUT_ROWS ||
-	    (s->ldc * 2) % 16)
-		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C need bf16/f16 C, warpgroup tiles of "
-				  "64k columns and a row pitch of 16k bytes (%s, %d columns, ldc %lld)",
-				  dtype_name(s->c_dt), g->wtn, (long long)s->ldc);
+	if (g->wtn % 64 || g->mstride != OUT_ROWS || (s->ldc * 2) % 16)
+		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C need warpgroup tiles of 64k columns "
+				  "and a row pitch of 16k bytes (%d columns, ldc %lld)", g->wtn, (long long)s->ldc);
 	return 0;
 }
 
@@ -596,17 +610,11 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 enum { TMA_STORE_DEFAULT = 0 };
 
 /* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
- * output is a plain dense tile (tma_store_check); 0: from registers. */
+ * output is a plain tile (plain_tile); 0: from registers. */
 static int
 tma_store_for(const CgModule *m, const GemmSpec *s)
 {
-	int sw = 0;
-
-	for (int i = 0; i < s->ep.n; i++)
-		sw |= s->ep.in[i].op == CGE_SWIGLU;
-	if (s->groups > 0 || s->gather || sw || s->store == CG_STORE_SCATTER || s->quant.kind != CG_QUANT_NONE ||
-	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || s->cluster == 2 || s->f8.group > 0 ||
-	    (s->c_dt != DT_BF16 && s->c_dt != DT_F16))
+	if (!plain_tile(s))
 		return 0;
 	return s->tma_store > 0 ? s->tma_store
 	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));

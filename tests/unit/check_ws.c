@@ -586,14 +586,14 @@ START_TEST(test_ws_tma_store_refuses_other_outputs)
 	tiles(&s, 128, 128, 64, 2, 2, 4);
 	s.tma_store = 1;
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
-	ck_assert_ptr_nonnull(strstr(d.last, "plain tile"));
+	ck_assert_ptr_nonnull(strstr(d.last, "plain bf16/f16 tile"));
 	gh_spec_dense_bias_gelu(&s, 256, 256);
 	tiles(&s, 128, 128, 64, 2, 2, 4);
 	s.tma_store = 1;
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), 0);
 	s.c_dt = DT_F32;
 	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
-	ck_assert_ptr_nonnull(strstr(d.last, "bf16/f16 C"));
+	ck_assert_ptr_nonnull(strstr(d.last, "plain bf16/f16 tile"));
 }
 END_TEST
 
