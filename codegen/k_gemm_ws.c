@@ -683,6 +683,14 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	if (!most_stages(t, &w, s->stages) && !(w.tma_store && (w.tma_store = 0, most_stages(t, &w, s->stages))))
 		return 0;
+	/* the flag's TMA stores pay where they drain under the next tile's k-tiles (H200, session 31,
+	 * dense_up M=4096: tiles 1.035x, persistent 0.918x; M=1024 ping-pong 0.973x): a cooperative
+	 * tiled plan of two or three consumer warpgroups goes persistent, a CTA an SM (a table's .tsN
+	 * keeps its schedule) */
+	if (w.tma_store && !s->tma_store && w.sched == CG_SCHED_TILES && consumer_wgs(&w) >= 2) {
+		w.sched = CG_SCHED_PERSISTENT;
+		w.ctas = cg_target_sms(t) > 0 ? cg_target_sms(t) : CG_CLUSTER_CTAS;
+	}
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
 	resident_ctas(m, &w);
