@@ -537,6 +537,9 @@ struct GemmSpec {
 	int wg_wide;		/* wgmma, WS (bf16/f16): 1: warpgroup tiles up to 256 columns (one
 				 * wgmma m64n256k16 a k-step: 128x256 over two warpgroups is two
 				 * 64x256, A read once a k-step instead of B twice); 0: up to 128 */
+	int tma_store;		/* WS, dense, bf16/f16 C (--debug=ws-tma-store): > 0: each consumer
+				 * warpgroup's 64-row blocks through this many (1, 2) shared buffers
+				 * and TMA stores (a "C_map" parameter); 0: stores from registers */
 	int bm, bn, bk;		/* 16..256, 16..256, 16/32/64/128 */
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
@@ -1267,6 +1270,13 @@ void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.p
  * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */
 void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 		 LLVMValueRef *coords);
+/* cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group: the box at src (i32 shared offset,
+ * 128-byte aligned) stored through tensor-map parameter `param` at coords (elements outside the
+ * map's dims are not written); the thread's stores join its next bulk group */
+void cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coords);
+void cg_bulk_commit(CgFn *f);		/* cp.async.bulk.commit_group */
+/* cp.async.bulk.wait_group.read n: the thread's bulk groups but the n newest have read their source */
+void cg_bulk_wait_read(CgFn *f, int n);
 LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
 LLVMValueRef cg_vote_any(CgFn *f, LLVMValueRef pred);	/* vote.sync.any: i1, the warp's OR of pred */
 LLVMValueRef cg_match_any(CgFn *f, LLVMValueRef v);	/* match.any.sync.b32: i32 mask of the lanes with v (sm_70) */

@@ -215,6 +215,8 @@ struct Thr {
 	uint32_t seen[MAXBAR];	/* per mbarrier: completed phases this thread waited for */
 	uint32_t fseen[MAXBAR];	/* ... as of its last fence.proxy.async */
 	int nbw;		/* the named barrier it waits at (bar.sync), 0: none */
+	struct { long o; size_t n; int grp; } *bs;	/* TMA stores still reading [o, o+n): bulk group, -1 open */
+	int nbs, capbs, bgrp;	/* ... and the bulk groups committed so far */
 };
 
 /* An mbarrier: where, its arrival count, pending arrivals, tx count, completed phases. */
@@ -297,6 +299,7 @@ static struct {
 	uint32_t *aphase;
 	unsigned char *isbar;	/* 1: an mbarrier's byte */
 	unsigned char *agen;	/* 1: written by cp.async through an mbarrier (generic proxy) */
+	uint16_t *srd;		/* per shared byte: TMA stores that have not yet read it (wait_group.read) */
 	Thr *wgthr;		/* wgmma: the issuing warpgroup's threads */
 	int chk_b, chk_g;	/* wgmma: the last (barrier + 1, agen, phase) checked for all threads */
 	uint32_t chk_p;
@@ -391,6 +394,12 @@ generic_write(const void *p, size_t n, const char *what)
 			abandon();
 		}
 	for (size_t i = o; i < o + n; i++) {
+		if (E.srd[i]) {
+			fail("thread %d of CTA (%d,%d,%d): %s writes shared offset %zu, which a TMA store still "
+			     "reads (no cp.async.bulk.wait_group.read by its thread before)", E.cur->lin, E.cta[0],
+			     E.cta[1], E.cta[2], what, i);
+			abandon();
+		}
 		if (E.isbar[i]) {
 			fail("thread %d of CTA (%d,%d,%d): %s writes shared offset %zu, which holds an mbarrier",
 			     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], what, i);
@@ -886,10 +895,10 @@ moec_emu_tma_load(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1
 						     "%zu bytes", a, E.smem_bytes);
 						abandon();
 					}
-					if (E.abar[so] && E.aphase[so] > E.mb[E.abar[so] - 1].done) {
+					if ((E.abar[so] && E.aphase[so] > E.mb[E.abar[so] - 1].done) || E.srd[so]) {
 						fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor into shared offset %ld, "
-						     "which an earlier tensor copy has not yet written", E.cur->lin, E.cta[0],
-						     E.cta[1], E.cta[2], so);
+						     "which an earlier tensor copy has not yet written or a TMA store still "
+						     "reads", E.cur->lin, E.cta[0], E.cta[1], E.cta[2], so);
 						abandon();
 					}
 					k->at[e + (size_t)b] = (uint32_t)so;
@@ -900,6 +909,115 @@ moec_emu_tma_load(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1
 				}
 			}
 		}
+}
+
+/*
+ * cp.async.bulk.tensor.{2,3}d.global.shared::cta.bulk_group [map, {c0, c1,
+ * c2}], [src]: the box at the 128-byte-aligned src (swizzled on the shared
+ * address bits, as the load writes it) to global memory, elements outside
+ * dims not written.  Written now; its source bytes stay read (a generic
+ * write to them, or a tensor load, is an error) until the issuing thread's
+ * cp.async.bulk.wait_group.read covers its bulk group.  Each source byte
+ * written through the generic proxy needs a fence.proxy.async by its writer
+ * after the write.
+ */
+void
+moec_emu_tma_store(const void *map, void *src, int32_t c0, int32_t c1, int32_t c2)
+{
+	const EmuTmap *m = map;
+	int32_t c[3] = {c0, c1, c2};
+	long o = (long)((unsigned char *)src - E.smem);
+	Thr *t = E.cur;
+	size_t bytes, row;
+	uint32_t sbase;
+
+	if (!tma_map_ok(m)) {
+		fail("thread %d of CTA (%d,%d,%d): a TMA store through a tensor map that is not one "
+		     "(bad magic, rank, element size, box or dims)", t->lin, E.cta[0], E.cta[1], E.cta[2]);
+		abandon();
+	}
+	row = (size_t)m->box[0] * (size_t)m->esz;
+	bytes = row * (size_t)m->box[1] * (size_t)(m->rank == 3 ? m->box[2] : 1);
+	if (o % 128 || row % 128 || !in_smem(src, bytes)) {
+		fail("thread %d of CTA (%d,%d,%d): a TMA store from shared offset %ld, %zu bytes: not 128-byte "
+		     "aligned (or rows of %zu bytes) or outside %zu bytes", t->lin, E.cta[0], E.cta[1], E.cta[2],
+		     o, bytes, row, E.smem_bytes);
+		abandon();
+	}
+	sbase = (uint32_t)((uintptr_t)src & 0x3ffff);
+	for (int z = 0; z < (m->rank == 3 ? m->box[2] : 1); z++)
+		for (int y = 0; y < m->box[1]; y++)
+			for (int x = 0; x < m->box[0]; x++) {
+				int64_t gx = (int64_t)c[0] + x, gy = (int64_t)c[1] + y;
+				int64_t gz = m->rank == 3 ? (int64_t)c[2] + z : 0;
+				size_t e = ((size_t)z * (size_t)m->box[1] + (size_t)y) * row + (size_t)x * (size_t)m->esz;
+				char *dst = (char *)(uintptr_t)(m->base + (uint64_t)(gx * m->esz) +
+								(uint64_t)(gy * m->strides[0]) +
+								(uint64_t)(gz * m->strides[1]));
+				int in = gx >= 0 && gx < m->dims[0] && gy >= 0 && gy < m->dims[1] &&
+					 (m->rank < 3 || (gz >= 0 && gz < m->dims[2]));
+				if (in && !global_in(dst, (size_t)m->esz)) {
+					fail("thread %d of CTA (%d,%d,%d): a TMA store writes global %p (element "
+					     "%lld,%lld,%lld), in no buffer", t->lin, E.cta[0], E.cta[1], E.cta[2],
+					     (void *)dst, (long long)gx, (long long)gy, (long long)gz);
+					abandon();
+				}
+				for (int b = 0; b < m->esz; b++) {
+					long so = shared_off(swizzle_addr((sbase + (uint32_t)(e + (size_t)b)) & 0x3ffff,
+									  m->swizzle), 1);
+					int w = so < 0 ? 0 : E.owner[so];
+					if (so < 0 || async_read_ok(t, (size_t)so, 1, "a TMA store") < 0)
+						abandon();
+					if (w && E.thr[w - 1].nfence == E.epoch[so]) {
+						fail("thread %d of CTA (%d,%d,%d): a TMA store reads shared offset %ld, written "
+						     "by thread %d through the generic proxy with no fence.proxy.async after "
+						     "it", t->lin, E.cta[0], E.cta[1], E.cta[2], so, w - 1);
+						abandon();
+					}
+					if (in)
+						dst[b] = (char)E.smem[so];
+				}
+			}
+	for (size_t i = 0; i < bytes; i++)	/* a 128-byte swizzle keeps each 128-byte row */
+		E.srd[o + (long)i]++;
+	if (t->nbs == t->capbs) {
+		t->capbs = t->capbs ? 2 * t->capbs : 8;
+		t->bs = xrealloc(t->bs, (size_t)t->capbs * sizeof *t->bs);
+	}
+	t->bs[t->nbs].o = o;
+	t->bs[t->nbs].n = bytes;
+	t->bs[t->nbs++].grp = -1;
+}
+
+/* cp.async.bulk.commit_group: the thread's open TMA stores are a group */
+void
+moec_emu_bulk_commit(void)
+{
+	Thr *t = E.cur;
+
+	t->bgrp++;
+	for (int i = 0; i < t->nbs; i++)
+		if (t->bs[i].grp < 0)
+			t->bs[i].grp = t->bgrp;
+}
+
+/* cp.async.bulk.wait_group.read n: the groups but the n newest have read their shared bytes */
+void
+moec_emu_bulk_wait_read(int32_t n)
+{
+	Thr *t = E.cur;
+	int k = 0;
+
+	for (int i = 0; i < t->nbs; i++) {
+		if (t->bs[i].grp >= 0 && t->bs[i].grp <= t->bgrp - n) {
+			for (size_t j = 0; j < t->bs[i].n; j++)
+				E.srd[t->bs[i].o + (long)j]--;
+			continue;
+		}
+		t->bs[k++] = t->bs[i];
+	}
+	t->nbs = k;
+	E.woke = 1;
 }
 
 /* Land the queued tensor copies: write, complete_tx (cp.async's: arrive). */
@@ -1522,6 +1640,10 @@ static void
 thr_main(void)
 {
 	E.fn(E.args);
+	if (E.cur->nbs)
+		fail("thread %d of CTA (%d,%d,%d) exits with %d TMA stores whose shared reads no "
+		     "cp.async.bulk.wait_group.read waited for", E.cur->lin, E.cta[0], E.cta[1], E.cta[2],
+		     E.cur->nbs);
 	E.cur->state = T_DONE;
 }
 
@@ -1664,6 +1786,7 @@ run_cta(void)
 	memset(E.abar, 0, E.smem_bytes * sizeof *E.abar);
 	memset(E.isbar, 0, E.smem_bytes);
 	memset(E.agen, 0, E.smem_bytes);
+	memset(E.srd, 0, E.smem_bytes * sizeof *E.srd);
 	E.nmb = 0;
 	E.nbulk = 0;
 	memset(E.nb, 0, sizeof E.nb);
@@ -1682,6 +1805,7 @@ run_cta(void)
 		t->nq = t->open = 0;
 		t->nfence = 0;
 		t->nbw = 0;
+		t->nbs = t->bgrp = 0;
 		memset(t->seen, 0, sizeof t->seen);
 		memset(t->fseen, 0, sizeof t->fseen);
 		ctx_make(&t->ctx, t->stack, STACK);
@@ -1788,6 +1912,9 @@ static const struct {
 	{"moec_emu_cp_mbar_arrive", (void *)moec_emu_cp_mbar_arrive},
 	{"moec_emu_mbar_wait", (void *)moec_emu_mbar_wait},
 	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
+	{"moec_emu_tma_store", (void *)moec_emu_tma_store},
+	{"moec_emu_bulk_commit", (void *)moec_emu_bulk_commit},
+	{"moec_emu_bulk_wait_read", (void *)moec_emu_bulk_wait_read},
 	{"moec_emu_elect", (void *)moec_emu_elect},
 	{"moec_emu_vote_any", (void *)moec_emu_vote_any},
 	{"moec_emu_match_any", (void *)moec_emu_match_any},
@@ -1908,6 +2035,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	E.aphase = xmalloc((E.smem_bytes + 1) * sizeof *E.aphase);
 	E.isbar = xmalloc(E.smem_bytes + 1);
 	E.agen = xmalloc(E.smem_bytes + 1);
+	E.srd = xmalloc((E.smem_bytes + 1) * sizeof *E.srd);
 	E.wg = xcalloc((size_t)(n / 128 + 1), sizeof *E.wg);
 	E.buf = l->buf;
 	E.nbuf = l->nbuf;
@@ -1940,6 +2068,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	free(E.aphase);
 	free(E.isbar);
 	free(E.agen);
+	free(E.srd);
 	free(E.wg);
 	free(E.args);
 	E.smem = E.smem_raw = NULL;

@@ -848,7 +848,10 @@ result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValu
 
 	switch (s->quant.kind) {
 	case CG_QUANT_NONE:
-		gemm_store_at(&g->k, p, v, n);
+		if (s->tma_store)	/* into the warpgroup's buffer (k_gemm_ws.c; tma_store_check: n is 2) */
+			gemm_ostage_put(g, mi, h, j, v);
+		else
+			gemm_store_at(&g->k, p, v, n);
 		break;
 	case CG_QUANT_STATIC:
 		for (int e = 0; e < n; e++)
@@ -1068,7 +1071,9 @@ gemm_epilogue(G *g)
 			}
 		}
 	}
-	for (int mi = 0; mi < g->mi; mi++)
+	for (int mi = 0; mi < g->mi; mi++) {
+		if (g->k.s.tma_store)
+			gemm_ostage_begin(g, mi);
 		for (int h = 0; h < 2; h++) {
 			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
 			GemmRow row;
@@ -1079,7 +1084,7 @@ gemm_epilogue(G *g)
 				row = g->pre[mi][h];
 			else
 				gemm_row(&g->k, r, &row);
-			c0 = g->k.s.quant.kind != CG_QUANT_NONE ? NULL
+			c0 = g->k.s.quant.kind != CG_QUANT_NONE || g->k.s.tma_store ? NULL
 				: gemm_c_ptr(&g->k, row.drow, sw >= 0 ? cg_shr(f, cols[0], 1) : cols[0]);
 			for (int j0 = 0; j0 < g->ni; j0 += ahead) {
 				int j1 = MIN(j0 + ahead, g->ni);
@@ -1097,6 +1102,9 @@ gemm_epilogue(G *g)
 			}
 			cg_endif(f, &c);
 		}
+		if (g->k.s.tma_store)
+			gemm_ostage_flush(g, mi);
+	}
 	if (g->k.s.quant.kind == CG_QUANT_GROUP)
 		group_quant(g);
 	g->npre = 0;

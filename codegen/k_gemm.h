@@ -45,6 +45,7 @@ struct GemmCore {
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
 	LLVMValueRef bshare;	/* GemmSpec.cluster_b, grouped (i1): the pair shares the tile's B (NULL: always) */
 	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
+	int cmap;		/* ... C's (GemmSpec.tma_store; -1: none) */
 	int arows;		/* ... and A's 16-row boxes (gemm_a_rows_map; -1: none) */
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */
 	LLVMValueRef w;			/* tiles schedule: the tile's work index (split-K's slot);
@@ -162,6 +163,9 @@ struct G {
 	int dyn_off;		/* dynamic stream-K (GemmSpec.units): smem of the next units, the last flag */
 	/* group quantisation: output columns per fragment, per warp; segment width; smem */
 	int q_fw, q_wow, q_sg, q_off, q_bytes;
+	/* GemmSpec.tma_store: the consumer warpgroups' output buffers (from the aligned base), bytes of
+	 * each warpgroup's, 64-row buffers in them */
+	int o_off, o_bytes, o_nbuf;
 	LLVMValueRef q_scale, q_zero;	/* static quantisation, f32 */
 	/* per thread */
 	LLVMValueRef wm0, wn0;
@@ -307,6 +311,13 @@ int gemm_a_rows_map(const GemmSpec *s);
 void gemm_a_live(G *g, int n);
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
 void gemm_epilogue(G *g);	/* the program on g->acc, then the store */
+/* GemmSpec.tma_store (k_gemm_ws.c): C's row block mi of each consumer warpgroup through its
+ * shared buffer: begin (the buffer free), put fragment (h, j)'s two results, flush (the TMA
+ * stores); end: the stores' reads waited for, before the consumers leave */
+void gemm_ostage_begin(G *g, int mi);
+void gemm_ostage_put(G *g, int mi, int h, int j, LLVMValueRef *v);
+void gemm_ostage_flush(G *g, int mi);
+void gemm_ostage_end(G *g);
 /* Grouped GEMMs: the epilogue's rows (destination, row leaves) loaded now,
  * before the tile's k-tiles, for the next gemm_epilogue (none: g->npre 0). */
 void gemm_rows_ahead(G *g);

@@ -154,6 +154,8 @@ params(const GemmCore *k, CgParam *p)
 		if (gemm_a_rows_map(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_rows_map"};
 		p[n++] = (CgParam){CGP_TMAP, "B_map"};
+		if (s->tma_store)
+			p[n++] = (CgParam){CGP_TMAP, "C_map"};
 	}
 	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)	/* split_k 1: unused (another target splits) */
 		p[n++] = (CgParam){CGP_PTR, "splitk_ws"};
@@ -209,6 +211,7 @@ bind_params(GemmCore *k)
 		k->amap = s->gather ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;
 		k->bmap = n++;
+		k->cmap = s->tma_store ? n++ : -1;
 	}
 	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)
 		k->ws = arg_noalias(f, n++);

@@ -136,6 +136,8 @@
 #define HEAVY_FIRST_MAX 512	/* experts ranked by tiles up to this many (O(E^2) at start) */
 #define PINGPONG_CTAS 132	/* --debug=ws-pingpong: one CTA per SM of an H100 SXM / H200 */
 #define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
+#define OUT_BAR 4		/* GemmSpec.tma_store: named barriers 4.., consumer warpgroup c's buffer (k_gemm.c's EPI_BAR: 3) */
+#define OUT_ROWS 64		/* ... a buffer holds one fragment row block (64 rows) of its warpgroup's tile */
 
 /* Consumer warpgroups: one, two or three split a tile, or two take turns (ping-pong). */
 static int
@@ -177,8 +179,12 @@ gemm_ws_layout(G *g)
 
 	k->nwarp = 4 * consumer_wgs(s) + 4;
 	k->nthr = 32 * k->nwarp;
-	/* [1 KiB slack][S stages][full[S], empty[S]][expert table][warp sums][128] */
-	k->tab = 1024 + S * g->wg.stage + 16 * S;
+	/* [1 KiB slack][S stages][output buffers][full[S], empty[S]][expert table][warp sums][128];
+	 * the output buffers (GemmSpec.tma_store) 1 KiB aligned as the stages are, one a consumer warpgroup */
+	g->o_off = S * g->wg.stage;
+	g->o_nbuf = s->tma_store > 0 ? MIN(s->tma_store, g->mi) : 0;
+	g->o_bytes = g->o_nbuf * OUT_ROWS * g->wtn * esize(s->c_dt);
+	k->tab = 1024 + g->o_off + consumer_wgs(s) * g->o_bytes + 16 * S;
 	k->wsum = k->tab + ((4 * (s->groups + 1) + 15) & ~15);
 	k->smem = s->groups > 0 ? k->wsum + 128 : k->tab;
 	if (s->groups > 0 && s->groups <= HEAVY_FIRST_MAX && !s->no_rank) {	/* + cnt[E], ord[E] */
@@ -299,6 +305,44 @@ pingpong_check(const GemmSpec *s, int cw, Diag *d)
 	return 0;
 }
 
+/*
+ * C a plain row-major tile of the GEMM's rows, whole in one kernel (what a
+ * TMA store writes): dense (a grouped tile's rows past its expert are the
+ * next expert's, which a box would overwrite), not gathered, scattered,
+ * quantised, halved by swiglu, split, stream-K or in clusters; bf16/f16.
+ */
+static int
+plain_tile(const GemmSpec *s)
+{
+	int sw = 0;
+
+	for (int i = 0; i < s->ep.n; i++)
+		sw |= s->ep.in[i].op == CGE_SWIGLU;
+	return s->groups == 0 && !s->gather && !sw && s->store != CG_STORE_SCATTER &&
+	       s->quant.kind == CG_QUANT_NONE && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
+	       s->cluster != 2 && s->f8.group == 0 && (s->c_dt == DT_BF16 || s->c_dt == DT_F16);
+}
+
+/*
+ * GemmSpec.tma_store: C a plain tile (plain_tile) stored by boxes of 64
+ * columns (128 bytes, the swizzle's row) and 64 rows.
+ */
+static int
+tma_store_check(const G *g, Diag *d)
+{
+	const GemmSpec *s = &g->k.s;
+
+	if (!plain_tile(s))
+		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C are for dense GEMMs whose output is a "
+				  "plain bf16/f16 tile (not grouped, scattered, quantised, split or after swiglu)");
+	if (s->tma_store > 2)
+		return diag_error(d, LOC_NONE, "gemm: ws: %d output buffers a warpgroup (1 or 2)", s->tma_store);
+	if (g->wtn % 64 || g->mstride != OUT_ROWS || (s->ldc * 2) % 16)
+		return diag_error(d, LOC_NONE, "gemm: ws: TMA stores of C need warpgroup tiles of 64k columns "
+				  "and a row pitch of 16k bytes (%d columns, ldc %lld)", g->wtn, (long long)s->ldc);
+	return 0;
+}
+
 int
 gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 {
@@ -342,6 +386,8 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (s->quant.kind == CG_QUANT_GROUP && s->ws_mode == CG_WS_PINGPONG)
 		return diag_error(d, LOC_NONE, "gemm: ws: group quantisation with ping-pong consumers (each "
 				  "warpgroup's tile its own; the amax barriers span both)");
+	if (s->tma_store && tma_store_check(g, d) < 0)
+		return -1;
 	return 0;
 }
 
@@ -559,6 +605,21 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
+/* --debug=ws-tma-store's one buffer on sm_90a without the flag once the H200 says it wins (the flag: the
+ * emulator too); 0: opt-in (session 31) */
+enum { TMA_STORE_DEFAULT = 0 };
+
+/* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
+ * output is a plain tile (plain_tile); 0: from registers. */
+static int
+tma_store_for(const CgModule *m, const GemmSpec *s)
+{
+	if (!plain_tile(s))
+		return 0;
+	return s->tma_store > 0 ? s->tma_store
+	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
+}
+
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
 static int
 gather_asked(const CgModule *m, const GemmSpec *s)
@@ -595,6 +656,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	w.tma_store = tma_store_for(m, s);
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
 	w.wg_wide = s->wg_wide || ((cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0);
@@ -617,8 +679,18 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		*s = w;
 		return 1;
 	}
-	if ((s->gather && !gather_asked(m, s) && s->cluster != 2) || !most_stages(t, &w, s->stages))
+	if (s->gather && !gather_asked(m, s) && s->cluster != 2)
 		return 0;
+	if (!most_stages(t, &w, s->stages) && !(w.tma_store && (w.tma_store = 0, most_stages(t, &w, s->stages))))
+		return 0;
+	/* the flag's TMA stores pay where they drain under the next tile's k-tiles (H200, session 31,
+	 * dense_up M=4096: tiles 1.035x, persistent 0.918x; M=1024 ping-pong 0.973x): a cooperative
+	 * tiled plan of two or three consumer warpgroups goes persistent, a CTA an SM (a table's .tsN
+	 * keeps its schedule) */
+	if (w.tma_store && !s->tma_store && w.sched == CG_SCHED_TILES && consumer_wgs(&w) >= 2) {
+		w.sched = CG_SCHED_PERSISTENT;
+		w.ctas = cg_target_sms(t) > 0 ? cg_target_sms(t) : CG_CLUSTER_CTAS;
+	}
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
 	resident_ctas(m, &w);
@@ -671,7 +743,110 @@ tmaps(const G *g, CgTmap *m)
 				  {s->ldb * esz, s->b_group_stride * esz}, {64, s->bk, 1}, 128};
 	if (s->f8.b_interleave)
 		interleaved_bmap(s, esz, &m[n - 1]);
+	if (s->tma_store)	/* C [M, N]: boxes of 64 rows of 128 bytes (tma_store_check) */
+		m[n++] = (CgTmap){"C", s->c_dt, 2, {CG_EXPR_INT(g->k.width), {s->m_per_t, 0, 0}},
+				  {s->ldc * esize(s->c_dt), 0}, {128 / esize(s->c_dt), OUT_ROWS, 1}, 128};
 	return n;
+}
+
+/* ---- C through shared memory by TMA (GemmSpec.tma_store; k_gemm.c's gemm_epilogue calls these) ---- */
+
+/*
+ * Each consumer warpgroup has o_nbuf (GemmSpec.tma_store: 1, or 2 where
+ * its tile has two 64-row blocks) buffers of one fragment row block: 64 rows
+ * of its tile's wtn columns, as wtn/64 boxes of [64 rows][128 bytes],
+ * 128-byte swizzled (chunk c of row r at c ^ (r % 8): the 8 rows a warp's
+ * store touches hit 8 different chunks, no bank conflicts), which is what
+ * the C_map's box reads.  Per row block: [when it starts over at the first
+ * buffer: the warpgroup's storer (its first thread) waits until its stores
+ * have read the buffers, a named barrier (OUT_BAR + c, 128 threads)], the
+ * threads write their results into the block's buffer, each fences
+ * (fence.proxy.async: generic writes before an async-proxy read), a named
+ * barrier, and the storer issues the boxes and commits them as a bulk
+ * group.  The wait for the tile's last block is in the next tile's first
+ * (persistent: after its mainloop) or before the CTA leaves.  Rows past M
+ * are clipped by the TMA (the map's rows are M); they are never written.
+ */
+static LLVMValueRef
+out_wg(G *g)
+{
+	return cg_addi(g->k.f, cg_shr(g->k.f, g->k.warp, 2), -1);
+}
+
+/* The buffer of row block mi: its warpgroup's (mi % o_nbuf)-th. */
+static LLVMValueRef
+out_buf(G *g, int mi)
+{
+	CgFn *f = g->k.f;
+	int64_t at = g->o_off + (int64_t)(mi % g->o_nbuf) * (g->o_bytes / g->o_nbuf);
+
+	return cg_add(f, g->wg.base, cg_addi(f, cg_muli(f, out_wg(g), g->o_bytes), at));
+}
+
+static LLVMValueRef
+out_storer(G *g)
+{
+	CgFn *f = g->k.f;
+
+	return LLVMBuildICmp(f->B, LLVMIntEQ, cg_and(f, g->k.tid, 127), cg_i32(f, 0), "");
+}
+
+void
+gemm_ostage_begin(G *g, int mi)
+{
+	CgFn *f = g->k.f;
+	CgIf c;
+
+	if (mi % g->o_nbuf)	/* a buffer of this tile's not yet used */
+		return;
+	cg_if(f, &c, out_storer(g));
+	cg_bulk_wait_read(f, 0);
+	cg_endif(f, &c);
+	cg_bar_sync(f, cg_addi(f, out_wg(g), OUT_BAR), 128);
+}
+
+void
+gemm_ostage_put(G *g, int mi, int h, int j, LLVMValueRef *v)
+{
+	CgFn *f = g->k.f;
+	DType dt = g->k.s.c_dt;
+	LLVMValueRef r = cg_add(f, cg_shl(f, cg_and(f, g->k.warp, 3), 4), cg_addi(f, cg_shr(f, g->k.lane, 2), 8 * h));
+	LLVMValueRef o = cg_add(f, out_buf(g, mi), gemm_kmajor_off(f, r, cg_i32(f, j), OUT_ROWS));
+
+	o = cg_add(f, o, cg_shl(f, cg_and(f, g->k.lane, 3), 2));
+	cg_sstore(f, cg_pack16x2(f, cg_from_f32(f, v[0], dt), cg_from_f32(f, v[1], dt)), cg_sptr(f, o), 4);
+}
+
+void
+gemm_ostage_flush(G *g, int mi)
+{
+	GemmCore *k = &g->k;
+	CgFn *f = k->f;
+	LLVMValueRef r0, c[2];
+	CgIf s;
+
+	gemm_fence_proxy_async(f);
+	cg_bar_sync(f, cg_addi(f, out_wg(g), OUT_BAR), 128);
+	/* the block's first row: the warpgroup's (wm0 less the warp's 16 rows) + 64 mi */
+	r0 = cg_add(f, k->row0, cg_addi(f, cg_sub(f, g->wm0, cg_shl(f, cg_and(f, k->warp, 3), 4)), OUT_ROWS * mi));
+	cg_if(f, &s, LLVMBuildAnd(f->B, out_storer(g), cg_lt(f, r0, k->rend), ""));
+	for (int b = 0; b < g->wtn / 64; b++) {
+		c[0] = cg_add(f, k->n0, cg_addi(f, g->wn0, 64 * b));
+		c[1] = r0;
+		cg_tma_store(f, k->cmap, cg_add(f, out_buf(g, mi), cg_i32(f, b * OUT_ROWS * 128)), 2, c);
+	}
+	cg_bulk_commit(f);
+	cg_endif(f, &s);
+}
+
+void
+gemm_ostage_end(G *g)
+{
+	CgIf c;
+
+	cg_if(g->k.f, &c, out_storer(g));
+	cg_bulk_wait_read(g->k.f, 0);
+	cg_endif(g->k.f, &c);
 }
 
 /* ---- per thread ---- */
@@ -714,7 +889,7 @@ setup(W *w)
 	CgIf c;
 
 	gemm_aligned_smem(f, &g->wg.base, &g->wg.addr);
-	w->bar = cg_i32(f, 1024 + S * g->wg.stage);
+	w->bar = cg_i32(f, 1024 + S * g->wg.stage + consumer_wgs(s) * g->o_bytes);
 	w->nfull = w->all ? 1 + PRODUCERS : 1;
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	for (int i = 0; i < S; i++) {
@@ -1356,6 +1531,8 @@ roles(W *w)
 	} else {
 		gemm_schedule(k, consume_tile);
 	}
+	if (k->s.tma_store)	/* no CTA leaves while a TMA store still reads its buffer */
+		gemm_ostage_end(&w->g);
 	cg_endif(f, &p);
 	if (k->s.cluster == 2)	/* no CTA leaves while its peer may still arrive on its barriers */
 		cg_cluster_sync(f);
@@ -1367,7 +1544,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	W *w = xcalloc(1, sizeof *w);	/* large: G holds the accumulator vars */
 	G *g = &w->g;
 	const GemmSpec *s = &in->k.s;
-	CgTmap maps[3];
+	CgTmap maps[4];
 	char buf[800];
 	int n, rc;
 
@@ -1400,6 +1577,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		      : s->cluster_b ? " pairs-b" : "");
 	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
 		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);
+	if (s->tma_store)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, " tma-store");
 	gemm_note_tail(&g->k, buf, sizeof buf, n);
 	gemm_prologue(&g->k);
 	setup(w);

@@ -88,6 +88,8 @@ struct CgVariant {
 						 * tiles (.pers; A/B: never the heuristic's own spelling) */
 	int bands;				/* dense: > 0: tiles in bands of this many row tiles (.bN:
 						 * GemmSpec.bands; A/B: never the heuristic's own) */
+	int tma_store;				/* WS, dense: C by TMA stores through this many 64-row
+						 * buffers a warpgroup (.tsN: GemmSpec.tma_store; A/B) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

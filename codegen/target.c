@@ -1616,6 +1616,66 @@ cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, L
 	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
 }
 
+void
+cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coords)
+{
+	LLVMValueRef a[5];
+	char pname[400], text[1024], cons[64];
+
+	if (need_tma(f, "cp.async.bulk.tensor (store)") < 0)
+		return;
+	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
+		diag_error(f->d, LOC_NONE, "cg_tma_store: parameter %d is no tensor map, or rank %d", param, rank);
+		f->err = 1;
+		return;
+	}
+	if (f->emu) {
+		a[0] = cg_arg(f, param);
+		a[1] = cg_sptr(f, src);
+		for (int i = 0; i < 3; i++)
+			a[2 + i] = i < rank ? coords[i] : cg_i32(f, 0);
+		cg_call_emu(f, "moec_emu_tma_store", NULL, a, 5);
+		return;
+	}
+	param_name(f, param, pname, sizeof pname);
+	snprintf(text, sizeof text,
+		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
+		 "cp.async.bulk.tensor.%dd.global.shared::cta.bulk_group [m, {$1, $2%s}], [$0];\n}",
+		 pname, rank, rank == 3 ? ", $3" : "");
+	snprintf(cons, sizeof cons, "r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
+	a[0] = saddr(f, src);
+	for (int i = 0; i < rank; i++)
+		a[1 + i] = coords[i];
+	cg_asm(f, NULL, text, cons, a, 1 + rank, 1);
+}
+
+void
+cg_bulk_commit(CgFn *f)
+{
+	if (need_tma(f, "cp.async.bulk.commit_group") < 0)
+		return;
+	if (f->emu)
+		cg_call_emu(f, "moec_emu_bulk_commit", NULL, NULL, 0);
+	else
+		cg_asm(f, NULL, "cp.async.bulk.commit_group;", "~{memory}", NULL, 0, 1);
+}
+
+void
+cg_bulk_wait_read(CgFn *f, int n)
+{
+	LLVMValueRef a = cg_i32(f, n);
+	char text[64];
+
+	if (need_tma(f, "cp.async.bulk.wait_group.read") < 0)
+		return;
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_bulk_wait_read", NULL, &a, 1);
+		return;
+	}
+	snprintf(text, sizeof text, "cp.async.bulk.wait_group.read %d;", n);
+	cg_asm(f, NULL, text, "~{memory}", NULL, 0, 1);
+}
+
 /* ---- clusters (sm_90; the emulator runs one CTA at a time: refused there) ---- */
 
 static int

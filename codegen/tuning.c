@@ -85,6 +85,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".fw");
 	if (v->minctas > 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".l%d", v->minctas);
+	if (v->tma_store > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".ts%d", v->tma_store);
 	return k;
 }
 
@@ -99,6 +101,14 @@ cg_variant_parse(const char *s, CgVariant *v)
 		return -1;
 	memcpy(body, s, len + 1);
 	char *lb = strrchr(body, '.');
+	if (lb && lb[1] == 't' && lb[2] == 's') {	/* C by TMA stores: buffers a warpgroup (the last word) */
+		if (lb[3] < '1' || lb[3] > '2' || lb[4])
+			return -1;
+		v->tma_store = lb[3] - '0';
+		len = (size_t)(lb - body);
+		*lb = 0;
+		lb = strrchr(body, '.');
+	}
 	if (lb && lb[1] == 'l') {	/* a launch bound: CTAs an SM (the last word) */
 		char *end;
 		long m = strtol(lb + 2, &end, 10);
@@ -172,7 +182,7 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
 			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0,
-			 0, s->bands};	/* .pers: a table's request only (the spec's own schedule stays); the vec
+			 0, s->bands, s->tma_store};	/* .pers: a table's request only (the spec's own schedule stays); the vec
 				 * mainloop's bound is its plan's own, not a tile's */
 }
 
@@ -190,6 +200,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->units = v->stream > 0 ? v->units : 0;
 	s->min_ctas = v->minctas;
 	s->bands = v->bands;
+	s->tma_store = v->tma_store;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
 	else if (v->cluster == 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */

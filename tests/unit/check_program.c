@@ -1067,6 +1067,71 @@ START_TEST(test_tuning_table_selects_variants)
 END_TEST
 
 /*
+ * A tuning table's .tsN: the dense GEMM's C by TMA stores through N 64-row
+ * buffers a consumer warpgroup (GemmSpec.tma_store; --debug=ws-tma-store is
+ * .ts1 for every such GEMM), on the emulated WS mainloop: one spelling (the
+ * last word, N 1 or 2), a "tensormap" line over the output, and the program
+ * matching the interpreter at a ragged T (the last row block partly past M).
+ */
+START_TEST(test_tuning_tma_store_variant)
+{
+	static const char *const table_ts2 =
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 128x128x64.w2x2.s3.k1.pers.ts2\n";
+	CgVariant v;
+	char back[64];
+	Tuned u;
+	int maps = 0;
+
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.ts1", &v), 0);
+	ck_assert_int_eq(v.tma_store, 1);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s3.k1.pers.ts2", &v), 0);
+	ck_assert_int_eq(v.tma_store, 2);
+	ck_assert_int_eq(v.persistent, 1);
+	cg_variant_print(&v, back, sizeof back);
+	ck_assert_str_eq(back, "256x128x64.w4x2.s3.k1.pers.ts2");
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.ts3", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("256x128x64.w4x2.s4.k1.ts2.pers", &v), -1);
+	tuned_compile(&u, table_ts2, DBG_EMU_WGMMA | DBG_EMU_WS);
+	const Manifest *man = cg_program_manifest(u.p);
+	for (int j = 0; j < man->ntmap; j++)
+		maps += man->tmap[j].of.kind == ARG_OUT && man->tmap[j].box[1] == 64 && man->tmap[j].dt == DT_BF16;
+	ck_assert_int_eq(maps, 1);
+	check_wide(u.p, u.ref, 200, 512);
+	tuned_free(&u);
+}
+END_TEST
+
+/*
+ * --debug=ws-tma-store on a cooperative tiled plan (a table's 256x128 without
+ * .pers or .tsN): TMA stores, and the plan persistent over the target's SMs
+ * (the stores drain under the next tile's k-tiles; tiled they measured a loss
+ * on the H200), matching the interpreter.
+ */
+START_TEST(test_tma_store_flag_goes_persistent)
+{
+	static const char *const table =
+		"moec-tuning 1\nemu dense.m1.n512.k512.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1\n";
+	CgTarget emu = {"emu", NULL, 3};
+	Tuned u;
+	int found = 0, maps = 0;
+
+	tuned_compile(&u, table, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_TMA_STORE);
+	const Manifest *man = cg_program_manifest(u.p);
+	for (int j = 0; j < man->nstep; j++) {
+		const MStep *st = &man->step[j];
+		found += st->kind == STEP_LAUNCH && st->thi == 256 && st->grid[0].a == 0 &&
+			 st->grid[0].b == cg_target_sms(&emu) && st->block[0] == 384;
+	}
+	for (int j = 0; j < man->ntmap; j++)
+		maps += man->tmap[j].of.kind == ARG_OUT;
+	ck_assert_int_eq(found, 1);
+	ck_assert_int_ge(maps, 1);
+	check_wide(u.p, u.ref, 200, 512);
+	tuned_free(&u);
+}
+END_TEST
+
+/*
  * A tuning table's .pers: the dense GEMM of a tiled plan runs persistent,
  * CG_CLUSTER_CTAS CTAs striding over its tiles (for the GPU's A/B of the
  * dense up-projection, bench/dense_pers.tuning), on the mma.sync and the
@@ -2245,6 +2310,11 @@ program_suite(void)
 	tc = tcase_create("norm");	/* k_norm.c against the row kernels, bit for bit */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_norm_rows_are_the_row_kernels_bits);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tma_store");	/* C by TMA stores, a tuning table's .tsN (CK_RUN_CASE=tma_store) */
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_tuning_tma_store_variant);
+	tcase_add_test(tc, test_tma_store_flag_goes_persistent);
 	suite_add_tcase(s, tc);
 	return s;
 }

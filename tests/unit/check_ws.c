@@ -505,6 +505,128 @@ END_TEST
 
 /* ---- the kernels on the emulator ---- */
 
+/*
+ * C through shared memory by TMA stores (GemmSpec.tma_store, --debug=
+ * ws-tma-store): each consumer warpgroup's 64-row blocks into its swizzled
+ * buffer (or two, alternating), stored by the emulator's cp.async.bulk.tensor ... bulk_group (rows
+ * past M clipped by the map, the buffer reused only after
+ * wait_group.read); bit for bit against the register epilogue of the same
+ * spec, and against the reference: ragged M (the last block partly and
+ * wholly past M), one, two and three consumer warpgroups, tiles and
+ * persistent over more tiles than CTAs (the wait for a tile's last block in
+ * the next tile), ping-pong, 64-column warpgroup tiles, f16 with B [K,N] and
+ * the residual read from C in place.
+ */
+static void
+tma_store_case(GemmCase *c, int nbuf)
+{
+	GemmCase r = *c;
+	GemmRun a, b;
+	GemmErr e;
+
+	c->s.tma_store = nbuf;
+	r.s.tma_store = 0;
+	ck_assert_msg(gh_run(&a, c) == 0 && gh_compare(&a, &e) == 0, "%s: tma store (%d buffers): %s", c->what,
+		      nbuf, a.msg);
+	ck_assert_msg(e.err < 1e-2, "%s: tma store: relative L2 error %g", c->what, e.err);
+	ck_assert_msg(gh_run(&b, &r) == 0, "%s: register stores: %s", c->what, b.msg);
+	ck_assert_msg(a.cbytes == b.cbytes && memcmp(a.C, b.C, a.cbytes) == 0,
+		      "%s: TMA and register stores differ", c->what);
+	gh_free(&a);
+	gh_free(&b);
+}
+
+START_TEST(test_ws_emu_tma_store)
+{
+	GemmCase c = {.what = "two consumers over 256 rows, M = 300"};
+
+	gh_spec_dense_bias_gelu(&c.s, 256, 320);
+	tiles(&c.s, 256, 128, 64, 4, 2, 4);
+	c.T = 300;
+	tma_store_case(&c, 1);
+	c.what = "persistent: 3 CTAs over 4x2 tiles, one consumer, M = 450";
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	c.T = 450;
+	tma_store_case(&c, 2);
+	c.what = "64x64 tiles (64-column warpgroup tiles), M = 70";
+	tiles(&c.s, 64, 64, 64, 2, 2, 3);
+	c.T = 70;
+	tma_store_case(&c, 1);
+	c.what = "ping-pong, 3 CTAs, M = 330";
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	c.T = 330;
+	tma_store_case(&c, 2);
+	c.what = "three consumers of 64 rows, persistent, M = 200";
+	tiles(&c.s, 192, 128, 64, 3, 4, 4);
+	c.s.ws_mode = CG_WS_COOPERATIVE;
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.T = 200;
+	tma_store_case(&c, 1);
+	c = (GemmCase){.what = "f16, B [K,N], the residual in C read in place, M = 140"};
+	gh_spec_kn_residual(&c.s, 256, 192, DT_F16);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.in_place = 1;
+	c.T = 140;
+	tma_store_case(&c, 2);
+}
+END_TEST
+
+/* What a TMA store cannot write refused: grouped, swiglu, f32 C (diagnostics, no abort). */
+START_TEST(test_ws_tma_store_refuses_other_outputs)
+{
+	CgTarget t = {"emu", NULL, 3};
+	GemmSpec s;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_grouped_scale_scatter(&s, 8, 256, 256);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.tma_store = 1;
+	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "plain bf16/f16 tile"));
+	gh_spec_dense_bias_gelu(&s, 256, 256);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.tma_store = 1;
+	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), 0);
+	s.c_dt = DT_F32;
+	ck_assert_int_eq(cg_gemm_check(&t, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "plain bf16/f16 tile"));
+}
+END_TEST
+
+/* sm_90a: the stores, their bulk groups and the waits for their reads; no spills (two consumers with one
+ * and two buffers, ping-pong). */
+START_TEST(test_ws_tma_store_ptx)
+{
+	GemmSpec s[3];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);	/* dense_up's 256x128 plans */
+	tiles(&s[0], 256, 128, 64, 4, 2, 4);
+	s[0].tma_store = 1;
+	s[1] = s[0];
+	pingpong(&s[1], 128, 128, 64, 6, 132);
+	s[2] = s[0];	/* two buffers a warpgroup, 3 stages (persistent, ptxas spills 140 bytes: not yet) */
+	tiles(&s[2], 256, 128, 64, 4, 2, 3);
+	s[2].tma_store = 2;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 3, "t");
+	ck_assert_ptr_nonnull(strstr(cg_module_find(m, "t0")->note, "tma-store"));
+	ck_assert_int_eq(cg_module_find(m, "t0")->ntmap, 3);
+	ck_assert_str_eq(cg_module_find(m, "t0")->tmap[2].of, "C");
+	ptx = gh_ptx(m);
+	ck_assert_int_ge(gh_count(ptx, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), 2);
+	ck_assert_int_ge(gh_count(ptx, "cp.async.bulk.commit_group"), 2);
+	ck_assert_int_ge(gh_count(ptx, "cp.async.bulk.wait_group.read 0"), 4);
+	ck_assert_int_ge(gh_count(ptx, "fence.proxy.async.shared::cta"), 2);
+	gh_assemble(m, 3, "check_ws tma store", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 static const struct {
 	const char *what;
 	int N, K, tile[6], T;
@@ -1723,6 +1845,11 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_tma_probe_ptx);
 	tcase_add_test(t, test_ws_setmaxnreg_pool);
 	tcase_add_test(t, test_ws_setmaxnreg_probe_ptx);
+	suite_add_tcase(s, t);
+	t = tcase_create("tma-store");	/* C by TMA stores, --debug=ws-tma-store (CK_RUN_CASE=tma-store) */
+	tcase_add_test(t, test_ws_emu_tma_store);
+	tcase_add_test(t, test_ws_tma_store_refuses_other_outputs);
+	tcase_add_test(t, test_ws_tma_store_ptx);
 	suite_add_tcase(s, t);
 	t = tcase_create("wide");	/* 256-column warpgroup tiles (CK_RUN_CASE=wide) */
 	tcase_set_timeout(t, 600);
