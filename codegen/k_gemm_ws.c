@@ -605,9 +605,9 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 	return 1;
 }
 
-/* --debug=ws-tma-store's one buffer on sm_90a without the flag once the H200 says it wins (the flag: the
- * emulator too); 0: opt-in (session 31) */
-enum { TMA_STORE_DEFAULT = 0 };
+/* --debug=ws-tma-store's one buffer on sm_90a without the flag (the flag: the emulator too); the default
+ * since session 31's H200 A/B: dense_up M = 4096 745.6 -> 684.4 us persistent, M = 1024 0.97x, same bits */
+enum { TMA_STORE_DEFAULT = 1 };
 
 /* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
  * output is a plain tile (plain_tile); 0: from registers. */
@@ -690,6 +690,13 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	if (w.tma_store && !s->tma_store && w.sched == CG_SCHED_TILES && consumer_wgs(&w) >= 2) {
 		w.sched = CG_SCHED_PERSISTENT;
 		w.ctas = cg_target_sms(t) > 0 ? cg_target_sms(t) : CG_CLUSTER_CTAS;
+	}
+	/* the default (not the flag, not a table) keeps register stores where a CTA runs one tile (one
+	 * consumer warpgroup: the decode tiles, M = 64 1.009x): nothing drains under the next tile */
+	if (w.tma_store && !s->tma_store && w.sched == CG_SCHED_TILES && !(cg_module_debug(m) & DBG_WS_TMA_STORE)) {
+		w.tma_store = 0;
+		if (!most_stages(t, &w, s->stages))
+			return 0;
 	}
 	f8_persistent(t, &w);
 	stacked_persistent(t, &w);
