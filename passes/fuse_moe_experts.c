@@ -1068,15 +1068,22 @@ sort_of_ids(Value *perm)
 }
 
 /* counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
- * axes=[0]): how often each expert was chosen (a row of top-k ids holds
- * each expert at most once). */
+ * axes=[0]), or reduce_sum(onehot(reshape(ids, [T*k]), depth=E), axes=[0])
+ * (F.one_hot(ids.view(-1), E).sum(0)): how often each expert was chosen (a
+ * row of top-k ids holds each expert at most once). */
 static int
 is_counts(const Node *rs, Value *ids)
 {
-	Node *sc;
+	Node *sc, *oh;
 
-	return rs && rs->op == OP_REDUCE_SUM && rs->in[0]->type.rank == 2 && mo_axis(rs, "axes", 2, -1) == 0 &&
-	       !ir_attr_int(rs, "keepdims", 1) && (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
+	if (!rs || rs->op != OP_REDUCE_SUM || rs->in[0]->type.rank != 2 || mo_axis(rs, "axes", 2, -1) != 0 ||
+	    ir_attr_int(rs, "keepdims", 1))
+		return 0;
+	if ((oh = mo_def(mo_peel_index(rs->in[0]), OP_ONEHOT)))
+		return oh->in[0]->type.rank == 1 && mo_last_axis(oh, "axis", 2, 1) &&
+		       ir_attr_float(oh, "on", 1) == 1 && ir_attr_float(oh, "off", 0) == 0 &&
+		       mo_peel_index(oh->in[0]) == ids;
+	return (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
 	       mo_last_axis(sc, "axis", 2, 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "none") &&
 	       mo_is_fill(sc->in[0], 0) && mo_is_fill(sc->in[2], 1) && mo_peel_index(sc->in[1]) == ids;
 }
@@ -1096,15 +1103,24 @@ count_elem(Value *v, int e)
 }
 
 /* Which expert's row count v is: output e of split(counts, 1 each), or of
- * the split of a concat of the counts' elements in order; -1 if not.
- * Every count must come from one split (*sp). */
+ * the split of a concat of the counts' elements in order, or gather(counts,
+ * e) (a user's loop over counts[e]); -1 if not.  Every count must come from
+ * one split or one counts vector (*sp). */
 static int
 count_of(Value *v, Value *ids, Node **sp)
 {
 	Node *s, *c;
+	int64_t e64 = -1;
 	int e;
 
 	v = mo_peel(v);
+	if (v && v->kind == V_RESULT && v->def->op == OP_GATHER && v->type.rank == 0 &&
+	    !ir_attr_int(v->def, "axis", 0) && mo_const_ints(v->def->in[1], &e64, 1) == 1 &&
+	    is_counts(mo_def(v->def->in[0], OP_REDUCE_SUM), ids) && (!*sp || *sp == v->def->in[0]->def) &&
+	    e64 >= 0 && e64 < v->def->in[0]->type.dim[0]) {
+		*sp = v->def->in[0]->def;
+		return (int)e64;
+	}
 	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s) ||
 	    v->type.rank != 1 || v->type.dim[0] != 1)
 		return -1;
@@ -1118,6 +1134,14 @@ count_of(Value *v, Value *ids, Node **sp)
 	}
 	*sp = s;
 	return e;
+}
+
+/* How many experts the counts source *sp counts: a split's pieces or the
+ * counts vector's length. */
+static int64_t
+count_len(const Node *sp)
+{
+	return sp->op == OP_SPLIT ? sp->nout : sp->out[0]->type.dim[0];
 }
 
 /* Slot j's rows: slice(rows, c, c + count_j, axes=[0]) where c is the end
@@ -1254,7 +1278,7 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			return "the sorted rows' experts do not agree";
 		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
 	}
-	if (!sp || sp->nout != cat->nin)
+	if (!sp || count_len(sp) != cat->nin)
 		return "one expert's own weights per slot, but not every expert has a slot "
 		       "(the export sample did not reach them all)";
 	mo->nslot = cat->nin;
