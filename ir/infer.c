@@ -381,6 +381,19 @@ infer_rstd(Graph *g, Node *n, Diag *d)
 }
 
 static int
+infer_cumsum(Graph *g, Node *n, Diag *d)
+{
+	const Type *x = ty(n, 0);
+
+	if (ir_axis(ir_attr_int(n, "axis", 0), x->rank) < 0)
+		return ERR("cumsum: axis %lld out of range", (long long)ir_attr_int(n, "axis", 0));
+	if (x->dt == DT_BOOL)
+		return ERR("cumsum: operand must be a number type, not bool");
+	n->out[0]->type = *x;
+	return 0;
+}
+
+static int
 infer_topk(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
@@ -1111,7 +1124,7 @@ static InferFn *const rule[NOP] = {
 	[OP_MATMUL] = infer_matmul, [OP_GROUPED_MATMUL] = infer_grouped_matmul,
 	[OP_REDUCE_SUM] = infer_reduce, [OP_REDUCE_MEAN] = infer_reduce,
 	[OP_REDUCE_MAX] = infer_reduce, [OP_REDUCE_MIN] = infer_reduce,
-	[OP_ARGMAX] = infer_argmax, [OP_SOFTMAX] = infer_softmax,
+	[OP_ARGMAX] = infer_argmax, [OP_CUMSUM] = infer_cumsum, [OP_SOFTMAX] = infer_softmax,
 	[OP_LOG_SOFTMAX] = infer_softmax, [OP_RMS_NORM] = infer_norm,
 	[OP_LAYER_NORM] = infer_norm, [OP_RSTD] = infer_rstd, [OP_TOPK] = infer_topk,
 	[OP_GATHER] = infer_gather, [OP_GATHER_ELEMENTS] = infer_gather_elements,

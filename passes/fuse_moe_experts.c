@@ -1144,30 +1144,65 @@ count_len(const Node *sp)
 	return sp->op == OP_SPLIT ? sp->nout : sp->out[0]->type.dim[0];
 }
 
-/* Slot j's rows: slice(rows, c, c + count_j, axes=[0]) where c is the end
- * of slot j-1 (*end; 0 for the first slot).  Returns the sliced rows. */
-static Value *
-sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
+/* Is v the counts vector (is_counts), the one every count comes from? */
+static int
+counts_vec(Value *v, Value *ids, Node **sp)
 {
-	Node *sl = mo_def(in, OP_SLICE), *add;
-	int64_t z = -1, ax = -1, st = 1;
-	Value *e;
+	Node *rs = mo_def(v, OP_REDUCE_SUM);
+
+	if (!is_counts(rs, ids) || (*sp && *sp != rs))
+		return 0;
+	*sp = rs;
+	return 1;
+}
+
+/* Which running sum of the experts' counts v is: m for c_0 + .. + c_{m-1},
+ * written as a chain of adds (0: a constant 0), as cumsum(counts)[e] (m =
+ * e + 1; exclusive: e) or as (cumsum(counts) - counts)[e] (m = e); -1 if
+ * none. */
+static int
+prefix_of(Value *v, Value *ids, Node **sp)
+{
+	Node *n, *cs, *sub;
+	int64_t e = -1;
+	int m;
+
+	v = mo_peel(v);
+	if (mo_const_ints(v, &e, 1) == 1)
+		return e == 0 ? 0 : -1;
+	if ((n = mo_def(v, OP_ADD))) {
+		for (int i = 0; i < 2; i++)
+			if ((m = prefix_of(n->in[i], ids, sp)) >= 0 && count_of(n->in[1 - i], ids, sp) == m)
+				return m + 1;
+		return -1;
+	}
+	sub = (n = mo_def(v, OP_GATHER)) ? mo_def(n->in[0], OP_SUB) : NULL;
+	cs = n ? mo_def(sub ? sub->in[0] : n->in[0], OP_CUMSUM) : NULL;
+	if (cs && v->type.rank == 0 && !ir_attr_int(n, "axis", 0) && mo_const_ints(n->in[1], &e, 1) == 1 && e >= 0) {
+		if (ir_attr_int(cs, "reverse", 0) || cs->in[0]->type.rank != 1 || ir_attr_int(cs, "axis", 0) ||
+		    !counts_vec(cs->in[0], ids, sp) || (sub && (sub->in[1] != cs->in[0] || ir_attr_int(cs, "exclusive", 0))))
+			return -1;
+		if (e >= cs->in[0]->type.dim[0])
+			return -1;
+		/* cumsum[e] = c_0 + .. + c_e; exclusive, or less the counts: .. + c_{e-1} */
+		return sub || ir_attr_int(cs, "exclusive", 0) ? (int)e : (int)e + 1;
+	}
+	return count_of(v, ids, sp) == 0 ? 1 : -1;
+}
+
+/* Slot j's rows: slice(rows, c_0 + .. + c_{j-1}, c_0 + .. + c_j, axes=[0])
+ * (prefix_of's running sums).  Returns the sliced rows. */
+static Value *
+sorted_slot(Value *in, int j, Value *ids, Node **sp)
+{
+	Node *sl = mo_def(in, OP_SLICE);
+	int64_t ax = -1, st = 1;
 
 	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
 	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
 		return NULL;
-	if (*end ? mo_peel(sl->in[1]) != *end : mo_const_ints(sl->in[1], &z, 1) != 1 || z != 0)
+	if (prefix_of(sl->in[1], ids, sp) != j || prefix_of(sl->in[2], ids, sp) != j + 1)
 		return NULL;
-	e = mo_peel(sl->in[2]);
-	if (!*end) {
-		if (count_of(e, ids, sp) != j)
-			return NULL;
-	} else if (!(add = mo_def(e, OP_ADD)) ||
-		   !((mo_peel(add->in[0]) == *end && count_of(add->in[1], ids, sp) == j) ||
-		     (mo_peel(add->in[1]) == *end && count_of(add->in[0], ids, sp) == j))) {
-		return NULL;
-	}
-	*end = e;
 	return sl->in[0];
 }
 
@@ -1236,7 +1271,7 @@ static const char *
 sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 {
 	Module *m = cat->out[0]->graph->m;
-	Value *rows = NULL, *end = NULL, *aend = NULL, *act = NULL;
+	Value *rows = NULL, *act = NULL;
 	Node *sp = NULL, *gcat = NULL;
 	const char *why;
 
@@ -1258,14 +1293,14 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			if (!act)
 				act = a, mo->x = x;
 			x = mo->x;
-			if (!sorted_slot(dn.in, j, ids, &sp, &aend) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
+			if (!sorted_slot(dn.in, j, ids, &sp) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
 				return why ? why : "the sorted rows are not sliced by the running sum of the experts' counts";
 		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
 			return why;
 		}
 		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
 			return "the sorted rows' experts are not one expert's gated matrices each";
-		if (!(r = sorted_slot(gu.in, j, ids, &sp, &end)) || (rows && r != rows))
+		if (!(r = sorted_slot(gu.in, j, ids, &sp)) || (rows && r != rows))
 			return "the sorted rows are not sliced by the running sum of the experts' counts";
 		rows = r;
 		x.flat = 1, x.rw = rw, x.kmul = ids->type.dim[1];
