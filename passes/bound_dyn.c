@@ -34,7 +34,8 @@ typedef struct {
 	int64_t mult;		/* real extent = mult * count */
 	int taint;		/* a shape read off a padded value (shape positions only) */
 	int split;		/* 1: a scatter that gets the count; 2: a split along the
-				 * bounded axis, becomes slices; 3: a slice with data bounds */
+				 * bounded axis, becomes slices; 3: a slice with data bounds;
+				 * 4: a slice of all of a padded value, becomes the value */
 	Type t;			/* the padded type */
 } Info;
 
@@ -47,7 +48,7 @@ typedef struct {
 	Info none;
 	char why[256];
 	const Node *bad;
-	const Node **dsl;	/* the slices with data bounds, in order (count sources first) */
+	const Node **dsl;	/* the count sources (nonzeros) and data-bounded slices, in order */
 	int ndsl;
 } B;
 
@@ -231,7 +232,7 @@ data_slice(B *b, Node *n, Info *o)
 	o->ax = a, o->mult = 1, o->split = 3, o->src = n;
 	for (int i = 0; i < b->ndsl; i++) {
 		const Node *d = b->dsl[i];
-		if (d->in[1] == n->in[1] && d->in[2] == n->in[2] && info(b, d->out[0])->ax == a &&
+		if (d->op == OP_SLICE && d->in[1] == n->in[1] && d->in[2] == n->in[2] && info(b, d->out[0])->ax == a &&
 		    d->in[0]->type.dim[a] == n->in[0]->type.dim[a]) {
 			o->src = d;
 			break;
@@ -239,6 +240,30 @@ data_slice(B *b, Node *n, Info *o)
 	}
 	b->dsl[b->ndsl++] = n;
 	return 0;
+}
+
+/* x[0:shape(w)] with w padded like x (its padded dims, its count):
+ * TorchScript's scatter_add takes src[:index.shape] this way.  Every entry
+ * of x, real and padded, in place. */
+static int
+whole_slice(B *b, const Node *n, const Info *x)
+{
+	const Node *sh = n->nin > 2 && n->in[2]->kind == V_RESULT ? n->in[2]->def : NULL;
+	const Info *w;
+	int64_t st[MAXRANK];
+	int ns;
+
+	if (!sh || sh->op != OP_SHAPE || ir_attr(sh, "start") || ir_attr(sh, "end") || n->nin > 4 ||
+	    (n->nin > 3 && n->in[3]) || n->in[1]->kind != V_RESULT || n->in[1]->def->op != OP_CONST)
+		return 0;
+	ns = ir_attr_ints(n->in[1]->def, "value", st, MAXRANK);
+	w = info(b, sh->in[0]);
+	if (ns != x->t.rank || w->src != x->src || w->mult != x->mult || w->ax != x->ax || w->t.rank != x->t.rank)
+		return 0;
+	for (int i = 0; i < ns; i++)
+		if (st[i] != 0 || w->t.dim[i] != x->t.dim[i])
+			return 0;
+	return 1;
 }
 
 /*
@@ -326,6 +351,11 @@ rule(B *b, Node *n)
 			N = ir_dim_mul(b->m, N, x->dim[i]);
 		o->t.dim[1] = N;
 		o->ax = 1, o->src = n, o->mult = 1;
+		for (int i = 0; i < b->ndsl; i++)	/* the nonzero of the same mask: its count */
+			if (b->dsl[i]->op == OP_NONZERO && b->dsl[i]->in[0] == n->in[0])
+				o->src = b->dsl[i];
+		if (o->src == n)
+			b->dsl[b->ndsl++] = n;
 		return 0;
 	}
 	if (taint) {	/* shape arithmetic on padded shapes: stays shape arithmetic */
@@ -406,7 +436,7 @@ rule(B *b, Node *n)
 		ax = ry - rx + bi->ax;
 	else if (op == OP_EXPAND && k == 0) {
 		/* the shape operand may be a padded shape: shape %w gives w's padded dims */
-		const Node *sh = n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
+		const Node *sh = n->nin > 1 && n->in[1] && n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
 		const Type *w = sh && sh->op == OP_SHAPE && sh->nin == 1 && !ir_attr(sh, "start") &&
 				!ir_attr(sh, "end") ? &info(b, sh->in[0])->t : NULL;
 		Type wt = w ? *w : bi->t;
@@ -418,6 +448,10 @@ rule(B *b, Node *n)
 					return fail(b, n, "an expand to a data-dependent shape");
 				res[0].dim[i] = wt.dim[j];
 			}
+	} else if (op == OP_SLICE && k == 0 && whole_slice(b, n, bi)) {
+		res[0] = bi->t;
+		ax = bi->ax;
+		info(b, n->out[0])->split = 4;	/* x itself */
 	} else if (op == OP_SLICE && k == 0) {
 		int64_t axes[MAXRANK], st[MAXRANK], en[MAXRANK];
 		int na = ir_attr_ints(n, "axes", axes, MAXRANK), ns = ir_attr_ints(n, "starts", st, MAXRANK);
@@ -625,6 +659,8 @@ apply(B *b)
 			Dim bound = n->out[0]->type.dim[1];
 			char s[64];
 			ir_set_dims(b->m, n, "bound", &bound, 1);
+			if (info(b, n->out[0])->src != n)
+				continue;	/* the same mask's nonzero before it counts */
 			if (!(count[n->out[0]->id] = count_of(b, n)))
 				rc = -1;
 			next = n->next;
@@ -637,6 +673,9 @@ apply(B *b)
 			rc = pad_slice(b, n, count);
 			if (rc == 0 && count[n->out[0]->id])
 				data_slice_note(b, n, count[n->out[0]->id]);
+		} else if (info(b, n->out[0])->split == 4) {
+			ir_replace_uses(b->g, n->out[0], n->in[0]);
+			ir_erase(b->g, n);
 		} else if (info(b, n->out[0])->split == 2) {
 			rc = split_to_slices(b, n);
 		} else if (info(b, n->out[0])->split == 1) {
