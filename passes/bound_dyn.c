@@ -11,9 +11,14 @@
  *	%h = matmul (gather %x, %i), $w : [?,64]    %h : [2*T,64]       (every row of the bound computed)
  *	%y = scatter_elements %z, %ix, %h           %y = scatter_elements %z, %ix, %h, %nz.count
  *
+ *	%xs = slice %rows, %a, %b, %ax, %st         %xs = slice %rows, %a, %b, %ax, %st, padded=1 : [2*T,64]
+ *	      : [?,64]                              %xs.count = max(clamp(%b) - clamp(%a), 0)
+ *
  * A bounded value is laid out padded: its one bounded axis has the bound's
  * length, the real entries first (nonzero writes each dim's last index
- * past its count: a valid index).  Ops that only move or map elements along other axes carry the
+ * past its count, a padded slice the axis' last entry: valid indices).
+ * A slice with data bounds (the rows sorted by expert, cut by a running
+ * sum) is a count of its own, the length of the slice.  Ops that only move or map elements along other axes carry the
  * padding through harmlessly (a padded row computes garbage nobody reads);
  * the ones where padding would leak into real values are made count-aware
  * (a scatter skips the update rows past the count) or refused: a reduction,
@@ -30,7 +35,7 @@
 
 typedef struct {
 	int ax;			/* the bounded axis, -1: none */
-	const Node *src;	/* the nonzero whose count it is */
+	const Node *src;	/* the nonzero or data-bounded slice whose count it is */
 	int64_t mult;		/* real extent = mult * count */
 	int taint;		/* a shape read off a padded value (shape positions only) */
 	int split;		/* 1: a scatter that gets the count; 2: a split along the
