@@ -47,6 +47,7 @@ static EmitFn *const emit[NOP] = {
 	[OP_REDUCE_MIN] = bd_reduce, [OP_ARGMAX] = bd_reduce, [OP_SOFTMAX] = bd_softmax,
 	[OP_LOG_SOFTMAX] = bd_softmax, [OP_RMS_NORM] = bd_rms_norm,
 	[OP_LAYER_NORM] = bd_layer_norm, [OP_RSTD] = bd_reduce, [OP_TOPK] = bd_topk,
+	[OP_CUMSUM] = bd_cumsum,
 	[OP_GATHER] = bd_gather, [OP_GATHER_ELEMENTS] = bd_gather_elements,
 	[OP_GATHER_ND] = bd_gather_nd, [OP_ONEHOT] = bd_onehot, [OP_NONZERO] = bd_nonzero,
 	[OP_TRANSPOSE] = bd_transpose, [OP_RESHAPE] = bd_identity, [OP_EXPAND] = bd_expand,

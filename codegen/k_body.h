@@ -147,6 +147,6 @@ void bd_find_nested(Bd *b);
 void bd_nested_stats(Bd *b);
 
 /* k_body_linalg.c: dot products */
-EmitFn bd_matmul, bd_grouped_matmul;
+EmitFn bd_matmul, bd_grouped_matmul, bd_cumsum;
 
 #endif

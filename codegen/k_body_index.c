@@ -180,6 +180,7 @@ int_list(const Node *n, int k, const char *key, int64_t *v)
 typedef struct {
 	int n;
 	int64_t start[MAXRANK], axis[MAXRANK], step[MAXRANK];
+	int data;	/* padded=1: the one start read from the device (bound-dyn) */
 } Slice;
 
 static int
@@ -189,6 +190,12 @@ slice_args(Bd *b, const Node *n, Slice *s)
 	int ns = int_list(n, 1, "starts", s->start), ne = int_list(n, 2, "ends", end);
 	int na = int_list(n, 3, "axes", s->axis), nsp = int_list(n, 4, "steps", s->step);
 
+	s->data = n->nin > 2 && ir_attr_int(n, "padded", 0);
+	if (s->data) {	/* the ends only bound the real length, which the graph computes beside it */
+		if (na != 1 || (nsp >= 0 && (nsp != 1 || s->step[0] != 1)))
+			return bd_fail(b, n, "padded=1 takes one constant axis with step 1");
+		ns = ne = 1;
+	}
 	if (ns == -2 || ne == -2 || na == -2 || nsp == -2)
 		return bd_fail(b, n, "starts, ends, axes and steps must be constants");
 	if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
@@ -228,13 +235,16 @@ bd_slice(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	bd_unravel(b, idx, r, yd, c);
 	for (int i = 0; i < s.n; i++) {
 		int a = ir_axis(s.axis[i], r);
-		LLVMValueRef dim = xd[a], st = bd_i64(b, s.start[i]), lo, hi;
+		LLVMValueRef dim = xd[a], lo, hi;
+		LLVMValueRef st = s.data ? as_index(b, bd_in(b, n, 1, bd_i64(b, 0))) : bd_i64(b, s.start[i]);
 		/* slice_range: start into [0, dim] (step > 0) or [-1, dim-1] */
 		st = cg_select(f, cg_lt(f, st, bd_i64(b, 0)), cg_add(f, st, dim), st);
 		lo = bd_i64(b, s.step[i] > 0 ? 0 : -1);
 		hi = s.step[i] > 0 ? dim : cg_sub(f, dim, bd_i64(b, 1));
 		st = cg_max(f, lo, cg_min(f, st, hi));
 		c[a] = cg_add(f, st, cg_muli(f, c[a], s.step[i]));
+		if (s.data)	/* the padding past the slice repeats x's last element */
+			c[a] = cg_min(f, c[a], cg_sub(f, dim, bd_i64(b, 1)));
 	}
 	return bd_in(b, n, 0, bd_ravel(b, r, xd, c));
 }

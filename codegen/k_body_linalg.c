@@ -86,6 +86,39 @@ bd_matmul(Bd *b, const Node *n, int res, LLVMValueRef idx)
 	return cg_get(f, acc);
 }
 
+/* cumsum: each element sums its prefix along the axis (its suffix with
+ * reverse; without itself with exclusive), serially in order as the
+ * interpreter does; integers in i64, floats in f32. */
+LLVMValueRef
+bd_cumsum(Bd *b, const Node *n, int res, LLVMValueRef idx)
+{
+	CgFn *f = b->f;
+	LLVMBuilderRef B = f->B;
+	const Value *x = n->in[0];
+	int r = x->type.rank, ax = ir_axis(ir_attr_int(n, "axis", 0), r), isint = !dtype_is_float(x->type.dt);
+	int ex = ir_attr_int(n, "exclusive", 0) != 0, rev = ir_attr_int(n, "reverse", 0) != 0;
+	LLVMValueRef xd[MAXRANK], inner = bd_i64(b, 1), i, base, acc, k, v;
+	BdLoop l;
+
+	(void)res;
+	bd_dims(b, x, xd);
+	for (int d = ax + 1; d < r; d++)
+		inner = cg_mul(f, inner, xd[d]);
+	i = cg_urem(f, cg_udiv(f, idx, inner), xd[ax]);
+	base = cg_sub(f, idx, cg_mul(f, i, inner));
+	acc = isint ? cg_var(f, f->ti64, bd_i64(b, 0)) : cg_var(f, f->tf32, cg_f32(f, 0));
+	k = bd_loop(b, &l, rev ? cg_add(f, i, bd_i64(b, ex)) : bd_i64(b, 0),
+		    rev ? xd[ax] : cg_add(f, i, bd_i64(b, !ex)), bd_i64(b, 1));
+	v = bd_in(b, n, 0, cg_add(f, base, cg_mul(f, k, inner)));
+	if (isint)
+		cg_set(f, acc, LLVMBuildAdd(B, cg_get(f, acc), LLVMTypeOf(v) == f->ti64 ? v :
+					    LLVMBuildFPToSI(B, v, f->ti64, ""), ""));
+	else
+		cg_set(f, acc, LLVMBuildFAdd(B, cg_get(f, acc), f32_of(b, v), ""));
+	bd_endloop(b, &l);
+	return cg_get(f, acc);
+}
+
 /* grouped_matmul: row r belongs to the expert whose offsets range holds it (else 0). */
 LLVMValueRef
 bd_grouped_matmul(Bd *b, const Node *n, int res, LLVMValueRef idx)

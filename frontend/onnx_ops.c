@@ -304,6 +304,21 @@ imp_argmax(ONode *n)
 }
 
 static int
+imp_cumsum(ONode *n)
+{
+	int64_t axis;
+
+	if (ox_known_ints(ox_kin(n, 1), &axis, 1) != 1)
+		return ox_err(n, "axis must be a constant");
+	ir_b_int(n->b, "axis", axis);
+	if (ox_attr_i(n, "exclusive", 0))
+		ir_b_int(n->b, "exclusive", 1);
+	if (ox_attr_i(n, "reverse", 0))
+		ir_b_int(n->b, "reverse", 1);
+	return ox_set(n, 0, ir_b1(n->b, OP_CUMSUM, ox_in(n, 0)));
+}
+
+static int
 nout_used(const ONode *n)
 {
 	int k = 1;
@@ -647,6 +662,7 @@ static const OpEntry ops[] = {
 	{"", "ReduceL1", 13, imp_reduce, 1, 2}, {"", "ReduceL2", 13, imp_reduce, 1, 2},
 	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2},
 	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
+	{"", "CumSum", 14, imp_cumsum, 2, 2},
 	/* onnxruntime registers LayerNormalization in the default domain from
 	 * opset 1 (its fusions write it into opset-14 models): the same op */
 	{"", "LayerNormalization", 1, imp_layer_norm, 2, 3},

@@ -38,7 +38,7 @@ static const struct {
 	[OP_MATMUL] = {.fn = ev_matmul}, [OP_GROUPED_MATMUL] = {.fn = ev_grouped_matmul},
 	[OP_REDUCE_SUM] = {.fn = ev_reduce}, [OP_REDUCE_MEAN] = {.fn = ev_reduce},
 	[OP_REDUCE_MAX] = {.fn = ev_reduce}, [OP_REDUCE_MIN] = {.fn = ev_reduce},
-	[OP_ARGMAX] = {.fn = ev_argmax}, [OP_SOFTMAX] = {.fn = ev_softmax},
+	[OP_ARGMAX] = {.fn = ev_argmax}, [OP_CUMSUM] = {.fn = ev_cumsum}, [OP_SOFTMAX] = {.fn = ev_softmax},
 	[OP_LOG_SOFTMAX] = {.fn = ev_softmax}, [OP_RMS_NORM] = {.fn = ev_rms_norm},
 	[OP_LAYER_NORM] = {.fn = ev_layer_norm}, [OP_RSTD] = {.fn = ev_rstd}, [OP_TOPK] = {.fn = ev_topk},
 	[OP_GATHER] = {.fn = ev_gather}, [OP_GATHER_ELEMENTS] = {.fn = ev_gather_elements},

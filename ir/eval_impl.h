@@ -59,7 +59,7 @@ int ev_glu_parse(Ev *e, const Node *n, const char *laykey, IrGluAttrs *p);
 
 /* The evaluation functions, one per op family. */
 EvalFn ev_unary, ev_cast, ev_identity, ev_binary, ev_where, ev_swiglu;
-EvalFn ev_matmul, ev_grouped_matmul, ev_reduce, ev_argmax, ev_softmax;
+EvalFn ev_matmul, ev_grouped_matmul, ev_reduce, ev_argmax, ev_softmax, ev_cumsum;
 EvalFn ev_rms_norm, ev_layer_norm, ev_rstd, ev_topk;
 EvalFn ev_gather, ev_gather_elements, ev_gather_nd, ev_scatter_elements;
 EvalFn ev_scatter_nd, ev_scatter_rows, ev_onehot, ev_nonzero;

@@ -135,6 +135,40 @@ ev_argmax(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	return 0;
 }
 
+/* Running sums along the axis, in order (reverse: from the end); exclusive
+ * leaves the element itself out.  Integers sum exactly, floats in double,
+ * each result rounded once to the dtype. */
+int
+ev_cumsum(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
+{
+	const Tensor *x = in[0];
+	int ax = ir_axis(ir_attr_int(n, "axis", 0), x->rank), isint = ev_isint(x->dt);
+	int ex = ir_attr_int(n, "exclusive", 0) != 0, rev = ir_attr_int(n, "reverse", 0) != 0;
+	int64_t outer, len, inner;
+
+	(void)e;
+	split3(x, ax, &outer, &len, &inner);
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t j = 0; j < inner; j++) {
+			double f = 0;
+			int64_t s = 0;
+			for (int64_t k = 0; k < len; k++) {
+				size_t at = (size_t)(o * len * inner + (rev ? len - 1 - k : k) * inner + j);
+				double fv = isint ? 0 : dtype_load(x->dt, x->data, at);
+				int64_t iv = isint ? dtype_load_int(x->dt, x->data, at) : 0;
+				if (!ex)
+					f += fv, s += iv;
+				if (isint)
+					dtype_store_int(out[0].dt, out[0].data, at, s);
+				else
+					dtype_store(out[0].dt, out[0].data, at, f);
+				if (ex)
+					f += fv, s += iv;
+			}
+		}
+	return 0;
+}
+
 int
 ev_softmax(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 {

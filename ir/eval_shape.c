@@ -263,7 +263,7 @@ ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 	const Tensor *x = in[0];
 	int64_t first[MAXRANK] = {0}, step[MAXRANK], dim[MAXRANK], xs[MAXRANK], ps[MAXRANK];
 	int64_t c[MAXRANK] = {0}, base = 0, len;
-	int seen[MAXRANK] = {0};
+	int seen[MAXRANK] = {0}, pad = -1;
 	SliceArgs s;
 
 	if (slice_args(e, n, in, &s))
@@ -277,7 +277,14 @@ ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 				      (long long)s.axis[i]);
 		ir_slice_range(x->dim[a], s.start[i], s.end[i], s.step[i], &first[a], &dim[a]);
 		step[a] = dim[a] > 1 ? s.step[i] : 1;	/* |step| < dim: no overflow below */
+		if (ir_attr_int(n, "padded", 0)) {
+			if (s.n != 1 || s.step[i] != 1)
+				return ev_err(e, n, "slice: padded=1 takes one axis with step 1");
+			pad = a, step[a] = 1;
+		}
 	}
+	if (pad >= 0)	/* padded to the whole axis: the rows past the slice repeat x's last */
+		dim[pad] = x->dim[pad];
 	if (ev_alloc(e, n, &out[0], x->dt, x->rank, dim))
 		return -1;
 	ev_strides(x, xs);
@@ -286,8 +293,10 @@ ev_slice(Ev *e, const Node *n, const Tensor *const *in, Tensor *out)
 		ps[i] = step[i] * xs[i];
 	}
 	len = tensor_numel(&out[0]);
-	for (int64_t i = 0; i < len; i++, ev_next(c, dim, x->rank))
-		ev_copy(x->dt, out[0].data, i, x->data, base + ev_off(c, ps, x->rank), 1);
+	for (int64_t i = 0; i < len; i++, ev_next(c, dim, x->rank)) {
+		int64_t over = pad >= 0 ? first[pad] + c[pad] - (x->dim[pad] - 1) : 0;
+		ev_copy(x->dt, out[0].data, i, x->data, base + ev_off(c, ps, x->rank) - (over > 0 ? over * xs[pad] : 0), 1);
+	}
 	return 0;
 }
 

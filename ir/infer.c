@@ -381,6 +381,19 @@ infer_rstd(Graph *g, Node *n, Diag *d)
 }
 
 static int
+infer_cumsum(Graph *g, Node *n, Diag *d)
+{
+	const Type *x = ty(n, 0);
+
+	if (ir_axis(ir_attr_int(n, "axis", 0), x->rank) < 0)
+		return ERR("cumsum: axis %lld out of range", (long long)ir_attr_int(n, "axis", 0));
+	if (x->dt == DT_BOOL)
+		return ERR("cumsum: operand must be a number type, not bool");
+	n->out[0]->type = *x;
+	return 0;
+}
+
+static int
 infer_topk(Graph *g, Node *n, Diag *d)
 {
 	Type t = *ty(n, 0);
@@ -724,6 +737,22 @@ infer_split(Graph *g, Node *n, Diag *d)
 	return 0;
 }
 
+/* The axes of a slice with operands: a constant axes operand, or (none)
+ * 0..n-1 for n starts; -1 when they are data. */
+static int
+slice_axes(const Node *n, int64_t *ax)
+{
+	const Value *a = n->nin > 3 ? n->in[3] : NULL, *st = n->in[1];
+
+	if (a)
+		return a->kind == V_RESULT && a->def->op == OP_CONST ? ir_attr_ints(a->def, "value", ax, MAXRANK) : -1;
+	if (!st || st->type.rank != 1 || !ir_dim_is_static(st->type.dim[0]) || st->type.dim[0] > MAXRANK)
+		return -1;
+	for (int i = 0; i < st->type.dim[0]; i++)
+		ax[i] = i;
+	return (int)st->type.dim[0];
+}
+
 static int
 infer_slice(Graph *g, Node *n, Diag *d)
 {
@@ -732,9 +761,15 @@ infer_slice(Graph *g, Node *n, Diag *d)
 	int ns, ne, na, nsp;
 	Type t = *x;
 
-	if (n->nin > 1) {	/* data-dependent bounds */
+	if (n->nin > 1) {	/* data-dependent bounds: the sliced axes are `?` */
+		int pad = (int)ir_attr_int(n, "padded", 0);
+		na = slice_axes(n, ax);
+		if (pad && (na != 1 || ir_axis(ax[0], t.rank) < 0))
+			return ERR("slice: padded=1 takes one constant axis");
 		for (int i = 0; i < t.rank; i++)
-			t.dim[i] = ir_dim_unknown(g->m);
+			for (int j = 0; j < (na < 0 ? 1 : na); j++)
+				if (!pad && (na < 0 || ir_axis(ax[j], t.rank) == i))
+					t.dim[i] = ir_dim_unknown(g->m);
 		n->out[0]->type = t;
 		return 0;
 	}
@@ -1089,7 +1124,7 @@ static InferFn *const rule[NOP] = {
 	[OP_MATMUL] = infer_matmul, [OP_GROUPED_MATMUL] = infer_grouped_matmul,
 	[OP_REDUCE_SUM] = infer_reduce, [OP_REDUCE_MEAN] = infer_reduce,
 	[OP_REDUCE_MAX] = infer_reduce, [OP_REDUCE_MIN] = infer_reduce,
-	[OP_ARGMAX] = infer_argmax, [OP_SOFTMAX] = infer_softmax,
+	[OP_ARGMAX] = infer_argmax, [OP_CUMSUM] = infer_cumsum, [OP_SOFTMAX] = infer_softmax,
 	[OP_LOG_SOFTMAX] = infer_softmax, [OP_RMS_NORM] = infer_norm,
 	[OP_LAYER_NORM] = infer_norm, [OP_RSTD] = infer_rstd, [OP_TOPK] = infer_topk,
 	[OP_GATHER] = infer_gather, [OP_GATHER_ELEMENTS] = infer_gather_elements,

@@ -11,9 +11,14 @@
  *	%h = matmul (gather %x, %i), $w : [?,64]    %h : [2*T,64]       (every row of the bound computed)
  *	%y = scatter_elements %z, %ix, %h           %y = scatter_elements %z, %ix, %h, %nz.count
  *
+ *	%xs = slice %rows, %a, %b, %ax, %st         %xs = slice %rows, %a, %b, %ax, %st, padded=1 : [2*T,64]
+ *	      : [?,64]                              %xs.count = max(clamp(%b) - clamp(%a), 0)
+ *
  * A bounded value is laid out padded: its one bounded axis has the bound's
  * length, the real entries first (nonzero writes each dim's last index
- * past its count: a valid index).  Ops that only move or map elements along other axes carry the
+ * past its count, a padded slice the axis' last entry: valid indices).
+ * A slice with data bounds (the rows sorted by expert, cut by a running
+ * sum) is a count of its own, the length of the slice.  Ops that only move or map elements along other axes carry the
  * padding through harmlessly (a padded row computes garbage nobody reads);
  * the ones where padding would leak into real values are made count-aware
  * (a scatter skips the update rows past the count) or refused: a reduction,
@@ -30,10 +35,12 @@
 
 typedef struct {
 	int ax;			/* the bounded axis, -1: none */
-	const Node *src;	/* the nonzero whose count it is */
+	const Node *src;	/* the nonzero or data-bounded slice whose count it is */
 	int64_t mult;		/* real extent = mult * count */
 	int taint;		/* a shape read off a padded value (shape positions only) */
-	int split;		/* a split along the bounded axis: becomes slices */
+	int split;		/* 1: a scatter that gets the count; 2: a split along the
+				 * bounded axis, becomes slices; 3: a slice with data bounds;
+				 * 4: a slice of all of a padded value, becomes the value */
 	Type t;			/* the padded type */
 } Info;
 
@@ -46,6 +53,8 @@ typedef struct {
 	Info none;
 	char why[256];
 	const Node *bad;
+	const Node **dsl;	/* the count sources (nonzeros) and data-bounded slices, in order */
+	int ndsl;
 } B;
 
 /* A value's bounds; parameters, weights and new values have none. */
@@ -152,6 +161,16 @@ static_prod(const Type *t, int from, int to, int *ok)
 	return p;
 }
 
+/* Are a slice's starts and ends constants (operands or attributes)? */
+static int
+slice_static_bounds(const Node *n)
+{
+	for (int i = 1; i < 3 && i < n->nin; i++)
+		if (!n->in[i] || n->in[i]->kind != V_RESULT || n->in[i]->def->op != OP_CONST)
+			return 0;
+	return 1;
+}
+
 /* A slice of a token dim with constant bounds inside the first `coef`
  * rows: its size does not depend on T (T >= 1). */
 static int
@@ -180,6 +199,76 @@ slice_static(B *b, const Node *n, Type *r)
 			return -1;
 	}
 	return has_unknown(b->m, r) ? -1 : 0;
+}
+
+/* The constant axis of a slice with operands, its step 1; -1 if not. */
+static int
+slice_axis(const Node *n, int rank)
+{
+	const Node *a = n->nin > 3 && n->in[3] && n->in[3]->kind == V_RESULT ? n->in[3]->def : NULL;
+	const Node *p = n->nin > 4 && n->in[4] && n->in[4]->kind == V_RESULT ? n->in[4]->def : NULL;
+	int64_t ax = -1, st = 1;
+
+	if (!a || a->op != OP_CONST || ir_attr_ints(a, "value", &ax, 1) != 1 ||
+	    (n->nin > 4 && n->in[4] && (!p || p->op != OP_CONST || ir_attr_ints(p, "value", &st, 1) != 1)) ||
+	    st != 1)
+		return -1;
+	return ir_axis(ax, rank);
+}
+
+/*
+ * x[start:end] along one axis, start and end data (sorted rows cut by a
+ * running sum of counts): padded to the whole axis (an N-row tensor's slice
+ * has at most N rows), its length end - start computed on the device.  The
+ * slices with the same start, end and axis length share one count: the
+ * first of them is its source.
+ */
+static int
+data_slice(B *b, Node *n, Info *o)
+{
+	const Type *x = &info(b, n->in[0])->t;
+	int a = slice_axis(n, x->rank);
+
+	if (a < 0 || n->in[1]->type.rank != 1 || n->in[1]->type.dim[0] != 1 || n->in[2]->type.rank != 1 ||
+	    n->in[2]->type.dim[0] != 1 || has_unknown(b->m, x))
+		return fail(b, n, "a slice with data-dependent bounds this pass cannot bound (more than one "
+			    "axis, a step other than 1, or axes that are data)");
+	o->t = *x;
+	o->ax = a, o->mult = 1, o->split = 3, o->src = n;
+	for (int i = 0; i < b->ndsl; i++) {
+		const Node *d = b->dsl[i];
+		if (d->op == OP_SLICE && d->in[1] == n->in[1] && d->in[2] == n->in[2] && info(b, d->out[0])->ax == a &&
+		    d->in[0]->type.dim[a] == n->in[0]->type.dim[a]) {
+			o->src = d;
+			break;
+		}
+	}
+	b->dsl[b->ndsl++] = n;
+	return 0;
+}
+
+/* x[0:shape(w)] with w padded like x (its padded dims, its count):
+ * TorchScript's scatter_add takes src[:index.shape] this way.  Every entry
+ * of x, real and padded, in place. */
+static int
+whole_slice(B *b, const Node *n, const Info *x)
+{
+	const Node *sh = n->nin > 2 && n->in[2]->kind == V_RESULT ? n->in[2]->def : NULL;
+	const Info *w;
+	int64_t st[MAXRANK];
+	int ns;
+
+	if (!sh || sh->op != OP_SHAPE || ir_attr(sh, "start") || ir_attr(sh, "end") || n->nin > 4 ||
+	    (n->nin > 3 && n->in[3]) || n->in[1]->kind != V_RESULT || n->in[1]->def->op != OP_CONST)
+		return 0;
+	ns = ir_attr_ints(n->in[1]->def, "value", st, MAXRANK);
+	w = info(b, sh->in[0]);
+	if (ns != x->t.rank || w->src != x->src || w->mult != x->mult || w->ax != x->ax || w->t.rank != x->t.rank)
+		return 0;
+	for (int i = 0; i < ns; i++)
+		if (st[i] != 0 || w->t.dim[i] != x->t.dim[i])
+			return 0;
+	return 1;
 }
 
 /*
@@ -225,6 +314,7 @@ reshape_rule(B *b, Node *n, const Info *in, Info *out)
 		return fail(b, n, "a reshape of a padded value that moves its bounded dim");
 	yt.dim[unk] = ir_dim_mul(b->m, x->dim[in->ax], suf / ysuf);
 	*out = *in;
+	out->split = 0;
 	out->t = yt;
 	out->ax = unk;
 	out->mult = in->mult * (suf / ysuf);
@@ -266,6 +356,11 @@ rule(B *b, Node *n)
 			N = ir_dim_mul(b->m, N, x->dim[i]);
 		o->t.dim[1] = N;
 		o->ax = 1, o->src = n, o->mult = 1;
+		for (int i = 0; i < b->ndsl; i++)	/* the nonzero of the same mask: its count */
+			if (b->dsl[i]->op == OP_NONZERO && b->dsl[i]->in[0] == n->in[0])
+				o->src = b->dsl[i];
+		if (o->src == n)
+			b->dsl[b->ndsl++] = n;
 		return 0;
 	}
 	if (taint) {	/* shape arithmetic on padded shapes: stays shape arithmetic */
@@ -277,6 +372,8 @@ rule(B *b, Node *n)
 			info(b, n->out[i])->t = res[i], info(b, n->out[i])->taint = 1;
 		return 0;
 	}
+	if (!bi && n->op == OP_SLICE && n->nin > 2 && !slice_static_bounds(n))
+		return data_slice(b, n, o);
 	if (!bi) {	/* a `?` that is no count: a slice of the first rows of T */
 		if (n->op != OP_SLICE || infer_padded(b, n, res) || slice_static(b, n, &res[0]))
 			return fail(b, n, "a data-dependent shape this pass cannot bound");
@@ -344,7 +441,7 @@ rule(B *b, Node *n)
 		ax = ry - rx + bi->ax;
 	else if (op == OP_EXPAND && k == 0) {
 		/* the shape operand may be a padded shape: shape %w gives w's padded dims */
-		const Node *sh = n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
+		const Node *sh = n->nin > 1 && n->in[1] && n->in[1]->kind == V_RESULT ? n->in[1]->def : NULL;
 		const Type *w = sh && sh->op == OP_SHAPE && sh->nin == 1 && !ir_attr(sh, "start") &&
 				!ir_attr(sh, "end") ? &info(b, sh->in[0])->t : NULL;
 		Type wt = w ? *w : bi->t;
@@ -356,6 +453,10 @@ rule(B *b, Node *n)
 					return fail(b, n, "an expand to a data-dependent shape");
 				res[0].dim[i] = wt.dim[j];
 			}
+	} else if (op == OP_SLICE && k == 0 && whole_slice(b, n, bi)) {
+		res[0] = bi->t;
+		ax = bi->ax;
+		info(b, n->out[0])->split = 4;	/* x itself */
 	} else if (op == OP_SLICE && k == 0) {
 		int64_t axes[MAXRANK], st[MAXRANK], en[MAXRANK];
 		int na = ir_attr_ints(n, "axes", axes, MAXRANK), ns = ir_attr_ints(n, "starts", st, MAXRANK);
@@ -468,6 +569,48 @@ split_to_slices(B *b, Node *n)
 	return 0;
 }
 
+/* ONNX's start or end v clamped into [0, N] (negative counts from the end). */
+static Value *
+clamp_bound(Builder *bb, Value *v, Value *N)
+{
+	int64_t z = 0;
+	Value *zero = ir_b_const_i(bb, DT_I64, &z, 1, 0);
+	Value *w[3] = {ir_b2(bb, OP_LESS, v, zero), ir_b2(bb, OP_ADD, v, N), v};
+	Node *sel = ir_b_node(bb, OP_WHERE, w, 3, 1);
+
+	return sel ? ir_b2(bb, OP_MIN, ir_b2(bb, OP_MAX, sel->out[0], zero), N) : NULL;
+}
+
+/* A data-bounded slice: padded=1, and for the first of its bounds the count
+ * %s.count = max(clamp(end) - clamp(start), 0) right after it. */
+static int
+pad_slice(B *b, Node *n, Value **count)
+{
+	const Info *in = info(b, n->out[0]);
+	int64_t a = in->ax, z = 0, nn = n->in[0]->type.dim[a];
+	Builder bb = builder(b, n->next, n);
+	Value *N, *c;
+
+	ir_set_int(b->m, n, "padded", 1);
+	if (in->src != n)
+		return 0;
+	if (ir_dim_is_static(n->in[0]->type.dim[a])) {
+		N = ir_b_const_i(&bb, DT_I64, &nn, 1, 0);
+	} else {
+		int64_t e = a + 1;
+		ir_b_int(&bb, "start", a);
+		ir_b_int(&bb, "end", e);
+		N = ir_b1(&bb, OP_SHAPE, n->in[0]);
+	}
+	c = ir_b2(&bb, OP_SUB, clamp_bound(&bb, n->in[2], N), clamp_bound(&bb, n->in[1], N));
+	c = ir_b2(&bb, OP_MAX, c, ir_b_const_i(&bb, DT_I64, &z, 1, 0));
+	if (bb.err || !c)
+		return -1;
+	ir_set_name(b->g, c, arena_printf(b->m->arena, "%s.count", n->out[0]->name));
+	count[n->out[0]->id] = c;
+	return 0;
+}
+
 static int
 add_count(B *b, Node *n, Value **count)
 {
@@ -489,6 +632,21 @@ add_count(B *b, Node *n, Value **count)
 	return bb.err ? -1 : 0;
 }
 
+/* The fusion report's line for a count source: what bounding it costs. */
+static void
+data_slice_note(B *b, const Node *n, const Value *c)
+{
+	int more = 0;
+	char s[64];
+
+	for (int i = 0; i < b->ndsl; i++)
+		more += b->dsl[i] != n && info(b, b->dsl[i]->out[0])->src == n;
+	ir_dim_print(s, sizeof s, b->m, n->in[0]->type.dim[info(b, n->out[0])->ax]);
+	report_note(b->c->report, "slice %%%s (and %d more with the same bounds) not fused: data-dependent "
+		    "bounds, padded to the %s rows of the sliced axis, the length stays on the device (%%%s); "
+		    "every row up to the bound is computed", n->out[0]->name, more, s, c->name);
+}
+
 static int
 apply(B *b)
 {
@@ -506,6 +664,8 @@ apply(B *b)
 			Dim bound = n->out[0]->type.dim[1];
 			char s[64];
 			ir_set_dims(b->m, n, "bound", &bound, 1);
+			if (info(b, n->out[0])->src != n)
+				continue;	/* the same mask's nonzero before it counts */
 			if (!(count[n->out[0]->id] = count_of(b, n)))
 				rc = -1;
 			next = n->next;
@@ -514,6 +674,13 @@ apply(B *b)
 				    "stays on the device (%%%s); every row up to the bound is computed",
 				    n->out[0]->name, s, count[n->out[0]->id] ? count[n->out[0]->id]->name : "?");
 			nnz++;
+		} else if (info(b, n->out[0])->split == 3) {
+			rc = pad_slice(b, n, count);
+			if (rc == 0 && count[n->out[0]->id])
+				data_slice_note(b, n, count[n->out[0]->id]);
+		} else if (info(b, n->out[0])->split == 4) {
+			ir_replace_uses(b->g, n->out[0], n->in[0]);
+			ir_erase(b->g, n);
 		} else if (info(b, n->out[0])->split == 2) {
 			rc = split_to_slices(b, n);
 		} else if (info(b, n->out[0])->split == 1) {
@@ -543,6 +710,7 @@ bound_dyn(Module *m, PassCtx *c)
 		return 0;
 	b.nval = m->nvalue;
 	b.inf = xcalloc(m->nvalue + 1, sizeof *b.inf);
+	b.dsl = xcalloc(m->nvalue + 1, sizeof *b.dsl);
 	for (uint32_t i = 0; i < m->nvalue; i++)
 		b.inf[i] = (Info){-1, NULL, 1, 0, 0, {0}};
 	for (Node *n = b.g->first; n; n = n->next)
@@ -558,9 +726,11 @@ bound_dyn(Module *m, PassCtx *c)
 			    "cannot be compiled; cost: no bundle (the interpreter, moec run, still runs it)", ir_opname(b.bad->op),
 			    b.bad->nout ? b.bad->out[0]->name : "", b.why);
 		free(b.inf);
+		free(b.dsl);
 		return 0;
 	}
 	rc = apply(&b);
 	free(b.inf);
+	free(b.dsl);
 	return rc < 0 ? -1 : 1;
 }

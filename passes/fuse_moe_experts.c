@@ -1068,15 +1068,22 @@ sort_of_ids(Value *perm)
 }
 
 /* counts = reduce_sum(scatter_elements(zeros[T,E], ids, ones, axis=1),
- * axes=[0]): how often each expert was chosen (a row of top-k ids holds
- * each expert at most once). */
+ * axes=[0]), or reduce_sum(onehot(reshape(ids, [T*k]), depth=E), axes=[0])
+ * (F.one_hot(ids.view(-1), E).sum(0)): how often each expert was chosen (a
+ * row of top-k ids holds each expert at most once). */
 static int
 is_counts(const Node *rs, Value *ids)
 {
-	Node *sc;
+	Node *sc, *oh;
 
-	return rs && rs->op == OP_REDUCE_SUM && rs->in[0]->type.rank == 2 && mo_axis(rs, "axes", 2, -1) == 0 &&
-	       !ir_attr_int(rs, "keepdims", 1) && (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
+	if (!rs || rs->op != OP_REDUCE_SUM || rs->in[0]->type.rank != 2 || mo_axis(rs, "axes", 2, -1) != 0 ||
+	    ir_attr_int(rs, "keepdims", 1))
+		return 0;
+	if ((oh = mo_def(mo_peel_index(rs->in[0]), OP_ONEHOT)))
+		return oh->in[0]->type.rank == 1 && mo_last_axis(oh, "axis", 2, 1) &&
+		       ir_attr_float(oh, "on", 1) == 1 && ir_attr_float(oh, "off", 0) == 0 &&
+		       mo_peel_index(oh->in[0]) == ids;
+	return (sc = mo_def(mo_peel_index(rs->in[0]), OP_SCATTER_ELEMENTS)) &&
 	       mo_last_axis(sc, "axis", 2, 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "none") &&
 	       mo_is_fill(sc->in[0], 0) && mo_is_fill(sc->in[2], 1) && mo_peel_index(sc->in[1]) == ids;
 }
@@ -1096,15 +1103,24 @@ count_elem(Value *v, int e)
 }
 
 /* Which expert's row count v is: output e of split(counts, 1 each), or of
- * the split of a concat of the counts' elements in order; -1 if not.
- * Every count must come from one split (*sp). */
+ * the split of a concat of the counts' elements in order, or gather(counts,
+ * e) (a user's loop over counts[e]); -1 if not.  Every count must come from
+ * one split or one counts vector (*sp). */
 static int
 count_of(Value *v, Value *ids, Node **sp)
 {
 	Node *s, *c;
+	int64_t e64 = -1;
 	int e;
 
 	v = mo_peel(v);
+	if (v && v->kind == V_RESULT && v->def->op == OP_GATHER && v->type.rank == 0 &&
+	    !ir_attr_int(v->def, "axis", 0) && mo_const_ints(v->def->in[1], &e64, 1) == 1 &&
+	    is_counts(mo_def(v->def->in[0], OP_REDUCE_SUM), ids) && (!*sp || *sp == v->def->in[0]->def) &&
+	    e64 >= 0 && e64 < v->def->in[0]->type.dim[0]) {
+		*sp = v->def->in[0]->def;
+		return (int)e64;
+	}
 	if (!v || v->kind != V_RESULT || (s = v->def)->op != OP_SPLIT || (*sp && *sp != s) ||
 	    v->type.rank != 1 || v->type.dim[0] != 1)
 		return -1;
@@ -1120,30 +1136,73 @@ count_of(Value *v, Value *ids, Node **sp)
 	return e;
 }
 
-/* Slot j's rows: slice(rows, c, c + count_j, axes=[0]) where c is the end
- * of slot j-1 (*end; 0 for the first slot).  Returns the sliced rows. */
-static Value *
-sorted_slot(Value *in, int j, Value *ids, Node **sp, Value **end)
+/* How many experts the counts source *sp counts: a split's pieces or the
+ * counts vector's length. */
+static int64_t
+count_len(const Node *sp)
 {
-	Node *sl = mo_def(in, OP_SLICE), *add;
-	int64_t z = -1, ax = -1, st = 1;
-	Value *e;
+	return sp->op == OP_SPLIT ? sp->nout : sp->out[0]->type.dim[0];
+}
+
+/* Is v the counts vector (is_counts), the one every count comes from? */
+static int
+counts_vec(Value *v, Value *ids, Node **sp)
+{
+	Node *rs = mo_def(v, OP_REDUCE_SUM);
+
+	if (!is_counts(rs, ids) || (*sp && *sp != rs))
+		return 0;
+	*sp = rs;
+	return 1;
+}
+
+/* Which running sum of the experts' counts v is: m for c_0 + .. + c_{m-1},
+ * written as a chain of adds (0: a constant 0), as cumsum(counts)[e] (m =
+ * e + 1; exclusive: e) or as (cumsum(counts) - counts)[e] (m = e); -1 if
+ * none. */
+static int
+prefix_of(Value *v, Value *ids, Node **sp)
+{
+	Node *n, *cs, *sub;
+	int64_t e = -1;
+	int m;
+
+	v = mo_peel(v);
+	if (mo_const_ints(v, &e, 1) == 1)
+		return e == 0 ? 0 : -1;
+	if ((n = mo_def(v, OP_ADD))) {
+		for (int i = 0; i < 2; i++)
+			if ((m = prefix_of(n->in[i], ids, sp)) >= 0 && count_of(n->in[1 - i], ids, sp) == m)
+				return m + 1;
+		return -1;
+	}
+	sub = (n = mo_def(v, OP_GATHER)) ? mo_def(n->in[0], OP_SUB) : NULL;
+	cs = n ? mo_def(sub ? sub->in[0] : n->in[0], OP_CUMSUM) : NULL;
+	if (cs && v->type.rank == 0 && !ir_attr_int(n, "axis", 0) && mo_const_ints(n->in[1], &e, 1) == 1 && e >= 0) {
+		if (ir_attr_int(cs, "reverse", 0) || cs->in[0]->type.rank != 1 || ir_attr_int(cs, "axis", 0) ||
+		    !counts_vec(cs->in[0], ids, sp) || (sub && (sub->in[1] != cs->in[0] || ir_attr_int(cs, "exclusive", 0))))
+			return -1;
+		if (e >= cs->in[0]->type.dim[0])
+			return -1;
+		/* cumsum[e] = c_0 + .. + c_e; exclusive, or less the counts: .. + c_{e-1} */
+		return sub || ir_attr_int(cs, "exclusive", 0) ? (int)e : (int)e + 1;
+	}
+	return count_of(v, ids, sp) == 0 ? 1 : -1;
+}
+
+/* Slot j's rows: slice(rows, c_0 + .. + c_{j-1}, c_0 + .. + c_j, axes=[0])
+ * (prefix_of's running sums).  Returns the sliced rows. */
+static Value *
+sorted_slot(Value *in, int j, Value *ids, Node **sp)
+{
+	Node *sl = mo_def(in, OP_SLICE);
+	int64_t ax = -1, st = 1;
 
 	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
 	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
 		return NULL;
-	if (*end ? mo_peel(sl->in[1]) != *end : mo_const_ints(sl->in[1], &z, 1) != 1 || z != 0)
+	if (prefix_of(sl->in[1], ids, sp) != j || prefix_of(sl->in[2], ids, sp) != j + 1)
 		return NULL;
-	e = mo_peel(sl->in[2]);
-	if (!*end) {
-		if (count_of(e, ids, sp) != j)
-			return NULL;
-	} else if (!(add = mo_def(e, OP_ADD)) ||
-		   !((mo_peel(add->in[0]) == *end && count_of(add->in[1], ids, sp) == j) ||
-		     (mo_peel(add->in[1]) == *end && count_of(add->in[0], ids, sp) == j))) {
-		return NULL;
-	}
-	*end = e;
 	return sl->in[0];
 }
 
@@ -1212,7 +1271,7 @@ static const char *
 sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 {
 	Module *m = cat->out[0]->graph->m;
-	Value *rows = NULL, *end = NULL, *aend = NULL, *act = NULL;
+	Value *rows = NULL, *act = NULL;
 	Node *sp = NULL, *gcat = NULL;
 	const char *why;
 
@@ -1234,14 +1293,14 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			if (!act)
 				act = a, mo->x = x;
 			x = mo->x;
-			if (!sorted_slot(dn.in, j, ids, &sp, &aend) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
+			if (!sorted_slot(dn.in, j, ids, &sp) || gcat->nin != cat->nin || (why = proj(gcat->in[j], &gu)))
 				return why ? why : "the sorted rows are not sliced by the running sum of the experts' counts";
 		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
 			return why;
 		}
 		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
 			return "the sorted rows' experts are not one expert's gated matrices each";
-		if (!(r = sorted_slot(gu.in, j, ids, &sp, &end)) || (rows && r != rows))
+		if (!(r = sorted_slot(gu.in, j, ids, &sp)) || (rows && r != rows))
 			return "the sorted rows are not sliced by the running sum of the experts' counts";
 		rows = r;
 		x.flat = 1, x.rw = rw, x.kmul = ids->type.dim[1];
@@ -1254,7 +1313,7 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			return "the sorted rows' experts do not agree";
 		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
 	}
-	if (!sp || sp->nout != cat->nin)
+	if (!sp || count_len(sp) != cat->nin)
 		return "one expert's own weights per slot, but not every expert has a slot "
 		       "(the export sample did not reach them all)";
 	mo->nslot = cat->nin;
