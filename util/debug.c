@@ -112,6 +112,11 @@ const DebugFlag debug_flags[] = {
 	 "compile: GELU (tanh) as 0.5 x (1 + tanh u), session 29's kernels, instead of the default x sigmoid(2u) = "
 	 "x / (1 + 2^a) with the quotient by rcp.approx (~8 instructions an element against ~30; the same "
 	 "function within a few ulp of f32; docs/codegen.md, GELU as a sigmoid; A/B on the GPU)"},
+	{"fp8-per-token", DBG_FP8_PER_TOKEN, NULL,
+	 "compile: no fp8-regroup: FP8 weights per channel or tensor (fbgemm_fp8, compressed-tensors) keep the "
+	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
+	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
+	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
