@@ -84,7 +84,7 @@ act_quant(const Value *a)
 	g = ir_attr(qd, "group");
 	if (qd->op != OP_QUANTIZE_DYNAMIC || dq->in[0] != qd->out[0] || dq->in[1] != qd->out[1] ||
 	    qd->out[0]->nuse != 1 || qd->out[1]->nuse != 1 || !g ||
-	    !(g->kind == A_STR ? !strcmp(g->u.s, "row") : g->kind == A_INT && g->u.i == K))
+	    !(g->kind == A_STR ? !strcmp(g->u.s, "row") : g->kind == A_INT && g->u.i == K && K != GROUP))
 		return NULL;
 	return qd;
 }
@@ -168,6 +168,12 @@ regroup_gemms(Module *m, Value *a, PassCtx *c)
 				    a->use[i].node ? ir_opname(a->use[i].node->op) : "a graph result", a->name);
 			return 0;
 		}
+	if (!c->fp8_mma || (c->debug & DBG_FP8_PER_TOKEN)) {
+		report_skip(c->report, "%%%s (e4m3 per token) not regrouped per token and 128 columns: %s; "
+			    "cost: its GEMMs on bf16 tensor cores, not FP8", a->name, c->fp8_mma ?
+			    "--debug=fp8-per-token" : "a target without FP8 x FP8 wgmma (sm_90a)");
+		return 0;
+	}
 	for (int i = 0; i < a->nuse; i++) {
 		Value *w = gemm_weight(a->use[i].node, a->use[i].index);
 		if (weight_form(w) == 1) {
@@ -190,7 +196,8 @@ regroup_down(Module *m, Node *moe, PassCtx *c)
 {
 	int64_t I = moe->nin > 4 && moe->in[4] ? last_dim(moe->in[4]) : -1;
 
-	if (I <= 0 || ir_attr_int(moe, "act_quant", 0) != I || !weight_form(moe->in[4]))
+	if (I <= GROUP || ir_attr_int(moe, "act_quant", 0) != I || !weight_form(moe->in[4]) ||
+	    !c->fp8_mma || (c->debug & DBG_FP8_PER_TOKEN))
 		return 0;
 	if (weight_form(moe->in[4]) == 1 && widen(m, moe->in[4]->def, c->d))
 		return -1;
@@ -206,7 +213,7 @@ fp8_regroup(Module *m, PassCtx *c)
 	Graph *g = ir_main_graph(m);
 	int changed = 0, rc;
 
-	if (!g || !c->fp8_mma || (c->debug & DBG_FP8_PER_TOKEN))
+	if (!g)
 		return 0;
 	ir_fill_uses(g);
 	for (Node *n = g->first; n; n = n->next) {
