@@ -275,6 +275,7 @@ check_synth_cols(void)
 	Diag d;
 
 	w->col_repeat = 7;
+	n->scale = w->scale = 0.01;	/* the default follows the last dim */
 	vn = ir_weight_data(n, &d);
 	vw = ir_weight_data(w, &d);
 	ck_assert_ptr_nonnull(vn);
