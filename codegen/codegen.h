@@ -1042,11 +1042,11 @@ int cg_emit_ep_pack(CgModule *m, const char *name, const CgEpPackSpec *s, Diag *
  * "count" i64.  Block 256; the recorded grid (1024) may be replaced.
  */
 int cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d);
-/* ... of a weight with row_block rb > 1 (Weight.row_block): element i takes
- * element ir_synth_index's value for a [.., rows, cols] weight (rb, rows and
- * cols in the code; not for packed types) */
-int cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t rows, int64_t cols,
-		       Diag *d);
+/* ... of a weight with row_block rb > 1 or col_repeat cr > 1 (Weight): element
+ * i takes element ir_synth_index's value for a [.., rows, cols] weight (rb,
+ * cr, rows and cols in the code; not for packed types) */
+int cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t cr, int64_t rows,
+		       int64_t cols, Diag *d);
 
 /* k_body*.c: any elementwise or row_reduce kernel body, or one op */
 typedef struct CgBodySpec CgBodySpec;

@@ -431,11 +431,29 @@ cg_synth_end(CgFn *f, const char *note)
 int
 cg_emit_synth(CgModule *m, const char *name, DType dt, Diag *d)
 {
-	return cg_emit_synth_rows(m, name, dt, 0, 0, 0, d);
+	return cg_emit_synth_rows(m, name, dt, 0, 0, 0, 0, d);
+}
+
+/* ir_synth_index: the generated weight's element that element i repeats. */
+static LLVMValueRef
+synth_index(CgFn *f, LLVMValueRef i, int64_t rb, int64_t cr, int64_t rows, int64_t cols)
+{
+	int64_t gcols = cr > 1 ? cols / cr : cols;	/* the generated weight's last dim */
+
+	if (cr > 1)	/* i / cols * gcols + i % cols / cr */
+		i = LLVMBuildAdd(f->B, cg_muli(f, LLVMBuildUDiv(f->B, i, cg_i64(f, cols), ""), gcols),
+				 LLVMBuildUDiv(f->B, cg_urem(f, i, cg_i64(f, cols)), cg_i64(f, cr), ""), "");
+	if (rb > 1) {	/* i - (i / gcols % rows % rb) gcols */
+		LLVMValueRef r = cg_urem(f, cg_urem(f, LLVMBuildUDiv(f->B, i, cg_i64(f, gcols), ""),
+						    cg_i64(f, rows)), cg_i64(f, rb));
+		i = LLVMBuildSub(f->B, i, cg_muli(f, r, gcols), "");
+	}
+	return i;
 }
 
 int
-cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t rows, int64_t cols, Diag *d)
+cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t cr, int64_t rows, int64_t cols,
+		   Diag *d)
 {
 	int packed = dtype_is_packed(dt);
 	LLVMValueRef a[6], units, i;
@@ -445,10 +463,10 @@ cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t 
 
 	if ((unsigned)dt >= NDTYPE)
 		return diag_error(d, LOC_NONE, "synth: no synthetic weights of type %s", dtype_name(dt));
-	if (rb > 1 && (packed || rows <= 0 || cols <= 0))
-		return diag_error(d, LOC_NONE, "synth: rows repeated in blocks of %lld need an unpacked "
-				  "[.., rows, cols] weight (not %s, %lld x %lld)", (long long)rb, dtype_name(dt),
-				  (long long)rows, (long long)cols);
+	if ((rb > 1 || cr > 1) && (packed || rows <= 0 || cols <= 0 || cols % (cr > 1 ? cr : 1)))
+		return diag_error(d, LOC_NONE, "synth: rows repeated in blocks of %lld, columns %lld times, "
+				  "need an unpacked [.., rows, cols] weight (not %s, %lld x %lld)", (long long)rb,
+				  (long long)cr, dtype_name(dt), (long long)rows, (long long)cols);
 	if (!(f = cg_synth_begin(m, name, a, d)))
 		return -1;
 	units = packed ? cg_shr(f, cg_addi(f, a[5], 1), 1) : a[5];
@@ -460,10 +478,8 @@ cg_emit_synth_rows(CgModule *m, const char *name, DType dt, int64_t rb, int64_t 
 		LLVMValueRef hi = cg_select(f, cg_lt(f, j, a[5]), cg_synth_bits(f, dt, a, j), cg_i32(f, 0));
 		LLVMValueRef b = LLVMBuildOr(f->B, lo, cg_shl(f, hi, 4), "");
 		cg_gstore(f, LLVMBuildTrunc(f->B, b, f->ti8, ""), cg_gep(f, a[0], i, 1), 1);
-	} else if (rb > 1) {	/* ir_synth_index: i - (i / cols % rows % rb) cols */
-		LLVMValueRef r = cg_urem(f, cg_urem(f, LLVMBuildUDiv(f->B, i, cg_i64(f, cols), ""), cg_i64(f, rows)),
-					 cg_i64(f, rb));
-		cg_store_dt(f, dt, a[0], i, cg_synth_value(f, dt, a, LLVMBuildSub(f->B, i, cg_muli(f, r, cols), "")));
+	} else if (rb > 1 || cr > 1) {
+		cg_store_dt(f, dt, a[0], i, cg_synth_value(f, dt, a, synth_index(f, i, rb, cr, rows, cols)));
 	} else {
 		cg_store_dt(f, dt, a[0], i, cg_synth_value(f, dt, a, i));
 	}

@@ -2688,23 +2688,27 @@ fill_ep(CgProgram *p)
 
 /* --- init: synthetic weights and weight preparation ---------------------------- */
 
-/* The synth kernel of a weight: one per type, and per row block and matrix
- * shape for weights with row_block (Weight.row_block). */
+/* The synth kernel of a weight: one per type, and per row block, column
+ * repeat and matrix shape for weights with row_block or col_repeat (Weight). */
 static const char *
 synth_kernel(CgProgram *p, const Weight *w)
 {
 	const Type *t = &w->value->type;
 	DType dt = t->dt;
-	int64_t rb = t->rank >= 2 ? w->row_block : 0, rows = rb > 1 ? t->dim[t->rank - 2] : 0;
-	int64_t cols = rb > 1 ? t->dim[t->rank - 1] : 0;
-	const char *name = rb > 1 ? arena_printf(p->a, "moec_synth_%s_rb%lld_%lldx%lld", dtype_name(dt),
-						 (long long)rb, (long long)rows, (long long)cols)
+	int64_t rb = t->rank >= 2 && w->row_block > 1 ? w->row_block : 0;
+	int64_t cr = t->rank >= 1 && w->col_repeat > 1 ? w->col_repeat : 0;
+	int64_t rows = rb || cr ? (t->rank >= 2 ? t->dim[t->rank - 2] : 1) : 0;
+	int64_t cols = rb || cr ? t->dim[t->rank - 1] : 0;
+	const char *name = rb || cr ? arena_printf(p->a, "moec_synth_%s%s%s_%lldx%lld", dtype_name(dt),
+						   rb ? arena_printf(p->a, "_rb%lld", (long long)rb) : "",
+						   cr ? arena_printf(p->a, "_cr%lld", (long long)cr) : "",
+						   (long long)rows, (long long)cols)
 		: arena_printf(p->a, "moec_synth_%s", dtype_name(dt));
 
 	if (cg_module_find(p->mod[0], name))
 		return name;
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_synth_rows(p->mod[i], name, dt, rb > 1 ? rb : 0, rows, cols, p->d) != 0)
+		if (cg_emit_synth_rows(p->mod[i], name, dt, rb, cr, rows, cols, p->d) != 0)
 			return NULL;
 	return name;
 }
@@ -2819,6 +2823,9 @@ relayout_synth(CgProgram *p, const GemmSpec *s, const CgGemmBind *gb, WeightSlot
 	if (!slot[0]->synth || !slot[1]->synth || (slot[2] && !slot[2]->synth) ||
 	    !cg_bq_synth_ok(s, slot[1]->v->type.dt, slot[2] ? slot[2]->v->type.dt : NDTYPE))
 		return 0;
+	for (int i = 0; i < 3; i++)	/* cg_emit_synth_bq repeats rows only: the host makes them */
+		if (slot[i] && slot[i]->w->col_repeat > 1)
+			return 0;
 	l = arena_alloc(p->a, sizeof *l);
 	l->s = *s;
 	l->E = s->groups > 0 ? s->groups : 1;

@@ -157,7 +157,10 @@ struct Value {
  * row_block > 1 element i takes element ir_synth_index(w, i)'s value: row r
  * of each matrix (the last two dims) repeats row r - r % row_block (a
  * checkpoint's 2-D scale blocks repeated over their rows, as cfg_quant
- * imports them).
+ * imports them).  With col_repeat > 1 (dividing the last dim C) element
+ * (.., c) takes the value element (.., c / col_repeat) has in the weight of
+ * last dim C / col_repeat: a per-channel scale [.., N, 1] that fp8-regroup
+ * widened to [.., N, K/128] keeps its bytes.
  */
 struct Weight {
 	Value *value;
@@ -167,6 +170,7 @@ struct Weight {
 	uint64_t seed;
 	double mean, scale;	/* scale < 0: default 1/sqrt(fan_in) */
 	int64_t row_block;	/* synthetic: rows per repeated row (0, 1: none) */
+	int64_t col_repeat;	/* synthetic: columns per generated column (0, 1: none) */
 	const char *source;	/* where the data came from, for diagnostics */
 	void *cache;		/* synthetic data generated on the host (malloc'd) */
 };

@@ -867,8 +867,12 @@ parse_weight(P *p)
 			w->scale = a.kind == A_FLOAT ? a.u.f : (double)a.u.i;
 		else if (strcmp(k.s, "row_block") == 0 && a.kind == A_INT && a.u.i >= 0 && a.u.i <= INT32_MAX)
 			w->row_block = a.u.i;
+		else if (strcmp(k.s, "col_repeat") == 0 && a.kind == A_INT && a.u.i >= 1 && ty.rank >= 1 &&
+			 ir_dim_is_static(ty.dim[ty.rank - 1]) && ty.dim[ty.rank - 1] % a.u.i == 0)
+			w->col_repeat = a.u.i;
 		else
-			return err(p, &k, "bad weight attribute '%s' (seed, mean, scale >= 0, row_block >= 0)", k.s);
+			return err(p, &k, "bad weight attribute '%s' (seed, mean, scale >= 0, row_block >= 0, "
+				   "col_repeat dividing the last dim)", k.s);
 	}
 	return p->t.kind == TEOF ? 0 : expect(p, TNL, NULL);
 }

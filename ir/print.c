@@ -242,6 +242,8 @@ print_weight(FILE *f, const Module *m, const Weight *w)
 		fprintf(f, " seed=%llu", (unsigned long long)w->seed);
 	if (w->row_block > 1)
 		fprintf(f, " row_block=%lld", (long long)w->row_block);
+	if (w->col_repeat > 1)
+		fprintf(f, " col_repeat=%lld", (long long)w->col_repeat);
 	fputc('\n', f);
 }
 

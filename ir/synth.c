@@ -29,12 +29,15 @@ uint64_t
 ir_synth_index(const Weight *w, uint64_t i)
 {
 	const Type *t = &w->value->type;
-	uint64_t rows, cols;
+	uint64_t rows, cols, cr = w->col_repeat > 1 ? (uint64_t)w->col_repeat : 1;
 
-	if (w->row_block <= 1 || t->rank < 2 || t->dim[t->rank - 1] <= 0 || t->dim[t->rank - 2] <= 0)
+	if (t->rank < 1 || t->dim[t->rank - 1] <= 0)
+		return i;
+	cols = (uint64_t)t->dim[t->rank - 1] / cr;	/* the generated weight's */
+	i = i / (cols * cr) * cols + i % (cols * cr) / cr;
+	if (w->row_block <= 1 || t->rank < 2 || t->dim[t->rank - 2] <= 0)
 		return i;
 	rows = (uint64_t)t->dim[t->rank - 2];
-	cols = (uint64_t)t->dim[t->rank - 1];
 	return i - i / cols % rows % (uint64_t)w->row_block * cols;
 }
 

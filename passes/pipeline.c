@@ -13,7 +13,7 @@
 #include "passes.h"
 
 static const char default_pipeline[] =
-	"fold,canon,cse,dce,fuse-moe,dce,lower-moe,fuse-norm,split-f32,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
+	"fold,canon,cse,dce,fuse-moe,dce,fp8-regroup,lower-moe,fuse-norm,split-f32,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
 	"fuse-gemm,fuse-dequant,fuse-act-quant,fuse-ew,dce";
 
 typedef struct {

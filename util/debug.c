@@ -119,7 +119,13 @@ const DebugFlag debug_flags[] = {
 	 "(cp.async.bulk.tensor ... bulk_group, a C_map parameter), waiting for the buffer's reads only before "
 	 "its next use, instead of bf16x2 stores from registers; a cooperative tiled plan goes persistent (where the "
 	 "stores drain under the next tile's k-tiles: H200 dense_up M=4096 0.92x, M=1024 0.97x; docs/codegen.md, "
-	 "TMA stores; A/B on the GPU)"},
+	 "TMA stores); the default on sm_90a where the schedule is persistent since session 31, the flag: every "
+	 "plain tile, the emulator too"},
+	{"fp8-per-token", DBG_FP8_PER_TOKEN, NULL,
+	 "compile: no fp8-regroup: FP8 weights per channel or tensor (fbgemm_fp8, compressed-tensors) keep the "
+	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
+	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
+	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -155,6 +155,7 @@ typedef uint64_t DbgFlags;
 #define DBG_GROUPED_LEAN DBG_BIT(21)	/* codegen: grouped prefill GEMMs skip A rows past the expert, serpentine rounds, no ranking when tiled */
 #define DBG_GELU_TANH DBG_BIT(30)	/* codegen: GELU (tanh) by tanh, not x sigmoid(2u) (session 29's kernels; A/B) */
 #define DBG_SLOTS_X DBG_BIT(31)	/* lower-moe: MoE slots in x's type (bf16), summed in f32 (A/B) */
+#define DBG_FP8_PER_TOKEN DBG_BIT(32)	/* fp8-regroup off: per-channel FP8 GEMMs keep per-token activations, bf16 mma (A/B) */
 #define DBG_PDL DBG_BIT(27)	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 #define DBG_WS_TMA_STORE DBG_BIT(33)	/* codegen: dense WS GEMMs store C through shared memory by TMA (A/B) */
 typedef struct {

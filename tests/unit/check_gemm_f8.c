@@ -687,6 +687,91 @@ START_TEST(test_ws_program_against_interpreter)
 END_TEST
 
 /*
+ * fp8-regroup (fbgemm_fp8's form): e4m3 weights with a scale per channel,
+ * activations per token under a clip (activation_scale_ub).  On a target
+ * with FP8 x FP8 the activations are quantised per token and 128 columns
+ * and the weight scales repeated over K/128 (synthetic: col_repeat, the same
+ * values; data: repeated), within the interpreter's tolerance (check-eval
+ * after every pass); with --debug=fp8-per-token, or without FP8 x FP8, not.
+ */
+static const char prog_channel[] =
+	"weight $w1 : f8e4m3[512,256] scale=2\n"
+	"weight $w1s : f32[512,1] mean=0.02 scale=0.005\n"
+	"weight $w2 : f8e4m3[256,256] scale=2\n"
+	"weight $w2s : f32[256,1] mean=0.02 scale=0.005\n"
+	"graph @d(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"	%xc = clip %x, max=2.5, min=-2.5 : bf16[T,256]\n"
+	"	%q, %qs = quantize_dynamic %xc, group=row, to=f8e4m3 : f8e4m3[T,256], f32[T,1]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=256, to=bf16 : bf16[T,256]\n"
+	"	%w1d = dequantize $w1, $w1s, axis=1, block_size=256, to=bf16 : bf16[512,256]\n"
+	"	%h = matmul %xa, %w1d, trans_b=1 : bf16[T,512]\n"
+	"	%a = swiglu %h, act=silu, layout=interleave : bf16[T,256]\n"
+	"	%aq, %as = quantize_dynamic %a, group=row, to=f8e4m3 : f8e4m3[T,256], f32[T,1]\n"
+	"	%ad = dequantize %aq, %as, axis=1, block_size=256, to=bf16 : bf16[T,256]\n"
+	"	%w2d = dequantize $w2, $w2s, axis=1, block_size=256, to=bf16 : bf16[256,256]\n"
+	"	%y0 = matmul %ad, %w2d, trans_b=1 : bf16[T,256]\n"
+	"	%y = add %x, %y0 : bf16[T,256]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* prog_channel through the default pipeline (check-eval on): whether it
+ * regrouped; with data (w1s given values) or synthetic scales. */
+static int
+regrouped(int data, int fp8_mma, DbgFlags debug)
+{
+	PassOpts po;
+	PassCtx pc = {0};
+	Module *m;
+	Weight *w1s, *w2s;
+	double before[512], after[512 * 2];
+	float *v = malloc(sizeof(float) * 512);
+	Diag d;
+	int changed;
+
+	diag_init(&d, stderr);
+	m = ir_parse("program.ir", prog_channel, strlen(prog_channel), &d);
+	ck_assert_msg(m != NULL, "parse: %s", d.last);
+	w1s = ir_find_weight(m, "w1s");
+	w2s = ir_find_weight(m, "w2s");
+	for (int i = 0; i < 512; i++)
+		v[i] = 0.015f + 0.00002f * (float)i;
+	if (data)
+		w1s->data = v, w1s->size = sizeof(float) * 512, w1s->free_data = free_data;
+	else
+		free(v);
+	ir_weight_elems(w1s, 0, 512, before);
+	pass_default_opts(&po);
+	po.debug = debug;
+	po.fp8_mma = fp8_mma;
+	po.check_eval = 1;
+	pc.d = &d;
+	ck_assert_msg(pass_run(m, &po, &pc) == 0, "passes: %s", d.last);
+	changed = w1s->value->type.dim[1] == 2;
+	ck_assert_int_eq(w2s->value->type.dim[1], changed ? 2 : 1);
+	ck_assert_int_eq(w1s->col_repeat, changed && !data ? 2 : 0);
+	ir_weight_elems(w1s, 0, changed ? 1024 : 512, after);
+	for (int i = 0; i < (changed ? 1024 : 512); i++)
+		ck_assert_msg(after[i] == before[changed ? i / 2 : i], "w1s[%d] %g, was %g", i, after[i],
+			      before[changed ? i / 2 : i]);
+	ir_free_module(m);
+	return changed;
+}
+
+START_TEST(test_regroup_per_channel)
+{
+	ck_assert(regrouped(0, 1, DBG_EMU_WGMMA));
+	ck_assert(regrouped(1, 1, DBG_EMU_WGMMA));
+	ck_assert(!regrouped(0, 1, DBG_EMU_WGMMA | DBG_FP8_PER_TOKEN));
+	ck_assert(!regrouped(1, 0, 0));
+	/* both GEMMs FP8 x FP8 on the emulator, against the per-token interpreter */
+	gh_check_program_debug(prog_channel, 70, "d_k0", "f8e4m3.f8e4m3->f8e4m3 B[N,K] N=512 K=256", 2e-2,
+			       DBG_EMU_WGMMA);
+	gh_check_program_debug(prog_channel, 3, "d_k1", "f8e4m3.f8e4m3->bf16 B[N,K] N=256 K=256", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS);
+}
+END_TEST
+
+/*
  * The cp.async mainloop's FP8 stages are counted as they are (swizzled,
  * unpadded, 1 KiB alignment): DeepSeek-V3's gate|up 64x256 tile (gathered,
  * interleaved blocked B, SwiGLU + e4m3 per 128) takes 5 stages on sm_90a
@@ -999,6 +1084,7 @@ gemm_f8_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_tuned_whole);
 	tcase_add_test(t, test_five_stages);
+	tcase_add_test(t, test_regroup_per_channel);
 	tcase_add_test(t, test_ws_cluster);
 	tcase_add_test(t, test_ws_gateup);
 	tcase_add_test(t, test_ws_pairs);

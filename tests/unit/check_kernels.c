@@ -184,9 +184,10 @@ emu_module(Diag *d)
 
 /* ---- synth ---- */
 
-/* weight [dim...] (rank 1 or 3) with row_block rb: the device's bytes are the host's */
+/* weight [dim...] (rank 1 or 3) with row_block rb and col_repeat cr: the device's bytes are the host's */
 static void
-check_synth_shape(DType dt, int rank, const int64_t *dim, int64_t rb, double mean, double scale, int grid)
+check_synth_shape(DType dt, int rank, const int64_t *dim, int64_t rb, int64_t cr, double mean, double scale,
+		  int grid)
 {
 	Module *im = ir_new_module();
 	Weight *w = ir_add_weight(im, "blk.3.ffn_up.weight", ir_type(dt, rank, dim));
@@ -202,11 +203,12 @@ check_synth_shape(DType dt, int rank, const int64_t *dim, int64_t rb, double mea
 	w->mean = mean;
 	w->scale = scale;
 	w->row_block = rb;
+	w->col_repeat = cr;
 	want = ir_weight_data(w, &d);
 	ck_assert_ptr_nonnull(want);
 	m = emu_module(&d);
-	ck_assert_msg(cg_emit_synth_rows(m, "synth", dt, rb, rank > 1 ? dim[rank - 2] : 0, rank > 1 ? dim[rank - 1] : 0,
-					 &d) == 0, "%s", d.last);
+	ck_assert_msg(cg_emit_synth_rows(m, "synth", dt, rb, cr, rank > 1 ? dim[rank - 2] : 0,
+					 rank > 1 ? dim[rank - 1] : 0, &d) == 0, "%s", d.last);
 	memset(out, 0xa5, bytes);
 	arg_ptr(&r, out, bytes);
 	arg_int(&r, (int64_t)w->seed);
@@ -226,7 +228,7 @@ check_synth_shape(DType dt, int rank, const int64_t *dim, int64_t rb, double mea
 static void
 check_synth(DType dt, int64_t count, double mean, double scale, int grid)
 {
-	check_synth_shape(dt, 1, &count, 0, mean, scale, grid);
+	check_synth_shape(dt, 1, &count, 0, 0, mean, scale, grid);
 }
 
 /* row_block: rows r of each [N, C] matrix repeat row r - r % rb (fp8 block
@@ -254,8 +256,39 @@ check_synth_rows(void)
 	for (int j = 0; j < 7; j++)
 		ck_assert(e[j] == v[(300 + 128) * 7 + j]);
 	ir_free_module(im);
-	check_synth_shape(DT_F32, 3, dim, 128, 0.01, 0.002, 3);
-	check_synth_shape(DT_BF16, 3, dim, 64, 0, -1, 2);
+	check_synth_shape(DT_F32, 3, dim, 128, 0, 0.01, 0.002, 3);
+	check_synth_shape(DT_BF16, 3, dim, 64, 0, 0, -1, 2);
+}
+
+/* col_repeat: a per-channel scale [E, N, 1] widened to [E, N, C] keeps its
+ * values (fp8-regroup), on the host and the device, with row_block too */
+static void
+check_synth_cols(void)
+{
+	int64_t narrow[3] = {3, 300, 1}, wide[3] = {3, 300, 7}, wide2[3] = {3, 300, 14};
+	Module *im = ir_new_module();
+	Weight *n = ir_add_weight(im, "s", ir_type(DT_F32, 3, narrow));
+	Module *im2 = ir_new_module();
+	Weight *w = ir_add_weight(im2, "s", ir_type(DT_F32, 3, wide));
+	const float *vn, *vw;
+	double e[7];
+	Diag d;
+
+	w->col_repeat = 7;
+	n->scale = w->scale = 0.01;	/* the default follows the last dim */
+	vn = ir_weight_data(n, &d);
+	vw = ir_weight_data(w, &d);
+	ck_assert_ptr_nonnull(vn);
+	ck_assert_ptr_nonnull(vw);
+	for (int64_t i = 0; i < 3 * 300 * 7; i++)
+		ck_assert(vw[i] == vn[i / 7]);
+	ir_weight_elems(w, (300 + 200) * 7 + 3, 7, e);
+	for (int j = 0; j < 7; j++)
+		ck_assert(e[j] == vw[(300 + 200) * 7 + 3 + j]);
+	ir_free_module(im);
+	ir_free_module(im2);
+	check_synth_shape(DT_F32, 3, wide, 0, 7, 0.01, 0.002, 3);
+	check_synth_shape(DT_F32, 3, wide2, 128, 7, 0.01, 0.002, 2);
 }
 
 START_TEST(test_synth_matches_host_bytes)
@@ -277,6 +310,7 @@ START_TEST(test_synth_matches_host_bytes)
 	check_synth(DT_U8, 2000, 0, 300, 2);
 	check_synth(DT_I4, 2001, 0, 12, 1);
 	check_synth_rows();
+	check_synth_cols();
 	check_synth(DT_U4, 7, 4, 12, 1);
 	check_synth(DT_BOOL, 1000, 0, 1, 1);
 	check_synth(DT_F4E2M1, 2001, 0, 8, 2);	/* ties, saturation at 6, -0 */
