@@ -1581,6 +1581,18 @@ param_name(CgFn *f, int i, char *buf, size_t n)
 	snprintf(buf + k, n - k, "_param_%d", i);
 }
 
+/* Parameter param is a tensor map of a rank TMA takes (2 or 3); else a
+ * diagnostic naming the builder who asked, and the function fails. */
+static int
+tmap_param_ok(CgFn *f, const char *who, int param, int rank)
+{
+	if (rank >= 2 && rank <= 3 && param >= 0 && param < f->k->nparam && f->k->param[param].kind == CGP_TMAP)
+		return 1;
+	diag_error(f->d, LOC_NONE, "%s: parameter %d is no tensor map, or rank %d", who, param, rank);
+	f->err = 1;
+	return 0;
+}
+
 void
 cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords)
 {
@@ -1589,11 +1601,8 @@ cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, L
 
 	if (need_tma(f, "cp.async.bulk.tensor") < 0)
 		return;
-	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
-		diag_error(f->d, LOC_NONE, "cg_tma_load: parameter %d is no tensor map, or rank %d", param, rank);
-		f->err = 1;
+	if (!tmap_param_ok(f, "cg_tma_load", param, rank))
 		return;
-	}
 	if (f->emu) {
 		a[0] = cg_sptr(f, dst);
 		a[1] = cg_arg(f, param);
@@ -1624,11 +1633,8 @@ cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coord
 
 	if (need_tma(f, "cp.async.bulk.tensor (store)") < 0)
 		return;
-	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
-		diag_error(f->d, LOC_NONE, "cg_tma_store: parameter %d is no tensor map, or rank %d", param, rank);
-		f->err = 1;
+	if (!tmap_param_ok(f, "cg_tma_store", param, rank))
 		return;
-	}
 	if (f->emu) {
 		a[0] = cg_arg(f, param);
 		a[1] = cg_sptr(f, src);
@@ -1754,12 +1760,8 @@ cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, i
 
 	if (need_cluster(f, "cp.async.bulk.tensor .multicast::cluster") < 0)
 		return;
-	if (rank < 2 || rank > 3 || param < 0 || param >= f->k->nparam || f->k->param[param].kind != CGP_TMAP) {
-		diag_error(f->d, LOC_NONE, "cg_tma_load_multicast: parameter %d is no tensor map, or rank %d", param,
-			   rank);
-		f->err = 1;
+	if (!tmap_param_ok(f, "cg_tma_load_multicast", param, rank))
 		return;
-	}
 	param_name(f, param, pname, sizeof pname);
 	snprintf(text, sizeof text,
 		 "{\n.reg .b64 m;\n.reg .b16 k;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\nmov.b16 k, %d;\n"
