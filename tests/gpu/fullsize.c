@@ -8,7 +8,10 @@
  * `ref` writes reference rows for the full-size GPU check
  * (tests/gpu/make_fullsize.sh): OUTDIR/uniform/test_data_set_0/{input_0,
  * output_0}.pb and, for a routed block, OUTDIR/skewed/..., which
- * `moert test --tile=...` repeats to any T.  `check` (CI, ctest fullsize_*)
+ * `moert test --tile=...` repeats to any T; with them the routing decisions
+ * (routing_N.pb, routing_N_logits.pb, as `moec run --test-data` writes
+ * them), so that moert test names any flip and tells one at a near tie of
+ * the reference's values (left out) from a wrong kernel (failed).  `check` (CI, ctest fullsize_*)
  * runs the default pipeline and the fused IR on the same rows: routing
  * decisions identical to the graph's, outputs within the dtype's tolerance.
  *
@@ -185,6 +188,29 @@ pick_rows(const Tensor *t, const int64_t *keep, int64_t n, Tensor *out)
 	return 0;
 }
 
+/* The routing decision i of the rows kept, as `moec run --test-data` writes
+ * it (routing_I.pb: the experts, routing_I_logits.pb: the values ranked), so
+ * that moert test tells a flip from a wrong kernel by the reference's own
+ * margins, and names the token and experts of any flip. */
+static int
+write_routing(const char *dir, const char *mode, const Routing *r, int i, const int64_t *keep,
+	      int64_t n, Diag *d)
+{
+	Tensor ids = {DT_I32, 2, {r->T, r->k}, r->ids, NULL};
+	Tensor val = {DT_F32, 2, {r->T, r->E}, r->val, NULL};
+	Tensor sel = {0};
+	char what[48];
+	int bad;
+
+	snprintf(what, sizeof what, "routing_%d", i);
+	bad = pick_rows(&ids, keep, n, &sel) || write_set(dir, mode, &sel, what, d);
+	tensor_free(&sel);
+	snprintf(what, sizeof what, "routing_%d_logits", i);
+	bad = bad || pick_rows(&val, keep, n, &sel) || write_set(dir, mode, &sel, what, d);
+	tensor_free(&sel);
+	return bad;
+}
+
 static uint64_t
 mem_available(void)
 {
@@ -358,6 +384,8 @@ cmd_ref(const char *model, int layer, const char *dir, int64_t rows, Diag *d)
 			      write_set(dir, name, &sel, what, d);
 			tensor_free(&sel);
 		}
+		for (int i = 0; !bad && i < u.log.n; i++)
+			bad = write_routing(dir, name, &u.log.r[i], i, keep, n, d);
 		printf("%s: %lld rows", name, (long long)n);
 		if (rt)
 			printf(" (%lld near ties left out)", (long long)ties);
