@@ -85,6 +85,31 @@ has_unknown(const Module *m, const Type *t)
 	return 0;
 }
 
+/* The mask m whose entries v repeats, each *f times: v is m made bool, or
+ * reshaped, or broadcast by an expand (the repeats counted on the types;
+ * -1 if they are symbolic).  nonzero(v) counts f * nonzero(m) entries. */
+static const Value *
+mask_root(const Value *v, int64_t *f)
+{
+	*f = 1;
+	for (const Node *d; v->kind == V_RESULT && *f > 0; v = d->in[0]) {
+		d = v->def;
+		if (d->op == OP_EXPAND) {
+			const Type *x = &d->in[0]->type, *y = &v->type;
+			for (int i = 0; i < y->rank; i++) {
+				int j = i - (y->rank - x->rank);
+				if (j >= 0 && x->dim[j] == y->dim[i])
+					continue;
+				*f = (j < 0 || x->dim[j] == 1) && ir_dim_is_static(y->dim[i]) ? *f * y->dim[i] : -1;
+			}
+		} else if (!(d->op == OP_RESHAPE ||
+			     (d->op == OP_CAST && (v->type.dt == DT_BOOL || d->in[0]->type.dt == DT_BOOL)))) {
+			break;
+		}
+	}
+	return v;
+}
+
 /* Result types of n with its operands at their padded types (a scratch
  * inference, as the interpreter does with actual types). */
 static int
@@ -271,6 +296,58 @@ whole_slice(B *b, const Node *n, const Info *x)
 	return 1;
 }
 
+/* v's one integer when a const node makes it (a scalar or one element). */
+static int
+const_one(const Value *v, int64_t *x)
+{
+	return v && v->kind == V_RESULT && v->def->op == OP_CONST && ir_type_numel(&v->type) == 1 &&
+	       ir_attr_ints(v->def, "value", x, 1) == 1;
+}
+
+/* The value whose padded length along its bounded axis v reads, as
+ * TorchScript writes `[:n]` with n = w.shape[a]: shape(w) of a vector,
+ * shape(w, start=a, end=a+1), or gather(shape(w), a) made a vector. */
+static const Info *
+padded_len(B *b, const Value *v)
+{
+	const Node *d = v && v->kind == V_RESULT ? v->def : NULL, *sh = d;
+	int64_t a = 0;
+	const Info *w;
+
+	if (!d || v->type.rank != 1 || v->type.dim[0] != 1)
+		return NULL;
+	if (d->op == OP_RESHAPE && d->in[0]->kind == V_RESULT && ir_type_numel(&d->in[0]->type) == 1)
+		d = sh = d->in[0]->def;
+	if (d->op == OP_GATHER && !ir_attr_int(d, "axis", 0) && const_one(d->in[1], &a))
+		sh = d->in[0]->kind == V_RESULT ? d->in[0]->def : NULL;
+	else if (d->op == OP_SHAPE)
+		a = ir_attr_int(d, "start", 0);
+	else
+		return NULL;
+	if (!sh || sh->op != OP_SHAPE || (sh != d && (ir_attr(sh, "start") || ir_attr(sh, "end"))))
+		return NULL;
+	w = info(b, sh->in[0]);
+	if (sh == d && ir_attr_int(sh, "end", w->t.rank) != a + 1)
+		return NULL;
+	return w->ax >= 0 && a == w->ax ? w : NULL;
+}
+
+/* x[0:n] along x's bounded axis, n the padded length of a value bounded by
+ * the same count: all of x (TorchScript's index_put cuts the updates to the
+ * length of its nonzero's indices this way). */
+static int
+len_slice(B *b, const Node *n, const Info *x)
+{
+	const Info *w = n->nin > 2 ? padded_len(b, n->in[2]) : NULL;
+	int64_t st = -1, ax = 0;
+
+	if (!w || !const_one(n->in[1], &st) || st != 0 || (n->nin > 3 && n->in[3] && !const_one(n->in[3], &ax)) ||
+	    (n->nin > 4 && n->in[4]))
+		return 0;
+	return ir_axis(ax, x->t.rank) == x->ax && w->src == x->src && w->mult == x->mult &&
+	       w->t.dim[w->ax] == x->t.dim[x->ax];
+}
+
 /*
  * reshape: the bounded axis keeps the dims before it and those after it
  * (or merges with static dims after it: the count scales).  The target's
@@ -356,9 +433,13 @@ rule(B *b, Node *n)
 			N = ir_dim_mul(b->m, N, x->dim[i]);
 		o->t.dim[1] = N;
 		o->ax = 1, o->src = n, o->mult = 1;
-		for (int i = 0; i < b->ndsl; i++)	/* the nonzero of the same mask: its count */
-			if (b->dsl[i]->op == OP_NONZERO && b->dsl[i]->in[0] == n->in[0])
-				o->src = b->dsl[i];
+		for (int i = 0; i < b->ndsl; i++) {	/* a nonzero of the same mask: its count (times f) */
+			int64_t f, fd;
+			const Node *d = b->dsl[i];
+			if (d->op == OP_NONZERO && mask_root(d->in[0], &fd) == mask_root(n->in[0], &f) &&
+			    f > 0 && fd > 0 && f % fd == 0)
+				o->src = d, o->mult = f / fd;
+		}
 		if (o->src == n)
 			b->dsl[b->ndsl++] = n;
 		return 0;
@@ -453,7 +534,7 @@ rule(B *b, Node *n)
 					return fail(b, n, "an expand to a data-dependent shape");
 				res[0].dim[i] = wt.dim[j];
 			}
-	} else if (op == OP_SLICE && k == 0 && whole_slice(b, n, bi)) {
+	} else if (op == OP_SLICE && k == 0 && (whole_slice(b, n, bi) || len_slice(b, n, bi))) {
 		res[0] = bi->t;
 		ax = bi->ax;
 		info(b, n->out[0])->split = 4;	/* x itself */
