@@ -18,13 +18,15 @@
  * length, the real entries first (nonzero writes each dim's last index
  * past its count, a padded slice the axis' last entry: valid indices).
  * A slice with data bounds (the rows sorted by expert, cut by a running
- * sum) is a count of its own, the length of the slice.  Ops that only move or map elements along other axes carry the
- * padding through harmlessly (a padded row computes garbage nobody reads);
- * the ones where padding would leak into real values are made count-aware
- * (a scatter skips the update rows past the count) or refused: a reduction,
- * a contraction, a concat along the bounded axis, a shape of a padded value
- * used as data.  A split along it becomes slices (the export's trace fixed
- * how many entries there are; the interpreter checks that on the original).
+ * sum) is a count of its own, the length of the slice.  Ops that only move
+ * or map elements along other axes carry the padding through harmlessly (a
+ * padded row computes garbage nobody reads); the ones where padding would
+ * leak into real values are made count-aware (a scatter skips the update
+ * rows past the count; a concat of pieces along their bounded axis is
+ * compacted, when a user pins its length) or refused: a reduction, a
+ * contraction, a shape of a padded value used as data.  A split along it
+ * becomes slices (the export's trace fixed how many entries there are; the
+ * interpreter checks that on the original).
  * All or nothing: if one node is refused, the graph stays as it was and the
  * fusion report says which node and why (codegen then refuses it too).
  */
@@ -40,7 +42,8 @@ typedef struct {
 	int taint;		/* a shape read off a padded value (shape positions only) */
 	int split;		/* 1: a scatter that gets the count; 2: a split along the
 				 * bounded axis, becomes slices; 3: a slice with data bounds;
-				 * 4: a slice of all of a padded value, becomes the value */
+				 * 4: a slice of all of a padded value, becomes the value;
+				 * 5: a concat of padded pieces, compacted */
 	Type t;			/* the padded type */
 } Info;
 
@@ -138,6 +141,25 @@ infer_padded(B *b, Node *n, Type *res)
 		if (n->in[i])
 			n->in[i]->type = save_in[i];
 	return rc;
+}
+
+/* A reshape's one unknown dim (a -1) from its static input's elements. */
+static void
+solve_reshape(B *b, const Type *x, Type *y)
+{
+	int64_t nx = ir_type_numel(x), rest = 1;
+	int unk = -1;
+
+	for (int i = 0; i < y->rank; i++) {
+		if (ir_dim_has_unknown(b->m, y->dim[i]) && unk < 0)
+			unk = i;
+		else if (ir_dim_is_static(y->dim[i]))
+			rest *= y->dim[i];
+		else
+			return;
+	}
+	if (nx > 0 && unk >= 0 && rest > 0 && nx % rest == 0)
+		y->dim[unk] = nx / rest;
 }
 
 /* The one bounded operand among n's (all bounded ones must agree on the
@@ -348,6 +370,62 @@ len_slice(B *b, const Node *n, const Info *x)
 	       w->t.dim[w->ax] == x->t.dim[x->ax];
 }
 
+/* The length along ax that user u pins y to (pin if none): a reshape to
+ * a static shape (rows: y's elements per index of ax), or a scatter whose
+ * static indices have y's rows (y its updates). */
+static int64_t
+pinned(const Node *u, const Value *y, int ax, int64_t rows, int64_t pin)
+{
+	const Type *ix = u && u->nin > 2 ? &u->in[1]->type : NULL;
+	int64_t ne;
+
+	if (!u)
+		return pin;
+	if (u->op == OP_RESHAPE && u->in[0] == y && (ne = ir_type_numel(&u->out[0]->type)) > 0 && ne % rows == 0)
+		return ne / rows;
+	if (u->op == OP_SCATTER_ND && u->in[2] == y && u->in[0] != y && u->in[1] != y && ax < ix->rank - 1 &&
+	    ir_dim_is_static(ix->dim[ax]))
+		return ix->dim[ax];
+	if (u->op == OP_SCATTER_ELEMENTS && u->in[2] == y && u->in[0] != y && u->in[1] != y &&
+	    ax < ix->rank && ir_dim_is_static(ix->dim[ax]))
+		return ix->dim[ax];
+	return pin;
+}
+
+/*
+ * concat of pieces padded by their own counts along the axis they are
+ * bounded on (the sorted rows' outputs put back together): compacted, each
+ * piece's real rows copied to the running sum of the counts before it.  Its
+ * length is data; the graph must pin it: a user reshapes the result to a
+ * static shape or scatters it by static indices (TorchScript's trace wrote
+ * the T*k rows it saw), so the result is that many rows, unpadded, as a
+ * split along the bounded axis is (the interpreter checks the original).
+ */
+static int
+concat_rule(B *b, Node *n, Info *o)
+{
+	int64_t ax = ir_attr_int(n, "axis", 0), rows = 1, pin = -1;
+	Value *y = n->out[0];
+	int ok = 1;
+
+	o->t = info(b, n->in[0])->t;
+	ax = ir_axis(ax, o->t.rank);
+	for (int i = 0; i < n->nin; i++) {
+		const Info *p = info(b, n->in[i]);
+		if (p->ax != ax || p->t.rank != o->t.rank || !ir_dim_is_static(p->t.dim[ax]))
+			return fail(b, n, "a concat along a data-dependent dim of pieces not all bounded along it");
+	}
+	rows = static_prod(&o->t, 0, (int)ax, &ok) * static_prod(&o->t, (int)ax + 1, o->t.rank, &ok);
+	for (int i = 0; i < y->nuse && ok && rows > 0; i++)
+		pin = pinned(y->use[i].node, y, (int)ax, rows, pin);
+	if (!ok || pin < 0)
+		return fail(b, n, "a concat along a data-dependent dim of pieces padded by different counts, "
+			    "its length not pinned by a reshape to a static shape or a scatter's static indices");
+	o->t.dim[ax] = pin;
+	o->split = 5;
+	return 0;
+}
+
 /*
  * reshape: the bounded axis keeps the dims before it and those after it
  * (or merges with static dims after it: the count scales).  The target's
@@ -415,6 +493,10 @@ rule(B *b, Node *n)
 		unknown |= has_unknown(b->m, &n->out[i]->type);
 	if (!bi && !taint && !unknown && n->op != OP_NONZERO)
 		return 0;
+	if (bi && n->op == OP_CONCAT && ir_axis(ir_attr_int(n, "axis", 0), bi->t.rank) == bi->ax && !taint) {
+		*info(b, n->out[0]) = (Info){-1, NULL, 1, 0, 0, n->out[0]->type};
+		return concat_rule(b, n, info(b, n->out[0]));
+	}
 	if (clash)
 		return fail(b, n, "operands bounded by different counts");
 	if (n->nout > 8)
@@ -455,6 +537,25 @@ rule(B *b, Node *n)
 	}
 	if (!bi && n->op == OP_SLICE && n->nin > 2 && !slice_static_bounds(n))
 		return data_slice(b, n, o);
+	const Node *sh = n->op == OP_CONSTANT_OF_SHAPE && n->nin == 1 && n->in[0]->kind == V_RESULT ?
+			 n->in[0]->def : NULL;
+	if (sh && sh->op == OP_SHAPE && !ir_attr(sh, "start") && !ir_attr(sh, "end") &&
+	    !has_unknown(b->m, &info(b, sh->in[0])->t)) {	/* zeros(shape(w)), w's type static now */
+		o->t.rank = info(b, sh->in[0])->t.rank;
+		memcpy(o->t.dim, info(b, sh->in[0])->t.dim, sizeof o->t.dim);
+		return 0;
+	}
+	if (!bi && infer_padded(b, n, res) == 0) {	/* a `?` the operands' static types resolve */
+		int all = 1;
+		if (n->op == OP_RESHAPE)
+			solve_reshape(b, &info(b, n->in[0])->t, &res[0]);
+		for (int i = 0; i < n->nout; i++)
+			all &= !has_unknown(b->m, &res[i]);
+		for (int i = 0; all && i < n->nout; i++)
+			info(b, n->out[i])->t = res[i];
+		if (all)
+			return 0;
+	}
 	if (!bi) {	/* a `?` that is no count: a slice of the first rows of T */
 		if (n->op != OP_SLICE || infer_padded(b, n, res) || slice_static(b, n, &res[0]))
 			return fail(b, n, "a data-dependent shape this pass cannot bound");
@@ -713,6 +814,75 @@ add_count(B *b, Node *n, Value **count)
 	return bb.err ? -1 : 0;
 }
 
+/*
+ * The compaction of concat n (pinned to P rows along axis a): the padded
+ * pieces concatenated, then row r of the result is row r - start[e] of
+ * piece e, e the piece whose rows [start[e], end[e]) hold r (end = the
+ * running sum of the counts): e = #{end <= r}; rows past the last end (the
+ * trace pinned them away) read row 0.
+ */
+static Value *
+compact(B *b, Node *n, Value **count)
+{
+	Builder bb = builder(b, n, n);
+	int64_t ax = ir_axis(ir_attr_int(n, "axis", 0), n->in[0]->type.rank);
+	int64_t E = n->nin, P = info(b, n->out[0])->t.dim[ax], one = 1, zero = 0, k1 = 1;
+	int64_t *base = xcalloc((size_t)E + 1, sizeof *base), *r = xcalloc((size_t)P + 1, sizeof *r);
+	Value **c = xcalloc((size_t)E + 1, sizeof *c), *cat, *cs, *end, *start, *e, *src;
+	Node *nc;
+
+	for (int64_t i = 0, off = 0; i < E; i++) {
+		const Info *p = info(b, n->in[i]);
+		int64_t m = p->mult;
+		base[i] = off;
+		off += n->in[i]->type.dim[ax];
+		c[i] = count[p->src->out[0]->id];
+		if (c[i] && m != 1)
+			c[i] = ir_b2(&bb, OP_MUL, c[i], ir_b_const_i(&bb, DT_I64, &m, 1, 0));
+		ir_b_ints(&bb, "shape", &one, 1);
+		c[i] = c[i] ? ir_b1(&bb, OP_RESHAPE, c[i]) : NULL;
+	}
+	for (int64_t i = 0; i < P; i++)
+		r[i] = i;
+	ir_b_int(&bb, "axis", ax);
+	cat = (nc = ir_b_node(&bb, OP_CONCAT, n->in, n->nin, 1)) ? nc->out[0] : NULL;
+	ir_b_int(&bb, "axis", 0);
+	cs = (nc = ir_b_node(&bb, OP_CONCAT, c, (int)E, 1)) ? nc->out[0] : NULL;	/* the counts [E] */
+	ir_b_int(&bb, "axis", 0);
+	end = cs ? ir_b1(&bb, OP_CUMSUM, cs) : NULL;
+	start = end ? ir_b2(&bb, OP_SUB, end, cs) : NULL;
+	Dim row[2] = {1, E}, col[2] = {P, 1};
+	ir_b_dims(&bb, "shape", row, 2);
+	Value *endr = end ? ir_b1(&bb, OP_RESHAPE, end) : NULL, *ri = ir_b_const_i(&bb, DT_I64, r, (int)P, 1);
+	ir_b_dims(&bb, "shape", col, 2);
+	Value *rc = ir_b1(&bb, OP_RESHAPE, ri);
+	e = endr ? ir_b2(&bb, OP_LESS_EQUAL, endr, rc) : NULL;
+	ir_b_str(&bb, "to", "i64");
+	e = e ? ir_b1(&bb, OP_CAST, e) : NULL;
+	ir_b_ints(&bb, "axes", &k1, 1);
+	ir_b_int(&bb, "keepdims", 0);
+	e = e ? ir_b1(&bb, OP_REDUCE_SUM, e) : NULL;	/* [P]: the piece of row r, E past the end */
+	int64_t last = E - 1;
+	Value *valid = e ? ir_b2(&bb, OP_LESS, e, ir_b_const_i(&bb, DT_I64, &E, 1, 0)) : NULL;
+	Value *ec = e ? ir_b2(&bb, OP_MIN, e, ir_b_const_i(&bb, DT_I64, &last, 1, 0)) : NULL;
+	ir_b_int(&bb, "axis", 0);
+	Value *st = ec ? ir_b2(&bb, OP_GATHER, start, ec) : NULL;
+	Value *bv = ir_b_const_i(&bb, DT_I64, base, (int)E, 1);
+	ir_b_int(&bb, "axis", 0);
+	Value *bs = ec ? ir_b2(&bb, OP_GATHER, bv, ec) : NULL;
+	src = st && bs ? ir_b2(&bb, OP_ADD, bs, ir_b2(&bb, OP_SUB, ri, st)) : NULL;
+	if (src) {
+		Value *w[3] = {valid, src, ir_b_const_i(&bb, DT_I64, &zero, 1, 0)};
+		src = (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
+	}
+	ir_b_int(&bb, "axis", ax);
+	Value *y = src && cat ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
+	free(base);
+	free(r);
+	free(c);
+	return bb.err ? NULL : y;
+}
+
 /* The fusion report's line for a count source: what bounding it costs. */
 static void
 data_slice_note(B *b, const Node *n, const Value *c)
@@ -759,6 +929,18 @@ apply(B *b)
 			rc = pad_slice(b, n, count);
 			if (rc == 0 && count[n->out[0]->id])
 				data_slice_note(b, n, count[n->out[0]->id]);
+		} else if (info(b, n->out[0])->split == 5) {
+			Value *y = compact(b, n, count);
+			char s[64];
+			if (!y) {
+				rc = -1;
+				continue;
+			}
+			ir_dim_print(s, sizeof s, b->m, y->type.dim[ir_axis(ir_attr_int(n, "axis", 0), y->type.rank)]);
+			report_note(b->c->report, "concat %%%s not fused: %d pieces padded by their own counts, "
+				    "compacted to the %s rows the graph pins (a running sum of the counts, a gather of "
+				    "each row)", n->out[0]->name, n->nin, s);
+			pass_take_over(b->g, n, n->out[0], y);
 		} else if (info(b, n->out[0])->split == 4) {
 			ir_replace_uses(b->g, n->out[0], n->in[0]);
 			ir_erase(b->g, n);
@@ -797,6 +979,7 @@ bound_dyn(Module *m, PassCtx *c)
 	for (Node *n = b.g->first; n; n = n->next)
 		for (int i = 0; i < n->nout; i++)
 			b.inf[n->out[i]->id].t = n->out[i]->type;
+	ir_fill_uses(b.g);
 	for (Node *n = b.g->first; n && rc == 0; n = n->next)
 		rc = rule(&b, n);
 	for (int i = 0; rc == 0 && i < b.g->nret; i++)
