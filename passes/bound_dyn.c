@@ -143,13 +143,16 @@ infer_padded(B *b, Node *n, Type *res)
 	return rc;
 }
 
-/* A reshape's one unknown dim (a -1) from its static input's elements. */
+/* A reshape's one unknown dim (a -1) from its input's elements. */
 static void
 solve_reshape(B *b, const Type *x, Type *y)
 {
-	int64_t nx = ir_type_numel(x), rest = 1;
+	Dim nx = 1;
+	int64_t rest = 1;
 	int unk = -1;
 
+	for (int i = 0; i < x->rank; i++)
+		nx = ir_dim_mul(b->m, nx, x->dim[i]);
 	for (int i = 0; i < y->rank; i++) {
 		if (ir_dim_has_unknown(b->m, y->dim[i]) && unk < 0)
 			unk = i;
@@ -158,8 +161,8 @@ solve_reshape(B *b, const Type *x, Type *y)
 		else
 			return;
 	}
-	if (nx > 0 && unk >= 0 && rest > 0 && nx % rest == 0)
-		y->dim[unk] = nx / rest;
+	if (unk >= 0 && rest > 0 && !ir_dim_has_unknown(b->m, nx))
+		y->dim[unk] = ir_dim_div(b->m, nx, rest);
 }
 
 /* The one bounded operand among n's (all bounded ones must agree on the
@@ -370,26 +373,23 @@ len_slice(B *b, const Node *n, const Info *x)
 	       w->t.dim[w->ax] == x->t.dim[x->ax];
 }
 
-/* The length along ax that user u pins y to (pin if none): a reshape to
- * a static shape (rows: y's elements per index of ax), or a scatter whose
- * static indices have y's rows (y its updates). */
-static int64_t
-pinned(const Node *u, const Value *y, int ax, int64_t rows, int64_t pin)
+/* Does user u pin y's length along ax (*pin): a reshape to a static shape
+ * (rows: y's elements per index of ax), or a scatter of y by indices of
+ * known rows (static or symbolic)? */
+static int
+pinned(B *b, const Node *u, const Value *y, int ax, int64_t rows, Dim *pin)
 {
 	const Type *ix = u && u->nin > 2 ? &u->in[1]->type : NULL;
 	int64_t ne;
 
 	if (!u)
-		return pin;
+		return 0;
 	if (u->op == OP_RESHAPE && u->in[0] == y && (ne = ir_type_numel(&u->out[0]->type)) > 0 && ne % rows == 0)
-		return ne / rows;
-	if (u->op == OP_SCATTER_ND && u->in[2] == y && u->in[0] != y && u->in[1] != y && ax < ix->rank - 1 &&
-	    ir_dim_is_static(ix->dim[ax]))
-		return ix->dim[ax];
-	if (u->op == OP_SCATTER_ELEMENTS && u->in[2] == y && u->in[0] != y && u->in[1] != y &&
-	    ax < ix->rank && ir_dim_is_static(ix->dim[ax]))
-		return ix->dim[ax];
-	return pin;
+		return *pin = ne / rows, 1;
+	if ((u->op == OP_SCATTER_ND || u->op == OP_SCATTER_ELEMENTS) && u->in[2] == y && u->in[0] != y &&
+	    u->in[1] != y && ax < ix->rank - (u->op == OP_SCATTER_ND) && !ir_dim_has_unknown(b->m, ix->dim[ax]))
+		return *pin = ix->dim[ax], 1;
+	return 0;
 }
 
 /*
@@ -404,23 +404,24 @@ pinned(const Node *u, const Value *y, int ax, int64_t rows, int64_t pin)
 static int
 concat_rule(B *b, Node *n, Info *o)
 {
-	int64_t ax = ir_attr_int(n, "axis", 0), rows = 1, pin = -1;
+	int64_t ax = ir_attr_int(n, "axis", 0), rows = 1;
 	Value *y = n->out[0];
-	int ok = 1;
+	int ok = 1, found = 0;
+	Dim pin = 0;
 
 	o->t = info(b, n->in[0])->t;
 	ax = ir_axis(ax, o->t.rank);
 	for (int i = 0; i < n->nin; i++) {
 		const Info *p = info(b, n->in[i]);
-		if (p->ax != ax || p->t.rank != o->t.rank || !ir_dim_is_static(p->t.dim[ax]))
-			return fail(b, n, "a concat along a data-dependent dim of pieces not all bounded along it");
+		if (p->ax != ax || p->t.rank != o->t.rank || p->t.dim[ax] != o->t.dim[ax])
+			return fail(b, n, "a concat along a data-dependent dim of pieces not all bounded alike along it");
 	}
 	rows = static_prod(&o->t, 0, (int)ax, &ok) * static_prod(&o->t, (int)ax + 1, o->t.rank, &ok);
-	for (int i = 0; i < y->nuse && ok && rows > 0; i++)
-		pin = pinned(y->use[i].node, y, (int)ax, rows, pin);
-	if (!ok || pin < 0)
+	for (int i = 0; i < y->nuse && ok && rows > 0 && !found; i++)
+		found = pinned(b, y->use[i].node, y, (int)ax, rows, &pin);
+	if (!found)
 		return fail(b, n, "a concat along a data-dependent dim of pieces padded by different counts, "
-			    "its length not pinned by a reshape to a static shape or a scatter's static indices");
+			    "its length not pinned by a reshape to a static shape or a scatter's indices");
 	o->t.dim[ax] = pin;
 	o->split = 5;
 	return 0;
@@ -826,59 +827,68 @@ compact(B *b, Node *n, Value **count)
 {
 	Builder bb = builder(b, n, n);
 	int64_t ax = ir_axis(ir_attr_int(n, "axis", 0), n->in[0]->type.rank);
-	int64_t E = n->nin, P = info(b, n->out[0])->t.dim[ax], one = 1, zero = 0, k1 = 1;
-	int64_t *base = xcalloc((size_t)E + 1, sizeof *base), *r = xcalloc((size_t)P + 1, sizeof *r);
-	Value **c = xcalloc((size_t)E + 1, sizeof *c), *cat, *cs, *end, *start, *e, *src;
+	int64_t E = n->nin, one = 1, zero = 0, k1 = 1, last = E - 1;
+	Dim P = info(b, n->out[0])->t.dim[ax], N = n->in[0]->type.dim[ax];
+	Value **c = xcalloc((size_t)E + 1, sizeof *c), *cat, *cs, *end, *start, *e, *ri, *Nv, *y = NULL;
 	Node *nc;
 
-	for (int64_t i = 0, off = 0; i < E; i++) {
+	for (int64_t i = 0; i < E; i++) {	/* the pieces' counts, [E] */
 		const Info *p = info(b, n->in[i]);
 		int64_t m = p->mult;
-		base[i] = off;
-		off += n->in[i]->type.dim[ax];
 		c[i] = count[p->src->out[0]->id];
 		if (c[i] && m != 1)
 			c[i] = ir_b2(&bb, OP_MUL, c[i], ir_b_const_i(&bb, DT_I64, &m, 1, 0));
 		ir_b_ints(&bb, "shape", &one, 1);
 		c[i] = c[i] ? ir_b1(&bb, OP_RESHAPE, c[i]) : NULL;
+		if (!c[i])
+			goto out;
 	}
-	for (int64_t i = 0; i < P; i++)
-		r[i] = i;
 	ir_b_int(&bb, "axis", ax);
-	cat = (nc = ir_b_node(&bb, OP_CONCAT, n->in, n->nin, 1)) ? nc->out[0] : NULL;
+	cat = (nc = ir_b_node(&bb, OP_CONCAT, n->in, n->nin, 1)) ? nc->out[0] : NULL;	/* E pieces of N */
 	ir_b_int(&bb, "axis", 0);
-	cs = (nc = ir_b_node(&bb, OP_CONCAT, c, (int)E, 1)) ? nc->out[0] : NULL;	/* the counts [E] */
+	cs = (nc = ir_b_node(&bb, OP_CONCAT, c, (int)E, 1)) ? nc->out[0] : NULL;
 	ir_b_int(&bb, "axis", 0);
 	end = cs ? ir_b1(&bb, OP_CUMSUM, cs) : NULL;
 	start = end ? ir_b2(&bb, OP_SUB, end, cs) : NULL;
+	/* r = 0 .. P-1 */
+	ir_b_dims(&bb, "shape", &P, 1);
+	ir_b_str(&bb, "to", "i64");
+	ir_b_float(&bb, "value", 1);
+	ri = (nc = ir_b_node(&bb, OP_CONSTANT_OF_SHAPE, NULL, 0, 1)) ? nc->out[0] : NULL;
+	ir_b_int(&bb, "axis", 0);
+	ir_b_int(&bb, "exclusive", 1);
+	ri = ri ? ir_b1(&bb, OP_CUMSUM, ri) : NULL;
+	if (ir_dim_is_static(N)) {
+		Nv = ir_b_const_i(&bb, DT_I64, &N, 1, 0);
+	} else {
+		ir_b_int(&bb, "start", ax);
+		ir_b_int(&bb, "end", ax + 1);
+		Nv = ir_b1(&bb, OP_SHAPE, n->in[0]);
+	}
+	if (!cat || !start || !ri || !Nv)
+		goto out;
+	/* e = #{end <= r}: the piece of row r, E past the last end */
 	Dim row[2] = {1, E}, col[2] = {P, 1};
 	ir_b_dims(&bb, "shape", row, 2);
-	Value *endr = end ? ir_b1(&bb, OP_RESHAPE, end) : NULL, *ri = ir_b_const_i(&bb, DT_I64, r, (int)P, 1);
+	Value *endr = ir_b1(&bb, OP_RESHAPE, end);
 	ir_b_dims(&bb, "shape", col, 2);
-	Value *rc = ir_b1(&bb, OP_RESHAPE, ri);
-	e = endr ? ir_b2(&bb, OP_LESS_EQUAL, endr, rc) : NULL;
+	e = ir_b2(&bb, OP_LESS_EQUAL, endr, ir_b1(&bb, OP_RESHAPE, ri));
 	ir_b_str(&bb, "to", "i64");
-	e = e ? ir_b1(&bb, OP_CAST, e) : NULL;
+	e = ir_b1(&bb, OP_CAST, e);
 	ir_b_ints(&bb, "axes", &k1, 1);
 	ir_b_int(&bb, "keepdims", 0);
-	e = e ? ir_b1(&bb, OP_REDUCE_SUM, e) : NULL;	/* [P]: the piece of row r, E past the end */
-	int64_t last = E - 1;
-	Value *valid = e ? ir_b2(&bb, OP_LESS, e, ir_b_const_i(&bb, DT_I64, &E, 1, 0)) : NULL;
-	Value *ec = e ? ir_b2(&bb, OP_MIN, e, ir_b_const_i(&bb, DT_I64, &last, 1, 0)) : NULL;
+	e = ir_b1(&bb, OP_REDUCE_SUM, e);
+	Value *valid = ir_b2(&bb, OP_LESS, e, ir_b_const_i(&bb, DT_I64, &E, 1, 0));
+	Value *ec = ir_b2(&bb, OP_MIN, e, ir_b_const_i(&bb, DT_I64, &last, 1, 0));
+	/* its row in the padded pieces: e*N + r - start[e] */
 	ir_b_int(&bb, "axis", 0);
-	Value *st = ec ? ir_b2(&bb, OP_GATHER, start, ec) : NULL;
-	Value *bv = ir_b_const_i(&bb, DT_I64, base, (int)E, 1);
-	ir_b_int(&bb, "axis", 0);
-	Value *bs = ec ? ir_b2(&bb, OP_GATHER, bv, ec) : NULL;
-	src = st && bs ? ir_b2(&bb, OP_ADD, bs, ir_b2(&bb, OP_SUB, ri, st)) : NULL;
-	if (src) {
-		Value *w[3] = {valid, src, ir_b_const_i(&bb, DT_I64, &zero, 1, 0)};
-		src = (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
-	}
+	Value *st = ir_b2(&bb, OP_GATHER, start, ec);
+	Value *src = ir_b2(&bb, OP_ADD, ir_b2(&bb, OP_MUL, ec, Nv), ir_b2(&bb, OP_SUB, ri, st));
+	Value *w[3] = {valid, src, ir_b_const_i(&bb, DT_I64, &zero, 1, 0)};
+	src = !bb.err && (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
 	ir_b_int(&bb, "axis", ax);
-	Value *y = src && cat ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
-	free(base);
-	free(r);
+	y = src ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
+out:
 	free(c);
 	return bb.err ? NULL : y;
 }
