@@ -815,6 +815,33 @@ add_count(B *b, Node *n, Value **count)
 	return bb.err ? -1 : 0;
 }
 
+/* The counts of concat n's pieces, [E] (i64), before n. */
+static Value *
+piece_counts(B *b, Builder *bb, const Node *n, Value **count)
+{
+	Value **c = xcalloc((size_t)n->nin + 1, sizeof *c), *cs = NULL;
+	int64_t one = 1;
+	Node *nc;
+	int i;
+
+	for (i = 0; i < n->nin; i++) {
+		const Info *p = info(b, n->in[i]);
+		int64_t m = p->mult;
+		if (!(c[i] = count[p->src->out[0]->id]))
+			break;
+		if (m != 1)
+			c[i] = ir_b2(bb, OP_MUL, c[i], ir_b_const_i(bb, DT_I64, &m, 1, 0));
+		ir_b_ints(bb, "shape", &one, 1);
+		c[i] = ir_b1(bb, OP_RESHAPE, c[i]);
+	}
+	if (i == n->nin && !bb->err) {
+		ir_b_int(bb, "axis", 0);
+		cs = (nc = ir_b_node(bb, OP_CONCAT, c, n->nin, 1)) ? nc->out[0] : NULL;
+	}
+	free(c);
+	return cs;
+}
+
 /*
  * The compaction of concat n (pinned to P rows along axis a): the padded
  * pieces concatenated, then row r of the result is row r - start[e] of
@@ -827,37 +854,19 @@ compact(B *b, Node *n, Value **count)
 {
 	Builder bb = builder(b, n, n);
 	int64_t ax = ir_axis(ir_attr_int(n, "axis", 0), n->in[0]->type.rank);
-	int64_t E = n->nin, one = 1, zero = 0, k1 = 1, last = E - 1;
+	int64_t E = n->nin, zero = 0, k1 = 1, last = E - 1;
 	Dim P = info(b, n->out[0])->t.dim[ax], N = n->in[0]->type.dim[ax];
-	Value **c = xcalloc((size_t)E + 1, sizeof *c), *cat, *cs, *end, *start, *e, *ri, *Nv, *y = NULL;
+	Value *cat, *cs, *end, *start, *e, *ri, *Nv;
 	Node *nc;
 
-	for (int64_t i = 0; i < E; i++) {	/* the pieces' counts, [E] */
-		const Info *p = info(b, n->in[i]);
-		int64_t m = p->mult;
-		c[i] = count[p->src->out[0]->id];
-		if (c[i] && m != 1)
-			c[i] = ir_b2(&bb, OP_MUL, c[i], ir_b_const_i(&bb, DT_I64, &m, 1, 0));
-		ir_b_ints(&bb, "shape", &one, 1);
-		c[i] = c[i] ? ir_b1(&bb, OP_RESHAPE, c[i]) : NULL;
-		if (!c[i])
-			goto out;
-	}
+	if (!(cs = piece_counts(b, &bb, n, count)))
+		return NULL;
 	ir_b_int(&bb, "axis", ax);
 	cat = (nc = ir_b_node(&bb, OP_CONCAT, n->in, n->nin, 1)) ? nc->out[0] : NULL;	/* E pieces of N */
 	ir_b_int(&bb, "axis", 0);
-	cs = (nc = ir_b_node(&bb, OP_CONCAT, c, (int)E, 1)) ? nc->out[0] : NULL;
-	ir_b_int(&bb, "axis", 0);
-	end = cs ? ir_b1(&bb, OP_CUMSUM, cs) : NULL;
+	end = ir_b1(&bb, OP_CUMSUM, cs);
 	start = end ? ir_b2(&bb, OP_SUB, end, cs) : NULL;
-	/* r = 0 .. P-1 */
-	ir_b_dims(&bb, "shape", &P, 1);
-	ir_b_str(&bb, "to", "i64");
-	ir_b_float(&bb, "value", 1);
-	ri = (nc = ir_b_node(&bb, OP_CONSTANT_OF_SHAPE, NULL, 0, 1)) ? nc->out[0] : NULL;
-	ir_b_int(&bb, "axis", 0);
-	ir_b_int(&bb, "exclusive", 1);
-	ri = ri ? ir_b1(&bb, OP_CUMSUM, ri) : NULL;
+	ri = pass_iota(&bb, &P, 1);	/* r = 0 .. P-1 */
 	if (ir_dim_is_static(N)) {
 		Nv = ir_b_const_i(&bb, DT_I64, &N, 1, 0);
 	} else {
@@ -866,7 +875,7 @@ compact(B *b, Node *n, Value **count)
 		Nv = ir_b1(&bb, OP_SHAPE, n->in[0]);
 	}
 	if (!cat || !start || !ri || !Nv)
-		goto out;
+		return NULL;
 	/* e = #{end <= r}: the piece of row r, E past the last end */
 	Dim row[2] = {1, E}, col[2] = {P, 1};
 	ir_b_dims(&bb, "shape", row, 2);
@@ -877,19 +886,20 @@ compact(B *b, Node *n, Value **count)
 	e = ir_b1(&bb, OP_CAST, e);
 	ir_b_ints(&bb, "axes", &k1, 1);
 	ir_b_int(&bb, "keepdims", 0);
-	e = ir_b1(&bb, OP_REDUCE_SUM, e);
+	if (!(e = ir_b1(&bb, OP_REDUCE_SUM, e)))
+		return NULL;
 	Value *valid = ir_b2(&bb, OP_LESS, e, ir_b_const_i(&bb, DT_I64, &E, 1, 0));
 	Value *ec = ir_b2(&bb, OP_MIN, e, ir_b_const_i(&bb, DT_I64, &last, 1, 0));
 	/* its row in the padded pieces: e*N + r - start[e] */
 	ir_b_int(&bb, "axis", 0);
 	Value *st = ir_b2(&bb, OP_GATHER, start, ec);
 	Value *src = ir_b2(&bb, OP_ADD, ir_b2(&bb, OP_MUL, ec, Nv), ir_b2(&bb, OP_SUB, ri, st));
+	if (bb.err)
+		return NULL;
 	Value *w[3] = {valid, src, ir_b_const_i(&bb, DT_I64, &zero, 1, 0)};
-	src = !bb.err && (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
+	src = (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
 	ir_b_int(&bb, "axis", ax);
-	y = src ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
-out:
-	free(c);
+	Value *y = src ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
 	return bb.err ? NULL : y;
 }
 

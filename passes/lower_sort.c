@@ -42,18 +42,17 @@ unsqueeze(Builder *b, Value *x, int at)
 	return reshape(b, x, r + 1, d);
 }
 
-/* 0, 1, .. n-1 along the last axis of a tensor of x's shape (i64) */
-static Value *
-iota(Builder *b, const Value *x)
+Value *
+pass_iota(Builder *b, const Dim *dims, int rank)
 {
 	Node *one;
 
-	ir_b_dims(b, "shape", x->type.dim, x->type.rank);
+	ir_b_dims(b, "shape", dims, rank);
 	ir_b_str(b, "to", "i64");
 	ir_b_float(b, "value", 1);
 	if (!(one = ir_b_node(b, OP_CONSTANT_OF_SHAPE, NULL, 0, 1)))
 		return NULL;
-	ir_b_int(b, "axis", x->type.rank - 1);
+	ir_b_int(b, "axis", rank - 1);
 	ir_b_int(b, "exclusive", 1);
 	return ir_b1(b, OP_CUMSUM, one->out[0]);
 }
@@ -109,7 +108,7 @@ lower_topk(Graph *g, Node *n, PassCtx *c)
 	char len[64];
 
 	ir_topk_attrs(n, &ta);
-	if (!(io = iota(&b, x)))
+	if (!(io = pass_iota(&b, x->type.dim, r)))
 		return -1;
 	Value *vj = unsqueeze(&b, x, r), *vm = unsqueeze(&b, x, r - 1);
 	Value *ij = unsqueeze(&b, io, r), *im = unsqueeze(&b, io, r - 1);
