@@ -866,7 +866,7 @@ compact(B *b, Node *n, Value **count)
 	ir_b_int(&bb, "axis", 0);
 	end = ir_b1(&bb, OP_CUMSUM, cs);
 	start = end ? ir_b2(&bb, OP_SUB, end, cs) : NULL;
-	ri = pass_iota(&bb, &P, 1);	/* r = 0 .. P-1 */
+	ri = pass_iota(&bb, &P, 1, 0);	/* r = 0 .. P-1 */
 	if (ir_dim_is_static(N)) {
 		Nv = ir_b_const_i(&bb, DT_I64, &N, 1, 0);
 	} else {

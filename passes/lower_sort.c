@@ -13,11 +13,12 @@
  *	                                     %i = scatter_elements %io, %rk, %io, axis=-1  [, slice :K]
  *	                                     %v = gather_elements %x, %i, axis=-1
  *
- * The ranks are a permutation, so every position is written once: exact and
- * the interpreter's order, whatever the length.  Its cost: n comparisons per
- * member, n^2 per row, computed where the ranks are reduced (fuse-ew fuses
- * the comparisons into the reduction); the fusion report says so.  Only the
- * last axis (rank-1 argsorts have no other).
+ * (drawn for the last axis; any axis a works alike, m along a + 1).  The
+ * ranks are a permutation, so every position is written once: exact and the
+ * interpreter's order, whatever the length.  Its cost: n comparisons per
+ * member, n^2 per row, counted in one row-reduce kernel made here (fuse-ew
+ * fuses only chains, and would write the [R,n,n] comparisons out); the
+ * fusion report says so.
  */
 #include <string.h>
 
@@ -43,7 +44,7 @@ unsqueeze(Builder *b, Value *x, int at)
 }
 
 Value *
-pass_iota(Builder *b, const Dim *dims, int rank)
+pass_iota(Builder *b, const Dim *dims, int rank, int axis)
 {
 	Node *one;
 
@@ -52,7 +53,7 @@ pass_iota(Builder *b, const Dim *dims, int rank)
 	ir_b_float(b, "value", 1);
 	if (!(one = ir_b_node(b, OP_CONSTANT_OF_SHAPE, NULL, 0, 1)))
 		return NULL;
-	ir_b_int(b, "axis", rank - 1);
+	ir_b_int(b, "axis", axis);
 	ir_b_int(b, "exclusive", 1);
 	return ir_b1(b, OP_CUMSUM, one->out[0]);
 }
@@ -102,41 +103,41 @@ lower_topk(Graph *g, Node *n, PassCtx *c)
 	Builder b = {.g = g, .before = n, .loc = n->loc, .d = c->d};
 	Value *x = n->in[0], *io, *rk, *idx = NULL, *val;
 	Node *sc;
-	int r = x->type.rank;
 	IrTopkAttrs ta;
-	int64_t ax;
+	int64_t a, a1;
 	char len[64];
 
 	ir_topk_attrs(n, &ta);
-	if (!(io = pass_iota(&b, x->type.dim, r)))
+	a = ir_axis(ta.axis, x->type.rank), a1 = a + 1;
+	if (!(io = pass_iota(&b, x->type.dim, x->type.rank, (int)a)))
 		return -1;
-	Value *vj = unsqueeze(&b, x, r), *vm = unsqueeze(&b, x, r - 1);
-	Value *ij = unsqueeze(&b, io, r), *im = unsqueeze(&b, io, r - 1);
+	/* member j along a, member m along a + 1 */
+	Value *vj = unsqueeze(&b, x, (int)a1), *vm = unsqueeze(&b, x, (int)a);
+	Value *ij = unsqueeze(&b, io, (int)a1), *im = unsqueeze(&b, io, (int)a);
 	Node *from = n->prev;
 	rk = before(&b, vm, vj, im, ij, ta.largest);
 	ir_b_str(&b, "to", "i64");
 	rk = ir_b1(&b, OP_CAST, rk);
-	ax = r;
-	ir_b_ints(&b, "axes", &ax, 1);
+	ir_b_ints(&b, "axes", &a1, 1);
 	ir_b_int(&b, "keepdims", 0);
 	if (!(rk = ir_b1(&b, OP_REDUCE_SUM, rk)))
 		return -1;
-	ir_b_int(&b, "axis", r - 1);
-	if (io && rk && (sc = ir_b_node(&b, OP_SCATTER_ELEMENTS, (Value *[]){io, rk, io}, 3, 1)))
+	ir_b_int(&b, "axis", a);
+	if ((sc = ir_b_node(&b, OP_SCATTER_ELEMENTS, (Value *[]){io, rk, io}, 3, 1)))
 		idx = sc->out[0];
 	if (idx && !ir_type_eq(&idx->type, &n->out[1]->type)) {	/* the k best of n */
-		int64_t zero = 0, k = ta.k, a = r - 1;
+		int64_t zero = 0, k = ta.k;
 		ir_b_ints(&b, "starts", &zero, 1);
 		ir_b_ints(&b, "ends", &k, 1);
 		ir_b_ints(&b, "axes", &a, 1);
 		idx = ir_b1(&b, OP_SLICE, idx);
 	}
-	ir_b_int(&b, "axis", r - 1);
+	ir_b_int(&b, "axis", a);
 	val = idx ? ir_b2(&b, OP_GATHER_ELEMENTS, x, idx) : NULL;
 	if (b.err || !val || !ir_type_eq(&val->type, &n->out[0]->type) ||
 	    !ir_type_eq(&idx->type, &n->out[1]->type) || rank_kernel(g, from, rk->def))
 		return -1;
-	ir_dim_print(len, sizeof len, g->m, x->type.dim[r - 1]);
+	ir_dim_print(len, sizeof len, g->m, x->type.dim[a]);
 	report_note(c->report, "topk %%%s (k = %lld) not fused: sorted by ranks, %s comparisons per member of its "
 		    "%s-long rows (the kernel bodies select k <= %d best by k rounds)", n->out[0]->name,
 		    (long long)ta.k, len, len, IR_TOPK_BODY_MAX);
@@ -158,8 +159,7 @@ lower_sort(Module *m, PassCtx *c)
 			if (n->op != OP_TOPK)
 				continue;
 			ir_topk_attrs(n, &ta);
-			if ((ta.k >= 1 && ta.k <= IR_TOPK_BODY_MAX) || ir_axis(ta.axis, n->in[0]->type.rank) !=
-			    n->in[0]->type.rank - 1)
+			if ((ta.k >= 1 && ta.k <= IR_TOPK_BODY_MAX) || ir_axis(ta.axis, n->in[0]->type.rank) < 0)
 				continue;
 			if (lower_topk(g, n, c))
 				return -1;
