@@ -562,7 +562,7 @@ nstats(const Node *n)
 	case OP_TOPK: {
 		IrTopkAttrs ta;
 		ir_topk_attrs(n, &ta);
-		return ta.k < 1 ? 2 : 2 * (int)ta.k;	/* 1..1024: bd_check_topk */
+		return ta.k < 1 ? 2 : 2 * (int)ta.k;	/* 1..IR_TOPK_BODY_MAX: bd_check_topk */
 	}
 	default:
 		return 2;
@@ -839,8 +839,9 @@ bd_check_topk(Bd *b, const Node *n)
 
 	ir_topk_attrs(n, &ta);
 	int64_t k = ta.k;
-	if (k < 1 || k > 1024)
-		return bd_fail(b, n, "k = %lld (the body compiler takes 1..1024)", (long long)k);
+	if (k < 1 || k > IR_TOPK_BODY_MAX)
+		return bd_fail(b, n, "k = %lld (the body compiler takes 1..%d; lower-sort sorts the last axis by ranks)",
+			       (long long)k, IR_TOPK_BODY_MAX);
 	return 0;
 }
 

@@ -424,6 +424,9 @@ typedef struct {
 	int largest;
 } IrTopkAttrs;
 void ir_topk_attrs(const Node *n, IrTopkAttrs *t);
+/* The largest k kernel bodies select (k rounds of arg-best); lower-sort
+ * makes any other topk of the last axis a rank sort. */
+#define IR_TOPK_BODY_MAX 1024
 /*
  * quantize and dequantize: axis: int = 1, block_size: int = 0, and the
  * layout of the scale (and zero point) that x's and the scale's dims give:

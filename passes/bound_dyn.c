@@ -18,13 +18,15 @@
  * length, the real entries first (nonzero writes each dim's last index
  * past its count, a padded slice the axis' last entry: valid indices).
  * A slice with data bounds (the rows sorted by expert, cut by a running
- * sum) is a count of its own, the length of the slice.  Ops that only move or map elements along other axes carry the
- * padding through harmlessly (a padded row computes garbage nobody reads);
- * the ones where padding would leak into real values are made count-aware
- * (a scatter skips the update rows past the count) or refused: a reduction,
- * a contraction, a concat along the bounded axis, a shape of a padded value
- * used as data.  A split along it becomes slices (the export's trace fixed
- * how many entries there are; the interpreter checks that on the original).
+ * sum) is a count of its own, the length of the slice.  Ops that only move
+ * or map elements along other axes carry the padding through harmlessly (a
+ * padded row computes garbage nobody reads); the ones where padding would
+ * leak into real values are made count-aware (a scatter skips the update
+ * rows past the count; a concat of pieces along their bounded axis is
+ * compacted, when a user pins its length) or refused: a reduction, a
+ * contraction, a shape of a padded value used as data.  A split along it
+ * becomes slices (the export's trace fixed how many entries there are; the
+ * interpreter checks that on the original).
  * All or nothing: if one node is refused, the graph stays as it was and the
  * fusion report says which node and why (codegen then refuses it too).
  */
@@ -40,7 +42,8 @@ typedef struct {
 	int taint;		/* a shape read off a padded value (shape positions only) */
 	int split;		/* 1: a scatter that gets the count; 2: a split along the
 				 * bounded axis, becomes slices; 3: a slice with data bounds;
-				 * 4: a slice of all of a padded value, becomes the value */
+				 * 4: a slice of all of a padded value, becomes the value;
+				 * 5: a concat of padded pieces, compacted */
 	Type t;			/* the padded type */
 } Info;
 
@@ -85,6 +88,31 @@ has_unknown(const Module *m, const Type *t)
 	return 0;
 }
 
+/* The mask m whose entries v repeats, each *f times: v is m made bool, or
+ * reshaped, or broadcast by an expand (the repeats counted on the types;
+ * -1 if they are symbolic).  nonzero(v) counts f * nonzero(m) entries. */
+static const Value *
+mask_root(const Value *v, int64_t *f)
+{
+	*f = 1;
+	for (const Node *d; v->kind == V_RESULT && *f > 0; v = d->in[0]) {
+		d = v->def;
+		if (d->op == OP_EXPAND) {
+			const Type *x = &d->in[0]->type, *y = &v->type;
+			for (int i = 0; i < y->rank; i++) {
+				int j = i - (y->rank - x->rank);
+				if (j >= 0 && x->dim[j] == y->dim[i])
+					continue;
+				*f = (j < 0 || x->dim[j] == 1) && ir_dim_is_static(y->dim[i]) ? *f * y->dim[i] : -1;
+			}
+		} else if (!(d->op == OP_RESHAPE ||
+			     (d->op == OP_CAST && (v->type.dt == DT_BOOL || d->in[0]->type.dt == DT_BOOL)))) {
+			break;
+		}
+	}
+	return v;
+}
+
 /* Result types of n with its operands at their padded types (a scratch
  * inference, as the interpreter does with actual types). */
 static int
@@ -113,6 +141,28 @@ infer_padded(B *b, Node *n, Type *res)
 		if (n->in[i])
 			n->in[i]->type = save_in[i];
 	return rc;
+}
+
+/* A reshape's one unknown dim (a -1) from its input's elements. */
+static void
+solve_reshape(B *b, const Type *x, Type *y)
+{
+	Dim nx = 1;
+	int64_t rest = 1;
+	int unk = -1;
+
+	for (int i = 0; i < x->rank; i++)
+		nx = ir_dim_mul(b->m, nx, x->dim[i]);
+	for (int i = 0; i < y->rank; i++) {
+		if (ir_dim_has_unknown(b->m, y->dim[i]) && unk < 0)
+			unk = i;
+		else if (ir_dim_is_static(y->dim[i]))
+			rest *= y->dim[i];
+		else
+			return;
+	}
+	if (unk >= 0 && rest > 0 && !ir_dim_has_unknown(b->m, nx))
+		y->dim[unk] = ir_dim_div(b->m, nx, rest);
 }
 
 /* The one bounded operand among n's (all bounded ones must agree on the
@@ -271,6 +321,112 @@ whole_slice(B *b, const Node *n, const Info *x)
 	return 1;
 }
 
+/* v's one integer when a const node makes it (a scalar or one element). */
+static int
+const_one(const Value *v, int64_t *x)
+{
+	return v && v->kind == V_RESULT && v->def->op == OP_CONST && ir_type_numel(&v->type) == 1 &&
+	       ir_attr_ints(v->def, "value", x, 1) == 1;
+}
+
+/* The value whose padded length along its bounded axis v reads, as
+ * TorchScript writes `[:n]` with n = w.shape[a]: shape(w) of a vector,
+ * shape(w, start=a, end=a+1), or gather(shape(w), a) made a vector. */
+static const Info *
+padded_len(B *b, const Value *v)
+{
+	const Node *d = v && v->kind == V_RESULT ? v->def : NULL, *sh = d;
+	int64_t a = 0;
+	const Info *w;
+
+	if (!d || v->type.rank != 1 || v->type.dim[0] != 1)
+		return NULL;
+	if (d->op == OP_RESHAPE && d->in[0]->kind == V_RESULT && ir_type_numel(&d->in[0]->type) == 1)
+		d = sh = d->in[0]->def;
+	if (d->op == OP_GATHER && !ir_attr_int(d, "axis", 0) && const_one(d->in[1], &a))
+		sh = d->in[0]->kind == V_RESULT ? d->in[0]->def : NULL;
+	else if (d->op == OP_SHAPE)
+		a = ir_attr_int(d, "start", 0);
+	else
+		return NULL;
+	if (!sh || sh->op != OP_SHAPE || (sh != d && (ir_attr(sh, "start") || ir_attr(sh, "end"))))
+		return NULL;
+	w = info(b, sh->in[0]);
+	if (sh == d && ir_attr_int(sh, "end", w->t.rank) != a + 1)
+		return NULL;
+	return w->ax >= 0 && a == w->ax ? w : NULL;
+}
+
+/* x[0:n] along x's bounded axis, n the padded length of a value bounded by
+ * the same count: all of x (TorchScript's index_put cuts the updates to the
+ * length of its nonzero's indices this way). */
+static int
+len_slice(B *b, const Node *n, const Info *x)
+{
+	const Info *w = n->nin > 2 ? padded_len(b, n->in[2]) : NULL;
+	int64_t st = -1, ax = 0;
+
+	if (!w || !const_one(n->in[1], &st) || st != 0 || (n->nin > 3 && n->in[3] && !const_one(n->in[3], &ax)) ||
+	    (n->nin > 4 && n->in[4]))
+		return 0;
+	return ir_axis(ax, x->t.rank) == x->ax && w->src == x->src && w->mult == x->mult &&
+	       w->t.dim[w->ax] == x->t.dim[x->ax];
+}
+
+/* Does user u pin y's length along ax (*pin): a reshape to a static shape
+ * (rows: y's elements per index of ax), or a scatter of y by indices of
+ * known rows (static or symbolic)? */
+static int
+pinned(B *b, const Node *u, const Value *y, int ax, int64_t rows, Dim *pin)
+{
+	const Type *ix = u && u->nin > 2 ? &u->in[1]->type : NULL;
+	int64_t ne;
+
+	if (!u)
+		return 0;
+	if (u->op == OP_RESHAPE && u->in[0] == y && (ne = ir_type_numel(&u->out[0]->type)) > 0 && ne % rows == 0)
+		return *pin = ne / rows, 1;
+	if ((u->op == OP_SCATTER_ND || u->op == OP_SCATTER_ELEMENTS) && u->in[2] == y && u->in[0] != y &&
+	    u->in[1] != y && ax < ix->rank - (u->op == OP_SCATTER_ND) && !ir_dim_has_unknown(b->m, ix->dim[ax]))
+		return *pin = ix->dim[ax], 1;
+	return 0;
+}
+
+/*
+ * concat of pieces padded by their own counts along the axis they are
+ * bounded on (the sorted rows' outputs put back together): compacted, each
+ * piece's real rows copied to the running sum of the counts before it.  Its
+ * length is data; the graph must pin it: a user reshapes the result to a
+ * static shape or scatters it by static indices (TorchScript's trace wrote
+ * the T*k rows it saw), so the result is that many rows, unpadded, as a
+ * split along the bounded axis is (the interpreter checks the original).
+ */
+static int
+concat_rule(B *b, Node *n, Info *o)
+{
+	int64_t ax = ir_attr_int(n, "axis", 0), rows = 1;
+	Value *y = n->out[0];
+	int ok = 1, found = 0;
+	Dim pin = 0;
+
+	o->t = info(b, n->in[0])->t;
+	ax = ir_axis(ax, o->t.rank);
+	for (int i = 0; i < n->nin; i++) {
+		const Info *p = info(b, n->in[i]);
+		if (p->ax != ax || p->t.rank != o->t.rank || p->t.dim[ax] != o->t.dim[ax])
+			return fail(b, n, "a concat along a data-dependent dim of pieces not all bounded alike along it");
+	}
+	rows = static_prod(&o->t, 0, (int)ax, &ok) * static_prod(&o->t, (int)ax + 1, o->t.rank, &ok);
+	for (int i = 0; i < y->nuse && ok && rows > 0 && !found; i++)
+		found = pinned(b, y->use[i].node, y, (int)ax, rows, &pin);
+	if (!found)
+		return fail(b, n, "a concat along a data-dependent dim of pieces padded by different counts, "
+			    "its length not pinned by a reshape to a static shape or a scatter's indices");
+	o->t.dim[ax] = pin;
+	o->split = 5;
+	return 0;
+}
+
 /*
  * reshape: the bounded axis keeps the dims before it and those after it
  * (or merges with static dims after it: the count scales).  The target's
@@ -338,6 +494,10 @@ rule(B *b, Node *n)
 		unknown |= has_unknown(b->m, &n->out[i]->type);
 	if (!bi && !taint && !unknown && n->op != OP_NONZERO)
 		return 0;
+	if (bi && n->op == OP_CONCAT && ir_axis(ir_attr_int(n, "axis", 0), bi->t.rank) == bi->ax && !taint) {
+		*info(b, n->out[0]) = (Info){-1, NULL, 1, 0, 0, n->out[0]->type};
+		return concat_rule(b, n, info(b, n->out[0]));
+	}
 	if (clash)
 		return fail(b, n, "operands bounded by different counts");
 	if (n->nout > 8)
@@ -356,9 +516,13 @@ rule(B *b, Node *n)
 			N = ir_dim_mul(b->m, N, x->dim[i]);
 		o->t.dim[1] = N;
 		o->ax = 1, o->src = n, o->mult = 1;
-		for (int i = 0; i < b->ndsl; i++)	/* the nonzero of the same mask: its count */
-			if (b->dsl[i]->op == OP_NONZERO && b->dsl[i]->in[0] == n->in[0])
-				o->src = b->dsl[i];
+		for (int i = 0; i < b->ndsl; i++) {	/* a nonzero of the same mask: its count (times f) */
+			int64_t f, fd;
+			const Node *d = b->dsl[i];
+			if (d->op == OP_NONZERO && mask_root(d->in[0], &fd) == mask_root(n->in[0], &f) &&
+			    f > 0 && fd > 0 && f % fd == 0)
+				o->src = d, o->mult = f / fd;
+		}
 		if (o->src == n)
 			b->dsl[b->ndsl++] = n;
 		return 0;
@@ -374,6 +538,25 @@ rule(B *b, Node *n)
 	}
 	if (!bi && n->op == OP_SLICE && n->nin > 2 && !slice_static_bounds(n))
 		return data_slice(b, n, o);
+	const Node *sh = n->op == OP_CONSTANT_OF_SHAPE && n->nin == 1 && n->in[0]->kind == V_RESULT ?
+			 n->in[0]->def : NULL;
+	if (sh && sh->op == OP_SHAPE && !ir_attr(sh, "start") && !ir_attr(sh, "end") &&
+	    !has_unknown(b->m, &info(b, sh->in[0])->t)) {	/* zeros(shape(w)), w's type static now */
+		o->t.rank = info(b, sh->in[0])->t.rank;
+		memcpy(o->t.dim, info(b, sh->in[0])->t.dim, sizeof o->t.dim);
+		return 0;
+	}
+	if (!bi && infer_padded(b, n, res) == 0) {	/* a `?` the operands' static types resolve */
+		int all = 1;
+		if (n->op == OP_RESHAPE)
+			solve_reshape(b, &info(b, n->in[0])->t, &res[0]);
+		for (int i = 0; i < n->nout; i++)
+			all &= !has_unknown(b->m, &res[i]);
+		for (int i = 0; all && i < n->nout; i++)
+			info(b, n->out[i])->t = res[i];
+		if (all)
+			return 0;
+	}
 	if (!bi) {	/* a `?` that is no count: a slice of the first rows of T */
 		if (n->op != OP_SLICE || infer_padded(b, n, res) || slice_static(b, n, &res[0]))
 			return fail(b, n, "a data-dependent shape this pass cannot bound");
@@ -453,7 +636,7 @@ rule(B *b, Node *n)
 					return fail(b, n, "an expand to a data-dependent shape");
 				res[0].dim[i] = wt.dim[j];
 			}
-	} else if (op == OP_SLICE && k == 0 && whole_slice(b, n, bi)) {
+	} else if (op == OP_SLICE && k == 0 && (whole_slice(b, n, bi) || len_slice(b, n, bi))) {
 		res[0] = bi->t;
 		ax = bi->ax;
 		info(b, n->out[0])->split = 4;	/* x itself */
@@ -632,6 +815,94 @@ add_count(B *b, Node *n, Value **count)
 	return bb.err ? -1 : 0;
 }
 
+/* The counts of concat n's pieces, [E] (i64), before n. */
+static Value *
+piece_counts(B *b, Builder *bb, const Node *n, Value **count)
+{
+	Value **c = xcalloc((size_t)n->nin + 1, sizeof *c), *cs = NULL;
+	int64_t one = 1;
+	Node *nc;
+	int i;
+
+	for (i = 0; i < n->nin; i++) {
+		const Info *p = info(b, n->in[i]);
+		int64_t m = p->mult;
+		if (!(c[i] = count[p->src->out[0]->id]))
+			break;
+		if (m != 1)
+			c[i] = ir_b2(bb, OP_MUL, c[i], ir_b_const_i(bb, DT_I64, &m, 1, 0));
+		ir_b_ints(bb, "shape", &one, 1);
+		c[i] = ir_b1(bb, OP_RESHAPE, c[i]);
+	}
+	if (i == n->nin && !bb->err) {
+		ir_b_int(bb, "axis", 0);
+		cs = (nc = ir_b_node(bb, OP_CONCAT, c, n->nin, 1)) ? nc->out[0] : NULL;
+	}
+	free(c);
+	return cs;
+}
+
+/*
+ * The compaction of concat n (pinned to P rows along axis a): the padded
+ * pieces concatenated, then row r of the result is row r - start[e] of
+ * piece e, e the piece whose rows [start[e], end[e]) hold r (end = the
+ * running sum of the counts): e = #{end <= r}; rows past the last end (the
+ * trace pinned them away) read row 0.
+ */
+static Value *
+compact(B *b, Node *n, Value **count)
+{
+	Builder bb = builder(b, n, n);
+	int64_t ax = ir_axis(ir_attr_int(n, "axis", 0), n->in[0]->type.rank);
+	int64_t E = n->nin, zero = 0, k1 = 1, last = E - 1;
+	Dim P = info(b, n->out[0])->t.dim[ax], N = n->in[0]->type.dim[ax];
+	Value *cat, *cs, *end, *start, *e, *ri, *Nv;
+	Node *nc;
+
+	if (!(cs = piece_counts(b, &bb, n, count)))
+		return NULL;
+	ir_b_int(&bb, "axis", ax);
+	cat = (nc = ir_b_node(&bb, OP_CONCAT, n->in, n->nin, 1)) ? nc->out[0] : NULL;	/* E pieces of N */
+	ir_b_int(&bb, "axis", 0);
+	end = ir_b1(&bb, OP_CUMSUM, cs);
+	start = end ? ir_b2(&bb, OP_SUB, end, cs) : NULL;
+	ri = pass_iota(&bb, &P, 1, 0);	/* r = 0 .. P-1 */
+	if (ir_dim_is_static(N)) {
+		Nv = ir_b_const_i(&bb, DT_I64, &N, 1, 0);
+	} else {
+		ir_b_int(&bb, "start", ax);
+		ir_b_int(&bb, "end", ax + 1);
+		Nv = ir_b1(&bb, OP_SHAPE, n->in[0]);
+	}
+	if (!cat || !start || !ri || !Nv)
+		return NULL;
+	/* e = #{end <= r}: the piece of row r, E past the last end */
+	Dim row[2] = {1, E}, col[2] = {P, 1};
+	ir_b_dims(&bb, "shape", row, 2);
+	Value *endr = ir_b1(&bb, OP_RESHAPE, end);
+	ir_b_dims(&bb, "shape", col, 2);
+	e = ir_b2(&bb, OP_LESS_EQUAL, endr, ir_b1(&bb, OP_RESHAPE, ri));
+	ir_b_str(&bb, "to", "i64");
+	e = ir_b1(&bb, OP_CAST, e);
+	ir_b_ints(&bb, "axes", &k1, 1);
+	ir_b_int(&bb, "keepdims", 0);
+	if (!(e = ir_b1(&bb, OP_REDUCE_SUM, e)))
+		return NULL;
+	Value *valid = ir_b2(&bb, OP_LESS, e, ir_b_const_i(&bb, DT_I64, &E, 1, 0));
+	Value *ec = ir_b2(&bb, OP_MIN, e, ir_b_const_i(&bb, DT_I64, &last, 1, 0));
+	/* its row in the padded pieces: e*N + r - start[e] */
+	ir_b_int(&bb, "axis", 0);
+	Value *st = ir_b2(&bb, OP_GATHER, start, ec);
+	Value *src = ir_b2(&bb, OP_ADD, ir_b2(&bb, OP_MUL, ec, Nv), ir_b2(&bb, OP_SUB, ri, st));
+	if (bb.err)
+		return NULL;
+	Value *w[3] = {valid, src, ir_b_const_i(&bb, DT_I64, &zero, 1, 0)};
+	src = (nc = ir_b_node(&bb, OP_WHERE, w, 3, 1)) ? nc->out[0] : NULL;
+	ir_b_int(&bb, "axis", ax);
+	Value *y = src ? ir_b2(&bb, OP_GATHER, cat, src) : NULL;
+	return bb.err ? NULL : y;
+}
+
 /* The fusion report's line for a count source: what bounding it costs. */
 static void
 data_slice_note(B *b, const Node *n, const Value *c)
@@ -678,6 +949,18 @@ apply(B *b)
 			rc = pad_slice(b, n, count);
 			if (rc == 0 && count[n->out[0]->id])
 				data_slice_note(b, n, count[n->out[0]->id]);
+		} else if (info(b, n->out[0])->split == 5) {
+			Value *y = compact(b, n, count);
+			char s[64];
+			if (!y) {
+				rc = -1;
+				continue;
+			}
+			ir_dim_print(s, sizeof s, b->m, y->type.dim[ir_axis(ir_attr_int(n, "axis", 0), y->type.rank)]);
+			report_note(b->c->report, "concat %%%s not fused: %d pieces padded by their own counts, "
+				    "compacted to the %s rows the graph pins (a running sum of the counts, a gather of "
+				    "each row)", n->out[0]->name, n->nin, s);
+			pass_take_over(b->g, n, n->out[0], y);
 		} else if (info(b, n->out[0])->split == 4) {
 			ir_replace_uses(b->g, n->out[0], n->in[0]);
 			ir_erase(b->g, n);
@@ -716,6 +999,7 @@ bound_dyn(Module *m, PassCtx *c)
 	for (Node *n = b.g->first; n; n = n->next)
 		for (int i = 0; i < n->nout; i++)
 			b.inf[n->out[i]->id].t = n->out[i]->type;
+	ir_fill_uses(b.g);
 	for (Node *n = b.g->first; n && rc == 0; n = n->next)
 		rc = rule(&b, n);
 	for (int i = 0; rc == 0 && i < b.g->nret; i++)

@@ -113,6 +113,11 @@ void pass_take_over(Graph *g, Node *dead, Value *old, Value *y);
  * g's uses (ir_fill_uses) current, and keeps them so. */
 Node *pass_outline(Graph *g, Node **set, int n, IrTemplate tmpl);
 
+/* lower_sort.c: 0, 1, .. n-1 along `axis` of an i64 tensor of the given
+ * dims (static or symbolic: a constant_of_shape of ones and its exclusive
+ * cumsum, which fold folds when static). */
+Value *pass_iota(Builder *b, const Dim *dims, int rank, int axis);
+
 /* lower_moe.c: the pieces of a lowered moe, shared with partition_ep.c.
  * The experts over token rows x[T',H] routed by w[T',k] (f32) and ids[T',k]
  * (negative: the slot is dropped), weight stacks of `experts` experts. */

@@ -14,7 +14,7 @@
 
 static const char default_pipeline[] =
 	"fold,canon,cse,dce,fuse-moe,dce,fp8-regroup,lower-moe,fuse-norm,split-f32,flatten-tokens,bound-dyn,fold,canon,cse,dce,"
-	"fuse-gemm,fuse-dequant,fuse-act-quant,fuse-ew,dce";
+	"fuse-gemm,fuse-dequant,fuse-act-quant,lower-sort,fuse-ew,dce";
 
 typedef struct {
 	const char *name, *help;
