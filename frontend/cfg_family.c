@@ -2566,8 +2566,8 @@ static const StRule axk2_hub[] = {
 	{"W_down", "mlp.fc1"}, {"W_up", "mlp.fc2"}, {NULL, NULL},
 };
 
-/* Sarvam-30B's and Ling-hybrid's selection bias (transformers' sarvam_moe
- * and bailing_hybrid mappings). */
+/* Sarvam-30B's, Ling-hybrid's and Param2's selection bias (transformers'
+ * sarvam_moe, bailing_hybrid and param2moe mappings). */
 static const StRule sarvam_hub[] = {
 	{".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"}, {NULL, NULL},
 };
@@ -2580,6 +2580,7 @@ static const struct {
 	{"aria_text", "", aria_hub},
 	{"sarvam_moe", "", sarvam_hub},
 	{"bailing_hybrid", "", sarvam_hub},
+	{"param2moe", "", sarvam_hub},
 	{"laguna", "", laguna_hub},
 	{"axk1", "", axk1_hub},
 	{"axk2", "", axk2_hub},
