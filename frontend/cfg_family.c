@@ -774,6 +774,26 @@ build_bias_moe(Cfg *c, Value *x)
 	return residual(c, x, f);
 }
 
+/* The layer's entry of a per-layer SwiGLU clamp list (Step 3.5's swiglu_limits,
+ * Ling's expert_swiglu_limit_list, ...): 0 (absent, null or 0) none. */
+static double
+swiglu_limit(Cfg *c, const char *key)
+{
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, key);
+	const cJSON *e;
+
+	if (!l || cJSON_IsNull(l))
+		return 0;
+	if (!cJSON_IsArray(l) || c->layer >= cJSON_GetArraySize(l))
+		return cfg_error(c, key, "must be a list with an entry for layer %d", c->layer), 0;
+	e = cJSON_GetArrayItem(l, c->layer);
+	if (cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))
+		return cfg_error(c, key, "entry %d must be a non-negative number or null", c->layer), 0;
+	return e->valuedouble;
+}
+
 /* --- DeepSeek-V2 / V3 and the families built like them ------------------- */
 
 /*
@@ -808,102 +828,119 @@ typedef struct {
 	const char *softcap_key;	/* router logit softcapping: tanh(l / c) * c */
 	const char *shared_ikey;	/* each shared expert's width (NULL: the routed ones') */
 	const char *post;	/* a norm on the MoE layer's FFN output */
+	const char *const *limit, *const *shared_limit;	/* the keys of the per-layer
+				 * SwiGLU clamp lists of the routed and the shared
+				 * experts (NULL: none) */
 } DsFamily;
+
+/* Ling's clamp lists and transformers' attribute_map names of them */
+static const char *const ling_limit[] = {"expert_swiglu_limit_list", "swiglu_limits", NULL};
+static const char *const ling_shared_limit[] = {"share_expert_swiglu_limit_list",
+						"swiglu_limits_shared", NULL};
 
 static const DsFamily ds_families[] = {
 	{"deepseek_v2", 0, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"deepseek_v3", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"deepseek_v32", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"kimi_k2", 3, "sigmoid", "noaux_tc", 0, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"glm4_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
+	/* Param2 (BharatGen): transformers runs it as glm4_moe */
+	{"param2moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 2, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL, NULL, NULL},
+	/* MiniCPM5-MoE: DeepSeek-V3's MoE (its router always sigmoid and f32) */
+	{"minicpm5_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 3.66, 1, 1e-6,
+	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"glm4_moe_lite", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.8, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"glm_moe_dsa", 3, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"dots1", 0, "sigmoid", "noaux_tc", 1, 1, 1, 0, 1.0, -1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"mimo_v2_flash", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 0, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"bailing_moe", 0, "softmax", "greedy", 0, 1, -1, 1, 1.0, 0, 1e-6,
 	 "num_shared_experts", "gate.expert_bias", NULL, F32_OK,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"glm4v_moe_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"exaone_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-5,
 	 "num_shared_experts", "e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"solar_open", 0, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"mistral4", 0, "softmax", "group_top2", 1, 1, 1, 1, 1.0, 1, 1e-6,
 	 "n_shared_experts", NULL, NULL, F32_OK,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"kimi_linear", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.446, 1, 1e-5,
 	 "num_shared_experts", "gate.e_score_correction_bias", "block_sparse_moe", F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"mistral_large4_text", 1, "softmax", "group_top2", 1, 1, 1, -1, 1.0, 1, 1e-5,
 	 "n_shared_experts", NULL, NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	/* Sarvam-30B / -105B: transformers runs them as glm4_moe / deepseek_v3 */
 	{"sarvam_moe", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"sarvam_mla", 1, "sigmoid", "noaux_tc", 0, 1, 1, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	/* Laguna (poolside): the hub's names renamed on load (hub_names) */
 	{"laguna", 1, "sigmoid", "noaux_tc", 1, 1, 1, -1, 1.0, 1, 1e-6,
 	 NULL, "gate.e_score_correction_bias", NULL, F32_OK,
 	 "moe_routed_scaling_factor", "moe_router_logit_softcapping",
-	 "shared_expert_intermediate_size", NULL},
+	 "shared_expert_intermediate_size", NULL, NULL, NULL},
 	/* Beam (Reflection): DeepSeek-V3's router, no shared experts; its own
 	 * block (build_beam) */
 	{"beam", 3, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 0, 1e-6,
 	 NULL, "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	/* A.X-K2 (SKT): DeepSeek-V3's MoE after a gated norm (build_axk2);
 	 * n_group null: no groups */
 	{"axk2", 1, "sigmoid", "noaux_tc", 1, 1, -1, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	/* dots3 (the text model of dots3_note): shared experts n_shared_experts x
 	 * shared_experts_intermediate_size (its hub: moe_shared_expert_...) */
 	{"dots3_note_text", 1, "sigmoid", "noaux_tc", 1, 1, 1, 1, 1.0, 1, 1e-5,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, "shared_experts_intermediate_size", NULL},
+	 NULL, NULL, "shared_experts_intermediate_size", NULL, NULL, NULL},
 	/* Unlimited-OCR's and DeepSeek-OCR-2's text models: deepseek_v2's router
 	 * (transformers never renormalises; the key is read, as for deepseek_v2) */
 	{"unlimited_ocr_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
 	 "n_shared_experts", NULL, NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	{"deepseek_ocr2_text", 1, "softmax", "greedy", 0, 1, -1, 0, 1.0, 2, 1e-6,
 	 "n_shared_experts", NULL, NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, NULL, NULL},
 	/* Ling's hybrid (linear attention) models: DeepSeek-V3's MoE under
 	 * Ling's key spellings (num_experts, num_expert_group, moe_renormalize,
-	 * num_shared_experts) */
+	 * num_shared_experts); transformers 5.25 clamps the experts' SwiGLU as
+	 * Step 3.5 does (a dense layer's MLP never) */
 	{"bailing_hybrid", 2, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, NULL},
+	 NULL, NULL, NULL, NULL, ling_limit, ling_shared_limit},
 	/* A.X-K1 (SKT): DeepSeek-V3's MoE and an RMSNorm on its output */
 	{"axk1", 1, "sigmoid", "noaux_tc", 1, 8, 4, 1, 2.5, 1, 1e-6,
 	 "n_shared_experts", "gate.e_score_correction_bias", NULL, F32_KEEP,
-	 NULL, NULL, NULL, "post_mlp_layernorm.weight"},
+	 NULL, NULL, NULL, "post_mlp_layernorm.weight", NULL, NULL},
 };
 
 static const DsFamily *
@@ -1055,6 +1092,7 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 			    : fam->shared_ikey ? shared_width_key(c, fam->shared_ikey)
 			    : "moe_intermediate_size";
 	int64_t sw = strcmp(swkey, "moe_intermediate_size") ? cfg_int(c, swkey) : s->I;
+	double shlim = fam->shared_limit ? swiglu_limit(c, cfg_alias(c, fam->shared_limit)) : 0;
 
 	const char *ex[3] = {"gate_proj", "up_proj", "down_proj"};
 	const char *w132[3] = {"w1", "w3", "w2"};
@@ -1076,10 +1114,10 @@ deepseek_moe(Cfg *c, Value *h, const MoeSpec *s, int selbias, int64_t nshared, i
 	f = cfg_named(c, cfg_moe(c, h, l, sb, wt, s), "moe");
 	if (!f || nshared == 0)
 		return f;
-	sh = cfg_named(c, cfg_glu_mlp(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
-				      nshared * sw, s->act, bias, fam->shared_key ?
-				      arena_printf(c->m->arena, "%s*%s", fam->shared_key, swkey) : swkey),
-		       "shared");
+	sh = cfg_named(c, cfg_glu_mlp_as(c, h, arena_printf(c->m->arena, "%s.shared_experts", mod),
+					 ex, nshared * sw, s->act, bias, fam->shared_key ?
+					 arena_printf(c->m->arena, "%s*%s", fam->shared_key, swkey)
+					 : swkey, shlim), "shared");
 	c->b.loc.name = NULL;
 	return cfg_named(c, sh ? ir_b2(&c->b, OP_ADD, f, sh) : NULL, "ffn");
 }
@@ -1106,6 +1144,8 @@ build_deepseek(Cfg *c, Value *x)
 	read_moe(c, &s, "moe_intermediate_size");
 	deepseek_routing(c, &s, &selbias);
 	check_groups(c, &s);
+	if (fam->limit)
+		s.limit = swiglu_limit(c, cfg_alias(c, fam->limit));
 	skey = !fam->shared_key || strcmp(fam->shared_key, nshared_keys[0]) ? fam->shared_key
 									     : cfg_alias(c, nshared_keys);
 	nshared = !skey ? fam->nshared : fam->nshared < 0 ? cfg_int(c, skey)
@@ -1591,31 +1631,12 @@ step3p5_hub_gu(Cfg *c, const MoeSpec *s)
 	return cfg_weight(c, &w);
 }
 
-/* The layer's entry of swiglu_limits or swiglu_limits_shared: 0 (absent, null or 0) none. */
-static double
-step3p5_limit(Cfg *c, const char *key)
-{
-	const cJSON *l = cJSON_GetObjectItemCaseSensitive(c->json, key);
-	const cJSON *e;
-
-	if (!l || cJSON_IsNull(l))
-		return 0;
-	if (!cJSON_IsArray(l) || c->layer >= cJSON_GetArraySize(l))
-		return cfg_error(c, key, "must be a list with an entry for layer %d", c->layer), 0;
-	e = cJSON_GetArrayItem(l, c->layer);
-	if (cJSON_IsNull(e))
-		return 0;
-	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))
-		return cfg_error(c, key, "entry %d must be a non-negative number or null", c->layer), 0;
-	return e->valuedouble;
-}
-
 static Value *
 build_step3p5(Cfg *c, Value *x)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-5);
 	int bias = cfg_bool_or(c, "mlp_bias", 0), moe = step3p5_is_moe(c, c->layer), hub;
-	double shlim = step3p5_limit(c, "swiglu_limits_shared");
+	double shlim = swiglu_limit(c, "swiglu_limits_shared");
 	static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
 	MoeSpec s;
 	Value *h, *l, *sb, *f, *sh, *wt[4] = {NULL, NULL, NULL, NULL};
@@ -1630,7 +1651,7 @@ build_step3p5(Cfg *c, Value *x)
 		s.router = "sigmoid";
 		s.renorm = 1;
 		s.scale = cfg_num_or(c, "moe_router_scaling_factor", 1.0);
-		s.limit = step3p5_limit(c, "swiglu_limits");
+		s.limit = swiglu_limit(c, "swiglu_limits");
 	}
 	set_prefix(c, decoder_prefixes, "post_attention_layernorm.weight");
 	h = c->err ? NULL : cfg_named(c, cfg_rms_norm_1p(c, x, "post_attention_layernorm.weight", eps), "h");
@@ -2407,6 +2428,8 @@ static const struct {
 	{"unlimited_ocr_text", build_deepseek, deepseek_is_moe},
 	{"deepseek_ocr2_text", build_deepseek, deepseek_is_moe},
 	{"bailing_hybrid", build_deepseek, deepseek_is_moe},
+	{"param2moe", build_deepseek, deepseek_is_moe},
+	{"minicpm5_moe", build_deepseek, deepseek_is_moe},
 	{"afmoe", build_bias_moe, bias_is_moe},
 	{"hy_v3", build_bias_moe, bias_is_moe},
 	{"mellum", build_qwen_moe, qwen_is_moe},
@@ -2466,6 +2489,12 @@ static const char *const refused[][2] = {
 	{"kolibri1", "Kolibri-1's router selects the top-k of logits + expert bias and weighs each "
 	 "choice by the sigmoid of its logit; moec's routers add the selection bias to the scores "
 	 "(sigmoid(logit) + bias), which choose other experts when the bias is not zero"},
+	{"kolibri1_1", "Kolibri-1.1's MoE is Kolibri-1's: its router selects the top-k of logits + "
+	 "expert bias and weighs each choice by the sigmoid of its logit; moec's routers add the "
+	 "selection bias to the scores (sigmoid(logit) + bias)"},
+	{"ergo", "Ergo's experts normalise each routed output by a per-expert RMSNorm before the "
+	 "weighted sum (post_expert_norm), its shared expert ends in an RMSNorm, and the residual "
+	 "is mixed through learned sigmoid gates (feedforward_residual_gate)"},
 	{"muse_spark", MUSE}, {"muse_spark_text", MUSE},
 	{"inkling", INKLING}, {"inkling_text", INKLING}, {"inkling_mm_model", INKLING},
 	{"inkling2", INKLING2}, {"inkling2_text", INKLING2},
@@ -2537,8 +2566,8 @@ static const StRule axk2_hub[] = {
 	{"W_down", "mlp.fc1"}, {"W_up", "mlp.fc2"}, {NULL, NULL},
 };
 
-/* Sarvam-30B's and Ling-hybrid's selection bias (transformers' sarvam_moe
- * and bailing_hybrid mappings). */
+/* Sarvam-30B's, Ling-hybrid's and Param2's selection bias (transformers'
+ * sarvam_moe, bailing_hybrid and param2moe mappings). */
 static const StRule sarvam_hub[] = {
 	{".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"}, {NULL, NULL},
 };
@@ -2551,6 +2580,7 @@ static const struct {
 	{"aria_text", "", aria_hub},
 	{"sarvam_moe", "", sarvam_hub},
 	{"bailing_hybrid", "", sarvam_hub},
+	{"param2moe", "", sarvam_hub},
 	{"laguna", "", laguna_hub},
 	{"axk1", "", axk1_hub},
 	{"axk2", "", axk2_hub},

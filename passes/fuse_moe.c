@@ -159,7 +159,10 @@ describe(char *buf, size_t n, const Moe *mo)
 		k += (size_t)snprintf(buf + k, n - k, ", scaled by %g", r->scale);
 	if (x->scale_input)
 		k += (size_t)snprintf(buf + k, n - k, ", routing weight on the input rows");
-	k += (size_t)snprintf(buf + k, n - k, ", act %s, %s%s%s%s%s", x->act,
+	k += (size_t)snprintf(buf + k, n - k, ", act %s", x->act);
+	if (strcmp(x->act, "oai") && x->limit > 0)
+		k += (size_t)snprintf(buf + k, n - k, " clamped at %g", x->limit);
+	k += (size_t)snprintf(buf + k, n - k, ", %s%s%s%s%s",
 			      x->ungated ? "ungated" : "gate|up ", x->ungated ? "" : x->layout,
 			      x->bgu || x->bdn ? ", biases" : "",
 			      x->gu_t || x->dn_t ? ", weights transposed" : "",
@@ -242,6 +245,8 @@ moe_attrs(Builder *b, const Moe *mo)
 		ir_b_str(b, "approx", x->approx);
 	if (strcmp(x->act, "oai") == 0) {
 		ir_b_float(b, "alpha", x->alpha);
+		ir_b_float(b, "limit", x->limit);
+	} else if (x->limit > 0) {	/* Step 3.5's clamped silu */
 		ir_b_float(b, "limit", x->limit);
 	}
 }

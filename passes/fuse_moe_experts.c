@@ -313,6 +313,26 @@ oai(Node *mul, Value **g, Value **u, Expert *x)
 	return 0;
 }
 
+/* Step 3.5's and Ling's clamped SwiGLU (transformers 5.25's stacked experts):
+ * min(silu(g), L) * clip(u, -L, L), the moe's act=silu with limit=L. */
+static int
+clamped_silu(Node *mul, Value **g, Value **u, Expert *x)
+{
+	for (int i = 0; i < 2; i++) {
+		Node *cu = mo_def(mul->in[1 - i], OP_CLIP);
+		double lo, hi, glo, ghi;
+		Value *s;
+
+		if (!clip_bounds(cu, &lo, &hi) || lo != -hi || !(hi > 0) ||
+		    !upper_clip(mul->in[i], &glo, &ghi, &s) || glo > -1e30 || ghi != hi || !silu(s, g))
+			continue;
+		x->limit = mo_nice_float(hi);
+		*u = cu->in[0];
+		return 1;
+	}
+	return 0;
+}
+
 /* An ungated expert's act(h): relu(h)² as pow(relu(h), 2) or relu(h) *
  * relu(h) (Nemotron-H), or relu, silu, gelu of h alone.  h: the up rows. */
 static int
@@ -359,7 +379,8 @@ activation(Value *a, Expert *x, Value **h)
 		x->layout = ir_attr_str(n, "layout", "concat");
 		x->approx = ir_attr_str(n, "approx", "none");
 		x->alpha = ir_attr_float(n, "alpha", 1.702);
-		x->limit = ir_attr_float(n, "limit", 7.0);
+		/* gpt-oss's clamp is 7 unless given; silu's none (0) */
+		x->limit = ir_attr_float(n, "limit", strcmp(x->act, "oai") ? 0 : 7.0);
 		*h = n->in[0];
 		return NULL;
 	}
@@ -367,6 +388,10 @@ activation(Value *a, Expert *x, Value **h)
 		return ungated(a, x, h) ? NULL : "expert activation not recognised";
 	if (oai(n, &g, &u, x) && (*h = halves(g, u, x))) {
 		x->act = "oai";
+		return NULL;
+	}
+	if (clamped_silu(n, &g, &u, x) && (*h = halves(g, u, x))) {
+		x->act = "silu";
 		return NULL;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -383,7 +408,8 @@ activation(Value *a, Expert *x, Value **h)
 	}
 	return ungated(a, x, h) ? NULL
 		: "expert activation not recognised (gate and up halves of one matmul, "
-		  "silu, gelu or gpt-oss's clamped form; or ungated relu, relu², silu or gelu)";
+		  "silu, gelu or the clamped forms of gpt-oss and Step 3.5; or ungated relu, "
+		  "relu², silu or gelu)";
 }
 
 /* The [T,k] routing weights a flattened view w[T*k(,1)] was made from:

@@ -64,6 +64,8 @@ static const char *const families[] = {
 	/* session 31: 2026 types (cohere2_moe with two inputs, as arctic) */
 	"sarvam_moe", "sarvam_mla", "laguna", "cohere2_moe", "minimax_m3_vl", "axk1", "axk2", "beam",
 	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr", "deepseek_ocr2", "bailing_hybrid",
+	/* session 32: transformers 5.25's types and bailing_hybrid's SwiGLU clamp lists */
+	"param2moe", "minicpm5_moe", "bailing_hybrid_clamp",
 };
 
 static char *
@@ -688,6 +690,13 @@ static const struct {
 	{"laguna_negative_softcap", "moe_router_logit_softcapping: error: must not be negative", 1},
 	{"kolibri1", "model_type: error: model_type 'kolibri1' is not built: Kolibri-1's router "
 	 "selects the top-k of logits + expert bias", 1},
+	/* session 32: transformers 5.25's */
+	{"ergo", "model_type: error: model_type 'ergo' is not built: Ergo's experts normalise each "
+	 "routed output by a per-expert RMSNorm", 1},
+	{"kolibri1_1", "model_type: error: model_type 'kolibri1_1' is not built: Kolibri-1.1's MoE is "
+	 "Kolibri-1's", 1},
+	{"bailing_hybrid_short_swiglu_limits", "expert_swiglu_limit_list: error: must be a list with an "
+	 "entry for layer 1", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
@@ -1590,6 +1599,45 @@ END_TEST
  * the experts, swiglu_limits_shared 16 for the shared expert): the moe's
  * act=silu with limit, clips around the shared expert's silu and up; layer
  * 42 has neither.  A null or 0 entry is no clamp. */
+/* Ling's hybrid models (transformers 5.25): the routed experts' clamp on the
+ * moe, the shared experts' as clip nodes, on MoE layers only (a dense layer's
+ * MLP is built without a layer index, so unclamped); transformers'
+ * attribute_map names (swiglu_limits, swiglu_limits_shared) read too. */
+START_TEST(test_cfg_bailing_hybrid_swiglu_limits)
+{
+	char path[600], text[2048], *ir;
+	static const char *const spell[2][2] = {
+		{"expert_swiglu_limit_list", "share_expert_swiglu_limit_list"},
+		{"swiglu_limits", "swiglu_limits_shared"},
+	};
+	Module *m;
+	Diag d;
+
+	for (int v = 0; v < 2; v++) {
+		snprintf(text, sizeof text, "{\"model_type\": \"bailing_hybrid\", \"hidden_size\": 64, "
+			 "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_experts\": 8, "
+			 "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, \"n_group\": 1, "
+			 "\"topk_group\": 1, \"first_k_dense_replace\": 1, \"%s\": [3, 7], "
+			 "\"%s\": [2, 5]}", spell[v][0], spell[v][1]);
+		stt_write_text("ling.json", text);
+		snprintf(path, sizeof path, "%s", stt_path("ling.json"));
+		for (int layer = 0; layer < 2; layer++) {
+			m = import(path, layer, 1, NULL, text, sizeof text, &d);
+			ck_assert_msg(m != NULL, "%s layer %d: %s", spell[v][0], layer, text);
+			ir = ir_print_string(m, 0);
+			ck_assert_msg((strstr(ir, "limit=7.0") != NULL) == (layer == 1), "layer %d:\n%s",
+				      layer, ir);
+			ck_assert_msg((strstr(ir, "clip %mlp.shared_experts.up_proj, max=5.0, min=-5.0") !=
+				       NULL) == (layer == 1), "layer %d:\n%s", layer, ir);
+			ck_assert_msg(layer == 1 || strstr(ir, "clip") == NULL, "layer 0:\n%s", ir);
+			free(ir);
+			ir_free_module(m);
+		}
+	}
+	stt_cleanup();
+}
+END_TEST
+
 START_TEST(test_cfg_step3p5_swiglu_limits)
 {
 	char path[600], text[2048], *ir;
@@ -1930,6 +1978,7 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_step3p5_hub_checkpoint_reads_the_same);
 	tcase_add_test(tc, test_cfg_step3p5_hub_config);
 	tcase_add_test(tc, test_cfg_step3p5_swiglu_limits);
+	tcase_add_test(tc, test_cfg_bailing_hybrid_swiglu_limits);
 	tcase_add_test(tc, test_cfg_bailing_variants);
 	tcase_add_test(tc, test_cfg_f32_router_keeps_f32_logits);
 	tcase_add_test(tc, test_cfg_f32_router_picks_by_f32_logits);
