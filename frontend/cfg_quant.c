@@ -915,27 +915,23 @@ read_input_scale(Cfg *c, const char *mod, double *v)
 
 /* fp8 static activations: the scale that quantises w's input, f32 [1].  A
  * stacked weight's experts share one quantised input: the largest of their
- * scales, as vLLM takes it (exact where they agree; a note where not). */
+ * scales, as vLLM takes it (exact where they agree). */
 static int
 input_scale(Cfg *c, WSpec *w)
 {
 	size_t n = w->piece.n ? w->piece.n : 1;
-	double hi = 0, lo = INFINITY, v;
+	double hi = 0, v;
 	uint8_t *data = NULL;
 
 	for (size_t i = 0; c->st && i < n; i++) {
 		if (read_input_scale(c, module_of(c, w->piece.n ? w->piece.v[i].name : w->name), &v))
 			return -1;
-		hi = fmax(hi, v), lo = fmin(lo, v);
+		hi = fmax(hi, v);
 	}
 	if (c->st && !(data = malloc(sizeof(float))))
 		return diag_error(c->d, cfg_tensor_loc(c, NULL, w->name), "out of memory");
 	if (data)
 		dtype_store(DT_F32, data, 0, hi);
-	if (lo < hi)
-		cfg_note(c, "quantization_config", "activation_scheme static: the input of '%s' is "
-			 "quantised once for its %zu tensors, by the largest of their input scales "
-			 "(%g; the smallest is %g)", w->name, n, hi, lo);
 	make(c, tname(c, w->name, ".input_scale"), DT_F32, 1, (int64_t[]){1}, data, 0.01, 0.0025);
 	return 0;
 }
@@ -1024,9 +1020,9 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 		return 0;
 	}
 	if (c->q.act == ACT_STATIC) {	/* the node has no fixed scale for it: per token */
-		cfg_note(c, "quantization_config", "activation_scheme static: the experts' down "
-			 "input is quantised per token (dynamic) inside the moe node, not by its "
-			 "input_scale");
+		cfg_note(c, "quantization_config", "activation_scheme static: the experts share one "
+			 "quantised input, by the largest of their input scales (as vLLM), and their down "
+			 "input is quantised per token inside the moe node, not by its input_scale");
 		ir_b_int(&c->b, "act_quant", I);
 		return 0;
 	}
