@@ -23,7 +23,7 @@ typedef struct {
 	int kind;
 	const char *method;	/* quant_method, for messages */
 	int64_t bn, bk;		/* block rows (fp8's 2-D blocks) and columns; bk -1: the row */
-	int act;		/* ACT_*: dynamic activation quantisation */
+	int act;		/* ACT_*: how each quantised linear's input is quantised */
 	int sym;		/* compressed-tensors int4 without zero points */
 	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
 	int desc_act;		/* gptq desc_act, compressed-tensors actorder group: a g_idx,

@@ -14,7 +14,9 @@
  * scale [.., N, ceil(K/bs)] and, for asymmetric int4, a u4 zero point of the
  * scale's shape; 2-D weight blocks (fp8 128x128) are repeated over their
  * rows (synthetic ones too: Weight.row_block).  fp8 with dynamic activations also quantises each quantised linear's
- * input (quantize_dynamic then dequantize, per token and 128 columns).
+ * input (quantize_dynamic then dequantize, per token and 128 columns), and
+ * with static ones by the linear's fixed input_scale (quantize, dequantize).
+ * compressed-tensors' config groups give each weight its group's scheme.
  * With synthetic weights the same values, scales and zero points are
  * generated in the same dtypes.
  */
