@@ -24,6 +24,7 @@ typedef struct {
 	const char *method;	/* quant_method, for messages */
 	int64_t bn, bk;		/* block rows (fp8's 2-D blocks) and columns; bk -1: the row */
 	int act;		/* ACT_*: how each quantised linear's input is quantised */
+	int act_down;		/* the moe's down input too (act_quant): fp8, fbgemm_fp8, c-t block */
 	int sym;		/* compressed-tensors int4 without zero points */
 	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
 	int desc_act;		/* gptq desc_act, compressed-tensors actorder group: a g_idx,

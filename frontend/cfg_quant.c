@@ -144,6 +144,7 @@ parse_fp8(Cfg *c, const cJSON *q)
 		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic, static)", act);
 	if (qkey(q, "ignored_layers"))	/* AutoFP8's name for it */
 		c->q.skip = qkey(q, "ignored_layers");
+	c->q.act_down = 1;	/* as DeepSeek's kernels and transformers' FP8Experts do */
 	if (!b || cJSON_IsNull(b)) {
 		c->q.kind = Q_FP8_CH;
 		c->q.per_tensor = 1;
@@ -254,6 +255,7 @@ ct_fp8(Cfg *c, const cJSON *w, const cJSON *a)
 		return qerr(c, "compressed-tensors fp8 input_activations group_size must be the "
 			    "block's columns (block_structure[1])%s", "");
 	c->q.act = ACT_GROUP;
+	c->q.act_down = 1;	/* DeepSeek's form: vLLM's block fp8 MoE quantises it too */
 	return 0;
 }
 
@@ -342,6 +344,7 @@ parse_fbgemm(Cfg *c, const cJSON *q)
 	c->q.kind = Q_FP8_CH;
 	c->q.bk = -1;
 	c->q.act = ACT_ROW;
+	c->q.act_down = 1;
 	return 0;
 }
 
@@ -452,7 +455,8 @@ group_of(Cfg *c, const char *mod)
 static int
 same_act(const QCfg *a, const QCfg *b)
 {
-	return a->act == b->act && (a->act != ACT_GROUP || a->bk == b->bk);
+	return a->act == b->act && a->act_down == b->act_down &&
+		(a->act != ACT_GROUP || a->bk == b->bk);
 }
 
 static int
@@ -1013,8 +1017,7 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 {
 	int64_t I = wdown && wdown->type.rank == 3 ? wdown->type.dim[2] : 0;
 
-	if (!(c->q.act == ACT_GROUP || c->q.act == ACT_STATIC || c->q.ub > 0) || !wdown ||
-	    wdown->kind != V_RESULT || wdown->def->op != OP_DEQUANTIZE)
+	if (!c->q.act_down || !wdown || wdown->kind != V_RESULT || wdown->def->op != OP_DEQUANTIZE)
 		return 0;
 	if (c->q.ub > 0) {	/* fbgemm's experts: per token (a row), amax clamped to the bound */
 		ir_b_int(&c->b, "act_quant", I);
@@ -1025,6 +1028,10 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 		cfg_note(c, "quantization_config", "activation_scheme static: the experts share one "
 			 "quantised input, by the largest of their input scales (as vLLM), and their down "
 			 "input is quantised per token inside the moe node, not by its input_scale");
+		ir_b_int(&c->b, "act_quant", I);
+		return 0;
+	}
+	if (c->q.act == ACT_ROW) {	/* transformers' per-tensor FP8Experts: per token */
 		ir_b_int(&c->b, "act_quant", I);
 		return 0;
 	}

@@ -930,6 +930,26 @@ START_TEST(test_cfg_quant_producers)
 	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16,"));
 	free(ir);
 	ir_free_module(m);
+	/* transformers' per-tensor fp8 (weight_block_size null), dynamic: per token, the
+	 * experts' down input too; static with blocks: the fixed scale, the down per token */
+	m = import(src("tests/config/quant/%s.json", "fp8_per_tensor_dynamic"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.down_proj", DT_F8E4M3, DT_F32, 1);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize_dynamic %h, group=row, to=f8e4m3"));
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16,"));
+	free(ir);
+	ir_free_module(m);
+	m = import(src("tests/config/quant/%s.json", "fp8_block_static"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.gate_up_proj", DT_F8E4M3, DT_F32, 4);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize %h, $model.layers.1.block_sparse_moe.experts."
+				     "gate_up_proj.input_scale"));
+	free(ir);
+	ir_free_module(m);
 	m = import(src("tests/config/quant/%s.json", "ct_groups_ok"), 1, 1, NULL, text, sizeof text, &d);
 	ck_assert_msg(m != NULL, "%s", text);
 	check_qweight(m, "model.layers.1.block_sparse_moe.experts.gate_up_proj", DT_I4, DT_BF16, 4);
