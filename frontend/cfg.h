@@ -16,20 +16,35 @@
  * fp8 with a scale per output channel (or tensor): compressed-tensors'
  * float-quantized and fbgemm_fp8. */
 enum { Q_NONE, Q_FP8, Q_FP8_CH, Q_MXFP4, Q_CT_INT4, Q_GPTQ, Q_AWQ, NQKIND };
-enum { ACT_NONE, ACT_GROUP, ACT_ROW };	/* activations quantised per token: groups of bk, a row */
+/* activations quantised per token (groups of bk, a row), or by each linear's
+ * fixed input_scale (fp8's static scheme) */
+enum { ACT_NONE, ACT_GROUP, ACT_ROW, ACT_STATIC };
 typedef struct {
 	int kind;
 	const char *method;	/* quant_method, for messages */
 	int64_t bn, bk;		/* block rows (fp8's 2-D blocks) and columns; bk -1: the row */
-	int act;		/* ACT_*: dynamic activation quantisation */
+	int act;		/* ACT_*: how each quantised linear's input is quantised */
+	int act_down;		/* the moe's down input too (act_quant): fp8, fbgemm_fp8, c-t block */
 	int sym;		/* compressed-tensors int4 without zero points */
 	int v1;			/* gptq checkpoint_format gptq: qzeros hold z - 1 */
-	int desc_act;		/* gptq: g_idx present: the IR's scales are per column */
-	int per_tensor;		/* compressed-tensors fp8 strategy tensor */
+	int desc_act;		/* gptq desc_act, compressed-tensors actorder group: a g_idx,
+				 * the IR's scales per column */
+	int per_tensor;		/* fp8 with one scale per tensor (compressed-tensors tensor, AutoFP8) */
+	const char *scale_sfx;	/* fp8 blocks' scale: <weight>_scale_inv (fp8) or _scale (c-t) */
 	double ub;		/* fbgemm_fp8's activation_scale_ub: activation amax clamped to it (0: none) */
 	const cJSON *skip;	/* modules_to_not_convert, or compressed-tensors' ignore */
 	int skip_re;		/* "re:" entries of skip are regexes */
 } QCfg;
+
+/* A compressed-tensors config group: the modules it targets and its scheme;
+ * err: why the scheme is not read (reported when a weight picks the group). */
+typedef struct {
+	const char *name;
+	const cJSON *targets;
+	QCfg s;
+	const char *err;
+} QGroup;
+#define CFG_MAX_QGROUPS 16
 
 /* Everything one import needs; lives on cfg_import's stack. */
 typedef struct Cfg Cfg;
@@ -51,7 +66,11 @@ struct Cfg {
 	int64_t hidden;		/* hidden_size */
 	char pre[96];		/* checkpoint prefix of the layer: "model.layers.1." */
 	int err;		/* set once any diagnostic was an error */
-	QCfg q;
+	QCfg q;			/* the scheme of the weight being read */
+	QGroup qg[CFG_MAX_QGROUPS];	/* compressed-tensors' config groups */
+	int nqg, qsel;		/* how many; the one picked first (its activations) */
+	int qquiet;		/* parsing one of several groups: an error is kept in qmsg */
+	const char *qmsg;
 };
 
 /* More decoder layers, and experts per layer, than any model has

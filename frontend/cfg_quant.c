@@ -14,7 +14,9 @@
  * scale [.., N, ceil(K/bs)] and, for asymmetric int4, a u4 zero point of the
  * scale's shape; 2-D weight blocks (fp8 128x128) are repeated over their
  * rows (synthetic ones too: Weight.row_block).  fp8 with dynamic activations also quantises each quantised linear's
- * input (quantize_dynamic then dequantize, per token and 128 columns).
+ * input (quantize_dynamic then dequantize, per token and 128 columns), and
+ * with static ones by the linear's fixed input_scale (quantize, dequantize).
+ * compressed-tensors' config groups give each weight its group's scheme.
  * With synthetic weights the same values, scales and zero points are
  * generated in the same dtypes.
  */
@@ -73,12 +75,63 @@ qstr(const cJSON *o, const char *k)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A "re:" pattern matched from the start of name, as Python's re.match
+ * (\d written [0-9]: POSIX regexes have no \d); -1 if it does not compile. */
+static int
+regex_at_start(const char *pat, const char *name)
+{
+	char buf[1024], *o = buf;
+	regex_t re;
+	int hit;
+
+	if (strlen(pat) > 150)
+		return -1;
+	o += sprintf(o, "^(");
+	for (const char *p = pat; *p; p++)
+		if (p[0] == '\\' && p[1] == 'd')
+			o += sprintf(o, "[0-9]"), p++;
+		else
+			*o++ = *p;
+	sprintf(o, ")");
+	if (regcomp(&re, buf, REG_EXTENDED | REG_NOSUB))
+		return -1;
+	hit = regexec(&re, name, 0, NULL, 0) == 0;
+	regfree(&re);
+	return hit;
+}
+
+/* Parsing one of several compressed-tensors groups, the error is kept for
+ * when a weight picks the group (an attention-only group moec never reads
+ * may hold any scheme). */
 static int
 qerr(Cfg *c, const char *fmt, const char *a)
 {
+	if (c->qquiet) {
+		c->qmsg = arena_printf(c->m->arena, fmt, a);
+		return -1;
+	}
 	return cfg_error(c, "quantization_config", fmt, a);
 }
 
+/* [rows, cols] of positive integers (fp8's weight_block_size,
+ * compressed-tensors' block_structure) into bn, bk. */
+static int
+qblock(Cfg *c, const cJSON *b, const char *key)
+{
+	if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2 ||
+	    !cJSON_IsNumber(cJSON_GetArrayItem(b, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(b, 1)))
+		return qerr(c, "%s must be [rows, cols]", key);
+	c->q.bn = (int64_t)cJSON_GetArrayItem(b, 0)->valuedouble;
+	c->q.bk = (int64_t)cJSON_GetArrayItem(b, 1)->valuedouble;
+	if (c->q.bn <= 0 || c->q.bk <= 0 || c->q.bn > 65536 || c->q.bk > 65536)
+		return qerr(c, "%s must be positive", key);
+	c->q.kind = Q_FP8;
+	return 0;
+}
+
+/* fp8: DeepSeek's 2-D blocks (weight_block_size), or without it AutoFP8's
+ * (and transformers') one scale per tensor; activations dynamic (per token
+ * and block columns; per token) or static (each linear's input_scale). */
 static int
 parse_fp8(Cfg *c, const cJSON *q)
 {
@@ -87,22 +140,26 @@ parse_fp8(Cfg *c, const cJSON *q)
 
 	if (fmt && strcmp(fmt, "e4m3") && strcmp(fmt, "float8_e4m3fn"))
 		return qerr(c, "fp8 fmt '%s' is not one moec reads (e4m3)", fmt);
-	if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2 ||
-	    !cJSON_IsNumber(cJSON_GetArrayItem(b, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(b, 1)))
-		return qerr(c, "fp8 needs weight_block_size [rows, cols]%s (per-tensor fp8 is "
-			    "not read)", "");
-	c->q.bn = (int64_t)cJSON_GetArrayItem(b, 0)->valuedouble;
-	c->q.bk = (int64_t)cJSON_GetArrayItem(b, 1)->valuedouble;
-	if (c->q.bn <= 0 || c->q.bk <= 0 || c->q.bn > 65536 || c->q.bk > 65536)
-		return qerr(c, "fp8 weight_block_size must be positive%s", "");
-	if (act && strcmp(act, "dynamic"))
-		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic)", act);
+	if (act && strcmp(act, "dynamic") && strcmp(act, "static"))
+		return qerr(c, "fp8 activation_scheme '%s' is not read (dynamic, static)", act);
+	if (qkey(q, "ignored_layers"))	/* AutoFP8's name for it */
+		c->q.skip = qkey(q, "ignored_layers");
+	c->q.act_down = 1;	/* as DeepSeek's kernels and transformers' FP8Experts do */
+	if (!b || cJSON_IsNull(b)) {
+		c->q.kind = Q_FP8_CH;
+		c->q.per_tensor = 1;
+		c->q.bk = -1;
+		c->q.act = act && strcmp(act, "static") == 0 ? ACT_STATIC : ACT_ROW;
+		return 0;
+	}
+	if (qblock(c, b, "fp8 weight_block_size"))
+		return -1;
 	if (qstr(q, "scale_fmt") && strcmp(qstr(q, "scale_fmt"), "ue8m0") == 0)
 		cfg_note(c, "quantization_config", "scale_fmt ue8m0: the activation scales are "
 			 "amax/448 in f32, not rounded up to powers of two (quantize_dynamic has no such "
 			 "mode)");
-	c->q.act = ACT_GROUP;
-	c->q.kind = Q_FP8;
+	c->q.act = act && strcmp(act, "static") == 0 ? ACT_STATIC : ACT_GROUP;
+	c->q.scale_sfx = "_scale_inv";
 	return 0;
 }
 
@@ -132,67 +189,144 @@ parse_gptq_awq(Cfg *c, const cJSON *q, int kind)
 	return 0;
 }
 
-/* compressed-tensors: one config group targeting Linear. */
+/* compressed-tensors int4 (pack-quantized): group or channel, symmetric or
+ * with zero points; actorder group (or its alias dynamic): a weight_g_idx. */
+static int
+ct_int4(Cfg *c, const cJSON *w, const cJSON *a)
+{
+	const char *strat = qstr(w, "strategy"), *order = qstr(w, "actorder");
+
+	c->q.kind = Q_CT_INT4;
+	c->q.sym = qbool(w, "symmetric", 1);
+	if (strcmp(strat, "group") == 0)
+		c->q.bk = qint(w, "group_size", 0);
+	else if (strcmp(strat, "channel") == 0)
+		c->q.bk = -1;
+	else
+		return qerr(c, "compressed-tensors int4 strategy '%s' is not read (group, channel)", strat);
+	if (c->q.bk == 0 || c->q.bk > (1 << 20))
+		return qerr(c, "compressed-tensors: group_size must be positive%s", "");
+	if (order && strcmp(order, "weight") && strcmp(order, "static") && strcmp(order, "group") &&
+	    strcmp(order, "dynamic"))
+		return qerr(c, "compressed-tensors actorder '%s' is not read (group, weight)", order);
+	c->q.desc_act = order && (strcmp(order, "group") == 0 || strcmp(order, "dynamic") == 0);
+	if (c->q.desc_act && c->q.bk < 0)
+		return qerr(c, "compressed-tensors actorder group needs strategy group, not '%s'", strat);
+	if (a && !cJSON_IsNull(a))
+		return qerr(c, "compressed-tensors int4 with input_activations is not read%s", "");
+	return 0;
+}
+
+/* compressed-tensors fp8 (float-quantized): a scale per channel or tensor
+ * (Q_FP8_CH), or per 2-D block (FP8_BLOCK: DeepSeek's form, Q_FP8, its
+ * scale named weight_scale); activations none, dynamic per token, or (block)
+ * dynamic per token and group_size columns, the block's. */
+static int
+ct_fp8(Cfg *c, const cJSON *w, const cJSON *a)
+{
+	const char *strat = qstr(w, "strategy"), *as = a ? qstr(a, "strategy") : NULL;
+	int64_t ag = a ? qint(a, "group_size", 0) : 0;
+
+	if (strcmp(strat, "block") == 0) {
+		if (qblock(c, qkey(w, "block_structure"), "compressed-tensors fp8 block_structure"))
+			return -1;
+		c->q.scale_sfx = "_scale";
+	} else if (strcmp(strat, "channel") == 0 || strcmp(strat, "tensor") == 0) {
+		c->q.kind = Q_FP8_CH;
+		c->q.bk = -1;
+		c->q.per_tensor = strcmp(strat, "tensor") == 0;
+	} else {
+		return qerr(c, "compressed-tensors fp8 strategy '%s' is not read (channel, tensor, "
+			    "block)", strat);
+	}
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!qbool(a, "dynamic", 0))
+		return qerr(c, "compressed-tensors fp8: static input_activations are not read "
+			    "(dynamic)%s", "");
+	if (as && strcmp(as, "token") == 0) {
+		c->q.act = ACT_ROW;
+		return 0;
+	}
+	if (!as || strcmp(as, "group") || c->q.kind != Q_FP8)
+		return qerr(c, "compressed-tensors fp8 input_activations strategy '%s' is not read "
+			    "(token; group with block weights)", as ? as : "?");
+	if (ag != c->q.bk)
+		return qerr(c, "compressed-tensors fp8 input_activations group_size must be the "
+			    "block's columns (block_structure[1])%s", "");
+	c->q.act = ACT_GROUP;
+	c->q.act_down = 1;	/* DeepSeek's form: vLLM's block fp8 MoE quantises it too */
+	return 0;
+}
+
+/* One config group's scheme into c->q; its format, or the config's. */
+static int
+ct_scheme(Cfg *c, const cJSON *g, const char *fmt)
+{
+	const cJSON *w = qkey(g, "weights"), *a = qkey(g, "input_activations");
+	const char *type = qstr(w, "type");
+	int64_t bits = qint(w, "num_bits", 0);
+
+	if (qstr(g, "format"))
+		fmt = qstr(g, "format");
+	if (!type || !qstr(w, "strategy"))
+		return qerr(c, "compressed-tensors: weights needs type and strategy%s", "");
+	if (strcmp(type, "int") == 0 && bits == 4 && fmt && strcmp(fmt, "pack-quantized") == 0)
+		return ct_int4(c, w, a);
+	if (strcmp(type, "float") == 0 && bits == 8 && fmt && strcmp(fmt, "float-quantized") == 0)
+		return ct_fp8(c, w, a);
+	return qerr(c, "compressed-tensors format '%s' with these weights is not read "
+		    "(pack-quantized int4, float-quantized fp8)", fmt ? fmt : "?");
+}
+
+/* compressed-tensors: each config group's targets and scheme.  With one
+ * group its scheme is checked now; with several each is parsed quietly and
+ * a weight that picks an unreadable one is refused then, naming the group. */
 static int
 parse_ct(Cfg *c, const cJSON *q)
 {
-	const cJSON *groups = qkey(q, "config_groups"), *g, *w, *a, *t;
-	const char *fmt = qstr(q, "format"), *type, *strat, *order;
-	int64_t bits;
+	const cJSON *groups = qkey(q, "config_groups"), *g, *t;
+	const char *fmt = qstr(q, "format");
+	QCfg base;
 
-	if (!cJSON_IsObject(groups) || cJSON_GetArraySize(groups) != 1)
-		return qerr(c, "compressed-tensors: moec reads one config group%s", "");
-	g = groups->child;
-	t = qkey(g, "targets");
-	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) != 1 || !cJSON_IsString(t->child) ||
-	    strcmp(t->child->valuestring, "Linear"))
-		return qerr(c, "compressed-tensors: the group must target [\"Linear\"]%s", "");
-	w = qkey(g, "weights");
-	a = qkey(g, "input_activations");
-	type = qstr(w, "type");
-	strat = qstr(w, "strategy");
-	order = qstr(w, "actorder");
-	bits = qint(w, "num_bits", 0);
-	if (!type || !strat)
-		return qerr(c, "compressed-tensors: weights needs type and strategy%s", "");
+	if (!cJSON_IsObject(groups) || !groups->child)
+		return qerr(c, "compressed-tensors needs config_groups%s", "");
+	if (cJSON_GetArraySize(groups) > CFG_MAX_QGROUPS)
+		return qerr(c, "compressed-tensors: more than 16 config groups%s", "");
 	c->q.skip = qkey(q, "ignore");
 	c->q.skip_re = 1;
-	if (strcmp(type, "int") == 0 && bits == 4 && fmt && strcmp(fmt, "pack-quantized") == 0) {
-		c->q.kind = Q_CT_INT4;
-		c->q.sym = qbool(w, "symmetric", 1);
-		if (strcmp(strat, "group") == 0)
-			c->q.bk = qint(w, "group_size", 0);
-		else if (strcmp(strat, "channel") == 0)
-			c->q.bk = -1;
-		else
-			return qerr(c, "compressed-tensors int4 strategy '%s' is not read (group, "
-				    "channel)", strat);
-		if (c->q.bk == 0 || c->q.bk > (1 << 20))
-			return qerr(c, "compressed-tensors: group_size must be positive%s", "");
-		if (order && strcmp(order, "weight"))
-			return qerr(c, "compressed-tensors actorder '%s' (g_idx) is not read", order);
-		if (a && !cJSON_IsNull(a))
-			return qerr(c, "compressed-tensors int4 with input_activations is not read%s", "");
-		return 0;
-	}
-	if (strcmp(type, "float") == 0 && bits == 8 && fmt && strcmp(fmt, "float-quantized") == 0) {
-		c->q.kind = Q_FP8_CH;
-		if (strcmp(strat, "channel") && strcmp(strat, "tensor"))
-			return qerr(c, "compressed-tensors fp8 strategy '%s' is not read (channel, "
-				    "tensor)", strat);
-		c->q.bk = -1;
-		c->q.per_tensor = strcmp(strat, "tensor") == 0;
-		if (a && !cJSON_IsNull(a)) {
-			if (!qbool(a, "dynamic", 0) || !qstr(a, "strategy") ||
-			    strcmp(qstr(a, "strategy"), "token"))
-				return qerr(c, "compressed-tensors fp8: only dynamic per-token input "
-					    "activations are read%s", "");
-			c->q.act = ACT_ROW;
+	base = c->q;
+	c->qquiet = cJSON_GetArraySize(groups) > 1;
+	cJSON_ArrayForEach(g, groups) {
+		QGroup *qg = &c->qg[c->nqg++];
+		qg->name = g->string ? g->string : "?";
+		qg->targets = t = qkey(g, "targets");
+		if (!cJSON_IsArray(t) || !t->child) {
+			c->qquiet = 0;
+			return cfg_error(c, "quantization_config", "compressed-tensors group '%s': "
+					 "targets must be a list of module names, \"re:\" regexes or "
+					 "class names", qg->name);
 		}
-		return 0;
+		cJSON_ArrayForEach(t, qg->targets)
+			if (cJSON_IsString(t) && !strncmp(t->valuestring, "re:", 3) &&
+			    regex_at_start(t->valuestring + 3, "") < 0) {
+				c->qquiet = 0;
+				return cfg_error(c, "quantization_config", "compressed-tensors group "
+						 "'%s': target '%s' is not a regex moec reads", qg->name,
+						 t->valuestring);
+			}
+		c->q = base;
+		c->qmsg = NULL;
+		if (ct_scheme(c, g, fmt) && !c->qquiet)
+			return -1;
+		qg->s = c->q;
+		qg->err = c->qmsg;
 	}
-	return qerr(c, "compressed-tensors format '%s' with these weights is not read "
-		    "(pack-quantized int4, float-quantized fp8)", fmt ? fmt : "?");
+	c->qquiet = 0;
+	c->q = base;
+	c->q.kind = NQKIND;	/* some group may apply: cfg_quant_wanted picks */
+	c->qsel = -1;
+	return 0;
 }
 
 /* fbgemm_fp8 (transformers' FbgemmFp8Linear, Llama-4's FbgemmFp8Llama4TextExperts):
@@ -210,6 +344,7 @@ parse_fbgemm(Cfg *c, const cJSON *q)
 	c->q.kind = Q_FP8_CH;
 	c->q.bk = -1;
 	c->q.act = ACT_ROW;
+	c->q.act_down = 1;
 	return 0;
 }
 
@@ -258,16 +393,11 @@ skipped(Cfg *c, const char *mod)
 	cJSON_ArrayForEach(e, c->q.skip) {
 		const char *p = cJSON_IsString(e) ? e->valuestring : NULL;
 		char buf[512];
-		regex_t re;
 		int hit;
 		if (!p)
 			continue;
 		if (c->q.skip_re && strncmp(p, "re:", 3) == 0) {
-			snprintf(buf, sizeof buf, "^(%s)", p + 3);
-			if (regcomp(&re, buf, REG_EXTENDED | REG_NOSUB))
-				continue;
-			hit = regexec(&re, mod, 0, NULL, 0) == 0;
-			regfree(&re);
+			hit = regex_at_start(p + 3, mod) == 1;
 		} else {
 			snprintf(buf, sizeof buf, "*.%s", p);
 			hit = fnmatch(p, mod, 0) == 0 || fnmatch(buf, mod, 0) == 0;
@@ -292,6 +422,95 @@ module_of(Cfg *c, const char *name)
 	return arena_strndup(c->m->arena, name, n);
 }
 
+/* How a compressed-tensors target matches module mod, ranked as
+ * compressed-tensors ranks them: 3 its name, 2 a "re:" regex, 1 the class
+ * Linear (every weight moec quantises is an nn.Linear's), 0 not. */
+static int
+target_rank(const char *t, const char *mod)
+{
+	if (strncmp(t, "re:", 3) == 0)
+		return regex_at_start(t + 3, mod) == 1 ? 2 : 0;
+	if (strcmp(t, mod) == 0)
+		return 3;
+	return strcmp(t, "Linear") == 0;
+}
+
+/* The group whose targets match mod best (the first of equals), or -1. */
+static int
+group_of(Cfg *c, const char *mod)
+{
+	int best = -1, rank = 0;
+
+	for (int i = 0; i < c->nqg; i++) {
+		const cJSON *t;
+		cJSON_ArrayForEach(t, c->qg[i].targets) {
+			int r = cJSON_IsString(t) ? target_rank(t->valuestring, mod) : 0;
+			if (r > rank)
+				rank = r, best = i;
+		}
+	}
+	return best;
+}
+
+static int
+same_act(const QCfg *a, const QCfg *b)
+{
+	return a->act == b->act && a->act_down == b->act_down &&
+		(a->act != ACT_GROUP || a->bk == b->bk);
+}
+
+static int
+same_scheme(const QCfg *a, const QCfg *b)
+{
+	return a->kind == b->kind && a->bn == b->bn && a->bk == b->bk && a->sym == b->sym &&
+		a->desc_act == b->desc_act && a->per_tensor == b->per_tensor && same_act(a, b);
+}
+
+static const char *
+group_name(Cfg *c, int g)
+{
+	return g < 0 ? "none" : arena_printf(c->m->arena, "group '%s'", c->qg[g].name);
+}
+
+/* compressed-tensors: the group of each of w's tensors (a stacked weight's
+ * pieces: every expert's gate, up, ...), one scheme for all of them, and
+ * the activations of the group picked first (one quantisation of a layer's
+ * input serves every linear reading it).  1: quantised, c->q its scheme. */
+static int
+pick_group(Cfg *c, const WSpec *w)
+{
+	size_t n = w->piece.n ? w->piece.n : 1;
+	const char *mod = module_of(c, w->name), *first = mod;
+	int g0 = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		int g;
+		if (w->piece.n)
+			mod = module_of(c, w->piece.v[i].name);
+		g = skipped(c, mod) ? -1 : group_of(c, mod);
+		if (i == 0)
+			g0 = g, first = mod;
+		else if (g != g0 && (g < 0 || g0 < 0 || !same_scheme(&c->qg[g].s, &c->qg[g0].s)))
+			return cfg_error(c, "quantization_config", "compressed-tensors: weight '%s' "
+					 "joins '%s' (%s) and '%s' (%s), quantised differently", w->name,
+					 first, group_name(c, g0), mod, group_name(c, g)), -1;
+	}
+	if (g0 < 0)
+		return 0;
+	if (c->qg[g0].err)
+		return cfg_error(c, "quantization_config", "compressed-tensors group '%s' (which "
+				 "'%s' matches): %s", c->qg[g0].name, first, c->qg[g0].err), -1;
+	if (c->qsel >= 0 && !same_act(&c->qg[c->qsel].s, &c->qg[g0].s))
+		return cfg_error(c, "quantization_config", "compressed-tensors groups '%s' and '%s' "
+				 "quantise the block's activations differently ('%s')", c->qg[c->qsel].name,
+				 c->qg[g0].name, first), -1;
+	if (c->qsel < 0)
+		c->qsel = g0;
+	c->q = c->qg[g0].s;
+	return 1;
+}
+
+/* 1: w is read quantised (c->q its scheme), 0: in the model dtype, -1: refused. */
 int
 cfg_quant_wanted(Cfg *c, const WSpec *w)
 {
@@ -299,7 +518,9 @@ cfg_quant_wanted(Cfg *c, const WSpec *w)
 		return 0;
 	if (c->q.kind == Q_MXFP4 && w->quant != QW_EXPERTS)
 		return 0;	/* transformers' Mxfp4 converts the experts only */
-	return !skipped(c, module_of(c, w->name));
+	if (skipped(c, module_of(c, w->name)))
+		return 0;
+	return c->nqg ? pick_group(c, w) : 1;
 }
 
 /* ---- reading one piece ---- */
@@ -361,12 +582,15 @@ scale_dtype(Cfg *c, const char *name, DType def)
 	return t && dtype_is_float(t->dt) ? t->dt : def;
 }
 
-/* fp8 blocks: values as they are; scale [ceil(R/bn), nb] repeated over rows. */
+/* fp8 blocks: values as they are; scale [ceil(R/bn), nb] (any float type,
+ * held f32) repeated over rows. */
 static int
 piece_fp8(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 {
 	int64_t d[3], E = p->rank == 3 ? p->dim[0] : 1;
 	int64_t Rm = R / E, srm = (Rm + c->q.bn - 1) / c->q.bn;
+	const char *sn;
+	DType sdt;
 	void *q, *s;
 
 	memcpy(d, p->dim, sizeof d);
@@ -376,14 +600,16 @@ piece_fp8(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	memcpy(k->q + r0 * k->K, q, (size_t)(R * k->K));
 	free(q);
 	d[p->rank - 2] = srm, d[p->rank - 1] = k->nb;
-	s = read_checked(c, tname(c, p->name, "_scale_inv"), DT_F32, p->rank, d,
-			 "weight_block_size blocks of the weight");
+	sn = tname(c, p->name, c->q.scale_sfx);
+	sdt = scale_dtype(c, sn, DT_F32);
+	s = read_checked(c, sn, sdt, p->rank, d, strcmp(c->q.scale_sfx, "_scale") ?
+			 "weight_block_size blocks of the weight" : "block_structure blocks of the weight");
 	if (!s)
 		return -1;
 	for (int64_t r = 0; r < R; r++)
 		for (int64_t j = 0; j < k->nb; j++)
 			dtype_store(DT_F32, k->s, (size_t)((r0 + r) * k->nb + j),
-				    sload(DT_F32, s, ((r / Rm) * srm + (r % Rm) / c->q.bn) * k->nb + j));
+				    sload(sdt, s, ((r / Rm) * srm + (r % Rm) / c->q.bn) * k->nb + j));
 	free(s);
 	return 0;
 }
@@ -444,60 +670,100 @@ piece_mxfp4(Cfg *c, const Piece *p, const WSpec *w, Canon *k)
 	return 0;
 }
 
-/* compressed-tensors: weight_packed i32 [R, K/8] holds q+8 as u4 low nibble
- * first; weight_scale [R, nb]; weight_zero_point i32 [ceil(R/8), nb] holds
- * z+8 packed along the rows. */
+/* The scale of fp8 weight <w> with one per row or tensor: <w>_scale_inv
+ * (transformers' per-tensor fp8) or <w>_scale (compressed-tensors, AutoFP8,
+ * fbgemm_fp8). */
+static const char *
+fp8_scale_name(Cfg *c, const char *w)
+{
+	const char *inv = tname(c, w, "_scale_inv");
+
+	return c->st && st_find(c->st, inv) ? inv : tname(c, w, "_scale");
+}
+
+/* fp8 with a scale per output row ([R, 1]) or per tensor ([1] or a scalar),
+ * repeated over the rows. */
+static int
+piece_fp8_ch(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
+{
+	const char *sn = fp8_scale_name(c, p->name);
+	const StTensor *t = st_find(c->st, sn);
+	int pt = c->q.per_tensor, rank = pt && t && t->rank == 0 ? 0 : pt ? 1 : 2;
+	int64_t d[2] = {pt ? 1 : R, 1};
+	uint8_t *q, *s;
+
+	q = read_checked(c, p->name, DT_F8E4M3, 2, (int64_t[]){R, k->K}, "the weight's shape");
+	if (!q)
+		return -1;
+	memcpy(k->q + r0 * k->K, q, (size_t)(R * k->K));
+	free(q);
+	if (!(s = read_checked(c, sn, k->sdt, rank, d, "one scale per output row (or tensor)")))
+		return -1;
+	for (int64_t r = 0; r < R; r++)
+		dtype_store(k->sdt, k->s, (size_t)(r0 + r), sload(k->sdt, s, pt ? 0 : r));
+	free(s);
+	return 0;
+}
+
+/* An act-order g_idx i32 [K] (gptq desc_act, compressed-tensors actorder
+ * group): input column i is in group g_idx[i], one of ng. */
+static int32_t *
+read_gidx(Cfg *c, const char *name, int64_t K, int64_t ng)
+{
+	int32_t *g = read_checked(c, name, DT_I32, 1, &K, "one group per input column");
+
+	for (int64_t i = 0; g && i < K; i++)
+		if (g[i] < 0 || g[i] >= ng) {
+			diag_error(c->d, cfg_tensor_loc(c, NULL, name), "g_idx[%lld] is %d, not a "
+				   "group of %lld", (long long)i, g[i], (long long)ng);
+			free(g);
+			return NULL;
+		}
+	return g;
+}
+
+/* compressed-tensors int4: weight_packed i32 [R, K/8] holds q+8 as u4 low
+ * nibble first; weight_scale [R, ng]; weight_zero_point i32 [ceil(R/8), ng]
+ * holds z+8 packed along the rows; with actorder group weight_g_idx [K]
+ * gathers them per column (k->nb = K). */
 static int
 piece_ct(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 {
 	const char *base = module_of(c, p->name);
-	int64_t dq[2] = {R, (k->K + 7) / 8}, ds[2] = {R, k->nb}, dz[2] = {(R + 7) / 8, k->nb};
-	uint8_t *q, *s, *z = NULL;
+	int64_t K = k->K, gs = c->q.bk > 0 && c->q.bk < K ? c->q.bk : K, ng = (K + gs - 1) / gs;
+	int64_t dq[2] = {R, (K + 7) / 8}, ds[2] = {R, ng}, dz[2] = {(R + 7) / 8, ng};
+	int32_t *grp = NULL;
+	uint8_t *q = NULL, *s = NULL, *z = NULL;
+	int rc = -1;
 
-	if (c->q.kind == Q_FP8_CH) {
-		int64_t d1[2] = {R, 1}, d0[1] = {1};
-		q = read_checked(c, p->name, DT_F8E4M3, 2, (int64_t[]){R, k->K}, "the weight's shape");
-		if (!q)
-			return -1;
-		memcpy(k->q + r0 * k->K, q, (size_t)(R * k->K));
-		free(q);
-		s = read_checked(c, tname(c, base, ".weight_scale"), k->sdt, c->q.per_tensor ? 1 : 2,
-				 c->q.per_tensor ? d0 : d1, "one scale per output row (or tensor)");
-		if (!s)
-			return -1;
-		for (int64_t r = 0; r < R; r++)
-			dtype_store(k->sdt, k->s, (size_t)(r0 + r), sload(k->sdt, s, c->q.per_tensor ? 0 : r));
-		free(s);
-		return 0;
-	}
-	if (k->K % 8)
+	if (K % 8)
 		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "pack-quantized int4 "
-				  "needs K = %lld a multiple of 8", (long long)k->K);
+				  "needs K = %lld a multiple of 8", (long long)K);
+	if (c->q.desc_act && !(grp = read_gidx(c, tname(c, base, ".weight_g_idx"), K, ng)))
+		return -1;
 	if (!(q = read_checked(c, tname(c, base, ".weight_packed"), DT_I32, 2, dq,
 			       "out x in/8 (8 values per int32)")))
-		return -1;
-	for (int64_t i = 0; i < R * k->K / 2; i++)	/* q + 8 -> q: flip each nibble's top bit */
-		k->q[r0 * k->K / 2 + i] = q[i] ^ (c->q.sym ? 0x88 : 0);
-	free(q);
+		goto out;
+	for (int64_t i = 0; i < R * K / 2; i++)	/* q + 8 -> q: flip each nibble's top bit */
+		k->q[r0 * K / 2 + i] = q[i] ^ (c->q.sym ? 0x88 : 0);
 	if (!(s = read_checked(c, tname(c, base, ".weight_scale"), k->sdt, 2, ds,
 			       "out x in/group_size")))
-		return -1;
-	memcpy(k->s + (size_t)(r0 * k->nb) * (size_t)dtype_bits(k->sdt) / 8, s,
-	       (size_t)(R * k->nb) * (size_t)dtype_bits(k->sdt) / 8);
-	free(s);
-	if (c->q.sym)
-		return 0;
-	if (!(z = read_checked(c, tname(c, base, ".weight_zero_point"), DT_I32, 2, dz,
-			       "out/8 x in/group_size (8 zero points per int32 along out)")))
-		return -1;
+		goto out;
+	if (!c->q.sym && !(z = read_checked(c, tname(c, base, ".weight_zero_point"), DT_I32, 2, dz,
+					    "out/8 x in/group_size (8 zero points per int32 along out)")))
+		goto out;
 	for (int64_t r = 0; r < R; r++)
 		for (int64_t j = 0; j < k->nb; j++) {
-			uint32_t word = ((uint32_t *)(void *)z)[(r / 8) * k->nb + j];
-			dtype_store_int(DT_U4, k->z, (size_t)((r0 + r) * k->nb + j),
-					(word >> (4 * (r % 8))) & 0xf);
+			int64_t g = grp ? grp[j] : j, o = (r0 + r) * k->nb + j;
+			dtype_store(k->sdt, k->s, (size_t)o, sload(k->sdt, s, r * ng + g));
+			if (z)
+				dtype_store_int(DT_U4, k->z, (size_t)o,
+						(((uint32_t *)(void *)z)[(r / 8) * ng + g] >> (4 * (r % 8))) & 0xf);
 		}
-	free(z);
-	return 0;
+	rc = 0;
+out:
+	free(grp), free(q), free(s), free(z);
+	return rc;
 }
 
 /* gptq / awq: qweight i32 (gptq [K/8, R] packed along K; awq [K, R/8]
@@ -514,7 +780,6 @@ piece_gptq_awq(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	int awq = c->q.kind == Q_AWQ;
 	int64_t K = k->K, gs = c->q.bk > 0 && c->q.bk < K ? c->q.bk : K, ng = (K + gs - 1) / gs;
 	int64_t dq[2] = {awq ? K : K / 8, awq ? R / 8 : R}, dz[2] = {ng, R / 8}, ds[2] = {ng, R};
-	int64_t dg[1] = {K};
 	int32_t *grp = NULL;
 	uint32_t *q = NULL, *z = NULL;
 	uint8_t *s = NULL;
@@ -523,15 +788,8 @@ piece_gptq_awq(Cfg *c, const Piece *p, int64_t r0, int64_t R, Canon *k)
 	if (K % 8 || R % 8)
 		return diag_error(c->d, cfg_tensor_loc(c, NULL, p->name), "%s needs in = %lld and "
 				  "out = %lld multiples of 8", c->q.method, (long long)K, (long long)R);
-	if (k->nb != ng && !(grp = read_checked(c, tname(c, base, ".g_idx"), DT_I32, 1, dg,
-						  "one group per input column")))
+	if (k->nb != ng && !(grp = read_gidx(c, tname(c, base, ".g_idx"), K, ng)))
 		return -1;
-	for (int64_t i = 0; grp && i < K; i++)
-		if (grp[i] < 0 || grp[i] >= ng) {
-			diag_error(c->d, cfg_tensor_loc(c, NULL, tname(c, base, ".g_idx")), "g_idx[%lld] "
-				   "is %d, not a group of %lld", (long long)i, grp[i], (long long)ng);
-			goto out;
-		}
 	if (!(q = read_checked(c, tname(c, base, ".qweight"), DT_I32, 2, dq, "the packed int32 layout")))
 		goto out;
 	for (int64_t r = 0; r < R; r++)
@@ -625,13 +883,62 @@ read_pieces(Cfg *c, WSpec *w, Canon *k)
 					  "as [out, in] rows; this layout is not", c->q.method);
 		if (c->q.kind == Q_FP8)
 			rc = piece_fp8(c, p, p->off / k->K, R, k);
-		else if (c->q.kind == Q_CT_INT4 || c->q.kind == Q_FP8_CH)
+		else if (c->q.kind == Q_FP8_CH)
+			rc = piece_fp8_ch(c, p, p->off / k->K, R, k);
+		else if (c->q.kind == Q_CT_INT4)
 			rc = piece_ct(c, p, p->off / k->K, R, k);
 		else
 			rc = piece_gptq_awq(c, p, p->off / k->K, R, k);
 		if (rc)
 			return -1;
 	}
+	return 0;
+}
+
+/* One fp8 tensor's static input scale: <module>.input_scale (AutoFP8) or
+ * .activation_scale (transformers), [1] or a scalar, positive. */
+static int
+read_input_scale(Cfg *c, const char *mod, double *v)
+{
+	const char *n = tname(c, mod, ".input_scale"), *tn = tname(c, mod, ".activation_scale");
+	const StTensor *t = st_find(c->st, n);
+	DType dt;
+	void *p;
+
+	if (!t && (t = st_find(c->st, tn)))
+		n = tn;
+	dt = t && dtype_is_float(t->dt) ? t->dt : DT_F32;
+	if (!(p = read_checked(c, n, dt, t && t->rank == 0 ? 0 : 1, (int64_t[]){1},
+			       "activation_scheme static: a scale per tensor")))
+		return -1;
+	*v = sload(dt, p, 0);
+	free(p);
+	if (!(*v > 0) || !isfinite(*v))
+		return diag_error(c->d, cfg_tensor_loc(c, t, n), "input scale %g is not a positive "
+				  "number", *v);
+	return 0;
+}
+
+/* fp8 static activations: the scale that quantises w's input, f32 [1].  A
+ * stacked weight's experts share one quantised input: the largest of their
+ * scales, as vLLM takes it (exact where they agree). */
+static int
+input_scale(Cfg *c, WSpec *w)
+{
+	size_t n = w->piece.n ? w->piece.n : 1;
+	double hi = 0, v;
+	uint8_t *data = NULL;
+
+	for (size_t i = 0; c->st && i < n; i++) {
+		if (read_input_scale(c, module_of(c, w->piece.n ? w->piece.v[i].name : w->name), &v))
+			return -1;
+		hi = fmax(hi, v);
+	}
+	if (c->st && !(data = malloc(sizeof(float))))
+		return diag_error(c->d, cfg_tensor_loc(c, NULL, w->name), "out of memory");
+	if (data)
+		dtype_store(DT_F32, data, 0, hi);
+	make(c, tname(c, w->name, ".input_scale"), DT_F32, 1, (int64_t[]){1}, data, 0.01, 0.0025);
 	return 0;
 }
 
@@ -651,7 +958,7 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 	k.N = dim[r - 2];
 	k.K = dim[r - 1];
 	k.bs = c->q.bk > 0 && c->q.bk < k.K ? c->q.bk : k.K;
-	if (kind == Q_GPTQ && c->q.desc_act)
+	if (c->q.desc_act)
 		k.bs = 1;	/* act-order: a scale per column, gathered by g_idx */
 	k.nb = (k.K + k.bs - 1) / k.bs;
 	k.qdt = qfmt[kind].q;
@@ -662,7 +969,7 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 		k.sdt = scale_dtype(c, tname(c, module_of(c, first), kind == Q_CT_INT4 ? ".weight_scale"
 					     : ".scales"), c->dt);
 	if (kind == Q_FP8_CH)
-		k.sdt = scale_dtype(c, tname(c, module_of(c, first), ".weight_scale"), DT_F32);
+		k.sdt = scale_dtype(c, fp8_scale_name(c, first), DT_F32);
 	if (dtype_is_packed(k.qdt) && k.K % 2)
 		return cfg_error(c, w->why, "%s: weight '%s' has an odd in-dimension %lld",
 				 c->q.method, w->name, (long long)k.K), NULL;
@@ -688,6 +995,10 @@ cfg_quant_weight(Cfg *c, WSpec *w)
 		in[1]->weight->row_block = c->q.bn;
 	if (k.z || (!c->st && k.qdt == DT_U4))
 		in[2] = make(c, tname(c, w->name, ".zero"), DT_U4, r, sdim, k.z, 8, 2);
+	if (c->q.act == ACT_STATIC && input_scale(c, w)) {
+		c->err = 1;
+		return NULL;
+	}
 	c->b.loc.name = w->name;
 	ir_b_int(&c->b, "axis", r - 1);
 	ir_b_int(&c->b, "block_size", k.bs);
@@ -706,12 +1017,22 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 {
 	int64_t I = wdown && wdown->type.rank == 3 ? wdown->type.dim[2] : 0;
 
-	if (!(c->q.act == ACT_GROUP || c->q.ub > 0) || !wdown || wdown->kind != V_RESULT ||
-	    wdown->def->op != OP_DEQUANTIZE)
+	if (!c->q.act_down || !wdown || wdown->kind != V_RESULT || wdown->def->op != OP_DEQUANTIZE)
 		return 0;
 	if (c->q.ub > 0) {	/* fbgemm's experts: per token (a row), amax clamped to the bound */
 		ir_b_int(&c->b, "act_quant", I);
 		ir_b_float(&c->b, "act_quant_ub", c->q.ub);
+		return 0;
+	}
+	if (c->q.act == ACT_STATIC) {	/* the node has no fixed scale for it: per token */
+		cfg_note(c, "quantization_config", "activation_scheme static: the experts share one "
+			 "quantised input, by the largest of their input scales (as vLLM), and their down "
+			 "input is quantised per token inside the moe node, not by its input_scale");
+		ir_b_int(&c->b, "act_quant", I);
+		return 0;
+	}
+	if (c->q.act == ACT_ROW) {	/* transformers' per-tensor FP8Experts: per token */
+		ir_b_int(&c->b, "act_quant", I);
 		return 0;
 	}
 	if (I <= 0 || I % c->q.bk)
@@ -720,6 +1041,25 @@ cfg_quant_moe_act(Cfg *c, const Value *wdown)
 				 (long long)c->q.bk, (long long)I), -1;
 	ir_b_int(&c->b, "act_quant", c->q.bk);
 	return 0;
+}
+
+/* fp8 static: x / input_scale rounded to f32 and cast to e4m3, saturating
+ * (quantize's saturate=1), then dequantised by the same scale. */
+static Value *
+static_act(Cfg *c, Value *x, const Value *w)
+{
+	const Weight *s = ir_find_weight(c->m, tname(c, w->def->in[0]->name, ".input_scale"));
+	Value *q;
+
+	if (!s)
+		return x;
+	ir_b_int(&c->b, "axis", x->type.rank - 1);
+	ir_b_str(&c->b, "to", "f8e4m3");
+	if (!(q = ir_b2(&c->b, OP_QUANTIZE, x, s->value)))
+		return NULL;
+	ir_b_int(&c->b, "axis", x->type.rank - 1);
+	ir_b_str(&c->b, "to", dtype_name(x->type.dt));
+	return ir_b2(&c->b, OP_DEQUANTIZE, q, s->value);
 }
 
 /* fp8 with dynamic activations: x -> quantize_dynamic -> dequantize, per
@@ -733,6 +1073,8 @@ cfg_quant_act(Cfg *c, Value *x, const Value *w)
 
 	if (!x || !w || !c->q.act || w->kind != V_RESULT || w->def->op != OP_DEQUANTIZE)
 		return x;
+	if (c->q.act == ACT_STATIC)
+		return static_act(c, x, w);
 	if (K <= 0 || K % g)
 		return cfg_error(c, "quantization_config", "activation_scheme dynamic quantises "
 				 "activations in groups of %lld columns; the input has %lld",

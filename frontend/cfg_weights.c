@@ -236,6 +236,7 @@ cfg_weight(Cfg *c, WSpec *w)
 	Value *v;
 	int64_t dim[MAXRANK];
 	char shape[96];
+	int q;
 
 	for (int i = 0; i < w->t.rank; i++)
 		dim[i] = w->t.dim[i];
@@ -245,8 +246,8 @@ cfg_weight(Cfg *c, WSpec *w)
 		cfg_error(c, w->why, "weight '%s' would be %s, more than 2^48 elements",
 			  w->name, shape);
 		v = NULL;
-	} else if (cfg_quant_wanted(c, w)) {
-		v = cfg_quant_weight(c, w);
+	} else if ((q = cfg_quant_wanted(c, w)) != 0) {
+		v = q > 0 ? cfg_quant_weight(c, w) : NULL;
 	} else if (!c->st) {
 		v = synth(c, w);
 	} else {

@@ -669,10 +669,22 @@ static const struct {
 	{"quant_unknown_method", "quantization_config: error: quant_method 'bitsandbytes' is not "
 	 "one moec reads", 1},
 	{"quant_gptq_3bit", "quantization_config: error: gptq: only bits 4 is read", 1},
-	{"quant_fp8_static", "quantization_config: error: fp8 activation_scheme 'static' is not "
-	 "read", 1},
-	{"quant_ct_actorder", "quantization_config: error: compressed-tensors actorder 'group' "
-	 "(g_idx) is not read", 1},
+	{"quant_fp8_act_scheme", "quantization_config: error: fp8 activation_scheme 'static_minmax' "
+	 "is not read (dynamic, static)", 1},
+	{"quant_ct_actorder", "quantization_config: error: compressed-tensors actorder 'random' "
+	 "is not read (group, weight)", 1},
+	{"quant_ct_actorder_channel", "quantization_config: error: compressed-tensors actorder group "
+	 "needs strategy group, not 'channel'", 1},
+	{"quant_ct_fp8_strategy", "quantization_config: error: compressed-tensors fp8 strategy "
+	 "'tensor_group' is not read (channel, tensor, block)", 1},
+	{"quant_ct_block_structure", "quantization_config: error: compressed-tensors fp8 "
+	 "block_structure must be [rows, cols]", 1},
+	{"quant_ct_block_act_group", "quantization_config: error: compressed-tensors fp8 "
+	 "input_activations group_size must be the block's columns (block_structure[1])", 1},
+	{"quant_ct_static_act", "quantization_config: error: compressed-tensors fp8: static "
+	 "input_activations are not read (dynamic)", 1},
+	{"quant_ct_bad_regex", "quantization_config: error: compressed-tensors group 'group_0': "
+	 "target 're:.*(mlp' is not a regex moec reads", 1},
 	/* the zoo hunt's published schemes moec does not read (RedHatAI's w8a8
 	 * int8 and NVFP4 releases, nvidia's modelopt FP4 ones) */
 	{"quant_ct_w8a8_int8", "quantization_config: error: compressed-tensors format "
@@ -848,6 +860,16 @@ START_TEST(test_cfg_quant_tensor_checked)
 		 "gate_up_proj: error: BF16[8,64,32] but fbgemm_fp8 implies f8e4m3[8,64,32] (experts x in x out)"},
 		{"quant/llama_fbgemm_fp8", "quant/llama_ct_int4_asym", "model.layers.1.mlp.gate_proj.weight: "
 		 "error: tensor not found; fbgemm_fp8 implies f8e4m3[128,64]"},
+		/* session 32: a block scale of the wrong shape, a missing g_idx, a
+		 * per-row scale where the scheme has one per tensor */
+		{"quant/qwen3_moe_ct_fp8_block", "quant/qwen3_moe_ct_fp8", "model.layers.1.mlp.experts.0."
+		 "gate_proj.weight_scale: error: F32[16,1] but compressed-tensors implies f32[1,4] "
+		 "(block_structure blocks of the weight)"},
+		{"quant/qwen3_moe_ct_int4_actorder", "quant/qwen3_moe_ct_groups", "model.layers.1.mlp."
+		 "experts.0.gate_proj.weight_g_idx: error: tensor not found; compressed-tensors implies "
+		 "i32[64]"},
+		{"quant/llama_fp8_static", "quant/llama_fbgemm_fp8", "model.layers.1.mlp.gate_proj."
+		 "weight_scale: error: F32[128,1] but fp8 implies f32[1]"},
 	};
 	char cfg[600], w[600], text[4096];
 	Diag d;
@@ -857,6 +879,113 @@ START_TEST(test_cfg_quant_tensor_checked)
 		snprintf(w, sizeof w, "%s/tests/fixtures/%s/model.safetensors", MOEC_SOURCE_DIR, cases[i][1]);
 		ck_assert_ptr_null(import(cfg, 1, 0, w, text, sizeof text, &d));
 		ck_assert_msg(strstr(text, cases[i][2]) != NULL, "%s: got:\n%s", cases[i][0], text);
+	}
+}
+END_TEST
+
+/* The hub's other producers (session 32): compressed-tensors FP8_BLOCK is
+ * DeepSeek's form (f8e4m3, f32 scales per 16 columns repeated over 16-row
+ * blocks, the activations per token and 16 columns, the experts' down input
+ * too); actorder group gathers per-column scales (block 1); config groups
+ * picked per weight; AutoFP8 per-tensor fp8 with static activations. */
+START_TEST(test_cfg_quant_producers)
+{
+	char text[4096];
+	Diag d;
+	Module *m;
+	char *ir;
+
+	m = import(src("tests/fixtures/quant/%s/config.json", "qwen3_moe_ct_fp8_block"), 1, 0, NULL,
+		   text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.mlp.experts.gate_up_proj", DT_F8E4M3, DT_F32, 4);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize_dynamic %h, group=16, to=f8e4m3"));
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16"));
+	free(ir);
+	ir_free_module(m);
+	m = import(src("tests/fixtures/quant/%s/config.json", "qwen3_moe_ct_int4_actorder"), 1, 0,
+		   NULL, text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.mlp.experts.gate_up_proj", DT_U4, DT_BF16, 64);
+	ck_assert_ptr_nonnull(find_weight(m, "model.layers.1.mlp.experts.gate_up_proj.zero"));
+	ir_free_module(m);
+	/* group_1's regexes (name) beat group_2's class Linear: gate/up int4 group 16
+	 * symmetric, down int4 channel with zero points; group_0 (W8A8) unread */
+	m = import(src("tests/fixtures/quant/%s/config.json", "qwen3_moe_ct_groups"), 1, 0, NULL,
+		   text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.mlp.experts.gate_up_proj", DT_I4, DT_BF16, 4);
+	check_qweight(m, "model.layers.1.mlp.experts.down_proj", DT_U4, DT_BF16, 1);
+	ck_assert_int_eq(find_weight(m, "model.layers.1.mlp.gate.weight")->value->type.dt, DT_BF16);
+	ir_free_module(m);
+	/* AutoFP8: per-tensor scales (scalars) repeated over the rows; each
+	 * linear's input quantised by its own input_scale */
+	m = import(src("tests/fixtures/quant/%s/config.json", "llama_fp8_static"), 1, 0, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.mlp.down_proj.weight", DT_F8E4M3, DT_F32, 1);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize %h, $model.layers.1.mlp.up_proj.weight.input_scale, "
+				     "axis=1, to=f8e4m3"));
+	free(ir);
+	ir_free_module(m);
+	m = import(src("tests/fixtures/quant/%s/config.json", "mixtral_fp8_static"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	ck_assert_ptr_nonnull(strstr(text, "note: activation_scheme static: the experts share one "
+				     "quantised input"));
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16,"));
+	free(ir);
+	ir_free_module(m);
+	/* transformers' per-tensor fp8 (weight_block_size null), dynamic: per token, the
+	 * experts' down input too; static with blocks: the fixed scale, the down per token */
+	m = import(src("tests/config/quant/%s.json", "fp8_per_tensor_dynamic"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.down_proj", DT_F8E4M3, DT_F32, 1);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize_dynamic %h, group=row, to=f8e4m3"));
+	ck_assert_ptr_nonnull(strstr(ir, "act_quant=16,"));
+	free(ir);
+	ir_free_module(m);
+	m = import(src("tests/config/quant/%s.json", "fp8_block_static"), 1, 1, NULL, text,
+		   sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.gate_up_proj", DT_F8E4M3, DT_F32, 4);
+	ir = ir_print_string(m, 0);
+	ck_assert_ptr_nonnull(strstr(ir, "quantize %h, $model.layers.1.block_sparse_moe.experts."
+				     "gate_up_proj.input_scale"));
+	free(ir);
+	ir_free_module(m);
+	m = import(src("tests/config/quant/%s.json", "ct_groups_ok"), 1, 1, NULL, text, sizeof text, &d);
+	ck_assert_msg(m != NULL, "%s", text);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.gate_up_proj", DT_I4, DT_BF16, 4);
+	check_qweight(m, "model.layers.1.block_sparse_moe.experts.down_proj", DT_U4, DT_BF16, 1);
+	ir_free_module(m);
+}
+END_TEST
+
+/* Several config groups: a weight picking a group whose scheme moec does
+ * not read, or two groups quantising the activations differently, are
+ * refused naming the groups (with synthetic weights: the stacked names). */
+START_TEST(test_cfg_quant_groups_refused)
+{
+	static const char *const cases[][2] = {
+		{"ct_groups_unread", "quantization_config: error: compressed-tensors group 'group_1' "
+		 "(which 'model.layers.1.block_sparse_moe.experts.down_proj' matches): compressed-tensors "
+		 "format 'int-quantized' with these weights is not read"},
+		{"ct_groups_mixed_act", "quantization_config: error: compressed-tensors groups 'group_0' "
+		 "and 'group_1' quantise the block's activations differently"},
+	};
+	char text[4096];
+	Diag d;
+
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		ck_assert_ptr_null(import(src("tests/config/quant/%s.json", cases[i][0]), 1, 1, NULL, text,
+					  sizeof text, &d));
+		ck_assert_msg(strstr(text, cases[i][1]) != NULL, "%s: got:\n%s", cases[i][0], text);
 	}
 }
 END_TEST
@@ -1968,6 +2097,8 @@ config_suite(void)
 	tcase_add_test(tc, test_cfg_layer_out_of_range);
 	tcase_add_test(tc, test_cfg_quantization_config);
 	tcase_add_test(tc, test_cfg_quant_tensor_checked);
+	tcase_add_test(tc, test_cfg_quant_producers);
+	tcase_add_test(tc, test_cfg_quant_groups_refused);
 	tcase_add_test(tc, test_cfg_no_weights_found);
 	tcase_add_test(tc, test_cfg_experts_are_stacked_gate_then_up);
 	tcase_add_test(tc, test_cfg_stacked_checkpoint_reads_the_same);
