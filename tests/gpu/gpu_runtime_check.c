@@ -720,6 +720,7 @@ emit(const char *dir, Io *io, const unsigned char *b, size_t len)
  *   far/   no reference routing; y's row 0 is off, a clear choice: fails
  *   wrong/ the reference picked {2,3} for token 2 where the device kept
  *          {0,1}: beyond a near tie, fails
+ * and bad.moeb, whose route line says select=tanh (refused, exit 2).
  */
 enum { RT = 4, RE = 4, RK = 2, RSEED = 1234 };
 
@@ -749,6 +750,24 @@ route_set(const char *dir, const char *name, const Tensor *t, Diag *d)
 	tensor_write(path, t, d);
 }
 
+static void
+write_route_bundle(const char *dir, const char *name, const char *manifest, Diag *d)
+{
+	char path[4096];
+	BundleWriter w;
+	unsigned char *b = NULL;
+	size_t len;
+
+	bundle_writer_init(&w, NULL);
+	if (bundle_add(&w, "manifest", manifest, strlen(manifest), d) ||
+	    bundle_add(&w, "ptx:sm_80", ptx_src, strlen(ptx_src), d) ||
+	    bundle_write(&w, &b, &len, d))
+		return;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	file_write(path, b, len, d);
+	free(b);
+}
+
 static int
 emit_route(const char *dir)
 {
@@ -757,9 +776,6 @@ emit_route(const char *dir)
 	Tensor l, id, y, rid, rv;
 	float bias[RE];
 	char sub[4096];
-	BundleWriter w;
-	unsigned char *b = NULL;
-	size_t len;
 	Diag d;
 	Routing r;
 
@@ -787,14 +803,13 @@ emit_route(const char *dir)
 	memcpy(rid.data, dev_ids, sizeof dev_ids);
 	((int32_t *)rid.data)[1 * RK + 1] = 3;	/* the reference's side of the tie */
 	file_make_dir(dir, &d);
-	bundle_writer_init(&w, NULL);
-	if (bundle_add(&w, "manifest", route_manifest, strlen(route_manifest), &d) ||
-	    bundle_add(&w, "ptx:sm_80", ptx_src, strlen(ptx_src), &d) ||
-	    bundle_write(&w, &b, &len, &d))
-		return 1;
-	snprintf(sub, sizeof sub, "%s/route.moeb", dir);
-	file_write(sub, b, len, &d);
-	free(b);
+	write_route_bundle(dir, "route.moeb", route_manifest, &d);
+	/* and one whose route line names a ranking there is none of */
+	char bad[sizeof route_manifest];
+	const char *at = strstr(route_manifest, "select=sigmoid");
+	snprintf(bad, sizeof bad, "%.*sselect=tanh%s", (int)(at - route_manifest), route_manifest,
+		 at + strlen("select=sigmoid"));
+	write_route_bundle(dir, "bad.moeb", bad, &d);
 	static const char *const sets[] = {"ref", "bare", "far", "wrong"};
 	for (int c = 0; c < 4; c++) {
 		snprintf(sub, sizeof sub, "%s/%s", dir, sets[c]);

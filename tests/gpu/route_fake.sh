@@ -7,7 +7,8 @@
 # four cases.  A flip at a near tie of the scores (the logits 1.28 apart) is
 # reported and its row left out, against the reference's routing (ref) and
 # on the device's own scores (bare); a wrong row with a clear choice (far)
-# and a flip beyond a near tie (wrong) still fail.  GPU version:
+# and a flip beyond a near tie (wrong) still fail; a route line with a bad
+# select= is refused naming it (exit 2).  GPU version:
 # routing_flip.sh.  Exit 0 or 1.
 set -u
 check=$1 moert=$2 fake=$3
@@ -28,4 +29,10 @@ grep -q "routing" "$d/far.out" && fail "far: a clear choice put down to routing:
 t wrong && fail "wrong passed: $(cat "$d/wrong.out")"
 grep -q "token 2: experts {2,3} vs {0,1}, score gap 0.52 (beyond a near tie); (routing differs)" \
 	"$d/wrong.out" || fail "wrong: $(cat "$d/wrong.out")"
+# a route line naming no ranking: refused, the field named, exit 2
+"$moert" verify "$d/bad.moeb" >"$d/bad.out" 2>&1
+rc=$?
+[ $rc = 2 ] || fail "bad.moeb: exit $rc: $(cat "$d/bad.out")"
+grep -q "bad.moeb\[manifest\]:20:77: error: select 'tanh': logit, sigmoid or softmax" "$d/bad.out" ||
+	fail "bad.moeb: $(cat "$d/bad.out")"
 echo "route_fake: ok"
