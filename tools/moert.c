@@ -61,7 +61,8 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone.\n"
 	 "A bundle with route lines has its routing checked first: against the set's routing_N.pb\n"
 	 "(moec run --test-data writes them) exactly, else the rows that fail against the device's own\n"
-	 "router logits.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
+	 "values: its router logits, or their sigmoids or softmax plus the selection bias, as the route\n"
+	 "line says.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
 	 "left out of the comparison; every other mismatch fails as before."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
