@@ -102,8 +102,8 @@ struct MBuffer {		/* a region of the device arena */
 
 /* A routing decision the plan makes (the optional "route" line, docs/bundle.md
  * §2): the router's logits and the experts it picked are arena buffers, and
- * the choice ranks the logits themselves (no selection bias), so a test can
- * tell a near tie from a wrong kernel. */
+ * what the choice ranks (the logits, or their sigmoids or softmax plus a
+ * selection bias weight), so a test can tell a near tie from a wrong kernel. */
 typedef struct MRoute MRoute;
 struct MRoute {
 	const char *logits, *ids;	/* buffers: DTYPE [T,experts], i32 [T,k] */
@@ -112,6 +112,9 @@ struct MRoute {
 	int experts, k;
 	int groups, topk_group;		/* experts in groups, the best topk_group kept */
 	int top2;			/* a group scores as its best two, else its best */
+	RouteSelect select;		/* the scores ranked: logits, sigmoids or softmax */
+	const char *bias;		/* the selection bias weight [E] added to them; NULL: none */
+	int bias_w;			/* its index; the parser fills it */
 };
 
 typedef struct MKernel MKernel;

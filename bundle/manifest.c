@@ -130,7 +130,8 @@ struct P {
 	X(memset, 18, 0, "memset buf:NAME[+OFF] bytes=E")                    \
 	X(all_to_all, 18, 0, "all_to_all src=buf:NAME dst=buf:NAME chunk=E")   \
 	X(route, 19, 0,                                                        \
-	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2") \
+	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2 " \
+	  "[select=logit|sigmoid|softmax [bias=w:NAME]]")                      \
 	X(candidate, 20, 0, "candidate KERNEL grid=E,E,E block=N,N,N smem=N "  \
 	  "args=LIST of=STEP out=ARG dtype=DT key=KEY variant=VARIANT tokens=LO..HI")
 
@@ -1505,13 +1506,49 @@ route_fits(P *p, int b, int64_t row, int col)
 	return 0;
 }
 
+/* The optional select= and bias=w:NAME (words 8 and 9): what the choice
+ * ranks; without them, the logits.  The bias is an f32, bf16 or f16
+ * weight of [experts]. */
+static int
+route_select(P *p, MRoute *r)
+{
+	Word v;
+	int s;
+
+	r->bias_w = -1;
+	if (p->nw < 9)
+		return 0;
+	if (kv(p, 8, "select", &v))
+		return -1;
+	if ((s = route_select_parse(v.s, v.n)) < 0)
+		return err(p, v.col, "select '%.*s': logit, sigmoid or softmax", (int)v.n, v.s);
+	r->select = (RouteSelect)s;
+	if (p->nw < 10)
+		return 0;
+	if (kv(p, 9, "bias", &v))
+		return -1;
+	if (!prefix(&v, "w:"))
+		return err(p, v.col, "bias '%.*s': w:NAME, a weight", (int)v.n, v.s);
+	if (name_at(p, &v, &r->bias))
+		return -1;
+	if ((r->bias_w = names_get(&p->weights, r->bias)) < 0)
+		return err(p, v.col, "unknown weight '%s'", r->bias);
+	const MWeight *w = &p->m->w[r->bias_w];
+	if ((w->dt != DT_F32 && w->dt != DT_BF16 && w->dt != DT_F16) || w->rank != 1 ||
+	    w->dim[0] != r->experts)
+		return err(p, v.col, "bias weight '%s' is not f32, bf16 or f16 [%d]", r->bias,
+			   r->experts);
+	return 0;
+}
+
 static int
 st_route(P *p)
 {
 	MRoute r = {0};
 	Word v, g;
 
-	if (arity(p, KW_route, 8) || route_buf(p, 1, "logits", &r.logits, &r.logits_buf) ||
+	if (arity(p, KW_route, p->nw < 9 ? 8 : p->nw < 10 ? 9 : 10) ||
+	    route_buf(p, 1, "logits", &r.logits, &r.logits_buf) ||
 	    kv(p, 2, "dtype", &v))
 		return -1;
 	if (dtype_parse(v.s, v.n, &r.dt) ||
@@ -1537,6 +1574,8 @@ st_route(P *p)
 	if (!eq(&v, "max") && !eq(&v, "top2"))
 		return err(p, v.col, "score '%.*s': max or top2", (int)v.n, v.s);
 	r.top2 = eq(&v, "top2");
+	if (route_select(p, &r))
+		return -1;
 	if (route_fits(p, r.logits_buf, (int64_t)r.experts * dtype_bits(r.dt) / 8, p->w[1].col) ||
 	    route_fits(p, r.ids_buf, 4 * (int64_t)r.k, p->w[3].col))
 		return -1;

@@ -263,10 +263,15 @@ bundle_manifest_fprint(FILE *f, const Manifest *m)
 		step(f, m, &m->step[i]);
 	for (int i = 0; i < m->nroute; i++) {
 		const MRoute *r = &m->route[i];
-		fprintf(f, "route logits=%s dtype=%s ids=%s experts=%d k=%d groups=%d,%d score=%s\n",
+		fprintf(f, "route logits=%s dtype=%s ids=%s experts=%d k=%d groups=%d,%d score=%s",
 			nm(r->logits), (unsigned)r->dt < NDTYPE ? dtype_name(r->dt) : "?",
 			nm(r->ids), r->experts, r->k, r->groups, r->topk_group,
 			r->top2 ? "top2" : "max");
+		if (r->select != ROUTE_SELECT_LOGIT || r->bias)	/* else the old line */
+			fprintf(f, " select=%s", route_select_name(r->select));
+		if (r->bias)
+			fprintf(f, " bias=w:%s", r->bias);
+		fputc('\n', f);
 	}
 	for (int i = 0; i < m->ncand; i++) {
 		const MCand *c = &m->cand[i];

@@ -2208,22 +2208,30 @@ emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRo
 
 /*
  * The manifest's "route" line for a route kernel bound to args (logits,
- * weights, ids, T): when its logits and ids are arena buffers and its
- * choice ranks the logits themselves (no selection bias; a sigmoid's group
- * scores are sums of sigmoids, so only ungrouped), so that moert test can
- * tell a near tie on the device's own logits from a wrong kernel.
+ * [selection bias,] weights, ids, T; a front passes logits, ids, T and the
+ * bias apart): when its logits and ids are arena buffers (and its bias a
+ * weight), so that moert test can tell a near tie on the device's own
+ * values from a wrong kernel.  It says what the kernel ranks as the
+ * interpreter's routing log records it (ir/eval_moe.c): the bare logits
+ * where they order the choice alike, else the sigmoids or softmax of the
+ * row plus the bias (a group scores on those).
  */
 static void
-note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg)
+note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg, const MArg *bias)
 {
 	const MArg *lg = &args[0], *ids = &args[narg - 2];
+	RouteSelect sel = s->router == CG_ROUTER_SIGMOID ? ROUTE_SELECT_SIGMOID
+			: s->router == CG_ROUTER_SOFTMAX && (s->has_selbias || s->n_group > 1)
+			? ROUTE_SELECT_SOFTMAX : ROUTE_SELECT_LOGIT;	/* topk_softmax, sparsemixer */
 
-	if (s->has_selbias || (s->router == CG_ROUTER_SIGMOID && s->n_group > 1) || s->m_per_t > 1 ||
+	if ((s->has_selbias && (!bias || bias->kind != ARG_W)) || s->m_per_t > 1 ||
 	    lg->kind != ARG_BUF || ids->kind != ARG_BUF || lg->off || ids->off)
 		return;
 	vec_push(&p->route, ((MRoute){lg->name, ids->name, lg->index, ids->index, s->logits_dt,
 				     s->E, s->k, s->n_group, s->topk_group,
-				     s->group_score == CG_GROUP_TOP2}));
+				     s->group_score == CG_GROUP_TOP2, sel,
+				     s->has_selbias ? bias->name : NULL,
+				     s->has_selbias ? bias->index : -1}));
 }
 
 static int64_t static_t(const Node *call);
@@ -2371,7 +2379,7 @@ emit_call(CgProgram *p, const Node *call)
 	    add_step(p, STEP_LAUNCH, ck, args, static_t(call)))
 		return -1;
 	if (route && ck->nparam >= 4)
-		note_route(p, &rs, args, ck->nparam);
+		note_route(p, &rs, args, ck->nparam, rs.has_selbias ? &args[1] : NULL);
 	return 0;
 }
 
@@ -2512,7 +2520,8 @@ emit_front(CgProgram *p, const Node *n, int *done)
 		return -1;
 	p->front_zero = &args[zw];
 	MArg rl[3] = {arg_of(p, f->logits), arg_of(p, f->route->out[1]), {.kind = ARG_T}};
-	note_route(p, &f->s.route, rl, 3);
+	MArg sb = f->s.route.has_selbias ? arg_of(p, f->selbias) : (MArg){0};
+	note_route(p, &f->s.route, rl, 3, &sb);
 	return 0;
 }
 

@@ -155,15 +155,20 @@ const char *moert_step_name(const moert_program *p, int i);	/* kernel name or "m
  * Routing decisions, for tests that tell a routing flip from a wrong
  * kernel (docs/runtime.md, "Routing").  Route i names the arena buffers
  * holding the router's logits (dtype [T,experts]) and the experts it
- * picked (i32 [T,k], best first), and how it chooses: the best topk_group
- * of `groups` groups (a group scoring as its best logit, or its best two
- * summed with top2), then the best k of the kept groups' experts, ranked
- * by the logits themselves.  A bundle without "route" lines has none.
+ * picked (i32 [T,k], best first), and how it chooses: it ranks a value
+ * per expert, `select` of the logits ("logit": themselves, "sigmoid",
+ * "softmax": over the row, in f32) plus weight `bias` [experts] when not
+ * NULL (a selection bias: moert_read_weight reads it); the best topk_group
+ * of `groups` groups (a group scoring as its best value, or its best two
+ * summed with top2), then the best k of the kept groups' experts.  A
+ * bundle without "route" lines has none.
  */
 typedef struct {
 	const char *logits, *ids;	/* arena buffer names */
 	const char *dtype;		/* the logits': "f32", "bf16", "f16" */
 	int experts, k, groups, topk_group, top2;
+	const char *select;		/* "logit", "sigmoid" or "softmax" */
+	const char *bias;		/* a weight's name, or NULL */
 } moert_route_info;
 int moert_num_routes(const moert_program *p);
 moert_status moert_route_info_get(const moert_program *p, int i, moert_route_info *info);
@@ -180,6 +185,14 @@ moert_status moert_buffer_size(const moert_program *p, const char *name,
 moert_status moert_read_buffer(moert_program *p, const char *name, int64_t tokens,
 			       const uint64_t *inputs, const uint64_t *outputs,
 			       void *host, size_t bytes);
+
+/*
+ * Copy weight `name` from the device into host (`bytes` must be its
+ * moert_weight_info bytes), as the program holds it: uploaded, generated
+ * at load (synth), re-laid out by init steps, or the caller's (bound).
+ * For tests; EINVAL: no such weight, a wrong size, not on a device.
+ */
+moert_status moert_read_weight(moert_program *p, const char *name, void *host, size_t bytes);
 
 /*
  * Tuning (docs/runtime.md §7, `moert tune`): a bundle compiled with

@@ -502,7 +502,8 @@ moert_route_info_get(const moert_program *p, int i, moert_route_info *info)
 				    p ? p->m->nroute : 0);
 	r = &p->m->route[i];
 	*info = (moert_route_info){r->logits, r->ids, dtype_name(r->dt), r->experts, r->k,
-				   r->groups, r->topk_group, r->top2};
+				   r->groups, r->topk_group, r->top2,
+				   route_select_name(r->select), r->bias};
 	return MOERT_OK;
 }
 

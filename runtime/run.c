@@ -179,6 +179,29 @@ moert_read_buffer(moert_program *p, const char *name, int64_t tokens, const uint
 		  (host, p->bases.arena + p->m->buf[b].offset, bytes));
 }
 
+moert_status
+moert_read_weight(moert_program *p, const char *name, void *host, size_t bytes)
+{
+	moert_status s;
+	int w;
+
+	if (!p || !host)
+		return moert_seterr(MOERT_EINVAL, "no program or no host memory");
+	if ((w = name ? bundle_find_weight(p->m, name) : -1) < 0)
+		return moert_seterr(MOERT_EINVAL, "no weight '%s' in the bundle", name ? name : "(null)");
+	if (bytes != p->m->w[w].bytes)
+		return moert_seterr(MOERT_EINVAL, "weight '%s' holds %llu bytes, not %zu", name,
+				    (unsigned long long)p->m->w[w].bytes, bytes);
+	if (!p->dev || !p->bases.w)
+		return moert_seterr(MOERT_EINVAL, "the program is not loaded on a device "
+				    "(moert_load_host only)");
+	if ((s = moert_bind(p->dev)))
+		return s;
+	if (!bytes)
+		return MOERT_OK;
+	return CU(MOERT_ELAUNCH, cuMemcpyDtoH_v2, (host, p->bases.w[w], bytes));
+}
+
 /* --- CUDA graphs ----------------------------------------------------------- */
 
 static uint64_t

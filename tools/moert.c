@@ -61,7 +61,8 @@ static const OptCmd moert_cmds[] = {	/* ORDER: the bits above, and run_cmd[] */
 	 "is row r mod R) in the inputs and the expected outputs: for blocks that act on each token alone.\n"
 	 "A bundle with route lines has its routing checked first: against the set's routing_N.pb\n"
 	 "(moec run --test-data writes them) exactly, else the rows that fail against the device's own\n"
-	 "router logits.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
+	 "values: its router logits, or their sigmoids or softmax plus the selection bias, as the route\n"
+	 "line says.  A flip at a near tie (within the output's tolerance) is reported and its row\n"
 	 "left out of the comparison; every other mismatch fails as before."},
 	{"bench", "X.moeb", 1, 1, "time a bundle's launch plan",
 	 "Time the launch plan with device events on seeded random inputs (never zero).  Outputs are\n"
@@ -721,8 +722,35 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile,
 
 /* --- routing: a flip at a near tie is not a wrong kernel ----------------------- */
 
-/* Route i as the device decided it at T: the experts it picked and its own
- * logits (read back by running the plan up to their last use). */
+/* Route i's selection bias as the device holds it (f32 [E]); NULL: none
+ * (or *s an error: the parser made sure the weight is there). */
+static float *
+device_bias(Ctx *c, const moert_route_info *ri, moert_status *s)
+{
+	moert_tensor_info w = {0};
+	float *bias = NULL;
+	void *raw;
+	int i, n = moert_num_weights(c->p);
+
+	*s = MOERT_OK;
+	if (!ri->bias)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (!moert_weight_info(c->p, i, &w) && !strcmp(w.name, ri->bias))
+			break;
+	raw = xmalloc((i < n ? w.bytes : 0) + 1);
+	if (!(*s = moert_read_weight(c->p, ri->bias, raw, i < n ? w.bytes : 0))) {
+		bias = xmalloc(sizeof *bias * (size_t)ri->experts + 1);
+		for (int x = 0; x < ri->experts; x++)
+			bias[x] = (float)dtype_load(dtype_of(w.dtype), raw, (size_t)x);
+	}
+	free(raw);
+	return bias;
+}
+
+/* Route i as the device decided it at T: the experts it picked and the
+ * values it ranked, from its own logits (read back by running the plan up
+ * to their last use) and its selection bias (route_select). */
 static moert_status
 device_routing(Ctx *c, int i, int64_t tokens, Routing *r)
 {
@@ -751,6 +779,10 @@ device_routing(Ctx *c, int i, int64_t tokens, Routing *r)
 		for (int64_t x = 0; x < r->T * r->E; x++)
 			r->val[x] = (float)dtype_load(dt, raw, (size_t)x);
 	free(raw);
+	float *bias = s ? NULL : device_bias(c, &ri, &s);
+	if (!s)
+		routing_select(r, (RouteSelect)route_select_parse(ri.select, strlen(ri.select)), bias);
+	free(bias);
 	return s;
 }
 
@@ -784,8 +816,10 @@ bad_rows(Ctx *c, const char *set, int o, int64_t tokens, int64_t tile, int64_t T
 }
 
 /* The reference's routing decisions (moec run --test-data writes them):
- * set/routing_N.pb and routing_N_logits.pb, each group attribute taken from
- * the bundle's route of the same experts and k.  0 none or unreadable. */
+ * set/routing_N.pb and routing_N_logits.pb (the values the router ranked:
+ * logits, or scores plus the selection bias), each group attribute (and
+ * what the values are) taken from the bundle's route of the same experts
+ * and k.  0 none or unreadable. */
 static int
 reference_routing(const char *set, int64_t tile, const RouteLog *dev, RouteLog *ref)
 {
@@ -813,7 +847,7 @@ reference_routing(const char *set, int64_t tile, const RouteLog *dev, RouteLog *
 			for (int k = 0; k < dev->n; k++)
 				if (dev->r[k].E == r.E && dev->r[k].k == r.k)
 					r.ngroup = dev->r[k].ngroup, r.topk_group = dev->r[k].topk_group,
-					r.top2 = dev->r[k].top2;
+					r.top2 = dev->r[k].top2, r.what = dev->r[k].what;
 			route_log_push(ref, &r);
 		}
 		tensor_free(&ids);

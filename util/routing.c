@@ -114,6 +114,50 @@ routing_clear(const Routing *r, int64_t t, double atol, double rtol)
 	return clear && (best == -INFINITY || apart(worst, best, atol, rtol));
 }
 
+static const char *const select_names[NROUTE_SELECT] = {"logit", "sigmoid", "softmax"};
+
+const char *
+route_select_name(RouteSelect s)
+{
+	return (unsigned)s < NROUTE_SELECT ? select_names[s] : "?";
+}
+
+int
+route_select_parse(const char *s, size_t n)
+{
+	for (int i = 0; i < NROUTE_SELECT; i++)
+		if (strlen(select_names[i]) == n && !memcmp(select_names[i], s, n))
+			return i;
+	return -1;
+}
+
+/* One row's scores in place (f32, as the kernels store them), then + bias. */
+static void
+select_row(float *v, int64_t E, RouteSelect s, const float *bias)
+{
+	double m = -INFINITY, sum = 0;
+
+	for (int64_t x = 0; s == ROUTE_SELECT_SOFTMAX && x < E; x++)
+		m = fmax(m, v[x]);
+	for (int64_t x = 0; s == ROUTE_SELECT_SOFTMAX && x < E; x++)
+		sum += exp(v[x] - m);
+	for (int64_t x = 0; x < E; x++) {
+		float sc = s == ROUTE_SELECT_SIGMOID ? (float)(1 / (1 + exp(-(double)v[x])))
+			 : s == ROUTE_SELECT_SOFTMAX ? (float)(exp(v[x] - m) / sum) : v[x];
+		v[x] = bias ? sc + bias[x] : sc;
+	}
+}
+
+void
+routing_select(Routing *r, RouteSelect s, const float *bias)
+{
+	if (s == ROUTE_SELECT_LOGIT && !bias)
+		return;
+	for (int64_t t = 0; t < r->T; t++)
+		select_row(&r->val[t * r->E], r->E, s, bias);
+	r->what = "score";
+}
+
 int
 routing_same_shape(const Routing *a, const Routing *b)
 {

@@ -406,6 +406,19 @@ int routing_clear(const Routing *r, int64_t t, double atol, double rtol);
 void routing_describe(char *buf, size_t n, const Routing *ref, const Routing *got,
 		      const RouteFlip *f);
 
+/*
+ * What a router's choice ranks (the route line's select=, docs/bundle.md):
+ * the logits, their sigmoids or their softmax over the row, plus a selection
+ * bias when it has one (DeepSeek-V3's e_score_correction_bias), in f32 as
+ * the kernel computes them.  routing_select turns r's values from logits
+ * into those (bias: [E] or NULL); what becomes "score" unless it ranks the
+ * bare logits.  Names: "logit", "sigmoid", "softmax"; parse -1 on others.
+ */
+typedef enum { ROUTE_SELECT_LOGIT, ROUTE_SELECT_SIGMOID, ROUTE_SELECT_SOFTMAX, NROUTE_SELECT } RouteSelect;
+const char *route_select_name(RouteSelect s);
+int route_select_parse(const char *s, size_t n);
+void routing_select(Routing *r, RouteSelect s, const float *bias);
+
 /* Routing decisions in the order a run made them. */
 typedef struct {
 	Routing *r;

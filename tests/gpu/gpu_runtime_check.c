@@ -9,6 +9,8 @@
  *
  *	gpu_runtime_check [--emit DIR]   DIR gets check.moeb and an ONNX-layout
  *	                                 case for the moert CLI (no GPU needed)
+ *	gpu_runtime_check --emit-route DIR   a bundle with a route line and four
+ *	                                 cases for moert test (route_fake.sh)
  * Exit 0 pass, 1 fail, 77 no driver or no device (CTest skip).
  */
 #include <math.h>
@@ -484,6 +486,34 @@ check_read_buffer(Io *io, moert_program *p)
 	check(moert_num_routes(p) == 0, "no route lines: no routes");
 }
 
+/* moert_read_weight: the synthetic weight as the init step generated it on
+ * the device, the real one as uploaded; refusals of an unknown name and a
+ * wrong size. */
+static void
+check_read_weight(moert_program *p)
+{
+	float w[H];
+	int32_t inc[4];
+	int same = 1;
+	moert_status s;
+
+	memset(w, 0x55, sizeof w);
+	s = moert_read_weight(p, "w", w, sizeof w);
+	for (int j = 0; j < H; j++)
+		same &= w[j] == synth(SEED, (uint32_t)j);
+	check(s == MOERT_OK && same, "generated weight w read back: %s: %s", moert_status_name(s),
+	      moert_last_error());
+	s = moert_read_weight(p, "inc", inc, sizeof inc);
+	check(s == MOERT_OK && !memcmp(inc, inc_w, sizeof inc), "real weight inc read back: %s",
+	      moert_status_name(s));
+	s = moert_read_weight(p, "nope", inc, sizeof inc);
+	check(s == MOERT_EINVAL && strstr(moert_last_error(), "no weight 'nope'"),
+	      "unknown weight refused: %s", moert_last_error());
+	s = moert_read_weight(p, "inc", inc, sizeof inc - 4);
+	check(s == MOERT_EINVAL && strstr(moert_last_error(), "holds 16 bytes"),
+	      "wrong weight size refused: %s", moert_last_error());
+}
+
 static void
 check_refusals(Io *io, moert_program *p)
 {
@@ -677,6 +707,130 @@ emit(const char *dir, Io *io, const unsigned char *b, size_t len)
 	check(d.nerror == 0, "wrote %s/check.moeb and %s/case", dir, dir);
 }
 
+/*
+ * --emit-route DIR: a static bundle of 4 tokens whose "router" is copy_i32
+ * (the logits and the experts picked are inputs, copied into the route's
+ * buffers; y is the logits again) and whose route line ranks sigmoid(logit)
+ * + a selection bias that synth_w generates on the device (DeepSeek-V3's
+ * router); with four cases for moert test (tests/gpu/route_fake.sh):
+ *   ref/   the reference picked {0,3} for token 1 where the device picked
+ *          {0,1}: scores within 2e-4 (logits 1.28 apart): a near tie, passes
+ *   bare/  no reference routing; y's row 1 is off: a near tie on the
+ *          device's own scores (the bias read back), passes
+ *   far/   no reference routing; y's row 0 is off, a clear choice: fails
+ *   wrong/ the reference picked {2,3} for token 2 where the device kept
+ *          {0,1}: beyond a near tie, fails
+ * and bad.moeb, whose route line says select=tanh (refused, exit 2).
+ */
+enum { RT = 4, RE = 4, RK = 2, RSEED = 1234 };
+
+static const char route_manifest[] =
+	"moeb 1\nmoec " MOEC_VERSION "\nmodel route_fake\nsynthetic 1234\nmax_tokens 4\nsym T\n"
+	"arena 256\ninput l f32 4,4\ninput id i32 4,2\noutput y f32 4,4\n"
+	"weight sb f32 4 bytes=16 synth\n"
+	"buffer lg offset=0 bytes=64\nbuffer ids offset=128 bytes=32\n"
+	"kernel synth_w target=sm_80 params=ptr,u64,i32 regs=0 smem=0 spills=0\n"
+	"kernel copy_i32 target=sm_80 params=ptr,ptr,i32 regs=0 smem=0 spills=0\n"
+	"init synth_w grid=1,1,1 block=128,1,1 smem=0 args=w:sb,u64:1234,i32:4\n"
+	"launch copy_i32 grid=1,1,1 block=64,1,1 smem=0 args=in:0,buf:lg,i32:16\n"
+	"launch copy_i32 grid=1,1,1 block=64,1,1 smem=0 args=in:1,buf:ids,i32:8\n"
+	"launch copy_i32 grid=1,1,1 block=64,1,1 smem=0 args=buf:lg,out:0,i32:16\n"
+	"route logits=lg dtype=f32 ids=ids experts=4 k=2 groups=1,1 score=max select=sigmoid "
+	"bias=w:sb\n";
+
+static void
+route_set(const char *dir, const char *name, const Tensor *t, Diag *d)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/test_data_set_0", dir);
+	file_make_dir(dir, d);
+	file_make_dir(path, d);
+	snprintf(path, sizeof path, "%s/test_data_set_0/%s.pb", dir, name);
+	tensor_write(path, t, d);
+}
+
+static void
+write_route_bundle(const char *dir, const char *name, const char *manifest, Diag *d)
+{
+	char path[4096];
+	BundleWriter w;
+	unsigned char *b = NULL;
+	size_t len;
+
+	bundle_writer_init(&w, NULL);
+	if (bundle_add(&w, "manifest", manifest, strlen(manifest), d) ||
+	    bundle_add(&w, "ptx:sm_80", ptx_src, strlen(ptx_src), d) ||
+	    bundle_write(&w, &b, &len, d))
+		return;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	file_write(path, b, len, d);
+	free(b);
+}
+
+static int
+emit_route(const char *dir)
+{
+	static const int32_t dev_ids[RT * RK] = {0, 1, 0, 1, 0, 1, 0, 1};
+	int64_t dl[2] = {RT, RE}, di[2] = {RT, RK};
+	Tensor l, id, y, rid, rv;
+	float bias[RE];
+	char sub[4096];
+	Diag d;
+	Routing r;
+
+	diag_init(&d, stderr);
+	for (int x = 0; x < RE; x++)
+		bias[x] = synth(RSEED, (uint32_t)x);	/* about -0.25, -0.23, -0.25, 0.05 */
+	tensor_alloc(&l, DT_F32, 2, dl), tensor_alloc(&y, DT_F32, 2, dl);
+	tensor_alloc(&rv, DT_F32, 2, dl);
+	tensor_alloc(&id, DT_I32, 2, di), tensor_alloc(&rid, DT_I32, 2, di);
+	float *lv = l.data;
+	for (int t = 0; t < RT; t++) {	/* expert 0 first, then 1 clearly ahead of 3 ... */
+		lv[t * RE + 0] = 3.0f, lv[t * RE + 1] = 2.5f, lv[t * RE + 2] = -1.0f;
+		lv[t * RE + 3] = -2.0f;
+	}
+	/* ... but for token 1: sigmoid(l1) + b1 2e-4 above sigmoid(0) + b3 */
+	double target = 0.5 + bias[3] - bias[1] + 2e-4;
+	lv[RE + 1] = (float)log(target / (1 - target)), lv[RE + 3] = 0.0f;
+	memcpy(id.data, dev_ids, sizeof dev_ids);
+	r = (Routing){.T = RT, .E = RE, .k = RK, .ngroup = 1, .topk_group = 1};
+	r.val = xmalloc(sizeof lv[0] * RT * RE);
+	memcpy(r.val, lv, sizeof lv[0] * RT * RE);
+	routing_select(&r, ROUTE_SELECT_SIGMOID, bias);
+	memcpy(rv.data, r.val, sizeof lv[0] * RT * RE);
+	free(r.val);
+	memcpy(rid.data, dev_ids, sizeof dev_ids);
+	((int32_t *)rid.data)[1 * RK + 1] = 3;	/* the reference's side of the tie */
+	file_make_dir(dir, &d);
+	write_route_bundle(dir, "route.moeb", route_manifest, &d);
+	/* and one whose route line names a ranking there is none of */
+	char bad[sizeof route_manifest];
+	const char *at = strstr(route_manifest, "select=sigmoid");
+	snprintf(bad, sizeof bad, "%.*sselect=tanh%s", (int)(at - route_manifest), route_manifest,
+		 at + strlen("select=sigmoid"));
+	write_route_bundle(dir, "bad.moeb", bad, &d);
+	static const char *const sets[] = {"ref", "bare", "far", "wrong"};
+	for (int c = 0; c < 4; c++) {
+		snprintf(sub, sizeof sub, "%s/%s", dir, sets[c]);
+		memcpy(y.data, l.data, sizeof lv[0] * RT * RE);
+		if (c == 1 || c == 2)	/* a row the kernels got wrong, or computed for other experts */
+			((float *)y.data)[(c == 1 ? 1 : 0) * RE + 2] += 1.0f;
+		route_set(sub, "input_0", &l, &d);
+		route_set(sub, "input_1", &id, &d);
+		route_set(sub, "output_0", &y, &d);
+		if (c == 3)
+			((int32_t *)rid.data)[2 * RK] = 2, ((int32_t *)rid.data)[2 * RK + 1] = 3;
+		if (c == 0 || c == 3) {
+			route_set(sub, "routing_0", &rid, &d);
+			route_set(sub, "routing_0_logits", &rv, &d);
+		}
+	}
+	tensor_free(&l), tensor_free(&y), tensor_free(&rv), tensor_free(&id), tensor_free(&rid);
+	printf("%s %s/route.moeb and its cases\n", d.nerror ? "FAIL" : "wrote", dir);
+	return d.nerror != 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -686,6 +840,8 @@ main(int argc, char **argv)
 	moert_status s;
 	size_t len;
 
+	if (argc == 3 && !strcmp(argv[1], "--emit-route"))
+		return emit_route(argv[2]);	/* needs no GPU */
 	b = make_bundle("sm_80", ptx_src, 0, &len);
 	if (argc == 3 && !strcmp(argv[1], "--emit"))
 		emit(argv[2], &io, b, len);	/* needs no GPU */
@@ -707,6 +863,7 @@ main(int argc, char **argv)
 	check_graphs(&io, p);
 	check_refusals(&io, p);
 	check_read_buffer(&io, p);
+	check_read_weight(p);
 	check_bench(&io, p);
 	check_oom(&io, p);
 	moert_unload(p);

@@ -675,10 +675,52 @@ START_TEST(test_manifest_route_line)
 	ck_assert_int_eq(m->route[0].ids_buf, 1);
 	ck_assert(m->route[0].experts == 8 && m->route[0].k == 2 && m->route[0].groups == 4 &&
 		  m->route[0].topk_group == 2 && m->route[0].top2 && m->route[0].dt == DT_F32);
+	ck_assert(m->route[0].select == ROUTE_SELECT_LOGIT && !m->route[0].bias &&
+		  m->route[0].bias_w == -1);	/* an old line: ranked by the logits */
 	for (size_t i = 0; i < NELEM(bad); i++) {
 		snprintf(text, sizeof text, "%s%s\n", head, bad[i].line);
 		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
 		ck_assert_msg(strstr(err, bad[i].err), "%s: %s", bad[i].line, err);
+	}
+	arena_free(a);
+}
+END_TEST
+
+/* A route that ranks sigmoids plus a selection bias weight (DeepSeek-V3's
+ * router): select= and bias= round trip, and bad values are refused with
+ * the field named. */
+START_TEST(test_manifest_route_select_bias)
+{
+	static const char head[] = "moeb 1\nmoec 0.1.0\nsynthetic none\nmax_tokens 64\nsym T\n"
+				   "arena 8192\ninput x f32 T,8\noutput y f32 T,8\n"
+				   "weight sb f32 8 bytes=32 at=0\nweight sb4 bf16 4 bytes=8 at=256\n"
+				   "weight si i32 8 bytes=32 at=512\n"
+				   "buffer lg offset=0 bytes=32*T\nbuffer ids offset=4096 bytes=8*T\n";
+	static const char pre[] = "route logits=lg dtype=f32 ids=ids experts=8 k=2 groups=4,2 score=top2";
+	static const struct { const char *tail, *err; } bad[] = {
+		{" select=tanh", "select 'tanh': logit, sigmoid or softmax"},
+		{" bias=w:sb", "expected 'select='"},
+		{" select=sigmoid bias=sb", "bias 'sb': w:NAME, a weight"},
+		{" select=sigmoid bias=w:nope", "unknown weight 'nope'"},
+		{" select=sigmoid bias=w:sb4", "bias weight 'sb4' is not f32, bf16 or f16 [8]"},
+		{" select=sigmoid bias=w:si", "bias weight 'si' is not f32, bf16 or f16 [8]"},
+		{" select=sigmoid bias=w:sb extra=1", "unexpected 'extra=1'"},
+	};
+	char text[2048], err[512];
+	Arena *a = arena_new(0);
+	Manifest *m;
+
+	snprintf(text, sizeof text, "%s%s select=sigmoid bias=w:sb\n%s select=softmax\n", head, pre, pre);
+	roundtrip(text);
+	ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), 0);
+	ck_assert_int_eq(m->nroute, 2);
+	ck_assert(m->route[0].select == ROUTE_SELECT_SIGMOID && !strcmp(m->route[0].bias, "sb") &&
+		  m->route[0].bias_w == 0);
+	ck_assert(m->route[1].select == ROUTE_SELECT_SOFTMAX && !m->route[1].bias);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		snprintf(text, sizeof text, "%s%s%s\n", head, pre, bad[i].tail);
+		ck_assert_int_eq(parse(text, strlen(text), err, sizeof err, &m, a), BUNDLE_EFORMAT);
+		ck_assert_msg(strstr(err, bad[i].err), "%s: %s", bad[i].tail, err);
 	}
 	arena_free(a);
 }
@@ -1411,6 +1453,7 @@ bundle_suite(void)
 	tcase_add_test(tc, test_manifest_version_and_odd_bytes);
 	tcase_add_test(tc, test_manifest_quoted_names);
 	tcase_add_test(tc, test_manifest_route_line);
+	tcase_add_test(tc, test_manifest_route_select_bias);
 	tcase_add_test(tc, test_manifest_candidate_line);
 	tcase_add_test(tc, test_manifest_tensormap_line);
 	tcase_add_test(tc, test_bundle_layout_and_round_trip);

@@ -356,6 +356,50 @@ START_TEST(test_routing_clear_of_ties_by_groups)
 }
 END_TEST
 
+/* What a sigmoid router with a selection bias ranks, from its logits (moert
+ * test's device values): sigmoid(l) + bias in f32, "score"; a softmax's
+ * row sums to 1; bare logits stay as they are.  A flip that is a near tie
+ * only in those values (token 0: expert 1's logit is far below expert 2's,
+ * the bias closes the gap) is one; the logits alone would call it wrong. */
+START_TEST(test_routing_select_sigmoid_bias)
+{
+	static const float logit[4] = {2.0f, -1.0f, 1.0f, -3.0f};
+	static const float bias[4] = {0.0f, 0.462f, 0.0f, 0.1f};
+	static const int32_t ref_ids[2] = {0, 2}, got_ids[2] = {0, 1};
+	Routing a = {.T = 1, .E = 4, .k = 2, .ngroup = 1, .topk_group = 1, .what = "logit"};
+	Routing b = a;
+	RouteFlip f;
+
+	ck_assert_str_eq(route_select_name(ROUTE_SELECT_SIGMOID), "sigmoid");
+	ck_assert_int_eq(route_select_parse("softmax", 7), ROUTE_SELECT_SOFTMAX);
+	ck_assert_int_eq(route_select_parse("logits", 6), -1);
+	a.val = xmalloc(sizeof logit), b.val = xmalloc(sizeof logit);
+	memcpy(a.val, logit, sizeof logit), memcpy(b.val, logit, sizeof logit);
+	a.ids = xmalloc(sizeof ref_ids), b.ids = xmalloc(sizeof got_ids);
+	memcpy(a.ids, ref_ids, sizeof ref_ids), memcpy(b.ids, got_ids, sizeof got_ids);
+	routing_select(&b, ROUTE_SELECT_LOGIT, NULL);
+	ck_assert_str_eq(b.what, "logit");
+	ck_assert(b.val[1] == -1.0f);
+	ck_assert_int_eq(routing_compare(&b, &a, 1e-3, 1e-2, &f, 1), 1);
+	ck_assert(!f.near_tie);	/* logits -1 and 1: far apart */
+	routing_select(&a, ROUTE_SELECT_SIGMOID, bias);
+	ck_assert_str_eq(a.what, "score");
+	ck_assert_float_eq(a.val[0], (float)(1 / (1 + exp(-2.0))));
+	ck_assert_float_eq(a.val[1], (float)(1 / (1 + exp(1.0))) + 0.462f);
+	ck_assert_float_eq(a.val[3], (float)(1 / (1 + exp(3.0))) + 0.1f);
+	ck_assert_double_lt(fabs(a.val[1] - a.val[2]), 2e-4);
+	ck_assert_int_eq(routing_compare(&a, &b, 1e-3, 1e-2, &f, 1), 1);
+	ck_assert(f.near_tie);	/* 0.73094 vs 0.73106 */
+	ck_assert_double_lt(f.gap, 2e-4);
+	routing_select(&b, ROUTE_SELECT_SOFTMAX, NULL);
+	ck_assert_str_eq(b.what, "score");
+	ck_assert_double_lt(fabs(b.val[0] + b.val[1] + b.val[2] + b.val[3] - 1.0), 1e-6);
+	ck_assert(b.val[0] > b.val[2] && b.val[2] > b.val[1] && b.val[1] > b.val[3]);
+	routing_free(&a);
+	routing_free(&b);
+}
+END_TEST
+
 START_TEST(test_routing_near_ties_only_failed_rows)
 {
 	/* the device's own routing: token 0 a near tie (3 at 0.5000005 vs 2 at
@@ -445,6 +489,7 @@ util_suite(void)
 	tcase_add_test(tc, test_routing_gap_between_groups);
 	tcase_add_test(tc, test_routing_clear_of_ties_by_groups);
 	tcase_add_test(tc, test_routing_near_ties_only_failed_rows);
+	tcase_add_test(tc, test_routing_select_sigmoid_bias);
 	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
 	suite_add_tcase(s, tc);
 	return s;
