@@ -1304,7 +1304,7 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  * for 132 SMs, the whole first tile of Qwen3-30B-A3B's (K = 768).  Not the
  * gate|up: it gathers A by the offsets of the launch right before it.
  */
-enum { AHEAD_SM = 192 << 10 };
+enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
 static void
 down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
@@ -1313,9 +1313,9 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	int64_t ktile = (int64_t)dtype_bytes(s->b_dt, (size_t)s->bn * (size_t)s->bk);
 
 	s->b_ahead = 0;
-	if (!(p->o.debug & DBG_DOWN_AHEAD) || !(p->o.debug & DBG_PDL) || s->sched != CG_SCHED_STREAM ||
-	    s->units || s->groups == 0 || s->gather || s->bq.group > 0 || s->f8.group > 0 ||
-	    s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)))
+	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
+	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || s->gather || s->bq.group > 0 ||
+	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)))
 		return;
 	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile));
 }
