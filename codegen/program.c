@@ -1302,7 +1302,12 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  * the gate|up ran; so each CTA sends the first k-tiles of its run's weights,
  * AHEAD_SM bytes an SM, toward L2 before it waits: about half the 50 MB L2
  * for 132 SMs, the whole first tile of Qwen3-30B-A3B's (K = 768).  Not the
- * gate|up: it gathers A by the offsets of the launch right before it.
+ * gate|up: it gathers A by the offsets of the launch right before it.  Only
+ * one CTA an SM (16x128x128 p132).  H200, session 32 (blocks, CUDA graphs,
+ * medians of 3 rounds, same bits): Qwen3-30B-A3B T = 16 0.990x (skewed
+ * 0.983x), Mixtral 0.997x; gpt-oss-20b's 16x64x64 down at 4 CTAs an SM
+ * 1.005x (skewed 1.011x), so not there; a down timed alone 81.6 -> 88.8 us
+ * (nothing before it to hide the table and prefetch behind).
  */
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
@@ -1315,7 +1320,8 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	s->b_ahead = 0;
 	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
 	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || s->gather || s->bq.group > 0 ||
-	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)))
+	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
+	    per > 1)	/* gpt-oss's 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;
 	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile));
 }
