@@ -566,6 +566,10 @@ struct GemmSpec {
 	int sk_unroll;		/* CG_SCHED_STREAM, static: 1: the pair loop unrolled over the stages, counters
 				 * carried instead of divisions, constant stage offsets (k_gemm.c's
 				 * stream_unrolled); --debug=sk-unroll */
+	int b_ahead;		/* CG_SCHED_STREAM, B bf16/f16, PDL: > 0: before its grid wait a CTA sends
+				 * the first b_ahead k-tiles of its run's B toward L2 (sm_90's
+				 * cp.async.bulk.prefetch.L2), its run from the offsets as they read then:
+				 * a hint, every address inside B (k_gemm.c's stream_ahead); --debug=down-ahead */
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
 	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
 				 * 1: none, but the "splitk_ws" parameter (kernels of one name
@@ -1097,6 +1101,8 @@ struct CgModule {
 	void *jit;		/* emu: the execution engine */
 	DbgFlags debug;		/* DBG_* flags (util.h) */
 	int keep_ir;		/* its IR is printed after codegen: share.c takes none of its kernels */
+	int griddep_later;	/* set by a builder around cg_fn_begin: the kernel's grid wait is
+				 * emitted by cg_fn_griddep, after its work that needs no predecessor */
 };
 const char *cg_target_features(const CgTarget *t);
 int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */
@@ -1138,6 +1144,8 @@ struct CgFn {
 /* Begin a kernel: params in order; threads per CTA; min CTAs per SM (0: none). */
 CgFn *cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np,
 		  int threads, int min_ctas, Diag *d);
+/* The grid wait of a kernel begun with m->griddep_later set (nothing without PDL). */
+void cg_fn_griddep(CgFn *f);
 /* Finish it: geometry into the kernel table (block/grid/smem/note), or drop it on error. */
 int cg_fn_end(CgFn *f, const int block[3], const CgExpr grid[3], int smem,
 	      const char *note);

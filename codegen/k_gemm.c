@@ -283,6 +283,10 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 				  s->stages - 1, (long long)(s->K / s->bk));
 	if (s->sk_unroll && (s->sched != CG_SCHED_STREAM || s->units))
 		return diag_error(d, LOC_NONE, "gemm: the unrolled stream-K loop needs static stream-K");
+	if (s->b_ahead && (s->b_ahead < 0 || s->sched != CG_SCHED_STREAM || s->b_layout != CG_B_NK ||
+			   s->bq.group > 0 || s->f8.b_interleave || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA))))
+		return diag_error(d, LOC_NONE, "gemm: B ahead of the grid wait (%d k-tiles) needs stream-K, "
+				  "B [N,K] in bf16, f16 or f32 and a target with bulk prefetches (sm_90)", s->b_ahead);
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -1574,6 +1578,60 @@ stream_unrolled(G *g)
 	cg_endif(f, &c);
 }
 
+/*
+ * B ahead of the grid wait (GemmSpec.b_ahead, PDL): a stream-K GEMM's
+ * weights do not depend on the grid before it, so each CTA, launched while
+ * that grid's last SMs still stream, sends the first b_ahead k-tiles of its
+ * run's B toward L2 (a bulk prefetch a B row of each tile part, thread r
+ * row r) before it waits: the SMs the previous grid has left idle start the
+ * DRAM reads the run begins with.  The run comes from the expert table as
+ * the offsets read before the wait (the MoE down projection's were written
+ * two launches back, by the front or the permute); whatever they say it is
+ * a hint: tiles come from a table built like the real one, column tiles are
+ * clamped into N and k-tiles into K, so every address lies inside B.  The
+ * table is built again after the wait for the schedule itself.  On the
+ * emulator all of it runs but the prefetch.
+ */
+static void
+stream_ahead(G *g)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int KT = g->kt, eb = esize(s->b_dt);
+	LLVMValueRef L, n, g0, gend, t, first, ka, kb, row, a[2];
+	Stream st;
+	CgIf c;
+	CgLoop l;
+
+	g->k.offs_volatile = 1;
+	gemm_prologue(&g->k);
+	L = cg_muli(f, gemm_work_total(&g->k), KT);
+	n = cg_min(f, cg_nctaid(f, 0), L);
+	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
+	st.L64 = cg_sext64(f, L);
+	st.n64 = cg_sext64(f, n);
+	cg_if(f, &c, LLVMBuildAnd(f->B, cg_lt(f, st.v, n), cg_lt(f, g->k.tid, cg_i32(f, s->bn)), ""));
+	g0 = run_start(f, &st, st.v);
+	gend = cg_min(f, run_start(f, &st, cg_addi(f, st.v, 1)), cg_addi(f, g0, s->b_ahead));
+	t = cg_loop(f, &l, cg_udiv(f, g0, cg_i32(f, KT)), cg_udiv(f, cg_addi(f, gend, KT - 1), cg_i32(f, KT)),
+		    cg_i32(f, 1));
+	first = cg_muli(f, t, KT);
+	ka = cg_min(f, cg_max(f, cg_sub(f, g0, first), cg_i32(f, 0)), cg_i32(f, KT));
+	kb = cg_min(f, cg_max(f, cg_sub(f, gend, first), ka), cg_i32(f, KT));
+	gemm_tile_coords(&g->k, t);
+	row = cg_add(f, cg_min(f, cg_max(f, g->k.n0, cg_i32(f, 0)), cg_i32(f, (int)(s->N - s->bn))), g->k.tid);
+	a[0] = LLVMBuildPtrToInt(f->B, gptr(f, g->k.bexp, cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, row)), s->ldb),
+								cg_sext64(f, cg_muli(f, ka, s->bk))), eb), f->ti64, "");
+	a[1] = cg_muli(f, cg_sub(f, kb, ka), (int64_t)s->bk * eb);
+	if (!f->emu)
+		cg_asm(f, NULL, "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", a, 2, 1);
+	cg_endloop(f, &l);
+	cg_endif(f, &c);
+	g->k.offs_volatile = 0;
+	cg_barrier(f);	/* every thread past the table: the schedule's is built after the wait */
+	cg_fn_griddep(f);
+}
+
 /* ---- dynamic stream-K (GemmSpec.units; codegen.h has the contract) ---- */
 
 /*
@@ -1873,6 +1931,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	note(&g, buf, sizeof buf);
 	if (spec->sched != CG_SCHED_STREAM)
 		return gemm_end(&g.k, tile, buf);
+	if (spec->b_ahead > 0)
+		stream_ahead(&g);
 	gemm_prologue(&g.k);
 	if (spec->units > 0)
 		stream_dyn(&g);

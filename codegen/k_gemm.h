@@ -34,6 +34,8 @@ struct GemmCore {
 	int nthr, nwarp;	/* per CTA */
 	int clamp;		/* columns may pass N: leaves are read at clamped columns */
 	int tab, wsum, smem;	/* shared bytes: expert table, warp sums, total */
+	int offs_volatile;	/* the offsets by ld.volatile (stream_ahead, before the grid wait: no
+				 * load after the wait may take their values) */
 	/* parameters */
 	LLVMValueRef A, B, C, Cs, gidx, sidx, offs, T, ep[CG_EP_MAX];
 	LLVMValueRef Bs, Bz;	/* quantised B: scales, zero points */

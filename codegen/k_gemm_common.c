@@ -223,8 +223,11 @@ gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 {
 	CgParam p[16 + CG_EP_MAX];
 	int np = params(k, p);
-	CgFn *f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
+	CgFn *f;
 
+	m->griddep_later = k->s.b_ahead > 0;	/* stream_ahead opens it */
+	f = cg_fn_begin(m, name, p, np, k->nthr, k->s.min_ctas, d);
+	m->griddep_later = 0;
 	if (!f)
 		return NULL;
 	k->f = f;
@@ -268,6 +271,15 @@ sload32(CgFn *f, LLVMValueRef off)
 	return cg_sload(f, f->ti32, cg_sptr(f, off), 4);
 }
 
+/* offsets[e] (e i32) */
+static LLVMValueRef
+offs_load(GemmCore *k, LLVMValueRef e)
+{
+	LLVMValueRef p = cg_gep(k->f, k->offs, e, 4);
+
+	return k->offs_volatile ? cg_gload_volatile(k->f, k->f->ti32, p, 4) : cg_gload(k->f, k->f->ti32, p, 4);
+}
+
 /* Tiles of expert e (i32, < E): cdiv(offsets[e+1] - offsets[e], bm), 0 unless in. */
 static LLVMValueRef
 expert_tiles(GemmCore *k, LLVMValueRef e, LLVMValueRef in)
@@ -276,8 +288,8 @@ expert_tiles(GemmCore *k, LLVMValueRef e, LLVMValueRef in)
 	const GemmSpec *s = &k->s;
 	LLVMValueRef lo, hi, v;
 
-	lo = cg_gload(f, f->ti32, cg_gep(f, k->offs, e, 4), 4);
-	hi = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, e, 1), 4), 4);
+	lo = offs_load(k, e);
+	hi = offs_load(k, cg_addi(f, e, 1));
 	v = cg_udiv(f, cg_addi(f, cg_max(f, cg_sub(f, hi, lo), cg_i32(f, 0)), s->bm - 1),
 		    cg_i32(f, s->bm));
 	return cg_select(f, in, v, cg_i32(f, 0));
@@ -461,8 +473,8 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		mte = sload32(f, cg_addi(f, cg_muli(f, lo, 4), k->tab + 4));
 		mte = cg_udiv(f, cg_sub(f, mte, t0), cg_i32(f, k->nt));
 		local = cg_sub(f, w, t0);
-		k->row0 = cg_gload(f, f->ti32, cg_gep(f, k->offs, k->e, 4), 4);
-		k->rend = cg_gload(f, f->ti32, cg_gep(f, k->offs, cg_addi(f, k->e, 1), 4), 4);
+		k->row0 = offs_load(k, k->e);
+		k->rend = offs_load(k, cg_addi(f, k->e, 1));
 	} else {
 		LLVMValueRef M = cg_muli(f, k->T, s->m_per_t);
 		mte = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
@@ -660,6 +672,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 			       s->groups ? " grouped" : " dense");
 	if (s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
+	if (s->b_ahead > 0 && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " B ahead %d k-tiles", s->b_ahead);
 	if (s->bands > 0 && !s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " bands of %d", s->bands);
 	if (s->split_k > 1 && (size_t)at < n)

@@ -1295,6 +1295,38 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
 }
 
 /*
+ * B ahead of the grid wait (--debug=down-ahead; GemmSpec.b_ahead, k_gemm.c's
+ * stream_ahead): under PDL a stream-K MoE down projection (grouped, A not
+ * gathered: the gate|up's output, in expert order) is launched while the
+ * gate|up's slowest SMs still stream, and its offsets were written before
+ * the gate|up ran; so each CTA sends the first k-tiles of its run's weights,
+ * AHEAD_SM bytes an SM, toward L2 before it waits: about half the 50 MB L2
+ * for 132 SMs, the whole first tile of Qwen3-30B-A3B's (K = 768).  Not the
+ * gate|up: it gathers A by the offsets of the launch right before it.  Only
+ * one CTA an SM (16x128x128 p132).  H200, session 32 (blocks, CUDA graphs,
+ * medians of 3 rounds, same bits): Qwen3-30B-A3B T = 16 0.990x (skewed
+ * 0.983x), Mixtral 0.997x; gpt-oss-20b's 16x64x64 down at 4 CTAs an SM
+ * 1.005x (skewed 1.011x), so not there; a down timed alone 81.6 -> 88.8 us
+ * (nothing before it to hide the table and prefetch behind).
+ */
+enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+
+static void
+down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
+{
+	int64_t per = MAX(1, s->ctas / MAX(1, cg_target_sms(t)));
+	int64_t ktile = (int64_t)dtype_bytes(s->b_dt, (size_t)s->bn * (size_t)s->bk);
+
+	s->b_ahead = 0;
+	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
+	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || s->gather || s->bq.group > 0 ||
+	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
+	    per > 1)	/* gpt-oss's 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
+		return;
+	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile));
+}
+
+/*
  * The tuning table's variant for this GEMM on target t (--tuning, keyed by
  * cg_gemm_key over the T range the plan is for): 0 when it has one the
  * builder takes within the target's shared memory; a warning naming the
@@ -1315,6 +1347,7 @@ tuned(CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 		return -1;
 	diag_init(&quiet, NULL);
 	cg_variant_apply(&e->v, &c);
+	down_ahead(p, t, &c);
 	split_slots(&c, thi);
 	if (c.f8.whole && !c.f8.group)
 		diag_error(&quiet, LOC_NONE, ".fw: not an FP8 x FP8 GEMM");
@@ -1406,6 +1439,7 @@ vec_plan(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tokens)
 		*s = c;
 }
 
+
 /*
  * A GEMM spec tiled for up to `tokens` tokens, one per target (s[i] for
  * p->mod[i]): the tensor-core builder when it takes the spec on every
@@ -1457,6 +1491,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		prefill_persistent(p, t, &s[i]);
 		mid_persistent(p, t, &s[i], tlo, tokens);
 		s[i].sk_unroll = unroll && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
+		down_ahead(p, t, &s[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
@@ -1510,7 +1545,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole && a->cluster == b->cluster &&
 	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
-	       a->sk_unroll == b->sk_unroll;
+	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead;
 }
 
 /*

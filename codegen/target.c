@@ -585,9 +585,16 @@ cg_fn_begin(CgModule *m, const char *name, const CgParam *p, int np, int threads
 	f->B = LLVMCreateBuilderInContext(f->C);
 	f->entry = LLVMAppendBasicBlockInContext(f->C, f->fn, "entry");
 	LLVMPositionBuilderAtEnd(f->B, f->entry);
-	if (!f->emu && (m->debug & DBG_PDL) && cg_target_has(&m->t, CG_GRIDDEP))
-		griddep_open(f);
+	if (!m->griddep_later)
+		cg_fn_griddep(f);
 	return f;
+}
+
+void
+cg_fn_griddep(CgFn *f)
+{
+	if (!f->emu && (f->m->debug & DBG_PDL) && cg_target_has(&f->m->t, CG_GRIDDEP))
+		griddep_open(f);
 }
 
 int

@@ -126,6 +126,11 @@ const DebugFlag debug_flags[] = {
 	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
 	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
 	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
+	{"down-ahead", DBG_DOWN_AHEAD, NULL,
+	 "compile: with PDL (decode bundles), each CTA of a stream-K MoE down projection of one CTA an SM (grouped, A not "
+	 "gathered: its offsets were written two launches back) sends the first k-tiles of its run's weights, "
+	 "about 192 KB an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait, while the gate|up's "
+	 "last SMs still stream (docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -1377,6 +1377,94 @@ START_TEST(test_program_stream_dyn_matches_interpreter)
 }
 END_TEST
 
+/*
+ * --debug=down-ahead (GemmSpec.b_ahead, k_gemm.c's stream_ahead): a MoE
+ * block whose two grouped GEMMs are stream-K over 7 CTAs (tuning table: runs
+ * that cut tiles), with PDL.  The down projection (A not gathered) builds
+ * its expert table once before the grid wait, by ld.volatile, and again
+ * after it; the gate|up does not.  On the emulator against the interpreter
+ * at T = 1, 5, 16; on sm_90a the down's bulk prefetch comes before its
+ * griddepcontrol.wait and the offsets are loaded again after it.
+ */
+static const char ahead_block[] =
+	"weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[16,256] seed=2\n"
+	"weight $wgu : bf16[16,512,256] seed=3\n"
+	"weight $wdown : bf16[16,256,256] seed=4\n"
+	"\n"
+	"graph @block(%x: bf16[T,256]) -> (y: bf16[T,256]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,256]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,256]\n"
+	"\t%y = add %m, %x : bf16[T,256]\n"
+	"\tret %y\n}\n";
+
+START_TEST(test_program_down_ahead_matches_interpreter)
+{
+	static const char *arch[] = {"emu", "sm_90a"};
+	static const int64_t ts[] = {1, 5, 16};
+	char text[1024];
+	int k = snprintf(text, sizeof text, "moec-tuning 2\n");
+
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 2; b++)
+			k += snprintf(text + k, sizeof text - (size_t)k,
+				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
+				      b ? 256 : 512, "t1-1");
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 2; b++)
+			k += snprintf(text + k, sizeof text - (size_t)k,
+				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
+				      b ? 256 : 512, "t2-16");
+	const char *path = table(text);
+	Diag d;
+	CgTuning *t;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	for (int a = 0; a < 2; a++) {
+		Module *m, *ref;
+		CgCompileOpts co;
+
+		m = fused_for("ahead.ir", ahead_block, &ref, &d, 16);
+		emu_opts(&co, 16);
+		co.arch[0] = arch[a];
+		co.tuning = t;
+		co.debug = DBG_PDL | DBG_DOWN_AHEAD;
+		CgProgram *p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		if (a == 0) {
+			ck_assert_int_eq(launches_noted(p, "B ahead 12 k-tiles"), 1);	/* 192 KB / 16 KB */
+			ck_assert_int_eq(launches_noted(p, "stream-k"), 2);
+			for (size_t i = 0; i < NELEM(ts); i++)
+				check_wide(p, ref, ts[i], 256);
+		} else {
+			size_t len;
+			const char *ptx = cg_program_ptx(p, 0, &len), *k3, *k4, *pf, *w;
+			ck_assert_ptr_nonnull(ptx);
+			k3 = strstr(ptx, ".entry block_k3");
+			k4 = strstr(ptx, ".entry block_k4");
+			ck_assert_ptr_nonnull(k3);
+			ck_assert_ptr_nonnull(k4);
+			pf = strstr(k4, "cp.async.bulk.prefetch.L2.global");
+			w = strstr(k4, "griddepcontrol.wait");
+			ck_assert_ptr_nonnull(pf);
+			ck_assert_ptr_nonnull(w);
+			ck_assert(pf < w && strstr(k4, "ld.volatile.global") < pf);
+			ck_assert_ptr_nonnull(strstr(w, "ld.global.u32"));	/* the offsets again */
+			pf = strstr(k3, "cp.async.bulk.prefetch");
+			ck_assert(!pf || pf > k4);	/* none in the gate|up (k3 before k4) */
+		}
+		cg_program_free(p);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	cg_tuning_free(t);
+	unlink(path);
+}
+END_TEST
+
 /* The T buckets of version-2 keys: 1, 2-16, 17-64, 65-256, then x4. */
 START_TEST(test_tuning_buckets)
 {
@@ -2300,6 +2388,10 @@ program_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
 	tcase_add_test(tc, test_program_stream_dyn_matches_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("down_ahead");	/* B ahead of the grid wait: emulator and sm_90a PTX */
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_program_down_ahead_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fast_div");	/* division without a branch: the same bits as div.rn */
 	tcase_set_timeout(tc, 900);	/* ~20 s of CPU: 60M divisions, an emulated body kernel */
