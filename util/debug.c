@@ -126,6 +126,11 @@ const DebugFlag debug_flags[] = {
 	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
 	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
 	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
+	{"front-pair", DBG_FRONT_PAIR, NULL,
+	 "compile: decode fronts whose warps each get two or more tokens (Qwen3-30B-A3B, DeepSeek-V3 at T > 8) "
+	 "compute them two at a time (one pass over the row: twice the loads in flight, W and gamma read once for "
+	 "both) and broadcast a warp's sum of squares by shuffles instead of shared memory and two CTA barriers a "
+	 "token (the same bits; docs/codegen.md, Decode fronts; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
