@@ -336,23 +336,51 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 	return a;
 }
 
+/* Vector rows: the groups of a batch of the dot products (each token's x,
+ * the CTA's W rows and gamma loaded, then used). */
+static int
+dot_batch(const Fr *r)
+{
+	return MAX(1, BATCH / (r->eb * r->nt));
+}
+
+/* Group g's elements of the W rows starting at wrow[] (unless kept) and of
+ * gamma (unless kept), to slot q of the batch. */
+static void
+load_wg(Fr *r, const LLVMValueRef *wrow, int g, int q, LLVMValueRef (*wv)[BATCH * LV], LLVMValueRef *gv)
+{
+	for (int b = 0; b < r->eb && !r->kept; b++)
+		load_group(r, r->s->w_dt, r->w, wrow[b], g, &wv[b][q * LV]);
+	if (r->s->norm && !r->kept_g)
+		load_group(r, r->s->gamma_dt, r->gamma, cg_i64(r->f, 0), g, &gv[q * LV]);
+}
+
+/* Element index (i64) of W[e + b]'s row, b < EB. */
+static LLVMValueRef
+w_row(Fr *r, int b)
+{
+	return cg_muli(r->f, cg_sext64(r->f, cg_addi(r->f, r->e, b)), r->s->H);
+}
+
 /* The lane's parts of the dot products of rows row[0 .. nt-1] (normed) with
  * W[e] .. W[e + EB - 1], in acc[t][]: each in the same element order as one
  * expert's and one token's; a batch's W and gamma loads serve every token.
- * Strided rows: one token. */
+ * wa, ga: the first batch's W and gamma, loaded ahead (or NULL).  Strided
+ * rows: one token. */
 static void
-dot(Fr *r, const LLVMValueRef *row, const LLVMValueRef *inv, const LLVMValueRef *mine, LLVMValueRef (*acc)[8])
+dot(Fr *r, const LLVMValueRef *row, const LLVMValueRef *inv, const LLVMValueRef *mine, LLVMValueRef (*acc)[8],
+    LLVMValueRef (*wa)[BATCH * LV], LLVMValueRef *ga)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = r->ng, EB = r->eb, nt = r->nt, nb = MAX(1, BATCH / (EB * nt));
+	int G = r->ng, EB = r->eb, nt = r->nt, nb = dot_batch(r);
 	LLVMValueRef wrow[8], i;
 	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
 	CgLoop l;
 
 	for (int b = 0; b < EB; b++) {
-		wrow[b] = cg_muli(f, cg_sext64(f, cg_addi(f, r->e, b)), s->H);
+		wrow[b] = w_row(r, b);
 		for (int t = 0; t < nt; t++)
 			acc[t][b] = cg_f32(f, 0);
 	}
@@ -394,11 +422,12 @@ dot(Fr *r, const LLVMValueRef *row, const LLVMValueRef *inv, const LLVMValueRef 
 		for (int g = 0; g < n; g++) {
 			for (int t = 0; t < nt; t++)
 				load_group(r, s->x_dt, r->x, row[t], g0 + g, &xv[(t * n + g) * LV]);
-			if (!r->kept)
-				for (int b = 0; b < EB; b++)
-					load_group(r, s->w_dt, r->w, wrow[b], g0 + g, &wv[b][g * LV]);
-			if (s->norm && !r->kept_g)
-				load_group(r, s->gamma_dt, r->gamma, cg_i64(f, 0), g0 + g, &gv[g * LV]);
+			if (g0 || !wa)
+				load_wg(r, wrow, g0 + g, g, wv, gv);
+		}
+		if (!g0 && wa) {	/* loaded ahead */
+			memcpy(wv, wa, sizeof wv);
+			memcpy(gv, ga, sizeof gv);
 		}
 		for (int t = 0; t < nt; t++)
 			for (int g = 0; g < n; g++)
@@ -425,6 +454,8 @@ tokens(Fr *r, const LLVMValueRef *tok)
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
 	LLVMValueRef row[2], inv[2] = {NULL, NULL}, acc[2][8], active[2], mine[2], ss[2], bcast;
+	LLVMValueRef wa[8][BATCH * LV], ga[BATCH * LV], wrow[8];
+	int ahead = s->pair && r->ng;	/* the dot's first W and gamma loads before the sums of squares */
 	CgIf c;
 
 	for (int t = 0; t < r->nt; t++) {
@@ -435,6 +466,12 @@ tokens(Fr *r, const LLVMValueRef *tok)
 								   r->grp, ""), "");
 	}
 	bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
+	memset(wa, 0, sizeof wa);
+	memset(ga, 0, sizeof ga);
+	for (int b = 0; ahead && b < r->eb; b++)
+		wrow[b] = w_row(r, b);
+	for (int g = 0; ahead && g < MIN(dot_batch(r), r->ng); g++)
+		load_wg(r, wrow, g, g, wa, ga);
 	if (s->norm || s->rstd)
 		sum_squares(r, row, ss);
 	for (int t = 0; t < r->nt && (s->norm || s->rstd); t++) {
@@ -461,7 +498,7 @@ tokens(Fr *r, const LLVMValueRef *tok)
 			cg_endif(f, &c);
 		}
 	}
-	dot(r, row, inv, mine, acc);
+	dot(r, row, inv, mine, acc, ahead ? wa : NULL, ga);
 	for (int t = 0; t < r->nt; t++)
 		for (int b = 0; b < r->eb; b++) {
 			LLVMValueRef e = cg_sext64(f, cg_addi(f, r->e, b)), v = warp_sum31(r, acc[t][b]);
@@ -528,7 +565,7 @@ token_split(Fr *r, LLVMValueRef tok)
 			cg_endif(f, &c);
 		}
 	}
-	dot(r, &row, &inv, &mine, acc);
+	dot(r, &row, &inv, &mine, acc, NULL, NULL);
 	v = split_sum(r, acc[0][0], 4 * r->nw);	/* slots W..2W-1 */
 	if (s->bias)	/* the GEMM epilogue's add, before its rounding */
 		v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, cg_sext64(f, r->e)), "");
