@@ -14,6 +14,7 @@
  *	    E/EB and the slices S within the targets' SMs)
  *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
  *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
+ *	      (--debug=front-pair: two of a warp's tokens in one pass, cg_front_pair; sums broadcast by shuffles)
  *	    every CTA but the last: fence, flag[e] = 1 (acq_rel: barrier, then thread 0's
  *	      fence.acq_rel.gpu and flag: a release)
  *	    the last CTA (launched last, so every other one is resident or done):
