@@ -893,6 +893,9 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * or 256.
  */
 #define CG_FRONT_MAX_T 64
+/* Fronts take a warp's tokens two at a time (cg_front_pair) without --debug=front-pair: 0 until the
+ * H200's A/B (session 32), the one line to flip (tests follow it) */
+#define CG_FRONT_PAIR_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */

@@ -547,7 +547,8 @@ START_TEST(test_front_logits_keep_their_order)
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
-		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), cs[c].pair && E == 128);
+		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT) && E == 128 &&
+				 !(split && H % 1024 == 0));
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -644,7 +645,8 @@ START_TEST(test_front_blocks_match_interpreter)
 			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
-			ck_assert_int_eq(launches_noted(p, "tokens in pairs"), _i && E >= 32 && E <= 128);
+			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
+					 (_i || CG_FRONT_PAIR_DEFAULT) && mt <= 64 && E >= 32 && E <= 128);
 			/* T = 64 for the few-expert families (the routing test has it for all) */
 			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
 				check_wide(p, ref, ts[ti], 256);
