@@ -897,6 +897,9 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * or 256.
  */
 #define CG_FRONT_MAX_T 64
+/* Fronts take a warp's tokens two at a time (cg_front_pair) without --debug=front-pair: 0 until the
+ * H200's A/B (session 32), the one line to flip (tests follow it) */
+#define CG_FRONT_PAIR_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -922,12 +925,15 @@ struct CgFrontSpec {
 				 * cg_front_split allows (--debug=no-vec-gemm: not) */
 	int acq_rel;		/* the hand-over's fences fence.acq_rel.gpu (a release before each
 				 * flag, an acquire after the waits), not fence.sc.gpu */
+	int pair;		/* --debug=front-pair: a warp's tokens two at a time where it gets
+				 * more than one (cg_front_pair), sums broadcast by shuffles */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
 int cg_front_ctas(const CgFrontSpec *s);	/* the grid: E / EB x token slices */
 int cg_front_experts(const CgFrontSpec *s);	/* EB: experts a CTA */
 int cg_front_split(const CgFrontSpec *s);	/* the CTA's warps share each token's row */
+int cg_front_pair(const CgFrontSpec *s);	/* tokens a warp takes at a time: 1 or 2 */
 int cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d);
 const Node *cg_only_node(const Graph *k, Op op);	/* a kernel's one node of op (constants aside), or NULL */
 int cg_param_index(const Graph *k, const Value *v);	/* v's parameter index in kernel k, or -1 (lower_gemm.c) */

@@ -14,6 +14,7 @@
  *	    E/EB and the slices S within the targets' SMs)
  *	    CTA (slice, experts e..e+EB-1), warp w, tokens t = W slice + w, then every W S: rstd of row t,
  *	      h = norm(x[t]) as the row kernel rounds it, logits[t][e+b] = the dot of h with W[e+b] (+ bias)
+ *	      (--debug=front-pair: two of a warp's tokens in one pass, cg_front_pair; sums broadcast by shuffles)
  *	    every CTA but the last: fence, flag[e] = 1 (acq_rel: barrier, then thread 0's
  *	      fence.acq_rel.gpu and flag: a release)
  *	    the last CTA (launched last, so every other one is resident or done):
@@ -77,6 +78,8 @@ struct Fr {
 	int ng;			/* vector rows: the groups a warp reads (split: G / W) */
 	LLVMValueRef g0;	/* split: the warp's first group (warp * ng); NULL: 0 */
 	int eb;			/* experts per CTA (EB) */
+	int nt;			/* tokens a warp takes at a time (cg_front_pair) */
+	int kept_g;		/* gamma kept in registers (with W, one token at a time) */
 };
 
 /* Warps per CTA: 4 tokens at a time for T <= 4, else 8 (256 threads, at
@@ -118,6 +121,22 @@ warp_sum31(Fr *r, LLVMValueRef v)
 						  f->tf32, "");
 		o = cg_select(f, cg_lt(f, r->lane, cg_i32(f, d)), cg_f32(f, 0), o);
 		v = LLVMBuildFAdd(f->B, o, v, "");
+	}
+	return v;
+}
+
+/* Lane 31's v in every lane: after the step of mask m lane L holds lane
+ * (L | m | the masks before)'s, so lane 31's at the end (--debug=front-pair:
+ * the warp's sum without a shared slot and two CTA barriers). */
+static LLVMValueRef
+bcast31(Fr *r, LLVMValueRef v)
+{
+	CgFn *f = r->f;
+
+	for (int m = 16; m >= 1; m /= 2) {
+		LLVMValueRef o = LLVMBuildBitCast(f->B, cg_shfl_xor(f, LLVMBuildBitCast(f->B, v, f->ti32, ""), m),
+						  f->tf32, "");
+		v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, r->lane, m), cg_i32(f, 0), ""), v, o);
 	}
 	return v;
 }
@@ -227,9 +246,10 @@ preload(Fr *r)
 
 	if (!G || G > KEEP || r->eb > 1)
 		return;
+	r->kept_g = r->s->norm && r->nt == 1;	/* two tokens: gamma's registers hold the second x */
 	for (int g = 0; g < G; g++) {
 		load_group(r, r->s->w_dt, r->w, wrow, g, &r->wk[g * LV]);
-		if (r->s->norm)
+		if (r->kept_g)
 			load_group(r, r->s->gamma_dt, r->gamma, cg_i64(r->f, 0), g, &r->gk[g * LV]);
 	}
 	r->kept = 1;
@@ -253,15 +273,17 @@ strided(Fr *r, CgLoop *l, int tail)
 	return cg_loop(f, l, cg_addi(f, lane, full), cg_i64(f, r->s->H), cg_i64(f, 32));
 }
 
-/* The lane's sum of squares of row `row` of x. */
-static LLVMValueRef
-sum_squares(Fr *r, LLVMValueRef row)
+/* The lane's sums of squares of the rows row[0 .. nt-1] of x (ss[t]; strided
+ * rows: one), each in the lane's element order; the tokens' loads of a batch
+ * are all issued before any is used. */
+static void
+sum_squares(Fr *r, const LLVMValueRef *row, LLVMValueRef *ss)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = r->ng;
-	LLVMValueRef ss = cg_f32(f, 0), i, xv[BATCH * LV];
+	int G = r->ng, nt = r->nt, per = MAX(1, BATCH / nt);
+	LLVMValueRef i, xv[BATCH * LV];
 	CgLoop l;
 
 	if (!G) {
@@ -270,21 +292,27 @@ sum_squares(Fr *r, LLVMValueRef row)
 			int n = tail ? 1 : LV;
 			i = strided(r, &l, tail);
 			for (int j = 0; j < n; j++)
-				xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, cg_addi(f, i, 32 * j)));
+				xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row[0], cg_addi(f, i, 32 * j)));
 			for (int j = 0; j < n; j++)
 				cg_set(f, var, LLVMBuildFAdd(B, cg_get(f, var), LLVMBuildFMul(B, xv[j], xv[j], ""), ""));
 			cg_endloop(f, &l);
 		}
-		return cg_get(f, var);
+		ss[0] = cg_get(f, var);
+		return;
 	}
-	for (int g0 = 0; g0 < G; g0 += BATCH) {
-		int n = MIN(BATCH, G - g0);
-		for (int g = 0; g < n; g++)
-			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
-		for (int j = 0; j < n * LV; j++)
-			ss = LLVMBuildFAdd(B, ss, LLVMBuildFMul(B, xv[j], xv[j], ""), "");
+	for (int t = 0; t < nt; t++)
+		ss[t] = cg_f32(f, 0);
+	for (int g0 = 0; g0 < G; g0 += per) {
+		int n = MIN(per, G - g0);
+		for (int t = 0; t < nt; t++)
+			for (int g = 0; g < n; g++)
+				load_group(r, s->x_dt, r->x, row[t], g0 + g, &xv[(t * n + g) * LV]);
+		for (int t = 0; t < nt; t++)
+			for (int j = 0; j < n * LV; j++) {
+				LLVMValueRef x = xv[t * n * LV + j];
+				ss[t] = LLVMBuildFAdd(B, ss[t], LLVMBuildFMul(B, x, x, ""), "");
+			}
 	}
-	return ss;
 }
 
 /* The router's operand element: x, or the norm of x rounded as h is; stored
@@ -309,22 +337,53 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 	return a;
 }
 
-/* The lane's parts of the dot products of row `row` (normed) with W[e] ..
- * W[e + EB - 1], in acc[]: each in the same element order as one expert's. */
+/* Vector rows: the groups of a batch of the dot products (each token's x,
+ * the CTA's W rows and gamma loaded, then used). */
+static int
+dot_batch(const Fr *r)
+{
+	return MAX(1, BATCH / (r->eb * r->nt));
+}
+
+/* Group g's elements of the W rows starting at wrow[] (unless kept) and of
+ * gamma (unless kept), to slot q of the batch. */
 static void
-dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *acc)
+load_wg(Fr *r, const LLVMValueRef *wrow, int g, int q, LLVMValueRef (*wv)[BATCH * LV], LLVMValueRef *gv)
+{
+	for (int b = 0; b < r->eb && !r->kept; b++)
+		load_group(r, r->s->w_dt, r->w, wrow[b], g, &wv[b][q * LV]);
+	if (r->s->norm && !r->kept_g)
+		load_group(r, r->s->gamma_dt, r->gamma, cg_i64(r->f, 0), g, &gv[q * LV]);
+}
+
+/* Element index (i64) of W[e + b]'s row, b < EB. */
+static LLVMValueRef
+w_row(Fr *r, int b)
+{
+	return cg_muli(r->f, cg_sext64(r->f, cg_addi(r->f, r->e, b)), r->s->H);
+}
+
+/* The lane's parts of the dot products of rows row[0 .. nt-1] (normed) with
+ * W[e] .. W[e + EB - 1], in acc[t][]: each in the same element order as one
+ * expert's and one token's; a batch's W and gamma loads serve every token.
+ * wa, ga: the first batch's W and gamma, loaded ahead (or NULL).  Strided
+ * rows: one token. */
+static void
+dot(Fr *r, const LLVMValueRef *row, const LLVMValueRef *inv, const LLVMValueRef *mine, LLVMValueRef (*acc)[8],
+    LLVMValueRef (*wa)[BATCH * LV], LLVMValueRef *ga)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = r->ng, EB = r->eb, nb = MAX(1, BATCH / EB);
+	int G = r->ng, EB = r->eb, nt = r->nt, nb = dot_batch(r);
 	LLVMValueRef wrow[8], i;
 	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
 	CgLoop l;
 
 	for (int b = 0; b < EB; b++) {
-		wrow[b] = cg_muli(f, cg_sext64(f, cg_addi(f, r->e, b)), s->H);
-		acc[b] = cg_f32(f, 0);
+		wrow[b] = w_row(r, b);
+		for (int t = 0; t < nt; t++)
+			acc[t][b] = cg_f32(f, 0);
 	}
 	if (!G) {
 		LLVMValueRef var[8];
@@ -336,7 +395,7 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 			for (int c = 0; c < (tail ? 1 : LV); c += n) {	/* n elements loaded, then used */
 				for (int j = 0; j < n; j++) {
 					i = cg_addi(f, i0, 32 * (c + j));
-					xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row, i));
+					xv[j] = cg_load_dt(f, s->x_dt, r->x, cg_add(f, row[0], i));
 					gv[j] = s->norm ? cg_load_dt(f, s->gamma_dt, r->gamma, i) : NULL;
 					for (int b = 0; b < EB; b++) {
 						LLVMValueRef eb = cg_sext64(f, cg_addi(f, r->e, b));
@@ -347,7 +406,7 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 				}
 				for (int j = 0; j < n; j++) {
 					i = cg_addi(f, i0, 32 * (c + j));
-					LLVMValueRef a = operand(r, xv[j], gv[j], inv, mine, cg_add(f, row, i));
+					LLVMValueRef a = operand(r, xv[j], gv[j], inv[0], mine[0], cg_add(f, row[0], i));
 					for (int b = 0; b < EB; b++)
 						cg_set(f, var[b], LLVMBuildFAdd(B, cg_get(f, var[b]),
 										LLVMBuildFMul(B, a, wv[b][j], ""), ""));
@@ -356,77 +415,103 @@ dot(Fr *r, LLVMValueRef row, LLVMValueRef inv, LLVMValueRef mine, LLVMValueRef *
 			cg_endloop(f, &l);
 		}
 		for (int b = 0; b < EB; b++)
-			acc[b] = cg_get(f, var[b]);
+			acc[0][b] = cg_get(f, var[b]);
 		return;
 	}
 	for (int g0 = 0; g0 < G; g0 += nb) {
 		int n = MIN(nb, G - g0);
 		for (int g = 0; g < n; g++) {
-			load_group(r, s->x_dt, r->x, row, g0 + g, &xv[g * LV]);
-			if (!r->kept) {
-				for (int b = 0; b < EB; b++)
-					load_group(r, s->w_dt, r->w, wrow[b], g0 + g, &wv[b][g * LV]);
-				if (s->norm)
-					load_group(r, s->gamma_dt, r->gamma, cg_i64(f, 0), g0 + g, &gv[g * LV]);
-			}
+			for (int t = 0; t < nt; t++)
+				load_group(r, s->x_dt, r->x, row[t], g0 + g, &xv[(t * n + g) * LV]);
+			if (g0 || !wa)
+				load_wg(r, wrow, g0 + g, g, wv, gv);
 		}
-		for (int g = 0; g < n; g++)
-			for (int j = 0; j < LV; j++) {
-				int q = g * LV + j, k = (g0 + g) * LV + j;
-				LLVMValueRef at = cg_addi(f, group_at(r, row, g0 + g), j), ok = group_ok(r, g0 + g);
-				LLVMValueRef a = operand(r, xv[q], s->norm ? (r->kept ? r->gk[k] : gv[q]) : NULL, inv,
-							 ok ? LLVMBuildAnd(B, mine, ok, "") : mine, at);
-				for (int b = 0; b < EB; b++)
-					acc[b] = LLVMBuildFAdd(B, acc[b], LLVMBuildFMul(B, a, r->kept ? r->wk[k] : wv[b][q], ""),
-							       "");
-			}
+		if (!g0 && wa) {	/* loaded ahead */
+			memcpy(wv, wa, sizeof wv);
+			memcpy(gv, ga, sizeof gv);
+		}
+		for (int t = 0; t < nt; t++)
+			for (int g = 0; g < n; g++)
+				for (int j = 0; j < LV; j++) {
+					int q = g * LV + j, k = (g0 + g) * LV + j;
+					LLVMValueRef at = cg_addi(f, group_at(r, row[t], g0 + g), j), ok = group_ok(r, g0 + g);
+					LLVMValueRef a = operand(r, xv[t * n * LV + q],
+								 s->norm ? (r->kept_g ? r->gk[k] : gv[q]) : NULL, inv[t],
+								 ok ? LLVMBuildAnd(B, mine[t], ok, "") : mine[t], at);
+					for (int b = 0; b < EB; b++)
+						acc[t][b] = LLVMBuildFAdd(B, acc[t][b], LLVMBuildFMul(B, a, r->kept ? r->wk[k]
+													 : wv[b][q], ""), "");
+				}
 	}
 }
 
-/* Token tok (clamped to T-1) of warp w: its logit for expert e, and the
- * rows this CTA owns (tok % E == e): h and rstd. */
+/* The warp's tokens tok[0 .. nt-1] (each clamped to T-1): their logits for
+ * experts e .. e+EB-1, and of the rows this CTA owns (tok % (E/EB) == grp)
+ * h and rstd. */
 static void
-token(Fr *r, LLVMValueRef tok)
+tokens(Fr *r, const LLVMValueRef *tok)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	LLVMValueRef tokc = cg_min(f, tok, cg_addi(f, r->T, -1));
-	LLVMValueRef row = cg_muli(f, cg_sext64(f, tokc), s->H), inv = NULL, acc[8];
-	LLVMValueRef active = cg_lt(f, tok, r->T);
-	LLVMValueRef mine = LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ,
-								   cg_urem(f, tok, cg_i32(f, s->route.E / r->eb)),
-								   r->grp, ""), "");
-	LLVMValueRef bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
+	LLVMValueRef row[2], inv[2] = {NULL, NULL}, acc[2][8], active[2], mine[2], ss[2], bcast;
+	LLVMValueRef wa[8][BATCH * LV], ga[BATCH * LV], wrow[8];
+	int ahead = s->pair && r->ng;	/* the dot's first W and gamma loads before the sums of squares */
 	CgIf c;
 
-	if (s->norm || s->rstd) {
-		LLVMValueRef ms = warp_sum31(r, sum_squares(r, row));	/* every lane: a warp collective */
-		cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""));
-		cg_sstore(f, ms, bcast, 4);
-		cg_endif(f, &c);
-		cg_barrier(f);
-		ms = LLVMBuildFDiv(B, cg_sload(f, f->tf32, bcast, 4), cg_f32(f, (double)s->H), "");
-		cg_barrier(f);	/* the slot is rewritten by the next token */
+	for (int t = 0; t < r->nt; t++) {
+		row[t] = cg_muli(f, cg_sext64(f, cg_min(f, tok[t], cg_addi(f, r->T, -1))), s->H);
+		active[t] = cg_lt(f, tok[t], r->T);
+		mine[t] = LLVMBuildAnd(B, active[t], LLVMBuildICmp(B, LLVMIntEQ,
+								   cg_urem(f, tok[t], cg_i32(f, s->route.E / r->eb)),
+								   r->grp, ""), "");
+	}
+	bcast = cg_sptr(f, cg_muli(f, r->warp, 4));
+	memset(wa, 0, sizeof wa);
+	memset(ga, 0, sizeof ga);
+	for (int b = 0; ahead && b < r->eb; b++)
+		wrow[b] = w_row(r, b);
+	for (int g = 0; ahead && g < MIN(dot_batch(r), r->ng); g++)
+		load_wg(r, wrow, g, g, wa, ga);
+	if (s->norm || s->rstd)
+		sum_squares(r, row, ss);
+	for (int t = 0; t < r->nt && (s->norm || s->rstd); t++) {
+		LLVMValueRef ms = warp_sum31(r, ss[t]);	/* every lane: a warp collective */
+		if (s->pair)	/* lane 31's sum by shuffles */
+			ms = bcast31(r, ms);
+		else {		/* ... or through the warp's shared slot */
+			cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""));
+			cg_sstore(f, ms, bcast, 4);
+			cg_endif(f, &c);
+			cg_barrier(f);
+			ms = cg_sload(f, f->tf32, bcast, 4);
+		}
+		ms = LLVMBuildFDiv(B, ms, cg_f32(f, (double)s->H), "");
+		if (!s->pair)
+			cg_barrier(f);	/* the slot is rewritten by the next token */
 		if (s->norm)
-			inv = inv_std(f, ms, s->eps);
+			inv[t] = inv_std(f, ms, s->eps);
 		if (s->rstd) {
 			LLVMValueRef inv_r = inv_std(f, ms, s->rstd_eps);
-			cg_if(f, &c, LLVMBuildAnd(B, mine, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 0), ""), ""));
-			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok), 4), 4);
+			cg_if(f, &c, LLVMBuildAnd(B, mine[t], LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 0), ""),
+						  ""));
+			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok[t]), 4), 4);
 			cg_endif(f, &c);
 		}
 	}
-	dot(r, row, inv, mine, acc);
-	for (int b = 0; b < r->eb; b++) {
-		LLVMValueRef e = cg_sext64(f, cg_addi(f, r->e, b)), v = warp_sum31(r, acc[b]);
-		if (s->bias)	/* the GEMM epilogue's add, before its rounding */
-			v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, e), "");
-		v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
-		cg_if(f, &c, LLVMBuildAnd(B, active, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""), ""));
-		cg_store_dt(f, s->logits_dt, r->logits, cg_add(f, cg_muli(f, cg_sext64(f, tok), s->route.E), e), v);
-		cg_endif(f, &c);
-	}
+	dot(r, row, inv, mine, acc, ahead ? wa : NULL, ga);
+	for (int t = 0; t < r->nt; t++)
+		for (int b = 0; b < r->eb; b++) {
+			LLVMValueRef e = cg_sext64(f, cg_addi(f, r->e, b)), v = warp_sum31(r, acc[t][b]);
+			if (s->bias)	/* the GEMM epilogue's add, before its rounding */
+				v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, e), "");
+			v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
+			cg_if(f, &c, LLVMBuildAnd(B, active[t], LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""),
+						  ""));
+			cg_store_dt(f, s->logits_dt, r->logits,
+				    cg_add(f, cg_muli(f, cg_sext64(f, tok[t]), s->route.E), e), v);
+			cg_endif(f, &c);
+		}
 }
 
 /*
@@ -464,12 +549,14 @@ token_split(Fr *r, LLVMValueRef tok)
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	LLVMValueRef row = cg_muli(f, cg_sext64(f, tok), s->H), inv = NULL, acc, v;
+	LLVMValueRef row = cg_muli(f, cg_sext64(f, tok), s->H), inv = NULL, acc[1][8], v;
 	LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, cg_urem(f, tok, cg_i32(f, s->route.E)), r->grp, "");
 	CgIf c;
 
 	if (s->norm || s->rstd) {	/* slots 0..W-1 */
-		LLVMValueRef ms = LLVMBuildFDiv(B, split_sum(r, sum_squares(r, row), 0), cg_f32(f, (double)s->H), "");
+		LLVMValueRef ss, ms;
+		sum_squares(r, &row, &ss);
+		ms = LLVMBuildFDiv(B, split_sum(r, ss, 0), cg_f32(f, (double)s->H), "");
 		if (s->norm)
 			inv = inv_std(f, ms, s->eps);
 		if (s->rstd) {
@@ -479,8 +566,8 @@ token_split(Fr *r, LLVMValueRef tok)
 			cg_endif(f, &c);
 		}
 	}
-	dot(r, row, inv, mine, &acc);
-	v = split_sum(r, acc, 4 * r->nw);	/* slots W..2W-1 */
+	dot(r, &row, &inv, &mine, acc, NULL, NULL);
+	v = split_sum(r, acc[0][0], 4 * r->nw);	/* slots W..2W-1 */
 	if (s->bias)	/* the GEMM epilogue's add, before its rounding */
 		v = LLVMBuildFAdd(B, v, cg_load_dt(f, s->bias_dt, r->bias, cg_sext64(f, r->e)), "");
 	v = cg_round_dt(f, cg_round_dt(f, v, s->round_dt), s->logits_dt);
@@ -539,16 +626,34 @@ last_cta(Fr *r, int smem0)
 	cg_endloop(f, &l);
 }
 
-/* CTAs: each group of EB experts' tokens in S slices of W (one token per
- * warp) so that a few experts (Mixtral's 8) still fill the SMs:
+/* Token slices: each group of EB experts' tokens in S slices of W (one token
+ * per warp) so that a few experts (Mixtral's 8) still fill the SMs:
  * S = min(SMs / (E / EB), cdiv(max_t, W)). */
+static int
+slices(const CgFrontSpec *s)
+{
+	int ne = s->route.E / cg_front_experts(s);
+
+	return (int)MAX(1, MIN(front_sms(s) / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+}
+
 int
 cg_front_ctas(const CgFrontSpec *s)
 {
-	int ne = s->route.E / cg_front_experts(s);
-	int64_t S = MAX(1, MIN(front_sms(s) / ne, (s->max_t + nwarps(s) - 1) / nwarps(s)));
+	return s->route.E / cg_front_experts(s) * slices(s);
+}
 
-	return ne * (int)S;
+/* Tokens a warp takes at a time: 2 with --debug=front-pair where a warp gets
+ * more than one (max_t > W S: Qwen3-30B-A3B's front at T = 16, one slice of
+ * 8 warps), the rows are vector rows and a CTA has one expert; else 1.
+ * (DeepSeek-V3's two experts a CTA already make two chains a token, and its
+ * pairs spilled: 128 registers and 4.7 KB of spill stores, against 254 and
+ * none.) */
+int
+cg_front_pair(const CgFrontSpec *s)
+{
+	return s->pair && groups(s) && !cg_front_split(s) && cg_front_experts(s) == 1 &&
+	       s->max_t > (int64_t)nwarps(s) * slices(s) ? 2 : 1;
 }
 
 int
@@ -614,6 +719,7 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	r.grp = cg_urem(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb));
 	r.e = cg_muli(r.f, r.grp, r.eb);
 	r.ng = groups(s);
+	r.nt = cg_front_pair(s);
 	if (cg_front_split(s)) {
 		r.ng /= r.nw;
 		r.g0 = cg_muli(r.f, r.warp, r.ng);
@@ -624,10 +730,13 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		LLVMValueRef tok = cg_loop(r.f, &l, cg_i32(r.f, 0), r.T, cg_i32(r.f, 1));
 		token_split(&r, tok);
 		cg_endloop(r.f, &l);
-	} else {	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... */
-		LLVMValueRef tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)), r.nw),
-					    r.T, cg_i32(r.f, r.nw * cg_front_ctas(s) / (s->route.E / r.eb)));
-		token(&r, cg_add(r.f, tok0, r.warp));
+	} else {	/* CTA (slice, grp) takes tokens W slice + w, then W S later, ... (nt at a time) */
+		int step = r.nw * slices(s);
+		LLVMValueRef tok[2], tok0 = cg_loop(r.f, &l, cg_muli(r.f, cg_udiv(r.f, r.cta, cg_i32(r.f, s->route.E / r.eb)),
+								      r.nw), r.T, cg_i32(r.f, step * r.nt));
+		tok[0] = cg_add(r.f, tok0, r.warp);
+		tok[1] = cg_addi(r.f, tok[0], step);
+		tokens(&r, tok);
 		cg_endloop(r.f, &l);
 	}
 	if (!s->acq_rel)	/* every thread's fence.sc, then the barrier */
@@ -648,7 +757,7 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s", (long long)s->H,
 		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
 		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t,
-		 r.g0 ? " rows split over the warps" : "");
+		 r.g0 ? " rows split over the warps" : r.nt > 1 ? " tokens in pairs" : "");
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 

@@ -2473,6 +2473,7 @@ find_fronts(CgProgram *p)
 			 * so larger T only with --debug=vec-ahead) */
 			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
 				(p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
+			fm.s.pair = CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

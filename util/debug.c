@@ -131,6 +131,11 @@ const DebugFlag debug_flags[] = {
 	 "gathered: its offsets were written two launches back) sends the first k-tiles of its run's weights, "
 	 "about 192 KB an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait, while the gate|up's "
 	 "last SMs still stream (docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
+	{"front-pair", DBG_FRONT_PAIR, NULL,
+	 "compile: decode fronts whose warps each get two or more tokens (Qwen3-30B-A3B, DeepSeek-V3 at T > 8) "
+	 "compute them two at a time (one pass over the row: twice the loads in flight, W and gamma read once for "
+	 "both) and broadcast a warp's sum of squares by shuffles instead of shared memory and two CTA barriers a "
+	 "token (the same bits; docs/codegen.md, Decode fronts; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

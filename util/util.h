@@ -159,6 +159,7 @@ typedef uint64_t DbgFlags;
 #define DBG_PDL DBG_BIT(27)	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 #define DBG_WS_TMA_STORE DBG_BIT(33)	/* codegen: dense WS GEMMs store C through shared memory by TMA (A/B) */
 #define DBG_DOWN_AHEAD DBG_BIT(35)	/* codegen: decode MoE downs send their runs' first B toward L2 before the grid wait (A/B) */
+#define DBG_FRONT_PAIR DBG_BIT(34)	/* codegen: decode fronts take a warp's tokens two at a time, no barrier a token (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

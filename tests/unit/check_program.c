@@ -389,12 +389,13 @@ fill_exact(Tensor *t, uint64_t seed, int levels)
 START_TEST(test_front_routing_is_the_interpreters)
 {
 	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
-	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4 */
+	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4, then
+	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128) */
 	static const struct {
 		DbgFlags debug;
 		int64_t mt, ts[3];
 	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
-		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}};
+		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}}};
 	const int64_t *ts = arm[_i].ts;
 	char src[2048];
 
@@ -514,10 +515,12 @@ front_logit(const Tensor *x, int64_t t, const Tensor *w, int64_t e, int64_t H, i
  */
 START_TEST(test_front_logits_keep_their_order)
 {
-	/* the last two at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the warps (2048) and not (320) */
-	static const struct { int E; int64_t H; int split; } cs[] = {{8, 320, 0}, {32, 2880, 0}, {128, 2048, 0},
-								     {256, 2304, 0}, {256, 320, 0}, {128, 2048, 1},
-								     {8, 320, 1}, {8, 36, 0}};
+	/* split: at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the
+	 * warps (2048) and not (320); pair: --debug=front-pair at max_tokens 16, two tokens a warp (E = 128)
+	 * or one with the sums broadcast by shuffles */
+	static const struct { int E; int64_t H; int split, pair; } cs[] = {
+		{8, 320, 0, 0}, {32, 2880, 0, 0}, {128, 2048, 0, 0}, {256, 2304, 0, 0}, {256, 320, 0, 0},
+		{128, 2048, 1, 0}, {8, 320, 1, 0}, {8, 36, 0, 0}, {128, 2048, 0, 1}, {32, 2880, 0, 1}, {256, 2304, 0, 1}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
@@ -539,11 +542,13 @@ START_TEST(test_front_logits_keep_their_order)
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
 		emu_opts(&co, split ? 4 : 16);
-		co.debug = split ? 0 : DBG_NO_VEC_GEMM;
+		co.debug = (split ? 0 : DBG_NO_VEC_GEMM) | (cs[c].pair ? DBG_FRONT_PAIR : 0);
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
+		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT) && E == 128 &&
+				 !(split && H % 1024 == 0));
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -617,6 +622,7 @@ front_block_src(char *src, size_t n, size_t f)
 
 START_TEST(test_front_blocks_match_interpreter)
 {
+	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64) */
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
@@ -630,14 +636,17 @@ START_TEST(test_front_blocks_match_interpreter)
 		front_block_src(src, sizeof src, f);
 		diag_init(&d, stderr);
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
-		for (int64_t mt = 64; mt <= 65; mt++) {
+		for (int64_t mt = 64; mt <= 65 - _i; mt++) {
 			emu_opts(&co, mt);
+			co.debug = _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
 			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
+			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
+					 (_i || CG_FRONT_PAIR_DEFAULT) && mt <= 64 && E >= 32 && E <= 128);
 			/* T = 64 for the few-expert families (the routing test has it for all) */
 			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
 				check_wide(p, ref, ts[ti], 256);
@@ -2352,7 +2361,12 @@ program_suite(void)
 	tc = tcase_create("front");	/* decode fronts: every routing family */
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 0, 4);
-	tcase_add_test(tc, test_front_blocks_match_interpreter);
+	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 0, 1);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front_pair");	/* the same with --debug=front-pair (a case of its own for ctest -j) */
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 4, 5);
+	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 1, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
