@@ -656,6 +656,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	w.f8.l2_ahead = s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_L2PF);
 	w.tma_store = tma_store_for(m, s);
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
@@ -869,6 +870,7 @@ struct W {
 	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A or FP8 */
 	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
+	int l2pf;		/* producer: B's boxes go to L2 only (b_box; GemmSpec.f8.l2_ahead) */
 };
 
 static LLVMValueRef
@@ -1128,6 +1130,21 @@ interleaved_row(GemmCore *k, LLVMValueRef n)
 	return k->s.groups > 0 ? cg_add(f, r, cg_muli(f, k->e, k->s.b_group_stride / k->s.ldb)) : r;
 }
 
+/* One of B's boxes at coords c into dst, completing on full[st] (multicast:
+ * to both CTAs of the cluster); while w->l2pf, the box into L2 alone. */
+static void
+b_box(W *w, LLVMValueRef dst, LLVMValueRef st, int rank, LLVMValueRef *c, int multicast)
+{
+	CgFn *f = w->g.k.f;
+
+	if (w->l2pf)
+		cg_tma_prefetch(f, w->g.k.bmap, rank, c);
+	else if (multicast)
+		cg_tma_load_multicast(f, w->g.k.bmap, dst, full_bar(w, st), rank, c, 3);
+	else
+		cg_tma_load(f, w->g.k.bmap, dst, full_bar(w, st), rank, c);
+}
+
 /* B's half h (0, 1: rows n0 + h bn/2..) of k-tile kt (i32), 64-k block j,
  * into the stage's B at sbase: here, or (multicast) to both CTAs of the
  * cluster.  Through the gate|up interleave the half's box (128 bytes, 2,
@@ -1145,10 +1162,7 @@ load_b_half(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st, int j, L
 	c[1] = s->f8.b_interleave ? cg_i32(f, 0) : n;
 	c[2] = s->f8.b_interleave ? interleaved_row(k, n) : k->e;
 	dst = cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128), cg_muli(f, h, half * 128));
-	if (multicast)
-		cg_tma_load_multicast(f, k->bmap, dst, full_bar(w, st), rank, c, 3);
-	else
-		cg_tma_load(f, k->bmap, dst, full_bar(w, st), rank, c);
+	b_box(w, dst, st, rank, c, multicast);
 }
 
 /*
@@ -1198,8 +1212,60 @@ load_b_interleaved(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 	c[2] = interleaved_row(k, k->n0);
 	for (int j = 0; j < s->bk / row; j++) {
 		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-		cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
+		b_box(w, cg_addi(f, sbase, (int64_t)j * s->bn * 128), st, 3, c, 0);
 	}
+}
+
+/* B's boxes of k-tile kt (i32) into the stage at sbase (its B), on full[st]. */
+static void
+load_b(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int row = 128 / w->g.eb, rank = 2 + (s->groups > 0);
+	LLVMValueRef c[3];
+
+	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
+		load_b_halves(w, sbase, kt, st);
+	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
+		load_b_interleaved(w, sbase, kt, st);
+	} else if (s->b_layout == CG_B_NK) {
+		for (int j = 0; j < s->bk / row; j++) {
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+			c[1] = k->n0;
+			c[2] = k->e;
+			b_box(w, cg_addi(f, sbase, (int64_t)j * s->bn * 128), st, rank, c, 0);
+		}
+	} else {
+		for (int j = 0; j < s->bn / 64; j++) {
+			c[0] = cg_addi(f, k->n0, 64 * j);
+			c[1] = cg_muli(f, kt, s->bk);
+			c[2] = k->e;
+			b_box(w, cg_addi(f, sbase, (int64_t)j * s->bk * 128), st, rank, c, 0);
+		}
+	}
+}
+
+/*
+ * GemmSpec.f8.l2_ahead: with k-tile kt, B's boxes of k-tile kt + S of the
+ * tile into L2 (the ring holds kt - S + 1 .. kt), so that DRAM's latency is
+ * hidden over 2 S k-tiles of B instead of the S that shared memory holds.
+ */
+static void
+prefetch_b(W *w, LLVMValueRef kt)
+{
+	CgFn *f = w->g.k.f;
+	LLVMValueRef ka = cg_addi(f, kt, w->g.k.s.stages);
+	CgIf c;
+
+	if (!w->g.k.s.f8.l2_ahead)
+		return;
+	cg_if(f, &c, cg_lt(f, ka, cg_i32(f, w->g.kt)));
+	w->l2pf = 1;
+	load_b(w, cg_i32(f, 0), ka, cg_i32(f, 0));
+	w->l2pf = 0;
+	cg_endif(f, &c);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
@@ -1211,7 +1277,7 @@ produce(W *w)
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
-	int row = 128 / g->eb, kb = s->bk / row, grouped = s->groups > 0;	/* boxes of 128-byte rows */
+	int row = 128 / g->eb, kb = s->bk / row;	/* boxes of 128-byte rows */
 	LLVMValueRef kt, it, st, par, sbase, abase, c[3];
 	CgLoop l;
 	CgIf t0;
@@ -1236,28 +1302,8 @@ produce(W *w)
 		c[0] = cg_addi(f, cg_muli(f, gemm_a_ktile(g, kt), s->bk), (int64_t)row * j);
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
-	sbase = cg_addi(f, sbase, g->wg.a_bytes);
-	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
-		load_b_halves(w, sbase, kt, st);
-	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
-		load_b_interleaved(w, sbase, kt, st);
-	} else if (s->b_layout == CG_B_NK) {
-		for (int j = 0; j < kb; j++) {
-			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-			c[1] = k->n0;
-			c[2] = k->e;
-			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st),
-				    2 + grouped, c);
-		}
-	} else {
-		for (int j = 0; j < s->bn / 64; j++) {
-			c[0] = cg_addi(f, k->n0, 64 * j);
-			c[1] = cg_muli(f, kt, s->bk);
-			c[2] = k->e;
-			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bk * 128), full_bar(w, st),
-				    2 + grouped, c);
-		}
-	}
+	load_b(w, cg_addi(f, sbase, g->wg.a_bytes), kt, st);
+	prefetch_b(w, kt);
 	if (w->all) {	/* every producer thread: its copies, then its arrival once they land */
 		cg_endif(f, &t0);
 		if (s->gather)
@@ -1385,6 +1431,64 @@ consume_f8(W *w)
 	gemm_epilogue(g);
 }
 
+/* After the wait that retired the k-tile in stage st (GemmSpec.f8.whole):
+ * its scales into registers, the stage released, then its promotion, so
+ * that the producer refills the stage while this warpgroup promotes and
+ * waits for the next one (the warp's loads ordered before lane 0's
+ * arrival by bar.warp.sync). */
+static void
+f8_promote_released(W *w, LLVMValueRef st)
+{
+	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
+
+	gemm_f8_stage_scales(&w->g, gemm_f8_slot_at(&w->g, st), 0, w->g.ni, sa, sb);
+	cg_syncwarp(w->g.k.f);
+	release(w, st);
+	gemm_f8_promote_cols(&w->g, sa, sb, 0, w->g.ni);
+}
+
+/*
+ * FP8 x FP8 with whole k-tiles (GemmSpec.f8.whole, the default): a k-tile
+ * is one wgmma group of all the warpgroup's columns, promoted after its
+ * wait (DeepGEMM's order), the stage released before the promotion:
+ *
+ *	wait full[0]; issue (0); wait_group 0
+ *	per k-tile k:  [k retired] k's scales; release k's stage; promote (k)
+ *	    [k+1 < n: wait full[k+1]; issue (k+1); wait_group 0]
+ *
+ * The same operations in the same order per element as consume_f8's (bit
+ * for bit the cp.async mainloop's); the other consumer warpgroup's wgmmas
+ * run while this one promotes.  consume_f8 held the stage until it had
+ * issued the next k-tile, i.e. also through its wait for the next stage.
+ */
+static void
+consume_f8_whole(W *w)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	int n = g->kt;
+	LLVMValueRef it0, it, S = cg_i32(f, g->k.s.stages);
+	CgLoop l;
+
+	gemm_f8_tile(g);
+	it0 = cg_get(f, w->it);
+	if (n > 0) {
+		f8_issue(w, stage_full(w, it0), 0);
+		gemm_wgmma_wait(g, 0);
+		if (n > 1) {
+			it = cg_loop(f, &l, it0, cg_addi(f, it0, n - 1), cg_i32(f, 1));
+			f8_promote_released(w, cg_urem(f, it, S));
+			f8_issue(w, stage_full(w, cg_addi(f, it, 1)), 0);
+			gemm_wgmma_wait(g, 0);
+			cg_endloop(f, &l);
+		}
+		f8_promote_released(w, cg_urem(f, cg_addi(f, it0, n - 1), S));
+	}
+	cg_set(f, w->it, cg_addi(f, it0, n));
+	gemm_f8_result(g);
+	gemm_epilogue(g);
+}
+
 /* The consumers' k-tiles of one tile; the last one's wgmma group stays in flight. */
 static void
 mainloop(W *w)
@@ -1480,7 +1584,9 @@ produce_tile(GemmCore *k)
 static void
 consume_tile(GemmCore *k)
 {
-	if (k->s.f8.group > 0)
+	if (k->s.f8.group > 0 && k->s.f8.whole)
+		consume_f8_whole((W *)k);
+	else if (k->s.f8.group > 0)
 		consume_f8((W *)k);
 	else if (k->s.ws_mode == CG_WS_PINGPONG)
 		consume_pingpong((W *)k);

@@ -126,6 +126,10 @@ const DebugFlag debug_flags[] = {
 	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
 	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
 	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
+	{"f8-l2pf", DBG_F8_L2PF, NULL,
+	 "compile: FP8 x FP8 GEMMs on the warp-specialised mainloop prefetch B's boxes of k-tile kt + S (S stages) "
+	 "into L2 with kt's (cp.async.bulk.prefetch.tensor), so that the weights' DRAM latency is hidden over twice "
+	 "the k-tiles shared memory holds (the same bits; nothing on the emulator; for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
