@@ -476,8 +476,9 @@ struct CgF8 {
 	int whole;		/* a k-tile in one wgmma group a warpgroup, promoted after it
 				 * (DeepGEMM's order; bench/gemm A/B); 0: two column halves, the
 				 * promotion of one overlapping the other's wgmmas */
-	int l2_ahead;		/* WS: with k-tile kt's boxes the producer prefetches B's of kt + stages
-				 * into L2 (--debug=f8-l2pf; A/B); 0: none */
+	int l2_ahead;		/* WS: the producer prefetches B's boxes into L2 a ring (stages
+				 * k-tiles) ahead of its loads, 4 k-tiles at once (--debug=f8-l2pf;
+				 * A/B); 0: none */
 };
 
 typedef struct CgBQuant CgBQuant;

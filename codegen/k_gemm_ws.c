@@ -138,6 +138,7 @@
 #define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
 #define OUT_BAR 4		/* GemmSpec.tma_store: named barriers 4.., consumer warpgroup c's buffer (k_gemm.c's EPI_BAR: 3) */
 #define OUT_ROWS 64		/* ... a buffer holds one fragment row block (64 rows) of its warpgroup's tile */
+#define PF_RUN 4		/* GemmSpec.f8.l2_ahead: k-tiles of B prefetched together (a power of 2) */
 
 /* Consumer warpgroups: one, two or three split a tile, or two take turns (ping-pong). */
 static int
@@ -1248,24 +1249,31 @@ load_b(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 }
 
 /*
- * GemmSpec.f8.l2_ahead: with k-tile kt, B's boxes of k-tile kt + S of the
- * tile into L2 (the ring holds kt - S + 1 .. kt), so that DRAM's latency is
- * hidden over 2 S k-tiles of B instead of the S that shared memory holds.
+ * GemmSpec.f8.l2_ahead: with k-tile kt (kt % PF_RUN == 0), B's boxes of
+ * k-tiles kt + S .. kt + S + PF_RUN - 1 of the tile into L2 (the ring holds
+ * kt - S + 1 .. kt), so that DRAM's latency is hidden over S + PF_RUN k-tiles
+ * of B instead of the S that shared memory holds, and each of B's rows is
+ * asked for PF_RUN x 128 consecutive bytes at once (a DRAM page, where the
+ * ring's loads ask 128 bytes of a row a k-tile).
  */
 static void
 prefetch_b(W *w, LLVMValueRef kt)
 {
 	CgFn *f = w->g.k.f;
-	LLVMValueRef ka = cg_addi(f, kt, w->g.k.s.stages);
-	CgIf c;
+	CgIf c, r;
 
 	if (!w->g.k.s.f8.l2_ahead)
 		return;
-	cg_if(f, &c, cg_lt(f, ka, cg_i32(f, w->g.kt)));
+	cg_if(f, &r, LLVMBuildICmp(f->B, LLVMIntEQ, cg_and(f, kt, PF_RUN - 1), cg_i32(f, 0), ""));
 	w->l2pf = 1;
-	load_b(w, cg_i32(f, 0), ka, cg_i32(f, 0));
+	for (int j = 0; j < PF_RUN; j++) {
+		LLVMValueRef ka = cg_addi(f, kt, w->g.k.s.stages + j);
+		cg_if(f, &c, cg_lt(f, ka, cg_i32(f, w->g.kt)));
+		load_b(w, cg_i32(f, 0), ka, cg_i32(f, 0));
+		cg_endif(f, &c);
+	}
 	w->l2pf = 0;
-	cg_endif(f, &c);
+	cg_endif(f, &r);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
