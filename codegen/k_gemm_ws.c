@@ -1479,6 +1479,7 @@ consume_f8_whole(W *w)
 	CgLoop l;
 
 	gemm_f8_tile(g);
+	gemm_rows_ahead(g);	/* the epilogue's loads of loads land during the k-tiles */
 	it0 = cg_get(f, w->it);
 	if (n > 0) {
 		f8_issue(w, stage_full(w, it0), 0);
