@@ -74,8 +74,11 @@
  * stage's scale slot (cp.async, then its arrival on full[s]: 1 + 128); each
  * consumer warpgroup per k-tile: two wgmma groups of half its columns, the
  * promotion fin += acc * sb * sa (k_gemm_wgmma.c's) of one half while the
- * other runs, the scales from the slot (consume_f8).  The warpgroups meet
- * only at the ring; the producer stays S k-tiles ahead.
+ * other runs, the scales from the slot (consume_f8), or (whole k-tiles, the
+ * default) one group, its scales read and its stage released before its
+ * promotion (consume_f8_whole).  The warpgroups meet only at the ring; the
+ * producer stays S k-tiles ahead (and with GemmSpec.f8.l2_ahead prefetches
+ * B into L2 S more: prefetch_b).
  *
  * Ping-pong (GemmSpec.ws_mode = CG_WS_PINGPONG, persistent): two consumer
  * warpgroups, each on whole tiles of its own (warps_m x warps_n = 4 warps
