@@ -577,6 +577,8 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  */
 enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
 
+enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32's A/B decides) */
+
 static int
 grouped_c2(const CgModule *m, const GemmSpec *s)
 {
@@ -660,7 +662,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
-	w.f8.l2_ahead = s->f8.group > 0 && (cg_module_debug(m) & DBG_F8_L2PF);
+	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
 	w.tma_store = tma_store_for(m, s);
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
