@@ -1444,61 +1444,44 @@ consume_f8(W *w)
 	gemm_epilogue(g);
 }
 
-/* After the wait that retired the k-tile in stage st (GemmSpec.f8.whole):
- * its scales into registers, the stage released, then its promotion, so
- * that the producer refills the stage while this warpgroup promotes and
- * waits for the next one (the warp's loads ordered before lane 0's
- * arrival by bar.warp.sync). */
-static void
-f8_promote_released(W *w, LLVMValueRef st)
-{
-	LLVMValueRef sa[2 * MAXF], sb[2 * MAXF];
-
-	gemm_f8_stage_scales(&w->g, gemm_f8_slot_at(&w->g, st), 0, w->g.ni, sa, sb);
-	cg_syncwarp(w->g.k.f);
-	release(w, st);
-	gemm_f8_promote_cols(&w->g, sa, sb, 0, w->g.ni);
-}
-
 /*
  * FP8 x FP8 with whole k-tiles (GemmSpec.f8.whole, the default): a k-tile
  * is one wgmma group of all the warpgroup's columns, promoted after its
- * wait (DeepGEMM's order), the stage released before the promotion:
+ * wait (DeepGEMM's order), its scales read while it runs and its stage
+ * released before the promotion:
  *
- *	wait full[0]; issue (0); wait_group 0
- *	per k-tile k:  [k retired] k's scales; release k's stage; promote (k)
- *	    [k+1 < n: wait full[k+1]; issue (k+1); wait_group 0]
+ *	per k-tile k:  wait full[k]; issue (k); k's scales from the slot;
+ *	               wait_group 0; release k's stage; promote (k)
  *
- * The same operations in the same order per element as consume_f8's (bit
+ * so the producer refills the stage while this warpgroup promotes and
+ * waits for the next one, and the scale loads are off the path from the
+ * wait to the promotion (bar.warp.sync orders the warp's loads before lane
+ * 0's arrival).  consume_f8's order held the stage until the next k-tile's
+ * wait and issue.  The same operations in the same order per element (bit
  * for bit the cp.async mainloop's); the other consumer warpgroup's wgmmas
- * run while this one promotes.  consume_f8 held the stage until it had
- * issued the next k-tile, i.e. also through its wait for the next stage.
+ * run while this one promotes.  Nothing is in flight across the back edge.
  */
 static void
 consume_f8_whole(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	int n = g->kt;
-	LLVMValueRef it0, it, S = cg_i32(f, g->k.s.stages);
+	LLVMValueRef it0, it, st, sa[2 * MAXF], sb[2 * MAXF];
 	CgLoop l;
 
 	gemm_f8_tile(g);
 	gemm_rows_ahead(g);	/* the epilogue's loads of loads land during the k-tiles */
 	it0 = cg_get(f, w->it);
-	if (n > 0) {
-		f8_issue(w, stage_full(w, it0), 0);
-		gemm_wgmma_wait(g, 0);
-		if (n > 1) {
-			it = cg_loop(f, &l, it0, cg_addi(f, it0, n - 1), cg_i32(f, 1));
-			f8_promote_released(w, cg_urem(f, it, S));
-			f8_issue(w, stage_full(w, cg_addi(f, it, 1)), 0);
-			gemm_wgmma_wait(g, 0);
-			cg_endloop(f, &l);
-		}
-		f8_promote_released(w, cg_urem(f, cg_addi(f, it0, n - 1), S));
-	}
-	cg_set(f, w->it, cg_addi(f, it0, n));
+	it = cg_loop(f, &l, it0, cg_addi(f, it0, g->kt), cg_i32(f, 1));
+	st = stage_full(w, it);
+	f8_issue(w, st, 0);
+	gemm_f8_stage_scales(g, gemm_f8_slot_at(g, st), 0, g->ni, sa, sb);
+	gemm_wgmma_wait(g, 0);
+	cg_syncwarp(f);
+	release(w, st);
+	gemm_f8_promote_cols(g, sa, sb, 0, g->ni);
+	cg_endloop(f, &l);
+	cg_set(f, w->it, cg_addi(f, it0, g->kt));
 	gemm_f8_result(g);
 	gemm_epilogue(g);
 }
