@@ -74,11 +74,9 @@
  * stage's scale slot (cp.async, then its arrival on full[s]: 1 + 128); each
  * consumer warpgroup per k-tile: two wgmma groups of half its columns, the
  * promotion fin += acc * sb * sa (k_gemm_wgmma.c's) of one half while the
- * other runs, the scales from the slot (consume_f8), or (whole k-tiles, the
- * default) one group, its scales read and its stage released before its
- * promotion (consume_f8_whole).  The warpgroups meet only at the ring; the
- * producer stays S k-tiles ahead (and with GemmSpec.f8.l2_ahead prefetches
- * B into L2 S more: prefetch_b).
+ * other runs, the scales from the slot (consume_f8).  The warpgroups meet
+ * only at the ring; the producer stays S k-tiles ahead (and with
+ * GemmSpec.f8.l2_ahead prefetches B into L2 S more: prefetch_b).
  *
  * Ping-pong (GemmSpec.ws_mode = CG_WS_PINGPONG, persistent): two consumer
  * warpgroups, each on whole tiles of its own (warps_m x warps_n = 4 warps
@@ -1444,48 +1442,6 @@ consume_f8(W *w)
 	gemm_epilogue(g);
 }
 
-/*
- * FP8 x FP8 with whole k-tiles (GemmSpec.f8.whole, the default): a k-tile
- * is one wgmma group of all the warpgroup's columns, promoted after its
- * wait (DeepGEMM's order), its scales read while it runs and its stage
- * released before the promotion:
- *
- *	per k-tile k:  wait full[k]; issue (k); k's scales from the slot;
- *	               wait_group 0; release k's stage; promote (k)
- *
- * so the producer refills the stage while this warpgroup promotes and
- * waits for the next one, and the scale loads are off the path from the
- * wait to the promotion (bar.warp.sync orders the warp's loads before lane
- * 0's arrival).  consume_f8's order held the stage until the next k-tile's
- * wait and issue.  The same operations in the same order per element (bit
- * for bit the cp.async mainloop's); the other consumer warpgroup's wgmmas
- * run while this one promotes.  Nothing is in flight across the back edge.
- */
-static void
-consume_f8_whole(W *w)
-{
-	G *g = &w->g;
-	CgFn *f = g->k.f;
-	LLVMValueRef it0, it, st, sa[2 * MAXF], sb[2 * MAXF];
-	CgLoop l;
-
-	gemm_f8_tile(g);
-	gemm_rows_ahead(g);	/* the epilogue's loads of loads land during the k-tiles */
-	it0 = cg_get(f, w->it);
-	it = cg_loop(f, &l, it0, cg_addi(f, it0, g->kt), cg_i32(f, 1));
-	st = stage_full(w, it);
-	f8_issue(w, st, 0);
-	gemm_f8_stage_scales(g, gemm_f8_slot_at(g, st), 0, g->ni, sa, sb);
-	gemm_wgmma_wait(g, 0);
-	cg_syncwarp(f);
-	release(w, st);
-	gemm_f8_promote_cols(g, sa, sb, 0, g->ni);
-	cg_endloop(f, &l);
-	cg_set(f, w->it, cg_addi(f, it0, g->kt));
-	gemm_f8_result(g);
-	gemm_epilogue(g);
-}
-
 /* The consumers' k-tiles of one tile; the last one's wgmma group stays in flight. */
 static void
 mainloop(W *w)
@@ -1581,9 +1537,7 @@ produce_tile(GemmCore *k)
 static void
 consume_tile(GemmCore *k)
 {
-	if (k->s.f8.group > 0 && k->s.f8.whole)
-		consume_f8_whole((W *)k);
-	else if (k->s.f8.group > 0)
+	if (k->s.f8.group > 0)
 		consume_f8((W *)k);
 	else if (k->s.ws_mode == CG_WS_PINGPONG)
 		consume_pingpong((W *)k);
