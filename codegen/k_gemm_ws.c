@@ -575,7 +575,7 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  */
 enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
 
-enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32's A/B decides) */
+enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32, H200: 1.06x slower at T = 4096) */
 
 static int
 grouped_c2(const CgModule *m, const GemmSpec *s)

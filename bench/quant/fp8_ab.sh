@@ -38,10 +38,9 @@
 #   c2k4    the down alone (`.c2b` on k4)
 #   persk3  k3 persistent over 132 CTAs without clusters (the pairs' schedule
 #           is persistent: this arm tells the two apart)
-#   (session 32: the default releases a stage before its promotion and
-#   issues the epilogue's row loads before the k-tiles)
-#   pf      --debug=f8-l2pf: the FP8 WS producers prefetch B into L2 a ring
-#           ahead, 4 k-tiles (512 bytes a row) at once
+#   pf      (session 32) --debug=f8-l2pf: the FP8 WS producers prefetch B
+#           into L2 a ring ahead, 4 k-tiles (512 bytes a row) at once (the
+#           H200: 1.06x slower at T = 4096, 1.13x at 256; opt-in)
 # Bundles carry cubins (no JIT on the device).  Correctness: with FULL=1 each
 # arm against the interpreter's full-size rows (~16 min of CPU at prepare);
 # with FULL=0 each arm's output y against main's on the same inputs (T = 4096,
