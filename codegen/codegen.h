@@ -476,6 +476,9 @@ struct CgF8 {
 	int whole;		/* a k-tile in one wgmma group a warpgroup, promoted after it
 				 * (DeepGEMM's order; bench/gemm A/B); 0: two column halves, the
 				 * promotion of one overlapping the other's wgmmas */
+	int l2_ahead;		/* WS: the producer prefetches B's boxes into L2 a ring (stages
+				 * k-tiles) ahead of its loads, 4 k-tiles at once (--debug=f8-l2pf;
+				 * A/B); 0: none */
 };
 
 typedef struct CgBQuant CgBQuant;
@@ -1284,6 +1287,9 @@ void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.p
  * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */
 void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 		 LLVMValueRef *coords);
+/* cp.async.bulk.prefetch.tensor.{rank}d.L2: the box at coords brought into L2, no shared
+ * memory, no barrier (a hint; nothing on the emulator) */
+void cg_tma_prefetch(CgFn *f, int param, int rank, LLVMValueRef *coords);
 /* cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group: the box at src (i32 shared offset,
  * 128-byte aligned) stored through tensor-map parameter `param` at coords (elements outside the
  * map's dims are not written); the thread's stores join its next bulk group */

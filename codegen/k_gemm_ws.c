@@ -75,7 +75,8 @@
  * consumer warpgroup per k-tile: two wgmma groups of half its columns, the
  * promotion fin += acc * sb * sa (k_gemm_wgmma.c's) of one half while the
  * other runs, the scales from the slot (consume_f8).  The warpgroups meet
- * only at the ring; the producer stays S k-tiles ahead.
+ * only at the ring; the producer stays S k-tiles ahead (and with
+ * GemmSpec.f8.l2_ahead prefetches B into L2 S more: prefetch_b).
  *
  * Ping-pong (GemmSpec.ws_mode = CG_WS_PINGPONG, persistent): two consumer
  * warpgroups, each on whole tiles of its own (warps_m x warps_n = 4 warps
@@ -138,6 +139,7 @@
 #define ORDER_BAR 1		/* ping-pong: named barriers 1, 2, consumer warpgroup 0's and 1's turn */
 #define OUT_BAR 4		/* GemmSpec.tma_store: named barriers 4.., consumer warpgroup c's buffer (k_gemm.c's EPI_BAR: 3) */
 #define OUT_ROWS 64		/* ... a buffer holds one fragment row block (64 rows) of its warpgroup's tile */
+#define PF_RUN 4		/* GemmSpec.f8.l2_ahead: k-tiles of B prefetched together (a power of 2) */
 
 /* Consumer warpgroups: one, two or three split a tile, or two take turns (ping-pong). */
 static int
@@ -573,6 +575,8 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  */
 enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
 
+enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32, H200: 1.06x slower at T = 4096) */
+
 static int
 grouped_c2(const CgModule *m, const GemmSpec *s)
 {
@@ -656,6 +660,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
 	w.tma_store = tma_store_for(m, s);
 	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
 	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
@@ -869,6 +874,7 @@ struct W {
 	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A or FP8 */
 	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
+	int l2pf;		/* producer: B's boxes go to L2 only (b_box; GemmSpec.f8.l2_ahead) */
 };
 
 static LLVMValueRef
@@ -1128,6 +1134,21 @@ interleaved_row(GemmCore *k, LLVMValueRef n)
 	return k->s.groups > 0 ? cg_add(f, r, cg_muli(f, k->e, k->s.b_group_stride / k->s.ldb)) : r;
 }
 
+/* One of B's boxes at coords c into dst, completing on full[st] (multicast:
+ * to both CTAs of the cluster); while w->l2pf, the box into L2 alone. */
+static void
+b_box(W *w, LLVMValueRef dst, LLVMValueRef st, int rank, LLVMValueRef *c, int multicast)
+{
+	CgFn *f = w->g.k.f;
+
+	if (w->l2pf)
+		cg_tma_prefetch(f, w->g.k.bmap, rank, c);
+	else if (multicast)
+		cg_tma_load_multicast(f, w->g.k.bmap, dst, full_bar(w, st), rank, c, 3);
+	else
+		cg_tma_load(f, w->g.k.bmap, dst, full_bar(w, st), rank, c);
+}
+
 /* B's half h (0, 1: rows n0 + h bn/2..) of k-tile kt (i32), 64-k block j,
  * into the stage's B at sbase: here, or (multicast) to both CTAs of the
  * cluster.  Through the gate|up interleave the half's box (128 bytes, 2,
@@ -1145,10 +1166,7 @@ load_b_half(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st, int j, L
 	c[1] = s->f8.b_interleave ? cg_i32(f, 0) : n;
 	c[2] = s->f8.b_interleave ? interleaved_row(k, n) : k->e;
 	dst = cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bn * 128), cg_muli(f, h, half * 128));
-	if (multicast)
-		cg_tma_load_multicast(f, k->bmap, dst, full_bar(w, st), rank, c, 3);
-	else
-		cg_tma_load(f, k->bmap, dst, full_bar(w, st), rank, c);
+	b_box(w, dst, st, rank, c, multicast);
 }
 
 /*
@@ -1198,8 +1216,67 @@ load_b_interleaved(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 	c[2] = interleaved_row(k, k->n0);
 	for (int j = 0; j < s->bk / row; j++) {
 		c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-		cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st), 3, c);
+		b_box(w, cg_addi(f, sbase, (int64_t)j * s->bn * 128), st, 3, c, 0);
 	}
+}
+
+/* B's boxes of k-tile kt (i32) into the stage at sbase (its B), on full[st]. */
+static void
+load_b(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int row = 128 / w->g.eb, rank = 2 + (s->groups > 0);
+	LLVMValueRef c[3];
+
+	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
+		load_b_halves(w, sbase, kt, st);
+	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
+		load_b_interleaved(w, sbase, kt, st);
+	} else if (s->b_layout == CG_B_NK) {
+		for (int j = 0; j < s->bk / row; j++) {
+			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
+			c[1] = k->n0;
+			c[2] = k->e;
+			b_box(w, cg_addi(f, sbase, (int64_t)j * s->bn * 128), st, rank, c, 0);
+		}
+	} else {
+		for (int j = 0; j < s->bn / 64; j++) {
+			c[0] = cg_addi(f, k->n0, 64 * j);
+			c[1] = cg_muli(f, kt, s->bk);
+			c[2] = k->e;
+			b_box(w, cg_addi(f, sbase, (int64_t)j * s->bk * 128), st, rank, c, 0);
+		}
+	}
+}
+
+/*
+ * GemmSpec.f8.l2_ahead: with k-tile kt (kt % PF_RUN == 0), B's boxes of
+ * k-tiles kt + S .. kt + S + PF_RUN - 1 of the tile into L2 (the ring holds
+ * kt - S + 1 .. kt), so that DRAM's latency is hidden over S + PF_RUN k-tiles
+ * of B instead of the S that shared memory holds, and each of B's rows is
+ * asked for PF_RUN x 128 consecutive bytes at once (a DRAM page, where the
+ * ring's loads ask 128 bytes of a row a k-tile).
+ */
+static void
+prefetch_b(W *w, LLVMValueRef kt)
+{
+	CgFn *f = w->g.k.f;
+	CgIf c, r;
+
+	if (!w->g.k.s.f8.l2_ahead)
+		return;
+	cg_if(f, &r, LLVMBuildICmp(f->B, LLVMIntEQ, cg_and(f, kt, PF_RUN - 1), cg_i32(f, 0), ""));
+	w->l2pf = 1;
+	for (int j = 0; j < PF_RUN; j++) {
+		LLVMValueRef ka = cg_addi(f, kt, w->g.k.s.stages + j);
+		cg_if(f, &c, cg_lt(f, ka, cg_i32(f, w->g.kt)));
+		load_b(w, cg_i32(f, 0), ka, cg_i32(f, 0));
+		cg_endif(f, &c);
+	}
+	w->l2pf = 0;
+	cg_endif(f, &r);
 }
 
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
@@ -1211,7 +1288,7 @@ produce(W *w)
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
 	const GemmSpec *s = &k->s;
-	int row = 128 / g->eb, kb = s->bk / row, grouped = s->groups > 0;	/* boxes of 128-byte rows */
+	int row = 128 / g->eb, kb = s->bk / row;	/* boxes of 128-byte rows */
 	LLVMValueRef kt, it, st, par, sbase, abase, c[3];
 	CgLoop l;
 	CgIf t0;
@@ -1236,28 +1313,8 @@ produce(W *w)
 		c[0] = cg_addi(f, cg_muli(f, gemm_a_ktile(g, kt), s->bk), (int64_t)row * j);
 		load_a(w, cg_addi(f, sbase, (int64_t)j * s->bm * 128), c[0], st);
 	}
-	sbase = cg_addi(f, sbase, g->wg.a_bytes);
-	if (s->b_layout == CG_B_NK && b_box_rows(s) < s->bn) {
-		load_b_halves(w, sbase, kt, st);
-	} else if (s->b_layout == CG_B_NK && s->f8.b_interleave) {
-		load_b_interleaved(w, sbase, kt, st);
-	} else if (s->b_layout == CG_B_NK) {
-		for (int j = 0; j < kb; j++) {
-			c[0] = cg_addi(f, cg_muli(f, kt, s->bk), (int64_t)row * j);
-			c[1] = k->n0;
-			c[2] = k->e;
-			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bn * 128), full_bar(w, st),
-				    2 + grouped, c);
-		}
-	} else {
-		for (int j = 0; j < s->bn / 64; j++) {
-			c[0] = cg_addi(f, k->n0, 64 * j);
-			c[1] = cg_muli(f, kt, s->bk);
-			c[2] = k->e;
-			cg_tma_load(f, k->bmap, cg_addi(f, sbase, (int64_t)j * s->bk * 128), full_bar(w, st),
-				    2 + grouped, c);
-		}
-	}
+	load_b(w, cg_addi(f, sbase, g->wg.a_bytes), kt, st);
+	prefetch_b(w, kt);
 	if (w->all) {	/* every producer thread: its copies, then its arrival once they land */
 		cg_endif(f, &t0);
 		if (s->gather)

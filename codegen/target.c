@@ -1632,6 +1632,28 @@ cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, L
 	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
 }
 
+/* A hint: the emulator has no L2, so nothing to do there (the tensor map is still checked). */
+void
+cg_tma_prefetch(CgFn *f, int param, int rank, LLVMValueRef *coords)
+{
+	LLVMValueRef a[3];
+	char pname[400], text[1024], cons[64];
+
+	if (need_tma(f, "cp.async.bulk.prefetch.tensor") < 0)
+		return;
+	if (!tmap_param_ok(f, "cg_tma_prefetch", param, rank) || f->emu)
+		return;
+	param_name(f, param, pname, sizeof pname);
+	snprintf(text, sizeof text,
+		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
+		 "cp.async.bulk.prefetch.tensor.%dd.L2.global.tile [m, {$0, $1%s}];\n}",
+		 pname, rank, rank == 3 ? ", $2" : "");
+	snprintf(cons, sizeof cons, "r,r%s,~{memory}", rank == 3 ? ",r" : "");
+	for (int i = 0; i < rank; i++)
+		a[i] = coords[i];
+	cg_asm(f, NULL, text, cons, a, rank, 1);
+}
+
 void
 cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coords)
 {

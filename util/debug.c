@@ -136,6 +136,11 @@ const DebugFlag debug_flags[] = {
 	 "compute them two at a time (one pass over the row: twice the loads in flight, W and gamma read once for "
 	 "both) and broadcast a warp's sum of squares by shuffles instead of shared memory and two CTA barriers a "
 	 "token (the same bits; docs/codegen.md, Decode fronts; A/B on the GPU)"},
+	{"f8-l2pf", DBG_F8_L2PF, NULL,
+	 "compile: FP8 x FP8 GEMMs on the warp-specialised mainloop prefetch B's boxes of k-tile kt + S (S stages) "
+	 "into L2 with kt's (cp.async.bulk.prefetch.tensor), so that the weights' DRAM latency is hidden over twice "
+	 "the k-tiles shared memory holds (the same bits; nothing on the emulator; session 32's H200 A/B: DeepSeek-V3's "
+	 "FP8 layer 1.06x slower at T = 4096, so opt-in)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

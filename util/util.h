@@ -160,6 +160,7 @@ typedef uint64_t DbgFlags;
 #define DBG_WS_TMA_STORE DBG_BIT(33)	/* codegen: dense WS GEMMs store C through shared memory by TMA (A/B) */
 #define DBG_DOWN_AHEAD DBG_BIT(35)	/* codegen: decode MoE downs send their runs' first B toward L2 before the grid wait (A/B) */
 #define DBG_FRONT_PAIR DBG_BIT(34)	/* codegen: decode fronts take a warp's tokens two at a time, no barrier a token (A/B) */
+#define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

@@ -38,6 +38,9 @@
 #   c2k4    the down alone (`.c2b` on k4)
 #   persk3  k3 persistent over 132 CTAs without clusters (the pairs' schedule
 #           is persistent: this arm tells the two apart)
+#   pf      (session 32) --debug=f8-l2pf: the FP8 WS producers prefetch B
+#           into L2 a ring ahead, 4 k-tiles (512 bytes a row) at once (the
+#           H200: 1.06x slower at T = 4096, 1.13x at 256; opt-in)
 # Bundles carry cubins (no JIT on the device).  Correctness: with FULL=1 each
 # arm against the interpreter's full-size rows (~16 min of CPU at prepare);
 # with FULL=0 each arm's output y against main's on the same inputs (T = 4096,
@@ -76,6 +79,7 @@ debug() {	# ARM: its --debug flags (none: the default)
 	case $1 in
 	cp) echo --debug=f8-cp ;;
 	c2) echo --debug=f8-c2 ;;
+	pf) echo --debug=f8-l2pf ;;
 	esac
 }
 

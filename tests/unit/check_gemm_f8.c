@@ -1059,6 +1059,50 @@ START_TEST(test_ws_pairs)
 }
 END_TEST
 
+/*
+ * --debug=f8-l2pf (GemmSpec.f8.l2_ahead): the producers prefetch B's boxes
+ * a ring ahead into L2, 4 k-tiles at once (a hint: nothing on the
+ * emulator, where the builder still runs every box's coordinates and tensor
+ * map check): bit for bit the wgmma mainloop (the gate|up in pairs, the
+ * ring wrapping over 7 k-tiles at 3 stages); DeepSeek-V3's gate|up in
+ * clusters through ptxas with each box of the ring's loads prefetched 4
+ * times (no spills in the producer's 40 registers, no serialisation); a MoE
+ * program with the flag against the interpreter.
+ */
+START_TEST(test_ws_l2_ahead)
+{
+	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, pairs sharing B, B prefetched into L2, 3 stages, "
+			       "K = 896", .T = 215, .counts = {1, 0, 64, 65, 129, 140, 30, 1}};
+
+	gh_spec_grouped_swiglu(&up.s, 8, 512, 896, 2);
+	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
+	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1, .l2_ahead = 1};
+	up.s.c_dt = DT_F8E4M3;
+	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
+	up.s.sched = CG_SCHED_PERSISTENT;
+	up.s.ctas = 3;
+	up.s.cluster_b = 1;
+	ws_same(&up);
+
+	GemmSpec ds;
+	spec_dsv3_gateup(&ds);
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.cluster = 2;
+	ds.cluster_b = 1;
+	ds.f8.l2_ahead = 1;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fgp");
+	/* the multicast half box, or both halves (an odd last row tile): 3 boxes, 4 k-tiles each */
+	ck_assert_int_eq(gh_count(gh_ptx(m), "cp.async.bulk.prefetch.tensor.3d.L2.global.tile ["), 12);
+	gh_assemble(m, 1, "gemm_f8 ws gate|up cluster_b l2_ahead", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "cp.async-a", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_L2PF);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -1088,6 +1132,7 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ws_cluster);
 	tcase_add_test(t, test_ws_gateup);
 	tcase_add_test(t, test_ws_pairs);
+	tcase_add_test(t, test_ws_l2_ahead);
 	suite_add_tcase(s, t);
 	return s;
 }
