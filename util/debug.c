@@ -126,6 +126,12 @@ const DebugFlag debug_flags[] = {
 	 "model's per-token activation scales and run on bf16 tensor cores (the e4m3 weights dequantised in "
 	 "registers or at load: session 30's path), instead of FP8 x FP8 with activations per token and 128 "
 	 "columns (docs/passes.md, fp8-regroup; A/B on the GPU)"},
+	{"fp8-glu", DBG_FP8_GLU, NULL,
+	 "compile: a dense gate|up whose two weights are e4m3 with scales per output row (a shared expert of "
+	 "Llama-4 fbgemm_fp8 or DeepSeek-V3 fp8) merges the e4m3 weights and their scales (interleaved at load) "
+	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
+	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
+	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -158,6 +158,7 @@ typedef uint64_t DbgFlags;
 #define DBG_FP8_PER_TOKEN DBG_BIT(32)	/* fp8-regroup off: per-channel FP8 GEMMs keep per-token activations, bf16 mma (A/B) */
 #define DBG_PDL DBG_BIT(27)	/* codegen: sm_90 kernels open with griddepcontrol, launched programmatically (A/B) */
 #define DBG_WS_TMA_STORE DBG_BIT(33)	/* codegen: dense WS GEMMs store C through shared memory by TMA (A/B) */
+#define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;
