@@ -1,0 +1,127 @@
+#!/bin/sh
+# fp8_producer_ab.sh — A/B of FP8 activations quantised by their producer (issue 13, session 32):
+# Llama-4-Maverick FP8 (fbgemm_fp8, activation_scale_ub 1200) MoE layer 1, synthetic weights, T = 16 and 4096
+# (sm_90a bundles, gzipped), three arms:
+#   main  MAIN_MOEC: the router-scaled expert input quantised per 128 columns by an elementwise kernel of
+#         its own (after the row kernel of the score multiply), the shared expert's gate|up bf16
+#   new   NEW_MOEC: fuse-act-quant's cone, the score multiply and the quantisation one row kernel
+#   glu   NEW_MOEC --debug=fp8-glu: also the shared expert's gate|up FP8 x FP8 (its e4m3 weights and
+#         scales interleaved at load, its input quantised per 128 columns in the norm's kernel)
+#
+#   bench/quant/fp8_producer_ab.sh prepare NEW_MOEC MAIN_MOEC DIR   here: DIR/{config.json,*.moeb.gz,run.sh}
+#   OUT=<dir> sh DIR/run.sh                                           on the GPU machine, from a checkout's
+#                                                                     root (tests/gpu/build_moert.sh): $OUT/mavq/
+# Session 32's batch ran it as build/s32/mavq/run.sh (bench/RESULTS.md).
+set -u
+if [ "${1:-}" = prepare ]; then
+	[ $# = 4 ] || { echo "usage: fp8_producer_ab.sh prepare NEW_MOEC MAIN_MOEC DIR" >&2; exit 2; }
+	new=$2 main=$3 dir=$4
+	src=$(cd "$(dirname "$0")/../.." && pwd)
+	mkdir -p "$dir" || exit 2
+	python3 - "$src/models/llama-4-maverick-17b-128e-instruct/config.json" "$dir/config.json" <<'PY' || exit 2
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["quantization_config"] = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                            "modules_to_not_convert": ["language_model.model.layers.*.self_attn",
+                                                       "language_model.model.layers.*.feed_forward.router",
+                                                       "vision_model", "multi_modal_projector", "lm_head"]}
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+	for T in 16 4096; do
+		for a in main new glu; do
+			m=$new flag=
+			[ $a = main ] && m=$main
+			[ $a = glu ] && flag=--debug=fp8-glu
+			"$m" compile "$dir/config.json" --layer 1 --synthetic-weights=1 --arch=sm_90a --max-tokens=$T -q \
+				$flag -o "$dir/${a}_T$T.moeb" --fusion-report >"$dir/${a}_T$T.report" || exit 2
+			gzip -9 -f "$dir/${a}_T$T.moeb" || exit 2
+		done
+	done
+	sed -n '/^# --- the GPU part/,$p' "$0" | sed '1s/.*/#!\/bin\/sh/' >"$dir/run.sh"
+	echo "ok $dir: OUT=<dir> sh $dir/run.sh on the GPU machine"
+	exit 0
+fi
+# --- the GPU part (prepare copies it to DIR/run.sh): OUT=<dir> sh DIR/run.sh from a checkout's root
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+o=${OUT:?OUT not set}/mavq
+mkdir -p "$o" || exit 1
+echo "expected: about 80 s (3 arms x 2 T: 6 runs, 12 bench runs of ~1 s load + timing, 6 profiles)" >"$o/expect.txt"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+sh tests/gpu/build_moert.sh "$tmp/moert" >"$o/build.txt" 2>&1 || { echo "moert build failed" >>"$o/build.txt"; exit 1; }
+for T in 16 4096; do
+	for a in main new glu; do
+		gunzip -c "$here/${a}_T$T.moeb.gz" >"$tmp/${a}_T$T.moeb" || exit 1
+	done
+done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >"$o/gpu.txt" 2>&1
+# 1. correctness first: every arm on the same input (uniform in [-1, 1), seed 7; the same routing: the norm and
+#    the router GEMM are the same kernels); new and glu against main within the tolerance of e4m3 noise
+#    (rel_l2 < 2e-2; new should be main's bits or next to them), finite, and the FFN not zero (|y - x| / |y| > 1e-3)
+ok=1
+for T in 16 4096; do
+	python3 -c "import numpy as np; np.random.seed(7); \
+np.save('$tmp/x$T.npy', np.random.uniform(-1, 1, ($T, 5120)).astype(np.float32))" || exit 1
+	for a in main new glu; do
+		mkdir -p "$tmp/$a$T"
+		"$tmp/moert" run "$tmp/${a}_T$T.moeb" --input=x="$tmp/x$T.npy" -o "$tmp/$a$T" >"$o/run_${a}_T$T.txt" 2>&1 ||
+			{ echo "run $a T=$T FAILED" >>"$o/check.txt"; ok=0; }
+	done
+	for a in new glu; do
+		python3 - "$tmp/x$T.npy" "$tmp/main$T/y.npy" "$tmp/$a$T/y.npy" "$T" "$a" >>"$o/check.txt" 2>&1 <<'PY' || ok=0
+import sys
+import numpy as np
+x = np.load(sys.argv[1]).astype(np.float64)
+a = np.load(sys.argv[2]).astype(np.float64)
+b = np.load(sys.argv[3]).astype(np.float64)
+n = lambda v: float(np.sqrt((v * v).sum()))
+rel = n(a - b) / max(n(a), 1e-30)
+ffn_a, ffn_b = n(a - x) / n(a), n(b - x) / n(b)
+ffn_rel = n((a - x) - (b - x)) / max(n(a - x), 1e-30)
+good = a.shape == b.shape and np.isfinite(b).all() and rel < 2e-2 and ffn_a > 1e-3 and ffn_b > 1e-3
+print("check T=%s %s vs main: rel_l2 %.3g max_abs %.3g same_bits %d; ffn |y-x|/|y| main %.3g %s %.3g; ffn rel_l2 %.3g %s"
+      % (sys.argv[4], sys.argv[5], rel, float(np.abs(a - b).max()), int((a == b).all()), ffn_a, sys.argv[5], ffn_b,
+         ffn_rel, "ok" if good else "FAIL"))
+sys.exit(0 if good else 1)
+PY
+	done
+done
+[ "$ok" = 1 ] || { echo "correctness failed: no timing" >>"$o/check.txt"; exit 1; }
+# 2. timing: 3 interleaved rounds of moert bench --graph (60 iters), medians of the rounds' medians
+for r in 1 2 3; do
+	for T in 16 4096; do
+		for a in main new glu; do
+			us=$("$tmp/moert" bench "$tmp/${a}_T$T.moeb" --tokens=$T --graph --iters=60 --warmup=10 2>&1 |
+				sed -n 's/^bench .* median_us=\([0-9.]*\) .*/\1/p')
+			echo "round=$r T=$T arm=$a us=${us:-FAILED}" >>"$o/rounds.txt"
+		done
+	done
+done
+# 3. one profile a bundle (each step alone)
+for T in 16 4096; do
+	for a in main new glu; do
+		"$tmp/moert" bench "$tmp/${a}_T$T.moeb" --tokens=$T --graph --iters=30 --warmup=5 --profile \
+			>"$o/profile_${a}_T$T.txt" 2>&1
+	done
+done
+# 4. the table
+awk '{ split($2, t, "="); split($3, a, "="); split($4, u, "="); k = t[2] " " a[2]; v[k] = v[k] " " u[2] }
+END { for (k in v) print k, v[k] }' "$o/rounds.txt" | sort -n | while read -r T a rest; do
+	med=$(echo "$rest" | tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
+	echo "$T $a $med"
+done >"$tmp/med"
+{
+	echo "| T | main us | new us | glu us | new/main | glu/main |"
+	echo "|---|---|---|---|---|---|"
+	for T in 16 4096; do
+		m=$(awk -v T=$T '$1 == T && $2 == "main" { print $3 }' "$tmp/med")
+		n=$(awk -v T=$T '$1 == T && $2 == "new" { print $3 }' "$tmp/med")
+		g=$(awk -v T=$T '$1 == T && $2 == "glu" { print $3 }' "$tmp/med")
+		echo "| $T | $m | $n | $g | $(awk -v m="$m" -v n="$n" 'BEGIN { if (m > 0) printf "%.3f", n / m }') |" \
+			"$(awk -v m="$m" -v n="$g" 'BEGIN { if (m > 0) printf "%.3f", n / m }') |"
+	done
+	echo "wall: $(( $(date +%s) - start )) s"
+} >"$o/table.txt"
+cat "$o/check.txt" "$o/table.txt"
