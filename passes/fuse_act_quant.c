@@ -400,9 +400,14 @@ fuse_act_quant(Module *m, PassCtx *c)
 	for (int i = 0; i < nn; i++)
 		changed |= fuse_norm_quant(g, norms[i], c);
 	for (int i = 0; i < nc; i++) {
+		const Node *q = cones[i];
 		int done = fuse_cone(g, cones[i], c);
 		if (!done)
-			say_why_not(cones[i], quant_source(cones[i]), 0, qgroup(cones[i]), c);
+			report_skip(c->report, "quantize_dynamic %%%s of %%%s not fused into the kernel that makes "
+				    "%%%s: something besides the quantisation reads it or what makes it (a graph "
+				    "result, another node), or a node between them feeds them; as a pass of its own "
+				    "it reads %.0f and writes %.0f bytes per token", q->out[0]->name, q->in[0]->name,
+				    q->in[0]->name, row_bytes(q->in[0]), row_bytes(q->out[0]) + row_bytes(q->out[1]));
 		changed |= done;
 	}
 	free(norms);
