@@ -7,6 +7,8 @@
 #   new   NEW_MOEC: fuse-act-quant's cone, the score multiply and the quantisation one row kernel
 #   glu   NEW_MOEC --debug=fp8-glu: also the shared expert's gate|up FP8 x FP8 (its e4m3 weights and
 #         scales interleaved at load, its input quantised per 128 columns in the norm's kernel)
+# and DeepSeek-V3 layer 3 (fp8, 128x128 blocks) at T = 4096, main against glu (its shared gate|up FP8 x FP8;
+# its input already quantised per 128 columns by the norm's kernel): ds_main_T4096, ds_glu_T4096.
 #
 #   bench/quant/fp8_producer_ab.sh prepare NEW_MOEC MAIN_MOEC DIR   here: DIR/{config.json,*.moeb.gz,run.sh}
 #   OUT=<dir> sh DIR/run.sh                                           on the GPU machine, from a checkout's
@@ -37,6 +39,14 @@ PY
 			gzip -9 -f "$dir/${a}_T$T.moeb" || exit 2
 		done
 	done
+	for a in main glu; do
+		m=$new flag=
+		[ $a = main ] && m=$main
+		[ $a = glu ] && flag=--debug=fp8-glu
+		"$m" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
+			--max-tokens=4096 -q $flag -o "$dir/ds_${a}_T4096.moeb" --fusion-report >"$dir/ds_${a}_T4096.report" || exit 2
+		gzip -9 -f "$dir/ds_${a}_T4096.moeb" || exit 2
+	done
 	sed -n '/^# --- the GPU part/,$p' "$0" | sed '1s/.*/#!\/bin\/sh/' >"$dir/run.sh"
 	echo "ok $dir: OUT=<dir> sh $dir/run.sh on the GPU machine"
 	exit 0
@@ -46,31 +56,34 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 o=${OUT:?OUT not set}/mavq
 mkdir -p "$o" || exit 1
-echo "expected: about 80 s (3 arms x 2 T: 6 runs, 12 bench runs of ~1 s load + timing, 6 profiles)" >"$o/expect.txt"
+echo "expected: about 100 s (Maverick 3 arms x 2 T, DeepSeek-V3 2 arms: 8 runs, 24 bench runs of ~1 s load + timing, 8 profiles)" >"$o/expect.txt"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 sh tests/gpu/build_moert.sh "$tmp/moert" >"$o/build.txt" 2>&1 || { echo "moert build failed" >>"$o/build.txt"; exit 1; }
-for T in 16 4096; do
-	for a in main new glu; do
-		gunzip -c "$here/${a}_T$T.moeb.gz" >"$tmp/${a}_T$T.moeb" || exit 1
-	done
+for b in main_T16 new_T16 glu_T16 main_T4096 new_T4096 glu_T4096 ds_main_T4096 ds_glu_T4096; do
+	gunzip -c "$here/$b.moeb.gz" >"$tmp/$b.moeb" || exit 1
 done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >"$o/gpu.txt" 2>&1
 # 1. correctness first: every arm on the same input (uniform in [-1, 1), seed 7; the same routing: the norm and
 #    the router GEMM are the same kernels); new and glu against main within the tolerance of e4m3 noise
 #    (rel_l2 < 2e-2; new should be main's bits or next to them), finite, and the FFN not zero (|y - x| / |y| > 1e-3)
 ok=1
-for T in 16 4096; do
-	python3 -c "import numpy as np; np.random.seed(7); \
-np.save('$tmp/x$T.npy', np.random.uniform(-1, 1, ($T, 5120)).astype(np.float32))" || exit 1
-	for a in main new glu; do
+python3 -c "import numpy as np; np.random.seed(7); \
+np.save('$tmp/xds.npy', np.random.uniform(-1, 1, (4096, 7168)).astype(np.float32))" || exit 1
+for T in 16 4096 ds; do
+	arms="main new glu" x=$tmp/x$T.npy p= t=$T
+	[ $T = ds ] && arms="main glu" p=ds_ t=4096
+	[ $T = ds ] || python3 -c "import numpy as np; np.random.seed(7); \
+np.save('$x', np.random.uniform(-1, 1, ($T, 5120)).astype(np.float32))" || exit 1
+	for a in $arms; do
 		mkdir -p "$tmp/$a$T"
-		"$tmp/moert" run "$tmp/${a}_T$T.moeb" --input=x="$tmp/x$T.npy" -o "$tmp/$a$T" >"$o/run_${a}_T$T.txt" 2>&1 ||
-			{ echo "run $a T=$T FAILED" >>"$o/check.txt"; ok=0; }
+		"$tmp/moert" run "$tmp/$p${a}_T$t.moeb" --input=x="$x" -o "$tmp/$a$T" >"$o/run_$p${a}_T$t.txt" 2>&1 ||
+			{ echo "run $p$a T=$t FAILED" >>"$o/check.txt"; ok=0; }
 	done
-	for a in new glu; do
-		python3 - "$tmp/x$T.npy" "$tmp/main$T/y.npy" "$tmp/$a$T/y.npy" "$T" "$a" >>"$o/check.txt" 2>&1 <<'PY' || ok=0
+	for a in $arms; do
+		[ $a = main ] && continue
+		python3 - "$x" "$tmp/main$T/y.npy" "$tmp/$a$T/y.npy" "$T" "$a" >>"$o/check.txt" 2>&1 <<'PY' || ok=0
 import sys
 import numpy as np
 x = np.load(sys.argv[1]).astype(np.float64)
@@ -91,20 +104,17 @@ done
 [ "$ok" = 1 ] || { echo "correctness failed: no timing" >>"$o/check.txt"; exit 1; }
 # 2. timing: 3 interleaved rounds of moert bench --graph (60 iters), medians of the rounds' medians
 for r in 1 2 3; do
-	for T in 16 4096; do
-		for a in main new glu; do
-			us=$("$tmp/moert" bench "$tmp/${a}_T$T.moeb" --tokens=$T --graph --iters=60 --warmup=10 2>&1 |
-				sed -n 's/^bench .* median_us=\([0-9.]*\) .*/\1/p')
-			echo "round=$r T=$T arm=$a us=${us:-FAILED}" >>"$o/rounds.txt"
-		done
+	for b in main_T16 new_T16 glu_T16 main_T4096 new_T4096 glu_T4096 ds_main_T4096 ds_glu_T4096; do
+		T=${b##*_T} a=${b%_T*}
+		us=$("$tmp/moert" bench "$tmp/$b.moeb" --tokens=$T --graph --iters=60 --warmup=10 2>&1 |
+			sed -n 's/^bench .* median_us=\([0-9.]*\) .*/\1/p')
+		echo "round=$r T=$T arm=$a us=${us:-FAILED}" >>"$o/rounds.txt"
 	done
 done
 # 3. one profile a bundle (each step alone)
-for T in 16 4096; do
-	for a in main new glu; do
-		"$tmp/moert" bench "$tmp/${a}_T$T.moeb" --tokens=$T --graph --iters=30 --warmup=5 --profile \
-			>"$o/profile_${a}_T$T.txt" 2>&1
-	done
+for b in main_T16 new_T16 glu_T16 main_T4096 new_T4096 glu_T4096 ds_main_T4096 ds_glu_T4096; do
+	"$tmp/moert" bench "$tmp/$b.moeb" --tokens=${b##*_T} --graph --iters=30 --warmup=5 --profile \
+		>"$o/profile_$b.txt" 2>&1
 done
 # 4. the table
 awk '{ split($2, t, "="); split($3, a, "="); split($4, u, "="); k = t[2] " " a[2]; v[k] = v[k] " " u[2] }
@@ -122,6 +132,9 @@ done >"$tmp/med"
 		echo "| $T | $m | $n | $g | $(awk -v m="$m" -v n="$n" 'BEGIN { if (m > 0) printf "%.3f", n / m }') |" \
 			"$(awk -v m="$m" -v n="$g" 'BEGIN { if (m > 0) printf "%.3f", n / m }') |"
 	done
+	m=$(awk '$1 == 4096 && $2 == "ds_main" { print $3 }' "$tmp/med")
+	g=$(awk '$1 == 4096 && $2 == "ds_glu" { print $3 }' "$tmp/med")
+	echo "| DeepSeek-V3 4096 | $m | - | $g | - | $(awk -v m="$m" -v n="$g" 'BEGIN { if (m > 0) printf "%.3f", n / m }') |"
 	echo "wall: $(( $(date +%s) - start )) s"
 } >"$o/table.txt"
 cat "$o/check.txt" "$o/table.txt"
