@@ -38,8 +38,8 @@
  *
  * one row kernel: the max anchors the token's row and each group of 128 is
  * a warp's reduction nested in it (k_body_reduce.c, row_span), where fuse-ew
- * made a kernel of the five and the quantisation another, elementwise, that
- * read each group back once for every element of it.  The cone takes
+ * made a kernel of the five and the quantisation another (a CTA a group),
+ * the scaled rows written and read back between them.  The cone takes
  * elementwise ops and reductions over the last axis of rows with the
  * quantised rows' leading dims (a row of theirs is a token's), nothing a
  * kernel, a weight's preparation or a graph result.
@@ -329,6 +329,12 @@ cone(const Graph *g, Node *q, Node **set)
 	return n;
 }
 
+/* Bundles for at most this many tokens (codegen's CG_FRONT_MAX_T, the decode
+ * range) keep the cone's kernels apart: its row kernel is a CTA a token, 16
+ * CTAs at T = 16, where the quantisation alone runs a CTA a group (H200,
+ * Maverick: 19.1 us against 11.2 + 4.8; at T = 4096 258 us against 99 + 269). */
+#define CONE_MIN_T 64
+
 /* Quantize_dynamic q with the nodes that make its rows (cone), as one row kernel. */
 static int
 fuse_cone(Graph *g, Node *q, PassCtx *c)
@@ -342,6 +348,12 @@ fuse_cone(Graph *g, Node *q, PassCtx *c)
 
 	if (n < 2)
 		return 0;
+	if (c->max_tokens > 0 && c->max_tokens <= CONE_MIN_T) {
+		report_skip(c->report, "quantize_dynamic %%%s not fused into the kernel that makes %%%s: a decode "
+			    "bundle (max_tokens <= %d), where a row kernel a token leaves the SMs idle and the "
+			    "quantisation's own kernel runs a CTA a group", qname, xname, CONE_MIN_T);
+		return -1;
+	}
 	what[0] = 0;
 	for (int i = 0; i < n && k < sizeof what; i++)
 		k += (size_t)snprintf(what + k, sizeof what - k, "%s%s", i ? ", " : "", ir_opname(set[i]->op));
@@ -350,7 +362,7 @@ fuse_cone(Graph *g, Node *q, PassCtx *c)
 	report_fused(c->report, call->callee->name, "row_reduce: %s (the quantisation per group in the "
 		     "kernel that makes its rows)", what);
 	report_note(c->report, "quantize_dynamic %%%s fused into the kernel that makes %%%s: %%%s (%.0f bytes "
-		    "per token) not written and read back, each group of it read once, not once an element",
+		    "per token) not written and read back, one launch fewer",
 		    qname, xname, xname, rb);
 	return 1;
 }
@@ -402,6 +414,8 @@ fuse_act_quant(Module *m, PassCtx *c)
 	for (int i = 0; i < nc; i++) {
 		const Node *q = cones[i];
 		int done = fuse_cone(g, cones[i], c);
+		if (done < 0)	/* said why */
+			continue;
 		if (!done)
 			report_skip(c->report, "quantize_dynamic %%%s of %%%s not fused into the kernel that makes "
 				    "%%%s: something besides the quantisation reads it or what makes it (a graph "
