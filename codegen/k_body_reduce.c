@@ -662,7 +662,10 @@ bd_anchor_stats(Bd *b)
  * Reductions nested in the anchor's rows: n's rows are runs of `len`
  * consecutive elements of an input shaped like the anchor's, whose rows are
  * runs of L (its reduced dims trailing), and len divides L: the L/len runs
- * of the CTA's row are n's rows the CTA's elements ask for.  quantize_dynamic
+ * of the CTA's row are n's rows the CTA's elements ask for.  Or of an input
+ * with the anchor's rows as its leading dims and `span` elements a row
+ * (row_span: the router's max over [T,E] anchors a row kernel whose
+ * quantize_dynamic reads the router-scaled rows [T,H]): span/len runs.  quantize_dynamic
  * per group of a norm's rows is the one the fusion passes make (fuse-act-quant);
  * its single f32 statistic (the scale) is what the warp pass combines.  A
  * reduction over the anchor's own rows (group=row) takes the block's pass.
@@ -693,22 +696,54 @@ run_len(const Node *n)
 	return i < x->rank ? len : -1;
 }
 
+/* The elements of v in one row of the anchor a (runs of L of its input):
+ * L when v is shaped like that input; else, when a's rows are its leading
+ * dims and v has the same leading dims (the router's logits [T,E] and the
+ * rows [T,H] their score scales), the product of v's static trailing dims;
+ * else -1. */
+static int64_t
+row_span(const Node *a, const Value *v, int64_t L)
+{
+	const Type *x = &a->in[0]->type, *t = &v->type;
+	int red[MAXRANK], i = x->rank;
+	int64_t qg, span = 1;
+
+	if (bd_same_shape(v, a->in[0]))
+		return L;
+	reduced_dims(a, red, &qg);
+	if (qg > 0)
+		return -1;
+	while (i > 0 && red[i - 1])
+		i--;
+	if (t->rank <= i)
+		return -1;
+	for (int j = 0; j < i; j++)
+		if (red[j] || t->dim[j] != x->dim[j])
+			return -1;
+	for (int j = i; j < t->rank; j++) {
+		if (!ir_dim_is_static(t->dim[j]))
+			return -1;
+		span *= t->dim[j];
+	}
+	return span;
+}
+
 void
 bd_find_nested(Bd *b)
 {
 	const Node *a = b->anchor;
-	int64_t L = a->op == OP_TOPK ? -1 : run_len(a), len;
+	int64_t L = a->op == OP_TOPK ? -1 : run_len(a), len, span;
 
 	b->nnest = b->nest_ready = 0;
 	for (int i = 0; i < b->nnode && L > 0 && b->nnest < BD_MAXNEST; i++) {
 		const Node *n = b->node[i];
-		if (n == a || n->op != OP_QUANTIZE_DYNAMIC || !bd_same_shape(n->in[0], a->in[0]) ||
-		    (len = run_len(n)) <= 0 || L % len || L / len > 2048)
+		if (n == a || n->op != OP_QUANTIZE_DYNAMIC || (span = row_span(a, n->in[0], L)) <= 0 ||
+		    (len = run_len(n)) <= 0 || span % len || span / len > 2048)
 			continue;
 		b->nest[b->nnest] = n;
-		b->nest_per[b->nnest] = L / len;
+		b->nest_per[b->nnest] = span / len;
 		b->nest_off[b->nnest++] = b->smem;
-		b->smem += (int)(8 * nstats(n) * (L / len));
+		b->smem += (int)(8 * nstats(n) * (span / len));
 	}
 }
 

@@ -24,6 +24,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "match.h"
 
@@ -217,6 +218,40 @@ interleave(Builder *b, Value *g, Value *u, int ax)
 	return c ? canon_reshape(b, c->out[0], t->rank, d2) : NULL;
 }
 
+/*
+ * --debug=fp8-glu: gate and up B [N,K] each the dequantize of a quantised
+ * weight with scales per output row ([N, K/block]: fbgemm_fp8's per channel,
+ * DeepSeek-V3's blocks as cfg_quant repeats them over their rows), alike:
+ * the interleave of the quantised weights and of their scales, dequantised
+ * after.  The same values (each row keeps its scales), but B stays e4m3, so
+ * fp8-regroup and fuse-dequant can run the merged GEMM FP8 x FP8; the
+ * default interleaves the dequantised bf16 weights (at load).  NULL when
+ * they are not so.
+ */
+static Value *
+interleave_quantised(Builder *b, Value *g, Value *u)
+{
+	Node *dg = def_op(g, OP_DEQUANTIZE), *du = def_op(u, OP_DEQUANTIZE);
+	const Type *q, *sc;
+	Value *wq, *ws;
+
+	if (!dg || !du || dg->nin != 2 || du->nin != 2 || dg->nattr != du->nattr || dg->nattr > 16)
+		return NULL;
+	q = &dg->in[0]->type, sc = &dg->in[1]->type;
+	if (!dtype_is_quantised(q->dt) || q->rank != 2 || sc->rank != 2 || sc->dim[0] != q->dim[0] ||
+	    ir_attr_int(dg, "axis", 1) != 1 || !type_like(dg->in[0], du->in[0]) ||
+	    !type_like(dg->in[1], du->in[1]) || !ir_weight_only(dg->in[0]) || !ir_weight_only(du->in[0]))
+		return NULL;
+	for (int i = 0; i < dg->nattr; i++)
+		if (!attr_same(&dg->attr[i], &du->attr[i]))
+			return NULL;
+	if (!(wq = interleave(b, dg->in[0], du->in[0], 0)) || !(ws = interleave(b, dg->in[1], du->in[1], 0)))
+		return NULL;
+	memcpy(b->pend, dg->attr, sizeof *dg->attr * (size_t)dg->nattr);
+	b->npend = dg->nattr;
+	return ir_b2(b, OP_DEQUANTIZE, wq, ws);
+}
+
 static void
 name2(Graph *g, Value *v, const char *base, const char *suffix)
 {
@@ -298,7 +333,8 @@ canon_glu(Canon *k, Node *n)
 				continue;
 			ir_b_int(&b, "axis", 0);
 			w = ir_b2(&b, OP_GATHER, w, sel);
-		} else if (!(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1))) {
+		} else if (!(tb && (k->c->debug & DBG_FP8_GLU) && (w = interleave_quantised(&b, g->in[1], u->in[1]))) &&
+			   !(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1))) {
 			continue;
 		}
 		if (!w)

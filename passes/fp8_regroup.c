@@ -53,16 +53,24 @@ f8_dequant(const Node *dq, int64_t bs)
 	       last_dim(dq->in[0]) % GROUP == 0 && last_dim(dq->in[1]) == last_dim(dq->in[0]) / bs;
 }
 
-/* v is an e4m3 weight's dequantize per channel (its scale a weight of its
- * own: 1), already in blocks of 128 (2), or neither (0). */
+/* Is v a weight, or (prepared: 1) with --debug=fp8-glu computed from
+ * weights alone (canon's interleave of a gate and an up weight, at load)? */
 static int
-weight_form(const Value *v)
+weight_like(const Value *v, int prepared)
+{
+	return v->kind == V_WEIGHT || (prepared && v->kind == V_RESULT && ir_weight_only(v));
+}
+
+/* v is an e4m3 weight's dequantize per channel (its scale a weight of its
+ * own, or prepared: 1), already in blocks of 128 (2), or neither (0). */
+static int
+weight_form(const Value *v, int prepared)
 {
 	const Node *dq = v->kind == V_RESULT ? v->def : NULL;
 	int64_t K;
 
-	if (!dq || dq->op != OP_DEQUANTIZE || dq->in[0]->kind != V_WEIGHT || dq->in[1]->kind != V_WEIGHT ||
-	    (K = last_dim(dq->in[0])) <= 0 || dq->in[0]->type.rank < 2)
+	if (!dq || dq->op != OP_DEQUANTIZE || !weight_like(dq->in[0], prepared) ||
+	    !weight_like(dq->in[1], prepared) || (K = last_dim(dq->in[0])) <= 0 || dq->in[0]->type.rank < 2)
 		return 0;
 	if (f8_dequant(dq, GROUP))
 		return 2;
@@ -92,11 +100,11 @@ act_quant(const Value *a)
 /* The e4m3 weight dequantize that user u (reading a as operand i) multiplies
  * a with, when it is a GEMM that can run FP8 x FP8; else NULL. */
 static Value *
-gemm_weight(const Node *u, int i)
+gemm_weight(const Node *u, int i, int prepared)
 {
-	if (u->op == OP_MATMUL && i == 0 && ir_attr_int(u, "trans_b", 0) && weight_form(u->in[1]))
+	if (u->op == OP_MATMUL && i == 0 && ir_attr_int(u, "trans_b", 0) && weight_form(u->in[1], prepared))
 		return u->in[1];
-	if (u->op == OP_MOE && i == 0 && u->nin > 3 && u->in[3] && weight_form(u->in[3]))
+	if (u->op == OP_MOE && i == 0 && u->nin > 3 && u->in[3] && weight_form(u->in[3], 0))
 		return u->in[3];
 	return NULL;
 }
@@ -108,14 +116,37 @@ free_widened(void *p, size_t n)
 	free(p);
 }
 
+/* A prepared scale [.., N, 1] (weight_like) widened by an expand to
+ * [.., N, C], computed with the rest of it (at load, or by fold). */
+static int
+widen_prepared(Graph *g, Node *dq, int64_t C, Diag *d)
+{
+	Builder b = {.g = g, .before = dq, .loc = dq->loc, .d = d};
+	Type t = dq->in[1]->type;
+	Value *e;
+
+	t.dim[t.rank - 1] = C;
+	ir_b_dims(&b, "shape", t.dim, t.rank);
+	if (!(e = ir_b1(&b, OP_EXPAND, dq->in[1])))
+		return -1;
+	dq->in[1] = e;
+	ir_set_int(g->m, dq, "block_size", GROUP);
+	return 0;
+}
+
 /* A per-channel weight dequantize (weight_form 1) in blocks of 128: its
  * scale weight [.., N, 1] widened to [.., N, K/128], each value repeated. */
 static int
 widen(Module *m, Node *dq, Diag *d)
 {
 	Weight *w = dq->in[1]->weight;
-	Type *t = &w->value->type;
-	int64_t C = last_dim(dq->in[0]) / GROUP, n = ir_type_numel(t);
+	Type *t;
+	int64_t C = last_dim(dq->in[0]) / GROUP, n;
+
+	if (dq->in[1]->kind != V_WEIGHT)
+		return widen_prepared(ir_main_graph(m), dq, C, d);
+	t = &w->value->type;
+	n = ir_type_numel(t);
 
 	if (w->data) {
 		float *v = malloc(sizeof *v * (size_t)(n * C) + 1);
@@ -157,11 +188,12 @@ static int
 regroup_gemms(Module *m, Value *a, PassCtx *c)
 {
 	Node *qd = act_quant(a);
+	int prepared = (c->debug & DBG_FP8_GLU) != 0;
 
 	if (!qd || a->nuse == 0)
 		return 0;
 	for (int i = 0; i < a->nuse; i++)
-		if (!a->use[i].node || !gemm_weight(a->use[i].node, a->use[i].index)) {
+		if (!a->use[i].node || !gemm_weight(a->use[i].node, a->use[i].index, prepared)) {
 			report_skip(c->report, "%%%s (e4m3 per token) not regrouped per token and 128 columns: "
 				    "%s is not a GEMM with an e4m3 weight per channel or in blocks of 128, so it "
 				    "reads %%%s in bf16 anyway (the model's per-token scales kept)", a->name,
@@ -175,12 +207,13 @@ regroup_gemms(Module *m, Value *a, PassCtx *c)
 		return 0;
 	}
 	for (int i = 0; i < a->nuse; i++) {
-		Value *w = gemm_weight(a->use[i].node, a->use[i].index);
-		if (weight_form(w) == 1) {
+		Value *w = gemm_weight(a->use[i].node, a->use[i].index, prepared);
+		if (weight_form(w, prepared) == 1) {
+			const char *sigil = w->def->in[0]->kind == V_WEIGHT ? "$" : "%";
 			if (widen(m, w->def, c->d))
 				return -1;
-			report_note(c->report, "fp8-regroup: $%s (e4m3): its scale per channel repeated over the blocks "
-				    "of 128 along K", w->def->in[0]->name);
+			report_note(c->report, "fp8-regroup: %s%s (e4m3): its scale per channel repeated over the blocks "
+				    "of 128 along K", sigil, w->def->in[0]->name);
 		}
 	}
 	regroup_act(m, qd, a->def);
@@ -196,10 +229,10 @@ regroup_down(Module *m, Node *moe, PassCtx *c)
 {
 	int64_t I = moe->nin > 4 && moe->in[4] ? last_dim(moe->in[4]) : -1;
 
-	if (I <= GROUP || ir_attr_int(moe, "act_quant", 0) != I || !weight_form(moe->in[4]) ||
+	if (I <= GROUP || ir_attr_int(moe, "act_quant", 0) != I || !weight_form(moe->in[4], 0) ||
 	    !c->fp8_mma || (c->debug & DBG_FP8_PER_TOKEN))
 		return 0;
-	if (weight_form(moe->in[4]) == 1 && widen(m, moe->in[4]->def, c->d))
+	if (weight_form(moe->in[4], 0) == 1 && widen(m, moe->in[4]->def, c->d))
 		return -1;
 	ir_set_int(m, moe, "act_quant", GROUP);
 	report_note(c->report, "fp8-regroup: moe %%%s's down input quantised per token and 128 columns (act_quant=%d), "

@@ -27,6 +27,23 @@
  * quantize_dynamic (ir_b_act_quant): the clip joins the kernel as an
  * elementwise op and the quantisation reads it.
  *
+ * A quantize_dynamic whose rows no norm makes takes the nodes that make
+ * them instead, when only it reads them: Llama-4's expert input, the norm's
+ * rows times the router's score (sigmoid of the top logit) and clipped,
+ *
+ *	%m = reduce_max %logits, axes=[-1]         %q, %s = call @g.k8(%logits, %h)
+ *	%sc = cast (sigmoid %m), to=bf16     =>    kernel @g.k8 template=row_reduce {
+ *	%c = clip (mul %h, %sc)                        (the same five nodes)
+ *	%q, %s = quantize_dynamic %c, group=128        %q, %s = quantize_dynamic %c, group=128 }
+ *
+ * one row kernel: the max anchors the token's row and each group of 128 is
+ * a warp's reduction nested in it (k_body_reduce.c, row_span), where fuse-ew
+ * made a kernel of the five and the quantisation another (a CTA a group),
+ * the scaled rows written and read back between them.  The cone takes
+ * elementwise ops and reductions over the last axis of rows with the
+ * quantised rows' leading dims (a row of theirs is a token's), nothing a
+ * kernel, a weight's preparation or a graph result.
+ *
  * Runs after fuse-gemm and fuse-dequant (the expert GEMMs then read %q and
  * %s themselves, and a GEMM epilogue that can quantise its own result has
  * done so) and before fuse-ew.  Every quantize_dynamic left in the main
@@ -268,12 +285,104 @@ say_why_not(const Node *q, const Node *p, int64_t row, int64_t gq, PassCtx *c)
 		    q->out[0]->name, v->name, why, row_bytes(v), row_bytes(q->out[0]) + row_bytes(q->out[1]));
 }
 
+/* May p join the cone of quantize_dynamic q (cone)?  An elementwise op, or a
+ * reduction over the last axis of rows with the leading dims of q's input
+ * (codegen nests q's groups in the row it anchors). */
+static int
+cone_op(const Node *p, const Node *q)
+{
+	const Type *t = &p->in[0]->type, *x = &q->in[0]->type;
+	int64_t axes[MAXRANK];
+
+	if (ir_opinfo[p->op].flags & OPF_EW)
+		return 1;
+	if (p->op < OP_REDUCE_SUM || p->op > OP_REDUCE_MIN || t->rank != x->rank || t->rank < 2 ||
+	    ir_attr_ints(p, "axes", axes, MAXRANK) != 1 || ir_axis(axes[0], t->rank) != t->rank - 1)
+		return 0;
+	return memcmp(t->dim, x->dim, sizeof(Dim) * (size_t)(t->rank - 1)) == 0;
+}
+
+/* Does only the set read v (no graph result)? */
+static int
+read_by_set(const Graph *g, Node *const *set, int n, const Value *v)
+{
+	return v->nuse > 0 && !used_outside(g, set, n, v);
+}
+
+/* The cone of q into set, in program order, q last: the nodes before q
+ * whose one result only the cone reads (cone_op).  Its size; 1: none. */
+static int
+cone(const Graph *g, Node *q, Node **set)
+{
+	int n = 0;
+
+	set[n++] = q;
+	for (Node *p = q->prev; p && n < MAXSET; p = p->prev)
+		if (p->op != OP_CALL && p->nout == 1 && cone_op(p, q) && !ir_weight_only(p->out[0]) &&
+		    read_by_set(g, set, n, p->out[0]))
+			set[n++] = p;
+	for (int i = 0; i < n / 2; i++) {
+		Node *t = set[i];
+		set[i] = set[n - 1 - i];
+		set[n - 1 - i] = t;
+	}
+	return n;
+}
+
+/* Bundles for at most this many tokens (codegen's CG_FRONT_MAX_T, the decode
+ * range) keep the cone's kernels apart: its row kernel is a CTA a token, 16
+ * CTAs at T = 16, where the quantisation alone runs a CTA a group (H200,
+ * Maverick: 19.1 us against 11.2 + 4.8; at T = 4096 258 us against 99 + 269). */
+#define CONE_MIN_T 64
+
+/* Quantize_dynamic q with the nodes that make its rows (cone), as one row kernel. */
+static int
+fuse_cone(Graph *g, Node *q, PassCtx *c)
+{
+	Node *set[MAXSET], *call;
+	int n = cone(g, q, set);
+	const char *qname = q->out[0]->name, *xname = q->in[0]->name;
+	double rb = row_bytes(q->in[0]);
+	char what[256];
+	size_t k = 0;
+
+	if (n < 2)
+		return 0;
+	if (c->max_tokens > 0 && c->max_tokens <= CONE_MIN_T) {
+		report_skip(c->report, "quantize_dynamic %%%s not fused into the kernel that makes %%%s: a decode "
+			    "bundle (max_tokens <= %d), where a row kernel a token leaves the SMs idle and the "
+			    "quantisation's own kernel runs a CTA a group", qname, xname, CONE_MIN_T);
+		return -1;
+	}
+	what[0] = 0;
+	for (int i = 0; i < n && k < sizeof what; i++)
+		k += (size_t)snprintf(what + k, sizeof what - k, "%s%s", i ? ", " : "", ir_opname(set[i]->op));
+	if (!(call = pass_outline(g, set, n, IR_TMPL_ROW_REDUCE)))
+		return 0;
+	report_fused(c->report, call->callee->name, "row_reduce: %s (the quantisation per group in the "
+		     "kernel that makes its rows)", what);
+	report_note(c->report, "quantize_dynamic %%%s fused into the kernel that makes %%%s: %%%s (%.0f bytes "
+		    "per token) not written and read back, one launch fewer",
+		    qname, xname, xname, rb);
+	return 1;
+}
+
+/* Is q's input made by a node a cone could take (not a norm, a call, a graph input)? */
+static int
+cone_candidate(const Node *q, const Node *p)
+{
+	const Type *x = &q->in[0]->type;
+
+	return p && p->op != OP_CALL && !norm_row(p) && x->rank >= 2 && qgroup(q) > 0 &&
+	       ir_dim_is_static(x->dim[x->rank - 1]) && x->dim[x->rank - 1] % qgroup(q) == 0;
+}
+
 int
 fuse_act_quant(Module *m, PassCtx *c)
 {
 	Graph *g = ir_main_graph(m);
-	Node **norms = NULL;
-	int nn = 0, changed = 0;
+	Node **norms = NULL, **cones = NULL;
+	int nn = 0, nc = 0, changed = 0;
 
 	if (!g)
 		return 0;
@@ -284,6 +393,11 @@ fuse_act_quant(Module *m, PassCtx *c)
 		Node *p = quant_source(q);
 		int64_t row = norm_row(p), gq = qgroup(q);
 		int seen = 0;
+		if (cone_candidate(q, p)) {
+			cones = xrealloc(cones, sizeof *cones * (size_t)(nc + 1));
+			cones[nc++] = q;
+			continue;
+		}
 		if (!row || !gq || row % gq) {
 			say_why_not(q, p, row, gq, c);
 			continue;
@@ -297,6 +411,20 @@ fuse_act_quant(Module *m, PassCtx *c)
 	}
 	for (int i = 0; i < nn; i++)
 		changed |= fuse_norm_quant(g, norms[i], c);
+	for (int i = 0; i < nc; i++) {
+		const Node *q = cones[i];
+		int done = fuse_cone(g, cones[i], c);
+		if (done < 0)	/* said why */
+			continue;
+		if (!done)
+			report_skip(c->report, "quantize_dynamic %%%s of %%%s not fused into the kernel that makes "
+				    "%%%s: something besides the quantisation reads it or what makes it (a graph "
+				    "result, another node), or a node between them feeds them; as a pass of its own "
+				    "it reads %.0f and writes %.0f bytes per token", q->out[0]->name, q->in[0]->name,
+				    q->in[0]->name, row_bytes(q->in[0]), row_bytes(q->out[0]) + row_bytes(q->out[1]));
+		changed |= done;
+	}
 	free(norms);
+	free(cones);
 	return changed;
 }

@@ -61,13 +61,44 @@ chain_root(Value *v)
 	return NULL;
 }
 
+/* With prepared (--debug=fp8-glu, an FP8 x FP8 B): chain_root, else v itself
+ * when it is computed from weights alone and used once (canon's interleave
+ * of a gate and an up weight: prepared at load, or a weight fold made). */
+static Value *
+root_of(Value *v, int prepared)
+{
+	Value *r = v ? chain_root(v) : NULL;
+
+	if (!r && prepared && v && v->kind == V_RESULT && v->nuse == 1 && ir_weight_only(v))
+		return v;
+	return r;
+}
+
+/* DeepSeek's blocks: e4m3 with f32 scales per 128 along the last axis (K). */
+static int
+fp8_blocks(const Node *dq)
+{
+	int r = dq->in[0]->type.rank, axis = (int)ir_attr_int(dq, "axis", 1);
+
+	return dq->in[0]->type.dt == DT_F8E4M3 && dq->in[1]->type.dt == DT_F32 && dq->nin == 2 &&
+	       (axis == r - 1 || axis == -1) && ir_attr_int(dq, "block_size", 0) == 128 &&
+	       dq->in[1]->type.rank == r;
+}
+
+/* May dq's operands be prepared values (root_of)? */
+static int
+may_prepare(const Node *dq, const PassCtx *c)
+{
+	return (c->debug & DBG_FP8_GLU) && c->fp8_mma && fp8_blocks(dq);
+}
+
 /*
  * Why dq (feeding matmul mm of a kernel as B) cannot move in; NULL if it can.
  * The blocks must run along K of B [N,K] / [E,N,K] (block_size with a scale
  * of B's rank), or be per output channel (1-D scale along N of a 2-D B).
  */
 static const char *
-refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *buf, size_t n)
+refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, int prep, char *buf, size_t n)
 {
 	const Type *q = &dq->in[0]->type, *s = &dq->in[1]->type;
 	int grouped = mm->op == OP_GROUPED_MATMUL, r = q->rank;
@@ -77,12 +108,12 @@ refusal(const Graph *g, const Value *b, const Node *dq, const Node *mm, char *bu
 	if (axis < 0)
 		axis += r;
 	for (int i = 0; i < dq->nin; i++)
-		if (dq->in[i] && !chain_root(dq->in[i]))
+		if (dq->in[i] && !root_of(dq->in[i], prep))
 			return "its operands are not weights (nor reshapes and transposes of weights used once)";
 	if (b->nuse != 1 || ir_is_graph_result(g, b))
 		return "the dequantised weight has other users";
 	for (int i = 0; i < dq->nin; i++)
-		if (dq->in[i] && chain_root(dq->in[i])->nuse != 1)
+		if (dq->in[i] && root_of(dq->in[i], prep)->nuse != 1)
 			return "a weight it reads has other users";
 	if (!dtype_is_quantised(q->dt)) {
 		snprintf(buf, n, "the weight is %s, not a quantised type", dtype_name(q->dt));
@@ -120,23 +151,23 @@ copy_node(Graph *k, Node *before, const Node *d, Value *const *x, int nin, const
 	return n->out[0];
 }
 
-/* v's chain (chain_root) copied into k, reading param p for its root. */
+/* v's chain down to root (root_of) copied into k, reading param p for the root. */
 static Value *
-copy_chain(Graph *k, Node *before, Value *v, Value *p)
+copy_chain(Graph *k, Node *before, Value *v, const Value *root, Value *p)
 {
 	Value *x;
 
-	if (v->kind == V_WEIGHT)
+	if (v == root)
 		return p;
-	x = copy_chain(k, before, v->def->in[0], p);
+	x = copy_chain(k, before, v->def->in[0], root, p);
 	return copy_node(k, before, v->def, &x, 1, v);
 }
 
-/* Erase v's chain from g (after its last user went). */
+/* Erase v's chain down to root from g (after its last user went). */
 static void
-erase_chain(Graph *g, Value *v)
+erase_chain(Graph *g, Value *v, const Value *root)
 {
-	while (v->kind == V_RESULT) {
+	while (v != root && v->kind == V_RESULT) {
 		Node *d = v->def;
 		v = d->in[0];
 		ir_erase(g, d);
@@ -147,7 +178,7 @@ erase_chain(Graph *g, Value *v)
  * the operands themselves), and dq (with the chains) into the kernel before
  * its first node. */
 static void
-move_in(Graph *g, Node *call, int i, Node *dq, int values)
+move_in(Graph *g, Node *call, int i, Node *dq, int values, int prep)
 {
 	Graph *k = call->callee;
 	Module *m = g->m;
@@ -156,10 +187,10 @@ move_in(Graph *g, Node *call, int i, Node *dq, int values)
 	int nq = dq->nin > 2 && dq->in[2] ? 3 : 2, nin = call->nin - 1 + nq, at = 0;
 
 	for (int j = 0; j < nq; j++) {
-		roots[j] = values ? dq->in[j] : chain_root(dq->in[j]);
+		roots[j] = values ? dq->in[j] : root_of(dq->in[j], prep);
 		ops[j] = ir_add_param(k, roots[j]->name, roots[j]->type);
 		if (!values)
-			ops[j] = copy_chain(k, first, dq->in[j], ops[j]);
+			ops[j] = copy_chain(k, first, dq->in[j], roots[j], ops[j]);
 	}
 	nv = copy_node(k, first, dq, ops, dq->nin, old);
 	ir_replace_uses(k, old, nv);
@@ -177,7 +208,7 @@ move_in(Graph *g, Node *call, int i, Node *dq, int values)
 }
 
 static void
-describe(char *buf, size_t n, const Node *dq)
+describe(char *buf, size_t n, const Node *dq, int prep)
 {
 	const Type *q = &dq->in[0]->type;
 	int64_t bs = ir_attr_int(dq, "block_size", 0), numel = ir_type_numel(q);
@@ -188,24 +219,15 @@ describe(char *buf, size_t n, const Node *dq)
 		snprintf(lay, sizeof lay, "in blocks of %lld along K", (long long)bs);
 	else
 		snprintf(lay, sizeof lay, "per output channel");
-	snprintf(buf, n, "B = dequantize($%s %s, $%s %s%s%s) %s; the packed weights are read in the "
+	const Value *r0 = root_of(dq->in[0], prep), *r1 = root_of(dq->in[1], prep);
+
+	snprintf(buf, n, "B = dequantize(%s%s %s, %s%s %s%s%s) %s; the packed weights are read in the "
 		 "mainloop (%.3g MB instead of %.3g MB of %s)",
-		 chain_root(dq->in[0])->name, dtype_name(q->dt), chain_root(dq->in[1])->name,
-		 dtype_name(dq->in[1]->type.dt), zero ? ", zero $" : "", zero ? chain_root(dq->in[2])->name : "", lay,
+		 r0->kind == V_WEIGHT ? "$" : "%", r0->name, dtype_name(q->dt), r1->kind == V_WEIGHT ? "$" : "%",
+		 r1->name, dtype_name(dq->in[1]->type.dt), zero ? ", zero $" : "", zero ? chain_root(dq->in[2])->name : "", lay,
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(q->dt, (size_t)numel) : 0,
 		 numel > 0 ? 1e-6 * (double)dtype_bytes(dq->out[0]->type.dt, (size_t)numel) : 0,
 		 dtype_name(dq->out[0]->type.dt));
-}
-
-/* DeepSeek's blocks: e4m3 with f32 scales per 128 along the last axis (K). */
-static int
-fp8_blocks(const Node *dq)
-{
-	int r = dq->in[0]->type.rank, axis = (int)ir_attr_int(dq, "axis", 1);
-
-	return dq->in[0]->type.dt == DT_F8E4M3 && dq->in[1]->type.dt == DT_F32 && dq->nin == 2 &&
-	       (axis == r - 1 || axis == -1) && ir_attr_int(dq, "block_size", 0) == 128 &&
-	       dq->in[1]->type.rank == r;
 }
 
 /* The kernel parameter A reads (through the token gather) and nothing else
@@ -251,7 +273,7 @@ fp8_activation(Graph *g, Node *call, PassCtx *c)
 			    report_size(sz, sizeof sz, &a->type), dtype_name(a->type.dt));
 		return;
 	}
-	move_in(g, call, i, dq, 1);
+	move_in(g, call, i, dq, 1, 0);
 	report_fused(c->report, k->name, "A = dequantize(%%%s f8e4m3, %%%s f32) per 128 columns: "
 		     "FP8 x FP8, the e4m3 activations and their scales read in the mainloop",
 		     dq->in[0]->name, dq->in[1]->name);
@@ -287,7 +309,8 @@ fuse_dequant(Module *m, PassCtx *c)
 		if (b->kind != V_RESULT || b->def->op != OP_DEQUANTIZE)
 			continue;
 		Node *dq = b->def;
-		const char *r = refusal(g, b, dq, mm, why, sizeof why);
+		int prep = may_prepare(dq, c);
+		const char *r = refusal(g, b, dq, mm, prep, why, sizeof why);
 		if (r) {
 			int64_t numel = ir_type_numel(&b->type);
 			report_skip(c->report, "dequantize %%%s not fused into the B operand of @%s: %s; cost: it runs "
@@ -298,13 +321,15 @@ fuse_dequant(Module *m, PassCtx *c)
 				    numel > 0 ? 1e-6 * (double)dtype_bytes(dq->in[0]->type.dt, (size_t)numel) : 0);
 			continue;
 		}
-		describe(what, sizeof what, dq);
-		move_in(g, call, i, dq, 0);
-		Value *chains[3] = {dq->in[0], dq->in[1], dq->nin > 2 ? dq->in[2] : NULL};
+		describe(what, sizeof what, dq, prep);
+		move_in(g, call, i, dq, 0, prep);
+		Value *chains[3] = {dq->in[0], dq->in[1], dq->nin > 2 ? dq->in[2] : NULL}, *roots[3];
+		for (int j = 0; j < 3; j++)
+			roots[j] = chains[j] ? root_of(chains[j], prep) : NULL;
 		ir_erase(g, dq);
 		for (int j = 0; j < 3; j++)
 			if (chains[j])
-				erase_chain(g, chains[j]);
+				erase_chain(g, chains[j], roots[j]);
 		report_fused(c->report, call->callee->name, "%s: %s", tmpl, what);
 		ir_fill_uses(g);
 		changed = 1;

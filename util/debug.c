@@ -141,6 +141,12 @@ const DebugFlag debug_flags[] = {
 	 "into L2 with kt's (cp.async.bulk.prefetch.tensor), so that the weights' DRAM latency is hidden over twice "
 	 "the k-tiles shared memory holds (the same bits; nothing on the emulator; session 32's H200 A/B: DeepSeek-V3's "
 	 "FP8 layer 1.06x slower at T = 4096, so opt-in)"},
+	{"fp8-glu", DBG_FP8_GLU, NULL,
+	 "compile: a dense gate|up whose two weights are e4m3 with scales per output row (a shared expert of "
+	 "Llama-4 fbgemm_fp8 or DeepSeek-V3 fp8) merges the e4m3 weights and their scales (interleaved at load) "
+	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
+	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
+	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

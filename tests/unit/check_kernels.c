@@ -1209,6 +1209,16 @@ static const char nested_bodies[] =
 	"kernel @nqr(%x: f32[T,96], %g: f32[96], %b: f32[96]) -> (q: f8e4m3[T,96], s: f32[T,1]) template=row_reduce {\n"
 	"\t%h = layer_norm %x, %g, %b, eps=1e-05 : f32[T,96]\n"
 	"\t%q, %s = quantize_dynamic %h, group=row, to=f8e4m3 : f8e4m3[T,96], f32[T,1]\n"
+	"\tret %q, %s\n}\n"
+	/* Llama-4's router-scaled expert input: the max of the router's logits
+	 * anchors the row, the groups of the scaled rows nest in it */
+	"kernel @rq(%l: f32[T,64], %h: bf16[T,320]) -> (q: f8e4m3[T,320], s: f32[T,5]) template=row_reduce {\n"
+	"\t%m = reduce_max %l, axes=[-1], keepdims=1 : f32[T,1]\n"
+	"\t%sg = sigmoid %m : f32[T,1]\n"
+	"\t%sc = cast %sg, to=bf16 : bf16[T,1]\n"
+	"\t%y = mul %h, %sc : bf16[T,320]\n"
+	"\t%c = clip %y, max=1.5, min=-1.5 : bf16[T,320]\n"
+	"\t%q, %s = quantize_dynamic %c, group=64, to=f8e4m3 : f8e4m3[T,320], f32[T,5]\n"
 	"\tret %q, %s\n}\n";
 
 START_TEST(test_body_nested_quantisation)
@@ -1216,14 +1226,15 @@ START_TEST(test_body_nested_quantisation)
 	static const struct {
 		const char *name;
 		int groups;	/* per row of the norm */
-	} k[] = {{"nq", 5}, {"nq3", 16}, {"nqr", 1}};
+		int anchor;	/* bytes of the anchor's statistics */
+	} k[] = {{"nq", 5, 16}, {"nq3", 16, 16}, {"nqr", 1, 16}, {"rq", 5, 8}};
 	Module *im = parse(nested_bodies);
 
 	for (int i = 0; i < (int)NELEM(k); i++) {
 		Diag d;
 		CgModule *m = emu_module(&d);
 		ck_assert_msg(cg_emit_body(m, "k", graph_named(im, k[i].name), NULL, &d) == 0, "%s", d.last);
-		ck_assert_int_eq(cg_module_find(m, "k")->smem, 16 + 2 * 8 * 256 + 8 * k[i].groups);
+		ck_assert_int_eq(cg_module_find(m, "k")->smem, k[i].anchor + 2 * 8 * 256 + 8 * k[i].groups);
 		cg_module_free(m);
 		check_body(nested_bodies, k[i].name, NULL);
 	}
