@@ -20,8 +20,11 @@
  * weight, so the normalised row points along it) plus noise, so most tokens
  * pick a hot expert; the router weight is read off the graph (the moe node's
  * logits matmul).  `ref` leaves out rows whose routing is within the f32
- * tolerance of a tie, so a flip on the device is a wrong kernel, never
- * rounding.  A block with two inputs (Arctic's MoE layers: x, and layer_in
+ * tolerance of a tie.  That does not cover a router whose f32 logits are
+ * rounded to bf16 before the choice (Step-3.5-Flash): a device sum on the
+ * other side of a rounding boundary moves a score by a bf16 ulp, more than
+ * that tolerance.  moert test tells such a flip from a wrong kernel by the
+ * routing files written beside the rows and the bundle's route lines.  A block with two inputs (Arctic's MoE layers: x, and layer_in
  * that the router's norm reads) gets rows for each, input_0 and input_1:
  * the skewed rows go to the input the router reads, the other input is
  * N(0,1) from its own seed.  Exit 0 ok, 1 failed, 2 bad usage, 77 the
