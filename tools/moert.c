@@ -699,17 +699,13 @@ compare_output(Ctx *c, const char *set, int i, int64_t tokens, int64_t tile,
 	       const RouteDiff *rd, char *line, size_t n)
 {
 	size_t k;
-	double atol, rtol, rel;
 	Tensor got, want;
 	Compare cmp;
 	int ok;
 
 	if (output_pair(c, set, i, tokens, tile, &got, &want, line, n))
 		return 0;
-	DType dt = tolerance_of(c, &got);
-	tolerance_for(dt, &atol, &rtol, &rel);
-	int64_t nkept = routing_compare_kept(&got, &want, rd, atol, rtol, &cmp);
-	ok = tensor_close(&cmp, dt, nkept);
+	ok = routing_close(&got, &want, rd, tolerance_of(c, &got), &cmp);
 	k = strlen(line);
 	k += (size_t)snprintf(line + k, n - k, "  %s: rel_l2 %.1e max_abs %.1e", got.name,
 			      cmp.rel_l2, cmp.max_abs);

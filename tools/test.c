@@ -81,7 +81,6 @@ judge(const char *casedir, const Graph *g, Tensor *got, Tensor *want, int n,
 				      rd->nbad ? " (routing differs)" : " rows left out;");
 
 	for (int i = 0; i < n; i++) {
-		double atol, rtol, rel;
 		Compare c;
 
 		if (!same_shape(&got[i], &want[i])) {
@@ -93,10 +92,8 @@ judge(const char *casedir, const Graph *g, Tensor *got, Tensor *want, int n,
 			ok = 0;
 			continue;
 		}
-		DType dt = tolerance_dtype(g->ret[i]->type.dt, precision);
-		tolerance_for(dt, &atol, &rtol, &rel);
-		int64_t nkept = routing_compare_kept(&got[i], &want[i], rd, atol, rtol, &c);
-		int good = tensor_close(&c, dt, nkept);
+		int good = routing_close(&got[i], &want[i], rd,
+					 tolerance_dtype(g->ret[i]->type.dt, precision), &c);
 		ok &= good;
 		if (k < sizeof line)
 			k += (size_t)snprintf(line + k, sizeof line - k,

@@ -268,6 +268,27 @@ routing_compare_kept(const Tensor *got, const Tensor *want, const RouteDiff *rd,
 	return n;
 }
 
+int
+routing_close(const Tensor *got, const Tensor *want, const RouteDiff *rd, DType dt, Compare *c)
+{
+	double atol, rtol, rel;
+	Compare all;
+	int ok;
+
+	tolerance_for(dt, &atol, &rtol, &rel);
+	tensor_compare(got, want, atol, rtol, &all);
+	ok = tensor_close(&all, dt, tensor_numel(want));
+	if (!rd || !rd->nflip) {
+		*c = all;
+		return ok;
+	}
+	if (tensor_close(c, dt, routing_compare_kept(got, want, rd, atol, rtol, c)))
+		return 1;
+	if (ok)
+		*c = all;
+	return ok;
+}
+
 void
 route_log_push(RouteLog *l, Routing *r)
 {

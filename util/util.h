@@ -454,9 +454,16 @@ int64_t routing_near_ties(const Routing *r, const unsigned char *bad, double ato
 			  RouteDiff *d);
 
 /* t as [T, rest] without the rows drop marks; 0 ok, -1 not T rows. */
+/* Is got close to want at dt's tolerance (tensor_close) without the rows of
+ * the tokens rd marks as flipped (every row when none flipped or rd is
+ * NULL)?  Leaving rows out never fails what passes whole: a near-tie row
+ * left out shrinks the elements a small output may have outside tolerance.
+ * *c: the comparison judged. */
+int routing_close(const Tensor *got, const Tensor *want, const RouteDiff *rd, DType dt,
+		  Compare *c);
 /* got against want at atol, rtol without the rows of the tokens rd marks as
  * flipped (every row when none flipped or rd is NULL); the number of
- * elements compared (for tensor_close). */
+ * elements compared. */
 int64_t routing_compare_kept(const Tensor *got, const Tensor *want, const RouteDiff *rd,
 			     double atol, double rtol, Compare *c);
 int tensor_drop_rows(const Tensor *t, int64_t T, const unsigned char *drop, Tensor *out);

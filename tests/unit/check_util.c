@@ -429,6 +429,45 @@ START_TEST(test_routing_near_ties_only_failed_rows)
 }
 END_TEST
 
+/* Leaving near-tie rows out never fails what passes whole: 4 rows of 100
+ * bf16 values, one element of row 3 off (allowed: 400/200 = 2 whole, but
+ * 200/200 = 1 of the two rows kept, and 0 of one), and a row left out that
+ * makes a failing output pass. */
+START_TEST(test_routing_close_never_stricter)
+{
+	int64_t dim[2] = {4, 100};
+	Tensor a, b;
+	RouteDiff d = {0};
+	Compare c;
+
+	ck_assert_int_eq(tensor_alloc(&a, DT_BF16, 2, dim), 0);
+	ck_assert_int_eq(tensor_alloc(&b, DT_BF16, 2, dim), 0);
+	for (int i = 0; i < 400; i++) {
+		dtype_store(DT_BF16, a.data, (size_t)i, 1.0 + (i % 7) * 0.25);
+		dtype_store(DT_BF16, b.data, (size_t)i, 1.0 + (i % 7) * 0.25);
+	}
+	dtype_store(DT_BF16, a.data, 350, 1.5);	/* row 3, off by 0.25 or more */
+	d.T = 4, d.nflip = 3;
+	d.drop = xcalloc(4, 1);
+	d.drop[0] = d.drop[1] = d.drop[2] = 1;	/* kept: row 3 alone, 100 values, none allowed */
+	ck_assert(routing_close(&a, &b, NULL, DT_BF16, &c));
+	ck_assert(routing_close(&a, &b, &d, DT_BF16, &c));
+	ck_assert_int_eq(c.nbad, 1);		/* the whole comparison, the one that passed */
+	for (int i = 0; i < 100; i++)		/* row 0 wrong: fails whole, passes without it */
+		dtype_store(DT_BF16, a.data, (size_t)i, 9.0);
+	dtype_store(DT_BF16, a.data, 350, dtype_load(DT_BF16, b.data, 350));
+	ck_assert(!routing_close(&a, &b, NULL, DT_BF16, &c));
+	d.drop[1] = d.drop[2] = 0;
+	ck_assert(routing_close(&a, &b, &d, DT_BF16, &c));
+	ck_assert_int_eq(c.nbad, 0);
+	d.drop[0] = 0, d.drop[1] = 1;		/* the wrong row kept: fails */
+	ck_assert(!routing_close(&a, &b, &d, DT_BF16, &c));
+	route_diff_free(&d);
+	tensor_free(&a);
+	tensor_free(&b);
+}
+END_TEST
+
 START_TEST(test_route_log_compare_drops_flipped_rows)
 {
 	static const float val[12] = {0.9f, 0.1f, 0.5f, 0.5000005f, 0.1f, 0.8f, 0.7f, 0.2f,
@@ -490,6 +529,7 @@ util_suite(void)
 	tcase_add_test(tc, test_routing_clear_of_ties_by_groups);
 	tcase_add_test(tc, test_routing_near_ties_only_failed_rows);
 	tcase_add_test(tc, test_routing_select_sigmoid_bias);
+	tcase_add_test(tc, test_routing_close_never_stricter);
 	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
 	suite_add_tcase(s, tc);
 	return s;
