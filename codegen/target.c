@@ -1600,11 +1600,33 @@ tmap_param_ok(CgFn *f, const char *who, int param, int rank)
 	return 0;
 }
 
+/* The inline PTX of a TMA instruction on the tensor map of kernel parameter
+ * `param`: the map's generic address in m, then `before`[m, {coords}]`after`;
+ * operands lead[0..nlead) ($0..), then the rank coordinates. */
+static void
+tmap_asm(CgFn *f, int param, const char *regs, const char *before, const char *after,
+	 LLVMValueRef *lead, int nlead, int rank, LLVMValueRef *coords)
+{
+	LLVMValueRef a[8];
+	char pname[400], text[1024], cons[64] = "";
+
+	param_name(f, param, pname, sizeof pname);
+	snprintf(text, sizeof text,
+		 "{\n.reg .b64 m;\n%smov.b64 m, %s;\ncvta.param.u64 m, m;\n%s[m, {$%d, $%d%s%.0d}]%s;\n}",
+		 regs, pname, before, nlead, nlead + 1, rank == 3 ? ", $" : "", rank == 3 ? nlead + 2 : 0,
+		 after);
+	for (int i = 0; i < nlead + rank; i++) {
+		a[i] = i < nlead ? lead[i] : coords[i - nlead];
+		strcat(cons, i ? ",r" : "r");
+	}
+	strcat(cons, ",~{memory}");
+	cg_asm(f, NULL, text, cons, a, nlead + rank, 1);
+}
+
 void
 cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords)
 {
 	LLVMValueRef a[6];
-	char pname[400], text[1024], cons[64];
 
 	if (need_tma(f, "cp.async.bulk.tensor") < 0)
 		return;
@@ -1619,46 +1641,30 @@ cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, L
 		cg_call_emu(f, "moec_emu_tma_load", NULL, a, 6);
 		return;
 	}
-	param_name(f, param, pname, sizeof pname);
-	snprintf(text, sizeof text,
-		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
-		 "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes "
-		 "[$0], [m, {$2, $3%s}], [$1];\n}", pname, rank, rank == 3 ? ", $4" : "");
-	snprintf(cons, sizeof cons, "r,r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
-	a[0] = saddr(f, dst);
-	a[1] = saddr(f, mbar);
-	for (int i = 0; i < rank; i++)
-		a[2 + i] = coords[i];
-	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
+	char op[160];
+	LLVMValueRef lead[2] = {saddr(f, dst), saddr(f, mbar)};
+	snprintf(op, sizeof op, "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes "
+		 "[$0], ", rank);
+	tmap_asm(f, param, "", op, ", [$1]", lead, 2, rank, coords);
 }
 
 /* A hint: the emulator has no L2, so nothing to do there (the tensor map is still checked). */
 void
 cg_tma_prefetch(CgFn *f, int param, int rank, LLVMValueRef *coords)
 {
-	LLVMValueRef a[3];
-	char pname[400], text[1024], cons[64];
-
 	if (need_tma(f, "cp.async.bulk.prefetch.tensor") < 0)
 		return;
 	if (!tmap_param_ok(f, "cg_tma_prefetch", param, rank) || f->emu)
 		return;
-	param_name(f, param, pname, sizeof pname);
-	snprintf(text, sizeof text,
-		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
-		 "cp.async.bulk.prefetch.tensor.%dd.L2.global.tile [m, {$0, $1%s}];\n}",
-		 pname, rank, rank == 3 ? ", $2" : "");
-	snprintf(cons, sizeof cons, "r,r%s,~{memory}", rank == 3 ? ",r" : "");
-	for (int i = 0; i < rank; i++)
-		a[i] = coords[i];
-	cg_asm(f, NULL, text, cons, a, rank, 1);
+	char op[96];
+	snprintf(op, sizeof op, "cp.async.bulk.prefetch.tensor.%dd.L2.global.tile ", rank);
+	tmap_asm(f, param, "", op, "", NULL, 0, rank, coords);
 }
 
 void
 cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coords)
 {
 	LLVMValueRef a[5];
-	char pname[400], text[1024], cons[64];
 
 	if (need_tma(f, "cp.async.bulk.tensor (store)") < 0)
 		return;
@@ -1672,16 +1678,10 @@ cg_tma_store(CgFn *f, int param, LLVMValueRef src, int rank, LLVMValueRef *coord
 		cg_call_emu(f, "moec_emu_tma_store", NULL, a, 5);
 		return;
 	}
-	param_name(f, param, pname, sizeof pname);
-	snprintf(text, sizeof text,
-		 "{\n.reg .b64 m;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\n"
-		 "cp.async.bulk.tensor.%dd.global.shared::cta.bulk_group [m, {$1, $2%s}], [$0];\n}",
-		 pname, rank, rank == 3 ? ", $3" : "");
-	snprintf(cons, sizeof cons, "r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
-	a[0] = saddr(f, src);
-	for (int i = 0; i < rank; i++)
-		a[1 + i] = coords[i];
-	cg_asm(f, NULL, text, cons, a, 1 + rank, 1);
+	char op[96];
+	LLVMValueRef lead[1] = {saddr(f, src)};
+	snprintf(op, sizeof op, "cp.async.bulk.tensor.%dd.global.shared::cta.bulk_group ", rank);
+	tmap_asm(f, param, "", op, ", [$0]", lead, 1, rank, coords);
 }
 
 void
@@ -1784,24 +1784,15 @@ void
 cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords,
 		      int mask)
 {
-	LLVMValueRef a[6];
-	char pname[400], text[1024], cons[64];
-
 	if (need_cluster(f, "cp.async.bulk.tensor .multicast::cluster") < 0)
 		return;
 	if (!tmap_param_ok(f, "cg_tma_load_multicast", param, rank))
 		return;
-	param_name(f, param, pname, sizeof pname);
-	snprintf(text, sizeof text,
-		 "{\n.reg .b64 m;\n.reg .b16 k;\nmov.b64 m, %s;\ncvta.param.u64 m, m;\nmov.b16 k, %d;\n"
-		 "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-		 "[$0], [m, {$2, $3%s}], [$1], k;\n}", pname, mask, rank, rank == 3 ? ", $4" : "");
-	snprintf(cons, sizeof cons, "r,r,r,r%s,~{memory}", rank == 3 ? ",r" : "");
-	a[0] = saddr(f, dst);
-	a[1] = saddr(f, mbar);
-	for (int i = 0; i < rank; i++)
-		a[2 + i] = coords[i];
-	cg_asm(f, NULL, text, cons, a, 2 + rank, 1);
+	char op[200];
+	LLVMValueRef lead[2] = {saddr(f, dst), saddr(f, mbar)};
+	snprintf(op, sizeof op, "mov.b16 k, %d;\ncp.async.bulk.tensor.%dd.shared::cluster.global."
+		 "mbarrier::complete_tx::bytes.multicast::cluster [$0], ", mask, rank);
+	tmap_asm(f, param, ".reg .b16 k;\n", op, ", [$1], k", lead, 2, rank, coords);
 }
 
 LLVMValueRef
