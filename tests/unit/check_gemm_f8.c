@@ -998,6 +998,23 @@ START_TEST(test_ws_gateup)
 }
 END_TEST
 
+/* A quantised FP8 gate|up (8 experts, N 512) on 64x256 tiles in pairs sharing
+ * B, persistent over 3 CTAs: K, the stages, B prefetched into L2 or not. */
+static void
+spec_gateup_pairs(GemmSpec *s, int64_t K, int stages, int l2_ahead)
+{
+	gh_spec_grouped_swiglu(s, 8, 512, K, 2);
+	s->a_dt = s->b_dt = DT_F8E4M3;
+	s->f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1,
+		       .l2_ahead = l2_ahead};
+	s->c_dt = DT_F8E4M3;
+	s->quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(s, 64, 256, 128, 1, 8, stages);
+	s->sched = CG_SCHED_PERSISTENT;
+	s->ctas = 3;
+	s->cluster_b = 1;
+}
+
 /*
  * Clusters of 2 sharing B (--debug=f8-c2; GemmSpec.cluster_b): on the
  * emulator the pairs without the cluster, each CTA loading both halves of
@@ -1012,15 +1029,7 @@ START_TEST(test_ws_pairs)
 	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, pairs sharing B (half boxes through the interleave), "
 			       "3 CTAs", .T = 215, .counts = {1, 0, 64, 65, 129, 140, 30, 1}};	/* 1-3 row tiles */
 
-	gh_spec_grouped_swiglu(&up.s, 8, 512, 384, 2);
-	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
-	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
-	up.s.c_dt = DT_F8E4M3;
-	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
-	gh_tiles(&up.s, 64, 256, 128, 1, 8, 4);
-	up.s.sched = CG_SCHED_PERSISTENT;
-	up.s.ctas = 3;
-	up.s.cluster_b = 1;
+	spec_gateup_pairs(&up.s, 384, 4, 0);
 	ws_same(&up);
 
 	/* the down GEMM in pairs (A by TMA: a pair of row tiles its own tiles, an odd last row tile's column
@@ -1074,15 +1083,7 @@ START_TEST(test_ws_l2_ahead)
 	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, pairs sharing B, B prefetched into L2, 3 stages, "
 			       "K = 896", .T = 215, .counts = {1, 0, 64, 65, 129, 140, 30, 1}};
 
-	gh_spec_grouped_swiglu(&up.s, 8, 512, 896, 2);
-	up.s.a_dt = up.s.b_dt = DT_F8E4M3;
-	up.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1, .l2_ahead = 1};
-	up.s.c_dt = DT_F8E4M3;
-	up.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
-	gh_tiles(&up.s, 64, 256, 128, 1, 8, 3);
-	up.s.sched = CG_SCHED_PERSISTENT;
-	up.s.ctas = 3;
-	up.s.cluster_b = 1;
+	spec_gateup_pairs(&up.s, 896, 3, 1);
 	ws_same(&up);
 
 	GemmSpec ds;
