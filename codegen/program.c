@@ -3406,6 +3406,15 @@ assemble(CgProgram *p)
  * 1.000x, gpt-oss-20b 1.008x.  --debug=pdl takes it at every max_tokens.
  */
 enum { PDL_DECODE_DEFAULT = 1 };
+/*
+ * And flags kept zero (--debug=kept-flags, keep_flags) with it: the plan's
+ * one flag memset only on a shared workspace.  The H200's A/B (session 33,
+ * the same bits; graphs, medians of 3 interleaved rounds): Qwen3-30B-A3B
+ * T = 1 32.3 -> 31.4 us (0.973x), T = 16 245.4 -> 244.4 (0.996x), dense
+ * M = 16 38.9 -> 38.0 (0.977x), Mixtral 0.999x, gpt-oss-20b 1.000x.  A
+ * marked bundle needs a session-33 runtime (when=shared).
+ */
+enum { KEPT_DECODE_DEFAULT = 0 };
 
 static void
 pdl_default(CgProgram *p)
@@ -3415,7 +3424,7 @@ pdl_default(CgProgram *p)
 	for (int i = 0; i < p->o.narch; i++) {
 		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
 		if (cg_target_has(&t, CG_GRIDDEP))
-			p->o.debug |= DBG_PDL;
+			p->o.debug |= DBG_PDL | (KEPT_DECODE_DEFAULT ? DBG_KEPT_FLAGS : 0);
 	}
 }
 
