@@ -151,7 +151,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: a decode bundle whose one front is the only writer of its flags (the split GEMMs' flags in its "
 	 "chain) marks the front's flag memset when=shared: the front's last CTA leaves every flag 0, so a run on the "
 	 "program's own arena (zeroed at load) skips it and the plan is a chain of programmatic launches from the "
-	 "front on; a workspace the caller gives still gets it (docs/runtime.md; A/B on the GPU)"},
+	 "front on; a workspace the caller gives still gets it (docs/runtime.md; H200 A/B, session 33: 0.97-1.00x, "
+	 "the same bits; KEPT_DECODE_DEFAULT in program.c makes it the default of decode bundles)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
