@@ -186,6 +186,9 @@ struct MStep {
 	int narg;
 	MArg dst;		/* MEMSET, ALL_TO_ALL: an ARG_BUF */
 	MExpr bytes;		/* MEMSET; ALL_TO_ALL: bytes per peer */
+	int shared_only;	/* MEMSET (when=shared): the plan leaves these bytes 0, so a run on
+				 * the program's own arena (zeroed at load) skips it; a workspace
+				 * given by the caller gets it */
 	MArg src;		/* ALL_TO_ALL: an ARG_BUF */
 	int64_t tlo, thi;	/* LAUNCH: runs only for tlo <= T <= thi; 0, 0: always */
 	const char *arch;	/* LAUNCH: runs only on this code target ("sm_90a"); NULL: any */

@@ -127,7 +127,7 @@ struct P {
 	X(init, 17, 0, "init KERNEL grid=E,E,E block=N,N,N smem=N args=LIST")  \
 	X(launch, 18, 0,                                                       \
 	  "launch KERNEL grid=E,E,E block=N,N,N smem=N args=LIST [tokens=LO..HI] [arch=sm_XX]") \
-	X(memset, 18, 0, "memset buf:NAME[+OFF] bytes=E")                    \
+	X(memset, 18, 0, "memset buf:NAME[+OFF] bytes=E [when=shared]")       \
 	X(all_to_all, 18, 0, "all_to_all src=buf:NAME dst=buf:NAME chunk=E")   \
 	X(route, 19, 0,                                                        \
 	  "route logits=BUF dtype=DT ids=BUF experts=N k=N groups=N,N score=max|top2 " \
@@ -1363,7 +1363,7 @@ st_memset(P *p)
 	MStep s = {.kind = STEP_MEMSET, .kidx = -1, .line = p->line};
 	Word v = p->w[1], w;
 
-	if (arity(p, KW_memset, 3) || tokens_done(p))
+	if (arity(p, KW_memset, p->nw == 4 ? 4 : 3) || tokens_done(p))
 		return -1;
 	if (!prefix(&v, "buf:"))
 		return err(p, v.col, "memset needs a buf:NAME operand, got '%.*s'",
@@ -1371,6 +1371,13 @@ st_memset(P *p)
 	if (buf_arg(p, v, &s.dst) || kv(p, 2, "bytes", &w) ||
 	    expr_at(p, &w, &s.bytes) || memset_fits(p, &s, &w))
 		return -1;
+	if (p->nw == 4) {	/* when=shared: only on a workspace not the program's own */
+		if (kv(p, 3, "when", &w))
+			return -1;
+		if (w.n != 6 || memcmp(w.s, "shared", 6))
+			return err(p, w.col, "memset when=%.*s: expected when=shared", (int)w.n, w.s);
+		s.shared_only = 1;
+	}
 	GROW(p, p->m->step, p->m->nstep, p->cstep);
 	p->m->step[p->m->nstep++] = s;
 	return 0;

@@ -209,7 +209,7 @@ step(FILE *f, const Manifest *m, const MStep *s)
 		arg(f, m, &s->dst);
 		fputs(" bytes=", f);
 		expr(f, &s->bytes);
-		fputc('\n', f);
+		fputs(s->shared_only ? " when=shared\n" : "\n", f);
 		return;
 	}
 	fprintf(f, "%s ", s->kind == STEP_INIT ? "init" : "launch");

@@ -225,6 +225,28 @@ exchange(Run *r, int n, int64_t T, Diag *d)
 	return 0;
 }
 
+/* The bytes of every when=shared memset are 0 after the run, as the
+ * runtime's skipping them on its own arena needs (the next run's flags). */
+static int
+kept_zero(Run *r, int64_t T, Diag *d)
+{
+	for (int i = 0; i < r->m->nstep; i++) {
+		const MStep *s = &r->m->step[i];
+		int64_t n;
+		if (s->kind != STEP_MEMSET || !s->shared_only || !bundle_step_runs(s, T) ||
+		    bundle_expr_eval(&s->bytes, T, &n))
+			continue;
+		const unsigned char *at = pointer(r->m, &r->mm, &s->dst);
+		for (int64_t j = 0; j < n; j++)
+			if (at[j])
+				return diag_error(d, LOC_NONE, "memset of %s (step %d, when=shared): byte "
+						  "%lld is %d after the run, not 0: a run on the program's "
+						  "own arena, which skips it, would start with it set",
+						  s->dst.name, i, (long long)j, at[j]);
+	}
+	return 0;
+}
+
 int
 cg_programs_emulate(CgProgram *const *p, int n, const Tensor *const *in, Tensor *const *out,
 		    int64_t T, Diag *d)
@@ -258,6 +280,9 @@ cg_programs_emulate(CgProgram *const *p, int n, const Tensor *const *in, Tensor 
 		if (exchange(r, n, T, d))
 			goto out;
 	}
+	for (int i = 0; i < n; i++)
+		if (kept_zero(&r[i], T, d))
+			goto out;
 	rc = 0;
 out:
 	for (int i = 0; i < ready; i++)

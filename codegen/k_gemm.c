@@ -1203,6 +1203,12 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), z));
 	cg_if(f, &c0, t0);
 	cg_spin_until(f, flag, z);
+	if (cg_module_debug(f->m) & DBG_KEPT_FLAGS) {	/* the last part leaves the flag 0 for the next launch */
+		CgIf c1;
+		cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, z, last, ""));
+		cg_gstore_volatile(f, cg_i32(f, 0), flag, 4);
+		cg_endif(f, &c1);
+	}
 	cg_fence(f);
 	cg_endif(f, &c0);
 	cg_barrier(f);

@@ -88,6 +88,10 @@ struct CgProgram {
 	int ws_buf;		/* its buffer index */
 	VEC(CgFrontMatch) front;	/* decode fronts (k_front.c): calls replaced by one launch */
 	MArg *front_zero;	/* the last front's zero_words, for the next split GEMM (NULL: none) */
+	struct {		/* --debug=kept-flags: a memset whose launches leave its bytes 0 */
+		int n;		/* such memsets */
+		size_t ms, lo, hi;	/* the last one's step, and its launches' steps lo..hi-1 */
+	} kept;
 	struct {		/* --debug=pdl: the split GEMMs whose flags that front zeroes (close_chain) */
 		int64_t base;	/* the front's flag bytes, 16-aligned */
 		int n;
@@ -1779,6 +1783,43 @@ close_chain(CgProgram *p)
 }
 
 /*
+ * --debug=kept-flags: flags need no memset on the program's own arena when
+ * the launches that use them leave them 0.  A decode front's last CTA
+ * clears each flag it waits for and zeroes its chain's flags (close_chain);
+ * a split-K or static stream-K GEMM's last part clears its tile's flag
+ * (k_gemm.c, split_reduce).  So every call ends with them 0, and the arena
+ * starts zeroed (the runtime zeroes them again after the init steps): the
+ * memset says when=shared, the runtime skips it on its own arena, and the
+ * plan is a chain of programmatic launches with no graph node in it.  A
+ * workspace the caller gives (shared by programs, moert_run_ws) still gets
+ * it.  Taken only where that memset is the plan's one and no other launch
+ * passes the workspace below the end of its bytes (a second front or split
+ * GEMM, dynamic stream-K's counters: all would write there).
+ */
+static void
+keep_flags(CgProgram *p)
+{
+	MStep *ms;
+
+	if (!(p->o.debug & DBG_KEPT_FLAGS) || p->o.tune_candidates || p->kept.n != 1)
+		return;
+	ms = &p->run.v[p->kept.ms];
+	for (size_t i = 0; i < p->run.n; i++) {
+		const MStep *s = &p->run.v[i];
+		if (s->kind == STEP_MEMSET && s != ms)
+			return;
+		for (int a = 0; s->kind == STEP_LAUNCH && (i < p->kept.lo || i >= p->kept.hi) && a < s->narg; a++)
+			if (s->arg[a].kind == ARG_BUF && s->arg[a].index == p->ws_buf &&
+			    s->arg[a].off < (uint64_t)ms->bytes.b)
+				return;
+	}
+	ms->shared_only = 1;
+	vec_push(&p->fusion, arena_printf(p->a, "  the flag memset (%lld bytes) only on a shared workspace "
+					  "(when=shared): its launches leave the flags 0 (--debug=kept-flags)",
+					  (long long)ms->bytes.b));
+}
+
+/*
  * Split-K variants share one workspace: grow it to the largest, and zero
  * the flags of the largest before the GEMM's launch lines (one memset for
  * every variant and target, so that it never breaks a tokens= chain).
@@ -1787,11 +1828,13 @@ static int
 split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 {
 	int64_t flags = 0, bytes = 0;
+	int dynamic = 0;
 
 	for (int j = 0; j < nseg; j++)
 		for (int i = 0; i < p->o.narch; i++) {
 			bytes = MAX(bytes, cg_gemm_split_bytes(&seg[j].s[i]));
 			flags = MAX(flags, cg_gemm_split_flag_bytes(&seg[j].s[i]));
+			dynamic |= seg[j].s[i].sched == CG_SCHED_STREAM && seg[j].s[i].units > 0;
 		}
 	p->ws_bytes = MAX(p->ws_bytes, bytes);
 	if (!flags)
@@ -1815,6 +1858,9 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 	}
 	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(flags)};
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	p->kept.n += 1 + dynamic;	/* dynamic stream-K's counters stay set: never kept */
+	p->kept.ms = p->run.n;
+	p->kept.lo = p->kept.hi = p->run.n + 1;	/* (emit_gemm sets hi after its launch lines) */
 	vec_push(&p->run, m);
 	return 0;
 }
@@ -2207,6 +2253,8 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 				      nseg > 1 ? seg[j1 - 1].thi : 0, uniform ? NULL : p->o.arch[i]))
 				return -1;
 		}
+	if (p->kept.lo == p->kept.hi)	/* its memset came just before: these lines use its flags */
+		p->kept.hi = p->run.n;
 	if (p->o.tune_candidates && gemm_candidates(p, call, name, &gb, seg, nseg))
 		return -1;
 	if (gb.rows)
@@ -2551,9 +2599,13 @@ emit_front(CgProgram *p, const Node *n, int *done)
 		p->flops_per_t += 2 * (int64_t)f->s.route.E * f->s.H;
 	MStep m = {.kind = STEP_MEMSET, .bytes = MEXPR_INT(4 * cg_front_ctas(&f->s))};
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+	p->kept.n++;
+	p->kept.ms = p->run.n;
 	vec_push(&p->run, m);
 	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)))
 		return -1;
+	p->kept.lo = p->kept.ms + 1;	/* the front's last CTA clears its flags */
+	p->kept.hi = p->run.n;
 	p->front_zero = &args[zw];
 	MArg rl[3] = {arg_of(p, f->logits), arg_of(p, f->route->out[1]), {.kind = ARG_T}};
 	MArg sb = f->s.route.has_selbias ? arg_of(p, f->selbias) : (MArg){0};
@@ -3354,6 +3406,15 @@ assemble(CgProgram *p)
  * 1.000x, gpt-oss-20b 1.008x.  --debug=pdl takes it at every max_tokens.
  */
 enum { PDL_DECODE_DEFAULT = 1 };
+/*
+ * And flags kept zero (--debug=kept-flags, keep_flags) with it: the plan's
+ * one flag memset only on a shared workspace.  The H200's A/B (session 33,
+ * the same bits; graphs, medians of 3 interleaved rounds): Qwen3-30B-A3B
+ * T = 1 32.3 -> 31.4 us (0.973x), T = 16 245.4 -> 244.4 (0.996x), dense
+ * M = 16 38.9 -> 38.0 (0.977x), Mixtral 0.999x, gpt-oss-20b 1.000x.  A
+ * marked bundle needs a session-33 runtime (when=shared).
+ */
+enum { KEPT_DECODE_DEFAULT = 0 };
 
 static void
 pdl_default(CgProgram *p)
@@ -3363,7 +3424,7 @@ pdl_default(CgProgram *p)
 	for (int i = 0; i < p->o.narch; i++) {
 		CgTarget t = {p->o.arch[i], NULL, p->o.opt};
 		if (cg_target_has(&t, CG_GRIDDEP))
-			p->o.debug |= DBG_PDL;
+			p->o.debug |= DBG_PDL | (KEPT_DECODE_DEFAULT ? DBG_KEPT_FLAGS : 0);
 	}
 }
 
@@ -3396,6 +3457,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 		    (n->op == OP_ALL_TO_ALL && emit_all_to_all(p, n)))
 			goto fail;
 	close_chain(p);
+	keep_flags(p);
 	if (o->tuning)
 		diag_note(d, loc_file(cg_tuning_path(o->tuning)), "%d GEMM tilings taken from the "
 			  "tuning table (%d entries); the heuristic tiled the rest", p->ntuned,

@@ -355,6 +355,17 @@ init(moert_program *p)
 					     "manifest line %d)", i, st->kernel,
 					     st->line);
 	}
+	/* the bytes of when=shared memsets start at 0 on our own arena, whatever
+	 * the init steps did with it (a later run skips those memsets) */
+	for (int i = 0; p->own_arena && i < p->m->nstep; i++) {
+		const MStep *st = &p->m->step[i];
+		uint64_t at, n;
+		if (st->kind != STEP_MEMSET || !st->shared_only)
+			continue;
+		if ((s = moert_eval_memset(p->m, st, p->m->max_tokens, &at, &n)) ||
+		    (n && (s = CU(MOERT_ELOAD, cuMemsetD8Async, (p->own_arena + at, 0, n, p->stream)))))
+			return moert_context(s, "memset (manifest line %d)", st->line);
+	}
 	if ((s = CU(MOERT_ELAUNCH, cuStreamSynchronize, (p->stream))))
 		return moert_context(s, "running the init steps");
 	return MOERT_OK;

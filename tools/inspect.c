@@ -71,7 +71,8 @@ print_manifest(FILE *f, const Manifest *m)
 		const MStep *s = &m->step[i];
 		if (s->kind == STEP_MEMSET) {
 			bundle_expr_print(e, sizeof e, &s->bytes);
-			fprintf(f, "  memset %s bytes=%s\n", s->dst.name, e);
+			fprintf(f, "  memset %s bytes=%s%s\n", s->dst.name, e,
+				s->shared_only ? " (only on a shared workspace)" : "");
 			continue;
 		}
 		if (s->kind == STEP_ALL_TO_ALL) {

@@ -147,6 +147,12 @@ const DebugFlag debug_flags[] = {
 	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
 	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
 	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
+	{"kept-flags", DBG_KEPT_FLAGS, NULL,
+	 "compile: a decode bundle whose one front is the only writer of its flags (the split GEMMs' flags in its "
+	 "chain) marks the front's flag memset when=shared: the front's last CTA leaves every flag 0, so a run on the "
+	 "program's own arena (zeroed at load) skips it and the plan is a chain of programmatic launches from the "
+	 "front on; a workspace the caller gives still gets it (docs/runtime.md; H200 A/B, session 33: 0.97-1.00x, "
+	 "the same bits; KEPT_DECODE_DEFAULT in program.c makes it the default of decode bundles)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

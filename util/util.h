@@ -161,6 +161,7 @@ typedef uint64_t DbgFlags;
 #define DBG_DOWN_AHEAD DBG_BIT(35)	/* codegen: decode MoE downs send their runs' first B toward L2 before the grid wait (A/B) */
 #define DBG_FRONT_PAIR DBG_BIT(34)	/* codegen: decode fronts take a warp's tokens two at a time, no barrier a token (A/B) */
 #define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
+#define DBG_KEPT_FLAGS DBG_BIT(39)	/* codegen: a decode front's flag memset only on a shared workspace (when=shared; A/B) */
 #define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */

@@ -214,13 +214,18 @@ record(Stream *s, Node *n)
 	s->tail = &c->next;
 }
 
+static int log_line(const char *var, const char *line);
+
 static void
 execute(const Node *n)
 {
 	void *p[8];
 	size_t off = 0;
 
-	if (n->memset) {
+	if (n->memset) {	/* each one done, plainly or by a graph's launch, logged */
+		char line[64];
+		snprintf(line, sizeof line, "memset %zu %u\n", n->n, n->value);
+		log_line("FAKECUDA_MEMSET_LOG", line);
 		memset((void *)(uintptr_t)n->dst, n->value, n->n);
 		return;
 	}

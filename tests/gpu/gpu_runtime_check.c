@@ -267,7 +267,8 @@ step(MStepKind kind, const char *kernel, MExpr gx, int bx, int smem, MArg *a,
  * with `extra` bytes of arena beyond what the plan needs (the OOM check).
  * other 1: one more kernel, built for sm_100a only, launched by a line of
  * that target (arch=sm_100a: never on this device); other 2: the same
- * line without arch=. */
+ * line without arch=; other 3: the memset says when=shared (which the
+ * rowcount kernel does not deserve: it leaves its counts set). */
 static char *
 manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 {
@@ -306,6 +307,7 @@ manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 	st[1] = step(STEP_LAUNCH, "axpb", (MExpr){H, 0, 128}, 128, 0, a1, 5);
 	st[2] = step(STEP_MEMSET, NULL, MEXPR_INT(0), 0, 0, NULL, 0);
 	st[2].dst = A(ARG_BUF, 0, "cnt"), st[2].bytes = MEXPR_T(4);
+	st[2].shared_only = other == 3;
 	st[3] = step(STEP_LAUNCH, "rowcount", (MExpr){H, 0, 128}, 128, 0, a2, 4);
 	/* 64 KiB of dynamic shared memory: exercises the >48 KiB attribute */
 	st[4] = step(STEP_LAUNCH, "copy_i32", (MExpr){1, 0, 64}, 64, 65536, a3, 3);
@@ -315,7 +317,7 @@ manifest_text(const char *target, uint64_t extra, int other, size_t *len)
 	m.bytes = (MExpr){8 * H + 4, 4 * H, 0};
 	m.in = in, m.nin = 1, m.out = out, m.nout = 2, m.w = w, m.nw = 2;
 	m.buf = buf, m.nbuf = 1, m.k = k, m.nk = 4, m.step = st, m.nstep = 5;
-	if (other) {
+	if (other == 1 || other == 2) {
 		k[4] = (MKernel){"copy_i32_sm100", sm100, 1, p_copy, 3, 0, 0, 0, 0, 0};
 		st[5] = st[4];
 		st[5].kernel = k[4].name;
@@ -641,6 +643,43 @@ rss(void)
 	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/*
+ * A memset that says when=shared (docs/runtime.md, Workspaces): skipped on
+ * the program's own arena, which the load zeroed, so the first run is right
+ * and the second sees the counts the first left (rowcount does not clear
+ * them, so the compiler would not have marked it: this shows the skip); on
+ * a workspace the caller gives, it runs every time.
+ */
+static void
+check_when_shared(Io *io)
+{
+	size_t len;
+	unsigned char *b = make_bundle_other("sm_80", ptx_src, 0, 3, &len);
+	moert_program *p;
+	uint64_t ws = 0;
+	int ok;
+
+	if (moert_load(io->dev, b, len, &p)) {
+		check(0, "when=shared: load: %s", moert_last_error());
+		free(b);
+		return;
+	}
+	fill_x(io, 7, 11);
+	ok = run_t(io, p, 7, 0) == 0;
+	check(ok && run_t(io, p, 7, 0) != 0 && run_t(io, p, 7, 1) != 0,
+	      "when=shared on its own arena: the first run right (zeroed at load), later ones skip the memset");
+	ok = !moert_malloc(io->dev, moert_workspace_size(p), &ws) &&
+	     !moert_memset(io->dev, ws, 0x5a, moert_workspace_size(p)) &&
+	     !moert_set_workspace(p, ws, moert_workspace_size(p));
+	for (int i = 0; ok && i < 3; i++)
+		ok = run_t(io, p, 7, i == 2) == 0;
+	check(ok, "when=shared on a workspace the caller gives: the memset runs, every run right");
+	moert_unload(p);
+	if (ws)
+		moert_free(io->dev, ws);
+	free(b);
+}
+
 static void
 check_cycles(Io *io, const unsigned char *b, size_t len)
 {
@@ -867,6 +906,7 @@ main(int argc, char **argv)
 	check_bench(&io, p);
 	check_oom(&io, p);
 	moert_unload(p);
+	check_when_shared(&io);
 	check_cycles(&io, b, len);
 	io_free(&io);
 	free(b);

@@ -50,4 +50,22 @@ for n in pdl default plain pdl80; do
 		fi
 	done
 done
+# --debug=kept-flags: the front's flag memset says when=shared, so moert
+# zeroes its bytes (512) once at load and never in a run on its own arena
+# (plain or graph); sm_80's bundle (no griddepcontrol, so not marked by
+# the decode default either) zeroes them every run
+one kept 1 --arch=sm_90a --debug=kept-flags
+grep -q "when=shared" "$d/kept.moeb" || fail "kept: no when=shared memset"
+! grep -q "when=shared" "$d/pdl80.moeb" || fail "pdl80: a when=shared memset"
+for n in pdl80 kept; do
+	for g in "" --graph; do
+		rm -f "$d/mlog"
+		MOERT_LIBCUDA=$fake FAKECUDA_ANY=1 FAKECUDA_MEMSET_LOG=$d/mlog \
+			"$moert" bench "$d/$n.moeb" --tokens=1 --iters=3 --warmup=0 $g >"$d/out" 2>&1
+		by=$(grep -a -o 'memset buf:splitk\$ws bytes=[0-9]*' "$d/$n.moeb" | sed 's/.*=//')
+		z=$(grep -c "^memset $by 0$" "$d/mlog")
+		if [ $n = kept ]; then [ "$z" = 1 ] || fail "kept $g: $z memsets of the flags, not 1 (the load's)"
+		else [ "$z" -ge 2 ] || fail "$n $g: $z memsets of the flags (bench runs the plan twice)"; fi
+	done
+done
 echo "pdl_fake: ok"

@@ -677,11 +677,12 @@ START_TEST(test_program_flag_chain)
 
 	diag_init(&d, stderr);
 	m = fused_for("chain.ir", split_block, &ref, &d, 16);
-	for (int pdl = 0; pdl <= 1; pdl++) {
-		int memsets = 0, split = 0;
+	for (int pdl = 0; pdl <= 2; pdl++) {	/* 2: and --debug=kept-flags */
+		int memsets = 0, split = 0, shared = 0;
 		uint64_t last = UINT64_MAX;
 		emu_opts(&co, 16);
 		co.debug = pdl ? DBG_PDL : 0;
+		co.debug |= pdl == 2 ? DBG_KEPT_FLAGS : 0;
 		CgProgram *p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		const Manifest *man = cg_program_manifest(p);
@@ -689,6 +690,7 @@ START_TEST(test_program_flag_chain)
 		for (int i = 0; i < man->nstep; i++) {
 			const MStep *st = &man->step[i];
 			memsets += st->kind == STEP_MEMSET;
+			shared += st->kind == STEP_MEMSET && st->shared_only;
 			for (int a = 0; st->kind == STEP_LAUNCH && st->grid[2].b > 1 && a < st->narg; a++)
 				if (st->arg[a].kind == ARG_BUF && !strcmp(st->arg[a].name, "splitk$ws")) {
 					ck_assert(!pdl || st->arg[a].off < last);	/* downwards */
@@ -698,8 +700,70 @@ START_TEST(test_program_flag_chain)
 		}
 		ck_assert_int_ge(split, 2);
 		ck_assert_int_eq(memsets, pdl ? 1 : split);	/* the front's, and one a GEMM after the first */
+		ck_assert_int_eq(shared, pdl == 2);	/* the front's, when=shared (emulate checks it is 0 after) */
 		for (size_t i = 0; i < NELEM(ts); i++)
 			check_wide(p, ref, ts[i], 512);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
+/*
+ * --debug=kept-flags on a split GEMM of its own (no front): its last parts
+ * clear the flags, so its memset says when=shared and the emulator finds the
+ * bytes 0 after each run.  Without the flag the kernel leaves them set: the
+ * same memset marked by hand fails the emulator's check.
+ */
+START_TEST(test_program_kept_flags_split_gemm)
+{
+	static const char dense[] =
+		"weight $wd : bf16[512,512] scale=0.05 seed=5\n"
+		"graph @d(%x: bf16[T,512]) -> (y: bf16[T,512]) {\n"
+		"\t%y = matmul %x, $wd, trans_b=1 : bf16[T,512]\n\tret %y\n}\n";
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+
+	diag_init(&d, stderr);
+	m = fused_for("kept.ir", dense, &ref, &d, 16);
+	for (int kept = 1; kept >= 0; kept--) {
+		emu_opts(&co, 16);
+		co.debug = kept ? DBG_KEPT_FLAGS : 0;
+		CgProgram *p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		Manifest *man = (Manifest *)cg_program_manifest(p);
+		MStep *ms = NULL;
+		for (int i = 0; i < man->nstep; i++)
+			if (man->step[i].kind == STEP_MEMSET) {
+				ck_assert_ptr_null(ms);
+				ms = &man->step[i];
+			}
+		ck_assert_ptr_nonnull(ms);	/* the split GEMM's flags */
+		ck_assert_int_eq(ms->shared_only, kept);
+		if (kept) {
+			check_wide(p, ref, 1, 512);
+			check_wide(p, ref, 16, 512);
+		} else {
+			Tensor in, got;
+			int64_t dim[2] = {16, 512};
+			char *buf = NULL;
+			size_t n = 0;
+			FILE *mem = open_memstream(&buf, &n);
+			Diag dm;
+			diag_init(&dm, mem);
+			ms->shared_only = 1;
+			ck_assert_int_eq(tensor_alloc(&in, DT_BF16, 2, dim), 0);
+			ck_assert_int_eq(tensor_alloc(&got, DT_BF16, 2, dim), 0);
+			fill(&in, 16);
+			ck_assert_int_ne(cg_program_emulate(p, &in, &got, 16, &dm), 0);
+			fclose(mem);
+			ck_assert_msg(strstr(buf, "after the run, not 0"), "%s", buf);
+			free(buf);
+			tensor_free(&in);
+			tensor_free(&got);
+		}
 		cg_program_free(p);
 	}
 	ir_free_module(m);
@@ -2385,6 +2449,7 @@ program_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_front_folds_the_split_memset);
 	tcase_add_test(tc, test_program_flag_chain);
+	tcase_add_test(tc, test_program_kept_flags_split_gemm);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fp8");	/* three blocks, two on emulated wgmma */
 	tcase_set_timeout(tc, 300);
