@@ -627,16 +627,19 @@ tma_store_for(const CgModule *m, const GemmSpec *s)
 /* 64-row warpgroup tiles up to 256 columns (GemmSpec.wg_wide): a table's .wide; --debug=wg-wide for
  * dense bf16/f16; --debug=grouped-wide for grouped bf16/f16 with B [N,K] (the MoE expert GEMMs:
  * gpt-oss-20b's 128x192 as two 64x192, one m64n192k16 a k-step where two m64n96k16 read B twice) */
+enum { GROUPED_WIDE_DEFAULT = 0 };	/* 1: --debug=grouped-wide's tiles on sm_90a without the flag */
+
 static int
 wide_for(const CgModule *m, const GemmSpec *s)
 {
 	DbgFlags dbg = cg_module_debug(m);
+	int grouped = (dbg & DBG_GROUPED_WIDE) || (GROUPED_WIDE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
 
 	if (s->wg_wide)
 		return 1;
 	if (s->f8.group > 0)
 		return 0;
-	return s->groups > 0 ? (dbg & DBG_GROUPED_WIDE) && s->b_layout == CG_B_NK : (dbg & DBG_WG_WIDE) != 0;
+	return s->groups > 0 ? grouped && s->b_layout == CG_B_NK : (dbg & DBG_WG_WIDE) != 0;
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
