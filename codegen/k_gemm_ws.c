@@ -625,8 +625,10 @@ tma_store_for(const CgModule *m, const GemmSpec *s)
 }
 
 /* 64-row warpgroup tiles up to 256 columns (GemmSpec.wg_wide): a table's .wide; --debug=wg-wide for
- * dense bf16/f16; --debug=grouped-wide for grouped bf16/f16 with B [N,K] (the MoE expert GEMMs:
- * gpt-oss-20b's 128x192 as two 64x192, one m64n192k16 a k-step where two m64n96k16 read B twice) */
+ * dense bf16/f16; --debug=grouped-wide for grouped bf16/f16 with B [N,K] in tiles narrower than 256
+ * columns (gpt-oss-20b's 128x192 as two 64x192, one m64n192k16 a k-step where two m64n96k16 read B
+ * twice: its gate|up 1143.9 -> 1040.1 us on the H200, session 33; 128x256 grouped tiles were no
+ * faster as two 64x256, DeepSeek-V3 equal, Qwen3-30B-A3B's block 1.056x slower, so they stay) */
 enum { GROUPED_WIDE_DEFAULT = 0 };	/* 1: --debug=grouped-wide's tiles on sm_90a without the flag */
 
 static int
@@ -639,7 +641,7 @@ wide_for(const CgModule *m, const GemmSpec *s)
 		return 1;
 	if (s->f8.group > 0)
 		return 0;
-	return s->groups > 0 ? grouped && s->b_layout == CG_B_NK : (dbg & DBG_WG_WIDE) != 0;
+	return s->groups > 0 ? grouped && s->b_layout == CG_B_NK && s->bn < 256 : (dbg & DBG_WG_WIDE) != 0;
 }
 
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
