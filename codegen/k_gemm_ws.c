@@ -624,6 +624,26 @@ tma_store_for(const CgModule *m, const GemmSpec *s)
 	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
 }
 
+/* 64-row warpgroup tiles up to 256 columns (GemmSpec.wg_wide): a table's .wide; --debug=wg-wide for
+ * dense bf16/f16; --debug=grouped-wide for grouped bf16/f16 with B [N,K] in tiles narrower than 256
+ * columns (gpt-oss-20b's 128x192 as two 64x192, one m64n192k16 a k-step where two m64n96k16 read B
+ * twice: its gate|up 1143.9 -> 1040.1 us on the H200, session 33; 128x256 grouped tiles were no
+ * faster as two 64x256, DeepSeek-V3 equal, Qwen3-30B-A3B's block 1.056x slower, so they stay) */
+enum { GROUPED_WIDE_DEFAULT = 0 };	/* 1: --debug=grouped-wide's tiles on sm_90a without the flag */
+
+static int
+wide_for(const CgModule *m, const GemmSpec *s)
+{
+	DbgFlags dbg = cg_module_debug(m);
+	int grouped = (dbg & DBG_GROUPED_WIDE) || (GROUPED_WIDE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
+
+	if (s->wg_wide)
+		return 1;
+	if (s->f8.group > 0)
+		return 0;
+	return s->groups > 0 ? grouped && s->b_layout == CG_B_NK && s->bn < 256 : (dbg & DBG_WG_WIDE) != 0;
+}
+
 /* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
 static int
 gather_asked(const CgModule *m, const GemmSpec *s)
@@ -662,10 +682,10 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
 	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
 	w.tma_store = tma_store_for(m, s);
-	/* --debug=wg-wide: dense bf16/f16 on 64x256 warpgroup tiles (A/B on the
-	 * GPU); a 256x128 plan (two 128x128 warpgroups) becomes 128x256 */
-	w.wg_wide = s->wg_wide || ((cg_module_debug(m) & DBG_WG_WIDE) && s->groups == 0 && s->f8.group == 0);
-	if (w.wg_wide && w.bm == 256 && w.bn == 128 && w.warps_m * w.warps_n == 8 && w.N % 256 == 0) {
+	/* wide warpgroup tiles (A/B on the GPU); a dense 256x128 plan (two 128x128
+	 * warpgroups) becomes 128x256 */
+	w.wg_wide = wide_for(m, s);
+	if (w.wg_wide && s->groups == 0 && w.bm == 256 && w.bn == 128 && w.warps_m * w.warps_n == 8 && w.N % 256 == 0) {
 		w.bm = 128;
 		w.bn = 256;
 		w.warps_m = 2;
@@ -673,6 +693,9 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	}
 	if ((cg_module_debug(m) & DBG_WS_PINGPONG) || s->ws_mode == CG_WS_PINGPONG) {
 		GemmSpec p = w;
+		/* grouped ping-pong keeps 128x128 a warpgroup unless a table asks: 64x256 would
+		 * stream a B tile twice as wide for half the rows of an expert's tile */
+		p.wg_wide = w.wg_wide && (s->groups == 0 || s->wg_wide);
 		pingpong_plan(&p);
 		if (p.ws_mode == CG_WS_PINGPONG && ((c2 && cluster_b_plan(t, &p, s->stages)) ||
 						    most_stages(t, &p, s->stages))) {

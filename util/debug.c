@@ -153,6 +153,12 @@ const DebugFlag debug_flags[] = {
 	 "program's own arena (zeroed at load) skips it and the plan is a chain of programmatic launches from the "
 	 "front on; a workspace the caller gives still gets it (docs/runtime.md; H200 A/B, session 33: 0.97-1.00x, "
 	 "the same bits; KEPT_DECODE_DEFAULT in program.c makes it the default of decode bundles)"},
+	{"grouped-wide", DBG_GROUPED_WIDE, NULL,
+	 "compile: cooperative bf16/f16 grouped GEMMs on the warp-specialised mainloop (the MoE expert GEMMs at "
+	 "prefill) whose tiles are narrower than 256 columns stack their two consumer warpgroups over the rows, "
+	 "each a 64-row tile of the tile's whole width (gpt-oss-20b's 128x192: one wgmma m64n192k16 a k-step for "
+	 "two m64n96k16, so a k-step reads B from shared memory once a warpgroup, not twice; its gate|up 1144 -> "
+	 "1040 us on the H200); the same bits (docs/codegen.md, Grouped wide tiles; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -163,6 +163,7 @@ typedef uint64_t DbgFlags;
 #define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
 #define DBG_KEPT_FLAGS DBG_BIT(39)	/* codegen: a decode front's flag memset only on a shared workspace (when=shared; A/B) */
 #define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
+#define DBG_GROUPED_WIDE DBG_BIT(41)	/* codegen: cooperative bf16/f16 grouped WS GEMMs under 256 columns on 64-row warpgroup tiles (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

@@ -742,6 +742,32 @@ START_TEST(test_ws_emu_wide_warpgroup_tiles)
 		memcpy(c.counts, counts, sizeof counts);
 	}
 	wide_against_narrow(&c, &narrow, 1e-2);
+	/* --debug=grouped-wide's tiles: gpt-oss-20b's 128x192 as two 64x192 warpgroups */
+	c.what = "grouped 128x192 wide: gathered A (top-4), bias + clamped SwiGLU, pairs sharing B, 3 CTAs";
+	gh_spec_expert_bias_swiglu(&c.s, 8, 384, 192);
+	c.s.m_per_t = 4;
+	c.s.gather = 1;
+	c.s.gather_div = 4;
+	tiles(&c.s, 128, 192, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	narrow = c.s;
+	c.s.wg_wide = 1;
+	{
+		int counts[8] = {140, 0, 257, 1, 64, 128, 0, 210};
+		memcpy(c.counts, counts, sizeof counts);
+	}
+	c.T = 200;
+	wide_against_narrow(&c, &narrow, 1e-2);
+	c.what = "grouped 128x192 wide: scattered rows, routing weights, tiles";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 384, 128);
+	tiles(&c.s, 128, 192, 64, 2, 4, 4);
+	narrow = c.s;
+	c.s.wg_wide = 1;
+	c.T = 800;
+	wide_against_narrow(&c, &narrow, 1e-2);
 
 	/* the layout, the refusals, the PTX */
 	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
@@ -1211,6 +1237,29 @@ START_TEST(test_ws_grouped_c2_program_against_interpreter)
 	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
 	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
 	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg);
+}
+END_TEST
+
+/* --debug=grouped-wide: a block like prog_c2 whose gate|up takes 128x192
+ * tiles (N = 768, which 256 does not divide, as gpt-oss-20b's 5760) on two
+ * 64x192 warpgroup tiles, gathered A in pairs sharing B (its down: 128x128,
+ * which the flag leaves as it is), against the interpreter */
+static const char prog_wide[] =
+	"weight $router : bf16[16,384]\n"
+	"weight $wgu : bf16[16,768,384]\n"
+	"weight $wd : bf16[16,384,384]\n"
+	"graph @moe(%x: bf16[T,384]) -> (y: bf16[T,384]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"	%y0 = moe %x, %logits, _, $wgu, $wd, k=4, renorm=1, router=softmax : bf16[T,384]\n"
+	"	%y = add %x, %y0 : bf16[T,384]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_grouped_wide_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
+
+	gh_check_program_max(prog_wide, 1030, 1100, "moe_k3", "cp.async-a pairs-b wg64x192", 2e-2, dbg);
 }
 END_TEST
 
@@ -1876,6 +1925,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_grouped_cluster_b_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_emu_grouped_pairs);
 	tcase_add_test(t, test_ws_grouped_c2_program_against_interpreter);
+	tcase_add_test(t, test_ws_grouped_wide_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
