@@ -22,7 +22,9 @@ static const char *const decoder_prefixes[] = {
 	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.",
 	"language_model.model.layers.%d.",	/* the llama4 / kimi_k25 hub files */
 	"thinker.model.layers.%d.",		/* Qwen3-Omni's thinker */
-	"thinker.model.language_model.layers.%d.", NULL,
+	"thinker.model.language_model.layers.%d.",
+	"model.text_model.layers.%d.",		/* Idefics3's, SmolVLM's */
+	NULL,
 };
 
 /* The layer's checkpoint prefix: the first candidate that holds probe. */
@@ -1944,10 +1946,33 @@ build_llama4(Cfg *c, Value *x)
  *
  * The router norm's scale is one f32 vector (router.scale * hidden_size^-0.5);
  * per_expert_scale is folded into the experts' down projection (the weight
- * of expert e times its scale: the same sum).  Models with per-layer inputs
- * (hidden_size_per_layer_input > 0: another residual branch after this one)
- * and double-wide MLPs are refused.
+ * of expert e times its scale: the same sum).
+ *
+ * The small dense models (Gemma 4 E2B, E4B) add a per-layer input (PLE,
+ * hidden_size_per_layer_input P > 0) after the FFN's residual sum s, before
+ * layer_scalar:
+ *
+ *	s' = s + post_per_layer_input_norm(per_layer_projection(
+ *		act(per_layer_input_gate(s)) * per_layer_input))
+ *
+ * per_layer_input [T, P] is the layer's slice of the per-layer embeddings
+ * the model computes from the token ids: the block's second input.  With
+ * use_double_wide_mlp the layers that reuse another layer's KV cache (the
+ * last num_kv_shared_layers) have a dense MLP of 2 * intermediate_size.
+ *
+ * DiffusionGemma (diffusion_gemma_text) has Gemma 4's MoE block on every
+ * layer, without per-layer inputs or double-wide MLPs (those keys are not
+ * its config's); its encoder and decoder share the layers' weights, saved
+ * under the decoder (model.decoder.layers.N.).
  */
+typedef struct {
+	int64_t ple;	/* hidden_size_per_layer_input's default; -1: none */
+	int moe;	/* the MoE on every layer (no enable_moe_block) */
+	const char *const *prefix;
+} Gemma4Spec;
+
+static const char *const diffusion_prefixes[] = {"model.decoder.layers.%d.",
+						 "decoder.layers.%d.", NULL};
 static Value *
 scaled_vector(Cfg *c, const char *name, int64_t n, double k, const char *why)
 {
@@ -1998,21 +2023,52 @@ gemma4_moe(Cfg *c, Value *x, double eps, const MoeSpec *s)
 	return cfg_named(c, cfg_moe(c, h2, l, NULL, wt, s), "moe");
 }
 
+/* The per-layer input branch after s (above). */
 static Value *
-build_gemma4(Cfg *c, Value *x)
+gemma4_ple(Cfg *c, Value *s, int64_t P, const char *act, double eps)
+{
+	Value *p = cfg_input(c, "per_layer_input", P), *g;
+
+	g = cfg_linear(c, s, "per_layer_input_gate.weight", NULL, P, c->hidden,
+		       "hidden_size_per_layer_input x hidden_size");
+	g = cfg_named(c, cfg_act(c, g, act), "per_layer_input_gate.act");
+	c->b.loc.name = cfg_name(c, "per_layer_input_gate");
+	g = cfg_named(c, g && p ? ir_b2(&c->b, OP_MUL, g, p) : NULL, "per_layer_input.gated");
+	g = g ? cfg_linear(c, g, "per_layer_projection.weight", NULL, c->hidden, P,
+			   "hidden_size x hidden_size_per_layer_input") : NULL;
+	g = g ? cfg_named(c, cfg_rms_norm(c, g, "post_per_layer_input_norm.weight", eps),
+			  "per_layer_input.out") : NULL;
+	return add(c, s, g, "s.ple");
+}
+
+/* The dense MLP's width: doubled on a KV-sharing layer with double-wide MLPs. */
+static int64_t
+gemma4_inter(Cfg *c, const Gemma4Spec *g, const char **ikey)
+{
+	int64_t I = cfg_int(c, "intermediate_size"), nshared;
+
+	*ikey = "intermediate_size";
+	if (!g->moe && cfg_bool_or(c, "use_double_wide_mlp", 0)) {
+		nshared = cfg_int_or(c, "num_kv_shared_layers", 0);
+		if (c->layer >= cfg_int(c, "num_hidden_layers") - nshared) {
+			*ikey = "2 * intermediate_size (use_double_wide_mlp, a KV-sharing layer)";
+			return 2 * I;
+		}
+	}
+	return I;
+}
+
+static Value *
+gemma4_block(Cfg *c, Value *x, const Gemma4Spec *g)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-6);
-	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
-	int moe = cfg_bool_or(c, "enable_moe_block", 0);
-	int64_t I = cfg_int(c, "intermediate_size");
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh"), *ikey;
+	int moe = g->moe || cfg_bool_or(c, "enable_moe_block", 0);
+	int64_t P = g->ple < 0 ? 0 : cfg_int_or(c, "hidden_size_per_layer_input", g->ple);
+	int64_t I = gemma4_inter(c, g, &ikey);
 	MoeSpec s;
 	Value *h, *m, *f, *ls;
 
-	if (cfg_int_or(c, "hidden_size_per_layer_input", 256) != 0)
-		cfg_error(c, "hidden_size_per_layer_input", "per-layer inputs add a residual "
-			  "branch after the FFN; moec builds gemma4 blocks without them (0)");
-	if (cfg_bool_or(c, "use_double_wide_mlp", 0))
-		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
 	memset(&s, 0, sizeof s);
 	if (moe) {
 		int64_t E = cfg_int(c, "num_experts"), k = cfg_int(c, "top_k_experts");
@@ -2023,9 +2079,11 @@ build_gemma4(Cfg *c, Value *x)
 		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
 			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
 	}
-	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+	if (c->err)
 		return NULL;
-	m = cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, "intermediate_size"), "mlp");
+	set_prefix(c, g->prefix, "pre_feedforward_layernorm.weight");
+	h = cfg_named(c, cfg_rms_norm(c, x, "pre_feedforward_layernorm.weight", eps), "h");
+	m = h ? cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, ikey), "mlp") : NULL;
 	if (m && moe) {
 		Value *m1 = cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm_1.weight",
 						      eps), "mlp.post_norm");
@@ -2037,11 +2095,29 @@ build_gemma4(Cfg *c, Value *x)
 	f = m ? cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm.weight", eps),
 			  "ffn.post_norm") : NULL;
 	f = add(c, x, f, "s");
+	if (f && P > 0)
+		f = gemma4_ple(c, f, P, act, eps);
 	ls = cfg_vector(c, cfg_name(c, "layer_scalar"), RECIPE_NORM, 1, "1");
 	if (!f || !ls)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "layer_scalar");
 	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
+}
+
+static Value *
+build_gemma4(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {256, 0, decoder_prefixes};
+
+	return gemma4_block(c, x, &g);
+}
+
+static Value *
+build_diffusion_gemma(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {-1, 1, diffusion_prefixes};
+
+	return gemma4_block(c, x, &g);
 }
 
 /* --- dbrx ------------------------------------------------------------------ */
@@ -2186,7 +2262,7 @@ build_arctic(Cfg *c, Value *x)
 	if (c->err)
 		return NULL;
 	if (moe && par)
-		in = cfg_input(c, "layer_in");
+		in = cfg_input(c, "layer_in", c->hidden);
 	if (!(h = decoder_norm(c, in, eps)))
 		return NULL;
 	if (!moe)
@@ -2279,7 +2355,7 @@ build_cohere2_moe(Cfg *c, Value *x)
 	} else {
 		cfg_int(c, "prefix_dense_intermediate_size");
 	}
-	if (c->err || !(in = cfg_input(c, "layer_in")) || !(h = cohere2_norm(c, in)))
+	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) || !(h = cohere2_norm(c, in)))
 		return NULL;
 	if (!moe)
 		return residual(c, x, dense_mlp(c, h, "prefix_dense_intermediate_size", moe_act(c), 0));
@@ -2399,6 +2475,7 @@ static const struct {
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
+	{"diffusion_gemma_text", build_diffusion_gemma, always_moe},
 	{"dbrx", build_dbrx, always_moe},
 	{"arctic", build_arctic, arctic_is_moe},
 	{"cohere2_moe", build_cohere2_moe, cohere2_is_moe},
