@@ -66,6 +66,9 @@ static const char *const families[] = {
 	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr", "deepseek_ocr2", "bailing_hybrid",
 	/* session 32: transformers 5.25's types and bailing_hybrid's SwiGLU clamp lists */
 	"param2moe", "minicpm5_moe", "bailing_hybrid_clamp",
+	/* session 33: Gemma 4's per-layer inputs (a second input, 16 wide) and
+	 * double-wide MLP; DiffusionGemma's decoder layer */
+	"gemma4_ple", "diffusion_gemma",
 };
 
 static char *
