@@ -23,6 +23,7 @@ static const char *const decoder_prefixes[] = {
 	"language_model.model.layers.%d.",	/* the llama4 / kimi_k25 hub files */
 	"thinker.model.layers.%d.",		/* Qwen3-Omni's thinker */
 	"thinker.model.language_model.layers.%d.",
+	"talker.model.layers.%d.",		/* Qwen3-Omni's talker */
 	"model.text_model.layers.%d.",		/* Idefics3's, SmolVLM's */
 	NULL,
 };
@@ -260,6 +261,10 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK, NULL, 0, 0},
 	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
 	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
+	/* Qwen3-Omni's talker: qwen2_moe's block on every layer (its decoder
+	 * layer replaces the MLP that mlp_only_layers chose by the MoE) */
+	{"qwen3_omni_moe_talker_text", SHARED_GATED, 0, 0, 1e-6, "moe_intermediate_size", 1, 0, 0,
+	 NULL, 0, 0},
 	/* dense Qwen3.5: no experts, every layer qwen3_next's 1 + w norm and SwiGLU */
 	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0, NULL, 0, 0},
 	/* SHARED_PLAIN: an ungated shared_expert of shared_expert_intermediate_size */
@@ -2515,6 +2520,7 @@ static const struct {
 	{"flint", build_qwen_moe, qwen_is_moe},
 	{"lara_mini", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
+	{"qwen3_omni_moe_talker_text", build_qwen_moe, qwen_is_moe},
 	{"aria_text", build_aria, always_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
