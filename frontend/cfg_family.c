@@ -24,6 +24,7 @@ static const char *const decoder_prefixes[] = {
 	"thinker.model.layers.%d.",		/* Qwen3-Omni's thinker */
 	"thinker.model.language_model.layers.%d.",
 	"talker.model.layers.%d.",		/* Qwen3-Omni's talker */
+	"talker.code_predictor.model.layers.%d.",	/* and its code predictor */
 	"model.text_model.layers.%d.",		/* Idefics3's, SmolVLM's */
 	NULL,
 };
@@ -2528,6 +2529,7 @@ static const struct {
 	{"qwen2", build_llama, NULL},
 	{"qwen3", build_llama, NULL},
 	{"seed_oss", build_llama, NULL},
+	{"qwen3_omni_moe_talker_code_predictor", build_llama, NULL},
 	{"gpt2", build_gpt2, NULL},
 	{"bert", build_bert, NULL},
 };

@@ -67,8 +67,11 @@ static const char *const families[] = {
 	/* session 32: transformers 5.25's types and bailing_hybrid's SwiGLU clamp lists */
 	"param2moe", "minicpm5_moe", "bailing_hybrid_clamp",
 	/* session 33: Gemma 4's per-layer inputs (a second input, 16 wide) and
-	 * double-wide MLP; DiffusionGemma's decoder layer; Qwen3-Omni's talker */
-	"gemma4_ple", "diffusion_gemma", "qwen3_omni_moe_talker",
+	 * double-wide MLP; DiffusionGemma's decoder layer; Qwen3-Omni's talker
+	 * and code predictor; wrappers of dense text models (SmolVLM: under
+	 * model.text_model.layers.N) */
+	"gemma4_ple", "diffusion_gemma", "qwen3_omni_moe_talker", "qwen3_omni_moe_code_predictor",
+	"smolvlm", "lighton_ocr",
 };
 
 static char *
