@@ -2548,6 +2548,14 @@ static const struct {
 #define INKLING2 "Inkling 2's FFN input is an attention over earlier blocks' outputs (block " \
 	"attention residuals), a short causal convolution follows the FFN, and its experts use a " \
 	"softcapped SwiGLU"
+#define ERNIE_VL "ERNIE-4.5-VL routes each token to text or vision experts by its modality " \
+	"(its text-only sibling ernie4_5_moe is built)"
+/* session 33: the sub-configs of multimodal and speech models that the
+ * class-default sweep meets: encoders, whose FFN blocks (even dots3-note's
+ * MoE ones) are no decoder's; the wrapper's config.json builds its text model */
+#define SUB(what, wrapper) what ", a sub-config of the " wrapper " model: an encoder, not a " \
+	"decoder layer; moec builds decoder FFN blocks (a wrapper's text model, from the " \
+	"wrapper's config.json)"
 static const char *const refused[][2] = {
 	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
 	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
@@ -2555,8 +2563,7 @@ static const char *const refused[][2] = {
 	 "experts) with learned residual weights"},
 	{"apertus", "Apertus' MLP is not gated and uses xIELU, an activation with learned "
 	 "per-layer parameters"},
-	{"ernie4_5_vl_moe", "ERNIE-4.5-VL routes each token to text or vision experts by its "
-	 "modality (its text-only sibling ernie4_5_moe is built)"},
+	{"ernie4_5_vl_moe", ERNIE_VL}, {"ernie4_5_vl_moe_text", ERNIE_VL},
 	{"switch_transformers", "an encoder-decoder (T5) MoE; moec builds decoder FFN blocks"},
 	{"nllb-moe", "an encoder-decoder MoE; moec builds decoder FFN blocks"},
 	/* hyper-connections: the residual is hc_mult streams mixed in and out of
@@ -2590,8 +2597,52 @@ static const char *const refused[][2] = {
 	{"zaya", "ZAYA1's router is an MLP over a state carried over from the previous layer's "
 	 "router, with a 'skip' choice that computes nothing, and its residual sums have learned "
 	 "per-channel scales and biases: the block reads more than the layer's residual stream"},
+	{"deepseek_ocr2_encoder", SUB("DeepSeek-OCR-2's vision encoder", "deepseek_ocr2")},
+	{"deepseek_ocr2_sam_vision_model", SUB("DeepSeek-OCR-2's SAM vision encoder", "deepseek_ocr2")},
+	{"deepseek_ocr2_vision", SUB("DeepSeek-OCR-2's vision tower", "deepseek_ocr2")},
+	{"dots3_note_audio_encoder", SUB("dots3-note's audio encoder", "dots3_note")},
+	{"dots3_note_vision_encoder", SUB("dots3-note's vision encoder (MoE layers included)",
+					  "dots3_note")},
+	{"ernie4_5_vl_moe_vision", SUB("ERNIE-4.5-VL's vision encoder", "ernie4_5_vl_moe")},
+	{"gemma4_audio", SUB("Gemma 4's audio encoder", "gemma4")},
+	{"gemma4_vision", SUB("Gemma 4's vision encoder", "gemma4")},
+	{"glm4v_moe_vision", SUB("GLM-4.5V's vision encoder", "glm4v_moe")},
+	{"glm5_next_vision", SUB("GLM-5-Next's vision encoder", "glm5_next")},
+	{"hy_v4_vl_vision", SUB("HY-V4-VL's vision encoder", "hy_v4_vl")},
+	{"idefics3_vision", SUB("Idefics3's and SmolVLM's vision encoder", "idefics3")},
+	{"inkling_audio", SUB("Inkling's audio encoder", "inkling")},
+	{"inkling_vision", SUB("Inkling's vision encoder", "inkling")},
+	{"inkling2_vision", SUB("Inkling 2's vision encoder", "inkling2")},
+	{"llama4_vision_model", SUB("Llama 4's vision encoder", "llama4")},
+	{"minimax_m3_vl_vision", SUB("MiniMax-M3-VL's vision encoder", "minimax_m3_vl")},
+	{"muse_spark_audio", SUB("Muse Spark's audio encoder", "muse_spark")},
+	{"muse_spark_vision", SUB("Muse Spark's vision encoder", "muse_spark")},
+	{"nemotron3_5_transcribe_asr_audio", SUB("Nemotron-3.5-Transcribe's speech encoder",
+						 "nemo_speechlm")},
+	{"nemotron3_5_transcribe_audio", SUB("Nemotron-3.5-Transcribe's audio model (speech and "
+					     "diarization encoders)", "nemo_speechlm")},
+	{"nemotron3_5_transcribe_word_timestamp", SUB("Nemotron-3.5-Transcribe's word-timestamp "
+						      "encoder and head", "nemo_speechlm")},
+	{"pixtral", SUB("Pixtral's vision encoder", "mistral3 or lighton_ocr")},
+	{"qwen3_5_moe_vision", SUB("Qwen3.5-MoE's vision encoder", "qwen3_5_moe")},
+	{"qwen3_omni_moe_audio_encoder", SUB("Qwen3-Omni's audio encoder", "qwen3_omni_moe")},
+	{"qwen3_omni_moe_vision_encoder", SUB("Qwen3-Omni's vision encoder", "qwen3_omni_moe")},
+	{"qwen3_vl_moe_vision", SUB("Qwen3-VL-MoE's vision encoder", "qwen3_vl_moe")},
+	{"qwen4_exp_vision", SUB("Qwen4-Exp's vision encoder", "qwen4_exp")},
+	{"step3p5_vision", SUB("Step-3.7's vision encoder", "step3p7")},
+	{"unlimited_ocr_sam_vision_model", SUB("Unlimited-OCR's SAM vision encoder",
+					       "unlimited_ocr")},
+	{"unlimited_ocr_vision", SUB("Unlimited-OCR's vision tower", "unlimited_ocr")},
+	{"unlimited_ocr_vision_encoder", SUB("Unlimited-OCR's vision encoder", "unlimited_ocr")},
+	{"vitpose_backbone", SUB("ViTPose's ViT backbone (ViTPose+'s MoE FFN included)", "vitpose")},
+	{"vitpose", "ViTPose is a pose-estimation model, a ViT encoder and a keypoint head: no "
+	 "decoder layer; moec builds decoder FFN blocks"},
+	{"nemotron3_diarization", "Nemotron-3-Diarization is a speaker-diarization model, an audio "
+	 "encoder and a classification head: no decoder layer; moec builds decoder FFN blocks"},
 };
 #undef HC
+#undef SUB
+#undef ERNIE_VL
 #undef MUSE
 #undef INKLING
 #undef INKLING2
@@ -2691,7 +2742,7 @@ cfg_family(const char *type)
 const char *
 cfg_family_list(void)
 {
-	static char buf[1024];
+	static char buf[2048];	/* the families (about 1100 bytes now) */
 
 	if (!buf[0])
 		for (size_t i = 0; i < NELEM(families); i++)

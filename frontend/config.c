@@ -111,6 +111,8 @@ cfg_int(Cfg *c, const char *key)
 	const cJSON *j = item(c, key);
 	int64_t v;
 
+	if (!j && cJSON_GetObjectItemCaseSensitive(c->json, key))	/* a class default's None */
+		return cfg_error(c, key, "is null: the block needs a positive integer"), 1;
 	if (!j)
 		return cfg_error(c, key, "missing key"), 1;
 	if (json_int(j, &v))

@@ -623,6 +623,8 @@ static const struct {
 	{"missing_hidden_size", "missing_hidden_size.json: hidden_size: error: missing key", 1},
 	{"missing_model_type", "model_type: error: missing key", 1},
 	{"unknown_model_type", "model_type: error: unknown model_type 'mamba'", 1},
+	/* the whole list of families, not cut at 1 KB (session 33: it was) */
+	{"unknown_model_type", "gpt2, bert)", 1},
 	{"missing_experts_per_tok", "num_experts_per_tok: error: missing key", 1},
 	{"topk_above_experts", "num_experts_per_tok: error: 10 is more than the 8 experts", 1},
 	{"too_many_experts", "num_local_experts: error: 100000 experts: moec reads models of "
@@ -715,6 +717,16 @@ static const struct {
 	 "Kolibri-1's", 1},
 	{"bailing_hybrid_short_swiglu_limits", "expert_swiglu_limit_list: error: must be a list with an "
 	 "entry for layer 1", 1},
+	/* session 33's sweep: an encoder sub-config with MoE keys (once "the
+	 * nearest family is mixtral"), a VL text model routed by modality, and
+	 * a class default's null (deepseek_v2's num_experts_per_tok) */
+	{"dots3_note_vision_encoder", "model_type: error: model_type 'dots3_note_vision_encoder' is not "
+	 "built: dots3-note's vision encoder (MoE layers included), a sub-config of the dots3_note "
+	 "model: an encoder, not a decoder layer", 1},
+	{"ernie4_5_vl_moe_text", "model_type: error: model_type 'ernie4_5_vl_moe_text' is not built: "
+	 "ERNIE-4.5-VL routes each token to text or vision experts by its modality", 1},
+	{"null_experts_per_tok", "num_experts_per_tok: error: is null: the block needs a positive "
+	 "integer", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
