@@ -624,7 +624,7 @@ static const struct {
 	{"missing_model_type", "model_type: error: missing key", 1},
 	{"unknown_model_type", "model_type: error: unknown model_type 'mamba'", 1},
 	/* the whole list of families, not cut at 1 KB (session 33: it was) */
-	{"unknown_model_type", "gpt2, bert)", 1},
+	{"unknown_model_type", ", gpt2, bert\n", 1},	/* the table's last rows */
 	{"missing_experts_per_tok", "num_experts_per_tok: error: missing key", 1},
 	{"topk_above_experts", "num_experts_per_tok: error: 10 is more than the 8 experts", 1},
 	{"too_many_experts", "num_local_experts: error: 100000 experts: moec reads models of "
