@@ -112,6 +112,51 @@ build_llama(Cfg *c, Value *x)
 	return residual(c, x, dense_mlp(c, h, "intermediate_size", act, bias));
 }
 
+/*
+ * Dense decoders with other norm placements (session 33), the SwiGLU MLP
+ * of intermediate_size in each:
+ *
+ *	olmo2, olmo3, exaone4: post-norm, y = x + post_feedforward_layernorm(mlp(x))
+ *	gemma2, gemma3_text: norms on both sides, zero-centred (scale 1 + w),
+ *	    y = x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))),
+ *	    hidden_activation (GELU-tanh)
+ */
+static Value *
+build_olmo2(Cfg *c, Value *x)
+{
+	const char *w = "post_feedforward_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	Value *f;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, w);
+	f = dense_mlp(c, x, "intermediate_size", act, 0);
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, w, eps) : NULL, "ffn"));
+}
+
+static Value *
+build_gemma2(Cfg *c, Value *x)
+{
+	const char *pre = "pre_feedforward_layernorm.weight";
+	const char *post = "post_feedforward_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
+	Value *h, *f;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, pre);
+	h = cfg_named(c, cfg_rms_norm_1p(c, x, pre, eps), "h");
+	f = h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL;
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm_1p(c, f, post, eps) : NULL, "ffn"));
+}
+
 static Value *selection_bias(Cfg *c, const char *name, const MoeSpec *s);
 
 /* --- MoE decoders --------------------------------------------------------- */
@@ -2530,6 +2575,13 @@ static const struct {
 	{"qwen3", build_llama, NULL},
 	{"seed_oss", build_llama, NULL},
 	{"qwen3_omni_moe_talker_code_predictor", build_llama, NULL},
+	{"smollm3", build_llama, NULL},
+	{"ministral", build_llama, NULL},
+	{"olmo2", build_olmo2, NULL},
+	{"olmo3", build_olmo2, NULL},
+	{"exaone4", build_olmo2, NULL},
+	{"gemma2", build_gemma2, NULL},
+	{"gemma3_text", build_gemma2, NULL},
 	{"gpt2", build_gpt2, NULL},
 	{"bert", build_bert, NULL},
 };

@@ -72,6 +72,9 @@ static const char *const families[] = {
 	 * model.text_model.layers.N) */
 	"gemma4_ple", "diffusion_gemma", "qwen3_omni_moe_talker", "qwen3_omni_moe_code_predictor",
 	"smolvlm", "lighton_ocr",
+	/* dense decoders the MoE sweep does not meet: llama's block, post-norm,
+	 * Gemma's zero-centred norms on both sides (gemma3: its wrapper) */
+	"smollm3", "ministral", "olmo3", "exaone4", "gemma2", "gemma3",
 };
 
 static char *
