@@ -1358,31 +1358,40 @@ build_gpt_oss(Cfg *c, Value *x)
  * residual_multiplier: y = x + m * ffn(norm(x)).  granitemoeshared adds a
  * dense shared_mlp (input_linear [2S,H], output_linear [H,S]).
  */
+/* A GLU MLP whose gate and up are one [2I, H] weight, gate rows first:
+ * down(act(gate) * up) with gate, up the halves of h . gu^T (mod: the
+ * module, for value names; ikey: I's key, for diagnostics). */
+static Value *
+fused_glu(Cfg *c, Value *h, const char *mod, const char *gu_w, const char *down_w, int64_t I,
+	  const char *act, const char *ikey)
+{
+	Value *gu, *a;
+	Node *n;
+
+	gu = cfg_linear(c, h, gu_w, NULL, 2 * I, c->hidden,
+			arena_printf(c->m->arena, "2*%s x hidden_size", ikey));
+	if (!gu)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	ir_b_int(&c->b, "axis", -1);
+	if (!(n = ir_b_node(&c->b, OP_SPLIT, &gu, 1, 2)))
+		return NULL;
+	a = cfg_named(c, cfg_act(c, n->out[0], act), arena_printf(c->m->arena, "%s.act", mod));
+	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, n->out[1]) : NULL,
+		      arena_printf(c->m->arena, "%s.glu", mod));
+	return cfg_linear(c, a, down_w, NULL, c->hidden, I,
+			  arena_printf(c->m->arena, "hidden_size x %s", ikey));
+}
+
 static Value *
 granite_shared(Cfg *c, Value *h)
 {
 	int64_t S = cfg_int(c, "shared_intermediate_size");
-	Value *gu, *g, *u, *a;
 
 	if (c->err)
 		return NULL;
-	gu = cfg_linear(c, h, "shared_mlp.input_linear.weight", NULL, 2 * S, c->hidden,
-			"2*shared_intermediate_size x hidden_size");
-	if (!gu)
-		return NULL;
-	c->b.loc.name = cfg_name(c, "shared_mlp");
-	ir_b_int(&c->b, "axis", -1);
-	{
-		Node *n = ir_b_node(&c->b, OP_SPLIT, &gu, 1, 2);
-		if (!n)
-			return NULL;
-		g = n->out[0];
-		u = n->out[1];
-	}
-	a = cfg_named(c, cfg_act(c, g, moe_act(c)), "shared_mlp.act");
-	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, u) : NULL, "shared_mlp.glu");
-	return cfg_linear(c, a, "shared_mlp.output_linear.weight", NULL, c->hidden, S,
-			  "hidden_size x shared_intermediate_size");
+	return fused_glu(c, h, "shared_mlp", "shared_mlp.input_linear.weight",
+			 "shared_mlp.output_linear.weight", S, moe_act(c), "shared_intermediate_size");
 }
 
 /*
@@ -1429,6 +1438,83 @@ build_granitemoe(Cfg *c, Value *x)
 	if (f && shared)
 		f = add(c, f, granite_shared(c, h), "ffn");
 	return residual(c, x, scaled(c, f, mult, "ffn.scaled"));
+}
+
+/*
+ * Dense decoders of other layouts (session 33):
+ *
+ *	granite: llama's block scaled by residual_multiplier, y = x + m * mlp(h)
+ *	phi3 (Phi-3, Phi-3.5, Phi-4-mini): gate and up fused, mlp.gate_up_proj
+ *	    [2I, H] (gate rows first), then mlp.down_proj
+ *	lfm2 (LFM2): feed_forward.{w1,w3,w2} SwiGLU (silu always) after ffn_norm
+ *	    (eps norm_eps), on conv and attention layers alike; its width is
+ *	    intermediate_size, or with block_auto_adjust_ff_dim int(2I/3), times
+ *	    block_ffn_dim_multiplier rounded up to block_multiple_of
+ */
+static Value *
+build_granite(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	double mult = cfg_num_or(c, "residual_multiplier", 1.0);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
+	Value *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	return residual(c, x, scaled(c, dense_mlp(c, h, "intermediate_size", act, bias), mult,
+				     "mlp.scaled"));
+}
+
+static Value *
+build_phi3(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	int64_t I = cfg_int(c, "intermediate_size");
+	Value *h;
+
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	return residual(c, x, cfg_named(c, fused_glu(c, h, "mlp", "mlp.gate_up_proj.weight",
+						     "mlp.down_proj.weight", I, act,
+						     "intermediate_size"), "mlp"));
+}
+
+static int64_t
+lfm2_width(Cfg *c)
+{
+	int64_t I = cfg_int(c, "intermediate_size"), k;
+	double mult;
+
+	if (!cfg_bool_or(c, "block_auto_adjust_ff_dim", 1))
+		return I;
+	I = (int64_t)(2.0 * (double)I / 3);
+	if (!cfg_has(c, "block_ffn_dim_multiplier"))
+		return I;
+	mult = cfg_num_or(c, "block_ffn_dim_multiplier", 1.0);
+	k = cfg_int_or(c, "block_multiple_of", 256);
+	I = (int64_t)(mult * (double)I);
+	if (k < 1 || I < 1)
+		return cfg_error(c, "block_ffn_dim_multiplier", "gives a width of %lld (multiple "
+				 "of %lld)", (long long)I, (long long)k), 1;
+	return k * ((I + k - 1) / k);
+}
+
+static Value *
+build_lfm2(Cfg *c, Value *x)
+{
+	static const char *const w132[3] = {"w1", "w3", "w2"};
+	double eps = eps_of(c, "norm_eps", 1e-5);
+	int64_t I = lfm2_width(c);
+	Value *h;
+
+	if (c->err || !(h = decoder_norm_named(c, x, "ffn_norm.weight", eps)))
+		return NULL;
+	return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "feed_forward", w132, I, "silu", 0,
+							  "intermediate_size (block_*)", 0),
+					"mlp"));
 }
 
 /*
@@ -2576,6 +2662,13 @@ static const struct {
 	{"seed_oss", build_llama, NULL},
 	{"qwen3_omni_moe_talker_code_predictor", build_llama, NULL},
 	{"smollm3", build_llama, NULL},
+	{"ministral3", build_llama, NULL},
+	{"hunyuan_v1_dense", build_llama, NULL},
+	{"cwm", build_llama, NULL},
+	{"helium", build_llama, NULL},
+	{"granite", build_granite, NULL},
+	{"phi3", build_phi3, NULL},
+	{"lfm2", build_lfm2, NULL},
 	{"ministral", build_llama, NULL},
 	{"olmo2", build_olmo2, NULL},
 	{"olmo3", build_olmo2, NULL},

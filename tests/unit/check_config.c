@@ -75,6 +75,8 @@ static const char *const families[] = {
 	/* dense decoders the MoE sweep does not meet: llama's block, post-norm,
 	 * Gemma's zero-centred norms on both sides (gemma3: its wrapper) */
 	"smollm3", "ministral", "olmo3", "exaone4", "gemma2", "gemma3",
+	/* granite's residual_multiplier, phi3's fused gate|up, lfm2's width rule */
+	"ministral3", "hunyuan_v1_dense", "granite", "phi3", "lfm2",
 };
 
 static char *
