@@ -2100,11 +2100,15 @@ build_llama4(Cfg *c, Value *x)
  * DiffusionGemma (diffusion_gemma_text) has Gemma 4's MoE block on every
  * layer, without per-layer inputs or double-wide MLPs (those keys are not
  * its config's); its encoder and decoder share the layers' weights, saved
- * under the decoder (model.decoder.layers.N.).
+ * under the decoder (model.decoder.layers.N.).  Gemma 4 Unified
+ * (gemma4_unified_text) has the dense block alone, double-wide MLPs
+ * included: no per-layer inputs, no MoE keys.
  */
+enum { G4_MOE_KEY, G4_MOE_ALL, G4_MOE_NONE };	/* enable_moe_block says; always; never */
+
 typedef struct {
 	int64_t ple;	/* hidden_size_per_layer_input's default; -1: none */
-	int moe;	/* the MoE on every layer (no enable_moe_block) */
+	int moe;	/* G4_MOE_*: the keys its config class has */
 	const char *const *prefix;
 } Gemma4Spec;
 
@@ -2185,7 +2189,7 @@ gemma4_inter(Cfg *c, const Gemma4Spec *g, const char **ikey)
 	int64_t I = cfg_int(c, "intermediate_size"), nshared;
 
 	*ikey = "intermediate_size";
-	if (!g->moe && cfg_bool_or(c, "use_double_wide_mlp", 0)) {
+	if (g->moe != G4_MOE_ALL && cfg_bool_or(c, "use_double_wide_mlp", 0)) {
 		nshared = cfg_int_or(c, "num_kv_shared_layers", 0);
 		if (c->layer >= cfg_int(c, "num_hidden_layers") - nshared) {
 			*ikey = "2 * intermediate_size (use_double_wide_mlp, a KV-sharing layer)";
@@ -2200,7 +2204,8 @@ gemma4_block(Cfg *c, Value *x, const Gemma4Spec *g)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-6);
 	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh"), *ikey;
-	int moe = g->moe || cfg_bool_or(c, "enable_moe_block", 0);
+	int moe = g->moe == G4_MOE_ALL ||
+		  (g->moe == G4_MOE_KEY && cfg_bool_or(c, "enable_moe_block", 0));
 	int64_t P = g->ple < 0 ? 0 : cfg_int_or(c, "hidden_size_per_layer_input", g->ple);
 	int64_t I = gemma4_inter(c, g, &ikey);
 	MoeSpec s;
@@ -2244,7 +2249,15 @@ gemma4_block(Cfg *c, Value *x, const Gemma4Spec *g)
 static Value *
 build_gemma4(Cfg *c, Value *x)
 {
-	static const Gemma4Spec g = {256, 0, decoder_prefixes};
+	static const Gemma4Spec g = {256, G4_MOE_KEY, decoder_prefixes};
+
+	return gemma4_block(c, x, &g);
+}
+
+static Value *
+build_gemma4_unified(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {-1, G4_MOE_NONE, decoder_prefixes};
 
 	return gemma4_block(c, x, &g);
 }
@@ -2252,7 +2265,7 @@ build_gemma4(Cfg *c, Value *x)
 static Value *
 build_diffusion_gemma(Cfg *c, Value *x)
 {
-	static const Gemma4Spec g = {-1, 1, diffusion_prefixes};
+	static const Gemma4Spec g = {-1, G4_MOE_ALL, diffusion_prefixes};
 
 	return gemma4_block(c, x, &g);
 }
@@ -2613,6 +2626,7 @@ static const struct {
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
 	{"diffusion_gemma_text", build_diffusion_gemma, always_moe},
+	{"gemma4_unified_text", build_gemma4_unified, NULL},
 	{"dbrx", build_dbrx, always_moe},
 	{"arctic", build_arctic, arctic_is_moe},
 	{"cohere2_moe", build_cohere2_moe, cohere2_is_moe},

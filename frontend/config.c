@@ -457,6 +457,7 @@ unwrap(Cfg *c)
 		{"idefics3", "llama", "text_config"}, {"smolvlm", "llama", "text_config"},
 		{"lighton_ocr", "qwen3", "text_config"},
 		{"gemma3", "gemma3_text", "text_config"},
+		{"gemma4_unified", "gemma4_unified_text", "text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
 	cJSON *t = c->json, *above;

@@ -77,6 +77,8 @@ static const char *const families[] = {
 	"smollm3", "ministral", "olmo3", "exaone4", "gemma2", "gemma3",
 	/* granite's residual_multiplier, phi3's fused gate|up, lfm2's width rule */
 	"ministral3", "hunyuan_v1_dense", "granite", "phi3", "lfm2",
+	/* Gemma 4 Unified: the dense block, double-wide on layer 1 */
+	"gemma4_unified",
 };
 
 static char *
