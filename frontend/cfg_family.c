@@ -2454,13 +2454,14 @@ cohere2_is_moe(Cfg *c, int layer)
 	return 1;
 }
 
+/* rms: an RMSNorm (cohere2_moe with rms_norm_eps), else Cohere's LayerNorm */
 static Value *
-cohere2_norm(Cfg *c, Value *x)
+cohere2_norm(Cfg *c, Value *x, int rms)
 {
 	const char *w = "input_layernorm.weight";
 
 	set_prefix(c, decoder_prefixes, w);
-	if (cfg_has(c, "rms_norm_eps"))
+	if (rms)
 		return cfg_named(c, cfg_rms_norm(c, x, w, eps_of(c, "rms_norm_eps", 1e-6)), "h");
 	return cfg_named(c, cfg_layer_norm(c, x, w, NULL, eps_of(c, "layer_norm_eps", 1e-5)), "h");
 }
@@ -2505,11 +2506,27 @@ build_cohere2_moe(Cfg *c, Value *x)
 	} else {
 		cfg_int(c, "prefix_dense_intermediate_size");
 	}
-	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) || !(h = cohere2_norm(c, in)))
+	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) ||
+	    !(h = cohere2_norm(c, in, cfg_has(c, "rms_norm_eps"))))
 		return NULL;
 	if (!moe)
 		return residual(c, x, dense_mlp(c, h, "prefix_dense_intermediate_size", moe_act(c), 0));
 	return residual(c, x, cohere2_moe(c, h, &s));
+}
+
+/* Command R (cohere), Command R7B and Command A (cohere2), dense: the same
+ * parallel block, a SwiGLU of intermediate_size on every layer after
+ * Cohere's LayerNorm (no bias, layer_norm_eps; session 33). */
+static Value *
+build_cohere(Cfg *c, Value *x)
+{
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	Value *in, *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) || !(h = cohere2_norm(c, in, 0)))
+		return NULL;
+	return residual(c, x, dense_mlp(c, h, "intermediate_size", act, 0));
 }
 
 /* --- gpt2, bert ----------------------------------------------------------- */
@@ -2683,6 +2700,8 @@ static const struct {
 	{"granite", build_granite, NULL},
 	{"phi3", build_phi3, NULL},
 	{"lfm2", build_lfm2, NULL},
+	{"cohere", build_cohere, NULL},
+	{"cohere2", build_cohere, NULL},
 	{"ministral", build_llama, NULL},
 	{"olmo2", build_olmo2, NULL},
 	{"olmo3", build_olmo2, NULL},

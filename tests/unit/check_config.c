@@ -79,6 +79,8 @@ static const char *const families[] = {
 	"ministral3", "hunyuan_v1_dense", "granite", "phi3", "lfm2",
 	/* Gemma 4 Unified: the dense block, double-wide on layer 1 */
 	"gemma4_unified",
+	/* Command R7B / Command A, dense: cohere2_moe's two inputs */
+	"cohere2",
 };
 
 static char *
