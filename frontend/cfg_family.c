@@ -120,6 +120,7 @@ build_llama(Cfg *c, Value *x)
  *	gemma2, gemma3_text: norms on both sides, zero-centred (scale 1 + w),
  *	    y = x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))),
  *	    hidden_activation (GELU-tanh)
+ *	gemma (Gemma 1): llama's placement, the norm zero-centred, hidden_act
  */
 static Value *
 build_olmo2(Cfg *c, Value *x)
@@ -155,6 +156,22 @@ build_gemma2(Cfg *c, Value *x)
 	f = h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL;
 	c->b.loc.name = NULL;
 	return residual(c, x, cfg_named(c, f ? cfg_rms_norm_1p(c, f, post, eps) : NULL, "ffn"));
+}
+
+static Value *
+build_gemma(Cfg *c, Value *x)
+{
+	const char *w = "post_attention_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_act", "gelu_pytorch_tanh");
+	Value *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, w);
+	h = cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
+	return residual(c, x, h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL);
 }
 
 static Value *selection_bias(Cfg *c, const char *name, const MoeSpec *s);
@@ -1444,8 +1461,9 @@ build_granitemoe(Cfg *c, Value *x)
  * Dense decoders of other layouts (session 33):
  *
  *	granite: llama's block scaled by residual_multiplier, y = x + m * mlp(h)
- *	phi3 (Phi-3, Phi-3.5, Phi-4-mini): gate and up fused, mlp.gate_up_proj
- *	    [2I, H] (gate rows first), then mlp.down_proj
+ *	phi3 (Phi-3, Phi-3.5, Phi-4-mini), glm (GLM-4-9B): gate and up fused,
+ *	    mlp.gate_up_proj [2I, H] (gate rows first), then mlp.down_proj;
+ *	    glm4 (GLM-4-0414) adds post_mlp_layernorm on the MLP's output
  *	lfm2 (LFM2): feed_forward.{w1,w3,w2} SwiGLU (silu always) after ffn_norm
  *	    (eps norm_eps), on conv and attention layers alike; its width is
  *	    intermediate_size, or with block_auto_adjust_ff_dim int(2I/3), times
@@ -1470,16 +1488,19 @@ build_granite(Cfg *c, Value *x)
 static Value *
 build_phi3(Cfg *c, Value *x)
 {
-	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	int glm = strncmp(c->type, "glm", 3) == 0, post = strcmp(c->type, "glm4") == 0;
+	double eps = eps_of(c, "rms_norm_eps", glm ? 1.5625e-7 : 1e-5);	/* the classes' */
 	const char *act = cfg_hf_act(c, "hidden_act", "silu");
 	int64_t I = cfg_int(c, "intermediate_size");
-	Value *h;
+	Value *h, *f;
 
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
-	return residual(c, x, cfg_named(c, fused_glu(c, h, "mlp", "mlp.gate_up_proj.weight",
-						     "mlp.down_proj.weight", I, act,
-						     "intermediate_size"), "mlp"));
+	f = cfg_named(c, fused_glu(c, h, "mlp", "mlp.gate_up_proj.weight", "mlp.down_proj.weight",
+				   I, act, "intermediate_size"), "mlp");
+	if (f && post)
+		f = cfg_named(c, cfg_rms_norm(c, f, "post_mlp_layernorm.weight", eps), "ffn");
+	return residual(c, x, f);
 }
 
 static int64_t
@@ -2699,6 +2720,9 @@ static const struct {
 	{"helium", build_llama, NULL},
 	{"granite", build_granite, NULL},
 	{"phi3", build_phi3, NULL},
+	{"glm", build_phi3, NULL},
+	{"glm4", build_phi3, NULL},
+	{"gemma", build_gemma, NULL},
 	{"lfm2", build_lfm2, NULL},
 	{"cohere", build_cohere, NULL},
 	{"cohere2", build_cohere, NULL},

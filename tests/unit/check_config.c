@@ -81,6 +81,8 @@ static const char *const families[] = {
 	"gemma4_unified",
 	/* Command R7B / Command A, dense: cohere2_moe's two inputs */
 	"cohere2",
+	/* GLM-4-0414 (fused gate|up, a norm after the MLP), Gemma 1 (1 + w) */
+	"glm4", "gemma",
 };
 
 static char *
