@@ -1468,6 +1468,8 @@ build_granitemoe(Cfg *c, Value *x)
  *	    (eps norm_eps), on conv and attention layers alike; its width is
  *	    intermediate_size, or with block_auto_adjust_ff_dim int(2I/3), times
  *	    block_ffn_dim_multiplier rounded up to block_multiple_of
+ *	lfm3 (LFM3): lfm2's FFN of intermediate_size, and with use_sandwich_norm
+ *	    (true) post_ffn_norm on its output
  */
 static Value *
 build_granite(Cfg *c, Value *x)
@@ -1527,15 +1529,19 @@ static Value *
 build_lfm2(Cfg *c, Value *x)
 {
 	static const char *const w132[3] = {"w1", "w3", "w2"};
+	int v3 = strcmp(c->type, "lfm3") == 0;
 	double eps = eps_of(c, "norm_eps", 1e-5);
-	int64_t I = lfm2_width(c);
-	Value *h;
+	int64_t I = v3 ? cfg_int(c, "intermediate_size") : lfm2_width(c);
+	Value *h, *f;
 
 	if (c->err || !(h = decoder_norm_named(c, x, "ffn_norm.weight", eps)))
 		return NULL;
-	return residual(c, x, cfg_named(c, cfg_glu_mlp_as(c, h, "feed_forward", w132, I, "silu", 0,
-							  "intermediate_size (block_*)", 0),
-					"mlp"));
+	f = cfg_named(c, cfg_glu_mlp_as(c, h, "feed_forward", w132, I, "silu", 0,
+					v3 ? "intermediate_size" : "intermediate_size (block_*)", 0),
+		      "mlp");
+	if (f && v3 && cfg_bool_or(c, "use_sandwich_norm", 1))
+		f = cfg_named(c, cfg_rms_norm(c, f, "post_ffn_norm.weight", eps), "ffn");
+	return residual(c, x, f);
 }
 
 /*
@@ -2724,6 +2730,8 @@ static const struct {
 	{"glm4", build_phi3, NULL},
 	{"gemma", build_gemma, NULL},
 	{"lfm2", build_lfm2, NULL},
+	{"lfm3", build_lfm2, NULL},
+	{"youtu", build_llama, NULL},
 	{"cohere", build_cohere, NULL},
 	{"cohere2", build_cohere, NULL},
 	{"ministral", build_llama, NULL},

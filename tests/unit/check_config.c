@@ -83,6 +83,8 @@ static const char *const families[] = {
 	"cohere2",
 	/* GLM-4-0414 (fused gate|up, a norm after the MLP), Gemma 1 (1 + w) */
 	"glm4", "gemma",
+	/* LFM3: a norm on both sides of the FFN */
+	"lfm3",
 };
 
 static char *
