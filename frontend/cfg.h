@@ -97,9 +97,10 @@ int cfg_error(Cfg *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void cfg_note(Cfg *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Another input of the block after x, of x's type ([T, hidden] in the
- * model dtype): a block that reads more than the FFN's input (arctic). */
-Value *cfg_input(Cfg *c, const char *name);
+/* Another input of the block after x, [T, width] in the model dtype: a
+ * block that reads more than the FFN's input (arctic's layer_in, hidden
+ * wide; gemma4's per_layer_input). */
+Value *cfg_input(Cfg *c, const char *name, int64_t width);
 /* The checkpoint name of a tensor of this layer: pre + suffix (arena). */
 const char *cfg_name(Cfg *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

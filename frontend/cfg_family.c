@@ -22,7 +22,11 @@ static const char *const decoder_prefixes[] = {
 	"model.layers.%d.", "layers.%d.", "model.language_model.layers.%d.",
 	"language_model.model.layers.%d.",	/* the llama4 / kimi_k25 hub files */
 	"thinker.model.layers.%d.",		/* Qwen3-Omni's thinker */
-	"thinker.model.language_model.layers.%d.", NULL,
+	"thinker.model.language_model.layers.%d.",
+	"talker.model.layers.%d.",		/* Qwen3-Omni's talker */
+	"talker.code_predictor.model.layers.%d.",	/* and its code predictor */
+	"model.text_model.layers.%d.",		/* Idefics3's, SmolVLM's */
+	NULL,
 };
 
 /* The layer's checkpoint prefix: the first candidate that holds probe. */
@@ -106,6 +110,68 @@ build_llama(Cfg *c, Value *x)
 	if (c->err || !(h = decoder_norm(c, x, eps)))
 		return NULL;
 	return residual(c, x, dense_mlp(c, h, "intermediate_size", act, bias));
+}
+
+/*
+ * Dense decoders with other norm placements (session 33), the SwiGLU MLP
+ * of intermediate_size in each:
+ *
+ *	olmo2, olmo3, exaone4: post-norm, y = x + post_feedforward_layernorm(mlp(x))
+ *	gemma2, gemma3_text: norms on both sides, zero-centred (scale 1 + w),
+ *	    y = x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))),
+ *	    hidden_activation (GELU-tanh)
+ *	gemma (Gemma 1): llama's placement, the norm zero-centred, hidden_act
+ */
+static Value *
+build_olmo2(Cfg *c, Value *x)
+{
+	const char *w = "post_feedforward_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-5);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	Value *f;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, w);
+	f = dense_mlp(c, x, "intermediate_size", act, 0);
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, w, eps) : NULL, "ffn"));
+}
+
+static Value *
+build_gemma2(Cfg *c, Value *x)
+{
+	const char *pre = "pre_feedforward_layernorm.weight";
+	const char *post = "post_feedforward_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
+	Value *h, *f;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, pre);
+	h = cfg_named(c, cfg_rms_norm_1p(c, x, pre, eps), "h");
+	f = h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL;
+	c->b.loc.name = NULL;
+	return residual(c, x, cfg_named(c, f ? cfg_rms_norm_1p(c, f, post, eps) : NULL, "ffn"));
+}
+
+static Value *
+build_gemma(Cfg *c, Value *x)
+{
+	const char *w = "post_attention_layernorm.weight";
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	const char *act = cfg_hf_act(c, "hidden_act", "gelu_pytorch_tanh");
+	Value *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err)
+		return NULL;
+	set_prefix(c, decoder_prefixes, w);
+	h = cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
+	return residual(c, x, h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL);
 }
 
 static Value *selection_bias(Cfg *c, const char *name, const MoeSpec *s);
@@ -258,6 +324,10 @@ static const QwenFamily qwen_families[] = {
 	{"qwen3_vl_moe_text", 0, 1, 1, 1e-6, "moe_intermediate_size", 0, 0, STRANS_CHECK, NULL, 0, 0},
 	{"mellum", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
 	{"qwen3_omni_moe_text", 0, 1, 0, 1e-6, "moe_intermediate_size", 0, 0, 0, NULL, 0, 0},
+	/* Qwen3-Omni's talker: qwen2_moe's block on every layer (its decoder
+	 * layer replaces the MLP that mlp_only_layers chose by the MoE) */
+	{"qwen3_omni_moe_talker_text", SHARED_GATED, 0, 0, 1e-6, "moe_intermediate_size", 1, 0, 0,
+	 NULL, 0, 0},
 	/* dense Qwen3.5: no experts, every layer qwen3_next's 1 + w norm and SwiGLU */
 	{"qwen3_5_text", 0, 0, 0, 1e-6, "intermediate_size", 0, 1, 0, NULL, 0, 0},
 	/* SHARED_PLAIN: an ungated shared_expert of shared_expert_intermediate_size */
@@ -1305,31 +1375,40 @@ build_gpt_oss(Cfg *c, Value *x)
  * residual_multiplier: y = x + m * ffn(norm(x)).  granitemoeshared adds a
  * dense shared_mlp (input_linear [2S,H], output_linear [H,S]).
  */
+/* A GLU MLP whose gate and up are one [2I, H] weight, gate rows first:
+ * down(act(gate) * up) with gate, up the halves of h . gu^T (mod: the
+ * module, for value names; ikey: I's key, for diagnostics). */
+static Value *
+fused_glu(Cfg *c, Value *h, const char *mod, const char *gu_w, const char *down_w, int64_t I,
+	  const char *act, const char *ikey)
+{
+	Value *gu, *a;
+	Node *n;
+
+	gu = cfg_linear(c, h, gu_w, NULL, 2 * I, c->hidden,
+			arena_printf(c->m->arena, "2*%s x hidden_size", ikey));
+	if (!gu)
+		return NULL;
+	c->b.loc.name = cfg_name(c, "%s", mod);
+	ir_b_int(&c->b, "axis", -1);
+	if (!(n = ir_b_node(&c->b, OP_SPLIT, &gu, 1, 2)))
+		return NULL;
+	a = cfg_named(c, cfg_act(c, n->out[0], act), arena_printf(c->m->arena, "%s.act", mod));
+	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, n->out[1]) : NULL,
+		      arena_printf(c->m->arena, "%s.glu", mod));
+	return cfg_linear(c, a, down_w, NULL, c->hidden, I,
+			  arena_printf(c->m->arena, "hidden_size x %s", ikey));
+}
+
 static Value *
 granite_shared(Cfg *c, Value *h)
 {
 	int64_t S = cfg_int(c, "shared_intermediate_size");
-	Value *gu, *g, *u, *a;
 
 	if (c->err)
 		return NULL;
-	gu = cfg_linear(c, h, "shared_mlp.input_linear.weight", NULL, 2 * S, c->hidden,
-			"2*shared_intermediate_size x hidden_size");
-	if (!gu)
-		return NULL;
-	c->b.loc.name = cfg_name(c, "shared_mlp");
-	ir_b_int(&c->b, "axis", -1);
-	{
-		Node *n = ir_b_node(&c->b, OP_SPLIT, &gu, 1, 2);
-		if (!n)
-			return NULL;
-		g = n->out[0];
-		u = n->out[1];
-	}
-	a = cfg_named(c, cfg_act(c, g, moe_act(c)), "shared_mlp.act");
-	a = cfg_named(c, a ? ir_b2(&c->b, OP_MUL, a, u) : NULL, "shared_mlp.glu");
-	return cfg_linear(c, a, "shared_mlp.output_linear.weight", NULL, c->hidden, S,
-			  "hidden_size x shared_intermediate_size");
+	return fused_glu(c, h, "shared_mlp", "shared_mlp.input_linear.weight",
+			 "shared_mlp.output_linear.weight", S, moe_act(c), "shared_intermediate_size");
 }
 
 /*
@@ -1376,6 +1455,93 @@ build_granitemoe(Cfg *c, Value *x)
 	if (f && shared)
 		f = add(c, f, granite_shared(c, h), "ffn");
 	return residual(c, x, scaled(c, f, mult, "ffn.scaled"));
+}
+
+/*
+ * Dense decoders of other layouts (session 33):
+ *
+ *	granite: llama's block scaled by residual_multiplier, y = x + m * mlp(h)
+ *	phi3 (Phi-3, Phi-3.5, Phi-4-mini), glm (GLM-4-9B): gate and up fused,
+ *	    mlp.gate_up_proj [2I, H] (gate rows first), then mlp.down_proj;
+ *	    glm4 (GLM-4-0414) adds post_mlp_layernorm on the MLP's output
+ *	lfm2 (LFM2): feed_forward.{w1,w3,w2} SwiGLU (silu always) after ffn_norm
+ *	    (eps norm_eps), on conv and attention layers alike; its width is
+ *	    intermediate_size, or with block_auto_adjust_ff_dim int(2I/3), times
+ *	    block_ffn_dim_multiplier rounded up to block_multiple_of
+ *	lfm3 (LFM3): lfm2's FFN of intermediate_size, and with use_sandwich_norm
+ *	    (true) post_ffn_norm on its output
+ */
+static Value *
+build_granite(Cfg *c, Value *x)
+{
+	double eps = eps_of(c, "rms_norm_eps", 1e-6);
+	double mult = cfg_num_or(c, "residual_multiplier", 1.0);
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	int bias = cfg_bool_or(c, "mlp_bias", 0);
+	Value *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	return residual(c, x, scaled(c, dense_mlp(c, h, "intermediate_size", act, bias), mult,
+				     "mlp.scaled"));
+}
+
+static Value *
+build_phi3(Cfg *c, Value *x)
+{
+	int glm = strncmp(c->type, "glm", 3) == 0, post = strcmp(c->type, "glm4") == 0;
+	double eps = eps_of(c, "rms_norm_eps", glm ? 1.5625e-7 : 1e-5);	/* the classes' */
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	int64_t I = cfg_int(c, "intermediate_size");
+	Value *h, *f;
+
+	if (c->err || !(h = decoder_norm(c, x, eps)))
+		return NULL;
+	f = cfg_named(c, fused_glu(c, h, "mlp", "mlp.gate_up_proj.weight", "mlp.down_proj.weight",
+				   I, act, "intermediate_size"), "mlp");
+	if (f && post)
+		f = cfg_named(c, cfg_rms_norm(c, f, "post_mlp_layernorm.weight", eps), "ffn");
+	return residual(c, x, f);
+}
+
+static int64_t
+lfm2_width(Cfg *c)
+{
+	int64_t I = cfg_int(c, "intermediate_size"), k;
+	double mult;
+
+	if (!cfg_bool_or(c, "block_auto_adjust_ff_dim", 1))
+		return I;
+	I = (int64_t)(2.0 * (double)I / 3);
+	if (!cfg_has(c, "block_ffn_dim_multiplier"))
+		return I;
+	mult = cfg_num_or(c, "block_ffn_dim_multiplier", 1.0);
+	k = cfg_int_or(c, "block_multiple_of", 256);
+	I = (int64_t)(mult * (double)I);
+	if (k < 1 || I < 1)
+		return cfg_error(c, "block_ffn_dim_multiplier", "gives a width of %lld (multiple "
+				 "of %lld)", (long long)I, (long long)k), 1;
+	return k * ((I + k - 1) / k);
+}
+
+static Value *
+build_lfm2(Cfg *c, Value *x)
+{
+	static const char *const w132[3] = {"w1", "w3", "w2"};
+	int v3 = strcmp(c->type, "lfm3") == 0;
+	double eps = eps_of(c, "norm_eps", 1e-5);
+	int64_t I = v3 ? cfg_int(c, "intermediate_size") : lfm2_width(c);
+	Value *h, *f;
+
+	if (c->err || !(h = decoder_norm_named(c, x, "ffn_norm.weight", eps)))
+		return NULL;
+	f = cfg_named(c, cfg_glu_mlp_as(c, h, "feed_forward", w132, I, "silu", 0,
+					v3 ? "intermediate_size" : "intermediate_size (block_*)", 0),
+		      "mlp");
+	if (f && v3 && cfg_bool_or(c, "use_sandwich_norm", 1))
+		f = cfg_named(c, cfg_rms_norm(c, f, "post_ffn_norm.weight", eps), "ffn");
+	return residual(c, x, f);
 }
 
 /*
@@ -1944,10 +2110,37 @@ build_llama4(Cfg *c, Value *x)
  *
  * The router norm's scale is one f32 vector (router.scale * hidden_size^-0.5);
  * per_expert_scale is folded into the experts' down projection (the weight
- * of expert e times its scale: the same sum).  Models with per-layer inputs
- * (hidden_size_per_layer_input > 0: another residual branch after this one)
- * and double-wide MLPs are refused.
+ * of expert e times its scale: the same sum).
+ *
+ * The small dense models (Gemma 4 E2B, E4B) add a per-layer input (PLE,
+ * hidden_size_per_layer_input P > 0) after the FFN's residual sum s, before
+ * layer_scalar:
+ *
+ *	s' = s + post_per_layer_input_norm(per_layer_projection(
+ *		act(per_layer_input_gate(s)) * per_layer_input))
+ *
+ * per_layer_input [T, P] is the layer's slice of the per-layer embeddings
+ * the model computes from the token ids: the block's second input.  With
+ * use_double_wide_mlp the layers that reuse another layer's KV cache (the
+ * last num_kv_shared_layers) have a dense MLP of 2 * intermediate_size.
+ *
+ * DiffusionGemma (diffusion_gemma_text) has Gemma 4's MoE block on every
+ * layer, without per-layer inputs or double-wide MLPs (those keys are not
+ * its config's); its encoder and decoder share the layers' weights, saved
+ * under the decoder (model.decoder.layers.N.).  Gemma 4 Unified
+ * (gemma4_unified_text) has the dense block alone, double-wide MLPs
+ * included: no per-layer inputs, no MoE keys.
  */
+enum { G4_MOE_KEY, G4_MOE_ALL, G4_MOE_NONE };	/* enable_moe_block says; always; never */
+
+typedef struct {
+	int64_t ple;	/* hidden_size_per_layer_input's default; -1: none */
+	int moe;	/* G4_MOE_*: the keys its config class has */
+	const char *const *prefix;
+} Gemma4Spec;
+
+static const char *const diffusion_prefixes[] = {"model.decoder.layers.%d.",
+						 "decoder.layers.%d.", NULL};
 static Value *
 scaled_vector(Cfg *c, const char *name, int64_t n, double k, const char *why)
 {
@@ -1998,21 +2191,53 @@ gemma4_moe(Cfg *c, Value *x, double eps, const MoeSpec *s)
 	return cfg_named(c, cfg_moe(c, h2, l, NULL, wt, s), "moe");
 }
 
+/* The per-layer input branch after s (above). */
 static Value *
-build_gemma4(Cfg *c, Value *x)
+gemma4_ple(Cfg *c, Value *s, int64_t P, const char *act, double eps)
+{
+	Value *p = cfg_input(c, "per_layer_input", P), *g;
+
+	g = cfg_linear(c, s, "per_layer_input_gate.weight", NULL, P, c->hidden,
+		       "hidden_size_per_layer_input x hidden_size");
+	g = cfg_named(c, cfg_act(c, g, act), "per_layer_input_gate.act");
+	c->b.loc.name = cfg_name(c, "per_layer_input_gate");
+	g = cfg_named(c, g && p ? ir_b2(&c->b, OP_MUL, g, p) : NULL, "per_layer_input.gated");
+	g = g ? cfg_linear(c, g, "per_layer_projection.weight", NULL, c->hidden, P,
+			   "hidden_size x hidden_size_per_layer_input") : NULL;
+	g = g ? cfg_named(c, cfg_rms_norm(c, g, "post_per_layer_input_norm.weight", eps),
+			  "per_layer_input.out") : NULL;
+	return add(c, s, g, "s.ple");
+}
+
+/* The dense MLP's width: doubled on a KV-sharing layer with double-wide MLPs. */
+static int64_t
+gemma4_inter(Cfg *c, const Gemma4Spec *g, const char **ikey)
+{
+	int64_t I = cfg_int(c, "intermediate_size"), nshared;
+
+	*ikey = "intermediate_size";
+	if (g->moe != G4_MOE_ALL && cfg_bool_or(c, "use_double_wide_mlp", 0)) {
+		nshared = cfg_int_or(c, "num_kv_shared_layers", 0);
+		if (c->layer >= cfg_int(c, "num_hidden_layers") - nshared) {
+			*ikey = "2 * intermediate_size (use_double_wide_mlp, a KV-sharing layer)";
+			return 2 * I;
+		}
+	}
+	return I;
+}
+
+static Value *
+gemma4_block(Cfg *c, Value *x, const Gemma4Spec *g)
 {
 	double eps = eps_of(c, "rms_norm_eps", 1e-6);
-	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
-	int moe = cfg_bool_or(c, "enable_moe_block", 0);
-	int64_t I = cfg_int(c, "intermediate_size");
+	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh"), *ikey;
+	int moe = g->moe == G4_MOE_ALL ||
+		  (g->moe == G4_MOE_KEY && cfg_bool_or(c, "enable_moe_block", 0));
+	int64_t P = g->ple < 0 ? 0 : cfg_int_or(c, "hidden_size_per_layer_input", g->ple);
+	int64_t I = gemma4_inter(c, g, &ikey);
 	MoeSpec s;
 	Value *h, *m, *f, *ls;
 
-	if (cfg_int_or(c, "hidden_size_per_layer_input", 256) != 0)
-		cfg_error(c, "hidden_size_per_layer_input", "per-layer inputs add a residual "
-			  "branch after the FFN; moec builds gemma4 blocks without them (0)");
-	if (cfg_bool_or(c, "use_double_wide_mlp", 0))
-		cfg_error(c, "use_double_wide_mlp", "moec builds gemma4 without double-wide MLPs");
 	memset(&s, 0, sizeof s);
 	if (moe) {
 		int64_t E = cfg_int(c, "num_experts"), k = cfg_int(c, "top_k_experts");
@@ -2023,9 +2248,11 @@ build_gemma4(Cfg *c, Value *x)
 		if (strcmp(act, "silu") && strcmp(act, "gelu") && strcmp(act, "gelu_tanh"))
 			cfg_error(c, "hidden_activation", "the experts of gemma4 must use silu or gelu");
 	}
-	if (c->err || !(h = decoder_norm_named(c, x, "pre_feedforward_layernorm.weight", eps)))
+	if (c->err)
 		return NULL;
-	m = cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, "intermediate_size"), "mlp");
+	set_prefix(c, g->prefix, "pre_feedforward_layernorm.weight");
+	h = cfg_named(c, cfg_rms_norm(c, x, "pre_feedforward_layernorm.weight", eps), "h");
+	m = h ? cfg_named(c, cfg_glu_mlp(c, h, "mlp", I, act, 0, ikey), "mlp") : NULL;
 	if (m && moe) {
 		Value *m1 = cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm_1.weight",
 						      eps), "mlp.post_norm");
@@ -2037,11 +2264,37 @@ build_gemma4(Cfg *c, Value *x)
 	f = m ? cfg_named(c, cfg_rms_norm(c, m, "post_feedforward_layernorm.weight", eps),
 			  "ffn.post_norm") : NULL;
 	f = add(c, x, f, "s");
+	if (f && P > 0)
+		f = gemma4_ple(c, f, P, act, eps);
 	ls = cfg_vector(c, cfg_name(c, "layer_scalar"), RECIPE_NORM, 1, "1");
 	if (!f || !ls)
 		return NULL;
 	c->b.loc.name = cfg_name(c, "layer_scalar");
 	return cfg_named(c, ir_b2(&c->b, OP_MUL, f, ls), "y");
+}
+
+static Value *
+build_gemma4(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {256, G4_MOE_KEY, decoder_prefixes};
+
+	return gemma4_block(c, x, &g);
+}
+
+static Value *
+build_gemma4_unified(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {-1, G4_MOE_NONE, decoder_prefixes};
+
+	return gemma4_block(c, x, &g);
+}
+
+static Value *
+build_diffusion_gemma(Cfg *c, Value *x)
+{
+	static const Gemma4Spec g = {-1, G4_MOE_ALL, diffusion_prefixes};
+
+	return gemma4_block(c, x, &g);
 }
 
 /* --- dbrx ------------------------------------------------------------------ */
@@ -2186,7 +2439,7 @@ build_arctic(Cfg *c, Value *x)
 	if (c->err)
 		return NULL;
 	if (moe && par)
-		in = cfg_input(c, "layer_in");
+		in = cfg_input(c, "layer_in", c->hidden);
 	if (!(h = decoder_norm(c, in, eps)))
 		return NULL;
 	if (!moe)
@@ -2228,13 +2481,14 @@ cohere2_is_moe(Cfg *c, int layer)
 	return 1;
 }
 
+/* rms: an RMSNorm (cohere2_moe with rms_norm_eps), else Cohere's LayerNorm */
 static Value *
-cohere2_norm(Cfg *c, Value *x)
+cohere2_norm(Cfg *c, Value *x, int rms)
 {
 	const char *w = "input_layernorm.weight";
 
 	set_prefix(c, decoder_prefixes, w);
-	if (cfg_has(c, "rms_norm_eps"))
+	if (rms)
 		return cfg_named(c, cfg_rms_norm(c, x, w, eps_of(c, "rms_norm_eps", 1e-6)), "h");
 	return cfg_named(c, cfg_layer_norm(c, x, w, NULL, eps_of(c, "layer_norm_eps", 1e-5)), "h");
 }
@@ -2279,11 +2533,27 @@ build_cohere2_moe(Cfg *c, Value *x)
 	} else {
 		cfg_int(c, "prefix_dense_intermediate_size");
 	}
-	if (c->err || !(in = cfg_input(c, "layer_in")) || !(h = cohere2_norm(c, in)))
+	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) ||
+	    !(h = cohere2_norm(c, in, cfg_has(c, "rms_norm_eps"))))
 		return NULL;
 	if (!moe)
 		return residual(c, x, dense_mlp(c, h, "prefix_dense_intermediate_size", moe_act(c), 0));
 	return residual(c, x, cohere2_moe(c, h, &s));
+}
+
+/* Command R (cohere), Command R7B and Command A (cohere2), dense: the same
+ * parallel block, a SwiGLU of intermediate_size on every layer after
+ * Cohere's LayerNorm (no bias, layer_norm_eps; session 33). */
+static Value *
+build_cohere(Cfg *c, Value *x)
+{
+	const char *act = cfg_hf_act(c, "hidden_act", "silu");
+	Value *in, *h;
+
+	cfg_int(c, "intermediate_size");
+	if (c->err || !(in = cfg_input(c, "layer_in", c->hidden)) || !(h = cohere2_norm(c, in, 0)))
+		return NULL;
+	return residual(c, x, dense_mlp(c, h, "intermediate_size", act, 0));
 }
 
 /* --- gpt2, bert ----------------------------------------------------------- */
@@ -2399,6 +2669,8 @@ static const struct {
 	{"hunyuan_v1_moe", build_hunyuan_moe, always_moe},
 	{"llama4_text", build_llama4, llama4_is_moe},
 	{"gemma4_text", build_gemma4, always_moe},
+	{"diffusion_gemma_text", build_diffusion_gemma, always_moe},
+	{"gemma4_unified_text", build_gemma4_unified, NULL},
 	{"dbrx", build_dbrx, always_moe},
 	{"arctic", build_arctic, arctic_is_moe},
 	{"cohere2_moe", build_cohere2_moe, cohere2_is_moe},
@@ -2438,6 +2710,7 @@ static const struct {
 	{"flint", build_qwen_moe, qwen_is_moe},
 	{"lara_mini", build_qwen_moe, qwen_is_moe},
 	{"qwen3_5_text", build_qwen_moe, qwen_is_moe},
+	{"qwen3_omni_moe_talker_text", build_qwen_moe, qwen_is_moe},
 	{"aria_text", build_aria, always_moe},
 	{"gpt_oss", build_gpt_oss, always_moe},
 	{"llama", build_llama, NULL},
@@ -2445,6 +2718,28 @@ static const struct {
 	{"qwen2", build_llama, NULL},
 	{"qwen3", build_llama, NULL},
 	{"seed_oss", build_llama, NULL},
+	{"qwen3_omni_moe_talker_code_predictor", build_llama, NULL},
+	{"smollm3", build_llama, NULL},
+	{"ministral3", build_llama, NULL},
+	{"hunyuan_v1_dense", build_llama, NULL},
+	{"cwm", build_llama, NULL},
+	{"helium", build_llama, NULL},
+	{"granite", build_granite, NULL},
+	{"phi3", build_phi3, NULL},
+	{"glm", build_phi3, NULL},
+	{"glm4", build_phi3, NULL},
+	{"gemma", build_gemma, NULL},
+	{"lfm2", build_lfm2, NULL},
+	{"lfm3", build_lfm2, NULL},
+	{"youtu", build_llama, NULL},
+	{"cohere", build_cohere, NULL},
+	{"cohere2", build_cohere, NULL},
+	{"ministral", build_llama, NULL},
+	{"olmo2", build_olmo2, NULL},
+	{"olmo3", build_olmo2, NULL},
+	{"exaone4", build_olmo2, NULL},
+	{"gemma2", build_gemma2, NULL},
+	{"gemma3_text", build_gemma2, NULL},
 	{"gpt2", build_gpt2, NULL},
 	{"bert", build_bert, NULL},
 };
@@ -2463,6 +2758,14 @@ static const struct {
 #define INKLING2 "Inkling 2's FFN input is an attention over earlier blocks' outputs (block " \
 	"attention residuals), a short causal convolution follows the FFN, and its experts use a " \
 	"softcapped SwiGLU"
+#define ERNIE_VL "ERNIE-4.5-VL routes each token to text or vision experts by its modality " \
+	"(its text-only sibling ernie4_5_moe is built)"
+/* session 33: the sub-configs of multimodal and speech models that the
+ * class-default sweep meets: encoders, whose FFN blocks (even dots3-note's
+ * MoE ones) are no decoder's; the wrapper's config.json builds its text model */
+#define SUB(what, wrapper) what ", a sub-config of the " wrapper " model: an encoder, not a " \
+	"decoder layer; moec builds decoder FFN blocks (a wrapper's text model, from the " \
+	"wrapper's config.json)"
 static const char *const refused[][2] = {
 	{"longcat_flash", "LongCat-Flash's MoE has zero-computation (identity) experts "
 	 "(zero_expert_num) and runs beside two dense MLPs per layer (the shortcut-connected MoE)"},
@@ -2470,8 +2773,7 @@ static const char *const refused[][2] = {
 	 "experts) with learned residual weights"},
 	{"apertus", "Apertus' MLP is not gated and uses xIELU, an activation with learned "
 	 "per-layer parameters"},
-	{"ernie4_5_vl_moe", "ERNIE-4.5-VL routes each token to text or vision experts by its "
-	 "modality (its text-only sibling ernie4_5_moe is built)"},
+	{"ernie4_5_vl_moe", ERNIE_VL}, {"ernie4_5_vl_moe_text", ERNIE_VL},
 	{"switch_transformers", "an encoder-decoder (T5) MoE; moec builds decoder FFN blocks"},
 	{"nllb-moe", "an encoder-decoder MoE; moec builds decoder FFN blocks"},
 	/* hyper-connections: the residual is hc_mult streams mixed in and out of
@@ -2505,8 +2807,52 @@ static const char *const refused[][2] = {
 	{"zaya", "ZAYA1's router is an MLP over a state carried over from the previous layer's "
 	 "router, with a 'skip' choice that computes nothing, and its residual sums have learned "
 	 "per-channel scales and biases: the block reads more than the layer's residual stream"},
+	{"deepseek_ocr2_encoder", SUB("DeepSeek-OCR-2's vision encoder", "deepseek_ocr2")},
+	{"deepseek_ocr2_sam_vision_model", SUB("DeepSeek-OCR-2's SAM vision encoder", "deepseek_ocr2")},
+	{"deepseek_ocr2_vision", SUB("DeepSeek-OCR-2's vision tower", "deepseek_ocr2")},
+	{"dots3_note_audio_encoder", SUB("dots3-note's audio encoder", "dots3_note")},
+	{"dots3_note_vision_encoder", SUB("dots3-note's vision encoder (MoE layers included)",
+					  "dots3_note")},
+	{"ernie4_5_vl_moe_vision", SUB("ERNIE-4.5-VL's vision encoder", "ernie4_5_vl_moe")},
+	{"gemma4_audio", SUB("Gemma 4's audio encoder", "gemma4")},
+	{"gemma4_vision", SUB("Gemma 4's vision encoder", "gemma4")},
+	{"glm4v_moe_vision", SUB("GLM-4.5V's vision encoder", "glm4v_moe")},
+	{"glm5_next_vision", SUB("GLM-5-Next's vision encoder", "glm5_next")},
+	{"hy_v4_vl_vision", SUB("HY-V4-VL's vision encoder", "hy_v4_vl")},
+	{"idefics3_vision", SUB("Idefics3's and SmolVLM's vision encoder", "idefics3")},
+	{"inkling_audio", SUB("Inkling's audio encoder", "inkling")},
+	{"inkling_vision", SUB("Inkling's vision encoder", "inkling")},
+	{"inkling2_vision", SUB("Inkling 2's vision encoder", "inkling2")},
+	{"llama4_vision_model", SUB("Llama 4's vision encoder", "llama4")},
+	{"minimax_m3_vl_vision", SUB("MiniMax-M3-VL's vision encoder", "minimax_m3_vl")},
+	{"muse_spark_audio", SUB("Muse Spark's audio encoder", "muse_spark")},
+	{"muse_spark_vision", SUB("Muse Spark's vision encoder", "muse_spark")},
+	{"nemotron3_5_transcribe_asr_audio", SUB("Nemotron-3.5-Transcribe's speech encoder",
+						 "nemo_speechlm")},
+	{"nemotron3_5_transcribe_audio", SUB("Nemotron-3.5-Transcribe's audio model (speech and "
+					     "diarization encoders)", "nemo_speechlm")},
+	{"nemotron3_5_transcribe_word_timestamp", SUB("Nemotron-3.5-Transcribe's word-timestamp "
+						      "encoder and head", "nemo_speechlm")},
+	{"pixtral", SUB("Pixtral's vision encoder", "mistral3 or lighton_ocr")},
+	{"qwen3_5_moe_vision", SUB("Qwen3.5-MoE's vision encoder", "qwen3_5_moe")},
+	{"qwen3_omni_moe_audio_encoder", SUB("Qwen3-Omni's audio encoder", "qwen3_omni_moe")},
+	{"qwen3_omni_moe_vision_encoder", SUB("Qwen3-Omni's vision encoder", "qwen3_omni_moe")},
+	{"qwen3_vl_moe_vision", SUB("Qwen3-VL-MoE's vision encoder", "qwen3_vl_moe")},
+	{"qwen4_exp_vision", SUB("Qwen4-Exp's vision encoder", "qwen4_exp")},
+	{"step3p5_vision", SUB("Step-3.7's vision encoder", "step3p7")},
+	{"unlimited_ocr_sam_vision_model", SUB("Unlimited-OCR's SAM vision encoder",
+					       "unlimited_ocr")},
+	{"unlimited_ocr_vision", SUB("Unlimited-OCR's vision tower", "unlimited_ocr")},
+	{"unlimited_ocr_vision_encoder", SUB("Unlimited-OCR's vision encoder", "unlimited_ocr")},
+	{"vitpose_backbone", SUB("ViTPose's ViT backbone (ViTPose+'s MoE FFN included)", "vitpose")},
+	{"vitpose", "ViTPose is a pose-estimation model, a ViT encoder and a keypoint head: no "
+	 "decoder layer; moec builds decoder FFN blocks"},
+	{"nemotron3_diarization", "Nemotron-3-Diarization is a speaker-diarization model, an audio "
+	 "encoder and a classification head: no decoder layer; moec builds decoder FFN blocks"},
 };
 #undef HC
+#undef SUB
+#undef ERNIE_VL
 #undef MUSE
 #undef INKLING
 #undef INKLING2
@@ -2606,7 +2952,7 @@ cfg_family(const char *type)
 const char *
 cfg_family_list(void)
 {
-	static char buf[1024];
+	static char buf[2048];	/* the families (about 1100 bytes now) */
 
 	if (!buf[0])
 		for (size_t i = 0; i < NELEM(families); i++)

@@ -111,6 +111,8 @@ cfg_int(Cfg *c, const char *key)
 	const cJSON *j = item(c, key);
 	int64_t v;
 
+	if (!j && cJSON_GetObjectItemCaseSensitive(c->json, key))	/* a class default's None */
+		return cfg_error(c, key, "is null: the block needs a positive integer"), 1;
 	if (!j)
 		return cfg_error(c, key, "missing key"), 1;
 	if (json_int(j, &v))
@@ -355,9 +357,12 @@ pick_layer(Cfg *c)
 }
 
 Value *
-cfg_input(Cfg *c, const char *name)
+cfg_input(Cfg *c, const char *name, int64_t width)
 {
-	return ir_add_param(c->g, name, c->g->param[0]->type);
+	Type t = c->g->param[0]->type;
+
+	t.dim[1] = width;
+	return ir_add_param(c->g, name, t);
 }
 
 static Value *
@@ -448,6 +453,11 @@ unwrap(Cfg *c)
 		{"nemo_speechlm", "nemotron_h", "text_config"},
 		{"qwen3_omni_moe", "qwen3_omni_moe_text", "thinker_config.text_config"},
 		{"qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "text_config"},
+		{"diffusion_gemma", "diffusion_gemma_text", "text_config"},
+		{"idefics3", "llama", "text_config"}, {"smolvlm", "llama", "text_config"},
+		{"lighton_ocr", "qwen3", "text_config"},
+		{"gemma3", "gemma3_text", "text_config"},
+		{"gemma4_unified", "gemma4_unified_text", "text_config"},
 	};
 	static const char *const inherited[] = {"dtype", "torch_dtype", "quantization_config"};
 	cJSON *t = c->json, *above;

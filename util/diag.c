@@ -82,7 +82,7 @@ diag_loc_string(char *buf, size_t n, Loc l)
 static void
 escape(char *s, size_t n)
 {
-	char tmp[1024];
+	char tmp[2048];
 	size_t k = 0;
 
 	for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < sizeof tmp; p++) {
@@ -103,7 +103,7 @@ escape(char *s, size_t n)
 static void
 emit(Diag *d, Loc l, const char *kind, const char *fmt, va_list ap)
 {
-	char where[512], msg[1024];
+	char where[512], msg[2048];	/* the families an unknown model_type lists */
 
 	diag_loc_string(where, sizeof where, l);
 	vsnprintf(msg, sizeof msg, fmt, ap);

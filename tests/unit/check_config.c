@@ -66,6 +66,25 @@ static const char *const families[] = {
 	"flint", "lara_mini", "dots3_note_text", "unlimited_ocr", "deepseek_ocr2", "bailing_hybrid",
 	/* session 32: transformers 5.25's types and bailing_hybrid's SwiGLU clamp lists */
 	"param2moe", "minicpm5_moe", "bailing_hybrid_clamp",
+	/* session 33: Gemma 4's per-layer inputs (a second input, 16 wide) and
+	 * double-wide MLP; DiffusionGemma's decoder layer; Qwen3-Omni's talker
+	 * and code predictor; wrappers of dense text models (SmolVLM: under
+	 * model.text_model.layers.N) */
+	"gemma4_ple", "diffusion_gemma", "qwen3_omni_moe_talker", "qwen3_omni_moe_code_predictor",
+	"smolvlm", "lighton_ocr",
+	/* dense decoders the MoE sweep does not meet: llama's block, post-norm,
+	 * Gemma's zero-centred norms on both sides (gemma3: its wrapper) */
+	"smollm3", "ministral", "olmo3", "exaone4", "gemma2", "gemma3",
+	/* granite's residual_multiplier, phi3's fused gate|up, lfm2's width rule */
+	"ministral3", "hunyuan_v1_dense", "granite", "phi3", "lfm2",
+	/* Gemma 4 Unified: the dense block, double-wide on layer 1 */
+	"gemma4_unified",
+	/* Command R7B / Command A, dense: cohere2_moe's two inputs */
+	"cohere2",
+	/* GLM-4-0414 (fused gate|up, a norm after the MLP), Gemma 1 (1 + w) */
+	"glm4", "gemma",
+	/* LFM3: a norm on both sides of the FFN */
+	"lfm3",
 };
 
 static char *
@@ -617,6 +636,8 @@ static const struct {
 	{"missing_hidden_size", "missing_hidden_size.json: hidden_size: error: missing key", 1},
 	{"missing_model_type", "model_type: error: missing key", 1},
 	{"unknown_model_type", "model_type: error: unknown model_type 'mamba'", 1},
+	/* the whole list of families, not cut at 1 KB (session 33: it was) */
+	{"unknown_model_type", ", gpt2, bert\n", 1},	/* the table's last rows */
 	{"missing_experts_per_tok", "num_experts_per_tok: error: missing key", 1},
 	{"topk_above_experts", "num_experts_per_tok: error: 10 is more than the 8 experts", 1},
 	{"too_many_experts", "num_local_experts: error: 100000 experts: moec reads models of "
@@ -709,6 +730,16 @@ static const struct {
 	 "Kolibri-1's", 1},
 	{"bailing_hybrid_short_swiglu_limits", "expert_swiglu_limit_list: error: must be a list with an "
 	 "entry for layer 1", 1},
+	/* session 33's sweep: an encoder sub-config with MoE keys (once "the
+	 * nearest family is mixtral"), a VL text model routed by modality, and
+	 * a class default's null (deepseek_v2's num_experts_per_tok) */
+	{"dots3_note_vision_encoder", "model_type: error: model_type 'dots3_note_vision_encoder' is not "
+	 "built: dots3-note's vision encoder (MoE layers included), a sub-config of the dots3_note "
+	 "model: an encoder, not a decoder layer", 1},
+	{"ernie4_5_vl_moe_text", "model_type: error: model_type 'ernie4_5_vl_moe_text' is not built: "
+	 "ERNIE-4.5-VL routes each token to text or vision experts by its modality", 1},
+	{"null_experts_per_tok", "num_experts_per_tok: error: is null: the block needs a positive "
+	 "integer", 1},
 };
 
 /* Each bad config: its diagnostic, with or without weights (the config is
