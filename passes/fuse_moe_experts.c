@@ -1324,8 +1324,8 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
 			return why;
 		}
-		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
-			return "the sorted rows' experts are not one expert's gated matrices each";
+		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != (x.ungated ? 1 : 2) * dn.k || gu.k != dn.n)
+			return "the sorted rows' experts are not one expert's matrices each";
 		if (!(r = sorted_slot(gu.in, j, ids, &sp)) || (rows && r != rows))
 			return "the sorted rows are not sliced by the running sum of the experts' counts";
 		rows = r;
