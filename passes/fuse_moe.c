@@ -47,8 +47,8 @@ candidate(Node *n)
 		       ((mo_axis(n, "axes", 3, -1) == 1 && (mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) ||
 							   mo_def(mo_peel_cast(n->in[0]), OP_MUL))) ||
 			mo_axis(n, "axes", 3, -1) == 0);
-	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
-		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
+	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_, a masked loop: the last of the chain */
+		if (strcmp(ir_attr_str(n, "reduction", "none"), "add") && !mo_is_masked(n->out[0]))
 			return 0;
 		for (int i = 0; i < n->out[0]->nuse; i++)
 			if ((u = n->out[0]->use[i].node) && u->op == OP_SCATTER_ND &&
@@ -137,7 +137,9 @@ describe(char *buf, size_t n, const Moe *mo)
 	const Expert *x = &mo->x;
 	size_t k = 0;
 
-	if (mo->nslot)
+	if (mo->masked)
+		k += (size_t)snprintf(buf + k, n - k, "from a loop over %d experts' boolean masks", mo->nslot);
+	else if (mo->nslot)
 		k += (size_t)snprintf(buf + k, n - k, "from %d unrolled slots", mo->nslot);
 	else if (mo->routed)
 		k += (size_t)snprintf(buf + k, n - k, "from the dense form (every expert on every token)");

@@ -58,6 +58,7 @@ typedef struct {
 	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
 	int routed;		/* r read with the experts (the dense form's scattered scores) */
+	int masked;		/* nslot experts of a loop over boolean masks (fuse_moe_masked.c) */
 } Moe;
 
 /* fuse_moe_match.c */
@@ -82,6 +83,13 @@ const char *mo_router_sparsemixer(Node *concat, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);
+const char *mo_mlp(Value *o, Expert *x, Value **rows);	/* down(act(gate_up(rows))) */
+Value *mo_tokens(Value *v, Dim t, Dim h);	/* the [T,H] tokens a view v was made from */
+int mo_same_expert(const Expert *a, const Expert *b);
+
+/* fuse_moe_masked.c */
+int mo_is_masked(Value *sum);	/* a scatter by the nonzero rows of a mask */
+const char *mo_masked(Value *sum, Moe *mo);
 
 /* fuse_moe_confirm.c: NULL when the interpreter agrees that cand computes
  * mo->sum on probes reaching every expert; else which check failed. */

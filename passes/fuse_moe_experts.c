@@ -522,8 +522,8 @@ slot_weight(Value *w, Expert *x)
 
 /* The tokens [T,H] a view v was made from: back through reshapes to the
  * first [T,H], or the start of the chain if it is [...,H] with T rows. */
-static Value *
-tokens(Value *v, Dim t, Dim h)
+Value *
+mo_tokens(Value *v, Dim t, Dim h)
 {
 	Module *m = v->graph ? v->graph->m : NULL;
 	const Type *ty;
@@ -554,7 +554,7 @@ batched_input(Value *in, Expert *x)
 
 	if (!ex) {	/* k = 1: the tokens themselves */
 		x->kmul = 1;
-		x->x = tokens(in, in->type.dim[0], w);
+		x->x = mo_tokens(in, in->type.dim[0], w);
 		return x->x ? NULL : "the expert input is not the tokens repeated k times";
 	}
 	const Type *et = &v->type, *it = &ex->in[0]->type;
@@ -562,7 +562,7 @@ batched_input(Value *in, Expert *x)
 	    in->type.dim[0] != ir_dim_mul(m, et->dim[0], et->dim[1]))
 		return "the expert input is not the tokens repeated k times";
 	x->kmul = et->dim[1];
-	x->x = tokens(ex->in[0], et->dim[0], et->dim[2]);
+	x->x = mo_tokens(ex->in[0], et->dim[0], et->dim[2]);
 	return x->x ? NULL : "the expert input is not the tokens repeated k times";
 }
 
@@ -597,24 +597,15 @@ slot_tokens(Value *in, Value *tok)
 	return n->in[0];
 }
 
-/* One routed contribution, o * w with o = down(act(gate_up(rows))). */
-static const char *
-contribution(Value *c, int batched, Expert *x)
+/* One expert's MLP o = down(act(gate_up(rows))): its matrices, biases and
+ * activation into x, the rows it multiplies into *rows. */
+const char *
+mo_mlp(Value *o, Expert *x, Value **rows)
 {
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
-	Value *o = NULL, *w = NULL, *h;
 	const char *why;
+	Value *h;
 	Proj dn, gu;
 
-	for (int i = 0; n && i < 2 && !o; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
-			o = n->in[i], w = n->in[1 - i];
-	}
-	if (!o)
-		return "the expert output is not scaled by a routing weight";
-	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)))
-		return why;
 	if ((why = proj(mo_peel_cast(o), &dn)) || (why = activation(dn.in, x, &h)) ||
 	    (why = proj(h, &gu)))
 		return why;
@@ -632,9 +623,30 @@ contribution(Value *c, int batched, Expert *x)
 	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
 	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
 		return "the expert weight shapes do not agree";
+	*rows = gu.in;
+	return NULL;
+}
+
+/* One routed contribution, o * w with o = down(act(gate_up(rows))). */
+static const char *
+contribution(Value *c, int batched, Expert *x)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
+	Value *o = NULL, *w = NULL, *rows;
+	const char *why;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight";
+	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)) || (why = mo_mlp(o, x, &rows)))
+		return why;
 	if (batched)
-		return batched_input(gu.in, x);
-	return (x->x = slot_tokens(gu.in, x->tok)) ? NULL
+		return batched_input(rows, x);
+	return (x->x = slot_tokens(rows, x->tok)) ? NULL
 		: "the expert input is not the tokens routed to the slot";
 }
 
@@ -743,7 +755,7 @@ dense_input(Value *in, Moe *mo)
 		    xt->dim[0] != it->dim[1] || xt->dim[1] != it->dim[2] ||
 		    tl->out[0]->type.dim[0] != ir_dim_mul(in->graph->m, it->dim[0], it->dim[1]))
 			continue;
-		mo->x.x = tokens(tl->in[0], xt->dim[0], xt->dim[1]);
+		mo->x.x = mo_tokens(tl->in[0], xt->dim[0], xt->dim[1]);
 		return mo->x.x ? dense_scores(tr->in[0], mo) : "the expert input is not the tokens";
 	}
 	return "the experts' input is not the tokens tiled once per expert and scaled by the router's scores";
@@ -979,8 +991,8 @@ slot(Node *sc, Expert *x, Slot *s)
 	return NULL;
 }
 
-static int
-same_expert(const Expert *a, const Expert *b)
+int
+mo_same_expert(const Expert *a, const Expert *b)
 {
 	int w = a->flat ? ir_type_eq(&a->wgu->type, &b->wgu->type) &&
 			      ir_type_eq(&a->wdn->type, &b->wdn->type)
@@ -1045,7 +1057,7 @@ slots(Value *sum, Moe *mo)
 			mo->dn_e = arena_array(m->arena, Value *, nkey);
 		}
 		if (s.hit != hit || s.mask != mask || s.ids != mo->ids || s.e >= nkey ||
-		    seen[s.e] || !same_expert(&mo->x, &x)) {
+		    seen[s.e] || !mo_same_expert(&mo->x, &x)) {
 			why = "the slots do not agree";
 		} else {
 			seen[s.e] = 1, mo->nslot++;
@@ -1263,7 +1275,7 @@ sorted_tokens(Value *rows, Value *perm, int64_t k)
 		return NULL;
 	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 || !div_by(mo_peel_index(g->in[1]), perm, k))
 		return NULL;
-	return tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
+	return mo_tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
 }
 
 /* One expert's 2-D matrix for slot j: its own (a ModuleList Linear), or a
@@ -1335,7 +1347,7 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			return "the sorted rows are not the tokens in the sort's order";
 		if (j == 0)
 			mo->x = x;
-		else if (x.x = mo->x.x, !same_expert(&mo->x, &x))
+		else if (x.x = mo->x.x, !mo_same_expert(&mo->x, &x))
 			return "the sorted rows' experts do not agree";
 		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
 	}
@@ -1425,6 +1437,8 @@ mo_experts(Value *sum, Moe *mo)
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_SCATTER_ND) && is_sorted_add(sum))
 		why = sorted_add(sum, mo);
+	else if (mo_is_masked(sum))
+		why = mo_masked(sum, mo);
 	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
 		why = slots(sum, mo);
 	else

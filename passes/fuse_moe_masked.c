@@ -1,0 +1,289 @@
+/*
+ * fuse_moe_masked.c — the expert loop users write with a boolean mask per
+ * expert (and older exports of it), read by what it computes rather than
+ * by one exporter's syntax.  For each expert e:
+ *
+ *	m  = any(ids == e)                 a mask made from the router's indices
+ *	                                   and the constant e alone
+ *	y  = down_e(act(gate_up_e(x[m])))  x[m]: gather(_nd) by nonzero(m)
+ *	out[m] += y * we[m]                we: the routing weight of (token, e),
+ *	                                   (w * (ids == e)).sum(-1), where(ids == e,
+ *	                                   w, 0).sum(-1), or w[ids == e]
+ *
+ * The add is a scatter_nd onto the running sum, starting from zeros: with
+ * reduction add (index_put accumulate, index_add), or TorchScript's
+ * read-modify-write out[m] = out[m] + y (a scatter_nd of gather_nd(out,
+ * rows) + y, its updates flattened and cut to the index count).  Rows may
+ * be indexed by nonzero(m) itself, by its first row (torch.where(m)[0]),
+ * or by the nonzero of m broadcast over H (index_put's element indices).
+ *
+ * The masks are checked to depend on nothing but the indices: a mask from
+ * a threshold on the input, or rows written that are not the ones read,
+ * is no MoE.  What the loop computes, router included, is then confirmed
+ * by the interpreter (fuse_moe_confirm.c) like every other form.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_moe.h"
+
+enum { MASK_VALUES = 256 };	/* a mask is a short chain: equal, any, views */
+
+/* Is v the indices the Equal compares (*ids; the first one seen sets it)? */
+static int
+is_ids(Value *v, Value **ids)
+{
+	if (!*ids)
+		*ids = v;
+	return v == *ids;
+}
+
+/* equal(ids, e) with e a constant scalar: e, or -1. */
+static int64_t
+equal_expert(const Node *n, Value **ids)
+{
+	int64_t e;
+
+	for (int i = 0; i < 2; i++)
+		if (ir_type_numel(&n->in[i]->type) == 1 && mo_const_ints(n->in[i], &e, 1) == 1 && e >= 0 &&
+		    !ir_weight_only(n->in[1 - i]) && is_ids(mo_peel_index(n->in[1 - i]), ids))
+			return e;
+	return -1;
+}
+
+/* The expert whose tokens the mask m marks: m is computed from the router's
+ * indices and constants alone (shapes aside), comparing the indices with
+ * one constant e.  Returns e, or -1; *ids the indices (set if NULL). */
+static int64_t
+mask_expert(Value *m, Value **ids)
+{
+	Value *stack[MASK_VALUES];
+	int n = 0, seen = 0;
+	int64_t e = -1, ei;
+
+	if (!m || dtype_is_float(m->type.dt))
+		return -1;	/* a mask is boolean or integer */
+	stack[n++] = m;
+	while (n > 0) {
+		Value *v = stack[--n];
+		Node *d = v->kind == V_RESULT ? v->def : NULL;
+
+		if (v->kind == V_WEIGHT || ir_weight_only(v) || (d && d->op == OP_SHAPE))
+			continue;
+		if (!d || d->op == OP_TOPK || ++seen > MASK_VALUES)
+			return -1;
+		if (d->op == OP_EQUAL) {
+			if ((ei = equal_expert(d, ids)) < 0 || (e >= 0 && ei != e))
+				return -1;
+			e = ei;
+			continue;
+		}
+		for (int i = 0; i < d->nin; i++)
+			if (d->in[i]) {
+				if (n == MASK_VALUES)
+					return -1;
+				stack[n++] = d->in[i];
+			}
+	}
+	return e;
+}
+
+/* The mask whose nonzero an index tensor is: nonzero(m) through views,
+ * transposes and casts, or its first row (torch.where(m)[0]). */
+static Value *
+nz_mask(Value *v)
+{
+	Node *n;
+	int64_t z;
+
+	for (;;) {
+		v = mo_peel_index(v);
+		if ((n = mo_def(v, OP_TRANSPOSE)))
+			v = n->in[0];
+		else if ((n = mo_def(v, OP_GATHER)) && !ir_attr_int(n, "axis", 0) && n->in[1]->type.rank == 0 &&
+			 mo_const_ints(n->in[1], &z, 1) == 1 && z == 0)
+			v = n->in[0];
+		else
+			break;
+	}
+	return (n = mo_def(v, OP_NONZERO)) ? n->in[0] : NULL;
+}
+
+/* v = gather(src, i, axis=0) or gather_nd(src, i): the rows (or, i [n,2],
+ * the elements) of src a nonzero picks.  src, and in *mask the mask. */
+static Value *
+picked(Value *v, Value **mask)
+{
+	Node *n = mo_def(mo_peel(v), OP_GATHER_ND);
+
+	if (n && ir_attr_int(n, "batch_dims", 0))
+		return NULL;
+	if (!n && (!(n = mo_def(mo_peel(v), OP_GATHER)) || ir_attr_int(n, "axis", 0)))
+		return NULL;
+	*mask = nz_mask(n->in[1]);
+	return *mask ? n->in[0] : NULL;
+}
+
+/* The updates of an index_put: its rows flattened and cut to the index
+ * count (slice [0:len] along axis 0), or the rows themselves. */
+static Value *
+uncut(Value *u)
+{
+	Node *n;
+	int64_t st = -1, ax = 0;
+
+	for (;;) {
+		u = mo_peel(u);
+		if (!(n = mo_def(u, OP_SLICE)) || n->nin < 3 || mo_const_ints(n->in[1], &st, 1) != 1 || st != 0 ||
+		    (n->nin > 3 && n->in[3] && (mo_const_ints(n->in[3], &ax, 1) != 1 || ax != 0)) ||
+		    (n->nin > 4 && n->in[4]))
+			return u;
+		u = n->in[0];
+	}
+}
+
+/* The routing weight of (token, e) for the picked rows: w = we[m] with we
+ * the sum over k of rw * (ids == e) or where(ids == e, rw, 0), or w =
+ * rw[ids == e].  rw [T,k] into x. */
+static const char *
+weight_of(Value *w, Expert *x, int64_t e, Value **ids)
+{
+	Value *m = NULL, *we = picked(w, &m), *rw = NULL;
+	Node *rs, *n;
+
+	if (!we || mask_expert(m, ids) != e)
+		return "the routing weight is not read at the rows that chose the expert";
+	if (we->type.rank == 2 && dtype_is_float(we->type.dt) && m->type.rank == 2) {
+		rw = we;	/* rw[ids == e]: one weight per row, as each token picks e once */
+	} else if ((rs = mo_def(mo_peel(we), OP_REDUCE_SUM)) && mo_last_axis(rs, "axes", 2, 0) &&
+		   rs->in[0]->type.rank == 2) {
+		Value *p = mo_peel_cast(rs->in[0]);
+		if ((n = mo_def(p, OP_MUL))) {
+			for (int i = 0; i < 2 && !rw; i++)
+				if (mask_expert(mo_peel_index(n->in[i]), ids) == e)
+					rw = n->in[1 - i];
+		} else if ((n = mo_def(p, OP_WHERE)) && mask_expert(n->in[0], ids) == e && mo_is_fill(n->in[2], 0)) {
+			rw = n->in[1];
+		}
+	}
+	if (!rw || rw->type.rank != 2 || !*ids || rw->type.dim[1] != (*ids)->type.dim[1] || rw->type.dim[1] < 1)
+		return "the routing weight is not the router's weight of the expert's (token, choice)";
+	x->rw = mo_peel_cast(rw);
+	x->kmul = rw->type.dim[1];
+	return NULL;
+}
+
+/* c = y * w[n,1] with y = down(act(gate_up(x[m]))), m the mask of e. */
+static const char *
+contribution(Value *c, Expert *x, int64_t e, Value **ids)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);
+	Value *o = NULL, *w = NULL, *rows, *src, *m = NULL;
+	const char *why;
+	int64_t se = -1;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight (a moe scales every "
+		       "expert's rows by theirs)";
+	if ((why = weight_of(w, x, e, ids)) || (why = mo_mlp(o, x, &rows)))
+		return why;
+	if (!(src = picked(rows, &m)) || mask_expert(m, ids) != e || src->type.rank != 2)
+		return "the expert's input rows are not the tokens that chose it";
+	if (!x->flat && (mo_const_ints(x->sel, &se, 1) != 1 || x->sel->type.rank != 0 || se != e))
+		return "the expert's stacked weights are not the ones its mask selects";
+	x->x = mo_tokens(src, src->type.dim[0], src->type.dim[1]);
+	return x->x ? NULL : "the expert's input rows are not the tokens";
+}
+
+/* One expert's update of the running sum *acc: scatter_nd onto the rows
+ * of its mask, adding (reduction add) or writing back what it read. */
+static const char *
+update(Node *sc, Expert *x, int64_t *e, Value **ids, Value **acc)
+{
+	const char *red = ir_attr_str(sc, "reduction", "none");
+	Value *u = uncut(sc->in[2]), *c = NULL, *m = NULL, *src;
+	Node *add;
+
+	*acc = sc->in[0];
+	if ((*e = mask_expert(nz_mask(sc->in[1]), ids)) < 0)
+		return "the scattered rows are not the tokens that chose one expert (a mask of the "
+		       "router's indices equal to it)";
+	if (!strcmp(red, "add")) {
+		c = u;
+	} else if (!strcmp(red, "none") && (add = mo_def(u, OP_ADD))) {
+		for (int i = 0; i < 2 && !c; i++)
+			if ((src = picked(add->in[i], &m)) && mo_peel(src) == mo_peel(*acc) &&
+			    mask_expert(m, ids) == *e)
+				c = add->in[1 - i];
+	}
+	if (!c)
+		return "the expert's rows are neither added onto the sum (reduction add) nor "
+		       "written back where they were read (out[m] = out[m] + y)";
+	return contribution(c, x, *e, ids);
+}
+
+int
+mo_is_masked(Value *sum)
+{
+	Node *sc = mo_def(sum, OP_SCATTER_ND);
+
+	return sc && nz_mask(sc->in[1]) != NULL;
+}
+
+/* The loop's updates, last first, back to the zeros it starts from; every
+ * expert 0..N-1 once, all with the same activation, tokens and weights. */
+const char *
+mo_masked(Value *sum, Moe *mo)
+{
+	typedef struct {
+		int64_t e;
+		Value *gu, *dn;
+	} Step;
+	Module *mod = sum->graph->m;
+	Value *v = sum, *acc, *ids = NULL;
+	Step *st = NULL;
+	int64_t n = 0;
+	const char *why = NULL;
+
+	for (; !why; v = acc) {
+		Node *sc = mo_def(v, OP_SCATTER_ND);
+		Expert x;
+		int64_t e;
+
+		memset(&x, 0, sizeof x);
+		if (!sc) {
+			why = "the masked loop's sum does not start from zeros";
+		} else if (!(why = update(sc, &x, &e, &ids, &acc))) {
+			if (n && !mo_same_expert(&mo->x, &x))
+				why = "the masked loop's experts do not agree (activation, tokens or routing weights)";
+			mo->x = x;
+			st = realloc(st, sizeof *st * (size_t)(n + 1));
+			st[n++] = (Step){e, x.wgu, x.wdn};
+			if (mo_is_fill(acc, 0))
+				break;
+		}
+	}
+	if (!why) {
+		mo->gu_e = arena_array(mod->arena, Value *, n);
+		mo->dn_e = arena_array(mod->arena, Value *, n);
+		for (int64_t i = 0; i < n && !why; i++)
+			if (st[i].e >= n || mo->gu_e[st[i].e])
+				why = "the masked loop does not run each of its experts 0..N-1 once";
+			else
+				mo->gu_e[st[i].e] = st[i].gu, mo->dn_e[st[i].e] = st[i].dn;
+	}
+	free(st);
+	if (why)
+		return why;
+	if (!mo->x.flat && mo->x.wgu->type.dim[0] != n)
+		return "the masked loop does not run every expert of its stacked weights";
+	mo->nslot = (int)n;
+	mo->masked = 1;
+	mo->ids = ids;
+	return NULL;
+}
