@@ -47,12 +47,11 @@ candidate(Node *n)
 		       ((mo_axis(n, "axes", 3, -1) == 1 && (mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) ||
 							   mo_def(mo_peel_cast(n->in[0]), OP_MUL))) ||
 			mo_axis(n, "axes", 3, -1) == 0);
-	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_, a masked loop: the last of the chain */
+	if (n->op == OP_SCATTER_ND || n->op == OP_SCATTER_ELEMENTS) {	/* dynamo's index_add_, a masked loop: the last of the chain */
 		if (strcmp(ir_attr_str(n, "reduction", "none"), "add") && !mo_is_masked(n->out[0]))
 			return 0;
 		for (int i = 0; i < n->out[0]->nuse; i++)
-			if ((u = n->out[0]->use[i].node) && u->op == OP_SCATTER_ND &&
-			    n->out[0]->use[i].index == 0)
+			if ((u = n->out[0]->use[i].node) && u->op == n->op && n->out[0]->use[i].index == 0)
 				return 0;
 		return 1;
 	}

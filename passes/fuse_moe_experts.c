@@ -1437,12 +1437,15 @@ mo_experts(Value *sum, Moe *mo)
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_SCATTER_ND) && is_sorted_add(sum))
 		why = sorted_add(sum, mo);
-	else if (mo_is_masked(sum))
-		why = mo_masked(sum, mo);
-	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
+	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND) || mo_def(sum, OP_SCATTER_ELEMENTS))
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
+	if (why && mo_is_masked(sum)) {	/* the loop users write, by masks */
+		memset(mo, 0, sizeof *mo);
+		mo->sum = sum;
+		why = mo_masked(sum, mo);
+	}
 	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] !=
 			    mo->x.wdn->type.dim[(mo->x.dn_t ? 2 : 1) - mo->x.flat])
 		why = "the tokens' width is not the experts' hidden size";

@@ -88,8 +88,33 @@ mask_expert(Value *m, Value **ids)
 	return e;
 }
 
+/* Is n split(t, axis=1) of a [n,r] t, and v its first output (the first
+ * column: a nonzero's rows of the mask's first axis, the tokens)? */
+static int
+first_column(const Node *n, const Value *v)
+{
+	return n->op == OP_SPLIT && n->in[0]->type.rank == 2 && mo_last_axis(n, "axis", 2, 0) && n->out[0] == v;
+}
+
+/* concat(split(t, axis=1)'s outputs in order, axis=1) is t: its input t,
+ * or NULL (torch.where's (tok, pos) stacked back into index rows). */
+static Value *
+unsplit(const Node *c)
+{
+	Node *sp = c->nin > 0 ? mo_def(c->in[0], OP_SPLIT) : NULL;
+
+	if (!sp || sp->nout != c->nin || !mo_last_axis(c, "axis", 2, 0) || sp->in[0]->type.rank != 2 ||
+	    !mo_last_axis(sp, "axis", 2, 0))
+		return NULL;
+	for (int i = 0; i < c->nin; i++)
+		if (c->in[i] != sp->out[i])
+			return NULL;
+	return sp->in[0];
+}
+
 /* The mask whose nonzero an index tensor is: nonzero(m) through views,
- * transposes and casts, or its first row (torch.where(m)[0]). */
+ * transposes and casts, or its first row (torch.where(m)[0]: a gather of
+ * row 0, or the first output of a split of the transposed rows). */
 static Value *
 nz_mask(Value *v)
 {
@@ -98,15 +123,44 @@ nz_mask(Value *v)
 
 	for (;;) {
 		v = mo_peel_index(v);
-		if ((n = mo_def(v, OP_TRANSPOSE)))
+		n = v && v->kind == V_RESULT ? v->def : NULL;
+		if (n && n->op == OP_TRANSPOSE)
 			v = n->in[0];
-		else if ((n = mo_def(v, OP_GATHER)) && !ir_attr_int(n, "axis", 0) && n->in[1]->type.rank == 0 &&
+		else if (n && n->op == OP_GATHER && !ir_attr_int(n, "axis", 0) && n->in[1]->type.rank == 0 &&
 			 mo_const_ints(n->in[1], &z, 1) == 1 && z == 0)
 			v = n->in[0];
+		else if (n && first_column(n, v))
+			v = n->in[0];
+		else if (n && n->op == OP_CONCAT && unsplit(n))
+			v = unsplit(n);
 		else
 			break;
 	}
 	return (n = mo_def(v, OP_NONZERO)) ? n->in[0] : NULL;
+}
+
+/* v = gather(flatten(w), tok * k + pos, axis=0) with tok, pos the columns
+ * of torch.where(mask) (a split of its transposed nonzero): the elements of
+ * w [T,k] the mask marks.  w, and in *mask the mask. */
+static Value *
+flat_picked(const Node *g, Value **mask)
+{
+	Node *add = mo_def(mo_peel_index(g->in[1]), OP_ADD), *mul, *sp;
+	Value *w = mo_peel(g->in[0]);
+	int64_t k;
+
+	if (!add || w->type.rank != 2 || !ir_dim_is_static(w->type.dim[1]))
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; (mul = mo_def(mo_peel_index(add->in[i]), OP_MUL)) && j < 2; j++) {
+			Value *tok = mo_peel_index(mul->in[j]), *pos = mo_peel_index(add->in[1 - i]);
+			if (mo_const_ints(mul->in[1 - j], &k, 1) != 1 || k != w->type.dim[1] ||
+			    !(sp = mo_def(tok, OP_SPLIT)) || sp->nout != 2 || sp->out[0] != tok || sp->out[1] != pos)
+				continue;
+			*mask = nz_mask(tok);
+			return *mask && (*mask)->type.rank == 2 ? w : NULL;
+		}
+	return NULL;
 }
 
 /* v = gather(src, i, axis=0) or gather_nd(src, i): the rows (or, i [n,2],
@@ -114,6 +168,10 @@ nz_mask(Value *v)
 static Value *
 picked(Value *v, Value **mask)
 {
+	Node *g = mo_def(mo_peel(v), OP_GATHER);
+
+	if (g && !ir_attr_int(g, "axis", 0) && mo_def(mo_peel_index(g->in[1]), OP_ADD))
+		return flat_picked(g, mask);
 	Node *n = mo_def(mo_peel(v), OP_GATHER_ND);
 
 	if (n && ir_attr_int(n, "batch_dims", 0))
@@ -124,21 +182,41 @@ picked(Value *v, Value **mask)
 	return *mask ? n->in[0] : NULL;
 }
 
-/* The updates of an index_put: its rows flattened and cut to the index
- * count (slice [0:len] along axis 0), or the rows themselves. */
+/* Does the slice n start every axis it cuts at 0, step 1?  (Its ends do
+ * not matter: the scatter consumes as many update rows as it has index
+ * rows, and cutting the updates to the index's shape keeps exactly those.) */
+static int
+from_zero(const Node *n)
+{
+	int64_t st[MAXRANK];
+	int k = n->nin > 1 ? mo_const_ints(n->in[1], st, MAXRANK) : ir_attr_ints(n, "starts", st, MAXRANK);
+
+	if (k < 1 || (n->nin > 4 && n->in[4]) || ir_attr(n, "steps"))
+		return 0;
+	for (int i = 0; i < k; i++)
+		if (st[i] != 0)
+			return 0;
+	return 1;
+}
+
+/* The updates of an index_put or scatter_add: its rows flattened and cut
+ * to the index count (TorchScript: a slice from 0), or broadcast to
+ * [count,H] (dynamo; the rows are count already), or the rows themselves. */
 static Value *
 uncut(Value *u)
 {
 	Node *n;
-	int64_t st = -1, ax = 0;
 
 	for (;;) {
 		u = mo_peel(u);
-		if (!(n = mo_def(u, OP_SLICE)) || n->nin < 3 || mo_const_ints(n->in[1], &st, 1) != 1 || st != 0 ||
-		    (n->nin > 3 && n->in[3] && (mo_const_ints(n->in[3], &ax, 1) != 1 || ax != 0)) ||
-		    (n->nin > 4 && n->in[4]))
+		if ((n = mo_def(u, OP_EXPAND)) && n->in[0]->type.rank == u->type.rank &&
+		    n->in[0]->type.dim[u->type.rank - 1] == u->type.dim[u->type.rank - 1] &&
+		    n->in[0]->type.dim[0] != 1)	/* not one row broadcast */
+			u = n->in[0];
+		else if ((n = mo_def(u, OP_SLICE)) && from_zero(n))
+			u = n->in[0];
+		else
 			return u;
-		u = n->in[0];
 	}
 }
 
@@ -200,39 +278,65 @@ contribution(Value *c, Expert *x, int64_t e, Value **ids)
 	return x->x ? NULL : "the expert's input rows are not the tokens";
 }
 
-/* One expert's update of the running sum *acc: scatter_nd onto the rows
- * of its mask, adding (reduction add) or writing back what it read. */
-static const char *
-update(Node *sc, Expert *x, int64_t *e, Value **ids, Value **acc)
+/* The scatter of one expert's update: onto the running sum (scatter_nd, or
+ * scatter_elements along the rows), or into zeros added onto it.  The
+ * running sum into *acc; *add: the scatter adds rather than writes. */
+static Node *
+scatter(Value *v, Value **acc, int *add)
 {
-	const char *red = ir_attr_str(sc, "reduction", "none");
-	Value *u = uncut(sc->in[2]), *c = NULL, *m = NULL, *src;
-	Node *add;
+	Node *a = mo_def(v, OP_ADD), *sc = NULL;
 
-	*acc = sc->in[0];
+	for (int i = 0; a && i < 2 && !sc; i++) {
+		Node *s = mo_def(a->in[i], OP_SCATTER_ND);
+		if ((s || (s = mo_def(a->in[i], OP_SCATTER_ELEMENTS))) && mo_is_fill(s->in[0], 0))
+			sc = s, *acc = a->in[1 - i];
+	}
+	if (!a && !(sc = mo_def(v, OP_SCATTER_ND)))
+		sc = mo_def(v, OP_SCATTER_ELEMENTS);
+	if (!sc || (sc->op == OP_SCATTER_ELEMENTS && ir_attr_int(sc, "axis", 0)))
+		return NULL;
+	*add = a || !strcmp(ir_attr_str(sc, "reduction", "none"), "add");
+	if (!a)
+		*acc = sc->in[0];
+	return nz_mask(sc->in[1]) ? sc : NULL;
+}
+
+/* One expert's update of the running sum v: the rows of its mask added,
+ * or written back where they were read (out[m] = out[m] + y). */
+static const char *
+update(Value *v, Expert *x, int64_t *e, Value **ids, Value **acc)
+{
+	Value *u, *c = NULL, *m = NULL, *src;
+	int adds = 0;
+	Node *sc = scatter(v, acc, &adds), *add;
+
+	if (!sc)
+		return "the masked loop's sum is not a chain of scatters by the masks' rows, from zeros";
 	if ((*e = mask_expert(nz_mask(sc->in[1]), ids)) < 0)
 		return "the scattered rows are not the tokens that chose one expert (a mask of the "
 		       "router's indices equal to it)";
-	if (!strcmp(red, "add")) {
+	u = uncut(sc->in[2]);
+	if (adds) {
 		c = u;
-	} else if (!strcmp(red, "none") && (add = mo_def(u, OP_ADD))) {
+	} else if (!strcmp(ir_attr_str(sc, "reduction", "none"), "none") && (add = mo_def(u, OP_ADD))) {
 		for (int i = 0; i < 2 && !c; i++)
 			if ((src = picked(add->in[i], &m)) && mo_peel(src) == mo_peel(*acc) &&
 			    mask_expert(m, ids) == *e)
 				c = add->in[1 - i];
 	}
 	if (!c)
-		return "the expert's rows are neither added onto the sum (reduction add) nor "
-		       "written back where they were read (out[m] = out[m] + y)";
+		return "the expert's rows are neither added onto the sum nor written back where "
+		       "they were read (out[m] = out[m] + y)";
 	return contribution(c, x, *e, ids);
 }
 
 int
 mo_is_masked(Value *sum)
 {
-	Node *sc = mo_def(sum, OP_SCATTER_ND);
+	Value *acc;
+	int add;
 
-	return sc && nz_mask(sc->in[1]) != NULL;
+	return scatter(sum, &acc, &add) != NULL;
 }
 
 /* The loop's updates, last first, back to the zeros it starts from; every
@@ -251,14 +355,11 @@ mo_masked(Value *sum, Moe *mo)
 	const char *why = NULL;
 
 	for (; !why; v = acc) {
-		Node *sc = mo_def(v, OP_SCATTER_ND);
 		Expert x;
 		int64_t e;
 
 		memset(&x, 0, sizeof x);
-		if (!sc) {
-			why = "the masked loop's sum does not start from zeros";
-		} else if (!(why = update(sc, &x, &e, &ids, &acc))) {
+		if (!(why = update(v, &x, &e, &ids, &acc))) {
 			if (n && !mo_same_expert(&mo->x, &x))
 				why = "the masked loop's experts do not agree (activation, tokens or routing weights)";
 			mo->x = x;
