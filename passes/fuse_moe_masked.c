@@ -8,14 +8,20 @@
  *	y  = down_e(act(gate_up_e(x[m])))  x[m]: gather(_nd) by nonzero(m)
  *	out[m] += y * we[m]                we: the routing weight of (token, e),
  *	                                   (w * (ids == e)).sum(-1), where(ids == e,
- *	                                   w, 0).sum(-1), or w[ids == e]
+ *	                                   w, 0).sum(-1), w[ids == e], or w[tok, pos]
+ *	                                   of torch.where(ids == e)
  *
- * The add is a scatter_nd onto the running sum, starting from zeros: with
- * reduction add (index_put accumulate, index_add), or TorchScript's
- * read-modify-write out[m] = out[m] + y (a scatter_nd of gather_nd(out,
- * rows) + y, its updates flattened and cut to the index count).  Rows may
- * be indexed by nonzero(m) itself, by its first row (torch.where(m)[0]),
- * or by the nonzero of m broadcast over H (index_put's element indices).
+ * or with the weight on the expert's input rows, x[m] * we[m] (the moe's
+ * scale_input).  A loop without a routing weight has no moe form.
+ *
+ * The add onto the running sum, from zeros: a scatter_nd or (along the
+ * rows) scatter_elements with reduction add (index_put accumulate,
+ * index_add, scatter_add), a scatter into zeros added onto it (TorchScript's
+ * index_add), or the read-modify-write out[m] = out[m] + y (TorchScript's
+ * index_put: a scatter_nd of gather_nd(out, rows) + y, its updates
+ * flattened and cut to the index count).  Rows may be indexed by nonzero(m)
+ * itself, by its first row (torch.where(m)[0]), or by the nonzero of m
+ * broadcast over H (index_put's element indices).
  *
  * The masks are checked to depend on nothing but the indices: a mask from
  * a threshold on the input, or rows written that are not the ones read,
@@ -251,24 +257,40 @@ weight_of(Value *w, Expert *x, int64_t e, Value **ids)
 	return NULL;
 }
 
-/* c = y * w[n,1] with y = down(act(gate_up(x[m]))), m the mask of e. */
+/* v = o * w with w [n,1], a weight per row: o and w, or 0. */
+static int
+scaled(Value *v, Value **o, Value **w)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(v)), OP_MUL);	/* f16: in f32 */
+
+	for (int i = 0; n && i < 2; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1) {
+			*o = n->in[i], *w = n->in[1 - i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* c = y * w[n,1] with y = down(act(gate_up(x[m]))), m the mask of e; or
+ * (the weight before the MLP: scale_input) y = down(act(gate_up(x[m] * w))). */
 static const char *
 contribution(Value *c, Expert *x, int64_t e, Value **ids)
 {
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);
-	Value *o = NULL, *w = NULL, *rows, *src, *m = NULL;
+	Value *o = c, *w = NULL, *rows, *src, *m = NULL;
 	const char *why;
 	int64_t se = -1;
 
-	for (int i = 0; n && i < 2 && !o; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
-			o = n->in[i], w = n->in[1 - i];
-	}
-	if (!o)
-		return "the expert output is not scaled by a routing weight (a moe scales every "
-		       "expert's rows by theirs)";
-	if ((why = weight_of(w, x, e, ids)) || (why = mo_mlp(o, x, &rows)))
+	scaled(c, &o, &w);
+	if ((why = mo_mlp(o, x, &rows)))
+		return why;
+	if (!w && scaled(rows, &rows, &w))
+		x->scale_input = 1;
+	if (!w)
+		return "the expert's rows are scaled by no routing weight, before or after the MLP "
+		       "(a moe scales each row by its own)";
+	if ((why = weight_of(w, x, e, ids)))
 		return why;
 	if (!(src = picked(rows, &m)) || mask_expert(m, ids) != e || src->type.rank != 2)
 		return "the expert's input rows are not the tokens that chose it";
