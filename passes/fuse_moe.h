@@ -75,6 +75,7 @@ int mo_is_fill(Value *v, double want);	/* every element is want */
 int mo_axis(const Node *n, const char *key, int rank, int def);
 int mo_last_axis(const Node *n, const char *key, int rank, int def);
 double mo_nice_float(double v);	/* the shortest decimal naming v's f32 */
+Value *mo_uncut(Value *u);	/* a scatter's updates through their cut to the index count */
 
 /* fuse_moe_router.c */
 const char *mo_router(Node *topk, Value *weights, Router *r);

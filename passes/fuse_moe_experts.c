@@ -1422,6 +1422,140 @@ sorted_add(Value *sum, Moe *mo)
 	return sorted_experts(cat, ids, perm, rw, mo);
 }
 
+/* --- sorted rows added back per expert (a user's index_add_ loop) --------- */
+
+/* Which expert's run of the sorted rows v is: slice(src, c_0 + .. +
+ * c_{j-1}, c_0 + .. + c_j) along the rows; j and src, or -1. */
+static int
+run_of(Value *v, Value *ids, Node **sp, Value **src)
+{
+	Node *sl = mo_def(v, OP_SLICE);
+	int64_t ax = -1, st = 1;
+	int j;
+
+	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
+	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
+		return -1;
+	if ((j = prefix_of(sl->in[1], ids, sp)) < 0 || prefix_of(sl->in[2], ids, sp) != j + 1)
+		return -1;
+	*src = sl->in[0];
+	return j;
+}
+
+/* v = acc + scatter_elements(0, idx, c, axis=0) (TorchScript's index_add_),
+ * or scatter_elements(acc, idx, c, axis=0, reduction=add): the scatter, and
+ * the running sum in *acc. */
+static Node *
+row_scatter(Value *v, Value **acc)
+{
+	Node *add = mo_def(v, OP_ADD), *sc = mo_def(v, OP_SCATTER_ELEMENTS);
+
+	if (sc && !ir_attr_int(sc, "axis", 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "add")) {
+		*acc = sc->in[0];
+		return sc;
+	}
+	for (int i = 0; add && i < 2; i++)
+		if ((sc = mo_def(add->in[i], OP_SCATTER_ELEMENTS)) && !ir_attr_int(sc, "axis", 0) &&
+		    mo_is_fill(sc->in[0], 0)) {
+			*acc = add->in[1 - i];
+			return sc;
+		}
+	return NULL;
+}
+
+static int
+is_sorted_index_add(Value *sum)
+{
+	Value *acc;
+	Node *sc = row_scatter(sum, &acc);
+
+	return sc && mo_def(mo_peel_index(sc->in[1]), OP_SLICE);
+}
+
+/* One expert's slot: the scatter's updates o * w[n,1], w the expert's run
+ * of gather(flatten(weights), perm) (the weights in the sort's order, which
+ * fixes perm and the ids it sorts), o its MLP on its run of gather(x, perm /
+ * k), added onto its run of perm / k.  The expert's index into *j. */
+static const char *
+sorted_index_slot(Node *sc, Expert *x, Value **ids, Value **perm, Node **sp, int *j)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(mo_uncut(sc->in[2]))), OP_MUL), *sl, *g;
+	Value *o = NULL, *w = NULL, *src, *rows, *rw;
+	const char *why;
+	int64_t k;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight";
+	g = (sl = mo_def(mo_peel(w), OP_SLICE)) ? mo_def(sl->in[0], OP_GATHER) : NULL;
+	if (!g || ir_attr_int(g, "axis", 0) || (*perm && mo_peel_index(g->in[1]) != *perm) ||
+	    (!*perm && !(*ids = sort_of_ids(*perm = mo_peel_index(g->in[1])))))
+		return "the sorted rows' routing weights are not read in the sort's order";
+	k = (*ids)->type.dim[1];
+	rw = weights_view(g->in[0]);
+	if (rw->type.rank != 2 || rw->type.dim[0] != (*ids)->type.dim[0] || rw->type.dim[1] != k)
+		return "the sorted rows' routing weights are not [T,k]";
+	if ((*j = run_of(sl->out[0], *ids, sp, &src)) < 0)
+		return "the sorted rows are not sliced by the running sum of the experts' counts";
+	if ((why = mo_mlp(o, x, &rows)))
+		return why;
+	if (!x->flat)
+		return "the sorted rows' experts are not one expert's own matrices each";
+	if (run_of(rows, *ids, sp, &src) != *j || !(x->x = sorted_tokens(src, *perm, k)))
+		return "the sorted rows' expert input is not its run of the tokens in the sort's order";
+	if (run_of(mo_peel_index(sc->in[1]), *ids, sp, &src) != *j || !div_by(mo_peel_index(src), *perm, k))
+		return "the sorted rows are not added onto their own tokens";
+	x->rw = rw;
+	x->kmul = k;
+	return NULL;
+}
+
+/* Session 31's sorted_rows_index_add: the (token, choice) rows sorted by
+ * expert, each expert's run of them (a slice by the running sum of the
+ * counts) through its MLP, scaled and added onto its tokens with
+ * out.index_add_(0, tok[a:b], y) — no concat: one slot per expert. */
+static const char *
+sorted_index_add(Value *sum, Moe *mo)
+{
+	Module *m = sum->graph->m;
+	Value *v = sum, *acc = NULL, *ids = NULL, *perm = NULL;
+	Node *sp = NULL, *sc;
+	const char *why;
+	int64_t nkey = 0;
+
+	for (;; v = acc) {
+		Expert x;
+		int j;
+
+		memset(&x, 0, sizeof x);
+		if (!(sc = row_scatter(v, &acc)))
+			return "the sorted rows' slots are not added onto a sum from zeros";
+		if ((why = sorted_index_slot(sc, &x, &ids, &perm, &sp, &j)))
+			return why;
+		if (!mo->gu_e) {
+			nkey = count_len(sp);
+			mo->gu_e = arena_array(m->arena, Value *, nkey);
+			mo->dn_e = arena_array(m->arena, Value *, nkey);
+		}
+		if (j >= nkey || mo->gu_e[j] || (mo->nslot && !mo_same_expert(&mo->x, &x)))
+			return "the sorted rows' slots do not agree";
+		mo->x = x;
+		mo->gu_e[j] = x.wgu, mo->dn_e[j] = x.wdn;
+		mo->nslot++;
+		if (mo_is_fill(acc, 0))
+			break;
+	}
+	if (mo->nslot != nkey)
+		return "one expert's own weights per slot, but not every expert has a slot "
+		       "(the export sample did not reach them all)";
+	mo->ids = ids;
+	return NULL;
+}
+
 const char *
 mo_experts(Value *sum, Moe *mo)
 {
@@ -1441,10 +1575,11 @@ mo_experts(Value *sum, Moe *mo)
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
-	if (why && mo_is_masked(sum)) {	/* the loop users write, by masks */
+	if (why && (mo_is_masked(sum) || is_sorted_index_add(sum))) {	/* loops users write */
+		int masked = mo_is_masked(sum);
 		memset(mo, 0, sizeof *mo);
 		mo->sum = sum;
-		why = mo_masked(sum, mo);
+		why = masked ? mo_masked(sum, mo) : sorted_index_add(sum, mo);
 	}
 	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] !=
 			    mo->x.wdn->type.dim[(mo->x.dn_t ? 2 : 1) - mo->x.flat])

@@ -188,44 +188,6 @@ picked(Value *v, Value **mask)
 	return *mask ? n->in[0] : NULL;
 }
 
-/* Does the slice n start every axis it cuts at 0, step 1?  (Its ends do
- * not matter: the scatter consumes as many update rows as it has index
- * rows, and cutting the updates to the index's shape keeps exactly those.) */
-static int
-from_zero(const Node *n)
-{
-	int64_t st[MAXRANK];
-	int k = n->nin > 1 ? mo_const_ints(n->in[1], st, MAXRANK) : ir_attr_ints(n, "starts", st, MAXRANK);
-
-	if (k < 1 || (n->nin > 4 && n->in[4]) || ir_attr(n, "steps"))
-		return 0;
-	for (int i = 0; i < k; i++)
-		if (st[i] != 0)
-			return 0;
-	return 1;
-}
-
-/* The updates of an index_put or scatter_add: its rows flattened and cut
- * to the index count (TorchScript: a slice from 0), or broadcast to
- * [count,H] (dynamo; the rows are count already), or the rows themselves. */
-static Value *
-uncut(Value *u)
-{
-	Node *n;
-
-	for (;;) {
-		u = mo_peel(u);
-		if ((n = mo_def(u, OP_EXPAND)) && n->in[0]->type.rank == u->type.rank &&
-		    n->in[0]->type.dim[u->type.rank - 1] == u->type.dim[u->type.rank - 1] &&
-		    n->in[0]->type.dim[0] != 1)	/* not one row broadcast */
-			u = n->in[0];
-		else if ((n = mo_def(u, OP_SLICE)) && from_zero(n))
-			u = n->in[0];
-		else
-			return u;
-	}
-}
-
 /* The routing weight of (token, e) for the picked rows: w = we[m] with we
  * the sum over k of rw * (ids == e) or where(ids == e, rw, 0), or w =
  * rw[ids == e].  rw [T,k] into x. */
@@ -337,7 +299,7 @@ update(Value *v, Expert *x, int64_t *e, Value **ids, Value **acc)
 	if ((*e = mask_expert(nz_mask(sc->in[1]), ids)) < 0)
 		return "the scattered rows are not the tokens that chose one expert (a mask of the "
 		       "router's indices equal to it)";
-	u = uncut(sc->in[2]);
+	u = mo_uncut(sc->in[2]);
 	if (adds) {
 		c = u;
 	} else if (!strcmp(ir_attr_str(sc, "reduction", "none"), "none") && (add = mo_def(u, OP_ADD))) {
