@@ -94,8 +94,22 @@ mask_expert(Value *m, Value **ids)
 	return e;
 }
 
-/* Is n split(t, axis=1) of a [n,r] t, and v its first output (the first
- * column: a nonzero's rows of the mask's first axis, the tokens)? */
+/* The mask m of t = transpose(nonzero(m)) [n,r]: a row per nonzero
+ * element, its index along each of m's r axes. */
+static Value *
+nz_rows(Value *t)
+{
+	Node *tr = mo_def(mo_peel_index(t), OP_TRANSPOSE), *nz;
+	int64_t perm[2];
+
+	if (!tr || ir_attr_ints(tr, "perm", perm, 2) != 2 || perm[0] != 1 ||
+	    !(nz = mo_def(mo_peel_index(tr->in[0]), OP_NONZERO)))
+		return NULL;
+	return nz->in[0];
+}
+
+/* Is v the first output of split(t, axis=1), t [n,r]: the first column,
+ * the indices along the mask's first axis (the tokens)? */
 static int
 first_column(const Node *n, const Value *v)
 {
@@ -118,31 +132,32 @@ unsplit(const Node *c)
 	return sp->in[0];
 }
 
-/* The mask whose nonzero an index tensor is: nonzero(m) through views,
- * transposes and casts, or its first row (torch.where(m)[0]: a gather of
- * row 0, or the first output of a split of the transposed rows). */
+/* The mask whose nonzero an index tensor is, through views and casts:
+ * nonzero(m)'s rows transposed (index rows, of elements or of whole rows
+ * of a [T] mask), or the indices along m's first axis (the tokens):
+ * nonzero(m) of a [T] mask itself, its row 0 (torch.where(m)[0]), or the
+ * first column of its transposed rows split (TorchScript's torch.where). */
 static Value *
 nz_mask(Value *v)
 {
-	Node *n;
+	Node *n, *nz;
+	Value *t;
 	int64_t z;
 
-	for (;;) {
-		v = mo_peel_index(v);
-		n = v && v->kind == V_RESULT ? v->def : NULL;
-		if (n && n->op == OP_TRANSPOSE)
-			v = n->in[0];
-		else if (n && n->op == OP_GATHER && !ir_attr_int(n, "axis", 0) && n->in[1]->type.rank == 0 &&
-			 mo_const_ints(n->in[1], &z, 1) == 1 && z == 0)
-			v = n->in[0];
-		else if (n && first_column(n, v))
-			v = n->in[0];
-		else if (n && n->op == OP_CONCAT && unsplit(n))
-			v = unsplit(n);
-		else
-			break;
-	}
-	return (n = mo_def(v, OP_NONZERO)) ? n->in[0] : NULL;
+	v = mo_peel_index(v);
+	if (!v || v->kind != V_RESULT)
+		return NULL;
+	n = v->def;
+	if (n->op == OP_NONZERO)
+		return n->in[0]->type.rank == 1 ? n->in[0] : NULL;
+	if (n->op == OP_GATHER && !ir_attr_int(n, "axis", 0) && n->in[1]->type.rank == 0 &&
+	    mo_const_ints(n->in[1], &z, 1) == 1 && z == 0 && (nz = mo_def(mo_peel_index(n->in[0]), OP_NONZERO)))
+		return nz->in[0];
+	if (first_column(n, v))
+		return nz_rows(n->in[0]);
+	if (n->op == OP_CONCAT && (t = unsplit(n)))
+		return nz_rows(t);
+	return nz_rows(v);
 }
 
 /* v = gather(flatten(w), tok * k + pos, axis=0) with tok, pos the columns
