@@ -5,7 +5,8 @@
  * fuse_moe.c anchors on each router TopK and rewrites; fuse_moe_router.c
  * classifies the chains around the TopK; fuse_moe_experts.c reads the
  * routed experts (unrolled TorchScript slots or dynamo's batched form)
- * backwards from the value where their sum is complete; fuse_moe_match.c
+ * backwards from the value where their sum is complete, and
+ * fuse_moe_masked.c the loop over boolean masks users write; fuse_moe_match.c
  * holds the helpers; fuse_moe_confirm.c runs the interpreter on the
  * candidate before the rewrite is accepted.  A matcher returns NULL on success or the reason it
  * failed, a constant string the report quotes.

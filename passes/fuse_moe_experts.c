@@ -25,6 +25,11 @@
  * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
  * the dense [T,E] scores scattered from them.
  *
+ * sorted rows (DeepSeek-V2 in 4.57, JetMoE, users' own loops): the (token,
+ * choice) rows sorted by expert, each expert's run a slice by the running
+ * sum of the counts; its outputs concatenated and put back, or added onto
+ * their tokens one index_add_ per expert (sorted_index_add).
+ *
  * dense (Llama 4): every expert on every token, reduce_sum over the E
  * axis of down(act(gate_up(x tiled E times, rows scaled by the router's
  * scattered sigmoid scores))): top-k with the weight on the input.
