@@ -24,6 +24,8 @@
  * Llama 4 runs every expert on every token, each input row scaled by the
  * token's sigmoid score scattered over the chosen experts (0 elsewhere):
  * the same top-k moe with scale_input=1 (fuse_moe_experts.c, dense).
+ * The loop users write over boolean masks, out[m] += expert(x[m]) * w[m],
+ * is read by what it computes (fuse_moe_masked.c).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.
