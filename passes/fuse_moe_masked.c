@@ -189,15 +189,13 @@ flat_picked(const Node *g, Value **mask)
 static Value *
 picked(Value *v, Value **mask)
 {
-	Node *g = mo_def(mo_peel(v), OP_GATHER);
+	Node *n = mo_def(mo_peel(v), OP_GATHER);
 
-	if (g && !ir_attr_int(g, "axis", 0) && mo_def(mo_peel_index(g->in[1]), OP_ADD))
-		return flat_picked(g, mask);
-	Node *n = mo_def(mo_peel(v), OP_GATHER_ND);
-
-	if (n && ir_attr_int(n, "batch_dims", 0))
+	if (n && ir_attr_int(n, "axis", 0))
 		return NULL;
-	if (!n && (!(n = mo_def(mo_peel(v), OP_GATHER)) || ir_attr_int(n, "axis", 0)))
+	if (n && mo_def(mo_peel_index(n->in[1]), OP_ADD))
+		return flat_picked(n, mask);
+	if (!n && (!(n = mo_def(mo_peel(v), OP_GATHER_ND)) || ir_attr_int(n, "batch_dims", 0)))
 		return NULL;
 	*mask = nz_mask(n->in[1]);
 	return *mask ? n->in[0] : NULL;
