@@ -12,7 +12,7 @@
  * The families live in canon_act.c (silu, gelu, GLU MLPs), canon_norm.c
  * (rms_norm, layer_norm), canon_linalg.c (bias, transposed operands, batch
  * flattening around matmul) and canon_shape.c (no-op reshapes, transposes,
- * casts).  A rewrite builds its nodes in front of the root, keeps the
+ * casts, a topk's prefix).  A rewrite builds its nodes in front of the root, keeps the
  * root's loc, and gives the new root node the old root's Value, so names
  * and graph results stay.  Nodes a rewrite leaves dead are deleted here;
  * nodes that were dead before are dce's.  Never fails: a pattern that does
@@ -120,6 +120,8 @@ rewrite(Canon *k, Node *n)
 		return canon_noop(k, n) || canon_cast2(k, n) || canon_norm_cast(k, n);
 	case OP_SPLIT:
 		return canon_split_transpose(k, n);
+	case OP_SLICE:
+		return canon_topk_prefix(k, n);
 	case OP_IDENTITY:
 	case OP_EXPAND:
 		return canon_noop(k, n);

@@ -202,3 +202,42 @@ canon_split_transpose(Canon *k, Node *n)
 	}
 	return 1;
 }
+
+/* The first k of a topk along its axis are the topk of k: users route by a
+ * sort or argsort over the experts (a topk with k = E), then [:, :k].
+ * topk's results are always in its order (docs/ir.md: the value, then the
+ * lower index), so the prefix is exact; fuse-moe then anchors on the topk
+ * of k the route kernel runs (cse merges the values' and the indices' new
+ * topks into one).
+ *
+ *	%v, %i = topk %p, axis=-1, k=4               %w, %i2 = topk %p, axis=-1, k=2
+ *	%w = slice %v, axes=[1], ends=[2], starts=[0]   =>
+ */
+int
+canon_topk_prefix(Canon *k, Node *n)
+{
+	Value *x = n->in[0];
+	Node *tk = x->kind == V_RESULT ? x->def : NULL, *t2;
+	int64_t st = -1, en = -1, ax = 0, sp = 1;
+	IrTopkAttrs ta;
+	Builder b;
+	int a;
+
+	if (!tk || tk->op != OP_TOPK || tk->nin != 1 || n->nin != 1 || ir_attr_ints(n, "starts", &st, 1) != 1 ||
+	    ir_attr_ints(n, "ends", &en, 1) != 1 || (ir_attr(n, "axes") && ir_attr_ints(n, "axes", &ax, 1) != 1) ||
+	    (ir_attr(n, "steps") && ir_attr_ints(n, "steps", &sp, 1) != 1))
+		return 0;
+	ir_topk_attrs(tk, &ta);
+	a = (int)(ta.axis < 0 ? ta.axis + x->type.rank : ta.axis);
+	ax += ax < 0 ? x->type.rank : 0;
+	if (a < 0 || ax != a || st != 0 || sp != 1 || en < 1 || !ir_dim_is_static(x->type.dim[a]) ||
+	    en >= x->type.dim[a])
+		return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < tk->nattr; i++)
+		if (strcmp(tk->attr[i].key, "k") && b.npend < (int)NELEM(b.pend))
+			b.pend[b.npend++] = tk->attr[i];
+	ir_b_int(&b, "k", en);
+	t2 = ir_b_node(&b, OP_TOPK, tk->in, 1, 2);
+	return canon_adopt(k, n, t2 ? t2->out[x->resno] : NULL);
+}

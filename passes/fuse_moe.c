@@ -24,6 +24,8 @@
  * Llama 4 runs every expert on every token, each input row scaled by the
  * token's sigmoid score scattered over the chosen experts (0 elsewhere):
  * the same top-k moe with scale_input=1 (fuse_moe_experts.c, dense).
+ * The loop users write over boolean masks, out[m] += expert(x[m]) * w[m],
+ * is read by what it computes (fuse_moe_masked.c).
  * Shared experts, the router's matmul and everything else stay; the slot
  * machinery dies in the next `dce`.  A block that does not fit is left as
  * it is, with the reason in the fusion report.
@@ -47,12 +49,11 @@ candidate(Node *n)
 		       ((mo_axis(n, "axes", 3, -1) == 1 && (mo_def(mo_peel_cast(n->in[0]), OP_RESHAPE) ||
 							   mo_def(mo_peel_cast(n->in[0]), OP_MUL))) ||
 			mo_axis(n, "axes", 3, -1) == 0);
-	if (n->op == OP_SCATTER_ND) {	/* dynamo's index_add_: the last of the chain */
-		if (strcmp(ir_attr_str(n, "reduction", "none"), "add"))
+	if (n->op == OP_SCATTER_ND || n->op == OP_SCATTER_ELEMENTS) {	/* dynamo's index_add_, a masked loop: the last of the chain */
+		if (strcmp(ir_attr_str(n, "reduction", "none"), "add") && !mo_is_masked(n->out[0]))
 			return 0;
 		for (int i = 0; i < n->out[0]->nuse; i++)
-			if ((u = n->out[0]->use[i].node) && u->op == OP_SCATTER_ND &&
-			    n->out[0]->use[i].index == 0)
+			if ((u = n->out[0]->use[i].node) && u->op == n->op && n->out[0]->use[i].index == 0)
 				return 0;
 		return 1;
 	}
@@ -137,7 +138,9 @@ describe(char *buf, size_t n, const Moe *mo)
 	const Expert *x = &mo->x;
 	size_t k = 0;
 
-	if (mo->nslot)
+	if (mo->masked)
+		k += (size_t)snprintf(buf + k, n - k, "from a loop over %d experts' boolean masks", mo->nslot);
+	else if (mo->nslot)
 		k += (size_t)snprintf(buf + k, n - k, "from %d unrolled slots", mo->nslot);
 	else if (mo->routed)
 		k += (size_t)snprintf(buf + k, n - k, "from the dense form (every expert on every token)");

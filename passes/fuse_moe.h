@@ -5,7 +5,8 @@
  * fuse_moe.c anchors on each router TopK and rewrites; fuse_moe_router.c
  * classifies the chains around the TopK; fuse_moe_experts.c reads the
  * routed experts (unrolled TorchScript slots or dynamo's batched form)
- * backwards from the value where their sum is complete; fuse_moe_match.c
+ * backwards from the value where their sum is complete, and
+ * fuse_moe_masked.c the loop over boolean masks users write; fuse_moe_match.c
  * holds the helpers; fuse_moe_confirm.c runs the interpreter on the
  * candidate before the rewrite is accepted.  A matcher returns NULL on success or the reason it
  * failed, a constant string the report quotes.
@@ -58,6 +59,7 @@ typedef struct {
 	Value **gu_e, **dn_e;	/* slots: each expert's weights (flat: stacked by rewrite) */
 	int64_t e;		/* experts, from the stacked weights */
 	int routed;		/* r read with the experts (the dense form's scattered scores) */
+	int masked;		/* nslot experts of a loop over boolean masks (fuse_moe_masked.c) */
 } Moe;
 
 /* fuse_moe_match.c */
@@ -74,6 +76,7 @@ int mo_is_fill(Value *v, double want);	/* every element is want */
 int mo_axis(const Node *n, const char *key, int rank, int def);
 int mo_last_axis(const Node *n, const char *key, int rank, int def);
 double mo_nice_float(double v);	/* the shortest decimal naming v's f32 */
+Value *mo_uncut(Value *u);	/* a scatter's updates through their cut to the index count */
 
 /* fuse_moe_router.c */
 const char *mo_router(Node *topk, Value *weights, Router *r);
@@ -82,6 +85,13 @@ const char *mo_router_sparsemixer(Node *concat, Value *weights, Router *r);
 
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);
+const char *mo_mlp(Value *o, Expert *x, Value **rows);	/* down(act(gate_up(rows))) */
+Value *mo_tokens(Value *v, Dim t, Dim h);	/* the [T,H] tokens a view v was made from */
+int mo_same_expert(const Expert *a, const Expert *b);
+
+/* fuse_moe_masked.c */
+int mo_is_masked(Value *sum);	/* a scatter by the nonzero rows of a mask */
+const char *mo_masked(Value *sum, Moe *mo);
 
 /* fuse_moe_confirm.c: NULL when the interpreter agrees that cand computes
  * mo->sum on probes reaching every expert; else which check failed. */

@@ -25,6 +25,11 @@
  * flattened [T,k] weights at tok*k+pos, or (gpt-oss in 4.x) column e_i of
  * the dense [T,E] scores scattered from them.
  *
+ * sorted rows (DeepSeek-V2 in 4.57, JetMoE, users' own loops): the (token,
+ * choice) rows sorted by expert, each expert's run a slice by the running
+ * sum of the counts; its outputs concatenated and put back, or added onto
+ * their tokens one index_add_ per expert (sorted_index_add).
+ *
  * dense (Llama 4): every expert on every token, reduce_sum over the E
  * axis of down(act(gate_up(x tiled E times, rows scaled by the router's
  * scattered sigmoid scores))): top-k with the weight on the input.
@@ -522,8 +527,8 @@ slot_weight(Value *w, Expert *x)
 
 /* The tokens [T,H] a view v was made from: back through reshapes to the
  * first [T,H], or the start of the chain if it is [...,H] with T rows. */
-static Value *
-tokens(Value *v, Dim t, Dim h)
+Value *
+mo_tokens(Value *v, Dim t, Dim h)
 {
 	Module *m = v->graph ? v->graph->m : NULL;
 	const Type *ty;
@@ -554,7 +559,7 @@ batched_input(Value *in, Expert *x)
 
 	if (!ex) {	/* k = 1: the tokens themselves */
 		x->kmul = 1;
-		x->x = tokens(in, in->type.dim[0], w);
+		x->x = mo_tokens(in, in->type.dim[0], w);
 		return x->x ? NULL : "the expert input is not the tokens repeated k times";
 	}
 	const Type *et = &v->type, *it = &ex->in[0]->type;
@@ -562,7 +567,7 @@ batched_input(Value *in, Expert *x)
 	    in->type.dim[0] != ir_dim_mul(m, et->dim[0], et->dim[1]))
 		return "the expert input is not the tokens repeated k times";
 	x->kmul = et->dim[1];
-	x->x = tokens(ex->in[0], et->dim[0], et->dim[2]);
+	x->x = mo_tokens(ex->in[0], et->dim[0], et->dim[2]);
 	return x->x ? NULL : "the expert input is not the tokens repeated k times";
 }
 
@@ -597,24 +602,15 @@ slot_tokens(Value *in, Value *tok)
 	return n->in[0];
 }
 
-/* One routed contribution, o * w with o = down(act(gate_up(rows))). */
-static const char *
-contribution(Value *c, int batched, Expert *x)
+/* One expert's MLP o = down(act(gate_up(rows))): its matrices, biases and
+ * activation into x, the rows it multiplies into *rows. */
+const char *
+mo_mlp(Value *o, Expert *x, Value **rows)
 {
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
-	Value *o = NULL, *w = NULL, *h;
 	const char *why;
+	Value *h;
 	Proj dn, gu;
 
-	for (int i = 0; n && i < 2 && !o; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
-			o = n->in[i], w = n->in[1 - i];
-	}
-	if (!o)
-		return "the expert output is not scaled by a routing weight";
-	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)))
-		return why;
 	if ((why = proj(mo_peel_cast(o), &dn)) || (why = activation(dn.in, x, &h)) ||
 	    (why = proj(h, &gu)))
 		return why;
@@ -632,9 +628,30 @@ contribution(Value *c, int batched, Expert *x)
 	    (gu.b && (gu.b->type.dim[0] != gu.w->type.dim[0] || gu.b->type.dim[1] != gu.n)) ||
 	    (dn.b && (dn.b->type.dim[0] != gu.w->type.dim[0] || dn.b->type.dim[1] != dn.n)))
 		return "the expert weight shapes do not agree";
+	*rows = gu.in;
+	return NULL;
+}
+
+/* One routed contribution, o * w with o = down(act(gate_up(rows))). */
+static const char *
+contribution(Value *c, int batched, Expert *x)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
+	Value *o = NULL, *w = NULL, *rows;
+	const char *why;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight";
+	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)) || (why = mo_mlp(o, x, &rows)))
+		return why;
 	if (batched)
-		return batched_input(gu.in, x);
-	return (x->x = slot_tokens(gu.in, x->tok)) ? NULL
+		return batched_input(rows, x);
+	return (x->x = slot_tokens(rows, x->tok)) ? NULL
 		: "the expert input is not the tokens routed to the slot";
 }
 
@@ -743,7 +760,7 @@ dense_input(Value *in, Moe *mo)
 		    xt->dim[0] != it->dim[1] || xt->dim[1] != it->dim[2] ||
 		    tl->out[0]->type.dim[0] != ir_dim_mul(in->graph->m, it->dim[0], it->dim[1]))
 			continue;
-		mo->x.x = tokens(tl->in[0], xt->dim[0], xt->dim[1]);
+		mo->x.x = mo_tokens(tl->in[0], xt->dim[0], xt->dim[1]);
 		return mo->x.x ? dense_scores(tr->in[0], mo) : "the expert input is not the tokens";
 	}
 	return "the experts' input is not the tokens tiled once per expert and scaled by the router's scores";
@@ -979,8 +996,8 @@ slot(Node *sc, Expert *x, Slot *s)
 	return NULL;
 }
 
-static int
-same_expert(const Expert *a, const Expert *b)
+int
+mo_same_expert(const Expert *a, const Expert *b)
 {
 	int w = a->flat ? ir_type_eq(&a->wgu->type, &b->wgu->type) &&
 			      ir_type_eq(&a->wdn->type, &b->wdn->type)
@@ -1045,7 +1062,7 @@ slots(Value *sum, Moe *mo)
 			mo->dn_e = arena_array(m->arena, Value *, nkey);
 		}
 		if (s.hit != hit || s.mask != mask || s.ids != mo->ids || s.e >= nkey ||
-		    seen[s.e] || !same_expert(&mo->x, &x)) {
+		    seen[s.e] || !mo_same_expert(&mo->x, &x)) {
 			why = "the slots do not agree";
 		} else {
 			seen[s.e] = 1, mo->nslot++;
@@ -1263,7 +1280,7 @@ sorted_tokens(Value *rows, Value *perm, int64_t k)
 		return NULL;
 	if (!g || ir_attr_int(g, "axis", 0) != 0 || g->in[0]->type.rank != 2 || !div_by(mo_peel_index(g->in[1]), perm, k))
 		return NULL;
-	return tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
+	return mo_tokens(g->in[0], g->in[0]->type.dim[0], g->in[0]->type.dim[1]);
 }
 
 /* One expert's 2-D matrix for slot j: its own (a ModuleList Linear), or a
@@ -1324,8 +1341,8 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 		} else if ((why = activation(dn.in, &x, &h)) || (why = proj(h, &gu))) {
 			return why;
 		}
-		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != 2 * dn.k || gu.k != dn.n)
-			return "the sorted rows' experts are not one expert's gated matrices each";
+		if (!slot_matrix(&dn, j) || !slot_matrix(&gu, j) || gu.n != (x.ungated ? 1 : 2) * dn.k || gu.k != dn.n)
+			return "the sorted rows' experts are not one expert's matrices each";
 		if (!(r = sorted_slot(gu.in, j, ids, &sp)) || (rows && r != rows))
 			return "the sorted rows are not sliced by the running sum of the experts' counts";
 		rows = r;
@@ -1335,7 +1352,7 @@ sorted_experts(Node *cat, Value *ids, Value *perm, Value *rw, Moe *mo)
 			return "the sorted rows are not the tokens in the sort's order";
 		if (j == 0)
 			mo->x = x;
-		else if (x.x = mo->x.x, !same_expert(&mo->x, &x))
+		else if (x.x = mo->x.x, !mo_same_expert(&mo->x, &x))
 			return "the sorted rows' experts do not agree";
 		mo->gu_e[j] = gu.w, mo->dn_e[j] = dn.w;
 	}
@@ -1410,6 +1427,140 @@ sorted_add(Value *sum, Moe *mo)
 	return sorted_experts(cat, ids, perm, rw, mo);
 }
 
+/* --- sorted rows added back per expert (a user's index_add_ loop) --------- */
+
+/* Which expert's run of the sorted rows v is: slice(src, c_0 + .. +
+ * c_{j-1}, c_0 + .. + c_j) along the rows; j and src, or -1. */
+static int
+run_of(Value *v, Value *ids, Node **sp, Value **src)
+{
+	Node *sl = mo_def(v, OP_SLICE);
+	int64_t ax = -1, st = 1;
+	int j;
+
+	if (!sl || sl->nin < 4 || mo_const_ints(sl->in[3], &ax, 1) != 1 || ax != 0 ||
+	    (sl->nin > 4 && sl->in[4] && (mo_const_ints(sl->in[4], &st, 1) != 1 || st != 1)))
+		return -1;
+	if ((j = prefix_of(sl->in[1], ids, sp)) < 0 || prefix_of(sl->in[2], ids, sp) != j + 1)
+		return -1;
+	*src = sl->in[0];
+	return j;
+}
+
+/* v = acc + scatter_elements(0, idx, c, axis=0) (TorchScript's index_add_),
+ * or scatter_elements(acc, idx, c, axis=0, reduction=add): the scatter, and
+ * the running sum in *acc. */
+static Node *
+row_scatter(Value *v, Value **acc)
+{
+	Node *add = mo_def(v, OP_ADD), *sc = mo_def(v, OP_SCATTER_ELEMENTS);
+
+	if (sc && !ir_attr_int(sc, "axis", 0) && !strcmp(ir_attr_str(sc, "reduction", "none"), "add")) {
+		*acc = sc->in[0];
+		return sc;
+	}
+	for (int i = 0; add && i < 2; i++)
+		if ((sc = mo_def(add->in[i], OP_SCATTER_ELEMENTS)) && !ir_attr_int(sc, "axis", 0) &&
+		    mo_is_fill(sc->in[0], 0)) {
+			*acc = add->in[1 - i];
+			return sc;
+		}
+	return NULL;
+}
+
+static int
+is_sorted_index_add(Value *sum)
+{
+	Value *acc;
+	Node *sc = row_scatter(sum, &acc);
+
+	return sc && mo_def(mo_peel_index(sc->in[1]), OP_SLICE);
+}
+
+/* One expert's slot: the scatter's updates o * w[n,1], w the expert's run
+ * of gather(flatten(weights), perm) (the weights in the sort's order, which
+ * fixes perm and the ids it sorts), o its MLP on its run of gather(x, perm /
+ * k), added onto its run of perm / k.  The expert's index into *j. */
+static const char *
+sorted_index_slot(Node *sc, Expert *x, Value **ids, Value **perm, Node **sp, int *j)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(mo_uncut(sc->in[2]))), OP_MUL), *sl, *g;
+	Value *o = NULL, *w = NULL, *src, *rows, *rw;
+	const char *why;
+	int64_t k;
+
+	for (int i = 0; n && i < 2 && !o; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
+			o = n->in[i], w = n->in[1 - i];
+	}
+	if (!o)
+		return "the expert output is not scaled by a routing weight";
+	g = (sl = mo_def(mo_peel(w), OP_SLICE)) ? mo_def(sl->in[0], OP_GATHER) : NULL;
+	if (!g || ir_attr_int(g, "axis", 0) || (*perm && mo_peel_index(g->in[1]) != *perm) ||
+	    (!*perm && !(*ids = sort_of_ids(*perm = mo_peel_index(g->in[1])))))
+		return "the sorted rows' routing weights are not read in the sort's order";
+	k = (*ids)->type.dim[1];
+	rw = weights_view(g->in[0]);
+	if (rw->type.rank != 2 || rw->type.dim[0] != (*ids)->type.dim[0] || rw->type.dim[1] != k)
+		return "the sorted rows' routing weights are not [T,k]";
+	if ((*j = run_of(sl->out[0], *ids, sp, &src)) < 0)
+		return "the sorted rows are not sliced by the running sum of the experts' counts";
+	if ((why = mo_mlp(o, x, &rows)))
+		return why;
+	if (!x->flat)
+		return "the sorted rows' experts are not one expert's own matrices each";
+	if (run_of(rows, *ids, sp, &src) != *j || !(x->x = sorted_tokens(src, *perm, k)))
+		return "the sorted rows' expert input is not its run of the tokens in the sort's order";
+	if (run_of(mo_peel_index(sc->in[1]), *ids, sp, &src) != *j || !div_by(mo_peel_index(src), *perm, k))
+		return "the sorted rows are not added onto their own tokens";
+	x->rw = rw;
+	x->kmul = k;
+	return NULL;
+}
+
+/* Session 31's sorted_rows_index_add: the (token, choice) rows sorted by
+ * expert, each expert's run of them (a slice by the running sum of the
+ * counts) through its MLP, scaled and added onto its tokens with
+ * out.index_add_(0, tok[a:b], y) — no concat: one slot per expert. */
+static const char *
+sorted_index_add(Value *sum, Moe *mo)
+{
+	Module *m = sum->graph->m;
+	Value *v = sum, *acc = NULL, *ids = NULL, *perm = NULL;
+	Node *sp = NULL, *sc;
+	const char *why;
+	int64_t nkey = 0;
+
+	for (;; v = acc) {
+		Expert x;
+		int j;
+
+		memset(&x, 0, sizeof x);
+		if (!(sc = row_scatter(v, &acc)))
+			return "the sorted rows' slots are not added onto a sum from zeros";
+		if ((why = sorted_index_slot(sc, &x, &ids, &perm, &sp, &j)))
+			return why;
+		if (!mo->gu_e) {
+			nkey = count_len(sp);
+			mo->gu_e = arena_array(m->arena, Value *, nkey);
+			mo->dn_e = arena_array(m->arena, Value *, nkey);
+		}
+		if (j >= nkey || mo->gu_e[j] || (mo->nslot && !mo_same_expert(&mo->x, &x)))
+			return "the sorted rows' slots do not agree";
+		mo->x = x;
+		mo->gu_e[j] = x.wgu, mo->dn_e[j] = x.wdn;
+		mo->nslot++;
+		if (mo_is_fill(acc, 0))
+			break;
+	}
+	if (mo->nslot != nkey)
+		return "one expert's own weights per slot, but not every expert has a slot "
+		       "(the export sample did not reach them all)";
+	mo->ids = ids;
+	return NULL;
+}
+
 const char *
 mo_experts(Value *sum, Moe *mo)
 {
@@ -1425,10 +1576,16 @@ mo_experts(Value *sum, Moe *mo)
 		why = batched(sum, mo);
 	else if (mo_def(sum, OP_SCATTER_ND) && is_sorted_add(sum))
 		why = sorted_add(sum, mo);
-	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND))
+	else if (mo_def(sum, OP_ADD) || mo_def(sum, OP_SCATTER_ND) || mo_def(sum, OP_SCATTER_ELEMENTS))
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
+	if (why && (mo_is_masked(sum) || is_sorted_index_add(sum))) {	/* loops users write */
+		int masked = mo_is_masked(sum);
+		memset(mo, 0, sizeof *mo);
+		mo->sum = sum;
+		why = masked ? mo_masked(sum, mo) : sorted_index_add(sum, mo);
+	}
 	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] !=
 			    mo->x.wdn->type.dim[(mo->x.dn_t ? 2 : 1) - mo->x.flat])
 		why = "the tokens' width is not the experts' hidden size";

@@ -209,3 +209,41 @@ mo_nice_float(double v)
 	}
 	return v;
 }
+
+/* Does the slice n start every axis it cuts at 0, step 1?  (Its ends do
+ * not matter: the scatter consumes as many update rows as it has index
+ * rows, and cutting the updates to the index's shape keeps exactly those.) */
+static int
+from_zero(const Node *n)
+{
+	int64_t st[MAXRANK];
+	int k = n->nin > 1 ? mo_const_ints(n->in[1], st, MAXRANK) : ir_attr_ints(n, "starts", st, MAXRANK);
+
+	if (k < 1 || (n->nin > 4 && n->in[4]) || ir_attr(n, "steps"))
+		return 0;
+	for (int i = 0; i < k; i++)
+		if (st[i] != 0)
+			return 0;
+	return 1;
+}
+
+/* The updates of an index_put or scatter_add: its rows flattened and cut
+ * to the index count (TorchScript: a slice from 0), or broadcast to their
+ * own rows (dynamo's [count,H], TorchScript's [1,H]), or the rows themselves. */
+Value *
+mo_uncut(Value *u)
+{
+	Node *n;
+
+	for (;;) {
+		u = mo_peel(u);
+		if ((n = mo_def(u, OP_EXPAND)) && n->in[0]->type.rank == u->type.rank &&
+		    n->in[0]->type.dim[u->type.rank - 1] == u->type.dim[u->type.rank - 1] &&
+		    n->in[0]->type.dim[0] != 1)	/* not one row broadcast */
+			u = n->in[0];
+		else if ((n = mo_def(u, OP_SLICE)) && from_zero(n))
+			u = n->in[0];
+		else
+			return u;
+	}
+}

@@ -377,5 +377,6 @@ int canon_reshape2(Canon *k, Node *n);
 int canon_transpose2(Canon *k, Node *n);
 int canon_cast2(Canon *k, Node *n);
 int canon_split_transpose(Canon *k, Node *n);
+int canon_topk_prefix(Canon *k, Node *n);
 
 #endif
