@@ -629,7 +629,7 @@ tma_store_for(const CgModule *m, const GemmSpec *s)
  * columns (gpt-oss-20b's 128x192 as two 64x192, one m64n192k16 a k-step where two m64n96k16 read B
  * twice: its gate|up 1143.9 -> 1040.1 us on the H200, session 33; 128x256 grouped tiles were no
  * faster as two 64x256, DeepSeek-V3 equal, Qwen3-30B-A3B's block 1.056x slower, so they stay) */
-enum { GROUPED_WIDE_DEFAULT = 0 };	/* 1: --debug=grouped-wide's tiles on sm_90a without the flag */
+enum { GROUPED_WIDE_DEFAULT = 1 };	/* the default since session 33 (gpt-oss-20b T = 4096 0.983x, skewed 0.940x, the same bits) */
 
 static int
 wide_for(const CgModule *m, const GemmSpec *s)

@@ -3413,8 +3413,9 @@ enum { PDL_DECODE_DEFAULT = 1 };
  * T = 1 32.3 -> 31.4 us (0.973x), T = 16 245.4 -> 244.4 (0.996x), dense
  * M = 16 38.9 -> 38.0 (0.977x), Mixtral 0.999x, gpt-oss-20b 1.000x.  A
  * marked bundle needs a session-33 runtime (when=shared).
+ * The default since session 33.
  */
-enum { KEPT_DECODE_DEFAULT = 0 };
+enum { KEPT_DECODE_DEFAULT = 1 };
 
 static void
 pdl_default(CgProgram *p)
