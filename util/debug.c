@@ -147,6 +147,11 @@ const DebugFlag debug_flags[] = {
 	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
 	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
 	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
+	{"f8-cvt", DBG_F8_CVT, NULL,
+	 "compile: on sm_89 and later, quantisations to e4m3 (GEMM epilogues, the norm's kernel) convert two f32 "
+	 "values an instruction (cvt.rn.satfinite.e4m3x2.f32) and the norm's kernel reads e4m3 back by cvt (e4m3x2 "
+	 "to f16x2), instead of the integer code that the emulator runs (the same bits: nearest even, saturated, "
+	 "NaN kept; docs/codegen.md, the norm's kernel; nothing changes on the emulator; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
