@@ -151,7 +151,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: on sm_89 and later, quantisations to e4m3 (GEMM epilogues, the norm's kernel) convert two f32 "
 	 "values an instruction (cvt.rn.satfinite.e4m3x2.f32) and the norm's kernel reads e4m3 back by cvt (e4m3x2 "
 	 "to f16x2), instead of the integer code that the emulator runs (the same bits: nearest even, saturated, "
-	 "NaN kept; docs/codegen.md, the norm's kernel; nothing changes on the emulator; A/B on the GPU)"},
+	 "NaN kept; docs/codegen.md, the norm's kernel; nothing changes on the emulator; session 33's H200 A/B: the "
+	 "same bits, DeepSeek-V3 FP8's norm 163 -> 80 us, the layer 0.98x at T = 4096)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
