@@ -52,6 +52,7 @@ enum {
 	CG_WGMMA = 1 << 8,	/* wgmma.mma_async (sm_90a) */
 	CG_SETMAXNREG = 1 << 9,	/* setmaxnreg (sm_90a) */
 	CG_GRIDDEP = 1 << 10,	/* griddepcontrol: programmatic dependent launch (sm_90, PTX 7.8) */
+	CG_CVT_F8 = 1 << 11,	/* cvt e4m3x2/e5m2x2 <-> f32 pairs, f16x2 (sm_89, PTX 7.8) */
 };
 int cg_target_has(const CgTarget *t, unsigned caps);	/* 1 when all of caps */
 /* 0, or a diagnostic naming what needs the missing capabilities. */
@@ -1344,6 +1345,15 @@ LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
 /* n / d as div.rn's fast path, without its branch: exact for n = 1 or 2, 1 <= d <= 2^87 only */
 LLVMValueRef cg_rcp(CgFn *f, LLVMValueRef d);	/* rcp.approx.ftz */
 LLVMValueRef cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d);
+/* n / d for many n over one d > 0 (a quantisation group's scale): one div.rn
+ * for 1/d (cg_recip), then 3 instructions and a sign a quotient (cg_fdiv_recip),
+ * rounded to nearest for quotients in 2^-12..2^120 (target.c says why) */
+typedef struct CgRecip CgRecip;
+struct CgRecip {
+	LLVMValueRef d, rd, k, special;	/* d k, 1/(d k), the scaling (2^64 or 1), rd 0 or inf */
+};
+void cg_recip(CgFn *f, LLVMValueRef d, CgRecip *r);
+LLVMValueRef cg_fdiv_recip(CgFn *f, LLVMValueRef n, const CgRecip *r);
 LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
 
 /* ew.c: the scalar emitter, one entry per OPF_SCALAR op; x, y f32 (y NULL for unary) */
@@ -1372,6 +1382,15 @@ LLVMValueRef cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValu
 /* The stored bits (i8) of f32 x under q: scale and zero are f32 values (zero may be NULL). */
 LLVMValueRef cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x,
 			   LLVMValueRef scale, LLVMValueRef zero);
+/* ... of x[0..n-1] into bits[] (--debug=f8-cvt: e4m3 two an instruction) */
+void cg_quant_emit_v(CgFn *f, const CgQuant *q, DType c_dt, const LLVMValueRef *x, int n,
+		     LLVMValueRef scale, LLVMValueRef zero, LLVMValueRef *bits);
+/* f32 values of the f8 bits[0..n-1] (--debug=f8-cvt: e4m3 by cvt, two an instruction) */
+void cg_f8_to_f32_v(CgFn *f, DType dt, const LLVMValueRef *bits, int n, LLVMValueRef *x);
+/* x rounded to bf16/f16 and back by cvt where the target has it (the emulator's
+ * moec_emu_f32_to_*; below sm_80 cg_round_dt's integer code): the values of
+ * cg_round_dt, a NaN the canonical one */
+LLVMValueRef cg_round_cvt(CgFn *f, LLVMValueRef x, DType dt);
 /* A group's scale from its amax (f32): amax / qmax, 1 where amax is 0. */
 LLVMValueRef cg_quant_emit_scale(CgFn *f, DType c_dt, LLVMValueRef amax);
 

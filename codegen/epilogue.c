@@ -337,9 +337,11 @@ cg_ep_print(char *buf, size_t n, const CgEpilogue *e)
  * epilogue (and of its ptxas time); cvt is 2.  A target without cvt bf16
  * (below sm_80, CUDA-core GEMMs only) keeps the integer code.
  */
-static LLVMValueRef
-ep_round(CgFn *f, LLVMValueRef x, DType dt)
+LLVMValueRef
+cg_round_cvt(CgFn *f, LLVMValueRef x, DType dt)
 {
+	if (dt == DT_F32)
+		return x;
 	if (dt == DT_BF16 && !f->emu && !cg_target_has(&f->m->t, CG_CVT_BF16))
 		return cg_round_dt(f, x, dt);
 	return cg_to_f32(f, cg_from_f32(f, x, dt), dt);
@@ -354,7 +356,7 @@ cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValueRef b)
 	if (in->op == CGE_OP)
 		return cg_ew_emit(f, in->iop, &in->ew, a, b);
 	if (in->op == CGE_ROUND)
-		return ep_round(f, a, in->dt);
+		return cg_round_cvt(f, a, in->dt);
 	if (in->op == CGE_SWIGLU) {	/* ir_glu_scalar's arithmetic in f32 */
 		LLVMValueRef lim = cg_f32(f, in->glu.limit), nlim = cg_f32(f, -in->glu.limit);
 		if (in->glu.act == IR_GLU_OAI) {
@@ -453,26 +455,100 @@ cg_quant_print(char *buf, size_t n, const CgQuant *q, DType c_dt)
 }
 
 /*
- * ir/eval_quant.c's arithmetic: x / scale rounded to f32; for i8 rounded
+ * --debug=f8-cvt on sm_89+: f32 to e4m3 by cvt.rn.satfinite.e4m3x2.f32, two
+ * values an instruction, instead of k_synth.c's integer code (about 25
+ * instructions a value, most of the norm's kernel's time): the same bits,
+ * nearest even with e4m3's subnormals, beyond 448 (and inf) 448, f32
+ * subnormals +-0, NaN 0x7f (the f32 NaNs that reach it are the arithmetic's
+ * canonical positive one).  The emulator keeps the integer code.
+ */
+static int
+f8_cvt(CgFn *f, DType dt)
+{
+	return dt == DT_F8E4M3 && !f->emu && (f->m->debug & DBG_F8_CVT) && cg_target_has(&f->m->t, CG_CVT_F8);
+}
+
+/* The e4m3 bits (i8) of f32 x[0..n-1] into bits[]. */
+static void
+f8_bits(CgFn *f, DType dt, const LLVMValueRef *x, int n, LLVMValueRef *bits)
+{
+	for (int i = 0; i < n; i += 2) {
+		LLVMValueRef a[2] = {i + 1 < n ? x[i + 1] : cg_f32(f, 0), x[i]}, p;
+		if (!f8_cvt(f, dt)) {
+			for (int j = i; j < n && j < i + 2; j++)
+				bits[j] = cg_f32_to_bits(f, x[j], dt);
+			continue;
+		}
+		p = cg_asm(f, f->ti16, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", a, 2, 0);
+		bits[i] = LLVMBuildTrunc(f->B, p, f->ti8, "");
+		if (i + 1 < n)
+			bits[i + 1] = LLVMBuildTrunc(f->B, LLVMBuildLShr(f->B, p, LLVMConstInt(f->ti16, 8, 0), ""),
+						     f->ti8, "");
+	}
+}
+
+void
+cg_f8_to_f32_v(CgFn *f, DType dt, const LLVMValueRef *bits, int n, LLVMValueRef *x)
+{
+	for (int i = 0; i < n; i += 2) {
+		LLVMValueRef hi, p, h2;
+		if (!f8_cvt(f, dt)) {
+			for (int j = i; j < n && j < i + 2; j++)
+				x[j] = cg_bits_to_f32(f, bits[j], dt);
+			continue;
+		}
+		hi = i + 1 < n ? LLVMBuildShl(f->B, LLVMBuildZExt(f->B, bits[i + 1], f->ti16, ""),
+					      LLVMConstInt(f->ti16, 8, 0), "") : LLVMConstInt(f->ti16, 0, 0);
+		p = LLVMBuildOr(f->B, hi, LLVMBuildZExt(f->B, bits[i], f->ti16, ""), "");
+		h2 = cg_asm(f, f->ti32, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", &p, 1, 0);
+		for (int j = i; j < n && j < i + 2; j++)	/* f16 to f32 is exact */
+			x[j] = cg_to_f32(f, LLVMBuildTrunc(f->B, j == i ? h2 : LLVMBuildLShr(f->B, h2, cg_i32(f, 16), ""),
+							    f->ti16, ""), DT_F16);
+	}
+}
+
+/*
+ * ir/eval_quant.c's arithmetic: x / scale rounded to f32 (a group's values
+ * by one reciprocal, cg_fdiv_recip: the same quotient); for i8 rounded
  * half to even, the zero point added (rounded again), saturated, NaN 0;
  * for f8 the sum cast with saturation (the rounding of dtype_store).
  */
+void
+cg_quant_emit_v(CgFn *f, const CgQuant *q, DType c_dt, const LLVMValueRef *x, int n, LLVMValueRef scale,
+		LLVMValueRef zero, LLVMValueRef *bits)
+{
+	LLVMValueRef v[16];
+	CgRecip r;
+
+	if (n > 1 && q->kind == CG_QUANT_GROUP)	/* |x| <= amax: one reciprocal for the n */
+		cg_recip(f, scale, &r);
+	for (int i = 0; i < n; i += 16) {
+		int k = MIN(16, n - i);
+		for (int j = 0; j < k; j++) {
+			LLVMValueRef xv = q->in_dt != DT_F32 ? cg_round_dt(f, x[i + j], q->in_dt) : x[i + j];
+			v[j] = n > 1 && q->kind == CG_QUANT_GROUP ? cg_fdiv_recip(f, xv, &r)
+				: LLVMBuildFDiv(f->B, xv, scale, "");
+			if (c_dt == DT_I8)
+				v[j] = cg_round_even(f, v[j]);
+			if (zero)
+				v[j] = LLVMBuildFAdd(f->B, v[j], zero, "");
+			if (c_dt == DT_I8)
+				bits[i + j] = LLVMBuildTrunc(f->B, cg_round_dt(f, zero ? cg_round_even(f, v[j]) : v[j], DT_I8),
+							     f->ti8, "");
+		}
+		if (c_dt != DT_I8)
+			f8_bits(f, c_dt, v, k, bits + i);
+	}
+}
+
 LLVMValueRef
 cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x, LLVMValueRef scale,
 	      LLVMValueRef zero)
 {
-	LLVMValueRef v;
+	LLVMValueRef bits;
 
-	if (q->in_dt != DT_F32)
-		x = cg_round_dt(f, x, q->in_dt);
-	v = LLVMBuildFDiv(f->B, x, scale, "");
-	if (c_dt == DT_I8)
-		v = cg_round_even(f, v);
-	if (zero)
-		v = LLVMBuildFAdd(f->B, v, zero, "");
-	if (c_dt == DT_I8)
-		return LLVMBuildTrunc(f->B, cg_round_dt(f, zero ? cg_round_even(f, v) : v, DT_I8), f->ti8, "");
-	return cg_f32_to_bits(f, v, c_dt);
+	cg_quant_emit_v(f, q, c_dt, &x, 1, scale, zero, &bits);
+	return bits;
 }
 
 LLVMValueRef

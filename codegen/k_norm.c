@@ -109,12 +109,33 @@ load8(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at)
 	return cg_gload(f, LLVMVectorType(cg_raw_type(f, dt), LV), cg_gep(f, base, at, es), 16);
 }
 
-/* ... as f32 */
+/* ... as f32 (bf16: a 32-bit word's two halves by a shift and a mask, not
+ * each half extracted, widened and shifted) */
 static void
 f32x8(CgFn *f, DType dt, LLVMValueRef v, LLVMValueRef *out)
 {
+	LLVMBuilderRef B = f->B;
+
+	if (dt == DT_BF16) {
+		LLVMValueRef w = LLVMBuildBitCast(B, v, LLVMVectorType(f->ti32, LV / 2), "");
+		for (int j = 0; j < LV; j += 2) {
+			LLVMValueRef e = LLVMBuildExtractElement(B, w, cg_i32(f, j / 2), "");
+			out[j] = LLVMBuildBitCast(B, cg_shl(f, e, 16), f->tf32, "");
+			out[j + 1] = LLVMBuildBitCast(B, cg_and(f, e, (int32_t)0xffff0000u), f->tf32, "");
+		}
+		return;
+	}
 	for (int j = 0; j < LV; j++)
-		out[j] = cg_to_f32(f, LLVMBuildExtractElement(f->B, v, cg_i32(f, j), ""), dt);
+		out[j] = cg_to_f32(f, LLVMBuildExtractElement(B, v, cg_i32(f, j), ""), dt);
+}
+
+/* The bits of v, a value of dt (rounded to it already: exact, no rounding code). */
+static LLVMValueRef
+exact_bits(CgFn *f, LLVMValueRef v, DType dt)
+{
+	if (dt == DT_BF16)
+		return LLVMBuildTrunc(f->B, cg_shr(f, LLVMBuildBitCast(f->B, v, f->ti32, ""), 16), f->ti16, "");
+	return cg_f32_to_bits(f, v, dt);
 }
 
 /* 8 values of dt (rounded to it) to base[at..at+7]. */
@@ -126,7 +147,7 @@ store8(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueRef *v)
 	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(et, LV));
 
 	for (int j = 0; j < LV; j++)
-		vec = LLVMBuildInsertElement(f->B, vec, dt == DT_F32 ? v[j] : cg_f32_to_bits(f, v[j], dt),
+		vec = LLVMBuildInsertElement(f->B, vec, dt == DT_F32 ? v[j] : exact_bits(f, v[j], dt),
 					     cg_i32(f, j), "");
 	cg_gstore(f, vec, cg_gep(f, base, at, es), 16);
 }
@@ -161,6 +182,17 @@ squares(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef *part, LLVMValueRef *xs)
 	}
 }
 
+/* max(a, b) of b >= 0 (not NaN) and a >= 0 or NaN: a NaN is never taken, as
+ * fcmp ogt's select takes none, in one max.f32 instead of a compare and a
+ * select */
+static LLVMValueRef
+maxnum(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef x[2] = {a, b};
+
+	return cg_intrinsic(f, "llvm.maxnum", f->tf32, &f->tf32, 1, x, 2);
+}
+
 /* The amax of each of the cnt groups' qgroup columns (ok: the group is in
  * the row; else 0), in every lane of the quantisation group: a shfl.up
  * max-scan over its L = qgroup / 8 lanes (an aligned block of the warp,
@@ -179,17 +211,15 @@ group_amax(Nm *n, int cnt, LLVMValueRef *ok, LLVMValueRef (*y)[LV], LLVMValueRef
 
 	for (int g = 0; g < cnt; g++) {
 		LLVMValueRef a = cg_f32(f, 0);
-		for (int j = 0; j < LV; j++) {
-			LLVMValueRef v = cg_fabs(f, y[g][j]);
-			a = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), v, a);
-		}
+		for (int j = 0; j < LV; j++)
+			a = maxnum(f, cg_fabs(f, y[g][j]), a);
 		amax[g] = cg_select(f, ok[g], a, cg_f32(f, 0));
 	}
 	for (int d = 1; d < L; d *= 2)
 		for (int g = 0; g < cnt; g++) {
 			LLVMValueRef o = LLVMBuildBitCast(B, cg_shfl_up(f, LLVMBuildBitCast(B, amax[g], f->ti32, ""), d),
 							  f->tf32, "");
-			amax[g] = cg_select(f, LLVMBuildFCmp(B, LLVMRealOGT, o, amax[g], ""), o, amax[g]);
+			amax[g] = maxnum(f, o, amax[g]);
 		}
 	for (int g = 0; g < cnt; g++)
 		cg_sstore(f, amax[g], cg_sptr(f, cg_add(f, slot, cg_shl(f, cg_addi(f, n->lane, 32 * g), 2))), 4);
@@ -221,9 +251,11 @@ quant_store(Nm *n, LLVMValueRef at, LLVMValueRef *y, LLVMValueRef sc)
 	LLVMValueRef q[LV], dq[LV], at_row = row_at(n, at);
 	CgIf c;
 
-	for (int j = 0; j < LV; j++) {
-		q[j] = cg_quant_emit(f, &qz, s->q_dt, y[j], sc, NULL);
-		dq[j] = cg_round_dt(f, LLVMBuildFMul(f->B, cg_bits_to_f32(f, q[j], s->q_dt), sc, ""), s->dq_dt);
+	cg_quant_emit_v(f, &qz, s->q_dt, y, LV, sc, NULL, q);
+	if (s->dq_out) {
+		cg_f8_to_f32_v(f, s->q_dt, q, LV, dq);
+		for (int j = 0; j < LV; j++)
+			dq[j] = cg_round_cvt(f, LLVMBuildFMul(f->B, dq[j], sc, ""), s->dq_dt);
 	}
 	if (s->q_out)
 		store8_bytes(f, n->q, at_row, q);
@@ -265,8 +297,8 @@ outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
 		f32x8(f, s->gamma_dt, gr[g], gv);
 		for (int j = 0; j < LV; j++) {
 			y[g][j] = LLVMBuildFMul(B, LLVMBuildFMul(B, xv[j], inv, ""), gv[j], "");
-			yq[g][j] = cg_round_dt(f, y[g][j], s->h_dt);
-			y[g][j] = cg_round_dt(f, yq[g][j], s->hout_dt);
+			yq[g][j] = cg_round_cvt(f, y[g][j], s->h_dt);
+			y[g][j] = s->hout_dt == s->h_dt ? yq[g][j] : cg_round_cvt(f, yq[g][j], s->hout_dt);
 			if (!s->q_pre)
 				yq[g][j] = y[g][j];
 		}

@@ -147,6 +147,8 @@ cg_target_has(const CgTarget *t, unsigned caps)
 		have |= CG_LDMATRIX;
 	if (num >= 80)
 		have |= CG_MMA_F16 | CG_MMA_BF16 | CG_MMA_TF32 | CG_CP_ASYNC | CG_CVT_BF16;
+	if (num >= 89 && ptx >= 78 && !cg_target_is_emu(t))
+		have |= CG_CVT_F8;
 	if (num >= 90 && ptx >= 80 && !cg_target_is_emu(t))
 		have |= CG_TMA | CG_CLUSTER | CG_GRIDDEP;
 	if (sms[i].arch_a && ptx >= 80)
@@ -167,6 +169,7 @@ cg_cap_name(unsigned cap)
 	case CG_TMA: return "TMA (cp.async.bulk.tensor)";
 	case CG_CLUSTER: return "thread-block clusters";
 	case CG_GRIDDEP: return "griddepcontrol";
+	case CG_CVT_F8: return "cvt f8";
 	case CG_WGMMA: return "wgmma";
 	case CG_SETMAXNREG: return "setmaxnreg";
 	}
@@ -2067,6 +2070,46 @@ cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
 	r = fma3(f, r, fma3(f, nd, r, cg_f32(f, 1.0)), r);
 	q = LLVMBuildFMul(f->B, n, r, "");
 	return fma3(f, r, fma3(f, nd, q, n), q);
+}
+
+/*
+ * One divisor d > 0 for many quotients n / d (a quantisation group's scale):
+ * rd = 1/d rounded to nearest once (div.rn), then for each n Markstein's
+ * correction, q0 = |n| rd, e = fma(-q0, d, |n|), q = fma(e, rd, q0), with
+ * n's sign put back (so -0 stays -0): 3 instructions and a sign where
+ * div.rn's fast path is 6 behind a range check and a branch that ptxas
+ * schedules nothing across.  n / d rounded to nearest when the quotient is
+ * at least 2^-12 and at most 2^120 (a quantisation's |n| <= amax, d =
+ * amax / qmax: at most ~qmax); below 2^-12 (n an f32 subnormal) within an
+ * ulp, which no 8-bit format tells apart from 0.  d below 2^-64 is scaled
+ * with n by 2^64 (exact); d = 0 or inf (rd inf or 0): q0 is the quotient
+ * (inf, 0, NaN as n / d).  Checked: tests/unit/check_program.c,
+ * test_fdiv_recip_sequence (every bf16 n against every bf16 amax's scale
+ * over 121 binades, random f32), and the emulator runs these instructions.
+ */
+void
+cg_recip(CgFn *f, LLVMValueRef d, CgRecip *r)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef tiny = LLVMBuildFCmp(B, LLVMRealOLT, d, cg_f32(f, 0x1p-64), "");
+
+	r->k = LLVMBuildSelect(B, tiny, cg_f32(f, 0x1p64), cg_f32(f, 1), "");
+	r->d = LLVMBuildFMul(B, d, r->k, "");
+	r->rd = LLVMBuildFDiv(B, cg_f32(f, 1), r->d, "");
+	r->special = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOEQ, r->rd, cg_f32(f, 0), ""),
+				 LLVMBuildFCmp(B, LLVMRealOEQ, r->rd, cg_f32(f, INFINITY), ""), "");
+}
+
+LLVMValueRef
+cg_fdiv_recip(CgFn *f, LLVMValueRef n, const CgRecip *r)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef a = LLVMBuildFMul(B, cg_fabs(f, n), r->k, ""), q0 = LLVMBuildFMul(B, a, r->rd, ""), q, sg[2];
+
+	q = fma3(f, fma3(f, LLVMBuildFNeg(B, q0, ""), r->d, a), r->rd, q0);
+	sg[0] = LLVMBuildSelect(B, r->special, q0, q, "");
+	sg[1] = n;
+	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, sg, 2);
 }
 
 /* n / d for tanh and erf: cg_fdiv_fast of d clamped to at most hi, where the

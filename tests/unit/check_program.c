@@ -2027,6 +2027,64 @@ START_TEST(test_fdiv_fast_sequence)
 }
 END_TEST
 
+/* cg_recip and cg_fdiv_recip's sequence for n / d */
+static float
+fdiv_recip_seq(float n, float d)
+{
+	float k = d < 0x1p-64f ? 0x1p64f : 1.0f, dk = d * k, rd = 1.0f / dk;
+	float a = fabsf(n) * k, q0 = a * rd, q = fmaf(fmaf(-q0, dk, a), rd, q0);
+
+	return copysignf(rd == 0 || isinf(rd) ? q0 : q, n);
+}
+
+/*
+ * A quantisation group's quotients by one reciprocal (the norm's kernel):
+ * x / (amax / 448) rounded to nearest, bit for bit, for every bf16 x with
+ * |x| <= amax against every bf16 amax mantissa in binades around the 2^-64
+ * scaling, at 1 and at the top of bf16's range (a binade's computation is
+ * another's scaled by a power of 2 exactly), and for random f32 x and amax;
+ * quotients below 2^-12 within an ulp (zero in e4m3 either way).  Zeros
+ * keep their sign; amax inf or a scale of 0 give n / d's inf, 0 or NaN.
+ */
+START_TEST(test_fdiv_recip_sequence)
+{
+	static const int binade[] = {-133, -126, -65, -64, -63, 0, 1, 127};
+	uint64_t h = 7;
+
+	for (size_t b = 0; b < NELEM(binade); b++)
+		for (int ma = 0; ma < 128; ma++) {
+			float amax = ldexpf(1.0f + (float)ma / 128, binade[b]), s = amax / 448;
+			for (uint32_t xb = 0; xb < 1u << 16; xb += 1 + (b % 3 != 0)) {
+				float x = f_of(xb << 16), q = x / s, got = fdiv_recip_seq(x, s);
+				if (!(fabsf(x) <= amax))
+					continue;
+				if (fabsf(q) >= 0x1p-12f)
+					ck_assert_msg(u_of(got) == u_of(q), "x %a amax %a: %a, not %a", x, amax, got, q);
+				else
+					ck_assert(u_of(got) - u_of(q) + 1 <= 2);	/* within an ulp */
+				ck_assert_int_eq(signbit(got) != 0, signbit(x) != 0);
+			}
+		}
+	for (int i = 0; i < 4000000; i++) {
+		float x, a, s, q, got;
+		h = mix64(h + (uint64_t)i);
+		x = f_of((uint32_t)h), a = fabsf(f_of((uint32_t)(h >> 32)));
+		if (!isfinite(x) || !isfinite(a) || a == 0)
+			continue;
+		if (fabsf(x) > a) {
+			float t = fabsf(x);
+			x = copysignf(a, x), a = t;
+		}
+		s = a / 448, q = x / s, got = fdiv_recip_seq(x, s);
+		if (s > 0 && fabsf(q) >= 0x1p-12f)
+			ck_assert_msg(u_of(got) == u_of(q), "x %a amax %a: %a, not %a", x, a, got, q);
+	}
+	ck_assert(isinf(fdiv_recip_seq(1.0f, 0.0f)) && isnan(fdiv_recip_seq(0.0f, 0.0f)));
+	ck_assert(fdiv_recip_seq(-3.0f, INFINITY) == 0 && signbit(fdiv_recip_seq(-3.0f, INFINITY)));
+	ck_assert(isnan(fdiv_recip_seq(INFINITY, INFINITY)));
+}
+END_TEST
+
 /*
  * tanh, GELU (tanh and erf) and erf by default: the same bits on the
  * emulator as with --debug=div-rn over inputs of every magnitude, around the
@@ -2475,6 +2533,7 @@ program_suite(void)
 	tc = tcase_create("fast_div");	/* division without a branch: the same bits as div.rn */
 	tcase_set_timeout(tc, 900);	/* ~20 s of CPU: 60M divisions, an emulated body kernel */
 	tcase_add_test(tc, test_fdiv_fast_sequence);
+	tcase_add_test(tc, test_fdiv_recip_sequence);
 	tcase_add_test(tc, test_fast_div_same_bits);
 	tcase_add_test(tc, test_gelu_sigmoid_accuracy);
 	suite_add_tcase(s, tc);
