@@ -148,23 +148,24 @@ const DebugFlag debug_flags[] = {
 	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
 	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
 	{"kept-flags", DBG_KEPT_FLAGS, NULL,
-	 "compile: a decode bundle whose one front is the only writer of its flags (the split GEMMs' flags in its "
+	 "compile (the default of decode bundles since session 33; the flag: every bundle): a decode bundle whose one front is the only writer of its flags (the split GEMMs' flags in its "
 	 "chain) marks the front's flag memset when=shared: the front's last CTA leaves every flag 0, so a run on the "
 	 "program's own arena (zeroed at load) skips it and the plan is a chain of programmatic launches from the "
 	 "front on; a workspace the caller gives still gets it (docs/runtime.md; H200 A/B, session 33: 0.97-1.00x, "
 	 "the same bits; KEPT_DECODE_DEFAULT in program.c makes it the default of decode bundles)"},
 	{"grouped-wide", DBG_GROUPED_WIDE, NULL,
-	 "compile: cooperative bf16/f16 grouped GEMMs on the warp-specialised mainloop (the MoE expert GEMMs at "
+	 "compile (the default on sm_90a since session 33; the flag adds the emulator): cooperative bf16/f16 grouped GEMMs on the warp-specialised mainloop (the MoE expert GEMMs at "
 	 "prefill) whose tiles are narrower than 256 columns stack their two consumer warpgroups over the rows, "
 	 "each a 64-row tile of the tile's whole width (gpt-oss-20b's 128x192: one wgmma m64n192k16 a k-step for "
 	 "two m64n96k16, so a k-step reads B from shared memory once a warpgroup, not twice; its gate|up 1144 -> "
 	 "1040 us on the H200); the same bits (docs/codegen.md, Grouped wide tiles; A/B on the GPU)"},
 	{"f8-cvt", DBG_F8_CVT, NULL,
-	 "compile: on sm_89 and later, quantisations to e4m3 (GEMM epilogues, the norm's kernel) convert two f32 "
-	 "values an instruction (cvt.rn.satfinite.e4m3x2.f32) and the norm's kernel reads e4m3 back by cvt (e4m3x2 "
-	 "to f16x2), instead of the integer code that the emulator runs (the same bits: nearest even, saturated, "
-	 "NaN kept; docs/codegen.md, the norm's kernel; nothing changes on the emulator; session 33's H200 A/B: the "
-	 "same bits, DeepSeek-V3 FP8's norm 163 -> 80 us, the layer 0.98x at T = 4096)"},
+	 "compile: the default since session 33 (F8_CVT_DEFAULT in codegen/epilogue.c; the flag is kept so that "
+	 "scripts naming it still run): on sm_89 and later, quantisations to e4m3 (GEMM epilogues, the norm's "
+	 "kernel) convert two f32 values an instruction (cvt.rn.satfinite.e4m3x2.f32) and the norm's kernel reads "
+	 "e4m3 back by cvt (e4m3x2 to f16x2), instead of the integer code that the emulator runs (the same bits: "
+	 "nearest even, saturated, NaN kept; docs/codegen.md, the norm's kernel; session 33's H200 A/B: the same "
+	 "bits, DeepSeek-V3 FP8's norm 163 -> 80 us, the layer 0.966x at T = 4096, 0.952x at T = 16)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
