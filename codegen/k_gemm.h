@@ -204,6 +204,11 @@ struct G {
 						 * k-tile, or the next one's where already reloaded */
 		LLVMValueRef dptr;		/* per k-tile: where the next k-tile's words are */
 		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
+		/* group sums (CgBQuant.gacc, gemm_bq_gacc_scales): k-steps a group, 0: off */
+		int gsteps;
+		LLVMValueRef c_lane;		/* smem offset of the scales of the lane's accumulator columns */
+		LLVMValueRef fs[MAXF_MMA];	/* vars: block j's scale pair of those columns, raw bits */
+		LLVMValueRef pacc[MAXF_MMA][MAXF_MMA][4];	/* vars: the group's f32 sums, unscaled */
 	} bq;
 	/* gemm_rows_ahead: the epilogue's rows of the tile, loaded before its k-tiles (npre 0: none) */
 	GemmRow pre[PRE_MI][2];
@@ -238,6 +243,11 @@ int gemm_bq_check(const G *g, Diag *d);
 void gemm_bq_setup(G *g);
 /* Per tile: the chunks' global addresses. */
 void gemm_bq_sources(G *g);
+/* Group sums (g->bq.gsteps > 0): at a group's first k-step kk, the scales of
+ * the lane's accumulator columns from the stage at soff; after its last,
+ * acc += scale * the group's sums. */
+void gemm_bq_gacc_scales(G *g, LLVMValueRef soff, int kk);
+void gemm_bq_gacc_fold(G *g);
 /* Chunk j of part i's (B, scales, zero points) source at k-tile 0. */
 LLVMValueRef gemm_bq_src(G *g, int i, int j);
 /* cp.async k-tile kt's packed B, scales and zero points into the stage at soff. */

@@ -102,6 +102,8 @@ word_off(int64_t kb, int lane, int vec)
 	return (kb - kb % vec) * 128 + (int64_t)lane * 4 * vec + kb % vec * 4;
 }
 
+static int fast_path(const G *g, const BqFormat *fm);
+
 static const BqFormat *
 format_of(DType dt)
 {
@@ -254,6 +256,64 @@ cg_bq_bytes(const GemmSpec *s, int E, int which)
 
 /* ---- the kernel's part ---- */
 
+/*
+ * Group sums (CgBQuant.gacc): on the integer fast path the mma reads the
+ * exact q - z (one fma a register, not two: no scale), and the scale of a
+ * group and column multiplies the f32 sum of the group's products once,
+ * as acc += s * sum (gemm_bq_gacc_fold): the product sum_k a (q - z) s in
+ * f32 instead of sum_k a round((q - z) s), so no weight is rounded (the
+ * interpreter rounds each to bf16: outputs agree to that rounding, not in
+ * their bits).  A group must end inside the k-tile that holds it (bk a
+ * multiple of the group: stream-K runs and split-K slices start and end
+ * at k-tiles) and span two k-steps or more, so that its scales, read at
+ * its first k-step, are read before the barrier that lets the stage be
+ * refilled (ktile_pipelined's last k-step).  The k-steps a group, or 0.
+ */
+static int
+gacc_steps(const G *g)
+{
+	const GemmSpec *s = &g->k.s;
+	int G = s->bq.group;
+
+	if (!s->bq.gacc || !fast_path(g, format_of(s->b_dt)) || G < 2 * g->kstep || s->bk % G ||
+	    g->mi > MAXF_MMA || g->ni > MAXF_MMA)
+		return 0;
+	return G / g->kstep;
+}
+
+void
+gemm_bq_gacc_scales(G *g, LLVMValueRef soff, int kk)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef base = cg_add(f, soff, g->bq.c_lane);
+	int srow = kk * g->kstep / s->bq.group;
+
+	for (int j = 0; j < g->ni; j++) {	/* columns 2t, 2t+1 of block j: one 32-bit load */
+		if (!g->bq.fs[j])
+			g->bq.fs[j] = cg_var(f, f->ti32, NULL);
+		cg_set(f, g->bq.fs[j], cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, base, (srow * s->bn + 8 * j) * g->bq.ssz)), 4));
+	}
+}
+
+void
+gemm_bq_gacc_fold(G *g)
+{
+	CgFn *f = g->k.f;
+	DType dt = g->k.s.bq.scale_dt;
+
+	for (int j = 0; j < g->ni; j++) {
+		LLVMValueRef raw = cg_get(f, g->bq.fs[j]), sc[2];
+		sc[0] = cg_to_f32(f, LLVMBuildTrunc(f->B, raw, f->ti16, ""), dt);
+		sc[1] = cg_to_f32(f, LLVMBuildTrunc(f->B, cg_shr(f, raw, 16), f->ti16, ""), dt);
+		for (int i = 0; i < g->mi; i++)
+			for (int q = 0; q < 4; q++) {	/* the accumulator's columns: 2t + q % 2 */
+				LLVMValueRef x[3] = {cg_get(f, g->bq.pacc[i][j][q]), sc[q & 1], cg_get(f, g->acc[i][j][q])};
+				cg_set(f, g->acc[i][j][q], cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3));
+			}
+	}
+}
+
 void
 gemm_bq_setup(G *g)
 {
@@ -282,6 +342,9 @@ gemm_bq_setup(G *g)
 	g->bq.d_lane = cg_add(f, cg_muli(f, cg_sext64(f, cg_shr(f, g->wn0, 3)), rowb),
 			      cg_sext64(f, cg_muli(f, g->k.lane, 4 * g->bq.vec)));
 	g->bq.s_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), g->bq.ssz),
+			       g->a_bytes + g->bq.b_bytes);
+	g->bq.gsteps = gacc_steps(g);
+	g->bq.c_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shl(f, cg_and(f, g->k.lane, 3), 1)), g->bq.ssz),
 			       g->a_bytes + g->bq.b_bytes);
 }
 
@@ -493,7 +556,7 @@ frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef s2, LLVMValueR
 			 : cg_lop3(f, v, cg_i32(f, (int64_t)(mask | mask << 16)), cg_i32(f, (int64_t)(magic | magic << 16)),
 				   0xea);
 		v = cg_fma16x2(f, g->mt, v, one2, negz2);
-		b[r] = cg_fma16x2(f, g->mt, v, s2, cg_i32(f, (int64_t)0x80008000u));
+		b[r] = g->bq.gsteps ? v : cg_fma16x2(f, g->mt, v, s2, cg_i32(f, (int64_t)0x80008000u));
 	}
 }
 
@@ -647,7 +710,8 @@ group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *s
 	if (fast_path(g, fm)) {	/* scales and zero points of the mma type: raw bits */
 		LLVMValueRef zraw = s->bq.zero ? cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so + g->bq.s_bytes)), 2)
 					       : NULL;
-		fast_group(g, fm, cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2), zraw, sc, z);
+		fast_group(g, fm, g->bq.gsteps ? LLVMConstNull(f->ti16) : cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so)), 2),
+			   zraw, sc, z);	/* group sums: the scale is the fold's */
 		return;
 	}
 	zf = s->bq.zero ? load_scale(g, cg_addi(f, sbase, so + g->bq.s_bytes)) : NULL;

@@ -1457,6 +1457,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
 	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
 	s[0].bq.direct = 0;
+	s[0].bq.gacc = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_GACC);
 	GemmSpec base = s[0];
 	for (int i = 1; i < p->o.narch; i++)
 		s[i] = s[0];

@@ -147,6 +147,11 @@ const DebugFlag debug_flags[] = {
 	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
 	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
 	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
+	{"bq-gacc", DBG_BQ_GACC, NULL,
+	 "compile: 4-bit integer quantised weights (GPTQ, AWQ, W4A16) enter the mma as the exact q - z, each "
+	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
+	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
+	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

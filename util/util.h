@@ -162,6 +162,7 @@ typedef uint64_t DbgFlags;
 #define DBG_FRONT_PAIR DBG_BIT(34)	/* codegen: decode fronts take a warp's tokens two at a time, no barrier a token (A/B) */
 #define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
 #define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
+#define DBG_BQ_GACC DBG_BIT(38)	/* codegen: 4-bit integer quantised B: mma on exact q - z, the scale applied per group to f32 partial sums (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;
