@@ -615,8 +615,8 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 }
 
 /* The mma of k-step kk (of the stage at soff); with group sums (quantised
- * B, g->bq.gsteps) into the group's own sums, started at its first k-step
- * and scaled into acc after its last. */
+ * B, g->bq.gsteps) into the group's own sums, with A's row sums, started at
+ * its first k-step and folded into acc after its last. */
 static void
 mma_frags(G *g, Frag *fr, LLVMValueRef soff, int kk)
 {
@@ -625,6 +625,17 @@ mma_frags(G *g, Frag *fr, LLVMValueRef soff, int kk)
 
 	if (first)
 		gemm_bq_gacc_scales(g, soff, kk);
+	for (int i = 0; gs && i < g->mi; i++) {	/* A's row sums: B = 1 */
+		LLVMValueRef c[4], d[4], one[2] = {gemm_bq_gacc_ones(g), gemm_bq_gacc_ones(g)};
+		for (int q = 0; q < 4; q++) {
+			if (!g->bq.rs[i][q])
+				g->bq.rs[i][q] = cg_var(f, f->tf32, NULL);
+			c[q] = first ? cg_f32(f, 0) : cg_get(f, g->bq.rs[i][q]);
+		}
+		cg_mma_sync(f, g->mt, fr->a[i], one, c, d);
+		for (int q = 0; q < 4; q++)
+			cg_set(f, g->bq.rs[i][q], d[q]);
+	}
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++) {
 			LLVMValueRef c[4], d[4], *v = gs ? g->bq.pacc[i][j] : g->acc[i][j];

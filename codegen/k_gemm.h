@@ -208,7 +208,9 @@ struct G {
 		int gsteps;
 		LLVMValueRef c_lane;		/* smem offset of the scales of the lane's accumulator columns */
 		LLVMValueRef fs[MAXF_MMA];	/* vars: block j's scale pair of those columns, raw bits */
-		LLVMValueRef pacc[MAXF_MMA][MAXF_MMA][4];	/* vars: the group's f32 sums, unscaled */
+		LLVMValueRef fz[MAXF_MMA];	/* ... and zero-point pair (CgBQuant.zero) */
+		LLVMValueRef pacc[MAXF_MMA][MAXF_MMA][4];	/* vars: the group's f32 sums of a (M + u) */
+		LLVMValueRef rs[MAXF_MMA][4];	/* vars: the group's row sums of A (a mma with B = 1) */
 	} bq;
 	/* gemm_rows_ahead: the epilogue's rows of the tile, loaded before its k-tiles (npre 0: none) */
 	GemmRow pre[PRE_MI][2];
@@ -243,10 +245,12 @@ int gemm_bq_check(const G *g, Diag *d);
 void gemm_bq_setup(G *g);
 /* Per tile: the chunks' global addresses. */
 void gemm_bq_sources(G *g);
-/* Group sums (g->bq.gsteps > 0): at a group's first k-step kk, the scales of
- * the lane's accumulator columns from the stage at soff; after its last,
- * acc += scale * the group's sums. */
+/* Group sums (g->bq.gsteps > 0): at a group's first k-step kk, the scales
+ * and zero points of the lane's accumulator columns from the stage at soff;
+ * the B fragment of ones for A's row sums; after the group's last k-step,
+ * acc += scale * (sum - (M + z) * row sum). */
 void gemm_bq_gacc_scales(G *g, LLVMValueRef soff, int kk);
+LLVMValueRef gemm_bq_gacc_ones(G *g);
 void gemm_bq_gacc_fold(G *g);
 /* Chunk j of part i's (B, scales, zero points) source at k-tile 0. */
 LLVMValueRef gemm_bq_src(G *g, int i, int j);
