@@ -389,8 +389,9 @@ gemm_bq_setup(G *g)
 	g->bq.s_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), g->bq.ssz),
 			       g->a_bytes + g->bq.b_bytes);
 	g->bq.gsteps = gacc_steps(g);
-	g->bq.c_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shl(f, cg_and(f, g->k.lane, 3), 1)), g->bq.ssz),
-			       g->a_bytes + g->bq.b_bytes);
+	if (g->bq.gsteps)
+		g->bq.c_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shl(f, cg_and(f, g->k.lane, 3), 1)), g->bq.ssz),
+				       g->a_bytes + g->bq.b_bytes);
 }
 
 void
