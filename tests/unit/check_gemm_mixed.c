@@ -1090,10 +1090,11 @@ END_TEST
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
  * once in f32, so the outputs stay within the rounding of the reference's
  * bf16 weights (not its bits) and within f32 rounding (1e-5) of the
- * unrounded weights: i4 and u4 with zero points, one and two groups a
- * k-tile, tiles, split-K, stream-K (and unrolled: the same bits), the
- * grouped down projection with routing weights; a group over two k-tiles
- * keeps the per-weight scale (the same bits as without the flag).
+ * unrounded weights: i4 and u4 with zero points, one to four groups a
+ * k-tile, tiles, split-K, stream-K (and unrolled: the same bits), direct
+ * B, f16, the plain loop, the grouped down projection with routing
+ * weights; a group over two k-tiles keeps the per-weight scale (the same
+ * bits as without the flag).
  */
 START_TEST(test_gacc)
 {
@@ -1127,6 +1128,20 @@ START_TEST(test_gacc)
 			ck_assert_msg(gh_same_bits(&c, &u), "%s: the unrolled loop differs", c.what);
 		}
 	}
+	GemmCase d = {.what = "u4 g128 + zero points, direct B (vec 2), two groups a 256-deep k-tile", .T = 7, .bq_exact = 1};
+	spec_q(&d.s, DT_U4, 256, 768, 128, DT_BF16, 1);
+	gh_tiles(&d.s, 16, 128, 256, 1, 4, 3);
+	d.s.bq.vec = 2;
+	d.s.bq.direct = 1;
+	d.s.bq.gacc = 1;
+	gh_check(&d, 1e-5);
+	d.what = "u4 g64 f16 + zero points, f16 A (AWQ), the plain loop";
+	spec_q(&d.s, DT_U4, 256, 768, 64, DT_F16, 1);
+	d.s.a_dt = DT_F16;
+	gh_tiles(&d.s, 16, 128, 128, 1, 4, 2);
+	d.s.no_frag_pipe = 1;
+	d.s.bq.gacc = 1;
+	gh_check(&d, 1e-5);
 	GemmCase k = {.what = "u4 g128 + zero points, split-K 3, group sums", .T = 16};
 	spec_q(&k.s, DT_U4, 256, 768, 128, DT_BF16, 1);
 	gh_tiles(&k.s, 16, 64, 128, 1, 2, 3);
