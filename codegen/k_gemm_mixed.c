@@ -258,8 +258,8 @@ cg_bq_bytes(const GemmSpec *s, int E, int which)
 
 /*
  * Group sums (CgBQuant.gacc): on the integer fast path the mma reads the
- * lop3's M + u as it is (no fma a register: frags_fast), M + u = M + off +
- * q - z... with off the signed formats' offset, and for each group
+ * lop3's M + u as it is (no fma a register: frags_fast), u = q + off (off:
+ * the signed formats' offset, 8 for int4), and for each group
  *
  *	sum_k a (q - z) s = s (sum_k a (M + u) - (M + off + z) sum_k a)
  *
