@@ -497,6 +497,10 @@ struct CgBQuant {
 	int direct;		/* B's words loaded from global memory straight into registers, a
 				 * k-tile ahead, not through shared memory (decode: no cp.async,
 				 * ld.shared or stage of B; A and scales are staged as before) */
+	int gacc;		/* group sums (--debug=bq-gacc): 4-bit integer B on the fast path
+				 * (k_gemm_mixed.c) is the exact q - z in the mma, each group's
+				 * products summed apart and scaled in f32 once per group; where
+				 * groups are 32 deep or more and divide bk (else ignored) */
 };
 
 typedef struct GemmSpec GemmSpec;

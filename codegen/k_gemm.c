@@ -614,20 +614,42 @@ load_frags(G *g, LLVMValueRef soff, int kk, Frag *fr)
 		tf32_frags(g, fr);
 }
 
+/* The mma of k-step kk (of the stage at soff); with group sums (quantised
+ * B, g->bq.gsteps) into the group's own sums, with A's row sums, started at
+ * its first k-step and folded into acc after its last. */
 static void
-mma_frags(G *g, Frag *fr)
+mma_frags(G *g, Frag *fr, LLVMValueRef soff, int kk)
 {
 	CgFn *f = g->k.f;
+	int gs = g->bq.gsteps, first = gs && kk % gs == 0;
 
+	if (first)
+		gemm_bq_gacc_scales(g, soff, kk);
+	for (int i = 0; gs && i < g->mi; i++) {	/* A's row sums: B = 1 */
+		LLVMValueRef c[4], d[4], one[2] = {gemm_bq_gacc_ones(g), gemm_bq_gacc_ones(g)};
+		for (int q = 0; q < 4; q++) {
+			if (!g->bq.rs[i][q])
+				g->bq.rs[i][q] = cg_var(f, f->tf32, NULL);
+			c[q] = first ? cg_f32(f, 0) : cg_get(f, g->bq.rs[i][q]);
+		}
+		cg_mma_sync(f, g->mt, fr->a[i], one, c, d);
+		for (int q = 0; q < 4; q++)
+			cg_set(f, g->bq.rs[i][q], d[q]);
+	}
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++) {
-			LLVMValueRef c[4], d[4];
-			for (int q = 0; q < 4; q++)
-				c[q] = cg_get(f, g->acc[i][j][q]);
+			LLVMValueRef c[4], d[4], *v = gs ? g->bq.pacc[i][j] : g->acc[i][j];
+			for (int q = 0; q < 4; q++) {
+				if (gs && !v[q])
+					v[q] = cg_var(f, f->tf32, NULL);
+				c[q] = first ? cg_f32(f, 0) : cg_get(f, v[q]);
+			}
 			cg_mma_sync(f, g->mt, fr->a[i], fr->b[j], c, d);
 			for (int q = 0; q < 4; q++)
-				cg_set(f, g->acc[i][j][q], d[q]);
+				cg_set(f, v[q], d[q]);
 		}
+	if (gs && (kk + 1) % gs == 0)
+		gemm_bq_gacc_fold(g);
 }
 
 /* Fragments carried across loop iterations live in vars (promoted to phis). */
@@ -706,7 +728,7 @@ mainloop_plain(G *g)
 		gemm_bq_fetch(g, cg_addi(f, kt, 1));
 	for (int kk = 0; kk < g->k.s.bk / g->kstep; kk++) {
 		load_frags(g, stage_off(g, kt), kk, &fr);
-		mma_frags(g, &fr);
+		mma_frags(g, &fr, stage_off(g, kt), kk);
 	}
 	/* k-tile kt+1 has landed; every warp is done with kt */
 	cg_cp_async_wait(f, S - 2);
@@ -738,7 +760,7 @@ ktile_pipelined(G *g, Frag *vars, LLVMValueRef rd, LLVMValueRef nx)
 			cg_barrier(f);
 			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
 		}
-		mma_frags(g, &cur);
+		mma_frags(g, &cur, rd, kk);
 		cur = next;
 	}
 	frag_move(g, vars, &cur, 1);
@@ -1904,10 +1926,10 @@ note(G *g, char *buf, size_t n)
 	if (s->wg_wide && s->mainloop != CG_MAINLOOP_MMA && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, " wg%dx%d", g->wtm, g->wtn);
 	if (s->bq.group > 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s", s->bq.group,
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s%s", s->bq.group,
 			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
 			      s->bq.scales_le2 ? " le2" : "", s->bq.vec > 1 ? (s->bq.vec == 2 ? " vec2" : " vec4") : "",
-			      s->bq.direct ? " direct" : "");
+			      s->bq.direct ? " direct" : "", g->bq.gsteps ? " gacc" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->min_ctas > 0 && (size_t)k < n)	/* the launch bound (.minnctapersm) */
 		k += snprintf(buf + k, n - (size_t)k, " min_ctas=%d", s->min_ctas);

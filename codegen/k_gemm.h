@@ -204,6 +204,13 @@ struct G {
 						 * k-tile, or the next one's where already reloaded */
 		LLVMValueRef dptr;		/* per k-tile: where the next k-tile's words are */
 		LLVMValueRef bigv;		/* var (i1): the group has an e8m0 scale > 2 in some lane */
+		/* group sums (CgBQuant.gacc, gemm_bq_gacc_scales): k-steps a group, 0: off */
+		int gsteps;
+		LLVMValueRef c_lane;		/* smem offset of the scales of the lane's accumulator columns */
+		LLVMValueRef fs[MAXF_MMA];	/* vars: block j's scale pair of those columns, raw bits */
+		LLVMValueRef fz[MAXF_MMA];	/* ... and zero-point pair (CgBQuant.zero) */
+		LLVMValueRef pacc[MAXF_MMA][MAXF_MMA][4];	/* vars: the group's f32 sums of a (M + u) */
+		LLVMValueRef rs[MAXF_MMA][4];	/* vars: the group's row sums of A (a mma with B = 1) */
 	} bq;
 	/* gemm_rows_ahead: the epilogue's rows of the tile, loaded before its k-tiles (npre 0: none) */
 	GemmRow pre[PRE_MI][2];
@@ -238,6 +245,13 @@ int gemm_bq_check(const G *g, Diag *d);
 void gemm_bq_setup(G *g);
 /* Per tile: the chunks' global addresses. */
 void gemm_bq_sources(G *g);
+/* Group sums (g->bq.gsteps > 0): at a group's first k-step kk, the scales
+ * and zero points of the lane's accumulator columns from the stage at soff;
+ * the B fragment of ones for A's row sums; after the group's last k-step,
+ * acc += scale * (sum - (M + z) * row sum). */
+void gemm_bq_gacc_scales(G *g, LLVMValueRef soff, int kk);
+LLVMValueRef gemm_bq_gacc_ones(G *g);
+void gemm_bq_gacc_fold(G *g);
 /* Chunk j of part i's (B, scales, zero points) source at k-tile 0. */
 LLVMValueRef gemm_bq_src(G *g, int i, int j);
 /* cp.async k-tile kt's packed B, scales and zero points into the stage at soff. */

@@ -102,6 +102,8 @@ word_off(int64_t kb, int lane, int vec)
 	return (kb - kb % vec) * 128 + (int64_t)lane * 4 * vec + kb % vec * 4;
 }
 
+static int fast_path(const G *g, const BqFormat *fm);
+
 static const BqFormat *
 format_of(DType dt)
 {
@@ -254,6 +256,109 @@ cg_bq_bytes(const GemmSpec *s, int E, int which)
 
 /* ---- the kernel's part ---- */
 
+/*
+ * Group sums (CgBQuant.gacc): on the integer fast path the mma reads the
+ * lop3's M + u as it is (no fma a register: frags_fast), u = q + off (off:
+ * the signed formats' offset, 8 for int4), and for each group
+ *
+ *	sum_k a (q - z) s = s (sum_k a (M + u) - (M + off + z) sum_k a)
+ *
+ * in f32 once per group and column (gemm_bq_gacc_fold), sum_k a (M + u)
+ * from the group's own accumulators and sum_k a, A's row sums, from one
+ * more mma a k-step with B = 1 (a warp's n8 blocks share it).  The products
+ * a (M + u) are exact in f32 (8 by 8 significant bits; f16's 8-bit path 11
+ * by 11); the subtraction cancels about log2((M + z) / |u - z|) ~ 5 of the
+ * f32 sum's 24 bits, far below the bf16 rounding of each weight (q - z) s
+ * that the interpreter and the default path make and this one does not:
+ * outputs agree to that rounding, not in their bits.  A group must end
+ * inside the k-tile that holds it (bk a multiple of the group: stream-K
+ * runs and split-K slices start and end at k-tiles) and span two k-steps
+ * or more, so that its scales, read at its first k-step, are read before
+ * the barrier that lets the stage be refilled (ktile_pipelined's last
+ * k-step).  The k-steps a group, or 0.
+ */
+static int
+gacc_steps(const G *g)
+{
+	const GemmSpec *s = &g->k.s;
+	int G = s->bq.group;
+
+	if (!s->bq.gacc || !fast_path(g, format_of(s->b_dt)) || G < 2 * g->kstep || s->bk % G ||
+	    g->mi > MAXF_MMA || g->ni > MAXF_MMA)
+		return 0;
+	return G / g->kstep;
+}
+
+/* The pair (i32) of the lane's accumulator columns 2t, 2t+1 of block j in
+ * the part of the stage at base + part bytes, group row srow, into var *v. */
+static void
+column_pair(G *g, LLVMValueRef base, int part, int srow, int j, LLVMValueRef *v)
+{
+	CgFn *f = g->k.f;
+
+	if (!*v)
+		*v = cg_var(f, f->ti32, NULL);
+	cg_set(f, *v, cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, base, part + (srow * g->k.s.bn + 8 * j) * g->bq.ssz)), 4));
+}
+
+void
+gemm_bq_gacc_scales(G *g, LLVMValueRef soff, int kk)
+{
+	LLVMValueRef base = cg_add(g->k.f, soff, g->bq.c_lane);
+	int srow = kk * g->kstep / g->k.s.bq.group;
+
+	for (int j = 0; j < g->ni; j++) {
+		column_pair(g, base, 0, srow, j, &g->bq.fs[j]);
+		if (g->k.s.bq.zero)
+			column_pair(g, base, g->bq.s_bytes, srow, j, &g->bq.fz[j]);
+	}
+}
+
+LLVMValueRef
+gemm_bq_gacc_ones(G *g)
+{
+	return cg_i32(g->k.f, g->mt == DT_BF16 ? 0x3f803f80 : 0x3c003c00);
+}
+
+/* Half h (0, 1) of a pair of raw 16-bit values as f32. */
+static LLVMValueRef
+half_f32(CgFn *f, LLVMValueRef raw, int h, DType dt)
+{
+	return cg_to_f32(f, LLVMBuildTrunc(f->B, h ? cg_shr(f, raw, 16) : raw, f->ti16, ""), dt);
+}
+
+static LLVMValueRef
+fma32(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+
+	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
+}
+
+void
+gemm_bq_gacc_fold(G *g)
+{
+	CgFn *f = g->k.f;
+	const BqFormat *fm = format_of(g->k.s.b_dt);
+	DType dt = g->k.s.bq.scale_dt;
+	double moff = (g->mt == DT_BF16 ? 128 : 1024) + (fm->kind == BQ_INT ? 1 << (fm->bits - 1) : 0);
+
+	for (int j = 0; j < g->ni; j++) {
+		LLVMValueRef sc[2], nc[2];
+		for (int h = 0; h < 2; h++) {	/* column 2t + h: its scale and -(M + off + z) */
+			sc[h] = half_f32(f, cg_get(f, g->bq.fs[j]), h, dt);
+			nc[h] = cg_f32(f, -moff);
+			if (g->k.s.bq.zero)
+				nc[h] = LLVMBuildFSub(f->B, nc[h], half_f32(f, cg_get(f, g->bq.fz[j]), h, dt), "");
+		}
+		for (int i = 0; i < g->mi; i++)
+			for (int q = 0; q < 4; q++) {	/* the accumulator's row g + 8 (q / 2), column 2t + q % 2 */
+				LLVMValueRef d = fma32(f, nc[q & 1], cg_get(f, g->bq.rs[i][q & 2]), cg_get(f, g->bq.pacc[i][j][q]));
+				cg_set(f, g->acc[i][j][q], fma32(f, d, sc[q & 1], cg_get(f, g->acc[i][j][q])));
+			}
+	}
+}
+
 void
 gemm_bq_setup(G *g)
 {
@@ -283,6 +388,10 @@ gemm_bq_setup(G *g)
 			      cg_sext64(f, cg_muli(f, g->k.lane, 4 * g->bq.vec)));
 	g->bq.s_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shr(f, g->k.lane, 2)), g->bq.ssz),
 			       g->a_bytes + g->bq.b_bytes);
+	g->bq.gsteps = gacc_steps(g);
+	if (g->bq.gsteps)
+		g->bq.c_lane = cg_addi(f, cg_muli(f, cg_add(f, g->wn0, cg_shl(f, cg_and(f, g->k.lane, 3), 1)), g->bq.ssz),
+				       g->a_bytes + g->bq.b_bytes);
 }
 
 void
@@ -492,6 +601,10 @@ frags_fast(G *g, const BqFormat *fm, LLVMValueRef w, LLVMValueRef s2, LLVMValueR
 		v = half ? cg_lop3(f, v, cg_i32(f, (int64_t)(on | on << 16)), cg_i32(f, (int64_t)(keep | keep << 16)), 0xac)
 			 : cg_lop3(f, v, cg_i32(f, (int64_t)(mask | mask << 16)), cg_i32(f, (int64_t)(magic | magic << 16)),
 				   0xea);
+		if (g->bq.gsteps) {	/* group sums: M + u as it is */
+			b[r] = v;
+			continue;
+		}
 		v = cg_fma16x2(f, g->mt, v, one2, negz2);
 		b[r] = cg_fma16x2(f, g->mt, v, s2, cg_i32(f, (int64_t)0x80008000u));
 	}
@@ -644,6 +757,10 @@ group_regs(G *g, const BqFormat *fm, LLVMValueRef sbase, int so, LLVMValueRef *s
 	LLVMValueRef zf = NULL;
 
 	*big = NULL;
+	if (fast_path(g, fm) && g->bq.gsteps) {	/* group sums: the fold's, not the fragments' */
+		*sc = *z = cg_i32(f, 0);
+		return;
+	}
 	if (fast_path(g, fm)) {	/* scales and zero points of the mma type: raw bits */
 		LLVMValueRef zraw = s->bq.zero ? cg_sload(f, f->ti16, cg_sptr(f, cg_addi(f, sbase, so + g->bq.s_bytes)), 2)
 					       : NULL;

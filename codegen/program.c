@@ -970,6 +970,15 @@ stream_waves(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
  * runs and bf16 decode's. */
 enum { SK_UNROLL_DEFAULT = 1 };	/* on GPU targets without the flag (session 30's A/B: 1.6-4% faster, same bits) */
 
+/* Group sums for 4-bit integer B (k_gemm_mixed.c, --debug=bq-gacc: the mma on
+ * M + u, each group's sums scaled once in f32; within the weights' bf16
+ * rounding, not the same bits).  The H200 A/B of session 33: Mixtral GPTQ
+ * T = 16 263.6 -> 235.0 us (both grouped GEMMs 9-10% faster), the dense
+ * W4A16 28672x8192 projection 52.0 -> 54.3 (1.7 CTAs an SM: the fold at
+ * each k-tile's end is latency there), so a default takes grouped GEMMs
+ * only; the flag takes every GEMM it applies to. */
+enum { BQ_GACC_DEFAULT = 0 };
+
 /*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against
  * bf16's 16), so SMs can each have CTAs and still too few weight bytes in
@@ -1461,6 +1470,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
 	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
 	s[0].bq.direct = 0;
+	s[0].bq.gacc = s[0].bq.group > 0 && ((p->o.debug & DBG_BQ_GACC) || (BQ_GACC_DEFAULT && s[0].groups > 0));
 	GemmSpec base = s[0];
 	for (int i = 1; i < p->o.narch; i++)
 		s[i] = s[0];

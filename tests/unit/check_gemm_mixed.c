@@ -1085,6 +1085,87 @@ START_TEST(test_stream)
 }
 END_TEST
 
+/*
+ * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
+ * mma as the lop3's M + u, each group's sums and A's row sums are folded
+ * once in f32, so the outputs stay within the rounding of the reference's
+ * bf16 weights (not its bits) and within f32 rounding (1e-5) of the
+ * unrounded weights: i4 and u4 with zero points, one to four groups a
+ * k-tile, tiles, split-K, stream-K (and unrolled: the same bits), direct
+ * B, f16, the plain loop, the grouped down projection with routing
+ * weights; a group over two k-tiles keeps the per-weight scale (the same
+ * bits as without the flag).
+ */
+START_TEST(test_gacc)
+{
+	static const struct {
+		DType b;
+		int group, zero, bn, bk, stages, ctas, T;
+		const char *what;
+	} f[] = {
+		{DT_I4, 128, 0, 128, 128, 4, 0, 16, "i4 g128 bf16, 16x128x128 tiles"},
+		{DT_U4, 32, 1, 128, 64, 4, 5, 16, "u4 g32 + zero points, two groups a k-tile, stream-K over 5"},
+		{DT_U4, 128, 1, 256, 128, 3, 3, 16, "u4 g128 + zero points, 16x256x128 s3 stream-K over 3 (Mixtral GPTQ's)"},
+		{DT_I4, 64, 0, 64, 64, 3, 200, 5, "i4 g64, stream-K, more CTAs than pairs"},
+		{DT_U4, 32, 1, 64, 128, 4, 0, 3, "u4 g32 + zero points, four groups a k-tile, T = 3"},
+	};
+	for (size_t i = 0; i < NELEM(f); i++) {
+		GemmCase c = {.what = f[i].what, .T = f[i].T};
+		spec_q(&c.s, f[i].b, 256, 768, f[i].group, DT_BF16, f[i].zero);
+		gh_tiles(&c.s, 16, f[i].bn, f[i].bk, 1, 4, f[i].stages);
+		if (f[i].ctas)
+			stream(&c.s, f[i].ctas, c.T);
+		c.s.bq.gacc = 1;
+		gh_check(&c, 4e-3);	/* the reference's weights rounded to bf16 */
+		c.bq_exact = 1;
+		gh_check(&c, 1e-5);	/* unrounded: only the f32 sums' rounding */
+		GemmCase o = c;
+		o.s.bq.gacc = 0;
+		ck_assert_msg(!gh_same_bits(&c, &o), "%s: group sums give the bits of per-weight scales", c.what);
+		if (f[i].ctas) {
+			GemmCase u = c;
+			u.s.sk_unroll = 1;
+			ck_assert_msg(gh_same_bits(&c, &u), "%s: the unrolled loop differs", c.what);
+		}
+	}
+	GemmCase d = {.what = "u4 g128 + zero points, direct B (vec 2), two groups a 256-deep k-tile", .T = 7, .bq_exact = 1};
+	spec_q(&d.s, DT_U4, 256, 768, 128, DT_BF16, 1);
+	gh_tiles(&d.s, 16, 128, 256, 1, 4, 3);
+	d.s.bq.vec = 2;
+	d.s.bq.direct = 1;
+	d.s.bq.gacc = 1;
+	gh_check(&d, 1e-5);
+	d.what = "u4 g64 f16 + zero points, f16 A (AWQ), the plain loop";
+	spec_q(&d.s, DT_U4, 256, 768, 64, DT_F16, 1);
+	d.s.a_dt = DT_F16;
+	gh_tiles(&d.s, 16, 128, 128, 1, 4, 2);
+	d.s.no_frag_pipe = 1;
+	d.s.bq.gacc = 1;
+	gh_check(&d, 1e-5);
+	GemmCase k = {.what = "u4 g128 + zero points, split-K 3, group sums", .T = 16};
+	spec_q(&k.s, DT_U4, 256, 768, 128, DT_BF16, 1);
+	gh_tiles(&k.s, 16, 64, 128, 1, 2, 3);
+	split(&k.s, 3, k.T);
+	k.s.bq.gacc = 1;
+	gh_check(&k, 4e-3);
+	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter, group sums", .T = 9, .counts = {3, 3, 0, 12}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1, .gacc = 1};
+	gh_tiles(&dn.s, 16, 64, 128, 1, 4, 4);
+	stream(&dn.s, 6, dn.T);
+	gh_check(&dn, 1e-2);
+	GemmCase x = {.what = "u4 g128 over two 64-deep k-tiles: no group sums", .T = 9};
+	spec_q(&x.s, DT_U4, 256, 768, 128, DT_BF16, 1);
+	gh_tiles(&x.s, 16, 64, 64, 1, 4, 3);
+	stream(&x.s, 11, x.T);
+	GemmCase y = x;
+	y.s.bq.gacc = 1;
+	ck_assert_msg(gh_same_bits(&x, &y), "%s: the bits differ", x.what);
+}
+END_TEST
+
 /* The whole plan with direct quantised B (--debug=bq-direct: program.c's
  * bq_direct) against the interpreter at T = 1, 7, 16 and 64 (16-row tiles
  * up to max_tokens = 64 here: 64 takes several row tiles an expert), and
@@ -1118,6 +1199,9 @@ START_TEST(test_program_stream)
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2, 0);
 	}
 	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "scale=bf16 zero tiles", 1e-2, DBG_BQ_TILES);
+	for (size_t i = 0; i < NELEM(T); i++)	/* --debug=bq-gacc: the u4 gate|up on group sums */
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "group=128 scale=bf16 zero gacc stream-k", 1e-2,
+				     DBG_BQ_GACC);
 	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, DBG_BQ_TILES);
 }
 END_TEST
@@ -1253,6 +1337,10 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_stream);
 	tcase_add_test(t, test_program_sk_unroll);
+	suite_add_tcase(s, t);
+	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_gacc);
 	suite_add_tcase(s, t);
 	t = tcase_create("programs");	/* whole blocks against the interpreter */
 	tcase_set_timeout(t, 300);

@@ -219,7 +219,7 @@ in_place_leaf(const GemmRun *r)
 /*
  * Quantised B: q, scales and zero points in the IR's layout ([E][N][K],
  * [E][N][K/group] twice) from the seed, dequantised as the dequantize op
- * does (then rounded to A's type, which the mma reads) for the reference,
+ * does (then rounded to A's type, which the mma reads, unless bq_exact) for the reference,
  * and packed by cg_bq_pack for the kernel.
  */
 static int
@@ -258,7 +258,7 @@ inputs_bq(GemmRun *r, const GemmCase *c, double bs)
 			   dtype_load(s->bq.scale_dt, sc, g);
 		unsigned char t[8];
 		dtype_store(s->a_dt, t, 0, v);
-		r->Bdq[i] = dtype_load(s->a_dt, t, 0);
+		r->Bdq[i] = c->bq_exact ? v : dtype_load(s->a_dt, t, 0);
 	}
 	r->B = calloc(cg_bq_bytes(s, r->E, 0) + 1, 1);
 	r->Bs = calloc(cg_bq_bytes(s, r->E, 1) + 1, 1);

@@ -63,6 +63,7 @@ struct GemmCase {
 	uint64_t seed;		/* 0: 12345 */
 	double scale_v, zero_v;	/* static quantisation: the values behind its roles */
 	DType bq_zero_dt;	/* quantised B with zero points: their IR type (0: b_dt) */
+	int bq_exact;		/* quantised B: the reference's weights (q - z) s unrounded (group sums) */
 	int in_place;		/* the last MAT leaf (C's type and shape) is C itself: C starts
 				 * as its values and the kernel reads it there */
 };
