@@ -976,8 +976,8 @@ enum { SK_UNROLL_DEFAULT = 1 };	/* on GPU targets without the flag (session 30's
  * T = 16 263.6 -> 235.0 us (both grouped GEMMs 9-10% faster), the dense
  * W4A16 28672x8192 projection 52.0 -> 54.3 (1.7 CTAs an SM: the fold at
  * each k-tile's end is latency there), so a default takes grouped GEMMs
- * only; the flag takes every GEMM it applies to. */
-enum { BQ_GACC_DEFAULT = 0 };
+ * only; the flag takes every GEMM it applies to.  The default since session 33. */
+enum { BQ_GACC_DEFAULT = 1 };
 
 /*
  * Quantised B's k-tiles are small (16x64x128 int4: 4 KiB of weights against

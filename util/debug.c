@@ -167,7 +167,7 @@ const DebugFlag debug_flags[] = {
 	 "nearest even, saturated, NaN kept; docs/codegen.md, the norm's kernel; session 33's H200 A/B: the same "
 	 "bits, DeepSeek-V3 FP8's norm 163 -> 80 us, the layer 0.966x at T = 4096, 0.952x at T = 16)"},
 	{"bq-gacc", DBG_BQ_GACC, NULL,
-	 "compile: 4-bit integer quantised weights (GPTQ, AWQ, W4A16) enter the mma as the exact q - z, each "
+	 "compile (the default for grouped GEMMs since session 33; the flag: every GEMM it applies to): 4-bit integer quantised weights (GPTQ, AWQ, W4A16) enter the mma as the exact q - z, each "
 	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
 	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
 	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},

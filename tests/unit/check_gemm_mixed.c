@@ -1180,7 +1180,7 @@ START_TEST(test_program_direct)
 		gh_check_program_max(prog_moe_direct, T[i], 64, "moe_k4", "scale=f8e8m0 le2 vec2 direct", 1e-2,
 				     DBG_BQ_DIRECT);
 	}
-	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k3", "scale=bf16 zero tiles", 1e-2, 0);
+	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k3", "scale=bf16 zero gacc tiles", 1e-2, 0);
 	gh_check_program_max(prog_moe_direct, 7, 64, "moe_k4", "scale=f8e8m0 le2 tiles", 1e-2, 0);
 }
 END_TEST
@@ -1194,11 +1194,11 @@ START_TEST(test_program_stream)
 	static const int T[] = {1, 7, 16};
 
 	for (size_t i = 0; i < NELEM(T); i++) {
-		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero stream-k",
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero gacc stream-k",
 				     1e-2, 0);
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 stream-k", 1e-2, 0);
 	}
-	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "scale=bf16 zero tiles", 1e-2, DBG_BQ_TILES);
+	gh_check_program_max(prog_moe_direct, 7, 16, "moe_k3", "scale=bf16 zero gacc tiles", 1e-2, DBG_BQ_TILES);
 	for (size_t i = 0; i < NELEM(T); i++)	/* --debug=bq-gacc: the u4 gate|up on group sums */
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "group=128 scale=bf16 zero gacc stream-k", 1e-2,
 				     DBG_BQ_GACC);
@@ -1215,7 +1215,7 @@ START_TEST(test_program_sk_unroll)
 
 	for (size_t i = 0; i < NELEM(T); i++) {
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3",
-				     "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero stream-k unrolled", 1e-2,
+				     "16x256x128 w1x4 s3 bq: group=128 scale=bf16 zero gacc stream-k unrolled", 1e-2,
 				     DBG_SK_UNROLL);
 		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "le2 stream-k unrolled", 1e-2,
 				     DBG_SK_UNROLL);
