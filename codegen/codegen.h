@@ -1348,6 +1348,7 @@ LLVMValueRef cg_sigmoid(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_tanh(CgFn *f, LLVMValueRef x);
 /* n / d as div.rn's fast path, without its branch: exact for n = 1 or 2, 1 <= d <= 2^87 only */
 LLVMValueRef cg_rcp(CgFn *f, LLVMValueRef d);	/* rcp.approx.ftz */
+LLVMValueRef cg_fma(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);	/* a b + c, f32, one rounding */
 LLVMValueRef cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d);
 /* n / d for many n over one d > 0 (a quantisation group's scale): one div.rn
  * for 1/d (cg_recip), then 3 instructions and a sign a quotient (cg_fdiv_recip),
@@ -1386,10 +1387,10 @@ LLVMValueRef cg_ep_emit_op(CgFn *f, const CgEpInst *in, LLVMValueRef a, LLVMValu
 /* The stored bits (i8) of f32 x under q: scale and zero are f32 values (zero may be NULL). */
 LLVMValueRef cg_quant_emit(CgFn *f, const CgQuant *q, DType c_dt, LLVMValueRef x,
 			   LLVMValueRef scale, LLVMValueRef zero);
-/* ... of x[0..n-1] into bits[] (--debug=f8-cvt: e4m3 two an instruction) */
+/* ... of x[0..n-1] into bits[] (sm_89+: e4m3 by cvt, two an instruction) */
 void cg_quant_emit_v(CgFn *f, const CgQuant *q, DType c_dt, const LLVMValueRef *x, int n,
 		     LLVMValueRef scale, LLVMValueRef zero, LLVMValueRef *bits);
-/* f32 values of the f8 bits[0..n-1] (--debug=f8-cvt: e4m3 by cvt, two an instruction) */
+/* f32 values of the f8 bits[0..n-1] (sm_89+: e4m3 by cvt, two an instruction) */
 void cg_f8_to_f32_v(CgFn *f, DType dt, const LLVMValueRef *bits, int n, LLVMValueRef *x);
 /* x rounded to bf16/f16 and back by cvt where the target has it (the emulator's
  * moec_emu_f32_to_*; below sm_80 cg_round_dt's integer code): the values of

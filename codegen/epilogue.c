@@ -455,7 +455,7 @@ cg_quant_print(char *buf, size_t n, const CgQuant *q, DType c_dt)
 }
 
 /*
- * --debug=f8-cvt on sm_89+: f32 to e4m3 by cvt.rn.satfinite.e4m3x2.f32, two
+ * On sm_89+ (the default; --debug=f8-cvt names it): f32 to e4m3 by cvt.rn.satfinite.e4m3x2.f32, two
  * values an instruction, instead of k_synth.c's integer code (about 25
  * instructions a value, most of the norm's kernel's time): the same bits,
  * nearest even with e4m3's subnormals, beyond 448 (and inf) 448, f32
@@ -477,14 +477,14 @@ f8_cvt(CgFn *f, DType dt)
 static void
 f8_bits(CgFn *f, DType dt, const LLVMValueRef *x, int n, LLVMValueRef *bits)
 {
+	if (!f8_cvt(f, dt)) {
+		for (int i = 0; i < n; i++)
+			bits[i] = cg_f32_to_bits(f, x[i], dt);
+		return;
+	}
 	for (int i = 0; i < n; i += 2) {
-		LLVMValueRef a[2] = {i + 1 < n ? x[i + 1] : cg_f32(f, 0), x[i]}, p;
-		if (!f8_cvt(f, dt)) {
-			for (int j = i; j < n && j < i + 2; j++)
-				bits[j] = cg_f32_to_bits(f, x[j], dt);
-			continue;
-		}
-		p = cg_asm(f, f->ti16, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", a, 2, 0);
+		LLVMValueRef a[2] = {i + 1 < n ? x[i + 1] : cg_f32(f, 0), x[i]};
+		LLVMValueRef p = cg_asm(f, f->ti16, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", a, 2, 0);
 		bits[i] = LLVMBuildTrunc(f->B, p, f->ti8, "");
 		if (i + 1 < n)
 			bits[i + 1] = LLVMBuildTrunc(f->B, LLVMBuildLShr(f->B, p, LLVMConstInt(f->ti16, 8, 0), ""),
@@ -495,17 +495,17 @@ f8_bits(CgFn *f, DType dt, const LLVMValueRef *x, int n, LLVMValueRef *bits)
 void
 cg_f8_to_f32_v(CgFn *f, DType dt, const LLVMValueRef *bits, int n, LLVMValueRef *x)
 {
+	if (!f8_cvt(f, dt)) {
+		for (int i = 0; i < n; i++)
+			x[i] = cg_bits_to_f32(f, bits[i], dt);
+		return;
+	}
 	for (int i = 0; i < n; i += 2) {
-		LLVMValueRef hi, p, h2;
-		if (!f8_cvt(f, dt)) {
-			for (int j = i; j < n && j < i + 2; j++)
-				x[j] = cg_bits_to_f32(f, bits[j], dt);
-			continue;
-		}
-		hi = i + 1 < n ? LLVMBuildShl(f->B, LLVMBuildZExt(f->B, bits[i + 1], f->ti16, ""),
-					      LLVMConstInt(f->ti16, 8, 0), "") : LLVMConstInt(f->ti16, 0, 0);
-		p = LLVMBuildOr(f->B, hi, LLVMBuildZExt(f->B, bits[i], f->ti16, ""), "");
-		h2 = cg_asm(f, f->ti32, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", &p, 1, 0);
+		LLVMValueRef hi = i + 1 < n ? LLVMBuildShl(f->B, LLVMBuildZExt(f->B, bits[i + 1], f->ti16, ""),
+							   LLVMConstInt(f->ti16, 8, 0), "")
+					    : LLVMConstInt(f->ti16, 0, 0);
+		LLVMValueRef p = LLVMBuildOr(f->B, hi, LLVMBuildZExt(f->B, bits[i], f->ti16, ""), "");
+		LLVMValueRef h2 = cg_asm(f, f->ti32, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", &p, 1, 0);
 		for (int j = i; j < n && j < i + 2; j++)	/* f16 to f32 is exact */
 			x[j] = cg_to_f32(f, LLVMBuildTrunc(f->B, j == i ? h2 : LLVMBuildLShr(f->B, h2, cg_i32(f, 16), ""),
 							    f->ti16, ""), DT_F16);

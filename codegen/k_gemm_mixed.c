@@ -327,14 +327,6 @@ half_f32(CgFn *f, LLVMValueRef raw, int h, DType dt)
 	return cg_to_f32(f, LLVMBuildTrunc(f->B, h ? cg_shr(f, raw, 16) : raw, f->ti16, ""), dt);
 }
 
-static LLVMValueRef
-fma32(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
-{
-	LLVMValueRef x[3] = {a, b, c};
-
-	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
-}
-
 void
 gemm_bq_gacc_fold(G *g)
 {
@@ -353,8 +345,8 @@ gemm_bq_gacc_fold(G *g)
 		}
 		for (int i = 0; i < g->mi; i++)
 			for (int q = 0; q < 4; q++) {	/* the accumulator's row g + 8 (q / 2), column 2t + q % 2 */
-				LLVMValueRef d = fma32(f, nc[q & 1], cg_get(f, g->bq.rs[i][q & 2]), cg_get(f, g->bq.pacc[i][j][q]));
-				cg_set(f, g->acc[i][j][q], fma32(f, d, sc[q & 1], cg_get(f, g->acc[i][j][q])));
+				LLVMValueRef d = cg_fma(f, nc[q & 1], cg_get(f, g->bq.rs[i][q & 2]), cg_get(f, g->bq.pacc[i][j][q]));
+				cg_set(f, g->acc[i][j][q], cg_fma(f, d, sc[q & 1], cg_get(f, g->acc[i][j][q])));
 			}
 	}
 }

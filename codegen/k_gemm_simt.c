@@ -242,14 +242,6 @@ cg_gemm_simt_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 
 /* ---- pieces ---- */
 
-static LLVMValueRef
-fma32(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
-{
-	LLVMValueRef x[3] = {a, b, c};
-
-	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
-}
-
 /* n elements of dt at p (n-element aligned) as f32 */
 static void
 load_vec(Simt *g, LLVMValueRef p, DType dt, int n, LLVMValueRef *out)
@@ -508,7 +500,7 @@ compute_tile(Simt *g, LLVMValueRef boff)
 			load_f32s(g, cg_addi(f, bbase, 4 * (kk * g->b_pitch + ncol(g, j))), &b[j], g->wn);
 		for (int i = 0; i < g->tm; i++)
 			for (int j = 0; j < g->tn; j++)
-				cg_set(f, g->acc[i][j], fma32(f, a[i], b[j], cg_get(f, g->acc[i][j])));
+				cg_set(f, g->acc[i][j], cg_fma(f, a[i], b[j], cg_get(f, g->acc[i][j])));
 	}
 }
 
@@ -592,7 +584,7 @@ splitk_rounds(Simt *g, LLVMValueRef i, int nu, LLVMValueRef *arow, LLVMValueRef 
 			for (int c = 0; c < bn; c++) {
 				LLVMValueRef v = cg_get(f, part[r * bn + c]);
 				for (int x = 0; x < kv; x++)
-					v = fma32(f, av[u][r][x], bv[u][c][x], v);
+					v = cg_fma(f, av[u][r][x], bv[u][c][x], v);
 				cg_set(f, part[r * bn + c], v);
 			}
 }

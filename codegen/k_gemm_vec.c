@@ -120,14 +120,6 @@ cg_gemm_vec_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 
 /* ---- pieces ---- */
 
-static LLVMValueRef
-fma32(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
-{
-	LLVMValueRef x[3] = {a, b, c};
-
-	return cg_intrinsic(f, "llvm.fma", f->tf32, &f->tf32, 1, x, 3);
-}
-
 /* The two elements (low half first) of a 32-bit word of dt, as f32. */
 static void
 unpack2(CgFn *f, LLVMValueRef w, DType dt, LLVMValueRef *out)
@@ -217,7 +209,7 @@ fma_rounds(Vec *g, LLVMValueRef i0, int nu, int partial, const LLVMValueRef *aro
 		for (int x = 0; x < VEC_EL; x++)
 			for (int r = 0; r < g->R; r++)
 				for (int c = 0; c < g->C; c++)
-					cg_set(f, g->acc[r][c], fma32(f, a[r][x], b[c][x], cg_get(f, g->acc[r][c])));
+					cg_set(f, g->acc[r][c], cg_fma(f, a[r][x], b[c][x], cg_get(f, g->acc[r][c])));
 	}
 }
 

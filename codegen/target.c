@@ -2023,8 +2023,8 @@ cg_fmax(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(f->B, LLVMBuildFCmp(f->B, LLVMRealOGT, a, b, ""), a, b, "");
 }
 
-static LLVMValueRef
-fma3(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+LLVMValueRef
+cg_fma(CgFn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
 	LLVMValueRef x[3] = {a, b, c};
 
@@ -2067,9 +2067,9 @@ cg_fdiv_fast(CgFn *f, LLVMValueRef n, LLVMValueRef d)
 	ones = LLVMBuildICmp(B, LLVMIntEQ, cg_and(f, db, 0x7fffff), cg_i32(f, 0x7fffff), "");
 	fix = LLVMBuildOr(B, LLVMBuildSub(B, cg_i32(f, 253 << 23), cg_and(f, db, 0x7f800000), ""), cg_i32(f, 1), "");
 	r = LLVMBuildSelect(B, ones, LLVMBuildBitCast(B, fix, f->tf32, ""), r, "");
-	r = fma3(f, r, fma3(f, nd, r, cg_f32(f, 1.0)), r);
+	r = cg_fma(f, r, cg_fma(f, nd, r, cg_f32(f, 1.0)), r);
 	q = LLVMBuildFMul(f->B, n, r, "");
-	return fma3(f, r, fma3(f, nd, q, n), q);
+	return cg_fma(f, r, cg_fma(f, nd, q, n), q);
 }
 
 /*
@@ -2106,7 +2106,7 @@ cg_fdiv_recip(CgFn *f, LLVMValueRef n, const CgRecip *r)
 	LLVMBuilderRef B = f->B;
 	LLVMValueRef a = LLVMBuildFMul(B, cg_fabs(f, n), r->k, ""), q0 = LLVMBuildFMul(B, a, r->rd, ""), q, sg[2];
 
-	q = fma3(f, fma3(f, LLVMBuildFNeg(B, q0, ""), r->d, a), r->rd, q0);
+	q = cg_fma(f, cg_fma(f, LLVMBuildFNeg(B, q0, ""), r->d, a), r->rd, q0);
 	sg[0] = LLVMBuildSelect(B, r->special, q0, q, "");
 	sg[1] = n;
 	return cg_intrinsic(f, "llvm.copysign", f->tf32, &f->tf32, 1, sg, 2);
