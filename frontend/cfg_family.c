@@ -122,56 +122,59 @@ build_llama(Cfg *c, Value *x)
  *	    hidden_activation (GELU-tanh)
  *	gemma (Gemma 1): llama's placement, the norm zero-centred, hidden_act
  */
+typedef struct {
+	const char *pre, *post;	/* the norms' weights before and after the MLP (NULL: none) */
+	int one_plus;		/* zero-centred norms: scale 1 + w */
+	const char *act_key, *act;	/* the activation's key, and its class default */
+	double eps;		/* rms_norm_eps's class default */
+} NormedMlp;
+
 static Value *
-build_olmo2(Cfg *c, Value *x)
+normed_mlp(Cfg *c, Value *x, const NormedMlp *s)
 {
-	const char *w = "post_feedforward_layernorm.weight";
-	double eps = eps_of(c, "rms_norm_eps", 1e-5);
-	const char *act = cfg_hf_act(c, "hidden_act", "silu");
-	Value *f;
+	Value *(*norm)(Cfg *, Value *, const char *, double) = s->one_plus ? cfg_rms_norm_1p : cfg_rms_norm;
+	double eps = eps_of(c, "rms_norm_eps", s->eps);
+	const char *act = cfg_hf_act(c, s->act_key, s->act);
+	Value *h = x, *f;
 
 	cfg_int(c, "intermediate_size");
 	if (c->err)
 		return NULL;
-	set_prefix(c, decoder_prefixes, w);
-	f = dense_mlp(c, x, "intermediate_size", act, 0);
-	c->b.loc.name = NULL;
-	return residual(c, x, cfg_named(c, f ? cfg_rms_norm(c, f, w, eps) : NULL, "ffn"));
+	set_prefix(c, decoder_prefixes, s->pre ? s->pre : s->post);
+	if (s->pre)
+		h = cfg_named(c, norm(c, x, s->pre, eps), "h");
+	f = h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL;
+	if (s->post) {
+		c->b.loc.name = NULL;
+		f = cfg_named(c, f ? norm(c, f, s->post, eps) : NULL, "ffn");
+	}
+	return residual(c, x, f);
+}
+
+static Value *
+build_olmo2(Cfg *c, Value *x)
+{
+	static const NormedMlp s = {NULL, "post_feedforward_layernorm.weight", 0, "hidden_act", "silu", 1e-5};
+
+	return normed_mlp(c, x, &s);
 }
 
 static Value *
 build_gemma2(Cfg *c, Value *x)
 {
-	const char *pre = "pre_feedforward_layernorm.weight";
-	const char *post = "post_feedforward_layernorm.weight";
-	double eps = eps_of(c, "rms_norm_eps", 1e-6);
-	const char *act = cfg_hf_act(c, "hidden_activation", "gelu_pytorch_tanh");
-	Value *h, *f;
+	static const NormedMlp s = {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight", 1,
+				    "hidden_activation", "gelu_pytorch_tanh", 1e-6};
 
-	cfg_int(c, "intermediate_size");
-	if (c->err)
-		return NULL;
-	set_prefix(c, decoder_prefixes, pre);
-	h = cfg_named(c, cfg_rms_norm_1p(c, x, pre, eps), "h");
-	f = h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL;
-	c->b.loc.name = NULL;
-	return residual(c, x, cfg_named(c, f ? cfg_rms_norm_1p(c, f, post, eps) : NULL, "ffn"));
+	return normed_mlp(c, x, &s);
 }
 
 static Value *
 build_gemma(Cfg *c, Value *x)
 {
-	const char *w = "post_attention_layernorm.weight";
-	double eps = eps_of(c, "rms_norm_eps", 1e-6);
-	const char *act = cfg_hf_act(c, "hidden_act", "gelu_pytorch_tanh");
-	Value *h;
+	static const NormedMlp s = {"post_attention_layernorm.weight", NULL, 1, "hidden_act", "gelu_pytorch_tanh",
+				    1e-6};
 
-	cfg_int(c, "intermediate_size");
-	if (c->err)
-		return NULL;
-	set_prefix(c, decoder_prefixes, w);
-	h = cfg_named(c, cfg_rms_norm_1p(c, x, w, eps), "h");
-	return residual(c, x, h ? dense_mlp(c, h, "intermediate_size", act, 0) : NULL);
+	return normed_mlp(c, x, &s);
 }
 
 static Value *selection_bias(Cfg *c, const char *name, const MoeSpec *s);
