@@ -86,6 +86,7 @@ const char *mo_router_sparsemixer(Node *concat, Value *weights, Router *r);
 /* fuse_moe_experts.c */
 const char *mo_experts(Value *sum, Moe *mo);
 const char *mo_mlp(Value *o, Expert *x, Value **rows);	/* down(act(gate_up(rows))) */
+int mo_scaled(Value *v, Value **o, Value **w);	/* v = o * w, w [n,1] a weight a row: 1 */
 Value *mo_tokens(Value *v, Dim t, Dim h);	/* the [T,H] tokens a view v was made from */
 int mo_same_expert(const Expert *a, const Expert *b);
 

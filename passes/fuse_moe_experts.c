@@ -632,20 +632,31 @@ mo_mlp(Value *o, Expert *x, Value **rows)
 	return NULL;
 }
 
+/* v = o * w with w [n,1], a weight a row (f16: the product in f32): o and
+ * w, or 0. */
+int
+mo_scaled(Value *v, Value **o, Value **w)
+{
+	Node *n = mo_def(mo_peel_cast(mo_peel_rows(v)), OP_MUL);
+
+	for (int i = 0; n && i < 2; i++) {
+		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1) {
+			*o = n->in[i], *w = n->in[1 - i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* One routed contribution, o * w with o = down(act(gate_up(rows))). */
 static const char *
 contribution(Value *c, int batched, Expert *x)
 {
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(c)), OP_MUL);	/* f16: in f32 */
-	Value *o = NULL, *w = NULL, *rows;
+	Value *o, *w, *rows;
 	const char *why;
 
-	for (int i = 0; n && i < 2 && !o; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
-			o = n->in[i], w = n->in[1 - i];
-	}
-	if (!o)
+	if (!mo_scaled(c, &o, &w))
 		return "the expert output is not scaled by a routing weight";
 	if ((why = batched ? batched_weight(w, x) : slot_weight(w, x)) || (why = mo_mlp(o, x, &rows)))
 		return why;
@@ -1484,17 +1495,12 @@ is_sorted_index_add(Value *sum)
 static const char *
 sorted_index_slot(Node *sc, Expert *x, Value **ids, Value **perm, Node **sp, int *j)
 {
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(mo_uncut(sc->in[2]))), OP_MUL), *sl, *g;
-	Value *o = NULL, *w = NULL, *src, *rows, *rw;
+	Node *sl, *g;
+	Value *o, *w, *src, *rows, *rw;
 	const char *why;
 	int64_t k;
 
-	for (int i = 0; n && i < 2 && !o; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1)
-			o = n->in[i], w = n->in[1 - i];
-	}
-	if (!o)
+	if (!mo_scaled(mo_uncut(sc->in[2]), &o, &w))
 		return "the expert output is not scaled by a routing weight";
 	g = (sl = mo_def(mo_peel(w), OP_SLICE)) ? mo_def(sl->in[0], OP_GATHER) : NULL;
 	if (!g || ir_attr_int(g, "axis", 0) || (*perm && mo_peel_index(g->in[1]) != *perm) ||
@@ -1580,11 +1586,13 @@ mo_experts(Value *sum, Moe *mo)
 		why = slots(sum, mo);
 	else
 		why = "not a routed sum";
-	if (why && (mo_is_masked(sum) || is_sorted_index_add(sum))) {	/* loops users write */
+	if (why) {	/* loops users write */
 		int masked = mo_is_masked(sum);
-		memset(mo, 0, sizeof *mo);
-		mo->sum = sum;
-		why = masked ? mo_masked(sum, mo) : sorted_index_add(sum, mo);
+		if (masked || is_sorted_index_add(sum)) {
+			memset(mo, 0, sizeof *mo);
+			mo->sum = sum;
+			why = masked ? mo_masked(sum, mo) : sorted_index_add(sum, mo);
+		}
 	}
 	if (!why && mo->x.x->type.dim[mo->x.x->type.rank - 1] !=
 			    mo->x.wdn->type.dim[(mo->x.dn_t ? 2 : 1) - mo->x.flat])

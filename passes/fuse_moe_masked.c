@@ -232,22 +232,6 @@ weight_of(Value *w, Expert *x, int64_t e, Value **ids)
 	return NULL;
 }
 
-/* v = o * w with w [n,1], a weight per row: o and w, or 0. */
-static int
-scaled(Value *v, Value **o, Value **w)
-{
-	Node *n = mo_def(mo_peel_cast(mo_peel_rows(v)), OP_MUL);	/* f16: in f32 */
-
-	for (int i = 0; n && i < 2; i++) {
-		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
-		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1) {
-			*o = n->in[i], *w = n->in[1 - i];
-			return 1;
-		}
-	}
-	return 0;
-}
-
 /* c = y * w[n,1] with y = down(act(gate_up(x[m]))), m the mask of e; or
  * (the weight before the MLP: scale_input) y = down(act(gate_up(x[m] * w))). */
 static const char *
@@ -257,10 +241,10 @@ contribution(Value *c, Expert *x, int64_t e, Value **ids)
 	const char *why;
 	int64_t se = -1;
 
-	scaled(c, &o, &w);
+	mo_scaled(c, &o, &w);
 	if ((why = mo_mlp(o, x, &rows)))
 		return why;
-	if (!w && scaled(rows, &rows, &w))
+	if (!w && mo_scaled(rows, &rows, &w))
 		x->scale_input = 1;
 	if (!w)
 		return "the expert's rows are scaled by no routing weight, before or after the MLP "
@@ -347,8 +331,8 @@ mo_masked(Value *sum, Moe *mo)
 	} Step;
 	Module *mod = sum->graph->m;
 	Value *v = sum, *acc, *ids = NULL;
-	Step *st = NULL;
-	int64_t n = 0;
+	VEC(Step) st = {0};
+	int64_t n;
 	const char *why = NULL;
 
 	for (; !why; v = acc) {
@@ -357,25 +341,25 @@ mo_masked(Value *sum, Moe *mo)
 
 		memset(&x, 0, sizeof x);
 		if (!(why = update(v, &x, &e, &ids, &acc))) {
-			if (n && !mo_same_expert(&mo->x, &x))
+			if (st.n && !mo_same_expert(&mo->x, &x))
 				why = "the masked loop's experts do not agree (activation, tokens or routing weights)";
 			mo->x = x;
-			st = realloc(st, sizeof *st * (size_t)(n + 1));
-			st[n++] = (Step){e, x.wgu, x.wdn};
+			vec_push(&st, ((Step){e, x.wgu, x.wdn}));
 			if (mo_is_fill(acc, 0))
 				break;
 		}
 	}
+	n = (int64_t)st.n;
 	if (!why) {
 		mo->gu_e = arena_array(mod->arena, Value *, n);
 		mo->dn_e = arena_array(mod->arena, Value *, n);
 		for (int64_t i = 0; i < n && !why; i++)
-			if (st[i].e >= n || mo->gu_e[st[i].e])
+			if (st.v[i].e >= n || mo->gu_e[st.v[i].e])
 				why = "the masked loop does not run each of its experts 0..N-1 once";
 			else
-				mo->gu_e[st[i].e] = st[i].gu, mo->dn_e[st[i].e] = st[i].dn;
+				mo->gu_e[st.v[i].e] = st.v[i].gu, mo->dn_e[st.v[i].e] = st.v[i].dn;
 	}
-	free(st);
+	vec_free(&st);
 	if (why)
 		return why;
 	if (!mo->x.flat && mo->x.wgu->type.dim[0] != n)
