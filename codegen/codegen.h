@@ -579,6 +579,11 @@ struct GemmSpec {
 				 * cp.async.bulk.prefetch.L2), its run from the offsets as they read then:
 				 * a hint, every address inside B (k_gemm.c's stream_ahead); --debug=down-ahead */
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
+	int tail, tail_w;	/* CG_SCHED_STREAM, static: tail > 0: the grid's last `tail` CTAs (runs v <
+				 * tail, dispatched last: to the SMs that finish first) take short runs and
+				 * the others runs tail_w (2..64) times as long, so the SMs' spread is
+				 * filled by the short runs (k_gemm.c's stream_runs); where L is under the
+				 * weights' sum, equal runs; 0: equal runs.  --debug=sk-tail */
 	int split_k;		/* S > 1: K in S slices, partial sums added in slice order; 0: none;
 				 * 1: none, but the "splitk_ws" parameter (kernels of one name
 				 * have one parameter list on every target, and another splits) */

@@ -281,6 +281,11 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: dynamic stream-K (%d units a CTA) needs stream-K, 1..64 "
 				  "units a CTA and at least stages - 1 = %d k-tiles (K / bk = %lld)", s->units,
 				  s->stages - 1, (long long)(s->K / s->bk));
+	if (s->tail && (s->sched != CG_SCHED_STREAM || s->units || s->tail < 0 || s->tail >= s->ctas ||
+			s->tail_w < 2 || s->tail_w > 64))
+		return diag_error(d, LOC_NONE, "gemm: a stream-K tail (%d short runs of %d CTAs, long runs %d "
+				  "times as long) needs static stream-K, fewer short runs than CTAs and a weight "
+				  "of 2..64", s->tail, s->ctas, s->tail_w);
 	if (s->sk_unroll && (s->sched != CG_SCHED_STREAM || s->units))
 		return diag_error(d, LOC_NONE, "gemm: the unrolled stream-K loop needs static stream-K");
 	if (s->b_ahead && (s->b_ahead < 0 || s->sched != CG_SCHED_STREAM || s->b_layout != CG_B_NK ||
@@ -1290,6 +1295,8 @@ tile(GemmCore *k)
 typedef struct Stream Stream;
 struct Stream {
 	LLVMValueRef v, g0, g1, L64, n64;
+	LLVMValueRef X64, w64, W64;		/* GemmSpec.tail: the short runs, a long run's weight, the
+						 * weights' sum (stream_runs); X64 NULL: equal runs */
 	LLVMValueRef lt;			/* var: the tile a_src/b_src are for (-1: none) */
 	LLVMValueRef lkt, ct, pend, last;	/* stream_unrolled: vars: the load stream's k-tile in lt, the
 						 * mma side's tile, the pair its part of it ends at; g1-1 */
@@ -1316,20 +1323,61 @@ stream_vars(G *g, Stream *st)
 			st->q[i][j] = j > 0 && g->bq.gstep[i] ? NULL : cg_var(f, LLVMTypeOf(g->k.B), NULL);
 }
 
-/* The first pair of run v: v * L / n (i64 arithmetic; an i32). */
+/*
+ * L pairs over n runs (i64).  Equal runs, v * L / n; or with a tail
+ * (GemmSpec.tail, --debug=sk-tail) weighed runs: the SMs do not stream at one
+ * rate (ncu: the slowest 14-17% above the average, docs/codegen.md "Stream-K
+ * in waves"), so the first-dispatched CTAs take long runs and the last `tail`
+ * CTAs (runs v < X = min(tail, n), dispatched as slots free up: on the SMs
+ * that finished first) short ones.  Run v's weight is 1 below X and w above:
+ * W(v) = v + (w - 1) max(v - X, 0), run v = [L W(v) / Wt, L W(v+1) / Wt),
+ * Wt = W(n).  Where L < Wt a short run could be empty and a hand-over chain
+ * would wait for a part that no run holds: equal runs then (w = 1, Wt = n).
+ */
+static void
+stream_runs(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	LLVMValueRef wt, few;
+
+	st->L64 = cg_sext64(f, L);
+	st->n64 = cg_sext64(f, n);
+	st->X64 = st->w64 = st->W64 = NULL;
+	if (!s->tail)
+		return;
+	st->X64 = cg_min(f, cg_i64(f, s->tail), st->n64);
+	wt = cg_add(f, st->X64, cg_muli(f, cg_sub(f, st->n64, st->X64), s->tail_w));
+	few = cg_lt(f, st->L64, wt);
+	st->w64 = cg_select(f, few, cg_i64(f, 1), cg_i64(f, s->tail_w));
+	st->W64 = cg_select(f, few, st->n64, wt);
+}
+
+/* The first pair of run v: L W(v) / Wt, v * L / n for equal runs (an i32). */
 static LLVMValueRef
 run_start(CgFn *f, const Stream *st, LLVMValueRef v)
 {
-	return LLVMBuildTrunc(f->B, cg_udiv(f, cg_mul(f, cg_sext64(f, v), st->L64), st->n64), f->ti32, "");
+	LLVMValueRef v64 = cg_sext64(f, v), w;
+
+	if (!st->X64)
+		return LLVMBuildTrunc(f->B, cg_udiv(f, cg_mul(f, v64, st->L64), st->n64), f->ti32, "");
+	w = cg_add(f, v64, cg_mul(f, cg_addi(f, st->w64, -1), cg_max(f, cg_sub(f, v64, st->X64), cg_i64(f, 0))));
+	return LLVMBuildTrunc(f->B, cg_udiv(f, cg_mul(f, w, st->L64), st->W64), f->ti32, "");
 }
 
-/* The run holding pair x: the last v with v * L / n <= x, ((x+1) * n - 1) / L. */
+/* The run holding pair x: the last v with run_start(v) <= x.  Equal runs:
+ * ((x+1) * n - 1) / L.  Weighed: the last weight m = ((x+1) Wt - 1) / L with
+ * L m / Wt <= x, then the last v with W(v) <= m: min(m, X) + max(m - X, 0) / w. */
 static LLVMValueRef
 run_owner(CgFn *f, const Stream *st, LLVMValueRef x)
 {
-	LLVMValueRef t = cg_addi(f, cg_mul(f, cg_sext64(f, cg_addi(f, x, 1)), st->n64), -1);
+	LLVMValueRef x1 = cg_sext64(f, cg_addi(f, x, 1)), m, v;
 
-	return LLVMBuildTrunc(f->B, cg_udiv(f, t, st->L64), f->ti32, "");
+	if (!st->X64)
+		return LLVMBuildTrunc(f->B, cg_udiv(f, cg_addi(f, cg_mul(f, x1, st->n64), -1), st->L64), f->ti32, "");
+	m = cg_udiv(f, cg_addi(f, cg_mul(f, x1, st->W64), -1), st->L64);
+	v = cg_add(f, cg_min(f, m, st->X64), cg_udiv(f, cg_max(f, cg_sub(f, m, st->X64), cg_i64(f, 0)), st->w64));
+	return LLVMBuildTrunc(f->B, v, f->ti32, "");
 }
 
 /* The load stream enters tile t: its coordinates and sources, into the vars. */
@@ -1422,8 +1470,7 @@ stream(G *g)
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	stream_vars(g, &st);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
-	st.L64 = cg_sext64(f, L);
-	st.n64 = cg_sext64(f, n);
+	stream_runs(g, &st, L, n);
 	st.g0 = run_start(f, &st, st.v);
 	st.g1 = run_start(f, &st, cg_addi(f, st.v, 1));
 	for (int i = 0; i < S - 1; i++) {
@@ -1506,8 +1553,7 @@ unrolled_begin(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
 	LLVMValueRef t0;
 	CgIf c;
 
-	st->L64 = cg_sext64(f, L);
-	st->n64 = cg_sext64(f, n);
+	stream_runs(g, st, L, n);
 	st->g0 = run_start(f, st, st->v);
 	st->g1 = run_start(f, st, cg_addi(f, st->v, 1));
 	st->last = cg_addi(f, st->g1, -1);
@@ -1636,8 +1682,7 @@ stream_ahead(G *g)
 	L = cg_muli(f, gemm_work_total(&g->k), KT);
 	n = cg_min(f, cg_nctaid(f, 0), L);
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
-	st.L64 = cg_sext64(f, L);
-	st.n64 = cg_sext64(f, n);
+	stream_runs(g, &st, L, n);
 	cg_if(f, &c, LLVMBuildAnd(f->B, cg_lt(f, st.v, n), cg_lt(f, g->k.tid, cg_i32(f, s->bn)), ""));
 	g0 = run_start(f, &st, st.v);
 	gend = cg_min(f, run_start(f, &st, cg_addi(f, st.v, 1)), cg_addi(f, g0, s->b_ahead));

@@ -1340,6 +1340,32 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 }
 
 /*
+ * Stream-K with a tail (--debug=sk-tail, docs/codegen.md "Stream-K with a
+ * tail"): a static bf16/f16 stream-K launch gets as many CTAs again, whose
+ * runs are 1/SK_TAIL_W of the first CTAs' (k_gemm.c's stream_runs).  The
+ * first wave's runs are SK_TAIL_W / (SK_TAIL_W + 1) of an SM's fair share;
+ * the slowest SM (ncu, session 26: 14-17% above the average) finishes that
+ * about when the average one finishes everything, while the block scheduler
+ * hands the short runs to the SMs that are done first.  Each short run pays a
+ * fill (~2 k-tile times): 6 keeps that under a fifth of a short run at
+ * Qwen3-30B-A3B's down (60 pairs an SM at T = 16: runs of 51 and 8.6).
+ * After down_ahead (it sizes its prefetch by the CTAs an SM).
+ */
+enum { SK_TAIL_W = 6, SK_TAIL_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+
+static void
+sk_tail(const CgProgram *p, GemmSpec *s)
+{
+	s->tail = s->tail_w = 0;
+	if (!(SK_TAIL_DEFAULT || (p->o.debug & DBG_SK_TAIL)) || s->sched != CG_SCHED_STREAM || s->units ||
+	    s->bq.group > 0 || s->f8.group > 0 || (s->b_dt != DT_BF16 && s->b_dt != DT_F16) || s->ctas < 1)
+		return;
+	s->tail = s->ctas;
+	s->tail_w = SK_TAIL_W;
+	s->ctas *= 2;
+}
+
+/*
  * The tuning table's variant for this GEMM on target t (--tuning, keyed by
  * cg_gemm_key over the T range the plan is for): 0 when it has one the
  * builder takes within the target's shared memory; a warning naming the
@@ -1506,6 +1532,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		mid_persistent(p, t, &s[i], tlo, tokens);
 		s[i].sk_unroll = unroll && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
 		down_ahead(p, t, &s[i]);
+		sk_tail(p, &s[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);

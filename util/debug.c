@@ -171,6 +171,12 @@ const DebugFlag debug_flags[] = {
 	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
 	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
 	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},
+	{"sk-tail", DBG_SK_TAIL, NULL,
+	 "compile: static stream-K GEMMs over bf16/f16 weights (the decode GEMMs) launch twice their CTAs: the "
+	 "first-dispatched take runs SK_TAIL_W times as long as the rest, whose short runs the block scheduler "
+	 "hands to the SMs that finish their long run first, so the SMs' spread (the slowest 14-17% above the "
+	 "average) is filled instead of waited for (deterministic; the tiles cut at other k-tiles than the equal "
+	 "runs', so f32 sums in another grouping: not the same bits; docs/codegen.md, Stream-K with a tail; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

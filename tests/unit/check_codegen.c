@@ -728,6 +728,79 @@ START_TEST(test_emu_stream_k)
 END_TEST
 
 /*
+ * Stream-K with a tail (GemmSpec.tail, --debug=sk-tail): the grid's last
+ * `tail` CTAs take short runs, the others runs tail_w times as long (k_gemm.c's
+ * stream_runs).  Against the double reference; on exact sums the same bits as
+ * the tiles kernel (no pair lost or counted twice, one epilogue per tile) at
+ * a tail of 1 run, one run a first-wave CTA and more runs than pairs (then
+ * equal runs: weighed ones could be empty), weights 2, 6 and 64; the same
+ * bits on a second run and from the loop unrolled over the stages.  The
+ * emulator runs CTAs in launch order, so the short runs start last, each
+ * waiting (at its run's end) for the run after it, as on the GPU.
+ */
+START_TEST(test_emu_stream_tail)
+{
+	static const int cfg[][2] = {{-1, 6}, {1, 3}, {-1, 2}, {-2, 64}, {500, 6}};	/* tail (-k: k x ctas), w */
+	GemmCase c, tiles, other;
+
+	stream_case(&c, _i, stream_cases[_i].ctas);
+	tiles = c;
+	tiles.s.sched = CG_SCHED_TILES;
+	tiles.s.split_slots = 0;
+	tiles.fill = GH_EXACT;
+	for (size_t i = 0; i < NELEM(cfg); i++) {
+		int ctas = stream_cases[_i].ctas;
+
+		other = c;
+		other.s.tail = cfg[i][0] < 0 ? -cfg[i][0] * ctas : cfg[i][0];
+		other.s.tail_w = cfg[i][1];
+		other.s.ctas = ctas + other.s.tail;
+		gh_check(&other, 1e-2);
+		other.fill = GH_EXACT;
+		ck_assert_msg(same_bits(&other, &tiles), "%s: a tail of %d runs (w %d) differs from the tiles "
+			      "kernel on exact sums", c.what, other.s.tail, cfg[i][1]);
+		other.fill = GH_UNIFORM;
+		ck_assert_msg(same_bits(&other, &other), "%s: tail %d: two runs differ", c.what, other.s.tail);
+		tiles.s = other.s;
+		tiles.s.sk_unroll = 1;
+		tiles.fill = GH_UNIFORM;
+		ck_assert_msg(same_bits(&other, &tiles), "%s: tail %d: the unrolled loop differs from stream()",
+			      c.what, other.s.tail);
+		tiles = c;
+		tiles.s.sched = CG_SCHED_TILES;
+		tiles.s.split_slots = 0;
+		tiles.fill = GH_EXACT;
+	}
+}
+END_TEST
+
+/* The tail's refusals: static stream-K only, fewer short runs than CTAs, w 2..64. */
+START_TEST(test_stream_tail_rules)
+{
+	CgTarget t80 = {"sm_80", NULL, 3};
+	GemmCase c;
+	Diag d;
+
+	diag_init(&d, NULL);
+	stream_case(&c, 0, 8);
+	c.s.tail = 4, c.s.tail_w = 6;
+	ck_assert_int_eq(cg_gemm_check(&t80, &c.s, &d), 0);
+	c.s.tail = 8;
+	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "stream-K tail"));
+	c.s.tail = 4, c.s.tail_w = 1;
+	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
+	c.s.tail_w = 65;
+	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
+	c.s.tail_w = 6, c.s.units = 8;
+	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
+	c.s.units = 0, c.s.sched = CG_SCHED_PERSISTENT;
+	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
+	ck_assert_ptr_nonnull(strstr(d.last, "stream-K tail"));
+}
+END_TEST
+
+/*
  * Dynamic stream-K (GemmSpec.units): units handed out by an atomic counter.
  * The emulator runs CTAs one after another (CTA 0 takes every unit), so the
  * arrival orders come from unit_rev (units handed out reversed in blocks):
@@ -1189,6 +1262,11 @@ codegen_suite(void)
 	tcase_add_loop_test(t, test_emu_tf32, 0, (int)NELEM(tf32_cases));
 	tcase_add_test(t, test_tf32_ptx);
 	tcase_add_test(t, test_emu_tf32_operands_must_be_rounded);
+	suite_add_tcase(s, t);
+	t = tcase_create("stream-tail");	/* stream-K with a tail of short runs (--debug=sk-tail) */
+	tcase_set_timeout(t, 120);
+	tcase_add_loop_test(t, test_emu_stream_tail, 0, (int)NELEM(stream_cases));
+	tcase_add_test(t, test_stream_tail_rules);
 	suite_add_tcase(s, t);
 	t = tcase_create("stream-dyn");	/* dynamic stream-K (CK_RUN_CASE=stream-dyn) */
 	tcase_set_timeout(t, 120);
