@@ -1399,6 +1399,57 @@ START_TEST(test_program_stream_waves_matches_interpreter)
 END_TEST
 
 /*
+ * Stream-K with a tail (--debug=sk-tail, docs/codegen.md): the waves block's
+ * two GEMMs stream-K over 7 and 5 CTAs (a tuning table), which the flag makes
+ * 14 and 10: 7 and 5 long runs and as many runs 1/6 as long launched after
+ * them (T = 16: 512 and 256 pairs; at T = 1, 5 the same tiles), on the
+ * emulator against the interpreter at T = 1, 5, 16; without the flag the
+ * table's grids.
+ */
+START_TEST(test_program_stream_tail_matches_interpreter)
+{
+	const char *text = "moec-tuning 2\n"
+			   "emu dense.m1.n4096.k2048.bf16.bf16.nk.t1-16 16x128x128.w1x4.s5.k1.p7\n"
+			   "emu dense.m1.n2048.k4096.bf16.bf16.nk.t1-16 16x128x128.w1x4.s5.k1.p5\n";
+	static const int64_t ts[] = {1, 5, 16};
+	const char *path = table(text);
+	Diag d;
+	Module *m, *ref;
+	CgCompileOpts co;
+	CgProgram *p;
+	CgTuning *t;
+
+	diag_init(&d, stderr);
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	m = fused_for("tail.ir", waves_block, &ref, &d, 16);
+	for (int flag = 0; flag < 2; flag++) {
+		int grids = 0;
+
+		emu_opts(&co, 16);
+		co.tuning = t;
+		co.debug = flag ? DBG_SK_TAIL : 0;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		const Manifest *man = cg_program_manifest(p);
+		for (int i = 0; i < man->nstep; i++) {
+			const MStep *st = &man->step[i];
+			if (st->kind == STEP_LAUNCH && st->grid[0].a == 0)
+				grids += st->grid[0].b == (flag ? 14 : 7) || st->grid[0].b == (flag ? 10 : 5);
+		}
+		ck_assert_int_eq(grids, 2);
+		for (size_t i = 0; i < NELEM(ts); i++)
+			check_wide(p, ref, ts[i], 2048);
+		cg_program_free(p);
+	}
+	cg_tuning_free(t);
+	ir_free_module(m);
+	ir_free_module(ref);
+	unlink(path);
+}
+END_TEST
+
+/*
  * Dynamic stream-K (docs/codegen.md): the same block through tuning-table
  * variants `.p132.u8` (8 units a CTA handed out by an atomic counter; its 32
  * and 16 tiles cut in 4 and 8 slices: every tile's sum reduced by its last
@@ -2525,6 +2576,10 @@ program_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
 	tcase_add_test(tc, test_program_stream_dyn_matches_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sk_tail");	/* stream-K with a tail of short runs through the plan */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_program_stream_tail_matches_interpreter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("down_ahead");	/* B ahead of the grid wait: emulator and sm_90a PTX */
 	tcase_set_timeout(tc, 120);
