@@ -12,9 +12,11 @@
 #   tail   MOEC --debug=sk-tail: every static bf16 stream-K GEMM on twice the
 #          CTAs, the first wave's runs 6x the second's (docs/codegen.md,
 #          "Stream-K with a tail")
-#   t256 n64 k64 s4   Qwen3-30B-A3B's down at T 2..16 through bench/down_*.tuning
-#          (16x256x128 8 warps 3 stages; 16x64x128 2 an SM; 16x128x64 2 an SM;
-#          the decode tile with 4 stages)
+#   tw3 tw12  Qwen3-30B-A3B's gate|up and down with other tails, through
+#          bench/qwen3_tail_w{3,12}.tuning (.p264.t132w3: a quarter of the pairs in
+#          short runs; .p396.t264w12: two short runs a slot, half as long as the flag's)
+#   t256 n64 k64   Qwen3-30B-A3B's down at T 2..16 through bench/down_*.tuning
+#          (16x256x128 8 warps 3 stages; 16x64x128 2 an SM; 16x128x64 2 an SM)
 #   g192   gpt-oss-20b's down through bench/gptoss_down192.tuning (16x192x64, 1 an SM)
 # Cases: qwen3_T16 (all but g192), gptoss_T16 (main tail g192), mixtral_T16 and
 # dense_M16 (main tail).
@@ -29,7 +31,7 @@
 # 3. each step alone (--profile) once an arm; the GEMM steps (k3, k4) listed;
 # 4. a short table last.  Writes $OUT/qdec/{same.txt,ab.txt,prof.txt,table.txt}.
 set -u
-cases='qwen3_T16:2048:main,tail,t256,n64,k64,s4 gptoss_T16:2880:main,tail,g192 mixtral_T16:4096:main,tail dense_M16:4096:main,tail'
+cases='qwen3_T16:2048:main,tail,tw3,tw12,t256,n64,k64 gptoss_T16:2880:main,tail,g192 mixtral_T16:4096:main,tail dense_M16:4096:main,tail'
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +50,8 @@ if [ "${1:-}" = prepare ]; then
 	flags() {	# flags ARM: MOEC's flags for the arm
 		case $1 in
 		tail) echo "--debug=sk-tail" ;;
-		t256|n64|k64|s4) echo "--tuning=$src/bench/down_$1.tuning" ;;
+		t256|n64|k64) echo "--tuning=$src/bench/down_$1.tuning" ;;
+		tw3|tw12) echo "--tuning=$src/bench/qwen3_tail_w${1#tw}.tuning" ;;
 		g192) echo "--tuning=$src/bench/gptoss_down192.tuning" ;;
 		esac
 	}

@@ -1356,8 +1356,7 @@ enum { SK_TAIL_W = 6, SK_TAIL_DEFAULT = 0 };	/* 1: without the flag (the flip af
 static void
 sk_tail(const CgProgram *p, GemmSpec *s)
 {
-	s->tail = s->tail_w = 0;
-	if (!(SK_TAIL_DEFAULT || (p->o.debug & DBG_SK_TAIL)) || s->sched != CG_SCHED_STREAM || s->units ||
+	if (!(SK_TAIL_DEFAULT || (p->o.debug & DBG_SK_TAIL)) || s->tail || s->sched != CG_SCHED_STREAM || s->units ||
 	    s->bq.group > 0 || s->f8.group > 0 || (s->b_dt != DT_BF16 && s->b_dt != DT_F16) || s->ctas < 1)
 		return;
 	s->tail = s->ctas;

@@ -90,6 +90,8 @@ struct CgVariant {
 						 * GemmSpec.bands; A/B: never the heuristic's own) */
 	int tma_store;				/* WS, dense: C by TMA stores through this many 64-row
 						 * buffers a warpgroup (.tsN: GemmSpec.tma_store; A/B) */
+	int tail, tail_w;			/* static stream-K: the last `tail` of the .pN CTAs take runs
+						 * 1/tail_w of the others' (.tXwW: GemmSpec.tail; A/B) */
 };
 typedef struct CgTuningEntry CgTuningEntry;
 struct CgTuningEntry {

@@ -71,6 +71,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".p%d", v->stream);
 	if (v->stream > 0 && v->units > 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".u%d", v->units);
+	if (v->stream > 0 && v->tail > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".t%dw%d", v->tail, v->tail_w);
 	if (v->cluster == 2 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".c2%c", v->cluster_b ? 'b' : 'a');
 	if (v->wide && k >= 0 && (size_t)k < n)
@@ -150,6 +152,13 @@ cg_variant_parse(const char *s, CgVariant *v)
 		v->cluster_b = body[len - 1] == 'b';
 		body[len -= 4] = 0;
 	}
+	char *tl = strstr(body, ".t");	/* stream-K with a tail: short runs, a long run's weight */
+	if (tl) {
+		if (sscanf(tl, ".t%dw%d%c", &v->tail, &v->tail_w, &tail) != 2 || v->tail < 1 || v->tail_w < 2 ||
+		    v->tail_w > 64)
+			return -1;
+		*tl = 0;
+	}
 	char *u = strstr(body, ".u");	/* dynamic stream-K: units a CTA */
 	if (u) {
 		if (sscanf(u, ".u%d%c", &v->units, &tail) != 1 || v->units < 1 || v->units > 64)
@@ -163,6 +172,8 @@ cg_variant_parse(const char *s, CgVariant *v)
 		return -1;
 	if (n == 8 && (v->stream < 1 || v->stream > 65535 || v->split > 1))
 		return -1;	/* stream-K over 1..65535 CTAs, never with split-K */
+	if (v->tail && (n != 8 || v->units || v->tail >= v->stream))
+		return -1;	/* a tail: static stream-K, fewer short runs than CTAs */
 	if (v->persistent && (n == 8 || v->cluster || v->split > 1))
 		return -1;	/* clusters are persistent already; not with stream- or split-K */
 	if (v->bm < 16 || v->bm > 256 || v->bn < 16 || v->bn > 512 || v->bk < 16 || v->bk > 512 ||
@@ -182,8 +193,10 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
 			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
 			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0,
-			 0, s->bands, s->tma_store};	/* .pers: a table's request only (the spec's own schedule stays); the vec
+			 0, s->bands, s->tma_store, 0, 0};	/* .pers: a table's request only (the spec's own schedule stays); the vec
 				 * mainloop's bound is its plan's own, not a tile's */
+	if (s->sched == CG_SCHED_STREAM && s->tail > 0)
+		v->tail = s->tail, v->tail_w = s->tail_w;
 }
 
 void
@@ -198,6 +211,8 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->cluster_b = v->cluster_b;
 	s->f8.whole = v->f8whole;
 	s->units = v->stream > 0 ? v->units : 0;
+	s->tail = v->stream > 0 ? v->tail : 0;
+	s->tail_w = v->stream > 0 ? v->tail_w : 0;
 	s->min_ctas = v->minctas;
 	s->bands = v->bands;
 	s->tma_store = v->tma_store;

@@ -797,6 +797,25 @@ START_TEST(test_stream_tail_rules)
 	c.s.units = 0, c.s.sched = CG_SCHED_PERSISTENT;
 	ck_assert_int_lt(cg_gemm_check(&t80, &c.s, &d), 0);
 	ck_assert_ptr_nonnull(strstr(d.last, "stream-K tail"));
+	/* its tuning-table spelling: .pN.tXwW, one way; a table's tail is kept, the flag's is 0 elsewhere */
+	static const char *const bad[] = {"16x128x128.w1x4.s5.k1.t132w6", "16x128x128.w1x4.s5.k1.p264.t0w6",
+					  "16x128x128.w1x4.s5.k1.p264.t132w1", "16x128x128.w1x4.s5.k1.p264.t132w65",
+					  "16x128x128.w1x4.s5.k1.p264.t264w6", "16x128x128.w1x4.s5.k1.p264.t132",
+					  "16x128x128.w1x4.s5.k1.p264.t132w6x", "16x128x128.w1x4.s5.k1.p264.u8.t132w6",
+					  "16x128x128.w1x4.s5.k1.p264.t0132w6"};
+	CgVariant v;
+	ck_assert_int_eq(cg_variant_parse("16x128x128.w1x4.s5.k1.p264.t132w6", &v), 0);
+	ck_assert(v.stream == 264 && v.tail == 132 && v.tail_w == 6);
+	cg_variant_apply(&v, &c.s);
+	ck_assert(c.s.sched == CG_SCHED_STREAM && c.s.ctas == 264 && c.s.tail == 132 && c.s.tail_w == 6);
+	memset(&v, 0, sizeof v);
+	cg_variant_of(&c.s, &v);
+	ck_assert(v.tail == 132 && v.tail_w == 6);
+	ck_assert_int_eq(cg_variant_parse("16x128x128.w1x4.s5.k1.p132", &v), 0);
+	cg_variant_apply(&v, &c.s);
+	ck_assert_int_eq(c.s.tail, 0);
+	for (size_t i = 0; i < NELEM(bad); i++)
+		ck_assert_msg(cg_variant_parse(bad[i], &v) == -1, "%s parsed", bad[i]);
 }
 END_TEST
 

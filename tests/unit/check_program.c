@@ -1443,6 +1443,25 @@ START_TEST(test_program_stream_tail_matches_interpreter)
 		cg_program_free(p);
 	}
 	cg_tuning_free(t);
+	unlink(path);
+	/* a table's tail (.pN.tXwW), no flag: 3 long runs and 9 short ones of 1/3 */
+	path = table("moec-tuning 2\n"
+		     "emu dense.m1.n4096.k2048.bf16.bf16.nk.t1-16 16x128x128.w1x4.s5.k1.p12.t9w3\n");
+	t = cg_tuning_read(path, &d);
+	ck_assert_ptr_nonnull(t);
+	emu_opts(&co, 16);
+	co.tuning = t;
+	p = cg_compile(m, &co, &d);
+	ck_assert_ptr_nonnull(p);
+	int twelve = 0;
+	const Manifest *man = cg_program_manifest(p);
+	for (int i = 0; i < man->nstep; i++)
+		twelve += man->step[i].kind == STEP_LAUNCH && man->step[i].grid[0].a == 0 && man->step[i].grid[0].b == 12;
+	ck_assert_int_eq(twelve, 1);
+	for (size_t i = 0; i < NELEM(ts); i++)
+		check_wide(p, ref, ts[i], 2048);
+	cg_program_free(p);
+	cg_tuning_free(t);
 	ir_free_module(m);
 	ir_free_module(ref);
 	unlink(path);
