@@ -15,7 +15,8 @@
  * launch of the heuristic's plan runs for (t1-64, t65-MAX; all version 1
  * had).  Variant: tile bm x bn x bk, warps, stages, split-K slices, and
  * `.pN` for stream-K over N CTAs, `.pN.uU` for dynamic stream-K (U units a
- * CTA handed out by an atomic counter: GemmSpec.units); `.bN` after `.pers`: tiles in bands of N row
+ * CTA handed out by an atomic counter: GemmSpec.units), `.pN.tXwW` for stream-K whose
+ * last X CTAs take runs 1/W of the others' (GemmSpec.tail); `.bN` after `.pers`: tiles in bands of N row
  * tiles (GemmSpec.bands, dense); `.lN` last: a launch bound of N CTAs an SM.
  */
 #include <errno.h>
