@@ -1176,6 +1176,61 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 		*s = c;
 }
 
+/*
+ * Wide decode tiles (session 34, issue 12; docs/codegen.md "Wide decode tiles
+ * for short tiles").  A stream-K decode CTA pays per tile what the k-tile loop
+ * cannot hide: the tile end (the partial sums handed over or the epilogue and
+ * its scattered store) and the next tile's coordinates and sources, and per
+ * k-tile its bookkeeping and A's 16 rows.  Where a 16-row tile streams fewer
+ * than DEC_WIDE_BYTES of B between tile ends, those costs are a visible share:
+ * Qwen3-30B-A3B's down (K = 768: 6 k-tiles, 192 KB a 128-column tile) and
+ * gpt-oss-20b's (K = 2880 in 64-deep k-tiles of 64 columns, 8 KB a k-tile at 4
+ * CTAs an SM, 368 KB a tile).  Such a tile takes the widest bn of 256, 192
+ * that divides N (above its own), at one CTA an SM with the most stages
+ * (5..3) that fit, 8 warps for 256 columns (32 a warp, as the 128-column
+ * tile's 4) and 4 for 192 (48 a warp): half (a third) of the tile ends and of
+ * A's loads a weight byte, and 2-3x the bytes a k-tile's bookkeeping pays
+ * for, with the same 128 KB of B in flight an SM at 16x256x128 (3 stages of
+ * 64 KB).  Measured on the H200 (session 34, bench/decode_tail_ab.sh, same
+ * bits for Qwen3, rel_l2 5e-5 for gpt-oss): Qwen3's down alone 85.6 -> 77.4
+ * us (16x256x128.w1x8.s3), its T = 16 block 245.2 -> 238.4 (0.972x);
+ * gpt-oss's down 139.3 -> 131.6 (16x192x64.w1x4.s5), block 412.6 -> 402.1
+ * (0.975x).  The decode GEMMs that stream 512 KB a tile or more (Qwen3's and
+ * DeepSeek-V3's gate|up, DeepSeek-V3's down, Mixtral, dense) keep 128 columns:
+ * not measured wide.  The 8-warp 16x128 tile alone did not move the down
+ * (session 32: 81.6 -> 81.3 us), so the width is what pays.
+ */
+enum { DEC_WIDE_BYTES = 384 << 10 };	/* 0: no wide decode tiles */
+
+static void
+dec_wide(const CgTarget *t, GemmSpec *s, int64_t thi)
+{
+	static const int bns[] = {256, 192};
+	Diag quiet;
+
+	if (s->sched != CG_SCHED_STREAM || s->bm != 16 || s->bq.group > 0 || s->f8.group > 0 ||
+	    (s->b_dt != DT_BF16 && s->b_dt != DT_F16) ||
+	    (int64_t)s->bn * s->K * (int64_t)dtype_bytes(s->b_dt, 1) >= DEC_WIDE_BYTES)
+		return;
+	diag_init(&quiet, NULL);
+	for (size_t i = 0; i < NELEM(bns); i++) {
+		if (bns[i] <= s->bn || s->N % bns[i])
+			continue;
+		for (int st = 5; st >= 3; st--) {
+			GemmSpec c = *s;
+			c.bn = bns[i];
+			c.warps_m = 1;
+			c.warps_n = bns[i] % 256 ? 4 : 8;
+			c.stages = st;
+			if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
+				to_stream(t, &c, thi);
+				*s = c;
+				return;
+			}
+		}
+	}
+}
+
 static int
 choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
@@ -1240,12 +1295,14 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
 	stream_k(t, &first, tlo, tokens);
 	if (first.sched == CG_SCHED_STREAM) {
+		dec_wide(t, &first, tokens);
 		*s = first;
 		return 0;
 	}
 	*s = best;
 	split_k(t, s, tlo, tokens);
 	stream_k(t, s, tlo, tokens);
+	dec_wide(t, s, tokens);
 	if (s->a_rep > 1)
 		rep_tiles(t, s, tlo, tokens);
 	return 0;

@@ -46,7 +46,8 @@ done <<'EOF_CASES'
 # Qwen3-30B-A3B T=16: tiles 259.0 us, stream-K for both GEMMs 269.7 (+4.1%) in session 24; in session 25's A/B
 # (bench/results/2026-12-02-s25-plan_ab.log) tiles for down 256.5 us against stream-K 252.7/259.4: noise, so stream-K
 qwen3_T16 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
-qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 stream-K
+# its down (K = 768: 192 KB a 128-column tile) wide (dec_wide): alone 85.6 -> 77.4 us, block 0.972x (session 34)
+qwen3_T16 k4 g128.m8.n2048.k768.bf16.bf16.nk.t2-16 16x256x128.w1x8.s3.k1.p132 wide-k4-85.6->77.4
 # Qwen3-30B-A3B T=1: gate|up 16x128x128 34.4 us vs 16x64x128 45.1 (tune log); stream-K 79.6 us the block
 qwen3_T1 k3 g128.m8.n1536.k2048.bf16.bf16.nk.t1-1 1x2x8.w1x8.s2.k1+vec vec-block-56.8->38.6
 qwen3_T1 k4 g128.m8.n2048.k768.bf16.bf16.nk.t1-1 1x4x8.w1x8.s2.k1+vec vec-k4-19.7->11.4
@@ -66,7 +67,8 @@ deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t17-64 16x128x128.w1x4.s5.k1 T
 # gpt-oss-20b T=16: stream-K 464 us against tiles 505; gate|up 128 columns fitted to K = 2880 (bk 64):
 # 268.9 against 313.9 us at 16x64x64 (session 24's tune log), 2 CTAs an SM
 gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x128x64.w1x4.s5.k1.p264 tune-14%
-gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x64x64.w1x4.s4.k1.p528 block-8%
+# its down wide (dec_wide: 368 KB a 64-column tile): alone 139.3 -> 131.6 us, block 0.975x (session 34)
+gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x192x64.w1x4.s5.k1.p132 wide-k4-139.3->131.6
 # dense up-projection M=16: stream-K 40.7 us, tiles 40.8
 dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
 # Ping-pong per T bucket (bench/results/2026-12-02-s25-final-gemm.log, kernels alone): dense N 14336 at M=1024

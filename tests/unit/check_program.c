@@ -1608,6 +1608,73 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 }
 END_TEST
 
+/*
+ * Wide decode tiles (dec_wide in program.c, session 34): a stream-K decode
+ * GEMM whose 16-row tile streams under 384 KB of B between tile ends takes
+ * 256 columns on 8 warps (3 stages) where N allows, else 192 on 4 warps.
+ * Block A, Qwen3-30B-A3B's shapes over 16 experts: the down (N = 2048, K =
+ * 768: 192 KB a 128-column tile) goes 16x256x128.w1x8.s3, the gate|up (K =
+ * 2048: 512 KB) keeps 16x128x128; block B (hidden 576: 64-deep k-tiles,
+ * gpt-oss-20b's kind; gate|up N = 1152, down N = 576) 16x192x64.w1x4.s5 for
+ * both.  No table, no flag: the heuristic's plan through the emulator
+ * against the interpreter at T = 1, 5, 16.
+ */
+static const char wide_block_a[] =
+	"weight $g : bf16[2048] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[16,2048] seed=2\n"
+	"weight $wgu : bf16[16,1536,2048] seed=3\n"
+	"weight $wdown : bf16[16,2048,768] seed=4\n"
+	"\n"
+	"graph @block(%x: bf16[T,2048]) -> (y: bf16[T,2048]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,2048]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,2048]\n"
+	"\t%y = add %m, %x : bf16[T,2048]\n"
+	"\tret %y\n}\n";
+static const char wide_block_b[] =
+	"weight $g : bf16[576] mean=1.0 scale=0.2 seed=1\n"
+	"weight $router : bf16[16,576] seed=2\n"
+	"weight $wgu : bf16[16,1152,576] seed=3\n"
+	"weight $wdown : bf16[16,576,576] seed=4\n"
+	"\n"
+	"graph @block(%x: bf16[T,576]) -> (y: bf16[T,576]) {\n"
+	"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,576]\n"
+	"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+	"\t%m = moe %h, %logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,576]\n"
+	"\t%y = add %m, %x : bf16[T,576]\n"
+	"\tret %y\n}\n";
+
+START_TEST(test_program_wide_decode_tiles)
+{
+	static const struct {
+		const char *text, *tile;
+		int n;
+		int64_t hidden;
+	} cs[] = {{wide_block_a, "16x256x128", 1, 2048}, {wide_block_b, "16x192x64", 2, 576}};
+	static const int64_t ts[] = {1, 5, 16};
+	Diag d;
+
+	diag_init(&d, stderr);
+	for (size_t c = 0; c < NELEM(cs); c++) {
+		Module *m, *ref;
+		CgCompileOpts co;
+
+		m = fused_for("wide.ir", cs[c].text, &ref, &d, 16);
+		emu_opts(&co, 16);
+		CgProgram *p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(launches_noted(p, "stream-k"), 2);
+		ck_assert_int_eq(launches_noted(p, cs[c].tile), cs[c].n);
+		ck_assert_int_eq(launches_noted(p, "16x128x128"), 2 - cs[c].n);
+		for (size_t i = 0; i < NELEM(ts); i++)
+			check_wide(p, ref, ts[i], cs[c].hidden);
+		cg_program_free(p);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 /* The T buckets of version-2 keys: 1, 2-16, 17-64, 65-256, then x4. */
 START_TEST(test_tuning_buckets)
 {
@@ -2595,6 +2662,10 @@ program_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_stream_waves_matches_interpreter);
 	tcase_add_test(tc, test_program_stream_dyn_matches_interpreter);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("wide_decode");	/* wide decode tiles for short tiles (dec_wide) */
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_program_wide_decode_tiles);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sk_tail");	/* stream-K with a tail of short runs through the plan */
 	tcase_set_timeout(tc, 300);
