@@ -12,7 +12,7 @@
 #         consumer warpgroups side by side, persistent over 132 CTAs)
 #   d192  bench/quant/fp8_down192.tuning: k4 at T = 1025..4096 on 192x128x128
 #         tiles, three consumer warpgroups stacked over the rows (each 64x128,
-#         the same two 64-column halves and promotion as main's), 5 stages,
+#         the same k-tile wgmma group and promotion as main's), 5 stages,
 #         persistent over 132 CTAs (stacked_persistent): an expert's ~128 +- 11
 #         rows in one row tile, so B's 7168 x 2048 e4m3 of an expert stream
 #         once where 64-row tiles stream them 2-3 times (1.0 GB of L2 -> smem
