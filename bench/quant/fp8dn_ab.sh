@@ -18,6 +18,11 @@
 #         once where 64-row tiles stream them 2-3 times (1.0 GB of L2 -> smem
 #         per k4 instead of ~2.5; 192 rows computed for ~128 used).  T = 256
 #         takes the t65-256 bucket, the same kernel in both arms: a control.
+#   d128  bench/quant/fp8_down128.tuning: k4 at T = 1025..4096 on 128x128x128
+#         tiles, two consumer warpgroups stacked (64x128 each), 5 stages,
+#         persistent over 132 CTAs (f8_persistent): B streamed ~1.5 times, 32 KB
+#         a k-tile for 128x128 MACs (d192 40 KB for 192x128, main 40 KB for
+#         64x256); T = 4096 only (at 256 it is main's kernel too).
 # On the GPU (about 100 s, every moert call under `timeout`):
 # 1. correctness before timing: each arm's y against main's on the same input
 #    (x uniform in [-1, 1], T = 4096 and 256, `moert run`): the same bits
@@ -31,8 +36,8 @@
 #    main, and k3 / k4 alone (k3 is the same kernel in both arms).
 # Writes $OUT/fp8dn/{same.txt,ab.txt,prof.*.txt,table.txt}.
 set -u
-arms="main d192"
-cases="ds4096:4096 ds256:256"
+arms="main d192 d128"
+cases="ds4096:4096:main,d192,d128 ds256:256:main,d192"	# NAME:T:ARMS
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,6 +47,7 @@ if [ "${1:-}" = prepare ]; then
 	flags() {	# flags ARM: the arm's moec flags over main's plan
 		case $1 in
 		d192) echo "--tuning=$src/bench/quant/fp8_down192.tuning" ;;
+		d128) echo "--tuning=$src/bench/quant/fp8_down128.tuning" ;;
 		esac
 	}
 	for a in $arms; do
@@ -87,10 +93,11 @@ echo "moert built at $(el) s"
 : >"$o/same.txt"
 : >"$tmp/bad"
 for c in $cases; do
-	n=${c%%:*} t=${c#*:}
+	n=${c%%:*} t=${c#*:} ca=${c##*:}
+	t=${t%%:*}
 	python3 -c "import numpy as np; np.save('$tmp/x.npy', np.random.default_rng(7).uniform(-1, 1, ($t, 7168)).astype(np.float32))" ||
 		exit 1
-	for a in $arms; do
+	for a in $(echo "$ca" | tr , ' '); do
 		rm -rf "$tmp/o.$a"
 		TO=40 M run "$tmp/$a.moeb" --input=x="$tmp/x.npy" -o "$tmp/o.$a" >"$tmp/err" 2>&1 ||
 			echo "same $n $a: moert run FAILED: $(head -c 300 "$tmp/err")" >>"$o/same.txt"
@@ -134,8 +141,9 @@ bench() {	# bench CASE T ARM ROUND [flags]: one `moert bench --graph` line into 
 r=1
 while [ "$r" -le "${ROUNDS:-6}" ] && { [ "$r" = 1 ] || [ "$(el)" -lt "${RUN_S:-80}" ]; }; do
 	for c in $cases; do
-		n=${c%%:*} t=${c#*:} order=$arms
-		[ $((r % 2)) = 0 ] && order=$(echo "$arms" | tr ' ' '\n' | sort -r | tr '\n' ' ')
+		n=${c%%:*} t=${c#*:} order=$(echo "${c##*:}" | tr , ' ')
+		t=${t%%:*}
+		[ $((r % 2)) = 0 ] && order=$(echo "$order" | tr ' ' '\n' | sed '/^$/d' | tac | tr '\n' ' ')
 		for a in $order; do
 			if [ "$r" = 1 ]; then TO=40 bench "$n" "$t" "$a" "$r" --profile; else bench "$n" "$t" "$a" "$r"; fi
 		done
