@@ -171,6 +171,11 @@ const DebugFlag debug_flags[] = {
 	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
 	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
 	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},
+	{"f8-pingpong", DBG_F8_PINGPONG, NULL,
+	 "compile: FP8 x FP8 grouped GEMMs with A not gathered and at most 32 k-tiles (DeepSeek-V3's down "
+	 "projection) on ping-pong consumers: the 64x256 tile's two warpgroups each on whole 64x128 tiles of their "
+	 "own, taking turns at the tensor cores, so that one's last promotion and epilogue (x routing weight, rows "
+	 "scattered) run under the other's wgmmas (the same bits; docs/codegen.md, FP8 x FP8; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
