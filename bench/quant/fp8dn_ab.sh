@@ -1,6 +1,6 @@
 #!/bin/sh
-# fp8dn_ab.sh — the A/B of DeepSeek-V3's FP8 down GEMM (k4) on 192-row tiles
-# at prefill on the H200 (issue 13, session 34), in two steps:
+# fp8dn_ab.sh — the A/B of DeepSeek-V3's FP8 down GEMM (k4) on 192- and 128-row
+# tiles and on ping-pong consumers at prefill on the H200 (issue 13, session 34), in two steps:
 #
 #   sh bench/quant/fp8dn_ab.sh prepare MOEC MAIN_MOEC DIR   here: bundles (xz'd) and DIR/run.sh
 #   OUT=<dir> sh DIR/run.sh                                 on the GPU, from the root of a checkout
@@ -15,14 +15,20 @@
 #         the same k-tile wgmma group and promotion as main's), 5 stages,
 #         persistent over 132 CTAs (stacked_persistent): an expert's ~128 +- 11
 #         rows in one row tile, so B's 7168 x 2048 e4m3 of an expert stream
-#         once where 64-row tiles stream them 2-3 times (1.0 GB of L2 -> smem
-#         per k4 instead of ~2.5; 192 rows computed for ~128 used).  T = 256
-#         takes the t65-256 bucket, the same kernel in both arms: a control.
+#         once where 64-row tiles stream them 2-3 times (3.8 GB of B from L2
+#         into shared memory a k4 instead of ~9.4; 192 rows computed for ~128).  T = 256
+#         takes the t65-256 bucket, main's kernel: timed at T = 4096 only.
 #   d128  bench/quant/fp8_down128.tuning: k4 at T = 1025..4096 on 128x128x128
 #         tiles, two consumer warpgroups stacked (64x128 each), 5 stages,
 #         persistent over 132 CTAs (f8_persistent): B streamed ~1.5 times, 32 KB
 #         a k-tile for 128x128 MACs (d192 40 KB for 192x128, main 40 KB for
 #         64x256); T = 4096 only (at 256 it is main's kernel too).
+#   pp    --debug=f8-pingpong: k4 at T = 65..4096 on ping-pong consumers, the
+#         64x256 tile's two warpgroups each on whole 64x128 tiles of their
+#         own, taking turns at the tensor cores (the hand-over once its last
+#         k-tile's wgmmas are issued), so one's last promotion and epilogue (x
+#         routing weight, f32 rows scattered) run under the other's wgmmas;
+#         persistent over 132 CTAs; A read twice as often, B as often.
 # On the GPU (about 100 s, every moert call under `timeout`):
 # 1. correctness before timing: each arm's y against main's on the same input
 #    (x uniform in [-1, 1], T = 4096 and 256, `moert run`): the same bits
@@ -33,11 +39,11 @@
 #    alone), then interleaved rounds of `moert bench --graph` (the arms' order
 #    alternating) while time is left (none started past RUN_S, default 80 s);
 # 3. a table last: per T and arm the layer's median over the rounds against
-#    main, and k3 / k4 alone (k3 is the same kernel in both arms).
+#    main, and k3 / k4 alone (k3 is the same kernel in every arm).
 # Writes $OUT/fp8dn/{same.txt,ab.txt,prof.*.txt,table.txt}.
 set -u
-arms="main d192 d128"
-cases="ds4096:4096:main,d192,d128 ds256:256:main,d192"	# NAME:T:ARMS
+arms="main d192 d128 pp"
+cases="ds4096:4096:main,d192,d128,pp ds256:256:main,pp"	# NAME:T:ARMS
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,6 +54,7 @@ if [ "${1:-}" = prepare ]; then
 		case $1 in
 		d192) echo "--tuning=$src/bench/quant/fp8_down192.tuning" ;;
 		d128) echo "--tuning=$src/bench/quant/fp8_down128.tuning" ;;
+		pp) echo "--debug=f8-pingpong" ;;
 		esac
 	}
 	for a in $arms; do
@@ -57,8 +64,8 @@ if [ "${1:-}" = prepare ]; then
 		"$m" compile "$src/models/deepseek-v3/config.json" --layer 3 --synthetic-weights=1 --arch=sm_90a \
 			--max-tokens=4096 --cubin $(flags "$a") -v -o "$tmp/$a.moeb" >"$tmp/log" 2>&1 ||
 			{ tail -5 "$tmp/log"; exit 1; }
-		grep -E 'k[34] on sm_90a: tuning key .*t(65-256|1025-4096)' "$tmp/log" | sed 's/.*@/@/' >"$dir/$a.plan"
-		"$moec" inspect "$tmp/$a.moeb" | grep -E '^  launch deepseek_v3_layer3_k4 ' >>"$dir/$a.plan"
+		grep -E 'k4 on sm_90a: tuning key .*t(65-256|1025-4096)' "$tmp/log" | sed 's/.*@/@/' >"$dir/$a.plan"
+		"$moec" inspect "$tmp/$a.moeb" | grep -E '^  launch deepseek_v3_layer3_k4(_t65_1024)? ' >>"$dir/$a.plan"
 		if [ "$a" != main ] && cmp -s "$tmp/$a.moeb" "$tmp/main.moeb"; then
 			echo "FAIL $a is main's bundle byte for byte (the arm changes nothing)"
 			exit 1
@@ -154,7 +161,7 @@ done
 
 # 3. the table
 {
-	echo "== plans (k3/k4 at T = 65..256 and 1025..4096; k4's launch at 1025..4096)"
+	echo "== plans (k4 at T = 65..256 and 1025..4096, its launches)"
 	cat "$o/plans.txt"
 	echo "== correctness (y against main's, x uniform in [-1, 1])"
 	cat "$o/same.txt"
