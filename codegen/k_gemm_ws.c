@@ -401,9 +401,9 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  * warpgroups of 128x128 each, persistent over PINGPONG_CTAS; what wins is
  * the epilogue hidden behind the other warpgroup's wgmmas and a fuller last
  * wave (twice the tiles over the same SMs), at the price of B tiles shared
- * by no second warpgroup (a third more TMA bytes per flop).  Not FP8 (its
- * consumers are cooperative only), not gathered A (3303 -> 4343 us alone,
- * Mixtral's up-projection).
+ * by no second warpgroup (a third more TMA bytes per flop).  FP8 only with
+ * --debug=f8-pingpong (cg_gemm_f8_pingpong: 64x128 a warpgroup), not
+ * gathered A (3303 -> 4343 us alone, Mixtral's up-projection).
  *
  * cg_gemm_pingpong_pays: where the H200 measured it faster (bundles,
  * bench/results/2026-12-02-s25-pingpong-default-ab.log and session 26's
