@@ -453,7 +453,7 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 
 /* FP8's down GEMM on ping-pong consumers without the flag (1) or only with --debug=f8-pingpong (0: until
  * the GPU's A/B says it wins; the flip is this line) */
-enum { F8_PINGPONG_DEFAULT = 0 };
+enum { F8_PINGPONG_DEFAULT = 0 };	/* session 34's A/B: the FP8 layer 6160 -> 6285 us at T = 4096, 2799 -> 2784 at 256 */
 
 /*
  * FP8 ping-pong (--debug=f8-pingpong): a grouped GEMM with A not gathered
@@ -462,7 +462,10 @@ enum { F8_PINGPONG_DEFAULT = 0 };
  * tile) and last promotion the cooperative consumers run with the tensor
  * cores idle.  64 rows a warpgroup (its 64 promoted sums and 64
  * accumulators), so a warpgroup's tile is the 64x256 tile's half: B's
- * tiles are read by as many row tiles as before, A's twice.
+ * tiles are read by as many row tiles as before, A's twice.  With whole
+ * k-tiles (.fw) a warpgroup promotes k before it issues k + 1, so while it
+ * holds the tensor cores alone those promotions are exposed: the H200's
+ * k4 1772 -> 1928 us at T = 4096 (docs/codegen.md, FP8 x FP8, session 34).
  */
 int
 cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s)

@@ -186,7 +186,7 @@ PY
 	for f in "$o"/prof.*.txt; do
 		[ -f "$f" ] || continue
 		b=$(basename "$f" .txt)
-		echo "$b $(awk '/^profile/ {on = 1; next} on && NF == 3 && $1 ~ /_k[3-6]$/ {printf "%s=%s ", $1, $2}' "$f" |
+		echo "$b $(awk '/^profile/ {on = 1; next} on && NF == 3 && $1 ~ /_k[3-6](_t[0-9]+_[0-9]+)?$/ {printf "%s=%s ", $1, $2}' "$f" |
 			sed 's/[a-z0-9_]*layer[0-9]*_//g')"
 	done
 } >"$o/table.txt"
