@@ -29,6 +29,11 @@
 #         k-tile's wgmmas are issued), so one's last promotion and epilogue (x
 #         routing weight, f32 rows scattered) run under the other's wgmmas;
 #         persistent over 132 CTAs; A read twice as often, B as often.
+#   pph   pp with the halves (bench/quant/fp8_down_halves.tuning: no .fw, each
+#         k-tile in two column groups, one promoted while the other runs), so
+#         a warpgroup holding the tensor cores alone keeps them busy through
+#         its promotions (added after session 34's batch, which measured the
+#         other arms; not yet on the GPU)
 # On the GPU (about 100 s, every moert call under `timeout`):
 # 1. correctness before timing: each arm's y against main's on the same input
 #    (x uniform in [-1, 1], T = 4096 and 256, `moert run`): the same bits
@@ -42,8 +47,8 @@
 #    main, and k3 / k4 alone (k3 is the same kernel in every arm).
 # Writes $OUT/fp8dn/{same.txt,ab.txt,prof.*.txt,table.txt}.
 set -u
-arms="main d192 d128 pp"
-cases="ds4096:4096:main,d192,d128,pp ds256:256:main,pp"	# NAME:T:ARMS
+arms="main d192 d128 pp pph"
+cases="ds4096:4096:main,d192,d128,pp,pph ds256:256:main,pp,pph"	# NAME:T:ARMS
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,6 +60,7 @@ if [ "${1:-}" = prepare ]; then
 		d192) echo "--tuning=$src/bench/quant/fp8_down192.tuning" ;;
 		d128) echo "--tuning=$src/bench/quant/fp8_down128.tuning" ;;
 		pp) echo "--debug=f8-pingpong" ;;
+		pph) echo "--debug=f8-pingpong --tuning=$src/bench/quant/fp8_down_halves.tuning" ;;
 		esac
 	}
 	for a in $arms; do

@@ -1158,32 +1158,34 @@ END_TEST
  * 64x256 cooperative tile as two warpgroups of 64x128 on whole tiles of
  * their own, taking turns at the tensor cores (one's promotion of its last
  * k-tile and its epilogue under the other's wgmmas): bit for bit the 64x256
- * plan's output (the same k-tile group and promotion per element) and the
- * reference's within f32 rounding; an odd number of work items a CTA (the
- * turn's last hand-over skipped), empty experts, the ring wrapping.  Then
- * DeepSeek-V3's down so through ptxas: no spills, no serialisation.
+ * plan's output (the same k-tile groups and promotion per element; whole
+ * k-tiles and halves) and the reference's within f32 rounding; an odd
+ * number of work items a CTA (the turn's last hand-over skipped), empty
+ * experts, the ring wrapping.  Then DeepSeek-V3's down so through ptxas: no
+ * spills, no serialisation.
  */
 START_TEST(test_ws_pingpong_down)
 {
-	GemmCase dn = {.what = "f8 whole ws grouped down ping-pong 64x128 x2, blocked, persistent with 3 CTAs, "
-			       "K = 640", .T = 165, .counts = {3, 197, 0, 130}};
+	GemmCase dn = {.what = "f8 ws grouped down ping-pong 64x128 x2, blocked, persistent, K = 640", .T = 165,
+		       .counts = {3, 197, 0, 130}};
 	GemmCase ref = dn;
 	GemmRun r, q;
 	GemmErr e;
 
-	spec_f8_down(&ref.s, 640, 1);
-	ref.s.mainloop = CG_MAINLOOP_WS;
-	dn.s = ref.s;
-	gh_tiles(&dn.s, 64, 128, 128, 1, 4, 4);
-	dn.s.ws_mode = CG_WS_PINGPONG;
-	for (int ctas = 3; ctas <= 4; ctas++) {
+	for (int i = 0; i < 4; i++) {	/* whole k-tiles and halves, 3 and 4 CTAs */
+		int whole = i < 2, ctas = 3 + i % 2;
+		spec_f8_down(&ref.s, 640, whole);
+		ref.s.mainloop = CG_MAINLOOP_WS;
+		dn.s = ref.s;
+		gh_tiles(&dn.s, 64, 128, 128, 1, 4, 4);
+		dn.s.ws_mode = CG_WS_PINGPONG;
 		dn.s.ctas = ctas;
-		ck_assert_msg(gh_run(&r, &dn) == 0 && gh_compare(&r, &e) == 0, "%s (%d CTAs): %s", dn.what, ctas,
-			      r.msg);
+		ck_assert_msg(gh_run(&r, &dn) == 0 && gh_compare(&r, &e) == 0, "%s (whole %d, %d CTAs): %s", dn.what,
+			      whole, ctas, r.msg);
 		ck_assert_msg(e.err < 1e-5, "%s: relative L2 error %g", dn.what, e.err);
 		ck_assert_msg(gh_run(&q, &ref) == 0, "%s: 64x256: %s", dn.what, q.msg);
 		ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
-			      "%s (%d CTAs): ping-pong and 64x256 differ", dn.what, ctas);
+			      "%s (whole %d, %d CTAs): ping-pong and 64x256 differ", dn.what, whole, ctas);
 		gh_free(&q);
 		gh_free(&r);
 	}
