@@ -302,8 +302,9 @@ pingpong_check(const GemmSpec *s, int cw, Diag *d)
 	if (s->sched != CG_SCHED_PERSISTENT)
 		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong needs the persistent schedule (the warpgroups "
 				  "take turns over a CTA's tiles)");
-	if (s->f8.group > 0)
-		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong with FP8 x FP8 (not yet: cooperative only)");
+	if (s->f8.group > 0 && s->bm != 64)
+		return diag_error(d, LOC_NONE, "gemm: ws: ping-pong with FP8 x FP8 on %d rows a warpgroup (64: "
+				  "its 64 promoted sums and the accumulators fit)", s->bm);
 	return 0;
 }
 
@@ -400,9 +401,9 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
  * warpgroups of 128x128 each, persistent over PINGPONG_CTAS; what wins is
  * the epilogue hidden behind the other warpgroup's wgmmas and a fuller last
  * wave (twice the tiles over the same SMs), at the price of B tiles shared
- * by no second warpgroup (a third more TMA bytes per flop).  Not FP8 (its
- * consumers are cooperative only), not gathered A (3303 -> 4343 us alone,
- * Mixtral's up-projection).
+ * by no second warpgroup (a third more TMA bytes per flop).  FP8 only with
+ * --debug=f8-pingpong (cg_gemm_f8_pingpong: 64x128 a warpgroup), not
+ * gathered A (3303 -> 4343 us alone, Mixtral's up-projection).
  *
  * cg_gemm_pingpong_pays: where the H200 measured it faster (bundles,
  * bench/results/2026-12-02-s25-pingpong-default-ab.log and session 26's
@@ -450,13 +451,48 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 	return wave_fill(pp, PINGPONG_CTAS) * PINGPONG_DENSE_PCT > wave_fill(coop, sms) * 100;
 }
 
+/* FP8's down GEMM on ping-pong consumers without the flag (1) or only with --debug=f8-pingpong (0: until
+ * the GPU's A/B says it wins; the flip is this line) */
+enum { F8_PINGPONG_DEFAULT = 0 };	/* session 34's A/B: the FP8 layer 6160 -> 6285 us at T = 4096, 2799 -> 2784 at 256 */
+
+/*
+ * FP8 ping-pong (--debug=f8-pingpong): a grouped GEMM with A not gathered
+ * and short tiles (at most PINGPONG_KT k-tiles: DeepSeek-V3's down, 16),
+ * whose epilogue (x routing weight, f32 rows scattered: 64 KB a 64x256
+ * tile) and last promotion the cooperative consumers run with the tensor
+ * cores idle.  64 rows a warpgroup (its 64 promoted sums and 64
+ * accumulators), so a warpgroup's tile is the 64x256 tile's half: B's
+ * tiles are read by as many row tiles as before, A's twice.  With whole
+ * k-tiles (.fw) a warpgroup promotes k before it issues k + 1, so while it
+ * holds the tensor cores alone those promotions are exposed: the H200's
+ * k4 1772 -> 1928 us at T = 4096 (docs/codegen.md, FP8 x FP8, session 34).
+ */
+int
+cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s)
+{
+	return (F8_PINGPONG_DEFAULT || (cg_module_debug(m) & DBG_F8_PINGPONG)) && s->f8.group > 0 &&
+	       s->groups > 0 && !s->gather && s->split_k <= 1 && s->K / s->bk <= PINGPONG_KT;
+}
+
 /* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups
- * (with wg_wide two 64x256), else cooperative. */
+ * (with wg_wide two 64x256; FP8 where f8 says, two 64x128 of a 64x256
+ * tile), else cooperative. */
 static void
-pingpong_plan(GemmSpec *w)
+pingpong_plan(GemmSpec *w, int f8)
 {
 	w->ws_mode = CG_WS_COOPERATIVE;
-	if (w->f8.group > 0 || w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
+	if (w->f8.group > 0) {
+		if (!f8 || w->warps_m * w->warps_n != 8 || w->bm != 64 || w->bn != 256)
+			return;
+		w->ws_mode = CG_WS_PINGPONG;
+		w->bn = 128;
+		w->warps_m = 1;
+		w->warps_n = 4;
+		w->sched = CG_SCHED_PERSISTENT;
+		w->ctas = PINGPONG_CTAS;
+		return;
+	}
+	if (w->warps_m * w->warps_n != 8 || w->bm * w->bn != 128 * 256)
 		return;
 	w->ws_mode = CG_WS_PINGPONG;
 	w->bm = w->wg_wide ? 64 : 128;
@@ -696,7 +732,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		/* grouped ping-pong keeps 128x128 a warpgroup unless a table asks: 64x256 would
 		 * stream a B tile twice as wide for half the rows of an expert's tile */
 		p.wg_wide = w.wg_wide && (s->groups == 0 || s->wg_wide);
-		pingpong_plan(&p);
+		pingpong_plan(&p, cg_gemm_f8_pingpong(m, s));
 		if (p.ws_mode == CG_WS_PINGPONG && ((c2 && cluster_b_plan(t, &p, s->stages)) ||
 						    most_stages(t, &p, s->stages))) {
 			*s = p;
@@ -1405,6 +1441,31 @@ f8_promote(W *w, LLVMValueRef st, int h)
 	gemm_f8_promote_cols(&w->g, sa, sb, j0, nj);
 }
 
+/* Ping-pong: wait for this warpgroup's turn (after the other's tile before this one). */
+static void
+pp_turn_wait(W *w)
+{
+	CgFn *f = w->g.k.f;
+	CgIf c;
+
+	cg_if(f, &c, gemm_later_item(&w->g.k));
+	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
+	cg_endif(f, &c);
+}
+
+/* Ping-pong: this tile's wgmmas issued, the turn to the other's tile after it (if any). */
+static void
+pp_turn_give(W *w)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	CgIf c;
+
+	cg_if(f, &c, cg_lt(f, gemm_next_item(k), gemm_work_total(k)));
+	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), w->cwg), 256);
+	cg_endif(f, &c);
+}
+
 /*
  * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) in two halves of
  * the warpgroup's columns (two wgmma groups of m64 n(wtn/2)), so that the
@@ -1430,12 +1491,14 @@ consume_f8(W *w)
 {
 	G *g = &w->g;
 	CgFn *f = g->k.f;
-	int n = g->kt;
+	int n = g->kt, pp = g->k.s.ws_mode == CG_WS_PINGPONG;
 	LLVMValueRef it0, it, st, nst;
 	CgLoop l;
 
 	gemm_f8_tile(g);
 	it0 = cg_get(f, w->it);
+	if (pp)
+		pp_turn_wait(w);
 	if (n > 0) {
 		st = stage_full(w, it0);
 		f8_issue(w, st, 0);
@@ -1455,12 +1518,17 @@ consume_f8(W *w)
 		}
 		st = cg_urem(f, cg_addi(f, it0, n - 1), cg_i32(f, g->k.s.stages));
 		f8_issue(w, st, 1);
+		if (pp)	/* its last wgmmas issued: the other's turn */
+			pp_turn_give(w);
 		f8_promote(w, st, 0);
 		gemm_wgmma_wait(g, 0);
 		f8_promote(w, st, 1);
 		release(w, st);
+	} else if (pp) {
+		pp_turn_give(w);
 	}
-	cg_set(f, w->it, cg_addi(f, it0, n));
+	/* ping-pong: past the other warpgroup's k-tiles too */
+	cg_set(f, w->it, cg_addi(f, it0, pp ? 2 * n : n));
 	gemm_f8_result(g);
 	gemm_epilogue(g);
 }

@@ -1780,6 +1780,7 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
 		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
 		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
+		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
 		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
@@ -1828,8 +1829,9 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 		 * DeepSeek-V3's down at T = 4096, A/B on the H200) */
 		if (((p->o.debug & DBG_MID_PERSISTENT) || COOP_C2_DEFAULT) && w.cluster_b)
 			continue;
-		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
-			continue;	/* (--debug=ws-pingpong: wherever it fits) */
+		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi) &&
+		    !cg_gemm_f8_pingpong(p->mod[i], &w))
+			continue;	/* (--debug=ws-pingpong: wherever it fits; FP8 only with f8-pingpong) */
 		w.ws_mode = CG_WS_PINGPONG;
 		if (cg_gemm_ws_for(p->mod[i], &w) && w.ws_mode == CG_WS_PINGPONG)
 			s[i].ws_mode = CG_WS_PINGPONG;

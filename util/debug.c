@@ -178,6 +178,12 @@ const DebugFlag debug_flags[] = {
 	 "average) is filled instead of waited for (deterministic; the tiles cut at other k-tiles than the equal "
 	 "runs', so f32 sums in another grouping: not the same bits; docs/codegen.md, Stream-K with a tail; session 34's "
 	 "H200 A/B: Qwen3-30B-A3B T = 16 1.004x, skewed 1.31x, dense M = 16 1.39x, gpt-oss-20b 0.975x: opt-in)"},
+	{"f8-pingpong", DBG_F8_PINGPONG, NULL,
+	 "compile: FP8 x FP8 grouped GEMMs with A not gathered and at most 32 k-tiles (DeepSeek-V3's down "
+	 "projection) on ping-pong consumers: the 64x256 tile's two warpgroups each on whole 64x128 tiles of their "
+	 "own, taking turns at the tensor cores, so that one's last promotion and epilogue (x routing weight, rows "
+	 "scattered) run under the other's wgmmas (the same bits; docs/codegen.md, FP8 x FP8; session 34's H200 "
+	 "A/B: DeepSeek-V3's FP8 layer 1.020x slower at T = 4096, 0.995x at 256, so opt-in)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

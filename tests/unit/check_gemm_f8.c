@@ -1104,6 +1104,110 @@ START_TEST(test_ws_l2_ahead)
 }
 END_TEST
 
+/*
+ * The down GEMM on 192-row tiles (bench/quant/fp8_down192.tuning, session 34):
+ * three consumer warpgroups stacked over the rows, 64x128 each (the same
+ * whole k-tile wgmma group and promotion as the 64x256 tile's), so its
+ * output is bit for bit the 64x256 plan's (main's) and the reference's within
+ * f32 rounding.  Experts of 3 rows (two warpgroups without a row), 197 (two
+ * row tiles, the second of 5 rows), none, and 130 (the third warpgroup 2
+ * rows); persistent over 3 CTAs, the ring wrapping over K = 640.  Then
+ * DeepSeek-V3's down at that tile through ptxas: 512 threads, no spills, no
+ * serialisation, each k-tile one group of m64n128k32 a warpgroup.
+ */
+START_TEST(test_ws_stacked_down)
+{
+	GemmCase dn = {.what = "f8 whole ws grouped down 192x128 (three warpgroups stacked), blocked, persistent "
+			       "with 3 CTAs, K = 640", .T = 165, .counts = {3, 197, 0, 130}};
+	GemmCase ref = dn;
+	GemmRun r, q;
+	GemmErr e;
+
+	spec_f8_down(&ref.s, 640, 1);
+	ref.s.mainloop = CG_MAINLOOP_WS;
+	dn.s = ref.s;
+	gh_tiles(&dn.s, 192, 128, 128, 3, 4, 5);
+	ck_assert_msg(gh_run(&r, &dn) == 0 && gh_compare(&r, &e) == 0, "%s: %s", dn.what, r.msg);
+	ck_assert_msg(e.err < 1e-5, "%s: relative L2 error %g", dn.what, e.err);
+	ck_assert_msg(gh_run(&q, &ref) == 0, "%s: 64x256: %s", dn.what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: 192x128 and 64x256 differ",
+		      dn.what);
+	gh_free(&q);
+	gh_free(&r);
+
+	GemmSpec ds;
+	gh_spec_grouped_scale_scatter(&ds, 256, 7168, 2048);
+	ds.m_per_t = 8;
+	ds.a_dt = ds.b_dt = DT_F8E4M3;
+	ds.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F32;
+	gh_tiles(&ds, 192, 128, 128, 3, 4, 5);
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fd192");
+	ck_assert_int_gt(gh_count(gh_ptx(m), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 0);
+	ck_assert_int_eq(gh_count(gh_ptx(m), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 0);
+	gh_assemble(m, 1, "gemm_f8 ws down 192x128", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/*
+ * Ping-pong FP8 consumers (--debug=f8-pingpong, session 34): the down GEMM's
+ * 64x256 cooperative tile as two warpgroups of 64x128 on whole tiles of
+ * their own, taking turns at the tensor cores (one's promotion of its last
+ * k-tile and its epilogue under the other's wgmmas): bit for bit the 64x256
+ * plan's output (the same k-tile groups and promotion per element; whole
+ * k-tiles and halves) and the reference's within f32 rounding; an odd
+ * number of work items a CTA (the turn's last hand-over skipped), empty
+ * experts, the ring wrapping.  Then DeepSeek-V3's down so through ptxas: no
+ * spills, no serialisation.
+ */
+START_TEST(test_ws_pingpong_down)
+{
+	GemmCase dn = {.what = "f8 ws grouped down ping-pong 64x128 x2, blocked, persistent, K = 640", .T = 165,
+		       .counts = {3, 197, 0, 130}};
+	GemmCase ref = dn;
+	GemmRun r, q;
+	GemmErr e;
+
+	for (int i = 0; i < 4; i++) {	/* whole k-tiles and halves, 3 and 4 CTAs */
+		int whole = i < 2, ctas = 3 + i % 2;
+		spec_f8_down(&ref.s, 640, whole);
+		ref.s.mainloop = CG_MAINLOOP_WS;
+		dn.s = ref.s;
+		gh_tiles(&dn.s, 64, 128, 128, 1, 4, 4);
+		dn.s.ws_mode = CG_WS_PINGPONG;
+		dn.s.ctas = ctas;
+		ck_assert_msg(gh_run(&r, &dn) == 0 && gh_compare(&r, &e) == 0, "%s (whole %d, %d CTAs): %s", dn.what,
+			      whole, ctas, r.msg);
+		ck_assert_msg(e.err < 1e-5, "%s: relative L2 error %g", dn.what, e.err);
+		ck_assert_msg(gh_run(&q, &ref) == 0, "%s: 64x256: %s", dn.what, q.msg);
+		ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+			      "%s (whole %d, %d CTAs): ping-pong and 64x256 differ", dn.what, whole, ctas);
+		gh_free(&q);
+		gh_free(&r);
+	}
+
+	GemmSpec ds;
+	gh_spec_grouped_scale_scatter(&ds, 256, 7168, 2048);
+	ds.m_per_t = 8;
+	ds.a_dt = ds.b_dt = DT_F8E4M3;
+	ds.f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F32;
+	gh_tiles(&ds, 64, 128, 128, 1, 4, 5);
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.ws_mode = CG_WS_PINGPONG;
+	ds.mainloop = CG_MAINLOOP_WS;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fdpp");
+	ck_assert_int_gt(gh_count(gh_ptx(m), "bar.arrive"), 0);
+	gh_assemble(m, 1, "gemm_f8 ws down ping-pong", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -1134,6 +1238,11 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ws_gateup);
 	tcase_add_test(t, test_ws_pairs);
 	tcase_add_test(t, test_ws_l2_ahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("stacked");	/* the down GEMM on 192-row tiles and ping-pong (session 34) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_ws_stacked_down);
+	tcase_add_test(t, test_ws_pingpong_down);
 	suite_add_tcase(s, t);
 	return s;
 }
