@@ -706,6 +706,10 @@ int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
  * (and every other mainloop must be given CG_WS_COOPERATIVE).
  */
 int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
+/* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative
+ * 128x256 plan of at most 64 k-tiles, is one --debug=gather-pingpong asks
+ * ping-pong consumers for (k_gemm_ws.c says why). */
+int cg_gemm_gather_pingpong(const CgTarget *t, const GemmSpec *s);
 /*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte

@@ -1730,6 +1730,17 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
 
+/* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
+ * where and why): the gathered gate|ups of at most 64 k-tiles on ping-pong
+ * consumers, an A/B on the H200 in session 34 (bench/tiles_ab.sh). */
+enum { GATHER_PINGPONG_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+
+static int
+gather_pingpong(const CgProgram *p, const CgTarget *t, const GemmSpec *s)
+{
+	return (GATHER_PINGPONG_DEFAULT || (p->o.debug & DBG_GATHER_PINGPONG)) && cg_gemm_gather_pingpong(t, s);
+}
+
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
@@ -1745,7 +1756,8 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 		 * DeepSeek-V3's down at T = 4096, A/B on the H200) */
 		if (((p->o.debug & DBG_MID_PERSISTENT) || COOP_C2_DEFAULT) && w.cluster_b)
 			continue;
-		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi))
+		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi) &&
+		    !gather_pingpong(p, cg_module_target(p->mod[i]), &w))
 			continue;	/* (--debug=ws-pingpong: wherever it fits) */
 		w.ws_mode = CG_WS_PINGPONG;
 		if (cg_gemm_ws_for(p->mod[i], &w) && w.ws_mode == CG_WS_PINGPONG)

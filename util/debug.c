@@ -171,6 +171,13 @@ const DebugFlag debug_flags[] = {
 	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
 	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
 	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},
+	{"gather-pingpong", DBG_GATHER_PINGPONG, NULL,
+	 "compile: grouped bf16/f16 GEMMs that gather A (the MoE gate|up at prefill) on cooperative 128x256 tiles of "
+	 "at most 64 k-tiles take ping-pong consumers (128x128 a warpgroup, persistent; with a tuning table's .wide "
+	 "64x256), as the MoE downs of at most 32 k-tiles do: one warpgroup's epilogue (SwiGLU, the stores) runs "
+	 "under the other's k-tiles (Mixtral-8x7B's gate|up, 64 k-tiles, ran 598 TFLOP/s where its down, 224, ran "
+	 "650; Qwen3-30B-A3B's, 32); the same bits (docs/codegen.md, heuristic step 6a; A/B on the GPU, session 34; "
+	 "GATHER_PINGPONG_DEFAULT in codegen/program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -166,6 +166,7 @@ typedef uint64_t DbgFlags;
 #define DBG_GROUPED_WIDE DBG_BIT(41)	/* codegen: cooperative bf16/f16 grouped WS GEMMs under 256 columns on 64-row warpgroup tiles (A/B) */
 #define DBG_F8_CVT DBG_BIT(40)	/* codegen: f32 <-> e4m3 by cvt (sm_89+) in quantisations and the norm's kernel (A/B) */
 #define DBG_BQ_GACC DBG_BIT(38)	/* codegen: 4-bit integer quantised B: mma on exact q - z, the scale applied per group to f32 partial sums (A/B) */
+#define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;
