@@ -1697,6 +1697,7 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
 		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
 		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
+		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
 		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
