@@ -1256,6 +1256,22 @@ START_TEST(test_ws_gather_pingpong_program_against_interpreter)
 }
 END_TEST
 
+/* The same with a tuning table's .wide (bench/mixtral_k3wide.tuning's form,
+ * the A/B's gppw arm): ping-pong on 64x256 warpgroup tiles, gathered A. */
+START_TEST(test_ws_gather_pingpong_wide_program_against_interpreter)
+{
+	const char *path = "check_ws_gather_pingpong_wide.tuning";
+	FILE *fp = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(fp);
+	fputs("moec-tuning 2\nemu g8.m2.n1024.k1024.bf16.bf16.nk.t65-4096 128x256x64.w2x4.s4.k1.wide\n", fp);
+	fclose(fp);
+	gh_check_program_tuned(prog_moe, 150, 4096, "moe_k3", "64x256x64 w1x4x2+4 s5 ws tma cp.async-a pingpong wg64x256",
+			       2e-2, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER | DBG_GATHER_PINGPONG, path);
+	remove(path);
+}
+END_TEST
+
 /* --debug=grouped-wide: a block like prog_c2 whose gate|up takes 128x192
  * tiles (N = 768, which 256 does not divide, as gpt-oss-20b's 5760) on two
  * 64x192 warpgroup tiles, gathered A in pairs sharing B (its down: 128x128,
@@ -1981,6 +1997,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_grouped_pairs);
 	tcase_add_test(t, test_ws_grouped_c2_program_against_interpreter);
 	tcase_add_test(t, test_ws_gather_pingpong_program_against_interpreter);
+	tcase_add_test(t, test_ws_gather_pingpong_wide_program_against_interpreter);
 	tcase_add_test(t, test_ws_grouped_wide_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
