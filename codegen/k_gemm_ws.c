@@ -469,7 +469,10 @@ cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
  * Mixtral-8x7B's (K 4096: 64 k-tiles) ran 598 TFLOP/s at T = 4096 where its
  * down (224) ran 650, about 0.92 us a k-tile against 0.83 (session 33's
  * profile); Qwen3-30B-A3B's has 32.  DeepSeek-V3's (112) is left alone, and
- * gpt-oss-20b's 128x192 tiles have no ping-pong form.
+ * gpt-oss-20b's 128x192 tiles have no ping-pong form.  Measured slower on the
+ * H200 (session 34: Mixtral's k3 3332 -> 3610 us, its block 1.061x; Qwen3's
+ * block 1.020x): a 128x128 tile loads A (the gathered producer's cp.async)
+ * twice a flop, which costs more than the epilogue it hides.
  */
 enum { GATHER_PINGPONG_KT = 64 };
 

@@ -1733,8 +1733,11 @@ enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the f
 
 /* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
  * where and why): the gathered gate|ups of at most 64 k-tiles on ping-pong
- * consumers, an A/B on the H200 in session 34 (bench/tiles_ab.sh). */
-enum { GATHER_PINGPONG_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+ * consumers.  H200, session 34 (bench/tiles_ab.sh; same bits): slower,
+ * Mixtral-8x7B's block at T = 4096 1.061x (k3 3332 -> 3610 us), Qwen3-30B-A3B's
+ * 1.020x: 128x128 tiles load A twice a flop, which costs more than the
+ * epilogue they hide. */
+enum { GATHER_PINGPONG_DEFAULT = 0 };	/* 1: without the flag (measured slower, session 34) */
 
 static int
 gather_pingpong(const CgProgram *p, const CgTarget *t, const GemmSpec *s)
