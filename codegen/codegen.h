@@ -713,6 +713,10 @@ int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
 int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
+/* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative
+ * 128x256 plan of at most 64 k-tiles, is one --debug=gather-pingpong asks
+ * ping-pong consumers for (k_gemm_ws.c says why). */
+int cg_gemm_gather_pingpong(const CgTarget *t, const GemmSpec *s);
 /*
  * A kernel "name(A, B, D)" of one warpgroup and one wgmma m64nNk16: D[64][n]
  * f32 = A[64][16] . B[n][16]^T, bf16 row-major, staged with a 32-byte

@@ -435,13 +435,21 @@ wave_fill(int64_t tiles, int64_t slots)
 	return tiles <= 0 || slots <= 0 ? 0 : (double)tiles / (double)(slots * ((tiles + slots - 1) / slots));
 }
 
+/* A cooperative plan ping-pong can take: two warpgroups of 128x128, not FP8,
+ * split-K or stream-K. */
+static int
+pingpong_shape(const CgTarget *t, const GemmSpec *s)
+{
+	return s->f8.group <= 0 && s->warps_m * s->warps_n == 8 && s->bm * s->bn == 128 * 256 && s->split_k <= 1 &&
+	       s->sched != CG_SCHED_STREAM && cg_target_sms(t) > 0;
+}
+
 int
 cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi)
 {
 	int64_t M = (int64_t)(s->m_per_t > 0 ? s->m_per_t : 1) * thi, sms = cg_target_sms(t), nt, coop, pp;
 
-	if (s->gather || s->f8.group > 0 || s->warps_m * s->warps_n != 8 || s->bm * s->bn != 128 * 256 ||
-	    s->split_k > 1 || s->sched == CG_SCHED_STREAM || sms <= 0)
+	if (s->gather || !pingpong_shape(t, s))
 		return 0;
 	if (s->groups > 0)
 		return s->K / s->bk <= PINGPONG_KT;
@@ -472,6 +480,31 @@ cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s)
 {
 	return (F8_PINGPONG_DEFAULT || (cg_module_debug(m) & DBG_F8_PINGPONG)) && s->f8.group > 0 &&
 	       s->groups > 0 && !s->gather && s->split_k <= 1 && s->K / s->bk <= PINGPONG_KT;
+}
+
+/*
+ * cg_gemm_gather_pingpong: the gathered grouped GEMMs (the MoE gate|up at
+ * prefill) that program.c's --debug=gather-pingpong (session 34, an A/B on
+ * the H200) asks ping-pong consumers for: a cooperative 128x256 plan of at
+ * most GATHER_PINGPONG_KT k-tiles, bf16/f16 (not quantised B).  Why: the
+ * downs' rule above (the epilogue a large share of a tile of few k-tiles,
+ * hidden under the other warpgroup's k-tiles) holds for the gate|up too,
+ * whose epilogue is the larger (SwiGLU, a per-row scale, the stores):
+ * Mixtral-8x7B's (K 4096: 64 k-tiles) ran 598 TFLOP/s at T = 4096 where its
+ * down (224) ran 650, about 0.92 us a k-tile against 0.83 (session 33's
+ * profile); Qwen3-30B-A3B's has 32.  DeepSeek-V3's (112) is left alone, and
+ * gpt-oss-20b's 128x192 tiles have no ping-pong form.  Measured slower on the
+ * H200 (session 34: Mixtral's k3 3332 -> 3610 us, its block 1.061x; Qwen3's
+ * block 1.020x): a 128x128 tile loads A (the gathered producer's cp.async)
+ * twice a flop, which costs more than the epilogue it hides.
+ */
+enum { GATHER_PINGPONG_KT = 64 };
+
+int
+cg_gemm_gather_pingpong(const CgTarget *t, const GemmSpec *s)
+{
+	return s->gather && s->groups > 0 && s->bq.group <= 0 && s->bk > 0 && s->K / s->bk <= GATHER_PINGPONG_KT &&
+	       pingpong_shape(t, s);
 }
 
 /* w as ping-pong where it is a cooperative plan of two 128x128 warpgroups

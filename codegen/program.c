@@ -1781,6 +1781,7 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
 		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
 		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
+		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
 		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
@@ -1814,6 +1815,20 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
 
+/* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
+ * where and why): the gathered gate|ups of at most 64 k-tiles on ping-pong
+ * consumers.  H200, session 34 (bench/tiles_ab.sh; same bits): slower,
+ * Mixtral-8x7B's block at T = 4096 1.061x (k3 3332 -> 3610 us), Qwen3-30B-A3B's
+ * 1.020x: 128x128 tiles load A twice a flop, which costs more than the
+ * epilogue they hide. */
+enum { GATHER_PINGPONG_DEFAULT = 0 };	/* 1: without the flag (measured slower, session 34) */
+
+static int
+gather_pingpong(const CgProgram *p, const CgTarget *t, const GemmSpec *s)
+{
+	return (GATHER_PINGPONG_DEFAULT || (p->o.debug & DBG_GATHER_PINGPONG)) && cg_gemm_gather_pingpong(t, s);
+}
+
 static void
 pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
@@ -1830,7 +1845,7 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 		if (((p->o.debug & DBG_MID_PERSISTENT) || COOP_C2_DEFAULT) && w.cluster_b)
 			continue;
 		if (!(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(cg_module_target(p->mod[i]), &w, thi) &&
-		    !cg_gemm_f8_pingpong(p->mod[i], &w))
+		    !cg_gemm_f8_pingpong(p->mod[i], &w) && !gather_pingpong(p, cg_module_target(p->mod[i]), &w))
 			continue;	/* (--debug=ws-pingpong: wherever it fits; FP8 only with f8-pingpong) */
 		w.ws_mode = CG_WS_PINGPONG;
 		if (cg_gemm_ws_for(p->mod[i], &w) && w.ws_mode == CG_WS_PINGPONG)

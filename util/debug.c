@@ -184,6 +184,14 @@ const DebugFlag debug_flags[] = {
 	 "own, taking turns at the tensor cores, so that one's last promotion and epilogue (x routing weight, rows "
 	 "scattered) run under the other's wgmmas (the same bits; docs/codegen.md, FP8 x FP8; session 34's H200 "
 	 "A/B: DeepSeek-V3's FP8 layer 1.020x slower at T = 4096, 0.995x at 256, so opt-in)"},
+	{"gather-pingpong", DBG_GATHER_PINGPONG, NULL,
+	 "compile: grouped bf16/f16 GEMMs that gather A (the MoE gate|up at prefill) on cooperative 128x256 tiles of "
+	 "at most 64 k-tiles take ping-pong consumers (128x128 a warpgroup, persistent; with a tuning table's .wide "
+	 "64x256), as the MoE downs of at most 32 k-tiles do: one warpgroup's epilogue (SwiGLU, the stores) runs "
+	 "under the other's k-tiles (Mixtral-8x7B's gate|up, 64 k-tiles, ran 598 TFLOP/s where its down, 224, ran "
+	 "650; Qwen3-30B-A3B's, 32); the same bits, but measured slower on the H200 (session 34: Mixtral's block "
+	 "1.061x, with .wide 1.038x, Qwen3's 1.020x; the ping-pong tiles load A or B twice a flop), so opt-in "
+	 "(docs/codegen.md, heuristic step 6a; GATHER_PINGPONG_DEFAULT in codegen/program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

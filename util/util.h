@@ -168,6 +168,7 @@ typedef uint64_t DbgFlags;
 #define DBG_BQ_GACC DBG_BIT(38)	/* codegen: 4-bit integer quantised B: mma on exact q - z, the scale applied per group to f32 partial sums (A/B) */
 #define DBG_SK_TAIL DBG_BIT(44)	/* codegen: static bf16/f16 stream-K GEMMs take a second wave of short runs for the SMs that finish first (A/B) */
 #define DBG_F8_PINGPONG DBG_BIT(42)	/* codegen: FP8 grouped down GEMMs on ping-pong consumers, 64x128 a warpgroup (A/B) */
+#define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

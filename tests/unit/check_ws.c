@@ -1240,6 +1240,38 @@ START_TEST(test_ws_grouped_c2_program_against_interpreter)
 }
 END_TEST
 
+/* --debug=gather-pingpong (bit 43): prog_moe's gate|up (gathered A, K 1024:
+ * 16 k-tiles, 128x256 cooperative for a plan of 4096 tokens) on ping-pong
+ * consumers, as test_ws_pingpong_program_against_interpreter's
+ * --debug=ws-pingpong gives it, against the interpreter; without the flag
+ * cooperative (its down is ping-pong either way: 8 k-tiles). */
+START_TEST(test_ws_gather_pingpong_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER;
+
+	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "w2x2x2+4 s6 ws tma cp.async-a pingpong persistent", 2e-2,
+			     dbg | DBG_GATHER_PINGPONG);
+	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "128x256x64 w2x4+4 s4 ws tma cp.async-a tiles", 2e-2,
+			     dbg);
+}
+END_TEST
+
+/* The same with a tuning table's .wide (bench/mixtral_k3wide.tuning's form,
+ * the A/B's gppw arm): ping-pong on 64x256 warpgroup tiles, gathered A. */
+START_TEST(test_ws_gather_pingpong_wide_program_against_interpreter)
+{
+	const char *path = "check_ws_gather_pingpong_wide.tuning";
+	FILE *fp = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(fp);
+	fputs("moec-tuning 2\nemu g8.m2.n1024.k1024.bf16.bf16.nk.t65-4096 128x256x64.w2x4.s4.k1.wide\n", fp);
+	fclose(fp);
+	gh_check_program_tuned(prog_moe, 150, 4096, "moe_k3", "64x256x64 w1x4x2+4 s5 ws tma cp.async-a pingpong wg64x256",
+			       2e-2, DBG_EMU_WGMMA | DBG_EMU_WS | DBG_WS_GATHER | DBG_GATHER_PINGPONG, path);
+	remove(path);
+}
+END_TEST
+
 /* --debug=grouped-wide: a block like prog_c2 whose gate|up takes 128x192
  * tiles (N = 768, which 256 does not divide, as gpt-oss-20b's 5760) on two
  * 64x192 warpgroup tiles, gathered A in pairs sharing B (its down: 128x128,
@@ -1308,6 +1340,45 @@ START_TEST(test_ws_pingpong_pays_by_waves)
 		s.f8.group = c[i].f8 ? 128 : 0;
 		ck_assert_msg(cg_gemm_pingpong_pays(&t, &s, c[i].thi) == c[i].want, "%s: want %d", c[i].what,
 			      c[i].want);
+	}
+}
+END_TEST
+
+/*
+ * cg_gemm_gather_pingpong (--debug=gather-pingpong): gathered grouped GEMMs
+ * on cooperative 128x256 plans of at most 64 k-tiles; never A not gathered
+ * (the downs: cg_gemm_pingpong_pays), dense, FP8, split-K, 128x192.
+ */
+START_TEST(test_ws_gather_pingpong_where)
+{
+	static const struct {
+		const char *what;
+		int64_t N, K;
+		int E, gather, bm, bn, wm, wn, f8, split, want;
+	} c[] = {
+		{"Mixtral gate|up (64 k-tiles)", 28672, 4096, 8, 1, 128, 256, 2, 4, 0, 1, 1},
+		{"Qwen3-30B-A3B gate|up (32)", 1536, 2048, 128, 1, 128, 256, 2, 4, 0, 1, 1},
+		{"65 k-tiles", 28672, 4160, 8, 1, 128, 256, 2, 4, 0, 1, 0},
+		{"DeepSeek-V3 gate|up (112)", 4096, 7168, 256, 1, 128, 256, 2, 4, 0, 1, 0},
+		{"Qwen3-30B-A3B down (not gathered)", 2048, 768, 128, 0, 128, 256, 2, 4, 0, 1, 0},
+		{"dense, gathered", 28672, 4096, 0, 1, 128, 256, 2, 4, 0, 1, 0},
+		{"FP8 gate|up", 4096, 4096, 256, 1, 128, 256, 2, 4, 1, 1, 0},
+		{"split-K", 28672, 4096, 8, 1, 128, 256, 2, 4, 0, 2, 0},
+		{"gpt-oss 128x192", 5760, 2880, 32, 1, 128, 192, 2, 4, 0, 1, 0},
+		{"one warpgroup's 128x128", 28672, 4096, 8, 1, 128, 128, 2, 2, 0, 1, 0},
+	};
+	CgTarget t = {"sm_90a", NULL, 3};
+
+	for (size_t i = 0; i < NELEM(c); i++) {
+		GemmSpec s;
+		cg_gemm_default(&s);
+		s.N = c[i].N, s.K = c[i].K, s.groups = c[i].E, s.m_per_t = 2, s.gather = c[i].gather;
+		s.bm = c[i].bm, s.bn = c[i].bn, s.bk = 64, s.warps_m = c[i].wm, s.warps_n = c[i].wn;
+		s.f8.group = c[i].f8 ? 128 : 0;
+		s.split_k = c[i].split;
+		ck_assert_msg(cg_gemm_gather_pingpong(&t, &s) == c[i].want, "%s: want %d", c[i].what, c[i].want);
+		/* the downs' rule never takes a gathered GEMM */
+		ck_assert_msg(!c[i].gather || !cg_gemm_pingpong_pays(&t, &s, 4096), "%s", c[i].what);
 	}
 }
 END_TEST
@@ -1925,12 +1996,15 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_grouped_cluster_b_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_emu_grouped_pairs);
 	tcase_add_test(t, test_ws_grouped_c2_program_against_interpreter);
+	tcase_add_test(t, test_ws_gather_pingpong_program_against_interpreter);
+	tcase_add_test(t, test_ws_gather_pingpong_wide_program_against_interpreter);
 	tcase_add_test(t, test_ws_grouped_wide_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_pingpong_pays_by_waves);
 	tcase_add_test(t, test_ws_pingpong_per_bucket_program);
+	tcase_add_test(t, test_ws_gather_pingpong_where);
 	suite_add_tcase(s, t);
 	return s;
 }
