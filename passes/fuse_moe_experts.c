@@ -1068,7 +1068,7 @@ slots(Value *sum, Moe *mo)
 				why = "the slots' experts cannot be counted";
 				break;
 			}
-			seen = calloc((size_t)nkey, 1);
+			seen = xcalloc((size_t)nkey, 1);
 			mo->gu_e = arena_array(m->arena, Value *, nkey);
 			mo->dn_e = arena_array(m->arena, Value *, nkey);
 		}
