@@ -186,7 +186,7 @@ int ox_same_dims(const Type *t, int rank, const Dim *dims);
 ImportFn imp_reshape, imp_flatten, imp_squeeze, imp_unsqueeze;
 
 /* onnx_quant.c */
-ImportFn imp_quantize, imp_dequantize, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+ImportFn imp_quantize, imp_dequantize, imp_dynamic_quantize, imp_matmul_integer, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
 
 /* onnx_ms.c */
 ImportFn imp_ms_simplified_ln, imp_ms_skip_simplified_ln, imp_ms_skip_ln, imp_ms_gelu,

@@ -687,6 +687,8 @@ static const OpEntry ops[] = {
 	/* quantisation */
 	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
+	{"", "DynamicQuantizeLinear", 13, imp_dynamic_quantize, 1, 1},
+	{"", "MatMulInteger", 13, imp_matmul_integer, 2, 4},
 	/* com.microsoft */
 	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},

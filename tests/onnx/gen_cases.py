@@ -587,6 +587,48 @@ def gen_function_attrs():
     save("local_function_attrs", m, [({"x": x}, [y])])
 
 
+# --- dynamic quantisation (onnxruntime's quantize_dynamic) -------------------
+
+def dql_ref(x):
+    """ONNX DynamicQuantizeLinear; scale 1 for an all-zero x, as onnxruntime computes it."""
+    lo, hi = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+    s = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    z = np.uint8(np.clip(np.rint(np.float32(-lo / s)), 0, 255))
+    return np.clip(np.rint((x / s).astype(np.float32)) + z, 0, 255).astype(np.uint8), s, z
+
+
+def gen_dynamic_quant():
+    """DynamicQuantizeLinear (an all-zero set too) and MatMulInteger with zero points per tensor, per row
+    of A and per column of B (onnxruntime takes only a scalar a_zero_point: numpy reference for that one)."""
+    rng = np.random.default_rng(34)
+    x = (rng.standard_normal((4, 24)) * 2).astype(np.float32)
+    m = model([h.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], [vi("x", [4, 24])],
+              [vi("y", [4, 24], TP.UINT8), vi("s", [], F), vi("z", [], TP.UINT8)])
+    sets = [({"x": v}, list(dql_ref(v))) for v in (x, np.zeros_like(x), np.abs(x))]
+    for ins, outs in sets:
+        check("dynamic_quantize_linear", ort_run(m, ins), outs, 0)
+    save("dynamic_quantize_linear", m, sets)
+
+    a = rng.integers(-128, 128, (2, 3, 24)).astype(np.int8)
+    b = rng.integers(-128, 128, (24, 8)).astype(np.int8)
+    za, zb = np.int8(-3), np.int8(5)
+    y = np.matmul(a.astype(np.int32) - za, b.astype(np.int32) - zb).astype(np.int32)
+    m = model([h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])], [vi("a", [2, 3, 24], TP.INT8)],
+              [vi("y", [2, 3, 8], TP.INT32)], [nh.from_array(b, "b"), nh.from_array(np.array(za), "za"),
+                                               nh.from_array(np.array(zb), "zb")])
+    check("matmul_integer_i8", ort_run(m, {"a": a}), [y], 0)
+    save("matmul_integer_i8", m, [({"a": a}, [y])])
+
+    a = rng.integers(0, 256, (4, 24)).astype(np.uint8)
+    b = rng.integers(0, 256, (24, 8)).astype(np.uint8)
+    za, zb = rng.integers(0, 256, 4).astype(np.uint8), rng.integers(0, 256, 8).astype(np.uint8)
+    y = ((a.astype(np.int32) - za[:, None].astype(np.int32)) @ (b.astype(np.int32) - zb)).astype(np.int32)
+    m = model([h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])],
+              [vi("a", [4, 24], TP.UINT8), vi("za", [4], TP.UINT8)], [vi("y", [4, 8], TP.INT32)],
+              [nh.from_array(b, "b"), nh.from_array(zb, "zb")])
+    save("matmul_integer_u8_rows_columns", m, [({"a": a, "za": za}, [y])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -602,7 +644,8 @@ def main():
     gen_function_attrs()
     gen_matmul_nbits_gidx()
     gen_dq_matmul()
-    gen_moe_sparse_mixer()  # last: the cases before it keep their random draws
+    gen_moe_sparse_mixer()  # last of RNG's users: the cases before it keep their random draws
+    gen_dynamic_quant()  # its own generator
 
 
 if __name__ == "__main__":
