@@ -684,6 +684,13 @@ static const OpEntry ops[] = {
 	{"", "Range", 13, imp_range, 3, 3}, {"", "Constant", 13, imp_constant, 0, 0},
 	{"", "ConstantOfShape", 13, imp_constant_of_shape, 1, 1},
 	{"", "Identity", 13, imp_identity, 1, 1}, {"", "Dropout", 13, imp_dropout, 1, 3},
+	/* sequences of a known length (onnx_seq.c) */
+	{"", "SplitToSequence", 13, imp_split_to_sequence, 1, 2},
+	{"", "SequenceConstruct", 13, imp_sequence_construct, 1, -1},
+	{"", "SequenceInsert", 13, imp_sequence_insert, 2, 3},
+	{"", "SequenceAt", 13, imp_sequence_at, 2, 2},
+	{"", "SequenceLength", 13, imp_sequence_length, 1, 1},
+	{"", "ConcatFromSequence", 13, imp_concat_from_sequence, 1, 1},
 	/* quantisation */
 	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},

@@ -629,6 +629,59 @@ def gen_dynamic_quant():
     save("matmul_integer_u8_rows_columns", m, [({"a": a, "za": za}, [y])])
 
 
+# --- sequences of a known length (dynamo's optimize=False writes chunk/split as SplitToSequence) ------------
+
+def gen_sequences():
+    """SplitToSequence (whole pieces with keepdims=0, a scalar chunk length, computed lengths), SequenceAt with
+    negative positions, SequenceLength, SequenceConstruct, SequenceInsert and ConcatFromSequence (new_axis too).
+    seq_split_counts' shapes depend on data: the interpreter's case (JetMoE's fixture compiles that form)."""
+    rng = np.random.default_rng(341)
+    I64 = TP.INT64
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    nodes = [h.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
+             h.make_node("SequenceAt", ["s", "m1"], ["last"]),
+             h.make_node("SequenceAt", ["s", "z"], ["first"]),
+             h.make_node("SequenceLength", ["s"], ["n"]),
+             h.make_node("Cast", ["n"], ["nf"], to=F),
+             h.make_node("Mul", ["first", "nf"], ["first_n"])]
+    m = model(nodes, [vi("x", [3, 4, 5])], [vi("last", [3, 5]), vi("first_n", [3, 5])],
+              [nh.from_array(np.array(-1, np.int64), "m1"), nh.from_array(np.array(0, np.int64), "z")])
+    want = [x[:, 3], x[:, 0] * 4]
+    check("seq_split_unbind", ort_run(m, {"x": x}), want, 0)
+    save("seq_split_unbind", m, [({"x": x}, want)])
+
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    t = rng.standard_normal((2, 3)).astype(np.float32)
+    nodes = [h.make_node("SplitToSequence", ["x", "two"], ["s"], axis=-1),
+             h.make_node("SequenceAt", ["s", "m1"], ["tail"]),
+             h.make_node("SequenceInsert", ["s", "t", "z"], ["s2"]),
+             h.make_node("ConcatFromSequence", ["s2"], ["cat"], axis=-1),
+             h.make_node("SequenceAt", ["s", "z"], ["head"]),
+             h.make_node("SequenceConstruct", ["head", "tail2"], ["p"]),
+             h.make_node("SequenceAt", ["s", "one"], ["tail2"]),
+             h.make_node("ConcatFromSequence", ["p"], ["stack"], axis=-1, new_axis=1)]
+    nodes = nodes[:5] + [nodes[6], nodes[5], nodes[7]]
+    m = model(nodes, [vi("x", [2, 5]), vi("t", [2, 3])],
+              [vi("tail", [2, 1]), vi("cat", [2, 8]), vi("stack", [2, 2, 2])],
+              [nh.from_array(np.array(2, np.int64), "two"), nh.from_array(np.array(-1, np.int64), "m1"),
+               nh.from_array(np.array(0, np.int64), "z"), nh.from_array(np.array(1, np.int64), "one")])
+    want = [x[:, 4:], np.concatenate([t, x], -1), np.stack([x[:, 0:2], x[:, 2:4]], -1)]
+    check("seq_chunks_insert_concat", ort_run(m, {"x": x, "t": t}), want, 0)
+    save("seq_chunks_insert_concat", m, [({"x": x, "t": t}, want)])
+
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    c = np.array([1, 0, 3, 2], np.int64)
+    nodes = [h.make_node("SplitToSequence", ["x", "c"], ["s"], axis=0),
+             h.make_node("SequenceAt", ["s", "two"], ["third"]),
+             h.make_node("SequenceConstruct", ["third", "third"], ["p"]),
+             h.make_node("ConcatFromSequence", ["p"], ["cat"], axis=0)]
+    m = model(nodes, [vi("x", [6, 3]), vi("c", [4], I64)], [vi("cat", [6, 3])],
+              [nh.from_array(np.array(2, np.int64), "two")])
+    want = [np.concatenate([x[1:4], x[1:4]])]
+    check("seq_split_counts", ort_run(m, {"x": x, "c": c}), want, 0)
+    save("seq_split_counts", m, [({"x": x, "c": c}, want)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -646,6 +699,7 @@ def main():
     gen_dq_matmul()
     gen_moe_sparse_mixer()  # last of RNG's users: the cases before it keep their random draws
     gen_dynamic_quant()  # its own generator
+    gen_sequences()  # its own generator
 
 
 if __name__ == "__main__":
