@@ -116,6 +116,8 @@ bias(Value *v, Proj *p)
 static const char *
 proj(Value *v0, Proj *p)
 {
+	if (v0->kind != V_RESULT)
+		return "the expert output is not a projection";
 	Module *m = v0->graph->m;
 	Value *v = mo_peel_rows(v0);
 	Node *n;
@@ -580,6 +582,8 @@ mo_tokens(Value *v, Dim t, Dim h)
 static const char *
 batched_input(Value *in, Expert *x)
 {
+	if (in->kind != V_RESULT)
+		return "the expert input is not the tokens";
 	Value *v = mo_peel(in);
 	Node *ex = mo_def(v, OP_EXPAND);
 	Module *m = in->graph->m;
@@ -661,7 +665,8 @@ mo_mlp(Value *o, Expert *x, Value **rows)
 }
 
 /* v = o * w with w [n,1], a weight a row (f16: the product in f32): o and
- * w, or 0. */
+ * w, or 0.  Both are computed: a parameter times the output is not a
+ * routing weight (Ergo's per-expert post-norm weight [E,H] gathered or not). */
 int
 mo_scaled(Value *v, Value **o, Value **w)
 {
@@ -669,6 +674,8 @@ mo_scaled(Value *v, Value **o, Value **w)
 
 	for (int i = 0; n && i < 2; i++) {
 		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (n->in[i]->kind != V_RESULT || n->in[1 - i]->kind != V_RESULT)
+			continue;
 		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1) {
 			*o = n->in[i], *w = n->in[1 - i];
 			return 1;
