@@ -238,7 +238,7 @@ reduce_op(const char *s)
 	if (!strcmp(s, "ReduceMean")) return OP_REDUCE_MEAN;
 	if (!strcmp(s, "ReduceMax")) return OP_REDUCE_MAX;
 	if (!strcmp(s, "ReduceMin")) return OP_REDUCE_MIN;
-	return OP_REDUCE_SUM;	/* ReduceL1, ReduceL2, ReduceSumSquare: a sum of |x| or x^2 */
+	return OP_REDUCE_SUM;	/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum(Exp): sums */
 }
 
 /* The norms as sums: ReduceL1 = sum |x| (DBRX's moe_normalize_expert_weights
@@ -283,13 +283,26 @@ imp_reduce(ONode *n)
 	for (int i = 0; i < na; i++)
 		if (ox_axis(n, axes[i], rank, &axes[i]))
 			return -1;
-	Value *x = reduce_pre(n, ox_in(n, 0)), *r;
+	Value *x = reduce_pre(n, ox_in(n, 0)), *r, *m[2] = {NULL, NULL};
+	int keep = ox_attr_i(n, "keepdims", 1) != 0, lse = !strcmp(n->np->op_type, "ReduceLogSumExp");
+	for (int i = 0; lse && i < 2; i++) {	/* log(sum(exp(x - m))) + m, m the max: no overflow */
+		if (na > 0)
+			ir_b_ints(n->b, "axes", axes, na);
+		ir_b_int(n->b, "keepdims", i ? keep : 1);
+		m[i] = ir_b1(n->b, OP_REDUCE_MAX, x);
+	}
+	if (lse)
+		x = ir_b1(n->b, OP_EXP, ir_b2(n->b, OP_SUB, x, m[0]));
 	if (na > 0)
 		ir_b_ints(n->b, "axes", axes, na);
-	ir_b_int(n->b, "keepdims", ox_attr_i(n, "keepdims", 1) != 0);
+	ir_b_int(n->b, "keepdims", keep);
 	r = ir_b1(n->b, reduce_op(n->np->op_type), x);
 	if (r && !strcmp(n->np->op_type, "ReduceL2"))
 		r = ir_b1(n->b, OP_SQRT, r);
+	if (r && (lse || !strcmp(n->np->op_type, "ReduceLogSum")))
+		r = ir_b1(n->b, OP_LOG, r);
+	if (r && lse)
+		r = ir_b2(n->b, OP_ADD, r, m[1]);
 	return ox_set(n, 0, r);
 }
 
@@ -660,7 +673,8 @@ static const OpEntry ops[] = {
 	{"", "ReduceSum", 13, imp_reduce, 1, 2}, {"", "ReduceMean", 13, imp_reduce, 1, 2},
 	{"", "ReduceMax", 13, imp_reduce, 1, 2}, {"", "ReduceMin", 13, imp_reduce, 1, 2},
 	{"", "ReduceL1", 13, imp_reduce, 1, 2}, {"", "ReduceL2", 13, imp_reduce, 1, 2},
-	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2},
+	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2}, {"", "ReduceLogSum", 13, imp_reduce, 1, 2},
+	{"", "ReduceLogSumExp", 13, imp_reduce, 1, 2},
 	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
 	{"", "CumSum", 14, imp_cumsum, 2, 2},
 	/* onnxruntime registers LayerNormalization in the default domain from
