@@ -359,12 +359,32 @@ imp_layer_norm(ONode *n)
 	return 0;
 }
 
+static Value *
+cast_to_dt(Builder *b, Value *v, DType dt)
+{
+	if (!v || v->type.dt == dt)
+		return v;
+	ir_b_str(b, "to", dtype_name(dt));
+	return ir_b1(b, OP_CAST, v);
+}
+
+/* RMSNormalization-23: Y has the scale's type (V), not X's (T).  dynamo
+ * writes a bf16 x with an f32 scale and an f32 Y where the model normalises
+ * x.float() (Gemma, Qwen3.5, OLMo 3, ...): then the norm runs in f32 on the
+ * widened x (its stash type) and Y is cast to V. */
 static int
 imp_rms_norm(ONode *n)
 {
+	Value *x = ox_in(n, 0), *s = ox_in(n, 1);
+	DType v = s ? s->type.dt : DT_F32;
+	int mixed = x && s && x->type.dt != v;
+
+	if (mixed)
+		x = cast_to_dt(n->b, x, DT_F32), s = cast_to_dt(n->b, s, DT_F32);
 	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
 	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
-	return ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, ox_in(n, 0), ox_in(n, 1)));
+	Value *y = ir_b2(n->b, OP_RMS_NORM, x, s);
+	return ox_set(n, 0, mixed ? cast_to_dt(n->b, y, v) : y);
 }
 
 static int
