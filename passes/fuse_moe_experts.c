@@ -380,8 +380,8 @@ rounded_once(Value *a, int *wide)
 	Node *c = mo_def(a, OP_CAST);
 
 	if (!c || !dtype_is_float(a->type.dt) || c->in[0]->type.dt != DT_F32 ||
-	    dtype_bytes(a->type.dt, 1) >= 4)
-		return a;
+	    dtype_bytes(a->type.dt, 1) >= 4 || !mo_def(c->in[0], OP_MUL))
+		return a;	/* a gated product's only: its halves are peeled back (widened) */
 	*wide = 1;
 	return c->in[0];
 }
