@@ -257,6 +257,10 @@ run_importer(Ctx *c, ONode *n)
 		return ox_err(n, "unsupported operator %s in a function body", np->op_type);
 	if (check_arity(n, e))
 		return -1;
+	for (int i = 0; i < n->nin && !ox_reads_seq(e->domain, e->op); i++)
+		if (n->in[i] && n->in[i]->seq)
+			return ox_err(n, "input %d ('%s') is a sequence; only the sequence operators "
+				      "read one", i, n->in[i]->name);
 	rc = e->fn(n);
 	if (rc == 0 && c->b.err)
 		rc = -1;
@@ -287,6 +291,8 @@ name_intermediates(Ctx *c, ONode *n, Node *from)
 	for (int i = 0; i < n->nout && !base; i++)
 		if (n->out[i] && n->out[i]->v && n->out[i]->v->kind == V_RESULT)
 			base = n->out[i]->v->name;
+		else if (n->out[i] && n->out[i]->seq)
+			base = n->out[i]->name;	/* a sequence's tensors: "split.1" */
 	if (!base)
 		base = n->np->op_type ? n->np->op_type : "t";
 	for (Node *x = from ? from->next : c->g->first; x; x = x->next)
@@ -549,6 +555,10 @@ graph_outputs(Ctx *c, const Onnx__GraphProto *gp, const char ***names)
 		}
 		if (o->bad)
 			return NULL;
+		if (o->seq) {
+			ox_field_err(c, l, "is a sequence (only tensors can be graph outputs)");
+			return NULL;
+		}
 		c->b.loc = l;
 		if (!(v[i] = ox_value(c, o)) || ox_check_declared(c, o, l))
 			return NULL;

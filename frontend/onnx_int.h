@@ -54,6 +54,8 @@ struct OVal {
 	Known *k;		/* what is known at import, or NULL */
 	Type type;		/* type when v is NULL */
 	int bad;		/* its producer failed: dependants are skipped */
+	Value **seq;		/* a sequence (onnx_seq.c): its tensors, nseq of them */
+	int nseq;
 	int state;		/* 0 unset, 1 defined */
 };
 
@@ -186,7 +188,11 @@ int ox_same_dims(const Type *t, int rank, const Dim *dims);
 ImportFn imp_reshape, imp_flatten, imp_squeeze, imp_unsqueeze;
 
 /* onnx_quant.c */
-ImportFn imp_quantize, imp_dequantize, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+int ox_reads_seq(const char *domain, const char *op);	/* onnx_seq.c */
+int ox_split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k, Value **out);
+ImportFn imp_split_to_sequence, imp_sequence_construct, imp_sequence_insert, imp_sequence_at,
+	imp_sequence_length, imp_concat_from_sequence;
+ImportFn imp_quantize, imp_dequantize, imp_dynamic_quantize, imp_matmul_integer, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
 
 /* onnx_ms.c */
 ImportFn imp_ms_simplified_ln, imp_ms_skip_simplified_ln, imp_ms_skip_ln, imp_ms_gelu,

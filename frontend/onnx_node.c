@@ -119,6 +119,8 @@ ox_alias(ONode *n, int i, OVal *src)
 		return;
 	o->v = src->v;
 	o->k = src->k;
+	o->seq = src->seq;
+	o->nseq = src->nseq;
 	o->type = *ox_type(src);
 	o->state = 1;
 }

@@ -238,7 +238,7 @@ reduce_op(const char *s)
 	if (!strcmp(s, "ReduceMean")) return OP_REDUCE_MEAN;
 	if (!strcmp(s, "ReduceMax")) return OP_REDUCE_MAX;
 	if (!strcmp(s, "ReduceMin")) return OP_REDUCE_MIN;
-	return OP_REDUCE_SUM;	/* ReduceL1, ReduceL2, ReduceSumSquare: a sum of |x| or x^2 */
+	return OP_REDUCE_SUM;	/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum(Exp): sums */
 }
 
 /* The norms as sums: ReduceL1 = sum |x| (DBRX's moe_normalize_expert_weights
@@ -283,13 +283,26 @@ imp_reduce(ONode *n)
 	for (int i = 0; i < na; i++)
 		if (ox_axis(n, axes[i], rank, &axes[i]))
 			return -1;
-	Value *x = reduce_pre(n, ox_in(n, 0)), *r;
+	Value *x = reduce_pre(n, ox_in(n, 0)), *r, *m[2] = {NULL, NULL};
+	int keep = ox_attr_i(n, "keepdims", 1) != 0, lse = !strcmp(n->np->op_type, "ReduceLogSumExp");
+	for (int i = 0; lse && i < 2; i++) {	/* log(sum(exp(x - m))) + m, m the max: no overflow */
+		if (na > 0)
+			ir_b_ints(n->b, "axes", axes, na);
+		ir_b_int(n->b, "keepdims", i ? keep : 1);
+		m[i] = ir_b1(n->b, OP_REDUCE_MAX, x);
+	}
+	if (lse)
+		x = ir_b1(n->b, OP_EXP, ir_b2(n->b, OP_SUB, x, m[0]));
 	if (na > 0)
 		ir_b_ints(n->b, "axes", axes, na);
-	ir_b_int(n->b, "keepdims", ox_attr_i(n, "keepdims", 1) != 0);
+	ir_b_int(n->b, "keepdims", keep);
 	r = ir_b1(n->b, reduce_op(n->np->op_type), x);
 	if (r && !strcmp(n->np->op_type, "ReduceL2"))
 		r = ir_b1(n->b, OP_SQRT, r);
+	if (r && (lse || !strcmp(n->np->op_type, "ReduceLogSum")))
+		r = ir_b1(n->b, OP_LOG, r);
+	if (r && lse)
+		r = ir_b2(n->b, OP_ADD, r, m[1]);
 	return ox_set(n, 0, r);
 }
 
@@ -346,12 +359,32 @@ imp_layer_norm(ONode *n)
 	return 0;
 }
 
+static Value *
+cast_to_dt(Builder *b, Value *v, DType dt)
+{
+	if (!v || v->type.dt == dt)
+		return v;
+	ir_b_str(b, "to", dtype_name(dt));
+	return ir_b1(b, OP_CAST, v);
+}
+
+/* RMSNormalization-23: Y has the scale's type (V), not X's (T).  dynamo
+ * writes a bf16 x with an f32 scale and an f32 Y where the model normalises
+ * x.float() (Gemma, Qwen3.5, OLMo 3, ...): then the norm runs in f32 on the
+ * widened x (its stash type) and Y is cast to V. */
 static int
 imp_rms_norm(ONode *n)
 {
+	Value *x = ox_in(n, 0), *s = ox_in(n, 1);
+	DType v = s ? s->type.dt : DT_F32;
+	int mixed = x && s && x->type.dt != v;
+
+	if (mixed)
+		x = cast_to_dt(n->b, x, DT_F32), s = cast_to_dt(n->b, s, DT_F32);
 	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
 	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
-	return ox_set(n, 0, ir_b2(n->b, OP_RMS_NORM, ox_in(n, 0), ox_in(n, 1)));
+	Value *y = ir_b2(n->b, OP_RMS_NORM, x, s);
+	return ox_set(n, 0, mixed ? cast_to_dt(n->b, y, v) : y);
 }
 
 static int
@@ -660,7 +693,8 @@ static const OpEntry ops[] = {
 	{"", "ReduceSum", 13, imp_reduce, 1, 2}, {"", "ReduceMean", 13, imp_reduce, 1, 2},
 	{"", "ReduceMax", 13, imp_reduce, 1, 2}, {"", "ReduceMin", 13, imp_reduce, 1, 2},
 	{"", "ReduceL1", 13, imp_reduce, 1, 2}, {"", "ReduceL2", 13, imp_reduce, 1, 2},
-	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2},
+	{"", "ReduceSumSquare", 13, imp_reduce, 1, 2}, {"", "ReduceLogSum", 13, imp_reduce, 1, 2},
+	{"", "ReduceLogSumExp", 13, imp_reduce, 1, 2},
 	{"", "ArgMax", 13, imp_argmax, 1, 1}, {"", "TopK", 13, imp_topk, 2, 2},
 	{"", "CumSum", 14, imp_cumsum, 2, 2},
 	/* onnxruntime registers LayerNormalization in the default domain from
@@ -684,9 +718,18 @@ static const OpEntry ops[] = {
 	{"", "Range", 13, imp_range, 3, 3}, {"", "Constant", 13, imp_constant, 0, 0},
 	{"", "ConstantOfShape", 13, imp_constant_of_shape, 1, 1},
 	{"", "Identity", 13, imp_identity, 1, 1}, {"", "Dropout", 13, imp_dropout, 1, 3},
+	/* sequences of a known length (onnx_seq.c) */
+	{"", "SplitToSequence", 13, imp_split_to_sequence, 1, 2},
+	{"", "SequenceConstruct", 13, imp_sequence_construct, 1, -1},
+	{"", "SequenceInsert", 13, imp_sequence_insert, 2, 3},
+	{"", "SequenceAt", 13, imp_sequence_at, 2, 2},
+	{"", "SequenceLength", 13, imp_sequence_length, 1, 1},
+	{"", "ConcatFromSequence", 13, imp_concat_from_sequence, 1, 1},
 	/* quantisation */
 	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
+	{"", "DynamicQuantizeLinear", 13, imp_dynamic_quantize, 1, 1},
+	{"", "MatMulInteger", 13, imp_matmul_integer, 2, 4},
 	/* com.microsoft */
 	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},

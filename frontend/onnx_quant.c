@@ -85,6 +85,88 @@ imp_dequantize(ONode *n)
 	return quant_node(n, OP_DEQUANTIZE, to);
 }
 
+/* --- dynamic quantisation (onnxruntime's quantize_dynamic) -------------- */
+
+/* DynamicQuantizeLinear: u8 with a scale and zero point from the whole
+ * tensor's range, widened to hold 0 (ONNX's definition):
+ *	lo = min(min(x), 0)  hi = max(max(x), 0)  scale = (hi - lo) / 255
+ *	zero = saturate(round(-lo / scale))   y = saturate(round(x / scale) + zero)
+ * The two roundings are the IR's quantize (half to even, saturating).  An
+ * all-zero x has scale 1, as onnxruntime computes it (ONNX divides by 0). */
+int
+imp_dynamic_quantize(ONode *n)
+{
+	Builder *b = n->b;
+	Value *x = ox_in(n, 0), *lo, *hi, *s, *z, *in[3], *one = ir_b_const_f(b, DT_F32, 1);
+	Node *r;
+
+	if (ox_tin(n, 0)->dt != DT_F32)
+		return ox_err(n, "x must be float32 (the operator's only type)");
+	ir_b_int(b, "keepdims", 0);
+	lo = ir_b2(b, OP_MIN, ir_b1(b, OP_REDUCE_MIN, x), ir_b_const_f(b, DT_F32, 0));
+	ir_b_int(b, "keepdims", 0);
+	hi = ir_b2(b, OP_MAX, ir_b1(b, OP_REDUCE_MAX, x), ir_b_const_f(b, DT_F32, 0));
+	s = ir_b2(b, OP_DIV, ir_b2(b, OP_SUB, hi, lo), ir_b_const_f(b, DT_F32, 255));
+	in[0] = ir_b2(b, OP_EQUAL, hi, lo), in[1] = one, in[2] = s;
+	r = ir_b_node(b, OP_WHERE, in, 3, 1);
+	s = r ? r->out[0] : NULL;
+	in[0] = ir_b1(b, OP_NEG, lo), in[1] = s;
+	ir_b_str(b, "to", "u8");
+	r = ir_b_node(b, OP_QUANTIZE, in, 2, 1);
+	z = r ? r->out[0] : NULL;
+	in[0] = x, in[2] = z;
+	ir_b_str(b, "to", "u8");
+	r = ir_b_node(b, OP_QUANTIZE, in, 3, 1);
+	if (ox_set(n, 0, r ? r->out[0] : NULL) || ox_set(n, 1, s))
+		return -1;
+	return ox_set(n, 2, z);
+}
+
+/* An 8-bit operand minus its zero point, as f32 (exact: |q - zero| <= 255).
+ * A 1-D zero point of A is per row: [M] -> [M, 1]. */
+static Value *
+centred(ONode *n, int q, int zi)
+{
+	const Type *z = ox_has(n, zi) ? ox_tin(n, zi) : NULL;
+	Value *v, *zv;
+
+	ir_b_str(n->b, "to", "f32");
+	v = ir_b1(n->b, OP_CAST, ox_in(n, q));
+	if (!z)
+		return v;
+	ir_b_str(n->b, "to", "f32");
+	zv = ir_b1(n->b, OP_CAST, ox_in(n, zi));
+	if (q == 0 && z->rank == 1 && ir_type_numel(z) != 1) {
+		Dim col[2] = {z->dim[0], 1};
+		ir_b_dims(n->b, "shape", col, 2);
+		zv = ir_b1(n->b, OP_RESHAPE, zv);
+	}
+	return ir_b2(n->b, OP_SUB, v, zv);
+}
+
+/* MatMulInteger: (A - a_zero) @ (B - b_zero) in int32.  Computed in f32 on
+ * the centred operands: every product is exact, the sums are exact up to
+ * 2^24 (quantize_dynamic's graphs multiply the result by scale_a * scale_b
+ * in f32 anyway).  A zero point is per tensor, or 1-D for a 2-D operand: per
+ * row of A, per column of B. */
+int
+imp_matmul_integer(ONode *n)
+{
+	for (int i = 0; i < 2; i++) {
+		const Type *t = ox_tin(n, i), *z = ox_has(n, i + 2) ? ox_tin(n, i + 2) : NULL;
+		if (t->dt != DT_U8 && t->dt != DT_I8)
+			return ox_err(n, "%s must be uint8 or int8", i ? "B" : "A");
+		if (z && z->dt != t->dt)
+			return ox_err(n, "%s_zero_point's type differs from %s's", i ? "b" : "a", i ? "B" : "A");
+		if (z && ir_type_numel(z) != 1 && !(t->rank == 2 && z->rank == 1))
+			return ox_err(n, "%s_zero_point must be a scalar, or 1-D for a 2-D %s",
+				      i ? "b" : "a", i ? "B" : "A");
+	}
+	Value *y = ir_b2(n->b, OP_MATMUL, centred(n, 0, 2), centred(n, 1, 3));
+	ir_b_str(n->b, "to", "i32");
+	return ox_set(n, 0, ir_b1(n->b, OP_CAST, y));
+}
+
 /* --- packed weights ------------------------------------------------------ */
 
 /* The bytes of an initializer input; NULL with a diagnostic otherwise. */

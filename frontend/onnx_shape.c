@@ -573,9 +573,10 @@ imp_constant_of_shape(ONode *n)
 
 /* Sizes computed from data (JetMoE's rows per expert, by dynamo): output i
  * is slice(x, c_0+..+c_{i-1}, c_0+..+c_i) along the axis, the running sum
- * of the sizes, as DeepSeek-V2's TorchScript export writes the same cut. */
-static int
-split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k)
+ * of the sizes, as DeepSeek-V2's TorchScript export writes the same cut.
+ * k <= 64 pieces, into out[]. */
+int
+ox_split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k, Value **out)
 {
 	Builder *b = n->b;
 	int64_t zero = 0, one = 1, ones[64];
@@ -598,7 +599,7 @@ split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k)
 		in[2] = i ? ir_b2(b, OP_ADD, in[1], parts->out[i]) : parts->out[0];
 		if (!in[2] || !(r = ir_b_node(b, OP_SLICE, in, 5, 1)))
 			return -1;
-		ox_set(n, i, r->out[0]);
+		out[i] = r->out[0];
 		in[1] = in[2];
 	}
 	return 0;
@@ -610,7 +611,7 @@ imp_split(ONode *n)
 	const Type *t = ox_tin(n, 0);
 	int64_t axis, sizes[64], d;
 	int ns = -1, k = n->nout;
-	Value *x = ox_in(n, 0);
+	Value *x = ox_in(n, 0), *parts[64];
 	Node *r;
 
 	if (ox_axis(n, ox_attr_i(n, "axis", 0), t->rank, &axis))
@@ -621,8 +622,13 @@ imp_split(ONode *n)
 	if (ox_has(n, 1)) {
 		ns = ox_known_ints(ox_kin(n, 1), sizes, 64);
 		if (ns < 0 && ox_tin(n, 1)->rank == 1 && ox_tin(n, 1)->dim[0] == k &&
-		    !dtype_is_float(ox_tin(n, 1)->dt))
-			return split_by_data(n, x, ox_in(n, 1), axis, k);
+		    !dtype_is_float(ox_tin(n, 1)->dt)) {
+			if (ox_split_by_data(n, x, ox_in(n, 1), axis, k, parts))
+				return -1;
+			for (int i = 0; i < k; i++)
+				ox_set(n, i, parts[i]);
+			return 0;
+		}
 		if (ns < 0)
 			return ox_err(n, "split sizes must be a constant (or a computed [%d] vector)", k);
 		if (ns != k)

@@ -73,8 +73,8 @@ static int
 candidates(Graph *g, Value *ids, Node **out, int max)
 {
 	uint32_t nv = g->m->nvalue;
-	char *seen = calloc(nv, 1);
-	Value **queue = malloc(sizeof *queue * nv);
+	char *seen = xcalloc(nv, 1);
+	Value **queue = xmalloc(sizeof *queue * nv);
 	int nq = 0, head = 0, n = 0;
 
 	queue[nq++] = ids;
@@ -282,8 +282,8 @@ static const char *
 block_cost(Graph *g, Node *tk, char *buf, size_t len)
 {
 	uint32_t nv = g->m->nvalue;
-	char *seen = calloc(nv + 1, 1);
-	Value **queue = malloc(sizeof *queue * (nv + 1));
+	char *seen = xcalloc(nv + 1, 1);
+	Value **queue = xmalloc(sizeof *queue * (nv + 1));
 	int nq = 0, head = 0, ops = 0, mms = 0;
 
 	for (int i = 0; i < tk->nout; i++)
@@ -393,29 +393,28 @@ in_router(Node *tk, const Moe *found, const char *const *why, int n)
 static int
 fuse_graph(Graph *g, PassCtx *c)
 {
-	Node **tk = NULL;
-	int ntk = 0, changed = 0;
+	VEC(Node *) tk = {0};
+	int ntk, changed = 0;
 	char cost[400];
 
 	ir_fill_uses(g);
 	for (Node *n = g->first; n; n = n->next)
-		if ((n->op == OP_TOPK && n->in[0]->type.rank == 2) || mo_is_sparsemixer(n, &(Router){0})) {
-			tk = realloc(tk, sizeof *tk * (size_t)(ntk + 1));
-			tk[ntk++] = n;
-		}
-	Moe *found = calloc((size_t)ntk + 1, sizeof *found);
-	const char **why = calloc((size_t)ntk + 1, sizeof *why);
+		if ((n->op == OP_TOPK && n->in[0]->type.rank == 2) || mo_is_sparsemixer(n, &(Router){0}))
+			vec_push(&tk, n);	/* x-allocators: out of memory is moec's diagnostic, exit 2 */
+	ntk = (int)tk.n;
+	Moe *found = xcalloc((size_t)ntk + 1, sizeof *found);
+	const char **why = xcalloc((size_t)ntk + 1, sizeof *why);
 	for (int i = 0; i < ntk; i++)
-		why[i] = match(g, tk[i], &found[i]);
+		why[i] = match(g, tk.v[i], &found[i]);
 	for (int i = 0; i < ntk; i++)
-		if (why[i] && c->report && !in_router(tk[i], found, why, ntk))
+		if (why[i] && c->report && !in_router(tk.v[i], found, why, ntk))
 			report_skip(c->report, "moe not recognised at %s %%%s: %s; %s",
-				    tk[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk[i]->out[0]->name, why[i],
-				    block_cost(g, tk[i], cost, sizeof cost));
+				    tk.v[i]->op == OP_TOPK ? "TopK" : "sparsemixer", tk.v[i]->out[0]->name,
+				    why[i], block_cost(g, tk.v[i], cost, sizeof cost));
 	for (int i = 0; i < ntk; i++)
 		if (!why[i])
 			changed |= rewrite(g, &found[i], c);
-	free(tk);
+	vec_free(&tk);
 	free(found);
 	free(why);
 	return changed;

@@ -116,6 +116,8 @@ bias(Value *v, Proj *p)
 static const char *
 proj(Value *v0, Proj *p)
 {
+	if (v0->kind != V_RESULT)
+		return "the expert output is not a projection";
 	Module *m = v0->graph->m;
 	Value *v = mo_peel_rows(v0);
 	Node *n;
@@ -368,14 +370,42 @@ ungated(Value *a, Expert *x, Value **h)
 	return 1;
 }
 
+/* a = cast(a32) from f32 to a narrower float: the activation computed in
+ * f32 from the gate and up halves and rounded once (Beam's experts:
+ * act(gate.float()) * up.float(), then .to(gate.dtype)), which is the moe's
+ * own rounding of a (docs/ir.md, "moe").  Returns a32, else a. */
+static Value *
+rounded_once(Value *a, int *wide)
+{
+	Node *c = mo_def(a, OP_CAST);
+
+	if (!c || !dtype_is_float(a->type.dt) || c->in[0]->type.dt != DT_F32 ||
+	    dtype_bytes(a->type.dt, 1) >= 4 || !mo_def(c->in[0], OP_MUL))
+		return a;	/* a gated product's only: its halves are peeled back (widened) */
+	*wide = 1;
+	return c->in[0];
+}
+
+/* With the activation rounded once: a half widened to f32 (exact) is that
+ * half. */
+static Value *
+widened(Value *v, int wide)
+{
+	Node *c = mo_def(v, OP_CAST);
+
+	return wide && c && v->type.dt == DT_F32 && dtype_is_float(c->in[0]->type.dt) &&
+	       dtype_bytes(c->in[0]->type.dt, 1) < 4 ? c->in[0] : v;
+}
+
 /* The activation between the two projections; returns the gate|up rows. */
 static const char *
 activation(Value *a, Expert *x, Value **h)
 {
 	Value *a0 = a, *g, *u;
 	Node *n, *ge;
+	int wide = 0;
 
-	a = mo_peel_rows(a0);
+	a = rounded_once(mo_peel_rows(a0), &wide);
 	n = mo_def(a, OP_SWIGLU);
 
 	x->approx = "none";
@@ -391,21 +421,21 @@ activation(Value *a, Expert *x, Value **h)
 	}
 	if (!(n = mo_def(a, OP_MUL)))
 		return ungated(a, x, h) ? NULL : "expert activation not recognised";
-	if (oai(n, &g, &u, x) && (*h = halves(g, u, x))) {
+	if (oai(n, &g, &u, x) && (*h = halves(widened(g, wide), widened(u, wide), x))) {
 		x->act = "oai";
 		return NULL;
 	}
-	if (clamped_silu(n, &g, &u, x) && (*h = halves(g, u, x))) {
+	if (clamped_silu(n, &g, &u, x) && (*h = halves(widened(g, wide), widened(u, wide), x))) {
 		x->act = "silu";
 		return NULL;
 	}
 	for (int i = 0; i < 2; i++) {
-		u = n->in[1 - i];
-		if (silu(n->in[i], &g) && (*h = halves(g, u, x))) {
+		u = widened(n->in[1 - i], wide);
+		if (silu(n->in[i], &g) && (*h = halves(widened(g, wide), u, x))) {
 			x->act = "silu";
 			return NULL;
 		}
-		if ((ge = mo_def(n->in[i], OP_GELU)) && (*h = halves(ge->in[0], u, x))) {
+		if ((ge = mo_def(n->in[i], OP_GELU)) && (*h = halves(widened(ge->in[0], wide), u, x))) {
 			x->act = "gelu";
 			x->approx = ir_attr_str(ge, "approx", "none");
 			return NULL;
@@ -552,6 +582,8 @@ mo_tokens(Value *v, Dim t, Dim h)
 static const char *
 batched_input(Value *in, Expert *x)
 {
+	if (in->kind != V_RESULT)
+		return "the expert input is not the tokens";
 	Value *v = mo_peel(in);
 	Node *ex = mo_def(v, OP_EXPAND);
 	Module *m = in->graph->m;
@@ -633,7 +665,8 @@ mo_mlp(Value *o, Expert *x, Value **rows)
 }
 
 /* v = o * w with w [n,1], a weight a row (f16: the product in f32): o and
- * w, or 0. */
+ * w, or 0.  Both are computed: a parameter times the output is not a
+ * routing weight (Ergo's per-expert post-norm weight [E,H] gathered or not). */
 int
 mo_scaled(Value *v, Value **o, Value **w)
 {
@@ -641,6 +674,8 @@ mo_scaled(Value *v, Value **o, Value **w)
 
 	for (int i = 0; n && i < 2; i++) {
 		const Type *a = &n->in[i]->type, *b = &n->in[1 - i]->type;
+		if (n->in[i]->kind != V_RESULT || n->in[1 - i]->kind != V_RESULT)
+			continue;
 		if (b->dim[b->rank - 1] == 1 && a->dim[a->rank - 1] != 1) {
 			*o = n->in[i], *w = n->in[1 - i];
 			return 1;
@@ -1068,7 +1103,7 @@ slots(Value *sum, Moe *mo)
 				why = "the slots' experts cannot be counted";
 				break;
 			}
-			seen = calloc((size_t)nkey, 1);
+			seen = xcalloc((size_t)nkey, 1);
 			mo->gu_e = arena_array(m->arena, Value *, nkey);
 			mo->dn_e = arena_array(m->arena, Value *, nkey);
 		}

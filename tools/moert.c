@@ -1055,7 +1055,10 @@ check_written(Ctx *c, int64_t tokens, int graph)
 		moert_status s = moert_output_info(c->p, i, tokens, &ti);
 
 		n = ti.bytes;
-		hit = malloc(n ? n : 1);
+		if (!(hit = malloc(n ? n : 1))) {
+			rc = say(EXIT_FAIL, "output '%s': out of host memory (%zu bytes)", ti.name, n);
+			break;
+		}
 		memset(hit, 1, n);
 		for (int k = 0; k < 2 && !s; k++) {
 			if ((s = moert_memset(c->dev, c->out[i], poison[k], ti.bytes)) ||
@@ -1104,8 +1107,11 @@ profile(Ctx *c, const Opts *o)
 {
 	int n = moert_num_steps(c->p);
 	double *us = calloc((size_t)n + 1, sizeof *us), sum = 0;
-	moert_status s = moert_profile(c->p, o->tokens, c->in, c->out, o->iters, us);
+	moert_status s;
 
+	if (!us)
+		return say(EXIT_FAIL, "--profile: out of host memory for %d steps", n);
+	s = moert_profile(c->p, o->tokens, c->in, c->out, o->iters, us);
 	if (s) {
 		free(us);
 		return rt_fail(s);

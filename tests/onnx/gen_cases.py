@@ -587,6 +587,101 @@ def gen_function_attrs():
     save("local_function_attrs", m, [({"x": x}, [y])])
 
 
+# --- dynamic quantisation (onnxruntime's quantize_dynamic) -------------------
+
+def dql_ref(x):
+    """ONNX DynamicQuantizeLinear; scale 1 for an all-zero x, as onnxruntime computes it."""
+    lo, hi = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+    s = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    z = np.uint8(np.clip(np.rint(np.float32(-lo / s)), 0, 255))
+    return np.clip(np.rint((x / s).astype(np.float32)) + z, 0, 255).astype(np.uint8), s, z
+
+
+def gen_dynamic_quant():
+    """DynamicQuantizeLinear (an all-zero set too) and MatMulInteger with zero points per tensor, per row
+    of A and per column of B (onnxruntime takes only a scalar a_zero_point: numpy reference for that one)."""
+    rng = np.random.default_rng(34)
+    x = (rng.standard_normal((4, 24)) * 2).astype(np.float32)
+    m = model([h.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], [vi("x", [4, 24])],
+              [vi("y", [4, 24], TP.UINT8), vi("s", [], F), vi("z", [], TP.UINT8)])
+    sets = [({"x": v}, list(dql_ref(v))) for v in (x, np.zeros_like(x), np.abs(x))]
+    for ins, outs in sets:
+        check("dynamic_quantize_linear", ort_run(m, ins), outs, 0)
+    save("dynamic_quantize_linear", m, sets)
+
+    a = rng.integers(-128, 128, (2, 3, 24)).astype(np.int8)
+    b = rng.integers(-128, 128, (24, 8)).astype(np.int8)
+    za, zb = np.int8(-3), np.int8(5)
+    y = np.matmul(a.astype(np.int32) - za, b.astype(np.int32) - zb).astype(np.int32)
+    m = model([h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])], [vi("a", [2, 3, 24], TP.INT8)],
+              [vi("y", [2, 3, 8], TP.INT32)], [nh.from_array(b, "b"), nh.from_array(np.array(za), "za"),
+                                               nh.from_array(np.array(zb), "zb")])
+    check("matmul_integer_i8", ort_run(m, {"a": a}), [y], 0)
+    save("matmul_integer_i8", m, [({"a": a}, [y])])
+
+    a = rng.integers(0, 256, (4, 24)).astype(np.uint8)
+    b = rng.integers(0, 256, (24, 8)).astype(np.uint8)
+    za, zb = rng.integers(0, 256, 4).astype(np.uint8), rng.integers(0, 256, 8).astype(np.uint8)
+    y = ((a.astype(np.int32) - za[:, None].astype(np.int32)) @ (b.astype(np.int32) - zb)).astype(np.int32)
+    m = model([h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])],
+              [vi("a", [4, 24], TP.UINT8), vi("za", [4], TP.UINT8)], [vi("y", [4, 8], TP.INT32)],
+              [nh.from_array(b, "b"), nh.from_array(zb, "zb")])
+    save("matmul_integer_u8_rows_columns", m, [({"a": a, "za": za}, [y])])
+
+
+# --- sequences of a known length (dynamo's optimize=False writes chunk/split as SplitToSequence) ------------
+
+def gen_sequences():
+    """SplitToSequence (whole pieces with keepdims=0, a scalar chunk length, computed lengths), SequenceAt with
+    negative positions, SequenceLength, SequenceConstruct, SequenceInsert and ConcatFromSequence (new_axis too).
+    seq_split_counts' shapes depend on data: the interpreter's case (JetMoE's fixture compiles that form)."""
+    rng = np.random.default_rng(341)
+    I64 = TP.INT64
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    nodes = [h.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
+             h.make_node("SequenceAt", ["s", "m1"], ["last"]),
+             h.make_node("SequenceAt", ["s", "z"], ["first"]),
+             h.make_node("SequenceLength", ["s"], ["n"]),
+             h.make_node("Cast", ["n"], ["nf"], to=F),
+             h.make_node("Mul", ["first", "nf"], ["first_n"])]
+    m = model(nodes, [vi("x", [3, 4, 5])], [vi("last", [3, 5]), vi("first_n", [3, 5])],
+              [nh.from_array(np.array(-1, np.int64), "m1"), nh.from_array(np.array(0, np.int64), "z")])
+    want = [x[:, 3], x[:, 0] * 4]
+    check("seq_split_unbind", ort_run(m, {"x": x}), want, 0)
+    save("seq_split_unbind", m, [({"x": x}, want)])
+
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    t = rng.standard_normal((2, 3)).astype(np.float32)
+    nodes = [h.make_node("SplitToSequence", ["x", "two"], ["s"], axis=-1),
+             h.make_node("SequenceAt", ["s", "m1"], ["tail"]),
+             h.make_node("SequenceInsert", ["s", "t", "z"], ["s2"]),
+             h.make_node("ConcatFromSequence", ["s2"], ["cat"], axis=-1),
+             h.make_node("SequenceAt", ["s", "z"], ["head"]),
+             h.make_node("SequenceConstruct", ["head", "tail2"], ["p"]),
+             h.make_node("SequenceAt", ["s", "one"], ["tail2"]),
+             h.make_node("ConcatFromSequence", ["p"], ["stack"], axis=-1, new_axis=1)]
+    nodes = nodes[:5] + [nodes[6], nodes[5], nodes[7]]
+    m = model(nodes, [vi("x", [2, 5]), vi("t", [2, 3])],
+              [vi("tail", [2, 1]), vi("cat", [2, 8]), vi("stack", [2, 2, 2])],
+              [nh.from_array(np.array(2, np.int64), "two"), nh.from_array(np.array(-1, np.int64), "m1"),
+               nh.from_array(np.array(0, np.int64), "z"), nh.from_array(np.array(1, np.int64), "one")])
+    want = [x[:, 4:], np.concatenate([t, x], -1), np.stack([x[:, 0:2], x[:, 2:4]], -1)]
+    check("seq_chunks_insert_concat", ort_run(m, {"x": x, "t": t}), want, 0)
+    save("seq_chunks_insert_concat", m, [({"x": x, "t": t}, want)])
+
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    c = np.array([1, 0, 3, 2], np.int64)
+    nodes = [h.make_node("SplitToSequence", ["x", "c"], ["s"], axis=0),
+             h.make_node("SequenceAt", ["s", "two"], ["third"]),
+             h.make_node("SequenceConstruct", ["third", "third"], ["p"]),
+             h.make_node("ConcatFromSequence", ["p"], ["cat"], axis=0)]
+    m = model(nodes, [vi("x", [6, 3]), vi("c", [4], I64)], [vi("cat", [6, 3])],
+              [nh.from_array(np.array(2, np.int64), "two")])
+    want = [np.concatenate([x[1:4], x[1:4]])]
+    check("seq_split_counts", ort_run(m, {"x": x, "c": c}), want, 0)
+    save("seq_split_counts", m, [({"x": x, "c": c}, want)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -602,7 +697,9 @@ def main():
     gen_function_attrs()
     gen_matmul_nbits_gidx()
     gen_dq_matmul()
-    gen_moe_sparse_mixer()  # last: the cases before it keep their random draws
+    gen_moe_sparse_mixer()  # last of RNG's users: the cases before it keep their random draws
+    gen_dynamic_quant()  # its own generator
+    gen_sequences()  # its own generator
 
 
 if __name__ == "__main__":

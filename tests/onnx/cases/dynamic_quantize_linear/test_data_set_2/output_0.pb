@@ -1,0 +1,1 @@
+ByJ`{ü/?!<<0GVc"UWG8fMk00b=6/7j%Â''HPEN%Jª0aG$‰)¨ŒP%M¦ÿUVtŸ;'EpUv6k…:ªLY¦j%5W•
