@@ -171,6 +171,11 @@ const DebugFlag debug_flags[] = {
 	 "scale group's products summed apart in f32 and scaled once per group and column, instead of "
 	 "(q - z) * s rounded to bf16 a weight (one multiply a register less; more accurate than the "
 	 "interpreter's rounded weights, not the same bits; docs/codegen.md, Group sums; A/B on the GPU)"},
+	{"norm-bcast", DBG_NORM_BCAST, NULL,
+	 "compile: the RMSNorm row kernel (k_norm.c, a warp a row) hands a row's sum of squares to its warp by "
+	 "five shuffles instead of a shared slot and a CTA barrier (its warps no longer wait for each other) and "
+	 "keeps rows of up to 64 registers a lane (H <= 4096 in bf16) between its two passes instead of reading "
+	 "them again; the same bits (docs/codegen.md, Row kernels; A/B on the GPU: NORM_BCAST_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
