@@ -999,6 +999,8 @@ struct CgNormSpec {
 	int qgroup, q_out, qs_out, dq_out;
 	DType q_dt, dq_dt;
 	int q_pre;		/* the quantisation reads the norm's value before its cast (h_dt) */
+	int bcast;		/* the row's sum to the warp by shuffles, not a shared slot and a CTA
+				 * barrier; rows of up to 64 registers a lane kept (--debug=norm-bcast) */
 };
 int cg_norm_check(const CgNormSpec *s, Diag *d);
 int cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d);
@@ -1268,6 +1270,7 @@ void cg_bar_arrive(CgFn *f, LLVMValueRef id, int nthreads);
 /* shfl.sync.up.b32 over the full warp: lane l gets lane l-delta's v (l < delta: its own) */
 LLVMValueRef cg_shfl_up(CgFn *f, LLVMValueRef v, int delta);
 LLVMValueRef cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask);	/* shfl.sync.bfly: lane l ^ mask's v */
+LLVMValueRef cg_bcast31(CgFn *f, LLVMValueRef v);	/* lane 31's f32 v in every lane (5 bfly steps) */
 
 /* tensor-core building blocks (sm_80) */
 void cg_cp_async16(CgFn *f, LLVMValueRef sdst, LLVMValueRef gsrc);
@@ -1376,6 +1379,7 @@ LLVMValueRef cg_erf(CgFn *f, LLVMValueRef x);	/* |error| < 2e-7 */
 LLVMValueRef cg_ew_emit(CgFn *f, Op op, const IrEwAttrs *a, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef cg_log(CgFn *f, LLVMValueRef x);	/* ~1 ulp, no special instructions */
 LLVMValueRef cg_sqrt(CgFn *f, LLVMValueRef x);
+LLVMValueRef cg_inv_std(CgFn *f, LLVMValueRef ms, double eps);	/* 1 / sqrt(ms + eps): the norms' */
 LLVMValueRef cg_fabs(CgFn *f, LLVMValueRef x);
 LLVMValueRef cg_clamp(CgFn *f, LLVMValueRef x, LLVMValueRef lo, LLVMValueRef hi);	/* NaN stays NaN */
 LLVMValueRef cg_gelu(CgFn *f, LLVMValueRef x, int tanh_approx);

@@ -41,6 +41,13 @@ cg_sqrt(CgFn *f, LLVMValueRef x)
 	return cg_intrinsic(f, "llvm.sqrt", f->tf32, &f->tf32, 1, &x, 1);
 }
 
+/* 1 / sqrt(ms + eps), as the row kernels compute an RMSNorm's scale */
+LLVMValueRef
+cg_inv_std(CgFn *f, LLVMValueRef ms, double eps)
+{
+	return LLVMBuildFDiv(f->B, cg_f32(f, 1), cg_sqrt(f, LLVMBuildFAdd(f->B, ms, cg_f32(f, eps), "")), "");
+}
+
 /*
  * Natural log in f32 from the bits (cephes logf): x = m 2^e with m in
  * [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1.  Pure arithmetic,

@@ -125,31 +125,6 @@ warp_sum31(Fr *r, LLVMValueRef v)
 	return v;
 }
 
-/* Lane 31's v in every lane: after the step of mask m lane L holds lane
- * (L | m | the masks before)'s, so lane 31's at the end (--debug=front-pair:
- * the warp's sum without a shared slot and two CTA barriers). */
-static LLVMValueRef
-bcast31(Fr *r, LLVMValueRef v)
-{
-	CgFn *f = r->f;
-
-	for (int m = 16; m >= 1; m /= 2) {
-		LLVMValueRef o = LLVMBuildBitCast(f->B, cg_shfl_xor(f, LLVMBuildBitCast(f->B, v, f->ti32, ""), m),
-						  f->tf32, "");
-		v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, r->lane, m), cg_i32(f, 0), ""), v, o);
-	}
-	return v;
-}
-
-/* 1 / sqrt(ms + eps), as the row kernels compute it */
-static LLVMValueRef
-inv_std(CgFn *f, LLVMValueRef ms, double eps)
-{
-	LLVMValueRef v = LLVMBuildFAdd(f->B, ms, cg_f32(f, eps), "");
-
-	return LLVMBuildFDiv(f->B, cg_f32(f, 1), cg_sqrt(f, v), "");
-}
-
 /*
  * Row elements a lane reads.  Vector rows (H a multiple of 256, W [E,H]):
  * group g of lane L is elements (32g + L)*8 .. +7, one 16-byte load of
@@ -478,7 +453,7 @@ tokens(Fr *r, const LLVMValueRef *tok)
 	for (int t = 0; t < r->nt && (s->norm || s->rstd); t++) {
 		LLVMValueRef ms = warp_sum31(r, ss[t]);	/* every lane: a warp collective */
 		if (s->pair)	/* lane 31's sum by shuffles */
-			ms = bcast31(r, ms);
+			ms = cg_bcast31(r->f, ms);	/* no shared slot, no CTA barriers */
 		else {		/* ... or through the warp's shared slot */
 			cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 31), ""));
 			cg_sstore(f, ms, bcast, 4);
@@ -490,9 +465,9 @@ tokens(Fr *r, const LLVMValueRef *tok)
 		if (!s->pair)
 			cg_barrier(f);	/* the slot is rewritten by the next token */
 		if (s->norm)
-			inv[t] = inv_std(f, ms, s->eps);
+			inv[t] = cg_inv_std(f, ms, s->eps);
 		if (s->rstd) {
-			LLVMValueRef inv_r = inv_std(f, ms, s->rstd_eps);
+			LLVMValueRef inv_r = cg_inv_std(f, ms, s->rstd_eps);
 			cg_if(f, &c, LLVMBuildAnd(B, mine[t], LLVMBuildICmp(B, LLVMIntEQ, r->lane, cg_i32(f, 0), ""),
 						  ""));
 			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok[t]), 4), 4);
@@ -558,9 +533,9 @@ token_split(Fr *r, LLVMValueRef tok)
 		sum_squares(r, &row, &ss);
 		ms = LLVMBuildFDiv(B, split_sum(r, ss, 0), cg_f32(f, (double)s->H), "");
 		if (s->norm)
-			inv = inv_std(f, ms, s->eps);
+			inv = cg_inv_std(f, ms, s->eps);
 		if (s->rstd) {
-			LLVMValueRef inv_r = inv_std(f, ms, s->rstd_eps);
+			LLVMValueRef inv_r = cg_inv_std(f, ms, s->rstd_eps);
 			cg_if(f, &c, LLVMBuildAnd(B, mine, LLVMBuildICmp(B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""), ""));
 			cg_gstore(f, inv_r, cg_gep(f, r->rstd, cg_sext64(f, tok), 4), 4);
 			cg_endif(f, &c);

@@ -334,15 +334,6 @@ tree(Nm *n, LLVMValueRef *p)
 	return p[0];
 }
 
-/* 1 / sqrt(ms + eps), as the row kernels compute it */
-static LLVMValueRef
-inv_std(CgFn *f, LLVMValueRef ms, double eps)
-{
-	LLVMValueRef v = LLVMBuildFAdd(f->B, ms, cg_f32(f, eps), "");
-
-	return LLVMBuildFDiv(f->B, cg_f32(f, 1), cg_sqrt(f, v), "");
-}
-
 static void
 body(Nm *n)
 {
@@ -376,21 +367,25 @@ body(Nm *n)
 			squares(n, cg_i32(f, full), n->M - full, part, NULL);
 	}
 	ss = tree(n, part);
-	/* lane 31 has the sum: to the warp through shared memory */
-	bc = cg_sptr(f, cg_muli(f, cg_shr(f, cg_tid(f, 0), 5), 4));
-	cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, n->lane, cg_i32(f, 31), ""));
-	cg_sstore(f, ss, bc, 4);
-	cg_endif(f, &c);
-	cg_barrier(f);
-	ss = LLVMBuildFDiv(B, cg_sload(f, f->tf32, bc, 4), cg_f32(f, (double)s->H), "");
+	if (s->bcast) {		/* lane 31 has the sum: to the warp by shuffles, no warp waits for another */
+		ss = cg_bcast31(f, ss);
+	} else {		/* ... through shared memory and a CTA barrier */
+		bc = cg_sptr(f, cg_muli(f, cg_shr(f, cg_tid(f, 0), 5), 4));
+		cg_if(f, &c, LLVMBuildICmp(B, LLVMIntEQ, n->lane, cg_i32(f, 31), ""));
+		cg_sstore(f, ss, bc, 4);
+		cg_endif(f, &c);
+		cg_barrier(f);
+		ss = cg_sload(f, f->tf32, bc, 4);
+	}
+	ss = LLVMBuildFDiv(B, ss, cg_f32(f, (double)s->H), "");
 	if (s->rstd) {
 		cg_if(f, &c, LLVMBuildAnd(B, n->live, LLVMBuildICmp(B, LLVMIntEQ, n->lane, cg_i32(f, 31), ""), ""));
-		cg_gstore(f, inv_std(f, ss, s->rstd_eps), cg_gep(f, n->rstd, cg_sext64(f, n->row), 4), 4);
+		cg_gstore(f, cg_inv_std(f, ss, s->rstd_eps), cg_gep(f, n->rstd, cg_sext64(f, n->row), 4), 4);
 		cg_endif(f, &c);
 	}
 	if (!s->norm)
 		return;
-	inv = inv_std(f, ss, s->eps);
+	inv = cg_inv_std(f, ss, s->eps);
 	if (n->keep) {
 		for (int m = 0; m < n->M; m += BATCH)
 			outputs(n, cg_i32(f, m), MIN(BATCH, n->M - m), inv, &xs[m]);
@@ -453,9 +448,10 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.live = cg_lt(n.f, warp, rows);
 	n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
 	body(&n);
-	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, a warp a row%s", (long long)s->H,
+	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, a warp a row%s%s", (long long)s->H,
 		 dtype_name(s->x_dt), s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 s->qgroup ? " quantised per group" : "", n.keep ? ", kept in registers" : "");
+		 s->qgroup ? " quantised per group" : "", n.keep ? ", kept in registers" : "",
+		 s->bcast ? ", sums by shuffles" : "");
 	return cg_fn_end(n.f, block, grid, 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0), note);
 }
 

@@ -2766,6 +2766,10 @@ find_norms(CgProgram *p)
 	}
 }
 
+/* The norm kernel's sums by shuffles (CgNormSpec.bcast) by default (1) or with
+ * --debug=norm-bcast only (0: until the GPU's A/B says it pays; the same bits) */
+enum { NORM_BCAST_DEFAULT = 0 };
+
 /* A norm pair's launch, at its first call; its other call emits nothing. */
 static int
 emit_norm(CgProgram *p, const Node *n, int *done)
@@ -2774,6 +2778,7 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 	const CgNormMatch *nm;
 	const CgKernel *k;
 	const char *name;
+	CgNormSpec s;
 	MArg *args;
 
 	*done = ni >= 0;
@@ -2784,8 +2789,10 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 		if (norm_of(p, m) == ni)
 			return 0;	/* emitted at the earlier call */
 	name = entry_name(p, arena_printf(p->a, "%s.norm", n->callee->name));
+	s = nm->s;
+	s.bcast = NORM_BCAST_DEFAULT || (p->o.debug & DBG_NORM_BCAST);
 	for (int i = 0; i < p->o.narch; i++)
-		if (cg_emit_norm(p->mod[i], name, &nm->s, p->d) != 0)
+		if (cg_emit_norm(p->mod[i], name, &s, p->d) != 0)
 			return -1;
 	k = cg_module_find(p->mod[0], name);
 	args = arena_array(p->a, MArg, k->nparam + 1);

@@ -1266,6 +1266,22 @@ cg_shfl_xor(CgFn *f, LLVMValueRef v, int mask)
 	return shfl(f, "bfly", "moec_emu_shfl_xor", v, mask, 31);
 }
 
+/* Lane 31's f32 v in every lane of the warp: after the bfly step of mask m
+ * lane L holds lane (L | m | the masks before)'s value, so lane 31's at the
+ * end (a warp's sum without a shared slot and a CTA barrier). */
+LLVMValueRef
+cg_bcast31(CgFn *f, LLVMValueRef v)
+{
+	LLVMValueRef lane = cg_and(f, cg_tid(f, 0), 31);
+
+	for (int m = 16; m >= 1; m /= 2) {
+		LLVMValueRef o = LLVMBuildBitCast(f->B, cg_shfl_xor(f, LLVMBuildBitCast(f->B, v, f->ti32, ""), m),
+						  f->tf32, "");
+		v = cg_select(f, LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, lane, m), cg_i32(f, 0), ""), v, o);
+	}
+	return v;
+}
+
 /* ---- tensor-core building blocks ---- */
 
 /* cp.async of 16 bytes (.cg: L2 only) or 4 (.ca: 16 is the only size .cg takes) */

@@ -192,6 +192,11 @@ const DebugFlag debug_flags[] = {
 	 "650; Qwen3-30B-A3B's, 32); the same bits, but measured slower on the H200 (session 34: Mixtral's block "
 	 "1.061x, with .wide 1.038x, Qwen3's 1.020x; the ping-pong tiles load A or B twice a flop), so opt-in "
 	 "(docs/codegen.md, heuristic step 6a; GATHER_PINGPONG_DEFAULT in codegen/program.c)"},
+	{"norm-bcast", DBG_NORM_BCAST, NULL,
+	 "compile: the RMSNorm row kernel (k_norm.c, a warp a row) hands a row's sum of squares to its warp by "
+	 "five shuffles instead of a shared slot and a CTA barrier (its warps no longer wait for each other) and "
+	 "keeps rows of up to 64 registers a lane (H <= 4096 in bf16) between its two passes instead of reading "
+	 "them again; the same bits (docs/codegen.md, Row kernels; A/B on the GPU: NORM_BCAST_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -2537,7 +2537,8 @@ norm_src(size_t c, char *src, size_t n)
  * k_norm.c's kernel (a warp a row) gives the same bits as the body
  * compiler's row kernels it replaces (--debug=row-kernels), and the
  * interpreter's f64 sums match both within the dtype's tolerance: T = 1, 7,
- * 33, every output poisoned first; one launch for a pair.
+ * 33, every output poisoned first; one launch for a pair.  With
+ * --debug=norm-bcast (sums by shuffles, no CTA barrier) the same bits again.
  */
 START_TEST(test_norm_rows_are_the_row_kernels_bits)
 {
@@ -2548,7 +2549,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
-		CgProgram *p, *q;
+		CgProgram *p, *q, *r;
 
 		norm_src(c, src, sizeof src);
 		diag_init(&d, stderr);
@@ -2557,13 +2558,17 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		p = cg_compile(m, &co, &d);
 		co.debug = DBG_ROW_KERNELS;
 		q = cg_compile(m, &co, &d);
+		co.debug = DBG_NORM_BCAST;
+		r = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_ptr_nonnull(q);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(launches(cg_program_manifest(r), "_norm"), 1);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_norm"), 1);
 		ck_assert_int_eq(launches(cg_program_manifest(q), "_norm"), 0);
 		ck_assert_int_eq(cg_program_manifest(p)->nout, nout);
 		for (int64_t T = 1; T <= 33; T += T == 1 ? 6 : 26) {
-			Tensor in, a[5], b[5], want[5];
+			Tensor in, a[5], b[5], bc[5], want[5];
 			if (norm_cases[c].rows) {	/* once, at its rows */
 				if (T > 1)
 					break;
@@ -2575,22 +2580,28 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 			fill(&in, (uint64_t)T + 77 * c);
 			run_rows(p, T, a, &in);
 			run_rows(q, T, b, &in);
+			run_rows(r, T, bc, &in);
 			ck_assert_int_eq(ir_eval(ir_main_graph(ref), &in, 1, want, NULL, &d), 0);
 			for (int i = 0; i < nout; i++) {
 				ck_assert_msg(memcmp(a[i].data, b[i].data, tensor_nbytes(&a[i])) == 0,
 					      "case %zu (H=%d) T=%lld: output %d differs from the row kernels'", c, H,
+					      (long long)T, i);
+				ck_assert_msg(memcmp(a[i].data, bc[i].data, tensor_nbytes(&a[i])) == 0,
+					      "case %zu (H=%d) T=%lld: output %d differs with norm-bcast", c, H,
 					      (long long)T, i);
 				tensor_compare(&a[i], &want[i], 1e-2, 4e-2, &cmp);
 				ck_assert_msg(tensor_close(&cmp, a[i].dt, tensor_numel(&want[i])),
 					      "case %zu T=%lld output %d: rel_l2 %g", c, (long long)T, i, cmp.rel_l2);
 				tensor_free(&a[i]);
 				tensor_free(&b[i]);
+				tensor_free(&bc[i]);
 				tensor_free(&want[i]);
 			}
 			tensor_free(&in);
 		}
 		cg_program_free(p);
 		cg_program_free(q);
+		cg_program_free(r);
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
