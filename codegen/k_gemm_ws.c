@@ -1486,15 +1486,16 @@ pp_turn_wait(W *w)
 	cg_endif(f, &c);
 }
 
-/* Ping-pong: this tile's wgmmas issued, the turn to the other's tile after it (if any). */
+/* Ping-pong: this tile's wgmmas issued, the turn to the other's tile after
+ * it (if any; next: gemm_next_item, the item after this warpgroup's). */
 static void
-pp_turn_give(W *w)
+pp_turn_give(W *w, LLVMValueRef next)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
 	CgIf c;
 
-	cg_if(f, &c, cg_lt(f, gemm_next_item(k), gemm_work_total(k)));
+	cg_if(f, &c, cg_lt(f, next, gemm_work_total(k)));
 	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), w->cwg), 256);
 	cg_endif(f, &c);
 }
@@ -1552,13 +1553,13 @@ consume_f8(W *w)
 		st = cg_urem(f, cg_addi(f, it0, n - 1), cg_i32(f, g->k.s.stages));
 		f8_issue(w, st, 1);
 		if (pp)	/* its last wgmmas issued: the other's turn */
-			pp_turn_give(w);
+			pp_turn_give(w, gemm_next_item(&g->k));
 		f8_promote(w, st, 0);
 		gemm_wgmma_wait(g, 0);
 		f8_promote(w, st, 1);
 		release(w, st);
 	} else if (pp) {
-		pp_turn_give(w);
+		pp_turn_give(w, gemm_next_item(&g->k));
 	}
 	/* ping-pong: past the other warpgroup's k-tiles too */
 	cg_set(f, w->it, cg_addi(f, it0, pp ? 2 * n : n));
@@ -1637,16 +1638,11 @@ consume_pingpong(W *w)
 	GemmCore *k = &g->k;
 	CgFn *f = k->f;
 	LLVMValueRef next = gemm_next_item(k);
-	CgIf c;
 
 	gemm_rows_ahead(g);	/* in flight during the wait for the turn too */
-	cg_if(f, &c, gemm_later_item(k));
-	cg_bar_sync(f, cg_addi(f, w->cwg, ORDER_BAR), 256);
-	cg_endif(f, &c);
+	pp_turn_wait(w);
 	mainloop(w);
-	cg_if(f, &c, cg_lt(f, next, gemm_work_total(k)));
-	cg_bar_arrive(f, cg_sub(f, cg_i32(f, ORDER_BAR + 1), w->cwg), 256);
-	cg_endif(f, &c);
+	pp_turn_give(w, next);
 	retire_tile(w);
 	gemm_epilogue(g);
 	cg_set(f, w->it, cg_addi(f, cg_get(f, w->it), g->kt));

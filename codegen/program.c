@@ -1202,14 +1202,20 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
  */
 enum { DEC_WIDE_BYTES = 384 << 10 };	/* 0: no wide decode tiles */
 
+/* B as bf16/f16 values: neither quantised (bq) nor FP8 x FP8 */
+static int
+half_b(const GemmSpec *s)
+{
+	return s->bq.group <= 0 && s->f8.group <= 0 && (s->b_dt == DT_BF16 || s->b_dt == DT_F16);
+}
+
 static void
 dec_wide(const CgTarget *t, GemmSpec *s, int64_t thi)
 {
 	static const int bns[] = {256, 192};
 	Diag quiet;
 
-	if (s->sched != CG_SCHED_STREAM || s->bm != 16 || s->bq.group > 0 || s->f8.group > 0 ||
-	    (s->b_dt != DT_BF16 && s->b_dt != DT_F16) ||
+	if (s->sched != CG_SCHED_STREAM || s->bm != 16 || !half_b(s) ||
 	    (int64_t)s->bn * s->K * (int64_t)dtype_bytes(s->b_dt, 1) >= DEC_WIDE_BYTES)
 		return;
 	diag_init(&quiet, NULL);
@@ -1414,7 +1420,7 @@ static void
 sk_tail(const CgProgram *p, GemmSpec *s)
 {
 	if (!(SK_TAIL_DEFAULT || (p->o.debug & DBG_SK_TAIL)) || s->tail || s->sched != CG_SCHED_STREAM || s->units ||
-	    s->bq.group > 0 || s->f8.group > 0 || (s->b_dt != DT_BF16 && s->b_dt != DT_F16) || s->ctas < 1)
+	    !half_b(s) || s->ctas < 1)
 		return;
 	s->tail = s->ctas;
 	s->tail_w = SK_TAIL_W;
