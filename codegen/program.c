@@ -1191,7 +1191,7 @@ bq_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
  * tile's 4) and 4 for 192 (48 a warp): half (a third) of the tile ends and of
  * A's loads a weight byte, and 2-3x the bytes a k-tile's bookkeeping pays
  * for, with the same 128 KB of B in flight an SM at 16x256x128 (3 stages of
- * 64 KB).  Measured on the H200 (session 34, bench/decode_tail_ab.sh, same
+ * 64 KB).  Measured on the H200 (session 34, bench/ab/decode_tail.ab, same
  * bits for Qwen3, rel_l2 5e-5 for gpt-oss): Qwen3's down alone 85.6 -> 77.4
  * us (16x256x128.w1x8.s3), its T = 16 block 245.2 -> 238.4 (0.972x);
  * gpt-oss's down 139.3 -> 131.6 (16x192x64.w1x4.s5), block 412.6 -> 402.1
@@ -1823,7 +1823,7 @@ enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the f
 
 /* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
  * where and why): the gathered gate|ups of at most 64 k-tiles on ping-pong
- * consumers.  H200, session 34 (bench/tiles_ab.sh; same bits): slower,
+ * consumers.  H200, session 34 (bench/ab/tiles.ab; same bits): slower,
  * Mixtral-8x7B's block at T = 4096 1.061x (k3 3332 -> 3610 us), Qwen3-30B-A3B's
  * 1.020x: 128x128 tiles load A twice a flop, which costs more than the
  * epilogue they hide. */
