@@ -148,8 +148,8 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
-	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered) and B (k_gemm_ws.c) */
-		if (!s->gather)
+	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered by cp.async) and B (k_gemm_ws.c) */
+		if (!s->gather || s->gather_tma)
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		if (gemm_a_rows_map(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_rows_map"};
@@ -208,7 +208,7 @@ bind_params(GemmCore *k)
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
 	if (s->mainloop == CG_MAINLOOP_WS) {
-		k->amap = s->gather ? -1 : n++;
+		k->amap = s->gather && !s->gather_tma ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;
 		k->bmap = n++;
 		k->cmap = s->tma_store ? n++ : -1;
