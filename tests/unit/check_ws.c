@@ -1761,6 +1761,56 @@ START_TEST(test_ws_emu_tma_gather)
 }
 END_TEST
 
+/*
+ * The permuted copy's gate|up (passes/fuse_gemm.c's PERM_COPY_DEFAULT): A's
+ * rows already in expert order (A by TMA), the folded norm's per-row scale
+ * read through the index alone (GemmSpec.leaf_gather, CGR_GATHER_RAW), SwiGLU;
+ * against the reference and bit for bit the cp.async wgmma mainloop; empty
+ * experts, two consumers persistent, the pairs sharing B.
+ */
+static void
+leaf_spec(GemmSpec *s, int E, int64_t N)
+{
+	int a, w;
+
+	gh_spec_grouped_swiglu(s, E, N, 192, 2);
+	memset(&s->ep, 0, sizeof s->ep);
+	a = cg_ep_acc(&s->ep);
+	w = cg_ep_row(&s->ep, DT_F32, CGR_GATHER_RAW, "rstd");
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_MUL, a, w), NULL);
+	s->gather = 0;
+	s->leaf_gather = 1;
+}
+
+START_TEST(test_ws_emu_leaf_gather)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+	GemmCase c = {.what = "leaf gather: A in expert order, a row scale through the index, SwiGLU"};
+
+	leaf_spec(&c.s, 8, 256);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 120;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+	c.what = "leaf gather: persistent over 3 CTAs, two consumers";
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	check_case(&c, 1e-2);
+	c.what = "leaf gather: grouped pairs sharing B, 0..300 rows, 2 CTAs";
+	memset(c.counts, 0, sizeof c.counts);
+	memcpy(c.counts, rows, sizeof rows);
+	leaf_spec(&c.s, 12, 512);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.T = 748;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
 /* What the one-row boxes are not for: A not gathered, FP8. */
 START_TEST(test_ws_tma_gather_refuses)
 {
@@ -2163,6 +2213,7 @@ ws_suite(void)
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_emu_tma_gather);
 	tcase_add_test(t, test_ws_tma_gather_refuses);
+	tcase_add_test(t, test_ws_emu_leaf_gather);
 	tcase_add_test(t, test_ws_tma_gather_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_tma_gather_program_against_interpreter);
 	suite_add_tcase(s, t);
