@@ -21,7 +21,7 @@
 #    inputs: k3's output (arena buffer moe.act, `moert bench --dump`) and
 #    Mixtral's y (`moert run`, x uniform in [-1, 1]) must be main's bits (same
 #    math, same order); an arm that differs is not timed on that case;
-# 2. interleaved rounds (ROUNDS, default 3; none started past 70 s) of
+# 2. interleaved rounds (ROUNDS, default 3; none started past 65 s) of
 #    `moert bench --graph` (30 iters), the arms' order rotating, medians;
 # 3. k3 alone: one `moert bench --graph --profile` per arm and case (k3's step
 #    time, the steps' sum; pc's copy steps, those main has not);
@@ -156,7 +156,7 @@ cases=$(cut -d' ' -f1 "$tmp/timed" | uniq)
 # 2. interleaved rounds of the layer, the arms' order rotating
 : >"$o/ab.txt"
 r=1
-while [ "$r" -le "${ROUNDS:-3}" ] && [ "$(el)" -lt 70 ]; do
+while [ "$r" -le "${ROUNDS:-3}" ] && [ "$(el)" -lt 65 ]; do
 	for c in $cases; do
 		# shellcheck disable=SC2046
 		set -- main $(arms_of "$c")
@@ -177,7 +177,7 @@ echo "rounds done at $(el) s"
 # 3. k3 alone and the steps' sum (--profile: each step timed alone); pc's steps main has not
 : >"$o/prof.txt"
 for c in $cases; do
-	[ "$(el)" -lt 90 ] || { echo "prof $c: skipped (time)" >>"$o/prof.txt"; continue; }
+	[ "$(el)" -lt 88 ] || { echo "prof $c: skipped (time)" >>"$o/prof.txt"; continue; }
 	k3=$(sed -n "s/^$c //p" "$here/k3.txt")
 	line="prof $c $k3"
 	for a in main $(arms_of "$c"); do
