@@ -2,7 +2,7 @@
 # tma_gather_ab.sh — the A/B of gathered A rows by one-row TMA boxes
 # (--debug=tma-gather, issue 12, session 35) on the H200, in two steps:
 #
-#   sh bench/tma_gather_ab.sh prepare MOEC MAIN_MOEC DIR [PC_MOEC]   here: bundles (xz'd), DIR/run.sh
+#   [TG=0] sh bench/tma_gather_ab.sh prepare MOEC MAIN_MOEC DIR [PC_MOEC]   here: bundles (xz'd), DIR/run.sh
 #   OUT=<dir> sh DIR/run.sh                                          on the GPU, from the root of a checkout
 #
 # Arms (sm_90a, --max-tokens=4096, --cubin; full-size MoE layers with synthetic weights, bf16):
@@ -10,7 +10,8 @@
 #         warp-specialised GEMM in clusters sharing B, A's gathered rows by the
 #         producer warpgroup's cp.async (docs/codegen.md, "Gathered A rows")
 #   tg    MOEC --debug=tma-gather: the same kernel, A's rows by one-row TMA boxes
-#         from one producer warp, no cp.async, no proxy fence
+#         from one producer warp, no cp.async, no proxy fence (TG=0 at prepare: not
+#         built; session 35 measured it 3-6x slower, TMA-issue bound)
 #   pc    (with PC_MOEC: a MOEC built with PERM_COPY_DEFAULT 1 in passes/fuse_gemm.c)
 #         the permuted copy: x's rows copied in expert order by a body kernel of
 #         their own (a thread an element), then k3 with A by TMA as the down's
@@ -24,7 +25,7 @@
 # 2. interleaved rounds (ROUNDS, default 3; none started past 65 s) of
 #    `moert bench --graph` (30 iters), the arms' order rotating, medians;
 # 3. k3 alone: one `moert bench --graph --profile` per arm and case (k3's step
-#    time, the steps' sum; pc's copy steps, those main has not);
+#    time, the steps' sum; every step of each arm, pc's copy among them);
 # a short table last.  Writes $OUT/tg/{same.txt,ab.txt,prof.txt,table.txt}.
 set -u
 CASES="mixtral qwen3 deepseek gptoss"
@@ -58,7 +59,7 @@ if [ "${1:-}" = prepare ]; then
 	: >"$dir/k3.txt"
 	for c in $CASES; do
 		one "main.$c.moeb" "$mmoec" "$c" manifest || exit 1
-		one "tg.$c.moeb" "$moec" "$c" manifest,tma-gather || exit 1
+		[ "${TG:-1}" = 0 ] || one "tg.$c.moeb" "$moec" "$c" manifest,tma-gather || exit 1
 		if [ -n "$pcmoec" ]; then
 			one "pc.$c.moeb" "$pcmoec" "$c" manifest || exit 1
 			grep -q "^kernel [a-z0-9_]*_k3 .*params=[a-z,]*,tmap,tmap,i32 .*cluster=2" "$tmp/pc.$c.moeb.log" ||
@@ -69,10 +70,12 @@ if [ "${1:-}" = prepare ]; then
 		[ -n "$k3" ] || { echo "FAIL $c: no T = 4096 gate|up launch in main's manifest"; exit 1; }
 		grep -q "^kernel $k3 .*params=[a-z,]*ptr,tmap,i32 .*cluster=2" "$tmp/main.$c.moeb.log" ||
 			{ echo "FAIL $c: main's $k3 is not the cp.async WS kernel in clusters"; exit 1; }
-		grep -q "^kernel $k3 .*params=[a-z,]*ptr,tmap,tmap,i32 .*cluster=2" "$tmp/tg.$c.moeb.log" ||
-			{ echo "FAIL $c: tg's $k3 has no A map"; exit 1; }
-		grep -q "^tensormap .* box=[0-9]*,1 swizzle=128" "$tmp/tg.$c.moeb.log" ||
-			{ echo "FAIL $c: tg has no one-row map"; exit 1; }
+		if [ "${TG:-1}" != 0 ]; then
+			grep -q "^kernel $k3 .*params=[a-z,]*ptr,tmap,tmap,i32 .*cluster=2" "$tmp/tg.$c.moeb.log" ||
+				{ echo "FAIL $c: tg's $k3 has no A map"; exit 1; }
+			grep -q "^tensormap .* box=[0-9]*,1 swizzle=128" "$tmp/tg.$c.moeb.log" ||
+				{ echo "FAIL $c: tg has no one-row map"; exit 1; }
+		fi
 		echo "$c $k3" >>"$dir/k3.txt"
 	done
 	# without the flag this tree's bundle is main's (the default is unchanged)
@@ -96,8 +99,8 @@ el() { echo $(($(date +%s) - t0)); }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 for f in "$here"/*.moeb.xz; do xz -d -c "$f" >"$tmp/$(basename "$f" .xz)" || exit 1; done
-ARMS=tg
-[ -f "$tmp/pc.mixtral.moeb" ] && ARMS="tg pc"
+ARMS=
+for a in tg pc; do [ -f "$tmp/$a.mixtral.moeb" ] && ARMS="$ARMS $a"; done
 sh tests/gpu/build_moert.sh "$tmp/moert" >"$o/build.txt" 2>&1 || { echo "build_moert failed"; cat "$o/build.txt"; exit 1; }
 M() { timeout "${TO:-25}" "$tmp/moert" "$@"; }
 echo "moert built at $(el) s; arms main $ARMS"
@@ -188,10 +191,9 @@ for c in $cases; do
 		line="$line $a=${us:-FAILED}/${sum:-FAILED}"
 	done
 	echo "$line" | tee -a "$o/prof.txt"
-	for a in $(arms_of "$c"); do	# the steps of an arm that main has not (pc: the copy)
-		awk '/^profile/ {on = 1; next} on && NF == 3 && $1 != "sum" {print $1, $2}' "$tmp/p.$a" | while read -r st us; do
-			grep -q "^  $st " "$tmp/p.main" || echo "prof $c $a extra step $st $us" | tee -a "$o/prof.txt"
-		done
+	for a in main $(arms_of "$c"); do	# every step (pc: the copy k7/k8 are new, names shift)
+		awk -v h="prof $c $a steps" '/^profile/ {on = 1; next} on && NF == 3 && $1 != "sum" {sub(/^.*_k/, "k", $1); h = h " " $1 "=" $2}
+			END {print h}' "$tmp/p.$a" | tee -a "$o/prof.txt"
 	done
 done
 echo "profiles done at $(el) s"
