@@ -201,8 +201,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: the warp-specialised sm_90a GEMMs that gather A (the MoE gate|up at prefill in clusters sharing "
 	 "B, and --debug=ws-gather's) load A's rows by TMA, a box of one row a row (a map over x; the 128-byte "
 	 "swizzle lands each row where a whole box would): one producer warp, its lanes bm/32 rows each, instead "
-	 "of the producer warpgroup's cp.async and the consumers' proxy fences; the same bits "
-	 "(docs/codegen.md, Gathered A rows; A/B on the GPU: TMA_GATHER_DEFAULT in codegen/k_gemm_ws.c)"},
+	 "of the producer warpgroup's cp.async and the consumers' proxy fences; the same bits, but 3-6x slower on "
+	 "the H200 (session 35: the TMA unit is bound by boxes issued, not bytes), so opt-in (docs/codegen.md, "
+	 "Gathered A rows; TMA_GATHER_DEFAULT in codegen/k_gemm_ws.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
