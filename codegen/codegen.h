@@ -515,6 +515,8 @@ struct GemmSpec {
 				 * modulo K / R: split-f32's exact bf16 x3 GEMM); 0 or 1: none */
 	int gather;		/* A rows through gather_idx (int32) */
 	int gather_div;		/* source row = gather_idx[r] / gather_div (1 by default) */
+	int gather_tma;		/* WS mainloop: gathered A by one-row TMA boxes, not cp.async (k_gemm_ws.c) */
+	int leaf_gather;	/* A not gathered, gather_idx read by epilogue row leaves alone (CGR_GATHER_RAW) */
 
 	DType b_dt;
 	DType mma_dt;		/* f32 x f32 on tensor cores: tf32, f16, else bf16 */

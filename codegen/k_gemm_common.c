@@ -106,7 +106,8 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		const CgEpInst *e = &s->ep.in[i];
 		if (e->op != CGE_ROW && e->op != CGE_MAT)
 			continue;
-		if ((e->rows == CGR_GATHER || e->rows == CGR_GATHER_RAW) && !s->gather)
+		if ((e->rows == CGR_GATHER || e->rows == CGR_GATHER_RAW) && !s->gather &&
+		    !(e->rows == CGR_GATHER_RAW && s->leaf_gather))
 			return diag_error(d, LOC_NONE, "%s: epilogue e%d reads rows through gather_idx, but A is not gathered", who, i);
 		if (e->rows == CGR_SCATTER && s->store != CG_STORE_SCATTER)
 			return diag_error(d, LOC_NONE, "%s: epilogue e%d reads rows through scatter_idx, but the store is not scattered", who, i);
@@ -123,7 +124,7 @@ params(const GemmCore *k, CgParam *p)
 	int n = 0;
 
 	p[n++] = (CgParam){CGP_PTR, "A"};
-	if (s->gather)
+	if (s->gather || s->leaf_gather)
 		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
 	p[n++] = (CgParam){CGP_PTR, "B"};
 	if (s->bq.group > 0)
@@ -148,8 +149,8 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
-	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered) and B (k_gemm_ws.c) */
-		if (!s->gather)
+	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered by cp.async) and B (k_gemm_ws.c) */
+		if (!s->gather || s->gather_tma)
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		if (gemm_a_rows_map(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_rows_map"};
@@ -179,7 +180,7 @@ bind_params(GemmCore *k)
 	int n = 0;
 
 	k->A = arg_noalias(f, n++);
-	if (s->gather)
+	if (s->gather || s->leaf_gather)
 		k->gidx = arg_noalias(f, n++);
 	k->B = arg_noalias(f, n++);
 	if (s->bq.group > 0)
@@ -208,7 +209,7 @@ bind_params(GemmCore *k)
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
 	if (s->mainloop == CG_MAINLOOP_WS) {
-		k->amap = s->gather ? -1 : n++;
+		k->amap = s->gather && !s->gather_tma ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;
 		k->bmap = n++;
 		k->cmap = s->tma_store ? n++ : -1;

@@ -140,6 +140,7 @@
 #define OUT_BAR 4		/* GemmSpec.tma_store: named barriers 4.., consumer warpgroup c's buffer (k_gemm.c's EPI_BAR: 3) */
 #define OUT_ROWS 64		/* ... a buffer holds one fragment row block (64 rows) of its warpgroup's tile */
 #define PF_RUN 4		/* GemmSpec.f8.l2_ahead: k-tiles of B prefetched together (a power of 2) */
+#define MAX_ROW_BOXES 8	/* GemmSpec.gather_tma: a producer lane's rows of a tile (bm / 32, bm <= 256) */
 
 /* Consumer warpgroups: one, two or three split a tile, or two take turns (ping-pong). */
 static int
@@ -168,7 +169,7 @@ consumer_regs(const GemmSpec *s)
 	/* gathered bf16/f16 A, persistent (or in clusters): the producer's
 	 * chunk sources and the schedule's state spilled at 40 (48 bytes,
 	 * DeepSeek-V3's gate|up, ptxas CUDA 13.0); 56 / 224 spill nothing */
-	return s->gather && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
+	return s->gather && !s->gather_tma && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
 }
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
@@ -195,7 +196,7 @@ gemm_ws_layout(G *g)
 		k->smem = k->ord + 4 * s->groups;
 	}
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
-	g->a_n = s->gather ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
+	g->a_n = s->gather && !s->gather_tma ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
 	g->b_n = 0;
 	if (s->quant.kind == CG_QUANT_GROUP && g->q_sg > 0) {	/* the amax slots: the stages are the producer's */
 		g->q_off = (k->smem + 15) & ~15;
@@ -378,6 +379,10 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 	if (g->mi * g->ni * 4 > 128)
 		return diag_error(d, LOC_NONE, "gemm: ws: %dx%d per warpgroup is %d accumulators per thread (128 at most)",
 				  g->wtm, g->wtn, g->mi * g->ni * 4);
+	if (s->gather_tma && (!s->gather || s->f8.group > 0 || s->bm % 32 || s->bm / 32 > MAX_ROW_BOXES))
+		return diag_error(d, LOC_NONE, "gemm: ws: gathered A by one-row TMA boxes: bf16/f16 A, gathered, "
+				  "tiles of 32k rows (a producer lane's rows), not %dx%d%s", s->bm, s->bk,
+				  s->f8.group > 0 ? " FP8" : "");
 	if (s->gather && g->a_n > MAXI)
 		return diag_error(d, LOC_NONE, "gemm: ws: gathered A of a %dx%d tile: %d chunks per producer "
 				  "thread (at most %d)", s->bm, s->bk, g->a_n, MAXI);
@@ -713,7 +718,23 @@ wide_for(const CgModule *m, const GemmSpec *s)
 	return s->groups > 0 ? grouped && s->b_layout == CG_B_NK && s->bn < 256 : (dbg & DBG_WG_WIDE) != 0;
 }
 
-/* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws). */
+/* --debug=tma-gather without the flag: gathered bf16/f16 A by one-row TMA boxes.  Off: the same bits, but
+ * 3-6x slower on the H200 (session 35: Mixtral's gate|up 3359 -> 14936 us; TMA-issue bound, a box of one
+ * 128-byte row costs what a box of 128 rows does) */
+enum { TMA_GATHER_DEFAULT = 0 };
+
+/* Gathered bf16/f16 A by one-row TMA boxes (GemmSpec.gather_tma) where this mainloop takes gathered A:
+ * the flag, or the default on a GPU. */
+static int
+gather_tma_asked(const CgModule *m, const GemmSpec *s)
+{
+	int on = (cg_module_debug(m) & DBG_TMA_GATHER) || (TMA_GATHER_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
+
+	return on && s->gather && s->f8.group == 0 && s->bm % 32 == 0 && s->bm / 32 <= MAX_ROW_BOXES;
+}
+
+/* Gathered A on this mainloop: asked for (--debug=ws-gather), or FP8's (f8_ws).  (Clusters sharing B,
+ * grouped_c2, take it anyway; --debug=tma-gather changes how, not where.) */
 static int
 gather_asked(const CgModule *m, const GemmSpec *s)
 {
@@ -749,6 +770,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		return 0;
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
+	w.gather_tma = gather_tma_asked(m, s);	/* clusters sharing B too: each CTA loads its own rows */
 	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
 	w.tma_store = tma_store_for(m, s);
 	/* wide warpgroup tiles (A/B on the GPU); a dense 256x128 plan (two 128x128
@@ -824,7 +846,7 @@ interleaved_bmap(const GemmSpec *s, int esz, CgTmap *b)
 		      {s->N / 2 * s->ldb * esz, s->ldb * esz}, {128 / esz, 2, b_box_rows(s) / 2}, 128};
 }
 
-/* The kernel's maps in parameter order (A_map unless gathered, A_rows_map, B_map); returns their count. */
+/* The kernel's maps in parameter order (A_map unless gathered by cp.async, A_rows_map, B_map); returns their count. */
 static int
 tmaps(const G *g, CgTmap *m)
 {
@@ -833,7 +855,11 @@ tmaps(const G *g, CgTmap *m)
 	CgTmap a = {"A", s->a_dt, 2, {{0, gemm_a_cols(s), 0}, {s->m_per_t, 0, 0}}, {s->lda * esz, 0},
 		    {row, a_box_rows(s), 1}, 128};	/* clusters: each CTA's half, multicast */
 
-	if (!s->gather)
+	if (s->gather_tma) {	/* x [rows of the gather index / gather_div, K]: boxes of one row */
+		a.dims[1] = (CgExpr){s->m_per_t, 0, s->gather_div > 1 ? s->gather_div : 0};
+		a.box[1] = 1;
+	}
+	if (!s->gather || s->gather_tma)
 		m[n++] = a;
 	if (gemm_a_rows_map(s)) {
 		a.box[1] = live_box(s);
@@ -964,7 +990,9 @@ struct W {
 	LLVMValueRef da0, db0;	/* consumers: descriptors of stage 0 */
 	LLVMValueRef cwg;	/* consumers: the warpgroup, 0 or 1 (i32) */
 	int nfull;		/* arrivals on full[s]: 1, + the producers' with gathered A or FP8 */
-	int all;		/* the whole producer warpgroup runs: gathered A, FP8 scales */
+	int all;		/* the whole producer warpgroup runs: gathered A by cp.async, FP8 scales */
+	int lanes;		/* warp 0's 32 lanes run (gathered A by one-row TMA boxes, GemmSpec.gather_tma) */
+	LLVMValueRef trow[MAX_ROW_BOXES];	/* ... a lane's rows of the tile in x (i32), lane + 32 i */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
 	int l2pf;		/* producer: B's boxes go to L2 only (b_box; GemmSpec.f8.l2_ahead) */
 };
@@ -1205,9 +1233,9 @@ stage_tx(W *w)
 
 	LLVMValueRef rows;
 
-	if (s->gather)
+	if (s->gather && !s->gather_tma)
 		return cg_i32(f, b_bytes);
-	if (!gemm_live_rows(s))
+	if (!gemm_live_rows(s) || s->gather_tma)	/* one-row boxes: every row, clamped (row_boxes) */
 		return cg_i32(f, g->wg.stage);
 	rows = live_a_rows(&g->k);
 	if (pair_a(s))	/* a pair of column tiles shares A's whole tile */
@@ -1371,8 +1399,40 @@ prefetch_b(W *w, LLVMValueRef kt)
 	cg_endif(f, &r);
 }
 
+/*
+ * Gathered A by one-row TMA boxes (GemmSpec.gather_tma): lane l of the
+ * producer warp loads the tile's rows l, l + 32, ..: per 64-k block j, x's
+ * row trow[i] (gemm_a_row: through gather_idx / gather_div, clamped to the
+ * tile's expert, so a row past its end loads a valid row whose result is
+ * never stored and the stage's bytes stay bm x bk) as one box of one row
+ * to the row's place in the block, sbase + j bm 128 + r 128.  The 128-byte
+ * swizzle is the shared address's (chunk bits [4:6] ^ row bits [7:9]) and
+ * the block starts 1 KiB-aligned, so the row lands where the whole tile's
+ * box would put it (the emulator swizzles on the address too).
+ */
+static void
+row_boxes(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
+{
+	GemmCore *k = &w->g.k;
+	CgFn *f = k->f;
+	const GemmSpec *s = &k->s;
+	int row = 128 / w->g.eb;
+	LLVMValueRef c[2], r;
+
+	for (int i = 0; i < s->bm / 32; i++) {
+		r = cg_addi(f, k->lane, 32 * i);
+		for (int j = 0; j < s->bk / row; j++) {
+			c[0] = cg_addi(f, cg_muli(f, gemm_a_ktile(&w->g, kt), s->bk), (int64_t)row * j);
+			c[1] = w->trow[i];
+			cg_tma_load(f, k->amap, cg_add(f, cg_addi(f, sbase, (int64_t)j * s->bm * 128), cg_shl(f, r, 7)),
+				    full_bar(w, st), 2, c);
+		}
+	}
+}
+
 /* The producer's k-tiles of one tile: one thread, or (gathered A, FP8
- * scales) the producer warpgroup with thread 0 issuing the TMA boxes. */
+ * scales) the producer warpgroup with thread 0 issuing the TMA boxes, or
+ * (gathered A by one-row boxes) warp 0, lane 0 the stage's expect_tx and B. */
 static void
 produce(W *w)
 {
@@ -1390,6 +1450,8 @@ produce(W *w)
 		g->a_src[i] = gptr(f, k->A, cg_add(f, cg_muli(f, cg_sext64(f, src), s->lda),
 						   cg_sext64(f, cg_muli(f, g->a_kc[i], 16 / g->eb))), g->eb);
 	}
+	for (int i = 0; w->lanes && i < s->bm / 32; i++)	/* one-row boxes: the lane's rows in x */
+		w->trow[i] = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->lane, 32 * i)));
 	gemm_a_live(g, g->a_n);
 	if (s->f8.group > 0)
 		gemm_f8_scale_sources(g, PRODUCERS);
@@ -1398,7 +1460,7 @@ produce(W *w)
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, empty_bar(w, st), LLVMBuildXor(f->B, par, cg_i32(f, 1), ""));
 	abase = sbase = cg_add(f, g->wg.base, cg_muli(f, st, g->wg.stage));
-	if (w->all)
+	if (w->all || w->lanes)
 		cg_if(f, &t0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, full_bar(w, st), stage_tx(w));
 	for (int j = 0; j < kb && !s->gather; j++) {	/* A: rows row0.., k 64j.. of the k-tile */
@@ -1407,6 +1469,11 @@ produce(W *w)
 	}
 	load_b(w, cg_addi(f, sbase, g->wg.a_bytes), kt, st);
 	prefetch_b(w, kt);
+	if (w->lanes) {	/* every lane its rows, after lane 0's expect_tx of the stage's bytes */
+		cg_endif(f, &t0);
+		cg_syncwarp(f);
+		row_boxes(w, abase, kt, st);
+	}
 	if (w->all) {	/* every producer thread: its copies, then its arrival once they land */
 		cg_endif(f, &t0);
 		if (s->gather)
@@ -1444,7 +1511,7 @@ stage_full(W *w, LLVMValueRef it)
 
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, full_bar(w, st), par);
-	if (w->g.k.s.gather)
+	if (w->g.k.s.gather && !w->g.k.s.gather_tma)
 		gemm_fence_proxy_async(f);
 	return st;
 }
@@ -1698,6 +1765,10 @@ roles(W *w)
 		gemm_schedule(k, produce_tile);
 		cg_cp_async_commit(f);	/* no thread leaves with copies in flight */
 		cg_cp_async_wait(f, 0);
+	} else if (w->lanes) {	/* warp 0: each lane its rows' boxes, lane 0 B's */
+		cg_if(f, &e, LLVMBuildICmp(f->B, LLVMIntEQ, k->warp, cg_i32(f, 0), ""));
+		gemm_schedule(k, produce_tile);
+		cg_endif(f, &e);
 	} else {
 		leader = cg_elect(f);
 		cg_if(f, &e, LLVMBuildAnd(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, k->warp, cg_i32(f, 0), ""),
@@ -1733,7 +1804,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	int n, rc;
 
 	*g = *in;
-	w->all = s->gather || s->f8.group > 0;
+	w->all = (s->gather && !s->gather_tma) || s->f8.group > 0;
+	w->lanes = s->gather_tma;
 	if (!gemm_begin(&g->k, m, name, d)) {
 		free(w);
 		return -1;
@@ -1755,7 +1827,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     s->b_layout == CG_B_NK ? "N,K" : "K,N", (long long)s->N, (long long)s->K,
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
-		     s->stages, s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
+		     s->stages, s->gather_tma ? " tma-rows-a" : s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
 	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s",
 		      s->cluster == 2 ? (s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a")
 		      : s->cluster_b ? " pairs-b" : "");

@@ -71,6 +71,20 @@ grep -q "^launch mixtral_layer1_k3 .*arch=sm_80$" "$t/mm" || fail "mixtral: no s
 "$moec" compile "$mx" --layer 1 -q --arch=emu --emit=llvm --debug=emu-wgmma,emu-ws,ws-gather -o "$t/mx.ll" ||
 	fail "mixtral: no emulator module"
 grep -q moec_emu_cp_mbar_arrive "$t/mx.ll" || fail "mixtral: the emulated up-projection does not gather by cp.async"
+# --debug=tma-gather: the same kernel with A's rows by one-row TMA boxes: a map over x (its T rows) first
+"$moec" compile "$mx" --layer 1 -q --debug=manifest,ws-gather,tma-gather -o "$t/mxt.moeb" 2>"$t/mt" ||
+	fail "mixtral (tma-gather) does not compile"
+"$moert" verify "$t/mxt.moeb" >/dev/null || fail "moert verify of mixtral (tma-gather)"
+grep -q "^kernel mixtral_layer1_k3_ws target=sm_90a params=ptr,ptr,ptr,ptr,ptr,ptr,tmap,tmap,i32 " "$t/mt" ||
+	fail "mixtral (tma-gather): the gathered up-projection has no A map"
+grep -q "^tensormap tmap0 of=in:0 dtype=bf16 dims=64,cdiv(2\*T,2) strides=128 box=64,1 swizzle=128$" "$t/mt" ||
+	fail "mixtral (tma-gather): no one-row map over x"
+"$moec" test --compiled --emulate --debug=emu-wgmma,emu-ws,ws-gather,tma-gather --layer 1 "$mx" >"$t/emt" 2>&1 ||
+	{ cat "$t/emt"; fail "mixtral: emulated WS path (gathered A by one-row boxes)"; }
+"$moec" compile "$mx" --layer 1 -q --arch=emu --emit=llvm --debug=emu-wgmma,emu-ws,ws-gather,tma-gather -o "$t/mxt.ll" ||
+	fail "mixtral (tma-gather): no emulator module"
+grep -q moec_emu_tma_load "$t/mxt.ll" && ! grep -q moec_emu_cp_mbar_arrive "$t/mxt.ll" ||
+	fail "mixtral (tma-gather): the emulated up-projection still gathers by cp.async"
 
 # the same GEMMs on the emulator standing for sm_90a's warp-specialised path
 "$moec" test --compiled --emulate --debug=emu-wgmma,emu-ws --layer 1 "$fx" >"$t/emu" 2>&1 ||

@@ -197,6 +197,13 @@ const DebugFlag debug_flags[] = {
 	 "five shuffles instead of a shared slot and a CTA barrier (its warps no longer wait for each other) and "
 	 "keeps rows of up to 64 registers a lane (H <= 4096 in bf16) between its two passes instead of reading "
 	 "them again; the same bits (docs/codegen.md, Row kernels; A/B on the GPU: NORM_BCAST_DEFAULT in program.c)"},
+	{"tma-gather", DBG_TMA_GATHER, NULL,
+	 "compile: the warp-specialised sm_90a GEMMs that gather A (the MoE gate|up at prefill in clusters sharing "
+	 "B, and --debug=ws-gather's) load A's rows by TMA, a box of one row a row (a map over x; the 128-byte "
+	 "swizzle lands each row where a whole box would): one producer warp, its lanes bm/32 rows each, instead "
+	 "of the producer warpgroup's cp.async and the consumers' proxy fences; the same bits, but 3-6x slower on "
+	 "the H200 (session 35: the TMA unit is bound by boxes issued, not bytes), so opt-in (docs/codegen.md, "
+	 "Gathered A rows; TMA_GATHER_DEFAULT in codegen/k_gemm_ws.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -1683,6 +1683,215 @@ START_TEST(test_ws_lean_program_against_interpreter)
 }
 END_TEST
 
+/* ---- gathered A by one-row TMA boxes (GemmSpec.gather_tma, --debug=tma-gather) ---- */
+
+/*
+ * The case with gathered A by one-row TMA boxes: against the reference and
+ * bit for bit the cp.async wgmma mainloop (check_case), and bit for bit the
+ * same spec with the producer warpgroup's cp.async (gather_tma 0): the same
+ * stage layout, the same wgmma order.
+ */
+static void
+tma_gather_case(GemmCase *c)
+{
+	GemmCase r = *c;
+
+	c->s.gather_tma = 1;
+	r.s.gather_tma = 0;
+	check_case(c, 1e-2);
+	ck_assert_msg(gh_same_bits(c, &r), "%s: one-row TMA boxes and cp.async differ", c->what);
+}
+
+/* Experts of 0..300 rows (tails of every kind: 1 row, 63, 65, 129, ..., empty
+ * experts), top-2 and top-4 (gather_div), one, two and three consumer
+ * warpgroups (a lane's 4 and 6 rows), bk 64 and 128 (a row's two boxes a
+ * k-tile), tiles and persistent over fewer CTAs, ping-pong, the grouped
+ * pairs sharing B (live rows), T = 0. */
+START_TEST(test_ws_emu_tma_gather)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+	GemmCase c = {.what = "tma-gather: top-2, SwiGLU, empty experts, 128x128, one consumer"};
+
+	gh_spec_grouped_swiglu(&c.s, 8, 256, 192, 2);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 120;
+	memcpy(c.counts, counts, sizeof counts);
+	tma_gather_case(&c);
+	c.what = "tma-gather: persistent over 3 CTAs, two consumers, 6 stages";
+	tiles(&c.s, 128, 128, 64, 2, 4, 6);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	tma_gather_case(&c);
+	c.what = "tma-gather: bk 128 (two boxes a row a k-tile), 2 stages";
+	tiles(&c.s, 128, 128, 128, 2, 2, 2);
+	c.s.K = 256;
+	c.s.sched = CG_SCHED_TILES;
+	tma_gather_case(&c);
+	c.what = "tma-gather: ping-pong 128x128, 3 CTAs";
+	gh_spec_grouped_swiglu(&c.s, 8, 256, 192, 2);
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	tma_gather_case(&c);
+	c.what = "tma-gather: 192x128 on three consumers (6 rows a lane), 1..257 rows an expert, top-2";
+	case192(&c, 1, 4);
+	tma_gather_case(&c);
+	c.what = "tma-gather: 192x128, top-4, persistent over 3 CTAs, 2 stages";
+	case192(&c, 1, 2);
+	gh_spec_grouped_swiglu(&c.s, 12, 256, 192, 4);
+	tiles(&c.s, 192, 128, 64, 3, 4, 2);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	c.T = 1284 / 4;
+	tma_gather_case(&c);
+	c.what = "tma-gather: grouped pairs sharing B, live rows, 128x256 on two consumers, 0..300 rows, 2 CTAs";
+	memset(c.counts, 0, sizeof c.counts);
+	memcpy(c.counts, rows, sizeof rows);
+	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	c.T = 748;
+	tma_gather_case(&c);
+	c.what = "tma-gather: T = 0";
+	memset(c.counts, 0, sizeof c.counts);
+	c.T = 0;
+	tma_gather_case(&c);
+}
+END_TEST
+
+/*
+ * The permuted copy's gate|up (passes/fuse_gemm.c's PERM_COPY_DEFAULT): A's
+ * rows already in expert order (A by TMA), the folded norm's per-row scale
+ * read through the index alone (GemmSpec.leaf_gather, CGR_GATHER_RAW), SwiGLU;
+ * against the reference and bit for bit the cp.async wgmma mainloop; empty
+ * experts, two consumers persistent, the pairs sharing B.
+ */
+static void
+leaf_spec(GemmSpec *s, int E, int64_t N)
+{
+	int a, w;
+
+	gh_spec_grouped_swiglu(s, E, N, 192, 2);
+	memset(&s->ep, 0, sizeof s->ep);
+	a = cg_ep_acc(&s->ep);
+	w = cg_ep_row(&s->ep, DT_F32, CGR_GATHER_RAW, "rstd");
+	cg_ep_swiglu(&s->ep, cg_ep_op(&s->ep, OP_MUL, a, w), NULL);
+	s->gather = 0;
+	s->leaf_gather = 1;
+}
+
+START_TEST(test_ws_emu_leaf_gather)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+	GemmCase c = {.what = "leaf gather: A in expert order, a row scale through the index, SwiGLU"};
+
+	leaf_spec(&c.s, 8, 256);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 120;
+	memcpy(c.counts, counts, sizeof counts);
+	check_case(&c, 1e-2);
+	c.what = "leaf gather: persistent over 3 CTAs, two consumers";
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	check_case(&c, 1e-2);
+	c.what = "leaf gather: grouped pairs sharing B, 0..300 rows, 2 CTAs";
+	memset(c.counts, 0, sizeof c.counts);
+	memcpy(c.counts, rows, sizeof rows);
+	leaf_spec(&c.s, 12, 512);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.T = 748;
+	check_case(&c, 1e-2);
+}
+END_TEST
+
+/* What the one-row boxes are not for: A not gathered, FP8. */
+START_TEST(test_ws_tma_gather_refuses)
+{
+	CgTarget a = {"sm_90a", NULL, 3};
+	GemmSpec s;
+	Diag d;
+
+	diag_init(&d, NULL);
+	gh_spec_grouped_scale_scatter(&s, 8, 256, 256);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.gather_tma = 1;
+	ck_assert_int_eq(cg_gemm_check(&a, &s, &d), -1);
+	ck_assert_ptr_nonnull(strstr(d.last, "one-row TMA boxes"));
+	gh_spec_grouped_swiglu(&s, 8, 256, 256, 2);
+	tiles(&s, 128, 128, 64, 2, 2, 4);
+	s.gather_tma = 1;
+	ck_assert_msg(cg_gemm_check(&a, &s, &d) == 0, "%s", d.last);
+}
+END_TEST
+
+/*
+ * Mixtral's gate|up as main runs it at T = 4096 (128x256, persistent, pairs
+ * sharing B in clusters of 2), A by one-row boxes, on sm_90a: A's map over
+ * x (box 64 x 1, rows cdiv(2 T, 2)), no cp.async and no proxy fence, a
+ * producer of 40 registers (the consumers 232), no spills; and on two
+ * consumers without clusters.
+ */
+START_TEST(test_ws_tma_gather_ptx_assembles_for_sm90a)
+{
+	GemmSpec s[2];
+	CgModule *m;
+	const CgKernel *k;
+	const char *ptx;
+
+	gh_spec_grouped_swiglu(&s[0], 8, 28672, 4096, 2);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 132;
+	s[0].cluster = 2;
+	s[0].cluster_b = 1;
+	s[0].live_rows = 1;
+	gh_spec_grouped_swiglu(&s[1], 256, 4096, 7168, 8);
+	tiles(&s[1], 128, 256, 64, 2, 4, 4);
+	for (int i = 0; i < 2; i++)
+		s[i].gather_tma = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "tg");
+	k = cg_module_find(m, "tg0");
+	ck_assert_int_eq(k->ntmap, 2);
+	ck_assert_str_eq(k->tmap[0].of, "A");
+	ck_assert_int_eq(k->tmap[0].box[0], 64);
+	ck_assert_int_eq(k->tmap[0].box[1], 1);
+	ck_assert_int_eq(cg_expr_eval(k->tmap[0].dims[1], 4096), 4096);	/* x's rows: 2 T / gather_div */
+	ck_assert_ptr_nonnull(strstr(k->note, "ws tma tma-rows-a cluster2 multicast-b"));
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "cp.async.cg.shared.global"), 0);
+	ck_assert_int_eq(gh_count(ptx, "cp.async.mbarrier.arrive"), 0);
+	ck_assert_int_eq(gh_count(ptx, "fence.proxy.async"), 0);
+	ck_assert(gh_count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") >= 2);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.dec.sync.aligned.u32 40;"), 2);
+	ck_assert_int_eq(gh_count(ptx, "setmaxnreg.inc.sync.aligned.u32 232;"), 2);
+	gh_assemble(m, 2, "check_ws tma-gather", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
+/* --debug=tma-gather in programs (8 experts top-2, 16 top-4, 16 top-8) on the emulator, against the
+ * interpreter: where the WS mainloop takes gathered A (--debug=ws-gather; the pairs sharing B of
+ * --debug=grouped-c2), its producer loads A by one-row boxes; elsewhere the flag changes nothing. */
+START_TEST(test_ws_tma_gather_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_TMA_GATHER;
+
+	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "128x256x64 w2x4+4 s4 ws tma tma-rows-a tiles", 2e-2,
+			     dbg | DBG_WS_GATHER);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma tma-rows-a pairs-b", 2e-2, dbg | DBG_GROUPED_C2);
+	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "ws tma tma-rows-a persistent", 2e-2,
+			     dbg | DBG_MID_PERSISTENT | DBG_WS_GATHER);
+	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg | DBG_GROUPED_C2);
+}
+END_TEST
+
 /* ---- the emulator's named barriers, through cg_emit_turns_probe ---- */
 
 /* The probe (256 threads, 5 turns each) on the emulator: 0 with D[t] = t
@@ -1999,6 +2208,14 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_gather_pingpong_program_against_interpreter);
 	tcase_add_test(t, test_ws_gather_pingpong_wide_program_against_interpreter);
 	tcase_add_test(t, test_ws_grouped_wide_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("tma-gather");	/* gathered A by one-row TMA boxes (CK_RUN_CASE=tma-gather) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_tma_gather);
+	tcase_add_test(t, test_ws_tma_gather_refuses);
+	tcase_add_test(t, test_ws_emu_leaf_gather);
+	tcase_add_test(t, test_ws_tma_gather_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_tma_gather_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);

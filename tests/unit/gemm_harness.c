@@ -338,7 +338,7 @@ inputs(GemmRun *r, const GemmCase *c)
 		r->C_scale = malloc(sizeof(float) * (n ? n : 1));
 		memset(r->C_scale, 0xff, sizeof(float) * n);
 	}
-	if (s->gather)
+	if (s->gather || s->leaf_gather)	/* leaf_gather: the epilogue's rows alone */
 		r->gidx = permutation(r->M);
 	if (s->store == CG_STORE_SCATTER)
 		r->sidx = permutation(r->M);
@@ -543,7 +543,7 @@ gh_row(const GemmRun *r, int row)
 			w.e++;
 	if (r->gidx) {
 		w.graw = r->gidx[row];
-		w.srow = w.graw / r->s.gather_div;
+		w.srow = r->s.gather ? w.graw / r->s.gather_div : row;
 	}
 	if (r->sidx)
 		w.drow = r->sidx[row];
