@@ -1,0 +1,203 @@
+#!/bin/sh
+# comb_ab.sh — the A/B of the non-GEMM steps of MoE prefill (issue 12, session
+# 35) on the H200, in two steps:
+#
+#   sh bench/comb_ab.sh prepare MOEC MAIN_MOEC DIR   here: bundles (xz'd), DIR/run.sh
+#   OUT=<dir> sh DIR/run.sh                          on the GPU, from the root of a checkout
+#
+# Arms (sm_90a, --cubin, full-size layers with synthetic weights; the bf16
+# blocks of DeepSeek-V3 and gpt-oss: their configs without quantization_config):
+#   main   MAIN_MOEC, its default plan
+#   r64    MOEC without flags: dense prefill GEMMs of few columns on 64-row
+#          tiles (program.c rows64_prefill; Qwen3-30B-A3B's router, 32 -> 64
+#          CTAs at T = 4096); only Qwen3's T = 4096 bundle differs from main's
+#   sref   MOEC --debug=slots-ref: the moe slots rounded to bf16 after the
+#          routing weight where transformers' block rounds them (Mixtral,
+#          Qwen3-MoE, gpt-oss; docs/passes.md, lower-moe), the combine
+#          summing 2-byte slots in f32; with r64's router
+# Cases: Qwen3-30B-A3B T = 4096 (main r64 sref) and T = 16 (main sref: decode),
+# Mixtral-8x7B and gpt-oss-20b T = 4096 (main sref).  DeepSeek-V3 is not run:
+# prepare checks that both arms' DeepSeek-V3 bundles are main's byte for byte
+# (its block keeps f32 slots, as transformers' does; its router is split-f32's).
+# On the GPU (about 100 s, every moert call under `timeout 25`):
+# 1. correctness before timing: every arm's y against main's on the same x
+#    (uniform in [-1, 1], T rows): r64 the same bits; sref rel_l2 < 1e-2
+#    (session 30 measured 1.1e-3 for Qwen3; bf16 rounding of each slot);
+# 2. interleaved rounds (ROUNDS, default 3; none started past 70 s) of moert
+#    bench --graph, the arms' order rotating, medians;
+# 3. one --profile per arm of each T = 4096 case (each step alone): the
+#    router (k0), the down GEMM (k4) and the combine (k7), while time is left;
+#    a short table last.
+# Writes $OUT/comb/{same.txt,ab.txt,prof.*.txt,table.txt}.
+set -u
+if [ "${1:-}" = prepare ]; then
+	moec=$2 mmoec=$3 dir=$4
+	src=$(cd "$(dirname "$0")/.." && pwd)
+	tmp=$(mktemp -d) || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	mkdir -p "$dir" "$tmp/ds" "$tmp/go" || exit 1
+	python3 "$src/bench/bf16_config.py" "$src/models/deepseek-v3/config.json" "$tmp/ds/config.json" || exit 1
+	python3 "$src/bench/bf16_config.py" "$src/models/gpt-oss-20b/config.json" "$tmp/go/config.json" || exit 1
+	model() {	# model CASE: the config and layer
+		case $1 in
+		q3*) echo "$src/models/qwen3-30b-a3b/config.json 0" ;;
+		mx*) echo "$src/models/mixtral-8x7b/config.json 0" ;;
+		go*) echo "$tmp/go/config.json 0" ;;
+		ds*) echo "$tmp/ds/config.json 3" ;;
+		esac
+	}
+	comp() {	# comp OUT MOEC CASE TOKENS [flags...]
+		o=$1 m=$2 c=$3 tk=$4
+		shift 4
+		# shellcheck disable=SC2046
+		set -- $(model "$c") "$@"	# the config and layer as two words
+		cfg=$1 layer=$2
+		shift 2
+		"$m" compile "$cfg" --layer "$layer" --synthetic-weights=1 --arch=sm_90a --max-tokens="$tk" \
+			--cubin -q "$@" -o "$o" >"$tmp/log" 2>&1 || { tail -5 "$tmp/log"; exit 1; }
+	}
+	ship() {	# ship ARM CASE TOKENS MOEC [flags...]: DIR/ARM.CASE.moeb.xz
+		a=$1 c=$2 tk=$3 m=$4
+		shift 4
+		comp "$tmp/$a.$c.moeb" "$m" "$c" "$tk" "$@"
+		xz -9 -c "$tmp/$a.$c.moeb" >"$dir/$a.$c.moeb.xz"
+		echo "ok   $a.$c ($(wc -c <"$tmp/$a.$c.moeb") bytes, xz $(wc -c <"$dir/$a.$c.moeb.xz"))"
+	}
+	: >"$dir/cases.txt"
+	for ct in q3_4096:4096 q3_16:16 mx_4096:4096 go_4096:4096; do
+		c=${ct%%:*} tk=${ct#*:}
+		ship main "$c" "$tk" "$mmoec"
+		arms=main
+		comp "$tmp/r64.$c.moeb" "$moec" "$c" "$tk"
+		if cmp -s "$tmp/r64.$c.moeb" "$tmp/main.$c.moeb"; then
+			echo "ok   r64.$c is main's bundle, byte for byte: not run"
+		else
+			ship r64 "$c" "$tk" "$moec"
+			arms="$arms r64"
+		fi
+		ship sref "$c" "$tk" "$moec" --debug=slots-ref
+		arms="$arms sref"
+		echo "$c $tk $arms" >>"$dir/cases.txt"
+	done
+	# DeepSeek-V3 (f32 slots in its reference): both arms main's bundle
+	comp "$tmp/main.ds.moeb" "$mmoec" ds 4096
+	comp "$tmp/sref.ds.moeb" "$moec" ds 4096 --debug=slots-ref
+	cmp -s "$tmp/main.ds.moeb" "$tmp/sref.ds.moeb" &&
+		echo "ok   DeepSeek-V3 T=4096: MOEC --debug=slots-ref is MAIN_MOEC's bundle, byte for byte" ||
+		{ echo "FAIL DeepSeek-V3 T=4096: MOEC --debug=slots-ref differs from MAIN_MOEC"; exit 1; }
+	cp "$0" "$dir/run.sh"
+	echo "$(du -sk "$dir" | cut -f1) KB in $dir"
+	exit 0
+fi
+
+echo "comb: expect about 100 s (at most 110)"
+here=$(cd "$(dirname "$0")" && pwd)
+o=${OUT:?}/comb
+mkdir -p "$o"
+t0=$(date +%s)
+el() { echo $(($(date +%s) - t0)); }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+for f in "$here"/*.moeb.xz; do xz -d -c "$f" >"$tmp/$(basename "$f" .xz)" || exit 1; done
+sh tests/gpu/build_moert.sh "$tmp/moert" >"$o/build.txt" 2>&1 || { echo "build_moert failed"; cat "$o/build.txt"; exit 1; }
+M() { timeout 25 "$tmp/moert" "$@"; }
+echo "moert built at $(el) s"
+
+# 1. correctness: each arm's y against main's on the same x
+: >"$o/same.txt"
+: >"$tmp/bad"
+while read -r c tk arms; do
+	case $c in q3*) H=2048 ;; mx*) H=4096 ;; go*) H=2880 ;; esac	# hidden_size
+	python3 -c "import numpy as np; np.save('$tmp/x.npy', np.random.default_rng(7).uniform(-1, 1, ($tk, $H)).astype(np.float32))" ||
+		exit 1
+	for a in $arms; do
+		rm -rf "$tmp/o.$a"; mkdir -p "$tmp/o.$a"
+		M run "$tmp/$a.$c.moeb" --input=x="$tmp/x.npy" -o "$tmp/o.$a" >/dev/null 2>"$tmp/err" ||
+			echo "same $c $a run FAILED: $(head -c 300 "$tmp/err")" >>"$o/same.txt"
+	done
+	for a in $arms; do
+		[ "$a" = main ] && continue
+		bound=1e-2
+		[ "$a" = r64 ] && bound=0
+		python3 - "$tmp/o.main/y.npy" "$tmp/o.$a/y.npy" "$c" "$a" "$bound" >>"$o/same.txt" <<'PY' || echo "$c $a" >>"$tmp/bad"
+import sys
+import numpy as np
+c, a, bound = sys.argv[3], sys.argv[4], float(sys.argv[5])
+try:
+    m = np.load(sys.argv[1]); b = np.load(sys.argv[2])
+except Exception as e:
+    print("same %s %s vs main: %s FAILED" % (c, a, e)); sys.exit(1)
+same = m.shape == b.shape and m.tobytes() == b.tobytes()
+m = m.astype(np.float64); b = b.astype(np.float64)
+d = np.abs(m - b)
+rel = float(np.sqrt((d * d).sum() / max((m * m).sum(), 1e-30)))
+ok = m.shape == b.shape and np.isfinite(b).all() and (same if bound == 0 else rel < bound)
+print("same %s %s vs main: %s max_abs=%.3g rel_l2=%.3g bound=%s %s" % (c, a, "same bits" if same else "differ",
+      d.max(), rel, "same bits" if bound == 0 else sys.argv[5], "ok" if ok else "WRONG"))
+sys.exit(0 if ok else 1)
+PY
+	done
+done <"$here/cases.txt"
+cat "$o/same.txt"
+echo "correctness done at $(el) s"
+
+# 2. interleaved rounds, the arms' order rotating; arms found wrong are not timed
+: >"$o/ab.txt"
+r=1
+while [ "$r" -le "${ROUNDS:-3}" ] && [ "$(el)" -lt 70 ]; do
+	while read -r c tk arms; do
+		set -- $arms
+		i=0
+		while [ $i -lt $((r - 1)) ]; do a=$1; shift; set -- "$@" "$a"; i=$((i + 1)); done
+		it=40
+		[ "$tk" -le 64 ] && it=200
+		line="ab $c T=$tk round=$r"
+		for a in "$@"; do
+			grep -qx "$c $a" "$tmp/bad" && continue
+			us=$(M bench "$tmp/$a.$c.moeb" --tokens="$tk" --graph --iters=$it --warmup=10 2>&1 |
+				sed -n 's/^bench .* median_us=\([0-9.]*\) .*/\1/p')
+			line="$line $a=${us:-FAILED}"
+		done
+		echo "$line" | tee -a "$o/ab.txt"
+	done <"$here/cases.txt"
+	r=$((r + 1))
+done
+echo "rounds done at $(el) s"
+
+# 3. each step alone, T = 4096 cases, while time is left
+while read -r c tk arms; do
+	[ "$tk" -gt 64 ] || continue
+	for a in $arms; do
+		[ "$(el)" -lt 95 ] || break 2
+		M bench "$tmp/$a.$c.moeb" --tokens="$tk" --graph --iters=20 --warmup=5 --profile >"$o/prof.$a.$c.txt" 2>&1
+	done
+done <"$here/cases.txt"
+echo "profiles done at $(el) s"
+
+{
+	echo "== correctness (y against main's on the same x)"; cat "$o/same.txt"
+	echo "== interleaved rounds (moert bench --graph, median us; ratio to main)"
+	python3 - "$o/ab.txt" <<'PY'
+import sys, statistics, collections
+v = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    f = l.split()
+    for kv in f[4:]:
+        a, _, us = kv.partition("=")
+        if us != "FAILED":
+            v[(f[1], f[2], a)].append(float(us))
+for (c, t, a) in sorted(v):
+    med = statistics.median(v[(c, t, a)]); m = v.get((c, t, "main"))
+    r = med / statistics.median(m) if m else float("nan")
+    print("%-8s %-7s %-5s median %9.1f us  %.3fx  rounds %s" % (c, t, a, med, r, v[(c, t, a)]))
+PY
+	echo "== steps alone (us; --profile, one run each)"
+	for f in "$o"/prof.*.txt; do
+		[ -f "$f" ] || continue
+		n=${f##*/prof.}
+		awk -v n="${n%.txt}" '/^profile/ {on = 1; next} on && NF == 3 && $1 != "sum" {s = s " " $1 "=" $2}
+			END {print n ":" s}' "$f" | sed 's/[a-z0-9_]*_layer[0-9]*_//g'
+	done
+} >"$o/table.txt"
+cat "$o/table.txt"
+echo "comb done at $(el) s"
