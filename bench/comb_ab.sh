@@ -26,7 +26,9 @@
 # CTAs).  prepare checks that DeepSeek-V3's bundle under slots-ref is main's
 # byte for byte (its block keeps f32 slots, as transformers' does).
 # On the GPU (about 100 s, every moert call under `timeout 25`):
-# 1. correctness before timing: every arm's y against main's on the same x
+# 1. correctness before timing: the interpreter's y (f32 slots) at T = 128 /
+#    80 against every Qwen3 / gpt-oss arm (moert test; FAIL marks, not gates);
+#    every arm's y against main's on the same x
 #    (uniform in [-1, 1], T rows): r64 the same bits (DeepSeek-V3's against
 #    hub's); sref rel_l2 < 1e-2 (session 30 measured 1.1e-3 for Qwen3; bf16
 #    rounding of each slot); hub only finite and written (other weights);
@@ -108,6 +110,21 @@ if [ "${1:-}" = prepare ]; then
 		echo "ok   $a.ds_4096 ($(wc -c <"$tmp/$a.ds_4096.moeb") bytes, xz $(wc -c <"$dir/$a.ds_4096.moeb.xz"))"
 	done
 	echo "ds_4096 4096 main hub r64" >>"$dir/cases.txt"
+	# the interpreter's outputs (f32 slots: the moe op's own semantics) at full
+	# size, Qwen3 at T = 128 and gpt-oss at T = 80 (prefill variants; the
+	# inputs are made again on the device by bf16_input.py, seed 11)
+	for cth in q3:128:2048 go:80:2880; do
+		c=${cth%%:*} th=${cth#*:}
+		tk=${th%%:*} H=${th#*:}
+		# shellcheck disable=SC2046
+		set -- $(model "$c")	# the config and layer
+		mkdir -p "$tmp/in.$c" "$dir/ref.$c"
+		python3 "$src/tests/gpu/bf16_input.py" "$tmp/in.$c" "$tk" "$H" 11 || exit 1
+		"$moec" run "$1" --layer "$2" --synthetic-weights=1 --test-data="$tmp/in.$c" \
+			-o "$dir/ref.$c/test_data_set_0" -q >/dev/null || { echo "FAIL the interpreter on $c"; exit 1; }
+		rm -f "$dir/ref.$c/test_data_set_0/input_0.pb"
+		echo "ok   ref.$c: the interpreter's y at T=$tk ($(du -sk "$dir/ref.$c" | cut -f1) KB)"
+	done
 	# DeepSeek-V3 (f32 slots in its reference): both arms main's bundle
 	comp "$tmp/sref.ds.moeb" "$moec" ds 4096 --debug=slots-ref
 	cmp -s "$tmp/main.ds_4096.moeb" "$tmp/sref.ds.moeb" &&
@@ -171,6 +188,20 @@ sys.exit(0 if ok else 1)
 PY
 	done
 done <"$here/cases.txt"
+# against the interpreter's f32 slots at full size (Qwen3 T = 128, gpt-oss T = 80)
+worst() { grep -o 'rel_l2 [0-9.e+-]*' "$1" | sort -k2 -g | tail -1 | cut -d' ' -f2; }
+for cth in q3:128:2048 go:80:2880; do
+	c=${cth%%:*} th=${cth#*:}
+	tk=${th%%:*} H=${th#*:}
+	[ -d "$here/ref.$c" ] || continue
+	cp -r "$here/ref.$c" "$tmp/ref.$c" && python3 tests/gpu/bf16_input.py "$tmp/ref.$c/test_data_set_0" "$tk" "$H" 11 ||
+		exit 1
+	for a in main r64 sref; do
+		[ -f "$tmp/$a.${c}_4096.moeb" ] || continue
+		M test "$tmp/$a.${c}_4096.moeb" "$tmp/ref.$c" >"$tmp/t" 2>&1 && r=ok || r=FAIL
+		echo "interp $c T=$tk $a: $r rel_l2=$(worst "$tmp/t") ($(tail -1 "$tmp/t"))" >>"$o/same.txt"
+	done
+done
 cat "$o/same.txt"
 echo "correctness done at $(el) s"
 
