@@ -245,7 +245,7 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
  * slots=x, the families whose reference rounds each weighted expert output
  * to the model dtype (frontend/cfg_family.c, slots_x_types).
  */
-enum { SLOTS_REF_DEFAULT = 0 };	/* 1: without the flag (the H200 A/B decides) */
+enum { SLOTS_REF_DEFAULT = 1 };	/* since session 35 (H200: Qwen3-30B-A3B T = 4096 0.951x); 0: f32 slots unless slots-x */
 
 int
 lower_moe_slots_x(const Node *moe, DbgFlags debug)
