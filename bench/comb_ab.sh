@@ -11,6 +11,8 @@
 #   r64    MOEC without flags: dense prefill GEMMs of few columns on 64-row
 #          tiles (program.c rows64_prefill; Qwen3-30B-A3B's router, 32 -> 64
 #          CTAs at T = 4096); only Qwen3's T = 4096 bundle differs from main's
+#          (since the flip after this A/B, MOEC's bundles round the slots too:
+#          build MOEC with SLOTS_REF_DEFAULT 0 in passes/lower_moe.c for r64)
 #   sref   MOEC --debug=slots-ref: the moe slots rounded to bf16 after the
 #          routing weight where transformers' block rounds them (Mixtral,
 #          Qwen3-MoE, gpt-oss; docs/passes.md, lower-moe), the combine
