@@ -1237,6 +1237,38 @@ dec_wide(const CgTarget *t, GemmSpec *s, int64_t thi)
 	}
 }
 
+/*
+ * A dense prefill GEMM of few columns (Qwen3-30B-A3B's router: N = 128,
+ * K = 2048) whose row-class tile leaves more than half the SMs idle at the
+ * most rows takes the 64-row class's tile when that has more CTAs: 128x128
+ * is 32 CTAs at T = 4096, 64x128 64 (session 34's H200 tuning of the
+ * T > 1024 bucket: the router 17.8 -> 13.0 us, block 0.992x, the same
+ * bits).  Not split-f32's (rep_tiles' half tiles: DeepSeek-V3's router on
+ * 64-row tiles lost, 108 -> 137 us), grouped or quantised ones.
+ */
+enum { ROWS64_PREFILL_DEFAULT = 1 };	/* 0: the row class's tile (before session 35) */
+
+static void
+rows64_prefill(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
+{
+	GemmSpec c;
+
+	if (!ROWS64_PREFILL_DEFAULT || s->groups || s->a_rep > 1 || s->bq.group > 0 || s->f8.group > 0 ||
+	    tlo <= DECODE_T || s->bm <= 64 || s->sched != CG_SCHED_TILES ||
+	    est_ctas(s, tokens) * 2 >= cg_target_sms(t))
+		return;
+	for (size_t i = 0; i < NELEM(tiles); i++) {
+		if (tiles[i].rows != 64 || tiles[i].bm != 64)
+			continue;
+		c = *s;
+		c.split_k = c.split_slots = 0;
+		if (try_tile(t, &c, &tiles[i], 0) == 0 && est_ctas(&c, tokens) > est_ctas(s, tokens)) {
+			*s = c;
+			return;
+		}
+	}
+}
+
 static int
 choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 {
@@ -1306,6 +1338,7 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		return 0;
 	}
 	*s = best;
+	rows64_prefill(t, s, tlo, tokens);
 	split_k(t, s, tlo, tokens);
 	stream_k(t, s, tlo, tokens);
 	dec_wide(t, s, tokens);

@@ -197,6 +197,8 @@ typedef struct {
 				 * lower-precision weight: no rounding to its dtype */
 	int fill0;		/* dropped groups' experts select with 0, not -inf
 				 * (group_fill=0: A.X-K2's masked_fill) */
+	int slots_x;		/* the reference rounds each weighted expert output
+				 * to the model dtype before the sum (moe slots=x) */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);

@@ -192,6 +192,20 @@ static const char *const norm_keys[] = {"norm_topk_prob", "moe_renormalize", NUL
 static const char *const ngroup_keys[] = {"n_group", "num_expert_group", NULL};
 static const char *const nshared_keys[] = {"n_shared_experts", "num_shared_experts", NULL};
 
+/*
+ * The families whose transformers block rounds each weighted expert output
+ * to the model dtype before summing it: routing weights cast to the input
+ * dtype after the softmax, so expert(x) * w is a bf16 product, index_add_
+ * into a bf16 zeros (Mixtral's block, which Qwen2-MoE, Qwen3-MoE and OLMoE
+ * copy), or gpt-oss's bf16 softmax over the top-k and bf16 products.  Not
+ * DeepSeek-V3's block (and GLM-4.5's, its copy): f32 routing weights, f32
+ * products, an f32 index_add_.  Checked in transformers' modeling code
+ * (session 35); the moe then says slots=x (docs/config.md).
+ */
+static const char *const slots_x_types[] = {
+	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", NULL,
+};
+
 /* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
  * checks every router needs. */
 static void
@@ -210,6 +224,8 @@ moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int6
 	s->gscore = "max";
 	s->act = "silu";
 	s->layout = "concat";
+	for (const char *const *t = slots_x_types; *t; t++)
+		s->slots_x |= strcmp(*t, c->type) == 0;
 	if (s->E > CFG_MAX_EXPERTS) {	/* a checkpoint tensor per expert is looked for */
 		cfg_error(c, s->ekey, "%lld experts: moec reads models of at most %d",
 			  (long long)s->E, CFG_MAX_EXPERTS);

@@ -239,6 +239,22 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 	return ys;
 }
 
+/*
+ * Whether the slots are rounded to x's type: --debug=slots-x for every moe;
+ * --debug=slots-ref (or SLOTS_REF_DEFAULT) for a moe the importer marked
+ * slots=x, the families whose reference rounds each weighted expert output
+ * to the model dtype (frontend/cfg_family.c, slots_x_types).
+ */
+enum { SLOTS_REF_DEFAULT = 1 };	/* since session 35 (H200: Qwen3-30B-A3B T = 4096 0.951x); 0: f32 slots unless slots-x */
+
+int
+lower_moe_slots_x(const Node *moe, DbgFlags debug)
+{
+	int ref = strcmp(ir_attr_str(moe, "slots", ""), "x") == 0;
+
+	return (debug & DBG_SLOTS_X) || (ref && (SLOTS_REF_DEFAULT || (debug & DBG_SLOTS_REF)));
+}
+
 Value *
 lower_moe_f32(Builder *b, Value *v)
 {
@@ -301,7 +317,7 @@ lower(Graph *g, Node *moe, PassCtx *c)
 	MoeSlots s = {.x = x, .w = n->out[0], .ids = n->out[1], .wgu = moe->in[3],
 		      .wdn = moe->in[4], .bgu = moe->nin > 5 ? moe->in[5] : NULL,
 		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E,
-		      .slots_x = (c->debug & DBG_SLOTS_X) != 0};
+		      .slots_x = lower_moe_slots_x(moe, c->debug)};
 	v[0] = s.w, v[1] = s.ids;
 	Value *ys = lower_moe_slots(&b, moe, &s, &v[2]);
 	/* the sum over the k choices, in a fixed order: deterministic */

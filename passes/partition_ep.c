@@ -240,7 +240,7 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 	/* the rank's experts on every row it received: lower-moe's pipeline */
 	MoeSlots s = {.x = reshape(&b, xr, 2, xdim), .w = reshape(&b, wr, 2, kdim),
 		      .ids = reshape(&b, ir, 2, kdim), .experts = nmine,
-		      .slots_x = (c->debug & DBG_SLOTS_X) != 0};	/* lower-moe's slots, bit for bit */
+		      .slots_x = lower_moe_slots_x(moe, c->debug)};	/* lower-moe's slots, bit for bit */
 	s.wgu = slice(&b, moe->in[3], mine, (int)nmine);
 	s.wdn = slice(&b, moe->in[4], mine, (int)nmine);
 	s.bgu = slice(&b, moe->nin > 5 ? moe->in[5] : NULL, mine, (int)nmine);

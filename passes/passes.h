@@ -124,8 +124,10 @@ Value *pass_iota(Builder *b, const Dim *dims, int rank, int axis);
 typedef struct {
 	Value *x, *w, *ids, *wgu, *wdn, *bgu, *bdn;
 	int64_t experts;
-	int slots_x;		/* --debug=slots-x: the slots rounded to x's type (when not f32) */
+	int slots_x;		/* the slots rounded to x's type (when not f32): lower_moe_slots_x */
 } MoeSlots;
+/* --debug=slots-x, or slots-ref on a moe marked slots=x (SLOTS_REF_DEFAULT) */
+int lower_moe_slots_x(const Node *moe, DbgFlags debug);
 Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
 /* Each slot's weighted expert output, [T'*k, H] f32 (slots_x: x's type) in slot order (named:
  * offs, rows, src, xs, act, down, slots, if not NULL). */

@@ -67,6 +67,24 @@ m=$src/tests/fixtures/hf/deepseek_v3
 "$moec" run "$m" --layer 0 --ep=4 --passes=$lowered --input x="$tmp/deepseek_v3.uniform.pb" --pb -o "$tmp/d4" -q >/dev/null &&
 cmp -s "$tmp/d1/y.pb" "$tmp/d4/y.pb" || fail "dense layer 0 with --ep=4"
 
+# slots=x (the importer marks qwen3_moe; rounded by default since session 35,
+# --debug=slots-ref): each rank's slots rounded to bf16 as lower-moe's, so the
+# slots combine is bit-identical to it; its lowered IR has bf16 slots, and
+# the same block unmarked f32 ones
+m=$src/tests/fixtures/hf/qwen3_moe
+x=$tmp/qwen3_moe.uniform.pb
+"$moec" run "$m" --passes=$lowered --debug=slots-ref --input x="$x" --pb -o "$tmp/sr" -q >/dev/null || exit 2
+"$moec" import "$m" --layer 1 -o "$tmp/sr.ir" -q || exit 2
+"$moec" opt "$tmp/sr.ir" --passes=$lowered | grep -q 'moe.slots = scatter_rows .* : bf16\[' ||
+	fail "slots=x: the lowered slots are not bf16"
+sed 's/, slots=x//' "$tmp/sr.ir" | "$moec" opt - --passes=$lowered | grep -q 'moe.slots = scatter_rows .* : f32\[' ||
+	fail "unmarked: the lowered slots are not f32"
+for N in 2 4; do
+	"$moec" run "$m" --ep=$N --ep-combine=slots --debug=slots-ref --passes=$lowered --input x="$x" --pb \
+		-o "$tmp/sre" -q >/dev/null && cmp -s "$tmp/sr/y.pb" "$tmp/sre/y.pb" ||
+		fail "slots-ref ep=$N slots: not bit-identical to lower-moe's"
+done
+
 # a placement file: the hot experts of the skewed input spread out (both combines)
 m=$src/tests/fixtures/hf/qwen3_moe
 x=$tmp/qwen3_moe.skew.pb

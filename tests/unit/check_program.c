@@ -321,6 +321,62 @@ START_TEST(test_program_slots_x_matches_interpreter)
 }
 END_TEST
 
+/* A router-shaped dense GEMM: one column tile of 128 (Qwen3-30B-A3B's router
+ * is N = 128, K = 2048), f32 logits. */
+static const char router_block[] =
+	"weight $router : bf16[128,128] seed=2\n"
+	"\n"
+	"graph @router(%x: bf16[T,128]) -> (l: f32[T,128]) {\n"
+	"\t%l = matmul %x, $router, to=f32, trans_b=1 : f32[T,128]\n"
+	"\tret %l\n}\n";
+
+/*
+ * rows64_prefill (program.c, session 35): planned for 4096 tokens, the
+ * router's prefill launch takes 64-row tiles (128x128 would be 32 CTAs on
+ * the 132 SMs the emulator plans for, 64x128 is 64), its decode launch
+ * keeps its own; on the emulator the prefill tiles match the interpreter at
+ * T = 65, 100 and 300, on the mma.sync and the wgmma mainloops.
+ */
+START_TEST(test_program_rows64_prefill_router)
+{
+	static const DbgFlags dbg[] = {0, DBG_EMU_WGMMA};
+	Diag d;
+	Module *m, *ref;
+
+	diag_init(&d, stderr);
+	m = fused("router.ir", router_block, &ref, &d);
+	for (size_t i = 0; i < sizeof dbg / sizeof dbg[0]; i++) {
+		CgCompileOpts co;
+		CgProgram *p;
+		const Manifest *man;
+		int prefill = 0;
+
+		emu_opts(&co, 4096);
+		co.debug = dbg[i];
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		man = cg_program_manifest(p);
+		for (int j = 0; j < man->nstep; j++) {
+			const MStep *st = &man->step[j];
+			if (st->kind != STEP_LAUNCH || st->tlo != 65)
+				continue;
+			prefill++;
+			ck_assert_int_eq(st->thi, 4096);
+			ck_assert_int_eq(st->grid[0].a, 1);	/* cdiv(T, 64): 64-row tiles */
+			ck_assert_int_eq(st->grid[0].div, 64);
+			ck_assert_int_eq(st->grid[1].b, 1);	/* one column tile of 128 */
+		}
+		ck_assert_int_eq(prefill, 1);
+		check_wide(p, ref, 65, 128);
+		check_wide(p, ref, 100, 128);
+		check_wide(p, ref, 300, 128);
+		cg_program_free(p);
+	}
+	ir_free_module(m);
+	ir_free_module(ref);
+}
+END_TEST
+
 /* --- decode fronts (k_front.c) --------------------------------------------- */
 
 /* The routing families of the front tests: the route's attributes, E, k,
@@ -2668,6 +2724,7 @@ program_suite(void)
 	tc = tcase_create("slots_x");	/* apart from prefill: two long ones, for ctest -j */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_program_slots_x_matches_interpreter);
+	tcase_add_test(tc, test_program_rows64_prefill_router);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("waves");	/* stream-K over more CTAs than the SMs hold */
 	tcase_set_timeout(tc, 300);
