@@ -2635,9 +2635,11 @@ find_fronts(CgProgram *p)
 			 * counters (the same results): the default at T <= 4 (H200, session 28:
 			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
 			 * so larger T only with --debug=vec-ahead) */
+			int f2 = CG_FRONT2_DEFAULT || (p->o.debug & DBG_FRONT2);	/* all three at once (A/B) */
 			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
-				(p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
-			fm.s.pair = CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
+				f2 || (p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
+			fm.s.pair = f2 || CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
+			fm.s.wide = f2;	/* whole rows a batch */
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};

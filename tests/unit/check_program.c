@@ -390,12 +390,14 @@ START_TEST(test_front_routing_is_the_interpreters)
 {
 	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
 	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4, then
-	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128) */
+	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128), then with
+	 * --debug=front2 at 64 and 16 (whole rows a batch: E = 16's rows of 2304, one token a warp) */
 	static const struct {
 		DbgFlags debug;
 		int64_t mt, ts[3];
 	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
-		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}}};
+		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}},
+		   {DBG_FRONT2, 64, {1, 16, 64}}, {DBG_FRONT2, 16, {1, 5, 16}}};
 	const int64_t *ts = arm[_i].ts;
 	char src[2048];
 
@@ -429,6 +431,8 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
+				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 && E == 16);
 		for (size_t ti = 0; ti < NELEM(arm[0].ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
 			Tensor in[2], want[4], got[4];
@@ -517,10 +521,12 @@ START_TEST(test_front_logits_keep_their_order)
 {
 	/* split: at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the
 	 * warps (2048) and not (320); pair: --debug=front-pair at max_tokens 16, two tokens a warp (E = 128)
-	 * or one with the sums broadcast by shuffles */
+	 * or one with the sums broadcast by shuffles; pair 2: --debug=front2 (Mixtral's 4096 and gpt-oss's
+	 * 2880 whole rows a batch, one token a warp; 2048: pairs) */
 	static const struct { int E; int64_t H; int split, pair; } cs[] = {
 		{8, 320, 0, 0}, {32, 2880, 0, 0}, {128, 2048, 0, 0}, {256, 2304, 0, 0}, {256, 320, 0, 0},
-		{128, 2048, 1, 0}, {8, 320, 1, 0}, {8, 36, 0, 0}, {128, 2048, 0, 1}, {32, 2880, 0, 1}, {256, 2304, 0, 1}};
+		{128, 2048, 1, 0}, {8, 320, 1, 0}, {8, 36, 0, 0}, {128, 2048, 0, 1}, {32, 2880, 0, 1}, {256, 2304, 0, 1},
+		{8, 4096, 0, 2}, {32, 2880, 0, 2}, {128, 2048, 0, 2}, {256, 2304, 0, 2}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
@@ -542,13 +548,17 @@ START_TEST(test_front_logits_keep_their_order)
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
 		emu_opts(&co, split ? 4 : 16);
-		co.debug = (split ? 0 : DBG_NO_VEC_GEMM) | (cs[c].pair ? DBG_FRONT_PAIR : 0);
+		co.debug = (split ? 0 : DBG_NO_VEC_GEMM) | (cs[c].pair == 1 ? DBG_FRONT_PAIR : 0) |
+			(cs[c].pair == 2 ? DBG_FRONT2 : 0);
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
-		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT) && E == 128 &&
+		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT ||
+									CG_FRONT2_DEFAULT) && E == 128 &&
 				 !(split && H % 1024 == 0));
+		ck_assert_int_eq(launches_noted(p, "whole rows a batch"), (cs[c].pair == 2 || CG_FRONT2_DEFAULT) &&
+				 !split && (E == 8 || E == 32) && H > 2048);
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -622,7 +632,7 @@ front_block_src(char *src, size_t n, size_t f)
 
 START_TEST(test_front_blocks_match_interpreter)
 {
-	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64) */
+	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64); 2: --debug=front2 */
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
@@ -638,7 +648,7 @@ START_TEST(test_front_blocks_match_interpreter)
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65 - _i; mt++) {
 			emu_opts(&co, mt);
-			co.debug = _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
+			co.debug = _i == 2 ? DBG_FRONT2 : _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
@@ -646,7 +656,8 @@ START_TEST(test_front_blocks_match_interpreter)
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
 			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
-					 (_i || CG_FRONT_PAIR_DEFAULT) && mt <= 64 && E >= 32 && E <= 128);
+					 (_i || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 && E >= 32 &&
+					 E <= 128);
 			/* T = 64 for the few-expert families (the routing test has it for all) */
 			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
 				check_wide(p, ref, ts[ti], 256);
@@ -2637,6 +2648,11 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 4, 5);
 	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 1, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front2");	/* the same with --debug=front2 (whole rows a batch) */
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 5, 7);
+	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 2, 3);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
