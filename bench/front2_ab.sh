@@ -19,6 +19,12 @@
 #         16 groups of 8) loaded before it is used where a warp takes one
 #         token and one expert (Mixtral's 4096, gpt-oss's 2880): x in one
 #         round trip, W and gamma (ahead) in another, instead of two each
+#   da    (Mixtral only) MAIN_MOEC --debug=down-ahead: the down's first
+#         k-tiles of B toward L2 before its grid wait (session 32: 0.997x)
+#   f2da  (Mixtral only) MOEC --debug=front2,down-ahead: f2, the down's B
+#         ahead as da's, and the gate|up's too (program.c gate_up_ahead:
+#         every expert touched at max_tokens, so its CTAs, waiting for the
+#         front, send their runs' first 6 k-tiles toward L2 meanwhile)
 # An arm whose bundle is another arm's byte for byte is dropped for that case
 # (Qwen3 and DeepSeek-V3 have no whole rows: pair is f2 there; Qwen3 T = 1's
 # front is the split one: f2 and pair are main there), and a case left with
@@ -32,7 +38,7 @@
 #    alone) with the routing dumped (moe.ids, moe.offs, moe.rows,
 #    router_logits: the same bytes as main's expected), then interleaved
 #    rounds of `moert bench --graph` (the arms' order alternating) while time
-#    is left (none started past RUN_S, default 75 s);
+#    is left (none started past RUN_S, default 65 s);
 # 3. ncu of main's and f2's Mixtral front (SpeedOfLight, WarpStateStats),
 #    when less than 80 s have passed;
 # 4. a table last: per case and arm the block's median over the rounds
@@ -53,13 +59,18 @@ if [ "${1:-}" = prepare ]; then
 	ONLY=$only MOEC_FLAGS="${CUBIN---cubin} --debug=front2" sh "$src/bench/make_bench.sh" "$moec" "$tmp/f2" >/dev/null ||
 		exit 1
 	ONLY=$only MOEC_FLAGS="${CUBIN---cubin}" sh "$src/bench/make_bench.sh" "$moec" "$tmp/plain" >/dev/null || exit 1
+	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=down-ahead" sh "$src/bench/make_bench.sh" "$mmoec" \
+		"$tmp/da" >/dev/null || exit 1
+	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=front2,down-ahead" sh "$src/bench/make_bench.sh" \
+		"$moec" "$tmp/f2da" >/dev/null || exit 1
 	: >"$dir/arms.txt"
 	for c in $cases; do
 		n=${c%%:*}
 		cmp -s "$tmp/plain/$n.moeb" "$tmp/main/$n.moeb" ||
 			{ echo "FAIL $n: MOEC without the flag is not MAIN_MOEC's bundle"; exit 1; }
 		arms=main
-		for a in f2 pair; do
+		for a in f2 pair da f2da; do
+			[ -f "$tmp/$a/$n.moeb" ] || continue
 			dup=""
 			for b in $arms; do cmp -s "$tmp/$a/$n.moeb" "$tmp/$b/$n.moeb" && dup=$b; done
 			if [ -n "$dup" ]; then
@@ -153,7 +164,7 @@ bench() {	# bench CASE T ARM ROUND [flags]: one `moert bench --graph` line into 
 : >"$o/ab.txt"
 : >"$o/dump.txt"
 r=1
-while [ "$r" -le "${ROUNDS:-8}" ] && { [ "$r" = 1 ] || [ "$(el)" -lt "${RUN_S:-75}" ]; }; do
+while [ "$r" -le "${ROUNDS:-8}" ] && { [ "$r" = 1 ] || [ "$(el)" -lt "${RUN_S:-65}" ]; }; do
 	for c in $cases; do
 		n=${c%%:*} t=${c#*:}
 		t=${t%%:*}
@@ -193,7 +204,7 @@ done
 # 3. ncu of Mixtral's front, main and f2, if time is left
 if [ "$(el)" -lt "${NCU_S:-80}" ] && command -v ncu >/dev/null 2>&1; then
 	for a in main f2; do
-		timeout 20 ncu --clock-control none -k regex:front -c 1 --section SpeedOfLight \
+		timeout 15 ncu --clock-control none -k regex:front -c 1 --section SpeedOfLight \
 			--section WarpStateStats "$tmp/moert" bench "$tmp/$a.mixtral_T16.moeb" --tokens=16 --iters=1 \
 			--warmup=0 >"$o/ncu.$a.mixtral_T16.txt" 2>&1 || echo "ncu $a: rc=$? (see ncu.$a.mixtral_T16.txt)"
 		echo "ncu $a done at $(el) s"

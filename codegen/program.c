@@ -1387,6 +1387,29 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  */
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
+/*
+ * A gathered grouped GEMM (the MoE gate|up) whose experts a decode front
+ * routes, where at the front's max_tokens every expert is expected to be
+ * touched (E (1 - (1 - k/E)^T) >= 95% of E: Mixtral's 8 at T = 16, 7.92):
+ * its CTAs wait for the front (~10 us of latency-bound work on 16 SMs), and
+ * each expert's rows fit one 16-row tile, so the run a CTA starts with is
+ * the same whatever the routing, as long as every expert has a row.  The
+ * offsets it reads before the wait are the front's of the run before
+ * (being rewritten by it: a hint, every address inside B).  Not Qwen3's
+ * 82 of 128 or gpt-oss's 28 of 32: the tiles would be the last run's.
+ */
+static int
+gate_up_ahead(const CgProgram *p, const GemmSpec *s)
+{
+	for (size_t i = 0; s->gather && i < p->front.n; i++) {
+		const CgFrontSpec *f = &p->front.v[i].s;
+		double E = f->route.E, touched = E * (1 - pow(1 - f->route.k / E, (double)f->max_t));
+		if (f->route.E == s->groups && touched >= 0.95 * E)
+			return 1;
+	}
+	return 0;
+}
+
 static void
 down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
@@ -1395,7 +1418,8 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 
 	s->b_ahead = 0;
 	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
-	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || s->gather || s->bq.group > 0 ||
+	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || (s->gather && !gate_up_ahead(p, s)) ||
+	    s->bq.group > 0 ||
 	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
 	    per > 1)	/* gpt-oss's 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;

@@ -1536,9 +1536,12 @@ END_TEST
  * block whose two grouped GEMMs are stream-K over 7 CTAs (tuning table: runs
  * that cut tiles), with PDL.  The down projection (A not gathered) builds
  * its expert table once before the grid wait, by ld.volatile, and again
- * after it; the gate|up does not.  On the emulator against the interpreter
- * at T = 1, 5, 16; on sm_90a the down's bulk prefetch comes before its
- * griddepcontrol.wait and the offsets are loaded again after it.
+ * after it; the gate|up (A gathered, its offsets the front's) too where
+ * every expert is expected to be touched at max_tokens (program.c's
+ * gate_up_ahead: top-4 of 16 at 16 tokens, 15.8), not at top-2 (14.1).
+ * On the emulator against the interpreter at T = 1, 5, 16; on sm_90a the
+ * bulk prefetch comes before the griddepcontrol.wait and the offsets are
+ * loaded again after it.
  */
 static const char ahead_block[] =
 	"weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
@@ -1557,19 +1560,15 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 {
 	static const char *arch[] = {"emu", "sm_90a"};
 	static const int64_t ts[] = {1, 5, 16};
-	char text[1024];
+	char text[2048];
 	int k = snprintf(text, sizeof text, "moec-tuning 2\n");
 
-	for (int a = 0; a < 2; a++)
-		for (int b = 0; b < 2; b++)
-			k += snprintf(text + k, sizeof text - (size_t)k,
-				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
-				      b ? 256 : 512, "t1-1");
-	for (int a = 0; a < 2; a++)
-		for (int b = 0; b < 2; b++)
-			k += snprintf(text + k, sizeof text - (size_t)k,
-				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
-				      b ? 256 : 512, "t2-16");
+	for (int mk = 2; mk <= 4; mk += 2)	/* top-4 and top-2 */
+		for (int a = 0; a < 2; a++)
+			for (int b = 0; b < 4; b++)
+				k += snprintf(text + k, sizeof text - (size_t)k,
+					      "%s g16.m%d.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
+					      mk, b % 2 ? 256 : 512, b / 2 ? "t2-16" : "t1-1");
 	const char *path = table(text);
 	Diag d;
 	CgTuning *t;
@@ -1577,19 +1576,24 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 	diag_init(&d, stderr);
 	t = cg_tuning_read(path, &d);
 	ck_assert_ptr_nonnull(t);
-	for (int a = 0; a < 2; a++) {
+	for (int a = 0; a < 4; a++) {	/* a % 2: the emulator, sm_90a; a / 2: top-4, top-2 */
+		int top2 = a / 2;
+		char src[sizeof ahead_block];
 		Module *m, *ref;
 		CgCompileOpts co;
 
-		m = fused_for("ahead.ir", ahead_block, &ref, &d, 16);
+		snprintf(src, sizeof src, "%s", ahead_block);
+		if (top2)
+			src[strstr(src, "k=4") - src + 2] = '2';
+		m = fused_for("ahead.ir", src, &ref, &d, 16);
 		emu_opts(&co, 16);
-		co.arch[0] = arch[a];
+		co.arch[0] = arch[a % 2];
 		co.tuning = t;
 		co.debug = DBG_PDL | DBG_DOWN_AHEAD;
 		CgProgram *p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
-		if (a == 0) {
-			ck_assert_int_eq(launches_noted(p, "B ahead 12 k-tiles"), 1);	/* 192 KB / 16 KB */
+		if (a % 2 == 0) {
+			ck_assert_int_eq(launches_noted(p, "B ahead 12 k-tiles"), 2 - top2);	/* 192 KB / 16 KB */
 			ck_assert_int_eq(launches_noted(p, "stream-k"), 2);
 			for (size_t i = 0; i < NELEM(ts); i++)
 				check_wide(p, ref, ts[i], 256);
@@ -1608,7 +1612,11 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 			ck_assert(pf < w && strstr(k4, "ld.volatile.global") < pf);
 			ck_assert_ptr_nonnull(strstr(w, "ld.global.u32"));	/* the offsets again */
 			pf = strstr(k3, "cp.async.bulk.prefetch");
-			ck_assert(!pf || pf > k4);	/* none in the gate|up (k3 before k4) */
+			w = strstr(k3, "griddepcontrol.wait");
+			if (top2)
+				ck_assert(!pf || pf > k4);	/* none in the gate|up (k3 before k4) */
+			else
+				ck_assert(pf && pf < w && w < k4 && strstr(k3, "ld.volatile.global") < pf);
 		}
 		cg_program_free(p);
 		ir_free_module(m);
