@@ -38,7 +38,7 @@
 #    alone) with the routing dumped (moe.ids, moe.offs, moe.rows,
 #    router_logits: the same bytes as main's expected), then interleaved
 #    rounds of `moert bench --graph` (the arms' order alternating) while time
-#    is left (none started past RUN_S, default 65 s);
+#    is left (none started past RUN_S, default 65 s; no call past HARD_S, 95 s);
 # 3. ncu of main's and f2's Mixtral front (SpeedOfLight, WarpStateStats),
 #    when less than 80 s have passed;
 # 4. a table last: per case and arm the block's median over the rounds
@@ -154,7 +154,9 @@ cat "$o/same.txt"
 bench() {	# bench CASE T ARM ROUND [flags]: one `moert bench --graph` line into ab.txt
 	n=$1 t=$2 a=$3 r=$4
 	shift 4
-	if grep -qx "$n.$a" "$tmp/bad"; then us=WRONG; else
+	if grep -qx "$n.$a" "$tmp/bad"; then us=WRONG
+	elif [ "$(el)" -ge "${HARD_S:-95}" ]; then us=SKIPPED	# no call past HARD_S
+	else
 		M bench "$tmp/$a.$n.moeb" --tokens="$t" --graph --iters="${ITERS:-50}" --warmup=10 "$@" >"$tmp/b" 2>&1
 		us=$(sed -n 's/^bench .* median_us=\([0-9.]*\) .*/\1/p' "$tmp/b" | head -1)
 		[ $# -gt 0 ] && cp "$tmp/b" "$o/prof.$a.$n.txt"
@@ -240,7 +242,7 @@ def front(a, n):
 for n, arms in v.items():
     med = {}
     for a, xs in arms.items():
-        ys = [float(x) for x in xs if x not in ("FAILED", "WRONG")]
+        ys = [float(x) for x in xs if x not in ("FAILED", "WRONG", "SKIPPED")]
         med[a] = statistics.median(ys) if ys else None
     for a, xs in arms.items():
         m, b = med[a], med.get("main")

@@ -130,7 +130,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: with PDL (decode bundles), each CTA of a stream-K MoE down projection of one CTA an SM (grouped, A not "
 	 "gathered: its offsets were written two launches back) sends the first k-tiles of its run's weights, "
 	 "about 192 KB an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait, while the gate|up's "
-	 "last SMs still stream (docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
+	 "last SMs still stream; and so does the gate|up after a decode front where every expert is expected to "
+	 "be touched at max_tokens (Mixtral at T = 16: its CTAs wait for the front meanwhile; session 35) "
+	 "(docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
 	{"front-pair", DBG_FRONT_PAIR, NULL,
 	 "compile: decode fronts whose warps each get two or more tokens (Qwen3-30B-A3B, DeepSeek-V3 at T > 8) "
 	 "compute them two at a time (one pass over the row: twice the loads in flight, W and gamma read once for "
