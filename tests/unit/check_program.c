@@ -431,8 +431,10 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
-				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 && E == 16);
+				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
+				 (E == 16 || arm[_i].mt <= 4));
 		for (size_t ti = 0; ti < NELEM(arm[0].ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
 			Tensor in[2], want[4], got[4];
