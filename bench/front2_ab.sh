@@ -15,10 +15,11 @@
 #   pair  MAIN_MOEC --debug=front-pair,vec-ahead (session 32's pair arm: two
 #         tokens a warp, sums by shuffles, W ahead; the butterfly top-k, the
 #         slot sort and the acq_rel hand-over at every T)
-#   f2    MOEC --debug=front2: pair's front and each warp's whole row (up to
-#         16 groups of 8) loaded before it is used where a warp takes one
-#         token and one expert (Mixtral's 4096, gpt-oss's 2880): x in one
-#         round trip, W and gamma (ahead) in another, instead of two each
+#   f2    MOEC --debug=front2: pair's front and the whole rows of a warp's
+#         tokens (up to 16 groups of 8 a lane) loaded before they are used
+#         where a CTA has one expert (Mixtral's 4096 and gpt-oss's 2880 a
+#         token, Qwen3's two 2048): x in one round trip, W and gamma (ahead)
+#         in another, instead of two each
 #   da    (Mixtral only) MAIN_MOEC --debug=down-ahead: the down's first
 #         k-tiles of B toward L2 before its grid wait (session 32: 0.997x)
 #   f2da  (Mixtral only) MOEC --debug=front2,down-ahead: f2, the down's B
@@ -26,7 +27,7 @@
 #         every expert touched at max_tokens, so its CTAs, waiting for the
 #         front, send their runs' first 6 k-tiles toward L2 meanwhile)
 # An arm whose bundle is another arm's byte for byte is dropped for that case
-# (Qwen3 and DeepSeek-V3 have no whole rows: pair is f2 there; Qwen3 T = 1's
+# (DeepSeek-V3 has no whole rows: pair is f2 there; Qwen3 T = 1's
 # front is the split one: f2 and pair are main there), and a case left with
 # main alone is not run (arms.txt says so).
 # On the GPU (about 100 s, every moert call under `timeout`):

@@ -145,21 +145,22 @@ groups(const CgFrontSpec *s)
 	return !s->w_kn && s->H % LV == 0 ? (int)((s->H + 32 * LV - 1) / (32 * LV)) : 0;
 }
 
-/* Groups loaded before any is used: BATCH, or with CgFrontSpec.wide a whole
- * row of up to BATCH_MAX groups where a warp takes one token and one expert
- * at a time and W is not kept (Mixtral's 4096, gpt-oss's 2880): x's row in
- * one round trip, W's and gamma's (loaded ahead) in another, instead of two
- * each.  The same sums in the same order: only when the loads are issued
- * changes. */
+/* Groups loaded before any is used: BATCH, or with CgFrontSpec.wide the
+ * whole rows of a warp's tokens (one or a pair) where they make more than
+ * BATCH groups and at most BATCH_MAX, one expert a CTA (Mixtral's 4096 and
+ * gpt-oss's 2880 a token, Qwen3-30B-A3B's two rows of 2048): x's rows in one
+ * round trip, gamma's (and W's, unless kept; loaded ahead) in another,
+ * instead of two each.  The same sums in the same order: only when the loads
+ * are issued changes. */
 static int
 batch(const CgFrontSpec *s)
 {
-	int G = groups(s);
+	int G = groups(s), nt;
 
-	if (s->wide && s->pair && G > KEEP && G <= BATCH_MAX && !cg_front_split(s) &&
-	    cg_front_experts(s) == 1 && cg_front_pair(s) == 1)
-		return G;
-	return BATCH;
+	if (!s->wide || !s->pair || !G || cg_front_split(s) || cg_front_experts(s) != 1)
+		return BATCH;
+	nt = cg_front_pair(s);
+	return G * nt > BATCH && G * nt <= BATCH_MAX ? G * nt : BATCH;
 }
 
 static void

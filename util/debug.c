@@ -201,9 +201,10 @@ const DebugFlag debug_flags[] = {
 	 "them again; the same bits (docs/codegen.md, Row kernels; A/B on the GPU: NORM_BCAST_DEFAULT in program.c)"},
 	{"front2", DBG_FRONT2, NULL,
 	 "compile: decode fronts (T <= 64, k_front.c) take front-pair (two tokens a warp, sums by shuffles, W "
-	 "ahead), vec-ahead's last CTA (butterfly top-k, slot sort, acq_rel hand-over) at every T, and load a "
-	 "warp's whole row of up to 16 groups of 8 before using it where it takes one token and one expert "
-	 "(Mixtral's 4096, gpt-oss's 2880: one round trip for x, one for W and gamma, not two each); the same "
+	 "ahead), vec-ahead's last CTA (butterfly top-k, slot sort, acq_rel hand-over) at every T, and load the "
+	 "whole rows of a warp's tokens (up to 16 groups of 8 a lane) before using them where a CTA has one expert "
+	 "(Mixtral's 4096 and gpt-oss's 2880 a token, Qwen3's two 2048: one round trip for x, one for W and "
+	 "gamma, not two each); the same "
 	 "bits (docs/codegen.md, Decode fronts; A/B on the GPU: CG_FRONT2_DEFAULT in codegen/codegen.h)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
