@@ -20,6 +20,9 @@
 #         where a CTA has one expert (Mixtral's 4096 and gpt-oss's 2880 a
 #         token, Qwen3's two 2048): x in one round trip, W and gamma (ahead)
 #         in another, instead of two each
+#   fp    (DeepSeek-V3 only) MAIN_MOEC --debug=front-pair: pair without
+#         vec-ahead's last CTA (session 32: DeepSeek-V3's block 1.005x slower
+#         with vec-ahead, its front alone faster; which part costs?)
 #   da    (Mixtral only) MAIN_MOEC --debug=down-ahead: the down's first
 #         k-tiles of B toward L2 before its grid wait (session 32: 0.997x)
 #   f2da  (Mixtral only) MOEC --debug=front2,down-ahead: f2, the down's B
@@ -60,6 +63,8 @@ if [ "${1:-}" = prepare ]; then
 	ONLY=$only MOEC_FLAGS="${CUBIN---cubin} --debug=front2" sh "$src/bench/make_bench.sh" "$moec" "$tmp/f2" >/dev/null ||
 		exit 1
 	ONLY=$only MOEC_FLAGS="${CUBIN---cubin}" sh "$src/bench/make_bench.sh" "$moec" "$tmp/plain" >/dev/null || exit 1
+	ONLY='^deepseek_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=front-pair" sh "$src/bench/make_bench.sh" "$mmoec" \
+		"$tmp/fp" >/dev/null || exit 1
 	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=down-ahead" sh "$src/bench/make_bench.sh" "$mmoec" \
 		"$tmp/da" >/dev/null || exit 1
 	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=front2,down-ahead" sh "$src/bench/make_bench.sh" \
@@ -70,7 +75,7 @@ if [ "${1:-}" = prepare ]; then
 		cmp -s "$tmp/plain/$n.moeb" "$tmp/main/$n.moeb" ||
 			{ echo "FAIL $n: MOEC without the flag is not MAIN_MOEC's bundle"; exit 1; }
 		arms=main
-		for a in f2 pair da f2da; do
+		for a in f2 pair fp da f2da; do
 			[ -f "$tmp/$a/$n.moeb" ] || continue
 			dup=""
 			for b in $arms; do cmp -s "$tmp/$a/$n.moeb" "$tmp/$b/$n.moeb" && dup=$b; done
