@@ -23,10 +23,9 @@
 #   fp    (DeepSeek-V3 only) MAIN_MOEC --debug=front-pair: pair without
 #         vec-ahead's last CTA (session 32: DeepSeek-V3's block 1.005x slower
 #         with vec-ahead, its front alone faster; which part costs?)
-#   da    (Mixtral only) MAIN_MOEC --debug=down-ahead: the down's first
-#         k-tiles of B toward L2 before its grid wait (session 32: 0.997x)
 #   f2da  (Mixtral only) MOEC --debug=front2,down-ahead: f2, the down's B
-#         ahead as da's, and the gate|up's too (program.c gate_up_ahead:
+#         ahead (down-ahead alone, session 32: Mixtral 0.997x, not timed
+#         again here), and the gate|up's too (program.c gate_up_ahead:
 #         every expert touched at max_tokens, so its CTAs, waiting for the
 #         front, send their runs' first 6 k-tiles toward L2 meanwhile)
 # An arm whose bundle is another arm's byte for byte is dropped for that case
@@ -65,8 +64,6 @@ if [ "${1:-}" = prepare ]; then
 	ONLY=$only MOEC_FLAGS="${CUBIN---cubin}" sh "$src/bench/make_bench.sh" "$moec" "$tmp/plain" >/dev/null || exit 1
 	ONLY='^deepseek_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=front-pair" sh "$src/bench/make_bench.sh" "$mmoec" \
 		"$tmp/fp" >/dev/null || exit 1
-	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=down-ahead" sh "$src/bench/make_bench.sh" "$mmoec" \
-		"$tmp/da" >/dev/null || exit 1
 	ONLY='^mixtral_T16$' MOEC_FLAGS="${CUBIN---cubin} --debug=front2,down-ahead" sh "$src/bench/make_bench.sh" \
 		"$moec" "$tmp/f2da" >/dev/null || exit 1
 	: >"$dir/arms.txt"
@@ -75,7 +72,7 @@ if [ "${1:-}" = prepare ]; then
 		cmp -s "$tmp/plain/$n.moeb" "$tmp/main/$n.moeb" ||
 			{ echo "FAIL $n: MOEC without the flag is not MAIN_MOEC's bundle"; exit 1; }
 		arms=main
-		for a in f2 pair fp da f2da; do
+		for a in f2 pair fp f2da; do
 			[ -f "$tmp/$a/$n.moeb" ] || continue
 			dup=""
 			for b in $arms; do cmp -s "$tmp/$a/$n.moeb" "$tmp/$b/$n.moeb" && dup=$b; done
