@@ -2655,21 +2655,27 @@ find_fronts(CgProgram *p)
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
 			fm.s.split = !(p->o.debug & DBG_NO_VEC_GEMM);
-			/* the last CTA's top-k without a barrier a round, its permute without
-			 * counters (the same results): the default at T <= 4 (H200, session 28:
-			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
-			 * so larger T only with --debug=vec-ahead) */
-			int f2 = CG_FRONT2_DEFAULT || (p->o.debug & DBG_FRONT2);	/* all three at once (A/B) */
-			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
-				f2 || (p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
-			fm.s.pair = f2 || CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
-			fm.s.wide = f2;	/* whole rows a batch */
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};
 				int sm = cg_target_sms(&t);
 				fm.s.sms = fm.s.sms && fm.s.sms < sm ? fm.s.sms : sm;
 			}
+			/* front2 (CG_FRONT2_DEFAULT): front-pair, vec-ahead's last CTA and whole rows
+			 * a batch, by default where a CTA has one expert; the flag at every front.
+			 * H200, session 35 (same bits): Mixtral T = 16 0.993x, Qwen3-30B-A3B 0.983x,
+			 * gpt-oss-20b 0.991x; DeepSeek-V3's two experts a CTA 1.003x (its front
+			 * alone 47.0 -> 40.4 us, but every variant of that front has lost in the
+			 * block: sessions 32 and 35) */
+			int f2 = (CG_FRONT2_DEFAULT && cg_front_experts(&fm.s) == 1) || (p->o.debug & DBG_FRONT2);
+			/* the last CTA's top-k without a barrier a round, its permute without
+			 * counters (the same results): the default at T <= 4 (H200, session 28:
+			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
+			 * since undone by session 35's front2) */
+			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
+				f2 || (p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
+			fm.s.pair = f2 || CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
+			fm.s.wide = f2;	/* whole rows a batch */
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

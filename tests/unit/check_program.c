@@ -597,6 +597,42 @@ START_TEST(test_front_logits_keep_their_order)
 END_TEST
 
 /*
+ * front2's default (CG_FRONT2_DEFAULT, program.c find_fronts) takes fronts of
+ * one expert a CTA only: on sm_90a at max_tokens 16, 16 experts' front has
+ * its acq_rel hand-over (vec-ahead's last CTA) without a flag (the routing
+ * test checks its whole rows on the emulator), DeepSeek-V3's shape (256 experts, two a CTA) keeps main's fence.sc
+ * hand-over (its block was 0.3% slower with front2 on the H200, session 35);
+ * --debug=front2 takes it there too.
+ */
+START_TEST(test_front2_default_takes_one_expert_ctas)
+{
+	char src[1024];
+
+	for (int E = 16; E <= 256; E *= 16)
+		for (int flag = 0; flag < 2; flag++) {
+			Module *m;
+			size_t len;
+			snprintf(src, sizeof src,
+				 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
+				 "offs: i32[%d], rows: i32[2*T]) {\n"
+				 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+				 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
+				 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
+				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+			CgProgram *p = compile_text("front2.ir", src, "sm_90a", 16, flag ? DBG_FRONT2 : 0, &m);
+			const char *ptx = cg_program_ptx(p, 0, &len);
+			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16);
+			ck_assert_ptr_nonnull(ptx);
+			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+			ck_assert_msg((strstr(ptx, "fence.acq_rel.gpu") != NULL) == f2, "E=%d flag=%d: acq_rel %s", E,
+				      flag, strstr(ptx, "fence.acq_rel.gpu") ? "present" : "absent");
+			cg_program_free(p);
+			ir_free_module(m);
+		}
+}
+END_TEST
+
+/*
  * Whole MoE blocks with max_tokens 64: the norm, the rstd of the norm folded
  * into gate|up, the router GEMM, route and permute are one front launch
  * (no route or permute kernel left), and the block matches the interpreter
@@ -2663,6 +2699,7 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 5, 7);
 	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 2, 3);
+	tcase_add_test(tc, test_front2_default_takes_one_expert_ctas);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
