@@ -921,6 +921,12 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
 /* Fronts take a warp's tokens two at a time (cg_front_pair) without --debug=front-pair: 0 until the
  * H200's A/B (session 32), the one line to flip (tests follow it) */
 #define CG_FRONT_PAIR_DEFAULT 0
+/* --debug=front2 (session 35) without the flag, where a CTA has one expert (program.c find_fronts):
+ * front-pair, vec-ahead's last CTA (butterfly top-k, slot sort, acq_rel hand-over) at every T, and
+ * whole rows a batch (CgFrontSpec.wide); the default since the H200's A/B of session 35 (same bits;
+ * Mixtral, Qwen3-30B-A3B, gpt-oss-20b at T = 16 0.983-0.993x; DeepSeek-V3's two experts a CTA 1.003x,
+ * so not there) */
+#define CG_FRONT2_DEFAULT 1
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -948,6 +954,8 @@ struct CgFrontSpec {
 				 * flag, an acquire after the waits), not fence.sc.gpu */
 	int pair;		/* --debug=front-pair: a warp's tokens two at a time where it gets
 				 * more than one (cg_front_pair), sums broadcast by shuffles */
+	int wide;		/* --debug=front2: with pair, a warp's whole row (up to 16 groups of 8)
+				 * loaded before it is used where it takes one token and one expert */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

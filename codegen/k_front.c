@@ -133,6 +133,7 @@ warp_sum31(Fr *r, LLVMValueRef v)
  */
 #define LV 8
 #define BATCH 8		/* groups loaded before they are used */
+#define BATCH_MAX 16	/* ... with CgFrontSpec.wide (a whole row of up to 4096 bf16) */
 #define KEEP 8		/* W and gamma rows of up to this many groups stay in registers */
 
 /* Vector rows: H a multiple of LV (16-byte groups), W [E,H]; a lane's groups,
@@ -142,6 +143,24 @@ static int
 groups(const CgFrontSpec *s)
 {
 	return !s->w_kn && s->H % LV == 0 ? (int)((s->H + 32 * LV - 1) / (32 * LV)) : 0;
+}
+
+/* Groups loaded before any is used: BATCH, or with CgFrontSpec.wide the
+ * whole rows of a warp's tokens (one or a pair) where they make more than
+ * BATCH groups and at most BATCH_MAX, one expert a CTA (Mixtral's 4096 and
+ * gpt-oss's 2880 a token, Qwen3-30B-A3B's two rows of 2048): x's rows in one
+ * round trip, gamma's (and W's, unless kept; loaded ahead) in another,
+ * instead of two each.  The same sums in the same order: only when the loads
+ * are issued changes. */
+static int
+batch(const CgFrontSpec *s)
+{
+	int G = groups(s), nt;
+
+	if (!s->wide || !s->pair || !G || cg_front_split(s) || cg_front_experts(s) != 1)
+		return BATCH;
+	nt = cg_front_pair(s);
+	return G * nt > BATCH && G * nt <= BATCH_MAX ? G * nt : BATCH;
 }
 
 static void
@@ -257,8 +276,8 @@ sum_squares(Fr *r, const LLVMValueRef *row, LLVMValueRef *ss)
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
-	int G = r->ng, nt = r->nt, per = MAX(1, BATCH / nt);
-	LLVMValueRef i, xv[BATCH * LV];
+	int G = r->ng, nt = r->nt, per = MAX(1, batch(r->s) / nt);
+	LLVMValueRef i, xv[BATCH_MAX * LV];
 	CgLoop l;
 
 	if (!G) {
@@ -317,13 +336,13 @@ operand(Fr *r, LLVMValueRef a, LLVMValueRef g, LLVMValueRef inv, LLVMValueRef mi
 static int
 dot_batch(const Fr *r)
 {
-	return MAX(1, BATCH / (r->eb * r->nt));
+	return MAX(1, batch(r->s) / (r->eb * r->nt));
 }
 
 /* Group g's elements of the W rows starting at wrow[] (unless kept) and of
  * gamma (unless kept), to slot q of the batch. */
 static void
-load_wg(Fr *r, const LLVMValueRef *wrow, int g, int q, LLVMValueRef (*wv)[BATCH * LV], LLVMValueRef *gv)
+load_wg(Fr *r, const LLVMValueRef *wrow, int g, int q, LLVMValueRef (*wv)[BATCH_MAX * LV], LLVMValueRef *gv)
 {
 	for (int b = 0; b < r->eb && !r->kept; b++)
 		load_group(r, r->s->w_dt, r->w, wrow[b], g, &wv[b][q * LV]);
@@ -345,14 +364,14 @@ w_row(Fr *r, int b)
  * rows: one token. */
 static void
 dot(Fr *r, const LLVMValueRef *row, const LLVMValueRef *inv, const LLVMValueRef *mine, LLVMValueRef (*acc)[8],
-    LLVMValueRef (*wa)[BATCH * LV], LLVMValueRef *ga)
+    LLVMValueRef (*wa)[BATCH_MAX * LV], LLVMValueRef *ga)
 {
 	CgFn *f = r->f;
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
 	int G = r->ng, EB = r->eb, nt = r->nt, nb = dot_batch(r);
 	LLVMValueRef wrow[8], i;
-	LLVMValueRef xv[BATCH * LV], wv[8][BATCH * LV], gv[BATCH * LV];
+	LLVMValueRef xv[BATCH_MAX * LV], wv[8][BATCH_MAX * LV], gv[BATCH_MAX * LV];
 	CgLoop l;
 
 	for (int b = 0; b < EB; b++) {
@@ -430,7 +449,7 @@ tokens(Fr *r, const LLVMValueRef *tok)
 	LLVMBuilderRef B = f->B;
 	const CgFrontSpec *s = r->s;
 	LLVMValueRef row[2], inv[2] = {NULL, NULL}, acc[2][8], active[2], mine[2], ss[2], bcast;
-	LLVMValueRef wa[8][BATCH * LV], ga[BATCH * LV], wrow[8];
+	LLVMValueRef wa[8][BATCH_MAX * LV], ga[BATCH_MAX * LV], wrow[8];
 	int ahead = s->pair && r->ng;	/* the dot's first W and gamma loads before the sums of squares */
 	CgIf c;
 
@@ -729,10 +748,11 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		cg_endif(r.f, &c0);
 	}
 	cg_endif(r.f, &c);
-	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s", (long long)s->H,
+	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s%s", (long long)s->H,
 		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
 		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t,
-		 r.g0 ? " rows split over the warps" : r.nt > 1 ? " tokens in pairs" : "");
+		 r.g0 ? " rows split over the warps" : r.nt > 1 ? " tokens in pairs" : "",
+		 batch(s) > BATCH ? " whole rows a batch" : "");
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 

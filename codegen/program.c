@@ -1420,6 +1420,29 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  */
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
+/*
+ * A gathered grouped GEMM (the MoE gate|up) whose experts a decode front
+ * routes, where at the front's max_tokens every expert is expected to be
+ * touched (E (1 - (1 - k/E)^T) >= 95% of E: Mixtral's 8 at T = 16, 7.92):
+ * its CTAs wait for the front (~10 us of latency-bound work on 16 SMs), and
+ * each expert's rows fit one 16-row tile, so the run a CTA starts with is
+ * the same whatever the routing, as long as every expert has a row.  The
+ * offsets it reads before the wait are the front's of the run before
+ * (being rewritten by it: a hint, every address inside B).  Not Qwen3's
+ * 82 of 128 or gpt-oss's 28 of 32: the tiles would be the last run's.
+ */
+static int
+gate_up_ahead(const CgProgram *p, const GemmSpec *s)
+{
+	for (size_t i = 0; s->gather && i < p->front.n; i++) {
+		const CgFrontSpec *f = &p->front.v[i].s;
+		double E = f->route.E, touched = E * (1 - pow(1 - f->route.k / E, (double)f->max_t));
+		if (f->route.E == s->groups && touched >= 0.95 * E)
+			return 1;
+	}
+	return 0;
+}
+
 static void
 down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
@@ -1428,7 +1451,8 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 
 	s->b_ahead = 0;
 	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
-	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || s->gather || s->bq.group > 0 ||
+	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || (s->gather && !gate_up_ahead(p, s)) ||
+	    s->bq.group > 0 ||
 	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
 	    per > 1)	/* gpt-oss's 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;
@@ -2664,19 +2688,27 @@ find_fronts(CgProgram *p)
 		}
 		if (cg_front_match(p->m, n, tval >= 0 ? tval : p->o.max_tokens, &fm, why, sizeof why) == 1) {
 			fm.s.split = !(p->o.debug & DBG_NO_VEC_GEMM);
-			/* the last CTA's top-k without a barrier a round, its permute without
-			 * counters (the same results): the default at T <= 4 (H200, session 28:
-			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
-			 * so larger T only with --debug=vec-ahead) */
-			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
-				(p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
-			fm.s.pair = CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
 			fm.s.sms = 0;	/* the grid: one launch line for every target, sized for the fewest SMs */
 			for (int i = 0; i < p->o.narch; i++) {	/* (before make_modules: by name) */
 				CgTarget t = {p->o.arch[i], NULL, 3};
 				int sm = cg_target_sms(&t);
 				fm.s.sms = fm.s.sms && fm.s.sms < sm ? fm.s.sms : sm;
 			}
+			/* front2 (CG_FRONT2_DEFAULT): front-pair, vec-ahead's last CTA and whole rows
+			 * a batch, by default where a CTA has one expert; the flag at every front.
+			 * H200, session 35 (same bits): Mixtral T = 16 0.993x, Qwen3-30B-A3B 0.983x,
+			 * gpt-oss-20b 0.991x; DeepSeek-V3's two experts a CTA 1.003x (its front
+			 * alone 47.0 -> 40.4 us, but every variant of that front has lost in the
+			 * block: sessions 32 and 35) */
+			int f2 = (CG_FRONT2_DEFAULT && cg_front_experts(&fm.s) == 1) || (p->o.debug & DBG_FRONT2);
+			/* the last CTA's top-k without a barrier a round, its permute without
+			 * counters (the same results): the default at T <= 4 (H200, session 28:
+			 * Qwen3's T = 1 front 10.0 -> 8.7 us; gpt-oss's at T = 16 33.0 -> 37.5,
+			 * since undone by session 35's front2) */
+			fm.s.route.bfly = fm.s.perm.small = fm.s.acq_rel =
+				f2 || (p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
+			fm.s.pair = f2 || CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
+			fm.s.wide = f2;	/* whole rows a batch */
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

@@ -130,7 +130,9 @@ const DebugFlag debug_flags[] = {
 	 "compile: with PDL (decode bundles), each CTA of a stream-K MoE down projection of one CTA an SM (grouped, A not "
 	 "gathered: its offsets were written two launches back) sends the first k-tiles of its run's weights, "
 	 "about 192 KB an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait, while the gate|up's "
-	 "last SMs still stream (docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
+	 "last SMs still stream; and so does the gate|up after a decode front where every expert is expected to "
+	 "be touched at max_tokens (Mixtral at T = 16: its CTAs wait for the front meanwhile; session 35) "
+	 "(docs/codegen.md, B ahead of the grid wait; A/B on the GPU)"},
 	{"front-pair", DBG_FRONT_PAIR, NULL,
 	 "compile: decode fronts whose warps each get two or more tokens (Qwen3-30B-A3B, DeepSeek-V3 at T > 8) "
 	 "compute them two at a time (one pass over the row: twice the loads in flight, W and gamma read once for "
@@ -212,6 +214,15 @@ const DebugFlag debug_flags[] = {
 	 "to x's type (bf16, f16) in the down GEMM's epilogue and summed in f32 by the combine, as --debug=slots-x "
 	 "does for every moe: half the down GEMM's stores and the combine's loads (docs/passes.md, lower-moe; "
 	 "H200: Qwen3-30B-A3B T = 4096 0.951x, the combine 76.5 -> 43.5 us)"},
+	{"front2", DBG_FRONT2, NULL,
+	 "compile (the default since session 35 for fronts of one expert a CTA; the flag: every front, "
+	 "DeepSeek-V3's two experts a CTA too): decode fronts (T <= 64, k_front.c) take front-pair (two tokens a warp, sums by shuffles, W "
+	 "ahead), vec-ahead's last CTA (butterfly top-k, slot sort, acq_rel hand-over) at every T, and load the "
+	 "whole rows of a warp's tokens (up to 16 groups of 8 a lane) before using them where a CTA has one expert "
+	 "(Mixtral's 4096 and gpt-oss's 2880 a token, Qwen3's two 2048: one round trip for x, one for W and "
+	 "gamma, not two each); the same "
+	 "bits (docs/codegen.md, Decode fronts; H200 A/B: Mixtral 0.993x, Qwen3-30B-A3B 0.983x, gpt-oss-20b "
+	 "0.991x at T = 16, DeepSeek-V3 1.003x; CG_FRONT2_DEFAULT in codegen/codegen.h)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -446,12 +446,14 @@ START_TEST(test_front_routing_is_the_interpreters)
 {
 	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
 	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4, then
-	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128) */
+	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128), then with
+	 * --debug=front2 at 64 and 16 (whole rows a batch: E = 16's rows of 2304, one token a warp) */
 	static const struct {
 		DbgFlags debug;
 		int64_t mt, ts[3];
 	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
-		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}}};
+		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}},
+		   {DBG_FRONT2, 64, {1, 16, 64}}, {DBG_FRONT2, 16, {1, 5, 16}}};
 	const int64_t *ts = arm[_i].ts;
 	char src[2048];
 
@@ -485,6 +487,10 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
+		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
+				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
+				 (E == 16 || arm[_i].mt <= 4));
 		for (size_t ti = 0; ti < NELEM(arm[0].ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
 			Tensor in[2], want[4], got[4];
@@ -573,10 +579,12 @@ START_TEST(test_front_logits_keep_their_order)
 {
 	/* split: at max_tokens 4 (the default; --debug=no-vec-gemm for the unsplit one): rows split over the
 	 * warps (2048) and not (320); pair: --debug=front-pair at max_tokens 16, two tokens a warp (E = 128)
-	 * or one with the sums broadcast by shuffles */
+	 * or one with the sums broadcast by shuffles; pair 2: --debug=front2 (whole rows a batch: Mixtral's
+	 * 4096 and gpt-oss's 2880 one token a warp, 2048 two) */
 	static const struct { int E; int64_t H; int split, pair; } cs[] = {
 		{8, 320, 0, 0}, {32, 2880, 0, 0}, {128, 2048, 0, 0}, {256, 2304, 0, 0}, {256, 320, 0, 0},
-		{128, 2048, 1, 0}, {8, 320, 1, 0}, {8, 36, 0, 0}, {128, 2048, 0, 1}, {32, 2880, 0, 1}, {256, 2304, 0, 1}};
+		{128, 2048, 1, 0}, {8, 320, 1, 0}, {8, 36, 0, 0}, {128, 2048, 0, 1}, {32, 2880, 0, 1}, {256, 2304, 0, 1},
+		{8, 4096, 0, 2}, {32, 2880, 0, 2}, {128, 2048, 0, 2}, {256, 2304, 0, 2}};
 	char src[1024];
 
 	for (size_t c = 0; c < NELEM(cs); c++) {
@@ -598,13 +606,17 @@ START_TEST(test_front_logits_keep_their_order)
 		diag_init(&d, stderr);
 		m = fused("front_order.ir", src, &ref, &d);
 		emu_opts(&co, split ? 4 : 16);
-		co.debug = (split ? 0 : DBG_NO_VEC_GEMM) | (cs[c].pair ? DBG_FRONT_PAIR : 0);
+		co.debug = (split ? 0 : DBG_NO_VEC_GEMM) | (cs[c].pair == 1 ? DBG_FRONT_PAIR : 0) |
+			(cs[c].pair == 2 ? DBG_FRONT2 : 0);
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 		ck_assert_int_eq(launches_noted(p, "rows split over the warps"), split && H % 1024 == 0);
-		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT) && E == 128 &&
+		ck_assert_int_eq(launches_noted(p, "tokens in pairs"), (cs[c].pair || CG_FRONT_PAIR_DEFAULT ||
+									CG_FRONT2_DEFAULT) && E == 128 &&
 				 !(split && H % 1024 == 0));
+		ck_assert_int_eq(launches_noted(p, "whole rows a batch"), (cs[c].pair == 2 || CG_FRONT2_DEFAULT) &&
+				 !split && (E == 8 || E == 32 || E == 128) && H >= 2048);
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
 			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H}, dl[2] = {T, E}, dk[2] = {T, 2};
 			int64_t doff[1] = {E + 1}, drow[1] = {2 * T};
@@ -637,6 +649,42 @@ START_TEST(test_front_logits_keep_their_order)
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
+}
+END_TEST
+
+/*
+ * front2's default (CG_FRONT2_DEFAULT, program.c find_fronts) takes fronts of
+ * one expert a CTA only: on sm_90a at max_tokens 16, 16 experts' front has
+ * its acq_rel hand-over (vec-ahead's last CTA) without a flag (the routing
+ * test checks its whole rows on the emulator), DeepSeek-V3's shape (256 experts, two a CTA) keeps main's fence.sc
+ * hand-over (its block was 0.3% slower with front2 on the H200, session 35);
+ * --debug=front2 takes it there too.
+ */
+START_TEST(test_front2_default_takes_one_expert_ctas)
+{
+	char src[1024];
+
+	for (int E = 16; E <= 256; E *= 16)
+		for (int flag = 0; flag < 2; flag++) {
+			Module *m;
+			size_t len;
+			snprintf(src, sizeof src,
+				 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
+				 "offs: i32[%d], rows: i32[2*T]) {\n"
+				 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+				 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
+				 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
+				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+			CgProgram *p = compile_text("front2.ir", src, "sm_90a", 16, flag ? DBG_FRONT2 : 0, &m);
+			const char *ptx = cg_program_ptx(p, 0, &len);
+			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16);
+			ck_assert_ptr_nonnull(ptx);
+			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+			ck_assert_msg((strstr(ptx, "fence.acq_rel.gpu") != NULL) == f2, "E=%d flag=%d: acq_rel %s", E,
+				      flag, strstr(ptx, "fence.acq_rel.gpu") ? "present" : "absent");
+			cg_program_free(p);
+			ir_free_module(m);
+		}
 }
 END_TEST
 
@@ -678,7 +726,7 @@ front_block_src(char *src, size_t n, size_t f)
 
 START_TEST(test_front_blocks_match_interpreter)
 {
-	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64) */
+	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64); 2: --debug=front2 */
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
@@ -694,7 +742,7 @@ START_TEST(test_front_blocks_match_interpreter)
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65 - _i; mt++) {
 			emu_opts(&co, mt);
-			co.debug = _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
+			co.debug = _i == 2 ? DBG_FRONT2 : _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
@@ -702,7 +750,8 @@ START_TEST(test_front_blocks_match_interpreter)
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
 			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
-					 (_i || CG_FRONT_PAIR_DEFAULT) && mt <= 64 && E >= 32 && E <= 128);
+					 (_i || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 && E >= 32 &&
+					 E <= 128);
 			/* T = 64 for the few-expert families (the routing test has it for all) */
 			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
 				check_wide(p, ref, ts[ti], 256);
@@ -1581,9 +1630,12 @@ END_TEST
  * block whose two grouped GEMMs are stream-K over 7 CTAs (tuning table: runs
  * that cut tiles), with PDL.  The down projection (A not gathered) builds
  * its expert table once before the grid wait, by ld.volatile, and again
- * after it; the gate|up does not.  On the emulator against the interpreter
- * at T = 1, 5, 16; on sm_90a the down's bulk prefetch comes before its
- * griddepcontrol.wait and the offsets are loaded again after it.
+ * after it; the gate|up (A gathered, its offsets the front's) too where
+ * every expert is expected to be touched at max_tokens (program.c's
+ * gate_up_ahead: top-4 of 16 at 16 tokens, 15.8), not at top-2 (14.1).
+ * On the emulator against the interpreter at T = 1, 5, 16; on sm_90a the
+ * bulk prefetch comes before the griddepcontrol.wait and the offsets are
+ * loaded again after it.
  */
 static const char ahead_block[] =
 	"weight $g : bf16[256] mean=1.0 scale=0.2 seed=1\n"
@@ -1602,19 +1654,15 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 {
 	static const char *arch[] = {"emu", "sm_90a"};
 	static const int64_t ts[] = {1, 5, 16};
-	char text[1024];
+	char text[2048];
 	int k = snprintf(text, sizeof text, "moec-tuning 2\n");
 
-	for (int a = 0; a < 2; a++)
-		for (int b = 0; b < 2; b++)
-			k += snprintf(text + k, sizeof text - (size_t)k,
-				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
-				      b ? 256 : 512, "t1-1");
-	for (int a = 0; a < 2; a++)
-		for (int b = 0; b < 2; b++)
-			k += snprintf(text + k, sizeof text - (size_t)k,
-				      "%s g16.m4.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
-				      b ? 256 : 512, "t2-16");
+	for (int mk = 2; mk <= 4; mk += 2)	/* top-4 and top-2 */
+		for (int a = 0; a < 2; a++)
+			for (int b = 0; b < 4; b++)
+				k += snprintf(text + k, sizeof text - (size_t)k,
+					      "%s g16.m%d.n%d.k256.bf16.bf16.nk.%s 16x64x128.w1x4.s5.k1.p7\n", arch[a],
+					      mk, b % 2 ? 256 : 512, b / 2 ? "t2-16" : "t1-1");
 	const char *path = table(text);
 	Diag d;
 	CgTuning *t;
@@ -1622,19 +1670,24 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 	diag_init(&d, stderr);
 	t = cg_tuning_read(path, &d);
 	ck_assert_ptr_nonnull(t);
-	for (int a = 0; a < 2; a++) {
+	for (int a = 0; a < 4; a++) {	/* a % 2: the emulator, sm_90a; a / 2: top-4, top-2 */
+		int top2 = a / 2;
+		char src[sizeof ahead_block];
 		Module *m, *ref;
 		CgCompileOpts co;
 
-		m = fused_for("ahead.ir", ahead_block, &ref, &d, 16);
+		snprintf(src, sizeof src, "%s", ahead_block);
+		if (top2)
+			src[strstr(src, "k=4") - src + 2] = '2';
+		m = fused_for("ahead.ir", src, &ref, &d, 16);
 		emu_opts(&co, 16);
-		co.arch[0] = arch[a];
+		co.arch[0] = arch[a % 2];
 		co.tuning = t;
 		co.debug = DBG_PDL | DBG_DOWN_AHEAD;
 		CgProgram *p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
-		if (a == 0) {
-			ck_assert_int_eq(launches_noted(p, "B ahead 12 k-tiles"), 1);	/* 192 KB / 16 KB */
+		if (a % 2 == 0) {
+			ck_assert_int_eq(launches_noted(p, "B ahead 12 k-tiles"), 2 - top2);	/* 192 KB / 16 KB */
 			ck_assert_int_eq(launches_noted(p, "stream-k"), 2);
 			for (size_t i = 0; i < NELEM(ts); i++)
 				check_wide(p, ref, ts[i], 256);
@@ -1653,7 +1706,11 @@ START_TEST(test_program_down_ahead_matches_interpreter)
 			ck_assert(pf < w && strstr(k4, "ld.volatile.global") < pf);
 			ck_assert_ptr_nonnull(strstr(w, "ld.global.u32"));	/* the offsets again */
 			pf = strstr(k3, "cp.async.bulk.prefetch");
-			ck_assert(!pf || pf > k4);	/* none in the gate|up (k3 before k4) */
+			w = strstr(k3, "griddepcontrol.wait");
+			if (top2)
+				ck_assert(!pf || pf > k4);	/* none in the gate|up (k3 before k4) */
+			else
+				ck_assert(pf && pf < w && w < k4 && strstr(k3, "ld.volatile.global") < pf);
 		}
 		cg_program_free(p);
 		ir_free_module(m);
@@ -2693,6 +2750,12 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 4, 5);
 	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 1, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front2");	/* the same with --debug=front2 (whole rows a batch) */
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 5, 7);
+	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 2, 3);
+	tcase_add_test(tc, test_front2_default_takes_one_expert_ctas);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
