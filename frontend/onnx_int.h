@@ -14,6 +14,7 @@
  *	onnx_reshape.c	Reshape, Flatten, Squeeze, Unsqueeze
  *	onnx_quant.c	Quantize/DequantizeLinear, com.microsoft ops
  *	onnx_einsum.c	Einsum as transpose/reshape/matmul
+ *	onnx_qop.c	the QOperator format (QLinearMatMul, QGemm, QLinear*)
  */
 #ifndef MOEC_ONNX_INT_H
 #define MOEC_ONNX_INT_H
@@ -193,6 +194,10 @@ int ox_split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k, Value *
 ImportFn imp_split_to_sequence, imp_sequence_construct, imp_sequence_insert, imp_sequence_at,
 	imp_sequence_length, imp_concat_from_sequence;
 ImportFn imp_quantize, imp_dequantize, imp_dynamic_quantize, imp_matmul_integer, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+
+/* onnx_qop.c */
+ImportFn imp_qlinear_matmul, imp_ms_qgemm, imp_ms_qlinear_binary, imp_ms_qlinear_unary,
+	imp_ms_qlinear_concat, imp_ms_qlinear_where;
 
 /* onnx_ms.c */
 ImportFn imp_ms_simplified_ln, imp_ms_skip_simplified_ln, imp_ms_skip_ln, imp_ms_gelu,

@@ -730,6 +730,16 @@ static const OpEntry ops[] = {
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
 	{"", "DynamicQuantizeLinear", 13, imp_dynamic_quantize, 1, 1},
 	{"", "MatMulInteger", 13, imp_matmul_integer, 2, 4},
+	/* the QOperator format (onnx_qop.c) */
+	{"", "QLinearMatMul", 13, imp_qlinear_matmul, 8, 8},
+	{"com.microsoft", "QGemm", 1, imp_ms_qgemm, 6, 9},
+	{"com.microsoft", "QLinearAdd", 1, imp_ms_qlinear_binary, 7, 8},
+	{"com.microsoft", "QLinearMul", 1, imp_ms_qlinear_binary, 7, 8},
+	{"com.microsoft", "QLinearSigmoid", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearLeakyRelu", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearSoftmax", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearConcat", 1, imp_ms_qlinear_concat, 5, -1},
+	{"com.microsoft", "QLinearWhere", 1, imp_ms_qlinear_where, 9, 9},
 	/* com.microsoft */
 	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
