@@ -682,6 +682,76 @@ def gen_sequences():
     save("seq_split_counts", m, [({"x": x, "c": c}, want)])
 
 
+# --- the QOperator format (onnxruntime's quantize_static, quant_format=QOperator) -------------------------
+
+def gen_qoperator():
+    """The com.microsoft QLinear ops the quantizer writes, in the settings its fixtures (gen_qop.py) do not
+    reach: QGemm with transB, B's scale and zero point one per column, an int32 bias and alpha, with a float
+    output and with a uint8 one; QLinearConcat, QLinearWhere, QLinearLeakyRelu, QLinearSoftmax along a
+    middle axis.  References: onnxruntime's CPU kernels (the forms moec imports, bit for bit)."""
+    rng = np.random.default_rng(35)
+    U8, I8, ms = TP.UINT8, TP.INT8, "com.microsoft"
+
+    def c(name, v):
+        return nh.from_array(np.asarray(v), name)
+
+    a = rng.integers(0, 256, (5, 24)).astype(np.uint8)
+    b = rng.integers(-128, 128, (8, 24)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 8).astype(np.int32)
+    inits = [c("sa", np.float32(0.02)), c("za", np.uint8(131)), c("b", b),
+             c("sb", (rng.random(8) * 0.01 + 0.002).astype(np.float32)),
+             c("zb", rng.integers(-4, 5, 8).astype(np.int8)), c("bias", bias)]
+    m = model([h.make_node("QGemm", ["a", "sa", "za", "b", "sb", "zb", "bias"], ["y"], domain=ms, alpha=0.5,
+                           transB=1)], [vi("a", [5, 24], U8)], [vi("y", [5, 8])], inits, ms=True)
+    y = ort_run(m, {"a": a})
+    if y is not None:
+        save("qgemm_transb_per_column_f32", m, [({"a": a}, y)])
+    m = model([h.make_node("QGemm", ["a", "sa", "za", "b", "sb", "zb", "bias", "sy", "zy"], ["y"], domain=ms,
+                           transB=1)], [vi("a", [5, 24], U8)], [vi("y", [5, 8], U8)],
+              inits + [c("sy", np.float32(0.05)), c("zy", np.uint8(120))], ms=True)
+    y = ort_run(m, {"a": a})
+    if y is not None:
+        save("qgemm_transb_per_column_u8", m, [({"a": a}, y)])
+
+    x0 = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    x1 = rng.integers(-128, 128, (2, 5, 4)).astype(np.int8)
+    m = model([h.make_node("QLinearConcat", ["sy", "zy", "x0", "s0", "z0", "x1", "s1", "z1"], ["y"], domain=ms,
+                           axis=1)], [vi("x0", [2, 3, 4], I8), vi("x1", [2, 5, 4], I8)], [vi("y", [2, 8, 4], I8)],
+              [c("sy", np.float32(0.03)), c("zy", np.int8(-5)), c("s0", np.float32(0.02)), c("z0", np.int8(3)),
+               c("s1", np.float32(0.045)), c("z1", np.int8(-7))], ms=True)
+    y = ort_run(m, {"x0": x0, "x1": x1})
+    if y is not None:
+        save("qlinear_concat", m, [({"x0": x0, "x1": x1}, y)])
+
+    cond = rng.random((3, 6)) < 0.5
+    x, w = rng.integers(0, 256, (3, 6)).astype(np.uint8), rng.integers(0, 256, (1, 6)).astype(np.uint8)
+    m = model([h.make_node("QLinearWhere", ["c", "x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], domain=ms)],
+              [vi("c", [3, 6], TP.BOOL), vi("x", [3, 6], U8), vi("w", [1, 6], U8)], [vi("y", [3, 6], U8)],
+              [c("sx", np.float32(0.02)), c("zx", np.uint8(128)), c("sw", np.float32(0.07)), c("zw", np.uint8(100)),
+               c("sy", np.float32(0.04)), c("zy", np.uint8(110))], ms=True)
+    y = ort_run(m, {"c": cond, "x": x, "w": w})
+    if y is not None:
+        save("qlinear_where", m, [({"c": cond, "x": x, "w": w}, y)])
+
+    x = rng.integers(0, 256, (4, 16)).astype(np.uint8)
+    m = model([h.make_node("QLinearLeakyRelu", ["x", "sx", "zx", "sy", "zy"], ["y"], domain=ms, alpha=0.1)],
+              [vi("x", [4, 16], U8)], [vi("y", [4, 16], U8)],
+              [c("sx", np.float32(0.05)), c("zx", np.uint8(128)), c("sy", np.float32(0.03)), c("zy", np.uint8(20))],
+              ms=True)
+    y = ort_run(m, {"x": x})
+    if y is not None:
+        save("qlinear_leaky_relu", m, [({"x": x}, y)])
+
+    x = rng.integers(-128, 128, (2, 8, 3)).astype(np.int8)
+    m = model([h.make_node("QLinearSoftmax", ["x", "sx", "zx", "sy", "zy"], ["y"], domain=ms, axis=1, opset=13)],
+              [vi("x", [2, 8, 3], I8)], [vi("y", [2, 8, 3], I8)],
+              [c("sx", np.float32(0.05)), c("zx", np.int8(0)), c("sy", np.float32(1 / 256)), c("zy", np.int8(-128))],
+              ms=True)
+    y = ort_run(m, {"x": x})
+    if y is not None:
+        save("qlinear_softmax_axis1", m, [({"x": x}, y)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -700,6 +770,7 @@ def main():
     gen_moe_sparse_mixer()  # last of RNG's users: the cases before it keep their random draws
     gen_dynamic_quant()  # its own generator
     gen_sequences()  # its own generator
+    gen_qoperator()  # its own generator
 
 
 if __name__ == "__main__":
