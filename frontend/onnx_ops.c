@@ -69,6 +69,48 @@ imp_binary(ONode *n)
 	return ox_done(n, 0, k, ir_b2(n->b, ew_op(op), ox_in(n, 0), ox_in(n, 1)));
 }
 
+/* Mod: fmod=1 the remainder of C's fmod (the dividend's sign), fmod=0 (ONNX
+ * allows it for integers only) the floor remainder of Python's % (the
+ * divisor's sign), one definition over the IR's ops:
+ *	r = a - trunc(a / b) * b	(integer div truncates: exact)
+ *	fmod=0: r + where(r < 0 && b > 0 || r > 0 && b < 0, b, 0)
+ * A float trunc is sign(q) * floor(|q|): exact for integers, and for floats
+ * the quotient is rounded once in the inputs' type, so a remainder near 0 or
+ * b may come out near b or 0 (C's fmod is exact).  Known integers fold. */
+static int
+imp_mod(ONode *n)
+{
+	int fm = ox_attr_i(n, "fmod", 0) != 0;
+	Known *k = ox_fold_binary(n->c, fm ? "FMod" : "Mod", ox_kin(n, 0), ox_kin(n, 1));
+	Value *a = ox_in(n, 0), *b = ox_in(n, 1), *q, *r, *z, *in[3];
+	Node *w;
+
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	if (!a || !b)
+		return -1;
+	if (a->type.dt != b->type.dt)
+		return ox_err(n, "A and B must have one type");
+	if (!fm && dtype_is_float(a->type.dt))
+		return ox_err(n, "fmod=0 on %s: ONNX defines the floor remainder for integers only (torch.remainder "
+			      "of floats exports as Sub/Floor; torch.fmod as fmod=1)", dtype_name(a->type.dt));
+	q = ir_b2(n->b, OP_DIV, a, b);
+	if (q && dtype_is_float(a->type.dt))
+		q = ir_b2(n->b, OP_MUL, ir_b1(n->b, OP_SIGN, q), ir_b1(n->b, OP_FLOOR, ir_b1(n->b, OP_ABS, q)));
+	r = q ? ir_b2(n->b, OP_SUB, a, ir_b2(n->b, OP_MUL, q, b)) : NULL;
+	if (fm || !r)
+		return ox_done(n, 0, k, r);
+	z = ox_scalar(n->b, a->type.dt, 0);	/* signs differ (r * b could overflow) */
+	in[0] = ir_b2(n->b, OP_OR, ir_b2(n->b, OP_AND, ir_b2(n->b, OP_LESS, r, z), ir_b2(n->b, OP_GREATER, b, z)),
+		      ir_b2(n->b, OP_AND, ir_b2(n->b, OP_GREATER, r, z), ir_b2(n->b, OP_LESS, b, z)));
+	in[1] = b;
+	in[2] = z;
+	w = in[0] ? ir_b_node(n->b, OP_WHERE, in, 3, 1) : NULL;
+	return ox_done(n, 0, k, w ? ir_b2(n->b, OP_ADD, r, w->out[0]) : NULL);
+}
+
 /* Min, Max, Sum over any number of inputs: a chain of binary ops. */
 static int
 imp_variadic(ONode *n)
@@ -681,7 +723,8 @@ static const OpEntry ops[] = {
 	{"", "Gelu", 20, imp_gelu, 1, 1}, {"", "Clip", 13, imp_clip, 1, 3},
 	{"", "Add", 13, imp_binary, 2, 2}, {"", "Sub", 13, imp_binary, 2, 2},
 	{"", "Mul", 13, imp_binary, 2, 2}, {"", "Div", 13, imp_binary, 2, 2},
-	{"", "Pow", 13, imp_binary, 2, 2}, {"", "Equal", 13, imp_binary, 2, 2},
+	{"", "Pow", 13, imp_binary, 2, 2}, {"", "Mod", 13, imp_mod, 2, 2},
+	{"", "Equal", 13, imp_binary, 2, 2},
 	{"", "Greater", 13, imp_binary, 2, 2}, {"", "Less", 13, imp_binary, 2, 2},
 	{"", "GreaterOrEqual", 13, imp_binary, 2, 2}, {"", "LessOrEqual", 13, imp_binary, 2, 2},
 	{"", "And", 13, imp_binary, 2, 2}, {"", "Or", 13, imp_binary, 2, 2},

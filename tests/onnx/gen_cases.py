@@ -752,6 +752,32 @@ def gen_qoperator():
         save("qlinear_softmax_axis1", m, [({"x": x}, y)])
 
 
+# --- Mod ----------------------------------------------------------------------------------------------------
+
+def gen_mod():
+    """Mod: fmod=0 (integers: the floor remainder, the divisor's sign) on int64 and int32 with every sign
+    combination and broadcasting, fmod=1 (C's remainder, the dividend's sign) on int32 and float32 (values whose
+    quotient is far from an integer: moec's float form rounds the quotient once).  References: numpy's mod and
+    fmod, checked against onnxruntime."""
+    rng = np.random.default_rng(351)
+    for name, dt, tp, fm in (("mod_i64", np.int64, TP.INT64, 0), ("mod_i32", np.int32, TP.INT32, 0),
+                             ("mod_fmod_i32", np.int32, TP.INT32, 1)):
+        a = rng.integers(-50, 50, (4, 6)).astype(dt)
+        b = np.array([7, -7, 3, -3, 1, 50], dt)
+        y = (np.fmod(a, b) if fm else np.mod(a, b)).astype(dt)
+        m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=fm)], [vi("a", [4, 6], tp), vi("b", [6], tp)],
+                  [vi("y", [4, 6], tp)])
+        check(name, ort_run(m, {"a": a, "b": b}), [y], 0)
+        save(name, m, [({"a": a, "b": b}, [y])])
+    b = np.array([1.5, -2.25, 0.75, 4.0], np.float32)
+    q = rng.integers(-9, 10, (3, 4)) + rng.uniform(0.2, 0.8, (3, 4))
+    a = (q * b).astype(np.float32)
+    y = np.fmod(a, b).astype(np.float32)
+    m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [vi("a", [3, 4]), vi("b", [4])], [vi("y", [3, 4])])
+    check("mod_fmod_f32", ort_run(m, {"a": a, "b": b}), [y])
+    save("mod_fmod_f32", m, [({"a": a, "b": b}, [y])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -771,6 +797,7 @@ def main():
     gen_dynamic_quant()  # its own generator
     gen_sequences()  # its own generator
     gen_qoperator()  # its own generator
+    gen_mod()  # its own generator
 
 
 if __name__ == "__main__":
