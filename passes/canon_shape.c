@@ -241,3 +241,38 @@ canon_topk_prefix(Canon *k, Node *n)
 	t2 = ir_b_node(&b, OP_TOPK, tk->in, 1, 2);
 	return canon_adopt(k, n, t2 ? t2->out[x->resno] : NULL);
 }
+
+/* A topk of an exact widening cast selects what the topk of the narrow
+ * values selects (the cast keeps order and ties): the topk first, the cast
+ * of its values after.  onnxconverter-common's float16 conversion keeps
+ * TopK in f32 between a cast up and a cast down (its op block list), which
+ * hid a float16 model's router from fuse-moe.
+ *
+ *	%w = cast %x, to=f32                   %v16, %i = topk %x, k=
+ *	%v, %i = topk %w, k=          =>       %v = cast %v16, to=f32
+ */
+int
+canon_topk_cast(Canon *k, Node *n)
+{
+	Node *c = def_op(n->in[0], OP_CAST), *t2;
+	Value *x, *v;
+	Builder b;
+
+	if (!c || n->nin != 1 || !dtype_is_float((x = c->in[0])->type.dt) ||
+	    !dtype_is_float(n->in[0]->type.dt) || !exact_cast(x->type.dt, n->in[0]->type.dt) ||
+	    x->type.dt == n->in[0]->type.dt || ir_is_graph_result(k->g, n->out[0]) ||
+	    ir_is_graph_result(k->g, n->out[1]))
+		return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < n->nattr && b.npend < (int)NELEM(b.pend); i++)
+		b.pend[b.npend++] = n->attr[i];
+	if (!(t2 = ir_b_node(&b, OP_TOPK, &x, 1, 2)))
+		return 0;
+	ir_b_str(&b, "to", dtype_name(n->out[0]->type.dt));
+	if (!(v = ir_b1(&b, OP_CAST, t2->out[0])))
+		return 0;
+	ir_replace_uses(k->g, n->out[0], v);
+	ir_replace_uses(k->g, n->out[1], t2->out[1]);
+	ir_erase(k->g, n);
+	return 1;
+}

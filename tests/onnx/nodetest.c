@@ -285,9 +285,10 @@ eval_set(Graph *g, Tensor *in, int nin, const char *set, char *why, size_t n)
 			ok = 0;
 			break;
 		}
-		tolerance_for(want[i].dt, &atol, &rtol, &rel);
+		DType tt = tolerance_dtype(want[i].dt, ir_results_dtype(g));	/* float16 inside */
+		tolerance_for(tt, &atol, &rtol, &rel);
 		tensor_compare(&got[i], &want[i], atol, rtol, &c);
-		if (!tensor_close(&c, want[i].dt, tensor_numel(&want[i]))) {
+		if (!tensor_close(&c, tt, tensor_numel(&want[i]))) {
 			snprintf(why, n, "output %d: %lld elements off, max_abs %.3g at %lld, "
 				 "rel_l2 %.3g", i, (long long)c.nbad, c.max_abs, (long long)c.worst,
 				 c.rel_l2);
