@@ -69,14 +69,41 @@ imp_binary(ONode *n)
 	return ox_done(n, 0, k, ir_b2(n->b, ew_op(op), ox_in(n, 0), ox_in(n, 1)));
 }
 
-/* Mod: fmod=1 the remainder of C's fmod (the dividend's sign), fmod=0 (ONNX
- * allows it for integers only) the floor remainder of Python's % (the
- * divisor's sign), one definition over the IR's ops:
- *	r = a - trunc(a / b) * b	(integer div truncates: exact)
- *	fmod=0: r + where(r < 0 && b > 0 || r > 0 && b < 0, b, 0)
- * A float trunc is sign(q) * floor(|q|): exact for integers, and for floats
- * the quotient is rounded once in the inputs' type, so a remainder near 0 or
- * b may come out near b or 0 (C's fmod is exact).  Known integers fold. */
+/* Mod: fmod=1 the remainder of C's fmod (the dividend's sign), fmod=0 the
+ * floor remainder of Python's % (the divisor's sign), one definition over
+ * the IR's ops.  Integers (integer div truncates: exact):
+ *	r = a - (a / b) * b;   fmod=0: r + where(r < 0 && b > 0 || r > 0 && b < 0, b, 0)
+ * Floats (fmod=0 on floats is Mod-28's, which moec takes at any opset):
+ *	r = a - t(a / b) * b,  t = trunc (sign * floor |q|) or floor
+ * with Mod-28's infinite divisor (a finite a is kept, or for fmod=0 becomes b
+ * when the signs differ); the quotient is rounded once in the inputs' type,
+ * so a remainder near 0 or b may come out near b or 0 (C's fmod is exact).
+ * Known integers fold. */
+static Value *
+mod_float(ONode *n, Value *a, Value *b, int fm)
+{
+	Builder *B = n->b;
+	DType dt = a->type.dt;
+	Value *q = ir_b2(B, OP_DIV, a, b), *t, *r, *z = ox_scalar(B, dt, 0), *inf = ox_scalar(B, dt, INFINITY);
+	Value *in[3];
+	Node *w;
+
+	t = fm ? ir_b2(B, OP_MUL, ir_b1(B, OP_SIGN, q), ir_b1(B, OP_FLOOR, ir_b1(B, OP_ABS, q))) : ir_b1(B, OP_FLOOR, q);
+	r = ir_b2(B, OP_SUB, a, ir_b2(B, OP_MUL, t, b));
+	in[1] = a;
+	if (!fm) {	/* b infinite: a when the signs agree or a is 0, else b */
+		Value *same = ir_b2(B, OP_OR, ir_b2(B, OP_AND, ir_b2(B, OP_LESS, a, z), ir_b2(B, OP_LESS, b, z)),
+				    ir_b2(B, OP_AND, ir_b2(B, OP_GREATER, a, z), ir_b2(B, OP_GREATER, b, z)));
+		Value *e[3] = {ir_b2(B, OP_OR, same, ir_b2(B, OP_EQUAL, a, z)), a, b};
+		w = e[0] ? ir_b_node(B, OP_WHERE, e, 3, 1) : NULL;
+		in[1] = w ? w->out[0] : NULL;
+	}
+	in[0] = ir_b2(B, OP_AND, ir_b2(B, OP_EQUAL, ir_b1(B, OP_ABS, b), inf), ir_b2(B, OP_LESS, ir_b1(B, OP_ABS, a), inf));
+	in[2] = r;
+	w = in[0] && in[1] && r ? ir_b_node(B, OP_WHERE, in, 3, 1) : NULL;
+	return w ? w->out[0] : NULL;
+}
+
 static int
 imp_mod(ONode *n)
 {
@@ -93,12 +120,9 @@ imp_mod(ONode *n)
 		return -1;
 	if (a->type.dt != b->type.dt)
 		return ox_err(n, "A and B must have one type");
-	if (!fm && dtype_is_float(a->type.dt))
-		return ox_err(n, "fmod=0 on %s: ONNX defines the floor remainder for integers only (torch.remainder "
-			      "of floats exports as Sub/Floor; torch.fmod as fmod=1)", dtype_name(a->type.dt));
+	if (dtype_is_float(a->type.dt))
+		return ox_done(n, 0, k, mod_float(n, a, b, fm));
 	q = ir_b2(n->b, OP_DIV, a, b);
-	if (q && dtype_is_float(a->type.dt))
-		q = ir_b2(n->b, OP_MUL, ir_b1(n->b, OP_SIGN, q), ir_b1(n->b, OP_FLOOR, ir_b1(n->b, OP_ABS, q)));
 	r = q ? ir_b2(n->b, OP_SUB, a, ir_b2(n->b, OP_MUL, q, b)) : NULL;
 	if (fm || !r)
 		return ox_done(n, 0, k, r);
@@ -413,19 +437,27 @@ cast_to_dt(Builder *b, Value *v, DType dt)
 /* RMSNormalization-23: Y has the scale's type (V), not X's (T).  dynamo
  * writes a bf16 x with an f32 scale and an f32 Y where the model normalises
  * x.float() (Gemma, Qwen3.5, OLMo 3, ...): then the norm runs in f32 on the
- * widened x (its stash type) and Y is cast to V. */
+ * widened x (its stash type) and Y is cast to V.
+ * With one 16-bit type (DeepSeek, GLM, Mixtral: the weight times the
+ * normalised x cast back, as PyTorch's LlamaRMSNorm), the definition rounds
+ * twice: Normalized (computed in the f32 stash type) is cast to T, then
+ * multiplied by the scale in V: rms_norm with a scale of 1, then mul.
+ * Canon makes it one rms_norm again for the kernels (canon_norm_scale). */
 static int
 imp_rms_norm(ONode *n)
 {
 	Value *x = ox_in(n, 0), *s = ox_in(n, 1);
 	DType v = s ? s->type.dt : DT_F32;
 	int mixed = x && s && x->type.dt != v;
+	int twice = x && s && !mixed && (v == DT_F16 || v == DT_BF16);
 
 	if (mixed)
 		x = cast_to_dt(n->b, x, DT_F32), s = cast_to_dt(n->b, s, DT_F32);
 	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
 	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
-	Value *y = ir_b2(n->b, OP_RMS_NORM, x, s);
+	Value *y = ir_b2(n->b, OP_RMS_NORM, x, twice ? ox_scalar(n->b, v, 1) : s);
+	if (twice)
+		return ox_set(n, 0, ir_b2(n->b, OP_MUL, y, s));
 	return ox_set(n, 0, mixed ? cast_to_dt(n->b, y, v) : y);
 }
 

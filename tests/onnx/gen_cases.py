@@ -755,10 +755,10 @@ def gen_qoperator():
 # --- Mod ----------------------------------------------------------------------------------------------------
 
 def gen_mod():
-    """Mod: fmod=0 (integers: the floor remainder, the divisor's sign) on int64 and int32 with every sign
-    combination and broadcasting, fmod=1 (C's remainder, the dividend's sign) on int32 and float32 (values whose
-    quotient is far from an integer: moec's float form rounds the quotient once).  References: numpy's mod and
-    fmod, checked against onnxruntime."""
+    """Mod: fmod=0 (the floor remainder, the divisor's sign) on int64 and int32 with every sign combination and
+    broadcasting, and on float32 (Mod-28; an infinite divisor too), fmod=1 (C's remainder, the dividend's sign)
+    on int32 and float32 (values whose quotient is far from an integer: moec's float form rounds the quotient
+    once).  References: numpy's mod and fmod, checked against onnxruntime where it takes the case."""
     rng = np.random.default_rng(351)
     for name, dt, tp, fm in (("mod_i64", np.int64, TP.INT64, 0), ("mod_i32", np.int32, TP.INT32, 0),
                              ("mod_fmod_i32", np.int32, TP.INT32, 1)):
@@ -776,6 +776,33 @@ def gen_mod():
     m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [vi("a", [3, 4]), vi("b", [4])], [vi("y", [3, 4])])
     check("mod_fmod_f32", ort_run(m, {"a": a, "b": b}), [y])
     save("mod_fmod_f32", m, [({"a": a, "b": b}, [y])])
+    # fmod=0 on floats (Mod-28's floor remainder, numpy's mod), an infinite divisor in the last column
+    b = np.array([1.5, -2.25, 0.75, np.inf], np.float32)
+    a = (q * np.array([1.5, -2.25, 0.75, 1.0])).astype(np.float32)
+    y = np.mod(a, b).astype(np.float32)
+    m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=0)], [vi("a", [3, 4]), vi("b", [4])], [vi("y", [3, 4])])
+    save("mod_floor_f32", m, [({"a": a, "b": b}, [y])])
+
+
+# --- RMSNormalization with one 16-bit type ------------------------------------------------------------------
+
+def gen_rms_norm_16():
+    """RMSNormalization-23 with X, scale and Y float16 (dynamo's export of a DeepSeek/GLM/Mixtral norm in half):
+    the definition computes Normalized in the float32 stash type, casts it to X's type, then multiplies by the
+    scale in float16 -- two roundings, as PyTorch's LlamaRMSNorm (weight * x.to(input_dtype)).  Values where
+    one rounding and two differ.  Reference: numpy from the schema's function body."""
+    rng = np.random.default_rng(352)
+    x = (rng.standard_normal((6, 64)) * 3).astype(np.float16)
+    w = (1 + rng.uniform(-0.4, 0.4, 64)).astype(np.float16)
+    xf = x.astype(np.float32)
+    nrm = (xf / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + np.float32(1e-6))).astype(np.float16)
+    y = (nrm.astype(np.float32) * w.astype(np.float32)).astype(np.float16)
+    once = (xf / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + np.float32(1e-6)) * w).astype(np.float16)
+    assert (once != y).sum() > 10
+    m = model([h.make_node("RMSNormalization", ["x", "w"], ["y"], epsilon=1e-6)],
+              [vi("x", [6, 64], TP.FLOAT16)], [vi("y", [6, 64], TP.FLOAT16)], [nh.from_array(w, "w")], opset=23)
+    m.ir_version = 11
+    save("rms_norm_f16_two_roundings", m, [({"x": x}, [y])])
 
 
 def main():
@@ -798,6 +825,7 @@ def main():
     gen_sequences()  # its own generator
     gen_qoperator()  # its own generator
     gen_mod()  # its own generator
+    gen_rms_norm_16()  # its own generator
 
 
 if __name__ == "__main__":
