@@ -803,6 +803,10 @@ static const OpEntry ops[] = {
 	/* quantisation */
 	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
+	/* onnxruntime's copies, which quantize_static writes for int4/int16
+	 * types at opsets without them (QInt4 weights): the same definitions */
+	{"com.microsoft", "QuantizeLinear", 1, imp_quantize, 2, 3},
+	{"com.microsoft", "DequantizeLinear", 1, imp_dequantize, 2, 3},
 	{"", "DynamicQuantizeLinear", 13, imp_dynamic_quantize, 1, 1},
 	{"", "MatMulInteger", 13, imp_matmul_integer, 2, 4},
 	/* the QOperator format (onnx_qop.c) */

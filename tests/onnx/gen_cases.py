@@ -805,6 +805,57 @@ def gen_rms_norm_16():
     save("rms_norm_f16_two_roundings", m, [({"x": x}, [y])])
 
 
+# --- uint16 activations (quantize_static's A16W8) -----------------------------------------------------------
+
+def gen_a16w8():
+    """QDQ with uint16 activations and int8 weights per column (quantize_static(activation_type=QUInt16), the
+    A16W8 recipe): Q/DQ of x to uint16 (zero point 32768), the weight's DequantizeLinear, MatMul, Q/DQ of the
+    result.  Reference: onnxruntime (the same numbers as numpy's definition)."""
+    rng = np.random.default_rng(353)
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    wq = rng.integers(-127, 128, (32, 16)).astype(np.int8)
+    ws = (rng.random(16) * 0.01 + 0.002).astype(np.float32)
+    inits = [nh.from_array(np.float32(1 / 8000), "xs"), nh.from_array(np.uint16(32768), "xz"),
+             nh.from_array(wq, "wq"), nh.from_array(ws, "ws"), nh.from_array(np.zeros(16, np.int8), "wz"),
+             nh.from_array(np.float32(1 / 4000), "ys"), nh.from_array(np.uint16(30000), "yz")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             h.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=1),
+             h.make_node("MatMul", ["xd", "wd"], ["m"]),
+             h.make_node("QuantizeLinear", ["m", "ys", "yz"], ["mq"]),
+             h.make_node("DequantizeLinear", ["mq", "ys", "yz"], ["y"])]
+    m = model(nodes, [vi("x", [4, 32])], [vi("y", [4, 16])], inits, opset=21)
+    m.ir_version = 10
+    xd = (np.clip(np.rint(x * np.float32(8000)) + 32768, 0, 65535) - 32768).astype(np.float32) / np.float32(8000)
+    mm = xd @ (wq.astype(np.float32) * ws)
+    y = ((np.clip(np.rint(mm * np.float32(4000)) + 30000, 0, 65535) - 30000) / np.float32(4000)).astype(np.float32)
+    got = None
+    if ort is not None:  # graph optimisations off: on, onnxruntime fuses the QDQ MatMul into an integer one
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        got = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    check("qdq_a16w8_u16", got, [y], 1e-3)
+    save("qdq_a16w8_u16", m, [({"x": x}, got if got is not None else [y])])
+
+    # QInt4 weights per column (quantize_static(weight_type=QInt4, per_channel=True) below opset 21): the
+    # quantizer writes com.microsoft's DequantizeLinear, and the int4 zero point (16 elements) is small
+    # enough to have been a const node, which no kernel can hold packed (now a weight)
+    w4 = rng.integers(-8, 8, (32, 16)).astype(np.int8)
+    z4 = rng.integers(-2, 3, 16).astype(np.int8)
+    w4t = h.make_tensor("w4", TP.INT4, [32, 16], w4.flatten().tolist())
+    z4t = h.make_tensor("z4", TP.INT4, [16], z4.tolist())
+    nodes = [h.make_node("DequantizeLinear", ["w4", "ws", "z4"], ["wd"], axis=1, domain="com.microsoft"),
+             h.make_node("MatMul", ["x", "wd"], ["y"])]
+    m = model(nodes, [vi("x", [4, 32])], [vi("y", [4, 16])], [w4t, nh.from_array(ws, "ws"), z4t], ms=True)
+    y = (x @ ((w4.astype(np.float32) - z4) * ws)).astype(np.float32)
+    got = None
+    if ort is not None:
+        got = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    check("ms_dequantize_int4_per_column", got, [y], 1e-5)
+    save("ms_dequantize_int4_per_column", m, [({"x": x}, [y])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -826,6 +877,7 @@ def main():
     gen_qoperator()  # its own generator
     gen_mod()  # its own generator
     gen_rms_norm_16()  # its own generator
+    gen_a16w8()  # its own generator
 
 
 if __name__ == "__main__":
