@@ -59,6 +59,19 @@ flat(ONode *n, int i)
 	return ir_b1(n->b, OP_RESHAPE, v);
 }
 
+/* Scale input i as f32 (QLinearMatMul-21 takes float16 and bfloat16 scales:
+ * widened exactly, the ratio then formed in f32 as for f32 scales). */
+static Value *
+scale(ONode *n, int i)
+{
+	Value *s = flat(n, i);
+
+	if (!s || s->type.dt == DT_F32)
+		return s;
+	ir_b_str(n->b, "to", "f32");
+	return ir_b1(n->b, OP_CAST, s);
+}
+
 /* The scale or zero point input i is per tensor; or, when cols, 1-D (one
  * per column of the product). */
 static int
@@ -94,8 +107,9 @@ centred(ONode *n, int q, int zi, int rows)
 		ox_err(n, "input %d ('%s') must have the type of input %d", zi, n->in[zi]->name, q);
 		return NULL;
 	}
+	z = flat(n, zi);	/* before the pending to=: flat may build a reshape */
 	ir_b_str(n->b, "to", "f32");
-	z = ir_b1(n->b, OP_CAST, flat(n, zi));
+	z = z ? ir_b1(n->b, OP_CAST, z) : NULL;
 	if (rows && z && z->type.rank == 1) {
 		Dim col[2] = {z->type.dim[0], 1};
 		ir_b_dims(n->b, "shape", col, 2);
@@ -123,7 +137,7 @@ requant(ONode *n, Value *v, int zi)
 static Value *
 dq(ONode *n, int i)
 {
-	Value *in[3] = {ox_in(n, i), flat(n, i + 1), ox_has(n, i + 2) ? flat(n, i + 2) : NULL};
+	Value *in[3] = {ox_in(n, i), scale(n, i + 1), ox_has(n, i + 2) ? flat(n, i + 2) : NULL};
 	Node *r;
 
 	if (check_param(n, i + 1, 0) || check_param(n, i + 2, 0) || !in[0] || !in[1])
@@ -137,7 +151,7 @@ dq(ONode *n, int i)
 static int
 q_out(ONode *n, Value *v, int i)
 {
-	Value *in[3] = {v, flat(n, i), ox_has(n, i + 1) ? flat(n, i + 1) : NULL};
+	Value *in[3] = {v, scale(n, i), ox_has(n, i + 1) ? flat(n, i + 1) : NULL};
 	DType to = ox_has(n, i + 1) ? ox_tin(n, i + 1)->dt : DT_U8;
 	Node *r;
 
@@ -176,12 +190,12 @@ qproduct(ONode *n, int ta, int tb)
 static Value *
 ratio(ONode *n, double alpha, int ys)
 {
-	Value *s = flat(n, 1);
+	Value *s = scale(n, 1);
 
 	if (alpha != 1)
 		s = bin(n, OP_MUL, ir_b_const_f(n->b, DT_F32, alpha), s);
-	s = bin(n, OP_MUL, s, flat(n, 4));
-	return ys >= 0 ? bin(n, OP_DIV, s, flat(n, ys)) : s;
+	s = bin(n, OP_MUL, s, scale(n, 4));
+	return ys >= 0 ? bin(n, OP_DIV, s, scale(n, ys)) : s;
 }
 
 int
@@ -228,7 +242,7 @@ add_term(ONode *n, int q)
 {
 	Value *c = centred(n, q, q + 2, 0);
 
-	return bin(n, OP_MUL, c, bin(n, OP_DIV, flat(n, q + 1), flat(n, 6)));
+	return bin(n, OP_MUL, c, bin(n, OP_DIV, scale(n, q + 1), scale(n, 6)));
 }
 
 /* QLinearAdd and QLinearMul (com.microsoft), broadcasting as Add and Mul. */
@@ -249,7 +263,7 @@ imp_ms_qlinear_binary(ONode *n)
 	}
 	v = centred(n, 0, 2, 0);
 	v = bin(n, OP_MUL, v, v ? centred(n, 3, 5, 0) : NULL);
-	s = bin(n, OP_DIV, bin(n, OP_MUL, flat(n, 1), flat(n, 4)), flat(n, 6));
+	s = bin(n, OP_DIV, bin(n, OP_MUL, scale(n, 1), scale(n, 4)), scale(n, 6));
 	return requant(n, bin(n, OP_MUL, v, s), 7);
 }
 
