@@ -22,6 +22,7 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
+#define OX_OPSET_MIN 11		/* default domain: 11 and 12 read as 13 (ox_find_op) */
 #define OX_MAX_FN_DEPTH 16	/* local functions calling functions */
 #define OX_CONST_MAX 16		/* initializers up to this many elements become const nodes */
 #define OX_KNOWN_MAX 1024	/* integer tensors tracked elementwise at import */
@@ -146,6 +147,9 @@ Value *ox_const(Builder *b, const Known *k);	/* a const node (<= OX_CONST_MAX) *
 Value *ox_scalar(Builder *b, DType dt, double v);
 Value *ox_consti(Builder *b, const int64_t *v, int n);	/* i64[n] */
 int ox_axis(ONode *n, int64_t axis, int rank, int64_t *out);
+
+/* onnx.c: opset < 13 nodes with an attribute 13 made an input */
+int ox_legacy(ONode *n);
 
 /* onnx_ops.c */
 const OpEntry *ox_find_op(const char *domain, const char *op, int opset);

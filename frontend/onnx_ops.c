@@ -288,13 +288,42 @@ imp_castlike(ONode *n)
 
 /* --- reductions and normalisation ---------------------------------------- */
 
+/* Softmax before opset 13 normalises x coerced to 2-D at axis (default 1):
+ * every dim from axis on together.  The last axis is the same op; else a
+ * reshape to [.., prod(dims[axis:])] around it. */
 static int
 imp_softmax(ONode *n)
 {
 	Op op = strcmp(n->np->op_type, "Softmax") == 0 ? OP_SOFTMAX : OP_LOG_SOFTMAX;
+	Value *x = ox_in(n, 0), *y;
+	int64_t axis;
+	Dim d[MAXRANK], flat;
+	int r;
 
-	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
-	return ox_set(n, 0, ir_b1(n->b, op, ox_in(n, 0)));
+	if (n->opset >= 13 || !x) {
+		ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+		return ox_set(n, 0, ir_b1(n->b, op, x));
+	}
+	r = x->type.rank;
+	if (ox_axis(n, ox_attr_i(n, "axis", 1), r, &axis))
+		return -1;
+	if (axis == r - 1) {
+		ir_b_int(n->b, "axis", -1);
+		return ox_set(n, 0, ir_b1(n->b, op, x));
+	}
+	flat = 1;
+	for (int i = (int)axis; i < r; i++)
+		flat = ir_dim_mul(n->c->m, flat, x->type.dim[i]);
+	memcpy(d, x->type.dim, sizeof(Dim) * (size_t)axis);
+	d[axis] = flat;
+	ir_b_dims(n->b, "shape", d, (int)axis + 1);
+	y = ir_b1(n->b, OP_RESHAPE, x);
+	ir_b_int(n->b, "axis", -1);
+	y = y ? ir_b1(n->b, op, y) : NULL;
+	if (!y)
+		return -1;
+	ir_b_dims(n->b, "shape", x->type.dim, r);
+	return ox_set(n, 0, ir_b1(n->b, OP_RESHAPE, y));
 }
 
 static Op
@@ -325,7 +354,7 @@ reduce_pre(ONode *n, Value *x)
 static int
 imp_reduce(ONode *n)
 {
-	int from_input = n->opset >= 18 || strcmp(n->np->op_type, "ReduceSum") == 0;
+	int from_input = n->opset >= 18 || (n->opset >= 13 && strcmp(n->np->op_type, "ReduceSum") == 0);
 	int64_t axes[MAXRANK];
 	int na = -1, rank = ox_tin(n, 0)->rank;
 
@@ -841,6 +870,15 @@ norm_domain(const char *d)
 	return !d || !strcmp(d, "ai.onnx") ? "" : d;
 }
 
+/* Opsets 11 and 12 of the default domain (torch.onnx.export(opset_version=11),
+ * still in many users' scripts) are read as opset 13 where an op's meaning
+ * did not change, and through ox_legacy (onnx.c) where 13 moved an attribute
+ * to an input (Squeeze, Unsqueeze, Split; ReduceSum's axes attribute
+ * imp_reduce reads) or changed the meaning (Softmax, LogSoftmax: coerced to
+ * 2-D at the axis, imp_softmax).  The ops whose opset-13 meaning is new are
+ * not read below 13: */
+static const char *const changed13[] = {"Hardmax", "Pad", "Resize", "Clip"};
+
 /* The importer for op at the domain's opset; NULL if we have none. */
 const OpEntry *
 ox_find_op(const char *domain, const char *op, int opset)
@@ -848,6 +886,12 @@ ox_find_op(const char *domain, const char *op, int opset)
 	const OpEntry *e = NULL;
 
 	domain = norm_domain(domain);
+	if (!*domain && opset >= OX_OPSET_MIN && opset < 13) {
+		for (size_t i = 0; i < NELEM(changed13); i++)
+			if (!strcmp(op, changed13[i]))
+				return NULL;
+		opset = 13;
+	}
 	for (size_t i = 0; i < NELEM(ops); i++)
 		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain) &&
 		    ops[i].minver <= opset && (!e || ops[i].minver > e->minver))
@@ -868,7 +912,7 @@ ox_op_known(const char *domain, const char *op)
 int
 onnx_op_supported(const char *domain, const char *op, int opset)
 {
-	if (!strcmp(norm_domain(domain), "") && (opset < 13 || opset > 23))
+	if (!strcmp(norm_domain(domain), "") && (opset < OX_OPSET_MIN || opset > 23))
 		return 0;
 	return ox_find_op(domain, op, opset) != NULL;
 }

@@ -856,6 +856,33 @@ def gen_a16w8():
     save("ms_dequantize_int4_per_column", m, [({"x": x}, [y])])
 
 
+# --- opsets 11 and 12 (torch.onnx.export(opset_version=11)) ---------------------------------------------------
+
+def gen_opset11():
+    """What opset 13 changed, at opset 11: Softmax and LogSoftmax over x coerced to 2-D at axis (default 1: a
+    [2,3,4] tensor normalised over its last 12 values together), Split's sizes, Squeeze's and Unsqueeze's axes,
+    ReduceSum's axes as attributes.  References: numpy, checked against onnxruntime."""
+    rng = np.random.default_rng(354)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    e = np.exp(x.reshape(2, 12) - x.reshape(2, 12).max(1, keepdims=True))
+    sm = (e / e.sum(1, keepdims=True)).reshape(2, 3, 4)
+    nodes = [h.make_node("Softmax", ["x"], ["sm"]),
+             h.make_node("LogSoftmax", ["x"], ["lsm"], axis=-1),
+             h.make_node("Split", ["x"], ["a", "b"], axis=2, split=[1, 3]),
+             h.make_node("Squeeze", ["a"], ["sq"], axes=[2]),
+             h.make_node("Unsqueeze", ["sq"], ["un"], axes=[0, 3]),
+             h.make_node("ReduceSum", ["b"], ["rs"], axes=[-1, 0], keepdims=0)]
+    outs = [sm.astype(np.float32),
+            (x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))),
+            x[:, :, :1].reshape(1, 2, 3, 1), x[:, :, 1:].sum(axis=(2, 0))]
+    m = model(nodes, [vi("x", [2, 3, 4])], [vi("sm", [2, 3, 4]), vi("lsm", [2, 3, 4]), vi("un", [1, 2, 3, 1]),
+                                            vi("rs", [3])], opset=11)
+    m.ir_version = 7
+    outs = [o.astype(np.float32) for o in outs]
+    check("opset11_changed_ops", ort_run(m, {"x": x}), outs)
+    save("opset11_changed_ops", m, [({"x": x}, outs)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -878,6 +905,7 @@ def main():
     gen_mod()  # its own generator
     gen_rms_norm_16()  # its own generator
     gen_a16w8()  # its own generator
+    gen_opset11()  # its own generator
 
 
 if __name__ == "__main__":
