@@ -877,7 +877,7 @@ norm_domain(const char *d)
  * imp_reduce reads) or changed the meaning (Softmax, LogSoftmax: coerced to
  * 2-D at the axis, imp_softmax).  The ops whose opset-13 meaning is new are
  * not read below 13: */
-static const char *const changed13[] = {"Hardmax", "Pad", "Resize", "Clip"};
+static const char *const changed13[] = {"Hardmax", "Pad", "Resize"};	/* Clip-11's inputs are 13's */
 
 /* The importer for op at the domain's opset; NULL if we have none. */
 const OpEntry *

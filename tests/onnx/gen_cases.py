@@ -861,7 +861,8 @@ def gen_a16w8():
 def gen_opset11():
     """What opset 13 changed, at opset 11: Softmax and LogSoftmax over x coerced to 2-D at axis (default 1: a
     [2,3,4] tensor normalised over its last 12 values together), Split's sizes, Squeeze's and Unsqueeze's axes,
-    ReduceSum's axes as attributes.  References: numpy, checked against onnxruntime."""
+    ReduceSum's axes as attributes; Clip-11 (min and max inputs, as 13).  References: numpy, checked against
+    onnxruntime."""
     rng = np.random.default_rng(354)
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     e = np.exp(x.reshape(2, 12) - x.reshape(2, 12).max(1, keepdims=True))
@@ -871,12 +872,14 @@ def gen_opset11():
              h.make_node("Split", ["x"], ["a", "b"], axis=2, split=[1, 3]),
              h.make_node("Squeeze", ["a"], ["sq"], axes=[2]),
              h.make_node("Unsqueeze", ["sq"], ["un"], axes=[0, 3]),
-             h.make_node("ReduceSum", ["b"], ["rs"], axes=[-1, 0], keepdims=0)]
+             h.make_node("ReduceSum", ["b"], ["rs"], axes=[-1, 0], keepdims=0),
+             h.make_node("Clip", ["x", "lo", "hi"], ["cl"])]
     outs = [sm.astype(np.float32),
             (x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))),
-            x[:, :, :1].reshape(1, 2, 3, 1), x[:, :, 1:].sum(axis=(2, 0))]
+            x[:, :, :1].reshape(1, 2, 3, 1), x[:, :, 1:].sum(axis=(2, 0)), np.clip(x, -0.5, 0.7)]
     m = model(nodes, [vi("x", [2, 3, 4])], [vi("sm", [2, 3, 4]), vi("lsm", [2, 3, 4]), vi("un", [1, 2, 3, 1]),
-                                            vi("rs", [3])], opset=11)
+                                            vi("rs", [3]), vi("cl", [2, 3, 4])], opset=11,
+              inits=[nh.from_array(np.float32(-0.5), "lo"), nh.from_array(np.float32(0.7), "hi")])
     m.ir_version = 7
     outs = [o.astype(np.float32) for o in outs]
     check("opset11_changed_ops", ort_run(m, {"x": x}), outs)
