@@ -124,6 +124,8 @@ rewrite(Canon *k, Node *n)
 		return canon_topk_prefix(k, n);
 	case OP_TOPK:
 		return canon_topk_cast(k, n);
+	case OP_DEQUANTIZE:
+		return canon_dequant_up(k, n);
 	case OP_IDENTITY:
 	case OP_EXPAND:
 		return canon_noop(k, n);

@@ -276,3 +276,51 @@ canon_topk_cast(Canon *k, Node *n)
 	ir_erase(k->g, n);
 	return 1;
 }
+
+/* Whether v is a weight, or gathers and transposes of one. */
+static int
+weight_rooted(const Value *v)
+{
+	while (v->kind == V_RESULT && (v->def->op == OP_GATHER || v->def->op == OP_TRANSPOSE))
+		v = v->def->in[0];
+	return v->kind == V_WEIGHT;
+}
+
+/* A per-tensor dequantize of a gather or transpose of quantised weights is
+ * the gather or transpose of the dequantised weights (it maps element by
+ * element): the dequantize moves up to the weight, where fold or the GEMM
+ * reads it, and the expert weights show again.  onnxruntime's
+ * quantize_dynamic quantises the 3-D expert weights that a TorchScript
+ * export's eager experts Gather (its Gather quantizer): fuse-moe found "expert
+ * weights not found".
+ *
+ *	%g = gather $wq, %id, axis=0            %d = dequantize $wq, %s, %z
+ *	%w = dequantize %g, %s, %z        =>    %w = gather %d, %id, axis=0
+ */
+int
+canon_dequant_up(Canon *k, Node *n)
+{
+	Node *m = n->in[0]->kind == V_RESULT ? n->in[0]->def : NULL, *d, *r;
+	Value *in[3];
+	Builder b;
+
+	if (!m || (m->op != OP_GATHER && m->op != OP_TRANSPOSE) || n->in[0]->nuse != 1 ||
+	    !weight_rooted(m->in[0]) || n->in[1]->type.rank != 0 || (n->nin > 2 && n->in[2] && n->in[2]->type.rank != 0) ||
+	    ir_attr(n, "block_size"))
+		return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < n->nattr && b.npend < (int)NELEM(b.pend); i++)
+		if (strcmp(n->attr[i].key, "axis"))
+			b.pend[b.npend++] = n->attr[i];
+	in[0] = m->in[0], in[1] = n->in[1], in[2] = n->nin > 2 ? n->in[2] : NULL;
+	if (!(d = ir_b_node(&b, OP_DEQUANTIZE, in, in[2] ? 3 : 2, 1)))
+		return 0;
+	for (int i = 0; i < m->nattr && b.npend < (int)NELEM(b.pend); i++)
+		b.pend[b.npend++] = m->attr[i];
+	in[0] = d->out[0];
+	for (int i = 1; i < m->nin; i++)
+		in[i] = m->in[i];
+	if (!(r = ir_b_node(&b, m->op, in, m->nin, 1)))
+		return 0;
+	return canon_adopt(k, n, r->out[0]);
+}
