@@ -247,7 +247,7 @@ cg_load_dt(CgFn *f, DType dt, LLVMValueRef base, LLVMValueRef idx)
 	v = cg_gload(f, LLVMIntTypeInContext(f->C, (unsigned)nb * 8), cg_gep(f, base, idx, nb), nb);
 	if (dt == DT_BOOL)
 		return LLVMBuildZExt(B, icmp(f, LLVMIntNE, v, LLVMConstInt(f->ti8, 0, 0)), f->ti64, "");
-	if (dt == DT_U8)
+	if (dt == DT_U8 || dt == DT_U16)	/* unsigned */
 		return LLVMBuildZExt(B, v, f->ti64, "");
 	return dt == DT_I64 ? v : LLVMBuildSExt(B, v, f->ti64, "");
 }
@@ -285,6 +285,7 @@ int_range(DType dt, int64_t *lo, int64_t *hi)
 	switch (dt) {
 	case DT_I32: *lo = INT32_MIN, *hi = INT32_MAX; break;
 	case DT_I16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+	case DT_U16: *lo = 0, *hi = UINT16_MAX; break;
 	case DT_I8: *lo = -128, *hi = 127; break;
 	case DT_U8: *lo = 0, *hi = 255; break;
 	case DT_I4: *lo = -8, *hi = 7; break;

@@ -238,6 +238,48 @@ check_arity(ONode *n, const OpEntry *e)
 	return 0;
 }
 
+/* Opset 11-12 nodes whose attribute opset 13 made input 1: Squeeze and
+ * Unsqueeze's axes, Split's split.  The attribute becomes a known input, so
+ * the opset-13 importers read the node. */
+int
+ox_legacy(ONode *n)
+{
+	static const char *const ops[][2] = {{"Squeeze", "axes"}, {"Unsqueeze", "axes"}, {"Split", "split"}};
+	const Onnx__NodeProto *np = n->np;
+	int64_t v[MAXRANK * 8];
+	const char *attr = NULL;
+	OVal **in, *o;
+	Known *k;
+	int m;
+
+	if (n->opset >= 13 || (np->domain && *np->domain && strcmp(np->domain, "ai.onnx")))
+		return 0;
+	for (size_t i = 0; i < NELEM(ops); i++)
+		if (!strcmp(np->op_type, ops[i][0]))
+			attr = ops[i][1];
+	if (!attr || !ox_attr(n, attr))
+		return 0;
+	if (n->nin > 1)
+		return ox_err(n, "'%s' is both an attribute and an input", attr);
+	if ((m = ox_attr_ints(n, attr, v, (int)NELEM(v))) < 0)
+		return ox_err(n, "attribute '%s' must be a list of at most %d integers", attr, (int)NELEM(v));
+	k = ox_known_new(n->c, DT_I64, 1, (int64_t[]){m});
+	for (int i = 0; i < m; i++)
+		k->iv[i] = (SInt){v[i], SI_NUM};
+	o = arena_alloc(n->c->tmp, sizeof *o);
+	memset(o, 0, sizeof *o);
+	o->name = attr;
+	o->k = k;
+	o->type = ir_type(DT_I64, 1, (Dim[]){m});
+	o->state = 1;
+	in = arena_array(n->c->tmp, OVal *, 2);
+	in[0] = n->nin ? n->in[0] : NULL;
+	in[1] = o;
+	n->in = in;
+	n->nin = 2;
+	return 0;
+}
+
 static int
 run_importer(Ctx *c, ONode *n)
 {
@@ -255,7 +297,7 @@ run_importer(Ctx *c, ONode *n)
 		return -1;	/* reported by check_ops */
 	if (!e)
 		return ox_err(n, "unsupported operator %s in a function body", np->op_type);
-	if (check_arity(n, e))
+	if (ox_legacy(n) || check_arity(n, e))
 		return -1;
 	for (int i = 0; i < n->nin && !ox_reads_seq(e->domain, e->op); i++)
 		if (n->in[i] && n->in[i]->seq)
@@ -451,9 +493,9 @@ check_opsets(Ctx *c, const Onnx__ModelProto *mp)
 		Loc l = ox_field(c, "opset_import[%zu] '%s'", i, os->domain ? os->domain : "");
 		if (is_default_domain(os->domain)) {
 			c->opset = (int)MIN(MAX(os->version, -1), 1000);
-			if (os->version < 13 || os->version > 23)
+			if (os->version < OX_OPSET_MIN || os->version > 23)
 				rc = ox_field_err(c, l, "opset %lld of the default domain is not "
-					       "supported (13 to 23 are)", (long long)os->version);
+					       "supported (%d to 23 are)", (long long)os->version, OX_OPSET_MIN);
 		} else if (strcmp(os->domain, "com.microsoft") == 0) {
 			c->msopset = (int)MIN(MAX(os->version, 0), 1000);
 			if (os->version != 1)

@@ -245,6 +245,12 @@ si_binary(Module *m, const char *op, SInt a, SInt b)
 		return si_mul(m, a, b);
 	if (!strcmp(op, "Div"))
 		return ox_si_div(m, a, b);
+	if (!strcmp(op, "Mod") || !strcmp(op, "FMod")) {	/* onnx_ops.c imp_mod */
+		if (a.kind != SI_NUM || b.kind != SI_NUM || b.v == 0)
+			return UNK;
+		int64_t r = b.v == -1 ? 0 : a.v % b.v;
+		return num(!strcmp(op, "Mod") && r != 0 && (r < 0) != (b.v < 0) ? r + b.v : r);
+	}
 	if (!strcmp(op, "And") || !strcmp(op, "Or")) {
 		if (a.kind != SI_NUM || b.kind != SI_NUM)
 			return UNK;
@@ -279,6 +285,7 @@ f_binary(const char *op, double a, double b, double *r)
 	else if (!strcmp(op, "Sub")) *r = a - b;
 	else if (!strcmp(op, "Mul")) *r = a * b;
 	else if (!strcmp(op, "Div")) *r = a / b;
+	else if (!strcmp(op, "FMod")) *r = fmod(a, b);
 	else if (!strcmp(op, "Min")) *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
 	else if (!strcmp(op, "Max")) *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
 	else if (!strcmp(op, "Equal")) *r = a == b;

@@ -14,6 +14,7 @@
  *	onnx_reshape.c	Reshape, Flatten, Squeeze, Unsqueeze
  *	onnx_quant.c	Quantize/DequantizeLinear, com.microsoft ops
  *	onnx_einsum.c	Einsum as transpose/reshape/matmul
+ *	onnx_qop.c	the QOperator format (QLinearMatMul, QGemm, QLinear*)
  */
 #ifndef MOEC_ONNX_INT_H
 #define MOEC_ONNX_INT_H
@@ -21,6 +22,7 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
+#define OX_OPSET_MIN 11		/* default domain: 11 and 12 read as 13 (ox_find_op) */
 #define OX_MAX_FN_DEPTH 16	/* local functions calling functions */
 #define OX_CONST_MAX 16		/* initializers up to this many elements become const nodes */
 #define OX_KNOWN_MAX 1024	/* integer tensors tracked elementwise at import */
@@ -146,6 +148,9 @@ Value *ox_scalar(Builder *b, DType dt, double v);
 Value *ox_consti(Builder *b, const int64_t *v, int n);	/* i64[n] */
 int ox_axis(ONode *n, int64_t axis, int rank, int64_t *out);
 
+/* onnx.c: opset < 13 nodes with an attribute 13 made an input */
+int ox_legacy(ONode *n);
+
 /* onnx_ops.c */
 const OpEntry *ox_find_op(const char *domain, const char *op, int opset);
 int ox_op_known(const char *domain, const char *op);
@@ -193,6 +198,10 @@ int ox_split_by_data(ONode *n, Value *x, Value *sz, int64_t axis, int k, Value *
 ImportFn imp_split_to_sequence, imp_sequence_construct, imp_sequence_insert, imp_sequence_at,
 	imp_sequence_length, imp_concat_from_sequence;
 ImportFn imp_quantize, imp_dequantize, imp_dynamic_quantize, imp_matmul_integer, imp_ms_matmul_nbits, imp_ms_moe, imp_ms_qmoe;
+
+/* onnx_qop.c */
+ImportFn imp_qlinear_matmul, imp_ms_qgemm, imp_ms_qlinear_binary, imp_ms_qlinear_unary,
+	imp_ms_qlinear_concat, imp_ms_qlinear_where;
 
 /* onnx_ms.c */
 ImportFn imp_ms_simplified_ln, imp_ms_skip_simplified_ln, imp_ms_skip_ln, imp_ms_gelu,

@@ -69,6 +69,72 @@ imp_binary(ONode *n)
 	return ox_done(n, 0, k, ir_b2(n->b, ew_op(op), ox_in(n, 0), ox_in(n, 1)));
 }
 
+/* Mod: fmod=1 the remainder of C's fmod (the dividend's sign), fmod=0 the
+ * floor remainder of Python's % (the divisor's sign), one definition over
+ * the IR's ops.  Integers (integer div truncates: exact):
+ *	r = a - (a / b) * b;   fmod=0: r + where(r < 0 && b > 0 || r > 0 && b < 0, b, 0)
+ * Floats (fmod=0 on floats is Mod-28's, which moec takes at any opset):
+ *	r = a - t(a / b) * b,  t = trunc (sign * floor |q|) or floor
+ * with Mod-28's infinite divisor (a finite a is kept, or for fmod=0 becomes b
+ * when the signs differ); the quotient is rounded once in the inputs' type,
+ * so a remainder near 0 or b may come out near b or 0 (C's fmod is exact).
+ * Known integers fold. */
+static Value *
+mod_float(ONode *n, Value *a, Value *b, int fm)
+{
+	Builder *B = n->b;
+	DType dt = a->type.dt;
+	Value *q = ir_b2(B, OP_DIV, a, b), *t, *r, *z = ox_scalar(B, dt, 0), *inf = ox_scalar(B, dt, INFINITY);
+	Value *in[3];
+	Node *w;
+
+	t = fm ? ir_b2(B, OP_MUL, ir_b1(B, OP_SIGN, q), ir_b1(B, OP_FLOOR, ir_b1(B, OP_ABS, q))) : ir_b1(B, OP_FLOOR, q);
+	r = ir_b2(B, OP_SUB, a, ir_b2(B, OP_MUL, t, b));
+	in[1] = a;
+	if (!fm) {	/* b infinite: a when the signs agree or a is 0, else b */
+		Value *same = ir_b2(B, OP_OR, ir_b2(B, OP_AND, ir_b2(B, OP_LESS, a, z), ir_b2(B, OP_LESS, b, z)),
+				    ir_b2(B, OP_AND, ir_b2(B, OP_GREATER, a, z), ir_b2(B, OP_GREATER, b, z)));
+		Value *e[3] = {ir_b2(B, OP_OR, same, ir_b2(B, OP_EQUAL, a, z)), a, b};
+		w = e[0] ? ir_b_node(B, OP_WHERE, e, 3, 1) : NULL;
+		in[1] = w ? w->out[0] : NULL;
+	}
+	in[0] = ir_b2(B, OP_AND, ir_b2(B, OP_EQUAL, ir_b1(B, OP_ABS, b), inf), ir_b2(B, OP_LESS, ir_b1(B, OP_ABS, a), inf));
+	in[2] = r;
+	w = in[0] && in[1] && r ? ir_b_node(B, OP_WHERE, in, 3, 1) : NULL;
+	return w ? w->out[0] : NULL;
+}
+
+static int
+imp_mod(ONode *n)
+{
+	int fm = ox_attr_i(n, "fmod", 0) != 0;
+	Known *k = ox_fold_binary(n->c, fm ? "FMod" : "Mod", ox_kin(n, 0), ox_kin(n, 1));
+	Value *a = ox_in(n, 0), *b = ox_in(n, 1), *q, *r, *z, *in[3];
+	Node *w;
+
+	if (k && ox_known_static(k)) {
+		ox_set_known(n, 0, k);
+		return 0;
+	}
+	if (!a || !b)
+		return -1;
+	if (a->type.dt != b->type.dt)
+		return ox_err(n, "A and B must have one type");
+	if (dtype_is_float(a->type.dt))
+		return ox_done(n, 0, k, mod_float(n, a, b, fm));
+	q = ir_b2(n->b, OP_DIV, a, b);
+	r = q ? ir_b2(n->b, OP_SUB, a, ir_b2(n->b, OP_MUL, q, b)) : NULL;
+	if (fm || !r)
+		return ox_done(n, 0, k, r);
+	z = ox_scalar(n->b, a->type.dt, 0);	/* signs differ (r * b could overflow) */
+	in[0] = ir_b2(n->b, OP_OR, ir_b2(n->b, OP_AND, ir_b2(n->b, OP_LESS, r, z), ir_b2(n->b, OP_GREATER, b, z)),
+		      ir_b2(n->b, OP_AND, ir_b2(n->b, OP_GREATER, r, z), ir_b2(n->b, OP_LESS, b, z)));
+	in[1] = b;
+	in[2] = z;
+	w = in[0] ? ir_b_node(n->b, OP_WHERE, in, 3, 1) : NULL;
+	return ox_done(n, 0, k, w ? ir_b2(n->b, OP_ADD, r, w->out[0]) : NULL);
+}
+
 /* Min, Max, Sum over any number of inputs: a chain of binary ops. */
 static int
 imp_variadic(ONode *n)
@@ -222,13 +288,42 @@ imp_castlike(ONode *n)
 
 /* --- reductions and normalisation ---------------------------------------- */
 
+/* Softmax before opset 13 normalises x coerced to 2-D at axis (default 1):
+ * every dim from axis on together.  The last axis is the same op; else a
+ * reshape to [.., prod(dims[axis:])] around it. */
 static int
 imp_softmax(ONode *n)
 {
 	Op op = strcmp(n->np->op_type, "Softmax") == 0 ? OP_SOFTMAX : OP_LOG_SOFTMAX;
+	Value *x = ox_in(n, 0), *y;
+	int64_t axis;
+	Dim d[MAXRANK], flat;
+	int r;
 
-	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
-	return ox_set(n, 0, ir_b1(n->b, op, ox_in(n, 0)));
+	if (n->opset >= 13 || !x) {
+		ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
+		return ox_set(n, 0, ir_b1(n->b, op, x));
+	}
+	r = x->type.rank;
+	if (ox_axis(n, ox_attr_i(n, "axis", 1), r, &axis))
+		return -1;
+	if (axis == r - 1) {
+		ir_b_int(n->b, "axis", -1);
+		return ox_set(n, 0, ir_b1(n->b, op, x));
+	}
+	flat = 1;
+	for (int i = (int)axis; i < r; i++)
+		flat = ir_dim_mul(n->c->m, flat, x->type.dim[i]);
+	memcpy(d, x->type.dim, sizeof(Dim) * (size_t)axis);
+	d[axis] = flat;
+	ir_b_dims(n->b, "shape", d, (int)axis + 1);
+	y = ir_b1(n->b, OP_RESHAPE, x);
+	ir_b_int(n->b, "axis", -1);
+	y = y ? ir_b1(n->b, op, y) : NULL;
+	if (!y)
+		return -1;
+	ir_b_dims(n->b, "shape", x->type.dim, r);
+	return ox_set(n, 0, ir_b1(n->b, OP_RESHAPE, y));
 }
 
 static Op
@@ -259,7 +354,7 @@ reduce_pre(ONode *n, Value *x)
 static int
 imp_reduce(ONode *n)
 {
-	int from_input = n->opset >= 18 || strcmp(n->np->op_type, "ReduceSum") == 0;
+	int from_input = n->opset >= 18 || (n->opset >= 13 && strcmp(n->np->op_type, "ReduceSum") == 0);
 	int64_t axes[MAXRANK];
 	int na = -1, rank = ox_tin(n, 0)->rank;
 
@@ -371,19 +466,27 @@ cast_to_dt(Builder *b, Value *v, DType dt)
 /* RMSNormalization-23: Y has the scale's type (V), not X's (T).  dynamo
  * writes a bf16 x with an f32 scale and an f32 Y where the model normalises
  * x.float() (Gemma, Qwen3.5, OLMo 3, ...): then the norm runs in f32 on the
- * widened x (its stash type) and Y is cast to V. */
+ * widened x (its stash type) and Y is cast to V.
+ * With one 16-bit type (DeepSeek, GLM, Mixtral: the weight times the
+ * normalised x cast back, as PyTorch's LlamaRMSNorm), the definition rounds
+ * twice: Normalized (computed in the f32 stash type) is cast to T, then
+ * multiplied by the scale in V: rms_norm with a scale of 1, then mul.
+ * Canon makes it one rms_norm again for the kernels (canon_norm_scale). */
 static int
 imp_rms_norm(ONode *n)
 {
 	Value *x = ox_in(n, 0), *s = ox_in(n, 1);
 	DType v = s ? s->type.dt : DT_F32;
 	int mixed = x && s && x->type.dt != v;
+	int twice = x && s && !mixed && (v == DT_F16 || v == DT_BF16);
 
 	if (mixed)
 		x = cast_to_dt(n->b, x, DT_F32), s = cast_to_dt(n->b, s, DT_F32);
 	ir_b_int(n->b, "axis", ox_attr_i(n, "axis", -1));
 	ir_b_float(n->b, "eps", ox_attr_f(n, "epsilon", 1e-5));
-	Value *y = ir_b2(n->b, OP_RMS_NORM, x, s);
+	Value *y = ir_b2(n->b, OP_RMS_NORM, x, twice ? ox_scalar(n->b, v, 1) : s);
+	if (twice)
+		return ox_set(n, 0, ir_b2(n->b, OP_MUL, y, s));
 	return ox_set(n, 0, mixed ? cast_to_dt(n->b, y, v) : y);
 }
 
@@ -681,7 +784,8 @@ static const OpEntry ops[] = {
 	{"", "Gelu", 20, imp_gelu, 1, 1}, {"", "Clip", 13, imp_clip, 1, 3},
 	{"", "Add", 13, imp_binary, 2, 2}, {"", "Sub", 13, imp_binary, 2, 2},
 	{"", "Mul", 13, imp_binary, 2, 2}, {"", "Div", 13, imp_binary, 2, 2},
-	{"", "Pow", 13, imp_binary, 2, 2}, {"", "Equal", 13, imp_binary, 2, 2},
+	{"", "Pow", 13, imp_binary, 2, 2}, {"", "Mod", 13, imp_mod, 2, 2},
+	{"", "Equal", 13, imp_binary, 2, 2},
 	{"", "Greater", 13, imp_binary, 2, 2}, {"", "Less", 13, imp_binary, 2, 2},
 	{"", "GreaterOrEqual", 13, imp_binary, 2, 2}, {"", "LessOrEqual", 13, imp_binary, 2, 2},
 	{"", "And", 13, imp_binary, 2, 2}, {"", "Or", 13, imp_binary, 2, 2},
@@ -728,8 +832,22 @@ static const OpEntry ops[] = {
 	/* quantisation */
 	{"", "QuantizeLinear", 13, imp_quantize, 2, 3},
 	{"", "DequantizeLinear", 13, imp_dequantize, 2, 3},
+	/* onnxruntime's copies, which quantize_static writes for int4/int16
+	 * types at opsets without them (QInt4 weights): the same definitions */
+	{"com.microsoft", "QuantizeLinear", 1, imp_quantize, 2, 3},
+	{"com.microsoft", "DequantizeLinear", 1, imp_dequantize, 2, 3},
 	{"", "DynamicQuantizeLinear", 13, imp_dynamic_quantize, 1, 1},
 	{"", "MatMulInteger", 13, imp_matmul_integer, 2, 4},
+	/* the QOperator format (onnx_qop.c) */
+	{"", "QLinearMatMul", 13, imp_qlinear_matmul, 8, 8},
+	{"com.microsoft", "QGemm", 1, imp_ms_qgemm, 6, 9},
+	{"com.microsoft", "QLinearAdd", 1, imp_ms_qlinear_binary, 7, 8},
+	{"com.microsoft", "QLinearMul", 1, imp_ms_qlinear_binary, 7, 8},
+	{"com.microsoft", "QLinearSigmoid", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearLeakyRelu", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearSoftmax", 1, imp_ms_qlinear_unary, 4, 5},
+	{"com.microsoft", "QLinearConcat", 1, imp_ms_qlinear_concat, 5, -1},
+	{"com.microsoft", "QLinearWhere", 1, imp_ms_qlinear_where, 9, 9},
 	/* com.microsoft */
 	{"", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
 	{"com.microsoft", "SimplifiedLayerNormalization", 1, imp_ms_simplified_ln, 2, 2},
@@ -752,6 +870,15 @@ norm_domain(const char *d)
 	return !d || !strcmp(d, "ai.onnx") ? "" : d;
 }
 
+/* Opsets 11 and 12 of the default domain (torch.onnx.export(opset_version=11),
+ * still in many users' scripts) are read as opset 13 where an op's meaning
+ * did not change, and through ox_legacy (onnx.c) where 13 moved an attribute
+ * to an input (Squeeze, Unsqueeze, Split; ReduceSum's axes attribute
+ * imp_reduce reads) or changed the meaning (Softmax, LogSoftmax: coerced to
+ * 2-D at the axis, imp_softmax).  The ops whose opset-13 meaning is new are
+ * not read below 13: */
+static const char *const changed13[] = {"Hardmax", "Pad", "Resize"};	/* Clip-11's inputs are 13's */
+
 /* The importer for op at the domain's opset; NULL if we have none. */
 const OpEntry *
 ox_find_op(const char *domain, const char *op, int opset)
@@ -759,6 +886,12 @@ ox_find_op(const char *domain, const char *op, int opset)
 	const OpEntry *e = NULL;
 
 	domain = norm_domain(domain);
+	if (!*domain && opset >= OX_OPSET_MIN && opset < 13) {
+		for (size_t i = 0; i < NELEM(changed13); i++)
+			if (!strcmp(op, changed13[i]))
+				return NULL;
+		opset = 13;
+	}
 	for (size_t i = 0; i < NELEM(ops); i++)
 		if (!strcmp(ops[i].op, op) && !strcmp(ops[i].domain, domain) &&
 		    ops[i].minver <= opset && (!e || ops[i].minver > e->minver))
@@ -779,7 +912,7 @@ ox_op_known(const char *domain, const char *op)
 int
 onnx_op_supported(const char *domain, const char *op, int opset)
 {
-	if (!strcmp(norm_domain(domain), "") && (opset < 13 || opset > 23))
+	if (!strcmp(norm_domain(domain), "") && (opset < OX_OPSET_MIN || opset > 23))
 		return 0;
 	return ox_find_op(domain, op, opset) != NULL;
 }

@@ -308,7 +308,8 @@ free_data(void *p, size_t n)
 	free(p);
 }
 
-/* A known tensor too large for a const node becomes a weight with data. */
+/* A known tensor too large for a const node, or of a packed 4-bit type (an
+ * int4 zero point: kernels cannot hold one), becomes a weight with data. */
 static Value *
 known_weight(Ctx *c, OVal *o)
 {
@@ -338,7 +339,7 @@ ox_value(Ctx *c, OVal *o)
 		return o->v;
 	if (!ox_known_static(o->k))
 		die("value '%s' is partly known but has no IR value", o->name);
-	if (o->k->n > OX_CONST_MAX) {
+	if (o->k->n > OX_CONST_MAX || dtype_is_packed(o->k->dt)) {	/* no packed const nodes in kernels */
 		o->v = known_weight(c, o);
 	} else {
 		o->v = ox_const(&c->b, o->k);

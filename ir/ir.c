@@ -338,6 +338,27 @@ ir_is_graph_result(const Graph *g, const Value *v)
 	return 0;
 }
 
+/* The type whose rounding a graph's results carry: a float result that is
+ * a widening cast of a narrower float computed in the graph (a float16 model with float32 inputs
+ * and outputs, onnxconverter-common's keep_io_types; a bf16 block whose
+ * output the model casts up) was computed in the narrower type, and is
+ * compared with that type's tolerance (tolerance_dtype). */
+DType
+ir_results_dtype(const Graph *g)
+{
+	DType t = DT_F64;
+
+	for (int i = 0; i < g->nret; i++) {
+		const Value *v = g->ret[i];
+		while (v->kind == V_RESULT && v->def->op == OP_CAST && dtype_is_float(v->type.dt) &&
+		       v->def->in[0]->kind == V_RESULT && v->def->in[0]->type.dt != v->type.dt &&
+		       tolerance_dtype(v->type.dt, v->def->in[0]->type.dt) == v->def->in[0]->type.dt)
+			v = v->def->in[0];	/* widened: the narrower type's tolerance is looser */
+		t = dtype_is_float(v->type.dt) ? tolerance_dtype(t, v->type.dt) : t;
+	}
+	return t;
+}
+
 static void
 count_use(Value *v)
 {

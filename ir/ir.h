@@ -260,6 +260,7 @@ void ir_set_name(Graph *g, Value *v, const char *name);	/* made unique */
 void ir_replace_uses(Graph *g, Value *old, Value *new);	/* operands and results */
 void ir_fill_uses(Graph *g);
 int ir_is_graph_result(const Graph *g, const Value *v);
+DType ir_results_dtype(const Graph *g);	/* the narrowest float its results were computed in */
 
 /* Attributes: setters keep the array sorted; getters take a default. */
 void ir_set_int(Module *m, Node *n, const char *key, int64_t v);

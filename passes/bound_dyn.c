@@ -478,6 +478,25 @@ reshape_rule(B *b, Node *n, const Info *in, Info *out)
 }
 
 /* The rule for one node: its results' padded types and bounds. */
+
+/* A quantize or dequantize of padded x maps element to element when its
+ * scale and zero point are not padded and do not run along the bounded
+ * axis (per tensor, or per channel of another axis; a block is along the
+ * axis it names): the padding rows compute garbage nobody reads. */
+static int
+q_elementwise(B *b, const Node *n, const Info *bi)
+{
+	int64_t a = ir_attr_int(n, "axis", 1);
+
+	for (int i = 1; i < n->nin; i++)
+		if (n->in[i] && info(b, n->in[i])->ax >= 0)
+			return 0;
+	if (n->in[1]->type.rank == 0)
+		return 1;
+	a = a < 0 ? a + bi->t.rank : a;
+	return a != bi->ax;
+}
+
 static int
 rule(B *b, Node *n)
 {
@@ -664,6 +683,8 @@ rule(B *b, Node *n)
 		if (c == bi->ax)
 			return fail(b, n, "a concat along a data-dependent dim");
 		ax = bi->ax;
+	} else if ((op == OP_QUANTIZE || op == OP_DEQUANTIZE) && k == 0 && q_elementwise(b, n, bi)) {
+		ax = bi->ax;	/* per tensor or along another axis: element by element */
 	} else if (op == OP_CAST || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) {
 		int64_t a = ir_attr_int(n, "axis", -1);
 		if (op != OP_CAST && (a < 0 ? a + rx : a) == bi->ax)

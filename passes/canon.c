@@ -122,6 +122,10 @@ rewrite(Canon *k, Node *n)
 		return canon_split_transpose(k, n);
 	case OP_SLICE:
 		return canon_topk_prefix(k, n);
+	case OP_TOPK:
+		return canon_topk_cast(k, n);
+	case OP_DEQUANTIZE:
+		return canon_dequant_up(k, n);
 	case OP_IDENTITY:
 	case OP_EXPAND:
 		return canon_noop(k, n);

@@ -241,3 +241,86 @@ canon_topk_prefix(Canon *k, Node *n)
 	t2 = ir_b_node(&b, OP_TOPK, tk->in, 1, 2);
 	return canon_adopt(k, n, t2 ? t2->out[x->resno] : NULL);
 }
+
+/* A topk of an exact widening cast selects what the topk of the narrow
+ * values selects (the cast keeps order and ties): the topk first, the cast
+ * of its values after.  onnxconverter-common's float16 conversion keeps
+ * TopK in f32 between a cast up and a cast down (its op block list), which
+ * hid a float16 model's router from fuse-moe.
+ *
+ *	%w = cast %x, to=f32                   %v16, %i = topk %x, k=
+ *	%v, %i = topk %w, k=          =>       %v = cast %v16, to=f32
+ */
+int
+canon_topk_cast(Canon *k, Node *n)
+{
+	Node *c = def_op(n->in[0], OP_CAST), *t2;
+	Value *x, *v;
+	Builder b;
+
+	if (!c || n->nin != 1 || !dtype_is_float((x = c->in[0])->type.dt) ||
+	    !dtype_is_float(n->in[0]->type.dt) || !exact_cast(x->type.dt, n->in[0]->type.dt) ||
+	    x->type.dt == n->in[0]->type.dt || ir_is_graph_result(k->g, n->out[0]) ||
+	    ir_is_graph_result(k->g, n->out[1]))
+		return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < n->nattr && b.npend < (int)NELEM(b.pend); i++)
+		b.pend[b.npend++] = n->attr[i];
+	if (!(t2 = ir_b_node(&b, OP_TOPK, &x, 1, 2)))
+		return 0;
+	ir_b_str(&b, "to", dtype_name(n->out[0]->type.dt));
+	if (!(v = ir_b1(&b, OP_CAST, t2->out[0])))
+		return 0;
+	ir_replace_uses(k->g, n->out[0], v);
+	ir_replace_uses(k->g, n->out[1], t2->out[1]);
+	ir_erase(k->g, n);
+	return 1;
+}
+
+/* Whether v is a weight, or gathers and transposes of one. */
+static int
+weight_rooted(const Value *v)
+{
+	while (v->kind == V_RESULT && (v->def->op == OP_GATHER || v->def->op == OP_TRANSPOSE))
+		v = v->def->in[0];
+	return v->kind == V_WEIGHT;
+}
+
+/* A per-tensor dequantize of a gather or transpose of quantised weights is
+ * the gather or transpose of the dequantised weights (it maps element by
+ * element): the dequantize moves up to the weight, where fold or the GEMM
+ * reads it, and the expert weights show again.  onnxruntime's
+ * quantize_dynamic quantises the 3-D expert weights that a TorchScript
+ * export's eager experts Gather (its Gather quantizer): fuse-moe found "expert
+ * weights not found".
+ *
+ *	%g = gather $wq, %id, axis=0            %d = dequantize $wq, %s, %z
+ *	%w = dequantize %g, %s, %z        =>    %w = gather %d, %id, axis=0
+ */
+int
+canon_dequant_up(Canon *k, Node *n)
+{
+	Node *m = n->in[0]->kind == V_RESULT ? n->in[0]->def : NULL, *d, *r;
+	Value *in[3];
+	Builder b;
+
+	if (!m || (m->op != OP_GATHER && m->op != OP_TRANSPOSE) || n->in[0]->nuse != 1 ||
+	    !weight_rooted(m->in[0]) || n->in[1]->type.rank != 0 || (n->nin > 2 && n->in[2] && n->in[2]->type.rank != 0) ||
+	    ir_attr(n, "block_size"))
+		return 0;
+	b = canon_builder(k, n);
+	for (int i = 0; i < n->nattr && b.npend < (int)NELEM(b.pend); i++)
+		if (strcmp(n->attr[i].key, "axis"))
+			b.pend[b.npend++] = n->attr[i];
+	in[0] = m->in[0], in[1] = n->in[1], in[2] = n->nin > 2 ? n->in[2] : NULL;
+	if (!(d = ir_b_node(&b, OP_DEQUANTIZE, in, in[2] ? 3 : 2, 1)))
+		return 0;
+	for (int i = 0; i < m->nattr && b.npend < (int)NELEM(b.pend); i++)
+		b.pend[b.npend++] = m->attr[i];
+	in[0] = d->out[0];
+	for (int i = 1; i < m->nin; i++)
+		in[i] = m->in[i];
+	if (!(r = ir_b_node(&b, m->op, in, m->nin, 1)))
+		return 0;
+	return canon_adopt(k, n, r->out[0]);
+}

@@ -23,6 +23,7 @@ struct CheckRun {
 	Tensor *ref;		/* outputs of the first run */
 	int nref;
 	RouteLog route;		/* its routing decisions */
+	DType computed;		/* ir_results_dtype of the graph checked */
 };
 
 static int64_t
@@ -81,6 +82,7 @@ given_inputs(Graph *g, const PassOpts *o, Diag *d)
 		}
 		memcpy(r->in[i].data, t->data, tensor_nbytes(t));
 	}
+	r->computed = ir_results_dtype(g);
 	return r;
 }
 
@@ -151,6 +153,7 @@ check_new(Module *m, const PassOpts *o, Diag *d)
 		fill_random(&r->in[i], seed * 1000003u + (uint64_t)i);
 	}
 	free(env.val);
+	r->computed = ir_results_dtype(g);
 	return r;
 }
 
@@ -170,7 +173,7 @@ compare_one(CheckRun *r, Graph *g, int i, Tensor *out, const RouteDiff *rd, char
 	Compare c;
 	int bad;
 
-	tolerance_for(g->ret[i]->type.dt, &atol, &rtol, &rel);
+	tolerance_for(tolerance_dtype(g->ret[i]->type.dt, r->computed), &atol, &rtol, &rel);
 	routing_compare_kept(&out[i], &r->ref[i], rd, atol, rtol, &c);
 	bad = c.rel_l2 > MAX(rel, 1e-6) || c.max_abs == (double)INFINITY;
 	if (bad)

@@ -378,5 +378,7 @@ int canon_transpose2(Canon *k, Node *n);
 int canon_cast2(Canon *k, Node *n);
 int canon_split_transpose(Canon *k, Node *n);
 int canon_topk_prefix(Canon *k, Node *n);
+int canon_topk_cast(Canon *k, Node *n);
+int canon_dequant_up(Canon *k, Node *n);
 
 #endif

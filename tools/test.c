@@ -229,9 +229,11 @@ evaluate(Graph *g, CgProgram *prog, const Ranks *ep, Tensor *in, int nin, Tensor
 	return ir_eval(g, in, nin, got, &eo, d);
 }
 
+/* computed: ir_results_dtype of the model as imported (a float16 model
+ * with float32 outputs is judged with float16's tolerance). */
 static void
 run_case(const char *casedir, Graph *g, CgProgram *prog, const Ranks *ep, const RouteLog *ref,
-	 Tally *t)
+	 DType computed, Tally *t)
 {
 	Tensor in[64], want[64], *got;
 	RouteLog route = {0};
@@ -261,7 +263,8 @@ run_case(const char *casedir, Graph *g, CgProgram *prog, const Ranks *ep, const 
 			if (ref)
 				route_log_compare(ref, &route, atol, rtol, &rd);
 			ok = judge(casedir, g, got, want, nout,
-				   prog ? cg_program_manifest(prog)->precision : DT_F32, &rd);
+				   tolerance_dtype(prog ? cg_program_manifest(prog)->precision : DT_F32,
+						   computed), &rd);
 		} else {
 			printf("FAIL %s: the %s failed\n", casedir, prog ? "emulator" : "interpreter");
 		}
@@ -374,6 +377,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	struct dirent **ents;
 	CgProgram *prog = NULL;
 	RouteLog **ref;
+	DType computed;
 	Diag d;
 	Module *m;
 	int n, ready = 1;
@@ -385,6 +389,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 		t->failed++;
 		return;
 	}
+	computed = ir_results_dtype(ir_main_graph(m));	/* before the passes */
 	n = scandir(dir, &ents, NULL, alphasort);
 	ref = xcalloc((size_t)MAX(n, 0) + 1, sizeof *ref);
 	for (int i = 0; compiled && !emu && i < n && has_routing(ir_main_graph(m)); i++)
@@ -403,7 +408,7 @@ run_dir(const char *dir, const MoecOpts *o, int compiled, int emu, DType precisi
 	for (int i = 0; i < n; i++) {
 		if (ready && is_set(ents[i], compiled)) {
 			char *c = file_join(dir, ents[i]->d_name);
-			run_case(c, ir_main_graph(m), prog, NULL, ref[i], t);
+			run_case(c, ir_main_graph(m), prog, NULL, ref[i], computed, t);
 			free(c);
 		}
 		if (ref[i])
@@ -456,7 +461,7 @@ run_dir_ep(const char *dir, MoecOpts *o, DType precision, Tally *t)
 	for (int i = 0; i < n; i++) {
 		if (ready && is_set(ents[i], 1)) {
 			char *c = file_join(dir, ents[i]->d_name);
-			run_case(c, ir_main_graph(m[0]), NULL, &ep, NULL, t);
+			run_case(c, ir_main_graph(m[0]), NULL, &ep, NULL, ir_results_dtype(ir_main_graph(m[0])), t);
 			free(c);
 		}
 		free(ents[i]);

@@ -350,6 +350,7 @@ dtype_load_int(DType t, const void *p, size_t i)
 	case DT_I64: return ((const int64_t *)p)[i];
 	case DT_I32: return ((const int32_t *)p)[i];
 	case DT_I16: return ((const int16_t *)p)[i];
+	case DT_U16: return ((const uint16_t *)p)[i];
 	case DT_I8: return ((const int8_t *)p)[i];
 	case DT_U8: return ((const uint8_t *)p)[i];
 	case DT_BOOL: return ((const uint8_t *)p)[i] != 0;
@@ -397,6 +398,7 @@ dtype_store_int(DType t, void *p, size_t i, int64_t v)
 	case DT_I64: ((int64_t *)p)[i] = v; break;
 	case DT_I32: ((int32_t *)p)[i] = (int32_t)MAX(MIN(v, INT32_MAX), INT32_MIN); break;
 	case DT_I16: ((int16_t *)p)[i] = (int16_t)MAX(MIN(v, INT16_MAX), INT16_MIN); break;
+	case DT_U16: ((uint16_t *)p)[i] = (uint16_t)MAX(MIN(v, UINT16_MAX), 0); break;
 	case DT_I8: ((int8_t *)p)[i] = (int8_t)MAX(MIN(v, 127), -128); break;
 	case DT_U8: ((uint8_t *)p)[i] = (uint8_t)MAX(MIN(v, 255), 0); break;
 	case DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;

@@ -17,7 +17,7 @@ static const struct {
 	DType dt;
 } npytab[] = {
 	{"<f4", DT_F32}, {"<f8", DT_F64}, {"<f2", DT_F16}, {"<i8", DT_I64},
-	{"<i4", DT_I32}, {"<i2", DT_I16}, {"|i1", DT_I8},  {"|u1", DT_U8},
+	{"<i4", DT_I32}, {"<i2", DT_I16}, {"<u2", DT_U16}, {"|i1", DT_I8},  {"|u1", DT_U8},
 	{"|b1", DT_BOOL},
 };
 

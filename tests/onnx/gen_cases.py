@@ -682,6 +682,210 @@ def gen_sequences():
     save("seq_split_counts", m, [({"x": x, "c": c}, want)])
 
 
+# --- the QOperator format (onnxruntime's quantize_static, quant_format=QOperator) -------------------------
+
+def gen_qoperator():
+    """The com.microsoft QLinear ops the quantizer writes, in the settings its fixtures (gen_qop.py) do not
+    reach: QGemm with transB, B's scale and zero point one per column, an int32 bias and alpha, with a float
+    output and with a uint8 one; QLinearConcat, QLinearWhere, QLinearLeakyRelu, QLinearSoftmax along a
+    middle axis.  References: onnxruntime's CPU kernels (the forms moec imports, bit for bit)."""
+    rng = np.random.default_rng(35)
+    U8, I8, ms = TP.UINT8, TP.INT8, "com.microsoft"
+
+    def c(name, v):
+        return nh.from_array(np.asarray(v), name)
+
+    a = rng.integers(0, 256, (5, 24)).astype(np.uint8)
+    b = rng.integers(-128, 128, (8, 24)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 8).astype(np.int32)
+    inits = [c("sa", np.float32(0.02)), c("za", np.uint8(131)), c("b", b),
+             c("sb", (rng.random(8) * 0.01 + 0.002).astype(np.float32)),
+             c("zb", rng.integers(-4, 5, 8).astype(np.int8)), c("bias", bias)]
+    m = model([h.make_node("QGemm", ["a", "sa", "za", "b", "sb", "zb", "bias"], ["y"], domain=ms, alpha=0.5,
+                           transB=1)], [vi("a", [5, 24], U8)], [vi("y", [5, 8])], inits, ms=True)
+    y = ort_run(m, {"a": a})
+    if y is not None:
+        save("qgemm_transb_per_column_f32", m, [({"a": a}, y)])
+    m = model([h.make_node("QGemm", ["a", "sa", "za", "b", "sb", "zb", "bias", "sy", "zy"], ["y"], domain=ms,
+                           transB=1)], [vi("a", [5, 24], U8)], [vi("y", [5, 8], U8)],
+              inits + [c("sy", np.float32(0.05)), c("zy", np.uint8(120))], ms=True)
+    y = ort_run(m, {"a": a})
+    if y is not None:
+        save("qgemm_transb_per_column_u8", m, [({"a": a}, y)])
+
+    x0 = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    x1 = rng.integers(-128, 128, (2, 5, 4)).astype(np.int8)
+    m = model([h.make_node("QLinearConcat", ["sy", "zy", "x0", "s0", "z0", "x1", "s1", "z1"], ["y"], domain=ms,
+                           axis=1)], [vi("x0", [2, 3, 4], I8), vi("x1", [2, 5, 4], I8)], [vi("y", [2, 8, 4], I8)],
+              [c("sy", np.float32(0.03)), c("zy", np.int8(-5)), c("s0", np.float32(0.02)), c("z0", np.int8(3)),
+               c("s1", np.float32(0.045)), c("z1", np.int8(-7))], ms=True)
+    y = ort_run(m, {"x0": x0, "x1": x1})
+    if y is not None:
+        save("qlinear_concat", m, [({"x0": x0, "x1": x1}, y)])
+
+    cond = rng.random((3, 6)) < 0.5
+    x, w = rng.integers(0, 256, (3, 6)).astype(np.uint8), rng.integers(0, 256, (1, 6)).astype(np.uint8)
+    m = model([h.make_node("QLinearWhere", ["c", "x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], domain=ms)],
+              [vi("c", [3, 6], TP.BOOL), vi("x", [3, 6], U8), vi("w", [1, 6], U8)], [vi("y", [3, 6], U8)],
+              [c("sx", np.float32(0.02)), c("zx", np.uint8(128)), c("sw", np.float32(0.07)), c("zw", np.uint8(100)),
+               c("sy", np.float32(0.04)), c("zy", np.uint8(110))], ms=True)
+    y = ort_run(m, {"c": cond, "x": x, "w": w})
+    if y is not None:
+        save("qlinear_where", m, [({"c": cond, "x": x, "w": w}, y)])
+
+    x = rng.integers(0, 256, (4, 16)).astype(np.uint8)
+    m = model([h.make_node("QLinearLeakyRelu", ["x", "sx", "zx", "sy", "zy"], ["y"], domain=ms, alpha=0.1)],
+              [vi("x", [4, 16], U8)], [vi("y", [4, 16], U8)],
+              [c("sx", np.float32(0.05)), c("zx", np.uint8(128)), c("sy", np.float32(0.03)), c("zy", np.uint8(20))],
+              ms=True)
+    y = ort_run(m, {"x": x})
+    if y is not None:
+        save("qlinear_leaky_relu", m, [({"x": x}, y)])
+
+    x = rng.integers(-128, 128, (2, 8, 3)).astype(np.int8)
+    m = model([h.make_node("QLinearSoftmax", ["x", "sx", "zx", "sy", "zy"], ["y"], domain=ms, axis=1, opset=13)],
+              [vi("x", [2, 8, 3], I8)], [vi("y", [2, 8, 3], I8)],
+              [c("sx", np.float32(0.05)), c("zx", np.int8(0)), c("sy", np.float32(1 / 256)), c("zy", np.int8(-128))],
+              ms=True)
+    y = ort_run(m, {"x": x})
+    if y is not None:
+        save("qlinear_softmax_axis1", m, [({"x": x}, y)])
+
+
+# --- Mod ----------------------------------------------------------------------------------------------------
+
+def gen_mod():
+    """Mod: fmod=0 (the floor remainder, the divisor's sign) on int64 and int32 with every sign combination and
+    broadcasting, and on float32 (Mod-28; an infinite divisor too), fmod=1 (C's remainder, the dividend's sign)
+    on int32 and float32 (values whose quotient is far from an integer: moec's float form rounds the quotient
+    once).  References: numpy's mod and fmod, checked against onnxruntime where it takes the case."""
+    rng = np.random.default_rng(351)
+    for name, dt, tp, fm in (("mod_i64", np.int64, TP.INT64, 0), ("mod_i32", np.int32, TP.INT32, 0),
+                             ("mod_fmod_i32", np.int32, TP.INT32, 1)):
+        a = rng.integers(-50, 50, (4, 6)).astype(dt)
+        b = np.array([7, -7, 3, -3, 1, 50], dt)
+        y = (np.fmod(a, b) if fm else np.mod(a, b)).astype(dt)
+        m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=fm)], [vi("a", [4, 6], tp), vi("b", [6], tp)],
+                  [vi("y", [4, 6], tp)])
+        check(name, ort_run(m, {"a": a, "b": b}), [y], 0)
+        save(name, m, [({"a": a, "b": b}, [y])])
+    b = np.array([1.5, -2.25, 0.75, 4.0], np.float32)
+    q = rng.integers(-9, 10, (3, 4)) + rng.uniform(0.2, 0.8, (3, 4))
+    a = (q * b).astype(np.float32)
+    y = np.fmod(a, b).astype(np.float32)
+    m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [vi("a", [3, 4]), vi("b", [4])], [vi("y", [3, 4])])
+    check("mod_fmod_f32", ort_run(m, {"a": a, "b": b}), [y])
+    save("mod_fmod_f32", m, [({"a": a, "b": b}, [y])])
+    # fmod=0 on floats (Mod-28's floor remainder, numpy's mod), an infinite divisor in the last column
+    b = np.array([1.5, -2.25, 0.75, np.inf], np.float32)
+    a = (q * np.array([1.5, -2.25, 0.75, 1.0])).astype(np.float32)
+    y = np.mod(a, b).astype(np.float32)
+    m = model([h.make_node("Mod", ["a", "b"], ["y"], fmod=0)], [vi("a", [3, 4]), vi("b", [4])], [vi("y", [3, 4])])
+    save("mod_floor_f32", m, [({"a": a, "b": b}, [y])])
+
+
+# --- RMSNormalization with one 16-bit type ------------------------------------------------------------------
+
+def gen_rms_norm_16():
+    """RMSNormalization-23 with X, scale and Y float16 (dynamo's export of a DeepSeek/GLM/Mixtral norm in half):
+    the definition computes Normalized in the float32 stash type, casts it to X's type, then multiplies by the
+    scale in float16 -- two roundings, as PyTorch's LlamaRMSNorm (weight * x.to(input_dtype)).  Values where
+    one rounding and two differ.  Reference: numpy from the schema's function body."""
+    rng = np.random.default_rng(352)
+    x = (rng.standard_normal((6, 64)) * 3).astype(np.float16)
+    w = (1 + rng.uniform(-0.4, 0.4, 64)).astype(np.float16)
+    xf = x.astype(np.float32)
+    nrm = (xf / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + np.float32(1e-6))).astype(np.float16)
+    y = (nrm.astype(np.float32) * w.astype(np.float32)).astype(np.float16)
+    once = (xf / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + np.float32(1e-6)) * w).astype(np.float16)
+    assert (once != y).sum() > 10
+    m = model([h.make_node("RMSNormalization", ["x", "w"], ["y"], epsilon=1e-6)],
+              [vi("x", [6, 64], TP.FLOAT16)], [vi("y", [6, 64], TP.FLOAT16)], [nh.from_array(w, "w")], opset=23)
+    m.ir_version = 11
+    save("rms_norm_f16_two_roundings", m, [({"x": x}, [y])])
+
+
+# --- uint16 activations (quantize_static's A16W8) -----------------------------------------------------------
+
+def gen_a16w8():
+    """QDQ with uint16 activations and int8 weights per column (quantize_static(activation_type=QUInt16), the
+    A16W8 recipe): Q/DQ of x to uint16 (zero point 32768), the weight's DequantizeLinear, MatMul, Q/DQ of the
+    result.  Reference: onnxruntime (the same numbers as numpy's definition)."""
+    rng = np.random.default_rng(353)
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    wq = rng.integers(-127, 128, (32, 16)).astype(np.int8)
+    ws = (rng.random(16) * 0.01 + 0.002).astype(np.float32)
+    inits = [nh.from_array(np.float32(1 / 8000), "xs"), nh.from_array(np.uint16(32768), "xz"),
+             nh.from_array(wq, "wq"), nh.from_array(ws, "ws"), nh.from_array(np.zeros(16, np.int8), "wz"),
+             nh.from_array(np.float32(1 / 4000), "ys"), nh.from_array(np.uint16(30000), "yz")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             h.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=1),
+             h.make_node("MatMul", ["xd", "wd"], ["m"]),
+             h.make_node("QuantizeLinear", ["m", "ys", "yz"], ["mq"]),
+             h.make_node("DequantizeLinear", ["mq", "ys", "yz"], ["y"])]
+    m = model(nodes, [vi("x", [4, 32])], [vi("y", [4, 16])], inits, opset=21)
+    m.ir_version = 10
+    xd = (np.clip(np.rint(x * np.float32(8000)) + 32768, 0, 65535) - 32768).astype(np.float32) / np.float32(8000)
+    mm = xd @ (wq.astype(np.float32) * ws)
+    y = ((np.clip(np.rint(mm * np.float32(4000)) + 30000, 0, 65535) - 30000) / np.float32(4000)).astype(np.float32)
+    got = None
+    if ort is not None:  # graph optimisations off: on, onnxruntime fuses the QDQ MatMul into an integer one
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        got = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    check("qdq_a16w8_u16", got, [y], 1e-3)
+    save("qdq_a16w8_u16", m, [({"x": x}, got if got is not None else [y])])
+
+    # QInt4 weights per column (quantize_static(weight_type=QInt4, per_channel=True) below opset 21): the
+    # quantizer writes com.microsoft's DequantizeLinear, and the int4 zero point (16 elements) is small
+    # enough to have been a const node, which no kernel can hold packed (now a weight)
+    w4 = rng.integers(-8, 8, (32, 16)).astype(np.int8)
+    z4 = rng.integers(-2, 3, 16).astype(np.int8)
+    w4t = h.make_tensor("w4", TP.INT4, [32, 16], w4.flatten().tolist())
+    z4t = h.make_tensor("z4", TP.INT4, [16], z4.tolist())
+    nodes = [h.make_node("DequantizeLinear", ["w4", "ws", "z4"], ["wd"], axis=1, domain="com.microsoft"),
+             h.make_node("MatMul", ["x", "wd"], ["y"])]
+    m = model(nodes, [vi("x", [4, 32])], [vi("y", [4, 16])], [w4t, nh.from_array(ws, "ws"), z4t], ms=True)
+    y = (x @ ((w4.astype(np.float32) - z4) * ws)).astype(np.float32)
+    got = None
+    if ort is not None:
+        got = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    check("ms_dequantize_int4_per_column", got, [y], 1e-5)
+    save("ms_dequantize_int4_per_column", m, [({"x": x}, [y])])
+
+
+# --- opsets 11 and 12 (torch.onnx.export(opset_version=11)) ---------------------------------------------------
+
+def gen_opset11():
+    """What opset 13 changed, at opset 11: Softmax and LogSoftmax over x coerced to 2-D at axis (default 1: a
+    [2,3,4] tensor normalised over its last 12 values together), Split's sizes, Squeeze's and Unsqueeze's axes,
+    ReduceSum's axes as attributes; Clip-11 (min and max inputs, as 13).  References: numpy, checked against
+    onnxruntime."""
+    rng = np.random.default_rng(354)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    e = np.exp(x.reshape(2, 12) - x.reshape(2, 12).max(1, keepdims=True))
+    sm = (e / e.sum(1, keepdims=True)).reshape(2, 3, 4)
+    nodes = [h.make_node("Softmax", ["x"], ["sm"]),
+             h.make_node("LogSoftmax", ["x"], ["lsm"], axis=-1),
+             h.make_node("Split", ["x"], ["a", "b"], axis=2, split=[1, 3]),
+             h.make_node("Squeeze", ["a"], ["sq"], axes=[2]),
+             h.make_node("Unsqueeze", ["sq"], ["un"], axes=[0, 3]),
+             h.make_node("ReduceSum", ["b"], ["rs"], axes=[-1, 0], keepdims=0),
+             h.make_node("Clip", ["x", "lo", "hi"], ["cl"])]
+    outs = [sm.astype(np.float32),
+            (x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))),
+            x[:, :, :1].reshape(1, 2, 3, 1), x[:, :, 1:].sum(axis=(2, 0)), np.clip(x, -0.5, 0.7)]
+    m = model(nodes, [vi("x", [2, 3, 4])], [vi("sm", [2, 3, 4]), vi("lsm", [2, 3, 4]), vi("un", [1, 2, 3, 1]),
+                                            vi("rs", [3]), vi("cl", [2, 3, 4])], opset=11,
+              inits=[nh.from_array(np.float32(-0.5), "lo"), nh.from_array(np.float32(0.7), "hi")])
+    m.ir_version = 7
+    outs = [o.astype(np.float32) for o in outs]
+    check("opset11_changed_ops", ort_run(m, {"x": x}), outs)
+    save("opset11_changed_ops", m, [({"x": x}, outs)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gen_einsum()
@@ -700,6 +904,11 @@ def main():
     gen_moe_sparse_mixer()  # last of RNG's users: the cases before it keep their random draws
     gen_dynamic_quant()  # its own generator
     gen_sequences()  # its own generator
+    gen_qoperator()  # its own generator
+    gen_mod()  # its own generator
+    gen_rms_norm_16()  # its own generator
+    gen_a16w8()  # its own generator
+    gen_opset11()  # its own generator
 
 
 if __name__ == "__main__":
