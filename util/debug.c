@@ -197,6 +197,12 @@ const DebugFlag debug_flags[] = {
 	 "five shuffles instead of a shared slot and a CTA barrier (its warps no longer wait for each other) and "
 	 "keeps rows of up to 64 registers a lane (H <= 4096 in bf16) between its two passes instead of reading "
 	 "them again; the same bits (docs/codegen.md, Row kernels; A/B on the GPU: NORM_BCAST_DEFAULT in program.c)"},
+	{"f8-acc2", DBG_F8_ACC2, NULL,
+	 "compile: the warp-specialised FP8 x FP8 consumers (whole k-tiles) keep two accumulator sets: k-tile k + 1's "
+	 "wgmmas are issued into one before k's group is waited for (wait_group 1) and promoted from the other, so "
+	 "the promotion runs under the tensor cores' next k-tile; runs of up to 16 k-tiles unrolled, nothing in "
+	 "flight across a loop's back edge (ptxas C7514); the same bits (docs/codegen.md, FP8 x FP8; A/B on the "
+	 "GPU: F8_ACC2_DEFAULT in k_gemm_ws.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
