@@ -18,7 +18,8 @@
 #         wgmmas; runs of up to 8 k-tiles unrolled (k3: 56 k-tiles = 7 runs of
 #         8 in a loop, k4: 16 = 2 of 8; MiniMax-M2: 24 = 3 of 8, 12 = 2 of 6),
 #         one exposed promotion a run; k3, k4, the shared expert's down k6 and
-#         the decode tiles; 0 spills (ptxas 13.0)
+#         the decode tiles (one consumer warpgroup: timed at T = 16 too); 0
+#         spills (ptxas 13.0)
 #   pph   session 34's prepared arm (DeepSeek-V3 only): --debug=f8-pingpong
 #         with bench/quant/fp8_down_halves.tuning: k4 on ping-pong consumers,
 #         each k-tile in two column halves (one promoted while the other's
@@ -40,7 +41,7 @@
 # runs the script's every step (its kernels compute nothing: every arm's y the same zeros).
 set -u
 bundles="ds.main ds.acc2 ds.pph mm.main mm.acc2"	# MODEL.ARM
-cases=${CASES:-"ds4096:4096:main,acc2,pph ds256:256:main,acc2,pph mm4096:4096:main,acc2"}	# NAME:T:ARMS (NAME's first two letters: the model)
+cases=${CASES:-"ds4096:4096:main,acc2,pph ds256:256:main,acc2,pph mm4096:4096:main,acc2 ds16:16:main,acc2"}	# NAME:T:ARMS (NAME's first two letters: the model)
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/../.." && pwd)
