@@ -481,7 +481,8 @@ struct CgF8 {
 				 * k-tiles) ahead of its loads, 4 k-tiles at once (--debug=f8-l2pf;
 				 * A/B); 0: none */
 	int acc2;		/* WS, whole: two accumulator sets a warpgroup, k-tile k promoted
-				 * while k + 1's wgmmas run (--debug=f8-acc2; A/B); 0: one */
+				 * while k + 1's wgmmas run (the default since session 35;
+				 * --debug=f8-acc1 not); 0: one */
 };
 
 typedef struct CgBQuant CgBQuant;

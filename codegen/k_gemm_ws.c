@@ -644,7 +644,7 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  */
 enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
 
-enum { F8_ACC2_DEFAULT = 0 };	/* --debug=f8-acc2: two accumulator sets, a k-tile promoted under the next (A/B) */
+enum { F8_ACC2_DEFAULT = 1 };	/* two accumulator sets (--debug=f8-acc1: one); session 35, H200: DeepSeek-V3 FP8 T=4096 0.943x, same bits */
 enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32, H200: 1.06x slower at T = 4096) */
 
 static int
@@ -751,7 +751,8 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	w.mainloop = CG_MAINLOOP_WS;
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
 	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
-	w.f8.acc2 = s->f8.group > 0 && s->f8.whole && (s->f8.acc2 || F8_ACC2_DEFAULT || (cg_module_debug(m) & DBG_F8_ACC2));
+	w.f8.acc2 = s->f8.group > 0 && s->f8.whole &&
+		    (s->f8.acc2 || (F8_ACC2_DEFAULT && !(cg_module_debug(m) & DBG_F8_ACC1)));
 	w.tma_store = tma_store_for(m, s);
 	/* wide warpgroup tiles (A/B on the GPU); a dense 256x128 plan (two 128x128
 	 * warpgroups) becomes 128x256 */
@@ -1621,7 +1622,11 @@ acc2_ktiles(W *w, LLVMValueRef it0, int n)
  * (ptxas serialises every wgmma of a loop that reads one group's registers
  * while another's wgmma is in flight across it: C7514), and the registers
  * are the single-set loop's: 64 promoted sums, 2 x 32 accumulators.  The
- * other consumer warpgroup meets this one only at the ring.
+ * other consumer warpgroup meets this one only at the ring.  With whole
+ * k-tiles on cooperative consumers (the default plan) the tile takes
+ * acc2_ktiles instead (GemmSpec.f8.acc2, the default since session 35: two
+ * accumulator sets, k promoted under k + 1's wgmmas); the loop below is
+ * then the halves' and ping-pong's (and --debug=f8-acc1's).
  */
 static void
 consume_f8(W *w)

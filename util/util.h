@@ -170,7 +170,7 @@ typedef uint64_t DbgFlags;
 #define DBG_SK_TAIL DBG_BIT(44)	/* codegen: static bf16/f16 stream-K GEMMs take a second wave of short runs for the SMs that finish first (A/B) */
 #define DBG_F8_PINGPONG DBG_BIT(42)	/* codegen: FP8 grouped down GEMMs on ping-pong consumers, 64x128 a warpgroup (A/B) */
 #define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
-#define DBG_F8_ACC2 DBG_BIT(47)	/* codegen: FP8 WS consumers promote a k-tile under the next one's wgmmas, two accumulator sets (A/B) */
+#define DBG_F8_ACC1 DBG_BIT(47)	/* codegen: FP8 WS consumers keep one accumulator set, each promotion between two k-tiles' wgmmas (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fp8acc_ab.sh — the A/B of two accumulator sets in the FP8 x FP8 warp-specialised
-# consumers (--debug=f8-acc2, issue 13, session 35) on the H200, in two steps:
+# consumers (the default since session 35; --debug=f8-acc1 keeps one; issue 13) on the H200,
+# in two steps:
 #
 #   sh bench/quant/fp8acc_ab.sh prepare MOEC MAIN_MOEC DIR   here: bundles (xz'd) and DIR/run.sh
 #   OUT=<dir> sh DIR/run.sh                                  on the GPU, from the root of a checkout
@@ -9,10 +10,13 @@
 # and MiniMax-M2's FP8 MoE layer 0 (models/minimax-m2), the checkpoints'
 # quantization_config, synthetic weights seed 1, sm_90a, --max-tokens=4096, --cubin:
 #   main  MAIN_MOEC's default plan (k3 gate|up and k4 down: 64x256x128, two
-#         consumer warpgroups of 64x128 side by side, whole k-tiles: each
-#         warpgroup's k-loop one serial chain: wait full[k], k's wgmma group,
-#         wait_group 0, promote k (64 FFMA a thread), only then k + 1's group)
-#   acc2  --debug=f8-acc2: two accumulator sets a warpgroup: k + 1's group
+#         consumer warpgroups of 64x128 side by side, whole k-tiles; since
+#         session 35 two accumulator sets, as acc2 below)
+#   acc1  MOEC --debug=f8-acc1: one set, each warpgroup's k-loop one serial
+#         chain: wait full[k], k's wgmma group, wait_group 0, promote k (64
+#         FFMA a thread), only then k + 1's group (session 34's main)
+#   acc2  (session 35's run, when it was opt-in: MOEC --debug=f8-acc2 against a
+#         MAIN_MOEC of one set; now MOEC's default) two accumulator sets a warpgroup: k + 1's group
 #         issued into one before k's is waited for (wait_group 1) and promoted
 #         from the other, so the promotion runs under the next k-tile's
 #         wgmmas; runs of up to 8 k-tiles unrolled (k3: 56 k-tiles = 7 runs of
@@ -40,8 +44,8 @@
 # loads: MOERT_LIBCUDA=build/tests/gpu/libfakecuda.so FAKECUDA_ANY=1 OUT=... sh DIR/run.sh
 # runs the script's every step (its kernels compute nothing: every arm's y the same zeros).
 set -u
-bundles="ds.main ds.acc2 ds.pph mm.main mm.acc2"	# MODEL.ARM
-cases=${CASES:-"ds4096:4096:main,acc2,pph ds256:256:main,acc2,pph mm4096:4096:main,acc2 ds16:16:main,acc2"}	# NAME:T:ARMS (NAME's first two letters: the model)
+bundles="ds.main ds.acc1 ds.pph mm.main mm.acc1"	# MODEL.ARM
+cases=${CASES:-"ds4096:4096:main,acc1,pph ds256:256:main,acc1,pph mm4096:4096:main,acc1 ds16:16:main,acc1"}	# NAME:T:ARMS (NAME's first two letters: the model)
 if [ "${1:-}" = prepare ]; then
 	moec=$2 mmoec=$3 dir=$4
 	src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,7 +54,7 @@ if [ "${1:-}" = prepare ]; then
 	mkdir -p "$dir" || exit 1
 	flags() {	# flags ARM: the arm's moec flags over main's plan
 		case $1 in
-		acc2) echo "--debug=f8-acc2" ;;
+		acc1) echo "--debug=f8-acc1" ;;
 		pph) echo "--debug=f8-pingpong --tuning=$src/bench/quant/fp8_down_halves.tuning" ;;
 		esac
 	}

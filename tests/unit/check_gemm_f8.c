@@ -1209,7 +1209,7 @@ START_TEST(test_ws_pingpong_down)
 END_TEST
 
 /*
- * Two accumulator sets (GemmSpec.f8.acc2, --debug=f8-acc2, session 35): k-tile
+ * Two accumulator sets (GemmSpec.f8.acc2, the default since session 35; --debug=f8-acc1 not): k-tile
  * k + 1's wgmma group issued into one set before k's is waited for
  * (wait_group 1) and promoted from the other, in runs of up to 8 k-tiles
  * unrolled (a loop over the whole runs, then a shorter one).  The promotions
@@ -1221,7 +1221,9 @@ END_TEST
  * run), 17 (two runs of 6 in the loop, then 5: the sets' parity flips) and
  * 20 (two of 7, then 6).  Then DeepSeek-V3's gate|up
  * and down through ptxas: no spills, no serialisation, wait_group 1 in the
- * loop; and the MoE program with the flag against the interpreter.
+ * loop; cg_gemm_ws_for's switch (on by default, off with f8-acc1, kept when
+ * a spec asks; never on halves); and the MoE program both ways against the
+ * interpreter.
  */
 START_TEST(test_ws_acc2)
 {
@@ -1296,8 +1298,25 @@ START_TEST(test_ws_acc2)
 		cg_module_free(m);
 	}
 
-	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "whole acc2", 2e-2,
-			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_ACC2);
+	CgTarget t90a = {"sm_90a", NULL, 3};
+	Diag d;
+	diag_init(&d, stderr);
+	CgModule *mod = cg_module_new(&t90a, "acc2", &d);
+	for (int i = 0; i < 4; i++) {	/* default, f8-acc1, f8-acc1 with the spec's own ask, halves */
+		GemmSpec w;
+		spec_dsv3_gateup(&w);
+		w.mainloop = CG_MAINLOOP_WGMMA;
+		w.f8.acc2 = i == 2;
+		w.f8.whole = i != 3;
+		cg_module_set_debug(mod, i == 1 || i == 2 ? DBG_F8_ACC1 : 0);
+		ck_assert(cg_gemm_ws_for(mod, &w));
+		ck_assert_int_eq(w.f8.acc2, i == 0 || i == 2);
+	}
+	cg_module_free(mod);
+
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "whole acc2", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "whole", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_ACC1);
 }
 END_TEST
 
