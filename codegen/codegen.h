@@ -480,6 +480,9 @@ struct CgF8 {
 	int l2_ahead;		/* WS: the producer prefetches B's boxes into L2 a ring (stages
 				 * k-tiles) ahead of its loads, 4 k-tiles at once (--debug=f8-l2pf;
 				 * A/B); 0: none */
+	int acc2;		/* WS, whole: two accumulator sets a warpgroup, k-tile k promoted
+				 * while k + 1's wgmmas run (the default since session 35;
+				 * --debug=f8-acc1 not); 0: one */
 };
 
 typedef struct CgBQuant CgBQuant;

@@ -690,8 +690,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 		at += snprintf(buf + at, n - (size_t)at, " ep: %s", ep);
 	}
 	if ((s->f8.b_block > 1 || s->f8.whole) && (size_t)at < n)
-		at += snprintf(buf + at, n - (size_t)at, " f8:%s%.0d%s", s->f8.b_block > 1 ? " b_block=" : "",
-			       s->f8.b_block > 1 ? s->f8.b_block : 0, s->f8.whole ? " whole" : "");
+		at += snprintf(buf + at, n - (size_t)at, " f8:%s%.0d%s%s", s->f8.b_block > 1 ? " b_block=" : "",
+			       s->f8.b_block > 1 ? s->f8.b_block : 0, s->f8.whole ? " whole" : "", s->f8.acc2 ? " acc2" : "");
 	return at;
 }
 

@@ -649,6 +649,7 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  */
 enum { F8_C2_DEFAULT = 1 };	/* on cluster targets without --debug=f8-c2 (session 30: DeepSeek-V3 FP8 T=4096 0.95x, same bits) */
 
+enum { F8_ACC2_DEFAULT = 1 };	/* two accumulator sets (--debug=f8-acc1: one); session 35, H200: DeepSeek-V3 FP8 T=4096 0.943x, same bits */
 enum { F8_L2PF_DEFAULT = 0 };	/* --debug=f8-l2pf: B into L2 a ring ahead (session 32, H200: 1.06x slower at T = 4096) */
 
 static int
@@ -772,6 +773,8 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 	w.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is taken here or dropped */
 	w.gather_tma = gather_tma_asked(m, s);	/* clusters sharing B too: each CTA loads its own rows */
 	w.f8.l2_ahead = s->f8.group > 0 && (F8_L2PF_DEFAULT || (cg_module_debug(m) & DBG_F8_L2PF));
+	w.f8.acc2 = s->f8.group > 0 && s->f8.whole &&
+		    (s->f8.acc2 || (F8_ACC2_DEFAULT && !(cg_module_debug(m) & DBG_F8_ACC1)));
 	w.tma_store = tma_store_for(m, s);
 	/* wide warpgroup tiles (A/B on the GPU); a dense 256x128 plan (two 128x128
 	 * warpgroups) becomes 128x256 */
@@ -995,6 +998,10 @@ struct W {
 	LLVMValueRef trow[MAX_ROW_BOXES];	/* ... a lane's rows of the tile in x (i32), lane + 32 i */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
 	int l2pf;		/* producer: B's boxes go to L2 only (b_box; GemmSpec.f8.l2_ahead) */
+	/* GemmSpec.f8.acc2: the second accumulator set (vars; emu: its array), swapped
+	 * with g.acc / g.wg.buf by acc2_swap */
+	LLVMValueRef acc2[MAXF][MAXF][4];
+	LLVMValueRef buf2;
 };
 
 static LLVMValueRef
@@ -1567,6 +1574,103 @@ pp_turn_give(W *w, LLVMValueRef next)
 	cg_endif(f, &c);
 }
 
+/* GemmSpec.f8.acc2 on this tile: whole k-tiles on cooperative consumers
+ * (ping-pong keeps one set: its turn is handed over after the last issue). */
+static int
+acc2(const GemmSpec *s)
+{
+	return s->f8.acc2 && s->f8.whole && s->f8.group > 0 && s->ws_mode != CG_WS_PINGPONG;
+}
+
+/* The other accumulator set becomes g's (the wgmmas' destination, the
+ * promotion's source): a swap of the vars the code refers to, no instruction. */
+static void
+acc2_swap(W *w)
+{
+	G *g = &w->g;
+	LLVMValueRef t;
+
+	for (int i = 0; i < g->mi; i++)
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++) {
+				t = g->acc[i][j][q];
+				g->acc[i][j][q] = w->acc2[i][j][q];
+				w->acc2[i][j][q] = t;
+			}
+	t = g->wg.buf;
+	g->wg.buf = w->buf2;
+	w->buf2 = t;
+}
+
+/*
+ * A run of n k-tiles from the ring's position it (i32), unrolled, each
+ * k-tile one wgmma group into the set of its parity:
+ *
+ *	wait full[0]; issue 0 -> set 0
+ *	per k-tile u:  [u + 1 < n: wait full[u+1]; issue u+1 -> set (u+1)%2;
+ *	                wait_group 1, else wait_group 0]  (u's group retired)
+ *	               promote u from set u%2; release u's stage
+ *
+ * so u's promotion (64 FFMA a thread at 64x128) runs while the tensor
+ * cores work on u + 1.  The promotions are main's, in the same order: the
+ * same bits.  Nothing is in flight at the run's end, so a loop over runs
+ * has none across its back edge (ptxas would serialise every wgmma:
+ * C7514); unrolled, a set's registers are never read across one either.
+ * Set 0 is g's again at the end.
+ */
+static void
+acc2_run(W *w, LLVMValueRef it, int n)
+{
+	G *g = &w->g;
+	CgFn *f = g->k.f;
+	LLVMValueRef st, nst = NULL;
+
+	st = stage_full(w, it);
+	f8_issue(w, st, 0);
+	for (int u = 0; u < n; u++) {
+		if (u + 1 < n) {
+			acc2_swap(w);
+			nst = stage_full(w, cg_addi(f, it, u + 1));
+			f8_issue(w, nst, 0);
+			acc2_swap(w);
+			gemm_wgmma_wait(g, 1);
+		} else
+			gemm_wgmma_wait(g, 0);
+		f8_promote(w, st, 0);
+		release(w, st);
+		st = nst;
+		acc2_swap(w);
+	}
+	if (n % 2)
+		acc2_swap(w);
+}
+
+#define ACC2_RUN 8	/* GemmSpec.f8.acc2: the most k-tiles a run unrolls (k4: two of 8, k3: seven of 8; 16 spilled the dense down k6, 5.5 KB) */
+
+/* A tile's n k-tiles as runs of equal length (acc2_run), the whole ones in a loop. */
+static void
+acc2_ktiles(W *w, LLVMValueRef it0, int n)
+{
+	CgFn *f = w->g.k.f;
+	int runs = (n + ACC2_RUN - 1) / ACC2_RUN, len, whole;
+	LLVMValueRef r;
+	CgLoop l;
+
+	if (n == 0)
+		return;
+	len = (n + runs - 1) / runs;
+	whole = n / len;
+	if (whole == 1)
+		acc2_run(w, it0, len);
+	else {
+		r = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, whole), cg_i32(f, 1));
+		acc2_run(w, cg_add(f, it0, cg_muli(f, r, len)), len);
+		cg_endloop(f, &l);
+	}
+	if (n % len)
+		acc2_run(w, cg_addi(f, it0, whole * len), n % len);
+}
+
 /*
  * FP8 x FP8 (GemmSpec.f8): each k-tile (one scale block) in two halves of
  * the warpgroup's columns (two wgmma groups of m64 n(wtn/2)), so that the
@@ -1585,7 +1689,11 @@ pp_turn_give(W *w, LLVMValueRef next)
  * (ptxas serialises every wgmma of a loop that reads one group's registers
  * while another's wgmma is in flight across it: C7514), and the registers
  * are the single-set loop's: 64 promoted sums, 2 x 32 accumulators.  The
- * other consumer warpgroup meets this one only at the ring.
+ * other consumer warpgroup meets this one only at the ring.  With whole
+ * k-tiles on cooperative consumers (the default plan) the tile takes
+ * acc2_ktiles instead (GemmSpec.f8.acc2, the default since session 35: two
+ * accumulator sets, k promoted under k + 1's wgmmas); the loop below is
+ * then the halves' and ping-pong's (and --debug=f8-acc1's).
  */
 static void
 consume_f8(W *w)
@@ -1600,7 +1708,9 @@ consume_f8(W *w)
 	it0 = cg_get(f, w->it);
 	if (pp)
 		pp_turn_wait(w);
-	if (n > 0) {
+	if (acc2(&g->k.s)) {
+		acc2_ktiles(w, it0, n);
+	} else if (n > 0) {
 		st = stage_full(w, it0);
 		f8_issue(w, st, 0);
 		gemm_wgmma_wait(g, 0);
@@ -1821,6 +1931,14 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 				g->acc[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
 	if (g->k.f->emu)
 		g->wg.buf = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+	if (acc2(s)) {
+		for (int i = 0; i < g->mi; i++)
+			for (int j = 0; j < g->ni; j++)
+				for (int q = 0; q < 4; q++)
+					w->acc2[i][j][q] = cg_var(g->k.f, g->k.f->tf32, NULL);
+		if (g->k.f->emu)
+			w->buf2 = cg_var(g->k.f, LLVMArrayType(g->k.f->tf32, (unsigned)(g->mi * g->ni * 4)), NULL);
+	}
 	gemm_f8_vars(g);
 	gemm_quant_setup(g);
 	n = snprintf(buf, sizeof buf, "gemm %s.%s->%s B[%s] N=%lld K=%lld %dx%dx%d w%dx%d%s+4 s%d ws tma%s%s",

@@ -1703,7 +1703,8 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	return sa == sb && a->mainloop == b->mainloop && a->bm == b->bm && a->bn == b->bn && a->bk == b->bk &&
 	       a->stages == b->stages && a->warps_m == b->warps_m && a->warps_n == b->warps_n &&
 	       a->split_k == b->split_k && a->sched == b->sched && a->ctas == b->ctas &&
-	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole && a->cluster == b->cluster &&
+	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole &&
+	       a->f8.acc2 == b->f8.acc2 && a->cluster == b->cluster &&
 	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
 	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead;
 }

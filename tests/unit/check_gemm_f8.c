@@ -1208,6 +1208,118 @@ START_TEST(test_ws_pingpong_down)
 }
 END_TEST
 
+/*
+ * Two accumulator sets (GemmSpec.f8.acc2, the default since session 35; --debug=f8-acc1 not): k-tile
+ * k + 1's wgmma group issued into one set before k's is waited for
+ * (wait_group 1) and promoted from the other, in runs of up to 8 k-tiles
+ * unrolled (a loop over the whole runs, then a shorter one).  The promotions
+ * are main's, in main's order: bit for bit the one-set consumer's output, and
+ * the reference's within f32 rounding.  The down (scattered, f32 out:
+ * experts of 3, 197, 0 and 130 rows, persistent over 3 CTAs so the ring
+ * wraps across tiles) and the gate|up (gathered A, interleaved B, SwiGLU,
+ * quantised to e4m3 per 128, its scales too) at K of 1 k-tile, 5 (one odd
+ * run), 17 (two runs of 6 in the loop, then 5: the sets' parity flips) and
+ * 20 (two of 7, then 6).  Then DeepSeek-V3's gate|up
+ * and down through ptxas: no spills, no serialisation, wait_group 1 in the
+ * loop; cg_gemm_ws_for's switch (on by default, off with f8-acc1, kept when
+ * a spec asks; never on halves); and the MoE program both ways against the
+ * interpreter.
+ */
+START_TEST(test_ws_acc2)
+{
+	static const int kts[] = {1, 5, 17, 20};
+	GemmCase dn = {.what = "f8 ws grouped down, two accumulator sets", .T = 165, .counts = {3, 197, 0, 130}};
+	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, two accumulator sets", .T = 37,
+		       .counts = {9, 0, 30, 0, 0, 17, 18, 0}};
+	GemmRun r, q;
+	GemmErr e;
+	size_t ns;
+
+	for (int i = 0; i < (int)NELEM(kts); i++) {
+		GemmCase one = dn;
+		spec_f8_down(&one.s, 128 * (int64_t)kts[i], 1);
+		one.s.mainloop = CG_MAINLOOP_WS;
+		dn.s = one.s;
+		dn.s.f8.acc2 = 1;
+		ck_assert_msg(gh_run(&r, &dn) == 0 && gh_compare(&r, &e) == 0, "%s (%d k-tiles): %s", dn.what,
+			      kts[i], r.msg);
+		ck_assert_msg(e.err < 1e-5, "%s (%d k-tiles): relative L2 error %g", dn.what, kts[i], e.err);
+		ck_assert_msg(gh_run(&q, &one) == 0, "%s: one set: %s", dn.what, q.msg);
+		ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+			      "%s (%d k-tiles): two sets and one differ", dn.what, kts[i]);
+		gh_free(&q);
+		gh_free(&r);
+	}
+	for (int i = 0; i < (int)NELEM(kts); i++) {
+		GemmCase one = up;
+		gh_spec_grouped_swiglu(&one.s, 8, 512, 128 * (int64_t)kts[i], 2);
+		one.s.a_dt = one.s.b_dt = DT_F8E4M3;
+		one.s.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+		one.s.c_dt = DT_F8E4M3;
+		one.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+		gh_tiles(&one.s, 64, 256, 128, 1, 8, 4);
+		one.s.mainloop = CG_MAINLOOP_WS;
+		one.s.sched = CG_SCHED_PERSISTENT;
+		one.s.ctas = 2;
+		up.s = one.s;
+		up.s.f8.acc2 = 1;
+		ck_assert_msg(gh_run(&r, &up) == 0, "%s (%d k-tiles): %s", up.what, kts[i], r.msg);
+		ck_assert_msg(gh_run(&q, &one) == 0, "%s: one set: %s", up.what, q.msg);
+		ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+			      "%s (%d k-tiles): two sets and one differ", up.what, kts[i]);
+		ns = (size_t)r.M * (size_t)(r.width / up.s.quant.group);
+		ck_assert_msg(memcmp(q.C_scale, r.C_scale, ns * sizeof(float)) == 0,
+			      "%s (%d k-tiles): the scales differ", up.what, kts[i]);
+		gh_free(&q);
+		gh_free(&r);
+	}
+	up.s.c_dt = DT_BF16;	/* the gate|up against the reference (bf16 out) */
+	up.s.quant = (CgQuant){0};
+	ws_case(&up, 1e-2);
+
+	GemmSpec ds[2];
+	spec_dsv3_gateup(&ds[0]);
+	ds[0].sched = CG_SCHED_PERSISTENT;
+	ds[0].ctas = 132;
+	gh_spec_grouped_scale_scatter(&ds[1], 256, 7168, 2048);
+	ds[1].m_per_t = 8;
+	ds[1].a_dt = ds[1].b_dt = DT_F8E4M3;
+	ds[1].f8 = (CgF8){.group = 128, .b_block = 128, .whole = 1};
+	ds[1].c_dt = DT_F32;
+	gh_tiles(&ds[1], 64, 256, 128, 1, 8, 5);
+	ds[1].sched = CG_SCHED_PERSISTENT;
+	ds[1].ctas = 132;
+	ds[1].mainloop = CG_MAINLOOP_WS;
+	for (int i = 0; i < 2; i++) {
+		ds[i].f8.acc2 = 1;
+		CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds[i], 1, "fa2");
+		ck_assert_int_gt(gh_count(gh_ptx(m), "wgmma.wait_group.sync.aligned 1;"), 0);
+		gh_assemble(m, 1, i ? "gemm_f8 ws down acc2" : "gemm_f8 ws gate|up acc2", GH_NO_SPILLS | GH_NO_SERIAL);
+		cg_module_free(m);
+	}
+
+	CgTarget t90a = {"sm_90a", NULL, 3};
+	Diag d;
+	diag_init(&d, stderr);
+	CgModule *mod = cg_module_new(&t90a, "acc2", &d);
+	for (int i = 0; i < 4; i++) {	/* default, f8-acc1, f8-acc1 with the spec's own ask, halves */
+		GemmSpec w;
+		spec_dsv3_gateup(&w);
+		w.mainloop = CG_MAINLOOP_WGMMA;
+		w.f8.acc2 = i == 2;
+		w.f8.whole = i != 3;
+		cg_module_set_debug(mod, i == 1 || i == 2 ? DBG_F8_ACC1 : 0);
+		ck_assert(cg_gemm_ws_for(mod, &w));
+		ck_assert_int_eq(w.f8.acc2, i == 0 || i == 2);
+	}
+	cg_module_free(mod);
+
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "whole acc2", 2e-2, DBG_EMU_WGMMA | DBG_EMU_WS);
+	gh_check_program_debug(prog_moe_blocked, 200, "moe_k3", "whole", 2e-2,
+			       DBG_EMU_WGMMA | DBG_EMU_WS | DBG_F8_ACC1);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -1243,6 +1355,7 @@ gemm_f8_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_ws_stacked_down);
 	tcase_add_test(t, test_ws_pingpong_down);
+	tcase_add_test(t, test_ws_acc2);
 	suite_add_tcase(s, t);
 	return s;
 }
