@@ -240,7 +240,8 @@ struct Manifest {
 	uint64_t arena;		/* device arena bytes at max_tokens */
 	int has_cost;
 	MExpr flops, bytes;	/* cost per run, if has_cost */
-	DType precision;	/* f32 GEMM operands as tf32, bf16 or f16 (f32: exact) */
+	DType precision;	/* the results' rounding: f32 GEMM operands as tf32, bf16 or f16, or a graph
+				 * that computes in f16/bf16 and widens its results (f32: exact) */
 	MTensor *in, *out;
 	int nin, nout;
 	MWeight *w;

@@ -3473,6 +3473,8 @@ fill_manifest(CgProgram *p)
 	m->model = p->o.model ? model_name(p, p->o.model) : NULL;
 	m->max_tokens = p->o.max_tokens;
 	m->precision = p->rounded ? p->rounded : DT_F32;
+	if (p->m->widened)	/* results computed in a narrower type: their tolerance */
+		m->precision = tolerance_dtype(m->precision, p->m->widened);
 	if (fill_tensors(p) || fill_ep(p))
 		return -1;
 	fill_weights(p);

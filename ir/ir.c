@@ -359,6 +359,23 @@ ir_results_dtype(const Graph *g)
 	return t;
 }
 
+/* The narrower type a float result of g was computed in, when g widens it
+ * on the way out (ir_results_dtype coarser than a declared float result);
+ * 0: none.  The bundle's manifest carries it as its precision, so that
+ * `moert test` judges the outputs as `moec test` does. */
+DType
+ir_widened_dtype(const Graph *g)
+{
+	DType r = ir_results_dtype(g);
+
+	for (int i = 0; i < g->nret; i++) {
+		DType t = g->ret[i]->type.dt;
+		if (dtype_is_float(t) && t != r && tolerance_dtype(t, r) == r)
+			return r;
+	}
+	return 0;
+}
+
 static void
 count_use(Value *v)
 {

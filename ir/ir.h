@@ -235,6 +235,9 @@ struct Module {
 	const char **atom;	/* atom names; "?" for unknowns */
 	int natom;
 	const char *file;	/* source file name, for diagnostics */
+	DType widened;		/* as imported, a float result computed in a narrower
+				 * type and widened on the way out (a float16 model with
+				 * float32 outputs): that type (ir_widened_dtype); 0 none */
 };
 
 Module *ir_new_module(void);
@@ -245,6 +248,7 @@ void *ir_grow(Module *m, void *arr, int n, size_t elem);
 Graph *ir_new_graph(Module *m, const char *name, GraphKind kind);
 Graph *ir_find_graph(const Module *m, const char *name);
 Graph *ir_main_graph(const Module *m);	/* the first G_GRAPH */
+DType ir_widened_dtype(const Graph *g);
 void ir_remove_graph(Module *m, Graph *g);
 Value *ir_add_param(Graph *g, const char *name, Type t);
 void ir_set_results(Graph *g, Value **v, const char **names, int n);

@@ -37,7 +37,7 @@ print_manifest(FILE *f, const Manifest *m)
 	if (m->source)
 		fprintf(f, "  source %s (%s)\n", m->source, m->model ? m->model : "?");
 	if (m->precision != DT_F32)
-		fprintf(f, "  precision %s (f32 GEMM operands rounded, f32 accumulation)\n",
+		fprintf(f, "  precision %s (the results' rounding: f32 GEMM operands rounded to it, or results computed in it)\n",
 			dtype_name(m->precision));
 	if (m->ep_ranks)
 		fprintf(f, "  expert parallelism: rank %d of %d, experts %s\n", m->ep_rank, m->ep_ranks,

@@ -286,6 +286,8 @@ moec_load(const char *path, const MoecOpts *o, Diag *d)
 		return NULL;
 	}
 	if (m)
+		m->widened = ir_widened_dtype(ir_main_graph(m));	/* before the passes fold casts */
+	if (m)
 		diag_remark(d, loc_file(path), "imported: %d nodes, %d weights (%.1f ms)",
 			    ir_main_graph(m)->nnode, m->nweight, 1e3 * (moec_now() - t0));
 	return m;
