@@ -147,7 +147,7 @@ row_leaf_indirect(L *l, const Value *v)
 	idx = cg_param_index(l->k, g->def->in[1]);
 	if (w < 0 || idx < 0)
 		return fail(l, "a gathered epilogue operand is not read from a parameter");
-	if (idx >= 0 && idx != l->bind->scatter && !l->s->gather && l->bind->gather < 0) {
+	if (PERM_COPY_DEFAULT && idx >= 0 && idx != l->bind->scatter && !l->s->gather && l->bind->gather < 0) {
 		/* A read in expert order already (a permuted copy): the index is the leaves' alone */
 		l->bind->gather = idx;
 		l->s->leaf_gather = 1;

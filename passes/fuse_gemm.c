@@ -198,12 +198,6 @@ epilogue(Graph *g, Value *v, int grouped, Set *s, PassCtx *c)
 	}
 }
 
-/* 1: the MoE gate|up's row gather stays a kernel of its own (x's rows copied in expert order; the
- * grouped GEMM reads them contiguous, A by TMA, its epilogue's row leaves through the index alone,
- * GemmSpec.leaf_gather), not the GEMM's prologue: issue 12's "permuted copy", a compile-time switch
- * for the GPU's A/B (bench/tma_gather_ab.sh's arm pc) */
-enum { PERM_COPY_DEFAULT = 0 };
-
 /* The grouped GEMM's prologue: A rows gathered through the permutation. */
 static void
 prologue(const Graph *g, Node *mm, Set *s)

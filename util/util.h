@@ -165,6 +165,12 @@ typedef uint64_t DbgFlags;
 #define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
 #define DBG_GROUPED_WIDE DBG_BIT(41)	/* codegen: cooperative bf16/f16 grouped WS GEMMs under 256 columns on 64-row warpgroup tiles (A/B) */
 #define DBG_F8_CVT DBG_BIT(40)	/* codegen: f32 <-> e4m3 by cvt (sm_89+) in quantisations and the norm's kernel (A/B) */
+/* 1: the MoE gate|up's row gather stays a kernel of its own (x's rows copied in expert order; the
+ * grouped GEMM reads them contiguous, A by TMA, its epilogue's row leaves through the index alone,
+ * GemmSpec.leaf_gather), not the GEMM's prologue: issue 12's "permuted copy", a compile-time switch
+ * for the GPU's A/B (bench/tma_gather_ab.sh's arm pc; 1.03-1.35x slower, session 35).  Read by
+ * fuse-gemm (which leaves the gather out) and lower-gemm (which then reads the leaves by the index). */
+enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_TMA_GATHER DBG_BIT(45)	/* codegen: gathered bf16/f16 GEMMs on the WS mainloop, A's rows by one-row TMA boxes (A/B) */
 #define DBG_NORM_BCAST DBG_BIT(46)	/* codegen: the norm kernel's row sums by shuffles, longer rows kept in registers (A/B) */
 #define DBG_FRONT2 DBG_BIT(50)	/* codegen: decode fronts with front-pair, vec-ahead's last CTA and whole rows a batch (A/B) */
