@@ -324,6 +324,10 @@ int gemm_live_rows(const GemmSpec *s);
 /* The WS mainloop's A by TMA with live rows at 16-row steps: a second map of A ("A_rows_map", 16-row
  * boxes) for tiles of few rows, A_map's box the whole tile's rows for the others (k_gemm_ws.c) */
 int gemm_a_rows_map(const GemmSpec *s);
+/* A's rows gathered by the producers' cp.async (not by one-row TMA boxes, GemmSpec.gather_tma) */
+static inline int gemm_a_cp_async(const GemmSpec *s) { return s->gather && !s->gather_tma; }
+/* the kernel takes gather_idx: A gathered, or only the epilogue's row leaves (GemmSpec.leaf_gather) */
+static inline int gemm_has_gidx(const GemmSpec *s) { return s->gather || s->leaf_gather; }
 void gemm_a_live(G *g, int n);
 void gemm_quant_setup(G *g);	/* static quantisation's scale and zero point */
 void gemm_epilogue(G *g);	/* the program on g->acc, then the store */

@@ -124,7 +124,7 @@ params(const GemmCore *k, CgParam *p)
 	int n = 0;
 
 	p[n++] = (CgParam){CGP_PTR, "A"};
-	if (s->gather || s->leaf_gather)
+	if (gemm_has_gidx(s))
 		p[n++] = (CgParam){CGP_PTR, "gather_idx"};
 	p[n++] = (CgParam){CGP_PTR, "B"};
 	if (s->bq.group > 0)
@@ -150,7 +150,7 @@ params(const GemmCore *k, CgParam *p)
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
 	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered by cp.async) and B (k_gemm_ws.c) */
-		if (!s->gather || s->gather_tma)
+		if (!gemm_a_cp_async(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
 		if (gemm_a_rows_map(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_rows_map"};
@@ -180,7 +180,7 @@ bind_params(GemmCore *k)
 	int n = 0;
 
 	k->A = arg_noalias(f, n++);
-	if (s->gather || s->leaf_gather)
+	if (gemm_has_gidx(s))
 		k->gidx = arg_noalias(f, n++);
 	k->B = arg_noalias(f, n++);
 	if (s->bq.group > 0)
@@ -209,7 +209,7 @@ bind_params(GemmCore *k)
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
 	if (s->mainloop == CG_MAINLOOP_WS) {
-		k->amap = s->gather && !s->gather_tma ? -1 : n++;
+		k->amap = gemm_a_cp_async(s) ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;
 		k->bmap = n++;
 		k->cmap = s->tma_store ? n++ : -1;

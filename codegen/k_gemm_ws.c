@@ -169,7 +169,7 @@ consumer_regs(const GemmSpec *s)
 	/* gathered bf16/f16 A, persistent (or in clusters): the producer's
 	 * chunk sources and the schedule's state spilled at 40 (48 bytes,
 	 * DeepSeek-V3's gate|up, ptxas CUDA 13.0); 56 / 224 spill nothing */
-	return s->gather && !s->gather_tma && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
+	return gemm_a_cp_async(s) && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
 }
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */
@@ -196,7 +196,7 @@ gemm_ws_layout(G *g)
 		k->smem = k->ord + 4 * s->groups;
 	}
 	/* gathered A: the producer warpgroup's cp.async chunks; B by TMA */
-	g->a_n = s->gather && !s->gather_tma ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
+	g->a_n = gemm_a_cp_async(s) ? (g->a_chunks + PRODUCERS - 1) / PRODUCERS : 0;
 	g->b_n = 0;
 	if (s->quant.kind == CG_QUANT_GROUP && g->q_sg > 0) {	/* the amax slots: the stages are the producer's */
 		g->q_off = (k->smem + 15) & ~15;
@@ -862,7 +862,7 @@ tmaps(const G *g, CgTmap *m)
 		a.dims[1] = (CgExpr){s->m_per_t, 0, s->gather_div > 1 ? s->gather_div : 0};
 		a.box[1] = 1;
 	}
-	if (!s->gather || s->gather_tma)
+	if (!gemm_a_cp_async(s))
 		m[n++] = a;
 	if (gemm_a_rows_map(s)) {
 		a.box[1] = live_box(s);
@@ -1240,7 +1240,7 @@ stage_tx(W *w)
 
 	LLVMValueRef rows;
 
-	if (s->gather && !s->gather_tma)
+	if (gemm_a_cp_async(s))
 		return cg_i32(f, b_bytes);
 	if (!gemm_live_rows(s) || s->gather_tma)	/* one-row boxes: every row, clamped (row_boxes) */
 		return cg_i32(f, g->wg.stage);
@@ -1518,7 +1518,7 @@ stage_full(W *w, LLVMValueRef it)
 
 	ring(w, it, &st, &par);
 	cg_mbar_wait(f, full_bar(w, st), par);
-	if (w->g.k.s.gather && !w->g.k.s.gather_tma)
+	if (gemm_a_cp_async(&w->g.k.s))
 		gemm_fence_proxy_async(f);
 	return st;
 }
@@ -1914,7 +1914,7 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	int n, rc;
 
 	*g = *in;
-	w->all = (s->gather && !s->gather_tma) || s->f8.group > 0;
+	w->all = gemm_a_cp_async(s) || s->f8.group > 0;
 	w->lanes = s->gather_tma;
 	if (!gemm_begin(&g->k, m, name, d)) {
 		free(w);
