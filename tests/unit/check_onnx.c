@@ -429,10 +429,13 @@ END_TEST
 START_TEST(test_onnx_opset_outside_11_to_23)
 {
 	Model *m = matmul_model(1);
+	Module *mod;
 	char *err;
 
 	m->os.version = 12;	/* read as 13 since session 35 */
-	ck_assert_ptr_nonnull(import(m, &err));
+	mod = import(m, &err);
+	ck_assert_ptr_nonnull(mod);
+	ir_free_module(mod);
 	m->os.version = 10;
 	ck_assert_ptr_null(import(m, &err));
 	ck_assert_msg(strstr(err, "opset 10 of the default domain is not supported (11 to 23 are)"), "%s", err);
