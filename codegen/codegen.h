@@ -888,6 +888,8 @@ struct CgPermuteSpec {
 	int64_t max_slots;	/* grid: the slots (m_per_t*T*k) at the largest T (0: unknown) */
 	int small;		/* cg_permute_block with at most one slot a thread: each slot's place and
 				 * each offset counted from all the ids (no counters or scans; 0: owners) */
+	int quad;		/* small: the buckets padded to a multiple of 8 and read 8 a loop trip
+				 * (two 16-byte shared loads; --debug=front3) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -930,6 +932,10 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * Mixtral, Qwen3-30B-A3B, gpt-oss-20b at T = 16 0.983-0.993x; DeepSeek-V3's two experts a CTA 1.003x,
  * so not there) */
 #define CG_FRONT2_DEFAULT 1
+/* --debug=front3 (session 37) without the flag: every front's hand-over by a ticket (the last CTA to
+ * finish routes, no flag waits), the chain's flags zeroed by every CTA at its start, the slot sort 8
+ * slots a shared load (CgFrontSpec.ticket, CgPermuteSpec.quad); 0 until the H200's A/B */
+#define CG_FRONT3_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -959,6 +965,10 @@ struct CgFrontSpec {
 				 * more than one (cg_front_pair), sums broadcast by shuffles */
 	int wide;		/* --debug=front2: with pair, a warp's whole row (up to 16 groups of 8)
 				 * loaded before it is used where it takes one token and one expert */
+	int ticket;		/* --debug=front3: flags[0] counts the CTAs done (atom.add between two
+				 * acq_rel fences) and the last to finish routes and resets it, instead
+				 * of the last launched waiting for a flag a CTA; flags[ctas ..
+				 * zero_words) zeroed by every CTA at its start, a word a thread */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

@@ -612,12 +612,92 @@ last_cta(Fr *r, int smem0)
 	CgLoop l;
 	LLVMValueRef i;
 
-	gather_flags(r);
+	if (!s->ticket)
+		gather_flags(r);
 	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
 	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
+	if (s->ticket)	/* every CTA zeroed them at its start */
+		return;
 	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
 	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
 	cg_endloop(f, &l);
+}
+
+/*
+ * CgFrontSpec.ticket: the flags of the split GEMMs after the front,
+ * flags[ctas .. zero_words), zeroed by the whole grid at its start, a word a
+ * thread (the GEMMs that used them have completed: the grid dependency
+ * before any access; the next kernel reads them only once this one has
+ * completed), so the last CTA's tail does not.  The front's own words
+ * [0, ctas) are not touched: word 0 is the ticket, the others stay 0.
+ */
+static void
+zero_chain(Fr *r)
+{
+	CgFn *f = r->f;
+	int n = cg_front_ctas(r->s), nthr = 32 * r->nw;
+	LLVMValueRef i0 = cg_addi(f, cg_add(f, cg_muli(f, r->cta, nthr), cg_tid(f, 0)), n);
+	CgLoop l;
+	LLVMValueRef i = cg_loop(f, &l, i0, r->zero_words, cg_i32(f, n * nthr));
+
+	cg_gstore(f, cg_i32(f, 0), cg_gep(f, r->flags, cg_sext64(f, i), 4), 4);
+	cg_endloop(f, &l);
+}
+
+/*
+ * CgFrontSpec.ticket: thread 0 of each CTA, after the CTA's barrier,
+ * releases the CTA's results (fence.acq_rel.gpu), adds 1 to flags[0] and,
+ * where it drew the last ticket (ctas - 1), resets the counter to 0 and
+ * acquires the others' results (the fence again): that CTA routes, whichever
+ * it is.  The CTA learns its draw through shared slot 0 (free after the
+ * barrier: every warp's broadcasts are read) and a second barrier.  No
+ * flag a CTA to wait for and clear, nothing waits for a CTA still running;
+ * the routing reads the same logits through the same code: the same bits.
+ */
+static LLVMValueRef
+draw_ticket(Fr *r)
+{
+	CgFn *f = r->f;
+	LLVMValueRef slot = cg_sptr(f, cg_i32(f, 0)), last;
+	CgIf c, c1;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""));
+	cg_fence_acq_rel(f);
+	last = LLVMBuildICmp(f->B, LLVMIntEQ, cg_atom_add(f, r->flags, cg_i32(f, 1)),
+			     cg_i32(f, cg_front_ctas(r->s) - 1), "");
+	cg_if(f, &c1, last);
+	cg_gstore_volatile(f, cg_i32(f, 0), r->flags, 4);
+	cg_fence_acq_rel(f);
+	cg_endif(f, &c1);
+	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), slot, 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	return LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, slot, 4), cg_i32(f, 0), "");
+}
+
+/* After the CTA's barrier: the last CTA to finish (ticket) or the last
+ * launched (flags) routes and sorts; the others hand their logits over. */
+static void
+hand_over(Fr *r)
+{
+	CgFn *f = r->f;
+	CgIf c, c0;
+
+	if (r->s->ticket) {
+		cg_if(f, &c, draw_ticket(r));
+		last_cta(r, SMEM0);
+		cg_endif(f, &c);
+		return;
+	}
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, r->cta, cg_i32(f, cg_front_ctas(r->s) - 1), ""));
+	last_cta(r, SMEM0);
+	cg_else(f, &c);
+	cg_if(f, &c0, LLVMBuildICmp(f->B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""));
+	if (r->s->acq_rel)	/* the barrier, then thread 0's release of the CTA's results */
+		cg_fence_acq_rel(f);
+	cg_gstore_volatile(f, cg_i32(f, 1), cg_gep(f, r->flags, cg_sext64(f, r->cta), 4), 4);
+	cg_endif(f, &c0);
+	cg_endif(f, &c);
 }
 
 /* Token slices: each group of EB experts' tokens in S slices of W (one token
@@ -668,7 +748,6 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	char note[200];
 	LLVMValueRef *slot[16];
 	CgLoop l;
-	CgIf c;
 	Fr r;
 
 	memset(&r, 0, sizeof r);
@@ -718,6 +797,8 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 		r.ng /= r.nw;
 		r.g0 = cg_muli(r.f, r.warp, r.ng);
 	}
+	if (s->ticket)
+		zero_chain(&r);
 	preload(&r);
 
 	if (r.g0) {	/* split: the CTA's warps take each token together (one slice: S = 1) */
@@ -736,23 +817,12 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	if (!s->acq_rel)	/* every thread's fence.sc, then the barrier */
 		cg_fence(r.f);
 	cg_barrier(r.f);
-	cg_if(r.f, &c, LLVMBuildICmp(r.f->B, LLVMIntEQ, r.cta, cg_i32(r.f, cg_front_ctas(s) - 1), ""));
-	last_cta(&r, SMEM0);
-	cg_else(r.f, &c);
-	{
-		CgIf c0;
-		cg_if(r.f, &c0, LLVMBuildICmp(r.f->B, LLVMIntEQ, cg_tid(r.f, 0), cg_i32(r.f, 0), ""));
-		if (s->acq_rel)	/* the barrier, then thread 0's release of the CTA's results */
-			cg_fence_acq_rel(r.f);
-		cg_gstore_volatile(r.f, cg_i32(r.f, 1), cg_gep(r.f, r.flags, cg_sext64(r.f, r.cta), 4), 4);
-		cg_endif(r.f, &c0);
-	}
-	cg_endif(r.f, &c);
-	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s%s", (long long)s->H,
+	hand_over(&r);
+	snprintf(note, sizeof note, "front H=%lld E=%d (%d a CTA) k=%d%s%s%s%s T<=%lld%s%s%s", (long long)s->H,
 		 s->route.E, r.eb, s->route.k, s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
 		 s->write_h ? " h" : "", s->bias ? " bias" : "", (long long)s->max_t,
 		 r.g0 ? " rows split over the warps" : r.nt > 1 ? " tokens in pairs" : "",
-		 batch(s) > BATCH ? " whole rows a batch" : "");
+		 batch(s) > BATCH ? " whole rows a batch" : "", s->ticket ? " ticket" : "");
 	return cg_fn_end(r.f, block, grid, smem, note);
 }
 

@@ -39,12 +39,14 @@
 
 #define THREADS 1024
 #define CNT_WORDS 24576		/* 96 KiB of counters */
+#define QUAD 8			/* spec.quad: buckets a trip of the small sort's loops (two 16-byte loads) */
 
 typedef struct Pm Pm;
 struct Pm {
 	CgFn *f;
 	CgPermuteSpec s;
 	int P, F, wsum, smem, threads, cnt0;
+	int quad;		/* small, spec.quad and cnt0 16-byte aligned: QUAD buckets a loop trip */
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 	/* the grid sort: W warps, R rounds of W*32 slots a chunk; the table of
 	 * the warps' counts tbl[W][E+1] at 0, base[E+1] at sbase; G chunks */
@@ -275,10 +277,11 @@ small_sort(const Pm *p, int threads, int64_t nmax)
 static void
 layout(Pm *p, int threads, int64_t nmax, int smem0)
 {
-	if (small_sort(p, threads, nmax)) {	/* the slots' buckets */
+	if (small_sort(p, threads, nmax)) {	/* the slots' buckets (quad: padded to QUAD) */
 		p->threads = threads;
 		p->cnt0 = smem0;
-		p->smem = smem0 + 4 * (int)nmax;
+		p->quad = p->s.quad && smem0 % 16 == 0 && threads % QUAD == 0;
+		p->smem = smem0 + 4 * (int)(p->quad ? (nmax + QUAD - 1) / QUAD * QUAD : nmax);
 		return;
 	}
 	p->threads = threads;
@@ -346,40 +349,99 @@ bucket_at(Pm *p, LLVMValueRef s)
 	return cg_sptr(p->f, cg_addi(p->f, cg_muli(p->f, s, 4), p->cnt0));
 }
 
+/* spec.quad: the sum over slots s2 < N of cmp(bucket[s2], s2), the buckets
+ * read QUAD at a time (padded with INT32_MAX past N: no bucket is above it,
+ * so a pad counts in neither sum); the same integer. */
+static LLVMValueRef
+count_quad(Pm *p, LLVMValueRef N, LLVMValueRef (*cmp)(Pm *, LLVMValueRef, LLVMValueRef, LLVMValueRef),
+	   LLVMValueRef arg)
+{
+	CgFn *f = p->f;
+	LLVMTypeRef v4 = LLVMVectorType(f->ti32, 4);
+	LLVMValueRef cnt = cg_var(f, f->ti32, cg_i32(f, 0)), s2, sum;
+	CgLoop l;
+
+	s2 = cg_loop(f, &l, cg_i32(f, 0), cg_and(f, cg_addi(f, N, QUAD - 1), -QUAD), cg_i32(f, QUAD));
+	sum = cg_get(f, cnt);
+	for (int h = 0; h < QUAD / 4; h++) {
+		LLVMValueRef v = cg_sload(f, v4, bucket_at(p, cg_addi(f, s2, 4 * h)), 16);
+		for (int j = 0; j < 4; j++) {
+			LLVMValueRef o = cmp(p, LLVMBuildExtractElement(f->B, v, cg_i32(f, j), ""),
+					     cg_addi(f, s2, 4 * h + j), arg);
+			sum = cg_add(f, sum, LLVMBuildZExt(f->B, o, f->ti32, ""));
+		}
+	}
+	cg_set(f, cnt, sum);
+	cg_endloop(f, &l);
+	return cg_get(f, cnt);
+}
+
+/* Slot s2 (bucket o) comes before the thread's slot (bucket b, slot tid). */
+static LLVMValueRef
+before(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef b)
+{
+	LLVMBuilderRef B = p->f->B;
+
+	return LLVMBuildOr(B, cg_lt(p->f, o, b), LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, o, b, ""),
+							      cg_lt(p->f, s2, p->tid), ""), "");
+}
+
+/* Slot s2's bucket o is below x. */
+static LLVMValueRef
+below(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef x)
+{
+	(void)s2;
+	return cg_lt(p->f, o, x);
+}
+
 static void
 permute_small(Pm *p)
 {
 	CgFn *f = p->f;
-	LLVMBuilderRef B = f->B;
 	LLVMValueRef tid = cg_tid(f, 0), N = cg_muli(f, cg_max(f, p->T, cg_i32(f, 0)), p->s.k);
 	LLVMValueRef mine = cg_lt(f, tid, N), b, cnt, s2, o, x;
 	CgLoop l, l2;
 	CgIf c;
 
+	p->tid = tid;
 	cg_if(f, &c, mine);
 	cg_sstore(f, bucket(p, load_id(p, cg_min(f, tid, cg_addi(f, N, -1)))), bucket_at(p, tid), 4);
 	cg_endif(f, &c);
+	if (p->quad) {	/* the pads up to a multiple of QUAD */
+		cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildNot(f->B, mine, ""),
+					  cg_lt(f, tid, cg_and(f, cg_addi(f, N, QUAD - 1), -QUAD)), ""));
+		cg_sstore(f, cg_i32(f, INT32_MAX), bucket_at(p, tid), 4);
+		cg_endif(f, &c);
+	}
 	cg_barrier(f);
 	cg_if(f, &c, mine);
 	b = cg_sload(f, f->ti32, bucket_at(p, tid), 4);
-	cnt = cg_var(f, f->ti32, cg_i32(f, 0));
-	s2 = cg_loop(f, &l, cg_i32(f, 0), N, cg_i32(f, 1));
-	o = cg_sload(f, f->ti32, bucket_at(p, s2), 4);
-	o = LLVMBuildOr(B, cg_lt(f, o, b), LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, o, b, ""), cg_lt(f, s2, tid), ""),
-			"");
-	cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(B, o, f->ti32, "")));
-	cg_endloop(f, &l);
-	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cg_get(f, cnt)), 4), 4);
+	if (p->quad)
+		cnt = count_quad(p, N, before, b);
+	else {
+		LLVMValueRef v = cg_var(f, f->ti32, cg_i32(f, 0));
+		s2 = cg_loop(f, &l, cg_i32(f, 0), N, cg_i32(f, 1));
+		o = before(p, cg_sload(f, f->ti32, bucket_at(p, s2), 4), s2, b);
+		cg_set(f, v, cg_add(f, cg_get(f, v), LLVMBuildZExt(f->B, o, f->ti32, "")));
+		cg_endloop(f, &l);
+		cnt = cg_get(f, v);
+	}
+	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cnt), 4), 4);
 	if (p->s.want_pos)
-		cg_gstore(f, cg_get(f, cnt), cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
+		cg_gstore(f, cnt, cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
 	cg_endif(f, &c);
 	x = cg_loop(f, &l, tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
-	cnt = cg_var(f, f->ti32, cg_i32(f, 0));
-	s2 = cg_loop(f, &l2, cg_i32(f, 0), N, cg_i32(f, 1));
-	o = cg_lt(f, cg_sload(f, f->ti32, bucket_at(p, s2), 4), x);
-	cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(B, o, f->ti32, "")));
-	cg_endloop(f, &l2);
-	cg_gstore(f, cg_get(f, cnt), cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
+	if (p->quad)
+		cnt = count_quad(p, N, below, x);
+	else {
+		LLVMValueRef v = cg_var(f, f->ti32, cg_i32(f, 0));
+		s2 = cg_loop(f, &l2, cg_i32(f, 0), N, cg_i32(f, 1));
+		o = below(p, cg_sload(f, f->ti32, bucket_at(p, s2), 4), s2, x);
+		cg_set(f, v, cg_add(f, cg_get(f, v), LLVMBuildZExt(f->B, o, f->ti32, "")));
+		cg_endloop(f, &l2);
+		cnt = cg_get(f, v);
+	}
+	cg_gstore(f, cnt, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
 	cg_endloop(f, &l);
 }
 

@@ -2710,6 +2710,9 @@ find_fronts(CgProgram *p)
 				f2 || (p->o.debug & DBG_VEC_AHEAD) || (tval >= 0 ? tval : p->o.max_tokens) <= 4;
 			fm.s.pair = f2 || CG_FRONT_PAIR_DEFAULT || (p->o.debug & DBG_FRONT_PAIR);	/* two tokens a warp (A/B) */
 			fm.s.wide = f2;	/* whole rows a batch */
+			/* the ticket hand-over, the chain's flags zeroed by every CTA, the slot
+			 * sort 8 buckets a load (the same bits; A/B: build/s37/front) */
+			fm.s.ticket = fm.s.perm.quad = CG_FRONT3_DEFAULT || (p->o.debug & DBG_FRONT3);
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

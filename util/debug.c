@@ -228,6 +228,12 @@ const DebugFlag debug_flags[] = {
 	 "group waited for (wait_group 0) and promoted before the next is issued (before session 35; the default: two "
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
+	{"front3", DBG_FRONT3, NULL,
+	 "compile: decode fronts (T <= 64, k_front.c) hand over by a ticket: every CTA adds 1 to one counter "
+	 "when its logits are out and the last to finish routes and sorts (no flag waits, no launch order); the "
+	 "flags of the split GEMMs after the front are zeroed by every CTA at its start, not by the last; the slot "
+	 "sort reads 8 buckets a shared load; the same bits (docs/codegen.md, Decode fronts; CG_FRONT3_DEFAULT "
+	 "in codegen/codegen.h; for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -447,13 +447,17 @@ START_TEST(test_front_routing_is_the_interpreters)
 	/* loop index: max_tokens 64 as it was, then --debug=vec-ahead (the butterfly top-k; the
 	 * permute of a slot a thread where max_tokens * k fit the last CTA) at 64, 16 and 4, then
 	 * with --debug=front-pair (two tokens a warp where a warp gets several: E = 128), then with
-	 * --debug=front2 at 64 and 16 (whole rows a batch: E = 16's rows of 2304, one token a warp) */
+	 * --debug=front2 at 64 and 16 (whole rows a batch: E = 16's rows of 2304, one token a warp), then
+	 * with --debug=front3 (the ticket hand-over, the slot sort 8 buckets a load: T = 5's 5 k slots
+	 * padded) at 16 with front2, at 4 and at 64 (the counter sort there) */
 	static const struct {
 		DbgFlags debug;
 		int64_t mt, ts[3];
 	} arm[] = {{0, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 64, {1, 16, 64}}, {DBG_VEC_AHEAD, 16, {1, 5, 16}},
 		   {DBG_VEC_AHEAD, 4, {1, 3, 4}}, {DBG_VEC_AHEAD | DBG_FRONT_PAIR, 64, {1, 16, 64}},
-		   {DBG_FRONT2, 64, {1, 16, 64}}, {DBG_FRONT2, 16, {1, 5, 16}}};
+		   {DBG_FRONT2, 64, {1, 16, 64}}, {DBG_FRONT2, 16, {1, 5, 16}},
+		   {DBG_FRONT2 | DBG_FRONT3, 16, {1, 5, 16}}, {DBG_FRONT3, 4, {1, 3, 4}},
+		   {DBG_FRONT3, 64, {1, 16, 64}}};
 	const int64_t *ts = arm[_i].ts;
 	char src[2048];
 
@@ -487,6 +491,7 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) || CG_FRONT3_DEFAULT));
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
@@ -726,7 +731,9 @@ front_block_src(char *src, size_t n, size_t f)
 
 START_TEST(test_front_blocks_match_interpreter)
 {
-	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64); 2: --debug=front2 */
+	/* loop index 1: --debug=vec-ahead,front-pair (pairs where E >= 32 at max_tokens 64); 2: --debug=front2;
+	 * 3: --debug=front3 */
+	static const DbgFlags dbg[] = {0, DBG_VEC_AHEAD | DBG_FRONT_PAIR, DBG_FRONT2, DBG_FRONT3};
 	static const int64_t ts[] = {1, 16, 64};
 	char src[2048];
 
@@ -742,7 +749,7 @@ START_TEST(test_front_blocks_match_interpreter)
 		m = fused_for("front_block.ir", src, &ref, &d, 64);	/* DeepSeek's f32 router: not split */
 		for (int64_t mt = 64; mt <= 65 - _i; mt++) {
 			emu_opts(&co, mt);
-			co.debug = _i == 2 ? DBG_FRONT2 : _i ? DBG_VEC_AHEAD | DBG_FRONT_PAIR : 0;
+			co.debug = dbg[_i];
 			p = cg_compile(m, &co, &d);
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
@@ -750,8 +757,8 @@ START_TEST(test_front_blocks_match_interpreter)
 			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
 				ck_assert_int_eq(launches(man, ""), 4);
 			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
-					 (_i || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 && E >= 32 &&
-					 E <= 128);
+					 ((_i && _i < 3) || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 &&
+					 E >= 32 && E <= 128);
 			/* T = 64 for the few-expert families (the routing test has it for all) */
 			for (size_t ti = 0; mt <= 64 && ti < NELEM(ts) - (E > 32); ti++)
 				check_wide(p, ref, ts[ti], 256);
@@ -782,12 +789,13 @@ START_TEST(test_program_flag_chain)
 
 	diag_init(&d, stderr);
 	m = fused_for("chain.ir", split_block, &ref, &d, 16);
-	for (int pdl = 0; pdl <= 2; pdl++) {	/* 2: and --debug=kept-flags */
+	for (int pdl = 0; pdl <= 3; pdl++) {	/* 2: and --debug=kept-flags; 3: and --debug=front3 */
 		int memsets = 0, split = 0, shared = 0;
 		uint64_t last = UINT64_MAX;
 		emu_opts(&co, 16);
 		co.debug = pdl ? DBG_PDL : 0;
-		co.debug |= pdl == 2 ? DBG_KEPT_FLAGS : 0;
+		co.debug |= pdl >= 2 ? DBG_KEPT_FLAGS : 0;
+		co.debug |= pdl == 3 ? DBG_FRONT3 : 0;	/* the chain zeroed by every CTA */
 		CgProgram *p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		const Manifest *man = cg_program_manifest(p);
@@ -805,7 +813,7 @@ START_TEST(test_program_flag_chain)
 		}
 		ck_assert_int_ge(split, 2);
 		ck_assert_int_eq(memsets, pdl ? 1 : split);	/* the front's, and one a GEMM after the first */
-		ck_assert_int_eq(shared, pdl == 2);	/* the front's, when=shared (emulate checks it is 0 after) */
+		ck_assert_int_eq(shared, pdl >= 2);	/* the front's, when=shared (emulate checks it is 0 after) */
 		for (size_t i = 0; i < NELEM(ts); i++)
 			check_wide(p, ref, ts[i], 512);
 		cg_program_free(p);
@@ -2756,6 +2764,11 @@ program_suite(void)
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 5, 7);
 	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 2, 3);
 	tcase_add_test(tc, test_front2_default_takes_one_expert_ctas);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("front3");	/* the same with --debug=front3 (the ticket hand-over) */
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 7, 10);
+	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 3, 4);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
