@@ -1482,6 +1482,7 @@ LLVMValueRef cg_synth_bits(CgFn *f, DType dt, LLVMValueRef *a, LLVMValueRef i);
 typedef struct CgRouteIo CgRouteIo;
 struct CgRouteIo {
 	LLVMValueRef logits, selbias, weights, ids, T;	/* selbias NULL without one */
+	int sids;	/* > 0: the ids also stored to shared memory from this byte, i32 [T*k] */
 };
 int cg_route_check(const CgRouteSpec *s, Diag *d);
 int cg_route_smem(const CgRouteSpec *s, int nw);
@@ -1495,11 +1496,14 @@ void cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgR
 typedef struct CgPermuteIo CgPermuteIo;
 struct CgPermuteIo {
 	LLVMValueRef ids, offsets, rows, pos, T;	/* pos NULL unless want_pos */
+	int sids;	/* > 0, the small sort: the ids read from shared memory there (the route's
+			 * sids, behind a barrier), not from ids */
 };
 int cg_permute_check(const CgPermuteSpec *s, Diag *d);
 int cg_permute_smem(const CgPermuteSpec *s, int threads, int64_t nmax);
 void cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
 		      const CgPermuteIo *io);
+int cg_permute_small(const CgPermuteSpec *s, int threads, int64_t nmax);	/* the small sort is taken */
 #endif /* CG_INTERNAL */
 
 #endif

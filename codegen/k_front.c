@@ -602,20 +602,42 @@ gather_flags(Fr *r)
 	cg_barrier(f);
 }
 
+/* CgFrontSpec.ticket with the small sort: the byte where the route's ids
+ * are also stored in shared memory, after the route's own (its warps write
+ * them while others still use their slots), for the sort to read them there
+ * instead of back from memory (a round trip); its buckets come after them.
+ * 0: none. */
+static int
+ids_smem(const CgFrontSpec *s)
+{
+	if (!s->ticket || !cg_permute_small(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k))
+		return 0;
+	return (SMEM0 + cg_route_smem(&s->route, nwarps(s)) + 15) & ~15;
+}
+
+/* Where the permute's shared memory starts. */
+static int
+perm_smem0(const CgFrontSpec *s)
+{
+	int at = ids_smem(s);
+
+	return at ? (at + 4 * (int)(s->max_t * s->perm.k) + 15) & ~15 : SMEM0;
+}
+
 static void
-last_cta(Fr *r, int smem0)
+last_cta(Fr *r)
 {
 	CgFn *f = r->f;
 	const CgFrontSpec *s = r->s;
-	CgRouteIo rio = {r->logits, r->selbias, r->weights, r->ids, r->T};
-	CgPermuteIo pio = {r->ids, r->offs, r->rows, r->pos, r->T};
+	CgRouteIo rio = {r->logits, r->selbias, r->weights, r->ids, r->T, ids_smem(s)};
+	CgPermuteIo pio = {r->ids, r->offs, r->rows, r->pos, r->T, ids_smem(s)};
 	CgLoop l;
 	LLVMValueRef i;
 
 	if (!s->ticket)
 		gather_flags(r);
-	cg_route_tokens(f, &s->route, r->nw, smem0, &rio);
-	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, smem0, &pio);
+	cg_route_tokens(f, &s->route, r->nw, SMEM0, &rio);
+	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, perm_smem0(s), &pio);
 	if (s->ticket)	/* every CTA zeroed them at its start */
 		return;
 	i = cg_loop(f, &l, cg_tid(f, 0), r->zero_words, cg_i32(f, 32 * r->nw));
@@ -685,12 +707,12 @@ hand_over(Fr *r)
 
 	if (r->s->ticket) {
 		cg_if(f, &c, draw_ticket(r));
-		last_cta(r, SMEM0);
+		last_cta(r);
 		cg_endif(f, &c);
 		return;
 	}
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, r->cta, cg_i32(f, cg_front_ctas(r->s) - 1), ""));
-	last_cta(r, SMEM0);
+	last_cta(r);
 	cg_else(f, &c);
 	cg_if(f, &c0, LLVMBuildICmp(f->B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""));
 	if (r->s->acq_rel)	/* the barrier, then thread 0's release of the CTA's results */
@@ -736,6 +758,8 @@ cg_front_smem(const CgFrontSpec *s)
 	int route = cg_route_smem(&s->route, nwarps(s));
 	int perm = cg_permute_smem(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k);
 
+	if (ids_smem(s))	/* route, ids, permute one after another */
+		return perm_smem0(s) + perm;
 	return SMEM0 + MAX(route, perm);
 }
 

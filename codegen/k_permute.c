@@ -47,6 +47,7 @@ struct Pm {
 	CgPermuteSpec s;
 	int P, F, wsum, smem, threads, cnt0;
 	int quad;		/* small, spec.quad and cnt0 16-byte aligned: QUAD buckets a loop trip */
+	int sids;		/* CgPermuteIo.sids (small) */
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 	/* the grid sort: W warps, R rounds of W*32 slots a chunk; the table of
 	 * the warps' counts tbl[W][E+1] at 0, base[E+1] at sbase; G chunks */
@@ -269,7 +270,13 @@ scan_counters(Pm *p)
 static int
 small_sort(const Pm *p, int threads, int64_t nmax)
 {
-	return p->s.small && nmax > 0 && nmax <= threads;
+	return cg_permute_small(&p->s, threads, nmax);
+}
+
+int
+cg_permute_small(const CgPermuteSpec *s, int threads, int64_t nmax)
+{
+	return s->small && nmax > 0 && nmax <= threads;
 }
 
 /* Owners, counters and shared memory of a permute by `threads` threads
@@ -405,7 +412,9 @@ permute_small(Pm *p)
 
 	p->tid = tid;
 	cg_if(f, &c, mine);
-	cg_sstore(f, bucket(p, load_id(p, cg_min(f, tid, cg_addi(f, N, -1)))), bucket_at(p, tid), 4);
+	x = p->sids ? cg_sext64(f, cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, tid, 4), p->sids)), 4))
+		: load_id(p, cg_min(f, tid, cg_addi(f, N, -1)));
+	cg_sstore(f, bucket(p, x), bucket_at(p, tid), 4);
 	cg_endif(f, &c);
 	if (p->quad) {	/* the pads up to a multiple of QUAD */
 		cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildNot(f->B, mine, ""),
@@ -460,6 +469,7 @@ cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int
 	p.rows = io->rows;
 	p.pos = io->pos;
 	p.T = io->T;
+	p.sids = io->sids;
 	if (small_sort(&p, threads, nmax))
 		permute_small(&p);
 	else

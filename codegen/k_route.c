@@ -39,6 +39,7 @@ struct R {
 	/* shared memory: [slot][warp] i32 broadcasts, then groups */
 	int nw;			/* warps of the CTA: one token each */
 	int slots, nslot, gsel, gscore, gkeep, smem;
+	int sids;		/* CgRouteIo.sids */
 	LLVMValueRef lane, warp, tok, tokc, T;
 	LLVMValueRef logits, selbias, weights, ids;
 	LLVMValueRef l[MAXJ], sc[MAXJ], sel[MAXJ], ok[MAXJ];	/* per lane */
@@ -606,6 +607,9 @@ store(R *r, const int *id, const int *lg, const int *sc)
 	cg_if(f, &c, LLVMBuildAnd(B, cg_lt(f, r->lane, cg_i32(f, k)), cg_lt(f, r->tok, r->T), ""));
 	cg_gstore(f, mine_w, cg_gep(f, r->weights, at, 4), 4);
 	cg_gstore(f, mine_i, cg_gep(f, r->ids, at, 4), 4);
+	if (r->sids)	/* the front's slot sort reads them here, not back from memory */
+		cg_sstore(f, mine_i, cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, r->tok, k), r->lane), 4),
+							r->sids)), 4);
 	cg_endif(f, &c);
 }
 
@@ -680,6 +684,7 @@ cg_route_tokens(CgFn *f, const CgRouteSpec *s, int nw, int smem0, const CgRouteI
 	r.selbias = io->selbias;
 	r.weights = io->weights;
 	r.ids = io->ids;
+	r.sids = io->sids;
 	r.T = io->T;
 	LLVMValueRef tok0 = cg_loop(f, &l, cg_i32(f, 0), r.T, cg_i32(f, nw));
 	route_tokens(&r, tok0);
