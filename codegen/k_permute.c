@@ -412,9 +412,10 @@ permute_small(Pm *p)
 
 	p->tid = tid;
 	cg_if(f, &c, mine);
+	b = bucket_at(p, tid);
 	x = p->sids ? cg_sext64(f, cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, tid, 4), p->sids)), 4))
 		: load_id(p, cg_min(f, tid, cg_addi(f, N, -1)));
-	cg_sstore(f, bucket(p, x), bucket_at(p, tid), 4);
+	cg_sstore(f, bucket(p, x), b, 4);
 	cg_endif(f, &c);
 	if (p->quad) {	/* the pads up to a multiple of QUAD */
 		cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildNot(f->B, mine, ""),
