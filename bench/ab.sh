@@ -18,6 +18,9 @@
 #   steps REGEX                        the steps listed alone in the table
 #                                      (default _k[3-6]: the expert GEMMs)
 #   name NAME                          the output folder $OUT/NAME (default ab)
+#   dump BUF [BUF...]                  arena buffers (moe.ids, router_logits, ...)
+#                                      dumped by round 1's calls and compared
+#                                      with main's byte for byte (dump.txt)
 # prepare: every bundle's arms compiled (--arch=sm_90a --cubin -v); an arm whose
 # bundle is main's byte for byte is an error (it tests nothing), so is a kernel
 # that spills registers (ptxas, `moec inspect`), and MOEC with
@@ -157,6 +160,8 @@ bench() {	# bench CASE BUNDLE T SKEW ARM ROUND [flags]: one `moert bench --graph
 	echo "ab $n arm=$a round=$r us=${us:-FAILED}" | tee -a "$o/ab.txt"
 }
 : >"$o/ab.txt"
+: >"$o/dump.txt"
+dumps=$(field dump "$spec")
 r=1
 while [ "$r" -le "${ROUNDS:-6}" ] && { [ "$r" = 1 ] || [ "$(el)" -lt "${RUN_S:-80}" ]; }; do
 	field case "$spec" >"$tmp/cases"
@@ -164,8 +169,21 @@ while [ "$r" -le "${ROUNDS:-6}" ] && { [ "$r" = 1 ] || [ "$(el)" -lt "${RUN_S:-8
 		order=$(echo "$arms" | tr , '\n')
 		[ $((r % 2)) = 0 ] && order=$(echo "$order" | tac)
 		for a in $order; do
-			if [ "$r" = 1 ]; then TO=40 bench "$n" "$b" "$t" "${skew:-0}" "$a" "$r" --profile
+			if [ "$r" = 1 ]; then
+				df=""
+				for d in $dumps; do df="$df --dump=$d=$tmp/d.$n.$a.$d"; done
+				# shellcheck disable=SC2086
+				TO=40 bench "$n" "$b" "$t" "${skew:-0}" "$a" "$r" --profile $df
 			else bench "$n" "$b" "$t" "${skew:-0}" "$a" "$r"; fi
+		done
+		for a in $order; do	# round 1's dumps against main's, byte for byte
+			[ "$r" = 1 ] && [ "$a" != main ] || continue
+			for d in $dumps; do
+				if [ ! -s "$tmp/d.$n.main.$d" ] || [ ! -s "$tmp/d.$n.$a.$d" ]; then v=MISSING
+				elif cmp -s "$tmp/d.$n.main.$d" "$tmp/d.$n.$a.$d"; then v="same bytes"
+				else v=DIFFERENT; fi
+				echo "dump $n $a $d: $v" >>"$o/dump.txt"
+			done
 		done
 	done <"$tmp/cases"
 	echo "round $r done at $(el) s"
@@ -178,6 +196,7 @@ done
 	cat "$o/plans.txt" 2>/dev/null
 	echo "== correctness (y against main's, x uniform in [-1, 1])"
 	cat "$o/same.txt"
+	cat "$o/dump.txt"
 	echo "== blocks (moert bench --graph, median us over the rounds; round 1 ran --profile)"
 	python3 - "$o/ab.txt" <<'PY'
 import sys, statistics, collections
