@@ -22,6 +22,9 @@
  *	      (cg_route_tokens: exactly k_route.c's kernel), permutes them
  *	      (cg_permute_block: k_permute.c's), and zeroes the next split
  *	      GEMM's flags (zero_words, bound by program.c)
+ *	    (--debug=front3, CgFrontSpec.ticket: the last CTA to finish routes,
+ *	      found by an atomic ticket in flags[0]; the chain's flags zeroed by
+ *	      every CTA at its start; the ids handed to the sort in shared memory)
  *
  * Deterministic: every logit is one warp's sum in a fixed order, the last
  * CTA reads them through the same code as the route kernel; no atomics (a
