@@ -693,6 +693,61 @@ START_TEST(test_front2_default_takes_one_expert_ctas)
 }
 END_TEST
 
+/* Occurrences of s in the n bytes at p. */
+static int
+count_in(const char *p, size_t n, const char *s)
+{
+	int c = 0;
+
+	for (const char *q = p; (q = memmem(q, n - (size_t)(q - p), s, strlen(s))); q++)
+		c++;
+	return c;
+}
+
+/*
+ * --debug=front3 on sm_90a (16 experts, one a CTA, and 256, two a CTA): the
+ * front hands over by one atomic ticket (one atom.global.add, no volatile
+ * spin loads: the flags are neither waited for nor cleared), and with the
+ * small sort (16 experts) reads the buckets 8 a trip (two loops, two
+ * ld.shared.v4 a trip; LLVM vectorised main's loops 4 a trip, with a scalar
+ * remainder loop); without the flag neither the atom nor the spins' absence.  The emulator runs (tcase front3) check the bits.
+ */
+START_TEST(test_front3_hands_over_by_ticket)
+{
+	char src[1024];
+	int v4[2];
+
+	for (int E = 16; E <= 256; E *= 16)
+		for (int flag = 0; flag < 2; flag++) {
+			Module *m;
+			size_t len;
+			snprintf(src, sizeof src,
+				 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
+				 "offs: i32[%d], rows: i32[2*T]) {\n"
+				 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+				 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
+				 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
+				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+			CgProgram *p = compile_text("front3.ir", src, "sm_90a", 16, flag ? DBG_FRONT3 : 0, &m);
+			const char *ptx = cg_program_ptx(p, 0, &len), *k;
+			int on = flag || CG_FRONT3_DEFAULT;
+			ck_assert_ptr_nonnull(ptx);
+			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
+			ck_assert_ptr_nonnull(k = strstr(ptx, "_front("));	/* the front's .entry to its end */
+			len -= (size_t)(k - ptx);
+			ck_assert_int_eq(count_in(k, len, "atom.global.add"), on);
+			ck_assert_int_eq(count_in(k, len, "ld.volatile") > 0, !on);
+			v4[flag] = count_in(k, len, "ld.shared.v4");
+			cg_program_free(p);
+			ir_free_module(m);
+			if (flag && E == 16)	/* the sort's two loops, two loads a trip */
+				ck_assert_int_ge(v4[1], 4);
+			if (flag && E == 256)	/* the counter sort: as without the flag */
+				ck_assert_int_eq(v4[1], v4[0]);
+		}
+}
+END_TEST
+
 /*
  * Whole MoE blocks with max_tokens 64: the norm, the rstd of the norm folded
  * into gate|up, the router GEMM, route and permute are one front launch
@@ -2769,6 +2824,7 @@ program_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_front_routing_is_the_interpreters, 7, 10);
 	tcase_add_loop_test(tc, test_front_blocks_match_interpreter, 3, 4);
+	tcase_add_test(tc, test_front3_hands_over_by_ticket);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("vec_gemm");	/* decode GEMMs as warp dot products (--debug=vec-gemm) */
 	tcase_set_timeout(tc, 1800);	/* 264 CTAs of 8 warps a GEMM on the emulator: ~1 min alone, 10+ loaded */
