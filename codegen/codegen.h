@@ -1277,6 +1277,7 @@ void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
 void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patterns */
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
+void cg_prefetch_l1(CgFn *f, LLVMValueRef p);	/* prefetch.global.L1 of p's line (a hint) */
 /* atom.global.add.u32 (relaxed): the i32 at p before adding v (dynamic stream-K's counters) */
 LLVMValueRef cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */

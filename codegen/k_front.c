@@ -605,6 +605,22 @@ gather_flags(Fr *r)
 	cg_barrier(f);
 }
 
+/* CgFrontSpec.ticket where the route takes more than one round of W tokens
+ * (T = 16: two): every line of the logits toward L1 before the first, so the
+ * later rounds' loads (after a barrier each) do not wait for L2 again. */
+static void
+prefetch_logits(Fr *r)
+{
+	CgFn *f = r->f;
+	int es = dtype_bits(r->s->logits_dt) / 8, nthr = 32 * r->nw;
+	LLVMValueRef bytes = cg_muli(f, r->T, (int64_t)r->s->route.E * es);
+	CgLoop l;
+	LLVMValueRef i = cg_loop(f, &l, cg_muli(f, cg_tid(f, 0), 128), bytes, cg_i32(f, 128 * nthr));
+
+	cg_prefetch_l1(f, cg_gep(f, r->logits, cg_sext64(f, i), 1));
+	cg_endloop(f, &l);
+}
+
 /* CgFrontSpec.ticket with the small sort: the byte where the route's ids
  * are also stored in shared memory, after the route's own (its warps write
  * them while others still use their slots), for the sort to read them there
@@ -639,6 +655,8 @@ last_cta(Fr *r)
 
 	if (!s->ticket)
 		gather_flags(r);
+	else if (s->max_t > r->nw)
+		prefetch_logits(r);
 	cg_route_tokens(f, &s->route, r->nw, SMEM0, &rio);
 	cg_permute_block(f, &s->perm, 32 * r->nw, s->max_t * s->perm.k, perm_smem0(s), &pio);
 	if (s->ticket)	/* every CTA zeroed them at its start */

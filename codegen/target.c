@@ -1118,6 +1118,15 @@ cg_fence_acq_rel(CgFn *f)
 		cg_asm(f, NULL, "fence.acq_rel.gpu;", "~{memory}", NULL, 0, 1);
 }
 
+/* prefetch.global.L1: the line at p toward this SM's L1 (a hint; nothing on
+ * the emulator) */
+void
+cg_prefetch_l1(CgFn *f, LLVMValueRef p)
+{
+	if (!f->emu)
+		cg_asm(f, NULL, "prefetch.global.L1 [$0];", "l", &p, 1, 1);
+}
+
 LLVMValueRef
 cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v)
 {
