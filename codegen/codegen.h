@@ -932,10 +932,13 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * Mixtral, Qwen3-30B-A3B, gpt-oss-20b at T = 16 0.983-0.993x; DeepSeek-V3's two experts a CTA 1.003x,
  * so not there) */
 #define CG_FRONT2_DEFAULT 1
-/* --debug=front3 (session 37) without the flag: every front's hand-over by a ticket (the last CTA to
- * finish routes, no flag waits), the chain's flags zeroed by every CTA at its start, the slot sort 8
- * slots a shared load (CgFrontSpec.ticket, CgPermuteSpec.quad); 0 until the H200's A/B */
-#define CG_FRONT3_DEFAULT 0
+/* --debug=front3 (session 37) without the flag, where a CTA has one expert (program.c find_fronts): the
+ * hand-over by a ticket (the last CTA to finish routes, no flag waits), the chain's flags zeroed by every
+ * CTA at its start, the ids to the slot sort through shared memory, the sort 8 slots a trip, the logits
+ * prefetched toward L1 (CgFrontSpec.ticket, CgPermuteSpec.quad); the default since the H200's A/B of
+ * session 37 (same bits, routing dumps byte for byte; Qwen3-30B-A3B T = 1 0.986x, T = 16 0.997x, gpt-oss-20b
+ * 0.996x, Mixtral and MXFP4 gpt-oss 0.999x; DeepSeek-V3 FP8's two experts a CTA 1.001x, so not there) */
+#define CG_FRONT3_DEFAULT 1
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */

@@ -173,7 +173,7 @@ typedef uint64_t DbgFlags;
 enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_TMA_GATHER DBG_BIT(45)	/* codegen: gathered bf16/f16 GEMMs on the WS mainloop, A's rows by one-row TMA boxes (A/B) */
 #define DBG_NORM_BCAST DBG_BIT(46)	/* codegen: the norm kernel's row sums by shuffles, longer rows kept in registers (A/B) */
-#define DBG_FRONT3 DBG_BIT(54)	/* codegen: decode fronts hand over by a ticket (the last CTA to finish routes), zero the chain's flags in every CTA, sort 8 slots a load (A/B) */
+#define DBG_FRONT3 DBG_BIT(54)	/* codegen: every decode front (the default where a CTA has one expert: CG_FRONT3_DEFAULT) hands over by a ticket (the last CTA to finish routes), zeroes the chain's flags in every CTA, sorts 8 slots a trip */
 #define DBG_FRONT2 DBG_BIT(50)	/* codegen: decode fronts with front-pair, vec-ahead's last CTA and whole rows a batch (A/B) */
 #define DBG_BQ_GACC DBG_BIT(38)	/* codegen: 4-bit integer quantised B: mma on exact q - z, the scale applied per group to f32 partial sums (A/B) */
 #define DBG_SK_TAIL DBG_BIT(44)	/* codegen: static bf16/f16 stream-K GEMMs take a second wave of short runs for the SMs that finish first (A/B) */

@@ -491,7 +491,8 @@ START_TEST(test_front_routing_is_the_interpreters)
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
 		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
-		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) || CG_FRONT3_DEFAULT));
+		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) ||
+								  (CG_FRONT3_DEFAULT && E <= 128)));	/* one a CTA */
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
@@ -706,8 +707,8 @@ count_in(const char *p, size_t n, const char *s)
 }
 
 /*
- * --debug=front3 on sm_90a (16 experts, one a CTA, and 256, two a CTA): the
- * front hands over by one atomic ticket (one atom.global.add, no volatile
+ * --debug=front3 on sm_90a (16 experts, one a CTA, and 256, two a CTA; the
+ * default, CG_FRONT3_DEFAULT, at 16 only): the front hands over by one atomic ticket (one atom.global.add, no volatile
  * spin loads: the flags are neither waited for nor cleared), and with the
  * small sort (16 experts) reads the buckets 8 a trip (two loops, two
  * ld.shared.v4 a trip; LLVM vectorised main's loops 4 a trip, with a scalar
@@ -731,7 +732,7 @@ START_TEST(test_front3_hands_over_by_ticket)
 				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
 			CgProgram *p = compile_text("front3.ir", src, "sm_90a", 16, flag ? DBG_FRONT3 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len), *k;
-			int on = flag || CG_FRONT3_DEFAULT;
+			int on = flag || (CG_FRONT3_DEFAULT && E == 16);	/* the default: one expert a CTA */
 			ck_assert_ptr_nonnull(ptx);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			ck_assert_ptr_nonnull(k = strstr(ptx, "_front("));	/* the front's .entry to its end */
