@@ -1560,6 +1560,44 @@ bq_vec(const GemmSpec *s)
 }
 
 /*
+ * Quantised decode, session 37 (--debug=qdec, docs/codegen.md "Quantised
+ * decode, session 37").  The H200 said what holds these GEMMs back at T = 16
+ * is not the dequantisation: gpt-oss-20b's MXFP4 block with its k3/k4
+ * computing on the raw words (no placing, no multiply; wrong outputs, the
+ * same loads) took 138.0 us in a CUDA graph against 138.5, while loading
+ * fewer bytes through the L2 moved it.  So a 16-row tile with packed B
+ * (mma.sync) copies only the rows of A that its expert holds (live_rows:
+ * 1-4 of 16 at T = 16; A's clamped copies were 2 KB a 6 KB k-tile of B), and
+ * a decode bundle's grouped quantised weights take lane vectors of two atoms
+ * (bq_vec: one 8-byte shared load a lane; the layout is shared by every
+ * variant of the weight, hence max_tokens <= 16, whose variants are all
+ * decode tiles).  The same bits.  Measured there (3 rounds, graphs, us):
+ * gpt-oss-20b MXFP4 T = 16 140.9 -> 135.6 (live rows alone 135.7, vectors
+ * alone 138.2), Mixtral GPTQ 242.5 -> 229.2 (231.5, 237.5).  QDEC_DEFAULT
+ * 1 makes it the default (the flip after the lead's A/B).
+ */
+enum { QDEC_DEFAULT = 0, QDEC_MAX_T = 16 };
+
+static int
+qdec_on(const CgProgram *p)
+{
+	return QDEC_DEFAULT || (p->o.debug & DBG_QDEC);
+}
+
+static int
+qdec_vec(const CgProgram *p, const GemmSpec *s)
+{
+	return qdec_on(p) && s->groups > 0 && p->o.max_tokens <= QDEC_MAX_T;
+}
+
+static void
+qdec_rows(const CgProgram *p, GemmSpec *s)
+{
+	if (qdec_on(p) && s->bq.group > 0 && s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA)
+		s->live_rows = 1;
+}
+
+/*
  * Decode GEMMs of at most VEC_T tokens as warp dot products (k_gemm_vec.c,
  * the default since the H200's A/B, --debug=no-vec-gemm keeps the tiles): a grouped GEMM's
  * experts get at most T rows each (a token picks an expert once), so the
@@ -1613,7 +1651,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	*simt = 0;
 	s[0].mma_dt = p->o.precision;
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
-	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
+	s[0].bq.vec = s[0].bq.group > 0 && ((p->o.debug & DBG_BQ_DIRECT) || qdec_vec(p, &s[0])) ? bq_vec(&s[0]) : 0;	/* likewise */
 	s[0].bq.direct = 0;
 	s[0].bq.gacc = s[0].bq.group > 0 && ((p->o.debug & DBG_BQ_GACC) || (BQ_GACC_DEFAULT && s[0].groups > 0));
 	GemmSpec base = s[0];
@@ -1652,6 +1690,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		s[i].sk_unroll = unroll && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
 		down_ahead(p, t, &s[i]);
 		sk_tail(p, &s[i]);
+		qdec_rows(p, &s[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
