@@ -423,10 +423,10 @@ thread_setup(G *g)
  * mainloop's TMA boxes of A are 64 rows each and those past the rows not
  * issued (k_gemm_ws.c).  --debug=full-blocks loads and issues everything
  * (the kernels before, the A/B).  With live_rows, also the 16-row mma.sync
- * decode tiles (--debug=qdec: quantised B, program.c's qdec_rows), where an
- * expert holds 1-4 of the 16 rows at T = 16: A's clamped copies were a third
- * of the L2 traffic of gpt-oss-20b's MXFP4 k-tiles (2 KB of A a 6 KB of B).
- * Stream-K carries the test with A's sources (Stream.live).
+ * decode tiles (--debug=qdec, program.c's qdec_rows), where an expert holds
+ * 1-4 of the 16 rows at T = 16: A's clamped copies were a quarter of the L2
+ * traffic of gpt-oss-20b's MXFP4 k-tiles (2 KB of A a 6 KB of B) and an
+ * eighth of bf16's.  Stream-K carries the test with A's sources (Stream.live).
  */
 int
 gemm_live_rows(const GemmSpec *s)

@@ -1560,21 +1560,24 @@ bq_vec(const GemmSpec *s)
 }
 
 /*
- * Quantised decode, session 37 (--debug=qdec, docs/codegen.md "Quantised
- * decode, session 37").  The H200 said what holds these GEMMs back at T = 16
- * is not the dequantisation: gpt-oss-20b's MXFP4 block with its k3/k4
- * computing on the raw words (no placing, no multiply; wrong outputs, the
- * same loads) took 138.0 us in a CUDA graph against 138.5, while loading
- * fewer bytes through the L2 moved it.  So a 16-row tile with packed B
- * (mma.sync) copies only the rows of A that its expert holds (live_rows:
- * 1-4 of 16 at T = 16; A's clamped copies were 2 KB a 6 KB k-tile of B), and
- * a decode bundle's grouped quantised weights take lane vectors of two atoms
- * (bq_vec: one 8-byte shared load a lane; the layout is shared by every
- * variant of the weight, hence max_tokens <= 16, whose variants are all
- * decode tiles).  The same bits.  Measured there (3 rounds, graphs, us):
- * gpt-oss-20b MXFP4 T = 16 140.9 -> 135.6 (live rows alone 135.7, vectors
- * alone 138.2), Mixtral GPTQ 242.5 -> 229.2 (231.5, 237.5).  QDEC_DEFAULT
- * 1 makes it the default (the flip after the lead's A/B).
+ * Decode tiles, session 37 (--debug=qdec, docs/codegen.md "Quantised
+ * decode, session 37").  The H200 said what holds the quantised decode GEMMs
+ * back at T = 16 is not the dequantisation: gpt-oss-20b's MXFP4 block with
+ * its k3/k4 computing on the raw words (no placing, no multiply; wrong
+ * outputs, the same loads) took 138.0 us in a CUDA graph against 138.5,
+ * while loading fewer bytes through the L2 moved it.  So every 16-row
+ * mma.sync tile (decode: quantised or bf16/f16 B) copies only the rows of A
+ * that its expert holds (live_rows: 1-4 of 16 at T = 16, the rest zero-filled
+ * without a read; A's clamped copies were 2 KB a 6 KB k-tile of MXFP4 B, 4 KB
+ * a 32 KB one of bf16), and a decode bundle's grouped quantised weights take
+ * lane vectors of two atoms (bq_vec: one 8-byte shared load a lane; the
+ * layout is shared by every variant of the weight, hence max_tokens <= 16,
+ * whose variants are all decode tiles).  The same bits.  Measured there (T =
+ * 16, graphs, medians of 3-6 rounds, us): gpt-oss-20b MXFP4 138.6 -> 134.2
+ * (live rows alone 135.7, vectors alone 138.2), Mixtral GPTQ 234.8 -> 226.2;
+ * bf16: gpt-oss-20b 400.6 -> 383.5, Mixtral 741.9 -> 697.5 (4.04 TB/s over
+ * the touched weights).  QDEC_DEFAULT 1 makes it the default (the flip after
+ * the lead's A/B).
  */
 enum { QDEC_DEFAULT = 0, QDEC_MAX_T = 16 };
 
@@ -1593,7 +1596,7 @@ qdec_vec(const CgProgram *p, const GemmSpec *s)
 static void
 qdec_rows(const CgProgram *p, GemmSpec *s)
 {
-	if (qdec_on(p) && s->bq.group > 0 && s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA)
+	if (qdec_on(p) && s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA && s->a_rep <= 1)
 		s->live_rows = 1;
 }
 

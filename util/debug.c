@@ -229,12 +229,12 @@ const DebugFlag debug_flags[] = {
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
 	{"qdec", DBG_QDEC, NULL,
-	 "compile: the quantised decode GEMMs (16-row mma.sync tiles with packed B, a decode bundle's grouped MoE "
-	 "GEMMs at max_tokens <= 16) copy only the rows of A that belong to the tile's expert (the chunks past its "
-	 "rows zero-filled without a global read: an expert holds 1-4 of the 16 rows at T = 16), and lay packed B "
+	 "compile: the decode GEMMs on 16-row mma.sync tiles (quantised or bf16/f16 B) copy only the rows of A that "
+	 "belong to the tile's expert (the chunks past its rows zero-filled without a global read: an expert holds "
+	 "1-4 of the 16 rows at T = 16), and a decode bundle's (max_tokens <= 16) grouped quantised weights are laid "
 	 "out in lane vectors of 2 atoms (one 8-byte shared load a lane where two 4-byte ones were); the same bits "
-	 "(docs/codegen.md, Quantised decode, session 37; H200, T = 16: gpt-oss-20b MXFP4 0.964x, Mixtral GPTQ "
-	 "0.955x; QDEC_DEFAULT in program.c)"},
+	 "(docs/codegen.md, Quantised decode, session 37; H200, T = 16: gpt-oss-20b MXFP4 0.968x, Mixtral GPTQ "
+	 "0.964x, bf16 gpt-oss-20b 0.957x, bf16 Mixtral 0.940x; QDEC_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
