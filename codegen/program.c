@@ -1576,15 +1576,22 @@ bq_vec(const GemmSpec *s)
  * 16, graphs, medians of 3-6 rounds, us): gpt-oss-20b MXFP4 138.6 -> 134.2
  * (live rows alone 135.7, vectors alone 138.2), Mixtral GPTQ 234.8 -> 226.2;
  * bf16: gpt-oss-20b 400.6 -> 383.5, Mixtral 741.9 -> 697.5 (4.04 TB/s over
- * the touched weights).  QDEC_DEFAULT 1 makes it the default (the flip after
- * the lead's A/B).
+ * the touched weights).  The default on GPU targets since that A/B
+ * (QDEC_DEFAULT; --debug=qdec takes it on the emulator too, whose plans keep
+ * session 36's otherwise, as SK_UNROLL_DEFAULT's do).
  */
-enum { QDEC_DEFAULT = 0, QDEC_MAX_T = 16 };
+enum { QDEC_DEFAULT = 1, QDEC_MAX_T = 16 };
 
+/* On every target of the compile (the lane vectors are the bundle's layout,
+ * one for all its targets). */
 static int
 qdec_on(const CgProgram *p)
 {
-	return QDEC_DEFAULT || (p->o.debug & DBG_QDEC);
+	int gpu = 1;
+
+	for (int i = 0; i < p->o.narch; i++)
+		gpu &= strcmp(p->o.arch[i], "emu") != 0;
+	return (p->o.debug & DBG_QDEC) || (QDEC_DEFAULT && gpu);
 }
 
 static int

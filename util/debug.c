@@ -229,7 +229,7 @@ const DebugFlag debug_flags[] = {
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
 	{"qdec", DBG_QDEC, NULL,
-	 "compile: the decode GEMMs on 16-row mma.sync tiles (quantised or bf16/f16 B) copy only the rows of A that "
+	 "compile (the default on GPU targets since session 37; the flag: on the emulator too): the decode GEMMs on 16-row mma.sync tiles (quantised or bf16/f16 B) copy only the rows of A that "
 	 "belong to the tile's expert (the chunks past its rows zero-filled without a global read: an expert holds "
 	 "1-4 of the 16 rows at T = 16), and a decode bundle's (max_tokens <= 16) grouped quantised weights are laid "
 	 "out in lane vectors of 2 atoms (one 8-byte shared load a lane where two 4-byte ones were); the same bits "
