@@ -422,12 +422,19 @@ thread_setup(G *g)
  * those rows are zero-filled without a global read (src-size 0); the WS
  * mainloop's TMA boxes of A are 64 rows each and those past the rows not
  * issued (k_gemm_ws.c).  --debug=full-blocks loads and issues everything
- * (the kernels before, the A/B).
+ * (the kernels before, the A/B).  With live_rows, also the 16-row mma.sync
+ * decode tiles (--debug=qdec, program.c's qdec_rows), where an expert holds
+ * 1-4 of the 16 rows at T = 16: A's clamped copies were a quarter of the L2
+ * traffic of gpt-oss-20b's MXFP4 k-tiles (2 KB of A a 6 KB of B) and an
+ * eighth of bf16's.  Stream-K carries the test with A's sources (Stream.live).
  */
 int
 gemm_live_rows(const GemmSpec *s)
 {
-	return (s->bm == 192 || (s->live_rows && s->bm % 64 == 0)) && !s->full_blocks && (s->cluster != 2 || s->cluster_b);
+	int mma16 = s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA;	/* decode tiles (program.c's qdec_rows) */
+
+	return (s->bm == 192 || (s->live_rows && (s->bm % 64 == 0 || mma16))) && !s->full_blocks &&
+	       (s->cluster != 2 || s->cluster_b);
 }
 
 int
@@ -1301,6 +1308,7 @@ struct Stream {
 	LLVMValueRef lkt, ct, pend, last;	/* stream_unrolled: vars: the load stream's k-tile in lt, the
 						 * mma side's tile, the pair its part of it ends at; g1-1 */
 	LLVMValueRef a[MAXI], b[MAXI];		/* vars: its sources at k-tile 0 */
+	LLVMValueRef live[MAXI];		/* vars: A's chunk i in a row of the tile (gemm_live_rows) */
 	LLVMValueRef q[3][MAXI];		/* vars: quantised B's (packed B, scales, zero points) */
 };
 
@@ -1314,8 +1322,10 @@ stream_vars(G *g, Stream *st)
 	st->lkt = cg_var(f, f->ti32, NULL);
 	st->ct = cg_var(f, f->ti32, NULL);
 	st->pend = cg_var(f, f->ti32, NULL);
-	for (int i = 0; i < g->a_n; i++)
+	for (int i = 0; i < g->a_n; i++) {
 		st->a[i] = cg_var(f, LLVMTypeOf(g->k.A), NULL);
+		st->live[i] = gemm_live_rows(&g->k.s) ? cg_var(f, f->ti1, NULL) : NULL;
+	}
 	for (int i = 0; i < g->b_n; i++)
 		st->b[i] = cg_var(f, LLVMTypeOf(g->k.B), NULL);
 	for (int i = 0; i < 3; i++)
@@ -1388,8 +1398,11 @@ stream_enter(G *g, Stream *st, LLVMValueRef t)
 
 	gemm_tile_coords(&g->k, t);
 	tile_sources(g);
-	for (int i = 0; i < g->a_n; i++)
+	for (int i = 0; i < g->a_n; i++) {
 		cg_set(f, st->a[i], g->a_src[i]);
+		if (st->live[i] && g->a_live[i])
+			cg_set(f, st->live[i], g->a_live[i]);
+	}
 	for (int i = 0; i < g->b_n; i++)
 		cg_set(f, st->b[i], g->b_src[i]);
 	for (int i = 0; i < 3; i++)
@@ -1405,8 +1418,11 @@ stream_sources(G *g, Stream *st)
 {
 	CgFn *f = g->k.f;
 
-	for (int i = 0; i < g->a_n; i++)
+	for (int i = 0; i < g->a_n; i++) {
 		g->a_src[i] = cg_get(f, st->a[i]);
+		if (st->live[i] && g->a_live[i])
+			g->a_live[i] = cg_get(f, st->live[i]);
+	}
 	for (int i = 0; i < g->b_n; i++)
 		g->b_src[i] = cg_get(f, st->b[i]);
 	for (int i = 0; i < 3; i++)

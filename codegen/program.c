@@ -1560,6 +1560,54 @@ bq_vec(const GemmSpec *s)
 }
 
 /*
+ * Decode tiles, session 37 (--debug=qdec, docs/codegen.md "Quantised
+ * decode, session 37").  The H200 said what holds the quantised decode GEMMs
+ * back at T = 16 is not the dequantisation: gpt-oss-20b's MXFP4 block with
+ * its k3/k4 computing on the raw words (no placing, no multiply; wrong
+ * outputs, the same loads) took 138.0 us in a CUDA graph against 138.5,
+ * while loading fewer bytes through the L2 moved it.  So every 16-row
+ * mma.sync tile (decode: quantised or bf16/f16 B) copies only the rows of A
+ * that its expert holds (live_rows: 1-4 of 16 at T = 16, the rest zero-filled
+ * without a read; A's clamped copies were 2 KB a 6 KB k-tile of MXFP4 B, 4 KB
+ * a 32 KB one of bf16), and a decode bundle's grouped quantised weights take
+ * lane vectors of two atoms (bq_vec: one 8-byte shared load a lane; the
+ * layout is shared by every variant of the weight, hence max_tokens <= 16,
+ * whose variants are all decode tiles).  The same bits.  Measured there (T =
+ * 16, graphs, medians of 3-6 rounds, us): gpt-oss-20b MXFP4 138.6 -> 134.2
+ * (live rows alone 135.7, vectors alone 138.2), Mixtral GPTQ 234.8 -> 226.2;
+ * bf16: gpt-oss-20b 400.6 -> 383.5, Mixtral 741.9 -> 697.5 (4.04 TB/s over
+ * the touched weights).  The default on GPU targets since that A/B
+ * (QDEC_DEFAULT; --debug=qdec takes it on the emulator too, whose plans keep
+ * session 36's otherwise, as SK_UNROLL_DEFAULT's do).
+ */
+enum { QDEC_DEFAULT = 1, QDEC_MAX_T = 16 };
+
+/* On every target of the compile (the lane vectors are the bundle's layout,
+ * one for all its targets). */
+static int
+qdec_on(const CgProgram *p)
+{
+	int gpu = 1;
+
+	for (int i = 0; i < p->o.narch; i++)
+		gpu &= strcmp(p->o.arch[i], "emu") != 0;
+	return (p->o.debug & DBG_QDEC) || (QDEC_DEFAULT && gpu);
+}
+
+static int
+qdec_vec(const CgProgram *p, const GemmSpec *s)
+{
+	return qdec_on(p) && s->groups > 0 && p->o.max_tokens <= QDEC_MAX_T;
+}
+
+static void
+qdec_rows(const CgProgram *p, GemmSpec *s)
+{
+	if (qdec_on(p) && s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA && s->a_rep <= 1)
+		s->live_rows = 1;
+}
+
+/*
  * Decode GEMMs of at most VEC_T tokens as warp dot products (k_gemm_vec.c,
  * the default since the H200's A/B, --debug=no-vec-gemm keeps the tiles): a grouped GEMM's
  * experts get at most T rows each (a token picks an expert once), so the
@@ -1613,7 +1661,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 	*simt = 0;
 	s[0].mma_dt = p->o.precision;
 	s[0].bq.v1 = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_V1);	/* the packing and the kernels alike */
-	s[0].bq.vec = s[0].bq.group > 0 && (p->o.debug & DBG_BQ_DIRECT) ? bq_vec(&s[0]) : 0;	/* likewise */
+	s[0].bq.vec = s[0].bq.group > 0 && ((p->o.debug & DBG_BQ_DIRECT) || qdec_vec(p, &s[0])) ? bq_vec(&s[0]) : 0;	/* likewise */
 	s[0].bq.direct = 0;
 	s[0].bq.gacc = s[0].bq.group > 0 && ((p->o.debug & DBG_BQ_GACC) || (BQ_GACC_DEFAULT && s[0].groups > 0));
 	GemmSpec base = s[0];
@@ -1652,6 +1700,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		s[i].sk_unroll = unroll && s[i].sched == CG_SCHED_STREAM && s[i].units == 0;
 		down_ahead(p, t, &s[i]);
 		sk_tail(p, &s[i]);
+		qdec_rows(p, &s[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);

@@ -236,6 +236,13 @@ const DebugFlag debug_flags[] = {
 	 "the last; the route hands the ids to the slot sort in shared memory, which reads 8 buckets a trip; the "
 	 "same bits (docs/codegen.md, Decode fronts; H200 A/B: Qwen3-30B-A3B T = 1 0.986x, T = 16 0.997x, gpt-oss-20b "
 	 "0.996x, Mixtral 0.999x, DeepSeek-V3 FP8 1.001x; CG_FRONT3_DEFAULT in codegen/codegen.h)"},
+	{"qdec", DBG_QDEC, NULL,
+	 "compile (the default on GPU targets since session 37; the flag: on the emulator too): the decode GEMMs on 16-row mma.sync tiles (quantised or bf16/f16 B) copy only the rows of A that "
+	 "belong to the tile's expert (the chunks past its rows zero-filled without a global read: an expert holds "
+	 "1-4 of the 16 rows at T = 16), and a decode bundle's (max_tokens <= 16) grouped quantised weights are laid "
+	 "out in lane vectors of 2 atoms (one 8-byte shared load a lane where two 4-byte ones were); the same bits "
+	 "(docs/codegen.md, Quantised decode, session 37; H200, T = 16: gpt-oss-20b MXFP4 0.968x, Mixtral GPTQ "
+	 "0.964x, bf16 gpt-oss-20b 0.957x, bf16 Mixtral 0.940x; QDEC_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -699,7 +699,8 @@ stream_case(GemmCase *c, int i, int ctas)
  * Against the double reference; on exact sums the same bits as the tiles
  * kernel and as stream-K over another CTA count (nothing lost or added
  * twice, the epilogue once per tile); the same bits on a second run (the
- * hand-over order is fixed).
+ * hand-over order is fixed); and with live rows (GemmSpec.live_rows at 16-row
+ * tiles: program.c's qdec_rows), the same bits as without.
  */
 START_TEST(test_emu_stream_k)
 {
@@ -723,7 +724,15 @@ START_TEST(test_emu_stream_k)
 		other.s.sk_unroll = 1;
 		ck_assert_msg(same_bits(&c, &other), "%s, %d CTAs: the unrolled loop differs from stream()", c.what,
 			      c.s.ctas);
+		other.s.live_rows = 1;	/* --debug=qdec: A's rows past the tile's expert not read (16-row tiles) */
+		ck_assert_msg(same_bits(&c, &other), "%s, %d CTAs: live rows change the unrolled loop's bits", c.what,
+			      c.s.ctas);
+		other.s.sk_unroll = 0;
+		ck_assert_msg(same_bits(&c, &other), "%s, %d CTAs: live rows change stream()'s bits", c.what, c.s.ctas);
 	}
+	other = tiles;
+	other.s.live_rows = 1;
+	ck_assert_msg(same_bits(&tiles, &other), "%s: live rows change the tiles kernel's bits", c.what);
 }
 END_TEST
 

@@ -1074,6 +1074,23 @@ START_TEST(test_stream)
 	GemmCase du = dn;
 	du.s.sk_unroll = 1;
 	ck_assert_msg(gh_same_bits(&dn, &du), "%s: the unrolled loop differs", dn.what);
+	/* live rows (--debug=qdec): A's rows past the tile's expert zero-filled, not
+	 * read; rows of the tile are never stored, so the same bits, and the run
+	 * carries the test into each tile it enters (Stream.live) */
+	GemmCase gl = g, dl = dn, dlu = du;
+	gl.what = "grouped f4e2m1 swiglu stream-K, live rows, 13 CTAs";
+	static const int gc[8] = {7, 0, 11, 0, 0, 16, 8, 0};
+	gl.T = g.T = 21;
+	for (int e = 0; e < 8; e++)
+		gl.counts[e] = g.counts[e] = gc[e];
+	gl.s.live_rows = 1;
+	gh_check(&gl, 1e-2);
+	ck_assert_msg(gh_same_bits(&g, &gl), "%s: live rows change the bits", gl.what);
+	gl.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&g, &gl), "%s: live rows change the unrolled loop's bits", gl.what);
+	dl.s.live_rows = dlu.s.live_rows = 1;
+	ck_assert_msg(gh_same_bits(&dn, &dl), "%s: live rows change the bits", dn.what);
+	ck_assert_msg(gh_same_bits(&dn, &dlu), "%s: live rows change the unrolled loop's bits", dn.what);
 	/* direct B has no stage to follow the run: refused */
 	GemmSpec s;
 	spec_q(&s, DT_I4, 256, 768, 128, DT_BF16, 0);
@@ -1223,6 +1240,41 @@ START_TEST(test_program_sk_unroll)
 }
 END_TEST
 
+/* --debug=qdec (program.c's qdec_rows and qdec_vec): the decode tiles copy
+ * only A's live rows and the grouped quantised weights take lane vectors of
+ * 2 atoms, against the interpreter at T = 1, 7 and 16, with stream() and the
+ * unrolled loop; the kernels' PTX has A's copies with a source size (the
+ * zero fill) only with the flag. */
+START_TEST(test_program_qdec)
+{
+	static const int T[] = {1, 7, 16};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "scale=bf16 zero vec2 gacc stream-k live-rows",
+				     1e-2, DBG_QDEC);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "scale=f8e8m0 le2 vec2 stream-k live-rows",
+				     1e-2, DBG_QDEC);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "le2 vec2 stream-k unrolled live-rows", 1e-2,
+				     DBG_QDEC | DBG_SK_UNROLL);
+	}
+	GemmSpec q[2];
+	gh_spec_grouped_swiglu(&q[0], 32, 5760, 2880, 4);	/* gpt-oss-20b's MXFP4 gate|up, the qdec plan */
+	q[0].b_dt = DT_F4E2M1;
+	q[0].bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+	gh_tiles(&q[0], 16, 192, 64, 1, 4, 4);
+	stream(&q[0], 528, 16);
+	q[0].sk_unroll = 1;
+	q[1] = q[0];
+	q[1].live_rows = 1;
+	CgModule *m = gh_emit_specs(gh_targets[2], GH_MMA, q, 2, "qd");	/* sm_90a */
+	const char *ptx = gh_ptx(m), *k1 = strstr(ptx, ".entry qd1");
+	ck_assert_ptr_nonnull(k1);
+	ck_assert_int_eq(gh_count(k1, ", 16, %r"), gh_count(ptx, ", 16, %r"));	/* none in qd_0 */
+	ck_assert_int_gt(gh_count(k1, ", 16, %r"), 0);
+	cg_module_free(m);
+}
+END_TEST
+
 /* A launch bound on a wide quantised stream-K tile (GemmSpec.min_ctas, the
  * tuning variants' .lN): .minnctapersm in the PTX, and ptxas fits gpt-oss-20b's
  * 16x192x64 gate|up and down at 5 CTAs of 128 threads (at most 96 registers)
@@ -1337,6 +1389,7 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_stream);
 	tcase_add_test(t, test_program_stream);
 	tcase_add_test(t, test_program_sk_unroll);
+	tcase_add_test(t, test_program_qdec);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);
