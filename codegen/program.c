@@ -1877,6 +1877,53 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
 }
 
+/*
+ * Grouped prefill tiles of an even column-tile count (--debug=grouped, bit
+ * 48; GROUPED_COLS_DEFAULT): the heuristic's 128x192 tile for gpt-oss-20b's
+ * down (N = 2880 = 15 x 192) leaves an odd count of column tiles, which the
+ * clusters of 2 sharing B refuse (an expert's odd last row tile pairs its
+ * column tiles 2j, 2j + 1), so the down runs the tiles schedule: 2400 CTAs
+ * of one tile each (160 x 15, a potential row tile an expert), each
+ * building the expert table and filling its pipeline before its 45
+ * k-tiles and idling the tensor cores in its epilogue (ncu, session 37:
+ * SM busy 64%, achieved occupancy 13.75% of 18.75%; Mixtral's persistent
+ * clustered down 86%).  The widest tile of at most 256 columns that
+ * divides N into an even count (2880 = 12 x 240; the gate|up's 5760 = 24
+ * x 240, where 192 gave 30) runs the pairs, persistent, and reads fewer
+ * L2 bytes a flop: per k and CTA 128 rows of A and half of B's 240 for
+ * 128 x 240 MACs, 0.0081 elements a MAC against 128x192's 0.0130 (tiled)
+ * or 0.0104 (pairs).  On the warp-specialised mainloop only (64x240
+ * warpgroup tiles, wgmma m64n240k16, 120 accumulators a thread: mma.sync's
+ * 2x4 warps would be 60 columns each), so the plan names that mainloop.
+ */
+enum { GROUPED_COLS_DEFAULT = 0 };	/* 1: without the flag (A/B on the H200, session 37) */
+
+static void
+grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+{
+	Diag quiet;
+
+	if (!(GROUPED_COLS_DEFAULT || (p->o.debug & DBG_GROUPED)) || !s->groups || tlo <= DECODE_T ||
+	    !cluster_pays(p, t, s, thi) ||
+	    s->bm != 128 || s->bn >= 256 || s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
+	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt || s->split_k > 1 ||
+	    s->sched != CG_SCHED_TILES || !(cg_target_has(t, CG_WGMMA | CG_TMA | CG_CLUSTER) || cg_target_is_emu(t)))
+		return;
+	diag_init(&quiet, NULL);
+	for (int bn = 256; bn > s->bn; bn -= 16) {
+		GemmSpec c = *s;
+		if (s->N % bn || (s->N / bn) % 2)
+			continue;
+		c.bn = bn;
+		c.mainloop = CG_MAINLOOP_WS;
+		c.wg_wide = 1;
+		if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
+			*s = c;
+			return;
+		}
+	}
+}
+
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
 
 /* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
@@ -2303,8 +2350,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 		hi = MIN(hi, max);
 		b.tlo = lo, b.thi = hi;
 		memcpy(b.s, dec && small ? small : s, sizeof b.s);
+		int any = 0;
 		if (!bs && buckets && (lo != rlo || hi != rhi)) {
-			int any = 0;
 			for (int i = 0; i < p->o.narch; i++)
 				any |= tuned(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi) == 0;
 			if (any && b.s[0].bq.group > 0 && one_bq_plan(p, b.s, why, sizeof why)) {
@@ -2313,6 +2360,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 				memcpy(b.s, dec && small ? small : s, sizeof b.s);
 			}
 		}
+		for (int i = 0; i < p->o.narch && !bs && !any; i++)	/* not a bucket's table variant */
+			grouped_cols(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi);
 		if (!bs)
 			pingpong_request(p, b.s, hi);
 		for (int i = 0; i < p->o.narch && !bs; i++)
