@@ -1879,7 +1879,8 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 
 /*
  * Grouped prefill tiles of an even column-tile count (--debug=grouped, bit
- * 48; GROUPED_COLS_DEFAULT): the heuristic's 128x192 tile for gpt-oss-20b's
+ * 48; GROUPED_COLS_DEFAULT), where N takes no 256-column tile and the
+ * bucket's experts average a row tile (cluster_pays): the heuristic's 128x192 tile for gpt-oss-20b's
  * down (N = 2880 = 15 x 192) leaves an odd count of column tiles, which the
  * clusters of 2 sharing B refuse (an expert's odd last row tile pairs its
  * column tiles 2j, 2j + 1), so the down runs the tiles schedule: 2400 CTAs
@@ -1905,7 +1906,7 @@ grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, in
 
 	if (!(GROUPED_COLS_DEFAULT || (p->o.debug & DBG_GROUPED)) || !s->groups || tlo <= DECODE_T ||
 	    !cluster_pays(p, t, s, thi) ||
-	    s->bm != 128 || s->bn >= 256 || s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
+	    s->bm != 128 || s->bn >= 256 || s->N % 256 == 0 || s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
 	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt || s->split_k > 1 ||
 	    s->sched != CG_SCHED_TILES || !(cg_target_has(t, CG_WGMMA | CG_TMA | CG_CLUSTER) || cg_target_is_emu(t)))
 		return;
@@ -1915,6 +1916,8 @@ grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, in
 		if (s->N % bn || (s->N / bn) % 2)
 			continue;
 		c.bn = bn;
+		c.warps_m = 2;	/* two consumer warpgroups of 64 rows x bn */
+		c.warps_n = 4;
 		c.mainloop = CG_MAINLOOP_WS;
 		c.wg_wide = 1;
 		if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
