@@ -1880,8 +1880,9 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 /*
  * Grouped prefill tiles of an even column-tile count (--debug=grouped, bit
  * 48; GROUPED_COLS_DEFAULT), where N takes no 256-column tile and the
- * bucket's experts average a row tile (cluster_pays): the heuristic's 128x192 tile for gpt-oss-20b's
- * down (N = 2880 = 15 x 192) leaves an odd count of column tiles, which the
+ * bucket's experts average a row tile (cluster_pays): the heuristic's
+ * 128x192 tile for gpt-oss-20b's down (N = 2880 = 15 x 192) leaves an odd
+ * count of column tiles, which the
  * clusters of 2 sharing B refuse (an expert's odd last row tile pairs its
  * column tiles 2j, 2j + 1), so the down runs the tiles schedule: 2400 CTAs
  * of one tile each (160 x 15, a potential row tile an expert), each
@@ -1897,18 +1898,39 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
  * warpgroup tiles, wgmma m64n240k16, 120 accumulators a thread: mma.sync's
  * 2x4 warps would be 60 columns each), so the plan names that mainloop.
  */
-enum { GROUPED_COLS_DEFAULT = 0 };	/* 1: without the flag (A/B on the H200, session 37) */
+/* on sm_90a without the flag since session 37's H200 A/B (bench/ab/grouped.ab; the same bits):
+ * gpt-oss-20b T = 4096 1627.4 -> 1546.9 us (0.951x), skewed 1561.8 -> 1473.6 (0.943x), the down
+ * alone 581 -> 526 us; the emulator's plans keep the tiles (the flag takes them there) */
+enum { GROUPED_COLS_DEFAULT = 1 };
 
+/* Whether the tuning table names this GEMM's bucket lo..hi (version 2) or its launch range rlo..rhi on
+ * target t: tiles_remark's "(tuning table)". */
+static int
+table_names(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t lo, int64_t hi, int64_t rlo,
+	    int64_t rhi)
+{
+	char key[256], rkey[256];
+
+	if (!p->o.tuning)
+		return 0;
+	cg_gemm_key(s, lo, hi, key, sizeof key);
+	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
+	return (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, t->sm, key)) ||
+	       cg_tuning_find(p->o.tuning, t->sm, rkey);
+}
+
+/* the bucket tlo..thi of the launch range rlo..rhi; not where a table names either */
 static void
-grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
+grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi, int64_t rlo, int64_t rhi)
 {
 	Diag quiet;
 
-	if (!(GROUPED_COLS_DEFAULT || (p->o.debug & DBG_GROUPED)) || !s->groups || tlo <= DECODE_T ||
-	    !cluster_pays(p, t, s, thi) ||
-	    s->bm != 128 || s->bn >= 256 || s->N % 256 == 0 || s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
+	if (!((GROUPED_COLS_DEFAULT && !cg_target_is_emu(t)) || (p->o.debug & DBG_GROUPED)) || !s->groups ||
+	    tlo <= DECODE_T || !cluster_pays(p, t, s, thi) || s->bm != 128 || s->bn >= 256 || s->N % 256 == 0 ||
+	    s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
 	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt || s->split_k > 1 ||
-	    s->sched != CG_SCHED_TILES || !(cg_target_has(t, CG_WGMMA | CG_TMA | CG_CLUSTER) || cg_target_is_emu(t)))
+	    s->sched != CG_SCHED_TILES || !(cg_target_has(t, CG_WGMMA | CG_TMA | CG_CLUSTER) || cg_target_is_emu(t)) ||
+	    table_names(p, t, s, tlo, thi, rlo, rhi))
 		return;
 	diag_init(&quiet, NULL);
 	for (int bn = 256; bn > s->bn; bn -= 16) {
@@ -2353,8 +2375,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 		hi = MIN(hi, max);
 		b.tlo = lo, b.thi = hi;
 		memcpy(b.s, dec && small ? small : s, sizeof b.s);
-		int any = 0;
 		if (!bs && buckets && (lo != rlo || hi != rhi)) {
+			int any = 0;
 			for (int i = 0; i < p->o.narch; i++)
 				any |= tuned(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi) == 0;
 			if (any && b.s[0].bq.group > 0 && one_bq_plan(p, b.s, why, sizeof why)) {
@@ -2363,8 +2385,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 				memcpy(b.s, dec && small ? small : s, sizeof b.s);
 			}
 		}
-		for (int i = 0; i < p->o.narch && !bs && !any; i++)	/* not a bucket's table variant */
-			grouped_cols(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi);
+		for (int i = 0; i < p->o.narch && !bs; i++)
+			grouped_cols(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi, rlo, rhi);
 		if (!bs)
 			pingpong_request(p, b.s, hi);
 		for (int i = 0; i < p->o.narch && !bs; i++)

@@ -229,12 +229,14 @@ const DebugFlag debug_flags[] = {
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
 	{"grouped", DBG_GROUPED, NULL,
-	 "compile: a grouped bf16/f16 prefill GEMM (T > 64) whose heuristic tile is 128 rows x fewer than 256 columns "
+	 "compile (the default on sm_90a since session 37: GROUPED_COLS_DEFAULT; the flag names it and takes it on the "
+	 "emulator): a grouped bf16/f16 prefill GEMM (T > 64) whose heuristic tile is 128 rows x fewer than 256 columns "
 	 "and whose column tiles are odd in count or could be wider (gpt-oss-20b's down: N = 2880 = 15 x 192, so no "
 	 "clusters of 2 sharing B and the tiles schedule) takes the widest tile of at most 256 columns that divides N "
 	 "into an even count, on 64-row warpgroup tiles (128x240: 12 column tiles for the down, 24 for the gate|up), "
-	 "in clusters of 2 sharing B, persistent (docs/codegen.md, heuristic step 1b; GROUPED_COLS_DEFAULT in "
-	 "codegen/program.c; for A/B on the GPU)"},
+	 "in clusters of 2 sharing B, persistent; the same bits (H200: gpt-oss-20b T = 4096 0.951x, skewed 0.943x, "
+	 "the down 581 -> 526 us; docs/codegen.md, heuristic step 1b; bench/gptoss_tiles192.tuning gives back the "
+	 "plan before)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
