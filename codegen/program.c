@@ -1826,6 +1826,22 @@ same_params(CgProgram *p, GemmSpec *s, int simt)
 			s[i].split_k = 1;
 }
 
+/* Whether the tuning table names this GEMM's bucket lo..hi (version 2) or its launch range rlo..rhi on
+ * target t (-v's "(tuning table)"). */
+static int
+table_names(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t lo, int64_t hi, int64_t rlo,
+	    int64_t rhi)
+{
+	char key[256], rkey[256];
+
+	if (!p->o.tuning)
+		return 0;
+	cg_gemm_key(s, lo, hi, key, sizeof key);
+	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
+	return (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, t->sm, key)) ||
+	       cg_tuning_find(p->o.tuning, t->sm, rkey);
+}
+
 /* -v: each GEMM's tuning key (its T bucket blo..bhi) and variant per
  * target, what a tuning table (--tuning) would name; "tuning table" where
  * the table names the bucket or the launch range rlo..rhi it lies in. */
@@ -1833,17 +1849,15 @@ static void
 tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t blo, int64_t bhi,
 	     int64_t rlo, int64_t rhi)
 {
-	char key[256], rkey[256], v[64];
+	char key[256], v[64];
 	CgVariant cv;
-	const char *sm = cg_module_target(p->mod[i])->sm;
+	const CgTarget *t = cg_module_target(p->mod[i]);
 
 	cg_gemm_key(s, blo, bhi, key, sizeof key);
-	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
 	cg_variant_of(s, &cv);
 	cg_variant_print(&cv, v, sizeof v);
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
-		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
-		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
+		    t->sm, key, v, table_names(p, t, s, blo, bhi, rlo, rhi) ? "tuning table" : "heuristic",
 		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
@@ -1902,22 +1916,6 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
  * gpt-oss-20b T = 4096 1627.4 -> 1546.9 us (0.951x), skewed 1561.8 -> 1473.6 (0.943x), the down
  * alone 581 -> 526 us; the emulator's plans keep the tiles (the flag takes them there) */
 enum { GROUPED_COLS_DEFAULT = 1 };
-
-/* Whether the tuning table names this GEMM's bucket lo..hi (version 2) or its launch range rlo..rhi on
- * target t: tiles_remark's "(tuning table)". */
-static int
-table_names(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t lo, int64_t hi, int64_t rlo,
-	    int64_t rhi)
-{
-	char key[256], rkey[256];
-
-	if (!p->o.tuning)
-		return 0;
-	cg_gemm_key(s, lo, hi, key, sizeof key);
-	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
-	return (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, t->sm, key)) ||
-	       cg_tuning_find(p->o.tuning, t->sm, rkey);
-}
 
 /* the bucket tlo..thi of the launch range rlo..rhi; not where a table names either */
 static void
