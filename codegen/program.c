@@ -1875,6 +1875,22 @@ same_params(CgProgram *p, GemmSpec *s, int simt)
 			s[i].split_k = 1;
 }
 
+/* Whether the tuning table names this GEMM's bucket lo..hi (version 2) or its launch range rlo..rhi on
+ * target t (-v's "(tuning table)"). */
+static int
+table_names(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t lo, int64_t hi, int64_t rlo,
+	    int64_t rhi)
+{
+	char key[256], rkey[256];
+
+	if (!p->o.tuning)
+		return 0;
+	cg_gemm_key(s, lo, hi, key, sizeof key);
+	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
+	return (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, t->sm, key)) ||
+	       cg_tuning_find(p->o.tuning, t->sm, rkey);
+}
+
 /* -v: each GEMM's tuning key (its T bucket blo..bhi) and variant per
  * target, what a tuning table (--tuning) would name; "tuning table" where
  * the table names the bucket or the launch range rlo..rhi it lies in. */
@@ -1882,17 +1898,15 @@ static void
 tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t blo, int64_t bhi,
 	     int64_t rlo, int64_t rhi)
 {
-	char key[256], rkey[256], v[64];
+	char key[256], v[64];
 	CgVariant cv;
-	const char *sm = cg_module_target(p->mod[i])->sm;
+	const CgTarget *t = cg_module_target(p->mod[i]);
 
 	cg_gemm_key(s, blo, bhi, key, sizeof key);
-	cg_gemm_key(s, rlo, rhi, rkey, sizeof rkey);
 	cg_variant_of(s, &cv);
 	cg_variant_print(&cv, v, sizeof v);
 	diag_remark(p->d, call->loc, "@%s on %s: tuning key %s, variant %s (%s)%s", call->callee->name,
-		    sm, key, v, (cg_tuning_version(p->o.tuning) >= 2 && cg_tuning_find(p->o.tuning, sm, key)) ||
-		    cg_tuning_find(p->o.tuning, sm, rkey) ? "tuning table" : "heuristic",
+		    t->sm, key, v, table_names(p, t, s, blo, bhi, rlo, rhi) ? "tuning table" : "heuristic",
 		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
@@ -1924,6 +1938,62 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 {
 	return ((p->o.debug & DBG_GROUPED_C2) || (GROUPED_C2_DEFAULT && cg_target_has(t, CG_CLUSTER))) &&
 	       s->groups > 0 && s->bm >= 64 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) / s->groups >= s->bm;
+}
+
+/*
+ * Grouped prefill tiles of an even column-tile count (--debug=grouped, bit
+ * 48; GROUPED_COLS_DEFAULT), where N takes no 256-column tile and the
+ * bucket's experts average a row tile (cluster_pays): the heuristic's
+ * 128x192 tile for gpt-oss-20b's down (N = 2880 = 15 x 192) leaves an odd
+ * count of column tiles, which the
+ * clusters of 2 sharing B refuse (an expert's odd last row tile pairs its
+ * column tiles 2j, 2j + 1), so the down runs the tiles schedule: 2400 CTAs
+ * of one tile each (160 x 15, a potential row tile an expert), each
+ * building the expert table and filling its pipeline before its 45
+ * k-tiles and idling the tensor cores in its epilogue (ncu, session 37:
+ * SM busy 64%, achieved occupancy 13.75% of 18.75%; Mixtral's persistent
+ * clustered down 86%).  The widest tile of at most 256 columns that
+ * divides N into an even count (2880 = 12 x 240; the gate|up's 5760 = 24
+ * x 240, where 192 gave 30) runs the pairs, persistent, and reads fewer
+ * L2 bytes a flop: per k and CTA 128 rows of A and half of B's 240 for
+ * 128 x 240 MACs, 0.0081 elements a MAC against 128x192's 0.0130 (tiled)
+ * or 0.0104 (pairs).  On the warp-specialised mainloop only (64x240
+ * warpgroup tiles, wgmma m64n240k16, 120 accumulators a thread: mma.sync's
+ * 2x4 warps would be 60 columns each), so the plan names that mainloop.
+ */
+/* on sm_90a without the flag since session 37's H200 A/B (bench/ab/grouped.ab; the same bits):
+ * gpt-oss-20b T = 4096 1627.4 -> 1546.9 us (0.951x), skewed 1561.8 -> 1473.6 (0.943x), the down
+ * alone 581 -> 526 us; the emulator's plans keep the tiles (the flag takes them there) */
+enum { GROUPED_COLS_DEFAULT = 1 };
+
+/* the bucket tlo..thi of the launch range rlo..rhi; not where a table names either */
+static void
+grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi, int64_t rlo, int64_t rhi)
+{
+	Diag quiet;
+
+	if (!((GROUPED_COLS_DEFAULT && !cg_target_is_emu(t)) || (p->o.debug & DBG_GROUPED)) || !s->groups ||
+	    tlo <= DECODE_T || !cluster_pays(p, t, s, thi) || s->bm != 128 || s->bn >= 256 || s->N % 256 == 0 ||
+	    s->b_layout != CG_B_NK || s->bq.group > 0 || s->f8.group > 0 ||
+	    (s->a_dt != DT_BF16 && s->a_dt != DT_F16) || s->b_dt != s->a_dt || s->split_k > 1 ||
+	    s->sched != CG_SCHED_TILES || !(cg_target_has(t, CG_WGMMA | CG_TMA | CG_CLUSTER) || cg_target_is_emu(t)) ||
+	    table_names(p, t, s, tlo, thi, rlo, rhi))
+		return;
+	diag_init(&quiet, NULL);
+	for (int bn = 256; bn > s->bn; bn -= 16) {
+		GemmSpec c = *s;
+		if (s->N % bn || (s->N / bn) % 2)
+			continue;
+		c.bn = bn;
+		c.warps_m = 2;	/* two consumer warpgroups of 64 rows x bn */
+		c.warps_n = 4;
+		c.mainloop = CG_MAINLOOP_WS;
+		c.wg_wide = 1;
+		if (cg_gemm_check(t, &c, &quiet) == 0 && cg_gemm_smem(&c) <= cg_target_smem_max(t)) {
+			*s = c;
+			return;
+		}
+	}
 }
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
@@ -2362,6 +2432,8 @@ gemm_segments(CgProgram *p, const Node *call, const CgGemmBind *gb, const GemmSp
 				memcpy(b.s, dec && small ? small : s, sizeof b.s);
 			}
 		}
+		for (int i = 0; i < p->o.narch && !bs; i++)
+			grouped_cols(p, cg_module_target(p->mod[i]), &b.s[i], lo, hi, rlo, rhi);
 		if (!bs)
 			pingpong_request(p, b.s, hi);
 		for (int i = 0; i < p->o.narch && !bs; i++)

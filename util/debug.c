@@ -243,6 +243,15 @@ const DebugFlag debug_flags[] = {
 	 "out in lane vectors of 2 atoms (one 8-byte shared load a lane where two 4-byte ones were); the same bits "
 	 "(docs/codegen.md, Quantised decode, session 37; H200, T = 16: gpt-oss-20b MXFP4 0.968x, Mixtral GPTQ "
 	 "0.964x, bf16 gpt-oss-20b 0.957x, bf16 Mixtral 0.940x; QDEC_DEFAULT in program.c)"},
+	{"grouped", DBG_GROUPED, NULL,
+	 "compile (the default on sm_90a since session 37: GROUPED_COLS_DEFAULT; the flag names it and takes it on the "
+	 "emulator): a grouped bf16/f16 prefill GEMM (T > 64) whose heuristic tile is 128 rows x fewer than 256 columns "
+	 "and whose column tiles are odd in count or could be wider (gpt-oss-20b's down: N = 2880 = 15 x 192, so no "
+	 "clusters of 2 sharing B and the tiles schedule) takes the widest tile of at most 256 columns that divides N "
+	 "into an even count, on 64-row warpgroup tiles (128x240: 12 column tiles for the down, 24 for the gate|up), "
+	 "in clusters of 2 sharing B, persistent; the same bits (H200: gpt-oss-20b T = 4096 0.951x, skewed 0.943x, "
+	 "the down 581 -> 526 us; docs/codegen.md, heuristic step 1b; bench/gptoss_tiles192.tuning gives back the "
+	 "plan before)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -182,6 +182,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_SLOTS_REF DBG_BIT(49)	/* lower-moe: MoE slots in x's type where the importer says the reference rounds them (slots=x; the default: SLOTS_REF_DEFAULT) */
 #define DBG_F8_ACC1 DBG_BIT(47)	/* codegen: FP8 WS consumers keep one accumulator set, each promotion between two k-tiles' wgmmas (A/B) */
 #define DBG_QDEC DBG_BIT(53)	/* codegen: 16-row mma.sync decode tiles load only A's live rows; decode bundles' packed B in lane vectors of 2 atoms (the default on GPUs: QDEC_DEFAULT) */
+#define DBG_GROUPED DBG_BIT(48)	/* codegen: grouped bf16/f16 prefill tiles under 256 columns take the widest even column-tile count (gpt-oss-20b: 128x240; the default on sm_90a: GROUPED_COLS_DEFAULT) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

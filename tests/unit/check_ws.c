@@ -1295,6 +1295,40 @@ START_TEST(test_ws_grouped_wide_program_against_interpreter)
 }
 END_TEST
 
+/* --debug=grouped (bit 48): a gpt-oss-20b block in small (bias, the oai
+ * SwiGLU with its limit, interleaved gate|up, bf16 slots) whose heuristic
+ * tiles are 128x192: the down's N = 960 is 5 column tiles of 192, an odd
+ * count (no pairs: the tiles schedule), the gate|up's 1920 is 10.  With the
+ * flag both take 128x240 (4 and 8 column tiles) on 64x240 warpgroup tiles
+ * in pairs sharing B, persistent; 4 experts, top-2, 600 tokens: about 300
+ * rows an expert, so a pair of row tiles and an odd last one each; against
+ * the interpreter, and without the flag the down on the tiles schedule. */
+static const char prog_cols[] =
+	"weight $router : bf16[4,960]\n"
+	"weight $wgu : bf16[4,1920,960]\n"
+	"weight $wd : bf16[4,960,960]\n"
+	"weight $bgu : bf16[4,1920]\n"
+	"weight $bd : bf16[4,960]\n"
+	"graph @moe(%x: bf16[T,960]) -> (y: bf16[T,960]) {\n"
+	"	%logits = matmul %x, $router, to=f32, trans_b=1 : f32[T,4]\n"
+	"	%y0 = moe %x, %logits, _, $wgu, $wd, $bgu, $bd, act=oai, alpha=1.702, gu_layout=interleave, k=2, "
+	"limit=1.0, renorm=0, router=topk_softmax, slots=x : bf16[T,960]\n"
+	"	%y = add %x, %y0 : bf16[T,960]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_grouped_cols_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
+
+	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x240x64 w2x4+4 s4 ws tma pairs-b wg64x240", 2e-2,
+			     dbg | DBG_GROUPED);
+	gh_check_program_max(prog_cols, 600, 600, "moe_k3", "128x240x64 w2x4+4 s4 ws tma cp.async-a pairs-b wg64x240",
+			     2e-2, dbg | DBG_GROUPED);
+	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x192x64 w2x4+4 s5 ws tma wg64x192 tiles", 2e-2, dbg);
+}
+END_TEST
+
 /*
  * Ping-pong per T bucket (cg_gemm_pingpong_pays, at the bucket's most rows):
  * the MoE down projections up to 32 k-tiles; dense GEMMs where twice the tiles fill
@@ -2208,6 +2242,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_gather_pingpong_program_against_interpreter);
 	tcase_add_test(t, test_ws_gather_pingpong_wide_program_against_interpreter);
 	tcase_add_test(t, test_ws_grouped_wide_program_against_interpreter);
+	tcase_add_test(t, test_ws_grouped_cols_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("tma-gather");	/* gathered A by one-row TMA boxes (CK_RUN_CASE=tma-gather) */
 	tcase_set_timeout(t, 600);
