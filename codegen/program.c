@@ -2841,6 +2841,9 @@ find_norms(CgProgram *p)
 /* The norm kernel's sums by shuffles (CgNormSpec.bcast) by default (1) or with
  * --debug=norm-bcast only (0: until the GPU's A/B says it pays; the same bits) */
 enum { NORM_BCAST_DEFAULT = 0 };
+/* The norm kernel's rows a warp (CgNormSpec.rows_warp) by default (1) or with
+ * --debug=norm-rows only (0: until the GPU's A/B says it pays; the same bits) */
+enum { NORM_ROWS_DEFAULT = 0, NORM_ROWS = 4 };
 
 /* A norm pair's launch, at its first call; its other call emits nothing. */
 static int
@@ -2863,6 +2866,7 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 	name = entry_name(p, arena_printf(p->a, "%s.norm", n->callee->name));
 	s = nm->s;
 	s.bcast = NORM_BCAST_DEFAULT || (p->o.debug & DBG_NORM_BCAST);
+	s.rows_warp = NORM_ROWS_DEFAULT || (p->o.debug & DBG_NORM_ROWS) ? NORM_ROWS : 1;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_norm(p->mod[i], name, &s, p->d) != 0)
 			return -1;

@@ -228,6 +228,13 @@ const DebugFlag debug_flags[] = {
 	 "group waited for (wait_group 0) and promoted before the next is issued (before session 35; the default: two "
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
+	{"norm-rows", DBG_NORM_ROWS, NULL,
+	 "compile: the RMSNorm row kernel (k_norm.c) takes 4 rows a warp (rows g, g + G, ... of G warps; a quarter "
+	 "of the CTAs): gamma is copied to shared memory once a CTA instead of read from L1/L2 a row, rows of up "
+	 "to 128 registers a lane stay in registers between the two passes (DeepSeek-V3's 7168 in bf16; x read "
+	 "once), and where two rows fit, the next row's loads are issued before this row's sums, so a warp keeps "
+	 "a row in flight while it reduces and stores the other; sums by shuffles; the same bits (docs/codegen.md, "
+	 "Row kernels; A/B on the GPU: NORM_ROWS_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
