@@ -1015,8 +1015,8 @@ struct CgNormSpec {
 	int bcast;		/* the row's sum to the warp by shuffles, not a shared slot and a CTA
 				 * barrier; rows of up to 64 registers a lane kept (--debug=norm-bcast) */
 	int rows_warp;		/* > 1: rows a warp (the grid cdiv(rows, 4 rows_warp)), gamma copied
-				 * to shared memory once a CTA, rows of up to 128 registers a lane
-				 * kept, the next row's loads ahead where two fit, sums by shuffles
+				 * to shared memory once a CTA, rows kept with the next row's loads
+				 * ahead where two fit 128 registers a lane, sums by shuffles
 				 * (--debug=norm-rows) */
 };
 int cg_norm_check(const CgNormSpec *s, Diag *d);

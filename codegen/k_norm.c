@@ -43,6 +43,7 @@
 #define KEEP_REGS 32	/* registers a lane may spend keeping its groups (more: spills) */
 #define BATCH 8		/* groups a lane loads before it uses any (long rows) */
 #define QBATCH 4	/* ... of the outputs when they are quantised (registers) */
+#define OBATCH 2	/* groups a lane stores at a time with x kept and gamma in shared memory */
 #define KEEP_MULTI 128	/* registers a lane may keep with several rows a warp (its kept row, or two) */
 #define GAMMA_SMEM 32768	/* gamma's bytes that may go to shared memory once a CTA */
 
@@ -304,6 +305,8 @@ outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
 			outputs(n, cg_addi(f, m0, g), MIN(QBATCH, cnt - g), inv, xs ? xs + g : NULL);
 		return;
 	}
+	if (n->gsm >= 0)	/* a fence for ptxas: else it hoists every batch's shared loads (a row of registers) */
+		cg_syncwarp(f);
 	for (int g = 0; g < cnt; g++) {
 		at[g] = group(n, cg_addi(f, m0, g), &ok[g]);
 		xr[g] = xs ? xs[g] : load8(f, s->x_dt, n->x, row_at(n, at[g]));
@@ -404,8 +407,9 @@ body(Nm *n, LLVMValueRef *pre)
 		return;
 	inv = cg_inv_std(f, ss, s->eps);
 	if (n->keep) {
-		for (int m = 0; m < n->M; m += BATCH)
-			outputs(n, cg_i32(f, m), MIN(BATCH, n->M - m), inv, &xs[m]);
+		int ob = n->gsm >= 0 ? OBATCH : BATCH;	/* shared gamma: little latency to cover */
+		for (int m = 0; m < n->M; m += ob)
+			outputs(n, cg_i32(f, m), MIN(ob, n->M - m), inv, &xs[m]);
 	} else {
 		CgLoop l;
 		int full = n->M / BATCH * BATCH;
@@ -417,14 +421,13 @@ body(Nm *n, LLVMValueRef *pre)
 	}
 }
 
-/* Iteration i's row, gwarp + i * nwarps: n->row (clamped) and n->live. */
+/* Row r's (r < rows: the loop's, live; past: clamped, loaded, not stored): n->row and n->live. */
 static void
-set_row(Nm *n, int i)
+set_row(Nm *n, LLVMValueRef r)
 {
 	CgFn *f = n->f;
-	LLVMValueRef r = cg_add(f, n->gwarp, cg_muli(f, n->nwarps, i));
 
-	n->live = cg_lt(f, r, n->rows);
+	n->live = LLVMConstInt(f->ti1, 1, 0);
 	n->row = cg_max(f, cg_min(f, r, cg_addi(f, n->rows, -1)), cg_i32(f, 0));
 }
 
@@ -436,6 +439,17 @@ load_row(Nm *n, LLVMValueRef *xs)
 
 	for (int m = 0; m < n->M; m++)
 		xs[m] = load8(n->f, n->s->x_dt, n->x, row_at(n, group(n, cg_i32(n->f, m), &ok)));
+}
+
+/* ... into the variables var[] (the loop's carried row). */
+static void
+load_into(Nm *n, LLVMValueRef *var)
+{
+	LLVMValueRef xs[32];
+
+	load_row(n, xs);
+	for (int m = 0; m < n->M; m++)
+		cg_set(n->f, var[m], LLVMBuildBitCast(n->f->B, xs[m], LLVMGetAllocatedType(var[m]), ""));
 }
 
 /* gamma to shared memory once a CTA, 16 bytes a thread a step, then a barrier. */
@@ -456,36 +470,44 @@ gamma_copy(Nm *n)
 }
 
 /*
- * Several rows a warp (rows_warp R > 1): warp g of G takes rows g, g + G,
- * ..., g + (R - 1) G; gamma is copied to shared memory once a CTA (its
- * loads then hit shared memory, not L1/L2 a row); a kept row's loads are
- * all issued before its sums, and with `ahead` (two rows fit the
- * registers) the next row's are issued before this row's sums, so that a
- * warp has a row in flight while it reduces and stores the other.
+ * Several rows a warp (rows_warp R > 1; the grid cdiv(rows, 4R)): warp g of
+ * G takes rows g, g + G, ... below rows (at most R), a loop whose trip
+ * count is known at run time only (unrolled, ptxas would hoist every row's
+ * loads to the top: 255 registers and spills).  gamma is copied to shared
+ * memory once a CTA (its loads then hit shared memory, not L1/L2 a row).  A
+ * kept row (two rows fit the registers: `ahead`) is carried into the loop
+ * from the iteration before, which issued its loads before its own row's
+ * sums, so that a warp keeps a row in flight while it reduces and stores
+ * the other.  Longer rows are loaded in the loop and read twice (body()).
  */
 static void
 rows_body(Nm *n)
 {
-	LLVMValueRef cur[32] = {0}, nxt[32] = {0};
-	int R = n->s->rows_warp;
+	CgFn *f = n->f;
+	LLVMValueRef var[32], cur[32], r, next;
+	LLVMTypeRef xt = LLVMVectorType(cg_raw_type(f, n->s->x_dt), LV);
+	LLVMTypeRef vt = LLVMVectorType(f->ti32, LV * dtype_bits(n->s->x_dt) / 32);	/* 16-bit lanes would be split */
+	CgLoop l;
 
-	set_row(n, 0);
-	if (n->keep)
+	if (n->keep) {		/* the first row's loads before the copy's barrier */
+		set_row(n, n->gwarp);
 		load_row(n, cur);
+		for (int m = 0; m < n->M; m++)
+			var[m] = cg_var(f, vt, LLVMBuildBitCast(f->B, cur[m], vt, ""));
+	}
 	if (n->gsm >= 0)
 		gamma_copy(n);
-	for (int i = 0; i < R; i++) {
-		if (n->keep && n->ahead && i + 1 < R) {
-			set_row(n, i + 1);
-			load_row(n, nxt);
-		}
-		set_row(n, i);
-		if (n->keep && !n->ahead && i > 0)
-			load_row(n, cur);
-		body(n, n->keep ? cur : NULL);
-		if (n->ahead)
-			memcpy(cur, nxt, sizeof cur);
+	r = cg_loop(f, &l, n->gwarp, n->rows, n->nwarps);
+	next = cg_add(f, r, n->nwarps);
+	for (int m = 0; n->keep && m < n->M; m++)
+		cur[m] = LLVMBuildBitCast(f->B, cg_get(f, var[m]), xt, "");
+	if (n->keep && n->ahead) {
+		set_row(n, next);
+		load_into(n, var);
 	}
+	set_row(n, r);
+	body(n, n->keep ? cur : NULL);
+	cg_endloop(f, &l);
 }
 
 int
@@ -504,8 +526,11 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.s = s;
 	n.M = (int)((s->H / LV + 31) / 32);
 	regs = n.M * LV * dtype_bits(s->x_dt) / 32;
-	n.keep = n.M <= 32 && regs <= (R > 1 ? KEEP_MULTI : KEEP_REGS);
-	n.ahead = R > 1 && n.keep && 2 * regs <= KEEP_MULTI;
+	/* several rows a warp: kept only where two rows fit (ptxas hoists the next
+	 * row's .nc loads above this row's stores whatever the order: DeepSeek-V3's
+	 * 7168 kept alone spilled) */
+	n.keep = n.M <= 32 && (R > 1 ? 2 * regs <= KEEP_MULTI : regs <= KEEP_REGS);
+	n.ahead = R > 1 && n.keep;
 	smem = 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0);
 	n.gsm = -1;
 	if (R > 1 && s->norm && s->H * dtype_bits(s->gamma_dt) / 8 <= GAMMA_SMEM) {

@@ -230,10 +230,11 @@ const DebugFlag debug_flags[] = {
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
 	{"norm-rows", DBG_NORM_ROWS, NULL,
 	 "compile: the RMSNorm row kernel (k_norm.c) takes 4 rows a warp (rows g, g + G, ... of G warps; a quarter "
-	 "of the CTAs): gamma is copied to shared memory once a CTA instead of read from L1/L2 a row, rows of up "
-	 "to 128 registers a lane stay in registers between the two passes (DeepSeek-V3's 7168 in bf16; x read "
-	 "once), and where two rows fit, the next row's loads are issued before this row's sums, so a warp keeps "
-	 "a row in flight while it reduces and stores the other; sums by shuffles; the same bits (docs/codegen.md, "
+	 "of the CTAs): gamma is copied to shared memory once a CTA instead of read from L1/L2 a row; where two "
+	 "rows fit in 128 registers a lane (H <= 4096 in bf16) a row stays in registers between the two passes "
+	 "and the next row's loads are issued before this row's sums, so a warp keeps a row in flight while it "
+	 "reduces and stores the other (longer rows are read twice, as before); sums by shuffles; the same bits "
+	 "(docs/codegen.md, "
 	 "Row kernels; A/B on the GPU: NORM_ROWS_DEFAULT in program.c)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
