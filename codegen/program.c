@@ -2451,12 +2451,18 @@ rows_per_t(const CgProgram *p, const Node *call)
 	return e && e->coef > 1 && e->coef <= INT32_MAX ? (int)e->coef : 1;
 }
 
+/* The route kernel's top-k by butterfly keys and no CTA barrier
+ * (CgRouteSpec.bfly, warp_sync) by default (1) or with --debug=prefill-small
+ * only (0: until the GPU's A/B says it pays; the same bits) */
+enum { ROUTE_WARP_DEFAULT = 0 };
+
 static int
 emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
 {
 	if (cg_route_spec(r, s, p->d))
 		return -1;
 	s->m_per_t = rows_per_t(p, call);
+	s->bfly = s->warp_sync = ROUTE_WARP_DEFAULT || (p->o.debug & DBG_PREFILL_SMALL);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
@@ -2842,7 +2848,7 @@ find_norms(CgProgram *p)
  * --debug=norm-bcast only (0: until the GPU's A/B says it pays; the same bits) */
 enum { NORM_BCAST_DEFAULT = 0 };
 /* The norm kernel's rows a warp (CgNormSpec.rows_warp) by default (1) or with
- * --debug=norm-rows only (0: until the GPU's A/B says it pays; the same bits) */
+ * --debug=prefill-small only (0: until the GPU's A/B says it pays; the same bits) */
 enum { NORM_ROWS_DEFAULT = 0, NORM_ROWS = 4 };
 
 /* A norm pair's launch, at its first call; its other call emits nothing. */
@@ -2866,7 +2872,7 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 	name = entry_name(p, arena_printf(p->a, "%s.norm", n->callee->name));
 	s = nm->s;
 	s.bcast = NORM_BCAST_DEFAULT || (p->o.debug & DBG_NORM_BCAST);
-	s.rows_warp = NORM_ROWS_DEFAULT || (p->o.debug & DBG_NORM_ROWS) ? NORM_ROWS : 1;
+	s.rows_warp = NORM_ROWS_DEFAULT || (p->o.debug & DBG_PREFILL_SMALL) ? NORM_ROWS : 1;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_norm(p->mod[i], name, &s, p->d) != 0)
 			return -1;

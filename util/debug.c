@@ -228,14 +228,18 @@ const DebugFlag debug_flags[] = {
 	 "group waited for (wait_group 0) and promoted before the next is issued (before session 35; the default: two "
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
-	{"norm-rows", DBG_NORM_ROWS, NULL,
-	 "compile: the RMSNorm row kernel (k_norm.c) takes 4 rows a warp (rows g, g + G, ... of G warps; a quarter "
-	 "of the CTAs): gamma is copied to shared memory once a CTA instead of read from L1/L2 a row; where two "
-	 "rows fit in 128 registers a lane (H <= 4096 in bf16) a row stays in registers between the two passes "
-	 "and the next row's loads are issued before this row's sums, so a warp keeps a row in flight while it "
-	 "reduces and stores the other (longer rows are read twice, as before); sums by shuffles; the same bits "
-	 "(docs/codegen.md, "
-	 "Row kernels; A/B on the GPU: NORM_ROWS_DEFAULT in program.c)"},
+	{"prefill-small", DBG_PREFILL_SMALL, NULL,
+	 "compile: two of the small kernels around the expert GEMMs at prefill, each the same bits: (1) the RMSNorm "
+	 "row kernel (k_norm.c) takes 4 rows a warp (rows g, g + G, ... of G warps; a quarter of the CTAs): gamma "
+	 "is copied to shared memory once a CTA instead of read from L1/L2 a row; where two rows fit in 128 "
+	 "registers a lane (H <= 4096 in bf16) a row stays in registers between the two passes and the next row's "
+	 "loads are issued before this row's sums, so a warp keeps a row in flight while it reduces and stores the "
+	 "other (longer rows are read twice, as before); sums by shuffles (NORM_ROWS_DEFAULT in program.c); (2) the "
+	 "route kernel (k_route.c, a warp a token) picks its top-k by butterfly maxima of 64-bit keys, as the decode "
+	 "fronts do, hands its softmax maximum and sum to the warp by shuffles, and syncs the warp, not the CTA, "
+	 "where its lanes exchange groups and choices through shared memory: no CTA barrier (Qwen3-30B-A3B's had "
+	 "11, DeepSeek-V3's 14; ROUTE_WARP_DEFAULT in program.c); docs/codegen.md, Row kernels and Routing; for "
+	 "A/B on the GPU"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

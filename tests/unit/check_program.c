@@ -2652,7 +2652,7 @@ norm_src(size_t c, char *src, size_t n)
  * interpreter's f64 sums match both within the dtype's tolerance: T = 1, 7,
  * 33, every output poisoned first; one launch for a pair.  With
  * --debug=norm-bcast (sums by shuffles, no CTA barrier) the same bits again,
- * and with --debug=norm-rows (4 rows a warp of G: T = 33 leaves warps with
+ * and with --debug=prefill-small (4 rows a warp of G: T = 33 leaves warps with
  * rows past the end; gamma in shared memory; rows kept up to H = 8192 in
  * bf16, the next row ahead up to 4096).
  */
@@ -2676,7 +2676,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		q = cg_compile(m, &co, &d);
 		co.debug = DBG_NORM_BCAST;
 		r = cg_compile(m, &co, &d);
-		co.debug = DBG_NORM_ROWS;
+		co.debug = DBG_PREFILL_SMALL;
 		w = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(w);
 		ck_assert_int_eq(launches(cg_program_manifest(w), "_norm"), 1);
@@ -2711,7 +2711,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 					      "case %zu (H=%d) T=%lld: output %d differs with norm-bcast", c, H,
 					      (long long)T, i);
 				ck_assert_msg(memcmp(a[i].data, rw[i].data, tensor_nbytes(&a[i])) == 0,
-					      "case %zu (H=%d) T=%lld: output %d differs with norm-rows", c, H,
+					      "case %zu (H=%d) T=%lld: output %d differs with prefill-small", c, H,
 					      (long long)T, i);
 				tensor_compare(&a[i], &want[i], 1e-2, 4e-2, &cmp);
 				ck_assert_msg(tensor_close(&cmp, a[i].dt, tensor_numel(&want[i])),
