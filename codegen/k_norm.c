@@ -474,11 +474,11 @@ gamma_copy(Nm *n)
  * G takes rows g, g + G, ... below rows (at most R), a loop whose trip
  * count is known at run time only (unrolled, ptxas would hoist every row's
  * loads to the top: 255 registers and spills).  gamma is copied to shared
- * memory once a CTA (its loads then hit shared memory, not L1/L2 a row).  A
- * kept row (two rows fit the registers: `ahead`) is carried into the loop
- * from the iteration before, which issued its loads before its own row's
- * sums, so that a warp keeps a row in flight while it reduces and stores
- * the other.  Longer rows are loaded in the loop and read twice (body()).
+ * memory once a CTA (its loads then hit shared memory, not L1/L2 a row).  The
+ * row (two rows fit the registers: cg_emit_norm takes R = 1 otherwise) is
+ * carried into the loop from the iteration before, which issued its loads
+ * before its own row's sums, so that a warp keeps a row in flight while it
+ * reduces and stores the other.
  */
 static void
 rows_body(Nm *n)
@@ -515,8 +515,8 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 {
 	CgParam par[8];
 	LLVMValueRef *slot[8], rows, warp;
-	int np = 0, block[3] = {32 * WARPS, 1, 1}, R = MAX(s->rows_warp, 1), regs, smem;
-	CgExpr grid[3] = {{s->rows.a, s->rows.b, WARPS * R}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	int np = 0, block[3] = {32 * WARPS, 1, 1}, R, regs, smem;
+	CgExpr grid[3] = {{s->rows.a, s->rows.b, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[200];
 	Nm n;
 
@@ -526,11 +526,14 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.s = s;
 	n.M = (int)((s->H / LV + 31) / 32);
 	regs = n.M * LV * dtype_bits(s->x_dt) / 32;
-	/* several rows a warp: kept only where two rows fit (ptxas hoists the next
-	 * row's .nc loads above this row's stores whatever the order: DeepSeek-V3's
-	 * 7168 kept alone spilled) */
-	n.keep = n.M <= 32 && (R > 1 ? 2 * regs <= KEEP_MULTI : regs <= KEEP_REGS);
-	n.ahead = R > 1 && n.keep;
+	/* several rows a warp only where two rows fit the registers (kept, the next
+	 * one's loads ahead): ptxas hoists the next row's .nc loads above this
+	 * row's stores whatever the order (DeepSeek-V3's 7168 kept alone spilled),
+	 * and rows read twice want the CTAs of a row a warp in flight */
+	R = s->rows_warp > 1 && n.M <= 32 && 2 * regs <= KEEP_MULTI ? s->rows_warp : 1;
+	grid[0].div = WARPS * R;
+	n.keep = n.M <= 32 && (R > 1 || regs <= KEEP_REGS);
+	n.ahead = R > 1;
 	smem = 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0);
 	n.gsm = -1;
 	if (R > 1 && s->norm && s->H * dtype_bits(s->gamma_dt) / 8 <= GAMMA_SMEM) {
