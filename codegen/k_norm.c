@@ -90,7 +90,6 @@ struct Nm {
 	LLVMValueRef rows, gwarp, nwarps;	/* several rows a warp: rows gwarp + i * nwarps */
 	int M;				/* groups a lane: cdiv(H / 8, 32) */
 	int keep;			/* the row stays in registers between the passes */
-	int ahead;			/* several rows a warp: the next row's loads issued before this one's sums */
 	int gsm;			/* gamma's offset in shared memory (bytes), -1: read from global */
 };
 
@@ -489,24 +488,20 @@ rows_body(Nm *n)
 	LLVMTypeRef vt = LLVMVectorType(f->ti32, LV * dtype_bits(n->s->x_dt) / 32);	/* 16-bit lanes would be split */
 	CgLoop l;
 
-	if (n->keep) {		/* the first row's loads before the copy's barrier */
-		set_row(n, n->gwarp);
-		load_row(n, cur);
-		for (int m = 0; m < n->M; m++)
-			var[m] = cg_var(f, vt, LLVMBuildBitCast(f->B, cur[m], vt, ""));
-	}
+	set_row(n, n->gwarp);	/* the first row's loads before the copy's barrier */
+	load_row(n, cur);
+	for (int m = 0; m < n->M; m++)
+		var[m] = cg_var(f, vt, LLVMBuildBitCast(f->B, cur[m], vt, ""));
 	if (n->gsm >= 0)
 		gamma_copy(n);
 	r = cg_loop(f, &l, n->gwarp, n->rows, n->nwarps);
 	next = cg_add(f, r, n->nwarps);
-	for (int m = 0; n->keep && m < n->M; m++)
+	for (int m = 0; m < n->M; m++)
 		cur[m] = LLVMBuildBitCast(f->B, cg_get(f, var[m]), xt, "");
-	if (n->keep && n->ahead) {
-		set_row(n, next);
-		load_into(n, var);
-	}
+	set_row(n, next);	/* clamped past the end: the last row again, not stored */
+	load_into(n, var);
 	set_row(n, r);
-	body(n, n->keep ? cur : NULL);
+	body(n, cur);
 	cg_endloop(f, &l);
 }
 
@@ -533,7 +528,6 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	R = s->rows_warp > 1 && n.M <= 32 && 2 * regs <= KEEP_MULTI ? s->rows_warp : 1;
 	grid[0].div = WARPS * R;
 	n.keep = n.M <= 32 && (R > 1 || regs <= KEEP_REGS);
-	n.ahead = R > 1;
 	smem = 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0);
 	n.gsm = -1;
 	if (R > 1 && s->norm && s->H * dtype_bits(s->gamma_dt) / 8 <= GAMMA_SMEM) {
@@ -582,7 +576,7 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, %s%s%s%s", (long long)s->H,
 		 dtype_name(s->x_dt), s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
 		 s->qgroup ? " quantised per group" : "", R > 1 ? "rows a warp" : "a warp a row",
-		 n.keep ? ", kept in registers" : "", n.ahead ? ", the next row's loads ahead" : "",
+		 n.keep ? ", kept in registers" : "", R > 1 ? ", the next row's loads ahead" : "",
 		 n.gsm >= 0 ? ", gamma in shared memory" : s->bcast ? ", sums by shuffles" : "");
 	return cg_fn_end(n.f, block, grid, smem, note);
 }
