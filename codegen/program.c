@@ -2452,9 +2452,11 @@ rows_per_t(const CgProgram *p, const Node *call)
 }
 
 /* The route kernel's top-k by butterfly keys and no CTA barrier
- * (CgRouteSpec.bfly, warp_sync) by default (1) or with --debug=prefill-small
- * only (0: until the GPU's A/B says it pays; the same bits) */
-enum { ROUTE_WARP_DEFAULT = 0 };
+ * (CgRouteSpec.bfly, warp_sync) by default (1: since session 37's H200 A/B,
+ * the same bits, the kernel alone 14.1 -> 10.5 us for Qwen3-30B-A3B at
+ * T = 4096, 29.9 -> 26.3 DeepSeek-V3, 7.0 -> 5.9 gpt-oss-20b) or with
+ * --debug=prefill-small only (0: the kernel with a CTA barrier a broadcast) */
+enum { ROUTE_WARP_DEFAULT = 1 };
 
 static int
 emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
@@ -2848,7 +2850,9 @@ find_norms(CgProgram *p)
  * --debug=norm-bcast only (0: until the GPU's A/B says it pays; the same bits) */
 enum { NORM_BCAST_DEFAULT = 0 };
 /* The norm kernel's rows a warp (CgNormSpec.rows_warp) by default (1) or with
- * --debug=prefill-small only (0: until the GPU's A/B says it pays; the same bits) */
+ * --debug=prefill-small only (0: session 37's H200 A/B measured it slower, the
+ * kernel alone Qwen3-30B-A3B 16.9 -> 18.1 us, gpt-oss-20b 22.0 -> 23.9, decode
+ * T = 16 8.8 -> 12.2; the same bits) */
 enum { NORM_ROWS_DEFAULT = 0, NORM_ROWS = 4 };
 
 /* A norm pair's launch, at its first call; its other call emits nothing. */
