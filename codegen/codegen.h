@@ -864,6 +864,9 @@ struct CgRouteSpec {
 	int m_per_t;		/* token rows = m_per_t * T (1; 2 for [2,seq,H] with seq symbolic) */
 	int bfly;		/* 1: each top-k round a butterfly arg-max of 64-bit keys in every lane, no
 				 * barrier a round (the same choices); 0: a shfl.up scan and a broadcast */
+	int warp_sync;		/* 1: warp sums and maxima to the warp by shuffles and warp syncs in
+				 * place of CTA barriers (each warp's shared slots are its own): the
+				 * prefill route kernel with no CTA barrier (--debug=prefill-small) */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -1027,6 +1030,10 @@ struct CgNormSpec {
 	int q_pre;		/* the quantisation reads the norm's value before its cast (h_dt) */
 	int bcast;		/* the row's sum to the warp by shuffles, not a shared slot and a CTA
 				 * barrier; rows of up to 64 registers a lane kept (--debug=norm-bcast) */
+	int rows_warp;		/* > 1: rows a warp (the grid cdiv(rows, 4 rows_warp)), gamma copied
+				 * to shared memory once a CTA, rows kept with the next row's loads
+				 * ahead where two fit 128 registers a lane, sums by shuffles
+				 * (--debug=prefill-small) */
 };
 int cg_norm_check(const CgNormSpec *s, Diag *d);
 int cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d);

@@ -43,6 +43,9 @@
 #define KEEP_REGS 32	/* registers a lane may spend keeping its groups (more: spills) */
 #define BATCH 8		/* groups a lane loads before it uses any (long rows) */
 #define QBATCH 4	/* ... of the outputs when they are quantised (registers) */
+#define OBATCH 2	/* groups a lane stores at a time with x kept and gamma in shared memory */
+#define KEEP_MULTI 128	/* registers a lane may keep with several rows a warp (its kept row, or two) */
+#define GAMMA_SMEM 32768	/* gamma's bytes that may go to shared memory once a CTA */
 
 static int
 io_float(DType t)
@@ -84,8 +87,10 @@ struct Nm {
 	LLVMValueRef x, gamma, h, rstd, T;
 	LLVMValueRef q, qs, dq;		/* the quantisation's results */
 	LLVMValueRef lane, u, row, live;	/* row: the warp's (clamped); live: row < rows */
+	LLVMValueRef rows, gwarp, nwarps;	/* several rows a warp: rows gwarp + i * nwarps */
 	int M;				/* groups a lane: cdiv(H / 8, 32) */
 	int keep;			/* the row stays in registers between the passes */
+	int gsm;			/* gamma's offset in shared memory (bytes), -1: read from global */
 };
 
 /* Group u + 32m: its first element's index in the row (i64) and whether the row has it. */
@@ -162,14 +167,16 @@ row_at(Nm *n, LLVMValueRef at)
  * (x - 0)^2, added to its accumulator); the groups as loaded kept in xs
  * when asked. */
 static void
-squares(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef *part, LLVMValueRef *xs)
+squares(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef *part, LLVMValueRef *xs, LLVMValueRef *pre)
 {
 	CgFn *f = n->f;
 	LLVMBuilderRef B = f->B;
-	LLVMValueRef raw[BATCH], ok[BATCH], xv[LV];
+	LLVMValueRef raw[BATCH], ok[BATCH], xv[LV], at;
 
-	for (int g = 0; g < cnt; g++)
-		raw[g] = load8(f, n->s->x_dt, n->x, row_at(n, group(n, cg_addi(f, m0, g), &ok[g])));
+	for (int g = 0; g < cnt; g++) {
+		at = group(n, cg_addi(f, m0, g), &ok[g]);
+		raw[g] = pre ? pre[g] : load8(f, n->s->x_dt, n->x, row_at(n, at));
+	}
 	for (int g = 0; g < cnt; g++) {
 		f32x8(f, n->s->x_dt, raw[g], xv);
 		for (int j = 0; j < LV; j++) {
@@ -270,6 +277,16 @@ quant_store(Nm *n, LLVMValueRef at, LLVMValueRef *y, LLVMValueRef sc)
 	cg_endif(f, &c);
 }
 
+/* gamma[at..at+7] from its copy in shared memory. */
+static LLVMValueRef
+gamma_smem(Nm *n, LLVMValueRef at)
+{
+	CgFn *f = n->f;
+	LLVMValueRef off = cg_muli(f, LLVMBuildTrunc(f->B, at, f->ti32, ""), dtype_bits(n->s->gamma_dt) / 8);
+
+	return cg_sload(f, LLVMVectorType(cg_raw_type(f, n->s->gamma_dt), LV), cg_sptr(f, cg_addi(f, off, n->gsm)), 16);
+}
+
 /* Pass 2 over groups m0..m0+cnt-1: h = x * inv * gamma, rounded, stored
  * (and its quantisation). */
 static void
@@ -287,10 +304,12 @@ outputs(Nm *n, LLVMValueRef m0, int cnt, LLVMValueRef inv, LLVMValueRef *xs)
 			outputs(n, cg_addi(f, m0, g), MIN(QBATCH, cnt - g), inv, xs ? xs + g : NULL);
 		return;
 	}
+	if (n->gsm >= 0)	/* a fence for ptxas: else it hoists every batch's shared loads (a row of registers) */
+		cg_syncwarp(f);
 	for (int g = 0; g < cnt; g++) {
 		at[g] = group(n, cg_addi(f, m0, g), &ok[g]);
 		xr[g] = xs ? xs[g] : load8(f, s->x_dt, n->x, row_at(n, at[g]));
-		gr[g] = load8(f, s->gamma_dt, n->gamma, at[g]);
+		gr[g] = n->gsm < 0 ? load8(f, s->gamma_dt, n->gamma, at[g]) : gamma_smem(n, at[g]);
 	}
 	for (int g = 0; g < cnt; g++) {
 		f32x8(f, s->x_dt, xr[g], xv);
@@ -335,7 +354,7 @@ tree(Nm *n, LLVMValueRef *p)
 }
 
 static void
-body(Nm *n)
+body(Nm *n, LLVMValueRef *pre)
 {
 	CgFn *f = n->f;
 	LLVMBuilderRef B = f->B;
@@ -347,7 +366,7 @@ body(Nm *n)
 		part[j] = cg_f32(f, 0);
 	if (n->keep) {
 		for (int m = 0; m < n->M; m += BATCH)
-			squares(n, cg_i32(f, m), MIN(BATCH, n->M - m), part, &xs[m]);
+			squares(n, cg_i32(f, m), MIN(BATCH, n->M - m), part, &xs[m], pre ? &pre[m] : NULL);
 	} else {	/* a loop of BATCH groups, then the rest */
 		LLVMValueRef var[LV], m;
 		CgLoop l;
@@ -357,17 +376,17 @@ body(Nm *n)
 		m = cg_loop(f, &l, cg_i32(f, 0), cg_i32(f, full), cg_i32(f, BATCH));
 		for (int j = 0; j < LV; j++)
 			part[j] = cg_get(f, var[j]);
-		squares(n, m, BATCH, part, NULL);
+		squares(n, m, BATCH, part, NULL, NULL);
 		for (int j = 0; j < LV; j++)
 			cg_set(f, var[j], part[j]);
 		cg_endloop(f, &l);
 		for (int j = 0; j < LV; j++)
 			part[j] = cg_get(f, var[j]);
 		if (n->M > full)
-			squares(n, cg_i32(f, full), n->M - full, part, NULL);
+			squares(n, cg_i32(f, full), n->M - full, part, NULL, NULL);
 	}
 	ss = tree(n, part);
-	if (s->bcast) {		/* lane 31 has the sum: to the warp by shuffles, no warp waits for another */
+	if (s->bcast || s->rows_warp > 1) {	/* lane 31 has the sum: to the warp by shuffles, no warp waits for another */
 		ss = cg_bcast31(f, ss);
 	} else {		/* ... through shared memory and a CTA barrier */
 		bc = cg_sptr(f, cg_muli(f, cg_shr(f, cg_tid(f, 0), 5), 4));
@@ -387,8 +406,9 @@ body(Nm *n)
 		return;
 	inv = cg_inv_std(f, ss, s->eps);
 	if (n->keep) {
-		for (int m = 0; m < n->M; m += BATCH)
-			outputs(n, cg_i32(f, m), MIN(BATCH, n->M - m), inv, &xs[m]);
+		int ob = n->gsm >= 0 ? OBATCH : BATCH;	/* shared gamma: little latency to cover */
+		for (int m = 0; m < n->M; m += ob)
+			outputs(n, cg_i32(f, m), MIN(ob, n->M - m), inv, &xs[m]);
 	} else {
 		CgLoop l;
 		int full = n->M / BATCH * BATCH;
@@ -400,14 +420,99 @@ body(Nm *n)
 	}
 }
 
+/* Row r's (r < rows: the loop's, live; past: clamped, loaded, not stored): n->row and n->live. */
+static void
+set_row(Nm *n, LLVMValueRef r)
+{
+	CgFn *f = n->f;
+
+	n->live = LLVMConstInt(f->ti1, 1, 0);
+	n->row = cg_max(f, cg_min(f, r, cg_addi(f, n->rows, -1)), cg_i32(f, 0));
+}
+
+/* The kept row's M groups, loaded (the order squares() reads them in). */
+static void
+load_row(Nm *n, LLVMValueRef *xs)
+{
+	LLVMValueRef ok;
+
+	for (int m = 0; m < n->M; m++)
+		xs[m] = load8(n->f, n->s->x_dt, n->x, row_at(n, group(n, cg_i32(n->f, m), &ok)));
+}
+
+/* ... into the variables var[] (the loop's carried row). */
+static void
+load_into(Nm *n, LLVMValueRef *var)
+{
+	LLVMValueRef xs[32];
+
+	load_row(n, xs);
+	for (int m = 0; m < n->M; m++)
+		cg_set(n->f, var[m], LLVMBuildBitCast(n->f->B, xs[m], LLVMGetAllocatedType(var[m]), ""));
+}
+
+/* gamma to shared memory once a CTA, 16 bytes a thread a step, then a barrier. */
+static void
+gamma_copy(Nm *n)
+{
+	CgFn *f = n->f;
+	int64_t chunks = n->s->H * (dtype_bits(n->s->gamma_dt) / 8) / 16;
+	LLVMTypeRef v4 = LLVMVectorType(f->ti32, 4);
+	LLVMValueRef c, v;
+	CgLoop l;
+
+	c = cg_loop(f, &l, cg_tid(f, 0), cg_i32(f, (int)chunks), cg_i32(f, 32 * WARPS));
+	v = cg_gload(f, v4, cg_gep(f, n->gamma, cg_sext64(f, c), 16), 16);
+	cg_sstore(f, v, cg_sptr(f, cg_addi(f, cg_shl(f, c, 4), n->gsm)), 16);
+	cg_endloop(f, &l);
+	cg_barrier(f);
+}
+
+/*
+ * Several rows a warp (rows_warp R > 1; the grid cdiv(rows, 4R)): warp g of
+ * G takes rows g, g + G, ... below rows (at most R), a loop whose trip
+ * count is known at run time only (unrolled, ptxas would hoist every row's
+ * loads to the top: 255 registers and spills).  gamma is copied to shared
+ * memory once a CTA (its loads then hit shared memory, not L1/L2 a row).  The
+ * row (two rows fit the registers: cg_emit_norm takes R = 1 otherwise) is
+ * carried into the loop from the iteration before, which issued its loads
+ * before its own row's sums, so that a warp keeps a row in flight while it
+ * reduces and stores the other.
+ */
+static void
+rows_body(Nm *n)
+{
+	CgFn *f = n->f;
+	LLVMValueRef var[32], cur[32], r, next;
+	LLVMTypeRef xt = LLVMVectorType(cg_raw_type(f, n->s->x_dt), LV);
+	LLVMTypeRef vt = LLVMVectorType(f->ti32, LV * dtype_bits(n->s->x_dt) / 32);	/* 16-bit lanes would be split */
+	CgLoop l;
+
+	set_row(n, n->gwarp);	/* the first row's loads before the copy's barrier */
+	load_row(n, cur);
+	for (int m = 0; m < n->M; m++)
+		var[m] = cg_var(f, vt, LLVMBuildBitCast(f->B, cur[m], vt, ""));
+	if (n->gsm >= 0)
+		gamma_copy(n);
+	r = cg_loop(f, &l, n->gwarp, n->rows, n->nwarps);
+	next = cg_add(f, r, n->nwarps);
+	for (int m = 0; m < n->M; m++)
+		cur[m] = LLVMBuildBitCast(f->B, cg_get(f, var[m]), xt, "");
+	set_row(n, next);	/* clamped past the end: the last row again, not stored */
+	load_into(n, var);
+	set_row(n, r);
+	body(n, cur);
+	cg_endloop(f, &l);
+}
+
 int
 cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 {
 	CgParam par[8];
 	LLVMValueRef *slot[8], rows, warp;
-	int np = 0, block[3] = {32 * WARPS, 1, 1};
+	int np = 0, block[3] = {32 * WARPS, 1, 1}, R, regs, smem;
 	CgExpr grid[3] = {{s->rows.a, s->rows.b, WARPS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
-	char note[160];
+	char note[200];
 	Nm n;
 
 	memset(&n, 0, sizeof n);
@@ -415,7 +520,20 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 		return -1;
 	n.s = s;
 	n.M = (int)((s->H / LV + 31) / 32);
-	n.keep = n.M <= 32 && n.M * LV * dtype_bits(s->x_dt) / 32 <= KEEP_REGS;
+	regs = n.M * LV * dtype_bits(s->x_dt) / 32;
+	/* several rows a warp only where two rows fit the registers (kept, the next
+	 * one's loads ahead): ptxas hoists the next row's .nc loads above this
+	 * row's stores whatever the order (DeepSeek-V3's 7168 kept alone spilled),
+	 * and rows read twice want the CTAs of a row a warp in flight */
+	R = s->rows_warp > 1 && n.M <= 32 && 2 * regs <= KEEP_MULTI ? s->rows_warp : 1;
+	grid[0].div = WARPS * R;
+	n.keep = n.M <= 32 && (R > 1 || regs <= KEEP_REGS);
+	smem = 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0);
+	n.gsm = -1;
+	if (R > 1 && s->norm && s->H * dtype_bits(s->gamma_dt) / 8 <= GAMMA_SMEM) {
+		n.gsm = (smem + 15) / 16 * 16;
+		smem = n.gsm + (int)(s->H * dtype_bits(s->gamma_dt) / 8);
+	}
 #define P(kind, role, field) (slot[np] = &n.field, par[np++] = (CgParam){kind, role})
 	P(CGP_PTR, "x", x);
 	if (s->norm) {
@@ -445,14 +563,22 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.lane = cg_and(n.f, cg_tid(n.f, 0), 31);
 	n.u = cg_sub(n.f, cg_i32(n.f, 31), n.lane);
 	warp = cg_add(n.f, cg_muli(n.f, cg_ctaid(n.f, 0), WARPS), cg_shr(n.f, cg_tid(n.f, 0), 5));
-	n.live = cg_lt(n.f, warp, rows);
-	n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
-	body(&n);
-	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, a warp a row%s%s", (long long)s->H,
+	if (R > 1) {
+		n.rows = rows;
+		n.gwarp = warp;
+		n.nwarps = cg_muli(n.f, cg_nctaid(n.f, 0), WARPS);
+		rows_body(&n);
+	} else {
+		n.live = cg_lt(n.f, warp, rows);
+		n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
+		body(&n, NULL);
+	}
+	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, %s%s%s%s", (long long)s->H,
 		 dtype_name(s->x_dt), s->norm ? " rms_norm" : "", s->rstd ? " rstd" : "",
-		 s->qgroup ? " quantised per group" : "", n.keep ? ", kept in registers" : "",
-		 s->bcast ? ", sums by shuffles" : "");
-	return cg_fn_end(n.f, block, grid, 4 * WARPS + (s->qgroup ? WARPS * BATCH * 32 * 4 : 0), note);
+		 s->qgroup ? " quantised per group" : "", R > 1 ? "rows a warp" : "a warp a row",
+		 n.keep ? ", kept in registers" : "", R > 1 ? ", the next row's loads ahead" : "",
+		 n.gsm >= 0 ? ", gamma in shared memory" : s->bcast ? ", sums by shuffles" : "");
+	return cg_fn_end(n.f, block, grid, smem, note);
 }
 
 /* --- which row kernels it replaces ------------------------------------------- */

@@ -161,19 +161,35 @@ is_lane(R *r, int n)
 	return LLVMBuildICmp(r->f->B, LLVMIntEQ, r->lane, cg_i32(r->f, n), "");
 }
 
-/* Lane 31 publishes v (i32 or f32) in a new slot; after the barrier every lane reads it. */
+/* The CTA barrier after which a warp reads what its lanes wrote to its
+ * slots (warp_sync: only its own lanes wrote them, a warp sync will do). */
+static void
+sync_(R *r)
+{
+	if (r->s.warp_sync)
+		cg_syncwarp(r->f);
+	else
+		cg_barrier(r->f);
+}
+
+/* Lane 31 publishes v (i32 or f32) in a new slot; after the barrier every
+ * lane reads it (warp_sync: by shuffles, the bits moved, no slot). */
 static LLVMValueRef
 broadcast31(R *r, LLVMValueRef v, int *slotp)
 {
 	CgFn *f = r->f;
-	int slot = new_slot(r);
+	int slot;
 	LLVMTypeRef t = LLVMTypeOf(v);
 	CgIf c;
+
+	if (r->s.warp_sync && !slotp)
+		return LLVMBuildBitCast(f->B, cg_bcast31(f, LLVMBuildBitCast(f->B, v, f->tf32, "")), t, "");
+	slot = new_slot(r);
 
 	cg_if(f, &c, is_lane(r, 31));
 	cg_sstore(f, v, slot_addr(r, slot), 4);
 	cg_endif(f, &c);
-	cg_barrier(f);
+	sync_(r);
 	if (slotp)
 		*slotp = slot;
 	return cg_sload(f, t, slot_addr(r, slot), 4);
@@ -337,7 +353,7 @@ groups(R *r)
 		cg_sstore(f, r->sel[j], warp_addr(r, r->gsel, expert(r, j), 4), 4);
 		cg_endif(f, &c);
 	}
-	cg_barrier(f);
+	sync_(r);
 	LLVMValueRef g = cg_loop(f, &lg, r->lane, cg_i32(f, G), cg_i32(f, 32));
 	{
 		LLVMValueRef bv = cg_var(f, f->tf32, neg_inf(f)), bi = cg_var(f, f->ti32, cg_i32(f, BIG));
@@ -361,7 +377,7 @@ groups(R *r)
 		cg_sstore(f, score, warp_addr(r, r->gscore, g, 8), 8);
 	}
 	cg_endloop(f, &lg);
-	cg_barrier(f);
+	sync_(r);
 	g = cg_loop(f, &lg, r->lane, cg_i32(f, G), cg_i32(f, 32));
 	{
 		LLVMValueRef rank = cg_var(f, f->ti32, cg_i32(f, 0));
@@ -383,7 +399,7 @@ groups(R *r)
 		cg_sstore(f, LLVMBuildZExt(B, keep, f->ti32, ""), warp_addr(r, r->gkeep, g, 4), 4);
 	}
 	cg_endloop(f, &lg);
-	cg_barrier(f);
+	sync_(r);
 	for (int j = 0; j < r->J; j++) {
 		LLVMValueRef x = cg_min(f, expert(r, j), cg_i32(f, E - 1));
 		LLVMValueRef keep = cg_sload(f, f->ti32, warp_addr(r, r->gkeep, cg_udiv(f, x, cg_i32(f, gsize)), 4), 4);
@@ -438,7 +454,7 @@ select_topk(R *r, int *id, int *lg, int *sc)
 		cg_sstore(f, pick(r, r->sc, j), slot_addr(r, sc[n]), 4);
 		cg_endif(f, &c);
 	}
-	cg_barrier(f);
+	sync_(r);
 }
 
 /*
@@ -532,7 +548,7 @@ select_topk_bfly(R *r, int *id, int *lg, int *sc)
 		cg_sstore(f, pick(r, r->sc, j), slot_addr(r, sc[n]), 4);
 		cg_endif(f, &c);
 	}
-	cg_barrier(f);
+	sync_(r);
 }
 
 /*

@@ -2572,12 +2572,20 @@ rows_per_t(const CgProgram *p, const Node *call)
 	return e && e->coef > 1 && e->coef <= INT32_MAX ? (int)e->coef : 1;
 }
 
+/* The route kernel's top-k by butterfly keys and no CTA barrier
+ * (CgRouteSpec.bfly, warp_sync) by default (1: since session 37's H200 A/B,
+ * the same bits, the kernel alone 14.1 -> 10.5 us for Qwen3-30B-A3B at
+ * T = 4096, 29.9 -> 26.3 DeepSeek-V3, 7.0 -> 5.9 gpt-oss-20b) or with
+ * --debug=prefill-small only (0: the kernel with a CTA barrier a broadcast) */
+enum { ROUTE_WARP_DEFAULT = 1 };
+
 static int
 emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
 {
 	if (cg_route_spec(r, s, p->d))
 		return -1;
 	s->m_per_t = rows_per_t(p, call);
+	s->bfly = s->warp_sync = ROUTE_WARP_DEFAULT || (p->o.debug & DBG_PREFILL_SMALL);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
@@ -2969,6 +2977,11 @@ find_norms(CgProgram *p)
 /* The norm kernel's sums by shuffles (CgNormSpec.bcast) by default (1) or with
  * --debug=norm-bcast only (0: until the GPU's A/B says it pays; the same bits) */
 enum { NORM_BCAST_DEFAULT = 0 };
+/* The norm kernel's rows a warp (CgNormSpec.rows_warp) by default (1) or with
+ * --debug=prefill-small only (0: session 37's H200 A/B measured it slower, the
+ * kernel alone Qwen3-30B-A3B 16.9 -> 18.1 us, gpt-oss-20b 22.0 -> 23.9, decode
+ * T = 16 8.8 -> 12.2; the same bits) */
+enum { NORM_ROWS_DEFAULT = 0, NORM_ROWS = 4 };
 
 /* A norm pair's launch, at its first call; its other call emits nothing. */
 static int
@@ -2991,6 +3004,7 @@ emit_norm(CgProgram *p, const Node *n, int *done)
 	name = entry_name(p, arena_printf(p->a, "%s.norm", n->callee->name));
 	s = nm->s;
 	s.bcast = NORM_BCAST_DEFAULT || (p->o.debug & DBG_NORM_BCAST);
+	s.rows_warp = NORM_ROWS_DEFAULT || (p->o.debug & DBG_PREFILL_SMALL) ? NORM_ROWS : 1;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_norm(p->mod[i], name, &s, p->d) != 0)
 			return -1;

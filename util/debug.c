@@ -252,6 +252,20 @@ const DebugFlag debug_flags[] = {
 	 "in clusters of 2 sharing B, persistent; the same bits (H200: gpt-oss-20b T = 4096 0.951x, skewed 0.943x, "
 	 "the down 581 -> 526 us; docs/codegen.md, heuristic step 1b; bench/gptoss_tiles192.tuning gives back the "
 	 "plan before)"},
+	{"prefill-small", DBG_PREFILL_SMALL, NULL,
+	 "compile: two of the small kernels around the expert GEMMs at prefill, each the same bits: (1) the RMSNorm "
+	 "row kernel (k_norm.c) takes 4 rows a warp (rows g, g + G, ... of G warps; a quarter of the CTAs): gamma "
+	 "is copied to shared memory once a CTA instead of read from L1/L2 a row; where two rows fit in 128 "
+	 "registers a lane (H <= 4096 in bf16) a row stays in registers between the two passes and the next row's "
+	 "loads are issued before this row's sums (longer rows stay a row a warp, read twice, as before); sums by "
+	 "shuffles. Measured slower on the H200 (session 37, the kernel alone: Qwen3-30B-A3B 16.9 -> 18.1 us, "
+	 "gpt-oss-20b 22.0 -> 23.9, DeepSeek-V3 bf16 58.7 -> 77.4, decode T = 16 8.8 -> 12.2), so opt-in "
+	 "(NORM_ROWS_DEFAULT in program.c); (2) the route kernel (k_route.c) with no CTA barrier: top-k by "
+	 "butterfly maxima of 64-bit keys as the decode fronts, the softmax maximum and sum by shuffles, warp syncs "
+	 "where its lanes exchange groups and choices through shared memory: the default since session 37 "
+	 "(ROUTE_WARP_DEFAULT in program.c; the kernel alone 14.1 -> 10.5 us for Qwen3-30B-A3B at T = 4096, "
+	 "29.9 -> 26.3 DeepSeek-V3, 7.0 -> 5.9 gpt-oss-20b), so the flag no longer changes it; docs/codegen.md, Row "
+	 "kernels and Router"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

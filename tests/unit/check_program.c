@@ -2716,7 +2716,10 @@ norm_src(size_t c, char *src, size_t n)
  * compiler's row kernels it replaces (--debug=row-kernels), and the
  * interpreter's f64 sums match both within the dtype's tolerance: T = 1, 7,
  * 33, every output poisoned first; one launch for a pair.  With
- * --debug=norm-bcast (sums by shuffles, no CTA barrier) the same bits again.
+ * --debug=norm-bcast (sums by shuffles, no CTA barrier) the same bits again,
+ * and with --debug=prefill-small (4 rows a warp of G: T = 33 leaves warps with
+ * rows past the end; gamma in shared memory; rows kept up to H = 8192 in
+ * bf16, the next row ahead up to 4096).
  */
 START_TEST(test_norm_rows_are_the_row_kernels_bits)
 {
@@ -2727,7 +2730,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
-		CgProgram *p, *q, *r;
+		CgProgram *p, *q, *r, *w;
 
 		norm_src(c, src, sizeof src);
 		diag_init(&d, stderr);
@@ -2738,6 +2741,10 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		q = cg_compile(m, &co, &d);
 		co.debug = DBG_NORM_BCAST;
 		r = cg_compile(m, &co, &d);
+		co.debug = DBG_PREFILL_SMALL;
+		w = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(w);
+		ck_assert_int_eq(launches(cg_program_manifest(w), "_norm"), 1);
 		ck_assert_ptr_nonnull(p);
 		ck_assert_ptr_nonnull(q);
 		ck_assert_ptr_nonnull(r);
@@ -2746,7 +2753,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		ck_assert_int_eq(launches(cg_program_manifest(q), "_norm"), 0);
 		ck_assert_int_eq(cg_program_manifest(p)->nout, nout);
 		for (int64_t T = 1; T <= 33; T += T == 1 ? 6 : 26) {
-			Tensor in, a[5], b[5], bc[5], want[5];
+			Tensor in, a[5], b[5], bc[5], rw[5], want[5];
 			if (norm_cases[c].rows) {	/* once, at its rows */
 				if (T > 1)
 					break;
@@ -2759,6 +2766,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 			run_rows(p, T, a, &in);
 			run_rows(q, T, b, &in);
 			run_rows(r, T, bc, &in);
+			run_rows(w, T, rw, &in);
 			ck_assert_int_eq(ir_eval(ir_main_graph(ref), &in, 1, want, NULL, &d), 0);
 			for (int i = 0; i < nout; i++) {
 				ck_assert_msg(memcmp(a[i].data, b[i].data, tensor_nbytes(&a[i])) == 0,
@@ -2767,12 +2775,16 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 				ck_assert_msg(memcmp(a[i].data, bc[i].data, tensor_nbytes(&a[i])) == 0,
 					      "case %zu (H=%d) T=%lld: output %d differs with norm-bcast", c, H,
 					      (long long)T, i);
+				ck_assert_msg(memcmp(a[i].data, rw[i].data, tensor_nbytes(&a[i])) == 0,
+					      "case %zu (H=%d) T=%lld: output %d differs with prefill-small", c, H,
+					      (long long)T, i);
 				tensor_compare(&a[i], &want[i], 1e-2, 4e-2, &cmp);
 				ck_assert_msg(tensor_close(&cmp, a[i].dt, tensor_numel(&want[i])),
 					      "case %zu T=%lld output %d: rel_l2 %g", c, (long long)T, i, cmp.rel_l2);
 				tensor_free(&a[i]);
 				tensor_free(&b[i]);
 				tensor_free(&bc[i]);
+				tensor_free(&rw[i]);
 				tensor_free(&want[i]);
 			}
 			tensor_free(&in);
@@ -2780,6 +2792,7 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 		cg_program_free(p);
 		cg_program_free(q);
 		cg_program_free(r);
+		cg_program_free(w);
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
