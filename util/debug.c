@@ -228,6 +228,11 @@ const DebugFlag debug_flags[] = {
 	 "group waited for (wait_group 0) and promoted before the next is issued (before session 35; the default: two "
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
+	{"dense-c2", DBG_DENSE_C2, NULL,
+	 "compile: dense warp-specialised GEMMs in clusters of 2 (a tuning table's .c2a/.c2b) store C by TMA as "
+	 "the default plan does without clusters (before: from registers), and dense bf16/f16 plans of the "
+	 "prefill bucket T > 1024 take clusters of 2 sharing A (.c2a); issue 12, for A/B on the GPU "
+	 "(CG_DENSE_C2_DEFAULT in codegen/codegen.h)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

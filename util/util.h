@@ -180,6 +180,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
 #define DBG_SLOTS_REF DBG_BIT(49)	/* lower-moe: MoE slots in x's type where the importer says the reference rounds them (slots=x; the default: SLOTS_REF_DEFAULT) */
 #define DBG_F8_ACC1 DBG_BIT(47)	/* codegen: FP8 WS consumers keep one accumulator set, each promotion between two k-tiles' wgmmas (A/B) */
+#define DBG_DENSE_C2 DBG_BIT(51)	/* codegen: dense WS GEMMs in clusters of 2 store C by TMA; dense prefill plans in clusters (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;
