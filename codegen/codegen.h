@@ -720,6 +720,7 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
  * pingpong_request): dense prefill GEMMs whose plan stays cooperative run in clusters of 2 sharing B
  * (128x256, cuBLAS's shape for the dense up-projection) and store C by TMA; the one line to flip */
 #define CG_DENSE_C2_DEFAULT 0
+int cg_gemm_dense_c2_tile(const GemmSpec *s);
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
 /* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative

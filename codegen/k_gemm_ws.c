@@ -700,24 +700,32 @@ dense_c2(const CgModule *m)
 }
 
 /*
- * A dense cooperative plan that asks for clusters sharing B (s->cluster_b:
- * program.c's request, per T bucket, where ping-pong does not pay) on a
- * cluster target with dense_c2: bf16/f16, B [N,K], A by TMA, not split.
+ * The dense plan --debug=dense-c2 turns into clusters: 256x128 over two
+ * 128x128 warpgroups (the heuristic's prefill tile; dense_c2_plan makes it
+ * 128x256, N a multiple of 256), bf16/f16 with B [N,K], A by TMA, not split
+ * or streamed.  Other tiles (DeepSeek-V3's 128x64 router) keep their plan.
  */
+int
+cg_gemm_dense_c2_tile(const GemmSpec *s)
+{
+	return s->groups == 0 && s->bm == 256 && s->bn == 128 && s->warps_m * s->warps_n == 8 && !s->wg_wide &&
+	       s->N % 256 == 0 && !s->gather && s->f8.group == 0 && s->bq.group == 0 &&
+	       (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt && s->b_layout == CG_B_NK &&
+	       s->split_k <= 1 && s->sched != CG_SCHED_STREAM;
+}
+
+/* That plan asking for clusters sharing B (s->cluster_b: program.c's
+ * request, per T bucket) on a cluster target, with dense_c2. */
 static int
 dense_c2_for(const CgModule *m, const GemmSpec *s)
 {
-	const CgTarget *t = cg_module_target(m);
-
-	return s->cluster_b && s->cluster != 2 && s->groups == 0 && dense_c2(m) && cg_target_has(t, CG_CLUSTER) &&
-	       !s->gather && s->f8.group == 0 && s->bq.group == 0 && (s->a_dt == DT_BF16 || s->a_dt == DT_F16) &&
-	       s->b_dt == s->a_dt && s->b_layout == CG_B_NK && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
-	       s->bm >= 128;
+	return s->cluster_b && s->cluster != 2 && dense_c2(m) && cg_target_has(cg_module_target(m), CG_CLUSTER) &&
+	       cg_gemm_dense_c2_tile(s);
 }
 
 /*
- * w (cooperative) as dense clusters of 2 sharing B: a 256x128 plan over two
- * 128x128 warpgroups becomes 128x256 (cuBLAS's shape for the dense
+ * w (cooperative, cg_gemm_dense_c2_tile) as dense clusters of 2 sharing B:
+ * the 256x128 plan over two 128x128 warpgroups becomes 128x256 (cuBLAS's shape for the dense
  * up-projection on the H200: 128 rows a CTA, the pair's 2 x 128 rows sharing
  * each B tile, half of it loaded by each CTA), persistent over
  * CG_CLUSTER_CTAS, C by TMA stores; 0 where that does not pass.
@@ -727,12 +735,10 @@ dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
 {
 	GemmSpec c = *w;
 
-	if (c.bm == 256 && c.bn == 128 && c.warps_m * c.warps_n == 8 && !c.wg_wide && c.N % 256 == 0) {
-		c.bm = 128;
-		c.bn = 256;
-		c.warps_m = 2;
-		c.warps_n = 4;
-	}
+	c.bm = 128;
+	c.bn = 256;
+	c.warps_m = 2;
+	c.warps_n = 4;
 	if (!cluster_b_plan(t, &c, least))
 		return 0;
 	*w = c;

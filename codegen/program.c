@@ -1880,8 +1880,8 @@ cluster_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t t
 }
 
 /*
- * --debug=dense-c2 per T bucket (CG_DENSE_C2_DEFAULT): a dense GEMM of 128+
- * row tiles whose plan stays cooperative (ping-pong does not pay at the
+ * --debug=dense-c2 per T bucket (CG_DENSE_C2_DEFAULT): a dense GEMM on the
+ * 256x128 tile (cg_gemm_dense_c2_tile) whose plan stays cooperative (ping-pong does not pay at the
  * bucket's most rows thi) over more than DENSE_C2_ROWS rows asks for
  * clusters of 2 sharing B; cg_gemm_ws_for takes it as 128x256 (k_gemm_ws.c
  * dense_c2_plan) on cluster targets.  The bound is where it was measured
@@ -1894,7 +1894,7 @@ static int
 dense_c2_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
 {
 	return ((p->o.debug & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT) && cg_target_has(t, CG_CLUSTER) &&
-	       s->groups == 0 && s->bm >= 128 && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
+	       cg_gemm_dense_c2_tile(s) && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
 	       !cg_gemm_pingpong_pays(t, s, thi);
 }
 
