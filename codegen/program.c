@@ -1895,7 +1895,7 @@ dense_c2_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t 
 {
 	return ((p->o.debug & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT) && cg_target_has(t, CG_CLUSTER) &&
 	       cg_gemm_dense_c2_tile(s) && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
-	       !cg_gemm_pingpong_pays(t, s, thi);
+	       !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
 }
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
