@@ -229,8 +229,8 @@ const DebugFlag debug_flags[] = {
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
 	{"dense-c2", DBG_DENSE_C2, NULL,
-	 "compile (the default since session 37, CG_DENSE_C2_DEFAULT in codegen/codegen.h; the flag adds the late "
-	 "wait on the emulator): dense warp-specialised GEMMs in clusters of 2 (a tuning table's .c2a/.c2b) store C by TMA as "
+	 "compile (the default since session 37, CG_DENSE_C2_DEFAULT in codegen/codegen.h; the flag changes "
+	 "nothing since): dense warp-specialised GEMMs in clusters of 2 (a tuning table's .c2a/.c2b) store C by TMA as "
 	 "the default plan does without clusters (before: from registers); the dense cooperative 256x128 plan of "
 	 "buckets over 1024 rows runs as 128x256 in clusters of 2 sharing B; every TMA-store epilogue computes a "
 	 "block's results before it waits for the block's buffer; the same bits (H200: dense_up M = 4096 675.0 -> "
