@@ -716,6 +716,13 @@ int cg_gemm_ws_for(const CgModule *m, GemmSpec *s);
  * (and every other mainloop must be given CG_WS_COOPERATIVE).
  */
 int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
+/* --debug=dense-c2 without the flag (issue 12, session 37; k_gemm_ws.c dense_c2_plan, program.c
+ * pingpong_request, k_gemm.c gemm_epilogue's late buffer wait): dense prefill GEMMs whose plan stays
+ * cooperative run in clusters of 2 sharing B (128x256, cuBLAS's shape for the dense up-projection) and
+ * store C by TMA; the default since the helper's H200 A/B (dense_up M = 4096 675.0 -> 656.5 us, the
+ * same bits; bench/results/2026-12-04-s37-dense-ab.txt) */
+#define CG_DENSE_C2_DEFAULT 1
+int cg_gemm_dense_c2_tile(const GemmSpec *s);
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
 /* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative

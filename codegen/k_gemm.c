@@ -886,7 +886,10 @@ result(G *g, int mi, int h, int j, LLVMValueRef drow, LLVMValueRef col, LLVMValu
 
 	switch (s->quant.kind) {
 	case CG_QUANT_NONE:
-		if (s->tma_store)	/* into the warpgroup's buffer (k_gemm_ws.c; tma_store_check: n is 2) */
+		if (s->tma_store && g->o_late)	/* kept until the buffer is free (gemm_epilogue) */
+			for (int e = 0; e < n; e++)
+				cg_set(g->k.f, g->acc[mi][j][2 * h + e], v[e]);
+		else if (s->tma_store)	/* into the warpgroup's buffer (k_gemm_ws.c; tma_store_check: n is 2) */
 			gemm_ostage_put(g, mi, h, j, v);
 		else
 			gemm_store_at(&g->k, p, v, n);
@@ -1109,8 +1112,11 @@ gemm_epilogue(G *g)
 			}
 		}
 	}
+	/* --debug=dense-c2: with one buffer a warpgroup, block mi's wait for block mi - 1's TMA store
+	 * comes after mi's epilogue math (the results wait in the accumulators), not before it */
+	g->o_late = g->k.s.tma_store && ((cg_module_debug(f->m) & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT);
 	for (int mi = 0; mi < g->mi; mi++) {
-		if (g->k.s.tma_store)
+		if (g->k.s.tma_store && !g->o_late)
 			gemm_ostage_begin(g, mi);
 		for (int h = 0; h < 2; h++) {
 			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
@@ -1139,6 +1145,15 @@ gemm_epilogue(G *g)
 				}
 			}
 			cg_endif(f, &c);
+		}
+		if (g->o_late) {	/* rows past M: their accumulators, never stored (the map clips them) */
+			gemm_ostage_begin(g, mi);
+			for (int h = 0; h < 2; h++)
+				for (int j = 0; j < g->ni; j++) {
+					LLVMValueRef v[2] = {cg_get(f, g->acc[mi][j][2 * h]),
+							     cg_get(f, g->acc[mi][j][2 * h + 1])};
+					gemm_ostage_put(g, mi, h, j, v);
+				}
 		}
 		if (g->k.s.tma_store)
 			gemm_ostage_flush(g, mi);

@@ -168,6 +168,8 @@ struct G {
 	/* GemmSpec.tma_store: the consumer warpgroups' output buffers (from the aligned base), bytes of
 	 * each warpgroup's, 64-row buffers in them */
 	int o_off, o_bytes, o_nbuf;
+	int o_late;	/* --debug=dense-c2: a block's results computed into the accumulators before the wait
+			 * for its buffer (gemm_epilogue), so the previous block's TMA store reads meanwhile */
 	LLVMValueRef q_scale, q_zero;	/* static quantisation, f32 */
 	/* per thread */
 	LLVMValueRef wm0, wn0;

@@ -313,7 +313,9 @@ pingpong_check(const GemmSpec *s, int cw, Diag *d)
  * C a plain row-major tile of the GEMM's rows, whole in one kernel (what a
  * TMA store writes): dense (a grouped tile's rows past its expert are the
  * next expert's, which a box would overwrite), not gathered, scattered,
- * quantised, halved by swiglu, split, stream-K or in clusters; bf16/f16.
+ * quantised, halved by swiglu, split or stream-K; bf16/f16.  In clusters
+ * too: each CTA stores its own tile from its own buffers (tma_store_for
+ * takes that only with --debug=dense-c2 or CG_DENSE_C2_DEFAULT).
  */
 static int
 plain_tile(const GemmSpec *s)
@@ -324,7 +326,7 @@ plain_tile(const GemmSpec *s)
 		sw |= s->ep.in[i].op == CGE_SWIGLU;
 	return s->groups == 0 && !s->gather && !sw && s->store != CG_STORE_SCATTER &&
 	       s->quant.kind == CG_QUANT_NONE && s->split_k <= 1 && s->sched != CG_SCHED_STREAM &&
-	       s->cluster != 2 && s->f8.group == 0 && (s->c_dt == DT_BF16 || s->c_dt == DT_F16);
+	       s->f8.group == 0 && (s->c_dt == DT_BF16 || s->c_dt == DT_F16);
 }
 
 /*
@@ -688,12 +690,67 @@ cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
  * since session 31's H200 A/B: dense_up M = 4096 745.6 -> 684.4 us persistent, M = 1024 0.97x, same bits */
 enum { TMA_STORE_DEFAULT = 1 };
 
+/* Dense clusters (--debug=dense-c2, CG_DENSE_C2_DEFAULT; issue 12): a cluster's CTAs store C by TMA
+ * (before: from registers, session 27's clusters 787 against 751 us) and dense prefill plans take
+ * clusters of 2 sharing B (dense_c2_plan). */
+static int
+dense_c2(const CgModule *m)
+{
+	return (cg_module_debug(m) & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT;
+}
+
+/*
+ * The dense plan --debug=dense-c2 turns into clusters: 256x128 over two
+ * 128x128 warpgroups (the heuristic's prefill tile; dense_c2_plan makes it
+ * 128x256, N a multiple of 256), bf16/f16 with B [N,K], A by TMA, not split
+ * or streamed.  Other tiles (DeepSeek-V3's 128x64 router) keep their plan.
+ */
+int
+cg_gemm_dense_c2_tile(const GemmSpec *s)
+{
+	return s->groups == 0 && s->bm == 256 && s->bn == 128 && s->warps_m * s->warps_n == 8 && !s->wg_wide &&
+	       s->N % 256 == 0 && !s->gather && s->f8.group == 0 && s->bq.group == 0 &&
+	       (s->a_dt == DT_BF16 || s->a_dt == DT_F16) && s->b_dt == s->a_dt && s->b_layout == CG_B_NK &&
+	       s->split_k <= 1 && s->sched != CG_SCHED_STREAM;
+}
+
+/* That plan asking for clusters sharing B (s->cluster_b: program.c's
+ * request, per T bucket) on a cluster target, with dense_c2. */
+static int
+dense_c2_for(const CgModule *m, const GemmSpec *s)
+{
+	return s->cluster_b && s->cluster != 2 && dense_c2(m) && cg_target_has(cg_module_target(m), CG_CLUSTER) &&
+	       cg_gemm_dense_c2_tile(s);
+}
+
+/*
+ * w (cooperative, cg_gemm_dense_c2_tile) as dense clusters of 2 sharing B:
+ * the 256x128 plan over two 128x128 warpgroups becomes 128x256 (cuBLAS's shape for the dense
+ * up-projection on the H200: 128 rows a CTA, the pair's 2 x 128 rows sharing
+ * each B tile, half of it loaded by each CTA), persistent over
+ * CG_CLUSTER_CTAS, C by TMA stores; 0 where that does not pass.
+ */
+static int
+dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
+{
+	GemmSpec c = *w;
+
+	c.bm = 128;
+	c.bn = 256;
+	c.warps_m = 2;
+	c.warps_n = 4;
+	if (!cluster_b_plan(t, &c, least))
+		return 0;
+	*w = c;
+	return 1;
+}
+
 /* C's stores by TMA (a tuning table's .tsN, or --debug=ws-tma-store's one buffer) where the
  * output is a plain tile (plain_tile); 0: from registers. */
 static int
 tma_store_for(const CgModule *m, const GemmSpec *s)
 {
-	if (!plain_tile(s))
+	if (!plain_tile(s) || (s->cluster == 2 && !dense_c2(m)))
 		return 0;
 	return s->tma_store > 0 ? s->tma_store
 	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
@@ -798,6 +855,10 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		}
 	}
 	if (c2 && cluster_b_plan(t, &w, s->stages)) {
+		*s = w;
+		return 1;
+	}
+	if (dense_c2_for(m, s) && dense_c2_plan(t, &w, s->stages)) {
 		*s = w;
 		return 1;
 	}

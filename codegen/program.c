@@ -1910,6 +1910,8 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
+		    s->cluster_b && s->cluster != 2 && s->groups == 0 ? ", clusters of 2 sharing B (dense-c2: 128x256, "
+									   "persistent, TMA stores)" :
 		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
 
@@ -1996,6 +1998,25 @@ grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, in
 	}
 }
 
+/*
+ * --debug=dense-c2 per T bucket (CG_DENSE_C2_DEFAULT): a dense GEMM on the
+ * 256x128 tile (cg_gemm_dense_c2_tile) whose plan stays cooperative (ping-pong does not pay at the
+ * bucket's most rows thi) over more than DENSE_C2_ROWS rows asks for
+ * clusters of 2 sharing B; cg_gemm_ws_for takes it as 128x256 (k_gemm_ws.c
+ * dense_c2_plan) on cluster targets.  The bound is where it was measured
+ * (the 1025..4096 bucket; the H200, session 37: dense_up M = 4096 680 ->
+ * 668 us, the same bits); T = 65..256 stays as it was.
+ */
+enum { DENSE_C2_ROWS = 1024 };
+
+static int
+dense_c2_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
+{
+	return ((p->o.debug & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT) && cg_target_has(t, CG_CLUSTER) &&
+	       cg_gemm_dense_c2_tile(s) && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
+	       !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
+}
+
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
 
 /* --debug=gather-pingpong (bit 43; cg_gemm_gather_pingpong, k_gemm_ws.c, says
@@ -2018,7 +2039,8 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec w = s[i];
 		if (s[i].cluster != 2)	/* the clusters' request (a tuning table's stay) */
-			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi);
+			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi) ||
+							 dense_c2_pays(p, cg_module_target(p->mod[i]), &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
 		if (w.mainloop == CG_MAINLOOP_VEC)
 			continue;
