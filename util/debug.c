@@ -228,6 +228,12 @@ const DebugFlag debug_flags[] = {
 	 "group waited for (wait_group 0) and promoted before the next is issued (before session 35; the default: two "
 	 "sets, k-tile k promoted under k + 1's wgmmas: DeepSeek-V3's FP8 layer at T = 4096 6446 -> 6079 us, "
 	 "MiniMax-M2's 2073 -> 1976 on the H200, the same bits; F8_ACC2_DEFAULT in k_gemm_ws.c; for A/B on the GPU)"},
+	{"fp8", DBG_FP8, NULL,
+	 "compile: a moe of bf16/f16 x whose slots would be f32 (DeepSeek-V3, GLM) stores each expert's down "
+	 "output rounded to x's type, unweighted, and the sum over the k choices multiplies each by its routing "
+	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
+	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
+	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

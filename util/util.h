@@ -179,6 +179,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_F8_PINGPONG DBG_BIT(42)	/* codegen: FP8 grouped down GEMMs on ping-pong consumers, 64x128 a warpgroup (A/B) */
 #define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
 #define DBG_SLOTS_REF DBG_BIT(49)	/* lower-moe: MoE slots in x's type where the importer says the reference rounds them (slots=x; the default: SLOTS_REF_DEFAULT) */
+#define DBG_FP8 DBG_BIT(52)	/* lower-moe: bf16/f16 MoE slots of f32 hold each expert's output rounded to x's type, weighted by the sum (A/B) */
 #define DBG_F8_ACC1 DBG_BIT(47)	/* codegen: FP8 WS consumers keep one accumulator set, each promotion between two k-tiles' wgmmas (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
