@@ -257,8 +257,10 @@ lower_moe_slots_x(const Node *moe, DbgFlags debug)
 
 /*
  * Whether a moe's slots hold each expert's output rounded to x's type,
- * unweighted, the routing weight applied in f32 by the sum: --debug=fp8
- * (SLOTS_OUT_DEFAULT), for a moe of bf16/f16 x whose slots would be f32.
+ * unweighted, the routing weight applied in f32 by the sum: --debug=fp8 for
+ * every moe of bf16/f16 x whose slots would be f32; SLOTS_OUT_DEFAULT for
+ * those the importer marked slots=out (frontend/cfg_family.c,
+ * slots_out_types).
  * transformers' DeepSeek-V3 block rounds so (the expert's bf16 output times
  * the f32 weight, index_add_ into f32); half the bytes of f32 slots in the
  * down GEMM's stores and the sum's loads.
@@ -270,8 +272,10 @@ lower_moe_slots_out(const Node *moe, int slots_x, DbgFlags debug)
 {
 	DType xdt = moe->in[0]->type.dt;
 
+	int ref = strcmp(ir_attr_str(moe, "slots", ""), "out") == 0;
+
 	return !slots_x && (xdt == DT_BF16 || xdt == DT_F16) && !ir_attr_int(moe, "scale_input", 0) &&
-	       (SLOTS_OUT_DEFAULT || (debug & DBG_FP8));
+	       ((ref && SLOTS_OUT_DEFAULT) || (debug & DBG_FP8));
 }
 
 Value *
