@@ -1080,6 +1080,8 @@ struct CgCombineSpec {
 	DType sum_dt;		/* the sum's cast (f32: none) */
 	int residual;		/* y = x + the sum, rounded to y_dt */
 	DType x_dt, y_dt;
+	int weighted;		/* each slot times its routing weight before the sum (f32, an fmul):
+				 * parameter "w" f32 [rows,k,1] after "slots" (lower-moe's slots_out) */
 };
 int cg_combine_check(const CgCombineSpec *s, Diag *d);
 int cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d);

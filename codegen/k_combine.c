@@ -84,11 +84,11 @@ store_v(CgFn *f, int V, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueR
 int
 cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 {
-	CgParam par[4];
+	CgParam par[5];
 	int np = 0, block[3] = {THREADS, 1, 1}, V = vw(s);
 	int64_t Q = s->H / V;	/* thread groups a row */
 	CgExpr grid[3] = {{s->rows.a * Q, s->rows.b * Q, THREADS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
-	LLVMValueRef slots, x = NULL, y, T, g, rows, row, col, acc[MAXV], xv[MAXV], sv[32][MAXV];
+	LLVMValueRef slots, w = NULL, wj[32], x = NULL, y, T, g, rows, row, col, acc[MAXV], xv[MAXV], sv[32][MAXV];
 	char note[128];
 	CgFn *f;
 	CgIf c;
@@ -96,6 +96,8 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	if (cg_combine_check(s, d) < 0)
 		return -1;
 	par[np++] = (CgParam){CGP_PTR, "slots"};
+	if (s->weighted)
+		par[np++] = (CgParam){CGP_PTR, "w"};
 	if (s->residual)
 		par[np++] = (CgParam){CGP_PTR, "x"};
 	par[np++] = (CgParam){CGP_PTR, "y"};
@@ -106,6 +108,8 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 		cg_arg_noalias(f, i);
 	np = 0;
 	slots = cg_arg(f, np++);
+	if (s->weighted)
+		w = cg_arg(f, np++);
 	if (s->residual)
 		x = cg_arg(f, np++);
 	y = cg_arg(f, np++);
@@ -118,6 +122,11 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	for (int j = 0; j < s->k; j++)		/* every slot's 16 bytes in flight */
 		load_v(f, V, s->slot_dt, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
 		       sv[j]);
+	for (int j = 0; s->weighted && j < s->k; j++)	/* the row's k weights (one sector) */
+		wj[j] = cg_gload(f, f->tf32, cg_gep(f, w, cg_addi(f, cg_muli(f, row, s->k), j), 4), 4);
+	for (int j = 0; s->weighted && j < s->k; j++)	/* the walker's mul, then its sum */
+		for (int e = 0; e < V; e++)
+			sv[j][e] = LLVMBuildFMul(f->B, sv[j][e], wj[j], "");
 	if (s->residual)
 		load_v(f, V, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
 	for (int e = 0; e < V; e++) {
@@ -130,8 +139,9 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	}
 	store_v(f, V, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
 	cg_endif(f, &c);
-	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, %s slots, %d-byte loads", s->k,
+	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, %s slots%s, %d-byte loads", s->k,
 		 (long long)s->H, dtype_name(s->y_dt), s->residual ? " + residual" : "", dtype_name(s->slot_dt),
+		 s->weighted ? " times their weights" : "",
 		 dtype_bits(s->slot_dt) / 8 * V);
 	return cg_fn_end(f, block, grid, 0, note);
 }
@@ -147,7 +157,8 @@ is_param(const Graph *k, const Value *v, int i)
 /*
  * reduce_sum over axis 1 of f32 [R,k,H] (parameter 0, or a reshape of
  * parameter 0 [k*R,H]; either perhaps of bf16/f16 cast to f32: lower-moe's
- * slots in x's type), [-> one cast], [-> add of parameter 1 of [R,H]],
+ * slots in x's type; perhaps times parameter 1 f32 [R,k,1]: slots_out's
+ * routing weights), [-> one cast], [-> add of the next parameter of [R,H]],
  * the kernel's one result.
  */
 int
@@ -161,7 +172,7 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 	memset(s, 0, sizeof *s);
 	s->slot_dt = DT_F32;
 	if (!k || ir_kernel_template(k) != IR_TMPL_ROW_REDUCE || k->nret != 1 || call->nin < 1 ||
-	    call->nin > 2 || call->nout != 1)
+	    call->nin > 3 || call->nout != 1)
 		return 0;
 	for (const Node *n = k->first; n; n = n->next) {
 		if (n->op == OP_CONST)
@@ -174,6 +185,15 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 		    (n->in[0]->type.dt == DT_BF16 || n->in[0]->type.dt == DT_F16) &&
 		    (p0 ? n->in[0] == p0 : is_param(k, n->in[0], 0))) {	/* 2-byte slots, summed in f32 */
 			s->slot_dt = n->in[0]->type.dt;
+			p0 = n->out[0];
+			continue;
+		}
+		if (stage == 0 && n->op == OP_MUL && !s->weighted && n->nin == 2 && n->in[0] == p0 && p0 &&
+		    is_param(k, n->in[1], 1) && n->in[1]->type.dt == DT_F32 && n->in[1]->type.rank == 3 &&
+		    n->in[1]->type.dim[0] == p0->type.dim[0] && n->in[1]->type.dim[1] == p0->type.dim[1] &&
+		    ir_dim_is_static(n->in[1]->type.dim[2]) && n->in[1]->type.dim[2] == 1 &&
+		    n->out[0]->type.dt == DT_F32) {	/* slots_out: each slot times its weight */
+			s->weighted = 1;
 			p0 = n->out[0];
 			continue;
 		}
@@ -206,10 +226,10 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 			stage = 2;
 			continue;
 		}
-		if ((stage == 1 || stage == 2) && n->op == OP_ADD && call->nin == 2 && n->nin == 2 &&
+		if ((stage == 1 || stage == 2) && n->op == OP_ADD && call->nin == 2 + s->weighted && n->nin == 2 &&
 		    (n->in[0] == v || n->in[1] == v)) {
 			const Value *o = n->in[0] == v ? n->in[1] : n->in[0];
-			if (!is_param(k, o, 1) || o->type.rank != 2 || o->type.dim[1] != s->H ||
+			if (!is_param(k, o, 1 + s->weighted) || o->type.rank != 2 || o->type.dim[1] != s->H ||
 			    o->type.dim[0] != v->type.dim[0] ||
 			    !io_float(o->type.dt) || !io_float(n->out[0]->type.dt))
 				return 0;
@@ -222,6 +242,6 @@ cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s)
 		}
 		return 0;
 	}
-	return stage >= 1 && k->ret[0] == v && (call->nin == 2) == s->residual && s->H % vw(s) == 0 &&
+	return stage >= 1 && k->ret[0] == v && call->nin == 1 + s->weighted + s->residual && s->H % vw(s) == 0 &&
 	       s->k <= 32;
 }

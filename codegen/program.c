@@ -2711,8 +2711,9 @@ emit_combine(CgProgram *p, const Node *call, const char *name, int *done)
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_combine(p->mod[i], name, &s, p->d) != 0)
 			return -1;
-	vec_push(&p->fusion, arena_printf(p->a, "  combine @%s: a thread per 4 outputs, 16-byte loads of "
-					  "its %d slots", call->callee->name, s.k));
+	vec_push(&p->fusion, arena_printf(p->a, "  combine @%s: a thread per %d outputs, 16-byte loads of "
+					  "its %d slots%s", call->callee->name, s.slot_dt == DT_F32 ? 4 : 8, s.k,
+					  s.weighted ? ", each times its routing weight" : ""));
 	*done = 1;
 	return 0;
 }

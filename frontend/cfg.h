@@ -199,6 +199,8 @@ typedef struct {
 				 * (group_fill=0: A.X-K2's masked_fill) */
 	int slots_x;		/* the reference rounds each weighted expert output
 				 * to the model dtype before the sum (moe slots=x) */
+	int slots_out;		/* the reference rounds each expert output to the
+				 * model dtype, then weights it in f32 (moe slots=out) */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);

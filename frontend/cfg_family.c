@@ -205,6 +205,12 @@ static const char *const nshared_keys[] = {"n_shared_experts", "num_shared_exper
 static const char *const slots_x_types[] = {
 	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", NULL,
 };
+/* The families whose block rounds each expert output to the model dtype and
+ * multiplies it by an f32 routing weight (DeepSeek-V3's moe(), GLM-4.5's copy
+ * of it): moe slots=out (lower-moe's slots_out, docs/config.md, Slots). */
+static const char *const slots_out_types[] = {
+	"deepseek_v3", "glm4_moe", NULL,
+};
 
 /* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
  * checks every router needs. */
@@ -226,6 +232,8 @@ moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int6
 	s->layout = "concat";
 	for (const char *const *t = slots_x_types; *t; t++)
 		s->slots_x |= strcmp(*t, c->type) == 0;
+	for (const char *const *t = slots_out_types; *t; t++)
+		s->slots_out |= strcmp(*t, c->type) == 0;
 	if (s->E > CFG_MAX_EXPERTS) {	/* a checkpoint tensor per expert is looked for */
 		cfg_error(c, s->ekey, "%lld experts: moec reads models of at most %d",
 			  (long long)s->E, CFG_MAX_EXPERTS);

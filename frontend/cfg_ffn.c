@@ -266,6 +266,8 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_float(&c->b, "limit", s->limit);
 	if (s->slots_x)		/* lower-moe may round the slots as the reference does */
 		ir_b_str(&c->b, "slots", "x");
+	else if (s->slots_out)
+		ir_b_str(&c->b, "slots", "out");
 }
 
 /* wt: w_gate_up, w_down, b_gate_up (or NULL), b_down (or NULL). */

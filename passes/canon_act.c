@@ -333,7 +333,7 @@ canon_glu(Canon *k, Node *n)
 				continue;
 			ir_b_int(&b, "axis", 0);
 			w = ir_b2(&b, OP_GATHER, w, sel);
-		} else if (!(tb && (k->c->debug & DBG_FP8_GLU) && (w = interleave_quantised(&b, g->in[1], u->in[1]))) &&
+		} else if (!(tb && FP8_GLU_ON(k->c->debug) && (w = interleave_quantised(&b, g->in[1], u->in[1]))) &&
 			   !(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1))) {
 			continue;
 		}

@@ -188,7 +188,7 @@ static int
 regroup_gemms(Module *m, Value *a, PassCtx *c)
 {
 	Node *qd = act_quant(a);
-	int prepared = (c->debug & DBG_FP8_GLU) != 0;
+	int prepared = FP8_GLU_ON(c->debug) != 0;
 
 	if (!qd || a->nuse == 0)
 		return 0;

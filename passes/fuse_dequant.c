@@ -89,7 +89,7 @@ fp8_blocks(const Node *dq)
 static int
 may_prepare(const Node *dq, const PassCtx *c)
 {
-	return (c->debug & DBG_FP8_GLU) && c->fp8_mma && fp8_blocks(dq);
+	return FP8_GLU_ON(c->debug) && c->fp8_mma && fp8_blocks(dq);
 }
 
 /*

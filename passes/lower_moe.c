@@ -225,8 +225,8 @@ lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named)
 		return NULL;
 	Value *o = n->out[0];
 	Dim r1[1] = {R};
-	Value *os = scale_input ? o : ir_b2(b, OP_MUL, o, row_weights(b, s->w, rows, R, DT_F32));
-	if (os && s->slots_x && xdt != DT_F32) {	/* rounded once, after the weight: the down's epilogue */
+	Value *os = scale_input || s->slots_out ? o : ir_b2(b, OP_MUL, o, row_weights(b, s->w, rows, R, DT_F32));
+	if (os && (s->slots_x || s->slots_out) && xdt != DT_F32) {	/* rounded once, after the weight (slots_out: before it): the down's epilogue */
 		ir_b_str(b, "to", dtype_name(xdt));
 		os = ir_b1(b, OP_CAST, os);
 	}
@@ -255,6 +255,29 @@ lower_moe_slots_x(const Node *moe, DbgFlags debug)
 	return (debug & DBG_SLOTS_X) || (ref && (SLOTS_REF_DEFAULT || (debug & DBG_SLOTS_REF)));
 }
 
+/*
+ * Whether a moe's slots hold each expert's output rounded to x's type,
+ * unweighted, the routing weight applied in f32 by the sum: --debug=fp8 for
+ * every moe of bf16/f16 x whose slots would be f32; SLOTS_OUT_DEFAULT for
+ * those the importer marked slots=out (frontend/cfg_family.c,
+ * slots_out_types).
+ * transformers' DeepSeek-V3 block rounds so (the expert's bf16 output times
+ * the f32 weight, index_add_ into f32); half the bytes of f32 slots in the
+ * down GEMM's stores and the sum's loads.
+ */
+enum { SLOTS_OUT_DEFAULT = 0 };	/* session 37: A/B on the GPU (bench/ab/fp8s37.ab) */
+
+int
+lower_moe_slots_out(const Node *moe, int slots_x, DbgFlags debug)
+{
+	DType xdt = moe->in[0]->type.dt;
+
+	int ref = strcmp(ir_attr_str(moe, "slots", ""), "out") == 0;
+
+	return !slots_x && (xdt == DT_BF16 || xdt == DT_F16) && !ir_attr_int(moe, "scale_input", 0) &&
+	       ((ref && SLOTS_OUT_DEFAULT) || (debug & DBG_FP8));
+}
+
 Value *
 lower_moe_f32(Builder *b, Value *v)
 {
@@ -265,13 +288,15 @@ lower_moe_f32(Builder *b, Value *v)
 }
 
 Value *
-lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt)
+lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt, Value *w)
 {
-	Dim tkh[3] = {T, k, ys->type.dim[1]};
+	Dim tkh[3] = {T, k, ys->type.dim[1]}, tk1[3] = {T, k, 1};
 	int64_t ax = 1;
 	Value *y3 = reshape(b, ys, 3, tkh);
 
 	y3 = lower_moe_f32(b, y3);	/* slots in x's type (slots_x): the sum in f32 */
+	if (w)	/* slots_out: each slot times its routing weight, in f32 */
+		y3 = ir_b2(b, OP_MUL, y3, reshape(b, w, 3, tk1));
 	ir_b_ints(b, "axes", &ax, 1);
 	ir_b_int(b, "keepdims", 0);
 	Value *y = ir_b1(b, OP_REDUCE_SUM, y3);
@@ -318,10 +343,11 @@ lower(Graph *g, Node *moe, PassCtx *c)
 		      .wdn = moe->in[4], .bgu = moe->nin > 5 ? moe->in[5] : NULL,
 		      .bdn = moe->nin > 6 ? moe->in[6] : NULL, .experts = E,
 		      .slots_x = lower_moe_slots_x(moe, c->debug)};
+	s.slots_out = lower_moe_slots_out(moe, s.slots_x, c->debug);
 	v[0] = s.w, v[1] = s.ids;
 	Value *ys = lower_moe_slots(&b, moe, &s, &v[2]);
 	/* the sum over the k choices, in a fixed order: deterministic */
-	Value *y = ys ? lower_moe_sum(&b, ys, x->type.dim[0], k, x->type.dt) : NULL;
+	Value *y = ys ? lower_moe_sum(&b, ys, x->type.dim[0], k, x->type.dt, s.slots_out ? s.w : NULL) : NULL;
 	if (y) {
 		static const char *const suffix[] = {"w", "ids", "offs", "rows", "src", "xs", "act",
 						     "down", "slots"};

@@ -260,7 +260,7 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 		ir_b_int(&b, "axis", 0);
 		Value *ys = ir_b2(&b, OP_GATHER, ret2, back);
 		v[13] = ret, v[14] = ys;
-		y = ys ? lower_moe_sum(&b, ys, T, k, x->type.dt) : NULL;
+		y = ys ? lower_moe_sum(&b, ys, T, k, x->type.dt, NULL) : NULL;
 	} else {
 		Dim sdim[3] = {NT, k, H}, mdim[3] = {NT, k, 1}, rdim[3] = {o->ranks, T, H},
 		    fdim[2] = {NT, H};
@@ -279,7 +279,7 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 		ir_b_int(&b, "axis", 0);
 		Value *ys = ret2 ? ir_b2(&b, OP_GATHER, ret2, back) : NULL;
 		v[13] = ret, v[14] = ys;
-		y = ys ? lower_moe_sum(&b, ys, T, o->ranks, x->type.dt) : NULL;
+		y = ys ? lower_moe_sum(&b, ys, T, o->ranks, x->type.dt, NULL) : NULL;
 	}
 	if (y) {
 		static const char *const suffix[] = {"w", "ids", "xr", "wr", "ir", "back", "offs",

@@ -125,6 +125,8 @@ typedef struct {
 	Value *x, *w, *ids, *wgu, *wdn, *bgu, *bdn;
 	int64_t experts;
 	int slots_x;		/* the slots rounded to x's type (when not f32): lower_moe_slots_x */
+	int slots_out;		/* the slots each expert's unweighted output rounded to x's type,
+				 * the weight applied in f32 by the sum (lower_moe_sum's w) */
 } MoeSlots;
 /* --debug=slots-x, or slots-ref on a moe marked slots=x (SLOTS_REF_DEFAULT) */
 int lower_moe_slots_x(const Node *moe, DbgFlags debug);
@@ -134,8 +136,10 @@ Node *lower_moe_route(Builder *b, const Node *moe);	/* route: weights, ids */
 Value *lower_moe_slots(Builder *b, const Node *moe, const MoeSlots *s, Value **named);
 /* v cast to f32 (as it is when f32 already, or NULL). */
 Value *lower_moe_f32(Builder *b, Value *v);
-/* slots [T*k,H] summed in f32 over k in choice order, cast to dt. */
-Value *lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt);
+/* slots [T*k,H] (times w [T,k] f32 when not NULL) summed in f32 over k in choice order, cast to dt. */
+Value *lower_moe_sum(Builder *b, Value *ys, Dim T, int64_t k, DType dt, Value *w);
+/* --debug=fp8 on a moe of bf16/f16 x with f32 slots: MoeSlots.slots_out */
+int lower_moe_slots_out(const Node *moe, int slots_x, DbgFlags debug);
 /* v[i] named "<moe's result>.suffix[i]" (NULL entries skipped). */
 void lower_moe_names(Graph *g, const Node *moe, Value *const *v, const char *const *suffix, int n);
 

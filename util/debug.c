@@ -273,6 +273,12 @@ const DebugFlag debug_flags[] = {
 	 "buckets over 1024 rows runs as 128x256 in clusters of 2 sharing B; every TMA-store epilogue computes a "
 	 "block's results before it waits for the block's buffer; the same bits (H200: dense_up M = 4096 675.0 -> "
 	 "656.5 us); issue 12"},
+	{"fp8", DBG_FP8, NULL,
+	 "compile: a moe of bf16/f16 x whose slots would be f32 (DeepSeek-V3, GLM) stores each expert's down "
+	 "output rounded to x's type, unweighted, and the sum over the k choices multiplies each by its routing "
+	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
+	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
+	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

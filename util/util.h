@@ -163,6 +163,11 @@ typedef uint64_t DbgFlags;
 #define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
 #define DBG_KEPT_FLAGS DBG_BIT(39)	/* codegen: a decode front's flag memset only on a shared workspace (when=shared; A/B) */
 #define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
+/* fp8-glu for every compile: H200, session 37: DeepSeek-V3 FP8 layer 0.989x at T = 4096, 0.988x at 256, other
+ * bits (rel_l2 3.8e-3: the shared expert's input quantised per 128, as the routed experts' is); session 32:
+ * Maverick 0.988x / 1.006x (T = 16).  Read by canon, fp8-regroup and fuse-dequant. */
+enum { FP8_GLU_DEFAULT = 0 };
+#define FP8_GLU_ON(debug) (FP8_GLU_DEFAULT || ((debug) & DBG_FP8_GLU))
 #define DBG_GROUPED_WIDE DBG_BIT(41)	/* codegen: cooperative bf16/f16 grouped WS GEMMs under 256 columns on 64-row warpgroup tiles (A/B) */
 #define DBG_F8_CVT DBG_BIT(40)	/* codegen: f32 <-> e4m3 by cvt (sm_89+) in quantisations and the norm's kernel (A/B) */
 /* 1: the MoE gate|up's row gather stays a kernel of its own (x's rows copied in expert order; the
@@ -180,6 +185,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_F8_PINGPONG DBG_BIT(42)	/* codegen: FP8 grouped down GEMMs on ping-pong consumers, 64x128 a warpgroup (A/B) */
 #define DBG_GATHER_PINGPONG DBG_BIT(43)	/* codegen: gathered grouped gate|up GEMMs of short K on ping-pong consumers (A/B) */
 #define DBG_SLOTS_REF DBG_BIT(49)	/* lower-moe: MoE slots in x's type where the importer says the reference rounds them (slots=x; the default: SLOTS_REF_DEFAULT) */
+#define DBG_FP8 DBG_BIT(52)	/* lower-moe: bf16/f16 MoE slots of f32 hold each expert's output rounded to x's type, weighted by the sum (A/B) */
 #define DBG_F8_ACC1 DBG_BIT(47)	/* codegen: FP8 WS consumers keep one accumulator set, each promotion between two k-tiles' wgmmas (A/B) */
 #define DBG_QDEC DBG_BIT(53)	/* codegen: 16-row mma.sync decode tiles load only A's live rows; decode bundles' packed B in lane vectors of 2 atoms (the default on GPUs: QDEC_DEFAULT) */
 #define DBG_GROUPED DBG_BIT(48)	/* codegen: grouped bf16/f16 prefill tiles under 256 columns take the widest even column-tile count (gpt-oss-20b: 128x240; the default on sm_90a: GROUPED_COLS_DEFAULT) */

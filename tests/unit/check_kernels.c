@@ -801,6 +801,7 @@ check_combine(const char *text, int want)
 	ck_assert(call && call->op == OP_CALL);
 	k = call->callee;
 	ck_assert_int_eq(cg_combine_match(im, call, &s), want);
+	ck_assert(k->nparam <= 3);
 	if (!want) {
 		ir_free_module(im);
 		return;
@@ -810,7 +811,7 @@ check_combine(const char *text, int want)
 	ck_assert_msg(cg_emit_body(m, "k", k, NULL, &d) == 0, "%s", d.last);
 	for (size_t t = 0; t < NELEM(Ts); t++) {
 		int T = Ts[t];
-		Tensor in[2], want_y, got[2];
+		Tensor in[3], want_y, got[2];
 		for (int i = 0; i < k->nparam; i++) {
 			const Value *v = k->param[i];
 			int64_t dim[MAXRANK];
@@ -888,6 +889,31 @@ START_TEST(test_combine_matches_body)
 		      "\t%f = cast %s, to=f32 : f32[T,3,24]\n"
 		      "\t%t = reduce_sum %f, axes=[1], keepdims=0 : f32[T,24]\n"
 		      "\t%y = add %t, %x : f32[T,24]\n\tret %y\n}\n", 1);
+	/* --debug=fp8 (lower-moe's slots_out, DeepSeek-V3): bf16 slots of unweighted expert outputs, each
+	 * times its f32 routing weight [T,k,1] before the sum (an fmul, then the adds), f32 out */
+	check_combine("graph @main(%s: bf16[T,8,64], %w: f32[T,8,1]) -> (y: f32[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %w) : f32[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: bf16[T,8,64], %w: f32[T,8,1]) -> (y: f32[T,64]) template=row_reduce {\n"
+		      "\t%f = cast %s, to=f32 : f32[T,8,64]\n"
+		      "\t%m = mul %f, %w : f32[T,8,64]\n"
+		      "\t%y = reduce_sum %m, axes=[1], keepdims=0 : f32[T,64]\n\tret %y\n}\n", 1);
+	/* the same weighted, with a cast and the residual third, k = 3 */
+	check_combine("graph @main(%s: bf16[T,3,16], %w: f32[T,3,1], %x: bf16[T,16]) -> (y: bf16[T,16]) {\n"
+		      "\t%y = call @main.k(%s, %w, %x) : bf16[T,16]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: bf16[T,3,16], %w: f32[T,3,1], %x: bf16[T,16]) -> (y: bf16[T,16]) "
+		      "template=row_reduce {\n"
+		      "\t%f = cast %s, to=f32 : f32[T,3,16]\n"
+		      "\t%m = mul %f, %w : f32[T,3,16]\n"
+		      "\t%t = reduce_sum %m, axes=[1], keepdims=0 : f32[T,16]\n"
+		      "\t%c = cast %t, to=bf16 : bf16[T,16]\n"
+		      "\t%y = add %x, %c : bf16[T,16]\n\tret %y\n}\n", 1);
+	/* not taken: a weight per element ([T,k,H], not [T,k,1]) */
+	check_combine("graph @main(%s: bf16[T,8,64], %w: f32[T,8,64]) -> (y: f32[T,64]) {\n"
+		      "\t%y = call @main.k(%s, %w) : f32[T,64]\n\tret %y\n}\n"
+		      "kernel @main.k(%s: bf16[T,8,64], %w: f32[T,8,64]) -> (y: f32[T,64]) template=row_reduce {\n"
+		      "\t%f = cast %s, to=f32 : f32[T,8,64]\n"
+		      "\t%m = mul %f, %w : f32[T,8,64]\n"
+		      "\t%y = reduce_sum %m, axes=[1], keepdims=0 : f32[T,64]\n\tret %y\n}\n", 0);
 	/* not taken: 2-byte slots with H not a multiple of 8 (16-byte loads) */
 	check_combine("graph @main(%s: bf16[T,2,36]) -> (y: f32[T,36]) {\n"
 		      "\t%y = call @main.k(%s) : f32[T,36]\n\tret %y\n}\n"
