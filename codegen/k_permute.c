@@ -401,13 +401,32 @@ below(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef x)
 	return cg_lt(p->f, o, x);
 }
 
+/* How many of the N slots cmp counts: QUAD a trip (p->quad), else one. */
+static LLVMValueRef
+count_slots(Pm *p, LLVMValueRef N, LLVMValueRef (*cmp)(Pm *, LLVMValueRef, LLVMValueRef, LLVMValueRef),
+	    LLVMValueRef arg)
+{
+	CgFn *f = p->f;
+	LLVMValueRef cnt, s2, o;
+	CgLoop l;
+
+	if (p->quad)
+		return count_quad(p, N, cmp, arg);
+	cnt = cg_var(f, f->ti32, cg_i32(f, 0));
+	s2 = cg_loop(f, &l, cg_i32(f, 0), N, cg_i32(f, 1));
+	o = cmp(p, cg_sload(f, f->ti32, bucket_at(p, s2), 4), s2, arg);
+	cg_set(f, cnt, cg_add(f, cg_get(f, cnt), LLVMBuildZExt(f->B, o, f->ti32, "")));
+	cg_endloop(f, &l);
+	return cg_get(f, cnt);
+}
+
 static void
 permute_small(Pm *p)
 {
 	CgFn *f = p->f;
 	LLVMValueRef tid = cg_tid(f, 0), N = cg_muli(f, cg_max(f, p->T, cg_i32(f, 0)), p->s.k);
-	LLVMValueRef mine = cg_lt(f, tid, N), b, cnt, s2, o, x;
-	CgLoop l, l2;
+	LLVMValueRef mine = cg_lt(f, tid, N), b, cnt, x;
+	CgLoop l;
 	CgIf c;
 
 	p->tid = tid;
@@ -426,31 +445,13 @@ permute_small(Pm *p)
 	cg_barrier(f);
 	cg_if(f, &c, mine);
 	b = cg_sload(f, f->ti32, bucket_at(p, tid), 4);
-	if (p->quad)
-		cnt = count_quad(p, N, before, b);
-	else {
-		LLVMValueRef v = cg_var(f, f->ti32, cg_i32(f, 0));
-		s2 = cg_loop(f, &l, cg_i32(f, 0), N, cg_i32(f, 1));
-		o = before(p, cg_sload(f, f->ti32, bucket_at(p, s2), 4), s2, b);
-		cg_set(f, v, cg_add(f, cg_get(f, v), LLVMBuildZExt(f->B, o, f->ti32, "")));
-		cg_endloop(f, &l);
-		cnt = cg_get(f, v);
-	}
+	cnt = count_slots(p, N, before, b);
 	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cnt), 4), 4);
 	if (p->s.want_pos)
 		cg_gstore(f, cnt, cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
 	cg_endif(f, &c);
 	x = cg_loop(f, &l, tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
-	if (p->quad)
-		cnt = count_quad(p, N, below, x);
-	else {
-		LLVMValueRef v = cg_var(f, f->ti32, cg_i32(f, 0));
-		s2 = cg_loop(f, &l2, cg_i32(f, 0), N, cg_i32(f, 1));
-		o = below(p, cg_sload(f, f->ti32, bucket_at(p, s2), 4), s2, x);
-		cg_set(f, v, cg_add(f, cg_get(f, v), LLVMBuildZExt(f->B, o, f->ti32, "")));
-		cg_endloop(f, &l2);
-		cnt = cg_get(f, v);
-	}
+	cnt = count_slots(p, N, below, x);
 	cg_gstore(f, cnt, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
 	cg_endloop(f, &l);
 }

@@ -31,13 +31,15 @@ compile dense_up_M16 16 "$src/bench/models/dense_up.ir"
 compile dense_up_M4096 4096 "$src/bench/models/dense_up.ir"
 compile mixtral_T4096 4096 "$src/models/mixtral-8x7b/config.json" --layer 0 --synthetic-weights=1
 compile deepseek_T4096 4096 "$d/deepseek-v3/config.json" --layer 3 --synthetic-weights=1
-# case   kernel  tuning key   variant (+pp: ping-pong consumers; +vec: warp dot products)   (the logged measurement behind it)
+# case   kernel  tuning key   variant (+pp: ping-pong consumers; +vec: warp dot products; +c2: clusters of 2
+# sharing B)   (the logged measurement behind it)
 pp=', ping-pong consumers (128x128 each, persistent)'
+c2=', clusters of 2 sharing B (dense-c2: 128x256, persistent, TMA stores)'
 vec=', warp dot products on CUDA cores (gemm-vec, persistent)'
 while read -r name k key v why; do
 	case $name in '#'*|'') continue ;; esac
 	tail=
-	case $v in *+pp) v=${v%+pp} tail=$pp ;; *+vec) v=${v%+vec} tail=$vec ;; esac
+	case $v in *+pp) v=${v%+pp} tail=$pp ;; *+vec) v=${v%+vec} tail=$vec ;; *+c2) v=${v%+c2} tail=$c2 ;; esac
 	grep -q "\.$k on sm_90a: tuning key $key, variant $v (heuristic)$tail\$" "$d/$name.log" && continue
 	echo "plan_cases: $name $k $key: want $v ($why), got:"
 	grep "\.$k on sm_90a: tuning key" "$d/$name.log"
@@ -76,7 +78,8 @@ dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p
 # 112 of 132 SMs either way at 256 rows
 dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1 equal-fill
 dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t257-1024 256x128x64.w4x2.s4.k1+pp 184/207us
-dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 763/723us
+# over 1024 rows, cooperative plans in clusters of 2 sharing B (dense-c2, session 37: M=4096 675.0 -> 656.5 us)
+dense_up_M4096 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1+c2 763/723us,c2-0.973x
 # MoE down projections up to 32 k-tiles: DeepSeek-V3's 2691 against 2966 us; not Mixtral's (224 k-tiles): 1594
 # against 1527 in the block (session 26), though 1461 against 1548 alone (against the persistent cooperative)
 mixtral_T4096 k4 g8.m2.n4096.k14336.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1 1594/1527us
@@ -84,8 +87,8 @@ mixtral_T4096 k3 g8.m2.n28672.k4096.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k
 deepseek_T4096 k4 g256.m8.n7168.k2048.bf16.bf16.nk.t1025-4096 128x256x64.w2x4.s4.k1+pp 2691/2966us
 # DeepSeek-V3's shared expert: cooperative at T=4096 (up: 399 against 441 us in session 25's run 1), ping-pong where
 # its 256-row tiles leave most SMs idle (T <= 256: 32 and 56 CTAs)
-deepseek_T4096 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 399/441us
-deepseek_T4096 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1 equal-fill
+deepseek_T4096 k5 dense.m1.n4096.k7168.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1+c2 399/441us,c2-block-0.993x
+deepseek_T4096 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t1025-4096 256x128x64.w4x2.s4.k1+c2 equal-fill,c2-block-0.993x
 deepseek_T4096 k6 dense.m1.n7168.k2048.bf16.bf16.nk.t65-256 256x128x64.w4x2.s4.k1+pp waves
 EOF_CASES
 [ "$fail" = 0 ] && echo "plan_cases: ok"
