@@ -723,6 +723,7 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
  * same bits; bench/results/2026-12-04-s37-dense-ab.txt) */
 #define CG_DENSE_C2_DEFAULT 1
 int cg_gemm_dense_c2_tile(const GemmSpec *s);
+int cg_gemm_dense_c2_on(const CgModule *m);	/* the flag or CG_DENSE_C2_DEFAULT */
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
 /* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative

@@ -1114,7 +1114,7 @@ gemm_epilogue(G *g)
 	}
 	/* --debug=dense-c2: with one buffer a warpgroup, block mi's wait for block mi - 1's TMA store
 	 * comes after mi's epilogue math (the results wait in the accumulators), not before it */
-	g->o_late = g->k.s.tma_store && ((cg_module_debug(f->m) & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT);
+	g->o_late = g->k.s.tma_store && cg_gemm_dense_c2_on(f->m);
 	for (int mi = 0; mi < g->mi; mi++) {
 		if (g->k.s.tma_store && !g->o_late)
 			gemm_ostage_begin(g, mi);

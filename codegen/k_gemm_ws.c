@@ -693,8 +693,8 @@ enum { TMA_STORE_DEFAULT = 1 };
 /* Dense clusters (--debug=dense-c2, CG_DENSE_C2_DEFAULT; issue 12): a cluster's CTAs store C by TMA
  * (before: from registers, session 27's clusters 787 against 751 us) and dense prefill plans take
  * clusters of 2 sharing B (dense_c2_plan). */
-static int
-dense_c2(const CgModule *m)
+int
+cg_gemm_dense_c2_on(const CgModule *m)
 {
 	return (cg_module_debug(m) & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT;
 }
@@ -715,12 +715,12 @@ cg_gemm_dense_c2_tile(const GemmSpec *s)
 }
 
 /* That plan asking for clusters sharing B (s->cluster_b: program.c's
- * request, per T bucket) on a cluster target, with dense_c2. */
+ * request, per T bucket) on a cluster target, with cg_gemm_dense_c2_on. */
 static int
 dense_c2_for(const CgModule *m, const GemmSpec *s)
 {
-	return s->cluster_b && s->cluster != 2 && dense_c2(m) && cg_target_has(cg_module_target(m), CG_CLUSTER) &&
-	       cg_gemm_dense_c2_tile(s);
+	return s->cluster_b && s->cluster != 2 && cg_gemm_dense_c2_on(m) &&
+	       cg_target_has(cg_module_target(m), CG_CLUSTER) && cg_gemm_dense_c2_tile(s);
 }
 
 /*
@@ -750,7 +750,7 @@ dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
 static int
 tma_store_for(const CgModule *m, const GemmSpec *s)
 {
-	if (!plain_tile(s) || (s->cluster == 2 && !dense_c2(m)))
+	if (!plain_tile(s) || (s->cluster == 2 && !cg_gemm_dense_c2_on(m)))
 		return 0;
 	return s->tma_store > 0 ? s->tma_store
 	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));

@@ -420,13 +420,13 @@ body(Nm *n, LLVMValueRef *pre)
 	}
 }
 
-/* Row r's (r < rows: the loop's, live; past: clamped, loaded, not stored): n->row and n->live. */
+/* Row r, clamped below rows (past it: loaded, not stored where live says so): n->row and n->live. */
 static void
-set_row(Nm *n, LLVMValueRef r)
+set_row(Nm *n, LLVMValueRef r, LLVMValueRef live)
 {
 	CgFn *f = n->f;
 
-	n->live = LLVMConstInt(f->ti1, 1, 0);
+	n->live = live;
 	n->row = cg_max(f, cg_min(f, r, cg_addi(f, n->rows, -1)), cg_i32(f, 0));
 }
 
@@ -483,12 +483,12 @@ static void
 rows_body(Nm *n)
 {
 	CgFn *f = n->f;
-	LLVMValueRef var[32], cur[32], r, next;
+	LLVMValueRef var[32], cur[32], r, next, live = LLVMConstInt(f->ti1, 1, 0);	/* body(): rows below rows */
 	LLVMTypeRef xt = LLVMVectorType(cg_raw_type(f, n->s->x_dt), LV);
 	LLVMTypeRef vt = LLVMVectorType(f->ti32, LV * dtype_bits(n->s->x_dt) / 32);	/* 16-bit lanes would be split */
 	CgLoop l;
 
-	set_row(n, n->gwarp);	/* the first row's loads before the copy's barrier */
+	set_row(n, n->gwarp, live);	/* the first row's loads before the copy's barrier */
 	load_row(n, cur);
 	for (int m = 0; m < n->M; m++)
 		var[m] = cg_var(f, vt, LLVMBuildBitCast(f->B, cur[m], vt, ""));
@@ -498,9 +498,9 @@ rows_body(Nm *n)
 	next = cg_add(f, r, n->nwarps);
 	for (int m = 0; m < n->M; m++)
 		cur[m] = LLVMBuildBitCast(f->B, cg_get(f, var[m]), xt, "");
-	set_row(n, next);	/* clamped past the end: the last row again, not stored */
+	set_row(n, next, live);	/* clamped past the end: the last row again, not stored */
 	load_into(n, var);
-	set_row(n, r);
+	set_row(n, r, live);
 	body(n, cur);
 	cg_endloop(f, &l);
 }
@@ -563,14 +563,13 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 	n.lane = cg_and(n.f, cg_tid(n.f, 0), 31);
 	n.u = cg_sub(n.f, cg_i32(n.f, 31), n.lane);
 	warp = cg_add(n.f, cg_muli(n.f, cg_ctaid(n.f, 0), WARPS), cg_shr(n.f, cg_tid(n.f, 0), 5));
+	n.rows = rows;
 	if (R > 1) {
-		n.rows = rows;
 		n.gwarp = warp;
 		n.nwarps = cg_muli(n.f, cg_nctaid(n.f, 0), WARPS);
 		rows_body(&n);
 	} else {
-		n.live = cg_lt(n.f, warp, rows);
-		n.row = cg_max(n.f, cg_min(n.f, warp, cg_addi(n.f, rows, -1)), cg_i32(n.f, 0));
+		set_row(&n, warp, cg_lt(n.f, warp, rows));
 		body(&n, NULL);
 	}
 	snprintf(note, sizeof note, "norm H=%lld %s%s%s%s, %s%s%s%s", (long long)s->H,

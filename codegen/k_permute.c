@@ -267,12 +267,6 @@ scan_counters(Pm *p)
 }
 
 /* The spec's small sort for at most nmax slots by `threads` threads? */
-static int
-small_sort(const Pm *p, int threads, int64_t nmax)
-{
-	return cg_permute_small(&p->s, threads, nmax);
-}
-
 int
 cg_permute_small(const CgPermuteSpec *s, int threads, int64_t nmax)
 {
@@ -284,7 +278,7 @@ cg_permute_small(const CgPermuteSpec *s, int threads, int64_t nmax)
 static void
 layout(Pm *p, int threads, int64_t nmax, int smem0)
 {
-	if (small_sort(p, threads, nmax)) {	/* the slots' buckets (quad: padded to QUAD) */
+	if (cg_permute_small(&p->s, threads, nmax)) {	/* the slots' buckets (quad: padded to QUAD) */
 		p->threads = threads;
 		p->cnt0 = smem0;
 		p->quad = p->s.quad && smem0 % 16 == 0 && threads % QUAD == 0;
@@ -356,11 +350,14 @@ bucket_at(Pm *p, LLVMValueRef s)
 	return cg_sptr(p->f, cg_addi(p->f, cg_muli(p->f, s, 4), p->cnt0));
 }
 
+/* A slot's test: (bucket o of slot s2, the caller's argument) -> i1. */
+typedef LLVMValueRef SlotCmp(Pm *, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef arg);
+
 /* spec.quad: the sum over slots s2 < N of cmp(bucket[s2], s2), the buckets
  * read QUAD at a time (padded with INT32_MAX past N: no bucket is above it,
  * so a pad counts in neither sum); the same integer. */
 static LLVMValueRef
-count_quad(Pm *p, LLVMValueRef N, LLVMValueRef (*cmp)(Pm *, LLVMValueRef, LLVMValueRef, LLVMValueRef),
+count_quad(Pm *p, LLVMValueRef N, SlotCmp *cmp,
 	   LLVMValueRef arg)
 {
 	CgFn *f = p->f;
@@ -403,7 +400,7 @@ below(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef x)
 
 /* How many of the N slots cmp counts: QUAD a trip (p->quad), else one. */
 static LLVMValueRef
-count_slots(Pm *p, LLVMValueRef N, LLVMValueRef (*cmp)(Pm *, LLVMValueRef, LLVMValueRef, LLVMValueRef),
+count_slots(Pm *p, LLVMValueRef N, SlotCmp *cmp,
 	    LLVMValueRef arg)
 {
 	CgFn *f = p->f;
@@ -472,7 +469,7 @@ cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int
 	p.pos = io->pos;
 	p.T = io->T;
 	p.sids = io->sids;
-	if (small_sort(&p, threads, nmax))
+	if (cg_permute_small(&p.s, threads, nmax))
 		permute_small(&p);
 	else
 		permute_body(&p);

@@ -1587,11 +1587,7 @@ enum { QDEC_DEFAULT = 1, QDEC_MAX_T = 16 };
 static int
 qdec_on(const CgProgram *p)
 {
-	int gpu = 1;
-
-	for (int i = 0; i < p->o.narch; i++)
-		gpu &= strcmp(p->o.arch[i], "emu") != 0;
-	return (p->o.debug & DBG_QDEC) || (QDEC_DEFAULT && gpu);
+	return (p->o.debug & DBG_QDEC) || (QDEC_DEFAULT && !cg_program_module(p, "emu"));
 }
 
 static int
@@ -2010,9 +2006,11 @@ grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, in
 enum { DENSE_C2_ROWS = 1024 };
 
 static int
-dense_c2_pays(const CgProgram *p, const CgTarget *t, const GemmSpec *s, int64_t thi)
+dense_c2_pays(const CgProgram *p, const CgModule *m, const GemmSpec *s, int64_t thi)
 {
-	return ((p->o.debug & DBG_DENSE_C2) || CG_DENSE_C2_DEFAULT) && cg_target_has(t, CG_CLUSTER) &&
+	const CgTarget *t = cg_module_target(m);
+
+	return cg_gemm_dense_c2_on(m) && cg_target_has(t, CG_CLUSTER) &&
 	       cg_gemm_dense_c2_tile(s) && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
 	       !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
 }
@@ -2040,7 +2038,7 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 		GemmSpec w = s[i];
 		if (s[i].cluster != 2)	/* the clusters' request (a tuning table's stay) */
 			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi) ||
-							 dense_c2_pays(p, cg_module_target(p->mod[i]), &w, thi);
+							 dense_c2_pays(p, p->mod[i], &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;
 		if (w.mainloop == CG_MAINLOOP_VEC)
 			continue;

@@ -197,10 +197,10 @@ typedef struct {
 				 * lower-precision weight: no rounding to its dtype */
 	int fill0;		/* dropped groups' experts select with 0, not -inf
 				 * (group_fill=0: A.X-K2's masked_fill) */
-	int slots_x;		/* the reference rounds each weighted expert output
-				 * to the model dtype before the sum (moe slots=x) */
-	int slots_out;		/* the reference rounds each expert output to the
-				 * model dtype, then weights it in f32 (moe slots=out) */
+	const char *slots;	/* how the reference rounds the slots (moe slots=,
+				 * NULL: f32): "x", each weighted expert output to
+				 * the model dtype before the sum; "out", each
+				 * expert output, then weighted in f32 */
 } MoeSpec;
 
 Value *cfg_rms_norm(Cfg *c, Value *x, const char *w, double eps);

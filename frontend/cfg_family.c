@@ -200,16 +200,15 @@ static const char *const nshared_keys[] = {"n_shared_experts", "num_shared_exper
  * copy), or gpt-oss's bf16 softmax over the top-k and bf16 products.  Not
  * DeepSeek-V3's block (and GLM-4.5's, its copy): f32 routing weights, f32
  * products, an f32 index_add_.  Checked in transformers' modeling code
- * (session 35); the moe then says slots=x (docs/config.md).
+ * (session 35); the moe then says slots=x (docs/config.md).  DeepSeek-V3's
+ * block rounds each expert output to the model dtype and multiplies it by
+ * the f32 weight (GLM-4.5's likewise): slots=out (lower-moe's slots_out).
  */
-static const char *const slots_x_types[] = {
-	"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", NULL,
-};
-/* The families whose block rounds each expert output to the model dtype and
- * multiplies it by an f32 routing weight (DeepSeek-V3's moe(), GLM-4.5's copy
- * of it): moe slots=out (lower-moe's slots_out, docs/config.md, Slots). */
-static const char *const slots_out_types[] = {
-	"deepseek_v3", "glm4_moe", NULL,
+static const struct {
+	const char *type, *slots;	/* the moe's slots attribute */
+} slot_rounding[] = {
+	{"mixtral", "x"}, {"qwen2_moe", "x"}, {"qwen3_moe", "x"}, {"olmoe", "x"}, {"gpt_oss", "x"},
+	{"deepseek_v3", "out"}, {"glm4_moe", "out"},
 };
 
 /* E (key ekey), k (kkey) and I (ikey) as read, the router defaults and the
@@ -230,10 +229,9 @@ moe_spec(Cfg *c, MoeSpec *s, const char *ekey, int64_t E, const char *kkey, int6
 	s->gscore = "max";
 	s->act = "silu";
 	s->layout = "concat";
-	for (const char *const *t = slots_x_types; *t; t++)
-		s->slots_x |= strcmp(*t, c->type) == 0;
-	for (const char *const *t = slots_out_types; *t; t++)
-		s->slots_out |= strcmp(*t, c->type) == 0;
+	for (size_t i = 0; i < sizeof slot_rounding / sizeof *slot_rounding; i++)
+		if (strcmp(slot_rounding[i].type, c->type) == 0)
+			s->slots = slot_rounding[i].slots;
 	if (s->E > CFG_MAX_EXPERTS) {	/* a checkpoint tensor per expert is looked for */
 		cfg_error(c, s->ekey, "%lld experts: moec reads models of at most %d",
 			  (long long)s->E, CFG_MAX_EXPERTS);

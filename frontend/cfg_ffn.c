@@ -264,10 +264,8 @@ moe_attrs(Cfg *c, const MoeSpec *s)
 		ir_b_float(&c->b, "alpha", s->alpha);
 	if (strcmp(s->act, "oai") == 0 || (strcmp(s->act, "silu") == 0 && s->limit > 0))
 		ir_b_float(&c->b, "limit", s->limit);
-	if (s->slots_x)		/* lower-moe may round the slots as the reference does */
-		ir_b_str(&c->b, "slots", "x");
-	else if (s->slots_out)
-		ir_b_str(&c->b, "slots", "out");
+	if (s->slots)		/* lower-moe may round the slots as the reference does */
+		ir_b_str(&c->b, "slots", s->slots);
 }
 
 /* wt: w_gate_up, w_down, b_gate_up (or NULL), b_down (or NULL). */
