@@ -658,6 +658,19 @@ START_TEST(test_front_logits_keep_their_order)
 }
 END_TEST
 
+/* A router GEMM, route (top-2 softmax) and permute over E experts: a decode front at max_tokens 16. */
+static void
+router_src(char *src, size_t n, int E)
+{
+	snprintf(src, n,
+		 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
+		 "offs: i32[%d], rows: i32[2*T]) {\n"
+		 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+		 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
+		 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
+		 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+}
+
 /*
  * front2's default (CG_FRONT2_DEFAULT, program.c find_fronts) takes fronts of
  * one expert a CTA only: on sm_90a at max_tokens 16, 16 experts' front has
@@ -674,13 +687,7 @@ START_TEST(test_front2_default_takes_one_expert_ctas)
 		for (int flag = 0; flag < 2; flag++) {
 			Module *m;
 			size_t len;
-			snprintf(src, sizeof src,
-				 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
-				 "offs: i32[%d], rows: i32[2*T]) {\n"
-				 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
-				 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
-				 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
-				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front2.ir", src, "sm_90a", 16, flag ? DBG_FRONT2 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len);
 			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16);
@@ -723,13 +730,7 @@ START_TEST(test_front3_hands_over_by_ticket)
 		for (int flag = 0; flag < 2; flag++) {
 			Module *m;
 			size_t len;
-			snprintf(src, sizeof src,
-				 "graph @r(%%x: bf16[T,2304], %%wr: bf16[%d,2304]) -> (w: f32[T,2], ids: i32[T,2], "
-				 "offs: i32[%d], rows: i32[2*T]) {\n"
-				 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
-				 "\t%%w, %%ids = route %%l, k=2, router=softmax : f32[T,2], i32[T,2]\n"
-				 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[2*T], i32[2*T]\n"
-				 "\tret %%w, %%ids, %%offs, %%rows\n}\n", E, E + 1, E, E, E + 1);
+			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front3.ir", src, "sm_90a", 16, flag ? DBG_FRONT3 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len), *k;
 			int on = flag || (CG_FRONT3_DEFAULT && E == 16);	/* the default: one expert a CTA */
