@@ -1,34 +1,21 @@
 """dense_mm_ref.py AB_TXT M... -- torch's mm (cuBLAS) at the dense up-projection's shape
 (M x 4096 x 14336, bf16, bench/models/dense_up.ir without bias and GELU), timed in the same run as an
 A/B of moec's bundles, then each arm's median (bench/ab.sh's ab.txt, cases dense<M>) against it.
-Three timings of mm: run_bench.py's (events around one call, a synchronise after each: the GPU rests
-between calls, and at small M the launch shows), moert's (`moert bench --graph`: the call captured in
+Three timings of mm: per call (events around one call, a synchronise after each: the GPU rests
+between calls, and at small M the launch shows; how run_bench.py timed its peers before session 38), moert's (`moert bench --graph`: the call captured in
 a CUDA graph, 10 replays, then 50 back to back with events around each, the median: what moec's
-numbers are), and 20 calls back to back between two events (median of 15).  Session 37 saw the first
+numbers are, and since session 38 run_bench.py's graphed()), and 20 calls back to back between two events (median of 15).  Session 37 saw the first
 spread 620-671 us at M = 4096 over rounds of one run, and 625 against 706 us for the last."""
 import collections
 import math
+import os
 import statistics
 import sys
 
 import torch
 
-dev = "cuda"
-
-
-def per_call(fn, warm=10, reps=50):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_bench import dev, graphed, per_call  # noqa: E402  (the one definition of each timing)
 
 
 def back_to_back(fn, n=20, reps=15):
@@ -47,26 +34,6 @@ def back_to_back(fn, n=20, reps=15):
     return statistics.median(ts)
 
 
-def moert_style(fn, warm=10, iters=50):
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        fn()
-    for _ in range(warm):
-        g.replay()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev)
-
-
 K, N = 4096, 14336
 W = torch.randn(N, K, device=dev, dtype=torch.bfloat16) / math.sqrt(K)
 Wt = W.t()
@@ -79,8 +46,8 @@ for line in open(sys.argv[1]):
         pass
 for M in [int(a) for a in sys.argv[2:]]:
     X = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
-    pc, ms, bb = per_call(lambda: X @ Wt), moert_style(lambda: X @ Wt), back_to_back(lambda: X @ Wt)
-    print("mm M=%d: %.1f us per call (run_bench.py), %.1f us as moert times (graph), %.1f us back to back" %
+    pc, ms, bb = per_call(lambda: X @ Wt, 10, 50), graphed(lambda: X @ Wt), back_to_back(lambda: X @ Wt)
+    print("mm M=%d: %.1f us per call, %.1f us as moert times (graph), %.1f us back to back" %
           (M, pc, ms, bb))
     for a, xs in arms.get("dense%d" % M, {}).items():
         m = statistics.median(xs)

@@ -12,6 +12,8 @@
 #     combine;
 #   - a device copy (copy_ of 2 GiB) in the same run: decode rows report the
 #     bandwidth moec reached on the weights its routing touched as % of it.
+# Every peer but the eager loop is timed as moert times moec: a CUDA graph
+# replayed back to back, events around each replay, the median (graphed()).
 # With --profile each bundle's steps are also timed alone (moert bench
 # --profile: cuEvents around each launch) and printed and saved.  Prints a
 # short table last; JSON and Markdown to OUT.
@@ -23,14 +25,6 @@ import torch
 import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
-flags = [a for a in sys.argv[1:] if a.startswith("--")]
-if len(args) != 2:
-    sys.exit("usage: run_bench.py BUNDLEDIR OUTDIR [--profile] [--only=REGEX]")
-BUNDLES, OUT = args
-PROFILE = "--profile" in flags
-ONLY = next((f.split("=", 1)[1] for f in flags if f.startswith("--only=")), None)
-os.makedirs(OUT, exist_ok=True)
 dev = torch.device("cuda")
 PEAK_TFLOPS = 790.0     # measured ceiling (shared/bench anchors)
 DECODE_T = 64
@@ -117,7 +111,9 @@ def moec_routing(exe, bundle, tokens, skew, E, k):
 
 # --- PyTorch ------------------------------------------------------------------
 
-def bench(fn, warm=5, reps=30):
+def per_call(fn, warm=5, reps=30):
+    """Events around one call and a synchronise after each: only for the eager
+    loop, which synchronises itself (it asks the host which experts have rows)."""
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -133,7 +129,11 @@ def bench(fn, warm=5, reps=30):
     return ts[len(ts) // 2]
 
 
-def graph_bench(fn, reps=30):
+def graphed(fn, warm=10, reps=50):
+    """As `moert bench --graph` times moec: fn captured in a CUDA graph, replayed
+    back to back with events around each replay and no synchronise between, the
+    median.  Timing PyTorch per call instead lets the host's launch gap count
+    against it (dense mm at M=4096: 646 us that way, 607 us this way)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -143,7 +143,18 @@ def graph_bench(fn, reps=30):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return bench(g.replay, warm=3, reps=reps)
+    for _ in range(warm):
+        g.replay()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(reps)]
+    for a, b in ev:
+        a.record()
+        g.replay()
+        b.record()
+    torch.cuda.synchronize()
+    ts = sorted(a.elapsed_time(b) * 1e3 for a, b in ev)
+    del g
+    return ts[len(ts) // 2]
 
 
 def copy_rate():
@@ -151,7 +162,7 @@ def copy_rate():
     n = 2 << 30
     src = torch.empty(n, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
-    us = bench(lambda: dst.copy_(src), warm=3, reps=20)
+    us = graphed(lambda: dst.copy_(src), warm=3, reps=20)
     del src, dst
     torch.cuda.empty_cache()
     return 2 * n / us / 1e6
@@ -163,9 +174,9 @@ def dense_case(M):
     b = torch.randn(N, device=dev, dtype=torch.bfloat16) * 0.1
     X = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
     Wt = W.t()
-    r = {"mm": bench(lambda: X @ Wt),
-         "addmm_gelu": bench(lambda: F.gelu(torch.addmm(b, X, Wt), approximate="tanh")),
-         "addmm_act": bench(lambda: torch._addmm_activation(b, X, Wt, use_gelu=True))}
+    r = {"mm": graphed(lambda: X @ Wt),
+         "addmm_gelu": graphed(lambda: F.gelu(torch.addmm(b, X, Wt), approximate="tanh")),
+         "addmm_act": graphed(lambda: torch._addmm_activation(b, X, Wt, use_gelu=True))}
     return r, 2 * M * N * K, 2 * (M * K + N * K + M * N)
 
 
@@ -228,14 +239,19 @@ def moe_case(model, T, route):
         return torch.zeros_like(X).index_add_(0, tok, grouped() * w_rows)
 
     many = E > 64
-    r = {"loop_eager": bench(loop, warm=2 if many else 5, reps=5 if many else 30),
-         "loop_graph": graph_bench(loop_static, reps=10 if many else 30)}
+    r = {"loop_eager": per_call(loop, warm=2 if many else 5, reps=5 if many else 30),
+         "loop_graph": graphed(loop_static, reps=10 if many else 50)}
     for name, fn in (("grouped_mm", grouped), ("grouped_block", grouped_block)):
         try:
-            r[name] = bench(fn)
-        except Exception as ex:
-            r[name] = None
-            print(f"{name} failed: {ex}", file=sys.stderr)
+            r[name] = graphed(fn)
+        except Exception as ex:     # not capturable: per call, and say so
+            print(f"{name}: no CUDA graph ({ex}); timed per call", file=sys.stderr)
+            try:
+                torch.cuda.synchronize()
+                r[name + "_percall"] = per_call(fn)
+            except Exception as ex2:
+                r[name] = None
+                print(f"{name} failed: {ex2}", file=sys.stderr)
     active = sum(1 for c in counts_host if c)
     del X, Wgu, Wd, Wgu_t, Wd_t
     torch.cuda.empty_cache()
@@ -243,6 +259,14 @@ def moe_case(model, T, route):
 
 
 def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    if len(args) != 2:
+        sys.exit("usage: run_bench.py BUNDLEDIR OUTDIR [--profile] [--only=REGEX]")
+    BUNDLES, OUT = args
+    PROFILE = "--profile" in flags
+    ONLY = next((f.split("=", 1)[1] for f in flags if f.startswith("--only=")), None)
+    os.makedirs(OUT, exist_ok=True)
     exe = build_moert()
     subprocess.run([exe, "info"])
     copy_tbps = copy_rate()
@@ -314,4 +338,5 @@ def main():
               f"  {('%5.0f%%' % r['copy_pct']) if 'copy_pct' in r else '    –'}")
 
 
-main()
+if __name__ == "__main__":
+    main()
