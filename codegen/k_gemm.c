@@ -1103,9 +1103,13 @@ static int
 quad_store(const G *g, int nmat)
 {
 	const GemmSpec *s = &g->k.s;
-	int per = g->k.sw >= 0 ? 8 : 4;
+	int per = g->k.sw >= 0 ? 8 : 4, col = 0;
 
-	if (!s->quad_store || !g->npre || nmat ||
+	for (int i = 0; i < s->ep.n; i++)
+		col |= s->ep.in[i].op == CGE_COL;
+	/* after swiglu, column leaves (gpt-oss-20b's bias: 2 registers a column, held for all 30
+	 * fragments of its 64x240 warpgroups) and a group's results spill (ptxas, CUDA 13.0: 16-32 bytes) */
+	if (!s->quad_store || !g->npre || nmat || (g->k.sw >= 0 && col) ||
 	    s->quant.kind != CG_QUANT_NONE || s->tma_store || (s->c_dt != DT_BF16 && s->c_dt != DT_F16) ||
 	    g->ni < per || s->N % s->bn || (s->ldc * 2) % 16 || (g->k.sw >= 0 && (s->bn % 16 || g->wtn % 16)))
 		return 0;
@@ -1140,15 +1144,13 @@ quad_transpose(CgFn *f, LLVMValueRef tq, LLVMValueRef *x, LLVMValueRef *y)
 		y[s] = cg_select(f, t1, v[s ^ 2], v[s]);
 }
 
-/* Lane tq's 16 bytes of the fragments from j0 (per of them): their words in column order. */
+/* Lane tq's 16 bytes from the words x[m] (m = 0..3, quad_row): fragment j0 + m's pair before swiglu,
+ * fragments j0 + 2m (low half) and j0 + 2m + 1 after (per 8); the words in column order. */
 static void
-quad_words(CgFn *f, LLVMValueRef tq, LLVMValueRef (*bits)[2], int j0, int per, LLVMValueRef *o)
+quad_words(CgFn *f, LLVMValueRef tq, LLVMValueRef *x, int per, LLVMValueRef *o)
 {
-	LLVMValueRef x[4], y[4], lo = cg_i32(f, 0xffff), hi = cg_i32(f, (int32_t)0xffff0000);
+	LLVMValueRef y[4], lo = cg_i32(f, 0xffff), hi = cg_i32(f, (int32_t)0xffff0000);
 
-	for (int m = 0; m < 4; m++)	/* after swiglu: fragments j0 + 2m (low half), j0 + 2m + 1 */
-		x[m] = per == 8 ? cg_pack16x2(f, bits[j0 + 2 * m][0], bits[j0 + 2 * m + 1][0])
-				: cg_pack16x2(f, bits[j0 + m][0], bits[j0 + m][1]);
 	quad_transpose(f, tq, x, y);
 	if (per == 4) {
 		memcpy(o, y, sizeof y);
@@ -1162,46 +1164,70 @@ quad_words(CgFn *f, LLVMValueRef tq, LLVMValueRef (*bits)[2], int j0, int per, L
 	}
 }
 
-/* Row slot (mi, h) by quad stores (quad_store: per fragments a lane's 16 bytes). */
+/* Fragment j's results of row slot (mi, h): n (1 after swiglu, else 2) in res, their column in *out. */
+static int
+quad_pair(G *g, int mi, int h, int j, LLVMValueRef *cols, LLVMValueRef (*colv)[2][CG_EP_MAX],
+	  LLVMValueRef *res, LLVMValueRef *out)
+{
+	CgFn *f = g->k.f;
+	GemmPair p = {.col = cols[j], .colv = colv[j]};
+	int n;
+
+	p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
+	p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
+	n = gemm_ep_pair(&g->k, &g->pre[mi][h], &p);
+	*out = p.out;
+	for (int e = 0; e < n; e++)
+		res[e] = p.res[e];
+	return n;
+}
+
+/* Row slot (mi, h) by quad stores (quad_store: per fragments a lane's 16
+ * bytes), a group at a time: its results, the shuffles, then the row's store
+ * where the row is the tile's (so that only a group's results are live). */
 static void
 quad_row(G *g, int mi, int h, int per, LLVMValueRef *cols, LLVMValueRef (*colv)[2][CG_EP_MAX])
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	int sw = g->k.sw >= 0, esz = esize(s->c_dt), nq = g->ni / per * per, n = 2;
+	int sw = g->k.sw >= 0, esz = esize(s->c_dt), nq = g->ni / per * per;
 	LLVMValueRef tq = cg_and(f, g->k.lane, 3);
 	LLVMValueRef rw = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_i32(f, g->mstride * mi + 8 * h)));
-	LLVMValueRef res[MAXF][2], outc[MAXF], bits[MAXF][2], words[MAXF / 2][4], c0, lane0;
+	LLVMValueRef bits[2], x[4], words[4], res[2], out, c0, lane0, mine;
 	const GemmRow *row = &g->pre[mi][h];
 	CgIf w, c;
 
 	cg_if(f, &w, cg_lt(f, rw, g->k.rend));	/* the warp's first row is the tile's (wm0 has no gq) */
-	for (int j = 0; j < g->ni; j++) {
-		GemmPair p = {.col = cols[j], .colv = colv[j]};
-		p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
-		p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
-		n = gemm_ep_pair(&g->k, row, &p);
-		outc[j] = p.out;
-		for (int e = 0; e < n; e++) {
-			res[j][e] = p.res[e];
-			bits[j][e] = cg_from_f32(f, p.res[e], s->c_dt);
-		}
-	}
-	for (int j0 = 0; j0 < nq; j0 += per)
-		quad_words(f, tq, bits, j0, per, words[j0 / per]);
-	cg_if(f, &c, cg_lt(f, cg_add(f, rw, cg_shr(f, g->k.lane, 2)), g->k.rend));
+	mine = cg_lt(f, cg_add(f, rw, cg_shr(f, g->k.lane, 2)), g->k.rend);
 	c0 = gemm_c_ptr(&g->k, row->drow, sw ? cg_shr(f, cols[0], 1) : cols[0]);
-	/* lane tq's first element: (n0 + wn0)/2 + 4 j0 + 8 tq after swiglu (c0 is tq on), n0 + wn0 + 8 j0 + 8 tq before (c0: 2 tq) */
+	/* lane tq's first element: (n0 + wn0)/2 + 4 j0 + 8 tq after swiglu (c0 is tq on), n0 + wn0 + 8 j0 + 8 tq
+	 * before (c0: 2 tq) */
 	lane0 = cg_sext64(f, cg_muli(f, tq, (sw ? 7 : 6) * esz));
 	for (int j0 = 0; j0 < nq; j0 += per) {
 		LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(f->ti32, 4));
+		for (int j = j0; j < j0 + per; j++) {	/* packed as they come: a word a pair */
+			int n = quad_pair(g, mi, h, j, cols, colv, res, &out);
+			for (int e = 0; e < n; e++)
+				bits[e] = cg_from_f32(f, res[e], s->c_dt);
+			if (n == 2)
+				x[j - j0] = cg_pack16x2(f, bits[0], bits[1]);
+			else if ((j - j0) % 2)
+				x[(j - j0) / 2] = cg_pack16x2(f, x[(j - j0) / 2], bits[0]);
+			else
+				x[(j - j0) / 2] = bits[0];
+		}
+		quad_words(f, tq, x, per, words);
 		for (int e = 0; e < 4; e++)
-			vec = LLVMBuildInsertElement(f->B, vec, words[j0 / per][e], cg_i32(f, e), "");
+			vec = LLVMBuildInsertElement(f->B, vec, words[e], cg_i32(f, e), "");
+		cg_if(f, &c, mine);
 		cg_gstore(f, vec, cg_gep(f, c0, cg_add(f, lane0, cg_i64(f, (int64_t)(sw ? 4 : 8) * j0 * esz)), 1), 16);
+		cg_endif(f, &c);
 	}
-	for (int j = nq; j < g->ni; j++)	/* past the last whole group: as gemm_epilogue stores */
-		result(g, mi, h, j, row->drow, outc[j], cg_gep(f, c0, cg_i64(f, (int64_t)(sw ? 4 : 8) * j * esz), 1),
-		       res[j], n);
+	cg_if(f, &c, mine);
+	for (int j = nq; j < g->ni; j++) {	/* past the last whole group: as gemm_epilogue stores */
+		int n = quad_pair(g, mi, h, j, cols, colv, res, &out);
+		result(g, mi, h, j, row->drow, out, cg_gep(f, c0, cg_i64(f, (int64_t)(sw ? 4 : 8) * j * esz), 1), res, n);
+	}
 	cg_endif(f, &c);
 	cg_endif(f, &w);
 }

@@ -1797,7 +1797,8 @@ START_TEST(test_ws_emu_quad_store)
 }
 END_TEST
 
-/* sm_90a: each lane's 16-byte stores and the quad's shuffles; a fragment at a time without the flag. */
+/* sm_90a: each lane's 16-byte stores and the quad's shuffles; a fragment at a time without the flag,
+ * and after swiglu with a column leaf. */
 START_TEST(test_ws_quad_store_ptx)
 {
 	GemmSpec s[4];
@@ -1822,6 +1823,15 @@ START_TEST(test_ws_quad_store_ptx)
 	ck_assert_int_eq(gh_count(ptx, "shfl.sync.bfly.b32"), 32 + 64);
 	ck_assert_int_eq(gh_count(ptx, "st.global.b16"), 64);	/* q1: a fragment at a time after SwiGLU */
 	ck_assert_int_eq(gh_count(ptx, "st.global.u32"), 64);	/* q3: a pair at a time */
+	cg_module_free(m);
+	/* gpt-oss's gate|up (a column leaf, the bias, before swiglu) stays a fragment at a time */
+	gh_spec_expert_bias_swiglu(&s[0], 4, 512, 128);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].quad_store = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 1, "b");
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "st.global.v4.u32"), 0);
+	ck_assert_int_eq(gh_count(ptx, "st.global.b16"), 64);
 	cg_module_free(m);
 }
 END_TEST
