@@ -1097,8 +1097,9 @@ enum { MAT_AHEAD = 32 };	/* MAT leaf values in flight per thread (registers) */
  * need the warp whole, so the results of a warp's rows are computed when
  * its first row is the tile's (rows past it read the rows-ahead row 0,
  * gemm_rows_ahead) and each row stores only where it is the tile's.
+ * quad_store: the fragments whose results a lane's 16 bytes gather, where
+ * quad stores apply (0: none).
  */
-/* The fragments whose results a lane's 16 bytes gather, where quad stores apply (0: none). */
 static int
 quad_store(const G *g, int nmat)
 {
@@ -1251,7 +1252,7 @@ gemm_epilogue(G *g)
 	LLVMValueRef colv[MAXF][2][CG_EP_MAX], matv[MAXF][2][CG_EP_MAX], cols[MAXF];
 	/* matrix leaves (a residual) of `ahead` pairs are loaded before their
 	 * stores (gemm_mat_leaves), MAT_AHEAD values at most */
-	int nmat = gemm_mat_values(&g->k), ahead = nmat ? MAX(1, MIN(g->ni, MAT_AHEAD / nmat)) : g->ni;
+	int nmat = gemm_mat_values(&g->k), ahead = nmat ? MAX(1, MIN(g->ni, MAT_AHEAD / nmat)) : g->ni, quad;
 
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef c = cg_add(f, g->k.n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
@@ -1270,8 +1271,7 @@ gemm_epilogue(G *g)
 	/* --debug=dense-c2: with one buffer a warpgroup, block mi's wait for block mi - 1's TMA store
 	 * comes after mi's epilogue math (the results wait in the accumulators), not before it */
 	g->o_late = g->k.s.tma_store && cg_gemm_dense_c2_on(f->m);
-	int quad = quad_store(g, nmat);
-
+	quad = quad_store(g, nmat);
 	for (int mi = 0; mi < g->mi; mi++) {
 		if (g->k.s.tma_store && !g->o_late)
 			gemm_ostage_begin(g, mi);
