@@ -286,7 +286,7 @@ const DebugFlag debug_flags[] = {
 	 "consecutive bytes at once (8 outputs) where it stored 2 (after swiglu) or 4 bytes a fragment: a warp's "
 	 "store then writes whole 32-byte sectors, not 8 partial ones (ncu, Qwen3-30B-A3B T = 4096: k3's excess "
 	 "sectors 3x its output's, k4's 1x); the same values in the same places (H200: Qwen3-30B-A3B T = 4096 "
-	 "0.960x, Mixtral 0.991x, gpt-oss-20b 0.934x; CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, "
+	 "0.950-0.960x (two calls), Mixtral 0.991-0.994x, gpt-oss-20b 0.934-0.992x; CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, "
 	 "bench/ab/quadst.ab)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
