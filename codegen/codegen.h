@@ -557,6 +557,8 @@ struct GemmSpec {
 	int warps_m, warps_n;	/* warps = warps_m * warps_n */
 	int stages;		/* 2..5 */
 	int no_frag_pipe;	/* 1: no double-buffered fragments (smaller, slower) */
+	int quad_store;		/* 1: an epilogue storing C from registers swaps a row's results across its
+				 * quad so that a lane stores 16 bytes (k_gemm.c quad_store; --debug=quad-store) */
 	int full_blocks;	/* wgmma, WS: 1: every 64-row block of a tile, also those past its
 				 * last row (0: a block without rows issues no wgmma) */
 	int live_rows;		/* 1: rows past a tile's expert are not loaded at any tile height (0: only
@@ -722,6 +724,9 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
  * store C by TMA; the default since the helper's H200 A/B (dense_up M = 4096 675.0 -> 656.5 us, the
  * same bits; bench/results/2026-12-04-s37-dense-ab.txt) */
 #define CG_DENSE_C2_DEFAULT 1
+/* --debug=quad-store without the flag (issue 12, session 38; k_gemm.c quad_store, program.c
+ * emit_kernels): 0 until the H200 A/B (bench/ab/quadst.ab) */
+#define CG_QUAD_STORE_DEFAULT 0
 int cg_gemm_dense_c2_tile(const GemmSpec *s);
 int cg_gemm_dense_c2_on(const CgModule *m);	/* the flag or CG_DENSE_C2_DEFAULT */
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */

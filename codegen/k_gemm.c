@@ -1078,6 +1078,162 @@ group_quant(G *g)
 enum { MAT_AHEAD = 32 };	/* MAT leaf values in flight per thread (registers) */
 
 /*
+ * Quad stores (GemmSpec.quad_store: --debug=quad-store, CG_QUAD_STORE_DEFAULT; issue 12, session 38).
+ * A thread's results of a row are 2 bytes a fragment after swiglu (output
+ * column 4j + t) or 4 before (columns 8j + 2t, +1), so a warp's store of
+ * fragment j wrote 8 rows x 8 or 16 bytes: each a 32-byte sector of its own,
+ * 4x (2x) the sectors C has, one store instruction a fragment.  ncu of
+ * Qwen3-30B-A3B at T = 4096 (session 37): k3's 4.84 M "excessive sectors"
+ * are 3x its 1.57 M sectors of h, Mixtral's 22.1 M 3x its 7.3 M, and k4's
+ * 4.45 M its 4.2 M of slots once more; the cooperative gate|up's consumers
+ * store them with the tensor cores idle (64 st.global.b16 a thread a tile).
+ * Instead the quad's four lanes (one row) swap their 16-bit results in
+ * registers (quad_transpose: four shuffles a 4x4 of words), so that lane t
+ * holds 16 consecutive bytes (8 outputs: fragments j0 + 2t and j0 + 2t + 1
+ * after swiglu; fragment j0 + t's 8 columns before) and stores them at
+ * once: a quad writes 64 whole bytes of its row.  The same values in the
+ * same places (the math and its rounding are the lane's own, only the bits
+ * move); fragments past the last whole group store as before.  The shuffles
+ * need the warp whole, so the results of a warp's rows are computed when
+ * its first row is the tile's (rows past it read the rows-ahead row 0,
+ * gemm_rows_ahead) and each row stores only where it is the tile's.
+ * quad_store: the fragments whose results a lane's 16 bytes gather, where
+ * quad stores apply (0: none).
+ */
+static int
+quad_store(const G *g, int nmat)
+{
+	const GemmSpec *s = &g->k.s;
+	int per = g->k.sw >= 0 ? 8 : 4, col = 0;
+
+	for (int i = 0; i < s->ep.n; i++)
+		col |= s->ep.in[i].op == CGE_COL;
+	/* after swiglu, column leaves (gpt-oss-20b's bias: 2 registers a column, held for all 30
+	 * fragments of its 64x240 warpgroups) and a group's results spill (ptxas, CUDA 13.0: 16-32 bytes) */
+	if (!s->quad_store || !g->npre || nmat || (g->k.sw >= 0 && col) ||
+	    s->quant.kind != CG_QUANT_NONE || s->tma_store || (s->c_dt != DT_BF16 && s->c_dt != DT_F16) ||
+	    g->ni < per || s->N % s->bn || (s->ldc * 2) % 16 || (g->k.sw >= 0 && (s->bn % 16 || g->wtn % 16)))
+		return 0;
+	return per;
+}
+
+/* The 4x4 of i32 words x[m] of lane t = m's row of column t, over the quad: y[s] = lane s's x[t]
+ * (tq = lane % 4).  Two butterfly steps (lanes t ^ 2, then t ^ 1), two shuffles each. */
+static void
+quad_transpose(CgFn *f, LLVMValueRef tq, LLVMValueRef *x, LLVMValueRef *y)
+{
+	LLVMValueRef t0 = LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, tq, 1), cg_i32(f, 0), "");
+	LLVMValueRef t1 = LLVMBuildICmp(f->B, LLVMIntNE, cg_and(f, tq, 2), cg_i32(f, 0), "");
+	LLVMValueRef own[2], got[2], p, q, c, d, v[4];
+
+	/* step 1: keep rows (t & 2) | 0,1 of column t, take them of column t ^ 2 */
+	for (int e = 0; e < 2; e++) {
+		own[e] = cg_select(f, t1, x[2 + e], x[e]);
+		got[e] = cg_shfl_xor(f, cg_select(f, t1, x[e], x[2 + e]), 2);
+	}
+	/* step 2: row t ^ 1 of columns t, t ^ 2 to lane t ^ 1; row t of columns t ^ 1, t ^ 3 back */
+	p = cg_select(f, t0, own[1], own[0]);	/* (t, t) */
+	q = cg_select(f, t0, got[1], got[0]);	/* (t, t ^ 2) */
+	c = cg_shfl_xor(f, cg_select(f, t0, own[0], own[1]), 1);	/* (t, t ^ 1) */
+	d = cg_shfl_xor(f, cg_select(f, t0, got[0], got[1]), 1);	/* (t, t ^ 3) */
+	/* y[s] = (t, s): the values of columns t ^ u, u = 0..3, put in order */
+	v[0] = cg_select(f, t0, c, p);
+	v[1] = cg_select(f, t0, p, c);
+	v[2] = cg_select(f, t0, d, q);
+	v[3] = cg_select(f, t0, q, d);
+	for (int s = 0; s < 4; s++)
+		y[s] = cg_select(f, t1, v[s ^ 2], v[s]);
+}
+
+/* Lane tq's 16 bytes from the words x[m] (m = 0..3, quad_row): fragment j0 + m's pair before swiglu,
+ * fragments j0 + 2m (low half) and j0 + 2m + 1 after (per 8); the words in column order. */
+static void
+quad_words(CgFn *f, LLVMValueRef tq, LLVMValueRef *x, int per, LLVMValueRef *o)
+{
+	LLVMValueRef y[4], lo = cg_i32(f, 0xffff), hi = cg_i32(f, (int32_t)0xffff0000);
+
+	quad_transpose(f, tq, x, y);
+	if (per == 4) {
+		memcpy(o, y, sizeof y);
+		return;
+	}
+	for (int e = 0; e < 2; e++) {	/* fragment j0 + 2 tq's 4 outputs (lanes 0..3), then j0 + 2 tq + 1's */
+		o[e] = LLVMBuildOr(f->B, LLVMBuildAnd(f->B, y[2 * e], lo, ""),
+				   LLVMBuildShl(f->B, y[2 * e + 1], cg_i32(f, 16), ""), "");
+		o[2 + e] = LLVMBuildOr(f->B, LLVMBuildLShr(f->B, y[2 * e], cg_i32(f, 16), ""),
+				       LLVMBuildAnd(f->B, y[2 * e + 1], hi, ""), "");
+	}
+}
+
+/* Fragment j's results of row slot (mi, h): n (1 after swiglu, else 2) in res, their column in *out. */
+static int
+quad_pair(G *g, int mi, int h, int j, LLVMValueRef *cols, LLVMValueRef (*colv)[2][CG_EP_MAX],
+	  LLVMValueRef *res, LLVMValueRef *out)
+{
+	CgFn *f = g->k.f;
+	GemmPair p = {.col = cols[j], .colv = colv[j]};
+	int n;
+
+	p.acc[0] = cg_get(f, g->acc[mi][j][2 * h]);
+	p.acc[1] = cg_get(f, g->acc[mi][j][2 * h + 1]);
+	n = gemm_ep_pair(&g->k, &g->pre[mi][h], &p);
+	*out = p.out;
+	for (int e = 0; e < n; e++)
+		res[e] = p.res[e];
+	return n;
+}
+
+/* Row slot (mi, h) by quad stores (quad_store: per fragments a lane's 16
+ * bytes), a group at a time: its results, the shuffles, then the row's store
+ * where the row is the tile's (so that only a group's results are live). */
+static void
+quad_row(G *g, int mi, int h, int per, LLVMValueRef *cols, LLVMValueRef (*colv)[2][CG_EP_MAX])
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int sw = g->k.sw >= 0, esz = esize(s->c_dt), nq = g->ni / per * per;
+	LLVMValueRef tq = cg_and(f, g->k.lane, 3);
+	LLVMValueRef rw = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_i32(f, g->mstride * mi + 8 * h)));
+	LLVMValueRef bits[2], x[4], words[4], res[2], out, c0, lane0, mine;
+	const GemmRow *row = &g->pre[mi][h];
+	CgIf w, c;
+
+	cg_if(f, &w, cg_lt(f, rw, g->k.rend));	/* the warp's first row is the tile's (wm0 has no gq) */
+	mine = cg_lt(f, cg_add(f, rw, cg_shr(f, g->k.lane, 2)), g->k.rend);
+	c0 = gemm_c_ptr(&g->k, row->drow, sw ? cg_shr(f, cols[0], 1) : cols[0]);
+	/* lane tq's first element: (n0 + wn0)/2 + 4 j0 + 8 tq after swiglu (c0 is tq on), n0 + wn0 + 8 j0 + 8 tq
+	 * before (c0: 2 tq) */
+	lane0 = cg_sext64(f, cg_muli(f, tq, (sw ? 7 : 6) * esz));
+	for (int j0 = 0; j0 < nq; j0 += per) {
+		LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(f->ti32, 4));
+		for (int j = j0; j < j0 + per; j++) {	/* packed as they come: a word a pair */
+			int n = quad_pair(g, mi, h, j, cols, colv, res, &out);
+			for (int e = 0; e < n; e++)
+				bits[e] = cg_from_f32(f, res[e], s->c_dt);
+			if (n == 2)
+				x[j - j0] = cg_pack16x2(f, bits[0], bits[1]);
+			else if ((j - j0) % 2)
+				x[(j - j0) / 2] = cg_pack16x2(f, x[(j - j0) / 2], bits[0]);
+			else
+				x[(j - j0) / 2] = bits[0];
+		}
+		quad_words(f, tq, x, per, words);
+		for (int e = 0; e < 4; e++)
+			vec = LLVMBuildInsertElement(f->B, vec, words[e], cg_i32(f, e), "");
+		cg_if(f, &c, mine);
+		cg_gstore(f, vec, cg_gep(f, c0, cg_add(f, lane0, cg_i64(f, (int64_t)(sw ? 4 : 8) * j0 * esz)), 1), 16);
+		cg_endif(f, &c);
+	}
+	cg_if(f, &c, mine);
+	for (int j = nq; j < g->ni; j++) {	/* past the last whole group: as gemm_epilogue stores */
+		int n = quad_pair(g, mi, h, j, cols, colv, res, &out);
+		result(g, mi, h, j, row->drow, out, cg_gep(f, c0, cg_i64(f, (int64_t)(sw ? 4 : 8) * j * esz), 1), res, n);
+	}
+	cg_endif(f, &c);
+	cg_endif(f, &w);
+}
+
+/*
  * Thread (g, t) = (lane / 4, lane % 4) holds, for fragment (i, j), rows
  * wm0 + 16i + g (+8) and columns wn0 + 8j + 2t (+1): one row at a time,
  * two adjacent columns per fragment, which is what swiglu pairs.  The COL
@@ -1096,7 +1252,7 @@ gemm_epilogue(G *g)
 	LLVMValueRef colv[MAXF][2][CG_EP_MAX], matv[MAXF][2][CG_EP_MAX], cols[MAXF];
 	/* matrix leaves (a residual) of `ahead` pairs are loaded before their
 	 * stores (gemm_mat_leaves), MAT_AHEAD values at most */
-	int nmat = gemm_mat_values(&g->k), ahead = nmat ? MAX(1, MIN(g->ni, MAT_AHEAD / nmat)) : g->ni;
+	int nmat = gemm_mat_values(&g->k), ahead = nmat ? MAX(1, MIN(g->ni, MAT_AHEAD / nmat)) : g->ni, quad;
 
 	for (int j = 0; j < g->ni; j++) {
 		LLVMValueRef c = cg_add(f, g->k.n0, cg_add(f, g->wn0, cg_addi(f, cg_shl(f, tq, 1), 8 * j)));
@@ -1115,10 +1271,15 @@ gemm_epilogue(G *g)
 	/* --debug=dense-c2: with one buffer a warpgroup, block mi's wait for block mi - 1's TMA store
 	 * comes after mi's epilogue math (the results wait in the accumulators), not before it */
 	g->o_late = g->k.s.tma_store && cg_gemm_dense_c2_on(f->m);
+	quad = quad_store(g, nmat);
 	for (int mi = 0; mi < g->mi; mi++) {
 		if (g->k.s.tma_store && !g->o_late)
 			gemm_ostage_begin(g, mi);
 		for (int h = 0; h < 2; h++) {
+			if (quad) {
+				quad_row(g, mi, h, quad, cols, colv);
+				continue;
+			}
 			LLVMValueRef r = cg_add(f, g->k.row0, cg_add(f, g->wm0, cg_addi(f, gq, g->mstride * mi + 8 * h)));
 			GemmRow row;
 			CgIf c;

@@ -1828,6 +1828,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		if (!simt && !is_ws[i] && si.mainloop != CG_MAINLOOP_VEC)
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
+		si.quad_store = (p->o.debug & DBG_QUAD_STORE) || CG_QUAD_STORE_DEFAULT;	/* k_gemm.c quad_store */
 		grouped_lean(p, cg_module_target(p->mod[i]), &si);
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)

@@ -279,6 +279,15 @@ const DebugFlag debug_flags[] = {
 	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
 	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
 	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
+	{"quad-store", DBG_QUAD_STORE, NULL,
+	 "compile: the epilogues of grouped warp-specialised bf16/f16 GEMMs that store C from registers (the MoE "
+	 "gate|up after swiglu, the down into the slots; rows ahead, no matrix leaves, not quantised, not TMA "
+	 "stores) swap each row's results across its quad of lanes by shuffles, so that a lane stores 16 "
+	 "consecutive bytes at once (8 outputs) where it stored 2 (after swiglu) or 4 bytes a fragment: a warp's "
+	 "store then writes whole 32-byte sectors, not 8 partial ones (ncu, Qwen3-30B-A3B T = 4096: k3's excess "
+	 "sectors 3x its output's, k4's 1x); the same values in the same places (H200: Qwen3-30B-A3B T = 4096 "
+	 "0.950-0.960x (two calls), Mixtral 0.991-0.994x, gpt-oss-20b 0.934-0.992x; CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, "
+	 "bench/ab/quadst.ab)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

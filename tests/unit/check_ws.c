@@ -1717,6 +1717,135 @@ START_TEST(test_ws_lean_program_against_interpreter)
 }
 END_TEST
 
+/* ---- quad stores (GemmSpec.quad_store, --debug=quad-store) ---- */
+
+/*
+ * The case with quad stores: against the reference and bit for bit the
+ * wgmma mainloop (check_case: no rows ahead there, so stores as before),
+ * and bit for bit the same spec storing a fragment at a time (quad_store
+ * 0).  gh_compare also fails an element not written or padding written.
+ */
+static void
+quad_case(GemmCase *c)
+{
+	GemmCase r = *c;
+
+	c->s.quad_store = 1;
+	r.s.quad_store = 0;
+	check_case(c, 1e-2);
+	ck_assert_msg(gh_same_bits(c, &r), "%s: quad stores and stores a fragment at a time differ", c->what);
+}
+
+/* The gate|up after SwiGLU (8 fragments a lane's 16 bytes) and the down into
+ * scattered rows (4), experts of 0..300 rows (a warp with some rows of the
+ * tile, warps with none), 2, 3 and 1 warpgroups of columns, fragments past
+ * the last whole group (128x192: 12 a warp), 192-row tiles, ping-pong, the
+ * pairs sharing B with live rows, T = 0. */
+START_TEST(test_ws_emu_quad_store)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	int counts[8] = {0, 150, 1, 0, 0, 70, 19, 0};
+	GemmCase c = {.what = "quad-store: gathered top-2, SwiGLU, empty experts, 128x128, one consumer"};
+
+	gh_spec_grouped_swiglu(&c.s, 8, 256, 192, 2);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 120;
+	memcpy(c.counts, counts, sizeof counts);
+	quad_case(&c);
+	c.what = "quad-store: SwiGLU, 128x192 on two consumers (12 fragments: one group and 4 alone), persistent";
+	gh_spec_grouped_swiglu(&c.s, 8, 384, 192, 2);
+	tiles(&c.s, 128, 192, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	quad_case(&c);
+	c.what = "quad-store: the down, routing weights, scattered rows, 128x128, one consumer";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 256, 192);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.T = 240;
+	quad_case(&c);
+	c.what = "quad-store: the down, 128x192 on two consumers (12 fragments: three groups), persistent";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 384, 192);
+	tiles(&c.s, 128, 192, 64, 2, 4, 5);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	quad_case(&c);
+	c.what = "quad-store: the down on ping-pong 128x128, 3 CTAs";
+	gh_spec_grouped_scale_scatter(&c.s, 8, 256, 192);
+	pingpong(&c.s, 128, 128, 64, 4, 3);
+	quad_case(&c);
+	c.what = "quad-store: 192x128 on three consumers, gathered, 1..257 rows an expert";
+	case192(&c, 1, 4);
+	quad_case(&c);
+	c.what = "quad-store: 192x128, the down";
+	case192(&c, 0, 3);
+	quad_case(&c);
+	c.what = "quad-store: gathered SwiGLU in pairs sharing B, live rows, 128x256 on two consumers, 0..300 rows";
+	memset(c.counts, 0, sizeof c.counts);
+	memcpy(c.counts, rows, sizeof rows);
+	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	c.T = 748;
+	quad_case(&c);
+	c.what = "quad-store: T = 0";
+	memset(c.counts, 0, sizeof c.counts);
+	c.T = 0;
+	quad_case(&c);
+}
+END_TEST
+
+/* sm_90a: each lane's 16-byte stores and the quad's shuffles; a fragment at a time without the flag,
+ * and after swiglu with a column leaf. */
+START_TEST(test_ws_quad_store_ptx)
+{
+	GemmSpec s[4];
+	CgModule *m;
+	const char *ptx;
+
+	gh_spec_grouped_swiglu(&s[0], 8, 512, 192, 2);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].sched = CG_SCHED_PERSISTENT;
+	s[0].ctas = 4;
+	gh_spec_grouped_scale_scatter(&s[2], 8, 512, 192);
+	tiles(&s[2], 128, 256, 64, 2, 4, 4);
+	s[2].sched = CG_SCHED_PERSISTENT;
+	s[2].ctas = 4;
+	s[1] = s[0];
+	s[3] = s[2];
+	s[0].quad_store = s[2].quad_store = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 4, "q");
+	ptx = gh_ptx(m);
+	/* per kernel: 2 row blocks x 2 rows x (2 groups of 8 | 4 of 4) x (16 bytes, 4 shuffles) */
+	ck_assert_int_eq(gh_count(ptx, "st.global.v4.u32"), 8 + 16);
+	ck_assert_int_eq(gh_count(ptx, "shfl.sync.bfly.b32"), 32 + 64);
+	ck_assert_int_eq(gh_count(ptx, "st.global.b16"), 64);	/* q1: a fragment at a time after SwiGLU */
+	ck_assert_int_eq(gh_count(ptx, "st.global.u32"), 64);	/* q3: a pair at a time */
+	cg_module_free(m);
+	/* gpt-oss's gate|up (a column leaf, the bias, before swiglu) stays a fragment at a time */
+	gh_spec_expert_bias_swiglu(&s[0], 4, 512, 128);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].quad_store = 1;
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 1, "b");
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "st.global.v4.u32"), 0);
+	ck_assert_int_eq(gh_count(ptx, "st.global.b16"), 64);
+	cg_module_free(m);
+}
+END_TEST
+
+/* The flag through a program (prog_c2: the pairs sharing B) against the interpreter. */
+START_TEST(test_ws_quad_store_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_QUAD_STORE;
+
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+}
+END_TEST
+
 /* ---- gathered A by one-row TMA boxes (GemmSpec.gather_tma, --debug=tma-gather) ---- */
 
 /*
@@ -2251,6 +2380,12 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_leaf_gather);
 	tcase_add_test(t, test_ws_tma_gather_ptx_assembles_for_sm90a);
 	tcase_add_test(t, test_ws_tma_gather_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("quad-store");	/* a quad's results swapped, 16 bytes a lane (CK_RUN_CASE=quad-store) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_emu_quad_store);
+	tcase_add_test(t, test_ws_quad_store_ptx);
+	tcase_add_test(t, test_ws_quad_store_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
