@@ -1797,7 +1797,8 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
  * that cut that without a new tile, the same bits:
  * (1) live rows for the gathered A (grouped_lean's default for bf16/f16 gate|ups since session 27, never
  *     taken for FP8): the rows past the tile's expert are zero-filled by cp.async without a read (their
- *     scales are still the clamped row's, finite: 0 x s); at T = 4096 ~20% of the 64-row tiles' rows;
+ *     scales are still the clamped row's, finite: 0 x s); at T = 4096 ~20% of the 64-row tiles' rows,
+ *     at T = 256 (8 rows an expert, the tiles schedule) ~87%;
  * (2) GemmSpec.pair_mix: the odd tile's column pairs beside the pairs of row tiles on the same columns,
  *     so that its second read of each B tile (1.8 MB a column tile over K) finds it in L2 (DRAM: 9.1 GB
  *     for 7.5 GB of weights) rather than R/2 x nt pairs later.
@@ -1810,10 +1811,10 @@ enum { F8_L2_DEFAULT = 0 };
 static void
 f8_l2(const CgProgram *p, GemmSpec *s)
 {
-	if (!s->groups || s->f8.group == 0 || !s->cluster_b || !((p->o.debug & DBG_F8_L2) || F8_L2_DEFAULT))
+	if (!s->groups || s->f8.group == 0 || !((p->o.debug & DBG_F8_L2) || F8_L2_DEFAULT))
 		return;
-	s->live_rows = s->gather && s->mainloop == CG_MAINLOOP_WS && !s->gather_tma;
-	s->pair_mix = 1;
+	s->live_rows = s->gather && !s->gather_tma;
+	s->pair_mix = s->cluster_b;
 }
 
 /*

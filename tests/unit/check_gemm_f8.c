@@ -1076,23 +1076,24 @@ END_TEST
  * so the output is main's bit for bit: on the emulator (the pairs without a
  * cluster) the gate|up, quantised, at 1 to 5 row tiles an expert and two
  * column tiles, persistent over 3 CTAs (so the CTAs take other items than
- * before), and the down GEMM's pairs (A by TMA: live rows not taken), each
+ * before), and on tiles with live rows alone (T <= 1024), and the down GEMM's pairs (A by TMA: live rows not taken), each
  * against the same spec without them; the MoE program with the flag
  * against the interpreter, its k3 noting both (its down GEMM is bf16 x f8:
  * the program's down input is not quantised).
  */
 static void
-mix_same(const GemmCase *c, int live)
+mix_same(const GemmCase *c, int mix, int live)
 {
 	GemmCase w = *c;
 	GemmRun r, q;
 
 	w.s.mainloop = CG_MAINLOOP_WS;
 	ck_assert_msg(gh_run(&q, &w) == 0, "%s: main's order: %s", c->what, q.msg);
-	w.s.pair_mix = 1;
+	w.s.pair_mix = mix;
 	w.s.live_rows = live;
 	ck_assert_msg(gh_run(&r, &w) == 0, "%s: pair_mix: %s", c->what, r.msg);
-	ck_assert_int_eq(r.s.pair_mix, 1);
+	ck_assert_int_eq(r.s.pair_mix, mix);
+	ck_assert_int_eq(r.s.live_rows, live);
 	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: outputs differ", c->what);
 	if (r.C_scale) {
 		size_t ns = (size_t)r.M * (size_t)(r.width / c->s.quant.group);
@@ -1108,15 +1109,19 @@ START_TEST(test_ws_f8_l2)
 		       .T = 500, .counts = {1, 300, 64, 65, 129, 250, 0, 191}};
 
 	spec_gateup_pairs(&up.s, 384, 4, 0);
-	mix_same(&up, 1);
+	mix_same(&up, 1, 1);
 	up.what = "f8 ws gate|up pairs, pair_mix alone";
-	mix_same(&up, 0);
+	mix_same(&up, 1, 0);
+	up.what = "f8 ws gate|up 64x256 quantised, tiles (T <= 1024's plan), live rows";
+	up.s.cluster_b = 0;
+	up.s.sched = CG_SCHED_TILES;
+	mix_same(&up, 0, 1);
 
 	GemmCase dn = {.what = "f8 ws grouped down 64x256 in pairs, pair_mix", .T = 400,
 		       .counts = {1, 300, 129, 370}};
 	spec_f8_down(&dn.s, 384, 1);
 	dn.s.cluster_b = 1;
-	mix_same(&dn, 0);
+	mix_same(&dn, 1, 0);
 
 	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "pair-mix live-rows", 2e-2,
 			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2 | DBG_F8_L2);
