@@ -547,10 +547,6 @@ struct GemmSpec {
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:
 				 * cuBLAS's 2x1 cluster); 0: column tiles sharing A */
-	int pair_mix;		/* cluster_b, grouped: 1: an expert's odd last row tile's column pairs
-				 * go beside the row-tile pairs of the same two columns (items in blocks
-				 * of 2 x (R/2) + 1 pairs: gemm_tile_coords), so that its second read of
-				 * B's tiles finds them in L2; 0: after all of them; --debug=f8-l2 */
 	int wg_wide;		/* wgmma, WS (bf16/f16): 1: warpgroup tiles up to 256 columns (one
 				 * wgmma m64n256k16 a k-step: 128x256 over two warpgroups is two
 				 * 64x256, A read once a k-step instead of B twice); 0: up to 128 */

@@ -446,14 +446,7 @@ find_expert(GemmCore *k, LLVMValueRef w)
  * 2j + 1 of one column tile, which share its B (k->bshare); where R is odd
  * the last row tile's column tiles go in pairs 2j, 2j + 1, each CTA loading
  * its own B: an expert of one row tile (DeepSeek-V3 at T = 4096: 128 +- 11
- * rows, about half the experts) leaves no CTA of the pair idle.  With
- * GemmSpec.pair_mix the pairs come in blocks b of P = 2 (R/2) + R % 2: the
- * R/2 row pairs of column tile 2b, those of 2b + 1, then (R odd) the last
- * row tile's pair 2b, 2b + 1, so the CTAs that read B's tiles of columns
- * 2b, 2b + 1 again run next to the pairs that read them first (in the order
- * above they ran R/2 x nt pairs later, often a round of the grid after, when
- * DeepSeek-V3's 1.8 MB a column tile of B had left L2).  R even: the same
- * order (P = 2 (R/2), blocks of its pairs in order).
+ * rows, about half the experts) leaves no CTA of the pair idle.
  */
 static void
 grouped_pairs(GemmCore *k, LLVMValueRef mte, LLVMValueRef local, LLVMValueRef *mt, LLVMValueRef *ntile)
@@ -462,14 +455,6 @@ grouped_pairs(GemmCore *k, LLVMValueRef mte, LLVMValueRef local, LLVMValueRef *m
 	LLVMValueRef half = cg_shr(f, mte, 1), pair = cg_shr(f, local, 1), odd = cg_and(f, local, 1);
 	LLVMValueRef shared = cg_muli(f, half, k->nt), hd = cg_max(f, half, cg_i32(f, 1));
 
-	if (k->s.pair_mix) {	/* blocks of 2 half pairs of rows on column tiles 2b, 2b + 1, then the odd tile's */
-		LLVMValueRef per = cg_add(f, cg_shl(f, half, 1), cg_and(f, mte, 1));
-		LLVMValueRef blk = cg_udiv(f, pair, per), q = cg_urem(f, pair, per);
-		k->bshare = cg_lt(f, q, cg_shl(f, half, 1));
-		*mt = cg_select(f, k->bshare, cg_add(f, cg_shl(f, cg_urem(f, q, hd), 1), odd), cg_addi(f, mte, -1));
-		*ntile = cg_add(f, cg_shl(f, blk, 1), cg_select(f, k->bshare, cg_udiv(f, q, hd), odd));
-		return;
-	}
 	k->bshare = cg_lt(f, pair, shared);
 	*mt = cg_select(f, k->bshare, cg_add(f, cg_shl(f, cg_urem(f, pair, hd), 1), odd), cg_addi(f, mte, -1));
 	*ntile = cg_select(f, k->bshare, cg_udiv(f, pair, hd), cg_add(f, cg_shl(f, cg_sub(f, pair, shared), 1), odd));
@@ -678,11 +663,10 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 	char ep[512];
 
 	if ((size_t)at < n)
-		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s%s%s%s%s",
+		at += snprintf(buf + at, n - (size_t)at, " %s%s%s%s%s%s%s",
 			       s->sched == CG_SCHED_PERSISTENT ? "persistent" :
 			       s->sched == CG_SCHED_STREAM ? (s->sk_unroll ? "stream-k unrolled" : "stream-k") : "tiles",
 			       s->snake && s->sched == CG_SCHED_PERSISTENT ? " snake" : "",
-			       s->pair_mix && s->cluster_b && s->groups ? " pair-mix" : "",
 			       s->live_rows && gemm_live_rows(s) ? " live-rows" : "",
 			       s->no_rank && s->groups && s->mainloop == CG_MAINLOOP_WS ? " no-rank" : "",
 			       s->gather ? " gather" : "", s->store == CG_STORE_SCATTER ? " scatter" : "",

@@ -1787,34 +1787,25 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 
 /*
  * FP8 grouped GEMMs' L2 bytes (--debug=f8-l2, issue 13, session 38).  The H200's ncu of DeepSeek-V3's
- * FP8 layer at T = 4096 (session 37) put the routed gate|up (k3) at L2 89%, DRAM 64%, SM 49% and the down
- * (k4) at L2 84%: the L2 is the limit, not the tensor cores.  Per 64x256x128 k-step a CTA of a pair
- * sharing B moves 8 KB of gathered A (64 rows x 128 e4m3), 16 KB of B (its multicast half), 64 A scales
- * (4-byte cp.async.ca, one 32-byte sector a row, 7 of 8 of them L1 hits: a row's scales are 7 sectors
- * for its 56 k-tiles) and 4 B scales.  An expert of ~128 +- 11 rows is 2 row tiles (one pair) or 3
- * (about half of them), and the third, ~11 live rows of 64, runs its column tiles in pairs, each CTA
- * loading B's whole 32 KB and A's 64 rows: 20% of k3's tiles but 29% of its ~16 GB from L2.  Two things
- * that cut that without a new tile, the same bits:
- * (1) live rows for the gathered A (grouped_lean's default for bf16/f16 gate|ups since session 27, never
- *     taken for FP8): the rows past the tile's expert are zero-filled by cp.async without a read (their
- *     scales are still the clamped row's, finite: 0 x s); at T = 4096 ~20% of the 64-row tiles' rows,
- *     at T = 256 (8 rows an expert, the tiles schedule) ~87%;
- * (2) GemmSpec.pair_mix: the odd tile's column pairs beside the pairs of row tiles on the same columns,
- *     so that its second read of each B tile (1.8 MB a column tile over K) finds it in L2 (DRAM: 9.1 GB
- *     for 7.5 GB of weights) rather than R/2 x nt pairs later.
- * Not here (the bigger levers, docs/codegen.md): A shared by a column pair as B is by the row pair
- * (clusters of 2x2: A gathered by cp.async cannot be multicast; a DSMEM copy of each CTA's half), and
- * 128-row CTA tiles, whose promoted sums and two accumulator sets do not fit 232 registers.
+ * FP8 layer at T = 4096 (session 37) put the routed gate|up (k3) at L2 89%, DRAM 64%, SM 49%: the L2 is
+ * the limit, not the tensor cores.  Per 64x256x128 k-step a CTA of a pair sharing B moves 8 KB of
+ * gathered A (64 rows x 128 e4m3), 16 KB of B (its multicast half), 64 A scales (4-byte cp.async.ca,
+ * a 32-byte sector a row, ~7 of 8 of them L1 hits: a row's scales are 7 sectors for its 56 k-tiles)
+ * and 4 B scales (docs/codegen.md, FP8 x FP8, session 38).  Live rows for the gathered A
+ * (grouped_lean's default for bf16/f16 gate|ups since session 27, never taken for FP8): the rows past
+ * the tile's expert are zero-filled by cp.async without a read (their scales are still the clamped
+ * row's, finite: 0 x s); ~20% of the 64-row tiles' rows at T = 4096, ~87% at T = 256.  The same bits.
+ * H200 (session 38, 5 rounds): DeepSeek-V3's FP8 layer T = 4096 6028.0 -> 5964.1 us (0.989x), T = 256
+ * 2899.9 -> 2852.4 (0.984x).  Measured with it and dropped: the odd last row tile's column pairs beside
+ * the row pairs of their columns (B's second read from L2, not DRAM): 1.007x slower, k4 +3%.
  */
 enum { F8_L2_DEFAULT = 0 };
 
 static void
 f8_l2(const CgProgram *p, GemmSpec *s)
 {
-	if (!s->groups || s->f8.group == 0 || !((p->o.debug & DBG_F8_L2) || F8_L2_DEFAULT))
-		return;
-	s->live_rows = s->gather && !s->gather_tma;
-	s->pair_mix = s->cluster_b;
+	if (s->groups && s->f8.group > 0 && ((p->o.debug & DBG_F8_L2) || F8_L2_DEFAULT))
+		s->live_rows = s->gather && !s->gather_tma;
 }
 
 /*
