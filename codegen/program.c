@@ -1786,6 +1786,29 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 }
 
 /*
+ * FP8 grouped GEMMs' L2 bytes (--debug=f8-l2, issue 13, session 38).  The H200's ncu of DeepSeek-V3's
+ * FP8 layer at T = 4096 (session 37) put the routed gate|up (k3) at L2 89%, DRAM 64%, SM 49%: the L2 is
+ * the limit, not the tensor cores.  Per 64x256x128 k-step a CTA of a pair sharing B moves 8 KB of
+ * gathered A (64 rows x 128 e4m3), 16 KB of B (its multicast half), 64 A scales (4-byte cp.async.ca,
+ * a 32-byte sector a row, ~7 of 8 of them L1 hits: a row's scales are 7 sectors for its 56 k-tiles)
+ * and 4 B scales (docs/codegen.md, FP8 x FP8, session 38).  Live rows for the gathered A
+ * (grouped_lean's default for bf16/f16 gate|ups since session 27, never taken for FP8): the rows past
+ * the tile's expert are zero-filled by cp.async without a read (their scales are still the clamped
+ * row's, finite: 0 x s); ~20% of the 64-row tiles' rows at T = 4096, ~87% at T = 256.  The same bits.
+ * H200 (session 38, 5 rounds): DeepSeek-V3's FP8 layer T = 4096 6028.0 -> 5964.1 us (0.989x), T = 256
+ * 2899.9 -> 2852.4 (0.984x).  Measured with it and dropped: the odd last row tile's column pairs beside
+ * the row pairs of their columns (B's second read from L2, not DRAM): 1.007x slower, k4 +3%.
+ */
+enum { F8_L2_DEFAULT = 0 };
+
+static void
+f8_l2(const CgProgram *p, GemmSpec *s)
+{
+	if (s->groups && s->f8.group > 0 && ((p->o.debug & DBG_F8_L2) || F8_L2_DEFAULT))
+		s->live_rows = s->gather && !s->gather_tma;
+}
+
+/*
  * One kernel per target, each for its own spec s[i].  sm_90a targets get
  * the wgmma mainloop where the tile suits it (not the 16- and 32-row decode
  * tiles): its kernel has the mma.sync kernel's parameters, block, grid and
@@ -1830,6 +1853,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		si.full_blocks = (p->o.debug & DBG_FULL_BLOCKS) != 0;	/* the A/B of gemm_wgmma_by_rows */
 		si.quad_store = (p->o.debug & DBG_QUAD_STORE) || CG_QUAD_STORE_DEFAULT;	/* k_gemm.c quad_store */
 		grouped_lean(p, cg_module_target(p->mod[i]), &si);
+		f8_l2(p, &si);
 		names[i] = split && is_ws[i] ? arena_printf(p->a, "%s_ws", name) : name;
 		if ((simt ? cg_emit_gemm_simt : cg_emit_gemm)(p->mod[i], names[i], &si, p->d) != 0)
 			return -1;

@@ -288,6 +288,12 @@ const DebugFlag debug_flags[] = {
 	 "sectors 3x its output's, k4's 1x); the same values in the same places (H200: Qwen3-30B-A3B T = 4096 "
 	 "0.950-0.960x (two calls), Mixtral 0.991-0.994x, gpt-oss-20b 0.934-0.992x; CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, "
 	 "bench/ab/quadst.ab)"},
+	{"f8-l2", DBG_F8_L2, NULL,
+	 "compile: FP8 x FP8 grouped GEMMs that gather A (DeepSeek-V3's routed gate|up at every T) load fewer "
+	 "bytes from L2: the rows past a tile's expert (~20% of the 64-row tiles' rows at T = 4096, ~87% at "
+	 "T = 256) are zero-filled by cp.async without a read (live rows, as the bf16/f16 gate|ups have them "
+	 "since session 27); the same bits (F8_L2_DEFAULT in codegen/program.c; H200, session 38: DeepSeek-V3's "
+	 "FP8 layer 0.989x at T = 4096, 0.984x at 256; issue 13)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

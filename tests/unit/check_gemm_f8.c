@@ -1069,6 +1069,54 @@ START_TEST(test_ws_pairs)
 END_TEST
 
 /*
+ * --debug=f8-l2 (program.c's f8_l2): the FP8 gate|up's gathered A rows past
+ * each tile's expert zero-filled without a read (live_rows).  A dead row's
+ * result is never stored and a live row's sums do not read it, so the
+ * output is main's bit for bit: on the emulator the quantised gate|up (its
+ * e4m3 output and scales) at 1 to 5 row tiles an expert (tiles of 1..64
+ * live rows), in pairs sharing B persistent over 3 CTAs (T > 1024's plan)
+ * and on tiles (T <= 1024's), each against the same spec without live rows;
+ * the MoE program with the flag against the interpreter, its k3 noting them.
+ */
+static void
+live_same(const GemmCase *c)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	size_t ns;
+
+	w.s.mainloop = CG_MAINLOOP_WS;
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: every row: %s", c->what, q.msg);
+	w.s.live_rows = 1;
+	ck_assert_msg(gh_run(&r, &w) == 0, "%s: live rows: %s", c->what, r.msg);
+	ck_assert_int_eq(r.s.live_rows, 1);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0, "%s: outputs differ", c->what);
+	ns = (size_t)r.M * (size_t)(r.width / c->s.quant.group);
+	ck_assert_msg(memcmp(q.C_scale, r.C_scale, ns * sizeof(float)) == 0, "%s: scales differ", c->what);
+	gh_free(&q);
+	gh_free(&r);
+}
+
+START_TEST(test_ws_f8_l2)
+{
+	GemmCase up = {.what = "f8 ws gate|up 64x256 quantised, pairs sharing B, live rows, 1-5 row tiles",
+		       .T = 500, .counts = {1, 300, 64, 65, 129, 250, 0, 191}};
+
+	spec_gateup_pairs(&up.s, 384, 4, 0);
+	live_same(&up);
+	up.what = "f8 ws gate|up 64x256 quantised, tiles (T <= 1024's plan), live rows";
+	up.s.cluster_b = 0;
+	up.s.sched = CG_SCHED_TILES;
+	live_same(&up);
+
+	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "live-rows", 2e-2,
+			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2 | DBG_F8_L2);
+	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "persistent gather", 2e-2,
+			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);	/* without: every row */
+}
+END_TEST
+
+/*
  * --debug=f8-l2pf (GemmSpec.f8.l2_ahead): the producers prefetch B's boxes
  * a ring ahead into L2, 4 k-tiles at once (a hint: nothing on the
  * emulator, where the builder still runs every box's coordinates and tensor
@@ -1356,6 +1404,10 @@ gemm_f8_suite(void)
 	tcase_add_test(t, test_ws_stacked_down);
 	tcase_add_test(t, test_ws_pingpong_down);
 	tcase_add_test(t, test_ws_acc2);
+	suite_add_tcase(s, t);
+	t = tcase_create("l2");	/* --debug=f8-l2: the gathered A's live rows (session 38) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_ws_f8_l2);
 	suite_add_tcase(s, t);
 	return s;
 }
