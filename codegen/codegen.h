@@ -725,8 +725,9 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
  * same bits; bench/results/2026-12-04-s37-dense-ab.txt) */
 #define CG_DENSE_C2_DEFAULT 1
 /* --debug=quad-store without the flag (issue 12, session 38; k_gemm.c quad_store, program.c
- * emit_kernels): 0 until the H200 A/B (bench/ab/quadst.ab) */
-#define CG_QUAD_STORE_DEFAULT 0
+ * emit_kernels): the default since the helper's two H200 A/Bs (bench/ab/quadst.ab, the same bits):
+ * Qwen3-30B-A3B T = 4096 736.7 -> 699.6 us (0.950x), Mixtral 0.991-0.994x, gpt-oss-20b 0.992x (noisy) */
+#define CG_QUAD_STORE_DEFAULT 1
 int cg_gemm_dense_c2_tile(const GemmSpec *s);
 int cg_gemm_dense_c2_on(const CgModule *m);	/* the flag or CG_DENSE_C2_DEFAULT */
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */

@@ -1799,7 +1799,7 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
  * 2899.9 -> 2852.4 (0.984x).  Measured with it and dropped: the odd last row tile's column pairs beside
  * the row pairs of their columns (B's second read from L2, not DRAM): 1.007x slower, k4 +3%.
  */
-enum { F8_L2_DEFAULT = 0 };
+enum { F8_L2_DEFAULT = 1 };	/* the default since that A/B */
 
 static void
 f8_l2(const CgProgram *p, GemmSpec *s)

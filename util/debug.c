@@ -278,7 +278,8 @@ const DebugFlag debug_flags[] = {
 	 "output rounded to x's type, unweighted, and the sum over the k choices multiplies each by its routing "
 	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
 	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
-	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
+	 "(the default for moes the importer marks slots=out since session 38's H200 A/B: DeepSeek-V3 FP8 "
+	 "T = 4096 0.979x, T = 256 0.987x; SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13)"},
 	{"quad-store", DBG_QUAD_STORE, NULL,
 	 "compile: the epilogues of grouped warp-specialised bf16/f16 GEMMs that store C from registers (the MoE "
 	 "gate|up after swiglu, the down into the slots; rows ahead, no matrix leaves, not quantised, not TMA "
@@ -286,14 +287,14 @@ const DebugFlag debug_flags[] = {
 	 "consecutive bytes at once (8 outputs) where it stored 2 (after swiglu) or 4 bytes a fragment: a warp's "
 	 "store then writes whole 32-byte sectors, not 8 partial ones (ncu, Qwen3-30B-A3B T = 4096: k3's excess "
 	 "sectors 3x its output's, k4's 1x); the same values in the same places (H200: Qwen3-30B-A3B T = 4096 "
-	 "0.950-0.960x (two calls), Mixtral 0.991-0.994x, gpt-oss-20b 0.934-0.992x; CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, "
-	 "bench/ab/quadst.ab)"},
+	 "0.950-0.960x (two calls), Mixtral 0.991-0.994x, gpt-oss-20b 0.934-0.992x; the default since, "
+	 "CG_QUAD_STORE_DEFAULT in codegen/codegen.h; issue 12, session 38, bench/ab/quadst.ab)"},
 	{"f8-l2", DBG_F8_L2, NULL,
 	 "compile: FP8 x FP8 grouped GEMMs that gather A (DeepSeek-V3's routed gate|up at every T) load fewer "
 	 "bytes from L2: the rows past a tile's expert (~20% of the 64-row tiles' rows at T = 4096, ~87% at "
 	 "T = 256) are zero-filled by cp.async without a read (live rows, as the bf16/f16 gate|ups have them "
 	 "since session 27); the same bits (F8_L2_DEFAULT in codegen/program.c; H200, session 38: DeepSeek-V3's "
-	 "FP8 layer 0.989x at T = 4096, 0.984x at 256; issue 13)"},
+	 "FP8 layer 0.989x at T = 4096, 0.984x at 256; the default since; issue 13)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

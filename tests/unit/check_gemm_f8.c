@@ -1111,8 +1111,8 @@ START_TEST(test_ws_f8_l2)
 
 	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "live-rows", 2e-2,
 			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2 | DBG_F8_L2);
-	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "persistent gather", 2e-2,
-			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);	/* without: every row */
+	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "live-rows", 2e-2,
+			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);	/* without: F8_L2_DEFAULT */
 }
 END_TEST
 
