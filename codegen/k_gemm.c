@@ -1228,6 +1228,68 @@ cg_gemm_split_bytes(const GemmSpec *s)
 }
 
 /*
+ * GemmSpec.live_sums: whether this thread's accumulator row (mi, h) is in
+ * the tile (row < rend).  Rows past it are never stored (the epilogue's
+ * test), so their sums need not travel: at T = 16 a decode tile's expert
+ * holds 1-4 of its 16 rows, and a hand-over of all 16 moved 12 KB of f32
+ * each way where ~1.5 KB are live (gpt-oss-20b's MXFP4 down: 528 of them,
+ * ~10% of its bytes through the L2).  The lanes of dead rows skip their
+ * stores and loads, so a warp's access for element a touches only the
+ * sectors of its live lanes.
+ */
+static LLVMValueRef
+sum_row_live(G *g, int mi, int h)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef r = cg_addi(f, cg_shr(f, g->k.lane, 2), g->mstride * mi + 8 * h);
+
+	return cg_lt(f, cg_add(f, g->k.row0, cg_add(f, g->wm0, r)), g->k.rend);
+}
+
+/* Accumulator (i, j, q): element a = ((i ni) + j) 4 + q of the slot at
+ * part, thread t's at a * threads + t: the running sum of the part before
+ * added to it (load = 1), or it stored for the next part (0). */
+static void
+sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load)
+{
+	CgFn *f = g->k.f;
+	int64_t a = ((int64_t)i * g->ni + j) * 4 + q;
+	LLVMValueRef e = cg_addi(f, g->k.tid, a * g->k.nthr), at = cg_gep(f, part, cg_sext64(f, e), 4);
+
+	if (load) {
+		LLVMValueRef run = cg_gload_volatile(f, f->tf32, at, 4);
+		cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
+	} else {
+		cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), at, 4);
+	}
+}
+
+/* Every accumulator through sum_elem; under live_sums row (i, h) by row,
+ * each only where it is in the tile. */
+static void
+sum_move(G *g, LLVMValueRef part, int load)
+{
+	CgFn *f = g->k.f;
+
+	for (int i = 0; i < g->mi; i++) {
+		if (!g->k.s.live_sums || g->k.s.mainloop != CG_MAINLOOP_MMA) {
+			for (int j = 0; j < g->ni; j++)
+				for (int q = 0; q < 4; q++)
+					sum_elem(g, part, i, j, q, load);
+			continue;
+		}
+		for (int h = 0; h < 2; h++) {
+			CgIf c;
+			cg_if(f, &c, sum_row_live(g, i, h));
+			for (int j = 0; j < g->ni; j++)
+				for (int q = 2 * h; q < 2 * h + 2; q++)
+					sum_elem(g, part, i, j, q, load);
+			cg_endif(f, &c);
+		}
+	}
+}
+
+/*
  * Hand the tile's partial sums along its parts: part z (of nz, i32) waits
  * until part z-1 has handed over (the flag of slot w says z), adds the
  * running sum to the accumulators (running sum first: the order is the
@@ -1247,7 +1309,6 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 	LLVMValueRef part = cg_gep(f, cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1),
 				   cg_muli(f, w64, (int64_t)s->bm * s->bn), 4);
 	CgIf c, c0;
-	int a = 0;
 
 	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), z));
 	cg_if(f, &c0, t0);
@@ -1261,23 +1322,10 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 	cg_fence(f);
 	cg_endif(f, &c0);
 	cg_barrier(f);
-	a = 0;
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++, a++) {
-				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
-				LLVMValueRef run = cg_gload_volatile(f, f->tf32, cg_gep(f, part, cg_sext64(f, e), 4), 4);
-				cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
-			}
+	sum_move(g, part, 1);
 	cg_endif(f, &c);
 	cg_if(f, &c, cg_lt(f, z, last));
-	a = 0;
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++, a++) {
-				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
-				cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), cg_gep(f, part, cg_sext64(f, e), 4), 4);
-			}
+	sum_move(g, part, 0);
 	cg_fence(f);
 	cg_barrier(f);		/* every thread's part is out */
 	cg_if(f, &c0, t0);

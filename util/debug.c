@@ -279,6 +279,13 @@ const DebugFlag debug_flags[] = {
 	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
 	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
 	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
+	{"live-sums", DBG_LIVE_SUMS, NULL,
+	 "compile: a stream-K or split-K GEMM on the mma.sync mainloop (the decode tiles) hands over only the "
+	 "partial sums of the rows its tile holds (row < the expert's or M's end; the lanes of other rows skip "
+	 "their stores and loads), not all bm rows: a decode tile's expert holds 1-4 of its 16 rows at T = 16, and "
+	 "the 16-row f32 hand-overs were ~5% of gpt-oss-20b's MXFP4 gate|up bytes through the L2 and ~10% of its "
+	 "down's; the same bits (docs/codegen.md, Quantised decode, session 38; LIVE_SUMS_DEFAULT in program.c; "
+	 "issue 13, for A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
