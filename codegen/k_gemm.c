@@ -1246,46 +1246,55 @@ sum_row_live(G *g, int mi, int h)
 	return cg_lt(f, cg_add(f, g->k.row0, cg_add(f, g->wm0, r)), g->k.rend);
 }
 
-/* Accumulator (i, j, q): element a = ((i ni) + j) 4 + q of the slot at
+/*
+ * Accumulator (i, j, q): element a = ((i ni) + j) 4 + q of the slot at
  * part, thread t's at a * threads + t: the running sum of the part before
- * added to it (load = 1), or it stored for the next part (0). */
+ * added to it (load = 1), or it stored for the next part (0).  live (i1,
+ * live_sums; NULL: every row) is whether the accumulator's row is in the
+ * tile.  Without branches around blocks of them: a lane-divergent region in
+ * the tile end makes ptxas put convergence barriers (BSSY, BSYNC,
+ * WARPSYNC) into the unrolled loop's copies (+20 instructions over 5 bf16
+ * k-tiles).  A dead lane loads the element of lane t % 4 (its quad's row g =
+ * 0, in every tile; a sector the live lanes read anyway) and adds it to an
+ * accumulator nobody stores; a store is one instruction under its
+ * condition, which ptxas predicates.
+ */
 static void
-sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load)
+sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load, LLVMValueRef live)
 {
 	CgFn *f = g->k.f;
 	int64_t a = ((int64_t)i * g->ni + j) * 4 + q;
-	LLVMValueRef e = cg_addi(f, g->k.tid, a * g->k.nthr), at = cg_gep(f, part, cg_sext64(f, e), 4);
+	LLVMValueRef t = g->k.tid, at;
+	CgIf c;
 
+	if (live && load)	/* tid - lane + lane % 4 */
+		t = cg_select(f, live, t, cg_sub(f, t, cg_and(f, g->k.lane, ~3)));
+	at = cg_gep(f, part, cg_sext64(f, cg_addi(f, t, a * g->k.nthr)), 4);
 	if (load) {
 		LLVMValueRef run = cg_gload_volatile(f, f->tf32, at, 4);
 		cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
-	} else {
-		cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), at, 4);
+		return;
 	}
+	if (live)
+		cg_if(f, &c, live);
+	cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), at, 4);
+	if (live)
+		cg_endif(f, &c);
 }
 
-/* Every accumulator through sum_elem; under live_sums row (i, h) by row,
- * each only where it is in the tile. */
+/* Every accumulator through sum_elem; under live_sums (the mma.sync
+ * mainloop's rows) with its row's test. */
 static void
 sum_move(G *g, LLVMValueRef part, int load)
 {
-	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int by_row = s->live_sums && s->mainloop == CG_MAINLOOP_MMA;
 
 	for (int i = 0; i < g->mi; i++) {
-		if (!g->k.s.live_sums || g->k.s.mainloop != CG_MAINLOOP_MMA) {
-			for (int j = 0; j < g->ni; j++)
-				for (int q = 0; q < 4; q++)
-					sum_elem(g, part, i, j, q, load);
-			continue;
-		}
-		for (int h = 0; h < 2; h++) {
-			CgIf c;
-			cg_if(f, &c, sum_row_live(g, i, h));
-			for (int j = 0; j < g->ni; j++)
-				for (int q = 2 * h; q < 2 * h + 2; q++)
-					sum_elem(g, part, i, j, q, load);
-			cg_endif(f, &c);
-		}
+		LLVMValueRef live[2] = {by_row ? sum_row_live(g, i, 0) : NULL, by_row ? sum_row_live(g, i, 1) : NULL};
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				sum_elem(g, part, i, j, q, load, live[q / 2]);
 	}
 }
 
