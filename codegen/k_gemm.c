@@ -1254,10 +1254,10 @@ sum_row_live(G *g, int mi, int h)
  * tile.  Without branches around blocks of them: a lane-divergent region in
  * the tile end makes ptxas put convergence barriers (BSSY, BSYNC,
  * WARPSYNC) into the unrolled loop's copies (+20 instructions over 5 bf16
- * k-tiles).  A dead lane loads the element of lane t % 4 (its quad's row g =
- * 0, in every tile; a sector the live lanes read anyway) and adds it to an
- * accumulator nobody stores; a store is one instruction under its
- * condition, which ptxas predicates.
+ * k-tiles).  A dead lane loads the element of lane t % 4 (its warp's first
+ * row: in the tile for 16-row tiles, so a sector the live lanes read anyway)
+ * and adds it to an accumulator nobody stores; a store is one instruction
+ * under its condition, which ptxas predicates.
  */
 static void
 sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load, LLVMValueRef live)
