@@ -1317,6 +1317,10 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 	LLVMValueRef flag = cg_gep(f, g->k.ws, w64, 4);
 	LLVMValueRef part = cg_gep(f, cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1),
 				   cg_muli(f, w64, (int64_t)s->bm * s->bn), 4);
+	/* live_sums: also the hand-over of the front and CUTLASS's semaphore: the
+	 * parts out, a barrier, thread 0's fence.acq_rel.gpu and the flag (a
+	 * release), where every thread's fence.sc.gpu came before the barrier */
+	int light = s->live_sums;
 	CgIf c, c0;
 
 	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), z));
@@ -1328,16 +1332,22 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 		cg_gstore_volatile(f, cg_i32(f, 0), flag, 4);
 		cg_endif(f, &c1);
 	}
-	cg_fence(f);
+	if (light)		/* an acquire of what the flag released */
+		cg_fence_acq_rel(f);
+	else
+		cg_fence(f);
 	cg_endif(f, &c0);
 	cg_barrier(f);
 	sum_move(g, part, 1);
 	cg_endif(f, &c);
 	cg_if(f, &c, cg_lt(f, z, last));
 	sum_move(g, part, 0);
-	cg_fence(f);
+	if (!light)
+		cg_fence(f);
 	cg_barrier(f);		/* every thread's part is out */
 	cg_if(f, &c0, t0);
+	if (light)		/* the release of the CTA's part: cumulative over the barrier */
+		cg_fence_acq_rel(f);
 	cg_gstore_volatile(f, cg_addi(f, z, 1), flag, 4);
 	cg_endif(f, &c0);
 	cg_endif(f, &c);
