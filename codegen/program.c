@@ -1610,11 +1610,16 @@ qdec_rows(const CgProgram *p, GemmSpec *s)
  * rows of f32 partial sums: 12 KB each way for a 16x192 tile, about 5% of
  * gpt-oss-20b's MXFP4 gate|up bytes through the L2 and 10% of its down's
  * (528 hand-overs over 528 CTAs; Mixtral GPTQ's 16x256: 16 KB).  Rows past
- * the tile are never stored, so the outputs are the same bits.  The
+ * the tile are never stored, so the outputs are the same bits.  And the
+ * part's sums are released by thread 0's fence.acq_rel.gpu after the
+ * barrier, as the front's are, not by every thread's fence.sc.gpu.  H200,
+ * session 38, the rows alone (T = 16): gpt-oss-20b MXFP4 0.997x, Mixtral
+ * GPTQ 0.994x, bf16 gpt-oss-20b 0.990x (its hand-overs ~0.2% of its bytes:
+ * their latency, not their bytes), bf16 Mixtral 0.998x.  The
  * mma.sync mainloop (whose accumulator rows sum_row_live knows), static
  * stream-K or split-K (dynamic stream-K's slots add their own way).  Opt-in
- * until the H200's A/B (LIVE_SUMS_DEFAULT: GPU targets, the emulator with
- * the flag only, as QDEC_DEFAULT).
+ * until the second A/B (the light fence) is read (LIVE_SUMS_DEFAULT: GPU
+ * targets, the emulator with the flag only, as QDEC_DEFAULT).
  */
 enum { LIVE_SUMS_DEFAULT = 0 };
 

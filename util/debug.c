@@ -281,11 +281,11 @@ const DebugFlag debug_flags[] = {
 	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
 	{"live-sums", DBG_LIVE_SUMS, NULL,
 	 "compile: a stream-K or split-K GEMM on the mma.sync mainloop (the decode tiles) hands over only the "
-	 "partial sums of the rows its tile holds (row < the expert's or M's end; the lanes of other rows skip "
-	 "their stores and loads), not all bm rows: a decode tile's expert holds 1-4 of its 16 rows at T = 16, and "
-	 "the 16-row f32 hand-overs were ~5% of gpt-oss-20b's MXFP4 gate|up bytes through the L2 and ~10% of its "
-	 "down's; the same bits (docs/codegen.md, Quantised decode, session 38; LIVE_SUMS_DEFAULT in program.c; "
-	 "issue 13, for A/B on the GPU)"},
+	 "partial sums of the rows its tile holds (row < the expert's or M's end; the lanes of other rows store "
+	 "nothing), not all bm rows, and releases them by thread 0's fence.acq_rel.gpu after the barrier (the "
+	 "front's hand-over), not every thread's fence.sc.gpu; the same bits. H200, session 38, the rows alone, "
+	 "T = 16: gpt-oss-20b MXFP4 0.997x, Mixtral GPTQ 0.994x, bf16 gpt-oss-20b 0.990x, bf16 Mixtral 0.998x "
+	 "(docs/codegen.md, Quantised decode, session 38; LIVE_SUMS_DEFAULT in program.c; issue 13)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
