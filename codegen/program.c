@@ -1613,13 +1613,14 @@ qdec_rows(const CgProgram *p, GemmSpec *s)
  * the tile are never stored, so the outputs are the same bits.  And the
  * part's sums are released by thread 0's fence.acq_rel.gpu after the
  * barrier, as the front's are, not by every thread's fence.sc.gpu.  H200,
- * session 38, the rows alone (T = 16): gpt-oss-20b MXFP4 0.997x, Mixtral
- * GPTQ 0.994x, bf16 gpt-oss-20b 0.990x (its hand-overs ~0.2% of its bytes:
- * their latency, not their bytes), bf16 Mixtral 0.998x.  The
+ * session 38 (T = 16, graphs, the same bits): gpt-oss-20b MXFP4 133.3 ->
+ * 132.8 us, Mixtral GPTQ 225.7 -> 224.2, bf16 gpt-oss-20b 382.4 -> 378.4
+ * (its hand-overs ~0.2% of its bytes: their latency, not their bytes), bf16
+ * Mixtral 694.9 -> 693.5; the rows alone 0.2 us less each.  The
  * mma.sync mainloop (whose accumulator rows sum_row_live knows), static
- * stream-K or split-K (dynamic stream-K's slots add their own way).  Opt-in
- * until the second A/B (the light fence) is read (LIVE_SUMS_DEFAULT: GPU
- * targets, the emulator with the flag only, as QDEC_DEFAULT).
+ * stream-K or split-K (dynamic stream-K's slots add their own way).
+ * LIVE_SUMS_DEFAULT 1 would take it on GPU targets (the emulator with the
+ * flag only, as QDEC_DEFAULT): the lead's call after that A/B.
  */
 enum { LIVE_SUMS_DEFAULT = 0 };
 

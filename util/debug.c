@@ -283,8 +283,8 @@ const DebugFlag debug_flags[] = {
 	 "compile: a stream-K or split-K GEMM on the mma.sync mainloop (the decode tiles) hands over only the "
 	 "partial sums of the rows its tile holds (row < the expert's or M's end; the lanes of other rows store "
 	 "nothing), not all bm rows, and releases them by thread 0's fence.acq_rel.gpu after the barrier (the "
-	 "front's hand-over), not every thread's fence.sc.gpu; the same bits. H200, session 38, the rows alone, "
-	 "T = 16: gpt-oss-20b MXFP4 0.997x, Mixtral GPTQ 0.994x, bf16 gpt-oss-20b 0.990x, bf16 Mixtral 0.998x "
+	 "front's hand-over), not every thread's fence.sc.gpu; the same bits. H200, session 38, T = 16: gpt-oss-20b "
+	 "MXFP4 0.996x, Mixtral GPTQ 0.993x, bf16 gpt-oss-20b 0.989x, bf16 Mixtral 0.998x "
 	 "(docs/codegen.md, Quantised decode, session 38; LIVE_SUMS_DEFAULT in program.c; issue 13)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
