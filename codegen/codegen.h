@@ -596,6 +596,11 @@ struct GemmSpec {
 				 * have one parameter list on every target, and another splits) */
 	int split_slots;	/* split_k > 1 or CG_SCHED_STREAM: tiles the "splitk_ws" workspace
 				 * holds (cg_gemm_split_bytes) */
+	int live_sums;		/* split_k > 1 or CG_SCHED_STREAM, mma.sync mainloop: 1: a hand-over of
+				 * partial sums moves only the rows of the tile (row < its expert's or M's
+				 * end), which are all the epilogue stores, released by thread 0's
+				 * fence.acq_rel.gpu after the barrier (k_gemm.c's split_reduce); 0: all
+				 * bm rows, every thread's fence.sc.gpu; --debug=live-sums */
 	int units;		/* CG_SCHED_STREAM: > 0: dynamic stream-K: about units x ctas work units
 				 * (a tile's k-slices of stages-1 k-tiles or more) handed out by an
 				 * atomic counter, so fast SMs take more; 0: equal runs.  1..64 */

@@ -1389,6 +1389,77 @@ cg_gemm_split_bytes(const GemmSpec *s)
 }
 
 /*
+ * GemmSpec.live_sums: whether this thread's accumulator row (mi, h) is in
+ * the tile (row < rend).  Rows past it are never stored (the epilogue's
+ * test), so their sums need not travel: at T = 16 a decode tile's expert
+ * holds 1-4 of its 16 rows, and a hand-over of all 16 moved 12 KB of f32
+ * each way where ~1.5 KB are live (gpt-oss-20b's MXFP4 down: 528 of them,
+ * ~10% of its bytes through the L2).  The lanes of dead rows skip their
+ * stores and loads, so a warp's access for element a touches only the
+ * sectors of its live lanes.
+ */
+static LLVMValueRef
+sum_row_live(G *g, int mi, int h)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef r = cg_addi(f, cg_shr(f, g->k.lane, 2), g->mstride * mi + 8 * h);
+
+	return cg_lt(f, cg_add(f, g->k.row0, cg_add(f, g->wm0, r)), g->k.rend);
+}
+
+/*
+ * Accumulator (i, j, q): element a = ((i ni) + j) 4 + q of the slot at
+ * part, thread t's at a * threads + t: the running sum of the part before
+ * added to it (load = 1), or it stored for the next part (0).  live (i1,
+ * live_sums; NULL: every row) is whether the accumulator's row is in the
+ * tile.  Without branches around blocks of them: a lane-divergent region in
+ * the tile end makes ptxas put convergence barriers (BSSY, BSYNC,
+ * WARPSYNC) into the unrolled loop's copies (+20 instructions over 5 bf16
+ * k-tiles).  A dead lane loads the element of lane t % 4 (its warp's first
+ * row: in the tile for 16-row tiles, so a sector the live lanes read anyway)
+ * and adds it to an accumulator nobody stores; a store is one instruction
+ * under its condition, which ptxas predicates.
+ */
+static void
+sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load, LLVMValueRef live)
+{
+	CgFn *f = g->k.f;
+	int64_t a = ((int64_t)i * g->ni + j) * 4 + q;
+	LLVMValueRef t = g->k.tid, at;
+	CgIf c;
+
+	if (live && load)	/* tid - lane + lane % 4 */
+		t = cg_select(f, live, t, cg_sub(f, t, cg_and(f, g->k.lane, ~3)));
+	at = cg_gep(f, part, cg_sext64(f, cg_addi(f, t, a * g->k.nthr)), 4);
+	if (load) {
+		LLVMValueRef run = cg_gload_volatile(f, f->tf32, at, 4);
+		cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
+		return;
+	}
+	if (live)
+		cg_if(f, &c, live);
+	cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), at, 4);
+	if (live)
+		cg_endif(f, &c);
+}
+
+/* Every accumulator through sum_elem; under live_sums (the mma.sync
+ * mainloop's rows) with its row's test. */
+static void
+sum_move(G *g, LLVMValueRef part, int load)
+{
+	const GemmSpec *s = &g->k.s;
+	int by_row = s->live_sums && s->mainloop == CG_MAINLOOP_MMA;
+
+	for (int i = 0; i < g->mi; i++) {
+		LLVMValueRef live[2] = {by_row ? sum_row_live(g, i, 0) : NULL, by_row ? sum_row_live(g, i, 1) : NULL};
+		for (int j = 0; j < g->ni; j++)
+			for (int q = 0; q < 4; q++)
+				sum_elem(g, part, i, j, q, load, live[q / 2]);
+	}
+}
+
+/*
  * Hand the tile's partial sums along its parts: part z (of nz, i32) waits
  * until part z-1 has handed over (the flag of slot w says z), adds the
  * running sum to the accumulators (running sum first: the order is the
@@ -1407,8 +1478,11 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 	LLVMValueRef flag = cg_gep(f, g->k.ws, w64, 4);
 	LLVMValueRef part = cg_gep(f, cg_gep(f, g->k.ws, cg_i64(f, split_flags(s)), 1),
 				   cg_muli(f, w64, (int64_t)s->bm * s->bn), 4);
+	/* live_sums: also the hand-over of the front and CUTLASS's semaphore: the
+	 * parts out, a barrier, thread 0's fence.acq_rel.gpu and the flag (a
+	 * release), where every thread's fence.sc.gpu came before the barrier */
+	int light = s->live_sums;
 	CgIf c, c0;
-	int a = 0;
 
 	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), z));
 	cg_if(f, &c0, t0);
@@ -1419,29 +1493,22 @@ split_reduce(G *g, LLVMValueRef z, LLVMValueRef nz, LLVMValueRef w)
 		cg_gstore_volatile(f, cg_i32(f, 0), flag, 4);
 		cg_endif(f, &c1);
 	}
-	cg_fence(f);
+	if (light)		/* an acquire of what the flag released */
+		cg_fence_acq_rel(f);
+	else
+		cg_fence(f);
 	cg_endif(f, &c0);
 	cg_barrier(f);
-	a = 0;
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++, a++) {
-				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
-				LLVMValueRef run = cg_gload_volatile(f, f->tf32, cg_gep(f, part, cg_sext64(f, e), 4), 4);
-				cg_set(f, g->acc[i][j][q], LLVMBuildFAdd(f->B, run, cg_get(f, g->acc[i][j][q]), ""));
-			}
+	sum_move(g, part, 1);
 	cg_endif(f, &c);
 	cg_if(f, &c, cg_lt(f, z, last));
-	a = 0;
-	for (int i = 0; i < g->mi; i++)
-		for (int j = 0; j < g->ni; j++)
-			for (int q = 0; q < 4; q++, a++) {
-				LLVMValueRef e = cg_addi(f, g->k.tid, (int64_t)a * g->k.nthr);
-				cg_gstore_volatile(f, cg_get(f, g->acc[i][j][q]), cg_gep(f, part, cg_sext64(f, e), 4), 4);
-			}
-	cg_fence(f);
+	sum_move(g, part, 0);
+	if (!light)
+		cg_fence(f);
 	cg_barrier(f);		/* every thread's part is out */
 	cg_if(f, &c0, t0);
+	if (light)		/* the release of the CTA's part: cumulative over the barrier */
+		cg_fence_acq_rel(f);
 	cg_gstore_volatile(f, cg_addi(f, z, 1), flag, 4);
 	cg_endif(f, &c0);
 	cg_endif(f, &c);

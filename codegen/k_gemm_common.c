@@ -679,6 +679,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 		at += snprintf(buf + at, n - (size_t)at, " bands of %d", s->bands);
 	if (s->split_k > 1 && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " split-k %d", s->split_k);
+	if (s->live_sums && (size_t)at < n)
+		at += snprintf(buf + at, n - (size_t)at, " live-sums");
 	if (s->sched == CG_SCHED_STREAM && s->tail > 0 && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " tail %d runs of 1/%d", s->tail, s->tail_w);
 	if (s->sched == CG_SCHED_STREAM && s->units > 0 && (size_t)at < n)

@@ -1604,6 +1604,36 @@ qdec_rows(const CgProgram *p, GemmSpec *s)
 }
 
 /*
+ * Stream-K and split-K hand-overs of the tile's rows only (--debug=live-sums,
+ * GemmSpec.live_sums, k_gemm.c's split_reduce): a decode tile's expert holds
+ * 1-4 of its 16 rows at T = 16, yet every hand-over wrote and read all 16
+ * rows of f32 partial sums: 12 KB each way for a 16x192 tile, about 5% of
+ * gpt-oss-20b's MXFP4 gate|up bytes through the L2 and 10% of its down's
+ * (528 hand-overs over 528 CTAs; Mixtral GPTQ's 16x256: 16 KB).  Rows past
+ * the tile are never stored, so the outputs are the same bits.  And the
+ * part's sums are released by thread 0's fence.acq_rel.gpu after the
+ * barrier, as the front's are, not by every thread's fence.sc.gpu.  H200,
+ * session 38 (T = 16, graphs, the same bits): gpt-oss-20b MXFP4 133.3 ->
+ * 132.8 us, Mixtral GPTQ 225.7 -> 224.2, bf16 gpt-oss-20b 382.4 -> 378.4
+ * (its hand-overs ~0.2% of its bytes: their latency, not their bytes), bf16
+ * Mixtral 694.9 -> 693.5; the rows alone 0.2 us less each.  The
+ * mma.sync mainloop (whose accumulator rows sum_row_live knows), static
+ * stream-K or split-K (dynamic stream-K's slots add their own way).
+ * LIVE_SUMS_DEFAULT takes it on GPU targets (the emulator with the flag
+ * only, as QDEC_DEFAULT): the default since that A/B.
+ */
+enum { LIVE_SUMS_DEFAULT = 1 };
+
+static void
+live_sums(const CgProgram *p, const CgTarget *t, GemmSpec *s)
+{
+	int on = (p->o.debug & DBG_LIVE_SUMS) || (LIVE_SUMS_DEFAULT && !cg_target_is_emu(t));
+
+	s->live_sums = on && s->mainloop == CG_MAINLOOP_MMA && s->units == 0 &&
+		       (s->split_k > 1 || s->sched == CG_SCHED_STREAM);
+}
+
+/*
  * Decode GEMMs of at most VEC_T tokens as warp dot products (k_gemm_vec.c,
  * the default since the H200's A/B, --debug=no-vec-gemm keeps the tiles): a grouped GEMM's
  * experts get at most T rows each (a token picks an expert once), so the
@@ -1697,6 +1727,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		down_ahead(p, t, &s[i]);
 		sk_tail(p, &s[i]);
 		qdec_rows(p, &s[i]);
+		live_sums(p, t, &s[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);

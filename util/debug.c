@@ -295,6 +295,13 @@ const DebugFlag debug_flags[] = {
 	 "T = 256) are zero-filled by cp.async without a read (live rows, as the bf16/f16 gate|ups have them "
 	 "since session 27); the same bits (F8_L2_DEFAULT in codegen/program.c; H200, session 38: DeepSeek-V3's "
 	 "FP8 layer 0.989x at T = 4096, 0.984x at 256; the default since; issue 13)"},
+	{"live-sums", DBG_LIVE_SUMS, NULL,
+	 "compile: a stream-K or split-K GEMM on the mma.sync mainloop (the decode tiles) hands over only the "
+	 "partial sums of the rows its tile holds (row < the expert's or M's end; the lanes of other rows store "
+	 "nothing), not all bm rows, and releases them by thread 0's fence.acq_rel.gpu after the barrier (the "
+	 "front's hand-over), not every thread's fence.sc.gpu; the same bits. H200, session 38, T = 16: gpt-oss-20b "
+	 "MXFP4 0.996x, Mixtral GPTQ 0.993x, bf16 gpt-oss-20b 0.989x, bf16 Mixtral 0.998x "
+	 "(docs/codegen.md, Quantised decode, session 38; the default on GPU targets since: LIVE_SUMS_DEFAULT in program.c; issue 13)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -1102,6 +1102,94 @@ START_TEST(test_stream)
 }
 END_TEST
 
+/* Slot elements of the stream-K workspace written by a run of c (1x4 warps of
+ * 16-row tiles: element a * 128 + t holds row t % 32 / 4 + 8 (a % 4 / 2) of
+ * its tile), counted for rows of the tile (live[tile] rows) and past them. */
+static void
+slot_rows_written(const GemmCase *c, const int *live, int64_t *in, int64_t *past)
+{
+	GemmRun r;
+	int64_t tile = (int64_t)c->s.bm * c->s.bn, slots = c->s.split_slots;
+
+	ck_assert_msg(gh_run(&r, c) == 0, "%s: %s", c->what, r.msg);
+	const uint32_t *w = (const uint32_t *)((const char *)r.ws + r.wsbytes - (size_t)(slots * tile * 4));
+	*in = *past = 0;
+	for (int64_t t = 0; t < slots; t++)
+		for (int64_t e = 0; e < tile; e++) {
+			int row = (int)(e % 128 % 32 / 4 + 8 * (e / 128 % 4 / 2));
+			if (w[t * tile + e] != 0xffffffffu)	/* the harness fills the slots with NaN */
+				++*(row < live[t] ? in : past);
+		}
+	gh_free(&r);
+}
+
+/*
+ * --debug=live-sums (GemmSpec.live_sums, split_reduce): stream-K and split-K
+ * hand over only the partial sums of the rows a tile holds.  The same bits as
+ * handing over all 16 (stream() and the unrolled loop; grouped MXFP4 SwiGLU
+ * with empty experts and tiles of 7-16 rows, with and without live rows of
+ * A; the u4 down with routing weights and scattered rows; dense split-K at
+ * T = 5), and in the workspace no slot element of a row past its tile is
+ * written, where without the flag some are.
+ */
+START_TEST(test_stream_live_sums)
+{
+	static const int gc[8] = {7, 0, 11, 0, 0, 16, 8, 0};
+	/* the tiles' rows: each expert's 2 column tiles; the slots past them (the grid's room for
+	 * every expert's padding rows, split_slots 22) have none */
+	static const int live[32] = {7, 7, 11, 11, 16, 16, 8, 8};
+	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K, live sums, 13 CTAs", .T = 21};
+	int64_t in, past;
+
+	memcpy(g.counts, gc, sizeof gc);
+	gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
+	g.s.b_dt = DT_F4E2M1;
+	g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+	gh_tiles(&g.s, 16, 128, 64, 1, 4, 5);
+	stream(&g.s, 13, g.T);
+	ck_assert_int_le(g.s.split_slots, 32);
+	for (int rows = 0; rows < 2; rows++) {
+		GemmCase l = g;
+		g.s.live_rows = l.s.live_rows = rows;
+		l.s.live_sums = 1;
+		gh_check(&l, 1e-2);
+		ck_assert_msg(gh_same_bits(&g, &l), "%s (live rows %d): other bits", l.what, rows);
+		GemmCase lu = l;
+		lu.s.sk_unroll = 1;
+		ck_assert_msg(gh_same_bits(&g, &lu), "%s (live rows %d): the unrolled loop's bits", l.what, rows);
+		slot_rows_written(&g, live, &in, &past);
+		ck_assert_msg(in > 0 && past > 0, "%s: all rows handed over: %lld, %lld", g.what, (long long)in,
+			      (long long)past);
+		slot_rows_written(&l, live, &in, &past);
+		ck_assert_msg(in > 0 && past == 0, "%s: %lld of the tiles' rows, %lld past them", l.what,
+			      (long long)in, (long long)past);
+		slot_rows_written(&lu, live, &in, &past);
+		ck_assert_msg(in > 0 && past == 0, "%s, unrolled: %lld past the tiles' rows", l.what, (long long)past);
+	}
+	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter, live sums, 6 CTAs", .T = 9,
+		       .counts = {3, 3, 0, 12}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	gh_tiles(&dn.s, 16, 64, 128, 1, 4, 4);
+	stream(&dn.s, 6, dn.T);
+	GemmCase dl = dn;
+	dl.s.live_sums = 1;
+	gh_check(&dl, 1e-2);
+	ck_assert_msg(gh_same_bits(&dn, &dl), "%s: other bits", dl.what);
+	dl.s.sk_unroll = 1;
+	ck_assert_msg(gh_same_bits(&dn, &dl), "%s: the unrolled loop's bits", dl.what);
+	GemmCase sk = {.what = "i4 g128 split-K 3, T = 5 (rows 5..15 past M), live sums", .T = 5};
+	spec_q(&sk.s, DT_I4, 256, 768, 128, DT_BF16, 0);
+	split(&sk.s, 3, sk.T);
+	GemmCase sl = sk;
+	sl.s.live_sums = 1;
+	gh_check(&sl, 1e-5);
+	ck_assert_msg(gh_same_bits(&sk, &sl), "%s: other bits", sl.what);
+}
+END_TEST
+
 /*
  * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
@@ -1275,6 +1363,22 @@ START_TEST(test_program_qdec)
 }
 END_TEST
 
+/* --debug=live-sums through the plan (program.c's live_sums): the decode
+ * tiles' stream-K hand-overs of live rows, with qdec's live rows of A and
+ * without, stream() and unrolled, against the interpreter at T = 1, 7, 16. */
+START_TEST(test_program_live_sums)
+{
+	static const int T[] = {1, 7, 16};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "gather grouped E=8 live-sums", 1e-2,
+				     DBG_LIVE_SUMS);
+		gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "grouped E=8 live-sums", 1e-2,
+				     DBG_LIVE_SUMS | DBG_QDEC | DBG_SK_UNROLL);
+	}
+}
+END_TEST
+
 /* A launch bound on a wide quantised stream-K tile (GemmSpec.min_ctas, the
  * tuning variants' .lN): .minnctapersm in the PTX, and ptxas fits gpt-oss-20b's
  * 16x192x64 gate|up and down at 5 CTAs of 128 threads (at most 96 registers)
@@ -1390,6 +1494,11 @@ gemm_mixed_suite(void)
 	tcase_add_test(t, test_program_stream);
 	tcase_add_test(t, test_program_sk_unroll);
 	tcase_add_test(t, test_program_qdec);
+	suite_add_tcase(s, t);
+	t = tcase_create("live_sums");	/* stream-K hand-overs of the tiles' rows (--debug=live-sums) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_stream_live_sums);
+	tcase_add_test(t, test_program_live_sums);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);
