@@ -279,6 +279,13 @@ const DebugFlag debug_flags[] = {
 	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
 	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
 	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13, session 37, for A/B on the GPU: bench/ab/fp8s37.ab)"},
+	{"combine-fold", DBG_COMBINE_FOLD, NULL,
+	 "compile: a decode MoE down projection on CUDA cores (gemm-vec, max_tokens <= 4) whose combine (the sum over a "
+	 "token's k slots + the residual) fits two rounds of its CTA's threads runs that combine itself: every CTA adds 1 "
+	 "to a ticket in the split-K workspace when its slots are stored, and the last to finish sums them (the combine "
+	 "kernel's code: the same bits), so the plan has no combine launch (Qwen3-30B-A3B T = 1: front, gate|up, down); "
+	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; for A/B "
+	 "on the GPU"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

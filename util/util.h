@@ -191,6 +191,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_GROUPED DBG_BIT(48)	/* codegen: grouped bf16/f16 prefill tiles under 256 columns take the widest even column-tile count (gpt-oss-20b: 128x240; the default on sm_90a: GROUPED_COLS_DEFAULT) */
 #define DBG_PREFILL_SMALL DBG_BIT(55)	/* codegen: the norm kernel 4 rows a warp (gamma in shared memory, the next row's loads ahead); the route kernel with no CTA barrier (A/B) */
 #define DBG_DENSE_C2 DBG_BIT(51)	/* codegen: dense WS GEMMs in clusters of 2 store C by TMA; dense prefill plans in clusters (A/B) */
+#define DBG_COMBINE_FOLD DBG_BIT(57)	/* codegen: a decode down GEMM on CUDA cores (gemm-vec) runs the combine in its last CTA (a ticket), no combine launch (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;
