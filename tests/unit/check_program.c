@@ -2800,6 +2800,93 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 }
 END_TEST
 
+/* Program p's y at T (x filled from seed T) on the emulator into *y. */
+static void
+emu_y(CgProgram *p, int64_t T, int64_t H, Tensor *y)
+{
+	Tensor in;
+	int64_t dim[2] = {T, H};
+
+	ck_assert_int_eq(tensor_alloc(&in, DT_BF16, 2, dim), 0);
+	fill(&in, (uint64_t)T);
+	run_rows(p, T, y, &in);
+	tensor_free(&in);
+}
+
+/*
+ * --debug=combine-fold: the decode down GEMM on CUDA cores runs the combine
+ * in its last CTA (a ticket): no combine launch, y bit for bit the plan with
+ * the combine kernel's, at T = 1 and max_tokens.  The five front families'
+ * blocks at rows of 256 (f32 slots, 4 outputs a thread: one round of the
+ * CTA's 256 threads at T <= 4); rows of 1024 at max_tokens 2 (two rounds),
+ * not at 4 (four).  With pdl and kept-flags the ticket lies in the front's
+ * chain and the emulator checks it is 0 after each run (the workspace starts
+ * as 0xa5 garbage: the front zeroes it).  Over VEC_T tokens (no gemm-vec)
+ * nothing is folded.
+ */
+START_TEST(test_combine_fold_is_the_combine)
+{
+	static const DbgFlags dbg[] = {DBG_COMBINE_FOLD, DBG_COMBINE_FOLD | DBG_PDL | DBG_KEPT_FLAGS};
+	char src[2048];
+
+	for (size_t f = 0; f < NELEM(front_fams) + 1; f++) {
+		int64_t H = f < NELEM(front_fams) ? 256 : 1024;
+		Diag d;
+		Module *m, *ref;
+
+		if (f < NELEM(front_fams))
+			front_block_src(src, sizeof src, f);
+		else
+			snprintf(src, sizeof src, "weight $g : bf16[1024] mean=1.0 scale=0.2 seed=1\n"
+				 "weight $router : bf16[16,1024] seed=2\n"
+				 "weight $wgu : bf16[16,64,1024] seed=3\n"
+				 "weight $wdown : bf16[16,1024,32] seed=4\n\n"
+				 "graph @block(%%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+				 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,1024]\n"
+				 "\t%%logits = matmul %%h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+				 "\t%%m = moe %%h, %%logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,1024]\n"
+				 "\t%%y = add %%x, %%m : bf16[T,1024]\n"
+				 "\tret %%y\n}\n");
+		diag_init(&d, stderr);
+		m = fused_for("fold_block.ir", src, &ref, &d, 4);
+		for (int64_t mt = 1; mt <= 5; mt += H > 256 ? mt : mt == 1 ? 3 : 1) {
+			/* f32 slots here: 4 outputs a thread, at most two rounds of 256 (H = 1024: T <= 2) */
+			int want = mt <= 4 && mt * H / 4 <= 512;
+			CgCompileOpts co;
+			CgProgram *p0, *p1;
+
+			emu_opts(&co, mt);
+			p0 = cg_compile(m, &co, &d);
+			ck_assert_ptr_nonnull(p0);
+			for (size_t j = 0; j < NELEM(dbg); j++) {
+				co.debug = dbg[j];
+				p1 = cg_compile(m, &co, &d);
+				ck_assert_ptr_nonnull(p1);
+				ck_assert_msg(launches_noted(p1, "the combine in the last CTA") == want,
+					      "family %zu, max_tokens %lld, flags %zu: folded %d", f, (long long)mt, j,
+					      launches_noted(p1, "the combine in the last CTA"));
+				ck_assert_int_eq(launches(cg_program_manifest(p1), ""),
+						 launches(cg_program_manifest(p0), "") - want);
+				for (int64_t T = 1; T <= mt; T += mt - 1 > 1 ? mt - 1 : 1) {	/* T = 1 and max_tokens */
+					Tensor y0, y1;
+					emu_y(p0, T, H, &y0);
+					emu_y(p1, T, H, &y1);
+					ck_assert_msg(memcmp(y0.data, y1.data, tensor_nbytes(&y0)) == 0,
+						      "family %zu, max_tokens %lld, T = %lld: y differs", f, (long long)mt,
+						      (long long)T);
+					tensor_free(&y0);
+					tensor_free(&y1);
+				}
+				cg_program_free(p1);
+			}
+			cg_program_free(p0);
+		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 Suite *
 program_suite(void)
 {
@@ -2850,6 +2937,10 @@ program_suite(void)
 	tc = tcase_create("vec_ahead");	/* the same, _i = 1: --debug=vec-ahead (a case of its own for ctest -j) */
 	tcase_set_timeout(tc, 1800);
 	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 1, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("combine_fold");	/* --debug=combine-fold: the combine in the down's last CTA */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_combine_fold_is_the_combine);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
