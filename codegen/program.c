@@ -58,7 +58,7 @@ typedef struct {
 	int bq_part;		/* ... as its part 0 (B), 1 (B_scale) or 2 (B_zero) */
 } WeightSlot;
 
-enum { CHAIN_MAX = 16 };
+enum { CHAIN_MAX = 16 };	/* split GEMMs one front's last CTA zeroes the flags of (--debug=pdl) */
 
 /* A combine call right after the grouped GEMM computing its slots, which
  * that GEMM runs in its last CTA where its plan is gemm-vec (GemmSpec.fold;
@@ -67,7 +67,7 @@ typedef struct {
 	const Node *gemm, *comb;
 	CgCombineSpec s;
 	int taken;
-} Fold;	/* split GEMMs one front's last CTA zeroes the flags of (--debug=pdl) */
+} Fold;
 
 struct CgProgram {
 	Module *m;
@@ -2506,17 +2506,6 @@ seg_name(CgProgram *p, const char *name, const GemmSeg *g)
 }
 
 /*
- * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
- * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
- * max_tokens does, both variants are emitted and each launch step names its
- * range of T (docs/bundle.md, tokens=LO..HI); a tuning table can split
- * those ranges further by T bucket (gemm_segments).  Targets whose plans
- * differ (shared memory, SMs) get launch lines of their own (arch=), each
- * target's launches tiling 1..max_tokens; the kernels keep one name, built
- * per target (but NAME_ws where only some targets take the warp-specialised
- * mainloop).
- */
-/*
  * --debug=combine-fold (CG_COMBINE_FOLD_DEFAULT): the MoE combine (the sum
  * over a token's k slots, the residual) in the down GEMM's last CTA, where
  * the down runs on CUDA cores (gemm-vec: decode bundles of max_tokens <=
@@ -2591,6 +2580,17 @@ fold_combine(CgProgram *p, const Node *call, CgGemmBind *gb, GemmSeg *seg, int n
 					  call->callee->name));
 }
 
+/*
+ * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
+ * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
+ * max_tokens does, both variants are emitted and each launch step names its
+ * range of T (docs/bundle.md, tokens=LO..HI); a tuning table can split
+ * those ranges further by T bucket (gemm_segments).  Targets whose plans
+ * differ (shared memory, SMs) get launch lines of their own (arch=), each
+ * target's launches tiling 1..max_tokens; the kernels keep one name, built
+ * per target (but NAME_ws where only some targets take the warp-specialised
+ * mainloop).
+ */
 static int
 emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 {
