@@ -2515,7 +2515,7 @@ seg_name(CgProgram *p, const char *name, const GemmSeg *g)
  * grid dependency (k_gemm_common.c gemm_fold).  find_folds finds the pairs
  * before the memory plan (which then treats them as one step: the GEMM writes
  * the combine's result); emit_gemm takes one where its plan is gemm-vec on
- * every target, in one segment.
+ * every target, in one segment, after a decode front.
  */
 enum { FOLD_ROUNDS = 2, FOLD_THREADS = 256 };
 
@@ -2565,7 +2565,9 @@ fold_combine(CgProgram *p, const Node *call, CgGemmBind *gb, GemmSeg *seg, int n
 	Fold *fd = fold_of(p, call);
 
 	gb->fold = NULL;
-	if (!fd || fd->gemm != call || nseg != 1 || gb->rows || seg[0].simt)
+	/* a front before it zeroes the ticket's word every run (its chain, or the first split GEMM's
+	 * flags): without one the ticket would need a memset step, a graph node that breaks the chain */
+	if (!fd || fd->gemm != call || nseg != 1 || gb->rows || seg[0].simt || !p->front_zero)
 		return;
 	for (int i = 0; i < p->o.narch; i++)
 		if (seg[0].s[i].mainloop != CG_MAINLOOP_VEC || seg[0].s[i].warps_m * seg[0].s[i].warps_n * 32 !=
