@@ -2815,14 +2815,18 @@ emu_y(CgProgram *p, int64_t T, int64_t H, Tensor *y)
 
 /*
  * --debug=combine-fold: the decode down GEMM on CUDA cores runs the combine
- * in its last CTA (a ticket): no combine launch, y bit for bit the plan with
- * the combine kernel's, at T = 1 and max_tokens.  The five front families'
+ * in its last CTA (a ticket): no combine kernel, y bit for bit the plan with
+ * the combine as a kernel (old-rows' row kernel: the same bits as k_combine.c),
+ * at T = 1 and max_tokens.  The five front families'
  * blocks at rows of 256 (f32 slots, 4 outputs a thread: one round of the
  * CTA's 256 threads at T <= 4); rows of 1024 at max_tokens 2 (two rounds),
  * not at 4 (four).  With pdl and kept-flags (Qwen3's family) the ticket lies
  * in the front's chain, zeroed by the front (the workspace starts as 0xa5
  * garbage); without a front (no-front) nothing is folded (the ticket would
- * need a memset step), nor over VEC_T tokens (no gemm-vec).
+ * need a memset step), nor over VEC_T tokens (no gemm-vec).  Rows of 4096
+ * with bf16 slots and top-8 of 16 give every warp of the down items, so the
+ * emulator's last CTA stores slots too: a combine in any other CTA (a wrong
+ * ticket) misses them.
  */
 START_TEST(test_combine_fold_is_the_combine)
 {
@@ -2858,7 +2862,9 @@ START_TEST(test_combine_fold_is_the_combine)
 
 			emu_opts(&co, mt);
 			for (size_t j = 0; j < (f == 1 ? NELEM(dbg) : 1); j++) {	/* the chains: Qwen3's family */
-				co.debug = dbg[j] & ~DBG_COMBINE_FOLD;
+				/* the reference: the combine as the row kernel (old-rows: the same bits as
+				 * k_combine.c's, and never folded, whatever CG_COMBINE_FOLD_DEFAULT says) */
+				co.debug = (dbg[j] & ~DBG_COMBINE_FOLD) | DBG_OLD_ROWS;
 				p0 = cg_compile(m, &co, &d);
 				ck_assert_ptr_nonnull(p0);
 				co.debug = dbg[j];
@@ -2868,8 +2874,7 @@ START_TEST(test_combine_fold_is_the_combine)
 				ck_assert_msg(launches_noted(p1, "the combine in the last CTA") == w,
 					      "family %zu, max_tokens %lld, flags %zu: folded %d", f, (long long)mt, j,
 					      launches_noted(p1, "the combine in the last CTA"));
-				ck_assert_int_eq(launches(cg_program_manifest(p1), ""),
-						 launches(cg_program_manifest(p0), "") - w);
+				ck_assert_int_eq(launches_noted(p1, "combine k="), !w);	/* k_combine.c's kernel */
 				for (int64_t T = 1; T <= mt; T += mt - 1 > 1 ? mt - 1 : 1) {	/* T = 1 and max_tokens */
 					Tensor y0, y1;
 					emu_y(p0, T, H, &y0);
@@ -2884,6 +2889,45 @@ START_TEST(test_combine_fold_is_the_combine)
 				cg_program_free(p1);
 			}
 		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	{	/* every warp of the down with items (8 experts x 4096 / 8 columns: 4096 for 2112 warps), so
+		 * the emulator's last CTA has slots to store too: a combine in any other CTA misses them */
+		static const char big[] =
+			"weight $g : bf16[4096] mean=1.0 scale=0.2 seed=1\n"
+			"weight $router : bf16[16,4096] seed=2\n"
+			"weight $wgu : bf16[16,64,4096] seed=3\n"
+			"weight $wdown : bf16[16,4096,32] seed=4\n\n"
+			"graph @block(%x: bf16[T,4096]) -> (y: bf16[T,4096]) {\n"
+			"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,4096]\n"
+			"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+			"\t%m = moe %h, %logits, _, $wgu, $wdown, k=8, renorm=1, router=softmax, slots=x : bf16[T,4096]\n"
+			"\t%y = add %x, %m : bf16[T,4096]\n"
+			"\tret %y\n}\n";
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p0, *p1;
+		Tensor y0, y1;
+
+		diag_init(&d, stderr);
+		m = fused_for("fold_big.ir", big, &ref, &d, 1);
+		emu_opts(&co, 1);
+		co.debug = DBG_OLD_ROWS;
+		p0 = cg_compile(m, &co, &d);
+		co.debug = DBG_COMBINE_FOLD;
+		p1 = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p0);
+		ck_assert_ptr_nonnull(p1);
+		ck_assert_int_eq(launches_noted(p1, "the combine in the last CTA"), 1);
+		emu_y(p0, 1, 4096, &y0);
+		emu_y(p1, 1, 4096, &y1);
+		ck_assert_msg(memcmp(y0.data, y1.data, tensor_nbytes(&y0)) == 0, "rows of 4096: y differs");
+		tensor_free(&y0);
+		tensor_free(&y1);
+		cg_program_free(p0);
+		cg_program_free(p1);
 		ir_free_module(m);
 		ir_free_module(ref);
 	}
