@@ -974,6 +974,11 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
 /* --debug=combine-fold (session 38) without the flag (program.c fold_combine): a decode down GEMM on
  * CUDA cores runs the combine in its last CTA (GemmSpec.fold), the plan has no combine launch */
 #define CG_COMBINE_FOLD_DEFAULT 0
+/* The decode front in two launches (CgFrontSpec.part; session 38, no flag yet: an A/B by a moec built with
+ * it 1): the expert CTAs, then one CTA that routes and sorts after their grid dependency, instead of the
+ * ticket's fence, atomic and fence.  Session 38's combine-fold A/B (H200) measured a ticket hand-over
+ * at the end of a grid ~0.5 us slower than a programmatic grid dependency (Qwen3 T = 1 1.015x) */
+#define CG_FRONT_SPLIT_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -1007,6 +1012,10 @@ struct CgFrontSpec {
 				 * acq_rel fences) and the last to finish routes and resets it, instead
 				 * of the last launched waiting for a flag a CTA; flags[ctas ..
 				 * zero_words) zeroed by every CTA at its start, a word a thread */
+	int part;		/* with ticket, CG_FRONT_SPLIT_DEFAULT: the front as two launches with one
+				 * parameter list: 1, the expert CTAs (norm, logits; no hand-over: they
+				 * exit), 2, one CTA that routes and sorts (the ticket's last CTA), which
+				 * the grid dependency orders after part 1 (PDL); 0: one launch */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);

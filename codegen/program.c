@@ -2970,6 +2970,9 @@ find_fronts(CgProgram *p)
 			 * Mixtral 0.999x; DeepSeek-V3 FP8 (two experts a CTA) 1.001x */
 			fm.s.ticket = fm.s.perm.quad = (CG_FRONT3_DEFAULT && cg_front_experts(&fm.s) == 1) ||
 				(p->o.debug & DBG_FRONT3);
+			/* two launches (CG_FRONT_SPLIT_DEFAULT): the experts, then the route and sort
+			 * after their grid dependency (with PDL resident already), no ticket */
+			fm.s.part = CG_FRONT_SPLIT_DEFAULT && fm.s.ticket ? 1 : 0;
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;
@@ -2989,7 +2992,7 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	int fi = front_of(p, n);
 	const CgFrontMatch *f;
 	CgFrontSpec fs;
-	const char *name;
+	const char *name, *name2 = NULL;
 	const CgKernel *k;
 	MArg *args;
 	int np = 0, zw;
@@ -3006,6 +3009,16 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_front(p->mod[i], name, &fs, p->d) != 0)
 			return -1;
+	if (fs.part) {	/* part 2, the route and sort: the same parameters */
+		fs.part = 2;
+		vec_push(&p->fusion, arena_printf(p->a, "  decode front @%s in two launches: the experts' CTAs, "
+						  "then one CTA routes and sorts after their grid dependency "
+						  "(CG_FRONT_SPLIT_DEFAULT)", name));
+		name2 = entry_name(p, arena_printf(p->a, "%s.front_route", f->route->callee->name));
+		for (int i = 0; i < p->o.narch; i++)
+			if (cg_emit_front(p->mod[i], name2, &fs, p->d) != 0)
+				return -1;
+	}
 	k = cg_module_find(p->mod[0], name);
 	args = arena_array(p->a, MArg, k->nparam + 1);
 	args[np++] = arg_of(p, f->x);
@@ -3044,7 +3057,8 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	p->kept.n++;
 	p->kept.ms = p->run.n;
 	vec_push(&p->run, m);
-	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)))
+	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)) ||
+	    (name2 && add_step(p, STEP_LAUNCH, cg_module_find(p->mod[0], name2), args, static_t(f->route))))
 		return -1;
 	p->kept.lo = p->kept.ms + 1;	/* the front's last CTA clears its flags */
 	p->kept.hi = p->run.n;

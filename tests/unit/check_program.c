@@ -490,9 +490,11 @@ START_TEST(test_front_routing_is_the_interpreters)
 		int run = 0;
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
-		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		int two = launches(man, "_front_route");	/* CG_FRONT_SPLIT_DEFAULT: two launches */
+		ck_assert_int_eq(run, 2 + two);	/* its flags' memset and the launch: nothing else */
 		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) ||
 								  (CG_FRONT3_DEFAULT && E <= 128)));	/* one a CTA */
+		ck_assert_int_eq(two, CG_FRONT_SPLIT_DEFAULT && launches_noted(p, " ticket"));
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
@@ -738,7 +740,7 @@ START_TEST(test_front3_hands_over_by_ticket)
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			ck_assert_ptr_nonnull(k = strstr(ptx, "_front("));	/* the front's .entry to its end */
 			len -= (size_t)(k - ptx);
-			ck_assert_int_eq(count_in(k, len, "atom.global.add"), on);
+			ck_assert_int_eq(count_in(k, len, "atom.global.add"), on && !CG_FRONT_SPLIT_DEFAULT);
 			ck_assert_int_eq(count_in(k, len, "ld.volatile") > 0, !on);
 			v4[flag] = count_in(k, len, "ld.shared.v4");
 			cg_program_free(p);
@@ -812,8 +814,9 @@ START_TEST(test_front_blocks_match_interpreter)
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
 			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
-			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
-				ck_assert_int_eq(launches(man, ""), 4);
+			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded
+					 * (and the front's part 2: CG_FRONT_SPLIT_DEFAULT) */
+				ck_assert_int_eq(launches(man, "") - launches(man, "_front_route"), 4);
 			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
 					 ((_i && _i < 3) || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 &&
 					 E >= 32 && E <= 128);
@@ -1118,6 +1121,7 @@ START_TEST(test_front_folds_the_split_memset)
 	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT | DBG_ROW_KERNELS | DBG_OLD_ROWS, &ns, &nl);
 	ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 	ck_assert_int_eq(launches(cg_program_manifest(q), "_front"), 0);
+	ml -= launches(cg_program_manifest(p), "_front_route");	/* CG_FRONT_SPLIT_DEFAULT: one more */
 	ck_assert_msg(ml == nl - 4 && ms <= ns, "front: %d launches, %d memsets; without: %d, %d", ml, ms,
 		      nl, ns);
 	/* zero_words covers the memset the old plan has before the GEMM after the front */
@@ -1127,6 +1131,9 @@ START_TEST(test_front_folds_the_split_memset)
 		fi++;
 	ck_assert_int_lt(fi + 1, man->nstep);
 	zw = (int)man->step[fi].arg[man->step[fi].narg - 2].v.i;
+	if (strstr(man->step[fi + 1].kernel, "_front_route"))	/* CG_FRONT_SPLIT_DEFAULT's part 2 */
+		fi++;
+	ck_assert_int_lt(fi + 1, man->nstep);
 	while (next < old->nstep && !(old->step[next].kind == STEP_LAUNCH &&
 				      !strcmp(old->step[next].kernel, man->step[fi + 1].kernel)))
 		next++;
