@@ -284,8 +284,9 @@ const DebugFlag debug_flags[] = {
 	 "token's k slots + the residual) fits two rounds of its CTA's threads runs that combine itself: every CTA adds 1 "
 	 "to a ticket in the split-K workspace when its slots are stored, and the last to finish sums them (the combine "
 	 "kernel's code: the same bits), so the plan has no combine launch (Qwen3-30B-A3B T = 1: front, gate|up, down); "
-	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; for A/B "
-	 "on the GPU"},
+	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; measured "
+	 "slower on the H200 (session 38: Qwen3-30B-A3B T = 1 1.015x, Mixtral 1.005x, gpt-oss-20b 1.018x, the same bits: "
+	 "the ticket costs more than the launch's grid dependency), kept for A/B"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
