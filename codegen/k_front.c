@@ -25,6 +25,11 @@
  *	    (--debug=front3, CgFrontSpec.ticket: the last CTA to finish routes,
  *	      found by an atomic ticket in flags[0]; the chain's flags zeroed by
  *	      every CTA at its start; the ids handed to the sort in shared memory)
+ *	    (CG_FRONT_SPLIT_DEFAULT, CgFrontSpec.part, with the ticket's layout: two
+ *	      launches of one parameter list, part 1 the CTAs above with no
+ *	      hand-over, part 2 one CTA running the last CTA's route and sort after
+ *	      part 1's grid dependency: a PDL hand-over measured ~0.5 us cheaper
+ *	      than the ticket's fences and atomic at the end of a grid, session 38)
  *
  * Deterministic: every logit is one warp's sum in a fixed order, the last
  * CTA reads them through the same code as the route kernel; no atomics (a
