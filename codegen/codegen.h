@@ -974,10 +974,14 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
 /* --debug=combine-fold (session 38) without the flag (program.c fold_combine): a decode down GEMM on
  * CUDA cores runs the combine in its last CTA (GemmSpec.fold), the plan has no combine launch */
 #define CG_COMBINE_FOLD_DEFAULT 0
-/* The decode front in two launches (CgFrontSpec.part; session 38, no flag yet: an A/B by a moec built with
- * it 1): the expert CTAs, then one CTA that routes and sorts after their grid dependency, instead of the
- * ticket's fence, atomic and fence.  Session 38's combine-fold A/B (H200) measured a ticket hand-over
- * at the end of a grid ~0.5 us slower than a programmatic grid dependency (Qwen3 T = 1 1.015x) */
+/* The decode front in two launches (CgFrontSpec.part; session 38, no flag: its A/B compiled the arm with a
+ * moec built with it 1): the expert CTAs, then one CTA that routes and sorts after their grid dependency,
+ * instead of the ticket's fence, atomic and fence; every front on front3's layout (DeepSeek-V3's two
+ * experts a CTA too).  H200, session 38 (bench/ab/front_split.ab; y and the routing dumps byte for byte
+ * main's): Qwen3-30B-A3B T = 1 31.3 -> 30.6 us (0.977x), T = 16 0.992x, MXFP4 gpt-oss-20b 0.996x, Mixtral
+ * and gpt-oss-20b bf16 0.999x, DeepSeek-V3 FP8 T = 16 0.992x; every Qwen3 round below every main round.
+ * Why: the combine-fold A/B measured a ticket hand-over at the end of a grid ~0.5 us slower than a
+ * programmatic grid dependency.  The flip to the default is this line (the lead's call). */
 #define CG_FRONT_SPLIT_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {

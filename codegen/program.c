@@ -2971,8 +2971,14 @@ find_fronts(CgProgram *p)
 			fm.s.ticket = fm.s.perm.quad = (CG_FRONT3_DEFAULT && cg_front_experts(&fm.s) == 1) ||
 				(p->o.debug & DBG_FRONT3);
 			/* two launches (CG_FRONT_SPLIT_DEFAULT): the experts, then the route and sort
-			 * after their grid dependency (with PDL resident already), no ticket */
-			fm.s.part = CG_FRONT_SPLIT_DEFAULT && fm.s.ticket ? 1 : 0;
+			 * after their grid dependency (with PDL resident already), on front3's layout
+			 * at every front (the chain zeroed at the start, the ids in shared memory, the
+			 * sort 8 a trip) but no ticket.  H200, session 38 (same bits): Qwen3-30B-A3B
+			 * T = 1 0.977x, T = 16 0.992x, MXFP4 gpt-oss 0.996x, Mixtral and gpt-oss bf16
+			 * 0.999x, DeepSeek-V3 FP8 (two experts a CTA; with front3's layout) 0.992x */
+			if (CG_FRONT_SPLIT_DEFAULT)
+				fm.s.ticket = fm.s.perm.quad = 1;
+			fm.s.part = CG_FRONT_SPLIT_DEFAULT ? 1 : 0;
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

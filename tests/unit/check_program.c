@@ -493,7 +493,8 @@ START_TEST(test_front_routing_is_the_interpreters)
 		int two = launches(man, "_front_route");	/* CG_FRONT_SPLIT_DEFAULT: two launches */
 		ck_assert_int_eq(run, 2 + two);	/* its flags' memset and the launch: nothing else */
 		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) ||
-								  (CG_FRONT3_DEFAULT && E <= 128)));	/* one a CTA */
+								  (CG_FRONT3_DEFAULT && E <= 128) ||	/* one a CTA */
+								  CG_FRONT_SPLIT_DEFAULT));	/* its layout */
 		ck_assert_int_eq(two, CG_FRONT_SPLIT_DEFAULT && launches_noted(p, " ticket"));
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
@@ -692,7 +693,8 @@ START_TEST(test_front2_default_takes_one_expert_ctas)
 			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front2.ir", src, "sm_90a", 16, flag ? DBG_FRONT2 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len);
-			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16);
+			/* CG_FRONT_SPLIT_DEFAULT: no hand-over in the kernel at all */
+			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16) || CG_FRONT_SPLIT_DEFAULT;
 			ck_assert_ptr_nonnull(ptx);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			/* fence.sc.gpu: main's hand-over (fence.acq_rel alone no longer tells: front3's ticket has it) */
@@ -735,7 +737,8 @@ START_TEST(test_front3_hands_over_by_ticket)
 			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front3.ir", src, "sm_90a", 16, flag ? DBG_FRONT3 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len), *k;
-			int on = flag || (CG_FRONT3_DEFAULT && E == 16);	/* the default: one expert a CTA */
+			/* the default: one expert a CTA; CG_FRONT_SPLIT_DEFAULT: every front (its layout) */
+			int on = flag || (CG_FRONT3_DEFAULT && E == 16) || CG_FRONT_SPLIT_DEFAULT;
 			ck_assert_ptr_nonnull(ptx);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			ck_assert_ptr_nonnull(k = strstr(ptx, "_front("));	/* the front's .entry to its end */
@@ -747,7 +750,7 @@ START_TEST(test_front3_hands_over_by_ticket)
 			ir_free_module(m);
 			if (flag && E == 16)	/* the sort's two loops, two loads a trip */
 				ck_assert_int_ge(v4[1], 4);
-			if (flag && E == 256)	/* the counter sort: as without the flag */
+			if (flag && E == 256 && !CG_FRONT_SPLIT_DEFAULT)	/* the counter sort: as without the flag */
 				ck_assert_int_eq(v4[1], v4[0]);
 		}
 }
