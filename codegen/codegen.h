@@ -506,6 +506,20 @@ struct CgBQuant {
 				 * groups are 32 deep or more and divide bk (else ignored) */
 };
 
+/* The MoE combine (k_combine.c, below): here for GemmSpec.fold. */
+typedef struct CgCombineSpec CgCombineSpec;
+struct CgCombineSpec {
+	int64_t H;		/* row length: a multiple of 4 */
+	int k;			/* slots a row: 1..32 */
+	DType slot_dt;		/* the slots' type: f32, or bf16/f16 cast to f32 as loaded */
+	CgExpr rows;		/* a*T + b rows (div 0) */
+	DType sum_dt;		/* the sum's cast (f32: none) */
+	int residual;		/* y = x + the sum, rounded to y_dt */
+	DType x_dt, y_dt;
+	int weighted;		/* each slot times its routing weight before the sum (f32, an fmul):
+				 * parameter "w" f32 [rows,k,1] after "slots" (lower-moe's slots_out) */
+};
+
 typedef struct GemmSpec GemmSpec;
 struct GemmSpec {
 	int64_t N, K;		/* compile-time sizes */
@@ -606,6 +620,11 @@ struct GemmSpec {
 				 * atomic counter, so fast SMs take more; 0: equal runs.  1..64 */
 	int unit_rev;		/* units: > 1: units handed out reversed in blocks of unit_rev (tests:
 				 * arrival orders the emulator's CTA-after-CTA run cannot make); 0 */
+	CgCombineSpec fold;	/* CG_MAINLOOP_VEC, persistent: fold.k > 0: the combine of C (the slots)
+				 * in the kernel's last CTA: every CTA adds 1 to a ticket (word 0 of
+				 * "splitk_ws") when its stores are out, the last to finish sums the
+				 * slots as cg_emit_combine does (parameters "fold_w" if weighted,
+				 * "fold_x" if residual, "fold_y" before "splitk_ws"); --debug=combine-fold */
 };
 /* Defaults: bf16 everywhere, B [N,K], 128x128x32, 2x4 warps, 4 stages, tiles. */
 void cg_gemm_default(GemmSpec *s);
@@ -857,6 +876,8 @@ struct CgGemmBind {		/* kernel parameter index of each GEMM operand; -1: none */
 	int b_interleave;	/* ... read through lower-moe's gate|up interleave (cg_bq_pack's) */
 	int c_scale;		/* kernel result index of the group scales ("C_scale"); -1: none */
 	int64_t rows;		/* static row count (m_per_t is then 1, T = rows); 0: coef*T */
+	const Node *fold;	/* GemmSpec.fold: the combine call ("fold_w" its in[1], "fold_x" its
+				 * last operand, "fold_y" its result); NULL: none */
 };
 /* Epilogue leaves get roles "pN" (kernel parameter N); the result is C.
  * -1 with the reason in why when the builder cannot express the body. */
@@ -961,6 +982,18 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * session 37 (same bits, routing dumps byte for byte; Qwen3-30B-A3B T = 1 0.986x, T = 16 0.997x, gpt-oss-20b
  * 0.996x, Mixtral and MXFP4 gpt-oss 0.999x; DeepSeek-V3 FP8's two experts a CTA 1.001x, so not there) */
 #define CG_FRONT3_DEFAULT 1
+/* --debug=combine-fold (session 38) without the flag (program.c fold_combine): a decode down GEMM on
+ * CUDA cores runs the combine in its last CTA (GemmSpec.fold), the plan has no combine launch */
+#define CG_COMBINE_FOLD_DEFAULT 0
+/* The decode front in two launches (CgFrontSpec.part; session 38, no flag: its A/B compiled the arm with a
+ * moec built with it 1): the expert CTAs, then one CTA that routes and sorts after their grid dependency,
+ * instead of the ticket's fence, atomic and fence; every front on front3's layout (DeepSeek-V3's two
+ * experts a CTA too).  H200, session 38 (bench/ab/front_split.ab; y and the routing dumps byte for byte
+ * main's): Qwen3-30B-A3B T = 1 31.3 -> 30.6 us (0.977x), T = 16 0.992x, MXFP4 gpt-oss-20b 0.996x, Mixtral
+ * and gpt-oss-20b bf16 0.999x, DeepSeek-V3 FP8 T = 16 0.992x; every Qwen3 round below every main round.
+ * Why: the combine-fold A/B measured a ticket hand-over at the end of a grid ~0.5 us slower than a
+ * programmatic grid dependency.  The default since that A/B. */
+#define CG_FRONT_SPLIT_DEFAULT 1
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -994,6 +1027,10 @@ struct CgFrontSpec {
 				 * acq_rel fences) and the last to finish routes and resets it, instead
 				 * of the last launched waiting for a flag a CTA; flags[ctas ..
 				 * zero_words) zeroed by every CTA at its start, a word a thread */
+	int part;		/* with ticket, CG_FRONT_SPLIT_DEFAULT: the front as two launches with one
+				 * parameter list: 1, the expert CTAs (norm, logits; no hand-over: they
+				 * exit), 2, one CTA that routes and sorts (the ticket's last CTA), which
+				 * the grid dependency orders after part 1 (PDL); 0: one launch */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
@@ -1083,22 +1120,12 @@ int cg_norm_match(const Module *m, const Node *call, int (*skip)(const void *ctx
  * outputs: the same bits as the body kernel.  Parameters "slots", ["x"],
  * "y" (out), "T"; grid cdiv(rows * H/4, 256), block 256.
  */
-typedef struct CgCombineSpec CgCombineSpec;
-struct CgCombineSpec {
-	int64_t H;		/* row length: a multiple of 4 */
-	int k;			/* slots a row: 1..32 */
-	DType slot_dt;		/* the slots' type: f32, or bf16/f16 cast to f32 as loaded */
-	CgExpr rows;		/* a*T + b rows (div 0) */
-	DType sum_dt;		/* the sum's cast (f32: none) */
-	int residual;		/* y = x + the sum, rounded to y_dt */
-	DType x_dt, y_dt;
-	int weighted;		/* each slot times its routing weight before the sum (f32, an fmul):
-				 * parameter "w" f32 [rows,k,1] after "slots" (lower-moe's slots_out) */
-};
 int cg_combine_check(const CgCombineSpec *s, Diag *d);
 int cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d);
 /* A row kernel call computing exactly that (module m: its T dims): 1 with s filled, else 0. */
 int cg_combine_match(const Module *m, const Node *call, CgCombineSpec *s);
+/* Outputs a thread of the combine: 4 (f32 slots) or 8 (bf16/f16). */
+int cg_combine_vw(const CgCombineSpec *s);
 
 /* k_ep_pack.c: expert parallelism's dispatch packing (the `ep_pack` op) */
 #define CG_EP_MAX_EXPERTS 1024
@@ -1536,6 +1563,12 @@ int cg_permute_smem(const CgPermuteSpec *s, int threads, int64_t nmax);
 void cg_permute_block(CgFn *f, const CgPermuteSpec *s, int threads, int64_t nmax, int smem0,
 		      const CgPermuteIo *io);
 int cg_permute_small(const CgPermuteSpec *s, int threads, int64_t nmax);	/* the small sort is taken */
+/* k_combine.c: the combine's outputs g*V .. g*V + V-1 of the rows (g < rows
+ * * H/V, the caller's test): what cg_emit_combine's thread g computes.  w, x
+ * NULL when not weighted, no residual.  (GemmSpec.fold's last CTA too.) */
+void cg_combine_group(CgFn *f, const CgCombineSpec *s, LLVMValueRef slots, LLVMValueRef w, LLVMValueRef x,
+		      LLVMValueRef y, LLVMValueRef g);
+
 #endif /* CG_INTERNAL */
 
 #endif

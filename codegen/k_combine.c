@@ -25,11 +25,12 @@
 #define MAXV 8	/* the most outputs a thread: 8 of 2-byte slots */
 
 /* outputs a thread: 16 bytes of each slot */
-static int
-vw(const CgCombineSpec *s)
+int
+cg_combine_vw(const CgCombineSpec *s)
 {
 	return s->slot_dt == DT_F32 ? 4 : MAXV;
 }
+#define vw cg_combine_vw
 
 static int
 io_float(DType t)
@@ -81,6 +82,37 @@ store_v(CgFn *f, int V, DType dt, LLVMValueRef base, LLVMValueRef at, LLVMValueR
 	cg_gstore(f, vec, cg_gep(f, base, at, es), es * V);
 }
 
+void
+cg_combine_group(CgFn *f, const CgCombineSpec *s, LLVMValueRef slots, LLVMValueRef w, LLVMValueRef x,
+		 LLVMValueRef y, LLVMValueRef g)
+{
+	int V = vw(s);
+	int64_t Q = s->H / V;	/* thread groups a row */
+	LLVMValueRef wj[32], row, col, acc[MAXV], xv[MAXV], sv[32][MAXV];
+
+	row = cg_sext64(f, cg_udiv(f, g, cg_i32(f, (int)Q)));
+	col = cg_sext64(f, cg_muli(f, cg_urem(f, g, cg_i32(f, (int)Q)), V));
+	for (int j = 0; j < s->k; j++)		/* every slot's 16 bytes in flight */
+		load_v(f, V, s->slot_dt, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
+		       sv[j]);
+	for (int j = 0; s->weighted && j < s->k; j++)	/* the row's k weights (one sector) */
+		wj[j] = cg_gload(f, f->tf32, cg_gep(f, w, cg_addi(f, cg_muli(f, row, s->k), j), 4), 4);
+	for (int j = 0; s->weighted && j < s->k; j++)	/* the walker's mul, then its sum */
+		for (int e = 0; e < V; e++)
+			sv[j][e] = LLVMBuildFMul(f->B, sv[j][e], wj[j], "");
+	if (s->residual)
+		load_v(f, V, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
+	for (int e = 0; e < V; e++) {
+		acc[e] = LLVMBuildFAdd(f->B, sv[0][e], cg_f32(f, 0), "");	/* the walker's 0 + s_0 */
+		for (int j = 1; j < s->k; j++)
+			acc[e] = LLVMBuildFAdd(f->B, acc[e], sv[j][e], "");
+		acc[e] = cg_round_dt(f, acc[e], s->sum_dt);
+		if (s->residual)
+			acc[e] = cg_round_dt(f, LLVMBuildFAdd(f->B, xv[e], acc[e], ""), s->y_dt);
+	}
+	store_v(f, V, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
+}
+
 int
 cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 {
@@ -88,7 +120,7 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	int np = 0, block[3] = {THREADS, 1, 1}, V = vw(s);
 	int64_t Q = s->H / V;	/* thread groups a row */
 	CgExpr grid[3] = {{s->rows.a * Q, s->rows.b * Q, THREADS}, CG_EXPR_INT(1), CG_EXPR_INT(1)};
-	LLVMValueRef slots, w = NULL, wj[32], x = NULL, y, T, g, rows, row, col, acc[MAXV], xv[MAXV], sv[32][MAXV];
+	LLVMValueRef slots, w = NULL, x = NULL, y, T, g, rows;
 	char note[128];
 	CgFn *f;
 	CgIf c;
@@ -117,27 +149,7 @@ cg_emit_combine(CgModule *m, const char *name, const CgCombineSpec *s, Diag *d)
 	rows = cg_addi(f, cg_muli(f, cg_max(f, T, cg_i32(f, 0)), s->rows.a), s->rows.b);
 	g = cg_add(f, cg_mul(f, cg_ctaid(f, 0), cg_i32(f, THREADS)), cg_tid(f, 0));
 	cg_if(f, &c, cg_lt(f, g, cg_mul(f, rows, cg_i32(f, (int)Q))));
-	row = cg_sext64(f, cg_udiv(f, g, cg_i32(f, (int)Q)));
-	col = cg_sext64(f, cg_muli(f, cg_urem(f, g, cg_i32(f, (int)Q)), V));
-	for (int j = 0; j < s->k; j++)		/* every slot's 16 bytes in flight */
-		load_v(f, V, s->slot_dt, slots, cg_add(f, cg_muli(f, cg_addi(f, cg_muli(f, row, s->k), j), s->H), col),
-		       sv[j]);
-	for (int j = 0; s->weighted && j < s->k; j++)	/* the row's k weights (one sector) */
-		wj[j] = cg_gload(f, f->tf32, cg_gep(f, w, cg_addi(f, cg_muli(f, row, s->k), j), 4), 4);
-	for (int j = 0; s->weighted && j < s->k; j++)	/* the walker's mul, then its sum */
-		for (int e = 0; e < V; e++)
-			sv[j][e] = LLVMBuildFMul(f->B, sv[j][e], wj[j], "");
-	if (s->residual)
-		load_v(f, V, s->x_dt, x, cg_add(f, cg_muli(f, row, s->H), col), xv);
-	for (int e = 0; e < V; e++) {
-		acc[e] = LLVMBuildFAdd(f->B, sv[0][e], cg_f32(f, 0), "");	/* the walker's 0 + s_0 */
-		for (int j = 1; j < s->k; j++)
-			acc[e] = LLVMBuildFAdd(f->B, acc[e], sv[j][e], "");
-		acc[e] = cg_round_dt(f, acc[e], s->sum_dt);
-		if (s->residual)
-			acc[e] = cg_round_dt(f, LLVMBuildFAdd(f->B, xv[e], acc[e], ""), s->y_dt);
-	}
-	store_v(f, V, s->y_dt, y, cg_add(f, cg_muli(f, row, s->H), col), acc);
+	cg_combine_group(f, s, slots, w, x, y, g);
 	cg_endif(f, &c);
 	snprintf(note, sizeof note, "combine k=%d H=%lld %s%s, %s slots%s, %d-byte loads", s->k,
 		 (long long)s->H, dtype_name(s->y_dt), s->residual ? " + residual" : "", dtype_name(s->slot_dt),

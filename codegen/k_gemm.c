@@ -196,6 +196,8 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	layout(&g, in);
 	if (cg_target_check(t, d) < 0)
 		return -1;
+	if (s->fold.k > 0)
+		return diag_error(d, LOC_NONE, "gemm: the combine in the last CTA (GemmSpec.fold) is gemm-vec's only");
 	if (s->bq.group > 0 && gemm_bq_check(&g, d) < 0)
 		return -1;
 	if (s->bq.group <= 0 && (s->bq.direct || s->bq.vec > 1))
@@ -1374,10 +1376,13 @@ hands_over(const GemmSpec *s)
 	return s->split_k > 1 || s->sched == CG_SCHED_STREAM;
 }
 
+/* GemmSpec.fold's ticket: one word (16 bytes, the flags' alignment) */
+#define FOLD_FLAG_BYTES 16
+
 int64_t
 cg_gemm_split_flag_bytes(const GemmSpec *s)
 {
-	return hands_over(s) ? (int64_t)(s->split_slots + dyn(s)) * 4 : 0;
+	return hands_over(s) ? (int64_t)(s->split_slots + dyn(s)) * 4 : s->fold.k > 0 ? FOLD_FLAG_BYTES : 0;
 }
 
 int64_t
@@ -1385,7 +1390,7 @@ cg_gemm_split_bytes(const GemmSpec *s)
 {
 	int64_t slots = dyn(s) ? (int64_t)s->units * s->ctas : s->split_slots;	/* a unit's, a tile's */
 
-	return hands_over(s) ? split_flags(s) + slots * s->bm * s->bn * 4 : 0;
+	return hands_over(s) ? split_flags(s) + slots * s->bm * s->bn * 4 : s->fold.k > 0 ? FOLD_FLAG_BYTES : 0;
 }
 
 /*

@@ -54,6 +54,7 @@ struct GemmCore {
 					 * gemm_schedule_share: the item's */
 	LLVMValueRef round;		/* GemmSpec.snake: the item's round (gemm_round_item) */
 	LLVMValueRef ws;		/* split-K: the "splitk_ws" workspace */
+	LLVMValueRef fold_w, fold_x, fold_y;	/* GemmSpec.fold: the combine's weights, residual, result */
 };
 
 /* One row of the epilogue: where it goes, and its row leaves. */
@@ -120,6 +121,8 @@ LLVMValueRef gemm_round_item(GemmCore *k, LLVMValueRef j);
  * item after k->w (i32: past the work where it has none). */
 LLVMValueRef gemm_later_item(GemmCore *k);
 LLVMValueRef gemm_next_item(GemmCore *k);
+/* GemmSpec.fold: the ticket and the last CTA's combine (after the work loop). */
+void gemm_fold(GemmCore *k);
 int gemm_finish(GemmCore *k, const char *note);
 /* Append " tiles gather scatter grouped E=.. ep: .." to buf at at. */
 int gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at);

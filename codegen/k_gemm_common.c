@@ -158,7 +158,14 @@ params(const GemmCore *k, CgParam *p)
 		if (s->tma_store)
 			p[n++] = (CgParam){CGP_TMAP, "C_map"};
 	}
-	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)	/* split_k 1: unused (another target splits) */
+	if (s->fold.k > 0) {	/* the combine in the last CTA: its operands */
+		if (s->fold.weighted)
+			p[n++] = (CgParam){CGP_PTR, "fold_w"};
+		if (s->fold.residual)
+			p[n++] = (CgParam){CGP_PTR, "fold_x"};
+		p[n++] = (CgParam){CGP_PTR, "fold_y"};
+	}
+	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM || s->fold.k > 0)	/* split_k 1: unused (another target splits) */
 		p[n++] = (CgParam){CGP_PTR, "splitk_ws"};
 	p[n++] = (CgParam){CGP_I32, "T"};
 	return n;
@@ -214,7 +221,14 @@ bind_params(GemmCore *k)
 		k->bmap = n++;
 		k->cmap = s->tma_store ? n++ : -1;
 	}
-	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM)
+	if (s->fold.k > 0) {
+		if (s->fold.weighted)
+			k->fold_w = arg_noalias(f, n++);
+		if (s->fold.residual)
+			k->fold_x = arg_noalias(f, n++);
+		k->fold_y = arg_noalias(f, n++);
+	}
+	if (s->split_k >= 1 || s->sched == CG_SCHED_STREAM || s->fold.k > 0)
 		k->ws = arg_noalias(f, n++);
 	k->T = cg_arg(f, n++);
 }
@@ -628,6 +642,48 @@ gemm_schedule_share(GemmCore *k, void (*body)(GemmCore *), LLVMValueRef part, in
 	gemm_tile_coords(k, k->w);
 	body(k);
 	cg_endloop(f, &l);
+}
+
+/*
+ * GemmSpec.fold: the combine of the slots C in the CTA that finishes last.
+ * After the CTA's barrier (every warp's stores issued) thread 0 releases
+ * them (fence.acq_rel.gpu), adds 1 to the ticket (word 0 of the workspace)
+ * and, where it drew the last (ctas - 1), resets it to 0 and acquires the
+ * others' stores (the fence again); the CTA learns its draw through shared
+ * word 0 (the expert table's, read by no warp after the barrier) and a
+ * second barrier.  Then its threads take the combine's thread groups g,
+ * g + nthr, ... as the combine kernel's thread g computes them: the same
+ * bits, with no launch and no grid dependency.  Nothing waits for a CTA
+ * still running (the front's ticket, k_front.c draw_ticket): the emulator's
+ * CTA-after-CTA run draws them in order.
+ */
+void
+gemm_fold(GemmCore *k)
+{
+	CgFn *f = k->f;
+	const CgCombineSpec *c = &k->s.fold;
+	LLVMValueRef slot = cg_sptr(f, cg_i32(f, 0)), last, rows, g;
+	CgIf ci, c0, c1;
+	CgLoop l;
+
+	cg_barrier(f);
+	cg_if(f, &c0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
+	cg_fence_acq_rel(f);
+	last = LLVMBuildICmp(f->B, LLVMIntEQ, cg_atom_add(f, k->ws, cg_i32(f, 1)),
+			     cg_sub(f, cg_nctaid(f, 0), cg_i32(f, 1)), "");
+	cg_if(f, &c1, last);
+	cg_gstore_volatile(f, cg_i32(f, 0), k->ws, 4);
+	cg_fence_acq_rel(f);
+	cg_endif(f, &c1);
+	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), slot, 4);
+	cg_endif(f, &c0);
+	cg_barrier(f);
+	cg_if(f, &ci, LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, slot, 4), cg_i32(f, 0), ""));
+	rows = cg_addi(f, cg_muli(f, cg_max(f, k->T, cg_i32(f, 0)), c->rows.a), c->rows.b);
+	g = cg_loop(f, &l, k->tid, cg_muli(f, rows, c->H / cg_combine_vw(c)), cg_i32(f, k->nthr));
+	cg_combine_group(f, c, k->C, k->fold_w, k->fold_x, k->fold_y, g);
+	cg_endloop(f, &l);
+	cg_endif(f, &ci);
 }
 
 int

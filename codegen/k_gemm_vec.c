@@ -115,6 +115,12 @@ cg_gemm_vec_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 				  (long long)s->ldb, (long long)s->b_group_stride, VEC_EL, (long long)s->ldc);
 	if (s->ws_mode != CG_WS_COOPERATIVE || s->cluster > 1)
 		return diag_error(d, LOC_NONE, "gemm-vec: no ping-pong consumers or clusters");
+	if (s->fold.k > 0 && cg_combine_check(&s->fold, d) < 0)
+		return -1;
+	if (s->fold.k > 0 && (s->fold.slot_dt != s->c_dt || s->fold.H != g.k.width || s->store != CG_STORE_SCATTER))
+		return diag_error(d, LOC_NONE, "gemm-vec: the combine in the last CTA needs C to be its slots "
+				  "(%s rows of %lld scattered; C is %s, %lld columns)", dtype_name(s->fold.slot_dt),
+				  (long long)s->fold.H, dtype_name(s->c_dt), (long long)g.k.width);
 	return gemm_check_common(&g.k, "gemm-vec", d);
 }
 
@@ -518,10 +524,12 @@ cg_emit_gemm_vec(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 	else
 		item(&g, &cy, w, step, total);
 	cg_endloop(f, &l);
+	if (s->fold.k > 0)
+		gemm_fold(&g.k);
 	k = snprintf(buf, sizeof buf, "gemm-vec %s.%s->%s B[N,K] N=%lld K=%lld %dx%d a warp, %d rounds of 16 "
-		     "bytes a lane%s, %d a group%s", dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
+		     "bytes a lane%s, %d a group%s%s", dtype_name(s->a_dt), dtype_name(s->b_dt), dtype_name(s->c_dt),
 		     (long long)s->N, (long long)s->K, g.R, g.C, g.rounds, g.tail ? " + a partial one" : "", g.U,
-		     s->vec_ahead ? ", loaded a group ahead" : "");
+		     s->vec_ahead ? ", loaded a group ahead" : "", s->fold.k > 0 ? ", the combine in the last CTA" : "");
 	gemm_note_tail(&g.k, buf, sizeof buf, k);
 	return gemm_finish(&g.k, buf);
 }

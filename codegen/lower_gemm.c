@@ -568,6 +568,7 @@ lower(const Module *m, const Graph *k, L *lp, char *why, size_t whylen)
 	bind->bscale = bind->bzero = bind->ascale = -1;
 	bind->b_interleave = 0;
 	bind->rows = 0;
+	bind->fold = NULL;
 	cg_gemm_default(s);
 	for (const Node *n = k->first; n; n = n->next)
 		if (n->op == OP_MATMUL || n->op == OP_GROUPED_MATMUL) {

@@ -60,6 +60,15 @@ typedef struct {
 
 enum { CHAIN_MAX = 16 };	/* split GEMMs one front's last CTA zeroes the flags of (--debug=pdl) */
 
+/* A combine call right after the grouped GEMM computing its slots, which
+ * that GEMM runs in its last CTA where its plan is gemm-vec (GemmSpec.fold;
+ * taken: emit_gemm did, and the combine call emits nothing). */
+typedef struct {
+	const Node *gemm, *comb;
+	CgCombineSpec s;
+	int taken;
+} Fold;
+
 struct CgProgram {
 	Module *m;
 	Graph *g;
@@ -99,6 +108,7 @@ struct CgProgram {
 		int64_t flags[CHAIN_MAX], bytes[CHAIN_MAX];	/* its flags (16-aligned), its workspace */
 	} chain;
 	VEC(CgNormMatch) norm;	/* RMSNorm row kernels (k_norm.c): one launch each pair */
+	VEC(Fold) fold;		/* combines a down GEMM may run in its last CTA (find_folds) */
 	VEC(const char *) fusion;	/* the fusion report's codegen lines (cg_program_fusion) */
 	char *fusion_text;
 	Diag *d;
@@ -364,13 +374,19 @@ norm_of(const CgProgram *p, const Node *n)
 	return -1;
 }
 
-/* The launch n's kernel shares with others: a front's (0, 1, ...) or a
- * norm pair's (-2, -3, ...); -1: its own. */
+/* The launch n's kernel shares with others: a front's (0, 1, ...), a norm
+ * pair's (-2, -3, ...) or a GEMM's and the combine it runs (-FOLD_GROUP,
+ * ...); -1: its own. */
+enum { FOLD_GROUP = 1 << 20 };
 static int
 group_of(const CgProgram *p, const Node *n)
 {
 	int f = front_of(p, n);
 
+	if (f < 0 && norm_of(p, n) < 0)
+		for (size_t i = 0; i < p->fold.n; i++)	/* the GEMM writes the combine's result */
+			if (n == p->fold.v[i].gemm || n == p->fold.v[i].comb)
+				return -FOLD_GROUP - (int)i;
 	return f >= 0 ? f : norm_of(p, n) >= 0 ? -2 - norm_of(p, n) : -1;
 }
 
@@ -561,6 +577,12 @@ gemm_value(const Node *call, const CgGemmBind *gb, const char *r)
 		return call->in[gb->offsets];
 	if (!strcmp(r, "C"))
 		return call->out[0];
+	if (gb->fold && !strcmp(r, "fold_w"))	/* GemmSpec.fold: the combine's operands */
+		return gb->fold->in[1];
+	if (gb->fold && !strcmp(r, "fold_x"))
+		return gb->fold->in[gb->fold->nin - 1];
+	if (gb->fold && !strcmp(r, "fold_y"))
+		return gb->fold->out[0];
 	if (!strcmp(r, "C_scale"))	/* quantize_dynamic's scales */
 		return gb->c_scale >= 0 ? call->out[gb->c_scale] : NULL;
 	if (r[0] == 'p' && r[1] >= '0' && r[1] <= '9' && atoi(r + 1) < call->nin)
@@ -2540,6 +2562,83 @@ seg_name(CgProgram *p, const char *name, const GemmSeg *g)
 }
 
 /*
+ * --debug=combine-fold (CG_COMBINE_FOLD_DEFAULT): the MoE combine (the sum
+ * over a token's k slots, the residual) in the down GEMM's last CTA, where
+ * the down runs on CUDA cores (gemm-vec: decode bundles of max_tokens <=
+ * VEC_T) and the combine at max_tokens is at most FOLD_ROUNDS rounds of the
+ * GEMM's CTA (Qwen3-30B-A3B T = 1: 256 threads of 8 outputs, one round): a
+ * decode plan of front, gate|up, down, without the combine's launch and its
+ * grid dependency (k_gemm_common.c gemm_fold).  find_folds finds the pairs
+ * before the memory plan (which then treats them as one step: the GEMM writes
+ * the combine's result); emit_gemm takes one where its plan is gemm-vec on
+ * every target, in one segment, after a decode front.
+ */
+enum { FOLD_ROUNDS = 2, FOLD_THREADS = 256 };
+
+static int
+fold_on(const CgProgram *p)
+{
+	return (CG_COMBINE_FOLD_DEFAULT || (p->o.debug & DBG_COMBINE_FOLD)) && !(p->o.debug & DBG_OLD_ROWS) &&
+	       !(p->o.debug & DBG_NO_VEC_GEMM) && !p->o.tune_candidates && p->o.max_tokens <= VEC_T;
+}
+
+static void
+find_folds(CgProgram *p)
+{
+	Fold fd;
+
+	if (!fold_on(p))
+		return;
+	for (Node *n = p->g->first; n && n->next; n = n->next) {
+		const Node *c = n->next;
+		while (c && c->op != OP_CALL && ir_is_view(c))	/* the slots [k*T,H] seen as [T,k,H] */
+			c = c->next;
+		if (!c || n->op != OP_CALL || ir_kernel_template(n->callee) != IR_TMPL_GROUPED_GEMM ||
+		    c->op != OP_CALL || n->nout != 1 || c->nin < 1 || owner(c->in[0]) != n->out[0] ||
+		    !cg_combine_match(p->m, c, &fd.s) || fd.s.rows.a < 1 ||
+		    cg_expr_eval(fd.s.rows, p->o.max_tokens) * (fd.s.H / cg_combine_vw(&fd.s)) >
+		    FOLD_ROUNDS * FOLD_THREADS)
+			continue;
+		fd.gemm = n, fd.comb = c, fd.taken = 0;
+		vec_push(&p->fold, fd);
+	}
+}
+
+static Fold *
+fold_of(const CgProgram *p, const Node *n)
+{
+	for (size_t i = 0; i < p->fold.n; i++)
+		if (n == p->fold.v[i].gemm || n == p->fold.v[i].comb)
+			return &p->fold.v[i];
+	return NULL;
+}
+
+/* The GEMM call's combine into its specs, where every target's plan is
+ * gemm-vec of FOLD_THREADS threads in one segment. */
+static void
+fold_combine(CgProgram *p, const Node *call, CgGemmBind *gb, GemmSeg *seg, int nseg)
+{
+	Fold *fd = fold_of(p, call);
+
+	gb->fold = NULL;
+	/* a front before it zeroes the ticket's word every run (its chain, or the first split GEMM's
+	 * flags): without one the ticket would need a memset step, a graph node that breaks the chain */
+	if (!fd || fd->gemm != call || nseg != 1 || gb->rows || seg[0].simt || !p->front_zero)
+		return;
+	for (int i = 0; i < p->o.narch; i++)
+		if (seg[0].s[i].mainloop != CG_MAINLOOP_VEC || seg[0].s[i].warps_m * seg[0].s[i].warps_n * 32 !=
+		    FOLD_THREADS)
+			return;
+	for (int i = 0; i < p->o.narch; i++)
+		seg[0].s[i].fold = fd->s;
+	gb->fold = fd->comb;
+	fd->taken = 1;
+	vec_push(&p->fusion, arena_printf(p->a, "  combine @%s in the last CTA of @%s (a ticket; no combine "
+					  "launch): --debug=combine-fold", fd->comb->callee->name,
+					  call->callee->name));
+}
+
+/*
  * A GEMM kernel.  Tiles suit a row count, and a bundle serves every T up to
  * max_tokens: when decode-sized T (up to DECODE_T) wants other tiles than
  * max_tokens does, both variants are emitted and each launch step names its
@@ -2604,6 +2703,7 @@ emit_gemm(CgProgram *p, const Node *call, const char *name, int *done)
 		for (int i = 1; i < p->o.narch; i++)
 			uniform &= same_tiles(&seg[j].s[i], seg[j].simt, &seg[j].s[0], seg[j].simt);
 	}
+	fold_combine(p, call, &gb, seg, nseg);
 	for (int j = 0; j < nseg; j++) {
 		int split = emit_kernels(p, nseg == 1 ? name : seg_name(p, name, &seg[j]), seg[j].s,
 					 seg[j].simt, seg[j].names, j ? &seg[j - 1] : NULL);
@@ -2814,7 +2914,10 @@ emit_call(CgProgram *p, const Node *call)
 	const Node *n;
 	CgRouteSpec rs;
 	int done = 0, route = 0;
+	const Fold *fd = fold_of(p, call);
 
+	if (fd && fd->comb == call && fd->taken)	/* its GEMM's last CTA runs it */
+		return 0;
 	if (tmpl == IR_TMPL_GEMM || tmpl == IR_TMPL_GROUPED_GEMM) {
 		if (emit_gemm(p, call, name, &done))
 			return -1;
@@ -2923,6 +3026,15 @@ find_fronts(CgProgram *p)
 			 * Mixtral 0.999x; DeepSeek-V3 FP8 (two experts a CTA) 1.001x */
 			fm.s.ticket = fm.s.perm.quad = (CG_FRONT3_DEFAULT && cg_front_experts(&fm.s) == 1) ||
 				(p->o.debug & DBG_FRONT3);
+			/* two launches (CG_FRONT_SPLIT_DEFAULT): the experts, then the route and sort
+			 * after their grid dependency (with PDL resident already), on front3's layout
+			 * at every front (the chain zeroed at the start, the ids in shared memory, the
+			 * sort 8 a trip) but no ticket.  H200, session 38 (same bits): Qwen3-30B-A3B
+			 * T = 1 0.977x, T = 16 0.992x, MXFP4 gpt-oss 0.996x, Mixtral and gpt-oss bf16
+			 * 0.999x, DeepSeek-V3 FP8 (two experts a CTA; with front3's layout) 0.992x */
+			if (CG_FRONT_SPLIT_DEFAULT)
+				fm.s.ticket = fm.s.perm.quad = 1;
+			fm.s.part = CG_FRONT_SPLIT_DEFAULT ? 1 : 0;
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;
@@ -2942,7 +3054,7 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	int fi = front_of(p, n);
 	const CgFrontMatch *f;
 	CgFrontSpec fs;
-	const char *name;
+	const char *name, *name2 = NULL;
 	const CgKernel *k;
 	MArg *args;
 	int np = 0, zw;
@@ -2959,6 +3071,16 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_front(p->mod[i], name, &fs, p->d) != 0)
 			return -1;
+	if (fs.part) {	/* part 2, the route and sort: the same parameters */
+		fs.part = 2;
+		vec_push(&p->fusion, arena_printf(p->a, "  decode front @%s in two launches: the experts' CTAs, "
+						  "then one CTA routes and sorts after their grid dependency "
+						  "(CG_FRONT_SPLIT_DEFAULT)", name));
+		name2 = entry_name(p, arena_printf(p->a, "%s.front_route", f->route->callee->name));
+		for (int i = 0; i < p->o.narch; i++)
+			if (cg_emit_front(p->mod[i], name2, &fs, p->d) != 0)
+				return -1;
+	}
 	k = cg_module_find(p->mod[0], name);
 	args = arena_array(p->a, MArg, k->nparam + 1);
 	args[np++] = arg_of(p, f->x);
@@ -2997,7 +3119,8 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	p->kept.n++;
 	p->kept.ms = p->run.n;
 	vec_push(&p->run, m);
-	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)))
+	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)) ||
+	    (name2 && add_step(p, STEP_LAUNCH, cg_module_find(p->mod[0], name2), args, static_t(f->route))))
 		return -1;
 	p->kept.lo = p->kept.ms + 1;	/* the front's last CTA clears its flags */
 	p->kept.hi = p->run.n;
@@ -3858,6 +3981,7 @@ cg_compile(Module *m, const CgCompileOpts *o, Diag *d)
 	if (p->g) {
 		find_fronts(p);
 		find_norms(p);
+		find_folds(p);
 	}
 	if (!p->g || check_graph(p) || assign(p) || plan_memory(p) || make_modules(p) ||
 	    repack_quantised(p) || emit_init(p))
@@ -4029,6 +4153,7 @@ cg_program_free(CgProgram *p)
 	vec_free(&p->route);
 	vec_free(&p->front);
 	vec_free(&p->norm);
+	vec_free(&p->fold);
 	vec_free(&p->fusion);
 	free(p->fusion_text);
 	vec_free(&p->tmap);

@@ -302,6 +302,14 @@ const DebugFlag debug_flags[] = {
 	 "front's hand-over), not every thread's fence.sc.gpu; the same bits. H200, session 38, T = 16: gpt-oss-20b "
 	 "MXFP4 0.996x, Mixtral GPTQ 0.993x, bf16 gpt-oss-20b 0.989x, bf16 Mixtral 0.998x "
 	 "(docs/codegen.md, Quantised decode, session 38; the default on GPU targets since: LIVE_SUMS_DEFAULT in program.c; issue 13)"},
+	{"combine-fold", DBG_COMBINE_FOLD, NULL,
+	 "compile: a decode MoE down projection on CUDA cores (gemm-vec, max_tokens <= 4) whose combine (the sum over a "
+	 "token's k slots + the residual) fits two rounds of its CTA's threads runs that combine itself: every CTA adds 1 "
+	 "to a ticket in the split-K workspace when its slots are stored, and the last to finish sums them (the combine "
+	 "kernel's code: the same bits), so the plan has no combine launch (Qwen3-30B-A3B T = 1: front, gate|up, down); "
+	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; measured "
+	 "slower on the H200 (session 38: Qwen3-30B-A3B T = 1 1.015x, Mixtral 1.005x, gpt-oss-20b 1.018x, the same bits: "
+	 "the ticket costs more than the launch's grid dependency), kept for A/B"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

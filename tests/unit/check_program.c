@@ -490,9 +490,12 @@ START_TEST(test_front_routing_is_the_interpreters)
 		int run = 0;
 		for (int i = 0; i < man->nstep; i++)
 			run += man->step[i].kind != STEP_INIT;
-		ck_assert_int_eq(run, 2);	/* its flags' memset and the launch: nothing else */
+		int two = launches(man, "_front_route");	/* CG_FRONT_SPLIT_DEFAULT: two launches */
+		ck_assert_int_eq(run, 2 + two);	/* its flags' memset and the launch: nothing else */
 		ck_assert_int_eq(launches_noted(p, " ticket"), !!((arm[_i].debug & DBG_FRONT3) ||
-								  (CG_FRONT3_DEFAULT && E <= 128)));	/* one a CTA */
+								  (CG_FRONT3_DEFAULT && E <= 128) ||	/* one a CTA */
+								  CG_FRONT_SPLIT_DEFAULT));	/* its layout */
+		ck_assert_int_eq(two, CG_FRONT_SPLIT_DEFAULT && launches_noted(p, " ticket"));
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
@@ -690,7 +693,8 @@ START_TEST(test_front2_default_takes_one_expert_ctas)
 			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front2.ir", src, "sm_90a", 16, flag ? DBG_FRONT2 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len);
-			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16);
+			/* CG_FRONT_SPLIT_DEFAULT: no hand-over in the kernel at all */
+			int f2 = flag || (CG_FRONT2_DEFAULT && E == 16) || CG_FRONT_SPLIT_DEFAULT;
 			ck_assert_ptr_nonnull(ptx);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			/* fence.sc.gpu: main's hand-over (fence.acq_rel alone no longer tells: front3's ticket has it) */
@@ -733,19 +737,20 @@ START_TEST(test_front3_hands_over_by_ticket)
 			router_src(src, sizeof src, E);
 			CgProgram *p = compile_text("front3.ir", src, "sm_90a", 16, flag ? DBG_FRONT3 : 0, &m);
 			const char *ptx = cg_program_ptx(p, 0, &len), *k;
-			int on = flag || (CG_FRONT3_DEFAULT && E == 16);	/* the default: one expert a CTA */
+			/* the default: one expert a CTA; CG_FRONT_SPLIT_DEFAULT: every front (its layout) */
+			int on = flag || (CG_FRONT3_DEFAULT && E == 16) || CG_FRONT_SPLIT_DEFAULT;
 			ck_assert_ptr_nonnull(ptx);
 			ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 			ck_assert_ptr_nonnull(k = strstr(ptx, "_front("));	/* the front's .entry to its end */
 			len -= (size_t)(k - ptx);
-			ck_assert_int_eq(count_in(k, len, "atom.global.add"), on);
+			ck_assert_int_eq(count_in(k, len, "atom.global.add"), on && !CG_FRONT_SPLIT_DEFAULT);
 			ck_assert_int_eq(count_in(k, len, "ld.volatile") > 0, !on);
 			v4[flag] = count_in(k, len, "ld.shared.v4");
 			cg_program_free(p);
 			ir_free_module(m);
 			if (flag && E == 16)	/* the sort's two loops, two loads a trip */
 				ck_assert_int_ge(v4[1], 4);
-			if (flag && E == 256)	/* the counter sort: as without the flag */
+			if (flag && E == 256 && !CG_FRONT_SPLIT_DEFAULT)	/* the counter sort: as without the flag */
 				ck_assert_int_eq(v4[1], v4[0]);
 		}
 }
@@ -812,8 +817,9 @@ START_TEST(test_front_blocks_match_interpreter)
 			ck_assert_ptr_nonnull(p);
 			const Manifest *man = cg_program_manifest(p);
 			ck_assert_int_eq(launches(man, "_front"), mt <= 64);
-			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded */
-				ck_assert_int_eq(launches(man, ""), 4);
+			if (mt <= 64)	/* the front, gate|up, down, the combine: norm and rstd folded
+					 * (and the front's part 2: CG_FRONT_SPLIT_DEFAULT) */
+				ck_assert_int_eq(launches(man, "") - launches(man, "_front_route"), 4);
 			ck_assert_int_eq(launches_noted(p, "tokens in pairs"),
 					 ((_i && _i < 3) || CG_FRONT_PAIR_DEFAULT || CG_FRONT2_DEFAULT) && mt <= 64 &&
 					 E >= 32 && E <= 128);
@@ -1118,6 +1124,7 @@ START_TEST(test_front_folds_the_split_memset)
 	CgProgram *p = steps64(m, 0, &ms, &ml), *q = steps64(m, DBG_NO_FRONT | DBG_ROW_KERNELS | DBG_OLD_ROWS, &ns, &nl);
 	ck_assert_int_eq(launches(cg_program_manifest(p), "_front"), 1);
 	ck_assert_int_eq(launches(cg_program_manifest(q), "_front"), 0);
+	ml -= launches(cg_program_manifest(p), "_front_route");	/* CG_FRONT_SPLIT_DEFAULT: one more */
 	ck_assert_msg(ml == nl - 4 && ms <= ns, "front: %d launches, %d memsets; without: %d, %d", ml, ms,
 		      nl, ns);
 	/* zero_words covers the memset the old plan has before the GEMM after the front */
@@ -1127,6 +1134,9 @@ START_TEST(test_front_folds_the_split_memset)
 		fi++;
 	ck_assert_int_lt(fi + 1, man->nstep);
 	zw = (int)man->step[fi].arg[man->step[fi].narg - 2].v.i;
+	if (strstr(man->step[fi + 1].kernel, "_front_route"))	/* CG_FRONT_SPLIT_DEFAULT's part 2 */
+		fi++;
+	ck_assert_int_lt(fi + 1, man->nstep);
 	while (next < old->nstep && !(old->step[next].kind == STEP_LAUNCH &&
 				      !strcmp(old->step[next].kernel, man->step[fi + 1].kernel)))
 		next++;
@@ -2800,6 +2810,140 @@ START_TEST(test_norm_rows_are_the_row_kernels_bits)
 }
 END_TEST
 
+/* Program p's y at T (x filled from seed T) on the emulator into *y. */
+static void
+emu_y(CgProgram *p, int64_t T, int64_t H, Tensor *y)
+{
+	Tensor in;
+	int64_t dim[2] = {T, H};
+
+	ck_assert_int_eq(tensor_alloc(&in, DT_BF16, 2, dim), 0);
+	fill(&in, (uint64_t)T);
+	run_rows(p, T, y, &in);
+	tensor_free(&in);
+}
+
+/*
+ * --debug=combine-fold: the decode down GEMM on CUDA cores runs the combine
+ * in its last CTA (a ticket): no combine kernel, y bit for bit the plan with
+ * the combine as a kernel (old-rows' row kernel: the same bits as k_combine.c),
+ * at T = 1 and max_tokens.  The five front families'
+ * blocks at rows of 256 (f32 slots, 4 outputs a thread: one round of the
+ * CTA's 256 threads at T <= 4); rows of 1024 at max_tokens 2 (two rounds),
+ * not at 4 (four).  With pdl and kept-flags (Qwen3's family) the ticket lies
+ * in the front's chain, zeroed by the front (the workspace starts as 0xa5
+ * garbage); without a front (no-front) nothing is folded (the ticket would
+ * need a memset step), nor over VEC_T tokens (no gemm-vec).  Rows of 4096
+ * with bf16 slots and top-8 of 16 give every warp of the down items, so the
+ * emulator's last CTA stores slots too: a combine in any other CTA (a wrong
+ * ticket) misses them.
+ */
+START_TEST(test_combine_fold_is_the_combine)
+{
+	static const DbgFlags dbg[] = {DBG_COMBINE_FOLD, DBG_COMBINE_FOLD | DBG_PDL | DBG_KEPT_FLAGS,
+				       DBG_COMBINE_FOLD | DBG_PDL | DBG_KEPT_FLAGS | DBG_NO_FRONT};
+	char src[2048];
+
+	for (size_t f = 0; f < NELEM(front_fams) + 1; f++) {
+		int64_t H = f < NELEM(front_fams) ? 256 : 1024;
+		Diag d;
+		Module *m, *ref;
+
+		if (f < NELEM(front_fams))
+			front_block_src(src, sizeof src, f);
+		else
+			snprintf(src, sizeof src, "weight $g : bf16[1024] mean=1.0 scale=0.2 seed=1\n"
+				 "weight $router : bf16[16,1024] seed=2\n"
+				 "weight $wgu : bf16[16,64,1024] seed=3\n"
+				 "weight $wdown : bf16[16,1024,32] seed=4\n\n"
+				 "graph @block(%%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+				 "\t%%h = rms_norm %%x, $g, eps=1e-05 : bf16[T,1024]\n"
+				 "\t%%logits = matmul %%h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+				 "\t%%m = moe %%h, %%logits, _, $wgu, $wdown, k=4, renorm=1, router=softmax : bf16[T,1024]\n"
+				 "\t%%y = add %%x, %%m : bf16[T,1024]\n"
+				 "\tret %%y\n}\n");
+		diag_init(&d, stderr);
+		m = fused_for("fold_block.ir", src, &ref, &d, 4);
+		for (int64_t mt = 1; mt <= 5; mt += H > 256 ? mt : mt == 1 ? 3 : 1) {
+			/* f32 slots here: 4 outputs a thread, at most two rounds of 256 (H = 1024: T <= 2) */
+			int want = mt <= 4 && mt * H / 4 <= 512;
+			CgCompileOpts co;
+			CgProgram *p0, *p1;
+
+			emu_opts(&co, mt);
+			for (size_t j = 0; j < (f == 1 ? NELEM(dbg) : 1); j++) {	/* the chains: Qwen3's family */
+				/* the reference: the combine as the row kernel (old-rows: the same bits as
+				 * k_combine.c's, and never folded, whatever CG_COMBINE_FOLD_DEFAULT says) */
+				co.debug = (dbg[j] & ~DBG_COMBINE_FOLD) | DBG_OLD_ROWS;
+				p0 = cg_compile(m, &co, &d);
+				ck_assert_ptr_nonnull(p0);
+				co.debug = dbg[j];
+				p1 = cg_compile(m, &co, &d);
+				ck_assert_ptr_nonnull(p1);
+				int w = want && !(dbg[j] & DBG_NO_FRONT);	/* no front to zero the ticket */
+				ck_assert_msg(launches_noted(p1, "the combine in the last CTA") == w,
+					      "family %zu, max_tokens %lld, flags %zu: folded %d", f, (long long)mt, j,
+					      launches_noted(p1, "the combine in the last CTA"));
+				ck_assert_int_eq(launches_noted(p1, "combine k="), !w);	/* k_combine.c's kernel */
+				for (int64_t T = 1; T <= mt; T += mt - 1 > 1 ? mt - 1 : 1) {	/* T = 1 and max_tokens */
+					Tensor y0, y1;
+					emu_y(p0, T, H, &y0);
+					emu_y(p1, T, H, &y1);
+					ck_assert_msg(memcmp(y0.data, y1.data, tensor_nbytes(&y0)) == 0,
+						      "family %zu, max_tokens %lld, T = %lld: y differs", f, (long long)mt,
+						      (long long)T);
+					tensor_free(&y0);
+					tensor_free(&y1);
+				}
+				cg_program_free(p0);
+				cg_program_free(p1);
+			}
+		}
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	{	/* every warp of the down with items (8 experts x 4096 / 8 columns: 4096 for 2112 warps), so
+		 * the emulator's last CTA has slots to store too: a combine in any other CTA misses them */
+		static const char big[] =
+			"weight $g : bf16[4096] mean=1.0 scale=0.2 seed=1\n"
+			"weight $router : bf16[16,4096] seed=2\n"
+			"weight $wgu : bf16[16,64,4096] seed=3\n"
+			"weight $wdown : bf16[16,4096,32] seed=4\n\n"
+			"graph @block(%x: bf16[T,4096]) -> (y: bf16[T,4096]) {\n"
+			"\t%h = rms_norm %x, $g, eps=1e-05 : bf16[T,4096]\n"
+			"\t%logits = matmul %h, $router, to=f32, trans_b=1 : f32[T,16]\n"
+			"\t%m = moe %h, %logits, _, $wgu, $wdown, k=8, renorm=1, router=softmax, slots=x : bf16[T,4096]\n"
+			"\t%y = add %x, %m : bf16[T,4096]\n"
+			"\tret %y\n}\n";
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p0, *p1;
+		Tensor y0, y1;
+
+		diag_init(&d, stderr);
+		m = fused_for("fold_big.ir", big, &ref, &d, 1);
+		emu_opts(&co, 1);
+		co.debug = DBG_OLD_ROWS;
+		p0 = cg_compile(m, &co, &d);
+		co.debug = DBG_COMBINE_FOLD;
+		p1 = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p0);
+		ck_assert_ptr_nonnull(p1);
+		ck_assert_int_eq(launches_noted(p1, "the combine in the last CTA"), 1);
+		emu_y(p0, 1, 4096, &y0);
+		emu_y(p1, 1, 4096, &y1);
+		ck_assert_msg(memcmp(y0.data, y1.data, tensor_nbytes(&y0)) == 0, "rows of 4096: y differs");
+		tensor_free(&y0);
+		tensor_free(&y1);
+		cg_program_free(p0);
+		cg_program_free(p1);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+}
+END_TEST
+
 Suite *
 program_suite(void)
 {
@@ -2850,6 +2994,10 @@ program_suite(void)
 	tc = tcase_create("vec_ahead");	/* the same, _i = 1: --debug=vec-ahead (a case of its own for ctest -j) */
 	tcase_set_timeout(tc, 1800);
 	tcase_add_loop_test(tc, test_vec_gemm_blocks_match_interpreter, 1, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("combine_fold");	/* --debug=combine-fold: the combine in the down's last CTA */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_combine_fold_is_the_combine);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
