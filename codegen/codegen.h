@@ -1334,6 +1334,10 @@ void cg_gload_stream(CgFn *f, LLVMValueRef p, int n, LLVMValueRef *out);
 void cg_gstore_volatile(CgFn *f, LLVMValueRef v, LLVMValueRef p, int align);
 void cg_fence(CgFn *f);
 void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patterns */
+/* The grid's last CTA to get here, after the CTA's barrier: thread 0 releases the CTA's results, adds 1
+ * to the ticket at p and, where it drew nctas - 1, resets it and acquires the others'; every thread
+ * learns the draw through shared word 0 and a barrier.  The decode front's and the folded combine's. */
+LLVMValueRef cg_last_cta(CgFn *f, LLVMValueRef tid, LLVMValueRef p, LLVMValueRef nctas);
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 void cg_prefetch_l1(CgFn *f, LLVMValueRef p);	/* prefetch.global.L1 of p's line (a hint) */
 /* atom.global.add.u32 (relaxed): the i32 at p before adding v (dynamic stream-K's counters) */

@@ -707,22 +707,7 @@ zero_chain(Fr *r)
 static LLVMValueRef
 draw_ticket(Fr *r)
 {
-	CgFn *f = r->f;
-	LLVMValueRef slot = cg_sptr(f, cg_i32(f, 0)), last;
-	CgIf c, c1;
-
-	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, cg_tid(f, 0), cg_i32(f, 0), ""));
-	cg_fence_acq_rel(f);
-	last = LLVMBuildICmp(f->B, LLVMIntEQ, cg_atom_add(f, r->flags, cg_i32(f, 1)),
-			     cg_i32(f, cg_front_ctas(r->s) - 1), "");
-	cg_if(f, &c1, last);
-	cg_gstore_volatile(f, cg_i32(f, 0), r->flags, 4);
-	cg_fence_acq_rel(f);
-	cg_endif(f, &c1);
-	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), slot, 4);
-	cg_endif(f, &c);
-	cg_barrier(f);
-	return LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, slot, 4), cg_i32(f, 0), "");
+	return cg_last_cta(r->f, cg_tid(r->f, 0), r->flags, cg_i32(r->f, cg_front_ctas(r->s)));
 }
 
 /* After the CTA's barrier: the last CTA to finish (ticket) or the last

@@ -662,23 +662,12 @@ gemm_fold(GemmCore *k)
 {
 	CgFn *f = k->f;
 	const CgCombineSpec *c = &k->s.fold;
-	LLVMValueRef slot = cg_sptr(f, cg_i32(f, 0)), last, rows, g;
-	CgIf ci, c0, c1;
+	LLVMValueRef rows, g;
+	CgIf ci;
 	CgLoop l;
 
 	cg_barrier(f);
-	cg_if(f, &c0, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
-	cg_fence_acq_rel(f);
-	last = LLVMBuildICmp(f->B, LLVMIntEQ, cg_atom_add(f, k->ws, cg_i32(f, 1)),
-			     cg_sub(f, cg_nctaid(f, 0), cg_i32(f, 1)), "");
-	cg_if(f, &c1, last);
-	cg_gstore_volatile(f, cg_i32(f, 0), k->ws, 4);
-	cg_fence_acq_rel(f);
-	cg_endif(f, &c1);
-	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), slot, 4);
-	cg_endif(f, &c0);
-	cg_barrier(f);
-	cg_if(f, &ci, LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, slot, 4), cg_i32(f, 0), ""));
+	cg_if(f, &ci, cg_last_cta(f, k->tid, k->ws, cg_nctaid(f, 0)));
 	rows = cg_addi(f, cg_muli(f, cg_max(f, k->T, cg_i32(f, 0)), c->rows.a), c->rows.b);
 	g = cg_loop(f, &l, k->tid, cg_muli(f, rows, c->H / cg_combine_vw(c)), cg_i32(f, k->nthr));
 	cg_combine_group(f, c, k->C, k->fold_w, k->fold_x, k->fold_y, g);

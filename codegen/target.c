@@ -1118,6 +1118,25 @@ cg_fence_acq_rel(CgFn *f)
 		cg_asm(f, NULL, "fence.acq_rel.gpu;", "~{memory}", NULL, 0, 1);
 }
 
+LLVMValueRef
+cg_last_cta(CgFn *f, LLVMValueRef tid, LLVMValueRef p, LLVMValueRef nctas)
+{
+	LLVMValueRef slot = cg_sptr(f, cg_i32(f, 0)), last;
+	CgIf c, c1;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), ""));
+	cg_fence_acq_rel(f);
+	last = LLVMBuildICmp(f->B, LLVMIntEQ, cg_atom_add(f, p, cg_i32(f, 1)), cg_sub(f, nctas, cg_i32(f, 1)), "");
+	cg_if(f, &c1, last);
+	cg_gstore_volatile(f, cg_i32(f, 0), p, 4);
+	cg_fence_acq_rel(f);
+	cg_endif(f, &c1);
+	cg_sstore(f, LLVMBuildZExt(f->B, last, f->ti32, ""), slot, 4);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	return LLVMBuildICmp(f->B, LLVMIntNE, cg_sload(f, f->ti32, slot, 4), cg_i32(f, 0), "");
+}
+
 /* prefetch.global.L1: the line at p toward this SM's L1 (a hint; nothing on
  * the emulator) */
 void
