@@ -2828,7 +2828,7 @@ emu_y(CgProgram *p, int64_t T, int64_t H, Tensor *y)
  * in its last CTA (a ticket): no combine kernel, y bit for bit the plan with
  * the combine as a kernel (old-rows' row kernel: the same bits as k_combine.c),
  * at T = 1 and max_tokens.  The five front families'
- * blocks at rows of 256 (f32 slots, 4 outputs a thread: one round of the
+ * blocks (all but Qwen3's at max_tokens 4 alone) at rows of 256 (f32 slots, 4 outputs a thread: one round of the
  * CTA's 256 threads at T <= 4); rows of 1024 at max_tokens 2 (two rounds),
  * not at 4 (four).  With pdl and kept-flags (Qwen3's family) the ticket lies
  * in the front's chain, zeroed by the front (the workspace starts as 0xa5
@@ -2870,6 +2870,8 @@ START_TEST(test_combine_fold_is_the_combine)
 			CgCompileOpts co;
 			CgProgram *p0, *p1;
 
+			if (f != 1 && f < NELEM(front_fams) && mt != 4)
+				continue;	/* the other families folded once (CI's time): at 4 tokens, T = 1 and 4 */
 			emu_opts(&co, mt);
 			for (size_t j = 0; j < (f == 1 ? NELEM(dbg) : 1); j++) {	/* the chains: Qwen3's family */
 				/* the reference: the combine as the row kernel (old-rows: the same bits as
