@@ -265,12 +265,11 @@ lower_moe_slots_x(const Node *moe, DbgFlags debug)
  * the f32 weight, index_add_ into f32); half the bytes of f32 slots in the
  * down GEMM's stores and the sum's loads.
  */
-/* 0: session 38's H200 A/B (bench/ab/fp8l2.ab's so arm) measured DeepSeek-V3 FP8 T = 4096 6046.7 ->
- * 5917.3 us (0.979x), T = 256 0.987x (the sum k8 241 -> 136 us; rel_l2 1.0e-3 against f32 slots,
- * transformers' own rounding, above), but expert parallelism (partition_ep.c) does not round so yet:
- * its slots would no longer be lower-moe's bit for bit (tests/ep/ep.sh), and weighting at home made
- * the compiled ep_pack kernel refuse ("must return all four results").  The default once it does. */
-enum { SLOTS_OUT_DEFAULT = 0 };
+/* the default since session 38's H200 A/B (bench/ab/fp8l2.ab's so arm): DeepSeek-V3 FP8 T = 4096
+ * 6046.7 -> 5917.3 us (0.979x), T = 256 0.987x; the sum k8 241 -> 136 us; rel_l2 1.0e-3 against f32
+ * slots (transformers' own rounding, above).  Expert parallelism (partition_ep.c) weights such slots
+ * on the rank, in f32, so that its slots stay lower-moe's bit for bit (tests/ep/ep.sh). */
+enum { SLOTS_OUT_DEFAULT = 1 };
 
 int
 lower_moe_slots_out(const Node *moe, int slots_x, DbgFlags debug)

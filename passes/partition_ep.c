@@ -241,11 +241,16 @@ partition_ep(Graph *g, Node *moe, PassCtx *c)
 	MoeSlots s = {.x = reshape(&b, xr, 2, xdim), .w = reshape(&b, wr, 2, kdim),
 		      .ids = reshape(&b, ir, 2, kdim), .experts = nmine,
 		      .slots_x = lower_moe_slots_x(moe, c->debug)};	/* lower-moe's slots, bit for bit */
+	s.slots_out = lower_moe_slots_out(moe, s.slots_x, c->debug);
 	s.wgu = slice(&b, moe->in[3], mine, (int)nmine);
 	s.wdn = slice(&b, moe->in[4], mine, (int)nmine);
 	s.bgu = slice(&b, moe->nin > 5 ? moe->in[5] : NULL, mine, (int)nmine);
 	s.bdn = slice(&b, moe->nin > 6 ? moe->in[6] : NULL, mine, (int)nmine);
 	Value *slots = b.err ? NULL : lower_moe_slots(&b, moe, &s, &v[6]);
+	if (slots && s.slots_out) {	/* weighted here in f32: lower_moe_sum's products at home, the same bits */
+		Dim wdim[2] = {NTk, 1};
+		slots = ir_b2(&b, OP_MUL, lower_moe_f32(&b, slots), reshape(&b, s.w, 2, wdim));
+	}
 	if (!slots)
 		goto out;
 

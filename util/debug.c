@@ -278,8 +278,8 @@ const DebugFlag debug_flags[] = {
 	 "output rounded to x's type, unweighted, and the sum over the k choices multiplies each by its routing "
 	 "weight in f32, as transformers' DeepSeek-V3 block rounds (the expert's bf16 output times the f32 weight, "
 	 "index_add_ into f32): half the bytes in the down GEMM's stores and the sum's loads; other bits "
-	 "(SLOTS_OUT_DEFAULT in passes/lower_moe.c, off until expert parallelism rounds so too; H200, session 38: "
-	 "DeepSeek-V3 FP8 T = 4096 0.979x, T = 256 0.987x; issue 13)"},
+	 "(the default for moes the importer marks slots=out since session 38's H200 A/B: DeepSeek-V3 FP8 "
+	 "T = 4096 0.979x, T = 256 0.987x; SLOTS_OUT_DEFAULT in passes/lower_moe.c; issue 13)"},
 	{"quad-store", DBG_QUAD_STORE, NULL,
 	 "compile: the epilogues of grouped warp-specialised bf16/f16 GEMMs that store C from registers (the MoE "
 	 "gate|up after swiglu, the down into the slots; rows ahead, no matrix leaves, not quantised, not TMA "
