@@ -378,15 +378,15 @@ norm_of(const CgProgram *p, const Node *n)
  * pair's (-2, -3, ...) or a GEMM's and the combine it runs (-FOLD_GROUP,
  * ...); -1: its own. */
 enum { FOLD_GROUP = 1 << 20 };
+static Fold *fold_of(const CgProgram *p, const Node *n);
 static int
 group_of(const CgProgram *p, const Node *n)
 {
 	int f = front_of(p, n);
+	const Fold *fd = f < 0 && norm_of(p, n) < 0 ? fold_of(p, n) : NULL;
 
-	if (f < 0 && norm_of(p, n) < 0)
-		for (size_t i = 0; i < p->fold.n; i++)	/* the GEMM writes the combine's result */
-			if (n == p->fold.v[i].gemm || n == p->fold.v[i].comb)
-				return -FOLD_GROUP - (int)i;
+	if (fd)	/* the GEMM writes the combine's result */
+		return -FOLD_GROUP - (int)(fd - p->fold.v);
 	return f >= 0 ? f : norm_of(p, n) >= 0 ? -2 - norm_of(p, n) : -1;
 }
 
@@ -3034,7 +3034,7 @@ find_fronts(CgProgram *p)
 			 * 0.999x, DeepSeek-V3 FP8 (two experts a CTA; with front3's layout) 0.992x */
 			if (CG_FRONT_SPLIT_DEFAULT)
 				fm.s.ticket = fm.s.perm.quad = 1;
-			fm.s.part = CG_FRONT_SPLIT_DEFAULT ? 1 : 0;
+			fm.s.part = CG_FRONT_SPLIT_DEFAULT;
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;
