@@ -31,6 +31,8 @@
  * The small sort (spec.small, cg_permute_block with a slot a thread at
  * most: decode fronts' last CTA): each slot's bucket in shared memory, one
  * barrier, then each slot's place and each offset counted from all of them.
+ * (spec.apart: the offsets by the threads past the slots' most, where the
+ * block has them, at the same time as the places.)
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -48,6 +50,7 @@ struct Pm {
 	int P, F, wsum, smem, threads, cnt0;
 	int quad;		/* small, spec.quad and cnt0 16-byte aligned: QUAD buckets a loop trip */
 	int sids;		/* CgPermuteIo.sids (small) */
+	int apart;		/* small, spec.apart: the first thread counting offsets (0: after the places) */
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 	/* the grid sort: W warps, R rounds of W*32 slots a chunk; the table of
 	 * the warps' counts tbl[W][E+1] at 0, base[E+1] at sbase; G chunks */
@@ -283,6 +286,7 @@ layout(Pm *p, int threads, int64_t nmax, int smem0)
 		p->cnt0 = smem0;
 		p->quad = p->s.quad && smem0 % 16 == 0 && threads % QUAD == 0;
 		p->smem = smem0 + 4 * (int)(p->quad ? (nmax + QUAD - 1) / QUAD * QUAD : nmax);
+		p->apart = p->s.apart && nmax + p->s.E + 1 <= threads ? (int)nmax : 0;
 		return;
 	}
 	p->threads = threads;
@@ -447,10 +451,14 @@ permute_small(Pm *p)
 	if (p->s.want_pos)
 		cg_gstore(f, cnt, cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
 	cg_endif(f, &c);
-	x = cg_loop(f, &l, tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
+	if (p->apart)	/* threads apart from the slots' count the offsets */
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntUGE, tid, cg_i32(f, p->apart), ""));
+	x = cg_loop(f, &l, cg_addi(f, tid, -p->apart), cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
 	cnt = count_slots(p, N, below, x);
 	cg_gstore(f, cnt, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
 	cg_endloop(f, &l);
+	if (p->apart)
+		cg_endif(f, &c);
 }
 
 void

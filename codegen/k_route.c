@@ -182,6 +182,10 @@ broadcast31(R *r, LLVMValueRef v, int *slotp)
 	LLVMTypeRef t = LLVMTypeOf(v);
 	CgIf c;
 
+	if (r->s.warp_sync && !slotp && r->s.redux) {	/* the largest of lane 31's bits and 0s */
+		LLVMValueRef b = cg_select(f, is_lane(r, 31), LLVMBuildBitCast(f->B, v, f->ti32, ""), cg_i32(f, 0));
+		return LLVMBuildBitCast(f->B, cg_redux_umax(f, b), t, "");
+	}
 	if (r->s.warp_sync && !slotp)
 		return LLVMBuildBitCast(f->B, cg_bcast31(f, LLVMBuildBitCast(f->B, v, f->tf32, "")), t, "");
 	slot = new_slot(r);
@@ -488,7 +492,8 @@ umax64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 }
 
 /* The warp's largest key (i64) in every lane: shfl.bfly steps of both words
- * (the maximum of a total order: the same whatever the order of steps). */
+ * (the maximum of a total order: the same whatever the order of steps);
+ * spec redux: two redux.sync.max.u32, the same key. */
 static LLVMValueRef
 warp_max_key(R *r, LLVMValueRef k)
 {
@@ -497,6 +502,14 @@ warp_max_key(R *r, LLVMValueRef k)
 	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C);
 	LLVMValueRef c32 = LLVMConstInt(t64, 32, 0);
 
+	if (r->s.redux) {	/* the largest high word, then the largest low word under it */
+		LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, k, c32, ""), f->ti32, "");
+		LLVMValueRef mh = cg_redux_umax(f, hi);
+		LLVMValueRef lo = cg_select(f, LLVMBuildICmp(B, LLVMIntEQ, hi, mh, ""),
+					    LLVMBuildTrunc(B, k, f->ti32, ""), cg_i32(f, 0));
+		return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, mh, t64, ""), c32, ""),
+				   LLVMBuildZExt(B, cg_redux_umax(f, lo), t64, ""), "");
+	}
 	for (int m = 16; m >= 1; m /= 2) {
 		LLVMValueRef lo = cg_shfl_xor(f, LLVMBuildTrunc(B, k, f->ti32, ""), m);
 		LLVMValueRef hi = cg_shfl_xor(f, LLVMBuildTrunc(B, LLVMBuildLShr(B, k, c32, ""), f->ti32, ""), m);

@@ -369,6 +369,8 @@ check_route(const RouteCase *c, int T)
 	ck_assert_msg(cg_emit_route(m, "route", &s, &d) == 0, "%s", d.last);
 	s.bfly = s.warp_sync = 1;
 	ck_assert_msg(cg_emit_route(m, "route_ws", &s, &d) == 0, "%s", d.last);
+	s.redux = 1;
+	ck_assert_msg(cg_emit_route(m, "route_rx", &s, &d) == 0, "%s", d.last);
 	poisoned_like(&got[0], &want[0]);
 	poisoned_like(&got[1], &want[1]);
 	arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
@@ -380,21 +382,27 @@ check_route(const RouteCase *c, int T)
 	ck_assert_msg(launch(m, "route", &r, T, 0, &d) == 0, "%s", d.last);
 	expect_close("route ids", &got[1], &want[1], 0, 0);
 	expect_close("route weights", &got[0], &want[0], 1e-6, 1e-5);
-	/* --debug=prefill-small's kernel (butterfly top-k, no CTA barrier): the same bits */
-	memset(&r, 0, sizeof r);
-	poisoned_like(&ws[0], &want[0]);
-	poisoned_like(&ws[1], &want[1]);
-	arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
-	if (c->bias)
-		arg_ptr(&r, in[1].data, tensor_nbytes(&in[1]));
-	arg_ptr(&r, ws[0].data, tensor_nbytes(&ws[0]));
-	arg_ptr(&r, ws[1].data, tensor_nbytes(&ws[1]));
-	arg_int(&r, T);
-	ck_assert_msg(launch(m, "route_ws", &r, T, 0, &d) == 0, "%s", d.last);
+	/* --debug=prefill-small's kernel (butterfly top-k, no CTA barrier), and the same with
+	 * redux.sync (CgRouteSpec.redux: the decode front's route launch): the same bits */
+	for (int v = 0; v < 2; v++) {
+		const char *name = v ? "route_rx" : "route_ws";
+		memset(&r, 0, sizeof r);
+		poisoned_like(&ws[0], &want[0]);
+		poisoned_like(&ws[1], &want[1]);
+		arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
+		if (c->bias)
+			arg_ptr(&r, in[1].data, tensor_nbytes(&in[1]));
+		arg_ptr(&r, ws[0].data, tensor_nbytes(&ws[0]));
+		arg_ptr(&r, ws[1].data, tensor_nbytes(&ws[1]));
+		arg_int(&r, T);
+		ck_assert_msg(launch(m, name, &r, T, 0, &d) == 0, "%s", d.last);
+		for (int i = 0; i < 2; i++) {
+			ck_assert_msg(memcmp(ws[i].data, got[i].data, tensor_nbytes(&got[i])) == 0,
+				      "route %s T=%d: output %d differs in %s", c->attrs, T, i, name);
+			tensor_free(&ws[i]);
+		}
+	}
 	for (int i = 0; i < 2; i++) {
-		ck_assert_msg(memcmp(ws[i].data, got[i].data, tensor_nbytes(&got[i])) == 0,
-			      "route %s T=%d: output %d differs with warp_sync", c->attrs, T, i);
-		tensor_free(&ws[i]);
 		tensor_free(&got[i]);
 		tensor_free(&want[i]);
 	}
