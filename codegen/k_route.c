@@ -520,6 +520,72 @@ warp_max_key(R *r, LLVMValueRef k)
 	return k;
 }
 
+/* The score of key k (sel_key's inverse, but -0 as +0 and a NaN as 0x7fffffff). */
+static LLVMValueRef
+key_value(R *r, LLVMValueRef k)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, k, LLVMConstInt(LLVMTypeOf(k), 32, 0), ""), f->ti32, "");
+	LLVMValueRef b = cg_select(f, cg_lt(f, hi, cg_i32(f, 0)), cg_and(f, hi, INT32_MAX), LLVMBuildNot(B, hi, ""));
+
+	return LLVMBuildBitCast(B, b, f->tf32, "");
+}
+
+static LLVMValueRef
+umin64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_select(f, LLVMBuildICmp(f->B, LLVMIntULT, a, b, ""), a, b);
+}
+
+/* groups() where a group is whole lane slots (E / n_group a multiple of 32)
+ * and the spec has redux: a group's best and second keys by warp maxima
+ * (sel_key's order is better()'s), its score from their values, each
+ * group's rank from every group's score in registers: no shared memory, no
+ * sync, no serial walk.  The scores differ from groups()' only in a zero's
+ * sign and a NaN's payload, which no comparison of the ranks sees: the same
+ * groups kept. */
+static void
+groups_redux(R *r)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	int G = r->s.n_group, per = r->s.E / G / 32;
+	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C), tf64 = LLVMDoubleTypeInContext(f->C);
+	LLVMValueRef zero = LLVMConstInt(t64, 0, 0), score[32 * MAXJ], keep[32 * MAXJ];
+
+	for (int g = 0; g < G; g++) {
+		LLVMValueRef b1 = zero, b2 = zero, w1, w2;
+		for (int j = g * per; j < (g + 1) * per; j++) {
+			LLVMValueRef k = sel_key(r, r->sel[j], expert(r, j));
+			b2 = umax64(f, b2, umin64(f, b1, k));
+			b1 = umax64(f, b1, k);
+		}
+		w1 = warp_max_key(r, b1);
+		w2 = warp_max_key(r, cg_select(f, LLVMBuildICmp(B, LLVMIntEQ, b1, w1, ""), b2, b1));
+		score[g] = LLVMBuildFPExt(B, key_value(r, w1), tf64, "");
+		if (r->s.group_score == CG_GROUP_TOP2)
+			score[g] = LLVMBuildFAdd(B, score[g], LLVMBuildFPExt(B, key_value(r, w2), tf64, ""), "");
+	}
+	for (int g = 0; g < G; g++) {
+		LLVMValueRef rank = cg_i32(f, 0), mine = score[g];
+		LLVMValueRef mn = LLVMBuildFCmp(B, LLVMRealUNO, mine, mine, "");
+		for (int h = 0; h < G; h++) {
+			LLVMValueRef o = score[h], on = LLVMBuildFCmp(B, LLVMRealUNO, o, o, "");
+			LLVMValueRef gt = LLVMBuildOr(B, LLVMBuildAnd(B, on, LLVMBuildNot(B, mn, ""), ""),
+						      LLVMBuildFCmp(B, LLVMRealOGT, o, mine, ""), "");
+			LLVMValueRef eq = LLVMBuildOr(B, LLVMBuildAnd(B, on, mn, ""),
+						      LLVMBuildFCmp(B, LLVMRealOEQ, o, mine, ""), "");
+			LLVMValueRef before = h < g ? LLVMBuildOr(B, gt, eq, "") : gt;
+			if (h != g)
+				rank = cg_add(f, rank, LLVMBuildZExt(B, before, f->ti32, ""));
+		}
+		keep[g] = cg_lt(f, rank, cg_i32(f, r->s.topk_group));
+	}
+	for (int j = 0; j < r->J; j++)
+		r->sel[j] = cg_select(f, keep[j / per], r->sel[j], cg_f32(f, (float)r->s.group_fill));
+}
+
 /*
  * select_topk with the spec's bfly: the lane's candidates as keys (0 once
  * taken or past E), k rounds of the lane's largest and the warp's
@@ -689,7 +755,9 @@ route_tokens(R *r, LLVMValueRef tok0)
 	r->tokc = cg_max(r->f, cg_min(r->f, r->tok, cg_addi(r->f, r->T, -1)), cg_i32(r->f, 0));
 	load_logits(r);
 	scores(r);
-	if (r->s.n_group > 1)
+	if (r->s.n_group > 1 && r->s.redux && r->s.warp_sync && r->s.E / r->s.n_group % 32 == 0)
+		groups_redux(r);
+	else if (r->s.n_group > 1)
 		groups(r);
 	if (r->s.bfly)
 		select_topk_bfly(r, id, lg, sc);

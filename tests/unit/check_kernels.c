@@ -428,6 +428,10 @@ static const RouteCase route_cases[] = {
 	{"router=sparsemixer, jitter_eps=0.1, scale=2", 40, 4, 0, 1, DT_F16, DT_F32},	/* ties */
 	{"router=sigmoid, renorm=1, n_group=4, topk_group=2, group_score=top2, group_fill=0",
 	 16, 3, 1, 0, DT_F32, DT_F32},					/* DeepSeek-V3, 4.57 */
+	/* groups of whole lane slots (E / n_group a multiple of 32: redux's group scores) */
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2",
+	 256, 8, 1, 0, DT_F32, DT_F32},					/* DeepSeek-V3 */
+	{"router=sigmoid, n_group=2, topk_group=1, group_score=top2", 128, 6, 1, 1, DT_BF16, DT_F32},
 };
 
 START_TEST(test_route_matches_interpreter)
@@ -1379,14 +1383,14 @@ emit_all(CgModule *m, Diag *d)
 	for (size_t i = 0; i < NELEM(route_cases); i++) {
 		Module *im;
 		CgRouteSpec s;
-		char text[512];
+		char text[512], bp[64] = "";
 		const RouteCase *c = &route_cases[i];
+		if (c->bias)
+			snprintf(bp, sizeof bp, ", %%b: %s[%d]", c->E == 512 ? "bf16" : c->E == 16 ? "f16" : "f32", c->E);
 		snprintf(text, sizeof text,
 			 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
 			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E,
-			 c->bias ? (c->E == 512 ? ", %b: bf16[512]" : c->E == 16 ? ", %b: f16[16]"
-				    : ", %b: f32[64]") : "",
+			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E, bp,
 			 c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
 		im = parse(text);
 		ck_assert_msg(cg_route_spec(graph_named(im, "r")->first, &s, d) == 0, "%s", d->last);
