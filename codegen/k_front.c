@@ -29,7 +29,9 @@
  *	      launches of one parameter list, part 1 the CTAs above with no
  *	      hand-over, part 2 one CTA running the last CTA's route and sort after
  *	      part 1's grid dependency: a PDL hand-over measured ~0.5 us cheaper
- *	      than the ticket's fences and atomic at the end of a grid, session 38)
+ *	      than the ticket's fences and atomic at the end of a grid, session 38;
+ *	      CG_ROUTE2_DEFAULT: part 2 with its own warps, route_warps, a token
+ *	      each for up to 16, and the route's redux, session 39)
  *
  * Deterministic: every logit is one warp's sum in a fixed order, the last
  * CTA reads them through the same code as the route kernel; no atomics (a

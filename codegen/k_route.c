@@ -9,7 +9,9 @@
  *	top-k:   k rounds of a warp arg-max (value first, NaN largest, then
  *	         the lower expert), the winner marked taken by its lane (spec
  *	         bfly: as 64-bit keys in that order, a shfl.bfly maximum that
- *	         every lane gets, no broadcast or barrier a round)
+ *	         every lane gets, no broadcast or barrier a round; spec redux:
+ *	         two redux.sync a round, and groups of whole lane slots scored
+ *	         by the same maxima in registers: groups_redux)
  *	weights: lane j < k writes choice j (sparsemixer: one warp sum per
  *	         choice over the experts within its threshold)
  *
