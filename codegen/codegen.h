@@ -940,6 +940,8 @@ struct CgPermuteSpec {
 	int apart;		/* small: where the block has a thread for every slot and every offset
 				 * besides, threads nmax .. nmax+E count the offsets while threads
 				 * below nmax place the slots (not one after the other) */
+	int keyed;		/* small: each slot as one word bucket << 16 | slot in shared memory, so a
+				 * place and an offset are one compare an element (the same counts) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */

@@ -32,7 +32,9 @@
  * most: decode fronts' last CTA): each slot's bucket in shared memory, one
  * barrier, then each slot's place and each offset counted from all of them.
  * (spec.apart: the offsets by the threads past the slots' most, where the
- * block has them, at the same time as the places.)
+ * block has them, at the same time as the places.  spec.keyed: each slot's
+ * bucket << 16 | slot in shared memory, so that "before" and "below" are
+ * each one compare of two words, not four operations.)
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -42,6 +44,7 @@
 #define THREADS 1024
 #define CNT_WORDS 24576		/* 96 KiB of counters */
 #define QUAD 8			/* spec.quad: buckets a trip of the small sort's loops (two 16-byte loads) */
+#define KEY_SHIFT 16		/* spec.keyed: a slot's key is bucket << KEY_SHIFT | slot (slots < 1024) */
 
 typedef struct Pm Pm;
 struct Pm {
@@ -394,7 +397,8 @@ before(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef b)
 							      cg_lt(p->f, s2, p->tid), ""), "");
 }
 
-/* Slot s2's bucket o is below x. */
+/* Slot s2's bucket o is below x (spec keyed: key o below key x; a slot's
+ * place, x its own key, and an offset, x = bucket << KEY_SHIFT). */
 static LLVMValueRef
 below(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef x)
 {
@@ -435,7 +439,10 @@ permute_small(Pm *p)
 	b = bucket_at(p, tid);
 	x = p->sids ? cg_sext64(f, cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, tid, 4), p->sids)), 4))
 		: load_id(p, cg_min(f, tid, cg_addi(f, N, -1)));
-	cg_sstore(f, bucket(p, x), b, 4);
+	x = bucket(p, x);
+	if (p->s.keyed)	/* (bucket, slot) as one word */
+		x = LLVMBuildOr(f->B, cg_shl(f, x, KEY_SHIFT), tid, "");
+	cg_sstore(f, x, b, 4);
 	cg_endif(f, &c);
 	if (p->quad) {	/* the pads up to a multiple of QUAD */
 		cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildNot(f->B, mine, ""),
@@ -446,7 +453,7 @@ permute_small(Pm *p)
 	cg_barrier(f);
 	cg_if(f, &c, mine);
 	b = cg_sload(f, f->ti32, bucket_at(p, tid), 4);
-	cnt = count_slots(p, N, before, b);
+	cnt = count_slots(p, N, p->s.keyed ? below : before, b);
 	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cnt), 4), 4);
 	if (p->s.want_pos)
 		cg_gstore(f, cnt, cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
@@ -454,7 +461,7 @@ permute_small(Pm *p)
 	if (p->apart)	/* threads apart from the slots' count the offsets */
 		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntUGE, tid, cg_i32(f, p->apart), ""));
 	x = cg_loop(f, &l, cg_addi(f, tid, -p->apart), cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
-	cnt = count_slots(p, N, below, x);
+	cnt = count_slots(p, N, below, p->s.keyed ? cg_shl(f, x, KEY_SHIFT) : x);
 	cg_gstore(f, cnt, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
 	cg_endloop(f, &l);
 	if (p->apart)
