@@ -1003,12 +1003,13 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * Why: the combine-fold A/B measured a ticket hand-over at the end of a grid ~0.5 us slower than a
  * programmatic grid dependency.  The default since that A/B. */
 #define CG_FRONT_SPLIT_DEFAULT 1
-/* The front's route launch (part 2) with a short critical path (program.c find_fronts, --debug=route2
- * without it; session 39, issue 12): a warp for every token of a round of up to 16
+/* The front's route launch (part 2) with a short critical path (program.c find_fronts; --debug=route2
+ * where this is 0; session 39, issue 12): a warp for every token of a round of up to 16
  * (CgFrontSpec.route_warps: Qwen3-30B-A3B T = 16 in one round, not two of 8), the warps' sums and
  * maxima without CTA barriers (CgRouteSpec.warp_sync), each top-k round two redux.sync and each broadcast
- * one (CgRouteSpec.redux), the sort's offsets counted beside its places (CgPermuteSpec.apart).  The same
- * bits.  H200: to be measured (bench/ab/s39-q3dec.ab). */
+ * one (CgRouteSpec.redux; DeepSeek-V3's group scores too), every front's sort a slot a thread
+ * (CgPermuteSpec.small) with its offsets counted beside its places (apart), a compare an element (keyed).
+ * The same bits.  H200: to be measured (bench/ab/s39-q3dec.ab). */
 #define CG_ROUTE2_DEFAULT 1
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {

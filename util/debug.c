@@ -315,7 +315,7 @@ const DebugFlag debug_flags[] = {
 	 "path: a warp for every token of a round of up to 16 (512 threads: Qwen3-30B-A3B T = 16 in one round, not "
 	 "two of 8), the softmax's warp sums and maxima with no CTA barrier, each top-k round's arg-max two "
 	 "redux.sync.max.u32 of the 64-bit key's words (not five butterfly steps of both) and each broadcast one, "
-	 "the sort's offsets counted by threads of their own beside the places; the same bits (the default: "
+	 "the sort's offsets counted by threads of their own beside the places, a compare an element (bucket << 16 | slot a word); the same bits (the default: "
 	 "CG_ROUTE2_DEFAULT in codegen/codegen.h; docs/codegen.md, \"The route launch's critical path\"; issue 12; "
 	 "H200: to be measured)"},
 };
