@@ -540,8 +540,8 @@ umin64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 	return cg_select(f, LLVMBuildICmp(f->B, LLVMIntULT, a, b, ""), a, b);
 }
 
-/* groups() where a group is whole lane slots (E / n_group a multiple of 32)
- * and the spec has redux: a group's best and second keys by warp maxima
+/* groups() where a group is whole lane slots (E / n_group a multiple of 32,
+ * E <= 256) and the spec has redux: a group's best and second keys by warp maxima
  * (sel_key's order is better()'s), its score from their values, each
  * group's rank from every group's score in registers: no shared memory, no
  * sync, no serial walk.  The scores differ from groups()' only in a zero's
@@ -757,8 +757,8 @@ route_tokens(R *r, LLVMValueRef tok0)
 	r->tokc = cg_max(r->f, cg_min(r->f, r->tok, cg_addi(r->f, r->T, -1)), cg_i32(r->f, 0));
 	load_logits(r);
 	scores(r);
-	if (r->s.n_group > 1 && r->s.redux && r->s.warp_sync && r->s.E / r->s.n_group % 32 == 0)
-		groups_redux(r);
+	if (r->s.n_group > 1 && r->s.redux && r->s.warp_sync && r->s.E / r->s.n_group % 32 == 0 && r->J <= 8)
+		groups_redux(r);	/* (E = 512, 16 slots a lane: ptxas spilled 4 bytes at 80 registers) */
 	else if (r->s.n_group > 1)
 		groups(r);
 	if (r->s.bfly)

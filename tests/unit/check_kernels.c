@@ -1396,8 +1396,11 @@ emit_all(CgModule *m, Diag *d)
 		ck_assert_msg(cg_route_spec(graph_named(im, "r")->first, &s, d) == 0, "%s", d->last);
 		snprintf(name, sizeof name, "route%zu", i);
 		ck_assert_msg(cg_emit_route(m, name, &s, d) == 0, "%s: %s", name, d->last);
+		s.bfly = s.warp_sync = s.redux = 1;	/* the decode front's route launch: redux.sync */
+		snprintf(name, sizeof name, "route%zu_rx", i);
+		ck_assert_msg(cg_emit_route(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		ir_free_module(im);
-		n++;
+		n += 2;
 	}
 	for (size_t i = 0; i < NELEM(sdt); i++) {
 		snprintf(name, sizeof name, "synth_%s", dtype_name(sdt[i]));
