@@ -907,6 +907,10 @@ struct CgRouteSpec {
 	int warp_sync;		/* 1: warp sums and maxima to the warp by shuffles and warp syncs in
 				 * place of CTA barriers (each warp's shared slots are its own): the
 				 * prefill route kernel with no CTA barrier (--debug=prefill-small) */
+	int redux;		/* with bfly and warp_sync: each top-k round's warp maximum two
+				 * redux.sync.max.u32 (the key's high word, then the low word among
+				 * the lanes holding that high word) and each broadcast of lane 31 one,
+				 * in place of five shuffle steps (the same choices, the same bits) */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -933,6 +937,11 @@ struct CgPermuteSpec {
 				 * each offset counted from all the ids (no counters or scans; 0: owners) */
 	int quad;		/* small: the buckets padded to a multiple of 8 and read 8 a loop trip
 				 * (two 16-byte shared loads; --debug=front3) */
+	int apart;		/* small: where the block has a thread for every slot and every offset
+				 * besides, threads nmax .. nmax+E count the offsets while threads
+				 * below nmax place the slots (not one after the other) */
+	int keyed;		/* small: each slot as one word bucket << 16 | slot in shared memory, so a
+				 * place and an offset are one compare an element (the same counts) */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -994,6 +1003,14 @@ int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
  * Why: the combine-fold A/B measured a ticket hand-over at the end of a grid ~0.5 us slower than a
  * programmatic grid dependency.  The default since that A/B. */
 #define CG_FRONT_SPLIT_DEFAULT 1
+/* The front's route launch (part 2) with a short critical path (program.c find_fronts; --debug=route2
+ * where this is 0; session 39, issue 12): a warp for every token of a round of up to 16
+ * (CgFrontSpec.route_warps: Qwen3-30B-A3B T = 16 in one round, not two of 8), the warps' sums and
+ * maxima without CTA barriers (CgRouteSpec.warp_sync), each top-k round two redux.sync and each broadcast
+ * one (CgRouteSpec.redux; DeepSeek-V3's group scores too), every front's sort a slot a thread
+ * (CgPermuteSpec.small) with its offsets counted beside its places (apart), a compare an element (keyed).
+ * The same bits.  H200: to be measured (bench/ab/s39-q3dec.ab). */
+#define CG_ROUTE2_DEFAULT 1
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */
@@ -1031,6 +1048,8 @@ struct CgFrontSpec {
 				 * parameter list: 1, the expert CTAs (norm, logits; no hand-over: they
 				 * exit), 2, one CTA that routes and sorts (the ticket's last CTA), which
 				 * the grid dependency orders after part 1 (PDL); 0: one launch */
+	int route_warps;	/* part 2's warps (CG_ROUTE2_DEFAULT: every token of a round of up to 16
+				 * at once); 0: the front's (4 for max_t <= 4, else 8) */
 };
 int cg_front_check(const CgFrontSpec *s, Diag *d);
 int cg_front_smem(const CgFrontSpec *s);
@@ -1405,6 +1424,7 @@ void cg_bulk_wait_read(CgFn *f, int n);
 LLVMValueRef cg_elect(CgFn *f);		/* elect.sync: i1, true in one lane of the warp */
 LLVMValueRef cg_vote_any(CgFn *f, LLVMValueRef pred);	/* vote.sync.any: i1, the warp's OR of pred */
 LLVMValueRef cg_match_any(CgFn *f, LLVMValueRef v);	/* match.any.sync.b32: i32 mask of the lanes with v (sm_70) */
+LLVMValueRef cg_redux_umax(CgFn *f, LLVMValueRef v);	/* redux.sync.max.u32: the warp's largest i32 v, unsigned (sm_80) */
 void cg_syncwarp(CgFn *f);			/* bar.warp.sync: a warp's shared accesses ordered */
 /*
  * Clusters (sm_90; not emulated: a diagnostic on "emu").  The kernel must be

@@ -185,7 +185,7 @@ ctx_leave(Ctx *from, Ctx *to, int abandon)
 
 enum { T_RUN, T_BAR, T_COLL, T_DONE, T_SPIN };
 /* collectives: of a warp, then of a warpgroup (C_WGMMA and after) */
-enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_SHFL_XOR, C_ELECT, C_VOTE_ANY, C_MATCH_ANY, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
+enum { C_LDMATRIX = 1, C_MMA, C_SHFL_UP, C_SHFL_XOR, C_ELECT, C_VOTE_ANY, C_MATCH_ANY, C_REDUX_UMAX, C_WGMMA, C_WG_FENCE, C_WG_COMMIT, C_WG_WAIT,
        C_SETMAXNREG };
 #define MAXBAR 64		/* mbarriers per CTA */
 #define NAMED_BARS 16		/* bar.sync ids; 0 is the CTA barrier (moec_emu_barrier) */
@@ -1086,6 +1086,12 @@ moec_emu_match_any(int32_t *io)
 }
 
 void
+moec_emu_redux_umax(int32_t *io)
+{
+	coll_io(C_REDUX_UMAX, io);
+}
+
+void
 moec_emu_setmaxnreg(int32_t code)
 {
 	Thr *t = E.cur;
@@ -1301,6 +1307,18 @@ do_match_any(Thr *w)
 			m |= (uint32_t)(v[j] == v[l]) << j;
 		*(int32_t *)w[l].cp[0] = (int32_t)m;
 	}
+}
+
+/* redux.sync.max.u32: every lane gets the warp's largest value, unsigned */
+__attribute__((noinline)) static void
+do_redux_umax(Thr *w)
+{
+	uint32_t m = 0;
+
+	for (int l = 0; l < 32; l++)
+		m = MAX(m, *(uint32_t *)w[l].cp[0]);
+	for (int l = 0; l < 32; l++)
+		*(uint32_t *)w[l].cp[0] = m;
 }
 
 __attribute__((noinline)) static void
@@ -1766,6 +1784,8 @@ warp_step(int w)
 		do_vote_any(lane);
 	else if (lane[0].coll == C_MATCH_ANY)
 		do_match_any(lane);
+	else if (lane[0].coll == C_REDUX_UMAX)
+		do_redux_umax(lane);
 	else if (lane[0].coll == C_SHFL_XOR)
 		do_shfl_xor(lane);
 	else
@@ -1917,6 +1937,7 @@ static const struct {
 	{"moec_emu_bulk_wait_read", (void *)moec_emu_bulk_wait_read},
 	{"moec_emu_elect", (void *)moec_emu_elect},
 	{"moec_emu_vote_any", (void *)moec_emu_vote_any},
+	{"moec_emu_redux_umax", (void *)moec_emu_redux_umax},
 	{"moec_emu_match_any", (void *)moec_emu_match_any},
 	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},

@@ -29,7 +29,9 @@
  *	      launches of one parameter list, part 1 the CTAs above with no
  *	      hand-over, part 2 one CTA running the last CTA's route and sort after
  *	      part 1's grid dependency: a PDL hand-over measured ~0.5 us cheaper
- *	      than the ticket's fences and atomic at the end of a grid, session 38)
+ *	      than the ticket's fences and atomic at the end of a grid, session 38;
+ *	      CG_ROUTE2_DEFAULT: part 2 with its own warps, route_warps, a token
+ *	      each for up to 16, and the route's redux, session 39)
  *
  * Deterministic: every logit is one warp's sum in a fixed order, the last
  * CTA reads them through the same code as the route kernel; no atomics (a
@@ -70,6 +72,8 @@ cg_front_check(const CgFrontSpec *s, Diag *d)
 		return diag_error(d, LOC_NONE, "front: the route and permute specs disagree");
 	if (s->part < 0 || s->part > 2 || (s->part && !s->ticket))
 		return diag_error(d, LOC_NONE, "front: part %d (0, or 1 and 2 with the ticket's layout)", s->part);
+	if (s->route_warps < 0 || s->route_warps > 32)
+		return diag_error(d, LOC_NONE, "front: %d route warps (0..32)", s->route_warps);
 	if (cg_route_check(&s->route, d) || cg_permute_check(&s->perm, d))
 		return -1;
 	return 0;
@@ -98,6 +102,13 @@ static int
 nwarps(const CgFrontSpec *s)
 {
 	return s->max_t <= 4 ? 4 : 8;
+}
+
+/* Warps of the CTA that routes and sorts: part 2's own (route_warps) or the front's. */
+static int
+route_warps(const CgFrontSpec *s)
+{
+	return s->part == 2 && s->route_warps ? s->route_warps : nwarps(s);
 }
 
 /* The SMs the grid is sized for (CgFrontSpec.sms; 132 when unset). */
@@ -636,9 +647,9 @@ prefetch_logits(Fr *r)
 static int
 ids_smem(const CgFrontSpec *s)
 {
-	if (!s->ticket || !cg_permute_small(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k))
+	if (!s->ticket || !cg_permute_small(&s->perm, 32 * route_warps(s), s->max_t * s->perm.k))
 		return 0;
-	return (SMEM0 + cg_route_smem(&s->route, nwarps(s)) + 15) & ~15;
+	return (SMEM0 + cg_route_smem(&s->route, route_warps(s)) + 15) & ~15;
 }
 
 /* Where the permute's shared memory starts. */
@@ -768,8 +779,8 @@ cg_front_pair(const CgFrontSpec *s)
 int
 cg_front_smem(const CgFrontSpec *s)
 {
-	int route = cg_route_smem(&s->route, nwarps(s));
-	int perm = cg_permute_smem(&s->perm, 32 * nwarps(s), s->max_t * s->perm.k);
+	int route = cg_route_smem(&s->route, route_warps(s));
+	int perm = cg_permute_smem(&s->perm, 32 * route_warps(s), s->max_t * s->perm.k);
 
 	if (ids_smem(s))	/* route, ids, permute one after another */
 		return perm_smem0(s) + perm;
@@ -780,7 +791,7 @@ int
 cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 {
 	CgParam p[16];
-	int np = 0, block[3] = {32 * nwarps(s), 1, 1}, smem;
+	int np = 0, block[3] = {32 * route_warps(s), 1, 1}, smem;
 	CgExpr grid[3] = {CG_EXPR_INT(s->part == 2 ? 1 : cg_front_ctas(s)), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	char note[200];
 	LLVMValueRef *slot[16];
@@ -816,7 +827,7 @@ cg_emit_front(CgModule *m, const char *name, const CgFrontSpec *s, Diag *d)
 	P(CGP_I32, "zero_words", zero_words);
 	P(CGP_I32, "T", T);
 #undef P
-	r.nw = nwarps(s);
+	r.nw = route_warps(s);	/* nwarps(s) but in part 2 */
 	r.eb = cg_front_experts(s);
 	r.f = cg_fn_begin(m, name, p, np, 32 * r.nw, 0, d);
 	if (!r.f)

@@ -31,6 +31,10 @@
  * The small sort (spec.small, cg_permute_block with a slot a thread at
  * most: decode fronts' last CTA): each slot's bucket in shared memory, one
  * barrier, then each slot's place and each offset counted from all of them.
+ * (spec.apart: the offsets by the threads past the slots' most, where the
+ * block has them, at the same time as the places.  spec.keyed: each slot's
+ * bucket << 16 | slot in shared memory, so that "before" and "below" are
+ * each one compare of two words, not four operations.)
  */
 #define CG_INTERNAL
 #include <string.h>
@@ -40,6 +44,7 @@
 #define THREADS 1024
 #define CNT_WORDS 24576		/* 96 KiB of counters */
 #define QUAD 8			/* spec.quad: buckets a trip of the small sort's loops (two 16-byte loads) */
+#define KEY_SHIFT 16		/* spec.keyed: a slot's key is bucket << KEY_SHIFT | slot (slots < 1024) */
 
 typedef struct Pm Pm;
 struct Pm {
@@ -48,6 +53,7 @@ struct Pm {
 	int P, F, wsum, smem, threads, cnt0;
 	int quad;		/* small, spec.quad and cnt0 16-byte aligned: QUAD buckets a loop trip */
 	int sids;		/* CgPermuteIo.sids (small) */
+	int apart;		/* small, spec.apart: the first thread counting offsets (0: after the places) */
 	LLVMValueRef ids, offs, rows, pos, T, tid, lane, warp, N, S, seg0, seg1;
 	/* the grid sort: W warps, R rounds of W*32 slots a chunk; the table of
 	 * the warps' counts tbl[W][E+1] at 0, base[E+1] at sbase; G chunks */
@@ -283,6 +289,7 @@ layout(Pm *p, int threads, int64_t nmax, int smem0)
 		p->cnt0 = smem0;
 		p->quad = p->s.quad && smem0 % 16 == 0 && threads % QUAD == 0;
 		p->smem = smem0 + 4 * (int)(p->quad ? (nmax + QUAD - 1) / QUAD * QUAD : nmax);
+		p->apart = p->s.apart && nmax + p->s.E + 1 <= threads ? (int)nmax : 0;
 		return;
 	}
 	p->threads = threads;
@@ -390,7 +397,8 @@ before(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef b)
 							      cg_lt(p->f, s2, p->tid), ""), "");
 }
 
-/* Slot s2's bucket o is below x. */
+/* Slot s2's bucket o is below x (spec keyed: key o below key x; a slot's
+ * place, x its own key, and an offset, x = bucket << KEY_SHIFT). */
 static LLVMValueRef
 below(Pm *p, LLVMValueRef o, LLVMValueRef s2, LLVMValueRef x)
 {
@@ -431,7 +439,10 @@ permute_small(Pm *p)
 	b = bucket_at(p, tid);
 	x = p->sids ? cg_sext64(f, cg_sload(f, f->ti32, cg_sptr(f, cg_addi(f, cg_muli(f, tid, 4), p->sids)), 4))
 		: load_id(p, cg_min(f, tid, cg_addi(f, N, -1)));
-	cg_sstore(f, bucket(p, x), b, 4);
+	x = bucket(p, x);
+	if (p->s.keyed)	/* (bucket, slot) as one word */
+		x = LLVMBuildOr(f->B, cg_shl(f, x, KEY_SHIFT), tid, "");
+	cg_sstore(f, x, b, 4);
 	cg_endif(f, &c);
 	if (p->quad) {	/* the pads up to a multiple of QUAD */
 		cg_if(f, &c, LLVMBuildAnd(f->B, LLVMBuildNot(f->B, mine, ""),
@@ -442,15 +453,19 @@ permute_small(Pm *p)
 	cg_barrier(f);
 	cg_if(f, &c, mine);
 	b = cg_sload(f, f->ti32, bucket_at(p, tid), 4);
-	cnt = count_slots(p, N, before, b);
+	cnt = count_slots(p, N, p->s.keyed ? below : before, b);
 	cg_gstore(f, tid, cg_gep(f, p->rows, cg_sext64(f, cnt), 4), 4);
 	if (p->s.want_pos)
 		cg_gstore(f, cnt, cg_gep(f, p->pos, cg_sext64(f, tid), 4), 4);
 	cg_endif(f, &c);
-	x = cg_loop(f, &l, tid, cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
-	cnt = count_slots(p, N, below, x);
+	if (p->apart)	/* threads apart from the slots' count the offsets */
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntUGE, tid, cg_i32(f, p->apart), ""));
+	x = cg_loop(f, &l, cg_addi(f, tid, -p->apart), cg_i32(f, p->s.E + 1), cg_i32(f, p->threads));
+	cnt = count_slots(p, N, below, p->s.keyed ? cg_shl(f, x, KEY_SHIFT) : x);
 	cg_gstore(f, cnt, cg_gep(f, p->offs, cg_sext64(f, x), 4), 4);
 	cg_endloop(f, &l);
+	if (p->apart)
+		cg_endif(f, &c);
 }
 
 void

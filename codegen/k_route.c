@@ -9,7 +9,9 @@
  *	top-k:   k rounds of a warp arg-max (value first, NaN largest, then
  *	         the lower expert), the winner marked taken by its lane (spec
  *	         bfly: as 64-bit keys in that order, a shfl.bfly maximum that
- *	         every lane gets, no broadcast or barrier a round)
+ *	         every lane gets, no broadcast or barrier a round; spec redux:
+ *	         two redux.sync a round, and groups of whole lane slots scored
+ *	         by the same maxima in registers: groups_redux)
  *	weights: lane j < k writes choice j (sparsemixer: one warp sum per
  *	         choice over the experts within its threshold)
  *
@@ -182,6 +184,10 @@ broadcast31(R *r, LLVMValueRef v, int *slotp)
 	LLVMTypeRef t = LLVMTypeOf(v);
 	CgIf c;
 
+	if (r->s.warp_sync && !slotp && r->s.redux) {	/* the largest of lane 31's bits and 0s */
+		LLVMValueRef b = cg_select(f, is_lane(r, 31), LLVMBuildBitCast(f->B, v, f->ti32, ""), cg_i32(f, 0));
+		return LLVMBuildBitCast(f->B, cg_redux_umax(f, b), t, "");
+	}
 	if (r->s.warp_sync && !slotp)
 		return LLVMBuildBitCast(f->B, cg_bcast31(f, LLVMBuildBitCast(f->B, v, f->tf32, "")), t, "");
 	slot = new_slot(r);
@@ -488,7 +494,8 @@ umax64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
 }
 
 /* The warp's largest key (i64) in every lane: shfl.bfly steps of both words
- * (the maximum of a total order: the same whatever the order of steps). */
+ * (the maximum of a total order: the same whatever the order of steps);
+ * spec redux: two redux.sync.max.u32, the same key. */
 static LLVMValueRef
 warp_max_key(R *r, LLVMValueRef k)
 {
@@ -497,6 +504,14 @@ warp_max_key(R *r, LLVMValueRef k)
 	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C);
 	LLVMValueRef c32 = LLVMConstInt(t64, 32, 0);
 
+	if (r->s.redux) {	/* the largest high word, then the largest low word under it */
+		LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, k, c32, ""), f->ti32, "");
+		LLVMValueRef mh = cg_redux_umax(f, hi);
+		LLVMValueRef lo = cg_select(f, LLVMBuildICmp(B, LLVMIntEQ, hi, mh, ""),
+					    LLVMBuildTrunc(B, k, f->ti32, ""), cg_i32(f, 0));
+		return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, mh, t64, ""), c32, ""),
+				   LLVMBuildZExt(B, cg_redux_umax(f, lo), t64, ""), "");
+	}
 	for (int m = 16; m >= 1; m /= 2) {
 		LLVMValueRef lo = cg_shfl_xor(f, LLVMBuildTrunc(B, k, f->ti32, ""), m);
 		LLVMValueRef hi = cg_shfl_xor(f, LLVMBuildTrunc(B, LLVMBuildLShr(B, k, c32, ""), f->ti32, ""), m);
@@ -505,6 +520,72 @@ warp_max_key(R *r, LLVMValueRef k)
 		k = umax64(f, k, o);
 	}
 	return k;
+}
+
+/* The score of key k (sel_key's inverse, but -0 as +0 and a NaN as 0x7fffffff). */
+static LLVMValueRef
+key_value(R *r, LLVMValueRef k)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, k, LLVMConstInt(LLVMTypeOf(k), 32, 0), ""), f->ti32, "");
+	LLVMValueRef b = cg_select(f, cg_lt(f, hi, cg_i32(f, 0)), cg_and(f, hi, INT32_MAX), LLVMBuildNot(B, hi, ""));
+
+	return LLVMBuildBitCast(B, b, f->tf32, "");
+}
+
+static LLVMValueRef
+umin64(CgFn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_select(f, LLVMBuildICmp(f->B, LLVMIntULT, a, b, ""), a, b);
+}
+
+/* groups() where a group is whole lane slots (E / n_group a multiple of 32,
+ * E <= 256) and the spec has redux: a group's best and second keys by warp maxima
+ * (sel_key's order is better()'s), its score from their values, each
+ * group's rank from every group's score in registers: no shared memory, no
+ * sync, no serial walk.  The scores differ from groups()' only in a zero's
+ * sign and a NaN's payload, which no comparison of the ranks sees: the same
+ * groups kept. */
+static void
+groups_redux(R *r)
+{
+	CgFn *f = r->f;
+	LLVMBuilderRef B = f->B;
+	int G = r->s.n_group, per = r->s.E / G / 32;
+	LLVMTypeRef t64 = LLVMInt64TypeInContext(f->C), tf64 = LLVMDoubleTypeInContext(f->C);
+	LLVMValueRef zero = LLVMConstInt(t64, 0, 0), score[32 * MAXJ], keep[32 * MAXJ];
+
+	for (int g = 0; g < G; g++) {
+		LLVMValueRef b1 = zero, b2 = zero, w1, w2;
+		for (int j = g * per; j < (g + 1) * per; j++) {
+			LLVMValueRef k = sel_key(r, r->sel[j], expert(r, j));
+			b2 = umax64(f, b2, umin64(f, b1, k));
+			b1 = umax64(f, b1, k);
+		}
+		w1 = warp_max_key(r, b1);
+		w2 = warp_max_key(r, cg_select(f, LLVMBuildICmp(B, LLVMIntEQ, b1, w1, ""), b2, b1));
+		score[g] = LLVMBuildFPExt(B, key_value(r, w1), tf64, "");
+		if (r->s.group_score == CG_GROUP_TOP2)
+			score[g] = LLVMBuildFAdd(B, score[g], LLVMBuildFPExt(B, key_value(r, w2), tf64, ""), "");
+	}
+	for (int g = 0; g < G; g++) {
+		LLVMValueRef rank = cg_i32(f, 0), mine = score[g];
+		LLVMValueRef mn = LLVMBuildFCmp(B, LLVMRealUNO, mine, mine, "");
+		for (int h = 0; h < G; h++) {
+			LLVMValueRef o = score[h], on = LLVMBuildFCmp(B, LLVMRealUNO, o, o, "");
+			LLVMValueRef gt = LLVMBuildOr(B, LLVMBuildAnd(B, on, LLVMBuildNot(B, mn, ""), ""),
+						      LLVMBuildFCmp(B, LLVMRealOGT, o, mine, ""), "");
+			LLVMValueRef eq = LLVMBuildOr(B, LLVMBuildAnd(B, on, mn, ""),
+						      LLVMBuildFCmp(B, LLVMRealOEQ, o, mine, ""), "");
+			LLVMValueRef before = h < g ? LLVMBuildOr(B, gt, eq, "") : gt;
+			if (h != g)
+				rank = cg_add(f, rank, LLVMBuildZExt(B, before, f->ti32, ""));
+		}
+		keep[g] = cg_lt(f, rank, cg_i32(f, r->s.topk_group));
+	}
+	for (int j = 0; j < r->J; j++)
+		r->sel[j] = cg_select(f, keep[j / per], r->sel[j], cg_f32(f, (float)r->s.group_fill));
 }
 
 /*
@@ -676,7 +757,9 @@ route_tokens(R *r, LLVMValueRef tok0)
 	r->tokc = cg_max(r->f, cg_min(r->f, r->tok, cg_addi(r->f, r->T, -1)), cg_i32(r->f, 0));
 	load_logits(r);
 	scores(r);
-	if (r->s.n_group > 1)
+	if (r->s.n_group > 1 && r->s.redux && r->s.warp_sync && r->s.E / r->s.n_group % 32 == 0 && r->J <= 8)
+		groups_redux(r);	/* (E = 512, 16 slots a lane: ptxas spilled 4 bytes at 80 registers) */
+	else if (r->s.n_group > 1)
 		groups(r);
 	if (r->s.bfly)
 		select_topk_bfly(r, id, lg, sc);

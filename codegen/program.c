@@ -3035,6 +3035,17 @@ find_fronts(CgProgram *p)
 			if (CG_FRONT_SPLIT_DEFAULT)
 				fm.s.ticket = fm.s.perm.quad = 1;
 			fm.s.part = CG_FRONT_SPLIT_DEFAULT;
+			/* part 2's short path (CG_ROUTE2_DEFAULT): a warp a token of a round of
+			 * up to 16, no CTA barriers in the warps' sums, redux.sync top-k rounds
+			 * and group scores, the slot sort of a slot a thread with its offsets
+			 * beside its places, a compare an element (the same bits; DeepSeek-V3's
+			 * front too) */
+			if (fm.s.part && (CG_ROUTE2_DEFAULT || (p->o.debug & DBG_ROUTE2))) {
+				int64_t t = tval >= 0 ? tval : p->o.max_tokens;
+				fm.s.route_warps = t <= 4 ? 4 : t <= 8 ? 8 : 16;
+				fm.s.route.bfly = fm.s.route.warp_sync = fm.s.route.redux = 1;
+				fm.s.perm.small = fm.s.perm.apart = fm.s.perm.keyed = 1;
+			}
 			vec_push(&p->front, fm);
 			front_line(p, &fm);
 			continue;

@@ -1894,6 +1894,23 @@ cg_match_any(CgFn *f, LLVMValueRef v)
 	return cg_intrinsic(f, "llvm.nvvm.match.any.sync.i32", f->ti32, NULL, 0, a, 2);
 }
 
+/* redux.sync.max.u32 over the full warp (every lane must reach it): the
+ * warp's largest v (i32, unsigned) in every lane; one instruction (sm_80) */
+LLVMValueRef
+cg_redux_umax(CgFn *f, LLVMValueRef v)
+{
+	LLVMValueRef a[2];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v);
+		cg_call_emu(f, "moec_emu_redux_umax", NULL, &io, 1);
+		return cg_get(f, io);
+	}
+	a[0] = v;
+	a[1] = cg_i32(f, -1);
+	return cg_intrinsic(f, "llvm.nvvm.redux.sync.umax", f->ti32, NULL, 0, a, 2);
+}
+
 /* bar.warp.sync over the full warp: the lanes' shared-memory accesses before
  * it are seen by every lane after it (emu: a warp collective, which orders
  * the lanes the same way) */

@@ -310,6 +310,14 @@ const DebugFlag debug_flags[] = {
 	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; measured "
 	 "slower on the H200 (session 38: Qwen3-30B-A3B T = 1 1.015x, Mixtral 1.005x, gpt-oss-20b 1.018x, the same bits: "
 	 "the ticket costs more than the launch's grid dependency), kept for A/B"},
+	{"route2", DBG_ROUTE2, NULL,
+	 "compile: the decode front's second launch (the route and the slot sort, one CTA) with a short critical "
+	 "path: a warp for every token of a round of up to 16 (512 threads: Qwen3-30B-A3B T = 16 in one round, not "
+	 "two of 8), the softmax's warp sums and maxima with no CTA barrier, each top-k round's arg-max two "
+	 "redux.sync.max.u32 of the 64-bit key's words (not five butterfly steps of both) and each broadcast one, "
+	 "the sort's offsets counted by threads of their own beside the places, a compare an element (bucket << 16 | slot a word); the same bits (the default: "
+	 "CG_ROUTE2_DEFAULT in codegen/codegen.h; docs/codegen.md, \"The route launch's critical path\"; issue 12; "
+	 "H200: to be measured)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -369,6 +369,8 @@ check_route(const RouteCase *c, int T)
 	ck_assert_msg(cg_emit_route(m, "route", &s, &d) == 0, "%s", d.last);
 	s.bfly = s.warp_sync = 1;
 	ck_assert_msg(cg_emit_route(m, "route_ws", &s, &d) == 0, "%s", d.last);
+	s.redux = 1;
+	ck_assert_msg(cg_emit_route(m, "route_rx", &s, &d) == 0, "%s", d.last);
 	poisoned_like(&got[0], &want[0]);
 	poisoned_like(&got[1], &want[1]);
 	arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
@@ -380,21 +382,27 @@ check_route(const RouteCase *c, int T)
 	ck_assert_msg(launch(m, "route", &r, T, 0, &d) == 0, "%s", d.last);
 	expect_close("route ids", &got[1], &want[1], 0, 0);
 	expect_close("route weights", &got[0], &want[0], 1e-6, 1e-5);
-	/* --debug=prefill-small's kernel (butterfly top-k, no CTA barrier): the same bits */
-	memset(&r, 0, sizeof r);
-	poisoned_like(&ws[0], &want[0]);
-	poisoned_like(&ws[1], &want[1]);
-	arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
-	if (c->bias)
-		arg_ptr(&r, in[1].data, tensor_nbytes(&in[1]));
-	arg_ptr(&r, ws[0].data, tensor_nbytes(&ws[0]));
-	arg_ptr(&r, ws[1].data, tensor_nbytes(&ws[1]));
-	arg_int(&r, T);
-	ck_assert_msg(launch(m, "route_ws", &r, T, 0, &d) == 0, "%s", d.last);
+	/* --debug=prefill-small's kernel (butterfly top-k, no CTA barrier), and the same with
+	 * redux.sync (CgRouteSpec.redux: the decode front's route launch): the same bits */
+	for (int v = 0; v < 2; v++) {
+		const char *name = v ? "route_rx" : "route_ws";
+		memset(&r, 0, sizeof r);
+		poisoned_like(&ws[0], &want[0]);
+		poisoned_like(&ws[1], &want[1]);
+		arg_ptr(&r, in[0].data, tensor_nbytes(&in[0]));
+		if (c->bias)
+			arg_ptr(&r, in[1].data, tensor_nbytes(&in[1]));
+		arg_ptr(&r, ws[0].data, tensor_nbytes(&ws[0]));
+		arg_ptr(&r, ws[1].data, tensor_nbytes(&ws[1]));
+		arg_int(&r, T);
+		ck_assert_msg(launch(m, name, &r, T, 0, &d) == 0, "%s", d.last);
+		for (int i = 0; i < 2; i++) {
+			ck_assert_msg(memcmp(ws[i].data, got[i].data, tensor_nbytes(&got[i])) == 0,
+				      "route %s T=%d: output %d differs in %s", c->attrs, T, i, name);
+			tensor_free(&ws[i]);
+		}
+	}
 	for (int i = 0; i < 2; i++) {
-		ck_assert_msg(memcmp(ws[i].data, got[i].data, tensor_nbytes(&got[i])) == 0,
-			      "route %s T=%d: output %d differs with warp_sync", c->attrs, T, i);
-		tensor_free(&ws[i]);
 		tensor_free(&got[i]);
 		tensor_free(&want[i]);
 	}
@@ -420,6 +428,10 @@ static const RouteCase route_cases[] = {
 	{"router=sparsemixer, jitter_eps=0.1, scale=2", 40, 4, 0, 1, DT_F16, DT_F32},	/* ties */
 	{"router=sigmoid, renorm=1, n_group=4, topk_group=2, group_score=top2, group_fill=0",
 	 16, 3, 1, 0, DT_F32, DT_F32},					/* DeepSeek-V3, 4.57 */
+	/* groups of whole lane slots (E / n_group a multiple of 32: redux's group scores) */
+	{"router=sigmoid, renorm=1, scale=2.5, n_group=8, topk_group=4, group_score=top2",
+	 256, 8, 1, 0, DT_F32, DT_F32},					/* DeepSeek-V3 */
+	{"router=sigmoid, n_group=2, topk_group=1, group_score=top2", 128, 6, 0, 1, DT_BF16, DT_F32},	/* ties */
 };
 
 START_TEST(test_route_matches_interpreter)
@@ -1371,21 +1383,24 @@ emit_all(CgModule *m, Diag *d)
 	for (size_t i = 0; i < NELEM(route_cases); i++) {
 		Module *im;
 		CgRouteSpec s;
-		char text[512];
+		char text[512], bp[64] = "";
 		const RouteCase *c = &route_cases[i];
+		if (c->bias)
+			snprintf(bp, sizeof bp, ", %%b: %s[%d]", c->E == 512 ? "bf16" : c->E == 16 ? "f16" : "f32", c->E);
 		snprintf(text, sizeof text,
 			 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
 			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E,
-			 c->bias ? (c->E == 512 ? ", %b: bf16[512]" : c->E == 16 ? ", %b: f16[16]"
-				    : ", %b: f32[64]") : "",
+			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E, bp,
 			 c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
 		im = parse(text);
 		ck_assert_msg(cg_route_spec(graph_named(im, "r")->first, &s, d) == 0, "%s", d->last);
 		snprintf(name, sizeof name, "route%zu", i);
 		ck_assert_msg(cg_emit_route(m, name, &s, d) == 0, "%s: %s", name, d->last);
+		s.bfly = s.warp_sync = s.redux = 1;	/* the decode front's route launch: redux.sync */
+		snprintf(name, sizeof name, "route%zu_rx", i);
+		ck_assert_msg(cg_emit_route(m, name, &s, d) == 0, "%s: %s", name, d->last);
 		ir_free_module(im);
-		n++;
+		n += 2;
 	}
 	for (size_t i = 0; i < NELEM(sdt); i++) {
 		snprintf(name, sizeof name, "synth_%s", dtype_name(sdt[i]));

@@ -496,6 +496,15 @@ START_TEST(test_front_routing_is_the_interpreters)
 								  (CG_FRONT3_DEFAULT && E <= 128) ||	/* one a CTA */
 								  CG_FRONT_SPLIT_DEFAULT));	/* its layout */
 		ck_assert_int_eq(two, CG_FRONT_SPLIT_DEFAULT && launches_noted(p, " ticket"));
+		/* CG_ROUTE2_DEFAULT: the route launch has a warp a token for up to 16 tokens */
+		for (int i = 0; i < man->nstep; i++) {
+			const char *kn = man->step[i].kernel;
+			const CgKernel *rk = kn && strstr(kn, "_front_route") ? cg_module_find(cg_program_module(p, "emu"), kn)
+				: NULL;
+			if (rk)
+				ck_assert_int_eq(rk->block[0], arm[_i].mt <= 4 ? 128
+						 : arm[_i].mt <= 8 || !CG_ROUTE2_DEFAULT ? 256 : 512);
+		}
 		/* whole rows where a warp gets one token (E = 128 at max_tokens 4; else pairs) */
 		ck_assert_int_eq(launches_noted(p, "whole rows a batch"),
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
