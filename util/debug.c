@@ -310,6 +310,14 @@ const DebugFlag debug_flags[] = {
 	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; measured "
 	 "slower on the H200 (session 38: Qwen3-30B-A3B T = 1 1.015x, Mixtral 1.005x, gpt-oss-20b 1.018x, the same bits: "
 	 "the ticket costs more than the launch's grid dependency), kept for A/B"},
+	{"route-count", DBG_ROUTE_COUNT, NULL,
+	 "compile: a prefill route kernel whose ids go to the grid permute also counts them, each chosen slot "
+	 "adding 1 to its expert's and chunk's count by an atomic add (integer counts: the same table, offsets "
+	 "and rows as the count launch's), into a table after the router GEMM's split-K flags that the flags' "
+	 "memset zeroes too; the plan has no NAME_count launch (Qwen3-30B-A3B prefill: norm, memset, router "
+	 "GEMM, route, place, gate|up, down, combine). Taken only where such a memset comes before the route "
+	 "(not Mixtral's plan); docs/codegen.md, \"The route counts the permute's slots\"; ROUTE_COUNT_DEFAULT "
+	 "in codegen/program.c; session 39, A/B"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
