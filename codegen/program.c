@@ -662,7 +662,8 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 			continue;
 		}
 		if (strcmp(r, "count_ws") == 0) {	/* the grid permute's count table (route_count) */
-			args[i] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME, .off = (uint64_t)p->counted.off};
+			args[i] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME,
+					 .off = (uint64_t)p->counted.off};
 			continue;
 		}
 		if (gb)
@@ -2797,9 +2798,8 @@ permute_spec(const CgProgram *p, const Node *call, const Node *n, CgPermuteSpec 
 	return 0;
 }
 
-/* The end of the workspace bytes launch steps from..to-1 pass (at offset
- * `off` + the bytes behind it, which only the caller knows), or -1 where
- * any passes it: here, whether any does, and the largest offset. */
+/* The largest workspace offset that launch steps from..to-1 pass (-1:
+ * none of them passes the workspace). */
 static int64_t
 ws_off_max(const CgProgram *p, size_t from, size_t to)
 {
