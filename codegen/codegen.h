@@ -911,6 +911,9 @@ struct CgRouteSpec {
 				 * redux.sync.max.u32 (the key's high word, then the low word among
 				 * the lanes holding that high word) and each broadcast of lane 31 one,
 				 * in place of five shuffle steps (the same choices, the same bits) */
+	int count_ch;		/* > 0: also the grid permute's count table, "count_ws" (i32, 0 at launch):
+				 * hist[id G + slot / count_ch] += 1 by atomics, G = (T k + count_ch) /
+				 * count_ch (CgPermuteSpec.counted; --debug=route-count) */
 };
 void cg_route_default(CgRouteSpec *s);	/* softmax, E 8, k 2, f32 */
 /* The spec of an IR `route` node: its attributes and operand types. */
@@ -919,8 +922,9 @@ int cg_route_spec(const Node *n, CgRouteSpec *s, Diag *d);
  * Exactly the `route` op (ir/eval_moe.c): ids best first, ties to the lower
  * expert, the weights of the chosen experts in the same order.
  * Parameters: "logits" [T,E], ["selbias" [E]], "weights" f32 [T,k] (out),
- * "ids" i32 [T,k] (out), "T" (i32).  Block 128 (4 tokens), grid cdiv(T,4);
- * with m_per_t, T rows read m_per_t * T and the grid grows with it.
+ * "ids" i32 [T,k] (out), ["count_ws" (count_ch)], "T" (i32).  Block 128
+ * (4 tokens), grid cdiv(T,4); with m_per_t, T rows read m_per_t * T and
+ * the grid grows with it.
  */
 int cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *s, Diag *d);
 
@@ -942,6 +946,8 @@ struct CgPermuteSpec {
 				 * below nmax place the slots (not one after the other) */
 	int keyed;		/* small: each slot as one word bucket << 16 | slot in shared memory, so a
 				 * place and an offset are one compare an element (the same counts) */
+	int counted;		/* grid: the route counted the slots (CgRouteSpec.count_ch): no NAME_count
+				 * launch; NAME reads the table from "count_ws" in place of "splitk_ws" */
 };
 void cg_permute_default(CgPermuteSpec *s);	/* E 8, k 2, i32, pos, one CTA */
 int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute` node */
@@ -956,10 +962,12 @@ int cg_permute_spec(const Node *n, CgPermuteSpec *s, Diag *d);	/* of a `permute`
  * "splitk_ws", "T") and NAME (the parameters above with "splitk_ws"
  * before "T"), each a grid of cdiv(slots + 1, chunk) CTAs, for slots up
  * to s->max_slots; the workspace holds cg_permute_ws_bytes(s) bytes
- * (nothing in it is read before NAME_count writes it: no memset).
+ * (nothing in it is read before NAME_count writes it: no memset).  With
+ * s->counted only NAME, its table "count_ws" counted by the route kernel.
  */
 int cg_emit_permute(CgModule *m, const char *name, const CgPermuteSpec *s, Diag *d);
 int64_t cg_permute_ws_bytes(const CgPermuteSpec *s);
+int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (CgRouteSpec.count_ch) */
 
 /*
  * k_front.c: a decode block's front in one launch (T <= CG_FRONT_MAX_T):

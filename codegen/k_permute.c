@@ -21,7 +21,9 @@
  *
  * The grid sort (spec.grid; DBG_OLD_ROWS keeps one CTA): the same order from G CTAs
  * of a chunk of CH slots each, in two launches and no atomics:
- *	NAME_count: CTA c counts its chunk: hist[x][c] (the workspace)
+ *	NAME_count: CTA c counts its chunk: hist[x][c] (the workspace; with
+ *	            spec.counted the route kernel has counted them by atomic
+ *	            adds, CgRouteSpec.count_ch, and there is no such launch)
  *	NAME:       CTA c scans the whole hist in (x, c) order for the start
  *	            of each (x, c) (offsets: CTA 0), ranks its chunk's slots
  *	            stably (match.any in a warp, the warps' counts scanned in
@@ -783,6 +785,17 @@ cg_permute_ws_bytes(const CgPermuteSpec *s)
 	return 4 * (int64_t)(s->E + 1) * (MAX(s->max_slots, 0) / p.CH + 1);
 }
 
+int
+cg_permute_chunk(const CgPermuteSpec *s)
+{
+	Pm p;
+
+	memset(&p, 0, sizeof p);
+	p.s = *s;
+	grid_layout(&p, s->max_slots);
+	return p.CH;
+}
+
 /* The two kernels of the grid sort. */
 /* The permute kernels' parameters (ids, offsets, rows, [pos], [splitk_ws], T;
  * the pointers noalias) bound into p: the one-CTA sort's, and with ws the
@@ -799,7 +812,7 @@ begin(CgModule *m, const char *name, Pm *p, int threads, int ws, Diag *d)
 	if (p->s.want_pos)
 		par[np++] = (CgParam){CGP_PTR, "pos"};
 	if (ws)
-		par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
+		par[np++] = (CgParam){CGP_PTR, p->s.counted ? "count_ws" : "splitk_ws"};
 	par[np++] = (CgParam){CGP_I32, "T"};
 	p->f = cg_fn_begin(m, name, par, np, threads, 1, d);
 	if (!p->f)
@@ -818,11 +831,29 @@ begin(CgModule *m, const char *name, Pm *p, int threads, int ws, Diag *d)
 	return 0;
 }
 
+/* NAME_count ("ids", "splitk_ws", "T"): the grid sort's first launch. */
+static int
+emit_count(CgModule *m, const char *cname, Pm *p, const int *block, const CgExpr *grid, Diag *d)
+{
+	CgParam par[3] = {{CGP_PTR, "ids"}, {CGP_PTR, "splitk_ws"}, {CGP_I32, "T"}};
+	char note[160];
+
+	p->f = cg_fn_begin(m, cname, par, 3, p->threads, 1, d);
+	if (!p->f)
+		return -1;
+	p->ids = cg_arg(p->f, 0);
+	p->ws = cg_arg(p->f, 1);
+	p->T = cg_muli(p->f, cg_arg(p->f, 2), p->s.m_per_t);
+	count_body(p);
+	snprintf(note, sizeof note, "permute count E=%d k=%d %s chunk=%d (%d warps x %d rounds)", p->s.E,
+		 p->s.k, dtype_name(p->s.ids_dt), p->CH, p->W, p->R);
+	return cg_fn_end(p->f, block, grid, p->sbase, note);
+}
+
 static int
 emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 {
-	CgParam par[3];
-	int np = 0, block[3] = {0, 1, 1};
+	int block[3] = {0, 1, 1};
 	char note[160], cname[256];
 	CgExpr grid[3] = {CG_EXPR_INT(1), CG_EXPR_INT(1), CG_EXPR_INT(1)};
 	Pm p;
@@ -837,27 +868,14 @@ emit_grid(CgModule *m, const char *name, const CgPermuteSpec *spec, Diag *d)
 		return diag_error(d, LOC_NONE, "permute: kernel name '%s' too long", name);
 	block[0] = p.threads;
 	grid[0] = (CgExpr){(int64_t)spec->m_per_t * spec->k, 1, p.CH};
-
-	par[np++] = (CgParam){CGP_PTR, "ids"};
-	par[np++] = (CgParam){CGP_PTR, "splitk_ws"};
-	par[np++] = (CgParam){CGP_I32, "T"};
-	p.f = cg_fn_begin(m, cname, par, np, p.threads, 1, d);
-	if (!p.f)
+	if (!spec->counted && emit_count(m, cname, &p, block, grid, d) != 0)	/* else the route wrote hist */
 		return -1;
-	p.ids = cg_arg(p.f, 0);
-	p.ws = cg_arg(p.f, 1);
-	p.T = cg_muli(p.f, cg_arg(p.f, 2), p.s.m_per_t);
-	count_body(&p);
-	snprintf(note, sizeof note, "permute count E=%d k=%d %s chunk=%d (%d warps x %d rounds)", p.s.E,
-		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R);
-	if (cg_fn_end(p.f, block, grid, p.sbase, note) != 0)
-		return -1;
-
 	if (begin(m, name, &p, p.threads, 1, d) < 0)
 		return -1;
 	place_body(&p);
-	snprintf(note, sizeof note, "permute place E=%d k=%d %s chunk=%d (%d warps x %d rounds)%s", p.s.E,
-		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R, p.s.want_pos ? " pos" : "");
+	snprintf(note, sizeof note, "permute place E=%d k=%d %s chunk=%d (%d warps x %d rounds)%s%s", p.s.E,
+		 p.s.k, dtype_name(p.s.ids_dt), p.CH, p.W, p.R, p.s.want_pos ? " pos" : "",
+		 p.s.counted ? " counted by the route" : "");
 	return cg_fn_end(p.f, block, grid, p.smem, note);
 }
 

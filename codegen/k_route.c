@@ -14,6 +14,8 @@
  *	         by the same maxima in registers: groups_redux)
  *	weights: lane j < k writes choice j (sparsemixer: one warp sum per
  *	         choice over the experts within its threshold)
+ *	counts:  spec count_ch: lane j also adds 1 to the grid permute's
+ *	         count of its expert and chunk (atomics; k_permute.c's hist)
  *
  * Cross-lane steps are shfl.sync.up scans (lane 31 ends with the whole
  * warp's result) broadcast through shared memory and a CTA barrier; every
@@ -44,6 +46,7 @@ struct R {
 	int sids;		/* CgRouteIo.sids */
 	LLVMValueRef lane, warp, tok, tokc, T;
 	LLVMValueRef logits, selbias, weights, ids;
+	LLVMValueRef hist;	/* count_ch: the grid permute's count table */
 	LLVMValueRef l[MAXJ], sc[MAXJ], sel[MAXJ], ok[MAXJ];	/* per lane */
 };
 
@@ -663,6 +666,23 @@ sparsemixer_weight(R *r, int n, const int *id, const int *lg)
 	return LLVMBuildFDiv(B, cg_f32(f, 1), warp_sum(r, sum), "");
 }
 
+/*
+ * The grid permute's count (k_permute.c, NAME_count's hist[x][c]) of this
+ * lane's slot s = tok k + lane: hist[id G + s / CH] += 1, G = (T k + CH) /
+ * CH chunks.  Integer adds: the same counts in any order, so the atomics
+ * leave the sort's bits alone; the table must be 0 at launch.
+ */
+static void
+count(R *r, LLVMValueRef id)
+{
+	CgFn *f = r->f;
+	LLVMValueRef ch = cg_i32(f, r->s.count_ch), s = cg_add(f, cg_muli(f, r->tok, r->s.k), r->lane);
+	LLVMValueRef G = cg_udiv(f, cg_addi(f, cg_muli(f, r->T, r->s.k), r->s.count_ch), ch);
+	LLVMValueRef at = cg_add(f, cg_mul(f, id, G), cg_udiv(f, s, ch));
+
+	(void)cg_atom_add(f, cg_gep(f, r->hist, cg_sext64(f, at), 4), cg_i32(f, 1));
+}
+
 /* Weights of the k choices; lane n < k stores choice n. */
 static void
 store(R *r, const int *id, const int *lg, const int *sc)
@@ -707,6 +727,8 @@ store(R *r, const int *id, const int *lg, const int *sc)
 	if (r->sids)	/* the front's slot sort reads them here, not back from memory */
 		cg_sstore(f, mine_i, cg_sptr(f, cg_addi(f, cg_muli(f, cg_add(f, cg_muli(f, r->tok, k), r->lane), 4),
 							r->sids)), 4);
+	if (r->hist)
+		count(r, mine_i);
 	cg_endif(f, &c);
 }
 
@@ -811,6 +833,8 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 		p[np++] = (CgParam){CGP_PTR, "selbias"};
 	p[np++] = (CgParam){CGP_PTR, "weights"};
 	p[np++] = (CgParam){CGP_PTR, "ids"};
+	if (r.s.count_ch)
+		p[np++] = (CgParam){CGP_PTR, "count_ws"};
 	p[np++] = (CgParam){CGP_I32, "T"};
 	r.f = cg_fn_begin(m, name, p, np, 32 * WARPS, 0, d);
 	if (!r.f)
@@ -823,14 +847,17 @@ cg_emit_route(CgModule *m, const char *name, const CgRouteSpec *spec, Diag *d)
 		r.selbias = cg_arg(r.f, np++);
 	r.weights = cg_arg(r.f, np++);
 	r.ids = cg_arg(r.f, np++);
+	if (r.s.count_ch)
+		r.hist = cg_arg(r.f, np++);
 	r.T = cg_muli(r.f, cg_arg(r.f, np++), r.s.m_per_t);	/* token rows */
 	route_tokens(&r, cg_muli(r.f, cg_ctaid(r.f, 0), WARPS));
-	snprintf(note, sizeof note, "route %s E=%d k=%d%s%s groups=%d/%d%s%s %s",
+	snprintf(note, sizeof note, "route %s E=%d k=%d%s%s groups=%d/%d%s%s %s%s",
 		 r.s.router == CG_ROUTER_SOFTMAX ? "softmax" : r.s.router == CG_ROUTER_SIGMOID
 		 ? "sigmoid" : r.s.router == CG_ROUTER_SPARSEMIXER ? "sparsemixer" : "topk_softmax",
 		 r.s.E, r.s.k, r.s.renorm ? " renorm" : "",
 		 r.s.has_selbias ? " selbias" : "", r.s.topk_group, r.s.n_group,
 		 r.s.group_score == CG_GROUP_TOP2 ? " top2" : "",
-		 r.s.group_fill == -INFINITY ? "" : " fill", dtype_name(r.s.logits_dt));
+		 r.s.group_fill == -INFINITY ? "" : " fill", dtype_name(r.s.logits_dt),
+		 r.s.count_ch ? " counts" : "");
 	return cg_fn_end(r.f, block, grid, r.smem, note);
 }

@@ -101,6 +101,16 @@ struct CgProgram {
 		int n;		/* such memsets */
 		size_t ms, lo, hi;	/* the last one's step, and its launches' steps lo..hi-1 */
 	} kept;
+	struct {		/* the last split-K flag memset (split_workspace), for route_count */
+		int on;
+		size_t ms;	/* its step (kept.ms while no other memset came after it) */
+		int64_t end;	/* the workspace bytes its GEMM's launch lines use */
+	} zws;
+	struct {		/* route_count: the ids a route kernel counts for the grid permute */
+		const Value *ids;	/* NULL: none */
+		size_t step;	/* the route's launch step */
+		int64_t off;	/* the count table in the workspace ("count_ws") */
+	} counted;
 	struct {		/* --debug=pdl: the split GEMMs whose flags that front zeroes (close_chain) */
 		int64_t base;	/* the front's flag bytes, 16-aligned */
 		int n;
@@ -649,6 +659,11 @@ bind_args(CgProgram *p, const CgKernel *k, const Node *call, const CgGemmBind *g
 		}
 		if (strcmp(r, "splitk_ws") == 0) {	/* split-K's workspace (emit_gemm) */
 			args[i] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
+			continue;
+		}
+		if (strcmp(r, "count_ws") == 0) {	/* the grid permute's count table (route_count) */
+			args[i] = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME,
+					 .off = (uint64_t)p->counted.off};
 			continue;
 		}
 		if (gb)
@@ -2251,6 +2266,9 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	p->kept.n += 1 + dynamic;	/* dynamic stream-K's counters stay set: never kept */
 	p->kept.ms = p->run.n;
+	p->zws.on = 1;
+	p->zws.ms = p->run.n;
+	p->zws.end = bytes;
 	p->kept.lo = p->kept.hi = p->run.n + 1;	/* (emit_gemm sets hi after its launch lines) */
 	vec_push(&p->run, m);
 	return 0;
@@ -2755,6 +2773,98 @@ rows_per_t(const CgProgram *p, const Node *call)
  * --debug=prefill-small only (0: the kernel with a CTA barrier a broadcast) */
 enum { ROUTE_WARP_DEFAULT = 1 };
 
+/* A prefill route kernel also counting the grid permute's slots
+ * (route_count) by default (1) or with --debug=route-count only (0: until
+ * the H200's A/B, session 39) */
+enum { ROUTE_COUNT_DEFAULT = 0 };
+
+static int64_t static_t(const Node *call);
+
+/* The spec of permute call (node n): the grid sort unless --debug=old-rows. */
+static int
+permute_spec(const CgProgram *p, const Node *call, const Node *n, CgPermuteSpec *s, Diag *d)
+{
+	if (cg_permute_spec(n, s, d))
+		return -1;
+	s->want_pos = call->callee->nret > 2;	/* pos is written only if someone reads it */
+	/* ids [a*T, k] (expert parallelism: the rows of N ranks; [batch, seq]
+	 * with seq symbolic): the kernel sorts the flat slots, a*T*k of them */
+	s->m_per_t = rows_per_t(p, call);
+	if (!(p->o.debug & DBG_OLD_ROWS)) {
+		int64_t t = static_t(call);
+		s->grid = 1;
+		s->max_slots = (t >= 0 ? t : p->o.max_tokens) * s->m_per_t * s->k;
+	}
+	return 0;
+}
+
+/* The largest workspace offset that launch steps from..to-1 pass (-1:
+ * none of them passes the workspace). */
+static int64_t
+ws_off_max(const CgProgram *p, size_t from, size_t to)
+{
+	int64_t m = -1;
+
+	for (size_t i = from; i < to && i < p->run.n; i++)
+		for (int a = 0; p->run.v[i].kind == STEP_LAUNCH && a < p->run.v[i].narg; a++)
+			if (p->run.v[i].arg[a].kind == ARG_BUF && p->run.v[i].arg[a].index == p->ws_buf)
+				m = MAX(m, (int64_t)p->run.v[i].arg[a].off);
+	return m;
+}
+
+/*
+ * route-count: a route kernel whose ids go to a grid permute counts them
+ * into the permute's table as it stores them (CgRouteSpec.count_ch), so
+ * the permute has no NAME_count launch.  The table must be 0 at the
+ * route's launch: it goes after the workspace bytes of the split GEMM
+ * whose flag memset is the last before the route (the router GEMM's, for
+ * its decode variant), and that memset zeroes it too.  Taken only where
+ * nothing but that GEMM's launch lines passed the workspace since (-v
+ * says why not).
+ */
+static void
+route_count(CgProgram *p, const Node *call, CgRouteSpec *s)
+{
+	const Node *pm = NULL, *pn = NULL;
+	const char *why = NULL;
+	CgPermuteSpec ps;
+	Diag quiet;
+
+	p->counted.ids = NULL;
+	if (!(ROUTE_COUNT_DEFAULT || (p->o.debug & DBG_ROUTE_COUNT)) || (p->o.debug & DBG_OLD_ROWS) ||
+	    p->o.tune_candidates || call->nout != 2)
+		return;
+	diag_init(&quiet, NULL);
+	for (pm = call->next; pm; pm = pm->next)
+		if (pm->op == OP_CALL && pm->nin == 1 && pm->in[0] == call->out[1])
+			break;
+	if (pm && ir_kernel_template(pm->callee) == IR_TMPL_PERMUTE)
+		pn = cg_only_node(pm->callee, OP_PERMUTE);
+	if (!pn || permute_spec(p, pm, pn, &ps, &quiet) || !ps.grid)
+		why = "its ids are not sorted by a grid permute";
+	else if (ps.E != s->E || ps.k != s->k || ps.ids_dt != DT_I32 || ps.m_per_t != s->m_per_t)
+		why = "the permute's slots are not the route's";
+	else if (!p->zws.on || p->kept.ms != p->zws.ms || ws_off_max(p, p->kept.hi, p->run.n) >= 0)
+		why = "no split-K flag memset before it (since the last launch passing the workspace) zeroes the table";
+	if (why) {
+		vec_push(&p->fusion, arena_printf(p->a, "  route @%s counts nothing for the permute: %s",
+						  call->callee->name, why));
+		return;
+	}
+	int64_t end = p->zws.end + MAX(0, ws_off_max(p, p->zws.ms + 1, p->kept.hi));
+	int64_t off = (end + 15) & ~(int64_t)15, bytes = cg_permute_ws_bytes(&ps);
+	p->run.v[p->zws.ms].bytes = MEXPR_INT(off + bytes);
+	p->ws_bytes = MAX(p->ws_bytes, off + bytes);
+	s->count_ch = cg_permute_chunk(&ps);
+	p->counted.ids = call->out[1];
+	p->counted.step = p->run.n;	/* its launch comes next (emit_call) */
+	p->counted.off = off;
+	vec_push(&p->fusion, arena_printf(p->a, "  route @%s counts the slots of permute @%s (chunks of %d, "
+					  "%lld bytes at workspace byte %lld, zeroed by the flag memset): no count launch",
+					  call->callee->name, pm->callee->name, s->count_ch, (long long)bytes,
+					  (long long)off));
+}
+
 static int
 emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRouteSpec *s)
 {
@@ -2762,6 +2872,7 @@ emit_route(CgProgram *p, const Node *call, const Node *r, const char *name, CgRo
 		return -1;
 	s->m_per_t = rows_per_t(p, call);
 	s->bfly = s->warp_sync = ROUTE_WARP_DEFAULT || (p->o.debug & DBG_PREFILL_SMALL);
+	route_count(p, call, s);
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_route(p->mod[i], name, s, p->d) != 0)
 			return -1;
@@ -2796,42 +2907,37 @@ note_route(CgProgram *p, const CgRouteSpec *s, const MArg *args, int narg, const
 				     s->has_selbias ? bias->index : -1}));
 }
 
-static int64_t static_t(const Node *call);
-
 /*
  * A permute kernel: the grid sort (--debug=old-rows: one CTA), whose count
  * launch (NAME_count, into the split-K workspace) is added here, before
  * the place launch that emit_call adds.  The workspace needs no memset,
  * but a front's zeroing of the next split GEMM's flags would be undone:
- * that GEMM then gets its own memset.
+ * that GEMM then gets its own memset.  Where the route counted the ids
+ * (route_count) there is no count launch.
  */
 static int
 emit_permute(CgProgram *p, const Node *call, const Node *n, const char *name)
 {
 	CgPermuteSpec s;
 
-	if (cg_permute_spec(n, &s, p->d))
+	if (permute_spec(p, call, n, &s, p->d))
 		return -1;
-	s.want_pos = call->callee->nret > 2;	/* pos is written only if someone reads it */
-	/* ids [a*T, k] (expert parallelism: the rows of N ranks; [batch, seq]
-	 * with seq symbolic): the kernel sorts the flat slots, a*T*k of them */
-	s.m_per_t = rows_per_t(p, call);
-	if (!(p->o.debug & DBG_OLD_ROWS)) {
-		int64_t t = static_t(call);
-		s.grid = 1;
-		s.max_slots = (t >= 0 ? t : p->o.max_tokens) * s.m_per_t * s.k;
-	}
+	/* the route counted these ids (route_count), and nothing since it wrote the workspace */
+	s.counted = s.grid && p->counted.ids && p->counted.ids == call->in[0] &&
+		    ws_off_max(p, p->counted.step + 1, p->run.n) < 0;
 	for (int i = 0; i < p->o.narch; i++)
 		if (cg_emit_permute(p->mod[i], name, &s, p->d) != 0)
 			return -1;
 	if (!s.grid)
 		return 0;
+	close_chain(p);
+	p->front_zero = NULL;
+	if (s.counted)	/* the place launch (emit_call) reads the route's table */
+		return 0;
 	const char *cname = arena_printf(p->a, "%s_count", name);
 	const CgKernel *ck = cg_module_find(p->mod[0], cname);
 	MArg *args = arena_array(p->a, MArg, ck->nparam + 1);
 	p->ws_bytes = MAX(p->ws_bytes, cg_permute_ws_bytes(&s));
-	close_chain(p);
-	p->front_zero = NULL;
 	return bind_args(p, ck, call, NULL, args) || add_step(p, STEP_LAUNCH, ck, args, static_t(call)) ? -1 : 0;
 }
 

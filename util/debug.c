@@ -318,6 +318,14 @@ const DebugFlag debug_flags[] = {
 	 "the sort's offsets counted by threads of their own beside the places, a compare an element (bucket << 16 | slot a word); the same bits (the default: "
 	 "CG_ROUTE2_DEFAULT in codegen/codegen.h; docs/codegen.md, \"The route launch's critical path\"; issue 12; "
 	 "H200: to be measured)"},
+	{"route-count", DBG_ROUTE_COUNT, NULL,
+	 "compile: a prefill route kernel whose ids go to the grid permute also counts them, each chosen slot "
+	 "adding 1 to its expert's and chunk's count by an atomic add (integer counts: the same table, offsets "
+	 "and rows as the count launch's), into a table after the router GEMM's split-K flags that the flags' "
+	 "memset zeroes too; the plan has no NAME_count launch (Qwen3-30B-A3B prefill: norm, memset, router "
+	 "GEMM, route, place, gate|up, down, combine). Taken only where such a memset comes before the route "
+	 "(not Mixtral's plan); docs/codegen.md, \"The route counts the permute's slots\"; ROUTE_COUNT_DEFAULT "
+	 "in codegen/program.c; session 39, A/B"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -546,6 +546,101 @@ START_TEST(test_front_routing_is_the_interpreters)
 END_TEST
 
 /*
+ * --debug=route-count: a prefill plan's route kernel also counts the grid
+ * permute's slots (atomics into a table the router GEMM's flag memset
+ * zeroes; the emulator starts the workspace as garbage), and the permute
+ * has no count launch.  Every routing family's router GEMM at max_tokens
+ * 300 (a split decode variant, so a memset), T = 1 and 64 (the split GEMM
+ * writes its tiles first), 65, 129 (a partial chunk), 300: ids, offsets
+ * and rows bit for bit the interpreter's and the plan without the flag's,
+ * weights to f32 rounding.
+ */
+START_TEST(test_route_counts_for_the_permute)
+{
+	static const int64_t ts[] = {1, 64, 65, 129, 300};
+	char src[2048];
+	int taken = 0;
+
+	for (size_t f = 0; f < NELEM(front_fams); f++) {
+		int E = front_fams[f].E, k = front_fams[f].k, H = 256;
+		Diag d;
+		Module *m, *ref;
+		CgCompileOpts co;
+		CgProgram *p, *q;
+
+		snprintf(src, sizeof src,
+			 "%s"
+			 "graph @r(%%x: bf16[T,%d], %%wr: bf16[%d,%d]) -> (w: f32[T,%d], ids: i32[T,%d], "
+			 "offs: i32[%d], rows: i32[%d*T]) {\n"
+			 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+			 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
+			 "\tret %%w, %%ids, %%offs, %%rows\n}\n",
+			 front_fams[f].selbias ? "weight $b : f32[256] scale=0.5 seed=9\n\n" : "", H, E, H, k,
+			 k, E + 1, k, E, front_fams[f].selbias ? ", $b" : "", k, front_fams[f].attrs, k, k, E,
+			 E + 1, k, k);
+		diag_init(&d, stderr);
+		m = fused("count.ir", src, &ref, &d);
+		emu_opts(&co, 300);
+		co.debug = DBG_ROUTE_COUNT;
+		p = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(p);
+		co.debug = 0;
+		q = cg_compile(m, &co, &d);
+		ck_assert_ptr_nonnull(q);
+		int counted = launches_noted(p, " counts");
+		ck_assert_int_eq(counted, launches_noted(p, "counted by the route"));
+		ck_assert_int_eq(launches(cg_program_manifest(p), "_count"), !counted);
+		ck_assert_int_eq(launches(cg_program_manifest(q), "_count"), 1);
+		taken += counted;
+		for (size_t ti = 0; ti < NELEM(ts); ti++) {
+			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
+			Tensor in[2], want[4], got[4], old[4];
+			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
+			ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
+			fill_exact(&in[0], (uint64_t)T, 2);
+			fill_exact(&in[1], 7, 1);
+			ck_assert_int_eq(ir_eval(ir_main_graph(ref), in, 2, want, NULL, &d), 0);
+			for (int o = 0; o < 4; o++) {
+				ck_assert_int_eq(tensor_alloc(&got[o], want[o].dt, want[o].rank, want[o].dim), 0);
+				ck_assert_int_eq(tensor_alloc(&old[o], want[o].dt, want[o].rank, want[o].dim), 0);
+				memset(got[o].data, 0xff, tensor_nbytes(&got[o]));
+				memset(old[o].data, 0xee, tensor_nbytes(&old[o]));
+			}
+			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
+			ck_assert_int_eq(cg_program_emulate(q, in, old, T, &d), 0);
+			for (int o = 0; o < 4; o++)
+				ck_assert_msg(memcmp(got[o].data, old[o].data, tensor_nbytes(&want[o])) == 0,
+					      "%s T=%lld: result %d differs from the count launch's",
+					      front_fams[f].attrs, (long long)T, o);
+			for (int o = 1; o < 4; o++)
+				ck_assert_msg(memcmp(got[o].data, want[o].data, tensor_nbytes(&want[o])) == 0,
+					      "%s T=%lld: result %d differs from the interpreter's",
+					      front_fams[f].attrs, (long long)T, o);
+			for (int64_t i = 0; i < tensor_numel(&want[0]); i++) {
+				float a = ((float *)got[0].data)[i], b = ((float *)want[0].data)[i];
+				ck_assert_msg(fabsf(a - b) <= 1e-6f * fmaxf(1, fabsf(b)), "%s T=%lld: weight %lld "
+					      "%g, want %g", front_fams[f].attrs, (long long)T, (long long)i, a, b);
+			}
+			for (int o = 0; o < 4; o++) {
+				tensor_free(&got[o]);
+				tensor_free(&old[o]);
+				tensor_free(&want[o]);
+			}
+			tensor_free(&in[0]);
+			tensor_free(&in[1]);
+		}
+		cg_program_free(p);
+		cg_program_free(q);
+		ir_free_module(m);
+		ir_free_module(ref);
+	}
+	fprintf(stderr, "route-count taken by %d of %d families\n", taken, (int)NELEM(front_fams));
+	ck_assert_int_gt(taken, 0);
+}
+END_TEST
+
+/*
  * The front's logit as its warp sums it: lane L adds x*w over its elements
  * in order (16-byte groups of 8 when H % 8 == 0, group g of lane L the
  * elements (32 g + L) 8 .. + 7 inside the row, else every 32nd element),
@@ -3009,6 +3104,10 @@ program_suite(void)
 	tc = tcase_create("combine_fold");	/* --debug=combine-fold: the combine in the down's last CTA */
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_combine_fold_is_the_combine);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("route_count");	/* --debug=route-count: the route counts the permute's slots */
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_route_counts_for_the_permute);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("front_order");	/* the logits' summation order, bit for bit */
 	tcase_set_timeout(tc, 600);
