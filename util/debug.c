@@ -310,6 +310,13 @@ const DebugFlag debug_flags[] = {
 	 "docs/codegen.md, \"The combine in the down's last CTA\"; CG_COMBINE_FOLD_DEFAULT in codegen/codegen.h; measured "
 	 "slower on the H200 (session 38: Qwen3-30B-A3B T = 1 1.015x, Mixtral 1.005x, gpt-oss-20b 1.018x, the same bits: "
 	 "the ticket costs more than the launch's grid dependency), kept for A/B"},
+	{"qahead", DBG_QAHEAD, NULL,
+	 "compile: down-ahead for quantised B (MXFP4, GPTQ; session 39, issue 13): with PDL (decode bundles), each CTA "
+	 "of a stream-K mixed-input MoE down projection (and of the gate|up where down-ahead's rule takes it: every "
+	 "expert expected to be touched) sends the packed words, scales and zero points of its run's first k-tiles, "
+	 "about 192 KB an SM at any CTAs an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait: a hint "
+	 "(every address inside B), the same bits (QAHEAD_DEFAULT in codegen/program.c; docs/codegen.md, \"Quantised "
+	 "B ahead of the grid wait\"; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
