@@ -601,6 +601,10 @@ struct GemmSpec {
 				 * cp.async.bulk.prefetch.L2), its run from the offsets as they read then:
 				 * a hint, every address inside B (k_gemm.c's stream_ahead);
 				 * --debug=down-ahead, quantised --debug=qahead */
+	int ahead_table;	/* b_ahead > 0, A not gathered: the expert table built before the wait is
+				 * the schedule's, not built again after it (the offsets are final before
+				 * the wait: written two launches back, under PDL's chain; program.c's
+				 * QAHEAD_TABLE_DEFAULT) */
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
 	int tail, tail_w;	/* CG_SCHED_STREAM, static: tail > 0: the grid's last `tail` CTAs (runs v <
 				 * tail, dispatched last: to the SMs that finish first) take short runs and

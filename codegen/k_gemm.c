@@ -295,6 +295,9 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: B ahead of the grid wait (%d k-tiles) needs stream-K, "
 				  "B [N,K] in bf16, f16, f32 or quantised and a target with bulk prefetches (sm_90)",
 				  s->b_ahead);
+	if (s->ahead_table && (s->b_ahead <= 0 || s->gather))
+		return diag_error(d, LOC_NONE, "gemm: the table from before the grid wait needs B ahead and A not "
+				  "gathered (offsets final before the wait)");
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -2278,7 +2281,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 		return gemm_end(&g.k, tile, buf);
 	if (spec->b_ahead > 0)
 		stream_ahead(&g);
-	gemm_prologue(&g.k);
+	if (!spec->ahead_table)	/* else stream_ahead's table is the schedule's */
+		gemm_prologue(&g.k);
 	if (spec->units > 0)
 		stream_dyn(&g);
 	else if (spec->sk_unroll)

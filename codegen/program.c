@@ -1454,6 +1454,17 @@ enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (t
  */
 enum { QAHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
+/*
+ * And the down's expert table from before the wait kept (GemmSpec.ahead_table):
+ * its offsets were written by the front, whose grid completed before the
+ * gate|up's griddepcontrol.wait returned, and the down starts only after every
+ * gate|up CTA has passed that wait (launch_dependents follows it); so the
+ * volatile loads before the down's wait read the final offsets, and the table
+ * (an L2 round trip and 4 barriers, every CTA at once) need not be built
+ * again after it.  Not the gate|up (its offsets are the last run's there).
+ */
+enum { QAHEAD_TABLE_DEFAULT = 1 };
+
 /* Bytes of B a k-tile of s reads (quantised: the packed words, scales and zero points). */
 static int64_t
 ktile_bytes(const GemmSpec *s)
@@ -1494,13 +1505,14 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	int q = s->bq.group > 0;
 	int on = q ? QAHEAD_DEFAULT || (p->o.debug & DBG_QAHEAD) : DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD);
 
-	s->b_ahead = 0;
+	s->b_ahead = s->ahead_table = 0;
 	if (!on || !(p->o.debug & DBG_PDL) ||
 	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || (s->gather && !gate_up_ahead(p, s)) ||
 	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
 	    (per > 1 && !q))	/* gpt-oss's bf16 down at 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;
 	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile_bytes(s)));
+	s->ahead_table = q && QAHEAD_TABLE_DEFAULT && !s->gather;
 }
 
 /*
@@ -1826,7 +1838,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole &&
 	       a->f8.acc2 == b->f8.acc2 && a->cluster == b->cluster &&
 	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
-	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead;
+	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead && a->ahead_table == b->ahead_table;
 }
 
 /*

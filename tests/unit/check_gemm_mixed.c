@@ -1200,7 +1200,8 @@ END_TEST
  * experts over 13 CTAs (b_ahead 1, 5 and more than a run; stream() and
  * unrolled, live rows), 64- and 128-deep k-tiles (2 and 4 group rows a
  * k-tile); the u4 down with zero points, routing weights and scattered rows
- * (a group over two k-tiles and one a k-tile).
+ * (a group over two k-tiles and one a k-tile), with the table from before
+ * the wait kept (GemmSpec.ahead_table) and without.
  */
 START_TEST(test_stream_ahead)
 {
@@ -1236,10 +1237,13 @@ START_TEST(test_stream_ahead)
 	for (int bk = 64; bk <= 128; bk += 64) {
 		gh_tiles(&dn.s, 16, 64, bk, 1, 4, 4);
 		stream(&dn.s, 6, dn.T);
-		GemmCase b = dn;
-		b.s.b_ahead = 3;
-		gh_check(&b, 1e-2);
-		ck_assert_msg(gh_same_bits(&dn, &b), "%s (bk %d): other bits", b.what, bk);
+		for (int tab = 0; tab < 2; tab++) {	/* tab: the table from before the wait kept */
+			GemmCase b = dn;
+			b.s.b_ahead = 3;
+			b.s.ahead_table = tab;
+			gh_check(&b, 1e-2);
+			ck_assert_msg(gh_same_bits(&dn, &b), "%s (bk %d, table kept %d): other bits", b.what, bk, tab);
+		}
 	}
 }
 END_TEST
@@ -1248,7 +1252,8 @@ END_TEST
  * --debug=qahead through the plan (program.c's down_ahead, QAHEAD_DEFAULT):
  * with PDL the quantised down (MXFP4) and, the routing touching every expert
  * at max_tokens 16 (top-2 of 8: 7.9 expected), the gate|up (u4 with zero
- * points) take B ahead; against the interpreter at T = 1, 7 and 16, the same
+ * points) take B ahead, the down keeping the table it built before the wait
+ * (QAHEAD_TABLE_DEFAULT); against the interpreter at T = 1, 7 and 16, the same
  * bits as without the flag (with qdec, live sums and the unrolled loop too),
  * and on sm_90a both kernels' PTX has the bulk prefetch after the offsets'
  * volatile loads and before griddepcontrol.wait; without the flag none.
@@ -1262,7 +1267,8 @@ START_TEST(test_program_qahead)
 		for (size_t j = 0; j < NELEM(more); j++) {
 			DbgFlags f = DBG_PDL | more[j];
 			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "B ahead", 1e-2, f | DBG_QAHEAD);
-			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "B ahead", 1e-2, f | DBG_QAHEAD);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "k-tiles (its table)", 1e-2,
+					     f | DBG_QAHEAD);
 			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QAHEAD),
 				      "T = %d, flags %llx: other bits with qahead", T[i], (unsigned long long)more[j]);
 		}
