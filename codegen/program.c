@@ -1461,7 +1461,9 @@ enum { QAHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
  * gate|up CTA has passed that wait (launch_dependents follows it); so the
  * volatile loads before the down's wait read the final offsets, and the table
  * (an L2 round trip and 4 barriers, every CTA at once) need not be built
- * again after it.  Not the gate|up (its offsets are the last run's there).
+ * again after it.  Only the down (A not gathered, rows scattered to token
+ * order: the gate|up's output); not a gate|up, whose offsets the launch right
+ * before it writes (a permute) or are the last run's (a gathering one).
  */
 enum { QAHEAD_TABLE_DEFAULT = 1 };
 
@@ -1512,7 +1514,7 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	    (per > 1 && !q))	/* gpt-oss's bf16 down at 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;
 	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile_bytes(s)));
-	s->ahead_table = q && QAHEAD_TABLE_DEFAULT && !s->gather;
+	s->ahead_table = q && QAHEAD_TABLE_DEFAULT && !s->gather && s->store == CG_STORE_SCATTER;
 }
 
 /*
