@@ -1941,7 +1941,7 @@ stream_ahead(G *g)
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KT = g->kt, eb = esize(s->b_dt);
-	LLVMValueRef L, n, g0, gend, t, first, ka, kb, n0, row, go;
+	LLVMValueRef L, n, g0, gend, t, first, ka, kb, n0, row, bp, go;
 	Stream st;
 	CgIf c;
 	CgLoop l;
@@ -1969,9 +1969,9 @@ stream_ahead(G *g)
 		gemm_bq_ahead(g, n0, ka, kb);
 	} else {
 		row = cg_add(f, n0, g->k.tid);
-		cg_prefetch_l2_bulk(f, gptr(f, g->k.bexp, cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, row)), s->ldb),
-								  cg_sext64(f, cg_muli(f, ka, s->bk))), eb),
-				    cg_muli(f, cg_sub(f, kb, ka), (int64_t)s->bk * eb));
+		bp = gptr(f, g->k.bexp, cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, row)), s->ldb),
+					       cg_sext64(f, cg_muli(f, ka, s->bk))), eb);
+		cg_prefetch_l2_bulk(f, bp, cg_muli(f, cg_sub(f, kb, ka), (int64_t)s->bk * eb));
 	}
 	cg_endloop(f, &l);
 	cg_endif(f, &c);
