@@ -595,10 +595,16 @@ struct GemmSpec {
 	int sk_unroll;		/* CG_SCHED_STREAM, static: 1: the pair loop unrolled over the stages, counters
 				 * carried instead of divisions, constant stage offsets (k_gemm.c's
 				 * stream_unrolled); --debug=sk-unroll */
-	int b_ahead;		/* CG_SCHED_STREAM, B bf16/f16, PDL: > 0: before its grid wait a CTA sends
-				 * the first b_ahead k-tiles of its run's B toward L2 (sm_90's
+	int b_ahead;		/* CG_SCHED_STREAM, B bf16/f16 or quantised (bq), PDL: > 0: before its grid
+				 * wait a CTA sends the first b_ahead k-tiles of its run's B (quantised: the
+				 * packed words, scales and zero points) toward L2 (sm_90's
 				 * cp.async.bulk.prefetch.L2), its run from the offsets as they read then:
-				 * a hint, every address inside B (k_gemm.c's stream_ahead); --debug=down-ahead */
+				 * a hint, every address inside B (k_gemm.c's stream_ahead);
+				 * --debug=down-ahead, quantised --debug=qahead */
+	int ahead_table;	/* b_ahead > 0, A not gathered: the expert table built before the wait is
+				 * the schedule's, not built again after it (the offsets are final before
+				 * the wait: written two launches back, under PDL's chain; program.c's
+				 * QAHEAD_TABLE_DEFAULT) */
 	int ctas;		/* CG_SCHED_PERSISTENT, CG_SCHED_STREAM: CTAs in the grid (132 * 2 by default) */
 	int tail, tail_w;	/* CG_SCHED_STREAM, static: tail > 0: the grid's last `tail` CTAs (runs v <
 				 * tail, dispatched last: to the SMs that finish first) take short runs and
@@ -1367,6 +1373,7 @@ void cg_fence_acq_rel(CgFn *f);	/* fence.acq_rel.gpu: release and acquire patter
 LLVMValueRef cg_last_cta(CgFn *f, LLVMValueRef tid, LLVMValueRef p, LLVMValueRef nctas);
 void cg_spin_until(CgFn *f, LLVMValueRef p, LLVMValueRef want);
 void cg_prefetch_l1(CgFn *f, LLVMValueRef p);	/* prefetch.global.L1 of p's line (a hint) */
+void cg_prefetch_l2_bulk(CgFn *f, LLVMValueRef p, LLVMValueRef bytes);	/* bytes at p toward L2 (a hint; sm_90) */
 /* atom.global.add.u32 (relaxed): the i32 at p before adding v (dynamic stream-K's counters) */
 LLVMValueRef cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v);
 LLVMValueRef cg_smem(CgFn *f);			/* base of dynamic shared memory */

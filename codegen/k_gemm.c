@@ -291,9 +291,13 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->sk_unroll && (s->sched != CG_SCHED_STREAM || s->units))
 		return diag_error(d, LOC_NONE, "gemm: the unrolled stream-K loop needs static stream-K");
 	if (s->b_ahead && (s->b_ahead < 0 || s->sched != CG_SCHED_STREAM || s->b_layout != CG_B_NK ||
-			   s->bq.group > 0 || s->f8.b_interleave || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA))))
+			   s->f8.b_interleave || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA))))
 		return diag_error(d, LOC_NONE, "gemm: B ahead of the grid wait (%d k-tiles) needs stream-K, "
-				  "B [N,K] in bf16, f16 or f32 and a target with bulk prefetches (sm_90)", s->b_ahead);
+				  "B [N,K] in bf16, f16, f32 or quantised and a target with bulk prefetches (sm_90)",
+				  s->b_ahead);
+	if (s->ahead_table && (s->b_ahead <= 0 || s->gather))
+		return diag_error(d, LOC_NONE, "gemm: the table from before the grid wait needs B ahead and A not "
+				  "gathered (offsets final before the wait)");
 	if (s->a_rep > 1 && gemm_a_cols(s) % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: A's %lld columns (read %d times along K) are not a "
 				  "multiple of bk = %d", (long long)gemm_a_cols(s), s->a_rep, s->bk);
@@ -1921,7 +1925,8 @@ stream_unrolled(G *g)
  * weights do not depend on the grid before it, so each CTA, launched while
  * that grid's last SMs still stream, sends the first b_ahead k-tiles of its
  * run's B toward L2 (a bulk prefetch a B row of each tile part, thread r
- * row r) before it waits: the SMs the previous grid has left idle start the
+ * row r; quantised B: gemm_bq_ahead's pieces, the packed words, scales and
+ * zero points) before it waits: the SMs the previous grid has left idle start the
  * DRAM reads the run begins with.  The run comes from the expert table as
  * the offsets read before the wait (the MoE down projection's were written
  * two launches back, by the front or the permute); whatever they say it is
@@ -1936,7 +1941,7 @@ stream_ahead(G *g)
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int KT = g->kt, eb = esize(s->b_dt);
-	LLVMValueRef L, n, g0, gend, t, first, ka, kb, row, a[2];
+	LLVMValueRef L, n, g0, gend, t, first, ka, kb, n0, row, bp, go;
 	Stream st;
 	CgIf c;
 	CgLoop l;
@@ -1947,7 +1952,10 @@ stream_ahead(G *g)
 	n = cg_min(f, cg_nctaid(f, 0), L);
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	stream_runs(g, &st, L, n);
-	cg_if(f, &c, LLVMBuildAnd(f->B, cg_lt(f, st.v, n), cg_lt(f, g->k.tid, cg_i32(f, s->bn)), ""));
+	go = cg_lt(f, st.v, n);
+	if (s->bq.group <= 0)	/* quantised B: gemm_bq_ahead spreads its pieces over the threads */
+		go = LLVMBuildAnd(f->B, go, cg_lt(f, g->k.tid, cg_i32(f, s->bn)), "");
+	cg_if(f, &c, go);
 	g0 = run_start(f, &st, st.v);
 	gend = cg_min(f, run_start(f, &st, cg_addi(f, st.v, 1)), cg_addi(f, g0, s->b_ahead));
 	t = cg_loop(f, &l, cg_udiv(f, g0, cg_i32(f, KT)), cg_udiv(f, cg_addi(f, gend, KT - 1), cg_i32(f, KT)),
@@ -1956,12 +1964,15 @@ stream_ahead(G *g)
 	ka = cg_min(f, cg_max(f, cg_sub(f, g0, first), cg_i32(f, 0)), cg_i32(f, KT));
 	kb = cg_min(f, cg_max(f, cg_sub(f, gend, first), ka), cg_i32(f, KT));
 	gemm_tile_coords(&g->k, t);
-	row = cg_add(f, cg_min(f, cg_max(f, g->k.n0, cg_i32(f, 0)), cg_i32(f, (int)(s->N - s->bn))), g->k.tid);
-	a[0] = LLVMBuildPtrToInt(f->B, gptr(f, g->k.bexp, cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, row)), s->ldb),
-								cg_sext64(f, cg_muli(f, ka, s->bk))), eb), f->ti64, "");
-	a[1] = cg_muli(f, cg_sub(f, kb, ka), (int64_t)s->bk * eb);
-	if (!f->emu)
-		cg_asm(f, NULL, "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", a, 2, 1);
+	n0 = cg_min(f, cg_max(f, g->k.n0, cg_i32(f, 0)), cg_i32(f, (int)(s->N - s->bn)));
+	if (s->bq.group > 0) {
+		gemm_bq_ahead(g, n0, ka, kb);
+	} else {
+		row = cg_add(f, n0, g->k.tid);
+		bp = gptr(f, g->k.bexp, cg_add(f, cg_muli(f, cg_sext64(f, gemm_b_row(g, row)), s->ldb),
+					       cg_sext64(f, cg_muli(f, ka, s->bk))), eb);
+		cg_prefetch_l2_bulk(f, bp, cg_muli(f, cg_sub(f, kb, ka), (int64_t)s->bk * eb));
+	}
 	cg_endloop(f, &l);
 	cg_endif(f, &c);
 	g->k.offs_volatile = 0;
@@ -2270,7 +2281,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 		return gemm_end(&g.k, tile, buf);
 	if (spec->b_ahead > 0)
 		stream_ahead(&g);
-	gemm_prologue(&g.k);
+	if (!spec->ahead_table)	/* else stream_ahead's table is the schedule's */
+		gemm_prologue(&g.k);
 	if (spec->units > 0)
 		stream_dyn(&g);
 	else if (spec->sk_unroll)

@@ -250,6 +250,8 @@ int gemm_bq_check(const G *g, Diag *d);
 void gemm_bq_setup(G *g);
 /* Per tile: the chunks' global addresses. */
 void gemm_bq_sources(G *g);
+/* B ahead of the grid wait: k-tiles [ka, kb) of the tile at n0 toward L2 (stream_ahead). */
+void gemm_bq_ahead(G *g, LLVMValueRef n0, LLVMValueRef ka, LLVMValueRef kb);
 /* Group sums (g->bq.gsteps > 0): at a group's first k-step kk, the scales
  * and zero points of the lane's accumulator columns from the stage at soff;
  * the B fragment of ones for A's row sums; after the group's last k-step,

@@ -719,7 +719,8 @@ gemm_note_tail(const GemmCore *k, char *buf, size_t n, int at)
 	if (s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " E=%d", s->groups);
 	if (s->b_ahead > 0 && (size_t)at < n)
-		at += snprintf(buf + at, n - (size_t)at, " B ahead %d k-tiles", s->b_ahead);
+		at += snprintf(buf + at, n - (size_t)at, " B ahead %d k-tiles%s", s->b_ahead,
+			       s->ahead_table ? " (its table)" : "");
 	if (s->bands > 0 && !s->groups && (size_t)at < n)
 		at += snprintf(buf + at, n - (size_t)at, " bands of %d", s->bands);
 	if (s->split_k > 1 && (size_t)at < n)

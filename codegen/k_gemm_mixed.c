@@ -416,6 +416,47 @@ gemm_bq_src(G *g, int i, int j)
 	return cg_gep(g->k.f, g->bq.src[i][0], cg_i64(g->k.f, j * g->bq.gstep[i]), 1);
 }
 
+/*
+ * B ahead of the grid wait (GemmSpec.b_ahead; k_gemm.c's stream_ahead calls
+ * it for each tile part of the run's first k-tiles): k-tiles [ka, kb) of the
+ * tile of expert g->k.e at column n0 (clamped into N) toward L2, one bulk
+ * prefetch a piece, the pieces spread over the threads: the packed words of
+ * each of the bn / 8 n8 blocks ((kb - ka) k-tiles contiguous in the layout),
+ * and each group row's bn scales (and zero points) that the k-tiles read.
+ * Every address lies inside B, its scales and zero points.
+ */
+void
+gemm_bq_ahead(G *g, LLVMValueRef n0, LLVMValueRef ka, LLVMValueRef kb)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int nb = s->bn / 8, G = s->bq.group;
+	int64_t rowb = s->K * g->bq.bits, sstride = s->K / G * s->N * g->bq.ssz;
+	LLVMValueRef e = cg_sext64(f, g->k.e), gr0, gr1, r, p, sp;
+	CgLoop l;
+
+	/* packed words: n8 block r (rowb bytes along K) from k-tile ka */
+	p = cg_gep(f, g->k.B, cg_add(f, cg_muli(f, e, s->N * s->K * g->bq.bits / 8),
+				     cg_muli(f, cg_sext64(f, cg_shr(f, n0, 3)), rowb)), 1);
+	r = cg_loop(f, &l, g->k.tid, cg_i32(f, nb), cg_i32(f, g->k.nthr));
+	cg_prefetch_l2_bulk(f, cg_gep(f, p, cg_add(f, cg_muli(f, cg_sext64(f, r), rowb),
+						   cg_sext64(f, cg_muli(f, ka, g->b_ld))), 1),
+			    cg_muli(f, cg_sub(f, kb, ka), g->b_ld));
+	cg_endloop(f, &l);
+	/* group rows [ka bk / G, ceil(kb bk / G)): bn values each, from the
+	 * threads after the words' (wrapping) */
+	gr0 = cg_udiv(f, cg_muli(f, ka, s->bk), cg_i32(f, G));
+	gr1 = cg_udiv(f, cg_addi(f, cg_muli(f, kb, s->bk), G - 1), cg_i32(f, G));
+	r = cg_loop(f, &l, cg_urem(f, cg_addi(f, g->k.tid, g->k.nthr - nb % g->k.nthr), cg_i32(f, g->k.nthr)),
+		    cg_sub(f, gr1, gr0), cg_i32(f, g->k.nthr));
+	sp = cg_add(f, cg_add(f, cg_muli(f, e, sstride), cg_muli(f, cg_sext64(f, cg_add(f, gr0, r)), s->N * g->bq.ssz)),
+		    cg_muli(f, cg_sext64(f, n0), g->bq.ssz));
+	cg_prefetch_l2_bulk(f, cg_gep(f, g->k.Bs, sp, 1), cg_i32(f, (int64_t)s->bn * g->bq.ssz));
+	if (s->bq.zero)
+		cg_prefetch_l2_bulk(f, cg_gep(f, g->k.Bz, sp, 1), cg_i32(f, (int64_t)s->bn * g->bq.ssz));
+	cg_endloop(f, &l);
+}
+
 /* k-tile kt (i32) of the launch's k (split-K: kt counts the slice's). */
 static LLVMValueRef
 ktile64(G *g, LLVMValueRef kt)

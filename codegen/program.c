@@ -1458,6 +1458,41 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
 /*
+ * Quantised B ahead of the grid wait (--debug=qahead, session 39; issue 13):
+ * the same for the stream-K mixed-input decode GEMMs (GemmSpec.bq: MXFP4,
+ * GPTQ), whose fixed cost a launch (~10-11 us at T = 16: F = 2 t(k4) -
+ * t(k3), docs/codegen.md "Quantised decode, session 38") holds a DRAM round
+ * trip of every CTA's first k-tiles with nothing in flight: the packed
+ * words, scales and zero points of the run's first AHEAD_SM bytes an SM
+ * (k_gemm_mixed.c's gemm_bq_ahead), at any CTAs an SM (gpt-oss-20b's 4,
+ * Mixtral GPTQ's 3).  The down, and the gate|up where gate_up_ahead says.
+ */
+enum { QAHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+
+/*
+ * And the down's expert table from before the wait kept (GemmSpec.ahead_table):
+ * its offsets were written by the front, whose grid completed before the
+ * gate|up's griddepcontrol.wait returned, and the down starts only after every
+ * gate|up CTA has passed that wait (launch_dependents follows it); so the
+ * volatile loads before the down's wait read the final offsets, and the table
+ * (an L2 round trip and 4 barriers, every CTA at once) need not be built
+ * again after it.  Only the down (A not gathered, rows scattered to token
+ * order: the gate|up's output); not a gate|up, whose offsets the launch right
+ * before it writes (a permute) or are the last run's (a gathering one).
+ */
+enum { QAHEAD_TABLE_DEFAULT = 1 };
+
+/* Bytes of B a k-tile of s reads (quantised: the packed words, scales and zero points). */
+static int64_t
+ktile_bytes(const GemmSpec *s)
+{
+	if (s->bq.group > 0)
+		return (int64_t)((cg_bq_bytes(s, 1, 0) + cg_bq_bytes(s, 1, 1) + cg_bq_bytes(s, 1, 2)) /
+				 (size_t)(s->N / s->bn * (s->K / s->bk)));
+	return (int64_t)dtype_bytes(s->b_dt, (size_t)s->bn * (size_t)s->bk);
+}
+
+/*
  * A gathered grouped GEMM (the MoE gate|up) whose experts a decode front
  * routes, where at the front's max_tokens every expert is expected to be
  * touched (E (1 - (1 - k/E)^T) >= 95% of E: Mixtral's 8 at T = 16, 7.92):
@@ -1484,16 +1519,17 @@ static void
 down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
 	int64_t per = MAX(1, s->ctas / MAX(1, cg_target_sms(t)));
-	int64_t ktile = (int64_t)dtype_bytes(s->b_dt, (size_t)s->bn * (size_t)s->bk);
+	int q = s->bq.group > 0;
+	int on = q ? QAHEAD_DEFAULT || (p->o.debug & DBG_QAHEAD) : DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD);
 
-	s->b_ahead = 0;
-	if (!(DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD)) || !(p->o.debug & DBG_PDL) ||
+	s->b_ahead = s->ahead_table = 0;
+	if (!on || !(p->o.debug & DBG_PDL) ||
 	    s->sched != CG_SCHED_STREAM || s->units || s->groups == 0 || (s->gather && !gate_up_ahead(p, s)) ||
-	    s->bq.group > 0 ||
 	    s->f8.group > 0 || s->b_layout != CG_B_NK || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA)) ||
-	    per > 1)	/* gpt-oss's 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
+	    (per > 1 && !q))	/* gpt-oss's bf16 down at 4 CTAs an SM measured 0.5-1.1% slower with it (session 32) */
 		return;
-	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile));
+	s->b_ahead = (int)MAX(1, AHEAD_SM / (per * ktile_bytes(s)));
+	s->ahead_table = q && QAHEAD_TABLE_DEFAULT && !s->gather && s->store == CG_STORE_SCATTER;
 }
 
 /*
@@ -1819,7 +1855,7 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole &&
 	       a->f8.acc2 == b->f8.acc2 && a->cluster == b->cluster &&
 	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
-	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead;
+	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead && a->ahead_table == b->ahead_table;
 }
 
 /*

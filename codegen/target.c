@@ -1146,6 +1146,25 @@ cg_prefetch_l1(CgFn *f, LLVMValueRef p)
 		cg_asm(f, NULL, "prefetch.global.L1 [$0];", "l", &p, 1, 1);
 }
 
+/* cp.async.bulk.prefetch.L2: `bytes` (i32, a multiple of 16) at p (16-byte
+ * aligned) toward L2 (a hint; sm_90).  The emulator checks that the range's
+ * first and last bytes lie in a buffer of the launch, and prefetches nothing. */
+void
+cg_prefetch_l2_bulk(CgFn *f, LLVMValueRef p, LLVMValueRef bytes)
+{
+	LLVMValueRef a[2] = {LLVMBuildPtrToInt(f->B, p, f->ti64, ""), bytes};
+	CgIf c;
+
+	if (!f->emu) {
+		cg_asm(f, NULL, "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", a, 2, 1);
+		return;
+	}
+	cg_if(f, &c, cg_lt(f, cg_i32(f, 0), bytes));
+	emu_check(f, p, f->ti8, 1, 0);
+	emu_check(f, cg_gep(f, p, cg_sext64(f, cg_addi(f, bytes, -1)), 1), f->ti8, 1, 0);
+	cg_endif(f, &c);
+}
+
 LLVMValueRef
 cg_atom_add(CgFn *f, LLVMValueRef p, LLVMValueRef v)
 {

@@ -326,6 +326,14 @@ const DebugFlag debug_flags[] = {
 	 "GEMM, route, place, gate|up, down, combine). Taken only where such a memset comes before the route "
 	 "(not Mixtral's plan); docs/codegen.md, \"The route counts the permute's slots\"; ROUTE_COUNT_DEFAULT "
 	 "in codegen/program.c; session 39, A/B"},
+	{"qahead", DBG_QAHEAD, NULL,
+	 "compile: down-ahead for quantised B (MXFP4, GPTQ; session 39, issue 13): with PDL (decode bundles), each CTA "
+	 "of a stream-K mixed-input MoE down projection (and of the gate|up where down-ahead's rule takes it: every "
+	 "expert expected to be touched) sends the packed words, scales and zero points of its run's first k-tiles, "
+	 "about 192 KB an SM at any CTAs an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait: a hint "
+	 "(every address inside B); and the down keeps the expert table it built then (its offsets are final "
+	 "before its wait: QAHEAD_TABLE_DEFAULT); the same bits (QAHEAD_DEFAULT in codegen/program.c; docs/codegen.md, \"Quantised "
+	 "B ahead of the grid wait\"; A/B on the GPU)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -1191,6 +1191,110 @@ START_TEST(test_stream_live_sums)
 END_TEST
 
 /*
+ * Quantised B ahead of the grid wait (GemmSpec.b_ahead with bq, k_gemm.c's
+ * stream_ahead and gemm_bq_ahead): before the wait each CTA builds the
+ * expert table and sends its run's first packed words, scales and zero
+ * points toward L2; on the emulator all of it runs but the prefetch, whose
+ * ranges' first and last bytes the emulator checks against the launch's
+ * buffers.  The same bits as without it: grouped MXFP4 SwiGLU with empty
+ * experts over 13 CTAs (b_ahead 1, 5 and more than a run; stream() and
+ * unrolled, live rows), 64- and 128-deep k-tiles (2 and 4 group rows a
+ * k-tile); the u4 down with zero points, routing weights and scattered rows
+ * (a group over two k-tiles and one a k-tile), with the table from before
+ * the wait kept (GemmSpec.ahead_table) and without.
+ */
+START_TEST(test_stream_ahead)
+{
+	static const int gc[8] = {7, 0, 11, 0, 0, 16, 8, 0};
+	static const int ahead[] = {1, 5, 64};
+	GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K, B ahead, 13 CTAs", .T = 21};
+
+	memcpy(g.counts, gc, sizeof gc);
+	for (int bk = 64; bk <= 128; bk += 64) {
+		gh_spec_grouped_swiglu(&g.s, 8, 256, bk == 64 ? 320 : 384, 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+		gh_tiles(&g.s, 16, 128, bk, 1, 4, 4);
+		stream(&g.s, 13, g.T);
+		for (size_t i = 0; i < NELEM(ahead); i++)
+			for (int v = 0; v < 2; v++) {
+				GemmCase a = g, b;
+				a.s.sk_unroll = b.s.sk_unroll = v;
+				a.s.live_rows = v;
+				b = a;
+				b.s.b_ahead = ahead[i];
+				gh_check(&b, 1e-2);
+				ck_assert_msg(gh_same_bits(&a, &b), "%s (bk %d, %d k-tiles ahead, unrolled %d): other bits",
+					      b.what, bk, ahead[i], v);
+			}
+	}
+	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter, zero points, B ahead, 6 CTAs", .T = 9,
+		       .counts = {3, 3, 0, 12}};
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	for (int bk = 64; bk <= 128; bk += 64) {
+		gh_tiles(&dn.s, 16, 64, bk, 1, 4, 4);
+		stream(&dn.s, 6, dn.T);
+		for (int tab = 0; tab < 2; tab++) {	/* tab: the table from before the wait kept */
+			GemmCase b = dn;
+			b.s.b_ahead = 3;
+			b.s.ahead_table = tab;
+			gh_check(&b, 1e-2);
+			ck_assert_msg(gh_same_bits(&dn, &b), "%s (bk %d, table kept %d): other bits", b.what, bk, tab);
+		}
+	}
+}
+END_TEST
+
+/*
+ * --debug=qahead through the plan (program.c's down_ahead, QAHEAD_DEFAULT):
+ * with PDL the quantised down (MXFP4) and, the routing touching every expert
+ * at max_tokens 16 (top-2 of 8: 7.9 expected), the gate|up (u4 with zero
+ * points) take B ahead, the down keeping the table it built before the wait
+ * (QAHEAD_TABLE_DEFAULT); against the interpreter at T = 1, 7 and 16, the same
+ * bits as without the flag (with qdec, live sums and the unrolled loop too),
+ * and on sm_90a both kernels' PTX has the bulk prefetch after the offsets'
+ * volatile loads and before griddepcontrol.wait; without the flag none.
+ */
+START_TEST(test_program_qahead)
+{
+	static const int T[] = {1, 7, 16};
+	static const DbgFlags more[] = {0, DBG_QDEC | DBG_LIVE_SUMS | DBG_SK_UNROLL};
+
+	for (size_t i = 0; i < NELEM(T); i++)
+		for (size_t j = 0; j < NELEM(more); j++) {
+			DbgFlags f = DBG_PDL | more[j];
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "B ahead", 1e-2, f | DBG_QAHEAD);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "k-tiles (its table)", 1e-2,
+					     f | DBG_QAHEAD);
+			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QAHEAD),
+				      "T = %d, flags %llx: other bits with qahead", T[i], (unsigned long long)more[j]);
+		}
+	for (int on = 0; on < 2; on++) {
+		char *ptx = gh_program_ptx(prog_moe_direct, "sm_90a", 16, DBG_PDL | (on ? DBG_QAHEAD : 0));
+		const char *k3 = strstr(ptx, ".entry moe_k3"), *k4 = strstr(ptx, ".entry moe_k4");
+		ck_assert_ptr_nonnull(k3);
+		ck_assert_ptr_nonnull(k4);
+		for (int k = 0; k < 2; k++) {
+			const char *e = k ? k4 : k3, *end = strstr(e + 1, ".entry");
+			const char *pf = strstr(e, "cp.async.bulk.prefetch.L2.global"), *w = strstr(e, "griddepcontrol.wait");
+			ck_assert_ptr_nonnull(w);
+			if (!on) {
+				ck_assert_msg(!pf || (end && pf > end), "a prefetch without the flag");
+				continue;
+			}
+			ck_assert_ptr_nonnull(pf);
+			ck_assert_msg(pf < w && strstr(e, "ld.volatile.global") < pf, "moe_k%d: the prefetch after the wait",
+				      3 + k);
+		}
+		free(ptx);
+	}
+}
+END_TEST
+
+/*
  * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
  * once in f32, so the outputs stay within the rounding of the reference's
@@ -1499,6 +1603,11 @@ gemm_mixed_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_stream_live_sums);
 	tcase_add_test(t, test_program_live_sums);
+	suite_add_tcase(s, t);
+	t = tcase_create("qahead");	/* quantised B ahead of the grid wait (--debug=qahead) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_stream_ahead);
+	tcase_add_test(t, test_program_qahead);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);

@@ -881,6 +881,97 @@ gh_check_program_max(const char *text, int T, int max_tokens, const char *kernel
 	gh_check_program_tuned(text, T, max_tokens, kernel, note, l2, debug, NULL);
 }
 
+/* The text through the default pipeline and cg_compile for arch (a module;
+ * *m is freed by the caller after the program). */
+static CgProgram *
+compile_for(const char *text, const char *arch, int max_tokens, DbgFlags debug, Module **m)
+{
+	PassOpts po;
+	PassCtx pc = {0};
+	CgCompileOpts co;
+	CgProgram *p;
+	Diag d;
+
+	diag_init(&d, stderr);
+	*m = parse(text);
+	pass_default_opts(&po);
+	po.debug = debug;
+	po.fp8_mma = cg_arch_fp8_mma(arch, debug);
+	po.max_tokens = max_tokens;
+	pc.d = &d;
+	ck_assert_msg(pass_run(*m, &po, &pc) == 0, "passes: %s", d.last);
+	cg_compile_default(&co);
+	co.arch[0] = arch;
+	co.narch = 1;
+	co.max_tokens = max_tokens;
+	co.debug = debug;
+	p = cg_compile(*m, &co, &d);
+	ck_assert_msg(p != NULL, "compile: %s", d.last);
+	return p;
+}
+
+char *
+gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debug)
+{
+	Module *m;
+	CgProgram *p = compile_for(text, arch, max_tokens, debug, &m);
+	size_t len;
+	const char *ptx = cg_program_ptx(p, 0, &len);
+	char *c;
+
+	ck_assert_ptr_nonnull(ptx);
+	c = strdup(ptx);
+	cg_program_free(p);
+	ir_free_module(m);
+	return c;
+}
+
+int
+gh_program_same_bits(const char *text, int T, int max_tokens, DbgFlags a, DbgFlags b)
+{
+	Module *ref = parse(text), *m[2];
+	Graph *g = ir_main_graph(ref);
+	Tensor in[8], out[2][8];
+	Diag d;
+	int same = 1;
+
+	diag_init(&d, stderr);
+	gh_seed(778);
+	memset(in, 0, sizeof in);
+	for (int i = 0; i < g->nparam; i++) {
+		const Type *t = &g->param[i]->type;
+		int64_t dim[MAXRANK];
+		for (int r = 0; r < t->rank; r++)
+			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
+		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
+		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
+			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
+	}
+	for (int v = 0; v < 2; v++) {
+		CgProgram *p = compile_for(text, "emu", max_tokens, v ? b : a, &m[v]);
+		for (int i = 0; i < g->nret; i++) {
+			const Type *t = &g->ret[i]->type;
+			int64_t dim[MAXRANK];
+			for (int r = 0; r < t->rank; r++)
+				dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
+			ck_assert_int_eq(tensor_alloc(&out[v][i], t->dt, t->rank, dim), 0);
+			memset(out[v][i].data, 0xff, tensor_nbytes(&out[v][i]));
+		}
+		ck_assert_msg(cg_program_emulate(p, in, out[v], T, &d) == 0, "emulate: %s", d.last);
+		cg_program_free(p);
+		ir_free_module(m[v]);
+	}
+	for (int i = 0; i < g->nret; i++) {
+		same &= memcmp(out[0][i].data, out[1][i].data, tensor_nbytes(&out[0][i])) == 0;
+		tensor_free(&out[0][i]);
+		tensor_free(&out[1][i]);
+	}
+	for (int i = 0; i < g->nparam; i++)
+		tensor_free(&in[i]);
+	ir_free_module(ref);
+	return same;
+}
+
 void
 gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note, double l2,
 		       DbgFlags debug, const char *tuning)

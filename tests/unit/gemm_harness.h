@@ -160,5 +160,10 @@ void gh_check_program_max(const char *text, int T, int max_tokens, const char *k
 /* ... with a tuning table (a file; NULL: none), as moec compile --tuning. */
 void gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kernel, const char *note,
 			    double l2, DbgFlags debug, const char *tuning);
+/* Whether the plans compiled with debug flags a and b give the same bits on
+ * the emulator at T tokens (the same inputs). */
+int gh_program_same_bits(const char *text, int T, int max_tokens, DbgFlags a, DbgFlags b);
+/* The PTX of the text's plan for arch (malloc'd). */
+char *gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debug);
 
 #endif
