@@ -157,7 +157,8 @@ consumer_wgs(const GemmSpec *s)
  * 64-row block each, 512 threads pinned at 128): 152, the producer 56:
  * 64 accumulators a thread for a 64x128 warpgroup tile, and the gathered
  * producer's 12 chunk sources (192 x 64 of A, 24 registers) fit in 56
- * (ptxas, unit_ws).  A multiple of 8 in 24..256 (PTX ISA, setmaxnreg).
+ * (ptxas, unit_ws).  Two with FP8 and a quantised output, persistent, A by
+ * TMA: 240, the producer 24.  A multiple of 8 in 24..256 (PTX ISA, setmaxnreg).
  */
 static int
 consumer_regs(const GemmSpec *s)
@@ -169,7 +170,16 @@ consumer_regs(const GemmSpec *s)
 	/* gathered bf16/f16 A, persistent (or in clusters): the producer's
 	 * chunk sources and the schedule's state spilled at 40 (48 bytes,
 	 * DeepSeek-V3's gate|up, ptxas CUDA 13.0); 56 / 224 spill nothing */
-	return gemm_a_cp_async(s) && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT ? 224 : 232;
+	if (gemm_a_cp_async(s) && s->f8.group == 0 && s->sched == CG_SCHED_PERSISTENT)
+		return 224;
+	/* FP8, A by TMA, persistent, the output quantised per group (the
+	 * shared expert's dense gate|up: its SwiGLU and group amax): the
+	 * consumers spilled 24 bytes at 232 (DeepSeek-V3's k5, ptxas CUDA
+	 * 13.0); the TMA producer's schedule and scale copies fit 24, so 24 /
+	 * 240 spill nothing */
+	if (s->f8.group && !gemm_a_cp_async(s) && s->sched == CG_SCHED_PERSISTENT && s->quant.kind == CG_QUANT_GROUP)
+		return 240;
+	return 232;
 }
 
 /* Warps: the spec's warps_m * warps_n consume, one more warpgroup produces. */

@@ -219,14 +219,14 @@ interleave(Builder *b, Value *g, Value *u, int ax)
 }
 
 /*
- * --debug=fp8-glu: gate and up B [N,K] each the dequantize of a quantised
- * weight with scales per output row ([N, K/block]: fbgemm_fp8's per channel,
- * DeepSeek-V3's blocks as cfg_quant repeats them over their rows), alike:
- * the interleave of the quantised weights and of their scales, dequantised
- * after.  The same values (each row keeps its scales), but B stays e4m3, so
- * fp8-regroup and fuse-dequant can run the merged GEMM FP8 x FP8; the
- * default interleaves the dequantised bf16 weights (at load).  NULL when
- * they are not so.
+ * Gate and up B [N,K] each the dequantize of a quantised weight with scales
+ * per output row ([N, K/block]: fbgemm_fp8's per channel, DeepSeek-V3's
+ * blocks as cfg_quant repeats them over their rows), alike: the interleave
+ * of the quantised weights and of their scales, dequantised after.  The
+ * same values (each row keeps its scales), but B stays e4m3, so fp8-regroup
+ * and fuse-dequant can run the merged GEMM FP8 x FP8 (glu_f8 says when);
+ * otherwise the dequantised bf16 weights are interleaved (at load).  NULL
+ * when they are not so.
  */
 static Value *
 interleave_quantised(Builder *b, Value *g, Value *u)
@@ -250,6 +250,30 @@ interleave_quantised(Builder *b, Value *g, Value *u)
 	memcpy(b->pend, dg->attr, sizeof *dg->attr * (size_t)dg->nattr);
 	b->npend = dg->nattr;
 	return ir_b2(b, OP_DEQUANTIZE, wq, ws);
+}
+
+/*
+ * Does the merged gate|up reading a keep its weights e4m3?  FP8_GLU_DEFAULT:
+ * when a is the model's own quantisation for FP8 x FP8, e4m3 with f32
+ * scales per token and 128 columns (DeepSeek-V3's act_quant: transformers'
+ * FP8Linear multiplies those e4m3 values by the e4m3 weights, the scales in
+ * f32 after each block), so the GEMM computes what the model does;
+ * --debug=fp8-glu: any input (a per-token one regrouped by fp8-regroup).
+ */
+static int
+glu_f8(const Canon *k, const Value *a)
+{
+	const Node *dq = def_op(a, OP_DEQUANTIZE);
+	int r = a->type.rank, axis;
+
+	if (k->c->debug & DBG_FP8_GLU)
+		return 1;
+	if (!FP8_GLU_DEFAULT || !dq || (dq->nin > 2 && dq->in[2]) || r < 1)
+		return 0;
+	axis = (int)ir_attr_int(dq, "axis", 1);
+	return dq->in[0]->type.dt == DT_F8E4M3 && dq->in[1]->type.dt == DT_F32 &&
+	       dq->in[1]->type.rank == r && (axis == r - 1 || axis == -1) &&
+	       ir_attr_int(dq, "block_size", 0) == 128;
 }
 
 static void
@@ -333,7 +357,7 @@ canon_glu(Canon *k, Node *n)
 				continue;
 			ir_b_int(&b, "axis", 0);
 			w = ir_b2(&b, OP_GATHER, w, sel);
-		} else if (!(tb && FP8_GLU_ON(k->c->debug) && (w = interleave_quantised(&b, g->in[1], u->in[1]))) &&
+		} else if (!(tb && glu_f8(k, g->in[0]) && (w = interleave_quantised(&b, g->in[1], u->in[1]))) &&
 			   !(w = interleave(&b, g->in[1], u->in[1], tb ? 0 : 1))) {
 			continue;
 		}

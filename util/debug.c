@@ -144,11 +144,11 @@ const DebugFlag debug_flags[] = {
 	 "the k-tiles shared memory holds (the same bits; nothing on the emulator; session 32's H200 A/B: DeepSeek-V3's "
 	 "FP8 layer 1.06x slower at T = 4096, so opt-in)"},
 	{"fp8-glu", DBG_FP8_GLU, NULL,
-	 "compile: a dense gate|up whose two weights are e4m3 with scales per output row (a shared expert of "
-	 "Llama-4 fbgemm_fp8 or DeepSeek-V3 fp8) merges the e4m3 weights and their scales (interleaved at load) "
-	 "and dequantises after, so that the merged GEMM runs FP8 x FP8 like the experts' (its input quantised "
-	 "per token and 128 columns in the norm's kernel), instead of the default: gate and up dequantised to "
-	 "bf16 at load and merged, a bf16 GEMM (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
+	 "compile: a dense gate|up whose two weights are e4m3 with scales per output row runs FP8 x FP8 (the e4m3 "
+	 "weights and scales merged, dequantised after) even when its input is quantised per token (Llama-4 "
+	 "fbgemm_fp8's shared expert: fp8-regroup then quantises it per token and 128 columns); by default "
+	 "(FP8_GLU_DEFAULT) only where the model quantises the input per 128 columns itself (DeepSeek-V3 fp8), "
+	 "the others bf16 on weights dequantised at load (docs/passes.md, canon and fp8-regroup; A/B on the GPU)"},
 	{"kept-flags", DBG_KEPT_FLAGS, NULL,
 	 "compile (the default of decode bundles since session 33; the flag: every bundle): a decode bundle whose one front is the only writer of its flags (the split GEMMs' flags in its "
 	 "chain) marks the front's flag memset when=shared: the front's last CTA leaves every flag 0, so a run on the "

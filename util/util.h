@@ -162,11 +162,14 @@ typedef uint64_t DbgFlags;
 #define DBG_FRONT_PAIR DBG_BIT(34)	/* codegen: decode fronts take a warp's tokens two at a time, no barrier a token (A/B) */
 #define DBG_F8_L2PF DBG_BIT(36)	/* codegen: FP8 WS GEMMs prefetch B a ring ahead into L2 (A/B) */
 #define DBG_KEPT_FLAGS DBG_BIT(39)	/* codegen: a decode front's flag memset only on a shared workspace (when=shared; A/B) */
-#define DBG_FP8_GLU DBG_BIT(37)	/* canon: a dense gate|up of two FP8 weights per row on FP8 x FP8, not bf16 at load (A/B) */
-/* fp8-glu for every compile: H200, session 37: DeepSeek-V3 FP8 layer 0.989x at T = 4096, 0.988x at 256, other
- * bits (rel_l2 3.8e-3: the shared expert's input quantised per 128, as the routed experts' is); session 32:
- * Maverick 0.988x / 1.006x (T = 16).  Read by canon, fp8-regroup and fuse-dequant. */
-enum { FP8_GLU_DEFAULT = 0 };
+#define DBG_FP8_GLU DBG_BIT(37)	/* canon: also a gate|up whose input is per token (fbgemm): FP8 x FP8, regrouped per 128 (A/B) */
+/* 1: a dense gate|up of two e4m3 weights whose input the model quantises per token and 128 columns (DeepSeek-V3's
+ * fp8: transformers' FP8Linear, act_quant then the block GEMM) runs FP8 x FP8 as the model computes it, not bf16
+ * on weights and an input dequantised to bf16 (session 39; H200, session 37: DeepSeek-V3 FP8 layer 0.989x at T =
+ * 4096, 0.988x at 256, rel_l2 3.8e-3 against the bf16 form).  --debug=fp8-glu takes a per-token input too
+ * (fp8-regroup then quantises it per 128: Maverick 0.988x / 1.006x at T = 16, session 32).  Read by canon,
+ * fp8-regroup and fuse-dequant. */
+enum { FP8_GLU_DEFAULT = 1 };
 #define FP8_GLU_ON(debug) (FP8_GLU_DEFAULT || ((debug) & DBG_FP8_GLU))
 #define DBG_GROUPED_WIDE DBG_BIT(41)	/* codegen: cooperative bf16/f16 grouped WS GEMMs under 256 columns on 64-row warpgroup tiles (A/B) */
 #define DBG_F8_CVT DBG_BIT(40)	/* codegen: f32 <-> e4m3 by cvt (sm_89+) in quantisations and the norm's kernel (A/B) */

@@ -1368,6 +1368,50 @@ START_TEST(test_ws_acc2)
 }
 END_TEST
 
+/*
+ * The shared expert's dense gate|up FP8 x FP8 (FP8_GLU_DEFAULT, session 39):
+ * A by TMA, B the e4m3 weights with gate and up rows alternating (canon's
+ * interleave), SwiGLU, the output quantised to e4m3 per 128 with its scales,
+ * persistent: its consumers take 240 registers and the producer 24
+ * (consumer_regs; at 232 / 40 DeepSeek-V3's k5 spilled 24 bytes: the
+ * program's kernel, diag/fp8-shared-pers.test).  On the emulator, which
+ * models the CTA's register pool, bit for bit the cp.async mainloop's output
+ * and scales over 3 CTAs; DeepSeek-V3's k5 shape (N 4096, K 7168, 5 stages,
+ * blocked B scales) so through ptxas: no spills, no serialisation.
+ */
+START_TEST(test_ws_shared_gateup)
+{
+	GemmCase c = {.what = "f8 ws dense gate|up 64x256 quantised per 128, persistent over 3 CTAs", .T = 150};
+
+	spec_f8(&c.s, 512, 640);
+	cg_ep_swiglu(&c.s.ep, cg_ep_acc(&c.s.ep), NULL);
+	c.s.f8.whole = 1;
+	c.s.c_dt = DT_F8E4M3;
+	c.s.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&c.s, 64, 256, 128, 1, 8, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 3;
+	ws_same(&c);
+	c.what = "f8 ws dense gate|up 64x256 quantised per 128, tiles";
+	c.s.sched = CG_SCHED_TILES;
+	ws_same(&c);
+
+	GemmSpec ds = c.s;
+	ds.N = 4096;
+	ds.K = 7168;
+	ds.mainloop = CG_MAINLOOP_WS;
+	ds.sched = CG_SCHED_PERSISTENT;
+	ds.ctas = 132;
+	ds.stages = 5;
+	ds.f8.b_block = 128;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fsg");
+	ck_assert_int_gt(gh_count(gh_ptx(m), "setmaxnreg.inc.sync.aligned.u32 240;"), 0);
+	ck_assert_int_gt(gh_count(gh_ptx(m), "setmaxnreg.dec.sync.aligned.u32 24;"), 0);
+	gh_assemble(m, 1, "gemm_f8 ws shared gate|up persistent", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 Suite *
 gemm_f8_suite(void)
 {
@@ -1408,6 +1452,10 @@ gemm_f8_suite(void)
 	t = tcase_create("l2");	/* --debug=f8-l2: the gathered A's live rows (session 38) */
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_ws_f8_l2);
+	suite_add_tcase(s, t);
+	t = tcase_create("shared");	/* the shared expert's gate|up FP8 x FP8, persistent (session 39) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_ws_shared_gateup);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -6,9 +6,10 @@
 # wgmma in the PTX), and for sm_90a,sm_80 none (sm_80 has no FP8 wgmma: the
 # mixed-input GEMMs, and the report says why); the down GEMMs on the
 # warp-specialised TMA mainloop.  N (default 3): the FP8 x FP8 GEMMs wanted
-# (a per-channel checkpoint's, through fp8-regroup; --debug=fp8-per-token
-# then none).  FLAGS (environment): more options for the sm_90a compiles
-# (--debug=fp8-glu: the shared expert's gate|up too).  Exit 0 when all hold.
+# (DeepSeek's 4: its shared gate|up too, FP8_GLU_DEFAULT; a per-channel
+# checkpoint's, through fp8-regroup; --debug=fp8-per-token then none).
+# FLAGS (environment): more options for the sm_90a compiles (--debug=fp8-glu:
+# a per-channel shared expert's gate|up too).  Exit 0 when all hold.
 moec=$1 dir=$2 want=${3:-3}
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
