@@ -942,6 +942,31 @@ to_stream(const CgTarget *t, GemmSpec *s, int64_t thi)
 	split_slots(s, thi);
 }
 
+/*
+ * A dense launch whose whole column tiles fill one wave of at least
+ * WHOLE_WAVE_PCT of the SMs runs them whole, not stream-K: the model above
+ * has stream-K's ~27 k-tiles a CTA ahead of a tile's 32, but the weights'
+ * DRAM rate, not an SM's, bounds both, and the tiles hand nothing over.
+ * H200, session 39 (CUDA graphs, medians of 6 interleaved rounds; other
+ * bits: one CTA sums a tile, rel_l2 1e-4 against stream-K): the dense
+ * up-projection 4096 -> 14336 (112 tiles of 16x128 on 132 SMs) at T = 16
+ * 38.5 -> 37.2 us (0.966x), T = 8 0.951x, T = 1 37.4 -> 35.0 (0.935x);
+ * split-K 2 of them (224 CTAs) 1.051x.  Grouped launches keep the model:
+ * their tiles depend on the routing.
+ */
+enum { WHOLE_WAVE_PCT = 75 };
+
+static int
+whole_wave(const CgTarget *t, const GemmSpec *s, int64_t thi)
+{
+	GemmSpec u = *s;
+	int64_t tiles, slots = stream_ctas(t, s);
+
+	u.split_k = 0;
+	tiles = est_ctas(&u, thi);
+	return !s->groups && tiles <= slots && tiles * 100 >= slots * WHOLE_WAVE_PCT;
+}
+
 /* The heuristic: stream-K where the model has it faster than the tiles (and
  * their split) over the fewest and the most rows of the variant together
  * (T = 1 and 16 for a decode variant up to 16). */
@@ -950,8 +975,8 @@ stream_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
 	int S = MAX(s->split_k, 1);
 
-	if (s->bq.group > 0 || !stream_ok(s, thi) || stream_time(t, s, tlo) + stream_time(t, s, thi) >=
-	    split_time(t, s, tlo, S) + split_time(t, s, thi, S))
+	if (s->bq.group > 0 || !stream_ok(s, thi) || whole_wave(t, s, thi) ||
+	    stream_time(t, s, tlo) + stream_time(t, s, thi) >= split_time(t, s, tlo, S) + split_time(t, s, thi, S))
 		return;
 	to_stream(t, s, thi);
 }
@@ -1367,9 +1392,11 @@ choose_tiles(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t tokens)
 		return -1;
 	/* stream-K gives every SM a run whatever the CTAs: the class's first
 	 * tile then, not the one with the most CTAs (Qwen3-30B-A3B's gate|up at
-	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02) */
+	 * T=1 measured 34 us at 16x128x128 against 45 at 16x64x128, 2026-12-02);
+	 * and whole tiles that fill a wave (whole_wave) as they are: the same
+	 * dense 4096 -> 14336 at 16x64 (224 CTAs) measured 1.052x its 16x128 */
 	stream_k(t, &first, tlo, tokens);
-	if (first.sched == CG_SCHED_STREAM) {
+	if (first.sched == CG_SCHED_STREAM || (stream_ok(&first, tokens) && whole_wave(t, &first, tokens))) {
 		dec_wide(t, &first, tokens);
 		*s = first;
 		return 0;
@@ -1466,8 +1493,12 @@ enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (t
  * words, scales and zero points of the run's first AHEAD_SM bytes an SM
  * (k_gemm_mixed.c's gemm_bq_ahead), at any CTAs an SM (gpt-oss-20b's 4,
  * Mixtral GPTQ's 3).  The down, and the gate|up where gate_up_ahead says.
+ * H200, session 39 (T = 16, CUDA graphs, medians of 6 interleaved rounds, the
+ * same bits): gpt-oss-20b MXFP4 132.7 -> 131.9 us (0.994x; skewed 0.993x),
+ * Mixtral GPTQ 222.3 -> 221.3 (0.995x; skewed 1.000x); the prefetch alone
+ * (without the kept table below) 0.997-1.006x.  The default since.
  */
-enum { QAHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
+enum { QAHEAD_DEFAULT = 1 };	/* 0: with the flag only */
 
 /*
  * And the down's expert table from before the wait kept (GemmSpec.ahead_table):
@@ -2810,9 +2841,11 @@ rows_per_t(const CgProgram *p, const Node *call)
 enum { ROUTE_WARP_DEFAULT = 1 };
 
 /* A prefill route kernel also counting the grid permute's slots
- * (route_count) by default (1) or with --debug=route-count only (0: until
- * the H200's A/B, session 39) */
-enum { ROUTE_COUNT_DEFAULT = 0 };
+ * (route_count) by default (1: since session 39's H200 A/B, the same bits,
+ * the routing buffers byte for byte: Qwen3-30B-A3B T = 4096 698.8 -> 693.3 us
+ * (0.992x; skewed 0.992x), T = 256 0.990x, DeepSeek-V3 bf16 T = 4096 0.999x)
+ * or with --debug=route-count only (0) */
+enum { ROUTE_COUNT_DEFAULT = 1 };
 
 static int64_t static_t(const Node *call);
 
