@@ -1026,6 +1026,27 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  * The same bits.  H200, session 39 (bench/ab/s39-q3dec.ab; graphs, 6 interleaved rounds): Qwen3-30B-A3B
  * T = 1 0.988x, T = 16 0.985x, T = 16 skewed 0.955x; DeepSeek-V3 bf16 T = 16 0.994x; gpt-oss-20b 0.996x. */
 #define CG_ROUTE2_DEFAULT 1
+/* A prefill route kernel also counting the grid permute's slots
+ * (program.c's route_count) by default (1: since session 39's H200 A/B, the same bits,
+ * the routing buffers byte for byte: Qwen3-30B-A3B T = 4096 698.8 -> 693.3 us
+ * (0.992x; skewed 0.992x), T = 256 0.990x, DeepSeek-V3 bf16 T = 4096 0.999x)
+ * or with --debug=route-count only (0) */
+#define CG_ROUTE_COUNT_DEFAULT 1
+/*
+ * Quantised B ahead (program.c's down_ahead) of the grid wait (--debug=qahead, session 39; issue 13):
+ * the same for the stream-K mixed-input decode GEMMs (GemmSpec.bq: MXFP4,
+ * GPTQ), whose fixed cost a launch (~10-11 us at T = 16: F = 2 t(k4) -
+ * t(k3), docs/codegen.md "Quantised decode, session 38") holds a DRAM round
+ * trip of every CTA's first k-tiles with nothing in flight: the packed
+ * words, scales and zero points of the run's first AHEAD_SM bytes an SM
+ * (k_gemm_mixed.c's gemm_bq_ahead), at any CTAs an SM (gpt-oss-20b's 4,
+ * Mixtral GPTQ's 3).  The down, and the gate|up where gate_up_ahead says.
+ * H200, session 39 (T = 16, CUDA graphs, medians of 6 interleaved rounds, the
+ * same bits): gpt-oss-20b MXFP4 132.7 -> 131.9 us (0.994x; skewed 0.993x),
+ * Mixtral GPTQ 222.3 -> 221.3 (0.995x; skewed 1.000x); the prefetch alone
+ * (without the kept table below) 0.997-1.006x.  The default since.
+ */
+#define CG_QAHEAD_DEFAULT 1	/* 0: with the flag only */
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */

@@ -1484,21 +1484,6 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  */
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
 
-/*
- * Quantised B ahead of the grid wait (--debug=qahead, session 39; issue 13):
- * the same for the stream-K mixed-input decode GEMMs (GemmSpec.bq: MXFP4,
- * GPTQ), whose fixed cost a launch (~10-11 us at T = 16: F = 2 t(k4) -
- * t(k3), docs/codegen.md "Quantised decode, session 38") holds a DRAM round
- * trip of every CTA's first k-tiles with nothing in flight: the packed
- * words, scales and zero points of the run's first AHEAD_SM bytes an SM
- * (k_gemm_mixed.c's gemm_bq_ahead), at any CTAs an SM (gpt-oss-20b's 4,
- * Mixtral GPTQ's 3).  The down, and the gate|up where gate_up_ahead says.
- * H200, session 39 (T = 16, CUDA graphs, medians of 6 interleaved rounds, the
- * same bits): gpt-oss-20b MXFP4 132.7 -> 131.9 us (0.994x; skewed 0.993x),
- * Mixtral GPTQ 222.3 -> 221.3 (0.995x; skewed 1.000x); the prefetch alone
- * (without the kept table below) 0.997-1.006x.  The default since.
- */
-enum { QAHEAD_DEFAULT = 1 };	/* 0: with the flag only */
 
 /*
  * And the down's expert table from before the wait kept (GemmSpec.ahead_table):
@@ -1551,7 +1536,7 @@ down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
 	int64_t per = MAX(1, s->ctas / MAX(1, cg_target_sms(t)));
 	int q = s->bq.group > 0;
-	int on = q ? QAHEAD_DEFAULT || (p->o.debug & DBG_QAHEAD) : DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD);
+	int on = q ? CG_QAHEAD_DEFAULT || (p->o.debug & DBG_QAHEAD) : DOWN_AHEAD_DEFAULT || (p->o.debug & DBG_DOWN_AHEAD);
 
 	s->b_ahead = s->ahead_table = 0;
 	if (!on || !(p->o.debug & DBG_PDL) ||
@@ -2840,12 +2825,6 @@ rows_per_t(const CgProgram *p, const Node *call)
  * --debug=prefill-small only (0: the kernel with a CTA barrier a broadcast) */
 enum { ROUTE_WARP_DEFAULT = 1 };
 
-/* A prefill route kernel also counting the grid permute's slots
- * (route_count) by default (1: since session 39's H200 A/B, the same bits,
- * the routing buffers byte for byte: Qwen3-30B-A3B T = 4096 698.8 -> 693.3 us
- * (0.992x; skewed 0.992x), T = 256 0.990x, DeepSeek-V3 bf16 T = 4096 0.999x)
- * or with --debug=route-count only (0) */
-enum { ROUTE_COUNT_DEFAULT = 1 };
 
 static int64_t static_t(const Node *call);
 
@@ -2900,7 +2879,7 @@ route_count(CgProgram *p, const Node *call, CgRouteSpec *s)
 	Diag quiet;
 
 	p->counted.ids = NULL;
-	if (!(ROUTE_COUNT_DEFAULT || (p->o.debug & DBG_ROUTE_COUNT)) || (p->o.debug & DBG_OLD_ROWS) ||
+	if (!(CG_ROUTE_COUNT_DEFAULT || (p->o.debug & DBG_ROUTE_COUNT)) || (p->o.debug & DBG_OLD_ROWS) ||
 	    p->o.tune_candidates || call->nout != 2)
 		return;
 	diag_init(&quiet, NULL);

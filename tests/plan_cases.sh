@@ -71,8 +71,9 @@ deepseek_T256 k3 g256.m8.n4096.k7168.bf16.bf16.nk.t17-64 16x128x128.w1x4.s5.k1 T
 gptoss_T16 k3 g32.m4.n5760.k2880.bf16.bf16.nk.t2-16 16x128x64.w1x4.s5.k1.p264 tune-14%
 # its down wide (dec_wide: 368 KB a 64-column tile): alone 139.3 -> 131.6 us, block 0.975x (session 34)
 gptoss_T16 k4 g32.m4.n2880.k2880.bf16.bf16.nk.t2-16 16x192x64.w1x4.s5.k1.p132 wide-k4-139.3->131.6
-# dense up-projection M=16: stream-K 40.7 us, tiles 40.8
-dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1.p132 tie
+# dense up-projection M=16: stream-K 40.7 us, tiles 40.8 (session 25); session 39 (whole_wave, bench/ab/s39-d16b.ab,
+# 6 interleaved rounds): whole tiles 38.5 -> 37.2 us at T = 16 (0.966x), 0.935x at T = 1
+dense_up_M16 k0 dense.m1.n14336.k4096.bf16.bf16.nk.t2-16 16x128x128.w1x4.s5.k1 whole-wave-0.966x
 # Ping-pong per T bucket (bench/results/2026-12-02-s25-final-gemm.log, kernels alone): dense N 14336 at M=1024
 # 184 us against 207 cooperative (3.4 of 4 waves filled against 6.8 of 7), M=4096 763 against 723 (equal fill);
 # 112 of 132 SMs either way at 256 rows

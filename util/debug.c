@@ -324,8 +324,8 @@ const DebugFlag debug_flags[] = {
 	 "and rows as the count launch's), into a table after the router GEMM's split-K flags that the flags' "
 	 "memset zeroes too; the plan has no NAME_count launch (Qwen3-30B-A3B prefill: norm, memset, router "
 	 "GEMM, route, place, gate|up, down, combine). Taken only where such a memset comes before the route "
-	 "(not Mixtral's plan); docs/codegen.md, \"The route counts the permute's slots\"; ROUTE_COUNT_DEFAULT "
-	 "in codegen/program.c: the default since session 39's H200 A/B (the same bits and routing buffers: Qwen3-30B-A3B "
+	 "(not Mixtral's plan); docs/codegen.md, \"The route counts the permute's slots\"; CG_ROUTE_COUNT_DEFAULT "
+	 "in codegen/codegen.h: the default since session 39's H200 A/B (the same bits and routing buffers: Qwen3-30B-A3B "
 	 "T = 4096 0.992x, skewed 0.992x, T = 256 0.990x; DeepSeek-V3 bf16 T = 4096 0.999x)"},
 	{"qahead", DBG_QAHEAD, NULL,
 	 "compile: down-ahead for quantised B (MXFP4, GPTQ; session 39, issue 13): with PDL (decode bundles), each CTA "
@@ -333,7 +333,7 @@ const DebugFlag debug_flags[] = {
 	 "expert expected to be touched) sends the packed words, scales and zero points of its run's first k-tiles, "
 	 "about 192 KB an SM at any CTAs an SM, toward L2 (cp.async.bulk.prefetch.L2) before its grid wait: a hint "
 	 "(every address inside B); and the down keeps the expert table it built then (its offsets are final "
-	 "before its wait: QAHEAD_TABLE_DEFAULT); the same bits (QAHEAD_DEFAULT in codegen/program.c; docs/codegen.md, \"Quantised "
+	 "before its wait: QAHEAD_TABLE_DEFAULT); the same bits (CG_QAHEAD_DEFAULT in codegen/codegen.h; docs/codegen.md, \"Quantised "
 	 "B ahead of the grid wait\"): the default since session 39's H200 A/B (T = 16, the same bits: gpt-oss-20b "
 	 "MXFP4 0.994x, skewed 0.993x; Mixtral GPTQ 0.995x, skewed 1.000x; the prefetch alone 0.997-1.006x)"},
 };
