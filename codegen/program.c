@@ -1063,6 +1063,34 @@ bq_inflight(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 	return per * (s->bq.direct ? 1 : s->stages - 1) * stage;	/* direct: a k-tile in registers */
 }
 
+/*
+ * FP8 x FP8 split-K (F8_SPLIT_DEFAULT, issue 13, session 39): the dense
+ * GEMMs on the cp.async wgmma mainloop (FP8 has no mma.sync one; the WS
+ * mainloop takes no split, so cg_gemm_ws_for leaves these to it).  At
+ * decode DeepSeek-V3's shared gate|up (N = 4096 interleaved, K = 7168,
+ * SwiGLU, its output quantised per 128) is N/256 = 16 CTAs of 64x256 (bn
+ * 256: SwiGLU's 128 output columns are one quantisation group) streaming
+ * 29 MB: 43-47 us on the H200 where main's bf16 split 8 (128 CTAs, 58.7 MB)
+ * took 30-33.  A slice promotes its own k-tiles (scale block = k-tile) into
+ * f32 sums; the slices' sums are added in slice order by split_reduce
+ * (live rows), and the last slice runs SwiGLU and the group quantisation on
+ * the full sums: other bits than unsplit (the f32 additions' order), within
+ * the interpreter's tolerance.  S by split_time as for bf16 (16 CTAs: S = 8,
+ * 128 CTAs).  Only those whose output is quantised per group (the ones the
+ * bf16 path split before FP8_GLU_DEFAULT); grouped FP8 GEMMs keep their
+ * tiles (DeepSeek-V3's routed ones give 128 CTAs at T = 1 already), and so
+ * does the shared down (k6: 112 CTAs, which the model would split 2; the
+ * A/B's tuned arm measures that).  To be measured: bench/ab/s39-f8dec.ab.
+ */
+enum { F8_SPLIT_DEFAULT = 1 };
+
+static int
+f8_split(const GemmSpec *s)
+{
+	return F8_SPLIT_DEFAULT && s->f8.group > 0 && s->mainloop == CG_MAINLOOP_WGMMA && s->groups == 0 &&
+	       s->quant.kind == CG_QUANT_GROUP;
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
@@ -1070,8 +1098,8 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || s->mainloop != CG_MAINLOOP_MMA)
-		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
+	if (s->bm > 64 || (s->mainloop != CG_MAINLOOP_MMA && !f8_split(s)))
+		return;
 	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
 	/* A prefill band whose most rows give a third of the SMs a CTA streams A
@@ -1733,7 +1761,7 @@ live_sums(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
 	int on = (p->o.debug & DBG_LIVE_SUMS) || (LIVE_SUMS_DEFAULT && !cg_target_is_emu(t));
 
-	s->live_sums = on && s->mainloop == CG_MAINLOOP_MMA && s->units == 0 &&
+	s->live_sums = on && (s->mainloop == CG_MAINLOOP_MMA || f8_split(s)) && s->units == 0 &&
 		       (s->split_k > 1 || s->sched == CG_SCHED_STREAM);
 }
 
