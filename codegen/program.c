@@ -1761,7 +1761,8 @@ live_sums(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
 	int on = (p->o.debug & DBG_LIVE_SUMS) || (LIVE_SUMS_DEFAULT && !cg_target_is_emu(t));
 
-	s->live_sums = on && (s->mainloop == CG_MAINLOOP_MMA || f8_split(s)) && s->units == 0 &&
+	s->live_sums = on && (s->mainloop == CG_MAINLOOP_MMA || (s->mainloop == CG_MAINLOOP_WGMMA && s->f8.group > 0)) &&
+		       s->units == 0 &&
 		       (s->split_k > 1 || s->sched == CG_SCHED_STREAM);
 }
 
