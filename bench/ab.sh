@@ -75,8 +75,7 @@ if [ "${1:-}" = prepare ]; then
 			# ptxas's spills (--cubin): an arm's kernels that spill where main's do not
 			"$c" inspect "$tmp/$a.$b.moeb" | grep -E 'spills [1-9]' >"$tmp/spills.$a" || true
 			[ "$a" = main ] && [ -s "$tmp/spills.main" ] && echo "NOTE main.$b spills: $(cat "$tmp/spills.main")"
-			if [ "$a" != main ] && ! cmp -s "$tmp/spills.$a" "$tmp/spills.main"; then
-				grep -vxFf "$tmp/spills.main" "$tmp/spills.$a"
+			if [ "$a" != main ] && grep -vxFf "$tmp/spills.main" "$tmp/spills.$a"; then	# (fewer: fine)
 				echo "FAIL $a.$b: a kernel spills (main's do not)"
 				exit 1
 			fi

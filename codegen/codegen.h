@@ -1047,6 +1047,28 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  * (without the kept table below) 0.997-1.006x.  The default since.
  */
 #define CG_QAHEAD_DEFAULT 1	/* 0: with the flag only */
+/*
+ * FP8 x FP8 split-K (program.c's f8_split; issue 13, session 39): the dense
+ * GEMMs on the cp.async wgmma mainloop (FP8 has no mma.sync one; the WS
+ * mainloop takes no split, so cg_gemm_ws_for leaves these to it).  At
+ * decode DeepSeek-V3's shared gate|up (N = 4096 interleaved, K = 7168,
+ * SwiGLU, its output quantised per 128) is N/256 = 16 CTAs of 64x256 (bn
+ * 256: SwiGLU's 128 output columns are one quantisation group) streaming
+ * 29 MB: 43-47 us on the H200 where main's bf16 split 8 (128 CTAs, 58.7 MB)
+ * took 30-33.  A slice promotes its own k-tiles (scale block = k-tile) into
+ * f32 sums; the slices' sums are added in slice order by split_reduce
+ * (live rows), and the last slice runs SwiGLU and the group quantisation on
+ * the full sums: other bits than unsplit (the f32 additions' order), within
+ * the interpreter's tolerance.  S by split_time as for bf16 (16 CTAs: S = 8,
+ * 128 CTAs).  Only those whose output is quantised per group (the ones the
+ * bf16 path split before FP8_GLU_DEFAULT); grouped FP8 GEMMs keep their
+ * tiles (DeepSeek-V3's routed ones give 128 CTAs at T = 1 already), and so
+ * does the shared down (k6: 112 CTAs, which the model would split 2; the
+ * A/B's tuned arm measures that).  0 until bench/ab/s39-f8dec.ab runs on a
+ * GPU (emulator-checked only: the device was withdrawn in session 39); the
+ * A/B's new arm is a moec built with it 1.
+ */
+#define CG_F8_SPLIT_DEFAULT 0
 typedef struct CgFrontSpec CgFrontSpec;
 struct CgFrontSpec {
 	int64_t H;		/* x's row length, the router GEMM's K */

@@ -271,9 +271,11 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 	if (s->K % s->bk)
 		return diag_error(d, LOC_NONE, "gemm: K = %lld is not a multiple of bk = %d (pad the weight)",
 				  (long long)s->K, s->bk);
-	if (s->split_k > 1 && (s->mainloop != CG_MAINLOOP_MMA || (s->K / s->bk) % s->split_k))
-		return diag_error(d, LOC_NONE, "gemm: split-K %d needs the mma.sync mainloop and a k-tile "
-				  "count (%lld) it divides", s->split_k, (long long)(s->K / s->bk));
+	if (s->split_k > 1 && ((s->mainloop != CG_MAINLOOP_MMA && !(s->mainloop == CG_MAINLOOP_WGMMA && s->f8.group > 0)) ||
+			       (s->K / s->bk) % s->split_k))
+		return diag_error(d, LOC_NONE, "gemm: split-K %d needs the mma.sync mainloop (or FP8 x FP8's "
+				  "cp.async wgmma one) and a k-tile count (%lld) it divides", s->split_k,
+				  (long long)(s->K / s->bk));
 	if (s->sched == CG_SCHED_STREAM && (s->mainloop != CG_MAINLOOP_MMA || s->bq.direct ||
 					    s->f8.group > 0 || s->quant.kind == CG_QUANT_GROUP))
 		return diag_error(d, LOC_NONE, "gemm: stream-K needs the mma.sync mainloop, B in bf16, f16, "
@@ -1453,12 +1455,13 @@ sum_elem(G *g, LLVMValueRef part, int i, int j, int q, int load, LLVMValueRef li
 }
 
 /* Every accumulator through sum_elem; under live_sums (the mma.sync
- * mainloop's rows) with its row's test. */
+ * mainloop's rows, or the cp.async wgmma one's: row blocks 64 apart) with
+ * its row's test. */
 static void
 sum_move(G *g, LLVMValueRef part, int load)
 {
 	const GemmSpec *s = &g->k.s;
-	int by_row = s->live_sums && s->mainloop == CG_MAINLOOP_MMA;
+	int by_row = s->live_sums && (s->mainloop == CG_MAINLOOP_MMA || s->mainloop == CG_MAINLOOP_WGMMA);
 
 	for (int i = 0; i < g->mi; i++) {
 		LLVMValueRef live[2] = {by_row ? sum_row_live(g, i, 0) : NULL, by_row ? sum_row_live(g, i, 1) : NULL};

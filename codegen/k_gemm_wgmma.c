@@ -681,9 +681,9 @@ f8_bpos(const G *g, CgFn *f, LLVMValueRef c)
 }
 
 /* Per tile, for the nthr threads that stage the scales (thread k.tid of them):
- * the sources at k-tile 0 of A's rows tid (+ nthr ..) and B's columns tid
- * (+ nthr ..) of the tile (g->wg.ssrc, A's first), A's through the row
- * gather, B's through the interleave. */
+ * the sources at k-tile 0 (of the slice, split-K) of A's rows tid (+ nthr ..)
+ * and B's columns tid (+ nthr ..) of the tile (g->wg.ssrc, A's first), A's
+ * through the row gather, B's through the interleave. */
 void
 gemm_f8_scale_sources(G *g, int nthr)
 {
@@ -692,10 +692,11 @@ gemm_f8_scale_sources(G *g, int nthr)
 	const GemmSpec *s = &k->s;
 	int64_t nb = s->K / s->f8.group;	/* scale blocks per row */
 	int na = (s->bm + nthr - 1) / nthr, nbn = (f8_bscales(g) + nthr - 1) / nthr;
+	LLVMValueRef kb0 = s->split_k > 1 ? cg_sext64(f, cg_muli(f, cg_ctaid(f, 2), g->kt)) : cg_i64(f, 0);
 
 	for (int i = 0; i < na; i++) {
 		LLVMValueRef r = gemm_a_row(k, cg_add(f, k->row0, cg_addi(f, k->tid, (int64_t)i * nthr)));
-		g->wg.ssrc[i] = gptr(f, k->As, cg_muli(f, cg_sext64(f, r), nb), 4);
+		g->wg.ssrc[i] = gptr(f, k->As, cg_add(f, cg_muli(f, cg_sext64(f, r), nb), kb0), 4);
 	}
 	for (int j = 0; j < nbn; j++) {
 		LLVMValueRef c = cg_addi(f, k->tid, (int64_t)j * nthr), n;
@@ -704,8 +705,8 @@ gemm_f8_scale_sources(G *g, int nthr)
 		n = gemm_b_row(g, cg_add(f, k->n0, c));
 		if (f8_blocked(g))	/* a column block past N: any row of the expert */
 			n = cg_min(f, n, cg_i32(f, (int)(s->N - 1)));
-		g->wg.ssrc[na + j] = gptr(f, k->Bs, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
-								    cg_sext64(f, n)), nb), 4);
+		g->wg.ssrc[na + j] = gptr(f, k->Bs, cg_add(f, cg_muli(f, cg_add(f, cg_muli(f, cg_sext64(f, k->e), s->N),
+									    cg_sext64(f, n)), nb), kb0), 4);
 	}
 }
 

@@ -551,7 +551,10 @@ cg_emit_norm(CgModule *m, const char *name, const CgNormSpec *s, Diag *d)
 		P(CGP_PTR, "rstd", rstd);
 	P(CGP_I32, "T", T);
 #undef P
-	n.f = cg_fn_begin(m, name, par, np, 32 * WARPS, 0, d);
+	/* a quantising norm: a launch bound of 1 CTA an SM, else ptxas may cap
+	 * it at 128 registers and spill (DeepSeek-V3's layer 0, 7168 read
+	 * twice: 44 bytes at 128, none at 135; its layer 3's took 150 unasked) */
+	n.f = cg_fn_begin(m, name, par, np, 32 * WARPS, s->qgroup ? 1 : 0, d);
 	if (!n.f)
 		return -1;
 	for (int i = 0; i < np; i++) {

@@ -1063,6 +1063,14 @@ bq_inflight(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 	return per * (s->bq.direct ? 1 : s->stages - 1) * stage;	/* direct: a k-tile in registers */
 }
 
+
+static int
+f8_split(const GemmSpec *s)
+{
+	return CG_F8_SPLIT_DEFAULT && s->f8.group > 0 && s->mainloop == CG_MAINLOOP_WGMMA && s->groups == 0 &&
+	       s->quant.kind == CG_QUANT_GROUP;
+}
+
 static void
 split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 {
@@ -1070,8 +1078,8 @@ split_k(const CgTarget *t, GemmSpec *s, int64_t tlo, int64_t thi)
 	int best = 1;
 
 	s->split_k = s->split_slots = 0;
-	if (s->bm > 64 || s->mainloop != CG_MAINLOOP_MMA)
-		return;	/* (FP8 x FP8 sets the wgmma mainloop: no split) */
+	if (s->bm > 64 || (s->mainloop != CG_MAINLOOP_MMA && !f8_split(s)))
+		return;
 	if (s->bq.group > 0 ? bq_inflight(t, s, tlo) >= INFLIGHT_SM : est_ctas(s, tlo) >= cg_target_sms(t))
 		return;
 	/* A prefill band whose most rows give a third of the SMs a CTA streams A
@@ -1718,7 +1726,8 @@ live_sums(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
 	int on = (p->o.debug & DBG_LIVE_SUMS) || (LIVE_SUMS_DEFAULT && !cg_target_is_emu(t));
 
-	s->live_sums = on && s->mainloop == CG_MAINLOOP_MMA && s->units == 0 &&
+	s->live_sums = on && (s->mainloop == CG_MAINLOOP_MMA || (s->mainloop == CG_MAINLOOP_WGMMA && s->f8.group > 0)) &&
+		       s->units == 0 &&
 		       (s->split_k > 1 || s->sched == CG_SCHED_STREAM);
 }
 

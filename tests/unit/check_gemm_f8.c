@@ -495,6 +495,73 @@ START_TEST(test_whole)
 }
 END_TEST
 
+/*
+ * Split-K on the cp.async wgmma mainloop (CG_F8_SPLIT_DEFAULT, session 39): each
+ * slice promotes its own k-tiles (its scales from its first scale block), the
+ * slices' f32 sums are added in slice order (split_reduce, with and without
+ * live rows), the last slice runs the epilogue.  Against the reference: the
+ * dense gate|up with SwiGLU over an interleaved B (bf16 out), 1, 16 and 70
+ * tokens (a second row tile with rows past M), S = 2 and 4 of 8 k-tiles;
+ * the quantised output (e4m3 per 128) over the whole program is
+ * test_f8_split_program's.  ptxas: DeepSeek-V3's k5 (N 4096, K 7168,
+ * 64x256 whole, blocked scales, split 8) without spills.
+ */
+static void
+f8_split(GemmSpec *s, int S, int T)
+{
+	s->split_k = S;
+	s->split_slots = (int)((s->m_per_t * T + s->bm - 1) / s->bm * (s->N / s->bn));
+}
+
+START_TEST(test_split)
+{
+	static const int Ts[] = {1, 16, 70}, Ss[] = {2, 4};
+	GemmCase c = {.what = "f8 dense gate|up 64x256 split-K"};
+
+	for (size_t i = 0; i < NELEM(Ts); i++)
+		for (size_t j = 0; j < NELEM(Ss); j++)
+			for (int live = 0; live < 2; live++) {
+				char what[128];
+				spec_f8(&c.s, 512, 1024);
+				cg_ep_swiglu(&c.s.ep, cg_ep_acc(&c.s.ep), NULL);
+				c.s.c_dt = DT_BF16;
+				c.s.f8.b_interleave = 1;
+				c.s.f8.b_block = 128;
+				c.s.f8.whole = 1;
+				gh_tiles(&c.s, 64, 256, 128, 1, 8, 4);
+				c.s.mainloop = CG_MAINLOOP_WGMMA;
+				c.T = Ts[i];
+				f8_split(&c.s, Ss[j], 80);
+				c.s.live_sums = live;
+				snprintf(what, sizeof what, "f8 dense gate|up 64x256 split-K %d, T = %d%s", Ss[j], Ts[i],
+					 live ? ", live rows" : "");
+				c.what = what;
+				gh_check(&c, 1e-2);
+			}
+	spec_f8(&c.s, 512, 1024);
+	f8_split(&c.s, 3, 16);
+	refused(&c.s, "split-K 3 needs");
+	c.s.mainloop = CG_MAINLOOP_WS;
+	f8_split(&c.s, 2, 16);
+	refused(&c.s, "split-K 2 needs");
+
+	GemmSpec ds = c.s;
+	ds.N = 4096;
+	ds.K = 7168;
+	cg_ep_swiglu(&ds.ep, cg_ep_acc(&ds.ep), NULL);
+	ds.f8 = (CgF8){.group = 128, .b_interleave = 1, .b_block = 128, .whole = 1};
+	ds.c_dt = DT_F8E4M3;
+	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
+	gh_tiles(&ds, 64, 256, 128, 2, 4, 4);
+	ds.mainloop = CG_MAINLOOP_WGMMA;
+	f8_split(&ds, 8, 16);
+	ds.live_sums = 1;
+	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fsk");
+	gh_assemble(m, 1, "gemm_f8 split-K shared gate|up", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+}
+END_TEST
+
 /* ---- whole programs: fuse-dequant (A and B), lower_gemm, the plan, the emulator ---- */
 
 /*
@@ -589,6 +656,49 @@ static const struct {
 	{prog_moe_blocked, 45, "moe_k3", "f8: b_block=128"},
 	{prog_moe_blocked, 200, "moe_k3", "f8: b_block=128"},
 };
+
+/* prog_dense with K = 1024 (8 k-tiles): the decode plan splits its gate|up
+ * (CG_F8_SPLIT_DEFAULT; a table's split where it is 0), whose output is
+ * quantised per 128. */
+static const char prog_dense_deep[] =
+	"weight $w1 : f8e4m3[512,1024] scale=2\n"
+	"weight $w1s : f32[512,8] mean=0.02 scale=0.005\n"
+	"weight $w2 : f8e4m3[1024,256] scale=2\n"
+	"weight $w2s : f32[1024,2] mean=0.02 scale=0.005\n"
+	"graph @d(%x: bf16[T,1024]) -> (y: bf16[T,1024]) {\n"
+	"	%q, %qs = quantize_dynamic %x, group=128, to=f8e4m3 : f8e4m3[T,1024], f32[T,8]\n"
+	"	%xa = dequantize %q, %qs, axis=1, block_size=128, to=bf16 : bf16[T,1024]\n"
+	"	%w1d = dequantize $w1, $w1s, axis=1, block_size=128, to=bf16 : bf16[512,1024]\n"
+	"	%h = matmul %xa, %w1d, trans_b=1 : bf16[T,512]\n"
+	"	%a = swiglu %h, act=silu, layout=interleave : bf16[T,256]\n"
+	"	%aq, %as = quantize_dynamic %a, group=128, to=f8e4m3 : f8e4m3[T,256], f32[T,2]\n"
+	"	%ad = dequantize %aq, %as, axis=1, block_size=128, to=bf16 : bf16[T,256]\n"
+	"	%w2d = dequantize $w2, $w2s, axis=1, block_size=128, to=bf16 : bf16[1024,256]\n"
+	"	%y0 = matmul %ad, %w2d, trans_b=1 : bf16[T,1024]\n"
+	"	%y = add %x, %y0 : bf16[T,1024]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_f8_split_program)
+{
+	/* the planner's split where CG_F8_SPLIT_DEFAULT is 1; else a table's (.k4) */
+	const char *path = CG_F8_SPLIT_DEFAULT ? NULL : "check_gemm_f8_split.tuning";
+
+	if (path) {
+		FILE *fp = fopen(path, "w");
+		ck_assert_ptr_nonnull(fp);
+		fputs("moec-tuning 2\n"
+		      "emu dense.m1.n512.k1024.f8e4m3.f8e4m3.nk.t1-1 64x256x128.w2x4.s4.k4.fw\n"
+		      "emu dense.m1.n512.k1024.f8e4m3.f8e4m3.nk.t2-16 64x256x128.w2x4.s4.k4.fw\n", fp);
+		fclose(fp);
+	}
+	gh_check_program_tuned(prog_dense_deep, 1, 16, "d_k0", "split-k", 2e-2, DBG_EMU_WGMMA, path);
+	gh_check_program_tuned(prog_dense_deep, 16, 16, "d_k0", "split-k", 2e-2, DBG_EMU_WGMMA, path);
+	gh_check_program_tuned(prog_dense_deep, 16, 16, "d_k0", "split-k", 2e-2, DBG_EMU_WGMMA | DBG_LIVE_SUMS, path);
+	if (path)
+		remove(path);
+}
+END_TEST
 
 START_TEST(test_program_against_interpreter)
 {
@@ -1456,6 +1566,11 @@ gemm_f8_suite(void)
 	t = tcase_create("shared");	/* the shared expert's gate|up FP8 x FP8, persistent (session 39) */
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_ws_shared_gateup);
+	suite_add_tcase(s, t);
+	t = tcase_create("split");	/* FP8 x FP8 split-K at decode (session 39) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_split);
+	tcase_add_test(t, test_f8_split_program);
 	suite_add_tcase(s, t);
 	return s;
 }
