@@ -774,17 +774,7 @@ place_body(Pm *p)
 	cg_endloop(f, &l);
 }
 
-int64_t
-cg_permute_ws_bytes(const CgPermuteSpec *s)
-{
-	Pm p;
-
-	memset(&p, 0, sizeof p);
-	p.s = *s;
-	grid_layout(&p, s->max_slots);
-	return 4 * (int64_t)(s->E + 1) * (MAX(s->max_slots, 0) / p.CH + 1);
-}
-
+/* The grid sort's chunk (slots a count covers) at s's max_slots. */
 int
 cg_permute_chunk(const CgPermuteSpec *s)
 {
@@ -794,6 +784,12 @@ cg_permute_chunk(const CgPermuteSpec *s)
 	p.s = *s;
 	grid_layout(&p, s->max_slots);
 	return p.CH;
+}
+
+int64_t
+cg_permute_ws_bytes(const CgPermuteSpec *s)
+{
+	return 4 * (int64_t)(s->E + 1) * (MAX(s->max_slots, 0) / cg_permute_chunk(s) + 1);
 }
 
 /* The two kernels of the grid sort. */

@@ -1896,38 +1896,36 @@ cg_vote_any(CgFn *f, LLVMValueRef pred)
 	return cg_intrinsic(f, "llvm.nvvm.vote.any.sync", f->ti1, NULL, 0, a, 2);
 }
 
-/* match.any.sync.b32 over the full warp (every lane must reach it): the
- * mask (i32) of the lanes whose v (i32) equals this lane's */
+/* A full-warp i32 operation on v (every lane must reach it): the intrinsic
+ * with the full mask (first or last of its two operands), or on the
+ * emulator its runtime helper, which rewrites v in place. */
+static LLVMValueRef
+warp_i32(CgFn *f, const char *emu, const char *intr, int mask_first, LLVMValueRef v)
+{
+	LLVMValueRef a[2];
+
+	if (f->emu) {
+		LLVMValueRef io = cg_var(f, f->ti32, v);
+		cg_call_emu(f, emu, NULL, &io, 1);
+		return cg_get(f, io);
+	}
+	a[!mask_first] = cg_i32(f, -1);
+	a[mask_first] = v;
+	return cg_intrinsic(f, intr, f->ti32, NULL, 0, a, 2);
+}
+
+/* match.any.sync.b32: the mask (i32) of the lanes whose v (i32) equals this lane's */
 LLVMValueRef
 cg_match_any(CgFn *f, LLVMValueRef v)
 {
-	LLVMValueRef a[2];
-
-	if (f->emu) {
-		LLVMValueRef io = cg_var(f, f->ti32, v);
-		cg_call_emu(f, "moec_emu_match_any", NULL, &io, 1);
-		return cg_get(f, io);
-	}
-	a[0] = cg_i32(f, -1);
-	a[1] = v;
-	return cg_intrinsic(f, "llvm.nvvm.match.any.sync.i32", f->ti32, NULL, 0, a, 2);
+	return warp_i32(f, "moec_emu_match_any", "llvm.nvvm.match.any.sync.i32", 1, v);
 }
 
-/* redux.sync.max.u32 over the full warp (every lane must reach it): the
- * warp's largest v (i32, unsigned) in every lane; one instruction (sm_80) */
+/* redux.sync.max.u32: the warp's largest v (i32, unsigned) in every lane; one instruction (sm_80) */
 LLVMValueRef
 cg_redux_umax(CgFn *f, LLVMValueRef v)
 {
-	LLVMValueRef a[2];
-
-	if (f->emu) {
-		LLVMValueRef io = cg_var(f, f->ti32, v);
-		cg_call_emu(f, "moec_emu_redux_umax", NULL, &io, 1);
-		return cg_get(f, io);
-	}
-	a[0] = v;
-	a[1] = cg_i32(f, -1);
-	return cg_intrinsic(f, "llvm.nvvm.redux.sync.umax", f->ti32, NULL, 0, a, 2);
+	return warp_i32(f, "moec_emu_redux_umax", "llvm.nvvm.redux.sync.umax", 0, v);
 }
 
 /* bar.warp.sync over the full warp: the lanes' shared-memory accesses before
