@@ -434,6 +434,53 @@ fill_exact(Tensor *t, uint64_t seed, int levels)
 	}
 }
 
+/* Routing family f's graph over rows of H: the router GEMM, route and permute. */
+static void
+fam_src(char *src, size_t n, size_t f, int H)
+{
+	int E = front_fams[f].E, k = front_fams[f].k;
+
+	snprintf(src, n,
+		 "%s"
+		 "graph @r(%%x: bf16[T,%d], %%wr: bf16[%d,%d]) -> (w: f32[T,%d], ids: i32[T,%d], "
+		 "offs: i32[%d], rows: i32[%d*T]) {\n"
+		 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
+		 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+		 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
+		 "\tret %%w, %%ids, %%offs, %%rows\n}\n",
+		 front_fams[f].selbias ? "weight $b : f32[256] scale=0.5 seed=9\n\n" : "", H, E, H, k,
+		 k, E + 1, k, E, front_fams[f].selbias ? ", $b" : "", k, front_fams[f].attrs, k, k, E,
+		 E + 1, k, k);
+}
+
+/* fam_src's inputs at T tokens (exact values: ties are common) and the
+ * interpreter's results of them in want[4] (w, ids, offs, rows). */
+static void
+fam_inputs(Module *ref, Tensor in[2], Tensor want[4], int64_t T, int H, int E, Diag *d)
+{
+	int64_t dx[2] = {T, H}, dw[2] = {E, H};
+
+	ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
+	ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
+	fill_exact(&in[0], (uint64_t)T, 2);
+	fill_exact(&in[1], 7, 1);
+	ck_assert_int_eq(ir_eval(ir_main_graph(ref), in, 2, want, NULL, d), 0);
+}
+
+/* got against the interpreter's want: ids, offsets and rows bit for bit, weights to f32 rounding. */
+static void
+fam_check(const Tensor *got, const Tensor *want, size_t f, int64_t T)
+{
+	for (int o = 1; o < 4; o++)
+		ck_assert_msg(memcmp(got[o].data, want[o].data, tensor_nbytes(&want[o])) == 0,
+			      "%s T=%lld: result %d differs from the interpreter's", front_fams[f].attrs, (long long)T, o);
+	for (int64_t i = 0; i < tensor_numel(&want[0]); i++) {
+		float a = ((float *)got[0].data)[i], b = ((float *)want[0].data)[i];
+		ck_assert_msg(fabsf(a - b) <= 1e-6f * fmaxf(1, fabsf(b)), "%s T=%lld: weight %lld %g, want %g",
+			      front_fams[f].attrs, (long long)T, (long long)i, a, b);
+	}
+}
+
 /*
  * The router GEMM, route and permute as one front launch (max_tokens 64):
  * logits exact in f32 (small multiples of 1/8), so ids, offsets and rows
@@ -462,23 +509,13 @@ START_TEST(test_front_routing_is_the_interpreters)
 	char src[2048];
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k, H = f % 2 ? 2304 : 64;	/* vector rows, or not */
+		int E = front_fams[f].E, H = f % 2 ? 2304 : 64;	/* vector rows, or not */
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p;
 
-		snprintf(src, sizeof src,
-			 "%s"
-			 "graph @r(%%x: bf16[T,%d], %%wr: bf16[%d,%d]) -> (w: f32[T,%d], ids: i32[T,%d], "
-			 "offs: i32[%d], rows: i32[%d*T]) {\n"
-			 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-			 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
-			 "\tret %%w, %%ids, %%offs, %%rows\n}\n",
-			 front_fams[f].selbias ? "weight $b : f32[256] scale=0.5 seed=9\n\n" : "", H, E, H, k,
-			 k, E + 1, k, E, front_fams[f].selbias ? ", $b" : "", k, front_fams[f].attrs, k, k, E,
-			 E + 1, k, k);
+		fam_src(src, sizeof src, f, H);
 		diag_init(&d, stderr);
 		m = fused("front.ir", src, &ref, &d);
 		emu_opts(&co, arm[_i].mt);
@@ -510,27 +547,15 @@ START_TEST(test_front_routing_is_the_interpreters)
 				 ((arm[_i].debug & DBG_FRONT2) || CG_FRONT2_DEFAULT) && H == 2304 &&
 				 (E == 16 || arm[_i].mt <= 4));
 		for (size_t ti = 0; ti < NELEM(arm[0].ts); ti++) {
-			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
+			int64_t T = ts[ti];
 			Tensor in[2], want[4], got[4];
-			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
-			ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
-			fill_exact(&in[0], (uint64_t)T, 2);
-			fill_exact(&in[1], 7, 1);
-			ck_assert_int_eq(ir_eval(ir_main_graph(ref), in, 2, want, NULL, &d), 0);
+			fam_inputs(ref, in, want, T, H, E, &d);
 			for (int o = 0; o < 4; o++) {
 				ck_assert_int_eq(tensor_alloc(&got[o], want[o].dt, want[o].rank, want[o].dim), 0);
 				memset(got[o].data, 0xff, tensor_nbytes(&got[o]));
 			}
 			ck_assert_int_eq(cg_program_emulate(p, in, got, T, &d), 0);
-			for (int o = 1; o < 4; o++)
-				ck_assert_msg(memcmp(got[o].data, want[o].data, tensor_nbytes(&want[o])) == 0,
-					      "%s T=%lld: result %d differs from the interpreter's",
-					      front_fams[f].attrs, (long long)T, o);
-			for (int64_t i = 0; i < tensor_numel(&want[0]); i++) {
-				float a = ((float *)got[0].data)[i], b = ((float *)want[0].data)[i];
-				ck_assert_msg(fabsf(a - b) <= 1e-6f * fmaxf(1, fabsf(b)), "%s T=%lld: weight %lld "
-					      "%g, want %g", front_fams[f].attrs, (long long)T, (long long)i, a, b);
-			}
+			fam_check(got, want, f, T);
 			for (int o = 0; o < 4; o++) {
 				tensor_free(&got[o]);
 				tensor_free(&want[o]);
@@ -563,23 +588,13 @@ START_TEST(test_route_counts_for_the_permute)
 	int taken = 0;
 
 	for (size_t f = 0; f < NELEM(front_fams); f++) {
-		int E = front_fams[f].E, k = front_fams[f].k, H = 256;
+		int E = front_fams[f].E, H = 256;
 		Diag d;
 		Module *m, *ref;
 		CgCompileOpts co;
 		CgProgram *p, *q;
 
-		snprintf(src, sizeof src,
-			 "%s"
-			 "graph @r(%%x: bf16[T,%d], %%wr: bf16[%d,%d]) -> (w: f32[T,%d], ids: i32[T,%d], "
-			 "offs: i32[%d], rows: i32[%d*T]) {\n"
-			 "\t%%l = matmul %%x, %%wr, to=f32, trans_b=1 : f32[T,%d]\n"
-			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-			 "\t%%offs, %%rows, %%pos = permute %%ids, experts=%d : i32[%d], i32[%d*T], i32[%d*T]\n"
-			 "\tret %%w, %%ids, %%offs, %%rows\n}\n",
-			 front_fams[f].selbias ? "weight $b : f32[256] scale=0.5 seed=9\n\n" : "", H, E, H, k,
-			 k, E + 1, k, E, front_fams[f].selbias ? ", $b" : "", k, front_fams[f].attrs, k, k, E,
-			 E + 1, k, k);
+		fam_src(src, sizeof src, f, H);
 		diag_init(&d, stderr);
 		m = fused("count.ir", src, &ref, &d);
 		emu_opts(&co, 300);
@@ -597,13 +612,9 @@ START_TEST(test_route_counts_for_the_permute)
 		ck_assert_int_eq(launches(cg_program_manifest(q), "_count"), !qc);
 		taken += counted;
 		for (size_t ti = 0; ti < NELEM(ts); ti++) {
-			int64_t T = ts[ti], dx[2] = {T, H}, dw[2] = {E, H};
+			int64_t T = ts[ti];
 			Tensor in[2], want[4], got[4], old[4];
-			ck_assert_int_eq(tensor_alloc(&in[0], DT_BF16, 2, dx), 0);
-			ck_assert_int_eq(tensor_alloc(&in[1], DT_BF16, 2, dw), 0);
-			fill_exact(&in[0], (uint64_t)T, 2);
-			fill_exact(&in[1], 7, 1);
-			ck_assert_int_eq(ir_eval(ir_main_graph(ref), in, 2, want, NULL, &d), 0);
+			fam_inputs(ref, in, want, T, H, E, &d);
 			for (int o = 0; o < 4; o++) {
 				ck_assert_int_eq(tensor_alloc(&got[o], want[o].dt, want[o].rank, want[o].dim), 0);
 				ck_assert_int_eq(tensor_alloc(&old[o], want[o].dt, want[o].rank, want[o].dim), 0);
@@ -616,15 +627,7 @@ START_TEST(test_route_counts_for_the_permute)
 				ck_assert_msg(memcmp(got[o].data, old[o].data, tensor_nbytes(&want[o])) == 0,
 					      "%s T=%lld: result %d differs from the count launch's",
 					      front_fams[f].attrs, (long long)T, o);
-			for (int o = 1; o < 4; o++)
-				ck_assert_msg(memcmp(got[o].data, want[o].data, tensor_nbytes(&want[o])) == 0,
-					      "%s T=%lld: result %d differs from the interpreter's",
-					      front_fams[f].attrs, (long long)T, o);
-			for (int64_t i = 0; i < tensor_numel(&want[0]); i++) {
-				float a = ((float *)got[0].data)[i], b = ((float *)want[0].data)[i];
-				ck_assert_msg(fabsf(a - b) <= 1e-6f * fmaxf(1, fabsf(b)), "%s T=%lld: weight %lld "
-					      "%g, want %g", front_fams[f].attrs, (long long)T, (long long)i, a, b);
-			}
+			fam_check(got, want, f, T);
 			for (int o = 0; o < 4; o++) {
 				tensor_free(&got[o]);
 				tensor_free(&old[o]);
