@@ -926,6 +926,32 @@ gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debu
 	return c;
 }
 
+/* Type t's dims at T tokens (a symbolic dim is coef * T). */
+static void
+program_dims(Module *ref, const Type *t, int T, int64_t *dim)
+{
+	for (int r = 0; r < t->rank; r++)
+		dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
+}
+
+/* ref's main graph's inputs at T tokens, uniform in [-2, 2) from seed. */
+static void
+program_inputs(Module *ref, int T, uint64_t seed, Tensor *in)
+{
+	Graph *g = ir_main_graph(ref);
+
+	gh_seed(seed);
+	memset(in, 0, sizeof(Tensor) * (size_t)g->nparam);
+	for (int i = 0; i < g->nparam; i++) {
+		const Type *t = &g->param[i]->type;
+		int64_t dim[MAXRANK];
+		program_dims(ref, t, T, dim);
+		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
+		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
+			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
+	}
+}
+
 int
 gh_program_same_bits(const char *text, int T, int max_tokens, DbgFlags a, DbgFlags b)
 {
@@ -936,24 +962,13 @@ gh_program_same_bits(const char *text, int T, int max_tokens, DbgFlags a, DbgFla
 	int same = 1;
 
 	diag_init(&d, stderr);
-	gh_seed(778);
-	memset(in, 0, sizeof in);
-	for (int i = 0; i < g->nparam; i++) {
-		const Type *t = &g->param[i]->type;
-		int64_t dim[MAXRANK];
-		for (int r = 0; r < t->rank; r++)
-			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
-		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
-		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
-			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
-	}
+	program_inputs(ref, T, 778, in);
 	for (int v = 0; v < 2; v++) {
 		CgProgram *p = compile_for(text, "emu", max_tokens, v ? b : a, &m[v]);
 		for (int i = 0; i < g->nret; i++) {
 			const Type *t = &g->ret[i]->type;
 			int64_t dim[MAXRANK];
-			for (int r = 0; r < t->rank; r++)
-				dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
+			program_dims(ref, t, T, dim);
 			ck_assert_int_eq(tensor_alloc(&out[v][i], t->dt, t->rank, dim), 0);
 			memset(out[v][i].data, 0xff, tensor_nbytes(&out[v][i]));
 		}
@@ -1009,17 +1024,7 @@ gh_check_program_tuned(const char *text, int T, int max_tokens, const char *kern
 	ck_assert_msg(k != NULL, "no kernel %s", kernel);
 	ck_assert_msg(strstr(k->note, note) != NULL, "%s: '%s' lacks '%s'", kernel, k->note, note);
 
-	gh_seed(777);
-	memset(in, 0, sizeof in);
-	for (int i = 0; i < g->nparam; i++) {
-		const Type *t = &g->param[i]->type;
-		int64_t dim[MAXRANK];
-		for (int r = 0; r < t->rank; r++)
-			dim[r] = ir_dim_is_static(t->dim[r]) ? t->dim[r] : ir_dim_expr(ref, t->dim[r])->coef * T;
-		ck_assert_int_eq(tensor_alloc(&in[i], t->dt, t->rank, dim), 0);
-		for (int64_t e = 0; e < tensor_numel(&in[i]); e++)
-			dtype_store(t->dt, in[i].data, (size_t)e, gh_urand() * 2);
-	}
+	program_inputs(ref, T, 777, in);
 	memset(want, 0, sizeof want);
 	ck_assert_msg(ir_eval(g, in, g->nparam, want, NULL, &d) == 0, "ir_eval: %s", d.last);
 	for (int i = 0; i < g->nret; i++) {
