@@ -979,6 +979,21 @@ stream(GemmSpec *s, int ctas, int T)
 	s->ctas = ctas;
 }
 
+/* A Mixtral GPTQ-like down projection: 4 experts of u4 with zero points,
+ * group 128, bf16 scales, the routing weight and the scattered rows; T = 9
+ * tokens of 2 rows, counts 3, 3, 0, 12 (no tiles yet). */
+static GemmCase
+gptq_down(const char *what)
+{
+	GemmCase dn = {.what = what, .T = 9, .counts = {3, 3, 0, 12}};
+
+	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
+	dn.s.m_per_t = 2;
+	dn.s.b_dt = DT_U4;
+	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	return dn;
+}
+
 /*
  * Stream-K with quantised B staged through shared memory (program.c's
  * bq_stream, tuning variants .pN): a CTA's run crosses tiles, so the packed B, scale
@@ -1062,12 +1077,7 @@ START_TEST(test_stream)
 	g.T = 0;
 	memset(g.counts, 0, sizeof g.counts);
 	gh_check(&g, 1e-2);
-	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter (Mixtral GPTQ), 6 CTAs", .T = 9,
-		       .counts = {3, 3, 0, 12}};
-	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
-	dn.s.m_per_t = 2;
-	dn.s.b_dt = DT_U4;
-	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	GemmCase dn = gptq_down("grouped u4 down stream-K, scale + scatter (Mixtral GPTQ), 6 CTAs");
 	gh_tiles(&dn.s, 16, 64, 128, 1, 4, 4);
 	stream(&dn.s, 6, dn.T);
 	gh_check(&dn, 1e-2);
@@ -1228,12 +1238,7 @@ START_TEST(test_stream_ahead)
 					      b.what, bk, ahead[i], v);
 			}
 	}
-	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter, zero points, B ahead, 6 CTAs", .T = 9,
-		       .counts = {3, 3, 0, 12}};
-	gh_spec_grouped_scale_scatter(&dn.s, 4, 128, 512);
-	dn.s.m_per_t = 2;
-	dn.s.b_dt = DT_U4;
-	dn.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1};
+	GemmCase dn = gptq_down("grouped u4 down stream-K, scale + scatter, zero points, B ahead, 6 CTAs");
 	for (int bk = 64; bk <= 128; bk += 64) {
 		gh_tiles(&dn.s, 16, 64, bk, 1, 4, 4);
 		stream(&dn.s, 6, dn.T);
