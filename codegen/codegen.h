@@ -1033,9 +1033,9 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  * or with --debug=route-count only (0) */
 #define CG_ROUTE_COUNT_DEFAULT 1
 /*
- * Quantised B ahead (program.c's down_ahead) of the grid wait (--debug=qahead, session 39; issue 13):
- * the same for the stream-K mixed-input decode GEMMs (GemmSpec.bq: MXFP4,
- * GPTQ), whose fixed cost a launch (~10-11 us at T = 16: F = 2 t(k4) -
+ * Quantised B ahead of the grid wait (--debug=qahead, session 39; issue 13;
+ * program.c's down_ahead): bf16's down-ahead for the stream-K mixed-input
+ * decode GEMMs (GemmSpec.bq: MXFP4, GPTQ), whose fixed cost a launch (~10-11 us at T = 16: F = 2 t(k4) -
  * t(k3), docs/codegen.md "Quantised decode, session 38") holds a DRAM round
  * trip of every CTA's first k-tiles with nothing in flight: the packed
  * words, scales and zero points of the run's first AHEAD_SM bytes an SM
@@ -1044,7 +1044,7 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  * H200, session 39 (T = 16, CUDA graphs, medians of 6 interleaved rounds, the
  * same bits): gpt-oss-20b MXFP4 132.7 -> 131.9 us (0.994x; skewed 0.993x),
  * Mixtral GPTQ 222.3 -> 221.3 (0.995x; skewed 1.000x); the prefetch alone
- * (without the kept table below) 0.997-1.006x.  The default since.
+ * (without the kept table, GemmSpec.ahead_table) 0.997-1.006x.  The default since.
  */
 #define CG_QAHEAD_DEFAULT 1	/* 0: with the flag only */
 /*

@@ -100,12 +100,9 @@ struct CgProgram {
 	struct {		/* --debug=kept-flags: a memset whose launches leave its bytes 0 */
 		int n;		/* such memsets */
 		size_t ms, lo, hi;	/* the last one's step, and its launches' steps lo..hi-1 */
+		int64_t split_end;	/* > 0: that memset is a split GEMM's (split_workspace), whose
+					 * launch lines use this many workspace bytes (route_count) */
 	} kept;
-	struct {		/* the last split-K flag memset (split_workspace), for route_count */
-		int on;
-		size_t ms;	/* its step (kept.ms while no other memset came after it) */
-		int64_t end;	/* the workspace bytes its GEMM's launch lines use */
-	} zws;
 	struct {		/* route_count: the ids a route kernel counts for the grid permute */
 		const Value *ids;	/* NULL: none */
 		size_t step;	/* the route's launch step */
@@ -1063,7 +1060,7 @@ bq_inflight(const CgTarget *t, const GemmSpec *s, int64_t tokens)
 	return per * (s->bq.direct ? 1 : s->stages - 1) * stage;	/* direct: a k-tile in registers */
 }
 
-
+/* A dense FP8 x FP8 GEMM with a group-quantised output that split_k may split (CG_F8_SPLIT_DEFAULT). */
 static int
 f8_split(const GemmSpec *s)
 {
@@ -1491,7 +1488,6 @@ mid_persistent(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, 
  * (nothing before it to hide the table and prefetch behind).
  */
 enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (the flip after an A/B) */
-
 
 /*
  * And the down's expert table from before the wait kept (GemmSpec.ahead_table):
@@ -2327,9 +2323,7 @@ split_workspace(CgProgram *p, const GemmSeg *seg, int nseg)
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	p->kept.n += 1 + dynamic;	/* dynamic stream-K's counters stay set: never kept */
 	p->kept.ms = p->run.n;
-	p->zws.on = 1;
-	p->zws.ms = p->run.n;
-	p->zws.end = bytes;
+	p->kept.split_end = bytes;
 	p->kept.lo = p->kept.hi = p->run.n + 1;	/* (emit_gemm sets hi after its launch lines) */
 	vec_push(&p->run, m);
 	return 0;
@@ -2834,7 +2828,6 @@ rows_per_t(const CgProgram *p, const Node *call)
  * --debug=prefill-small only (0: the kernel with a CTA barrier a broadcast) */
 enum { ROUTE_WARP_DEFAULT = 1 };
 
-
 static int64_t static_t(const Node *call);
 
 /* The spec of permute call (node n): the grid sort unless --debug=old-rows. */
@@ -2901,16 +2894,16 @@ route_count(CgProgram *p, const Node *call, CgRouteSpec *s)
 		why = "its ids are not sorted by a grid permute";
 	else if (ps.E != s->E || ps.k != s->k || ps.ids_dt != DT_I32 || ps.m_per_t != s->m_per_t)
 		why = "the permute's slots are not the route's";
-	else if (!p->zws.on || p->kept.ms != p->zws.ms || ws_off_max(p, p->kept.hi, p->run.n) >= 0)
+	else if (p->kept.split_end <= 0 || ws_off_max(p, p->kept.hi, p->run.n) >= 0)
 		why = "no split-K flag memset before it (since the last launch passing the workspace) zeroes the table";
 	if (why) {
 		vec_push(&p->fusion, arena_printf(p->a, "  route @%s counts nothing for the permute: %s",
 						  call->callee->name, why));
 		return;
 	}
-	int64_t end = p->zws.end + MAX(0, ws_off_max(p, p->zws.ms + 1, p->kept.hi));
+	int64_t end = p->kept.split_end + MAX(0, ws_off_max(p, p->kept.ms + 1, p->kept.hi));
 	int64_t off = (end + 15) & ~(int64_t)15, bytes = cg_permute_ws_bytes(&ps);
-	p->run.v[p->zws.ms].bytes = MEXPR_INT(off + bytes);
+	p->run.v[p->kept.ms].bytes = MEXPR_INT(off + bytes);
 	p->ws_bytes = MAX(p->ws_bytes, off + bytes);
 	s->count_ch = cg_permute_chunk(&ps);
 	p->counted.ids = call->out[1];
@@ -3292,6 +3285,7 @@ emit_front(CgProgram *p, const Node *n, int *done)
 	m.dst = (MArg){.kind = ARG_BUF, .index = p->ws_buf, .name = WS_NAME};
 	p->kept.n++;
 	p->kept.ms = p->run.n;
+	p->kept.split_end = 0;	/* the front's flags */
 	vec_push(&p->run, m);
 	if (add_step(p, STEP_LAUNCH, k, args, static_t(f->route)) ||
 	    (name2 && add_step(p, STEP_LAUNCH, cg_module_find(p->mod[0], name2), args, static_t(f->route))))
