@@ -342,6 +342,20 @@ scores(R *r)
 	}
 }
 
+/* Group h's score o ranks before group g's, mine (f64): larger, a NaN above
+ * any number, or equal (NaN with NaN) and h the lower group (h, g: i32). */
+static LLVMValueRef
+score_before(CgFn *f, LLVMValueRef o, LLVMValueRef mine, LLVMValueRef h, LLVMValueRef g)
+{
+	LLVMBuilderRef B = f->B;
+	LLVMValueRef on = LLVMBuildFCmp(B, LLVMRealUNO, o, o, ""), mn = LLVMBuildFCmp(B, LLVMRealUNO, mine, mine, "");
+	LLVMValueRef gt = LLVMBuildOr(B, LLVMBuildAnd(B, on, LLVMBuildNot(B, mn, ""), ""),
+				      LLVMBuildFCmp(B, LLVMRealOGT, o, mine, ""), "");
+	LLVMValueRef eq = LLVMBuildOr(B, LLVMBuildAnd(B, on, mn, ""), LLVMBuildFCmp(B, LLVMRealOEQ, o, mine, ""), "");
+
+	return LLVMBuildOr(B, gt, LLVMBuildAnd(B, eq, cg_lt(f, h, g), ""), "");
+}
+
 /*
  * Groups: lanes g < n_group (strided) find their group's best (and second)
  * selection score serially, in f64 as the reference sums them; each group's
@@ -394,13 +408,7 @@ groups(R *r)
 		LLVMValueRef h = cg_loop(f, &lx, cg_i32(f, 0), cg_i32(f, G), cg_i32(f, 1));
 		{
 			LLVMValueRef o = cg_sload(f, tf64, warp_addr(r, r->gscore, h, 8), 8);
-			LLVMValueRef on = LLVMBuildFCmp(B, LLVMRealUNO, o, o, "");
-			LLVMValueRef mn = LLVMBuildFCmp(B, LLVMRealUNO, mine, mine, "");
-			LLVMValueRef gt = LLVMBuildOr(B, LLVMBuildAnd(B, on, LLVMBuildNot(B, mn, ""), ""),
-						      LLVMBuildFCmp(B, LLVMRealOGT, o, mine, ""), "");
-			LLVMValueRef eq = LLVMBuildOr(B, LLVMBuildAnd(B, on, mn, ""),
-						      LLVMBuildFCmp(B, LLVMRealOEQ, o, mine, ""), "");
-			LLVMValueRef before = LLVMBuildOr(B, gt, LLVMBuildAnd(B, eq, cg_lt(f, h, g), ""), "");
+			LLVMValueRef before = score_before(f, o, mine, h, g);
 			cg_set(f, rank, cg_add(f, cg_get(f, rank), LLVMBuildZExt(B, before, f->ti32, "")));
 		}
 		cg_endloop(f, &lx);
@@ -573,18 +581,12 @@ groups_redux(R *r)
 			score[g] = LLVMBuildFAdd(B, score[g], LLVMBuildFPExt(B, key_value(r, w2), tf64, ""), "");
 	}
 	for (int g = 0; g < G; g++) {
-		LLVMValueRef rank = cg_i32(f, 0), mine = score[g];
-		LLVMValueRef mn = LLVMBuildFCmp(B, LLVMRealUNO, mine, mine, "");
-		for (int h = 0; h < G; h++) {
-			LLVMValueRef o = score[h], on = LLVMBuildFCmp(B, LLVMRealUNO, o, o, "");
-			LLVMValueRef gt = LLVMBuildOr(B, LLVMBuildAnd(B, on, LLVMBuildNot(B, mn, ""), ""),
-						      LLVMBuildFCmp(B, LLVMRealOGT, o, mine, ""), "");
-			LLVMValueRef eq = LLVMBuildOr(B, LLVMBuildAnd(B, on, mn, ""),
-						      LLVMBuildFCmp(B, LLVMRealOEQ, o, mine, ""), "");
-			LLVMValueRef before = h < g ? LLVMBuildOr(B, gt, eq, "") : gt;
+		LLVMValueRef rank = cg_i32(f, 0);
+		for (int h = 0; h < G; h++)
 			if (h != g)
-				rank = cg_add(f, rank, LLVMBuildZExt(B, before, f->ti32, ""));
-		}
+				rank = cg_add(f, rank, LLVMBuildZExt(B, score_before(f, score[h], score[g],
+										    cg_i32(f, h), cg_i32(f, g)),
+								     f->ti32, ""));
 		keep[g] = cg_lt(f, rank, cg_i32(f, r->s.topk_group));
 	}
 	for (int j = 0; j < r->J; j++)
