@@ -329,11 +329,25 @@ typedef struct {
 	DType dt, bdt;
 } RouteCase;
 
+/* Case c's graph: its logits [T,E] (and bias [E]) through one route node. */
+static void
+route_text(const RouteCase *c, char *text, size_t n)
+{
+	char bparam[64] = "";
+
+	if (c->bias)
+		snprintf(bparam, sizeof bparam, ", %%b: %s[%d]", dtype_name(c->bdt), c->E);
+	snprintf(text, n,
+		 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
+		 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
+		 "\tret %%w, %%ids\n}\n",
+		 dtype_name(c->dt), c->E, bparam, c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
+}
+
 static void
 check_route(const RouteCase *c, int T)
 {
 	char text[1024];
-	const char *ldt = dtype_name(c->dt);
 	Module *im;
 	Graph *g;
 	Node *n;
@@ -344,15 +358,7 @@ check_route(const RouteCase *c, int T)
 	Run r = {0};
 	Diag d;
 
-	char bparam[64] = "";
-
-	if (c->bias)
-		snprintf(bparam, sizeof bparam, ", %%b: %s[%d]", dtype_name(c->bdt), c->E);
-	snprintf(text, sizeof text,
-		 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
-		 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-		 "\tret %%w, %%ids\n}\n",
-		 ldt, c->E, bparam, c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
+	route_text(c, text, sizeof text);
 	im = parse(text);
 	g = graph_named(im, "r");
 	n = g->first;
@@ -1383,15 +1389,8 @@ emit_all(CgModule *m, Diag *d)
 	for (size_t i = 0; i < NELEM(route_cases); i++) {
 		Module *im;
 		CgRouteSpec s;
-		char text[512], bp[64] = "";
-		const RouteCase *c = &route_cases[i];
-		if (c->bias)
-			snprintf(bp, sizeof bp, ", %%b: %s[%d]", c->E == 512 ? "bf16" : c->E == 16 ? "f16" : "f32", c->E);
-		snprintf(text, sizeof text,
-			 "graph @r(%%l: %s[T,%d]%s) -> (w: f32[T,%d], ids: i32[T,%d]) {\n"
-			 "\t%%w, %%ids = route %%l%s, k=%d, %s : f32[T,%d], i32[T,%d]\n"
-			 "\tret %%w, %%ids\n}\n", dtype_name(c->dt), c->E, bp,
-			 c->k, c->k, c->bias ? ", %b" : "", c->k, c->attrs, c->k, c->k);
+		char text[512];
+		route_text(&route_cases[i], text, sizeof text);
 		im = parse(text);
 		ck_assert_msg(cg_route_spec(graph_named(im, "r")->first, &s, d) == 0, "%s", d->last);
 		snprintf(name, sizeof name, "route%zu", i);
