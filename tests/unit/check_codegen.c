@@ -516,18 +516,6 @@ END_TEST
 
 /* ---- split-K (GemmSpec.split_k) ---- */
 
-/* Workspace slots for every tile launch at T: grid x * grid y. */
-static void
-split(GemmSpec *s, int S, int T)
-{
-	GemmSpec r = *s;
-
-	cg_gemm_resolve(&r);
-	s->split_k = S;
-	s->split_slots = (int)(((int64_t)r.m_per_t * T + (int64_t)r.groups * (r.bm - 1) + r.bm - 1) /
-			       r.bm * (r.N / r.bn));
-}
-
 static const struct {
 	const char *what;
 	int kind;		/* 0 dense bias+GELU, 1 grouped gather+SwiGLU, 2 grouped scale+scatter */
@@ -560,7 +548,7 @@ split_case(GemmCase *c, int i)
 	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
 	c->T = split_cases[i].T;
 	memcpy(c->counts, split_cases[i].counts, sizeof split_cases[i].counts);	/* the rest stay 0 */
-	split(&c->s, split_cases[i].S, c->T);
+	gh_split(&c->s, split_cases[i].S, c->T);
 }
 
 /* Both runs; 1 when their outputs are the same bits. */
@@ -607,7 +595,7 @@ START_TEST(test_split_k_rules)
 	diag_init(&d, NULL);
 	gh_spec_dense_bias_gelu(&s, 256, 512);
 	gh_tiles(&s, 16, 128, 128, 1, 4, 4);
-	split(&s, 2, 16);
+	gh_split(&s, 2, 16);
 	ck_assert_int_eq(cg_gemm_check(&t80, &s, &d), 0);
 	CgModule *m = cg_module_new(&t80, "split", &d);
 	ck_assert_int_eq(cg_emit_gemm(m, "g", &s, &d), 0);
@@ -636,7 +624,7 @@ START_TEST(test_split_k_rules)
 	s.sched = CG_SCHED_TILES;
 	s.split_slots = 0;
 	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
-	split(&s, 2, 16);
+	gh_split(&s, 2, 16);
 	gh_tiles(&s, 128, 128, 64, 2, 2, 4);
 	s.mainloop = CG_MAINLOOP_WGMMA;
 	ck_assert_int_lt(cg_gemm_check(&t90a, &s, &d), 0);
@@ -690,7 +678,7 @@ stream_case(GemmCase *c, int i, int ctas)
 	gh_tiles(&c->s, tl[0], tl[1], tl[2], tl[3], tl[4], tl[5]);
 	c->T = stream_cases[i].T;
 	memcpy(c->counts, stream_cases[i].counts, sizeof stream_cases[i].counts);
-	split(&c->s, 0, MAX(c->T, 1));	/* a slot per tile */
+	gh_split(&c->s, 0, MAX(c->T, 1));	/* a slot per tile */
 	c->s.sched = CG_SCHED_STREAM;
 	c->s.ctas = ctas;
 }
@@ -878,7 +866,7 @@ START_TEST(test_stream_dyn_rules)
 	diag_init(&d, NULL);
 	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
 	gh_tiles(&s[0], 16, 128, 128, 1, 4, 5);
-	split(&s[0], 0, 16);
+	gh_split(&s[0], 0, 16);
 	s[0].units = 8;
 	ck_assert_int_lt(cg_gemm_check(&t80, &s[0], &d), 0);	/* not stream-K */
 	ck_assert_ptr_nonnull(strstr(d.last, "dynamic stream-K"));
@@ -892,13 +880,13 @@ START_TEST(test_stream_dyn_rules)
 	s[0].units = 8;
 	gh_spec_dense_bias_gelu(&s[1], 256, 256);	/* 2 k-tiles for 5 stages */
 	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
-	split(&s[1], 0, 16);
+	gh_split(&s[1], 0, 16);
 	s[1].sched = CG_SCHED_STREAM, s[1].ctas = 132, s[1].units = 8;
 	ck_assert_int_lt(cg_gemm_check(&t80, &s[1], &d), 0);
 	ck_assert_ptr_nonnull(strstr(d.last, "stages - 1"));
 	gh_spec_grouped_swiglu(&s[1], 128, 1536, 2048, 8);
 	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
-	split(&s[1], 0, 64);
+	gh_split(&s[1], 0, 64);
 	s[1].sched = CG_SCHED_STREAM, s[1].ctas = 132, s[1].units = 8;
 	for (size_t i = 0; i < NELEM(gh_targets); i++) {
 		const char *ptx;
@@ -941,7 +929,7 @@ START_TEST(test_stream_k_rules)
 	diag_init(&d, NULL);
 	gh_spec_dense_bias_gelu(&s, 256, 512);
 	gh_tiles(&s, 16, 128, 128, 1, 4, 5);
-	split(&s, 0, 16);
+	gh_split(&s, 0, 16);
 	s.sched = CG_SCHED_STREAM, s.ctas = 132;
 	ck_assert_int_eq(cg_gemm_check(&t80, &s, &d), 0);
 	CgModule *m = cg_module_new(&t90a, "stream", &d);
@@ -958,14 +946,14 @@ START_TEST(test_stream_k_rules)
 	s.split_slots = 0;	/* no workspace */
 	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
 	ck_assert_ptr_nonnull(strstr(d.last, "workspace"));
-	split(&s, 2, 16);	/* and split-K */
+	gh_split(&s, 2, 16);	/* and split-K */
 	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
-	split(&s, 0, 16);
+	gh_split(&s, 0, 16);
 	s.ctas = 0;
 	ck_assert_int_lt(cg_gemm_check(&t80, &s, &d), 0);
 	s.ctas = 132;
 	gh_tiles(&s, 128, 128, 64, 2, 2, 4);
-	split(&s, 0, 16);
+	gh_split(&s, 0, 16);
 	s.mainloop = CG_MAINLOOP_WGMMA;
 	ck_assert_int_lt(cg_gemm_check(&t90a, &s, &d), 0);
 	ck_assert_ptr_nonnull(strstr(d.last, "stream-K"));
@@ -983,10 +971,10 @@ START_TEST(test_stream_k_ptx)
 
 	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
 	gh_tiles(&s[0], 16, 128, 128, 1, 4, 5);
-	split(&s[0], 0, 16);
+	gh_split(&s[0], 0, 16);
 	gh_spec_grouped_swiglu(&s[1], 128, 1536, 2048, 8);
 	gh_tiles(&s[1], 16, 128, 128, 1, 4, 5);
-	split(&s[1], 0, 64);
+	gh_split(&s[1], 0, 64);
 	for (int i = 0; i < 2; i++)
 		s[i].sched = CG_SCHED_STREAM, s[i].ctas = 132;
 	for (size_t i = 0; i < NELEM(gh_targets); i++) {
@@ -1089,10 +1077,10 @@ START_TEST(test_split_k_ptx)
 
 	gh_spec_dense_bias_gelu(&s[0], 256, 512);
 	gh_tiles(&s[0], 16, 128, 128, 1, 4, 4);
-	split(&s[0], 4, 16);
+	gh_split(&s[0], 4, 16);
 	gh_spec_grouped_swiglu(&s[1], 8, 256, 512, 2);
 	gh_tiles(&s[1], 16, 128, 128, 1, 4, 4);
-	split(&s[1], 2, 64);
+	gh_split(&s[1], 2, 64);
 	for (size_t i = 0; i < NELEM(gh_targets); i++) {
 		m = gh_emit_specs(gh_targets[i], GH_MMA, s, 2, "split");
 		ptx = gh_ptx(m);
@@ -1156,7 +1144,7 @@ tf32_case(GemmCase *c, int i)
 	c->T = tf32_cases[i].T;
 	memcpy(c->counts, tf32_cases[i].counts, sizeof tf32_cases[i].counts);
 	if (tf32_cases[i].S)
-		split(&c->s, tf32_cases[i].S, c->T);
+		gh_split(&c->s, tf32_cases[i].S, c->T);
 }
 
 START_TEST(test_emu_tf32)

@@ -506,13 +506,6 @@ END_TEST
  * test_f8_split_program's.  ptxas: DeepSeek-V3's k5 (N 4096, K 7168,
  * 64x256 whole, blocked scales, split 8) without spills.
  */
-static void
-f8_split(GemmSpec *s, int S, int T)
-{
-	s->split_k = S;
-	s->split_slots = (int)((s->m_per_t * T + s->bm - 1) / s->bm * (s->N / s->bn));
-}
-
 START_TEST(test_split)
 {
 	static const int Ts[] = {1, 16, 70}, Ss[] = {2, 4};
@@ -531,7 +524,7 @@ START_TEST(test_split)
 				gh_tiles(&c.s, 64, 256, 128, 1, 8, 4);
 				c.s.mainloop = CG_MAINLOOP_WGMMA;
 				c.T = Ts[i];
-				f8_split(&c.s, Ss[j], 80);
+				gh_split(&c.s, Ss[j], 80);
 				c.s.live_sums = live;
 				snprintf(what, sizeof what, "f8 dense gate|up 64x256 split-K %d, T = %d%s", Ss[j], Ts[i],
 					 live ? ", live rows" : "");
@@ -539,10 +532,10 @@ START_TEST(test_split)
 				gh_check(&c, 1e-2);
 			}
 	spec_f8(&c.s, 512, 1024);
-	f8_split(&c.s, 3, 16);
+	gh_split(&c.s, 3, 16);
 	refused(&c.s, "split-K 3 needs");
 	c.s.mainloop = CG_MAINLOOP_WS;
-	f8_split(&c.s, 2, 16);
+	gh_split(&c.s, 2, 16);
 	refused(&c.s, "split-K 2 needs");
 
 	GemmSpec ds = c.s;
@@ -554,7 +547,7 @@ START_TEST(test_split)
 	ds.quant = (CgQuant){.kind = CG_QUANT_GROUP, .in_dt = DT_BF16, .group = 128, .want_scales = 1};
 	gh_tiles(&ds, 64, 256, 128, 2, 4, 4);
 	ds.mainloop = CG_MAINLOOP_WGMMA;
-	f8_split(&ds, 8, 16);
+	gh_split(&ds, 8, 16);
 	ds.live_sums = 1;
 	CgModule *m = gh_emit_specs("sm_90a", GH_MMA, &ds, 1, "fsk");
 	gh_assemble(m, 1, "gemm_f8 split-K shared gate|up", GH_NO_SPILLS | GH_NO_SERIAL);

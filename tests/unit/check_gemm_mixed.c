@@ -30,16 +30,6 @@ spec_q(GemmSpec *s, DType b_dt, int64_t N, int64_t K, int group, DType scale_dt,
 	gh_tiles(s, 16, 128, 64, 1, 4, 4);	/* the decode tile */
 }
 
-/* Split-K into S slices for launches of up to T tokens (program.c's split_slots). */
-static void
-split(GemmSpec *s, int S, int T)
-{
-	int64_t mpt = s->m_per_t > 0 ? s->m_per_t : 1, groups = s->groups > 0 ? s->groups : 0;
-
-	s->split_k = S;
-	s->split_slots = (int)((mpt * T + groups * (s->bm - 1) + s->bm - 1) / s->bm * (s->N / s->bn));
-}
-
 /* ---- the layout ---- */
 
 /* Element (e, n, k) of the packed B, read back by the layout's definition:
@@ -496,7 +486,7 @@ START_TEST(test_ptxas_direct)
 	s[3].b_dt = DT_U4;
 	s[3].bq = s[2].bq;
 	gh_tiles(&s[3], 16, 128, 256, 1, 4, 3);
-	split(&s[3], 4, 16);
+	gh_split(&s[3], 4, 16);
 	for (int i = 0; i < 3; i += 2) {	/* sm_80, sm_90a */
 		CgModule *m = gh_emit_specs(gh_targets[i], GH_MMA, s, 4, "qd");
 		const char *ptx = gh_ptx(m);
@@ -526,12 +516,12 @@ START_TEST(test_i4_decode)
 	c.T = 19;
 	c.s.stages = 4;
 	c.s.no_frag_pipe = 0;
-	split(&c.s, 3, 19);
+	gh_split(&c.s, 3, 19);
 	gh_check(&c, 1e-5);
 	c.what = "i4 g32 with bk 64, split-K 2 (two scale rows per k-tile)";
 	spec_q(&c.s, DT_I4, 256, 512, 32, DT_BF16, 0);
 	gh_tiles(&c.s, 16, 128, 64, 1, 4, 4);
-	split(&c.s, 2, 19);
+	gh_split(&c.s, 2, 19);
 	gh_check(&c, 1e-5);
 	spec_q(&c.s, DT_I4, 256, 384, 128, DT_BF16, 0);
 	c.what = "i4, T = 0";
@@ -643,7 +633,7 @@ START_TEST(test_mxfp4)
 	gc.s.bq.scales_le2 = 1;
 	gh_check(&gc, 1e-2);
 	gc.what = "grouped f4e2m1 swiglu, split-K 2";
-	split(&gc.s, 2, 21);
+	gh_split(&gc.s, 2, 21);
 	gh_check(&gc, 1e-2);
 }
 END_TEST
@@ -695,14 +685,14 @@ START_TEST(test_decode_variants)
 		g.s.bq = (CgBQuant){32, DT_F8E8M0, 0};
 		gh_tiles(&g.s, 16, v[i][0], v[i][1], 1, v[i][2], v[i][3]);
 		if (v[i][4] > 1)
-			split(&g.s, v[i][4], g.T);
+			gh_split(&g.s, v[i][4], g.T);
 		gh_check(&g, 1e-2);
 
 		GemmCase c = {.what = "i4 g64 bf16 scales, a decode variant", .T = v[i][5]};
 		spec_q(&c.s, DT_I4, 256, 320, 64, DT_BF16, 0);
 		gh_tiles(&c.s, 16, v[i][0], v[i][1], 1, v[i][2], v[i][3]);
 		if (v[i][4] > 1)
-			split(&c.s, v[i][4], c.T);
+			gh_split(&c.s, v[i][4], c.T);
 		gh_check(&c, 1e-5);
 		c.what = "u4 g32 bf16 scales and zero points (GPTQ), a decode variant";
 		c.s.b_dt = DT_U4;
@@ -797,7 +787,7 @@ START_TEST(test_direct)
 	spec_q(&c.s, DT_I4, 256, 768, 128, DT_BF16, 0);
 	gh_tiles(&c.s, 16, 64, 128, 1, 2, 3);
 	c.s.bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .vec = 2, .direct = 1};
-	split(&c.s, 3, 19);
+	gh_split(&c.s, 3, 19);
 	gh_check(&c, 1e-5);
 	c.what = "i4 direct, the plain loop, 2 stages";
 	c.s.split_k = c.s.split_slots = 0;
@@ -814,7 +804,7 @@ START_TEST(test_direct)
 		gh_check(&g, 1e-2);
 		g.what = "grouped f4e2m1 swiglu direct, scales at most 2, split-K 3";
 		g.s.bq.scales_le2 = 1;
-		split(&g.s, 3, 21);
+		gh_split(&g.s, 3, 21);
 		gh_check(&g, 1e-2);
 		g.what = "grouped f4e2m1 swiglu direct, persistent with 5 CTAs (the words reloaded per tile)";
 		g.s.split_k = g.s.split_slots = 0;
@@ -974,7 +964,7 @@ static const char prog_moe_direct[] =
 static void
 stream(GemmSpec *s, int ctas, int T)
 {
-	split(s, 0, T);
+	gh_split(s, 0, T);
 	s->sched = CG_SCHED_STREAM;
 	s->ctas = ctas;
 }
@@ -1192,7 +1182,7 @@ START_TEST(test_stream_live_sums)
 	ck_assert_msg(gh_same_bits(&dn, &dl), "%s: the unrolled loop's bits", dl.what);
 	GemmCase sk = {.what = "i4 g128 split-K 3, T = 5 (rows 5..15 past M), live sums", .T = 5};
 	spec_q(&sk.s, DT_I4, 256, 768, 128, DT_BF16, 0);
-	split(&sk.s, 3, sk.T);
+	gh_split(&sk.s, 3, sk.T);
 	GemmCase sl = sk;
 	sl.s.live_sums = 1;
 	gh_check(&sl, 1e-5);
@@ -1360,7 +1350,7 @@ START_TEST(test_gacc)
 	GemmCase k = {.what = "u4 g128 + zero points, split-K 3, group sums", .T = 16};
 	spec_q(&k.s, DT_U4, 256, 768, 128, DT_BF16, 1);
 	gh_tiles(&k.s, 16, 64, 128, 1, 2, 3);
-	split(&k.s, 3, k.T);
+	gh_split(&k.s, 3, k.T);
 	k.s.bq.gacc = 1;
 	gh_check(&k, 4e-3);
 	GemmCase dn = {.what = "grouped u4 down stream-K, scale + scatter, group sums", .T = 9, .counts = {3, 3, 0, 12}};

@@ -926,6 +926,19 @@ gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debu
 	return c;
 }
 
+/* Split-K into S slices for launches of up to T tokens: the workspace
+ * slots of every tile (program.c's split_slots). */
+void
+gh_split(GemmSpec *s, int S, int T)
+{
+	GemmSpec r = *s;
+
+	cg_gemm_resolve(&r);
+	s->split_k = S;
+	s->split_slots = (int)(((int64_t)r.m_per_t * T + (int64_t)r.groups * (r.bm - 1) + r.bm - 1) /
+			       r.bm * (r.N / r.bn));
+}
+
 /* Type t's dims at T tokens (a symbolic dim is coef * T). */
 static void
 program_dims(Module *ref, const Type *t, int T, int64_t *dim)

@@ -33,6 +33,8 @@ void gh_spec_dense_bias_gelu(GemmSpec *s, int64_t N, int64_t K);
 void gh_spec_grouped_swiglu(GemmSpec *s, int E, int64_t N, int64_t K, int topk);
 /* grouped, scattered store, times a routing weight per scattered row */
 void gh_spec_grouped_scale_scatter(GemmSpec *s, int E, int64_t N, int64_t K);
+/* Split-K into S slices for launches of up to T tokens (split_slots as program.c sets it). */
+void gh_split(GemmSpec *s, int S, int T);
 /* gpt-oss: grouped, a per-expert bias, clamped SwiGLU (limit 7, alpha 1.702) */
 void gh_spec_expert_bias_swiglu(GemmSpec *s, int E, int64_t N, int64_t K);
 /* dt everywhere, B [K,N], plus a residual [M,N] of dt */
