@@ -256,7 +256,7 @@ START_TEST(test_program_prefill_192_persistent)
 		p = cg_compile(m, &co, &d);
 		ck_assert_ptr_nonnull(p);
 		prefill_launches(p, &n, &pers);
-		ck_assert_msg(n == 2, "debug %#llx: %d prefill launches", (unsigned long long)dbg[i], n);
+		ck_assert_msg(n == 2, "debug set %zu: %d prefill launches", i, n);
 		ck_assert_int_eq(pers, dbg[i] & DBG_PERSISTENT_PREFILL ? 2 : 0);
 		check_wide(p, ref, 100, 192);
 		check_wide(p, ref, 256, 192);

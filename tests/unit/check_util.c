@@ -506,6 +506,32 @@ START_TEST(test_route_log_compare_drops_flipped_rows)
 }
 END_TEST
 
+/* debug.c's table: each flag one bit of its own below DBG_NBITS, each name
+ * once, and --debug=NAME sets exactly that bit (a copied row or a bit past
+ * the type's width would make two flags one switch). */
+START_TEST(test_debug_flags_one_bit_each)
+{
+	DbgFlags all = 0, f;
+	char why[128];
+
+	ck_assert(DBG_BIT(DBG_NBITS - 1) != 0 && DBG_BIT(DBG_NBITS - 1) > DBG_BIT(63));
+	for (int i = 0; i < ndebug_flags; i++) {
+		DbgFlags b = debug_flags[i].bit;
+		ck_assert_msg(b && !(b & (b - 1)), "%s: not one bit", debug_flags[i].name);
+		ck_assert_msg(!(all & b), "%s: a bit another flag has", debug_flags[i].name);
+		all |= b;
+		for (int j = 0; j < i; j++)
+			ck_assert_str_ne(debug_flags[i].name, debug_flags[j].name);
+		f = 0;
+		ck_assert_int_eq(debug_parse(debug_flags[i].name, &f, why, sizeof why), 0);
+		ck_assert(f == b);
+	}
+	f = 0;
+	ck_assert_int_eq(debug_parse("fold,no-such-flag", &f, why, sizeof why), -1);
+	ck_assert_ptr_nonnull(strstr(why, "no-such-flag"));
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -531,6 +557,7 @@ util_suite(void)
 	tcase_add_test(tc, test_routing_select_sigmoid_bias);
 	tcase_add_test(tc, test_routing_close_never_stricter);
 	tcase_add_test(tc, test_route_log_compare_drops_flipped_rows);
+	tcase_add_test(tc, test_debug_flags_one_bit_each);
 	suite_add_tcase(s, tc);
 	return s;
 }
