@@ -1499,6 +1499,9 @@ enum { AHEAD_SM = 192 << 10, DOWN_AHEAD_DEFAULT = 0 };	/* 1: without the flag (t
  * again after it.  Only the down (A not gathered, rows scattered to token
  * order: the gate|up's output); not a gate|up, whose offsets the launch right
  * before it writes (a permute) or are the last run's (a gathering one).
+ * Nothing here checks that order: the plan must keep a GEMM (which never
+ * writes the offsets) right before such a down, and check_gemm_mixed.c's
+ * test_program_qahead fails if it does not (gh_step_before).
  */
 enum { QAHEAD_TABLE_DEFAULT = 1 };
 

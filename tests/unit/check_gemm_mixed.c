@@ -1268,6 +1268,17 @@ START_TEST(test_program_qahead)
 			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QAHEAD),
 				      "T = %d, flags %llx: other bits with qahead", T[i], (unsigned long long)more[j]);
 		}
+	/* The down's kept table (ahead_table) reads the offsets before its grid
+	 * wait: right only while the launch before it is the gate|up, a GEMM
+	 * (which never writes them), so that the offsets' writer two launches
+	 * back has completed (program.c, QAHEAD_TABLE_DEFAULT).  A plan that
+	 * puts a front, permute or memset right before the down breaks it. */
+	for (size_t i = 0; i < NELEM(T); i++) {
+		char *b = gh_step_before(prog_moe_direct, "sm_90a", 16, DBG_PDL | DBG_QAHEAD, "moe_k4", T[i]);
+		ck_assert_msg(b && strncmp(b, "moe_k3", 6) == 0, "T = %d: %s right before the down", T[i],
+			      b ? b : "nothing");
+		free(b);
+	}
 	for (int on = 0; on < 2; on++) {
 		char *ptx = gh_program_ptx(prog_moe_direct, "sm_90a", 16, DBG_PDL | (on ? DBG_QAHEAD : 0));
 		const char *k3 = strstr(ptx, ".entry moe_k3"), *k4 = strstr(ptx, ".entry moe_k4");

@@ -926,6 +926,38 @@ gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debu
 	return c;
 }
 
+/*
+ * The step that runs right before the first launch of a kernel named
+ * `kernel...` at T tokens, in the plan compiled for arch: its kernel's name
+ * (malloc'd), "memset" / "step" for another kind, NULL if none runs before it
+ * (or the kernel does not run at T).
+ */
+char *
+gh_step_before(const char *text, const char *arch, int max_tokens, DbgFlags debug, const char *kernel, int64_t T)
+{
+	Module *m;
+	CgProgram *p = compile_for(text, arch, max_tokens, debug, &m);
+	const Manifest *man = cg_program_manifest(p);
+	const MStep *prev = NULL;
+	char *r = NULL;
+
+	for (int i = 0; i < man->nstep; i++) {
+		const MStep *st = &man->step[i];
+		if (!bundle_step_runs(st, T))
+			continue;
+		if (st->kind == STEP_LAUNCH && strncmp(st->kernel, kernel, strlen(kernel)) == 0) {
+			if (prev)
+				r = strdup(prev->kind == STEP_LAUNCH ? prev->kernel :
+					   prev->kind == STEP_MEMSET ? "memset" : "step");
+			break;
+		}
+		prev = st;
+	}
+	cg_program_free(p);
+	ir_free_module(m);
+	return r;
+}
+
 /* Split-K into S slices for launches of up to T tokens: the workspace
  * slots of every tile (program.c's split_slots). */
 void

@@ -167,5 +167,7 @@ void gh_check_program_tuned(const char *text, int T, int max_tokens, const char 
 int gh_program_same_bits(const char *text, int T, int max_tokens, DbgFlags a, DbgFlags b);
 /* The PTX of the text's plan for arch (malloc'd). */
 char *gh_program_ptx(const char *text, const char *arch, int max_tokens, DbgFlags debug);
+char *gh_step_before(const char *text, const char *arch, int max_tokens, DbgFlags debug, const char *kernel,
+		     int64_t T);
 
 #endif
