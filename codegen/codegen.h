@@ -282,9 +282,13 @@ struct CgEmuLaunch {
 	/* when nbuf > 0, every global access must fall inside one of these */
 	const CgEmuBuf *buf;
 	int nbuf;
+	/* CTAs per cluster along x (the manifest's cluster=N, cuLaunchKernelEx's
+	 * (N, 1, 1)); 0: the kernel's own (CgKernel.cluster), 1: none */
+	int cluster;
 };
 /*
- * Run a kernel of an "emu" module: CTAs one after another, threads as
+ * Run a kernel of an "emu" module: clusters one after another, the CTAs of
+ * one together (a CTA is its own cluster without one), threads as
  * user-level threads switched at barriers and warp-collective operations.
  * Out-of-bounds accesses, deadlocks and divergent collectives are
  * diagnostics.  Shared memory starts filled with 0xff bytes (NaN).
@@ -1294,8 +1298,8 @@ int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */
 int cg_emu_init(CgModule *m, Diag *d);		/* emu.c: host target setup */
 void cg_emu_free(CgModule *m);
 
-/* special-register codes of moec_emu_sreg (emu.c), + dim */
-enum { EMU_TID = 0, EMU_NTID = 3, EMU_CTAID = 6, EMU_NCTAID = 9 };
+/* special-register codes of moec_emu_sreg (emu.c), + dim; the cluster's: no dim */
+enum { EMU_TID = 0, EMU_NTID = 3, EMU_CTAID = 6, EMU_NCTAID = 9, EMU_CLUSTER_CTARANK = 12 };
 
 /*
  * A kernel under construction.  Builders use these helpers for everything
@@ -1486,7 +1490,7 @@ LLVMValueRef cg_match_any(CgFn *f, LLVMValueRef v);	/* match.any.sync.b32: i32 m
 LLVMValueRef cg_redux_umax(CgFn *f, LLVMValueRef v);	/* redux.sync.max.u32: the warp's largest i32 v, unsigned (sm_80) */
 void cg_syncwarp(CgFn *f);			/* bar.warp.sync: a warp's shared accesses ordered */
 /*
- * Clusters (sm_90; not emulated: a diagnostic on "emu").  The kernel must be
+ * Clusters (sm_90; on "emu" the emulator runs a cluster's CTAs together).  The kernel must be
  * launched with cluster dimension (n, 1, 1) (cg_fn_cluster records n; the
  * kernel traps if launched otherwise: cg_cluster_check).  Shared offsets
  * name the same bytes in every CTA of the cluster.
