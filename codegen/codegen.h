@@ -819,6 +819,27 @@ enum {
 	CG_TURNS_HALF_COUNT = 1 << 2,	/* bar.arrive counting 128 threads, not 256 */
 };
 int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, DbgFlags flags, Diag *d);
+/*
+ * A kernel "name(A, D, A_map, rounds)" in clusters of 2 over ctas CTAs of
+ * 128 threads, the pipeline of a cluster sharing a tile through one stage:
+ * in round i, thread 0 of rank r (once both CTAs released the stage) expects
+ * 2048 bytes on its full barrier and multicasts rows 16 (c rounds + i) + 8r
+ * .. + 8 of A (bf16 [rows][64], 128-byte swizzle; c: the cluster) to both
+ * CTAs at 1024r; every thread waits, copies 16 bytes of the 16x64 tile,
+ * unswizzled, to D[cta][i][tid], and after a CTA barrier thread 0 releases
+ * the stage here and in the peer (empty, count 2).  barrier.cluster after
+ * the init and before the exit.  The flags break it.
+ */
+enum {
+	CG_CLPROBE_MASK_SELF = 1 << 0,		/* rank 0's multicast misses its peer: that half never lands there */
+	CG_CLPROBE_SELF_RELEASE = 1 << 1,	/* the release meant for the peer arrives on its own barrier */
+	CG_CLPROBE_NO_END_SYNC = 1 << 2,	/* no barrier.cluster before the exit */
+	CG_CLPROBE_NO_INIT_SYNC = 1 << 3,	/* no fence.mbarrier_init nor barrier.cluster after the init */
+	CG_CLPROBE_MASK_OUTSIDE = 1 << 4,	/* rank 0's mask names rank 2 of the pair */
+};
+int cg_emit_cluster_probe(CgModule *m, const char *name, int ctas, DbgFlags flags, Diag *d);
+/* The cluster probe's tensor map over A [rows][64] bf16: 8-row boxes. */
+CgTmap cg_cluster_probe_map(int rows);
 /* The most registers per thread a CTA of that many threads can start with
  * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
 int cg_regs_per_thread(int threads);

@@ -2147,12 +2147,15 @@ deadlock(void)
 }
 
 /*
- * The CTAs of one cluster (E.cta set in each), round by round: each CTA's
- * round in rank order, until all have exited; no CTA progressing in a round
- * is a deadlock (reported for the lowest rank still running).
+ * The CTAs of one cluster (E.cta set in each), starting with rank `first`:
+ * each CTA runs rounds until it can go no further alone (or exits), then
+ * the next.  A CTA running as far ahead of its peers as their barriers let
+ * it is the schedule that shows a missing one: its copies into a peer's
+ * stage land before the peer has read it.  No CTA progressing in a turn of
+ * them all is a deadlock (reported for the first still running).
  */
 static int
-run_cluster(void)
+run_cluster(int first)
 {
 	CL.arrived = CL.done = 0;
 	for (int r = 0; r < CL.n; r++) {
@@ -2161,21 +2164,20 @@ run_cluster(void)
 	}
 	for (;;) {
 		int progress = 0, live = 0;
-		for (int r = 0; r < CL.n; r++) {
-			int p;
-			cta_enter(r);
-			if (E.exited)
-				continue;
-			if ((p = cta_round()) < 0)
+		for (int i = 0; i < CL.n; i++) {
+			int p = 0;
+			cta_enter((first + i) % CL.n);
+			while (!E.exited && (p = cta_round()) > 0)
+				progress = 1;
+			if (p < 0)
 				return -1;
-			progress |= p;
 			live += !E.exited;
 		}
 		if (!live)
 			break;
 		if (!progress) {
-			for (int r = 0; r < CL.n; r++) {
-				cta_enter(r);
+			for (int i = 0; i < CL.n; i++) {
+				cta_enter((first + i) % CL.n);
 				if (!E.exited)
 					break;
 			}
@@ -2418,7 +2420,7 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 					E.cta[1] = y;
 					E.cta[2] = z;
 				}
-				run_cluster();
+				run_cluster(x / ncl % ncl);	/* every rank first in turn */
 			}
 	memcpy(at, E.cta, sizeof at);	/* the failed CTA's (or a peer's it reached) */
 	for (int r = 0; r < ncl; r++) {

@@ -2218,6 +2218,97 @@ START_TEST(test_ws_tma_probe_ptx)
 }
 END_TEST
 
+/* ---- clusters on the emulator, through cg_emit_cluster_probe ---- */
+
+enum { CP_CTAS = 4, CP_ROUNDS = 5, CP_ROWS = 16 * CP_ROUNDS * CP_CTAS / 2 };
+
+/* The cluster probe with flags over A [CP_ROWS][64], launched in clusters
+ * of `cluster` (0: the kernel's); 0, or -1 with the diagnostic in msg. */
+static int
+run_cluster_probe(DbgFlags flags, int cluster, const uint16_t *A, uint16_t *D, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	CgTmap map = cg_cluster_probe_map(CP_ROWS);
+	_Alignas(64) unsigned char enc[128];
+	uint64_t args[4];
+	CgEmuBuf buf[2] = {{A, CP_ROWS * 64 * 2}, {D, CP_CTAS * CP_ROUNDS * 128 * 16}};
+	Diag d;
+	CgModule *m;
+	int rc;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "cprobe", &d);
+	ck_assert_msg(cg_emit_cluster_probe(m, "p", CP_CTAS, flags, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(cg_module_find(m, "p")->cluster, 2);
+	ck_assert_int_eq(cg_emu_tmap_encode(&map, A, 0, enc, &d), 0);
+	args[0] = (uint64_t)(uintptr_t)A;
+	args[1] = (uint64_t)(uintptr_t)D;
+	args[2] = (uint64_t)(uintptr_t)enc;
+	args[3] = CP_ROUNDS;
+	{
+		CgEmuLaunch l = {{CP_CTAS, 1, 1}, {128, 1, 1}, 4096, args, 4, buf, 2, cluster};
+		rc = cg_emu_run(m, "p", &l, &d);
+	}
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+/*
+ * Two clusters of 2, five rounds through one stage: each CTA gets the whole
+ * 16-row tile of its cluster's round, half of it multicast by its peer,
+ * and may refill the stage only after the peer's release.
+ */
+START_TEST(test_ws_cluster_probe_multicast_and_release)
+{
+	uint16_t *A = aligned_alloc(64, CP_ROWS * 64 * 2), *D = aligned_alloc(64, CP_CTAS * CP_ROUNDS * 128 * 16);
+	char msg[600];
+
+	for (int i = 0; i < CP_ROWS * 64; i++)
+		A[i] = (uint16_t)(0x3f80 + i);
+	memset(D, 0xff, CP_CTAS * CP_ROUNDS * 128 * 16);
+	ck_assert_msg(run_cluster_probe(0, 0, A, D, msg, sizeof msg) == 0, "%s", msg);
+	for (int c = 0; c < CP_CTAS; c++)
+		for (int i = 0; i < CP_ROUNDS; i++)
+			for (int t = 0; t < 128; t++) {
+				int row = 16 * (c / 2 * CP_ROUNDS + i) + t / 8;
+				const uint16_t *got = D + ((size_t)(c * CP_ROUNDS + i) * 128 + (size_t)t) * 8;
+				ck_assert_msg(memcmp(got, A + row * 64 + t % 8 * 8, 16) == 0,
+					      "CTA %d round %d thread %d: %04x, not row %d's", c, i, t, got[0], row);
+			}
+	free(A);
+	free(D);
+}
+END_TEST
+
+/* What a cluster kernel gets wrong is a diagnostic, not a hang or quietly wrong bytes. */
+START_TEST(test_ws_cluster_probe_hazards_are_diagnostics)
+{
+	static const struct {
+		DbgFlags flags;
+		int cluster;
+		const char *says;
+	} bad[] = {
+		{0, 1, "runs in clusters of 2, launched in clusters of 1"},
+		{CG_CLPROBE_MASK_SELF, 0, "deadlock: 0 threads at a barrier, 128 waiting on mbarriers"},
+		{CG_CLPROBE_SELF_RELEASE, 0, "which an earlier tensor copy has not yet written"},
+		{CG_CLPROBE_NO_END_SYNC, 0, "partly arrived"},
+		{CG_CLPROBE_NO_INIT_SYNC, 0, "where none was initialised"},
+		{CG_CLPROBE_MASK_OUTSIDE, 0, "mask 0x5, in a cluster of 2"},
+	};
+	uint16_t *A = aligned_alloc(64, CP_ROWS * 64 * 2), *D = aligned_alloc(64, CP_CTAS * CP_ROUNDS * 128 * 16);
+	char msg[600];
+
+	memset(A, 0, CP_ROWS * 64 * 2);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		ck_assert_int_eq(run_cluster_probe(bad[i].flags, bad[i].cluster, A, D, msg, sizeof msg), -1);
+		ck_assert_msg(strstr(msg, bad[i].says), "flags %#llx: %s", (unsigned long long)bad[i].flags, msg);
+	}
+	free(A);
+	free(D);
+}
+END_TEST
+
 /* ---- setmaxnreg's per-CTA register pool, through cg_emit_regs_probe ---- */
 
 /* The probe (384 threads) on the emulator: 0, or -1 with the diagnostic in msg. */
@@ -2386,6 +2477,11 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_quad_store);
 	tcase_add_test(t, test_ws_quad_store_ptx);
 	tcase_add_test(t, test_ws_quad_store_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("clusters");	/* clusters on the emulator (CK_RUN_CASE=clusters) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_cluster_probe_multicast_and_release);
+	tcase_add_test(t, test_ws_cluster_probe_hazards_are_diagnostics);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
