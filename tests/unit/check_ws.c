@@ -2218,6 +2218,101 @@ START_TEST(test_ws_tma_probe_ptx)
 }
 END_TEST
 
+/*
+ * The GEMMs in clusters of 2 on the emulator, against the reference and
+ * bit for bit the same spec without the cluster (a cluster changes only
+ * where a tile's bytes come from: dense, the plain tile; grouped, the pairs
+ * alone, each CTA loading all of B's tile): dense 128x256 sharing B (the
+ * dense-c2 plan, C by TMA stores; an odd row-tile count, the last pair's
+ * second tile past M), column pairs sharing A cooperative and ping-pong,
+ * grouped pairs sharing B (scattered and gathered A, ping-pong; experts of
+ * 0..300 rows, odd last row tiles), persistent over fewer clusters than
+ * pairs.
+ */
+static void
+cluster_case(GemmCase *c, double tol)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	GemmErr e;
+	CgModule *m;
+	const CgKernel *k;
+
+	c->s.cluster = 2;
+	w.s.cluster = 0;
+	if (w.s.groups == 0)
+		w.s.cluster_b = 0;
+	m = gh_emit_specs("emu", GH_MMA, &c->s, 1, "c");
+	k = cg_module_find(m, "c0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_msg(strstr(k->note, c->s.cluster_b ? "cluster2 multicast-b" : "cluster2 multicast-a"), "%s", k->note);
+	cg_module_free(m);
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: clusters: %s", c->what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: clusters: relative L2 error %g >= %g", c->what, e.err, tol);
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: without: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: clusters and the same tiles without them differ", c->what);
+	gh_free(&r);
+	gh_free(&q);
+}
+
+START_TEST(test_ws_emu_dense_clusters)
+{
+	GemmCase c = {.what = "dense 128x256 sharing B (dense-c2), TMA stores, M = 300, 4 CTAs"};
+
+	gh_spec_dense_bias_gelu(&c.s, 512, 256);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	c.s.cluster_b = 1;
+	c.s.tma_store = 1;
+	c.T = 300;
+	cluster_case(&c, 1e-2);
+	c.what = "dense column pairs sharing A, 128x128, M = 200, 2 CTAs over 8 tiles";
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 0;
+	c.s.tma_store = 0;
+	c.T = 200;
+	cluster_case(&c, 1e-2);
+	c.what = "dense ping-pong column pairs sharing A, M = 330, 4 CTAs";
+	pingpong(&c.s, 128, 128, 64, 5, 4);
+	c.T = 330;
+	cluster_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_clusters)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	GemmCase c = {.what = "grouped pairs sharing B: scattered rows, 128x128, 2 column tiles, 6 CTAs"};
+
+	memcpy(c.counts, rows, sizeof rows);
+	gh_spec_grouped_scale_scatter(&c.s, 12, 256, 192);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 6;
+	c.s.cluster_b = 1;
+	c.T = 1496;
+	cluster_case(&c, 1e-2);
+	c.what = "grouped pairs sharing B: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
+	gh_spec_grouped_scale_scatter(&c.s, 12, 512, 128);
+	pingpong(&c.s, 128, 128, 64, 5, 4);
+	c.s.cluster_b = 1;
+	cluster_case(&c, 1e-2);
+	c.what = "grouped pairs sharing B: gathered A (top-2), SwiGLU, live rows, 128x256, 2 CTAs";
+	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	c.T = 748;
+	cluster_case(&c, 1e-2);
+}
+END_TEST
+
 /* ---- clusters on the emulator, through cg_emit_cluster_probe ---- */
 
 enum { CP_CTAS = 4, CP_ROUNDS = 5, CP_ROWS = 16 * CP_ROUNDS * CP_CTAS / 2 };
@@ -2482,6 +2577,8 @@ ws_suite(void)
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_cluster_probe_multicast_and_release);
 	tcase_add_test(t, test_ws_cluster_probe_hazards_are_diagnostics);
+	tcase_add_test(t, test_ws_emu_dense_clusters);
+	tcase_add_test(t, test_ws_emu_grouped_clusters);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
