@@ -18,8 +18,9 @@
  *
  * The target "emu" builds the same kernels for the host CPU, with every
  * GPU-specific operation (thread ids, barriers, cp.async, ldmatrix, mma)
- * turned into a call to the emulator of emu.c, which runs one CTA at a time
- * with one user-level thread per GPU thread.  Unit tests use it to check what
+ * turned into a call to the emulator of emu.c, which runs one CTA (or the
+ * CTAs of one cluster together) at a time with one user-level thread per
+ * GPU thread.  Unit tests use it to check what
  * the kernels compute on a machine without a GPU.
  */
 #ifndef MOEC_CODEGEN_H
@@ -560,7 +561,7 @@ struct GemmSpec {
 	CgWsMode ws_mode;	/* CG_MAINLOOP_WS, ping-pong: warps_m x warps_n is one consumer
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
-				 * multicast (persistent; not emulated); 0: none */
+				 * multicast (persistent); 0: none */
 #define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:

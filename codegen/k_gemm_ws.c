@@ -97,8 +97,8 @@
  * than one phase behind the parity it waits for.  Empty barriers count the
  * 4 warps of the tile's owner.
  *
- * Clusters of 2 (GemmSpec.cluster = 2, persistent, TMA for A; opt-in,
- * not emulated: the GPU checks them): the two CTAs of a cluster take work
+ * Clusters of 2 (GemmSpec.cluster = 2, persistent, TMA for A; the
+ * emulator runs a cluster's CTAs together): the two CTAs of a cluster take work
  * items 2i and 2i + 1, which gemm_tile_coords makes one row tile's column
  * tiles 2j and 2j + 1, so they share A's tile.  Each producer loads its
  * half of A's rows (a box of bm/2) multicast to both CTAs' stage (the same
@@ -260,7 +260,7 @@ a_box_rows(const GemmSpec *s)
 }
 
 /* Clusters sharing B (GemmSpec.cluster_b; grouped also without a cluster,
- * the pair schedule on the emulator): each CTA's half of B's box rows. */
+ * the pair schedule alone): each CTA's half of B's box rows. */
 static int
 b_box_rows(const GemmSpec *s)
 {
@@ -651,8 +651,9 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  * GEMMs are L2-bound, ncu of session 27: gate|up L2 88%, down 84%, and half
  * the experts have a second row tile that read B's tile again).  Where the
  * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
- * per T bucket, with the flag).  On the emulator (which cannot run clusters) the same
- * pairs without a cluster.  FP8 x FP8 (on this mainloop, f8_ws; the default
+ * per T bucket, with the flag; on the emulator with the flag too).  The same pairs
+ * run without a cluster (cluster_b, cluster 0: each CTA loads both halves of B's tile),
+ * which the tests compare the clusters with bit for bit.  FP8 x FP8 (on this mainloop, f8_ws; the default
  * on cluster targets since session 30, --debug=f8-c2 on the emulator): the gate|up's interleaved B in half boxes (load_b_interleaved),
  * each CTA staging its own tile's scales.
  */
@@ -675,14 +676,14 @@ grouped_c2(const CgModule *m, const GemmSpec *s)
 	       (cg_target_has(t, CG_CLUSTER) || cg_target_is_emu(t));
 }
 
-/* w as clusters of 2 sharing B (on the emulator: the pairs alone), persistent,
+/* w as clusters of 2 sharing B (the emulator runs them too), persistent,
  * where that passes with the most stages (at least `least`); else 0, w as it was. */
 static int
 cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 {
 	GemmSpec c = *w;
 
-	c.cluster = cg_target_is_emu(t) ? 0 : 2;
+	c.cluster = 2;
 	c.cluster_b = 1;
 	c.sched = CG_SCHED_PERSISTENT;
 	c.ctas = CG_CLUSTER_CTAS;
@@ -1222,7 +1223,7 @@ a_tile(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 }
 
 /* Clusters sharing A's tile: this CTA's half of its rows multicast to both
- * CTAs (without a cluster, the grouped pairs on the emulator: both halves here). */
+ * CTAs (without a cluster, the grouped pairs alone: both halves here). */
 static void
 a_shared(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 {

@@ -289,11 +289,10 @@ START_TEST(test_ws_pingpong_ptx_assembles_for_sm90a)
 }
 END_TEST
 
-/* Clusters of 2 (GemmSpec.cluster): not emulated, so only their PTX and
- * ptxas here (the GPU checks them: bench/gemm wsc2*, cwsc2*): the cluster
- * check and rank, barrier.cluster after the init and before the exit, A's
- * half box multicast, the release of each stage in the peer CTA too; the
- * refusals. */
+/* Clusters of 2 (GemmSpec.cluster), their PTX and ptxas (the emulator runs
+ * them: the "clusters" case below): the cluster check and rank,
+ * barrier.cluster after the init and before the exit, A's half box
+ * multicast, the release of each stage in the peer CTA too; the refusals. */
 START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 {
 	CgTarget a = {"sm_90a", NULL, 3}, e = {"emu", NULL, 3};
@@ -331,8 +330,7 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	gh_assemble(m, 3, "check_ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 	diag_init(&d, NULL);
-	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
-	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	ck_assert_msg(cg_gemm_check(&e, &s[0], &d) == 0, "%s", d.last);	/* emulated */
 	s[0].ctas = 131;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
 	ck_assert_msg(strstr(d.last, "even number of CTAs (131)"), "%s", d.last);
@@ -1216,7 +1214,7 @@ END_TEST
  * up to 1100 tokens, run at 1030 (about 258 rows an expert: pairs of row
  * tiles, and odd last row tiles in pairs of column tiles): the gate|up
  * (gathered A, on the WS mainloop without --debug=ws-gather) and the down
- * GEMM in the pairs (no cluster on the emulator), persistent, against the
+ * GEMM in clusters of 2 sharing B (the emulator runs them), persistent, against the
  * interpreter; at 200 tokens (bucket 65..256: 64 rows an expert) the plan
  * without them. */
 static const char prog_c2[] =
@@ -1234,8 +1232,8 @@ START_TEST(test_ws_grouped_c2_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2;
 
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a cluster2 multicast-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma cluster2 multicast-b", 2e-2, dbg);
 	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg);
 }
 END_TEST
@@ -1291,7 +1289,7 @@ START_TEST(test_ws_grouped_wide_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
 
-	gh_check_program_max(prog_wide, 1030, 1100, "moe_k3", "cp.async-a pairs-b wg64x192", 2e-2, dbg);
+	gh_check_program_max(prog_wide, 1030, 1100, "moe_k3", "cp.async-a cluster2 multicast-b wg64x192", 2e-2, dbg);
 }
 END_TEST
 
@@ -1321,10 +1319,10 @@ START_TEST(test_ws_grouped_cols_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
 
-	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x240x64 w2x4+4 s4 ws tma pairs-b wg64x240", 2e-2,
-			     dbg | DBG_GROUPED);
-	gh_check_program_max(prog_cols, 600, 600, "moe_k3", "128x240x64 w2x4+4 s4 ws tma cp.async-a pairs-b wg64x240",
+	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x240x64 w2x4+4 s4 ws tma cluster2 multicast-b wg64x240",
 			     2e-2, dbg | DBG_GROUPED);
+	gh_check_program_max(prog_cols, 600, 600, "moe_k3",
+			     "128x240x64 w2x4+4 s4 ws tma cp.async-a cluster2 multicast-b wg64x240", 2e-2, dbg | DBG_GROUPED);
 	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x192x64 w2x4+4 s5 ws tma wg64x192 tiles", 2e-2, dbg);
 }
 END_TEST
@@ -1836,13 +1834,13 @@ START_TEST(test_ws_quad_store_ptx)
 }
 END_TEST
 
-/* The flag through a program (prog_c2: the pairs sharing B) against the interpreter. */
+/* The flag through a program (prog_c2: clusters sharing B) against the interpreter. */
 START_TEST(test_ws_quad_store_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_QUAD_STORE;
 
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a cluster2 multicast-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma cluster2 multicast-b", 2e-2, dbg);
 }
 END_TEST
 
@@ -2040,7 +2038,7 @@ START_TEST(test_ws_tma_gather_ptx_assembles_for_sm90a)
 END_TEST
 
 /* --debug=tma-gather in programs (8 experts top-2, 16 top-4, 16 top-8) on the emulator, against the
- * interpreter: where the WS mainloop takes gathered A (--debug=ws-gather; the pairs sharing B of
+ * interpreter: where the WS mainloop takes gathered A (--debug=ws-gather; the clusters sharing B of
  * --debug=grouped-c2), its producer loads A by one-row boxes; elsewhere the flag changes nothing. */
 START_TEST(test_ws_tma_gather_program_against_interpreter)
 {
@@ -2048,7 +2046,7 @@ START_TEST(test_ws_tma_gather_program_against_interpreter)
 
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "128x256x64 w2x4+4 s4 ws tma tma-rows-a tiles", 2e-2,
 			     dbg | DBG_WS_GATHER);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma tma-rows-a pairs-b", 2e-2, dbg | DBG_GROUPED_C2);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma tma-rows-a cluster2 multicast-b", 2e-2, dbg | DBG_GROUPED_C2);
 	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "ws tma tma-rows-a persistent", 2e-2,
 			     dbg | DBG_MID_PERSISTENT | DBG_WS_GATHER);
 	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg | DBG_GROUPED_C2);
