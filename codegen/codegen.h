@@ -765,6 +765,8 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
 #define CG_QUAD_STORE_DEFAULT 1
 int cg_gemm_dense_c2_tile(const GemmSpec *s);
 int cg_gemm_dense_c2_on(const CgModule *m);	/* the flag or CG_DENSE_C2_DEFAULT */
+/* ... and m's target runs the dense clusters: a cluster target, or the emulator with the flag */
+int cg_gemm_dense_c2_here(const CgModule *m);
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
 /* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative

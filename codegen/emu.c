@@ -76,6 +76,19 @@
  * bar.sync blocks its thread until then.  Threads that wait forever are a
  * deadlock, and a CTA that exits with a phase partly arrived is an error
  * (an arrival without its partners).
+ * Clusters (CgKernel.cluster CTAs along x): the clusters run one after
+ * another, the CTAs of one together, each with its own shared memory,
+ * barriers and threads (E is the running CTA's state; cta_enter swaps).  A
+ * CTA runs rounds until it can go no further alone, then the next, so a CTA
+ * runs as far ahead of its peers as their barriers let it (a missing one
+ * shows).  barrier.cluster completes a phase when every thread of the
+ * cluster has arrived; mbarrier.arrive.shared::cluster and the multicast
+ * tensor copy act on each target CTA's barrier at the same offset (the copy
+ * lands at the same offset in each).  Hazards are errors: a rank or mask
+ * outside the cluster; a remote arrive or copy on a barrier whose
+ * initialisation fence.mbarrier_init and a cluster barrier did not order
+ * before it, or on a CTA that has exited; a CTA exiting before the cluster
+ * phase that follows a peer's last remote operation on it.
  *
  * Single-threaded and not reentrant: one launch at a time per process.
  */

@@ -722,13 +722,23 @@ cg_gemm_dense_c2_tile(const GemmSpec *s)
 	       s->split_k <= 1 && s->sched != CG_SCHED_STREAM;
 }
 
+/* The emulator runs clusters since session 40, but its plans take the dense ones with the flag only
+ * (like grouped-c2's), so that its other tests keep their plans. */
+int
+cg_gemm_dense_c2_here(const CgModule *m)
+{
+	const CgTarget *t = cg_module_target(m);
+
+	return cg_gemm_dense_c2_on(m) &&
+	       (cg_target_has(t, CG_CLUSTER) || (cg_target_is_emu(t) && (cg_module_debug(m) & DBG_DENSE_C2)));
+}
+
 /* That plan asking for clusters sharing B (s->cluster_b: program.c's
- * request, per T bucket) on a cluster target, with cg_gemm_dense_c2_on. */
+ * request, per T bucket) where cg_gemm_dense_c2_here. */
 static int
 dense_c2_for(const CgModule *m, const GemmSpec *s)
 {
-	return s->cluster_b && s->cluster != 2 && cg_gemm_dense_c2_on(m) &&
-	       cg_target_has(cg_module_target(m), CG_CLUSTER) && cg_gemm_dense_c2_tile(s);
+	return s->cluster_b && s->cluster != 2 && cg_gemm_dense_c2_here(m) && cg_gemm_dense_c2_tile(s);
 }
 
 /*
