@@ -2311,6 +2311,27 @@ START_TEST(test_ws_emu_grouped_clusters)
 }
 END_TEST
 
+/* --debug=dense-c2 on the emulator (cg_gemm_dense_c2_here): a dense GEMM whose bucket past 1024 rows
+ * the heuristic tiles 256x128 runs 128x256 in clusters of 2 sharing B, with TMA stores (sm_90a's
+ * default, --debug=ws-tma-store on the emulator) and without; 1030 rows (an odd row-tile count: the
+ * last pair's second tile empty), against the interpreter. */
+static const char prog_dense_c2[] =
+	"weight $w : bf16[4096,128]\n"
+	"graph @d(%x: bf16[T,128]) -> (y: bf16[T,4096]) {\n"
+	"	%y = matmul %x, $w, trans_b=1 : bf16[T,4096]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_dense_c2_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_DENSE_C2;
+
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "128x256x64 w2x4+4 s4 ws tma cluster2 multicast-b "
+			     "tma-store persistent", 2e-2, dbg | DBG_WS_TMA_STORE);	/* sm_90a's plan */
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster2 multicast-b persistent", 2e-2, dbg);
+}
+END_TEST
+
 /* ---- clusters on the emulator, through cg_emit_cluster_probe ---- */
 
 enum { CP_CTAS = 4, CP_ROUNDS = 5, CP_ROWS = 16 * CP_ROUNDS * CP_CTAS / 2 };
@@ -2577,6 +2598,7 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_cluster_probe_hazards_are_diagnostics);
 	tcase_add_test(t, test_ws_emu_dense_clusters);
 	tcase_add_test(t, test_ws_emu_grouped_clusters);
+	tcase_add_test(t, test_ws_dense_c2_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
