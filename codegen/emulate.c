@@ -79,6 +79,7 @@ run_step(CgModule *mod, const Manifest *m, Mem *mm, const MStep *s, int64_t T, D
 		}
 	}
 	l.smem = s->smem;
+	l.cluster = MAX(m->k[s->kidx].cluster, 1);	/* as the runtime launches it (run.c launch_ex) */
 	l.args = args;
 	l.nargs = s->narg;
 	l.buf = mm->buf;
