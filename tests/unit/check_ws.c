@@ -2392,6 +2392,19 @@ START_TEST(test_ws_cluster_probe_multicast_and_release)
 			}
 	free(A);
 	free(D);
+	{	/* the same kernel for sm_90a through ptxas */
+		CgTarget a = {"sm_90a", NULL, 3};
+		Diag d;
+		CgModule *m;
+
+		diag_init(&d, NULL);
+		m = cg_module_new(&a, "cprobe", &d);
+		ck_assert_msg(cg_emit_cluster_probe(m, "p", CP_CTAS, 0, &d) == 0, "%s", d.last);
+		ck_assert_int_eq(gh_count(gh_ptx(m), ".multicast::cluster ["), 1);
+		ck_assert_int_eq(gh_count(gh_ptx(m), "mbarrier.arrive.shared::cluster.b64 _,"), 1);
+		gh_assemble(m, 1, "check_ws cluster probe", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
 }
 END_TEST
 
