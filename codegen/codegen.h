@@ -18,8 +18,9 @@
  *
  * The target "emu" builds the same kernels for the host CPU, with every
  * GPU-specific operation (thread ids, barriers, cp.async, ldmatrix, mma)
- * turned into a call to the emulator of emu.c, which runs one CTA at a time
- * with one user-level thread per GPU thread.  Unit tests use it to check what
+ * turned into a call to the emulator of emu.c, which runs one CTA (or the
+ * CTAs of one cluster together) at a time with one user-level thread per
+ * GPU thread.  Unit tests use it to check what
  * the kernels compute on a machine without a GPU.
  */
 #ifndef MOEC_CODEGEN_H
@@ -282,9 +283,13 @@ struct CgEmuLaunch {
 	/* when nbuf > 0, every global access must fall inside one of these */
 	const CgEmuBuf *buf;
 	int nbuf;
+	/* CTAs per cluster along x (the manifest's cluster=N, cuLaunchKernelEx's
+	 * (N, 1, 1)); 0: the kernel's own (CgKernel.cluster), 1: none */
+	int cluster;
 };
 /*
- * Run a kernel of an "emu" module: CTAs one after another, threads as
+ * Run a kernel of an "emu" module: clusters one after another, the CTAs of
+ * one together (a CTA is its own cluster without one), threads as
  * user-level threads switched at barriers and warp-collective operations.
  * Out-of-bounds accesses, deadlocks and divergent collectives are
  * diagnostics.  Shared memory starts filled with 0xff bytes (NaN).
@@ -556,7 +561,7 @@ struct GemmSpec {
 	CgWsMode ws_mode;	/* CG_MAINLOOP_WS, ping-pong: warps_m x warps_n is one consumer
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
-				 * multicast (persistent; not emulated); 0: none */
+				 * multicast (persistent); 0: none */
 #define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:
@@ -760,6 +765,8 @@ int cg_gemm_pingpong_pays(const CgTarget *t, const GemmSpec *s, int64_t thi);
 #define CG_QUAD_STORE_DEFAULT 1
 int cg_gemm_dense_c2_tile(const GemmSpec *s);
 int cg_gemm_dense_c2_on(const CgModule *m);	/* the flag or CG_DENSE_C2_DEFAULT */
+/* ... and m's target runs the dense clusters: a cluster target, or the emulator with the flag */
+int cg_gemm_dense_c2_here(const CgModule *m);
 /* FP8 grouped GEMMs with A not gathered and short tiles on ping-pong consumers (--debug=f8-pingpong) */
 int cg_gemm_f8_pingpong(const CgModule *m, const GemmSpec *s);
 /* Whether s, a gathered grouped GEMM (the MoE gate|up) on a cooperative
@@ -815,6 +822,27 @@ enum {
 	CG_TURNS_HALF_COUNT = 1 << 2,	/* bar.arrive counting 128 threads, not 256 */
 };
 int cg_emit_turns_probe(CgModule *m, const char *name, int rounds, DbgFlags flags, Diag *d);
+/*
+ * A kernel "name(A, D, A_map, rounds)" in clusters of 2 over ctas CTAs of
+ * 128 threads, the pipeline of a cluster sharing a tile through one stage:
+ * in round i, thread 0 of rank r (once both CTAs released the stage) expects
+ * 2048 bytes on its full barrier and multicasts rows 16 (c rounds + i) + 8r
+ * .. + 8 of A (bf16 [rows][64], 128-byte swizzle; c: the cluster) to both
+ * CTAs at 1024r; every thread waits, copies 16 bytes of the 16x64 tile,
+ * unswizzled, to D[cta][i][tid], and after a CTA barrier thread 0 releases
+ * the stage here and in the peer (empty, count 2).  barrier.cluster after
+ * the init and before the exit.  The flags break it.
+ */
+enum {
+	CG_CLPROBE_MASK_SELF = 1 << 0,		/* rank 0's multicast misses its peer: that half never lands there */
+	CG_CLPROBE_SELF_RELEASE = 1 << 1,	/* the release meant for the peer arrives on its own barrier */
+	CG_CLPROBE_NO_END_SYNC = 1 << 2,	/* no barrier.cluster before the exit */
+	CG_CLPROBE_NO_INIT_SYNC = 1 << 3,	/* no fence.mbarrier_init nor barrier.cluster after the init */
+	CG_CLPROBE_MASK_OUTSIDE = 1 << 4,	/* rank 0's mask names rank 2 of the pair */
+};
+int cg_emit_cluster_probe(CgModule *m, const char *name, int ctas, DbgFlags flags, Diag *d);
+/* The cluster probe's tensor map over A [rows][64] bf16: 8-row boxes. */
+CgTmap cg_cluster_probe_map(int rows);
 /* The most registers per thread a CTA of that many threads can start with
  * (64K a CTA, in multiples of 8, at most 248): 168 for 384 threads. */
 int cg_regs_per_thread(int threads);
@@ -1294,8 +1322,8 @@ int cg_module_finish(CgModule *m, Diag *d);	/* verify + default<On>, once */
 int cg_emu_init(CgModule *m, Diag *d);		/* emu.c: host target setup */
 void cg_emu_free(CgModule *m);
 
-/* special-register codes of moec_emu_sreg (emu.c), + dim */
-enum { EMU_TID = 0, EMU_NTID = 3, EMU_CTAID = 6, EMU_NCTAID = 9 };
+/* special-register codes of moec_emu_sreg (emu.c), + dim; the cluster's: no dim */
+enum { EMU_TID = 0, EMU_NTID = 3, EMU_CTAID = 6, EMU_NCTAID = 9, EMU_CLUSTER_CTARANK = 12 };
 
 /*
  * A kernel under construction.  Builders use these helpers for everything
@@ -1486,7 +1514,7 @@ LLVMValueRef cg_match_any(CgFn *f, LLVMValueRef v);	/* match.any.sync.b32: i32 m
 LLVMValueRef cg_redux_umax(CgFn *f, LLVMValueRef v);	/* redux.sync.max.u32: the warp's largest i32 v, unsigned (sm_80) */
 void cg_syncwarp(CgFn *f);			/* bar.warp.sync: a warp's shared accesses ordered */
 /*
- * Clusters (sm_90; not emulated: a diagnostic on "emu").  The kernel must be
+ * Clusters (sm_90; on "emu" the emulator runs a cluster's CTAs together).  The kernel must be
  * launched with cluster dimension (n, 1, 1) (cg_fn_cluster records n; the
  * kernel traps if launched otherwise: cg_cluster_check).  Shared offsets
  * name the same bytes in every CTA of the cluster.

@@ -76,6 +76,19 @@
  * bar.sync blocks its thread until then.  Threads that wait forever are a
  * deadlock, and a CTA that exits with a phase partly arrived is an error
  * (an arrival without its partners).
+ * Clusters (CgKernel.cluster CTAs along x): the clusters run one after
+ * another, the CTAs of one together, each with its own shared memory,
+ * barriers and threads (E is the running CTA's state; cta_enter swaps).  A
+ * CTA runs rounds until it can go no further alone, then the next, so a CTA
+ * runs as far ahead of its peers as their barriers let it (a missing one
+ * shows).  barrier.cluster completes a phase when every thread of the
+ * cluster has arrived; mbarrier.arrive.shared::cluster and the multicast
+ * tensor copy act on each target CTA's barrier at the same offset (the copy
+ * lands at the same offset in each).  Hazards are errors: a rank or mask
+ * outside the cluster; a remote arrive or copy on a barrier whose
+ * initialisation fence.mbarrier_init and a cluster barrier did not order
+ * before it, or on a CTA that has exited; a CTA exiting before the cluster
+ * phase that follows a peer's last remote operation on it.
  *
  * Single-threaded and not reentrant: one launch at a time per process.
  */
@@ -217,6 +230,8 @@ struct Thr {
 	int nbw;		/* the named barrier it waits at (bar.sync), 0: none */
 	struct { long o; size_t n; int grp; } *bs;	/* TMA stores still reading [o, o+n): bulk group, -1 open */
 	int nbs, capbs, bgrp;	/* ... and the bulk groups committed so far */
+	uint32_t clarr, clseen;	/* barrier.cluster: its arrivals, the phases it waited for */
+	int clw;		/* 1: waiting at barrier.cluster.wait */
 };
 
 /* An mbarrier: where, its arrival count, pending arrivals, tx count, completed phases. */
@@ -226,7 +241,10 @@ struct Mbar {
 	int count, pending;
 	int64_t tx;
 	uint32_t done;
+	int by;			/* the thread that initialised it */
+	uint32_t vis;		/* the cluster's peers may use it after cluster phase vis (NOVIS: not fenced) */
 };
+#define NOVIS UINT32_MAX
 
 /* A tensor copy issued, not landed: the bytes for shared offsets at[]; or
  * (arrive) a thread's cp.async copies with their arrival on the barrier. */
@@ -273,7 +291,13 @@ struct Wg {
 	int regs;		/* per thread, after its setmaxnreg so far */
 };
 
-static struct {
+/*
+ * The state of the CTA whose thread runs.  In a cluster each CTA has its
+ * own (cta_enter swaps them), but for the fields cta_enter carries over:
+ * the running thread, the scheduler's context, the failure.
+ */
+typedef struct Emu Emu;
+struct Emu {
 	Thr *thr;
 	int nthr, cap;
 	Thr *cur;
@@ -307,7 +331,10 @@ static struct {
 	int nbuf;
 	int failed;
 	char msg[512];
-} E;
+	int rank, exited;	/* in the cluster; all its threads exited (and its end checked) */
+	uint32_t clneed;	/* cluster phases it must wait for before it exits (a peer's remote operation) */
+};
+static Emu E;
 
 static long shared_off(uint32_t a, int bytes);
 
@@ -357,6 +384,8 @@ moec_emu_sreg(int32_t code)
 		return E.cta[code - EMU_CTAID];
 	case EMU_NCTAID: case EMU_NCTAID + 1: case EMU_NCTAID + 2:
 		return E.grid[code - EMU_NCTAID];
+	case EMU_CLUSTER_CTARANK:
+		return E.rank;
 	}
 	fail("bad special register code %d", code);
 	abandon();
@@ -714,7 +743,7 @@ moec_emu_mbar_init(void *p, int32_t count)
 		generic_write(p, 8, "mbarrier.init");
 		E.nmb++;
 	}
-	E.mb[i] = (Mbar){o, count, count, 0, 0};
+	E.mb[i] = (Mbar){o, count, count, 0, 0, E.cur->lin, NOVIS};
 	for (int t = 0; t < E.nthr; t++)
 		E.thr[t].seen[i] = E.thr[t].fseen[i] = 0;
 	memset(E.isbar + o, 1, 8);
@@ -1100,6 +1129,182 @@ moec_emu_setmaxnreg(int32_t code)
 	t->ci = code;
 	t->u[0] = t->u[1] = t->u[2] = 0;
 	yield(T_COLL);
+}
+
+/*
+ * ---- clusters ----
+ *
+ * The CTAs of a cluster run together, each with its own shared memory,
+ * mbarriers, threads and copies: E holds the state of the CTA whose thread
+ * runs, CL.st the others'.  An operation on a peer's shared memory enters
+ * the peer's state for its length (cta_enter) and comes back.
+ */
+#define MAXCLUSTER 16		/* a multicast mask's 16 bits */
+
+static struct {
+	int n;			/* CTAs in the cluster */
+	int at;			/* the rank whose state E holds */
+	Emu st[MAXCLUSTER];	/* each rank's while another's is in E */
+	uint32_t arrived, done;	/* barrier.cluster: arrivals in the current phase, phases completed */
+} CL;
+
+/* E becomes rank r's state; the running thread, the scheduler and a failure stay. */
+static void
+cta_enter(int r)
+{
+	Thr *cur = E.cur;
+	Ctx sched = E.sched;
+	int failed = E.failed;
+
+	if (r == CL.at)
+		return;
+	CL.st[CL.at] = E;
+	E = CL.st[r];
+	E.cur = cur;
+	E.sched = sched;
+	E.failed = failed;
+	memcpy(E.msg, CL.st[CL.at].msg, sizeof E.msg);
+	CL.at = r;
+}
+
+/*
+ * Enter rank r of the cluster for an operation of the current thread on
+ * its shared memory (what, at offset o: its mbarrier when bar), the peer
+ * recording that it must not exit before the cluster phase that follows
+ * it.  -1 (a diagnostic, still in the caller's state) where the rank is
+ * outside the cluster, the peer has exited, or its barrier's initialisation
+ * is not ordered before (fence.mbarrier_init and a barrier.cluster the
+ * thread waited for).
+ */
+static int
+peer_enter(int r, long o, int bar, const char *what)
+{
+	Thr *t = E.cur;
+	int self = E.rank, i;
+
+	if (r < 0 || r >= CL.n) {
+		fail("thread %d of CTA (%d,%d,%d): %s names cluster rank %d, outside the cluster of %d",
+		     t->lin, E.cta[0], E.cta[1], E.cta[2], what, r, CL.n);
+		return -1;
+	}
+	if (r == self)
+		return 0;
+	cta_enter(r);
+	if (E.exited) {
+		fail("thread %d of cluster rank %d: %s reaches the shared memory of rank %d, which has exited "
+		     "(no barrier.cluster keeps it until its peers are done with it)", t->lin, self, what, r);
+		cta_enter(self);
+		return -1;
+	}
+	for (i = 0; bar && i < E.nmb && E.mb[i].off != o; i++)
+		;
+	if (bar && (i == E.nmb || E.mb[i].vis == NOVIS || t->clseen <= E.mb[i].vis)) {
+		fail("thread %d of cluster rank %d: %s on the mbarrier at shared offset %ld of rank %d, %s", t->lin,
+		     self, what, o, r, i == E.nmb ? "where none was initialised"
+		     : "whose initialisation is not ordered before it (fence.mbarrier_init.release.cluster, then "
+		       "a barrier.cluster that this thread waited for)");
+		cta_enter(self);
+		return -1;
+	}
+	E.clneed = MAX(E.clneed, t->clarr + 1);
+	return 0;
+}
+
+/* %cluster_nctarank != n: the GPU traps */
+void
+moec_emu_cluster_check(int32_t n)
+{
+	if (n == CL.n)
+		return;
+	fail("thread %d of CTA (%d,%d,%d): the kernel runs in clusters of %d, launched in clusters of %d (trap)",
+	     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], n, CL.n);
+	abandon();
+}
+
+/* barrier.cluster.arrive: the phase completes when every thread of the cluster has arrived */
+void
+moec_emu_cluster_arrive(void)
+{
+	Thr *t = E.cur;
+
+	if (t->clarr > t->clseen) {
+		fail("thread %d of CTA (%d,%d,%d): barrier.cluster.arrive twice without a wait between",
+		     t->lin, E.cta[0], E.cta[1], E.cta[2]);
+		abandon();
+	}
+	t->clarr++;
+	if (++CL.arrived == (uint32_t)(CL.n * E.nthr)) {
+		CL.arrived = 0;
+		CL.done++;
+	}
+}
+
+void
+moec_emu_cluster_wait(void)
+{
+	Thr *t = E.cur;
+
+	if (t->clarr == t->clseen) {
+		fail("thread %d of CTA (%d,%d,%d): barrier.cluster.wait without an arrive", t->lin, E.cta[0],
+		     E.cta[1], E.cta[2]);
+		abandon();
+	}
+	t->clw = 1;
+	while (CL.done < t->clarr)
+		yield(T_SPIN);
+	t->clw = 0;
+	t->clseen = t->clarr;
+	E.woke = 1;
+}
+
+/* fence.mbarrier_init.release.cluster: the thread's initialised barriers, to
+ * the peers that wait for the cluster phase it arrives at next */
+void
+moec_emu_mbar_init_fence(void)
+{
+	for (int i = 0; i < E.nmb; i++)
+		if (E.mb[i].by == E.cur->lin && E.mb[i].vis == NOVIS)
+			E.mb[i].vis = E.cur->clarr;
+}
+
+/* mapa + mbarrier.arrive.shared::cluster: arrive on the barrier at p's offset in CTA rank */
+void
+moec_emu_mbar_arrive_cluster(void *p, int32_t rank)
+{
+	long o = (long)((unsigned char *)p - E.smem);
+	int self = E.rank;
+
+	if (peer_enter(rank, o, 1, "mbarrier.arrive.shared::cluster") < 0)
+		abandon();
+	moec_emu_mbar_arrive(E.smem + o, -1);
+	cta_enter(self);
+}
+
+/*
+ * cp.async.bulk.tensor ... .multicast::cluster: the box to the same shared
+ * offset of every CTA of mask, complete_tx on each one's barrier at mbar's
+ * offset.
+ */
+void
+moec_emu_tma_load_multicast(void *dst, const void *map, void *mbar, int32_t c0, int32_t c1, int32_t c2,
+			    int32_t mask)
+{
+	long o = (long)((unsigned char *)dst - E.smem), ob = (long)((unsigned char *)mbar - E.smem);
+	int self = E.rank;
+
+	if (mask <= 0 || mask >= 1 << CL.n) {
+		fail("thread %d of CTA (%d,%d,%d): cp.async.bulk.tensor .multicast::cluster to CTA mask 0x%x, in "
+		     "a cluster of %d", E.cur->lin, E.cta[0], E.cta[1], E.cta[2], (unsigned)mask, CL.n);
+		abandon();
+	}
+	for (int r = 0; r < CL.n; r++) {
+		if (!(mask >> r & 1))
+			continue;
+		if (peer_enter(r, ob, 1, "cp.async.bulk.tensor .multicast::cluster") < 0)
+			abandon();
+		moec_emu_tma_load(E.smem + o, map, E.smem + ob, c0, c1, c2);
+		cta_enter(self);
+	}
 }
 
 float moec_emu_exp2(float x) { return exp2f(x); }
@@ -1795,8 +2000,9 @@ warp_step(int w)
 	return 1;
 }
 
-static int
-run_cta(void)
+/* The current CTA's shared memory, barriers and threads as at its launch. */
+static void
+cta_start(void)
 {
 	int n = E.nthr;
 
@@ -1809,6 +2015,8 @@ run_cta(void)
 	memset(E.srd, 0, E.smem_bytes * sizeof *E.srd);
 	E.nmb = 0;
 	E.nbulk = 0;
+	E.exited = 0;
+	E.clneed = 0;
 	memset(E.nb, 0, sizeof E.nb);
 	for (int i = 0; i < n / 128; i++) {
 		E.wg[i].nop = E.wg[i].ncommit = 0;
@@ -1826,81 +2034,176 @@ run_cta(void)
 		t->nfence = 0;
 		t->nbw = 0;
 		t->nbs = t->bgrp = 0;
+		t->clarr = t->clseen = 0;
+		t->clw = 0;
 		memset(t->seen, 0, sizeof t->seen);
 		memset(t->fseen, 0, sizeof t->fseen);
 		ctx_make(&t->ctx, t->stack, STACK);
 	}
+}
+
+/*
+ * Every thread of the CTA has exited: nothing may be left in flight, and
+ * (in a cluster) no peer may still reach its shared memory: each remote
+ * operation into it must precede a cluster phase its threads waited for.
+ */
+static int
+cta_exit(void)
+{
+	uint32_t seen = 0;
+
+	for (int g = 0; g < E.nthr / 128; g++)
+		if (E.wg[g].nop) {
+			fail("warpgroup %d ends with %d wgmma operations not retired by wgmma.wait_group", g,
+			     E.wg[g].nop);
+			return -1;
+		}
+	if (!mbar_all_settled())
+		return -1;
+	for (int i = 0; i < E.nthr; i++)
+		seen = MAX(seen, E.thr[i].clseen);
+	if (E.clneed > seen) {
+		fail("cluster rank %d exits while a peer may still arrive on its mbarriers or copy into its shared "
+		     "memory (no barrier.cluster after the peer's last such operation: it needs %u cluster phases, "
+		     "its threads waited for %u)", E.rank, E.clneed, seen);
+		return -1;
+	}
+	E.exited = 1;
+	return 0;
+}
+
+/*
+ * One round of the current CTA: its threads run until each blocks or
+ * exits, its copies land, its collectives and barriers resolve.  1 if it
+ * progressed (or exited), 0 if not, -1 on a failure.
+ */
+static int
+cta_round(void)
+{
+	int n = E.nthr, nbar = 0, ndone = 0, progress = 0;
+
+	E.woke = 0;
+	for (int i = 0; i < n && !E.failed; i++) {
+		int was = E.thr[i].state;
+		if (was == T_RUN || was == T_SPIN) {
+			E.cur = &E.thr[i];
+			ctx_swap(&E.sched, &E.thr[i].ctx);
+			if (E.failed)
+				break;
+			/* a spinning thread that still spins did nothing (one that
+			 * passed its wait and waits again set E.woke) */
+			progress |= was == T_RUN || E.thr[i].state != T_SPIN;
+		}
+	}
+	if (E.failed)
+		return -1;
+	progress |= E.woke;
+	progress |= land_bulk() > 0;
+	if (E.failed)
+		return -1;
+	for (int w = 0; w < n / 32; w++)
+		progress |= warp_step(w);
+	for (int g = 0; g < n / 128 && !E.failed; g++)
+		progress |= wg_step(g);
+	if (E.failed)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		nbar += E.thr[i].state == T_BAR;
+		ndone += E.thr[i].state == T_DONE;
+	}
+	if (ndone == n)
+		return cta_exit() < 0 ? -1 : 1;
+	if (!progress && nbar && nbar + ndone == n) {
+		if (ndone) {
+			fail("barrier reached by %d threads while %d have exited", nbar, ndone);
+			return -1;
+		}
+		for (int i = 0; i < n; i++)
+			E.thr[i].state = T_RUN;
+		progress = 1;
+	}
+	return progress;
+}
+
+/* The current CTA's threads wait for what never comes: say what they wait for. */
+static void
+deadlock(void)
+{
+	int n = E.nthr, nbar = 0, ndone = 0, nspin = 0, nnamed = 0, ncl = 0;
+	char where[64] = "";
+
+	for (int i = 0; i < n; i++) {
+		nbar += E.thr[i].state == T_BAR;
+		ndone += E.thr[i].state == T_DONE;
+		nspin += E.thr[i].state == T_SPIN && !E.thr[i].nbw && !E.thr[i].clw;
+		nnamed += E.thr[i].state == T_SPIN && E.thr[i].nbw;
+		ncl += E.thr[i].state == T_SPIN && E.thr[i].clw;
+	}
+	if (CL.n > 1)
+		snprintf(where, sizeof where, " (cluster rank %d; %d at barrier.cluster.wait)", E.rank, ncl);
+	if (regs_blocked() >= 0) {
+		int g = regs_blocked(), want = E.thr[g * 128].ci & 0xffff;
+		fail("deadlock: setmaxnreg.inc %d of warpgroup %d waits for %d registers, the CTA's pool has "
+		     "%d (%d per thread at entry x %d threads, less what the warpgroups hold)%s", want, g,
+		     (want - E.wg[g].regs) * 128, E.pool, E.maxnreg, n, where);
+	} else if (nnamed) {
+		int i = 0;
+		while (!E.thr[i].nbw)
+			i++;
+		fail("deadlock: %d threads wait at named barriers (thread %d at bar.sync %d: %d of %d "
+		     "arrived), %d at a barrier, %d on mbarriers, %d exited%s", nnamed, i, E.thr[i].nbw,
+		     E.nb[E.thr[i].nbw].arrived, E.nb[E.thr[i].nbw].count, nbar, nspin, ndone, where);
+	} else {
+		fail("deadlock: %d threads at a barrier, %d waiting on mbarriers, %d exited, the rest "
+		     "at collectives%s", nbar, nspin, ndone, where);
+	}
+}
+
+/*
+ * The CTAs of one cluster (E.cta set in each), starting with rank `first`:
+ * each CTA runs rounds until it can go no further alone (or exits), then
+ * the next.  A CTA running as far ahead of its peers as their barriers let
+ * it is the schedule that shows a missing one: its copies into a peer's
+ * stage land before the peer has read it.  No CTA progressing in a turn of
+ * them all is a deadlock (reported for the first still running).
+ */
+static int
+run_cluster(int first)
+{
+	CL.arrived = CL.done = 0;
+	for (int r = 0; r < CL.n; r++) {
+		cta_enter(r);
+		cta_start();
+	}
 	for (;;) {
-		int nbar = 0, ndone = 0, nspin = 0, nnamed = 0, progress = 0;
-		E.woke = 0;
-		for (int i = 0; i < n && !E.failed; i++) {
-			int was = E.thr[i].state;
-			if (was == T_RUN || was == T_SPIN) {
-				E.cur = &E.thr[i];
-				ctx_swap(&E.sched, &E.thr[i].ctx);
-				/* a spinning thread that still spins did nothing (one that
-				 * passed its wait and waits again set E.woke) */
-				progress |= was == T_RUN || E.thr[i].state != T_SPIN;
-			}
-		}
-		if (E.failed)
-			return -1;
-		progress |= E.woke;
-		progress |= land_bulk() > 0;
-		if (E.failed)
-			return -1;
-		for (int w = 0; w < n / 32; w++)
-			progress |= warp_step(w);
-		for (int g = 0; g < n / 128 && !E.failed; g++)
-			progress |= wg_step(g);
-		if (E.failed)
-			return -1;
-		for (int i = 0; i < n; i++) {
-			nbar += E.thr[i].state == T_BAR;
-			ndone += E.thr[i].state == T_DONE;
-			nspin += E.thr[i].state == T_SPIN && !E.thr[i].nbw;
-			nnamed += E.thr[i].state == T_SPIN && E.thr[i].nbw;
-		}
-		if (ndone == n) {
-			for (int g = 0; g < n / 128; g++)
-				if (E.wg[g].nop) {
-					fail("warpgroup %d ends with %d wgmma operations not retired by "
-					     "wgmma.wait_group", g, E.wg[g].nop);
-					return -1;
-				}
-			return mbar_all_settled() ? 0 : -1;
-		}
-		if (!progress && nbar && nbar + ndone == n) {
-			if (ndone) {
-				fail("barrier reached by %d threads while %d have exited", nbar, ndone);
+		int progress = 0, live = 0;
+		for (int i = 0; i < CL.n; i++) {
+			int p = 0;
+			cta_enter((first + i) % CL.n);
+			while (!E.exited && (p = cta_round()) > 0)
+				progress = 1;
+			if (p < 0)
 				return -1;
-			}
-			for (int i = 0; i < n; i++)
-				E.thr[i].state = T_RUN;
-			progress = 1;
+			live += !E.exited;
 		}
-		if (!progress && regs_blocked() >= 0) {
-			int g = regs_blocked(), want = E.thr[g * 128].ci & 0xffff;
-			fail("deadlock: setmaxnreg.inc %d of warpgroup %d waits for %d registers, the CTA's pool has "
-			     "%d (%d per thread at entry x %d threads, less what the warpgroups hold)", want, g,
-			     (want - E.wg[g].regs) * 128, E.pool, E.maxnreg, n);
-			return -1;
-		}
-		if (!progress && nnamed) {
-			int i = 0;
-			while (!E.thr[i].nbw)
-				i++;
-			fail("deadlock: %d threads wait at named barriers (thread %d at bar.sync %d: %d of %d "
-			     "arrived), %d at a barrier, %d on mbarriers, %d exited", nnamed, i, E.thr[i].nbw,
-			     E.nb[E.thr[i].nbw].arrived, E.nb[E.thr[i].nbw].count, nbar, nspin, ndone);
-			return -1;
-		}
+		if (!live)
+			break;
 		if (!progress) {
-			fail("deadlock: %d threads at a barrier, %d waiting on mbarriers, %d exited, the rest "
-			     "at collectives", nbar, nspin, ndone);
+			for (int i = 0; i < CL.n; i++) {
+				cta_enter((first + i) % CL.n);
+				if (!E.exited)
+					break;
+			}
+			deadlock();
 			return -1;
 		}
 	}
+	if (CL.arrived) {
+		fail("the cluster ends with a barrier.cluster phase partly arrived (%u of %d threads)", CL.arrived,
+		     CL.n * E.nthr);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- setup and launch ---- */
@@ -1940,6 +2243,12 @@ static const struct {
 	{"moec_emu_redux_umax", (void *)moec_emu_redux_umax},
 	{"moec_emu_match_any", (void *)moec_emu_match_any},
 	{"moec_emu_setmaxnreg", (void *)moec_emu_setmaxnreg},
+	{"moec_emu_cluster_check", (void *)moec_emu_cluster_check},
+	{"moec_emu_cluster_arrive", (void *)moec_emu_cluster_arrive},
+	{"moec_emu_cluster_wait", (void *)moec_emu_cluster_wait},
+	{"moec_emu_mbar_init_fence", (void *)moec_emu_mbar_init_fence},
+	{"moec_emu_mbar_arrive_cluster", (void *)moec_emu_mbar_arrive_cluster},
+	{"moec_emu_tma_load_multicast", (void *)moec_emu_tma_load_multicast},
 	{"moec_emu_exp2", (void *)moec_emu_exp2},
 	{"moec_emu_rcp", (void *)moec_emu_rcp},
 	{"moec_emu_f32_to_bf16", (void *)moec_emu_f32_to_bf16},
@@ -2003,13 +2312,61 @@ jit(CgModule *m, Diag *d)
 	return 0;
 }
 
+/* The current CTA's shared memory and the emulator's records of it. */
+static void
+cta_alloc(void)
+{
+	E.smem_raw = xmalloc(E.smem_bytes + 2048);
+	E.smem = E.smem_raw + ((1024 - (uintptr_t)E.smem_raw % 1024) % 1024) + SMEM_SKEW;
+	E.owner = xmalloc((E.smem_bytes + 1) * sizeof *E.owner);
+	E.rd = xmalloc((E.smem_bytes + 1) * sizeof *E.rd);
+	E.epoch = xmalloc((E.smem_bytes + 1) * sizeof *E.epoch);
+	E.abar = xmalloc((E.smem_bytes + 1) * sizeof *E.abar);
+	E.aphase = xmalloc((E.smem_bytes + 1) * sizeof *E.aphase);
+	E.isbar = xmalloc(E.smem_bytes + 1);
+	E.agen = xmalloc(E.smem_bytes + 1);
+	E.srd = xmalloc((E.smem_bytes + 1) * sizeof *E.srd);
+	E.wg = xcalloc((size_t)(E.nthr / 128 + 1), sizeof *E.wg);
+	E.bulk = NULL;
+	E.nbulk = E.capbulk = 0;
+}
+
+static void
+cta_free(void)
+{
+	for (int g = 0; g < E.nthr / 128; g++)	/* a failed launch can leave operations */
+		for (int j = 0; j < E.wg[g].nop; j++) {
+			free(E.wg[g].op[j].val);
+			free(E.wg[g].op[j].rd);
+		}
+	for (int j = 0; j < E.nbulk; j++) {	/* ... and copies */
+		free(E.bulk[j].at);
+		free(E.bulk[j].data);
+	}
+	free(E.bulk);
+	free(E.smem_raw);
+	free(E.owner);
+	free(E.rd);
+	free(E.epoch);
+	free(E.abar);
+	free(E.aphase);
+	free(E.isbar);
+	free(E.agen);
+	free(E.srd);
+	free(E.wg);
+	E.bulk = NULL;
+	E.nbulk = E.capbulk = 0;
+	E.smem = E.smem_raw = NULL;
+}
+
 int
 cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 {
 	const CgKernel *k = cg_module_find(m, kernel);
 	char name[300];
 	uint64_t addr;
-	int n;
+	int n, ncl, at[3];
+	Thr *thr;
 
 	if (!m->emu)
 		return diag_error(d, LOC_NONE, "cg_emu_run: module is for %s, not emu", m->t.sm);
@@ -2021,6 +2378,10 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 	n = l->block[0] * l->block[1] * l->block[2];
 	if (n <= 0 || n > 1024 || n % 32)
 		return diag_error(d, LOC_NONE, "emu: %d threads per CTA (need a multiple of 32 up to 1024)", n);
+	ncl = l->cluster ? l->cluster : MAX(k->cluster, 1);
+	if (ncl < 1 || ncl > MAXCLUSTER || l->grid[0] % ncl)
+		return diag_error(d, LOC_NONE, "emu: kernel '%s' in clusters of %d: grid.x %d is not a multiple of "
+				  "it (or clusters of more than %d)", kernel, ncl, l->grid[0], MAXCLUSTER);
 	if (jit(m, d) < 0)
 		return -1;
 	snprintf(name, sizeof name, "%s.emu", kernel);
@@ -2029,14 +2390,15 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 		return diag_error(d, LOC_NONE, "emu: JIT has no %s", name);
 
 	memset(&E.sched, 0, sizeof E.sched);
-	if (n > E.cap) {
-		E.thr = xrealloc(E.thr, (size_t)n * sizeof *E.thr);
-		for (int i = E.cap; i < n; i++) {
+	if (n * ncl > E.cap) {
+		E.thr = xrealloc(E.thr, (size_t)(n * ncl) * sizeof *E.thr);
+		for (int i = E.cap; i < n * ncl; i++) {
 			memset(&E.thr[i], 0, sizeof E.thr[i]);
 			E.thr[i].stack = xmalloc(STACK);
 		}
-		E.cap = n;
+		E.cap = n * ncl;
 	}
+	thr = E.thr;
 	E.nthr = n;
 	E.maxnreg = k->maxnreg;
 	*(void **)&E.fn = (void *)(uintptr_t)addr;
@@ -2047,56 +2409,43 @@ cg_emu_run(CgModule *m, const char *kernel, const CgEmuLaunch *l, Diag *d)
 		E.block[i] = l->block[i];
 	}
 	E.smem_bytes = (size_t)l->smem;
-	E.smem_raw = xmalloc(E.smem_bytes + 2048);
-	E.smem = E.smem_raw + ((1024 - (uintptr_t)E.smem_raw % 1024) % 1024) + SMEM_SKEW;
-	E.owner = xmalloc((E.smem_bytes + 1) * sizeof *E.owner);
-	E.rd = xmalloc((E.smem_bytes + 1) * sizeof *E.rd);
-	E.epoch = xmalloc((E.smem_bytes + 1) * sizeof *E.epoch);
-	E.abar = xmalloc((E.smem_bytes + 1) * sizeof *E.abar);
-	E.aphase = xmalloc((E.smem_bytes + 1) * sizeof *E.aphase);
-	E.isbar = xmalloc(E.smem_bytes + 1);
-	E.agen = xmalloc(E.smem_bytes + 1);
-	E.srd = xmalloc((E.smem_bytes + 1) * sizeof *E.srd);
-	E.wg = xcalloc((size_t)(n / 128 + 1), sizeof *E.wg);
 	E.buf = l->buf;
 	E.nbuf = l->nbuf;
 	E.failed = 0;
+	CL.n = ncl;
+	CL.at = 0;
+	for (int r = 0; r < ncl; r++) {	/* each rank its threads and shared memory */
+		CL.st[r] = E;
+		CL.st[r].thr = thr + r * n;
+		CL.st[r].rank = r;
+	}
+	E = CL.st[0];
+	for (int r = 0; r < ncl; r++) {
+		cta_enter(r);
+		cta_alloc();
+	}
 	for (int z = 0; z < l->grid[2] && !E.failed; z++)
 		for (int y = 0; y < l->grid[1] && !E.failed; y++)
-			for (int x = 0; x < l->grid[0] && !E.failed; x++) {
-				E.cta[0] = x;
-				E.cta[1] = y;
-				E.cta[2] = z;
-				run_cta();
+			for (int x = 0; x < l->grid[0] && !E.failed; x += ncl) {
+				for (int r = 0; r < ncl; r++) {
+					cta_enter(r);
+					E.cta[0] = x + r;
+					E.cta[1] = y;
+					E.cta[2] = z;
+				}
+				run_cluster(x / ncl % ncl);	/* every rank first in turn */
 			}
-	for (int g = 0; g < n / 128; g++)	/* a failed launch can leave operations */
-		for (int j = 0; j < E.wg[g].nop; j++) {
-			free(E.wg[g].op[j].val);
-			free(E.wg[g].op[j].rd);
-		}
-	free(E.smem_raw);
-	free(E.owner);
-	free(E.rd);
-	free(E.epoch);
-	for (int j = 0; j < E.nbulk; j++) {	/* a failed launch can leave copies */
-		free(E.bulk[j].at);
-		free(E.bulk[j].data);
+	memcpy(at, E.cta, sizeof at);	/* the failed CTA's (or a peer's it reached) */
+	for (int r = 0; r < ncl; r++) {
+		cta_enter(r);
+		cta_free();
 	}
-	free(E.bulk);
-	E.bulk = NULL;
-	E.nbulk = E.capbulk = 0;
-	free(E.abar);
-	free(E.aphase);
-	free(E.isbar);
-	free(E.agen);
-	free(E.srd);
-	free(E.wg);
+	cta_enter(0);
+	E.thr = thr;
 	free(E.args);
-	E.smem = E.smem_raw = NULL;
 	E.args = NULL;
 	if (E.failed)
-		return diag_error(d, LOC_NONE, "emu: %s: CTA (%d,%d,%d): %s", kernel, E.cta[0],
-				  E.cta[1], E.cta[2], E.msg);
+		return diag_error(d, LOC_NONE, "emu: %s: CTA (%d,%d,%d): %s", kernel, at[0], at[1], at[2], E.msg);
 	return 0;
 }
 

@@ -46,6 +46,18 @@ encode_tmap(const Manifest *m, Mem *mm, const MTmap *t, int64_t T, void *out, Di
 	return cg_emu_tmap_encode(&c, pointer(m, mm, &t->of), T, out, d);
 }
 
+/* The clusters kernel's launches ask for (its kernel line's cluster=N), as the
+ * runtime launches them (run.c launch_ex); 1: none.  By name: a manifest
+ * built in memory has no step kidx (the parser fills it). */
+static int
+cluster_of(const Manifest *m, const char *kernel)
+{
+	for (int i = 0; i < m->nk; i++)
+		if (strcmp(m->k[i].name, kernel) == 0)
+			return MAX(m->k[i].cluster, 1);
+	return 1;
+}
+
 static int
 run_step(CgModule *mod, const Manifest *m, Mem *mm, const MStep *s, int64_t T, Diag *d)
 {
@@ -79,6 +91,7 @@ run_step(CgModule *mod, const Manifest *m, Mem *mm, const MStep *s, int64_t T, D
 		}
 	}
 	l.smem = s->smem;
+	l.cluster = cluster_of(m, s->kernel);
 	l.args = args;
 	l.nargs = s->narg;
 	l.buf = mm->buf;

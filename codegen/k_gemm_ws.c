@@ -97,8 +97,8 @@
  * than one phase behind the parity it waits for.  Empty barriers count the
  * 4 warps of the tile's owner.
  *
- * Clusters of 2 (GemmSpec.cluster = 2, persistent, TMA for A; opt-in,
- * not emulated: the GPU checks them): the two CTAs of a cluster take work
+ * Clusters of 2 (GemmSpec.cluster = 2, persistent, TMA for A; the
+ * emulator runs a cluster's CTAs together): the two CTAs of a cluster take work
  * items 2i and 2i + 1, which gemm_tile_coords makes one row tile's column
  * tiles 2j and 2j + 1, so they share A's tile.  Each producer loads its
  * half of A's rows (a box of bm/2) multicast to both CTAs' stage (the same
@@ -260,16 +260,16 @@ a_box_rows(const GemmSpec *s)
 }
 
 /* Clusters sharing B (GemmSpec.cluster_b; grouped also without a cluster,
- * the pair schedule on the emulator): each CTA's half of B's box rows. */
+ * the pair schedule alone): each CTA's half of B's box rows. */
 static int
 b_box_rows(const GemmSpec *s)
 {
 	return s->cluster_b && (s->cluster == 2 || s->groups > 0) ? s->bn / 2 : s->bn;
 }
 
-/* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs; the GPU only. */
+/* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs. */
 static int
-cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
+cluster_check(const GemmCore *k, Diag *d)
 {
 	const GemmSpec *s = &k->s;
 
@@ -283,9 +283,6 @@ cluster_check(const CgTarget *t, const GemmCore *k, Diag *d)
 				  "the pairs without a cluster, each CTA loading its whole B)");
 	if (s->cluster != 2)
 		return 0;
-	if (cg_target_is_emu(t))
-		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 are not emulated (the emulator runs one "
-				  "CTA at a time): the GPU checks them");
 	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 2)
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 need the persistent schedule over an even "
 				  "number of CTAs (%d)", s->ctas);
@@ -375,7 +372,7 @@ gemm_ws_check(const CgTarget *t, const G *g, Diag *d)
 				  "warpgroups)", cw);
 	if (s->ws_mode == CG_WS_PINGPONG && pingpong_check(s, cw, d) < 0)
 		return -1;
-	if (cluster_check(t, &g->k, d) < 0)
+	if (cluster_check(&g->k, d) < 0)
 		return -1;
 	if (s->bk != 64 && s->bk != 128)
 		return diag_error(d, LOC_NONE, "gemm: ws: bk = %d (need 64 or 128: 128-byte swizzled rows)", s->bk);
@@ -654,8 +651,9 @@ resident_ctas(const CgModule *m, GemmSpec *s)
  * GEMMs are L2-bound, ncu of session 27: gate|up L2 88%, down 84%, and half
  * the experts have a second row tile that read B's tile again).  Where the
  * planner asks (s->cluster_b without a cluster: program.c's cluster_pays,
- * per T bucket, with the flag).  On the emulator (which cannot run clusters) the same
- * pairs without a cluster.  FP8 x FP8 (on this mainloop, f8_ws; the default
+ * per T bucket, with the flag; on the emulator with the flag too).  The same pairs
+ * run without a cluster (cluster_b, cluster 0: each CTA loads both halves of B's tile),
+ * which the tests compare the clusters with bit for bit.  FP8 x FP8 (on this mainloop, f8_ws; the default
  * on cluster targets since session 30, --debug=f8-c2 on the emulator): the gate|up's interleaved B in half boxes (load_b_interleaved),
  * each CTA staging its own tile's scales.
  */
@@ -678,14 +676,14 @@ grouped_c2(const CgModule *m, const GemmSpec *s)
 	       (cg_target_has(t, CG_CLUSTER) || cg_target_is_emu(t));
 }
 
-/* w as clusters of 2 sharing B (on the emulator: the pairs alone), persistent,
+/* w as clusters of 2 sharing B (the emulator runs them too), persistent,
  * where that passes with the most stages (at least `least`); else 0, w as it was. */
 static int
 cluster_b_plan(const CgTarget *t, GemmSpec *w, int least)
 {
 	GemmSpec c = *w;
 
-	c.cluster = cg_target_is_emu(t) ? 0 : 2;
+	c.cluster = 2;
 	c.cluster_b = 1;
 	c.sched = CG_SCHED_PERSISTENT;
 	c.ctas = CG_CLUSTER_CTAS;
@@ -724,13 +722,23 @@ cg_gemm_dense_c2_tile(const GemmSpec *s)
 	       s->split_k <= 1 && s->sched != CG_SCHED_STREAM;
 }
 
+/* The emulator runs clusters since session 40, but its plans take the dense ones with the flag only
+ * (like grouped-c2's), so that its other tests keep their plans. */
+int
+cg_gemm_dense_c2_here(const CgModule *m)
+{
+	const CgTarget *t = cg_module_target(m);
+
+	return cg_gemm_dense_c2_on(m) &&
+	       (cg_target_has(t, CG_CLUSTER) || (cg_target_is_emu(t) && (cg_module_debug(m) & DBG_DENSE_C2)));
+}
+
 /* That plan asking for clusters sharing B (s->cluster_b: program.c's
- * request, per T bucket) on a cluster target, with cg_gemm_dense_c2_on. */
+ * request, per T bucket) where cg_gemm_dense_c2_here. */
 static int
 dense_c2_for(const CgModule *m, const GemmSpec *s)
 {
-	return s->cluster_b && s->cluster != 2 && cg_gemm_dense_c2_on(m) &&
-	       cg_target_has(cg_module_target(m), CG_CLUSTER) && cg_gemm_dense_c2_tile(s);
+	return s->cluster_b && s->cluster != 2 && cg_gemm_dense_c2_here(m) && cg_gemm_dense_c2_tile(s);
 }
 
 /*
@@ -1225,7 +1233,7 @@ a_tile(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 }
 
 /* Clusters sharing A's tile: this CTA's half of its rows multicast to both
- * CTAs (without a cluster, the grouped pairs on the emulator: both halves here). */
+ * CTAs (without a cluster, the grouped pairs alone: both halves here). */
 static void
 a_shared(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 {
@@ -2151,4 +2159,95 @@ cg_emit_turns_probe(CgModule *m, const char *name, int rounds, DbgFlags flags, D
 	cg_endif(f, &a);
 	cg_endloop(f, &l);
 	return cg_fn_end(f, block, grid, 16, "named-barrier turns probe");
+}
+
+CgTmap
+cg_cluster_probe_map(int rows)
+{
+	return (CgTmap){"A", DT_BF16, 2, {CG_EXPR_INT(64), CG_EXPR_INT(rows)}, {128, 0}, {64, 8, 1}, 128};
+}
+
+/* Thread 0's multicast of its half of round i's tile (rank 0's mask missing its peer with the flag). */
+static void
+cluster_probe_load(CgFn *f, LLVMValueRef base, LLVMValueRef full, LLVMValueRef rank, LLVMValueRef i, DbgFlags flags)
+{
+	LLVMValueRef c[2], dst = cg_add(f, base, cg_muli(f, rank, 1024));
+	CgIf r0;
+
+	c[0] = cg_i32(f, 0);
+	c[1] = cg_add(f, cg_muli(f, cg_add(f, cg_mul(f, cg_shr(f, cg_ctaid(f, 0), 1), cg_arg(f, 3)), i), 16),
+		      cg_muli(f, rank, 8));
+	cg_mbar_arrive_tx(f, full, cg_i32(f, 2048));
+	if (!(flags & (CG_CLPROBE_MASK_SELF | CG_CLPROBE_MASK_OUTSIDE))) {
+		cg_tma_load_multicast(f, 2, dst, full, 2, c, 3);
+		return;
+	}
+	cg_if(f, &r0, LLVMBuildICmp(f->B, LLVMIntEQ, rank, cg_i32(f, 0), ""));
+	cg_tma_load_multicast(f, 2, dst, full, 2, c, flags & CG_CLPROBE_MASK_SELF ? 1 : 5);
+	cg_else(f, &r0);
+	cg_tma_load_multicast(f, 2, dst, full, 2, c, 3);
+	cg_endif(f, &r0);
+}
+
+int
+cg_emit_cluster_probe(CgModule *m, const char *name, int ctas, DbgFlags flags, Diag *d)
+{
+	CgParam p[4] = {{CGP_PTR, "A"}, {CGP_PTR, "D"}, {CGP_TMAP, "A_map"}, {CGP_I32, "rounds"}};
+	CgTmap map = cg_cluster_probe_map(16);
+	int block[3] = {128, 1, 1};
+	CgExpr grid[3] = {CG_EXPR_INT(ctas), CG_EXPR_INT(1), CG_EXPR_INT(1)};
+	LLVMValueRef tid, base, addr, full, empty, rank, peer, i, t0, row, ch, v, at;
+	CgFn *f;
+	CgIf a, b;
+	CgLoop l;
+
+	if (!cg_target_is_emu(cg_module_target(m)) &&
+	    cg_require(cg_module_target(m), CG_TMA | CG_CLUSTER, "the cluster probe", d) < 0)
+		return -1;
+	if (!(f = cg_fn_begin(m, name, p, 4, 128, 1, d)))
+		return -1;
+	cg_fn_cluster(f, 2);
+	cg_fn_tmaps(f, &map, 1);
+	tid = cg_tid(f, 0);
+	gemm_aligned_smem(f, &base, &addr);
+	full = cg_addi(f, base, 2048);
+	empty = cg_addi(f, base, 2056);
+	t0 = LLVMBuildICmp(f->B, LLVMIntEQ, tid, cg_i32(f, 0), "");
+	cg_if(f, &a, t0);
+	cg_mbar_init(f, full, 1);
+	cg_mbar_init(f, empty, 2);
+	if (!(flags & CG_CLPROBE_NO_INIT_SYNC))
+		cg_mbar_init_fence(f);
+	cg_endif(f, &a);
+	cg_cluster_check(f, 2);
+	rank = cg_cluster_rank(f);
+	peer = flags & CG_CLPROBE_SELF_RELEASE ? rank : LLVMBuildXor(f->B, rank, cg_i32(f, 1), "");
+	if (flags & CG_CLPROBE_NO_INIT_SYNC)
+		cg_barrier(f);
+	else
+		cg_cluster_sync(f);
+	i = cg_loop(f, &l, cg_i32(f, 0), cg_arg(f, 3), cg_i32(f, 1));
+	cg_if(f, &a, t0);	/* the producer: the stage once both CTAs released it */
+	cg_if(f, &b, LLVMBuildICmp(f->B, LLVMIntNE, i, cg_i32(f, 0), ""));
+	cg_mbar_wait(f, empty, cg_and(f, cg_addi(f, i, -1), 1));
+	cg_endif(f, &b);
+	cluster_probe_load(f, base, full, rank, i, flags);
+	cg_endif(f, &a);
+	cg_mbar_wait(f, full, cg_and(f, i, 1));
+	row = cg_shr(f, tid, 3);	/* thread t: row t/8, 16-byte chunk t%8, at chunk ^ (row % 8) */
+	ch = cg_and(f, tid, 7);
+	v = cg_sload(f, LLVMVectorType(f->ti32, 4),
+		     cg_sptr(f, cg_add(f, base, cg_add(f, cg_shl(f, row, 7),
+						       cg_shl(f, LLVMBuildXor(f->B, ch, cg_and(f, row, 7), ""), 4)))), 16);
+	at = cg_add(f, cg_muli(f, cg_add(f, cg_mul(f, cg_ctaid(f, 0), cg_arg(f, 3)), i), 128), tid);
+	cg_gstore(f, v, cg_gep(f, cg_arg(f, 1), at, 16), 16);
+	cg_barrier(f);		/* the CTA has read the stage: release it here and in the peer */
+	cg_if(f, &a, t0);
+	cg_mbar_arrive(f, empty);
+	cg_mbar_arrive_cluster(f, empty, peer);
+	cg_endif(f, &a);
+	cg_endloop(f, &l);
+	if (!(flags & CG_CLPROBE_NO_END_SYNC))
+		cg_cluster_sync(f);
+	return cg_fn_end(f, block, grid, 4096, "cluster probe");
 }

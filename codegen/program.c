@@ -2152,9 +2152,10 @@ grouped_cols(const CgProgram *p, const CgTarget *t, GemmSpec *s, int64_t tlo, in
  * 256x128 tile (cg_gemm_dense_c2_tile) whose plan stays cooperative (ping-pong does not pay at the
  * bucket's most rows thi) over more than DENSE_C2_ROWS rows asks for
  * clusters of 2 sharing B; cg_gemm_ws_for takes it as 128x256 (k_gemm_ws.c
- * dense_c2_plan) on cluster targets.  The bound is where it was measured
- * (the 1025..4096 bucket; the H200, session 37: dense_up M = 4096 680 ->
- * 668 us, the same bits); T = 65..256 stays as it was.
+ * dense_c2_plan) on cluster targets, and on the emulator with the flag
+ * (cg_gemm_dense_c2_here).  The bound is where it was measured (the
+ * 1025..4096 bucket; the H200, session 37: dense_up M = 4096 680 -> 668 us,
+ * the same bits); T = 65..256 stays as it was.
  */
 enum { DENSE_C2_ROWS = 1024 };
 
@@ -2163,9 +2164,8 @@ dense_c2_pays(const CgProgram *p, const CgModule *m, const GemmSpec *s, int64_t 
 {
 	const CgTarget *t = cg_module_target(m);
 
-	return cg_gemm_dense_c2_on(m) && cg_target_has(t, CG_CLUSTER) &&
-	       cg_gemm_dense_c2_tile(s) && thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS &&
-	       !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
+	return cg_gemm_dense_c2_here(m) && cg_gemm_dense_c2_tile(s) &&
+	       thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS && !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
 }
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */

@@ -1558,8 +1558,12 @@ cg_mbar_init(CgFn *f, LLVMValueRef off, int count)
 void
 cg_mbar_init_fence(CgFn *f)
 {
-	if (f->emu || need_tma(f, "mbarrier") < 0)
+	if (need_tma(f, "mbarrier") < 0)
 		return;
+	if (f->emu) {	/* the thread's barriers become visible to the cluster's peers */
+		cg_call_emu(f, "moec_emu_mbar_init_fence", NULL, NULL, 0);
+		return;
+	}
 	cg_asm(f, NULL, "fence.mbarrier_init.release.cluster;", "~{memory}", NULL, 0, 1);
 }
 
@@ -1777,18 +1781,12 @@ cg_bulk_wait_read(CgFn *f, int n)
 	cg_asm(f, NULL, text, "~{memory}", NULL, 0, 1);
 }
 
-/* ---- clusters (sm_90; the emulator runs one CTA at a time: refused there) ---- */
+/* ---- clusters (sm_90; the emulator runs a cluster's CTAs together: emu.c) ---- */
 
 static int
 need_cluster(CgFn *f, const char *what)
 {
-	if (f->emu) {
-		diag_error(f->d, LOC_NONE, "%s: clusters are not emulated (one CTA at a time); the GPU checks them",
-			   what);
-		f->err = 1;
-		return -1;
-	}
-	return cg_fn_require(f, CG_TMA, what);
+	return f->emu ? 0 : cg_fn_require(f, CG_TMA, what);
 }
 
 void
@@ -1806,6 +1804,10 @@ cg_cluster_check(CgFn *f, int n)
 
 	if (need_cluster(f, "%cluster_nctarank") < 0)
 		return;
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_cluster_check", NULL, &a, 1);
+		return;
+	}
 	cg_asm(f, NULL, "{\n.reg .u32 n;\n.reg .pred p;\nmov.u32 n, %cluster_nctarank;\n"
 	       "setp.ne.u32 p, n, $0;\n@p trap;\n}", "r", &a, 1, 1);
 }
@@ -1813,8 +1815,14 @@ cg_cluster_check(CgFn *f, int n)
 LLVMValueRef
 cg_cluster_rank(CgFn *f)
 {
+	LLVMValueRef c;
+
 	if (need_cluster(f, "%cluster_ctarank") < 0)
 		return LLVMGetUndef(f->ti32);
+	if (f->emu) {
+		c = cg_i32(f, EMU_CLUSTER_CTARANK);
+		return cg_call_emu(f, "moec_emu_sreg", f->ti32, &c, 1);
+	}
 	return cg_asm(f, f->ti32, "mov.u32 $0, %cluster_ctarank;", "=r", NULL, 0, 0);
 }
 
@@ -1823,6 +1831,11 @@ cg_cluster_sync(CgFn *f)
 {
 	if (need_cluster(f, "barrier.cluster") < 0)
 		return;
+	if (f->emu) {
+		cg_call_emu(f, "moec_emu_cluster_arrive", NULL, NULL, 0);
+		cg_call_emu(f, "moec_emu_cluster_wait", NULL, NULL, 0);
+		return;
+	}
 	cg_asm(f, NULL, "barrier.cluster.arrive;\nbarrier.cluster.wait;", "~{memory}", NULL, 0, 1);
 }
 
@@ -1833,6 +1846,12 @@ cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank)
 
 	if (need_cluster(f, "mbarrier.arrive.shared::cluster") < 0)
 		return;
+	if (f->emu) {
+		a[0] = cg_sptr(f, off);
+		a[1] = rank;
+		cg_call_emu(f, "moec_emu_mbar_arrive_cluster", NULL, a, 2);
+		return;
+	}
 	a[0] = saddr(f, off);
 	a[1] = rank;
 	/* the default semantics (.release at CTA scope), as CUTLASS's cluster
@@ -1854,6 +1873,14 @@ cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, i
 		return;
 	if (!tmap_param_ok(f, "cg_tma_load_multicast", param, rank))
 		return;
+	if (f->emu) {
+		LLVMValueRef a[7] = {cg_sptr(f, dst), cg_arg(f, param), cg_sptr(f, mbar)};
+		for (int i = 0; i < 3; i++)
+			a[3 + i] = i < rank ? coords[i] : cg_i32(f, 0);
+		a[6] = cg_i32(f, mask);
+		cg_call_emu(f, "moec_emu_tma_load_multicast", NULL, a, 7);
+		return;
+	}
 	char op[200];
 	LLVMValueRef lead[2] = {saddr(f, dst), saddr(f, mbar)};
 	snprintf(op, sizeof op, "mov.b16 k, %d;\ncp.async.bulk.tensor.%dd.shared::cluster.global."

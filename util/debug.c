@@ -83,7 +83,7 @@ const DebugFlag debug_flags[] = {
 	{"grouped-c2", DBG_GROUPED_C2, NULL,
 	 "compile: bf16/f16 grouped GEMMs of 64 rows a tile or more with B [N,K] run on the warp-specialised "
 	 "mainloop in clusters of 2 CTAs, an expert's row tiles in pairs reading each B tile once (TMA multicast; "
-	 "the default on sm_90a since the H200's A/B; the flag takes the pairs on the emulator, without the cluster)"},
+	 "the default on sm_90a since the H200's A/B; the flag takes them on the emulator too, which runs clusters)"},
 	{"stream-waves", DBG_STREAM_WAVES, NULL,
 	 "compile: decode stream-K GEMMs of bundles for more than 4 tokens run W runs per CTA slot (W x SMs CTAs, "
 	 "the block scheduler balancing the SMs' unequal rates; docs/codegen.md, Stream-K in waves; A/B on the GPU)"},
@@ -268,7 +268,7 @@ const DebugFlag debug_flags[] = {
 	 "kernels and Router"},
 	{"dense-c2", DBG_DENSE_C2, NULL,
 	 "compile (the default since session 37, CG_DENSE_C2_DEFAULT in codegen/codegen.h; the flag changes "
-	 "nothing since): dense warp-specialised GEMMs in clusters of 2 (a tuning table's .c2a/.c2b) store C by TMA as "
+	 "nothing since but on the emulator, whose plans take the clusters with it): dense warp-specialised GEMMs in clusters of 2 (a tuning table's .c2a/.c2b) store C by TMA as "
 	 "the default plan does without clusters (before: from registers); the dense cooperative 256x128 plan of "
 	 "buckets over 1024 rows runs as 128x256 in clusters of 2 sharing B; every TMA-store epilogue computes a "
 	 "block's results before it waits for the block's buffer; the same bits (H200: dense_up M = 4096 675.0 -> "

@@ -950,9 +950,41 @@ END_TEST
  * order, persistent over 132 CTAs) at 64x256 and 128x128, whole k-tiles:
  * A's box halved and multicast, each CTA's producers staging its own scales,
  * the consumers releasing both CTAs' stages; ptxas with no spills and no
- * serialisation.  Not emulated (the emulator runs one CTA at a time): the
- * GPU checks the outputs (bench/quant/fp8_ab.sh).  Gathered A stays refused.
+ * serialisation.  On the emulator (which runs a cluster's CTAs together):
+ * the down at 64x256 and 128x128 in clusters against the reference and bit
+ * for bit without them.  Gathered A stays refused.
  */
+/* c in clusters of 2 (the kernel's note: note) against the reference (tol > 0)
+ * and bit for bit, scales too, the same spec without them (grouped sharing B:
+ * the pairs alone, each CTA loading both halves of B's tile) */
+static void
+cluster_same(const GemmCase *c, const char *note, double tol)
+{
+	GemmCase a = *c, b = *c;
+	GemmRun r, q;
+	GemmErr e;
+	CgModule *m;
+
+	a.s.mainloop = b.s.mainloop = CG_MAINLOOP_WS;
+	a.s.cluster = 2;
+	b.s.cluster = 0;
+	m = gh_emit_specs("emu", GH_MMA, &a.s, 1, "c");
+	ck_assert_int_eq(cg_module_find(m, "c0")->cluster, 2);
+	ck_assert_msg(strstr(cg_module_find(m, "c0")->note, note), "%s", cg_module_find(m, "c0")->note);
+	cg_module_free(m);
+	ck_assert_msg(gh_run(&r, &a) == 0, "%s: clusters: %s", c->what, r.msg);
+	ck_assert_msg(tol == 0 || (gh_compare(&r, &e) == 0 && e.err < tol), "%s: clusters: %s, error %g", c->what,
+		      r.msg, e.err);
+	ck_assert_msg(gh_run(&q, &b) == 0, "%s: without: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: clusters and the same tiles without them differ", c->what);
+	if (c->s.quant.want_scales)
+		ck_assert_msg(memcmp(q.C_scale, r.C_scale, (size_t)r.M * (size_t)(r.width / c->s.quant.group) *
+				     sizeof(float)) == 0, "%s: clusters' scales differ", c->what);
+	gh_free(&r);
+	gh_free(&q);
+}
+
 START_TEST(test_ws_cluster)
 {
 	CgTarget e = {"emu", NULL, 3};
@@ -990,8 +1022,18 @@ START_TEST(test_ws_cluster)
 	gh_assemble(m, 2, "gemm_f8 ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 	diag_init(&d, NULL);
-	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
-	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	ck_assert_msg(cg_gemm_check(&e, &s[0], &d) == 0, "%s", d.last);
+
+	GemmCase dn = {.what = "f8 ws grouped down 64x256 in clusters of 2 sharing A, whole, blocked, 4 CTAs",
+		       .T = 167, .counts = {1, 129, 64, 140}};
+	spec_f8_down(&dn.s, 384, 1);
+	dn.s.ctas = 4;
+	cluster_same(&dn, "cluster2 multicast-a", 1e-5);
+	dn.what = "f8 ws grouped down 128x128 in clusters of 2 sharing A, 2 CTAs";
+	gh_tiles(&dn.s, 128, 128, 128, 2, 4, 4);
+	dn.s.ctas = 2;
+	cluster_same(&dn, "cluster2 multicast-a", 1e-5);
+
 	gh_spec_grouped_swiglu(&s[0], 8, 1024, 512, 2);	/* gathered A: no TMA box of A to share */
 	s[0].a_dt = s[0].b_dt = DT_F8E4M3;
 	s[0].f8 = (CgF8){.group = 128, .whole = 1};
@@ -1119,11 +1161,12 @@ spec_gateup_pairs(GemmSpec *s, int64_t K, int stages, int l2_ahead)
 }
 
 /*
- * Clusters of 2 sharing B (--debug=f8-c2; GemmSpec.cluster_b): on the
- * emulator the pairs without the cluster, each CTA loading both halves of
- * B's tile itself (the gate|up's through the interleave, a box of bn/4
- * pairs each): an expert's row tiles 2j, 2j + 1 of one column tile, an odd
- * last row tile's column tiles in pairs; bit for bit the wgmma mainloop.
+ * Clusters of 2 sharing B (--debug=f8-c2; GemmSpec.cluster_b): the pairs
+ * without the cluster, each CTA loading both halves of B's tile itself (the
+ * gate|up's through the interleave, a box of bn/4 pairs each): an expert's
+ * row tiles 2j, 2j + 1 of one column tile, an odd last row tile's column
+ * tiles in pairs; bit for bit the wgmma mainloop; the same in clusters on
+ * the emulator bit for bit the pairs.
  * DeepSeek-V3's gate|up in clusters through ptxas; a MoE program with the
  * flag against the interpreter.
  */
@@ -1134,6 +1177,10 @@ START_TEST(test_ws_pairs)
 
 	spec_gateup_pairs(&up.s, 384, 4, 0);
 	ws_same(&up);
+	up.what = "f8 ws gate|up 64x256 quantised, clusters of 2 sharing B (the emulator runs them), 4 CTAs";
+	up.s.ctas = 4;
+	cluster_same(&up, "cluster2 multicast-b", 0);
+	up.s.ctas = 3;
 
 	/* the down GEMM in pairs (A by TMA: a pair of row tiles its own tiles, an odd last row tile's column
 	 * tiles A's half boxes), 1, 2 and 3 row tiles an expert, persistent over 3 CTAs */
@@ -1164,9 +1211,9 @@ START_TEST(test_ws_pairs)
 	gh_assemble(m, 1, "gemm_f8 ws gate|up cluster_b", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 
-	/* with grouped-c2, which asks for the pairs on the emulator: the gate|up (two column tiles through the
-	 * interleave) in pairs at 130 rows an expert (1 and 2 row tiles of 128), against the interpreter */
-	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "pairs-b", 2e-2,
+	/* with grouped-c2, which takes the clusters on the emulator too: the gate|up (two column tiles through
+	 * the interleave) in pairs at 130 rows an expert (1 and 2 row tiles of 128), against the interpreter */
+	gh_check_program_max(prog_moe_c2, 520, 600, "moe_k3", "cluster2 multicast-b", 2e-2,
 			     DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_F8_C2);
 }
 END_TEST

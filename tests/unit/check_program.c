@@ -272,7 +272,7 @@ END_TEST
  * down GEMM's epilogue, summed in f32 by the 16-byte combine reading them
  * as bf16 with 16-byte loads, a thread per 8 outputs (the "moe.slots"
  * buffer 2 bytes an element: 2 slots x 192 x 2 bytes a token).  On the emulator with the default mainloop and the
- * warp-specialised one (the pairs of clusters sharing B), against the
+ * warp-specialised one (clusters sharing B), against the
  * interpreter's f32 slots within bf16's tolerance, at decode and prefill T.
  */
 START_TEST(test_program_slots_x_matches_interpreter)

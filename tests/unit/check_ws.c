@@ -289,11 +289,10 @@ START_TEST(test_ws_pingpong_ptx_assembles_for_sm90a)
 }
 END_TEST
 
-/* Clusters of 2 (GemmSpec.cluster): not emulated, so only their PTX and
- * ptxas here (the GPU checks them: bench/gemm wsc2*, cwsc2*): the cluster
- * check and rank, barrier.cluster after the init and before the exit, A's
- * half box multicast, the release of each stage in the peer CTA too; the
- * refusals. */
+/* Clusters of 2 (GemmSpec.cluster), their PTX and ptxas (the emulator runs
+ * them: the "clusters" case below): the cluster check and rank,
+ * barrier.cluster after the init and before the exit, A's half box
+ * multicast, the release of each stage in the peer CTA too; the refusals. */
 START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 {
 	CgTarget a = {"sm_90a", NULL, 3}, e = {"emu", NULL, 3};
@@ -331,8 +330,7 @@ START_TEST(test_ws_cluster_ptx_assembles_for_sm90a)
 	gh_assemble(m, 3, "check_ws cluster", GH_NO_SPILLS | GH_NO_SERIAL);
 	cg_module_free(m);
 	diag_init(&d, NULL);
-	ck_assert_int_eq(cg_gemm_check(&e, &s[0], &d), -1);
-	ck_assert_msg(strstr(d.last, "clusters of 2 are not emulated"), "%s", d.last);
+	ck_assert_msg(cg_gemm_check(&e, &s[0], &d) == 0, "%s", d.last);	/* emulated */
 	s[0].ctas = 131;
 	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
 	ck_assert_msg(strstr(d.last, "even number of CTAs (131)"), "%s", d.last);
@@ -1216,7 +1214,7 @@ END_TEST
  * up to 1100 tokens, run at 1030 (about 258 rows an expert: pairs of row
  * tiles, and odd last row tiles in pairs of column tiles): the gate|up
  * (gathered A, on the WS mainloop without --debug=ws-gather) and the down
- * GEMM in the pairs (no cluster on the emulator), persistent, against the
+ * GEMM in clusters of 2 sharing B (the emulator runs them), persistent, against the
  * interpreter; at 200 tokens (bucket 65..256: 64 rows an expert) the plan
  * without them. */
 static const char prog_c2[] =
@@ -1234,8 +1232,8 @@ START_TEST(test_ws_grouped_c2_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2;
 
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a cluster2 multicast-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma cluster2 multicast-b", 2e-2, dbg);
 	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg);
 }
 END_TEST
@@ -1291,7 +1289,7 @@ START_TEST(test_ws_grouped_wide_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
 
-	gh_check_program_max(prog_wide, 1030, 1100, "moe_k3", "cp.async-a pairs-b wg64x192", 2e-2, dbg);
+	gh_check_program_max(prog_wide, 1030, 1100, "moe_k3", "cp.async-a cluster2 multicast-b wg64x192", 2e-2, dbg);
 }
 END_TEST
 
@@ -1321,10 +1319,10 @@ START_TEST(test_ws_grouped_cols_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_GROUPED_WIDE;
 
-	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x240x64 w2x4+4 s4 ws tma pairs-b wg64x240", 2e-2,
-			     dbg | DBG_GROUPED);
-	gh_check_program_max(prog_cols, 600, 600, "moe_k3", "128x240x64 w2x4+4 s4 ws tma cp.async-a pairs-b wg64x240",
+	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x240x64 w2x4+4 s4 ws tma cluster2 multicast-b wg64x240",
 			     2e-2, dbg | DBG_GROUPED);
+	gh_check_program_max(prog_cols, 600, 600, "moe_k3",
+			     "128x240x64 w2x4+4 s4 ws tma cp.async-a cluster2 multicast-b wg64x240", 2e-2, dbg | DBG_GROUPED);
 	gh_check_program_max(prog_cols, 600, 600, "moe_k4", "128x192x64 w2x4+4 s5 ws tma wg64x192 tiles", 2e-2, dbg);
 }
 END_TEST
@@ -1836,13 +1834,13 @@ START_TEST(test_ws_quad_store_ptx)
 }
 END_TEST
 
-/* The flag through a program (prog_c2: the pairs sharing B) against the interpreter. */
+/* The flag through a program (prog_c2: clusters sharing B) against the interpreter. */
 START_TEST(test_ws_quad_store_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_GROUPED_C2 | DBG_QUAD_STORE;
 
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a pairs-b", 2e-2, dbg);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma pairs-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma cp.async-a cluster2 multicast-b", 2e-2, dbg);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k4", "ws tma cluster2 multicast-b", 2e-2, dbg);
 }
 END_TEST
 
@@ -2040,7 +2038,7 @@ START_TEST(test_ws_tma_gather_ptx_assembles_for_sm90a)
 END_TEST
 
 /* --debug=tma-gather in programs (8 experts top-2, 16 top-4, 16 top-8) on the emulator, against the
- * interpreter: where the WS mainloop takes gathered A (--debug=ws-gather; the pairs sharing B of
+ * interpreter: where the WS mainloop takes gathered A (--debug=ws-gather; the clusters sharing B of
  * --debug=grouped-c2), its producer loads A by one-row boxes; elsewhere the flag changes nothing. */
 START_TEST(test_ws_tma_gather_program_against_interpreter)
 {
@@ -2048,7 +2046,7 @@ START_TEST(test_ws_tma_gather_program_against_interpreter)
 
 	gh_check_program_max(prog_moe, 150, 4096, "moe_k3", "128x256x64 w2x4+4 s4 ws tma tma-rows-a tiles", 2e-2,
 			     dbg | DBG_WS_GATHER);
-	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma tma-rows-a pairs-b", 2e-2, dbg | DBG_GROUPED_C2);
+	gh_check_program_max(prog_c2, 1030, 1100, "moe_k3", "ws tma tma-rows-a cluster2 multicast-b", 2e-2, dbg | DBG_GROUPED_C2);
 	gh_check_program_max(prog_ds, 100, 100, "moe_k3", "ws tma tma-rows-a persistent", 2e-2,
 			     dbg | DBG_MID_PERSISTENT | DBG_WS_GATHER);
 	gh_check_program_max(prog_c2, 200, 1100, "moe_k3_t65_256", "wgmma", 2e-2, dbg | DBG_GROUPED_C2);
@@ -2215,6 +2213,226 @@ START_TEST(test_ws_tma_probe_ptx)
 	ck_assert_ptr_nonnull(strstr(ptx, "fence.mbarrier_init.release.cluster"));
 	gh_assemble(m, 1, "check_ws", GH_NO_SPILLS);
 	cg_module_free(m);
+}
+END_TEST
+
+/*
+ * The GEMMs in clusters of 2 on the emulator, against the reference and
+ * bit for bit the same spec without the cluster (a cluster changes only
+ * where a tile's bytes come from: dense, the plain tile; grouped, the pairs
+ * alone, each CTA loading all of B's tile): dense 128x256 sharing B (the
+ * dense-c2 plan, C by TMA stores; an odd row-tile count, the last pair's
+ * second tile past M), column pairs sharing A cooperative and ping-pong,
+ * grouped pairs sharing B (scattered and gathered A, ping-pong; experts of
+ * 0..300 rows, odd last row tiles), persistent over fewer clusters than
+ * pairs.
+ */
+static void
+cluster_case(GemmCase *c, double tol)
+{
+	GemmCase w = *c;
+	GemmRun r, q;
+	GemmErr e;
+	CgModule *m;
+	const CgKernel *k;
+
+	c->s.cluster = 2;
+	w.s.cluster = 0;
+	if (w.s.groups == 0)
+		w.s.cluster_b = 0;
+	m = gh_emit_specs("emu", GH_MMA, &c->s, 1, "c");
+	k = cg_module_find(m, "c0");
+	ck_assert_int_eq(k->cluster, 2);
+	ck_assert_msg(strstr(k->note, c->s.cluster_b ? "cluster2 multicast-b" : "cluster2 multicast-a"), "%s", k->note);
+	cg_module_free(m);
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: clusters: %s", c->what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: clusters: relative L2 error %g >= %g", c->what, e.err, tol);
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: without: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: clusters and the same tiles without them differ", c->what);
+	gh_free(&r);
+	gh_free(&q);
+}
+
+START_TEST(test_ws_emu_dense_clusters)
+{
+	GemmCase c = {.what = "dense 128x256 sharing B (dense-c2), TMA stores, M = 300, 4 CTAs"};
+
+	gh_spec_dense_bias_gelu(&c.s, 512, 256);
+	tiles(&c.s, 128, 256, 64, 2, 4, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 4;
+	c.s.cluster_b = 1;
+	c.s.tma_store = 1;
+	c.T = 300;
+	cluster_case(&c, 1e-2);
+	c.what = "dense column pairs sharing A, 128x128, M = 200, 2 CTAs over 8 tiles";
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 0;
+	c.s.tma_store = 0;
+	c.T = 200;
+	cluster_case(&c, 1e-2);
+	c.what = "dense ping-pong column pairs sharing A, M = 330, 4 CTAs";
+	pingpong(&c.s, 128, 128, 64, 5, 4);
+	c.T = 330;
+	cluster_case(&c, 1e-2);
+}
+END_TEST
+
+START_TEST(test_ws_emu_grouped_clusters)
+{
+	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
+	GemmCase c = {.what = "grouped pairs sharing B: scattered rows, 128x128, 2 column tiles, 6 CTAs"};
+
+	memcpy(c.counts, rows, sizeof rows);
+	gh_spec_grouped_scale_scatter(&c.s, 12, 256, 192);
+	tiles(&c.s, 128, 128, 64, 2, 2, 4);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 6;
+	c.s.cluster_b = 1;
+	c.T = 1496;
+	cluster_case(&c, 1e-2);
+	c.what = "grouped pairs sharing B: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
+	gh_spec_grouped_scale_scatter(&c.s, 12, 512, 128);
+	pingpong(&c.s, 128, 128, 64, 5, 4);
+	c.s.cluster_b = 1;
+	cluster_case(&c, 1e-2);
+	c.what = "grouped pairs sharing B: gathered A (top-2), SwiGLU, live rows, 128x256, 2 CTAs";
+	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
+	tiles(&c.s, 128, 256, 64, 2, 4, 3);
+	c.s.sched = CG_SCHED_PERSISTENT;
+	c.s.ctas = 2;
+	c.s.cluster_b = 1;
+	c.s.live_rows = 1;
+	c.T = 748;
+	cluster_case(&c, 1e-2);
+}
+END_TEST
+
+/* --debug=dense-c2 on the emulator (cg_gemm_dense_c2_here): a dense GEMM whose bucket past 1024 rows
+ * the heuristic tiles 256x128 runs 128x256 in clusters of 2 sharing B, with TMA stores (sm_90a's
+ * default, --debug=ws-tma-store on the emulator) and without; 1030 rows (an odd row-tile count: the
+ * last pair's second tile empty), against the interpreter. */
+static const char prog_dense_c2[] =
+	"weight $w : bf16[4096,128]\n"
+	"graph @d(%x: bf16[T,128]) -> (y: bf16[T,4096]) {\n"
+	"	%y = matmul %x, $w, trans_b=1 : bf16[T,4096]\n"
+	"	ret %y\n"
+	"}\n";
+
+START_TEST(test_ws_dense_c2_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_DENSE_C2;
+
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "128x256x64 w2x4+4 s4 ws tma cluster2 multicast-b "
+			     "tma-store persistent", 2e-2, dbg | DBG_WS_TMA_STORE);	/* sm_90a's plan */
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster2 multicast-b persistent", 2e-2, dbg);
+}
+END_TEST
+
+/* ---- clusters on the emulator, through cg_emit_cluster_probe ---- */
+
+enum { CP_CTAS = 4, CP_ROUNDS = 5, CP_ROWS = 16 * CP_ROUNDS * CP_CTAS / 2 };
+
+/* The cluster probe with flags over A [CP_ROWS][64], launched in clusters
+ * of `cluster` (0: the kernel's); 0, or -1 with the diagnostic in msg. */
+static int
+run_cluster_probe(DbgFlags flags, int cluster, const uint16_t *A, uint16_t *D, char *msg, size_t n)
+{
+	CgTarget t = {"emu", NULL, 3};
+	CgTmap map = cg_cluster_probe_map(CP_ROWS);
+	_Alignas(64) unsigned char enc[128];
+	uint64_t args[4];
+	CgEmuBuf buf[2] = {{A, CP_ROWS * 64 * 2}, {D, CP_CTAS * CP_ROUNDS * 128 * 16}};
+	Diag d;
+	CgModule *m;
+	int rc;
+
+	diag_init(&d, NULL);
+	m = cg_module_new(&t, "cprobe", &d);
+	ck_assert_msg(cg_emit_cluster_probe(m, "p", CP_CTAS, flags, &d) == 0, "%s", d.last);
+	ck_assert_int_eq(cg_module_find(m, "p")->cluster, 2);
+	ck_assert_int_eq(cg_emu_tmap_encode(&map, A, 0, enc, &d), 0);
+	args[0] = (uint64_t)(uintptr_t)A;
+	args[1] = (uint64_t)(uintptr_t)D;
+	args[2] = (uint64_t)(uintptr_t)enc;
+	args[3] = CP_ROUNDS;
+	{
+		CgEmuLaunch l = {{CP_CTAS, 1, 1}, {128, 1, 1}, 4096, args, 4, buf, 2, cluster};
+		rc = cg_emu_run(m, "p", &l, &d);
+	}
+	snprintf(msg, n, "%s", d.last);
+	cg_module_free(m);
+	return rc;
+}
+
+/*
+ * Two clusters of 2, five rounds through one stage: each CTA gets the whole
+ * 16-row tile of its cluster's round, half of it multicast by its peer,
+ * and may refill the stage only after the peer's release.
+ */
+START_TEST(test_ws_cluster_probe_multicast_and_release)
+{
+	uint16_t *A = aligned_alloc(64, CP_ROWS * 64 * 2), *D = aligned_alloc(64, CP_CTAS * CP_ROUNDS * 128 * 16);
+	char msg[600];
+
+	for (int i = 0; i < CP_ROWS * 64; i++)
+		A[i] = (uint16_t)(0x3f80 + i);
+	memset(D, 0xff, CP_CTAS * CP_ROUNDS * 128 * 16);
+	ck_assert_msg(run_cluster_probe(0, 0, A, D, msg, sizeof msg) == 0, "%s", msg);
+	for (int c = 0; c < CP_CTAS; c++)
+		for (int i = 0; i < CP_ROUNDS; i++)
+			for (int t = 0; t < 128; t++) {
+				int row = 16 * (c / 2 * CP_ROUNDS + i) + t / 8;
+				const uint16_t *got = D + ((size_t)(c * CP_ROUNDS + i) * 128 + (size_t)t) * 8;
+				ck_assert_msg(memcmp(got, A + row * 64 + t % 8 * 8, 16) == 0,
+					      "CTA %d round %d thread %d: %04x, not row %d's", c, i, t, got[0], row);
+			}
+	free(A);
+	free(D);
+	{	/* the same kernel for sm_90a through ptxas */
+		CgTarget a = {"sm_90a", NULL, 3};
+		Diag d;
+		CgModule *m;
+
+		diag_init(&d, NULL);
+		m = cg_module_new(&a, "cprobe", &d);
+		ck_assert_msg(cg_emit_cluster_probe(m, "p", CP_CTAS, 0, &d) == 0, "%s", d.last);
+		ck_assert_int_eq(gh_count(gh_ptx(m), ".multicast::cluster ["), 1);
+		ck_assert_int_eq(gh_count(gh_ptx(m), "mbarrier.arrive.shared::cluster.b64 _,"), 1);
+		gh_assemble(m, 1, "check_ws cluster probe", GH_NO_SPILLS);
+		cg_module_free(m);
+	}
+}
+END_TEST
+
+/* What a cluster kernel gets wrong is a diagnostic, not a hang or quietly wrong bytes. */
+START_TEST(test_ws_cluster_probe_hazards_are_diagnostics)
+{
+	static const struct {
+		DbgFlags flags;
+		int cluster;
+		const char *says;
+	} bad[] = {
+		{0, 1, "runs in clusters of 2, launched in clusters of 1"},
+		{CG_CLPROBE_MASK_SELF, 0, "deadlock: 0 threads at a barrier, 128 waiting on mbarriers"},
+		{CG_CLPROBE_SELF_RELEASE, 0, "which an earlier tensor copy has not yet written"},
+		{CG_CLPROBE_NO_END_SYNC, 0, "partly arrived"},
+		{CG_CLPROBE_NO_INIT_SYNC, 0, "where none was initialised"},
+		{CG_CLPROBE_MASK_OUTSIDE, 0, "mask 0x5, in a cluster of 2"},
+	};
+	uint16_t *A = aligned_alloc(64, CP_ROWS * 64 * 2), *D = aligned_alloc(64, CP_CTAS * CP_ROUNDS * 128 * 16);
+	char msg[600];
+
+	memset(A, 0, CP_ROWS * 64 * 2);
+	for (size_t i = 0; i < NELEM(bad); i++) {
+		ck_assert_int_eq(run_cluster_probe(bad[i].flags, bad[i].cluster, A, D, msg, sizeof msg), -1);
+		ck_assert_msg(strstr(msg, bad[i].says), "flags %#llx: %s", (unsigned long long)bad[i].flags, msg);
+	}
+	free(A);
+	free(D);
 }
 END_TEST
 
@@ -2386,6 +2604,14 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_quad_store);
 	tcase_add_test(t, test_ws_quad_store_ptx);
 	tcase_add_test(t, test_ws_quad_store_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("clusters");	/* clusters on the emulator (CK_RUN_CASE=clusters) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_cluster_probe_multicast_and_release);
+	tcase_add_test(t, test_ws_cluster_probe_hazards_are_diagnostics);
+	tcase_add_test(t, test_ws_emu_dense_clusters);
+	tcase_add_test(t, test_ws_emu_grouped_clusters);
+	tcase_add_test(t, test_ws_dense_c2_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
