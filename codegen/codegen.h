@@ -504,6 +504,18 @@ struct CgBQuant {
 				 * (k_gemm_mixed.c) is the exact q - z in the mma, each group's
 				 * products summed apart and scaled in f32 once per group; where
 				 * groups are 32 deep or more and divide bk (else ignored) */
+	int bulk;		/* --debug=qbulk: a stage's packed words, scales and zero points
+				 * by cp.async.bulk (one copy a lane of warp 0 for each n8 block's
+				 * and each group row's contiguous bytes), complete_tx on an
+				 * mbarrier a stage that the consumers wait on (no LDGSTS of B);
+				 * static stream-K, sm_90 (emu), bn dividing N; up to 8 stages */
+	int bulk_mut;		/* tests only: a CG_QBULK_MUT_* fault in the bulk copies' protocol,
+				 * which the emulator must catch (0: none) */
+};
+enum {
+	CG_QBULK_MUT_SHORT_TX = 1,	/* expect_tx 16 bytes short of the stage's copies */
+	CG_QBULK_MUT_PARITY,		/* the consumers wait on the other parity */
+	CG_QBULK_MUT_NO_SKIP,		/* a stage with no k-tile gets no arrival */
 };
 
 /* The MoE combine (k_combine.c, below): here for GemmSpec.fold. */
@@ -1470,6 +1482,9 @@ void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.p
  * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */
 void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 		 LLVMValueRef *coords);
+/* cp.async.bulk (no tensor map): `bytes` (i32, a multiple of 16) from the global p to shared
+ * offset dst (both 16-byte aligned), complete_tx on the mbarrier at shared offset mbar */
+void cg_bulk_load(CgFn *f, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef bytes, LLVMValueRef mbar);
 /* cp.async.bulk.prefetch.tensor.{rank}d.L2: the box at coords brought into L2, no shared
  * memory, no barrier (a hint; nothing on the emulator) */
 void cg_tma_prefetch(CgFn *f, int param, int rank, LLVMValueRef *coords);

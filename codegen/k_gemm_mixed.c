@@ -183,8 +183,11 @@ gemm_bq_layout(G *g)
 	g->bq.nchunk[0] = g->bq.b_bytes / 16;
 	g->bq.nchunk[1] = g->bq.s_bytes / 16;
 	g->bq.nchunk[2] = s->bq.zero ? g->bq.s_bytes / 16 : 0;
-	for (int i = 0; i < 3; i++)
-		g->bq.nper[i] = g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
+	g->bq.tx = g->stage - g->a_bytes;
+	if (s->bq.bulk)		/* bulk copies, no cp.async chunks (bulk_load) */
+		memset(g->bq.nchunk, 0, sizeof g->bq.nchunk);
+	for (int i = 0; i < 3; i++)	/* bulk: one source a part, the tile's (at k-tile 0) */
+		g->bq.nper[i] = s->bq.bulk ? (i < 2 || s->bq.zero) : g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
 }
 
 int
@@ -221,6 +224,10 @@ gemm_bq_check(const G *g, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: quantised B's lane vectors of %d atoms need K / %d and "
 				  "bk / %d multiples of %d (K = %lld, bk = %d)", g->bq.vec, g->bq.ka, g->bq.ka,
 				  g->bq.vec, (long long)s->K, s->bk);
+	if (s->bq.bulk && (s->bq.direct || s->sched != CG_SCHED_STREAM || s->units || s->split_k > 1 ||
+			   g->bq.tx >= 1 << 20))
+		return diag_error(d, LOC_NONE, "gemm: bulk copies of quantised B (bq.bulk) need static stream-K "
+				  "with B staged (not direct, no split-K) and under 2^20 bytes a stage (%d)", g->bq.tx);
 	if (s->bq.direct && s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: direct quantised B needs bn dividing N (bn = %d, N = %lld)",
 				  s->bn, (long long)s->N);
@@ -367,7 +374,7 @@ gemm_bq_setup(G *g)
 			LLVMValueRef row = cg_sext64(f, cg_udiv(f, c, cg_i32(f, cpr[i])));
 			LLVMValueRef cc = cg_sext64(f, cg_urem(f, c, cg_i32(f, cpr[i])));
 			g->bq.soff[i][j] = cg_addi(f, cg_muli(f, c, 16), base[i]);
-			g->bq.goff[i][j] = cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
+			g->bq.goff[i][j] = s->bq.bulk ? cg_i64(f, 0) : cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
 		}
 	/* where the threads cover whole rows of chunks, chunk j is chunk 0
 	 * j * gstep bytes on: one source pointer a part and immediate offsets
@@ -513,6 +520,106 @@ gemm_bq_first(G *g)
 	g->bq.dptr = NULL;	/* set per k-tile by gemm_bq_fetch */
 }
 
+/*
+ * Bulk B (CgBQuant.bulk): a stage's packed words, scales and zero points
+ * are P = bn / 8 + ns (1 + zero) contiguous pieces in global memory (n8
+ * block i's b_ld bytes of the k-tile, adv0 on in its row of atoms; group
+ * row r's bn scales or zero points, grp + r rows of N on), each one
+ * cp.async.bulk by lane p (p + 32, ...) of warp 0 into the stage's part
+ * (cp.async's layout, byte for byte), complete_tx on the stage's mbarrier,
+ * whose one arrival (lane 0's) expects the stage's tx bytes.  The
+ * consumers wait for its phase (gemm_bq_wait) instead of cp.async's
+ * groups; no thread of the other warps issues anything for B.
+ */
+static LLVMValueRef
+mbar_of(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+
+	return cg_addi(f, cg_muli(f, cg_udiv(f, soff, cg_i32(f, g->stage)), 8), g->bq.mbar);
+}
+
+static void
+bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int nb = s->bn / 8, ns = g->bq.ns, P = nb + ns * (s->bq.zero ? 2 : 1), srow = s->bn * g->bq.ssz;
+	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+	LLVMValueRef mb = mbar_of(g, soff);
+	CgIf c, c1;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.warp, cg_i32(f, 0), ""));
+	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 0), ""));
+	cg_mbar_arrive_tx(f, mb, cg_i32(f, g->bq.tx - (s->bq.bulk_mut == CG_QBULK_MUT_SHORT_TX ? 16 : 0)));
+	cg_endif(f, &c1);
+	for (int j = 0; j < (P + 31) / 32; j++) {
+		LLVMValueRef p = cg_addi(f, g->k.lane, 32 * j), isw = cg_lt(f, p, cg_i32(f, nb));
+		LLVMValueRef q = cg_addi(f, p, -nb), zp = cg_lt(f, cg_i32(f, ns - 1), q);	/* a zero point's row */
+		LLVMValueRef r = cg_sub(f, q, cg_select(f, zp, cg_i32(f, ns), cg_i32(f, 0)));
+		LLVMValueRef wsrc = cg_gep(f, g->bq.src[0][0], cg_add(f, cg_muli(f, cg_sext64(f, p), rowb), adv0), 1);
+		LLVMValueRef ssrc = cg_gep(f, s->bq.zero ? cg_select(f, zp, g->bq.src[2][0], g->bq.src[1][0]) : g->bq.src[1][0],
+					   cg_muli(f, cg_add(f, grp, cg_sext64(f, r)), pitch), 1);
+		LLVMValueRef sdst = cg_add(f, cg_select(f, zp, cg_i32(f, g->bq.b_bytes + g->bq.s_bytes), cg_i32(f, g->bq.b_bytes)),
+					   cg_muli(f, r, srow));
+		LLVMValueRef dst = cg_addi(f, cg_add(f, soff, cg_select(f, isw, cg_muli(f, p, g->b_ld), sdst)), g->a_bytes);
+		if ((j + 1) * 32 > P)
+			cg_if(f, &c1, cg_lt(f, p, cg_i32(f, P)));
+		cg_bulk_load(f, dst, cg_select(f, isw, wsrc, ssrc),
+			     cg_select(f, isw, cg_i32(f, g->b_ld), cg_i32(f, srow)), mb);
+		if ((j + 1) * 32 > P)
+			cg_endif(f, &c1);
+	}
+	cg_endif(f, &c);
+}
+
+void
+gemm_bq_bulk_init(G *g)
+{
+	CgFn *f = g->k.f;
+	CgIf c;
+
+	if (!g->k.s.bq.bulk)
+		return;
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	for (int i = 0; i < g->k.s.stages; i++)
+		cg_mbar_init(f, cg_i32(f, g->bq.mbar + 8 * i), 1);
+	cg_mbar_init_fence(f);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	g->bq.ph = cg_var(f, f->ti32, cg_i32(f, 0));
+}
+
+void
+gemm_bq_skip(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	CgIf c;
+
+	if (!g->k.s.bq.bulk || g->k.s.bq.bulk_mut == CG_QBULK_MUT_NO_SKIP)
+		return;
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	cg_mbar_arrive(f, mbar_of(g, soff));
+	cg_endif(f, &c);
+}
+
+void
+gemm_bq_wait(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef st, ph, par;
+
+	if (!g->k.s.bq.bulk)
+		return;
+	st = cg_udiv(f, soff, cg_i32(f, g->stage));
+	ph = cg_get(f, g->bq.ph);
+	par = cg_and(f, LLVMBuildLShr(f->B, ph, st, ""), 1);
+	if (g->k.s.bq.bulk_mut == CG_QBULK_MUT_PARITY)
+		par = LLVMBuildXor(f->B, par, cg_i32(f, 1), "");
+	cg_mbar_wait(f, mbar_of(g, soff), par);
+	cg_set(f, g->bq.ph, LLVMBuildXor(f->B, ph, LLVMBuildShl(f->B, cg_i32(f, 1), st, ""), ""));
+}
+
 void
 gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
@@ -529,6 +636,10 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 
 	adv[0] = cg_muli(f, k64, (int64_t)s->bk * g->bq.bits);
 	adv[1] = adv[2] = cg_muli(f, grp, s->N * g->bq.ssz);
+	if (s->bq.bulk) {
+		bulk_load(g, soff, adv[0], grp);
+		return;
+	}
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++) {
 			int guard = (j + 1) * g->k.nthr > g->bq.nchunk[i];

@@ -1291,6 +1291,102 @@ START_TEST(test_program_qahead)
 END_TEST
 
 /*
+ * Bulk B (CgBQuant.bulk, --debug=qbulk): each stage's packed words, scales
+ * and zero points by cp.async.bulk from warp 0, complete_tx on the stage's
+ * mbarrier, the consumers waiting on its phase.  The same bits as cp.async
+ * and within the reference: gpt-oss-20b-like grouped MXFP4 SwiGLU gate|up
+ * (bk 64: 2 group rows a k-tile; bk 128 and 256 columns: 32 + 4 pieces,
+ * past a warp's lanes) and the Mixtral GPTQ-like u4 down with zero points
+ * (bk 64: a group over two k-tiles; 128: one a k-tile), at T = 1, 7 and 16
+ * with empty experts,
+ * stream-K over 13 and 6 CTAs (runs shorter than the ring: skipped
+ * stages), stream() and unrolled, live rows, B ahead, 4 and 8 stages.
+ * Each fault in the protocol fails on the emulator: expect_tx 16 bytes
+ * short (the phase never completes: a deadlock), a wait on the other
+ * parity (B read before its copy lands, or a wait for a phase that never
+ * comes), a skipped stage not arrived on (the last wait never returns).
+ */
+static void
+bulk_same(const GemmCase *c, int stages, const char *what)
+{
+	for (int v = 0; v < 2; v++) {
+		GemmCase a = *c, b;
+		a.s.sk_unroll = v;
+		a.s.live_rows = v;
+		a.s.b_ahead = v ? 3 : 0;
+		a.s.stages = stages < 5 ? stages : 4;	/* cp.async: up to 5 */
+		b = a;
+		b.s.stages = stages;
+		b.s.bq.bulk = 1;
+		gh_check(&b, 1e-2);
+		ck_assert_msg(gh_same_bits(&a, &b), "%s (T = %d, %d stages, unrolled %d): other bits", what, c->T,
+			      stages, v);
+	}
+}
+
+START_TEST(test_stream_bulk)
+{
+	static const int T[] = {1, 7, 16};
+	static const int gc[3][8] = {{0, 0, 1, 0, 0, 1, 0, 0}, {3, 0, 4, 0, 0, 5, 2, 0}, {7, 0, 11, 0, 0, 6, 8, 0}};
+	static const int dc[3][4] = {{1, 0, 0, 1}, {4, 3, 0, 7}, {3, 3, 0, 26}};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K, bulk B, 13 CTAs", .T = T[i]};
+		memcpy(g.counts, gc[i], sizeof gc[i]);
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+		gh_tiles(&g.s, 16, 128, 64, 1, 4, 4);
+		stream(&g.s, 13, g.T);
+		bulk_same(&g, 4, g.what);
+		bulk_same(&g, 8, g.what);
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 384, 2);	/* 256 columns, 4 group rows: 36 pieces */
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+		gh_tiles(&g.s, 16, 256, 128, 1, 4, 4);
+		stream(&g.s, 5, g.T);
+		bulk_same(&g, 3, g.what);
+		GemmCase dn = gptq_down("grouped u4 down stream-K, zero points, bulk B, 6 CTAs");
+		dn.T = T[i];
+		memcpy(dn.counts, dc[i], sizeof dc[i]);
+		for (int bk = 64; bk <= 128; bk += 64) {
+			gh_tiles(&dn.s, 16, bk == 64 ? 64 : 128, bk, 1, 4, 4);
+			stream(&dn.s, 6, dn.T);
+			bulk_same(&dn, bk == 64 ? 4 : 3, dn.what);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_stream_bulk_faults)
+{
+	static const struct {
+		int mut;
+		const char *says;
+	} bad[] = {
+		{CG_QBULK_MUT_SHORT_TX, "mbarrier"},
+		{CG_QBULK_MUT_PARITY, "mbarrier"},	/* a read before the copy lands, or a deadlock */
+		{CG_QBULK_MUT_NO_SKIP, "mbarrier"},
+	};
+	GemmCase dn = gptq_down("grouped u4 down stream-K, bulk B, a fault");
+
+	gh_tiles(&dn.s, 16, 64, 64, 1, 4, 4);
+	stream(&dn.s, 6, dn.T);
+	dn.s.bq.bulk = 1;
+	for (size_t i = 0; i < NELEM(bad); i++)
+		for (int v = 0; v < 2; v++) {
+			GemmCase b = dn;
+			GemmRun r;
+			b.s.bq.bulk_mut = bad[i].mut;
+			b.s.sk_unroll = v;
+			ck_assert_msg(gh_run(&r, &b) != 0, "fault %d (unrolled %d): the emulator took it", bad[i].mut, v);
+			ck_assert_msg(strstr(r.msg, bad[i].says), "fault %d (unrolled %d): %s", bad[i].mut, v, r.msg);
+			gh_free(&r);
+		}
+}
+END_TEST
+
+/*
  * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
  * once in f32, so the outputs stay within the rounding of the reference's
@@ -1604,6 +1700,11 @@ gemm_mixed_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_stream_ahead);
 	tcase_add_test(t, test_program_qahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("qbulk");	/* bulk copies of quantised B on mbarriers (--debug=qbulk) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_stream_bulk);
+	tcase_add_test(t, test_stream_bulk_faults);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);
