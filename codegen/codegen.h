@@ -1060,6 +1060,16 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  */
 #define CG_QAHEAD_DEFAULT 1	/* 0: with the flag only */
 /*
+ * Bulk copies of quantised B (--debug=qbulk, session 40; issue 13; program.c's
+ * qbulk): the stream-K mixed-input decode GEMMs' stages of packed words,
+ * scales and zero points filled by cp.async.bulk from one warp on an
+ * mbarrier a stage (GemmSpec.bq.bulk), no LDGSTS or addresses of B in the
+ * consumers, and the ring as deep as the shared memory of the CTAs an SM
+ * already has allows (gpt-oss-20b's 16x192x64: 4 -> 6 stages at 4 CTAs an
+ * SM, ~117 KB of B in flight an SM).  Not measured (no device in session 40).
+ */
+#define CG_QBULK_DEFAULT 0	/* 0: with the flag only */
+/*
  * FP8 x FP8 split-K (program.c's f8_split; issue 13, session 39): the dense
  * GEMMs on the cp.async wgmma mainloop (FP8 has no mma.sync one; the WS
  * mainloop takes no split, so cg_gemm_ws_for leaves these to it).  At

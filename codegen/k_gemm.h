@@ -268,8 +268,8 @@ LLVMValueRef gemm_bq_src(G *g, int i, int j);
 void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
 /* bulk B (CgBQuant.bulk; else nothing): the mbarriers made (gemm_bq_bulk_init,
  * before the prologue; a CTA barrier follows), a stage with no k-tile to load
- * completed by one plain arrival (gemm_bq_skip: the consumers wait for every
- * stage in turn), and every thread's wait for the stage at soff
+ * completed by one plain arrival (gemm_bq_skip, bulk only: the consumers wait
+ * for every stage in turn), and every thread's wait for the stage at soff
  * (gemm_bq_wait) before it reads the stage's B */
 void gemm_bq_bulk_init(G *g);
 void gemm_bq_skip(G *g, LLVMValueRef soff);

@@ -596,7 +596,7 @@ gemm_bq_skip(G *g, LLVMValueRef soff)
 	CgFn *f = g->k.f;
 	CgIf c;
 
-	if (!g->k.s.bq.bulk || g->k.s.bq.bulk_mut == CG_QBULK_MUT_NO_SKIP)
+	if (g->k.s.bq.bulk_mut == CG_QBULK_MUT_NO_SKIP)
 		return;
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
 	cg_mbar_arrive(f, mbar_of(g, soff));
