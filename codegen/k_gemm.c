@@ -1727,16 +1727,17 @@ stream_end(G *g, Stream *st, LLVMValueRef t)
 	cg_endif(f, &c);
 }
 
-/* Bulk B (CgBQuant.bulk): the else of a refill's test, where the stage
- * with no pair to load gets its one arrival (the consumers wait for every
- * stage in turn); without it no else at all (the branches as they were). */
+/* Bulk B (CgBQuant.bulk): the else of a refill's test, where the stage of
+ * pair p + d (i32, built in the else), with no pair to load, gets its one
+ * arrival (the consumers wait for every stage in turn); without bulk B no
+ * else at all (the branches as they were). */
 static void
-refill_else(G *g, CgIf *c, LLVMValueRef soff)
+refill_else(G *g, CgIf *c, LLVMValueRef p, int d)
 {
 	if (!g->k.s.bq.bulk)
 		return;
 	cg_else(g->k.f, c);
-	gemm_bq_skip(g, soff);
+	gemm_bq_skip(g, stage_off(g, cg_addi(g->k.f, p, d)));
 }
 
 /*
@@ -1769,7 +1770,7 @@ stream(G *g)
 		LLVMValueRef p = cg_addi(f, st.g0, i);
 		cg_if(f, &c1, cg_lt(f, p, st.g1));
 		stream_load(g, &st, p, stage_off(g, p));
-		refill_else(g, &c1, stage_off(g, p));
+		refill_else(g, &c1, p, 0);
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 	}
@@ -1786,7 +1787,7 @@ stream(G *g)
 	nx = stage_off(g, cg_addi(f, gi, 1));
 	cg_if(f, &c1, cg_lt(f, cg_addi(f, gi, S - 1), st.g1));	/* refill: pair gi+S-1 */
 	stream_load(g, &st, cg_addi(f, gi, S - 1), stage_off(g, cg_addi(f, gi, S - 1)));
-	refill_else(g, &c1, stage_off(g, cg_addi(f, gi, S - 1)));
+	refill_else(g, &c1, gi, S - 1);
 	cg_endif(f, &c1);
 	cg_cp_async_commit(f);
 	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, st.g0, ""),
@@ -1860,7 +1861,7 @@ unrolled_begin(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
 	for (int i = 0; i < S - 1; i++) {
 		cg_if(f, &c, cg_lt(f, cg_addi(f, st->g0, i), st->g1));
 		stream_next(g, st, cg_i32(f, (int64_t)i * g->stage));
-		refill_else(g, &c, cg_i32(f, (int64_t)i * g->stage));
+		refill_else(g, &c, cg_i32(f, i), 0);
 		cg_endif(f, &c);
 		cg_cp_async_commit(f);
 	}
@@ -1933,7 +1934,7 @@ stream_unrolled(G *g)
 			cg_loop_while(f, &l, cg_lt(f, p, st.g1));
 		cg_if(f, &c1, cg_lt(f, p, lim));	/* refill: pair p+S-1 into the stage of p-1 */
 		stream_next(g, &st, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
-		refill_else(g, &c1, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
+		refill_else(g, &c1, cg_i32(f, (j + S - 1) % S), 0);
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 		ktile_pipelined(g, &vars, cg_i32(f, (int64_t)j * g->stage), cg_i32(f, (int64_t)((j + 1) % S) * g->stage));
