@@ -1387,6 +1387,46 @@ START_TEST(test_stream_bulk_faults)
 END_TEST
 
 /*
+ * --debug=qbulk through the plan (program.c's qbulk, CG_QBULK_DEFAULT): the
+ * quantised stream-K decode GEMMs (the u4 gate|up with zero points, the
+ * MXFP4 down) take bulk B, against the interpreter at T = 1, 7 and 16 and
+ * the same bits as without the flag (alone, and with qdec, live sums, the
+ * unrolled loop and B ahead under PDL); on sm_90a both kernels' PTX has
+ * the bulk copies and the mbarrier waits, and none without the flag unless
+ * CG_QBULK_DEFAULT.
+ */
+START_TEST(test_program_qbulk)
+{
+	static const int T[] = {1, 7, 16};
+	static const DbgFlags more[] = {0, DBG_QDEC | DBG_LIVE_SUMS | DBG_SK_UNROLL | DBG_PDL | DBG_QAHEAD};
+
+	for (size_t i = 0; i < NELEM(T); i++)
+		for (size_t j = 0; j < NELEM(more); j++) {
+			DbgFlags f = more[j];
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "gacc bulk stream-k", 1e-2, f | DBG_QBULK);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "bulk stream-k", 1e-2, f | DBG_QBULK);
+			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QBULK),
+				      "T = %d, flags %llx: other bits with qbulk", T[i], (unsigned long long)f);
+		}
+	for (int on = 0; on < 2; on++) {
+		char *ptx = gh_program_ptx(prog_moe_direct, "sm_90a", 16, DBG_PDL | (on ? DBG_QBULK : 0));
+		for (int k = 3; k <= 4; k++) {
+			char entry[32];
+			snprintf(entry, sizeof entry, ".entry moe_k%d", k);
+			const char *e = strstr(ptx, entry), *end;
+			ck_assert_ptr_nonnull(e);
+			end = strstr(e + 1, ".entry");
+			const char *b = strstr(e, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes");
+			const char *w = strstr(e, "mbarrier.try_wait.parity");
+			int in = b && w && (!end || (b < end && w < end));
+			ck_assert_msg(in == (on || CG_QBULK_DEFAULT), "moe_k%d, flag %d: bulk copies and waits %d", k, on, in);
+		}
+		free(ptx);
+	}
+}
+END_TEST
+
+/*
  * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
  * once in f32, so the outputs stay within the rounding of the reference's
@@ -1705,6 +1745,7 @@ gemm_mixed_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_stream_bulk);
 	tcase_add_test(t, test_stream_bulk_faults);
+	tcase_add_test(t, test_program_qbulk);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);
