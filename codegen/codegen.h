@@ -504,13 +504,18 @@ struct CgBQuant {
 				 * (k_gemm_mixed.c) is the exact q - z in the mma, each group's
 				 * products summed apart and scaled in f32 once per group; where
 				 * groups are 32 deep or more and divide bk (else ignored) */
-	int bulk;		/* --debug=qbulk: a stage's packed words, scales and zero points
-				 * by cp.async.bulk (one copy a lane of warp 0 for each n8 block's
-				 * and each group row's contiguous bytes), complete_tx on an
-				 * mbarrier a stage that the consumers wait on (no LDGSTS of B);
-				 * static stream-K, sm_90 (emu), bn dividing N; up to 8 stages */
+	int bulk;		/* a stage's packed words, scales and zero points by bulk copies,
+				 * complete_tx on an mbarrier a stage that the consumers wait on
+				 * (no LDGSTS of B): CG_QBULK_LANES, CG_QBULK_TMA (--debug=qbulk);
+				 * static stream-K, sm_90 (emu); up to 8 stages; 0: cp.async */
 	int bulk_mut;		/* tests only: a CG_QBULK_MUT_* fault in the bulk copies' protocol,
 				 * which the emulator must catch (0: none) */
+};
+enum {
+	CG_QBULK_LANES = 1,	/* cp.async.bulk a lane of warp 0 for each n8 block's and group row's bytes */
+	CG_QBULK_TMA,		/* one cp.async.bulk.tensor a part (words, scales, zero points): three
+				 * tensor maps ("B_map", "B_scale_map", "B_zero_map"), stage parts
+				 * 128-byte aligned */
 };
 enum {
 	CG_QBULK_MUT_SHORT_TX = 1,	/* expect_tx 16 bytes short of the stage's copies */

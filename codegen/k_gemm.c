@@ -2306,6 +2306,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 		return gemm_ws_emit(&g, m, name, d);
 	if (!gemm_begin(&g.k, m, name, d))
 		return -1;
+	if (spec->bq.group > 0)
+		gemm_bq_tmaps(&g);
 	thread_setup(&g);
 	gemm_quant_setup(&g);
 	note(&g, buf, sizeof buf);

@@ -272,6 +272,8 @@ void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
  * for every stage in turn), and every thread's wait for the stage at soff
  * (gemm_bq_wait) before it reads the stage's B */
 void gemm_bq_bulk_init(G *g);
+/* CG_QBULK_TMA: the kernel's tensor maps (after gemm_begin) */
+void gemm_bq_tmaps(G *g);
 void gemm_bq_skip(G *g, LLVMValueRef soff);
 void gemm_bq_wait(G *g, LLVMValueRef soff);
 /* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */

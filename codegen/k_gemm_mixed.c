@@ -228,6 +228,12 @@ gemm_bq_check(const G *g, Diag *d)
 			   g->bq.tx >= 1 << 20))
 		return diag_error(d, LOC_NONE, "gemm: bulk copies of quantised B (bq.bulk) need static stream-K "
 				  "with B staged (not direct, no split-K) and under 2^20 bytes a stage (%d)", g->bq.tx);
+	if (s->bq.bulk == CG_QBULK_TMA && (g->b_ld / 4 > 256 || s->bn > 256 || g->bq.ns > 256 || g->a_bytes % 128 ||
+					   g->bq.b_bytes % 128 || g->bq.s_bytes % 128))
+		return diag_error(d, LOC_NONE, "gemm: tensor copies of quantised B need boxes of at most 256 (bk x "
+				  "bits / 4 = %d, bn = %d, %d group rows) and 128-byte aligned parts of a stage (A %d, "
+				  "B %d, scales %d bytes)", g->b_ld / 4, s->bn, g->bq.ns, g->a_bytes, g->bq.b_bytes,
+				  g->bq.s_bytes);
 	if (s->bq.direct && s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: direct quantised B needs bn dividing N (bn = %d, N = %lld)",
 				  s->bn, (long long)s->N);
@@ -539,6 +545,67 @@ mbar_of(G *g, LLVMValueRef soff)
 	return cg_addi(f, cg_muli(f, cg_udiv(f, soff, cg_i32(f, g->stage)), 8), g->bq.mbar);
 }
 
+/* The kernel parameter of role r (a tensor map's). */
+static int
+param_of(CgFn *f, const char *r)
+{
+	for (int i = 0; i < f->k->nparam; i++)
+		if (!strcmp(f->k->param[i].role, r))
+			return i;
+	return -1;
+}
+
+/* The tensor maps of CG_QBULK_TMA: the packed words as rows of 4-byte
+ * elements, an n8 block's row (K x bits bytes) each, every expert's rows
+ * one after another (boxes of bk x bits / 4 elements by bn / 8 rows); the
+ * scales (zero points) as rows of N values, a group row each (boxes of bn
+ * by the k-tile's group rows). */
+void
+gemm_bq_tmaps(G *g)
+{
+	const GemmSpec *s = &g->k.s;
+	int64_t E = s->groups > 0 ? s->groups : 1, rowb = s->K * g->bq.bits;
+	DType sdt = g->bq.ssz == 1 ? DT_F8E4M3 : g->bq.ssz == 2 ? DT_BF16 : DT_F32;	/* bytes to the TMA */
+	CgTmap m[3] = {
+		{"B", DT_F32, 2, {CG_EXPR_INT(rowb / 4), CG_EXPR_INT(E * s->N / 8)}, {rowb, 0}, {g->b_ld / 4, s->bn / 8, 1}, 0},
+		{"B_scale", sdt, 2, {CG_EXPR_INT(s->N), CG_EXPR_INT(E * (s->K / s->bq.group))}, {s->N * g->bq.ssz, 0},
+		 {s->bn, g->bq.ns, 1}, 0},
+	};
+
+	if (s->bq.bulk != CG_QBULK_TMA)
+		return;
+	m[2] = m[1];
+	m[2].of = "B_zero";
+	cg_fn_tmaps(g->k.f, m, s->bq.zero ? 3 : 2);
+}
+
+/* CG_QBULK_TMA: one tensor copy a part, by thread 0; the box's coordinates
+ * from the tile's sources (the expert and column tile are in them: the
+ * load stream carries pointers, not coordinates). */
+static void
+bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	static const char *const map[3] = {"B_map", "B_scale_map", "B_zero_map"};
+	LLVMValueRef base[3] = {g->k.B, g->k.Bs, g->k.Bz}, c[2];
+	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+
+	for (int i = 0; i < (s->bq.zero ? 3 : 2); i++) {
+		LLVMValueRef off = LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], "");
+		if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
+			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
+			c[1] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, cg_i64(f, rowb), ""), f->ti32, "");
+		} else {	/* column n0, group row e K/G + grp */
+			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, cg_i64(f, pitch), ""),
+								 cg_i64(f, g->bq.ssz), ""), f->ti32, "");
+			c[1] = LLVMBuildTrunc(f->B, cg_add(f, LLVMBuildUDiv(f->B, off, cg_i64(f, pitch), ""), grp), f->ti32, "");
+		}
+		cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0)),
+			    mb, 2, c);
+	}
+}
+
 static void
 bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
 {
@@ -552,7 +619,11 @@ bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.warp, cg_i32(f, 0), ""));
 	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, mb, cg_i32(f, g->bq.tx - (s->bq.bulk_mut == CG_QBULK_MUT_SHORT_TX ? 16 : 0)));
+	if (s->bq.bulk == CG_QBULK_TMA)
+		bulk_tma(g, soff, mb, adv0, grp);
 	cg_endif(f, &c1);
+	if (s->bq.bulk == CG_QBULK_TMA)
+		P = 0;	/* no lanes' copies */
 	for (int j = 0; j < (P + 31) / 32; j++) {
 		LLVMValueRef p = cg_addi(f, g->k.lane, 32 * j), isw = cg_lt(f, p, cg_i32(f, nb));
 		LLVMValueRef q = cg_addi(f, p, -nb), zp = cg_lt(f, cg_i32(f, ns - 1), q);	/* a zero point's row */

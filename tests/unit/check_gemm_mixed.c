@@ -1315,12 +1315,14 @@ bulk_same(const GemmCase *c, int stages, const char *what)
 		a.s.live_rows = v;
 		a.s.b_ahead = v ? 3 : 0;
 		a.s.stages = stages < 5 ? stages : 4;	/* cp.async: up to 5 */
-		b = a;
-		b.s.stages = stages;
-		b.s.bq.bulk = 1;
-		gh_check(&b, 1e-2);
-		ck_assert_msg(gh_same_bits(&a, &b), "%s (T = %d, %d stages, unrolled %d): other bits", what, c->T,
-			      stages, v);
+		for (int mode = CG_QBULK_LANES; mode <= CG_QBULK_TMA; mode++) {
+			b = a;
+			b.s.stages = stages;
+			b.s.bq.bulk = mode;
+			gh_check(&b, 1e-2);
+			ck_assert_msg(gh_same_bits(&a, &b), "%s (T = %d, %d stages, unrolled %d, bulk %d): other bits",
+				      what, c->T, stages, v, mode);
+		}
 	}
 }
 
@@ -1372,15 +1374,17 @@ START_TEST(test_stream_bulk_faults)
 
 	gh_tiles(&dn.s, 16, 64, 64, 1, 4, 4);
 	stream(&dn.s, 6, dn.T);
-	dn.s.bq.bulk = 1;
 	for (size_t i = 0; i < NELEM(bad); i++)
-		for (int v = 0; v < 2; v++) {
+		for (int v = 0; v < 4; v++) {
 			GemmCase b = dn;
 			GemmRun r;
+			b.s.bq.bulk = v < 2 ? CG_QBULK_LANES : CG_QBULK_TMA;
 			b.s.bq.bulk_mut = bad[i].mut;
-			b.s.sk_unroll = v;
-			ck_assert_msg(gh_run(&r, &b) != 0, "fault %d (unrolled %d): the emulator took it", bad[i].mut, v);
-			ck_assert_msg(strstr(r.msg, bad[i].says), "fault %d (unrolled %d): %s", bad[i].mut, v, r.msg);
+			b.s.sk_unroll = v % 2;
+			ck_assert_msg(gh_run(&r, &b) != 0, "fault %d (unrolled %d, bulk %d): the emulator took it",
+				      bad[i].mut, v % 2, b.s.bq.bulk);
+			ck_assert_msg(strstr(r.msg, bad[i].says), "fault %d (unrolled %d, bulk %d): %s", bad[i].mut, v % 2,
+				      b.s.bq.bulk, r.msg);
 			gh_free(&r);
 		}
 }
