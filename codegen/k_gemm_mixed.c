@@ -592,14 +592,19 @@ bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueR
 	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
 
 	for (int i = 0; i < (s->bq.zero ? 3 : 2); i++) {
-		LLVMValueRef off = LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], "");
+		/* in 32 bits where the part's bytes fit (a 32-bit division by a constant: 2-3 instructions) */
+		int w32 = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31;
+		LLVMTypeRef t = w32 ? f->ti32 : f->ti64;
+		LLVMValueRef off = LLVMBuildTrunc(f->B, LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], ""), t, "");
+		LLVMValueRef rb = LLVMConstInt(t, (unsigned long long)rowb, 0), pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
 		if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
 			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
-			c[1] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, cg_i64(f, rowb), ""), f->ti32, "");
+			c[1] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, rb, ""), f->ti32, "");
 		} else {	/* column n0, group row e K/G + grp */
-			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, cg_i64(f, pitch), ""),
-								 cg_i64(f, g->bq.ssz), ""), f->ti32, "");
-			c[1] = LLVMBuildTrunc(f->B, cg_add(f, LLVMBuildUDiv(f->B, off, cg_i64(f, pitch), ""), grp), f->ti32, "");
+			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
+								 LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), ""), f->ti32, "");
+			c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
+				      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
 		}
 		cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0)),
 			    mb, 2, c);

@@ -1564,7 +1564,9 @@ qbulk(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 		if (!cg_target_is_emu(ti) && !cg_target_has(ti, CG_TMA))
 			return;
 	}
-	s->bq.bulk = 1;
+	s->bq.bulk = CG_QBULK_TMA;	/* else one copy a lane (parts not 128-byte aligned) */
+	if (cg_gemm_check(t, s, &quiet) != 0)
+		s->bq.bulk = CG_QBULK_LANES;
 	for (int st = 8; st > s->stages; st--) {
 		GemmSpec c = *s;
 		c.stages = st;

@@ -1396,8 +1396,10 @@ END_TEST
  * MXFP4 down) take bulk B, against the interpreter at T = 1, 7 and 16 and
  * the same bits as without the flag (alone, and with qdec, live sums, the
  * unrolled loop and B ahead under PDL); on sm_90a both kernels' PTX has
- * the bulk copies and the mbarrier waits, and none without the flag unless
- * CG_QBULK_DEFAULT.
+ * the tensor copies (CG_QBULK_TMA) and the mbarrier waits, and none without
+ * the flag unless CG_QBULK_DEFAULT.  And ptxas: gpt-oss-20b's MXFP4 gate|up
+ * and a Mixtral GPTQ down at their decode plans' tiles, both bulk modes,
+ * 6 and 3 stages: the copies in the PTX, no spills.
  */
 START_TEST(test_program_qbulk)
 {
@@ -1420,13 +1422,45 @@ START_TEST(test_program_qbulk)
 			const char *e = strstr(ptx, entry), *end;
 			ck_assert_ptr_nonnull(e);
 			end = strstr(e + 1, ".entry");
-			const char *b = strstr(e, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes");
+			const char *b = strstr(e, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes");
 			const char *w = strstr(e, "mbarrier.try_wait.parity");
 			int in = b && w && (!end || (b < end && w < end));
 			ck_assert_msg(in == (on || CG_QBULK_DEFAULT), "moe_k%d, flag %d: bulk copies and waits %d", k, on, in);
 		}
 		free(ptx);
 	}
+	GemmSpec q[4];
+	gh_spec_grouped_swiglu(&q[0], 32, 5760, 2880, 4);	/* gpt-oss-20b's MXFP4 gate|up */
+	q[0].b_dt = DT_F4E2M1;
+	q[0].bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+	gh_tiles(&q[0], 16, 192, 64, 1, 4, 6);
+	stream(&q[0], 528, 16);
+	q[0].sk_unroll = q[0].live_rows = 1;
+	gh_spec_grouped_scale_scatter(&q[2], 8, 4096, 14336);	/* Mixtral GPTQ's down */
+	q[2].b_dt = DT_U4;
+	q[2].bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1, .vec = 2};
+	gh_tiles(&q[2], 16, 256, 128, 1, 4, 3);
+	stream(&q[2], 396, 16);
+	q[2].sk_unroll = q[2].live_rows = 1;
+	for (int i = 0; i < 4; i += 2) {
+		q[i + 1] = q[i];
+		q[i].bq.bulk = CG_QBULK_LANES;
+		q[i + 1].bq.bulk = CG_QBULK_TMA;
+	}
+	CgModule *m = gh_emit_specs(gh_targets[2], GH_MMA, q, 4, "qb");	/* sm_90a */
+	const char *ptx = gh_ptx(m);
+	for (int i = 0; i < 4; i++) {
+		char entry[32];
+		snprintf(entry, sizeof entry, ".entry qb%d", i);
+		const char *e = strstr(ptx, entry), *end;
+		ck_assert_ptr_nonnull(e);
+		end = strstr(e + 1, ".entry");
+		const char *b = strstr(e, i % 2 ? "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier"
+					       : "cp.async.bulk.shared::cluster.global.mbarrier");
+		ck_assert_msg(b && (!end || b < end), "qb%d: no bulk copy", i);
+	}
+	gh_assemble(m, 4, "gemm_mixed", GH_NO_SPILLS);
+	cg_module_free(m);
 }
 END_TEST
 
