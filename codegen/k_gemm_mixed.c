@@ -187,7 +187,8 @@ gemm_bq_layout(G *g)
 	if (s->bq.bulk)		/* bulk copies, no cp.async chunks (bulk_load) */
 		memset(g->bq.nchunk, 0, sizeof g->bq.nchunk);
 	for (int i = 0; i < 3; i++)	/* bulk: one source a part, the tile's (at k-tile 0) */
-		g->bq.nper[i] = s->bq.bulk ? (i < 2 || s->bq.zero) : g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
+		g->bq.nper[i] = s->bq.bulk ? (i < 2 || s->bq.zero)
+			      : g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
 }
 
 int
@@ -380,7 +381,8 @@ gemm_bq_setup(G *g)
 			LLVMValueRef row = cg_sext64(f, cg_udiv(f, c, cg_i32(f, cpr[i])));
 			LLVMValueRef cc = cg_sext64(f, cg_urem(f, c, cg_i32(f, cpr[i])));
 			g->bq.soff[i][j] = cg_addi(f, cg_muli(f, c, 16), base[i]);
-			g->bq.goff[i][j] = s->bq.bulk ? cg_i64(f, 0) : cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
+			g->bq.goff[i][j] = s->bq.bulk ? cg_i64(f, 0)	/* gemm_bq_sources: the tile's base */
+						      : cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
 		}
 	/* where the threads cover whole rows of chunks, chunk j is chunk 0
 	 * j * gstep bytes on: one source pointer a part and immediate offsets
@@ -530,12 +532,14 @@ gemm_bq_first(G *g)
  * Bulk B (CgBQuant.bulk): a stage's packed words, scales and zero points
  * are P = bn / 8 + ns (1 + zero) contiguous pieces in global memory (n8
  * block i's b_ld bytes of the k-tile, adv0 on in its row of atoms; group
- * row r's bn scales or zero points, grp + r rows of N on), each one
- * cp.async.bulk by lane p (p + 32, ...) of warp 0 into the stage's part
- * (cp.async's layout, byte for byte), complete_tx on the stage's mbarrier,
- * whose one arrival (lane 0's) expects the stage's tx bytes.  The
- * consumers wait for its phase (gemm_bq_wait) instead of cp.async's
- * groups; no thread of the other warps issues anything for B.
+ * row r's bn scales or zero points, grp + r rows of N on), copied into the
+ * stage's parts (cp.async's layout, byte for byte) by warp 0: a
+ * cp.async.bulk a piece, lane p (p + 32, ...) piece p (CG_QBULK_LANES), or
+ * one cp.async.bulk.tensor a part from lane 0 (CG_QBULK_TMA: the pieces
+ * are a box's rows), complete_tx on the stage's mbarrier, whose one
+ * arrival (lane 0's) expects the stage's tx bytes.  The consumers wait for
+ * its phase (gemm_bq_wait) instead of cp.async's groups; no thread of the
+ * other warps issues anything for B.
  */
 static LLVMValueRef
 mbar_of(G *g, LLVMValueRef soff)
@@ -567,7 +571,8 @@ gemm_bq_tmaps(G *g)
 	int64_t E = s->groups > 0 ? s->groups : 1, rowb = s->K * g->bq.bits;
 	DType sdt = g->bq.ssz == 1 ? DT_F8E4M3 : g->bq.ssz == 2 ? DT_BF16 : DT_F32;	/* bytes to the TMA */
 	CgTmap m[3] = {
-		{"B", DT_F32, 2, {CG_EXPR_INT(rowb / 4), CG_EXPR_INT(E * s->N / 8)}, {rowb, 0}, {g->b_ld / 4, s->bn / 8, 1}, 0},
+		{"B", DT_F32, 2, {CG_EXPR_INT(rowb / 4), CG_EXPR_INT(E * s->N / 8)}, {rowb, 0},
+		 {g->b_ld / 4, s->bn / 8, 1}, 0},
 		{"B_scale", sdt, 2, {CG_EXPR_INT(s->N), CG_EXPR_INT(E * (s->K / s->bq.group))}, {s->N * g->bq.ssz, 0},
 		 {s->bn, g->bq.ns, 1}, 0},
 	};
@@ -593,31 +598,63 @@ bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueR
 
 	for (int i = 0; i < (s->bq.zero ? 3 : 2); i++) {
 		/* in 32 bits where the part's bytes fit (a 32-bit division by a constant: 2-3 instructions) */
-		int w32 = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31;
-		LLVMTypeRef t = w32 ? f->ti32 : f->ti64;
+		LLVMTypeRef t = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31 ? f->ti32 : f->ti64;
 		LLVMValueRef off = LLVMBuildTrunc(f->B, LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], ""), t, "");
-		LLVMValueRef rb = LLVMConstInt(t, (unsigned long long)rowb, 0), pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
+		LLVMValueRef pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
+		int part = g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0);
 		if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
 			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
-			c[1] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, rb, ""), f->ti32, "");
+			off = LLVMBuildUDiv(f->B, off, LLVMConstInt(t, (unsigned long long)rowb, 0), "");
+			c[1] = LLVMBuildTrunc(f->B, off, f->ti32, "");
 		} else {	/* column n0, group row e K/G + grp */
-			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
-								 LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), ""), f->ti32, "");
+			c[0] = LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
+					     LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), "");
+			c[0] = LLVMBuildTrunc(f->B, c[0], f->ti32, "");
 			c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
 				      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
 		}
-		cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0)),
-			    mb, 2, c);
+		cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, part), mb, 2, c);
 	}
 }
 
+/* CG_QBULK_LANES: piece p = lane + 32 j of the stage (the n8 blocks'
+ * words, then the scales' group rows, then the zero points'), one
+ * cp.async.bulk a lane (ptxas serialises them: docs/codegen.md). */
 static void
-bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
+bulk_lanes(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	int nb = s->bn / 8, ns = g->bq.ns, P = nb + ns * (s->bq.zero ? 2 : 1), srow = s->bn * g->bq.ssz;
 	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+	CgIf c;
+
+	for (int j = 0; j < (P + 31) / 32; j++) {
+		LLVMValueRef p = cg_addi(f, g->k.lane, 32 * j), isw = cg_lt(f, p, cg_i32(f, nb));
+		LLVMValueRef q = cg_addi(f, p, -nb), zp = cg_lt(f, cg_i32(f, ns - 1), q);	/* a zero point's row */
+		LLVMValueRef r = cg_sub(f, q, cg_select(f, zp, cg_i32(f, ns), cg_i32(f, 0)));
+		LLVMValueRef sbase = s->bq.zero ? cg_select(f, zp, g->bq.src[2][0], g->bq.src[1][0]) : g->bq.src[1][0];
+		LLVMValueRef wsrc = cg_gep(f, g->bq.src[0][0], cg_add(f, cg_muli(f, cg_sext64(f, p), rowb), adv0), 1);
+		LLVMValueRef ssrc = cg_gep(f, sbase, cg_muli(f, cg_add(f, grp, cg_sext64(f, r)), pitch), 1);
+		LLVMValueRef sdst = cg_add(f, cg_muli(f, r, srow), cg_select(f, zp, cg_i32(f, g->bq.b_bytes + g->bq.s_bytes),
+									   cg_i32(f, g->bq.b_bytes)));
+		LLVMValueRef dst = cg_add(f, soff, cg_select(f, isw, cg_muli(f, p, g->b_ld), sdst));
+		if ((j + 1) * 32 > P)
+			cg_if(f, &c, cg_lt(f, p, cg_i32(f, P)));
+		cg_bulk_load(f, cg_addi(f, dst, g->a_bytes), cg_select(f, isw, wsrc, ssrc),
+			     cg_select(f, isw, cg_i32(f, g->b_ld), cg_i32(f, srow)), mb);
+		if ((j + 1) * 32 > P)
+			cg_endif(f, &c);
+	}
+}
+
+/* The stage at soff's B by bulk copies from warp 0, lane 0's arrival
+ * expecting its bytes first. */
+static void
+bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
 	LLVMValueRef mb = mbar_of(g, soff);
 	CgIf c, c1;
 
@@ -627,25 +664,8 @@ bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
 	if (s->bq.bulk == CG_QBULK_TMA)
 		bulk_tma(g, soff, mb, adv0, grp);
 	cg_endif(f, &c1);
-	if (s->bq.bulk == CG_QBULK_TMA)
-		P = 0;	/* no lanes' copies */
-	for (int j = 0; j < (P + 31) / 32; j++) {
-		LLVMValueRef p = cg_addi(f, g->k.lane, 32 * j), isw = cg_lt(f, p, cg_i32(f, nb));
-		LLVMValueRef q = cg_addi(f, p, -nb), zp = cg_lt(f, cg_i32(f, ns - 1), q);	/* a zero point's row */
-		LLVMValueRef r = cg_sub(f, q, cg_select(f, zp, cg_i32(f, ns), cg_i32(f, 0)));
-		LLVMValueRef wsrc = cg_gep(f, g->bq.src[0][0], cg_add(f, cg_muli(f, cg_sext64(f, p), rowb), adv0), 1);
-		LLVMValueRef ssrc = cg_gep(f, s->bq.zero ? cg_select(f, zp, g->bq.src[2][0], g->bq.src[1][0]) : g->bq.src[1][0],
-					   cg_muli(f, cg_add(f, grp, cg_sext64(f, r)), pitch), 1);
-		LLVMValueRef sdst = cg_add(f, cg_select(f, zp, cg_i32(f, g->bq.b_bytes + g->bq.s_bytes), cg_i32(f, g->bq.b_bytes)),
-					   cg_muli(f, r, srow));
-		LLVMValueRef dst = cg_addi(f, cg_add(f, soff, cg_select(f, isw, cg_muli(f, p, g->b_ld), sdst)), g->a_bytes);
-		if ((j + 1) * 32 > P)
-			cg_if(f, &c1, cg_lt(f, p, cg_i32(f, P)));
-		cg_bulk_load(f, dst, cg_select(f, isw, wsrc, ssrc),
-			     cg_select(f, isw, cg_i32(f, g->b_ld), cg_i32(f, srow)), mb);
-		if ((j + 1) * 32 > P)
-			cg_endif(f, &c1);
-	}
+	if (s->bq.bulk == CG_QBULK_LANES)
+		bulk_lanes(g, soff, mb, adv0, grp);
 	cg_endif(f, &c);
 }
 
