@@ -1545,11 +1545,13 @@ gate_up_ahead(const CgProgram *p, const GemmSpec *s)
  * SMs; gpt-oss-20b's 16x192x64 at 4: 4 -> 6 stages of 8.6 KB, Mixtral
  * GPTQ's 16x256x128 at 3: 3 of 21 KB, as it was).  Session 38 put gpt-oss's
  * rate at the ~65 KB of B in flight an SM (4 stages) and the deeper cp.async
- * rings' loss on the consumer.  Every target of the compile must take it
- * (one spec for quantised B: one_bq_plan).
+ * rings' loss on the consumer.  Tiles from a tuning table keep their stages
+ * (bench/ab/s40-qbulk-s4.tuning: bulk B at the heuristic's depth, for the
+ * A/B).  Every target of the compile must take it (one spec for quantised
+ * B: one_bq_plan).
  */
 static void
-qbulk(const CgProgram *p, const CgTarget *t, GemmSpec *s)
+qbulk(const CgProgram *p, const CgTarget *t, GemmSpec *s, int deepen)
 {
 	int per = (int)MAX(1, s->ctas / MAX(1, cg_target_sms(t)));
 	Diag quiet;
@@ -1567,7 +1569,7 @@ qbulk(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	s->bq.bulk = CG_QBULK_TMA;	/* else one copy a lane (parts not 128-byte aligned) */
 	if (cg_gemm_check(t, s, &quiet) != 0)
 		s->bq.bulk = CG_QBULK_LANES;
-	for (int st = 8; st > s->stages; st--) {
+	for (int st = 8; deepen && st > s->stages; st--) {
 		GemmSpec c = *s;
 		c.stages = st;
 		if (cg_gemm_check(t, &c, &quiet) == 0 && per_sm(t, &c) >= per) {
@@ -1834,9 +1836,10 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			 "--precision=tf32|bf16|f16 allows it)");
 		*simt = 1;
 	}
+	int tun[8] = {0};	/* a tuning table's tiles, its stages too (qbulk) */
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		const CgTarget *t = cg_module_target(p->mod[i]);
-		if (tuned(p, t, &s[i], tlo, tokens) == 0)
+		if ((tun[i] = tuned(p, t, &s[i], tlo, tokens) == 0))
 			continue;
 		if (choose_tiles(t, &s[i], tlo, tokens)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
@@ -1864,7 +1867,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		sk_tail(p, &s[i]);
 		qdec_rows(p, &s[i]);
 		live_sums(p, t, &s[i]);
-		qbulk(p, t, &s[i]);
+		qbulk(p, t, &s[i], !tun[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
