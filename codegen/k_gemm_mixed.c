@@ -584,37 +584,35 @@ gemm_bq_tmaps(G *g)
 	cg_fn_tmaps(g->k.f, m, s->bq.zero ? 3 : 2);
 }
 
-/* CG_QBULK_TMA: one tensor copy a part, by thread 0; the box's coordinates
- * from the tile's sources (the expert and column tile are in them: the
- * load stream carries pointers, not coordinates). */
+/* CG_QBULK_TMA: the tensor copy of part i (words, scales, zero points);
+ * the box's coordinates from the tile's sources (the expert and column
+ * tile are in them: the load stream carries pointers, not coordinates). */
 static void
-bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp)
+bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp, int i)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
 	static const char *const map[3] = {"B_map", "B_scale_map", "B_zero_map"};
 	LLVMValueRef base[3] = {g->k.B, g->k.Bs, g->k.Bz}, c[2];
 	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+	int part = g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0);
+	/* in 32 bits where the part's bytes fit (a 32-bit division by a constant: 2-3 instructions) */
+	LLVMTypeRef t = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31 ? f->ti32 : f->ti64;
+	LLVMValueRef off = LLVMBuildTrunc(f->B, LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], ""), t, "");
+	LLVMValueRef pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
 
-	for (int i = 0; i < (s->bq.zero ? 3 : 2); i++) {
-		/* in 32 bits where the part's bytes fit (a 32-bit division by a constant: 2-3 instructions) */
-		LLVMTypeRef t = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31 ? f->ti32 : f->ti64;
-		LLVMValueRef off = LLVMBuildTrunc(f->B, LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], ""), t, "");
-		LLVMValueRef pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
-		int part = g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0);
-		if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
-			c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
-			off = LLVMBuildUDiv(f->B, off, LLVMConstInt(t, (unsigned long long)rowb, 0), "");
-			c[1] = LLVMBuildTrunc(f->B, off, f->ti32, "");
-		} else {	/* column n0, group row e K/G + grp */
-			c[0] = LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
-					     LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), "");
-			c[0] = LLVMBuildTrunc(f->B, c[0], f->ti32, "");
-			c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
-				      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
-		}
-		cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, part), mb, 2, c);
+	if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
+		c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
+		off = LLVMBuildUDiv(f->B, off, LLVMConstInt(t, (unsigned long long)rowb, 0), "");
+		c[1] = LLVMBuildTrunc(f->B, off, f->ti32, "");
+	} else {	/* column n0, group row e K/G + grp */
+		c[0] = LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
+				     LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), "");
+		c[0] = LLVMBuildTrunc(f->B, c[0], f->ti32, "");
+		c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
+			      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
 	}
+	cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, part), mb, 2, c);
 }
 
 /* CG_QBULK_LANES: piece p = lane + 32 j of the stage (the n8 blocks'
@@ -648,25 +646,35 @@ bulk_lanes(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValu
 	}
 }
 
-/* The stage at soff's B by bulk copies from warp 0, lane 0's arrival
- * expecting its bytes first. */
+/* The stage at soff's B by bulk copies: lane 0 of warp 0 arrives
+ * expecting its bytes; the lanes of warp 0 copy (CG_QBULK_LANES), or lane 0
+ * of warp i part i (CG_QBULK_TMA; all from warp 0 where the warps are
+ * fewer than the parts), which may complete before that arrival (the
+ * transaction count goes below zero meanwhile: the phase cannot complete
+ * before its one arrival). */
 static void
 bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
+	int parts = s->bq.bulk == CG_QBULK_TMA ? (s->bq.zero ? 3 : 2) : 0, spread = parts <= g->k.nwarp;
 	LLVMValueRef mb = mbar_of(g, soff);
 	CgIf c, c1;
 
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.warp, cg_i32(f, 0), ""));
 	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 0), ""));
 	cg_mbar_arrive_tx(f, mb, cg_i32(f, g->bq.tx - (s->bq.bulk_mut == CG_QBULK_MUT_SHORT_TX ? 16 : 0)));
-	if (s->bq.bulk == CG_QBULK_TMA)
-		bulk_tma(g, soff, mb, adv0, grp);
+	for (int i = 0; i < (spread ? MIN(parts, 1) : parts); i++)
+		bulk_tma(g, soff, mb, adv0, grp, i);
 	cg_endif(f, &c1);
 	if (s->bq.bulk == CG_QBULK_LANES)
 		bulk_lanes(g, soff, mb, adv0, grp);
 	cg_endif(f, &c);
+	for (int i = 1; spread && i < parts; i++) {
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 32 * i), ""));
+		bulk_tma(g, soff, mb, adv0, grp, i);
+		cg_endif(f, &c);
+	}
 }
 
 void
