@@ -1305,6 +1305,7 @@ END_TEST
  * short (the phase never completes: a deadlock), a wait on the other
  * parity (B read before its copy lands, or a wait for a phase that never
  * comes), a skipped stage not arrived on (the last wait never returns).
+ * And the checks: the tiles schedule, 9 stages and sm_80 are refused.
  */
 static void
 bulk_same(const GemmCase *c, int stages, const char *what)
@@ -1371,9 +1372,23 @@ START_TEST(test_stream_bulk_faults)
 		{CG_QBULK_MUT_NO_SKIP, "mbarrier"},
 	};
 	GemmCase dn = gptq_down("grouped u4 down stream-K, bulk B, a fault");
+	CgTarget t80 = {"sm_80", NULL, 3};
+	GemmSpec x;
+	Diag d;
 
 	gh_tiles(&dn.s, 16, 64, 64, 1, 4, 4);
+	x = dn.s;	/* refused: the tiles schedule, more than 8 stages, no bulk copies on sm_80 */
+	x.bq.bulk = CG_QBULK_TMA;
+	refused(&x, "static stream-K");
 	stream(&dn.s, 6, dn.T);
+	x = dn.s;
+	x.bq.bulk = CG_QBULK_LANES;
+	x.stages = 9;
+	refused(&x, "9 stages (need 2..8)");
+	x.stages = 4;
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_gemm_check(&t80, &x, &d), -1);
+	ck_assert_msg(strstr(d.last, "sm_90"), "%s", d.last);
 	for (size_t i = 0; i < NELEM(bad); i++)
 		for (int v = 0; v < 4; v++) {
 			GemmCase b = dn;
