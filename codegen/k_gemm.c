@@ -2281,7 +2281,8 @@ note(G *g, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s%s%s", s->bq.group,
 			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
 			      s->bq.scales_le2 ? " le2" : "", s->bq.vec > 1 ? (s->bq.vec == 2 ? " vec2" : " vec4") : "",
-			      s->bq.direct ? " direct" : "", g->bq.gsteps ? " gacc" : "", s->bq.bulk ? " bulk" : "");
+			      s->bq.direct ? " direct" : "", g->bq.gsteps ? " gacc" : "",
+			      s->bq.bulk == CG_QBULK_TMA ? " bulk=tma" : s->bq.bulk ? " bulk=lanes" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->min_ctas > 0 && (size_t)k < n)	/* the launch bound (.minnctapersm) */
 		k += snprintf(buf + k, n - (size_t)k, " min_ctas=%d", s->min_ctas);

@@ -1424,8 +1424,8 @@ START_TEST(test_program_qbulk)
 	for (size_t i = 0; i < NELEM(T); i++)
 		for (size_t j = 0; j < NELEM(more); j++) {
 			DbgFlags f = more[j];
-			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "gacc bulk stream-k", 1e-2, f | DBG_QBULK);
-			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "bulk stream-k", 1e-2, f | DBG_QBULK);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "gacc bulk=tma stream-k", 1e-2, f | DBG_QBULK);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "bulk=tma stream-k", 1e-2, f | DBG_QBULK);
 			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QBULK),
 				      "T = %d, flags %llx: other bits with qbulk", T[i], (unsigned long long)f);
 		}
