@@ -509,6 +509,23 @@ struct CgBQuant {
 				 * (k_gemm_mixed.c) is the exact q - z in the mma, each group's
 				 * products summed apart and scaled in f32 once per group; where
 				 * groups are 32 deep or more and divide bk (else ignored) */
+	int bulk;		/* a stage's packed words, scales and zero points by bulk copies,
+				 * complete_tx on an mbarrier a stage that the consumers wait on
+				 * (no LDGSTS of B): CG_QBULK_LANES, CG_QBULK_TMA (--debug=qbulk);
+				 * static stream-K, sm_90 (emu); up to 8 stages; 0: cp.async */
+	int bulk_mut;		/* tests only: a CG_QBULK_MUT_* fault in the bulk copies' protocol,
+				 * which the emulator must catch (0: none) */
+};
+enum {
+	CG_QBULK_LANES = 1,	/* cp.async.bulk a lane of warp 0 for each n8 block's and group row's bytes */
+	CG_QBULK_TMA,		/* one cp.async.bulk.tensor a part (words, scales, zero points): three
+				 * tensor maps ("B_map", "B_scale_map", "B_zero_map"), stage parts
+				 * 128-byte aligned */
+};
+enum {
+	CG_QBULK_MUT_SHORT_TX = 1,	/* expect_tx 16 bytes short of the stage's copies */
+	CG_QBULK_MUT_PARITY,		/* the consumers wait on the other parity */
+	CG_QBULK_MUT_NO_SKIP,		/* a stage with no k-tile gets no arrival */
 };
 
 /* The MoE combine (k_combine.c, below): here for GemmSpec.fold. */
@@ -1076,6 +1093,16 @@ int cg_permute_chunk(const CgPermuteSpec *s);	/* the grid sort's slots a CTA (Cg
  */
 #define CG_QAHEAD_DEFAULT 1	/* 0: with the flag only */
 /*
+ * Bulk copies of quantised B (--debug=qbulk, session 40; issue 13; program.c's
+ * qbulk): the stream-K mixed-input decode GEMMs' stages of packed words,
+ * scales and zero points filled by cp.async.bulk from one warp on an
+ * mbarrier a stage (GemmSpec.bq.bulk), no LDGSTS or addresses of B in the
+ * consumers, and the ring as deep as the shared memory of the CTAs an SM
+ * already has allows (gpt-oss-20b's 16x192x64: 4 -> 6 stages at 4 CTAs an
+ * SM, ~117 KB of B in flight an SM).  Not measured (no device in session 40).
+ */
+#define CG_QBULK_DEFAULT 0	/* 0: with the flag only */
+/*
  * FP8 x FP8 split-K (program.c's f8_split; issue 13, session 39): the dense
  * GEMMs on the cp.async wgmma mainloop (FP8 has no mma.sync one; the WS
  * mainloop takes no split, so cg_gemm_ws_for leaves these to it).  At
@@ -1498,6 +1525,9 @@ void cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity);	/* try_wait.p
  * `param` at coords (i32, innermost first) into dst, complete_tx on mbar */
 void cg_tma_load(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 		 LLVMValueRef *coords);
+/* cp.async.bulk (no tensor map): `bytes` (i32, a multiple of 16) from the global p to shared
+ * offset dst (both 16-byte aligned), complete_tx on the mbarrier at shared offset mbar */
+void cg_bulk_load(CgFn *f, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef bytes, LLVMValueRef mbar);
 /* cp.async.bulk.prefetch.tensor.{rank}d.L2: the box at coords brought into L2, no shared
  * memory, no barrier (a hint; nothing on the emulator) */
 void cg_tma_prefetch(CgFn *f, int param, int rank, LLVMValueRef *coords);

@@ -861,6 +861,51 @@ moec_emu_cp_mbar_arrive(void *mbar)
 }
 
 /*
+ * cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst],
+ * [src], bytes, [mbar] (no tensor map): both addresses 16-byte aligned,
+ * bytes a positive multiple of 16, the source inside one of the launch's
+ * buffers; read now, landed at the round's end through the async proxy as a
+ * tensor copy (complete_tx of its bytes), with the tensor copy's hazards.
+ */
+void
+moec_emu_bulk_load(void *dst, const void *src, int32_t bytes, void *mbar)
+{
+	long o = (long)((unsigned char *)dst - E.smem);
+	int bi = mbar_find(mbar, "cp.async.bulk");
+	Bulk *k;
+
+	if (bi < 0)
+		abandon();
+	if (o % 16 || (uintptr_t)src % 16 || bytes <= 0 || bytes % 16 || !in_smem(dst, (size_t)bytes) ||
+	    !global_in(src, (size_t)bytes)) {
+		fail("thread %d of CTA (%d,%d,%d): cp.async.bulk of %d bytes from global %p to shared offset %ld: "
+		     "not 16-byte aligned, not a multiple of 16, or outside shared memory (%zu bytes) or the "
+		     "launch's buffers", E.cur->lin, E.cta[0], E.cta[1], E.cta[2], bytes, src, o, E.smem_bytes);
+		abandon();
+	}
+	k = new_bulk();
+	k->bar = bi;
+	k->phase = E.mb[bi].done + 1;
+	k->n = bytes;
+	k->at = xmalloc((size_t)bytes * sizeof *k->at);
+	k->data = xmalloc((size_t)bytes);
+	for (long i = 0; i < bytes; i++) {
+		long so = o + i;
+		if ((E.abar[so] && E.aphase[so] > E.mb[E.abar[so] - 1].done) || E.srd[so] || E.isbar[so]) {
+			fail("thread %d of CTA (%d,%d,%d): cp.async.bulk into shared offset %ld, which an earlier "
+			     "asynchronous copy has not yet written, a TMA store still reads, or an mbarrier holds",
+			     E.cur->lin, E.cta[0], E.cta[1], E.cta[2], so);
+			abandon();
+		}
+		k->at[i] = (uint32_t)so;
+		k->data[i] = ((const unsigned char *)src)[i];
+		E.abar[so] = (int16_t)(bi + 1);
+		E.aphase[so] = k->phase;
+		E.agen[so] = 0;
+	}
+}
+
+/*
  * cp.async.bulk.tensor.{2,3}d.shared::cluster.global.tile
  * .mbarrier::complete_tx::bytes [dst], [map, {c0, c1, c2}], [mbar]:
  * read now (inputs do not change during a kernel), land at the round's end.
@@ -2233,6 +2278,7 @@ static const struct {
 	{"moec_emu_mbar_init", (void *)moec_emu_mbar_init},
 	{"moec_emu_mbar_arrive", (void *)moec_emu_mbar_arrive},
 	{"moec_emu_cp_mbar_arrive", (void *)moec_emu_cp_mbar_arrive},
+	{"moec_emu_bulk_load", (void *)moec_emu_bulk_load},
 	{"moec_emu_mbar_wait", (void *)moec_emu_mbar_wait},
 	{"moec_emu_tma_load", (void *)moec_emu_tma_load},
 	{"moec_emu_tma_store", (void *)moec_emu_tma_store},

@@ -154,6 +154,10 @@ layout(G *g, const GemmSpec *in)
 		g->dyn_off = (g->k.smem + 15) & ~15;
 		g->k.smem = g->dyn_off + 16;
 	}
+	if (s->bq.group > 0 && s->bq.bulk) {	/* bulk B: an mbarrier a stage, after everything */
+		g->bq.mbar = (g->k.smem + 7) & ~7;
+		g->k.smem = g->bq.mbar + 8 * s->stages;
+	}
 }
 
 void
@@ -262,9 +266,12 @@ cg_gemm_check(const CgTarget *t, const GemmSpec *in, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: 256-column warpgroup tiles (wg_wide) are for bf16/f16");
 	if (s->ws_mode != CG_WS_COOPERATIVE && s->mainloop != CG_MAINLOOP_WS)
 		return diag_error(d, LOC_NONE, "gemm: ping-pong consumers need the warp-specialised mainloop");
-	if (s->stages < 2 || s->stages > (s->mainloop == CG_MAINLOOP_WS ? 8 : 5))
+	if (s->stages < 2 || s->stages > (s->mainloop == CG_MAINLOOP_WS || s->bq.bulk ? 8 : 5))
 		return diag_error(d, LOC_NONE, "gemm: %d stages (need 2..%d)", s->stages,
-				  s->mainloop == CG_MAINLOOP_WS ? 8 : 5);
+				  s->mainloop == CG_MAINLOOP_WS || s->bq.bulk ? 8 : 5);
+	if (s->bq.bulk && (s->bq.group <= 0 || !(cg_target_is_emu(t) || cg_target_has(t, CG_TMA))))
+		return diag_error(d, LOC_NONE, "gemm: bulk copies of B (bq.bulk) need quantised B and a target "
+				  "with cp.async.bulk and mbarriers (sm_90)");
 	if (s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: N = %lld is not a multiple of bn = %d (pad the weight)",
 				  (long long)s->N, s->bn);
@@ -778,6 +785,7 @@ ktile_pipelined(G *g, Frag *vars, LLVMValueRef rd, LLVMValueRef nx)
 			/* k-tile kt+1 has landed; every warp is past its reads of kt-1 */
 			cg_cp_async_wait(f, g->k.s.stages - 2);
 			cg_barrier(f);
+			gemm_bq_wait(g, nx);	/* bulk B: its copies landed (or the stage was skipped) */
 			load_frags(g, nx, 0, &next);	/* past the last tile: unused */
 		}
 		mma_frags(g, &cur, rd, kk);
@@ -1719,6 +1727,19 @@ stream_end(G *g, Stream *st, LLVMValueRef t)
 	cg_endif(f, &c);
 }
 
+/* Bulk B (CgBQuant.bulk): the else of a refill's test, where the stage of
+ * pair p + d (i32, built in the else), with no pair to load, gets its one
+ * arrival (the consumers wait for every stage in turn); without bulk B no
+ * else at all (the branches as they were). */
+static void
+refill_else(G *g, CgIf *c, LLVMValueRef p, int d)
+{
+	if (!g->k.s.bq.bulk)
+		return;
+	cg_else(g->k.f, c);
+	gemm_bq_skip(g, stage_off(g, cg_addi(g->k.f, p, d)));
+}
+
 /*
  * The whole schedule of a stream-K kernel: mainloop()'s pipeline over the
  * run's pairs instead of one tile's k-tiles, the accumulators zeroed where
@@ -1740,6 +1761,7 @@ stream(G *g)
 
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	stream_vars(g, &st);
+	gemm_bq_bulk_init(g);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
 	stream_runs(g, &st, L, n);
 	st.g0 = run_start(f, &st, st.v);
@@ -1748,12 +1770,14 @@ stream(G *g)
 		LLVMValueRef p = cg_addi(f, st.g0, i);
 		cg_if(f, &c1, cg_lt(f, p, st.g1));
 		stream_load(g, &st, p, stage_off(g, p));
+		refill_else(g, &c1, p, 0);
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 	}
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
 	frag_vars(g, &vars);
+	gemm_bq_wait(g, stage_off(g, st.g0));
 	load_frags(g, stage_off(g, st.g0), 0, &cur);
 	frag_move(g, &vars, &cur, 1);
 
@@ -1763,6 +1787,7 @@ stream(G *g)
 	nx = stage_off(g, cg_addi(f, gi, 1));
 	cg_if(f, &c1, cg_lt(f, cg_addi(f, gi, S - 1), st.g1));	/* refill: pair gi+S-1 */
 	stream_load(g, &st, cg_addi(f, gi, S - 1), stage_off(g, cg_addi(f, gi, S - 1)));
+	refill_else(g, &c1, gi, S - 1);
 	cg_endif(f, &c1);
 	cg_cp_async_commit(f);
 	edge = LLVMBuildOr(f->B, LLVMBuildICmp(f->B, LLVMIntEQ, gi, st.g0, ""),
@@ -1836,11 +1861,13 @@ unrolled_begin(G *g, Stream *st, LLVMValueRef L, LLVMValueRef n)
 	for (int i = 0; i < S - 1; i++) {
 		cg_if(f, &c, cg_lt(f, cg_addi(f, st->g0, i), st->g1));
 		stream_next(g, st, cg_i32(f, (int64_t)i * g->stage));
+		refill_else(g, &c, cg_i32(f, i), 0);
 		cg_endif(f, &c);
 		cg_cp_async_commit(f);
 	}
 	cg_cp_async_wait(f, S - 2);
 	cg_barrier(f);
+	gemm_bq_wait(g, cg_i32(f, 0));
 	acc_zero(g);
 }
 
@@ -1883,7 +1910,7 @@ stream_unrolled(G *g)
 	int S = g->k.s.stages;
 	LLVMValueRef L = cg_muli(f, gemm_work_total(&g->k), g->kt), n = cg_min(f, cg_nctaid(f, 0), L);
 	LLVMValueRef jv = cg_var(f, f->ti32, NULL), gi, lim;
-	LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_end"), cont[8];	/* S <= 5 */
+	LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(f->C, f->fn, "tile_end"), cont[8];	/* S <= 8 */
 	Stream st;
 	CgIf c, c1;
 	CgLoop l;
@@ -1891,6 +1918,7 @@ stream_unrolled(G *g)
 
 	st.v = cg_sub(f, cg_addi(f, cg_nctaid(f, 0), -1), cg_ctaid(f, 0));
 	stream_vars(g, &st);
+	gemm_bq_bulk_init(g);
 	cg_if(f, &c, cg_lt(f, st.v, n));	/* n = 0 (T = 0, no rows): nothing */
 	unrolled_begin(g, &st, L, n);
 	frag_vars(g, &vars);
@@ -1906,6 +1934,7 @@ stream_unrolled(G *g)
 			cg_loop_while(f, &l, cg_lt(f, p, st.g1));
 		cg_if(f, &c1, cg_lt(f, p, lim));	/* refill: pair p+S-1 into the stage of p-1 */
 		stream_next(g, &st, cg_i32(f, (int64_t)((j + S - 1) % S) * g->stage));
+		refill_else(g, &c1, cg_i32(f, (j + S - 1) % S), 0);
 		cg_endif(f, &c1);
 		cg_cp_async_commit(f);
 		ktile_pipelined(g, &vars, cg_i32(f, (int64_t)j * g->stage), cg_i32(f, (int64_t)((j + 1) % S) * g->stage));
@@ -2249,10 +2278,11 @@ note(G *g, char *buf, size_t n)
 	if (s->wg_wide && s->mainloop != CG_MAINLOOP_MMA && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, " wg%dx%d", g->wtm, g->wtn);
 	if (s->bq.group > 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s%s", s->bq.group,
+		k += snprintf(buf + k, n - (size_t)k, " bq: group=%d scale=%s%s%s%s%s%s%s%s", s->bq.group,
 			      dtype_name(s->bq.scale_dt), s->bq.zero ? " zero" : "", s->bq.v1 ? " v1" : "",
 			      s->bq.scales_le2 ? " le2" : "", s->bq.vec > 1 ? (s->bq.vec == 2 ? " vec2" : " vec4") : "",
-			      s->bq.direct ? " direct" : "", g->bq.gsteps ? " gacc" : "");
+			      s->bq.direct ? " direct" : "", g->bq.gsteps ? " gacc" : "",
+			      s->bq.bulk == CG_QBULK_TMA ? " bulk=tma" : s->bq.bulk ? " bulk=lanes" : "");
 	k = gemm_note_tail(&g->k, buf, n, k);
 	if (s->min_ctas > 0 && (size_t)k < n)	/* the launch bound (.minnctapersm) */
 		k += snprintf(buf + k, n - (size_t)k, " min_ctas=%d", s->min_ctas);
@@ -2277,6 +2307,8 @@ cg_emit_gemm(CgModule *m, const char *name, const GemmSpec *spec, Diag *d)
 		return gemm_ws_emit(&g, m, name, d);
 	if (!gemm_begin(&g.k, m, name, d))
 		return -1;
+	if (spec->bq.group > 0)
+		gemm_bq_tmaps(&g);
 	thread_setup(&g);
 	gemm_quant_setup(&g);
 	note(&g, buf, sizeof buf);

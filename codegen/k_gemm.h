@@ -216,6 +216,9 @@ struct G {
 		LLVMValueRef fz[MAXF_MMA];	/* ... and zero-point pair (CgBQuant.zero) */
 		LLVMValueRef pacc[MAXF_MMA][MAXF_MMA][4];	/* vars: the group's f32 sums of a (M + u) */
 		LLVMValueRef rs[MAXF_MMA][4];	/* vars: the group's row sums of A (a mma with B = 1) */
+		/* bulk (CgBQuant.bulk): an mbarrier a stage, at mbar + 8 x stage */
+		int mbar, tx;			/* their shared offset; the bytes a stage's copies bring */
+		LLVMValueRef ph;		/* var (i32): bit i, the parity stage i's next wait takes */
 	} bq;
 	/* gemm_rows_ahead: the epilogue's rows of the tile, loaded before its k-tiles (npre 0: none) */
 	GemmRow pre[PRE_MI][2];
@@ -263,6 +266,16 @@ void gemm_bq_gacc_fold(G *g);
 LLVMValueRef gemm_bq_src(G *g, int i, int j);
 /* cp.async k-tile kt's packed B, scales and zero points into the stage at soff. */
 void gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt);
+/* bulk B (CgBQuant.bulk; else nothing): the mbarriers made (gemm_bq_bulk_init,
+ * before the prologue; a CTA barrier follows), a stage with no k-tile to load
+ * completed by one plain arrival (gemm_bq_skip, bulk only: the consumers wait
+ * for every stage in turn), and every thread's wait for the stage at soff
+ * (gemm_bq_wait) before it reads the stage's B */
+void gemm_bq_bulk_init(G *g);
+/* CG_QBULK_TMA: the kernel's tensor maps (after gemm_begin) */
+void gemm_bq_tmaps(G *g);
+void gemm_bq_skip(G *g, LLVMValueRef soff);
+void gemm_bq_wait(G *g, LLVMValueRef soff);
 /* The B fragments (ni x 2 registers of the mma type) of k-step kk, dequantised. */
 void gemm_bq_frags(G *g, LLVMValueRef soff, int kk, LLVMValueRef (*b)[2]);
 /* Direct B: k-tile 0's words into registers (per tile, before the loop);

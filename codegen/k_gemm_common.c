@@ -149,6 +149,12 @@ params(const GemmCore *k, CgParam *p)
 		p[n++] = (CgParam){CGP_PTR, s->quant.scale_role};
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		p[n++] = (CgParam){CGP_PTR, s->quant.zero_role};
+	if (s->bq.group > 0 && s->bq.bulk == CG_QBULK_TMA) {	/* k_gemm_mixed.c's tmaps_bq */
+		p[n++] = (CgParam){CGP_TMAP, "B_map"};
+		p[n++] = (CgParam){CGP_TMAP, "B_scale_map"};
+		if (s->bq.zero)
+			p[n++] = (CgParam){CGP_TMAP, "B_zero_map"};
+	}
 	if (s->mainloop == CG_MAINLOOP_WS) {	/* tensor maps of A (unless gathered by cp.async) and B (k_gemm_ws.c) */
 		if (!gemm_a_cp_async(s))
 			p[n++] = (CgParam){CGP_TMAP, "A_map"};
@@ -215,6 +221,8 @@ bind_params(GemmCore *k)
 		k->q_scale_p = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
+	if (s->bq.group > 0 && s->bq.bulk == CG_QBULK_TMA)	/* B's maps, found by role (param_of) */
+		n += 2 + (s->bq.zero != 0);
 	if (s->mainloop == CG_MAINLOOP_WS) {
 		k->amap = gemm_a_cp_async(s) ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;

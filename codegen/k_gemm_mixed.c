@@ -183,8 +183,12 @@ gemm_bq_layout(G *g)
 	g->bq.nchunk[0] = g->bq.b_bytes / 16;
 	g->bq.nchunk[1] = g->bq.s_bytes / 16;
 	g->bq.nchunk[2] = s->bq.zero ? g->bq.s_bytes / 16 : 0;
-	for (int i = 0; i < 3; i++)
-		g->bq.nper[i] = g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
+	g->bq.tx = g->stage - g->a_bytes;
+	if (s->bq.bulk)		/* bulk copies, no cp.async chunks (bulk_load) */
+		memset(g->bq.nchunk, 0, sizeof g->bq.nchunk);
+	for (int i = 0; i < 3; i++)	/* bulk: one source a part, the tile's (at k-tile 0) */
+		g->bq.nper[i] = s->bq.bulk ? (i < 2 || s->bq.zero)
+			      : g->k.nthr ? (g->bq.nchunk[i] + g->k.nthr - 1) / g->k.nthr : 0;
 }
 
 int
@@ -221,6 +225,16 @@ gemm_bq_check(const G *g, Diag *d)
 		return diag_error(d, LOC_NONE, "gemm: quantised B's lane vectors of %d atoms need K / %d and "
 				  "bk / %d multiples of %d (K = %lld, bk = %d)", g->bq.vec, g->bq.ka, g->bq.ka,
 				  g->bq.vec, (long long)s->K, s->bk);
+	if (s->bq.bulk && (s->bq.direct || s->sched != CG_SCHED_STREAM || s->units || s->split_k > 1 ||
+			   g->bq.tx >= 1 << 20))
+		return diag_error(d, LOC_NONE, "gemm: bulk copies of quantised B (bq.bulk) need static stream-K "
+				  "with B staged (not direct, no split-K) and under 2^20 bytes a stage (%d)", g->bq.tx);
+	if (s->bq.bulk == CG_QBULK_TMA && (g->b_ld / 4 > 256 || s->bn > 256 || g->bq.ns > 256 || g->a_bytes % 128 ||
+					   g->bq.b_bytes % 128 || g->bq.s_bytes % 128))
+		return diag_error(d, LOC_NONE, "gemm: tensor copies of quantised B need boxes of at most 256 (bk x "
+				  "bits / 4 = %d, bn = %d, %d group rows) and 128-byte aligned parts of a stage (A %d, "
+				  "B %d, scales %d bytes)", g->b_ld / 4, s->bn, g->bq.ns, g->a_bytes, g->bq.b_bytes,
+				  g->bq.s_bytes);
 	if (s->bq.direct && s->N % s->bn)
 		return diag_error(d, LOC_NONE, "gemm: direct quantised B needs bn dividing N (bn = %d, N = %lld)",
 				  s->bn, (long long)s->N);
@@ -367,7 +381,8 @@ gemm_bq_setup(G *g)
 			LLVMValueRef row = cg_sext64(f, cg_udiv(f, c, cg_i32(f, cpr[i])));
 			LLVMValueRef cc = cg_sext64(f, cg_urem(f, c, cg_i32(f, cpr[i])));
 			g->bq.soff[i][j] = cg_addi(f, cg_muli(f, c, 16), base[i]);
-			g->bq.goff[i][j] = cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
+			g->bq.goff[i][j] = s->bq.bulk ? cg_i64(f, 0)	/* gemm_bq_sources: the tile's base */
+						      : cg_add(f, cg_muli(f, row, pitch[i]), cg_muli(f, cc, 16));
 		}
 	/* where the threads cover whole rows of chunks, chunk j is chunk 0
 	 * j * gstep bytes on: one source pointer a part and immediate offsets
@@ -513,6 +528,202 @@ gemm_bq_first(G *g)
 	g->bq.dptr = NULL;	/* set per k-tile by gemm_bq_fetch */
 }
 
+/*
+ * Bulk B (CgBQuant.bulk): a stage's packed words, scales and zero points
+ * are P = bn / 8 + ns (1 + zero) contiguous pieces in global memory (n8
+ * block i's b_ld bytes of the k-tile, adv0 on in its row of atoms; group
+ * row r's bn scales or zero points, grp + r rows of N on), copied into the
+ * stage's parts (cp.async's layout, byte for byte) by warp 0: a
+ * cp.async.bulk a piece, lane p (p + 32, ...) piece p (CG_QBULK_LANES), or
+ * one cp.async.bulk.tensor a part from lane 0 (CG_QBULK_TMA: the pieces
+ * are a box's rows), complete_tx on the stage's mbarrier, whose one
+ * arrival (lane 0's) expects the stage's tx bytes.  The consumers wait for
+ * its phase (gemm_bq_wait) instead of cp.async's groups; no thread of the
+ * other warps issues anything for B.
+ */
+static LLVMValueRef
+mbar_of(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+
+	return cg_addi(f, cg_muli(f, cg_udiv(f, soff, cg_i32(f, g->stage)), 8), g->bq.mbar);
+}
+
+/* The kernel parameter of role r (a tensor map's). */
+static int
+param_of(CgFn *f, const char *r)
+{
+	for (int i = 0; i < f->k->nparam; i++)
+		if (!strcmp(f->k->param[i].role, r))
+			return i;
+	return -1;
+}
+
+/* The tensor maps of CG_QBULK_TMA: the packed words as rows of 4-byte
+ * elements, an n8 block's row (K x bits bytes) each, every expert's rows
+ * one after another (boxes of bk x bits / 4 elements by bn / 8 rows); the
+ * scales (zero points) as rows of N values, a group row each (boxes of bn
+ * by the k-tile's group rows). */
+void
+gemm_bq_tmaps(G *g)
+{
+	const GemmSpec *s = &g->k.s;
+	int64_t E = s->groups > 0 ? s->groups : 1, rowb = s->K * g->bq.bits;
+	DType sdt = g->bq.ssz == 1 ? DT_F8E4M3 : g->bq.ssz == 2 ? DT_BF16 : DT_F32;	/* bytes to the TMA */
+	CgTmap m[3] = {
+		{"B", DT_F32, 2, {CG_EXPR_INT(rowb / 4), CG_EXPR_INT(E * s->N / 8)}, {rowb, 0},
+		 {g->b_ld / 4, s->bn / 8, 1}, 0},
+		{"B_scale", sdt, 2, {CG_EXPR_INT(s->N), CG_EXPR_INT(E * (s->K / s->bq.group))}, {s->N * g->bq.ssz, 0},
+		 {s->bn, g->bq.ns, 1}, 0},
+	};
+
+	if (s->bq.bulk != CG_QBULK_TMA)
+		return;
+	m[2] = m[1];
+	m[2].of = "B_zero";
+	cg_fn_tmaps(g->k.f, m, s->bq.zero ? 3 : 2);
+}
+
+/* CG_QBULK_TMA: the tensor copy of part i (words, scales, zero points);
+ * the box's coordinates from the tile's sources (the expert and column
+ * tile are in them: the load stream carries pointers, not coordinates). */
+static void
+bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp, int i)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	static const char *const map[3] = {"B_map", "B_scale_map", "B_zero_map"};
+	LLVMValueRef base[3] = {g->k.B, g->k.Bs, g->k.Bz}, c[2];
+	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+	int part = g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0);
+	/* in 32 bits where the part's bytes fit (a 32-bit division by a constant: 2-3 instructions) */
+	LLVMTypeRef t = cg_bq_bytes(s, s->groups > 0 ? s->groups : 1, i) < (size_t)1 << 31 ? f->ti32 : f->ti64;
+	LLVMValueRef off = LLVMBuildTrunc(f->B, LLVMBuildPtrDiff2(f->B, f->ti8, g->bq.src[i][0], base[i], ""), t, "");
+	LLVMValueRef pb = LLVMConstInt(t, (unsigned long long)pitch, 0);
+
+	if (i == 0) {	/* n8 row e N/8 + n0/8, element kt bk bits / 4 */
+		c[0] = LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, adv0, cg_i64(f, 4), ""), f->ti32, "");
+		off = LLVMBuildUDiv(f->B, off, LLVMConstInt(t, (unsigned long long)rowb, 0), "");
+		c[1] = LLVMBuildTrunc(f->B, off, f->ti32, "");
+	} else {	/* column n0, group row e K/G + grp */
+		c[0] = LLVMBuildUDiv(f->B, LLVMBuildURem(f->B, off, pb, ""),
+				     LLVMConstInt(t, (unsigned long long)g->bq.ssz, 0), "");
+		c[0] = LLVMBuildTrunc(f->B, c[0], f->ti32, "");
+		c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
+			      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
+	}
+	cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, part), mb, 2, c);
+}
+
+/* CG_QBULK_LANES: piece p = lane + 32 j of the stage (the n8 blocks'
+ * words, then the scales' group rows, then the zero points'), one
+ * cp.async.bulk a lane (ptxas serialises them: docs/codegen.md). */
+static void
+bulk_lanes(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueRef grp)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int nb = s->bn / 8, ns = g->bq.ns, P = nb + ns * (s->bq.zero ? 2 : 1), srow = s->bn * g->bq.ssz;
+	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
+	CgIf c;
+
+	for (int j = 0; j < (P + 31) / 32; j++) {
+		LLVMValueRef p = cg_addi(f, g->k.lane, 32 * j), isw = cg_lt(f, p, cg_i32(f, nb));
+		LLVMValueRef q = cg_addi(f, p, -nb), zp = cg_lt(f, cg_i32(f, ns - 1), q);	/* a zero point's row */
+		LLVMValueRef r = cg_sub(f, q, cg_select(f, zp, cg_i32(f, ns), cg_i32(f, 0)));
+		LLVMValueRef sbase = s->bq.zero ? cg_select(f, zp, g->bq.src[2][0], g->bq.src[1][0]) : g->bq.src[1][0];
+		LLVMValueRef wsrc = cg_gep(f, g->bq.src[0][0], cg_add(f, cg_muli(f, cg_sext64(f, p), rowb), adv0), 1);
+		LLVMValueRef ssrc = cg_gep(f, sbase, cg_muli(f, cg_add(f, grp, cg_sext64(f, r)), pitch), 1);
+		LLVMValueRef sdst = cg_add(f, cg_muli(f, r, srow), cg_select(f, zp, cg_i32(f, g->bq.b_bytes + g->bq.s_bytes),
+									   cg_i32(f, g->bq.b_bytes)));
+		LLVMValueRef dst = cg_add(f, soff, cg_select(f, isw, cg_muli(f, p, g->b_ld), sdst));
+		if ((j + 1) * 32 > P)
+			cg_if(f, &c, cg_lt(f, p, cg_i32(f, P)));
+		cg_bulk_load(f, cg_addi(f, dst, g->a_bytes), cg_select(f, isw, wsrc, ssrc),
+			     cg_select(f, isw, cg_i32(f, g->b_ld), cg_i32(f, srow)), mb);
+		if ((j + 1) * 32 > P)
+			cg_endif(f, &c);
+	}
+}
+
+/* The stage at soff's B by bulk copies: lane 0 of warp 0 arrives
+ * expecting its bytes; the lanes of warp 0 copy (CG_QBULK_LANES), or lane 0
+ * of warp i part i (CG_QBULK_TMA; all from warp 0 where the warps are
+ * fewer than the parts), which may complete before that arrival (the
+ * transaction count goes below zero meanwhile: the phase cannot complete
+ * before its one arrival). */
+static void
+bulk_load(G *g, LLVMValueRef soff, LLVMValueRef adv0, LLVMValueRef grp)
+{
+	CgFn *f = g->k.f;
+	const GemmSpec *s = &g->k.s;
+	int parts = s->bq.bulk == CG_QBULK_TMA ? (s->bq.zero ? 3 : 2) : 0, spread = parts <= g->k.nwarp;
+	LLVMValueRef mb = mbar_of(g, soff);
+	CgIf c, c1;
+
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.warp, cg_i32(f, 0), ""));
+	cg_if(f, &c1, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.lane, cg_i32(f, 0), ""));
+	cg_mbar_arrive_tx(f, mb, cg_i32(f, g->bq.tx - (s->bq.bulk_mut == CG_QBULK_MUT_SHORT_TX ? 16 : 0)));
+	for (int i = 0; i < (spread ? MIN(parts, 1) : parts); i++)
+		bulk_tma(g, soff, mb, adv0, grp, i);
+	cg_endif(f, &c1);
+	if (s->bq.bulk == CG_QBULK_LANES)
+		bulk_lanes(g, soff, mb, adv0, grp);
+	cg_endif(f, &c);
+	for (int i = 1; spread && i < parts; i++) {
+		cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 32 * i), ""));
+		bulk_tma(g, soff, mb, adv0, grp, i);
+		cg_endif(f, &c);
+	}
+}
+
+void
+gemm_bq_bulk_init(G *g)
+{
+	CgFn *f = g->k.f;
+	CgIf c;
+
+	if (!g->k.s.bq.bulk)
+		return;
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	for (int i = 0; i < g->k.s.stages; i++)
+		cg_mbar_init(f, cg_i32(f, g->bq.mbar + 8 * i), 1);
+	cg_mbar_init_fence(f);
+	cg_endif(f, &c);
+	cg_barrier(f);
+	g->bq.ph = cg_var(f, f->ti32, cg_i32(f, 0));
+}
+
+void
+gemm_bq_skip(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	CgIf c;
+
+	if (g->k.s.bq.bulk_mut == CG_QBULK_MUT_NO_SKIP)
+		return;
+	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, g->k.tid, cg_i32(f, 0), ""));
+	cg_mbar_arrive(f, mbar_of(g, soff));
+	cg_endif(f, &c);
+}
+
+void
+gemm_bq_wait(G *g, LLVMValueRef soff)
+{
+	CgFn *f = g->k.f;
+	LLVMValueRef st, ph, par;
+
+	if (!g->k.s.bq.bulk)
+		return;
+	st = cg_udiv(f, soff, cg_i32(f, g->stage));
+	ph = cg_get(f, g->bq.ph);
+	par = cg_and(f, LLVMBuildLShr(f->B, ph, st, ""), 1);
+	if (g->k.s.bq.bulk_mut == CG_QBULK_MUT_PARITY)
+		par = LLVMBuildXor(f->B, par, cg_i32(f, 1), "");
+	cg_mbar_wait(f, mbar_of(g, soff), par);
+	cg_set(f, g->bq.ph, LLVMBuildXor(f->B, ph, LLVMBuildShl(f->B, cg_i32(f, 1), st, ""), ""));
+}
+
 void
 gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 {
@@ -529,6 +740,10 @@ gemm_bq_load(G *g, LLVMValueRef soff, LLVMValueRef kt)
 
 	adv[0] = cg_muli(f, k64, (int64_t)s->bk * g->bq.bits);
 	adv[1] = adv[2] = cg_muli(f, grp, s->N * g->bq.ssz);
+	if (s->bq.bulk) {
+		bulk_load(g, soff, adv[0], grp);
+		return;
+	}
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < g->bq.nper[i]; j++) {
 			int guard = (j + 1) * g->k.nthr > g->bq.nchunk[i];

@@ -1538,6 +1538,50 @@ gate_up_ahead(const CgProgram *p, const GemmSpec *s)
 	return 0;
 }
 
+/*
+ * Bulk copies of quantised B (--debug=qbulk, CG_QBULK_DEFAULT; GemmSpec.bq.bulk,
+ * k_gemm_mixed.c's bulk_load; docs/codegen.md "Bulk copies of quantised B"):
+ * a stream-K decode GEMM's stages of packed words, scales and zero points
+ * come by cp.async.bulk on an mbarrier a stage, so the consumers issue no
+ * LDGSTS of B and a deeper ring costs them nothing but its shared memory:
+ * the most stages up to 8 that keep the CTAs an SM the plan has (ctas /
+ * SMs; gpt-oss-20b's 16x192x64 at 4: 4 -> 6 stages of 8.6 KB, Mixtral
+ * GPTQ's 16x256x128 at 3: 3 of 21 KB, as it was).  Session 38 put gpt-oss's
+ * rate at the ~65 KB of B in flight an SM (4 stages) and the deeper cp.async
+ * rings' loss on the consumer.  Tiles from a tuning table keep their stages
+ * (bench/ab/s40-qbulk-s4.tuning: bulk B at the heuristic's depth, for the
+ * A/B).  Every target of the compile must take it (one spec for quantised
+ * B: one_bq_plan).
+ */
+static void
+qbulk(const CgProgram *p, const CgTarget *t, GemmSpec *s, int deepen)
+{
+	int per = (int)MAX(1, s->ctas / MAX(1, cg_target_sms(t)));
+	Diag quiet;
+
+	s->bq.bulk = 0;
+	if (!(CG_QBULK_DEFAULT || (p->o.debug & DBG_QBULK)) || s->bq.group <= 0 || s->bq.direct ||
+	    s->sched != CG_SCHED_STREAM || s->units || s->mainloop != CG_MAINLOOP_MMA)
+		return;
+	diag_init(&quiet, NULL);
+	for (int i = 0; i < p->o.narch; i++) {
+		const CgTarget *ti = cg_module_target(p->mod[i]);
+		if (!cg_target_is_emu(ti) && !cg_target_has(ti, CG_TMA))
+			return;
+	}
+	s->bq.bulk = CG_QBULK_TMA;	/* else one copy a lane (parts not 128-byte aligned) */
+	if (cg_gemm_check(t, s, &quiet) != 0)
+		s->bq.bulk = CG_QBULK_LANES;
+	for (int st = 8; deepen && st > s->stages; st--) {
+		GemmSpec c = *s;
+		c.stages = st;
+		if (cg_gemm_check(t, &c, &quiet) == 0 && per_sm(t, &c) >= per) {
+			s->stages = st;
+			return;
+		}
+	}
+}
+
 static void
 down_ahead(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 {
@@ -1795,9 +1839,10 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			 "--precision=tf32|bf16|f16 allows it)");
 		*simt = 1;
 	}
+	int tun[8] = {0};	/* a tuning table's tiles, its stages too (qbulk) */
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		const CgTarget *t = cg_module_target(p->mod[i]);
-		if (tuned(p, t, &s[i], tlo, tokens) == 0)
+		if ((tun[i] = tuned(p, t, &s[i], tlo, tokens) == 0))
 			continue;
 		if (choose_tiles(t, &s[i], tlo, tokens)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
@@ -1825,6 +1870,7 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 		sk_tail(p, &s[i]);
 		qdec_rows(p, &s[i]);
 		live_sums(p, t, &s[i]);
+		qbulk(p, t, &s[i], !tun[i]);
 	}
 	if (!*simt && base.bq.group > 0)
 		return one_bq_plan(p, s, why, n);
@@ -1879,7 +1925,8 @@ same_tiles(const GemmSpec *a, int sa, const GemmSpec *b, int sb)
 	       a->ws_mode == b->ws_mode && a->f8.whole == b->f8.whole &&
 	       a->f8.acc2 == b->f8.acc2 && a->cluster == b->cluster &&
 	       a->cluster_b == b->cluster_b && a->units == b->units && a->min_ctas == b->min_ctas &&
-	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead && a->ahead_table == b->ahead_table;
+	       a->sk_unroll == b->sk_unroll && a->b_ahead == b->b_ahead && a->ahead_table == b->ahead_table &&
+	       a->bq.bulk == b->bq.bulk;
 }
 
 /*

@@ -1641,6 +1641,37 @@ cg_mbar_wait(CgFn *f, LLVMValueRef off, LLVMValueRef parity)
 	LLVMPositionBuilderAtEnd(f->B, out);
 }
 
+/*
+ * cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: `bytes`
+ * (i32, a multiple of 16) from the global p (16-byte aligned) to the shared
+ * offset dst (16-byte aligned), complete_tx on the mbarrier at shared offset
+ * mbar (the non-tensor bulk copy: no tensor map; sm_90).  The emulator
+ * checks the range against the launch's buffers and lands it at the round's
+ * end, as a tensor copy (emu.c's moec_emu_bulk_load).
+ */
+void
+cg_bulk_load(CgFn *f, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef bytes, LLVMValueRef mbar)
+{
+	LLVMValueRef a[4];
+
+	if (need_tma(f, "cp.async.bulk") < 0)
+		return;
+	if (f->emu) {
+		a[0] = cg_sptr(f, dst);
+		a[1] = p;
+		a[2] = bytes;
+		a[3] = cg_sptr(f, mbar);
+		cg_call_emu(f, "moec_emu_bulk_load", NULL, a, 4);
+		return;
+	}
+	a[0] = saddr(f, dst);
+	a[1] = LLVMBuildPtrToInt(f->B, p, f->ti64, "");
+	a[2] = bytes;
+	a[3] = saddr(f, mbar);
+	cg_asm(f, NULL, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
+	       "r,l,r,r,~{memory}", a, 4, 1);
+}
+
 /* The PTX name of parameter i: LLVM writes "<kernel>_param_<i>", '.' as "_$_". */
 static void
 param_name(CgFn *f, int i, char *buf, size_t n)

@@ -336,6 +336,14 @@ const DebugFlag debug_flags[] = {
 	 "before its wait: QAHEAD_TABLE_DEFAULT); the same bits (CG_QAHEAD_DEFAULT in codegen/codegen.h; docs/codegen.md, \"Quantised "
 	 "B ahead of the grid wait\"): the default since session 39's H200 A/B (T = 16, the same bits: gpt-oss-20b "
 	 "MXFP4 0.994x, skewed 0.993x; Mixtral GPTQ 0.995x, skewed 1.000x; the prefetch alone 0.997-1.006x)"},
+	{"qbulk", DBG_QBULK, NULL,
+	 "compile: the stream-K mixed-input decode GEMMs (MXFP4, GPTQ; session 40, issue 13) on sm_90 fill each "
+	 "stage's packed words, scales and zero points by cp.async.bulk (one copy a lane of warp 0 for each n8 "
+	 "block's and each group row's contiguous bytes), complete_tx on an mbarrier a stage that the consumers "
+	 "wait on (no LDGSTS or addresses of B in their threads), and take the most stages (up to 8) that keep "
+	 "the plan's CTAs an SM by shared memory (gpt-oss-20b: 4 -> 6, ~117 KB of B in flight an SM; Mixtral "
+	 "GPTQ stays at 3); the same bits (CG_QBULK_DEFAULT in codegen/codegen.h; docs/codegen.md, \"Bulk "
+	 "copies of quantised B\"; not measured: no device in session 40)"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

@@ -200,6 +200,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_QUAD_STORE DBG_BIT(59)	/* codegen: grouped WS epilogues stored from registers: a quad's results swapped by shuffles, 16 bytes a lane (A/B; CG_QUAD_STORE_DEFAULT in codegen/codegen.h) */
 #define DBG_F8_L2 DBG_BIT(60)	/* codegen: FP8 grouped GEMMs that gather A (the MoE gate|up) zero-fill the rows past a tile's expert without reading them (live rows), fewer bytes from L2 (A/B) */
 #define DBG_LIVE_SUMS DBG_BIT(56)	/* codegen: stream-K/split-K hand-overs of mma.sync tiles move only the partial sums of the tile's rows, released by thread 0 (A/B) */
+#define DBG_QBULK DBG_BIT(58)	/* codegen: stream-K quantised decode GEMMs fill B's stages by cp.async.bulk on an mbarrier a stage, the ring as deep as shared memory allows (A/B) */
 #define DBG_QAHEAD DBG_BIT(61)	/* codegen: stream-K quantised decode GEMMs send their runs' first packed words and scales toward L2 before the grid wait (A/B) */
 #define DBG_COMBINE_FOLD DBG_BIT(57)	/* codegen: a decode down GEMM on CUDA cores (gemm-vec) runs the combine in its last CTA (a ticket), no combine launch (A/B) */
 #define DBG_ROUTE2 DBG_BIT(62)	/* codegen: the decode front's route launch (part 2) a warp a token of a round of up to 16, redux.sync top-k, no CTA barrier in the warps' sums, the sort's offsets beside its places (the default: CG_ROUTE2_DEFAULT) */

@@ -1302,6 +1302,195 @@ START_TEST(test_program_qahead)
 END_TEST
 
 /*
+ * Bulk B (CgBQuant.bulk, --debug=qbulk): each stage's packed words, scales
+ * and zero points by cp.async.bulk from warp 0, complete_tx on the stage's
+ * mbarrier, the consumers waiting on its phase.  The same bits as cp.async
+ * and within the reference: gpt-oss-20b-like grouped MXFP4 SwiGLU gate|up
+ * (bk 64: 2 group rows a k-tile; bk 128 and 256 columns: 32 + 4 pieces,
+ * past a warp's lanes) and the Mixtral GPTQ-like u4 down with zero points
+ * (bk 64: a group over two k-tiles; 128: one a k-tile), at T = 1, 7 and 16
+ * with empty experts,
+ * stream-K over 13 and 6 CTAs (runs shorter than the ring: skipped
+ * stages), stream() and unrolled, live rows, B ahead, 4 and 8 stages.
+ * Each fault in the protocol fails on the emulator: expect_tx 16 bytes
+ * short (the phase never completes: a deadlock), a wait on the other
+ * parity (B read before its copy lands, or a wait for a phase that never
+ * comes), a skipped stage not arrived on (the last wait never returns).
+ * And the checks: the tiles schedule, 9 stages and sm_80 are refused.
+ */
+static void
+bulk_same(const GemmCase *c, int stages, const char *what)
+{
+	for (int v = 0; v < 2; v++) {
+		GemmCase a = *c, b;
+		a.s.sk_unroll = v;
+		a.s.live_rows = v;
+		a.s.b_ahead = v ? 3 : 0;
+		a.s.stages = stages < 5 ? stages : 4;	/* cp.async: up to 5 */
+		for (int mode = CG_QBULK_LANES; mode <= CG_QBULK_TMA; mode++) {
+			b = a;
+			b.s.stages = stages;
+			b.s.bq.bulk = mode;
+			gh_check(&b, 1e-2);
+			ck_assert_msg(gh_same_bits(&a, &b), "%s (T = %d, %d stages, unrolled %d, bulk %d): other bits",
+				      what, c->T, stages, v, mode);
+		}
+	}
+}
+
+START_TEST(test_stream_bulk)
+{
+	static const int T[] = {1, 7, 16};
+	static const int gc[3][8] = {{0, 0, 1, 0, 0, 1, 0, 0}, {3, 0, 4, 0, 0, 5, 2, 0}, {7, 0, 11, 0, 0, 6, 8, 0}};
+	static const int dc[3][4] = {{1, 0, 0, 1}, {4, 3, 0, 7}, {3, 3, 0, 26}};
+
+	for (size_t i = 0; i < NELEM(T); i++) {
+		GemmCase g = {.what = "grouped f4e2m1 swiglu stream-K, bulk B, 13 CTAs", .T = T[i]};
+		memcpy(g.counts, gc[i], sizeof gc[i]);
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 320, 2);
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+		gh_tiles(&g.s, 16, 128, 64, 1, 4, 4);
+		stream(&g.s, 13, g.T);
+		bulk_same(&g, 4, g.what);
+		bulk_same(&g, 8, g.what);
+		gh_spec_grouped_swiglu(&g.s, 8, 256, 384, 2);	/* 256 columns, 4 group rows: 36 pieces */
+		g.s.b_dt = DT_F4E2M1;
+		g.s.bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+		gh_tiles(&g.s, 16, 256, 128, 1, 4, 4);
+		stream(&g.s, 5, g.T);
+		bulk_same(&g, 3, g.what);
+		GemmCase dn = gptq_down("grouped u4 down stream-K, zero points, bulk B, 6 CTAs");
+		dn.T = T[i];
+		memcpy(dn.counts, dc[i], sizeof dc[i]);
+		for (int bk = 64; bk <= 128; bk += 64) {
+			gh_tiles(&dn.s, 16, bk == 64 ? 64 : 128, bk, 1, 4, 4);
+			stream(&dn.s, 6, dn.T);
+			bulk_same(&dn, bk == 64 ? 4 : 3, dn.what);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_stream_bulk_faults)
+{
+	static const struct {
+		int mut;
+		const char *says;
+	} bad[] = {
+		{CG_QBULK_MUT_SHORT_TX, "mbarrier"},
+		{CG_QBULK_MUT_PARITY, "mbarrier"},	/* a read before the copy lands, or a deadlock */
+		{CG_QBULK_MUT_NO_SKIP, "mbarrier"},
+	};
+	GemmCase dn = gptq_down("grouped u4 down stream-K, bulk B, a fault");
+	CgTarget t80 = {"sm_80", NULL, 3};
+	GemmSpec x;
+	Diag d;
+
+	gh_tiles(&dn.s, 16, 64, 64, 1, 4, 4);
+	x = dn.s;	/* refused: the tiles schedule, more than 8 stages, no bulk copies on sm_80 */
+	x.bq.bulk = CG_QBULK_TMA;
+	refused(&x, "static stream-K");
+	stream(&dn.s, 6, dn.T);
+	x = dn.s;
+	x.bq.bulk = CG_QBULK_LANES;
+	x.stages = 9;
+	refused(&x, "9 stages (need 2..8)");
+	x.stages = 4;
+	diag_init(&d, NULL);
+	ck_assert_int_eq(cg_gemm_check(&t80, &x, &d), -1);
+	ck_assert_msg(strstr(d.last, "sm_90"), "%s", d.last);
+	for (size_t i = 0; i < NELEM(bad); i++)
+		for (int v = 0; v < 4; v++) {
+			GemmCase b = dn;
+			GemmRun r;
+			b.s.bq.bulk = v < 2 ? CG_QBULK_LANES : CG_QBULK_TMA;
+			b.s.bq.bulk_mut = bad[i].mut;
+			b.s.sk_unroll = v % 2;
+			ck_assert_msg(gh_run(&r, &b) != 0, "fault %d (unrolled %d, bulk %d): the emulator took it",
+				      bad[i].mut, v % 2, b.s.bq.bulk);
+			ck_assert_msg(strstr(r.msg, bad[i].says), "fault %d (unrolled %d, bulk %d): %s", bad[i].mut, v % 2,
+				      b.s.bq.bulk, r.msg);
+			gh_free(&r);
+		}
+}
+END_TEST
+
+/*
+ * --debug=qbulk through the plan (program.c's qbulk, CG_QBULK_DEFAULT): the
+ * quantised stream-K decode GEMMs (the u4 gate|up with zero points, the
+ * MXFP4 down) take bulk B, against the interpreter at T = 1, 7 and 16 and
+ * the same bits as without the flag (alone, and with qdec, live sums, the
+ * unrolled loop and B ahead under PDL); on sm_90a both kernels' PTX has
+ * the tensor copies (CG_QBULK_TMA) and the mbarrier waits, and none without
+ * the flag unless CG_QBULK_DEFAULT.  And ptxas: gpt-oss-20b's MXFP4 gate|up
+ * and a Mixtral GPTQ down at their decode plans' tiles, both bulk modes,
+ * 6 and 3 stages: the copies in the PTX, no spills.
+ */
+START_TEST(test_program_qbulk)
+{
+	static const int T[] = {1, 7, 16};
+	static const DbgFlags more[] = {0, DBG_QDEC | DBG_LIVE_SUMS | DBG_SK_UNROLL | DBG_PDL | DBG_QAHEAD};
+
+	for (size_t i = 0; i < NELEM(T); i++)
+		for (size_t j = 0; j < NELEM(more); j++) {
+			DbgFlags f = more[j];
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k3", "gacc bulk=tma stream-k", 1e-2, f | DBG_QBULK);
+			gh_check_program_max(prog_moe_direct, T[i], 16, "moe_k4", "bulk=tma stream-k", 1e-2, f | DBG_QBULK);
+			ck_assert_msg(gh_program_same_bits(prog_moe_direct, T[i], 16, f, f | DBG_QBULK),
+				      "T = %d, flags %llx: other bits with qbulk", T[i], (unsigned long long)f);
+		}
+	for (int on = 0; on < 2; on++) {
+		char *ptx = gh_program_ptx(prog_moe_direct, "sm_90a", 16, DBG_PDL | (on ? DBG_QBULK : 0));
+		for (int k = 3; k <= 4; k++) {
+			char entry[32];
+			snprintf(entry, sizeof entry, ".entry moe_k%d", k);
+			const char *e = strstr(ptx, entry), *end;
+			ck_assert_ptr_nonnull(e);
+			end = strstr(e + 1, ".entry");
+			const char *b = strstr(e, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes");
+			const char *w = strstr(e, "mbarrier.try_wait.parity");
+			int in = b && w && (!end || (b < end && w < end));
+			ck_assert_msg(in == (on || CG_QBULK_DEFAULT), "moe_k%d, flag %d: bulk copies and waits %d", k, on, in);
+		}
+		free(ptx);
+	}
+	GemmSpec q[4];
+	gh_spec_grouped_swiglu(&q[0], 32, 5760, 2880, 4);	/* gpt-oss-20b's MXFP4 gate|up */
+	q[0].b_dt = DT_F4E2M1;
+	q[0].bq = (CgBQuant){.group = 32, .scale_dt = DT_F8E8M0, .scales_le2 = 1, .vec = 2};
+	gh_tiles(&q[0], 16, 192, 64, 1, 4, 6);
+	stream(&q[0], 528, 16);
+	q[0].sk_unroll = q[0].live_rows = 1;
+	gh_spec_grouped_scale_scatter(&q[2], 8, 4096, 14336);	/* Mixtral GPTQ's down */
+	q[2].b_dt = DT_U4;
+	q[2].bq = (CgBQuant){.group = 128, .scale_dt = DT_BF16, .zero = 1, .vec = 2};
+	gh_tiles(&q[2], 16, 256, 128, 1, 4, 3);
+	stream(&q[2], 396, 16);
+	q[2].sk_unroll = q[2].live_rows = 1;
+	for (int i = 0; i < 4; i += 2) {
+		q[i + 1] = q[i];
+		q[i].bq.bulk = CG_QBULK_LANES;
+		q[i + 1].bq.bulk = CG_QBULK_TMA;
+	}
+	CgModule *m = gh_emit_specs(gh_targets[2], GH_MMA, q, 4, "qb");	/* sm_90a */
+	const char *ptx = gh_ptx(m);
+	for (int i = 0; i < 4; i++) {
+		char entry[32];
+		snprintf(entry, sizeof entry, ".entry qb%d", i);
+		const char *e = strstr(ptx, entry), *end;
+		ck_assert_ptr_nonnull(e);
+		end = strstr(e + 1, ".entry");
+		const char *b = strstr(e, i % 2 ? "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier"
+					       : "cp.async.bulk.shared::cluster.global.mbarrier");
+		ck_assert_msg(b && (!end || b < end), "qb%d: no bulk copy", i);
+	}
+	gh_assemble(m, 4, "gemm_mixed", GH_NO_SPILLS);
+	cg_module_free(m);
+}
+END_TEST
+
+/*
  * Group sums (CgBQuant.gacc, --debug=bq-gacc): 4-bit integer B enters the
  * mma as the lop3's M + u, each group's sums and A's row sums are folded
  * once in f32, so the outputs stay within the rounding of the reference's
@@ -1615,6 +1804,12 @@ gemm_mixed_suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_test(t, test_stream_ahead);
 	tcase_add_test(t, test_program_qahead);
+	suite_add_tcase(s, t);
+	t = tcase_create("qbulk");	/* bulk copies of quantised B on mbarriers (--debug=qbulk) */
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_stream_bulk);
+	tcase_add_test(t, test_stream_bulk_faults);
+	tcase_add_test(t, test_program_qbulk);
 	suite_add_tcase(s, t);
 	t = tcase_create("gacc");	/* group sums (--debug=bq-gacc) */
 	tcase_set_timeout(t, 300);

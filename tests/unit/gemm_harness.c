@@ -363,22 +363,24 @@ inputs(GemmRun *r, const GemmCase *c)
 	}
 }
 
-/* The tensor maps of k's CGP_TMAP parameters [na - ntmap, na), over the
- * pointers of the parameters they name, encoded for the emulator. */
+/* The tensor maps of k's CGP_TMAP parameters (in parameter order), over
+ * the pointers of the parameters they name, encoded for the emulator. */
 static int
-encode_maps(const GemmRun *r, const CgKernel *k, uint64_t *args, int na, Diag *d)
+encode_maps(const GemmRun *r, const CgKernel *k, uint64_t *args, Diag *d)
 {
 	static _Alignas(64) unsigned char maps[4][128];
-	int at = na - k->ntmap;
+	int j = 0;
 
-	for (int j = 0; j < k->ntmap && j < 4; j++) {
+	for (int at = 0; at < k->nparam && j < k->ntmap && j < 4; at++) {
 		const void *base = NULL;
-		for (int i = 0; i < at; i++)
-			if (!strcmp(k->param[i].role, k->tmap[j].of))
+		if (k->param[at].kind != CGP_TMAP)
+			continue;
+		for (int i = 0; i < k->nparam; i++)
+			if (k->param[i].kind == CGP_PTR && !strcmp(k->param[i].role, k->tmap[j].of))
 				base = (const void *)(uintptr_t)args[i];
 		if (!base || cg_emu_tmap_encode(&k->tmap[j], base, r->T, maps[j], d) < 0)
 			return -1;
-		args[at + j] = (uint64_t)(uintptr_t)maps[j];
+		args[at] = (uint64_t)(uintptr_t)maps[j++];
 	}
 	return 0;
 }
@@ -489,7 +491,7 @@ gh_run(GemmRun *r, const GemmCase *c)
 		snprintf(r->msg, sizeof r->msg, "%d arguments for %d parameters", na, k->nparam);
 		goto out;
 	}
-	if (encode_maps(r, k, args, na - 1, &d) < 0) {
+	if (encode_maps(r, k, args, &d) < 0) {
 		snprintf(r->msg, sizeof r->msg, "tensor maps: %s", d.last);
 		goto out;
 	}
