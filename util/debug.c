@@ -336,6 +336,14 @@ const DebugFlag debug_flags[] = {
 	 "before its wait: QAHEAD_TABLE_DEFAULT); the same bits (CG_QAHEAD_DEFAULT in codegen/codegen.h; docs/codegen.md, \"Quantised "
 	 "B ahead of the grid wait\"): the default since session 39's H200 A/B (T = 16, the same bits: gpt-oss-20b "
 	 "MXFP4 0.994x, skewed 0.993x; Mixtral GPTQ 0.995x, skewed 1.000x; the prefetch alone 0.997-1.006x)"},
+	{"dense-c4", DBG_DENSE_C4, NULL,
+	 "compile: the dense prefill GEMMs that run in clusters of 2 sharing B (dense-c2's 128x256 plan: buckets over "
+	 "1024 rows on the cooperative plan) run in clusters of 4 as 2x2 instead: a cluster covers 256 rows x 512 "
+	 "columns, each CTA a 128x256 tile, loading half of its A box multicast to its row partner (the other "
+	 "column tile) and half of its B box multicast to its column partner (the other row tile): 12 KB of L2 reads "
+	 "a 128x128x64 step where dense-c2 reads 16; the same bits (on the emulator too: its plans take dense-c2's "
+	 "clusters with this flag); not measured yet (session 40 had no device); docs/codegen.md, \"Dense, 2x2 "
+	 "sharing A and B\"; issue 12"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 
