@@ -2490,6 +2490,34 @@ START_TEST(test_ws_quad_ptx_assembles_for_sm90a)
 }
 END_TEST
 
+/* A tuning table's .c4 (codegen/tuning.c): one spelling (after .c2a/.c2b's place, before .wide; never
+ * with .pers or a .c2 suffix), persistent over CG_CLUSTER_CTAS, and back from the spec. */
+START_TEST(test_ws_quad_variant)
+{
+	CgVariant v, u;
+	GemmSpec s;
+	char back[64];
+
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4", &v), 0);
+	ck_assert_int_eq(v.cluster, 4);
+	ck_assert_int_eq(v.cluster_b, 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.wide", &v), 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.wide.c4", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.c2b", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c2b.c4", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4", &v), 0);
+	gh_spec_dense_bias_gelu(&s, 14336, 4096);
+	cg_variant_apply(&v, &s);
+	ck_assert_int_eq(s.cluster, 4);
+	ck_assert_int_eq(s.sched, CG_SCHED_PERSISTENT);
+	ck_assert_int_eq(s.ctas, CG_CLUSTER_CTAS);
+	cg_variant_of(&s, &u);
+	cg_variant_print(&u, back, sizeof back);
+	ck_assert_str_eq(back, "128x256x64.w2x4.s4.k1.c4");
+}
+END_TEST
+
 /* --debug=dense-c4 on the emulator: the same dense GEMM's bucket past 1024 rows as 128x256 tiles in 2x2
  * clusters sharing A and B (4096 columns: 16 column tiles; 1030 rows: 9 row tiles, the last 2x2's second
  * row empty), with and without TMA stores, against the interpreter; without the flag the pairs. */
@@ -2789,6 +2817,7 @@ ws_suite(void)
 	t = tcase_create("c4");	/* clusters of 4 as 2x2, --debug=dense-c4 (CK_RUN_CASE=c4) */
 	tcase_set_timeout(t, 600);
 	tcase_add_test(t, test_ws_quad_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_quad_variant);
 	tcase_add_test(t, test_ws_emu_dense_quad_clusters);
 	tcase_add_test(t, test_ws_emu_dense_quad_faults);
 	tcase_add_test(t, test_ws_dense_c4_program_against_interpreter);
