@@ -570,6 +570,7 @@ struct GemmSpec {
 				 * the emulator must catch; 0 everywhere else */
 #define CG_QUAD_NO_A_PARTNER 1		/* A's half multicast to this CTA alone, not its row partner */
 #define CG_QUAD_NO_COL_RELEASE 2	/* consumers release a stage here and to the row partner, not the column one */
+#define CG_QUAD_NO_B_PARTNER 4		/* B's half multicast to this CTA alone, not its column partner */
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:
 				 * cuBLAS's 2x1 cluster); 0: column tiles sharing A */

@@ -1195,7 +1195,7 @@ setup(W *w)
 		w->crank = cg_cluster_rank(f);
 		if (quad(s)) {
 			w->amask = pair_mask(w, s->quad_fault & CG_QUAD_NO_A_PARTNER ? w->crank : row_partner(w));
-			w->bmask = pair_mask(w, col_partner(w));
+			w->bmask = pair_mask(w, s->quad_fault & CG_QUAD_NO_B_PARTNER ? w->crank : col_partner(w));
 		}
 		cg_cluster_sync(f);
 	} else {

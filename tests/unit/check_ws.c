@@ -2385,13 +2385,13 @@ START_TEST(test_ws_emu_dense_quad_clusters)
 END_TEST
 
 /* What the 2x2's protocol needs, each part left out (GemmSpec.quad_fault): a
- * row partner missing from A's multicast mask (its full barrier never gets
- * the stage's bytes), the releases not sent to the column partner (whose
- * producer then never refills a stage): the emulator says deadlock, not a
- * hang or the right bits. */
+ * row partner missing from A's multicast mask or a column partner from B's
+ * (its full barrier never gets the stage's bytes), the releases not sent to
+ * the column partner (whose producer then never refills a stage): the
+ * emulator says deadlock, not a hang or the right bits. */
 START_TEST(test_ws_emu_dense_quad_faults)
 {
-	static const int faults[] = {CG_QUAD_NO_A_PARTNER, CG_QUAD_NO_COL_RELEASE};
+	static const int faults[] = {CG_QUAD_NO_A_PARTNER, CG_QUAD_NO_B_PARTNER, CG_QUAD_NO_COL_RELEASE};
 	GemmCase c = {.what = "2x2 fault"};
 	GemmRun r;
 
