@@ -2518,9 +2518,20 @@ START_TEST(test_ws_quad_variant)
 }
 END_TEST
 
+/* The dense up-projection's form (bench/models/dense_up.ir): bias and GELU (tanh) after the GEMM. */
+static const char prog_dense_up[] =
+	"weight $w : bf16[4096,128]\n"
+	"weight $b : bf16[4096]\n"
+	"graph @u(%x: bf16[T,128]) -> (y: bf16[T,4096]) {\n"
+	"	%h = matmul %x, $w, $b, trans_b=1 : bf16[T,4096]\n"
+	"	%y = gelu %h, approx=tanh : bf16[T,4096]\n"
+	"	ret %y\n"
+	"}\n";
+
 /* --debug=dense-c4 on the emulator: the same dense GEMM's bucket past 1024 rows as 128x256 tiles in 2x2
  * clusters sharing A and B (4096 columns: 16 column tiles; 1030 rows: 9 row tiles, the last 2x2's second
- * row empty), with and without TMA stores, against the interpreter; without the flag the pairs. */
+ * row empty), with and without TMA stores, and with bias + GELU, against the interpreter; without the
+ * flag the pairs. */
 START_TEST(test_ws_dense_c4_program_against_interpreter)
 {
 	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_DENSE_C4;
@@ -2530,6 +2541,8 @@ START_TEST(test_ws_dense_c4_program_against_interpreter)
 	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster4 multicast-ab persistent", 2e-2, dbg);
 	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster2 multicast-b persistent", 2e-2,
 			     (dbg & ~DBG_DENSE_C4) | DBG_DENSE_C2);
+	gh_check_program_max(prog_dense_up, 1100, 2048, "u_k0", "ws tma cluster4 multicast-ab tma-store persistent",
+			     2e-2, dbg | DBG_WS_TMA_STORE);
 }
 END_TEST
 
