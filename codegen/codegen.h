@@ -565,13 +565,12 @@ struct GemmSpec {
 				 * column tiles 2j + (rank >> 1)), half of A's box multicast to the row
 				 * partner, half of B's to the column partner (--debug=dense-c4, .c4);
 				 * 0: none */
-#define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
-/* Clusters of 4 (dense-c4, .c4): persistent over 31 clusters.  A cluster runs inside one GPC, and the
- * H100/H200's 132 SMs sit in 8 GPCs of at most 18 (pairs of SMs), so at most 32 clusters of 4 are ever
- * co-resident ({18,18,16,...}: 2 SMs of each 18 idle), 31 where a GPC has 14 (cuBLAS launches 15
- * clusters of 8 on an H100 SXM: one GPC under 16).  A 33rd cluster would run its whole share after
- * the others: ~2x the time.  cudaOccupancyMaxActiveClusters says what the device holds. */
-#define CG_QUAD_CTAS 124
+/* A tuning variant's clusters (.c2a, .c2b, .c4): persistent over an H200's SMs.  A cluster runs inside
+ * one GPC, and the H100/H200's 132 SMs sit in 8 GPCs of at most 18, so at most 32 clusters of 4 are
+ * ever co-resident (31 where a GPC has 14): the runtime launches no more clusters than the device holds
+ * at once (runtime/load.c cluster_room: cuOccupancyMaxActiveClusters), which the kernels' persistent
+ * schedule (a stride of %nctaid.x) allows. */
+#define CG_CLUSTER_CTAS 132
 	int quad_fault;		/* tests of cluster 4 (CG_QUAD_*): a part of the 2x2's protocol left out, which
 				 * the emulator must catch; 0 everywhere else */
 #define CG_QUAD_NO_A_PARTNER 1		/* A's half multicast to this CTA alone, not its row partner */

@@ -787,8 +787,8 @@ dense_c2_for(const CgModule *m, const GemmSpec *s)
  * CG_CLUSTER_CTAS, C by TMA stores; 0 where that does not pass.  With
  * --debug=dense-c4 the same tiles in clusters of 4 as 2x2 sharing A and B
  * (GemmSpec.cluster = 4: 8 KB of A and 16 KB of B from L2 a CTA's 128x256x64
- * step, where the pair reads 16 + 16), persistent over CG_QUAD_CTAS (the
- * clusters of 4 a GH100 holds at once), where that passes.
+ * step, where the pair reads 16 + 16; the runtime launches as many clusters
+ * of 4 as the device holds, 31 or 32 of the 33), where that passes.
  */
 static int
 dense_c2_plan(const CgModule *m, GemmSpec *w, int least)
@@ -805,7 +805,6 @@ dense_c2_plan(const CgModule *m, GemmSpec *w, int least)
 	q = c;
 	q.cluster = 4;
 	q.cluster_b = 0;
-	q.ctas = CG_QUAD_CTAS;
 	if ((cg_module_debug(m) & DBG_DENSE_C4) && most_stages(t, &q, least))
 		c = q;
 	*w = c;

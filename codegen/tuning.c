@@ -224,8 +224,8 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->tma_store = v->tma_store;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
-	else if (v->cluster >= 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132; clusters of 4 fewer) */
-		s->sched = CG_SCHED_PERSISTENT, s->ctas = v->cluster == 4 ? CG_QUAD_CTAS : CG_CLUSTER_CTAS;
+	else if (v->cluster >= 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */
+		s->sched = CG_SCHED_PERSISTENT, s->ctas = CG_CLUSTER_CTAS;
 	else if (s->sched == CG_SCHED_STREAM)
 		s->sched = CG_SCHED_TILES;
 	if (s->sched != CG_SCHED_STREAM || s->units)

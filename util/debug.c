@@ -339,7 +339,7 @@ const DebugFlag debug_flags[] = {
 	{"dense-c4", DBG_DENSE_C4, NULL,
 	 "compile: the dense prefill GEMMs that run in clusters of 2 sharing B (dense-c2's 128x256 plan: buckets over "
 	 "1024 rows on the cooperative plan) run in clusters of 4 as 2x2 instead: a cluster covers 256 rows x 512 "
-	 "columns, each CTA a 128x256 tile, persistent over 124 CTAs (31 clusters: what a 132-SM GH100's GPCs hold at once), loading half of its A box multicast to its row partner (the other "
+	 "columns, each CTA a 128x256 tile, persistent over the clusters the device holds at once (moert asks; 31-32 of a 132-SM GH100's 33), loading half of its A box multicast to its row partner (the other "
 	 "column tile) and half of its B box multicast to its column partner (the other row tile): 12 KB of L2 reads "
 	 "a 128x128x64 step where dense-c2 reads 16; the same bits (on the emulator too: its plans take dense-c2's "
 	 "clusters with this flag); not measured yet (session 40 had no device); docs/codegen.md, \"Dense, 2x2 "

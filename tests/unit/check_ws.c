@@ -2491,7 +2491,7 @@ START_TEST(test_ws_quad_ptx_assembles_for_sm90a)
 END_TEST
 
 /* A tuning table's .c4 (codegen/tuning.c): one spelling (after .c2a/.c2b's place, before .wide; never
- * with .pers or a .c2 suffix), persistent over CG_QUAD_CTAS, and back from the spec. */
+ * with .pers or a .c2 suffix), persistent over CG_CLUSTER_CTAS, and back from the spec. */
 START_TEST(test_ws_quad_variant)
 {
 	CgVariant v, u;
@@ -2511,7 +2511,7 @@ START_TEST(test_ws_quad_variant)
 	cg_variant_apply(&v, &s);
 	ck_assert_int_eq(s.cluster, 4);
 	ck_assert_int_eq(s.sched, CG_SCHED_PERSISTENT);
-	ck_assert_int_eq(s.ctas, CG_QUAD_CTAS);
+	ck_assert_int_eq(s.ctas, CG_CLUSTER_CTAS);
 	cg_variant_of(&s, &u);
 	cg_variant_print(&u, back, sizeof back);
 	ck_assert_str_eq(back, "128x256x64.w2x4.s4.k1.c4");
