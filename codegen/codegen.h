@@ -578,8 +578,21 @@ struct GemmSpec {
 	CgWsMode ws_mode;	/* CG_MAINLOOP_WS, ping-pong: warps_m x warps_n is one consumer
 				 * warpgroup's (4 warps), the kernel runs two; persistent only */
 	int cluster;		/* CG_MAINLOOP_WS: 2: clusters of 2 CTAs on column-tile pairs, A's box
-				 * multicast (persistent); 0: none */
-#define CG_CLUSTER_CTAS 132	/* a tuning variant's clusters (.c2a, .c2b): persistent over an H200's SMs */
+				 * multicast (persistent); 4: dense, 2x2 (row tiles 2i + (rank & 1) of
+				 * column tiles 2j + (rank >> 1)), half of A's box multicast to the row
+				 * partner, half of B's to the column partner (--debug=dense-c4, .c4);
+				 * 0: none */
+/* A tuning variant's clusters (.c2a, .c2b, .c4): persistent over an H200's SMs.  A cluster runs inside
+ * one GPC, and the H100/H200's 132 SMs sit in 8 GPCs of at most 18, so at most 32 clusters of 4 are
+ * ever co-resident (31 where a GPC has 14): the runtime launches no more clusters than the device holds
+ * at once (runtime/load.c cluster_room: cuOccupancyMaxActiveClusters), which the kernels' persistent
+ * schedule (a stride of %nctaid.x) allows. */
+#define CG_CLUSTER_CTAS 132
+	int quad_fault;		/* tests of cluster 4 (CG_QUAD_*): a part of the 2x2's protocol left out, which
+				 * the emulator must catch; 0 everywhere else */
+#define CG_QUAD_NO_A_PARTNER 1		/* A's half multicast to this CTA alone, not its row partner */
+#define CG_QUAD_NO_COL_RELEASE 2	/* consumers release a stage here and to the row partner, not the column one */
+#define CG_QUAD_NO_B_PARTNER 4		/* B's half multicast to this CTA alone, not its column partner */
 	int cluster_b;		/* cluster 2, dense, B [N,K]: 1: the pair is row tiles 2i, 2i + 1 of one
 				 * column tile and shares B (each CTA's half of B's box multicast:
 				 * cuBLAS's 2x1 cluster); 0: column tiles sharing A */
@@ -1559,6 +1572,9 @@ void cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank);
  * completing the bytes on its own mbarrier at the same offset */
 void cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
 			   LLVMValueRef *coords, int mask);
+/* ... with the mask a value (i32, its low 16 bits; a cluster's pairs depend on the rank) */
+void cg_tma_load_multicast_to(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank,
+			      LLVMValueRef *coords, LLVMValueRef mask);
 void cg_wgmma_fence(CgFn *f);
 
 /* conversions: "raw" values are i16 for bf16/f16 and float for f32 */

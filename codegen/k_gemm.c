@@ -449,7 +449,7 @@ gemm_live_rows(const GemmSpec *s)
 	int mma16 = s->bm == 16 && s->mainloop == CG_MAINLOOP_MMA;	/* decode tiles (program.c's qdec_rows) */
 
 	return (s->bm == 192 || (s->live_rows && (s->bm % 64 == 0 || mma16))) && !s->full_blocks &&
-	       (s->cluster != 2 || s->cluster_b);
+	       (s->cluster < 2 || (s->cluster == 2 && s->cluster_b));	/* not where A's box is shared */
 }
 
 int

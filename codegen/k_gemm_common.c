@@ -75,7 +75,7 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: %d persistent CTAs", who, s->ctas);
 	if (s->sched != CG_SCHED_TILES && s->sched != CG_SCHED_PERSISTENT && s->sched != CG_SCHED_STREAM)
 		return diag_error(d, LOC_NONE, "%s: unknown schedule %d", who, s->sched);
-	if (s->bands < 0 || (s->bands > 0 && (s->groups > 0 || s->cluster == 2 || s->sched == CG_SCHED_STREAM)))
+	if (s->bands < 0 || (s->bands > 0 && (s->groups > 0 || s->cluster >= 2 || s->sched == CG_SCHED_STREAM)))
 		return diag_error(d, LOC_NONE, "%s: bands of %d row tiles (dense, no clusters or stream-K)", who,
 				  s->bands);
 	if (s->sched == CG_SCHED_STREAM && (s->split_k > 1 || s->split_slots < 1))
@@ -93,8 +93,8 @@ gemm_check_common(const GemmCore *k, const char *who, Diag *d)
 		return diag_error(d, LOC_NONE, "%s: A read %d times along K = %lld (need K a multiple, "
 				  "at most 16 times, A not gathered, not FP8, B not quantised)", who, s->a_rep,
 				  (long long)s->K);
-	if (s->snake && s->cluster == 2)	/* a cluster's pair takes items 2i, 2i + 1 by rank */
-		return diag_error(d, LOC_NONE, "%s: serpentine rounds with clusters of 2", who);
+	if (s->snake && s->cluster >= 2)	/* a cluster's CTAs take items 2i, 2i + 1 (4i ..) by rank */
+		return diag_error(d, LOC_NONE, "%s: serpentine rounds with clusters of %d", who, s->cluster);
 	if (s->cluster_b && s->groups > 0 && (k->nt % 2 || s->split_k > 1 || s->sched == CG_SCHED_STREAM))
 		return diag_error(d, LOC_NONE, "%s: grouped pairs sharing B (cluster_b) need an even number of column "
 				  "tiles (%d) and no split-K or stream-K", who, k->nt);
@@ -258,7 +258,7 @@ gemm_begin(GemmCore *k, CgModule *m, const char *name, Diag *d)
 	 * already hold the most: ping-pong, clusters, 64x256 warpgroup tiles
 	 * (ptxas, unit_ws: 16-44 bytes with the default epilogue of GELU) */
 	f->div_rn = k->s.mainloop == CG_MAINLOOP_WS &&
-		    (k->s.ws_mode == CG_WS_PINGPONG || k->s.cluster == 2 || k->s.wg_wide);
+		    (k->s.ws_mode == CG_WS_PINGPONG || k->s.cluster >= 2 || k->s.wg_wide);
 	bind_params(k);
 	k->tid = cg_tid(f, 0);
 	k->lane = cg_and(f, k->tid, 31);
@@ -434,9 +434,9 @@ gemm_work_total(GemmCore *k)
 		return sload32(f, cg_i32(f, k->tab + 4 * s->groups));
 	M = cg_muli(f, k->T, s->m_per_t);
 	mt = cg_udiv(f, cg_addi(f, M, s->bm - 1), cg_i32(f, s->bm));
-	if (s->cluster == 2 && s->cluster_b)	/* row tiles in pairs: an odd count's last has no rows */
+	if ((s->cluster == 2 && s->cluster_b) || s->cluster == 4)	/* row tiles in pairs: an odd count's last has no rows */
 		mt = cg_and(f, cg_addi(f, mt, 1), ~1);
-	return cg_muli(f, mt, k->nt);
+	return cg_muli(f, mt, s->cluster == 4 ? (k->nt + 1) & ~1 : k->nt);	/* 2x2: column tiles in pairs too */
 }
 
 /* The last expert whose first work index is <= w: a binary search of tab. */
@@ -482,6 +482,25 @@ grouped_pairs(GemmCore *k, LLVMValueRef mte, LLVMValueRef local, LLVMValueRef *m
 	*ntile = cg_select(f, k->bshare, cg_udiv(f, pair, hd), cg_add(f, cg_shl(f, cg_sub(f, pair, shared), 1), odd));
 }
 
+/*
+ * Clusters of 4 as 2x2 (GemmSpec.cluster = 4, dense): items 4q .. 4q + 3 (a
+ * cluster's CTAs, rank r = item & 3 under the persistent stride over a
+ * multiple of 4) are row tiles 2i, 2i + 1 (r & 1) of column tiles 2j, 2j + 1
+ * (r >> 1), row pairs fastest, the counts rounded up to even
+ * (gemm_work_total): a row tile past M reads zeros and stores no row; a
+ * column tile past N (gemm_tile_coords) loads the last real one's B for
+ * its column partner and stores nothing.
+ */
+static void
+quad_tile(GemmCore *k, LLVMValueRef mte, LLVMValueRef local, LLVMValueRef *mt, LLVMValueRef *ntile)
+{
+	CgFn *f = k->f;
+	LLVMValueRef rp = cg_shr(f, cg_addi(f, mte, 1), 1), q = cg_shr(f, local, 2), r = cg_and(f, local, 3);
+
+	*mt = cg_add(f, cg_shl(f, cg_urem(f, q, rp), 1), cg_and(f, r, 1));
+	*ntile = cg_add(f, cg_shl(f, cg_udiv(f, q, rp), 1), cg_shr(f, r, 1));
+}
+
 void
 gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 {
@@ -509,6 +528,8 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 	k->bshare = NULL;
 	if (s->cluster_b && s->groups > 0) {
 		grouped_pairs(k, mte, local, &mt, &ntile);
+	} else if (s->cluster == 4) {
+		quad_tile(k, mte, local, &mt, &ntile);
 	} else if (s->cluster == 2 && s->cluster_b) {	/* items 2i, 2i + 1: row tiles 2j, 2j + 1 of one column tile
 						 * (dense: the pairs' count, mte rounded up to even) */
 		LLVMValueRef pairs = cg_shr(f, cg_addi(f, mte, 1), 1), pair = cg_shr(f, local, 1);
@@ -529,6 +550,11 @@ gemm_tile_coords(GemmCore *k, LLVMValueRef w)
 		ntile = cg_udiv(f, local, mte);
 	}
 	k->row0 = cg_add(f, k->row0, cg_muli(f, mt, s->bm));
+	if (s->cluster == 4 && k->nt % 2) {	/* the 2x2's column tile past N: a real one's B, no rows to store */
+		LLVMValueRef past = cg_lt(f, cg_i32(f, k->nt - 1), ntile);
+		k->rend = cg_select(f, past, k->row0, k->rend);
+		ntile = cg_min(f, ntile, cg_i32(f, k->nt - 1));
+	}
 	k->n0 = cg_muli(f, ntile, s->bn);
 	k->bexp = gptr(f, k->B, cg_muli(f, cg_sext64(f, k->e), s->b_group_stride), esize(s->b_dt));
 }

@@ -218,7 +218,23 @@ gemm_ws_layout(G *g)
 static int
 csize(const GemmSpec *s)
 {
-	return s->cluster == 2 ? 2 : 1;
+	return s->cluster == 2 || s->cluster == 4 ? s->cluster : 1;
+}
+
+/* Clusters of 4 as 2x2 (GemmSpec.cluster = 4, dense): rank r's tile is row
+ * tile 2i + (r & 1), column tile 2j + (r >> 1) of the cluster's 2x2. */
+static int
+quad(const GemmSpec *s)
+{
+	return s->cluster == 4;
+}
+
+/* The CTAs whose producers write a stage of this one (so many release it):
+ * itself; its pair's peer; in a 2x2 its row and its column partner. */
+static int
+writers(const GemmSpec *s)
+{
+	return quad(s) ? 3 : csize(s);
 }
 
 /* Where the boxes past the tile's rows are not loaded (gemm_live_rows): A's
@@ -256,15 +272,34 @@ a_box_rows(const GemmSpec *s)
 		return s->bm / 2;
 	if (gemm_a_rows_map(s))	/* whole tiles one box; A_rows_map's boxes are live_box rows */
 		return s->bm;
-	return gemm_live_rows(s) ? live_box(s) : s->cluster_b ? s->bm : s->bm / csize(s);
+	return gemm_live_rows(s) ? live_box(s) : s->cluster_b ? s->bm : csize(s) > 1 ? s->bm / 2 : s->bm;
 }
 
 /* Clusters sharing B (GemmSpec.cluster_b; grouped also without a cluster,
- * the pair schedule alone): each CTA's half of B's box rows. */
+ * the pair schedule alone; the 2x2's column pairs): each CTA's half of B's box rows. */
 static int
 b_box_rows(const GemmSpec *s)
 {
-	return s->cluster_b && (s->cluster == 2 || s->groups > 0) ? s->bn / 2 : s->bn;
+	return (s->cluster_b && (s->cluster == 2 || s->groups > 0)) || quad(s) ? s->bn / 2 : s->bn;
+}
+
+/* Clusters of 4 (2x2): dense, persistent over a multiple of 4 CTAs, A by
+ * TMA, B [N,K], cooperative; the halves of A's and B's boxes whole 8-row atoms. */
+static int
+quad_check(const GemmSpec *s, Diag *d)
+{
+	if (s->groups > 0 || s->gather || s->cluster_b || s->f8.group > 0 || s->b_layout != CG_B_NK ||
+	    s->ws_mode == CG_WS_PINGPONG)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 4 (2x2 sharing A and B) are for dense "
+				  "cooperative bf16/f16 GEMMs with A by TMA and B [N,K] (not grouped, gathered, "
+				  "cluster_b, FP8 or ping-pong)");
+	if (s->sched != CG_SCHED_PERSISTENT || s->ctas % 4)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 4 need the persistent schedule over a "
+				  "multiple of 4 CTAs (%d)", s->ctas);
+	if (s->bm % 16 || s->bn % 16)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 4: a %dx%d tile (each CTA's half of A's "
+				  "and of B's box must be whole 8-row atoms)", s->bm, s->bn);
+	return 0;
 }
 
 /* Clusters of 2: persistent over an even grid, TMA for A, column tiles in pairs. */
@@ -273,8 +308,10 @@ cluster_check(const GemmCore *k, Diag *d)
 {
 	const GemmSpec *s = &k->s;
 
-	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2)
-		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, or none)", s->cluster);
+	if (s->cluster != 0 && s->cluster != 1 && s->cluster != 2 && s->cluster != 4)
+		return diag_error(d, LOC_NONE, "gemm: ws: clusters of %d CTAs (need 2, 4, or none)", s->cluster);
+	if (quad(s))
+		return quad_check(s, d);
 	if (s->cluster_b && (s->b_layout != CG_B_NK || s->bn % 16))
 		return diag_error(d, LOC_NONE, "gemm: ws: clusters of 2 sharing B: B [N,K] and bn a multiple of 16 "
 				  "(each CTA's half of B's box whole 8-row atoms)");
@@ -637,7 +674,7 @@ resident_ctas(const CgModule *m, GemmSpec *s)
 	int per = cg_target_smem_max(t) / (cg_gemm_smem(s) + 1024), sms = cg_target_sms(t);
 
 	if (s->groups > 0 && s->sched == CG_SCHED_PERSISTENT && s->ws_mode != CG_WS_PINGPONG && s->f8.group == 0 &&
-	    s->cluster != 2 && sms > 0 && s->ctas > sms * (per < 1 ? 1 : per))
+	    csize(s) == 1 && sms > 0 && s->ctas > sms * (per < 1 ? 1 : per))
 		s->ctas = sms * (per < 1 ? 1 : per);
 }
 
@@ -723,14 +760,15 @@ cg_gemm_dense_c2_tile(const GemmSpec *s)
 }
 
 /* The emulator runs clusters since session 40, but its plans take the dense ones with the flag only
- * (like grouped-c2's), so that its other tests keep their plans. */
+ * (like grouped-c2's; or --debug=dense-c4's), so that its other tests keep their plans. */
 int
 cg_gemm_dense_c2_here(const CgModule *m)
 {
 	const CgTarget *t = cg_module_target(m);
 
 	return cg_gemm_dense_c2_on(m) &&
-	       (cg_target_has(t, CG_CLUSTER) || (cg_target_is_emu(t) && (cg_module_debug(m) & DBG_DENSE_C2)));
+	       (cg_target_has(t, CG_CLUSTER) ||
+		(cg_target_is_emu(t) && (cg_module_debug(m) & (DBG_DENSE_C2 | DBG_DENSE_C4))));
 }
 
 /* That plan asking for clusters sharing B (s->cluster_b: program.c's
@@ -746,12 +784,17 @@ dense_c2_for(const CgModule *m, const GemmSpec *s)
  * the 256x128 plan over two 128x128 warpgroups becomes 128x256 (cuBLAS's shape for the dense
  * up-projection on the H200: 128 rows a CTA, the pair's 2 x 128 rows sharing
  * each B tile, half of it loaded by each CTA), persistent over
- * CG_CLUSTER_CTAS, C by TMA stores; 0 where that does not pass.
+ * CG_CLUSTER_CTAS, C by TMA stores; 0 where that does not pass.  With
+ * --debug=dense-c4 the same tiles in clusters of 4 as 2x2 sharing A and B
+ * (GemmSpec.cluster = 4: 8 KB of A and 16 KB of B from L2 a CTA's 128x256x64
+ * step, where the pair reads 16 + 16; the runtime launches as many clusters
+ * of 4 as the device holds, 31 or 32 of the 33), where that passes.
  */
 static int
-dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
+dense_c2_plan(const CgModule *m, GemmSpec *w, int least)
 {
-	GemmSpec c = *w;
+	const CgTarget *t = cg_module_target(m);
+	GemmSpec c = *w, q;
 
 	c.bm = 128;
 	c.bn = 256;
@@ -759,6 +802,11 @@ dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
 	c.warps_n = 4;
 	if (!cluster_b_plan(t, &c, least))
 		return 0;
+	q = c;
+	q.cluster = 4;
+	q.cluster_b = 0;
+	if ((cg_module_debug(m) & DBG_DENSE_C4) && most_stages(t, &q, least))
+		c = q;
 	*w = c;
 	return 1;
 }
@@ -768,7 +816,7 @@ dense_c2_plan(const CgTarget *t, GemmSpec *w, int least)
 static int
 tma_store_for(const CgModule *m, const GemmSpec *s)
 {
-	if (!plain_tile(s) || (s->cluster == 2 && !cg_gemm_dense_c2_on(m)))
+	if (!plain_tile(s) || (csize(s) > 1 && !cg_gemm_dense_c2_on(m)))
 		return 0;
 	return s->tma_store > 0 ? s->tma_store
 	       : (cg_module_debug(m) & DBG_WS_TMA_STORE) || (TMA_STORE_DEFAULT && !cg_target_is_emu(cg_module_target(m)));
@@ -876,7 +924,7 @@ cg_gemm_ws_for(const CgModule *m, GemmSpec *s)
 		*s = w;
 		return 1;
 	}
-	if (dense_c2_for(m, s) && dense_c2_plan(t, &w, s->stages)) {
+	if (dense_c2_for(m, s) && dense_c2_plan(m, &w, s->stages)) {
 		*s = w;
 		return 1;
 	}
@@ -1076,6 +1124,7 @@ struct W {
 	int lanes;		/* warp 0's 32 lanes run (gathered A by one-row TMA boxes, GemmSpec.gather_tma) */
 	LLVMValueRef trow[MAX_ROW_BOXES];	/* ... a lane's rows of the tile in x (i32), lane + 32 i */
 	LLVMValueRef crank;	/* clusters: this CTA's rank in its cluster (i32) */
+	LLVMValueRef amask, bmask;	/* 2x2 (quad): the ranks on this CTA's row tile (A's multicast), column tile (B's) */
 	int l2pf;		/* producer: B's boxes go to L2 only (b_box; GemmSpec.f8.l2_ahead) */
 	/* GemmSpec.f8.acc2: the second accumulator set (vars; emu: its array), swapped
 	 * with g.acc / g.wg.buf by acc2_swap */
@@ -1093,6 +1142,31 @@ static LLVMValueRef
 empty_bar(W *w, LLVMValueRef st)
 {
 	return cg_addi(w->g.k.f, full_bar(w, st), 8 * w->g.k.s.stages);
+}
+
+/* The 2x2's (quad) partners of this CTA (rank r, i32): on its row tile the
+ * other column tile, r ^ 2, which shares A's tile; on its column tile the
+ * other row tile, r ^ 1, which shares B's. */
+static LLVMValueRef
+row_partner(W *w)
+{
+	return LLVMBuildXor(w->g.k.f->B, w->crank, cg_i32(w->g.k.f, 2), "");
+}
+
+static LLVMValueRef
+col_partner(W *w)
+{
+	return LLVMBuildXor(w->g.k.f->B, w->crank, cg_i32(w->g.k.f, 1), "");
+}
+
+/* The multicast mask of this CTA and rank p (i32): bits r and p. */
+static LLVMValueRef
+pair_mask(W *w, LLVMValueRef p)
+{
+	CgFn *f = w->g.k.f;
+	LLVMValueRef one = cg_i32(f, 1);
+
+	return LLVMBuildOr(f->B, LLVMBuildShl(f->B, one, w->crank, ""), LLVMBuildShl(f->B, one, p, ""), "");
 }
 
 /* After the expert table: barriers and roles; the consumers' descriptors. */
@@ -1113,13 +1187,17 @@ setup(W *w)
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, k->tid, cg_i32(f, 0), ""));
 	for (int i = 0; i < S; i++) {
 		cg_mbar_init(f, full_bar(w, cg_i32(f, i)), w->nfull);
-		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw * csize(s));
+		cg_mbar_init(f, empty_bar(w, cg_i32(f, i)), cw * writers(s));
 	}
 	cg_mbar_init_fence(f);
 	cg_endif(f, &c);
-	if (s->cluster == 2) {	/* the peer's barriers are initialised before anything reaches them */
-		cg_cluster_check(f, 2);
+	if (csize(s) > 1) {	/* the peers' barriers are initialised before anything reaches them */
+		cg_cluster_check(f, csize(s));
 		w->crank = cg_cluster_rank(f);
+		if (quad(s)) {
+			w->amask = pair_mask(w, s->quad_fault & CG_QUAD_NO_A_PARTNER ? w->crank : row_partner(w));
+			w->bmask = pair_mask(w, s->quad_fault & CG_QUAD_NO_B_PARTNER ? w->crank : col_partner(w));
+		}
 		cg_cluster_sync(f);
 	} else {
 		cg_barrier(f);
@@ -1233,23 +1311,27 @@ a_tile(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 }
 
 /* Clusters sharing A's tile: this CTA's half of its rows multicast to both
- * CTAs (without a cluster, the grouped pairs alone: both halves here). */
+ * CTAs (without a cluster, the grouped pairs alone: both halves here); in
+ * a 2x2 (quad) half r >> 1 to this CTA and its row partner. */
 static void
 a_shared(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 {
 	GemmCore *k = &w->g.k;
 	CgFn *f = k->f;
 	int half = k->s.bm / 2;
-	LLVMValueRef c[2];
+	LLVMValueRef c[2], h = quad(&k->s) ? cg_shr(f, w->crank, 1) : w->crank;
 
-	if (k->s.cluster != 2) {
+	if (k->s.cluster != 2 && !quad(&k->s)) {
 		a_tile(w, dst, k0, st);
 		return;
 	}
 	c[0] = k0;
-	c[1] = cg_add(f, k->row0, cg_muli(f, w->crank, half));
-	cg_tma_load_multicast(f, k->amap, cg_add(f, dst, cg_muli(f, w->crank, half * 128)), full_bar(w, st), 2, c,
-			      3);
+	c[1] = cg_add(f, k->row0, cg_muli(f, h, half));
+	dst = cg_add(f, dst, cg_muli(f, h, half * 128));
+	if (quad(&k->s))
+		cg_tma_load_multicast_to(f, k->amap, dst, full_bar(w, st), 2, c, w->amask);
+	else
+		cg_tma_load_multicast(f, k->amap, dst, full_bar(w, st), 2, c, 3);
 }
 
 /* Live rows (gemm_live_rows): the boxes of live_box rows with a row of the
@@ -1300,7 +1382,7 @@ load_a(W *w, LLVMValueRef dst, LLVMValueRef k0, LLVMValueRef st)
 		cg_endif(k->f, &c);
 	} else if (gemm_live_rows(s)) {
 		a_live(w, dst, k0, st);
-	} else if (s->cluster == 2 && !s->cluster_b) {
+	} else if ((s->cluster == 2 && !s->cluster_b) || quad(s)) {
 		a_shared(w, dst, k0, st);
 	} else {
 		a_tile(w, dst, k0, st);
@@ -1341,7 +1423,7 @@ interleaved_row(GemmCore *k, LLVMValueRef n)
 }
 
 /* One of B's boxes at coords c into dst, completing on full[st] (multicast:
- * to both CTAs of the cluster); while w->l2pf, the box into L2 alone. */
+ * to both CTAs of the cluster, a 2x2's column pair); while w->l2pf, the box into L2 alone. */
 static void
 b_box(W *w, LLVMValueRef dst, LLVMValueRef st, int rank, LLVMValueRef *c, int multicast)
 {
@@ -1349,6 +1431,8 @@ b_box(W *w, LLVMValueRef dst, LLVMValueRef st, int rank, LLVMValueRef *c, int mu
 
 	if (w->l2pf)
 		cg_tma_prefetch(f, w->g.k.bmap, rank, c);
+	else if (multicast && w->bmask)
+		cg_tma_load_multicast_to(f, w->g.k.bmap, dst, full_bar(w, st), rank, c, w->bmask);
 	else if (multicast)
 		cg_tma_load_multicast(f, w->g.k.bmap, dst, full_bar(w, st), rank, c, 3);
 	else
@@ -1391,6 +1475,11 @@ load_b_halves(W *w, LLVMValueRef sbase, LLVMValueRef kt, LLVMValueRef st)
 	int kb = k->s.bk * w->g.eb / 128;
 	CgIf c;
 
+	if (quad(&k->s)) {	/* half r & 1, to this CTA and its column partner */
+		for (int j = 0; j < kb; j++)
+			load_b_half(w, sbase, kt, st, j, cg_and(f, w->crank, 1), 1);
+		return;
+	}
 	if (k->s.cluster == 2) {
 		if (k->bshare)
 			cg_if(f, &c, k->bshare);
@@ -1572,7 +1661,9 @@ produce(W *w)
 	cg_endloop(f, &l);
 }
 
-/* Lane 0 of each consumer warp releases stage st. */
+/* Lane 0 of each consumer warp releases stage st: here, and to every CTA
+ * whose producer writes it too (a pair's peer; a 2x2's row partner, A's
+ * other half, and column partner, B's). */
 static void
 release(W *w, LLVMValueRef st)
 {
@@ -1581,8 +1672,13 @@ release(W *w, LLVMValueRef st)
 
 	cg_if(f, &c, LLVMBuildICmp(f->B, LLVMIntEQ, w->g.k.lane, cg_i32(f, 0), ""));
 	cg_mbar_arrive(f, empty_bar(w, st));
-	if (w->g.k.s.cluster == 2)	/* the peer's producer writes this stage too */
-		cg_mbar_arrive_cluster(f, empty_bar(w, st), LLVMBuildXor(f->B, w->crank, cg_i32(f, 1), ""));
+	if (quad(&w->g.k.s)) {
+		cg_mbar_arrive_cluster(f, empty_bar(w, st), row_partner(w));
+		if (!(w->g.k.s.quad_fault & CG_QUAD_NO_COL_RELEASE))
+			cg_mbar_arrive_cluster(f, empty_bar(w, st), col_partner(w));
+	} else if (w->g.k.s.cluster == 2) {	/* the peer's producer writes this stage too */
+		cg_mbar_arrive_cluster(f, empty_bar(w, st), col_partner(w));
+	}
 	cg_endif(f, &c);
 }
 
@@ -1978,7 +2074,7 @@ roles(W *w)
 	if (k->s.tma_store)	/* no CTA leaves while a TMA store still reads its buffer */
 		gemm_ostage_end(&w->g);
 	cg_endif(f, &p);
-	if (k->s.cluster == 2)	/* no CTA leaves while its peer may still arrive on its barriers */
+	if (csize(&k->s) > 1)	/* no CTA leaves while a peer may still arrive on its barriers */
 		cg_cluster_sync(f);
 }
 
@@ -2001,8 +2097,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 	}
 	if (consumer_wgs(s) >= 2)	/* setmaxnreg's pool: what the threads start with */
 		cg_fn_maxnreg(g->k.f, cg_regs_per_thread(g->k.nthr));
-	if (s->cluster == 2)
-		cg_fn_cluster(g->k.f, 2);
+	if (csize(s) > 1)
+		cg_fn_cluster(g->k.f, csize(s));
 	cg_fn_tmaps(g->k.f, maps, tmaps(g, maps));	/* gathered: B only */
 	for (int i = 0; i < g->mi; i++)
 		for (int j = 0; j < g->ni; j++)
@@ -2026,7 +2122,8 @@ gemm_ws_emit(G *in, CgModule *m, const char *name, Diag *d)
 		     s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->ws_mode == CG_WS_PINGPONG ? "x2" : "",
 		     s->stages, s->gather_tma ? " tma-rows-a" : s->gather ? " cp.async-a" : "", s->ws_mode == CG_WS_PINGPONG ? " pingpong" : "");
 	n += snprintf(buf + n, sizeof buf - (size_t)n, "%s",
-		      s->cluster == 2 ? (s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a")
+		      quad(s) ? " cluster4 multicast-ab"
+		      : s->cluster == 2 ? (s->cluster_b ? " cluster2 multicast-b" : " cluster2 multicast-a")
 		      : s->cluster_b ? " pairs-b" : "");
 	if (s->wg_wide)	/* warpgroup tiles of up to 256 columns */
 		n += snprintf(buf + n, sizeof buf - (size_t)n, " wg%dx%d", g->wtm, g->wtn);

@@ -1956,7 +1956,7 @@ grouped_lean(const CgProgram *p, const CgTarget *t, GemmSpec *s)
 	if (!(p->o.debug & DBG_GROUPED_LEAN))
 		return;
 	s->live_rows = 1;
-	s->snake = s->sched == CG_SCHED_PERSISTENT && s->cluster != 2;
+	s->snake = s->sched == CG_SCHED_PERSISTENT && s->cluster < 2;
 	s->no_rank = s->sched == CG_SCHED_TILES;
 }
 
@@ -2021,7 +2021,7 @@ emit_kernels(CgProgram *p, const char *name, const GemmSpec *s, int simt, const 
 		}
 		if (!is_ws[i])
 			si.ws_mode = CG_WS_COOPERATIVE;	/* a ping-pong request is the WS mainloop's */
-		if (!is_ws[i] && si.cluster != 2)
+		if (!is_ws[i] && si.cluster < 2)
 			si.cluster_b = 0;		/* and so is a clusters' request */
 		if (!simt && !is_ws[i] && si.mainloop != CG_MAINLOOP_VEC)
 			si.mainloop = cg_gemm_mainloop_for(p->mod[i], &si);
@@ -2106,8 +2106,10 @@ tiles_remark(CgProgram *p, const Node *call, int i, const GemmSpec *s, int64_t b
 		    s->ws_mode == CG_WS_PINGPONG && s->f8.group > 0 ? ", ping-pong consumers (64x128 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG && s->wg_wide ? ", ping-pong consumers (64x256 each, persistent)" :
 		    s->ws_mode == CG_WS_PINGPONG ? ", ping-pong consumers (128x128 each, persistent)" :
-		    s->cluster_b && s->cluster != 2 && s->groups == 0 ? ", clusters of 2 sharing B (dense-c2: 128x256, "
-									   "persistent, TMA stores)" :
+		    s->cluster_b && s->cluster < 2 && s->groups == 0 && (p->o.debug & DBG_DENSE_C4) ?
+		    ", clusters of 4 as 2x2 sharing A and B (dense-c4: 128x256 a CTA, persistent, TMA stores)" :
+		    s->cluster_b && s->cluster < 2 && s->groups == 0 ? ", clusters of 2 sharing B (dense-c2: 128x256, "
+									  "persistent, TMA stores)" :
 		    s->mainloop == CG_MAINLOOP_VEC ? ", warp dot products on CUDA cores (gemm-vec, persistent)" : "");
 }
 
@@ -2236,7 +2238,7 @@ pingpong_request(CgProgram *p, GemmSpec *s, int64_t thi)
 {
 	for (int i = 0; i < p->o.narch; i++) {
 		GemmSpec w = s[i];
-		if (s[i].cluster != 2)	/* the clusters' request (a tuning table's stay) */
+		if (s[i].cluster < 2)	/* the clusters' request (a tuning table's stay) */
 			s[i].cluster_b = w.cluster_b = cluster_pays(p, cg_module_target(p->mod[i]), &w, thi) ||
 							 dense_c2_pays(p, p->mod[i], &w, thi);
 		s[i].ws_mode = w.ws_mode = CG_WS_COOPERATIVE;

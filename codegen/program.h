@@ -77,7 +77,7 @@ struct CgVariant {
 	int stream;				/* > 0: stream-K over this many CTAs (.pN) */
 	int units;				/* stream-K: > 0: dynamic, units a CTA (.uN: GemmSpec.units) */
 	int direct;				/* quantised B loaded straight into registers (.d) */
-	int cluster;				/* 2: clusters of 2 on the WS mainloop (.c2a sharing A, .c2b B) */
+	int cluster;				/* 2: clusters of 2 on the WS mainloop (.c2a sharing A, .c2b B); 4: 2x2 (.c4) */
 	int cluster_b;
 	int wide;				/* 64x256 warpgroup tiles (.wide: GemmSpec.wg_wide) */
 	int f8whole;				/* FP8 x FP8: a k-tile one wgmma group a warpgroup (.fw:

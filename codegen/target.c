@@ -1896,9 +1896,11 @@ cg_mbar_arrive_cluster(CgFn *f, LLVMValueRef off, LLVMValueRef rank)
 	       "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}", "r,r,~{memory}", a, 2, 1);
 }
 
-void
-cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords,
-		      int mask)
+/* The multicast copy to the CTAs of mask: the constant cmask, or (vmask
+ * not NULL) a value, cvt to the 16-bit register the instruction takes. */
+static void
+tma_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords, int cmask,
+	      LLVMValueRef vmask)
 {
 	if (need_cluster(f, "cp.async.bulk.tensor .multicast::cluster") < 0)
 		return;
@@ -1908,15 +1910,33 @@ cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, i
 		LLVMValueRef a[7] = {cg_sptr(f, dst), cg_arg(f, param), cg_sptr(f, mbar)};
 		for (int i = 0; i < 3; i++)
 			a[3 + i] = i < rank ? coords[i] : cg_i32(f, 0);
-		a[6] = cg_i32(f, mask);
+		a[6] = vmask ? vmask : cg_i32(f, cmask);
 		cg_call_emu(f, "moec_emu_tma_load_multicast", NULL, a, 7);
 		return;
 	}
 	char op[200];
-	LLVMValueRef lead[2] = {saddr(f, dst), saddr(f, mbar)};
-	snprintf(op, sizeof op, "mov.b16 k, %d;\ncp.async.bulk.tensor.%dd.shared::cluster.global."
-		 "mbarrier::complete_tx::bytes.multicast::cluster [$0], ", mask, rank);
-	tmap_asm(f, param, ".reg .b16 k;\n", op, ", [$1], k", lead, 2, rank, coords);
+	LLVMValueRef lead[3] = {saddr(f, dst), saddr(f, mbar), vmask};
+	if (vmask)
+		snprintf(op, sizeof op, "cvt.u16.u32 k, $2;\ncp.async.bulk.tensor.%dd.shared::cluster.global."
+			 "mbarrier::complete_tx::bytes.multicast::cluster [$0], ", rank);
+	else
+		snprintf(op, sizeof op, "mov.b16 k, %d;\ncp.async.bulk.tensor.%dd.shared::cluster.global."
+			 "mbarrier::complete_tx::bytes.multicast::cluster [$0], ", cmask, rank);
+	tmap_asm(f, param, ".reg .b16 k;\n", op, ", [$1], k", lead, vmask ? 3 : 2, rank, coords);
+}
+
+void
+cg_tma_load_multicast(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords,
+		      int mask)
+{
+	tma_multicast(f, param, dst, mbar, rank, coords, mask, NULL);
+}
+
+void
+cg_tma_load_multicast_to(CgFn *f, int param, LLVMValueRef dst, LLVMValueRef mbar, int rank, LLVMValueRef *coords,
+			 LLVMValueRef mask)
+{
+	tma_multicast(f, param, dst, mbar, rank, coords, 0, mask);
 }
 
 LLVMValueRef

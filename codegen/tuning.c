@@ -76,6 +76,8 @@ cg_variant_print(const CgVariant *v, char *buf, size_t n)
 		k += snprintf(buf + k, n - (size_t)k, ".t%dw%d", v->tail, v->tail_w);
 	if (v->cluster == 2 && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".c2%c", v->cluster_b ? 'b' : 'a');
+	if (v->cluster == 4 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ".c4");
 	if (v->wide && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ".wide");
 	if (v->persistent && k >= 0 && (size_t)k < n)
@@ -152,6 +154,9 @@ cg_variant_parse(const char *s, CgVariant *v)
 		v->cluster = 2;					/* clusters of 2, sharing A or B */
 		v->cluster_b = body[len - 1] == 'b';
 		body[len -= 4] = 0;
+	} else if (len > 3 && strcmp(body + len - 3, ".c4") == 0) {
+		v->cluster = 4;					/* clusters of 4, 2x2 sharing A and B */
+		body[len -= 3] = 0;
 	}
 	char *tl = strstr(body, ".t");	/* stream-K with a tail: short runs, a long run's weight */
 	if (tl) {
@@ -192,7 +197,7 @@ cg_variant_of(const GemmSpec *s, CgVariant *v)
 	*v = (CgVariant){s->bm, s->bn, s->bk, s->warps_m, s->warps_n, s->stages,
 			 s->split_k > 1 ? s->split_k : 1, s->sched == CG_SCHED_STREAM ? s->ctas : 0,
 			 s->sched == CG_SCHED_STREAM ? s->units : 0, s->bq.direct,
-			 s->cluster == 2 ? 2 : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
+			 s->cluster == 2 || s->cluster == 4 ? s->cluster : 0, s->cluster == 2 && s->cluster_b, s->wg_wide != 0,
 			 s->f8.whole, s->mainloop == CG_MAINLOOP_MMA ? s->min_ctas : 0,
 			 0, s->bands, s->tma_store, 0, 0};	/* .pers: a table's request only (the spec's own schedule stays); the vec
 				 * mainloop's bound is its plan's own, not a tile's */
@@ -219,7 +224,7 @@ cg_variant_apply(const CgVariant *v, GemmSpec *s)
 	s->tma_store = v->tma_store;
 	if (v->stream > 0)
 		s->sched = CG_SCHED_STREAM, s->ctas = v->stream;
-	else if (v->cluster == 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */
+	else if (v->cluster >= 2 || v->persistent)	/* a CTA an SM (an H100 SXM's or H200's 132) */
 		s->sched = CG_SCHED_PERSISTENT, s->ctas = CG_CLUSTER_CTAS;
 	else if (s->sched == CG_SCHED_STREAM)
 		s->sched = CG_SCHED_TILES;

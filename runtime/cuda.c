@@ -100,6 +100,7 @@ resolve(void *h, const char *path, MoertDriver *d)
 #undef X
 	*(void **)&d->cuTensorMapEncodeTiled = dlsym(h, "cuTensorMapEncodeTiled");
 	*(void **)&d->cuLaunchKernelEx = dlsym(h, "cuLaunchKernelEx");
+	*(void **)&d->cuOccupancyMaxActiveClusters = dlsym(h, "cuOccupancyMaxActiveClusters");
 	return MOERT_OK;
 }
 

@@ -118,6 +118,9 @@ typedef struct {
 	unsigned nattrs;
 } MoertLaunchConfig;
 typedef CUresult MoertLaunchEx(const MoertLaunchConfig *cfg, CUfunction f, void **params, void **extra);
+/* cuOccupancyMaxActiveClusters (CUDA 12+): optional; how many clusters of cfg's cluster dimension the
+ * device holds at once (a cluster runs inside one GPC: clusters of 4 leave SMs of some GPCs idle) */
+typedef CUresult MoertMaxClusters(int *n, CUfunction f, const MoertLaunchConfig *cfg);
 
 typedef struct MoertDriver MoertDriver;
 struct MoertDriver {
@@ -126,6 +129,7 @@ struct MoertDriver {
 #undef X
 	MoertTmapEncode *cuTensorMapEncodeTiled;
 	MoertLaunchEx *cuLaunchKernelEx;
+	MoertMaxClusters *cuOccupancyMaxActiveClusters;
 };
 extern MoertDriver moert_cu MOERT_INTERNAL;
 
@@ -178,6 +182,7 @@ struct moert_program {
 	int griddep;		/* its target is sm_90 or newer: pdl=1 kernels wait (programmatic launches) */
 	CUmodule mod;
 	CUfunction *fn;		/* per kernel */
+	int *maxcl;		/* per kernel of clusters: the clusters the device holds at once (0: unknown) */
 	CUdeviceptr mem;	/* the one allocation: weights, then arena */
 	size_t memsize;
 	uint64_t *wptr;		/* per weight */

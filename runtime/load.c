@@ -263,6 +263,39 @@ max_smem(const Manifest *m, int k)
 	return n;
 }
 
+/*
+ * Each kernel of clusters (cluster=N): how many of its clusters the device
+ * holds at once, at its first launch's block and shared memory
+ * (cuOccupancyMaxActiveClusters; 0 where the driver lacks it or says
+ * nothing).  A cluster runs inside one GPC, so a 132-SM H100/H200 holds at
+ * most 32 clusters of 4 (its GPCs have at most 18 SMs), and a persistent
+ * grid of 33 would run the last cluster's whole share after the others
+ * (run.c's launch_ex asks for no more than fit).
+ */
+static void
+cluster_room(moert_program *p)
+{
+	const Manifest *m = p->m;
+
+	p->maxcl = arena_array(p->arena, int, m->nk + 1);
+	for (int i = 0; i < m->nk && moert_cu.cuOccupancyMaxActiveClusters; i++) {
+		MoertLaunchAttr a = {.id = 4, .val = {(unsigned)m->k[i].cluster, 1, 1}};
+		const MStep *s = NULL;
+		int n = 0;
+
+		for (int j = 0; j < m->nstep && !s; j++)
+			if (m->step[j].kind == STEP_LAUNCH && m->step[j].kidx == i)
+				s = &m->step[j];
+		if (m->k[i].cluster < 2 || !s || !p->fn[i])
+			continue;
+		MoertLaunchConfig c = {{(unsigned)m->k[i].cluster, 1, 1},
+				       {(unsigned)s->block[0], (unsigned)s->block[1], (unsigned)s->block[2]},
+				       (unsigned)s->smem, NULL, &a, 1};
+		if (moert_cu.cuOccupancyMaxActiveClusters(&n, p->fn[i], &c) == CUDA_SUCCESS && n > 0)
+			p->maxcl[i] = n;
+	}
+}
+
 static moert_status
 functions(moert_program *p)
 {
@@ -297,6 +330,7 @@ functions(moert_program *p)
 	}
 	p->pbuf = arena_alloc(p->arena, MOERT_MAXPARAM);
 	p->pptr = arena_array(p->arena, void *, BUNDLE_MAXARGS);
+	cluster_room(p);
 	return MOERT_OK;
 }
 

@@ -32,6 +32,12 @@ launch_ex(moert_program *p, const MStep *s, const unsigned *g, CUstream stream, 
 
 	if (n > 1)
 		a[c.nattrs++] = (MoertLaunchAttr){.id = 4, .val = {(unsigned)n, 1, 1}};
+	/* no more clusters than the device holds at once (load.c's cluster_room): moec's kernels of clusters
+	 * are persistent and stride their work by the grid (%nctaid.x), so fewer compute the same, where a
+	 * cluster past those resident would run its whole share after the others */
+	if (n > 1 && p->maxcl && p->maxcl[s->kidx] > 0 && g[0] % (unsigned)n == 0 &&
+	    g[0] / (unsigned)n > (unsigned)p->maxcl[s->kidx])
+		c.grid[0] = (unsigned)p->maxcl[s->kidx] * (unsigned)n;
 	if (k->pdl && p->griddep && moert_cu.cuLaunchKernelEx)
 		a[c.nattrs++] = (MoertLaunchAttr){.id = 6, .val = {1}};
 	*done = c.nattrs > 0;

@@ -338,12 +338,20 @@ const DebugFlag debug_flags[] = {
 	 "MXFP4 0.994x, skewed 0.993x; Mixtral GPTQ 0.995x, skewed 1.000x; the prefetch alone 0.997-1.006x)"},
 	{"qbulk", DBG_QBULK, NULL,
 	 "compile: the stream-K mixed-input decode GEMMs (MXFP4, GPTQ; session 40, issue 13) on sm_90 fill each "
-	 "stage's packed words, scales and zero points by cp.async.bulk (one copy a lane of warp 0 for each n8 "
-	 "block's and each group row's contiguous bytes), complete_tx on an mbarrier a stage that the consumers "
+	 "stage's packed words, scales and zero points by bulk tensor copies (one a part, from lane 0 of warps 0-2; "
+	 "per-lane cp.async.bulk where a stage's parts are not 128-byte aligned), complete_tx on an mbarrier a stage that the consumers "
 	 "wait on (no LDGSTS or addresses of B in their threads), and take the most stages (up to 8) that keep "
 	 "the plan's CTAs an SM by shared memory (gpt-oss-20b: 4 -> 6, ~117 KB of B in flight an SM; Mixtral "
 	 "GPTQ stays at 3); the same bits (CG_QBULK_DEFAULT in codegen/codegen.h; docs/codegen.md, \"Bulk "
 	 "copies of quantised B\"; not measured: no device in session 40)"},
+	{"dense-c4", DBG_DENSE_C4, NULL,
+	 "compile: the dense prefill GEMMs that run in clusters of 2 sharing B (dense-c2's 128x256 plan: buckets over "
+	 "1024 rows on the cooperative plan) run in clusters of 4 as 2x2 instead: a cluster covers 256 rows x 512 "
+	 "columns, each CTA a 128x256 tile, persistent over the clusters the device holds at once (moert asks; 31-32 of a 132-SM GH100's 33), loading half of its A box multicast to its row partner (the other "
+	 "column tile) and half of its B box multicast to its column partner (the other row tile): 12 KB of L2 reads "
+	 "a 128x128x64 step where dense-c2 reads 16; the same bits (on the emulator too: its plans take dense-c2's "
+	 "clusters with this flag); not measured yet (session 40 had no device); docs/codegen.md, \"Dense, 2x2 "
+	 "sharing A and B\"; issue 12"},
 };
 const int ndebug_flags = (int)NELEM(debug_flags);
 

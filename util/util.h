@@ -205,6 +205,7 @@ enum { PERM_COPY_DEFAULT = 0 };
 #define DBG_COMBINE_FOLD DBG_BIT(57)	/* codegen: a decode down GEMM on CUDA cores (gemm-vec) runs the combine in its last CTA (a ticket), no combine launch (A/B) */
 #define DBG_ROUTE2 DBG_BIT(62)	/* codegen: the decode front's route launch (part 2) a warp a token of a round of up to 16, redux.sync top-k, no CTA barrier in the warps' sums, the sort's offsets beside its places (the default: CG_ROUTE2_DEFAULT) */
 #define DBG_ROUTE_COUNT DBG_BIT(63)	/* codegen: a prefill route kernel also counts the grid permute's slots (atomics into its table, zeroed by the router GEMM's flag memset): no NAME_count launch (A/B) */
+#define DBG_DENSE_C4 DBG_BIT(64)	/* codegen: dense prefill plans that take clusters of 2 sharing B run in clusters of 4, 2x2 sharing A and B (A/B) */
 typedef struct {
 	const char *name;	/* in --debug=LIST */
 	DbgFlags bit;

@@ -18,6 +18,8 @@
  * once; with FAKECUDA_CLUSTER_LOG=FILE it appends "NAME GRIDX N" to FILE for
  * each cluster launch, with FAKECUDA_PDL_LOG=FILE "NAME" for each
  * programmatic one.  Launches run in order either way.
+ * cuOccupancyMaxActiveClusters says FAKECUDA_MAX_CLUSTERS=N clusters of 4
+ * (2N of 2, N/2 of 8: SMs in GPCs of 16), 1024 without it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -402,6 +404,21 @@ cuLaunchKernelEx(const LaunchConfig *c, Func *f, void **params, void **extra)
 	if (pdl && log_line("FAKECUDA_PDL_LOG", line))
 		return EINVALID;
 	return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
+}
+
+CUresult
+cuOccupancyMaxActiveClusters(int *n, Func *f, const LaunchConfig *c)
+{
+	const char *e = getenv("FAKECUDA_MAX_CLUSTERS");
+	unsigned size = 0;
+
+	if (!n || !f || !c || c->nattrs != 1 || c->attrs[0].id != 4)
+		return EINVALID;
+	size = c->attrs[0].val[0];
+	if (size < 1 || size > 8)
+		return EINVALID;
+	*n = e ? (int)(strtol(e, NULL, 10) * 4 / size) : 1024;
+	return OK;
 }
 
 CUresult

@@ -2311,6 +2311,106 @@ START_TEST(test_ws_emu_grouped_clusters)
 }
 END_TEST
 
+/*
+ * Clusters of 4 as 2x2 (GemmSpec.cluster = 4, --debug=dense-c4) on the
+ * emulator: against the reference, and bit for bit the same tiles without
+ * the cluster and in dense-c2's pairs sharing B (a cluster changes only
+ * where a tile's bytes come from).  Odd row and column tile counts (a 2x2's
+ * tile past M reads zeros, past N loads the last column tile's B for its
+ * column partner; neither stores), more k-tiles than stages, persistent
+ * over fewer clusters than 2x2s; bias + GELU, TMA stores and register stores.
+ */
+static void
+c4_case(GemmCase *c, double tol)
+{
+	GemmCase w = *c, p = *c;
+	GemmRun r, q;
+	GemmErr e;
+	CgModule *m;
+	const CgKernel *k;
+
+	c->s.cluster = 4;
+	c->s.cluster_b = 0;
+	w.s.cluster = w.s.cluster_b = 0;
+	p.s.cluster = 2;
+	p.s.cluster_b = 1;
+	m = gh_emit_specs("emu", GH_MMA, &c->s, 1, "c");
+	k = cg_module_find(m, "c0");
+	ck_assert_int_eq(k->cluster, 4);
+	ck_assert_msg(strstr(k->note, "cluster4 multicast-ab"), "%s", k->note);
+	ck_assert_int_eq(k->tmap[0].box[1], c->s.bm / 2);	/* half of A's rows */
+	ck_assert_int_eq(k->tmap[1].box[1], c->s.bn / 2);	/* half of B's */
+	cg_module_free(m);
+	ck_assert_msg(gh_run(&r, c) == 0 && gh_compare(&r, &e) == 0, "%s: 2x2: %s", c->what, r.msg);
+	ck_assert_msg(e.err < tol, "%s: 2x2: relative L2 error %g >= %g", c->what, e.err, tol);
+	ck_assert_msg(gh_run(&q, &w) == 0, "%s: without: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: the 2x2 and the same tiles without a cluster differ", c->what);
+	gh_free(&q);
+	ck_assert_msg(gh_run(&q, &p) == 0, "%s: pairs: %s", c->what, q.msg);
+	ck_assert_msg(q.cbytes == r.cbytes && memcmp(q.C, r.C, r.cbytes) == 0,
+		      "%s: the 2x2 and dense-c2's pairs differ", c->what);
+	gh_free(&q);
+	gh_free(&r);
+}
+
+/* The dense-c2 tile (128x256 over two 128x128 warpgroups), persistent over ctas. */
+static void
+c4_spec(GemmCase *c, int64_t N, int64_t K, int stages, int ctas, int tma_store)
+{
+	gh_spec_dense_bias_gelu(&c->s, N, K);
+	tiles(&c->s, 128, 256, 64, 2, 4, stages);
+	c->s.sched = CG_SCHED_PERSISTENT;
+	c->s.ctas = ctas;
+	c->s.tma_store = tma_store;
+}
+
+START_TEST(test_ws_emu_dense_quad_clusters)
+{
+	GemmCase c = {.what = "2x2, TMA stores, M = 300 (3 row tiles), N = 768 (3 column tiles), 6 k-tiles over "
+			      "3 stages, 4 CTAs"};
+
+	c4_spec(&c, 768, 384, 3, 4, 1);
+	c.T = 300;
+	c4_case(&c, 1e-2);
+	c.what = "2x2, register stores, M = 1030 (9 row tiles), N = 512, 2 k-tiles, 8 CTAs over 5 2x2s";
+	c4_spec(&c, 512, 128, 2, 8, 0);
+	c.T = 1030;
+	c4_case(&c, 1e-2);
+	c.what = "2x2, TMA stores, M = 100 (one row tile), N = 256 (one column tile): three of the 2x2's tiles empty";
+	c4_spec(&c, 256, 256, 2, 4, 1);
+	c.T = 100;
+	c4_case(&c, 1e-2);
+}
+END_TEST
+
+/* What the 2x2's protocol needs, each part left out (GemmSpec.quad_fault): a
+ * row partner missing from A's multicast mask or a column partner from B's
+ * (its full barrier never gets the stage's bytes), the releases not sent to
+ * the column partner (whose producer then never refills a stage): the
+ * emulator says deadlock, not a hang or the right bits. */
+START_TEST(test_ws_emu_dense_quad_faults)
+{
+	static const int faults[] = {CG_QUAD_NO_A_PARTNER, CG_QUAD_NO_B_PARTNER, CG_QUAD_NO_COL_RELEASE};
+	GemmCase c = {.what = "2x2 fault"};
+	GemmRun r;
+
+	for (size_t i = 0; i < NELEM(faults); i++) {
+		c4_spec(&c, 512, 256, 2, 4, 0);
+		c.s.cluster = 4;
+		c.s.quad_fault = faults[i];
+		c.T = 200;
+		ck_assert_msg(gh_run(&r, &c) != 0, "fault %d: ran", faults[i]);
+		ck_assert_msg(strstr(r.msg, "deadlock"), "fault %d: %s", faults[i], r.msg);
+		gh_free(&r);
+	}
+	c4_spec(&c, 512, 256, 2, 4, 0);	/* the same case without a fault runs */
+	c.s.cluster = 4;
+	ck_assert_msg(gh_run(&r, &c) == 0, "%s", r.msg);
+	gh_free(&r);
+}
+END_TEST
+
 /* --debug=dense-c2 on the emulator (cg_gemm_dense_c2_here): a dense GEMM whose bucket past 1024 rows
  * the heuristic tiles 256x128 runs 128x256 in clusters of 2 sharing B, with TMA stores (sm_90a's
  * default, --debug=ws-tma-store on the emulator) and without; 1030 rows (an odd row-tile count: the
@@ -2329,6 +2429,120 @@ START_TEST(test_ws_dense_c2_program_against_interpreter)
 	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "128x256x64 w2x4+4 s4 ws tma cluster2 multicast-b "
 			     "tma-store persistent", 2e-2, dbg | DBG_WS_TMA_STORE);	/* sm_90a's plan */
 	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster2 multicast-b persistent", 2e-2, dbg);
+}
+END_TEST
+
+/*
+ * Clusters of 4 (2x2) for sm_90a at the dense up-projection's shape (bench/models/dense_up.ir: N 14336,
+ * K 4096, bias + GELU; dense-c2's 128x256 plan, 4 stages, TMA stores; and f16 from registers): the
+ * cluster check of 4, A's and B's half boxes multicast to a mask of two ranks (a value: cvt to the
+ * 16-bit register), each release here and in the row and column partners (two mapa), no
+ * .release.cluster; ptxas without spills; the refusals.
+ */
+START_TEST(test_ws_quad_ptx_assembles_for_sm90a)
+{
+	CgTarget a = {"sm_90a", NULL, 3};
+	GemmSpec s[2];
+	CgModule *m;
+	const CgKernel *k;
+	const char *ptx;
+	Diag d;
+
+	gh_spec_dense_bias_gelu(&s[0], 14336, 4096);
+	tiles(&s[0], 128, 256, 64, 2, 4, 4);
+	s[0].tma_store = 1;
+	s[1] = s[0];
+	s[1].a_dt = s[1].b_dt = s[1].c_dt = DT_F16;
+	s[1].tma_store = 0;
+	for (int i = 0; i < 2; i++) {
+		s[i].sched = CG_SCHED_PERSISTENT;
+		s[i].ctas = 132;
+		s[i].cluster = 4;
+	}
+	m = gh_emit_specs("sm_90a", GH_MMA, s, 2, "q");
+	k = cg_module_find(m, "q0");
+	ck_assert_int_eq(k->cluster, 4);
+	ck_assert_int_eq(k->tmap[0].box[1], 64);	/* half of A's 128 rows */
+	ck_assert_int_eq(k->tmap[1].box[1], 128);	/* half of B's 256 */
+	ck_assert_msg(strstr(k->note, "s4 ws tma cluster4 multicast-ab tma-store persistent"), "%s", k->note);
+	ptx = gh_ptx(m);
+	ck_assert_int_eq(gh_count(ptx, "mov.u32 n, %cluster_nctarank;"), 2);
+	ck_assert_int_eq(gh_count(ptx, "barrier.cluster.arrive;"), 4);
+	ck_assert_int_eq(gh_count(ptx, ".multicast::cluster ["), 4);	/* A's and B's halves, bk 64: one each a k-tile */
+	ck_assert_int_eq(gh_count(ptx, "cvt.u16.u32 k,"), 4);
+	ck_assert_int_eq(gh_count(ptx, "mov.b16 k,"), 0);
+	ck_assert(gh_count(ptx, "mapa.shared::cluster.u32") >= 4);	/* row and column partner, each kernel */
+	ck_assert_int_eq(gh_count(ptx, "mbarrier.arrive.release.cluster"), 0);
+	gh_assemble(m, 2, "check_ws cluster4", GH_NO_SPILLS | GH_NO_SERIAL);
+	cg_module_free(m);
+	diag_init(&d, NULL);
+	s[0].ctas = 130;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "multiple of 4 CTAs (130)"), "%s", d.last);
+	s[0].ctas = 132;
+	s[0].cluster_b = 1;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "clusters of 4 (2x2 sharing A and B)"), "%s", d.last);
+	s[0].cluster_b = 0;
+	s[0].cluster = 3;
+	ck_assert_int_eq(cg_gemm_check(&a, &s[0], &d), -1);
+	ck_assert_msg(strstr(d.last, "need 2, 4, or none"), "%s", d.last);
+}
+END_TEST
+
+/* A tuning table's .c4 (codegen/tuning.c): one spelling (after .c2a/.c2b's place, before .wide; never
+ * with .pers or a .c2 suffix), persistent over CG_CLUSTER_CTAS, and back from the spec. */
+START_TEST(test_ws_quad_variant)
+{
+	CgVariant v, u;
+	GemmSpec s;
+	char back[64];
+
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4", &v), 0);
+	ck_assert_int_eq(v.cluster, 4);
+	ck_assert_int_eq(v.cluster_b, 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.wide", &v), 0);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.wide.c4", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.pers", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4.c2b", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c2b.c4", &v), -1);
+	ck_assert_int_eq(cg_variant_parse("128x256x64.w2x4.s4.k1.c4", &v), 0);
+	gh_spec_dense_bias_gelu(&s, 14336, 4096);
+	cg_variant_apply(&v, &s);
+	ck_assert_int_eq(s.cluster, 4);
+	ck_assert_int_eq(s.sched, CG_SCHED_PERSISTENT);
+	ck_assert_int_eq(s.ctas, CG_CLUSTER_CTAS);
+	cg_variant_of(&s, &u);
+	cg_variant_print(&u, back, sizeof back);
+	ck_assert_str_eq(back, "128x256x64.w2x4.s4.k1.c4");
+}
+END_TEST
+
+/* The dense up-projection's form (bench/models/dense_up.ir): bias and GELU (tanh) after the GEMM. */
+static const char prog_dense_up[] =
+	"weight $w : bf16[4096,128]\n"
+	"weight $b : bf16[4096]\n"
+	"graph @u(%x: bf16[T,128]) -> (y: bf16[T,4096]) {\n"
+	"	%h = matmul %x, $w, $b, trans_b=1 : bf16[T,4096]\n"
+	"	%y = gelu %h, approx=tanh : bf16[T,4096]\n"
+	"	ret %y\n"
+	"}\n";
+
+/* --debug=dense-c4 on the emulator: the same dense GEMM's bucket past 1024 rows as 128x256 tiles in 2x2
+ * clusters sharing A and B (4096 columns: 16 column tiles; 1030 rows: 9 row tiles, the last 2x2's second
+ * row empty), with and without TMA stores, and with bias + GELU, against the interpreter; without the
+ * flag the pairs. */
+START_TEST(test_ws_dense_c4_program_against_interpreter)
+{
+	DbgFlags dbg = DBG_EMU_WGMMA | DBG_EMU_WS | DBG_DENSE_C4;
+
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "128x256x64 w2x4+4 s4 ws tma cluster4 multicast-ab "
+			     "tma-store persistent", 2e-2, dbg | DBG_WS_TMA_STORE);
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster4 multicast-ab persistent", 2e-2, dbg);
+	gh_check_program_max(prog_dense_c2, 1030, 2048, "d_k0", "ws tma cluster2 multicast-b persistent", 2e-2,
+			     (dbg & ~DBG_DENSE_C4) | DBG_DENSE_C2);
+	gh_check_program_max(prog_dense_up, 1100, 2048, "u_k0", "ws tma cluster4 multicast-ab tma-store persistent",
+			     2e-2, dbg | DBG_WS_TMA_STORE);
 }
 END_TEST
 
@@ -2612,6 +2826,14 @@ ws_suite(void)
 	tcase_add_test(t, test_ws_emu_dense_clusters);
 	tcase_add_test(t, test_ws_emu_grouped_clusters);
 	tcase_add_test(t, test_ws_dense_c2_program_against_interpreter);
+	suite_add_tcase(s, t);
+	t = tcase_create("c4");	/* clusters of 4 as 2x2, --debug=dense-c4 (CK_RUN_CASE=c4) */
+	tcase_set_timeout(t, 600);
+	tcase_add_test(t, test_ws_quad_ptx_assembles_for_sm90a);
+	tcase_add_test(t, test_ws_quad_variant);
+	tcase_add_test(t, test_ws_emu_dense_quad_clusters);
+	tcase_add_test(t, test_ws_emu_dense_quad_faults);
+	tcase_add_test(t, test_ws_dense_c4_program_against_interpreter);
 	suite_add_tcase(s, t);
 	t = tcase_create("plans");	/* the ping-pong heuristic (CK_RUN_CASE=plans) */
 	tcase_set_timeout(t, 600);
