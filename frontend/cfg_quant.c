@@ -241,9 +241,15 @@ ct_fp8(Cfg *c, const cJSON *w, const cJSON *a)
 	}
 	if (!a || cJSON_IsNull(a))
 		return 0;
-	if (!qbool(a, "dynamic", 0))
-		return qerr(c, "compressed-tensors fp8: static input_activations are not read "
-			    "(dynamic)%s", "");
+	if (!qbool(a, "dynamic", 0)) {	/* llm-compressor's FP8 preset: each linear's input_scale */
+		if (!as || strcmp(as, "tensor") || c->q.kind != Q_FP8_CH)
+			return qerr(c, "compressed-tensors fp8: static input_activations are read per tensor "
+				    "with channel or tensor weights, not strategy '%s' with these weights",
+				    as ? as : "?");
+		c->q.act = ACT_STATIC;
+		c->q.act_down = 1;	/* as the fp8 scheme's static form */
+		return 0;
+	}
 	if (as && strcmp(as, "token") == 0) {
 		c->q.act = ACT_ROW;
 		return 0;

@@ -703,7 +703,8 @@ static const struct {
 	{"quant_ct_block_act_group", "quantization_config: error: compressed-tensors fp8 "
 	 "input_activations group_size must be the block's columns (block_structure[1])", 1},
 	{"quant_ct_static_act", "quantization_config: error: compressed-tensors fp8: static "
-	 "input_activations are not read (dynamic)", 1},
+	 "input_activations are read per tensor with channel or tensor weights, not strategy 'tensor' "
+	 "with these weights", 1},
 	{"quant_ct_bad_regex", "quantization_config: error: compressed-tensors group 'group_0': "
 	 "target 're:.*(mlp' is not a regex moec reads", 1},
 	/* the zoo hunt's published schemes moec does not read (RedHatAI's w8a8
