@@ -461,38 +461,62 @@ END_TEST
  * sharing A's tile; with live rows too) and gathered A, cooperative and
  * ping-pong, persistent over fewer CTAs than pairs, and T = 0.
  */
-START_TEST(test_ws_emu_grouped_pairs)
+/*
+ * The grouped pairs' cases, each through run (the pairs alone, or in
+ * clusters of 2): experts of 0..300 rows (1496 in all), scattered rows
+ * 128x128 over 2 column tiles persistent over 6 CTAs, ping-pong over 4
+ * column tiles and 4 CTAs, gathered A (top-2) with SwiGLU and live rows at
+ * 128x256 over 2 CTAs; `odd` adds live rows on ping-pong over 3 CTAs (an odd
+ * count: the pairs alone only).  c is left at the gathered case.
+ */
+static void
+grouped_pair_cases(GemmCase *c, void (*run)(GemmCase *, double), int odd)
 {
 	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
-	GemmCase c = {.what = "grouped pairs: scattered rows, 128x128, 2 column tiles, persistent over 6 CTAs"};
 
-	memcpy(c.counts, rows, sizeof rows);
-	gh_spec_grouped_scale_scatter(&c.s, 12, 256, 192);
-	tiles(&c.s, 128, 128, 64, 2, 2, 4);
-	c.s.sched = CG_SCHED_PERSISTENT;
-	c.s.ctas = 6;
-	c.s.cluster_b = 1;
-	c.T = 1496;
-	check_case(&c, 1e-2);
-	c.what = "grouped pairs: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
-	gh_spec_grouped_scale_scatter(&c.s, 12, 512, 128);
-	pingpong(&c.s, 128, 128, 64, 5, 4);
-	c.s.cluster_b = 1;
-	check_case(&c, 1e-2);
-	c.what = "grouped pairs: scattered rows, live rows (A_rows_map), ping-pong, 3 CTAs";
-	c.s.live_rows = 1;
-	c.s.ctas = 3;
-	check_case(&c, 1e-2);
-	c.s.live_rows = 0;
-	c.what = "grouped pairs: gathered A (top-2), SwiGLU, live rows, 128x256 on two consumers, 2 CTAs";
-	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
-	tiles(&c.s, 128, 256, 64, 2, 4, 3);
-	c.s.sched = CG_SCHED_PERSISTENT;
-	c.s.ctas = 2;
-	c.s.cluster_b = 1;
-	c.s.live_rows = 1;
-	c.T = 748;
-	check_case(&c, 1e-2);
+	memcpy(c->counts, rows, sizeof rows);
+	c->what = "grouped pairs sharing B: scattered rows, 128x128, 2 column tiles, 6 CTAs";
+	gh_spec_grouped_scale_scatter(&c->s, 12, 256, 192);
+	tiles(&c->s, 128, 128, 64, 2, 2, 4);
+	c->s.sched = CG_SCHED_PERSISTENT;
+	c->s.ctas = 6;
+	c->s.cluster_b = 1;
+	c->T = 1496;
+	run(c, 1e-2);
+	c->what = "grouped pairs sharing B: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
+	gh_spec_grouped_scale_scatter(&c->s, 12, 512, 128);
+	pingpong(&c->s, 128, 128, 64, 5, 4);
+	c->s.cluster_b = 1;
+	run(c, 1e-2);
+	if (odd) {
+		c->what = "grouped pairs: scattered rows, live rows (A_rows_map), ping-pong, 3 CTAs";
+		c->s.live_rows = 1;
+		c->s.ctas = 3;
+		run(c, 1e-2);
+		c->s.live_rows = 0;
+	}
+	c->what = "grouped pairs sharing B: gathered A (top-2), SwiGLU, live rows, 128x256, 2 CTAs";
+	gh_spec_grouped_swiglu(&c->s, 12, 512, 192, 2);
+	tiles(&c->s, 128, 256, 64, 2, 4, 3);
+	c->s.sched = CG_SCHED_PERSISTENT;
+	c->s.ctas = 2;
+	c->s.cluster_b = 1;
+	c->s.live_rows = 1;
+	c->T = 748;
+	run(c, 1e-2);
+}
+
+static void
+pair_case(GemmCase *c, double tol)
+{
+	check_case(c, tol);
+}
+
+START_TEST(test_ws_emu_grouped_pairs)
+{
+	GemmCase c = {0};
+
+	grouped_pair_cases(&c, pair_case, 1);
 	c.what = "grouped pairs: T = 0";
 	memset(c.counts, 0, sizeof c.counts);
 	c.T = 0;
@@ -2283,31 +2307,9 @@ END_TEST
 
 START_TEST(test_ws_emu_grouped_clusters)
 {
-	static const int rows[12] = {1, 0, 64, 128, 129, 200, 256, 257, 300, 0, 21, 140};	/* 1496 */
-	GemmCase c = {.what = "grouped pairs sharing B: scattered rows, 128x128, 2 column tiles, 6 CTAs"};
+	GemmCase c = {0};
 
-	memcpy(c.counts, rows, sizeof rows);
-	gh_spec_grouped_scale_scatter(&c.s, 12, 256, 192);
-	tiles(&c.s, 128, 128, 64, 2, 2, 4);
-	c.s.sched = CG_SCHED_PERSISTENT;
-	c.s.ctas = 6;
-	c.s.cluster_b = 1;
-	c.T = 1496;
-	cluster_case(&c, 1e-2);
-	c.what = "grouped pairs sharing B: scattered rows, ping-pong 128x128, 4 column tiles, 4 CTAs";
-	gh_spec_grouped_scale_scatter(&c.s, 12, 512, 128);
-	pingpong(&c.s, 128, 128, 64, 5, 4);
-	c.s.cluster_b = 1;
-	cluster_case(&c, 1e-2);
-	c.what = "grouped pairs sharing B: gathered A (top-2), SwiGLU, live rows, 128x256, 2 CTAs";
-	gh_spec_grouped_swiglu(&c.s, 12, 512, 192, 2);
-	tiles(&c.s, 128, 256, 64, 2, 4, 3);
-	c.s.sched = CG_SCHED_PERSISTENT;
-	c.s.ctas = 2;
-	c.s.cluster_b = 1;
-	c.s.live_rows = 1;
-	c.T = 748;
-	cluster_case(&c, 1e-2);
+	grouped_pair_cases(&c, cluster_case, 0);
 }
 END_TEST
 
