@@ -52,10 +52,9 @@ encode_tmap(const Manifest *m, Mem *mm, const MTmap *t, int64_t T, void *out, Di
 static int
 cluster_of(const Manifest *m, const char *kernel)
 {
-	for (int i = 0; i < m->nk; i++)
-		if (strcmp(m->k[i].name, kernel) == 0)
-			return MAX(m->k[i].cluster, 1);
-	return 1;
+	int i = bundle_find_kernel(m, kernel);
+
+	return i < 0 ? 1 : MAX(m->k[i].cluster, 1);
 }
 
 static int

@@ -47,6 +47,7 @@ struct GemmCore {
 	LLVMValueRef e, row0, rend, n0, bexp;	/* expert, rows row0..rend-1, column n0, B of e */
 	LLVMValueRef bshare;	/* GemmSpec.cluster_b, grouped (i1): the pair shares the tile's B (NULL: always) */
 	int amap, bmap;		/* the warp-specialised mainloop: its tensor-map parameters */
+	int bqmap;		/* CG_QBULK_TMA: the first of quantised B's tensor maps (words, scales, zero points) */
 	int cmap;		/* ... C's (GemmSpec.tma_store; -1: none) */
 	int arows;		/* ... and A's 16-row boxes (gemm_a_rows_map; -1: none) */
 	int cnt, ord;		/* shared offsets of the heavy-first tables (0: expert order) */

@@ -221,8 +221,10 @@ bind_params(GemmCore *k)
 		k->q_scale_p = cg_arg(f, n++);
 	if (s->quant.kind == CG_QUANT_STATIC && s->quant.zero_role)
 		k->q_zero_p = cg_arg(f, n++);
-	if (s->bq.group > 0 && s->bq.bulk == CG_QBULK_TMA)	/* B's maps, found by role (param_of) */
+	if (s->bq.group > 0 && s->bq.bulk == CG_QBULK_TMA) {	/* B's maps, in params()'s order */
+		k->bqmap = n;
 		n += 2 + (s->bq.zero != 0);
+	}
 	if (s->mainloop == CG_MAINLOOP_WS) {
 		k->amap = gemm_a_cp_async(s) ? -1 : n++;
 		k->arows = gemm_a_rows_map(s) ? n++ : -1;

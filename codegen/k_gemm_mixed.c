@@ -549,16 +549,6 @@ mbar_of(G *g, LLVMValueRef soff)
 	return cg_addi(f, cg_muli(f, cg_udiv(f, soff, cg_i32(f, g->stage)), 8), g->bq.mbar);
 }
 
-/* The kernel parameter of role r (a tensor map's). */
-static int
-param_of(CgFn *f, const char *r)
-{
-	for (int i = 0; i < f->k->nparam; i++)
-		if (!strcmp(f->k->param[i].role, r))
-			return i;
-	return -1;
-}
-
 /* The tensor maps of CG_QBULK_TMA: the packed words as rows of 4-byte
  * elements, an n8 block's row (K x bits bytes) each, every expert's rows
  * one after another (boxes of bk x bits / 4 elements by bn / 8 rows); the
@@ -592,7 +582,6 @@ bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueR
 {
 	CgFn *f = g->k.f;
 	const GemmSpec *s = &g->k.s;
-	static const char *const map[3] = {"B_map", "B_scale_map", "B_zero_map"};
 	LLVMValueRef base[3] = {g->k.B, g->k.Bs, g->k.Bz}, c[2];
 	int64_t rowb = s->K * g->bq.bits, pitch = s->N * g->bq.ssz;
 	int part = g->a_bytes + (i ? g->bq.b_bytes + (i - 1) * g->bq.s_bytes : 0);
@@ -612,7 +601,7 @@ bulk_tma(G *g, LLVMValueRef soff, LLVMValueRef mb, LLVMValueRef adv0, LLVMValueR
 		c[1] = cg_add(f, LLVMBuildTrunc(f->B, LLVMBuildUDiv(f->B, off, pb, ""), f->ti32, ""),
 			      LLVMBuildTrunc(f->B, grp, f->ti32, ""));
 	}
-	cg_tma_load(f, param_of(f, map[i]), cg_addi(f, soff, part), mb, 2, c);
+	cg_tma_load(f, g->k.bqmap + i, cg_addi(f, soff, part), mb, 2, c);
 }
 
 /* CG_QBULK_LANES: piece p = lane + 32 j of the stage (the n8 blocks'

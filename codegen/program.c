@@ -1839,10 +1839,11 @@ plan_gemm(CgProgram *p, GemmSpec *s, int64_t tlo, int64_t tokens, int *simt, cha
 			 "--precision=tf32|bf16|f16 allows it)");
 		*simt = 1;
 	}
-	int tun[8] = {0};	/* a tuning table's tiles, its stages too (qbulk) */
+	int tun[NELEM(p->o.arch)] = {0};	/* 1: a tuning table's tiles, its stages too (qbulk) */
 	for (int i = 0; i < p->o.narch && !*simt; i++) {
 		const CgTarget *t = cg_module_target(p->mod[i]);
-		if ((tun[i] = tuned(p, t, &s[i], tlo, tokens) == 0))
+		tun[i] = tuned(p, t, &s[i], tlo, tokens) == 0;
+		if (tun[i])
 			continue;
 		if (choose_tiles(t, &s[i], tlo, tokens)) {
 			try_tile(t, &s[i], &tiles[NELEM(tiles) - 1], 1);
@@ -2214,7 +2215,8 @@ dense_c2_pays(const CgProgram *p, const CgModule *m, const GemmSpec *s, int64_t 
 	const CgTarget *t = cg_module_target(m);
 
 	return cg_gemm_dense_c2_here(m) && cg_gemm_dense_c2_tile(s) &&
-	       thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS && !(p->o.debug & DBG_WS_PINGPONG) && !cg_gemm_pingpong_pays(t, s, thi);
+	       thi * (s->m_per_t > 0 ? s->m_per_t : 1) > DENSE_C2_ROWS && !(p->o.debug & DBG_WS_PINGPONG) &&
+	       !cg_gemm_pingpong_pays(t, s, thi);
 }
 
 enum { COOP_C2_DEFAULT = 0 };	/* 1: clusters sharing B cooperative without the flag (session 30: slower) */
